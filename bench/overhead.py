@@ -1,0 +1,73 @@
+"""What does Stash's timed loop add to the loop it times?
+
+The same model and the same on-device batch go through a plain training loop and through
+stash_core.timed_loop.run_steps, in interleaved blocks (so drift in machine load hits both
+alike). Prints the wall time per iteration of each and the slowdown ratio with its 95% interval
+over block pairs.
+
+    python bench/overhead.py [--model resnet18] [--input-shape 3,64,64] [--batch-size 16] [--pairs 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import time
+
+import torch
+
+from stash_core.stats import mean_ci95
+from stash_core.timed_loop import StepTimes, make_sync, run_steps
+from stash_core.zoo import build_model, loss_fn, parse_input_shape, synthetic_batch
+
+
+def plain_loop(model, optimizer, loss, batches, count: int) -> None:
+    for _ in range(count):
+        inputs, targets = next(batches)
+        loss(model(inputs), targets).backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--model", default="resnet18")
+    parser.add_argument("--input-shape", default="3,64,64")
+    parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--block", type=int, default=10, help="iterations per block")
+    parser.add_argument("--pairs", type=int, default=20, help="interleaved plain/timed block pairs")
+    parser.add_argument("--threads", type=int, default=1)
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    device = torch.device("cpu")
+    model, info = build_model(args.model, num_classes=10, input_shape=parse_input_shape(args.input_shape))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    loss = loss_fn(info)
+    batches = itertools.repeat(synthetic_batch(info, args.batch_size, device))
+    sync = make_sync(device)
+    plain_loop(model, optimizer, loss, batches, args.block)  # warm-up
+    ratios, plain_s, timed_s = [], [], []
+    for pair in range(args.pairs):
+        order = ("plain", "timed") if pair % 2 == 0 else ("timed", "plain")
+        block_s = {}
+        for kind in order:
+            start = time.perf_counter()
+            if kind == "plain":
+                plain_loop(model, optimizer, loss, batches, args.block)
+            else:
+                run_steps(model, optimizer, loss, batches, device, args.block, StepTimes(), sync)
+            block_s[kind] = (time.perf_counter() - start) / args.block
+        plain_s.append(block_s["plain"])
+        timed_s.append(block_s["timed"])
+        ratios.append(block_s["timed"] / block_s["plain"])
+    ratio, ratio_ci = mean_ci95(ratios)
+    plain_mean, plain_ci = mean_ci95(plain_s)
+    timed_mean, timed_ci = mean_ci95(timed_s)
+    print(f"model {args.model} {args.input_shape} batch {args.batch_size}, {args.pairs} x 2 blocks of {args.block}")
+    print(f"plain loop      {plain_mean * 1e3:8.2f} ms/iteration ± {plain_ci * 1e3:.2f}")
+    print(f"stash timed     {timed_mean * 1e3:8.2f} ms/iteration ± {timed_ci * 1e3:.2f}")
+    print(f"slowdown ratio  {ratio:.4f} ± {ratio_ci:.4f}  ({(ratio - 1) * 100:+.2f}%)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,23 @@
+"""The instance catalog: machine shapes and prices (with date and source), seeded from instances.csv."""
+
+from stash_core.catalog.catalog import (
+    CATALOG_CSV,
+    COLUMNS,
+    add_instance,
+    builtin_instances,
+    get_instance,
+    list_instances,
+    seed_catalog,
+    set_instance,
+)
+
+__all__ = [
+    "CATALOG_CSV",
+    "COLUMNS",
+    "add_instance",
+    "builtin_instances",
+    "get_instance",
+    "list_instances",
+    "seed_catalog",
+    "set_instance",
+]

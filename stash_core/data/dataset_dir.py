@@ -1,0 +1,153 @@
+"""Shared plumbing for the folder-per-class data sets: where generated sets live, building one atomically,
+scanning a class tree, and reading a sample's bytes (optionally dropping them from the page cache)."""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import shutil
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from stash_core.errors import UsageError
+
+MANIFEST_NAME = "MANIFEST.json"
+_TMP_PREFIX = ".tmp-"
+
+
+def dataset_cache_root() -> Path:
+    """Folder that holds generated data sets: $STASH_CACHE_DIR/datasets or ~/.cache/stash/datasets."""
+    base = os.environ.get("STASH_CACHE_DIR") or str(Path.home() / ".cache" / "stash")
+    return Path(base).expanduser() / "datasets"
+
+
+def read_manifest(dataset_dir: Path) -> dict[str, Any] | None:
+    """The manifest of a complete generated data set, or None when absent/unreadable (i.e. not complete)."""
+    try:
+        return json.loads((dataset_dir / MANIFEST_NAME).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _remove_stale_tmp_dirs(parent: Path, name: str) -> None:
+    # A build killed hard (SIGKILL, power loss) leaves .tmp-<name>-<pid>; remove those of dead processes.
+    for tmp_dir in parent.glob(f"{_TMP_PREFIX}{name}-*"):
+        pid_text = tmp_dir.name.rsplit("-", 1)[-1]
+        if pid_text.isdigit() and not _pid_alive(int(pid_text)):
+            shutil.rmtree(tmp_dir, ignore_errors=True)
+
+
+def sync_filesystem(any_path: Path) -> None:
+    """Flush dirty pages of the file system holding `any_path`, so they are durable and evictable.
+
+    Pages that are still dirty are skipped by POSIX_FADV_DONTNEED, so a freshly generated set would
+    otherwise not go cold when asked to."""
+    fd = os.open(any_path, os.O_RDONLY)
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.syncfs(fd) != 0:
+            os.sync()
+    except (AttributeError, OSError):
+        os.sync()
+    finally:
+        os.close(fd)
+
+
+def build_dataset_dir(
+    final_dir: Path, manifest: dict[str, Any], write_files: Callable[[Path], dict[str, Any]]
+) -> Path:
+    """Return `final_dir`, building it first unless a complete copy (manifest present) already exists.
+
+    `write_files(tmp_dir)` fills a private temp folder and returns extra manifest fields; the manifest is
+    written last and the folder renamed into place, so an interrupted build never looks complete."""
+    if read_manifest(final_dir) is not None:
+        return final_dir
+    parent = final_dir.parent
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"cannot create data set folder {parent}: {exc.strerror}") from exc
+    _remove_stale_tmp_dirs(parent, final_dir.name)
+    tmp_dir = parent / f"{_TMP_PREFIX}{final_dir.name}-{os.getpid()}"
+    shutil.rmtree(tmp_dir, ignore_errors=True)
+    try:
+        tmp_dir.mkdir()
+        extra = write_files(tmp_dir)
+        sync_filesystem(tmp_dir)
+        (tmp_dir / MANIFEST_NAME).write_text(json.dumps({**manifest, **extra}, indent=2, sort_keys=True))
+        if final_dir.exists() and read_manifest(final_dir) is None:
+            shutil.rmtree(final_dir)  # left by an older, non-atomic writer: not trustworthy
+        try:
+            os.rename(tmp_dir, final_dir)
+        except OSError:
+            # Another process (e.g. a second rank) finished the same set first: use theirs.
+            if read_manifest(final_dir) is None:
+                raise
+    except OSError as exc:
+        raise UsageError(f"cannot write data set {final_dir}: {exc}") from exc
+    finally:
+        shutil.rmtree(tmp_dir, ignore_errors=True)
+    return final_dir
+
+
+def scan_class_folders(
+    root: Path | str, suffixes: Iterable[str], kind: str
+) -> tuple[list[str], list[Path], list[int]]:
+    """(classes, files, labels) of a one-folder-per-class tree; files with a matching suffix (any case)."""
+    root = Path(root)
+    if not root.exists():
+        raise UsageError(f"data set folder {root} does not exist")
+    if not root.is_dir():
+        raise UsageError(f"data set path {root} is not a folder")
+    wanted = {suffix.lower() for suffix in suffixes}
+    classes = sorted(p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
+    if not classes:
+        raise UsageError(f"data set folder {root} has no class folders (expected one sub-folder per class)")
+    files: list[Path] = []
+    labels: list[int] = []
+    for label, class_name in enumerate(classes):
+        class_files = sorted(
+            p for p in (root / class_name).rglob("*") if p.suffix.lower() in wanted and p.is_file()
+        )
+        files.extend(class_files)
+        labels.extend([label] * len(class_files))
+    if not files:
+        raise UsageError(f"data set folder {root} has no {kind} files ({', '.join(sorted(wanted))})")
+    return classes, files, labels
+
+
+def total_size_bytes(files: Iterable[Path]) -> int:
+    return sum(os.stat(p).st_size for p in files)
+
+
+def read_file_bytes(path: Path, evict_after_read: bool) -> bytes:
+    """The whole file; with `evict_after_read` its pages are dropped from the page cache right after,
+    so every epoch of a cold run reads from the device again."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        size = os.fstat(fd).st_size
+        chunks = []
+        remaining = size
+        while True:
+            chunk = os.read(fd, max(remaining, 1 << 16))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            remaining -= len(chunk)
+        if evict_after_read:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)

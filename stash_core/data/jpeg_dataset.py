@@ -1,0 +1,204 @@
+"""Real JPEG data: a synthetic ImageFolder generator and the Dataset that reads, decodes and augments it."""
+
+from __future__ import annotations
+
+import io
+import multiprocessing
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from PIL import Image, ImageChops, ImageDraw
+
+from stash_core.data.dataset_dir import (
+    build_dataset_dir,
+    dataset_cache_root,
+    read_file_bytes,
+    scan_class_folders,
+    total_size_bytes,
+)
+from stash_core.errors import UsageError
+
+IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".webp")
+JPEG_QUALITY = 90
+_GENERATOR_VERSION = 1
+_POOL_MIN_COUNT = 400  # below this, starting worker processes costs more than it saves
+
+
+_noise_tiles: dict[int, Image.Image] = {}
+
+
+def _noise_tile(image_px: int) -> Image.Image:
+    """(2*px, 2*px) RGB noise in 0..24 (used as +-12 levels); fixed seed so every process makes the same."""
+    if image_px not in _noise_tiles:
+        rng = np.random.default_rng(12345)
+        noise = rng.integers(0, 25, size=(2 * image_px, 2 * image_px, 3), dtype=np.uint8)
+        _noise_tiles[image_px] = Image.fromarray(noise)
+    return _noise_tiles[image_px]
+
+
+def _synthetic_image(index: int, image_px: int, num_classes: int, seed: int) -> Image.Image:
+    """A photo-like picture: smooth colour field + shapes + sensor noise, so JPEG sizes are realistic."""
+    rng = np.random.default_rng([seed, index])
+    label = index % num_classes
+    # Low-frequency colour field (class-tinted) upsampled: the "scene".
+    coarse = rng.integers(0, 256, size=(6, 6, 3), dtype=np.uint8)
+    coarse[..., label % 3] = np.maximum(coarse[..., label % 3], 96)
+    image = Image.fromarray(coarse).resize((image_px, image_px), Image.Resampling.BILINEAR)
+    draw = ImageDraw.Draw(image)
+    for _ in range(int(rng.integers(3, 9))):
+        x0, y0, w, h = (int(v) for v in rng.integers(image_px // 10, image_px // 2, size=4))
+        fill = tuple(int(c) for c in rng.integers(0, 256, size=3))
+        box = (x0 - image_px // 10, y0 - image_px // 10, x0 + w, y0 + h)
+        (draw.ellipse if rng.random() < 0.5 else draw.rectangle)(box, fill=fill)
+    # Fine texture: what makes real photos cost bytes and decode time. A window at a random offset into
+    # one fixed noise tile is as good as fresh noise for JPEG and far cheaper than drawing it per image.
+    left, top = (int(v) for v in rng.integers(0, image_px, size=2))
+    noise = _noise_tile(image_px).crop((left, top, left + image_px, top + image_px))
+    return ImageChops.add(image, noise, scale=1.0, offset=-12)  # clipped to 0..255
+
+
+def _class_name(label: int) -> str:
+    return f"class_{label:03d}"
+
+
+def _write_jpeg_range(args: tuple[Path, int, int, int, int, int]) -> int:
+    tmp_dir, start, stop, image_px, num_classes, seed = args
+    written_bytes = 0
+    for index in range(start, stop):
+        path = tmp_dir / _class_name(index % num_classes) / f"img_{index:07d}.jpg"
+        _synthetic_image(index, image_px, num_classes, seed).save(path, format="JPEG", quality=JPEG_QUALITY)
+        written_bytes += path.stat().st_size
+    return written_bytes
+
+
+def generate_synthetic_jpegs(
+    count: int, image_px: int = 256, num_classes: int = 10, root: Path | None = None, seed: int = 0
+) -> Path:
+    """Make (or reuse) an ImageFolder tree of `count` real JPEG files and return its folder."""
+    if count < 1 or image_px < 8 or num_classes < 1:
+        raise UsageError(
+            f"synthetic JPEGs need count >= 1, image_px >= 8, num_classes >= 1 "
+            f"(got {count}, {image_px}, {num_classes})"
+        )
+    base = Path(root) if root is not None else dataset_cache_root()
+    # The class count joins the name only when not the default, keeping the common name short.
+    classes_tag = "" if num_classes == 10 else f"-{num_classes}c"
+    final_dir = base / f"synthetic-{count}-{image_px}px{classes_tag}-s{seed}"
+    manifest = {
+        "kind": "synthetic-jpeg",
+        "generator_version": _GENERATOR_VERSION,
+        "count": count,
+        "image_px": image_px,
+        "num_classes": min(num_classes, count),
+        "seed": seed,
+        "jpeg_quality": JPEG_QUALITY,
+    }
+
+    def write_files(tmp_dir: Path) -> dict[str, Any]:
+        started_s = time.monotonic()
+        for label in range(min(num_classes, count)):
+            (tmp_dir / _class_name(label)).mkdir()
+        workers = 2 if count >= _POOL_MIN_COUNT else 1
+        chunk = max(50, count // (workers * 8))
+        jobs = [
+            (tmp_dir, start, min(start + chunk, count), image_px, num_classes, seed)
+            for start in range(0, count, chunk)
+        ]
+        if workers == 1:
+            total_bytes = sum(map(_write_jpeg_range, jobs))
+        else:
+            # fork: the workers only use numpy/Pillow, and fork needs no __main__ guard in the caller.
+            with multiprocessing.get_context("fork").Pool(workers) as pool:
+                total_bytes = sum(pool.imap_unordered(_write_jpeg_range, jobs))
+        return {"total_bytes": total_bytes, "generate_s": round(time.monotonic() - started_s, 3)}
+
+    return build_dataset_dir(final_dir, manifest, write_files)
+
+
+def _decode_rgb(data: bytes) -> Image.Image:
+    with Image.open(io.BytesIO(data)) as image:
+        return image.convert("RGB")  # convert() forces the full decode, so corruption surfaces here
+
+
+class ImageFolderDataset(torch.utils.data.Dataset):
+    """One folder per class of image files; yields (transform(RGB image), label).
+
+    A sample that fails to decode is replaced by the next decodable one and counted in
+    `corrupt_reads` (shared memory, so reads made in DataLoader workers are visible to the parent)."""
+
+    def __init__(
+        self, root: Path | str, transform: Callable[[Image.Image], Any] | None, evict_after_read: bool = False
+    ) -> None:
+        self.root = Path(root)
+        self.transform = transform
+        self.evict_after_read = evict_after_read
+        self.classes, self.files, self.labels = scan_class_folders(self.root, IMAGE_SUFFIXES, "image")
+        self.total_bytes = total_size_bytes(self.files)
+        # Lock-protected shared counter; inherited by DataLoader workers (fork or spawn).
+        self._corrupt_reads = multiprocessing.Value("q", 0)
+
+    @property
+    def corrupt_reads(self) -> int:
+        """Reads that hit an undecodable file and were replaced by another sample (all processes)."""
+        return int(self._corrupt_reads.value)
+
+    def __len__(self) -> int:
+        return len(self.files)
+
+    def __getitem__(self, index: int) -> tuple[Any, int]:
+        for attempt in range(len(self.files)):
+            sample_index = (index + attempt) % len(self.files)
+            path = self.files[sample_index]
+            try:
+                image = _decode_rgb(read_file_bytes(path, self.evict_after_read))
+            except (OSError, ValueError, SyntaxError, Image.DecompressionBombError):
+                with self._corrupt_reads.get_lock():
+                    self._corrupt_reads.value += 1
+                continue
+            sample = self.transform(image) if self.transform is not None else image
+            return sample, self.labels[sample_index]
+        raise UsageError(f"no image under {self.root} could be decoded")
+
+
+def validate_images(dataset: ImageFolderDataset, max_bad_fraction: float = 0.05) -> int:
+    """Check every file's header (Image.open + verify); drop the bad ones from `dataset`.
+
+    Returns how many were dropped; raises UsageError when more than `max_bad_fraction` are bad."""
+    bad_indices: list[int] = []
+    bad_example = ""
+    for index, path in enumerate(dataset.files):
+        try:
+            with Image.open(path) as image:
+                image.verify()
+        except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as exc:
+            bad_indices.append(index)
+            bad_example = bad_example or f"{path.name}: {exc}"
+        finally:
+            if dataset.evict_after_read:
+                # Keep the cold run cold: the header check must not leave pages in the cache.
+                try:
+                    fd = os.open(path, os.O_RDONLY)
+                    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+                    os.close(fd)
+                except OSError:
+                    pass
+    total = len(dataset.files)
+    if bad_indices and len(bad_indices) > max_bad_fraction * total:
+        raise UsageError(
+            f"{len(bad_indices)} of {total} images under {dataset.root} are unreadable "
+            f"(more than {max_bad_fraction:.0%}), e.g. {bad_example}"
+        )
+    if len(bad_indices) == total:
+        raise UsageError(f"none of the {total} images under {dataset.root} is readable, e.g. {bad_example}")
+    if bad_indices:
+        bad = set(bad_indices)
+        kept = [i for i in range(total) if i not in bad]
+        dataset.files = [dataset.files[i] for i in kept]
+        dataset.labels = [dataset.labels[i] for i in kept]
+        dataset.total_bytes = total_size_bytes(dataset.files)
+    return len(bad_indices)

@@ -1,0 +1,106 @@
+"""Real text data for the BERT-style token model: a synthetic generator and a hashing-tokeniser Dataset."""
+
+from __future__ import annotations
+
+import re
+import zlib
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from stash_core.data.dataset_dir import (
+    build_dataset_dir,
+    dataset_cache_root,
+    read_file_bytes,
+    scan_class_folders,
+    total_size_bytes,
+)
+from stash_core.errors import UsageError
+
+TEXT_SUFFIXES = (".txt",)
+_GENERATOR_VERSION = 1
+_NUM_CLASSES = 4
+_VOCAB_WORDS = 3000
+_SYLLABLES = ("ka", "to", "ri", "me", "su", "na", "lo", "pe", "di", "ga", "mu", "ze", "bo", "xi", "ha", "ju")
+_WORD_RE = re.compile(r"[a-z0-9']+")
+
+
+def _vocabulary(rng: np.random.Generator) -> list[str]:
+    words: set[str] = set()
+    while len(words) < _VOCAB_WORDS:
+        length = int(rng.integers(1, 5))
+        words.add("".join(_SYLLABLES[i] for i in rng.integers(0, len(_SYLLABLES), size=length)))
+    return sorted(words)
+
+
+def generate_synthetic_text(count_docs: int, root: Path | None = None, seed: int = 0) -> Path:
+    """Make (or reuse) a folder-per-label tree of `count_docs` text files, a few hundred words each."""
+    if count_docs < 1:
+        raise UsageError(f"synthetic text needs count_docs >= 1 (got {count_docs})")
+    base = Path(root) if root is not None else dataset_cache_root()
+    final_dir = base / f"synthetic-text-{count_docs}-s{seed}"
+    num_classes = min(_NUM_CLASSES, count_docs)
+    manifest = {
+        "kind": "synthetic-text",
+        "generator_version": _GENERATOR_VERSION,
+        "count_docs": count_docs,
+        "num_classes": num_classes,
+        "seed": seed,
+    }
+
+    def write_files(tmp_dir: Path) -> dict[str, Any]:
+        rng = np.random.default_rng(seed)
+        vocabulary = np.array(_vocabulary(rng))
+        # Zipf-like word frequencies, shuffled differently per class so labels are learnable.
+        base_weights = 1.0 / np.arange(1, len(vocabulary) + 1)
+        class_weights = [rng.permutation(base_weights) for _ in range(num_classes)]
+        class_weights = [w / w.sum() for w in class_weights]
+        total_bytes = 0
+        for label in range(num_classes):
+            (tmp_dir / f"label_{label:02d}").mkdir()
+        for index in range(count_docs):
+            label = index % num_classes
+            words = rng.choice(vocabulary, size=int(rng.integers(200, 500)), p=class_weights[label])
+            lines = [" ".join(words[i : i + 12]) for i in range(0, len(words), 12)]
+            text = ".\n".join(line.capitalize() for line in lines) + ".\n"
+            path = tmp_dir / f"label_{label:02d}" / f"doc_{index:07d}.txt"
+            path.write_text(text)
+            total_bytes += len(text)
+        return {"total_bytes": total_bytes}
+
+    return build_dataset_dir(final_dir, manifest, write_files)
+
+
+def hash_tokenise(text: str, seq_len: int, vocab_size: int) -> torch.Tensor:
+    """Lower-cased words hashed (crc32, stable across processes) into ids [1, vocab_size); 0 pads."""
+    words = _WORD_RE.findall(text.lower())[:seq_len]
+    ids = [1 + zlib.crc32(word.encode()) % (vocab_size - 1) for word in words]
+    tokens = torch.zeros(seq_len, dtype=torch.long)
+    if ids:
+        tokens[: len(ids)] = torch.tensor(ids, dtype=torch.long)
+    return tokens
+
+
+class TextFolderDataset(torch.utils.data.Dataset):
+    """One folder per label of .txt files; yields (LongTensor(seq_len) of token ids, label)."""
+
+    def __init__(
+        self, root: Path | str, seq_len: int, vocab_size: int, evict_after_read: bool = False
+    ) -> None:
+        if seq_len < 1 or vocab_size < 2:
+            raise UsageError(f"text data needs seq_len >= 1, vocab_size >= 2 (got {seq_len}, {vocab_size})")
+        self.root = Path(root)
+        self.seq_len = seq_len
+        self.vocab_size = vocab_size
+        self.evict_after_read = evict_after_read
+        self.classes, self.files, self.labels = scan_class_folders(self.root, TEXT_SUFFIXES, "text")
+        self.total_bytes = total_size_bytes(self.files)
+
+    def __len__(self) -> int:
+        return len(self.files)
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
+        text = read_file_bytes(self.files[index], self.evict_after_read).decode("utf-8", errors="replace")
+        return hash_tokenise(text, self.seq_len, self.vocab_size), self.labels[index]

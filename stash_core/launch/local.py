@@ -1,0 +1,109 @@
+"""Launch one run on this machine with torchrun and read its protocol lines.
+
+torchrun and its workers (and their data-loader processes) run in their own session, so that
+an error, a timeout or Ctrl-C ends every one of them by process group, leaving no orphans.
+"""
+
+from __future__ import annotations
+
+import os
+import selectors
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+
+from ..errors import MeasurementError
+
+KILL_GRACE_S = 5.0
+
+
+def torchrun_argv(nproc_per_node: int, job_path: str) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nnodes",
+        "1",
+        "--nproc-per-node",
+        str(nproc_per_node),
+        "--max-restarts",
+        "0",
+        "-m",
+        "stash_core.worker",
+        "--job",
+        job_path,
+    ]
+
+
+def run_local(
+    argv: list[str],
+    on_line: Callable[[str], None],
+    timeout_s: float,
+    env: dict[str, str] | None = None,
+    preexec: Callable[[], None] | None = None,
+) -> list[str]:
+    """Run argv, feeding each stdout/stderr line to on_line; return stderr's last lines on failure.
+
+    Raises MeasurementError when the process fails or runs past timeout_s.
+    """
+    process = subprocess.Popen(
+        argv,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        text=True,
+        bufsize=1,
+        start_new_session=True,
+        env={**os.environ, **(env or {})},
+        preexec_fn=preexec,
+    )
+    stderr_tail: list[str] = []
+    deadline = time.monotonic() + timeout_s
+    try:
+        with selectors.DefaultSelector() as selector:
+            selector.register(process.stdout, selectors.EVENT_READ, "out")
+            selector.register(process.stderr, selectors.EVENT_READ, "err")
+            open_streams = 2
+            while open_streams:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise MeasurementError(f"run did not finish within {timeout_s:.0f} s; stopped it")
+                for key, _ in selector.select(timeout=min(remaining, 1.0)):
+                    line = key.fileobj.readline()
+                    if not line:
+                        selector.unregister(key.fileobj)
+                        open_streams -= 1
+                        continue
+                    if key.data == "err":
+                        stderr_tail = (stderr_tail + [line.rstrip()])[-40:]
+                    on_line(line.rstrip("\n"))
+        process.wait(timeout=max(deadline - time.monotonic(), 1.0))
+    finally:
+        stop_process_group(process)
+    if process.returncode != 0:
+        return stderr_tail or [f"exit status {process.returncode}"]
+    return []
+
+
+def stop_process_group(process: subprocess.Popen) -> None:
+    """End the process and everything it started (same session): TERM, then KILL after a grace."""
+    pgid = process.pid  # start_new_session made the process its group's leader
+    _signal_group(pgid, signal.SIGTERM)
+    try:
+        process.wait(timeout=KILL_GRACE_S)
+    except subprocess.TimeoutExpired:
+        pass
+    _signal_group(pgid, signal.SIGKILL)
+    if process.poll() is None:
+        process.kill()
+        process.wait()
+
+
+def _signal_group(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass

@@ -1,0 +1,259 @@
+"""Remote hosts over the system's OpenSSH client.
+
+Nothing here ever goes through a local shell: every command is an argv list run with
+shell=False. The remote side, however, always runs the command through the login shell of
+the remote user, so each element of the remote argv is quoted with shlex.quote (POSIX sh
+quoting: bash, dash, zsh and ksh accept it; csh and fish are not supported). Host and user
+names are checked against strict patterns before anything runs, so a host such as
+``a;touch /tmp/pwned`` or ``-oProxyCommand=...`` never reaches ssh.
+
+Only the path of a private key is ever kept, never its contents.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import re
+import shlex
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import MeasurementError, UsageError
+
+SSH_CONNECT_TIMEOUT_S = 5
+# A DNS label: letters, digits and inner hyphens (also accepts names like "stash-n0").
+_DNS_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+_DNS_NAME_RE = re.compile(rf"^{_DNS_LABEL}(?:\.{_DNS_LABEL})*\.?$")
+# POSIX portable user names; no leading hyphen so a user can never look like an option.
+_USER_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,31}$")
+# ssh exits with 255 when ssh itself (not the remote command) failed.
+_SSH_FAILED = 255
+_SHELL_COMMAND_NOT_FOUND = 127
+_NOT_FOUND_RE = re.compile(r"([^\s:]+): (?:command )?not found")
+
+
+class HostUnreachableError(UsageError):
+    """ssh could not open a connection to the host (down, wrong name, refused, no route)."""
+
+
+class AuthRefusedError(UsageError):
+    """The host answered but refused our key (or its host key did not match)."""
+
+
+def validate_host(text: str) -> str:
+    """Return the host unchanged when it is a DNS name or an IPv4/IPv6 literal; else UsageError."""
+    if not isinstance(text, str) or not text:
+        raise UsageError("host name is empty")
+    candidate = text[1:-1] if text.startswith("[") and text.endswith("]") else text
+    try:
+        ipaddress.ip_address(candidate)
+        return candidate
+    except ValueError:
+        pass
+    if len(text) <= 253 and _DNS_NAME_RE.match(text) and not text.replace(".", "").isdigit():
+        return text
+    raise UsageError(f"invalid host name {text!r}: expected a DNS name or an IPv4/IPv6 address")
+
+
+def validate_user(text: str) -> str:
+    """Return the user name unchanged when it is a portable POSIX user name; else UsageError."""
+    if not isinstance(text, str) or not _USER_RE.match(text):
+        raise UsageError(f"invalid user name {text!r}: expected letters, digits, '_', '.', '-' (max 32)")
+    return text
+
+
+def _existing_file(path: Path | str, what: str) -> Path:
+    resolved = Path(path).expanduser()
+    if not resolved.is_file():
+        raise UsageError(f"{what} {str(path)!r} does not exist or is not a file")
+    return resolved
+
+
+@dataclass(frozen=True)
+class SshTarget:
+    """One remote host as ssh reaches it. Validated on construction, so a bad one cannot exist."""
+
+    host: str
+    user: str | None = None
+    key_path: Path | None = None  # path of the private key; its contents are never read here
+    port: int = 22
+    config_file: Path | None = None  # an ssh_config file passed with -F
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "host", validate_host(self.host))
+        if self.user is not None:
+            validate_user(self.user)
+        if isinstance(self.port, bool) or not isinstance(self.port, int) or not 1 <= self.port <= 65535:
+            raise UsageError(f"invalid ssh port {self.port!r}: expected 1..65535")
+        if self.key_path is not None:
+            object.__setattr__(self, "key_path", _existing_file(self.key_path, "ssh key"))
+        if self.config_file is not None:
+            object.__setattr__(self, "config_file", _existing_file(self.config_file, "ssh config file"))
+
+    @property
+    def destination(self) -> str:
+        """[user@]host as ssh takes it."""
+        return f"{self.user}@{self.host}" if self.user else self.host
+
+    def __str__(self) -> str:
+        return self.destination if self.port == 22 else f"{self.destination}:{self.port}"
+
+
+def parse_target(
+    text: str, key_path: Path | None = None, config_file: Path | None = None
+) -> SshTarget:
+    """Parse "[user@]host[:port]" (IPv6 as "[addr]:port") into a validated SshTarget."""
+    text = text.strip()
+    user = None
+    if "@" in text:
+        user, text = text.rsplit("@", 1)
+    port = 22
+    if text.startswith("["):  # [v6]:port or [v6]
+        host, _, rest = text[1:].partition("]")
+        if rest:
+            if not rest.startswith(":"):
+                raise UsageError(f"invalid host {text!r}")
+            port = _parse_port(rest[1:])
+    elif text.count(":") == 1:
+        host, port_text = text.split(":")
+        port = _parse_port(port_text)
+    else:
+        host = text  # a name, IPv4, or a bare IPv6 literal
+    return SshTarget(host=host, user=user, key_path=key_path, port=port, config_file=config_file)
+
+
+def _parse_port(text: str) -> int:
+    if not text.isdigit():
+        raise UsageError(f"invalid ssh port {text!r}")
+    return int(text)
+
+
+def remote_command(remote_argv: list[str]) -> str:
+    """The single string the remote shell will parse back into exactly remote_argv."""
+    if not remote_argv or not all(isinstance(part, str) for part in remote_argv):
+        raise UsageError("remote command must be a non-empty list of strings")
+    return " ".join(shlex.quote(part) for part in remote_argv)
+
+
+def ssh_argv(target: SshTarget, remote_argv: list[str], connect_timeout_s: int = SSH_CONNECT_TIMEOUT_S) -> list[str]:
+    """argv for the local ssh client that runs remote_argv on target (never through a local shell)."""
+    if not isinstance(target, SshTarget):
+        raise UsageError("target must be an SshTarget")
+    argv = [
+        "ssh",
+        "-o", "BatchMode=yes",
+        "-o", f"ConnectTimeout={int(connect_timeout_s)}",
+        "-o", "ServerAliveInterval=2",
+        "-o", "ServerAliveCountMax=3",
+    ]  # fmt: skip
+    if target.key_path is not None:
+        argv += ["-i", str(target.key_path), "-o", "IdentitiesOnly=yes"]
+    if target.port != 22:  # 22 is ssh's default; leaving it out lets a config file's Port apply
+        argv += ["-p", str(target.port)]
+    if target.config_file is not None:
+        argv += ["-F", str(target.config_file)]
+    argv += [target.destination, "--", remote_command(remote_argv)]
+    return argv
+
+
+def _last_line(text: str) -> str:
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[-1] if lines else "(no message)"
+
+
+def run_remote(
+    target: SshTarget,
+    remote_argv: list[str],
+    timeout_s: float,
+    check: bool = False,
+    connect_timeout_s: int = SSH_CONNECT_TIMEOUT_S,
+) -> subprocess.CompletedProcess:
+    """Run remote_argv on target and return its CompletedProcess (text, stdout and stderr captured).
+
+    Raises HostUnreachableError / AuthRefusedError (both UsageError) when ssh cannot get in,
+    UsageError when the remote command does not exist, MeasurementError on timeout, and,
+    with check=True, MeasurementError when the remote command exits non-zero.
+    """
+    argv = ssh_argv(target, remote_argv, connect_timeout_s)
+    if shutil.which(argv[0]) is None:
+        raise UsageError("the OpenSSH client 'ssh' is not installed (apt-get install openssh-client)")
+    try:
+        completed = subprocess.run(
+            argv,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            errors="replace",
+            timeout=timeout_s,
+            shell=False,
+        )
+    except subprocess.TimeoutExpired:
+        raise MeasurementError(
+            f"command {remote_argv[0]!r} on host {target.host} timed out after {timeout_s:g} s"
+        ) from None
+    raise_for_ssh_failure(target, completed.returncode, completed.stderr, remote_argv[0])
+    if check and completed.returncode != 0:
+        raise MeasurementError(
+            f"command {remote_argv[0]!r} failed on host {target.host} (exit {completed.returncode}): "
+            f"{_last_line(completed.stderr)}"
+        )
+    return completed
+
+
+def raise_for_ssh_failure(target: SshTarget, returncode: int, stderr: str, command: str) -> None:
+    """Turn ssh's own failures (and a missing remote command) into one clear error line."""
+    if returncode == _SSH_FAILED:
+        reason = _last_line(stderr)
+        lowered = stderr.lower()
+        if "permission denied" in lowered or "too many authentication failures" in lowered:
+            raise AuthRefusedError(f"authentication refused by host {target.host}: {reason}")
+        if "host key verification failed" in lowered or "host identification has changed" in lowered:
+            raise AuthRefusedError(f"host key of {target.host} not trusted: {reason}")
+        raise HostUnreachableError(f"cannot reach host {target.host}: {reason}")
+    if returncode == _SHELL_COMMAND_NOT_FOUND:
+        # bash: "bash: line 1: X: command not found"; dash: "sh: 1: exec: X: not found"
+        missing = _NOT_FOUND_RE.search(stderr)
+        if missing or "not found" in stderr.lower():
+            name = missing.group(1) if missing else command
+            raise UsageError(f"command {name!r} not found on host {target.host}")
+
+
+def remote_check(
+    target: SshTarget, python: str = "python3", workdir: str | None = None, timeout_s: float = 60.0
+) -> dict:
+    """What the remote host has: python, torch, Stash and GPU versions/counts (remote_info's JSON).
+
+    workdir, when given, is the directory the module is run from (for a checkout that is not
+    pip-installed). Raises UsageError "Stash not installed on HOST" when stash_core is missing.
+    """
+    module_argv = [python, "-m", "stash_core.remote_info"]
+    if workdir is not None:
+        # "$1" is the directory and the rest the command: positional parameters, never spliced in.
+        module_argv = ["sh", "-c", 'cd -- "$1" && shift && exec "$@"', "sh", workdir, *module_argv]
+    try:
+        completed = run_remote(target, module_argv, timeout_s)
+    except UsageError as exc:
+        if isinstance(exc, (HostUnreachableError, AuthRefusedError)) or python not in str(exc):
+            raise
+        raise UsageError(f"python {python!r} not found on host {target.host}") from None
+    stderr = completed.stderr
+    if completed.returncode != 0:
+        if "No module named stash_core" in stderr or "No module named 'stash_core" in stderr:
+            raise UsageError(f"Stash not installed on {target.host} ({python} cannot import stash_core)")
+        if workdir is not None and "can't cd" in stderr.lower():
+            raise UsageError(f"directory {workdir!r} does not exist on host {target.host}")
+        raise MeasurementError(
+            f"remote check failed on host {target.host} (exit {completed.returncode}): {_last_line(stderr)}"
+        )
+    try:
+        info = json.loads(_last_line(completed.stdout))
+    except json.JSONDecodeError:
+        raise MeasurementError(
+            f"remote check on host {target.host} printed no JSON: {_last_line(completed.stdout)}"
+        ) from None
+    if not isinstance(info, dict):
+        raise MeasurementError(f"remote check on host {target.host} printed unexpected JSON")
+    return info

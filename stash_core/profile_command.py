@@ -1,0 +1,122 @@
+"""`stash profile`: from command-line arguments to a stored, printed breakdown."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from .errors import StashError, UsageError
+from .spec import ProfileSpec, parse_iterations, parse_stalls, resolve_device, validate
+
+
+def spec_from_args(args) -> ProfileSpec:
+    from .zoo import parse_input_shape
+
+    spec = ProfileSpec(
+        model=args.model,
+        batch_size=args.batch_size,
+        workers_per_node=args.workers,
+        nodes=args.nodes,
+        dataset=str(Path(args.dataset).resolve()) if args.dataset else None,
+        synthetic_images=args.synthetic_images,
+        dataset_images=args.dataset_images,
+        loader_workers=args.loader_workers,
+        iterations=parse_iterations(args.iterations),
+        device=args.device,
+        instance=args.instance,
+        threads_per_worker=args.threads_per_worker,
+        disk_read_mbps=args.disk_read_mbps,
+        input_shape=list(parse_input_shape(args.input_shape)) if args.input_shape else None,
+        num_classes=args.num_classes,
+        image_px=args.image_px,
+        target_relative_ci=args.target_ci,
+        max_iterations=args.max_iterations,
+        max_phase_s=args.max_phase_seconds,
+        seed=args.seed,
+    )
+    if args.stalls:
+        spec.stalls = parse_stalls(args.stalls)
+    return spec
+
+
+def cuda_device_count() -> int:
+    import torch
+
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+def check_writable(db_path: Path, out_path: Path | None, store_db: bool) -> None:
+    """Refuse before measuring anything if the results could not be saved."""
+    targets = [out_path.parent if out_path else Path("results")]
+    if store_db:
+        targets.append(db_path.parent)
+        if db_path.exists() and not os.access(db_path, os.W_OK):
+            raise UsageError(f"--db {db_path}: the database file is not writable")
+    for directory in targets:
+        existing = directory
+        while not existing.exists():
+            existing = existing.parent
+        if not existing.is_dir() or not os.access(existing, os.W_OK):
+            raise UsageError(f"cannot write to {directory}: permission denied or not a directory")
+
+
+def make_reporter(mode: str):
+    from .progress import BarReporter, JsonReporter
+    from .profiler import Reporter
+
+    if mode == "json":
+        return JsonReporter()
+    if mode == "none":
+        return Reporter()
+    return BarReporter()
+
+
+def profile_from_args(args, db_path: Path) -> int:
+    from . import protocol, store
+    from .profiler import run_profile
+    from .report import format_breakdown
+    from .resultfile import default_result_path, write_result_atomic
+    from .zoo import build_model
+
+    spec = spec_from_args(args)
+    cuda_devices = cuda_device_count()
+    validate(spec, cuda_devices)
+    resolve_device(spec, cuda_devices)
+    if spec.disk_read_mbps is not None:
+        from .data.diskcap import disk_cap_unsupported_reason
+
+        probe_path = Path(spec.dataset) if spec.dataset else Path.home()
+        reason = disk_cap_unsupported_reason(probe_path)
+        if reason:
+            raise UsageError(f"--disk-read-mbps: {reason}")
+    _, info = build_model(spec.model, num_classes=spec.num_classes, input_shape=_shape(spec))
+    check_writable(db_path, args.out, not args.no_store)
+    reporter = make_reporter(args.progress)
+    doc = None
+    error: BaseException | None = None
+    try:
+        doc = run_profile(spec, info.to_dict(), reporter)
+    except (StashError, KeyboardInterrupt) as caught:
+        error = caught
+        doc = getattr(caught, "__stash_doc__", None)
+    if doc is None:
+        raise error  # type: ignore[misc]
+    out_path = args.out or default_result_path(doc["run_id"])
+    write_result_atomic(out_path, doc)
+    if not args.no_store:
+        store.ingest_result(db_path, doc, source_file=str(out_path))
+    if args.progress == "json":
+        protocol.emit("DONE", {"run_id": doc["run_id"], "status": doc["status"], "result_file": str(out_path),
+                               "error": doc["error"]})
+    if error is not None:
+        print(f"stash: saved the {doc['status']} run {doc['run_id']} to {out_path}", file=sys.stderr)
+        raise error
+    print(format_breakdown(doc["breakdown"], doc["spec"].get("dataset_images")))
+    where = f"{out_path}" + ("" if args.no_store else f" and {db_path}")
+    print(f"run {doc['run_id']} saved to {where}")
+    return 0
+
+
+def _shape(spec: ProfileSpec):
+    return tuple(spec.input_shape) if spec.input_shape else None

@@ -1,0 +1,258 @@
+"""Result files: one self-contained, versioned JSON document per profile.
+
+The format is described in docs/schema.md (section "Result file"). This module writes result files atomically,
+reads them back, migrates documents of older schema versions forward and checks that a document has the shape
+the store relies on. Every problem a user can cause (missing, truncated, foreign or too new file) ends in a
+one-line UsageError.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from stash_core.errors import UsageError
+
+SCHEMA_VERSION = 1
+RESULT_KIND = "stash-profile"
+
+RUN_STATUSES = ("completed", "failed", "interrupted")
+PHASE_STATUSES = ("completed", "failed", "skipped", "interrupted")
+STALL_STATUSES = ("measured", "clamped_zero", "negative", "not_measured", "not_separable")
+STALL_NAMES = ("compute", "interconnect", "network", "cpu", "disk")
+SAMPLE_KEYS = ("iteration_s", "data_s", "forward_s", "backward_s", "optimizer_s", "slowest_rank")
+
+REQUIRED_KEYS = ("schema_version", "kind", "run_id", "status", "started_at", "spec", "phases")
+
+# MIGRATIONS[v] turns a document of schema_version v into one of version v + 1. Version 1 is the first
+# version, so there is nothing to migrate yet; a future version 2 adds `MIGRATIONS[1] = _v1_to_v2`.
+MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {}
+
+
+def default_result_path(run_id: str, results_dir: Path = Path("results")) -> Path:
+    """Where the result file of `run_id` goes by default: `<results_dir>/<run_id>.json`."""
+    if not run_id or "/" in run_id or "\\" in run_id or run_id in (".", ".."):
+        raise UsageError(f"run id {run_id!r} cannot be used as a file name")
+    return Path(results_dir) / f"{run_id}.json"
+
+
+def write_result_atomic(path: Path, doc: dict[str, Any]) -> Path:
+    """Write `doc` as JSON to `path` so that readers see either the old file or the whole new one.
+
+    Non-finite floats (NaN, inf) become null, because they are not valid JSON. Parent directories are created.
+    """
+    path = Path(path)
+    try:
+        text = json.dumps(doc, allow_nan=False, separators=(",", ":"))
+    except ValueError:  # only then pay for a sanitising copy of the whole document
+        text = json.dumps(json_safe(doc), allow_nan=False, separators=(",", ":"))
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        # The temporary file lives in the target directory so that os.replace is a rename on one file system.
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as exc:
+        raise UsageError(f"cannot write result file {path}: {exc.strerror or exc}") from None
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp_name, path)
+    except OSError as exc:
+        _remove_quietly(tmp_name)
+        raise UsageError(f"cannot write result file {path}: {exc.strerror or exc}") from None
+    except BaseException:
+        _remove_quietly(tmp_name)
+        raise
+    _fsync_directory(path.parent)
+    return path
+
+
+def load_result(path: Path) -> dict[str, Any]:
+    """Read, migrate to the current schema version and validate one result file.
+
+    Raises UsageError "<path>: <problem>" for a missing, unreadable, truncated, foreign, too new or
+    incomplete file.
+    """
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise UsageError(f"{path}: result file does not exist") from None
+    except IsADirectoryError:
+        raise UsageError(f"{path}: is a directory, not a result file") from None
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read result file: {exc.strerror or exc}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise UsageError(f"{path}: not a Stash result file (not UTF-8 text)") from None
+    if not text.strip():
+        raise UsageError(f"{path}: result file is empty")
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UsageError(
+            f"{path}: not valid JSON (truncated or corrupt at line {exc.lineno} column {exc.colno}: "
+            f"{exc.msg})"
+        ) from None
+    try:
+        return upgrade_result(doc)
+    except UsageError as exc:
+        raise UsageError(f"{path}: {exc}") from None
+
+
+def upgrade_result(doc: Any) -> dict[str, Any]:
+    """Check that `doc` is a Stash result, migrate it forward to SCHEMA_VERSION and validate it."""
+    if not isinstance(doc, dict) or doc.get("kind") != RESULT_KIND:
+        raise UsageError(f'not a Stash result file (no "kind": "{RESULT_KIND}")')
+    version = doc.get("schema_version")
+    if isinstance(version, bool) or not isinstance(version, int):
+        raise UsageError(f"result file has no integer schema_version (got {version!r})")
+    if version > SCHEMA_VERSION:
+        raise UsageError(
+            f"result file has schema_version {version}; this Stash reads up to {SCHEMA_VERSION}"
+            " - upgrade Stash"
+        )
+    if version < 1:
+        raise UsageError(f"result file has schema_version {version}, which never existed")
+    while version < SCHEMA_VERSION:
+        doc = MIGRATIONS[version](doc)
+        version += 1
+        doc["schema_version"] = version
+    validate_result(doc)
+    return doc
+
+
+def validate_result(doc: Any) -> None:
+    """Raise UsageError (one line) unless `doc` is a current-version result document the store can ingest."""
+    if not isinstance(doc, dict) or doc.get("kind") != RESULT_KIND:
+        raise UsageError(f'not a Stash result file (no "kind": "{RESULT_KIND}")')
+    missing = [key for key in REQUIRED_KEYS if key not in doc]
+    if missing:
+        raise UsageError(f"result file is missing required key(s): {', '.join(missing)}")
+    if doc["schema_version"] != SCHEMA_VERSION:
+        raise UsageError(f"result has schema_version {doc['schema_version']!r}, expected {SCHEMA_VERSION}")
+    run_id = doc["run_id"]
+    if not isinstance(run_id, str) or not run_id.strip():
+        raise UsageError("result file has an empty or non-text run_id")
+    _check_choice("status", doc["status"], RUN_STATUSES)
+    _check_timestamp("started_at", doc["started_at"], required=True)
+    _check_timestamp("finished_at", doc.get("finished_at"), required=False)
+    if not isinstance(doc["spec"], dict):
+        raise UsageError("result file: spec must be an object")
+    for key in ("model", "fingerprint"):
+        if doc.get(key) is not None and not isinstance(doc[key], dict):
+            raise UsageError(f"result file: {key} must be an object or null")
+    if not isinstance(doc["phases"], list):
+        raise UsageError("result file: phases must be a list")
+    seen: set[str] = set()
+    for index, phase in enumerate(doc["phases"]):
+        _validate_phase(index, phase, seen)
+    breakdown = doc.get("breakdown")
+    if breakdown is not None:
+        _validate_breakdown(breakdown)
+
+
+def _validate_phase(index: int, phase: Any, seen: set[str]) -> None:
+    if not isinstance(phase, dict) or not isinstance(phase.get("name"), str) or not phase["name"]:
+        raise UsageError(f"result file: phase #{index} has no name")
+    name = phase["name"]
+    if name in seen:
+        raise UsageError(f"result file: phase {name} appears twice")
+    seen.add(name)
+    if "status" in phase:
+        _check_choice(f"phase {name} status", phase["status"], PHASE_STATUSES)
+    for key in ("iteration_s", "parts_mean_s", "samples", "telemetry"):
+        if phase.get(key) is not None and not isinstance(phase[key], dict):
+            raise UsageError(f"result file: phase {name} {key} must be an object or null")
+    lengths = {}
+    for key, values in (phase.get("samples") or {}).items():
+        if not isinstance(values, list):
+            raise UsageError(f"result file: phase {name} samples.{key} must be a list")
+        if key in SAMPLE_KEYS and values:
+            lengths[key] = len(values)
+    if len(set(lengths.values())) > 1:
+        counts = ", ".join(f"{key}={count}" for key, count in lengths.items())
+        raise UsageError(f"result file: phase {name} sample lists differ in length ({counts})")
+    telemetry = phase.get("telemetry") or {}
+    times = telemetry.get("t_s") or []
+    if not isinstance(times, list):
+        raise UsageError(f"result file: phase {name} telemetry.t_s must be a list")
+    metrics = telemetry.get("metrics") or {}
+    if not isinstance(metrics, dict):
+        raise UsageError(f"result file: phase {name} telemetry.metrics must be an object")
+    for metric, values in metrics.items():
+        if not isinstance(values, list) or len(values) != len(times):
+            raise UsageError(
+                f"result file: phase {name} telemetry metric {metric} does not have one value per t_s "
+                f"({len(times)} times)"
+            )
+
+
+def _validate_breakdown(breakdown: Any) -> None:
+    if not isinstance(breakdown, dict):
+        raise UsageError("result file: breakdown must be an object or null")
+    stalls = breakdown.get("stalls") or {}
+    if not isinstance(stalls, dict):
+        raise UsageError("result file: breakdown.stalls must be an object")
+    for stall, entry in stalls.items():
+        if not isinstance(entry, dict):
+            raise UsageError(f"result file: breakdown stall {stall} must be an object")
+        if entry.get("status") is not None:
+            _check_choice(f"stall {stall} status", entry["status"], STALL_STATUSES)
+    warnings = breakdown.get("warnings")
+    if warnings is not None and not isinstance(warnings, list):
+        raise UsageError("result file: breakdown.warnings must be a list")
+
+
+def _check_choice(what: str, value: Any, allowed: tuple[str, ...]) -> None:
+    if value not in allowed:
+        raise UsageError(f"result file: {what} is {value!r}; expected one of {', '.join(allowed)}")
+
+
+def _check_timestamp(key: str, value: Any, required: bool) -> None:
+    if value is None and not required:
+        return
+    try:
+        datetime.fromisoformat(value)
+    except (TypeError, ValueError):
+        raise UsageError(f"result file: {key} is not an ISO 8601 time ({value!r})") from None
+
+
+def json_safe(value: Any) -> Any:
+    """Copy of `value` with NaN and infinities replaced by None (JSON has no such numbers)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {key: json_safe(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(item) for item in value]
+    return value
+
+
+def _remove_quietly(name: str) -> None:
+    try:
+        os.unlink(name)
+    except OSError:
+        pass
+
+
+def _fsync_directory(directory: Path) -> None:
+    # Makes the rename itself durable; not every file system allows opening a directory, so best effort.
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)

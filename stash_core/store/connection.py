@@ -1,0 +1,131 @@
+"""Opening the DuckDB store for one operation at a time.
+
+DuckDB lets one process write a database file, or many processes read it, never both. So every operation
+opens a connection, does its work and closes it (`with connect(path) as con: ...`); while another process
+holds the file, opening retries with exponential back-off for up to LOCK_TIMEOUT_S seconds.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import duckdb
+
+from stash_core.errors import UsageError
+from stash_core.store.schema import (
+    DB_SCHEMA_VERSION,
+    check_readable_version,
+    create_schema,
+    ensure_schema,
+    stored_schema_version,
+)
+
+DEFAULT_DB_PATH = Path("results.duckdb")
+LOCK_TIMEOUT_S = 10.0
+_FIRST_WAIT_S = 0.02
+_LONGEST_WAIT_S = 0.5
+
+
+@contextmanager
+def connect(
+    db_path: Path | str, read_only: bool = False, lock_timeout_s: float | None = None
+) -> Iterator[duckdb.DuckDBPyConnection]:
+    """Open the store for one operation and close it afterwards.
+
+    Writers create the schema on first use (and migrate an older one). Readers of a file that does not exist
+    yet, or that holds no Stash schema, get an empty in-memory database with the schema, so queries return
+    empty results. The session time zone is UTC. Raises UsageError when the file stays locked for
+    `lock_timeout_s` (default LOCK_TIMEOUT_S), is not a DuckDB database, or cannot be created.
+    """
+    path = Path(db_path)
+    timeout_s = LOCK_TIMEOUT_S if lock_timeout_s is None else lock_timeout_s
+    if read_only and not path.exists():
+        con = _empty_database()
+    else:
+        if not read_only:
+            _make_parent(path)
+        con = _open_with_retry(path, read_only, timeout_s)
+        try:
+            con.execute("SET TimeZone = 'UTC'")
+            if read_only:
+                con = _checked_reader(con, path)
+            else:
+                ensure_schema(con, str(path))
+        except BaseException:
+            con.close()
+            raise
+    try:
+        yield con
+    finally:
+        con.close()
+
+
+def _empty_database() -> duckdb.DuckDBPyConnection:
+    con = duckdb.connect(":memory:")
+    con.execute("SET TimeZone = 'UTC'")
+    create_schema(con)
+    return con
+
+
+def _checked_reader(con: duckdb.DuckDBPyConnection, path: Path) -> duckdb.DuckDBPyConnection:
+    version = stored_schema_version(con)
+    if version is None:
+        # A DuckDB file without the Stash schema (e.g. created by a crashed first writer) reads as empty.
+        con.close()
+        return _empty_database()
+    check_readable_version(version, str(path))
+    if version < DB_SCHEMA_VERSION:
+        raise UsageError(
+            f"database {path} has schema_version {version}; run a writing command (e.g. ingest) once"
+            f" to migrate it to {DB_SCHEMA_VERSION}"
+        )
+    return con
+
+
+def _make_parent(path: Path) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"cannot create database {path}: {exc.strerror or exc}") from None
+
+
+def _is_lock_conflict(exc: duckdb.Error) -> bool:
+    message = str(exc).lower()
+    # "Could not set lock on file": another process holds it. "different configuration": this process
+    # holds it (e.g. another thread of a Streamlit server) with the other read_only setting.
+    return "lock" in message or "different configuration" in message
+
+
+def _open_with_retry(path: Path, read_only: bool, timeout_s: float) -> duckdb.DuckDBPyConnection:
+    deadline = time.monotonic() + timeout_s
+    wait_s = _FIRST_WAIT_S
+    while True:
+        try:
+            return duckdb.connect(str(path), read_only=read_only)
+        except duckdb.Error as exc:
+            if not _is_lock_conflict(exc):
+                raise UsageError(f"cannot open database {path}: {_first_line(exc)}") from None
+            remaining_s = deadline - time.monotonic()
+            if remaining_s <= 0:
+                raise UsageError(
+                    f"database {path} is locked by another process{_holder(exc)} - gave up after "
+                    f"{timeout_s:g} s; try again when it has finished"
+                ) from None
+            # Jitter keeps several waiting processes from retrying in lock-step.
+            time.sleep(min(wait_s * random.uniform(0.5, 1.0), remaining_s))
+            wait_s = min(wait_s * 2, _LONGEST_WAIT_S)
+
+
+def _holder(exc: duckdb.Error) -> str:
+    match = re.search(r"\(PID (\d+)\)", str(exc))
+    return f" (PID {match.group(1)})" if match else ""
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__

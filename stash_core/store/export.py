@@ -1,0 +1,74 @@
+"""Exporting the store: one file per table and view, in Parquet, CSV or newline-delimited JSON."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import duckdb
+
+from stash_core.errors import UsageError
+from stash_core.store.connection import connect
+
+# DuckDB COPY options per format. JSON is newline-delimited (one object per line, "JSON Lines"), which
+# streams and appends well; read it with pandas.read_json(path, lines=True) or DuckDB read_json.
+EXPORT_FORMATS = {
+    "parquet": ("parquet", "FORMAT parquet"),
+    "csv": ("csv", "FORMAT csv, HEADER true"),
+    "json": ("json", "FORMAT json"),
+}
+
+# Deterministic row order makes exports comparable between runs of the command.
+EXPORTED = {
+    "runs": "started_at, run_id",
+    "phases": "run_id, phase_index, phase",
+    "iterations": "run_id, phase, iteration",
+    "telemetry": "run_id, phase, metric, t_s",
+    "stalls": "run_id, stall",
+    "models": "name",
+    "instances": "name",
+    "stall_breakdown": "started_at, run_id",
+}
+
+
+def export(db_path: Path | str, fmt: str, out_dir: Path | str) -> list[Path]:
+    """Write every table and the stall_breakdown view to `out_dir/<name>.<fmt>`; returns the paths written.
+
+    Files are written into a temporary folder inside `out_dir` first and moved into place only when all
+    of them succeeded, so a failure leaves no partial export behind. Files of the same name are replaced.
+    """
+    if fmt not in EXPORT_FORMATS:
+        raise UsageError(f"unknown export format {fmt!r}; choose one of {', '.join(EXPORT_FORMATS)}")
+    suffix, options = EXPORT_FORMATS[fmt]
+    out_dir = Path(out_dir)
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=".stash-export-", dir=out_dir))
+    except OSError as exc:
+        raise UsageError(f"cannot write export to {out_dir}: {exc.strerror or exc}") from None
+    try:
+        staged = []
+        with connect(db_path, read_only=True) as con:
+            for name, order in EXPORTED.items():
+                target = staging / f"{name}.{suffix}"
+                literal = str(target).replace("'", "''")
+                try:
+                    con.execute(f"COPY (SELECT * FROM {name} ORDER BY {order}) TO '{literal}' ({options})")
+                except duckdb.Error as exc:
+                    text = str(exc).strip()
+                    raise UsageError(
+                        f"cannot export {name}: {text.splitlines()[0] if text else type(exc).__name__}"
+                    ) from None
+                staged.append(target)
+        written = []
+        for path in staged:
+            final = out_dir / path.name
+            os.replace(path, final)
+            written.append(final)
+        return written
+    except OSError as exc:
+        raise UsageError(f"cannot write export to {out_dir}: {exc.strerror or exc}") from None
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)

@@ -1,0 +1,235 @@
+"""Read-only queries over the store; each opens the database, reads and closes it again.
+
+Every function tolerates a database file that does not exist yet (it reads as empty). Times come back as
+timezone-aware UTC values.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from datetime import UTC
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pandas as pd
+
+from stash_core.errors import UsageError
+from stash_core.resultfile import STALL_NAMES
+from stash_core.store.connection import connect
+from stash_core.store.schema import DB_SCHEMA_VERSION
+
+_JSON_RUN_COLUMNS = ("spec", "fingerprint", "warnings")
+_TZ_TYPE = "TIMESTAMP WITH TIME ZONE"
+
+
+def relation_frame(relation: duckdb.DuckDBPyRelation, max_rows: int | None = None) -> pd.DataFrame:
+    """A relation as a DataFrame; TIMESTAMPTZ columns become UTC-aware datetimes.
+
+    DuckDB's own conversion of TIMESTAMPTZ to pandas warns under pandas 3 (and needs pytz for tuples), so
+    those columns are cast to plain TIMESTAMP (the session time zone is UTC) and localised to UTC here.
+    """
+    if max_rows is not None:
+        relation = relation.limit(max_rows)
+    kinds = zip(relation.columns, relation.types, strict=True)
+    zoned = [column for column, kind in kinds if str(kind) == _TZ_TYPE]
+    if zoned and len(set(relation.columns)) == len(relation.columns):
+        select = ", ".join(
+            f'CAST("{_quoted(column)}" AS TIMESTAMP) AS "{_quoted(column)}"'
+            if column in zoned
+            else f'"{_quoted(column)}"'
+            for column in relation.columns
+        )
+        frame = relation.project(select).df()
+        for column in zoned:
+            frame[column] = frame[column].dt.tz_localize("UTC")
+        return frame
+    return relation.df()
+
+
+def resolve_run_id(db_path: Path | str, run_id: str) -> str | None:
+    """The stored run id equal to `run_id`, or the only one starting with it; None when none matches.
+
+    UsageError when the prefix matches several runs.
+    """
+    with connect(db_path, read_only=True) as con:
+        return _resolve(con, run_id)
+
+
+def list_runs(db_path: Path | str, limit: int | None = None) -> pd.DataFrame:
+    """One row per run from the stall_breakdown view, newest first."""
+    sql = "SELECT * FROM stall_breakdown ORDER BY started_at DESC NULLS LAST, run_id DESC"
+    if limit is not None:
+        sql += f" LIMIT {_count(limit, 'limit')}"
+    with connect(db_path, read_only=True) as con:
+        return relation_frame(con.sql(sql))
+
+
+def breakdown_frame(db_path: Path | str, run_ids: list[str] | None = None) -> pd.DataFrame:
+    """stall_breakdown rows of the given run ids (all runs when None), newest first."""
+    sql = "SELECT * FROM stall_breakdown"
+    params: list[Any] = []
+    if run_ids is not None:
+        sql += " WHERE list_contains(CAST(? AS VARCHAR[]), run_id)"
+        params.append(list(run_ids))
+    sql += " ORDER BY started_at DESC NULLS LAST, run_id DESC"
+    with connect(db_path, read_only=True) as con:
+        return relation_frame(con.sql(sql, params=params or None))
+
+
+def get_run(db_path: Path | str, run_id: str) -> dict[str, Any] | None:
+    """One run: its runs row as a dict (spec, fingerprint, warnings parsed) plus "phases" and "stalls" lists.
+
+    `run_id` may be a unique prefix. None when no run matches; UsageError when the prefix is ambiguous.
+    """
+    with connect(db_path, read_only=True) as con:
+        full_id = _resolve(con, run_id)
+        if full_id is None:
+            return None
+        run = _records(relation_frame(con.sql("SELECT * FROM runs WHERE run_id = ?", params=[full_id])))[0]
+        phases = relation_frame(
+            con.sql("SELECT * FROM phases WHERE run_id = ? ORDER BY phase_index, phase", params=[full_id])
+        )
+        stalls = relation_frame(
+            con.sql(
+                f"SELECT * FROM stalls WHERE run_id = ? ORDER BY list_position({list(STALL_NAMES)}, stall)"
+                " NULLS LAST, stall",
+                params=[full_id],
+            )
+        )
+    for column in _JSON_RUN_COLUMNS:
+        if run.get(column) is not None:
+            run[column] = json.loads(run[column])
+    run["phases"] = _records(phases)
+    run["stalls"] = _records(stalls)
+    return run
+
+
+def iterations_frame(db_path: Path | str, run_id: str, phase: str | None = None) -> pd.DataFrame:
+    """Per-iteration samples (slowest rank) of one run, optionally one phase, in phase and iteration order."""
+    sql = (
+        "SELECT i.* FROM iterations AS i LEFT JOIN phases AS p ON p.run_id = i.run_id AND p.phase = i.phase "
+        "WHERE i.run_id = ?"
+    )
+    params: list[Any] = [run_id]
+    if phase is not None:
+        sql += " AND i.phase = ?"
+        params.append(phase)
+    sql += " ORDER BY p.phase_index, i.phase, i.iteration"
+    with connect(db_path, read_only=True) as con:
+        return relation_frame(con.sql(sql, params=params))
+
+
+def telemetry_frame(db_path: Path | str, run_id: str, phase: str | None = None) -> pd.DataFrame:
+    """Telemetry of one run in long format (run_id, phase, t_s, metric, value), optionally one phase."""
+    sql = (
+        "SELECT t.* FROM telemetry AS t LEFT JOIN phases AS p ON p.run_id = t.run_id AND p.phase = t.phase "
+        "WHERE t.run_id = ?"
+    )
+    params: list[Any] = [run_id]
+    if phase is not None:
+        sql += " AND t.phase = ?"
+        params.append(phase)
+    sql += " ORDER BY p.phase_index, t.phase, t.metric, t.t_s"
+    with connect(db_path, read_only=True) as con:
+        return relation_frame(con.sql(sql, params=params))
+
+
+def database_summary(db_path: Path | str) -> dict[str, Any]:
+    """Counts of runs (all and completed), models, instances, stored iterations and the newest run's start."""
+    path = Path(db_path)
+    with connect(path, read_only=True) as con:
+        row = con.execute(
+            "SELECT (SELECT count(*) FROM runs), (SELECT count(*) FROM runs WHERE status = 'completed'), "
+            "(SELECT count(*) FROM models), (SELECT count(*) FROM instances), "
+            "(SELECT count(*) FROM iterations), "
+            "(SELECT CAST(max(started_at) AS TIMESTAMP) FROM runs)"
+        ).fetchall()[0]
+    runs, completed, models, instances, iterations, last_run = row
+    return {
+        "db_path": str(path),
+        "exists": path.exists(),
+        "schema_version": DB_SCHEMA_VERSION,
+        "runs": runs,
+        "completed_runs": completed,
+        "models": models,
+        "instances": instances,
+        "iterations": iterations,
+        "last_run_at": None if last_run is None else last_run.replace(tzinfo=UTC),
+    }
+
+
+def query_readonly(
+    db_path: Path | str,
+    sql: str,
+    params: list[Any] | dict[str, Any] | None = None,
+    max_rows: int | None = None,
+) -> pd.DataFrame:
+    """Run one read-only SQL query and return at most `max_rows` rows.
+
+    The database is opened read-only, so statements that write fail. Any SQL error is a UsageError with
+    DuckDB's first line. When rows were cut off, `frame.attrs["truncated"]` is True.
+    """
+    limit = None if max_rows is None else _count(max_rows, "max_rows")
+    with connect(db_path, read_only=True) as con:
+        try:
+            relation = con.sql(sql, params=params)
+            if relation is None:
+                return pd.DataFrame()
+            frame = relation_frame(relation, None if limit is None else limit + 1)
+        except duckdb.Error as exc:
+            text = str(exc).strip() or type(exc).__name__
+            raise UsageError(f"query failed: {text.splitlines()[0]}") from None
+    truncated = limit is not None and len(frame) > limit
+    if truncated:
+        frame = frame.iloc[:limit].reset_index(drop=True)
+    frame.attrs["truncated"] = truncated
+    return frame
+
+
+def _resolve(con: duckdb.DuckDBPyConnection, run_id: str) -> str | None:
+    if not run_id:
+        raise UsageError("run id must not be empty")
+    if con.execute("SELECT count(*) FROM runs WHERE run_id = ?", [run_id]).fetchall()[0][0]:
+        return run_id
+    matches = [
+        row[0]
+        for row in con.execute(
+            "SELECT run_id FROM runs WHERE starts_with(run_id, ?) ORDER BY run_id LIMIT 6", [run_id]
+        ).fetchall()
+    ]
+    if len(matches) > 1:
+        shown = ", ".join(matches[:5]) + (", ..." if len(matches) > 5 else "")
+        raise UsageError(f"run id {run_id!r} matches several runs ({shown}); give more characters")
+    return matches[0] if matches else None
+
+
+def _records(frame: pd.DataFrame) -> list[dict[str, Any]]:
+    """Rows as plain Python values: None for missing, datetime for timestamps."""
+    records = []
+    for row in frame.to_dict(orient="records"):
+        records.append({key: _plain(value) for key, value in row.items()})
+    return records
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, pd.Timestamp):
+        return None if pd.isna(value) else value.to_pydatetime()
+    if value is pd.NaT or value is pd.NA:
+        return None
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    if hasattr(value, "item"):  # numpy scalar
+        return value.item()
+    return value
+
+
+def _count(value: int, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise UsageError(f"{what} must be a whole number >= 0, got {value!r}")
+    return value
+
+
+def _quoted(column: str) -> str:
+    return column.replace('"', '""')

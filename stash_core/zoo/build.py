@@ -1,0 +1,190 @@
+"""build_model: a zoo name or a user factory -> (model, ModelInfo), with every user mistake a UsageError."""
+
+from __future__ import annotations
+
+import difflib
+import operator
+import re
+from collections.abc import Iterable
+
+import torch
+from torch import nn
+
+from stash_core.errors import UsageError
+from stash_core.zoo.info import ModelInfo, describe
+from stash_core.zoo.registry import ZOO
+from stash_core.zoo.user import call_user_factory, one_line
+
+DEFAULT_IMAGE_SHAPE = (3, 224, 224)
+DEFAULT_SEQ_LEN = 128
+DEFAULT_IMAGE_CLASSES = 1000
+DEFAULT_TOKEN_CLASSES = 2
+DEFAULT_VOCAB_SIZE = 30522
+PROBE_BATCH = 2  # not 1: BatchNorm in training mode refuses a single value per channel
+
+
+def list_models() -> list[str]:
+    """Names of the zoo's models, sorted."""
+    return sorted(ZOO)
+
+
+def format_shape(shape: Iterable[int]) -> str:
+    return ",".join(str(size) for size in shape)
+
+
+def parse_input_shape(text: str) -> tuple[int, ...]:
+    """'3,224,224' (or '3x224x224', '(3, 224, 224)') -> (3, 224, 224); '128' -> (128,)."""
+    parts = [part for part in re.split(r"[,x\s]+", str(text).strip().strip("()[]")) if part]
+    try:
+        shape = tuple(int(part) for part in parts)
+    except ValueError:
+        shape = ()
+    if not shape:
+        raise UsageError(f"input shape must be positive integers like 3,224,224 (image) or 128 (tokens); got {text!r}")
+    return check_input_shape(shape)
+
+
+def check_input_shape(shape: Iterable[int]) -> tuple[int, ...]:
+    try:
+        sizes = tuple(operator.index(size) for size in shape)
+    except TypeError:
+        raise UsageError(f"input shape must be whole numbers; got {shape!r}") from None
+    if not sizes or any(size <= 0 for size in sizes):
+        raise UsageError(f"input shape must be one or more positive numbers; got {format_shape(sizes) or '()'}")
+    return sizes
+
+
+def check_num_classes(num_classes: int | None) -> int | None:
+    if num_classes is None:
+        return None
+    if isinstance(num_classes, bool):
+        raise UsageError(f"num_classes must be a positive whole number; got {num_classes!r}")
+    try:
+        classes = operator.index(num_classes)
+    except TypeError:
+        raise UsageError(f"num_classes must be a positive whole number; got {num_classes!r}") from None
+    if classes <= 0:
+        raise UsageError(f"num_classes must be at least 1; got {classes}")
+    return classes
+
+
+def build_model(ref: str, num_classes: int | None = None,
+                input_shape: tuple[int, ...] | None = None) -> tuple[nn.Module, ModelInfo]:
+    """Build a zoo model or a user factory's model (on the CPU, or the default device in effect) and count it."""
+    num_classes = check_num_classes(num_classes)
+    shape = None if input_shape is None else check_input_shape(input_shape)
+    name = str(ref).strip()
+    if name.lower() in ZOO:
+        return _build_zoo(name.lower(), num_classes, shape)
+    if ":" in name:
+        return _build_user(name, num_classes, shape)
+    if name.endswith(".py"):
+        raise UsageError(f"name the factory in the model file: {name}:FACTORY")
+    close = difflib.get_close_matches(name.lower(), list_models(), n=4, cutoff=0.5)
+    hint = f"did you mean {', '.join(close)}? " if close else ""
+    raise UsageError(f"unknown model {name!r}: {hint}see `stash models`, or give path/to/file.py:FACTORY")
+
+
+def describe_model(ref: str, num_classes: int | None = None,
+                   input_shape: tuple[int, ...] | None = None) -> ModelInfo:
+    """ModelInfo without allocating weights: the model is built on the meta device (falls back to a real build)."""
+    try:
+        with torch.device("meta"):
+            return build_model(ref, num_classes, input_shape)[1]
+    except UsageError:
+        # A user factory may need real tensors (e.g. loads weights); a real build gives the true answer or error.
+        return build_model(ref, num_classes, input_shape)[1]
+
+
+def _build_zoo(name: str, num_classes: int | None,
+               shape: tuple[int, ...] | None) -> tuple[nn.Module, ModelInfo]:
+    entry = ZOO[name]
+    if entry.kind == "image":
+        shape = shape or DEFAULT_IMAGE_SHAPE
+        if len(shape) != 3:
+            raise UsageError(f"{name} takes images: input shape must be C,H,W (like 3,224,224); got {format_shape(shape)}")
+        classes = num_classes or DEFAULT_IMAGE_CLASSES
+        model = entry.factory(num_classes=classes, in_channels=shape[0])
+    else:
+        shape = shape or (DEFAULT_SEQ_LEN,)
+        if len(shape) != 1:
+            raise UsageError(f"{name} takes token ids: input shape must be one sequence length (like 128); "
+                             f"got {format_shape(shape)}")
+        if entry.max_seq_len is not None and shape[0] > entry.max_seq_len:
+            raise UsageError(f"{name} takes sequences of at most {entry.max_seq_len} tokens; got {shape[0]}")
+        classes = num_classes or DEFAULT_TOKEN_CLASSES
+        model = entry.factory(num_classes=classes)
+    # Every zoo CNN ends in an adaptive pool, so any image at least as large as 224x224 fits; smaller ones may
+    # shrink to nothing on the way, which a meta forward finds out (it costs ~1 s on deep BatchNorm nets).
+    if entry.kind == "image" and min(shape[1:]) < DEFAULT_IMAGE_SHAPE[1]:
+        try:
+            _probe_logits(model, entry.kind, shape, entry.vocab_size)
+        except Exception as exc:
+            raise UsageError(f"{name} cannot take input shape {format_shape(shape)}: {one_line(exc)}") from None
+    return model, describe(model, name, entry.kind, shape, classes, entry.vocab_size)
+
+
+def _build_user(ref: str, num_classes: int | None,
+                shape: tuple[int, ...] | None) -> tuple[nn.Module, ModelInfo]:
+    shape = shape or DEFAULT_IMAGE_SHAPE
+    kind = "tokens" if len(shape) == 1 else "image"
+    default_classes = DEFAULT_TOKEN_CLASSES if kind == "tokens" else DEFAULT_IMAGE_CLASSES
+    model, passed_classes = call_user_factory(ref, num_classes or default_classes)
+    vocab_size = None
+    if kind == "tokens":
+        vocab_size = getattr(model, "vocab_size", DEFAULT_VOCAB_SIZE)
+        if isinstance(vocab_size, bool) or not isinstance(vocab_size, int) or vocab_size <= 0:
+            raise UsageError(f"model {ref} has vocab_size={vocab_size!r}; it must be a positive whole number")
+    output = _probe_user(ref, model, kind, shape, vocab_size)
+    if output is None:  # could not check; trust what we were told
+        classes = num_classes or getattr(model, "num_classes", None) or default_classes
+    elif output.dim() != 2 or output.shape[0] != PROBE_BATCH:
+        raise UsageError(f"model {ref} must return logits of shape (batch, classes); for a batch of {PROBE_BATCH} "
+                         f"it returned shape {tuple(output.shape)}")
+    else:
+        classes = int(output.shape[1])
+        if num_classes is not None and classes != num_classes:
+            how = "was given" if passed_classes else "does not take num_classes but was asked for"
+            raise UsageError(f"model {ref} {how} num_classes={num_classes} and returns {classes} classes")
+    return model, describe(model, ref, kind, shape, classes, vocab_size)
+
+
+def _probe_user(ref: str, model: nn.Module, kind: str, shape: tuple[int, ...],
+                vocab_size: int | None) -> torch.Tensor | None:
+    """Output of a forward on a small batch: on meta tensors if the model allows, else a real one in eval mode."""
+    try:
+        return _probe_logits(model, kind, shape, vocab_size)
+    except Exception:
+        pass  # many user models work on meta; for the others, one real forward tells the truth
+    first = next(model.parameters(), None)
+    device = first.device if first is not None else torch.device("cpu")
+    if device.type == "meta":
+        return None
+    was_training = model.training
+    try:
+        model.eval()
+        with torch.no_grad():
+            output = model(_probe_input(kind, shape, vocab_size, device))
+    except Exception as exc:
+        raise UsageError(f"model {ref} fails on input shape {format_shape(shape)}: {one_line(exc)}") from None
+    finally:
+        model.train(was_training)
+    if not isinstance(output, torch.Tensor):
+        raise UsageError(f"model {ref} must return a logits tensor; it returned a {type(output).__name__}")
+    return output
+
+
+def _probe_input(kind: str, shape: tuple[int, ...], vocab_size: int | None, device: torch.device) -> torch.Tensor:
+    if kind == "tokens":
+        return torch.zeros((PROBE_BATCH, *shape), dtype=torch.long, device=device)
+    return torch.zeros((PROBE_BATCH, *shape), device=device)
+
+
+def _probe_logits(model: nn.Module, kind: str, shape: tuple[int, ...], vocab_size: int | None) -> torch.Tensor:
+    """Forward a batch on the meta device: checks the shape fits the model without computing or touching weights."""
+    state = {name: torch.empty_like(tensor, device="meta")
+             for name, tensor in [*model.named_parameters(), *model.named_buffers()]}
+    output = torch.func.functional_call(model, state, (_probe_input(kind, shape, vocab_size, torch.device("meta")),))
+    if not isinstance(output, torch.Tensor):
+        raise TypeError(f"model returned a {type(output).__name__}, not a logits tensor")
+    return output

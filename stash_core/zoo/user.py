@@ -1,0 +1,133 @@
+"""User models: `path/to/file.py:FACTORY` or `package.module:FACTORY`, called with num_classes when it takes it."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.util
+import inspect
+import os
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from types import ModuleType
+
+from torch import nn
+
+from stash_core.errors import UsageError
+
+# Module names that user files are imported under: one per absolute path, so two files called model.py (or a
+# file called torch.py) never replace each other or a real package in sys.modules.
+USER_MODULE_PREFIX = "_stash_user_model_"
+
+
+def one_line(exc: BaseException) -> str:
+    """'Type: message' on one line, without a traceback."""
+    message = " ".join(str(exc).split())
+    if len(message) > 300:
+        message = message[:297] + "..."
+    return f"{type(exc).__name__}: {message}" if message else type(exc).__name__
+
+
+def split_ref(ref: str) -> tuple[str, str]:
+    """'where:FACTORY' -> (where, FACTORY), or UsageError when either half is missing."""
+    location, _, factory_name = ref.rpartition(":")
+    if not location.strip() or not factory_name.strip():
+        raise UsageError(f"model reference {ref!r} must look like path/to/file.py:FACTORY or package.module:FACTORY")
+    return location.strip(), factory_name.strip()
+
+
+def is_file_location(location: str) -> bool:
+    return location.endswith(".py") or "/" in location or os.sep in location
+
+
+def user_module_name(path: Path) -> str:
+    return USER_MODULE_PREFIX + hashlib.sha1(str(path).encode()).hexdigest()[:16]
+
+
+@contextmanager
+def _on_sys_path(folder: Path) -> Iterator[None]:
+    """Let a user file import its neighbours while it is imported and its factory runs, then tidy up."""
+    entry = str(folder)
+    sys.path.insert(0, entry)
+    try:
+        yield
+    finally:
+        if entry in sys.path:
+            sys.path.remove(entry)
+
+
+def _import_file(location: str) -> ModuleType:
+    path = Path(location).expanduser().resolve()
+    if not path.is_file():
+        raise UsageError(f"model file not found: {location}")
+    if path.suffix != ".py":
+        raise UsageError(f"model file must be a .py file: {location}")
+    name = user_module_name(path)
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise UsageError(f"cannot import model file {location}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses and pickling look classes up here while the file runs
+    try:
+        spec.loader.exec_module(module)
+    except (Exception, SystemExit) as exc:
+        sys.modules.pop(name, None)
+        raise UsageError(f"cannot import model file {location}: {one_line(exc)}") from None
+    return module
+
+
+def _import_module(location: str) -> ModuleType:
+    try:
+        return importlib.import_module(location)
+    except (Exception, SystemExit) as exc:
+        raise UsageError(f"cannot import model module {location}: {one_line(exc)}") from None
+
+
+def accepts_num_classes(factory: Callable[..., object]) -> bool:
+    try:
+        signature = inspect.signature(factory)
+    except (TypeError, ValueError):
+        return False
+    for parameter in signature.parameters.values():
+        if parameter.kind is inspect.Parameter.VAR_KEYWORD:
+            return True
+        if parameter.name == "num_classes" and parameter.kind in (
+            inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY
+        ):
+            return True
+    return False
+
+
+def call_user_factory(ref: str, num_classes: int) -> tuple[nn.Module, bool]:
+    """Import the factory that ref names and call it; returns (model, whether num_classes was passed)."""
+    location, factory_name = split_ref(ref)
+    if is_file_location(location):
+        folder = Path(location).expanduser().resolve().parent
+        with _on_sys_path(folder):
+            module = _import_file(location)
+            return _call(ref, module, factory_name, num_classes)
+    module = _import_module(location)
+    return _call(ref, module, factory_name, num_classes)
+
+
+def _call(ref: str, module: ModuleType, factory_name: str, num_classes: int) -> tuple[nn.Module, bool]:
+    factory = getattr(module, factory_name, None)
+    if factory is None:
+        public = sorted(
+            name for name, value in vars(module).items()
+            if callable(value) and not name.startswith("_") and getattr(value, "__module__", None) == module.__name__
+        )
+        hint = f" (it defines: {', '.join(public[:8])})" if public else ""
+        raise UsageError(f"{ref}: no factory named {factory_name!r} in {module.__file__ or module.__name__}{hint}")
+    if not callable(factory):
+        raise UsageError(f"{ref}: {factory_name!r} is a {type(factory).__name__}, not a callable factory")
+    passes_classes = accepts_num_classes(factory)
+    try:
+        model = factory(num_classes=num_classes) if passes_classes else factory()
+    except (Exception, SystemExit) as exc:
+        raise UsageError(f"model factory {ref} raised {one_line(exc)}") from None
+    if not isinstance(model, nn.Module):
+        raise UsageError(f"model factory {ref} returned a {type(model).__name__}, not a torch.nn.Module")
+    return model, passes_classes

@@ -1,0 +1,138 @@
+"""Helpers for the emulated-cluster tests: a cluster fixture factory, process and socket checks."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+
+from stash_core.launch import cluster
+
+LAUNCH_TAG_VAR = "STASH_LAUNCH_ID"
+
+
+def cluster_fixture(nodes: int, name: str = "cluster_state", **kwargs) -> Callable:
+    """A module-scoped fixture (yielding the state dir) that brings a cluster up and always takes it down."""
+
+    @pytest.fixture(scope="module", name=name)
+    def _fixture(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+        state_dir = tmp_path_factory.mktemp("cluster-state")
+        try:
+            cluster.cluster_up(nodes, state_dir=state_dir, **kwargs)
+            yield state_dir
+        finally:
+            cluster.cluster_down(state_dir)
+
+    return _fixture
+
+
+def wait_until(predicate: Callable[[], bool], timeout_s: float = 10.0) -> bool:
+    """Poll predicate until it holds (True) or timeout_s passes (False); for eventual cleanup checks."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.1)
+    return predicate()
+
+
+def _live(process: psutil.Process) -> bool:
+    try:
+        return process.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def tagged_processes(tag: str | None = None) -> list[int]:
+    """Live pids whose environment carries a multinode launch tag (any tag, or this one)."""
+    found = []
+    for process in psutil.process_iter():
+        try:
+            value = process.environ().get(LAUNCH_TAG_VAR)
+        except psutil.Error:
+            continue
+        if value is not None and (tag is None or value == tag) and _live(process):
+            found.append(process.pid)
+    return found
+
+
+def namespace_pids(namespace: str) -> set[int]:
+    listed = subprocess.run(["ip", "netns", "pids", namespace], capture_output=True, text=True).stdout
+    return {int(word) for word in listed.split() if word.isdigit() and _live_pid(int(word))}
+
+
+def _live_pid(pid: int) -> bool:
+    try:
+        return _live(psutil.Process(pid))
+    except psutil.Error:
+        return False
+
+
+def only_sshd_left(state_dir: Path) -> bool:
+    """True when every node namespace holds nothing but its sshd daemon."""
+    status = cluster.cluster_status(state_dir)
+    return all(namespace_pids(node["namespace"]) <= {node["sshd_pid"]} for node in status["nodes"])
+
+
+def netns_python(namespace: str, code: str, *args: str, timeout_s: float = 30.0) -> subprocess.CompletedProcess:
+    """Run Python code inside a namespace (no shell) and return its CompletedProcess."""
+    return subprocess.run(
+        ["ip", "netns", "exec", namespace, sys.executable, "-c", code, *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+    )
+
+
+def netns_popen(namespace: str, code: str, *args: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        ["ip", "netns", "exec", namespace, sys.executable, "-c", code, *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+# A TCP listener that prints "ready" once listening, then counts what one client sends.
+RECEIVER_SRC = """
+import socket, sys, time
+server = socket.socket()
+server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+server.bind((sys.argv[1], int(sys.argv[2])))
+server.listen(1)
+print("ready", flush=True)
+conn, _ = server.accept()
+total, first = 0, None
+while True:
+    chunk = conn.recv(1 << 16)
+    if not chunk:
+        break
+    if first is None:
+        first = time.monotonic()
+    total += len(chunk)
+print(total, time.monotonic() - first, flush=True)
+"""
+
+SENDER_SRC = """
+import socket, sys
+conn = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=20)
+conn.sendall(b"x" * int(sys.argv[3]))
+conn.close()
+"""
+
+# Exit 0 when a TCP connection to (addr, port) opens within the timeout, 1 otherwise.
+CONNECT_SRC = """
+import socket, sys, time
+start = time.monotonic()
+try:
+    socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=float(sys.argv[3])).close()
+except OSError as exc:
+    print("failed", exc)
+    sys.exit(1)
+print("connected", time.monotonic() - start)
+"""

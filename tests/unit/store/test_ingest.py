@@ -1,0 +1,198 @@
+"""Ingest: idempotent, atomic, faithful to the document, and refusing bad input without writing anything."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from stash_core import store
+from stash_core.errors import UsageError
+from stash_core.resultfile import write_result_atomic
+from stash_core.store import ingest as ingest_module
+
+
+def test_ingesting_twice_stores_once(db_path, result_doc, row_counts) -> None:
+    doc = result_doc()
+    assert store.ingest_result(db_path, doc) is True
+    first = row_counts(db_path)
+    assert store.ingest_result(db_path, doc) is False
+    assert row_counts(db_path) == first
+    assert first["runs"] == 1 and first["stalls"] == 5 and first["phases"] == 4
+
+
+def test_rows_match_the_document(db_path, result_doc) -> None:
+    doc = result_doc()
+    store.ingest_result(db_path, doc, source_file="/tmp/run.json")
+    run = store.get_run(db_path, doc["run_id"])
+    assert run["source_file"] == "/tmp/run.json"
+    assert run["model"] == "resnet18" and run["grad_bytes"] == 46758048 and run["instance"] == "my-laptop"
+    assert run["hostname"] == "box1" and run["workers_per_node"] == 2 and run["iterations_per_epoch"] == 32
+    assert run["spec"] == doc["spec"] and run["warnings"] == doc["breakdown"]["warnings"]
+    assert run["iteration_s"] == pytest.approx(doc["breakdown"]["iteration_s"])
+
+    iterations = store.iterations_frame(db_path, doc["run_id"])
+    assert len(iterations) == sum(len(p["samples"]["iteration_s"]) for p in doc["phases"])
+    r1 = iterations[iterations["phase"] == "R1"]
+    source = doc["phases"][1]["samples"]
+    assert list(r1["slowest_rank"]) == source["slowest_rank"]
+    assert list(r1["iteration_s"]) == pytest.approx(source["iteration_s"])
+    assert set(r1["slowest_rank"]) == {0, 1}  # two ranks, each the slowest sometimes
+
+    telemetry = store.telemetry_frame(db_path, doc["run_id"])
+    expected_rows = sum(
+        len(p["telemetry"]["t_s"]) * len(p["telemetry"]["metrics"]) for p in doc["phases"]
+    )
+    assert len(telemetry) == expected_rows
+    disk = telemetry[(telemetry["phase"] == "R0") & (telemetry["metric"] == "disk_read_mbps")]
+    assert disk["value"].isna().tolist() == [True] + [False] * (len(disk) - 1)  # null stays null
+
+
+def test_failed_run_without_breakdown_is_stored(db_path, result_doc) -> None:
+    doc = result_doc(run_id="failed-run", status="failed")
+    assert doc["breakdown"] is None
+    assert store.ingest_result(db_path, doc) is True
+    row = store.breakdown_frame(db_path, ["failed-run"]).iloc[0]
+    assert row["status"] == "failed" and "R1 failed" in row["error"]
+    assert row[["iteration_s", "compute_s", "disk_s", "epoch_s"]].isna().all()
+    run = store.get_run(db_path, "failed-run")
+    assert [(p["phase"], p["status"]) for p in run["phases"]] == [("R0", "completed"), ("R1", "failed")]
+    assert run["stalls"] == []
+
+
+def test_view_stalls_add_up_to_the_iteration_time(db_path, result_doc) -> None:
+    store.ingest_result(db_path, result_doc())
+    row = store.list_runs(db_path).iloc[0]
+    parts = row["compute_s"] + row["interconnect_s"] + row["cpu_s"] + row["disk_s"]
+    assert parts == pytest.approx(row["iteration_s"], rel=1e-12)
+    shares = row["compute_share"] + row["interconnect_share"] + row["cpu_share"] + row["disk_share"]
+    assert shares == pytest.approx(1.0, rel=1e-12)
+    assert row["epoch_s"] == pytest.approx(row["iteration_s"] * row["iterations_per_epoch"])
+    assert row["network_status"] == "not_measured"
+    assert row["network_s"] != row["network_s"]  # NaN: not measured
+
+
+def test_models_are_upserted_without_losing_known_values(db_path, result_doc) -> None:
+    partial = result_doc(run_id="a", status="failed")
+    partial["model"] = None  # died before the model was built: only the spec names it
+    store.ingest_result(db_path, partial)
+    store.ingest_result(db_path, result_doc(run_id="b"))
+    later = result_doc(run_id="c", status="failed")
+    later["model"] = None
+    store.ingest_result(db_path, later)
+    models = store.query_readonly(db_path, "SELECT * FROM models")
+    assert len(models) == 1
+    assert models.loc[0, "name"] == "resnet18" and models.loc[0, "param_count"] == 11689512
+
+
+def test_failure_inside_the_transaction_leaves_nothing(db_path, result_doc, row_counts, monkeypatch) -> None:
+    store.ingest_result(db_path, result_doc(run_id="kept"))
+    before = row_counts(db_path)
+    real_insert = ingest_module._insert_frame
+
+    def insert_then_fail(con, table, frame, constants=None):
+        if table == "telemetry":  # runs, models, phases, stalls and iterations are already in
+            raise RuntimeError("disk full")
+        real_insert(con, table, frame, constants)
+
+    monkeypatch.setattr(ingest_module, "_insert_frame", insert_then_fail)
+    with pytest.raises(RuntimeError):
+        store.ingest_result(db_path, result_doc(run_id="half", model="other-model"))
+    assert row_counts(db_path) == before
+    assert store.get_run(db_path, "half") is None
+
+
+def test_bad_documents_are_refused_before_writing(db_path, result_doc, row_counts) -> None:
+    store.ingest_result(db_path, result_doc(run_id="kept"))
+    before = row_counts(db_path)
+    newer = result_doc(run_id="newer")
+    newer["schema_version"] = 3
+    wrong_type = result_doc(run_id="wrong")
+    wrong_type["spec"]["batch_size"] = "thirty-two"
+    bad_samples = result_doc(run_id="samples")
+    bad_samples["phases"][0]["samples"]["forward_s"][3] = "fast"
+    for doc, message in [
+        (newer, "upgrade Stash"),
+        (wrong_type, "spec.batch_size must be an integer"),
+        (bad_samples, "samples.forward_s holds non-numeric values"),
+        ({"kind": "other"}, "not a Stash result"),
+    ]:
+        with pytest.raises(UsageError, match=message):
+            store.ingest_result(db_path, doc)
+    assert row_counts(db_path) == before
+
+
+def test_ingest_files_reports_each_file_and_is_idempotent(tmp_path, db_path, result_doc) -> None:
+    paths = [write_result_atomic(tmp_path / f"r{i}.json", result_doc(run_id=f"run-{i}")) for i in range(3)]
+    outcome = store.ingest_files(db_path, paths)
+    assert [(path, run_id, inserted) for path, run_id, inserted in outcome] == [
+        (paths[0], "run-0", True),
+        (paths[1], "run-1", True),
+        (paths[2], "run-2", True),
+    ]
+    assert [inserted for _, _, inserted in store.ingest_files(db_path, paths)] == [False, False, False]
+    assert store.get_run(db_path, "run-1")["source_file"] == str(paths[1].resolve())
+
+
+def _corrupt(path: Path, doc: dict) -> None:
+    path.write_text(json.dumps(doc)[:200])
+
+
+def _foreign(path: Path, doc: dict) -> None:
+    path.write_text(json.dumps({"name": "some other tool", "values": [1, 2]}))
+
+
+def _newer(path: Path, doc: dict) -> None:
+    path.write_text(json.dumps({**doc, "schema_version": 3}))
+
+
+def _missing_key(path: Path, doc: dict) -> None:
+    path.write_text(json.dumps({key: value for key, value in doc.items() if key != "phases"}))
+
+
+@pytest.mark.parametrize(
+    ("spoil", "message"),
+    [
+        (_corrupt, "not valid JSON"),
+        (_foreign, "not a Stash result file"),
+        (_newer, "schema_version 3"),
+        (_missing_key, "missing required key"),
+        (lambda path, doc: None, "does not exist"),
+    ],
+)
+def test_a_bad_second_file_stops_the_whole_batch(
+    tmp_path, db_path, result_doc, row_counts, spoil, message
+) -> None:
+    store.ingest_result(db_path, result_doc(run_id="already-there"))
+    before = row_counts(db_path)
+    good = write_result_atomic(tmp_path / "good.json", result_doc(run_id="good"))
+    bad = tmp_path / "bad.json"
+    spoil(bad, result_doc(run_id="bad"))
+    with pytest.raises(UsageError, match=message) as caught:
+        store.ingest_files(db_path, [good, bad])
+    assert str(bad) in str(caught.value)
+    assert row_counts(db_path) == before
+    assert store.get_run(db_path, "good") is None
+
+
+def test_unusable_database_paths_are_usage_errors(tmp_path, result_doc) -> None:
+    blocker = tmp_path / "plain-file"
+    blocker.write_text("x")
+    with pytest.raises(UsageError, match="cannot create database"):
+        store.ingest_result(blocker / "results.duckdb", result_doc())
+    junk = tmp_path / "junk.duckdb"
+    junk.write_bytes(b"not a database" * 1000)
+    with pytest.raises(UsageError, match="cannot open database"):
+        store.ingest_result(junk, result_doc())
+    with pytest.raises(UsageError, match="cannot open database"):
+        store.list_runs(junk)
+
+
+def test_reading_a_missing_database_is_empty_and_creates_nothing(tmp_path) -> None:
+    path = tmp_path / "never-written.duckdb"
+    runs = store.list_runs(path)
+    assert runs.empty and {"run_id", "compute_s", "disk_share", "iteration_ci95_s"} <= set(runs.columns)
+    assert store.get_run(path, "anything") is None
+    assert store.database_summary(path)["runs"] == 0
+    assert not path.exists()

@@ -1,0 +1,205 @@
+"""Result files: atomic writing, loading with clear errors, migration hook and validation."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from stash_core import resultfile
+from stash_core.errors import UsageError
+from stash_core.resultfile import (
+    SCHEMA_VERSION,
+    default_result_path,
+    load_result,
+    upgrade_result,
+    validate_result,
+    write_result_atomic,
+)
+
+
+def small_doc(run_id: str = "20261122T104100Z-0000abcd") -> dict[str, Any]:
+    """A minimal valid document: one phase of 3 iterations from 2 ranks, plus telemetry."""
+    return {
+        "schema_version": 1,
+        "kind": "stash-profile",
+        "run_id": run_id,
+        "status": "completed",
+        "error": None,
+        "started_at": "2026-11-22T10:41:00+00:00",
+        "finished_at": "2026-11-22T10:42:10+00:00",
+        "stash_version": "0.1.0",
+        "spec": {"model": "resnet18", "batch_size": 32, "workers_per_node": 2, "nodes": 1},
+        "model": {"name": "resnet18", "kind": "image", "param_count": 11689512},
+        "fingerprint": {"hostname": "box1"},
+        "phases": [
+            {
+                "name": "R1",
+                "workers": 2,
+                "status": "completed",
+                "iteration_s": {"mean": 0.21, "ci95": 0.01, "n": 3},
+                "samples": {"iteration_s": [0.2, 0.21, 0.22], "slowest_rank": [0, 1, 1]},
+                "telemetry": {
+                    "interval_s": 0.5,
+                    "t_s": [0.0, 0.5],
+                    "metrics": {"cpu_util_pct": [50.0, 60.0]},
+                },
+            }
+        ],
+        "breakdown": None,
+    }
+
+
+def test_write_then_load_round_trips_and_leaves_no_temp_file(tmp_path: Path) -> None:
+    target = tmp_path / "deep" / "results" / "run.json"  # parent folders do not exist yet
+    doc = small_doc()
+    assert write_result_atomic(target, doc) == target
+    assert load_result(target) == doc
+    assert [p.name for p in target.parent.iterdir()] == ["run.json"]
+
+
+def test_write_turns_non_finite_numbers_into_null(tmp_path: Path) -> None:
+    doc = small_doc()
+    doc["phases"][0]["iteration_s"]["ci95"] = math.nan
+    doc["phases"][0]["samples"]["iteration_s"][1] = math.inf
+    path = write_result_atomic(tmp_path / "run.json", doc)
+    text = path.read_text()
+    assert "NaN" not in text and "Infinity" not in text
+    loaded = load_result(path)
+    assert loaded["phases"][0]["iteration_s"]["ci95"] is None
+    assert loaded["phases"][0]["samples"]["iteration_s"] == [0.2, None, 0.22]
+
+
+def test_failed_write_keeps_the_old_file_whole(tmp_path: Path) -> None:
+    path = write_result_atomic(tmp_path / "run.json", small_doc())
+    before = path.read_bytes()
+    broken = small_doc()
+    broken["spec"]["not_json"] = object()
+    with pytest.raises(TypeError):
+        write_result_atomic(path, broken)
+    assert path.read_bytes() == before
+    assert [p.name for p in tmp_path.iterdir()] == ["run.json"]
+
+
+def test_write_to_unwritable_path_is_a_usage_error(tmp_path: Path) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x")
+    with pytest.raises(UsageError, match="cannot write result file"):
+        write_result_atomic(blocker / "sub" / "run.json", small_doc())
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"", "result file is empty"),
+        (b"this is not json", "not valid JSON"),
+        (b"\xff\xfe\x00garbage", "not UTF-8"),
+        (json.dumps([1, 2, 3]).encode(), "not a Stash result file"),
+        (json.dumps({"kind": "something-else", "schema_version": 1}).encode(), "not a Stash result file"),
+        (json.dumps({"schema_version": 1, "run_id": "x"}).encode(), "not a Stash result file"),
+    ],
+)
+def test_load_rejects_files_that_are_not_results(tmp_path: Path, content: bytes, message: str) -> None:
+    path = tmp_path / "bad.json"
+    path.write_bytes(content)
+    with pytest.raises(UsageError, match=message) as caught:
+        load_result(path)
+    assert str(path) in str(caught.value)
+    assert "\n" not in str(caught.value)
+
+
+def test_load_rejects_a_truncated_file(tmp_path: Path) -> None:
+    path = tmp_path / "cut.json"
+    text = json.dumps(small_doc())
+    path.write_text(text[: len(text) // 2])
+    with pytest.raises(UsageError, match="not valid JSON \\(truncated or corrupt"):
+        load_result(path)
+
+
+def test_load_reports_missing_file_and_directory(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match="does not exist"):
+        load_result(tmp_path / "nope.json")
+    with pytest.raises(UsageError, match="is a directory"):
+        load_result(tmp_path)
+
+
+def test_load_refuses_a_newer_schema_version(tmp_path: Path) -> None:
+    doc = small_doc()
+    doc["schema_version"] = 3
+    path = tmp_path / "new.json"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(UsageError) as caught:
+        load_result(path)
+    assert "result file has schema_version 3; this Stash reads up to 1 - upgrade Stash" in str(caught.value)
+
+
+@pytest.mark.parametrize("version", [0, "1", True, None])
+def test_load_refuses_impossible_schema_versions(tmp_path: Path, version: Any) -> None:
+    doc = small_doc()
+    doc["schema_version"] = version
+    path = tmp_path / "odd.json"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(UsageError, match="schema_version"):
+        load_result(path)
+
+
+@pytest.mark.parametrize("key", ["run_id", "status", "started_at", "spec", "phases"])
+def test_load_names_a_missing_required_key(tmp_path: Path, key: str) -> None:
+    doc = small_doc()
+    del doc[key]
+    path = tmp_path / "partial.json"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(UsageError, match=f"missing required key\\(s\\): {key}"):
+        load_result(path)
+
+
+def test_older_documents_are_migrated_forward(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Pretend this Stash reads version 2 and knows how to lift version 1 to it.
+    def v1_to_v2(doc: dict[str, Any]) -> dict[str, Any]:
+        doc = dict(doc)
+        doc["spec"] = {**doc["spec"], "added_in_v2": True}
+        return doc
+
+    monkeypatch.setattr(resultfile, "SCHEMA_VERSION", 2)
+    monkeypatch.setitem(resultfile.MIGRATIONS, 1, v1_to_v2)
+    upgraded = upgrade_result(small_doc())
+    assert upgraded["schema_version"] == 2
+    assert upgraded["spec"]["added_in_v2"] is True
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda d: d.update(status="done"), "status is 'done'"),
+        (lambda d: d.update(started_at="yesterday"), "started_at is not an ISO 8601 time"),
+        (lambda d: d.update(run_id="  "), "run_id"),
+        (lambda d: d["phases"].append(dict(d["phases"][0])), "phase R1 appears twice"),
+        (lambda d: d["phases"][0]["samples"].update(data_s=[0.1]), "sample lists differ in length"),
+        (lambda d: d["phases"][0]["telemetry"]["metrics"].update(x=[1.0]), "telemetry metric x"),
+        (lambda d: d.update(breakdown={"stalls": {"cpu": {"status": "guessed"}}}), "stall cpu status"),
+        (lambda d: d.update(phases={"R0": {}}), "phases must be a list"),
+    ],
+)
+def test_validate_rejects_inconsistent_documents(change: Any, message: str) -> None:
+    doc = small_doc()
+    change(doc)
+    with pytest.raises(UsageError, match=message):
+        validate_result(doc)
+
+
+def test_validate_accepts_empty_sample_lists_and_null_breakdown() -> None:
+    doc = small_doc()
+    doc["status"] = "failed"
+    doc["phases"][0]["samples"] = {"iteration_s": [], "data_s": [], "slowest_rank": []}
+    validate_result(doc)  # must not raise
+
+
+def test_default_result_path() -> None:
+    assert default_result_path("20261122T104100Z-3f2a9c1b") == Path("results/20261122T104100Z-3f2a9c1b.json")
+    assert default_result_path("abc", Path("/tmp/r")) == Path("/tmp/r/abc.json")
+    with pytest.raises(UsageError):
+        default_result_path("../escape")
+    assert SCHEMA_VERSION == 1

@@ -1,0 +1,79 @@
+import pytest
+
+from stash_core.stalls import PhaseTime, applicable_chain, breakdown, phases_for_stalls
+
+
+def full_times():
+    return {
+        "R0": PhaseTime(0.200, 0.004),
+        "R1": PhaseTime(0.260, 0.005),
+        "R3": PhaseTime(0.380, 0.006),
+        "R2": PhaseTime(0.412, 0.007),
+    }
+
+
+def test_stalls_telescope_to_the_realistic_iteration_time():
+    chain = applicable_chain(workers_total=2, nodes=1, real_data=True)
+    result = breakdown(full_times(), chain, iterations_per_epoch=31)
+    stalls = result["stalls"]
+    assert stalls["compute"]["seconds"] == pytest.approx(0.200)
+    assert stalls["interconnect"]["seconds"] == pytest.approx(0.060)
+    assert stalls["cpu"]["seconds"] == pytest.approx(0.120)
+    assert stalls["disk"]["seconds"] == pytest.approx(0.032)
+    assert stalls["network"]["status"] == "not_measured"
+    total = sum(s["seconds"] for s in stalls.values() if s["seconds"] is not None)
+    assert total == pytest.approx(result["iteration_s"]) == pytest.approx(0.412)
+    assert sum(s["share"] for s in stalls.values() if s["share"] is not None) == pytest.approx(1.0)
+    assert result["epoch_s"] == pytest.approx(0.412 * 31)
+    assert stalls["disk"]["epoch_s"] == pytest.approx(0.032 * 31)
+    # Interval of a difference: quadrature of the two runs' intervals.
+    assert stalls["disk"]["ci95_s"] == pytest.approx((0.006**2 + 0.007**2) ** 0.5)
+
+
+def test_the_disk_stall_does_not_add_compute_back():
+    # The published scripts computed disk = (T2 - T3) + T1; ours is the plain difference.
+    result = breakdown(full_times(), ["R0", "R1", "R3", "R2"], None)
+    assert result["stalls"]["disk"]["seconds"] == pytest.approx(0.412 - 0.380)
+
+
+def test_negative_difference_within_noise_is_zero_with_its_interval():
+    times = {"R0": PhaseTime(0.200, 0.010), "R1": PhaseTime(0.195, 0.010)}
+    stall = breakdown(times, ["R0", "R1"], None)["stalls"]["interconnect"]
+    assert stall["status"] == "clamped_zero"
+    assert stall["seconds"] == 0.0
+    assert stall["raw_s"] == pytest.approx(-0.005)
+    assert stall["ci95_s"] > 0
+
+
+def test_negative_difference_beyond_noise_warns():
+    times = {"R0": PhaseTime(0.200, 0.001), "R1": PhaseTime(0.150, 0.001)}
+    result = breakdown(times, ["R0", "R1"], None)
+    assert result["stalls"]["interconnect"]["status"] == "negative"
+    assert any("interconnect" in w for w in result["warnings"])
+
+
+def test_a_gap_in_the_chain_is_not_attributed_to_one_stall():
+    times = {"R0": PhaseTime(0.2, 0.01), "R2": PhaseTime(0.5, 0.01)}
+    result = breakdown(times, ["R0", "R1", "R3", "R2"], None)
+    assert result["stalls"]["disk"]["status"] == "not_measured"
+    assert result["unattributed_s"] == pytest.approx(0.3)
+
+
+def test_not_separable_is_reported_as_such():
+    times = {"R0": PhaseTime(0.2, 0.01), "R1": PhaseTime(0.25, 0.01), "R2": PhaseTime(0.5, 0.01)}
+    reason = "the data set does not fit in memory"
+    result = breakdown(times, ["R0", "R1", "R3", "R2"], 10, {"cpu": reason, "disk": reason})
+    assert result["stalls"]["cpu"]["status"] == "not_separable"
+    assert result["stalls"]["cpu"]["seconds"] is None
+    assert result["unattributed_s"] == pytest.approx(0.25)
+
+
+def test_chains_and_needed_phases():
+    assert applicable_chain(1, 1, False) == ["R0"]
+    assert applicable_chain(4, 1, True) == ["R0", "R1", "R3", "R2"]
+    assert applicable_chain(8, 2, False) == ["R0", "R1", "R1n"]
+    chain = applicable_chain(2, 1, True)
+    assert phases_for_stalls(["disk"], chain) == ["R3", "R2"]
+    assert phases_for_stalls(["compute", "cpu"], chain) == ["R0", "R1", "R3"]
+    # One worker: no interconnect run, CPU is measured against R0.
+    assert phases_for_stalls(["cpu"], applicable_chain(1, 1, True)) == ["R0", "R3"]

@@ -1,0 +1,70 @@
+import math
+import random
+
+from stash_core.stats import (
+    converged,
+    difference_ci95,
+    lag1_autocorrelation,
+    mean_ci95,
+    mser_truncation,
+    summarise,
+    t_quantile_975,
+)
+
+
+def test_t_quantile_matches_tables():
+    # Published two-sided 95% quantiles.
+    for dof, expected in [(2, 4.303), (5, 2.571), (10, 2.228), (30, 2.042), (1000, 1.962)]:
+        assert abs(t_quantile_975(dof) - expected) < 0.02
+
+
+def test_ci_covers_true_mean_about_95_percent_of_the_time():
+    rng = random.Random(1)
+    covered = 0
+    trials = 400
+    for _ in range(trials):
+        samples = [rng.gauss(1.0, 0.1) for _ in range(20)]
+        m, ci = mean_ci95(samples)
+        covered += abs(m - 1.0) <= ci
+    assert 0.90 <= covered / trials <= 0.99
+
+
+def test_autocorrelated_samples_get_a_wider_interval():
+    rng = random.Random(2)
+    independent = [rng.gauss(1.0, 0.1) for _ in range(200)]
+    correlated = []
+    value = 0.0
+    for _ in range(200):
+        value = 0.9 * value + rng.gauss(0, 0.1)
+        correlated.append(1.0 + value)
+    assert lag1_autocorrelation(correlated) > 0.5
+    scale = (summarise(correlated).std / summarise(independent).std)
+    # Same spread would give the same naive interval; the corrected one must be wider.
+    assert mean_ci95(correlated)[1] / scale > 1.5 * mean_ci95(independent)[1]
+
+
+def test_mser_cuts_a_warm_up_transient():
+    rng = random.Random(3)
+    warmup = [2.0 - 0.1 * i for i in range(10)]  # slow first iterations
+    steady = [1.0 + rng.gauss(0, 0.01) for _ in range(90)]
+    cut = mser_truncation(warmup + steady)
+    assert 10 <= cut <= 20
+
+
+def test_mser_keeps_a_stationary_series():
+    rng = random.Random(4)
+    assert mser_truncation([1.0 + rng.gauss(0, 0.01) for _ in range(100)]) <= 10
+
+
+def test_converged_needs_enough_samples_and_a_tight_interval():
+    rng = random.Random(5)
+    tight = [1.0 + rng.gauss(0, 0.005) for _ in range(30)]
+    noisy = [1.0 + rng.gauss(0, 0.3) for _ in range(30)]
+    assert converged(tight, 0.02)
+    assert not converged(noisy, 0.02)
+    assert not converged(tight[:4], 0.02)
+
+
+def test_single_sample_has_infinite_interval_and_difference_adds_in_quadrature():
+    assert math.isinf(mean_ci95([1.0])[1])
+    assert difference_ci95(3.0, 4.0) == 5.0
