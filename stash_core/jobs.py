@@ -17,6 +17,7 @@ descendant (the local launcher starts workers in sessions of their own).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import secrets
@@ -114,7 +115,7 @@ def start_profile_job(
     python: str | None = None,
     env: dict[str, str] | None = None,
 ) -> str:
-    """Start `stash profile <profile_args> --db <db_path> --progress json` in the background; returns its job id.
+    """Start `stash profile ARGS --db DB --progress json` in the background; returns the job id.
 
     The run's working folder is the database's folder, so its result file lands in `<that folder>/results/`;
     paths in `profile_args` should be absolute. UsageError when `profile_args` sets --db or --progress itself
@@ -350,7 +351,7 @@ def _pid_of(job_dir: Path) -> int | None:
 
 
 def _own_process(job_dir: Path) -> psutil.Process | None:
-    """The job's live wrapper process, or None when it has ended (or the pid now belongs to another process)."""
+    """The job's live wrapper process; None when it has ended (or its pid now belongs to another process)."""
     parts = _read_text(job_dir / "pid").split()
     if not parts:
         return None
@@ -422,6 +423,31 @@ def _write_json(path: Path, value: dict[str, Any]) -> None:
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(value, indent=1))
     os.replace(tmp, path)
+
+
+def save_model_file(db_path: Path | str, file_name: str, source: bytes) -> Path:
+    """Keep an uploaded model file for runs: `<jobs folder>/models/<hash>-<name>.py`; returns its path.
+
+    UsageError when it is not a Python file or is not valid Python (checked by compiling, not running it).
+    """
+    name = Path(file_name).name
+    if not name.endswith(".py"):
+        raise UsageError(f"{name}: a model file must be a Python file (.py) with a factory function")
+    try:
+        compile(source, name, "exec")
+    except (SyntaxError, ValueError) as exc:
+        raise UsageError(f"{name}: not valid Python ({exc.__class__.__name__}: {exc})") from None
+    stem = "".join(c if c.isalnum() or c == "_" else "_" for c in Path(name).stem) or "model"
+    digest = hashlib.sha256(source).hexdigest()[:10]
+    folder = jobs_dir(db_path) / "models"
+    path = folder / f"{stem}_{digest}.py"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        if not path.exists():
+            path.write_bytes(source)
+    except OSError as exc:
+        raise UsageError(f"cannot keep the model file in {folder}: {exc.strerror or exc}") from None
+    return path
 
 
 def wait_for_job(db_path: Path | str, job_id: str, timeout_s: float, poll_s: float = 0.2) -> JobState:

@@ -62,8 +62,8 @@ def check_writable(db_path: Path, out_path: Path | None, store_db: bool) -> None
 
 
 def make_reporter(mode: str):
-    from .progress import BarReporter, JsonReporter
     from .profiler import Reporter
+    from .progress import BarReporter, JsonReporter
 
     if mode == "json":
         return JsonReporter()
@@ -74,7 +74,7 @@ def make_reporter(mode: str):
 
 def profile_from_args(args, db_path: Path) -> int:
     from . import protocol, store
-    from .profiler import run_profile
+    from .profiler import prepare_data, run_profile
     from .report import format_breakdown
     from .resultfile import default_result_path, write_result_atomic
     from .zoo import build_model
@@ -93,10 +93,11 @@ def profile_from_args(args, db_path: Path) -> int:
     _, info = build_model(spec.model, num_classes=spec.num_classes, input_shape=_shape(spec))
     check_writable(db_path, args.out, not args.no_store)
     reporter = make_reporter(args.progress)
+    data = prepare_data(spec, info.kind, reporter)
     doc = None
     error: BaseException | None = None
     try:
-        doc = run_profile(spec, info.to_dict(), reporter)
+        doc = run_profile(spec, info.to_dict(), data, reporter)
     except (StashError, KeyboardInterrupt) as caught:
         error = caught
         doc = getattr(caught, "__stash_doc__", None)

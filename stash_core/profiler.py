@@ -50,7 +50,7 @@ def new_run_id(now: datetime.datetime) -> str:
 
 
 def utc_now() -> datetime.datetime:
-    return datetime.datetime.now(datetime.timezone.utc)
+    return datetime.datetime.now(datetime.UTC)
 
 
 def prepare_data(spec: ProfileSpec, model_kind: str, reporter: Reporter) -> DataSetup:
@@ -87,6 +87,11 @@ def prepare_data(spec: ProfileSpec, model_kind: str, reporter: Reporter) -> Data
             reporter.message(f"skipping {skipped} corrupt image file(s) of {len(before)}")
     setup.files = list(dataset.files)
     setup.images = len(setup.files)
+    if setup.images // spec.workers_total < spec.batch_size:
+        raise UsageError(
+            f"the data set has {setup.images} usable samples: too few for {spec.workers_total} worker(s) "
+            f"x batch size {spec.batch_size}"
+        )
     setup.total_bytes = sum(path.stat().st_size for path in setup.files)
     if not pagecache.fits_in_memory(setup.total_bytes):
         available = pagecache.available_memory_bytes()
@@ -105,7 +110,7 @@ def iterations_per_epoch(spec: ProfileSpec, images: int | None) -> int | None:
     return per_epoch(images, spec.batch_size, spec.workers_total)
 
 
-def run_profile(spec: ProfileSpec, model_info: dict, reporter: Reporter | None = None) -> dict:
+def run_profile(spec: ProfileSpec, model_info: dict, data: DataSetup, reporter: Reporter | None = None) -> dict:
     """Measure every planned run and return the complete result document (never half-filled)."""
     from .fingerprint import machine_fingerprint
 
@@ -128,7 +133,6 @@ def run_profile(spec: ProfileSpec, model_info: dict, reporter: Reporter | None =
     }
     warnings: list[str] = []
     try:
-        data = prepare_data(spec, model_info["kind"], reporter)
         doc["spec"]["dataset_images"] = data.images
         doc["spec"]["dataset"] = str(data.root) if data.root else None
         _, plans = plan_phases(spec)

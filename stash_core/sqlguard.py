@@ -88,7 +88,7 @@ def check_sql(sql: str) -> str:
     kind = statement.type.name
     tokens = _tokens(text)
     words = [word for word, kind_ in tokens if kind_ == "keyword"]
-    if kind == "PRAGMA":
+    if kind == "PRAGMA" and words[:1] == ["pragma"]:  # IMPORT DATABASE parses as a PRAGMA too
         name = _pragma_name(tokens)
         if name not in _READING_PRAGMAS:
             raise UsageError(
@@ -140,7 +140,9 @@ def run_readonly_query(
         if worker.is_alive():
             con.interrupt()
             worker.join(5.0)
-            raise UsageError(f"query stopped after {timeout_s:g} s (time limit); narrow it or raise the limit")
+            raise UsageError(
+                f"query stopped after {timeout_s:g} s (time limit); narrow it or raise the limit"
+            )
     error = outcome.get("error")
     if isinstance(error, duckdb.InterruptException):
         raise UsageError(f"query stopped after {timeout_s:g} s (time limit)")
@@ -153,7 +155,9 @@ def run_readonly_query(
     truncated = len(frame) > max_rows
     if truncated:
         frame = frame.iloc[:max_rows].reset_index(drop=True)
-    return QueryResult(frame=frame, truncated=truncated, elapsed_s=time.monotonic() - started, statement=statement)
+    return QueryResult(
+        frame=frame, truncated=truncated, elapsed_s=time.monotonic() - started, statement=statement
+    )
 
 
 def _sandbox(con: duckdb.DuckDBPyConnection) -> None:
@@ -196,7 +200,7 @@ def _check_functions(tokens: list[tuple[str, str]]) -> None:
         name = _identifier(word).rsplit(".", 1)[-1]
         if name in _REFUSED_FUNCTIONS or name.startswith(_REFUSED_PREFIXES):
             raise UsageError(
-                f"{name}() is refused: the console reads only the database, not files, URLs or the environment"
+                f"{name}() is refused: the console reads only the database (no files, URLs or environment)"
             )
 
 
@@ -231,7 +235,7 @@ def _check_table_references(tokens: list[tuple[str, str]]) -> None:
             )
             if looks_like_file:
                 raise UsageError(
-                    f"reading the file {word} is refused: the console reads only tables and views of the database"
+                    f"reading the file {word} is refused: the console reads only the database's tables"
                 )
         expect_table = False
 

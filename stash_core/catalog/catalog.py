@@ -89,14 +89,18 @@ def add_instance(db_path: Path | str, **fields: Any) -> dict[str, Any]:
     row = _clean({column: fields.get(column) for column in COLUMNS} | _unknown(fields), partial=False)
     if not row["name"]:
         raise UsageError("an instance needs a name")
-    if row["price_date"] is None and (row["on_demand_usd_per_h"] is not None or row["spot_usd_per_h"] is not None):
+    if row["price_date"] is None and (
+        row["on_demand_usd_per_h"] is not None or row["spot_usd_per_h"] is not None
+    ):
         row["price_date"] = _today()
     if row["source"] is None:
         row["source"] = "user entry"
     with connect(db_path) as con:
         _seed(con, builtin_instances().to_dict(orient="records"))
         if con.execute("SELECT count(*) FROM instances WHERE name = ?", [row["name"]]).fetchall()[0][0]:
-            raise UsageError(f"instance {row['name']} is already in the catalog; change it with `stash instances set`")
+            raise UsageError(
+                f"instance {row['name']} is already in the catalog; change it with `stash instances set`"
+            )
         _insert(con, row)
     return row
 
@@ -126,7 +130,8 @@ def set_instance(db_path: Path | str, name: str, **fields: Any) -> dict[str, Any
             row["source"] = "user edit"
         assignments = ", ".join(f"{column} = ?" for column in EDITABLE)
         con.execute(
-            f"UPDATE instances SET {assignments} WHERE name = ?", [row[column] for column in EDITABLE] + [name]
+            f"UPDATE instances SET {assignments} WHERE name = ?",
+            [row[column] for column in EDITABLE] + [name],
         )
     return row
 
@@ -136,7 +141,8 @@ def _seed(con: Any, rows: list[dict[str, Any]]) -> int:
     for row in rows:
         placeholders = ", ".join("?" for _ in COLUMNS)
         con.execute(
-            f"INSERT INTO instances ({', '.join(COLUMNS)}) VALUES ({placeholders}) ON CONFLICT (name) DO NOTHING",
+            f"INSERT INTO instances ({', '.join(COLUMNS)}) VALUES ({placeholders}) "
+            "ON CONFLICT (name) DO NOTHING",
             [_db_value(row.get(column)) for column in COLUMNS],
         )
     return con.execute("SELECT count(*) FROM instances").fetchall()[0][0] - before

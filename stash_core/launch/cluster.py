@@ -2,9 +2,10 @@
 
 Topology (all names start with "stash-" so teardown can find them without state.json):
 
-    root namespace                 stash-hub namespace                 stash-n<i> namespaces
+    root namespace              stash-hub namespace                  stash-n<i> namespace
     stash-vh 10.213.0.1/24 <-veth-> stash-vhb -+
-                                               +- stash-br0 (bridge) -+- stash-v<i>b <-veth-> stash0 10.213.0.(10+i)
+                                               stash-br0 (bridge)
+                                    stash-v<i>b -+ <-veth-> stash0 10.213.0.(10+i)
 
 The bridge lives in its own namespace rather than in the root one because a host with
 br_netfilter loaded (Docker, Kubernetes) sends bridged frames through the root namespace's
@@ -54,7 +55,11 @@ SSH_USER = "root"
 STATE_FILE = "state.json"
 # Environment every process on a node should see: gloo/NCCL/TensorPipe would otherwise pick an
 # address from the machine's host name, which is not reachable inside a namespace.
-WORKER_ENV = {"GLOO_SOCKET_IFNAME": NODE_IFNAME, "NCCL_SOCKET_IFNAME": NODE_IFNAME, "TP_SOCKET_IFNAME": NODE_IFNAME}
+WORKER_ENV = {
+    "GLOO_SOCKET_IFNAME": NODE_IFNAME,
+    "NCCL_SOCKET_IFNAME": NODE_IFNAME,
+    "TP_SOCKET_IFNAME": NODE_IFNAME,
+}
 
 _NAMESPACE_RE = re.compile(r"^stash-(?:n\d+|hub)$")
 _ROOT_LINK_RE = re.compile(r"^stash-(?:vh|br0|v\d+[bn])$")
@@ -86,7 +91,9 @@ def parse_bandwidth_bps(text: str) -> int | None:
     match = _RATE_RE.match(text)
     unit = match.group(2).lower() if match else ""
     if not match or unit not in _RATE_UNITS_BPS:
-        raise UsageError(f"invalid bandwidth {text!r}: expected a number and one of {', '.join(_RATE_UNITS_BPS)}")
+        raise UsageError(
+            f"invalid bandwidth {text!r}: expected a number and one of {', '.join(_RATE_UNITS_BPS)}"
+        )
     rate_bps = float(match.group(1)) * _RATE_UNITS_BPS[unit]
     if not _MIN_RATE_BPS <= rate_bps <= _MAX_RATE_BPS:
         raise UsageError(f"bandwidth {text!r} out of range (8kbit .. 400gbit)")
@@ -154,7 +161,9 @@ def _run(argv: list[str], check: bool = True, timeout_s: float = 30.0) -> subpro
         raise MeasurementError(f"cluster command timed out: {' '.join(argv)}") from None
     if check and completed.returncode != 0:
         reason = (completed.stderr or completed.stdout).strip().splitlines()
-        raise MeasurementError(f"cluster command failed: {' '.join(argv)}: {reason[-1] if reason else 'no message'}")
+        raise MeasurementError(
+            f"cluster command failed: {' '.join(argv)}: {reason[-1] if reason else 'no message'}"
+        )
     return completed
 
 
@@ -290,7 +299,9 @@ def _end_processes(pids: list[int], label: str, actions: list[str]) -> None:
 
 def _netem_supported(namespace: str, device: str) -> bool:
     """Try a netem qdisc on a device we own; the kernel says 'unknown' when sch_netem is missing."""
-    added = _run(["tc", "-n", namespace, "qdisc", "add", "dev", device, "root", "netem", "delay", "0ms"], check=False)
+    added = _run(
+        ["tc", "-n", namespace, "qdisc", "add", "dev", device, "root", "netem", "delay", "0ms"], check=False
+    )
     if added.returncode != 0:
         return False
     _run(["tc", "-n", namespace, "qdisc", "del", "dev", device, "root"], check=False)
@@ -487,7 +498,7 @@ def cluster_up(
     state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     state: dict = {
         "version": 1,
-        "created_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "created_at": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "state_dir": str(state_dir),
         "hub_namespace": None,
         "bridge": BRIDGE,
@@ -531,7 +542,8 @@ def _build(state_dir: Path, state: dict, nodes: int, shaping: dict, cpu_sets: li
     _run([*hub, "link", "set", "lo", "up"])
     _run([*hub, "link", "add", BRIDGE, "type", "bridge", "forward_delay", "0", "stp_state", "0"])
     _run([*hub, "link", "set", BRIDGE, "up"])
-    _run(["ip", "link", "add", ROOT_VETH, "type", "veth", "peer", "name", ROOT_VETH_PEER, "netns", HUB_NAMESPACE])
+    _run(["ip", "link", "add", ROOT_VETH, "type", "veth",
+          "peer", "name", ROOT_VETH_PEER, "netns", HUB_NAMESPACE])  # fmt: skip
     state["root_veth"] = ROOT_VETH
     _save_state(state_dir, state)
     _run(["ip", "addr", "add", f"{ROOT_ADDRESS}/24", "dev", ROOT_VETH])
@@ -660,9 +672,15 @@ def cluster_status(state_dir: Path = DEFAULT_STATE_DIR) -> dict:
                 "exists": exists,
                 "sshd_pid": pid,
                 "sshd_alive": bool(pid) and _pid_alive(pid),
-                "link_up": _link_up(HUB_NAMESPACE, node["hub_veth"]) if exists and node.get("hub_veth") else None,
+                "link_up": _link_up(HUB_NAMESPACE, node["hub_veth"])
+                if exists and node.get("hub_veth")
+                else None,
                 "shaping": node["shaping"],
+                # what the node sends is shaped on its own end, what it receives on the bridge end
                 "qdiscs": _live_qdiscs(node["namespace"], NODE_IFNAME) if exists else [],
+                "ingress_qdiscs": _live_qdiscs(HUB_NAMESPACE, node["hub_veth"])
+                if exists and node.get("hub_veth")
+                else [],
                 "cpus": node.get("cpus"),
             }
         )

@@ -16,16 +16,18 @@ its supervisor cannot be.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import queue
 import re
+import signal
 import socket
 import subprocess
 import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 
 from ..errors import MeasurementError, UsageError
@@ -42,6 +44,8 @@ _ENV_KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _PORT_IN_USE_RE = re.compile(r"EADDRINUSE|address already in use", re.IGNORECASE)
 _EXCEPTION_LINE_RE = re.compile(r"^\s*(?:[A-Za-z_][\w.]*)?(?:Error|Exception|Interrupt|Exit)\b.*")
 _SUPERVISOR_EXIT_WORKDIR = 125
+_SUPERVISOR_LEFT_PROCESSES = 126
+_SSH_FAILED = 255
 
 # The remote supervisor and sweeper. argv: run TAG WORKDIR -- COMMAND...  |  sweep TAG
 _REMOTE_SRC = r"""
@@ -107,7 +111,10 @@ while code is None and not stop.is_set():
         code = child.wait(timeout=0.2)
     except subprocess.TimeoutExpired:
         pass
-sweep()
+ended, left = sweep()
+if left:
+    print("STASH_SUPERVISOR could not end %d process(es)" % left, file=sys.stderr, flush=True)
+    sys.exit(126)
 if code is None:
     sys.exit(143)
 sys.exit(code if code >= 0 else 128 - code)
@@ -207,7 +214,9 @@ def _preflight(
         try:
             return json.loads(_last_line(completed.stdout))
         except ValueError:
-            raise MeasurementError(f"{label}: unexpected preflight output: {_last_line(completed.stdout)}") from None
+            raise MeasurementError(
+                f"{label}: unexpected preflight output: {_last_line(completed.stdout)}"
+            ) from None
 
     with ThreadPoolExecutor(max_workers=len(targets)) as pool:
         futures = [pool.submit(check, index) for index in range(len(targets))]
@@ -282,7 +291,7 @@ class _Node:
     def failure_reason(self) -> str:
         code = self.process.returncode
         text = "\n".join(self.stderr_lines)
-        if code == 255:
+        if code == _SSH_FAILED:
             try:
                 raise_for_ssh_failure(self.target, code, text, "ssh")
             except UsageError as exc:
@@ -348,8 +357,9 @@ def launch_torchrun_over_ssh(
     try:
         for index, target in enumerate(targets):
             remote = _node_argv(
-                index, len(targets), tag, nproc_per_node, module, module_args, master_addr, master_port,
-                worker_env, python, workdir, cpu_sets[index] if cpu_sets else None, rdzv_timeout_s,
+                index, len(targets), _node_tag(tag, index), nproc_per_node, module, module_args,
+                master_addr, master_port, worker_env, python, workdir,
+                cpu_sets[index] if cpu_sets else None, rdzv_timeout_s,
             )  # fmt: skip
             process = subprocess.Popen(
                 ssh_argv(target, remote),
@@ -369,7 +379,8 @@ def launch_torchrun_over_ssh(
         succeeded = True
     finally:
         if not succeeded:
-            _end_everything(nodes, targets, python, tag)
+            with _ctrl_c_deferred():  # a second Ctrl-C must not cut the cleanup short
+                _end_everything(nodes, targets, python, tag)
         else:
             for node in nodes:
                 _close_stdin(node)
@@ -431,6 +442,22 @@ def _wait_for_nodes(
             )
 
 
+@contextlib.contextmanager
+def _ctrl_c_deferred() -> Iterator[None]:
+    """Hold back SIGINT while the body runs (main thread only); re-raise it afterwards."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    pending: list[int] = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: pending.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if pending:
+        raise KeyboardInterrupt
+
+
 def _close_stdin(node: _Node) -> None:
     try:
         if node.process.stdin is not None and not node.process.stdin.closed:
@@ -453,14 +480,32 @@ def _end_everything(nodes: list[_Node], targets: list[SshTarget], python: str, t
         if node.process.poll() is None:
             node.process.kill()
             node.process.wait()
-    # A second ssh per node, also for nodes whose ssh died or never started, to sweep the tag.
-    with ThreadPoolExecutor(max_workers=len(targets)) as pool:
-        list(pool.map(lambda target: _sweep(target, python, tag), targets))
+    # A supervisor that exited by itself has swept its node. Where ssh failed (255), where we had
+    # to kill ssh, where the supervisor could not end everything (126), or where ssh never
+    # started, a second ssh sweeps the node's tag.
+    swept = {
+        node.index
+        for node in nodes
+        if node.process.returncode >= 0
+        and node.process.returncode not in (_SSH_FAILED, _SUPERVISOR_LEFT_PROCESSES)
+    }
+    to_sweep = [index for index in range(len(targets)) if index not in swept]
+    if to_sweep:
+        with ThreadPoolExecutor(max_workers=len(to_sweep)) as pool:
+            list(pool.map(lambda index: _sweep(targets[index], python, _node_tag(tag, index)), to_sweep))
+
+
+def _node_tag(tag: str, index: int) -> str:
+    """One tag per node: two nodes may share a process table (the emulated cluster, or a host
+    listed twice), and a node's supervisor must not end another node's processes."""
+    return f"{tag}-n{index}"
 
 
 def _sweep(target: SshTarget, python: str, tag: str) -> bool:
     try:
-        completed = run_remote(target, [python, "-c", _REMOTE_SRC, "sweep", tag], _SWEEP_TIMEOUT_S)
+        completed = run_remote(
+            target, [python, "-c", _REMOTE_SRC, "sweep", tag], _SWEEP_TIMEOUT_S, connect_timeout_s=3
+        )
     except Exception:  # noqa: BLE001 - best effort: the host may be the one that went away
         return False
     return completed.returncode == 0

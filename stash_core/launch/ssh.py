@@ -102,9 +102,7 @@ class SshTarget:
         return self.destination if self.port == 22 else f"{self.destination}:{self.port}"
 
 
-def parse_target(
-    text: str, key_path: Path | None = None, config_file: Path | None = None
-) -> SshTarget:
+def parse_target(text: str, key_path: Path | None = None, config_file: Path | None = None) -> SshTarget:
     """Parse "[user@]host[:port]" (IPv6 as "[addr]:port") into a validated SshTarget."""
     text = text.strip()
     user = None
@@ -138,7 +136,9 @@ def remote_command(remote_argv: list[str]) -> str:
     return " ".join(shlex.quote(part) for part in remote_argv)
 
 
-def ssh_argv(target: SshTarget, remote_argv: list[str], connect_timeout_s: int = SSH_CONNECT_TIMEOUT_S) -> list[str]:
+def ssh_argv(
+    target: SshTarget, remote_argv: list[str], connect_timeout_s: int = SSH_CONNECT_TIMEOUT_S
+) -> list[str]:
     """argv for the local ssh client that runs remote_argv on target (never through a local shell)."""
     if not isinstance(target, SshTarget):
         raise UsageError("target must be an SshTarget")

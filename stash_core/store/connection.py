@@ -3,10 +3,16 @@
 DuckDB lets one process write a database file, or many processes read it, never both. So every operation
 opens a connection, does its work and closes it (`with connect(path) as con: ...`); while another process
 holds the file, opening retries with exponential back-off for up to LOCK_TIMEOUT_S seconds.
+
+DuckDB's lock does not queue: readers that open and close in a loop could keep a writer out until it gives
+up. So a writer that finds the file busy announces itself by holding an exclusive flock on a side file
+`<db>.writer-waiting`, and readers about to open step aside (for at most READER_YIELD_S) while that lock is
+held. The side file is empty and may be deleted whenever nothing uses the database.
 """
 
 from __future__ import annotations
 
+import os
 import random
 import re
 import time
@@ -15,6 +21,11 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import duckdb
+
+try:
+    import fcntl
+except ImportError:  # not on POSIX: no writer announcement, plain retries only
+    fcntl = None  # type: ignore[assignment]
 
 from stash_core.errors import UsageError
 from stash_core.store.schema import (
@@ -27,8 +38,13 @@ from stash_core.store.schema import (
 
 DEFAULT_DB_PATH = Path("results.duckdb")
 LOCK_TIMEOUT_S = 10.0
+READER_YIELD_S = 2.0
 _FIRST_WAIT_S = 0.02
 _LONGEST_WAIT_S = 0.5
+# A failed open costs DuckDB tens of milliseconds of CPU, so even an announced writer does not poll faster.
+_ANNOUNCED_WRITER_WAIT_S = 0.1
+_READER_STEP_S = 0.05
+WAITING_SUFFIX = ".writer-waiting"
 
 
 @contextmanager
@@ -104,21 +120,78 @@ def _is_lock_conflict(exc: duckdb.Error) -> bool:
 def _open_with_retry(path: Path, read_only: bool, timeout_s: float) -> duckdb.DuckDBPyConnection:
     deadline = time.monotonic() + timeout_s
     wait_s = _FIRST_WAIT_S
-    while True:
-        try:
-            return duckdb.connect(str(path), read_only=read_only)
-        except duckdb.Error as exc:
-            if not _is_lock_conflict(exc):
-                raise UsageError(f"cannot open database {path}: {_first_line(exc)}") from None
-            remaining_s = deadline - time.monotonic()
-            if remaining_s <= 0:
-                raise UsageError(
-                    f"database {path} is locked by another process{_holder(exc)} - gave up after "
-                    f"{timeout_s:g} s; try again when it has finished"
-                ) from None
-            # Jitter keeps several waiting processes from retrying in lock-step.
-            time.sleep(min(wait_s * random.uniform(0.5, 1.0), remaining_s))
-            wait_s = min(wait_s * 2, _LONGEST_WAIT_S)
+    announcement: int | None = None  # a writer's fd holding the flock on the side file while it waits
+    try:
+        while True:
+            if read_only:
+                _step_aside_for_waiting_writer(path, deadline)
+            try:
+                return duckdb.connect(str(path), read_only=read_only)
+            except duckdb.Error as exc:
+                if not _is_lock_conflict(exc):
+                    raise UsageError(f"cannot open database {path}: {_first_line(exc)}") from None
+                remaining_s = deadline - time.monotonic()
+                if remaining_s <= 0:
+                    raise UsageError(
+                        f"database {path} is locked by another process{_holder(exc)} - gave up after "
+                        f"{timeout_s:g} s; try again when it has finished"
+                    ) from None
+                if not read_only and announcement is None:
+                    announcement = _announce_waiting_writer(path)
+                longest_s = _ANNOUNCED_WRITER_WAIT_S if announcement is not None else _LONGEST_WAIT_S
+                wait_s = min(wait_s, longest_s)
+                # Jitter keeps several waiting processes from retrying in lock-step.
+                time.sleep(min(wait_s * random.uniform(0.5, 1.0), remaining_s))
+                wait_s = min(wait_s * 2, longest_s)
+    finally:
+        if announcement is not None:
+            os.close(announcement)  # closing the descriptor releases the flock
+
+
+def _waiting_file(path: Path) -> Path:
+    return path.with_name(path.name + WAITING_SUFFIX)
+
+
+def _announce_waiting_writer(path: Path) -> int | None:
+    """Hold an exclusive flock on the side file; None when another writer already waits or flock fails."""
+    if fcntl is None:
+        return None
+    try:
+        fd = os.open(_waiting_file(path), os.O_RDWR | os.O_CREAT, 0o666)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return None
+    return fd
+
+
+def _step_aside_for_waiting_writer(path: Path, deadline: float) -> None:
+    """Before a reader opens: while a writer is announced, wait (bounded) so that it gets its turn."""
+    if fcntl is None:
+        return
+    try:
+        fd = os.open(_waiting_file(path), os.O_RDONLY)
+    except OSError:  # no side file: no writer ever had to wait
+        return
+    try:
+        give_up_at = min(deadline, time.monotonic() + READER_YIELD_S)
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except BlockingIOError:
+                if time.monotonic() >= give_up_at:
+                    return
+                time.sleep(_READER_STEP_S)
+                continue
+            except OSError:
+                return
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            return
+    finally:
+        os.close(fd)
 
 
 def _holder(exc: duckdb.Error) -> str:

@@ -18,28 +18,46 @@ from stash_core.store.connection import connect
 
 _SAMPLE_FLOAT_KEYS = ("iteration_s", "data_s", "forward_s", "backward_s", "optimizer_s")
 
-_RUN_COLUMNS = (
-    "run_id", "started_at", "finished_at", "status", "error", "model", "model_kind", "batch_size",
-    "workers_per_node", "nodes", "instance", "device", "backend", "dataset", "dataset_images",
-    "iterations_per_epoch", "loader_workers", "param_count", "grad_tensor_count", "layer_count", "grad_bytes",
-    "iteration_s", "iteration_ci95_s", "epoch_s", "reference_phase", "hostname", "stash_version",
-    "schema_version", "spec", "fingerprint", "warnings", "source_file", "ingested_at",
-)  # fmt: skip
 _TIME_COLUMNS = ("started_at", "finished_at", "ingested_at")
 _JSON_COLUMNS = ("spec", "fingerprint", "warnings")
 
 _PHASE_COLUMNS = {
-    "run_id": "str", "phase": "str", "phase_index": "Int32", "description": "str", "workers": "Int32",
-    "nodes": "Int32", "data": "str", "status": "str", "error": "str", "warmup_iterations": "Int32",
-    "iterations": "Int32", "mean_s": "float64", "ci95_s": "float64", "std_s": "float64",
-    "median_s": "float64", "p5_s": "float64", "p95_s": "float64", "data_s": "float64",
-    "forward_s": "float64", "backward_s": "float64", "optimizer_s": "float64", "rank_skew_s": "float64",
-    "resident_fraction_start": "float64", "wall_s": "float64", "telemetry_interval_s": "float64",
-}  # fmt: skip
+    "run_id": "str",
+    "phase": "str",
+    "phase_index": "Int32",
+    "description": "str",
+    "workers": "Int32",
+    "nodes": "Int32",
+    "data": "str",
+    "status": "str",
+    "error": "str",
+    "warmup_iterations": "Int32",
+    "iterations": "Int32",
+    "mean_s": "float64",
+    "ci95_s": "float64",
+    "std_s": "float64",
+    "median_s": "float64",
+    "p5_s": "float64",
+    "p95_s": "float64",
+    "data_s": "float64",
+    "forward_s": "float64",
+    "backward_s": "float64",
+    "optimizer_s": "float64",
+    "rank_skew_s": "float64",
+    "resident_fraction_start": "float64",
+    "wall_s": "float64",
+    "telemetry_interval_s": "float64",
+}
 _STALL_COLUMNS = {
-    "run_id": "str", "stall": "str", "seconds": "float64", "ci95_s": "float64", "share": "float64",
-    "epoch_s": "float64", "status": "str", "note": "str",
-}  # fmt: skip
+    "run_id": "str",
+    "stall": "str",
+    "seconds": "float64",
+    "ci95_s": "float64",
+    "share": "float64",
+    "epoch_s": "float64",
+    "status": "str",
+    "note": "str",
+}
 
 
 @dataclass
@@ -114,8 +132,9 @@ def _insert(con: duckdb.DuckDBPyConnection, run: _PreparedRun) -> bool:
 
 
 def _insert_run(con: duckdb.DuckDBPyConnection, row: dict[str, Any]) -> None:
+    columns = list(row)  # the keys of the row built in _prepare are the runs columns it fills
     placeholders = []
-    for column in _RUN_COLUMNS:
+    for column in columns:
         if column in _TIME_COLUMNS:
             placeholders.append("CAST(? AS TIMESTAMPTZ)")
         elif column in _JSON_COLUMNS:
@@ -123,8 +142,8 @@ def _insert_run(con: duckdb.DuckDBPyConnection, row: dict[str, Any]) -> None:
         else:
             placeholders.append("?")
     con.execute(
-        f"INSERT INTO runs ({', '.join(_RUN_COLUMNS)}) VALUES ({', '.join(placeholders)})",
-        [row[column] for column in _RUN_COLUMNS],
+        f"INSERT INTO runs ({', '.join(columns)}) VALUES ({', '.join(placeholders)})",
+        [row[column] for column in columns],
     )
 
 

@@ -1,10 +1,10 @@
 """Model zoo: torchvision-identical CNNs and BERT-style encoders in plain torch, plus user models.
 
-    model, info = build_model("resnet50")                       # zoo name, 1000 classes, 3x224x224
-    model, info = build_model("examples/models/tiny_cnn.py:make", num_classes=10, input_shape=(3, 32, 32))
-    model, info = build_model("mypackage.models:make_net")      # importable module
-    inputs, targets = synthetic_batch(info, batch_size=32, device="cuda")
-    loss = loss_fn(info)(model(inputs), targets)
+model, info = build_model("resnet50")                       # zoo name, 1000 classes, 3x224x224
+model, info = build_model("examples/models/tiny_cnn.py:make", num_classes=10, input_shape=(3, 32, 32))
+model, info = build_model("mypackage.models:make_net")      # importable module
+inputs, targets = synthetic_batch(info, batch_size=32, device="cuda")
+loss = loss_fn(info)(model(inputs), targets)
 """
 
 from stash_core.zoo.batches import loss_fn, synthetic_batch

@@ -21,8 +21,9 @@ def _generator(device: torch.device, seed: int) -> torch.Generator | None:
     return generator
 
 
-def synthetic_batch(info: ModelInfo, batch_size: int, device: torch.device | str,
-                    seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+def synthetic_batch(
+    info: ModelInfo, batch_size: int, device: torch.device | str, seed: int = 0
+) -> tuple[torch.Tensor, torch.Tensor]:
     """(inputs, targets) created directly on device, so no host-to-device copy enters the timed loop.
 
     Images: float32 N(0, 1) of shape (batch, *input_shape); tokens: int64 ids in [0, vocab_size) of shape

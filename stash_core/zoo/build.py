@@ -40,7 +40,9 @@ def parse_input_shape(text: str) -> tuple[int, ...]:
     except ValueError:
         shape = ()
     if not shape:
-        raise UsageError(f"input shape must be positive integers like 3,224,224 (image) or 128 (tokens); got {text!r}")
+        raise UsageError(
+            f"input shape must be positive integers like 3,224,224 (image) or 128 (tokens); got {text!r}"
+        )
     return check_input_shape(shape)
 
 
@@ -50,7 +52,9 @@ def check_input_shape(shape: Iterable[int]) -> tuple[int, ...]:
     except TypeError:
         raise UsageError(f"input shape must be whole numbers; got {shape!r}") from None
     if not sizes or any(size <= 0 for size in sizes):
-        raise UsageError(f"input shape must be one or more positive numbers; got {format_shape(sizes) or '()'}")
+        raise UsageError(
+            f"input shape must be one or more positive numbers; got {format_shape(sizes) or '()'}"
+        )
     return sizes
 
 
@@ -68,9 +72,10 @@ def check_num_classes(num_classes: int | None) -> int | None:
     return classes
 
 
-def build_model(ref: str, num_classes: int | None = None,
-                input_shape: tuple[int, ...] | None = None) -> tuple[nn.Module, ModelInfo]:
-    """Build a zoo model or a user factory's model (on the CPU, or the default device in effect) and count it."""
+def build_model(
+    ref: str, num_classes: int | None = None, input_shape: tuple[int, ...] | None = None
+) -> tuple[nn.Module, ModelInfo]:
+    """Build a zoo model or a user factory's model (on the default device, normally the CPU) and count it."""
     num_classes = check_num_classes(num_classes)
     shape = None if input_shape is None else check_input_shape(input_shape)
     name = str(ref).strip()
@@ -81,35 +86,43 @@ def build_model(ref: str, num_classes: int | None = None,
     if name.endswith(".py"):
         raise UsageError(f"name the factory in the model file: {name}:FACTORY")
     close = difflib.get_close_matches(name.lower(), list_models(), n=4, cutoff=0.5)
-    hint = f"did you mean {', '.join(close)}? " if close else ""
-    raise UsageError(f"unknown model {name!r}: {hint}see `stash models`, or give path/to/file.py:FACTORY")
+    hint = f" (did you mean {', '.join(close)}?)" if close else ""
+    raise UsageError(f"unknown model {name!r}{hint}; give a zoo model name or path/to/file.py:FACTORY")
 
 
-def describe_model(ref: str, num_classes: int | None = None,
-                   input_shape: tuple[int, ...] | None = None) -> ModelInfo:
-    """ModelInfo without allocating weights: the model is built on the meta device (falls back to a real build)."""
+def describe_model(
+    ref: str, num_classes: int | None = None, input_shape: tuple[int, ...] | None = None
+) -> ModelInfo:
+    """ModelInfo without allocating weights: built on the meta device (a user model may fall back to CPU)."""
     try:
         with torch.device("meta"):
             return build_model(ref, num_classes, input_shape)[1]
     except UsageError:
-        # A user factory may need real tensors (e.g. loads weights); a real build gives the true answer or error.
+        if str(ref).strip().lower() in ZOO:  # zoo models are meta-safe: the error is the user's
+            raise
+        # A user factory may need real tensors (e.g. loads weights); a real build gives the true answer.
         return build_model(ref, num_classes, input_shape)[1]
 
 
-def _build_zoo(name: str, num_classes: int | None,
-               shape: tuple[int, ...] | None) -> tuple[nn.Module, ModelInfo]:
+def _build_zoo(
+    name: str, num_classes: int | None, shape: tuple[int, ...] | None
+) -> tuple[nn.Module, ModelInfo]:
     entry = ZOO[name]
     if entry.kind == "image":
         shape = shape or DEFAULT_IMAGE_SHAPE
         if len(shape) != 3:
-            raise UsageError(f"{name} takes images: input shape must be C,H,W (like 3,224,224); got {format_shape(shape)}")
+            raise UsageError(
+                f"{name} takes images: input shape must be C,H,W (like 3,224,224); got {format_shape(shape)}"
+            )
         classes = num_classes or DEFAULT_IMAGE_CLASSES
         model = entry.factory(num_classes=classes, in_channels=shape[0])
     else:
         shape = shape or (DEFAULT_SEQ_LEN,)
         if len(shape) != 1:
-            raise UsageError(f"{name} takes token ids: input shape must be one sequence length (like 128); "
-                             f"got {format_shape(shape)}")
+            raise UsageError(
+                f"{name} takes token ids: input shape must be one sequence length (like 128); "
+                f"got {format_shape(shape)}"
+            )
         if entry.max_seq_len is not None and shape[0] > entry.max_seq_len:
             raise UsageError(f"{name} takes sequences of at most {entry.max_seq_len} tokens; got {shape[0]}")
         classes = num_classes or DEFAULT_TOKEN_CLASSES
@@ -120,12 +133,15 @@ def _build_zoo(name: str, num_classes: int | None,
         try:
             _probe_logits(model, entry.kind, shape, entry.vocab_size)
         except Exception as exc:
-            raise UsageError(f"{name} cannot take input shape {format_shape(shape)}: {one_line(exc)}") from None
+            raise UsageError(
+                f"{name} cannot take input shape {format_shape(shape)}: {one_line(exc)}"
+            ) from None
     return model, describe(model, name, entry.kind, shape, classes, entry.vocab_size)
 
 
-def _build_user(ref: str, num_classes: int | None,
-                shape: tuple[int, ...] | None) -> tuple[nn.Module, ModelInfo]:
+def _build_user(
+    ref: str, num_classes: int | None, shape: tuple[int, ...] | None
+) -> tuple[nn.Module, ModelInfo]:
     shape = shape or DEFAULT_IMAGE_SHAPE
     kind = "tokens" if len(shape) == 1 else "image"
     default_classes = DEFAULT_TOKEN_CLASSES if kind == "tokens" else DEFAULT_IMAGE_CLASSES
@@ -139,8 +155,10 @@ def _build_user(ref: str, num_classes: int | None,
     if output is None:  # could not check; trust what we were told
         classes = num_classes or getattr(model, "num_classes", None) or default_classes
     elif output.dim() != 2 or output.shape[0] != PROBE_BATCH:
-        raise UsageError(f"model {ref} must return logits of shape (batch, classes); for a batch of {PROBE_BATCH} "
-                         f"it returned shape {tuple(output.shape)}")
+        raise UsageError(
+            f"model {ref} must return logits of shape (batch, classes); for a batch of {PROBE_BATCH} "
+            f"it returned shape {tuple(output.shape)}"
+        )
     else:
         classes = int(output.shape[1])
         if num_classes is not None and classes != num_classes:
@@ -149,9 +167,10 @@ def _build_user(ref: str, num_classes: int | None,
     return model, describe(model, ref, kind, shape, classes, vocab_size)
 
 
-def _probe_user(ref: str, model: nn.Module, kind: str, shape: tuple[int, ...],
-                vocab_size: int | None) -> torch.Tensor | None:
-    """Output of a forward on a small batch: on meta tensors if the model allows, else a real one in eval mode."""
+def _probe_user(
+    ref: str, model: nn.Module, kind: str, shape: tuple[int, ...], vocab_size: int | None
+) -> torch.Tensor | None:
+    """Output for a small batch: a meta forward if the model allows one, else a real one in eval mode."""
     try:
         return _probe_logits(model, kind, shape, vocab_size)
     except Exception:
@@ -164,7 +183,7 @@ def _probe_user(ref: str, model: nn.Module, kind: str, shape: tuple[int, ...],
     try:
         model.eval()
         with torch.no_grad():
-            output = model(_probe_input(kind, shape, vocab_size, device))
+            output = model(_probe_input(kind, shape, device))
     except Exception as exc:
         raise UsageError(f"model {ref} fails on input shape {format_shape(shape)}: {one_line(exc)}") from None
     finally:
@@ -174,17 +193,21 @@ def _probe_user(ref: str, model: nn.Module, kind: str, shape: tuple[int, ...],
     return output
 
 
-def _probe_input(kind: str, shape: tuple[int, ...], vocab_size: int | None, device: torch.device) -> torch.Tensor:
-    if kind == "tokens":
+def _probe_input(kind: str, shape: tuple[int, ...], device: torch.device) -> torch.Tensor:
+    if kind == "tokens":  # id 0 is valid for every vocabulary
         return torch.zeros((PROBE_BATCH, *shape), dtype=torch.long, device=device)
     return torch.zeros((PROBE_BATCH, *shape), device=device)
 
 
-def _probe_logits(model: nn.Module, kind: str, shape: tuple[int, ...], vocab_size: int | None) -> torch.Tensor:
-    """Forward a batch on the meta device: checks the shape fits the model without computing or touching weights."""
-    state = {name: torch.empty_like(tensor, device="meta")
-             for name, tensor in [*model.named_parameters(), *model.named_buffers()]}
-    output = torch.func.functional_call(model, state, (_probe_input(kind, shape, vocab_size, torch.device("meta")),))
+def _probe_logits(
+    model: nn.Module, kind: str, shape: tuple[int, ...], vocab_size: int | None
+) -> torch.Tensor:
+    """Forward a batch on the meta device: checks the shape fits without computing or touching weights."""
+    state = {
+        name: torch.empty_like(tensor, device="meta")
+        for name, tensor in [*model.named_parameters(), *model.named_buffers()]
+    }
+    output = torch.func.functional_call(model, state, (_probe_input(kind, shape, torch.device("meta")),))
     if not isinstance(output, torch.Tensor):
         raise TypeError(f"model returned a {type(output).__name__}, not a logits tensor")
     return output

@@ -44,12 +44,20 @@ class ModelInfo:
         return cls(**values)
 
 
-def describe(model: nn.Module, name: str, kind: str, input_shape: tuple[int, ...], num_classes: int,
-             vocab_size: int | None) -> ModelInfo:
+def describe(
+    model: nn.Module,
+    name: str,
+    kind: str,
+    input_shape: tuple[int, ...],
+    num_classes: int,
+    vocab_size: int | None,
+) -> ModelInfo:
     """Count a model's parameters, gradient tensors, layers and gradient bytes."""
     params = list(model.parameters())
     trainable = [param for param in params if param.requires_grad]
-    layer_count = sum(1 for module in model.modules() if next(module.parameters(recurse=False), None) is not None)
+    layer_count = sum(
+        1 for module in model.modules() if next(module.parameters(recurse=False), None) is not None
+    )
     return ModelInfo(
         name=name,
         kind=kind,

@@ -34,7 +34,9 @@ def _entries() -> dict[str, ZooEntry]:
     entries["shufflenet_v2"] = entries["shufflenet_v2_x1_0"]  # the usual meaning of the bare name
     entries["squeezenet1_0"] = ZooEntry("image", SqueezeNet)
     for name in BERT_SIZES:
-        entries[name] = ZooEntry("tokens", bert_factory(name), vocab_size=VOCAB_SIZE, max_seq_len=MAX_POSITIONS)
+        entries[name] = ZooEntry(
+            "tokens", bert_factory(name), vocab_size=VOCAB_SIZE, max_seq_len=MAX_POSITIONS
+        )
     return entries
 
 

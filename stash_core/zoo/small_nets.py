@@ -12,19 +12,28 @@ class AlexNet(nn.Module):
     def __init__(self, num_classes: int = 1000, in_channels: int = 3, dropout: float = 0.5):
         super().__init__()
         self.features = nn.Sequential(
-            nn.Conv2d(in_channels, 64, kernel_size=11, stride=4, padding=2), nn.ReLU(inplace=True),
+            nn.Conv2d(in_channels, 64, kernel_size=11, stride=4, padding=2),
+            nn.ReLU(inplace=True),
             nn.MaxPool2d(kernel_size=3, stride=2),
-            nn.Conv2d(64, 192, kernel_size=5, padding=2), nn.ReLU(inplace=True),
+            nn.Conv2d(64, 192, kernel_size=5, padding=2),
+            nn.ReLU(inplace=True),
             nn.MaxPool2d(kernel_size=3, stride=2),
-            nn.Conv2d(192, 384, kernel_size=3, padding=1), nn.ReLU(inplace=True),
-            nn.Conv2d(384, 256, kernel_size=3, padding=1), nn.ReLU(inplace=True),
-            nn.Conv2d(256, 256, kernel_size=3, padding=1), nn.ReLU(inplace=True),
+            nn.Conv2d(192, 384, kernel_size=3, padding=1),
+            nn.ReLU(inplace=True),
+            nn.Conv2d(384, 256, kernel_size=3, padding=1),
+            nn.ReLU(inplace=True),
+            nn.Conv2d(256, 256, kernel_size=3, padding=1),
+            nn.ReLU(inplace=True),
             nn.MaxPool2d(kernel_size=3, stride=2),
         )
         self.avgpool = nn.AdaptiveAvgPool2d((6, 6))
         self.classifier = nn.Sequential(
-            nn.Dropout(p=dropout), nn.Linear(256 * 6 * 6, 4096), nn.ReLU(inplace=True),
-            nn.Dropout(p=dropout), nn.Linear(4096, 4096), nn.ReLU(inplace=True),
+            nn.Dropout(p=dropout),
+            nn.Linear(256 * 6 * 6, 4096),
+            nn.ReLU(inplace=True),
+            nn.Dropout(p=dropout),
+            nn.Linear(4096, 4096),
+            nn.ReLU(inplace=True),
             nn.Linear(4096, num_classes),
         )
 
@@ -41,8 +50,9 @@ def _make_divisible(value: float, divisor: int = 8) -> int:
     return rounded + divisor if rounded < 0.9 * value else rounded
 
 
-def _conv_bn_relu6(in_ch: int, out_ch: int, kernel_size: int = 3, stride: int = 1,
-                   groups: int = 1) -> nn.Sequential:
+def _conv_bn_relu6(
+    in_ch: int, out_ch: int, kernel_size: int = 3, stride: int = 1, groups: int = 1
+) -> nn.Sequential:
     return nn.Sequential(
         nn.Conv2d(in_ch, out_ch, kernel_size, stride, (kernel_size - 1) // 2, groups=groups, bias=False),
         nn.BatchNorm2d(out_ch),
@@ -71,11 +81,19 @@ class InvertedResidualV2(nn.Module):
 
 class MobileNetV2(nn.Module):
     # expansion t, output channels c, repeats n, first stride s
-    SETTING = [[1, 16, 1, 1], [6, 24, 2, 2], [6, 32, 3, 2], [6, 64, 4, 2], [6, 96, 3, 1], [6, 160, 3, 2],
-               [6, 320, 1, 1]]
+    SETTING = [
+        [1, 16, 1, 1],
+        [6, 24, 2, 2],
+        [6, 32, 3, 2],
+        [6, 64, 4, 2],
+        [6, 96, 3, 1],
+        [6, 160, 3, 2],
+        [6, 320, 1, 1],
+    ]
 
-    def __init__(self, num_classes: int = 1000, in_channels: int = 3, width_mult: float = 1.0,
-                 dropout: float = 0.2):
+    def __init__(
+        self, num_classes: int = 1000, in_channels: int = 3, width_mult: float = 1.0, dropout: float = 0.2
+    ):
         super().__init__()
         input_channel = _make_divisible(32 * width_mult)
         last_channel = _make_divisible(1280 * max(1.0, width_mult))
@@ -125,17 +143,22 @@ class InvertedResidualShuffle(nn.Module):
         branch_features = oup // 2
         if stride > 1:
             self.branch1 = nn.Sequential(
-                _depthwise(inp, stride), nn.BatchNorm2d(inp),
-                nn.Conv2d(inp, branch_features, 1, 1, 0, bias=False), nn.BatchNorm2d(branch_features),
+                _depthwise(inp, stride),
+                nn.BatchNorm2d(inp),
+                nn.Conv2d(inp, branch_features, 1, 1, 0, bias=False),
+                nn.BatchNorm2d(branch_features),
                 nn.ReLU(inplace=True),
             )
         else:
             self.branch1 = nn.Sequential()
         self.branch2 = nn.Sequential(
             nn.Conv2d(inp if stride > 1 else branch_features, branch_features, 1, 1, 0, bias=False),
-            nn.BatchNorm2d(branch_features), nn.ReLU(inplace=True),
-            _depthwise(branch_features, stride), nn.BatchNorm2d(branch_features),
-            nn.Conv2d(branch_features, branch_features, 1, 1, 0, bias=False), nn.BatchNorm2d(branch_features),
+            nn.BatchNorm2d(branch_features),
+            nn.ReLU(inplace=True),
+            _depthwise(branch_features, stride),
+            nn.BatchNorm2d(branch_features),
+            nn.Conv2d(branch_features, branch_features, 1, 1, 0, bias=False),
+            nn.BatchNorm2d(branch_features),
             nn.ReLU(inplace=True),
         )
 
@@ -154,8 +177,9 @@ class ShuffleNetV2(nn.Module):
     def __init__(self, stage_out_channels: list[int], num_classes: int = 1000, in_channels: int = 3):
         super().__init__()
         out_ch = stage_out_channels[0]
-        self.conv1 = nn.Sequential(nn.Conv2d(in_channels, out_ch, 3, 2, 1, bias=False), nn.BatchNorm2d(out_ch),
-                                   nn.ReLU(inplace=True))
+        self.conv1 = nn.Sequential(
+            nn.Conv2d(in_channels, out_ch, 3, 2, 1, bias=False), nn.BatchNorm2d(out_ch), nn.ReLU(inplace=True)
+        )
         self.maxpool = nn.MaxPool2d(kernel_size=3, stride=2, padding=1)
         in_ch = out_ch
         stages = []
@@ -166,8 +190,9 @@ class ShuffleNetV2(nn.Module):
             in_ch = out_ch
         self.stage2, self.stage3, self.stage4 = stages
         out_ch = stage_out_channels[-1]
-        self.conv5 = nn.Sequential(nn.Conv2d(in_ch, out_ch, 1, 1, 0, bias=False), nn.BatchNorm2d(out_ch),
-                                   nn.ReLU(inplace=True))
+        self.conv5 = nn.Sequential(
+            nn.Conv2d(in_ch, out_ch, 1, 1, 0, bias=False), nn.BatchNorm2d(out_ch), nn.ReLU(inplace=True)
+        )
         self.fc = nn.Linear(out_ch, num_classes)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -208,17 +233,24 @@ class SqueezeNet(nn.Module):
     def __init__(self, num_classes: int = 1000, in_channels: int = 3, dropout: float = 0.5):
         super().__init__()
         self.features = nn.Sequential(
-            nn.Conv2d(in_channels, 96, kernel_size=7, stride=2), nn.ReLU(inplace=True),
+            nn.Conv2d(in_channels, 96, kernel_size=7, stride=2),
+            nn.ReLU(inplace=True),
             nn.MaxPool2d(kernel_size=3, stride=2, ceil_mode=True),
-            Fire(96, 16, 64, 64), Fire(128, 16, 64, 64), Fire(128, 32, 128, 128),
+            Fire(96, 16, 64, 64),
+            Fire(128, 16, 64, 64),
+            Fire(128, 32, 128, 128),
             nn.MaxPool2d(kernel_size=3, stride=2, ceil_mode=True),
-            Fire(256, 32, 128, 128), Fire(256, 48, 192, 192), Fire(384, 48, 192, 192), Fire(384, 64, 256, 256),
+            Fire(256, 32, 128, 128),
+            Fire(256, 48, 192, 192),
+            Fire(384, 48, 192, 192),
+            Fire(384, 64, 256, 256),
             nn.MaxPool2d(kernel_size=3, stride=2, ceil_mode=True),
             Fire(512, 64, 256, 256),
         )
         final_conv = nn.Conv2d(512, num_classes, kernel_size=1)
-        self.classifier = nn.Sequential(nn.Dropout(p=dropout), final_conv, nn.ReLU(inplace=True),
-                                        nn.AdaptiveAvgPool2d((1, 1)))
+        self.classifier = nn.Sequential(
+            nn.Dropout(p=dropout), final_conv, nn.ReLU(inplace=True), nn.AdaptiveAvgPool2d((1, 1))
+        )
         for module in self.modules():  # torchvision's initialisation
             if isinstance(module, nn.Conv2d):
                 if module is final_conv:

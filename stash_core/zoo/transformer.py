@@ -1,15 +1,16 @@
 """A BERT-style encoder with a sequence-classification head, for token-id inputs.
 
-Built from nn.TransformerEncoderLayer (post-norm, GELU, feed-forward 4 x hidden, dropout 0.1, LayerNorm eps 1e-12,
-as BERT). Parameters per model, exactly (H = hidden, L = layers, V = 30522, P = 512, C = num_classes):
+Built from nn.TransformerEncoderLayer (post-norm, GELU, feed-forward 4 x hidden, dropout 0.1,
+LayerNorm eps 1e-12, as BERT). Parameters per model, exactly
+(H = hidden, L = layers, V = 30522, P = 512, C = num_classes):
 
     embeddings  V*H + P*H + 2*H (token types) + 2*H (LayerNorm)
     per layer   12*H*H + 13*H   (packed q/k/v 3H*H+3H, output H*H+H, feed-forward 8H*H+5H, two LayerNorms 4H)
     pooler      H*H + H;  classifier  H*C + C
 
-which is the same count as Hugging Face's BertForSequenceClassification: bert_base with 2 classes has 109,483,778
-parameters, bert_tiny 4,386,178, bert_large 335,143,938. Tensor counts differ from Hugging Face because q/k/v are
-one packed tensor here: 5 + 12*L + 2 + 2 gradient tensors (bert_base: 153).
+which is the same count as Hugging Face's BertForSequenceClassification: with 2 classes bert_base has
+109,483,778 parameters, bert_tiny 4,386,178, bert_large 335,143,938. Tensor counts differ from Hugging Face
+because q/k/v are one packed tensor here: 5 + 12*L + 2 + 2 gradient tensors (bert_base: 153).
 """
 
 from __future__ import annotations
@@ -32,8 +33,16 @@ BERT_SIZES: dict[str, tuple[int, int, int]] = {
 
 
 class BertClassifier(nn.Module):
-    def __init__(self, layers: int, hidden: int, heads: int, num_classes: int = 2, vocab_size: int = VOCAB_SIZE,
-                 max_positions: int = MAX_POSITIONS, dropout: float = 0.1):
+    def __init__(
+        self,
+        layers: int,
+        hidden: int,
+        heads: int,
+        num_classes: int = 2,
+        vocab_size: int = VOCAB_SIZE,
+        max_positions: int = MAX_POSITIONS,
+        dropout: float = 0.1,
+    ):
         super().__init__()
         self.vocab_size = vocab_size
         self.max_positions = max_positions
@@ -44,8 +53,16 @@ class BertClassifier(nn.Module):
         self.dropout = nn.Dropout(dropout)
         # A ModuleList of separately built layers (nn.TransformerEncoder would deep-copy one layer's weights).
         self.layers = nn.ModuleList(
-            nn.TransformerEncoderLayer(hidden, heads, dim_feedforward=4 * hidden, dropout=dropout, activation="gelu",
-                                       layer_norm_eps=1e-12, batch_first=True, norm_first=False)
+            nn.TransformerEncoderLayer(
+                hidden,
+                heads,
+                dim_feedforward=4 * hidden,
+                dropout=dropout,
+                activation="gelu",
+                layer_norm_eps=1e-12,
+                batch_first=True,
+                norm_first=False,
+            )
             for _ in range(layers)
         )
         self.pooler = nn.Linear(hidden, hidden)

@@ -1,4 +1,4 @@
-"""User models: `path/to/file.py:FACTORY` or `package.module:FACTORY`, called with num_classes when it takes it."""
+"""User models: `path/to/file.py:FACTORY` or `package.module:FACTORY` (given num_classes if it takes it)."""
 
 from __future__ import annotations
 
@@ -34,7 +34,9 @@ def split_ref(ref: str) -> tuple[str, str]:
     """'where:FACTORY' -> (where, FACTORY), or UsageError when either half is missing."""
     location, _, factory_name = ref.rpartition(":")
     if not location.strip() or not factory_name.strip():
-        raise UsageError(f"model reference {ref!r} must look like path/to/file.py:FACTORY or package.module:FACTORY")
+        raise UsageError(
+            f"model reference {ref!r} must look like path/to/file.py:FACTORY or package.module:FACTORY"
+        )
     return location.strip(), factory_name.strip()
 
 
@@ -94,7 +96,8 @@ def accepts_num_classes(factory: Callable[..., object]) -> bool:
         if parameter.kind is inspect.Parameter.VAR_KEYWORD:
             return True
         if parameter.name == "num_classes" and parameter.kind in (
-            inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY
+            inspect.Parameter.POSITIONAL_OR_KEYWORD,
+            inspect.Parameter.KEYWORD_ONLY,
         ):
             return True
     return False
@@ -116,11 +119,16 @@ def _call(ref: str, module: ModuleType, factory_name: str, num_classes: int) -> 
     factory = getattr(module, factory_name, None)
     if factory is None:
         public = sorted(
-            name for name, value in vars(module).items()
-            if callable(value) and not name.startswith("_") and getattr(value, "__module__", None) == module.__name__
+            name
+            for name, value in vars(module).items()
+            if callable(value)
+            and not name.startswith("_")
+            and getattr(value, "__module__", None) == module.__name__
         )
         hint = f" (it defines: {', '.join(public[:8])})" if public else ""
-        raise UsageError(f"{ref}: no factory named {factory_name!r} in {module.__file__ or module.__name__}{hint}")
+        raise UsageError(
+            f"{ref}: no factory named {factory_name!r} in {module.__file__ or module.__name__}{hint}"
+        )
     if not callable(factory):
         raise UsageError(f"{ref}: {factory_name!r} is a {type(factory).__name__}, not a callable factory")
     passes_classes = accepts_num_classes(factory)

@@ -1,4 +1,4 @@
-"""VGG without batch norm, the torchvision layout: conv features, AdaptiveAvgPool2d(7x7), 4096-4096 classifier."""
+"""VGG without batch norm in torchvision's layout: conv features, AdaptiveAvgPool2d(7x7), 4096-4096 head."""
 
 from __future__ import annotations
 
@@ -12,8 +12,29 @@ VGG_CONFIGS: dict[str, list[int | str]] = {
     "vgg11": [64, "M", 128, "M", 256, 256, "M", 512, 512, "M", 512, 512, "M"],
     "vgg13": [64, 64, "M", 128, 128, "M", 256, 256, "M", 512, 512, "M", 512, 512, "M"],
     "vgg16": [64, 64, "M", 128, 128, "M", 256, 256, 256, "M", 512, 512, 512, "M", 512, 512, 512, "M"],
-    "vgg19": [64, 64, "M", 128, 128, "M", 256, 256, 256, 256, "M", 512, 512, 512, 512, "M",
-              512, 512, 512, 512, "M"],
+    "vgg19": [
+        64,
+        64,
+        "M",
+        128,
+        128,
+        "M",
+        256,
+        256,
+        256,
+        256,
+        "M",
+        512,
+        512,
+        512,
+        512,
+        "M",
+        512,
+        512,
+        512,
+        512,
+        "M",
+    ],
 }
 
 
@@ -35,8 +56,12 @@ class VGG(nn.Module):
         self.features = _features(config, in_channels)
         self.avgpool = nn.AdaptiveAvgPool2d((7, 7))
         self.classifier = nn.Sequential(
-            nn.Linear(512 * 7 * 7, 4096), nn.ReLU(True), nn.Dropout(p=0.5),
-            nn.Linear(4096, 4096), nn.ReLU(True), nn.Dropout(p=0.5),
+            nn.Linear(512 * 7 * 7, 4096),
+            nn.ReLU(True),
+            nn.Dropout(p=0.5),
+            nn.Linear(4096, 4096),
+            nn.ReLU(True),
+            nn.Dropout(p=0.5),
             nn.Linear(4096, num_classes),
         )
         for module in self.modules():  # torchvision's initialisation

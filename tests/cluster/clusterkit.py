@@ -79,7 +79,9 @@ def only_sshd_left(state_dir: Path) -> bool:
     return all(namespace_pids(node["namespace"]) <= {node["sshd_pid"]} for node in status["nodes"])
 
 
-def netns_python(namespace: str, code: str, *args: str, timeout_s: float = 30.0) -> subprocess.CompletedProcess:
+def netns_python(
+    namespace: str, code: str, *args: str, timeout_s: float = 30.0
+) -> subprocess.CompletedProcess:
     """Run Python code inside a namespace (no shell) and return its CompletedProcess."""
     return subprocess.run(
         ["ip", "netns", "exec", namespace, sys.executable, "-c", code, *args],

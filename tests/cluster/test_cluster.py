@@ -60,6 +60,7 @@ def test_namespaces_addresses_and_qdiscs(cluster_state):
         assert node["sshd_alive"] and node["link_up"] is True
         # shaped on both ends: node side (egress) and bridge side (the node's ingress)
         assert any("tbf" in qdisc for qdisc in node["qdiscs"])
+        assert any("tbf" in qdisc and "rate 1Gbit" in qdisc for qdisc in node["ingress_qdiscs"])
         bridge_side = subprocess.run(
             ["tc", "-n", cluster.HUB_NAMESPACE, "qdisc", "show", "dev", f"stash-v{node['index']}b"],
             capture_output=True, text=True, check=True,
@@ -69,7 +70,9 @@ def test_namespaces_addresses_and_qdiscs(cluster_state):
 
 def test_sshd_answers_on_each_node_inside_its_namespace(cluster_state):
     # plain OpenSSH with the generated client config, by node name
-    by_name = subprocess.run(["ssh", "-F", str(cluster_state / "ssh_config"), "stash-n1", "true"], capture_output=True)
+    by_name = subprocess.run(
+        ["ssh", "-F", str(cluster_state / "ssh_config"), "stash-n1", "true"], capture_output=True
+    )
     assert by_name.returncode == 0, by_name.stderr
     for index, target in enumerate(cluster.cluster_hosts(cluster_state)):
         # the command runs inside the node: its only non-loopback address is the node's, and the

@@ -21,7 +21,9 @@ def _leftovers() -> list[str]:
     found += [word.rstrip(":").split("@")[0] for word in links.split() if word.startswith("stash-")]
     for process in psutil.process_iter(["name", "cmdline"]):
         try:
-            ours = process.info["name"] == "sshd" and any("sshd_config" in part for part in process.info["cmdline"] or [])
+            ours = process.info["name"] == "sshd" and any(
+                "sshd_config" in part for part in process.info["cmdline"] or []
+            )
             if ours and process.status() != psutil.STATUS_ZOMBIE:
                 found.append(f"sshd pid {process.pid}")
         except psutil.Error:

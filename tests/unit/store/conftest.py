@@ -55,20 +55,50 @@ def build_result_doc(
         "finished_at": (started_at + timedelta(seconds=70)).isoformat(),
         "stash_version": "0.1.0",
         "spec": {
-            "model": model, "batch_size": batch_size, "workers_per_node": 2, "nodes": 1,
-            "stalls": ["compute", "interconnect", "cpu", "disk"], "dataset": "/data/imagenet-mini",
-            "dataset_images": 2000, "synthetic_images": 2000, "loader_workers": 2, "iterations": "auto",
-            "device": "cpu", "backend": "gloo", "instance": instance, "threads_per_worker": 1,
-            "disk_read_mbps": None, "input_shape": [3, 224, 224], "num_classes": 1000, "hosts": [],
-        },  # fmt: skip
-        "model": {"name": model, "kind": "image", "param_count": 11689512, "grad_tensor_count": 62,
-                  "layer_count": 41, "grad_bytes": 46758048},  # fmt: skip
+            "model": model,
+            "batch_size": batch_size,
+            "workers_per_node": 2,
+            "nodes": 1,
+            "stalls": ["compute", "interconnect", "cpu", "disk"],
+            "dataset": "/data/imagenet-mini",
+            "dataset_images": 2000,
+            "synthetic_images": 2000,
+            "loader_workers": 2,
+            "iterations": "auto",
+            "device": "cpu",
+            "backend": "gloo",
+            "instance": instance,
+            "threads_per_worker": 1,
+            "disk_read_mbps": None,
+            "input_shape": [3, 224, 224],
+            "num_classes": 1000,
+            "hosts": [],
+        },
+        "model": {
+            "name": model,
+            "kind": "image",
+            "param_count": 11689512,
+            "grad_tensor_count": 62,
+            "layer_count": 41,
+            "grad_bytes": 46758048,
+        },
         "fingerprint": {
-            "hostname": "box1", "instance": instance, "cpu_model": "Example CPU", "cpu_cores_logical": 2,
-            "cpu_cores_physical": 1, "memory_bytes": 25_000_000_000, "gpu_count": 0, "gpus": [],
-            "gpu_status": "no GPU: no NVIDIA driver", "gpu_topology": None, "torch_version": "2.13.0+cpu",
-            "cuda_version": None, "nccl_version": None, "python_version": "3.11.7", "os": "Linux 6.1",
-        },  # fmt: skip
+            "hostname": "box1",
+            "instance": instance,
+            "cpu_model": "Example CPU",
+            "cpu_cores_logical": 2,
+            "cpu_cores_physical": 1,
+            "memory_bytes": 25_000_000_000,
+            "gpu_count": 0,
+            "gpus": [],
+            "gpu_status": "no GPU: no NVIDIA driver",
+            "gpu_topology": None,
+            "torch_version": "2.13.0+cpu",
+            "cuda_version": None,
+            "nccl_version": None,
+            "python_version": "3.11.7",
+            "os": "Linux 6.1",
+        },
         "phases": phases,
         "breakdown": breakdown,
     }
@@ -97,23 +127,36 @@ def _phase(
     times_s = [round(0.5 * i, 3) for i in range(12)]
     cpu_pct = [float(v) for v in rng.uniform(40, 95, len(times_s))]
     return {
-        "name": name, "description": description, "workers": workers, "nodes": 1, "data": data,
-        "status": "completed", "error": None,
+        "name": name,
+        "description": description,
+        "workers": workers,
+        "nodes": 1,
+        "data": data,
+        "status": "completed",
+        "error": None,
         "resident_fraction_start": {"synthetic": None, "cached": 1.0, "cold": 0.0}[data],
-        "warmup_iterations": 5, "iterations": count,
+        "warmup_iterations": 5,
+        "iterations": count,
         "iteration_s": {
-            "mean": mean_s, "ci95": float(1.96 * std_s / np.sqrt(count)), "std": std_s,
+            "mean": mean_s,
+            "ci95": float(1.96 * std_s / np.sqrt(count)),
+            "std": std_s,
             "median": float(np.median(kept["iteration_s"])),
             "p5": float(np.percentile(kept["iteration_s"], 5)),
-            "p95": float(np.percentile(kept["iteration_s"], 95)), "n": count,
+            "p95": float(np.percentile(kept["iteration_s"], 95)),
+            "n": count,
         },
         "parts_mean_s": {key: float(values.mean()) for key, values in kept.items() if key != "iteration_s"},
-        "samples": {**{key: [float(v) for v in values] for key, values in kept.items()},
-                    "slowest_rank": [int(rank) for rank in slowest]},
+        "samples": {
+            **{key: [float(v) for v in values] for key, values in kept.items()},
+            "slowest_rank": [int(rank) for rank in slowest],
+        },
         "rank_skew_s": float((iteration_s.max(axis=0) - iteration_s.min(axis=0)).mean()),
         "wall_s": round(count * mean_s + 3.0, 3),
         "telemetry": {
-            "interval_s": 0.5, "gpu_status": "no GPU: no NVIDIA driver", "t_s": times_s,
+            "interval_s": 0.5,
+            "gpu_status": "no GPU: no NVIDIA driver",
+            "t_s": times_s,
             "metrics": {
                 "cpu_util_pct": cpu_pct,
                 "cpu0_util_pct": [min(100.0, v + 3) for v in cpu_pct],
@@ -122,20 +165,36 @@ def _phase(
                 "disk_read_mbps": [None] + [float(v) for v in rng.uniform(0, 200, len(times_s) - 1)],
             },
         },
-    }  # fmt: skip
+    }
 
 
 def _failed_phase(name: str, description: str, workers: int, data: str) -> dict[str, Any]:
     return {
-        "name": name, "description": description, "workers": workers, "nodes": 1, "data": data,
-        "status": "failed", "error": "worker 1 exited with code 1", "resident_fraction_start": None,
-        "warmup_iterations": 5, "iterations": 0, "iteration_s": None, "parts_mean_s": None,
-        "samples": {key: [] for key in ("iteration_s", "data_s", "forward_s", "backward_s", "optimizer_s",
-                                        "slowest_rank")},
-        "rank_skew_s": None, "wall_s": 4.2,
-        "telemetry": {"interval_s": 0.5, "gpu_status": "no GPU", "t_s": [0.0, 0.5],
-                      "metrics": {"cpu_util_pct": [12.0, 15.0]}},
-    }  # fmt: skip
+        "name": name,
+        "description": description,
+        "workers": workers,
+        "nodes": 1,
+        "data": data,
+        "status": "failed",
+        "error": "worker 1 exited with code 1",
+        "resident_fraction_start": None,
+        "warmup_iterations": 5,
+        "iterations": 0,
+        "iteration_s": None,
+        "parts_mean_s": None,
+        "samples": {
+            key: []
+            for key in ("iteration_s", "data_s", "forward_s", "backward_s", "optimizer_s", "slowest_rank")
+        },
+        "rank_skew_s": None,
+        "wall_s": 4.2,
+        "telemetry": {
+            "interval_s": 0.5,
+            "gpu_status": "no GPU",
+            "t_s": [0.0, 0.5],
+            "metrics": {"cpu_util_pct": [12.0, 15.0]},
+        },
+    }
 
 
 def _breakdown(phases: list[dict[str, Any]]) -> dict[str, Any]:
@@ -144,22 +203,37 @@ def _breakdown(phases: list[dict[str, Any]]) -> dict[str, Any]:
     ci = {name: stats["ci95"] for name, stats in by_name.items()}
 
     def stall(seconds: float, ci95_s: float) -> dict[str, Any]:
-        return {"seconds": seconds, "ci95_s": ci95_s, "share": seconds / t2,
-                "epoch_s": seconds * _ITERATIONS_PER_EPOCH, "status": "measured", "note": ""}  # fmt: skip
+        return {
+            "seconds": seconds,
+            "ci95_s": ci95_s,
+            "share": seconds / t2,
+            "epoch_s": seconds * _ITERATIONS_PER_EPOCH,
+            "status": "measured",
+            "note": "",
+        }
 
     return {
-        "iteration_s": t2, "iteration_ci95_s": ci["R2"], "iterations_per_epoch": _ITERATIONS_PER_EPOCH,
-        "epoch_s": t2 * _ITERATIONS_PER_EPOCH, "reference_phase": "R2",
+        "iteration_s": t2,
+        "iteration_ci95_s": ci["R2"],
+        "iterations_per_epoch": _ITERATIONS_PER_EPOCH,
+        "epoch_s": t2 * _ITERATIONS_PER_EPOCH,
+        "reference_phase": "R2",
         "stalls": {
             "compute": stall(t0, ci["R0"]),
             "interconnect": stall(t1 - t0, float(np.hypot(ci["R1"], ci["R0"]))),
-            "network": {"seconds": None, "ci95_s": None, "share": None, "epoch_s": None,
-                        "status": "not_measured", "note": "single node"},
+            "network": {
+                "seconds": None,
+                "ci95_s": None,
+                "share": None,
+                "epoch_s": None,
+                "status": "not_measured",
+                "note": "single node",
+            },
             "cpu": stall(t3 - t1, float(np.hypot(ci["R3"], ci["R1"]))),
             "disk": stall(t2 - t3, float(np.hypot(ci["R2"], ci["R3"]))),
         },
         "warnings": ["R2: page cache held 3% of the data set at phase start"],
-    }  # fmt: skip
+    }
 
 
 def _fresh_doc(**overrides: Any) -> dict[str, Any]:

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import importlib
+
 import duckdb
 import pytest
 
 from stash_core import store
 from stash_core.errors import UsageError
-from stash_core.store import export as export_module
+
+# The package re-exports the function `export`, which hides the module of the same name from attribute access.
+export_module = importlib.import_module("stash_core.store.export")
 
 READERS = {"parquet": "read_parquet", "csv": "read_csv", "json": "read_json"}
 

@@ -41,9 +41,7 @@ def test_rows_match_the_document(db_path, result_doc) -> None:
     assert set(r1["slowest_rank"]) == {0, 1}  # two ranks, each the slowest sometimes
 
     telemetry = store.telemetry_frame(db_path, doc["run_id"])
-    expected_rows = sum(
-        len(p["telemetry"]["t_s"]) * len(p["telemetry"]["metrics"]) for p in doc["phases"]
-    )
+    expected_rows = sum(len(p["telemetry"]["t_s"]) * len(p["telemetry"]["metrics"]) for p in doc["phases"])
     assert len(telemetry) == expected_rows
     disk = telemetry[(telemetry["phase"] == "R0") & (telemetry["metric"] == "disk_read_mbps")]
     assert disk["value"].isna().tolist() == [True] + [False] * (len(disk) - 1)  # null stays null

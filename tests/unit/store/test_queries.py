@@ -18,15 +18,23 @@ def populated(tmp_path_factory, result_doc_builder):
     path = tmp_path_factory.mktemp("queries") / "results.duckdb"
     docs = [
         result_doc_builder(run_id="20261122T100000Z-aaaa0001", started_at=BASE, seed=1),
-        result_doc_builder(run_id="20261122T110000Z-aaaa0002", started_at=BASE + timedelta(hours=1),
-                           model="vgg11", batch_size=64, seed=2),
-        result_doc_builder(run_id="20261122T120000Z-bbbb0003", started_at=BASE + timedelta(hours=2),
-                           status="failed", seed=3),
-    ]  # fmt: skip
+        result_doc_builder(
+            run_id="20261122T110000Z-aaaa0002",
+            started_at=BASE + timedelta(hours=1),
+            model="vgg11",
+            batch_size=64,
+            seed=2,
+        ),
+        result_doc_builder(
+            run_id="20261122T120000Z-bbbb0003", started_at=BASE + timedelta(hours=2), status="failed", seed=3
+        ),
+    ]
     # A start time given in another offset is the same instant in UTC.
-    docs[1]["started_at"] = (BASE + timedelta(hours=1)).astimezone(
-        datetime.fromisoformat("2026-01-01T00:00:00+02:00").tzinfo
-    ).isoformat()
+    docs[1]["started_at"] = (
+        (BASE + timedelta(hours=1))
+        .astimezone(datetime.fromisoformat("2026-01-01T00:00:00+02:00").tzinfo)
+        .isoformat()
+    )
     for doc in docs:
         store.ingest_result(path, doc)
     return path, docs

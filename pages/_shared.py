@@ -1,0 +1,291 @@
+"""What every dashboard page shares: the database setting, cached queries, readable errors, downloads.
+
+Not a page itself (the leading underscore keeps it out of the navigation). Pages only read, render and call
+stash_core; queries go through `query()`, which caches results (never connections) keyed on the database
+file's modification, so a run that finishes shows up on the next rerun and no connection stays open.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import altair as alt
+import pandas as pd
+import streamlit as st
+
+from stash_core import dashboard_data
+from stash_core.errors import StashError, UsageError
+
+LOG = logging.getLogger("stash.dashboard")
+DB_SETTING_KEY = "stash_db_setting"
+CACHE_TTL_S = 20  # short: the signature catches changes; the TTL bounds memory of stale entries
+STATUS_ICONS = {
+    "completed": ":material/check_circle:",
+    "failed": ":material/error:",
+    "interrupted": ":material/pause_circle:",
+    "cancelled": ":material/cancel:",
+    "running": ":material/progress_activity:",
+    "starting": ":material/hourglass_top:",
+    "lost": ":material/help:",
+}
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The database setting
+
+
+def default_db_text() -> str:
+    return os.environ.get("STASH_DB") or "results.duckdb"
+
+
+def database_setting() -> Path | None:
+    """The sidebar field choosing the database file; returns the resolved path (None when the text is bad)."""
+    if DB_SETTING_KEY not in st.session_state:
+        st.session_state[DB_SETTING_KEY] = default_db_text()
+    with st.sidebar:
+        st.text_input(
+            "Database file",
+            key=DB_SETTING_KEY,
+            help="The DuckDB file with your results. Default: $STASH_DB, else results.duckdb in the folder "
+            "the dashboard was started from. A file that does not exist yet is created by the first run.",
+        )
+        try:
+            path = dashboard_data.resolve_db_path(st.session_state[DB_SETTING_KEY])
+        except UsageError as exc:
+            st.error(str(exc), icon=":material/error:")
+            return None
+        if path.exists():
+            st.caption(f"`{path}` · {_size_text(path.stat().st_size)}")
+        else:
+            st.caption(f"`{path}` · not created yet")
+    st.session_state["stash_db_path"] = str(path)
+    return path
+
+
+def current_db() -> Path:
+    """The database the sidebar chose (falls back to the default when a page runs on its own)."""
+    text = st.session_state.get("stash_db_path")
+    return Path(text) if text else dashboard_data.resolve_db_path(None)
+
+
+def _size_text(size_bytes: int) -> str:
+    for unit in ("bytes", "KB", "MB", "GB"):
+        if size_bytes < 1000 or unit == "GB":
+            return f"{size_bytes:.0f} {unit}" if unit == "bytes" else f"{size_bytes:.1f} {unit}"
+        size_bytes /= 1000
+    return ""
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Cached queries
+
+
+@st.cache_data(ttl=CACHE_TTL_S, max_entries=256, show_spinner=False)
+def _cached_call(function_name: str, signature: tuple, args: tuple, kwargs: tuple) -> Any:
+    function = getattr(dashboard_data, function_name)
+    return function(signature[0], *args, **dict(kwargs))
+
+
+def query(function_name: str, *args: Any, **kwargs: Any) -> Any:
+    """dashboard_data.<function_name>(current db, *args, **kwargs), cached until the database file changes."""
+    signature = dashboard_data.db_signature(current_db())
+    return _cached_call(function_name, signature, args, tuple(sorted(kwargs.items())))
+
+
+def forget_cached_queries() -> None:
+    _cached_call.clear()
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Errors
+
+
+@contextmanager
+def page_guard() -> Iterator[None]:
+    """Show what goes wrong in a page as a readable message instead of a traceback."""
+    try:
+        yield
+    except StashError as exc:
+        st.error(str(exc), icon=":material/error:")
+    except Exception as exc:  # a bug: keep the page usable, put the details in the server log
+        LOG.exception("dashboard page failed")
+        text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        st.error(
+            f"Something went wrong on this page: {type(exc).__name__}{': ' + text if text else ''}. "
+            "The details are in the dashboard's log.",
+            icon=":material/error:",
+        )
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Charts and downloads
+
+
+def chart_with_download(chart: alt.TopLevelMixin, data: pd.DataFrame, name: str, key: str) -> None:
+    """Draw an Altair chart and offer its data as CSV right under it."""
+    st.altair_chart(chart, width="stretch")
+    download_buttons(data, name, key, parquet=False, label="Chart data")
+
+
+def download_buttons(
+    data: pd.DataFrame, name: str, key: str, parquet: bool = True, label: str = "Download"
+) -> None:
+    """CSV (and Parquet) download buttons for a frame; files are built only when clicked."""
+    columns = st.columns([1, 1, 4] if parquet else [1, 5])
+    columns[0].download_button(
+        f"{label} (CSV)",
+        data=lambda: dashboard_data.frame_to_csv(data),
+        file_name=f"{name}.csv",
+        mime="text/csv",
+        key=f"{key}-csv",
+        on_click="ignore",
+        icon=":material/download:",
+    )
+    if parquet:
+        columns[1].download_button(
+            f"{label} (Parquet)",
+            data=lambda: dashboard_data.frame_to_parquet(data),
+            file_name=f"{name}.parquet",
+            mime="application/octet-stream",
+            key=f"{key}-parquet",
+            on_click="ignore",
+            icon=":material/download:",
+        )
+
+
+def stall_scale() -> alt.Scale:
+    """The same colour for each stall on every chart."""
+    return alt.Scale(
+        domain=[dashboard_data.STALL_LABELS[s] for s in dashboard_data.STALL_COLORS],
+        range=list(dashboard_data.STALL_COLORS.values()),
+    )
+
+
+MEASURES = {
+    "seconds": ("Seconds per iteration", "s", ".3f"),
+    "epoch_s": ("Seconds per epoch", "s", ".1f"),
+    "share": ("Share of the iteration", "", ".0%"),
+}
+
+
+def breakdown_chart(long_frame: pd.DataFrame, measure: str) -> alt.LayerChart:
+    """Horizontal stacked bars, one per run, with a 95% interval at the end of each stall's bar."""
+    title, unit, number_format = MEASURES[measure]
+    order = list(dict.fromkeys(long_frame["run_label"]))
+    height = max(120, 34 * len(order) + 60)
+    y = alt.Y("run_label:N", sort=order, title=None, axis=alt.Axis(labelLimit=360))
+    base = alt.Chart(long_frame)
+    bars = base.mark_bar(height={"band": 0.7}).encode(
+        x=alt.X("bar_start:Q", title=title, axis=alt.Axis(format=number_format)),
+        x2="bar_end:Q",
+        y=y,
+        color=alt.Color("stall_label:N", scale=stall_scale(), title="Stall", legend=alt.Legend(orient="top")),
+        tooltip=[
+            alt.Tooltip("run_label:N", title="Run"),
+            alt.Tooltip("stall_label:N", title="Stall"),
+            alt.Tooltip("value:Q", title=title, format=number_format),
+            alt.Tooltip("ci95:Q", title=f"± 95% interval {unit}".strip(), format=number_format),
+            alt.Tooltip("status:N", title="Status"),
+        ],
+    )
+    errors = (
+        base.transform_filter("isValid(datum.error_low)")
+        .mark_rule(color="#222", strokeWidth=1.5)
+        .encode(x="error_low:Q", x2="error_high:Q", y=y)
+    )
+    return (bars + errors).properties(height=height)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Formatting
+
+
+def seconds_text(value: Any, ci: Any = None) -> str:
+    """0.2051 -> '205 ms'; 12.5 -> '12.5 s'; with ± interval when given; '-' when unknown."""
+    number = _number(value)
+    if number is None:
+        return "–"
+    text = _seconds(number)
+    spread = _number(ci)
+    return f"{text} ± {_seconds(spread)}" if spread is not None else text
+
+
+def _seconds(number: float) -> str:
+    if abs(number) < 1e-3:
+        return f"{number * 1e6:.0f} µs"
+    if abs(number) < 1:
+        return f"{number * 1e3:.3g} ms"
+    if abs(number) < 120:
+        return f"{number:.3g} s"
+    if abs(number) < 7200:
+        return f"{number / 60:.1f} min"
+    return f"{number / 3600:.1f} h"
+
+
+def share_text(value: Any) -> str:
+    number = _number(value)
+    return "–" if number is None else f"{number:.0%}"
+
+
+def usd_text(value: Any) -> str:
+    number = _number(value)
+    if number is None:
+        return "–"
+    return f"${number:,.4f}" if number < 1 else f"${number:,.2f}"
+
+
+def ago_text(moment: Any) -> str:
+    """'3 min ago', '2 days ago' for a UTC time; '-' when unknown."""
+    if moment is None or (isinstance(moment, float) and math.isnan(moment)) or moment is pd.NaT:
+        return "–"
+    when = pd.Timestamp(moment)
+    if when.tzinfo is None:
+        when = when.tz_localize("UTC")
+    seconds = (datetime.now(UTC) - when.to_pydatetime()).total_seconds()
+    for limit, size, unit in ((90, 1, "s"), (5400, 60, "min"), (129600, 3600, "h")):
+        if seconds < limit:
+            return f"{max(seconds, 0) / size:.0f} {unit} ago"
+    return f"{seconds / 86400:.0f} days ago"
+
+
+def _number(value: Any) -> float | None:
+    if value is None or value is pd.NA or value is pd.NaT:
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
+
+
+def page_header(title: str, caption: str) -> None:
+    st.title(title)
+    st.caption(caption)
+
+
+def empty_state(message: str, action: Callable[[], None] | None = None) -> None:
+    """What a page shows when the database holds nothing for it yet."""
+    st.info(message, icon=":material/info:")
+    if action is not None:
+        action()
+
+
+def run_link(run_id: str, label: str | None = None) -> None:
+    """A link to a run's detail on the Stall breakdown page."""
+    st.page_link(
+        "pages/breakdown.py",
+        label=label or f"Open run {run_id} on the Stall breakdown page",
+        icon=":material/stacked_bar_chart:",
+        query_params={"run": run_id},
+    )
+
+
+def repo_root() -> Path:
+    return Path(__file__).resolve().parent.parent

@@ -1,0 +1,372 @@
+"""Stall breakdown: compare their stalls per iteration, per epoch or as shares; one run in detail."""
+
+from datetime import date
+
+import altair as alt
+import pandas as pd
+import streamlit as st
+
+from pages._shared import (
+    MEASURES,
+    breakdown_chart,
+    chart_with_download,
+    download_buttons,
+    page_guard,
+    query,
+    seconds_text,
+    share_text,
+)
+from stash_core import dashboard_data
+from stash_core.dashboard_data import STALL_LABELS, RunFilter
+
+PHASE_COLORS = ["#9ecae9", "#ffbf79", "#ff9d98", "#88d27a", "#d6a5c9", "#bab0ac"]
+
+
+def run_filter_form(options: dict) -> RunFilter:
+    with st.expander("Filter runs", expanded=True, icon=":material/filter_list:"):
+        row1 = st.columns(3)
+        models = row1[0].multiselect("Model", options["models"], key="bd-models", placeholder="any model")
+        batch_sizes = row1[1].multiselect(
+            "Batch size", options["batch_sizes"], key="bd-batch", placeholder="any"
+        )
+        instances = row1[2].multiselect(
+            "Instance", options["instances"], key="bd-instance", placeholder="any"
+        )
+        row2 = st.columns(4)
+        workers = row2[0].multiselect(
+            "Workers per node", options["workers"], key="bd-workers", placeholder="any"
+        )
+        nodes = row2[1].multiselect("Nodes", options["nodes"], key="bd-nodes", placeholder="any")
+        statuses = row2[2].multiselect(
+            "Status",
+            options["statuses"] or ["completed"],
+            default=["completed"] if "completed" in (options["statuses"] or ["completed"]) else None,
+            key="bd-status",
+            placeholder="any status",
+        )
+        limit = row2[3].number_input(
+            "Show at most", min_value=1, max_value=200, value=15, step=5, key="bd-limit"
+        )
+        first, last = options["first_date"], options["last_date"]
+        dates: tuple = ()
+        if first and last and first != last:
+            dates = st.slider(
+                "Started between",
+                min_value=first,
+                max_value=last,
+                value=(first, last),
+                key="bd-dates",
+                format="YYYY-MM-DD",
+            )
+    date_from = dates[0] if dates and dates[0] != first else None
+    date_to = dates[1] if dates and dates[1] != last else None
+    return RunFilter(
+        models=list(models),
+        batch_sizes=[int(b) for b in batch_sizes],
+        instances=list(instances),
+        workers=[int(w) for w in workers],
+        nodes=[int(n) for n in nodes],
+        statuses=list(statuses),
+        date_from=_as_date(date_from),
+        date_to=_as_date(date_to),
+        limit=int(limit),
+    )
+
+
+def _as_date(value) -> date | None:
+    return value if isinstance(value, date) else None
+
+
+def comparison(runs: pd.DataFrame, total: int) -> None:
+    shown = len(runs)
+    st.caption(f"{shown} of {total:,} matching run(s), newest first.")
+    measure = (
+        st.segmented_control(
+            "Measure",
+            options=list(MEASURES),
+            format_func=lambda m: MEASURES[m][0],
+            default="seconds",
+            key="bd-measure",
+        )
+        or "seconds"
+    )
+    long_frame = dashboard_data.stall_long_frame(runs, measure)
+    if long_frame.empty:
+        if measure == "epoch_s":
+            st.info(
+                "These runs have no epoch length (profiles without a data set size); show seconds per "
+                "iteration instead.",
+                icon=":material/info:",
+            )
+        else:
+            st.info(
+                "These runs have no stall figures (they failed before a breakdown).", icon=":material/info:"
+            )
+    else:
+        chart_with_download(
+            breakdown_chart(long_frame, measure), long_frame, f"breakdown_{measure}", "bd-chart"
+        )
+        st.caption(
+            "Bars are laid end to end: their total is the realistic iteration time. The black lines are "
+            "the 95% confidence interval of each stall."
+        )
+    with st.expander("Table of these runs", icon=":material/table:"):
+        table = dashboard_data.breakdown_table(runs)
+        st.dataframe(table, hide_index=True, width="stretch")
+        download_buttons(table, "stall_breakdown", "bd-table")
+
+
+def run_detail(run_id: str) -> None:
+    run = query("get_run", run_id)
+    if run is None:
+        st.warning(f"No run {run_id!r} in this database.", icon=":material/search_off:")
+        return
+    title = (
+        f"{dashboard_data.short_model(run.get('model'))} · batch {run.get('batch_size')} · "
+        f"{run.get('workers_per_node')} worker(s) × {run.get('nodes')} node(s)"
+    )
+    st.markdown(f"#### {title}")
+    started = run.get("started_at")
+    instance = run.get("instance") or dashboard_data.NO_INSTANCE
+    st.caption(
+        f"Run `{run['run_id']}` · {run.get('status')} · instance **{instance}**"
+        f" · {run.get('device') or '?'} / {run.get('backend') or '?'} · started "
+        f"{started:%Y-%m-%d %H:%M UTC}"
+        if started
+        else f"Run `{run['run_id']}`"
+    )
+    if run.get("status") != "completed":
+        st.error(
+            f"This run {run.get('status')}: {run.get('error') or 'no reason recorded'}",
+            icon=":material/error:",
+        )
+    stalls = [s for s in run.get("stalls", []) if s.get("seconds") is not None]
+    cols = st.columns(4)
+    cols[0].metric("Iteration", seconds_text(run.get("iteration_s"), run.get("iteration_ci95_s")))
+    cols[1].metric("Epoch", seconds_text(run.get("epoch_s")), help="per iteration × iterations per epoch")
+    if stalls:
+        largest = max(stalls, key=lambda s: s["seconds"])
+        cols[2].metric(
+            "Largest stall",
+            STALL_LABELS.get(largest["stall"], largest["stall"]),
+            share_text(largest.get("share")),
+            delta_color="off",
+        )
+    cols[3].metric("Reference phase", run.get("reference_phase") or "–")
+    for warning in run.get("warnings") or []:
+        st.warning(str(warning), icon=":material/warning:")
+
+    tabs = st.tabs(["Stalls", "Iteration times", "Telemetry", "Phases", "Machine and spec"])
+    with tabs[0]:
+        stall_table(run)
+    with tabs[1]:
+        iteration_times(run["run_id"])
+    with tabs[2]:
+        telemetry(run)
+    with tabs[3]:
+        phases = pd.DataFrame(run.get("phases") or [])
+        if phases.empty:
+            st.info("No phases recorded.", icon=":material/info:")
+        else:
+            shown = [
+                c
+                for c in (
+                    "phase",
+                    "description",
+                    "workers",
+                    "nodes",
+                    "data",
+                    "status",
+                    "iterations",
+                    "mean_s",
+                    "ci95_s",
+                    "median_s",
+                    "p5_s",
+                    "p95_s",
+                    "rank_skew_s",
+                    "resident_fraction_start",
+                    "wall_s",
+                    "error",
+                )
+                if c in phases.columns
+            ]
+            st.dataframe(phases[shown], hide_index=True, width="stretch")
+            download_buttons(phases, f"phases_{run['run_id']}", "bd-phases")
+    with tabs[4]:
+        left, right = st.columns(2)
+        left.markdown("**Fingerprint** (the machine)")
+        left.json(run.get("fingerprint") or {}, expanded=1)
+        right.markdown("**Spec** (what was run)")
+        right.json(run.get("spec") or {}, expanded=1)
+
+
+def stall_table(run: dict) -> None:
+    rows = []
+    for stall in run.get("stalls") or []:
+        rows.append(
+            {
+                "Stall": STALL_LABELS.get(stall["stall"], stall["stall"]),
+                "Per iteration": seconds_text(stall.get("seconds"), stall.get("ci95_s")),
+                "Share": share_text(stall.get("share")),
+                "Per epoch": seconds_text(stall.get("epoch_s")),
+                "Status": (stall.get("status") or "").replace("_", " "),
+                "Note": stall.get("note") or "",
+            }
+        )
+    if not rows:
+        st.info("No stall figures for this run.", icon=":material/info:")
+        return
+    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+    download_buttons(pd.DataFrame(run["stalls"]), f"stalls_{run['run_id']}", "bd-stalls")
+    st.caption(
+        "*clamped zero*: a difference below the noise, reported as 0. *not measured*: not asked for or "
+        "not applicable. *not separable*: e.g. the data set does not fit in memory."
+    )
+
+
+def iteration_times(run_id: str) -> None:
+    samples = query("iteration_samples", run_id)
+    if samples.empty:
+        st.info("No per-iteration samples stored for this run.", icon=":material/info:")
+        return
+    order = list(dict.fromkeys(samples["phase"]))
+    left, right = st.columns(2)
+    with left:
+        box = (
+            alt.Chart(samples)
+            .mark_boxplot(extent=1.5, size=22)
+            .encode(
+                y=alt.Y("phase:N", sort=order, title="Phase"),
+                x=alt.X("iteration_s:Q", title="Iteration time (s)"),
+                color=alt.Color("phase:N", sort=order, legend=None),
+            )
+            .properties(height=max(140, 50 * len(order)), title="Distribution per phase")
+        )
+        chart_with_download(box, samples, f"iterations_{run_id}", "bd-box")
+    with right:
+        line = (
+            alt.Chart(samples)
+            .mark_line(point=alt.OverlayMarkDef(size=12))
+            .encode(
+                x=alt.X("iteration:Q", title="Kept iteration"),
+                y=alt.Y("iteration_s:Q", title="Iteration time (s)"),
+                color=alt.Color("phase:N", sort=order, title="Phase"),
+                tooltip=["phase", "iteration", alt.Tooltip("iteration_s:Q", format=".4f")],
+            )
+            .properties(height=max(140, 50 * len(order)), title="In order (after warm-up)")
+        )
+        chart_with_download(line, samples, f"iterations_order_{run_id}", "bd-line")
+
+
+def telemetry(run: dict) -> None:
+    series = query("telemetry_series", run["run_id"], run.get("phases") or [])
+    if series.empty:
+        st.info("No telemetry stored for this run.", icon=":material/info:")
+        return
+    spans = dashboard_data.phase_spans(run.get("phases") or [])
+    groups = list(dict.fromkeys(sorted(series["group"], key=_group_order)))
+    defaults = [g for g in groups if not g.startswith("Memory") and g != "Other"][:4] or groups[:1]
+    chosen = st.pills("Show", groups, selection_mode="multi", default=defaults, key="bd-telemetry-groups")
+    per_core = st.toggle("Per-core CPU lines", value=False, key="bd-percore")
+    for index, group in enumerate(chosen or []):
+        data = series[series["group"] == group]
+        if not per_core:
+            data = data[~data["metric"].str.fullmatch(r"cpu\d+_util_pct")]
+        if data.empty:
+            continue
+        st.altair_chart(telemetry_chart(data, spans, group), width="stretch")
+        download_buttons(
+            data, f"telemetry_{run['run_id']}_{index}", f"bd-tel-{index}", parquet=False, label="Chart data"
+        )
+
+
+def _group_order(group: str) -> int:
+    order = ["CPU", "GPU utilisation", "Disk", "Network", "GPU memory", "GPU power", "GPU links", "Memory"]
+    return next((i for i, prefix in enumerate(order) if group.startswith(prefix)), len(order))
+
+
+def telemetry_chart(data: pd.DataFrame, spans: pd.DataFrame, group: str) -> alt.LayerChart:
+    lines = (
+        alt.Chart(data)
+        .mark_line(strokeWidth=1.5)
+        .encode(
+            x=alt.X("run_t_s:Q", title="Time since the profile started (s)"),
+            y=alt.Y("value:Q", title=group),
+            color=alt.Color("metric:N", title="Metric"),
+            tooltip=[
+                "phase",
+                "metric",
+                alt.Tooltip("run_t_s:Q", format=".1f"),
+                alt.Tooltip("value:Q", format=".2f"),
+            ],
+        )
+    )
+    if spans.empty:
+        return lines.properties(height=220, title=group)
+    colors = alt.Scale(domain=list(spans["phase"]), range=PHASE_COLORS[: len(spans)] or PHASE_COLORS)
+    areas = (
+        alt.Chart(spans)
+        .mark_rect(opacity=0.25)
+        .encode(
+            x="start_s:Q",
+            x2="end_s:Q",
+            color=alt.Color("phase:N", scale=colors, legend=None),
+            tooltip=["phase", "description"],
+        )
+    )
+    labels = (
+        alt.Chart(spans)
+        .mark_text(align="left", baseline="top", dx=4, dy=4, fontWeight="bold")
+        .encode(x="start_s:Q", y=alt.value(0), text="phase:N")
+    )
+    return (
+        alt.layer(areas, lines, labels).resolve_scale(color="independent").properties(height=220, title=group)
+    )
+
+
+def main() -> None:
+    st.title("Stall breakdown")
+    st.caption(
+        "Compute, interconnect, network, CPU pre-processing and disk stalls of each run, with their "
+        "95% confidence intervals."
+    )
+    options = query("filter_options")
+    if not options["models"]:
+        st.info(
+            "No runs in this database yet. Start one on the Run page, import the examples on the Overview, "
+            "or upload result files.",
+            icon=":material/info:",
+        )
+        st.page_link("pages/overview.py", label="Go to the Overview", icon=":material/dashboard:")
+        return
+    run_filter = run_filter_form(options)
+    runs = query("find_runs", run_filter)
+    total = query("count_runs", run_filter)
+    if runs.empty:
+        st.info("No run matches these filters.", icon=":material/filter_alt_off:")
+    else:
+        comparison(runs, total)
+
+    st.subheader("One run in detail")
+    wanted = st.query_params.get("run")
+    choices = list(runs["run_id"]) if not runs.empty else []
+    labels = dict(zip(runs["run_id"], runs["run_label"], strict=True)) if not runs.empty else {}
+    if wanted and wanted not in choices:
+        choices.insert(0, wanted)
+    if not choices:
+        st.caption("Pick runs above to see one in detail.")
+        return
+    picked = st.selectbox(
+        "Run",
+        choices,
+        index=choices.index(wanted) if wanted in choices else 0,
+        format_func=lambda r: labels.get(r, r),
+        key="bd-run",
+    )
+    if picked != wanted:
+        st.query_params["run"] = picked
+    run_detail(picked)
+
+
+with page_guard():
+    main()

@@ -1,0 +1,207 @@
+"""Compare instances: one model and batch size across instances and configurations - speed, cost, stalls."""
+
+import altair as alt
+import pandas as pd
+import streamlit as st
+
+from pages._shared import (
+    chart_with_download,
+    download_buttons,
+    page_guard,
+    query,
+    seconds_text,
+    stall_scale,
+    usd_text,
+)
+from stash_core import dashboard_data
+
+NORMALISED = {
+    "samples_per_s": ("Throughput", "samples/s", ",.1f"),
+    "samples_per_s_per_gpu": ("Throughput per GPU", "samples/s per GPU", ",.1f"),
+    "samples_per_usd": ("Samples per dollar", "samples per USD", ",.0f"),
+}
+
+
+def verdict(frame: pd.DataFrame) -> None:
+    result = dashboard_data.compare_verdict(frame)
+    if result["fastest"] is None:
+        return
+    left, right = st.columns(2)
+    with left.container(border=True):
+        st.markdown(":material/speed: **Fastest**")
+        st.markdown(f"### {result['fastest']}")
+        if result.get("slowest"):
+            st.markdown(
+                f"{result['fastest_samples_per_s']:,.1f} samples/s — "
+                f"**{result['lead_over_runner_up']:.2f}×** the "
+                f"throughput of the runner-up ({result['runner_up']}) and **{result['speedup']:.2f}×** the "
+                f"slowest ({result['slowest']})."
+            )
+        else:
+            st.markdown(f"{result['fastest_samples_per_s']:,.1f} samples/s — the only configuration so far.")
+    with right.container(border=True):
+        st.markdown(":material/savings: **Cheapest**")
+        if result["cheapest"] is None:
+            st.markdown("### –")
+            st.markdown(
+                "No configuration has a price: their instance labels are not in the instance catalog "
+                "(the `instances` table). Label runs with a catalog name (`--instance`) to see costs."
+            )
+        else:
+            st.markdown(f"### {result['cheapest']}")
+            text = f"{usd_text(result['cheapest_usd_per_million_samples'])} per million samples (on demand)"
+            if result.get("next_cheapest"):
+                text += f" — **{result['saving']:.0%} cheaper** than the next ({result['next_cheapest']})."
+            st.markdown(text)
+
+
+def bar(frame: pd.DataFrame, column: str, title: str, number_format: str, ascending: bool) -> alt.Chart:
+    data = frame.dropna(subset=[column])
+    order = list(data.sort_values(column, ascending=ascending)["configuration"])
+    return (
+        alt.Chart(data)
+        .mark_bar(color="#4C78A8")
+        .encode(
+            y=alt.Y("configuration:N", sort=order, title=None, axis=alt.Axis(labelLimit=320)),
+            x=alt.X(f"{column}:Q", title=title, axis=alt.Axis(format=number_format)),
+            tooltip=["configuration", alt.Tooltip(f"{column}:Q", title=title, format=number_format), "runs"],
+        )
+        .properties(height=max(100, 36 * len(order) + 40), title=title)
+    )
+
+
+def main() -> None:
+    st.title("Compare instances")
+    st.caption("The same model and batch size on different instances and configurations, side by side.")
+    choices = query("compare_choices")
+    if choices.empty:
+        st.info(
+            "No completed runs to compare yet. Profile the same model and batch size on two instances "
+            "(label each with --instance), or import the examples on the Overview.",
+            icon=":material/info:",
+        )
+        st.page_link("pages/overview.py", label="Go to the Overview", icon=":material/dashboard:")
+        return
+    keys = list(zip(choices["model"], choices["batch_size"], strict=True))
+    counts = {
+        (m, b): (c, r)
+        for m, b, c, r in choices[["model", "batch_size", "configurations", "runs"]].itertuples(index=False)
+    }
+    picked = st.selectbox(
+        "Model and batch size",
+        keys,
+        key="cmp-pick",
+        format_func=lambda k: (
+            f"{dashboard_data.short_model(k[0])} · batch {k[1]} — {counts[k][0]} configuration(s), "
+            f"{counts[k][1]} run(s)"
+        ),
+    )
+    model, batch_size = picked
+    frame = query("compare_configurations", model, int(batch_size))
+    if frame.empty:
+        st.info("No completed run of this model and batch size.", icon=":material/info:")
+        return
+    verdict(frame)
+
+    st.subheader("Side by side")
+    table = pd.DataFrame(
+        {
+            "Configuration": frame["configuration"],
+            "Runs": frame["runs"],
+            "Iteration": [
+                seconds_text(v, c)
+                for v, c in zip(frame["iteration_s"], frame["iteration_ci95_s"], strict=True)
+            ],
+            "Epoch": [seconds_text(v) for v in frame["epoch_s"]],
+            "Samples/s": frame["samples_per_s"].round(1),
+            "Per GPU": frame["samples_per_s_per_gpu"].round(1),
+            "USD/h": [usd_text(v) for v in frame["usd_per_h"]],
+            "USD/epoch": [usd_text(v) for v in frame["usd_per_epoch"]],
+            "USD per 1M samples": [usd_text(v) for v in frame["usd_per_million_samples"]],
+        }
+    )
+    st.dataframe(table, hide_index=True, width="stretch")
+    download_buttons(frame, f"compare_{dashboard_data.short_model(model)}_b{batch_size}", "cmp-table")
+
+    left, right = st.columns(2)
+    with left:
+        has_epoch = frame["epoch_s"].notna().any()
+        column, title = (
+            ("epoch_s", "Time per epoch (s)")
+            if has_epoch
+            else ("s_per_million_samples", "Time per million samples (s)")
+        )
+        chart_with_download(
+            bar(frame, column, title, ",.1f", True),
+            frame[["configuration", column, "runs"]],
+            "time",
+            "cmp-time",
+        )
+    with right:
+        if frame["usd_per_million_samples"].notna().any():
+            column, title = (
+                ("usd_per_epoch", "Cost per epoch (USD)")
+                if frame["usd_per_epoch"].notna().any()
+                else ("usd_per_million_samples", "Cost per million samples (USD)")
+            )
+            chart_with_download(
+                bar(frame, column, title, "$,.3f", True),
+                frame[["configuration", column, "runs"]],
+                "cost",
+                "cmp-cost",
+            )
+        else:
+            st.info(
+                "Costs appear when the instance labels are in the instance catalog.", icon=":material/sell:"
+            )
+
+    st.subheader("Normalised")
+    available = [k for k in NORMALISED if frame[k].notna().any()]
+    view = st.segmented_control(
+        "View",
+        available,
+        format_func=lambda k: NORMALISED[k][0],
+        default=available[0] if available else None,
+        key="cmp-norm",
+    )
+    if view:
+        title, unit, number_format = NORMALISED[view]
+        chart_with_download(
+            bar(frame, view, f"{title} ({unit})", number_format, False),
+            frame[["configuration", view, "runs"]],
+            f"normalised_{view}",
+            "cmp-norm-chart",
+        )
+    if "samples_per_s_per_gpu" not in available:
+        st.caption("Per-GPU figures need GPU runs or a GPU count in the instance catalog.")
+
+    st.subheader("Where the time goes")
+    shares = dashboard_data.compare_stall_frame(frame)
+    if shares.empty:
+        st.info("No stall shares for these runs.", icon=":material/info:")
+    else:
+        order = list(frame["configuration"])
+        chart = (
+            alt.Chart(shares)
+            .mark_bar()
+            .encode(
+                y=alt.Y("configuration:N", sort=order, title=None, axis=alt.Axis(labelLimit=320)),
+                x=alt.X("share:Q", title="Share of the iteration", stack="zero", axis=alt.Axis(format=".0%")),
+                color=alt.Color(
+                    "stall_label:N", scale=stall_scale(), title="Stall", legend=alt.Legend(orient="top")
+                ),
+                order=alt.Order("stall_order:Q"),
+                tooltip=[
+                    "configuration",
+                    "stall_label",
+                    alt.Tooltip("share:Q", format=".1%"),
+                    alt.Tooltip("seconds:Q", format=".4f", title="seconds"),
+                ],
+            )
+            .properties(height=max(100, 36 * len(order) + 60))
+        )
+        chart_with_download(chart, shares, "stall_shares", "cmp-shares")
+
+
+with page_guard():
+    main()

@@ -1,0 +1,136 @@
+"""Overview: what the database holds, the latest breakdowns at a glance, and a first step on an empty one."""
+
+import streamlit as st
+
+from pages._shared import (
+    STATUS_ICONS,
+    ago_text,
+    breakdown_chart,
+    chart_with_download,
+    current_db,
+    forget_cached_queries,
+    page_guard,
+    query,
+    run_link,
+    seconds_text,
+)
+from stash_core import dashboard_data, examples, jobs
+
+
+def first_steps() -> None:
+    st.subheader("Get started")
+    st.write(
+        "Stash splits each training iteration into **compute**, **interconnect**, **network**, "
+        "**CPU pre-processing** and **disk** stalls by timing runs that differ in one thing only. "
+        f"The database `{current_db()}` holds no runs yet — pick a first step:"
+    )
+    left, right = st.columns(2)
+    with left.container(border=True):
+        st.markdown("##### :material/library_add: Import the example results")
+        shipped = examples.example_result_files()
+        st.caption(
+            f"{len(shipped)} real profiles recorded on a small 2-vCPU machine, shipped with Stash. "
+            "Instant; shows every chart."
+        )
+        if st.button("Import examples", type="primary", disabled=not shipped, key="import-examples"):
+            outcomes = examples.import_examples(current_db())
+            forget_cached_queries()
+            st.session_state["overview-notice"] = f"Imported {sum(o[2] for o in outcomes)} example run(s)."
+            st.rerun()
+    with right.container(border=True):
+        st.markdown("##### :material/play_circle: Profile this machine")
+        st.caption(
+            "A small local profile (a tiny CNN on 32×32 images: compute and CPU stalls) — about a minute "
+            "on a laptop CPU. It runs in the background; follow it on the Run page."
+        )
+        if st.button("Run a small profile", key="first-profile"):
+            job_id = jobs.start_profile_job(
+                current_db(), examples.first_profile_args(), label="first profile"
+            )
+            st.switch_page("pages/run.py", query_params={"job": job_id})
+    st.markdown("Or from a terminal:")
+    st.code(
+        "stash profile --model resnet18 --batch-size 32 --workers 2 --synthetic-images 2000\n"
+        "stash ingest results/*.json        # results from other machines",
+        language="bash",
+    )
+
+
+def active_jobs_notice() -> None:
+    running = [job for job in jobs.list_jobs(current_db(), limit=5) if not job.finished]
+    for job in running:
+        with st.container(border=True):
+            st.markdown(f"{STATUS_ICONS['running']} **Profile running** · {job.label or job.job_id}")
+            st.progress(job.fraction_done)
+            st.page_link("pages/run.py", label="Follow it on the Run page", query_params={"job": job.job_id})
+
+
+def main() -> None:
+    st.title("Overview")
+    st.caption("Where does the time of each distributed training iteration go?")
+    notice = st.session_state.pop("overview-notice", None)
+    if notice:
+        st.success(notice, icon=":material/check_circle:")
+    info = query("summary")
+    active_jobs_notice()
+    if not info["runs"]:
+        first_steps()
+        return
+    cols = st.columns(5)
+    cols[0].metric("Runs", f"{info['runs']:,}", help=f"{info['completed_runs']:,} completed")
+    cols[1].metric("Completed", f"{info['completed_runs']:,}")
+    cols[2].metric("Models", f"{info['models_run']:,}")
+    cols[3].metric("Instances", f"{info['instances_run']:,}", help="distinct instance labels (or host names)")
+    cols[4].metric("Last run", ago_text(info["last_run_at"]))
+
+    latest = query("latest_breakdowns", limit=8)
+    st.subheader("Latest breakdowns")
+    if latest.empty:
+        st.info(
+            "No completed run yet — the runs stored so far failed or were interrupted.",
+            icon=":material/info:",
+        )
+    else:
+        measure = st.segmented_control(
+            "Show",
+            options=["share", "seconds"],
+            format_func={"share": "Share of the iteration", "seconds": "Seconds per iteration"}.get,
+            default="share",
+            key="overview-measure",
+        )
+        long_frame = dashboard_data.stall_long_frame(latest, measure or "share")
+        chart_with_download(
+            breakdown_chart(long_frame, measure or "share"), long_frame, "latest_breakdowns", "ov"
+        )
+        newest = latest.iloc[0]
+        st.markdown(
+            f"Newest: **{newest['run_label']}** — iteration "
+            f"{seconds_text(newest['iteration_s'], newest['iteration_ci95_s'])}"
+        )
+        run_link(str(newest["run_id"]), "Open the newest run")
+
+    st.subheader("Recent runs")
+    recent = query("recent_runs", limit=10)
+    st.dataframe(
+        recent,
+        hide_index=True,
+        width="stretch",
+        column_config={
+            "run_id": st.column_config.TextColumn("Run"),
+            "started_at": st.column_config.DatetimeColumn("Started (UTC)", format="YYYY-MM-DD HH:mm"),
+            "status": st.column_config.TextColumn("Status"),
+            "model": "Model",
+            "batch_size": st.column_config.NumberColumn("Batch"),
+            "workers_per_node": st.column_config.NumberColumn("Workers"),
+            "nodes": st.column_config.NumberColumn("Nodes"),
+            "instance": "Instance",
+            "device": "Device",
+            "iteration_s": st.column_config.NumberColumn("Iteration (s)", format="%.4f"),
+            "epoch_s": st.column_config.NumberColumn("Epoch (s)", format="%.1f"),
+            "error": "Error",
+        },
+    )
+
+
+with page_guard():
+    main()

@@ -1,0 +1,358 @@
+"""Run: start a profile in the background, follow it phase by phase, cancel it, see its breakdown.
+
+The run is a `stash profile` subprocess whose state lives in files next to the database (stash_core.jobs),
+so reloading the page, or opening it in another tab, finds it again (the job id is also in the URL).
+"""
+
+import threading
+from pathlib import Path
+
+import pandas as pd
+import streamlit as st
+
+from pages._shared import (
+    STATUS_ICONS,
+    breakdown_chart,
+    chart_with_download,
+    current_db,
+    forget_cached_queries,
+    page_guard,
+    query,
+    run_link,
+    seconds_text,
+)
+from stash_core import dashboard_data, jobs
+from stash_core.dashboard_data import STALL_LABELS, RunForm
+from stash_core.errors import UsageError
+
+POLL_S = 1.0
+DATA_SOURCES = {
+    "synthetic": "Synthetic images (JPEG files made once)",
+    "dataset": "A data set folder (one sub-folder per class)",
+    "none": "None (batches made on the device: compute and interconnect only)",
+}
+PLACES = {"local": "This machine", "hosts": "Remote hosts (SSH)", "cluster": "Emulated cluster"}
+MODEL_SOURCES = {"zoo": "Model zoo", "file": "Python file on this machine", "upload": "Upload a Python file"}
+
+
+@st.cache_resource(show_spinner=False)
+def _zoo_loader() -> dict:
+    """Load the zoo's names in the background: listing them imports torch, which takes seconds."""
+    box: dict = {}
+
+    def load() -> None:
+        try:
+            box["names"] = dashboard_data.zoo_models()
+        except Exception as exc:  # shown as a caption; a model name can still be typed
+            box["error"] = f"{type(exc).__name__}: {exc}"
+
+    threading.Thread(target=load, name="stash-zoo-names", daemon=True).start()
+    return box
+
+
+def zoo_models() -> tuple[list[str], bool]:
+    """(names to offer, complete?): the zoo once loaded, else the models the database knows."""
+    box = _zoo_loader()
+    if "names" in box:
+        return box["names"], True
+    known = list(query("filter_options")["models"])
+    return [name for name in known if "/" not in name] or ["resnet18"], False
+
+
+@st.cache_resource
+def supported_flags() -> frozenset[str]:
+    return frozenset(dashboard_data.profile_flags())
+
+
+def model_field() -> str:
+    source = st.radio(
+        "Model", list(MODEL_SOURCES), format_func=MODEL_SOURCES.get, horizontal=True, key="run-model-src"
+    )
+    if source == "zoo":
+        names, complete = zoo_models()
+        default = names.index("resnet18") if "resnet18" in names else 0
+        choice = st.selectbox(
+            "Zoo model",
+            names,
+            index=default,
+            key="run-zoo-model",
+            accept_new_options=True,
+            help="Pick one or type a zoo name (e.g. resnet50, vgg16, bert_base).",
+        )
+        if not complete:
+            st.caption("Loading the full list of zoo models… (type a name meanwhile)")
+        return choice or ""
+    if source == "file":
+        return st.text_input(
+            "Model file and factory",
+            placeholder="examples/models/tiny_cnn.py:make",
+            key="run-model-file",
+            help="FILE.py:FACTORY - a function returning a torch.nn.Module; "
+            "relative paths are relative to the folder the dashboard runs in.",
+        )
+    left, right = st.columns([3, 1])
+    uploaded = left.file_uploader("Model file (.py)", type=["py"], key="run-model-upload")
+    factory = right.text_input("Factory function", value="make", key="run-model-factory")
+    if uploaded is None:
+        return ""
+    path = jobs.save_model_file(current_db(), uploaded.name, uploaded.getvalue())
+    return f"{path}:{factory.strip()}"
+
+
+def profile_form(busy: bool) -> None:
+    with st.container(border=True):
+        st.markdown("##### :material/tune: New profile")
+        model = model_field()
+        cols = st.columns(3)
+        batch_size = cols[0].number_input(
+            "Batch size (per worker)", min_value=1, max_value=65536, value=32, key="run-batch"
+        )
+        workers = cols[1].number_input(
+            "Workers per machine",
+            min_value=1,
+            max_value=64,
+            value=2,
+            key="run-workers",
+            help="GPUs per machine; on a CPU-only machine, worker processes",
+        )
+        nodes = cols[2].number_input("Machines (nodes)", min_value=1, max_value=64, value=1, key="run-nodes")
+        stall_options = list(STALL_LABELS)
+        default_stalls = ["compute", "interconnect", "cpu", "disk"] + (["network"] if nodes > 1 else [])
+        stalls = st.pills(
+            "Stalls to measure",
+            stall_options,
+            selection_mode="multi",
+            default=default_stalls,
+            format_func=STALL_LABELS.get,
+            key="run-stalls",
+        )
+        data_source = st.radio("Data", list(DATA_SOURCES), format_func=DATA_SOURCES.get, key="run-data")
+        synthetic_images, dataset = 512, ""
+        if data_source == "synthetic":
+            synthetic_images = st.number_input(
+                "Number of images", min_value=1, max_value=10_000_000, value=512, key="run-images"
+            )
+        elif data_source == "dataset":
+            dataset = st.text_input("Data set folder", placeholder="/data/imagenet/train", key="run-dataset")
+        cols = st.columns(4)
+        input_shape = cols[0].text_input(
+            "Input shape",
+            placeholder="3,224,224",
+            key="run-shape",
+            help="C,H,W for image models, a sequence length for token models; empty: the model's default",
+        )
+        iterations = cols[1].text_input(
+            "Iterations per phase",
+            value="auto",
+            key="run-iterations",
+            help="'auto': until the 95% interval is within ±2%; or a number",
+        )
+        max_phase_s = cols[2].number_input(
+            "Time limit per phase (s)", min_value=5, max_value=3600, value=60, key="run-maxs"
+        )
+        device = cols[3].selectbox("Device", ["auto", "cpu", "cuda"], key="run-device")
+        cols = st.columns(2)
+        instance = cols[0].text_input(
+            "Instance label",
+            placeholder="e.g. p3.8xlarge or my-laptop",
+            key="run-instance",
+            help="Name runs after the instance type to compare instances and costs",
+        )
+        where = cols[1].radio("Where", list(PLACES), format_func=PLACES.get, horizontal=True, key="run-where")
+        hosts = ssh_user = ssh_key = ""
+        if where == "hosts":
+            cols = st.columns(3)
+            hosts = cols[0].text_input("Hosts", placeholder="gpu-a,gpu-b", key="run-hosts")
+            ssh_user = cols[1].text_input("SSH user", placeholder="ubuntu", key="run-ssh-user")
+            ssh_key = cols[2].text_input("SSH key file", placeholder="~/.ssh/id_ed25519", key="run-ssh-key")
+        elif where == "cluster":
+            st.caption(
+                "Runs across the emulated cluster made with `sudo stash cluster up` (network namespaces)."
+            )
+        if busy:
+            st.warning(
+                "A profile is running. Two profiles at once would slow each other and skew both; wait "
+                "for it or cancel it.",
+                icon=":material/hourglass_top:",
+            )
+        start = st.button(
+            "Start profile", type="primary", disabled=busy, icon=":material/play_arrow:", key="run-start"
+        )
+    if not start:
+        return
+    form = RunForm(
+        model=model or "",
+        batch_size=int(batch_size),
+        workers=int(workers),
+        nodes=int(nodes),
+        stalls=list(stalls or []),
+        data_source=data_source,
+        synthetic_images=int(synthetic_images),
+        dataset=dataset,
+        input_shape=input_shape,
+        iterations=iterations.strip() or "auto",
+        max_phase_s=float(max_phase_s),
+        instance=instance,
+        where=where,
+        hosts=hosts,
+        ssh_user=ssh_user,
+        ssh_key=ssh_key,
+        device=device,
+    )
+    try:
+        args = dashboard_data.profile_args(form, base_dir=Path.cwd(), supported_flags=set(supported_flags()))
+    except UsageError as exc:
+        st.error(str(exc), icon=":material/error:")
+        return
+    label = f"{dashboard_data.short_model(form.model)} · batch {form.batch_size} · {form.workers} worker(s)"
+    job_id = jobs.start_profile_job(current_db(), args, label=label)
+    st.query_params["job"] = job_id
+    st.rerun()
+
+
+def show_job(job_id: str) -> None:
+    """The job's progress; polls itself every POLL_S seconds while the run is going."""
+    state = jobs.read_job(current_db(), job_id)
+    if state.finished:
+        job_view(state)
+    else:
+        st.fragment(run_every=POLL_S)(live_job)(job_id)
+
+
+def live_job(job_id: str) -> None:
+    state = jobs.read_job(current_db(), job_id)
+    job_view(state)
+    if state.finished:
+        forget_cached_queries()
+        st.rerun()  # the whole page: stop polling, show the breakdown, enable the form
+
+
+def job_view(state: jobs.JobState) -> None:
+    title = f"{state.label or 'Profile'} · job {state.job_id}"
+    badge = {"starting": "running", "running": "running", "completed": "complete"}.get(state.status, "error")
+    header = {
+        "starting": "Starting…",
+        "running": "Running",
+        "completed": "Finished",
+        "failed": "Failed",
+        "cancelled": "Cancelled",
+        "lost": "Ended unexpectedly",
+    }.get(state.status, state.status)
+    with st.status(
+        f"{header} — {title}", state=badge, expanded=not state.finished or state.status != "completed"
+    ):
+        if not state.phases:
+            st.write(state.messages[-1] if state.messages else "Preparing the model and data…")
+        for phase in state.phases:
+            icon = STATUS_ICONS.get(phase.status, "")
+            detail = f"{phase.iterations} it"
+            if phase.relative_ci is not None and phase.status == "running":
+                detail += f" · ±{phase.relative_ci:.1%}"
+            if phase.mean_s is not None:
+                detail += f" · {seconds_text(phase.mean_s, phase.ci95_s)}"
+            if phase.error:
+                detail += f" · {phase.error}"
+            st.progress(
+                min(max(phase.fraction_done, 0.0), 1.0),
+                text=f"{icon} **{phase.name}** ({phase.index + 1}/{phase.total}) "
+                f"{phase.description} — {detail}",
+            )
+        for message in state.messages[-3:]:
+            st.caption(message)
+    if not state.finished:
+        st.progress(state.fraction_done, text=f"Overall {state.fraction_done:.0%}")
+        if st.button("Cancel run", icon=":material/cancel:", key=f"cancel-{state.job_id}"):
+            jobs.cancel_job(current_db(), state.job_id)
+            st.rerun()
+        return
+    if state.status == "completed" and state.run_id:
+        st.success(f"Run {state.run_id} finished and is stored.", icon=":material/check_circle:")
+        mine = query("run_breakdowns", [state.run_id])
+        if mine.empty:
+            run = query("get_run", state.run_id)
+            if run is None:
+                st.info("The run is not in the database yet - refresh in a moment.", icon=":material/info:")
+                return
+        else:
+            long_frame = dashboard_data.stall_long_frame(mine, "seconds")
+            if not long_frame.empty:
+                chart_with_download(
+                    breakdown_chart(long_frame, "seconds"),
+                    long_frame,
+                    f"breakdown_{state.run_id}",
+                    f"job-{state.job_id}",
+                )
+        run_link(state.run_id)
+        return
+    st.error(state.error or "The run failed.", icon=":material/error:")
+    if state.run_id:
+        st.caption(
+            f"What was measured before it stopped is stored as run {state.run_id} ({state.run_status})."
+        )
+        run_link(state.run_id)
+    output = state.stderr_tail or state.output_tail
+    if output:
+        with st.expander("Output of the run (last lines)", icon=":material/terminal:"):
+            st.code("\n".join(output[-20:]), language=None)
+
+
+def recent_jobs(jobs_list: list[jobs.JobState]) -> None:
+    if not jobs_list:
+        return
+    st.subheader("Recent profiles started here")
+    table = pd.DataFrame(
+        [
+            {
+                "job": job.job_id,
+                "status": job.status,
+                "what": job.label,
+                "started (UTC)": job.started_at.strftime("%Y-%m-%d %H:%M:%S") if job.started_at else "",
+                "run": job.run_id or "",
+                "problem": job.error or "",
+            }
+            for job in jobs_list
+        ]
+    )
+    picked = st.dataframe(
+        table,
+        hide_index=True,
+        width="stretch",
+        on_select="rerun",
+        selection_mode="single-row",
+        key="run-jobs-table",
+    )
+    rows = picked.selection.rows if picked is not None else []
+    if rows:
+        chosen = table.iloc[rows[0]]["job"]
+        if st.query_params.get("job") != chosen:
+            st.query_params["job"] = chosen
+            st.rerun()
+    st.caption("Select a row to show that profile.")
+
+
+def main() -> None:
+    st.title("Run a profile")
+    st.caption(
+        "Launches `stash profile` in the background: R0 (one worker), R1 (all workers), R1n (across "
+        "machines), R3 (real data, cached) and R2 (real data, cold) — each stall is the difference of two."
+    )
+    db = current_db()
+    jobs_list = jobs.list_jobs(db, limit=8)
+    running = [job for job in jobs_list if not job.finished]
+    wanted = st.query_params.get("job")
+    if wanted and not any(job.job_id == wanted for job in jobs_list):
+        try:
+            jobs.read_job(db, wanted)
+        except UsageError:
+            st.warning(f"No profile job {wanted} next to this database.", icon=":material/search_off:")
+            wanted = None
+    if not wanted and running:
+        wanted = running[0].job_id
+    if wanted:
+        show_job(wanted)
+    profile_form(busy=bool(running))
+    recent_jobs(jobs_list)
+
+
+with page_guard():
+    main()

@@ -1,0 +1,99 @@
+"""SQL: a read-only query console over the results database, with a schema browser and example queries."""
+
+import pandas as pd
+import streamlit as st
+
+from pages._shared import current_db, download_buttons, page_guard, query
+from stash_core import dashboard_data, sqlguard
+from stash_core.errors import UsageError
+
+EDITOR_KEY = "sql-text"
+
+
+def schema_panel() -> None:
+    st.markdown("##### Tables and views")
+    browser = query("schema_browser")
+    for name, info in browser.items():
+        rows = f" · {info['rows']:,} rows" if info.get("rows") is not None else ""
+        with st.expander(
+            f"{name} ({info['kind']}{rows})",
+            icon=":material/table:" if info["kind"] == "table" else ":material/view_list:",
+        ):
+            if info.get("about"):
+                st.caption(info["about"])
+            columns = pd.DataFrame(info["columns"], columns=["column", "type", "meaning"])
+            if not columns["meaning"].astype(bool).any():
+                columns = columns.drop(columns=["meaning"])
+            st.dataframe(columns, hide_index=True, width="stretch", height=min(36 * len(columns) + 38, 420))
+    st.caption("Column meanings come from docs/schema.md.")
+
+
+def use_example() -> None:
+    title = st.session_state.get("sql-example")
+    for name, sql in dashboard_data.EXAMPLE_QUERIES:
+        if name == title:
+            st.session_state[EDITOR_KEY] = sql
+
+
+def console() -> None:
+    if EDITOR_KEY not in st.session_state:
+        st.session_state[EDITOR_KEY] = dashboard_data.EXAMPLE_QUERIES[0][1]
+    st.selectbox(
+        "Example queries",
+        [name for name, _ in dashboard_data.EXAMPLE_QUERIES],
+        index=None,
+        placeholder="Pick an example to load it into the editor",
+        key="sql-example",
+        on_change=use_example,
+    )
+    with st.form("sql-form", border=False):
+        st.text_area(
+            "Query",
+            key=EDITOR_KEY,
+            height=180,
+            help="One statement. Read-only: SELECT, WITH, "
+            "DESCRIBE, SUMMARIZE, SHOW, EXPLAIN and informational PRAGMAs.",
+        )
+        cols = st.columns([1, 1, 2])
+        max_rows = cols[0].number_input("Row limit", min_value=1, max_value=100_000, value=1_000, step=500)
+        timeout_s = cols[1].number_input("Time limit (s)", min_value=1, max_value=300, value=10, step=5)
+        submitted = cols[2].form_submit_button("Run query", type="primary", icon=":material/play_arrow:")
+    if submitted:
+        try:
+            result = sqlguard.run_readonly_query(
+                current_db(), st.session_state[EDITOR_KEY], timeout_s=float(timeout_s), max_rows=int(max_rows)
+            )
+        except UsageError as exc:
+            st.session_state["sql-result"] = None
+            st.session_state["sql-error"] = str(exc)
+        else:
+            st.session_state["sql-result"] = result
+            st.session_state["sql-error"] = None
+    error = st.session_state.get("sql-error")
+    result = st.session_state.get("sql-result")
+    if error:
+        st.error(error, icon=":material/block:")
+    elif result is not None:
+        frame = result.frame
+        more = " (row limit reached: there are more)" if result.truncated else ""
+        st.caption(f"{len(frame):,} row(s){more} in {result.elapsed_s * 1000:.0f} ms")
+        st.dataframe(frame, hide_index=True, width="stretch")
+        if not frame.empty:
+            download_buttons(frame, "query_result", "sql-result")
+
+
+def main() -> None:
+    st.title("SQL")
+    st.caption(
+        f"Query `{current_db()}` directly. The console is read-only: statements that write, change "
+        "settings or read files are refused, and the database is never changed."
+    )
+    left, right = st.columns([1, 2], gap="large")
+    with left:
+        schema_panel()
+    with right:
+        console()
+
+
+with page_guard():
+    main()

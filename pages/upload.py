@@ -1,0 +1,110 @@
+"""Upload: check result files (JSON) or exports (Parquet, CSV), preview and compare them, store them."""
+
+import streamlit as st
+
+from pages._shared import (
+    breakdown_chart,
+    chart_with_download,
+    current_db,
+    forget_cached_queries,
+    page_guard,
+)
+from stash_core import dashboard_data
+
+
+@st.cache_data(max_entries=16, show_spinner="Checking the files…", ttl=600)
+def _check(files: tuple[tuple[str, bytes], ...], db_signature: tuple) -> dashboard_data.UploadReport:
+    return dashboard_data.check_uploads(list(files), db_signature[0])
+
+
+def report_view(report: dashboard_data.UploadReport) -> None:
+    st.subheader("Checked files")
+    for check in report.checks:
+        if check.ok:
+            stored = [r for r in check.run_ids if r in report.already_stored]
+            note = f" · {len(stored)} already stored" if stored else ""
+            st.success(f"**{check.name}** — {check.reason}{note}", icon=":material/check_circle:")
+        else:
+            st.error(f"**{check.name}** — refused: {check.reason}", icon=":material/block:")
+    preview = report.preview
+    if preview.empty:
+        return
+    st.subheader("Preview")
+    shown = [
+        c
+        for c in (
+            "source",
+            "run_label",
+            "run_id",
+            "status",
+            "started_at",
+            "model",
+            "batch_size",
+            "workers_per_node",
+            "nodes",
+            "instance",
+            "iteration_s",
+            "epoch_s",
+        )
+        if c in preview.columns
+    ]
+    table = preview[shown].copy()
+    table.insert(
+        0, "in database", table["run_id"].isin(report.already_stored).map({True: "yes", False: "no"})
+    )
+    st.dataframe(table, hide_index=True, width="stretch")
+    long_frame = dashboard_data.stall_long_frame(preview, "seconds")
+    if not long_frame.empty:
+        st.markdown("**Compare in this session** (nothing is stored for this)")
+        chart_with_download(
+            breakdown_chart(long_frame, "seconds"), long_frame, "uploaded_breakdown", "up-chart"
+        )
+
+
+def main() -> None:
+    st.title("Upload")
+    st.caption(
+        "Result files from `stash profile` (JSON), or tables from `stash export` (Parquet, CSV or JSON "
+        "lines: "
+        "runs together with phases, stalls, iterations and telemetry). Every file is checked first; a file "
+        "that is refused changes nothing."
+    )
+    done = st.session_state.pop("upload-stored", None)
+    if done:
+        st.success(done, icon=":material/database:")
+    uploaded = st.file_uploader(
+        "Result files",
+        type=["json", "parquet", "csv"],
+        accept_multiple_files=True,
+        key=f"upload-files-{st.session_state.get('upload-generation', 0)}",
+        help="Drop one or many files. Nothing is stored until you press Store.",
+    )
+    if not uploaded:
+        st.info("Drop files above to check them.", icon=":material/upload_file:")
+        return
+    files = tuple((file.name, file.getvalue()) for file in uploaded)
+    report = _check(files, dashboard_data.db_signature(current_db()))
+    report_view(report)
+    storable = report.storable_docs
+    new = [doc["run_id"] for _, doc in storable if doc["run_id"] not in report.already_stored]
+    st.divider()
+    if not storable:
+        st.caption("Nothing here can be stored.")
+        return
+    label = f"Store {len(new)} new run(s) in the database" if new else "All these runs are already stored"
+    st.caption(
+        f"Database: `{current_db()}`"
+        + (f" · {len(report.bad)} refused file(s) are left out" if report.bad else "")
+    )
+    if st.button(label, type="primary", disabled=not new, key="upload-store", icon=":material/save:"):
+        outcomes = dashboard_data.store_uploads(current_db(), report)
+        inserted = sum(1 for _, _, added in outcomes if added)
+        forget_cached_queries()
+        _check.clear()
+        st.session_state["upload-stored"] = f"Stored {inserted} run(s) from {len(report.good)} file(s)."
+        st.session_state["upload-generation"] = st.session_state.get("upload-generation", 0) + 1
+        st.rerun()
+
+
+with page_guard():
+    main()

@@ -1,0 +1,163 @@
+"""Several processes on one database file: readers and a writer take turns; a held lock is waited for.
+
+Child processes are started with "spawn" (a clean interpreter, no forked DuckDB or thread state), so their
+entry points live at module level.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import queue
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from stash_core import store
+from stash_core.errors import UsageError
+from stash_core.store import connection
+
+SPAWN = multiprocessing.get_context("spawn")
+
+
+def _reader_loop(db_path: Path, stop: Any, results: Any) -> None:
+    try:
+        seen_counts = []
+        while not stop.is_set():
+            seen_counts.append(store.database_summary(db_path)["runs"])
+            store.list_runs(db_path, limit=3)
+            time.sleep(0.01)  # a dashboard refreshing, not a busy loop
+        results.put(("reader", "ok", seen_counts))
+    except BaseException as exc:  # report anything, including a lock timeout, to the test
+        results.put(("reader", "error", repr(exc)))
+
+
+def _writer(db_path: Path, docs: list[dict[str, Any]], results: Any) -> None:
+    try:
+        results.put(("writer", "ok", [store.ingest_result(db_path, doc) for doc in docs]))
+    except BaseException as exc:
+        results.put(("writer", "error", repr(exc)))
+
+
+def _hold_write_lock(db_path: Path, held: Any, release: Any, hold_s: float, released_at: Any) -> None:
+    with store.connect(db_path) as con:
+        con.execute("SELECT 1").fetchall()
+        held.set()
+        release.wait(hold_s)
+        released_at.value = time.time()  # just before the lock goes; a waiter can only succeed after this
+
+
+def test_reader_and_writer_processes_take_turns(tmp_path, result_doc) -> None:
+    db_path = tmp_path / "shared.duckdb"
+    docs = [result_doc(run_id=f"run-{i:02d}", iterations=10, seed=i) for i in range(20)]
+    results = SPAWN.Queue()
+    stop = SPAWN.Event()
+    reader = SPAWN.Process(target=_reader_loop, args=(db_path, stop, results))
+    writer = SPAWN.Process(target=_writer, args=(db_path, docs, results))
+    reader.start()
+    writer.start()
+    try:
+        outcomes = {}
+        first = results.get(timeout=240)
+        outcomes[first[0]] = first
+        stop.set()  # the writer is done (or the reader failed): let the reader finish
+        second = results.get(timeout=60)
+        outcomes[second[0]] = second
+    finally:
+        stop.set()
+        writer.join(timeout=30)
+        reader.join(timeout=30)
+    assert outcomes["writer"][1] == "ok", outcomes["writer"][2]
+    assert outcomes["reader"][1] == "ok", outcomes["reader"][2]
+    assert outcomes["writer"][2] == [True] * 20
+    seen_counts = outcomes["reader"][2]
+    assert seen_counts, "the reader never got a turn"
+    assert seen_counts == sorted(seen_counts) and seen_counts[-1] <= 20  # runs only ever appear, whole
+    assert store.database_summary(db_path)["runs"] == 20
+    assert writer.exitcode == 0 and reader.exitcode == 0
+
+
+def test_ingest_waits_for_a_held_write_lock(tmp_path, result_doc) -> None:
+    db_path = tmp_path / "held.duckdb"
+    held, release = SPAWN.Event(), SPAWN.Event()
+    released_at = SPAWN.Value("d", 0.0)
+    holder = SPAWN.Process(target=_hold_write_lock, args=(db_path, held, release, 1.0, released_at))
+    holder.start()
+    try:
+        assert held.wait(timeout=120), "the child never took the lock"
+        assert store.ingest_result(db_path, result_doc(iterations=5)) is True
+        finished_at = time.time()
+    finally:
+        release.set()
+        holder.join(timeout=30)
+    assert released_at.value > 0 and finished_at > released_at.value
+    assert store.database_summary(db_path)["runs"] == 1
+
+
+def test_a_lock_held_too_long_is_a_clear_usage_error(tmp_path, result_doc, monkeypatch) -> None:
+    db_path = tmp_path / "stuck.duckdb"
+    monkeypatch.setattr(connection, "LOCK_TIMEOUT_S", 0.3)
+    held, release = SPAWN.Event(), SPAWN.Event()
+    released_at = SPAWN.Value("d", 0.0)
+    holder = SPAWN.Process(target=_hold_write_lock, args=(db_path, held, release, 120.0, released_at))
+    holder.start()
+    try:
+        assert held.wait(timeout=120), "the child never took the lock"
+        with pytest.raises(UsageError, match=f"locked by another process \\(PID {holder.pid}\\)"):
+            store.ingest_result(db_path, result_doc(iterations=5))
+        with pytest.raises(UsageError, match="gave up after 0.3 s"):
+            store.list_runs(db_path)
+    finally:
+        release.set()
+        holder.join(timeout=30)
+    assert store.ingest_result(db_path, result_doc(iterations=5)) is True  # free again: works
+
+
+def test_threads_of_one_process_take_turns(tmp_path, result_doc) -> None:
+    # DuckDB refuses a writer while the same process has the file open read-only (a Streamlit server runs
+    # sessions in threads): that conflict is retried like a lock held by another process.
+    db_path = tmp_path / "threads.duckdb"
+    store.ingest_result(db_path, result_doc(run_id="first", iterations=5))
+    opened = threading.Event()
+    events: queue.Queue[str] = queue.Queue()
+
+    def read_slowly() -> None:
+        with store.connect(db_path, read_only=True) as con:
+            opened.set()
+            time.sleep(0.5)
+            con.execute("SELECT count(*) FROM runs").fetchall()
+            events.put("reader closes")
+
+    thread = threading.Thread(target=read_slowly)
+    thread.start()
+    assert opened.wait(timeout=30)
+    inserted = store.ingest_result(db_path, result_doc(run_id="second", iterations=5))
+    events.put("writer done")
+    thread.join(timeout=30)
+    assert inserted is True
+    assert [events.get_nowait(), events.get_nowait()] == ["reader closes", "writer done"]
+
+
+def test_readers_step_aside_while_a_writer_is_announced(tmp_path, result_doc, monkeypatch) -> None:
+    db_path = tmp_path / "fair.duckdb"
+    store.ingest_result(db_path, result_doc(run_id="only", iterations=5))
+    monkeypatch.setattr(connection, "READER_YIELD_S", 30.0)
+    announcement = connection._announce_waiting_writer(db_path)
+    assert announcement is not None
+    events: queue.Queue[str] = queue.Queue()
+
+    def withdraw_later() -> None:
+        time.sleep(1.0)  # longer than an unhindered read takes, so an early read shows up as wrong order
+        events.put("writer withdrew")
+        os.close(announcement)
+
+    thread = threading.Thread(target=withdraw_later)
+    thread.start()
+    runs = store.list_runs(db_path)  # must wait for the announced writer, then read normally
+    events.put("reader read")
+    thread.join(timeout=30)
+    assert list(runs["run_id"]) == ["only"]
+    assert [events.get_nowait(), events.get_nowait()] == ["writer withdrew", "reader read"]

@@ -1,0 +1,205 @@
+"""Background profile jobs: progress read back from disk, failures as one line, cancel ends every process.
+
+A stand-in for the Python interpreter (a shell script that speaks the `stash profile --progress json`
+protocol) keeps these tests fast; one test runs a real, small profile end to end.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from stash_core import jobs
+from stash_core.errors import UsageError
+
+FAKE_PROFILE = r"""#!/bin/sh
+# Stands in for `python -m stash_core profile ...`: speaks the progress protocol according to $FAKE_MODE.
+echo "$@" > "$FAKE_ARGS"
+phase() { echo "STASH-PHASE $1"; }
+case "$FAKE_MODE" in
+  ok)
+    phase '{"event": "message", "text": "preparing 64 synthetic JPEG images"}'
+    phase '{"event": "started", "index": 0, "total": 2, "name": "R0", "description": "1 worker"}'
+    echo 'STASH-PROGRESS {"phase": "R0", "iterations": 10, "relative_ci": 0.1, "fraction_done": 0.5}'
+    phase '{"event": "finished", "name": "R0", "status": "completed", "mean_s": 0.2, "ci95_s": 0.01}'
+    phase '{"event": "started", "index": 1, "total": 2, "name": "R1", "description": "2 workers"}'
+    while [ ! -e "$FAKE_GO" ]; do sleep 0.05; done
+    echo 'STASH-PROGRESS {"phase": "R1", "iterations": 20, "kept": 18, "fraction_done": 1.0}'
+    phase '{"event": "finished", "name": "R1", "status": "completed", "mean_s": 0.3, "ci95_s": 0.02}'
+    echo 'STASH-DONE {"run_id": "20261122T104100Z-3f2a9c1b", "status": "completed", "error": null}'
+    echo 'iteration 0.300 s'
+    exit 0 ;;
+  bad-input)
+    echo 'stash: --batch-size: must be a positive integer, got 0' >&2
+    exit 2 ;;
+  crash)
+    phase '{"event": "started", "index": 0, "total": 1, "name": "R0", "description": "1 worker"}'
+    echo 'Traceback (most recent call last):' >&2
+    echo 'stash: phase R0 failed: worker 0 exited with code 1' >&2
+    exit 1 ;;
+  hang)
+    phase '{"event": "started", "index": 0, "total": 1, "name": "R0", "description": "1 worker"}'
+    setsid sleep 300 &
+    echo $! > "$FAKE_PIDS"
+    sleep 300 &
+    echo $! >> "$FAKE_PIDS"
+    wait ;;
+esac
+"""
+
+
+@pytest.fixture()
+def fake_python(tmp_path: Path) -> Path:
+    path = tmp_path / "fake-python"
+    path.write_text(FAKE_PROFILE)
+    path.chmod(path.stat().st_mode | stat.S_IXUSR)
+    return path
+
+
+def _start(db: Path, fake: Path, mode: str, tmp_path: Path) -> str:
+    env = {
+        "FAKE_MODE": mode,
+        "FAKE_ARGS": str(tmp_path / "args.txt"),
+        "FAKE_GO": str(tmp_path / "go"),
+        "FAKE_PIDS": str(tmp_path / "pids.txt"),
+    }
+    args = ["--model", "resnet18", "--batch-size", "8"]
+    return jobs.start_profile_job(db, args, label="test", python=str(fake), env=env)
+
+
+def _wait(condition, timeout_s: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not reached in time")
+        time.sleep(0.05)
+
+
+def test_progress_is_read_from_the_job_folder_and_the_run_completes(
+    tmp_path: Path, fake_python: Path
+) -> None:
+    db = tmp_path / "results.duckdb"
+    job_id = _start(db, fake_python, "ok", tmp_path)
+    assert (jobs.jobs_dir(db) / job_id / "argv.json").is_file()
+    _wait(lambda: len(jobs.read_job(db, job_id).phases) == 2)
+    state = jobs.read_job(db, job_id)
+    assert state.status == "running"
+    assert [p.name for p in state.phases] == ["R0", "R1"]
+    assert state.phases[0].status == "completed" and state.phases[1].status == "running"
+    assert state.messages == ["preparing 64 synthetic JPEG images"]
+    assert 0.5 <= state.fraction_done < 1.0
+    # The command got the dashboard's --db and --progress json after the form's arguments.
+    args = (tmp_path / "args.txt").read_text().split()
+    assert args[:4] == ["-m", "stash_core", "profile", "--model"]
+    assert args[-4:] == ["--db", str(db.resolve()), "--progress", "json"]
+
+    (tmp_path / "go").touch()
+    state = jobs.wait_for_job(db, job_id, timeout_s=20)
+    assert state.status == "completed"
+    assert state.exit_code == 0
+    assert state.run_id == "20261122T104100Z-3f2a9c1b"
+    assert state.fraction_done == 1.0
+    assert state.output_tail[-1] == "iteration 0.300 s"
+    assert [job.job_id for job in jobs.list_jobs(db)] == [job_id]
+
+
+def test_state_survives_a_restart_of_the_dashboard(tmp_path: Path, fake_python: Path, monkeypatch) -> None:
+    db = tmp_path / "results.duckdb"
+    job_id = _start(db, fake_python, "ok", tmp_path)
+    _wait(lambda: len(jobs.read_job(db, job_id).phases) == 2)
+    # A new dashboard process knows nothing of the child it did not start.
+    monkeypatch.setattr(jobs, "_CHILDREN", {})
+    assert jobs.read_job(db, job_id).status == "running"
+    (tmp_path / "go").touch()
+    _wait(lambda: (jobs.jobs_dir(db) / job_id / "rc").exists())
+    assert jobs.wait_for_job(db, job_id, timeout_s=20).status == "completed"
+
+
+def test_bad_input_fails_with_the_commands_own_one_line_message(tmp_path: Path, fake_python: Path) -> None:
+    db = tmp_path / "results.duckdb"
+    state = jobs.wait_for_job(db, _start(db, fake_python, "bad-input", tmp_path), timeout_s=20)
+    assert state.status == "failed"
+    assert state.exit_code == 2
+    assert state.error == "--batch-size: must be a positive integer, got 0"
+
+
+def test_a_failed_run_reports_its_reason_not_the_traceback(tmp_path: Path, fake_python: Path) -> None:
+    db = tmp_path / "results.duckdb"
+    state = jobs.wait_for_job(db, _start(db, fake_python, "crash", tmp_path), timeout_s=20)
+    assert state.status == "failed"
+    assert state.error == "phase R0 failed: worker 0 exited with code 1"
+    assert state.phases[0].status == "interrupted"
+
+
+def test_cancel_ends_every_process_of_the_run(tmp_path: Path, fake_python: Path) -> None:
+    db = tmp_path / "results.duckdb"
+    job_id = _start(db, fake_python, "hang", tmp_path)
+    pids_file = tmp_path / "pids.txt"
+    _wait(lambda: pids_file.exists() and len(pids_file.read_text().split()) == 2)
+    wrapper_pid = jobs.read_job(db, job_id).pid
+    started = [wrapper_pid, *(int(pid) for pid in pids_file.read_text().split())]
+    assert all(_alive(pid) for pid in started)
+    # One of them sits in a session of its own, as the local launcher's workers do.
+    assert os.getsid(started[1]) != os.getsid(wrapper_pid)
+
+    assert jobs.cancel_job(db, job_id, grace_s=2.0) is True
+    _wait(lambda: not any(_alive(pid) for pid in started), timeout_s=10)
+    state = jobs.read_job(db, job_id)
+    assert state.status == "cancelled"
+    assert state.finished
+    assert jobs.cancel_job(db, job_id) is False  # nothing left to cancel
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def test_dashboard_owned_flags_and_unknown_jobs_are_refused(tmp_path: Path) -> None:
+    db = tmp_path / "results.duckdb"
+    with pytest.raises(UsageError, match="--db"):
+        jobs.start_profile_job(db, ["--model", "resnet18", "--db", "other.duckdb"])
+    with pytest.raises(UsageError, match="no job"):
+        jobs.read_job(db, "20990101T000000Z-abcdef")
+    with pytest.raises(UsageError, match="no job"):
+        jobs.read_job(db, "../../etc")
+    assert jobs.list_jobs(db) == []
+
+
+def test_uploaded_model_files_are_checked_and_kept_by_content(tmp_path: Path) -> None:
+    db = tmp_path / "results.duckdb"
+    source = b"from torch import nn\n\ndef make(num_classes=10):\n    return nn.Linear(4, num_classes)\n"
+    first = jobs.save_model_file(db, "my net.py", source)
+    assert first.read_bytes() == source and first.parent == jobs.jobs_dir(db) / "models"
+    assert jobs.save_model_file(db, "my net.py", source) == first
+    assert jobs.save_model_file(db, "my net.py", source + b"\n# v2\n") != first
+    with pytest.raises(UsageError, match="not valid Python"):
+        jobs.save_model_file(db, "broken.py", b"def make(:\n")
+    with pytest.raises(UsageError, match=r"\.py"):
+        jobs.save_model_file(db, "model.txt", source)
+
+
+@pytest.mark.slow
+def test_a_real_small_profile_runs_in_the_background_and_is_stored(tmp_path: Path) -> None:
+    from stash_core import store
+
+    db = tmp_path / "results.duckdb"
+    model = Path(__file__).resolve().parents[2] / "examples" / "models" / "tiny_cnn.py"
+    args = ["--model", f"{model}:make", "--input-shape", "3,32,32", "--batch-size", "8", "--workers", "1",
+            "--stalls", "compute", "--iterations", "10", "--max-phase-seconds", "60",
+            "--instance", "test-box"]  # fmt: skip
+    job_id = jobs.start_profile_job(db, args, python=sys.executable)
+    state = jobs.wait_for_job(db, job_id, timeout_s=240)
+    assert state.status == "completed", (state.error, state.stderr_tail)
+    assert [p.name for p in state.phases] == ["R0"] and state.phases[0].status == "completed"
+    assert state.run_id and (tmp_path / state.result_file).is_file()  # results/ next to the database
+    run = store.get_run(db, state.run_id)
+    assert run is not None and run["instance"] == "test-box"
