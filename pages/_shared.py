@@ -7,9 +7,11 @@ file's modification, so a run that finishes shows up on the next rerun and no co
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import os
+import runpy
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -62,9 +64,9 @@ def database_setting() -> Path | None:
             st.error(str(exc), icon=":material/error:")
             return None
         if path.exists():
-            st.caption(f"`{path}` · {_size_text(path.stat().st_size)}")
+            st.caption(f":material/database: {path.name} · {_size_text(path.stat().st_size)}")
         else:
-            st.caption(f"`{path}` · not created yet")
+            st.caption(f":material/database: {path.name} · not created yet (the first run creates it)")
     st.session_state["stash_db_path"] = str(path)
     return path
 
@@ -107,9 +109,24 @@ def forget_cached_queries() -> None:
 # Errors
 
 
+def _run_through_the_frame() -> None:
+    """Run app.py instead of this page when Streamlit ran the page file on its own.
+
+    Until app.py has called st.navigation once, a freshly started server treats pages/ as an old-style
+    multipage folder: opening (or reloading) a page's URL first would run that page without the frame (no
+    navigation, no database setting). Then app.py runs here, which takes over the navigation for good.
+    """
+    from streamlit.runtime.pages_manager import PagesManager
+
+    if PagesManager.uses_pages_directory:
+        runpy.run_path(str(repo_root() / "app.py"), run_name="__main__")
+        st.stop()
+
+
 @contextmanager
 def page_guard() -> Iterator[None]:
     """Show what goes wrong in a page as a readable message instead of a traceback."""
+    _run_through_the_frame()
     try:
         yield
     except StashError as exc:
@@ -128,9 +145,19 @@ def page_guard() -> Iterator[None]:
 # Charts and downloads
 
 
+def show_chart(chart: alt.TopLevelMixin) -> None:
+    """Draw an Altair chart. Altair's JSON-schema validation costs 0.1-0.4 s per chart, so it is left to the
+    tests (STASH_VALIDATE_CHARTS=1), which build every chart the pages draw."""
+    if os.environ.get("STASH_VALIDATE_CHARTS") != "1":
+        # Streamlit calls chart.to_dict(); an instance attribute (set past Altair's __setattr__, which would
+        # store it in the spec) makes that call skip validation.
+        object.__setattr__(chart, "to_dict", functools.partial(chart.to_dict, validate=False))
+    st.altair_chart(chart, width="stretch")
+
+
 def chart_with_download(chart: alt.TopLevelMixin, data: pd.DataFrame, name: str, key: str) -> None:
     """Draw an Altair chart and offer its data as CSV right under it."""
-    st.altair_chart(chart, width="stretch")
+    show_chart(chart)
     download_buttons(data, name, key, parquet=False, label="Chart data")
 
 
@@ -138,8 +165,8 @@ def download_buttons(
     data: pd.DataFrame, name: str, key: str, parquet: bool = True, label: str = "Download"
 ) -> None:
     """CSV (and Parquet) download buttons for a frame; files are built only when clicked."""
-    columns = st.columns([1, 1, 4] if parquet else [1, 5])
-    columns[0].download_button(
+    row = st.container(horizontal=True, gap="small")
+    row.download_button(
         f"{label} (CSV)",
         data=lambda: dashboard_data.frame_to_csv(data),
         file_name=f"{name}.csv",
@@ -149,7 +176,7 @@ def download_buttons(
         icon=":material/download:",
     )
     if parquet:
-        columns[1].download_button(
+        row.download_button(
             f"{label} (Parquet)",
             data=lambda: dashboard_data.frame_to_parquet(data),
             file_name=f"{name}.parquet",
@@ -179,12 +206,16 @@ def breakdown_chart(long_frame: pd.DataFrame, measure: str) -> alt.LayerChart:
     """Horizontal stacked bars, one per run, with a 95% interval at the end of each stall's bar."""
     title, unit, number_format = MEASURES[measure]
     order = list(dict.fromkeys(long_frame["run_label"]))
-    height = max(120, 34 * len(order) + 60)
     y = alt.Y("run_label:N", sort=order, title=None, axis=alt.Axis(labelLimit=360))
     base = alt.Chart(long_frame)
     bars = base.mark_bar(height={"band": 0.7}).encode(
-        x=alt.X("bar_start:Q", title=title, axis=alt.Axis(format=number_format)),
-        x2="bar_end:Q",
+        x=alt.X(
+            "bar_start:Q",
+            title=title,
+            axis=alt.Axis(format=number_format),
+            scale=alt.Scale(nice=measure != "share"),
+        ),
+        x2=alt.X2("bar_end"),
         y=y,
         color=alt.Color("stall_label:N", scale=stall_scale(), title="Stall", legend=alt.Legend(orient="top")),
         tooltip=[
@@ -198,9 +229,10 @@ def breakdown_chart(long_frame: pd.DataFrame, measure: str) -> alt.LayerChart:
     errors = (
         base.transform_filter("isValid(datum.error_low)")
         .mark_rule(color="#222", strokeWidth=1.5)
-        .encode(x="error_low:Q", x2="error_high:Q", y=y)
+        .encode(x=alt.X("error_low:Q"), x2=alt.X2("error_high"), y=y)
     )
-    return (bars + errors).properties(height=height)
+    # A fixed pixel height is not honoured by Streamlit for charts with a top legend; a step per bar is.
+    return (bars + errors).properties(height=alt.Step(30))
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -229,6 +261,11 @@ def _seconds(number: float) -> str:
     return f"{number / 3600:.1f} h"
 
 
+def number_text(value: Any, digits: int = 1) -> str:
+    number = _number(value)
+    return "–" if number is None else f"{number:,.{digits}f}"
+
+
 def share_text(value: Any) -> str:
     number = _number(value)
     return "–" if number is None else f"{number:.0%}"
@@ -249,7 +286,7 @@ def ago_text(moment: Any) -> str:
     if when.tzinfo is None:
         when = when.tz_localize("UTC")
     seconds = (datetime.now(UTC) - when.to_pydatetime()).total_seconds()
-    for limit, size, unit in ((90, 1, "s"), (5400, 60, "min"), (129600, 3600, "h")):
+    for limit, size, unit in ((90, 1, "s"), (5400, 60, "min"), (86400 * 1.5, 3600, "h")):
         if seconds < limit:
             return f"{max(seconds, 0) / size:.0f} {unit} ago"
     return f"{seconds / 86400:.0f} days ago"

@@ -15,15 +15,17 @@ from pages._shared import (
     query,
     seconds_text,
     share_text,
+    show_chart,
 )
 from stash_core import dashboard_data
 from stash_core.dashboard_data import STALL_LABELS, RunFilter
 
+DETAIL_SECTIONS = ["Stalls", "Iteration times", "Telemetry", "Phases", "Machine and spec"]
 PHASE_COLORS = ["#9ecae9", "#ffbf79", "#ff9d98", "#88d27a", "#d6a5c9", "#bab0ac"]
 
 
 def run_filter_form(options: dict) -> RunFilter:
-    with st.expander("Filter runs", expanded=True, icon=":material/filter_list:"):
+    with st.expander("Filter runs", expanded=False, icon=":material/filter_list:"):
         row1 = st.columns(3)
         models = row1[0].multiselect("Model", options["models"], key="bd-models", placeholder="any model")
         batch_sizes = row1[1].multiselect(
@@ -117,7 +119,7 @@ def comparison(runs: pd.DataFrame, total: int) -> None:
 
 
 def run_detail(run_id: str) -> None:
-    run = query("get_run", run_id)
+    run = query("run_detail", run_id)
     if run is None:
         st.warning(f"No run {run_id!r} in this database.", icon=":material/search_off:")
         return
@@ -142,62 +144,62 @@ def run_detail(run_id: str) -> None:
         )
     stalls = [s for s in run.get("stalls", []) if s.get("seconds") is not None]
     cols = st.columns(4)
-    cols[0].metric("Iteration", seconds_text(run.get("iteration_s"), run.get("iteration_ci95_s")))
+    ci_s = run.get("iteration_ci95_s")
+    cols[0].metric(
+        "Iteration",
+        seconds_text(run.get("iteration_s")),
+        f"± {seconds_text(ci_s)} (95%)" if ci_s is not None else None,
+        delta_color="off",
+        delta_arrow="off",
+        help="the realistic iteration time (the reference phase), with its 95% confidence interval",
+    )
     cols[1].metric("Epoch", seconds_text(run.get("epoch_s")), help="per iteration × iterations per epoch")
     if stalls:
         largest = max(stalls, key=lambda s: s["seconds"])
         cols[2].metric(
             "Largest stall",
             STALL_LABELS.get(largest["stall"], largest["stall"]),
-            share_text(largest.get("share")),
+            f"{share_text(largest.get('share'))} of the iteration",
             delta_color="off",
+            delta_arrow="off",
         )
     cols[3].metric("Reference phase", run.get("reference_phase") or "–")
     for warning in run.get("warnings") or []:
         st.warning(str(warning), icon=":material/warning:")
 
-    tabs = st.tabs(["Stalls", "Iteration times", "Telemetry", "Phases", "Machine and spec"])
-    with tabs[0]:
-        stall_table(run)
-    with tabs[1]:
-        iteration_times(run["run_id"])
-    with tabs[2]:
+    # Only the chosen section is built (tabs would build all of them on every rerun).
+    section = st.segmented_control(
+        "Detail", DETAIL_SECTIONS, default=DETAIL_SECTIONS[0], key="bd-section", label_visibility="collapsed"
+    )
+    if section == "Iteration times":
+        iteration_times(run["run_id"], run["samples"])
+    elif section == "Telemetry":
         telemetry(run)
-    with tabs[3]:
-        phases = pd.DataFrame(run.get("phases") or [])
-        if phases.empty:
-            st.info("No phases recorded.", icon=":material/info:")
-        else:
-            shown = [
-                c
-                for c in (
-                    "phase",
-                    "description",
-                    "workers",
-                    "nodes",
-                    "data",
-                    "status",
-                    "iterations",
-                    "mean_s",
-                    "ci95_s",
-                    "median_s",
-                    "p5_s",
-                    "p95_s",
-                    "rank_skew_s",
-                    "resident_fraction_start",
-                    "wall_s",
-                    "error",
-                )
-                if c in phases.columns
-            ]
-            st.dataframe(phases[shown], hide_index=True, width="stretch")
-            download_buttons(phases, f"phases_{run['run_id']}", "bd-phases")
-    with tabs[4]:
+    elif section == "Phases":
+        phase_table(run)
+    elif section == "Machine and spec":
         left, right = st.columns(2)
         left.markdown("**Fingerprint** (the machine)")
         left.json(run.get("fingerprint") or {}, expanded=1)
         right.markdown("**Spec** (what was run)")
         right.json(run.get("spec") or {}, expanded=1)
+    else:
+        stall_table(run)
+
+
+PHASE_COLUMNS = (
+    "phase", "description", "workers", "nodes", "data", "status", "iterations", "mean_s", "ci95_s",
+    "median_s", "p5_s", "p95_s", "rank_skew_s", "resident_fraction_start", "wall_s", "error",
+)  # fmt: skip
+
+
+def phase_table(run: dict) -> None:
+    phases = pd.DataFrame(run.get("phases") or [])
+    if phases.empty:
+        st.info("No phases recorded.", icon=":material/info:")
+        return
+    st.dataframe(phases[[c for c in PHASE_COLUMNS if c in phases.columns]], hide_index=True, width="stretch")
+    download_buttons(phases, f"phases_{run['run_id']}", "bd-phases")
 
 
 def stall_table(run: dict) -> None:
@@ -224,14 +226,14 @@ def stall_table(run: dict) -> None:
     )
 
 
-def iteration_times(run_id: str) -> None:
-    samples = query("iteration_samples", run_id)
+def iteration_times(run_id: str, samples: pd.DataFrame) -> None:
     if samples.empty:
         st.info("No per-iteration samples stored for this run.", icon=":material/info:")
         return
     order = list(dict.fromkeys(samples["phase"]))
     left, right = st.columns(2)
     with left:
+        st.markdown("**Distribution per phase**")
         box = (
             alt.Chart(samples)
             .mark_boxplot(extent=1.5, size=22)
@@ -240,10 +242,11 @@ def iteration_times(run_id: str) -> None:
                 x=alt.X("iteration_s:Q", title="Iteration time (s)"),
                 color=alt.Color("phase:N", sort=order, legend=None),
             )
-            .properties(height=max(140, 50 * len(order)), title="Distribution per phase")
+            .properties(height=alt.Step(44))
         )
         chart_with_download(box, samples, f"iterations_{run_id}", "bd-box")
     with right:
+        st.markdown("**In order** (after the warm-up)")
         line = (
             alt.Chart(samples)
             .mark_line(point=alt.OverlayMarkDef(size=12))
@@ -251,15 +254,19 @@ def iteration_times(run_id: str) -> None:
                 x=alt.X("iteration:Q", title="Kept iteration"),
                 y=alt.Y("iteration_s:Q", title="Iteration time (s)"),
                 color=alt.Color("phase:N", sort=order, title="Phase"),
-                tooltip=["phase", "iteration", alt.Tooltip("iteration_s:Q", format=".4f")],
+                tooltip=[
+                    alt.Tooltip("phase:N"),
+                    alt.Tooltip("iteration:Q"),
+                    alt.Tooltip("iteration_s:Q", format=".4f"),
+                ],
             )
-            .properties(height=max(140, 50 * len(order)), title="In order (after warm-up)")
+            .properties(height=max(140, 44 * len(order)))
         )
         chart_with_download(line, samples, f"iterations_order_{run_id}", "bd-line")
 
 
 def telemetry(run: dict) -> None:
-    series = query("telemetry_series", run["run_id"], run.get("phases") or [])
+    series = run["telemetry"]
     if series.empty:
         st.info("No telemetry stored for this run.", icon=":material/info:")
         return
@@ -274,7 +281,8 @@ def telemetry(run: dict) -> None:
             data = data[~data["metric"].str.fullmatch(r"cpu\d+_util_pct")]
         if data.empty:
             continue
-        st.altair_chart(telemetry_chart(data, spans, group), width="stretch")
+        st.markdown(f"**{group}**")
+        show_chart(telemetry_chart(data, spans, group))
         download_buttons(
             data, f"telemetry_{run['run_id']}_{index}", f"bd-tel-{index}", parquet=False, label="Chart data"
         )
@@ -294,34 +302,32 @@ def telemetry_chart(data: pd.DataFrame, spans: pd.DataFrame, group: str) -> alt.
             y=alt.Y("value:Q", title=group),
             color=alt.Color("metric:N", title="Metric"),
             tooltip=[
-                "phase",
-                "metric",
+                alt.Tooltip("phase:N"),
+                alt.Tooltip("metric:N"),
                 alt.Tooltip("run_t_s:Q", format=".1f"),
                 alt.Tooltip("value:Q", format=".2f"),
             ],
         )
     )
     if spans.empty:
-        return lines.properties(height=220, title=group)
+        return lines.properties(height=220)
     colors = alt.Scale(domain=list(spans["phase"]), range=PHASE_COLORS[: len(spans)] or PHASE_COLORS)
     areas = (
         alt.Chart(spans)
         .mark_rect(opacity=0.25)
         .encode(
-            x="start_s:Q",
-            x2="end_s:Q",
+            x=alt.X("start_s:Q"),
+            x2=alt.X2("end_s"),
             color=alt.Color("phase:N", scale=colors, legend=None),
-            tooltip=["phase", "description"],
+            tooltip=[alt.Tooltip("phase:N"), alt.Tooltip("description:N")],
         )
     )
     labels = (
         alt.Chart(spans)
         .mark_text(align="left", baseline="top", dx=4, dy=4, fontWeight="bold")
-        .encode(x="start_s:Q", y=alt.value(0), text="phase:N")
+        .encode(x=alt.X("start_s:Q"), y=alt.YValue(0), text=alt.Text("phase:N"))
     )
-    return (
-        alt.layer(areas, lines, labels).resolve_scale(color="independent").properties(height=220, title=group)
-    )
+    return alt.layer(areas, lines, labels).resolve_scale(color="independent").properties(height=220)
 
 
 def main() -> None:
@@ -340,8 +346,7 @@ def main() -> None:
         st.page_link("pages/overview.py", label="Go to the Overview", icon=":material/dashboard:")
         return
     run_filter = run_filter_form(options)
-    runs = query("find_runs", run_filter)
-    total = query("count_runs", run_filter)
+    runs, total = query("find_runs", run_filter)
     if runs.empty:
         st.info("No run matches these filters.", icon=":material/filter_alt_off:")
     else:

@@ -7,6 +7,7 @@ import streamlit as st
 from pages._shared import (
     chart_with_download,
     download_buttons,
+    number_text,
     page_guard,
     query,
     seconds_text,
@@ -18,7 +19,7 @@ from stash_core import dashboard_data
 NORMALISED = {
     "samples_per_s": ("Throughput", "samples/s", ",.1f"),
     "samples_per_s_per_gpu": ("Throughput per GPU", "samples/s per GPU", ",.1f"),
-    "samples_per_usd": ("Samples per dollar", "samples per USD", ",.0f"),
+    "samples_per_usd": ("Samples per dollar", "samples per USD, on demand", ",.0f"),
 }
 
 
@@ -30,12 +31,16 @@ def verdict(frame: pd.DataFrame) -> None:
     with left.container(border=True):
         st.markdown(":material/speed: **Fastest**")
         st.markdown(f"### {result['fastest']}")
-        if result.get("slowest"):
+        if result.get("slowest") and result["slowest"] != result["runner_up"]:
             st.markdown(
                 f"{result['fastest_samples_per_s']:,.1f} samples/s — "
-                f"**{result['lead_over_runner_up']:.2f}×** the "
-                f"throughput of the runner-up ({result['runner_up']}) and **{result['speedup']:.2f}×** the "
-                f"slowest ({result['slowest']})."
+                f"**{result['lead_over_runner_up']:.2f}×** the throughput of the runner-up "
+                f"({result['runner_up']}) and **{result['speedup']:.2f}×** the slowest ({result['slowest']})."
+            )
+        elif result.get("slowest"):
+            st.markdown(
+                f"{result['fastest_samples_per_s']:,.1f} samples/s — **{result['speedup']:.2f}×** the "
+                f"throughput of {result['slowest']}."
             )
         else:
             st.markdown(f"{result['fastest_samples_per_s']:,.1f} samples/s — the only configuration so far.")
@@ -64,9 +69,13 @@ def bar(frame: pd.DataFrame, column: str, title: str, number_format: str, ascend
         .encode(
             y=alt.Y("configuration:N", sort=order, title=None, axis=alt.Axis(labelLimit=320)),
             x=alt.X(f"{column}:Q", title=title, axis=alt.Axis(format=number_format)),
-            tooltip=["configuration", alt.Tooltip(f"{column}:Q", title=title, format=number_format), "runs"],
+            tooltip=[
+                alt.Tooltip("configuration:N"),
+                alt.Tooltip(f"{column}:Q", title=title, format=number_format),
+                alt.Tooltip("runs:Q"),
+            ],
         )
-        .properties(height=max(100, 36 * len(order) + 40), title=title)
+        .properties(height=alt.Step(34))
     )
 
 
@@ -113,8 +122,8 @@ def main() -> None:
                 for v, c in zip(frame["iteration_s"], frame["iteration_ci95_s"], strict=True)
             ],
             "Epoch": [seconds_text(v) for v in frame["epoch_s"]],
-            "Samples/s": frame["samples_per_s"].round(1),
-            "Per GPU": frame["samples_per_s_per_gpu"].round(1),
+            "Samples/s": [number_text(v) for v in frame["samples_per_s"]],
+            "Per GPU": [number_text(v) for v in frame["samples_per_s_per_gpu"]],
             "USD/h": [usd_text(v) for v in frame["usd_per_h"]],
             "USD/epoch": [usd_text(v) for v in frame["usd_per_epoch"]],
             "USD per 1M samples": [usd_text(v) for v in frame["usd_per_million_samples"]],
@@ -131,6 +140,7 @@ def main() -> None:
             if has_epoch
             else ("s_per_million_samples", "Time per million samples (s)")
         )
+        st.markdown(f"**{title}**")
         chart_with_download(
             bar(frame, column, title, ",.1f", True),
             frame[["configuration", column, "runs"]],
@@ -144,8 +154,9 @@ def main() -> None:
                 if frame["usd_per_epoch"].notna().any()
                 else ("usd_per_million_samples", "Cost per million samples (USD)")
             )
+            st.markdown(f"**{title}**")
             chart_with_download(
-                bar(frame, column, title, "$,.3f", True),
+                bar(frame, column, title, "$,.3r", True),
                 frame[["configuration", column, "runs"]],
                 "cost",
                 "cmp-cost",
@@ -166,6 +177,7 @@ def main() -> None:
     )
     if view:
         title, unit, number_format = NORMALISED[view]
+        st.markdown(f"**{title}** ({unit}) — longer is better")
         chart_with_download(
             bar(frame, view, f"{title} ({unit})", number_format, False),
             frame[["configuration", view, "runs"]],
@@ -186,19 +198,25 @@ def main() -> None:
             .mark_bar()
             .encode(
                 y=alt.Y("configuration:N", sort=order, title=None, axis=alt.Axis(labelLimit=320)),
-                x=alt.X("share:Q", title="Share of the iteration", stack="zero", axis=alt.Axis(format=".0%")),
+                x=alt.X(
+                    "share:Q",
+                    title="Share of the iteration",
+                    stack="zero",
+                    axis=alt.Axis(format=".0%"),
+                    scale=alt.Scale(nice=False),
+                ),
                 color=alt.Color(
                     "stall_label:N", scale=stall_scale(), title="Stall", legend=alt.Legend(orient="top")
                 ),
                 order=alt.Order("stall_order:Q"),
                 tooltip=[
-                    "configuration",
-                    "stall_label",
+                    alt.Tooltip("configuration:N"),
+                    alt.Tooltip("stall_label:N", title="stall"),
                     alt.Tooltip("share:Q", format=".1%"),
                     alt.Tooltip("seconds:Q", format=".4f", title="seconds"),
                 ],
             )
-            .properties(height=max(100, 36 * len(order) + 60))
+            .properties(height=alt.Step(34))
         )
         chart_with_download(chart, shares, "stall_shares", "cmp-shares")
 

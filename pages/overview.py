@@ -71,7 +71,7 @@ def main() -> None:
     notice = st.session_state.pop("overview-notice", None)
     if notice:
         st.success(notice, icon=":material/check_circle:")
-    info = query("summary")
+    info = query("overview")
     active_jobs_notice()
     if not info["runs"]:
         first_steps()
@@ -79,11 +79,11 @@ def main() -> None:
     cols = st.columns(5)
     cols[0].metric("Runs", f"{info['runs']:,}", help=f"{info['completed_runs']:,} completed")
     cols[1].metric("Completed", f"{info['completed_runs']:,}")
-    cols[2].metric("Models", f"{info['models_run']:,}")
-    cols[3].metric("Instances", f"{info['instances_run']:,}", help="distinct instance labels (or host names)")
+    cols[2].metric("Models", f"{info['models']:,}")
+    cols[3].metric("Instances", f"{info['instances']:,}", help="distinct instance labels (or host names)")
     cols[4].metric("Last run", ago_text(info["last_run_at"]))
 
-    latest = query("latest_breakdowns", limit=8)
+    latest = info["latest"]
     st.subheader("Latest breakdowns")
     if latest.empty:
         st.info(
@@ -110,7 +110,7 @@ def main() -> None:
         run_link(str(newest["run_id"]), "Open the newest run")
 
     st.subheader("Recent runs")
-    recent = query("recent_runs", limit=10)
+    recent = info["recent"].assign(error=info["recent"]["error"].fillna(""))
     st.dataframe(
         recent,
         hide_index=True,

@@ -55,7 +55,7 @@ def zoo_models() -> tuple[list[str], bool]:
     box = _zoo_loader()
     if "names" in box:
         return box["names"], True
-    known = list(query("filter_options")["models"])
+    known = list(query("model_names"))
     return [name for name in known if "/" not in name] or ["resnet18"], False
 
 
@@ -269,7 +269,7 @@ def job_view(state: jobs.JobState) -> None:
         st.success(f"Run {state.run_id} finished and is stored.", icon=":material/check_circle:")
         mine = query("run_breakdowns", [state.run_id])
         if mine.empty:
-            run = query("get_run", state.run_id)
+            run = query("run_detail", state.run_id)
             if run is None:
                 st.info("The run is not in the database yet - refresh in a moment.", icon=":material/info:")
                 return

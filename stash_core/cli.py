@@ -50,13 +50,17 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--out", required=True, type=Path)
     add_db_argument(export)
 
-    models = commands.add_parser("models", help="list the model zoo with parameter, gradient and layer counts")
+    models = commands.add_parser(
+        "models", help="list the model zoo with parameter, gradient and layer counts"
+    )
     models.add_argument("--num-classes", type=int, default=1000)
     return parser
 
 
 def add_db_argument(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--db", type=Path, default=None, help="DuckDB file (default: $STASH_DB or ./results.duckdb)")
+    parser.add_argument(
+        "--db", type=Path, default=None, help="DuckDB file (default: $STASH_DB or ./results.duckdb)"
+    )
 
 
 def positive_int(text: str) -> int:
@@ -77,8 +81,12 @@ def add_profile_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--stalls", default=None, help="comma list of compute,interconnect,network,cpu,disk")
     data = p.add_mutually_exclusive_group()
     data.add_argument("--dataset", default=None, help="ImageFolder-style directory: one folder per class")
-    data.add_argument("--synthetic-images", type=positive_int, default=None, help="generate N JPEG files once")
-    p.add_argument("--dataset-images", type=positive_int, default=None, help="epoch size for synthetic-only runs")
+    data.add_argument(
+        "--synthetic-images", type=positive_int, default=None, help="generate N JPEG files once"
+    )
+    p.add_argument(
+        "--dataset-images", type=positive_int, default=None, help="epoch size for synthetic-only runs"
+    )
     p.add_argument("--image-px", type=positive_int, default=256, help="side of generated images (pixels)")
     p.add_argument("--loader-workers", type=int, default=2, help="DataLoader processes per worker")
     p.add_argument("--iterations", default="auto", help="'auto' (until ± target) or a number per run")
@@ -86,11 +94,15 @@ def add_profile_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-iterations", type=int, default=2000, help="cap per run with auto")
     p.add_argument("--max-phase-seconds", type=float, default=120.0, help="cap per run, in seconds")
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
-    p.add_argument("--threads-per-worker", type=positive_int, default=None, help="torch threads per CPU worker")
+    p.add_argument(
+        "--threads-per-worker", type=positive_int, default=None, help="torch threads per CPU worker"
+    )
     p.add_argument("--instance", default=None, help="label of the machine or cloud instance type")
     p.add_argument("--input-shape", default=None, help="C,H,W for images or a sequence length for tokens")
     p.add_argument("--num-classes", type=positive_int, default=None)
-    p.add_argument("--disk-read-mbps", type=float, default=None, help="cap read throughput (block-I/O cgroup)")
+    p.add_argument(
+        "--disk-read-mbps", type=float, default=None, help="cap read throughput (block-I/O cgroup)"
+    )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", type=Path, default=None, help="result file (default: results/RUN_ID.json)")
     p.add_argument("--no-store", action="store_true", help="write the result file only, not the database")
@@ -139,8 +151,23 @@ def cmd_runs(args) -> int:
     if frame.empty:
         print(f"no runs in {db_path(args)}")
         return 0
-    columns = [c for c in ("run_id", "started_at", "status", "model", "batch_size", "workers_per_node", "nodes",
-                           "instance", "device", "iteration_s", "epoch_s") if c in frame.columns]
+    columns = [
+        c
+        for c in (
+            "run_id",
+            "started_at",
+            "status",
+            "model",
+            "batch_size",
+            "workers_per_node",
+            "nodes",
+            "instance",
+            "device",
+            "iteration_s",
+            "epoch_s",
+        )
+        if c in frame.columns
+    ]
     print(frame[columns].to_string(index=False, float_format=lambda v: f"{v:.4f}"))
     return 0
 
@@ -170,7 +197,9 @@ def cmd_models(args) -> int:
     print(f"{'model':<22}{'kind':<8}{'parameters':>14}{'grad tensors':>14}{'layers':>8}")
     for name in list_models():
         _, info = build_model(name, num_classes=args.num_classes)
-        print(f"{name:<22}{info.kind:<8}{info.param_count:>14,}{info.grad_tensor_count:>14}{info.layer_count:>8}")
+        print(
+            f"{name:<22}{info.kind:<8}{info.param_count:>14,}{info.grad_tensor_count:>14}{info.layer_count:>8}"
+        )
     return 0
 
 

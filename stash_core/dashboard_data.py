@@ -80,47 +80,72 @@ def db_signature(db_path: Path | str) -> tuple[str, int, int, int]:
 # Overview
 
 
-def summary(db_path: Path | str) -> dict[str, Any]:
-    """Counts for the overview: runs (all, completed, failed), models, instances, iterations, last run."""
-    info = store.database_summary(db_path)
+def overview(db_path: Path | str, latest: int = 8, recent: int = 10) -> dict[str, Any]:
+    """Everything the Overview shows, read over one connection: counts, the newest completed runs'
+    breakdowns (labelled) and the newest runs of any status."""
     with store.connect(db_path, read_only=True) as con:
         row = con.execute(
-            "SELECT count(*) FILTER (WHERE status <> 'completed'), count(DISTINCT model), "
-            "count(DISTINCT coalesce(instance, hostname)), "
-            "CAST(arg_max(run_id, started_at) AS VARCHAR) FROM runs"
+            "SELECT count(*), count(*) FILTER (WHERE status = 'completed'), count(DISTINCT model), "
+            "count(DISTINCT coalesce(instance, hostname)), CAST(max(started_at) AS TIMESTAMP), "
+            "(SELECT count(*) FROM iterations) FROM runs"
         ).fetchone()
-    info["unfinished_runs"] = int(row[0] or 0)
-    info["models_run"] = int(row[1] or 0)
-    info["instances_run"] = int(row[2] or 0)
-    info["last_run_id"] = row[3]
-    return info
-
-
-def latest_breakdowns(db_path: Path | str, limit: int = 8) -> pd.DataFrame:
-    """The newest completed runs' stall_breakdown rows (at most `limit`), newest first."""
-    sql = (
-        "SELECT * FROM stall_breakdown WHERE status = 'completed' "
-        "ORDER BY started_at DESC NULLS LAST, run_id DESC LIMIT ?"
-    )
-    with store.connect(db_path, read_only=True) as con:
-        frame = store.relation_frame(con.sql(sql, params=[int(limit)]))
-    return add_run_labels(frame)
+        newest = _breakdown_rows(con, "status = 'completed'", [], latest)
+        recent_frame = store.relation_frame(
+            con.sql(
+                "SELECT run_id, started_at, status, model, batch_size, workers_per_node, nodes, "
+                "coalesce(instance, ?) AS instance, device, iteration_s, epoch_s, error FROM runs "
+                "ORDER BY started_at DESC NULLS LAST, run_id DESC LIMIT ?",
+                params=[NO_INSTANCE, int(recent)],
+            )
+        )
+    runs, completed, models, instances, last_run, iterations = row
+    return {
+        "db_path": str(db_path),
+        "runs": int(runs),
+        "completed_runs": int(completed),
+        "models": int(models),
+        "instances": int(instances),
+        "iterations": int(iterations),
+        "last_run_at": None if last_run is None else last_run.replace(tzinfo=UTC),
+        "latest": newest,
+        "recent": recent_frame,
+    }
 
 
 def run_breakdowns(db_path: Path | str, run_ids: list[str]) -> pd.DataFrame:
     """stall_breakdown rows of the given runs, with labels."""
-    return add_run_labels(store.breakdown_frame(db_path, list(run_ids)))
-
-
-def recent_runs(db_path: Path | str, limit: int = 10) -> pd.DataFrame:
-    """The newest runs of any status, with the columns a run list shows."""
-    sql = (
-        "SELECT run_id, started_at, status, model, batch_size, workers_per_node, nodes, "
-        "coalesce(instance, ?) AS instance, device, iteration_s, epoch_s, error FROM runs "
-        "ORDER BY started_at DESC NULLS LAST, run_id DESC LIMIT ?"
-    )
     with store.connect(db_path, read_only=True) as con:
-        return store.relation_frame(con.sql(sql, params=[NO_INSTANCE, int(limit)]))
+        return _breakdown_rows(
+            con, "list_contains(CAST(? AS VARCHAR[]), run_id)", [list(run_ids)], len(run_ids)
+        )
+
+
+def _breakdown_rows(con: Any, where: str, params: list[Any], limit: int) -> pd.DataFrame:
+    """stall_breakdown rows of the newest `limit` runs matching `where` (on runs), labelled, newest first.
+
+    The runs are picked on the runs table first and the view is read for those ids only: the view pivots the
+    stalls of every run, which costs far more than finding a few ids.
+    """
+    ids = [
+        row[0]
+        for row in con.execute(
+            f"SELECT run_id FROM runs WHERE {where or 'true'} "
+            "ORDER BY started_at DESC NULLS LAST, run_id DESC LIMIT ?",
+            [*params, max(0, int(limit))],
+        ).fetchall()
+    ]
+    if not ids:
+        frame = store.relation_frame(con.sql("SELECT * FROM stall_breakdown LIMIT 0"))
+    else:
+        marks = ", ".join("?" for _ in ids)
+        frame = store.relation_frame(
+            con.sql(
+                f"SELECT * FROM stall_breakdown WHERE run_id IN ({marks}) "
+                "ORDER BY started_at DESC NULLS LAST, run_id DESC",
+                params=ids,
+            )
+        )
+    return add_run_labels(frame)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -142,6 +167,12 @@ class RunFilter:
     limit: int = 20
 
 
+def model_names(db_path: Path | str) -> list[str]:
+    """Models the database knows (the models table), sorted."""
+    with store.connect(db_path, read_only=True) as con:
+        return [row[0] for row in con.execute("SELECT name FROM models ORDER BY name").fetchall()]
+
+
 def filter_options(db_path: Path | str) -> dict[str, Any]:
     """Distinct values to filter on (sorted), and the first and last run date."""
     with store.connect(db_path, read_only=True) as con:
@@ -161,25 +192,15 @@ def filter_options(db_path: Path | str) -> dict[str, Any]:
     return options
 
 
-def find_runs(db_path: Path | str, run_filter: RunFilter) -> pd.DataFrame:
-    """stall_breakdown rows matching the filter, newest first, at most `run_filter.limit`; with labels."""
+def find_runs(db_path: Path | str, run_filter: RunFilter) -> tuple[pd.DataFrame, int]:
+    """(stall_breakdown rows matching the filter, newest first, at most `run_filter.limit`, labelled;
+    how many runs match in all)."""
     where, params = _filter_sql(run_filter)
-    sql = "SELECT * FROM stall_breakdown"
-    if where:
-        sql += " WHERE " + " AND ".join(where)
-    sql += " ORDER BY started_at DESC NULLS LAST, run_id DESC LIMIT ?"
-    params.append(max(1, int(run_filter.limit)))
+    condition = " AND ".join(where) if where else "true"
     with store.connect(db_path, read_only=True) as con:
-        frame = store.relation_frame(con.sql(sql, params=params))
-    return add_run_labels(frame)
-
-
-def count_runs(db_path: Path | str, run_filter: RunFilter) -> int:
-    """How many runs match the filter (without the limit)."""
-    where, params = _filter_sql(run_filter)
-    sql = "SELECT count(*) FROM runs" + (" WHERE " + " AND ".join(where) if where else "")
-    with store.connect(db_path, read_only=True) as con:
-        return int(con.execute(sql, params).fetchone()[0])
+        total = int(con.execute(f"SELECT count(*) FROM runs WHERE {condition}", params).fetchone()[0])
+        frame = _breakdown_rows(con, condition, params, max(1, int(run_filter.limit)))
+    return frame, total
 
 
 def _filter_sql(run_filter: RunFilter) -> tuple[list[str], list[Any]]:
@@ -306,50 +327,74 @@ def breakdown_table(breakdown: pd.DataFrame) -> pd.DataFrame:
     return table
 
 
-def get_run(db_path: Path | str, run_id: str) -> dict[str, Any] | None:
-    """One stored run (runs row, spec, fingerprint, phases, stalls), or None."""
-    return store.get_run(db_path, run_id)
-
-
-def iteration_samples(db_path: Path | str, run_id: str, max_rows: int = MAX_ITERATION_POINTS) -> pd.DataFrame:
-    """Per-iteration times of one run (phase, iteration, iteration_s and parts), at most `max_rows` rows."""
-    sql = (
-        "SELECT i.phase, i.iteration, i.iteration_s, i.data_s, i.forward_s, i.backward_s, i.optimizer_s "
-        "FROM iterations AS i LEFT JOIN phases AS p ON p.run_id = i.run_id AND p.phase = i.phase "
-        "WHERE i.run_id = ? ORDER BY p.phase_index, i.phase, i.iteration LIMIT ?"
-    )
-    with store.connect(db_path, read_only=True) as con:
-        return store.relation_frame(con.sql(sql, params=[run_id, int(max_rows)]))
-
-
-def telemetry_series(
+def run_detail(
     db_path: Path | str,
     run_id: str,
-    phases: list[dict[str, Any]] | None = None,
+    max_iterations: int = MAX_ITERATION_POINTS,
     max_points_per_metric: int = MAX_TELEMETRY_POINTS_PER_METRIC,
-) -> pd.DataFrame:
-    """Telemetry of one run on one time axis: phases laid end to end by their wall time.
-
-    Columns: phase, metric, group (CPU %, Disk MB/s, ...), t_s (within the phase), run_t_s (since the first
-    phase started), value. Long series are thinned in SQL to about `max_points_per_metric` per metric.
-    """
-    sql = (
-        "WITH t AS (SELECT phase, metric, t_s, value, "
-        "row_number() OVER (PARTITION BY phase, metric ORDER BY t_s) AS n, "
-        "count(*) OVER (PARTITION BY phase, metric) AS total FROM telemetry WHERE run_id = ?), "
-        "s AS (SELECT count(DISTINCT phase) AS phases FROM t) "
-        "SELECT phase, metric, t_s, value FROM t, s "
-        "WHERE (n - 1) % greatest(1, CAST(ceil(total * phases / ?) AS BIGINT)) = 0"
-        " ORDER BY phase, metric, t_s"
-    )
+) -> dict[str, Any] | None:
+    """One stored run, read over one connection: the runs row (spec, fingerprint, warnings parsed), "phases"
+    and "stalls" (lists of dicts, as store.get_run gives them), "samples" (per-iteration times) and
+    "telemetry" (see telemetry_frame). None when there is no such run."""
     with store.connect(db_path, read_only=True) as con:
-        frame = store.relation_frame(con.sql(sql, params=[run_id, float(max_points_per_metric)]))
-    spans = phase_spans(phases or [])
+        runs = store.relation_frame(con.sql("SELECT * FROM runs WHERE run_id = ?", params=[run_id]))
+        if runs.empty:
+            return None
+        phases = store.relation_frame(
+            con.sql("SELECT * FROM phases WHERE run_id = ? ORDER BY phase_index, phase", params=[run_id])
+        )
+        stalls = store.relation_frame(
+            con.sql(
+                "SELECT * FROM stalls WHERE run_id = ? ORDER BY list_position(?, stall) NULLS LAST, stall",
+                params=[run_id, list(STALL_NAMES)],
+            )
+        )
+        samples = store.relation_frame(
+            con.sql(
+                "SELECT phase, iteration, iteration_s, data_s, forward_s, backward_s, optimizer_s "
+                "FROM iterations WHERE run_id = ? ORDER BY list_position(?, phase), phase, iteration LIMIT ?",
+                params=[run_id, list(phases["phase"]), int(max_iterations)],
+            )
+        )
+        telemetry = store.relation_frame(
+            con.sql(
+                "WITH t AS (SELECT phase, metric, t_s, value, "
+                "row_number() OVER (PARTITION BY phase, metric ORDER BY t_s) AS n, "
+                "count(*) OVER (PARTITION BY phase, metric) AS total FROM telemetry WHERE run_id = ?), "
+                "s AS (SELECT count(DISTINCT phase) AS phases FROM t) "
+                "SELECT phase, metric, t_s, value FROM t, s "
+                "WHERE (n - 1) % greatest(1, CAST(ceil(total * phases / ?) AS BIGINT)) = 0 "
+                "ORDER BY phase, metric, t_s",
+                params=[run_id, float(max_points_per_metric)],
+            )
+        )
+    run = _records(runs)[0]
+    for column in ("spec", "fingerprint", "warnings"):
+        if isinstance(run.get(column), str):
+            run[column] = json.loads(run[column])
+    for column in ("started_at", "finished_at", "ingested_at"):
+        if isinstance(run.get(column), str):
+            run[column] = datetime.fromisoformat(run[column])
+    run["phases"] = _records(phases)
+    run["stalls"] = _records(stalls)
+    run["samples"] = samples
+    run["telemetry"] = telemetry_frame(telemetry, run["phases"])
+    return run
+
+
+def telemetry_frame(telemetry: pd.DataFrame, phases: list[dict[str, Any]]) -> pd.DataFrame:
+    """Telemetry rows (phase, metric, t_s, value) on one time axis, phases laid end to end by wall time.
+
+    Adds run_t_s (seconds since the first phase started) and group (which chart: CPU %, Disk MB/s, ...);
+    byte counts become GB for a readable axis.
+    """
+    frame = telemetry.copy()
+    spans = phase_spans(phases)
     offsets = dict(zip(spans["phase"], spans["start_s"], strict=True)) if not spans.empty else {}
     frame["run_t_s"] = frame["t_s"] + frame["phase"].map(offsets).fillna(0.0)
     frame["group"] = frame["metric"].map(metric_group)
     scale = frame["metric"].str.endswith("_bytes")
-    frame.loc[scale, "value"] = frame.loc[scale, "value"] / 1e9  # bytes -> GB for a readable axis
+    frame.loc[scale, "value"] = frame.loc[scale, "value"] / 1e9
     frame["metric"] = frame["metric"].where(~scale, frame["metric"].str.replace("_bytes", "_gb", regex=False))
     return frame
 

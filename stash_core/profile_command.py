@@ -108,8 +108,15 @@ def profile_from_args(args, db_path: Path) -> int:
     if not args.no_store:
         store.ingest_result(db_path, doc, source_file=str(out_path))
     if args.progress == "json":
-        protocol.emit("DONE", {"run_id": doc["run_id"], "status": doc["status"], "result_file": str(out_path),
-                               "error": doc["error"]})
+        protocol.emit(
+            "DONE",
+            {
+                "run_id": doc["run_id"],
+                "status": doc["status"],
+                "result_file": str(out_path),
+                "error": doc["error"],
+            },
+        )
     if error is not None:
         print(f"stash: saved the {doc['status']} run {doc['run_id']} to {out_path}", file=sys.stderr)
         raise error

@@ -110,7 +110,9 @@ def iterations_per_epoch(spec: ProfileSpec, images: int | None) -> int | None:
     return per_epoch(images, spec.batch_size, spec.workers_total)
 
 
-def run_profile(spec: ProfileSpec, model_info: dict, data: DataSetup, reporter: Reporter | None = None) -> dict:
+def run_profile(
+    spec: ProfileSpec, model_info: dict, data: DataSetup, reporter: Reporter | None = None
+) -> dict:
     """Measure every planned run and return the complete result document (never half-filled)."""
     from .fingerprint import machine_fingerprint
 
@@ -169,7 +171,9 @@ def chain_for(spec: ProfileSpec) -> list[str]:
     return plan_phases(spec)[0]
 
 
-def breakdown_of_completed(doc: dict, chain: list[str], spec: ProfileSpec, warnings: list[str]) -> dict | None:
+def breakdown_of_completed(
+    doc: dict, chain: list[str], spec: ProfileSpec, warnings: list[str]
+) -> dict | None:
     not_separable = doc.pop("_not_separable", None) or {}
     completed = [record for record in doc["phases"] if record.get("status") == "completed"]
     if not completed:
@@ -178,7 +182,9 @@ def breakdown_of_completed(doc: dict, chain: list[str], spec: ProfileSpec, warni
         record["name"]: PhaseTime(record["iteration_s"]["mean"], record["iteration_s"]["ci95"])
         for record in completed
     }
-    result = breakdown(times, chain, iterations_per_epoch(spec, doc["spec"].get("dataset_images")), not_separable)
+    result = breakdown(
+        times, chain, iterations_per_epoch(spec, doc["spec"].get("dataset_images")), not_separable
+    )
     result["warnings"] = warnings + result["warnings"]
     return result
 

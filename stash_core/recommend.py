@@ -272,13 +272,12 @@ class _Planner:
             basis.append(f"{stall} by {prediction['method']}")
             if prediction["expected_mape"] is None:
                 error_known = False
+                notes.append(f"{stall} stall {prediction['status']}")
             else:
                 weighted_error += prediction["expected_mape"] * prediction["stall_s"]
         iteration_s = sum(stalls.values())
         # The expected error covers the modelled stalls; compute/CPU/disk come from a measured profile.
         expected = weighted_error / iteration_s if modelled and error_known and iteration_s > 0 else None
-        if modelled and not error_known:
-            notes.append("expected error unknown (uncalibrated stall model)")
         self._append(
             name,
             instance,

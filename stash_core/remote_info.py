@@ -41,18 +41,18 @@ def _gpus(torch_module: object | None) -> tuple[list[dict], str | None, str]:
             return nvml.list_gpus(), "nvml", status
     except Exception as exc:  # noqa: BLE001 - an info probe reports, it does not fail
         status = f"nvml unusable: {exc}"
+    status = status.removeprefix("no GPU: ")
     if torch_module is not None:
-        cuda = torch_module.cuda  # type: ignore[attr-defined]
         try:
-            count = int(cuda.device_count())
-        except Exception:  # noqa: BLE001
-            count = 0
-        gpus = []
-        for index in range(count):
-            props = cuda.get_device_properties(index)
-            gpus.append({"index": index, "name": props.name, "memory_bytes": int(props.total_memory)})
-        if count:
-            return gpus, "torch", f"{count} GPUs via torch.cuda"
+            cuda = torch_module.cuda  # type: ignore[attr-defined]
+            gpus = []
+            for index in range(int(cuda.device_count())):
+                props = cuda.get_device_properties(index)
+                gpus.append({"index": index, "name": props.name, "memory_bytes": int(props.total_memory)})
+        except Exception as exc:  # noqa: BLE001 - a broken CUDA setup is reported, not raised
+            return [], None, f"no GPU: {status}; torch.cuda failed: {exc}"
+        if gpus:
+            return gpus, "torch", f"{len(gpus)} GPUs via torch.cuda"
         return [], None, f"no GPU: {status}; torch.cuda sees none"
     return [], None, f"no GPU: {status}"
 

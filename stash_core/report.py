@@ -20,7 +20,11 @@ def format_breakdown(breakdown: dict, dataset_images: int | None = None) -> str:
     relative = f" ± {ci / iteration_s:.1%}" if ci is not None and iteration_s else ""
     head = f"iteration {iteration_s:.3f} s{relative}"
     if breakdown.get("epoch_s") is not None:
-        images = f"{dataset_images} images" if dataset_images else f"{breakdown['iterations_per_epoch']} iterations"
+        images = (
+            f"{dataset_images} images"
+            if dataset_images
+            else f"{breakdown['iterations_per_epoch']} iterations"
+        )
         head += f"  (epoch of {images}: {format_seconds(breakdown['epoch_s'])})"
     lines = [head]
     for name in STALLS:

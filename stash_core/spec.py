@@ -62,7 +62,9 @@ def parse_stalls(text: str) -> list[str]:
     names = [aliases.get(name, name) for name in names]
     unknown = [name for name in names if name not in STALLS]
     if unknown or not names:
-        raise UsageError(f"--stalls: unknown stall {', '.join(unknown) or '(empty)'}; choose from {', '.join(STALLS)}")
+        raise UsageError(
+            f"--stalls: unknown stall {', '.join(unknown) or '(empty)'}; choose from {', '.join(STALLS)}"
+        )
     return [s for s in STALLS if s in names]
 
 

@@ -79,7 +79,12 @@ def breakdown(
                 unattributed_s += times[phase].mean_s
             else:
                 stalls[name] = _stall(
-                    times[phase].mean_s, times[phase].ci95_s, reference_s, iterations_per_epoch, "measured", ""
+                    times[phase].mean_s,
+                    times[phase].ci95_s,
+                    reference_s,
+                    iterations_per_epoch,
+                    "measured",
+                    "",
                 )
         elif chain.index(phase) - chain.index(previous) > 1:
             # A gap in the chain: the difference mixes several stalls, so attribute none of them.

@@ -217,7 +217,10 @@ def network_answer(
     needed = None if gbps is None else gbps * max(factor, 1.0)
     target = f"{target_share:.0%} of the rest of the iteration"
     if needed is not None:
-        summary = f"{needed:.3g} Gbit/s per machine ({max(factor, 1):.3g}x {gbps:g}) brings network stall to {target}"
+        summary = (
+            f"{needed:.3g} Gbit/s per machine ({max(factor, 1):.3g}x {gbps:g}) "
+            f"brings network stall to {target}"
+        )
     else:
         summary = f"{max(factor, 1):.3g}x the current bandwidth (unknown) brings network stall to {target}"
     return {

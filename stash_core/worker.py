@@ -77,7 +77,9 @@ def run_job(job: dict, rank: int) -> dict:
     sync = make_sync(device)
     times = StepTimes()
     slowest_s: list[float] = []
-    stop_reason = run_until_done(job, model, optimizer, loss_fn(info), batches, device, times, slowest_s, sync, rank)
+    stop_reason = run_until_done(
+        job, model, optimizer, loss_fn(info), batches, device, times, slowest_s, sync, rank
+    )
     return summarise_ranks(job, times, slowest_s, stop_reason, world_size, bad_files, device)
 
 

@@ -113,8 +113,6 @@ def set_instance(db_path: Path | str, name: str, **fields: Any) -> dict[str, Any
     """
     if not fields:
         raise UsageError("nothing to change: give at least one field")
-    if "name" in fields:
-        raise UsageError("an instance cannot be renamed; add a new one instead")
     changes = _clean(fields, partial=True)
     with connect(db_path) as con:
         _seed(con, builtin_instances().to_dict(orient="records"))

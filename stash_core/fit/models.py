@@ -112,11 +112,14 @@ class StallModel:
         """
         link = link or self.link
         if self.kind == "linear" and self.linear is not None:
-            return float(self.linear.predict([[float(counts[name]) for name in self.features]])[0])
+            # A stall cannot be negative: a line extrapolated below zero predicts none.
+            return max(0.0, float(self.linear.predict([[float(counts[name]) for name in self.features]])[0]))
         if link is None:
             return None
         if self.kind == "pooled-linear" and self.linear is not None:
-            return float(self.linear.predict([_pooled_features(counts["grad_bytes"], world_size, link)])[0])
+            return max(
+                0.0, float(self.linear.predict([_pooled_features(counts["grad_bytes"], world_size, link)])[0])
+            )
         if self.kind == "alpha-beta":
             comm_s = allreduce_time_s(counts["grad_bytes"], world_size, link.alpha_s, link.beta_s_per_byte)
             return (1.0 if self.scale is None else self.scale) * comm_s
@@ -353,7 +356,9 @@ def _lomo_linear(frame: pd.DataFrame, features: tuple[str, ...]) -> np.ndarray:
             train[list(features)].to_numpy(dtype=float), train["stall_s"].to_numpy(dtype=float), features
         )
         if fit is not None:
-            predictions[test] = fit.predict(frame.loc[test, list(features)].to_numpy(dtype=float))
+            predictions[test] = np.maximum(
+                0.0, fit.predict(frame.loc[test, list(features)].to_numpy(dtype=float))
+            )
     return predictions
 
 
@@ -477,12 +482,12 @@ def _fit_families(
                 fit = fit_linear(x[train], y[train], _POOLED_FEATURES)
                 here = test_all[member]
                 if fit is not None:
-                    lomo[here] = fit.predict(x[member][here])
+                    lomo[here] = np.maximum(0.0, fit.predict(x[member][here]))
             lobo = None
             if bandwidths >= 2 and pooled.loc[~member, "model"].nunique() >= 3:
                 fit = fit_linear(x[~member], y[~member], _POOLED_FEATURES)
                 if fit is not None:
-                    lobo = mape(fit.predict(x[member]), y[member])
+                    lobo = mape(np.maximum(0.0, fit.predict(x[member])), y[member])
             fitted = full_fit.predict(x[member])
             out.append(
                 StallModel(

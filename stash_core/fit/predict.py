@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,12 @@ def model_counts(
     model: str, num_classes: int | None = None, input_shape: tuple[int, ...] | None = None
 ) -> dict:
     """Gradient bytes, gradient-tensor count and layer count of a zoo model or FILE.py:FACTORY."""
+    return dict(_counts(model, num_classes, None if input_shape is None else tuple(input_shape)))
+
+
+@functools.lru_cache(maxsize=64)
+def _counts(model: str, num_classes: int | None, input_shape: tuple[int, ...] | None) -> dict:
+    # Built on the meta device (no weights allocated); cached, as a page may ask again on every rerun.
     from stash_core.zoo import describe_model
 
     info = describe_model(model, num_classes=num_classes, input_shape=input_shape)
@@ -113,6 +120,13 @@ def predict_stall(
         family = _matching_groups(report, stall, {k: v for k, v in wanted.items() if k != "bandwidth_gbps"})
         if family:
             return _from_family(result, report, stall, family, counts, world, bandwidth_gbps)
+        relatives = _matching_groups(
+            report, stall, {k: v for k, v in wanted.items() if k not in ("bandwidth_gbps", "nodes")}
+        )
+        if relatives:
+            answer = _from_other_node_counts(result, report, stall, relatives, counts, world, bandwidth_gbps)
+            if answer["stall_s"] is not None:
+                return answer
     return _uncalibrated(result, stall, counts, world, bandwidth_gbps, alpha_s, beta_s_per_byte)
 
 
@@ -231,6 +245,50 @@ def _from_family(
         validated_by="leave-one-bandwidth-out"
         if best["lobo_mape"] is not None
         else "not validated (one bandwidth profiled)",
+    )
+    return result
+
+
+def _from_other_node_counts(
+    result: dict[str, Any],
+    report: FitReport,
+    stall: str,
+    relatives: list[dict[str, Any]],
+    counts: dict,
+    world: int,
+    bandwidth_gbps: float,
+) -> dict[str, Any]:
+    """Another node count: the alpha-beta scale of the same machines at the profiled node counts.
+
+    The ring factor carries the change in workers; the scale (overlap, contention) is assumed to carry over.
+    There is nothing held out to validate that on, so the expected error stays unknown.
+    """
+    alpha_beta = [
+        model
+        for group in relatives
+        for model in report.models_for(stall, group)
+        if model.name == ALPHA_BETA and model.link is not None and not model.residuals.empty
+    ]
+    if not alpha_beta:
+        return result
+    wire_s = np.concatenate([model.residuals["wire_s"].to_numpy(dtype=float) for model in alpha_beta])
+    measured = np.concatenate([model.residuals["measured_s"].to_numpy(dtype=float) for model in alpha_beta])
+    scale = calibrate_scale(measured, wire_s)
+    if scale is None:
+        return result
+    alpha = float(np.median([model.link.alpha_s for model in alpha_beta]))
+    value = scale * allreduce_time_s(counts["grad_bytes"], world, alpha, beta_from_gbps(bandwidth_gbps))
+    nodes = sorted({int(group.get("nodes") or 1) for group in relatives})
+    result.update(
+        stall_s=value,
+        method=f"{ALPHA_BETA} calibrated at {', '.join(map(str, nodes))} node(s)",
+        status="predicted (scale calibrated on other node counts; error unknown)",
+        validated_by="not validated",
+        group=f"{group_label(stall, relatives[0]).split(' / ')[0]} / {world} workers at "
+        f"{format_gbps(bandwidth_gbps)} (not profiled)",
+        candidates=[
+            {"fit": ALPHA_BETA, "stall_s": value, "lomo_mape": None, "lobo_mape": None, "best": True}
+        ],
     )
     return result
 

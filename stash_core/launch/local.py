@@ -14,6 +14,8 @@ import sys
 import time
 from collections.abc import Callable
 
+import psutil
+
 from ..errors import MeasurementError
 
 KILL_GRACE_S = 5.0
@@ -89,17 +91,41 @@ def run_local(
 
 
 def stop_process_group(process: subprocess.Popen) -> None:
-    """End the process and everything it started (same session): TERM, then KILL after a grace."""
+    """End the process and everything it started: TERM, then KILL after a grace.
+
+    torchrun starts each worker in a session of its own, so signalling torchrun's process group
+    is not enough: every descendant seen before the first signal is signalled too.
+    """
+    descendants = _descendants(process.pid)
     pgid = process.pid  # start_new_session made the process its group's leader
     _signal_group(pgid, signal.SIGTERM)
+    for child in descendants:
+        _signal_process(child, signal.SIGTERM)
     try:
         process.wait(timeout=KILL_GRACE_S)
     except subprocess.TimeoutExpired:
         pass
+    _, alive = psutil.wait_procs(descendants, timeout=KILL_GRACE_S if process.returncode is None else 1.0)
     _signal_group(pgid, signal.SIGKILL)
+    for child in alive + _descendants(process.pid):
+        _signal_process(child, signal.SIGKILL)
     if process.poll() is None:
         process.kill()
         process.wait()
+
+
+def _descendants(pid: int) -> list[psutil.Process]:
+    try:
+        return psutil.Process(pid).children(recursive=True)
+    except psutil.Error:
+        return []
+
+
+def _signal_process(child: psutil.Process, sig: int) -> None:
+    try:
+        child.send_signal(sig)
+    except psutil.Error:
+        pass
 
 
 def _signal_group(pgid: int, sig: int) -> None:

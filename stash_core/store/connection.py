@@ -72,6 +72,9 @@ def connect(
                 con = _checked_reader(con, path)
             else:
                 ensure_schema(con, str(path))
+        except duckdb.Error as exc:
+            con.close()
+            raise UsageError(f"cannot use database {path}: {_first_line(exc)}") from None
         except BaseException:
             con.close()
             raise

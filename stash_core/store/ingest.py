@@ -11,9 +11,10 @@ from typing import Any
 import duckdb
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 from stash_core.errors import UsageError
-from stash_core.resultfile import SCHEMA_VERSION, json_safe, load_result, upgrade_result
+from stash_core.resultfile import SAMPLE_KEYS, SCHEMA_VERSION, json_safe, load_result, upgrade_result
 from stash_core.store.connection import connect
 
 _SAMPLE_FLOAT_KEYS = ("iteration_s", "data_s", "forward_s", "backward_s", "optimizer_s")
@@ -69,8 +70,8 @@ class _PreparedRun:
     model_row: dict[str, Any] | None
     phases: pd.DataFrame
     stalls: pd.DataFrame
-    iterations: list[tuple[str, pd.DataFrame]]  # (phase, frame) per phase with samples
-    telemetry: list[tuple[str, pd.DataFrame]]
+    iterations: list[tuple[str, pa.Table]]  # (phase, table) per phase with samples
+    telemetry: list[tuple[str, pa.Table]]
 
 
 def ingest_result(db_path: Path | str, doc: dict[str, Any], source_file: str | None = None) -> bool:
@@ -159,14 +160,18 @@ def _upsert_model(con: duckdb.DuckDBPyConnection, row: dict[str, Any]) -> None:
 
 
 def _insert_frame(
-    con: duckdb.DuckDBPyConnection, table: str, frame: pd.DataFrame, constants: dict[str, str] | None = None
+    con: duckdb.DuckDBPyConnection,
+    table: str,
+    frame: pd.DataFrame | pa.Table,
+    constants: dict[str, str] | None = None,
 ) -> None:
-    """Bulk insert: DuckDB scans the pandas frame directly; constant columns are passed as parameters."""
-    if frame.empty:
+    """Bulk insert: DuckDB scans the pandas frame or Arrow table directly; constants go in as parameters."""
+    if len(frame) == 0:
         return
     constants = constants or {}
-    columns = [*constants, *frame.columns]
-    select = ", ".join(["?" for _ in constants] + [f'"{column}"' for column in frame.columns])
+    names = list(frame.column_names if isinstance(frame, pa.Table) else frame.columns)
+    columns = [*constants, *names]
+    select = ", ".join(["?" for _ in constants] + [f'"{column}"' for column in names])
     view = f"_stash_ingest_{table}"
     con.register(view, frame)
     try:
@@ -299,25 +304,42 @@ def _stall_row(run_id: str, stall: str, entry: dict[str, Any]) -> dict[str, Any]
     }
 
 
-def _iteration_frame(phase: dict[str, Any]) -> pd.DataFrame | None:
+# Sample and telemetry tables go in as Arrow tables: DuckDB scans them faster than pandas frames, and NaN
+# (a None in the document) is marked as null explicitly.
+
+
+def _iteration_frame(phase: dict[str, Any]) -> pa.Table | None:
     samples = phase.get("samples") or {}
-    present = {key: values for key, values in samples.items() if values}
+    present = {key: values for key, values in samples.items() if key in SAMPLE_KEYS and values}
     if not present:
         return None
     count = len(next(iter(present.values())))  # validate_result checked that the lists agree in length
     name = phase["name"]
-    frame = pd.DataFrame({"iteration": np.arange(count, dtype=np.int32)})
+    columns: dict[str, pa.Array] = {"iteration": pa.array(np.arange(count, dtype=np.int32))}
     for key in _SAMPLE_FLOAT_KEYS:
-        frame[key] = _float_array(present.get(key), count, f"phase {name} samples.{key}")
-    ranks = present.get("slowest_rank")
+        columns[key] = _nullable(_float_array(present.get(key), count, f"phase {name} samples.{key}"))
+    columns["slowest_rank"] = _rank_array(present.get("slowest_rank"), count, name)
+    return pa.table(columns)
+
+
+def _rank_array(ranks: list[Any] | None, count: int, phase: str) -> pa.Array:
+    if not ranks:
+        return pa.nulls(count, type=pa.int32())
     try:
-        frame["slowest_rank"] = pd.array(ranks if ranks else [None] * count, dtype="Int32")
+        values = np.asarray(ranks, dtype=np.float64)  # None becomes NaN (null)
     except (TypeError, ValueError):
-        raise UsageError(f"result file: phase {name} samples.slowest_rank holds non-integer values") from None
-    return frame
+        values = None
+    known = None if values is None else values[~np.isnan(values)]
+    if known is None or np.any(known != np.floor(known)) or np.any(known < 0) or np.any(known > 2**31 - 1):
+        raise UsageError(f"result file: phase {phase} samples.slowest_rank holds non-integers")
+    return _nullable(values).cast(pa.int32())
 
 
-def _telemetry_frame(phase: dict[str, Any]) -> pd.DataFrame | None:
+def _nullable(values: np.ndarray) -> pa.Array:
+    return pa.array(values, from_pandas=True)  # from_pandas: NaN becomes null
+
+
+def _telemetry_frame(phase: dict[str, Any]) -> pa.Table | None:
     telemetry = phase.get("telemetry") or {}
     times = telemetry.get("t_s") or []
     metrics = telemetry.get("metrics") or {}
@@ -329,11 +351,12 @@ def _telemetry_frame(phase: dict[str, Any]) -> pd.DataFrame | None:
         _float_array(series, len(times), f"phase {name} telemetry {metric}")
         for metric, series in metrics.items()
     ]
-    return pd.DataFrame(
+    metric_index = np.repeat(np.arange(len(metrics), dtype=np.int32), len(times))
+    return pa.table(
         {
-            "t_s": np.tile(times_s, len(metrics)),
-            "metric": pd.Categorical(np.repeat(np.array(list(metrics), dtype=object), len(times))),
-            "value": np.concatenate(values),
+            "t_s": _nullable(np.tile(times_s, len(metrics))),
+            "metric": pa.DictionaryArray.from_arrays(pa.array(metric_index), pa.array(list(metrics))),
+            "value": _nullable(np.concatenate(values)),
         }
     )
 
@@ -342,7 +365,7 @@ def _float_array(values: list[Any] | None, count: int, what: str) -> np.ndarray:
     if not values:
         return np.full(count, np.nan)
     try:
-        return np.asarray(values, dtype=np.float64)  # None becomes NaN, which DuckDB stores as NULL
+        return np.asarray(values, dtype=np.float64)  # None becomes NaN, stored as NULL
     except (TypeError, ValueError):
         raise UsageError(f"result file: {what} holds non-numeric values") from None
 

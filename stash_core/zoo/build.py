@@ -46,7 +46,9 @@ def parse_input_shape(text: str) -> tuple[int, ...]:
     return check_input_shape(shape)
 
 
-def check_input_shape(shape: Iterable[int]) -> tuple[int, ...]:
+def check_input_shape(shape: Iterable[int] | str) -> tuple[int, ...]:
+    if isinstance(shape, str):  # "3,224,224" straight from a flag or a form
+        return parse_input_shape(shape)
     try:
         sizes = tuple(operator.index(size) for size in shape)
     except TypeError:
@@ -114,6 +116,11 @@ def _build_zoo(
             raise UsageError(
                 f"{name} takes images: input shape must be C,H,W (like 3,224,224); got {format_shape(shape)}"
             )
+        if min(shape[1:]) < entry.min_image_side:
+            side = entry.min_image_side
+            raise UsageError(
+                f"{name} needs images of at least {side}x{side} pixels; got input shape {format_shape(shape)}"
+            )
         classes = num_classes or DEFAULT_IMAGE_CLASSES
         model = entry.factory(num_classes=classes, in_channels=shape[0])
     else:
@@ -127,15 +134,6 @@ def _build_zoo(
             raise UsageError(f"{name} takes sequences of at most {entry.max_seq_len} tokens; got {shape[0]}")
         classes = num_classes or DEFAULT_TOKEN_CLASSES
         model = entry.factory(num_classes=classes)
-    # Every zoo CNN ends in an adaptive pool, so any image at least as large as 224x224 fits; smaller ones may
-    # shrink to nothing on the way, which a meta forward finds out (it costs ~1 s on deep BatchNorm nets).
-    if entry.kind == "image" and min(shape[1:]) < DEFAULT_IMAGE_SHAPE[1]:
-        try:
-            _probe_logits(model, entry.kind, shape, entry.vocab_size)
-        except Exception as exc:
-            raise UsageError(
-                f"{name} cannot take input shape {format_shape(shape)}: {one_line(exc)}"
-            ) from None
     return model, describe(model, name, entry.kind, shape, classes, entry.vocab_size)
 
 

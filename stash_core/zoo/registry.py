@@ -19,6 +19,9 @@ class ZooEntry:
     factory: Callable[..., nn.Module]
     vocab_size: int | None = None
     max_seq_len: int | None = None
+    # Smallest image height/width that survives the downsampling; every zoo CNN ends in an adaptive pool,
+    # so any size from here up works. Checked by forwards in tests/unit/test_zoo.py.
+    min_image_side: int = 1
 
 
 def _entries() -> dict[str, ZooEntry]:
@@ -26,13 +29,13 @@ def _entries() -> dict[str, ZooEntry]:
     for name in RESNET_LAYOUTS:
         entries[name] = ZooEntry("image", resnet_factory(name))
     for name in VGG_CONFIGS:
-        entries[name] = ZooEntry("image", vgg_factory(name))
-    entries["alexnet"] = ZooEntry("image", AlexNet)
+        entries[name] = ZooEntry("image", vgg_factory(name), min_image_side=32)  # five 2x2 max pools
+    entries["alexnet"] = ZooEntry("image", AlexNet, min_image_side=63)
     entries["mobilenet_v2"] = ZooEntry("image", MobileNetV2)
     entries["shufflenet_v2_x0_5"] = ZooEntry("image", shufflenet_factory("x0_5"))
     entries["shufflenet_v2_x1_0"] = ZooEntry("image", shufflenet_factory("x1_0"))
     entries["shufflenet_v2"] = entries["shufflenet_v2_x1_0"]  # the usual meaning of the bare name
-    entries["squeezenet1_0"] = ZooEntry("image", SqueezeNet)
+    entries["squeezenet1_0"] = ZooEntry("image", SqueezeNet, min_image_side=21)
     for name in BERT_SIZES:
         entries[name] = ZooEntry(
             "tokens", bert_factory(name), vocab_size=VOCAB_SIZE, max_seq_len=MAX_POSITIONS

@@ -12,6 +12,8 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
+from stash_core.zoo.meta import is_meta
+
 
 def _conv3x3(in_planes: int, out_planes: int, stride: int = 1) -> nn.Conv2d:
     return nn.Conv2d(in_planes, out_planes, kernel_size=3, stride=stride, padding=1, bias=False)
@@ -82,7 +84,7 @@ class ResNet(nn.Module):
         self.layer4 = self._make_layer(block, 512, layers[3], stride=2)
         self.avgpool = nn.AdaptiveAvgPool2d((1, 1))
         self.fc = nn.Linear(512 * block.expansion, num_classes)
-        for module in self.modules():  # torchvision's initialisation
+        for module in () if is_meta(self) else self.modules():  # torchvision's initialisation
             if isinstance(module, nn.Conv2d):
                 nn.init.kaiming_normal_(module.weight, mode="fan_out", nonlinearity="relu")
             elif isinstance(module, nn.BatchNorm2d):

@@ -7,6 +7,8 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
+from stash_core.zoo.meta import is_meta
+
 
 class AlexNet(nn.Module):
     def __init__(self, num_classes: int = 1000, in_channels: int = 3, dropout: float = 0.5):
@@ -106,7 +108,7 @@ class MobileNetV2(nn.Module):
         features.append(_conv_bn_relu6(input_channel, last_channel, kernel_size=1))
         self.features = nn.Sequential(*features)
         self.classifier = nn.Sequential(nn.Dropout(p=dropout), nn.Linear(last_channel, num_classes))
-        for module in self.modules():  # torchvision's initialisation
+        for module in () if is_meta(self) else self.modules():  # torchvision's initialisation
             if isinstance(module, nn.Conv2d):
                 nn.init.kaiming_normal_(module.weight, mode="fan_out")
                 if module.bias is not None:
@@ -251,7 +253,7 @@ class SqueezeNet(nn.Module):
         self.classifier = nn.Sequential(
             nn.Dropout(p=dropout), final_conv, nn.ReLU(inplace=True), nn.AdaptiveAvgPool2d((1, 1))
         )
-        for module in self.modules():  # torchvision's initialisation
+        for module in () if is_meta(self) else self.modules():  # torchvision's initialisation
             if isinstance(module, nn.Conv2d):
                 if module is final_conv:
                     nn.init.normal_(module.weight, mean=0.0, std=0.01)

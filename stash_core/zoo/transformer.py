@@ -20,6 +20,8 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
+from stash_core.zoo.meta import is_meta
+
 VOCAB_SIZE = 30522
 MAX_POSITIONS = 512
 TOKEN_TYPES = 2
@@ -67,7 +69,9 @@ class BertClassifier(nn.Module):
         )
         self.pooler = nn.Linear(hidden, hidden)
         self.classifier = nn.Linear(hidden, num_classes)
-        for module in self.modules():  # BERT's initialisation: N(0, 0.02), zero biases
+        for module in (
+            () if is_meta(self) else self.modules()
+        ):  # BERT's initialisation: N(0, 0.02), zero biases
             if isinstance(module, nn.Linear | nn.Embedding):
                 nn.init.normal_(module.weight, 0.0, 0.02)
             if isinstance(module, nn.Linear) and module.bias is not None:

@@ -62,6 +62,8 @@ def _on_sys_path(folder: Path) -> Iterator[None]:
 
 def _import_file(location: str) -> ModuleType:
     path = Path(location).expanduser().resolve()
+    if path.is_dir():
+        raise UsageError(f"model file {location} is a folder; give a .py file")
     if not path.is_file():
         raise UsageError(f"model file not found: {location}")
     if path.suffix != ".py":
@@ -130,7 +132,9 @@ def _call(ref: str, module: ModuleType, factory_name: str, num_classes: int) -> 
             f"{ref}: no factory named {factory_name!r} in {module.__file__ or module.__name__}{hint}"
         )
     if not callable(factory):
-        raise UsageError(f"{ref}: {factory_name!r} is a {type(factory).__name__}, not a callable factory")
+        raise UsageError(
+            f"{ref}: {factory_name!r} is not a callable factory (its type is {type(factory).__name__})"
+        )
     passes_classes = accepts_num_classes(factory)
     try:
         model = factory(num_classes=num_classes) if passes_classes else factory()

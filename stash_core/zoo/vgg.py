@@ -7,6 +7,8 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
+from stash_core.zoo.meta import is_meta
+
 # Output channels of each 3x3 conv; "M" is a 2x2 max pool. Configurations A, B, D, E of the VGG paper.
 VGG_CONFIGS: dict[str, list[int | str]] = {
     "vgg11": [64, "M", 128, "M", 256, 256, "M", 512, 512, "M", 512, 512, "M"],
@@ -64,7 +66,7 @@ class VGG(nn.Module):
             nn.Dropout(p=0.5),
             nn.Linear(4096, num_classes),
         )
-        for module in self.modules():  # torchvision's initialisation
+        for module in () if is_meta(self) else self.modules():  # torchvision's initialisation
             if isinstance(module, nn.Conv2d):
                 nn.init.kaiming_normal_(module.weight, mode="fan_out", nonlinearity="relu")
                 nn.init.constant_(module.bias, 0)

@@ -93,6 +93,7 @@ def test_missing_command_and_timeout(hosts):
         run_remote(hosts[0], ["sleep", "3"], 1)
 
 
+@pytest.mark.slow  # imports torch on the node
 def test_remote_check_reports_versions(hosts):
     import torch
 

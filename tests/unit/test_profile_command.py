@@ -3,29 +3,10 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import duckdb
 import pytest
-
-REPO = Path(__file__).resolve().parents[2]
-TINY_CNN = f"{REPO}/examples/models/tiny_cnn.py:make"
-SMALL = ["--model", TINY_CNN, "--input-shape", "3,32,32", "--batch-size", "4", "--loader-workers", "1"]
-
-
-def stash(*args: str, env_extra: dict | None = None, cwd: Path | None = None, timeout: float = 600):
-    env = {**os.environ, "PYTHONPATH": str(REPO), **(env_extra or {})}
-    return subprocess.run(
-        [sys.executable, "-m", "stash_core", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=cwd,
-        timeout=timeout,
-    )
+from support import REPO, SMALL, one_line_error, stash
 
 
 @pytest.fixture(scope="module")
@@ -57,8 +38,12 @@ def test_full_profile_runs_all_four_runs_and_stores_a_consistent_breakdown(full_
             "FROM stall_breakdown WHERE run_id = ?",
             [doc["run_id"]],
         ).fetchone()
-        phases = dict(con.execute("SELECT phase, iterations FROM phases WHERE run_id = ?", [doc["run_id"]]).fetchall())
-        iteration_rows = con.execute("SELECT count(*) FROM iterations WHERE run_id = ?", [doc["run_id"]]).fetchone()[0]
+        phases = dict(
+            con.execute("SELECT phase, iterations FROM phases WHERE run_id = ?", [doc["run_id"]]).fetchall()
+        )
+        iteration_rows = con.execute(
+            "SELECT count(*) FROM iterations WHERE run_id = ?", [doc["run_id"]]
+        ).fetchone()[0]
     iteration_s, compute_s, interconnect_s, network_s, cpu_s, disk_s = row[:6]
     assert network_s is None  # one machine: not measured
     stall_sum = compute_s + interconnect_s + cpu_s + disk_s
@@ -102,13 +87,6 @@ def test_show_and_ingest_are_idempotent(full_profile, tmp_path):
         assert con.execute("SELECT count(*) FROM runs").fetchone()[0] == 1
 
 
-def one_line_error(result) -> str:
-    lines = [line for line in result.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1, result.stderr
-    assert "Traceback" not in result.stderr
-    return lines[0]
-
-
 @pytest.mark.parametrize(
     "args, expected",
     [
@@ -134,7 +112,9 @@ def test_bad_input_is_one_line_and_exit_2_and_writes_nothing(tmp_path, args, exp
 def test_a_factory_that_raises_is_reported(tmp_path):
     factory = tmp_path / "broken.py"
     factory.write_text("def make(num_classes=10):\n    raise ValueError('weights missing')\n")
-    result = stash("profile", "--model", f"{factory}:make", "--batch-size", "2", "--db", str(tmp_path / "r.duckdb"))
+    result = stash(
+        "profile", "--model", f"{factory}:make", "--batch-size", "2", "--db", str(tmp_path / "r.duckdb")
+    )
     assert result.returncode == 2
     assert "weights missing" in one_line_error(result)
 

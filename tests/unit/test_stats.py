@@ -38,7 +38,7 @@ def test_autocorrelated_samples_get_a_wider_interval():
         value = 0.9 * value + rng.gauss(0, 0.1)
         correlated.append(1.0 + value)
     assert lag1_autocorrelation(correlated) > 0.5
-    scale = (summarise(correlated).std / summarise(independent).std)
+    scale = summarise(correlated).std / summarise(independent).std
     # Same spread would give the same naive interval; the corrected one must be wider.
     assert mean_ci95(correlated)[1] / scale > 1.5 * mean_ci95(independent)[1]
 

@@ -22,6 +22,7 @@ from stash_core.zoo import (
     parse_input_shape,
     synthetic_batch,
 )
+from stash_core.zoo.registry import ZOO
 from stash_core.zoo.user import USER_MODULE_PREFIX, user_module_name
 
 REPO = Path(__file__).resolve().parents[2]
@@ -324,6 +325,28 @@ def test_user_file_can_import_its_neighbours(tmp_path: Path) -> None:
     assert info.param_count == 12
 
 
+def test_user_model_that_cannot_run_on_meta_is_checked_with_a_real_forward(tmp_path: Path) -> None:
+    path = write(
+        tmp_path / "plain_tensor.py",
+        """
+        import torch
+        from torch import nn
+        class Scaled(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(4, 6)
+                self.scale = torch.ones(4)  # not a buffer: stays on the CPU when a meta forward runs
+            def forward(self, x):
+                return self.fc(x.flatten(1) * self.scale)
+    """,
+    )
+    _, info = build_model(f"{path}:Scaled", input_shape=(4, 1))
+    assert info.num_classes == 6
+    with pytest.raises(UsageError) as excinfo:
+        build_model(f"{path}:Scaled", input_shape=(5, 1))
+    assert "fails on input shape 5,1" in usage_error(excinfo)
+
+
 # --- mistakes a user can make ---------------------------------------------------------------------------
 
 
@@ -393,6 +416,16 @@ def test_model_returning_wrong_output_shape(tmp_path: Path) -> None:
     assert "(batch, classes)" in usage_error(excinfo)
 
 
+def test_folder_instead_of_file(tmp_path: Path) -> None:
+    with pytest.raises(UsageError) as excinfo:
+        build_model(f"{tmp_path}:make")
+    assert "is a folder" in usage_error(excinfo)
+
+
+def test_input_shape_may_be_given_as_text() -> None:
+    assert describe_model("resnet18", input_shape="3, 32, 32").input_shape == (3, 32, 32)  # type: ignore[arg-type]
+
+
 def test_model_file_without_factory_name() -> None:
     with pytest.raises(UsageError) as excinfo:
         build_model(str(TINY_CNN))
@@ -419,7 +452,7 @@ def test_bad_num_classes(num_classes: object) -> None:
         ("bert_tiny", (3, 32, 32), "token ids"),
         ("bert_tiny", (513,), "at most 512"),
         ("resnet18", (128,), "C,H,W"),
-        ("alexnet", (3, 32, 32), "cannot take input shape 3,32,32"),
+        ("alexnet", (3, 32, 32), "at least 63x63 pixels; got input shape 3,32,32"),
     ],
 )
 def test_shape_that_does_not_fit_the_model(name: str, shape: tuple[int, ...], expected: str) -> None:
@@ -428,11 +461,39 @@ def test_shape_that_does_not_fit_the_model(name: str, shape: tuple[int, ...], ex
     assert expected in usage_error(excinfo)
 
 
-def test_smallest_inputs_that_fit_are_accepted() -> None:
-    for name, side in [("alexnet", 63), ("squeezenet1_0", 21), ("vgg11", 32)]:
-        assert describe_model(name, input_shape=(3, side, side)).input_shape == (3, side, side)
-        with pytest.raises(UsageError):
-            describe_model(name, input_shape=(3, side - 1, side - 1))
+@pytest.mark.parametrize(
+    "name",
+    [
+        "alexnet",
+        "squeezenet1_0",
+        "vgg11",
+        "vgg13",
+        "vgg16",
+        "vgg19",
+        "resnet18",
+        "resnet50",
+        "mobilenet_v2",
+        "shufflenet_v2_x0_5",
+    ],
+)
+def test_documented_minimum_image_side_is_exact(name: str) -> None:
+    side = ZOO[name].min_image_side
+    with torch.device("meta"):  # a meta forward computes every shape without the arithmetic
+        model, _ = build_model(name, num_classes=10, input_shape=(3, side, side))
+        assert model(torch.empty(2, 3, side, side)).shape == (2, 10)
+        if side > 1:
+            with pytest.raises(RuntimeError):
+                model(torch.empty(2, 3, side - 1, side))
+            with pytest.raises(UsageError) as excinfo:
+                build_model(name, input_shape=(3, side, side - 1))
+            assert f"at least {side}x{side}" in usage_error(excinfo)
+
+
+def test_minimum_image_side_holds_for_real_tensors() -> None:
+    model, _ = build_model("squeezenet1_0", num_classes=10, input_shape=(3, 21, 21))
+    assert model(torch.randn(2, 3, 21, 21)).shape == (2, 10)
+    with pytest.raises(RuntimeError):
+        model(torch.randn(2, 3, 20, 20))
 
 
 # --- shapes, batches, loss, info -------------------------------------------------------------------------

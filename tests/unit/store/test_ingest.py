@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from stash_core import store
@@ -24,6 +25,8 @@ def test_ingesting_twice_stores_once(db_path, result_doc, row_counts) -> None:
 
 def test_rows_match_the_document(db_path, result_doc) -> None:
     doc = result_doc()
+    doc["phases"][2]["samples"]["slowest_rank"][4] = None  # a value the profiler could not record
+    doc["phases"][2]["samples"]["data_s"][4] = None
     store.ingest_result(db_path, doc, source_file="/tmp/run.json")
     run = store.get_run(db_path, doc["run_id"])
     assert run["source_file"] == "/tmp/run.json"
@@ -39,6 +42,9 @@ def test_rows_match_the_document(db_path, result_doc) -> None:
     assert list(r1["slowest_rank"]) == source["slowest_rank"]
     assert list(r1["iteration_s"]) == pytest.approx(source["iteration_s"])
     assert set(r1["slowest_rank"]) == {0, 1}  # two ranks, each the slowest sometimes
+    r3 = iterations[iterations["phase"] == "R3"].reset_index(drop=True)
+    assert r3["slowest_rank"].isna().tolist() == [i == 4 for i in range(len(r3))]
+    assert r3["data_s"].isna().sum() == 1 and pd.isna(r3.loc[4, "data_s"])
 
     telemetry = store.telemetry_frame(db_path, doc["run_id"])
     expected_rows = sum(len(p["telemetry"]["t_s"]) * len(p["telemetry"]["metrics"]) for p in doc["phases"])
@@ -110,10 +116,13 @@ def test_bad_documents_are_refused_before_writing(db_path, result_doc, row_count
     wrong_type["spec"]["batch_size"] = "thirty-two"
     bad_samples = result_doc(run_id="samples")
     bad_samples["phases"][0]["samples"]["forward_s"][3] = "fast"
+    bad_rank = result_doc(run_id="rank")
+    bad_rank["phases"][1]["samples"]["slowest_rank"][2] = 1.5  # Arrow alone would truncate this to 1
     for doc, message in [
         (newer, "upgrade Stash"),
         (wrong_type, "spec.batch_size must be an integer"),
         (bad_samples, "samples.forward_s holds non-numeric values"),
+        (bad_rank, "samples.slowest_rank holds non-integers"),
         ({"kind": "other"}, "not a Stash result"),
     ]:
         with pytest.raises(UsageError, match=message):

@@ -1,0 +1,267 @@
+"""Recommend: which instances to rent, and how many, to train a model within a time budget - ranked by cost,
+measured where profiles exist and predicted (with the expected error) where they do not."""
+
+import altair as alt
+import pandas as pd
+import streamlit as st
+
+from pages._shared import (
+    chart_with_download,
+    current_db,
+    download_buttons,
+    page_guard,
+    page_header,
+    stall_scale,
+)
+from stash_core import dashboard_data
+from stash_core.dashboard_data import STALL_LABELS
+
+CACHE_TTL_S = 20
+STALLS = ("compute", "interconnect", "network", "cpu", "disk")
+
+
+@st.cache_data(ttl=CACHE_TTL_S, max_entries=32, show_spinner="Evaluating configurations…")
+def recommendation(db_path: str, signature: tuple, request: tuple):
+    from stash_core.recommend import recommend
+
+    return recommend(db_path, **dict(request))
+
+
+@st.cache_data(ttl=CACHE_TTL_S, max_entries=8, show_spinner=False)
+def profiled_models(db_path: str, signature: tuple) -> pd.DataFrame:
+    from stash_core.store import query_readonly
+
+    return query_readonly(
+        db_path,
+        "SELECT model, batch_size, count(*) AS runs FROM runs "
+        "WHERE status = 'completed' AND model IS NOT NULL GROUP BY ALL ORDER BY runs DESC, model, batch_size",
+    )
+
+
+@st.cache_data(ttl=CACHE_TTL_S, max_entries=8, show_spinner=False)
+def catalog_names(db_path: str, signature: tuple) -> list[str]:
+    from stash_core.catalog import list_instances
+
+    return list(list_instances(db_path)["name"])
+
+
+def request_form(db: str, signature: tuple) -> dict | None:
+    profiled = profiled_models(db, signature)
+    models = list(dict.fromkeys(profiled["model"])) or ["resnet50"]
+    with st.form("recommend-form"):
+        first = st.columns(4)
+        model = first[0].selectbox("Model", models, accept_new_options=True, key="rec-model")
+        sizes = sorted(set(profiled.loc[profiled["model"] == model, "batch_size"].dropna().astype(int))) or [
+            32
+        ]
+        batch_size = first[1].number_input(
+            "Batch size per worker", min_value=1, value=int(sizes[0]), step=1, key="rec-batch"
+        )
+        epochs = first[2].number_input("Epochs", min_value=0.1, value=90.0, step=1.0, key="rec-epochs")
+        images = first[3].number_input(
+            "Data set images", min_value=1, value=1_281_167, step=1000, key="rec-images"
+        )
+        second = st.columns(4)
+        budget = second[0].number_input(
+            "Time budget (hours)", min_value=0.0, value=24.0, step=1.0, key="rec-budget"
+        )
+        max_usd = second[1].number_input(
+            "Cost limit (USD, 0 = none)", min_value=0.0, value=0.0, step=100.0, key="rec-max-usd"
+        )
+        max_instances = second[2].number_input(
+            "Most instances of one type", min_value=1, max_value=64, value=4, key="rec-max-instances"
+        )
+        spot = second[3].toggle("Spot prices", key="rec-spot")
+        chosen = st.multiselect(
+            "Instances to consider",
+            catalog_names(db, signature),
+            placeholder="all of the catalog",
+            key="rec-inst",
+        )
+        submitted = st.form_submit_button("Recommend", icon=":material/recommend:", type="primary")
+    if not submitted and "rec-request" not in st.session_state:
+        return None
+    if submitted:
+        st.session_state["rec-request"] = {
+            "model": str(model),
+            "batch_size": int(batch_size),
+            "epochs": float(epochs),
+            "dataset_images": int(images),
+            "budget_hours": float(budget) if budget > 0 else None,
+            "max_usd": float(max_usd) if max_usd > 0 else None,
+            "spot": bool(spot),
+            "instances": list(chosen) or None,
+            "max_instances": int(max_instances),
+        }
+    return st.session_state["rec-request"]
+
+
+def pareto_chart(options: pd.DataFrame, budget_hours: float | None) -> alt.LayerChart:
+    data = options.dropna(subset=["training_usd"]).assign(
+        kind=lambda frame: frame["feasible"].map({True: "meets the constraints", False: "does not"})
+    )
+    base = alt.Chart(data)
+    points = base.mark_point(filled=True, size=90).encode(
+        x=alt.X("training_h:Q", title="Training time (hours)", scale=alt.Scale(type="log")),
+        y=alt.Y("training_usd:Q", title="Training cost (USD)", scale=alt.Scale(type="log")),
+        color=alt.Color(
+            "kind:N",
+            title=None,
+            scale=alt.Scale(range=["#4C78A8", "#bab0ac"]),
+            legend=alt.Legend(orient="top"),
+        ),
+        shape=alt.Shape("source:N", title="Iteration time", legend=alt.Legend(orient="top")),
+        tooltip=[
+            alt.Tooltip("config:N", title="configuration"),
+            alt.Tooltip("source:N"),
+            alt.Tooltip("training_h:Q", title="hours", format=".1f"),
+            alt.Tooltip("training_usd:Q", title="USD", format=",.2f"),
+            alt.Tooltip("usd_per_h:Q", title="USD per hour", format=".2f"),
+            alt.Tooltip("expected_error:Q", title="expected error", format=".1%"),
+        ],
+    )
+    front = (
+        alt.Chart(data[data["pareto"]].sort_values("training_h"))
+        .mark_line(color="#F58518", strokeDash=[5, 3])
+        .encode(x="training_h:Q", y="training_usd:Q")
+    )
+    layers = [front, points]
+    if budget_hours:
+        layers.append(
+            alt.Chart(pd.DataFrame({"budget": [budget_hours]}))
+            .mark_rule(color="#E45756")
+            .encode(x="budget:Q")
+        )
+    return alt.layer(*layers).properties(height=360)
+
+
+def composition_chart(ranked: pd.DataFrame) -> tuple[alt.Chart, pd.DataFrame]:
+    long = ranked.melt(
+        id_vars=["config", "source"],
+        value_vars=[f"{stall}_s" for stall in STALLS],
+        var_name="stall",
+        value_name="seconds",
+    ).dropna(subset=["seconds"])
+    long["stall_label"] = long["stall"].str.removesuffix("_s").map(STALL_LABELS)
+    long["order"] = long["stall"].str.removesuffix("_s").map({stall: i for i, stall in enumerate(STALLS)})
+    order = list(ranked["config"])
+    chart = (
+        alt.Chart(long)
+        .mark_bar()
+        .encode(
+            y=alt.Y("config:N", sort=order, title=None, axis=alt.Axis(labelLimit=320)),
+            x=alt.X("seconds:Q", title="Seconds per iteration", stack="zero"),
+            color=alt.Color(
+                "stall_label:N", scale=stall_scale(), title="Stall", legend=alt.Legend(orient="top")
+            ),
+            order=alt.Order("order:Q"),
+            tooltip=[
+                alt.Tooltip("config:N"),
+                alt.Tooltip("stall_label:N", title="stall"),
+                alt.Tooltip("seconds:Q", format=".4f"),
+                alt.Tooltip("source:N"),
+            ],
+        )
+        .properties(height=max(100, 34 * len(order) + 60))
+    )
+    return chart, long
+
+
+def show_result(result) -> None:
+    request = result.request
+    if result.best is None:
+        st.error(f"No recommendation: {result.infeasible_reason}", icon=":material/block:")
+    else:
+        best = result.best
+        with st.container(border=True):
+            st.markdown(":material/recommend: **Recommended**")
+            st.markdown(f"### {best['config']}")
+            error = best.get("expected_error")
+            marked = best["source"] + (
+                f", expected error {error:.0%}" if error is not None and not pd.isna(error) else ""
+            )
+            cols = st.columns(4)
+            cols[0].metric("Training time", f"{best['training_h']:.1f} h")
+            cols[1].metric("Cost", f"${best['training_usd']:,.2f}")
+            cols[2].metric("Price", f"${best['usd_per_h']:.2f}/h")
+            cols[3].metric("Iteration time", marked)
+        for line in result.explanations[1:]:
+            st.markdown(f"- {line}")
+    options = result.options
+    if not options.empty:
+        st.subheader("Time against cost")
+        st.caption(
+            "Every configuration evaluated; the dashed line is the Pareto front (nothing else is both faster "
+            "and cheaper)" + (", the red rule the time budget." if request["budget_hours"] else ".")
+        )
+        columns = [
+            "config",
+            "source",
+            "training_h",
+            "training_usd",
+            "usd_per_h",
+            "expected_error",
+            "feasible",
+            "pareto",
+        ]
+        chart_with_download(
+            pareto_chart(options, request["budget_hours"]), options[columns], "pareto", "rec-pareto"
+        )
+    ranked = result.ranked
+    if not ranked.empty:
+        st.subheader("Configurations that meet the constraints, cheapest first")
+        table = ranked[
+            [
+                "rank",
+                "config",
+                "source",
+                "training_h",
+                "training_usd",
+                "usd_per_h",
+                "expected_error",
+                "iteration_s",
+                "basis",
+                "note",
+            ]
+        ]
+        st.dataframe(
+            table,
+            hide_index=True,
+            width="stretch",
+            column_config={
+                "training_h": st.column_config.NumberColumn("hours", format="%.1f"),
+                "training_usd": st.column_config.NumberColumn("USD", format="dollar"),
+                "usd_per_h": st.column_config.NumberColumn("USD/h", format="%.2f"),
+                "expected_error": st.column_config.NumberColumn("expected error", format="percent"),
+                "iteration_s": st.column_config.NumberColumn("iteration (s)", format="%.4f"),
+            },
+        )
+        st.subheader("Where the time of each choice goes")
+        chart, long = composition_chart(ranked.head(12))
+        chart_with_download(chart, long, "recommendation_stalls", "rec-stalls")
+    if not options.empty:
+        download_buttons(options, "recommendation_options", "rec-options", label="All configurations")
+    if result.excluded:
+        with st.expander(f"Not evaluated ({len(result.excluded)})", icon=":material/help:"):
+            for line in result.excluded:
+                st.markdown(f"- {line}")
+
+
+def main() -> None:
+    page_header(
+        "Recommend",
+        "The cheapest instance type, count and workers that train a model within a time budget. Measured "
+        "profiles where they exist; elsewhere predictions from the validated stall models, marked as such.",
+    )
+    db = current_db()
+    signature = dashboard_data.db_signature(db)
+    request = request_form(str(db), signature)
+    if request is None:
+        st.info("Describe the training job and press Recommend.", icon=":material/info:")
+        return
+    result = recommendation(str(db), signature, tuple(sorted(request.items())))
+    show_result(result)
+
+
+with page_guard():
+    main()

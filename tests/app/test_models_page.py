@@ -1,0 +1,73 @@
+"""The Models page in Streamlit's AppTest: empty database, and fits with held-out errors and a prediction."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path[:0] = [str(REPO), str(REPO / "tests" / "unit")]
+from decision_docs import profile_doc  # noqa: E402
+
+from stash_core.store import ingest_result  # noqa: E402
+
+PAGE = REPO / "pages" / "models.py"
+MODELS = {
+    "m1": (10e6, 20, 15),
+    "m2": (40e6, 60, 41),
+    "m3": (80e6, 100, 70),
+    "m4": (120e6, 160, 110),
+    "m5": (200e6, 40, 30),
+}
+
+
+def _page(db: Path, monkeypatch: pytest.MonkeyPatch) -> AppTest:
+    monkeypatch.setenv("STASH_DB", str(db))
+    monkeypatch.setenv("STASH_VALIDATE_CHARTS", "1")
+    app = AppTest.from_file(str(PAGE), default_timeout=120)
+    app.session_state["stash_db_path"] = str(db)
+    return app.run()
+
+
+def test_empty_database_says_what_to_run(tmp_path, monkeypatch):
+    app = _page(tmp_path / "empty.duckdb", monkeypatch)
+    assert not app.exception
+    assert any("stash campaign" in info.value for info in app.info)
+
+
+def test_fits_errors_and_a_prediction(tmp_path, monkeypatch):
+    db = tmp_path / "fits.duckdb"
+    for name, (grad_bytes, tensors, layers) in MODELS.items():
+        stall_s = 0.002 + 1e-9 * grad_bytes + 1e-4 * tensors
+        ingest_result(
+            db,
+            profile_doc(
+                name,
+                grad_bytes=int(grad_bytes),
+                grad_tensor_count=tensors,
+                layer_count=layers,
+                instance="lab",
+                stalls={"compute": 0.3, "interconnect": stall_s},
+            ),
+        )
+    app = _page(db, monkeypatch)
+    assert not app.exception
+    metrics = {metric.label: metric.value for metric in app.metric}
+    assert metrics["Best model"] == "linear: bytes+tensors"
+    assert metrics["Leave-one-model-out error"] == "0.0%"
+    table = app.dataframe[0].value
+    assert table.iloc[0]["model"] == "linear: bytes+tensors" and bool(table.iloc[0]["best"])
+    assert "Published performance predictors" in " ".join(caption.value for caption in app.caption)
+    app.selectbox(key="models-feature").set_value("grad_tensor_count").run()
+    assert not app.exception
+    app.text_input[0].set_value("resnet18")
+    app.button[0].click().run()
+    assert not app.exception
+    prediction = app.dataframe[-1].value
+    assert list(prediction["stall"]) == ["interconnect"]
+    assert prediction.iloc[0]["by"] == "linear: bytes+tensors"
+    expected_s = 0.002 + 1e-9 * 46_758_048 + 1e-4 * 62
+    assert prediction.iloc[0]["predicted_ms"] == pytest.approx(expected_s * 1e3, rel=1e-6)

@@ -1,0 +1,259 @@
+"""Every dashboard page in AppTest, on an empty and a populated database, and what each page does."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import duckdb
+import pytest
+from dashboard_docs import APP, PAGES, REPO, make_result_doc, run_count, table_exists
+from streamlit.testing.v1 import AppTest
+
+from stash_core import examples, jobs
+
+TIMEOUT_S = 90
+
+
+@pytest.fixture(autouse=True)
+def _validate_charts(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Pages skip Altair's schema validation for speed; here every chart they draw is validated.
+    monkeypatch.setenv("STASH_VALIDATE_CHARTS", "1")
+
+
+def open_page(title: str, query: dict[str, str] | None = None) -> AppTest:
+    app = AppTest.from_file(APP, default_timeout=TIMEOUT_S)
+    for key, value in (query or {}).items():
+        app.query_params[key] = value
+    app.run()
+    if PAGES[title] != PAGES["Overview"]:
+        app.switch_page(PAGES[title]).run()
+    return app
+
+
+def charts(app: AppTest) -> list:
+    return list(app.get("vega_lite_chart"))
+
+
+def texts(app: AppTest) -> str:
+    parts = [
+        e.value
+        for kind in ("markdown", "caption", "info", "success", "warning", "error")
+        for e in getattr(app, kind)
+    ]
+    return "\n".join(str(p) for p in parts)
+
+
+def assert_clean(app: AppTest) -> None:
+    assert not app.exception, [e.value for e in app.exception]
+    assert not app.error, [e.value for e in app.error]
+
+
+@pytest.mark.parametrize("title", list(PAGES))
+def test_every_page_renders_on_an_empty_database(empty_db: Path, title: str) -> None:
+    app = open_page(title)
+    assert_clean(app)
+    assert app.title[0].value in (title, "Run a profile")
+    assert not empty_db.exists()  # looking never creates the database
+
+
+@pytest.mark.parametrize("title", list(PAGES))
+def test_every_page_renders_on_a_populated_database(populated_db: Path, title: str) -> None:
+    app = open_page(title)
+    assert_clean(app)
+    if title in ("Overview", "Stall breakdown", "Compare instances"):
+        assert charts(app), f"{title} shows no chart"
+        assert app.get("download_button"), f"{title} offers no chart data download"
+
+
+def test_overview_counts_what_the_database_holds(populated_db: Path) -> None:
+    app = open_page("Overview")
+    metrics = {metric.label: metric.value for metric in app.metric}
+    assert metrics["Runs"] == "5"
+    assert metrics["Completed"] == "4"
+    assert metrics["Models"] == "2"
+    assert metrics["Instances"] == "2"
+
+
+def test_empty_database_offers_the_examples_and_imports_them(empty_db: Path) -> None:
+    shipped = examples.example_result_files()
+    assert shipped, "examples/results/ holds no example result files"
+    app = open_page("Overview")
+    button = app.button(key="import-examples")
+    assert not button.disabled
+    button.click().run()
+    assert_clean(app)
+    assert run_count(empty_db) == len(shipped)
+    assert charts(app)  # the page now shows the breakdowns of the imported runs
+
+
+def test_breakdown_filters_runs_and_shows_one_in_detail(populated_db: Path) -> None:
+    app = open_page("Stall breakdown")
+    app.multiselect(key="bd-models").set_value(["vgg11"]).run()
+    assert_clean(app)
+    assert "1 of 1 matching run" in texts(app)
+    assert app.selectbox(key="bd-run").value == "20261121T090000Z-cccc0004"
+    for section in ("Iteration times", "Telemetry", "Phases", "Machine and spec", "Stalls"):
+        app.button_group(key="bd-section").set_value(section).run()
+        assert_clean(app)
+        if section in ("Iteration times", "Telemetry"):
+            assert charts(app), section
+
+
+def test_breakdown_opens_a_failed_run_from_the_link_with_its_reason(populated_db: Path) -> None:
+    app = open_page("Stall breakdown", {"run": "20261121T100000Z-dddd0005"})
+    assert not app.exception
+    assert any("worker 1 exited" in e.value for e in app.error)
+
+
+def test_breakdown_per_epoch_and_share_views(populated_db: Path) -> None:
+    app = open_page("Stall breakdown")
+    for measure in ("epoch_s", "share", "seconds"):
+        app.button_group(key="bd-measure").set_value(measure).run()
+        assert_clean(app)
+        assert charts(app)
+
+
+def test_compare_names_the_fastest_and_the_cheapest(populated_db: Path) -> None:
+    app = open_page("Compare instances")
+    assert_clean(app)
+    assert app.selectbox(key="cmp-pick").value == ("resnet18", 32)
+    shown = texts(app)
+    # big-vm: 0.22 s per iteration at 0.40 USD/h; small-vm: ~0.45 s at 0.10 USD/h.
+    fastest = shown.split("Fastest")[1].split("Cheapest")[0]
+    cheapest = shown.split("Cheapest")[1]
+    assert "big-vm" in fastest.split("\n")[1]
+    assert "small-vm" in cheapest.split("\n")[1]
+    assert "cheaper" in cheapest
+
+
+def test_run_form_refuses_bad_input_and_starts_nothing(empty_db: Path) -> None:
+    app = open_page("Run")
+    app.radio(key="run-data").set_value("dataset").run()
+    app.text_input(key="run-dataset").input("/no/such/folder").run()
+    app.button(key="run-start").click().run()
+    assert not app.exception
+    assert [e.value for e in app.error] == ["Data set: no folder /no/such/folder"]
+    assert jobs.list_jobs(empty_db) == []
+
+    app.radio(key="run-data").set_value("none").run()
+    app.button(key="run-start").click().run()
+    assert "CPU and disk stalls need real data" in app.error[0].value
+
+    app.radio(key="run-model-src").set_value("file").run()
+    app.text_input(key="run-model-file").input("missing_model.py:make").run()
+    app.button(key="run-start").click().run()
+    assert app.error[0].value.startswith("Model: no file")
+    assert jobs.list_jobs(empty_db) == []
+
+
+def test_run_page_follows_a_job_from_its_files(empty_db: Path, tmp_path: Path) -> None:
+    fake = tmp_path / "fake-python"
+    fake.write_text(
+        "#!/bin/sh\n"
+        'echo \'STASH-PHASE {"event": "started", "index": 0, "total": 2, "name": "R0", '
+        '"description": "1 worker, synthetic data on the device"}\'\n'
+        'echo \'STASH-PROGRESS {"phase": "R0", "iterations": 12, "kept": 10, "relative_ci": 0.05, '
+        '"fraction_done": 0.4}\'\n'
+        "echo 'stash: phase R1 failed: worker 1 exited with code 1' >&2\n"
+        "exit 1\n"
+    )
+    fake.chmod(0o755)
+    job_id = jobs.start_profile_job(empty_db, ["--model", "resnet18", "--batch-size", "8"], python=str(fake))
+    assert jobs.wait_for_job(empty_db, job_id, timeout_s=30).finished
+    app = open_page("Run", {"job": job_id})
+    assert not app.exception
+    assert [e.value for e in app.error] == ["phase R1 failed: worker 1 exited with code 1"]
+    assert any("R0" in str(p.proto.text) for p in app.get("progress"))
+
+
+def test_upload_rejects_a_malformed_file_and_stores_a_good_one(populated_db: Path) -> None:
+    good = make_result_doc("20261122T080000Z-eeee0006", model="mobilenet_v2", instance="big-vm", seed=6)
+    foreign = {"kind": "something-else", "run_id": "x"}
+    app = open_page("Upload")
+    app.file_uploader[0].set_value(
+        [
+            ("good.json", json.dumps(good).encode(), "application/json"),
+            ("broken.json", b'{"schema_version": 1, "kind": "stash-profile", "run_id": ', "application/json"),
+            ("foreign.json", json.dumps(foreign).encode(), "application/json"),
+        ]
+    ).run()
+    assert not app.exception
+    errors = [e.value for e in app.error]
+    assert len(errors) == 2
+    assert any("broken.json" in e and "not valid JSON" in e for e in errors)
+    assert any("foreign.json" in e and "not a Stash result file" in e for e in errors)
+    assert any("good.json" in s.value for s in app.success)
+    assert charts(app)  # compared in the session before anything is stored
+    assert run_count(populated_db) == 5
+
+    app.button(key="upload-store").click().run()
+    assert not app.exception
+    assert run_count(populated_db) == 6
+    with duckdb.connect(str(populated_db), read_only=True) as con:
+        stored = {row[0] for row in con.execute("SELECT run_id FROM runs").fetchall()}
+    assert "20261122T080000Z-eeee0006" in stored and "x" not in stored
+
+
+def test_upload_of_only_bad_files_offers_nothing_to_store(populated_db: Path) -> None:
+    app = open_page("Upload")
+    app.file_uploader[0].set_value(("notes.csv", b"a,b\n1,2\n", "text/csv")).run()
+    assert not app.exception
+    assert "not a Stash export" in app.error[0].value
+    assert not [b for b in app.button if b.key == "upload-store"]
+    assert run_count(populated_db) == 5
+
+
+def test_sql_returns_rows_for_a_select(populated_db: Path) -> None:
+    app = open_page("SQL")
+    app.text_area(key="sql-text").input("SELECT run_id, model FROM runs ORDER BY run_id")
+    app.button[[b.label for b in app.button].index("Run query")].click().run()
+    assert_clean(app)
+    frame = app.dataframe[-1].value
+    assert list(frame.columns) == ["run_id", "model"]
+    assert len(frame) == 5
+
+
+def test_sql_refuses_drop_table_runs_and_the_table_stays(populated_db: Path) -> None:
+    app = open_page("SQL")
+    app.text_area(key="sql-text").input("DROP TABLE runs")
+    app.button[[b.label for b in app.button].index("Run query")].click().run()
+    assert not app.exception
+    assert "DROP" in app.error[0].value and "read-only" in app.error[0].value
+    assert table_exists(populated_db, "runs")
+    assert run_count(populated_db) == 5
+
+
+def test_a_bad_database_path_is_a_message_not_a_traceback(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("STASH_DB", str(tmp_path))  # a folder
+    app = open_page("Overview")
+    assert not app.exception
+    assert any("is a folder" in e.value for e in app.error)
+    not_duckdb = tmp_path / "notes.duckdb"
+    not_duckdb.write_text("hello")
+    monkeypatch.setenv("STASH_DB", str(not_duckdb))
+    app = open_page("Overview")
+    assert not app.exception
+    assert any("cannot open database" in e.value for e in app.error)
+
+
+def test_the_app_holds_no_connection_while_stash_ingest_writes(populated_db: Path, tmp_path: Path) -> None:
+    app = open_page("Overview")
+    assert {m.label: m.value for m in app.metric}["Runs"] == "5"
+    new = tmp_path / "new.json"
+    new.write_text(json.dumps(make_result_doc("20261122T120000Z-ffff0007", instance="small-vm", seed=7)))
+    env = {**os.environ, "PYTHONPATH": str(REPO), "STASH_DB": str(populated_db)}
+    ingest = subprocess.Popen([sys.executable, "-m", "stash_core", "ingest", str(new)], cwd=tmp_path, env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    app.run()  # the page reads while the ingest writes; neither may fail
+    out, err = ingest.communicate(timeout=120)
+    assert ingest.returncode == 0, err
+    assert "stored" in out
+    assert not app.exception
+    app.run()  # a refresh shows the new run
+    assert {m.label: m.value for m in app.metric}["Runs"] == "6"

@@ -1,0 +1,91 @@
+"""The Recommend page in Streamlit's AppTest: empty database, a recommendation, and an infeasible budget."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path[:0] = [str(REPO), str(REPO / "tests" / "unit")]
+from decision_docs import profile_doc  # noqa: E402
+
+from stash_core.store import ingest_result  # noqa: E402
+
+PAGE = REPO / "pages" / "recommend.py"
+
+
+def _page(db: Path, monkeypatch: pytest.MonkeyPatch) -> AppTest:
+    monkeypatch.setenv("STASH_DB", str(db))
+    monkeypatch.setenv("STASH_VALIDATE_CHARTS", "1")
+    app = AppTest.from_file(str(PAGE), default_timeout=120)
+    app.session_state["stash_db_path"] = str(db)
+    return app.run()
+
+
+def _submit(app: AppTest, budget_hours: float) -> AppTest:
+    app.number_input(key="rec-budget").set_value(budget_hours)
+    app.multiselect(key="rec-inst").set_value(["p3.8xlarge", "p3.16xlarge"])
+    app.button[0].click()
+    return app.run()
+
+
+@pytest.fixture
+def populated(tmp_path):
+    db = tmp_path / "rec.duckdb"
+    ingest_result(
+        db,
+        profile_doc(
+            "resnet50",
+            instance="p3.16xlarge",
+            workers=8,
+            device="cuda",
+            batch_size=64,
+            stalls={"compute": 0.20, "interconnect": 0.03, "cpu": 0.01, "disk": 0.01},
+        ),
+    )
+    ingest_result(
+        db,
+        profile_doc(
+            "resnet50",
+            instance="p3.8xlarge",
+            workers=4,
+            nodes=2,
+            device="cuda",
+            batch_size=64,
+            stalls={"compute": 0.20, "interconnect": 0.02, "network": 0.10, "cpu": 0.01, "disk": 0.01},
+        ),
+    )
+    return db
+
+
+def test_empty_database_shows_the_form(tmp_path, monkeypatch):
+    app = _page(tmp_path / "empty.duckdb", monkeypatch)
+    assert not app.exception
+    assert any("press Recommend" in info.value for info in app.info)
+    app = _submit(app, 24.0)
+    assert not app.exception
+    assert any("No recommendation" in error.value for error in app.error)
+
+
+def test_recommendation_with_pareto_chart_and_explanation(populated, monkeypatch):
+    app = _page(populated, monkeypatch)
+    assert app.selectbox(key="rec-model").value == "resnet50"
+    assert app.number_input(key="rec-batch").value == 64
+    app = _submit(app, 24.0)
+    assert not app.exception
+    assert any(markdown.value == "### 1 x p3.16xlarge" for markdown in app.markdown)
+    text = " ".join(markdown.value for markdown in app.markdown)
+    assert "network stall makes 2 x p3.8xlarge 36% slower than 1 x p3.16xlarge" in text
+    ranked = app.dataframe[0].value
+    assert ranked.iloc[0]["config"] == "1 x p3.16xlarge"
+    assert list(ranked["rank"]) == list(range(1, len(ranked) + 1))
+
+
+def test_budget_that_cannot_be_met_is_explained(populated, monkeypatch):
+    app = _submit(_page(populated, monkeypatch), 1.0)
+    assert not app.exception
+    errors = " ".join(error.value for error in app.error)
+    assert "no configuration finishes 90 epochs of 1,281,167 images within 1 h" in errors

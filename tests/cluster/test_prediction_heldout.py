@@ -1,0 +1,78 @@
+"""Held-out prediction on the emulated cluster: profile at two bandwidths, predict a third, measure it.
+
+Runs real `stash profile --cluster emulated --cluster-bandwidth RATE` profiles through the campaign runner
+(2 nodes x 1 worker, resnet10 at 3x32x32), so it takes several minutes; it skips, saying why, where
+`stash profile` has no emulated-cluster option yet. The error is printed and bounded loosely (a factor of
+two either way) so that a busy machine does not make it flicker; the ordering of the measured stalls is
+asserted too.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from stash_core.campaign import CampaignSettings, plan_campaign, run_campaign
+from stash_core.fit import fit_stall_models, model_counts, parse_rate_gbps, predict_stall
+
+pytestmark = [pytest.mark.cluster, pytest.mark.slow]
+
+REPO = Path(__file__).resolve().parents[2]
+CALIBRATION_RATES = ["1gbit", "250mbit"]
+HELD_OUT_RATE = "500mbit"
+
+
+def _profile_supports_cluster() -> bool:
+    help_text = subprocess.run(
+        [sys.executable, "-m", "stash_core", "profile", "--help"], capture_output=True, text=True, cwd=REPO
+    ).stdout
+    return "--cluster-bandwidth" in help_text
+
+
+def test_network_stall_at_an_unprofiled_bandwidth(tmp_path):
+    if not _profile_supports_cluster():
+        pytest.skip("`stash profile` has no --cluster emulated / --cluster-bandwidth options yet")
+    settings = CampaignSettings(
+        db_path=tmp_path / "heldout.duckdb",
+        iterations="15",
+        input_shape="3,32,32",
+        num_classes=10,
+        device="cpu",
+    )
+    lines: list[str] = []
+    calibration = plan_campaign(["resnet10"], [8], [1], [2], CALIBRATION_RATES, instance="emulated")
+    outcome = run_campaign(calibration, settings, report=lines.append)
+    assert not outcome.failed, "\n".join(lines)
+    report = fit_stall_models(settings.db_path, stalls=("network",))
+    counts = model_counts("resnet10", num_classes=10, input_shape=(3, 32, 32))
+    predicted = predict_stall(
+        counts=counts,
+        stall="network",
+        workers_per_node=1,
+        nodes=2,
+        device="cpu",
+        instance="emulated",
+        bandwidth_gbps=parse_rate_gbps(HELD_OUT_RATE),
+        report=report,
+    )
+    assert predicted["stall_s"] is not None, predicted["status"]
+    held_out = plan_campaign(["resnet10"], [8], [1], [2], [HELD_OUT_RATE], instance="emulated")
+    outcome = run_campaign(held_out, settings, report=lines.append)
+    assert not outcome.failed, "\n".join(lines)
+    measured = fit_stall_models(settings.db_path, stalls=("network",)).observations.set_index(
+        "bandwidth_gbps"
+    )
+    at = {
+        rate: float(measured.loc[parse_rate_gbps(rate), "stall_s"])
+        for rate in [*CALIBRATION_RATES, HELD_OUT_RATE]
+    }
+    error = abs(predicted["stall_s"] - at[HELD_OUT_RATE]) / at[HELD_OUT_RATE]
+    print(
+        f"network stall measured {at}; predicted at {HELD_OUT_RATE}: {predicted['stall_s']:.4f} s "
+        f"by {predicted['method']}; error {error:.1%}"
+    )
+    assert at["250mbit"] > at["500mbit"] > at["1gbit"] > 0
+    assert 0.5 < predicted["stall_s"] / at[HELD_OUT_RATE] < 2.0

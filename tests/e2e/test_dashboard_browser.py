@@ -1,0 +1,193 @@
+"""The dashboard in a real browser: `streamlit run app.py` on a free port, driven by Playwright with the
+system Chromium. Visits every page through the navigation, uploads a result file, runs a query, and checks
+that no exception box appears anywhere. Screenshots go to test-artifacts/e2e/.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "tests" / "app"))
+from dashboard_docs import make_result_doc, populate, run_count  # noqa: E402
+
+pytestmark = pytest.mark.e2e
+
+ARTIFACTS = REPO / "test-artifacts" / "e2e"
+CHROMIUM_ARGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+]  # fmt: skip
+NAVIGATION = ["Overview", "Run", "Stall breakdown", "Compare instances", "Upload", "SQL"]
+EXCEPTION_BOX = '[data-testid="stException"]'
+
+
+def chromium_binary() -> str | None:
+    for candidate in ("/usr/bin/chromium", shutil.which("chromium"), shutil.which("chromium-browser")):
+        if candidate and os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def browser_binary() -> str:
+    binary = chromium_binary()
+    if binary is None:
+        pytest.skip(
+            "no Chromium binary (/usr/bin/chromium): install Debian's chromium package (scripts/setup.sh)"
+        )
+    pytest.importorskip("playwright.sync_api", reason="the playwright Python package is not installed")
+    return binary
+
+
+@pytest.fixture(scope="module")
+def dashboard(tmp_path_factory: pytest.TempPathFactory, browser_binary: str) -> Iterator[tuple[str, Path]]:
+    """A running dashboard on a prepared database: (base URL, database path)."""
+    folder = tmp_path_factory.mktemp("e2e")
+    db = folder / "results.duckdb"
+    populate(db)
+    port = free_port()
+    env = {**os.environ, "STASH_DB": str(db), "PYTHONPATH": str(REPO)}
+    log = open(folder / "streamlit.log", "w")  # noqa: SIM115 - closed below
+    server = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true", "--server.port",
+         str(port), "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false"],
+        cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+    )  # fmt: skip
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(f"{base}/_stcore/health", timeout=2) as response:
+                    if response.status == 200:
+                        break
+            except OSError:
+                pass
+            if server.poll() is not None or time.monotonic() > deadline:
+                log.flush()
+                raise AssertionError(
+                    f"streamlit did not start: {(folder / 'streamlit.log').read_text()[-2000:]}"
+                )
+            time.sleep(0.3)
+        yield base, db
+    finally:
+        # Stop the server we started, by its own pid (it leads its own session).
+        os.killpg(server.pid, signal.SIGTERM)
+        try:
+            server.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.killpg(server.pid, signal.SIGKILL)
+            server.wait()
+        log.close()
+
+
+@pytest.fixture()
+def page(browser_binary: str) -> Iterator:
+    from playwright.sync_api import sync_playwright
+
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=browser_binary, args=CHROMIUM_ARGS, headless=True
+        )
+        context = browser.new_context(viewport={"width": 1440, "height": 1000})
+        tab = context.new_page()
+        tab.set_default_timeout(30_000)
+        try:
+            yield tab
+        finally:
+            context.close()
+            browser.close()
+
+
+def settle(tab, title: str) -> None:
+    """Wait until the page shows `title` and its script run has finished."""
+    tab.locator("h1").filter(has_text=title).first.wait_for()
+    tab.wait_for_timeout(300)
+    # While a script runs, Streamlit shows a "running" status widget; it goes away when the run ends.
+    tab.locator('[data-testid="stStatusWidget"]').wait_for(state="hidden", timeout=30_000)
+    tab.wait_for_timeout(400)
+
+
+def no_exception(tab, where: str) -> None:
+    boxes = tab.locator(EXCEPTION_BOX)
+    assert boxes.count() == 0, f"{where}: {boxes.first.inner_text()[:500]}"
+
+
+def shot(tab, name: str) -> None:
+    tab.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
+
+
+def test_every_page_upload_and_query_in_a_real_browser(
+    dashboard: tuple[str, Path], page, tmp_path: Path
+) -> None:
+    base, db = dashboard
+    tab = page
+    tab.goto(base)
+    settle(tab, "Overview")
+    nav = tab.locator('[data-testid="stSidebarNav"]')
+    titles = {"Run": "Run a profile"}
+    for name in NAVIGATION:
+        nav.get_by_text(name, exact=True).first.click()
+        settle(tab, titles.get(name, name))
+        if name in ("Overview", "Stall breakdown", "Compare instances"):
+            tab.locator('[data-testid="stVegaLiteChart"]').first.wait_for()
+            tab.wait_for_timeout(500)
+        no_exception(tab, name)
+        shot(tab, name.lower().replace(" ", "_"))
+
+    # Upload: a good result file is checked, previewed and stored.
+    result = tmp_path / "uploaded.json"
+    result.write_text(json.dumps(make_result_doc("20261122T130000Z-abcd1234", model="mobilenet_v2", seed=9)))
+    nav.get_by_text("Upload", exact=True).first.click()
+    settle(tab, "Upload")
+    tab.locator('[data-testid="stFileUploaderDropzoneInput"]').set_input_files(str(result))
+    tab.get_by_text("uploaded.json — completed run of mobilenet_v2").wait_for()
+    settle(tab, "Upload")
+    no_exception(tab, "Upload after a file")
+    shot(tab, "upload_checked")
+    tab.get_by_role("button", name="Store 1 new run(s) in the database").click()
+    tab.get_by_text("Stored 1 run(s) from 1 file(s).").wait_for()
+    assert run_count(db) == 6
+
+    # SQL: a SELECT shows rows; DROP TABLE is refused.
+    nav.get_by_text("SQL", exact=True).first.click()
+    settle(tab, "SQL")
+    editor = tab.locator('[data-testid="stTextArea"] textarea').first
+    editor.fill("SELECT model, count(*) AS runs FROM runs GROUP BY model ORDER BY model")
+    tab.get_by_role("button", name="Run query").click()
+    tab.get_by_text("row(s) in").wait_for()
+    settle(tab, "SQL")
+    no_exception(tab, "SQL select")
+    assert tab.locator('[data-testid="stDataFrame"]').count() >= 1
+    shot(tab, "sql_select")
+    editor.fill("DROP TABLE runs")
+    tab.get_by_role("button", name="Run query").click()
+    tab.get_by_text("DROP statements are refused").wait_for()
+    no_exception(tab, "SQL drop")
+    assert run_count(db) == 6
+
+    # Back to the overview: the uploaded run counts.
+    nav.get_by_text("Overview", exact=True).first.click()
+    settle(tab, "Overview")
+    assert tab.locator('[data-testid="stMetricValue"]').first.inner_text().strip() == "6"
+    no_exception(tab, "Overview after upload")

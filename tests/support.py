@@ -1,0 +1,34 @@
+"""Helpers shared by tests that drive the `stash` command as a user would."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+TINY_CNN = f"{REPO}/examples/models/tiny_cnn.py:make"
+# A model and input small enough that a run's cost is mostly process start-up.
+SMALL = ["--model", TINY_CNN, "--input-shape", "3,32,32", "--batch-size", "4", "--loader-workers", "1"]
+
+
+def stash(*args: str, env_extra: dict | None = None, cwd: Path | None = None, timeout: float = 600):
+    """Run `python -m stash_core ARGS` and return the CompletedProcess."""
+    env = {**os.environ, "PYTHONPATH": str(REPO), **(env_extra or {})}
+    return subprocess.run(
+        [sys.executable, "-m", "stash_core", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=cwd,
+        timeout=timeout,
+    )
+
+
+def one_line_error(result) -> str:
+    """The single stderr line of a refused command (and no traceback)."""
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, result.stderr
+    assert "Traceback" not in result.stderr
+    return lines[0]

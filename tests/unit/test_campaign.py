@@ -1,0 +1,175 @@
+"""Campaign planning, resume (skip what is stored), progress lines, and the subprocess runner's protocol."""
+
+from __future__ import annotations
+
+import stat
+
+import pytest
+from decision_docs import profile_doc
+
+from stash_core.campaign import (
+    CampaignSettings,
+    eta_text,
+    family_models,
+    instance_label,
+    plan_campaign,
+    profile_argv,
+    run_campaign,
+    split_done,
+    subprocess_runner,
+)
+from stash_core.errors import UsageError
+from stash_core.store import ingest_result
+
+
+class FakeRunner:
+    """Stands in for `stash profile`: stores a hand-made result for the item, or a failed one."""
+
+    def __init__(self, fail: set[str] | None = None, exit_code: int = 1) -> None:
+        self.calls = []
+        self.fail = fail or set()
+        self.exit_code = exit_code
+
+    def __call__(self, item, settings, on_event):
+        self.calls.append(item)
+        on_event({"kind": "PHASE", "event": "started", "index": 0, "total": 2})
+        failed = item.model in self.fail
+        doc = profile_doc(
+            item.model,
+            batch_size=item.batch_size,
+            workers=item.workers_per_node,
+            nodes=item.nodes,
+            instance=item.instance,
+            status="failed" if failed else "completed",
+        )
+        ingest_result(settings.db_path, doc)
+        if failed:
+            return {"status": "failed", "run_id": doc["run_id"], "error": "boom", "exit_code": self.exit_code}
+        return {"status": "completed", "run_id": doc["run_id"], "error": None, "exit_code": 0}
+
+
+def test_family_models():
+    assert family_models("resnet", [10, 18, 50]) == ["resnet10", "resnet18", "resnet50"]
+    assert family_models("vgg") == ["vgg11", "vgg13", "vgg16", "vgg19"]
+    with pytest.raises(UsageError, match="no zoo model resnet20"):
+        family_models("resnet", [18, 20])
+    with pytest.raises(UsageError, match="unknown model family"):
+        family_models("mlp", [2])
+
+
+def test_plan_sweeps_bandwidths_only_on_several_nodes():
+    plan = plan_campaign(
+        ["resnet10", "resnet18"], [16, 32], [2], [1, 2], ["1gbit", "200mbit"], instance="lab"
+    )
+    single = [item for item in plan if item.nodes == 1]
+    multi = [item for item in plan if item.nodes == 2]
+    assert len(single) == 2 * 2 and all(item.bandwidth is None and item.instance == "lab" for item in single)
+    assert len(multi) == 2 * 2 * 2
+    assert {item.instance for item in multi} == {"lab@1gbit", "lab@200mbit"}
+    assert len({item.key for item in plan}) == len(plan)
+    with pytest.raises(UsageError, match="batch sizes"):
+        plan_campaign(["resnet10"], [0], [2], [1])
+    assert instance_label(None, None)  # the host name
+
+
+def test_profile_command_line(tmp_path):
+    settings = CampaignSettings(
+        db_path=tmp_path / "c.duckdb",
+        iterations="20",
+        input_shape="3,32,32",
+        num_classes=10,
+        python="python3",
+    )
+    single, multi = plan_campaign(["resnet10"], [8], [2], [1, 2], ["1gbit"], instance="lab")
+    argv = profile_argv(single, settings)
+    assert argv[:4] == ["python3", "-m", "stash_core", "profile"]
+    joined = " ".join(argv)
+    assert "--model resnet10 --batch-size 8 --workers 2 --nodes 1 --stalls compute,interconnect" in joined
+    assert "--instance lab " in joined and "--progress json" in joined and "--input-shape 3,32,32" in joined
+    assert "--cluster" not in argv
+    multi_argv = " ".join(profile_argv(multi, settings))
+    assert "--stalls compute,interconnect,network" in multi_argv
+    assert "--cluster emulated --cluster-bandwidth 1gbit" in multi_argv
+    assert "--instance lab@1gbit" in multi_argv
+
+
+def test_resume_skips_stored_configurations_and_retries_failures(tmp_path):
+    settings = CampaignSettings(db_path=tmp_path / "c.duckdb")
+    plan = plan_campaign(["resnet10", "resnet12", "resnet16"], [8], [2], [1], instance="lab")
+    runner = FakeRunner(fail={"resnet12"})
+    lines = []
+    events = []
+    first = run_campaign(plan, settings, runner=runner, report=lines.append, on_event=events.append)
+    assert [item.model for item in runner.calls] == ["resnet10", "resnet12", "resnet16"]
+    assert len(first.completed) == 2 and [item.model for item, _ in first.failed] == ["resnet12"]
+    assert events and events[0]["kind"] == "PHASE"
+    assert lines[0].startswith("[1/3] resnet10") and "time left unknown" in lines[0]
+    assert "left)" in lines[2]  # an estimate once one profile has finished
+    # Run again: only the failed configuration is profiled.
+    again = FakeRunner()
+    second = run_campaign(plan, settings, runner=again, report=lines.append)
+    assert [item.model for item in again.calls] == ["resnet12"]
+    assert len(second.skipped) == 2
+    # A third time: nothing left.
+    third = FakeRunner()
+    run_campaign(plan, settings, runner=third)
+    assert third.calls == []
+    todo, stored = split_done(plan, settings.db_path)
+    assert todo == [] and len(stored) == 3
+
+
+def test_resume_tells_configurations_apart(tmp_path):
+    settings = CampaignSettings(db_path=tmp_path / "c.duckdb")
+    run_campaign(plan_campaign(["resnet10"], [8], [2], [1], instance="lab"), settings, runner=FakeRunner())
+    wider = plan_campaign(["resnet10"], [8, 16], [1, 2], [1], instance="lab")
+    todo, stored = split_done(wider, settings.db_path)
+    assert len(stored) == 1 and len(todo) == 3
+    other_box = plan_campaign(["resnet10"], [8], [2], [1], instance="other")
+    assert len(split_done(other_box, settings.db_path)[0]) == 1
+
+
+def test_a_refused_profile_stops_the_campaign(tmp_path):
+    settings = CampaignSettings(db_path=tmp_path / "c.duckdb")
+    plan = plan_campaign(["resnet10", "resnet12"], [8], [2], [1], instance="lab")
+    runner = FakeRunner(fail={"resnet10"}, exit_code=2)
+    with pytest.raises(UsageError, match="campaign stopped"):
+        run_campaign(plan, settings, runner=runner)
+    assert len(runner.calls) == 1
+
+
+def test_eta_text():
+    assert "unknown" in eta_text([], 3)
+    assert eta_text([30.0, 30.0], 2) == "(about 60 s left)"
+    assert eta_text([600.0], 3) == "(about 30 min left)"
+    assert eta_text([3600.0], 3) == "(about 3.0 h left)"
+
+
+def _fake_python(tmp_path, body: str):
+    script = tmp_path / "fake-python"
+    script.write_text("#!/bin/sh\n" + body)
+    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    return str(script)
+
+
+def test_subprocess_runner_reads_the_protocol(tmp_path):
+    python = _fake_python(
+        tmp_path,
+        "echo 'loading...'\n"
+        'echo \'STASH-PHASE {"event": "started", "index": 0, "total": 2}\'\n'
+        'echo \'STASH-DONE {"run_id": "r1", "status": "completed", "error": null}\'\n',
+    )
+    settings = CampaignSettings(db_path=tmp_path / "c.duckdb", python=python)
+    item = plan_campaign(["resnet10"], [8], [2], [1], instance="lab")[0]
+    events = []
+    result = subprocess_runner(item, settings, events.append)
+    assert result == {"status": "completed", "run_id": "r1", "error": None, "exit_code": 0}
+    assert events == [{"kind": "PHASE", "event": "started", "index": 0, "total": 2}]
+
+
+def test_subprocess_runner_reports_the_last_error_line(tmp_path):
+    python = _fake_python(tmp_path, "echo 'stash: --cluster: unrecognized arguments' >&2\nexit 2\n")
+    settings = CampaignSettings(db_path=tmp_path / "c.duckdb", python=python)
+    item = plan_campaign(["resnet10"], [8], [2], [2], ["1gbit"], instance="lab")[0]
+    result = subprocess_runner(item, settings, lambda event: None)
+    assert result["status"] == "failed" and result["exit_code"] == 2
+    assert result["error"] == "--cluster: unrecognized arguments"

@@ -1,0 +1,159 @@
+"""The fit / instances / recommend / whatif / campaign subcommands, through argparse like `stash` does."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+from decision_docs import profile_doc
+
+from stash_core import cli_decisions
+from stash_core.catalog import get_instance
+from stash_core.errors import UsageError
+from stash_core.store import ingest_result
+
+
+class Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise UsageError(f"{self.prog}: {message}")
+
+
+def stash(*argv: str) -> int:
+    parser = Parser(prog="stash")
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
+    cli_decisions.add_commands(commands, Parser)
+    args = parser.parse_args(list(argv))
+    return cli_decisions.COMMANDS[args.command](args)
+
+
+def test_instances_list_set_show(tmp_path, capsys):
+    db = str(tmp_path / "c.duckdb")
+    assert stash("instances", "list", "--db", db) == 0
+    assert "p3.16xlarge" in capsys.readouterr().out
+    assert stash("instances", "set", "p3.16xlarge", "--spot-usd-per-h", "7.5", "--db", db) == 0
+    assert get_instance(db, "p3.16xlarge")["spot_usd_per_h"] == 7.5
+    assert (
+        stash(
+            "instances",
+            "add",
+            "box",
+            "--vcpus",
+            "2",
+            "--accelerator-count",
+            "0",
+            "--on-demand-usd-per-h",
+            "0.1",
+            "--db",
+            db,
+        )
+        == 0
+    )
+    capsys.readouterr()
+    assert stash("instances", "show", "box", "--db", db) == 0
+    assert "on_demand_usd_per_h   0.1" in capsys.readouterr().out
+    with pytest.raises(UsageError, match="must not be negative"):
+        stash("instances", "set", "box", "--on-demand-usd-per-h", "-3", "--db", db)
+    with pytest.raises(UsageError, match="unknown instance"):
+        stash("instances", "show", "nope", "--db", db)
+
+
+def test_db_defaults_to_stash_db(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("STASH_DB", str(tmp_path / "env.duckdb"))
+    assert stash("instances", "seed") == 0
+    assert "env.duckdb" in capsys.readouterr().out
+
+
+def test_recommend_exit_status_and_explanation(tmp_path, capsys):
+    db = str(tmp_path / "c.duckdb")
+    ingest_result(
+        db,
+        profile_doc(
+            "resnet50",
+            instance="p3.16xlarge",
+            workers=8,
+            device="cuda",
+            batch_size=64,
+            stalls={"compute": 0.2, "interconnect": 0.05},
+        ),
+    )
+    base = [
+        "recommend",
+        "--model",
+        "resnet50",
+        "--batch-size",
+        "64",
+        "--epochs",
+        "90",
+        "--dataset-images",
+        "1281167",
+        "--instances",
+        "p3.16xlarge",
+        "--max-instances",
+        "1",
+        "--db",
+        db,
+    ]
+    assert stash(*base, "--budget-hours", "24") == 0
+    out = capsys.readouterr().out
+    assert "1 x p3.16xlarge" in out and "measured" in out
+    assert stash(*base, "--budget-hours", "1") == 1
+    assert "no recommendation: no configuration finishes 90 epochs" in capsys.readouterr().out
+
+
+def test_fit_whatif_and_campaign_dry_run(tmp_path, capsys):
+    db = str(tmp_path / "c.duckdb")
+    for index in range(5):
+        ingest_result(
+            db,
+            profile_doc(
+                f"m{index}",
+                grad_bytes=(index + 1) * 10**7,
+                grad_tensor_count=10 + 7 * index,
+                stalls={"compute": 0.2, "interconnect": 0.01 + 0.01 * index},
+                instance="lab",
+            ),
+        )
+    assert stash("fit", "--db", db) == 0
+    out = capsys.readouterr().out
+    assert "interconnect stall" in out and "* linear: bytes" in out and "published predictors" in out
+    assert stash("fit", "--predict", "resnet18", "--workers", "2", "--instance", "lab", "--db", db) == 0
+    assert "interconnect stall of resnet18" in capsys.readouterr().out
+    run_id = profile_doc("x")["run_id"]
+    ingest_result(
+        db, profile_doc("x", run_id=run_id, stalls={"compute": 0.2, "interconnect": 0.05, "cpu": 0.2})
+    )
+    assert stash("whatif", run_id, "--db", db) == 0
+    assert "CPU cores" in capsys.readouterr().out
+    assert (
+        stash(
+            "campaign",
+            "--family",
+            "resnet",
+            "--depths",
+            "10,12",
+            "--workers",
+            "2",
+            "--instance",
+            "lab",
+            "--dry-run",
+            "--db",
+            db,
+        )
+        == 0
+    )
+    assert "2 configuration(s): 2 to run, 0 stored" in capsys.readouterr().out
+    with pytest.raises(UsageError, match="--bandwidths needs --nodes"):
+        stash("campaign", "--models", "resnet10", "--bandwidths", "1gbit", "--dry-run", "--db", db)
+    with pytest.raises(UsageError, match="cannot read"):
+        stash(
+            "campaign",
+            "--models",
+            "resnet10",
+            "--nodes",
+            "2",
+            "--bandwidths",
+            "fast",
+            "--dry-run",
+            "--db",
+            db,
+        )

@@ -1,0 +1,74 @@
+"""Cost per iteration, epoch and training, on-demand and spot; a missing price is a status, never a guess."""
+
+from __future__ import annotations
+
+import pytest
+from decision_docs import profile_doc
+
+from stash_core.catalog import set_instance
+from stash_core.cost import hourly_price, iterations_per_epoch, run_cost, training_cost
+from stash_core.errors import UsageError
+from stash_core.store import ingest_result
+
+P2_8XLARGE = {"name": "p2.8xlarge", "on_demand_usd_per_h": 7.20, "spot_usd_per_h": 2.16}
+
+
+def test_iterations_per_epoch_counts_the_last_partial_step():
+    assert iterations_per_epoch(1000, 32, 2) == 16  # 1000 / 64 = 15.6
+    assert iterations_per_epoch(1024, 32, 2) == 16
+    with pytest.raises(UsageError):
+        iterations_per_epoch(0, 32, 2)
+
+
+def test_training_cost_scales_with_instances_and_epochs():
+    cost = training_cost(0.5, 1000, 10, P2_8XLARGE, "p2.8xlarge", instance_count=2)
+    assert cost["epoch_s"] == 500.0
+    assert cost["training_h"] == pytest.approx(5000 / 3600)
+    on_demand = cost["on_demand"]
+    assert on_demand["usd_per_h"] == pytest.approx(14.40)
+    assert on_demand["iteration_usd"] == pytest.approx(0.5 * 14.40 / 3600)
+    assert on_demand["epoch_usd"] == pytest.approx(500 * 14.40 / 3600)
+    assert on_demand["training_usd"] == pytest.approx(10 * on_demand["epoch_usd"])
+    assert cost["spot"]["training_usd"] / on_demand["training_usd"] == pytest.approx(2.16 / 7.20)
+    assert on_demand["status"] == cost["spot"]["status"] == "ok"
+
+
+def test_missing_prices_are_reported_not_invented():
+    cost = training_cost(0.5, 100, 1, {"name": "p3.8xlarge", "on_demand_usd_per_h": 12.24}, "p3.8xlarge")
+    assert cost["spot"]["training_usd"] is None
+    assert (
+        cost["spot"]["status"] == "no spot price for instance p3.8xlarge (set one with `stash instances set`)"
+    )
+    unknown = training_cost(0.5, 100, 1, None, "my-laptop")
+    assert unknown["on_demand"]["training_usd"] is None
+    assert "no price for instance my-laptop" in unknown["on_demand"]["status"]
+    assert hourly_price(None, None)[1].startswith("no price")
+    no_epoch = training_cost(0.5, None, 1, P2_8XLARGE, "p2.8xlarge")
+    assert no_epoch["on_demand"]["iteration_usd"] == pytest.approx(0.001)
+    assert (
+        no_epoch["on_demand"]["training_usd"] is None and "epoch unknown" in no_epoch["on_demand"]["status"]
+    )
+
+
+def test_run_cost_uses_the_runs_instance_and_nodes(tmp_path):
+    db = tmp_path / "cost.duckdb"
+    doc = profile_doc(
+        "resnet18",
+        instance="p2.8xlarge",
+        workers=8,
+        nodes=2,
+        batch_size=32,
+        dataset_images=51200,
+        stalls={"compute": 0.3, "interconnect": 0.1, "network": 0.1},
+    )
+    ingest_result(db, doc)
+    cost = run_cost(db, doc["run_id"], epochs=3)
+    assert cost["instance_count"] == 2
+    assert cost["epoch_s"] == pytest.approx(0.5 * 100)  # 51200 / (32 x 16) = 100 iterations
+    assert cost["on_demand"]["training_usd"] == pytest.approx(150 * 14.40 / 3600)
+    bigger = run_cost(db, doc["run_id"], epochs=1, dataset_images=102400)
+    assert bigger["epoch_s"] == pytest.approx(2 * cost["epoch_s"])
+    set_instance(db, "p2.8xlarge", spot_usd_per_h=1.0)
+    assert run_cost(db, doc["run_id"])["spot"]["usd_per_h"] == pytest.approx(2.0)
+    with pytest.raises(UsageError, match="no run"):
+        run_cost(db, "nope")

@@ -1,0 +1,122 @@
+"""Stalls that must move the right way when the cause is changed (orderings, not timing thresholds)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+from support import REPO, SMALL, stash
+
+from stash_core.data.diskcap import disk_cap_unsupported_reason
+
+
+def profile_json(tmp: Path, *args: str) -> dict:
+    out = tmp / f"run-{len(list(tmp.glob('run-*.json')))}.json"
+    result = stash(
+        "profile", *args, "--out", str(out), "--no-store", "--progress", "none",
+        env_extra={"STASH_CACHE_DIR": str(tmp / "cache")},
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    return json.loads(out.read_text())
+
+
+def stall_s(doc: dict, name: str) -> float:
+    return doc["breakdown"]["stalls"][name]["raw_s"]
+
+
+def test_heavier_preprocessing_gives_a_larger_cpu_stall(tmp_path):
+    # Same model input (the crop output is 32x32); only the decoded JPEGs grow, 48 px -> 400 px.
+    common = [
+        *SMALL,
+        "--stalls",
+        "cpu",
+        "--synthetic-images",
+        "64",
+        "--iterations",
+        "10",
+        "--loader-workers",
+        "0",
+    ]
+    small = profile_json(tmp_path, *common, "--image-px", "48")
+    large = profile_json(tmp_path, *common, "--image-px", "400")
+    assert stall_s(large, "cpu") > stall_s(small, "cpu")
+
+
+@pytest.mark.skipif(
+    disk_cap_unsupported_reason(Path.home()) is not None,
+    reason=f"disk read cap unavailable: {disk_cap_unsupported_reason(Path.home())}",
+)
+def test_a_lower_disk_read_cap_gives_a_larger_disk_stall(tmp_path):
+    data = tmp_path / "data"
+    from stash_core.data.jpeg_dataset import generate_synthetic_jpegs
+
+    generate_synthetic_jpegs(64, image_px=512, root=data)
+    if disk_cap_unsupported_reason(data) is not None:
+        pytest.skip(f"disk read cap unavailable for {data}: {disk_cap_unsupported_reason(data)}")
+    # 8 images of ~60 KB per iteration: about 1 s of reading at 0.5 MB/s, 10 ms at 50 MB/s.
+    common = [*SMALL, "--batch-size", "8", "--stalls", "disk", "--dataset", str(data)]
+    common += ["--iterations", "6", "--loader-workers", "0"]
+    slow = profile_json(tmp_path, *common, "--disk-read-mbps", "0.5")
+    fast = profile_json(tmp_path, *common, "--disk-read-mbps", "50")
+    assert [phase["name"] for phase in slow["phases"]] == ["R3", "R2"]
+    assert stall_s(slow, "disk") > stall_s(fast, "disk")
+
+
+def start_long_profile(tmp_path: Path, stalls: str) -> tuple[subprocess.Popen, list[psutil.Process]]:
+    """A profile that would run for long; returns once its two-worker run R1 is measuring."""
+    argv = [
+        sys.executable, "-m", "stash_core", "profile", *SMALL, "--workers", "2", "--stalls", stalls,
+        "--iterations", "100000", "--max-iterations", "100000", "--out", str(tmp_path / "run.json"),
+        "--db", str(tmp_path / "r.duckdb"), "--progress", "json",
+    ]  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    deadline = time.monotonic() + 240
+    for line in process.stdout:
+        if '"started"' in line and '"R1"' in line:
+            break
+    workers: list[psutil.Process] = []
+    while time.monotonic() < deadline and len(workers) < 2:
+        descendants = psutil.Process(process.pid).children(recursive=True)
+        # torchrun's per-worker process handler (pt_elastic) shares the command line; skip it.
+        workers = [
+            p for p in descendants if "stash_core.worker" in " ".join(p.cmdline()) and p.name() != "pt_elastic"
+        ]
+        time.sleep(0.5)
+    assert len(workers) == 2
+    time.sleep(2)  # let it measure for a while
+    return process, workers
+
+
+def test_ctrl_c_ends_every_process_and_saves_the_run_as_interrupted(tmp_path):
+    process, workers = start_long_profile(tmp_path, "compute,interconnect")
+    process.send_signal(signal.SIGINT)
+    process.communicate(timeout=60)
+    assert process.returncode == 130
+    _, alive = psutil.wait_procs(workers, timeout=10)
+    assert not alive
+    doc = json.loads((tmp_path / "run.json").read_text())
+    assert doc["status"] == "interrupted"
+    assert doc["phases"][0]["status"] == "completed"
+    assert doc["phases"][1]["status"] == "interrupted"
+    assert doc["breakdown"]["stalls"]["compute"]["status"] == "measured"
+
+
+def test_a_killed_worker_fails_the_run_with_a_reason_and_no_orphans(tmp_path):
+    process, workers = start_long_profile(tmp_path, "interconnect")
+    workers[1].kill()
+    _, stderr = process.communicate(timeout=180)
+    assert process.returncode == 1
+    assert "R1" in stderr and "failed" in stderr and "Traceback" not in stderr
+    _, alive = psutil.wait_procs(workers, timeout=10)
+    assert not alive
+    doc = json.loads((tmp_path / "run.json").read_text())
+    assert doc["status"] == "failed"
+    assert doc["phases"][-1]["status"] == "failed"

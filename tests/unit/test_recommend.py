@@ -1,0 +1,245 @@
+"""Recommendations on a hand-made catalog and hand-made profiles whose right answer is known."""
+
+from __future__ import annotations
+
+import pytest
+from decision_docs import profile_doc
+
+from stash_core.catalog import add_instance
+from stash_core.errors import UsageError
+from stash_core.recommend import recommend, slowdown_cause
+from stash_core.store import ingest_result
+
+IMAGES = 1_281_167
+GPU = "Test GPU"
+
+
+def _catalog(db):
+    # Two shapes with the same 8 accelerators for the same money, and a small cheap one.
+    add_instance(
+        db,
+        name="big8",
+        accelerator=GPU,
+        accelerator_count=8,
+        vcpus=64,
+        network_gbps=25,
+        on_demand_usd_per_h=24.0,
+        spot_usd_per_h=8.0,
+    )
+    add_instance(
+        db,
+        name="half4",
+        accelerator=GPU,
+        accelerator_count=4,
+        vcpus=32,
+        network_gbps=10,
+        on_demand_usd_per_h=12.0,
+    )
+    add_instance(
+        db,
+        name="one1",
+        accelerator=GPU,
+        accelerator_count=1,
+        vcpus=8,
+        network_gbps=10,
+        on_demand_usd_per_h=3.0,
+    )
+
+
+@pytest.fixture
+def db(tmp_path):
+    path = tmp_path / "rec.duckdb"
+    _catalog(path)
+    ingest_result(
+        path,
+        profile_doc(
+            "resnet50",
+            instance="big8",
+            workers=8,
+            device="cuda",
+            batch_size=64,
+            stalls={"compute": 0.20, "interconnect": 0.03, "cpu": 0.01, "disk": 0.01},
+        ),
+    )
+    ingest_result(
+        path,
+        profile_doc(
+            "resnet50",
+            instance="half4",
+            workers=4,
+            nodes=2,
+            device="cuda",
+            batch_size=64,
+            stalls={"compute": 0.20, "interconnect": 0.02, "network": 0.10, "cpu": 0.01, "disk": 0.01},
+        ),
+    )
+    return path
+
+
+def _ask(db, **overrides):
+    request = {"budget_hours": 24.0, "instances": ["big8", "half4", "one1"], "max_instances": 2}
+    request.update(overrides)
+    return recommend(db, "resnet50", 64, 90, IMAGES, **request)
+
+
+def test_one_big_instance_beats_two_half_ones_because_of_network_stall(db):
+    result = _ask(db)
+    best = result.best
+    assert (best["instance"], best["instance_count"], best["source"]) == ("big8", 1, "measured")
+    per_epoch = -(-IMAGES // (64 * 8))
+    assert best["training_h"] == pytest.approx(0.25 * per_epoch * 90 / 3600)
+    assert best["training_usd"] == pytest.approx(best["training_h"] * 24.0)
+    ranked = result.ranked
+    assert list(ranked["rank"]) == list(range(1, len(ranked) + 1))
+    assert ranked["training_usd"].is_monotonic_increasing
+    assert ranked["training_h"].le(24.0).all()
+    # 2 x half4: same 8 GPUs, same $24/h, but 0.34 s per iteration instead of 0.25 s.
+    text = " ".join(result.explanations)
+    assert "network stall makes 2 x half4 36% slower than 1 x big8" in text
+    assert result.infeasible_reason is None
+
+
+def test_cheap_single_gpu_is_predicted_from_the_same_accelerator_and_loses_on_time(db):
+    result = _ask(db)
+    options = result.options.set_index("config")
+    single = options.loc["1 x one1"]
+    assert single["source"] == "predicted"
+    assert single["iteration_s"] == pytest.approx(0.22)  # compute + cpu + disk of big8, no communication
+    assert single["training_h"] > 24 and not single["feasible"]
+    assert any("1 x one1" in line and "over the 24 h budget" in line for line in result.explanations)
+    # Stall composition of every option adds up to its iteration time.
+    stalls = result.options[[f"{s}_s" for s in ("compute", "interconnect", "network", "cpu", "disk")]]
+    assert stalls.sum(axis=1).to_numpy() == pytest.approx(result.options["iteration_s"].to_numpy())
+
+
+def test_pareto_front_is_not_dominated(db):
+    result = _ask(db)
+    front = result.pareto
+    assert len(front) >= 1
+    everything = result.options.dropna(subset=["training_usd"])
+    for row in front.itertuples():
+        better = everything[
+            (everything["training_h"] <= row.training_h)
+            & (everything["training_usd"] <= row.training_usd)
+            & ((everything["training_h"] < row.training_h) | (everything["training_usd"] < row.training_usd))
+        ]
+        assert better.empty
+    assert "1 x big8" in set(front["config"])
+
+
+def test_budget_too_tight_is_explained(db):
+    result = _ask(db, budget_hours=1.0)
+    assert result.best is None and result.ranked.empty
+    reason = result.infeasible_reason
+    assert reason.startswith("no configuration finishes 90 epochs of 1,281,167 images within 1 h")
+    assert "the fastest" in reason and "needs" in reason
+
+
+def test_cost_cap_too_low_is_explained(db):
+    result = _ask(db, max_usd=50.0)
+    assert result.best is None
+    assert "finish within 24 h, but the cheapest of them, 1 x big8" in result.infeasible_reason
+    assert "over the $50.00 limit" in result.infeasible_reason
+
+
+def test_spot_pricing_uses_spot_prices_and_skips_instances_without_them(db):
+    result = _ask(db, spot=True)
+    assert result.best["instance"] == "big8"
+    assert result.best["usd_per_h"] == 8.0
+    half = result.options[result.options["instance"] == "half4"]
+    assert half["training_usd"].isna().all()
+    assert half["note"].str.contains("no spot price for instance half4").all()
+
+
+def test_no_profile_at_all_explains_what_to_run(tmp_path):
+    db = tmp_path / "empty.duckdb"
+    _catalog(db)
+    result = recommend(db, "vgg16", 32, 10, 100_000, budget_hours=5, instances=["big8"])
+    assert result.best is None
+    assert result.infeasible_reason.startswith("no configuration could be evaluated for vgg16 at batch 32")
+    assert "stash profile --model vgg16 --batch-size 32 --instance big8" in result.infeasible_reason
+
+
+def test_prediction_from_a_validated_stall_model_carries_its_expected_error(tmp_path):
+    db = tmp_path / "pred.duckdb"
+    add_instance(
+        db,
+        name="quad",
+        accelerator=GPU,
+        accelerator_count=4,
+        vcpus=32,
+        network_gbps=10,
+        on_demand_usd_per_h=10.0,
+    )
+    add_instance(
+        db,
+        name="solo",
+        accelerator=GPU,
+        accelerator_count=1,
+        vcpus=8,
+        network_gbps=10,
+        on_demand_usd_per_h=2.0,
+    )
+    noise = [1.02, 0.97, 1.01, 0.99, 1.03, 0.98]
+    for index, grad_mb in enumerate((10, 30, 60, 90, 150, 220)):
+        stall_s = (0.004 + 0.4e-9 * grad_mb * 1e6) * noise[index]
+        ingest_result(
+            db,
+            profile_doc(
+                f"other{index}",
+                instance="quad",
+                workers=4,
+                device="cuda",
+                grad_bytes=grad_mb * 10**6,
+                grad_tensor_count=20 + 30 * index,
+                layer_count=15 + 20 * index,
+                stalls={"compute": 0.1, "interconnect": stall_s},
+            ),
+        )
+    # The model to train was only profiled on the one-GPU shape.
+    ingest_result(
+        db,
+        profile_doc(
+            "target",
+            instance="solo",
+            workers=1,
+            device="cuda",
+            grad_bytes=120 * 10**6,
+            grad_tensor_count=100,
+            layer_count=70,
+            stalls={"compute": 0.3},
+        ),
+    )
+    result = recommend(
+        db, "target", 32, 1, 100_000, budget_hours=100, instances=["quad", "solo"], max_instances=1
+    )
+    quad = result.options.set_index("config").loc["1 x quad"]
+    assert quad["source"] == "predicted"
+    assert quad["interconnect_s"] == pytest.approx(0.004 + 0.4e-9 * 120e6, rel=0.1)
+    assert 0 < quad["expected_error"] < 0.05
+    assert "interconnect by linear" in quad["basis"]
+
+
+def test_bad_requests(db):
+    with pytest.raises(UsageError, match="unknown instance"):
+        _ask(db, instances=["nope"])
+    with pytest.raises(UsageError, match="time budget"):
+        recommend(db, "resnet50", 64, 90, IMAGES)
+    with pytest.raises(UsageError, match="epochs"):
+        recommend(db, "resnet50", 64, -1, IMAGES, budget_hours=2)
+
+
+def test_slowdown_cause_names_the_growing_stall():
+    fast = {
+        "instance": "a",
+        "instance_count": 1,
+        "epoch_s": 100.0,
+        "iterations_per_epoch": 100,
+        "compute_s": 0.8,
+        "interconnect_s": 0.2,
+        "network_s": 0.0,
+        "cpu_s": 0.0,
+        "disk_s": 0.0,
+    }
+    slow = {**fast, "instance": "b", "instance_count": 2, "epoch_s": 150.0, "network_s": 0.5}
+    assert slowdown_cause(slow, fast) == "network stall makes 2 x b 50% slower than 1 x a"

@@ -1,0 +1,108 @@
+"""What-if answers derived from a run's differential phases."""
+
+from __future__ import annotations
+
+import pytest
+from decision_docs import profile_doc
+
+from stash_core.errors import UsageError
+from stash_core.store import ingest_result
+from stash_core.whatif import format_whatif, whatif
+
+DATA_STALLS = {"compute": 0.2, "interconnect": 0.05, "cpu": 0.25, "disk": 0.2}
+
+
+def _store(db, **kwargs):
+    doc = profile_doc(**kwargs)
+    ingest_result(db, doc)
+    return doc["run_id"]
+
+
+def test_cpu_cores_needed_follow_from_r3_and_the_loader_workers(tmp_path):
+    db = tmp_path / "w.duckdb"
+    run_id = _store(db, loader_workers=1, cpu_cores=8, batch_size=32, stalls=DATA_STALLS)
+    cpu = whatif(db, run_id)["cpu"]
+    # R3 = 0.5 s with one loader process: 0.5 core-s per 32 samples; R1 = 0.25 s, so 2 cores per worker.
+    assert cpu["status"] == "answered"
+    assert cpu["per_sample_cpu_ms"] == pytest.approx(0.5 / 32 * 1e3)
+    assert cpu["cores_per_worker_needed"] == 2
+    assert cpu["predicted_iteration_s"] == pytest.approx(0.25 + 0.2)
+    by_cores = {row["cores_per_worker"]: row["iteration_s"] for row in cpu["predictions"]}
+    assert by_cores[1] == pytest.approx(0.7)  # one core: what was measured
+    assert by_cores[1] > by_cores[2] == by_cores[3]
+
+
+def test_cpu_what_if_agrees_in_direction_with_a_run_that_had_more_loader_workers(tmp_path):
+    db = tmp_path / "w.duckdb"
+    one = _store(db, loader_workers=1, cpu_cores=8, stalls=DATA_STALLS)
+    # The same job measured with 2 loader workers per worker: the CPU stall is gone.
+    two = _store(db, loader_workers=2, cpu_cores=8, stalls={**DATA_STALLS, "cpu": 0.004})
+    predicted = {row["cores_per_worker"]: row["iteration_s"] for row in whatif(db, one)["cpu"]["predictions"]}
+    measured_one = whatif(db, one)["iteration_s"]
+    measured_two = whatif(db, two)["iteration_s"]
+    assert (predicted[2] < measured_one) == (measured_two < measured_one)
+    assert whatif(db, two)["cpu"]["status"] == "hidden already"
+
+
+def test_main_process_loading_is_serial(tmp_path):
+    db = tmp_path / "w.duckdb"
+    run_id = _store(db, loader_workers=0, batch_size=10, stalls=DATA_STALLS)
+    cpu = whatif(db, run_id)["cpu"]
+    assert cpu["per_sample_cpu_ms"] == pytest.approx(25.0)  # 0.25 s of loading for 10 samples
+    assert cpu["cores_per_worker_needed"] == 1  # one loader process overlaps 0.25 s with the 0.25 s step
+
+
+def test_cache_needed_to_hide_the_disk_stall(tmp_path):
+    db = tmp_path / "w.duckdb"
+    # R2 read 50 MB/s for 10 s (20 samples at 0.5 s) while loading (5 + 40) x 32 x 2 = 2880 samples.
+    run_id = _store(
+        db, stalls=DATA_STALLS, dataset_images=2000, telemetry={"R2": {"disk_read_mbps": [50.0] * 20}}
+    )
+    disk = whatif(db, run_id)["disk"]
+    assert disk["status"] == "answered"
+    assert disk["cache_fraction_needed"] == pytest.approx(0.2 / 0.7)
+    sample_bytes = 500e6 / 2880
+    assert disk["sample_bytes"] == pytest.approx(sample_bytes)
+    assert disk["cache_bytes_needed"] == pytest.approx(0.2 / 0.7 * sample_bytes * 2000)
+    assert disk["predicted_iteration_s"] == pytest.approx(0.5)
+    assert disk["read_mbps_needed_without_cache"] > disk["read_mbps_measured"]
+
+
+def test_cache_size_from_the_dataset_folder(tmp_path):
+    folder = tmp_path / "data" / "cls"
+    folder.mkdir(parents=True)
+    for index in range(4):
+        (folder / f"{index}.jpg").write_bytes(b"x" * 1000)
+    db = tmp_path / "w.duckdb"
+    run_id = _store(db, stalls=DATA_STALLS, dataset_images=4, spec_extra={"dataset": str(tmp_path / "data")})
+    disk = whatif(db, run_id)["disk"]
+    assert disk["sample_bytes"] == 1000
+    assert disk["cache_bytes_needed"] == pytest.approx(0.2 / 0.7 * 4000)
+
+
+def test_network_bandwidth_needed(tmp_path):
+    db = tmp_path / "w.duckdb"
+    run_id = _store(
+        db, nodes=2, instance="lab@1gbit", stalls={"compute": 0.2, "interconnect": 0.05, "network": 0.3}
+    )
+    network = whatif(db, run_id, target_share=0.1)["network"]
+    # 0.3 s now; 10% of the other 0.25 s is 0.025 s: 12x the bandwidth.
+    assert network["bandwidth_gbps_now"] == 1.0
+    assert network["bandwidth_factor_needed"] == pytest.approx(12.0)
+    assert network["bandwidth_gbps_needed"] == pytest.approx(12.0)
+    assert network["predicted_iteration_s"] == pytest.approx(0.275)
+
+
+def test_unmeasured_and_single_machine_answers(tmp_path):
+    db = tmp_path / "w.duckdb"
+    run_id = _store(db, stalls={"compute": 0.2, "interconnect": 0.05})
+    answer = whatif(db, run_id)
+    assert answer["cpu"]["status"].startswith("not measured")
+    assert answer["disk"]["status"].startswith("not measured")
+    assert answer["network"]["status"].startswith("not applicable")
+    assert "CPU cores" in format_whatif(answer)
+    failed = _store(db, status="failed")
+    with pytest.raises(UsageError, match="did not complete"):
+        whatif(db, failed)
+    with pytest.raises(UsageError, match="no run"):
+        whatif(db, "missing")
