@@ -54,7 +54,17 @@ def build_parser() -> argparse.ArgumentParser:
         "models", help="list the model zoo with parameter, gradient and layer counts"
     )
     models.add_argument("--num-classes", type=int, default=1000)
+
+    for group in command_groups():
+        group.add_commands(commands, Parser)
     return parser
+
+
+def command_groups() -> list:
+    """Modules that add subcommands of their own (each has add_commands and COMMANDS)."""
+    from . import cli_decisions, cli_network
+
+    return [cli_network, cli_decisions]
 
 
 def add_db_argument(parser: argparse.ArgumentParser) -> None:
@@ -113,7 +123,7 @@ def add_profile_arguments(p: argparse.ArgumentParser) -> None:
 def main(argv: list[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
-        handler = COMMANDS[args.command]
+        handler = all_commands()[args.command]
         return handler(args) or 0
     except StashError as error:
         print(f"stash: {error}", file=sys.stderr)
@@ -201,6 +211,13 @@ def cmd_models(args) -> int:
             f"{name:<22}{info.kind:<8}{info.param_count:>14,}{info.grad_tensor_count:>14}{info.layer_count:>8}"
         )
     return 0
+
+
+def all_commands() -> dict:
+    commands = dict(COMMANDS)
+    for group in command_groups():
+        commands.update(group.COMMANDS)
+    return commands
 
 
 COMMANDS = {
