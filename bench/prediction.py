@@ -89,8 +89,8 @@ def run_campaign_for_bench(args: argparse.Namespace) -> str:
     return scope
 
 
-def score(db: str) -> pd.DataFrame:
-    report = fit_stall_models(db)
+def score(db: str, by_batch_size: bool = False) -> pd.DataFrame:
+    report = fit_stall_models(db, by_batch_size=by_batch_size)
     residuals = report.residuals()
     summary = report.summary()
     rows = []
@@ -129,8 +129,8 @@ def score(db: str) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def per_model(db: str) -> pd.DataFrame:
-    report = fit_stall_models(db)
+def per_model(db: str, by_batch_size: bool = False) -> pd.DataFrame:
+    report = fit_stall_models(db, by_batch_size=by_batch_size)
     residuals = report.residuals()
     best = {(model.stall, model.group_label): model.name for model in report.models if model.best}
     keep = residuals[[best.get((row.stall, row.group)) == row.fit for row in residuals.itertuples()]]
@@ -152,7 +152,7 @@ def per_model(db: str) -> pd.DataFrame:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--db", default=str(REPO / "bench" / "prediction.duckdb"))
+    parser.add_argument("--db", default=str(REPO / "results" / "prediction-campaign.duckdb"))
     parser.add_argument("--run", action="store_true", help="run (or resume) the campaign before scoring")
     parser.add_argument("--single-node", action="store_true", help="do not try the emulated cluster")
     parser.add_argument("--family", default="resnet")
@@ -162,9 +162,10 @@ def main() -> int:
     parser.add_argument("--iterations", type=int, default=30)
     parser.add_argument("--input-shape", default="3,32,32")
     parser.add_argument("--bandwidths", default="1gbit,400mbit,200mbit")
+    parser.add_argument("--by-batch-size", action="store_true", help="a configuration per batch size")
     args = parser.parse_args()
     scope = run_campaign_for_bench(args) if args.run else f"campaign stored in {args.db}"
-    table = score(args.db)
+    table = score(args.db, args.by_batch_size)
     if table.empty:
         print(f"no measured interconnect or network stalls in {args.db}: run with --run first")
         return 1
@@ -174,7 +175,7 @@ def main() -> int:
     print(table.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
     print()
     print("per model (best fit of each configuration, predicted without that model):")
-    print(per_model(args.db).to_string(index=False, float_format=lambda v: f"{v:.4f}"))
+    print(per_model(args.db, args.by_batch_size).to_string(index=False, float_format=lambda v: f"{v:.4f}"))
     print(f"\npublished predictors, for scale: {PUBLISHED}")
     return 0
 

@@ -36,6 +36,7 @@ STATUS_ICONS = {
     "running": ":material/progress_activity:",
     "starting": ":material/hourglass_top:",
     "lost": ":material/help:",
+    "skipped": ":material/skip_next:",
 }
 
 

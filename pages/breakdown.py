@@ -24,35 +24,41 @@ DETAIL_SECTIONS = ["Stalls", "Iteration times", "Telemetry", "Phases", "Machine 
 PHASE_COLORS = ["#9ecae9", "#ffbf79", "#ff9d98", "#88d27a", "#d6a5c9", "#bab0ac"]
 
 
-def run_filter_form(options: dict) -> RunFilter:
+def filter_from_state() -> RunFilter:
+    """The filter the widgets below hold (read before drawing them, so one query serves the whole page)."""
+    state = st.session_state
+    dates = state.get("bd-dates") or ()
+    return RunFilter(
+        models=list(state.get("bd-models") or []),
+        batch_sizes=[int(b) for b in state.get("bd-batch") or []],
+        instances=list(state.get("bd-instance") or []),
+        workers=[int(w) for w in state.get("bd-workers") or []],
+        nodes=[int(n) for n in state.get("bd-nodes") or []],
+        statuses=list(state.get("bd-status", ["completed"]) or []),
+        date_from=_as_date(dates[0]) if dates else None,
+        date_to=_as_date(dates[1]) if dates else None,
+        limit=int(state.get("bd-limit", 15)),
+    )
+
+
+def run_filter_form(options: dict) -> None:
+    """The filter widgets; their values are read by filter_from_state on the next run."""
     with st.expander("Filter runs", expanded=False, icon=":material/filter_list:"):
         row1 = st.columns(3)
-        models = row1[0].multiselect("Model", options["models"], key="bd-models", placeholder="any model")
-        batch_sizes = row1[1].multiselect(
-            "Batch size", options["batch_sizes"], key="bd-batch", placeholder="any"
-        )
-        instances = row1[2].multiselect(
-            "Instance", options["instances"], key="bd-instance", placeholder="any"
-        )
+        row1[0].multiselect("Model", options["models"], key="bd-models", placeholder="any model")
+        row1[1].multiselect("Batch size", options["batch_sizes"], key="bd-batch", placeholder="any")
+        row1[2].multiselect("Instance", options["instances"], key="bd-instance", placeholder="any")
         row2 = st.columns(4)
-        workers = row2[0].multiselect(
-            "Workers per node", options["workers"], key="bd-workers", placeholder="any"
+        row2[0].multiselect("Workers per node", options["workers"], key="bd-workers", placeholder="any")
+        row2[1].multiselect("Nodes", options["nodes"], key="bd-nodes", placeholder="any")
+        statuses = sorted(set(options["statuses"]) | {"completed"})
+        row2[2].multiselect(
+            "Status", statuses, default=["completed"], key="bd-status", placeholder="any status"
         )
-        nodes = row2[1].multiselect("Nodes", options["nodes"], key="bd-nodes", placeholder="any")
-        statuses = row2[2].multiselect(
-            "Status",
-            options["statuses"] or ["completed"],
-            default=["completed"] if "completed" in (options["statuses"] or ["completed"]) else None,
-            key="bd-status",
-            placeholder="any status",
-        )
-        limit = row2[3].number_input(
-            "Show at most", min_value=1, max_value=200, value=15, step=5, key="bd-limit"
-        )
+        row2[3].number_input("Show at most", min_value=1, max_value=200, value=15, step=5, key="bd-limit")
         first, last = options["first_date"], options["last_date"]
-        dates: tuple = ()
         if first and last and first != last:
-            dates = st.slider(
+            st.slider(
                 "Started between",
                 min_value=first,
                 max_value=last,
@@ -60,19 +66,6 @@ def run_filter_form(options: dict) -> RunFilter:
                 key="bd-dates",
                 format="YYYY-MM-DD",
             )
-    date_from = dates[0] if dates and dates[0] != first else None
-    date_to = dates[1] if dates and dates[1] != last else None
-    return RunFilter(
-        models=list(models),
-        batch_sizes=[int(b) for b in batch_sizes],
-        instances=list(instances),
-        workers=[int(w) for w in workers],
-        nodes=[int(n) for n in nodes],
-        statuses=list(statuses),
-        date_from=_as_date(date_from),
-        date_to=_as_date(date_to),
-        limit=int(limit),
-    )
 
 
 def _as_date(value) -> date | None:
@@ -118,10 +111,9 @@ def comparison(runs: pd.DataFrame, total: int) -> None:
         download_buttons(table, "stall_breakdown", "bd-table")
 
 
-def run_detail(run_id: str) -> None:
-    run = query("run_detail", run_id)
+def run_detail(run: dict | None) -> None:
     if run is None:
-        st.warning(f"No run {run_id!r} in this database.", icon=":material/search_off:")
+        st.warning("This run is not in the database.", icon=":material/search_off:")
         return
     title = (
         f"{dashboard_data.short_model(run.get('model'))} · batch {run.get('batch_size')} · "
@@ -336,7 +328,11 @@ def main() -> None:
         "Compute, interconnect, network, CPU pre-processing and disk stalls of each run, with their "
         "95% confidence intervals."
     )
-    options = query("filter_options")
+    # A run in the URL that this session has not shown yet was opened by a link: show it whatever the filter.
+    previous = st.session_state.get("bd-shown-run")
+    linked = st.query_params.get("run")
+    page = query("breakdown_page", filter_from_state(), linked if linked != previous else None, previous)
+    options, runs = page["options"], page["runs"]
     if not options["models"]:
         st.info(
             "No runs in this database yet. Start one on the Run page, import the examples on the Overview, "
@@ -345,32 +341,33 @@ def main() -> None:
         )
         st.page_link("pages/overview.py", label="Go to the Overview", icon=":material/dashboard:")
         return
-    run_filter = run_filter_form(options)
-    runs, total = query("find_runs", run_filter)
+    run_filter_form(options)
+    if page["missing"]:
+        st.warning(f"No run {page['missing']} in this database.", icon=":material/search_off:")
     if runs.empty:
         st.info("No run matches these filters.", icon=":material/filter_alt_off:")
     else:
-        comparison(runs, total)
+        comparison(runs, page["total"])
 
     st.subheader("One run in detail")
-    wanted = st.query_params.get("run")
-    choices = list(runs["run_id"]) if not runs.empty else []
-    labels = dict(zip(runs["run_id"], runs["run_label"], strict=True)) if not runs.empty else {}
-    if wanted and wanted not in choices:
-        choices.insert(0, wanted)
+    choices = list(runs["run_id"])
+    labels = dict(zip(runs["run_id"], runs["run_label"], strict=True))
+    detail = page["detail"]
+    if detail is not None and detail["run_id"] not in choices:
+        choices.insert(0, detail["run_id"])  # a run opened by link that the filter does not show
     if not choices:
         st.caption("Pick runs above to see one in detail.")
         return
+    default = detail["run_id"] if detail is not None else choices[0]
     picked = st.selectbox(
-        "Run",
-        choices,
-        index=choices.index(wanted) if wanted in choices else 0,
-        format_func=lambda r: labels.get(r, r),
-        key="bd-run",
+        "Run", choices, index=choices.index(default), format_func=lambda r: labels.get(r, r), key="bd-run"
     )
-    if picked != wanted:
+    st.session_state["bd-shown-run"] = picked
+    if st.query_params.get("run") != picked:
         st.query_params["run"] = picked
-    run_detail(picked)
+    if detail is None or detail["run_id"] != picked:
+        detail = query("run_detail", picked)
+    run_detail(detail)
 
 
 with page_guard():

@@ -263,11 +263,14 @@ def main() -> None:
         "Blue: measured. Red diamonds: the best model's prediction for each model when that model was left "
         "out of the fit. Dashed: the least-squares line on this axis alone."
     )
-    lines = fit_lines(report, stall, group, feature, shown)
-    chart_data = shown[["model", "run_id", feature, "measured_ms", "heldout_ms"]]
-    chart_with_download(
-        stall_chart(chart_data, lines, feature), chart_data, f"{stall}_stall_points", "models-points"
-    )
+    if shown.empty:
+        st.info("This configuration has too few profiled models to draw fits.", icon=":material/info:")
+    else:
+        lines = fit_lines(report, stall, group, feature, shown)
+        chart_data = shown[["model", "run_id", feature, "measured_ms", "heldout_ms"]]
+        chart_with_download(
+            stall_chart(chart_data, lines, feature), chart_data, f"{stall}_stall_points", "models-points"
+        )
     st.subheader("Fits and held-out errors")
     table = models_table(report, stall, group)
     st.dataframe(

@@ -247,6 +247,27 @@ def show_result(result) -> None:
                 st.markdown(f"- {line}")
 
 
+def catalog_editor(db: str, signature: tuple) -> None:
+    """Edit prices and shapes in the dashboard; every change goes through stash_core.catalog's checks."""
+    from stash_core.catalog import COLUMNS, apply_catalog_edits, list_instances
+    from stash_core.errors import StashError
+
+    with st.expander("Instance catalog: shapes and prices (editable)", icon=":material/sell:"):
+        st.caption(
+            "Prices in USD per hour. A price you change is dated today and marked as your edit unless you "
+            "set the date and source yourself. Add a row for an instance type that is missing."
+        )
+        before = list_instances(db)[list(COLUMNS)]
+        after = st.data_editor(before, num_rows="add", key="rec-catalog-editor", width="stretch")
+        if st.button("Save catalog changes", icon=":material/save:", key="rec-catalog-save"):
+            try:
+                edited, added = apply_catalog_edits(db, before, after)
+            except StashError as exc:  # a bad value: say which, keep the page
+                st.error(str(exc), icon=":material/error:")
+                return
+            st.success(f"Saved {len(edited)} changed and {len(added)} new instance(s).")
+
+
 def main() -> None:
     page_header(
         "Recommend",
@@ -255,6 +276,7 @@ def main() -> None:
     )
     db = current_db()
     signature = dashboard_data.db_signature(db)
+    catalog_editor(str(db), signature)
     request = request_form(str(db), signature)
     if request is None:
         st.info("Describe the training job and press Recommend.", icon=":material/info:")

@@ -227,37 +227,32 @@ def live_job(job_id: str) -> None:
         st.rerun()  # the whole page: stop polling, show the breakdown, enable the form
 
 
+HEADERS = {
+    "starting": "Starting…",
+    "running": "Running",
+    "completed": "Finished",
+    "failed": "Failed",
+    "cancelled": "Cancelled",
+    "lost": "Ended unexpectedly",
+}
+
+
 def job_view(state: jobs.JobState) -> None:
-    title = f"{state.label or 'Profile'} · job {state.job_id}"
-    badge = {"starting": "running", "running": "running", "completed": "complete"}.get(state.status, "error")
-    header = {
-        "starting": "Starting…",
-        "running": "Running",
-        "completed": "Finished",
-        "failed": "Failed",
-        "cancelled": "Cancelled",
-        "lost": "Ended unexpectedly",
-    }.get(state.status, state.status)
-    with st.status(
-        f"{header} — {title}", state=badge, expanded=not state.finished or state.status != "completed"
-    ):
+    title = f"{HEADERS.get(state.status, state.status)} — {state.label or 'profile'} · job {state.job_id}"
+    if state.finished:
+        # st.status marks a finished run; while it runs, the page polls (and st.status would show its
+        # "running" spinner as done between polls), so a plain box shows the live state.
+        badge = "complete" if state.status == "completed" else "error"
+        box = st.status(title, state=badge, expanded=state.status != "completed")
+    else:
+        box = st.container(border=True)
+        box.markdown(f"{STATUS_ICONS[state.status]} **{title}**")
+    with box:
         if not state.phases:
-            st.write(state.messages[-1] if state.messages else "Preparing the model and data…")
+            st.caption(state.messages[-1] if state.messages else "Preparing the model and data…")
         for phase in state.phases:
-            icon = STATUS_ICONS.get(phase.status, "")
-            detail = f"{phase.iterations} it"
-            if phase.relative_ci is not None and phase.status == "running":
-                detail += f" · ±{phase.relative_ci:.1%}"
-            if phase.mean_s is not None:
-                detail += f" · {seconds_text(phase.mean_s, phase.ci95_s)}"
-            if phase.error:
-                detail += f" · {phase.error}"
-            st.progress(
-                min(max(phase.fraction_done, 0.0), 1.0),
-                text=f"{icon} **{phase.name}** ({phase.index + 1}/{phase.total}) "
-                f"{phase.description} — {detail}",
-            )
-        for message in state.messages[-3:]:
+            st.progress(min(max(phase.fraction_done, 0.0), 1.0), text=phase_text(phase))
+        for message in state.messages[-3:] if state.phases else []:
             st.caption(message)
     if not state.finished:
         st.progress(state.fraction_done, text=f"Overall {state.fraction_done:.0%}")
@@ -294,6 +289,19 @@ def job_view(state: jobs.JobState) -> None:
     if output:
         with st.expander("Output of the run (last lines)", icon=":material/terminal:"):
             st.code("\n".join(output[-20:]), language=None)
+
+
+def phase_text(phase: jobs.PhaseProgress) -> str:
+    """One line per phase: state, name, what it runs, iterations, interval, mean time."""
+    detail = f"{phase.iterations} iterations" if phase.iterations else "warming up"
+    if phase.relative_ci is not None and phase.status == "running":
+        detail += f" · ±{phase.relative_ci:.1%}"
+    if phase.mean_s is not None:
+        detail += f" · {seconds_text(phase.mean_s, phase.ci95_s)}"
+    if phase.error:
+        detail += f" · {phase.error}"
+    icon = STATUS_ICONS.get(phase.status, "")
+    return f"{icon} **{phase.name}** ({phase.index + 1}/{phase.total}) {phase.description} — {detail}"
 
 
 def recent_jobs(jobs_list: list[jobs.JobState]) -> None:

@@ -54,11 +54,12 @@ def console() -> None:
             help="One statement. Read-only: SELECT, WITH, "
             "DESCRIBE, SUMMARIZE, SHOW, EXPLAIN and informational PRAGMAs.",
         )
-        cols = st.columns([1, 1, 2])
+        cols = st.columns([1, 1, 2], vertical_alignment="bottom")
         max_rows = cols[0].number_input("Row limit", min_value=1, max_value=100_000, value=1_000, step=500)
         timeout_s = cols[1].number_input("Time limit (s)", min_value=1, max_value=300, value=10, step=5)
         submitted = cols[2].form_submit_button("Run query", type="primary", icon=":material/play_arrow:")
-    if submitted:
+    first_visit = "sql-result" not in st.session_state  # show what the example query returns right away
+    if submitted or first_visit:
         try:
             result = sqlguard.run_readonly_query(
                 current_db(), st.session_state[EDITOR_KEY], timeout_s=float(timeout_s), max_rows=int(max_rows)

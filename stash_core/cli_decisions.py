@@ -342,7 +342,7 @@ def format_recommendation(result: Any, show_all: bool = False) -> str:
             pareto = " pareto" if row["pareto"] else ""
             lines.append(
                 f"  {rank:>2} {row['config']:<34}{row['source']:<11}{row['training_h']:>8.1f}"
-                f"{_fmt(row['training_usd'], ',.0f'):>11}{_fmt(row['usd_per_h'], '.2f'):>8}"
+                f"{_fmt(row['training_usd'], ',.2f'):>11}{_fmt(row['usd_per_h'], '.2f'):>8}"
                 f"{_pct(row['expected_error']):>6}  {stalls}{pareto}"
             )
     if result.explanations:

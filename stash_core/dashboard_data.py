@@ -176,16 +176,20 @@ def model_names(db_path: Path | str) -> list[str]:
 def filter_options(db_path: Path | str) -> dict[str, Any]:
     """Distinct values to filter on (sorted), and the first and last run date."""
     with store.connect(db_path, read_only=True) as con:
-        lists = con.execute(
-            "SELECT list_sort(list(DISTINCT model) FILTER (WHERE model IS NOT NULL)), "
-            "list_sort(list(DISTINCT batch_size) FILTER (WHERE batch_size IS NOT NULL)), "
-            "list_sort(list(DISTINCT coalesce(instance, ?))), "
-            "list_sort(list(DISTINCT workers_per_node) FILTER (WHERE workers_per_node IS NOT NULL)), "
-            "list_sort(list(DISTINCT nodes) FILTER (WHERE nodes IS NOT NULL)), "
-            "list_sort(list(DISTINCT status) FILTER (WHERE status IS NOT NULL)), "
-            "CAST(min(started_at) AS DATE), CAST(max(started_at) AS DATE) FROM runs",
-            [NO_INSTANCE],
-        ).fetchone()
+        return _filter_options(con)
+
+
+def _filter_options(con: Any) -> dict[str, Any]:
+    lists = con.execute(
+        "SELECT list_sort(list(DISTINCT model) FILTER (WHERE model IS NOT NULL)), "
+        "list_sort(list(DISTINCT batch_size) FILTER (WHERE batch_size IS NOT NULL)), "
+        "list_sort(list(DISTINCT coalesce(instance, ?))), "
+        "list_sort(list(DISTINCT workers_per_node) FILTER (WHERE workers_per_node IS NOT NULL)), "
+        "list_sort(list(DISTINCT nodes) FILTER (WHERE nodes IS NOT NULL)), "
+        "list_sort(list(DISTINCT status) FILTER (WHERE status IS NOT NULL)), "
+        "CAST(min(started_at) AS DATE), CAST(max(started_at) AS DATE) FROM runs",
+        [NO_INSTANCE],
+    ).fetchone()
     keys = ("models", "batch_sizes", "instances", "workers", "nodes", "statuses")
     options = {key: list(values or []) for key, values in zip(keys, lists[:6], strict=True)}
     options["first_date"], options["last_date"] = lists[6], lists[7]
@@ -195,12 +199,37 @@ def filter_options(db_path: Path | str) -> dict[str, Any]:
 def find_runs(db_path: Path | str, run_filter: RunFilter) -> tuple[pd.DataFrame, int]:
     """(stall_breakdown rows matching the filter, newest first, at most `run_filter.limit`, labelled;
     how many runs match in all)."""
+    with store.connect(db_path, read_only=True) as con:
+        return _find_runs(con, run_filter)
+
+
+def _find_runs(con: Any, run_filter: RunFilter) -> tuple[pd.DataFrame, int]:
     where, params = _filter_sql(run_filter)
     condition = " AND ".join(where) if where else "true"
+    total = int(con.execute(f"SELECT count(*) FROM runs WHERE {condition}", params).fetchone()[0])
+    return _breakdown_rows(con, condition, params, max(1, int(run_filter.limit))), total
+
+
+def breakdown_page(
+    db_path: Path | str, run_filter: RunFilter, linked_run: str | None = None, previous_run: str | None = None
+) -> dict[str, Any]:
+    """What the Stall breakdown page shows, read over one connection: "options" (filter_options), "runs" and
+    "total" (find_runs), "detail" (run_detail) and "missing" (a linked run id that is not stored, else None).
+
+    The detail is of `linked_run` (a run opened by a link) when it is stored, else of `previous_run` (the one
+    shown before) when it still matches the filter, else of the newest matching run.
+    """
     with store.connect(db_path, read_only=True) as con:
-        total = int(con.execute(f"SELECT count(*) FROM runs WHERE {condition}", params).fetchone()[0])
-        frame = _breakdown_rows(con, condition, params, max(1, int(run_filter.limit)))
-    return frame, total
+        options = _filter_options(con)
+        runs, total = _find_runs(con, run_filter)
+        detail = _run_detail(con, linked_run) if linked_run else None
+        missing = linked_run if linked_run and detail is None else None
+        shown = set(runs["run_id"])
+        if detail is None and previous_run in shown:
+            detail = _run_detail(con, previous_run)
+        if detail is None and not runs.empty:
+            detail = _run_detail(con, str(runs["run_id"].iloc[0]))
+    return {"options": options, "runs": runs, "total": total, "detail": detail, "missing": missing}
 
 
 def _filter_sql(run_filter: RunFilter) -> tuple[list[str], list[Any]]:
@@ -337,37 +366,46 @@ def run_detail(
     and "stalls" (lists of dicts, as store.get_run gives them), "samples" (per-iteration times) and
     "telemetry" (see telemetry_frame). None when there is no such run."""
     with store.connect(db_path, read_only=True) as con:
-        runs = store.relation_frame(con.sql("SELECT * FROM runs WHERE run_id = ?", params=[run_id]))
-        if runs.empty:
-            return None
-        phases = store.relation_frame(
-            con.sql("SELECT * FROM phases WHERE run_id = ? ORDER BY phase_index, phase", params=[run_id])
+        return _run_detail(con, run_id, max_iterations, max_points_per_metric)
+
+
+def _run_detail(
+    con: Any,
+    run_id: str,
+    max_iterations: int = MAX_ITERATION_POINTS,
+    max_points_per_metric: int = MAX_TELEMETRY_POINTS_PER_METRIC,
+) -> dict[str, Any] | None:
+    runs = store.relation_frame(con.sql("SELECT * FROM runs WHERE run_id = ?", params=[run_id]))
+    if runs.empty:
+        return None
+    phases = store.relation_frame(
+        con.sql("SELECT * FROM phases WHERE run_id = ? ORDER BY phase_index, phase", params=[run_id])
+    )
+    stalls = store.relation_frame(
+        con.sql(
+            "SELECT * FROM stalls WHERE run_id = ? ORDER BY list_position(?, stall) NULLS LAST, stall",
+            params=[run_id, list(STALL_NAMES)],
         )
-        stalls = store.relation_frame(
-            con.sql(
-                "SELECT * FROM stalls WHERE run_id = ? ORDER BY list_position(?, stall) NULLS LAST, stall",
-                params=[run_id, list(STALL_NAMES)],
-            )
+    )
+    samples = store.relation_frame(
+        con.sql(
+            "SELECT phase, iteration, iteration_s, data_s, forward_s, backward_s, optimizer_s "
+            "FROM iterations WHERE run_id = ? ORDER BY list_position(?, phase), phase, iteration LIMIT ?",
+            params=[run_id, list(phases["phase"]), int(max_iterations)],
         )
-        samples = store.relation_frame(
-            con.sql(
-                "SELECT phase, iteration, iteration_s, data_s, forward_s, backward_s, optimizer_s "
-                "FROM iterations WHERE run_id = ? ORDER BY list_position(?, phase), phase, iteration LIMIT ?",
-                params=[run_id, list(phases["phase"]), int(max_iterations)],
-            )
+    )
+    telemetry = store.relation_frame(
+        con.sql(
+            "WITH t AS (SELECT phase, metric, t_s, value, "
+            "row_number() OVER (PARTITION BY phase, metric ORDER BY t_s) AS n, "
+            "count(*) OVER (PARTITION BY phase, metric) AS total FROM telemetry WHERE run_id = ?), "
+            "s AS (SELECT count(DISTINCT phase) AS phases FROM t) "
+            "SELECT phase, metric, t_s, value FROM t, s "
+            "WHERE (n - 1) % greatest(1, CAST(ceil(total * phases / ?) AS BIGINT)) = 0 "
+            "ORDER BY phase, metric, t_s",
+            params=[run_id, float(max_points_per_metric)],
         )
-        telemetry = store.relation_frame(
-            con.sql(
-                "WITH t AS (SELECT phase, metric, t_s, value, "
-                "row_number() OVER (PARTITION BY phase, metric ORDER BY t_s) AS n, "
-                "count(*) OVER (PARTITION BY phase, metric) AS total FROM telemetry WHERE run_id = ?), "
-                "s AS (SELECT count(DISTINCT phase) AS phases FROM t) "
-                "SELECT phase, metric, t_s, value FROM t, s "
-                "WHERE (n - 1) % greatest(1, CAST(ceil(total * phases / ?) AS BIGINT)) = 0 "
-                "ORDER BY phase, metric, t_s",
-                params=[run_id, float(max_points_per_metric)],
-            )
-        )
+    )
     run = _records(runs)[0]
     for column in ("spec", "fingerprint", "warnings"):
         if isinstance(run.get(column), str):
@@ -630,41 +668,80 @@ def schema_browser(db_path: Path | str) -> dict[str, dict[str, Any]]:
 def schema_documentation(path: Path = SCHEMA_DOC) -> dict[str, dict[str, str]]:
     """Column meanings from docs/schema.md: {table: {column: meaning, "": what the table holds}}.
 
-    Reads a heading that names a table (e.g. "### runs" or "## Table `runs`") followed by a Markdown table
-    whose first cell is the column name and last cell its meaning. Missing file: empty.
+    Reads a heading that names a table or view (e.g. "### `runs` - one row per profile") followed by a
+    Markdown table with a "column" header and a "meaning" header (a "unit" column is added in brackets).
+    A cell may name several columns (`a`, `b`) or a pattern with `<stall>`; "as in `runs`" borrows the runs
+    table's meaning. A missing file gives an empty result.
     """
     try:
-        text = path.read_text(encoding="utf-8")
+        lines = path.read_text(encoding="utf-8").splitlines()
     except OSError:
         return {}
     known = {*store.TABLES, *store.VIEWS}
     docs: dict[str, dict[str, str]] = {}
     current: str | None = None
-    for line in text.splitlines():
+    header: list[str] = []
+    summary = ""  # the heading's own description ("### `runs` - one row per profile")
+    paragraph: list[str] = []  # the first paragraph under the heading
+    paragraph_done = False
+
+    def finish() -> None:
+        if current is not None:
+            text = " ".join(paragraph)
+            parts = [summary[:1].upper() + summary[1:] if summary else "", text]
+            docs[current][""] = ". ".join(part.rstrip(".") for part in parts if part) + (
+                "." if any(parts) else ""
+            )
+
+    for index, line in enumerate(lines):
         heading = re.match(r"^#{2,4}\s+(.*)$", line)
         if heading:
-            words = re.findall(r"[A-Za-z_]+", heading.group(1))
+            finish()
+            name_part, _, description = heading.group(1).partition(" - ")
+            words = re.findall(r"[A-Za-z_]+", name_part)
             current = next((word for word in words if word in known), None)
+            header, paragraph, paragraph_done = [], [], False
+            summary = description.strip()
             if current is not None:
                 docs.setdefault(current, {})
             continue
         if current is None:
             continue
-        if line.startswith("|"):
-            cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
-            if len(cells) < 2 or set(cells[0]) <= set("-: "):
-                continue
-            name = cells[0].strip("`* ")
-            if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name) or name.lower() in (
-                "column",
-                "name",
-                "field",
-            ):
-                continue
-            docs[current][name] = cells[-1].replace("`", "")
-        elif line.strip() and "" not in docs[current]:
-            docs[current][""] = line.strip()
+        if not line.startswith("|"):
+            if line.strip() and not header and not paragraph_done:
+                paragraph.append(line.strip())
+            elif paragraph:
+                paragraph_done = True
+            continue
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        following = lines[index + 1] if index + 1 < len(lines) else ""
+        if re.fullmatch(r"\|?[\s:|-]+\|?", following.strip() or "x"):
+            header = [cell.lower() for cell in cells]  # the header row sits above the separator
+            continue
+        if set("".join(cells)) <= set("-: ") or not header or "meaning" not in header:
+            continue
+        meaning = cells[header.index("meaning")].replace("`", "") if len(cells) == len(header) else cells[-1]
+        unit = cells[header.index("unit")] if "unit" in header and len(cells) == len(header) else ""
+        text = f"{meaning} ({unit})" if unit else meaning
+        for name in _column_names(cells[0]):
+            borrowed = re.fullmatch(r"as in (\w+)", meaning.strip())
+            if borrowed and borrowed.group(1) in docs and name in docs[borrowed.group(1)]:
+                docs[current][name] = docs[borrowed.group(1)][name]
+            else:
+                docs[current][name] = text
+    finish()
     return docs
+
+
+def _column_names(cell: str) -> list[str]:
+    names = re.findall(r"`([^`]+)`", cell) or [cell.strip("* ")]
+    expanded = []
+    for name in names:
+        if "<stall>" in name:
+            expanded += [name.replace("<stall>", stall) for stall in STALL_NAMES]
+        elif re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+            expanded.append(name)
+    return expanded
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -809,8 +886,12 @@ def _check_table(name: str, frame: pd.DataFrame) -> UploadCheck:
         check.reason += " - for comparing here; upload runs (with phases, stalls, ...) to store runs"
         check.run_ids = [str(v) for v in frame["run_id"].dropna().unique()]
     elif table in ("models", "instances"):
-        check.ok = False
-        check.reason = f"a {table} table cannot be uploaded here; upload result files or the runs export"
+        # Part of a whole export folder: nothing to store from it (models come with the runs; the instance
+        # catalog is edited on its own), but no reason to refuse the upload either.
+        check.storable = False
+        check.reason += (
+            " - not stored from here (models come with their runs; the catalog is edited on its own)"
+        )
     return check
 
 

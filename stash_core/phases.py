@@ -35,19 +35,26 @@ class PhasePlan:
         return {**asdict(self), "workers": self.workers, "description": self.description}
 
 
-def plan_phases(spec: ProfileSpec) -> tuple[list[str], list[PhasePlan]]:
-    """The applicable chain of runs and the runs needed for the requested stalls, in order."""
+def plan_phases(spec: ProfileSpec, reference_workers: int | None = None) -> tuple[list[str], list[PhasePlan]]:
+    """The applicable chain of runs and the runs needed for the requested stalls, in order.
+
+    reference_workers: how many workers the single-machine reference R1 gets when the profile spans
+    several machines (all of them when the first machine can hold them, else one machine's worth).
+    With one, R1 would repeat R0, so it is left out and R0 is the network figure's reference.
+    """
     chain = applicable_chain(spec.workers_total, spec.nodes, spec.real_data)
+    if spec.nodes > 1 and reference_workers == 1:
+        chain = [name for name in chain if name != "R1"]
     names = phases_for_stalls(spec.stalls, chain)
-    return chain, [phase_plan(name, spec) for name in names]
+    return chain, [phase_plan(name, spec, reference_workers) for name in names]
 
 
-def phase_plan(name: str, spec: ProfileSpec) -> PhasePlan:
+def phase_plan(name: str, spec: ProfileSpec, reference_workers: int | None = None) -> PhasePlan:
     if name == "R0":
         return PhasePlan(name, 1, 1, "synthetic")
     if name == "R1":
-        # The single-machine reference: all workers on one machine.
-        return PhasePlan(name, spec.workers_total, 1, "synthetic")
+        # The single-machine reference: all workers on one machine (or as many as it holds).
+        return PhasePlan(name, reference_workers or spec.workers_total, 1, "synthetic")
     if name == "R1n":
         return PhasePlan(name, spec.workers_per_node, spec.nodes, "synthetic")
     data = "cached" if name == "R3" else "cold"

@@ -34,10 +34,82 @@ def spec_from_args(args) -> ProfileSpec:
         max_iterations=args.max_iterations,
         max_phase_s=args.max_phase_seconds,
         seed=args.seed,
+        # the multi-machine options (stash_core.cli_network adds them to `stash profile`)
+        hosts=parse_hosts(getattr(args, "hosts", None)),
+        ssh_user=getattr(args, "ssh_user", None),
+        ssh_key=str(Path(args.ssh_key).expanduser()) if getattr(args, "ssh_key", None) else None,
+        remote_python=getattr(args, "python", None),
+        remote_workdir=getattr(args, "workdir", None),
+        cluster=getattr(args, "cluster", None),
+        cluster_bandwidth=getattr(args, "cluster_bandwidth", None),
+        master_addr=getattr(args, "master_addr", None),
+        master_port=getattr(args, "master_port", None),
+        comm_timeout_s=getattr(args, "comm_timeout", None) or 60,
+        probes=not getattr(args, "no_probes", False),
     )
     if args.stalls:
         spec.stalls = parse_stalls(args.stalls)
     return spec
+
+
+def parse_hosts(text: str | None) -> list[str]:
+    """--hosts a,b,c -> ["a", "b", "c"] (each one is validated when its ssh target is made)."""
+    if not text:
+        return []
+    hosts = [part.strip() for part in text.split(",")]
+    if any(not host for host in hosts):
+        raise UsageError(f"--hosts {text!r}: an empty host name")
+    return hosts
+
+
+def remote_hosts(spec: ProfileSpec, cluster_state: Path | None = None):
+    """The machines of a multi-machine profile, or None for one on this machine."""
+    from .launch.hosts import hosts_from_cluster, hosts_from_names
+
+    if spec.cluster == "emulated":
+        return hosts_from_cluster(
+            spec.nodes, cluster_state, spec.remote_python, spec.remote_workdir, spec.master_port,
+            spec.comm_timeout_s,
+        )  # fmt: skip
+    if spec.hosts:
+        return hosts_from_names(
+            spec.hosts, spec.ssh_user, spec.ssh_key, spec.remote_python, spec.remote_workdir,
+            spec.master_addr, spec.master_port, spec.comm_timeout_s,
+        )  # fmt: skip
+    return None
+
+
+class emulated_bandwidth:
+    """Set every emulated link to --cluster-bandwidth for the profile; put the old rates back after."""
+
+    def __init__(self, spec: ProfileSpec, state_dir: Path | None) -> None:
+        self.spec, self.state_dir = spec, state_dir
+        self.before: list[tuple[int, str]] = []
+
+    def __enter__(self) -> None:
+        if self.spec.cluster != "emulated" or not self.spec.cluster_bandwidth:
+            return
+        from .launch import cluster
+        from .launch.hosts import default_cluster_state_dir
+
+        self.state_dir = self.state_dir or default_cluster_state_dir()
+        status = cluster.cluster_status(self.state_dir)
+        if not status["nodes"]:
+            raise UsageError("no emulated cluster is up (sudo stash cluster up --nodes N)")
+        cluster.parse_bandwidth_bps(self.spec.cluster_bandwidth)  # a bad rate fails before any change
+        for node in status["nodes"]:
+            rate_bps = node["shaping"]["rate_bps"]
+            self.before.append((node["index"], f"{rate_bps}bit" if rate_bps else "unlimited"))
+            cluster.set_link(node["index"], bandwidth=self.spec.cluster_bandwidth, state_dir=self.state_dir)
+
+    def __exit__(self, *exc_info) -> None:
+        from .launch import cluster
+
+        for index, rate in self.before:
+            try:
+                cluster.set_link(index, bandwidth=rate, state_dir=self.state_dir)
+            except StashError:
+                pass  # the cluster went away meanwhile: nothing to restore
 
 
 def cuda_device_count() -> int:
@@ -74,6 +146,7 @@ def make_reporter(mode: str):
 
 def profile_from_args(args, db_path: Path) -> int:
     from . import protocol, store
+    from .probes import format_communication
     from .profiler import prepare_data, run_profile
     from .report import format_breakdown
     from .resultfile import default_result_path, write_result_atomic
@@ -92,12 +165,15 @@ def profile_from_args(args, db_path: Path) -> int:
             raise UsageError(f"--disk-read-mbps: {reason}")
     _, info = build_model(spec.model, num_classes=spec.num_classes, input_shape=_shape(spec))
     check_writable(db_path, args.out, not args.no_store)
+    cluster_state = Path(args.cluster_state) if getattr(args, "cluster_state", None) else None
     reporter = make_reporter(args.progress)
     data = prepare_data(spec, info.kind, reporter)
     doc = None
     error: BaseException | None = None
     try:
-        doc = run_profile(spec, info.to_dict(), data, reporter)
+        with emulated_bandwidth(spec, cluster_state):
+            remote = remote_hosts(spec, cluster_state)
+            doc = run_profile(spec, info.to_dict(), data, reporter, remote)
     except (StashError, KeyboardInterrupt) as caught:
         error = caught
         doc = getattr(caught, "__stash_doc__", None)
@@ -121,6 +197,8 @@ def profile_from_args(args, db_path: Path) -> int:
         print(f"stash: saved the {doc['status']} run {doc['run_id']} to {out_path}", file=sys.stderr)
         raise error
     print(format_breakdown(doc["breakdown"], doc["spec"].get("dataset_images")))
+    for line in format_communication(doc["breakdown"]):
+        print(line)
     where = f"{out_path}" + ("" if args.no_store else f" and {db_path}")
     print(f"run {doc['run_id']} saved to {where}")
     return 0

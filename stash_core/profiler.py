@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 import datetime
-import json
 import os
 import secrets
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import __version__, protocol
 from .errors import MeasurementError, StashError, UsageError
-from .launch.local import run_local, torchrun_argv
+from .launch.hosts import RemoteHosts
+from .launch.runner import run_workers, worker_env
 from .phases import PhasePlan, plan_phases
 from .spec import ProfileSpec
 from .stalls import PhaseTime, breakdown
@@ -22,6 +21,9 @@ from .stats import summarise
 PACKAGE_PARENT = str(Path(__file__).resolve().parent.parent)
 # Time allowed on top of the measurement cap for start-up (imports, process group, data loaders).
 STARTUP_ALLOWANCE_S = 180.0
+# ... and for the probe after the timed loop of a multi-worker run.
+PROBE_ALLOWANCE_S = 120.0
+PROBE_PHASES = ("R1", "R1n")
 # A cached run needs (almost) all of the data set in memory to measure the CPU stall alone.
 MIN_CACHED_RESIDENT_FRACTION = 0.95
 
@@ -111,9 +113,17 @@ def iterations_per_epoch(spec: ProfileSpec, images: int | None) -> int | None:
 
 
 def run_profile(
-    spec: ProfileSpec, model_info: dict, data: DataSetup, reporter: Reporter | None = None
+    spec: ProfileSpec,
+    model_info: dict,
+    data: DataSetup,
+    reporter: Reporter | None = None,
+    remote: RemoteHosts | None = None,
 ) -> dict:
-    """Measure every planned run and return the complete result document (never half-filled)."""
+    """Measure every planned run and return the complete result document (never half-filled).
+
+    With `remote`, every run goes to the remote machines over ssh: R0 and R1 on the first one, the
+    runs over N machines on the first N.
+    """
     from .fingerprint import machine_fingerprint
 
     reporter = reporter or Reporter()
@@ -127,17 +137,29 @@ def run_profile(
         "started_at": started_at.isoformat(),
         "finished_at": None,
         "stash_version": __version__,
-        "spec": spec.to_dict(),
+        "spec": spec_record(spec, data, remote),
         "model": model_info,
         "fingerprint": machine_fingerprint(spec.instance),
         "phases": [],
         "breakdown": None,
     }
+    if remote is not None:
+        doc["hosts"] = []
+    if spec.nodes > 1 or spec.workers_total > 1:
+        doc["probes"] = []
     warnings: list[str] = []
+    chain = chain_for(spec)
     try:
-        doc["spec"]["dataset_images"] = data.images
-        doc["spec"]["dataset"] = str(data.root) if data.root else None
-        _, plans = plan_phases(spec)
+        reference_workers = None
+        if remote is not None:
+            reference_workers = settle_on_hosts(spec, remote, doc, reporter, warnings)
+            doc["spec"] = spec_record(spec, data, remote)
+        chain, plans = plan_phases(spec, reference_workers)
+        if "interconnect" in spec.stalls and "R1" not in chain and spec.nodes > 1:
+            warnings.append(
+                "interconnect not measured: the first machine holds one worker, so R0 is the network "
+                "reference"
+            )
         if data.not_separable_reason:
             plans = [plan for plan in plans if plan.name != "R3"]
             doc["_not_separable"] = {"cpu": data.not_separable_reason, "disk": data.not_separable_reason}
@@ -145,10 +167,16 @@ def run_profile(
             reporter.phase_started(plan, index, len(plans))
             record = {**plan.to_dict(), "status": "interrupted", "error": "interrupted by the user"}
             doc["phases"].append(record)
-            record.update(run_phase(plan, spec, data, reporter, warnings))
+            outcome = run_phase(plan, spec, data, reporter, warnings, remote, model_info.get("grad_bytes"))
+            usage_error = outcome.pop("usage_error", False)
+            probe = outcome.pop("probe", None)
+            record.update(outcome)
+            if probe is not None:
+                doc["probes"].append(probe_record(probe, doc, plan, remote))
             reporter.phase_finished(record)
             if record["status"] != "completed":
-                raise MeasurementError(f"run {plan.name} ({plan.description}) failed: {record['error']}")
+                failure = UsageError if usage_error else MeasurementError
+                raise failure(f"run {plan.name} ({plan.description}) failed: {record['error']}")
         doc["status"] = "completed"
     except KeyboardInterrupt as error:
         doc["status"] = "interrupted"
@@ -163,8 +191,74 @@ def run_profile(
     finally:
         doc["finished_at"] = utc_now().isoformat()
         # A failed or interrupted profile keeps the breakdown of the runs that did complete.
-        doc["breakdown"] = breakdown_of_completed(doc, chain_for(spec), spec, warnings)
+        doc["breakdown"] = breakdown_of_completed(doc, chain, spec, warnings)
     return doc
+
+
+def spec_record(spec: ProfileSpec, data: DataSetup, remote: RemoteHosts | None) -> dict:
+    """The spec as the result file keeps it: the data set as used and, on an emulated cluster, its link."""
+    record = spec.to_dict()
+    record["dataset_images"] = data.images
+    record["dataset"] = str(data.root) if data.root else None
+    if remote is not None:
+        record["hosts"] = remote.host_names
+        if remote.link is not None:
+            # spec.network is where the stall fits read a link's rate from
+            link = remote.link
+            record["network"] = {"kind": "emulated", "bandwidth_bps": link.get("rate_bps"), **link}
+    return record
+
+
+def settle_on_hosts(
+    spec: ProfileSpec, remote: RemoteHosts, doc: dict, reporter: Reporter, warnings: list[str]
+) -> int:
+    """Check every host (reachable, python, torch, Stash), pick device, backend and threads from the
+    first one, and return how many workers the single-machine reference R1 gets."""
+    from .launch.hosts import check_hosts, version_warnings
+
+    reporter.message(f"checking {len(remote.targets)} host(s): {', '.join(remote.host_names)}")
+    infos = check_hosts(remote)
+    doc["hosts"] = [
+        {key: info.get(key) for key in ("host", "hostname", "python_version", "torch_version",
+                                        "stash_version", "cpu_count", "gpu_count", "gpu_status")}
+        for info in infos
+    ]  # fmt: skip
+    warnings.extend(version_warnings(infos))
+    first = infos[0]
+    if spec.device == "auto":
+        spec.device = "cuda" if first.get("cuda_available") and first.get("gpu_count") else "cpu"
+    if spec.device == "cuda" and not first.get("gpu_count"):
+        raise UsageError(f"--device cuda: host {first['host']} has no usable GPU ({first.get('gpu_status')})")
+    if spec.backend is None:
+        spec.backend = "nccl" if spec.device == "cuda" else "gloo"
+    for index, info in enumerate(infos):
+        capacity = remote.capacity(info, spec.device, index)
+        if spec.workers_per_node > capacity:
+            unit = "GPU(s)" if spec.device == "cuda" else "CPU core(s)"
+            raise UsageError(
+                f"--workers {spec.workers_per_node}: host {info['host']} has {capacity} {unit}; "
+                "one worker per GPU or core"
+            )
+    capacity = remote.capacity(first, spec.device)
+    reference_workers = spec.workers_total if capacity >= spec.workers_total else spec.workers_per_node
+    if spec.threads_per_worker is None:
+        cores = len(remote.cpu_sets[0]) if remote.cpu_sets else int(first.get("cpu_count") or 1)
+        # the same threads in every run, so R0, R1 and R1n compare like with like
+        spec.threads_per_worker = max(1, cores // max(reference_workers, spec.workers_per_node))
+    return reference_workers
+
+
+def probe_record(probe: dict, doc: dict, plan: PhasePlan, remote: RemoteHosts | None) -> dict:
+    """A probe set as the result file keeps it (section "probes")."""
+    link = (remote.link or {}) if remote is not None else {}
+    return {
+        "probe_id": f"{doc['run_id']}-{plan.name}",
+        "run_id": doc["run_id"],
+        "phase": plan.name,
+        "instance": doc["spec"].get("instance") or doc["fingerprint"].get("instance"),
+        "link_gbps": link["rate_bps"] / 1e9 if plan.nodes > 1 and link.get("rate_bps") else None,
+        **probe,
+    }
 
 
 def chain_for(spec: ProfileSpec) -> list[str]:
@@ -186,21 +280,86 @@ def breakdown_of_completed(
         times, chain, iterations_per_epoch(spec, doc["spec"].get("dataset_images")), not_separable
     )
     result["warnings"] = warnings + result["warnings"]
+    add_communication(result, doc, chain)
     return result
 
 
+def add_communication(result: dict, doc: dict, chain: list[str]) -> None:
+    """Which runs the network figure compares, and each communication stall beside its lower bound."""
+    from .probes import communication_bounds
+
+    phases = {record["name"]: record for record in doc["phases"] if record.get("status") == "completed"}
+    if "R1n" in chain and chain.index("R1n") > 0:
+        reference = chain[chain.index("R1n") - 1]
+        if reference in phases and "R1n" in phases:
+            near, far = phases[reference], phases["R1n"]
+            text = (
+                f"{reference} ({near['workers']} worker{'s' if near['workers'] != 1 else ''}, 1 machine) "
+                f"vs R1n ({far['nodes']}x{far['workers'] // far['nodes']} workers)"
+            )
+            result["network_reference"] = text
+            network = result["stalls"].get("network") or {}
+            if network and not network.get("note"):
+                network["note"] = text
+            if near["workers"] != far["workers"]:
+                result["warnings"].append(
+                    f"the network figure compares {text}: one machine cannot hold all {far['workers']} "
+                    "workers, so it also holds the cost of the larger ring"
+                )
+    probes = {probe.get("phase"): probe for probe in doc.get("probes") or []}
+    if not probes:
+        return
+    grad_bytes = (doc.get("model") or {}).get("grad_bytes")
+    backward_s = {
+        name: record["parts_mean_s"]["backward_s"]
+        for name, record in phases.items()
+        if (record.get("parts_mean_s") or {}).get("backward_s") is not None
+    }
+    link_bps = (doc["spec"].get("network") or {}).get("bandwidth_bps") or None
+    communication = {}
+    if "R1" in probes and "R1" in chain:
+        communication["interconnect"] = communication_bounds(
+            "interconnect", result["stalls"].get("interconnect") or {}, probes["R1"], None, grad_bytes,
+            backward_s, "R0", "R1",
+        )  # fmt: skip
+    if "R1n" in probes and "R1n" in chain and chain.index("R1n") > 0:
+        reference = chain[chain.index("R1n") - 1]
+        communication["network"] = communication_bounds(
+            "network", result["stalls"].get("network") or {}, probes["R1n"], probes.get(reference),
+            grad_bytes, backward_s, reference, "R1n", link_bps,
+        )  # fmt: skip
+    result["communication"] = communication
+
+
 def run_phase(
-    plan: PhasePlan, spec: ProfileSpec, data: DataSetup, reporter: Reporter, warnings: list[str]
+    plan: PhasePlan,
+    spec: ProfileSpec,
+    data: DataSetup,
+    reporter: Reporter,
+    warnings: list[str],
+    remote: RemoteHosts | None = None,
+    grad_bytes: int | None = None,
 ) -> dict:
+    from .probes import probe_settings
     from .telemetry import TelemetrySampler
 
     record = {**plan.to_dict(), "status": "running", "error": None, "resident_fraction_start": None}
     record["name"] = plan.name
-    if plan.nodes > 1:
+    if plan.nodes > 1 and remote is None:
         raise UsageError(f"{plan.name} spreads workers over {plan.nodes} machines: use --hosts or --cluster")
     job = job_for(plan, spec, data)
     if plan.data != "synthetic":
-        record["resident_fraction_start"] = set_cache_state(plan, data, warnings)
+        if remote is None:
+            record["resident_fraction_start"] = set_cache_state(plan, data, warnings)
+        else:  # each machine's own page cache, by the first worker on it
+            job["cache_action"] = "resident" if plan.data == "cached" else "evict"
+    timeout_s = spec.max_phase_s + STARTUP_ALLOWANCE_S
+    if spec.probes and plan.name in PROBE_PHASES and plan.workers > 1:
+        max_op_s = remote.comm_timeout_s / 3 if remote is not None else None
+        job["probe"] = probe_settings(grad_bytes, max_op_s=max_op_s)
+        timeout_s += PROBE_ALLOWANCE_S
+    if remote is not None:
+        job["telemetry"] = True  # sampled by rank 0 on the first machine, where R0 and R1 run too
     results: dict = {}
     errors: list[str] = []
 
@@ -217,30 +376,62 @@ def run_phase(
             errors.append(str(payload))
 
     started = time.monotonic()
-    sampler = TelemetrySampler()
-    with tempfile.TemporaryDirectory(prefix="stash-job-") as job_dir:
-        job_path = Path(job_dir) / "job.json"
-        job_path.write_text(json.dumps(job))
-        argv = torchrun_argv(plan.workers_per_node, str(job_path))
-        env = {
-            "OMP_NUM_THREADS": str(spec.threads_per_worker),
-            "PYTHONPATH": os.pathsep.join(filter(None, [PACKAGE_PARENT, os.environ.get("PYTHONPATH")])),
-            "PYTHONUNBUFFERED": "1",
-        }
-        timeout_s = spec.max_phase_s + STARTUP_ALLOWANCE_S
+    sampler = TelemetrySampler() if remote is None else None
+    failure: str | None = None
+    if sampler is not None:
         sampler.start()
-        try:
-            with disk_cap(spec, plan, data) as preexec:
-                failure = run_local(argv, on_line, timeout_s, env=env, preexec=preexec)
-        finally:
+    try:
+        with disk_cap(spec, plan, data) as preexec:
+            failure = run_workers(
+                "stash_core.worker", job, plan.workers_per_node, plan.nodes, remote, on_line, timeout_s,
+                worker_env(spec.threads_per_worker), preexec,
+            )  # fmt: skip
+    except MeasurementError as error:  # a local run past its time limit
+        failure = str(error)
+    except UsageError as error:  # e.g. the master port is taken: the user has to change something
+        failure = str(error)
+        record["usage_error"] = True
+    finally:
+        if sampler is not None:
             record["telemetry"] = sampler.stop()
     record["wall_s"] = time.monotonic() - started
     if errors or failure or "result" not in results:
         record["status"] = "failed"
-        record["error"] = errors[0] if errors else last_meaningful(failure)
+        record["error"] = failure_message(failure, errors, remote is not None)
+        record.setdefault("telemetry", empty_telemetry())
         return record
-    fill_record(record, results["result"], spec, warnings)
+    result = results["result"]
+    if remote is not None:
+        record["telemetry"] = result.get("telemetry") or empty_telemetry()
+        record["resident_fraction_start"] = result.get("resident_fraction_start")
+        check_remote_cache_state(plan, record["resident_fraction_start"], warnings)
+    fill_record(record, result, spec, warnings)
+    if result.get("probe"):
+        record["probe"] = result["probe"]
     return record
+
+
+def failure_message(failure: str | None, errors: list[str], remote: bool) -> str:
+    """One line: on one machine the workers' own error; across machines the launcher's (which names the
+    node) first, since a dead peer makes the others report only its symptom."""
+    if not remote:
+        return errors[0] if errors else (failure or "the run exited without a result")
+    if failure and errors:
+        return f"{failure}; first worker error: {errors[0]}"[:600]
+    return (failure or (errors[0] if errors else "the run exited without a result"))[:600]
+
+
+def empty_telemetry() -> dict:
+    return {"interval_s": None, "gpu_status": None, "t_s": [], "metrics": {}}
+
+
+def check_remote_cache_state(plan: PhasePlan, fraction: float | None, warnings: list[str]) -> None:
+    if fraction is None:
+        return
+    if plan.data == "cached" and fraction < MIN_CACHED_RESIDENT_FRACTION:
+        warnings.append(f"{plan.name}: only {fraction:.0%} of the data set stayed in the page cache")
+    if plan.data == "cold" and fraction > 1 - MIN_CACHED_RESIDENT_FRACTION:
+        warnings.append(f"{plan.name}: {fraction:.0%} of the data set was still cached after eviction")
 
 
 def job_for(plan: PhasePlan, spec: ProfileSpec, data: DataSetup) -> dict:
@@ -303,15 +494,6 @@ class disk_cap:
             self.cap.__exit__(*exc_info)
 
 
-def last_meaningful(lines: list[str]) -> str:
-    """The most telling line of a failed run's stderr (an exception message, not a traceback frame)."""
-    for line in reversed(lines):
-        text = line.strip()
-        if text and not text.startswith(("File ", "Traceback", "^", "~")) and "warnings.warn" not in text:
-            return text[:300]
-    return "the run exited without a result"
-
-
 def fill_record(record: dict, result: dict, spec: ProfileSpec, warnings: list[str]) -> None:
     samples = result["samples"]
     summary = summarise(samples["iteration_s"])
@@ -331,6 +513,8 @@ def fill_record(record: dict, result: dict, spec: ProfileSpec, warnings: list[st
             "stop_reason": result["stop_reason"],
         }
     )
+    if record["nodes"] > 1 and result.get("ranks"):
+        record["ranks"] = result["ranks"]  # every rank's own means, with the machine it ran on
     if result["stop_reason"] in ("max_iterations", "max_time") and spec.fixed_iterations is None:
         if summary.relative_ci > spec.target_relative_ci:
             cap = "iteration" if result["stop_reason"] == "max_iterations" else "time"

@@ -123,6 +123,14 @@ def recommend(
     planner = _Planner(db_path, model, batch_size, epochs, dataset_images, pricing, by_name, measured)
     for name, instance in by_name.items():
         planner.add_instance_options(name, instance, max_instances)
+    if not instances:
+        # Profiles whose instance label is not a catalog name cannot be priced: say so rather than drop them.
+        unknown = sorted({str(label) for label in measured["instance"].dropna()} - set(by_name))
+        if unknown:
+            planner.excluded.append(
+                f"profiles on {', '.join(unknown)}: not in the instance catalog, so no price "
+                "(add them with `stash instances add NAME --on-demand-usd-per-h ...`)"
+            )
     options = _finish(planner.options, budget_hours, max_usd)
     best = None
     ranked = options[options["feasible"]].sort_values("rank")

@@ -39,6 +39,18 @@ class ProfileSpec:
     max_phase_s: float = DEFAULT_MAX_PHASE_S
     hosts: list[str] = field(default_factory=list)
     seed: int = 0
+    # Several machines: named hosts over ssh, or the emulated cluster ("emulated"). Only the key's path
+    # is kept, never its contents.
+    ssh_user: str | None = None
+    ssh_key: str | None = None
+    remote_python: str | None = None
+    remote_workdir: str | None = None
+    cluster: str | None = None
+    cluster_bandwidth: str | None = None  # rate set on the emulated links for this profile, e.g. "200mbit"
+    master_addr: str | None = None
+    master_port: int | None = None
+    comm_timeout_s: int = 60  # rendezvous and process-group timeout across machines
+    probes: bool = True  # bandwidth/latency probe after R1 and R1n
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -50,6 +62,11 @@ class ProfileSpec:
     @property
     def fixed_iterations(self) -> int | None:
         return None if self.iterations == "auto" else int(self.iterations)
+
+    @property
+    def remote(self) -> bool:
+        """Runs go to other machines over ssh (named hosts or the emulated cluster)."""
+        return bool(self.hosts) or self.cluster is not None
 
     @property
     def real_data(self) -> bool:
@@ -103,6 +120,9 @@ def validate(spec: ProfileSpec, cuda_devices: int) -> None:
         raise UsageError(f"--disk-read-mbps must be positive, got {spec.disk_read_mbps}")
     if spec.device not in ("auto", "cpu", "cuda"):
         raise UsageError(f"--device must be auto, cpu or cuda, got {spec.device!r}")
+    validate_machines(spec)
+    if spec.remote:
+        return  # devices and cores are those of the hosts, checked once they answer
     if spec.device == "cuda" and cuda_devices == 0:
         raise UsageError("--device cuda: no CUDA device is visible on this machine")
     if spec.device == "cuda" and spec.workers_per_node > cuda_devices:
@@ -122,8 +142,34 @@ def validate(spec: ProfileSpec, cuda_devices: int) -> None:
         raise UsageError("--max-phase-seconds must be positive and --max-iterations at least 2")
 
 
+def validate_machines(spec: ProfileSpec) -> None:
+    """The multi-machine options: consistent with --nodes, and no option that needs one machine."""
+    if spec.hosts and spec.cluster is not None:
+        raise UsageError("give either --hosts or --cluster, not both")
+    if spec.cluster is not None and spec.cluster != "emulated":
+        raise UsageError(f"--cluster {spec.cluster!r}: the only cluster kind is 'emulated'")
+    if spec.cluster_bandwidth is not None and spec.cluster is None:
+        raise UsageError("--cluster-bandwidth applies to --cluster emulated only")
+    if spec.hosts and len(spec.hosts) != spec.nodes:
+        raise UsageError(
+            f"--hosts names {len(spec.hosts)} host(s) for --nodes {spec.nodes}; give one per node"
+        )
+    if spec.nodes > 1 and not spec.remote:
+        raise UsageError(f"--nodes {spec.nodes}: say which machines with --hosts or --cluster emulated")
+    if spec.remote and spec.disk_read_mbps is not None:
+        raise UsageError(
+            "--disk-read-mbps caps this machine's disk; it cannot be used with --hosts or --cluster"
+        )
+    if not spec.remote and (spec.ssh_user or spec.ssh_key or spec.remote_python or spec.remote_workdir):
+        raise UsageError("--ssh-user, --ssh-key, --python and --workdir need --hosts (or --cluster)")
+
+
 def resolve_device(spec: ProfileSpec, cuda_devices: int) -> None:
-    """Fill in device, backend and threads so that every run of the profile uses the same."""
+    """Fill in device, backend and threads so that every run of the profile uses the same.
+
+    On remote machines this waits for the hosts to answer (profiler.settle_on_hosts)."""
+    if spec.remote:
+        return
     if spec.device == "auto":
         spec.device = "cuda" if cuda_devices > 0 else "cpu"
     if spec.backend is None:

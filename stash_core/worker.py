@@ -1,6 +1,9 @@
 """Entry point of one worker process of one run (launched by torchrun, one per GPU or CPU worker).
 
-    python -m torch.distributed.run ... -m stash_core.worker --job JOB.json
+    python -m torch.distributed.run ... -m stash_core.worker --job-json '{...}'
+
+The job travels on the command line (--job-json, or --job-zb64 for a zlib-compressed, base64 one
+when it is large), so that it reaches workers on remote hosts too; --job FILE reads it from a file.
 
 Every rank runs the same timed loop. Every few iterations the ranks all-reduce (MAX) the
 times of the iterations since the last check, so each rank holds the slowest rank's time per
@@ -8,17 +11,24 @@ iteration (a synchronous step waits for the slowest) and all ranks take the same
 stop. Rank 0 prints progress and, at the end, the result as one line on stdout:
 
     STASH-PROGRESS {...}      STASH-RESULT {...}      STASH-ERROR message
+
+After the timed loop a job may ask for a probe (bandwidth and latency through the same process
+group, see probe_worker.py); on remote hosts a job may also ask rank 0 to sample telemetry and
+the first worker of each machine to put the data set into (or out of) that machine's page cache.
 """
 
 from __future__ import annotations
 
 import argparse
+import base64
 import datetime
 import itertools
 import json
 import os
+import socket
 import sys
 import time
+import zlib
 
 import torch
 import torch.distributed as dist
@@ -31,18 +41,51 @@ MIN_WARMUP_ITERATIONS = 2
 FIRST_CHECK_AFTER = 10
 
 
-def main(argv: list[str] | None = None) -> int:
+def encode_job(job: dict) -> list[str]:
+    """Worker arguments carrying `job`: inline JSON, compressed when long (an argument holds <= 128 KiB)."""
+    text = json.dumps(job, separators=(",", ":"))
+    if len(text) <= 32_000:
+        return ["--job-json", text]
+    packed = base64.b64encode(zlib.compress(text.encode(), 9)).decode("ascii")
+    return ["--job-zb64", packed]
+
+
+def read_job(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(prog="stash_core.worker")
-    parser.add_argument("--job", required=True, help="JSON file describing the run")
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--job", help="JSON file describing the run")
+    source.add_argument("--job-json", help="the job as JSON text")
+    source.add_argument("--job-zb64", help="the job as zlib-compressed, base64-encoded JSON")
     args = parser.parse_args(argv)
-    with open(args.job) as handle:
-        job = json.load(handle)
+    if args.job:
+        with open(args.job) as handle:
+            return json.load(handle)
+    if args.job_json:
+        return json.loads(args.job_json)
+    return json.loads(zlib.decompress(base64.b64decode(args.job_zb64)))
+
+
+def main(argv: list[str] | None = None) -> int:
+    job = read_job(argv)
     rank = int(os.environ.get("RANK", "0"))
+    sampler = None
     try:
+        if job.get("telemetry") and rank == 0:
+            from .telemetry import TelemetrySampler
+
+            sampler = TelemetrySampler().start()
         result = run_job(job, rank)
+        if sampler is not None:
+            result["telemetry"] = sampler.stop()
+            sampler = None
     except Exception as error:  # noqa: BLE001 - reported as one line to the launcher
-        protocol.emit("ERROR", f"rank {rank}: {type(error).__name__}: {error}".splitlines()[0])
+        protocol.emit(
+            "ERROR", f"rank {rank} ({socket.gethostname()}): {type(error).__name__}: {error}".splitlines()[0]
+        )
         return 1
+    finally:
+        if sampler is not None:
+            sampler.stop()
     if rank == 0:
         protocol.emit("RESULT", result)
     if dist.is_initialized():
@@ -61,9 +104,10 @@ def run_job(job: dict, rank: int) -> dict:
     if device.type == "cuda":
         torch.cuda.set_device(device)
     if world_size > 1:
-        dist.init_process_group(
-            backend=job["backend"], timeout=datetime.timedelta(seconds=job.get("pg_timeout_s", 120))
-        )
+        # Launched across machines, the launcher's short timeout bounds every collective too, so a
+        # vanished peer ends the run in seconds, not after torch's 30-minute default.
+        timeout_s = int(os.environ.get("STASH_RDZV_TIMEOUT_S") or job.get("pg_timeout_s", 120))
+        dist.init_process_group(backend=job["backend"], timeout=datetime.timedelta(seconds=timeout_s))
     shape = tuple(job["input_shape"]) if job.get("input_shape") else None
     model, info = build_model(job["model"], num_classes=job.get("num_classes"), input_shape=shape)
     model = model.to(device)
@@ -80,7 +124,14 @@ def run_job(job: dict, rank: int) -> dict:
     stop_reason = run_until_done(
         job, model, optimizer, loss_fn(info), batches, device, times, slowest_s, sync, rank
     )
-    return summarise_ranks(job, times, slowest_s, stop_reason, world_size, bad_files, device)
+    result = summarise_ranks(job, times, slowest_s, stop_reason, world_size, bad_files, device)
+    result["resident_fraction_start"] = getattr(batches, "resident_fraction_start", None)
+    if job.get("probe") and world_size > 1:
+        from .probe_worker import run_probe_suite
+
+        del model, optimizer  # the probe's buffers may be large
+        result["probe"] = run_probe_suite(job["probe"], device)
+    return result
 
 
 def make_batches(job: dict, info, device: torch.device, rank: int, world_size: int):
@@ -93,6 +144,7 @@ def make_batches(job: dict, info, device: torch.device, rank: int, world_size: i
     from .data.loader import make_loader
 
     dataset = open_dataset(job, info)
+    resident_fraction = set_cache_state(job, dataset.files, device, world_size)
     loader = make_loader(
         dataset,
         batch_size=job["batch_size"],
@@ -110,7 +162,48 @@ def make_batches(job: dict, info, device: torch.device, rank: int, world_size: i
                 sampler.set_epoch(epoch)
             yield from loader
 
-    return epochs(), getattr(dataset, "bad_files", None)
+    return _Batches(epochs(), resident_fraction), getattr(dataset, "bad_files", None)
+
+
+class _Batches:
+    """An iterator of batches that also remembers the page-cache state measured before it started."""
+
+    def __init__(self, iterator, resident_fraction_start: float | None) -> None:
+        self.iterator = iterator
+        self.resident_fraction_start = resident_fraction_start
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        return next(self.iterator)
+
+
+def set_cache_state(job: dict, files: list, device: torch.device, world_size: int) -> float | None:
+    """On remote hosts: the first worker of each machine makes the data set resident (cached run) or
+    evicts it (cold run) in its machine's page cache; returns the worst resident fraction over machines."""
+    action = job.get("cache_action")
+    if action not in ("resident", "evict"):
+        return None
+    from .data import pagecache
+
+    fraction = 0.0
+    if int(os.environ.get("LOCAL_RANK", "0")) == 0:
+        if not files:
+            raise FileNotFoundError(f"data set {job['dataset']} has no files on {socket.gethostname()}")
+        if action == "resident":
+            pagecache.make_resident(files)
+        else:
+            pagecache.evict(files)
+        fraction = pagecache.resident_fraction(files)
+    if world_size <= 1:
+        return fraction
+    # The worst machine: the least cached for a cached run, the most cached for a cold one.
+    leaders = torch.tensor([fraction, -fraction if action == "resident" else fraction], device=device)
+    if int(os.environ.get("LOCAL_RANK", "0")) != 0:
+        leaders = torch.tensor([float("-inf"), float("-inf")], dtype=leaders.dtype, device=device)
+    dist.all_reduce(leaders, op=dist.ReduceOp.MAX)
+    return float(-leaders[1].item()) if action == "resident" else float(leaders[1].item())
 
 
 def open_dataset(job: dict, info):
@@ -217,7 +310,27 @@ def summarise_ranks(job, times: StepTimes, slowest_s, stop_reason, world_size, b
         "samples": samples,
         "rank_skew_s": sum(skew[warmup:]) / max(len(skew) - warmup, 1),
         "bad_files": bad_files_count(bad_files),
+        "ranks": rank_summaries(per_rank[:, :, warmup:], world_size),
     }
+
+
+def rank_summaries(per_rank: torch.Tensor, world_size: int) -> list[dict]:
+    """Every rank's own means over the kept iterations, with the machine it ran on."""
+    hosts = [(socket.gethostname(), int(os.environ.get("GROUP_RANK", "0")))]
+    if world_size > 1:
+        hosts = [None] * world_size
+        dist.all_gather_object(hosts, (socket.gethostname(), int(os.environ.get("GROUP_RANK", "0"))))
+    means = per_rank.mean(dim=2) if per_rank.shape[2] else torch.full(per_rank.shape[:2], float("nan"))
+    names = ("iteration_s", *PARTS)
+    return [
+        {
+            "rank": rank,
+            "hostname": host,
+            "node": node,
+            **{name: float(means[rank, i]) for i, name in enumerate(names)},
+        }
+        for rank, (host, node) in enumerate(hosts)
+    ]
 
 
 def bad_files_count(bad_files) -> int | None:

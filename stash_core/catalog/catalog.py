@@ -134,6 +134,43 @@ def set_instance(db_path: Path | str, name: str, **fields: Any) -> dict[str, Any
     return row
 
 
+def apply_catalog_edits(
+    db_path: Path | str, before: pd.DataFrame, after: pd.DataFrame
+) -> tuple[list[str], list[str]]:
+    """Store the differences between two versions of the catalog table (e.g. from a dashboard editor).
+
+    Rows whose name was in `before` get set_instance with the changed fields; new names get add_instance.
+    Every value is checked first, so a bad one (UsageError, naming the instance) stores nothing.
+    Returns (names changed, names added).
+    """
+    old = {row["name"]: _none_for_nan(row) for row in before.to_dict(orient="records")}
+    edits: list[tuple[str, dict[str, Any]]] = []
+    additions: list[dict[str, Any]] = []
+    for raw in after.to_dict(orient="records"):
+        row = _none_for_nan({column: raw.get(column) for column in COLUMNS})
+        if not row["name"]:
+            continue
+        try:
+            if row["name"] not in old:
+                additions.append(
+                    _clean({key: value for key, value in row.items() if value is not None}, True)
+                )
+                continue
+            # Compare cleaned values, so that a date shown as text or 8 shown as 8.0 is no change.
+            previous = _clean({key: old[row["name"]].get(key) for key in EDITABLE}, partial=True)
+            current = _clean({key: row[key] for key in EDITABLE}, partial=True)
+            changed = {key: value for key, value in current.items() if value != previous[key]}
+            if changed:
+                edits.append((row["name"], changed))
+        except UsageError as exc:
+            raise UsageError(f"instance {row['name']}: {exc}") from None
+    for name, fields in edits:
+        set_instance(db_path, name, **fields)
+    for fields in additions:
+        add_instance(db_path, **fields)
+    return [name for name, _ in edits], [fields["name"] for fields in additions]
+
+
 def _seed(con: Any, rows: list[dict[str, Any]]) -> int:
     before = con.execute("SELECT count(*) FROM instances").fetchall()[0][0]
     for row in rows:

@@ -52,6 +52,10 @@ LINEAR_FEATURE_SETS: dict[str, tuple[str, ...]] = {
 ALPHA_BETA = "alpha-beta"
 POOLED = "wire+buckets (all bandwidths)"
 _POOLED_FEATURES = ("wire_s", "buckets")
+SUMMARY_COLUMNS = [
+    "stall", "group", "model", "kind", "points", "models", "r2", "lomo_mape", "lobo_mape", "best",
+    "coefficients", "note",
+]  # fmt: skip
 
 
 @dataclass
@@ -155,6 +159,8 @@ class FitReport:
                     "note": model.note,
                 }
             )
+        if not rows:
+            return pd.DataFrame(columns=SUMMARY_COLUMNS)
         return pd.DataFrame(rows)
 
     def residuals(self) -> pd.DataFrame:

@@ -49,6 +49,29 @@ _PHASE_COLUMNS = {
     "wall_s": "float64",
     "telemetry_interval_s": "float64",
 }
+_PROBE_COLUMNS = {
+    "probe_id": "str",
+    "run_id": "str",
+    "phase": "str",
+    "started_at": "str",
+    "hostname": "str",
+    "instance": "str",
+    "backend": "str",
+    "device": "str",
+    "world_size": "Int32",
+    "nodes": "Int32",
+    "workers_per_node": "Int32",
+    "kind": "str",
+    "scope": "str",
+    "size_bytes": "Int64",
+    "repetitions": "Int32",
+    "time_s": "float64",
+    "time_min_s": "float64",
+    "algbw_gbps": "float64",
+    "busbw_gbps": "float64",
+    "link_gbps": "float64",
+}
+PROBE_KIND = "stash-probe"
 _STALL_COLUMNS = {
     "run_id": "str",
     "stall": "str",
@@ -72,6 +95,7 @@ class _PreparedRun:
     stalls: pd.DataFrame
     iterations: list[tuple[str, pa.Table]]  # (phase, table) per phase with samples
     telemetry: list[tuple[str, pa.Table]]
+    probes: pd.DataFrame | None = None
 
 
 def ingest_result(db_path: Path | str, doc: dict[str, Any], source_file: str | None = None) -> bool:
@@ -92,18 +116,122 @@ def ingest_files(db_path: Path | str, paths: list[Path] | list[str]) -> list[tup
     leaves the database unchanged. Each run then goes in with its own short transaction and connection, so
     readers get a turn between files; ingesting the same files again inserts nothing.
     """
-    loaded = [(Path(path), load_result(Path(path))) for path in paths]
+    loaded = [(Path(path), _load_any(Path(path))) for path in paths]
     prepared = []
     for path, doc in loaded:
         try:
-            prepared.append((path, _prepare(doc, str(path.resolve()))))
+            if doc.get("kind") == PROBE_KIND:
+                prepared.append((path, _prepare_probe(doc)))
+            else:
+                prepared.append((path, _prepare(doc, str(path.resolve()))))
         except UsageError as exc:
             raise UsageError(f"{path}: {exc}") from None
     outcomes = []
-    for path, run in prepared:
+    for path, item in prepared:
         with connect(db_path) as con:
-            outcomes.append((path, run.run_id, _insert(con, run)))
+            if isinstance(item, _PreparedRun):
+                outcomes.append((path, item.run_id, _insert(con, item)))
+            else:
+                probe_id, frame = item
+                outcomes.append((path, probe_id, _insert_probe(con, probe_id, frame)))
     return outcomes
+
+
+def ingest_probe(db_path: Path | str, doc: dict[str, Any]) -> bool:
+    """Store a `stash probe` document (kind "stash-probe"); True when inserted, False when already stored."""
+    probe_id, frame = _prepare_probe(doc)
+    with connect(db_path) as con:
+        return _insert_probe(con, probe_id, frame)
+
+
+def _load_any(path: Path) -> dict[str, Any]:
+    """A result file, or a probe file (kind "stash-probe")."""
+    try:
+        return load_result(path)
+    except UsageError:
+        try:
+            doc = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            doc = None
+        if isinstance(doc, dict) and doc.get("kind") == PROBE_KIND:
+            return doc
+        raise
+
+
+def _prepare_probe(doc: dict[str, Any]) -> tuple[str, pd.DataFrame]:
+    from stash_core.probes import probe_rows
+
+    if not isinstance(doc, dict) or doc.get("kind") != PROBE_KIND:
+        raise UsageError(f'not a Stash probe (no "kind": "{PROBE_KIND}")')
+    version = doc.get("schema_version")
+    if isinstance(version, bool) or not isinstance(version, int) or version > SCHEMA_VERSION:
+        raise UsageError(f"probe has schema_version {version!r}; this Stash reads up to {SCHEMA_VERSION}")
+    probe_id = doc.get("probe_id")
+    if not isinstance(probe_id, str) or not probe_id.strip():
+        raise UsageError("probe has an empty or non-text probe_id")
+    return probe_id, _probe_frame(probe_rows(doc), f"probe {probe_id}")
+
+
+def _insert_probe(con: duckdb.DuckDBPyConnection, probe_id: str, frame: pd.DataFrame) -> bool:
+    con.execute("BEGIN TRANSACTION")
+    try:
+        if con.execute("SELECT count(*) FROM probes WHERE probe_id = ?", [probe_id]).fetchall()[0][0]:
+            con.execute("ROLLBACK")
+            return False
+        _insert_probe_frame(con, frame)
+        con.execute("COMMIT")
+    except duckdb.Error as exc:
+        con.execute("ROLLBACK")
+        message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise UsageError(f"cannot store probe {probe_id}: {message}") from None
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    return True
+
+
+def _insert_probe_frame(con: duckdb.DuckDBPyConnection, frame: pd.DataFrame) -> None:
+    if len(frame) == 0:
+        return
+    view = "_stash_ingest_probes"
+    columns = list(frame.columns)
+    select = ", ".join(
+        f'CAST("{column}" AS TIMESTAMPTZ)' if column == "started_at" else f'"{column}"' for column in columns
+    )
+    con.register(view, frame)
+    try:
+        con.execute(f"INSERT INTO probes ({', '.join(columns)}) SELECT {select} FROM {view}")
+    finally:
+        con.unregister(view)
+
+
+def _probe_frame(rows: list[dict[str, Any]], what: str) -> pd.DataFrame:
+    """Checked, typed rows of the probes table."""
+    clean = []
+    for row in rows:
+        entry = {}
+        for column, dtype in _PROBE_COLUMNS.items():
+            value = row.get(column)
+            if column == "started_at":
+                _check_time(value, what)
+                entry[column] = _utc_text(value)
+            elif dtype == "str":
+                entry[column] = _text(value)
+            elif dtype == "float64":
+                entry[column] = _float(value, f"{what} {column}")
+            else:
+                entry[column] = _int(value, f"{what} {column}")
+        clean.append(entry)
+    return _typed_frame(clean, _PROBE_COLUMNS)
+
+
+def _check_time(value: Any, what: str) -> None:
+    if value is None:
+        return
+    try:
+        datetime.fromisoformat(value)
+    except (TypeError, ValueError):
+        raise UsageError(f"result file: {what} started_at is not an ISO 8601 time ({value!r})") from None
 
 
 def _insert(con: duckdb.DuckDBPyConnection, run: _PreparedRun) -> bool:
@@ -121,6 +249,8 @@ def _insert(con: duckdb.DuckDBPyConnection, run: _PreparedRun) -> bool:
             _insert_frame(con, "iterations", frame, constants={"run_id": run.run_id, "phase": phase})
         for phase, frame in run.telemetry:
             _insert_frame(con, "telemetry", frame, constants={"run_id": run.run_id, "phase": phase})
+        if run.probes is not None:
+            _insert_probe_frame(con, run.probes)
         con.execute("COMMIT")
     except duckdb.Error as exc:
         con.execute("ROLLBACK")
@@ -247,6 +377,7 @@ def _prepare(doc: dict[str, Any], source_file: str | None) -> _PreparedRun:
     stalls = breakdown.get("stalls") or {}
     stall_rows = [_stall_row(run_id, stall, entry) for stall, entry in stalls.items()]
     return _PreparedRun(
+        probes=_run_probes(doc, run_row["instance"]),
         run_id=run_id,
         run_row=run_row,
         model_row=model_row,
@@ -255,6 +386,25 @@ def _prepare(doc: dict[str, Any], source_file: str | None) -> _PreparedRun:
         iterations=iterations,
         telemetry=telemetry,
     )
+
+
+def _run_probes(doc: dict[str, Any], instance: str | None) -> pd.DataFrame | None:
+    """The rows of the result's "probes" section (one probe set per multi-worker run), or None."""
+    from stash_core.probes import probe_rows
+
+    probes = doc.get("probes")
+    if not probes:
+        return None
+    if not isinstance(probes, list) or not all(isinstance(probe, dict) for probe in probes):
+        raise UsageError("result file: probes must be a list of objects")
+    rows = []
+    for index, probe in enumerate(probes):
+        probe = {"probe_id": f"{doc['run_id']}-{index}", **probe, "run_id": doc["run_id"]}
+        for key in ("allreduce", "p2p"):
+            if not isinstance(probe.get(key) or [], list):
+                raise UsageError(f"result file: probes[{index}].{key} must be a list")
+        rows += probe_rows(probe, instance=probe.get("instance") or instance)
+    return _probe_frame(rows, "probes")
 
 
 def _phase_row(run_id: str, index: int, phase: dict[str, Any]) -> dict[str, Any]:

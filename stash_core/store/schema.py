@@ -15,7 +15,7 @@ from stash_core.resultfile import STALL_NAMES
 
 DB_SCHEMA_VERSION = 1
 
-TABLES = ("runs", "phases", "iterations", "telemetry", "stalls", "models", "instances")
+TABLES = ("runs", "phases", "iterations", "telemetry", "stalls", "models", "instances", "probes")
 VIEWS = ("stall_breakdown",)
 
 _TABLE_DDL = """
@@ -124,6 +124,28 @@ CREATE TABLE IF NOT EXISTS models (
     layer_count INTEGER,
     grad_bytes BIGINT
 );
+CREATE TABLE IF NOT EXISTS probes (
+    probe_id VARCHAR,
+    run_id VARCHAR,
+    phase VARCHAR,
+    started_at TIMESTAMPTZ,
+    hostname VARCHAR,
+    instance VARCHAR,
+    backend VARCHAR,
+    device VARCHAR,
+    world_size INTEGER,
+    nodes INTEGER,
+    workers_per_node INTEGER,
+    kind VARCHAR,
+    scope VARCHAR,
+    size_bytes BIGINT,
+    repetitions INTEGER,
+    time_s DOUBLE,
+    time_min_s DOUBLE,
+    algbw_gbps DOUBLE,
+    busbw_gbps DOUBLE,
+    link_gbps DOUBLE
+);
 CREATE TABLE IF NOT EXISTS instances (
     name VARCHAR PRIMARY KEY,
     provider VARCHAR,
@@ -198,6 +220,7 @@ def ensure_schema(con: duckdb.DuckDBPyConnection, db_label: str) -> None:
     """Create the schema in a new database, or migrate an older one forward (writers only)."""
     version = stored_schema_version(con)
     if version == DB_SCHEMA_VERSION:
+        _add_probes_table(con)
         return
     check_readable_version(version, db_label)
     con.execute("BEGIN TRANSACTION")
@@ -222,3 +245,15 @@ def check_readable_version(version: int | None, db_label: str) -> None:
             f"database {db_label} has schema_version {version}; this Stash reads up to {DB_SCHEMA_VERSION}"
             " - upgrade Stash"
         )
+
+
+def _add_probes_table(con: duckdb.DuckDBPyConnection) -> None:
+    """`probes` joined schema version 1 after its first release as an added table (nothing else changed, so
+    every version-1 file and reader stays valid); a version-1 database made before it gets it here."""
+    try:
+        con.execute("SELECT 1 FROM main.probes LIMIT 0").fetchall()
+    except duckdb.CatalogException:
+        con.execute(_PROBES_DDL)
+
+
+_PROBES_DDL = _TABLE_DDL[_TABLE_DDL.index("CREATE TABLE IF NOT EXISTS probes") :].split(";")[0] + ";"

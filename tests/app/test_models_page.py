@@ -71,3 +71,31 @@ def test_fits_errors_and_a_prediction(tmp_path, monkeypatch):
     assert prediction.iloc[0]["by"] == "linear: bytes+tensors"
     expected_s = 0.002 + 1e-9 * 46_758_048 + 1e-4 * 62
     assert prediction.iloc[0]["predicted_ms"] == pytest.approx(expected_s * 1e3, rel=1e-6)
+
+
+def test_network_stall_across_bandwidths_and_a_lone_model(tmp_path, monkeypatch):
+    db = tmp_path / "net.duckdb"
+    ingest_result(db, profile_doc("lonely", instance="solo", stalls={"compute": 0.3, "interconnect": 0.02}))
+    for name, (grad_bytes, tensors, layers) in list(MODELS.items())[:4]:
+        for rate, gbps in (("1gbit", 1.0), ("500mbit", 0.5)):
+            network_s = 0.8 * 1.5 * grad_bytes * 8 / (gbps * 1e9)
+            doc = profile_doc(
+                name,
+                grad_bytes=int(grad_bytes),
+                grad_tensor_count=tensors,
+                layer_count=layers,
+                instance=f"emu@{rate}",
+                nodes=2,
+                stalls={"compute": 0.3, "interconnect": 0.01, "network": network_s},
+            )
+            ingest_result(db, doc)
+    app = _page(db, monkeypatch)
+    assert not app.exception
+    app.selectbox(key="models-group").set_value("cpu / 2 workers / solo").run()
+    assert not app.exception
+    assert any("too few profiled models" in info.value for info in app.info)
+    app.radio(key="models-stall").set_value("network").run()
+    assert not app.exception
+    table = app.dataframe[0].value
+    assert {"alpha-beta", "wire+buckets (all bandwidths)"} <= set(table["model"])
+    assert table["lobo_mape"].notna().any()

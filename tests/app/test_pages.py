@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import duckdb
@@ -168,6 +169,28 @@ def test_run_page_follows_a_job_from_its_files(empty_db: Path, tmp_path: Path) -
     assert not app.exception
     assert [e.value for e in app.error] == ["phase R1 failed: worker 1 exited with code 1"]
     assert any("R0" in str(p.proto.text) for p in app.get("progress"))
+
+
+def test_run_page_cancels_a_running_job(empty_db: Path, tmp_path: Path) -> None:
+    fake = tmp_path / "fake-python"
+    fake.write_text(
+        "#!/bin/sh\n"
+        "echo 'STASH-PHASE {\"event\": \"started\", \"index\": 0, \"total\": 1, \"name\": \"R0\", "
+        "\"description\": \"1 worker\"}'\n"
+        "sleep 300\n"
+    )
+    fake.chmod(0o755)
+    job_id = jobs.start_profile_job(empty_db, ["--model", "resnet18", "--batch-size", "8"], python=str(fake))
+    deadline = time.monotonic() + 20
+    while jobs.read_job(empty_db, job_id).status != "running" and time.monotonic() < deadline:
+        time.sleep(0.1)
+    app = open_page("Run")  # the running job is found without a link
+    assert_clean(app)
+    assert app.button(key="run-start").disabled  # one profile at a time
+    app.button(key=f"cancel-{job_id}").click().run()
+    assert not app.exception
+    assert jobs.read_job(empty_db, job_id).status == "cancelled"
+    assert not app.button(key="run-start").disabled
 
 
 def test_upload_rejects_a_malformed_file_and_stores_a_good_one(populated_db: Path) -> None:

@@ -28,7 +28,7 @@ def _page(db: Path, monkeypatch: pytest.MonkeyPatch) -> AppTest:
 def _submit(app: AppTest, budget_hours: float) -> AppTest:
     app.number_input(key="rec-budget").set_value(budget_hours)
     app.multiselect(key="rec-inst").set_value(["p3.8xlarge", "p3.16xlarge"])
-    app.button[0].click()
+    next(button for button in app.button if button.label == "Recommend").click()
     return app.run()
 
 
@@ -64,6 +64,8 @@ def populated(tmp_path):
 def test_empty_database_shows_the_form(tmp_path, monkeypatch):
     app = _page(tmp_path / "empty.duckdb", monkeypatch)
     assert not app.exception
+    catalog = app.dataframe[0].value  # the editable instance catalog, built-in rows
+    assert "p3.16xlarge" in set(catalog["name"])
     assert any("press Recommend" in info.value for info in app.info)
     app = _submit(app, 24.0)
     assert not app.exception
@@ -79,7 +81,7 @@ def test_recommendation_with_pareto_chart_and_explanation(populated, monkeypatch
     assert any(markdown.value == "### 1 x p3.16xlarge" for markdown in app.markdown)
     text = " ".join(markdown.value for markdown in app.markdown)
     assert "network stall makes 2 x p3.8xlarge 36% slower than 1 x p3.16xlarge" in text
-    ranked = app.dataframe[0].value
+    ranked = next(frame.value for frame in app.dataframe if "config" in frame.value.columns)
     assert ranked.iloc[0]["config"] == "1 x p3.16xlarge"
     assert list(ranked["rank"]) == list(range(1, len(ranked) + 1))
 

@@ -9,7 +9,9 @@ import pytest
 
 from stash_core.catalog import (
     CATALOG_CSV,
+    COLUMNS,
     add_instance,
+    apply_catalog_edits,
     builtin_instances,
     get_instance,
     list_instances,
@@ -134,3 +136,24 @@ def test_unknown_and_duplicate_instances(tmp_path):
         add_instance(db, name="p3.2xlarge", vcpus=8)
     with pytest.raises(UsageError, match="needs a name"):
         add_instance(db, vcpus=8)
+
+
+def test_dashboard_edits_are_applied_as_differences(tmp_path):
+    db = tmp_path / "cat.duckdb"
+    before = list_instances(db)[list(COLUMNS)]
+    after = before.copy()
+    after["price_date"] = after["price_date"].astype(str)  # an editor may hand dates back as text
+    after.loc[after["name"] == "g5.xlarge", "spot_usd_per_h"] = 0.35
+    new_row = {"name": "lab-box", "vcpus": 16, "accelerator_count": 2, "on_demand_usd_per_h": 1.5}
+    after = pd.concat([after, pd.DataFrame([new_row])], ignore_index=True)
+    edited, added = apply_catalog_edits(db, before, after)
+    assert edited == ["g5.xlarge"] and added == ["lab-box"]
+    assert get_instance(db, "g5.xlarge")["spot_usd_per_h"] == 0.35
+    assert get_instance(db, "lab-box")["accelerator_count"] == 2
+    bad = list_instances(db)[list(COLUMNS)]
+    broken = bad.copy()
+    broken.loc[broken["name"] == "p3.2xlarge", "on_demand_usd_per_h"] = -2.0
+    broken.loc[broken["name"] == "g5.xlarge", "spot_usd_per_h"] = 0.1
+    with pytest.raises(UsageError, match="instance p3.2xlarge: on_demand_usd_per_h must not be negative"):
+        apply_catalog_edits(db, bad, broken)
+    assert get_instance(db, "g5.xlarge")["spot_usd_per_h"] == 0.35  # nothing stored

@@ -1,0 +1,199 @@
+"""The machines of a multi-machine run: remote hosts given by name, or the nodes of the emulated cluster.
+
+Both end up as the same RemoteHosts: ssh targets, the python and directory to run from on them,
+the environment the workers get, optional per-node CPU sets. The profiler never asks which kind
+it has; only `link` (the emulated link's shaping, when known) is recorded with the result.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import UsageError
+from .ssh import SshTarget, parse_target, remote_check, validate_user
+
+PACKAGE_PARENT = str(Path(__file__).resolve().parents[2])
+DEFAULT_REMOTE_PYTHON = "python3"
+DEFAULT_COMM_TIMEOUT_S = 60
+HOST_CHECK_TIMEOUT_S = 60.0
+# An absolute path, or a command name found on the remote PATH: no spaces, quotes or shell syntax.
+_PYTHON_RE = re.compile(r"^(?:/[A-Za-z0-9._+/-]+|[A-Za-z0-9._+-]+)$")
+_ENV_VALUE_RE = re.compile(r"^[^\x00\n\r]*$")
+
+
+def default_cluster_state_dir() -> Path:
+    from .cluster import DEFAULT_STATE_DIR
+
+    return Path(os.environ.get("STASH_CLUSTER_STATE") or DEFAULT_STATE_DIR)
+
+
+def validate_python(text: str) -> str:
+    """A remote python: an absolute path or a plain command name (e.g. python3)."""
+    if not isinstance(text, str) or not _PYTHON_RE.match(text) or text.startswith("-"):
+        raise UsageError(
+            f"invalid --python {text!r}: give an absolute path or a command name such as python3"
+        )
+    return text
+
+
+def validate_workdir(text: str) -> str:
+    """A remote directory: absolute, or relative to the remote user's home; one line, no NUL."""
+    if not isinstance(text, str) or not text or not _ENV_VALUE_RE.match(text) or text.startswith("-"):
+        raise UsageError(f"invalid --workdir {text!r}: give a directory path on the hosts")
+    return text
+
+
+@dataclass
+class RemoteHosts:
+    """Where the runs of a multi-machine profile go; node i of a run is targets[i]."""
+
+    targets: list[SshTarget]
+    python: str
+    workdir: str
+    env: dict[str, str] = field(default_factory=dict)
+    cpu_sets: list[list[int]] | None = None
+    master_addr: str | None = None  # rendezvous address of node 0 as the others reach it
+    master_port: int | None = None  # None: a fresh free port per run
+    comm_timeout_s: int = DEFAULT_COMM_TIMEOUT_S
+    label: str = ""
+    link: dict | None = None  # emulated link: rate_bps, latency_us, loss_pct, netem
+
+    @property
+    def host_names(self) -> list[str]:
+        return [target.host for target in self.targets]
+
+    def for_nodes(self, nodes: int) -> RemoteHosts:
+        """The first `nodes` machines (R0 and R1 run on the first one alone)."""
+        return RemoteHosts(
+            self.targets[:nodes], self.python, self.workdir, dict(self.env),
+            self.cpu_sets[:nodes] if self.cpu_sets else None, self.master_addr, self.master_port,
+            self.comm_timeout_s, self.label, self.link,
+        )  # fmt: skip
+
+    def capacity(self, info: dict, device: str, node: int = 0) -> int:
+        """Workers a node can hold: its GPUs, or its CPU cores (its CPU set on a split cluster)."""
+        if device == "cuda":
+            return int(info.get("gpu_count") or 0)
+        if self.cpu_sets:
+            return len(self.cpu_sets[node])
+        return int(info.get("cpu_count") or 1)
+
+
+def hosts_from_names(
+    names: list[str],
+    user: str | None = None,
+    key_path: str | None = None,
+    python: str | None = None,
+    workdir: str | None = None,
+    master_addr: str | None = None,
+    master_port: int | None = None,
+    comm_timeout_s: int = DEFAULT_COMM_TIMEOUT_S,
+) -> RemoteHosts:
+    """RemoteHosts for "[user@]host[:port]" names; everything validated before any ssh runs."""
+    if not names:
+        raise UsageError("--hosts: give at least one host")
+    if user is not None:
+        validate_user(user)
+    key = Path(key_path).expanduser() if key_path else None
+    targets = []
+    for name in names:
+        target = parse_target(name, key_path=key)
+        if user is not None and target.user is None:
+            target = SshTarget(target.host, user, target.key_path, target.port, target.config_file)
+        targets.append(target)
+    return RemoteHosts(
+        targets=targets,
+        python=validate_python(python or DEFAULT_REMOTE_PYTHON),
+        workdir=validate_workdir(workdir or "."),
+        master_addr=_checked_master_addr(master_addr),
+        master_port=_checked_port(master_port),
+        comm_timeout_s=_checked_timeout(comm_timeout_s),
+        label="hosts " + ",".join(names),
+    )
+
+
+def hosts_from_cluster(
+    nodes: int,
+    state_dir: Path | None = None,
+    python: str | None = None,
+    workdir: str | None = None,
+    master_port: int | None = None,
+    comm_timeout_s: int = DEFAULT_COMM_TIMEOUT_S,
+) -> RemoteHosts:
+    """RemoteHosts for the first `nodes` nodes of the emulated cluster (this python, this checkout)."""
+    from . import cluster
+
+    state_dir = Path(state_dir) if state_dir else default_cluster_state_dir()
+    targets = cluster.cluster_hosts(state_dir)
+    if nodes > len(targets):
+        raise UsageError(f"--nodes {nodes}: the emulated cluster has {len(targets)} node(s)")
+    status = cluster.cluster_status(state_dir)
+    if not status["up"]:
+        raise UsageError("the emulated cluster is not completely up (see `stash cluster status`)")
+    shaping = status["nodes"][0]["shaping"]
+    return RemoteHosts(
+        targets=targets[:nodes],
+        python=validate_python(python or sys.executable),
+        workdir=validate_workdir(workdir or PACKAGE_PARENT),
+        env=dict(cluster.WORKER_ENV),
+        cpu_sets=(cluster.cluster_cpu_sets(state_dir) or [])[:nodes] or None,
+        master_addr=targets[0].host,
+        master_port=_checked_port(master_port),
+        comm_timeout_s=_checked_timeout(comm_timeout_s),
+        label=f"emulated cluster ({nodes} of {len(targets)} nodes)",
+        link={**shaping, "netem": bool(status.get("netem"))},
+    )
+
+
+def check_hosts(remote: RemoteHosts, timeout_s: float = HOST_CHECK_TIMEOUT_S) -> list[dict]:
+    """remote_check on every host in parallel: python, torch, Stash, GPUs. The first failing host raises."""
+
+    def check(target: SshTarget) -> dict:
+        info = remote_check(target, python=remote.python, workdir=remote.workdir, timeout_s=timeout_s)
+        if not info.get("torch_version"):
+            raise UsageError(f"torch is not usable on {target.host}: {info.get('torch_error')}")
+        if not info.get("stash_version"):
+            raise UsageError(
+                f"Stash not installed on {target.host} ({remote.python} cannot import stash_core)"
+            )
+        return {"host": target.host, **info}
+
+    with ThreadPoolExecutor(max_workers=len(remote.targets)) as pool:
+        futures = [pool.submit(check, target) for target in remote.targets]
+        return [future.result() for future in futures]
+
+
+def version_warnings(infos: list[dict]) -> list[str]:
+    """Differences between hosts that could make their runs not comparable."""
+    warnings = []
+    for key, what in (("stash_version", "Stash"), ("torch_version", "torch"), ("python_version", "Python")):
+        values = {info.get(key) for info in infos}
+        if len(values) > 1:
+            found = ", ".join(f"{info['host']}: {info.get(key)}" for info in infos)
+            warnings.append(f"hosts run different {what} versions ({found})")
+    return warnings
+
+
+def _checked_master_addr(text: str | None) -> str | None:
+    if text is None:
+        return None
+    return SshTarget(host=text).host  # the same host-name rules as every ssh target
+
+
+def _checked_port(port: int | None) -> int | None:
+    if port is None:
+        return None
+    if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
+        raise UsageError(f"invalid --master-port {port!r}: expected 1..65535")
+    return port
+
+
+def _checked_timeout(seconds: int) -> int:
+    if isinstance(seconds, bool) or not isinstance(seconds, int) or not 5 <= seconds <= 3600:
+        raise UsageError(f"invalid --comm-timeout {seconds!r}: expected 5..3600 seconds")
+    return seconds

@@ -1,0 +1,102 @@
+"""Launch one run of a worker module, here with torchrun or on remote machines over ssh.
+
+Either way the job travels on the command line (see worker.encode_job), every stdout line of every
+machine goes to on_line, and every process the run started is ended before this returns.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from ..errors import MeasurementError
+from .hosts import RemoteHosts
+
+PACKAGE_PARENT = str(Path(__file__).resolve().parents[2])
+LOOPBACK = "127.0.0.1"
+
+
+def local_torchrun_argv(nproc_per_node: int, module: str, module_args: list[str]) -> list[str]:
+    return [
+        sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes", "1",
+        "--nproc-per-node", str(nproc_per_node), "--max-restarts", "0", "-m", module, *module_args,
+    ]  # fmt: skip
+
+
+def run_workers(
+    module: str,
+    job: dict,
+    nproc_per_node: int,
+    nodes: int,
+    remote: RemoteHosts | None,
+    on_line: Callable[[str], None],
+    timeout_s: float,
+    env: dict[str, str],
+    preexec: Callable[[], None] | None = None,
+) -> str | None:
+    """Run module with `job` on `nodes` machines x nproc_per_node workers; the failure reason or None.
+
+    Without `remote` the run is local (nodes must be 1). With it, node i is remote.targets[i]; one
+    machine alone uses a loopback rendezvous. Raises UsageError for what the user must fix (a busy
+    master port, no python/torch/directory on a host) and KeyboardInterrupt after cleaning up.
+    """
+    from ..worker import encode_job
+
+    module_args = encode_job(job)
+    if remote is None:
+        from .local import run_local
+
+        if nodes != 1:
+            raise MeasurementError(f"a local run has one machine, not {nodes}")
+        failure = run_local(
+            local_torchrun_argv(nproc_per_node, module, module_args), on_line, timeout_s, env=env,
+            preexec=preexec,
+        )  # fmt: skip
+        return None if not failure else _last_meaningful(failure)
+    from .multinode import free_port, launch_torchrun_over_ssh
+
+    machines = remote.for_nodes(nodes)
+    if len(machines.targets) < nodes:
+        raise MeasurementError(
+            f"a run over {nodes} machines needs {nodes} hosts, got {len(machines.targets)}"
+        )
+    master_addr = LOOPBACK if nodes == 1 else (machines.master_addr or machines.targets[0].host)
+    try:
+        launch_torchrun_over_ssh(
+            targets=machines.targets,
+            nproc_per_node=nproc_per_node,
+            module=module,
+            module_args=module_args,
+            master_addr=master_addr,
+            master_port=machines.master_port or free_port(),
+            env={**machines.env, **{key: value for key, value in env.items() if key != "PYTHONPATH"}},
+            python=machines.python,
+            workdir=machines.workdir,
+            timeout_s=timeout_s,
+            on_line=lambda node, line: on_line(line),
+            cpu_sets=machines.cpu_sets,
+            rdzv_timeout_s=machines.comm_timeout_s,
+        )
+    except MeasurementError as error:
+        return str(error)
+    return None
+
+
+def worker_env(threads_per_worker: int) -> dict[str, str]:
+    """Environment of a worker: fixed threads, unbuffered output, this checkout importable."""
+    return {
+        "OMP_NUM_THREADS": str(threads_per_worker),
+        "PYTHONPATH": os.pathsep.join(filter(None, [PACKAGE_PARENT, os.environ.get("PYTHONPATH")])),
+        "PYTHONUNBUFFERED": "1",
+    }
+
+
+def _last_meaningful(lines: list[str]) -> str:
+    """The most telling line of a failed run's stderr (an exception message, not a traceback frame)."""
+    for line in reversed(lines):
+        text = line.strip()
+        if text and not text.startswith(("File ", "Traceback", "^", "~")) and "warnings.warn" not in text:
+            return text[:300]
+    return "the run exited without a result"
