@@ -52,7 +52,26 @@ def report_view(report: dashboard_data.UploadReport) -> None:
     table.insert(
         0, "in database", table["run_id"].isin(report.already_stored).map({True: "yes", False: "no"})
     )
-    st.dataframe(table, hide_index=True, width="stretch")
+    st.dataframe(
+        table,
+        hide_index=True,
+        width="stretch",
+        column_config={
+            "in database": st.column_config.TextColumn("In database"),
+            "source": st.column_config.TextColumn("File"),
+            "run_label": st.column_config.TextColumn("Run"),
+            "run_id": st.column_config.TextColumn("Run id"),
+            "status": st.column_config.TextColumn("Status"),
+            "started_at": st.column_config.DatetimeColumn("Started (UTC)", format="YYYY-MM-DD HH:mm"),
+            "model": st.column_config.TextColumn("Model"),
+            "batch_size": st.column_config.NumberColumn("Batch"),
+            "workers_per_node": st.column_config.NumberColumn("Workers"),
+            "nodes": st.column_config.NumberColumn("Nodes"),
+            "instance": st.column_config.TextColumn("Instance"),
+            "iteration_s": st.column_config.NumberColumn("Iteration (s)", format="%.4f"),
+            "epoch_s": st.column_config.NumberColumn("Epoch (s)", format="%.1f"),
+        },
+    )
     long_frame = dashboard_data.stall_long_frame(preview, "seconds")
     if not long_frame.empty:
         st.markdown("**Compare in this session** (nothing is stored for this)")

@@ -98,8 +98,14 @@ def probe_settings(
 
 
 def peak_busbw_gbps(probe: dict) -> float | None:
-    """The highest bus bandwidth over the all-reduce sizes (the large-message plateau)."""
-    rates = [row.get("busbw_gbps") for row in probe.get("allreduce") or []]
+    """The highest bus bandwidth any all-reduce reached: over the sizes, from the fastest repetition of
+    each (a lower bound built on it must not be beaten by a lucky run of the gradient all-reduce)."""
+    world = int(probe.get("world_size") or 0)
+    rates = []
+    for row in probe.get("allreduce") or []:
+        fastest_s = row.get("time_min_s") or row.get("time_s")
+        if fastest_s and row.get("size_bytes"):
+            rates.append(busbw_gbps(row["size_bytes"], fastest_s, world))
     rates = [rate for rate in rates if rate]
     return max(rates) if rates else None
 

@@ -175,8 +175,8 @@ def test_run_page_cancels_a_running_job(empty_db: Path, tmp_path: Path) -> None:
     fake = tmp_path / "fake-python"
     fake.write_text(
         "#!/bin/sh\n"
-        "echo 'STASH-PHASE {\"event\": \"started\", \"index\": 0, \"total\": 1, \"name\": \"R0\", "
-        "\"description\": \"1 worker\"}'\n"
+        'echo \'STASH-PHASE {"event": "started", "index": 0, "total": 1, "name": "R0", '
+        '"description": "1 worker"}\'\n'
         "sleep 300\n"
     )
     fake.chmod(0o755)

@@ -138,3 +138,32 @@ except OSError as exc:
     sys.exit(1)
 print("connected", time.monotonic() - start)
 """
+
+
+def stash_argv(*args: str) -> list[str]:
+    return [sys.executable, "-m", "stash_core", *args]
+
+
+def stash_env() -> dict[str, str]:
+    import os
+
+    repo = str(Path(__file__).resolve().parents[2])
+    return {**os.environ, "PYTHONPATH": repo}
+
+
+def worker_processes(node: int | None = None) -> list[psutil.Process]:
+    """Live training/probe worker processes of any multinode launch (on one node when given)."""
+    found = []
+    for process in psutil.process_iter():
+        try:
+            tag = process.environ().get(LAUNCH_TAG_VAR)
+            cmdline = " ".join(process.cmdline())
+        except psutil.Error:
+            continue
+        if tag is None or "stash_core.worker" not in cmdline or "torch.distributed.run" in cmdline:
+            continue
+        if node is not None and not tag.endswith(f"-n{node}"):
+            continue
+        if _live(process):
+            found.append(process)
+    return found

@@ -1,6 +1,6 @@
 """A model whose gradients make the network dominate: 6.3 MB of gradients, almost no compute.
 
-    stash profile --model tests/cluster/netmodel.py:make --input-shape 3,16,16 --num-classes 10 ...
+stash profile --model tests/cluster/netmodel.py:make --input-shape 3,16,16 --num-classes 10 ...
 """
 
 from torch import nn
