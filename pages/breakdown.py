@@ -19,8 +19,9 @@ from pages._shared import (
 )
 from stash_core import dashboard_data
 from stash_core.dashboard_data import STALL_LABELS, RunFilter
+from stash_core.errors import StashError
 
-DETAIL_SECTIONS = ["Stalls", "Iteration times", "Telemetry", "Phases", "Machine and spec"]
+DETAIL_SECTIONS = ["Stalls", "What if", "Iteration times", "Telemetry", "Phases", "Machine and spec"]
 PHASE_COLORS = ["#9ecae9", "#ffbf79", "#ff9d98", "#88d27a", "#d6a5c9", "#bab0ac"]
 
 
@@ -169,6 +170,8 @@ def run_detail(run: dict | None) -> None:
         telemetry(run)
     elif section == "Phases":
         phase_table(run)
+    elif section == "What if":
+        what_if(run)
     elif section == "Machine and spec":
         left, right = st.columns(2)
         left.markdown("**Fingerprint** (the machine)")
@@ -177,6 +180,33 @@ def run_detail(run: dict | None) -> None:
         right.json(run.get("spec") or {}, expanded=1)
     else:
         stall_table(run)
+
+
+WHATIF_TITLES = {"cpu": "CPU cores per worker", "disk": "Memory cache", "network": "Network bandwidth"}
+
+
+def what_if(run: dict) -> None:
+    """What would hide the CPU, disk and network stalls, each with the predicted iteration time."""
+    if run.get("status") != "completed":
+        st.info("What-if answers need a completed run.")
+        return
+    try:
+        answer = query("whatif", run["run_id"])
+    except StashError as error:
+        st.info(str(error))
+        return
+    cols = st.columns(3)
+    for col, key in zip(cols, ("cpu", "disk", "network"), strict=True):
+        item = answer.get(key) or {}
+        col.metric(
+            WHATIF_TITLES[key],
+            seconds_text(item.get("predicted_iteration_s")) if item.get("predicted_iteration_s") else "–",
+            help="Predicted iteration time with that resource",
+        )
+        col.caption(str(item.get("summary") or item.get("status") or ""))
+    with st.expander("Assumptions"):
+        for assumption in answer.get("assumptions") or []:
+            st.markdown(f"- {assumption}")
 
 
 PHASE_COLUMNS = (

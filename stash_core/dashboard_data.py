@@ -1337,3 +1337,10 @@ def _int_or_none(value: Any) -> int | None:
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
+
+
+def whatif(db_path: Path, run_id: str) -> dict:
+    """What would hide a run's CPU, disk and network stalls (see stash_core.whatif)."""
+    from .whatif import whatif as answer
+
+    return answer(db_path, run_id)

@@ -97,11 +97,14 @@ def test_breakdown_filters_runs_and_shows_one_in_detail(populated_db: Path) -> N
     assert_clean(app)
     assert "1 of 1 matching run" in texts(app)
     assert app.selectbox(key="bd-run").value == "20261121T090000Z-cccc0004"
-    for section in ("Iteration times", "Telemetry", "Phases", "Machine and spec", "Stalls"):
+    for section in ("Iteration times", "Telemetry", "Phases", "Machine and spec", "What if", "Stalls"):
         app.button_group(key="bd-section").set_value(section).run()
         assert_clean(app)
         if section in ("Iteration times", "Telemetry"):
             assert charts(app), section
+        if section == "What if":
+            labels = [metric.label for metric in app.metric]
+            assert "CPU cores per worker" in labels and "Memory cache" in labels
 
 
 def test_breakdown_opens_a_failed_run_from_the_link_with_its_reason(populated_db: Path) -> None:
