@@ -1,0 +1,55 @@
+"""Preparing a profile's data: sizes, corrupt files, and data sets that cannot be cached."""
+
+from __future__ import annotations
+
+import pytest
+
+from stash_core.data import pagecache
+from stash_core.data.jpeg_dataset import generate_synthetic_jpegs
+from stash_core.errors import UsageError
+from stash_core.phases import plan_phases
+from stash_core.profiler import Reporter, iterations_per_epoch, prepare_data
+from stash_core.spec import ProfileSpec
+
+
+def spec_for(root, **overrides) -> ProfileSpec:
+    return ProfileSpec(model="resnet10", batch_size=4, workers_per_node=2, dataset=str(root), **overrides)
+
+
+def test_a_data_set_that_does_not_fit_in_memory_is_not_separable(tmp_path, monkeypatch):
+    root = generate_synthetic_jpegs(24, image_px=32, root=tmp_path / "data")
+    monkeypatch.setattr(pagecache, "fits_in_memory", lambda total_bytes, safety=0.7: False)
+    data = prepare_data(spec_for(root), "image", Reporter())
+    assert data.images == 24
+    assert "does not fit in available memory" in data.not_separable_reason
+
+
+def test_corrupt_files_are_counted_and_left_out(tmp_path):
+    root = generate_synthetic_jpegs(40, image_px=32, root=tmp_path / "data")
+    victim = next(root.rglob("*.jpg"))
+    victim.write_bytes(b"garbage")
+    data = prepare_data(spec_for(root), "image", Reporter())
+    assert data.bad_files == [str(victim)]
+    assert data.images == 39
+
+
+def test_too_few_samples_for_the_workers_and_batch_is_refused(tmp_path):
+    root = generate_synthetic_jpegs(6, image_px=32, root=tmp_path / "data")
+    with pytest.raises(UsageError, match="too few"):
+        prepare_data(spec_for(root), "image", Reporter())
+
+
+def test_epoch_length_follows_the_sharded_sampler():
+    spec = ProfileSpec(model="resnet10", batch_size=32, workers_per_node=2)
+    assert iterations_per_epoch(spec, 2000) == 31  # 1000 samples per rank / 32, last partial batch dropped
+    assert iterations_per_epoch(spec, None) is None
+
+
+def test_plan_measures_what_the_stalls_need():
+    spec = ProfileSpec(model="resnet10", batch_size=4, workers_per_node=2, synthetic_images=10)
+    _, plans = plan_phases(spec)
+    assert [(p.name, p.workers, p.data) for p in plans] == [
+        ("R0", 1, "synthetic"), ("R1", 2, "synthetic"), ("R3", 2, "cached"), ("R2", 2, "cold"),
+    ]  # fmt: skip
+    spec.stalls = ["disk"]
+    assert [p.name for p in plan_phases(spec)[1]] == ["R3", "R2"]
