@@ -168,6 +168,14 @@ def profile_from_args(args, db_path: Path) -> int:
     cluster_state = Path(args.cluster_state) if getattr(args, "cluster_state", None) else None
     reporter = make_reporter(args.progress)
     data = prepare_data(spec, info.kind, reporter)
+    if data.classes > info.num_classes:
+        # Labels must index the model's outputs: size the classifier to the data set's classes.
+        if spec.num_classes is not None:
+            raise UsageError(
+                f"--num-classes {spec.num_classes}: the data set has {data.classes} class folders"
+            )
+        spec.num_classes = data.classes
+        _, info = build_model(spec.model, num_classes=spec.num_classes, input_shape=_shape(spec))
     doc = None
     error: BaseException | None = None
     try:

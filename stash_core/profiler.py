@@ -36,6 +36,7 @@ class DataSetup:
     images: int | None = None
     bad_files: list[str] = field(default_factory=list)
     not_separable_reason: str | None = None
+    classes: int = 0  # class folders of the data set (labels run 0..classes-1)
 
 
 class Reporter:
@@ -88,6 +89,7 @@ def prepare_data(spec: ProfileSpec, model_kind: str, reporter: Reporter) -> Data
             setup.bad_files = sorted(before - set(map(str, dataset.files)))
             reporter.message(f"skipping {skipped} corrupt image file(s) of {len(before)}")
     setup.files = list(dataset.files)
+    setup.classes = len(dataset.classes)
     setup.images = len(setup.files)
     if setup.images // spec.workers_total < spec.batch_size:
         raise UsageError(
