@@ -6,17 +6,13 @@ Exit status: 0 success, 1 failed measurement, 2 bad usage or bad input, 130 inte
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
+from .cli_args import add_db_argument, db_path, positive_int
 from .errors import StashError, UsageError
 
 EXIT_INTERRUPTED = 130
-
-
-def default_db() -> Path:
-    return Path(os.environ.get("STASH_DB") or "results.duckdb")
 
 
 class Parser(argparse.ArgumentParser):
@@ -65,22 +61,6 @@ def command_groups() -> list:
     from . import cli_decisions, cli_network
 
     return [cli_network, cli_decisions]
-
-
-def add_db_argument(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--db", type=Path, default=None, help="DuckDB file (default: $STASH_DB or ./results.duckdb)"
-    )
-
-
-def positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {value}")
-    return value
 
 
 def add_profile_arguments(p: argparse.ArgumentParser) -> None:
@@ -133,10 +113,6 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_INTERRUPTED
     except BrokenPipeError:
         return 0
-
-
-def db_path(args) -> Path:
-    return args.db if args.db is not None else default_db()
 
 
 def cmd_profile(args) -> int:

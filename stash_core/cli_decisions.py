@@ -9,13 +9,13 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import sys
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from stash_core.cli_args import add_db_argument, db_path, positive_int
 from stash_core.errors import UsageError
 
 PUBLISHED_ERRORS = "Habitat 11.8%, Srifty 8%, dPRO and Ceer under 5%, Lumos 3.3%"
@@ -34,13 +34,6 @@ _INSTANCE_OPTIONS = {
 }
 
 
-def db_path(args: argparse.Namespace) -> Path:
-    """--db, else $STASH_DB, else ./results.duckdb."""
-    if getattr(args, "db", None) is not None:
-        return Path(args.db)
-    return Path(os.environ.get("STASH_DB") or "results.duckdb")
-
-
 def add_commands(subparsers: Any, parser_class: type[argparse.ArgumentParser] | None = None) -> None:
     """Add the fit, instances, recommend, whatif and campaign subcommands to `stash`'s subparsers."""
     parser_class = parser_class or argparse.ArgumentParser
@@ -57,50 +50,50 @@ def add_commands(subparsers: Any, parser_class: type[argparse.ArgumentParser] | 
     fit.add_argument("--all-models", action="store_true", help="show every model, not only the best two")
     fit.add_argument("--residuals", action="store_true", help="print every point's residual")
     fit.add_argument("--predict", metavar="MODEL", default=None, help="predict the stall of this model")
-    fit.add_argument("--workers", type=_positive_int, default=None, help="with --predict: workers per node")
-    fit.add_argument("--nodes", type=_positive_int, default=1, help="with --predict: nodes")
+    fit.add_argument("--workers", type=positive_int, default=None, help="with --predict: workers per node")
+    fit.add_argument("--nodes", type=positive_int, default=1, help="with --predict: nodes")
     fit.add_argument("--instance", default=None, help="with --predict: instance label")
     fit.add_argument("--bandwidth", default=None, help="with --predict: link bandwidth (e.g. 1gbit, 25)")
     fit.add_argument("--device", default=None, help="with --predict: cpu or cuda")
-    fit.add_argument("--num-classes", type=_positive_int, default=None)
+    fit.add_argument("--num-classes", type=positive_int, default=None)
     fit.add_argument("--input-shape", default=None, help="with --predict: C,H,W of the model's input")
-    _add_db(fit)
+    add_db_argument(fit)
 
     instances = subparsers.add_parser("instances", help="the instance catalog: list, show, add, set")
     actions = instances.add_subparsers(dest="instances_action", required=True, parser_class=parser_class)
     listing = actions.add_parser("list", help="list the catalog (stored and built-in rows)")
-    _add_db(listing)
+    add_db_argument(listing)
     show = actions.add_parser("show", help="show one instance")
     show.add_argument("name")
-    _add_db(show)
+    add_db_argument(show)
     seed = actions.add_parser("seed", help="store the built-in rows not stored yet (never overwrites)")
-    _add_db(seed)
+    add_db_argument(seed)
     for action in ("add", "set"):
         sub = actions.add_parser(action, help="add an instance" if action == "add" else "change an instance")
         sub.add_argument("name")
         for field_name, (kind, help_text) in _INSTANCE_OPTIONS.items():
             sub.add_argument(f"--{field_name.replace('_', '-')}", dest=field_name, type=kind, help=help_text)
-        _add_db(sub)
+        add_db_argument(sub)
 
     rec = subparsers.add_parser("recommend", help="cheapest instances that train within a time budget")
     rec.add_argument("--model", required=True)
-    rec.add_argument("--batch-size", required=True, type=_positive_int, help="samples per worker")
+    rec.add_argument("--batch-size", required=True, type=positive_int, help="samples per worker")
     rec.add_argument("--epochs", required=True, type=float)
-    rec.add_argument("--dataset-images", required=True, type=_positive_int)
+    rec.add_argument("--dataset-images", required=True, type=positive_int)
     rec.add_argument("--budget-hours", type=float, default=None)
     rec.add_argument("--max-usd", type=float, default=None)
     rec.add_argument("--spot", action="store_true", help="use spot prices")
     rec.add_argument("--instances", default=None, help="comma list of catalog instances to consider")
-    rec.add_argument("--max-instances", type=_positive_int, default=4, help="most instances of one type")
+    rec.add_argument("--max-instances", type=positive_int, default=4, help="most instances of one type")
     rec.add_argument("--all", action="store_true", help="list every evaluated configuration")
     rec.add_argument("--csv", type=Path, default=None, help="write every evaluated configuration to a CSV")
-    _add_db(rec)
+    add_db_argument(rec)
 
     what = subparsers.add_parser("whatif", help="what would hide a stored run's CPU, disk and network stalls")
     what.add_argument("run_id")
     what.add_argument("--target-share", type=float, default=0.05, help="network stall to aim for (share)")
     what.add_argument("--json", action="store_true", help="print the answer as JSON")
-    _add_db(what)
+    add_db_argument(what)
 
     camp = subparsers.add_parser("campaign", help="profile a sweep of models and configurations (resumable)")
     models = camp.add_mutually_exclusive_group(required=True)
@@ -116,12 +109,12 @@ def add_commands(subparsers: Any, parser_class: type[argparse.ArgumentParser] | 
     camp.add_argument("--stalls", default=None, help="default compute,interconnect (+network on nodes > 1)")
     camp.add_argument("--iterations", default="auto")
     camp.add_argument("--input-shape", default=None)
-    camp.add_argument("--num-classes", type=_positive_int, default=None)
+    camp.add_argument("--num-classes", type=positive_int, default=None)
     camp.add_argument("--device", choices=["auto", "cpu", "cuda"], default=None)
     camp.add_argument("--instance", default=None, help="instance label (default: this host's name)")
     camp.add_argument("--results-dir", type=Path, default=None, help="where result files go")
     camp.add_argument("--dry-run", action="store_true", help="print the plan and what is stored, run nothing")
-    _add_db(camp)
+    add_db_argument(camp)
 
 
 def cmd_fit(args: argparse.Namespace) -> int:
@@ -436,22 +429,6 @@ COMMANDS = {
     "whatif": cmd_whatif,
     "campaign": cmd_campaign,
 }
-
-
-def _add_db(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--db", type=Path, default=None, help="DuckDB file (default: $STASH_DB or ./results.duckdb)"
-    )
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {value}")
-    return value
 
 
 def _int_list(text: str, flag: str) -> list[int]:
