@@ -73,7 +73,8 @@ def start_long_profile(tmp_path: Path, stalls: str) -> tuple[subprocess.Popen, l
     """A profile that would run for long; returns once its two-worker run R1 is measuring."""
     argv = [
         sys.executable, "-m", "stash_core", "profile", *SMALL, "--workers", "2", "--stalls", stalls,
-        "--iterations", "100000", "--max-iterations", "100000", "--out", str(tmp_path / "run.json"),
+        "--iterations", "100000", "--max-iterations", "100000", "--max-phase-seconds", "40",
+        "--out", str(tmp_path / "run.json"),
         "--db", str(tmp_path / "r.duckdb"), "--progress", "json",
     ]  # fmt: skip
     env = {**os.environ, "PYTHONPATH": str(REPO)}
@@ -98,7 +99,7 @@ def start_long_profile(tmp_path: Path, stalls: str) -> tuple[subprocess.Popen, l
 def test_ctrl_c_ends_every_process_and_saves_the_run_as_interrupted(tmp_path):
     process, workers = start_long_profile(tmp_path, "compute,interconnect")
     process.send_signal(signal.SIGINT)
-    process.communicate(timeout=60)
+    process.communicate(timeout=120)
     assert process.returncode == 130
     _, alive = psutil.wait_procs(workers, timeout=10)
     assert not alive
