@@ -34,6 +34,7 @@ def add_commands(subparsers, parser_class: type[argparse.ArgumentParser] | None 
     check.add_argument("--ssh-key", default=None, help="private key file (only its path is used)")
     check.add_argument("--python", default=None, help="python on the host (default python3)")
     check.add_argument("--workdir", default=None, help="directory to run from on the host")
+    check.add_argument("--ssh-config", default=None, help="ssh_config file to use (ssh -F)")
     check.add_argument("--json", action="store_true", help="print the raw JSON")
 
     cluster = subparsers.add_parser("cluster", help="the emulated cluster: namespaces, shaped links, sshd")
@@ -131,9 +132,10 @@ def cmd_remote(args) -> int:
     from .launch.ssh import SshTarget, parse_target, remote_check, validate_user
 
     key = Path(args.ssh_key).expanduser() if args.ssh_key else None
-    target = parse_target(args.host, key_path=key)
+    config = Path(args.ssh_config).expanduser() if args.ssh_config else None
+    target = parse_target(args.host, key_path=key, config_file=config)
     if args.ssh_user and target.user is None:
-        target = SshTarget(target.host, validate_user(args.ssh_user), target.key_path, target.port)
+        target = SshTarget(target.host, validate_user(args.ssh_user), target.key_path, target.port, config)
     python = validate_python(args.python or "python3")
     workdir = validate_workdir(args.workdir) if args.workdir else None
     info = remote_check(target, python=python, workdir=workdir)
@@ -249,7 +251,7 @@ def format_cluster_status(status: dict) -> str:
 
 
 def cmd_probe(args) -> int:
-    from .cli import default_db
+    from .cli_args import default_db
     from .probes import format_probe, run_probe_command
     from .store.ingest import ingest_probe
 

@@ -49,7 +49,7 @@ def _repeat(
     """Run once (warm-up and estimate), agree on the repetitions, run them; (times, first_s)."""
     first_s = _slowest(_timed(operation, device), device)
     extra = repetitions_for(first_s, budget_s, max_repetitions)
-    times = [_timed(operation, device) for _ in range(extra)] or [first_s]
+    times = [_timed(operation, device) for _ in range(extra)]
     return times, first_s
 
 
@@ -137,7 +137,7 @@ def measure_p2p(peer: int, sizes_bytes: list[int], device: torch.device, setting
             first_s = _timed(ping, device)
             count[0] = repetitions_for(first_s, settings["budget_s_per_size"], settings["max_repetitions"])
             dist.send(count, peer)
-            times = [_timed(ping, device) for _ in range(int(count.item()))] or [first_s]
+            times = [_timed(ping, device) for _ in range(int(count.item()))]
             one_way_s = sum(times) / len(times) / 2
             rows.append(
                 {

@@ -67,10 +67,9 @@ def ddp_bucket_sizes(grad_bytes: int) -> list[int]:
 
 
 def repetitions_for(first_s: float, budget_s: float, max_repetitions: int) -> int:
-    """Timed repetitions after a first one that took first_s: as many as fit the budget, 0 when it took
-    longer than the budget on its own (then the first one is the measurement), at most max_repetitions."""
-    if first_s >= budget_s:
-        return 0
+    """Timed repetitions after a first call that took first_s: as many as fit the budget, at least one
+    (the first call of a size is a warm-up - buffers are allocated and touched - and is never kept),
+    at most max_repetitions."""
     return max(1, min(max_repetitions, int(budget_s / max(first_s, 1e-6))))
 
 
@@ -98,16 +97,27 @@ def probe_settings(
 
 
 def peak_busbw_gbps(probe: dict) -> float | None:
-    """The highest bus bandwidth any all-reduce reached: over the sizes, from the fastest repetition of
-    each (a lower bound built on it must not be beaten by a lucky run of the gradient all-reduce)."""
-    world = int(probe.get("world_size") or 0)
-    rates = []
-    for row in probe.get("allreduce") or []:
-        fastest_s = row.get("time_min_s") or row.get("time_s")
-        if fastest_s and row.get("size_bytes"):
-            rates.append(busbw_gbps(row["size_bytes"], fastest_s, world))
+    """The highest bus bandwidth over the all-reduce sizes (each from its mean time)."""
+    rates = [row.get("busbw_gbps") for row in probe.get("allreduce") or []]
     rates = [rate for rate in rates if rate]
     return max(rates) if rates else None
+
+
+def wire_busbw_gbps(probe: dict, latency_s: float | None) -> float | None:
+    """The bus bandwidth of the wire alone, from the largest message: ring bytes / (its fastest time - the
+    call latency). Smaller messages are left out: a shaper's burst (tc's token bucket lets tens to hundreds
+    of KiB through at once) or a cache flatters them. When even the largest one is dominated by latency,
+    the peak bus bandwidth."""
+    world = int(probe.get("world_size") or 0)
+    latency_s = latency_s or 0.0
+    rows = [row for row in probe.get("allreduce") or [] if row.get("size_bytes") and row.get("time_s")]
+    if not rows:
+        return None
+    largest = max(rows, key=lambda row: row["size_bytes"])
+    fastest_s = largest.get("time_min_s") or largest["time_s"]
+    if fastest_s <= 2 * latency_s:
+        return peak_busbw_gbps(probe)
+    return ring_factor(world) * largest["size_bytes"] * 8 / (fastest_s - latency_s) / 1e9
 
 
 def allreduce_latency_s(probe: dict) -> float | None:
@@ -163,24 +173,17 @@ def alpha_beta_allreduce_s(grad_bytes: int, world_size: int, alpha_s: float, bet
 
 
 def ring_lower_bound_s(
-    grad_bytes: int, world_size: int, busbw_gbps_value: float | None, latency_s: float | None = None
+    grad_bytes: int, world_size: int, wire_gbps: float | None, latency_s: float | None = None
 ) -> float | None:
-    """Ring all-reduce lower bound of the gradient bytes in DDP's buckets.
-
-    Each bucket moves 2(n-1)/n x its bytes through every link, at best at the peak bus bandwidth,
-    and no call is faster than the latency of the smallest all-reduce: a bucket costs at least the
-    larger of the two. (Adding the two would count the latency twice: the peak bus bandwidth was
-    itself measured on messages that paid it.)
-    """
+    """Ring all-reduce lower bound of the gradient bytes in DDP's buckets: every bucket pays the call
+    latency plus 2(n-1)/n x its bytes at the wire's bus bandwidth (see wire_busbw_gbps, which takes
+    the latency off so that it is not counted twice)."""
     if world_size <= 1:
         return 0.0
-    if not busbw_gbps_value or busbw_gbps_value <= 0:
+    if not wire_gbps or wire_gbps <= 0:
         return None
-    floor_s = latency_s or 0.0
-    return sum(
-        max(floor_s, ring_factor(world_size) * size * 8 / (busbw_gbps_value * 1e9))
-        for size in ddp_bucket_sizes(grad_bytes)
-    )
+    buckets = ddp_bucket_sizes(grad_bytes)
+    return len(buckets) * (latency_s or 0.0) + ring_factor(world_size) * grad_bytes * 8 / (wire_gbps * 1e9)
 
 
 def link_lower_bound_s(grad_bytes: int, world_size: int, link_bps: float | None) -> float | None:
@@ -229,7 +232,8 @@ def communication_bounds(
     overlap_share = None
     if added_s and added_s > 0 and exposed_s is not None:
         overlap_share = min(1.0, max(0.0, 1.0 - exposed_s / added_s))
-    lower_s = ring_lower_bound_s(grad_bytes, world, busbw, latency_s)
+    wire_gbps = wire_busbw_gbps(probe, latency_s)
+    lower_s = ring_lower_bound_s(grad_bytes, world, wire_gbps, latency_s)
     fit = fit_alpha_beta(probe)
     predicted_s = alpha_beta_allreduce_s(grad_bytes, world, *fit) if fit else None
     seconds = stall_entry.get("seconds") if stall_entry else None
@@ -240,6 +244,7 @@ def communication_bounds(
             "buckets": len(ddp_bucket_sizes(grad_bytes)),
             "ring_factor": ring_factor(world),
             "busbw_gbps": busbw,
+            "wire_busbw_gbps": wire_gbps,
             "latency_s": latency_s,
             "lower_bound_s": lower_s,
             "alpha_s": fit[0] if fit else None,
@@ -383,7 +388,7 @@ def format_communication(breakdown: dict | None) -> list[str]:
         "from the probes:"
     )
     lines.append(
-        f"  {'':<14}{'workers':>8}{'measured':>11}{'lower bound':>13}{'link limit':>12}{'bus bw':>14}"
+        f"  {'':<14}{'workers':>8}{'measured':>11}{'lower bound':>13}{'link limit':>12}{'wire bw':>14}"
         f"{'exposed':>10}{'hidden':>8}"
     )
     for stall, bounds in rows:
@@ -391,7 +396,7 @@ def format_communication(breakdown: dict | None) -> list[str]:
         lines.append(
             f"  {stall:<14}{bounds['world_size']:>8}{format_time(bounds['allreduce_s']):>11}"
             f"{format_time(bounds.get('lower_bound_s')):>13}{format_time(bounds.get('link_lower_bound_s')):>12}"
-            f"{format_rate(bounds.get('busbw_gbps')):>14}{format_time(bounds.get('exposed_s')):>10}"
+            f"{format_rate(bounds.get('wire_busbw_gbps')):>14}{format_time(bounds.get('exposed_s')):>10}"
             f"{(f'{hidden:.0%}' if hidden is not None else '-'):>8}"
         )
     return lines

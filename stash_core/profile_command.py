@@ -97,10 +97,15 @@ class emulated_bandwidth:
         if not status["nodes"]:
             raise UsageError("no emulated cluster is up (sudo stash cluster up --nodes N)")
         cluster.parse_bandwidth_bps(self.spec.cluster_bandwidth)  # a bad rate fails before any change
-        for node in status["nodes"]:
-            rate_bps = node["shaping"]["rate_bps"]
-            self.before.append((node["index"], f"{rate_bps}bit" if rate_bps else "unlimited"))
-            cluster.set_link(node["index"], bandwidth=self.spec.cluster_bandwidth, state_dir=self.state_dir)
+        try:
+            for node in status["nodes"]:
+                rate_bps = node["shaping"]["rate_bps"]
+                self.before.append((node["index"], f"{rate_bps}bit" if rate_bps else "unlimited"))
+                rate = self.spec.cluster_bandwidth
+                cluster.set_link(node["index"], bandwidth=rate, state_dir=self.state_dir)
+        except BaseException:
+            self.__exit__(None, None, None)  # put back the links already changed
+            raise
 
     def __exit__(self, *exc_info) -> None:
         from .launch import cluster
@@ -156,6 +161,8 @@ def profile_from_args(args, db_path: Path) -> int:
     cuda_devices = cuda_device_count()
     validate(spec, cuda_devices)
     resolve_device(spec, cuda_devices)
+    cluster_state = Path(args.cluster_state) if getattr(args, "cluster_state", None) else None
+    remote_hosts(spec, cluster_state)  # host names, user, key, paths: refused before anything runs
     if spec.disk_read_mbps is not None:
         from .data.diskcap import disk_cap_unsupported_reason
 
@@ -165,7 +172,6 @@ def profile_from_args(args, db_path: Path) -> int:
             raise UsageError(f"--disk-read-mbps: {reason}")
     _, info = build_model(spec.model, num_classes=spec.num_classes, input_shape=_shape(spec))
     check_writable(db_path, args.out, not args.no_store)
-    cluster_state = Path(args.cluster_state) if getattr(args, "cluster_state", None) else None
     reporter = make_reporter(args.progress)
     data = prepare_data(spec, info.kind, reporter)
     if data.classes > info.num_classes:
@@ -180,7 +186,7 @@ def profile_from_args(args, db_path: Path) -> int:
     error: BaseException | None = None
     try:
         with emulated_bandwidth(spec, cluster_state):
-            remote = remote_hosts(spec, cluster_state)
+            remote = remote_hosts(spec, cluster_state)  # again: the emulated link may have changed
             doc = run_profile(spec, info.to_dict(), data, reporter, remote)
     except (StashError, KeyboardInterrupt) as caught:
         error = caught

@@ -49,7 +49,7 @@ class ProfileSpec:
     cluster_bandwidth: str | None = None  # rate set on the emulated links for this profile, e.g. "200mbit"
     master_addr: str | None = None
     master_port: int | None = None
-    comm_timeout_s: int = 60  # rendezvous and process-group timeout across machines
+    comm_timeout_s: int = 60  # rendezvous and process-group timeout across machines (seconds)
     probes: bool = True  # bandwidth/latency probe after R1 and R1n
 
     def to_dict(self) -> dict:
@@ -121,6 +121,10 @@ def validate(spec: ProfileSpec, cuda_devices: int) -> None:
     if spec.device not in ("auto", "cpu", "cuda"):
         raise UsageError(f"--device must be auto, cpu or cuda, got {spec.device!r}")
     validate_machines(spec)
+    if spec.target_relative_ci <= 0 or spec.target_relative_ci >= 1:
+        raise UsageError("--target-ci must be a fraction between 0 and 1 (e.g. 0.02 for 2%)")
+    if spec.max_phase_s <= 0 or spec.max_iterations < 2:
+        raise UsageError("--max-phase-seconds must be positive and --max-iterations at least 2")
     if spec.remote:
         return  # devices and cores are those of the hosts, checked once they answer
     if spec.device == "cuda" and cuda_devices == 0:
@@ -136,10 +140,6 @@ def validate(spec: ProfileSpec, cuda_devices: int) -> None:
                 f"--workers {spec.workers_per_node}: this machine has {cores} usable CPU core(s); "
                 "a CPU worker needs at least one"
             )
-    if spec.target_relative_ci <= 0 or spec.target_relative_ci >= 1:
-        raise UsageError("--target-ci must be a fraction between 0 and 1 (e.g. 0.02 for 2%)")
-    if spec.max_phase_s <= 0 or spec.max_iterations < 2:
-        raise UsageError("--max-phase-seconds must be positive and --max-iterations at least 2")
 
 
 def validate_machines(spec: ProfileSpec) -> None:

@@ -43,6 +43,11 @@ _MODULE_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*$"
 _ENV_KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _PORT_IN_USE_RE = re.compile(r"EADDRINUSE|address already in use", re.IGNORECASE)
 _EXCEPTION_LINE_RE = re.compile(r"^\s*(?:[A-Za-z_][\w.]*)?(?:Error|Exception|Interrupt|Exit)\b.*")
+# What the OpenSSH client itself prints when a session breaks (as opposed to the remote program's stderr).
+_SSH_CLIENT_LINE_RE = re.compile(
+    r"^(?:ssh: |Timeout, server .* not responding|client_loop: |Connection to .* closed|"
+    r"Connection (?:reset|closed) by |Broken pipe|packet_write_wait: |Read from remote host )"
+)
 _SUPERVISOR_EXIT_WORKDIR = 125
 _SUPERVISOR_LEFT_PROCESSES = 126
 _SSH_FAILED = 255
@@ -292,8 +297,11 @@ class _Node:
         code = self.process.returncode
         text = "\n".join(self.stderr_lines)
         if code == _SSH_FAILED:
+            # The remote program shares stderr with ssh: name ssh's own last word, not the program's.
+            ssh_lines = [line for line in self.stderr_lines if _SSH_CLIENT_LINE_RE.match(line)]
             try:
-                raise_for_ssh_failure(self.target, code, text, "ssh")
+                own = ssh_lines[-1] if ssh_lines else "the connection dropped (no answer from the host)"
+                raise_for_ssh_failure(self.target, code, own, "ssh")
             except UsageError as exc:
                 return f"lost its ssh connection: {exc}"
         if code == _SUPERVISOR_EXIT_WORKDIR:

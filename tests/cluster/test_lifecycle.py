@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 
 import psutil
 import pytest
+from clusterkit import stash_argv, stash_env
 
 from stash_core.errors import MeasurementError, UsageError
 from stash_core.launch import cluster
@@ -95,3 +97,40 @@ def test_bad_arguments_touch_nothing(state_dir, kwargs, message):
     with pytest.raises(UsageError, match=message):
         cluster.cluster_up(state_dir=state_dir, **kwargs)
     assert _leftovers() == []
+
+
+def test_cli_up_status_set_down_leaves_nothing(tmp_path):
+    state = tmp_path / "cli-state"
+    env = stash_env()
+    try:
+        up = subprocess.run(
+            stash_argv("cluster", "up", "--nodes", "2", "--bandwidth", "300mbit", "--state-dir", str(state)),
+            capture_output=True, text=True, env=env, timeout=120,
+        )  # fmt: skip
+        assert up.returncode == 0, up.stderr
+        assert "stash-n1" in up.stdout and "rate 300mbit" in up.stdout
+        change = ["cluster", "set", "--node", "1", "--down", "--bandwidth", "50mbit"]
+        change += ["--state-dir", str(state)]
+        cut = subprocess.run(stash_argv(*change), capture_output=True, text=True, env=env, timeout=60)
+        assert cut.returncode == 0 and "LINK DOWN" in cut.stdout
+        status = json.loads(
+            subprocess.run(
+                stash_argv("cluster", "status", "--json", "--state-dir", str(state)),
+                capture_output=True,
+                text=True,
+                env=env,
+                timeout=60,
+            ).stdout  # fmt: skip
+        )
+        assert [node["link_up"] for node in status["nodes"]] == [True, False]
+        assert status["nodes"][1]["shaping"]["rate_bps"] == 50_000_000
+    finally:
+        down = subprocess.run(
+            stash_argv("cluster", "down", "--state-dir", str(state)), capture_output=True, text=True, env=env
+        )
+    assert down.returncode == 0 and "deleted namespace stash-n1" in down.stdout
+    assert _leftovers() == []
+    again = subprocess.run(
+        stash_argv("cluster", "down", "--state-dir", str(state)), capture_output=True, text=True, env=env
+    )
+    assert again.returncode == 0 and "no emulated cluster was up" in again.stdout

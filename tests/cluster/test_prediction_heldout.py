@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from clusterkit import cluster_fixture
 
 from stash_core.campaign import CampaignSettings, plan_campaign, run_campaign
 from stash_core.fit import fit_stall_models, model_counts, parse_rate_gbps, predict_stall
@@ -32,15 +33,21 @@ def _profile_supports_cluster() -> bool:
     return "--cluster-bandwidth" in help_text
 
 
-def test_network_stall_at_an_unprofiled_bandwidth(tmp_path):
+cluster_state = cluster_fixture(2, bandwidth="1gbit", latency="0ms")
+
+
+def test_network_stall_at_an_unprofiled_bandwidth(tmp_path, cluster_state, monkeypatch):
     if not _profile_supports_cluster():
         pytest.skip("`stash profile` has no --cluster emulated / --cluster-bandwidth options yet")
+    # the campaign's `stash profile` children find the module's cluster through the environment
+    monkeypatch.setenv("STASH_CLUSTER_STATE", str(cluster_state))
     settings = CampaignSettings(
         db_path=tmp_path / "heldout.duckdb",
         iterations="15",
         input_shape="3,32,32",
         num_classes=10,
         device="cpu",
+        stalls=["network"],  # R1 and R1n only: the fit below needs the network stall alone
     )
     lines: list[str] = []
     calibration = plan_campaign(["resnet10"], [8], [1], [2], CALIBRATION_RATES, instance="emulated")

@@ -1,0 +1,118 @@
+"""Network stall at several emulated bandwidths, beside the ring lower bound and the alpha-beta prediction.
+
+Brings up a 2-node emulated cluster (root; taken down again at the end), then for each bandwidth runs
+
+    stash profile --model M --workers 1 --nodes 2 --cluster emulated --cluster-bandwidth RATE --stalls network
+
+and prints, per bandwidth: the measured network stall (t(R1n) - t(R1)) with its 95% interval; the physical
+limit of the link (2(n-1)/n x gradient bytes / rate); the probe's ring lower bound (buckets x latency +
+2(n-1)/n x gradient bytes / wire bus bandwidth); the probe's measured gradient all-reduce; the alpha-beta
+prediction of the stall, with alpha (per all-reduce call) and beta (per byte) least-squares fitted to the
+probe's all-reduce sizes on R1n minus the same on R1 (the reference's own all-reduce); and
+measured/predicted. Latency is not emulated on a kernel without netem (sch_netem); the table says so.
+
+    sudo python bench/network.py [--model resnet10] [--input-shape 3,32,32] [--bandwidths 100mbit,200mbit,...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from stash_core.launch import cluster  # noqa: E402
+from stash_core.probes import alpha_beta_allreduce_s, fit_alpha_beta, format_size, format_time  # noqa: E402
+
+
+def profile(args, rate: str, state: Path, out: Path) -> dict:
+    argv = [
+        sys.executable, "-m", "stash_core", "profile", "--model", args.model,
+        "--input-shape", args.input_shape, "--num-classes", "10", "--batch-size", str(args.batch_size),
+        "--workers", "1", "--nodes", "2",
+        "--cluster", "emulated", "--cluster-state", str(state), "--cluster-bandwidth", rate,
+        "--stalls", "network", "--iterations", str(args.iterations), "--out", str(out), "--no-store",
+        "--progress", "none", "--instance", f"emulated@{rate}",
+    ]  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    result = subprocess.run(argv, capture_output=True, text=True, env=env)
+    if result.returncode != 0:
+        raise SystemExit(f"profile at {rate} failed: {result.stderr.strip().splitlines()[-1]}")
+    return json.loads(out.read_text())
+
+
+def predicted_stall_s(doc: dict) -> tuple[float | None, tuple[float, float] | None]:
+    """alpha-beta wire time of the gradients on R1n minus that on the reference R1."""
+    grad_bytes = doc["model"]["grad_bytes"]
+    probes = {probe["phase"]: probe for probe in doc.get("probes") or []}
+    far = fit_alpha_beta(probes["R1n"]) if "R1n" in probes else None
+    if far is None:
+        return None, None
+    predicted = alpha_beta_allreduce_s(grad_bytes, probes["R1n"]["world_size"], *far)
+    near = fit_alpha_beta(probes["R1"]) if "R1" in probes else None
+    if near is not None:
+        predicted -= alpha_beta_allreduce_s(grad_bytes, probes["R1"]["world_size"], *near)
+    return predicted, far
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="resnet10")
+    parser.add_argument("--input-shape", default="3,32,32")
+    parser.add_argument("--batch-size", type=int, default=8)
+    parser.add_argument("--iterations", type=int, default=12)
+    parser.add_argument("--bandwidths", default="100mbit,200mbit,400mbit,800mbit")
+    parser.add_argument("--keep", type=Path, default=None, help="keep the result files in this directory")
+    args = parser.parse_args()
+    problem = cluster.cluster_support_problem(probe_namespace=True)
+    if problem:
+        raise SystemExit(f"cannot run: {problem}")
+    rates = [rate.strip() for rate in args.bandwidths.split(",") if rate.strip()]
+    with tempfile.TemporaryDirectory(prefix="stash-bench-network-") as tmp:
+        state = Path(tmp) / "cluster"
+        status = cluster.cluster_up(2, bandwidth=rates[0], latency="0ms", state_dir=state)
+        try:
+            where = args.keep or Path(tmp)
+            where.mkdir(parents=True, exist_ok=True)
+            docs = {rate: profile(args, rate, state, where / f"{rate}.json") for rate in rates}
+        finally:
+            cluster.cluster_down(state)
+    first = next(iter(docs.values()))
+    grad_bytes = first["model"]["grad_bytes"]
+    buckets = first["breakdown"]["communication"]["network"]["buckets"]
+    print(
+        f"{args.model} ({args.input_shape}, batch {args.batch_size}): {format_size(grad_bytes)} of gradients "
+        f"in {buckets} DDP buckets, 1 worker on each of 2 nodes; network = t(R1n) - t(R1), "
+        f"{first['breakdown']['network_reference']}"
+    )
+    if not status.get("netem"):
+        print("kernel without netem: only the link rate is emulated (no added latency)")
+    header = (
+        f"{'bandwidth':>10} {'stall (95% CI)':>19} {'link limit':>11} {'ring bound':>11} {'all-reduce':>11} "
+        f"{'alpha':>8} {'beta->rate':>11} {'predicted':>10} {'meas/pred':>10} {'hidden':>7}"
+    )
+    print(header)
+    for rate, doc in docs.items():
+        stall = doc["breakdown"]["stalls"]["network"]
+        network = doc["breakdown"]["communication"]["network"]
+        predicted, fit = predicted_stall_s(doc)
+        ratio = stall["seconds"] / predicted if predicted else None
+        hidden = network.get("overlap_share")
+        print(
+            f"{rate:>10} {format_time(stall['seconds']):>10} ± {format_time(stall['ci95_s']):>6} "
+            f"{format_time(network.get('link_lower_bound_s')):>11} "
+            f"{format_time(network.get('lower_bound_s')):>11} "
+            f"{format_time(network.get('allreduce_s')):>11} {format_time(fit[0] if fit else None):>8} "
+            f"{(f'{8 / fit[1] / 1e6:.0f} Mbit/s' if fit else '-'):>11} {format_time(predicted):>10} "
+            f"{(f'{ratio:.2f}' if ratio else '-'):>10} {(f'{hidden:.0%}' if hidden is not None else '-'):>7}"
+        )
+
+
+if __name__ == "__main__":
+    main()
