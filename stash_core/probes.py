@@ -130,37 +130,25 @@ def allreduce_latency_s(probe: dict) -> float | None:
 
 
 def fit_alpha_beta(probe: dict) -> tuple[float, float] | None:
-    """alpha (s per all-reduce call) and beta (s per byte through a link) from the all-reduce sizes.
+    """alpha (s per all-reduce call) and beta (s per byte through a link) from the all-reduce sizes, for
+    time = alpha + 2(n-1)/n x size x beta.
 
-    time = alpha + 2(n-1)/n x size x beta, least squares weighted by 1/time (relative errors, so
-    small and large messages both count). None with fewer than two sizes or a non-positive beta.
+    alpha is the fastest call of the smallest message; beta the least-squares slope of the mean times
+    with that alpha fixed, unweighted, so that the large messages - where bytes, not latency, dominate,
+    as in a gradient bucket - set it. (A relative-error fit lets small messages, which a shaper's burst
+    or a cache flatters, pull beta down.) None with fewer than two sizes or a non-positive beta.
     """
     world = int(probe.get("world_size") or 0)
     factor = ring_factor(world) or 1.0
-    points = [
-        (row["size_bytes"] * factor, row["time_s"])
-        for row in probe.get("allreduce") or []
-        if row.get("time_s") and row.get("size_bytes")
-    ]
-    if len({x for x, _ in points}) < 2:
+    rows = [row for row in probe.get("allreduce") or [] if row.get("time_s") and row.get("size_bytes")]
+    if len({row["size_bytes"] for row in rows}) < 2:
         return None
-    # Weighted normal equations for y = a + b x with weights w = 1/y^2 on squared residuals.
-    s_w = s_x = s_y = s_xx = s_xy = 0.0
-    for x, y in points:
-        w = 1.0 / (y * y)
-        s_w += w
-        s_x += w * x
-        s_y += w * y
-        s_xx += w * x * x
-        s_xy += w * x * y
-    det = s_w * s_xx - s_x * s_x
-    if det <= 0:
-        return None
-    beta = (s_w * s_xy - s_x * s_y) / det
-    alpha = (s_y - beta * s_x) / s_w
+    alpha_s = allreduce_latency_s(probe) or 0.0
+    points = [(row["size_bytes"] * factor, row["time_s"] - alpha_s) for row in rows]
+    beta = sum(x * y for x, y in points) / sum(x * x for x, _ in points)
     if beta <= 0:
         return None
-    return max(alpha, 0.0), beta
+    return alpha_s, beta
 
 
 def alpha_beta_allreduce_s(grad_bytes: int, world_size: int, alpha_s: float, beta_s_per_byte: float) -> float:
