@@ -29,6 +29,7 @@ EXPORTED = {
     "stalls": "run_id, stall",
     "models": "name",
     "instances": "name",
+    "probes": "started_at, probe_id, kind, size_bytes",
     "stall_breakdown": "started_at, run_id",
 }
 
