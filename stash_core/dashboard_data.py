@@ -824,12 +824,17 @@ _EXPORT_TABLES = (
     "stall_breakdown",
     "models",
     "instances",
+    "probes",
 )
 
 
 def _check_file(name: str, data: bytes) -> UploadCheck:
     suffix = Path(name).suffix.lower()
     if not data:
+        stem = Path(name).stem.lower()
+        if suffix == ".json" and stem in _table_columns():
+            # `stash export --format json` writes a table with no rows as an empty JSON-lines file.
+            return _check_table(name, pd.DataFrame(columns=sorted(_table_columns()[stem])))
         return UploadCheck(name, False, "the file is empty", kind="unknown")
     try:
         if suffix == ".json":
@@ -885,12 +890,13 @@ def _check_table(name: str, frame: pd.DataFrame) -> UploadCheck:
         check.storable = False
         check.reason += " - for comparing here; upload runs (with phases, stalls, ...) to store runs"
         check.run_ids = [str(v) for v in frame["run_id"].dropna().unique()]
-    elif table in ("models", "instances"):
+    elif table in ("models", "instances", "probes"):
         # Part of a whole export folder: nothing to store from it (models come with the runs; the instance
-        # catalog is edited on its own), but no reason to refuse the upload either.
+        # catalog is edited on its own; probes are measured by `stash probe`), but no reason to refuse it.
         check.storable = False
         check.reason += (
-            " - not stored from here (models come with their runs; the catalog is edited on its own)"
+            " - not stored from here (models come with their runs; the catalog is edited on its own;"
+            " probes come from `stash probe`)"
         )
     return check
 
