@@ -10,22 +10,11 @@ import math
 from pathlib import Path
 from typing import Any
 
+from stash_core.epochs import iterations_per_epoch
 from stash_core.errors import UsageError
 
 PRICINGS = ("on_demand", "spot")
 _PRICE_COLUMN = {"on_demand": "on_demand_usd_per_h", "spot": "spot_usd_per_h"}
-
-
-def iterations_per_epoch(dataset_images: int, batch_size: int, workers_total: int) -> int:
-    """Synchronous data-parallel steps that cover the data set once (the last partial step counts)."""
-    for value, what in (
-        (dataset_images, "dataset images"),
-        (batch_size, "batch size"),
-        (workers_total, "workers"),
-    ):
-        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-            raise UsageError(f"{what} must be a positive whole number, got {value!r}")
-    return math.ceil(dataset_images / (batch_size * workers_total))
 
 
 def hourly_price(

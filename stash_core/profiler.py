@@ -109,7 +109,7 @@ def prepare_data(spec: ProfileSpec, model_kind: str, reporter: Reporter) -> Data
 def iterations_per_epoch(spec: ProfileSpec, images: int | None) -> int | None:
     if not images:
         return None
-    from .data.loader import iterations_per_epoch as per_epoch
+    from .epochs import iterations_per_epoch as per_epoch
 
     return per_epoch(images, spec.batch_size, spec.workers_total)
 

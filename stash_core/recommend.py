@@ -5,7 +5,7 @@ Every configuration (catalog instance x instance count x workers per instance) g
   - predicted: compute, CPU and disk stall from a profile of the model on the same instance (or another one
     with the same accelerator), plus interconnect and network stall predicted by the validated stall models
     (stash_core.fit) from the model's counts; marked "predicted" with the expected error.
-Epoch = ceil(images / (batch x workers)) iterations; training = epochs x epoch; cost = training hours x
+Epoch = (images // workers) // batch iterations (stash_core.epochs, as the profiled loop counts it); training = epochs x epoch; cost = training hours x
 hourly price x instances. Configurations that meet the budget are ranked by cost; the time-cost Pareto front
 is marked; cheaper-looking alternatives get a sentence on why they lose; an empty answer names the
 constraint that cannot be met.
@@ -20,7 +20,8 @@ from typing import Any
 
 import pandas as pd
 
-from stash_core.cost import hourly_price, iterations_per_epoch
+from stash_core.cost import hourly_price
+from stash_core.epochs import iterations_per_epoch
 from stash_core.errors import UsageError
 
 STALL_NAMES = ("compute", "interconnect", "network", "cpu", "disk")

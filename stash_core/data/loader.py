@@ -8,6 +8,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset, DistributedSampler, RandomSampler
 
+from stash_core.epochs import iterations_per_epoch  # noqa: F401  (re-exported for the loader's users)
 from stash_core.errors import UsageError
 
 
@@ -23,13 +24,6 @@ def _accelerator_available() -> bool:
     if accelerator is not None and hasattr(accelerator, "is_available"):
         return bool(accelerator.is_available())
     return torch.cuda.is_available()
-
-
-def iterations_per_epoch(dataset_size: int, batch_size: int, world_size: int) -> int:
-    """Full batches each rank gets per epoch (shard = size // world_size, drop_last); at least 1."""
-    if batch_size < 1 or world_size < 1:
-        raise UsageError(f"batch_size and world_size must be >= 1 (got {batch_size}, {world_size})")
-    return max(1, (dataset_size // world_size) // batch_size)
 
 
 def make_loader(
