@@ -64,7 +64,8 @@ def main() -> None:
     plain_mean, plain_ci = mean_ci95(plain_s)
     timed_mean, timed_ci = mean_ci95(timed_s)
     print(
-        f"model {args.model} {args.input_shape} batch {args.batch_size}, {args.pairs} x 2 blocks of {args.block}"
+        f"model {args.model} {args.input_shape} batch {args.batch_size}, "
+        f"{args.pairs} x 2 blocks of {args.block}"
     )
     print(f"plain loop      {plain_mean * 1e3:8.2f} ms/iteration ± {plain_ci * 1e3:.2f}")
     print(f"stash timed     {timed_mean * 1e3:8.2f} ms/iteration ± {timed_ci * 1e3:.2f}")

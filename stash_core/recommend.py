@@ -5,10 +5,10 @@ Every configuration (catalog instance x instance count x workers per instance) g
   - predicted: compute, CPU and disk stall from a profile of the model on the same instance (or another one
     with the same accelerator), plus interconnect and network stall predicted by the validated stall models
     (stash_core.fit) from the model's counts; marked "predicted" with the expected error.
-Epoch = (images // workers) // batch iterations (stash_core.epochs, as the profiled loop counts it); training = epochs x epoch; cost = training hours x
-hourly price x instances. Configurations that meet the budget are ranked by cost; the time-cost Pareto front
-is marked; cheaper-looking alternatives get a sentence on why they lose; an empty answer names the
-constraint that cannot be met.
+Epoch = (images // workers) // batch iterations (stash_core.epochs, as the profiled loop counts it);
+training = epochs x epoch; cost = training hours x hourly price x instances. Configurations that meet
+the budget are ranked by cost; the time-cost Pareto front is marked; cheaper-looking alternatives get a
+sentence on why they lose; an empty answer names the constraint that cannot be met.
 """
 
 from __future__ import annotations

@@ -88,7 +88,9 @@ def start_long_profile(tmp_path: Path, stalls: str) -> tuple[subprocess.Popen, l
         descendants = psutil.Process(process.pid).children(recursive=True)
         # torchrun's per-worker process handler (pt_elastic) shares the command line; skip it.
         workers = [
-            p for p in descendants if "stash_core.worker" in " ".join(p.cmdline()) and p.name() != "pt_elastic"
+            p
+            for p in descendants
+            if "stash_core.worker" in " ".join(p.cmdline()) and p.name() != "pt_elastic"
         ]
         time.sleep(0.5)
     assert len(workers) == 2
