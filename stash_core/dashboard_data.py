@@ -924,7 +924,8 @@ def _table_columns() -> dict[str, set[str]]:
                     "WHERE table_schema = 'main'"
                 ).fetchall()
         for table, column in rows:
-            if table in _EXPORT_TABLES:
+            # exports made before the later runs columns lack them and are still whole
+            if table in _EXPORT_TABLES and not (table == "runs" and column in store.LATER_RUN_COLUMNS):
                 _COLUMNS_CACHE.setdefault(table, set()).add(column)
     return _COLUMNS_CACHE
 
@@ -1046,6 +1047,14 @@ def _doc_from_rows(run_id: str, run: dict[str, Any], parts: dict[str, pd.DataFra
         "stalls": stalls,
         "warnings": _json_value(run.get("warnings"), f"run {run_id} warnings") or [],
     }
+    # columns added to version 1 later: absent from older exports
+    if _num(run.get("unattributed_s")) is not None:
+        breakdown["unattributed_s"] = _num(run.get("unattributed_s"))
+    if isinstance(run.get("network_reference"), str) and run["network_reference"]:
+        breakdown["network_reference"] = run["network_reference"]
+    communication = _json_value(run.get("communication"), f"run {run_id} communication")
+    if communication:
+        breakdown["communication"] = communication
     model = {key: run.get(column) for key, column in (("name", "model"), ("kind", "model_kind"),
              ("param_count", "param_count"), ("grad_tensor_count", "grad_tensor_count"),
              ("layer_count", "layer_count"), ("grad_bytes", "grad_bytes"))}  # fmt: skip
@@ -1129,6 +1138,8 @@ def _plain(value: Any) -> Any:
 def _json_value(value: Any, what: str) -> Any:
     if value is None or isinstance(value, (dict, list)):
         return value
+    if isinstance(value, float) and value != value:  # an empty CSV cell
+        return None
     try:
         return json.loads(value)
     except (TypeError, json.JSONDecodeError):

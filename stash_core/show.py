@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from .probes import format_communication
 from .report import format_breakdown
 
 
@@ -17,6 +18,8 @@ def breakdown_from_stored(run: dict) -> dict | None:
         "unattributed_s": run.get("unattributed_s"),
         "stalls": {row["stall"]: row for row in run.get("stalls") or []},
         "warnings": run.get("warnings") or [],
+        "network_reference": run.get("network_reference"),
+        "communication": run.get("communication") or {},
     }
 
 
@@ -36,4 +39,5 @@ def format_stored_run(run: dict) -> str:
     breakdown = breakdown_from_stored(run)
     if breakdown is not None:
         lines.append(format_breakdown(breakdown, run.get("dataset_images")))
+        lines.extend(format_communication(breakdown))
     return "\n".join(lines)

@@ -18,12 +18,13 @@ from stash_core.store.queries import (
     resolve_run_id,
     telemetry_frame,
 )
-from stash_core.store.schema import DB_SCHEMA_VERSION, TABLES, VIEWS
+from stash_core.store.schema import DB_SCHEMA_VERSION, LATER_RUN_COLUMNS, TABLES, VIEWS
 
 __all__ = [
     "DB_SCHEMA_VERSION",
     "DEFAULT_DB_PATH",
     "EXPORT_FORMATS",
+    "LATER_RUN_COLUMNS",
     "LOCK_TIMEOUT_S",
     "TABLES",
     "VIEWS",

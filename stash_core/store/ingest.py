@@ -350,6 +350,9 @@ def _prepare(doc: dict[str, Any], source_file: str | None) -> _PreparedRun:
         "spec": _json(spec),
         "fingerprint": _json(doc.get("fingerprint")),
         "warnings": _json(breakdown.get("warnings") or []),
+        "unattributed_s": _float(breakdown.get("unattributed_s"), "breakdown.unattributed_s"),
+        "network_reference": _text(breakdown.get("network_reference")),
+        "communication": _json(breakdown["communication"]) if breakdown.get("communication") else None,
         "source_file": source_file,
         "ingested_at": datetime.now(UTC).isoformat(),
     }

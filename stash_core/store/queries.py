@@ -20,7 +20,7 @@ from stash_core.resultfile import STALL_NAMES
 from stash_core.store.connection import connect
 from stash_core.store.schema import DB_SCHEMA_VERSION
 
-_JSON_RUN_COLUMNS = ("spec", "fingerprint", "warnings")
+_JSON_RUN_COLUMNS = ("spec", "fingerprint", "warnings", "communication")
 _TZ_TYPE = "TIMESTAMP WITH TIME ZONE"
 
 

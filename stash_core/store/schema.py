@@ -55,6 +55,9 @@ CREATE TABLE IF NOT EXISTS runs (
     spec JSON,
     fingerprint JSON,
     warnings JSON,
+    unattributed_s DOUBLE,
+    network_reference VARCHAR,
+    communication JSON,
     source_file VARCHAR,
     ingested_at TIMESTAMPTZ
 );
@@ -220,7 +223,7 @@ def ensure_schema(con: duckdb.DuckDBPyConnection, db_label: str) -> None:
     """Create the schema in a new database, or migrate an older one forward (writers only)."""
     version = stored_schema_version(con)
     if version == DB_SCHEMA_VERSION:
-        _add_probes_table(con)
+        _add_later_additions(con)
         return
     check_readable_version(version, db_label)
     con.execute("BEGIN TRANSACTION")
@@ -247,13 +250,28 @@ def check_readable_version(version: int | None, db_label: str) -> None:
         )
 
 
-def _add_probes_table(con: duckdb.DuckDBPyConnection) -> None:
-    """`probes` joined schema version 1 after its first release as an added table (nothing else changed, so
-    every version-1 file and reader stays valid); a version-1 database made before it gets it here."""
+# Columns that joined schema version 1 after its first release (added, nothing else changed, so every
+# version-1 file and reader stays valid; readers treat them as optional).
+LATER_RUN_COLUMNS = {"unattributed_s": "DOUBLE", "network_reference": "VARCHAR", "communication": "JSON"}
+
+
+def _add_later_additions(con: duckdb.DuckDBPyConnection) -> None:
+    """Bring a version-1 database made before the later additions up to date: the `probes` table and the
+    runs columns of LATER_RUN_COLUMNS."""
     try:
         con.execute("SELECT 1 FROM main.probes LIMIT 0").fetchall()
     except duckdb.CatalogException:
         con.execute(_PROBES_DDL)
+    present = {
+        row[0]
+        for row in con.execute(
+            "SELECT column_name FROM information_schema.columns WHERE table_schema = 'main' "
+            "AND table_name = 'runs'"
+        ).fetchall()
+    }
+    for column, sql_type in LATER_RUN_COLUMNS.items():
+        if column not in present:
+            con.execute(f"ALTER TABLE runs ADD COLUMN {column} {sql_type}")
 
 
 _PROBES_DDL = _TABLE_DDL[_TABLE_DDL.index("CREATE TABLE IF NOT EXISTS probes") :].split(";")[0] + ";"

@@ -81,6 +81,9 @@ def test_show_and_ingest_are_idempotent(full_profile, tmp_path):
     run_id = json.loads(out.read_text())["run_id"]
     shown = stash("show", run_id[:12], "--db", str(db))
     assert shown.returncode == 0 and "interconnect" in shown.stdout
+    # the communication table the profile printed (probes, lower bound, overlap) comes back from the store
+    assert json.loads(out.read_text())["breakdown"]["communication"]
+    assert "lower bound" in shown.stdout and "from the probes" in shown.stdout
     again = stash("ingest", str(out), "--db", str(db))
     assert again.returncode == 0 and "already stored" in again.stdout
     with duckdb.connect(str(db), read_only=True) as con:

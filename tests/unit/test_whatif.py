@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from decision_docs import profile_doc
+from support import TINY_CNN, stash
 
 from stash_core.errors import UsageError
 from stash_core.store import ingest_result
@@ -106,3 +109,31 @@ def test_unmeasured_and_single_machine_answers(tmp_path):
         whatif(db, failed)
     with pytest.raises(UsageError, match="no run"):
         whatif(db, "missing")
+
+
+@pytest.mark.slow
+def test_cpu_what_if_of_a_measured_run_agrees_with_a_measured_run_with_more_loader_workers(tmp_path):
+    """Two real profiles of a tiny model on large JPEGs (pre-processing bound): with 1 loader worker, then 2.
+    The what-if of the first must predict the second's direction: more cores per worker, shorter step."""
+    db = tmp_path / "w.duckdb"
+    common = [
+        "profile", "--model", TINY_CNN, "--input-shape", "3,32,32", "--batch-size", "8", "--workers", "1",
+        "--synthetic-images", "160", "--image-px", "384", "--stalls", "compute,cpu", "--iterations", "24",
+        "--instance", "whatif-box", "--db", str(db),
+    ]  # fmt: skip
+    env = {"STASH_CACHE_DIR": str(tmp_path / "cache")}
+    run_ids = {}
+    for loaders in (1, 2):
+        out = tmp_path / f"loaders{loaders}.json"
+        result = stash(*common, "--loader-workers", str(loaders), "--out", str(out), env_extra=env)
+        assert result.returncode == 0, result.stderr
+        run_ids[loaders] = json.loads(out.read_text())["run_id"]
+    one, two = whatif(db, run_ids[1]), whatif(db, run_ids[2])
+    assert one["cpu"]["status"] == "answered", one["cpu"]
+    predicted = {row["cores_per_worker"]: row["iteration_s"] for row in one["cpu"]["predictions"]}
+    print(
+        f"1 loader worker: measured {one['iteration_s']:.4f} s; what-if with 2 cores per worker "
+        f"{predicted[2]:.4f} s; measured with 2 loader workers {two['iteration_s']:.4f} s"
+    )
+    assert predicted[2] < one["iteration_s"]
+    assert two["iteration_s"] < one["iteration_s"]
