@@ -9,9 +9,10 @@ a configuration was profiled at several emulated bandwidths, by models fitted wi
 when a stall is close to zero) per stall, configuration and model type (resnet, vgg, ...), for the best
 model of each configuration and for the alpha-beta model.
 
---run profiles a CPU model family on the emulated cluster when `stash profile` supports it (--cluster
-emulated, needs root and network namespaces); otherwise it profiles single-node interconnect stall of the
-resnet family at a small input shape with 2 workers, and says so. Prints figures; asserts nothing.
+--run profiles a CPU model family (or --models) on the emulated cluster when `stash profile` supports it
+(--cluster emulated: needs root, network namespaces and a cluster that is up, sudo stash cluster up
+--nodes 2); otherwise it profiles single-node interconnect stall of the resnet family at a small input
+shape with 2 workers, and says so. Prints figures; asserts nothing.
 """
 
 from __future__ import annotations
@@ -57,7 +58,10 @@ def emulated_cluster_available() -> str | None:
 def run_campaign_for_bench(args: argparse.Namespace) -> str:
     why_not = emulated_cluster_available() if not args.single_node else "--single-node given"
     emulated = why_not is None
-    models = family_models(args.family, [int(d) for d in args.depths.split(",")])
+    if args.models:
+        models = [name.strip() for name in args.models.split(",") if name.strip()]
+    else:
+        models = family_models(args.family, [int(d) for d in args.depths.split(",")])
     if emulated:
         plan = plan_campaign(
             models, [args.batch_size], [args.workers], [2], args.bandwidths.split(","), "bench"
@@ -157,6 +161,7 @@ def main() -> int:
     parser.add_argument("--single-node", action="store_true", help="do not try the emulated cluster")
     parser.add_argument("--family", default="resnet")
     parser.add_argument("--depths", default="10,12,16,18,34,50")
+    parser.add_argument("--models", default=None, help="zoo models instead of a family, comma-separated")
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--iterations", type=int, default=30)
