@@ -58,9 +58,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def command_groups() -> list:
     """Modules that add subcommands of their own (each has add_commands and COMMANDS)."""
-    from . import cli_decisions, cli_network
+    from . import cli_decisions, cli_network, cli_spot
 
-    return [cli_network, cli_decisions]
+    return [cli_network, cli_decisions, cli_spot]
 
 
 def add_profile_arguments(p: argparse.ArgumentParser) -> None:

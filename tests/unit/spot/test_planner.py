@@ -1,0 +1,95 @@
+"""spotDNN's sliding-window planner on a hand-made offer whose answers are worked out by hand.
+
+Communication is made negligible (1-byte model), so a worker's iteration is its compute time, and the loss
+model j = 10 sqrt((R + 1) n) / L with L = 0.1 gives j = 100 sqrt((R + 1) n):
+  1 x A (1.0 s, $1/h): j = 100, T = 100 s, $0.0278      1 x B (0.25 s, $5/h): j = 100, T = 25 s, $0.0347
+  2 x A: R = 0.707, j = 184.8, T_exp = 0.5 s, T = 92.4 s  B + A: T_exp = 0.2 s, R = 0.283, T = 32.0 s
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from stash_core.errors import UsageError
+from stash_core.spot import InstanceOffer, Worker, Workload, evaluate, plan_spot_cluster, plan_table
+
+WORKLOAD = Workload(param_bytes=1, solo_bandwidth_Bps=1e6, contention_a1=0.1, contention_b1=0.0,
+                    loss_g=(0.0, 0.0, 10.0, 1.0, 0.0))  # fmt: skip
+A = Worker("A", gpus=1, compute_s=1.0, batch=32, usd_per_h=1.0)
+B = Worker("B", gpus=1, compute_s=0.25, batch=32, usd_per_h=5.0)
+OFFERS = [InstanceOffer(A, 4), InstanceOffer(B, 2)]
+LINKS = {"ps_Bps": 1e9, "pcie_Bps": 1e10}
+
+
+def plan(budget_s, offers=OFFERS, **extra):
+    return plan_spot_cluster(offers, WORKLOAD, 0.1, budget_s, **LINKS, **extra)
+
+
+def test_hand_worked_candidates():
+    one_a = evaluate([A], WORKLOAD, 0.1, 1e9, **LINKS)
+    assert one_a.training_s == pytest.approx(100.0, rel=1e-4)
+    assert one_a.cost_usd == pytest.approx(100.0 / 3600, rel=1e-4)
+    two_a = evaluate([A, A], WORKLOAD, 0.1, 1e9, **LINKS)
+    assert two_a.training_s == pytest.approx(100 * math.sqrt((math.sqrt(0.5) + 1) * 2) * 0.5, rel=1e-4)
+    mixed = evaluate([B, A], WORKLOAD, 0.1, 1e9, **LINKS)
+    assert mixed.iteration_s == pytest.approx(0.2, rel=1e-4)
+    assert mixed.convergence == pytest.approx(math.sqrt(0.08), rel=1e-4)
+
+
+def test_a_loose_budget_rents_the_cheapest_single_instance():
+    result = plan(200.0)
+    assert result.best.counts == {"A": 1}
+    assert result.best.training_s == pytest.approx(100.0, rel=1e-4)
+
+
+def test_a_tight_budget_pays_for_the_faster_instance():
+    result = plan(50.0)
+    # 1 x A (100 s) and 2..4 x A (>= 68 s) miss 50 s; of those that make it, 1 x B is cheapest
+    assert result.best.counts == {"B": 1}
+    assert result.best.cost_usd == pytest.approx(25.0 / 3600 * 5, rel=1e-4)
+    assert all(p.cost_usd >= result.best.cost_usd for p in result.candidates if p.meets_budget)
+
+
+def test_an_impossible_budget_says_what_the_fastest_cluster_needs():
+    result = plan(10.0)
+    assert result.best is None
+    assert result.bounds[0] == 3  # eq. 16: 3200 samples at 128 samples/s in 10 s
+    assert "no cluster trains within 10 s" in result.infeasible_reason
+
+
+def test_quotas_bound_the_cluster():
+    result = plan(10.0, offers=[InstanceOffer(B, 2)])
+    assert result.best is None
+    assert "at least 3 workers" in result.infeasible_reason and "quotas" in result.infeasible_reason
+
+
+def test_spot_and_on_demand_price_the_same_plan():
+    spot = plan(200.0)
+    # every price 3.3 times higher (as on-demand is over spot): the same plan, 3.3 times the cost
+    dearer = [InstanceOffer(Worker(o.worker.instance, 1, o.worker.compute_s, 32, o.worker.usd_per_h * 3.3),
+                            o.quota) for o in OFFERS]  # fmt: skip
+    on_demand = plan(200.0, offers=dearer)
+    assert on_demand.best.counts == spot.best.counts == {"A": 1}
+    assert on_demand.best.cost_usd / spot.best.cost_usd == pytest.approx(3.3)
+
+
+def test_revocation_overhead_is_added():
+    assert plan(200.0, revocation_s=30.0).best.training_s == pytest.approx(130.0, rel=1e-4)
+
+
+def test_table_lists_within_budget_first_by_cost():
+    rows = plan_table(plan(50.0), limit=5)
+    inside = [row for row in rows if row["within_budget"]]
+    assert rows[0]["cluster"] == "1 x B"
+    assert [row["cost_usd"] for row in inside] == sorted(row["cost_usd"] for row in inside)
+
+
+def test_bad_requests_are_refused():
+    with pytest.raises(UsageError, match="no instances"):
+        plan(10.0, offers=[])
+    with pytest.raises(UsageError, match="quota of 0"):
+        plan(10.0, offers=[InstanceOffer(A, 0)])
+    with pytest.raises(UsageError, match="time budget"):
+        plan(-1.0)

@@ -1,0 +1,79 @@
+"""`stash spot`: a plan from a workload file and the catalog's spot prices; clear refusals."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from stash_core.cli import main
+
+WORKLOAD = {
+    "param_mb": 11.54, "solo_bandwidth_mbps": 142, "a1": 0.1, "b1": 0.2,
+    "g": [100.0, -1.0, 1000.0, 1.0, 0.3], "batch_per_gpu": 128,
+    "compute_s": {"g3.4xlarge": 0.9, "g3.8xlarge": 0.95, "g3.16xlarge": 1.0},
+}  # fmt: skip
+
+
+def _spot(tmp_path, capsys, *extra, workload=WORKLOAD):
+    path = tmp_path / "workload.json"
+    path.write_text(json.dumps(workload))
+    status = main(["spot", "--workload", str(path), "--instances", "g3.4xlarge:4,g3.8xlarge:5,g3.16xlarge:3",
+                   "--target-loss", "0.8", "--db", str(tmp_path / "r.duckdb"), *extra])  # fmt: skip
+    return status, capsys.readouterr()
+
+
+def test_a_plan_with_spot_prices_and_the_same_on_demand(tmp_path, capsys):
+    status, out = _spot(tmp_path, capsys, "--budget-s", "3000", "--json")
+    assert status == 0, out.err
+    spot = json.loads(out.out)
+    assert spot["pricing"] == "spot" and spot["best"]["within_budget"]
+    assert spot["best"]["training_s"] <= 3000
+    status, out = _spot(tmp_path, capsys, "--budget-s", "3000", "--json", "--on-demand")
+    on_demand = json.loads(out.out)
+    # on-demand costs 3.3 times spot for every g3 type in the catalog (spotDNN Table III)
+    assert on_demand["best"]["cost_usd"] > 3 * spot["best"]["cost_usd"]
+
+
+def test_the_text_plan_names_the_cluster(tmp_path, capsys):
+    status, out = _spot(tmp_path, capsys, "--budget-s", "3000")
+    assert status == 0
+    assert "cheapest:" in out.out and " x g3." in out.out and "not a measurement" in out.out
+
+
+def test_an_impossible_budget_exits_1_with_the_reason(tmp_path, capsys):
+    status, out = _spot(tmp_path, capsys, "--budget-s", "60")
+    assert status == 1
+    assert "no plan:" in out.out and "workers" in out.out
+
+
+def test_a_target_the_loss_model_reaches_untrained_is_refused(tmp_path, capsys):
+    status, out = _spot(
+        tmp_path, capsys, "--budget-s", "3000", workload={**WORKLOAD, "g": [5000, -1, 1000, 1, 0.3]}
+    )
+    assert status == 2 and "before any training" in out.err
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"g": [1, 2]}, "five numbers"),
+        ({"param_mb": "big"}, "param_mb must be a number"),
+        ({"compute_s": {}}, "no compute time for g3.4xlarge"),
+        ({"batch_per_gpu": 0}, "batch_per_gpu"),
+    ],
+)
+def test_a_bad_workload_is_one_line_and_exit_2(tmp_path, capsys, change, message):
+    status, out = _spot(tmp_path, capsys, "--budget-s", "3000", workload={**WORKLOAD, **change})
+    assert status == 2
+    assert message in out.err and len(out.err.strip().splitlines()) == 1
+
+
+def test_an_unknown_instance_is_refused(tmp_path, capsys):
+    path = tmp_path / "workload.json"
+    path.write_text(json.dumps(WORKLOAD))
+    status = main(["spot", "--workload", str(path), "--instances", "nope.large", "--target-loss", "0.8",
+                   "--budget-s", "10", "--db", str(tmp_path / "r.duckdb")])  # fmt: skip
+    assert status == 2
+    assert "not in the catalog" in capsys.readouterr().err
+    assert not (tmp_path / "r.duckdb").exists()  # nothing written
