@@ -58,9 +58,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def command_groups() -> list:
     """Modules that add subcommands of their own (each has add_commands and COMMANDS)."""
-    from . import cli_decisions, cli_network, cli_spot
+    from . import cli_decisions, cli_network, cli_sched, cli_spot
 
-    return [cli_network, cli_decisions, cli_spot]
+    return [cli_network, cli_decisions, cli_spot, cli_sched]
 
 
 def add_profile_arguments(p: argparse.ArgumentParser) -> None:

@@ -1,0 +1,139 @@
+"""The jobs a simulated cluster receives, and how much slower each runs when spread over machines.
+
+A trace is a CSV with columns job_id, num_gpu, submit_time (s) and either duration (s, run time when
+consolidated) or iterations with iteration_s; optional: model_name, network_slowdown. These are the
+Tiresias simulator's column names, so its traces load as they are.
+
+Network sensitivity is the slowdown of an iteration when the job's workers are spread over machines
+under one switch: (t1 + network stall) / t1, with t1 the iteration on one machine. It comes from, in order:
+the trace's network_slowdown column; Stash's own measurements of the model (latest completed multi-node
+profile in the database: 1 + network_s / (compute_s + interconnect_s)); Blox's placement penalties
+(res50 0.9, res18 0.8, alexnet 0.6, shufflenet 0.7, others 0.8 of the speed). Each job says which.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from stash_core.errors import UsageError
+
+# Blox (msr-fiddle/blox): speed multiplier when a job spans machines; slowdown = 1 / multiplier.
+BLOX_SPEED = {"resnet50": 0.9, "resnet18": 0.8, "alexnet": 0.6, "shufflenet": 0.7}
+BLOX_DEFAULT_SPEED = 0.8
+
+
+@dataclass(frozen=True)
+class Job:
+    job_id: str
+    gpus: int
+    submit_s: float
+    duration_s: float  # run time with the consolidated placement
+    model: str | None
+    slowdown: float  # iteration time spread over machines (one switch) / consolidated
+    slowdown_source: str  # "trace", "measured", or "blox default"
+
+
+def load_trace(path: Path, db_path: Path | None = None) -> list[Job]:
+    """Jobs of a trace file, with their network sensitivity; UsageError naming the problem otherwise."""
+    try:
+        frame = pd.read_csv(path)
+    except OSError as exc:
+        raise UsageError(f"cannot read trace {path}: {exc.strerror or exc}") from None
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
+        raise UsageError(f"trace {path} is not a CSV file: {str(exc).splitlines()[0]}") from None
+    return jobs_from_frame(frame, db_path, str(path))
+
+
+def jobs_from_frame(frame: pd.DataFrame, db_path: Path | None = None, what: str = "trace") -> list[Job]:
+    missing = [c for c in ("job_id", "num_gpu", "submit_time") if c not in frame.columns]
+    if missing:
+        raise UsageError(f"{what}: missing column(s) {', '.join(missing)}")
+    if "duration" not in frame.columns and not {"iterations", "iteration_s"} <= set(frame.columns):
+        raise UsageError(f"{what}: give a duration column, or iterations and iteration_s")
+    if frame.empty:
+        raise UsageError(f"{what} has no jobs")
+    measured = measured_slowdowns(db_path) if db_path is not None else {}
+    jobs = []
+    for row in frame.to_dict(orient="records"):
+        job_id = str(row["job_id"])
+        gpus = _positive(row["num_gpu"], f"{what}: job {job_id} num_gpu", whole=True)
+        submit_s = _number(row["submit_time"], f"{what}: job {job_id} submit_time")
+        if "duration" in row and _present(row.get("duration")):
+            duration_s = _positive(row["duration"], f"{what}: job {job_id} duration")
+        else:
+            iterations = _positive(row.get("iterations"), f"{what}: job {job_id} iterations")
+            duration_s = iterations * _positive(row.get("iteration_s"), f"{what}: job {job_id} iteration_s")
+        model = str(row["model_name"]) if _present(row.get("model_name")) else None
+        slowdown, source = _slowdown(row, model, measured, f"{what}: job {job_id}")
+        jobs.append(Job(job_id, int(gpus), submit_s, duration_s, model, slowdown, source))
+    return sorted(jobs, key=lambda job: (job.submit_s, job.job_id))
+
+
+def measured_slowdowns(db_path: Path) -> dict[str, float]:
+    """Per model: 1 + network stall / (compute + interconnect) of its latest completed multi-node profile."""
+    from stash_core.store import connect
+
+    if not Path(db_path).exists():
+        return {}
+    with connect(db_path, read_only=True) as con:
+        rows = con.execute(
+            "SELECT model, arg_max(network_s / (compute_s + interconnect_s), started_at) "
+            "FROM stall_breakdown WHERE status = 'completed' AND nodes > 1 AND network_s IS NOT NULL "
+            "AND compute_s + interconnect_s > 0 GROUP BY model"
+        ).fetchall()
+    return {str(model): 1.0 + max(0.0, float(share)) for model, share in rows if share is not None}
+
+
+def synthetic_trace(jobs: int, seed: int, models: list[str], mean_gap_s: float = 120.0) -> pd.DataFrame:
+    """A reproducible trace: Poisson arrivals, GPU demands 1-16 skewed small, log-normal durations."""
+    if jobs < 1:
+        raise UsageError("a synthetic trace needs at least one job")
+    rng = np.random.default_rng(seed)
+    gpus = rng.choice([1, 2, 4, 8, 16], size=jobs, p=[0.35, 0.2, 0.2, 0.15, 0.1])
+    return pd.DataFrame(
+        {
+            "job_id": [f"j{i:04d}" for i in range(jobs)],
+            "num_gpu": gpus,
+            "submit_time": np.round(np.cumsum(rng.exponential(mean_gap_s, size=jobs)), 1),
+            "duration": np.round(rng.lognormal(mean=math.log(1800), sigma=1.0, size=jobs), 1),
+            "model_name": rng.choice(models, size=jobs),
+        }
+    )
+
+
+def _slowdown(row: dict, model: str | None, measured: dict[str, float], what: str) -> tuple[float, str]:
+    if _present(row.get("network_slowdown")):
+        value = _number(row["network_slowdown"], f"{what} network_slowdown")
+        if value < 1:
+            raise UsageError(f"{what} network_slowdown must be >= 1 (spread is never faster), got {value}")
+        return value, "trace"
+    if model is not None and model in measured:
+        return measured[model], "measured"
+    speed = next((s for key, s in BLOX_SPEED.items() if model and model.lower().startswith(key)), None)
+    return 1.0 / (speed or BLOX_DEFAULT_SPEED), "blox" if speed else "blox default"
+
+
+def _present(value: object) -> bool:
+    return value is not None and not (isinstance(value, float) and math.isnan(value)) and value != ""
+
+
+def _number(value: object, what: str) -> float:
+    try:
+        number = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise UsageError(f"{what} must be a number, got {value!r}") from None
+    if not math.isfinite(number):
+        raise UsageError(f"{what} must be a finite number, got {value!r}")
+    return number
+
+
+def _positive(value: object, what: str, whole: bool = False) -> float:
+    number = _number(value, what)
+    if number <= 0 or (whole and number != int(number)):
+        raise UsageError(f"{what} must be a positive {'whole ' if whole else ''}number, got {value!r}")
+    return number
