@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from dashboard_docs import populate  # noqa: E402
+from result_docs import populate_dashboard_db
 
 
 @pytest.fixture()
@@ -23,7 +20,7 @@ def empty_db(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 @pytest.fixture(scope="session")
 def _populated_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     db = tmp_path_factory.mktemp("template") / "results.duckdb"
-    populate(db)
+    populate_dashboard_db(db)
     return db
 
 

@@ -2,18 +2,15 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
+from result_docs import result_doc
 from streamlit.testing.v1 import AppTest
 
+from stash_core.store import ingest_result
+
 REPO = Path(__file__).resolve().parents[2]
-sys.path[:0] = [str(REPO), str(REPO / "tests" / "unit")]
-from decision_docs import profile_doc  # noqa: E402
-
-from stash_core.store import ingest_result  # noqa: E402
-
 PAGE = REPO / "pages" / "models.py"
 MODELS = {
     "m1": (10e6, 20, 15),
@@ -44,7 +41,7 @@ def test_fits_errors_and_a_prediction(tmp_path, monkeypatch):
         stall_s = 0.002 + 1e-9 * grad_bytes + 1e-4 * tensors
         ingest_result(
             db,
-            profile_doc(
+            result_doc(
                 name,
                 grad_bytes=int(grad_bytes),
                 grad_tensor_count=tensors,
@@ -75,11 +72,11 @@ def test_fits_errors_and_a_prediction(tmp_path, monkeypatch):
 
 def test_network_stall_across_bandwidths_and_a_lone_model(tmp_path, monkeypatch):
     db = tmp_path / "net.duckdb"
-    ingest_result(db, profile_doc("lonely", instance="solo", stalls={"compute": 0.3, "interconnect": 0.02}))
+    ingest_result(db, result_doc("lonely", instance="solo", stalls={"compute": 0.3, "interconnect": 0.02}))
     for name, (grad_bytes, tensors, layers) in list(MODELS.items())[:4]:
         for rate, gbps in (("1gbit", 1.0), ("500mbit", 0.5)):
             network_s = 0.8 * 1.5 * grad_bytes * 8 / (gbps * 1e9)
-            doc = profile_doc(
+            doc = result_doc(
                 name,
                 grad_bytes=int(grad_bytes),
                 grad_tensor_count=tensors,

@@ -11,11 +11,21 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from dashboard_docs import APP, PAGES, REPO, make_result_doc, run_count, table_exists
+from result_docs import result_doc, run_count
 from streamlit.testing.v1 import AppTest
+from support import REPO
 
 from stash_core import examples, jobs
 
+APP = str(REPO / "app.py")
+PAGES = {
+    "Overview": "pages/overview.py",
+    "Run": "pages/run.py",
+    "Stall breakdown": "pages/breakdown.py",
+    "Compare instances": "pages/compare.py",
+    "Upload": "pages/upload.py",
+    "SQL": "pages/sql.py",
+}
 TIMEOUT_S = 90
 
 
@@ -51,6 +61,13 @@ def texts(app: AppTest) -> str:
 def assert_clean(app: AppTest) -> None:
     assert not app.exception, [e.value for e in app.exception]
     assert not app.error, [e.value for e in app.error]
+
+
+def table_exists(db: Path, table: str) -> bool:
+    with duckdb.connect(str(db), read_only=True) as con:
+        return bool(
+            con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = ?", [table]).fetchone()[0]
+        )
 
 
 @pytest.mark.parametrize("title", list(PAGES))
@@ -197,7 +214,14 @@ def test_run_page_cancels_a_running_job(empty_db: Path, tmp_path: Path) -> None:
 
 
 def test_upload_rejects_a_malformed_file_and_stores_a_good_one(populated_db: Path) -> None:
-    good = make_result_doc("20261122T080000Z-eeee0006", model="mobilenet_v2", instance="big-vm", seed=6)
+    good = result_doc(
+        "mobilenet_v2",
+        run_id="20261122T080000Z-eeee0006",
+        instance="big-vm",
+        samples=True,
+        telemetry=True,
+        seed=6,
+    )
     foreign = {"kind": "something-else", "run_id": "x"}
     app = open_page("Upload")
     app.file_uploader[0].set_value(
@@ -272,7 +296,10 @@ def test_the_app_holds_no_connection_while_stash_ingest_writes(populated_db: Pat
     app = open_page("Overview")
     assert {m.label: m.value for m in app.metric}["Runs"] == "5"
     new = tmp_path / "new.json"
-    new.write_text(json.dumps(make_result_doc("20261122T120000Z-ffff0007", instance="small-vm", seed=7)))
+    doc = result_doc(
+        run_id="20261122T120000Z-ffff0007", instance="small-vm", samples=True, telemetry=True, seed=7
+    )
+    new.write_text(json.dumps(doc))
     env = {**os.environ, "PYTHONPATH": str(REPO), "STASH_DB": str(populated_db)}
     ingest = subprocess.Popen([sys.executable, "-m", "stash_core", "ingest", str(new)], cwd=tmp_path, env=env,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip

@@ -2,18 +2,15 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
+from result_docs import result_doc
 from streamlit.testing.v1 import AppTest
 
+from stash_core.store import ingest_result
+
 REPO = Path(__file__).resolve().parents[2]
-sys.path[:0] = [str(REPO), str(REPO / "tests" / "unit")]
-from decision_docs import profile_doc  # noqa: E402
-
-from stash_core.store import ingest_result  # noqa: E402
-
 PAGE = REPO / "pages" / "recommend.py"
 
 
@@ -37,7 +34,7 @@ def populated(tmp_path):
     db = tmp_path / "rec.duckdb"
     ingest_result(
         db,
-        profile_doc(
+        result_doc(
             "resnet50",
             instance="p3.16xlarge",
             workers=8,
@@ -48,7 +45,7 @@ def populated(tmp_path):
     )
     ingest_result(
         db,
-        profile_doc(
+        result_doc(
             "resnet50",
             instance="p3.8xlarge",
             workers=4,

@@ -18,10 +18,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from result_docs import populate_dashboard_db, result_doc, run_count
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "tests" / "app"))
-from dashboard_docs import make_result_doc, populate, run_count  # noqa: E402
 
 pytestmark = pytest.mark.e2e
 
@@ -63,7 +62,7 @@ def dashboard(tmp_path_factory: pytest.TempPathFactory, browser_binary: str) -> 
     """A running dashboard on a prepared database: (base URL, database path)."""
     folder = tmp_path_factory.mktemp("e2e")
     db = folder / "results.duckdb"
-    populate(db)
+    populate_dashboard_db(db)
     port = free_port()
     env = {**os.environ, "STASH_DB": str(db), "PYTHONPATH": str(REPO)}
     log = open(folder / "streamlit.log", "w")  # noqa: SIM115 - closed below
@@ -160,7 +159,8 @@ def test_every_page_upload_and_query_in_a_real_browser(
 
     # Upload: a good result file is checked, previewed and stored.
     result = tmp_path / "uploaded.json"
-    result.write_text(json.dumps(make_result_doc("20261122T130000Z-abcd1234", model="mobilenet_v2", seed=9)))
+    doc = result_doc("mobilenet_v2", run_id="20261122T130000Z-abcd1234", samples=True, telemetry=True, seed=9)
+    result.write_text(json.dumps(doc))
     nav.get_by_text("Upload", exact=True).first.click()
     settle(tab, "Upload")
     tab.locator('[data-testid="stFileUploaderDropzoneInput"]').set_input_files(str(result))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import stat
 
 import pytest
-from decision_docs import profile_doc
+from result_docs import result_doc
 
 from stash_core.campaign import (
     CampaignSettings,
@@ -34,7 +34,7 @@ class FakeRunner:
         self.calls.append(item)
         on_event({"kind": "PHASE", "event": "started", "index": 0, "total": 2})
         failed = item.model in self.fail
-        doc = profile_doc(
+        doc = result_doc(
             item.model,
             batch_size=item.batch_size,
             workers=item.workers_per_node,

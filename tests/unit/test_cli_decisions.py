@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 import pytest
-from decision_docs import profile_doc
+from result_docs import result_doc
 
 from stash_core import cli_decisions
 from stash_core.catalog import get_instance
@@ -67,7 +67,7 @@ def test_recommend_exit_status_and_explanation(tmp_path, capsys):
     db = str(tmp_path / "c.duckdb")
     ingest_result(
         db,
-        profile_doc(
+        result_doc(
             "resnet50",
             instance="p3.16xlarge",
             workers=8,
@@ -105,7 +105,7 @@ def test_fit_whatif_and_campaign_dry_run(tmp_path, capsys):
     for index in range(5):
         ingest_result(
             db,
-            profile_doc(
+            result_doc(
                 f"m{index}",
                 grad_bytes=(index + 1) * 10**7,
                 grad_tensor_count=10 + 7 * index,
@@ -118,9 +118,9 @@ def test_fit_whatif_and_campaign_dry_run(tmp_path, capsys):
     assert "interconnect stall" in out and "* linear: bytes" in out and "published predictors" in out
     assert stash("fit", "--predict", "resnet18", "--workers", "2", "--instance", "lab", "--db", db) == 0
     assert "interconnect stall of resnet18" in capsys.readouterr().out
-    run_id = profile_doc("x")["run_id"]
+    run_id = result_doc("x")["run_id"]
     ingest_result(
-        db, profile_doc("x", run_id=run_id, stalls={"compute": 0.2, "interconnect": 0.05, "cpu": 0.2})
+        db, result_doc("x", run_id=run_id, stalls={"compute": 0.2, "interconnect": 0.05, "cpu": 0.2})
     )
     assert stash("whatif", run_id, "--db", db) == 0
     assert "CPU cores" in capsys.readouterr().out

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from decision_docs import profile_doc
+from result_docs import result_doc
 
 from stash_core.catalog import set_instance
 from stash_core.cost import hourly_price, iterations_per_epoch, run_cost, training_cost
@@ -51,7 +51,7 @@ def test_missing_prices_are_reported_not_invented():
 
 def test_run_cost_uses_the_runs_instance_and_nodes(tmp_path):
     db = tmp_path / "cost.duckdb"
-    doc = profile_doc(
+    doc = result_doc(
         "resnet18",
         instance="p2.8xlarge",
         workers=8,

@@ -3,24 +3,21 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
+from result_docs import populate_dashboard_db, result_doc
 
 from stash_core import dashboard_data as data
 from stash_core import store
 from stash_core.errors import UsageError
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "app"))
-from dashboard_docs import make_result_doc, populate  # noqa: E402
-
 
 @pytest.fixture(scope="module")
 def db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("dashboard") / "results.duckdb"
-    populate(path)
+    populate_dashboard_db(path)
     return path
 
 
@@ -150,15 +147,15 @@ def test_compare_ranks_speed_and_cost(db: Path) -> None:
 
 def test_compare_without_prices_names_no_cheapest(tmp_path: Path) -> None:
     path = tmp_path / "r.duckdb"
-    store.ingest_result(path, make_result_doc("20261120T090000Z-aaaa0001", instance="unpriced"))
+    store.ingest_result(path, result_doc(run_id="20261120T090000Z-aaaa0001", instance="unpriced"))
     verdict = data.compare_verdict(data.compare_configurations(path, "resnet18", 32))
     assert verdict["fastest"] == "unpriced · 2w" and verdict["cheapest"] is None and verdict["priced"] == 0
 
 
 def test_upload_checks_each_file_and_changes_nothing(db: Path, tmp_path: Path) -> None:
-    good = make_result_doc("20261122T080000Z-eeee0006", seed=6)
-    stored = make_result_doc("20261120T090000Z-aaaa0001", seed=1)
-    bad_sample = make_result_doc("20261122T090000Z-ffff0007", seed=7)
+    good = result_doc(run_id="20261122T080000Z-eeee0006", samples=True, telemetry=True, seed=6)
+    stored = result_doc(run_id="20261120T090000Z-aaaa0001", samples=True, telemetry=True, seed=1)
+    bad_sample = result_doc(run_id="20261122T090000Z-ffff0007", samples=True, telemetry=True, seed=7)
     bad_sample["phases"][0]["samples"]["iteration_s"][3] = "fast"
     files = [
         ("good.json", json.dumps(good).encode()),
@@ -298,5 +295,5 @@ def test_database_path_setting(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
     with pytest.raises(UsageError, match="is a folder"):
         data.resolve_db_path(str(tmp_path))
     first = data.db_signature(tmp_path / "x.duckdb")
-    store.ingest_result(tmp_path / "x.duckdb", make_result_doc("20261120T090000Z-aaaa0001"))
+    store.ingest_result(tmp_path / "x.duckdb", result_doc(run_id="20261120T090000Z-aaaa0001"))
     assert data.db_signature(tmp_path / "x.duckdb") != first  # a write changes the cache key

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
-from decision_docs import profile_doc
+from result_docs import result_doc
 
 from stash_core.errors import UsageError
 from stash_core.fit import (
@@ -232,7 +232,7 @@ def test_fit_reads_the_store_and_predicts_a_zoo_model(tmp_path):
         stall_s = 0.003 + 2e-9 * grad_bytes
         ingest_result(
             db,
-            profile_doc(
+            result_doc(
                 name,
                 grad_bytes=int(grad_bytes),
                 grad_tensor_count=tensors,
@@ -240,7 +240,7 @@ def test_fit_reads_the_store_and_predicts_a_zoo_model(tmp_path):
                 stalls={"compute": 0.3, "interconnect": stall_s},
             ),
         )
-    ingest_result(db, profile_doc("failed", status="failed"))
+    ingest_result(db, result_doc("failed", status="failed"))
     report = fit_stall_models(db, stalls=("interconnect",))
     assert len(report.observations) == len(MODELS)
     answer = predict_stall(
@@ -257,7 +257,7 @@ def test_probes_table_feeds_the_alpha_beta_model(tmp_path):
         wire_s = allreduce_time_s(grad_bytes, 2, alpha_s, beta)
         ingest_result(
             db,
-            profile_doc(
+            result_doc(
                 name,
                 grad_bytes=int(grad_bytes),
                 grad_tensor_count=tensors,

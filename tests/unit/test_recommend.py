@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from decision_docs import profile_doc
+from result_docs import result_doc
 
 from stash_core.catalog import add_instance
 from stash_core.errors import UsageError
@@ -52,7 +52,7 @@ def db(tmp_path):
     _catalog(path)
     ingest_result(
         path,
-        profile_doc(
+        result_doc(
             "resnet50",
             instance="big8",
             workers=8,
@@ -63,7 +63,7 @@ def db(tmp_path):
     )
     ingest_result(
         path,
-        profile_doc(
+        result_doc(
             "resnet50",
             instance="half4",
             workers=4,
@@ -185,7 +185,7 @@ def test_prediction_from_a_validated_stall_model_carries_its_expected_error(tmp_
         stall_s = (0.004 + 0.4e-9 * grad_mb * 1e6) * noise[index]
         ingest_result(
             db,
-            profile_doc(
+            result_doc(
                 f"other{index}",
                 instance="quad",
                 workers=4,
@@ -199,7 +199,7 @@ def test_prediction_from_a_validated_stall_model_carries_its_expected_error(tmp_
     # The model to train was only profiled on the one-GPU shape.
     ingest_result(
         db,
-        profile_doc(
+        result_doc(
             "target",
             instance="solo",
             workers=1,

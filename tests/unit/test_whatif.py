@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from decision_docs import profile_doc
+from result_docs import result_doc
 from support import TINY_CNN, stash
 
 from stash_core.errors import UsageError
@@ -16,7 +16,7 @@ DATA_STALLS = {"compute": 0.2, "interconnect": 0.05, "cpu": 0.25, "disk": 0.2}
 
 
 def _store(db, **kwargs):
-    doc = profile_doc(**kwargs)
+    doc = result_doc(**kwargs)
     ingest_result(db, doc)
     return doc["run_id"]
 
