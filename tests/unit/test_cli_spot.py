@@ -77,3 +77,27 @@ def test_an_unknown_instance_is_refused(tmp_path, capsys):
     assert status == 2
     assert "not in the catalog" in capsys.readouterr().err
     assert not (tmp_path / "r.duckdb").exists()  # nothing written
+
+
+def test_compute_times_come_from_stored_profiles(tmp_path, capsys):
+    from result_docs import result_doc
+
+    from stash_core.spot.inputs import stored_compute_s
+    from stash_core.store import ingest_result
+
+    db = tmp_path / "r.duckdb"
+    for instance, batch, compute_s in (("g3.4xlarge", 128, 0.9), ("g3.8xlarge", 256, 0.95)):
+        stalls = {"compute": compute_s, "interconnect": 0.01}
+        ingest_result(db, result_doc("resnet50", instance=instance, batch_size=batch, stalls=stalls))
+    assert stored_compute_s(db, "resnet50", "g3.4xlarge", 128) == pytest.approx(0.9)
+    workload = {key: value for key, value in WORKLOAD.items() if key != "compute_s"}
+    path = tmp_path / "workload.json"
+    path.write_text(json.dumps({**workload, "model": "resnet50"}))
+    status = main(["spot", "--workload", str(path), "--instances", "g3.4xlarge:2,g3.8xlarge:2",
+                   "--target-loss", "0.8", "--budget-s", "3000", "--db", str(db), "--json"])  # fmt: skip
+    assert status == 0
+    # the one without a profile at its batch is named
+    status = main(["spot", "--workload", str(path), "--instances", "g3.16xlarge:1", "--target-loss", "0.8",
+                   "--budget-s", "3000", "--db", str(db)])  # fmt: skip
+    assert status == 2
+    assert "no completed profile of resnet50 at batch 512 on g3.16xlarge" in capsys.readouterr().err

@@ -64,3 +64,21 @@ def test_synthetic_traces_are_reproducible():
     assert first.equals(synthetic_trace(50, seed=3, models=["resnet50"]))
     assert not first.equals(synthetic_trace(50, seed=4, models=["resnet50"]))
     assert first["submit_time"].is_monotonic_increasing and set(first["num_gpu"]) <= {1, 2, 4, 8, 16}
+
+
+def test_stash_measurements_give_the_sensitivity_of_profiled_models(tmp_path):
+    from result_docs import result_doc
+
+    from stash_core.store import ingest_result
+
+    db = tmp_path / "r.duckdb"
+    # network 0.1 s on top of compute 0.2 + interconnect 0.05 s: spread is 1.4 times slower
+    stalls = {"compute": 0.2, "interconnect": 0.05, "network": 0.1}
+    ingest_result(db, result_doc("resnet50", nodes=2, stalls=stalls))
+    ingest_result(db, result_doc("resnet50", nodes=1, stalls={"compute": 0.2, "interconnect": 0.05}))
+    trace = pd.DataFrame({"job_id": [1, 2], "num_gpu": [8, 8], "submit_time": [0, 1],
+                          "duration": [60, 60], "model_name": ["resnet50", "vgg16"]})  # fmt: skip
+    path = write(tmp_path, trace)
+    jobs = {job.job_id: job for job in load_trace(path, db)}
+    assert jobs["1"].slowdown == pytest.approx(1.4) and jobs["1"].slowdown_source == "measured"
+    assert jobs["2"].slowdown_source == "blox default"
