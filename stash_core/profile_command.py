@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
-import signal
 import sys
-import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 from .errors import StashError, UsageError
+from .interrupts import held_interrupts
 from .spec import ProfileSpec, parse_iterations, parse_stalls, resolve_device, validate
 
 
@@ -198,7 +195,8 @@ def profile_from_args(args, db_path: Path) -> int:
     if doc is None:
         raise error  # type: ignore[misc]
     out_path = args.out or default_result_path(doc["run_id"])
-    with deferred_interrupt() as interrupted:  # a Ctrl-C now lets the save finish, then ends with 130
+    # A Ctrl-C now lets the save finish (DuckDB would also swallow it into a retried statement), then 130.
+    with held_interrupts() as interrupted:
         write_result_atomic(out_path, doc)
         if not args.no_store:
             store.ingest_result(db_path, doc, source_file=str(out_path))
@@ -223,24 +221,6 @@ def profile_from_args(args, db_path: Path) -> int:
     where = f"{out_path}" + ("" if args.no_store else f" and {db_path}")
     print(f"run {doc['run_id']} saved to {where}")
     return 0
-
-
-@contextlib.contextmanager
-def deferred_interrupt() -> Iterator[list[int]]:
-    """Hold Ctrl-C (SIGINT) until the block has finished; the yielded list gets one entry per interrupt.
-
-    Saving a measured run takes a moment and must not be cut in half (DuckDB would also swallow the
-    interrupt into a retried statement); the caller re-raises after the save. Main thread only.
-    """
-    received: list[int] = []
-    if threading.current_thread() is not threading.main_thread():
-        yield received
-        return
-    previous = signal.signal(signal.SIGINT, lambda signum, frame: received.append(signum))
-    try:
-        yield received
-    finally:
-        signal.signal(signal.SIGINT, previous)
 
 
 def _shape(spec: ProfileSpec):

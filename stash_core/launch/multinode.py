@@ -16,21 +16,20 @@ its supervisor cannot be.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import queue
 import re
-import signal
 import socket
 import subprocess
 import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 from ..errors import MeasurementError, UsageError
+from ..interrupts import held_interrupts
 from .ssh import HostUnreachableError, SshTarget, _last_line, raise_for_ssh_failure, run_remote, ssh_argv
 
 LAUNCH_TAG_VAR = "STASH_LAUNCH_ID"
@@ -387,8 +386,10 @@ def launch_torchrun_over_ssh(
         succeeded = True
     finally:
         if not succeeded:
-            with _ctrl_c_deferred():  # a second Ctrl-C must not cut the cleanup short
+            with held_interrupts() as interrupted:  # a second Ctrl-C must not cut the cleanup short
                 _end_everything(nodes, targets, python, tag)
+            if interrupted:
+                raise KeyboardInterrupt
         else:
             for node in nodes:
                 _close_stdin(node)
@@ -448,22 +449,6 @@ def _wait_for_nodes(
                 f"torchrun on {len(nodes)} nodes did not finish within {timeout_s:g} s "
                 f"(still running: {', '.join(running)})"
             )
-
-
-@contextlib.contextmanager
-def _ctrl_c_deferred() -> Iterator[None]:
-    """Hold back SIGINT while the body runs (main thread only); re-raise it afterwards."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    pending: list[int] = []
-    previous = signal.signal(signal.SIGINT, lambda signum, frame: pending.append(signum))
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
-    if pending:
-        raise KeyboardInterrupt
 
 
 def _close_stdin(node: _Node) -> None:

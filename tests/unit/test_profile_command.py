@@ -161,20 +161,3 @@ def test_ingest_refuses_corrupt_foreign_and_newer_files(tmp_path, content, expec
     result = stash("ingest", str(bad), "--db", str(db))
     assert result.returncode == 2
     assert expected.lower() in one_line_error(result).lower()
-
-
-def test_an_interrupt_while_saving_is_held_until_the_save_is_done():
-    import os
-    import signal
-
-    from stash_core.profile_command import deferred_interrupt
-
-    before = signal.getsignal(signal.SIGINT)
-    saved = []
-    with deferred_interrupt() as interrupted:
-        os.kill(os.getpid(), signal.SIGINT)
-        saved.append("result file and database")  # still runs: the interrupt did not raise here
-    assert saved and interrupted == [signal.SIGINT]
-    assert signal.getsignal(signal.SIGINT) is before
-    with pytest.raises(KeyboardInterrupt):  # outside the block Ctrl-C interrupts again
-        os.kill(os.getpid(), signal.SIGINT)

@@ -32,20 +32,24 @@ def stall_s(doc: dict, name: str) -> float:
 
 
 def test_heavier_preprocessing_gives_a_larger_cpu_stall(tmp_path):
-    # Same model input (the crop output is 32x32); only the decoded JPEGs grow, 48 px -> 400 px.
+    # Same model input (the crop output is 32x32); only the decoded JPEGs grow, 48 px -> 512 px. Batches
+    # of 8 decoded in the main process make the difference (tens of ms) stand well above the noise.
     common = [
         *SMALL,
+        "--batch-size",
+        "8",
         "--stalls",
         "cpu",
         "--synthetic-images",
         "64",
         "--iterations",
-        "10",
+        "30",
         "--loader-workers",
         "0",
     ]
     small = profile_json(tmp_path, *common, "--image-px", "48")
-    large = profile_json(tmp_path, *common, "--image-px", "400")
+    large = profile_json(tmp_path, *common, "--image-px", "512")
+    print(f"CPU stall: 48 px {stall_s(small, 'cpu'):.4f} s, 512 px {stall_s(large, 'cpu'):.4f} s")
     assert stall_s(large, "cpu") > stall_s(small, "cpu")
 
 
@@ -78,7 +82,12 @@ def start_long_profile(tmp_path: Path, stalls: str) -> tuple[subprocess.Popen, l
         "--db", str(tmp_path / "r.duckdb"), "--progress", "json",
     ]  # fmt: skip
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    # Ctrl-C must reach it even when this test itself runs with SIGINT ignored (a background job of a
+    # non-interactive shell): a child inherits an ignored SIGINT, so give it the default back.
+    process = subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )  # fmt: skip
     deadline = time.monotonic() + 240
     for line in process.stdout:
         if '"started"' in line and '"R1"' in line:

@@ -117,8 +117,8 @@ def test_cpu_what_if_of_a_measured_run_agrees_with_a_measured_run_with_more_load
     The what-if of the first must predict the second's direction: more cores per worker, shorter step."""
     db = tmp_path / "w.duckdb"
     common = [
-        "profile", "--model", TINY_CNN, "--input-shape", "3,32,32", "--batch-size", "8", "--workers", "1",
-        "--synthetic-images", "160", "--image-px", "384", "--stalls", "compute,cpu", "--iterations", "24",
+        "profile", "--model", TINY_CNN, "--input-shape", "3,32,32", "--batch-size", "16", "--workers", "1",
+        "--synthetic-images", "160", "--image-px", "384", "--stalls", "compute,cpu", "--iterations", "40",
         "--instance", "whatif-box", "--db", str(db),
     ]  # fmt: skip
     env = {"STASH_CACHE_DIR": str(tmp_path / "cache")}
