@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -173,21 +174,7 @@ def _prepare_probe(doc: dict[str, Any]) -> tuple[str, pd.DataFrame]:
 
 
 def _insert_probe(con: duckdb.DuckDBPyConnection, probe_id: str, frame: pd.DataFrame) -> bool:
-    con.execute("BEGIN TRANSACTION")
-    try:
-        if con.execute("SELECT count(*) FROM probes WHERE probe_id = ?", [probe_id]).fetchall()[0][0]:
-            con.execute("ROLLBACK")
-            return False
-        _insert_probe_frame(con, frame)
-        con.execute("COMMIT")
-    except duckdb.Error as exc:
-        con.execute("ROLLBACK")
-        message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise UsageError(f"cannot store probe {probe_id}: {message}") from None
-    except BaseException:
-        con.execute("ROLLBACK")
-        raise
-    return True
+    return _insert_once(con, "probes", "probe_id", probe_id, lambda: _insert_probe_frame(con, frame))
 
 
 def _insert_probe_frame(con: duckdb.DuckDBPyConnection, frame: pd.DataFrame) -> None:
@@ -235,11 +222,7 @@ def _check_time(value: Any, what: str) -> None:
 
 
 def _insert(con: duckdb.DuckDBPyConnection, run: _PreparedRun) -> bool:
-    con.execute("BEGIN TRANSACTION")
-    try:
-        if con.execute("SELECT count(*) FROM runs WHERE run_id = ?", [run.run_id]).fetchall()[0][0]:
-            con.execute("ROLLBACK")
-            return False
+    def write() -> None:
         _insert_run(con, run.run_row)
         if run.model_row is not None:
             _upsert_model(con, run.model_row)
@@ -251,11 +234,26 @@ def _insert(con: duckdb.DuckDBPyConnection, run: _PreparedRun) -> bool:
             _insert_frame(con, "telemetry", frame, constants={"run_id": run.run_id, "phase": phase})
         if run.probes is not None:
             _insert_probe_frame(con, run.probes)
+
+    return _insert_once(con, "runs", "run_id", run.run_id, write)
+
+
+def _insert_once(
+    con: duckdb.DuckDBPyConnection, table: str, key_column: str, key: str, write: Callable[[], None]
+) -> bool:
+    """Run `write` in one transaction unless `table` already holds `key`; False when it did (idempotent)."""
+    what = {"runs": "run", "probes": "probe"}[table]
+    con.execute("BEGIN TRANSACTION")
+    try:
+        if con.execute(f"SELECT count(*) FROM {table} WHERE {key_column} = ?", [key]).fetchall()[0][0]:
+            con.execute("ROLLBACK")
+            return False
+        write()
         con.execute("COMMIT")
     except duckdb.Error as exc:
         con.execute("ROLLBACK")
         message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise UsageError(f"cannot store run {run.run_id}: {message}") from None
+        raise UsageError(f"cannot store {what} {key}: {message}") from None
     except BaseException:
         con.execute("ROLLBACK")
         raise

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import sys
 import time
@@ -98,6 +99,23 @@ def netns_popen(namespace: str, code: str, *args: str) -> subprocess.Popen:
         stderr=subprocess.PIPE,
         text=True,
     )
+
+
+@contextlib.contextmanager
+def port_taken(namespace: str, port: int) -> Iterator[None]:
+    """Something else listens on `port` inside `namespace` while the block runs."""
+    listener = netns_popen(
+        namespace,
+        "import socket, sys, time\ns = socket.socket(); s.bind(('0.0.0.0', int(sys.argv[1]))); s.listen(1)\n"
+        "print('ready', flush=True); time.sleep(120)",
+        str(port),
+    )
+    try:
+        assert listener.stdout.readline().strip() == "ready"
+        yield
+    finally:
+        listener.kill()
+        listener.wait()
 
 
 # A TCP listener that prints "ready" once listening, then counts what one client sends.

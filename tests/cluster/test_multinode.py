@@ -14,7 +14,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from clusterkit import cluster_fixture, netns_popen, only_sshd_left, tagged_processes, wait_until
+from clusterkit import cluster_fixture, only_sshd_left, port_taken, tagged_processes, wait_until
 
 from stash_core.errors import MeasurementError, UsageError
 from stash_core.launch import cluster, multinode
@@ -107,19 +107,9 @@ def test_host_down_before_start_fails_fast(cluster_state, hosts, workdir, no_lef
 
 def test_master_port_in_use_is_a_clear_usage_error(hosts, workdir, no_leftovers):
     port = multinode.free_port()
-    listener = netns_popen(
-        "stash-n0",
-        "import socket, sys, time\ns = socket.socket(); s.bind(('0.0.0.0', int(sys.argv[1]))); s.listen(1)\n"
-        "print('ready', flush=True); time.sleep(120)",
-        str(port),
-    )
-    try:
-        assert listener.stdout.readline().strip() == "ready"
+    with port_taken("stash-n0", port):
         with pytest.raises(UsageError, match=f"port {port} is already in use on the master, node 0"):
             _launch(hosts, workdir, "stash_test_plain", ["hang"], lambda node, line: None, master_port=port)
-    finally:
-        listener.kill()
-        listener.wait()
 
 
 @pytest.mark.slow

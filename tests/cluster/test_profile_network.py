@@ -17,8 +17,8 @@ import duckdb
 import pytest
 from clusterkit import (
     cluster_fixture,
-    netns_popen,
     only_sshd_left,
+    port_taken,
     stash_argv,
     stash_env,
     tagged_processes,
@@ -159,18 +159,8 @@ def test_host_down_before_start_fails_fast_and_is_recorded(cluster_state, tmp_pa
 
 def test_busy_master_port_and_missing_stash_are_clear(cluster_state, tmp_path, no_leftovers):
     port = 29777
-    listener = netns_popen(
-        "stash-n0",
-        "import socket, sys, time\ns = socket.socket(); s.bind(('0.0.0.0', int(sys.argv[1]))); s.listen(1)\n"
-        "print('ready', flush=True); time.sleep(120)",
-        str(port),
-    )
-    try:
-        assert listener.stdout.readline().strip() == "ready"
+    with port_taken("stash-n0", port):
         result, doc = _profile(cluster_state, tmp_path, "--iterations", "5", "--master-port", str(port))
-    finally:
-        listener.kill()
-        listener.wait()
     assert result.returncode == 2
     assert f"port {port} is already in use on the master" in result.stderr
     assert doc["status"] == "failed" and doc["phases"][0]["status"] == "failed"
