@@ -1,7 +1,7 @@
 """What does Stash's timed loop add to the loop it times?
 
 The same model and the same on-device batch go through a plain training loop and through
-stash_core.timed_loop.run_steps, in interleaved blocks (so drift in machine load hits both
+stash_core.measure.timed_loop.run_steps, in interleaved blocks (so drift in machine load hits both
 alike). Prints the wall time per iteration of each and the slowdown ratio with its 95% interval
 over block pairs.
 
@@ -16,8 +16,8 @@ import time
 
 import torch
 
-from stash_core.stats import mean_ci95
-from stash_core.timed_loop import StepTimes, make_sync, run_steps
+from stash_core.analysis.stats import mean_ci95
+from stash_core.measure.timed_loop import StepTimes, make_sync, run_steps
 from stash_core.zoo import build_model, loss_fn, parse_input_shape, synthetic_batch
 
 

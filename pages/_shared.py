@@ -22,8 +22,8 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
-from stash_core import dashboard_data
 from stash_core.errors import StashError, UsageError
+from stash_core.views import dashboard_data
 
 LOG = logging.getLogger("stash.dashboard")
 DB_SETTING_KEY = "stash_db_setting"

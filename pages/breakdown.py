@@ -17,9 +17,9 @@ from pages._shared import (
     share_text,
     show_chart,
 )
-from stash_core import dashboard_data
-from stash_core.dashboard_data import STALL_LABELS, RunFilter
 from stash_core.errors import StashError
+from stash_core.views import dashboard_data
+from stash_core.views.dashboard_data import STALL_LABELS, RunFilter
 
 DETAIL_SECTIONS = ["Stalls", "What if", "Iteration times", "Telemetry", "Phases", "Machine and spec"]
 PHASE_COLORS = ["#9ecae9", "#ffbf79", "#ff9d98", "#88d27a", "#d6a5c9", "#bab0ac"]

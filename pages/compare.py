@@ -14,7 +14,7 @@ from pages._shared import (
     stall_scale,
     usd_text,
 )
-from stash_core import dashboard_data
+from stash_core.views import dashboard_data
 
 NORMALISED = {
     "samples_per_s": ("Throughput", "samples/s", ",.1f"),

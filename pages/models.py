@@ -16,8 +16,8 @@ from pages._shared import (
     page_guard,
     page_header,
 )
-from stash_core import dashboard_data
 from stash_core.errors import UsageError
+from stash_core.views import dashboard_data
 
 FEATURE_LABELS = {
     "grad_bytes": "Gradient bytes",
@@ -36,14 +36,14 @@ CACHE_TTL_S = 20
 @st.cache_data(ttl=CACHE_TTL_S, max_entries=16, show_spinner="Fitting stall models…")
 def fit_report(db_path: str, signature: tuple, by_batch_size: bool):
     """All fits of the database; cached until the file changes (signature) or for CACHE_TTL_S."""
-    from stash_core.fit import fit_stall_models
+    from stash_core.decide.fit import fit_stall_models
 
     return fit_stall_models(db_path, by_batch_size=by_batch_size)
 
 
 @st.cache_data(ttl=600, max_entries=64, show_spinner="Counting the model's gradients…")
 def counts_of(model_ref: str) -> dict:
-    from stash_core.fit import model_counts
+    from stash_core.decide.fit import model_counts
 
     return model_counts(model_ref)
 
@@ -173,7 +173,7 @@ def prediction_form(report, stalls: list[str]) -> None:
     except UsageError as exc:
         st.error(str(exc), icon=":material/error:")
         return
-    from stash_core.fit import predict_stall
+    from stash_core.decide.fit import predict_stall
 
     st.markdown(
         f"**{label}**: {counts['grad_bytes'] / 1e6:,.1f} MB of gradients in "

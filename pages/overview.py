@@ -14,7 +14,9 @@ from pages._shared import (
     run_link,
     seconds_text,
 )
-from stash_core import dashboard_data, examples, jobs
+from stash_core.engine import jobs
+from stash_core.store import examples
+from stash_core.views import dashboard_data
 
 
 def first_steps() -> None:

@@ -13,8 +13,8 @@ from pages._shared import (
     page_header,
     stall_scale,
 )
-from stash_core import dashboard_data
-from stash_core.dashboard_data import STALL_LABELS
+from stash_core.views import dashboard_data
+from stash_core.views.dashboard_data import STALL_LABELS
 
 CACHE_TTL_S = 20
 STALLS = ("compute", "interconnect", "network", "cpu", "disk")
@@ -22,7 +22,7 @@ STALLS = ("compute", "interconnect", "network", "cpu", "disk")
 
 @st.cache_data(ttl=CACHE_TTL_S, max_entries=32, show_spinner="Evaluating configurations…")
 def recommendation(db_path: str, signature: tuple, request: tuple):
-    from stash_core.recommend import recommend
+    from stash_core.decide.recommend import recommend
 
     return recommend(db_path, **dict(request))
 
@@ -40,7 +40,7 @@ def profiled_models(db_path: str, signature: tuple) -> pd.DataFrame:
 
 @st.cache_data(ttl=CACHE_TTL_S, max_entries=8, show_spinner=False)
 def catalog_names(db_path: str, signature: tuple) -> list[str]:
-    from stash_core.catalog import list_instances
+    from stash_core.decide.catalog import list_instances
 
     return list(list_instances(db_path)["name"])
 
@@ -248,8 +248,8 @@ def show_result(result) -> None:
 
 
 def catalog_editor(db: str, signature: tuple) -> None:
-    """Edit prices and shapes in the dashboard; every change goes through stash_core.catalog's checks."""
-    from stash_core.catalog import COLUMNS, apply_catalog_edits, list_instances
+    """Edit prices and shapes in the dashboard; every change goes through the catalog checks."""
+    from stash_core.decide.catalog import COLUMNS, apply_catalog_edits, list_instances
     from stash_core.errors import StashError
 
     with st.expander("Instance catalog: shapes and prices (editable)", icon=":material/sell:"):

@@ -1,6 +1,6 @@
 """Run: start a profile in the background, follow it phase by phase, cancel it, see its breakdown.
 
-The run is a `stash profile` subprocess whose state lives in files next to the database (stash_core.jobs),
+The run is a `stash profile` subprocess whose state lives in files next to the database (engine/jobs.py),
 so reloading the page, or opening it in another tab, finds it again (the job id is also in the URL).
 """
 
@@ -21,9 +21,10 @@ from pages._shared import (
     run_link,
     seconds_text,
 )
-from stash_core import dashboard_data, jobs
-from stash_core.dashboard_data import STALL_LABELS, RunForm
+from stash_core.engine import jobs
 from stash_core.errors import UsageError
+from stash_core.views import dashboard_data
+from stash_core.views.dashboard_data import STALL_LABELS, RunForm
 
 POLL_S = 1.0
 DATA_SOURCES = {

@@ -4,8 +4,9 @@ import pandas as pd
 import streamlit as st
 
 from pages._shared import current_db, download_buttons, page_guard, query
-from stash_core import dashboard_data, sqlguard
 from stash_core.errors import UsageError
+from stash_core.store import sqlguard
+from stash_core.views import dashboard_data
 
 EDITOR_KEY = "sql-text"
 

@@ -9,7 +9,7 @@ from pages._shared import (
     forget_cached_queries,
     page_guard,
 )
-from stash_core import dashboard_data
+from stash_core.views import dashboard_data
 
 
 @st.cache_data(max_entries=16, show_spinner="Checking the files…", ttl=600)

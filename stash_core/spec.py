@@ -6,8 +6,8 @@ import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from .errors import UsageError
-from .stalls import STALLS
+from stash_core.analysis.stalls import STALLS
+from stash_core.errors import UsageError
 
 DEFAULT_TARGET_RELATIVE_CI = 0.02
 DEFAULT_MAX_ITERATIONS = 2000

@@ -3,7 +3,7 @@
 `result_doc` builds a run as the profiler reports one, from the per-iteration stall seconds it should show.
 The phases telescope exactly: R0 = compute, R1 = + interconnect, R1n = + network, R3 = + cpu, R2 = + disk,
 so every stall is known in advance. Only the stalls given are measured and have their phase; the others are
-"not_measured". An epoch is stash_core.epochs.iterations_per_epoch: full batches of each worker's shard.
+"not_measured". An epoch is analysis.epochs.iterations_per_epoch: full batches of each worker's shard.
 
 - samples=True gives every phase per-iteration samples made as the profiler makes them: each rank's data,
   forward, backward and optimizer times add up to its iteration time, and the slowest rank of each iteration
@@ -27,7 +27,7 @@ import duckdb
 import numpy as np
 
 from stash_core import store
-from stash_core.epochs import iterations_per_epoch
+from stash_core.analysis.epochs import iterations_per_epoch
 
 STALLS = ("compute", "interconnect", "network", "cpu", "disk")
 DEFAULT_STALLS = {"compute": 0.2, "interconnect": 0.05, "cpu": 0.04, "disk": 0.03}

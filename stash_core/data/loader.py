@@ -8,7 +8,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset, DistributedSampler, RandomSampler
 
-from stash_core.epochs import iterations_per_epoch  # noqa: F401  (re-exported for the loader's users)
+from stash_core.analysis.epochs import iterations_per_epoch  # noqa: F401  (re-exported for the loader's users)
 from stash_core.errors import UsageError
 
 

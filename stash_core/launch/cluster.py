@@ -39,8 +39,8 @@ import subprocess
 import time
 from pathlib import Path
 
-from ..errors import MeasurementError, UsageError
-from .ssh import SshTarget
+from stash_core.errors import MeasurementError, UsageError
+from stash_core.launch.ssh import SshTarget
 
 DEFAULT_STATE_DIR = Path("/run/stash-cluster")
 MAX_NODES = 16

@@ -14,10 +14,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import UsageError
-from .ssh import SshTarget, parse_target, remote_check, validate_user
+from stash_core import PACKAGE_PARENT
+from stash_core.errors import UsageError
+from stash_core.launch.ssh import SshTarget, parse_target, remote_check, validate_user
 
-PACKAGE_PARENT = str(Path(__file__).resolve().parents[2])
 DEFAULT_REMOTE_PYTHON = "python3"
 DEFAULT_COMM_TIMEOUT_S = 60
 HOST_CHECK_TIMEOUT_S = 60.0
@@ -27,7 +27,7 @@ _ENV_VALUE_RE = re.compile(r"^[^\x00\n\r]*$")
 
 
 def default_cluster_state_dir() -> Path:
-    from .cluster import DEFAULT_STATE_DIR
+    from stash_core.launch.cluster import DEFAULT_STATE_DIR
 
     return Path(os.environ.get("STASH_CLUSTER_STATE") or DEFAULT_STATE_DIR)
 
@@ -126,7 +126,7 @@ def hosts_from_cluster(
     comm_timeout_s: int = DEFAULT_COMM_TIMEOUT_S,
 ) -> RemoteHosts:
     """RemoteHosts for the first `nodes` nodes of the emulated cluster (this python, this checkout)."""
-    from . import cluster
+    from stash_core.launch import cluster
 
     state_dir = Path(state_dir) if state_dir else default_cluster_state_dir()
     targets = cluster.cluster_hosts(state_dir)

@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 import psutil
 
-from ..errors import MeasurementError
+from stash_core.errors import MeasurementError
 
 KILL_GRACE_S = 5.0
 
@@ -34,7 +34,7 @@ def torchrun_argv(nproc_per_node: int, job_path: str) -> list[str]:
         "--max-restarts",
         "0",
         "-m",
-        "stash_core.worker",
+        "stash_core.measure.worker",
         "--job",
         job_path,
     ]

@@ -28,9 +28,16 @@ from collections import deque
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
-from ..errors import MeasurementError, UsageError
-from ..interrupts import held_interrupts
-from .ssh import HostUnreachableError, SshTarget, _last_line, raise_for_ssh_failure, run_remote, ssh_argv
+from stash_core.errors import MeasurementError, UsageError
+from stash_core.interrupts import held_interrupts
+from stash_core.launch.ssh import (
+    HostUnreachableError,
+    SshTarget,
+    _last_line,
+    raise_for_ssh_failure,
+    run_remote,
+    ssh_argv,
+)
 
 LAUNCH_TAG_VAR = "STASH_LAUNCH_ID"
 _PREFLIGHT_TIMEOUT_S = 20.0

@@ -9,12 +9,11 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable
-from pathlib import Path
 
-from ..errors import MeasurementError
-from .hosts import RemoteHosts
+from stash_core import PACKAGE_PARENT
+from stash_core.errors import MeasurementError
+from stash_core.launch.hosts import RemoteHosts
 
-PACKAGE_PARENT = str(Path(__file__).resolve().parents[2])
 LOOPBACK = "127.0.0.1"
 
 
@@ -42,11 +41,11 @@ def run_workers(
     machine alone uses a loopback rendezvous. Raises UsageError for what the user must fix (a busy
     master port, no python/torch/directory on a host) and KeyboardInterrupt after cleaning up.
     """
-    from ..worker import encode_job
+    from stash_core.measure.worker import encode_job
 
     module_args = encode_job(job)
     if remote is None:
-        from .local import run_local
+        from stash_core.launch.local import run_local
 
         if nodes != 1:
             raise MeasurementError(f"a local run has one machine, not {nodes}")
@@ -55,7 +54,7 @@ def run_workers(
             preexec=preexec,
         )  # fmt: skip
         return None if not failure else _last_meaningful(failure)
-    from .multinode import free_port, launch_torchrun_over_ssh
+    from stash_core.launch.multinode import free_port, launch_torchrun_over_ssh
 
     machines = remote.for_nodes(nodes)
     if len(machines.targets) < nodes:

@@ -21,7 +21,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import MeasurementError, UsageError
+from stash_core.errors import MeasurementError, UsageError
 
 SSH_CONNECT_TIMEOUT_S = 5
 # A DNS label: letters, digits and inner hyphens (also accepts names like "stash-n0").
@@ -229,7 +229,7 @@ def remote_check(
     workdir, when given, is the directory the module is run from (for a checkout that is not
     pip-installed). Raises UsageError "Stash not installed on HOST" when stash_core is missing.
     """
-    module_argv = [python, "-m", "stash_core.remote_info"]
+    module_argv = [python, "-m", "stash_core.measure.remote_info"]
     if workdir is not None:
         # "$1" is the directory and the rest the command: positional parameters, never spliced in.
         module_argv = ["sh", "-c", 'cd -- "$1" && shift && exec "$@"', "sh", workdir, *module_argv]

@@ -15,7 +15,7 @@ import pandas as pd
 import pyarrow as pa
 
 from stash_core.errors import UsageError
-from stash_core.resultfile import SAMPLE_KEYS, SCHEMA_VERSION, json_safe, load_result, upgrade_result
+from stash_core.results.file import SAMPLE_KEYS, SCHEMA_VERSION, json_safe, load_result, upgrade_result
 from stash_core.store.connection import connect
 
 _SAMPLE_FLOAT_KEYS = ("iteration_s", "data_s", "forward_s", "backward_s", "optimizer_s")
@@ -160,7 +160,7 @@ def _load_any(path: Path) -> dict[str, Any]:
 
 
 def _prepare_probe(doc: dict[str, Any]) -> tuple[str, pd.DataFrame]:
-    from stash_core.probes import probe_rows
+    from stash_core.engine.probes import probe_rows
 
     if not isinstance(doc, dict) or doc.get("kind") != PROBE_KIND:
         raise UsageError(f'not a Stash probe (no "kind": "{PROBE_KIND}")')
@@ -391,7 +391,7 @@ def _prepare(doc: dict[str, Any], source_file: str | None) -> _PreparedRun:
 
 def _run_probes(doc: dict[str, Any], instance: str | None) -> pd.DataFrame | None:
     """The rows of the result's "probes" section (one probe set per multi-worker run), or None."""
-    from stash_core.probes import probe_rows
+    from stash_core.engine.probes import probe_rows
 
     probes = doc.get("probes")
     if not probes:

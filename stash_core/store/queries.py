@@ -16,7 +16,7 @@ import duckdb
 import pandas as pd
 
 from stash_core.errors import UsageError
-from stash_core.resultfile import STALL_NAMES
+from stash_core.results.file import STALL_NAMES
 from stash_core.store.connection import connect
 from stash_core.store.schema import DB_SCHEMA_VERSION
 

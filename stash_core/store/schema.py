@@ -11,7 +11,7 @@ from collections.abc import Callable
 import duckdb
 
 from stash_core.errors import UsageError
-from stash_core.resultfile import STALL_NAMES
+from stash_core.results.file import STALL_NAMES
 
 DB_SCHEMA_VERSION = 1
 

@@ -15,7 +15,8 @@ from result_docs import result_doc, run_count
 from streamlit.testing.v1 import AppTest
 from support import REPO
 
-from stash_core import examples, jobs
+from stash_core.engine import jobs
+from stash_core.store import examples
 
 APP = str(REPO / "app.py")
 PAGES = {

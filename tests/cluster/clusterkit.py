@@ -178,7 +178,7 @@ def worker_processes(node: int | None = None) -> list[psutil.Process]:
             cmdline = " ".join(process.cmdline())
         except psutil.Error:
             continue
-        if tag is None or "stash_core.worker" not in cmdline or "torch.distributed.run" in cmdline:
+        if tag is None or "stash_core.measure.worker" not in cmdline or "torch.distributed.run" in cmdline:
             continue
         if node is not None and not tag.endswith(f"-n{node}"):
             continue

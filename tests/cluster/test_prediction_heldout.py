@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 from clusterkit import cluster_fixture
 
-from stash_core.campaign import CampaignSettings, plan_campaign, run_campaign
-from stash_core.fit import fit_stall_models, model_counts, parse_rate_gbps, predict_stall
+from stash_core.decide.campaign import CampaignSettings, plan_campaign, run_campaign
+from stash_core.decide.fit import fit_stall_models, model_counts, parse_rate_gbps, predict_stall
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 

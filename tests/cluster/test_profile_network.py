@@ -26,8 +26,8 @@ from clusterkit import (
     worker_processes,
 )
 
-from stash_core import protocol
 from stash_core.launch import cluster
+from stash_core.measure import protocol
 
 pytestmark = pytest.mark.cluster
 

@@ -7,7 +7,7 @@ import stat
 import pytest
 from result_docs import result_doc
 
-from stash_core.campaign import (
+from stash_core.decide.campaign import (
     CampaignSettings,
     eta_text,
     family_models,

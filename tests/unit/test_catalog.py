@@ -7,7 +7,7 @@ import datetime
 import pandas as pd
 import pytest
 
-from stash_core.catalog import (
+from stash_core.decide.catalog import (
     CATALOG_CSV,
     COLUMNS,
     add_instance,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from stash_core.cli import main
+from stash_core.cli.main import main
 
 
 def test_a_synthetic_trace_compares_every_policy(tmp_path, capsys):

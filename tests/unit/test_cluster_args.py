@@ -80,7 +80,7 @@ def test_launch_refuses_bad_arguments_before_any_ssh(changes, message):
     arguments = {
         "targets": [SshTarget(host="node-that-does-not-exist.invalid")],
         "nproc_per_node": 1,
-        "module": "stash_core.worker",
+        "module": "stash_core.measure.worker",
         "module_args": [],
         "master_addr": "10.0.0.1",
         "master_port": 29500,

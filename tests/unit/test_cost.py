@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from result_docs import result_doc
 
-from stash_core.catalog import set_instance
-from stash_core.cost import hourly_price, iterations_per_epoch, run_cost, training_cost
+from stash_core.decide.catalog import set_instance
+from stash_core.decide.cost import hourly_price, iterations_per_epoch, run_cost, training_cost
 from stash_core.errors import UsageError
 from stash_core.store import ingest_result
 

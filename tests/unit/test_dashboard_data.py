@@ -9,9 +9,9 @@ import pandas as pd
 import pytest
 from result_docs import populate_dashboard_db, result_doc
 
-from stash_core import dashboard_data as data
 from stash_core import store
 from stash_core.errors import UsageError
+from stash_core.views import dashboard_data as data
 
 
 @pytest.fixture(scope="module")

@@ -1,7 +1,7 @@
 import pytest
 
+from stash_core.analysis.epochs import iterations_per_epoch
 from stash_core.data.loader import iterations_per_epoch as loader_iterations_per_epoch
-from stash_core.epochs import iterations_per_epoch
 from stash_core.errors import UsageError
 
 

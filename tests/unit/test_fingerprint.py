@@ -14,8 +14,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from stash_core import fingerprint, nvml
-from stash_core.fingerprint import machine_fingerprint
+from stash_core.measure import fingerprint, nvml
+from stash_core.measure.fingerprint import machine_fingerprint
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -96,7 +96,7 @@ def test_does_not_import_torch():
     # Importing torch takes seconds; the fingerprint reads its version file instead.
     code = (
         "import sys, json\n"
-        "from stash_core.fingerprint import machine_fingerprint\n"
+        "from stash_core.measure.fingerprint import machine_fingerprint\n"
         "facts = machine_fingerprint()\n"
         "print(json.dumps({'torch_imported': 'torch' in sys.modules, 'torch': facts['torch_version']}))\n"
     )

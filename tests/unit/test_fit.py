@@ -9,8 +9,7 @@ import pandas as pd
 import pytest
 from result_docs import result_doc
 
-from stash_core.errors import UsageError
-from stash_core.fit import (
+from stash_core.decide.fit import (
     ALPHA_BETA,
     DDP_BUCKET_BYTES,
     POOLED,
@@ -26,6 +25,7 @@ from stash_core.fit import (
     ring_factor,
     split_instance_label,
 )
+from stash_core.errors import UsageError
 from stash_core.store import connect, ingest_result
 
 # (grad_bytes, grad_tensor_count, layer_count): spread so that bytes and tensors are not collinear.

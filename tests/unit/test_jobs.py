@@ -15,7 +15,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from stash_core import jobs
+from stash_core.engine import jobs
 from stash_core.errors import UsageError
 
 FAKE_PROFILE = r"""#!/bin/sh

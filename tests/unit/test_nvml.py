@@ -1,4 +1,4 @@
-"""stash_core.nvml against a missing pynvml, a failing NVML and a fake two-GPU NVML."""
+"""stash_core.measure.nvml against a missing pynvml, a failing NVML and a fake two-GPU NVML."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from stash_core import nvml
+from stash_core.measure import nvml
 
 
 @pytest.fixture(autouse=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from stash_core.probes import (
+from stash_core.engine.probes import (
     DDP_BUCKET_BYTES,
     DDP_FIRST_BUCKET_BYTES,
     MIB,

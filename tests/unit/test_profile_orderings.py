@@ -99,7 +99,7 @@ def start_long_profile(tmp_path: Path, stalls: str) -> tuple[subprocess.Popen, l
         workers = [
             p
             for p in descendants
-            if "stash_core.worker" in " ".join(p.cmdline()) and p.name() != "pt_elastic"
+            if "stash_core.measure.worker" in " ".join(p.cmdline()) and p.name() != "pt_elastic"
         ]
         time.sleep(0.5)
     assert len(workers) == 2

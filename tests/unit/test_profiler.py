@@ -6,9 +6,9 @@ import pytest
 
 from stash_core.data import pagecache
 from stash_core.data.jpeg_dataset import generate_synthetic_jpegs
+from stash_core.engine.plan import plan_phases
+from stash_core.engine.profiler import Reporter, iterations_per_epoch, prepare_data
 from stash_core.errors import UsageError
-from stash_core.phases import plan_phases
-from stash_core.profiler import Reporter, iterations_per_epoch, prepare_data
 from stash_core.spec import ProfileSpec
 
 

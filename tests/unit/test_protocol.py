@@ -1,7 +1,7 @@
 import io
 import math
 
-from stash_core import protocol
+from stash_core.measure import protocol
 
 
 def test_round_trip_with_a_launcher_prefix_and_non_finite_numbers():

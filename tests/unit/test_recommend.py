@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from result_docs import result_doc
 
-from stash_core.catalog import add_instance
+from stash_core.decide.catalog import add_instance
+from stash_core.decide.recommend import recommend, slowdown_cause
 from stash_core.errors import UsageError
-from stash_core.recommend import recommend, slowdown_cause
 from stash_core.store import ingest_result
 
 IMAGES = 1_281_167

@@ -8,7 +8,7 @@ import platform
 import torch
 
 import stash_core
-from stash_core import remote_info
+from stash_core.measure import remote_info
 
 
 def test_collect_describes_this_host():

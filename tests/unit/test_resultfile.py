@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from stash_core import resultfile
 from stash_core.errors import UsageError
-from stash_core.resultfile import (
+from stash_core.results import file as resultfile
+from stash_core.results.file import (
     SCHEMA_VERSION,
     default_result_path,
     load_result,

@@ -9,7 +9,7 @@ import duckdb
 import pytest
 
 from stash_core.errors import UsageError
-from stash_core.sqlguard import check_sql, run_readonly_query
+from stash_core.store.sqlguard import check_sql, run_readonly_query
 
 
 @pytest.fixture()

@@ -1,6 +1,6 @@
 import pytest
 
-from stash_core.stalls import PhaseTime, applicable_chain, breakdown, phases_for_stalls
+from stash_core.analysis.stalls import PhaseTime, applicable_chain, breakdown, phases_for_stalls
 
 
 def full_times():

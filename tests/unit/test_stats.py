@@ -1,7 +1,7 @@
 import math
 import random
 
-from stash_core.stats import (
+from stash_core.analysis.stats import (
     converged,
     difference_ci95,
     lag1_autocorrelation,

@@ -10,9 +10,9 @@ import time
 import psutil
 import pytest
 
-from stash_core import nvml, telemetry
 from stash_core.errors import UsageError
-from stash_core.telemetry import TelemetrySampler
+from stash_core.measure import nvml, telemetry
+from stash_core.measure.telemetry import TelemetrySampler
 
 
 def _assert_aligned(result: dict) -> None:

@@ -8,9 +8,9 @@ import pytest
 from result_docs import result_doc
 from support import TINY_CNN, stash
 
+from stash_core.decide.whatif import format_whatif, whatif
 from stash_core.errors import UsageError
 from stash_core.store import ingest_result
-from stash_core.whatif import format_whatif, whatif
 
 DATA_STALLS = {"compute": 0.2, "interconnect": 0.05, "cpu": 0.25, "disk": 0.2}
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import pytest
 
+from stash_core.decide.sched import Cluster, Job, Policy, schedule_metrics, simulate
 from stash_core.errors import UsageError
-from stash_core.sched import Cluster, Job, Policy, schedule_metrics, simulate
 
 
 def job(job_id, gpus, submit_s, duration_s, slowdown=1.5):

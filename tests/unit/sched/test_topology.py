@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from stash_core.sched import Cluster
+from stash_core.decide.sched import Cluster
 
 
 def test_a_small_job_gets_the_fullest_node_that_holds_it():

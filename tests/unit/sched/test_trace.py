@@ -5,8 +5,8 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
+from stash_core.decide.sched import load_trace, synthetic_trace
 from stash_core.errors import UsageError
-from stash_core.sched import load_trace, synthetic_trace
 
 
 def write(tmp_path, frame):

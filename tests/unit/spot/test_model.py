@@ -6,8 +6,7 @@ import math
 
 import pytest
 
-from stash_core.errors import UsageError
-from stash_core.spot.model import (
+from stash_core.decide.spot.model import (
     Worker,
     Workload,
     cluster_iteration_s,
@@ -20,6 +19,7 @@ from stash_core.spot.model import (
     worker_bounds,
     worker_iteration_s,
 )
+from stash_core.errors import UsageError
 
 WORKLOAD = Workload(
     param_bytes=11.54e6, solo_bandwidth_Bps=142e6, contention_a1=0.1, contention_b1=0.2,

@@ -12,8 +12,8 @@ import math
 
 import pytest
 
+from stash_core.decide.spot import InstanceOffer, Worker, Workload, evaluate, plan_spot_cluster, plan_table
 from stash_core.errors import UsageError
-from stash_core.spot import InstanceOffer, Worker, Workload, evaluate, plan_spot_cluster, plan_table
 
 WORKLOAD = Workload(param_bytes=1, solo_bandwidth_Bps=1e6, contention_a1=0.1, contention_b1=0.0,
                     loss_g=(0.0, 0.0, 10.0, 1.0, 0.0))  # fmt: skip

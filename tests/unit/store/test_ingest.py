@@ -10,7 +10,7 @@ import pytest
 
 from stash_core import store
 from stash_core.errors import UsageError
-from stash_core.resultfile import write_result_atomic
+from stash_core.results.file import write_result_atomic
 from stash_core.store import ingest as ingest_module
 
 

@@ -1,0 +1,290 @@
+"""Subcommands for machines and networks: remote hosts, the emulated cluster, bandwidth probes.
+
+    stash remote check HOST           what a host offers a run: python, torch, Stash, GPUs
+    stash cluster up|down|status|set  the emulated cluster on this machine (root)
+    stash probe                       all-reduce and point-to-point bandwidth and latency
+
+It also adds the multi-machine options (--hosts, --cluster, ...) to `stash profile`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from stash_core.errors import UsageError
+
+SIZE_UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "kib": 1024, "m": 10**6, "mb": 10**6, "mib": 1024**2,
+              "g": 10**9, "gb": 10**9, "gib": 1024**3}  # fmt: skip
+
+
+def add_commands(subparsers, parser_class: type[argparse.ArgumentParser] | None = None) -> None:
+    """Register `remote`, `cluster` and `probe`, and the multi-machine options of `profile`."""
+    profile = subparsers.choices.get("profile")
+    if profile is not None:
+        add_machine_arguments(profile, for_profile=True)
+
+    remote = subparsers.add_parser("remote", help="remote hosts: check what a host offers a run")
+    remote_commands = remote.add_subparsers(dest="remote_command", required=True, parser_class=parser_class)
+    check = remote_commands.add_parser("check", help="python, torch, Stash version and GPUs of a host")
+    check.add_argument("host", help="[user@]host[:port]")
+    check.add_argument("--ssh-user", default=None)
+    check.add_argument("--ssh-key", default=None, help="private key file (only its path is used)")
+    check.add_argument("--python", default=None, help="python on the host (default python3)")
+    check.add_argument("--workdir", default=None, help="directory to run from on the host")
+    check.add_argument("--ssh-config", default=None, help="ssh_config file to use (ssh -F)")
+    check.add_argument("--json", action="store_true", help="print the raw JSON")
+
+    cluster = subparsers.add_parser("cluster", help="the emulated cluster: namespaces, shaped links, sshd")
+    cluster_commands = cluster.add_subparsers(
+        dest="cluster_command", required=True, parser_class=parser_class
+    )
+    up = cluster_commands.add_parser("up", help="create N nodes (root)")
+    up.add_argument("--nodes", type=int, required=True)
+    up.add_argument("--bandwidth", default="1gbit", help="link rate, tc style: 1gbit, 200mbit, 10mbps")
+    up.add_argument("--latency", default="0ms", help="one-way delay (needs the kernel's netem)")
+    up.add_argument("--loss", type=float, default=0.0, help="packet loss in percent (needs netem)")
+    up.add_argument("--split-cpus", action="store_true", help="give each node its own cores")
+    _state_argument(up)
+    down = cluster_commands.add_parser("down", help="remove every namespace, link, qdisc and process")
+    _state_argument(down)
+    status = cluster_commands.add_parser("status", help="what exists now")
+    status.add_argument("--json", action="store_true")
+    _state_argument(status)
+    change = cluster_commands.add_parser("set", help="change a node's shaping, cut or restore its link")
+    change.add_argument("--node", default="all", help="node index, comma list, or 'all'")
+    change.add_argument("--bandwidth", default=None)
+    change.add_argument("--latency", default=None)
+    change.add_argument("--loss", type=float, default=None)
+    state = change.add_mutually_exclusive_group()
+    state.add_argument("--down", action="store_true", help="cut the link")
+    state.add_argument("--up", action="store_true", help="restore the link")
+    _state_argument(change)
+
+    probe = subparsers.add_parser("probe", help="all-reduce and point-to-point bandwidth and latency")
+    probe.add_argument("--workers", type=int, default=2, help="workers per machine")
+    probe.add_argument("--nodes", type=int, default=1)
+    probe.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
+    probe.add_argument("--min-size", default="4KiB", help="smallest all-reduce message")
+    probe.add_argument("--max-size", default="256MiB", help="largest all-reduce message")
+    probe.add_argument("--p2p-size", default="16MiB", help="point-to-point bandwidth message")
+    probe.add_argument("--gradient-size", default=None, help="also all-reduce this many bytes in DDP buckets")
+    probe.add_argument("--budget", type=float, default=0.3, help="seconds of repetitions per size")
+    probe.add_argument("--threads-per-worker", type=int, default=1)
+    probe.add_argument("--instance", default=None, help="label of the machine or cloud instance type")
+    probe.add_argument("--out", type=Path, default=None, help="also write the probe as a JSON file")
+    probe.add_argument("--no-store", action="store_true", help="do not store in the database")
+    probe.add_argument("--json", action="store_true", help="print the probe as JSON")
+    probe.add_argument(
+        "--db", type=Path, default=None, help="DuckDB file (default: $STASH_DB or ./results.duckdb)"
+    )
+    add_machine_arguments(probe, for_profile=False)
+
+
+def add_machine_arguments(parser: argparse.ArgumentParser, for_profile: bool) -> None:
+    group = parser.add_argument_group("several machines")
+    group.add_argument("--hosts", default=None, help="comma list of [user@]host[:port], one per node")
+    group.add_argument("--ssh-user", default=None, help="user on the hosts")
+    group.add_argument("--ssh-key", default=None, help="private key file (only its path is kept)")
+    group.add_argument("--python", default=None, help="python on the hosts (default python3)")
+    group.add_argument("--workdir", default=None, help="directory on the hosts to run from")
+    group.add_argument("--cluster", default=None, choices=["emulated"], help="use the emulated cluster")
+    group.add_argument("--cluster-state", default=None, help="emulated cluster state dir")
+    group.add_argument("--master-addr", default=None, help="rendezvous address of the first host")
+    group.add_argument("--master-port", type=int, default=None, help="rendezvous port (default: a free one)")
+    group.add_argument(
+        "--comm-timeout", type=int, default=60, help="rendezvous/process-group timeout across machines (s)"
+    )
+    if for_profile:
+        group.add_argument(
+            "--cluster-bandwidth", default=None, help="set the emulated links to this rate for the profile"
+        )
+        group.add_argument("--no-probes", action="store_true", help="skip the bandwidth probe of R1/R1n")
+
+
+def _state_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--state-dir", type=Path, default=None, help="default: $STASH_CLUSTER_STATE or /run/stash-cluster"
+    )
+
+
+def parse_size(text: str) -> int:
+    """'4KiB' -> 4096, '256MiB', '1GB' -> 10^9, '4096' -> 4096 bytes."""
+    cleaned = text.strip().lower().replace(" ", "")
+    number = cleaned.rstrip("kmgib")
+    unit = cleaned[len(number) :]
+    try:
+        value = float(number)
+    except ValueError:
+        raise UsageError(f"invalid size {text!r}: expected e.g. 4KiB, 256MiB or 1GB") from None
+    if unit not in SIZE_UNITS or value <= 0:
+        raise UsageError(f"invalid size {text!r}: expected e.g. 4KiB, 256MiB or 1GB")
+    return int(value * SIZE_UNITS[unit])
+
+
+# ---------------------------------------------------------------- remote
+
+
+def cmd_remote(args) -> int:
+    from stash_core.launch.hosts import validate_python, validate_workdir
+    from stash_core.launch.ssh import SshTarget, parse_target, remote_check, validate_user
+
+    key = Path(args.ssh_key).expanduser() if args.ssh_key else None
+    config = Path(args.ssh_config).expanduser() if args.ssh_config else None
+    target = parse_target(args.host, key_path=key, config_file=config)
+    if args.ssh_user and target.user is None:
+        target = SshTarget(target.host, validate_user(args.ssh_user), target.key_path, target.port, config)
+    python = validate_python(args.python or "python3")
+    workdir = validate_workdir(args.workdir) if args.workdir else None
+    info = remote_check(target, python=python, workdir=workdir)
+    if args.json:
+        print(json.dumps(info, indent=2, sort_keys=True))
+        return 0
+    print(format_remote_info(str(target), info))
+    return 0 if info.get("stash_version") and info.get("torch_version") else 1
+
+
+def format_remote_info(host: str, info: dict) -> str:
+    gpus = info.get("gpus") or []
+    gpu_text = ", ".join(str(gpu.get("name")) for gpu in gpus) if gpus else info.get("gpu_status") or "none"
+    torch_text = info.get("torch_version") or f"not usable ({info.get('torch_error')})"
+    return "\n".join(
+        [
+            f"host      {host} ({info.get('hostname')})",
+            f"python    {info.get('python_version')} ({info.get('python_executable')})",
+            f"torch     {torch_text}",
+            f"stash     {info.get('stash_version') or 'not installed'}",
+            f"cpus      {info.get('cpu_count')}",
+            f"gpus      {len(gpus)}: {gpu_text}",
+        ]
+    )
+
+
+# ---------------------------------------------------------------- cluster
+
+
+def _state_dir(args) -> Path:
+    from stash_core.launch.hosts import default_cluster_state_dir
+
+    return args.state_dir or default_cluster_state_dir()
+
+
+def cmd_cluster(args) -> int:
+    from stash_core.launch import cluster
+
+    state_dir = _state_dir(args)
+    if args.cluster_command == "up":
+        status = cluster.cluster_up(
+            args.nodes, bandwidth=args.bandwidth, latency=args.latency, loss_pct=args.loss,
+            split_cpus=args.split_cpus, state_dir=state_dir,
+        )  # fmt: skip
+        print(format_cluster_status(status))
+        return 0
+    if args.cluster_command == "down":
+        actions = cluster.cluster_down(state_dir)
+        print("\n".join(actions) if actions else "no emulated cluster was up")
+        return 0
+    if args.cluster_command == "status":
+        status = cluster.cluster_status(state_dir)
+        print(json.dumps(status, indent=2) if args.json else format_cluster_status(status))
+        return 0
+    return _cluster_set(args, state_dir)
+
+
+def _cluster_set(args, state_dir: Path) -> int:
+    from stash_core.launch import cluster
+
+    nodes = cluster.cluster_status(state_dir)["nodes"]
+    if not nodes:
+        raise UsageError("no emulated cluster is up (sudo stash cluster up --nodes N)")
+    if args.node == "all":
+        indices = [node["index"] for node in nodes]
+    else:
+        try:
+            indices = [int(part) for part in args.node.split(",")]
+        except ValueError:
+            raise UsageError(f"--node {args.node!r}: expected an index, a comma list or 'all'") from None
+    down = True if args.down else False if args.up else None
+    for index in indices:
+        current = next((node for node in nodes if node["index"] == index), None)
+        keep_down = bool(current and not current.get("link_up")) if down is None else down
+        shaping = cluster.set_link(
+            index, bandwidth=args.bandwidth, latency=args.latency, loss_pct=args.loss, down=keep_down,
+            state_dir=state_dir,
+        )  # fmt: skip
+        print(f"node {index}: {format_shaping(shaping)}{'  LINK DOWN' if shaping['down'] else ''}")
+        if shaping.get("warning"):
+            print(f"warning: {shaping['warning']}", file=sys.stderr)
+    return 0
+
+
+def format_shaping(shaping: dict) -> str:
+    rate = shaping.get("rate_bps")
+    rate_text = "unlimited" if not rate else (f"{rate / 1e9:g}gbit" if rate >= 1e9 else f"{rate / 1e6:g}mbit")
+    return f"rate {rate_text}, delay {shaping.get('latency_us', 0)}us, loss {shaping.get('loss_pct', 0):g}%"
+
+
+def format_cluster_status(status: dict) -> str:
+    if not status["nodes"]:
+        extra = status.get("unrecorded_namespaces")
+        return "no emulated cluster" + (f" (stray namespaces: {', '.join(extra)})" if extra else "")
+    lines = [f"emulated cluster {'up' if status['up'] else 'NOT fully up'} (state in {status['state_dir']})"]
+    for node in status["nodes"]:
+        link = "up" if node.get("link_up") else "DOWN" if node.get("link_up") is False else "?"
+        sshd = "sshd running" if node.get("sshd_alive") else "sshd NOT running"
+        cpus = f", cpus {','.join(map(str, node['cpus']))}" if node.get("cpus") else ""
+        lines.append(
+            f"  {node['namespace']:<9}{node['address']:<14}link {link:<5}{format_shaping(node['shaping'])}, "
+            f"{sshd}{cpus}"
+        )
+    if not status.get("netem"):
+        lines.append("  note: this kernel has no netem qdisc (sch_netem): only the rate is emulated here")
+    for warning in status.get("warnings") or []:
+        lines.append(f"warning: {warning}")
+    lines.append(f"ssh: ssh -F {status['ssh_config']} stash-n0")
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------- probe
+
+
+def cmd_probe(args) -> int:
+    from stash_core.cli.args import default_db
+    from stash_core.engine.probes import format_probe, run_probe_command
+    from stash_core.store.ingest import ingest_probe
+
+    if args.workers < 1 or args.nodes < 1:
+        raise UsageError("--workers and --nodes must be positive")
+    min_size, max_size = parse_size(args.min_size), parse_size(args.max_size)
+    if min_size > max_size:
+        raise UsageError("--min-size is larger than --max-size")
+    db_path = args.db or default_db()
+    probe = run_probe_command(
+        workers_per_node=args.workers,
+        nodes=args.nodes,
+        device=args.device,
+        min_size_bytes=min_size,
+        max_size_bytes=max_size,
+        p2p_size_bytes=parse_size(args.p2p_size),
+        gradient_bytes=parse_size(args.gradient_size) if args.gradient_size else None,
+        budget_s=args.budget,
+        threads_per_worker=args.threads_per_worker,
+        instance=args.instance,
+        machine_args=args,
+    )
+    if args.out is not None:
+        from stash_core.results.file import write_result_atomic
+
+        write_result_atomic(args.out, probe)
+    if not args.no_store:
+        ingest_probe(db_path, probe)
+    print(json.dumps(probe, indent=2) if args.json else format_probe(probe))
+    if not args.json:
+        where = [str(path) for path in (args.out, None if args.no_store else db_path) if path]
+        print(f"probe {probe['probe_id']}" + (f" saved to {' and '.join(where)}" if where else ""))
+    return 0
+
+
+COMMANDS: dict = {"remote": cmd_remote, "cluster": cmd_cluster, "probe": cmd_probe}

@@ -1,0 +1,228 @@
+"""`stash profile`: from command-line arguments to a stored, printed breakdown."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from stash_core.errors import StashError, UsageError
+from stash_core.interrupts import held_interrupts
+from stash_core.spec import ProfileSpec, parse_iterations, parse_stalls, resolve_device, validate
+
+
+def spec_from_args(args) -> ProfileSpec:
+    from stash_core.zoo import parse_input_shape
+
+    spec = ProfileSpec(
+        model=args.model,
+        batch_size=args.batch_size,
+        workers_per_node=args.workers,
+        nodes=args.nodes,
+        dataset=str(Path(args.dataset).resolve()) if args.dataset else None,
+        synthetic_images=args.synthetic_images,
+        dataset_images=args.dataset_images,
+        loader_workers=args.loader_workers,
+        iterations=parse_iterations(args.iterations),
+        device=args.device,
+        instance=args.instance,
+        threads_per_worker=args.threads_per_worker,
+        disk_read_mbps=args.disk_read_mbps,
+        input_shape=list(parse_input_shape(args.input_shape)) if args.input_shape else None,
+        num_classes=args.num_classes,
+        image_px=args.image_px,
+        target_relative_ci=args.target_ci,
+        max_iterations=args.max_iterations,
+        max_phase_s=args.max_phase_seconds,
+        seed=args.seed,
+        # the multi-machine options (stash_core.cli.network adds them to `stash profile`)
+        hosts=parse_hosts(getattr(args, "hosts", None)),
+        ssh_user=getattr(args, "ssh_user", None),
+        ssh_key=str(Path(args.ssh_key).expanduser()) if getattr(args, "ssh_key", None) else None,
+        remote_python=getattr(args, "python", None),
+        remote_workdir=getattr(args, "workdir", None),
+        cluster=getattr(args, "cluster", None),
+        cluster_bandwidth=getattr(args, "cluster_bandwidth", None),
+        master_addr=getattr(args, "master_addr", None),
+        master_port=getattr(args, "master_port", None),
+        comm_timeout_s=getattr(args, "comm_timeout", None) or 60,
+        probes=not getattr(args, "no_probes", False),
+    )
+    if args.stalls:
+        spec.stalls = parse_stalls(args.stalls)
+    return spec
+
+
+def parse_hosts(text: str | None) -> list[str]:
+    """--hosts a,b,c -> ["a", "b", "c"] (each one is validated when its ssh target is made)."""
+    if not text:
+        return []
+    hosts = [part.strip() for part in text.split(",")]
+    if any(not host for host in hosts):
+        raise UsageError(f"--hosts {text!r}: an empty host name")
+    return hosts
+
+
+def remote_hosts(spec: ProfileSpec, cluster_state: Path | None = None):
+    """The machines of a multi-machine profile, or None for one on this machine."""
+    from stash_core.launch.hosts import hosts_from_cluster, hosts_from_names
+
+    if spec.cluster == "emulated":
+        return hosts_from_cluster(
+            spec.nodes, cluster_state, spec.remote_python, spec.remote_workdir, spec.master_port,
+            spec.comm_timeout_s,
+        )  # fmt: skip
+    if spec.hosts:
+        return hosts_from_names(
+            spec.hosts, spec.ssh_user, spec.ssh_key, spec.remote_python, spec.remote_workdir,
+            spec.master_addr, spec.master_port, spec.comm_timeout_s,
+        )  # fmt: skip
+    return None
+
+
+class emulated_bandwidth:
+    """Set every emulated link to --cluster-bandwidth for the profile; put the old rates back after."""
+
+    def __init__(self, spec: ProfileSpec, state_dir: Path | None) -> None:
+        self.spec, self.state_dir = spec, state_dir
+        self.before: list[tuple[int, str]] = []
+
+    def __enter__(self) -> None:
+        if self.spec.cluster != "emulated" or not self.spec.cluster_bandwidth:
+            return
+        from stash_core.launch import cluster
+        from stash_core.launch.hosts import default_cluster_state_dir
+
+        self.state_dir = self.state_dir or default_cluster_state_dir()
+        status = cluster.cluster_status(self.state_dir)
+        if not status["nodes"]:
+            raise UsageError("no emulated cluster is up (sudo stash cluster up --nodes N)")
+        cluster.parse_bandwidth_bps(self.spec.cluster_bandwidth)  # a bad rate fails before any change
+        try:
+            for node in status["nodes"]:
+                rate_bps = node["shaping"]["rate_bps"]
+                self.before.append((node["index"], f"{rate_bps}bit" if rate_bps else "unlimited"))
+                rate = self.spec.cluster_bandwidth
+                cluster.set_link(node["index"], bandwidth=rate, state_dir=self.state_dir)
+        except BaseException:
+            self.__exit__(None, None, None)  # put back the links already changed
+            raise
+
+    def __exit__(self, *exc_info) -> None:
+        from stash_core.launch import cluster
+
+        for index, rate in self.before:
+            try:
+                cluster.set_link(index, bandwidth=rate, state_dir=self.state_dir)
+            except StashError:
+                pass  # the cluster went away meanwhile: nothing to restore
+
+
+def cuda_device_count() -> int:
+    import torch
+
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+def check_writable(db_path: Path, out_path: Path | None, store_db: bool) -> None:
+    """Refuse before measuring anything if the results could not be saved."""
+    targets = [out_path.parent if out_path else Path("results")]
+    if store_db:
+        targets.append(db_path.parent)
+        if db_path.exists() and not os.access(db_path, os.W_OK):
+            raise UsageError(f"--db {db_path}: the database file is not writable")
+    for directory in targets:
+        existing = directory
+        while not existing.exists():
+            existing = existing.parent
+        if not existing.is_dir() or not os.access(existing, os.W_OK):
+            raise UsageError(f"cannot write to {directory}: permission denied or not a directory")
+
+
+def make_reporter(mode: str):
+    from stash_core.engine.profiler import Reporter
+    from stash_core.engine.progress import BarReporter, JsonReporter
+
+    if mode == "json":
+        return JsonReporter()
+    if mode == "none":
+        return Reporter()
+    return BarReporter()
+
+
+def profile_from_args(args, db_path: Path) -> int:
+    from stash_core import store
+    from stash_core.cli.report import format_breakdown
+    from stash_core.engine.probes import format_communication
+    from stash_core.engine.profiler import prepare_data, run_profile
+    from stash_core.measure import protocol
+    from stash_core.results.file import default_result_path, write_result_atomic
+    from stash_core.zoo import build_model
+
+    spec = spec_from_args(args)
+    cuda_devices = cuda_device_count()
+    validate(spec, cuda_devices)
+    resolve_device(spec, cuda_devices)
+    cluster_state = Path(args.cluster_state) if getattr(args, "cluster_state", None) else None
+    remote_hosts(spec, cluster_state)  # host names, user, key, paths: refused before anything runs
+    if spec.disk_read_mbps is not None:
+        from stash_core.data.diskcap import disk_cap_unsupported_reason
+
+        probe_path = Path(spec.dataset) if spec.dataset else Path.home()
+        reason = disk_cap_unsupported_reason(probe_path)
+        if reason:
+            raise UsageError(f"--disk-read-mbps: {reason}")
+    _, info = build_model(spec.model, num_classes=spec.num_classes, input_shape=_shape(spec))
+    check_writable(db_path, args.out, not args.no_store)
+    reporter = make_reporter(args.progress)
+    data = prepare_data(spec, info.kind, reporter)
+    if data.classes > info.num_classes:
+        # Labels must index the model's outputs: size the classifier to the data set's classes.
+        if spec.num_classes is not None:
+            raise UsageError(
+                f"--num-classes {spec.num_classes}: the data set has {data.classes} class folders"
+            )
+        spec.num_classes = data.classes
+        _, info = build_model(spec.model, num_classes=spec.num_classes, input_shape=_shape(spec))
+    doc = None
+    error: BaseException | None = None
+    try:
+        with emulated_bandwidth(spec, cluster_state):
+            remote = remote_hosts(spec, cluster_state)  # again: the emulated link may have changed
+            doc = run_profile(spec, info.to_dict(), data, reporter, remote)
+    except (StashError, KeyboardInterrupt) as caught:
+        error = caught
+        doc = getattr(caught, "__stash_doc__", None)
+    if doc is None:
+        raise error  # type: ignore[misc]
+    out_path = args.out or default_result_path(doc["run_id"])
+    # A Ctrl-C now lets the save finish (DuckDB would also swallow it into a retried statement), then 130.
+    with held_interrupts() as interrupted:
+        write_result_atomic(out_path, doc)
+        if not args.no_store:
+            store.ingest_result(db_path, doc, source_file=str(out_path))
+    if interrupted and error is None:
+        error = KeyboardInterrupt()
+    if args.progress == "json":
+        protocol.emit(
+            "DONE",
+            {
+                "run_id": doc["run_id"],
+                "status": doc["status"],
+                "result_file": str(out_path),
+                "error": doc["error"],
+            },
+        )
+    if error is not None:
+        print(f"stash: saved the {doc['status']} run {doc['run_id']} to {out_path}", file=sys.stderr)
+        raise error
+    print(format_breakdown(doc["breakdown"], doc["spec"].get("dataset_images")))
+    for line in format_communication(doc["breakdown"]):
+        print(line)
+    where = f"{out_path}" + ("" if args.no_store else f" and {db_path}")
+    print(f"run {doc['run_id']} saved to {where}")
+    return 0
+
+
+def _shape(spec: ProfileSpec):
+    return tuple(spec.input_shape) if spec.input_shape else None

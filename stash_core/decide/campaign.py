@@ -1,0 +1,314 @@
+"""`stash campaign`: plan a sweep of profiles, run the ones not stored yet, show progress and time left.
+
+A campaign is the product models x batch sizes x workers per node x nodes (x link bandwidths, for multi-node
+configurations on the emulated cluster). Each configuration is one `stash profile` run in a child process
+(`python -m stash_core profile ... --progress json --db DB`), so a crash of one profile cannot take the
+campaign down and every finished profile is already in the database. Re-running the same command skips
+the configurations stored as completed (same model, batch size, workers per node, nodes and instance label),
+which makes a campaign resumable after Ctrl-C, a reboot or a failed profile.
+
+Emulated bandwidths are recorded in the instance label ("<instance>@<bandwidth>", e.g. "local@1gbit"), which
+is how resume tells them apart and how the stall fits read the bandwidth back.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from stash_core import PACKAGE_PARENT
+from stash_core.errors import UsageError
+from stash_core.measure import protocol
+
+FAMILIES = {"resnet": "resnet{depth}", "vgg": "vgg{depth}"}
+DEFAULT_DEPTHS = {"resnet": (10, 12, 16, 18, 34, 50, 101, 152), "vgg": (11, 13, 16, 19)}
+_KEPT_OUTPUT_LINES = 30
+
+
+@dataclass(frozen=True)
+class CampaignItem:
+    """One configuration of the sweep, i.e. one `stash profile` run."""
+
+    model: str
+    batch_size: int
+    workers_per_node: int
+    nodes: int
+    instance: str  # the label stored with the run; carries "@bandwidth" for emulated links
+    bandwidth: str | None = None  # tc-style rate for the emulated cluster, e.g. "1gbit"
+
+    @property
+    def key(self) -> tuple[str, int, int, int, str]:
+        return (self.model, self.batch_size, self.workers_per_node, self.nodes, self.instance)
+
+    def describe(self) -> str:
+        text = f"{self.model} batch {self.batch_size}, {self.workers_per_node} worker(s)"
+        if self.nodes > 1:
+            text += f" x {self.nodes} nodes"
+        if self.bandwidth:
+            text += f" at {self.bandwidth}"
+        return text
+
+
+@dataclass
+class CampaignSettings:
+    """What every profile of the campaign shares."""
+
+    db_path: Path
+    stalls: list[str] | None = None  # None: compute,interconnect (+ network on several nodes)
+    iterations: str = "auto"
+    input_shape: str | None = None
+    num_classes: int | None = None
+    device: str | None = None
+    results_dir: Path | None = None
+    extra_args: list[str] = field(default_factory=list)
+    python: str = sys.executable
+
+
+@dataclass
+class CampaignOutcome:
+    """What happened to each configuration."""
+
+    planned: list[CampaignItem]
+    skipped: list[CampaignItem] = field(default_factory=list)
+    completed: list[tuple[CampaignItem, str]] = field(default_factory=list)  # (item, run_id)
+    failed: list[tuple[CampaignItem, str]] = field(default_factory=list)  # (item, reason)
+    elapsed_s: float = 0.0
+
+
+def family_models(family: str, depths: list[int] | None = None) -> list[str]:
+    """Zoo names of a family at the given depths (resnet 10..152, vgg 11..19); UsageError for unknown ones."""
+    from stash_core.zoo import list_models
+
+    if family not in FAMILIES:
+        raise UsageError(f"unknown model family {family!r}: choose {', '.join(FAMILIES)}")
+    depths = list(depths) if depths else list(DEFAULT_DEPTHS[family])
+    names = [FAMILIES[family].format(depth=depth) for depth in depths]
+    known = set(list_models())
+    missing = [name for name in names if name not in known]
+    if missing:
+        valid = ", ".join(str(depth) for depth in DEFAULT_DEPTHS[family])
+        raise UsageError(f"no zoo model {', '.join(missing)}: {family} depths are {valid}")
+    return names
+
+
+def instance_label(instance: str | None, bandwidth: str | None) -> str:
+    """The label a run is stored under: the instance (default: host name), "@bandwidth" when emulated."""
+    base = instance or socket.gethostname()
+    return f"{base}@{bandwidth.strip().lower()}" if bandwidth else base
+
+
+def plan_campaign(
+    models: list[str],
+    batch_sizes: list[int],
+    workers: list[int],
+    nodes: list[int],
+    bandwidths: list[str] | None = None,
+    instance: str | None = None,
+) -> list[CampaignItem]:
+    """Every configuration of the sweep, in a stable order (small models first within each setting).
+
+    Bandwidths apply to multi-node configurations only; a one-node configuration is planned once.
+    """
+    for values, what in ((batch_sizes, "batch sizes"), (workers, "workers"), (nodes, "nodes")):
+        if not values or any(isinstance(v, bool) or not isinstance(v, int) or v <= 0 for v in values):
+            raise UsageError(f"{what} must be a list of positive whole numbers, got {values!r}")
+    if not models:
+        raise UsageError("a campaign needs at least one model")
+    plan: list[CampaignItem] = []
+    for node_count in _unique(nodes):
+        rates = _unique(bandwidths or []) if node_count > 1 else []
+        for bandwidth in rates or [None]:
+            for worker_count in _unique(workers):
+                for batch_size in _unique(batch_sizes):
+                    for model in _unique(models):
+                        label = instance_label(instance, bandwidth)
+                        plan.append(
+                            CampaignItem(model, batch_size, worker_count, node_count, label, bandwidth)
+                        )
+    return plan
+
+
+def completed_keys(db_path: Path | str) -> set[tuple[str, int, int, int, str]]:
+    """(model, batch_size, workers_per_node, nodes, instance) of every completed run in the database."""
+    from stash_core.store import query_readonly
+
+    frame = query_readonly(
+        db_path,
+        "SELECT DISTINCT model, batch_size, workers_per_node, nodes, instance FROM runs "
+        "WHERE status = 'completed' AND model IS NOT NULL",
+    )
+    return {
+        (str(row.model), int(row.batch_size), int(row.workers_per_node), int(row.nodes), str(row.instance))
+        for row in frame.itertuples(index=False)
+        if row.batch_size is not None and row.workers_per_node is not None and row.nodes is not None
+    }
+
+
+def split_done(
+    plan: list[CampaignItem], db_path: Path | str
+) -> tuple[list[CampaignItem], list[CampaignItem]]:
+    """(to run, already stored) for a plan."""
+    done = completed_keys(db_path)
+    todo = [item for item in plan if item.key not in done]
+    stored = [item for item in plan if item.key in done]
+    return todo, stored
+
+
+def profile_argv(item: CampaignItem, settings: CampaignSettings) -> list[str]:
+    """The `stash profile` command line of one configuration."""
+    stalls = settings.stalls or ["compute", "interconnect"]
+    if item.nodes > 1 and "network" not in stalls:
+        stalls = [*stalls, "network"]
+    argv = [
+        settings.python,
+        "-m",
+        "stash_core",
+        "profile",
+        "--model",
+        item.model,
+        "--batch-size",
+        str(item.batch_size),
+        "--workers",
+        str(item.workers_per_node),
+        "--nodes",
+        str(item.nodes),
+        "--stalls",
+        ",".join(stalls),
+        "--iterations",
+        str(settings.iterations),
+        "--instance",
+        item.instance,
+        "--db",
+        str(settings.db_path),
+        "--progress",
+        "json",
+    ]
+    if settings.input_shape:
+        argv += ["--input-shape", settings.input_shape]
+    if settings.num_classes:
+        argv += ["--num-classes", str(settings.num_classes)]
+    if settings.device:
+        argv += ["--device", settings.device]
+    if item.bandwidth:
+        argv += ["--cluster", "emulated", "--cluster-bandwidth", item.bandwidth]
+    if settings.results_dir is not None:
+        safe = "_".join(str(part) for part in item.key).replace("/", "-").replace("@", "_at_")
+        argv += ["--out", str(Path(settings.results_dir) / f"{safe}-{int(time.time())}.json")]
+    return argv + list(settings.extra_args)
+
+
+Runner = Callable[[CampaignItem, CampaignSettings, Callable[[dict[str, Any]], None]], dict[str, Any]]
+
+
+def subprocess_runner(
+    item: CampaignItem, settings: CampaignSettings, on_event: Callable[[dict[str, Any]], None]
+) -> dict[str, Any]:
+    """Run one profile as `python -m stash_core profile`; returns status, run_id, error, exit_code."""
+    argv = profile_argv(item, settings)
+    env = dict(os.environ)
+    package_root = PACKAGE_PARENT
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
+    output: deque[str] = deque(maxlen=_KEPT_OUTPUT_LINES)
+    done: dict[str, Any] = {}
+    process = subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True, env=env
+    )
+    try:
+        assert process.stdout is not None
+        for line in process.stdout:
+            message = protocol.parse(line)
+            if message is None:
+                if line.strip():
+                    output.append(line.rstrip())
+                continue
+            kind, payload = message
+            if kind == "DONE" and isinstance(payload, dict):
+                done = payload
+            elif isinstance(payload, dict):
+                on_event({"kind": kind, **payload})
+        exit_code = process.wait()
+    except BaseException:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        raise
+    status = done.get("status") or ("completed" if exit_code == 0 else "failed")
+    error = done.get("error")
+    if exit_code != 0 and not error:
+        error = _last_error_line(output) or f"stash profile exited with code {exit_code}"
+    return {"status": status, "run_id": done.get("run_id"), "error": error, "exit_code": exit_code}
+
+
+def run_campaign(
+    plan: list[CampaignItem],
+    settings: CampaignSettings,
+    runner: Runner = subprocess_runner,
+    report: Callable[[str], None] | None = None,
+    on_event: Callable[[dict[str, Any]], None] | None = None,
+) -> CampaignOutcome:
+    """Run every configuration of `plan` not stored yet, one after the other; returns what happened.
+
+    `report` gets one line per step with progress and the estimated time left; `on_event` gets the protocol
+    messages of the running profile (for a live progress display). A profile that fails is recorded and the
+    campaign goes on; a profile refused as bad usage (exit status 2) stops it, as every other one would be
+    refused the same way.
+    """
+    report = report or (lambda line: None)
+    on_event = on_event or (lambda event: None)
+    todo, stored = split_done(plan, settings.db_path)
+    outcome = CampaignOutcome(planned=list(plan), skipped=stored)
+    if stored:
+        report(f"{len(stored)} of {len(plan)} configuration(s) already stored in {settings.db_path}: skipped")
+    started = time.monotonic()
+    durations: list[float] = []
+    for index, item in enumerate(todo):
+        report(f"[{index + 1}/{len(todo)}] {item.describe()}  {eta_text(durations, len(todo) - index)}")
+        item_started = time.monotonic()
+        result = runner(item, settings, on_event)
+        durations.append(time.monotonic() - item_started)
+        if result.get("status") == "completed":
+            outcome.completed.append((item, result.get("run_id") or ""))
+            report(f"      done in {durations[-1]:.0f} s: run {result.get('run_id')}")
+        else:
+            reason = result.get("error") or result.get("status") or "failed"
+            outcome.failed.append((item, reason))
+            report(f"      {result.get('status') or 'failed'} after {durations[-1]:.0f} s: {reason}")
+            if result.get("exit_code") == 2:
+                outcome.elapsed_s = time.monotonic() - started
+                raise UsageError(f"campaign stopped: stash profile refused {item.describe()}: {reason}")
+    outcome.elapsed_s = time.monotonic() - started
+    return outcome
+
+
+def eta_text(durations: list[float], remaining: int) -> str:
+    """'about 12 min left' from the mean duration so far; 'time left unknown' before the first finishes."""
+    if not durations:
+        return "(time left unknown until the first profile finishes)"
+    left_s = sum(durations) / len(durations) * remaining
+    if left_s < 90:
+        return f"(about {left_s:.0f} s left)"
+    if left_s < 5400:
+        return f"(about {left_s / 60:.0f} min left)"
+    return f"(about {left_s / 3600:.1f} h left)"
+
+
+def _last_error_line(lines: deque[str]) -> str | None:
+    for line in reversed(lines):
+        if line.startswith("stash:") or "Error" in line:
+            return line.removeprefix("stash: ").strip()
+    return lines[-1].strip() if lines else None
+
+
+def _unique(values: list[Any]) -> list[Any]:
+    return list(dict.fromkeys(values))

@@ -1,0 +1,175 @@
+"""Measured communication stalls and bandwidth probes, read from the store as DataFrames for fitting.
+
+One observation is one completed run's interconnect or network stall (status measured or clamped_zero) with
+the counts of its model. The link bandwidth of a multi-node run comes from its spec (emulated cluster
+setting), else from an "@1gbit"-style suffix of its instance label (what `stash campaign` writes), else from
+the catalog's network Gbps of its instance.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from stash_core.store import connect
+
+MODELLED_STALLS = ("interconnect", "network")
+FEATURES = ("grad_bytes", "grad_tensor_count", "layer_count")
+# Interconnect stall is measured on one machine (R1 - R0), so nodes and network bandwidth do not matter.
+GROUP_COLUMNS: dict[str, tuple[str, ...]] = {
+    "interconnect": ("device", "workers_per_node", "instance"),
+    "network": ("device", "workers_per_node", "nodes", "instance", "bandwidth_gbps"),
+}
+PROBE_COLUMNS = (
+    "probe_id", "run_id", "started_at", "hostname", "instance", "backend", "device", "world_size", "nodes",
+    "kind", "size_bytes", "time_s", "algbw_gbps", "busbw_gbps",
+)  # fmt: skip
+
+_RATE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-z]*)\s*$", re.IGNORECASE)
+_LABEL_RATE_RE = re.compile(r"^(?P<base>.*?)[@](?P<rate>\d+(?:\.\d+)?\s*[a-z]*)$", re.IGNORECASE)
+# tc's units: *bit are bits per second, *bps are BYTES per second; a bare number means Gbit/s.
+_GBPS_PER_UNIT = {
+    "": 1.0, "bit": 1e-9, "kbit": 1e-6, "mbit": 1e-3, "gbit": 1.0, "tbit": 1e3,
+    "bps": 8e-9, "kbps": 8e-6, "mbps": 8e-3, "gbps": 8.0, "tbps": 8e3,
+}  # fmt: skip
+_SPEC_GBPS_KEYS = ("cluster_bandwidth_gbps", "bandwidth_gbps", "link_gbps", "network_gbps")
+_SPEC_RATE_KEYS = ("cluster_bandwidth", "bandwidth", "link_bandwidth")
+
+_OBSERVATION_SQL = """
+SELECT r.run_id, CAST(r.started_at AS TIMESTAMP) AS started_at, s.stall, s.seconds AS stall_s, s.ci95_s,
+       s.status AS stall_status, r.model, r.batch_size, r.device, r.backend, r.workers_per_node, r.nodes,
+       r.instance AS instance_label,
+       r.grad_bytes, r.grad_tensor_count, r.layer_count, CAST(r.spec AS VARCHAR) AS spec_json
+FROM runs AS r JOIN stalls AS s ON s.run_id = r.run_id
+WHERE r.status = 'completed' AND s.stall IN ('interconnect', 'network')
+  AND s.status IN ('measured', 'clamped_zero') AND s.seconds IS NOT NULL
+  AND r.grad_bytes IS NOT NULL AND r.grad_tensor_count IS NOT NULL AND r.layer_count IS NOT NULL
+ORDER BY r.started_at, r.run_id, s.stall
+"""
+
+
+def parse_rate_gbps(text: Any) -> float | None:
+    """'1gbit' -> 1.0, '200mbit' -> 0.2, '10mbps' (10 MB/s) -> 0.08, '25' (Gbit/s) -> 25.0; else None."""
+    if text is None:
+        return None
+    if isinstance(text, (int, float)) and not isinstance(text, bool):
+        return float(text) if math.isfinite(text) and text > 0 else None
+    match = _RATE_RE.match(str(text))
+    if not match or match.group(2).lower() not in _GBPS_PER_UNIT:
+        return None
+    value = float(match.group(1)) * _GBPS_PER_UNIT[match.group(2).lower()]
+    return value if value > 0 else None
+
+
+def format_gbps(gbps: float | None) -> str:
+    if gbps is None or (isinstance(gbps, float) and math.isnan(gbps)):
+        return "-"
+    gbps = round(float(gbps), 9)  # 8 / beta / 1e9 comes back as 0.9999999...
+    return f"{gbps:g} Gbit/s" if gbps >= 1 else f"{gbps * 1000:g} Mbit/s"
+
+
+def split_instance_label(label: str | None) -> tuple[str | None, float | None]:
+    """'emulated@1gbit' -> ('emulated', 1.0); a label without a rate suffix comes back unchanged."""
+    if not label:
+        return label, None
+    match = _LABEL_RATE_RE.match(label)
+    if match:
+        rate = parse_rate_gbps(match.group("rate"))
+        if rate is not None:
+            return match.group("base"), rate
+    return label, None
+
+
+def spec_bandwidth_gbps(spec: dict[str, Any] | None) -> float | None:
+    """The emulated link bandwidth a spec records, under any of the names a launcher may use."""
+    if not isinstance(spec, dict):
+        return None
+    places = [spec] + [spec[key] for key in ("cluster", "network") if isinstance(spec.get(key), dict)]
+    for place in places:
+        for key in _SPEC_GBPS_KEYS:
+            value = parse_rate_gbps(place.get(key))
+            if value is not None:
+                return value
+        for key in _SPEC_RATE_KEYS:
+            value = place.get(key)
+            if isinstance(value, str):
+                parsed = parse_rate_gbps(value)
+                if parsed is not None:
+                    return parsed
+        if isinstance(place.get("bandwidth_bps"), (int, float)) and place["bandwidth_bps"]:
+            return float(place["bandwidth_bps"]) / 1e9
+    return None
+
+
+def load_observations(db_path: Path | str) -> pd.DataFrame:
+    """One row per (completed run, interconnect|network stall) with model counts and configuration.
+
+    Columns: run_id, started_at, stall, stall_s, ci95_s, stall_status, model, batch_size, device, backend,
+    workers_per_node, nodes, world_size, instance (label without rate suffix), instance_label (as stored),
+    bandwidth_gbps (network rows only), grad_bytes, grad_tensor_count, layer_count.
+    """
+    from stash_core.decide.catalog import list_instances
+
+    with connect(db_path, read_only=True) as con:
+        frame = con.execute(_OBSERVATION_SQL).df()
+    if frame.empty:
+        return _empty_observations()
+    catalog = list_instances(db_path).set_index("name")["network_gbps"].to_dict()
+    bases, bandwidths = [], []
+    for row in frame.itertuples(index=False):
+        base, label_gbps = split_instance_label(row.instance_label)
+        bases.append(base)
+        gbps = None
+        if row.stall == "network":
+            gbps = spec_bandwidth_gbps(_json(row.spec_json)) or label_gbps
+            if gbps is None and base in catalog and not pd.isna(catalog[base]):
+                gbps = float(catalog[base])
+        bandwidths.append(gbps)
+    frame["instance"] = bases
+    frame["bandwidth_gbps"] = pd.array(bandwidths, dtype="Float64").astype("float64")
+    frame["world_size"] = frame["workers_per_node"] * frame["nodes"].where(frame["stall"] == "network", 1)
+    frame = frame.drop(columns=["spec_json"])
+    return frame[list(_empty_observations().columns)].reset_index(drop=True)
+
+
+def load_probes(db_path: Path | str) -> pd.DataFrame:
+    """The probes table (bandwidth probes), or an empty frame with its columns when there is none yet."""
+    with connect(db_path, read_only=True) as con:
+        present = con.execute(
+            "SELECT count(*) FROM duckdb_tables() WHERE schema_name = 'main' AND table_name = 'probes'"
+        ).fetchall()[0][0]
+        if not present:
+            return pd.DataFrame(columns=list(PROBE_COLUMNS))
+        columns = {row[0] for row in con.execute("DESCRIBE probes").fetchall()}
+        wanted = [column for column in PROBE_COLUMNS if column in columns and column != "started_at"]
+        frame = con.execute(f"SELECT {', '.join(wanted)} FROM probes").df()
+    for column in PROBE_COLUMNS:
+        if column not in frame.columns:
+            frame[column] = None
+    return frame
+
+
+def _json(text: str | None) -> dict[str, Any] | None:
+    if not text:
+        return None
+    try:
+        value = json.loads(text)
+    except (TypeError, ValueError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _empty_observations() -> pd.DataFrame:
+    columns = {
+        "run_id": "object", "started_at": "object", "stall": "object", "stall_s": "float64",
+        "ci95_s": "float64", "stall_status": "object", "model": "object", "batch_size": "Int64",
+        "device": "object", "backend": "object", "workers_per_node": "Int64", "nodes": "Int64",
+        "world_size": "Int64", "instance": "object", "instance_label": "object", "bandwidth_gbps": "float64",
+        "grad_bytes": "float64", "grad_tensor_count": "float64", "layer_count": "float64",
+    }  # fmt: skip
+    return pd.DataFrame({name: pd.Series(dtype=dtype) for name, dtype in columns.items()})

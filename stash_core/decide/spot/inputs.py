@@ -1,0 +1,155 @@
+"""Inputs of a spot plan: the workload file, the offered instances, and compute times from stored profiles.
+
+Workload file (JSON), spotDNN's profiling inputs:
+    {
+      "model": "resnet50",              # optional: find compute times in stored profiles of this model
+      "param_mb": 11.54,                # S_parm, MB moved per push and per pull (or "param_bytes")
+      "solo_bandwidth_mbps": 142,       # B_req, MB/s one worker uses alone with the PS
+      "a1": 0.12, "b1": 0.3,            # P = min(a1 sqrt(n) + b1, 1)
+      "g": [g1, g2, g3, g4, g5],        # loss model coefficients
+      "contention_margin": 0.03,        # optional, over-predict P by 3%
+      "batch_per_gpu": 128 or {"g3.4xlarge": 128, ...},
+      "compute_s": {"g3.4xlarge": 0.41, ...}   # T_comp per instance type at its batch (optional per type)
+    }
+An instance type without a compute time takes the compute stall (seconds per iteration) of the latest
+completed profile of `model` at that batch on that instance label; without one the plan is refused, naming
+the instance. GPU counts and prices come from the instance catalog.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from stash_core.decide.spot.model import Worker, Workload
+from stash_core.decide.spot.planner import InstanceOffer
+from stash_core.errors import UsageError
+
+MB = 1e6  # spotDNN's tables give sizes in MB and bandwidths in MB/s
+
+
+def load_workload(path: Path) -> tuple[Workload, dict[str, Any]]:
+    """The Workload of a workload file, plus the raw document (for batch and compute times)."""
+    try:
+        doc = json.loads(Path(path).read_text())
+    except OSError as exc:
+        raise UsageError(f"cannot read workload file {path}: {exc.strerror or exc}") from None
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"workload file {path} is not valid JSON (line {exc.lineno}: {exc.msg})") from None
+    if not isinstance(doc, dict):
+        raise UsageError(f"workload file {path} must hold a JSON object")
+    if "param_bytes" in doc:
+        param_bytes = _number(doc, "param_bytes")
+    else:
+        param_bytes = _number(doc, "param_mb") * MB
+    g = doc.get("g")
+    if not isinstance(g, list) or len(g) != 5 or not all(_is_number(v) for v in g):
+        raise UsageError("workload file: g must be a list of five numbers g1..g5")
+    workload = Workload(
+        param_bytes=param_bytes,
+        solo_bandwidth_Bps=_number(doc, "solo_bandwidth_mbps") * MB,
+        contention_a1=_number(doc, "a1"),
+        contention_b1=_number(doc, "b1"),
+        loss_g=tuple(float(v) for v in g),  # type: ignore[arg-type]
+        contention_margin=float(doc.get("contention_margin", 0.0)),
+    )
+    return workload, doc
+
+
+def parse_offers(text: str) -> list[tuple[str, int]]:
+    """ "g3.8xlarge:5,g3.16xlarge:3" -> [(name, quota), ...]; a missing quota means 1."""
+    offers = []
+    for part in (p.strip() for p in text.split(",")):
+        if not part:
+            continue
+        name, _, quota = part.partition(":")
+        try:
+            count = int(quota) if quota else 1
+        except ValueError:
+            raise UsageError(f"--instances {part!r}: the quota after ':' must be a whole number") from None
+        if count < 0:
+            raise UsageError(f"--instances {part!r}: the quota must not be negative")
+        offers.append((name.strip(), count))
+    if not offers:
+        raise UsageError("--instances: give at least one NAME[:QUOTA]")
+    return offers
+
+
+def build_offers(db_path: Path, offers: list[tuple[str, int]], doc: dict[str, Any],
+                 pricing: str) -> list[InstanceOffer]:  # fmt: skip
+    """Workers for the offered instance types: GPUs and price from the catalog, compute time from the
+    workload file or a stored profile."""
+    from stash_core.decide.catalog import get_instance
+    from stash_core.decide.cost import hourly_price
+
+    built = []
+    for name, quota in offers:
+        instance = get_instance(db_path, name)
+        if instance is None:
+            raise UsageError(f"instance {name!r} is not in the catalog (stash instances add {name} ...)")
+        price, status = hourly_price(instance, name, pricing)
+        if price is None:
+            raise UsageError(f"instance {name}: {status}")
+        gpus = int(instance.get("accelerator_count") or 0)
+        if gpus < 1:
+            raise UsageError(f"instance {name} has no accelerators in the catalog; spotDNN plans GPU workers")
+        batch = gpus * _batch_per_gpu(doc, name)
+        compute_s = _compute_s(db_path, doc, name, batch)
+        built.append(InstanceOffer(Worker(name, gpus, compute_s, batch, price), quota))
+    return built
+
+
+def _batch_per_gpu(doc: dict[str, Any], name: str) -> int:
+    value = doc.get("batch_per_gpu")
+    if isinstance(value, dict):
+        value = value.get(name)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise UsageError(f"workload file: batch_per_gpu for {name} must be a positive whole number")
+    return value
+
+
+def _compute_s(db_path: Path, doc: dict[str, Any], name: str, batch: int) -> float:
+    given = (doc.get("compute_s") or {}).get(name)
+    if given is not None:
+        if not _is_number(given) or given <= 0:
+            raise UsageError(f"workload file: compute_s of {name} must be a positive number of seconds")
+        return float(given)
+    model = doc.get("model")
+    if not model:
+        raise UsageError(f"no compute time for {name}: give compute_s in the workload file, or a model")
+    measured = stored_compute_s(db_path, str(model), name, batch)
+    if measured is None:
+        raise UsageError(
+            f"no compute time for {name}: no completed profile of {model} at batch {batch} on {name} "
+            f"(profile it with --instance {name}, or give compute_s in the workload file)"
+        )
+    return measured
+
+
+def stored_compute_s(db_path: Path, model: str, instance: str, batch: int) -> float | None:
+    """Compute seconds per iteration of the latest completed profile of model/batch on that instance."""
+    from stash_core.store import connect
+
+    if not Path(db_path).exists():
+        return None
+    with connect(db_path, read_only=True) as con:
+        rows = con.execute(
+            "SELECT s.seconds FROM runs r JOIN stalls s USING (run_id) "
+            "WHERE r.status = 'completed' AND r.model = ? AND r.instance = ? AND r.batch_size = ? "
+            "AND s.stall = 'compute' AND s.seconds > 0 ORDER BY r.started_at DESC LIMIT 1",
+            [model, instance, batch],
+        ).fetchall()
+    return float(rows[0][0]) if rows else None
+
+
+def _number(doc: dict[str, Any], key: str) -> float:
+    value = doc.get(key)
+    if not _is_number(value):
+        raise UsageError(f"workload file: {key} must be a number, got {value!r}")
+    return float(value)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)

@@ -1,0 +1,303 @@
+"""What-if questions about a stored run: what would hide its CPU, disk and network stalls.
+
+Every answer is derived from the run's own differential phases (t_k = mean iteration seconds of run Rk):
+
+CPU (pre-processing). In R3 the data is in the page cache, so a loader-bound R3 iteration takes
+t3 = B x c / L_eff, where B is the per-worker batch, c the CPU seconds to pre-process one sample and L_eff
+the loader processes that really ran in parallel (the DataLoader workers, capped by the cores per worker).
+Hence c = L_eff x t3 / B, and k cores per worker hide the CPU stall when B x c / k <= t_sync (the time of the
+same step with synthetic data, R1 or R1n): k = ceil(L_eff x t3 / t_sync). With 0 loader workers the main
+process loads serially, t3 = t_sync + B x c. Predicted: t3(k) = max(t_sync, B x c / k).
+
+Disk (fetch). In R2 the data comes from the disk. If R2 is disk-bound, reading one iteration's samples
+takes t2, so with a fraction f of the data set cached only (1 - f) x t2 remains, hidden under t3 when
+f >= 1 - t3 / t2 = disk_s / t2. Cache size = f x data set bytes (sample size from the data set folder if it is
+still there, else from the disk read telemetry of R2). Predicted iteration time: t3.
+
+Network. Gradient exchange between machines scales with 1 / bandwidth, so at bandwidth B the network stall
+is s x B_now / B. The bandwidth that shrinks it to `target_share` of the rest of the iteration is
+B_now x s / (target_share x (t - s)). B_now comes from the emulated link setting, an "@1gbit" label suffix
+or the catalog's network Gbps of the instance.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+from stash_core.errors import UsageError
+
+DEFAULT_TARGET_SHARE = 0.05
+_NOISE_SHARE = 0.02  # a stall below 2% of the iteration (or its CI) counts as already hidden
+
+
+def whatif(db_path: Path | str, run_id: str, target_share: float = DEFAULT_TARGET_SHARE) -> dict[str, Any]:
+    """Answers for one stored run: run_id, model, iteration_s, cpu, disk, network, assumptions.
+
+    Each of cpu / disk / network has "status" ("answered", "hidden already", "not measured" or why not),
+    the resource needed, "predicted_iteration_s" with it and a one-line "summary".
+    """
+    from stash_core.store import get_run, telemetry_frame
+
+    if not 0 < target_share < 1:
+        raise UsageError(f"target share must be between 0 and 1, got {target_share!r}")
+    run = get_run(db_path, run_id)
+    if run is None:
+        raise UsageError(f"no run {run_id!r} in {db_path}")
+    if run.get("status") != "completed" or run.get("iteration_s") is None:
+        raise UsageError(f"run {run['run_id']} did not complete ({run.get('status')}): nothing to ask of it")
+    phases = {phase["phase"]: phase for phase in run["phases"] if phase.get("status") == "completed"}
+    times = {name: phase["mean_s"] for name, phase in phases.items() if phase.get("mean_s") is not None}
+    stalls = {stall["stall"]: stall for stall in run["stalls"]}
+    telemetry = None
+    if "R2" in phases:
+        telemetry = telemetry_frame(db_path, run["run_id"], phase="R2")
+    return {
+        "run_id": run["run_id"],
+        "model": run.get("model"),
+        "iteration_s": run["iteration_s"],
+        "cpu": cpu_answer(run, times, stalls),
+        "disk": disk_answer(run, phases, times, stalls, telemetry),
+        "network": network_answer(db_path, run, stalls, target_share),
+        "assumptions": [
+            "CPU: pre-processing cost per sample is constant and splits evenly over loader processes",
+            "disk: R2 was limited by disk reads; a cached fraction f serves a fraction f of reads",
+            "network: the network stall scales with 1 / link bandwidth (latency not included)",
+        ],
+    }
+
+
+def cpu_answer(run: dict[str, Any], times: dict[str, float], stalls: dict[str, dict]) -> dict[str, Any]:
+    entry = stalls.get("cpu") or {}
+    if entry.get("status") not in ("measured", "clamped_zero") or "R3" not in times:
+        return _unanswered("not measured: the run has no cached real-data phase (R3)")
+    t_sync = times.get("R1n") or times.get("R1") or times.get("R0")
+    if t_sync is None:
+        return _unanswered("not measured: no synthetic-data phase to compare with")
+    t3 = times["R3"]
+    batch = int(run["batch_size"])
+    workers = int(run.get("workers_per_node") or 1)
+    loaders = int(run.get("loader_workers") if run.get("loader_workers") is not None else 0)
+    cores = _logical_cores(run)
+    cores_per_worker = cores / workers if cores else None
+    disk_s = _seconds(stalls.get("disk")) or 0.0
+    cpu_s = max(0.0, t3 - t_sync)
+    if loaders > 0:
+        parallel = min(loaders, cores_per_worker) if cores_per_worker else loaders
+        sample_cpu_s = parallel * t3 / batch
+    else:
+        parallel = 0
+        sample_cpu_s = cpu_s / batch
+    base = {
+        "loader_workers": loaders,
+        "cores_per_worker_available": cores_per_worker,
+        "per_sample_cpu_ms": sample_cpu_s * 1e3,
+        "cpu_stall_s": cpu_s,
+    }
+    if _hidden(cpu_s, entry, t3):
+        return {
+            **base,
+            "status": "hidden already",
+            "cores_per_worker_needed": max(parallel, 1) if loaders else 1,
+            "predicted_iteration_s": t3 + disk_s,
+            "predictions": [],
+            "summary": f"CPU stall is already hidden with {loaders} loader worker(s) per worker",
+        }
+    needed = max(1, math.ceil(batch * sample_cpu_s / t_sync - 1e-9))
+    predictions = []
+    for k in sorted({1, max(parallel, 1), needed, needed + 1, *range(1, min(needed, 16) + 1)}):
+        predictions.append(
+            {"cores_per_worker": k, "iteration_s": max(t_sync, batch * sample_cpu_s / k) + disk_s}
+        )
+    machine = f"{needed * workers} cores per machine for {workers} worker(s)"
+    if cores:
+        machine += f"; this machine has {cores}"
+    return {
+        **base,
+        "status": "answered",
+        "cores_per_worker_needed": needed,
+        "predicted_iteration_s": max(t_sync, batch * sample_cpu_s / needed) + disk_s,
+        "predictions": predictions,
+        "summary": (
+            f"{needed} CPU cores per worker (as DataLoader workers) hide the CPU stall "
+            f"({sample_cpu_s * 1e3:.2f} ms of CPU per sample); {machine}"
+        ),
+    }
+
+
+def disk_answer(
+    run: dict[str, Any], phases: dict[str, dict], times: dict[str, float], stalls: dict[str, dict], telemetry
+) -> dict[str, Any]:
+    entry = stalls.get("disk") or {}
+    if entry.get("status") not in ("measured", "clamped_zero") or "R2" not in times or "R3" not in times:
+        why = "not separable: " + (entry.get("note") or "") if entry.get("status") == "not_separable" else ""
+        return _unanswered(why or "not measured: the run has no cold real-data phase (R2)")
+    t2, t3 = times["R2"], times["R3"]
+    disk_s = max(0.0, t2 - t3)
+    workers = int(run.get("workers_per_node") or 1)
+    batch = int(run["batch_size"])
+    sample_bytes, how = _sample_bytes(run, phases.get("R2"), telemetry)
+    images = run.get("dataset_images")
+    base = {
+        "disk_stall_s": disk_s,
+        "sample_bytes": sample_bytes,
+        "sample_bytes_from": how,
+        "dataset_images": images,
+    }
+    if _hidden(disk_s, entry, t2):
+        return {
+            **base,
+            "status": "hidden already",
+            "cache_fraction_needed": 0.0,
+            "cache_bytes_needed": 0,
+            "predicted_iteration_s": t2,
+            "summary": "disk stall is already hidden",
+        }
+    fraction = disk_s / t2
+    answer = {**base, "status": "answered", "cache_fraction_needed": fraction, "predicted_iteration_s": t3}
+    cache_bytes = None
+    if sample_bytes and images:
+        cache_bytes = fraction * sample_bytes * images
+        answer["dataset_bytes"] = sample_bytes * images
+        answer["read_mbps_needed_without_cache"] = sample_bytes * batch * workers / t3 / 1e6
+        answer["read_mbps_measured"] = sample_bytes * batch * workers / t2 / 1e6
+    answer["cache_bytes_needed"] = cache_bytes
+    size = (
+        f"{cache_bytes / 2**30:.2f} GiB ({fraction:.0%} of the data set)"
+        if cache_bytes
+        else f"{fraction:.0%}"
+    )
+    answer["summary"] = f"caching {size} in memory hides the disk stall"
+    memory = (run.get("fingerprint") or {}).get("memory_bytes")
+    if cache_bytes and memory:
+        answer["summary"] += f"; this machine has {memory / 2**30:.0f} GiB of memory"
+    return answer
+
+
+def network_answer(
+    db_path: Path | str, run: dict[str, Any], stalls: dict[str, dict], target_share: float
+) -> dict[str, Any]:
+    from stash_core.decide.catalog import get_instance
+    from stash_core.decide.fit.observations import spec_bandwidth_gbps, split_instance_label
+
+    entry = stalls.get("network") or {}
+    if int(run.get("nodes") or 1) <= 1:
+        return _unanswered("not applicable: the run used one machine")
+    if entry.get("status") not in ("measured", "clamped_zero"):
+        return _unanswered("not measured: the run has no multi-machine synthetic phase (R1n)")
+    iteration_s = float(run["iteration_s"])
+    network_s = max(0.0, _seconds(entry) or 0.0)
+    rest_s = iteration_s - network_s
+    base_label, label_gbps = split_instance_label(run.get("instance"))
+    gbps = spec_bandwidth_gbps(run.get("spec")) or label_gbps
+    how = "emulated link" if gbps else None
+    if gbps is None and base_label:
+        instance = get_instance(db_path, base_label)
+        if instance and instance.get("network_gbps"):
+            gbps, how = float(instance["network_gbps"]), f"catalog entry of {base_label}"
+    base = {
+        "network_stall_s": network_s,
+        "bandwidth_gbps_now": gbps,
+        "bandwidth_from": how,
+        "target_share": target_share,
+    }
+    if _hidden(network_s, entry, iteration_s):
+        return {
+            **base,
+            "status": "hidden already",
+            "bandwidth_factor_needed": 1.0,
+            "bandwidth_gbps_needed": gbps,
+            "predicted_iteration_s": iteration_s,
+            "summary": "network stall is already hidden",
+        }
+    factor = network_s / (target_share * rest_s)
+    predicted = rest_s * (1 + target_share) if factor > 1 else iteration_s
+    needed = None if gbps is None else gbps * max(factor, 1.0)
+    target = f"{target_share:.0%} of the rest of the iteration"
+    if needed is not None:
+        summary = (
+            f"{needed:.3g} Gbit/s per machine ({max(factor, 1):.3g}x {gbps:g}) "
+            f"brings network stall to {target}"
+        )
+    else:
+        summary = f"{max(factor, 1):.3g}x the current bandwidth (unknown) brings network stall to {target}"
+    return {
+        **base,
+        "status": "answered",
+        "bandwidth_factor_needed": max(factor, 1.0),
+        "bandwidth_gbps_needed": needed,
+        "predicted_iteration_s": predicted,
+        "summary": summary,
+    }
+
+
+def format_whatif(answer: dict[str, Any]) -> str:
+    """Plain-text report for `stash whatif`."""
+    lines = [f"run {answer['run_id']} ({answer.get('model')}): iteration {answer['iteration_s']:.4f} s"]
+    for key, title in (("cpu", "CPU cores"), ("disk", "cache"), ("network", "network bandwidth")):
+        item = answer[key]
+        if item["status"] in ("answered", "hidden already"):
+            predicted = item.get("predicted_iteration_s")
+            tail = f" -> iteration {predicted:.4f} s" if predicted is not None else ""
+            lines.append(f"  {title:<18} {item['summary']}{tail}")
+        else:
+            lines.append(f"  {title:<18} {item['status']}")
+    cpu = answer["cpu"]
+    for row in cpu.get("predictions") or []:
+        lines.append(f"      {row['cores_per_worker']:>3} cores/worker -> {row['iteration_s']:.4f} s")
+    lines.append("  assumptions: " + "; ".join(answer["assumptions"]))
+    return "\n".join(lines)
+
+
+def _unanswered(status: str) -> dict[str, Any]:
+    return {"status": status, "predicted_iteration_s": None, "summary": status}
+
+
+def _seconds(entry: dict | None) -> float | None:
+    if not entry or entry.get("seconds") is None:
+        return None
+    return float(entry["seconds"])
+
+
+def _hidden(stall_s: float, entry: dict[str, Any], reference_s: float) -> bool:
+    ci = entry.get("ci95_s") or 0.0
+    return stall_s <= max(ci, _NOISE_SHARE * reference_s)
+
+
+def _logical_cores(run: dict[str, Any]) -> int | None:
+    fingerprint = run.get("fingerprint") or {}
+    cores = fingerprint.get("cpu_cores_logical")
+    return int(cores) if isinstance(cores, (int, float)) and cores > 0 else None
+
+
+def _sample_bytes(run: dict[str, Any], r2: dict | None, telemetry) -> tuple[float | None, str]:
+    """Mean bytes per sample: from the data set folder when it still exists, else from R2's disk reads."""
+    dataset = run.get("dataset")
+    if dataset and Path(dataset).is_dir():
+        total, count = 0, 0
+        for root, _, files in os.walk(dataset):
+            for name in files:
+                try:
+                    total += os.path.getsize(os.path.join(root, name))
+                    count += 1
+                except OSError:
+                    continue
+        if count:
+            return total / count, f"files in {dataset}"
+    if telemetry is None or telemetry.empty or r2 is None:
+        return None, "unknown"
+    reads = telemetry[telemetry["metric"] == "disk_read_mbps"].sort_values("t_s")
+    interval = r2.get("telemetry_interval_s")
+    samples = (
+        ((r2.get("warmup_iterations") or 0) + (r2.get("iterations") or 0))
+        * int(run["batch_size"])
+        * int(run.get("workers_per_node") or 1)
+    )
+    if reads.empty or not interval or not samples:
+        return None, "unknown"
+    megabytes = float(reads["value"].fillna(0).sum()) * float(interval)
+    if megabytes <= 0:
+        return None, "unknown"
+    return megabytes * 1e6 / samples, "disk reads during R2"

@@ -1,0 +1,460 @@
+"""Background `stash profile` runs for the dashboard: start, follow, cancel; state lives on disk.
+
+A page reload (or a restart of the dashboard) must not lose a run, so nothing is kept in memory that matters.
+Each job has a folder `<database folder>/.stash-jobs/<job_id>/` holding:
+
+    argv.json    the command and when it was started
+    pid          "<pid> <create_time>" of the wrapper process (create_time guards against pid reuse)
+    stdout.log   the run's output: protocol lines (STASH-PHASE / STASH-PROGRESS / STASH-DONE) and text
+    stderr.log   its error output ("stash: ..." on a bad input)
+    rc           the exit status, written by the wrapper when the run ends
+    cancelled    present when the user cancelled the run
+
+The run is started in a new session under a tiny shell wrapper that records the exit status, so the state is
+complete even when the dashboard is gone by then. Cancelling ends the wrapper's process group and every
+descendant (the local launcher starts workers in sessions of their own).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+import stash_core
+from stash_core.errors import UsageError
+from stash_core.measure import protocol
+
+JOBS_DIRNAME = ".stash-jobs"
+CANCEL_GRACE_S = 3.0
+_STDERR_TAIL_LINES = 20
+_TEXT_TAIL_LINES = 40
+# Popen objects of runs started by this process, so that finished children are reaped (no zombies) and
+# their exit status is known even before the wrapper has written it.
+_CHILDREN: dict[int, subprocess.Popen] = {}
+# The wrapper runs the command, then writes its exit status; `exec` is not used so that the shell survives.
+_WRAPPER = '"$@"; echo $? > "$STASH_JOB_RC"'
+
+
+@dataclass
+class PhaseProgress:
+    """What is known about one phase (R0, R1, ...) of a running or finished profile."""
+
+    name: str
+    index: int
+    total: int
+    description: str = ""
+    status: str = "running"  # running | completed | failed | skipped | interrupted
+    fraction_done: float = 0.0
+    iterations: int = 0
+    kept: int = 0
+    relative_ci: float | None = None
+    mean_s: float | None = None
+    ci95_s: float | None = None
+    error: str | None = None
+
+
+@dataclass
+class JobState:
+    """One background profile as read back from its folder."""
+
+    job_id: str
+    job_dir: Path
+    argv: list[str]
+    started_at: datetime | None
+    pid: int | None
+    status: str  # starting | running | completed | failed | cancelled | lost
+    exit_code: int | None = None
+    error: str | None = None
+    run_id: str | None = None
+    run_status: str | None = None
+    result_file: str | None = None
+    phases: list[PhaseProgress] = field(default_factory=list)
+    messages: list[str] = field(default_factory=list)
+    output_tail: list[str] = field(default_factory=list)
+    stderr_tail: list[str] = field(default_factory=list)
+    label: str = ""
+
+    @property
+    def finished(self) -> bool:
+        return self.status not in ("starting", "running")
+
+    @property
+    def fraction_done(self) -> float:
+        """Whole-profile progress: finished phases count fully, the running one by its own fraction."""
+        if self.status == "completed":
+            return 1.0
+        if not self.phases:
+            return 0.0
+        total = max(phase.total for phase in self.phases) or 1
+        done = sum(1.0 if phase.status != "running" else phase.fraction_done for phase in self.phases)
+        return max(0.0, min(done / total, 1.0))
+
+
+def jobs_dir(db_path: Path | str) -> Path:
+    """The folder holding the job folders of a database: `.stash-jobs` next to the database file."""
+    return Path(db_path).resolve().parent / JOBS_DIRNAME
+
+
+def start_profile_job(
+    db_path: Path | str,
+    profile_args: list[str],
+    label: str = "",
+    python: str | None = None,
+    env: dict[str, str] | None = None,
+) -> str:
+    """Start `stash profile ARGS --db DB --progress json` in the background; returns the job id.
+
+    The run's working folder is the database's folder, so its result file lands in `<that folder>/results/`;
+    paths in `profile_args` should be absolute. UsageError when `profile_args` sets --db or --progress itself
+    or the job folder cannot be written.
+    """
+    for arg in profile_args:
+        flag = arg.split("=", 1)[0]
+        if flag in ("--db", "--progress"):
+            raise UsageError(f"{flag} is set by the dashboard; leave it out of the profile arguments")
+    db = Path(db_path).resolve()
+    job_id = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ") + "-" + secrets.token_hex(3)
+    job_dir = jobs_dir(db) / job_id
+    argv = [python or sys.executable, "-m", "stash_core", "profile", *profile_args,
+            "--db", str(db), "--progress", "json"]  # fmt: skip
+    try:
+        job_dir.mkdir(parents=True)
+        _write_json(job_dir / "argv.json", {"argv": argv, "label": label, "db_path": str(db),
+                                            "started_at": datetime.now(UTC).isoformat()})  # fmt: skip
+        stdout = open(job_dir / "stdout.log", "wb")  # noqa: SIM115 - handed to the child
+        stderr = open(job_dir / "stderr.log", "wb")  # noqa: SIM115
+    except OSError as exc:
+        raise UsageError(f"cannot create the job folder {job_dir}: {exc.strerror or exc}") from None
+    package_root = stash_core.PACKAGE_PARENT
+    child_env = {**os.environ, **(env or {})}
+    child_env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, child_env.get("PYTHONPATH")) if p)
+    child_env["STASH_JOB_RC"] = str(job_dir / "rc")
+    child_env["STASH_DB"] = str(db)
+    child_env["PYTHONUNBUFFERED"] = "1"
+    try:
+        process = subprocess.Popen(
+            ["/bin/sh", "-c", _WRAPPER, "stash-job", *argv],
+            stdin=subprocess.DEVNULL,
+            stdout=stdout,
+            stderr=stderr,
+            cwd=str(db.parent),
+            env=child_env,
+            start_new_session=True,  # a group of its own: survives the page and can be ended as a whole
+        )
+    except OSError as exc:
+        raise UsageError(f"cannot start stash profile: {exc.strerror or exc}") from None
+    finally:
+        stdout.close()
+        stderr.close()
+    _CHILDREN[process.pid] = process
+    (job_dir / "pid").write_text(f"{process.pid} {_create_time(process.pid) or 0}\n")
+    return job_id
+
+
+def read_job(db_path: Path | str, job_id: str) -> JobState:
+    """The current state of one job, parsed from its folder; UsageError when there is no such job."""
+    job_dir = jobs_dir(db_path) / job_id
+    if not _valid_job_id(job_id) or not (job_dir / "argv.json").is_file():
+        raise UsageError(f"no job {job_id!r} in {jobs_dir(db_path)}")
+    return _read_state(job_dir)
+
+
+def list_jobs(db_path: Path | str, limit: int = 20) -> list[JobState]:
+    """The newest `limit` jobs of a database, newest first (an unreadable job folder is skipped)."""
+    folder = jobs_dir(db_path)
+    if not folder.is_dir():
+        return []
+    names = sorted((p.name for p in folder.iterdir() if (p / "argv.json").is_file()), reverse=True)
+    states = []
+    for name in names[:limit]:
+        try:
+            states.append(_read_state(folder / name))
+        except (OSError, ValueError):
+            continue
+    return states
+
+
+def cancel_job(db_path: Path | str, job_id: str, grace_s: float = CANCEL_GRACE_S) -> bool:
+    """End a running job and every process it started: TERM, then KILL after `grace_s`.
+
+    Returns True when something was running. The job then reads as "cancelled".
+    """
+    state = read_job(db_path, job_id)
+    if state.finished or state.pid is None:
+        return False
+    (state.job_dir / "cancelled").write_text(datetime.now(UTC).isoformat() + "\n")
+    wrapper = _own_process(state.job_dir)
+    if wrapper is None:
+        return False
+    _end_tree(wrapper, grace_s)
+    child = _CHILDREN.pop(wrapper.pid, None)
+    if child is not None:
+        try:
+            child.wait(timeout=grace_s)
+        except subprocess.TimeoutExpired:
+            pass
+    return True
+
+
+def remove_job(db_path: Path | str, job_id: str) -> None:
+    """Delete the folder of a finished job (its result stays in the database and results/)."""
+    state = read_job(db_path, job_id)
+    if not state.finished:
+        raise UsageError(f"job {job_id} is still running; cancel it first")
+    shutil.rmtree(state.job_dir, ignore_errors=True)
+
+
+def _read_state(job_dir: Path) -> JobState:
+    meta = json.loads((job_dir / "argv.json").read_text())
+    started = meta.get("started_at")
+    state = JobState(
+        job_id=job_dir.name,
+        job_dir=job_dir,
+        argv=list(meta.get("argv") or []),
+        started_at=datetime.fromisoformat(started) if started else None,
+        pid=_pid_of(job_dir),
+        status="starting",
+        label=meta.get("label") or "",
+    )
+    # Read the exit status before the output, so that output written just before the end is not missed.
+    running = _own_process(job_dir) is not None
+    exit_code = _exit_code(job_dir, state.pid)
+    _parse_output(state, _read_text(job_dir / "stdout.log"))
+    state.stderr_tail = [line for line in _read_text(job_dir / "stderr.log").splitlines() if line.strip()][
+        -_STDERR_TAIL_LINES:
+    ]
+    state.exit_code = exit_code
+    cancelled = (job_dir / "cancelled").exists()
+    if running and exit_code is None:
+        state.status = "running" if state.phases or state.messages else "starting"
+    elif cancelled:
+        state.status = "cancelled"
+        state.error = "cancelled by the user"
+    elif exit_code is None:
+        state.status = "lost"
+        state.error = "the run ended without an exit status (killed, or the machine restarted)"
+    elif exit_code == 0:
+        state.status = "completed"
+    else:
+        state.status = "failed"
+        state.error = _failure_reason(state, exit_code)
+    for phase in state.phases:
+        if state.finished and phase.status == "running":
+            phase.status = "interrupted" if state.status != "completed" else "completed"
+    return state
+
+
+def _parse_output(state: JobState, text: str) -> None:
+    phases: dict[str, PhaseProgress] = {}
+    tail: list[str] = []
+    for line in text.splitlines():
+        parsed = protocol.parse(line)
+        if parsed is None:
+            if line.strip():
+                tail.append(line.rstrip())
+            continue
+        kind, payload = parsed
+        if not isinstance(payload, dict):
+            continue
+        if kind == "PHASE":
+            _apply_phase_event(phases, state, payload)
+        elif kind == "PROGRESS":
+            phase = phases.get(str(payload.get("phase")))
+            if phase is not None:
+                phase.fraction_done = float(payload.get("fraction_done") or 0.0)
+                phase.iterations = int(payload.get("iterations") or 0)
+                phase.kept = int(payload.get("kept") or 0)
+                phase.relative_ci = payload.get("relative_ci")
+                phase.mean_s = payload.get("mean_s")
+        elif kind == "DONE":
+            state.run_id = payload.get("run_id")
+            state.run_status = payload.get("status")
+            state.result_file = payload.get("result_file")
+            if payload.get("error"):
+                state.error = str(payload["error"])
+    state.phases = sorted(phases.values(), key=lambda phase: phase.index)
+    state.output_tail = tail[-_TEXT_TAIL_LINES:]
+
+
+def _apply_phase_event(phases: dict[str, PhaseProgress], state: JobState, payload: dict[str, Any]) -> None:
+    event = payload.get("event")
+    if event == "message":
+        state.messages.append(str(payload.get("text", "")))
+    elif event == "started":
+        name = str(payload.get("name"))
+        phases[name] = PhaseProgress(
+            name=name,
+            index=int(payload.get("index") or 0),
+            total=int(payload.get("total") or 1),
+            description=str(payload.get("description") or ""),
+        )
+    elif event == "finished":
+        name = str(payload.get("name"))
+        phase = phases.setdefault(name, PhaseProgress(name=name, index=len(phases), total=len(phases) + 1))
+        phase.status = str(payload.get("status") or "completed")
+        phase.error = payload.get("error")
+        phase.mean_s = payload.get("mean_s", phase.mean_s)
+        phase.ci95_s = payload.get("ci95_s")
+        if phase.status == "completed":
+            phase.fraction_done = 1.0
+
+
+def _failure_reason(state: JobState, exit_code: int) -> str:
+    """One readable line: the run's own "stash: ..." message, else the last error line, else the status."""
+    if state.error:
+        return state.error
+    for line in reversed(state.stderr_tail):
+        if line.startswith("stash: "):
+            return line[len("stash: ") :]
+    if state.stderr_tail:
+        return state.stderr_tail[-1].strip()
+    if exit_code < 0 or exit_code > 128:
+        return f"the run was ended by a signal (exit status {exit_code})"
+    return f"the run failed (exit status {exit_code})"
+
+
+def _exit_code(job_dir: Path, pid: int | None) -> int | None:
+    if pid is not None and pid in _CHILDREN:
+        _CHILDREN[pid].poll()  # reaps a finished child of this process
+    text = _read_text(job_dir / "rc").strip()
+    if text:
+        try:
+            return int(text)
+        except ValueError:
+            return None
+    child = _CHILDREN.get(pid) if pid is not None else None
+    if child is not None and child.returncode is not None:
+        # The wrapper itself was killed before it could write the status.
+        return child.returncode if child.returncode >= 0 else 128 - child.returncode
+    return None
+
+
+def _pid_of(job_dir: Path) -> int | None:
+    parts = _read_text(job_dir / "pid").split()
+    try:
+        return int(parts[0]) if parts else None
+    except ValueError:
+        return None
+
+
+def _own_process(job_dir: Path) -> psutil.Process | None:
+    """The job's live wrapper process; None when it has ended (or its pid now belongs to another process)."""
+    parts = _read_text(job_dir / "pid").split()
+    if not parts:
+        return None
+    try:
+        pid, created = int(parts[0]), float(parts[1]) if len(parts) > 1 else 0.0
+    except ValueError:
+        return None
+    if pid in _CHILDREN and _CHILDREN[pid].poll() is not None:
+        return None
+    try:
+        process = psutil.Process(pid)
+        if created and abs(process.create_time() - created) > 1.0:
+            return None
+        if process.status() == psutil.STATUS_ZOMBIE:
+            return None
+        return process
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return None
+
+
+def _end_tree(root: psutil.Process, grace_s: float) -> None:
+    """TERM the root's process group and every descendant (in any group), then KILL what is left."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            members = [root, *root.children(recursive=True)]
+        except psutil.NoSuchProcess:
+            members = []
+        groups = set()
+        for process in members:
+            try:
+                groups.add(os.getpgid(process.pid))
+            except OSError:
+                pass
+        for group in groups:
+            if group > 1 and group != os.getpgrp():
+                try:
+                    os.killpg(group, sig)
+                except OSError:
+                    pass
+        for process in members:
+            try:
+                process.send_signal(sig)
+            except psutil.NoSuchProcess:
+                pass
+        _, alive = psutil.wait_procs(members, timeout=grace_s if sig == signal.SIGTERM else 2.0)
+        if not alive:
+            return
+
+
+def _create_time(pid: int) -> float | None:
+    try:
+        return psutil.Process(pid).create_time()
+    except psutil.Error:
+        return None
+
+
+def _valid_job_id(job_id: str) -> bool:
+    return bool(job_id) and all(c.isalnum() or c in "-_" for c in job_id)
+
+
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
+
+
+def _write_json(path: Path, value: dict[str, Any]) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(value, indent=1))
+    os.replace(tmp, path)
+
+
+def save_model_file(db_path: Path | str, file_name: str, source: bytes) -> Path:
+    """Keep an uploaded model file for runs: `<jobs folder>/models/<hash>-<name>.py`; returns its path.
+
+    UsageError when it is not a Python file or is not valid Python (checked by compiling, not running it).
+    """
+    name = Path(file_name).name
+    if not name.endswith(".py"):
+        raise UsageError(f"{name}: a model file must be a Python file (.py) with a factory function")
+    try:
+        compile(source, name, "exec")
+    except (SyntaxError, ValueError) as exc:
+        raise UsageError(f"{name}: not valid Python ({exc.__class__.__name__}: {exc})") from None
+    stem = "".join(c if c.isalnum() or c == "_" else "_" for c in Path(name).stem) or "model"
+    digest = hashlib.sha256(source).hexdigest()[:10]
+    folder = jobs_dir(db_path) / "models"
+    path = folder / f"{stem}_{digest}.py"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        if not path.exists():
+            path.write_bytes(source)
+    except OSError as exc:
+        raise UsageError(f"cannot keep the model file in {folder}: {exc.strerror or exc}") from None
+    return path
+
+
+def wait_for_job(db_path: Path | str, job_id: str, timeout_s: float, poll_s: float = 0.2) -> JobState:
+    """Poll until the job has finished or `timeout_s` passed; returns the last state read."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        state = read_job(db_path, job_id)
+        if state.finished or time.monotonic() >= deadline:
+            return state
+        time.sleep(poll_s)

@@ -1,0 +1,99 @@
+"""Progress of a profile: a bar per run on a terminal, or protocol lines for the dashboard."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+from stash_core.engine.profiler import Reporter
+from stash_core.measure import protocol
+
+BAR_WIDTH = 24
+
+
+def fraction_done(payload: dict) -> float:
+    """How far a run is towards its stopping rule.
+
+    With --iterations auto the interval shrinks as 1/sqrt(n), so the iterations still needed
+    scale with (relative_ci / target)^2 and the fraction done is (target / relative_ci)^2.
+    """
+    fixed = payload.get("fixed_iterations")
+    if fixed:
+        return min(payload["kept"] / fixed, 1.0)
+    relative_ci = payload.get("relative_ci")
+    by_iterations = payload["iterations"] / max(payload["max_iterations"], 1)
+    if not relative_ci:
+        return by_iterations
+    return min(max((payload["target_relative_ci"] / relative_ci) ** 2, by_iterations), 1.0)
+
+
+class BarReporter(Reporter):
+    """One progress bar per run, redrawn in place on stderr."""
+
+    def __init__(self, stream=None) -> None:
+        self.stream = stream or sys.stderr
+        self.label = ""
+        self.started = time.monotonic()
+        self.tty = self.stream.isatty()
+
+    def message(self, text: str) -> None:
+        self.stream.write(f"{text}\n")
+        self.stream.flush()
+
+    def phase_started(self, plan, index: int, total: int) -> None:
+        self.label = f"[{index + 1}/{total}] {plan.name:<3} {plan.description}"
+        self.started = time.monotonic()
+        self.stream.write(f"{self.label}\n")
+        self.stream.flush()
+
+    def progress(self, payload: dict) -> None:
+        if not self.tty:
+            return
+        done = fraction_done(payload)
+        filled = int(done * BAR_WIDTH)
+        bar = "#" * filled + "." * (BAR_WIDTH - filled)
+        ci = payload.get("relative_ci")
+        ci_text = f"± {ci:.1%}" if ci is not None else "warming up"
+        self.stream.write(f"\r      [{bar}] {payload['iterations']:>5} it  {ci_text:<11}")
+        self.stream.flush()
+
+    def phase_finished(self, record: dict) -> None:
+        elapsed = time.monotonic() - self.started
+        if self.tty:
+            self.stream.write("\r" + " " * 60 + "\r")
+        if record.get("status") == "completed":
+            summary = record["iteration_s"]
+            self.stream.write(
+                f"      {summary['n']} iterations kept ({record['warmup_iterations']} warm-up), "
+                f"{summary['mean']:.4f} s ± {summary['ci95'] / summary['mean']:.1%}  [{elapsed:.0f} s]\n"
+            )
+        else:
+            self.stream.write(f"      failed: {record.get('error')}\n")
+        self.stream.flush()
+
+
+class JsonReporter(Reporter):
+    """Protocol lines on stdout, for programs that drive `stash profile` (the dashboard)."""
+
+    def message(self, text: str) -> None:
+        protocol.emit("PHASE", {"event": "message", "text": text})
+
+    def phase_started(self, plan, index: int, total: int) -> None:
+        protocol.emit("PHASE", {"event": "started", "index": index, "total": total, **plan.to_dict()})
+
+    def progress(self, payload: dict) -> None:
+        protocol.emit("PROGRESS", {**payload, "fraction_done": fraction_done(payload)})
+
+    def phase_finished(self, record: dict) -> None:
+        summary = record.get("iteration_s") or {}
+        protocol.emit(
+            "PHASE",
+            {
+                "event": "finished",
+                "name": record["name"],
+                "status": record.get("status"),
+                "error": record.get("error"),
+                "mean_s": summary.get("mean"),
+                "ci95_s": summary.get("ci95"),
+            },
+        )

@@ -1,0 +1,344 @@
+"""Entry point of one worker process of one run (launched by torchrun, one per GPU or CPU worker).
+
+    python -m torch.distributed.run ... -m stash_core.measure.worker --job-json '{...}'
+
+The job travels on the command line (--job-json, or --job-zb64 for a zlib-compressed, base64 one
+when it is large), so that it reaches workers on remote hosts too; --job FILE reads it from a file.
+
+Every rank runs the same timed loop. Every few iterations the ranks all-reduce (MAX) the
+times of the iterations since the last check, so each rank holds the slowest rank's time per
+iteration (a synchronous step waits for the slowest) and all ranks take the same decision to
+stop. Rank 0 prints progress and, at the end, the result as one line on stdout:
+
+    STASH-PROGRESS {...}      STASH-RESULT {...}      STASH-ERROR message
+
+After the timed loop a job may ask for a probe (bandwidth and latency through the same process
+group, see probe_worker.py); on remote hosts a job may also ask rank 0 to sample telemetry and
+the first worker of each machine to put the data set into (or out of) that machine's page cache.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import datetime
+import itertools
+import json
+import os
+import socket
+import sys
+import time
+import zlib
+
+import torch
+import torch.distributed as dist
+
+from stash_core.analysis.stats import converged, mean_ci95, mser_truncation
+from stash_core.measure import protocol
+from stash_core.measure.timed_loop import PARTS, StepTimes, make_sync, run_steps
+
+MIN_WARMUP_ITERATIONS = 2
+FIRST_CHECK_AFTER = 10
+
+
+def encode_job(job: dict) -> list[str]:
+    """Worker arguments carrying `job`: inline JSON, compressed when long (an argument holds <= 128 KiB)."""
+    text = json.dumps(job, separators=(",", ":"))
+    if len(text) <= 32_000:
+        return ["--job-json", text]
+    packed = base64.b64encode(zlib.compress(text.encode(), 9)).decode("ascii")
+    return ["--job-zb64", packed]
+
+
+def read_job(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(prog="stash_core.measure.worker")
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--job", help="JSON file describing the run")
+    source.add_argument("--job-json", help="the job as JSON text")
+    source.add_argument("--job-zb64", help="the job as zlib-compressed, base64-encoded JSON")
+    args = parser.parse_args(argv)
+    if args.job:
+        with open(args.job) as handle:
+            return json.load(handle)
+    if args.job_json:
+        return json.loads(args.job_json)
+    return json.loads(zlib.decompress(base64.b64decode(args.job_zb64)))
+
+
+def main(argv: list[str] | None = None) -> int:
+    job = read_job(argv)
+    rank = int(os.environ.get("RANK", "0"))
+    sampler = None
+    try:
+        if job.get("telemetry") and rank == 0:
+            from stash_core.measure.telemetry import TelemetrySampler
+
+            sampler = TelemetrySampler().start()
+        result = run_job(job, rank)
+        if sampler is not None:
+            result["telemetry"] = sampler.stop()
+            sampler = None
+    except Exception as error:  # noqa: BLE001 - reported as one line to the launcher
+        protocol.emit(
+            "ERROR", f"rank {rank} ({socket.gethostname()}): {type(error).__name__}: {error}".splitlines()[0]
+        )
+        return 1
+    finally:
+        if sampler is not None:
+            sampler.stop()
+    if rank == 0:
+        protocol.emit("RESULT", result)
+    if dist.is_initialized():
+        dist.destroy_process_group()
+    return 0
+
+
+def run_job(job: dict, rank: int) -> dict:
+    from stash_core.zoo import build_model, loss_fn
+
+    world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    torch.manual_seed(job["seed"] + rank)
+    torch.set_num_threads(job["threads_per_worker"])
+    device = torch.device(f"cuda:{local_rank}" if job["device"] == "cuda" else "cpu")
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+    if world_size > 1:
+        # Launched across machines, the launcher's short timeout bounds every collective too, so a
+        # vanished peer ends the run in seconds, not after torch's 30-minute default.
+        timeout_s = int(os.environ.get("STASH_RDZV_TIMEOUT_S") or job.get("pg_timeout_s", 120))
+        dist.init_process_group(backend=job["backend"], timeout=datetime.timedelta(seconds=timeout_s))
+    shape = tuple(job["input_shape"]) if job.get("input_shape") else None
+    model, info = build_model(job["model"], num_classes=job.get("num_classes"), input_shape=shape)
+    model = model.to(device)
+    if world_size > 1:
+        from torch.nn.parallel import DistributedDataParallel
+
+        model = DistributedDataParallel(model, device_ids=[local_rank] if device.type == "cuda" else None)
+    model.train()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    batches, bad_files = make_batches(job, info, device, rank, world_size)
+    sync = make_sync(device)
+    times = StepTimes()
+    slowest_s: list[float] = []
+    stop_reason = run_until_done(
+        job, model, optimizer, loss_fn(info), batches, device, times, slowest_s, sync, rank
+    )
+    result = summarise_ranks(job, times, slowest_s, stop_reason, world_size, bad_files, device)
+    result["resident_fraction_start"] = getattr(batches, "resident_fraction_start", None)
+    if job.get("probe") and world_size > 1:
+        from stash_core.measure.probe_worker import run_probe_suite
+
+        del model, optimizer  # the probe's buffers may be large
+        result["probe"] = run_probe_suite(job["probe"], device)
+    return result
+
+
+def make_batches(job: dict, info, device: torch.device, rank: int, world_size: int):
+    """An endless iterator of (inputs, targets): the same on-device batch, or real data epochs."""
+    if job["data"] == "synthetic":
+        from stash_core.zoo import synthetic_batch
+
+        batch = synthetic_batch(info, job["batch_size"], device, seed=job["seed"])
+        return itertools.repeat(batch), None
+    from stash_core.data.loader import make_loader
+
+    dataset = open_dataset(job, info)
+    resident_fraction = set_cache_state(job, dataset.files, device, world_size)
+    loader = make_loader(
+        dataset,
+        batch_size=job["batch_size"],
+        loader_workers=job["loader_workers"],
+        rank=rank,
+        world_size=world_size,
+        pin_memory=device.type == "cuda",
+        seed=job["seed"],
+    )
+
+    def epochs():
+        for epoch in itertools.count():
+            sampler = getattr(loader, "sampler", None)
+            if hasattr(sampler, "set_epoch"):
+                sampler.set_epoch(epoch)
+            yield from loader
+
+    return _Batches(epochs(), resident_fraction), getattr(dataset, "bad_files", None)
+
+
+class _Batches:
+    """An iterator of batches that also remembers the page-cache state measured before it started."""
+
+    def __init__(self, iterator, resident_fraction_start: float | None) -> None:
+        self.iterator = iterator
+        self.resident_fraction_start = resident_fraction_start
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        return next(self.iterator)
+
+
+def set_cache_state(job: dict, files: list, device: torch.device, world_size: int) -> float | None:
+    """On remote hosts: the first worker of each machine makes the data set resident (cached run) or
+    evicts it (cold run) in its machine's page cache; returns the worst resident fraction over machines."""
+    action = job.get("cache_action")
+    if action not in ("resident", "evict"):
+        return None
+    from stash_core.data import pagecache
+
+    fraction = 0.0
+    if int(os.environ.get("LOCAL_RANK", "0")) == 0:
+        if not files:
+            raise FileNotFoundError(f"data set {job['dataset']} has no files on {socket.gethostname()}")
+        if action == "resident":
+            pagecache.make_resident(files)
+        else:
+            pagecache.evict(files)
+        fraction = pagecache.resident_fraction(files)
+    if world_size <= 1:
+        return fraction
+    # The worst machine: the least cached for a cached run, the most cached for a cold one.
+    leaders = torch.tensor([fraction, -fraction if action == "resident" else fraction], device=device)
+    if int(os.environ.get("LOCAL_RANK", "0")) != 0:
+        leaders = torch.tensor([float("-inf"), float("-inf")], dtype=leaders.dtype, device=device)
+    dist.all_reduce(leaders, op=dist.ReduceOp.MAX)
+    return float(-leaders[1].item()) if action == "resident" else float(leaders[1].item())
+
+
+def open_dataset(job: dict, info):
+    evict = job["data"] == "cold"
+    if info.kind == "tokens":
+        from stash_core.data.text_dataset import TextFolderDataset
+
+        return TextFolderDataset(job["dataset"], info.input_shape[0], info.vocab_size, evict_after_read=evict)
+    from stash_core.data.jpeg_dataset import ImageFolderDataset
+    from stash_core.data.transforms import TrainTransform
+
+    transform = TrainTransform(output_hw=tuple(info.input_shape[1:]))
+    dataset = ImageFolderDataset(job["dataset"], transform, evict_after_read=evict)
+    exclude = set(job.get("exclude_files") or [])
+    if exclude:
+        keep = [i for i, path in enumerate(dataset.files) if str(path) not in exclude]
+        dataset.files = [dataset.files[i] for i in keep]
+        dataset.labels = [dataset.labels[i] for i in keep]
+    return dataset
+
+
+def run_until_done(job, model, optimizer, loss, batches, device, times, slowest_s, sync, rank) -> str:
+    """Step in chunks; between chunks, agree on the slowest times and decide whether to stop."""
+    fixed = job.get("iterations")
+    target = job["target_relative_ci"]
+    deadline = time.monotonic() + job["max_phase_s"]
+    chunk = FIRST_CHECK_AFTER
+    while True:
+        run_steps(model, optimizer, loss, batches, device, chunk, times, sync)
+        slowest_s.extend(all_reduce_max(times.iteration_s[-chunk:], device))
+        series = slowest_s[MIN_WARMUP_ITERATIONS:]
+        kept = len(series) - mser_truncation(series)
+        if rank == 0:
+            report_progress(job, series, kept, target)
+        if fixed is not None:
+            if kept >= fixed:
+                return "fixed"
+        elif converged(series, target):
+            return "converged"
+        if len(slowest_s) >= job["max_iterations"]:
+            return "max_iterations"
+        if time.monotonic() > deadline:
+            return "max_time"
+        # Check less often as the run grows: the check costs O(n) and the decision changes slowly.
+        chunk = max(FIRST_CHECK_AFTER, len(slowest_s) // 5)
+        if fixed is not None:
+            chunk = max(1, min(chunk, fixed - kept))
+        chunk = min(chunk, job["max_iterations"] - len(slowest_s))
+
+
+def all_reduce_max(values: list[float], device: torch.device) -> list[float]:
+    if not dist.is_initialized():
+        return list(values)
+    tensor = torch.tensor(values, dtype=torch.float64, device=device)
+    dist.all_reduce(tensor, op=dist.ReduceOp.MAX)
+    return tensor.tolist()
+
+
+def report_progress(job: dict, series: list[float], kept: int, target: float) -> None:
+    tail = series[len(series) - kept :] if kept else []
+    mean_s, ci_s = mean_ci95(tail) if len(tail) > 1 else (float("nan"), float("inf"))
+    protocol.emit(
+        "PROGRESS",
+        {
+            "phase": job["phase"],
+            "iterations": len(series) + MIN_WARMUP_ITERATIONS,
+            "kept": kept,
+            "mean_s": mean_s if tail else None,
+            "relative_ci": (ci_s / mean_s) if tail and mean_s > 0 and ci_s != float("inf") else None,
+            "target_relative_ci": target,
+            "fixed_iterations": job.get("iterations"),
+            "max_iterations": job["max_iterations"],
+        },
+    )
+
+
+def summarise_ranks(job, times: StepTimes, slowest_s, stop_reason, world_size, bad_files, device) -> dict:
+    """Gather every rank's timings to rank 0: the slowest rank per iteration, its parts, and skew."""
+    local = torch.tensor(
+        [times.iteration_s, times.data_s, times.forward_s, times.backward_s, times.optimizer_s],
+        dtype=torch.float64,
+        device=device,
+    )
+    if world_size > 1:
+        gathered = [torch.empty_like(local) for _ in range(world_size)]
+        dist.all_gather(gathered, local)
+        per_rank = torch.stack(gathered).cpu()  # (ranks, 5, iterations)
+    else:
+        per_rank = local.cpu().unsqueeze(0)
+    iteration_by_rank = per_rank[:, 0, :]
+    slowest_rank = iteration_by_rank.argmax(dim=0)
+    skew = (iteration_by_rank.max(dim=0).values - iteration_by_rank.min(dim=0).values).tolist()
+    warmup = MIN_WARMUP_ITERATIONS + mser_truncation(slowest_s[MIN_WARMUP_ITERATIONS:])
+    columns = torch.arange(per_rank.shape[2])
+    samples = {"iteration_s": iteration_by_rank.max(dim=0).values.tolist()[warmup:]}
+    for index, part in enumerate(PARTS, start=1):
+        samples[part] = per_rank[slowest_rank, index, columns].tolist()[warmup:]
+    samples["slowest_rank"] = slowest_rank.tolist()[warmup:]
+    return {
+        "phase": job["phase"],
+        "world_size": world_size,
+        "warmup_iterations": warmup,
+        "stop_reason": stop_reason,
+        "samples": samples,
+        "rank_skew_s": sum(skew[warmup:]) / max(len(skew) - warmup, 1),
+        "bad_files": bad_files_count(bad_files),
+        "ranks": rank_summaries(per_rank[:, :, warmup:], world_size),
+    }
+
+
+def rank_summaries(per_rank: torch.Tensor, world_size: int) -> list[dict]:
+    """Every rank's own means over the kept iterations, with the machine it ran on."""
+    hosts = [(socket.gethostname(), int(os.environ.get("GROUP_RANK", "0")))]
+    if world_size > 1:
+        hosts = [None] * world_size
+        dist.all_gather_object(hosts, (socket.gethostname(), int(os.environ.get("GROUP_RANK", "0"))))
+    means = per_rank.mean(dim=2) if per_rank.shape[2] else torch.full(per_rank.shape[:2], float("nan"))
+    names = ("iteration_s", *PARTS)
+    return [
+        {
+            "rank": rank,
+            "hostname": host,
+            "node": node,
+            **{name: float(means[rank, i]) for i, name in enumerate(names)},
+        }
+        for rank, (host, node) in enumerate(hosts)
+    ]
+
+
+def bad_files_count(bad_files) -> int | None:
+    if bad_files is None:
+        return None
+    value = getattr(bad_files, "value", bad_files)
+    return int(value) if isinstance(value, int) else None
+
+
+if __name__ == "__main__":
+    sys.exit(main())

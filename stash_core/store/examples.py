@@ -1,0 +1,37 @@
+"""Example results shipped with Stash, and a small first profile, so that a new user sees real charts at once.
+
+The files in examples/results/ are real `stash profile` runs on a small 2-vCPU virtual machine (no GPU),
+recorded with the commands in examples/results/README.md; they are not hand-written numbers.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from stash_core import PACKAGE_PARENT, store
+
+EXAMPLES_DIR = Path(PACKAGE_PARENT) / "examples" / "results"
+TINY_MODEL = Path(PACKAGE_PARENT) / "examples" / "models" / "tiny_cnn.py"
+
+
+def example_result_files(folder: Path = EXAMPLES_DIR) -> list[Path]:
+    """The shipped example result files, sorted by name (empty when the folder is missing)."""
+    if not folder.is_dir():
+        return []
+    return sorted(path for path in folder.glob("*.json") if path.is_file())
+
+
+def import_examples(db_path: Path | str, folder: Path = EXAMPLES_DIR) -> list[tuple[Path, str, bool]]:
+    """Ingest the example results into `db_path`; (file, run_id, inserted) per file. Idempotent."""
+    return store.ingest_files(db_path, example_result_files(folder))
+
+
+def first_profile_args() -> list[str]:
+    """`stash profile` arguments of a small local profile that finishes in about a minute on a laptop CPU:
+    the tiny CNN of examples/models on 32x32 images, compute and CPU pre-processing stalls."""
+    model = f"{TINY_MODEL}:make" if TINY_MODEL.is_file() else "squeezenet1_0"
+    return [
+        "--model", model, "--input-shape", "3,32,32", "--num-classes", "10", "--batch-size", "16",
+        "--workers", "1", "--stalls", "compute,cpu", "--synthetic-images", "256", "--image-px", "32",
+        "--iterations", "30", "--max-phase-seconds", "30", "--instance", "this-machine",
+    ]  # fmt: skip
