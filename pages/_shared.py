@@ -22,8 +22,8 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
+from stash_core import views
 from stash_core.errors import StashError, UsageError
-from stash_core.views import dashboard_data
 
 LOG = logging.getLogger("stash.dashboard")
 DB_SETTING_KEY = "stash_db_setting"
@@ -60,7 +60,7 @@ def database_setting() -> Path | None:
             "the dashboard was started from. A file that does not exist yet is created by the first run.",
         )
         try:
-            path = dashboard_data.resolve_db_path(st.session_state[DB_SETTING_KEY])
+            path = views.common.resolve_db_path(st.session_state[DB_SETTING_KEY])
         except UsageError as exc:
             st.error(str(exc), icon=":material/error:")
             return None
@@ -75,7 +75,7 @@ def database_setting() -> Path | None:
 def current_db() -> Path:
     """The database the sidebar chose (falls back to the default when a page runs on its own)."""
     text = st.session_state.get("stash_db_path")
-    return Path(text) if text else dashboard_data.resolve_db_path(None)
+    return Path(text) if text else views.common.resolve_db_path(None)
 
 
 def _size_text(size_bytes: int) -> str:
@@ -92,13 +92,17 @@ def _size_text(size_bytes: int) -> str:
 
 @st.cache_data(ttl=CACHE_TTL_S, max_entries=256, show_spinner=False)
 def _cached_call(function_name: str, signature: tuple, args: tuple, kwargs: tuple) -> Any:
-    function = getattr(dashboard_data, function_name)
+    function = next(
+        getattr(module, function_name)
+        for module in (views.overview, views.breakdown, views.compare, views.sql, views.upload)
+        if hasattr(module, function_name)
+    )
     return function(signature[0], *args, **dict(kwargs))
 
 
 def query(function_name: str, *args: Any, **kwargs: Any) -> Any:
-    """dashboard_data.<function_name>(current db, *args, **kwargs), cached until the database file changes."""
-    signature = dashboard_data.db_signature(current_db())
+    """views.<page>.<function_name>(current db, *args, **kwargs), cached until the database file changes."""
+    signature = views.common.db_signature(current_db())
     return _cached_call(function_name, signature, args, tuple(sorted(kwargs.items())))
 
 
@@ -169,7 +173,7 @@ def download_buttons(
     row = st.container(horizontal=True, gap="small")
     row.download_button(
         f"{label} (CSV)",
-        data=lambda: dashboard_data.frame_to_csv(data),
+        data=lambda: views.common.frame_to_csv(data),
         file_name=f"{name}.csv",
         mime="text/csv",
         key=f"{key}-csv",
@@ -179,7 +183,7 @@ def download_buttons(
     if parquet:
         row.download_button(
             f"{label} (Parquet)",
-            data=lambda: dashboard_data.frame_to_parquet(data),
+            data=lambda: views.common.frame_to_parquet(data),
             file_name=f"{name}.parquet",
             mime="application/octet-stream",
             key=f"{key}-parquet",
@@ -191,8 +195,8 @@ def download_buttons(
 def stall_scale() -> alt.Scale:
     """The same colour for each stall on every chart."""
     return alt.Scale(
-        domain=[dashboard_data.STALL_LABELS[s] for s in dashboard_data.STALL_COLORS],
-        range=list(dashboard_data.STALL_COLORS.values()),
+        domain=[views.common.STALL_LABELS[s] for s in views.common.STALL_COLORS],
+        range=list(views.common.STALL_COLORS.values()),
     )
 
 

@@ -17,9 +17,10 @@ from pages._shared import (
     share_text,
     show_chart,
 )
+from stash_core import views
 from stash_core.errors import StashError
-from stash_core.views import dashboard_data
-from stash_core.views.dashboard_data import STALL_LABELS, RunFilter
+from stash_core.views.breakdown import RunFilter
+from stash_core.views.common import STALL_LABELS
 
 DETAIL_SECTIONS = ["Stalls", "What if", "Iteration times", "Telemetry", "Phases", "Machine and spec"]
 PHASE_COLORS = ["#9ecae9", "#ffbf79", "#ff9d98", "#88d27a", "#d6a5c9", "#bab0ac"]
@@ -86,7 +87,7 @@ def comparison(runs: pd.DataFrame, total: int) -> None:
         )
         or "seconds"
     )
-    long_frame = dashboard_data.stall_long_frame(runs, measure)
+    long_frame = views.breakdown.stall_long_frame(runs, measure)
     if long_frame.empty:
         if measure == "epoch_s":
             st.info(
@@ -107,7 +108,7 @@ def comparison(runs: pd.DataFrame, total: int) -> None:
             "the 95% confidence interval of each stall."
         )
     with st.expander("Table of these runs", icon=":material/table:"):
-        table = dashboard_data.breakdown_table(runs)
+        table = views.breakdown.breakdown_table(runs)
         st.dataframe(table, hide_index=True, width="stretch")
         download_buttons(table, "stall_breakdown", "bd-table")
 
@@ -117,12 +118,12 @@ def run_detail(run: dict | None) -> None:
         st.warning("This run is not in the database.", icon=":material/search_off:")
         return
     title = (
-        f"{dashboard_data.short_model(run.get('model'))} · batch {run.get('batch_size')} · "
+        f"{views.breakdown.short_model(run.get('model'))} · batch {run.get('batch_size')} · "
         f"{run.get('workers_per_node')} worker(s) × {run.get('nodes')} node(s)"
     )
     st.markdown(f"#### {title}")
     started = run.get("started_at")
-    instance = run.get("instance") or dashboard_data.NO_INSTANCE
+    instance = run.get("instance") or views.common.NO_INSTANCE
     st.caption(
         f"Run `{run['run_id']}` · {run.get('status')} · instance **{instance}**"
         f" · {run.get('device') or '?'} / {run.get('backend') or '?'} · started "
@@ -292,7 +293,7 @@ def telemetry(run: dict) -> None:
     if series.empty:
         st.info("No telemetry stored for this run.", icon=":material/info:")
         return
-    spans = dashboard_data.phase_spans(run.get("phases") or [])
+    spans = views.breakdown.phase_spans(run.get("phases") or [])
     groups = list(dict.fromkeys(sorted(series["group"], key=_group_order)))
     defaults = [g for g in groups if not g.startswith("Memory") and g != "Other"][:4] or groups[:1]
     chosen = st.pills("Show", groups, selection_mode="multi", default=defaults, key="bd-telemetry-groups")

@@ -14,7 +14,7 @@ from pages._shared import (
     stall_scale,
     usd_text,
 )
-from stash_core.views import dashboard_data
+from stash_core import views
 
 NORMALISED = {
     "samples_per_s": ("Throughput", "samples/s", ",.1f"),
@@ -24,7 +24,7 @@ NORMALISED = {
 
 
 def verdict(frame: pd.DataFrame) -> None:
-    result = dashboard_data.compare_verdict(frame)
+    result = views.compare.compare_verdict(frame)
     if result["fastest"] is None:
         return
     left, right = st.columns(2)
@@ -101,7 +101,7 @@ def main() -> None:
         keys,
         key="cmp-pick",
         format_func=lambda k: (
-            f"{dashboard_data.short_model(k[0])} · batch {k[1]} — {counts[k][0]} configuration(s), "
+            f"{views.breakdown.short_model(k[0])} · batch {k[1]} — {counts[k][0]} configuration(s), "
             f"{counts[k][1]} run(s)"
         ),
     )
@@ -130,7 +130,7 @@ def main() -> None:
         }
     )
     st.dataframe(table, hide_index=True, width="stretch")
-    download_buttons(frame, f"compare_{dashboard_data.short_model(model)}_b{batch_size}", "cmp-table")
+    download_buttons(frame, f"compare_{views.breakdown.short_model(model)}_b{batch_size}", "cmp-table")
 
     left, right = st.columns(2)
     with left:
@@ -188,7 +188,7 @@ def main() -> None:
         st.caption("Per-GPU figures need GPU runs or a GPU count in the instance catalog.")
 
     st.subheader("Where the time goes")
-    shares = dashboard_data.compare_stall_frame(frame)
+    shares = views.compare.compare_stall_frame(frame)
     if shares.empty:
         st.info("No stall shares for these runs.", icon=":material/info:")
     else:

@@ -16,8 +16,8 @@ from pages._shared import (
     page_guard,
     page_header,
 )
+from stash_core import views
 from stash_core.errors import UsageError
-from stash_core.views import dashboard_data
 
 FEATURE_LABELS = {
     "grad_bytes": "Gradient bytes",
@@ -50,7 +50,7 @@ def counts_of(model_ref: str) -> dict:
 
 def load_report(by_batch_size: bool):
     db = current_db()
-    return fit_report(str(db), dashboard_data.db_signature(db), by_batch_size)
+    return fit_report(str(db), views.common.db_signature(db), by_batch_size)
 
 
 def pct(value) -> str:

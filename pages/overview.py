@@ -14,9 +14,9 @@ from pages._shared import (
     run_link,
     seconds_text,
 )
+from stash_core import views
 from stash_core.engine import jobs
 from stash_core.store import examples
-from stash_core.views import dashboard_data
 
 
 def first_steps() -> None:
@@ -100,7 +100,7 @@ def main() -> None:
             default="share",
             key="overview-measure",
         )
-        long_frame = dashboard_data.stall_long_frame(latest, measure or "share")
+        long_frame = views.breakdown.stall_long_frame(latest, measure or "share")
         chart_with_download(
             breakdown_chart(long_frame, measure or "share"), long_frame, "latest_breakdowns", "ov"
         )

@@ -13,8 +13,8 @@ from pages._shared import (
     page_header,
     stall_scale,
 )
-from stash_core.views import dashboard_data
-from stash_core.views.dashboard_data import STALL_LABELS
+from stash_core import views
+from stash_core.views.common import STALL_LABELS
 
 CACHE_TTL_S = 20
 STALLS = ("compute", "interconnect", "network", "cpu", "disk")
@@ -275,7 +275,7 @@ def main() -> None:
         "profiles where they exist; elsewhere predictions from the validated stall models, marked as such.",
     )
     db = current_db()
-    signature = dashboard_data.db_signature(db)
+    signature = views.common.db_signature(db)
     catalog_editor(str(db), signature)
     request = request_form(str(db), signature)
     if request is None:

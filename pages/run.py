@@ -21,10 +21,11 @@ from pages._shared import (
     run_link,
     seconds_text,
 )
+from stash_core import views
 from stash_core.engine import jobs
 from stash_core.errors import UsageError
-from stash_core.views import dashboard_data
-from stash_core.views.dashboard_data import STALL_LABELS, RunForm
+from stash_core.views.common import STALL_LABELS
+from stash_core.views.run_form import RunForm
 
 POLL_S = 1.0
 DATA_SOURCES = {
@@ -43,7 +44,7 @@ def _zoo_loader() -> dict:
 
     def load() -> None:
         try:
-            box["names"] = dashboard_data.zoo_models()
+            box["names"] = views.run_form.zoo_models()
         except Exception as exc:  # shown as a caption; a model name can still be typed
             box["error"] = f"{type(exc).__name__}: {exc}"
 
@@ -62,7 +63,7 @@ def zoo_models() -> tuple[list[str], bool]:
 
 @st.cache_resource
 def supported_flags() -> frozenset[str]:
-    return frozenset(dashboard_data.profile_flags())
+    return frozenset(views.run_form.profile_flags())
 
 
 def model_field() -> str:
@@ -201,11 +202,11 @@ def profile_form(busy: bool) -> None:
         device=device,
     )
     try:
-        args = dashboard_data.profile_args(form, base_dir=Path.cwd(), supported_flags=set(supported_flags()))
+        args = views.run_form.profile_args(form, base_dir=Path.cwd(), supported_flags=set(supported_flags()))
     except UsageError as exc:
         st.error(str(exc), icon=":material/error:")
         return
-    label = f"{dashboard_data.short_model(form.model)} · batch {form.batch_size} · {form.workers} worker(s)"
+    label = f"{views.breakdown.short_model(form.model)} · batch {form.batch_size} · {form.workers} worker(s)"
     job_id = jobs.start_profile_job(current_db(), args, label=label)
     st.query_params["job"] = job_id
     st.rerun()
@@ -270,7 +271,7 @@ def job_view(state: jobs.JobState) -> None:
                 st.info("The run is not in the database yet - refresh in a moment.", icon=":material/info:")
                 return
         else:
-            long_frame = dashboard_data.stall_long_frame(mine, "seconds")
+            long_frame = views.breakdown.stall_long_frame(mine, "seconds")
             if not long_frame.empty:
                 chart_with_download(
                     breakdown_chart(long_frame, "seconds"),

@@ -4,9 +4,9 @@ import pandas as pd
 import streamlit as st
 
 from pages._shared import current_db, download_buttons, page_guard, query
+from stash_core import views
 from stash_core.errors import UsageError
 from stash_core.store import sqlguard
-from stash_core.views import dashboard_data
 
 EDITOR_KEY = "sql-text"
 
@@ -31,17 +31,17 @@ def schema_panel() -> None:
 
 def use_example() -> None:
     title = st.session_state.get("sql-example")
-    for name, sql in dashboard_data.EXAMPLE_QUERIES:
+    for name, sql in views.sql.EXAMPLE_QUERIES:
         if name == title:
             st.session_state[EDITOR_KEY] = sql
 
 
 def console() -> None:
     if EDITOR_KEY not in st.session_state:
-        st.session_state[EDITOR_KEY] = dashboard_data.EXAMPLE_QUERIES[0][1]
+        st.session_state[EDITOR_KEY] = views.sql.EXAMPLE_QUERIES[0][1]
     st.selectbox(
         "Example queries",
-        [name for name, _ in dashboard_data.EXAMPLE_QUERIES],
+        [name for name, _ in views.sql.EXAMPLE_QUERIES],
         index=None,
         placeholder="Pick an example to load it into the editor",
         key="sql-example",

@@ -9,15 +9,15 @@ from pages._shared import (
     forget_cached_queries,
     page_guard,
 )
-from stash_core.views import dashboard_data
+from stash_core import views
 
 
 @st.cache_data(max_entries=16, show_spinner="Checking the files…", ttl=600)
-def _check(files: tuple[tuple[str, bytes], ...], db_signature: tuple) -> dashboard_data.UploadReport:
-    return dashboard_data.check_uploads(list(files), db_signature[0])
+def _check(files: tuple[tuple[str, bytes], ...], db_signature: tuple) -> views.upload.UploadReport:
+    return views.upload.check_uploads(list(files), db_signature[0])
 
 
-def report_view(report: dashboard_data.UploadReport) -> None:
+def report_view(report: views.upload.UploadReport) -> None:
     st.subheader("Checked files")
     for check in report.checks:
         if check.ok:
@@ -72,7 +72,7 @@ def report_view(report: dashboard_data.UploadReport) -> None:
             "epoch_s": st.column_config.NumberColumn("Epoch (s)", format="%.1f"),
         },
     )
-    long_frame = dashboard_data.stall_long_frame(preview, "seconds")
+    long_frame = views.breakdown.stall_long_frame(preview, "seconds")
     if not long_frame.empty:
         st.markdown("**Compare in this session** (nothing is stored for this)")
         chart_with_download(
@@ -102,7 +102,7 @@ def main() -> None:
         st.info("Drop files above to check them.", icon=":material/upload_file:")
         return
     files = tuple((file.name, file.getvalue()) for file in uploaded)
-    report = _check(files, dashboard_data.db_signature(current_db()))
+    report = _check(files, views.common.db_signature(current_db()))
     report_view(report)
     storable = report.storable_docs
     new = [doc["run_id"] for _, doc in storable if doc["run_id"] not in report.already_stored]
@@ -116,7 +116,7 @@ def main() -> None:
         + (f" · {len(report.bad)} refused file(s) are left out" if report.bad else "")
     )
     if st.button(label, type="primary", disabled=not new, key="upload-store", icon=":material/save:"):
-        outcomes = dashboard_data.store_uploads(current_db(), report)
+        outcomes = views.upload.store_uploads(current_db(), report)
         inserted = sum(1 for _, _, added in outcomes if added)
         forget_cached_queries()
         _check.clear()

@@ -9,9 +9,8 @@ import pandas as pd
 import pytest
 from result_docs import populate_dashboard_db, result_doc
 
-from stash_core import store
+from stash_core import store, views
 from stash_core.errors import UsageError
-from stash_core.views import dashboard_data as data
 
 
 @pytest.fixture(scope="module")
@@ -22,7 +21,7 @@ def db(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_overview_counts_and_lists_newest_first(db: Path) -> None:
-    info = data.overview(db, latest=2, recent=10)
+    info = views.overview.overview(db, latest=2, recent=10)
     assert (info["runs"], info["completed_runs"], info["models"], info["instances"]) == (5, 4, 2, 2)
     assert info["iterations"] == 4 * 4 * 30 + 30  # 4 completed runs x 4 phases x 30 samples + the failed R0
     assert list(info["latest"]["run_id"]) == ["20261121T090000Z-cccc0004", "20261120T110000Z-bbbb0003"]
@@ -31,52 +30,58 @@ def test_overview_counts_and_lists_newest_first(db: Path) -> None:
 
 
 def test_an_empty_or_missing_database_reads_as_empty(tmp_path: Path) -> None:
-    info = data.overview(tmp_path / "none.duckdb")
+    info = views.overview.overview(tmp_path / "none.duckdb")
     assert info["runs"] == 0 and info["latest"].empty and info["recent"].empty
-    page = data.breakdown_page(tmp_path / "none.duckdb", data.RunFilter())
+    page = views.breakdown.breakdown_page(tmp_path / "none.duckdb", views.breakdown.RunFilter())
     assert page["runs"].empty and page["detail"] is None and page["options"]["models"] == []
     assert not (tmp_path / "none.duckdb").exists()
 
 
 def test_filters_narrow_the_runs_and_count_all_matches(db: Path) -> None:
-    runs, total = data.find_runs(db, data.RunFilter(limit=1))
+    runs, total = views.breakdown.find_runs(db, views.breakdown.RunFilter(limit=1))
     assert total == 4 and len(runs) == 1
-    runs, total = data.find_runs(db, data.RunFilter(instances=["small-vm"], statuses=[]))
+    runs, total = views.breakdown.find_runs(
+        db, views.breakdown.RunFilter(instances=["small-vm"], statuses=[])
+    )
     assert total == 3 and set(runs["status"]) == {"completed", "failed"}
-    runs, total = data.find_runs(db, data.RunFilter(models=["vgg11"], batch_sizes=[16]))
+    runs, total = views.breakdown.find_runs(db, views.breakdown.RunFilter(models=["vgg11"], batch_sizes=[16]))
     assert list(runs["run_id"]) == ["20261121T090000Z-cccc0004"]
     from datetime import date
 
-    runs, total = data.find_runs(db, data.RunFilter(date_from=date(2026, 11, 21), date_to=date(2026, 11, 21)))
+    runs, total = views.breakdown.find_runs(
+        db, views.breakdown.RunFilter(date_from=date(2026, 11, 21), date_to=date(2026, 11, 21))
+    )
     assert list(runs["run_id"]) == ["20261121T090000Z-cccc0004"]
 
 
 def test_breakdown_page_shows_a_linked_run_even_outside_the_filter(db: Path) -> None:
     failed = "20261121T100000Z-dddd0005"
-    page = data.breakdown_page(db, data.RunFilter(), linked_run=failed)
+    page = views.breakdown.breakdown_page(db, views.breakdown.RunFilter(), linked_run=failed)
     assert page["detail"]["run_id"] == failed and page["detail"]["status"] == "failed"
     assert failed not in set(page["runs"]["run_id"])
-    page = data.breakdown_page(db, data.RunFilter(models=["vgg11"]), previous_run="20261120T090000Z-aaaa0001")
+    page = views.breakdown.breakdown_page(
+        db, views.breakdown.RunFilter(models=["vgg11"]), previous_run="20261120T090000Z-aaaa0001"
+    )
     assert page["detail"]["run_id"] == "20261121T090000Z-cccc0004"  # the previous run no longer matches
-    page = data.breakdown_page(db, data.RunFilter(), linked_run="nope")
+    page = views.breakdown.breakdown_page(db, views.breakdown.RunFilter(), linked_run="nope")
     assert page["missing"] == "nope" and page["detail"] is not None
 
 
 def test_run_detail_has_samples_and_telemetry_on_one_time_axis(db: Path) -> None:
-    run = data.run_detail(db, "20261120T110000Z-bbbb0003")
+    run = views.breakdown.run_detail(db, "20261120T110000Z-bbbb0003")
     assert [p["phase"] for p in run["phases"]] == ["R0", "R1", "R3", "R2"]
     assert [s["stall"] for s in run["stalls"]] == ["compute", "interconnect", "network", "cpu", "disk"]
     assert list(dict.fromkeys(run["samples"]["phase"])) == ["R0", "R1", "R3", "R2"]
     assert len(run["samples"]) == 120
     telemetry = run["telemetry"]
-    spans = data.phase_spans(run["phases"])
+    spans = views.breakdown.phase_spans(run["phases"])
     r1 = telemetry[telemetry["phase"] == "R1"]
     # R1's samples sit after R0's wall time on the run axis.
     assert (r1["run_t_s"] >= spans.set_index("phase").loc["R1", "start_s"]).all()
     assert set(telemetry["group"]) >= {"CPU utilisation (%)", "Memory used (GB)", "Disk (MB/s)"}
     memory = telemetry[telemetry["metric"] == "mem_used_gb"]["value"]
     assert memory.between(1.5, 3.5).all()  # bytes became GB
-    assert data.run_detail(db, "missing") is None
+    assert views.breakdown.run_detail(db, "missing") is None
 
 
 def test_stall_bars_are_laid_end_to_end_with_intervals() -> None:
@@ -115,30 +120,30 @@ def test_stall_bars_are_laid_end_to_end_with_intervals() -> None:
             }
         ]
     )
-    bars = data.stall_long_frame(breakdown, "seconds")
+    bars = views.breakdown.stall_long_frame(breakdown, "seconds")
     assert list(bars["stall"]) == ["compute", "cpu", "disk"]
     assert list(bars["bar_start"]) == pytest.approx([0.0, 0.3, 0.45])
     assert bars["bar_end"].iloc[-1] == pytest.approx(0.5)
     assert (bars["error_high"] - bars["error_low"]).tolist() == pytest.approx([0.02, 0.04, 0.1])
-    epoch = data.stall_long_frame(breakdown, "epoch_s")
+    epoch = views.breakdown.stall_long_frame(breakdown, "epoch_s")
     assert epoch.set_index("stall").loc["cpu", "value"] == pytest.approx(1.5)  # filled in from seconds x 10
-    shares = data.stall_long_frame(breakdown, "share")
+    shares = views.breakdown.stall_long_frame(breakdown, "share")
     assert shares["bar_end"].iloc[-1] == pytest.approx(1.0)
     assert shares.set_index("stall").loc["cpu", "ci95"] == pytest.approx(0.04)  # 0.02 s of 0.5 s
     with pytest.raises(UsageError):
-        data.stall_long_frame(breakdown, "minutes")
+        views.breakdown.stall_long_frame(breakdown, "minutes")
 
 
 def test_compare_ranks_speed_and_cost(db: Path) -> None:
-    frame = data.compare_configurations(db, "resnet18", 32)
+    frame = views.compare.compare_configurations(db, "resnet18", 32)
     by_name = frame.set_index("instance")
     assert by_name.loc["small-vm", "runs"] == 2 and by_name.loc["big-vm", "runs"] == 1
     assert by_name.loc["big-vm", "samples_per_s"] == pytest.approx(64 / 0.22, rel=1e-6)
     assert by_name.loc["big-vm", "usd_per_million_samples"] == pytest.approx(1e6 / (64 / 0.22) / 3600 * 0.40)
-    verdict = data.compare_verdict(frame)
+    verdict = views.compare.compare_verdict(frame)
     assert verdict["fastest"].startswith("big-vm") and verdict["cheapest"].startswith("small-vm")
     assert verdict["speedup"] > 1.5 and 0 < verdict["saving"] < 1
-    assert data.compare_choices(db).iloc[0][["model", "batch_size", "configurations"]].tolist() == [
+    assert views.compare.compare_choices(db).iloc[0][["model", "batch_size", "configurations"]].tolist() == [
         "resnet18",
         32,
         2,
@@ -148,7 +153,7 @@ def test_compare_ranks_speed_and_cost(db: Path) -> None:
 def test_compare_without_prices_names_no_cheapest(tmp_path: Path) -> None:
     path = tmp_path / "r.duckdb"
     store.ingest_result(path, result_doc(run_id="20261120T090000Z-aaaa0001", instance="unpriced"))
-    verdict = data.compare_verdict(data.compare_configurations(path, "resnet18", 32))
+    verdict = views.compare.compare_verdict(views.compare.compare_configurations(path, "resnet18", 32))
     assert verdict["fastest"] == "unpriced · 2w" and verdict["cheapest"] is None and verdict["priced"] == 0
 
 
@@ -166,7 +171,7 @@ def test_upload_checks_each_file_and_changes_nothing(db: Path, tmp_path: Path) -
         ("notes.txt", b"hello"),
     ]
     before = store.database_summary(db)["runs"]
-    report = data.check_uploads(files, db)
+    report = views.upload.check_uploads(files, db)
     verdicts = {check.name: check for check in report.checks}
     assert verdicts["good.json"].ok and verdicts["again.json"].ok
     assert report.already_stored == {"20261120T090000Z-aaaa0001"}
@@ -181,17 +186,17 @@ def test_upload_checks_each_file_and_changes_nothing(db: Path, tmp_path: Path) -
 @pytest.mark.parametrize("fmt", ["parquet", "csv", "json"])
 def test_an_export_uploads_back_into_an_empty_database(db: Path, tmp_path: Path, fmt: str) -> None:
     paths = store.export(db, fmt, tmp_path / "export")
-    report = data.check_uploads([(path.name, path.read_bytes()) for path in paths])
+    report = views.upload.check_uploads([(path.name, path.read_bytes()) for path in paths])
     assert not report.bad, [(c.name, c.reason) for c in report.bad]
     kinds = {check.kind for check in report.checks}
     assert {"export:runs", "export:iterations", "export:stall_breakdown", "export:models"} <= kinds
     target = tmp_path / "copy.duckdb"
-    outcomes = data.store_uploads(target, report)
+    outcomes = views.upload.store_uploads(target, report)
     assert sorted(run_id for _, run_id, added in outcomes if added) == sorted(
         store.list_runs(db)["run_id"].tolist()
     )
-    original = data.run_detail(db, "20261120T110000Z-bbbb0003")
-    copy = data.run_detail(target, "20261120T110000Z-bbbb0003")
+    original = views.breakdown.run_detail(db, "20261120T110000Z-bbbb0003")
+    copy = views.breakdown.run_detail(target, "20261120T110000Z-bbbb0003")
     assert copy["iteration_s"] == pytest.approx(original["iteration_s"])
     assert len(copy["samples"]) == len(original["samples"])
     assert len(copy["telemetry"]) == len(original["telemetry"])
@@ -200,19 +205,21 @@ def test_an_export_uploads_back_into_an_empty_database(db: Path, tmp_path: Path,
 
 def test_a_companion_table_alone_is_refused(db: Path, tmp_path: Path) -> None:
     paths = {p.stem: p for p in store.export(db, "parquet", tmp_path / "export")}
-    report = data.check_uploads([("phases.parquet", paths["phases"].read_bytes())])
+    report = views.upload.check_uploads([("phases.parquet", paths["phases"].read_bytes())])
     assert not report.checks[0].ok and "together with the runs table" in report.checks[0].reason
 
 
-def _form(**changes) -> data.RunForm:
-    form = data.RunForm(model="resnet18", batch_size=32, workers=2, stalls=["compute", "interconnect", "cpu"])
+def _form(**changes) -> views.run_form.RunForm:
+    form = views.run_form.RunForm(
+        model="resnet18", batch_size=32, workers=2, stalls=["compute", "interconnect", "cpu"]
+    )
     for key, value in changes.items():
         setattr(form, key, value)
     return form
 
 
 def test_the_run_form_becomes_profile_arguments(tmp_path: Path) -> None:
-    args = data.profile_args(_form(input_shape="3, 64,64", instance="p3.8xlarge", iterations="40"))
+    args = views.run_form.profile_args(_form(input_shape="3, 64,64", instance="p3.8xlarge", iterations="40"))
     assert args[:8] == [
         "--model",
         "resnet18",
@@ -228,11 +235,11 @@ def test_the_run_form_becomes_profile_arguments(tmp_path: Path) -> None:
     assert args[args.index("--iterations") + 1] == "40"
     model = tmp_path / "net.py"
     model.write_text("def make(num_classes=10): ...\n")
-    args = data.profile_args(
+    args = views.run_form.profile_args(
         _form(model="net.py:make", data_source="dataset", dataset=str(tmp_path)), base_dir=tmp_path
     )
     assert args[1] == f"{model}:make" and args[args.index("--dataset") + 1] == str(tmp_path)
-    args = data.profile_args(
+    args = views.run_form.profile_args(
         _form(where="cluster", nodes=2, stalls=["network"], data_source="none"), supported_flags={"--cluster"}
     )
     assert args[-2:] == ["--cluster", "emulated"] and "--nodes" in args
@@ -258,7 +265,7 @@ def test_the_run_form_becomes_profile_arguments(tmp_path: Path) -> None:
 )
 def test_the_run_form_names_the_field_that_is_wrong(changes: dict, message: str) -> None:
     with pytest.raises(UsageError, match=message.replace(">", ".")):
-        data.profile_args(_form(**changes), supported_flags={"--model"})
+        views.run_form.profile_args(_form(**changes), supported_flags={"--model"})
 
 
 def test_schema_documentation_reads_tables_patterns_and_borrowed_meanings(tmp_path: Path) -> None:
@@ -271,17 +278,17 @@ def test_schema_documentation_reads_tables_patterns_and_borrowed_meanings(tmp_pa
         "| column | unit | meaning |\n|---|---|---|\n"
         "| `run_id`, `iteration_s` | | as in `runs` |\n| `<stall>_share` | fraction | stall / iteration |\n"
     )
-    docs = data.schema_documentation(doc)
+    docs = views.sql.schema_documentation(doc)
     assert docs["runs"][""] == "One row per profile."
     assert docs["runs"]["iteration_s"] == "realistic iteration time (s)"
     assert docs["stall_breakdown"]["iteration_s"] == "realistic iteration time (s)"
     assert docs["stall_breakdown"]["disk_share"] == "stall / iteration (fraction)"
     assert docs["stall_breakdown"][""] == "One row per run. A pivot."
-    assert data.schema_documentation(tmp_path / "missing.md") == {}
+    assert views.sql.schema_documentation(tmp_path / "missing.md") == {}
 
 
 def test_schema_browser_lists_every_table_with_rows_and_meanings(db: Path) -> None:
-    browser = data.schema_browser(db)
+    browser = views.sql.schema_browser(db)
     assert set(browser) == {*store.TABLES, *store.VIEWS}
     assert browser["runs"]["rows"] == 5 and browser["stall_breakdown"]["kind"] == "view"
     columns = {c["column"]: c for c in browser["runs"]["columns"]}
@@ -290,10 +297,10 @@ def test_schema_browser_lists_every_table_with_rows_and_meanings(db: Path) -> No
 
 def test_database_path_setting(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("STASH_DB", str(tmp_path / "env.duckdb"))
-    assert data.resolve_db_path("") == tmp_path / "env.duckdb"
-    assert data.resolve_db_path(str(tmp_path / "x.duckdb")) == tmp_path / "x.duckdb"
+    assert views.common.resolve_db_path("") == tmp_path / "env.duckdb"
+    assert views.common.resolve_db_path(str(tmp_path / "x.duckdb")) == tmp_path / "x.duckdb"
     with pytest.raises(UsageError, match="is a folder"):
-        data.resolve_db_path(str(tmp_path))
-    first = data.db_signature(tmp_path / "x.duckdb")
+        views.common.resolve_db_path(str(tmp_path))
+    first = views.common.db_signature(tmp_path / "x.duckdb")
     store.ingest_result(tmp_path / "x.duckdb", result_doc(run_id="20261120T090000Z-aaaa0001"))
-    assert data.db_signature(tmp_path / "x.duckdb") != first  # a write changes the cache key
+    assert views.common.db_signature(tmp_path / "x.duckdb") != first  # a write changes the cache key

@@ -1,0 +1,6 @@
+"""Units and names every layer shares: stall names, sizes, rates, durations, number coercion."""
+
+from __future__ import annotations
+
+# The five stalls in the order the differential runs add them.
+STALLS = ("compute", "interconnect", "network", "cpu", "disk")

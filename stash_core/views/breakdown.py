@@ -1,0 +1,382 @@
+"""Breakdown: filtered runs, their stalls as long frames for charts, one run in detail."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from stash_core import store
+from stash_core.errors import UsageError
+from stash_core.results.file import STALL_NAMES
+from stash_core.views.common import (
+    MAX_ITERATION_POINTS,
+    MAX_TELEMETRY_POINTS_PER_METRIC,
+    NO_INSTANCE,
+    STALL_LABELS,
+    as_float,
+    as_int,
+    records,
+)
+
+# ---------------------------------------------------------------------------------------------------------
+# Stall breakdown
+
+
+@dataclass
+class RunFilter:
+    """What the breakdown page filters runs by; empty lists mean "any"."""
+
+    models: list[str] = field(default_factory=list)
+    batch_sizes: list[int] = field(default_factory=list)
+    instances: list[str] = field(default_factory=list)
+    workers: list[int] = field(default_factory=list)
+    nodes: list[int] = field(default_factory=list)
+    statuses: list[str] = field(default_factory=lambda: ["completed"])
+    date_from: date | None = None
+    date_to: date | None = None
+    limit: int = 20
+
+
+def model_names(db_path: Path | str) -> list[str]:
+    """Models the database knows (the models table), sorted."""
+    with store.connect(db_path, read_only=True) as con:
+        return [row[0] for row in con.execute("SELECT name FROM models ORDER BY name").fetchall()]
+
+
+def filter_options(db_path: Path | str) -> dict[str, Any]:
+    """Distinct values to filter on (sorted), and the first and last run date."""
+    with store.connect(db_path, read_only=True) as con:
+        return _filter_options(con)
+
+
+def _filter_options(con: Any) -> dict[str, Any]:
+    lists = con.execute(
+        "SELECT list_sort(list(DISTINCT model) FILTER (WHERE model IS NOT NULL)), "
+        "list_sort(list(DISTINCT batch_size) FILTER (WHERE batch_size IS NOT NULL)), "
+        "list_sort(list(DISTINCT coalesce(instance, ?))), "
+        "list_sort(list(DISTINCT workers_per_node) FILTER (WHERE workers_per_node IS NOT NULL)), "
+        "list_sort(list(DISTINCT nodes) FILTER (WHERE nodes IS NOT NULL)), "
+        "list_sort(list(DISTINCT status) FILTER (WHERE status IS NOT NULL)), "
+        "CAST(min(started_at) AS DATE), CAST(max(started_at) AS DATE) FROM runs",
+        [NO_INSTANCE],
+    ).fetchone()
+    keys = ("models", "batch_sizes", "instances", "workers", "nodes", "statuses")
+    options = {key: list(values or []) for key, values in zip(keys, lists[:6], strict=True)}
+    options["first_date"], options["last_date"] = lists[6], lists[7]
+    return options
+
+
+def find_runs(db_path: Path | str, run_filter: RunFilter) -> tuple[pd.DataFrame, int]:
+    """(stall_breakdown rows matching the filter, newest first, at most `run_filter.limit`, labelled;
+    how many runs match in all)."""
+    with store.connect(db_path, read_only=True) as con:
+        return _find_runs(con, run_filter)
+
+
+def _find_runs(con: Any, run_filter: RunFilter) -> tuple[pd.DataFrame, int]:
+    where, params = _filter_sql(run_filter)
+    condition = " AND ".join(where) if where else "true"
+    total = int(con.execute(f"SELECT count(*) FROM runs WHERE {condition}", params).fetchone()[0])
+    return breakdown_rows(con, condition, params, max(1, int(run_filter.limit))), total
+
+
+def breakdown_page(
+    db_path: Path | str, run_filter: RunFilter, linked_run: str | None = None, previous_run: str | None = None
+) -> dict[str, Any]:
+    """What the Stall breakdown page shows, read over one connection: "options" (filter_options), "runs" and
+    "total" (find_runs), "detail" (run_detail) and "missing" (a linked run id that is not stored, else None).
+
+    The detail is of `linked_run` (a run opened by a link) when it is stored, else of `previous_run` (the one
+    shown before) when it still matches the filter, else of the newest matching run.
+    """
+    with store.connect(db_path, read_only=True) as con:
+        options = _filter_options(con)
+        runs, total = _find_runs(con, run_filter)
+        detail = _run_detail(con, linked_run) if linked_run else None
+        missing = linked_run if linked_run and detail is None else None
+        shown = set(runs["run_id"])
+        if detail is None and previous_run in shown:
+            detail = _run_detail(con, previous_run)
+        if detail is None and not runs.empty:
+            detail = _run_detail(con, str(runs["run_id"].iloc[0]))
+    return {"options": options, "runs": runs, "total": total, "detail": detail, "missing": missing}
+
+
+def _filter_sql(run_filter: RunFilter) -> tuple[list[str], list[Any]]:
+    where: list[str] = []
+    params: list[Any] = []
+
+    def pick(column: str, values: list[Any], cast: str) -> None:
+        if values:
+            where.append(f"list_contains(CAST(? AS {cast}[]), {column})")
+            params.append(list(values))
+
+    pick("model", run_filter.models, "VARCHAR")
+    pick("batch_size", [int(v) for v in run_filter.batch_sizes], "INTEGER")
+    pick(f"coalesce(instance, '{NO_INSTANCE}')", run_filter.instances, "VARCHAR")
+    pick("workers_per_node", [int(v) for v in run_filter.workers], "INTEGER")
+    pick("nodes", [int(v) for v in run_filter.nodes], "INTEGER")
+    pick("status", run_filter.statuses, "VARCHAR")
+    if run_filter.date_from is not None:
+        where.append("started_at >= CAST(? AS TIMESTAMPTZ)")
+        params.append(datetime.combine(run_filter.date_from, datetime.min.time(), UTC).isoformat())
+    if run_filter.date_to is not None:
+        where.append("started_at < CAST(? AS TIMESTAMPTZ)")
+        end = datetime.combine(run_filter.date_to + timedelta(days=1), datetime.min.time(), UTC)
+        params.append(end.isoformat())
+    return where, params
+
+
+def add_run_labels(frame: pd.DataFrame) -> pd.DataFrame:
+    """Add `run_label`: model, batch, workers x nodes, instance and the run id's tail - unique per run."""
+    frame = frame.copy()
+    if frame.empty:
+        frame["run_label"] = pd.Series(dtype="object")
+        return frame
+    labels = []
+    for row in frame.itertuples(index=False):
+        row_dict = row._asdict()
+        workers = as_int(row_dict.get("workers_per_node"))
+        nodes = as_int(row_dict.get("nodes")) or 1
+        scale = f"{workers or '?'}w" + (f"x{nodes}n" if nodes > 1 else "")
+        instance = row_dict.get("instance") or NO_INSTANCE
+        batch = as_int(row_dict.get("batch_size")) or "?"
+        parts = [short_model(row_dict.get("model")), f"b{batch}", scale, str(instance),
+                 short_run_id(str(row_dict.get("run_id")))]  # fmt: skip
+        labels.append(" · ".join(parts))
+    frame["run_label"] = labels
+    return frame
+
+
+def short_run_id(run_id: str) -> str:
+    """The random tail of a run id (unique enough to tell runs apart on a chart)."""
+    return run_id.rsplit("-", 1)[-1] if "-" in run_id else run_id[-8:]
+
+
+def short_model(model: Any) -> str:
+    """A model name fit for a chart label: a user model /path/to/FILE.py:FACTORY shows as FILE.py:FACTORY."""
+    if not model or (isinstance(model, float) and math.isnan(model)):
+        return "?"
+    text = str(model)
+    if "/" in text:
+        text = text.rsplit("/", 1)[-1]
+    return text
+
+
+def stall_long_frame(breakdown: pd.DataFrame, measure: str = "seconds") -> pd.DataFrame:
+    """Stall rows (one per run and stall) for a stacked bar, with explicit bar ends and error-bar ends.
+
+    `measure`: "seconds" (per iteration), "epoch_s" (per epoch) or "share" (of the iteration). The bars of one
+    run are laid end to end in STALL_NAMES order; an error bar sits at the end of its stall's bar and spans
+    the stall's 95% confidence interval. Stalls without a value (not measured) are left out.
+    """
+    if measure not in ("seconds", "epoch_s", "share"):
+        raise UsageError(f"unknown measure {measure!r}")
+    rows = []
+    for record in breakdown.to_dict(orient="records"):
+        start = 0.0
+        iteration_s = as_float(record.get("iteration_s"))
+        per_epoch = as_float(record.get("iterations_per_epoch"))
+        for order, stall in enumerate(STALL_NAMES):
+            seconds = as_float(record.get(f"{stall}_s"))
+            ci_s = as_float(record.get(f"{stall}_ci95_s"))
+            if measure == "seconds":
+                value, ci = seconds, ci_s
+            elif measure == "epoch_s":
+                value = as_float(record.get(f"{stall}_epoch_s"))
+                if value is None and seconds is not None and per_epoch:
+                    value = seconds * per_epoch
+                ci = ci_s * per_epoch if ci_s is not None and per_epoch else None
+            else:
+                value = as_float(record.get(f"{stall}_share"))
+                ci = ci_s / iteration_s if ci_s is not None and iteration_s else None
+            if value is None:
+                continue
+            end = start + value
+            rows.append(
+                {
+                    "run_id": record.get("run_id"),
+                    "run_label": record.get("run_label") or record.get("run_id"),
+                    "stall": stall,
+                    "stall_label": STALL_LABELS[stall],
+                    "stall_order": order,
+                    "status": record.get(f"{stall}_status"),
+                    "value": value,
+                    "ci95": ci,
+                    "bar_start": start,
+                    "bar_end": end,
+                    "error_low": None if ci is None else end - ci,
+                    "error_high": None if ci is None else end + ci,
+                }
+            )
+            start = end
+    columns = ["run_id", "run_label", "stall", "stall_label", "stall_order", "status", "value", "ci95",
+               "bar_start", "bar_end", "error_low", "error_high"]  # fmt: skip
+    return pd.DataFrame(rows, columns=columns)
+
+
+def breakdown_table(breakdown: pd.DataFrame) -> pd.DataFrame:
+    """A readable per-run table: seconds and share of each stall next to the run's identity."""
+    columns = ["run_label", "run_id", "started_at", "status", "iteration_s", "iteration_ci95_s", "epoch_s"]
+    table = breakdown[[c for c in columns if c in breakdown.columns]].copy()
+    for stall in STALL_NAMES:
+        if f"{stall}_s" in breakdown.columns:
+            table[f"{stall}_s"] = breakdown[f"{stall}_s"]
+            table[f"{stall}_share"] = breakdown[f"{stall}_share"]
+    return table
+
+
+def run_detail(
+    db_path: Path | str,
+    run_id: str,
+    max_iterations: int = MAX_ITERATION_POINTS,
+    max_points_per_metric: int = MAX_TELEMETRY_POINTS_PER_METRIC,
+) -> dict[str, Any] | None:
+    """One stored run, read over one connection: the runs row (spec, fingerprint, warnings parsed), "phases"
+    and "stalls" (lists of dicts, as store.get_run gives them), "samples" (per-iteration times) and
+    "telemetry" (see telemetry_frame). None when there is no such run."""
+    with store.connect(db_path, read_only=True) as con:
+        return _run_detail(con, run_id, max_iterations, max_points_per_metric)
+
+
+def _run_detail(
+    con: Any,
+    run_id: str,
+    max_iterations: int = MAX_ITERATION_POINTS,
+    max_points_per_metric: int = MAX_TELEMETRY_POINTS_PER_METRIC,
+) -> dict[str, Any] | None:
+    runs = store.relation_frame(con.sql("SELECT * FROM runs WHERE run_id = ?", params=[run_id]))
+    if runs.empty:
+        return None
+    phases = store.relation_frame(
+        con.sql("SELECT * FROM phases WHERE run_id = ? ORDER BY phase_index, phase", params=[run_id])
+    )
+    stalls = store.relation_frame(
+        con.sql(
+            "SELECT * FROM stalls WHERE run_id = ? ORDER BY list_position(?, stall) NULLS LAST, stall",
+            params=[run_id, list(STALL_NAMES)],
+        )
+    )
+    samples = store.relation_frame(
+        con.sql(
+            "SELECT phase, iteration, iteration_s, data_s, forward_s, backward_s, optimizer_s "
+            "FROM iterations WHERE run_id = ? ORDER BY list_position(?, phase), phase, iteration LIMIT ?",
+            params=[run_id, list(phases["phase"]), int(max_iterations)],
+        )
+    )
+    telemetry = store.relation_frame(
+        con.sql(
+            "WITH t AS (SELECT phase, metric, t_s, value, "
+            "row_number() OVER (PARTITION BY phase, metric ORDER BY t_s) AS n, "
+            "count(*) OVER (PARTITION BY phase, metric) AS total FROM telemetry WHERE run_id = ?), "
+            "s AS (SELECT count(DISTINCT phase) AS phases FROM t) "
+            "SELECT phase, metric, t_s, value FROM t, s "
+            "WHERE (n - 1) % greatest(1, CAST(ceil(total * phases / ?) AS BIGINT)) = 0 "
+            "ORDER BY phase, metric, t_s",
+            params=[run_id, float(max_points_per_metric)],
+        )
+    )
+    run = records(runs)[0]
+    for column in ("spec", "fingerprint", "warnings"):
+        if isinstance(run.get(column), str):
+            run[column] = json.loads(run[column])
+    for column in ("started_at", "finished_at", "ingested_at"):
+        if isinstance(run.get(column), str):
+            run[column] = datetime.fromisoformat(run[column])
+    run["phases"] = records(phases)
+    run["stalls"] = records(stalls)
+    run["samples"] = samples
+    run["telemetry"] = telemetry_frame(telemetry, run["phases"])
+    return run
+
+
+def telemetry_frame(telemetry: pd.DataFrame, phases: list[dict[str, Any]]) -> pd.DataFrame:
+    """Telemetry rows (phase, metric, t_s, value) on one time axis, phases laid end to end by wall time.
+
+    Adds run_t_s (seconds since the first phase started) and group (which chart: CPU %, Disk MB/s, ...);
+    byte counts become GB for a readable axis.
+    """
+    frame = telemetry.copy()
+    spans = phase_spans(phases)
+    offsets = dict(zip(spans["phase"], spans["start_s"], strict=True)) if not spans.empty else {}
+    frame["run_t_s"] = frame["t_s"] + frame["phase"].map(offsets).fillna(0.0)
+    frame["group"] = frame["metric"].map(metric_group)
+    scale = frame["metric"].str.endswith("_bytes")
+    frame.loc[scale, "value"] = frame.loc[scale, "value"] / 1e9
+    frame["metric"] = frame["metric"].where(~scale, frame["metric"].str.replace("_bytes", "_gb", regex=False))
+    return frame
+
+
+def metric_group(metric: str) -> str:
+    """Which chart a telemetry metric belongs on."""
+    if re.fullmatch(r"cpu\d*_util_pct", metric):
+        return "CPU utilisation (%)"
+    if metric.startswith("mem_"):
+        return "Memory used (GB)"
+    if metric.startswith("disk_"):
+        return "Disk (MB/s)"
+    if metric.startswith("net_"):
+        return "Network (MB/s)"
+    if re.fullmatch(r"gpu\d+_util_pct", metric):
+        return "GPU utilisation (%)"
+    if re.fullmatch(r"gpu\d+_mem_used_bytes", metric):
+        return "GPU memory used (GB)"
+    if metric.endswith("_power_w"):
+        return "GPU power (W)"
+    if metric.startswith("gpu"):
+        return "GPU links (MB/s)"
+    return "Other"
+
+
+def phase_spans(phases: list[dict[str, Any]]) -> pd.DataFrame:
+    """(phase, description, start_s, end_s) with phases laid end to end by their wall time."""
+    rows = []
+    start = 0.0
+    for phase in sorted(phases, key=lambda p: p.get("phase_index") or 0):
+        wall = as_float(phase.get("wall_s")) or 0.0
+        rows.append({"phase": phase.get("phase"), "description": phase.get("description") or "",
+                     "start_s": start, "end_s": start + wall})  # fmt: skip
+        start += wall
+    return pd.DataFrame(rows, columns=["phase", "description", "start_s", "end_s"])
+
+
+def breakdown_rows(con: Any, where: str, params: list[Any], limit: int) -> pd.DataFrame:
+    """stall_breakdown rows of the newest `limit` runs matching `where` (on runs), labelled, newest first.
+
+    The runs are picked on the runs table first and the view is read for those ids only: the view pivots the
+    stalls of every run, which costs far more than finding a few ids.
+    """
+    ids = [
+        row[0]
+        for row in con.execute(
+            f"SELECT run_id FROM runs WHERE {where or 'true'} "
+            "ORDER BY started_at DESC NULLS LAST, run_id DESC LIMIT ?",
+            [*params, max(0, int(limit))],
+        ).fetchall()
+    ]
+    if not ids:
+        frame = store.relation_frame(con.sql("SELECT * FROM stall_breakdown LIMIT 0"))
+    else:
+        marks = ", ".join("?" for _ in ids)
+        frame = store.relation_frame(
+            con.sql(
+                f"SELECT * FROM stall_breakdown WHERE run_id IN ({marks}) "
+                "ORDER BY started_at DESC NULLS LAST, run_id DESC",
+                params=ids,
+            )
+        )
+    return add_run_labels(frame)
+
+
+def whatif(db_path: Path, run_id: str) -> dict:
+    """What would hide a run's CPU, disk and network stalls (see stash_core.decide.whatif)."""
+    from stash_core.decide.whatif import whatif as answer
+
+    return answer(db_path, run_id)

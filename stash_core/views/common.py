@@ -1,0 +1,124 @@
+"""What every page shares: stall labels and colours, the database identity for caches, small helpers."""
+
+from __future__ import annotations
+
+import io
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from stash_core import store
+from stash_core.errors import UsageError
+
+STALL_LABELS = {
+    "compute": "Compute",
+    "interconnect": "Interconnect",
+    "network": "Network",
+    "cpu": "CPU pre-processing",
+    "disk": "Disk fetch",
+}
+STALL_COLORS = {
+    "compute": "#4C78A8",
+    "interconnect": "#F58518",
+    "network": "#E45756",
+    "cpu": "#72B7B2",
+    "disk": "#54A24B",
+}
+NO_INSTANCE = "(no label)"
+RUN_STATUSES = ("completed", "failed", "interrupted")
+MAX_ITERATION_POINTS = 20_000
+MAX_TELEMETRY_POINTS_PER_METRIC = 600
+
+# ---------------------------------------------------------------------------------------------------------
+# Database identity (for caches)
+
+
+def resolve_db_path(text: str | os.PathLike | None) -> Path:
+    """The database file a setting names: STASH_DB, then ./results.duckdb; `~` expanded, made absolute."""
+    chosen = str(text).strip() if text else ""
+    if not chosen:
+        chosen = os.environ.get("STASH_DB") or str(store.DEFAULT_DB_PATH)
+    path = Path(chosen).expanduser()
+    if path.exists() and path.is_dir():
+        raise UsageError(f"{path} is a folder; give the path of a .duckdb file")
+    return path.resolve()
+
+
+def db_signature(db_path: Path | str) -> tuple[str, int, int, int]:
+    """(path, mtime_ns, size, wal mtime_ns): changes whenever a writer changes the database (cache keys)."""
+    path = Path(db_path)
+    wal = path.with_name(path.name + ".wal")
+    try:
+        stat = path.stat()
+        mtime, size = stat.st_mtime_ns, stat.st_size
+    except OSError:
+        mtime, size = 0, 0
+    try:
+        wal_mtime = wal.stat().st_mtime_ns
+    except OSError:
+        wal_mtime = 0
+    return (str(path), mtime, size, wal_mtime)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Small helpers
+
+
+def frame_to_csv(frame: pd.DataFrame) -> bytes:
+    """A frame as CSV bytes (for download buttons)."""
+    return frame.to_csv(index=False).encode("utf-8")
+
+
+def frame_to_parquet(frame: pd.DataFrame) -> bytes:
+    """A frame as Parquet bytes; object columns holding mixed values are written as text."""
+    buffer = io.BytesIO()
+    try:
+        frame.to_parquet(buffer, index=False)
+    except (ValueError, TypeError, ImportError, Exception):  # pyarrow refuses mixed-type columns
+        buffer = io.BytesIO()
+        frame.astype({c: "string" for c in frame.columns if frame[c].dtype == object}).to_parquet(
+            buffer, index=False
+        )
+    return buffer.getvalue()
+
+
+def as_float(value: Any) -> float | None:
+    if value is None or value is pd.NA or value is pd.NaT:
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
+
+
+def as_int(value: Any) -> int | None:
+    number = as_float(value)
+    return None if number is None else int(number)
+
+
+def first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+
+
+def records(frame: pd.DataFrame) -> list[dict[str, Any]]:
+    return [{key: plain(value) for key, value in row.items()} for row in frame.to_dict(orient="records")]
+
+
+def plain(value: Any) -> Any:
+    if value is None or value is pd.NA or value is pd.NaT:
+        return None
+    if isinstance(value, pd.Timestamp):
+        return value.isoformat()
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
