@@ -27,7 +27,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from stash_core.engine.probes import alpha_beta_allreduce_s, fit_alpha_beta, format_size, format_time  # noqa: E402
+from stash_core.analysis.comm import alpha_beta_allreduce_s, fit_alpha_beta  # noqa: E402
+from stash_core.cli.probe_text import format_size, format_time  # noqa: E402
 from stash_core.launch import cluster  # noqa: E402
 
 

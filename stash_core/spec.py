@@ -6,8 +6,8 @@ import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from stash_core.analysis.stalls import STALLS
 from stash_core.errors import UsageError
+from stash_core.units import STALLS
 
 DEFAULT_TARGET_RELATIVE_CI = 0.02
 DEFAULT_MAX_ITERATIONS = 2000
@@ -177,3 +177,19 @@ def resolve_device(spec: ProfileSpec, cuda_devices: int) -> None:
     if spec.threads_per_worker is None:
         # Same thread count in R0 and R1 so that they compare like with like.
         spec.threads_per_worker = max(1, usable_cpu_count() // spec.workers_per_node)
+
+
+def parse_hosts(text: str | None) -> list[str]:
+    """--hosts a,b,c -> ["a", "b", "c"] (each one is validated when its ssh target is made)."""
+    if not text:
+        return []
+    hosts = [part.strip() for part in text.split(",")]
+    if any(not host for host in hosts):
+        raise UsageError(f"--hosts {text!r}: an empty host name")
+    return hosts
+
+
+def cuda_device_count() -> int:
+    import torch
+
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0

@@ -14,8 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from stash_core.analysis.stats import difference_ci95
+from stash_core.units import STALLS
 
-STALLS = ("compute", "interconnect", "network", "cpu", "disk")
 STALL_OF_PHASE = {"R0": "compute", "R1": "interconnect", "R1n": "network", "R3": "cpu", "R2": "disk"}
 PHASE_OF_STALL = {stall: phase for phase, stall in STALL_OF_PHASE.items()}
 CHAIN = ("R0", "R1", "R1n", "R3", "R2")

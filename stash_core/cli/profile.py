@@ -8,7 +8,15 @@ from pathlib import Path
 
 from stash_core.errors import StashError, UsageError
 from stash_core.interrupts import held_interrupts
-from stash_core.spec import ProfileSpec, parse_iterations, parse_stalls, resolve_device, validate
+from stash_core.spec import (
+    ProfileSpec,
+    cuda_device_count,
+    parse_hosts,
+    parse_iterations,
+    parse_stalls,
+    resolve_device,
+    validate,
+)
 
 
 def spec_from_args(args) -> ProfileSpec:
@@ -51,16 +59,6 @@ def spec_from_args(args) -> ProfileSpec:
     if args.stalls:
         spec.stalls = parse_stalls(args.stalls)
     return spec
-
-
-def parse_hosts(text: str | None) -> list[str]:
-    """--hosts a,b,c -> ["a", "b", "c"] (each one is validated when its ssh target is made)."""
-    if not text:
-        return []
-    hosts = [part.strip() for part in text.split(",")]
-    if any(not host for host in hosts):
-        raise UsageError(f"--hosts {text!r}: an empty host name")
-    return hosts
 
 
 def remote_hosts(spec: ProfileSpec, cluster_state: Path | None = None):
@@ -118,12 +116,6 @@ class emulated_bandwidth:
                 pass  # the cluster went away meanwhile: nothing to restore
 
 
-def cuda_device_count() -> int:
-    import torch
-
-    return torch.cuda.device_count() if torch.cuda.is_available() else 0
-
-
 def check_writable(db_path: Path, out_path: Path | None, store_db: bool) -> None:
     """Refuse before measuring anything if the results could not be saved."""
     targets = [out_path.parent if out_path else Path("results")]
@@ -152,8 +144,8 @@ def make_reporter(mode: str):
 
 def profile_from_args(args, db_path: Path) -> int:
     from stash_core import store
+    from stash_core.cli.probe_text import format_communication
     from stash_core.cli.report import format_breakdown
-    from stash_core.engine.probes import format_communication
     from stash_core.engine.profiler import prepare_data, run_profile
     from stash_core.measure import protocol
     from stash_core.results.file import default_result_path, write_result_atomic

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from stash_core.cli.probe_text import format_communication
 from stash_core.cli.report import format_breakdown
-from stash_core.engine.probes import format_communication
 
 
 def breakdown_from_stored(run: dict) -> dict | None:

@@ -288,7 +288,7 @@ def breakdown_of_completed(
 
 def add_communication(result: dict, doc: dict, chain: list[str]) -> None:
     """Which runs the network figure compares, and each communication stall beside its lower bound."""
-    from stash_core.engine.probes import communication_bounds
+    from stash_core.analysis.comm import communication_bounds
 
     phases = {record["name"]: record for record in doc["phases"] if record.get("status") == "completed"}
     if "R1n" in chain and chain.index("R1n") > 0:
@@ -342,7 +342,7 @@ def run_phase(
     remote: RemoteHosts | None = None,
     grad_bytes: int | None = None,
 ) -> dict:
-    from stash_core.engine.probes import probe_settings
+    from stash_core.measure.probe_plan import probe_settings
     from stash_core.measure.telemetry import TelemetrySampler
 
     record = {**plan.to_dict(), "status": "running", "error": None, "resident_fraction_start": None}

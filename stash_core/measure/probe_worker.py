@@ -19,8 +19,9 @@ import time
 import torch
 import torch.distributed as dist
 
-from stash_core.engine.probes import algbw_gbps, busbw_gbps, ddp_bucket_sizes, repetitions_for
+from stash_core.analysis.comm import algbw_gbps, busbw_gbps, ddp_bucket_sizes
 from stash_core.measure import protocol
+from stash_core.measure.probe_plan import repetitions_for
 
 _FLOAT_BYTES = 4
 

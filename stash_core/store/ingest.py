@@ -160,7 +160,7 @@ def _load_any(path: Path) -> dict[str, Any]:
 
 
 def _prepare_probe(doc: dict[str, Any]) -> tuple[str, pd.DataFrame]:
-    from stash_core.engine.probes import probe_rows
+    from stash_core.store.probe_rows import probe_rows
 
     if not isinstance(doc, dict) or doc.get("kind") != PROBE_KIND:
         raise UsageError(f'not a Stash probe (no "kind": "{PROBE_KIND}")')
@@ -391,7 +391,7 @@ def _prepare(doc: dict[str, Any], source_file: str | None) -> _PreparedRun:
 
 def _run_probes(doc: dict[str, Any], instance: str | None) -> pd.DataFrame | None:
     """The rows of the result's "probes" section (one probe set per multi-worker run), or None."""
-    from stash_core.engine.probes import probe_rows
+    from stash_core.store.probe_rows import probe_rows
 
     probes = doc.get("probes")
     if not probes:

@@ -4,28 +4,25 @@ from __future__ import annotations
 
 import pytest
 
-from stash_core.engine.probes import (
+from stash_core.analysis.comm import (
     DDP_BUCKET_BYTES,
     DDP_FIRST_BUCKET_BYTES,
-    MIB,
-    PROBE_SIZES_BYTES,
     algbw_gbps,
     alpha_beta_allreduce_s,
     busbw_gbps,
     communication_bounds,
     ddp_bucket_sizes,
     fit_alpha_beta,
-    format_communication,
-    format_probe,
     link_lower_bound_s,
     peak_busbw_gbps,
-    probe_rows,
-    probe_sizes,
-    repetitions_for,
     ring_factor,
     ring_lower_bound_s,
     wire_busbw_gbps,
 )
+from stash_core.cli.probe_text import format_communication, format_probe
+from stash_core.measure.probe_plan import PROBE_SIZES_BYTES, probe_sizes, repetitions_for
+from stash_core.store.probe_rows import probe_rows
+from stash_core.units import MIB
 
 
 def synthetic_probe(

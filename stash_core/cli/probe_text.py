@@ -1,0 +1,102 @@
+"""Probe sets and communication bounds as the text `stash probe`, `stash profile` and `stash show` print."""
+
+from __future__ import annotations
+
+from stash_core.analysis.comm import fit_alpha_beta
+from stash_core.measure.probe_plan import P2P_LATENCY_BYTES
+from stash_core.units import KIB, MIB
+
+
+def format_size(size_bytes: float) -> str:
+    for unit, scale in (("GiB", 1024**3), ("MiB", MIB), ("KiB", KIB)):
+        if size_bytes >= scale:
+            value = size_bytes / scale
+            return f"{value:g} {unit}" if value == int(value) else f"{value:.1f} {unit}"
+    return f"{int(size_bytes)} B"
+
+
+def format_rate(gbps: float | None) -> str:
+    if gbps is None:
+        return "-"
+    return f"{gbps:.2f} Gbit/s" if gbps >= 1 else f"{gbps * 1000:.0f} Mbit/s"
+
+
+def format_time(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    if abs(seconds) < 1e-3:
+        return f"{seconds * 1e6:.0f} us"
+    if abs(seconds) < 1:
+        return f"{seconds * 1e3:.1f} ms"
+    return f"{seconds:.2f} s"
+
+
+def format_probe(probe: dict) -> str:
+    """The table `stash probe` prints: one line per all-reduce size, then gradients and point-to-point."""
+    head = (
+        f"probe over {probe.get('world_size')} worker(s) on {probe.get('nodes')} machine(s), "
+        f"{probe.get('backend')} on {probe.get('device')}"
+    )
+    lines = [head, f"  {'all-reduce':<12}{'size':>10}{'reps':>6}{'time':>11}{'algbw':>15}{'busbw':>15}"]
+    for row in probe.get("allreduce") or []:
+        lines.append(
+            f"  {'':<12}{format_size(row['size_bytes']):>10}{row['repetitions']:>6}"
+            f"{format_time(row['time_s']):>11}{format_rate(row.get('algbw_gbps')):>15}"
+            f"{format_rate(row.get('busbw_gbps')):>15}"
+        )
+    for skipped in probe.get("skipped_sizes_bytes") or []:
+        lines.append(
+            f"  {'':<12}{format_size(skipped):>10}  skipped: would exceed the time limit of one call"
+        )
+    gradient = probe.get("gradient_allreduce")
+    if gradient:
+        lines.append(
+            f"  gradients {format_size(gradient['size_bytes'])} in {gradient.get('buckets')} DDP bucket(s): "
+            f"{format_time(gradient['time_s'])} (busbw {format_rate(gradient.get('busbw_gbps'))})"
+        )
+    for row in probe.get("p2p") or []:
+        if row["size_bytes"] <= P2P_LATENCY_BYTES:
+            lines.append(f"  p2p {row.get('scope', ''):<11} latency  one-way {format_time(row['time_s'])}")
+        else:
+            lines.append(
+                f"  p2p {row.get('scope', ''):<11} bandwidth {format_rate(row.get('algbw_gbps'))} "
+                f"({format_size(row['size_bytes'])} one-way in {format_time(row['time_s'])})"
+            )
+    fit = fit_alpha_beta(probe)
+    if fit:
+        alpha_s, beta = fit
+        lines.append(
+            f"  alpha-beta fit: alpha {format_time(alpha_s)} per call, beta -> {format_rate(8 / beta / 1e9)}"
+        )
+    return "\n".join(lines)
+
+
+def format_communication(breakdown: dict | None) -> list[str]:
+    """Lines for the CLI table: which runs the network figure compares, lower bounds and overlap."""
+    if not breakdown:
+        return []
+    lines = []
+    if breakdown.get("network_reference"):
+        lines.append(f"network figure compares {breakdown['network_reference']}")
+    rows = [(stall, bounds) for stall, bounds in (breakdown.get("communication") or {}).items()
+            if bounds and bounds.get("allreduce_s") is not None]  # fmt: skip
+    if not rows:
+        return lines
+    first = rows[0][1]
+    lines.append(
+        f"gradient all-reduce of {format_size(first['grad_bytes'])} in {first['buckets']} DDP bucket(s), "
+        "from the probes:"
+    )
+    lines.append(
+        f"  {'':<14}{'workers':>8}{'measured':>11}{'lower bound':>13}{'link limit':>12}{'wire bw':>14}"
+        f"{'exposed':>10}{'hidden':>8}"
+    )
+    for stall, bounds in rows:
+        hidden = bounds.get("overlap_share")
+        lines.append(
+            f"  {stall:<14}{bounds['world_size']:>8}{format_time(bounds['allreduce_s']):>11}"
+            f"{format_time(bounds.get('lower_bound_s')):>13}{format_time(bounds.get('link_lower_bound_s')):>12}"
+            f"{format_rate(bounds.get('wire_busbw_gbps')):>14}{format_time(bounds.get('exposed_s')):>10}"
+            f"{(f'{hidden:.0%}' if hidden is not None else '-'):>8}"
+        )
+    return lines
