@@ -17,6 +17,8 @@ estimator; the fits and predictions in decide/ use them from here.
 
 from __future__ import annotations
 
+import math
+
 from stash_core.units import MIB
 
 # DDP's buckets: a small first bucket so that communication starts early, then bucket_cap_mb = 25.
@@ -88,34 +90,68 @@ def allreduce_latency_s(probe: dict) -> float | None:
 
 
 def fit_alpha_beta(probe: dict) -> tuple[float, float] | None:
-    """alpha (s per all-reduce call) and beta (s per byte through a link) from the all-reduce sizes, for
-    time = alpha + 2(n-1)/n x size x beta.
+    """alpha and beta from a probe set's all-reduce sizes (see fit_alpha_beta_rows)."""
+    return fit_alpha_beta_rows(probe.get("allreduce") or [], int(probe.get("world_size") or 0))
 
-    alpha is the fastest call of the smallest message; beta the least-squares slope of the mean times
-    with that alpha fixed, unweighted, so that the large messages - where bytes, not latency, dominate,
-    as in a gradient bucket - set it. (A relative-error fit lets small messages, which a shaper's burst
-    or a cache flatters, pull beta down.) None with fewer than two sizes or a non-positive beta.
+
+def fit_alpha_beta_rows(rows: list[dict], world_size: int) -> tuple[float, float] | None:
+    """alpha (s per all-reduce call) and beta (s per byte through a link) for
+    time = alpha + 2(n-1)/n x size x beta, from rows with size_bytes, time_s and optionally time_min_s.
+
+    This is the one estimator of Stash (probes, fits and predictions all use it), chosen because the two
+    parameters are best seen in different messages:
+      - alpha is the latency of a call, seen in the smallest message: its fastest repetition, less the
+        small wire time that message still needs (so alpha is not overstated by size x beta);
+      - beta is the least-squares slope of the mean times with alpha fixed, unweighted, so that the large
+        messages - where bytes, not latency, dominate, as in a gradient bucket - set it. A fit weighted
+        by 1/time (relative errors) lets the small messages, which a shaper's burst or a cache flatters,
+        pull beta down, and an ordinary two-parameter fit lets the large messages' absolute noise swing
+        the intercept, even below zero.
+    alpha and beta are solved alternately; three rounds converge, since the smallest message's wire time
+    is a tiny part of the largest's. None with fewer than two sizes or a non-positive beta.
     """
-    world = int(probe.get("world_size") or 0)
-    factor = ring_factor(world) or 1.0
-    rows = [row for row in probe.get("allreduce") or [] if row.get("time_s") and row.get("size_bytes")]
-    if len({row["size_bytes"] for row in rows}) < 2:
+    factor = ring_factor(world_size) or 1.0
+    usable = [row for row in rows if row.get("time_s") and row.get("size_bytes")]
+    if len({row["size_bytes"] for row in usable}) < 2:
         return None
-    alpha_s = allreduce_latency_s(probe) or 0.0
-    points = [(row["size_bytes"] * factor, row["time_s"] - alpha_s) for row in rows]
-    beta = sum(x * y for x, y in points) / sum(x * x for x, _ in points)
-    if beta <= 0:
-        return None
+    smallest = min(usable, key=lambda row: row["size_bytes"])
+    fastest_small_s = smallest.get("time_min_s") or smallest["time_s"]
+    small_bytes = smallest["size_bytes"] * factor
+    link_bytes = [row["size_bytes"] * factor for row in usable]
+    alpha_s = fastest_small_s
+    beta = 0.0
+    for _ in range(3):
+        slope_num = sum(x * (row["time_s"] - alpha_s) for x, row in zip(link_bytes, usable, strict=True))
+        beta = slope_num / sum(x * x for x in link_bytes)
+        if beta <= 0:
+            return None
+        alpha_s = max(0.0, fastest_small_s - small_bytes * beta)
     return alpha_s, beta
+
+
+def beta_from_gbps(gbps: float) -> float:
+    """Seconds per byte of a link of `gbps` gigabits per second."""
+    return 8.0 / (gbps * 1e9)
+
+
+def bucket_count(
+    grad_bytes: float,
+    bucket_bytes: int = DDP_BUCKET_BYTES,
+    first_bucket_bytes: int | None = DDP_FIRST_BUCKET_BYTES,
+) -> int:
+    """All-reduce calls DDP makes per iteration: ceil over the bucket size, after a small first bucket."""
+    if grad_bytes <= 0:
+        return 0
+    if first_bucket_bytes is None or first_bucket_bytes <= 0:
+        return math.ceil(grad_bytes / bucket_bytes)
+    return 1 + math.ceil(max(0.0, grad_bytes - first_bucket_bytes) / bucket_bytes)
 
 
 def alpha_beta_allreduce_s(grad_bytes: int, world_size: int, alpha_s: float, beta_s_per_byte: float) -> float:
     """Predicted gradient all-reduce time: one alpha per DDP bucket plus ring factor x bytes x beta."""
     if world_size <= 1:
         return 0.0
-    return (
-        len(ddp_bucket_sizes(grad_bytes)) * alpha_s + ring_factor(world_size) * grad_bytes * beta_s_per_byte
-    )
+    return bucket_count(grad_bytes) * alpha_s + ring_factor(world_size) * grad_bytes * beta_s_per_byte
 
 
 def ring_lower_bound_s(

@@ -119,7 +119,7 @@ def add_commands(subparsers: Any, parser_class: type[argparse.ArgumentParser] | 
 
 def cmd_fit(args: argparse.Namespace) -> int:
     from stash_core.decide.fit import MODELLED_STALLS, fit_stall_models, parse_rate_gbps, predict_stall
-    from stash_core.decide.fit.physics import beta_from_gbps
+    from stash_core.analysis.comm import beta_from_gbps
 
     path = db_path(args)
     stalls = MODELLED_STALLS if args.stall == "all" else (args.stall,)

@@ -83,9 +83,9 @@ def test_probe_sizes_span_4kib_to_256mib():
 def test_alpha_beta_fit_recovers_the_link():
     probe = synthetic_probe(alpha_s=0.002, link_gbps=0.2, world=2)
     alpha_s, beta = fit_alpha_beta(probe)
-    # alpha is the smallest message's time, which carries 4 KiB of wire time too
-    assert alpha_s == pytest.approx(0.002 + 4096 * 8 / 0.2e9)
-    assert 8 / beta / 1e9 == pytest.approx(0.2, rel=1e-3)
+    # alpha is the smallest message's fastest time less its own 4 KiB of wire time
+    assert alpha_s == pytest.approx(0.002, rel=1e-6)
+    assert 8 / beta / 1e9 == pytest.approx(0.2, rel=1e-6)
     grad_bytes = 30 * MIB
     predicted = alpha_beta_allreduce_s(grad_bytes, 2, alpha_s, beta)
     assert predicted == pytest.approx(3 * 0.002 + grad_bytes * 8 / 0.2e9, rel=1e-3)  # 1 + 25 + 4 MiB
@@ -173,3 +173,26 @@ def test_text_shows_probes_and_bounds():
     assert "lower bound" in lines[2] and "link limit" in lines[2]
     assert lines[3].split()[0] == "network"
     assert format_communication(None) == []
+
+
+@pytest.mark.parametrize("world", [2, 4, 8])
+def test_the_one_estimator_recovers_known_alpha_and_beta_from_noisy_probes_on_every_path(world):
+    """Probes (dict) and the fits (probes table as a DataFrame) give the same alpha and beta."""
+    import random
+
+    import pandas as pd
+
+    from stash_core.decide.fit.physics import link_from_probes
+
+    rng = random.Random(world)
+    alpha_s, link_gbps = 150e-6, 5.0
+    probe = synthetic_probe(alpha_s, link_gbps, world, sizes=[4096 * 4**k for k in range(8)])
+    for row in probe["allreduce"]:  # 3% noise on the means; the fastest repetition sits just below
+        row["time_s"] *= 1 + rng.uniform(-0.03, 0.03)
+        row["time_min_s"] = min(row["time_min_s"], row["time_s"])
+    alpha_fit, beta_fit = fit_alpha_beta(probe)
+    assert alpha_fit == pytest.approx(alpha_s, rel=0.05)
+    assert 8 / beta_fit / 1e9 == pytest.approx(link_gbps, rel=0.05)
+    frame = pd.DataFrame([{**row, "kind": "allreduce", "world_size": world} for row in probe["allreduce"]])
+    link = link_from_probes(frame)
+    assert (link.alpha_s, link.beta_s_per_byte) == pytest.approx((alpha_fit, beta_fit), rel=1e-12)

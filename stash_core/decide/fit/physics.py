@@ -13,9 +13,10 @@ configuration (never the one being predicted): predicted stall = scale x comm_s.
 overlap (overlap_fraction = 1 - scale); scale > 1 means the stall exceeds the wire time (contention, or a
 link slower than the probe said), which is reported rather than hidden.
 
-alpha and beta come from, in order: values given by the user; the `probes` table (least squares of
-all-reduce time on message size, for the same world size / nodes / instance); the link's nominal bandwidth
-(emulated-cluster setting or the catalog's network Gbps), with alpha = 0.
+alpha and beta come from, in order: values given by the user; the `probes` table (Stash's one estimator,
+analysis.comm.fit_alpha_beta_rows, on the same world size / nodes / instance); the link's nominal bandwidth
+(emulated-cluster setting or the catalog's network Gbps), with alpha = 0. The ring factor, DDP's bucket sizes
+and the wire time live in analysis/comm.py.
 """
 
 from __future__ import annotations
@@ -26,49 +27,30 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-DDP_BUCKET_BYTES = 25 * 1024 * 1024
-DDP_FIRST_BUCKET_BYTES = (
-    1024 * 1024
-)  # DDP's first (rebuilt) bucket is small so that communication starts early
+from stash_core.analysis.comm import (
+    DDP_BUCKET_BYTES,
+    DDP_FIRST_BUCKET_BYTES,
+    alpha_beta_allreduce_s,
+    beta_from_gbps,
+    bucket_count,
+    fit_alpha_beta_rows,
+    ring_factor,
+)
 
+# One name for the wire time, as the fits and predictions call it.
+allreduce_time_s = alpha_beta_allreduce_s
 
-def ring_factor(world_size: int) -> float:
-    """2(n-1)/n: bytes through each link of a ring all-reduce per byte reduced (0 for one worker)."""
-    if world_size <= 1:
-        return 0.0
-    return 2.0 * (world_size - 1) / world_size
-
-
-def bucket_count(
-    grad_bytes: float,
-    bucket_bytes: int = DDP_BUCKET_BYTES,
-    first_bucket_bytes: int | None = DDP_FIRST_BUCKET_BYTES,
-) -> int:
-    """All-reduce calls DDP makes per iteration: ceil over the bucket size, after a small first bucket."""
-    if grad_bytes <= 0:
-        return 0
-    if first_bucket_bytes is None or first_bucket_bytes <= 0:
-        return math.ceil(grad_bytes / bucket_bytes)
-    return 1 + math.ceil(max(0.0, grad_bytes - first_bucket_bytes) / bucket_bytes)
-
-
-def allreduce_time_s(
-    grad_bytes: float,
-    world_size: int,
-    alpha_s: float,
-    beta_s_per_byte: float,
-    bucket_bytes: int = DDP_BUCKET_BYTES,
-) -> float:
-    """Wire time of one iteration's gradient all-reduce: buckets x alpha + ring factor x bytes x beta."""
-    if world_size <= 1:
-        return 0.0
-    buckets = bucket_count(grad_bytes, bucket_bytes)
-    return buckets * alpha_s + ring_factor(world_size) * grad_bytes * beta_s_per_byte
-
-
-def beta_from_gbps(gbps: float) -> float:
-    """Seconds per byte of a link of `gbps` gigabits per second."""
-    return 8.0 / (gbps * 1e9)
+__all__ = [
+    "DDP_BUCKET_BYTES",
+    "DDP_FIRST_BUCKET_BYTES",
+    "LinkParameters",
+    "allreduce_time_s",
+    "beta_from_gbps",
+    "bucket_count",
+    "calibrate_scale",
+    "link_from_probes",
+    "ring_factor",
+]
 
 
 @dataclass(frozen=True)
@@ -86,36 +68,35 @@ class LinkParameters:
 
 
 def link_from_probes(probes: pd.DataFrame) -> LinkParameters | None:
-    """alpha and beta from all-reduce probe rows (size_bytes, time_s, world_size) of one configuration.
-
-    time_s = alpha + ring(n) x size_bytes x beta, fitted by least squares with each point weighted by
-    1/time_s (so small and large messages both count, as relative errors). None when fewer than two sizes.
-    p2p rows (kind 'p2p') give beta directly as time = alpha + size x beta.
+    """alpha and beta from probe rows (size_bytes, time_s[, time_min_s], world_size, kind) of one
+    configuration, by Stash's one estimator (analysis.comm.fit_alpha_beta_rows). All-reduce rows are used
+    when there are any; otherwise p2p rows, whose time is alpha + size x beta (ring factor 1).
+    None when fewer than two sizes.
     """
     if probes is None or probes.empty:
         return None
     rows = probes.dropna(subset=["size_bytes", "time_s"])
     rows = rows[(rows["time_s"] > 0) & (rows["size_bytes"] > 0)]
+    world = 2  # a ring factor of 1: what p2p rows need
     if "kind" in rows.columns and (rows["kind"] == "allreduce").any():
         rows = rows[rows["kind"] == "allreduce"]
         world = int(rows["world_size"].iloc[0]) if "world_size" in rows.columns else 2
-        factor = ring_factor(world) or 1.0
-    else:
-        factor = 1.0
-    if rows["size_bytes"].nunique() < 2:
+    records = [
+        {
+            "size_bytes": float(row["size_bytes"]),
+            "time_s": float(row["time_s"]),
+            "time_min_s": _finite_or_none(row.get("time_min_s")),
+        }
+        for row in rows.to_dict(orient="records")
+    ]
+    fit = fit_alpha_beta_rows(records, world)
+    if fit is None:
         return None
-    size = rows["size_bytes"].to_numpy(dtype=float)
-    time_s = rows["time_s"].to_numpy(dtype=float)
-    weights = 1.0 / time_s
-    design = np.column_stack([np.ones_like(size), size * factor]) * weights[:, None]
-    (alpha_s, beta), *_ = np.linalg.lstsq(design, time_s * weights, rcond=None)
-    note = ""
-    if beta <= 0:
-        return None
-    if alpha_s < 0:
-        note = "probe latency fitted below zero, taken as 0"
-        alpha_s = 0.0
-    return LinkParameters(float(alpha_s), float(beta), "probe", note)
+    return LinkParameters(fit[0], fit[1], "probe")
+
+
+def _finite_or_none(value) -> float | None:
+    return float(value) if value is not None and math.isfinite(float(value)) else None
 
 
 def calibrate_scale(measured_s: np.ndarray, comm_s: np.ndarray) -> float | None:
