@@ -8,15 +8,13 @@ from __future__ import annotations
 
 import os
 import selectors
-import signal
 import subprocess
 import sys
 import time
 from collections.abc import Callable
 
-import psutil
-
 from stash_core.errors import MeasurementError
+from stash_core.proc import end_tree
 
 KILL_GRACE_S = 5.0
 
@@ -91,45 +89,5 @@ def run_local(
 
 
 def stop_process_group(process: subprocess.Popen) -> None:
-    """End the process and everything it started: TERM, then KILL after a grace.
-
-    torchrun starts each worker in a session of its own, so signalling torchrun's process group
-    is not enough: every descendant seen before the first signal is signalled too.
-    """
-    descendants = _descendants(process.pid)
-    pgid = process.pid  # start_new_session made the process its group's leader
-    _signal_group(pgid, signal.SIGTERM)
-    for child in descendants:
-        _signal_process(child, signal.SIGTERM)
-    try:
-        process.wait(timeout=KILL_GRACE_S)
-    except subprocess.TimeoutExpired:
-        pass
-    _, alive = psutil.wait_procs(descendants, timeout=KILL_GRACE_S if process.returncode is None else 1.0)
-    _signal_group(pgid, signal.SIGKILL)
-    for child in alive + _descendants(process.pid):
-        _signal_process(child, signal.SIGKILL)
-    if process.poll() is None:
-        process.kill()
-        process.wait()
-
-
-def _descendants(pid: int) -> list[psutil.Process]:
-    try:
-        return psutil.Process(pid).children(recursive=True)
-    except psutil.Error:
-        return []
-
-
-def _signal_process(child: psutil.Process, sig: int) -> None:
-    try:
-        child.send_signal(sig)
-    except psutil.Error:
-        pass
-
-
-def _signal_group(pgid: int, sig: int) -> None:
-    try:
-        os.killpg(pgid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
+    """End the process and everything it started: TERM, then KILL after a grace (see stash_core.proc)."""
+    end_tree(process.pid, KILL_GRACE_S, popen=process)

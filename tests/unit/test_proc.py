@@ -1,0 +1,65 @@
+"""The one tree-killer: a process tree whose members left its session and group ends completely."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import psutil
+
+from stash_core.proc import descendants, end_tree
+
+# A parent that starts a child in a session of its own (as torchrun does with its workers), which starts
+# a grandchild that ignores SIGTERM; each prints its pid.
+TREE = r"""
+import os, signal, subprocess, sys, time
+if sys.argv[1] == "grandchild":
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    print(os.getpid(), flush=True)
+    time.sleep(600)
+elif sys.argv[1] == "child":
+    subprocess.Popen([sys.executable, "-c", sys.argv[2], "grandchild", sys.argv[2]])
+    time.sleep(600)
+else:
+    subprocess.Popen([sys.executable, "-c", sys.argv[2], "child", sys.argv[2]], start_new_session=True)
+    time.sleep(600)
+"""
+
+
+def _start_tree() -> tuple[subprocess.Popen, list[int]]:
+    root = subprocess.Popen([sys.executable, "-c", TREE, "root", TREE], stdout=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and len(descendants(root.pid)) < 2:
+        time.sleep(0.05)
+    return root, [process.pid for process in descendants(root.pid)]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def test_end_tree_ends_children_in_other_sessions_and_those_that_ignore_sigterm():
+    root, below = _start_tree()
+    try:
+        assert len(below) == 2 and all(_alive(pid) for pid in below)
+        end_tree(root.pid, grace_s=0.5, popen=root)
+        assert root.poll() is not None  # reaped, no zombie
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and any(_alive(pid) for pid in below):
+            time.sleep(0.05)
+        assert not any(_alive(pid) for pid in below)
+    finally:
+        for pid in [root.pid, *below]:
+            if _alive(pid):
+                psutil.Process(pid).kill()
+
+
+def test_end_tree_of_a_finished_process_does_nothing():
+    done = subprocess.Popen([sys.executable, "-c", "pass"])
+    done.wait()
+    end_tree(done.pid, grace_s=0.1, popen=done)
+    assert done.returncode == 0
