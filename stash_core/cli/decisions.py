@@ -15,7 +15,26 @@ from typing import Any
 
 import pandas as pd
 
+from stash_core.analysis.comm import beta_from_gbps
 from stash_core.cli.args import add_db_argument, db_path, positive_int
+from stash_core.decide.campaign import (
+    CampaignSettings,
+    family_models,
+    plan_campaign,
+    run_campaign,
+    split_done,
+)
+from stash_core.decide.catalog import (
+    COLUMNS,
+    add_instance,
+    get_instance,
+    list_instances,
+    seed_catalog,
+    set_instance,
+)
+from stash_core.decide.fit import MODELLED_STALLS, fit_stall_models, parse_rate_gbps, predict_stall
+from stash_core.decide.recommend import recommend
+from stash_core.decide.whatif import format_whatif, whatif
 from stash_core.errors import UsageError
 
 PUBLISHED_ERRORS = "Habitat 11.8%, Srifty 8%, dPRO and Ceer under 5%, Lumos 3.3%"
@@ -118,9 +137,6 @@ def add_commands(subparsers: Any, parser_class: type[argparse.ArgumentParser] | 
 
 
 def cmd_fit(args: argparse.Namespace) -> int:
-    from stash_core.decide.fit import MODELLED_STALLS, fit_stall_models, parse_rate_gbps, predict_stall
-    from stash_core.analysis.comm import beta_from_gbps
-
     path = db_path(args)
     stalls = MODELLED_STALLS if args.stall == "all" else (args.stall,)
     beta = args.beta_s_per_byte
@@ -221,15 +237,6 @@ def format_prediction(answer: dict[str, Any]) -> str:
 
 
 def cmd_instances(args: argparse.Namespace) -> int:
-    from stash_core.decide.catalog import (
-        COLUMNS,
-        add_instance,
-        get_instance,
-        list_instances,
-        seed_catalog,
-        set_instance,
-    )
-
     path = db_path(args)
     action = args.instances_action
     if action == "list":
@@ -279,8 +286,6 @@ def cmd_instances(args: argparse.Namespace) -> int:
 
 
 def cmd_recommend(args: argparse.Namespace) -> int:
-    from stash_core.decide.recommend import recommend
-
     instances = (
         [name.strip() for name in args.instances.split(",") if name.strip()] if args.instances else None
     )
@@ -351,8 +356,6 @@ def format_recommendation(result: Any, show_all: bool = False) -> str:
 
 
 def cmd_whatif(args: argparse.Namespace) -> int:
-    from stash_core.decide.whatif import format_whatif, whatif
-
     answer = whatif(db_path(args), args.run_id, target_share=args.target_share)
     if args.json:
         print(json.dumps(answer, indent=2, default=str))
@@ -362,14 +365,6 @@ def cmd_whatif(args: argparse.Namespace) -> int:
 
 
 def cmd_campaign(args: argparse.Namespace) -> int:
-    from stash_core.decide.campaign import (
-        CampaignSettings,
-        family_models,
-        plan_campaign,
-        run_campaign,
-        split_done,
-    )
-
     if args.family:
         models = family_models(args.family, _int_list(args.depths, "--depths") if args.depths else None)
     else:

@@ -12,6 +12,16 @@ from pathlib import Path
 from typing import Any
 
 from stash_core.cli.args import add_db_argument, db_path, positive_int
+from stash_core.decide.sched import (
+    Cluster,
+    Policy,
+    jobs_from_frame,
+    load_trace,
+    simulate,
+    synthetic_trace,
+    tune,
+)
+from stash_core.decide.sched.metrics import schedule_metrics
 from stash_core.errors import UsageError
 
 DEFAULT_MODELS = ["resnet50", "resnet18", "alexnet", "shufflenet_v2", "vgg16", "bert_base"]
@@ -41,9 +51,6 @@ def add_commands(subparsers: Any, parser_class: type[argparse.ArgumentParser] | 
 
 def cmd_schedule(args: argparse.Namespace) -> int:
     import pandas as pd
-
-    from stash_core.decide.sched import Policy, jobs_from_frame, load_trace, simulate, synthetic_trace, tune
-    from stash_core.decide.sched.metrics import schedule_metrics
 
     cluster = parse_cluster(args.cluster)
     names = [name.strip() for name in args.policies.split(",") if name.strip()]
@@ -84,8 +91,6 @@ def cmd_schedule(args: argparse.Namespace) -> int:
 
 
 def parse_cluster(text: str):
-    from stash_core.decide.sched import Cluster
-
     match = re.fullmatch(r"\s*(\d+)\s*x\s*(\d+)\s*x\s*(\d+)\s*", text or "")
     if not match or min(int(v) for v in match.groups()) < 1:
         raise UsageError(f"--cluster {text!r}: give SWITCHESxNODESxGPUS with positive numbers, e.g. 2x4x8")

@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from stash_core.cli.args import add_db_argument, db_path
+from stash_core.decide.spot import plan_spot_cluster, plan_table
+from stash_core.decide.spot.inputs import build_offers, load_workload, parse_offers
 from stash_core.errors import UsageError
 
 GBPS = 1e9 / 8  # bytes per second in one Gbit/s
@@ -34,9 +36,6 @@ def add_commands(subparsers: Any, parser_class: type[argparse.ArgumentParser] | 
 
 
 def cmd_spot(args: argparse.Namespace) -> int:
-    from stash_core.decide.spot import plan_spot_cluster, plan_table
-    from stash_core.decide.spot.inputs import build_offers, load_workload, parse_offers
-
     if args.top < 1:
         raise UsageError("--top must be at least 1")
     workload, doc = load_workload(args.workload)

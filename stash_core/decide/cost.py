@@ -11,7 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from stash_core.analysis.epochs import iterations_per_epoch
+from stash_core.decide.catalog import get_instance
 from stash_core.errors import UsageError
+from stash_core.store import get_run
 
 PRICINGS = ("on_demand", "spot")
 _PRICE_COLUMN = {"on_demand": "on_demand_usd_per_h", "spot": "spot_usd_per_h"}
@@ -102,8 +104,6 @@ def run_cost(
     The epoch is the run's own (iterations_per_epoch stored with it) unless `dataset_images` is given.
     UsageError when the run does not exist.
     """
-    from stash_core.decide.catalog import get_instance
-    from stash_core.store import get_run
 
     run = get_run(db_path, run_id)
     if run is None:

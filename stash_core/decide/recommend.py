@@ -21,8 +21,11 @@ from typing import Any
 import pandas as pd
 
 from stash_core.analysis.epochs import iterations_per_epoch
+from stash_core.decide.catalog import list_instances
 from stash_core.decide.cost import hourly_price
+from stash_core.decide.fit import predict_stall
 from stash_core.errors import UsageError
+from stash_core.store import query_readonly
 
 STALL_NAMES = ("compute", "interconnect", "network", "cpu", "disk")
 DEFAULT_MAX_INSTANCES = 4
@@ -97,8 +100,6 @@ def recommend(
     max_instances: int = DEFAULT_MAX_INSTANCES,
 ) -> Recommendation:
     """Rank configurations for training `model` (per-worker `batch_size`) for `epochs` of `dataset_images`."""
-    from stash_core.decide.catalog import list_instances
-    from stash_core.store import query_readonly
 
     _check_request(batch_size, epochs, dataset_images, budget_hours, max_usd, max_instances)
     pricing = "spot" if spot else "on_demand"
@@ -237,7 +238,6 @@ class _Planner:
             if reason not in self.excluded:
                 self.excluded.append(reason)
             return
-        from stash_core.decide.fit import predict_stall
 
         stalls = {"compute": _number(base.get("compute_s"))}
         if stalls["compute"] is None:

@@ -27,7 +27,10 @@ import os
 from pathlib import Path
 from typing import Any
 
+from stash_core.decide.catalog import get_instance
+from stash_core.decide.fit.observations import spec_bandwidth_gbps, split_instance_label
 from stash_core.errors import UsageError
+from stash_core.store import get_run, telemetry_frame
 
 DEFAULT_TARGET_SHARE = 0.05
 _NOISE_SHARE = 0.02  # a stall below 2% of the iteration (or its CI) counts as already hidden
@@ -39,7 +42,6 @@ def whatif(db_path: Path | str, run_id: str, target_share: float = DEFAULT_TARGE
     Each of cpu / disk / network has "status" ("answered", "hidden already", "not measured" or why not),
     the resource needed, "predicted_iteration_s" with it and a one-line "summary".
     """
-    from stash_core.store import get_run, telemetry_frame
 
     if not 0 < target_share < 1:
         raise UsageError(f"target share must be between 0 and 1, got {target_share!r}")
@@ -179,9 +181,6 @@ def disk_answer(
 def network_answer(
     db_path: Path | str, run: dict[str, Any], stalls: dict[str, dict], target_share: float
 ) -> dict[str, Any]:
-    from stash_core.decide.catalog import get_instance
-    from stash_core.decide.fit.observations import spec_bandwidth_gbps, split_instance_label
-
     entry = stalls.get("network") or {}
     if int(run.get("nodes") or 1) <= 1:
         return _unanswered("not applicable: the run used one machine")

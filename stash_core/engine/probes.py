@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
+from stash_core import __version__
+from stash_core.errors import MeasurementError, UsageError
+from stash_core.launch.hosts import check_hosts, hosts_from_cluster, hosts_from_names
+from stash_core.launch.runner import run_workers, worker_env
+from stash_core.measure import protocol
+from stash_core.measure.fingerprint import machine_fingerprint
 from stash_core.measure.probe_plan import probe_settings, probe_sizes
+from stash_core.spec import cuda_device_count, parse_hosts
 
 
 def run_probe_command(
@@ -23,14 +30,6 @@ def run_probe_command(
     import secrets
     import time
     from pathlib import Path
-
-    from stash_core import __version__
-    from stash_core.errors import MeasurementError, UsageError
-    from stash_core.launch.hosts import check_hosts, hosts_from_cluster, hosts_from_names
-    from stash_core.launch.runner import run_workers, worker_env
-    from stash_core.measure import protocol
-    from stash_core.measure.fingerprint import machine_fingerprint
-    from stash_core.spec import cuda_device_count, parse_hosts
 
     if workers_per_node * nodes < 2:
         raise UsageError("a probe needs at least two workers (--workers 2, or --nodes 2)")

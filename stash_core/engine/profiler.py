@@ -10,13 +10,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from stash_core import __version__
+from stash_core.analysis.comm import communication_bounds
+from stash_core.analysis.epochs import iterations_per_epoch as per_epoch
 from stash_core.analysis.stalls import PhaseTime, breakdown
 from stash_core.analysis.stats import summarise
+from stash_core.data import pagecache
+from stash_core.data.diskcap import DiskReadCap
 from stash_core.engine.plan import PhasePlan, plan_phases
 from stash_core.errors import MeasurementError, StashError, UsageError
-from stash_core.launch.hosts import RemoteHosts
+from stash_core.launch.hosts import RemoteHosts, check_hosts, version_warnings
 from stash_core.launch.runner import run_workers, worker_env
 from stash_core.measure import protocol
+from stash_core.measure.fingerprint import machine_fingerprint
+from stash_core.measure.probe_plan import probe_settings
+from stash_core.measure.telemetry import TelemetrySampler
 from stash_core.spec import ProfileSpec
 
 # Time allowed on top of the measurement cap for start-up (imports, process group, data loaders).
@@ -60,7 +67,6 @@ def prepare_data(spec: ProfileSpec, model_kind: str, reporter: Reporter) -> Data
     """Find or make the data set, drop corrupt files, and check that it can be cached."""
     if not spec.real_data:
         return DataSetup(images=spec.dataset_images)
-    from stash_core.data import pagecache
 
     if spec.dataset:
         root = Path(spec.dataset).resolve()
@@ -109,7 +115,6 @@ def prepare_data(spec: ProfileSpec, model_kind: str, reporter: Reporter) -> Data
 def iterations_per_epoch(spec: ProfileSpec, images: int | None) -> int | None:
     if not images:
         return None
-    from stash_core.analysis.epochs import iterations_per_epoch as per_epoch
 
     return per_epoch(images, spec.batch_size, spec.workers_total)
 
@@ -126,7 +131,6 @@ def run_profile(
     With `remote`, every run goes to the remote machines over ssh: R0 and R1 on the first one, the
     runs over N machines on the first N.
     """
-    from stash_core.measure.fingerprint import machine_fingerprint
 
     reporter = reporter or Reporter()
     started_at = utc_now()
@@ -216,7 +220,6 @@ def settle_on_hosts(
 ) -> int:
     """Check every host (reachable, python, torch, Stash), pick device, backend and threads from the
     first one, and return how many workers the single-machine reference R1 gets."""
-    from stash_core.launch.hosts import check_hosts, version_warnings
 
     reporter.message(f"checking {len(remote.targets)} host(s): {', '.join(remote.host_names)}")
     infos = check_hosts(remote)
@@ -288,7 +291,6 @@ def breakdown_of_completed(
 
 def add_communication(result: dict, doc: dict, chain: list[str]) -> None:
     """Which runs the network figure compares, and each communication stall beside its lower bound."""
-    from stash_core.analysis.comm import communication_bounds
 
     phases = {record["name"]: record for record in doc["phases"] if record.get("status") == "completed"}
     if "R1n" in chain and chain.index("R1n") > 0:
@@ -342,9 +344,6 @@ def run_phase(
     remote: RemoteHosts | None = None,
     grad_bytes: int | None = None,
 ) -> dict:
-    from stash_core.measure.probe_plan import probe_settings
-    from stash_core.measure.telemetry import TelemetrySampler
-
     record = {**plan.to_dict(), "status": "running", "error": None, "resident_fraction_start": None}
     record["name"] = plan.name
     if plan.nodes > 1 and remote is None:
@@ -460,7 +459,6 @@ def job_for(plan: PhasePlan, spec: ProfileSpec, data: DataSetup) -> dict:
 
 def set_cache_state(plan: PhasePlan, data: DataSetup, warnings: list[str]) -> float:
     """Make the data set resident (cached run) or evict exactly its files (cold run); measure it."""
-    from stash_core.data import pagecache
 
     if plan.data == "cached":
         pagecache.make_resident(data.files)
@@ -484,7 +482,6 @@ class disk_cap:
     def __enter__(self):
         if not self.active:
             return None
-        from stash_core.data.diskcap import DiskReadCap
 
         self.cap = DiskReadCap(self.data.root, self.spec.disk_read_mbps)
         self.cap.__enter__()

@@ -16,6 +16,8 @@ from pathlib import Path
 
 from stash_core import PACKAGE_PARENT
 from stash_core.errors import UsageError
+from stash_core.launch import cluster
+from stash_core.launch.cluster import DEFAULT_STATE_DIR
 from stash_core.launch.ssh import SshTarget, parse_target, remote_check, validate_user
 
 DEFAULT_REMOTE_PYTHON = "python3"
@@ -27,8 +29,6 @@ _ENV_VALUE_RE = re.compile(r"^[^\x00\n\r]*$")
 
 
 def default_cluster_state_dir() -> Path:
-    from stash_core.launch.cluster import DEFAULT_STATE_DIR
-
     return Path(os.environ.get("STASH_CLUSTER_STATE") or DEFAULT_STATE_DIR)
 
 
@@ -126,7 +126,6 @@ def hosts_from_cluster(
     comm_timeout_s: int = DEFAULT_COMM_TIMEOUT_S,
 ) -> RemoteHosts:
     """RemoteHosts for the first `nodes` nodes of the emulated cluster (this python, this checkout)."""
-    from stash_core.launch import cluster
 
     state_dir = Path(state_dir) if state_dir else default_cluster_state_dir()
     targets = cluster.cluster_hosts(state_dir)

@@ -1,6 +1,6 @@
 """Launch one run of a worker module, here with torchrun or on remote machines over ssh.
 
-Either way the job travels on the command line (see worker.encode_job), every stdout line of every
+Either way the job travels on the command line (see measure/job.py), every stdout line of every
 machine goes to on_line, and every process the run started is ended before this returns.
 """
 
@@ -13,6 +13,8 @@ from collections.abc import Callable
 from stash_core import PACKAGE_PARENT
 from stash_core.errors import MeasurementError
 from stash_core.launch.hosts import RemoteHosts
+from stash_core.launch.multinode import free_port, launch_torchrun_over_ssh
+from stash_core.measure.job import encode_job
 
 LOOPBACK = "127.0.0.1"
 
@@ -41,7 +43,6 @@ def run_workers(
     machine alone uses a loopback rendezvous. Raises UsageError for what the user must fix (a busy
     master port, no python/torch/directory on a host) and KeyboardInterrupt after cleaning up.
     """
-    from stash_core.measure.worker import encode_job
 
     module_args = encode_job(job)
     if remote is None:
@@ -54,7 +55,6 @@ def run_workers(
             preexec=preexec,
         )  # fmt: skip
         return None if not failure else _last_meaningful(failure)
-    from stash_core.launch.multinode import free_port, launch_torchrun_over_ssh
 
     machines = remote.for_nodes(nodes)
     if len(machines.targets) < nodes:

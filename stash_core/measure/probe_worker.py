@@ -21,6 +21,7 @@ import torch.distributed as dist
 
 from stash_core.analysis.comm import algbw_gbps, busbw_gbps, ddp_bucket_sizes
 from stash_core.measure import protocol
+from stash_core.measure.job import read_job
 from stash_core.measure.probe_plan import repetitions_for
 
 _FLOAT_BYTES = 4
@@ -195,7 +196,6 @@ def run_probe_suite(settings: dict, device: torch.device) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     """A `stash probe` worker: join the process group, run the probe suite, rank 0 prints the result."""
-    from stash_core.measure.worker import read_job
 
     job = read_job(argv)
     rank = int(os.environ.get("RANK", "0"))

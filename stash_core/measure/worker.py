@@ -19,50 +19,24 @@ the first worker of each machine to put the data set into (or out of) that machi
 
 from __future__ import annotations
 
-import argparse
-import base64
 import datetime
 import itertools
-import json
 import os
 import socket
 import sys
 import time
-import zlib
 
 import torch
 import torch.distributed as dist
 
 from stash_core.analysis.stats import converged, mean_ci95, mser_truncation
+from stash_core.data import pagecache
 from stash_core.measure import protocol
+from stash_core.measure.job import read_job
 from stash_core.measure.timed_loop import PARTS, StepTimes, make_sync, run_steps
 
 MIN_WARMUP_ITERATIONS = 2
 FIRST_CHECK_AFTER = 10
-
-
-def encode_job(job: dict) -> list[str]:
-    """Worker arguments carrying `job`: inline JSON, compressed when long (an argument holds <= 128 KiB)."""
-    text = json.dumps(job, separators=(",", ":"))
-    if len(text) <= 32_000:
-        return ["--job-json", text]
-    packed = base64.b64encode(zlib.compress(text.encode(), 9)).decode("ascii")
-    return ["--job-zb64", packed]
-
-
-def read_job(argv: list[str] | None = None) -> dict:
-    parser = argparse.ArgumentParser(prog="stash_core.measure.worker")
-    source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument("--job", help="JSON file describing the run")
-    source.add_argument("--job-json", help="the job as JSON text")
-    source.add_argument("--job-zb64", help="the job as zlib-compressed, base64-encoded JSON")
-    args = parser.parse_args(argv)
-    if args.job:
-        with open(args.job) as handle:
-            return json.load(handle)
-    if args.job_json:
-        return json.loads(args.job_json)
-    return json.loads(zlib.decompress(base64.b64decode(args.job_zb64)))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -185,7 +159,6 @@ def set_cache_state(job: dict, files: list, device: torch.device, world_size: in
     action = job.get("cache_action")
     if action not in ("resident", "evict"):
         return None
-    from stash_core.data import pagecache
 
     fraction = 0.0
     if int(os.environ.get("LOCAL_RANK", "0")) == 0:

@@ -12,7 +12,7 @@ from stash_core.engine.profiler import add_communication
 from stash_core.errors import UsageError
 from stash_core.launch.hosts import RemoteHosts, hosts_from_names, validate_python, validate_workdir
 from stash_core.launch.ssh import SshTarget
-from stash_core.measure.worker import encode_job, read_job
+from stash_core.measure.job import encode_job, read_job
 from stash_core.spec import ProfileSpec, validate
 
 

@@ -16,6 +16,7 @@ from typing import Any
 
 import pandas as pd
 
+from stash_core.decide.catalog import list_instances
 from stash_core.store import connect
 
 MODELLED_STALLS = ("interconnect", "network")
@@ -113,7 +114,6 @@ def load_observations(db_path: Path | str) -> pd.DataFrame:
     workers_per_node, nodes, world_size, instance (label without rate suffix), instance_label (as stored),
     bandwidth_gbps (network rows only), grad_bytes, grad_tensor_count, layer_count.
     """
-    from stash_core.decide.catalog import list_instances
 
     with connect(db_path, read_only=True) as con:
         frame = con.execute(_OBSERVATION_SQL).df()

@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from stash_core.errors import UsageError
+from stash_core.store import connect
 
 # Blox (msr-fiddle/blox): speed multiplier when a job spans machines; slowdown = 1 / multiplier.
 BLOX_SPEED = {"resnet50": 0.9, "resnet18": 0.8, "alexnet": 0.6, "shufflenet": 0.7}
@@ -76,7 +77,6 @@ def jobs_from_frame(frame: pd.DataFrame, db_path: Path | None = None, what: str 
 
 def measured_slowdowns(db_path: Path) -> dict[str, float]:
     """Per model: 1 + network stall / (compute + interconnect) of its latest completed multi-node profile."""
-    from stash_core.store import connect
 
     if not Path(db_path).exists():
         return {}

@@ -23,9 +23,12 @@ import math
 from pathlib import Path
 from typing import Any
 
+from stash_core.decide.catalog import get_instance
+from stash_core.decide.cost import hourly_price
 from stash_core.decide.spot.model import Worker, Workload
 from stash_core.decide.spot.planner import InstanceOffer
 from stash_core.errors import UsageError
+from stash_core.store import connect
 
 MB = 1e6  # spotDNN's tables give sizes in MB and bandwidths in MB/s
 
@@ -81,8 +84,6 @@ def build_offers(db_path: Path, offers: list[tuple[str, int]], doc: dict[str, An
                  pricing: str) -> list[InstanceOffer]:  # fmt: skip
     """Workers for the offered instance types: GPUs and price from the catalog, compute time from the
     workload file or a stored profile."""
-    from stash_core.decide.catalog import get_instance
-    from stash_core.decide.cost import hourly_price
 
     built = []
     for name, quota in offers:
@@ -130,7 +131,6 @@ def _compute_s(db_path: Path, doc: dict[str, Any], name: str, batch: int) -> flo
 
 def stored_compute_s(db_path: Path, model: str, instance: str, batch: int) -> float | None:
     """Compute seconds per iteration of the latest completed profile of model/batch on that instance."""
-    from stash_core.store import connect
 
     if not Path(db_path).exists():
         return None
