@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 import time
 
-from stash_core.engine.profiler import Reporter
+from stash_core.engine.plan import PhasePlan
 from stash_core.measure import protocol
 
 BAR_WIDTH = 24
@@ -25,6 +25,15 @@ def fraction_done(payload: dict) -> float:
     if not relative_ci:
         return by_iterations
     return min(max((payload["target_relative_ci"] / relative_ci) ** 2, by_iterations), 1.0)
+
+
+class Reporter:
+    """Receives progress; the CLI draws bars, the dashboard reads JSON lines. Silent by default."""
+
+    def phase_started(self, plan: PhasePlan, index: int, total: int) -> None: ...
+    def progress(self, payload: dict) -> None: ...
+    def phase_finished(self, record: dict) -> None: ...
+    def message(self, text: str) -> None: ...
 
 
 class BarReporter(Reporter):

@@ -6,8 +6,9 @@ import pytest
 
 from stash_core.data import pagecache
 from stash_core.data.jpeg_dataset import generate_synthetic_jpegs
+from stash_core.engine.data_setup import iterations_per_epoch, prepare_data
 from stash_core.engine.plan import plan_phases
-from stash_core.engine.profiler import Reporter, iterations_per_epoch, prepare_data
+from stash_core.engine.progress import Reporter
 from stash_core.errors import UsageError
 from stash_core.spec import ProfileSpec
 

@@ -1,0 +1,130 @@
+"""The data side of a profile: prepare the data set; set its page-cache state before each real-data run."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from stash_core.analysis.epochs import iterations_per_epoch as per_epoch
+from stash_core.data import pagecache
+from stash_core.data.diskcap import DiskReadCap
+from stash_core.engine.plan import PhasePlan
+from stash_core.engine.progress import Reporter
+from stash_core.errors import UsageError
+from stash_core.spec import ProfileSpec
+
+# A cached run needs (almost) all of the data set in memory to measure the CPU stall alone.
+MIN_CACHED_RESIDENT_FRACTION = 0.95
+
+
+@dataclass
+class DataSetup:
+    root: Path | None = None
+    files: list[Path] = field(default_factory=list)
+    total_bytes: int = 0
+    images: int | None = None
+    bad_files: list[str] = field(default_factory=list)
+    not_separable_reason: str | None = None
+    classes: int = 0  # class folders of the data set (labels run 0..classes-1)
+
+
+def prepare_data(spec: ProfileSpec, model_kind: str, reporter: Reporter) -> DataSetup:
+    """Find or make the data set, drop corrupt files, and check that it can be cached."""
+    if not spec.real_data:
+        return DataSetup(images=spec.dataset_images)
+
+    if spec.dataset:
+        root = Path(spec.dataset).resolve()
+    elif model_kind == "tokens":
+        from stash_core.data.text_dataset import generate_synthetic_text
+
+        reporter.message(f"preparing a synthetic text data set of {spec.synthetic_images} documents")
+        root = generate_synthetic_text(spec.synthetic_images, seed=spec.seed)
+    else:
+        from stash_core.data.jpeg_dataset import generate_synthetic_jpegs
+
+        reporter.message(f"preparing {spec.synthetic_images} synthetic JPEG images ({spec.image_px} px)")
+        root = generate_synthetic_jpegs(spec.synthetic_images, image_px=spec.image_px, seed=spec.seed)
+    setup = DataSetup(root=root)
+    if model_kind == "tokens":
+        from stash_core.data.text_dataset import TextFolderDataset
+
+        dataset = TextFolderDataset(root, seq_len=8, vocab_size=100)
+    else:
+        from stash_core.data.jpeg_dataset import ImageFolderDataset, validate_images
+
+        dataset = ImageFolderDataset(root, transform=None)
+        before = set(map(str, dataset.files))
+        skipped = validate_images(dataset)
+        if skipped:
+            setup.bad_files = sorted(before - set(map(str, dataset.files)))
+            reporter.message(f"skipping {skipped} corrupt image file(s) of {len(before)}")
+    setup.files = list(dataset.files)
+    setup.classes = len(dataset.classes)
+    setup.images = len(setup.files)
+    if setup.images // spec.workers_total < spec.batch_size:
+        raise UsageError(
+            f"the data set has {setup.images} usable samples: too few for {spec.workers_total} worker(s) "
+            f"x batch size {spec.batch_size}"
+        )
+    setup.total_bytes = sum(path.stat().st_size for path in setup.files)
+    if not pagecache.fits_in_memory(setup.total_bytes):
+        available = pagecache.available_memory_bytes()
+        setup.not_separable_reason = (
+            f"the data set ({setup.total_bytes / 1e9:.1f} GB) does not fit in available memory "
+            f"({available / 1e9:.1f} GB), so it cannot be measured fully cached"
+        )
+    return setup
+
+
+def iterations_per_epoch(spec: ProfileSpec, images: int | None) -> int | None:
+    if not images:
+        return None
+
+    return per_epoch(images, spec.batch_size, spec.workers_total)
+
+
+def set_cache_state(plan: PhasePlan, data: DataSetup, warnings: list[str]) -> float:
+    """Make the data set resident (cached run) or evict exactly its files (cold run); measure it."""
+
+    if plan.data == "cached":
+        pagecache.make_resident(data.files)
+    else:
+        pagecache.evict(data.files)
+    fraction = pagecache.resident_fraction(data.files)
+    if plan.data == "cached" and fraction < MIN_CACHED_RESIDENT_FRACTION:
+        warnings.append(f"{plan.name}: only {fraction:.0%} of the data set stayed in the page cache")
+    if plan.data == "cold" and fraction > 1 - MIN_CACHED_RESIDENT_FRACTION:
+        warnings.append(f"{plan.name}: {fraction:.0%} of the data set was still cached after eviction")
+    return fraction
+
+
+class disk_cap:
+    """Context manager giving a preexec function that puts the run in a read-throttled cgroup."""
+
+    def __init__(self, spec: ProfileSpec, plan: PhasePlan, data: DataSetup) -> None:
+        self.active = spec.disk_read_mbps is not None and plan.data != "synthetic"
+        self.spec, self.data, self.cap = spec, data, None
+
+    def __enter__(self):
+        if not self.active:
+            return None
+
+        self.cap = DiskReadCap(self.data.root, self.spec.disk_read_mbps)
+        self.cap.__enter__()
+        cap = self.cap
+        return lambda: cap.add_pid(os.getpid())
+
+    def __exit__(self, *exc_info) -> None:
+        if self.cap is not None:
+            self.cap.__exit__(*exc_info)
+
+
+def check_remote_cache_state(plan: PhasePlan, fraction: float | None, warnings: list[str]) -> None:
+    if fraction is None:
+        return
+    if plan.data == "cached" and fraction < MIN_CACHED_RESIDENT_FRACTION:
+        warnings.append(f"{plan.name}: only {fraction:.0%} of the data set stayed in the page cache")
+    if plan.data == "cold" and fraction > 1 - MIN_CACHED_RESIDENT_FRACTION:
+        warnings.append(f"{plan.name}: {fraction:.0%} of the data set was still cached after eviction")

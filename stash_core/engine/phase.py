@@ -1,0 +1,166 @@
+"""One differential run (R0, R1, R1n, R3 or R2): its worker job, its launch, what it measured."""
+
+from __future__ import annotations
+
+import time
+
+from stash_core.analysis.stats import summarise
+from stash_core.engine.data_setup import DataSetup, check_remote_cache_state, disk_cap, set_cache_state
+from stash_core.engine.plan import PhasePlan
+from stash_core.engine.progress import Reporter
+from stash_core.errors import MeasurementError, UsageError
+from stash_core.launch.hosts import RemoteHosts
+from stash_core.launch.runner import run_workers, worker_env
+from stash_core.measure import protocol
+from stash_core.measure.probe_plan import probe_settings
+from stash_core.measure.telemetry import TelemetrySampler
+from stash_core.spec import ProfileSpec
+
+# Time allowed on top of the measurement cap for start-up (imports, process group, data loaders).
+STARTUP_ALLOWANCE_S = 180.0
+# ... and for the probe after the timed loop of a multi-worker run.
+PROBE_ALLOWANCE_S = 120.0
+PROBE_PHASES = ("R1", "R1n")
+
+
+def run_phase(
+    plan: PhasePlan,
+    spec: ProfileSpec,
+    data: DataSetup,
+    reporter: Reporter,
+    warnings: list[str],
+    remote: RemoteHosts | None = None,
+    grad_bytes: int | None = None,
+) -> dict:
+    record = {**plan.to_dict(), "status": "running", "error": None, "resident_fraction_start": None}
+    record["name"] = plan.name
+    if plan.nodes > 1 and remote is None:
+        raise UsageError(f"{plan.name} spreads workers over {plan.nodes} machines: use --hosts or --cluster")
+    job = job_for(plan, spec, data)
+    if plan.data != "synthetic":
+        if remote is None:
+            record["resident_fraction_start"] = set_cache_state(plan, data, warnings)
+        else:  # each machine's own page cache, by the first worker on it
+            job["cache_action"] = "resident" if plan.data == "cached" else "evict"
+    timeout_s = spec.max_phase_s + STARTUP_ALLOWANCE_S
+    if spec.probes and plan.name in PROBE_PHASES and plan.workers > 1:
+        max_op_s = remote.comm_timeout_s / 3 if remote is not None else None
+        job["probe"] = probe_settings(grad_bytes, max_op_s=max_op_s)
+        timeout_s += PROBE_ALLOWANCE_S
+    if remote is not None:
+        job["telemetry"] = True  # sampled by rank 0 on the first machine, where R0 and R1 run too
+    results: dict = {}
+    errors: list[str] = []
+
+    def on_line(line: str) -> None:
+        message = protocol.parse(line)
+        if message is None:
+            return
+        kind, payload = message
+        if kind == "PROGRESS":
+            reporter.progress(payload)
+        elif kind == "RESULT":
+            results["result"] = payload
+        elif kind == "ERROR":
+            errors.append(str(payload))
+
+    started = time.monotonic()
+    sampler = TelemetrySampler() if remote is None else None
+    failure: str | None = None
+    if sampler is not None:
+        sampler.start()
+    try:
+        with disk_cap(spec, plan, data) as preexec:
+            failure = run_workers(
+                "stash_core.measure.worker", job, plan.workers_per_node, plan.nodes, remote, on_line,
+                timeout_s, worker_env(spec.threads_per_worker), preexec,
+            )  # fmt: skip
+    except MeasurementError as error:  # a local run past its time limit
+        failure = str(error)
+    except UsageError as error:  # e.g. the master port is taken: the user has to change something
+        failure = str(error)
+        record["usage_error"] = True
+    finally:
+        if sampler is not None:
+            record["telemetry"] = sampler.stop()
+    record["wall_s"] = time.monotonic() - started
+    if errors or failure or "result" not in results:
+        record["status"] = "failed"
+        record["error"] = failure_message(failure, errors, remote is not None)
+        record.setdefault("telemetry", empty_telemetry())
+        return record
+    result = results["result"]
+    if remote is not None:
+        record["telemetry"] = result.get("telemetry") or empty_telemetry()
+        record["resident_fraction_start"] = result.get("resident_fraction_start")
+        check_remote_cache_state(plan, record["resident_fraction_start"], warnings)
+    fill_record(record, result, spec, warnings)
+    if result.get("probe"):
+        record["probe"] = result["probe"]
+    return record
+
+
+def failure_message(failure: str | None, errors: list[str], remote: bool) -> str:
+    """One line: on one machine the workers' own error; across machines the launcher's (which names the
+    node) first, since a dead peer makes the others report only its symptom."""
+    if not remote:
+        return errors[0] if errors else (failure or "the run exited without a result")
+    if failure and errors:
+        return f"{failure}; first worker error: {errors[0]}"[:600]
+    return (failure or (errors[0] if errors else "the run exited without a result"))[:600]
+
+
+def empty_telemetry() -> dict:
+    return {"interval_s": None, "gpu_status": None, "t_s": [], "metrics": {}}
+
+
+def job_for(plan: PhasePlan, spec: ProfileSpec, data: DataSetup) -> dict:
+    return {
+        "phase": plan.name,
+        "model": spec.model,
+        "num_classes": spec.num_classes,
+        "input_shape": spec.input_shape,
+        "batch_size": spec.batch_size,
+        "device": spec.device,
+        "backend": spec.backend,
+        "threads_per_worker": spec.threads_per_worker,
+        "data": plan.data,
+        "dataset": str(data.root) if data.root else None,
+        "exclude_files": data.bad_files,
+        "loader_workers": spec.loader_workers,
+        "iterations": spec.fixed_iterations,
+        "target_relative_ci": spec.target_relative_ci,
+        "max_iterations": spec.max_iterations,
+        "max_phase_s": spec.max_phase_s,
+        "seed": spec.seed,
+    }
+
+
+def fill_record(record: dict, result: dict, spec: ProfileSpec, warnings: list[str]) -> None:
+    samples = result["samples"]
+    summary = summarise(samples["iteration_s"])
+    record.update(
+        {
+            "status": "completed",
+            "warmup_iterations": result["warmup_iterations"],
+            "iterations": summary.n,
+            "iteration_s": summary.to_dict(),
+            "parts_mean_s": {
+                part: sum(values) / len(values) if values else None
+                for part, values in samples.items()
+                if part.endswith("_s") and part != "iteration_s"
+            },
+            "samples": samples,
+            "rank_skew_s": result["rank_skew_s"],
+            "stop_reason": result["stop_reason"],
+        }
+    )
+    if record["nodes"] > 1 and result.get("ranks"):
+        record["ranks"] = result["ranks"]  # every rank's own means, with the machine it ran on
+    if result["stop_reason"] in ("max_iterations", "max_time") and spec.fixed_iterations is None:
+        if summary.relative_ci > spec.target_relative_ci:
+            cap = "iteration" if result["stop_reason"] == "max_iterations" else "time"
+            warnings.append(
+                f"{record['name']}: stopped at the {cap} cap after {summary.n} kept iterations with "
+                f"± {summary.relative_ci:.1%} (target ± {spec.target_relative_ci:.0%})"
+            )
