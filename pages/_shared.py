@@ -1,8 +1,9 @@
 """What every dashboard page shares: the database setting, cached queries, readable errors, downloads.
 
 Not a page itself (the leading underscore keeps it out of the navigation). Pages only read, render and call
-stash_core; queries go through `query()`, which caches results (never connections) keyed on the database
-file's modification, so a run that finishes shows up on the next rerun and no connection stays open.
+stash_core; every read of the database goes through `load(views.<page>.<function>, ...)`, which caches results
+(never connections) keyed on the database file's modification, so a run that finishes shows up on the next
+rerun and no connection stays open.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import altair as alt
 import pandas as pd
@@ -25,6 +26,8 @@ import streamlit as st
 from stash_core import views
 from stash_core.errors import StashError, UsageError
 
+P = ParamSpec("P")
+R = TypeVar("R")
 LOG = logging.getLogger("stash.dashboard")
 DB_SETTING_KEY = "stash_db_setting"
 CACHE_TTL_S = 20  # short: the signature catches changes; the TTL bounds memory of stale entries
@@ -90,23 +93,36 @@ def _size_text(size_bytes: int) -> str:
 # Cached queries
 
 
-@st.cache_data(ttl=CACHE_TTL_S, max_entries=256, show_spinner=False)
-def _cached_call(function_name: str, signature: tuple, args: tuple, kwargs: tuple) -> Any:
-    function = next(
-        getattr(module, function_name)
-        for module in (views.overview, views.breakdown, views.compare, views.sql, views.upload)
-        if hasattr(module, function_name)
+def load(function: Callable[Concatenate[Path, P], R], *args: P.args, **kwargs: P.kwargs) -> R:
+    """function(current database, *args, **kwargs) for a stash_core.views function, cached until the database
+    file changes: `load(views.compare.compare_configurations, model, batch_size)`."""
+    db = current_db()
+    return _cached_call(
+        f"{function.__module__}.{function.__qualname__}",
+        views.common.db_signature(db),
+        args,
+        tuple(sorted(kwargs.items())),
+        _function=function,
+        _db=db,
     )
-    return function(signature[0], *args, **dict(kwargs))
 
 
-def query(function_name: str, *args: Any, **kwargs: Any) -> Any:
-    """views.<page>.<function_name>(current db, *args, **kwargs), cached until the database file changes."""
-    signature = views.common.db_signature(current_db())
-    return _cached_call(function_name, signature, args, tuple(sorted(kwargs.items())))
+@st.cache_data(ttl=CACHE_TTL_S, max_entries=256, show_spinner=False)
+def _cached_call(
+    function_name: str,
+    db_signature: tuple,
+    args: tuple,
+    kwargs: tuple,
+    _function: Callable[..., Any],
+    _db: Path,
+) -> Any:
+    """The cache behind load(): keyed on the function's module and qualified name, the database file's
+    signature and the arguments (the function and the path themselves are not hashed)."""
+    return _function(_db, *args, **dict(kwargs))
 
 
 def forget_cached_queries() -> None:
+    """Drop everything load() remembers (after this session wrote to the database)."""
     _cached_call.clear()
 
 

@@ -11,8 +11,8 @@ from pages._shared import (
     breakdown_chart,
     chart_with_download,
     download_buttons,
+    load,
     page_guard,
-    query,
     seconds_text,
     share_text,
     show_chart,
@@ -192,7 +192,7 @@ def what_if(run: dict) -> None:
         st.info("What-if answers need a completed run.")
         return
     try:
-        answer = query("whatif", run["run_id"])
+        answer = load(views.breakdown.whatif, run["run_id"])
     except StashError as error:
         st.info(str(error))
         return
@@ -362,7 +362,8 @@ def main() -> None:
     # A run in the URL that this session has not shown yet was opened by a link: show it whatever the filter.
     previous = st.session_state.get("bd-shown-run")
     linked = st.query_params.get("run")
-    page = query("breakdown_page", filter_from_state(), linked if linked != previous else None, previous)
+    linked_run = linked if linked != previous else None
+    page = load(views.breakdown.breakdown_page, filter_from_state(), linked_run, previous)
     options, runs = page["options"], page["runs"]
     if not options["models"]:
         st.info(
@@ -397,7 +398,7 @@ def main() -> None:
     if st.query_params.get("run") != picked:
         st.query_params["run"] = picked
     if detail is None or detail["run_id"] != picked:
-        detail = query("run_detail", picked)
+        detail = load(views.breakdown.run_detail, picked)
     run_detail(detail)
 
 

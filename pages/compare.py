@@ -7,9 +7,9 @@ import streamlit as st
 from pages._shared import (
     chart_with_download,
     download_buttons,
+    load,
     number_text,
     page_guard,
-    query,
     seconds_text,
     stall_scale,
     usd_text,
@@ -82,7 +82,7 @@ def bar(frame: pd.DataFrame, column: str, title: str, number_format: str, ascend
 def main() -> None:
     st.title("Compare instances")
     st.caption("The same model and batch size on different instances and configurations, side by side.")
-    choices = query("compare_choices")
+    choices = load(views.compare.compare_choices)
     if choices.empty:
         st.info(
             "No completed runs to compare yet. Profile the same model and batch size on two instances "
@@ -106,7 +106,7 @@ def main() -> None:
         ),
     )
     model, batch_size = picked
-    frame = query("compare_configurations", model, int(batch_size))
+    frame = load(views.compare.compare_configurations, model, int(batch_size))
     if frame.empty:
         st.info("No completed run of this model and batch size.", icon=":material/info:")
         return

@@ -9,8 +9,8 @@ from pages._shared import (
     chart_with_download,
     current_db,
     forget_cached_queries,
+    load,
     page_guard,
-    query,
     run_link,
     seconds_text,
 )
@@ -73,7 +73,7 @@ def main() -> None:
     notice = st.session_state.pop("overview-notice", None)
     if notice:
         st.success(notice, icon=":material/check_circle:")
-    info = query("overview")
+    info = load(views.overview.overview)
     active_jobs_notice()
     if not info["runs"]:
         first_steps()

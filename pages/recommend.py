@@ -9,51 +9,27 @@ from pages._shared import (
     chart_with_download,
     current_db,
     download_buttons,
+    load,
     page_guard,
     page_header,
     stall_scale,
 )
 from stash_core import views
-from stash_core.views.common import STALL_LABELS
+from stash_core.decide.recommend import Recommendation
+from stash_core.errors import StashError
+from stash_core.views.recommend import RecommendRequest
 
-CACHE_TTL_S = 20
-STALLS = ("compute", "interconnect", "network", "cpu", "disk")
-
-
-@st.cache_data(ttl=CACHE_TTL_S, max_entries=32, show_spinner="Evaluating configurations…")
-def recommendation(db_path: str, signature: tuple, request: tuple):
-    from stash_core.decide.recommend import recommend
-
-    return recommend(db_path, **dict(request))
+REQUEST_KEY = "rec-request"
 
 
-@st.cache_data(ttl=CACHE_TTL_S, max_entries=8, show_spinner=False)
-def profiled_models(db_path: str, signature: tuple) -> pd.DataFrame:
-    from stash_core.store import query_readonly
-
-    return query_readonly(
-        db_path,
-        "SELECT model, batch_size, count(*) AS runs FROM runs "
-        "WHERE status = 'completed' AND model IS NOT NULL GROUP BY ALL ORDER BY runs DESC, model, batch_size",
-    )
-
-
-@st.cache_data(ttl=CACHE_TTL_S, max_entries=8, show_spinner=False)
-def catalog_names(db_path: str, signature: tuple) -> list[str]:
-    from stash_core.decide.catalog import list_instances
-
-    return list(list_instances(db_path)["name"])
-
-
-def request_form(db: str, signature: tuple) -> dict | None:
-    profiled = profiled_models(db, signature)
+def request_form() -> RecommendRequest | None:
+    """The form describing the training job; the last request sent (kept across reruns), None before any."""
+    profiled = load(views.recommend.profiled_models)
     models = list(dict.fromkeys(profiled["model"])) or ["resnet50"]
     with st.form("recommend-form"):
         first = st.columns(4)
         model = first[0].selectbox("Model", models, accept_new_options=True, key="rec-model")
-        sizes = sorted(set(profiled.loc[profiled["model"] == model, "batch_size"].dropna().astype(int))) or [
-            32
-        ]
+        sizes = views.recommend.batch_sizes_of(profiled, model) or [32]
         batch_size = first[1].number_input(
             "Batch size per worker", min_value=1, value=int(sizes[0]), step=1, key="rec-batch"
         )
@@ -74,32 +50,28 @@ def request_form(db: str, signature: tuple) -> dict | None:
         spot = second[3].toggle("Spot prices", key="rec-spot")
         chosen = st.multiselect(
             "Instances to consider",
-            catalog_names(db, signature),
+            load(views.recommend.instance_names),
             placeholder="all of the catalog",
             key="rec-inst",
         )
         submitted = st.form_submit_button("Recommend", icon=":material/recommend:", type="primary")
-    if not submitted and "rec-request" not in st.session_state:
-        return None
     if submitted:
-        st.session_state["rec-request"] = {
-            "model": str(model),
-            "batch_size": int(batch_size),
-            "epochs": float(epochs),
-            "dataset_images": int(images),
-            "budget_hours": float(budget) if budget > 0 else None,
-            "max_usd": float(max_usd) if max_usd > 0 else None,
-            "spot": bool(spot),
-            "instances": list(chosen) or None,
-            "max_instances": int(max_instances),
-        }
-    return st.session_state["rec-request"]
+        st.session_state[REQUEST_KEY] = RecommendRequest(
+            model=str(model),
+            batch_size=int(batch_size),
+            epochs=float(epochs),
+            dataset_images=int(images),
+            budget_hours=float(budget) if budget > 0 else None,
+            max_usd=float(max_usd) if max_usd > 0 else None,
+            spot=bool(spot),
+            instances=tuple(chosen) or None,
+            max_instances=int(max_instances),
+        )
+    return st.session_state.get(REQUEST_KEY)
 
 
-def pareto_chart(options: pd.DataFrame, budget_hours: float | None) -> alt.LayerChart:
-    data = options.dropna(subset=["training_usd"]).assign(
-        kind=lambda frame: frame["feasible"].map({True: "meets the constraints", False: "does not"})
-    )
+def pareto_chart(data: pd.DataFrame, budget_hours: float | None) -> alt.LayerChart:
+    """Training cost against time of views.recommend.pareto_points, the Pareto front dashed."""
     base = alt.Chart(data)
     points = base.mark_point(filled=True, size=90).encode(
         x=alt.X("training_h:Q", title="Training time (hours)", scale=alt.Scale(type="log")),
@@ -135,17 +107,9 @@ def pareto_chart(options: pd.DataFrame, budget_hours: float | None) -> alt.Layer
     return alt.layer(*layers).properties(height=360)
 
 
-def composition_chart(ranked: pd.DataFrame) -> tuple[alt.Chart, pd.DataFrame]:
-    long = ranked.melt(
-        id_vars=["config", "source"],
-        value_vars=[f"{stall}_s" for stall in STALLS],
-        var_name="stall",
-        value_name="seconds",
-    ).dropna(subset=["seconds"])
-    long["stall_label"] = long["stall"].str.removesuffix("_s").map(STALL_LABELS)
-    long["order"] = long["stall"].str.removesuffix("_s").map({stall: i for i, stall in enumerate(STALLS)})
-    order = list(ranked["config"])
-    chart = (
+def composition_chart(long: pd.DataFrame, order: list[str]) -> alt.Chart:
+    """Seconds per iteration of each configuration (views.recommend.stall_seconds_long), stacked by stall."""
+    return (
         alt.Chart(long)
         .mark_bar()
         .encode(
@@ -164,81 +128,98 @@ def composition_chart(ranked: pd.DataFrame) -> tuple[alt.Chart, pd.DataFrame]:
         )
         .properties(height=max(100, 34 * len(order) + 60))
     )
-    return chart, long
 
 
-def show_result(result) -> None:
-    request = result.request
+def recommended_box(result: Recommendation) -> None:
+    """The cheapest configuration that meets the constraints, and why; or why none does."""
     if result.best is None:
         st.error(f"No recommendation: {result.infeasible_reason}", icon=":material/block:")
-    else:
-        best = result.best
-        with st.container(border=True):
-            st.markdown(":material/recommend: **Recommended**")
-            st.markdown(f"### {best['config']}")
-            error = best.get("expected_error")
-            marked = best["source"] + (
-                f", expected error {error:.0%}" if error is not None and not pd.isna(error) else ""
-            )
-            cols = st.columns(4)
-            cols[0].metric("Training time", f"{best['training_h']:.1f} h")
-            cols[1].metric("Cost", f"${best['training_usd']:,.2f}")
-            cols[2].metric("Price", f"${best['usd_per_h']:.2f}/h")
-            cols[3].metric("Iteration time", marked)
-        for line in result.explanations[1:]:
-            st.markdown(f"- {line}")
-    options = result.options
-    if not options.empty:
-        st.subheader("Time against cost")
-        st.caption(
-            "Every configuration evaluated; the dashed line is the Pareto front (nothing else is both faster "
-            "and cheaper)" + (", the red rule the time budget." if request["budget_hours"] else ".")
+        return
+    best = result.best
+    with st.container(border=True):
+        st.markdown(":material/recommend: **Recommended**")
+        st.markdown(f"### {best['config']}")
+        error = best.get("expected_error")
+        marked = best["source"] + (
+            f", expected error {error:.0%}" if error is not None and not pd.isna(error) else ""
         )
-        columns = [
+        cols = st.columns(4)
+        cols[0].metric("Training time", f"{best['training_h']:.1f} h")
+        cols[1].metric("Cost", f"${best['training_usd']:,.2f}")
+        cols[2].metric("Price", f"${best['usd_per_h']:.2f}/h")
+        cols[3].metric("Iteration time", marked)
+    for line in result.explanations[1:]:
+        st.markdown(f"- {line}")
+
+
+def pareto_view(options: pd.DataFrame, budget_hours: float | None) -> None:
+    st.subheader("Time against cost")
+    st.caption(
+        "Every configuration evaluated; the dashed line is the Pareto front (nothing else is both faster "
+        "and cheaper)" + (", the red rule the time budget." if budget_hours else ".")
+    )
+    columns = [
+        "config",
+        "source",
+        "training_h",
+        "training_usd",
+        "usd_per_h",
+        "expected_error",
+        "feasible",
+        "pareto",
+    ]
+    chart_with_download(
+        pareto_chart(views.recommend.pareto_points(options), budget_hours),
+        options[columns],
+        "pareto",
+        "rec-pareto",
+    )
+
+
+def ranked_view(ranked: pd.DataFrame) -> None:
+    st.subheader("Configurations that meet the constraints, cheapest first")
+    table = ranked[
+        [
+            "rank",
             "config",
             "source",
             "training_h",
             "training_usd",
             "usd_per_h",
             "expected_error",
-            "feasible",
-            "pareto",
+            "iteration_s",
+            "basis",
+            "note",
         ]
-        chart_with_download(
-            pareto_chart(options, request["budget_hours"]), options[columns], "pareto", "rec-pareto"
-        )
+    ]
+    st.dataframe(
+        table,
+        hide_index=True,
+        width="stretch",
+        column_config={
+            "training_h": st.column_config.NumberColumn("hours", format="%.1f"),
+            "training_usd": st.column_config.NumberColumn("USD", format="dollar"),
+            "usd_per_h": st.column_config.NumberColumn("USD/h", format="%.2f"),
+            "expected_error": st.column_config.NumberColumn("expected error", format="percent"),
+            "iteration_s": st.column_config.NumberColumn("iteration (s)", format="%.4f"),
+        },
+    )
+    st.subheader("Where the time of each choice goes")
+    shown = ranked.head(12)
+    long = views.recommend.stall_seconds_long(shown)
+    chart_with_download(
+        composition_chart(long, list(shown["config"])), long, "recommendation_stalls", "rec-stalls"
+    )
+
+
+def show_result(result: Recommendation) -> None:
+    recommended_box(result)
+    options = result.options
+    if not options.empty:
+        pareto_view(options, result.request["budget_hours"])
     ranked = result.ranked
     if not ranked.empty:
-        st.subheader("Configurations that meet the constraints, cheapest first")
-        table = ranked[
-            [
-                "rank",
-                "config",
-                "source",
-                "training_h",
-                "training_usd",
-                "usd_per_h",
-                "expected_error",
-                "iteration_s",
-                "basis",
-                "note",
-            ]
-        ]
-        st.dataframe(
-            table,
-            hide_index=True,
-            width="stretch",
-            column_config={
-                "training_h": st.column_config.NumberColumn("hours", format="%.1f"),
-                "training_usd": st.column_config.NumberColumn("USD", format="dollar"),
-                "usd_per_h": st.column_config.NumberColumn("USD/h", format="%.2f"),
-                "expected_error": st.column_config.NumberColumn("expected error", format="percent"),
-                "iteration_s": st.column_config.NumberColumn("iteration (s)", format="%.4f"),
-            },
-        )
-        st.subheader("Where the time of each choice goes")
-        chart, long = composition_chart(ranked.head(12))
-        chart_with_download(chart, long, "recommendation_stalls", "rec-stalls")
+        ranked_view(ranked)
     if not options.empty:
         download_buttons(options, "recommendation_options", "rec-options", label="All configurations")
     if result.excluded:
@@ -247,21 +228,18 @@ def show_result(result) -> None:
                 st.markdown(f"- {line}")
 
 
-def catalog_editor(db: str, signature: tuple) -> None:
+def catalog_editor() -> None:
     """Edit prices and shapes in the dashboard; every change goes through the catalog checks."""
-    from stash_core.decide.catalog import COLUMNS, apply_catalog_edits, list_instances
-    from stash_core.errors import StashError
-
     with st.expander("Instance catalog: shapes and prices (editable)", icon=":material/sell:"):
         st.caption(
             "Prices in USD per hour. A price you change is dated today and marked as your edit unless you "
             "set the date and source yourself. Add a row for an instance type that is missing."
         )
-        before = list_instances(db)[list(COLUMNS)]
+        before = load(views.recommend.instance_catalog)
         after = st.data_editor(before, num_rows="add", key="rec-catalog-editor", width="stretch")
         if st.button("Save catalog changes", icon=":material/save:", key="rec-catalog-save"):
             try:
-                edited, added = apply_catalog_edits(db, before, after)
+                edited, added = views.recommend.save_catalog_edits(current_db(), before, after)
             except StashError as exc:  # a bad value: say which, keep the page
                 st.error(str(exc), icon=":material/error:")
                 return
@@ -274,14 +252,13 @@ def main() -> None:
         "The cheapest instance type, count and workers that train a model within a time budget. Measured "
         "profiles where they exist; elsewhere predictions from the validated stall models, marked as such.",
     )
-    db = current_db()
-    signature = views.common.db_signature(db)
-    catalog_editor(str(db), signature)
-    request = request_form(str(db), signature)
+    catalog_editor()
+    request = request_form()
     if request is None:
         st.info("Describe the training job and press Recommend.", icon=":material/info:")
         return
-    result = recommendation(str(db), signature, tuple(sorted(request.items())))
+    with st.spinner("Evaluating configurations…"):
+        result = load(views.recommend.recommendation, request)
     show_result(result)
 
 

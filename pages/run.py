@@ -16,8 +16,8 @@ from pages._shared import (
     chart_with_download,
     current_db,
     forget_cached_queries,
+    load,
     page_guard,
-    query,
     run_link,
     seconds_text,
 )
@@ -57,13 +57,8 @@ def zoo_models() -> tuple[list[str], bool]:
     box = _zoo_loader()
     if "names" in box:
         return box["names"], True
-    known = list(query("model_names"))
+    known = list(load(views.breakdown.model_names))
     return [name for name in known if "/" not in name] or ["resnet18"], False
-
-
-@st.cache_resource
-def supported_flags() -> frozenset[str]:
-    return frozenset(views.run_form.profile_flags())
 
 
 def model_field() -> str:
@@ -202,7 +197,7 @@ def profile_form(busy: bool) -> None:
         device=device,
     )
     try:
-        args = views.run_form.profile_args(form, base_dir=Path.cwd(), supported_flags=set(supported_flags()))
+        args = views.run_form.profile_args(form, base_dir=Path.cwd())
     except UsageError as exc:
         st.error(str(exc), icon=":material/error:")
         return
@@ -264,9 +259,9 @@ def job_view(state: jobs.JobState) -> None:
         return
     if state.status == "completed" and state.run_id:
         st.success(f"Run {state.run_id} finished and is stored.", icon=":material/check_circle:")
-        mine = query("run_breakdowns", [state.run_id])
+        mine = load(views.overview.run_breakdowns, [state.run_id])
         if mine.empty:
-            run = query("run_detail", state.run_id)
+            run = load(views.breakdown.run_detail, state.run_id)
             if run is None:
                 st.info("The run is not in the database yet - refresh in a moment.", icon=":material/info:")
                 return

@@ -3,7 +3,7 @@
 import pandas as pd
 import streamlit as st
 
-from pages._shared import current_db, download_buttons, page_guard, query
+from pages._shared import current_db, download_buttons, load, page_guard
 from stash_core import views
 from stash_core.errors import UsageError
 from stash_core.store import sqlguard
@@ -13,7 +13,7 @@ EDITOR_KEY = "sql-text"
 
 def schema_panel() -> None:
     st.markdown("##### Tables and views")
-    browser = query("schema_browser")
+    browser = load(views.sql.schema_browser)
     for name, info in browser.items():
         rows = f" · {info['rows']:,} rows" if info.get("rows") is not None else ""
         with st.expander(

@@ -7,14 +7,10 @@ from pages._shared import (
     chart_with_download,
     current_db,
     forget_cached_queries,
+    load,
     page_guard,
 )
 from stash_core import views
-
-
-@st.cache_data(max_entries=16, show_spinner="Checking the files…", ttl=600)
-def _check(files: tuple[tuple[str, bytes], ...], db_signature: tuple) -> views.upload.UploadReport:
-    return views.upload.check_uploads(list(files), db_signature[0])
 
 
 def report_view(report: views.upload.UploadReport) -> None:
@@ -102,7 +98,8 @@ def main() -> None:
         st.info("Drop files above to check them.", icon=":material/upload_file:")
         return
     files = tuple((file.name, file.getvalue()) for file in uploaded)
-    report = _check(files, views.common.db_signature(current_db()))
+    with st.spinner("Checking the files…"):
+        report = load(views.upload.check_uploads, files)
     report_view(report)
     storable = report.storable_docs
     new = [doc["run_id"] for _, doc in storable if doc["run_id"] not in report.already_stored]
@@ -119,7 +116,6 @@ def main() -> None:
         outcomes = views.upload.store_uploads(current_db(), report)
         inserted = sum(1 for _, _, added in outcomes if added)
         forget_cached_queries()
-        _check.clear()
         st.session_state["upload-stored"] = f"Stored {inserted} run(s) from {len(report.good)} file(s)."
         st.session_state["upload-generation"] = st.session_state.get("upload-generation", 0) + 1
         st.rerun()

@@ -106,8 +106,6 @@ def first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
-
-
 def records(frame: pd.DataFrame) -> list[dict[str, Any]]:
     return [{key: plain(value) for key, value in row.items()} for row in frame.to_dict(orient="records")]
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -14,8 +15,9 @@ import pandas as pd
 from stash_core import store
 from stash_core.errors import UsageError
 from stash_core.results.file import upgrade_result
+from stash_core.store.import_export import COMPANION_TABLES, docs_from_export
 from stash_core.views.breakdown import add_run_labels
-from stash_core.views.common import as_float, first_line, plain, records
+from stash_core.views.common import first_line
 
 # ---------------------------------------------------------------------------------------------------------
 # Upload
@@ -58,8 +60,8 @@ class UploadReport:
         ]
 
 
-def check_uploads(files: list[tuple[str, bytes]], db_path: Path | str | None = None) -> UploadReport:
-    """Validate uploaded files without touching the database.
+def check_uploads(db_path: Path | str | None, files: Sequence[tuple[str, bytes]]) -> UploadReport:
+    """Validate uploaded files (name, content) without writing to the database (None: do not read it either).
 
     JSON result files, and exports of `stash export` (Parquet, CSV or JSON lines; runs plus optionally
     phases, stalls, iterations and telemetry uploaded together, or a stall_breakdown table for comparing
@@ -210,7 +212,7 @@ def _assemble_exports(checks: list[UploadCheck]) -> None:
         if check.ok and check.kind.startswith("export:") and check.frame is not None:
             table = check.kind.split(":", 1)[1]
             tables[table] = pd.concat([tables[table], check.frame]) if table in tables else check.frame
-    companions = ("phases", "stalls", "iterations", "telemetry")
+    companions = COMPANION_TABLES
     for check in checks:
         if not (check.ok and check.kind.startswith("export:")):
             continue
@@ -231,121 +233,6 @@ def _assemble_exports(checks: list[UploadCheck]) -> None:
                 if any(t in tables for t in companions)
                 else ""
             )
-
-
-def docs_from_export(tables: dict[str, pd.DataFrame]) -> list[dict[str, Any]]:
-    """Result documents rebuilt from exported tables (runs required; phases, stalls, iterations, telemetry
-    optional). UsageError when a row cannot be read back."""
-    runs = tables["runs"]
-    by_run = {name: _group(tables.get(name)) for name in ("phases", "stalls", "iterations", "telemetry")}
-    docs = []
-    for row in records(runs):
-        run_id = row.get("run_id")
-        if not run_id:
-            raise UsageError("a row has no run_id")
-        docs.append(
-            _doc_from_rows(
-                str(run_id), row, {name: groups.get(str(run_id)) for name, groups in by_run.items()}
-            )
-        )
-    return docs
-
-
-def _doc_from_rows(run_id: str, run: dict[str, Any], parts: dict[str, pd.DataFrame | None]) -> dict[str, Any]:
-    spec = _json_value(run.get("spec"), f"run {run_id} spec") or {}
-    phases = []
-    phase_rows = parts["phases"]
-    iterations = parts["iterations"]
-    telemetry = parts["telemetry"]
-    if phase_rows is not None:
-        for phase in sorted(records(phase_rows), key=lambda p: p.get("phase_index") or 0):
-            name = phase["phase"]
-            entry: dict[str, Any] = {
-                "name": name,
-                "description": phase.get("description"),
-                "workers": phase.get("workers"),
-                "nodes": phase.get("nodes"),
-                "data": phase.get("data"),
-                "status": phase.get("status") or "completed",
-                "error": phase.get("error"),
-                "resident_fraction_start": phase.get("resident_fraction_start"),
-                "warmup_iterations": phase.get("warmup_iterations"),
-                "iterations": phase.get("iterations"),
-                "iteration_s": {
-                    key: phase.get(f"{key}_s") for key in ("mean", "ci95", "std", "median", "p5", "p95")
-                }
-                | {"n": phase.get("iterations")},
-                "parts_mean_s": {
-                    key: phase.get(key) for key in ("data_s", "forward_s", "backward_s", "optimizer_s")
-                },
-                "samples": {},
-                "rank_skew_s": phase.get("rank_skew_s"),
-                "wall_s": phase.get("wall_s"),
-                "telemetry": {"interval_s": phase.get("telemetry_interval_s"), "t_s": [], "metrics": {}},
-            }
-            if iterations is not None:
-                mine = iterations[iterations["phase"] == name].sort_values("iteration")
-                for key in (
-                    "iteration_s",
-                    "data_s",
-                    "forward_s",
-                    "backward_s",
-                    "optimizer_s",
-                    "slowest_rank",
-                ):
-                    if key in mine.columns:
-                        entry["samples"][key] = [plain(value) for value in mine[key].tolist()]
-            if telemetry is not None:
-                mine = telemetry[telemetry["phase"] == name]
-                if not mine.empty:
-                    wide = mine.pivot_table(index="t_s", columns="metric", values="value", aggfunc="first")
-                    entry["telemetry"]["t_s"] = [float(t) for t in wide.index]
-                    entry["telemetry"]["metrics"] = {
-                        str(metric): [plain(v) for v in wide[metric].tolist()] for metric in wide.columns
-                    }
-            phases.append(entry)
-    stalls = {}
-    if parts["stalls"] is not None:
-        for stall in records(parts["stalls"]):
-            stalls[stall["stall"]] = {
-                key: stall.get(key) for key in ("seconds", "ci95_s", "share", "epoch_s", "status")
-            }
-            stalls[stall["stall"]]["note"] = stall.get("note") or ""
-    breakdown = {
-        "iteration_s": run.get("iteration_s"),
-        "iteration_ci95_s": run.get("iteration_ci95_s"),
-        "iterations_per_epoch": run.get("iterations_per_epoch"),
-        "epoch_s": run.get("epoch_s"),
-        "reference_phase": run.get("reference_phase"),
-        "stalls": stalls,
-        "warnings": _json_value(run.get("warnings"), f"run {run_id} warnings") or [],
-    }
-    # columns added to version 1 later: absent from older exports
-    if as_float(run.get("unattributed_s")) is not None:
-        breakdown["unattributed_s"] = as_float(run.get("unattributed_s"))
-    if isinstance(run.get("network_reference"), str) and run["network_reference"]:
-        breakdown["network_reference"] = run["network_reference"]
-    communication = _json_value(run.get("communication"), f"run {run_id} communication")
-    if communication:
-        breakdown["communication"] = communication
-    model = {key: run.get(column) for key, column in (("name", "model"), ("kind", "model_kind"),
-             ("param_count", "param_count"), ("grad_tensor_count", "grad_tensor_count"),
-             ("layer_count", "layer_count"), ("grad_bytes", "grad_bytes"))}  # fmt: skip
-    return {
-        "schema_version": 1,
-        "kind": "stash-profile",
-        "run_id": run_id,
-        "status": run.get("status"),
-        "error": run.get("error"),
-        "started_at": _iso(run.get("started_at")),
-        "finished_at": _iso(run.get("finished_at")),
-        "stash_version": run.get("stash_version"),
-        "spec": spec,
-        "model": model,
-        "fingerprint": _json_value(run.get("fingerprint"), f"run {run_id} fingerprint"),
-        "phases": phases,
-        "breakdown": breakdown if (stalls or breakdown["iteration_s"] is not None) else None,
-    }
 
 
 def _dry_run(checks: list[UploadCheck]) -> pd.DataFrame:
@@ -384,32 +271,3 @@ def _dry_run(checks: list[UploadCheck]) -> pd.DataFrame:
     if "started_at" in preview.columns:
         preview["started_at"] = pd.to_datetime(preview["started_at"], utc=True, errors="coerce")
     return add_run_labels(preview.drop_duplicates(subset=["run_id"]))
-
-
-def _group(frame: pd.DataFrame | None) -> dict[str, pd.DataFrame]:
-    if frame is None or frame.empty or "run_id" not in frame.columns:
-        return {}
-    return {str(key): group for key, group in frame.groupby("run_id", sort=False)}
-
-
-def _json_value(value: Any, what: str) -> Any:
-    if value is None or isinstance(value, (dict, list)):
-        return value
-    if isinstance(value, float) and value != value:  # an empty CSV cell
-        return None
-    try:
-        return json.loads(value)
-    except (TypeError, json.JSONDecodeError):
-        raise UsageError(f"{what} is not valid JSON") from None
-
-
-def _iso(value: Any) -> str | None:
-    if value is None:
-        return None
-    try:
-        moment = pd.Timestamp(value)
-    except (TypeError, ValueError):
-        raise UsageError(f"{value!r} is not a time") from None
-    if moment.tzinfo is None:
-        moment = moment.tz_localize("UTC")
-    return moment.isoformat()

@@ -24,6 +24,8 @@ PAGES = {
     "Run": "pages/run.py",
     "Stall breakdown": "pages/breakdown.py",
     "Compare instances": "pages/compare.py",
+    "Models": "pages/models.py",
+    "Recommend": "pages/recommend.py",
     "Upload": "pages/upload.py",
     "SQL": "pages/sql.py",
 }

@@ -171,7 +171,7 @@ def test_upload_checks_each_file_and_changes_nothing(db: Path, tmp_path: Path) -
         ("notes.txt", b"hello"),
     ]
     before = store.database_summary(db)["runs"]
-    report = views.upload.check_uploads(files, db)
+    report = views.upload.check_uploads(db, files)
     verdicts = {check.name: check for check in report.checks}
     assert verdicts["good.json"].ok and verdicts["again.json"].ok
     assert report.already_stored == {"20261120T090000Z-aaaa0001"}
@@ -186,7 +186,7 @@ def test_upload_checks_each_file_and_changes_nothing(db: Path, tmp_path: Path) -
 @pytest.mark.parametrize("fmt", ["parquet", "csv", "json"])
 def test_an_export_uploads_back_into_an_empty_database(db: Path, tmp_path: Path, fmt: str) -> None:
     paths = store.export(db, fmt, tmp_path / "export")
-    report = views.upload.check_uploads([(path.name, path.read_bytes()) for path in paths])
+    report = views.upload.check_uploads(None, [(path.name, path.read_bytes()) for path in paths])
     assert not report.bad, [(c.name, c.reason) for c in report.bad]
     kinds = {check.kind for check in report.checks}
     assert {"export:runs", "export:iterations", "export:stall_breakdown", "export:models"} <= kinds
@@ -205,7 +205,7 @@ def test_an_export_uploads_back_into_an_empty_database(db: Path, tmp_path: Path,
 
 def test_a_companion_table_alone_is_refused(db: Path, tmp_path: Path) -> None:
     paths = {p.stem: p for p in store.export(db, "parquet", tmp_path / "export")}
-    report = views.upload.check_uploads([("phases.parquet", paths["phases"].read_bytes())])
+    report = views.upload.check_uploads(None, [("phases.parquet", paths["phases"].read_bytes())])
     assert not report.checks[0].ok and "together with the runs table" in report.checks[0].reason
 
 

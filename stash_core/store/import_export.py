@@ -1,0 +1,197 @@
+"""Importing an export: the tables of `stash export` turned back into result documents.
+
+The inverse of store/export.py for runs: a runs table (required) with its phases, stalls, iterations and
+telemetry tables (each optional) gives one version-1 result document per run, ready for ingest_result (after
+results.file.upgrade_result). Exports made before the later runs columns existed read back without them.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from stash_core.errors import UsageError
+
+COMPANION_TABLES = ("phases", "stalls", "iterations", "telemetry")
+SAMPLE_COLUMNS = ("iteration_s", "data_s", "forward_s", "backward_s", "optimizer_s", "slowest_rank")
+ITERATION_STATS = ("mean", "ci95", "std", "median", "p5", "p95")
+PART_COLUMNS = ("data_s", "forward_s", "backward_s", "optimizer_s")
+STALL_FIELDS = ("seconds", "ci95_s", "share", "epoch_s", "status")
+
+
+def docs_from_export(tables: dict[str, pd.DataFrame]) -> list[dict[str, Any]]:
+    """Result documents rebuilt from exported tables (runs required; phases, stalls, iterations, telemetry
+    optional). UsageError when a row cannot be read back."""
+    runs = tables["runs"]
+    rows_by_table = {name: _rows_by_run(tables.get(name)) for name in COMPANION_TABLES}
+    docs = []
+    for row in _records(runs):
+        run_id = row.get("run_id")
+        if not run_id:
+            raise UsageError("a row has no run_id")
+        parts = {name: by_run.get(str(run_id)) for name, by_run in rows_by_table.items()}
+        docs.append(doc_from_rows(str(run_id), row, parts))
+    return docs
+
+
+def doc_from_rows(run_id: str, run: dict[str, Any], parts: dict[str, pd.DataFrame | None]) -> dict[str, Any]:
+    """One run's result document from its runs row and its rows of the companion tables (None: not there)."""
+    spec = _json_value(run.get("spec"), f"run {run_id} spec") or {}
+    phases = []
+    if parts["phases"] is not None:
+        for phase in sorted(_records(parts["phases"]), key=lambda p: p.get("phase_index") or 0):
+            phases.append(_phase_entry(phase, parts["iterations"], parts["telemetry"]))
+    stalls = _stalls(parts["stalls"])
+    breakdown = _breakdown(run_id, run, stalls)
+    model = {key: run.get(column) for key, column in (("name", "model"), ("kind", "model_kind"),
+             ("param_count", "param_count"), ("grad_tensor_count", "grad_tensor_count"),
+             ("layer_count", "layer_count"), ("grad_bytes", "grad_bytes"))}  # fmt: skip
+    return {
+        "schema_version": 1,
+        "kind": "stash-profile",
+        "run_id": run_id,
+        "status": run.get("status"),
+        "error": run.get("error"),
+        "started_at": _iso(run.get("started_at")),
+        "finished_at": _iso(run.get("finished_at")),
+        "stash_version": run.get("stash_version"),
+        "spec": spec,
+        "model": model,
+        "fingerprint": _json_value(run.get("fingerprint"), f"run {run_id} fingerprint"),
+        "phases": phases,
+        "breakdown": breakdown if (stalls or breakdown["iteration_s"] is not None) else None,
+    }
+
+
+def _phase_entry(
+    phase: dict[str, Any], iterations: pd.DataFrame | None, telemetry: pd.DataFrame | None
+) -> dict[str, Any]:
+    name = phase["phase"]
+    entry: dict[str, Any] = {
+        "name": name,
+        "description": phase.get("description"),
+        "workers": phase.get("workers"),
+        "nodes": phase.get("nodes"),
+        "data": phase.get("data"),
+        "status": phase.get("status") or "completed",
+        "error": phase.get("error"),
+        "resident_fraction_start": phase.get("resident_fraction_start"),
+        "warmup_iterations": phase.get("warmup_iterations"),
+        "iterations": phase.get("iterations"),
+        "iteration_s": {key: phase.get(f"{key}_s") for key in ITERATION_STATS}
+        | {"n": phase.get("iterations")},
+        "parts_mean_s": {key: phase.get(key) for key in PART_COLUMNS},
+        "samples": {},
+        "rank_skew_s": phase.get("rank_skew_s"),
+        "wall_s": phase.get("wall_s"),
+        "telemetry": {"interval_s": phase.get("telemetry_interval_s"), "t_s": [], "metrics": {}},
+    }
+    if iterations is not None:
+        mine = iterations[iterations["phase"] == name].sort_values("iteration")
+        for key in SAMPLE_COLUMNS:
+            if key in mine.columns:
+                entry["samples"][key] = [_plain(value) for value in mine[key].tolist()]
+    if telemetry is not None:
+        mine = telemetry[telemetry["phase"] == name]
+        if not mine.empty:
+            wide = mine.pivot_table(index="t_s", columns="metric", values="value", aggfunc="first")
+            entry["telemetry"]["t_s"] = [float(t) for t in wide.index]
+            entry["telemetry"]["metrics"] = {
+                str(metric): [_plain(v) for v in wide[metric].tolist()] for metric in wide.columns
+            }
+    return entry
+
+
+def _stalls(stall_rows: pd.DataFrame | None) -> dict[str, dict[str, Any]]:
+    stalls: dict[str, dict[str, Any]] = {}
+    if stall_rows is not None:
+        for stall in _records(stall_rows):
+            stalls[stall["stall"]] = {key: stall.get(key) for key in STALL_FIELDS}
+            stalls[stall["stall"]]["note"] = stall.get("note") or ""
+    return stalls
+
+
+def _breakdown(run_id: str, run: dict[str, Any], stalls: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    breakdown = {
+        "iteration_s": run.get("iteration_s"),
+        "iteration_ci95_s": run.get("iteration_ci95_s"),
+        "iterations_per_epoch": run.get("iterations_per_epoch"),
+        "epoch_s": run.get("epoch_s"),
+        "reference_phase": run.get("reference_phase"),
+        "stalls": stalls,
+        "warnings": _json_value(run.get("warnings"), f"run {run_id} warnings") or [],
+    }
+    # columns added to version 1 later: absent from older exports
+    unattributed_s = _finite_float(run.get("unattributed_s"))
+    if unattributed_s is not None:
+        breakdown["unattributed_s"] = unattributed_s
+    if isinstance(run.get("network_reference"), str) and run["network_reference"]:
+        breakdown["network_reference"] = run["network_reference"]
+    communication = _json_value(run.get("communication"), f"run {run_id} communication")
+    if communication:
+        breakdown["communication"] = communication
+    return breakdown
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Values read back from a table cell
+
+
+def _rows_by_run(frame: pd.DataFrame | None) -> dict[str, pd.DataFrame]:
+    if frame is None or frame.empty or "run_id" not in frame.columns:
+        return {}
+    return {str(key): group for key, group in frame.groupby("run_id", sort=False)}
+
+
+def _records(frame: pd.DataFrame) -> list[dict[str, Any]]:
+    return [{key: _plain(value) for key, value in row.items()} for row in frame.to_dict(orient="records")]
+
+
+def _plain(value: Any) -> Any:
+    """A cell as a plain Python value: None for missing and non-finite, ISO text for a time."""
+    if value is None or value is pd.NA or value is pd.NaT:
+        return None
+    if isinstance(value, pd.Timestamp):
+        return value.isoformat()
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def _finite_float(value: Any) -> float | None:
+    if value is None or value is pd.NA or value is pd.NaT:
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
+
+
+def _json_value(value: Any, what: str) -> Any:
+    if value is None or isinstance(value, (dict, list)):
+        return value
+    if isinstance(value, float) and value != value:  # an empty CSV cell
+        return None
+    try:
+        return json.loads(value)
+    except (TypeError, json.JSONDecodeError):
+        raise UsageError(f"{what} is not valid JSON") from None
+
+
+def _iso(value: Any) -> str | None:
+    if value is None:
+        return None
+    try:
+        moment = pd.Timestamp(value)
+    except (TypeError, ValueError):
+        raise UsageError(f"{value!r} is not a time") from None
+    if moment.tzinfo is None:
+        moment = moment.tz_localize("UTC")
+    return moment.isoformat()

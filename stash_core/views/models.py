@@ -1,0 +1,146 @@
+"""Models: the fitted stall models of a database, the points and lines to draw them, and predictions for a
+model that was never profiled."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from stash_core.decide.fit import FitReport, fit_stall_models, model_counts, predict_stall
+
+MODELLED_STALLS = ("interconnect", "network")
+FEATURE_LABELS = {
+    "grad_bytes": "Gradient bytes",
+    "grad_tensor_count": "Gradient tensors",
+    "layer_count": "Layers",
+}
+SINGLE_FEATURE_FIT = {
+    "grad_bytes": "linear: bytes",
+    "grad_tensor_count": "linear: tensors",
+    "layer_count": "linear: layers",
+}
+FIT_LINE_STEPS = 20
+TABLE_COLUMNS = ["best", "model", "points", "models", "r2", "lomo_mape", "lobo_mape", "coefficients", "note"]
+PREDICTION_COLUMNS = [
+    "stall",
+    "configuration",
+    "predicted_ms",
+    "by",
+    "expected_error",
+    "validated_by",
+    "status",
+]
+
+
+def fit_report(db_path: Path | str, by_batch_size: bool) -> FitReport:
+    """Every fit of the database's interconnect and network stalls, with held-out errors."""
+    return fit_stall_models(db_path, by_batch_size=by_batch_size)
+
+
+def gradient_counts(model_ref: str) -> dict[str, Any]:
+    """grad_bytes, grad_tensor_count and layer_count of a zoo name or FILE.py:FACTORY (UsageError if unknown);
+    remembered per name, as building the model takes seconds."""
+    return model_counts(model_ref)
+
+
+def fitted_stalls(report: FitReport) -> list[str]:
+    """The stalls (interconnect, network) that have at least one configuration group."""
+    return [stall for stall in MODELLED_STALLS if report.groups(stall)]
+
+
+def group_labels(report: FitReport, stall: str) -> list[str]:
+    """A label per configuration group of `stall`, in the order of report.groups(stall)."""
+    return [report.models_for(stall, group)[0].group_label for group in report.groups(stall)]
+
+
+def stall_points(report: FitReport, stall: str, group: dict[str, Any]) -> pd.DataFrame:
+    """The measured points of one group, with the best fit's held-out predictions and residuals, in ms.
+
+    Without a best fit, one row per run (its held-out columns from whichever fit came first)."""
+    residuals = report.residuals()
+    label = report.models_for(stall, group)[0].group_label
+    points = residuals[(residuals["stall"] == stall) & (residuals["group"] == label)]
+    best = report.best(stall, group)
+    shown = points[points["fit"] == best.name] if best is not None else points.drop_duplicates("run_id")
+    return shown.assign(
+        measured_ms=shown["measured_s"] * 1e3,
+        heldout_ms=shown["heldout_s"] * 1e3,
+        residual_ms=shown["residual_s"] * 1e3,
+    )
+
+
+def fit_lines(
+    report: FitReport, stall: str, group: dict[str, Any], feature: str, observed: pd.DataFrame
+) -> pd.DataFrame:
+    """The single-feature least-squares fit on `feature`, sampled over the observed range (fit, feature,
+    fitted_ms); empty when the group has no such fit."""
+    low, high = float(observed[feature].min()), float(observed[feature].max())
+    grid = [low + (high - low) * step / FIT_LINE_STEPS for step in range(FIT_LINE_STEPS + 1)]
+    rows = []
+    for model in report.models_for(stall, group):
+        if model.name != SINGLE_FEATURE_FIT[feature] or model.linear is None:
+            continue
+        for value in grid:
+            fitted_ms = float(model.linear.predict([[value]])[0]) * 1e3
+            rows.append({"fit": model.name, feature: value, "fitted_ms": fitted_ms})
+    return pd.DataFrame(rows, columns=["fit", feature, "fitted_ms"])
+
+
+def models_table(report: FitReport, stall: str, group: dict[str, Any]) -> pd.DataFrame:
+    """The fits of one group with their R² and held-out errors: the best first, then by leave-one-model-out
+    error."""
+    summary = report.summary()
+    label = report.models_for(stall, group)[0].group_label
+    rows = summary[(summary["stall"] == stall) & (summary["group"] == label)]
+    return rows[TABLE_COLUMNS].sort_values(["best", "lomo_mape"], ascending=[False, True], na_position="last")
+
+
+def median_best_error(report: FitReport) -> tuple[float | None, int]:
+    """(median leave-one-model-out error of the best model over all groups, how many groups have one)."""
+    errors = sorted(model.lomo_mape for model in report.models if model.best and model.lomo_mape is not None)
+    return (errors[len(errors) // 2] if errors else None), len(errors)
+
+
+def prediction_frame(report: FitReport, counts: dict[str, Any], stalls: list[str]) -> pd.DataFrame:
+    """The predicted stall of a model with these gradient counts in every configuration group of `stalls`.
+
+    Columns: stall, configuration, predicted_ms, by (the model used), expected_error (a fraction),
+    validated_by, status."""
+    rows = []
+    for stall in stalls:
+        for group in report.groups(stall):
+            answer = predict_stall(
+                counts=counts,
+                stall=stall,
+                workers_per_node=int(group["workers_per_node"]),
+                nodes=int(group.get("nodes") or 1),
+                device=group.get("device"),
+                instance=group.get("instance"),
+                bandwidth_gbps=group.get("bandwidth_gbps"),
+                batch_size=group.get("batch_size"),
+                report=report,
+            )
+            rows.append(
+                {
+                    "stall": stall,
+                    "configuration": answer["group"],
+                    "predicted_ms": None if answer["stall_s"] is None else answer["stall_s"] * 1e3,
+                    "by": answer["method"],
+                    "expected_error": answer["expected_mape"],
+                    "validated_by": answer["validated_by"],
+                    "status": answer["status"],
+                }
+            )
+    return pd.DataFrame(rows, columns=PREDICTION_COLUMNS)
+
+
+def uploaded_model_reference(file_name: str, content: bytes, factory: str) -> str:
+    """Save an uploaded model file in a fresh temporary folder; FILE.py:FACTORY for gradient_counts
+    (factory `make` when blank)."""
+    folder = Path(tempfile.mkdtemp(prefix="stash-model-"))
+    path = folder / Path(file_name).name
+    path.write_bytes(content)
+    return f"{path}:{factory.strip() or 'make'}"

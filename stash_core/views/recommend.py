@@ -1,0 +1,93 @@
+"""Recommend: the models a database has profiled, the instance catalog, and a ranked recommendation with the
+frames its charts draw."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from stash_core import store
+from stash_core.decide.catalog import COLUMNS, apply_catalog_edits, list_instances
+from stash_core.decide.recommend import DEFAULT_MAX_INSTANCES, Recommendation, recommend
+from stash_core.results.file import STALL_NAMES
+from stash_core.views.common import STALL_LABELS
+
+PROFILED_MODELS_SQL = (
+    "SELECT model, batch_size, count(*) AS runs FROM runs "
+    "WHERE status = 'completed' AND model IS NOT NULL GROUP BY ALL ORDER BY runs DESC, model, batch_size"
+)
+MEETS_CONSTRAINTS = {True: "meets the constraints", False: "does not"}
+
+
+@dataclass(frozen=True)
+class RecommendRequest:
+    """What the Recommend form asks for (None: no limit; instances None: the whole catalog)."""
+
+    model: str
+    batch_size: int
+    epochs: float
+    dataset_images: int
+    budget_hours: float | None = None
+    max_usd: float | None = None
+    spot: bool = False
+    instances: tuple[str, ...] | None = None
+    max_instances: int = DEFAULT_MAX_INSTANCES
+
+
+def profiled_models(db_path: Path | str) -> pd.DataFrame:
+    """(model, batch_size, runs) of completed runs, the most-profiled first."""
+    return store.query_readonly(db_path, PROFILED_MODELS_SQL)
+
+
+def batch_sizes_of(profiled: pd.DataFrame, model: str) -> list[int]:
+    """The batch sizes `model` was profiled with (a frame of profiled_models), smallest first."""
+    return sorted(set(profiled.loc[profiled["model"] == model, "batch_size"].dropna().astype(int)))
+
+
+def instance_names(db_path: Path | str) -> list[str]:
+    """Names of the instance catalog (stored and built-in rows), by name."""
+    return list(list_instances(db_path)["name"])
+
+
+def instance_catalog(db_path: Path | str) -> pd.DataFrame:
+    """The instance catalog's editable columns (shapes, prices, price date and source), by name."""
+    return list_instances(db_path)[list(COLUMNS)]
+
+
+def save_catalog_edits(
+    db_path: Path | str, before: pd.DataFrame, after: pd.DataFrame
+) -> tuple[list[str], list[str]]:
+    """Store the rows changed and added between two versions of instance_catalog (every value checked first;
+    UsageError names a bad one and stores nothing). Returns (names changed, names added)."""
+    return apply_catalog_edits(db_path, before, after)
+
+
+def recommendation(db_path: Path | str, request: RecommendRequest) -> Recommendation:
+    """Every configuration of the catalog evaluated for `request`, the feasible ones ranked by cost."""
+    arguments = asdict(request)
+    arguments["instances"] = list(request.instances) if request.instances else None
+    return recommend(db_path, **arguments)
+
+
+def pareto_points(options: pd.DataFrame) -> pd.DataFrame:
+    """The priced options of a recommendation, with `kind` telling whether each meets the constraints."""
+    return options.dropna(subset=["training_usd"]).assign(
+        kind=lambda frame: frame["feasible"].map(MEETS_CONSTRAINTS)
+    )
+
+
+def stall_seconds_long(ranked: pd.DataFrame) -> pd.DataFrame:
+    """Per configuration and stall the seconds per iteration (config, source, stall, seconds, stall_label,
+    order), for a stacked bar in the order compute, interconnect, network, CPU, disk."""
+    long = ranked.melt(
+        id_vars=["config", "source"],
+        value_vars=[f"{stall}_s" for stall in STALL_NAMES],
+        var_name="stall",
+        value_name="seconds",
+    ).dropna(subset=["seconds"])
+    stall = long["stall"].str.removesuffix("_s")
+    long["stall_label"] = stall.map(STALL_LABELS)
+    long["order"] = stall.map({name: index for index, name in enumerate(STALL_NAMES)})
+    return long

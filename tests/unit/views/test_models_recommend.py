@@ -1,0 +1,215 @@
+"""The data behind the Models and Recommend pages, over real DuckDB files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from result_docs import result_doc
+
+from stash_core import store, views
+from stash_core.decide.catalog import COLUMNS
+from stash_core.errors import UsageError
+from stash_core.views.recommend import RecommendRequest
+
+MODELS = {  # name: (gradient bytes, gradient tensors, layers)
+    "m1": (10e6, 20, 15),
+    "m2": (40e6, 60, 41),
+    "m3": (80e6, 100, 70),
+    "m4": (120e6, 160, 110),
+    "m5": (200e6, 40, 30),
+}
+RESNET18_COUNTS = {"grad_bytes": 46_758_048, "grad_tensor_count": 62, "layer_count": 41}
+
+
+def interconnect_s(grad_bytes: float, tensors: int) -> float:
+    return 0.002 + 1e-9 * grad_bytes + 1e-4 * tensors
+
+
+@pytest.fixture(scope="module")
+def fits_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    db = tmp_path_factory.mktemp("fits") / "results.duckdb"
+    for name, (grad_bytes, tensors, layers) in MODELS.items():
+        doc = result_doc(
+            name,
+            grad_bytes=int(grad_bytes),
+            grad_tensor_count=tensors,
+            layer_count=layers,
+            instance="lab",
+            stalls={"compute": 0.3, "interconnect": interconnect_s(grad_bytes, tensors)},
+        )
+        store.ingest_result(db, doc)
+    return db
+
+
+@pytest.fixture(scope="module")
+def rec_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    db = tmp_path_factory.mktemp("recommend") / "results.duckdb"
+    stalls = {"compute": 0.20, "interconnect": 0.03, "cpu": 0.01, "disk": 0.01}
+    store.ingest_result(
+        db,
+        result_doc(
+            "resnet50", instance="p3.16xlarge", workers=8, device="cuda", batch_size=64, stalls=stalls
+        ),
+    )
+    two_nodes = {"compute": 0.20, "interconnect": 0.02, "network": 0.10, "cpu": 0.01, "disk": 0.01}
+    store.ingest_result(
+        db,
+        result_doc(
+            "resnet50",
+            instance="p3.8xlarge",
+            workers=4,
+            nodes=2,
+            device="cuda",
+            batch_size=64,
+            stalls=two_nodes,
+        ),
+    )
+    store.ingest_result(db, result_doc("resnet18", batch_size=32, instance="box"))
+    store.ingest_result(db, result_doc("vgg11", batch_size=16, status="failed"))
+    return db
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Models
+
+
+def test_fits_of_a_family_have_points_in_ms_and_a_best_model(fits_db: Path) -> None:
+    report = views.models.fit_report(fits_db, by_batch_size=False)
+    assert views.models.fitted_stalls(report) == ["interconnect"]
+    labels = views.models.group_labels(report, "interconnect")
+    assert len(labels) == 1 and "lab" in labels[0]
+    group = report.groups("interconnect")[0]
+    points = views.models.stall_points(report, "interconnect", group)
+    assert sorted(points["model"]) == sorted(MODELS)
+    assert set(points["fit"]) == {"linear: bytes+tensors"}  # the best fit's rows only
+    for row in points.to_dict(orient="records"):
+        grad_bytes, tensors, _ = MODELS[row["model"]]
+        assert row["measured_ms"] == pytest.approx(interconnect_s(grad_bytes, tensors) * 1e3)
+        assert row["measured_ms"] == pytest.approx(row["measured_s"] * 1e3)
+        assert row["heldout_ms"] == pytest.approx(row["measured_ms"], rel=1e-6)  # exact in the features
+    table = views.models.models_table(report, "interconnect", group)
+    assert list(table.columns) == views.models.TABLE_COLUMNS
+    assert table.iloc[0]["model"] == "linear: bytes+tensors" and bool(table.iloc[0]["best"])
+    median_error, configurations = views.models.median_best_error(report)
+    assert configurations == 1 and median_error == pytest.approx(0.0, abs=1e-9)
+
+
+def test_fit_lines_sample_the_single_feature_fit_over_the_observed_range(fits_db: Path) -> None:
+    report = views.models.fit_report(fits_db, by_batch_size=False)
+    group = report.groups("interconnect")[0]
+    points = views.models.stall_points(report, "interconnect", group)
+    lines = views.models.fit_lines(report, "interconnect", group, "grad_bytes", points)
+    assert list(lines.columns) == ["fit", "grad_bytes", "fitted_ms"]
+    assert set(lines["fit"]) == {"linear: bytes"}
+    assert len(lines) == views.models.FIT_LINE_STEPS + 1
+    assert lines["grad_bytes"].min() == pytest.approx(10e6) and lines["grad_bytes"].max() == pytest.approx(
+        200e6
+    )
+    assert lines["fitted_ms"].is_monotonic_increasing or lines["fitted_ms"].is_monotonic_decreasing
+
+
+def test_a_prediction_for_a_new_model_in_every_group(fits_db: Path) -> None:
+    report = views.models.fit_report(fits_db, by_batch_size=False)
+    frame = views.models.prediction_frame(report, RESNET18_COUNTS, ["interconnect"])
+    assert list(frame.columns) == views.models.PREDICTION_COLUMNS
+    assert list(frame["stall"]) == ["interconnect"]
+    assert frame.iloc[0]["by"] == "linear: bytes+tensors"
+    expected_s = interconnect_s(RESNET18_COUNTS["grad_bytes"], RESNET18_COUNTS["grad_tensor_count"])
+    assert frame.iloc[0]["predicted_ms"] == pytest.approx(expected_s * 1e3, rel=1e-6)
+    assert frame.iloc[0]["expected_error"] == pytest.approx(0.0, abs=1e-6)  # a fraction, not text
+
+
+def test_models_of_an_empty_database(tmp_path: Path) -> None:
+    report = views.models.fit_report(tmp_path / "none.duckdb", by_batch_size=True)
+    assert report.observations.empty and views.models.fitted_stalls(report) == []
+    assert views.models.median_best_error(report) == (None, 0)
+    assert not (tmp_path / "none.duckdb").exists()
+
+
+def test_an_uploaded_model_file_is_saved_for_counting() -> None:
+    reference = views.models.uploaded_model_reference("../tiny.py", b"def make():\n    pass\n", "  ")
+    path_text, factory = reference.rsplit(":", 1)
+    path = Path(path_text)
+    assert factory == "make" and path.name == "tiny.py" and path.read_bytes().startswith(b"def make")
+    with pytest.raises(UsageError):
+        views.models.gradient_counts("no-such-model-anywhere")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Recommend
+
+
+def test_profiled_models_count_completed_runs_per_batch_size(rec_db: Path) -> None:
+    profiled = views.recommend.profiled_models(rec_db)
+    assert list(profiled.columns) == ["model", "batch_size", "runs"]
+    assert profiled.iloc[0][["model", "batch_size", "runs"]].tolist() == ["resnet50", 64, 2]
+    assert set(profiled["model"]) == {"resnet50", "resnet18"}  # the failed vgg11 run is not counted
+    assert views.recommend.batch_sizes_of(profiled, "resnet18") == [32]
+    assert views.recommend.batch_sizes_of(profiled, "unknown") == []
+
+
+def test_the_catalog_lists_built_in_instances_and_saves_edits(tmp_path: Path) -> None:
+    db = tmp_path / "catalog.duckdb"
+    assert "p3.16xlarge" in views.recommend.instance_names(db)
+    before = views.recommend.instance_catalog(db)
+    assert list(before.columns) == list(COLUMNS)
+    after = before.copy()
+    after.loc[after["name"] == "p3.16xlarge", "on_demand_usd_per_h"] = 1.25
+    edited, added = views.recommend.save_catalog_edits(db, before, after)
+    assert (edited, added) == (["p3.16xlarge"], [])
+    stored = views.recommend.instance_catalog(db).set_index("name")
+    assert stored.loc["p3.16xlarge", "on_demand_usd_per_h"] == pytest.approx(1.25)
+    bad = after.copy()
+    bad.loc[bad["name"] == "p3.16xlarge", "on_demand_usd_per_h"] = -1.0
+    with pytest.raises(UsageError, match="p3.16xlarge"):
+        views.recommend.save_catalog_edits(db, after, bad)
+
+
+def test_a_recommendation_and_the_frames_of_its_charts(rec_db: Path) -> None:
+    request = RecommendRequest(
+        model="resnet50",
+        batch_size=64,
+        epochs=90.0,
+        dataset_images=1_281_167,
+        budget_hours=24.0,
+        instances=("p3.8xlarge", "p3.16xlarge"),
+    )
+    result = views.recommend.recommendation(rec_db, request)
+    assert result.best is not None and result.best["config"] == "1 x p3.16xlarge"
+    assert result.request["budget_hours"] == 24.0
+    points = views.recommend.pareto_points(result.options)
+    assert points["training_usd"].notna().all()
+    assert set(points["kind"]) <= set(views.recommend.MEETS_CONSTRAINTS.values())
+    assert (points["kind"] == "meets the constraints").tolist() == points["feasible"].tolist()
+    long = views.recommend.stall_seconds_long(result.ranked)
+    assert {"config", "source", "stall", "seconds", "stall_label", "order"} <= set(long.columns)
+    assert long["seconds"].notna().all()
+    first = long[long["config"] == "1 x p3.16xlarge"].sort_values("order")
+    assert first["stall_label"].iloc[0] == "Compute" and first["order"].iloc[0] == 0
+
+
+def test_stall_seconds_long_skips_unknown_stalls() -> None:
+    ranked = pd.DataFrame(
+        {
+            "config": ["a"],
+            "source": ["measured"],
+            "compute_s": [0.2],
+            "interconnect_s": [None],
+            "network_s": [None],
+            "cpu_s": [0.05],
+            "disk_s": [0.01],
+        }
+    )
+    long = views.recommend.stall_seconds_long(ranked)
+    assert long["stall"].tolist() == ["compute_s", "cpu_s", "disk_s"]
+    assert long["order"].tolist() == [0, 3, 4]
+    assert long["stall_label"].tolist() == ["Compute", "CPU pre-processing", "Disk fetch"]
+
+
+def test_an_impossible_request_is_refused(rec_db: Path) -> None:
+    with pytest.raises(UsageError):
+        views.recommend.recommendation(
+            rec_db, RecommendRequest(model="resnet50", batch_size=0, epochs=1.0, dataset_images=10)
+        )
