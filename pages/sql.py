@@ -26,7 +26,7 @@ def schema_panel() -> None:
             if not columns["meaning"].astype(bool).any():
                 columns = columns.drop(columns=["meaning"])
             st.dataframe(columns, hide_index=True, width="stretch", height=min(36 * len(columns) + 38, 420))
-    st.caption("Column meanings come from docs/schema.md.")
+    st.caption("Column meanings are the database's own comments; docs/schema.md is made of them.")
 
 
 def use_example() -> None:

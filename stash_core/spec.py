@@ -1,17 +1,39 @@
-"""What to run: the validated configuration of one profile."""
+"""What to run: ProfileSpec, the one definition of a profile's options.
+
+OPTIONS lists every `stash profile` option once. `add_profile_arguments` gives them to a parser,
+`ProfileSpec.from_args` reads a parsed command line, `ProfileSpec.to_argv` writes the arguments that
+reproduce a spec, and `check_fields` / `validate` check a spec's values, raising FieldError: a UsageError
+of one line that names the flag.
+"""
 
 from __future__ import annotations
 
+import argparse
 import os
-from dataclasses import asdict, dataclass, field
+import re
+from collections.abc import Callable
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
+from typing import Any
 
 from stash_core.errors import UsageError
 from stash_core.units import STALLS
 
-DEFAULT_TARGET_RELATIVE_CI = 0.02
-DEFAULT_MAX_ITERATIONS = 2000
-DEFAULT_MAX_PHASE_S = 120.0
+DEVICES = ("auto", "cpu", "cuda")
+# A first look at host names (the launcher checks DNS names and addresses): [user@]host[:port], [v6]:port.
+_HOST_RE = re.compile(r"(?:[A-Za-z0-9_.-]+@)?(?:\[[0-9A-Za-z:.%]+\](?::\d+)?|(?!-)[A-Za-z0-9_.:%-]+)")
+_USER_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,31}")  # as the launcher's (launch.ssh)
+_LABEL_RE = re.compile(r"[\w.:@+-]+")
+_STALL_ALIASES = {"cpu-prep": "cpu", "prep": "cpu", "fetch": "disk", "net": "network"}
+
+
+class FieldError(UsageError):
+    """A wrong value of a spec: the message names the flag; `attr` is the ProfileSpec field, `value` the
+    wrong value and `rule` the check that failed where a field has several (for the dashboard's wording)."""
+
+    def __init__(self, message: str, attr: str, value: Any = None, rule: str = "") -> None:
+        super().__init__(message)
+        self.attr, self.value, self.rule = attr, value, rule
 
 
 @dataclass
@@ -34,9 +56,9 @@ class ProfileSpec:
     input_shape: list[int] | None = None
     num_classes: int | None = None
     image_px: int = 256
-    target_relative_ci: float = DEFAULT_TARGET_RELATIVE_CI
-    max_iterations: int = DEFAULT_MAX_ITERATIONS
-    max_phase_s: float = DEFAULT_MAX_PHASE_S
+    target_relative_ci: float = 0.02
+    max_iterations: int = 2000
+    max_phase_s: float = 120.0
     hosts: list[str] = field(default_factory=list)
     seed: int = 0
     # Several machines: named hosts over ssh, or the emulated cluster ("emulated"). Only the key's path
@@ -51,6 +73,28 @@ class ProfileSpec:
     master_port: int | None = None
     comm_timeout_s: int = 60  # rendezvous and process-group timeout across machines (seconds)
     probes: bool = True  # bandwidth/latency probe after R1 and R1n
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> ProfileSpec:
+        """The spec of a parsed `stash profile` command line: texts parsed, the data set's path resolved."""
+        values: dict[str, Any] = {}
+        for option in OPTIONS:
+            value = getattr(args, option.dest, None)
+            if option.attr is None or value is None or value is False:  # False: a switch not given
+                continue
+            if option.switch:
+                value = not default_of(option.attr)
+            values[option.attr] = option.parse(value) if option.parse else value
+        return cls(**values)
+
+    def to_argv(self) -> list[str]:
+        """The `stash profile` arguments that reproduce this spec; options at their default are left out."""
+        argv: list[str] = []
+        for option in OPTIONS:
+            value = getattr(self, option.attr) if option.attr else None
+            if option.attr and value != default_of(option.attr):
+                argv += [option.flag] if option.switch else [option.flag, _text(value)]
+        return argv
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -73,24 +117,293 @@ class ProfileSpec:
         return self.dataset is not None or self.synthetic_images is not None
 
 
+def default_of(attr: str) -> Any:
+    """The default value of a ProfileSpec field (MISSING for model and batch_size)."""
+    spec_field = _FIELDS[attr]
+    if spec_field.default_factory is not MISSING:
+        return spec_field.default_factory()
+    return spec_field.default
+
+
+_FIELDS = {spec_field.name: spec_field for spec_field in fields(ProfileSpec)}
+
+# ---------------------------------------------------------------------------------------------------------
+# Texts of the command line -> values of a spec
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {value}")
+    return value
+
+
 def parse_stalls(text: str) -> list[str]:
     names = [part.strip().lower() for part in text.split(",") if part.strip()]
-    aliases = {"cpu-prep": "cpu", "prep": "cpu", "fetch": "disk", "net": "network"}
-    names = [aliases.get(name, name) for name in names]
-    unknown = [name for name in names if name not in STALLS]
-    if unknown or not names:
-        raise UsageError(
-            f"--stalls: unknown stall {', '.join(unknown) or '(empty)'}; choose from {', '.join(STALLS)}"
-        )
-    return [s for s in STALLS if s in names]
+    names = [_STALL_ALIASES.get(name, name) for name in names]
+    _check_stalls(names)
+    return [stall for stall in STALLS if stall in names]
 
 
 def parse_iterations(text: str) -> str:
     if text == "auto":
         return text
-    if not text.isdigit() or int(text) < 2:
-        raise UsageError(f"--iterations must be 'auto' or an integer >= 2, got {text!r}")
+    if not text.isascii() or not text.isdigit() or int(text) < 2:
+        raise FieldError(f"--iterations must be 'auto' or an integer >= 2, got {text!r}", "iterations", text)
     return str(int(text))
+
+
+def parse_hosts(text: str | None) -> list[str]:
+    """--hosts a,b,c -> ["a", "b", "c"] (check_fields and the launcher check each name)."""
+    if not text:
+        return []
+    hosts = [part.strip() for part in text.split(",")]
+    if any(not host for host in hosts):
+        raise FieldError(f"--hosts {text!r}: an empty host name", "hosts", "")
+    return hosts
+
+
+def parse_input_shape(text: str) -> list[int]:
+    """'3,224,224' (or '3x224x224', '(3, 224, 224)') -> [3, 224, 224]; '128' -> [128]."""
+    parts = [part for part in re.split(r"[,x\s]+", str(text).strip().strip("()[]")) if part]
+    if not parts or not all(part.isascii() and part.isdigit() and int(part) > 0 for part in parts):
+        raise _shape_error(text)
+    return [int(part) for part in parts]
+
+
+def _shape_error(shape: Any) -> FieldError:
+    message = f"--input-shape must be positive integers like 3,224,224 (image) or 128 (tokens); got {shape!r}"
+    return FieldError(message, "input_shape", shape)
+
+
+def _resolved(text: str) -> str | None:
+    return str(Path(text).resolve()) if text else None
+
+
+def _expanded(text: str) -> str | None:
+    return str(Path(text).expanduser()) if text else None
+
+
+def _text(value: Any) -> str:
+    """A spec value as command-line text that parses back to the same value."""
+    if isinstance(value, list):
+        return ",".join(str(item) for item in value)
+    if isinstance(value, float):
+        short = f"{value:g}"
+        return short if float(short) == value else repr(value)
+    return str(value)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The options of `stash profile`
+
+# Groups: DATA is one or the other; MACHINES and PROFILE_MACHINES (not for `stash probe`): several machines.
+DATA, MACHINES, PROFILE_MACHINES = "data", "machines", "profile-machines"
+
+
+@dataclass(frozen=True)
+class Option:
+    """One `stash profile` option: the ProfileSpec field it sets (`attr`; None: how to run, not what)."""
+
+    flag: str
+    attr: str | None
+    help: str | None = None
+    type: Callable[[str], Any] | None = None  # argparse's conversion of the text
+    parse: Callable[[str], Any] | None = None  # the text -> the field's value, in from_args
+    choices: tuple[str, ...] | None = None
+    default: Any = None  # for options that are not fields (a field's default is the spec's)
+    group: str = ""
+    switch: bool = False  # no value: sets the field away from its default
+
+    @property
+    def dest(self) -> str:
+        return self.flag[2:].replace("-", "_")
+
+
+OPTIONS: tuple[Option, ...] = (
+    Option("--model", "model", "zoo name, FILE.py:FACTORY or package.module:FACTORY"),
+    Option("--batch-size", "batch_size", "samples per worker per iteration", positive_int),
+    Option("--workers", "workers_per_node", "worker processes (GPUs) per machine", positive_int),
+    Option("--nodes", "nodes", "machines (with --hosts or --cluster)", positive_int),
+    Option("--stalls", "stalls", "comma list of compute,interconnect,network,cpu,disk", parse=parse_stalls),
+    Option("--dataset", "dataset", "ImageFolder-style directory: one folder per class", parse=_resolved,
+           group=DATA),
+    Option("--synthetic-images", "synthetic_images", "generate N JPEG files once", positive_int, group=DATA),
+    Option("--dataset-images", "dataset_images", "epoch size for synthetic-only runs", positive_int),
+    Option("--image-px", "image_px", "side of generated images (pixels)", positive_int),
+    Option("--loader-workers", "loader_workers", "DataLoader processes per worker", int),
+    Option("--iterations", "iterations", "'auto' (until ± target) or a number per run",
+           parse=parse_iterations),
+    Option("--target-ci", "target_relative_ci", "relative 95%% CI to reach with auto", float),
+    Option("--max-iterations", "max_iterations", "cap per run with auto", int),
+    Option("--max-phase-seconds", "max_phase_s", "cap per run, in seconds", float),
+    Option("--device", "device", choices=DEVICES),
+    Option("--threads-per-worker", "threads_per_worker", "torch threads per CPU worker", positive_int),
+    Option("--instance", "instance", "label of the machine or cloud instance type"),
+    Option("--input-shape", "input_shape", "C,H,W for images or a sequence length for tokens",
+           parse=parse_input_shape),
+    Option("--num-classes", "num_classes", type=positive_int),
+    Option("--disk-read-mbps", "disk_read_mbps", "cap read throughput (block-I/O cgroup)", float),
+    Option("--seed", "seed", type=int),
+    # How to run and where the results go: not part of the spec.
+    Option("--out", None, "result file (default: results/RUN_ID.json)", Path),
+    Option("--no-store", None, "write the result file only, not the database", switch=True),
+    Option("--progress", None, choices=("auto", "bar", "json", "none"), default="auto"),
+    Option("--db", None, "DuckDB file (default: $STASH_DB or ./results.duckdb)", Path),
+    # Several machines (--cluster-state is where this machine keeps the emulated cluster's state).
+    Option("--hosts", "hosts", "comma list of [user@]host[:port], one per node", parse=parse_hosts,
+           group=MACHINES),
+    Option("--ssh-user", "ssh_user", "user on the hosts", group=MACHINES),
+    Option("--ssh-key", "ssh_key", "private key file (only its path is kept)", parse=_expanded,
+           group=MACHINES),
+    Option("--python", "remote_python", "python on the hosts (default python3)", group=MACHINES),
+    Option("--workdir", "remote_workdir", "directory on the hosts to run from", group=MACHINES),
+    Option("--cluster", "cluster", "use the emulated cluster", choices=("emulated",), group=MACHINES),
+    Option("--cluster-state", None, "emulated cluster state dir", group=MACHINES),
+    Option("--cluster-bandwidth", "cluster_bandwidth", "set the emulated links to this rate for the profile",
+           group=PROFILE_MACHINES),
+    Option("--master-addr", "master_addr", "rendezvous address of the first host", group=MACHINES),
+    Option("--master-port", "master_port", "rendezvous port (default: a free one)", int, group=MACHINES),
+    Option("--comm-timeout", "comm_timeout_s", "rendezvous/process-group timeout across machines (s)", int,
+           group=MACHINES),
+    Option("--no-probes", "probes", "skip the bandwidth probe of R1/R1n", switch=True,
+           group=PROFILE_MACHINES),
+)  # fmt: skip
+
+
+def add_profile_arguments(parser: argparse.ArgumentParser) -> None:
+    """Every option of `stash profile`: what to run (the spec's fields) and how (--out, --db, --progress)."""
+    data = parser.add_mutually_exclusive_group()
+    machines = parser.add_argument_group("several machines")
+    for option in OPTIONS:
+        group = {DATA: data, MACHINES: machines, PROFILE_MACHINES: machines}.get(option.group, parser)
+        _add_option(group, option)
+
+
+def add_machine_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options that name the machines, for other commands than `stash profile` (`stash probe`)."""
+    group = parser.add_argument_group("several machines")
+    for option in OPTIONS:
+        if option.group == MACHINES:
+            _add_option(group, option)
+
+
+def _add_option(parser: Any, option: Option) -> None:
+    if option.switch:
+        parser.add_argument(option.flag, action="store_true", help=option.help)
+        return
+    default = option.default if option.attr is None or option.parse else default_of(option.attr)
+    required = option.attr is not None and default is MISSING
+    parser.add_argument(option.flag, type=option.type, choices=option.choices, default=None if required
+                        else default, required=required, help=option.help)  # fmt: skip
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Checks
+
+
+def check_fields(spec: ProfileSpec) -> None:
+    """Check each value of a spec, and the values against each other, without looking at this machine."""
+    if not str(spec.model or "").strip():
+        raise FieldError("--model: give a zoo name, FILE.py:FACTORY or package.module:FACTORY", "model")
+    _check_counts(spec)
+    _check_stalls(spec.stalls)
+    parse_iterations(str(spec.iterations))
+    if spec.input_shape is not None and not (spec.input_shape and all(map(_positive, spec.input_shape))):
+        raise _shape_error(spec.input_shape)
+    if spec.device not in DEVICES:
+        raise FieldError(f"--device must be auto, cpu or cuda, got {spec.device!r}", "device", spec.device)
+    _check_data(spec)
+    validate_machines(spec)
+    if spec.target_relative_ci <= 0 or spec.target_relative_ci >= 1:
+        message = "--target-ci must be a fraction between 0 and 1 (e.g. 0.02 for 2%)"
+        raise FieldError(message, "target_relative_ci", spec.target_relative_ci)
+    for attr, wrong in (("max_phase_s", spec.max_phase_s <= 0), ("max_iterations", spec.max_iterations < 2)):
+        if wrong:
+            message = "--max-phase-seconds must be positive and --max-iterations at least 2"
+            raise FieldError(message, attr, getattr(spec, attr))
+
+
+def _check_counts(spec: ProfileSpec) -> None:
+    for option in OPTIONS:  # the counts are the options read with positive_int
+        if option.type is positive_int and option.attr:
+            value = getattr(spec, option.attr)
+            if (value is not None or default_of(option.attr) is not None) and not _positive(value):
+                raise FieldError(f"{option.flag} must be a positive integer, got {value}", option.attr, value)
+    if spec.loader_workers < 0:
+        raise FieldError(f"--loader-workers must be >= 0, got {spec.loader_workers}", "loader_workers")
+
+
+def _positive(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
+
+
+def _check_stalls(names: list[str]) -> None:
+    unknown = [name for name in names if name not in STALLS]
+    if unknown or not names:
+        raise FieldError(
+            f"--stalls: unknown stall {', '.join(unknown) or '(empty)'}; choose from {', '.join(STALLS)}",
+            "stalls",
+            ", ".join(unknown),
+            "unknown" if unknown else "empty",
+        )
+
+
+def _check_data(spec: ProfileSpec) -> None:
+    if spec.dataset and spec.synthetic_images:
+        raise FieldError("give either --dataset or --synthetic-images, not both", "dataset", spec.dataset)
+    if spec.dataset is not None and not Path(spec.dataset).is_dir():
+        raise FieldError(f"--dataset {spec.dataset}: no such directory", "dataset", spec.dataset, "missing")
+    if spec.disk_read_mbps is not None and spec.disk_read_mbps <= 0:
+        raise FieldError(f"--disk-read-mbps must be positive, got {spec.disk_read_mbps}", "disk_read_mbps")
+
+
+def validate_machines(spec: ProfileSpec) -> None:
+    """The multi-machine options: consistent with --nodes, and no option that needs one machine."""
+    if spec.hosts and spec.cluster is not None:
+        raise FieldError("give either --hosts or --cluster, not both", "cluster", spec.cluster)
+    if spec.cluster is not None and spec.cluster != "emulated":
+        raise FieldError(f"--cluster {spec.cluster!r}: the only cluster kind is 'emulated'", "cluster")
+    if spec.cluster_bandwidth is not None and spec.cluster is None:
+        raise FieldError("--cluster-bandwidth applies to --cluster emulated only", "cluster_bandwidth")
+    for host in spec.hosts:
+        if not _HOST_RE.fullmatch(host):
+            raise FieldError(
+                f"--hosts: invalid host name {host!r}: expected [user@]host[:port]", "hosts", host
+            )
+    if spec.hosts and len(spec.hosts) != spec.nodes:
+        message = f"--hosts names {len(spec.hosts)} host(s) for --nodes {spec.nodes}; give one per node"
+        raise FieldError(message, "hosts", len(spec.hosts), "count")
+    if spec.nodes > 1 and not spec.remote:
+        message = f"--nodes {spec.nodes}: say which machines with --hosts or --cluster emulated"
+        raise FieldError(message, "nodes", spec.nodes, "machines")
+    if spec.remote and spec.disk_read_mbps is not None:
+        raise FieldError(
+            "--disk-read-mbps caps this machine's disk; it cannot be used with --hosts or --cluster",
+            "disk_read_mbps",
+        )
+    _check_ssh(spec)
+
+
+def _check_ssh(spec: ProfileSpec) -> None:
+    if not spec.remote and (spec.ssh_user or spec.ssh_key or spec.remote_python or spec.remote_workdir):
+        message = "--ssh-user, --ssh-key, --python and --workdir need --hosts (or --cluster)"
+        raise FieldError(message, "ssh_user", spec.ssh_user, "local")
+    if spec.ssh_user and not _USER_RE.fullmatch(spec.ssh_user):
+        message = f"--ssh-user: invalid user name {spec.ssh_user!r}: expected letters, digits, _ . - (max 32)"
+        raise FieldError(message, "ssh_user", spec.ssh_user)
+    if spec.ssh_key and not Path(spec.ssh_key).is_file():
+        message = f"--ssh-key: ssh key {spec.ssh_key!r} does not exist or is not a file"
+        raise FieldError(message, "ssh_key", spec.ssh_key)
+
+
+def check_label(label: str | None) -> None:
+    """The dashboard's rule for --instance: letters, digits and . _ - : @ + (the command takes any label)."""
+    if label is not None and not _LABEL_RE.fullmatch(label):
+        raise FieldError(f"--instance {label!r}: letters, digits and . _ - : @ + only", "instance", label)
 
 
 def usable_cpu_count() -> int:
@@ -102,29 +415,7 @@ def usable_cpu_count() -> int:
 
 def validate(spec: ProfileSpec, cuda_devices: int) -> None:
     """Check what can be checked before launching anything; raise UsageError with one line."""
-    if spec.batch_size <= 0:
-        raise UsageError(f"--batch-size must be a positive integer, got {spec.batch_size}")
-    if spec.workers_per_node <= 0:
-        raise UsageError(f"--workers must be a positive integer, got {spec.workers_per_node}")
-    if spec.nodes <= 0:
-        raise UsageError(f"--nodes must be a positive integer, got {spec.nodes}")
-    if spec.loader_workers < 0:
-        raise UsageError(f"--loader-workers must be >= 0, got {spec.loader_workers}")
-    if spec.dataset and spec.synthetic_images:
-        raise UsageError("give either --dataset or --synthetic-images, not both")
-    if spec.synthetic_images is not None and spec.synthetic_images <= 0:
-        raise UsageError(f"--synthetic-images must be positive, got {spec.synthetic_images}")
-    if spec.dataset is not None and not Path(spec.dataset).is_dir():
-        raise UsageError(f"--dataset {spec.dataset}: no such directory")
-    if spec.disk_read_mbps is not None and spec.disk_read_mbps <= 0:
-        raise UsageError(f"--disk-read-mbps must be positive, got {spec.disk_read_mbps}")
-    if spec.device not in ("auto", "cpu", "cuda"):
-        raise UsageError(f"--device must be auto, cpu or cuda, got {spec.device!r}")
-    validate_machines(spec)
-    if spec.target_relative_ci <= 0 or spec.target_relative_ci >= 1:
-        raise UsageError("--target-ci must be a fraction between 0 and 1 (e.g. 0.02 for 2%)")
-    if spec.max_phase_s <= 0 or spec.max_iterations < 2:
-        raise UsageError("--max-phase-seconds must be positive and --max-iterations at least 2")
+    check_fields(spec)
     if spec.remote:
         return  # devices and cores are those of the hosts, checked once they answer
     if spec.device == "cuda" and cuda_devices == 0:
@@ -142,28 +433,6 @@ def validate(spec: ProfileSpec, cuda_devices: int) -> None:
             )
 
 
-def validate_machines(spec: ProfileSpec) -> None:
-    """The multi-machine options: consistent with --nodes, and no option that needs one machine."""
-    if spec.hosts and spec.cluster is not None:
-        raise UsageError("give either --hosts or --cluster, not both")
-    if spec.cluster is not None and spec.cluster != "emulated":
-        raise UsageError(f"--cluster {spec.cluster!r}: the only cluster kind is 'emulated'")
-    if spec.cluster_bandwidth is not None and spec.cluster is None:
-        raise UsageError("--cluster-bandwidth applies to --cluster emulated only")
-    if spec.hosts and len(spec.hosts) != spec.nodes:
-        raise UsageError(
-            f"--hosts names {len(spec.hosts)} host(s) for --nodes {spec.nodes}; give one per node"
-        )
-    if spec.nodes > 1 and not spec.remote:
-        raise UsageError(f"--nodes {spec.nodes}: say which machines with --hosts or --cluster emulated")
-    if spec.remote and spec.disk_read_mbps is not None:
-        raise UsageError(
-            "--disk-read-mbps caps this machine's disk; it cannot be used with --hosts or --cluster"
-        )
-    if not spec.remote and (spec.ssh_user or spec.ssh_key or spec.remote_python or spec.remote_workdir):
-        raise UsageError("--ssh-user, --ssh-key, --python and --workdir need --hosts (or --cluster)")
-
-
 def resolve_device(spec: ProfileSpec, cuda_devices: int) -> None:
     """Fill in device, backend and threads so that every run of the profile uses the same.
 
@@ -177,16 +446,6 @@ def resolve_device(spec: ProfileSpec, cuda_devices: int) -> None:
     if spec.threads_per_worker is None:
         # Same thread count in R0 and R1 so that they compare like with like.
         spec.threads_per_worker = max(1, usable_cpu_count() // spec.workers_per_node)
-
-
-def parse_hosts(text: str | None) -> list[str]:
-    """--hosts a,b,c -> ["a", "b", "c"] (each one is validated when its ssh target is made)."""
-    if not text:
-        return []
-    hosts = [part.strip() for part in text.split(",")]
-    if any(not host for host in hosts):
-        raise UsageError(f"--hosts {text!r}: an empty host name")
-    return hosts
 
 
 def cuda_device_count() -> int:

@@ -6,6 +6,10 @@ import argparse
 import os
 from pathlib import Path
 
+from stash_core.spec import positive_int
+
+__all__ = ["add_db_argument", "db_path", "default_db", "positive_int"]
+
 
 def default_db() -> Path:
     return Path(os.environ.get("STASH_DB") or "results.duckdb")
@@ -22,13 +26,3 @@ def add_db_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--db", type=Path, default=None, help="DuckDB file (default: $STASH_DB or ./results.duckdb)"
     )
-
-
-def positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {value}")
-    return value

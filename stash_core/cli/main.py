@@ -9,8 +9,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from stash_core.cli.args import add_db_argument, db_path, positive_int
+from stash_core.cli.args import add_db_argument, db_path
 from stash_core.errors import StashError, UsageError
+from stash_core.spec import add_profile_arguments
 
 EXIT_INTERRUPTED = 130
 
@@ -64,43 +65,6 @@ def command_groups() -> list:
     from stash_core.cli import spot as cli_spot
 
     return [cli_network, cli_decisions, cli_spot, cli_sched]
-
-
-def add_profile_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--model", required=True, help="zoo name, FILE.py:FACTORY or package.module:FACTORY")
-    p.add_argument("--batch-size", required=True, type=positive_int, help="samples per worker per iteration")
-    p.add_argument("--workers", type=positive_int, default=1, help="worker processes (GPUs) per machine")
-    p.add_argument("--nodes", type=positive_int, default=1, help="machines (with --hosts or --cluster)")
-    p.add_argument("--stalls", default=None, help="comma list of compute,interconnect,network,cpu,disk")
-    data = p.add_mutually_exclusive_group()
-    data.add_argument("--dataset", default=None, help="ImageFolder-style directory: one folder per class")
-    data.add_argument(
-        "--synthetic-images", type=positive_int, default=None, help="generate N JPEG files once"
-    )
-    p.add_argument(
-        "--dataset-images", type=positive_int, default=None, help="epoch size for synthetic-only runs"
-    )
-    p.add_argument("--image-px", type=positive_int, default=256, help="side of generated images (pixels)")
-    p.add_argument("--loader-workers", type=int, default=2, help="DataLoader processes per worker")
-    p.add_argument("--iterations", default="auto", help="'auto' (until ± target) or a number per run")
-    p.add_argument("--target-ci", type=float, default=0.02, help="relative 95%% CI to reach with auto")
-    p.add_argument("--max-iterations", type=int, default=2000, help="cap per run with auto")
-    p.add_argument("--max-phase-seconds", type=float, default=120.0, help="cap per run, in seconds")
-    p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
-    p.add_argument(
-        "--threads-per-worker", type=positive_int, default=None, help="torch threads per CPU worker"
-    )
-    p.add_argument("--instance", default=None, help="label of the machine or cloud instance type")
-    p.add_argument("--input-shape", default=None, help="C,H,W for images or a sequence length for tokens")
-    p.add_argument("--num-classes", type=positive_int, default=None)
-    p.add_argument(
-        "--disk-read-mbps", type=float, default=None, help="cap read throughput (block-I/O cgroup)"
-    )
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", type=Path, default=None, help="result file (default: results/RUN_ID.json)")
-    p.add_argument("--no-store", action="store_true", help="write the result file only, not the database")
-    p.add_argument("--progress", default="auto", choices=["auto", "bar", "json", "none"])
-    add_db_argument(p)
 
 
 def main(argv: list[str] | None = None) -> int:

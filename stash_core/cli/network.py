@@ -4,7 +4,8 @@
     stash cluster up|down|status|set  the emulated cluster on this machine (root)
     stash probe                       all-reduce and point-to-point bandwidth and latency
 
-It also adds the multi-machine options (--hosts, --cluster, ...) to `stash profile`.
+`stash probe` takes the options that name the machines (--hosts, --cluster, ...) from stash_core.spec, as
+`stash profile` does.
 """
 
 from __future__ import annotations
@@ -15,17 +16,14 @@ import sys
 from pathlib import Path
 
 from stash_core.errors import UsageError
+from stash_core.spec import add_machine_arguments
 
 SIZE_UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "kib": 1024, "m": 10**6, "mb": 10**6, "mib": 1024**2,
               "g": 10**9, "gb": 10**9, "gib": 1024**3}  # fmt: skip
 
 
 def add_commands(subparsers, parser_class: type[argparse.ArgumentParser] | None = None) -> None:
-    """Register `remote`, `cluster` and `probe`, and the multi-machine options of `profile`."""
-    profile = subparsers.choices.get("profile")
-    if profile is not None:
-        add_machine_arguments(profile, for_profile=True)
-
+    """Register `remote`, `cluster` and `probe`."""
     remote = subparsers.add_parser("remote", help="remote hosts: check what a host offers a run")
     remote_commands = remote.add_subparsers(dest="remote_command", required=True, parser_class=parser_class)
     check = remote_commands.add_parser("check", help="python, torch, Stash version and GPUs of a host")
@@ -80,28 +78,7 @@ def add_commands(subparsers, parser_class: type[argparse.ArgumentParser] | None 
     probe.add_argument(
         "--db", type=Path, default=None, help="DuckDB file (default: $STASH_DB or ./results.duckdb)"
     )
-    add_machine_arguments(probe, for_profile=False)
-
-
-def add_machine_arguments(parser: argparse.ArgumentParser, for_profile: bool) -> None:
-    group = parser.add_argument_group("several machines")
-    group.add_argument("--hosts", default=None, help="comma list of [user@]host[:port], one per node")
-    group.add_argument("--ssh-user", default=None, help="user on the hosts")
-    group.add_argument("--ssh-key", default=None, help="private key file (only its path is kept)")
-    group.add_argument("--python", default=None, help="python on the hosts (default python3)")
-    group.add_argument("--workdir", default=None, help="directory on the hosts to run from")
-    group.add_argument("--cluster", default=None, choices=["emulated"], help="use the emulated cluster")
-    group.add_argument("--cluster-state", default=None, help="emulated cluster state dir")
-    group.add_argument("--master-addr", default=None, help="rendezvous address of the first host")
-    group.add_argument("--master-port", type=int, default=None, help="rendezvous port (default: a free one)")
-    group.add_argument(
-        "--comm-timeout", type=int, default=60, help="rendezvous/process-group timeout across machines (s)"
-    )
-    if for_profile:
-        group.add_argument(
-            "--cluster-bandwidth", default=None, help="set the emulated links to this rate for the profile"
-        )
-        group.add_argument("--no-probes", action="store_true", help="skip the bandwidth probe of R1/R1n")
+    add_machine_arguments(probe)
 
 
 def _state_argument(parser: argparse.ArgumentParser) -> None:

@@ -1,4 +1,7 @@
-"""`stash profile`: from command-line arguments to a stored, printed breakdown."""
+"""`stash profile`: check the command line, run the profile, save it and print its breakdown.
+
+The options themselves, and what a valid profile is, are defined once in stash_core.spec.
+"""
 
 from __future__ import annotations
 
@@ -8,57 +11,7 @@ from pathlib import Path
 
 from stash_core.errors import StashError, UsageError
 from stash_core.interrupts import held_interrupts
-from stash_core.spec import (
-    ProfileSpec,
-    cuda_device_count,
-    parse_hosts,
-    parse_iterations,
-    parse_stalls,
-    resolve_device,
-    validate,
-)
-
-
-def spec_from_args(args) -> ProfileSpec:
-    from stash_core.zoo import parse_input_shape
-
-    spec = ProfileSpec(
-        model=args.model,
-        batch_size=args.batch_size,
-        workers_per_node=args.workers,
-        nodes=args.nodes,
-        dataset=str(Path(args.dataset).resolve()) if args.dataset else None,
-        synthetic_images=args.synthetic_images,
-        dataset_images=args.dataset_images,
-        loader_workers=args.loader_workers,
-        iterations=parse_iterations(args.iterations),
-        device=args.device,
-        instance=args.instance,
-        threads_per_worker=args.threads_per_worker,
-        disk_read_mbps=args.disk_read_mbps,
-        input_shape=list(parse_input_shape(args.input_shape)) if args.input_shape else None,
-        num_classes=args.num_classes,
-        image_px=args.image_px,
-        target_relative_ci=args.target_ci,
-        max_iterations=args.max_iterations,
-        max_phase_s=args.max_phase_seconds,
-        seed=args.seed,
-        # the multi-machine options (stash_core.cli.network adds them to `stash profile`)
-        hosts=parse_hosts(getattr(args, "hosts", None)),
-        ssh_user=getattr(args, "ssh_user", None),
-        ssh_key=str(Path(args.ssh_key).expanduser()) if getattr(args, "ssh_key", None) else None,
-        remote_python=getattr(args, "python", None),
-        remote_workdir=getattr(args, "workdir", None),
-        cluster=getattr(args, "cluster", None),
-        cluster_bandwidth=getattr(args, "cluster_bandwidth", None),
-        master_addr=getattr(args, "master_addr", None),
-        master_port=getattr(args, "master_port", None),
-        comm_timeout_s=getattr(args, "comm_timeout", None) or 60,
-        probes=not getattr(args, "no_probes", False),
-    )
-    if args.stalls:
-        spec.stalls = parse_stalls(args.stalls)
-    return spec
+from stash_core.spec import ProfileSpec, cuda_device_count, resolve_device, validate
 
 
 def remote_hosts(spec: ProfileSpec, cluster_state: Path | None = None):
@@ -132,8 +85,7 @@ def check_writable(db_path: Path, out_path: Path | None, store_db: bool) -> None
 
 
 def make_reporter(mode: str):
-    from stash_core.engine.profiler import Reporter
-    from stash_core.engine.progress import BarReporter, JsonReporter
+    from stash_core.engine.progress import BarReporter, JsonReporter, Reporter
 
     if mode == "json":
         return JsonReporter()
@@ -143,27 +95,11 @@ def make_reporter(mode: str):
 
 
 def profile_from_args(args, db_path: Path) -> int:
-    from stash_core import store
-    from stash_core.cli.probe_text import format_communication
-    from stash_core.cli.report import format_breakdown
-    from stash_core.engine.profiler import prepare_data, run_profile
-    from stash_core.measure import protocol
-    from stash_core.results.file import default_result_path, write_result_atomic
+    from stash_core.engine.data_setup import prepare_data
+    from stash_core.engine.profiler import run_profile
     from stash_core.zoo import build_model
 
-    spec = spec_from_args(args)
-    cuda_devices = cuda_device_count()
-    validate(spec, cuda_devices)
-    resolve_device(spec, cuda_devices)
-    cluster_state = Path(args.cluster_state) if getattr(args, "cluster_state", None) else None
-    remote_hosts(spec, cluster_state)  # host names, user, key, paths: refused before anything runs
-    if spec.disk_read_mbps is not None:
-        from stash_core.data.diskcap import disk_cap_unsupported_reason
-
-        probe_path = Path(spec.dataset) if spec.dataset else Path.home()
-        reason = disk_cap_unsupported_reason(probe_path)
-        if reason:
-            raise UsageError(f"--disk-read-mbps: {reason}")
+    spec, cluster_state = checked_spec(args)
     _, info = build_model(spec.model, num_classes=spec.num_classes, input_shape=_shape(spec))
     check_writable(db_path, args.out, not args.no_store)
     reporter = make_reporter(args.progress)
@@ -187,24 +123,53 @@ def profile_from_args(args, db_path: Path) -> int:
         doc = getattr(caught, "__stash_doc__", None)
     if doc is None:
         raise error  # type: ignore[misc]
+    out_path, interrupted = save_result(doc, args, db_path)
+    if interrupted and error is None:
+        error = KeyboardInterrupt()
+    return report_result(doc, out_path, error, args, db_path)
+
+
+def checked_spec(args) -> tuple[ProfileSpec, Path | None]:
+    """The spec of the command line and the emulated cluster's state folder, checked before anything runs."""
+    spec = ProfileSpec.from_args(args)
+    cuda_devices = cuda_device_count()
+    validate(spec, cuda_devices)
+    resolve_device(spec, cuda_devices)
+    cluster_state = Path(args.cluster_state) if getattr(args, "cluster_state", None) else None
+    remote_hosts(spec, cluster_state)  # host names, user, key, paths: refused before anything runs
+    if spec.disk_read_mbps is not None:
+        from stash_core.data.diskcap import disk_cap_unsupported_reason
+
+        probe_path = Path(spec.dataset) if spec.dataset else Path.home()
+        reason = disk_cap_unsupported_reason(probe_path)
+        if reason:
+            raise UsageError(f"--disk-read-mbps: {reason}")
+    return spec, cluster_state
+
+
+def save_result(doc: dict, args, db_path: Path) -> tuple[Path, bool]:
+    """Write the result file and store it; returns its path and whether Ctrl-C was pressed meanwhile."""
+    from stash_core import store
+    from stash_core.results.file import default_result_path, write_result_atomic
+
     out_path = args.out or default_result_path(doc["run_id"])
     # A Ctrl-C now lets the save finish (DuckDB would also swallow it into a retried statement), then 130.
     with held_interrupts() as interrupted:
         write_result_atomic(out_path, doc)
         if not args.no_store:
             store.ingest_result(db_path, doc, source_file=str(out_path))
-    if interrupted and error is None:
-        error = KeyboardInterrupt()
+    return out_path, bool(interrupted)
+
+
+def report_result(doc: dict, out_path: Path, error: BaseException | None, args, db_path: Path) -> int:
+    """The DONE line (--progress json), then the breakdown; a failed or interrupted run raises its error."""
+    from stash_core.cli.probe_text import format_communication
+    from stash_core.cli.report import format_breakdown
+    from stash_core.measure import protocol
+
     if args.progress == "json":
-        protocol.emit(
-            "DONE",
-            {
-                "run_id": doc["run_id"],
-                "status": doc["status"],
-                "result_file": str(out_path),
-                "error": doc["error"],
-            },
-        )
+        done = {"run_id": doc["run_id"], "status": doc["status"], "result_file": str(out_path)}
+        protocol.emit("DONE", {**done, "error": doc["error"]})
     if error is not None:
         print(f"stash: saved the {doc['status']} run {doc['run_id']} to {out_path}", file=sys.stderr)
         raise error

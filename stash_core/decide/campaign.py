@@ -27,6 +27,7 @@ from typing import Any
 from stash_core import PACKAGE_PARENT
 from stash_core.errors import UsageError
 from stash_core.measure import protocol
+from stash_core.spec import ProfileSpec, parse_input_shape, parse_iterations, parse_stalls
 
 FAMILIES = {"resnet": "resnet{depth}", "vgg": "vgg{depth}"}
 DEFAULT_DEPTHS = {"resnet": (10, 12, 16, 18, 34, 50, 101, 152), "vgg": (11, 13, 16, 19)}
@@ -162,43 +163,29 @@ def split_done(
     return todo, stored
 
 
+def profile_spec(item: CampaignItem, settings: CampaignSettings) -> ProfileSpec:
+    """The profile of one configuration: the item's model and sizes with the campaign's shared settings."""
+    names = [*(settings.stalls or ["compute", "interconnect"]), *(["network"] if item.nodes > 1 else [])]
+    return ProfileSpec(
+        model=item.model,
+        batch_size=item.batch_size,
+        workers_per_node=item.workers_per_node,
+        nodes=item.nodes,
+        stalls=parse_stalls(",".join(names)),
+        iterations=parse_iterations(str(settings.iterations)),
+        instance=item.instance,
+        input_shape=parse_input_shape(settings.input_shape) if settings.input_shape else None,
+        num_classes=settings.num_classes or None,
+        device=settings.device or "auto",
+        cluster="emulated" if item.bandwidth else None,
+        cluster_bandwidth=item.bandwidth or None,
+    )
+
+
 def profile_argv(item: CampaignItem, settings: CampaignSettings) -> list[str]:
     """The `stash profile` command line of one configuration."""
-    stalls = settings.stalls or ["compute", "interconnect"]
-    if item.nodes > 1 and "network" not in stalls:
-        stalls = [*stalls, "network"]
-    argv = [
-        settings.python,
-        "-m",
-        "stash_core",
-        "profile",
-        "--model",
-        item.model,
-        "--batch-size",
-        str(item.batch_size),
-        "--workers",
-        str(item.workers_per_node),
-        "--nodes",
-        str(item.nodes),
-        "--stalls",
-        ",".join(stalls),
-        "--iterations",
-        str(settings.iterations),
-        "--instance",
-        item.instance,
-        "--db",
-        str(settings.db_path),
-        "--progress",
-        "json",
-    ]
-    if settings.input_shape:
-        argv += ["--input-shape", settings.input_shape]
-    if settings.num_classes:
-        argv += ["--num-classes", str(settings.num_classes)]
-    if settings.device:
-        argv += ["--device", settings.device]
-    if item.bandwidth:
-        argv += ["--cluster", "emulated", "--cluster-bandwidth", item.bandwidth]
+    argv = [settings.python, "-m", "stash_core", "profile", *profile_spec(item, settings).to_argv()]
+    argv += ["--db", str(settings.db_path), "--progress", "json"]
     if settings.results_dir is not None:
         safe = "_".join(str(part) for part in item.key).replace("/", "-").replace("@", "_at_")
         argv += ["--out", str(Path(settings.results_dir) / f"{safe}-{int(time.time())}.json")]

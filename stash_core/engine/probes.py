@@ -9,6 +9,7 @@ from stash_core.launch.runner import run_workers, worker_env
 from stash_core.measure import protocol
 from stash_core.measure.fingerprint import machine_fingerprint
 from stash_core.measure.probe_plan import probe_settings, probe_sizes
+from stash_core.results import PROBE_KIND, SCHEMA_VERSION
 from stash_core.spec import cuda_device_count, parse_hosts
 
 
@@ -100,8 +101,8 @@ def run_probe_command(
         raise MeasurementError(f"probe failed: {reason}")
     link = (remote.link or {}) if remote is not None else {}
     return {
-        "schema_version": 1,
-        "kind": "stash-probe",
+        "schema_version": SCHEMA_VERSION,
+        "kind": PROBE_KIND,
         "probe_id": f"probe-{started.strftime('%Y%m%dT%H%M%SZ')}-{secrets.token_hex(4)}",
         "run_id": None,
         "phase": None,

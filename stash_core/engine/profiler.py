@@ -15,6 +15,7 @@ from stash_core.engine.progress import Reporter
 from stash_core.errors import MeasurementError, StashError, UsageError
 from stash_core.launch.hosts import RemoteHosts, check_hosts, version_warnings
 from stash_core.measure.fingerprint import machine_fingerprint
+from stash_core.results import RESULT_KIND, SCHEMA_VERSION
 from stash_core.spec import ProfileSpec
 
 
@@ -42,8 +43,8 @@ def run_profile(
     reporter = reporter or Reporter()
     started_at = utc_now()
     doc = {
-        "schema_version": 1,
-        "kind": "stash-profile",
+        "schema_version": SCHEMA_VERSION,
+        "kind": RESULT_KIND,
         "run_id": new_run_id(started_at),
         "status": "running",
         "error": None,

@@ -1,9 +1,10 @@
 """Result files: one self-contained, versioned JSON document per profile.
 
-The format is described in docs/schema.md (section "Result file"). This module writes result files atomically,
-reads them back, migrates documents of older schema versions forward and checks that a document has the shape
-the store relies on. Every problem a user can cause (missing, truncated, foreign or too new file) ends in a
-one-line UsageError.
+The format is described in docs/schema.md (section "Result file", rendered from stash_core/results/doc.py).
+This module writes result files atomically, reads them back, migrates documents of older schema versions
+forward and checks that a document has the shape the store relies on; it also checks the probe documents of
+`stash probe` (same SCHEMA_VERSION). Every problem a user can cause (missing, truncated, foreign or too new
+file) ends in a one-line UsageError.
 """
 
 from __future__ import annotations
@@ -15,12 +16,17 @@ import tempfile
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias
 
 from stash_core.errors import UsageError
 
+# The one schema version of result and probe documents: whatever writes one stamps it with this constant.
 SCHEMA_VERSION = 1
 RESULT_KIND = "stash-profile"
+PROBE_KIND = "stash-probe"
+
+# A parsed result or probe document (JSON object); upgrade_result and validate_result check its shape.
+ResultDocument: TypeAlias = dict[str, Any]
 
 RUN_STATUSES = ("completed", "failed", "interrupted")
 PHASE_STATUSES = ("completed", "failed", "skipped", "interrupted")
@@ -32,7 +38,7 @@ REQUIRED_KEYS = ("schema_version", "kind", "run_id", "status", "started_at", "sp
 
 # MIGRATIONS[v] turns a document of schema_version v into one of version v + 1. Version 1 is the first
 # version, so there is nothing to migrate yet; a future version 2 adds `MIGRATIONS[1] = _v1_to_v2`.
-MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {}
+MIGRATIONS: dict[int, Callable[[ResultDocument], ResultDocument]] = {}
 
 
 def default_result_path(run_id: str, results_dir: Path = Path("results")) -> Path:
@@ -42,7 +48,7 @@ def default_result_path(run_id: str, results_dir: Path = Path("results")) -> Pat
     return Path(results_dir) / f"{run_id}.json"
 
 
-def write_result_atomic(path: Path, doc: dict[str, Any]) -> Path:
+def write_result_atomic(path: Path, doc: ResultDocument) -> Path:
     """Write `doc` as JSON to `path` so that readers see either the old file or the whole new one.
 
     Non-finite floats (NaN, inf) become null, because they are not valid JSON. Parent directories are created.
@@ -74,13 +80,35 @@ def write_result_atomic(path: Path, doc: dict[str, Any]) -> Path:
     return path
 
 
-def load_result(path: Path) -> dict[str, Any]:
+def load_result(path: Path) -> ResultDocument:
     """Read, migrate to the current schema version and validate one result file.
 
     Raises UsageError "<path>: <problem>" for a missing, unreadable, truncated, foreign, too new or
     incomplete file.
     """
     path = Path(path)
+    doc = _read_json(path)
+    try:
+        return upgrade_result(doc)
+    except UsageError as exc:
+        raise UsageError(f"{path}: {exc}") from None
+
+
+def load_document(path: Path) -> ResultDocument:
+    """A result file (migrated and validated as by load_result) or a probe file of `stash probe` (checked by
+    check_probe); UsageError "<path>: <problem>" otherwise."""
+    path = Path(path)
+    doc = _read_json(path)
+    try:
+        if isinstance(doc, dict) and doc.get("kind") == PROBE_KIND:
+            check_probe(doc)
+            return doc
+        return upgrade_result(doc)
+    except UsageError as exc:
+        raise UsageError(f"{path}: {exc}") from None
+
+
+def _read_json(path: Path) -> Any:
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
@@ -96,19 +124,27 @@ def load_result(path: Path) -> dict[str, Any]:
     if not text.strip():
         raise UsageError(f"{path}: result file is empty")
     try:
-        doc = json.loads(text)
+        return json.loads(text)
     except json.JSONDecodeError as exc:
         raise UsageError(
             f"{path}: not valid JSON (truncated or corrupt at line {exc.lineno} column {exc.colno}: "
             f"{exc.msg})"
         ) from None
-    try:
-        return upgrade_result(doc)
-    except UsageError as exc:
-        raise UsageError(f"{path}: {exc}") from None
 
 
-def upgrade_result(doc: Any) -> dict[str, Any]:
+def check_probe(doc: Any) -> None:
+    """Raise UsageError (one line) unless `doc` is a probe document of `stash probe` this Stash can read."""
+    if not isinstance(doc, dict) or doc.get("kind") != PROBE_KIND:
+        raise UsageError(f'not a Stash probe (no "kind": "{PROBE_KIND}")')
+    version = doc.get("schema_version")
+    if isinstance(version, bool) or not isinstance(version, int) or version > SCHEMA_VERSION:
+        raise UsageError(f"probe has schema_version {version!r}; this Stash reads up to {SCHEMA_VERSION}")
+    probe_id = doc.get("probe_id")
+    if not isinstance(probe_id, str) or not probe_id.strip():
+        raise UsageError("probe has an empty or non-text probe_id")
+
+
+def upgrade_result(doc: Any) -> ResultDocument:
     """Check that `doc` is a Stash result, migrate it forward to SCHEMA_VERSION and validate it."""
     if not isinstance(doc, dict) or doc.get("kind") != RESULT_KIND:
         raise UsageError(f'not a Stash result file (no "kind": "{RESULT_KIND}")')

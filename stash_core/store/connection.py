@@ -28,13 +28,8 @@ except ImportError:  # not on POSIX: no writer announcement, plain retries only
     fcntl = None  # type: ignore[assignment]
 
 from stash_core.errors import UsageError
-from stash_core.store.schema import (
-    DB_SCHEMA_VERSION,
-    check_readable_version,
-    create_schema,
-    ensure_schema,
-    stored_schema_version,
-)
+from stash_core.store.migrations import check_reader_can_take, ensure_schema, stored_schema_version
+from stash_core.store.schema import create_schema
 
 DEFAULT_DB_PATH = Path("results.duckdb")
 LOCK_TIMEOUT_S = 10.0
@@ -53,9 +48,10 @@ def connect(
 ) -> Iterator[duckdb.DuckDBPyConnection]:
     """Open the store for one operation and close it afterwards.
 
-    Writers create the schema on first use (and migrate an older one). Readers of a file that does not exist
-    yet, or that holds no Stash schema, get an empty in-memory database with the schema, so queries return
-    empty results. The session time zone is UTC. Raises UsageError when the file stays locked for
+    Writers create the schema on first use (and migrate an older one, see store/migrations.py). Readers take
+    a database as it is (versions from READABLE_FROM_VERSION on); readers of a file that does not exist yet,
+    or that holds no Stash schema, get an empty in-memory database with the schema, so queries return empty
+    results. The session time zone is UTC. Raises UsageError when the file stays locked for
     `lock_timeout_s` (default LOCK_TIMEOUT_S), is not a DuckDB database, or cannot be created.
     """
     path = Path(db_path)
@@ -97,12 +93,7 @@ def _checked_reader(con: duckdb.DuckDBPyConnection, path: Path) -> duckdb.DuckDB
         # A DuckDB file without the Stash schema (e.g. created by a crashed first writer) reads as empty.
         con.close()
         return _empty_database()
-    check_readable_version(version, str(path))
-    if version < DB_SCHEMA_VERSION:
-        raise UsageError(
-            f"database {path} has schema_version {version}; run a writing command (e.g. ingest) once"
-            f" to migrate it to {DB_SCHEMA_VERSION}"
-        )
+    check_reader_can_take(version, str(path))  # an older but readable version is read as it is
     return con
 
 

@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from stash_core.errors import UsageError
+from stash_core.results import RESULT_KIND, SCHEMA_VERSION
 
 COMPANION_TABLES = ("phases", "stalls", "iterations", "telemetry")
 SAMPLE_COLUMNS = ("iteration_s", "data_s", "forward_s", "backward_s", "optimizer_s", "slowest_rank")
@@ -51,8 +52,8 @@ def doc_from_rows(run_id: str, run: dict[str, Any], parts: dict[str, pd.DataFram
              ("param_count", "param_count"), ("grad_tensor_count", "grad_tensor_count"),
              ("layer_count", "layer_count"), ("grad_bytes", "grad_bytes"))}  # fmt: skip
     return {
-        "schema_version": 1,
-        "kind": "stash-profile",
+        "schema_version": SCHEMA_VERSION,
+        "kind": RESULT_KIND,
         "run_id": run_id,
         "status": run.get("status"),
         "error": run.get("error"),

@@ -18,7 +18,8 @@ import pandas as pd
 from stash_core.errors import UsageError
 from stash_core.results.file import STALL_NAMES
 from stash_core.store.connection import connect
-from stash_core.store.schema import DB_SCHEMA_VERSION
+from stash_core.store.schema import DB_SCHEMA_VERSION, TABLES, VIEWS
+from stash_core.store.schema_docs import documented_meaning
 
 _JSON_RUN_COLUMNS = ("spec", "fingerprint", "warnings", "communication")
 _TZ_TYPE = "TIMESTAMP WITH TIME ZONE"
@@ -158,6 +159,45 @@ def database_summary(db_path: Path | str) -> dict[str, Any]:
         "iterations": iterations,
         "last_run_at": None if last_run is None else last_run.replace(tzinfo=UTC),
     }
+
+
+def describe_schema(db_path: Path | str) -> dict[str, dict[str, Any]]:
+    """Every table and view of the store, read from the database's catalog:
+    {name: {"kind": "table" | "view", "rows": estimated rows (tables) or None, "about": its comment,
+    "columns": [{"column", "type", "meaning": its comment}]}}, in TABLES then VIEWS order.
+
+    The meanings are the database's own COMMENT ON metadata. A database of an older version that a reader
+    takes as it is may have none yet (a writer adds them when it migrates); this Stash's descriptions
+    stand in for the missing ones.
+    """
+    names = [*TABLES, *VIEWS]
+    with connect(db_path, read_only=True) as con:
+        relations = con.execute(
+            "SELECT table_name, 'table', estimated_size, comment FROM duckdb_tables() "
+            "WHERE database_name = current_database() AND schema_name = 'main' "
+            "UNION ALL SELECT view_name, 'view', NULL, comment FROM duckdb_views() "
+            "WHERE database_name = current_database() AND schema_name = 'main'"
+        ).fetchall()
+        columns = con.execute(
+            "SELECT table_name, column_name, data_type, comment FROM duckdb_columns() "
+            "WHERE database_name = current_database() AND schema_name = 'main' "
+            "AND list_contains(?, table_name) ORDER BY table_name, column_index",
+            [names],
+        ).fetchall()
+    found = {name: (kind, rows, comment) for name, kind, rows, comment in relations}
+    described: dict[str, dict[str, Any]] = {}
+    for name in names:
+        kind, rows, comment = found.get(name, ("view" if name in VIEWS else "table", None, None))
+        described[name] = {
+            "kind": kind,
+            "rows": None if rows is None else int(rows),
+            "about": comment or documented_meaning(name),
+            "columns": [],
+        }
+    for table, column, data_type, comment in columns:
+        meaning = comment or documented_meaning(table, column)
+        described[table]["columns"].append({"column": column, "type": data_type, "meaning": meaning})
+    return described
 
 
 def query_readonly(

@@ -1,19 +1,18 @@
-"""DuckDB schema of the Stash store: DDL, the stall_breakdown view and forward migrations.
+"""DuckDB schema of the Stash store: the tables and the stall_breakdown view of the current version.
 
-The schema is a public interface (docs/schema.md documents every column); change it only together with
-DB_SCHEMA_VERSION, a migration step in DB_MIGRATIONS and the documentation.
+The schema is a public interface: change it only together with DB_SCHEMA_VERSION, a numbered step in
+stash_core/store/migrations.py and the descriptions in stash_core/store/schema_docs.py (which become the
+COMMENT ON metadata of every table, view and column, and docs/schema.md).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import duckdb
 
-from stash_core.errors import UsageError
 from stash_core.results.file import STALL_NAMES
+from stash_core.store.schema_docs import COMMENTS_DIGEST, comment_script
 
-DB_SCHEMA_VERSION = 1
+DB_SCHEMA_VERSION = 2
 
 TABLES = ("runs", "phases", "iterations", "telemetry", "stalls", "models", "instances", "probes")
 VIEWS = ("stall_breakdown",)
@@ -193,85 +192,15 @@ LEFT JOIN stalls AS s ON s.run_id = r.run_id
 GROUP BY ALL
 """
 
-# DB_MIGRATIONS[v] upgrades a database at schema version v to v + 1 inside the caller's transaction.
-DB_MIGRATIONS: dict[int, Callable[[duckdb.DuckDBPyConnection], None]] = {}
-
-
-def stored_schema_version(con: duckdb.DuckDBPyConnection) -> int | None:
-    """The schema version recorded in the open database, or None when it has no Stash schema yet."""
-    # Asking directly is much faster than listing the catalog through duckdb_tables().
-    # fetchall, never fetchone: DuckDB 2 refuses further relation work while a result is half read.
-    try:
-        rows = con.execute("SELECT value FROM main.schema_meta WHERE key = 'schema_version'").fetchall()
-    except duckdb.CatalogException:
-        return None
-    return int(rows[0][0]) if rows else None
-
 
 def create_schema(con: duckdb.DuckDBPyConnection) -> None:
-    """Create every table and view of the current version (no-op for the ones that exist)."""
+    """Create every table and view of the current version (tables that exist are kept), comment every table,
+    view and column, and record the schema version and the comments' digest in schema_meta."""
     con.execute(_TABLE_DDL)
     con.execute(STALL_BREAKDOWN_VIEW)
+    con.execute(comment_script())
     con.execute(
-        "INSERT INTO schema_meta VALUES ('schema_version', ?) "
+        "INSERT INTO schema_meta VALUES ('schema_version', ?), ('comments_digest', ?) "
         "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-        [str(DB_SCHEMA_VERSION)],
+        [str(DB_SCHEMA_VERSION), COMMENTS_DIGEST],
     )
-
-
-def ensure_schema(con: duckdb.DuckDBPyConnection, db_label: str) -> None:
-    """Create the schema in a new database, or migrate an older one forward (writers only)."""
-    version = stored_schema_version(con)
-    if version == DB_SCHEMA_VERSION:
-        _add_later_additions(con)
-        return
-    check_readable_version(version, db_label)
-    con.execute("BEGIN TRANSACTION")
-    try:
-        if version is None:
-            create_schema(con)
-        else:
-            while version < DB_SCHEMA_VERSION:
-                DB_MIGRATIONS[version](con)
-                version += 1
-            create_schema(con)
-        con.execute("COMMIT")
-    except BaseException:
-        con.execute("ROLLBACK")
-        raise
-
-
-def check_readable_version(version: int | None, db_label: str) -> None:
-    """Refuse a database written by a newer Stash."""
-    if version is not None and version > DB_SCHEMA_VERSION:
-        raise UsageError(
-            f"database {db_label} has schema_version {version}; this Stash reads up to {DB_SCHEMA_VERSION}"
-            " - upgrade Stash"
-        )
-
-
-# Columns that joined schema version 1 after its first release (added, nothing else changed, so every
-# version-1 file and reader stays valid; readers treat them as optional).
-LATER_RUN_COLUMNS = {"unattributed_s": "DOUBLE", "network_reference": "VARCHAR", "communication": "JSON"}
-
-
-def _add_later_additions(con: duckdb.DuckDBPyConnection) -> None:
-    """Bring a version-1 database made before the later additions up to date: the `probes` table and the
-    runs columns of LATER_RUN_COLUMNS."""
-    try:
-        con.execute("SELECT 1 FROM main.probes LIMIT 0").fetchall()
-    except duckdb.CatalogException:
-        con.execute(_PROBES_DDL)
-    present = {
-        row[0]
-        for row in con.execute(
-            "SELECT column_name FROM information_schema.columns WHERE table_schema = 'main' "
-            "AND table_name = 'runs'"
-        ).fetchall()
-    }
-    for column, sql_type in LATER_RUN_COLUMNS.items():
-        if column not in present:
-            con.execute(f"ALTER TABLE runs ADD COLUMN {column} {sql_type}")
-
-
-_PROBES_DDL = _TABLE_DDL[_TABLE_DDL.index("CREATE TABLE IF NOT EXISTS probes") :].split(";")[0] + ";"

@@ -1,4 +1,8 @@
-"""Run: the form that starts a profile, turned into `stash profile` arguments."""
+"""Run: the form that starts a profile, turned into `stash profile` arguments.
+
+The form's values become a ProfileSpec, checked by stash_core.spec like a command line; this module only
+words the spec's errors for the form's fields and makes relative paths absolute.
+"""
 
 from __future__ import annotations
 
@@ -7,10 +11,38 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from stash_core.errors import UsageError
-from stash_core.results.file import STALL_NAMES
+from stash_core.spec import (
+    FieldError,
+    ProfileSpec,
+    check_fields,
+    check_label,
+    parse_input_shape,
+    parse_iterations,
+    parse_stalls,
+)
 
-# ---------------------------------------------------------------------------------------------------------
-# Run form
+# How the form words a wrong spec value: by field, or "field/rule" where a field has several checks. Fields
+# that the form cannot get wrong keep the command's own message.
+FIELD_MESSAGES = {
+    "model": "Model: choose a zoo model or give FILE.py:FACTORY",
+    "batch_size": "Batch size must be a whole number of at least 1",
+    "workers_per_node": "Workers must be a whole number of at least 1",
+    "nodes": "Nodes must be a whole number of at least 1",
+    "nodes/machines": "Nodes > 1 needs remote hosts or the emulated cluster",
+    "stalls/empty": "Stalls: pick at least one stall to measure",
+    "stalls/unknown": "Stalls: unknown {value}",
+    "synthetic_images": "Synthetic images must be a whole number of at least 1",
+    "dataset/missing": "Data set: no folder {value}",
+    "input_shape": "Input shape: give C,H,W for images (e.g. 3,64,64) or a sequence length (e.g. 128)",
+    "num_classes": "Classes must be a whole number of at least 1",
+    "iterations": "Iterations: 'auto' or a whole number of at least 2",
+    "max_phase_s": "Time limit per phase must be positive",
+    "instance": "Instance label: letters, digits and . _ - : @ + only",
+    "hosts": "Remote hosts: {value!r} is not a host name (user@host[:port])",
+    "hosts/count": "Remote hosts: {value} host(s) for {nodes} node(s); give one host per node",
+    "ssh_user": "SSH user: {value!r} is not a user name",
+    "ssh_key": "SSH key: no file {value}",
+}
 
 
 @dataclass
@@ -42,13 +74,61 @@ def profile_args(
 ) -> list[str]:
     """`stash profile` arguments for a form; UsageError naming the first field that is wrong.
 
-    Relative model files and data set folders are made absolute against `base_dir` (the dashboard's working
-    folder), because the run starts in the database's folder.
+    Relative model files, data set folders and key files are made absolute against `base_dir` (the
+    dashboard's working folder), because the run starts in the database's folder. `supported_flags`, when
+    given, are the options of the command that will run (None: this package's, which has them all).
     """
     base = Path(base_dir or Path.cwd())
-    model = (form.model or "").strip()
-    if not model:
-        raise UsageError("Model: choose a zoo model or give FILE.py:FACTORY")
+    try:
+        spec = form_spec(form, base)
+        check_fields(spec)
+        check_label(spec.instance)
+    except FieldError as error:
+        raise UsageError(form_message(error, form)) from None
+    if spec.hosts:
+        _require_flag("--hosts", supported_flags, "remote hosts")
+    if spec.cluster:
+        _require_flag("--cluster", supported_flags, "the emulated cluster")
+    return spec.to_argv()
+
+
+def form_spec(form: RunForm, base: Path) -> ProfileSpec:
+    """The ProfileSpec of a form (FieldError from parsing its texts; check_fields checks the rest)."""
+    if form.where not in ("local", "hosts", "cluster"):
+        raise UsageError(f"unknown place to run {form.where!r}")
+    remote = form.where == "hosts"
+    hosts = [host for host in re.split(r"[,\s]+", form.hosts) if host] if remote else []
+    if remote and not hosts:
+        raise UsageError("Remote hosts: give at least one host (user@host or host), separated by commas")
+    return ProfileSpec(
+        model=_model(form.model, base),
+        batch_size=form.batch_size,
+        workers_per_node=form.workers,
+        nodes=form.nodes,
+        stalls=parse_stalls(",".join(form.stalls)),
+        **_data(form, base),
+        input_shape=_input_shape(form.input_shape),
+        num_classes=form.num_classes,
+        iterations=parse_iterations(str(form.iterations).strip()),
+        max_phase_s=float(form.max_phase_s or 0),
+        instance=form.instance.strip() or None,
+        device=form.device,
+        hosts=hosts,
+        ssh_user=(form.ssh_user.strip() or None) if remote else None,
+        ssh_key=_absolute(form.ssh_key, base) if remote else None,
+        cluster="emulated" if form.where == "cluster" else None,
+    )
+
+
+def form_message(error: FieldError, form: RunForm) -> str:
+    """The form's wording of a spec error (the command's message for the checks the form does not word)."""
+    template = FIELD_MESSAGES.get(f"{error.attr}/{error.rule}" if error.rule else error.attr)
+    return str(error) if template is None else template.format(value=error.value, nodes=form.nodes)
+
+
+def _model(text: str, base: Path) -> str:
+    """The model reference, with a relative FILE.py made absolute; UsageError when the file is not there."""
+    model = (text or "").strip()
     if ":" in model and model.split(":", 1)[0].endswith(".py"):
         file_part, factory = model.split(":", 1)
         path = Path(file_part).expanduser()
@@ -58,87 +138,39 @@ def profile_args(
         if not factory.isidentifier():
             raise UsageError(f"Model: {factory!r} is not a Python function name")
         model = f"{path}:{factory}"
-    if not isinstance(form.batch_size, int) or form.batch_size < 1:
-        raise UsageError("Batch size must be a whole number of at least 1")
-    if not isinstance(form.workers, int) or form.workers < 1:
-        raise UsageError("Workers must be a whole number of at least 1")
-    if not isinstance(form.nodes, int) or form.nodes < 1:
-        raise UsageError("Nodes must be a whole number of at least 1")
-    if not form.stalls:
-        raise UsageError("Stalls: pick at least one stall to measure")
-    unknown = [s for s in form.stalls if s not in STALL_NAMES]
-    if unknown:
-        raise UsageError(f"Stalls: unknown {', '.join(unknown)}")
-    args = ["--model", model, "--batch-size", str(form.batch_size), "--workers", str(form.workers),
-            "--stalls", ",".join(form.stalls)]  # fmt: skip
-    if form.nodes > 1:
-        args += ["--nodes", str(form.nodes)]
+    return model
+
+
+def _data(form: RunForm, base: Path) -> dict:
+    """The data set fields of the spec for the form's data source."""
     if form.data_source == "synthetic":
-        if not isinstance(form.synthetic_images, int) or form.synthetic_images < 1:
-            raise UsageError("Synthetic images must be a whole number of at least 1")
-        args += ["--synthetic-images", str(form.synthetic_images)]
-    elif form.data_source == "dataset":
-        folder = Path(form.dataset.strip()).expanduser() if form.dataset.strip() else None
-        if folder is None:
+        return {"synthetic_images": form.synthetic_images}
+    if form.data_source == "dataset":
+        if not form.dataset.strip():
             raise UsageError("Data set: give the folder of the data set (one sub-folder per class)")
-        folder = folder if folder.is_absolute() else base / folder
-        if not folder.is_dir():
-            raise UsageError(f"Data set: no folder {folder}")
-        args += ["--dataset", str(folder)]
-    elif form.data_source != "none":
+        return {"dataset": _absolute(form.dataset, base)}
+    if form.data_source != "none":
         raise UsageError(f"unknown data source {form.data_source!r}")
-    elif any(stall in ("cpu", "disk") for stall in form.stalls):
+    if any(stall in ("cpu", "disk") for stall in form.stalls):
         raise UsageError("CPU and disk stalls need real data: choose synthetic images or a data set")
-    shape = form.input_shape.strip()
-    if shape:
-        if not re.fullmatch(r"\d+(\s*,\s*\d+)*", shape) or any(int(v) < 1 for v in shape.split(",")):
-            raise UsageError(
-                "Input shape: give C,H,W for images (e.g. 3,64,64) or a sequence length (e.g. 128)"
-            )
-        args += ["--input-shape", ",".join(v.strip() for v in shape.split(","))]
-    if form.num_classes is not None:
-        if form.num_classes < 2:
-            raise UsageError("Classes must be at least 2")
-        args += ["--num-classes", str(form.num_classes)]
-    iterations = str(form.iterations).strip()
-    if iterations != "auto" and (not iterations.isdigit() or int(iterations) < 2):
-        raise UsageError("Iterations: 'auto' or a whole number of at least 2")
-    args += ["--iterations", iterations]
-    if not form.max_phase_s or form.max_phase_s <= 0:
-        raise UsageError("Time limit per phase must be positive")
-    args += ["--max-phase-seconds", f"{float(form.max_phase_s):g}"]
-    if form.instance.strip():
-        if not re.fullmatch(r"[\w.:@+-]+", form.instance.strip()):
-            raise UsageError("Instance label: letters, digits and . _ - : @ + only")
-        args += ["--instance", form.instance.strip()]
-    if form.device != "auto":
-        args += ["--device", form.device]
-    if form.where == "hosts":
-        hosts = [h.strip() for h in re.split(r"[,\s]+", form.hosts) if h.strip()]
-        if not hosts:
-            raise UsageError("Remote hosts: give at least one host (user@host or host), separated by commas")
-        bad = [h for h in hosts if not re.fullmatch(r"([\w.-]+@)?[\w.-]+(:\d+)?", h)]
-        if bad:
-            raise UsageError(f"Remote hosts: {bad[0]!r} is not a host name (user@host[:port])")
-        _require_flag("--hosts", supported_flags, "remote hosts")
-        args += ["--hosts", ",".join(hosts)]
-        if form.ssh_user.strip():
-            if not re.fullmatch(r"[A-Za-z_][\w.-]*", form.ssh_user.strip()):
-                raise UsageError(f"SSH user: {form.ssh_user.strip()!r} is not a user name")
-            args += ["--ssh-user", form.ssh_user.strip()]
-        if form.ssh_key.strip():
-            key = Path(form.ssh_key.strip()).expanduser()
-            if not key.is_file():
-                raise UsageError(f"SSH key: no file {key}")
-            args += ["--ssh-key", str(key)]
-    elif form.where == "cluster":
-        _require_flag("--cluster", supported_flags, "the emulated cluster")
-        args += ["--cluster", "emulated"]
-    elif form.where != "local":
-        raise UsageError(f"unknown place to run {form.where!r}")
-    if form.nodes > 1 and form.where == "local":
-        raise UsageError("Nodes > 1 needs remote hosts or the emulated cluster")
-    return args
+    return {}
+
+
+def _input_shape(text: str) -> list[int] | None:
+    """C,H,W or SEQ, written with commas (the command also reads 3x64x64)."""
+    if not text.strip():
+        return None
+    shape = parse_input_shape(text)
+    if ",".join(map(str, shape)) != re.sub(r"\s", "", text):
+        raise FieldError("--input-shape: give C,H,W or a sequence length", "input_shape", text)
+    return shape
+
+
+def _absolute(text: str, base: Path) -> str | None:
+    if not text.strip():
+        return None
+    path = Path(text.strip()).expanduser()
+    return str(path if path.is_absolute() else base / path)
 
 
 def _require_flag(flag: str, supported: set[str] | None, what: str) -> None:
@@ -151,15 +183,3 @@ def zoo_models() -> list[str]:
     from stash_core.zoo import list_models
 
     return list(list_models())
-
-
-def profile_flags() -> set[str]:
-    """The option strings `stash profile` accepts (to offer only what the installed command supports)."""
-    from stash_core.cli.main import build_parser
-
-    parser = build_parser()
-    for action in parser._actions:  # argparse keeps sub-parsers here; there is no public accessor
-        choices = getattr(action, "choices", None)
-        if isinstance(choices, dict) and "profile" in choices:
-            return {flag for sub in choices["profile"]._actions for flag in sub.option_strings}
-    return set()

@@ -6,11 +6,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from stash_core import PACKAGE_PARENT, store
+from stash_core import store
 from stash_core.results.file import STALL_NAMES
-
-SCHEMA_DOC = Path(PACKAGE_PARENT) / "docs" / "schema.md"
-
 
 # ---------------------------------------------------------------------------------------------------------
 # SQL console: schema browser and examples
@@ -49,104 +46,11 @@ EXAMPLE_QUERIES: list[tuple[str, str]] = [
 
 
 def schema_browser(db_path: Path | str) -> dict[str, dict[str, Any]]:
-    """Per table and view of the store: kind, row count (tables), columns with type and documented meaning."""
-    documented = schema_documentation()
-    names = [*store.TABLES, *store.VIEWS]
-    with store.connect(db_path, read_only=True) as con:
-        columns = con.execute(
-            "SELECT table_name, column_name, data_type FROM information_schema.columns "
-            "WHERE table_schema = 'main' AND list_contains(?, table_name) "
-            "ORDER BY table_name, ordinal_position",
-            [names],
-        ).fetchall()
-        counts = {}
-        for table in store.TABLES:
-            row = con.execute(
-                "SELECT estimated_size FROM duckdb_tables() WHERE schema_name = 'main' AND table_name = ?",
-                [table],
-            ).fetchone()
-            counts[table] = None if row is None else int(row[0])
-    browser: dict[str, dict[str, Any]] = {
-        name: {
-            "kind": "view" if name in store.VIEWS else "table",
-            "rows": counts.get(name),
-            "columns": [],
-            "about": documented.get(name, {}).get("", ""),
-        }  # fmt: skip
-        for name in names
-    }
-    for table, column, data_type in columns:
-        meaning = documented.get(table, {}).get(column, "")
-        browser[table]["columns"].append({"column": column, "type": data_type, "meaning": meaning})
-    return browser
+    """Per table and view of the store: kind, row count (tables), what it holds ("about") and its columns
+    with type and meaning, all read from the database itself (its COMMENT ON metadata)."""
+    return store.describe_schema(db_path)
 
 
-def schema_documentation(path: Path = SCHEMA_DOC) -> dict[str, dict[str, str]]:
-    """Column meanings from docs/schema.md: {table: {column: meaning, "": what the table holds}}.
-
-    Reads a heading that names a table or view (e.g. "### `runs` - one row per profile") followed by a
-    Markdown table with a "column" header and a "meaning" header (a "unit" column is added in brackets).
-    A cell may name several columns (`a`, `b`) or a pattern with `<stall>`; "as in `runs`" borrows the runs
-    table's meaning. A missing file gives an empty result.
-    """
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except OSError:
-        return {}
-    known = {*store.TABLES, *store.VIEWS}
-    docs: dict[str, dict[str, str]] = {}
-    current: str | None = None
-    header: list[str] = []
-    summary = ""  # the heading's own description ("### `runs` - one row per profile")
-    paragraph: list[str] = []  # the first paragraph under the heading
-    paragraph_done = False
-
-    def finish() -> None:
-        if current is not None:
-            text = " ".join(paragraph)
-            parts = [summary[:1].upper() + summary[1:] if summary else "", text]
-            docs[current][""] = ". ".join(part.rstrip(".") for part in parts if part) + (
-                "." if any(parts) else ""
-            )
-
-    for index, line in enumerate(lines):
-        heading = re.match(r"^#{2,4}\s+(.*)$", line)
-        if heading:
-            finish()
-            name_part, _, description = heading.group(1).partition(" - ")
-            words = re.findall(r"[A-Za-z_]+", name_part)
-            current = next((word for word in words if word in known), None)
-            header, paragraph, paragraph_done = [], [], False
-            summary = description.strip()
-            if current is not None:
-                docs.setdefault(current, {})
-            continue
-        if current is None:
-            continue
-        if not line.startswith("|"):
-            if line.strip() and not header and not paragraph_done:
-                paragraph.append(line.strip())
-            elif paragraph:
-                paragraph_done = True
-            continue
-        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
-        following = lines[index + 1] if index + 1 < len(lines) else ""
-        if re.fullmatch(r"\|?[\s:|-]+\|?", following.strip() or "x"):
-            header = [cell.lower() for cell in cells]  # the header row sits above the separator
-            continue
-        if set("".join(cells)) <= set("-: ") or not header or "meaning" not in header:
-            continue
-        meaning = cells[header.index("meaning")].replace("`", "") if len(cells) == len(header) else cells[-1]
-        unit = cells[header.index("unit")] if "unit" in header and len(cells) == len(header) else ""
-        text = f"{meaning} ({unit})" if unit else meaning
-        for name in _column_names(cells[0]):
-            borrowed = re.fullmatch(r"as in (\w+)", meaning.strip())
-            if borrowed and borrowed.group(1) in docs and name in docs[borrowed.group(1)]:
-                docs[current][name] = docs[borrowed.group(1)][name]
-            else:
-                docs[current][name] = text
-    finish()
-    return docs
 
 
 def _column_names(cell: str) -> list[str]:

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import stat
+from dataclasses import replace
 
 import pytest
 from result_docs import result_doc
 
+from stash_core.cli.main import build_parser
 from stash_core.decide.campaign import (
     CampaignSettings,
     eta_text,
@@ -14,11 +16,13 @@ from stash_core.decide.campaign import (
     instance_label,
     plan_campaign,
     profile_argv,
+    profile_spec,
     run_campaign,
     split_done,
     subprocess_runner,
 )
 from stash_core.errors import UsageError
+from stash_core.spec import ProfileSpec
 from stash_core.store import ingest_result
 
 
@@ -84,13 +88,19 @@ def test_profile_command_line(tmp_path):
     argv = profile_argv(single, settings)
     assert argv[:4] == ["python3", "-m", "stash_core", "profile"]
     joined = " ".join(argv)
-    assert "--model resnet10 --batch-size 8 --workers 2 --nodes 1 --stalls compute,interconnect" in joined
+    assert "--batch-size 8 --workers 2 --stalls compute,interconnect --iterations 20" in joined
+    assert "--nodes" not in argv and "--device" not in argv  # defaults are left out
     assert "--instance lab " in joined and "--progress json" in joined and "--input-shape 3,32,32" in joined
     assert "--cluster" not in argv
     multi_argv = " ".join(profile_argv(multi, settings))
     assert "--stalls compute,interconnect,network" in multi_argv
     assert "--cluster emulated --cluster-bandwidth 1gbit" in multi_argv
     assert "--instance lab@1gbit" in multi_argv
+    args = build_parser().parse_args(profile_argv(multi, settings)[3:])  # what the child process reads
+    assert ProfileSpec.from_args(args) == profile_spec(multi, settings)
+    assert (args.db, args.progress) == (settings.db_path, "json")
+    with pytest.raises(UsageError, match="unknown stall gpu"):
+        profile_argv(single, replace(settings, stalls=["compute", "gpu"]))
 
 
 def test_resume_skips_stored_configurations_and_retries_failures(tmp_path):

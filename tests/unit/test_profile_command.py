@@ -102,6 +102,14 @@ def test_show_and_ingest_are_idempotent(full_profile, tmp_path):
         (["--model", "resnet18", "--batch-size", "2", "--dataset", "/no/such/dir"], "/no/such/dir"),
         (["--model", "resnet18", "--batch-size", "2", "--stalls", "gpu"], "unknown stall"),
         (["--model", "resnet18", "--batch-size", "2", "--iterations", "some"], "--iterations"),
+        (["--model", "resnet18", "--batch-size", "2", "--input-shape", "3,0,4"], "--input-shape"),
+        (["--model", "resnet18", "--batch-size", "2", "--loader-workers", "-1"], "--loader-workers"),
+        (["--model", "resnet18", "--batch-size", "2", "--nodes", "2"], "say which machines"),
+        (["--model", "resnet18", "--batch-size", "2", "--ssh-user", "ubuntu"], "need --hosts"),
+        (
+            ["--model", "m", "--batch-size", "2", "--nodes", "2", "--hosts", "a,b", "--ssh-key", "/no/key"],
+            "/no/key",
+        ),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2_and_writes_nothing(tmp_path, args, expected):

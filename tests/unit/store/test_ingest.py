@@ -216,21 +216,3 @@ def test_communication_and_unseparated_time_are_stored_for_show(db_path, result_
     assert run["unattributed_s"] == pytest.approx(0.012)
     assert run["network_reference"].startswith("R1 (2 workers")
     assert run["communication"] == {"interconnect": {"allreduce_s": 0.02, "world_size": 2}}
-
-
-def test_a_version_1_database_made_before_the_later_runs_columns_gets_them(
-    db_path, result_doc_builder
-) -> None:
-    import duckdb
-
-    store.ingest_result(db_path, result_doc_builder(run_id="20261122T104100Z-00000001"))
-    with duckdb.connect(str(db_path)) as con:
-        for column in store.LATER_RUN_COLUMNS:
-            con.execute(f"ALTER TABLE runs DROP COLUMN {column}")  # what an older database looks like
-    old = store.get_run(db_path, "20261122T104100Z-00000001")  # readers take it as it is
-    assert "unattributed_s" not in old
-    newer = result_doc_builder(run_id="20261122T104100Z-00000002")
-    newer["breakdown"]["unattributed_s"] = 0.5
-    assert store.ingest_result(db_path, newer) is True
-    assert store.get_run(db_path, newer["run_id"])["unattributed_s"] == 0.5
-    assert store.get_run(db_path, "20261122T104100Z-00000001")["unattributed_s"] is None

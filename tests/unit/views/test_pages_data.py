@@ -268,23 +268,6 @@ def test_the_run_form_names_the_field_that_is_wrong(changes: dict, message: str)
         views.run_form.profile_args(_form(**changes), supported_flags={"--model"})
 
 
-def test_schema_documentation_reads_tables_patterns_and_borrowed_meanings(tmp_path: Path) -> None:
-    doc = tmp_path / "schema.md"
-    doc.write_text(
-        "# Schema\n\n### `runs` - one row per profile\n\n"
-        "| column | type | unit | meaning |\n|---|---|---|---|\n"
-        "| `run_id` | VARCHAR | | unique id |\n| `iteration_s` | DOUBLE | s | realistic iteration time |\n\n"
-        "## View `stall_breakdown` - one row per run\n\nA pivot.\n\n"
-        "| column | unit | meaning |\n|---|---|---|\n"
-        "| `run_id`, `iteration_s` | | as in `runs` |\n| `<stall>_share` | fraction | stall / iteration |\n"
-    )
-    docs = views.sql.schema_documentation(doc)
-    assert docs["runs"][""] == "One row per profile."
-    assert docs["runs"]["iteration_s"] == "realistic iteration time (s)"
-    assert docs["stall_breakdown"]["iteration_s"] == "realistic iteration time (s)"
-    assert docs["stall_breakdown"]["disk_share"] == "stall / iteration (fraction)"
-    assert docs["stall_breakdown"][""] == "One row per run. A pivot."
-    assert views.sql.schema_documentation(tmp_path / "missing.md") == {}
 
 
 def test_schema_browser_lists_every_table_with_rows_and_meanings(db: Path) -> None:

@@ -1,4 +1,5 @@
-"""Result files: atomic writing, loading with clear errors, migration hook and validation."""
+"""Result files: atomic writing, loading with clear errors, migration hook and validation; probe documents;
+the one SCHEMA_VERSION of stash_core.results."""
 
 from __future__ import annotations
 
@@ -9,22 +10,26 @@ from typing import Any
 
 import pytest
 
+from stash_core import results
 from stash_core.errors import UsageError
-from stash_core.results import file as resultfile
-from stash_core.results.file import (
+from stash_core.results import (
+    PROBE_KIND,
     SCHEMA_VERSION,
+    check_probe,
     default_result_path,
+    load_document,
     load_result,
     upgrade_result,
     validate_result,
     write_result_atomic,
 )
+from stash_core.results import file as resultfile
 
 
 def small_doc(run_id: str = "20261122T104100Z-0000abcd") -> dict[str, Any]:
     """A minimal valid document: one phase of 3 iterations from 2 ranks, plus telemetry."""
     return {
-        "schema_version": 1,
+        "schema_version": SCHEMA_VERSION,
         "kind": "stash-profile",
         "run_id": run_id,
         "status": "completed",
@@ -98,8 +103,11 @@ def test_write_to_unwritable_path_is_a_usage_error(tmp_path: Path) -> None:
         (b"this is not json", "not valid JSON"),
         (b"\xff\xfe\x00garbage", "not UTF-8"),
         (json.dumps([1, 2, 3]).encode(), "not a Stash result file"),
-        (json.dumps({"kind": "something-else", "schema_version": 1}).encode(), "not a Stash result file"),
-        (json.dumps({"schema_version": 1, "run_id": "x"}).encode(), "not a Stash result file"),
+        (
+            json.dumps({"kind": "something-else", "schema_version": SCHEMA_VERSION}).encode(),
+            "not a Stash result",
+        ),
+        (json.dumps({"schema_version": SCHEMA_VERSION, "run_id": "x"}).encode(), "not a Stash result file"),
     ],
 )
 def test_load_rejects_files_that_are_not_results(tmp_path: Path, content: bytes, message: str) -> None:
@@ -133,7 +141,8 @@ def test_load_refuses_a_newer_schema_version(tmp_path: Path) -> None:
     path.write_text(json.dumps(doc))
     with pytest.raises(UsageError) as caught:
         load_result(path)
-    assert "result file has schema_version 3; this Stash reads up to 1 - upgrade Stash" in str(caught.value)
+    expected = f"result file has schema_version 3; this Stash reads up to {SCHEMA_VERSION} - upgrade Stash"
+    assert expected in str(caught.value)
 
 
 @pytest.mark.parametrize("version", [0, "1", True, None])
@@ -165,7 +174,7 @@ def test_older_documents_are_migrated_forward(monkeypatch: pytest.MonkeyPatch) -
 
     monkeypatch.setattr(resultfile, "SCHEMA_VERSION", 2)
     monkeypatch.setitem(resultfile.MIGRATIONS, 1, v1_to_v2)
-    upgraded = upgrade_result(small_doc())
+    upgraded = upgrade_result({**small_doc(), "schema_version": 1})
     assert upgraded["schema_version"] == 2
     assert upgraded["spec"]["added_in_v2"] is True
 
@@ -202,4 +211,42 @@ def test_default_result_path() -> None:
     assert default_result_path("abc", Path("/tmp/r")) == Path("/tmp/r/abc.json")
     with pytest.raises(UsageError):
         default_result_path("../escape")
-    assert SCHEMA_VERSION == 1
+
+
+def probe_doc(probe_id: str = "probe-20261122T104100Z-0a1b2c3d") -> dict[str, Any]:
+    return {"schema_version": SCHEMA_VERSION, "kind": PROBE_KIND, "probe_id": probe_id, "allreduce": []}
+
+
+def test_load_document_reads_results_and_probes(tmp_path: Path) -> None:
+    result = write_result_atomic(tmp_path / "run.json", small_doc())
+    probe = write_result_atomic(tmp_path / "probe.json", probe_doc())
+    assert load_document(result) == small_doc()
+    assert load_document(probe) == probe_doc()
+    newer = write_result_atomic(
+        tmp_path / "newer.json", {**probe_doc(), "schema_version": SCHEMA_VERSION + 1}
+    )
+    with pytest.raises(UsageError, match=f"{newer}: probe has schema_version {SCHEMA_VERSION + 1}"):
+        load_document(newer)
+    foreign = write_result_atomic(tmp_path / "foreign.json", {"kind": "other"})
+    with pytest.raises(UsageError, match="not a Stash result file"):
+        load_document(foreign)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"kind": "stash-profile"}, "not a Stash probe"),
+        ({"schema_version": True}, "schema_version True"),
+        ({"probe_id": " "}, "empty or non-text probe_id"),
+    ],
+)
+def test_check_probe_refuses_what_it_cannot_read(change: dict[str, Any], message: str) -> None:
+    check_probe(probe_doc())  # must not raise
+    with pytest.raises(UsageError, match=message):
+        check_probe({**probe_doc(), **change})
+
+
+def test_the_package_is_the_api_with_one_schema_version() -> None:
+    assert results.SCHEMA_VERSION is resultfile.SCHEMA_VERSION
+    assert set(results.__all__) >= {"SCHEMA_VERSION", "write_result_atomic", "load_result", "upgrade_result"}
+    assert all(hasattr(results, name) for name in results.__all__)

@@ -1,0 +1,124 @@
+"""The result-file section of docs/schema.md: the format that stash_core/results/file.py writes and reads.
+
+Rendered by `python -m stash_core.store.schema_markdown`; keep it in step with file.py.
+"""
+
+from __future__ import annotations
+
+import textwrap
+
+from stash_core.results.file import PROBE_KIND, RESULT_KIND, SCHEMA_VERSION
+
+# Top-level keys: "key(s) | required | meaning"; an indented line continues the meaning above it.
+_KEYS = """
+        schema_version | yes | integer, `{SCHEMA_VERSION}` (`stash_core.results.SCHEMA_VERSION`)
+        kind | yes | always `"{RESULT_KIND}"`; a file without it is not a Stash result
+        run_id | yes | unique id of the run
+        status | yes | `completed`, `failed` or `interrupted`
+        error | | one-line reason when not completed
+        started_at, finished_at | `started_at` | ISO 8601 times with offset (a time without offset is taken
+            as UTC)
+        stash_version | | producing Stash version
+        spec | yes | run configuration: `model`, `batch_size`, `workers_per_node`, `nodes`, `stalls`,
+            `dataset`, `dataset_images`, `synthetic_images`, `loader_workers`, `iterations`, `device`,
+            `backend`, `instance`, `threads_per_worker`, `disk_read_mbps`, `input_shape`, `num_classes`,
+            `hosts`
+        model | | `name`, `kind`, `param_count`, `grad_tensor_count`, `layer_count`, `grad_bytes` (may be
+            null for an early failure)
+        fingerprint | | hardware/software fingerprint: `hostname`, `instance`, `cpu_model`,
+            `cpu_cores_logical`, `cpu_cores_physical`, `memory_bytes`, `gpu_count`, `gpus`, `gpu_status`,
+            `gpu_topology`, `torch_version`, `cuda_version`, `nccl_version`, `python_version`, `os`
+        phases | yes | list of phases that ran (possibly empty), see below
+        breakdown | | stall breakdown, or null for a failed run
+        probes | | list of probe sets of the run (one per multi-worker run, `R1` and `R1n`), see below; may
+            be absent
+        hosts | | multi-machine runs: what each host reported (`host`, `hostname`, `python_version`,
+            `torch_version`, `stash_version`, `cpu_count`, `gpu_count`, `gpu_status`)
+"""
+
+_INTRO = """\
+One UTF-8 JSON document per profile, written atomically (temporary file in the same folder, fsync, rename), by
+default to `results/<run_id>.json`. Non-finite numbers are written as `null`. Top-level keys:
+
+"""
+
+_DETAILS = """\
+Each phase: `name` (R0, R1, R1n, R3, R2; unique), `description`, `workers`, `nodes`, `data`, `status`,
+`error`, `resident_fraction_start`, `warmup_iterations`, `iterations`, `iteration_s` (`mean`, `ci95`, `std`,
+`median`, `p5`, `p95`, `n`), `parts_mean_s` (`data_s`, `forward_s`, `backward_s`, `optimizer_s`), `samples`
+(lists `iteration_s`, `data_s`, `forward_s`, `backward_s`, `optimizer_s`, `slowest_rank`, one value per kept
+iteration of the slowest rank; non-empty lists must have equal length, an empty list means "not recorded"),
+`rank_skew_s`, `wall_s`, `telemetry` (`interval_s`, `gpu_status`, `t_s` list, `metrics` mapping each metric
+name to a list with one value per `t_s`). A run over several machines also has `ranks`: per rank its `rank`,
+`hostname`, `node` and its own mean `iteration_s`, `data_s`, `forward_s`, `backward_s`, `optimizer_s` over the
+kept iterations; its telemetry is sampled by rank 0 on the first machine.
+
+The spec of a multi-machine profile adds `hosts` (host names, one per node), `ssh_user`, `ssh_key` (the key's
+path only, never its contents), `remote_python`, `remote_workdir`, `cluster` (`"emulated"` or null),
+`cluster_bandwidth` (the rate the profile set on the emulated links, e.g. `"200mbit"`), `master_addr`,
+`master_port`, `comm_timeout_s`, `probes` (whether R1/R1n probed), and on the emulated cluster `network`
+(`kind` `"emulated"`, `bandwidth_bps`, `rate_bps`, `latency_us`, `loss_pct`, `netem`: whether the kernel
+could emulate latency and loss at all).
+
+Each probe set: `probe_id`, `run_id`, `phase`, `instance`, `link_gbps`, `started_at`, `hostname`, `backend`,
+`device`, `world_size`, `nodes`, `workers_per_node`, `allreduce` (list of `size_bytes`, `repetitions`,
+`time_s`, `time_min_s`, `algbw_gbps`, `busbw_gbps`), `skipped_sizes_bytes` (sizes left out because one call
+would have taken longer than a third of the communication timeout), `gradient_allreduce` (same fields plus
+`buckets`, or null), `p2p` (list with `scope`, `peer_rank` and the same fields). `stash probe --out FILE`
+writes one probe set as its own document with `"kind": "{PROBE_KIND}"`, `schema_version` {SCHEMA_VERSION}
+and `probe_id`; `stash ingest` takes such files too.
+
+`breakdown`: `iteration_s`, `iteration_ci95_s`, `iterations_per_epoch`, `epoch_s`, `reference_phase`,
+`stalls` (`compute`, `interconnect`, `network`, `cpu`, `disk`, each with `seconds`, `ci95_s`, `share`,
+`epoch_s`, `status`, `note`; a stall entry without `status` is stored as `measured` when it has seconds,
+else `not_measured`) and `warnings` (list of strings). A multi-machine profile adds `network_reference`, the
+pair of runs the network figure compares (e.g. `"R1 (4 workers, 1 machine) vs R1n (2x4 workers)"`; also the
+network stall's `note`), and a profile that probed adds `communication`: per stall (`interconnect` from R1's
+probe against R0, `network` from R1n's against the run before it) `grad_bytes`, `world_size`, `buckets`
+(DDP's), `busbw_gbps` (peak measured), `wire_busbw_gbps` (bus bandwidth with the call latency taken off),
+`latency_s` (fastest smallest all-reduce), `lower_bound_s` (ring all-reduce lower bound: buckets × latency +
+2(n-1)/n × gradient bytes / wire bus bandwidth), `link_gbps` and `link_lower_bound_s` (2(n-1)/n × gradient
+bytes / the emulated link's rate; null elsewhere), `alpha_s`, `beta_s_per_byte` and `alpha_beta_s` (α-β
+fit of the probe and its prediction), `allreduce_s` (measured gradient all-reduce on this layout),
+`reference_allreduce_s` and `added_allreduce_s` (minus the reference run's), `exposed_s` (how much longer
+backward took than in the reference run), `overlap_share` (share of the added all-reduce time hidden behind
+backward: 1 − exposed / added, clamped to 0..1) and `stall_over_lower_bound`.
+
+Reading a file (`stash_core.results.load_result`) fails with one line naming the file when it is missing,
+empty, not UTF-8, not JSON or truncated, not a Stash result (no `"kind": "{RESULT_KIND}"`), of a newer
+`schema_version` ("result file has schema_version 3; this Stash reads up to {SCHEMA_VERSION} - upgrade
+Stash"), missing a required key, or internally inconsistent (sample lists of different lengths, a telemetry
+metric without one value per time, unknown status values, duplicate phase names).
+"""
+
+
+def _key_rows() -> list[str]:
+    rows: list[str] = []
+    for line in textwrap.dedent(_KEYS).strip("\n").splitlines():
+        if line[:1].isspace():
+            rows[-1] += " " + line.strip()
+        else:
+            rows.append(line)
+    table = []
+    for row in rows:
+        keys, required, meaning = (cell.strip() for cell in row.split("|", 2))
+        names = ", ".join(f"`{key.strip()}`" for key in keys.split(","))
+        table.append(f"| {names} | {required} | {meaning} |" if required else f"| {names} | | {meaning} |")
+    return table
+
+
+def _paragraphs(text: str) -> str:
+    """Each paragraph filled to lines of at most 110 characters."""
+    return "\n\n".join(
+        textwrap.fill(" ".join(paragraph.split()), width=110, break_long_words=False, break_on_hyphens=False)
+        for paragraph in text.strip("\n").split("\n\n")
+    )
+
+
+def result_file_section() -> str:
+    """The "Result file" section of docs/schema.md."""
+    fill = {"SCHEMA_VERSION": SCHEMA_VERSION, "RESULT_KIND": RESULT_KIND, "PROBE_KIND": PROBE_KIND}
+    table = "\n".join(["| key | required | meaning |", "|---|---|---|", *_key_rows()]).format(**fill)
+    heading = f"## Result file (JSON, `schema_version` {SCHEMA_VERSION})"
+    parts = [heading, _paragraphs(_INTRO.format(**fill)), table, _paragraphs(_DETAILS.format(**fill))]
+    return "\n\n".join(parts) + "\n"

@@ -1,0 +1,141 @@
+"""Checked values for ingest: document values as the types of the store's columns, and the per-iteration
+samples and telemetry of a phase as Arrow tables (DuckDB scans them faster than pandas frames, and a None of
+the document is marked as null explicitly). Every bad value is a one-line UsageError naming it."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from stash_core.errors import UsageError
+from stash_core.results.file import SAMPLE_KEYS, json_safe
+
+_SAMPLE_FLOAT_KEYS = ("iteration_s", "data_s", "forward_s", "backward_s", "optimizer_s")
+
+
+def text(value: Any) -> str | None:
+    if value is None:
+        return None
+    return value if isinstance(value, str) else json.dumps(json_safe(value))
+
+
+def integer(value: Any, what: str) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        raise UsageError(f"result file: {what} must be an integer, got {value!r}")
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, float) and value != value:  # NaN stands for "unknown"
+        return None
+    raise UsageError(f"result file: {what} must be an integer, got {value!r}")
+
+
+def number(value: Any, what: str) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise UsageError(f"result file: {what} must be a number, got {value!r}")
+    result = float(value)
+    return result if np.isfinite(result) else None
+
+
+def utc_text(value: str | None) -> str | None:
+    """ISO time in UTC; a time without offset is taken as UTC. (validate_result checked it parses.)"""
+    if value is None:
+        return None
+    moment = datetime.fromisoformat(value)
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC).isoformat()
+
+
+def check_time(value: Any, what: str) -> None:
+    if value is None:
+        return
+    try:
+        datetime.fromisoformat(value)
+    except (TypeError, ValueError):
+        raise UsageError(f"result file: {what} started_at is not an ISO 8601 time ({value!r})") from None
+
+
+def json_text(value: Any) -> str | None:
+    return None if value is None else json.dumps(json_safe(value), allow_nan=False)
+
+
+def typed_frame(rows: list[dict[str, Any]], dtypes: dict[str, str]) -> pd.DataFrame:
+    frame = pd.DataFrame(rows, columns=list(dtypes))
+    if not rows:
+        return frame
+    return frame.astype({column: dtype for column, dtype in dtypes.items() if dtype != "str"})
+
+
+def iteration_table(phase: dict[str, Any]) -> pa.Table | None:
+    """The phase's kept iterations (slowest rank), or None when it recorded no samples."""
+    samples = phase.get("samples") or {}
+    present = {key: values for key, values in samples.items() if key in SAMPLE_KEYS and values}
+    if not present:
+        return None
+    count = len(next(iter(present.values())))  # validate_result checked that the lists agree in length
+    name = phase["name"]
+    columns: dict[str, pa.Array] = {"iteration": pa.array(np.arange(count, dtype=np.int32))}
+    for key in _SAMPLE_FLOAT_KEYS:
+        columns[key] = _nullable(_float_array(present.get(key), count, f"phase {name} samples.{key}"))
+    columns["slowest_rank"] = _rank_array(present.get("slowest_rank"), count, name)
+    return pa.table(columns)
+
+
+def telemetry_table(phase: dict[str, Any]) -> pa.Table | None:
+    """The phase's telemetry in long format (t_s, metric, value), or None when it has none."""
+    telemetry = phase.get("telemetry") or {}
+    times = telemetry.get("t_s") or []
+    metrics = telemetry.get("metrics") or {}
+    if not times or not metrics:
+        return None
+    name = phase["name"]
+    times_s = _float_array(times, len(times), f"phase {name} telemetry.t_s")
+    values = [
+        _float_array(series, len(times), f"phase {name} telemetry {metric}")
+        for metric, series in metrics.items()
+    ]
+    metric_index = np.repeat(np.arange(len(metrics), dtype=np.int32), len(times))
+    return pa.table(
+        {
+            "t_s": _nullable(np.tile(times_s, len(metrics))),
+            "metric": pa.DictionaryArray.from_arrays(pa.array(metric_index), pa.array(list(metrics))),
+            "value": _nullable(np.concatenate(values)),
+        }
+    )
+
+
+def _rank_array(ranks: list[Any] | None, count: int, phase: str) -> pa.Array:
+    if not ranks:
+        return pa.nulls(count, type=pa.int32())
+    try:
+        values = np.asarray(ranks, dtype=np.float64)  # None becomes NaN (null)
+    except (TypeError, ValueError):
+        values = None
+    known = None if values is None else values[~np.isnan(values)]
+    if known is None or np.any(known != np.floor(known)) or np.any(known < 0) or np.any(known > 2**31 - 1):
+        raise UsageError(f"result file: phase {phase} samples.slowest_rank holds non-integers")
+    return _nullable(values).cast(pa.int32())
+
+
+def _nullable(values: np.ndarray) -> pa.Array:
+    return pa.array(values, from_pandas=True)  # from_pandas: NaN becomes null
+
+
+def _float_array(values: list[Any] | None, count: int, what: str) -> np.ndarray:
+    if not values:
+        return np.full(count, np.nan)
+    try:
+        return np.asarray(values, dtype=np.float64)  # None becomes NaN, stored as NULL
+    except (TypeError, ValueError):
+        raise UsageError(f"result file: {what} holds non-numeric values") from None

@@ -1,0 +1,249 @@
+"""Migrations: a database file of an older schema version is migrated forward by the first writer, in one
+transaction, with its data intact; readers take it as it is; newer files are refused."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+
+from stash_core import store
+from stash_core.errors import UsageError
+from stash_core.store import migrations
+from stash_core.store.schema_docs import COMMENTS_DIGEST, documented_meaning
+
+# The layout of schema version 1 as first released (before the probes table and the later runs columns),
+# frozen here: what a results.duckdb of that Stash holds.
+_V1_TABLES = """
+CREATE TABLE schema_meta (key VARCHAR PRIMARY KEY, value VARCHAR);
+CREATE TABLE runs (
+    run_id VARCHAR PRIMARY KEY, started_at TIMESTAMPTZ, finished_at TIMESTAMPTZ, status VARCHAR,
+    error VARCHAR, model VARCHAR, model_kind VARCHAR, batch_size INTEGER, workers_per_node INTEGER,
+    nodes INTEGER,
+    instance VARCHAR, device VARCHAR, backend VARCHAR, dataset VARCHAR, dataset_images BIGINT,
+    iterations_per_epoch BIGINT, loader_workers INTEGER, param_count BIGINT, grad_tensor_count INTEGER,
+    layer_count INTEGER, grad_bytes BIGINT, iteration_s DOUBLE, iteration_ci95_s DOUBLE, epoch_s DOUBLE,
+    reference_phase VARCHAR, hostname VARCHAR, stash_version VARCHAR, schema_version INTEGER, spec JSON,
+    fingerprint JSON, warnings JSON, source_file VARCHAR, ingested_at TIMESTAMPTZ
+);
+CREATE TABLE phases (
+    run_id VARCHAR, phase VARCHAR, phase_index INTEGER, description VARCHAR, workers INTEGER, nodes INTEGER,
+    data VARCHAR, status VARCHAR, error VARCHAR, warmup_iterations INTEGER, iterations INTEGER, mean_s DOUBLE,
+    ci95_s DOUBLE, std_s DOUBLE, median_s DOUBLE, p5_s DOUBLE, p95_s DOUBLE, data_s DOUBLE, forward_s DOUBLE,
+    backward_s DOUBLE, optimizer_s DOUBLE, rank_skew_s DOUBLE, resident_fraction_start DOUBLE, wall_s DOUBLE,
+    telemetry_interval_s DOUBLE, PRIMARY KEY (run_id, phase)
+);
+CREATE TABLE iterations (
+    run_id VARCHAR, phase VARCHAR, iteration INTEGER, iteration_s DOUBLE, data_s DOUBLE, forward_s DOUBLE,
+    backward_s DOUBLE, optimizer_s DOUBLE, slowest_rank INTEGER
+);
+CREATE TABLE telemetry (run_id VARCHAR, phase VARCHAR, t_s DOUBLE, metric VARCHAR, value DOUBLE);
+CREATE TABLE stalls (
+    run_id VARCHAR, stall VARCHAR, seconds DOUBLE, ci95_s DOUBLE, share DOUBLE, epoch_s DOUBLE,
+    status VARCHAR, note VARCHAR, PRIMARY KEY (run_id, stall)
+);
+CREATE TABLE models (
+    name VARCHAR PRIMARY KEY, kind VARCHAR, param_count BIGINT, grad_tensor_count INTEGER,
+    layer_count INTEGER, grad_bytes BIGINT
+);
+CREATE TABLE instances (
+    name VARCHAR PRIMARY KEY, provider VARCHAR, accelerator VARCHAR, accelerator_count INTEGER, vcpus INTEGER,
+    memory_gib DOUBLE, network_gbps DOUBLE, interconnect VARCHAR, on_demand_usd_per_h DOUBLE,
+    spot_usd_per_h DOUBLE, price_date DATE, source VARCHAR
+);
+INSERT INTO schema_meta VALUES ('schema_version', '1');
+"""
+_STALLS = ("compute", "interconnect", "network", "cpu", "disk")
+_V1_VIEW = (
+    "CREATE VIEW stall_breakdown AS SELECT r.run_id, r.started_at, r.finished_at, r.status, r.error, "
+    "r.model, r.model_kind, r.batch_size, r.workers_per_node, r.nodes, r.instance, r.device, r.backend, "
+    "r.dataset, r.dataset_images, r.iteration_s, r.iteration_ci95_s, r.epoch_s, r.iterations_per_epoch, "
+    "r.reference_phase, "
+    + ", ".join(
+        f"max(s.seconds) FILTER (WHERE s.stall = '{x}') AS {x}_s, "
+        f"max(s.ci95_s) FILTER (WHERE s.stall = '{x}') AS {x}_ci95_s, "
+        "max(coalesce(s.share, s.seconds / nullif(r.iteration_s, 0))) "
+        f"FILTER (WHERE s.stall = '{x}') AS {x}_share, "
+        f"max(s.epoch_s) FILTER (WHERE s.stall = '{x}') AS {x}_epoch_s, "
+        f"max(s.status) FILTER (WHERE s.stall = '{x}') AS {x}_status"
+        for x in _STALLS
+    )
+    + " FROM runs AS r LEFT JOIN stalls AS s ON s.run_id = r.run_id GROUP BY ALL"
+)
+_V1_DATA_TABLES = ("runs", "phases", "iterations", "telemetry", "stalls", "models")
+OLD_RUNS = ("20261122T100000Z-00000001", "20261122T110000Z-00000002")
+
+
+def _v1_database(path: Path, scratch: Path, docs: list[dict]) -> None:
+    """A version-1 file holding `docs`: stored by this Stash into `scratch`, copied into the v1 layout."""
+    for doc in docs:
+        store.ingest_result(scratch, doc)
+    with duckdb.connect(str(path)) as con:
+        con.execute(_V1_TABLES)
+        con.execute(_V1_VIEW)
+        con.execute(f"ATTACH '{scratch}' AS current (READ_ONLY)")
+        for table in _V1_DATA_TABLES:
+            columns = ", ".join(_columns(con, table))
+            con.execute(f"INSERT INTO {table} ({columns}) SELECT {columns} FROM current.{table}")
+        con.execute("DETACH current")
+
+
+def _columns(con: duckdb.DuckDBPyConnection, table: str) -> list[str]:
+    rows = con.execute(
+        "SELECT column_name FROM duckdb_columns() WHERE database_name = current_database() "
+        "AND table_name = ? ORDER BY column_index",
+        [table],
+    ).fetchall()
+    return [row[0] for row in rows]
+
+
+def _contents(path: Path, columns_of: dict[str, list[str]]) -> dict[str, pa.Table]:
+    """The rows of every v1 table over its v1 columns, in a fixed order."""
+    with duckdb.connect(str(path), read_only=True) as con:
+        return {
+            table: con.sql(f"SELECT {', '.join(cols)} FROM {table} ORDER BY ALL").to_arrow_table()
+            for table, cols in columns_of.items()
+        }
+
+
+def _meaning(path: Path, table: str, column: str) -> str:
+    return {c["column"]: c["meaning"] for c in store.describe_schema(path)[table]["columns"]}[column]
+
+
+def _meta(path: Path) -> dict[str, str]:
+    with duckdb.connect(str(path), read_only=True) as con:
+        return dict(con.execute("SELECT key, value FROM schema_meta").fetchall())
+
+
+@pytest.fixture
+def v1_path(tmp_path, result_doc) -> Path:
+    path = tmp_path / "old.duckdb"
+    docs = [result_doc(run_id=OLD_RUNS[0]), result_doc(run_id=OLD_RUNS[1], status="failed", model="vgg11")]
+    _v1_database(path, tmp_path / "scratch.duckdb", docs)
+    return path
+
+
+def test_a_version_1_file_is_migrated_to_version_2_with_its_data_intact(v1_path, result_doc) -> None:
+    with duckdb.connect(str(v1_path), read_only=True) as con:
+        v1_columns = {table: _columns(con, table) for table in _V1_DATA_TABLES}
+    assert "unattributed_s" not in v1_columns["runs"]
+    before = _contents(v1_path, v1_columns)
+    assert (
+        before["runs"].num_rows == 2
+        and before["iterations"].num_rows > 100
+        and before["telemetry"].num_rows > 100
+    )
+
+    newer = result_doc(run_id="20261122T120000Z-00000003")
+    newer["breakdown"]["unattributed_s"] = 0.5
+    assert store.ingest_result(v1_path, newer) is True  # the first writer migrates
+
+    assert _meta(v1_path) == {"schema_version": "2", "comments_digest": COMMENTS_DIGEST}
+    after = _contents(v1_path, v1_columns)
+    for table, rows in before.items():
+        kept = after[table]
+        if "run_id" in kept.column_names:  # leave out the rows of the run stored after the migration
+            kept = kept.filter(pc.is_in(kept["run_id"], pa.array(OLD_RUNS)))
+        assert kept.equals(rows), table
+    assert store.get_run(v1_path, OLD_RUNS[0])["unattributed_s"] is None  # NULL for runs stored before
+    assert store.get_run(v1_path, newer["run_id"])["unattributed_s"] == 0.5
+    assert len(store.list_runs(v1_path)) == 3
+    with duckdb.connect(str(v1_path), read_only=True) as con:
+        assert con.execute("SELECT count(*) FROM probes").fetchall() == [(0,)]
+        comment = con.execute(
+            "SELECT comment FROM duckdb_columns() WHERE table_name = 'runs' "
+            "AND column_name = 'unattributed_s'"
+        ).fetchall()[0][0]
+    assert comment == documented_meaning("runs", "unattributed_s") and comment
+
+
+def test_a_migrated_file_has_the_layout_of_a_new_one(v1_path, tmp_path) -> None:
+    for path in (tmp_path / "fresh.duckdb", v1_path):
+        with store.connect(path):  # a writer creates the one and migrates the other
+            pass
+
+    def layout(path: Path) -> set[tuple]:
+        with duckdb.connect(str(path), read_only=True) as con:
+            return set(
+                con.execute(
+                    "SELECT table_name, column_name, data_type, comment FROM duckdb_columns() "
+                    "WHERE database_name = current_database() AND schema_name = 'main'"
+                ).fetchall()
+            )
+
+    assert layout(v1_path) == layout(tmp_path / "fresh.duckdb")
+
+
+def test_a_version_1_file_an_older_stash_extended_in_place_migrates_too(v1_path) -> None:
+    with duckdb.connect(str(v1_path)) as con:  # what _add_later_additions of an older Stash left behind
+        for column, sql_type in store.LATER_RUN_COLUMNS.items():
+            con.execute(f"ALTER TABLE runs ADD COLUMN {column} {sql_type}")
+        con.execute(migrations._V2_PROBES_DDL)  # the same table as older Stash releases created
+    with store.connect(v1_path):
+        pass
+    assert _meta(v1_path)["schema_version"] == "2"
+    assert store.get_run(v1_path, OLD_RUNS[0])["network_reference"] is None
+
+
+def test_a_failing_migration_leaves_the_file_at_version_1(v1_path, monkeypatch) -> None:
+    step = migrations.DB_MIGRATIONS[1]
+
+    def step_then_fail(con: duckdb.DuckDBPyConnection) -> None:
+        step(con)
+        raise RuntimeError("power cut")
+
+    monkeypatch.setitem(migrations.DB_MIGRATIONS, 1, step_then_fail)
+    with pytest.raises(RuntimeError, match="power cut"):
+        with store.connect(v1_path):
+            pass
+    assert _meta(v1_path) == {"schema_version": "1"}
+    with duckdb.connect(str(v1_path), read_only=True) as con:
+        assert "unattributed_s" not in _columns(con, "runs")
+        assert not con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = 'probes'").fetchall()[
+            0
+        ][0]
+
+
+def test_readers_take_a_version_1_file_as_it_is(v1_path) -> None:
+    run = store.get_run(v1_path, OLD_RUNS[0])
+    assert run["model"] == "resnet18" and "unattributed_s" not in run
+    browser = store.describe_schema(v1_path)  # no comments stored yet: this Stash's descriptions stand in
+    meanings = {column["column"]: column["meaning"] for column in browser["runs"]["columns"]}
+    assert meanings["iteration_s"] == documented_meaning("runs", "iteration_s")
+    assert browser["probes"]["columns"] == []
+    assert _meta(v1_path) == {"schema_version": "1"}  # reading changed nothing
+
+
+def test_readers_refuse_versions_they_cannot_take_and_everyone_refuses_newer_ones(
+    v1_path, monkeypatch
+) -> None:
+    monkeypatch.setattr(migrations, "READABLE_FROM_VERSION", 2)
+    with pytest.raises(UsageError, match="run a writing command .* to migrate it to 2"):
+        store.list_runs(v1_path)
+    with duckdb.connect(str(v1_path)) as con:
+        con.execute("UPDATE schema_meta SET value = '3' WHERE key = 'schema_version'")
+    with pytest.raises(UsageError, match="schema_version 3; this Stash reads up to 2 - upgrade Stash"):
+        store.list_runs(v1_path)
+    with pytest.raises(UsageError, match="upgrade Stash"):
+        with store.connect(v1_path):
+            pass
+
+
+def test_changed_descriptions_are_reapplied_by_the_next_writer(db_path, result_doc) -> None:
+    store.ingest_result(db_path, result_doc())
+    with duckdb.connect(str(db_path)) as con:
+        con.execute("COMMENT ON COLUMN runs.iteration_s IS 'an older wording'")
+        con.execute("UPDATE schema_meta SET value = 'older' WHERE key = 'comments_digest'")
+    assert _meaning(db_path, "runs", "iteration_s") == "an older wording"  # read from the database
+    store.ingest_result(db_path, result_doc())  # already stored: only the comments change
+    assert _meaning(db_path, "runs", "iteration_s") == documented_meaning("runs", "iteration_s")
+    assert _meta(db_path)["comments_digest"] == COMMENTS_DIGEST
+
+
+def test_the_registry_has_one_step_per_version() -> None:
+    assert sorted(store.DB_MIGRATIONS) == list(range(1, store.DB_SCHEMA_VERSION))
+    assert sorted(migrations.VERSION_CHANGES) == list(range(1, store.DB_SCHEMA_VERSION + 1))
+    assert 1 <= store.READABLE_FROM_VERSION <= store.DB_SCHEMA_VERSION

@@ -1,0 +1,227 @@
+"""ProfileSpec: one definition of `stash profile`'s options, read from and written back to a command line."""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import fields, replace
+from pathlib import Path
+
+import pytest
+
+from stash_core.cli.main import build_parser
+from stash_core.errors import UsageError
+from stash_core.spec import (
+    OPTIONS,
+    FieldError,
+    ProfileSpec,
+    add_machine_arguments,
+    add_profile_arguments,
+    check_fields,
+    check_label,
+    parse_input_shape,
+    parse_stalls,
+)
+
+
+def parsed(argv: list[str]) -> ProfileSpec:
+    return ProfileSpec.from_args(build_parser().parse_args(["profile", *argv]))
+
+
+@pytest.fixture()
+def folders(tmp_path: Path) -> dict[str, str]:
+    data = tmp_path.resolve() / "images"
+    (data / "cat").mkdir(parents=True)
+    key = tmp_path.resolve() / "id_ed25519"
+    key.write_text("not a real key\n")
+    return {"dataset": str(data), "ssh_key": str(key)}
+
+
+def every_option(folders: dict[str, str]) -> ProfileSpec:
+    """A spec with every field that has an option away from its default."""
+    return ProfileSpec(
+        model="examples/models/tiny_cnn.py:make", batch_size=48, workers_per_node=3, nodes=2,
+        stalls=["compute", "network", "disk"], dataset=folders["dataset"], dataset_images=5000,
+        loader_workers=0, iterations="40", device="cpu", instance="p3.8xlarge", threads_per_worker=2,
+        input_shape=[3, 64, 48], num_classes=7, image_px=64, target_relative_ci=0.05,
+        max_iterations=300, max_phase_s=12.5, hosts=["gpu-a", "ubuntu@10.0.0.2:2222"], seed=7,
+        ssh_user="ubuntu", ssh_key=folders["ssh_key"], remote_python="/opt/venv/bin/python",
+        remote_workdir="/srv/stash", master_addr="10.0.0.1", master_port=29555, comm_timeout_s=120,
+        probes=False,
+    )  # fmt: skip
+
+
+def specs(folders: dict[str, str]) -> dict[str, ProfileSpec]:
+    base = ProfileSpec(model="resnet18", batch_size=32)
+    return {
+        "defaults": base,
+        "every option": every_option(folders),
+        "synthetic images": replace(base, synthetic_images=256, image_px=32, stalls=["cpu"]),
+        "data set": replace(base, dataset=folders["dataset"], disk_read_mbps=35.5),
+        "emulated cluster": replace(base, nodes=2, cluster="emulated", cluster_bandwidth="200mbit"),
+        "hosts": replace(base, nodes=2, hosts=["a", "b"], ssh_key=folders["ssh_key"], probes=False),
+        "image shape": replace(base, input_shape=[3, 224, 224]),
+        "token shape": replace(base, model="bert_tiny", input_shape=[128], num_classes=2),
+        "awkward float": replace(base, target_relative_ci=0.1 + 0.2, max_phase_s=1e-3),
+        "zeros": replace(base, loader_workers=0, seed=0, iterations="2"),
+    }
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["defaults", "every option", "synthetic images", "data set", "emulated cluster", "hosts",
+     "image shape", "token shape", "awkward float", "zeros"],
+)  # fmt: skip
+def test_a_spec_survives_its_command_line(folders: dict[str, str], name: str) -> None:
+    spec = specs(folders)[name]
+    check_fields(spec)  # each of them is a valid profile
+    assert parsed(spec.to_argv()) == spec
+
+
+def test_the_specs_cover_every_option_and_every_option_sets_a_field(folders: dict[str, str]) -> None:
+    given = {arg for spec in specs(folders).values() for arg in spec.to_argv() if arg.startswith("--")}
+    assert given == {option.flag for option in OPTIONS if option.attr}
+    assert {option.attr for option in OPTIONS if option.attr} == {f.name for f in fields(ProfileSpec)} - {
+        "backend"  # chosen from the device, not an option
+    }
+
+
+def test_defaults_are_left_out() -> None:
+    assert ProfileSpec(model="resnet18", batch_size=32).to_argv() == [
+        "--model",
+        "resnet18",
+        "--batch-size",
+        "32",
+    ]
+    spec = ProfileSpec(model="m", batch_size=1, workers_per_node=1, iterations="auto", comm_timeout_s=60,
+                       stalls=parse_stalls("disk,cpu,network,interconnect,compute"), probes=True)  # fmt: skip
+    assert spec.to_argv() == ["--model", "m", "--batch-size", "1"]
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--model", "resnet18", "--batch-size", "32", "--workers", "2", "--synthetic-images", "2000",
+         "--instance", "my-laptop"],
+        ["--model", "resnet18", "--batch-size", "8", "--workers", "2", "--nodes", "2", "--stalls",
+         "compute,interconnect,network", "--iterations", "30", "--cluster", "emulated",
+         "--cluster-bandwidth", "1gbit", "--no-probes"],
+        ["--model", "bert_tiny", "--batch-size", "4", "--target-ci", "0.05", "--max-phase-seconds", "60",
+         "--input-shape", "64", "--num-classes", "2", "--seed", "3"],
+    ],
+)  # fmt: skip
+def test_to_argv_of_a_parsed_command_line_reproduces_it(argv: list[str]) -> None:
+    assert parsed(argv).to_argv() == argv
+
+
+def test_another_spelling_of_the_same_profile_comes_back_in_the_one_spelling(tmp_path: Path) -> None:
+    (tmp_path / "data" / "cls").mkdir(parents=True)
+    spec = parsed(["--stalls", "prep,compute", "--batch-size", "8", "--workers", "1", "--input-shape",
+                   "3x64x64", "--model", "resnet18", "--dataset", str(tmp_path / "data" / ".." / "data"),
+                   "--iterations", "auto", "--max-phase-seconds", "60.0"])  # fmt: skip
+    assert spec.to_argv() == ["--model", "resnet18", "--batch-size", "8", "--stalls", "compute,cpu",
+                              "--dataset", str((tmp_path / "data").resolve()), "--max-phase-seconds", "60",
+                              "--input-shape", "3,64,64"]  # fmt: skip
+    assert parsed(spec.to_argv()) == spec
+
+
+def test_profile_has_the_machine_options_and_probe_keeps_its_own() -> None:
+    spec = parsed(["--model", "m", "--batch-size", "2", "--nodes", "2", "--hosts", "a,b", "--python",
+                   "python3.12", "--workdir", "/w", "--comm-timeout", "30"])  # fmt: skip
+    assert (spec.hosts, spec.remote_python, spec.remote_workdir, spec.comm_timeout_s) == (
+        ["a", "b"], "python3.12", "/w", 30,
+    )  # fmt: skip
+    probe = build_parser().parse_args(["probe", "--nodes", "2", "--hosts", "a,b", "--cluster-state", "/s"])
+    assert (probe.hosts, probe.python, probe.comm_timeout, probe.cluster_state) == ("a,b", None, 60, "/s")
+    with pytest.raises(UsageError, match="--no-probes"):
+        build_parser().parse_args(["probe", "--no-probes"])  # a profile's option only
+    parser = argparse.ArgumentParser()
+    add_machine_arguments(parser)
+    assert "--cluster-bandwidth" not in parser.format_help() and "--master-port" in parser.format_help()
+
+
+def test_the_run_options_are_not_part_of_the_spec(tmp_path: Path) -> None:
+    parser = argparse.ArgumentParser()
+    add_profile_arguments(parser)
+    run_options = ["--out", str(tmp_path / "r.json"), "--no-store", "--progress", "json", "--db", "r.duckdb"]
+    args = parser.parse_args(["--model", "m", "--batch-size", "2", *run_options])
+    assert (args.out, args.no_store, args.progress) == (tmp_path / "r.json", True, "json")
+    assert ProfileSpec.from_args(args).to_argv() == ["--model", "m", "--batch-size", "2"]
+    with pytest.raises(SystemExit):  # argparse: one data source or the other
+        parser.parse_args(["--model", "m", "--batch-size", "2", "--dataset", "d", "--synthetic-images", "4"])
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--stalls", "gpu"], "--stalls: unknown stall gpu"),
+        (["--stalls", " , "], r"--stalls: unknown stall \(empty\)"),
+        (["--iterations", "1"], "--iterations must be 'auto' or an integer >= 2"),
+        (["--iterations", "²"], "--iterations must be 'auto'"),
+        (["--input-shape", "3,0,4"], "--input-shape must be positive integers"),
+        (["--input-shape", "-3"], "--input-shape must be positive integers"),
+        (["--hosts", "a,,b"], "--hosts 'a,,b': an empty host name"),
+    ],
+)
+def test_texts_that_cannot_be_read_name_their_flag(argv: list[str], message: str) -> None:
+    with pytest.raises(FieldError, match=message):
+        parsed(["--model", "m", "--batch-size", "2", *argv])
+
+
+def test_input_shapes_read_like_the_zoo_reads_them() -> None:
+    assert parse_input_shape("3,224,224") == parse_input_shape("3x224x224") == [3, 224, 224]
+    assert parse_input_shape("(3, 32, 32)") == [3, 32, 32] and parse_input_shape("128") == [128]
+
+
+@pytest.mark.parametrize(
+    ("changes", "attr", "message"),
+    [
+        ({"model": " "}, "model", "--model: give a zoo name"),
+        ({"batch_size": 0}, "batch_size", "--batch-size must be a positive integer, got 0"),
+        ({"workers_per_node": "2"}, "workers_per_node", "--workers must be a positive integer"),
+        ({"num_classes": 0}, "num_classes", "--num-classes must be a positive integer"),
+        ({"synthetic_images": 0}, "synthetic_images", "--synthetic-images must be a positive integer"),
+        ({"loader_workers": -1}, "loader_workers", "--loader-workers must be >= 0"),
+        ({"stalls": []}, "stalls", "--stalls"),
+        ({"stalls": ["compute", "gpu"]}, "stalls", "unknown stall gpu"),
+        ({"iterations": "1"}, "iterations", "--iterations"),
+        ({"input_shape": [3, 0]}, "input_shape", "--input-shape"),
+        ({"input_shape": []}, "input_shape", "--input-shape"),
+        ({"device": "tpu"}, "device", "--device must be auto, cpu or cuda"),
+        ({"dataset": "/no/such/dir"}, "dataset", "--dataset /no/such/dir: no such directory"),
+        ({"disk_read_mbps": 0.0}, "disk_read_mbps", "--disk-read-mbps must be positive"),
+        ({"nodes": 2}, "nodes", "say which machines"),
+        ({"nodes": 2, "hosts": ["a;touch x", "b"]}, "hosts", "invalid host name 'a;touch x'"),
+        ({"nodes": 2, "hosts": ["-oProxyCommand=x", "b"]}, "hosts", "invalid host name"),
+        ({"nodes": 2, "hosts": ["a"]}, "hosts", r"1 host\(s\) for --nodes 2"),
+        ({"hosts": ["a"], "ssh_user": "root;id"}, "ssh_user", "--ssh-user: invalid user name"),
+        (
+            {"hosts": ["a"], "ssh_key": "/no/such/key"},
+            "ssh_key",
+            "--ssh-key: ssh key '/no/such/key' does not",
+        ),
+        ({"ssh_user": "ubuntu"}, "ssh_user", "need --hosts"),
+        ({"target_relative_ci": 1.5}, "target_relative_ci", "--target-ci must be a fraction"),
+        ({"max_phase_s": 0.0}, "max_phase_s", "--max-phase-seconds must be positive"),
+        ({"max_iterations": 1}, "max_iterations", "--max-iterations at least 2"),
+    ],
+)
+def test_a_wrong_value_is_one_line_naming_the_flag_and_the_field(
+    changes: dict, attr: str, message: str
+) -> None:
+    with pytest.raises(FieldError, match=message) as caught:
+        check_fields(replace(ProfileSpec(model="resnet18", batch_size=32), **changes))
+    assert caught.value.attr == attr and "\n" not in str(caught.value)
+    assert isinstance(caught.value, UsageError) and caught.value.exit_code == 2
+
+
+def test_hosts_the_launcher_takes_pass_the_first_look() -> None:
+    hosts = ["gpu-a", "ubuntu@10.0.0.2", "node.example.com:2222", "[fe80::1]:22", "fe80::1", "u_1@h"]
+    check_fields(ProfileSpec(model="m", batch_size=1, nodes=len(hosts), hosts=hosts))
+
+
+def test_instance_labels_of_the_dashboard() -> None:
+    check_label("p3.8xlarge")
+    check_label("lab@1gbit")
+    check_label(None)
+    with pytest.raises(FieldError, match="--instance 'a b'"):
+        check_label("a b")

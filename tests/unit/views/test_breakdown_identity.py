@@ -1,0 +1,151 @@
+"""The stacked bars of every page close at the iteration time: named stalls + remainder = t2 (or 100%).
+
+Over hundreds of noisy result documents (noisy_docs.noisy_result_doc), current and written before the
+remainder existed, as stall_breakdown rows; then a few through a real store; and the page helpers' wording
+for stalls that were not resolved.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from noisy_docs import noisy_result_doc
+
+from stash_core import store, views
+from stash_core.analysis.stalls import REMAINDER, STALLS, remainder_of
+from stash_core.views.stall_frames import stall_detail_rows, with_remainder_columns
+
+SEEDS = range(300)
+MEASURES = ("seconds", "epoch_s", "share")
+
+
+def view_row(doc: dict, remainder_interval: bool) -> dict:
+    """The stall_breakdown row of a document, pivoted as the view does (with the remainder interval when the
+    store gives it)."""
+    result = doc["breakdown"]
+    row = {
+        key: result.get(key) for key in ("iteration_s", "iteration_ci95_s", "epoch_s", "iterations_per_epoch")
+    }
+    row.update(run_id=doc["run_id"], run_label=doc["run_id"])
+    for stall in STALLS:
+        entry = result["stalls"][stall]
+        seconds = entry["seconds"]
+        row[f"{stall}_s"], row[f"{stall}_ci95_s"] = seconds, entry["ci95_s"]
+        row[f"{stall}_share"] = None if seconds is None else entry["share"]
+        row[f"{stall}_epoch_s"], row[f"{stall}_status"] = entry["epoch_s"], entry["status"]
+    if remainder_interval:
+        row["unattributed_ci95_s"] = result["unattributed_ci95_s"]
+    return row
+
+
+@pytest.fixture(scope="module", params=[False, True], ids=["current", "legacy"])
+def runs(request: pytest.FixtureRequest) -> tuple[list[dict], pd.DataFrame]:
+    docs = [noisy_result_doc(seed, legacy=request.param) for seed in SEEDS]
+    return docs, pd.DataFrame([view_row(doc, remainder_interval=not request.param) for doc in docs])
+
+
+def totals(doc: dict) -> dict[str, float]:
+    result = doc["breakdown"]
+    return {"seconds": result["iteration_s"], "share": 1.0, "epoch_s": result["epoch_s"]}
+
+
+@pytest.mark.parametrize("measure", MEASURES)
+def test_every_bar_closes_at_the_runs_total(runs: tuple[list[dict], pd.DataFrame], measure: str) -> None:
+    docs, frame = runs
+    bars = views.breakdown.stall_long_frame(frame, measure)
+    negative_remainders = 0
+    for doc in docs:
+        mine = bars[bars["run_id"] == doc["run_id"]]
+        total = totals(doc)[measure]
+        assert mine["bar_end"].iloc[-1] == pytest.approx(total, rel=1e-12)
+        assert math.fsum(mine["value"]) == pytest.approx(total, rel=1e-9)
+        assert list(mine["bar_start"].iloc[1:]) == list(mine["bar_end"].iloc[:-1])  # end to end
+        assert mine["bar_start"].iloc[0] == 0.0
+        remainder = remainder_of(doc["breakdown"])
+        has_remainder = REMAINDER in set(mine["stall"])
+        assert has_remainder == (remainder["status"] != "none")
+        if has_remainder:
+            row = mine[mine["stall"] == REMAINDER].iloc[0]
+            assert row["stall_label"] == "Not separated" and row["stall_order"] == len(STALLS)
+            per_second = totals(doc)[measure] / doc["breakdown"]["iteration_s"]
+            assert row["value"] == pytest.approx(remainder["seconds"] * per_second, rel=1e-9, abs=1e-12)
+            assert row["ci95"] is not None and row["ci95"] >= 0
+            negative_remainders += row["value"] < 0 and row["bar_start"] > row["bar_end"]
+        for stall in mine[mine["stall"] != REMAINDER].itertuples():
+            entry = doc["breakdown"]["stalls"][stall.stall]
+            if entry["status"] == "clamped_zero":
+                assert stall.resolved is False and "not resolved" in stall.note
+    assert negative_remainders > 50
+
+
+def test_per_run_tables_carry_the_remainder(runs: tuple[list[dict], pd.DataFrame]) -> None:
+    docs, frame = runs
+    table = views.breakdown.breakdown_table(frame)
+    parts = table[[f"{stall}_s" for stall in STALLS]].fillna(0.0).sum(axis=1) + table["unattributed_s"]
+    assert parts.tolist() == pytest.approx(table["iteration_s"].tolist(), rel=1e-12)
+    shares = (
+        table[[f"{stall}_share" for stall in STALLS]].fillna(0.0).sum(axis=1) + table["unattributed_share"]
+    )
+    assert shares.tolist() == pytest.approx([1.0] * len(table), abs=1e-12)
+    assert with_remainder_columns(frame)["unattributed_s"].tolist() == table["unattributed_s"].tolist()
+
+
+def test_compare_bars_close_at_one_hundred_percent(runs: tuple[list[dict], pd.DataFrame]) -> None:
+    _, frame = runs
+    configurations = frame.assign(configuration=frame["run_id"]).head(60)
+    shares = views.compare.compare_stall_frame(configurations)
+    for _, rows in shares.groupby("configuration", sort=False):
+        assert rows["bar_end"].iloc[-1] == pytest.approx(1.0, rel=1e-12)
+        assert math.fsum(rows["share"]) == pytest.approx(1.0, rel=1e-9)
+    assert (shares["stall"] == REMAINDER).any() and (shares["resolved"] == False).any()  # noqa: E712
+
+
+def test_runs_read_back_from_a_store_close_too(tmp_path: Path) -> None:
+    db = tmp_path / "results.duckdb"
+    docs = [noisy_result_doc(seed, legacy=seed % 2 == 0, run_id=f"20261201T0000{seed:02d}Z-{seed:08x}")
+            for seed in range(40)]  # fmt: skip
+    for doc in docs:
+        assert store.ingest_result(db, doc)
+    runs, total = views.breakdown.find_runs(db, views.breakdown.RunFilter(limit=100))
+    assert total == len(docs)
+    by_id = {doc["run_id"]: doc for doc in docs}
+    for measure in MEASURES:
+        bars = views.breakdown.stall_long_frame(runs, measure)
+        for run_id, rows in bars.groupby("run_id"):
+            assert rows["bar_end"].iloc[-1] == pytest.approx(totals(by_id[run_id])[measure], rel=1e-9)
+    detail = views.breakdown.run_detail(db, docs[1]["run_id"])
+    rows = stall_detail_rows(detail)
+    assert math.fsum(r["seconds"] for r in rows if r["seconds"] is not None) == pytest.approx(
+        detail["iteration_s"]
+    )
+
+
+def test_pages_say_not_resolved_instead_of_zero_plus_minus() -> None:
+    from pages import _stalls
+
+    clamped = {"stall": "cpu", "seconds": 0.0, "ci95_s": 3.39, "status": "clamped_zero", "resolved": False}
+    assert _stalls.stall_figure(clamped) == "not resolved: within the noise (± 3.39 s)"
+    assert _stalls.status_text(clamped) == "not resolved"
+    assert "--target-ci" in _stalls.stall_note(clamped) and "quieter machine" in _stalls.stall_note(clamped)
+    wide = {"stall": "disk", "seconds": 0.002, "ci95_s": 0.5, "status": "measured", "resolved": False}
+    assert _stalls.stall_figure(wide) == "2 ms, not resolved (± 500 ms)"
+    sure = {"stall": "disk", "seconds": 0.2, "ci95_s": 0.01, "status": "measured", "resolved": True}
+    assert _stalls.stall_figure(sure) == "200 ms ± 10 ms" and _stalls.status_text(sure) == "measured"
+    remainder = {
+        "stall": REMAINDER,
+        "seconds": -0.004,
+        "ci95_s": 0.01,
+        "status": "within_noise",
+        "resolved": False,
+    }
+    assert (
+        _stalls.stall_figure(remainder) == "-4 ms ± 10 ms"
+        and _stalls.status_text(remainder) == "within noise"
+    )
+    frame = pd.DataFrame([view_row(noisy_result_doc(seed), True) for seed in range(20)])
+    for measure in MEASURES:
+        spec = _stalls.breakdown_chart(views.breakdown.stall_long_frame(frame, measure), measure).to_dict()
+        assert len(spec["layer"]) == 3

@@ -1,0 +1,112 @@
+"""The Run page's form: a ProfileSpec checked by stash_core.spec, worded for the form's fields."""
+
+from __future__ import annotations
+
+from dataclasses import fields
+from pathlib import Path
+
+import pytest
+
+from stash_core.cli.main import build_parser
+from stash_core.errors import UsageError
+from stash_core.spec import FieldError, ProfileSpec, check_fields
+from stash_core.views.run_form import FIELD_MESSAGES, RunForm, form_message, profile_args
+
+
+def form(**changes) -> RunForm:
+    values = {
+        "model": "resnet18",
+        "batch_size": 32,
+        "workers": 2,
+        "stalls": ["compute", "interconnect", "cpu"],
+    }
+    return RunForm(**{**values, **changes})
+
+
+def command_spec(args: list[str]) -> ProfileSpec:
+    """What `stash profile ARGS` would run (the job starts in another folder, so paths must be absolute)."""
+    spec = ProfileSpec.from_args(build_parser().parse_args(["profile", *args]))
+    check_fields(spec)
+    return spec
+
+
+def test_the_command_runs_what_the_form_says(tmp_path: Path) -> None:
+    spec = command_spec(
+        profile_args(form(input_shape=" 3, 64,64 ", instance=" p3.8xlarge ", iterations="40"))
+    )
+    assert spec == ProfileSpec(
+        model="resnet18", batch_size=32, workers_per_node=2, stalls=["compute", "interconnect", "cpu"],
+        synthetic_images=512, input_shape=[3, 64, 64], iterations="40", max_phase_s=60.0,
+        instance="p3.8xlarge",
+    )  # fmt: skip
+
+
+def test_relative_files_and_folders_are_made_absolute_against_the_dashboards_folder(tmp_path: Path) -> None:
+    (tmp_path / "net.py").write_text("def make(num_classes=10): ...\n")
+    (tmp_path / "data" / "cls").mkdir(parents=True)
+    (tmp_path / "keys").mkdir()
+    (tmp_path / "keys" / "id").write_text("key\n")
+    args = profile_args(
+        form(model="net.py:make", data_source="dataset", dataset="data", where="hosts", nodes=2,
+             hosts="gpu-a, ubuntu@gpu-b:2222", ssh_user="ubuntu", ssh_key="keys/id"),
+        base_dir=tmp_path,
+    )  # fmt: skip
+    spec = command_spec(args)
+    assert spec.model == f"{tmp_path / 'net.py'}:make" and spec.dataset == str((tmp_path / "data").resolve())
+    assert spec.hosts == ["gpu-a", "ubuntu@gpu-b:2222"] and spec.nodes == 2
+    assert (spec.ssh_user, spec.ssh_key) == ("ubuntu", str(tmp_path / "keys" / "id"))
+
+
+def test_the_emulated_cluster_and_ssh_fields_of_other_places() -> None:
+    spec = command_spec(
+        profile_args(form(where="cluster", nodes=2, data_source="none", stalls=["network"], ssh_user="x;y"))
+    )
+    assert (spec.cluster, spec.nodes, spec.ssh_user, spec.real_data) == ("emulated", 2, None, False)
+
+
+def test_options_at_their_default_are_left_out() -> None:
+    args = profile_args(form(workers=1, stalls=["disk", "cpu", "network", "interconnect", "compute"]))
+    assert args == ["--model", "resnet18", "--batch-size", "32", "--synthetic-images", "512",
+                    "--max-phase-seconds", "60"]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"workers": 0}, "Workers must be a whole number of at least 1"),
+        ({"nodes": 0}, "Nodes must be a whole number of at least 1"),
+        ({"batch_size": "32"}, "Batch size must be a whole number of at least 1"),
+        ({"stalls": ["compute", "gpu"]}, "Stalls: unknown gpu"),
+        ({"stalls": []}, "Stalls: pick at least one stall to measure"),
+        ({"synthetic_images": 0}, "Synthetic images must be a whole number of at least 1"),
+        ({"data_source": "dataset", "dataset": " "}, "Data set: give the folder of the data set"),
+        ({"data_source": "tape"}, "unknown data source 'tape'"),
+        ({"input_shape": "0,64"}, "Input shape: give C,H,W"),
+        ({"input_shape": "(3, 64, 64)"}, "Input shape: give C,H,W"),
+        ({"num_classes": 0}, "Classes must be a whole number of at least 1"),
+        ({"max_phase_s": 0.0}, "Time limit per phase must be positive"),
+        ({"model": "net.py:not-a-name"}, "Model: no file"),
+        ({"where": "moon"}, "unknown place to run 'moon'"),
+        ({"where": "hosts", "hosts": "gpu-a", "nodes": 2}, r"Remote hosts: 1 host\(s\) for 2 node\(s\)"),
+        ({"where": "hosts", "hosts": "a", "ssh_user": "root;id"}, "SSH user: 'root;id' is not a user name"),
+        ({"where": "hosts", "hosts": "a", "ssh_key": "/no/such/key"}, "SSH key: no file /no/such/key"),
+        ({"where": "hosts", "hosts": "-oProxyCommand=x"}, "Remote hosts: '-oProxyCommand=x' is not a host"),
+    ],
+)
+def test_each_wrong_field_has_the_forms_own_words(changes: dict, message: str) -> None:
+    with pytest.raises(UsageError, match=message) as caught:
+        profile_args(form(**changes))
+    assert str(caught.value).startswith(message.split(":")[0].replace("\\", ""))
+
+
+def test_a_check_the_form_does_not_word_keeps_the_commands_message() -> None:
+    error = FieldError("--max-iterations must be at least 2", "max_iterations", 1)
+    assert form_message(error, form()) == "--max-iterations must be at least 2"
+    spec_fields = {spec_field.name for spec_field in fields(ProfileSpec)}
+    assert {key.split("/")[0] for key in FIELD_MESSAGES} <= spec_fields
+
+
+def test_the_form_can_name_a_command_without_remote_options() -> None:
+    with pytest.raises(UsageError, match="no --hosts option"):
+        profile_args(form(where="hosts", hosts="a"), supported_flags={"--model"})
+    assert "--hosts" in profile_args(form(where="hosts", hosts="a"))
