@@ -9,7 +9,6 @@ of one line that names the flag.
 from __future__ import annotations
 
 import argparse
-import os
 import re
 from collections.abc import Callable
 from dataclasses import MISSING, asdict, dataclass, field, fields
@@ -404,51 +403,3 @@ def check_label(label: str | None) -> None:
     """The dashboard's rule for --instance: letters, digits and . _ - : @ + (the command takes any label)."""
     if label is not None and not _LABEL_RE.fullmatch(label):
         raise FieldError(f"--instance {label!r}: letters, digits and . _ - : @ + only", "instance", label)
-
-
-def usable_cpu_count() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
-
-
-def validate(spec: ProfileSpec, cuda_devices: int) -> None:
-    """Check what can be checked before launching anything; raise UsageError with one line."""
-    check_fields(spec)
-    if spec.remote:
-        return  # devices and cores are those of the hosts, checked once they answer
-    if spec.device == "cuda" and cuda_devices == 0:
-        raise UsageError("--device cuda: no CUDA device is visible on this machine")
-    if spec.device == "cuda" and spec.workers_per_node > cuda_devices:
-        raise UsageError(
-            f"--workers {spec.workers_per_node}: this machine has {cuda_devices} GPU(s); one worker per GPU"
-        )
-    if spec.device == "cpu":
-        cores = usable_cpu_count()
-        if spec.workers_per_node > cores:
-            raise UsageError(
-                f"--workers {spec.workers_per_node}: this machine has {cores} usable CPU core(s); "
-                "a CPU worker needs at least one"
-            )
-
-
-def resolve_device(spec: ProfileSpec, cuda_devices: int) -> None:
-    """Fill in device, backend and threads so that every run of the profile uses the same.
-
-    On remote machines this waits for the hosts to answer (profiler.settle_on_hosts)."""
-    if spec.remote:
-        return
-    if spec.device == "auto":
-        spec.device = "cuda" if cuda_devices > 0 else "cpu"
-    if spec.backend is None:
-        spec.backend = "nccl" if spec.device == "cuda" else "gloo"
-    if spec.threads_per_worker is None:
-        # Same thread count in R0 and R1 so that they compare like with like.
-        spec.threads_per_worker = max(1, usable_cpu_count() // spec.workers_per_node)
-
-
-def cuda_device_count() -> int:
-    import torch
-
-    return torch.cuda.device_count() if torch.cuda.is_available() else 0

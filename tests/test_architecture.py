@@ -12,7 +12,10 @@ from importlinter.cli import lint_imports
 REPO = Path(__file__).resolve().parent.parent
 MAX_FILE_LINES = 400
 # Files allowed to be longer, each with its reason.
-LONG_FILES: dict[str, str] = {}
+LONG_FILES: dict[str, str] = {
+    "stash_core/spec.py": "the one table of every profile option with the check of each field",
+    "stash_core/store/schema_docs.py": "the description of every table and column: data, not logic",
+}
 
 
 def test_import_linter_contracts_hold():

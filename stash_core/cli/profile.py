@@ -9,9 +9,10 @@ import os
 import sys
 from pathlib import Path
 
+from stash_core.engine.machine import cuda_device_count, resolve_device, validate
 from stash_core.errors import StashError, UsageError
 from stash_core.interrupts import held_interrupts
-from stash_core.spec import ProfileSpec, cuda_device_count, resolve_device, validate
+from stash_core.spec import ProfileSpec
 
 
 def remote_hosts(spec: ProfileSpec, cluster_state: Path | None = None):

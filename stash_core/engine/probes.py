@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from stash_core import __version__
+from stash_core.engine.machine import cuda_device_count, usable_cpu_count
 from stash_core.errors import MeasurementError, UsageError
 from stash_core.launch.hosts import check_hosts, hosts_from_cluster, hosts_from_names
 from stash_core.launch.runner import run_workers, worker_env
@@ -10,7 +11,7 @@ from stash_core.measure import protocol
 from stash_core.measure.fingerprint import machine_fingerprint
 from stash_core.measure.probe_plan import probe_settings, probe_sizes
 from stash_core.results import PROBE_KIND, SCHEMA_VERSION
-from stash_core.spec import cuda_device_count, parse_hosts
+from stash_core.spec import parse_hosts
 
 
 def run_probe_command(
@@ -56,9 +57,7 @@ def run_probe_command(
         gpus = int(first.get("gpu_count") or 0) if first.get("cuda_available") else 0
         cores = len(remote.cpu_sets[0]) if remote.cpu_sets else int(first.get("cpu_count") or 1)
     else:
-        import os
-
-        gpus, cores = cuda_device_count(), len(os.sched_getaffinity(0))
+        gpus, cores = cuda_device_count(), usable_cpu_count()
     if device == "auto":
         device = "cuda" if gpus else "cpu"
     capacity = gpus if device == "cuda" else cores

@@ -7,13 +7,14 @@ from pathlib import Path
 import pytest
 from support import SMALL, one_line_error, stash
 
+from stash_core.engine.machine import validate
 from stash_core.engine.plan import plan_phases
 from stash_core.engine.profiler import add_communication
 from stash_core.errors import UsageError
 from stash_core.launch.hosts import RemoteHosts, hosts_from_names, validate_python, validate_workdir
 from stash_core.launch.ssh import SshTarget
 from stash_core.measure.job import encode_job, read_job
-from stash_core.spec import ProfileSpec, validate
+from stash_core.spec import ProfileSpec
 
 
 def spec(**changes) -> ProfileSpec:
