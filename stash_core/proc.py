@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import time
 
 import psutil
 
@@ -54,6 +55,48 @@ def end_tree(root_pid: int, grace_s: float = DEFAULT_GRACE_S, popen: subprocess.
     if popen is not None and popen.poll() is None:
         popen.kill()
         popen.wait()
+
+
+def end_pids(pids: list[int], grace_s: float = DEFAULT_GRACE_S) -> list[int]:
+    """SIGTERM each of pids (never this process), SIGKILL those still alive after grace_s; return the pids
+    still alive after that. A zombie counts as ended; those of pids that are our children are reaped.
+
+    For a set of processes found otherwise than by descent (e.g. every process of a network namespace);
+    a process tree goes to end_tree.
+    """
+    members = []
+    for pid in dict.fromkeys(pids):
+        if pid != os.getpid():
+            try:
+                members.append(psutil.Process(pid))
+            except psutil.Error:
+                pass
+    for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, KILL_WAIT_S)):
+        members = _alive(members)
+        if not members:
+            break
+        for process in members:
+            try:
+                process.send_signal(sig)
+            except psutil.Error:
+                pass
+        members = _wait_ended(members, wait_s)
+    return [process.pid for process in members]
+
+
+def _wait_ended(processes: list[psutil.Process], wait_s: float) -> list[psutil.Process]:
+    """Poll until none of processes is alive or wait_s passes; the ones still alive."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        for process in processes:  # collect the exit status of our own children: no zombie stays behind
+            try:
+                os.waitpid(process.pid, os.WNOHANG)
+            except ChildProcessError:
+                pass
+        processes = _alive(processes)
+        if not processes or time.monotonic() >= deadline:
+            return processes
+        time.sleep(0.05)
 
 
 def _alive(processes: list[psutil.Process]) -> list[psutil.Process]:

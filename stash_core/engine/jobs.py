@@ -22,11 +22,9 @@ import json
 import os
 import secrets
 import shutil
-import signal
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -34,73 +32,18 @@ from typing import Any
 import psutil
 
 import stash_core
+from stash_core.engine.job_state import JobState, failure_reason, parse_output
 from stash_core.errors import UsageError
-from stash_core.measure import protocol
+from stash_core.proc import end_tree
 
 JOBS_DIRNAME = ".stash-jobs"
 CANCEL_GRACE_S = 3.0
 _STDERR_TAIL_LINES = 20
-_TEXT_TAIL_LINES = 40
 # Popen objects of runs started by this process, so that finished children are reaped (no zombies) and
 # their exit status is known even before the wrapper has written it.
 _CHILDREN: dict[int, subprocess.Popen] = {}
 # The wrapper runs the command, then writes its exit status; `exec` is not used so that the shell survives.
 _WRAPPER = '"$@"; echo $? > "$STASH_JOB_RC"'
-
-
-@dataclass
-class PhaseProgress:
-    """What is known about one phase (R0, R1, ...) of a running or finished profile."""
-
-    name: str
-    index: int
-    total: int
-    description: str = ""
-    status: str = "running"  # running | completed | failed | skipped | interrupted
-    fraction_done: float = 0.0
-    iterations: int = 0
-    kept: int = 0
-    relative_ci: float | None = None
-    mean_s: float | None = None
-    ci95_s: float | None = None
-    error: str | None = None
-
-
-@dataclass
-class JobState:
-    """One background profile as read back from its folder."""
-
-    job_id: str
-    job_dir: Path
-    argv: list[str]
-    started_at: datetime | None
-    pid: int | None
-    status: str  # starting | running | completed | failed | cancelled | lost
-    exit_code: int | None = None
-    error: str | None = None
-    run_id: str | None = None
-    run_status: str | None = None
-    result_file: str | None = None
-    phases: list[PhaseProgress] = field(default_factory=list)
-    messages: list[str] = field(default_factory=list)
-    output_tail: list[str] = field(default_factory=list)
-    stderr_tail: list[str] = field(default_factory=list)
-    label: str = ""
-
-    @property
-    def finished(self) -> bool:
-        return self.status not in ("starting", "running")
-
-    @property
-    def fraction_done(self) -> float:
-        """Whole-profile progress: finished phases count fully, the running one by its own fraction."""
-        if self.status == "completed":
-            return 1.0
-        if not self.phases:
-            return 0.0
-        total = max(phase.total for phase in self.phases) or 1
-        done = sum(1.0 if phase.status != "running" else phase.fraction_done for phase in self.phases)
-        return max(0.0, min(done / total, 1.0))
 
 
 def jobs_dir(db_path: Path | str) -> Path:
@@ -199,7 +142,7 @@ def cancel_job(db_path: Path | str, job_id: str, grace_s: float = CANCEL_GRACE_S
     wrapper = _own_process(state.job_dir)
     if wrapper is None:
         return False
-    _end_tree(wrapper, grace_s)
+    end_tree(wrapper.pid, grace_s)
     child = _CHILDREN.pop(wrapper.pid, None)
     if child is not None:
         try:
@@ -232,7 +175,7 @@ def _read_state(job_dir: Path) -> JobState:
     # Read the exit status before the output, so that output written just before the end is not missed.
     running = _own_process(job_dir) is not None
     exit_code = _exit_code(job_dir, state.pid)
-    _parse_output(state, _read_text(job_dir / "stdout.log"))
+    parse_output(state, _read_text(job_dir / "stdout.log"))
     state.stderr_tail = [line for line in _read_text(job_dir / "stderr.log").splitlines() if line.strip()][
         -_STDERR_TAIL_LINES:
     ]
@@ -250,80 +193,11 @@ def _read_state(job_dir: Path) -> JobState:
         state.status = "completed"
     else:
         state.status = "failed"
-        state.error = _failure_reason(state, exit_code)
+        state.error = failure_reason(state, exit_code)
     for phase in state.phases:
         if state.finished and phase.status == "running":
             phase.status = "interrupted" if state.status != "completed" else "completed"
     return state
-
-
-def _parse_output(state: JobState, text: str) -> None:
-    phases: dict[str, PhaseProgress] = {}
-    tail: list[str] = []
-    for line in text.splitlines():
-        parsed = protocol.parse(line)
-        if parsed is None:
-            if line.strip():
-                tail.append(line.rstrip())
-            continue
-        kind, payload = parsed
-        if not isinstance(payload, dict):
-            continue
-        if kind == "PHASE":
-            _apply_phase_event(phases, state, payload)
-        elif kind == "PROGRESS":
-            phase = phases.get(str(payload.get("phase")))
-            if phase is not None:
-                phase.fraction_done = float(payload.get("fraction_done") or 0.0)
-                phase.iterations = int(payload.get("iterations") or 0)
-                phase.kept = int(payload.get("kept") or 0)
-                phase.relative_ci = payload.get("relative_ci")
-                phase.mean_s = payload.get("mean_s")
-        elif kind == "DONE":
-            state.run_id = payload.get("run_id")
-            state.run_status = payload.get("status")
-            state.result_file = payload.get("result_file")
-            if payload.get("error"):
-                state.error = str(payload["error"])
-    state.phases = sorted(phases.values(), key=lambda phase: phase.index)
-    state.output_tail = tail[-_TEXT_TAIL_LINES:]
-
-
-def _apply_phase_event(phases: dict[str, PhaseProgress], state: JobState, payload: dict[str, Any]) -> None:
-    event = payload.get("event")
-    if event == "message":
-        state.messages.append(str(payload.get("text", "")))
-    elif event == "started":
-        name = str(payload.get("name"))
-        phases[name] = PhaseProgress(
-            name=name,
-            index=int(payload.get("index") or 0),
-            total=int(payload.get("total") or 1),
-            description=str(payload.get("description") or ""),
-        )
-    elif event == "finished":
-        name = str(payload.get("name"))
-        phase = phases.setdefault(name, PhaseProgress(name=name, index=len(phases), total=len(phases) + 1))
-        phase.status = str(payload.get("status") or "completed")
-        phase.error = payload.get("error")
-        phase.mean_s = payload.get("mean_s", phase.mean_s)
-        phase.ci95_s = payload.get("ci95_s")
-        if phase.status == "completed":
-            phase.fraction_done = 1.0
-
-
-def _failure_reason(state: JobState, exit_code: int) -> str:
-    """One readable line: the run's own "stash: ..." message, else the last error line, else the status."""
-    if state.error:
-        return state.error
-    for line in reversed(state.stderr_tail):
-        if line.startswith("stash: "):
-            return line[len("stash: ") :]
-    if state.stderr_tail:
-        return state.stderr_tail[-1].strip()
-    if exit_code < 0 or exit_code > 128:
-        return f"the run was ended by a signal (exit status {exit_code})"
-    return f"the run failed (exit status {exit_code})"
 
 
 def _exit_code(job_dir: Path, pid: int | None) -> int | None:
@@ -370,35 +244,6 @@ def _own_process(job_dir: Path) -> psutil.Process | None:
         return process
     except (psutil.NoSuchProcess, psutil.AccessDenied):
         return None
-
-
-def _end_tree(root: psutil.Process, grace_s: float) -> None:
-    """TERM the root's process group and every descendant (in any group), then KILL what is left."""
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        try:
-            members = [root, *root.children(recursive=True)]
-        except psutil.NoSuchProcess:
-            members = []
-        groups = set()
-        for process in members:
-            try:
-                groups.add(os.getpgid(process.pid))
-            except OSError:
-                pass
-        for group in groups:
-            if group > 1 and group != os.getpgrp():
-                try:
-                    os.killpg(group, sig)
-                except OSError:
-                    pass
-        for process in members:
-            try:
-                process.send_signal(sig)
-            except psutil.NoSuchProcess:
-                pass
-        _, alive = psutil.wait_procs(members, timeout=grace_s if sig == signal.SIGTERM else 2.0)
-        if not alive:
-            return
 
 
 def _create_time(pid: int) -> float | None:

@@ -159,7 +159,8 @@ def ssh_argv(
     return argv
 
 
-def _last_line(text: str) -> str:
+def last_line(text: str) -> str:
+    """The last non-blank line of text, stripped; "(no message)" when there is none."""
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     return lines[-1] if lines else "(no message)"
 
@@ -198,7 +199,7 @@ def run_remote(
     if check and completed.returncode != 0:
         raise MeasurementError(
             f"command {remote_argv[0]!r} failed on host {target.host} (exit {completed.returncode}): "
-            f"{_last_line(completed.stderr)}"
+            f"{last_line(completed.stderr)}"
         )
     return completed
 
@@ -206,7 +207,7 @@ def run_remote(
 def raise_for_ssh_failure(target: SshTarget, returncode: int, stderr: str, command: str) -> None:
     """Turn ssh's own failures (and a missing remote command) into one clear error line."""
     if returncode == _SSH_FAILED:
-        reason = _last_line(stderr)
+        reason = last_line(stderr)
         lowered = stderr.lower()
         if "permission denied" in lowered or "too many authentication failures" in lowered:
             raise AuthRefusedError(f"authentication refused by host {target.host}: {reason}")
@@ -246,13 +247,13 @@ def remote_check(
         if workdir is not None and "can't cd" in stderr.lower():
             raise UsageError(f"directory {workdir!r} does not exist on host {target.host}")
         raise MeasurementError(
-            f"remote check failed on host {target.host} (exit {completed.returncode}): {_last_line(stderr)}"
+            f"remote check failed on host {target.host} (exit {completed.returncode}): {last_line(stderr)}"
         )
     try:
-        info = json.loads(_last_line(completed.stdout))
+        info = json.loads(last_line(completed.stdout))
     except json.JSONDecodeError:
         raise MeasurementError(
-            f"remote check on host {target.host} printed no JSON: {_last_line(completed.stdout)}"
+            f"remote check on host {target.host} printed no JSON: {last_line(completed.stdout)}"
         ) from None
     if not isinstance(info, dict):
         raise MeasurementError(f"remote check on host {target.host} printed unexpected JSON")

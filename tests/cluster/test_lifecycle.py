@@ -10,7 +10,7 @@ import pytest
 from clusterkit import stash_argv, stash_env
 
 from stash_core.errors import MeasurementError, UsageError
-from stash_core.launch import cluster
+from stash_core.launch import cluster, cluster_sshd
 
 pytestmark = pytest.mark.cluster
 
@@ -69,14 +69,14 @@ def test_down_without_state_file_and_up_twice_refused(state_dir):
 
 
 def test_failed_setup_is_rolled_back(state_dir, monkeypatch):
-    real_start_sshd = cluster._start_sshd
+    real_start_sshd = cluster_sshd.start_sshd
 
     def start_one_then_fail(state_dir_arg, index):
         if index == 1:
             raise MeasurementError("simulated failure while starting sshd on node 1")
         return real_start_sshd(state_dir_arg, index)
 
-    monkeypatch.setattr(cluster, "_start_sshd", start_one_then_fail)
+    monkeypatch.setattr(cluster_sshd, "start_sshd", start_one_then_fail)
     with pytest.raises(MeasurementError, match="simulated failure"):
         cluster.cluster_up(3, state_dir=state_dir)
     assert _leftovers() == []

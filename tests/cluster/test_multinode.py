@@ -168,7 +168,7 @@ def test_remote_side_ends_when_its_ssh_dies(hosts, no_leftovers):
     """No sweep from the launcher here: the supervisor alone must end its processes."""
     tag = f"test-{uuid.uuid4().hex[:8]}"
     sleeper = [sys.executable, "-c", "print('ready', flush=True); import time; time.sleep(300)"]
-    remote = [sys.executable, "-c", multinode._REMOTE_SRC, "run", tag, "/", "--", *sleeper]
+    remote = [sys.executable, "-c", multinode.SUPERVISOR_SRC, "run", tag, "/", "--", *sleeper]
     ssh = subprocess.Popen(ssh_argv(hosts[1], remote), stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     try:
         assert ssh.stdout.readline().strip() == b"ready"

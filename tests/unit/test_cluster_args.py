@@ -100,7 +100,7 @@ def test_supervisor_ends_its_processes_when_stdin_closes(tmp_path):
     child_pid_file = tmp_path / "child.pid"
     child = f"import os, time; open({str(child_pid_file)!r}, 'w').write(str(os.getpid())); time.sleep(60)"
     supervisor = subprocess.Popen(
-        [sys.executable, "-c", multinode._REMOTE_SRC, "run", "unit-test-tag", str(tmp_path), "--",
+        [sys.executable, "-c", multinode.SUPERVISOR_SRC, "run", "unit-test-tag", str(tmp_path), "--",
          sys.executable, "-c", child],
         stdin=subprocess.PIPE,
     )  # fmt: skip
@@ -119,7 +119,7 @@ def test_supervisor_ends_its_processes_when_stdin_closes(tmp_path):
 
 
 def test_supervisor_passes_the_exit_code_and_reports_a_missing_workdir(tmp_path):
-    run = [sys.executable, "-c", multinode._REMOTE_SRC, "run", "unit-test-tag"]
+    run = [sys.executable, "-c", multinode.SUPERVISOR_SRC, "run", "unit-test-tag"]
     held_open = subprocess.Popen(
         [*run, str(tmp_path), "--", sys.executable, "-c", "raise SystemExit(7)"], stdin=subprocess.PIPE
     )

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+import stash_core.launch
 from stash_core.errors import UsageError
-from stash_core.launch import cluster, multinode, ssh
 from stash_core.launch.ssh import SshTarget, parse_target, ssh_argv, validate_host, validate_user
 
 NASTY_ARGS = [
@@ -147,7 +147,9 @@ def test_parse_target_rejects(text):
 
 def test_no_local_shell_anywhere():
     """The launch modules never hand a string to a local shell."""
-    for module in (ssh, multinode, cluster):
-        source = Path(module.__file__).read_text()
-        assert "shell=True" not in source
-        assert "os.system" not in source and "os.popen" not in source
+    modules = sorted(Path(stash_core.launch.__file__).parent.glob("*.py"))
+    assert {"ssh.py", "multinode.py", "cluster.py", "supervisor.py"} <= {module.name for module in modules}
+    for module in modules:
+        source = module.read_text()
+        assert "shell=True" not in source, module.name
+        assert "os.system" not in source and "os.popen" not in source, module.name

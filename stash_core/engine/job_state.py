@@ -1,0 +1,136 @@
+"""What a background profile's folder says: its state, the progress of each phase, why it failed."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from stash_core.measure import protocol
+
+_TEXT_TAIL_LINES = 40
+
+
+@dataclass
+class PhaseProgress:
+    """What is known about one phase (R0, R1, ...) of a running or finished profile."""
+
+    name: str
+    index: int
+    total: int
+    description: str = ""
+    status: str = "running"  # running | completed | failed | skipped | interrupted
+    fraction_done: float = 0.0
+    iterations: int = 0
+    kept: int = 0
+    relative_ci: float | None = None
+    mean_s: float | None = None
+    ci95_s: float | None = None
+    error: str | None = None
+
+
+@dataclass
+class JobState:
+    """One background profile as read back from its folder."""
+
+    job_id: str
+    job_dir: Path
+    argv: list[str]
+    started_at: datetime | None
+    pid: int | None
+    status: str  # starting | running | completed | failed | cancelled | lost
+    exit_code: int | None = None
+    error: str | None = None
+    run_id: str | None = None
+    run_status: str | None = None
+    result_file: str | None = None
+    phases: list[PhaseProgress] = field(default_factory=list)
+    messages: list[str] = field(default_factory=list)
+    output_tail: list[str] = field(default_factory=list)
+    stderr_tail: list[str] = field(default_factory=list)
+    label: str = ""
+
+    @property
+    def finished(self) -> bool:
+        return self.status not in ("starting", "running")
+
+    @property
+    def fraction_done(self) -> float:
+        """Whole-profile progress: finished phases count fully, the running one by its own fraction."""
+        if self.status == "completed":
+            return 1.0
+        if not self.phases:
+            return 0.0
+        total = max(phase.total for phase in self.phases) or 1
+        done = sum(1.0 if phase.status != "running" else phase.fraction_done for phase in self.phases)
+        return max(0.0, min(done / total, 1.0))
+
+
+def parse_output(state: JobState, text: str) -> None:
+    phases: dict[str, PhaseProgress] = {}
+    tail: list[str] = []
+    for line in text.splitlines():
+        parsed = protocol.parse(line)
+        if parsed is None:
+            if line.strip():
+                tail.append(line.rstrip())
+            continue
+        kind, payload = parsed
+        if not isinstance(payload, dict):
+            continue
+        if kind == "PHASE":
+            apply_phase_event(phases, state, payload)
+        elif kind == "PROGRESS":
+            phase = phases.get(str(payload.get("phase")))
+            if phase is not None:
+                phase.fraction_done = float(payload.get("fraction_done") or 0.0)
+                phase.iterations = int(payload.get("iterations") or 0)
+                phase.kept = int(payload.get("kept") or 0)
+                phase.relative_ci = payload.get("relative_ci")
+                phase.mean_s = payload.get("mean_s")
+        elif kind == "DONE":
+            state.run_id = payload.get("run_id")
+            state.run_status = payload.get("status")
+            state.result_file = payload.get("result_file")
+            if payload.get("error"):
+                state.error = str(payload["error"])
+    state.phases = sorted(phases.values(), key=lambda phase: phase.index)
+    state.output_tail = tail[-_TEXT_TAIL_LINES:]
+
+
+def apply_phase_event(phases: dict[str, PhaseProgress], state: JobState, payload: dict[str, Any]) -> None:
+    event = payload.get("event")
+    if event == "message":
+        state.messages.append(str(payload.get("text", "")))
+    elif event == "started":
+        name = str(payload.get("name"))
+        phases[name] = PhaseProgress(
+            name=name,
+            index=int(payload.get("index") or 0),
+            total=int(payload.get("total") or 1),
+            description=str(payload.get("description") or ""),
+        )
+    elif event == "finished":
+        name = str(payload.get("name"))
+        phase = phases.setdefault(name, PhaseProgress(name=name, index=len(phases), total=len(phases) + 1))
+        phase.status = str(payload.get("status") or "completed")
+        phase.error = payload.get("error")
+        phase.mean_s = payload.get("mean_s", phase.mean_s)
+        phase.ci95_s = payload.get("ci95_s")
+        if phase.status == "completed":
+            phase.fraction_done = 1.0
+
+
+def failure_reason(state: JobState, exit_code: int) -> str:
+    """One readable line: the run's own "stash: ..." message, else the last error line, else the status."""
+    if state.error:
+        return state.error
+    for line in reversed(state.stderr_tail):
+        if line.startswith("stash: "):
+            return line[len("stash: ") :]
+    if state.stderr_tail:
+        return state.stderr_tail[-1].strip()
+    if exit_code < 0 or exit_code > 128:
+        return f"the run was ended by a signal (exit status {exit_code})"
+    return f"the run failed (exit status {exit_code})"

@@ -1,0 +1,111 @@
+"""The parts of the emulated cluster that need no root: names, state file, qdiscs, ssh configs."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from stash_core.errors import UsageError
+from stash_core.launch import cluster, cluster_state
+from stash_core.launch.cluster_names import NAMESPACE_RE, ROOT_LINK_RE, hub_veth, node_address, node_namespace
+from stash_core.launch.cluster_shaping import check_loss, qdisc_args, shaping_warning, tbf_args
+from stash_core.launch.cluster_sshd import write_client_config, write_sshd_config
+
+SHAPING = {"rate_bps": 200_000_000, "latency_us": 1000, "loss_pct": 0.5}
+
+
+def test_names_are_ours_and_teardown_finds_them():
+    assert (node_namespace(3), node_address(3), hub_veth(3)) == ("stash-n3", "10.213.0.13", "stash-v3b")
+    assert NAMESPACE_RE.match("stash-n12") and NAMESPACE_RE.match("stash-hub")
+    assert not NAMESPACE_RE.match("stash-probe7") and not NAMESPACE_RE.match("other-n1")
+    assert all(ROOT_LINK_RE.match(name) for name in ("stash-vh", "stash-br0", "stash-v0b"))
+    assert not ROOT_LINK_RE.match("eth0")
+
+
+def test_public_names_stay_importable_from_cluster():
+    names = ["cluster_up", "cluster_down", "cluster_status", "set_link", "cluster_hosts", "cluster_cpu_sets",
+             "cluster_support_problem", "node_cpu_sets", "parse_bandwidth_bps", "parse_latency_us",
+             "node_address", "node_namespace", "DEFAULT_STATE_DIR", "HUB_NAMESPACE", "NODE_IFNAME",
+             "WORKER_ENV", "MAX_NODES"]  # fmt: skip
+    assert [name for name in names if not hasattr(cluster, name)] == []
+
+
+def test_state_is_written_atomically_and_read_back(tmp_path):
+    assert cluster_state.load_state(tmp_path) is None
+    with pytest.raises(UsageError, match="no emulated cluster is up"):
+        cluster_state.require_state(tmp_path)
+    state = cluster_state.new_state(tmp_path, None)
+    state["nodes"].append(cluster_state.new_node(0, SHAPING, [0, 1]))
+    cluster_state.save_state(tmp_path, state)
+    assert json.loads((tmp_path / "state.json").read_text()) == state
+    assert cluster_state.require_state(tmp_path)["nodes"][0]["namespace"] == "stash-n0"
+    assert not list(tmp_path.glob("*.tmp"))
+
+
+def test_removing_state_files_spares_what_is_not_ours(tmp_path):
+    state_dir = tmp_path / "state"
+    state_dir.mkdir()
+    for name in ("state.json", "ssh_config", "id_ed25519"):
+        (state_dir / name).write_text("x")
+    (state_dir / "n0").mkdir()
+    (state_dir / "n0" / "sshd_config").write_text("x")
+    assert cluster_state.remove_state_files(state_dir) == [f"removed 4 state file(s) from {state_dir}"]
+    assert not state_dir.exists()
+
+    state_dir.mkdir()
+    (state_dir / "state.json").write_text("x")
+    (state_dir / "notes.txt").write_text("the user's")
+    cluster_state.remove_state_files(state_dir)
+    assert [path.name for path in state_dir.iterdir()] == ["notes.txt"]
+    assert cluster_state.remove_state_files(tmp_path / "missing") == []
+
+
+def test_qdiscs_with_netem_put_the_rate_below_the_delay():
+    root, rate = qdisc_args(SHAPING, netem_ok=True)
+    assert root == ["root", "handle", "1:", "netem", "delay", "1000us", "limit", "100000", "loss", "0.5%"]
+    assert rate == ["parent", "1:1", "handle", "10:", *tbf_args(200_000_000)]
+
+
+def test_qdiscs_without_netem_or_without_a_rate():
+    assert qdisc_args(SHAPING, netem_ok=False) == [["root", "handle", "10:", *tbf_args(200_000_000)]]
+    assert qdisc_args({**SHAPING, "rate_bps": None}, netem_ok=False) == []
+    unlimited = qdisc_args({"rate_bps": None, "latency_us": 0, "loss_pct": 0.0}, netem_ok=True)
+    assert unlimited == []
+    assert "missing netem" not in (shaping_warning(SHAPING, netem_ok=True) or "")
+    assert shaping_warning(SHAPING, netem_ok=True) is None
+    assert "latency 1000us and loss 0.5% are not emulated" in shaping_warning(SHAPING, netem_ok=False)
+
+
+def test_tbf_bucket_holds_a_gso_packet_and_a_few_ms():
+    assert tbf_args(8_000)[tbf_args(8_000).index("burst") + 1] == str(64 * 1024)
+    assert tbf_args(10_000_000_000)[4] == str(int(10e9 / 8 * 0.004))
+
+
+@pytest.mark.parametrize("bad", [-1, 101, True, "5"])
+def test_loss_must_be_a_percentage(bad):
+    with pytest.raises(UsageError, match="invalid loss"):
+        check_loss(bad)
+
+
+def test_client_config_pins_every_node_and_passes_the_worker_env(tmp_path):
+    for index in range(2):
+        node_dir = tmp_path / f"n{index}"
+        node_dir.mkdir()
+        (node_dir / "ssh_host_ed25519_key.pub").write_text(f"ssh-ed25519 KEY{index} stash-n{index}\n")
+    config = write_client_config(tmp_path, 2).read_text()
+    known_hosts = (tmp_path / "known_hosts").read_text().splitlines()
+    assert known_hosts == ["stash-n0,10.213.0.10 ssh-ed25519 KEY0", "stash-n1,10.213.0.11 ssh-ed25519 KEY1"]
+    assert "Host stash-n1 10.213.0.11\n    HostName 10.213.0.11\n" in config
+    assert "Host stash-n* 10.213.0.*\n" in config and "StrictHostKeyChecking yes" in config
+    assert "SetEnv GLOO_SOCKET_IFNAME=stash0 NCCL_SOCKET_IFNAME=stash0 TP_SOCKET_IFNAME=stash0" in config
+
+
+def test_sshd_config_listens_on_the_node_only(tmp_path):
+    (tmp_path / "n1").mkdir(mode=0o700)
+    (tmp_path / "n1" / "ssh_host_ed25519_key").write_text("not generated: it exists\n")
+    config = write_sshd_config(tmp_path, 1).read_text().splitlines()
+    assert "ListenAddress 10.213.0.11:22" in config
+    assert f"PidFile {tmp_path / 'n1' / 'sshd.pid'}" in config
+    assert "AcceptEnv GLOO_SOCKET_IFNAME NCCL_SOCKET_IFNAME TP_SOCKET_IFNAME" in config
+    assert "PasswordAuthentication no" in config

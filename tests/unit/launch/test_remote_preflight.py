@@ -1,0 +1,51 @@
+"""The node-side preflight check, run here as a node runs it: its source text with `python -c`."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+
+from stash_core.launch import multinode_preflight
+
+
+def _preflight(*args: str) -> dict:
+    completed = subprocess.run(
+        [sys.executable, "-c", multinode_preflight.PREFLIGHT_SRC, *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert completed.returncode == 0, completed.stderr
+    return json.loads(completed.stdout.strip().splitlines()[-1])
+
+
+def test_workdir_and_torch(tmp_path):
+    assert _preflight(str(tmp_path)) == {"workdir_ok": True, "torch": True}
+    assert _preflight(str(tmp_path / "missing"))["workdir_ok"] is False
+
+
+def test_master_port_and_address_on_node_0(tmp_path):
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen(1)
+        port = busy.getsockname()[1]
+        taken = _preflight(str(tmp_path), "127.0.0.1", str(port))
+    assert taken["port_free"] is False and taken["port_error"]
+    assert taken["addr_local"] is True
+    with socket.socket() as probe:
+        probe.bind(("", 0))
+        free_port = probe.getsockname()[1]
+    free = _preflight(str(tmp_path), "127.0.0.1", str(free_port))
+    assert free["port_free"] is True
+    foreign = _preflight(str(tmp_path), "192.0.2.1", str(free_port))  # TEST-NET-1: never ours
+    assert foreign["addr_local"] is False and foreign["addr_error"]
+
+
+def test_bad_arguments_are_a_usage_message():
+    completed = subprocess.run(
+        [sys.executable, "-c", multinode_preflight.PREFLIGHT_SRC, "/", "only-an-address"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert completed.returncode == 2 and "usage:" in completed.stderr
