@@ -14,6 +14,7 @@ is how resume tells them apart and how the stall fits read the bandwidth back.
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -27,11 +28,13 @@ from typing import Any
 from stash_core import PACKAGE_PARENT
 from stash_core.errors import UsageError
 from stash_core.measure import protocol
+from stash_core.proc import end_tree
 from stash_core.spec import ProfileSpec, parse_input_shape, parse_iterations, parse_stalls
 
 FAMILIES = {"resnet": "resnet{depth}", "vgg": "vgg{depth}"}
 DEFAULT_DEPTHS = {"resnet": (10, 12, 16, 18, 34, 50, 101, 152), "vgg": (11, 13, 16, 19)}
 _KEPT_OUTPUT_LINES = 30
+_STOP_GRACE_S = 10.0  # how long a stopped profile gets to save its result before its tree is ended
 
 
 @dataclass(frozen=True)
@@ -223,12 +226,13 @@ def subprocess_runner(
                 on_event({"kind": kind, **payload})
         exit_code = process.wait()
     except BaseException:
-        process.terminate()
+        # The profile saves what it measured and ends its workers on SIGINT; whatever is left is ended.
+        process.send_signal(signal.SIGINT)
         try:
-            process.wait(timeout=10)
+            process.wait(timeout=_STOP_GRACE_S)
         except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+            pass
+        end_tree(process.pid, _STOP_GRACE_S, popen=process)
         raise
     status = done.get("status") or ("completed" if exit_code == 0 else "failed")
     error = done.get("error")
