@@ -223,39 +223,6 @@ MEASURES = {
 }
 
 
-def breakdown_chart(long_frame: pd.DataFrame, measure: str) -> alt.LayerChart:
-    """Horizontal stacked bars, one per run, with a 95% interval at the end of each stall's bar."""
-    title, unit, number_format = MEASURES[measure]
-    order = list(dict.fromkeys(long_frame["run_label"]))
-    y = alt.Y("run_label:N", sort=order, title=None, axis=alt.Axis(labelLimit=360))
-    base = alt.Chart(long_frame)
-    bars = base.mark_bar(height={"band": 0.7}).encode(
-        x=alt.X(
-            "bar_start:Q",
-            title=title,
-            axis=alt.Axis(format=number_format),
-            scale=alt.Scale(nice=measure != "share"),
-        ),
-        x2=alt.X2("bar_end"),
-        y=y,
-        color=alt.Color("stall_label:N", scale=stall_scale(), title="Stall", legend=alt.Legend(orient="top")),
-        tooltip=[
-            alt.Tooltip("run_label:N", title="Run"),
-            alt.Tooltip("stall_label:N", title="Stall"),
-            alt.Tooltip("value:Q", title=title, format=number_format),
-            alt.Tooltip("ci95:Q", title=f"± 95% interval {unit}".strip(), format=number_format),
-            alt.Tooltip("status:N", title="Status"),
-        ],
-    )
-    errors = (
-        base.transform_filter("isValid(datum.error_low)")
-        .mark_rule(color="#222", strokeWidth=1.5)
-        .encode(x=alt.X("error_low:Q"), x2=alt.X2("error_high"), y=y)
-    )
-    # A fixed pixel height is not honoured by Streamlit for charts with a top legend; a step per bar is.
-    return (bars + errors).properties(height=alt.Step(30))
-
-
 # ---------------------------------------------------------------------------------------------------------
 # Formatting
 

@@ -8,7 +8,6 @@ import streamlit as st
 
 from pages._shared import (
     MEASURES,
-    breakdown_chart,
     chart_with_download,
     download_buttons,
     load,
@@ -17,6 +16,7 @@ from pages._shared import (
     share_text,
     show_chart,
 )
+from pages._stalls import CAPTION, breakdown_chart, stall_table
 from stash_core import views
 from stash_core.errors import StashError
 from stash_core.views.breakdown import RunFilter
@@ -103,10 +103,7 @@ def comparison(runs: pd.DataFrame, total: int) -> None:
         chart_with_download(
             breakdown_chart(long_frame, measure), long_frame, f"breakdown_{measure}", "bd-chart"
         )
-        st.caption(
-            "Bars are laid end to end: their total is the realistic iteration time. The black lines are "
-            "the 95% confidence interval of each stall."
-        )
+        st.caption(CAPTION)
     with st.expander("Table of these runs", icon=":material/table:"):
         table = views.breakdown.breakdown_table(runs)
         st.dataframe(table, hide_index=True, width="stretch")
@@ -223,30 +220,6 @@ def phase_table(run: dict) -> None:
         return
     st.dataframe(phases[[c for c in PHASE_COLUMNS if c in phases.columns]], hide_index=True, width="stretch")
     download_buttons(phases, f"phases_{run['run_id']}", "bd-phases")
-
-
-def stall_table(run: dict) -> None:
-    rows = []
-    for stall in run.get("stalls") or []:
-        rows.append(
-            {
-                "Stall": STALL_LABELS.get(stall["stall"], stall["stall"]),
-                "Per iteration": seconds_text(stall.get("seconds"), stall.get("ci95_s")),
-                "Share": share_text(stall.get("share")),
-                "Per epoch": seconds_text(stall.get("epoch_s")),
-                "Status": (stall.get("status") or "").replace("_", " "),
-                "Note": stall.get("note") or "",
-            }
-        )
-    if not rows:
-        st.info("No stall figures for this run.", icon=":material/info:")
-        return
-    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
-    download_buttons(pd.DataFrame(run["stalls"]), f"stalls_{run['run_id']}", "bd-stalls")
-    st.caption(
-        "*clamped zero*: a difference below the noise, reported as 0. *not measured*: not asked for or "
-        "not applicable. *not separable*: e.g. the data set does not fit in memory."
-    )
 
 
 def iteration_times(run_id: str, samples: pd.DataFrame) -> None:

@@ -11,9 +11,9 @@ from pages._shared import (
     number_text,
     page_guard,
     seconds_text,
-    stall_scale,
     usd_text,
 )
+from pages._stalls import stall_bars
 from stash_core import views
 
 NORMALISED = {
@@ -192,31 +192,19 @@ def main() -> None:
     if shares.empty:
         st.info("No stall shares for these runs.", icon=":material/info:")
     else:
-        order = list(frame["configuration"])
-        chart = (
-            alt.Chart(shares)
-            .mark_bar()
-            .encode(
-                y=alt.Y("configuration:N", sort=order, title=None, axis=alt.Axis(labelLimit=320)),
-                x=alt.X(
-                    "share:Q",
-                    title="Share of the iteration",
-                    stack="zero",
-                    axis=alt.Axis(format=".0%"),
-                    scale=alt.Scale(nice=False),
-                ),
-                color=alt.Color(
-                    "stall_label:N", scale=stall_scale(), title="Stall", legend=alt.Legend(orient="top")
-                ),
-                order=alt.Order("stall_order:Q"),
-                tooltip=[
-                    alt.Tooltip("configuration:N"),
-                    alt.Tooltip("stall_label:N", title="stall"),
-                    alt.Tooltip("share:Q", format=".1%"),
-                    alt.Tooltip("seconds:Q", format=".4f", title="seconds"),
-                ],
-            )
-            .properties(height=alt.Step(34))
+        chart = stall_bars(
+            shares.assign(value=shares["share"]),
+            "configuration",
+            "Configuration",
+            "Share of the iteration",
+            "",
+            ".1%",
+            nice=False,
+        )
+        st.caption(
+            "Mean shares over each configuration's runs; each bar closes at 100% with **Not separated** "
+            "(grey, dashed outline), the signed remainder of the iteration time that no named stall holds. "
+            "Faded stalls were not resolved (their mean 95% interval is wider than their mean value)."
         )
         chart_with_download(chart, shares, "stall_shares", "cmp-shares")
 

@@ -5,7 +5,6 @@ import streamlit as st
 from pages._shared import (
     STATUS_ICONS,
     ago_text,
-    breakdown_chart,
     chart_with_download,
     current_db,
     forget_cached_queries,
@@ -14,6 +13,7 @@ from pages._shared import (
     run_link,
     seconds_text,
 )
+from pages._stalls import CAPTION, breakdown_chart
 from stash_core import views
 from stash_core.engine import jobs
 from stash_core.store import examples
@@ -104,6 +104,7 @@ def main() -> None:
         chart_with_download(
             breakdown_chart(long_frame, measure or "share"), long_frame, "latest_breakdowns", "ov"
         )
+        st.caption(CAPTION)
         newest = latest.iloc[0]
         st.markdown(
             f"Newest: **{newest['run_label']}** — iteration "

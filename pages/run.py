@@ -12,7 +12,6 @@ import streamlit as st
 
 from pages._shared import (
     STATUS_ICONS,
-    breakdown_chart,
     chart_with_download,
     current_db,
     forget_cached_queries,
@@ -21,6 +20,7 @@ from pages._shared import (
     run_link,
     seconds_text,
 )
+from pages._stalls import breakdown_chart
 from stash_core import views
 from stash_core.engine import jobs
 from stash_core.errors import UsageError

@@ -3,13 +3,13 @@
 import streamlit as st
 
 from pages._shared import (
-    breakdown_chart,
     chart_with_download,
     current_db,
     forget_cached_queries,
     load,
     page_guard,
 )
+from pages._stalls import breakdown_chart
 from stash_core import views
 
 

@@ -2,6 +2,7 @@
 
 UsageError: the user gave something wrong (bad flag, bad file, unreachable host) -> exit 2.
 MeasurementError: the input was fine but a measurement failed -> exit 1.
+ProfileEnded: a profile that stopped early (a failure or an interrupt), carrying what it measured.
 """
 
 
@@ -15,3 +16,14 @@ class UsageError(StashError):
 
 class MeasurementError(StashError):
     exit_code = 1
+
+
+class ProfileEnded(Exception):
+    """A profile that ended before it completed. `doc` is its result document (status failed or
+    interrupted, with the runs that did complete) for the caller to save; `cause` is the StashError or
+    KeyboardInterrupt that ended it."""
+
+    def __init__(self, doc: dict, cause: BaseException):
+        super().__init__(str(cause) or type(cause).__name__)
+        self.doc = doc
+        self.cause = cause

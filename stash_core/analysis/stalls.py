@@ -7,14 +7,38 @@ Runs form a chain; each stall is the difference between a run and the one before
 Only runs that apply to a setup are in its chain (no R1 for one worker, no R1n for one machine,
 no R3/R2 without real data). The stalls of consecutive measured runs add up to the time of the
 last run, the realistic iteration time.
+
+What the named stalls cannot claim is kept in an explicit, signed remainder, `unattributed` (shown as
+"not separated"), so that compute + interconnect + network + cpu + disk + unattributed = t2 exactly and
+the shares add up to 100%. A breakdown written before the remainder existed gets it computed on the fly
+(remainder_of, with_remainder).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
-from stash_core.analysis.stats import difference_ci95
+from stash_core.analysis.stats import difference_ci95, linear_combination_ci95, resolved
 from stash_core.units import STALLS
+
+# The signed remainder of a breakdown: t2 minus the named stalls. Its key in the breakdown, and its label.
+REMAINDER = "unattributed"
+REMAINDER_LABEL = "not separated"
+REMAINDER_STATUSES = ("none", "within_noise", "not_separated")
+RESOLVE_HINT = (
+    "more iterations per run (--iterations N, or a smaller --target-ci), or a quieter machine "
+    "(other load widens the intervals)"
+)
+# A remainder smaller than this share of t2 is float rounding: there is none.
+_ROUNDING_SHARE = 1e-9
+_PART_TEXT = {
+    "within_noise": "{what} {seconds:+.4f} s (within the noise, reported as 0)",
+    "gap": "{what} {seconds:+.4f} s (a gap in the chain: the difference mixes several stalls)",
+    "not_separable": "{what} {seconds:+.4f} s (not separable)",
+    "no_compute_run": "{what} {seconds:+.4f} s (the first run measured, with no R0 to split it)",
+    "other": "{seconds:+.4f} s of runs that were not split into named stalls",
+}
 
 STALL_OF_PHASE = {"R0": "compute", "R1": "interconnect", "R1n": "network", "R3": "cpu", "R2": "disk"}
 PHASE_OF_STALL = {stall: phase for phase, stall in STALL_OF_PHASE.items()}
@@ -59,7 +83,14 @@ def breakdown(
     iterations_per_epoch: int | None,
     not_separable: dict[str, str] | None = None,
 ) -> dict:
-    """Stalls per iteration and per epoch, with 95% intervals and shares of the last run's time."""
+    """Stalls per iteration and per epoch, with 95% intervals and shares of the last run's time.
+
+    The five named stalls and the signed remainder `unattributed` (see remainder_of) add up to the
+    iteration time exactly, and their shares to 1. The remainder holds what no named stall can claim:
+    a difference within the noise that is reported as 0, the difference across a gap in the chain (it
+    mixes several stalls), and stalls that are not separable. `unattributed_s` and
+    `unattributed_ci95_s` repeat its seconds and interval.
+    """
     not_separable = not_separable or {}
     measured = [p for p in chain if p in times]
     if not measured:
@@ -70,43 +101,70 @@ def breakdown(
     stalls: dict[str, dict] = {
         name: _stall(None, None, reference_s, iterations_per_epoch, "not_measured", "") for name in STALLS
     }
-    unattributed_s = 0.0
+    terms: dict[str, dict[str, int]] = {}  # each stall with a figure, as a combination of run times
+    parts: list[dict] = []  # what the remainder holds, one entry per source
     previous: str | None = None
     for phase in measured:
         name = STALL_OF_PHASE[phase]
-        if previous is None:
-            if phase != "R0":
-                unattributed_s += times[phase].mean_s
-            else:
-                stalls[name] = _stall(
-                    times[phase].mean_s,
-                    times[phase].ci95_s,
-                    reference_s,
-                    iterations_per_epoch,
-                    "measured",
-                    "",
-                )
+        if previous is None and phase != "R0":
+            parts.append(_part("no_compute_run", phase, times[phase].mean_s))
+        elif previous is None:
+            stalls[name] = _stall(
+                times[phase].mean_s, times[phase].ci95_s, reference_s, iterations_per_epoch, "measured", ""
+            )
+            terms[name] = {phase: 1}
         elif chain.index(phase) - chain.index(previous) > 1:
             # A gap in the chain: the difference mixes several stalls, so attribute none of them.
-            unattributed_s += times[phase].mean_s - times[previous].mean_s
+            parts.append(_part("gap", f"{previous}->{phase}", times[phase].mean_s - times[previous].mean_s))
         else:
             stalls[name] = _difference(
                 name, times[phase], times[previous], reference_s, iterations_per_epoch, warnings
             )
+            terms[name] = {phase: 1, previous: -1}
         previous = phase
     for name, reason in not_separable.items():
+        if name in terms:
+            parts.append(_part("not_separable", name, stalls[name]["raw_s"]))
+            terms.pop(name)
         stalls[name] = _stall(None, None, reference_s, iterations_per_epoch, "not_separable", reason)
         warnings.append(f"{name} stall not separable: {reason}")
+    remainder = _closing_remainder(times, reference, stalls, terms, parts, iterations_per_epoch)
     return {
         "iteration_s": reference_s,
         "iteration_ci95_s": times[reference].ci95_s,
         "iterations_per_epoch": iterations_per_epoch,
         "epoch_s": reference_s * iterations_per_epoch if iterations_per_epoch else None,
         "reference_phase": reference,
-        "unattributed_s": unattributed_s,
+        "unattributed_s": remainder["seconds"],
+        "unattributed_ci95_s": remainder["ci95_s"],
+        REMAINDER: remainder,
         "stalls": stalls,
         "warnings": warnings,
     }
+
+
+def _closing_remainder(
+    times: dict[str, PhaseTime],
+    reference: str,
+    stalls: dict[str, dict],
+    terms: dict[str, dict[str, int]],
+    parts: list[dict],
+    iterations_per_epoch: int | None,
+) -> dict:
+    """The remainder of a fresh breakdown: t2 minus the named stalls, its interval that of the same
+    combination of run times (t2 minus each stall's runs: what is left has nonzero coefficients)."""
+    coefficients: dict[str, int] = {reference: 1}
+    for name, term in terms.items():
+        if stalls[name]["status"] == "clamped_zero":
+            parts.append(_part("within_noise", name, stalls[name]["raw_s"]))
+            continue
+        for phase, sign in term.items():
+            coefficients[phase] = coefficients.get(phase, 0) - sign
+    ci95_s = linear_combination_ci95(coefficients, {p: t.ci95_s for p, t in times.items()})
+    reference_s = times[reference].mean_s
+    named_s = math.fsum(s["seconds"] for s in stalls.values() if s["seconds"] is not None)
+    remainder_s = reference_s - named_s if any(coefficients.values()) else 0.0
+    return _remainder(remainder_s, ci95_s, reference_s, iterations_per_epoch, parts, estimated=False)
 
 
 def _difference(
@@ -122,7 +180,10 @@ def _difference(
     if seconds >= 0:
         return _stall(seconds, ci95_s, reference_s, iterations_per_epoch, "measured", "")
     if -seconds <= ci95_s:
-        note = f"difference {seconds:+.4f} s is within the noise (± {ci95_s:.4f} s); reported as 0"
+        note = (
+            f"difference {seconds:+.4f} s is within the noise (± {ci95_s:.4f} s): not resolved, "
+            f"reported as 0 and kept in the remainder ({REMAINDER_LABEL})"
+        )
         return _stall(0.0, ci95_s, reference_s, iterations_per_epoch, "clamped_zero", note, raw_s=seconds)
     note = f"negative beyond the noise: {seconds:+.4f} s ± {ci95_s:.4f} s"
     warnings.append(
@@ -152,3 +213,131 @@ def _stall(
         "note": note,
         "raw_s": seconds if raw_s is None else raw_s,
     }
+
+
+def _part(kind: str, what: str, seconds: float) -> dict:
+    return {"kind": kind, "what": what, "seconds": seconds}
+
+
+def _remainder(
+    seconds: float,
+    ci95_s: float | None,
+    reference_s: float,
+    iterations_per_epoch: int | None,
+    parts: list[dict],
+    estimated: bool,
+) -> dict:
+    """The remainder entry: like a stall's (seconds, ci95_s, share, epoch_s, status, note) plus its parts."""
+    if seconds == 0.0 and not parts:
+        status, note = "none", "the named stalls add up to the iteration time"
+    else:
+        status = "within_noise" if ci95_s is not None and abs(seconds) <= ci95_s else "not_separated"
+        texts = [
+            _PART_TEXT.get(part.get("kind"), _PART_TEXT["other"]).format(
+                what=part.get("what"), seconds=part.get("seconds") or 0.0
+            )
+            for part in parts
+        ]
+        note = "iteration time minus the named stalls" + (": " + "; ".join(texts) if texts else "")
+        if estimated:
+            note += " (interval estimated: no interval was stored for the remainder)"
+    entry = _stall(seconds, ci95_s, reference_s, iterations_per_epoch, status, note)
+    entry.pop("raw_s")
+    return {"label": REMAINDER_LABEL, **entry, "parts": parts, "estimated": estimated}
+
+
+def remainder_of(breakdown: dict) -> dict | None:
+    """The remainder of any breakdown, this version's or an older one's: t2 minus the named stalls.
+
+    The seconds are always recomputed, so that the identity holds for whatever the stalls hold; the interval
+    is the stored one (`unattributed.ci95_s`, or `unattributed_ci95_s` as the store gives it) or, for a
+    result that predates it, estimated: the within-noise stalls' intervals in quadrature, or the iteration
+    time's interval when nothing was clamped. None when the breakdown has no iteration time.
+    """
+    iteration_s = _finite(breakdown.get("iteration_s"))
+    if iteration_s is None:
+        return None
+    stalls = breakdown.get("stalls") or {}
+    named = [_finite((stalls.get(name) or {}).get("seconds")) for name in STALLS]
+    seconds = iteration_s - math.fsum(value for value in named if value is not None)
+    if abs(seconds) <= _ROUNDING_SHARE * abs(iteration_s):
+        seconds = 0.0
+    stored = breakdown.get(REMAINDER) if isinstance(breakdown.get(REMAINDER), dict) else {}
+    ci95_s = _finite(stored.get("ci95_s"))
+    if ci95_s is None:
+        ci95_s = _finite(breakdown.get("unattributed_ci95_s"))
+    parts = stored.get("parts") if isinstance(stored.get("parts"), list) else None
+    estimated = seconds != 0.0 and (ci95_s is None or stored.get("estimated") is True)
+    if ci95_s is None and estimated:
+        ci95_s = _estimated_ci95(stalls, _finite(breakdown.get("iteration_ci95_s")))
+    if parts is None:
+        parts = _parts_from_stalls(stalls, seconds)
+    per_epoch = breakdown.get("iterations_per_epoch")
+    return _remainder(seconds, ci95_s if seconds != 0.0 else 0.0, iteration_s, per_epoch, parts, estimated)
+
+
+def with_remainder(breakdown: dict) -> dict:
+    """A copy of the breakdown whose `unattributed` entry, `unattributed_s` and `unattributed_ci95_s` are
+    those of remainder_of (the breakdown itself is left alone)."""
+    remainder = remainder_of(breakdown)
+    if remainder is None:
+        return dict(breakdown)
+    return {
+        **breakdown,
+        REMAINDER: remainder,
+        "unattributed_s": remainder["seconds"],
+        "unattributed_ci95_s": remainder["ci95_s"],
+    }
+
+
+def stall_resolved(entry: dict | None) -> bool | None:
+    """Whether a stall was resolved: False when it is within the noise or its 95% interval is wider than its
+    value (it could be zero); None when it has no figure (not measured, not separable)."""
+    if not entry or _finite(entry.get("seconds")) is None:
+        return None
+    if entry.get("status") == "clamped_zero" or entry.get("status") == "within_noise":
+        return False
+    return resolved(entry["seconds"], _finite(entry.get("ci95_s")))
+
+
+def _estimated_ci95(stalls: dict, iteration_ci95_s: float | None) -> float | None:
+    clamped = [
+        _finite(entry.get("ci95_s"))
+        for entry in stalls.values()
+        if isinstance(entry, dict) and entry.get("status") == "clamped_zero"
+    ]
+    clamped = [ci for ci in clamped if ci is not None]
+    if clamped:
+        return math.sqrt(math.fsum(ci**2 for ci in clamped))
+    return iteration_ci95_s
+
+
+def _parts_from_stalls(stalls: dict, seconds: float) -> list[dict]:
+    """The parts of a remainder rebuilt from stall entries: the within-noise ones with their difference
+    when it was kept (`raw_s`), and the rest as "other"."""
+    if seconds == 0.0:
+        return []
+    parts, known, unknown = [], 0.0, []
+    for name in STALLS:
+        entry = stalls.get(name) or {}
+        raw_s = _finite(entry.get("raw_s"))
+        if entry.get("status") == "clamped_zero" and raw_s is not None:
+            parts.append(_part("within_noise", name, raw_s))
+            known += raw_s
+        elif entry.get("status") == "clamped_zero":
+            unknown.append(name)
+    rest = seconds - known
+    if abs(rest) > _ROUNDING_SHARE * max(abs(seconds), 1e-12):
+        # Stored rows keep a within-noise stall as 0 without its difference: name them together.
+        parts.append(_part("within_noise", ", ".join(unknown), rest) if unknown else _part("other", "", rest))
+    return parts
+
+
+def _finite(value: object) -> float | None:
+    if value is None or isinstance(value, bool):
+        return None
+    try:
+        number = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None

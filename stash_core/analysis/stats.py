@@ -144,3 +144,26 @@ def converged(values: list[float], target_relative_ci: float, min_kept: int = MI
 def difference_ci95(ci_a: float, ci_b: float) -> float:
     """Half-width of the 95% interval of a difference of two independent means."""
     return math.sqrt(ci_a**2 + ci_b**2)
+
+
+def linear_combination_ci95(coefficients: dict[str, float], ci95: dict[str, float]) -> float:
+    """Half-width of the 95% interval of sum(c_k * mean_k) over independent means with intervals ci95[k]."""
+    return math.sqrt(math.fsum((c * ci95[key]) ** 2 for key, c in coefficients.items() if c))
+
+
+def resolved(value: float, ci95: float | None) -> bool:
+    """Whether an estimate is resolved: its 95% interval is no wider than its magnitude, so the interval
+    does not reach past zero. An unknown interval (None) is taken as resolved; an infinite one never is."""
+    if ci95 is None:
+        return True
+    if math.isnan(ci95) or math.isinf(ci95) or math.isnan(value):
+        return False
+    return abs(value) >= ci95
+
+
+def sign_verdict(value: float, ci95: float | None) -> str:
+    """Where a signed estimate stands against zero: "positive" or "negative" (beyond its 95% interval), or
+    "within_noise" (the interval reaches past zero). Without an interval, the sign alone decides."""
+    if ci95 is not None and not resolved(value, ci95):
+        return "within_noise"
+    return "positive" if value >= 0 else "negative"

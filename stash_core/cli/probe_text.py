@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from stash_core.analysis.comm import fit_alpha_beta
+from stash_core.analysis.overlap import overlap_reading
 from stash_core.measure.probe_plan import P2P_LATENCY_BYTES
 from stash_core.units import KIB, MIB
 
@@ -72,7 +73,12 @@ def format_probe(probe: dict) -> str:
 
 
 def format_communication(breakdown: dict | None) -> list[str]:
-    """Lines for the CLI table: which runs the network figure compares, lower bounds and overlap."""
+    """Lines for the CLI table: which runs the network figure compares, lower bounds and overlap.
+
+    An exposed time is printed only when it is positive beyond its 95% interval; within the noise the
+    column says so and a line below gives the interval and the least share hidden; a negative one beyond
+    the noise is not resolved (backward cannot get faster by adding workers) and is explained below.
+    """
     if not breakdown:
         return []
     lines = []
@@ -89,14 +95,32 @@ def format_communication(breakdown: dict | None) -> list[str]:
     )
     lines.append(
         f"  {'':<14}{'workers':>8}{'measured':>11}{'lower bound':>13}{'link limit':>12}{'wire bw':>14}"
-        f"{'exposed':>10}{'hidden':>8}"
+        f"{'exposed':>15}{'hidden':>8}"
     )
+    notes = []
+    stalls = breakdown.get("stalls") or {}
     for stall, bounds in rows:
-        hidden = bounds.get("overlap_share")
+        reading = overlap_reading(bounds, (stalls.get(stall) or {}).get("ci95_s"))
+        exposed, hidden = _overlap_cells(reading)
         lines.append(
             f"  {stall:<14}{bounds['world_size']:>8}{format_time(bounds['allreduce_s']):>11}"
             f"{format_time(bounds.get('lower_bound_s')):>13}{format_time(bounds.get('link_lower_bound_s')):>12}"
-            f"{format_rate(bounds.get('wire_busbw_gbps')):>14}{format_time(bounds.get('exposed_s')):>10}"
-            f"{(f'{hidden:.0%}' if hidden is not None else '-'):>8}"
+            f"{format_rate(bounds.get('wire_busbw_gbps')):>14}{exposed:>15}{hidden:>8}"
         )
-    return lines
+        if reading["text"]:
+            source = " (interval of the stall)" if reading["interval_source"] == "stall" else ""
+            notes.append(f"  {stall}: {reading['text']}{source}")
+    return lines + notes
+
+
+def _overlap_cells(reading: dict) -> tuple[str, str]:
+    """The exposed and hidden cells of one row of the communication table."""
+    if reading["state"] == "exposed":
+        hidden = reading["hidden_share"]
+        return format_time(reading["exposed_s"]), f"{hidden:.0%}" if hidden is not None else "-"
+    if reading["state"] == "within_noise":
+        least = reading["hidden_at_least"]
+        return "within noise", f">={least:.0%}" if least is not None else "-"
+    if reading["state"] == "negative":
+        return "not resolved", "-"
+    return "-", "-"

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from stash_core.engine.machine import cuda_device_count, resolve_device, validate
-from stash_core.errors import StashError, UsageError
+from stash_core.errors import ProfileEnded, StashError, UsageError
 from stash_core.interrupts import held_interrupts
 from stash_core.spec import ProfileSpec
 
@@ -119,11 +119,8 @@ def profile_from_args(args, db_path: Path) -> int:
         with emulated_bandwidth(spec, cluster_state):
             remote = remote_hosts(spec, cluster_state)  # again: the emulated link may have changed
             doc = run_profile(spec, info.to_dict(), data, reporter, remote)
-    except (StashError, KeyboardInterrupt) as caught:
-        error = caught
-        doc = getattr(caught, "__stash_doc__", None)
-    if doc is None:
-        raise error  # type: ignore[misc]
+    except ProfileEnded as ended:
+        doc, error = ended.doc, ended.cause
     out_path, interrupted = save_result(doc, args, db_path)
     if interrupted and error is None:
         error = KeyboardInterrupt()

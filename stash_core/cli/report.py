@@ -1,8 +1,22 @@
-"""Plain-text rendering of a stall breakdown (the CLI's table)."""
+"""Plain-text rendering of a stall breakdown (the CLI's table).
+
+Every line with a figure reads `label  seconds s  share%`: the named stalls and the signed remainder ("not
+separated") add up to the iteration time on the first line, and their shares to 100%. A stall whose 95%
+interval is wider than its value is marked "not resolved", with what would resolve it; one within the
+noise (reported as 0) shows its difference instead of a figure, since that difference is in the remainder.
+"""
 
 from __future__ import annotations
 
-from stash_core.analysis.stalls import STALLS
+import math
+
+from stash_core.analysis.stalls import (
+    REMAINDER_LABEL,
+    RESOLVE_HINT,
+    STALLS,
+    remainder_of,
+    stall_resolved,
+)
 
 LABELS = {
     "compute": "compute",
@@ -11,14 +25,16 @@ LABELS = {
     "cpu": "CPU prep",
     "disk": "disk fetch",
 }
+LABEL_WIDTH = 15
 
 
 def format_breakdown(breakdown: dict, dataset_images: int | None = None) -> str:
-    """The breakdown table: iteration time with its interval, then one line per stall."""
+    """The breakdown table: iteration time with its interval, then one line per stall and the remainder."""
     iteration_s = breakdown["iteration_s"]
+    digits = decimals(iteration_s)
     ci = breakdown.get("iteration_ci95_s")
     relative = f" ± {ci / iteration_s:.1%}" if ci is not None and iteration_s else ""
-    head = f"iteration {iteration_s:.3f} s{relative}"
+    head = f"iteration {iteration_s:.{digits}f} s{relative}"
     if breakdown.get("epoch_s") is not None:
         images = (
             f"{dataset_images} images"
@@ -27,27 +43,75 @@ def format_breakdown(breakdown: dict, dataset_images: int | None = None) -> str:
         )
         head += f"  (epoch of {images}: {format_seconds(breakdown['epoch_s'])})"
     lines = [head]
+    unresolved = []
     for name in STALLS:
         stall = breakdown["stalls"].get(name) or {}
-        status = stall.get("status", "not_measured")
-        label = f"  {LABELS[name]:<14}"
-        if status == "not_measured":
-            continue
-        if status == "not_separable":
-            lines.append(f"{label}not separable: {stall.get('note', '')}")
-            continue
-        line = f"{label}{stall['seconds']:.3f} s  {stall['share']:6.1%}  ± {stall['ci95_s']:.3f}"
-        if status == "clamped_zero":
-            line += "  (within noise)"
-        elif status == "negative":
-            line += "  (negative beyond noise)"
-        lines.append(line)
-    unattributed_s = breakdown.get("unattributed_s") or 0.0
-    if abs(unattributed_s) > 0:
-        lines.append(f"  {'not separated':<14}{unattributed_s:.3f} s  {unattributed_s / iteration_s:6.1%}")
+        line = stall_line(LABELS[name], stall, iteration_s, digits)
+        if line is not None:
+            lines.append(line)
+        if stall_resolved(stall) is False:
+            unresolved.append(LABELS[name])
+    lines.extend(remainder_lines(breakdown, digits))
+    if unresolved:
+        lines.append(f"not resolved: {', '.join(unresolved)}; to resolve: {RESOLVE_HINT}")
     for warning in breakdown.get("warnings") or []:
         lines.append(f"warning: {warning}")
     return "\n".join(lines)
+
+
+def stall_line(label: str, stall: dict, iteration_s: float, digits: int) -> str | None:
+    """One stall's line, or None for a stall that was not measured."""
+    status = stall.get("status", "not_measured")
+    if status == "not_measured" or (status != "not_separable" and stall.get("seconds") is None):
+        return None
+    head = f"  {label:<{LABEL_WIDTH}}"
+    if status == "not_separable":
+        return f"{head}not separable: {stall.get('note', '')}"
+    ci = stall.get("ci95_s")
+    # Reported as 0: the difference itself is in the remainder, so the line gives it instead of a figure.
+    if status == "clamped_zero" and not stall.get("seconds"):
+        raw = stall.get("raw_s")
+        spread = f"± {ci:.{digits}f} s" if ci is not None else "no interval"
+        kept = f'kept in "{REMAINDER_LABEL}"'
+        if raw is None:
+            return f"{head}not resolved: within the noise ({spread}); {kept}"
+        return f"{head}not resolved: difference {raw:+.{digits}f} s {spread}, within the noise; {kept}"
+    seconds = stall["seconds"]
+    line = f"{head}{figure(seconds, iteration_s, digits)}"
+    if status == "clamped_zero":
+        return f"{line}  not resolved: within the noise"
+    if stall_resolved(stall) is False:
+        return f"{line}  not resolved: ± {ci:.{digits}f} s is wider than the value"
+    if ci is not None:
+        line += f"  ± {ci:.{digits}f}"
+    if status == "negative":
+        line += "  (negative beyond noise)"
+    return line
+
+
+def remainder_lines(breakdown: dict, digits: int) -> list[str]:
+    """The "not separated" line (iteration time minus the named stalls, signed) and what it holds."""
+    remainder = remainder_of(breakdown)
+    if remainder is None or remainder["status"] == "none":
+        return []
+    iteration_s = breakdown["iteration_s"]
+    line = f"  {REMAINDER_LABEL:<{LABEL_WIDTH}}{figure(remainder['seconds'], iteration_s, digits)}"
+    if remainder.get("ci95_s") is not None:
+        line += f"  ± {remainder['ci95_s']:.{digits}f}"
+    line += "  (within the noise)" if remainder["status"] == "within_noise" else ""
+    return [line, f"      = {remainder['note']}"]
+
+
+def figure(seconds: float, iteration_s: float, digits: int) -> str:
+    share = seconds / iteration_s if iteration_s else math.nan
+    return f"{seconds:>{digits + 4}.{digits}f} s  {share:7.1%}"
+
+
+def decimals(iteration_s: float) -> int:
+    """Decimals that show about three significant digits of the iteration time (at least 3, at most 6)."""
+    if not iteration_s or not math.isfinite(iteration_s):
+        return 3
+    return min(6, max(3, 2 - math.floor(math.log10(abs(iteration_s)))))
 
 
 def format_seconds(seconds: float) -> str:

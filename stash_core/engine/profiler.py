@@ -12,7 +12,7 @@ from stash_core.engine.data_setup import DataSetup, iterations_per_epoch
 from stash_core.engine.phase import run_phase
 from stash_core.engine.plan import PhasePlan, plan_phases
 from stash_core.engine.progress import Reporter
-from stash_core.errors import MeasurementError, StashError, UsageError
+from stash_core.errors import MeasurementError, ProfileEnded, StashError, UsageError
 from stash_core.launch.hosts import RemoteHosts, check_hosts, version_warnings
 from stash_core.measure.fingerprint import machine_fingerprint
 from stash_core.results import RESULT_KIND, SCHEMA_VERSION
@@ -34,7 +34,8 @@ def run_profile(
     reporter: Reporter | None = None,
     remote: RemoteHosts | None = None,
 ) -> dict:
-    """Measure every planned run and return the complete result document (never half-filled).
+    """Measure every planned run and return the complete result document (never half-filled). A failure
+    or an interrupt after the document exists raises ProfileEnded with the document of what was measured.
 
     With `remote`, every run goes to the remote machines over ssh: R0 and R1 on the first one, the
     runs over N machines on the first N.
@@ -95,13 +96,11 @@ def run_profile(
     except KeyboardInterrupt as error:
         doc["status"] = "interrupted"
         doc["error"] = "interrupted by the user"
-        error.__stash_doc__ = doc  # the caller still saves what was measured
-        raise
+        raise ProfileEnded(doc, error) from error  # the caller still saves what was measured
     except StashError as error:
         doc["status"] = "failed"
         doc["error"] = str(error)
-        error.__stash_doc__ = doc
-        raise
+        raise ProfileEnded(doc, error) from error
     finally:
         doc["finished_at"] = utc_now().isoformat()
         # A failed or interrupted profile keeps the breakdown of the runs that did complete.

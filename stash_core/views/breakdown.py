@@ -13,17 +13,18 @@ from typing import Any
 import pandas as pd
 
 from stash_core import store
-from stash_core.errors import UsageError
 from stash_core.results.file import STALL_NAMES
 from stash_core.views.common import (
     MAX_ITERATION_POINTS,
     MAX_TELEMETRY_POINTS_PER_METRIC,
     NO_INSTANCE,
-    STALL_LABELS,
     as_float,
     as_int,
     records,
 )
+from stash_core.views.stall_frames import stall_long_frame, with_remainder_columns
+
+__all__ = ["stall_long_frame"]  # it lives in stall_frames; pages reach it as views.breakdown.stall_long_frame
 
 # ---------------------------------------------------------------------------------------------------------
 # Stall breakdown
@@ -170,66 +171,19 @@ def short_model(model: Any) -> str:
     return text
 
 
-def stall_long_frame(breakdown: pd.DataFrame, measure: str = "seconds") -> pd.DataFrame:
-    """Stall rows (one per run and stall) for a stacked bar, with explicit bar ends and error-bar ends.
-
-    `measure`: "seconds" (per iteration), "epoch_s" (per epoch) or "share" (of the iteration). The bars of one
-    run are laid end to end in STALL_NAMES order; an error bar sits at the end of its stall's bar and spans
-    the stall's 95% confidence interval. Stalls without a value (not measured) are left out.
-    """
-    if measure not in ("seconds", "epoch_s", "share"):
-        raise UsageError(f"unknown measure {measure!r}")
-    rows = []
-    for record in breakdown.to_dict(orient="records"):
-        start = 0.0
-        iteration_s = as_float(record.get("iteration_s"))
-        per_epoch = as_float(record.get("iterations_per_epoch"))
-        for order, stall in enumerate(STALL_NAMES):
-            seconds = as_float(record.get(f"{stall}_s"))
-            ci_s = as_float(record.get(f"{stall}_ci95_s"))
-            if measure == "seconds":
-                value, ci = seconds, ci_s
-            elif measure == "epoch_s":
-                value = as_float(record.get(f"{stall}_epoch_s"))
-                if value is None and seconds is not None and per_epoch:
-                    value = seconds * per_epoch
-                ci = ci_s * per_epoch if ci_s is not None and per_epoch else None
-            else:
-                value = as_float(record.get(f"{stall}_share"))
-                ci = ci_s / iteration_s if ci_s is not None and iteration_s else None
-            if value is None:
-                continue
-            end = start + value
-            rows.append(
-                {
-                    "run_id": record.get("run_id"),
-                    "run_label": record.get("run_label") or record.get("run_id"),
-                    "stall": stall,
-                    "stall_label": STALL_LABELS[stall],
-                    "stall_order": order,
-                    "status": record.get(f"{stall}_status"),
-                    "value": value,
-                    "ci95": ci,
-                    "bar_start": start,
-                    "bar_end": end,
-                    "error_low": None if ci is None else end - ci,
-                    "error_high": None if ci is None else end + ci,
-                }
-            )
-            start = end
-    columns = ["run_id", "run_label", "stall", "stall_label", "stall_order", "status", "value", "ci95",
-               "bar_start", "bar_end", "error_low", "error_high"]  # fmt: skip
-    return pd.DataFrame(rows, columns=columns)
-
-
 def breakdown_table(breakdown: pd.DataFrame) -> pd.DataFrame:
-    """A readable per-run table: seconds and share of each stall next to the run's identity."""
+    """A readable per-run table: seconds and share of each stall next to the run's identity, and the signed
+    remainder (`unattributed_*`: t2 minus the named stalls), so that each row's parts add up to t2."""
     columns = ["run_label", "run_id", "started_at", "status", "iteration_s", "iteration_ci95_s", "epoch_s"]
     table = breakdown[[c for c in columns if c in breakdown.columns]].copy()
     for stall in STALL_NAMES:
         if f"{stall}_s" in breakdown.columns:
             table[f"{stall}_s"] = breakdown[f"{stall}_s"]
             table[f"{stall}_share"] = breakdown[f"{stall}_share"]
+    if "iteration_s" in breakdown.columns:
+        remainders = with_remainder_columns(breakdown)
+        for column in ("unattributed_s", "unattributed_ci95_s", "unattributed_share"):
+            table[column] = remainders[column]
     return table
 
 

@@ -10,7 +10,8 @@ import pandas as pd
 
 from stash_core import store
 from stash_core.results.file import STALL_NAMES
-from stash_core.views.common import NO_INSTANCE, STALL_LABELS, as_float
+from stash_core.views.common import NO_INSTANCE
+from stash_core.views.stall_frames import stall_long_frame
 
 # ---------------------------------------------------------------------------------------------------------
 # Compare instances
@@ -37,7 +38,9 @@ def compare_configurations(db_path: Path | str, model: str, batch_size: int) -> 
     per million samples, throughput per GPU and samples per dollar.
     """
     shares = ", ".join(
-        f"avg({stall}_share) AS {stall}_share, avg({stall}_s) AS {stall}_s" for stall in STALL_NAMES
+        f"avg({stall}_share) AS {stall}_share, avg({stall}_s) AS {stall}_s, "
+        f"avg({stall}_ci95_s) AS {stall}_ci95_s, mode({stall}_status) AS {stall}_status"
+        for stall in STALL_NAMES
     )
     sql = f"""
         WITH picked AS (
@@ -123,16 +126,23 @@ def compare_verdict(frame: pd.DataFrame) -> dict[str, Any]:
 
 
 def compare_stall_frame(frame: pd.DataFrame) -> pd.DataFrame:
-    """Stall shares per configuration, long format, for a stacked bar."""
-    rows = []
-    for record in frame.to_dict(orient="records"):
-        for order, stall in enumerate(STALL_NAMES):
-            share = as_float(record.get(f"{stall}_share"))
-            if share is None:
-                continue
-            rows.append({"configuration": record["configuration"], "stall": stall,
-                         "stall_label": STALL_LABELS[stall], "stall_order": order, "share": share,
-                         "seconds": as_float(record.get(f"{stall}_s"))})  # fmt: skip
-    return pd.DataFrame(
-        rows, columns=["configuration", "stall", "stall_label", "stall_order", "share", "seconds"]
-    )
+    """Stall shares per configuration, long format, for a stacked bar that ends at 100%.
+
+    The parts are the named stalls and the signed remainder ("Not separated", stall "unattributed": what the
+    mean stalls leave of the mean iteration time), laid end to end (`bar_start`, `bar_end`, in shares);
+    `resolved` is False for a stall whose mean interval is wider than its mean value.
+    """
+    columns = ["configuration", "stall", "stall_label", "stall_order", "status", "share", "seconds", "ci95",
+               "bar_start", "bar_end", "resolved", "note"]  # fmt: skip
+    if frame.empty:
+        return pd.DataFrame(columns=columns)
+    labelled = frame.assign(run_id=frame["configuration"], run_label=frame["configuration"])
+    long_frame = stall_long_frame(labelled, "share")
+    iteration_s = dict(zip(frame["configuration"], frame["iteration_s"], strict=True))
+    long_frame["configuration"] = long_frame["run_label"]
+    long_frame["share"] = long_frame["value"]
+    long_frame["seconds"] = [
+        share * float(iteration_s[name])
+        for share, name in zip(long_frame["value"], long_frame["configuration"], strict=True)
+    ]
+    return long_frame[columns].reset_index(drop=True)

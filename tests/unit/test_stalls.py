@@ -1,6 +1,15 @@
 import pytest
 
-from stash_core.analysis.stalls import PhaseTime, applicable_chain, breakdown, phases_for_stalls
+from stash_core.analysis.stalls import (
+    REMAINDER,
+    PhaseTime,
+    applicable_chain,
+    breakdown,
+    phases_for_stalls,
+    remainder_of,
+    stall_resolved,
+    with_remainder,
+)
 
 
 def full_times():
@@ -77,3 +86,61 @@ def test_chains_and_needed_phases():
     assert phases_for_stalls(["compute", "cpu"], chain) == ["R0", "R1", "R3"]
     # One worker: no interconnect run, CPU is measured against R0.
     assert phases_for_stalls(["cpu"], applicable_chain(1, 1, True)) == ["R0", "R3"]
+
+
+def test_a_clamped_stall_leaves_its_difference_in_a_signed_remainder():
+    times = {"R0": PhaseTime(0.200, 0.010), "R1": PhaseTime(0.195, 0.010)}
+    result = breakdown(times, ["R0", "R1"], 10)
+    remainder = result[REMAINDER]
+    assert result["stalls"]["interconnect"]["seconds"] == 0.0
+    assert remainder["seconds"] == pytest.approx(-0.005) and remainder["share"] == pytest.approx(
+        -0.005 / 0.195
+    )
+    assert remainder["ci95_s"] == pytest.approx((0.01**2 + 0.01**2) ** 0.5)
+    assert remainder["epoch_s"] == pytest.approx(-0.05)
+    assert remainder["status"] == "within_noise" and remainder["label"] == "not separated"
+    assert remainder["parts"] == [
+        {"kind": "within_noise", "what": "interconnect", "seconds": pytest.approx(-0.005)}
+    ]
+    assert "interconnect" in remainder["note"]
+    assert result["stalls"]["compute"]["seconds"] + remainder["seconds"] == pytest.approx(
+        result["iteration_s"]
+    )
+
+
+def test_no_remainder_when_every_stall_is_measured():
+    result = breakdown(full_times(), ["R0", "R1", "R3", "R2"], None)
+    assert result[REMAINDER]["seconds"] == 0.0 and result[REMAINDER]["status"] == "none"
+    assert result[REMAINDER]["ci95_s"] == 0.0 and result[REMAINDER]["parts"] == []
+
+
+def test_not_separable_stalls_and_gaps_are_in_the_remainder_with_their_interval():
+    times = {"R0": PhaseTime(0.2, 0.01), "R1": PhaseTime(0.25, 0.01), "R3": PhaseTime(0.4, 0.02),
+             "R2": PhaseTime(0.5, 0.03)}  # fmt: skip
+    result = breakdown(times, ["R0", "R1", "R3", "R2"], 10, {"cpu": "too big", "disk": "too big"})
+    remainder = result[REMAINDER]
+    assert remainder["seconds"] == pytest.approx(0.25) and remainder["status"] == "not_separated"
+    assert remainder["ci95_s"] == pytest.approx((0.01**2 + 0.03**2) ** 0.5)  # t2 - t1
+    assert {part["what"] for part in remainder["parts"]} == {"cpu", "disk"}
+    no_compute_run = breakdown(
+        {"R1": PhaseTime(0.3, 0.01), "R3": PhaseTime(0.4, 0.01)}, ["R0", "R1", "R3"], None
+    )
+    assert no_compute_run[REMAINDER]["seconds"] == pytest.approx(0.3)
+    assert no_compute_run[REMAINDER]["ci95_s"] == pytest.approx(0.01)
+
+
+def test_a_stored_breakdown_without_a_remainder_gets_one_on_the_fly():
+    stored = {"iteration_s": 0.5, "iteration_ci95_s": 0.01, "iterations_per_epoch": None,
+              "stalls": {"compute": {"seconds": 0.3, "ci95_s": 0.01, "status": "measured"},
+                         "interconnect": {"seconds": 0.0, "ci95_s": 0.04, "status": "clamped_zero"},
+                         "cpu": {"seconds": 0.21, "ci95_s": 0.03, "status": "measured"}}}  # fmt: skip
+    remainder = remainder_of(stored)
+    assert remainder["seconds"] == pytest.approx(-0.01) and remainder["estimated"]
+    assert remainder["ci95_s"] == pytest.approx(0.04)  # the clamped stall's interval
+    assert remainder["parts"][0]["what"] == "interconnect"
+    assert with_remainder({**stored, "unattributed_ci95_s": 0.05})["unattributed_ci95_s"] == 0.05
+    assert remainder_of({"iteration_s": None, "stalls": {}}) is None
+    assert stall_resolved(stored["stalls"]["interconnect"]) is False
+    assert stall_resolved(stored["stalls"]["cpu"]) is True
+    assert stall_resolved({"seconds": 0.02, "ci95_s": 0.03, "status": "measured"}) is False
+    assert stall_resolved({"seconds": None, "status": "not_measured"}) is None

@@ -5,8 +5,11 @@ from stash_core.analysis.stats import (
     converged,
     difference_ci95,
     lag1_autocorrelation,
+    linear_combination_ci95,
     mean_ci95,
     mser_truncation,
+    resolved,
+    sign_verdict,
     summarise,
     t_quantile_975,
 )
@@ -68,3 +71,20 @@ def test_converged_needs_enough_samples_and_a_tight_interval():
 def test_single_sample_has_infinite_interval_and_difference_adds_in_quadrature():
     assert math.isinf(mean_ci95([1.0])[1])
     assert difference_ci95(3.0, 4.0) == 5.0
+
+
+def test_interval_of_a_combination_of_independent_means():
+    # t2 - t0 + t1 - t1: the coefficients of R1 cancel, so its interval plays no part.
+    assert linear_combination_ci95({"R2": 1, "R0": -1, "R1": 0}, {"R0": 3.0, "R1": 100.0, "R2": 4.0}) == 5.0
+    assert linear_combination_ci95({"R0": 2}, {"R0": 1.5}) == 3.0
+    assert linear_combination_ci95({}, {}) == 0.0
+
+
+def test_resolved_means_the_interval_does_not_reach_past_zero():
+    assert resolved(0.05, 0.01) and resolved(-0.05, 0.01) and resolved(0.05, None)
+    assert not resolved(0.0, 3.39)  # "0 us ± 3.39 s"
+    assert not resolved(0.002, 0.003) and not resolved(-0.002, 0.003)
+    assert not resolved(1.0, math.inf) and not resolved(1.0, math.nan)
+    assert sign_verdict(0.05, 0.01) == "positive" and sign_verdict(-0.539, 0.01) == "negative"
+    assert sign_verdict(-0.539, 0.6) == "within_noise" and sign_verdict(0.002, 0.003) == "within_noise"
+    assert sign_verdict(-0.1, None) == "negative"

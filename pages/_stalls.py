@@ -1,0 +1,157 @@
+"""Stalls on every page: the stacked bar and the per-run table, named stalls and the signed remainder,
+closing at the iteration time.
+
+The long frames come from stash_core.views.stall_frames: each part has `bar_start` and `bar_end`, and the
+last part of a run (the remainder, "Not separated", when there is one) ends at its total. The remainder is
+drawn grey, lighter and with a dashed outline; a negative one runs backwards over the named stalls, from
+where they end back to the iteration time. Stalls that were not resolved (within the noise, or an interval
+wider than the value) are drawn faded.
+"""
+
+import altair as alt
+import pandas as pd
+import streamlit as st
+
+from pages._shared import MEASURES, download_buttons, seconds_text, share_text
+from stash_core.views.common import STALL_COLORS, STALL_LABELS
+from stash_core.views.stall_frames import (
+    REMAINDER,
+    REMAINDER_COLOR,
+    REMAINDER_LABEL,
+    RESOLVE_HINT,
+    stall_detail_rows,
+)
+
+CAPTION = (
+    "Bars are laid end to end and close at the realistic iteration time: the named stalls plus "
+    "**Not separated** (grey, dashed outline) make up the whole iteration. Not separated is the signed "
+    "remainder: differences within the noise that are shown as 0, and time that could not be split into "
+    "one stall. When it is negative (the named stalls add up to more than the iteration, because some "
+    "differences within the noise were slightly negative) its bar runs backwards over the named stalls, and "
+    "its left end is the iteration time. "
+    "Faded stalls were not resolved: their 95% interval is wider than their value (more iterations or a "
+    "quieter machine would resolve them). The black lines are the 95% intervals."
+)
+
+
+def part_scale() -> alt.Scale:
+    """The stall colours of every chart, plus grey for the remainder."""
+    return alt.Scale(
+        domain=[*(STALL_LABELS[s] for s in STALL_COLORS), REMAINDER_LABEL],
+        range=[*STALL_COLORS.values(), REMAINDER_COLOR],
+    )
+
+
+def breakdown_chart(long_frame: pd.DataFrame, measure: str) -> alt.LayerChart:
+    """Horizontal stacked bars, one per run (run_label), with a 95% interval at the end of each part."""
+    title, unit, number_format = MEASURES[measure]
+    return stall_bars(long_frame, "run_label", "Run", title, unit, number_format, nice=measure != "share")
+
+
+def stall_bars(
+    long_frame: pd.DataFrame,
+    row_field: str,
+    row_title: str,
+    title: str,
+    unit: str,
+    number_format: str,
+    nice: bool = True,
+) -> alt.LayerChart:
+    """Stacked bars from a long frame with bar_start, bar_end, value, stall_label, status, resolved, note;
+    one bar per `row_field`; error bars where the frame has error_low and error_high."""
+    order = list(dict.fromkeys(long_frame[row_field]))
+    y = alt.Y(f"{row_field}:N", sort=order, title=None, axis=alt.Axis(labelLimit=360))
+    x = alt.X("bar_start:Q", title=title, axis=alt.Axis(format=number_format), scale=alt.Scale(nice=nice))
+    color = alt.Color("stall_label:N", scale=part_scale(), title="Stall", legend=alt.Legend(orient="top"))
+    tooltip = [
+        alt.Tooltip(f"{row_field}:N", title=row_title),
+        alt.Tooltip("stall_label:N", title="Stall"),
+        alt.Tooltip("value:Q", title=title, format=number_format),
+    ]
+    if "ci95" in long_frame.columns:
+        tooltip.append(alt.Tooltip("ci95:Q", title=f"± 95% interval {unit}".strip(), format=number_format))
+    if "seconds" in long_frame.columns:
+        tooltip.append(alt.Tooltip("seconds:Q", title="Seconds per iteration", format=".4f"))
+    tooltip += [alt.Tooltip("status:N", title="Status"), alt.Tooltip("note:N", title="Note")]
+    base = alt.Chart(long_frame)
+    named = (
+        base.transform_filter(f"datum.stall !== '{REMAINDER}'")
+        .mark_bar(height={"band": 0.7})
+        .encode(
+            x=x,
+            x2=alt.X2("bar_end"),
+            y=y,
+            color=color,
+            opacity=alt.condition("datum.resolved === false", alt.value(0.4), alt.value(1.0)),
+            tooltip=tooltip,
+        )
+    )
+    remainder = (
+        base.transform_filter(f"datum.stall === '{REMAINDER}'")
+        .mark_bar(height={"band": 0.7}, fillOpacity=0.55, stroke="#333", strokeDash=[4, 3], strokeWidth=1)
+        .encode(x=x, x2=alt.X2("bar_end"), y=y, color=color, tooltip=tooltip)
+    )
+    layers = [named, remainder]
+    if {"error_low", "error_high"} <= set(long_frame.columns):
+        layers.append(
+            base.transform_filter("isValid(datum.error_low)")
+            .mark_rule(color="#222", strokeWidth=1.5)
+            .encode(x=alt.X("error_low:Q"), x2=alt.X2("error_high"), y=y)
+        )
+    # A fixed pixel height is not honoured by Streamlit for charts with a top legend; a step per bar is.
+    return alt.layer(*layers).properties(height=alt.Step(30))
+
+
+TABLE_CAPTION = (
+    "The per-iteration figures add up to the iteration time and the shares to 100%. *Not separated* is the "
+    "signed remainder: the iteration time minus the named stalls (differences within the noise, reported "
+    "as 0, and time of runs that could not be split into one stall), with its 95% interval. *Not resolved*: "
+    "the stall's 95% interval is wider than its value, so it may be zero. *not measured*: not asked for or "
+    "not applicable. *not separable*: e.g. the data set does not fit in memory."
+)
+
+
+def stall_table(run: dict) -> None:
+    """One run's stalls and remainder: figure with interval (or "not resolved"), share, per epoch, notes."""
+    rows = [
+        {
+            "Stall": row["label"],
+            "Per iteration": stall_figure(row),
+            "Share": share_text(row.get("share")),
+            "Per epoch": seconds_text(row.get("epoch_s")) if row.get("seconds") else "–",
+            "Status": status_text(row),
+            "Note": stall_note(row),
+        }
+        for row in stall_detail_rows(run)
+    ]
+    if not rows:
+        st.info("No stall figures for this run.", icon=":material/info:")
+        return
+    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+    download_buttons(pd.DataFrame(run["stalls"]), f"stalls_{run['run_id']}", "bd-stalls")
+    st.caption(TABLE_CAPTION)
+
+
+def stall_figure(row: dict) -> str:
+    """Seconds ± interval; for a stall not resolved, that it was not, instead of a figure like 0 ± 3 s."""
+    seconds, ci = row.get("seconds"), row.get("ci95_s")
+    if row.get("stall") == REMAINDER or row.get("resolved") is not False:
+        return seconds_text(seconds, ci)
+    spread = f" (± {seconds_text(ci)})" if ci is not None else ""
+    if row.get("status") == "clamped_zero" and not seconds:
+        return f"not resolved: within the noise{spread}"
+    return f"{seconds_text(seconds)}, not resolved{spread}"
+
+
+def status_text(row: dict) -> str:
+    if row.get("stall") != REMAINDER and row.get("resolved") is False:
+        return "not resolved"
+    return (row.get("status") or "").replace("_", " ")
+
+
+def stall_note(row: dict) -> str:
+    note = row.get("note") or ""
+    if row.get("stall") != REMAINDER and row.get("resolved") is False:
+        hint = f"to resolve: {RESOLVE_HINT}"
+        return f"{note}; {hint}" if note else hint
+    return note
