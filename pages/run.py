@@ -23,6 +23,7 @@ from pages._shared import (
 from pages._stalls import breakdown_chart
 from stash_core import views
 from stash_core.engine import jobs
+from stash_core.engine.job_state import JobState, PhaseProgress
 from stash_core.errors import UsageError
 from stash_core.views.common import STALL_LABELS
 from stash_core.views.run_form import RunForm
@@ -234,7 +235,7 @@ HEADERS = {
 }
 
 
-def job_view(state: jobs.JobState) -> None:
+def job_view(state: JobState) -> None:
     title = f"{HEADERS.get(state.status, state.status)} — {state.label or 'profile'} · job {state.job_id}"
     if state.finished:
         # st.status marks a finished run; while it runs, the page polls (and st.status would show its
@@ -288,7 +289,7 @@ def job_view(state: jobs.JobState) -> None:
             st.code("\n".join(output[-20:]), language=None)
 
 
-def phase_text(phase: jobs.PhaseProgress) -> str:
+def phase_text(phase: PhaseProgress) -> str:
     """One line per phase: state, name, what it runs, iterations, interval, mean time."""
     detail = f"{phase.iterations} iterations" if phase.iterations else "warming up"
     if phase.relative_ci is not None and phase.status == "running":
@@ -301,7 +302,7 @@ def phase_text(phase: jobs.PhaseProgress) -> str:
     return f"{icon} **{phase.name}** ({phase.index + 1}/{phase.total}) {phase.description} — {detail}"
 
 
-def recent_jobs(jobs_list: list[jobs.JobState]) -> None:
+def recent_jobs(jobs_list: list[JobState]) -> None:
     if not jobs_list:
         return
     st.subheader("Recent profiles started here")

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import math
+import numbers
 import re
+from decimal import Decimal
 
 from stash_core.errors import UsageError
 
@@ -66,3 +68,23 @@ def parse_duration_s(text: str, what: str = "duration") -> float:
     if parsed is None or parsed[1] not in DURATION_UNITS_S:
         raise UsageError(f"invalid {what} {text!r}: expected e.g. 250us, 1ms or 2s")
     return parsed[0] * DURATION_UNITS_S[parsed[1]]
+
+
+# ---------------------------------------------------------------- number coercion
+
+
+def finite_float(value: object) -> float | None:
+    """`value` as a finite float; None for None, NaN, +-inf, bools and anything that is not a number.
+
+    Numbers are Python and numpy ints and floats and Decimals; text that reads as a number ("2.5", " 1e3 ")
+    counts as one, as typed on a command line. pandas' NA, NaT, dates and other objects are None. The one
+    coercion of numbers from DataFrames, the database, JSON and arguments: checked parses that need an error
+    message are built on it.
+    """
+    if isinstance(value, bool) or not isinstance(value, (numbers.Real, Decimal, str)):
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return number if math.isfinite(number) else None

@@ -6,7 +6,6 @@ reported as a status line ("no spot price for instance p3.8xlarge"), never repla
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +13,7 @@ from stash_core.analysis.epochs import iterations_per_epoch
 from stash_core.decide.catalog import get_instance
 from stash_core.errors import UsageError
 from stash_core.store import get_run
+from stash_core.units import finite_float
 
 PRICINGS = ("on_demand", "spot")
 _PRICE_COLUMN = {"on_demand": "on_demand_usd_per_h", "spot": "spot_usd_per_h"}
@@ -33,11 +33,11 @@ def hourly_price(
             None,
             f"no price for instance {label}: it is not in the catalog (add it with `stash instances add`)",
         )
-    price = instance.get(_PRICE_COLUMN[pricing])
-    if price is None or (isinstance(price, float) and math.isnan(price)):
+    price = finite_float(instance.get(_PRICE_COLUMN[pricing]))
+    if price is None:
         kind = "spot price" if pricing == "spot" else "on-demand price"
         return None, f"no {kind} for instance {label} (set one with `stash instances set`)"
-    return float(price), "ok"
+    return price, "ok"
 
 
 def training_cost(
@@ -55,18 +55,19 @@ def training_cost(
     epoch_usd, training_usd and status ("ok" or why a figure is missing). Times that cannot be known
     (no iteration time, unknown epoch size) are None and so are the costs that depend on them.
     """
-    if epochs is None or not math.isfinite(float(epochs)) or float(epochs) <= 0:
+    epoch_count = finite_float(epochs)
+    if epoch_count is None or epoch_count <= 0:
         raise UsageError(f"epochs must be a positive number, got {epochs!r}")
     if isinstance(instance_count, bool) or not isinstance(instance_count, int) or instance_count <= 0:
         raise UsageError(f"instance count must be a positive whole number, got {instance_count!r}")
     epoch_s = iteration_s * iterations_per_epoch if iteration_s is not None and iterations_per_epoch else None
-    training_s = epoch_s * float(epochs) if epoch_s is not None else None
+    training_s = epoch_s * epoch_count if epoch_s is not None else None
     result: dict[str, Any] = {
         "iteration_s": iteration_s,
         "epoch_s": epoch_s,
         "training_s": training_s,
         "training_h": None if training_s is None else training_s / 3600.0,
-        "epochs": float(epochs),
+        "epochs": epoch_count,
         "instance": instance_name,
         "instance_count": instance_count,
     }

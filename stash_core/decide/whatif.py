@@ -31,6 +31,7 @@ from stash_core.decide.catalog import get_instance
 from stash_core.decide.fit.observations import spec_bandwidth_gbps, split_instance_label
 from stash_core.errors import UsageError
 from stash_core.store import get_run, telemetry_frame
+from stash_core.units import finite_float
 
 DEFAULT_TARGET_SHARE = 0.05
 _NOISE_SHARE = 0.02  # a stall below 2% of the iteration (or its CI) counts as already hidden
@@ -194,8 +195,9 @@ def network_answer(
     how = "emulated link" if gbps else None
     if gbps is None and base_label:
         instance = get_instance(db_path, base_label)
-        if instance and instance.get("network_gbps"):
-            gbps, how = float(instance["network_gbps"]), f"catalog entry of {base_label}"
+        catalog_gbps = finite_float(instance.get("network_gbps")) if instance else None
+        if catalog_gbps:
+            gbps, how = catalog_gbps, f"catalog entry of {base_label}"
     base = {
         "network_stall_s": network_s,
         "bandwidth_gbps_now": gbps,
@@ -255,9 +257,7 @@ def _unanswered(status: str) -> dict[str, Any]:
 
 
 def _seconds(entry: dict | None) -> float | None:
-    if not entry or entry.get("seconds") is None:
-        return None
-    return float(entry["seconds"])
+    return finite_float(entry.get("seconds")) if entry else None
 
 
 def _hidden(stall_s: float, entry: dict[str, Any], reference_s: float) -> bool:
@@ -267,8 +267,8 @@ def _hidden(stall_s: float, entry: dict[str, Any], reference_s: float) -> bool:
 
 def _logical_cores(run: dict[str, Any]) -> int | None:
     fingerprint = run.get("fingerprint") or {}
-    cores = fingerprint.get("cpu_cores_logical")
-    return int(cores) if isinstance(cores, (int, float)) and cores > 0 else None
+    cores = finite_float(fingerprint.get("cpu_cores_logical"))
+    return int(cores) if cores is not None and cores > 0 else None
 
 
 def _sample_bytes(run: dict[str, Any], r2: dict | None, telemetry) -> tuple[float | None, str]:

@@ -112,6 +112,8 @@ def test_clearing_a_price(tmp_path):
     [
         ({"on_demand_usd_per_h": -1}, "must not be negative"),
         ({"spot_usd_per_h": "cheap"}, "must be a number"),
+        ({"spot_usd_per_h": "inf"}, "must be a finite number"),
+        ({"vcpus": "many"}, "vcpus must be a whole number, got 'many'"),
         ({"vcpus": 0}, "vcpus must be a whole number >= 1"),
         ({"accelerator_count": 1.5}, "whole number"),
         ({"network_gbps": 0}, "must be positive"),

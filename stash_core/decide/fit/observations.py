@@ -9,7 +9,6 @@ the catalog's network Gbps of its instance.
 from __future__ import annotations
 
 import json
-import math
 import re
 from pathlib import Path
 from typing import Any
@@ -17,7 +16,8 @@ from typing import Any
 import pandas as pd
 
 from stash_core.decide.catalog import list_instances
-from stash_core.store import connect
+from stash_core.decide.reads import bandwidth_probes, communication_stalls
+from stash_core.units import finite_float
 
 MODELLED_STALLS = ("interconnect", "network")
 FEATURES = ("grad_bytes", "grad_tensor_count", "layer_count")
@@ -26,11 +26,6 @@ GROUP_COLUMNS: dict[str, tuple[str, ...]] = {
     "interconnect": ("device", "workers_per_node", "instance"),
     "network": ("device", "workers_per_node", "nodes", "instance", "bandwidth_gbps"),
 }
-PROBE_COLUMNS = (
-    "probe_id", "run_id", "started_at", "hostname", "instance", "backend", "device", "world_size", "nodes",
-    "kind", "size_bytes", "time_s", "algbw_gbps", "busbw_gbps",
-)  # fmt: skip
-
 _RATE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-z]*)\s*$", re.IGNORECASE)
 _LABEL_RATE_RE = re.compile(r"^(?P<base>.*?)[@](?P<rate>\d+(?:\.\d+)?\s*[a-z]*)$", re.IGNORECASE)
 # tc's units: *bit are bits per second, *bps are BYTES per second; a bare number means Gbit/s.
@@ -41,26 +36,15 @@ _GBPS_PER_UNIT = {
 _SPEC_GBPS_KEYS = ("cluster_bandwidth_gbps", "bandwidth_gbps", "link_gbps", "network_gbps")
 _SPEC_RATE_KEYS = ("cluster_bandwidth", "bandwidth", "link_bandwidth")
 
-_OBSERVATION_SQL = """
-SELECT r.run_id, CAST(r.started_at AS TIMESTAMP) AS started_at, s.stall, s.seconds AS stall_s, s.ci95_s,
-       s.status AS stall_status, r.model, r.batch_size, r.device, r.backend, r.workers_per_node, r.nodes,
-       r.instance AS instance_label,
-       r.grad_bytes, r.grad_tensor_count, r.layer_count, CAST(r.spec AS VARCHAR) AS spec_json
-FROM runs AS r JOIN stalls AS s ON s.run_id = r.run_id
-WHERE r.status = 'completed' AND s.stall IN ('interconnect', 'network')
-  AND s.status IN ('measured', 'clamped_zero') AND s.seconds IS NOT NULL
-  AND r.grad_bytes IS NOT NULL AND r.grad_tensor_count IS NOT NULL AND r.layer_count IS NOT NULL
-ORDER BY r.started_at, r.run_id, s.stall
-"""
-
 
 def parse_rate_gbps(text: Any) -> float | None:
     """'1gbit' -> 1.0, '200mbit' -> 0.2, '10mbps' (10 MB/s) -> 0.08, '25' (Gbit/s) -> 25.0; else None."""
     if text is None:
         return None
-    if isinstance(text, (int, float)) and not isinstance(text, bool):
-        return float(text) if math.isfinite(text) and text > 0 else None
-    match = _RATE_RE.match(str(text))
+    if not isinstance(text, str):
+        number = finite_float(text)
+        return number if number is not None and number > 0 else None
+    match = _RATE_RE.match(text)
     if not match or match.group(2).lower() not in _GBPS_PER_UNIT:
         return None
     value = float(match.group(1)) * _GBPS_PER_UNIT[match.group(2).lower()]
@@ -68,9 +52,10 @@ def parse_rate_gbps(text: Any) -> float | None:
 
 
 def format_gbps(gbps: float | None) -> str:
-    if gbps is None or (isinstance(gbps, float) and math.isnan(gbps)):
+    gbps = finite_float(gbps)
+    if gbps is None:
         return "-"
-    gbps = round(float(gbps), 9)  # 8 / beta / 1e9 comes back as 0.9999999...
+    gbps = round(gbps, 9)  # 8 / beta / 1e9 comes back as 0.9999999...
     return f"{gbps:g} Gbit/s" if gbps >= 1 else f"{gbps * 1000:g} Mbit/s"
 
 
@@ -102,8 +87,9 @@ def spec_bandwidth_gbps(spec: dict[str, Any] | None) -> float | None:
                 parsed = parse_rate_gbps(value)
                 if parsed is not None:
                     return parsed
-        if isinstance(place.get("bandwidth_bps"), (int, float)) and place["bandwidth_bps"]:
-            return float(place["bandwidth_bps"]) / 1e9
+        bandwidth_bps = finite_float(place.get("bandwidth_bps"))
+        if bandwidth_bps:
+            return bandwidth_bps / 1e9
     return None
 
 
@@ -114,9 +100,7 @@ def load_observations(db_path: Path | str) -> pd.DataFrame:
     workers_per_node, nodes, world_size, instance (label without rate suffix), instance_label (as stored),
     bandwidth_gbps (network rows only), grad_bytes, grad_tensor_count, layer_count.
     """
-
-    with connect(db_path, read_only=True) as con:
-        frame = con.execute(_OBSERVATION_SQL).df()
+    frame = communication_stalls(db_path)
     if frame.empty:
         return _empty_observations()
     catalog = list_instances(db_path).set_index("name")["network_gbps"].to_dict()
@@ -127,8 +111,8 @@ def load_observations(db_path: Path | str) -> pd.DataFrame:
         gbps = None
         if row.stall == "network":
             gbps = spec_bandwidth_gbps(_json(row.spec_json)) or label_gbps
-            if gbps is None and base in catalog and not pd.isna(catalog[base]):
-                gbps = float(catalog[base])
+            if gbps is None and base in catalog:
+                gbps = finite_float(catalog[base])
         bandwidths.append(gbps)
     frame["instance"] = bases
     frame["bandwidth_gbps"] = pd.array(bandwidths, dtype="Float64").astype("float64")
@@ -139,19 +123,7 @@ def load_observations(db_path: Path | str) -> pd.DataFrame:
 
 def load_probes(db_path: Path | str) -> pd.DataFrame:
     """The probes table (bandwidth probes), or an empty frame with its columns when there is none yet."""
-    with connect(db_path, read_only=True) as con:
-        present = con.execute(
-            "SELECT count(*) FROM duckdb_tables() WHERE schema_name = 'main' AND table_name = 'probes'"
-        ).fetchall()[0][0]
-        if not present:
-            return pd.DataFrame(columns=list(PROBE_COLUMNS))
-        columns = {row[0] for row in con.execute("DESCRIBE probes").fetchall()}
-        wanted = [column for column in PROBE_COLUMNS if column in columns and column != "started_at"]
-        frame = con.execute(f"SELECT {', '.join(wanted)} FROM probes").df()
-    for column in PROBE_COLUMNS:
-        if column not in frame.columns:
-            frame[column] = None
-    return frame
+    return bandwidth_probes(db_path)
 
 
 def _json(text: str | None) -> dict[str, Any] | None:

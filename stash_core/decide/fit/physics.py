@@ -36,6 +36,7 @@ from stash_core.analysis.comm import (
     fit_alpha_beta_rows,
     ring_factor,
 )
+from stash_core.units import finite_float
 
 # One name for the wire time, as the fits and predictions call it.
 allreduce_time_s = alpha_beta_allreduce_s
@@ -85,7 +86,7 @@ def link_from_probes(probes: pd.DataFrame) -> LinkParameters | None:
         {
             "size_bytes": float(row["size_bytes"]),
             "time_s": float(row["time_s"]),
-            "time_min_s": _finite_or_none(row.get("time_min_s")),
+            "time_min_s": finite_float(row.get("time_min_s")),
         }
         for row in rows.to_dict(orient="records")
     ]
@@ -93,10 +94,6 @@ def link_from_probes(probes: pd.DataFrame) -> LinkParameters | None:
     if fit is None:
         return None
     return LinkParameters(fit[0], fit[1], "probe")
-
-
-def _finite_or_none(value) -> float | None:
-    return float(value) if value is not None and math.isfinite(float(value)) else None
 
 
 def calibrate_scale(measured_s: np.ndarray, comm_s: np.ndarray) -> float | None:

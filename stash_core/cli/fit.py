@@ -1,0 +1,159 @@
+"""`stash fit`: fit and validate the models of interconnect and network stall, or predict a model's stall."""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+from typing import Any
+
+from stash_core.analysis.comm import beta_from_gbps
+from stash_core.cli.args import add_db_argument, db_path, positive_int
+from stash_core.cli.figures import fixed, percent
+from stash_core.decide.fit import MODELLED_STALLS, FitReport, fit_stall_models, parse_rate_gbps, predict_stall
+from stash_core.errors import UsageError
+from stash_core.units import finite_float
+
+PUBLISHED_ERRORS = "Habitat 11.8%, Srifty 8%, dPRO and Ceer under 5%, Lumos 3.3%"
+
+
+def add_commands(subparsers: Any, parser_class: type[argparse.ArgumentParser] | None = None) -> None:
+    """Add `fit` to `stash`'s subparsers."""
+    fit = subparsers.add_parser("fit", help="fit and validate models of interconnect and network stall")
+    fit.add_argument("--stall", choices=["interconnect", "network", "all"], default="all")
+    fit.add_argument("--by-batch-size", action="store_true", help="fit each batch size separately")
+    fit.add_argument(
+        "--alpha-s", type=float, default=None, help="per-bucket latency for the alpha-beta model"
+    )
+    beta = fit.add_mutually_exclusive_group()
+    beta.add_argument("--beta-s-per-byte", type=float, default=None, help="seconds per byte of the link")
+    beta.add_argument("--link-gbps", type=float, default=None, help="link bandwidth instead of beta")
+    fit.add_argument("--all-models", action="store_true", help="show every model, not only the best two")
+    fit.add_argument("--residuals", action="store_true", help="print every point's residual")
+    fit.add_argument("--predict", metavar="MODEL", default=None, help="predict the stall of this model")
+    fit.add_argument("--workers", type=positive_int, default=None, help="with --predict: workers per node")
+    fit.add_argument("--nodes", type=positive_int, default=1, help="with --predict: nodes")
+    fit.add_argument("--instance", default=None, help="with --predict: instance label")
+    fit.add_argument("--bandwidth", default=None, help="with --predict: link bandwidth (e.g. 1gbit, 25)")
+    fit.add_argument("--device", default=None, help="with --predict: cpu or cuda")
+    fit.add_argument("--num-classes", type=positive_int, default=None)
+    fit.add_argument("--input-shape", default=None, help="with --predict: C,H,W of the model's input")
+    add_db_argument(fit)
+
+
+def cmd_fit(args: argparse.Namespace) -> int:
+    stalls = MODELLED_STALLS if args.stall == "all" else (args.stall,)
+    beta = args.beta_s_per_byte
+    if args.link_gbps is not None:
+        if args.link_gbps <= 0:
+            raise UsageError("--link-gbps must be positive")
+        beta = beta_from_gbps(args.link_gbps)
+    if args.alpha_s is not None and beta is None:
+        raise UsageError("--alpha-s needs --beta-s-per-byte or --link-gbps")
+    report = fit_stall_models(
+        db_path(args),
+        stalls=stalls,
+        alpha_s=args.alpha_s,
+        beta_s_per_byte=beta,
+        by_batch_size=args.by_batch_size,
+    )
+    if args.predict:
+        _print_predictions(args, report, stalls)
+        return 0
+    print(format_fit_report(report, all_models=args.all_models))
+    if args.residuals:
+        residuals = report.residuals()
+        if not residuals.empty:
+            columns = ["stall", "group", "fit", "model", "measured_s", "fitted_s", "residual_s", "heldout_s"]
+            print()
+            print(residuals[columns].to_string(index=False, float_format=lambda v: f"{v:.5f}"))
+    return 0
+
+
+def _print_predictions(args: argparse.Namespace, report: FitReport, stalls: tuple[str, ...]) -> None:
+    if args.workers is None:
+        raise UsageError("--predict needs --workers (workers per node)")
+    bandwidth = None
+    if args.bandwidth is not None:
+        bandwidth = parse_rate_gbps(args.bandwidth)
+        if bandwidth is None:
+            raise UsageError(f"--bandwidth {args.bandwidth!r}: give e.g. 1gbit, 200mbit or 25 (Gbit/s)")
+    shape = _shape(args.input_shape)
+    for stall in stalls:
+        if stall == "network" and args.nodes <= 1:
+            continue
+        answer = predict_stall(
+            model=args.predict,
+            stall=stall,
+            workers_per_node=args.workers,
+            nodes=args.nodes,
+            device=args.device,
+            instance=args.instance,
+            bandwidth_gbps=bandwidth,
+            report=report,
+            num_classes=args.num_classes,
+            input_shape=shape,
+        )
+        print(format_prediction(answer))
+
+
+def format_fit_report(report: FitReport, all_models: bool = False) -> str:
+    """Per stall and configuration: each model's R², held-out errors and coefficients; best marked *."""
+    summary = report.summary()
+    if summary.empty:
+        return (
+            "no measured interconnect or network stalls in the database yet: run `stash campaign` "
+            "(or several `stash profile` runs of different models) first"
+        )
+    lines = []
+    best_errors = []
+    for (stall, group), frame in summary.groupby(["stall", "group"], sort=False):
+        lines.append(
+            f"{stall} stall  |  {group}  |  {int(frame['points'].max())} runs of "
+            f"{int(frame['models'].max())} models"
+        )
+        frame = frame.sort_values("lomo_mape", na_position="last")
+        shown = frame if all_models else frame[frame["best"] | (frame.index.isin(frame.index[:2]))]
+        for row in shown.itertuples(index=False):
+            mark = "*" if row.best else " "
+            lines.append(
+                f"  {mark} {row.model:<30} R² {fixed(row.r2, '.3f'):>6}  leave-one-model-out "
+                f"{percent(row.lomo_mape):>6}  leave-one-bandwidth-out {percent(row.lobo_mape):>6}  "
+                f"{row.coefficients}"
+            )
+            if row.note:
+                lines.append(f"      {row.note}")
+        best = frame[frame["best"]]
+        error = finite_float(best.iloc[0]["lomo_mape"]) if len(best) else None
+        if error is not None:
+            best_errors.append(error)
+    if best_errors:
+        lines.append("")
+        lines.append(
+            "held-out error (MAPE) of the best model per configuration: "
+            f"median {percent(statistics.median(best_errors))}"
+            f" over {len(best_errors)} configuration(s); published predictors report {PUBLISHED_ERRORS}"
+        )
+    lines.append("* = best (lowest leave-one-model-out error)")
+    return "\n".join(lines)
+
+
+def format_prediction(answer: dict[str, Any]) -> str:
+    if answer["stall_s"] is None:
+        return f"{answer['stall']} stall of {answer['model']}: {answer['status']}"
+    error = answer["expected_mape"]
+    expected = f", expected error {percent(error)} ({answer['validated_by']})" if error is not None else ""
+    return (
+        f"{answer['stall']} stall of {answer['model']}: {answer['stall_s'] * 1e3:.2f} ms per iteration "
+        f"[{answer['status']}; {answer['method']}; {answer['group']}{expected}]"
+    )
+
+
+def _shape(text: str | None) -> tuple[int, ...] | None:
+    if not text:
+        return None
+    from stash_core.zoo import parse_input_shape
+
+    return parse_input_shape(text)
+
+
+COMMANDS = {"fit": cmd_fit}

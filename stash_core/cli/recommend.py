@@ -1,0 +1,111 @@
+"""`stash recommend`: the cheapest instances (type and count) that train a model within a time budget."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from stash_core.cli.args import add_db_argument, db_path, positive_int
+from stash_core.cli.figures import fixed, percent
+from stash_core.decide.recommend import STALL_NAMES, Recommendation, recommend
+from stash_core.errors import UsageError
+from stash_core.units import finite_float
+
+
+def add_commands(subparsers: Any, parser_class: type[argparse.ArgumentParser] | None = None) -> None:
+    """Add `recommend` to `stash`'s subparsers."""
+    rec = subparsers.add_parser("recommend", help="cheapest instances that train within a time budget")
+    rec.add_argument("--model", required=True)
+    rec.add_argument("--batch-size", required=True, type=positive_int, help="samples per worker")
+    rec.add_argument("--epochs", required=True, type=float)
+    rec.add_argument("--dataset-images", required=True, type=positive_int)
+    rec.add_argument("--budget-hours", type=float, default=None)
+    rec.add_argument("--max-usd", type=float, default=None)
+    rec.add_argument("--spot", action="store_true", help="use spot prices")
+    rec.add_argument("--instances", default=None, help="comma list of catalog instances to consider")
+    rec.add_argument("--max-instances", type=positive_int, default=4, help="most instances of one type")
+    rec.add_argument("--all", action="store_true", help="list every evaluated configuration")
+    rec.add_argument("--csv", type=Path, default=None, help="write every evaluated configuration to a CSV")
+    add_db_argument(rec)
+
+
+def cmd_recommend(args: argparse.Namespace) -> int:
+    instances = (
+        [name.strip() for name in args.instances.split(",") if name.strip()] if args.instances else None
+    )
+    result = recommend(
+        db_path(args),
+        args.model,
+        args.batch_size,
+        args.epochs,
+        args.dataset_images,
+        budget_hours=args.budget_hours,
+        max_usd=args.max_usd,
+        spot=args.spot,
+        instances=instances,
+        max_instances=args.max_instances,
+    )
+    if args.csv is not None:
+        try:
+            result.options.to_csv(args.csv, index=False)
+        except OSError as exc:
+            raise UsageError(f"cannot write {args.csv}: {exc.strerror or exc}") from None
+    print(format_recommendation(result, show_all=args.all))
+    return 0 if result.best is not None else 1
+
+
+def format_recommendation(result: Recommendation, show_all: bool = False) -> str:
+    """The request, the ranked options (every one with show_all), why others lose, what was not evaluated."""
+    lines = [_request_line(result.request)]
+    options = result.options if show_all else result.ranked.head(10)
+    if result.best is None:
+        lines.append(f"no recommendation: {result.infeasible_reason}")
+    if len(options):
+        lines.append("")
+        lines.append(
+            f"  {'#':>2} {'configuration':<34}{'source':<11}{'hours':>8}{'USD':>11}{'USD/h':>8}"
+            f"{'±err':>6}  stalls per iteration (compute/interconnect/network/cpu/disk, ms)"
+        )
+        lines += [_option_line(row) for row in options.to_dict(orient="records")]
+    if result.explanations:
+        lines.append("")
+        lines += [f"- {line}" for line in result.explanations]
+    if result.excluded:
+        lines.append("")
+        lines.append(f"not evaluated ({len(result.excluded)}):")
+        lines += [f"  {line}" for line in result.excluded[:8]]
+        if len(result.excluded) > 8:
+            lines.append(f"  ... and {len(result.excluded) - 8} more")
+    return "\n".join(lines)
+
+
+def _request_line(request: dict[str, Any]) -> str:
+    pricing = "spot" if request["pricing"] == "spot" else "on-demand"
+    head = (
+        f"{request['model']}, batch {request['batch_size']} per worker, {request['epochs']:g} epochs of "
+        f"{request['dataset_images']:,} images, {pricing} prices"
+    )
+    if request["budget_hours"] is not None:
+        head += f", within {request['budget_hours']:g} h"
+    if request["max_usd"] is not None:
+        head += f", at most ${request['max_usd']:,.2f}"
+    return head
+
+
+def _option_line(row: dict[str, Any]) -> str:
+    rank = finite_float(row["rank"])
+    stalls = "/".join(
+        fixed(None if finite_float(row[f"{s}_s"]) is None else row[f"{s}_s"] * 1e3, ".0f")
+        for s in STALL_NAMES
+    )
+    pareto = " pareto" if row["pareto"] else ""
+    usd, usd_per_h = fixed(row["training_usd"], ",.2f"), fixed(row["usd_per_h"], ".2f")
+    error = percent(row["expected_error"])
+    return (
+        f"  {'' if rank is None else str(int(rank)):>2} {row['config']:<34}{row['source']:<11}"
+        f"{row['training_h']:>8.1f}{usd:>11}{usd_per_h:>8}{error:>6}  {stalls}{pareto}"
+    )
+
+
+COMMANDS = {"recommend": cmd_recommend}

@@ -1,0 +1,27 @@
+"""Plain Python values from DataFrame cells: None for a missing value, numpy scalars unwrapped."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pandas as pd
+
+
+def is_missing(value: Any) -> bool:
+    """None, pandas' NA or a float NaN (numpy's float64 included)."""
+    return value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value))
+
+
+def plain(value: Any) -> Any:
+    """None for None, pandas' NA and NaN; a numpy scalar as its Python value; anything else unchanged."""
+    if is_missing(value):
+        return None
+    if hasattr(value, "item"):
+        return value.item()
+    return value
+
+
+def plain_row(row: dict[str, Any]) -> dict[str, Any]:
+    """A record (e.g. from DataFrame.to_dict(orient="records")) with every cell made plain."""
+    return {key: plain(value) for key, value in row.items()}

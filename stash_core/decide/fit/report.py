@@ -1,0 +1,77 @@
+"""The fit report: every model of every configuration group, as tables and by group."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+from stash_core.decide.fit.observations import FEATURES
+from stash_core.decide.fit.stall_model import StallModel, same_group
+
+SUMMARY_COLUMNS = [
+    "stall", "group", "model", "kind", "points", "models", "r2", "lomo_mape", "lobo_mape", "best",
+    "coefficients", "note",
+]  # fmt: skip
+RESIDUAL_COLUMNS = [
+    "stall", "group", "fit", "run_id", "model", *FEATURES, "measured_s", "fitted_s", "residual_s",
+    "heldout_s", "wire_s",
+]  # fmt: skip
+
+
+@dataclass
+class FitReport:
+    """All models of all groups, the observations they came from, and how to query them."""
+
+    observations: pd.DataFrame
+    models: list[StallModel]
+    probes: pd.DataFrame = field(default_factory=pd.DataFrame)
+
+    def summary(self) -> pd.DataFrame:
+        """One row per model: stall, group, model, points, models, R², MAPEs, best, coefficients, note."""
+        rows = [_summary_row(model) for model in self.models]
+        if not rows:
+            return pd.DataFrame(columns=SUMMARY_COLUMNS)
+        return pd.DataFrame(rows)
+
+    def residuals(self) -> pd.DataFrame:
+        """Per point and model: measured, fitted (in-sample) and held-out predictions and residuals."""
+        frames = [model.residuals for model in self.models if not model.residuals.empty]
+        if not frames:
+            return pd.DataFrame(columns=RESIDUAL_COLUMNS)
+        return pd.concat(frames, ignore_index=True)
+
+    def groups(self, stall: str) -> list[dict[str, Any]]:
+        seen: list[dict[str, Any]] = []
+        for model in self.models:
+            if model.stall == stall and model.group not in seen:
+                seen.append(model.group)
+        return seen
+
+    def models_for(self, stall: str, group: dict[str, Any]) -> list[StallModel]:
+        return [model for model in self.models if model.stall == stall and same_group(model.group, group)]
+
+    def best(self, stall: str, group: dict[str, Any]) -> StallModel | None:
+        for model in self.models_for(stall, group):
+            if model.best:
+                return model
+        return None
+
+
+def _summary_row(model: StallModel) -> dict[str, Any]:
+    return {
+        "stall": model.stall,
+        "group": model.group_label,
+        **{f"group_{k}": v for k, v in model.group.items()},
+        "model": model.name,
+        "kind": model.kind,
+        "points": model.points,
+        "models": model.models,
+        "r2": model.r2,
+        "lomo_mape": model.lomo_mape,
+        "lobo_mape": model.lobo_mape,
+        "best": model.best,
+        "coefficients": model.coefficients_text(),
+        "note": model.note,
+    }

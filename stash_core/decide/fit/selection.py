@@ -1,0 +1,122 @@
+"""Fit every model of every configuration group, and mark the one with the lowest held-out error best.
+
+For every configuration group (see observations.GROUP_COLUMNS) and stall: the linear models on model counts
+(counts_linear.py), the alpha-beta model (alpha_beta.py) and, for network stall, the models over the
+bandwidths of one configuration (pooled.py). The model with the lowest leave-one-model-out error in a group
+is best; fewer features win a tie.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from stash_core.decide.cells import plain
+from stash_core.decide.fit.alpha_beta import fit_alpha_beta, group_link
+from stash_core.decide.fit.counts_linear import fit_linear_model
+from stash_core.decide.fit.observations import GROUP_COLUMNS, MODELLED_STALLS, load_observations, load_probes
+from stash_core.decide.fit.physics import LinkParameters
+from stash_core.decide.fit.pooled import fit_over_bandwidths
+from stash_core.decide.fit.report import FitReport
+from stash_core.decide.fit.stall_model import LINEAR_FEATURE_SETS, StallModel, group_tuple
+from stash_core.errors import UsageError
+
+
+def fit_stall_models(
+    db_path: Path | str | None = None,
+    *,
+    observations: pd.DataFrame | None = None,
+    probes: pd.DataFrame | None = None,
+    stalls: tuple[str, ...] = MODELLED_STALLS,
+    alpha_s: float | None = None,
+    beta_s_per_byte: float | None = None,
+    by_batch_size: bool = False,
+) -> FitReport:
+    """Fit and validate every model for every configuration group found in the store (or in `observations`).
+
+    alpha_s / beta_s_per_byte, when given, replace probes and nominal bandwidths in the alpha-beta model.
+    by_batch_size adds the per-worker batch size to the group key (overlap with backward depends on it).
+    """
+    if observations is None:
+        if db_path is None:
+            raise ValueError("give db_path or observations")
+        observations = load_observations(db_path)
+    if probes is None:
+        probes = load_probes(db_path) if db_path is not None else pd.DataFrame()
+    given = _given_link(alpha_s, beta_s_per_byte)
+    models: list[StallModel] = []
+    for stall in stalls:
+        rows = observations[observations["stall"] == stall]
+        if rows.empty:
+            continue
+        models += _fit_stall(stall, rows, group_key(stall, by_batch_size), probes, given)
+    return FitReport(observations=observations, models=models, probes=probes)
+
+
+def group_key(stall: str, by_batch_size: bool = False) -> tuple[str, ...]:
+    key = GROUP_COLUMNS[stall]
+    return (*key, "batch_size") if by_batch_size else key
+
+
+def _given_link(alpha_s: float | None, beta_s_per_byte: float | None) -> LinkParameters | None:
+    if alpha_s is None and beta_s_per_byte is None:
+        return None
+    if beta_s_per_byte is None or beta_s_per_byte <= 0:
+        raise UsageError("give a positive beta (seconds per byte) together with alpha")
+    return LinkParameters(max(0.0, alpha_s or 0.0), beta_s_per_byte, "given")
+
+
+def _fit_stall(
+    stall: str, rows: pd.DataFrame, key: tuple[str, ...], probes: pd.DataFrame, given: LinkParameters | None
+) -> list[StallModel]:
+    groups = _groups(rows, key)
+    links = {
+        id(frame): group_link(stall, group, list(frame["instance_label"].dropna().unique()), probes, given)
+        for group, frame in groups
+    }
+    out: list[StallModel] = []
+    for group, frame in groups:
+        for name, features in LINEAR_FEATURE_SETS.items():
+            model = fit_linear_model(stall, group, frame, name, features)
+            if model is not None:
+                out.append(model)
+        out.append(fit_alpha_beta(stall, group, frame, links[id(frame)]))
+    if stall == "network":
+        family_key = tuple(column for column in key if column != "bandwidth_gbps")
+        out += fit_over_bandwidths(stall, groups, links, family_key, out)
+    mark_best(out)
+    return out
+
+
+def _groups(rows: pd.DataFrame, key: tuple[str, ...]) -> list[tuple[dict[str, Any], pd.DataFrame]]:
+    """(group values as plain Python, its rows) per configuration group, in sorted order."""
+    groups = []
+    for values, frame in rows.groupby(list(key), dropna=False, sort=True):
+        values = values if isinstance(values, tuple) else (values,)
+        group = {column: plain(value) for column, value in zip(key, values, strict=True)}
+        groups.append((group, frame.reset_index(drop=True)))
+    return groups
+
+
+def mark_best(models: list[StallModel]) -> None:
+    """Mark one model per (stall, group) best: lowest held-out error, else the alpha-beta or highest R²."""
+    by_group: dict[tuple, list[StallModel]] = {}
+    for model in models:
+        by_group.setdefault((model.stall, group_tuple(model.group)), []).append(model)
+    for candidates in by_group.values():
+        scored = [model for model in candidates if model.lomo_mape is not None]
+        if scored:
+            # Fewer parameters win a tie: the simpler model generalises at least as well.
+            best = min(scored, key=lambda model: (round(model.lomo_mape, 6), len(model.features)))
+        else:
+            usable = [model for model in candidates if model.kind == "alpha-beta" and model.link is not None]
+            usable = usable or [model for model in candidates if model.r2 is not None]
+            if not usable:
+                continue
+            best = max(usable, key=lambda model: -1 if model.r2 is None else model.r2)
+            best.note = "; ".join(
+                filter(None, [best.note, "best by default: too few models for a held-out error"])
+            )
+        best.best = True

@@ -1,0 +1,79 @@
+"""Held-out validation of the stall models: leave-one-model-out predictions, R², residual tables.
+
+Leave-one-model-out predicts every point of one DNN with a model fitted (or calibrated) without any run of
+that DNN; its MAPE is the error to expect for a model never profiled. A held-out error is only reported when
+every point could be predicted that way.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from stash_core.decide.fit.linear import fit_linear, mape
+from stash_core.decide.fit.observations import FEATURES
+from stash_core.decide.fit.physics import calibrate_scale
+from stash_core.decide.fit.stall_model import group_label
+
+
+def lomo_linear(frame: pd.DataFrame, features: tuple[str, ...]) -> np.ndarray:
+    """Each point predicted by a least-squares fit on the other DNNs (NaN where too few are left)."""
+    predictions = np.full(len(frame), np.nan)
+    for model in frame["model"].unique():
+        test = (frame["model"] == model).to_numpy()
+        train = frame[~test]
+        if train["model"].nunique() < len(features) + 1:
+            continue
+        fit = fit_linear(
+            train[list(features)].to_numpy(dtype=float), train["stall_s"].to_numpy(dtype=float), features
+        )
+        if fit is not None:
+            predictions[test] = np.maximum(
+                0.0, fit.predict(frame.loc[test, list(features)].to_numpy(dtype=float))
+            )
+    return predictions
+
+
+def lomo_scaled(models: pd.Series, measured_s: np.ndarray, comm_s: np.ndarray) -> np.ndarray:
+    """Each point's wire time times the scale calibrated on the other DNNs (NaN where none can be)."""
+    heldout = np.full(len(measured_s), np.nan)
+    for model in models.unique():
+        test = (models == model).to_numpy()
+        train_scale = calibrate_scale(measured_s[~test], comm_s[~test])
+        if train_scale is not None:
+            heldout[test] = train_scale * comm_s[test]
+    return heldout
+
+
+def heldout_mape(heldout: np.ndarray, measured: np.ndarray) -> float | None:
+    """MAPE of held-out predictions; None unless every point has one."""
+    return None if np.isnan(heldout).any() else mape(heldout, measured)
+
+
+def r2(y: np.ndarray, fitted: np.ndarray) -> float | None:
+    total = float(((y - y.mean()) ** 2).sum())
+    return None if total == 0 or len(y) < 2 else 1.0 - float(((y - fitted) ** 2).sum()) / total
+
+
+def residual_frame(
+    stall: str,
+    group: dict[str, Any],
+    name: str,
+    frame: pd.DataFrame,
+    fitted: np.ndarray,
+    heldout: np.ndarray,
+    wire_s: np.ndarray | None = None,
+) -> pd.DataFrame:
+    """Per point of `frame`: measured, fitted and held-out seconds, residual and (alpha-beta) wire time."""
+    out = frame[["run_id", "model", *FEATURES]].copy()
+    out.insert(0, "fit", name)
+    out.insert(0, "group", group_label(stall, group))
+    out.insert(0, "stall", stall)
+    out["measured_s"] = frame["stall_s"].to_numpy(dtype=float)
+    out["fitted_s"] = fitted
+    out["residual_s"] = out["measured_s"] - out["fitted_s"]
+    out["heldout_s"] = heldout
+    out["wire_s"] = np.nan if wire_s is None else wire_s  # alpha-beta only: the uncalibrated all-reduce time
+    return out

@@ -1,0 +1,123 @@
+"""The answer to "what should I rent": check the request, evaluate every option, rank, explain."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from stash_core.decide.catalog import list_instances
+from stash_core.decide.cells import plain_row
+from stash_core.decide.reads import measured_profiles
+from stash_core.decide.recommend.candidates import OptionPlanner
+from stash_core.decide.recommend.costs import Job
+from stash_core.decide.recommend.explain import explanations, infeasible_reason
+from stash_core.decide.recommend.pareto import rank_options
+from stash_core.errors import UsageError
+from stash_core.units import finite_float
+
+DEFAULT_MAX_INSTANCES = 4
+
+
+@dataclass
+class Recommendation:
+    """The answer: every option evaluated, the feasible ones ranked, the Pareto front, and the reasons."""
+
+    request: dict[str, Any]
+    options: pd.DataFrame
+    best: dict[str, Any] | None
+    explanations: list[str] = field(default_factory=list)
+    infeasible_reason: str | None = None
+    excluded: list[str] = field(default_factory=list)
+
+    @property
+    def ranked(self) -> pd.DataFrame:
+        """Configurations meeting every constraint, cheapest first."""
+        frame = self.options[self.options["feasible"]]
+        return frame.sort_values(["rank"]).reset_index(drop=True)
+
+    @property
+    def pareto(self) -> pd.DataFrame:
+        """Options no other option beats on both training time and cost, fastest first."""
+        return self.options[self.options["pareto"]].sort_values("training_h").reset_index(drop=True)
+
+
+def recommend(
+    db_path: Path | str,
+    model: str,
+    batch_size: int,
+    epochs: float,
+    dataset_images: int,
+    budget_hours: float | None = None,
+    max_usd: float | None = None,
+    spot: bool = False,
+    instances: list[str] | None = None,
+    max_instances: int = DEFAULT_MAX_INSTANCES,
+) -> Recommendation:
+    """Rank configurations for training `model` (per-worker `batch_size`) for `epochs` of `dataset_images`."""
+
+    _check_request(batch_size, epochs, dataset_images, budget_hours, max_usd, max_instances)
+    pricing = "spot" if spot else "on_demand"
+    request = {
+        "model": model,
+        "batch_size": batch_size,
+        "epochs": epochs,
+        "dataset_images": dataset_images,
+        "budget_hours": budget_hours,
+        "max_usd": max_usd,
+        "pricing": pricing,
+        "max_instances": max_instances,
+    }
+    catalog = _catalog(db_path, instances)
+    measured = measured_profiles(db_path, model, batch_size)
+    measured = measured.drop_duplicates(["instance", "workers_per_node", "nodes"], keep="first")
+    job = Job(model, batch_size, float(epochs), dataset_images, pricing)
+    planner = OptionPlanner(db_path, job, catalog, measured)
+    for name, instance in catalog.items():
+        planner.add_instance_options(name, instance, max_instances)
+    if not instances:
+        # Profiles whose instance label is not a catalog name cannot be priced: say so rather than drop them.
+        unknown = sorted({str(label) for label in measured["instance"].dropna()} - set(catalog))
+        if unknown:
+            planner.excluded.append(
+                f"profiles on {', '.join(unknown)}: not in the instance catalog, so no price "
+                "(add them with `stash instances add NAME --on-demand-usd-per-h ...`)"
+            )
+    options = rank_options(planner.options, budget_hours, max_usd)
+    ranked = options[options["feasible"]].sort_values("rank")
+    best = ranked.iloc[0].to_dict() if len(ranked) else None
+    result = Recommendation(request, options, best, excluded=planner.excluded)
+    if best is None:
+        result.infeasible_reason = infeasible_reason(options, request, planner.excluded)
+    else:
+        result.explanations = explanations(options, best, request)
+    return result
+
+
+def _catalog(db_path: Path | str, instances: list[str] | None) -> dict[str, dict[str, Any]]:
+    """The catalog rows to consider, by name: all, or the named ones (UsageError for an unknown name)."""
+    catalog = list_instances(db_path)
+    if instances:
+        unknown = sorted(set(instances) - set(catalog["name"]))
+        if unknown:
+            raise UsageError(f"unknown instance(s) {', '.join(unknown)}: see `stash instances list`")
+        catalog = catalog[catalog["name"].isin(instances)]
+    return {row["name"]: plain_row(row) for row in catalog.to_dict(orient="records")}
+
+
+def _check_request(batch_size, epochs, dataset_images, budget_hours, max_usd, max_instances) -> None:
+    for value, what in (
+        (batch_size, "batch size"),
+        (dataset_images, "dataset images"),
+        (max_instances, "max instances"),
+    ):
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            raise UsageError(f"{what} must be a positive whole number, got {value!r}")
+    for value, what in ((epochs, "epochs"), (budget_hours, "budget hours"), (max_usd, "max USD")):
+        number = finite_float(value) if isinstance(value, (int, float)) else None
+        if value is not None and (number is None or number <= 0):
+            raise UsageError(f"{what} must be a positive number, got {value!r}")
+    if budget_hours is None and max_usd is None:
+        raise UsageError("give a time budget (hours), a cost limit (USD) or both")

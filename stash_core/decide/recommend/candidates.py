@@ -1,0 +1,177 @@
+"""The configurations to consider and the iteration time of each: measured where profiled, else predicted.
+
+Per catalog instance: every stored profile of the model at the batch size on it (any worker and node count)
+is a measured option; every other count of 1..max_instances of it (all its accelerators as workers; on a CPU
+machine the worker counts that were profiled) is a predicted option. A prediction takes compute, CPU and disk
+stall from a profile of the model on the same instance (or another one with the same accelerator) and
+interconnect and network stall from the validated stall models of stash_core.decide.fit.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from stash_core.decide.cost import hourly_price
+from stash_core.decide.fit import FitReport, fit_stall_models, model_counts, predict_stall
+from stash_core.decide.reads import stored_model_counts
+from stash_core.decide.recommend.costs import STALL_NAMES, Estimate, Job, option_row
+from stash_core.units import finite_float
+
+
+class OptionPlanner:
+    """Builds one option row per configuration; remembers why configurations could not be evaluated."""
+
+    def __init__(
+        self, db_path: Path | str, job: Job, catalog: dict[str, dict[str, Any]], measured: pd.DataFrame
+    ) -> None:
+        self.db_path = db_path
+        self.job = job
+        self.catalog = catalog
+        self.measured = measured
+        self.options: list[dict[str, Any]] = []
+        self.excluded: list[str] = []
+        self._report: FitReport | None = None
+        self._counts: dict[str, Any] | None = None
+
+    def add_instance_options(self, name: str, instance: dict[str, Any], max_instances: int) -> None:
+        price, price_status = hourly_price(instance, name, self.job.pricing)
+        runs = self.measured[self.measured["instance"] == name]
+        seen = set()
+        for row in runs.to_dict(orient="records"):
+            key = (int(row["workers_per_node"]), int(row["nodes"]))
+            seen.add(key)
+            estimate = _measured_estimate(row)
+            self._add(name, instance, key[1], key[0], estimate, price, price_status)
+        accelerators = instance.get("accelerator_count") or 0
+        if accelerators > 0:
+            worker_counts = [accelerators]
+        else:  # a CPU machine: workers are processes, so only counts that were profiled make sense
+            worker_counts = sorted({int(workers) for workers in runs["workers_per_node"]})
+        for workers in worker_counts:
+            for count in range(1, max_instances + 1):
+                if (workers, count) not in seen:
+                    estimate = self._predicted_estimate(name, instance, workers, count)
+                    if estimate is not None:
+                        self._add(name, instance, count, workers, estimate, price, price_status)
+
+    def _add(self, name, instance, count, workers, estimate, price, price_status) -> None:
+        self.options.append(
+            option_row(self.job, name, instance, count, workers, estimate, price, price_status)
+        )
+
+    def _exclude(self, reason: str) -> None:
+        if reason not in self.excluded:
+            self.excluded.append(reason)
+
+    def _predicted_estimate(
+        self, name: str, instance: dict[str, Any], workers: int, count: int
+    ) -> Estimate | None:
+        """Compute, CPU and disk from a base profile, communication from the stall models; None (and the
+        reason in `excluded`) when either is missing."""
+        base = self._base_run(name, instance, workers)
+        if base is None:
+            model, batch = self.job.model, self.job.batch_size
+            self._exclude(
+                f"{name}: no profile of {model} at batch {batch} on it or another "
+                f"{instance.get('accelerator') or 'same'} instance (run `stash profile --model {model} "
+                f"--batch-size {batch} --instance {name}` there)"
+            )
+            return None
+        stalls = {"compute": finite_float(base.get("compute_s"))}
+        if stalls["compute"] is None:
+            self._exclude(f"{name}: profile {base['run_id']} has no compute time")
+            return None
+        notes = []
+        for stall in ("cpu", "disk"):
+            stalls[stall] = finite_float(base.get(f"{stall}_s")) or 0.0
+        if _data_not_profiled(base):
+            notes.append("data stalls not profiled (assumed 0)")
+        basis = [f"compute from {base['run_id']} on {base['instance']}"]
+        weighted_error, error_known, modelled = 0.0, True, False
+        same_machine = base["instance"] == name and int(base["workers_per_node"]) == workers
+        for stall in ("interconnect", "network"):
+            if stall == "interconnect" and (workers == 1 or same_machine):
+                stalls[stall] = 0.0 if workers == 1 else (finite_float(base.get("interconnect_s")) or 0.0)
+                continue
+            if stall == "network" and count == 1:
+                stalls[stall] = 0.0
+                continue
+            prediction = self._predict(stall, name, instance, workers, count, base.get("device"))
+            if prediction["stall_s"] is None:
+                self._exclude(f"{count} x {name}: {stall} stall cannot be predicted - {prediction['status']}")
+                return None
+            stalls[stall] = prediction["stall_s"]
+            modelled = True
+            basis.append(f"{stall} by {prediction['method']}")
+            if prediction["expected_mape"] is None:
+                error_known = False
+                notes.append(f"{stall} stall {prediction['status']}")
+            else:
+                weighted_error += prediction["expected_mape"] * prediction["stall_s"]
+        iteration_s = sum(stalls.values())
+        # The expected error covers the modelled stalls; compute/CPU/disk come from a measured profile.
+        expected = weighted_error / iteration_s if modelled and error_known and iteration_s > 0 else None
+        return Estimate("predicted", None, "; ".join(basis), iteration_s, stalls, expected, notes)
+
+    def _predict(
+        self, stall: str, name: str, instance: dict[str, Any], workers: int, count: int, device: Any
+    ) -> dict[str, Any]:
+        return predict_stall(
+            counts=self._model_counts(),
+            stall=stall,
+            workers_per_node=workers,
+            nodes=count,
+            device=device,
+            instance=name,
+            bandwidth_gbps=instance.get("network_gbps"),
+            report=self._fit_report(),
+        )
+
+    def _base_run(self, name: str, instance: dict[str, Any], workers: int) -> dict[str, Any] | None:
+        """The profile for compute/CPU/disk (and interconnect when its workers match).
+
+        This instance with the same workers per node (one node preferred, but the R0/R1 of a multi-node
+        profile measure the same thing), then this instance with any workers, then an instance with the
+        same accelerator.
+        """
+        ordered = self.measured.assign(_multi=self.measured["nodes"] > 1).sort_values("_multi", kind="stable")
+        here = ordered[ordered["instance"] == name]
+        same = here[here["workers_per_node"] == workers]
+        if len(same):
+            return same.iloc[0].to_dict()
+        if len(here):
+            return here.iloc[0].to_dict()
+        accelerator = instance.get("accelerator")
+        if not accelerator:
+            return None
+        twins = [other for other, row in self.catalog.items() if row.get("accelerator") == accelerator]
+        there = ordered[ordered["instance"].isin(twins)]
+        return there.iloc[0].to_dict() if len(there) else None
+
+    def _fit_report(self) -> FitReport:
+        if self._report is None:
+            self._report = fit_stall_models(self.db_path)
+        return self._report
+
+    def _model_counts(self) -> dict[str, Any]:
+        if self._counts is None:
+            self._counts = stored_model_counts(self.db_path, self.job.model) or model_counts(self.job.model)
+        return self._counts
+
+
+def _measured_estimate(row: dict[str, Any]) -> Estimate:
+    stalls = {stall: finite_float(row.get(f"{stall}_s")) for stall in STALL_NAMES}
+    notes = ["data stalls not profiled (synthetic data only)"] if _data_not_profiled(row) else []
+    return Estimate(
+        "measured", row["run_id"], f"profile {row['run_id']}", float(row["iteration_s"]), stalls, None, notes
+    )
+
+
+def _data_not_profiled(row: dict[str, Any]) -> bool:
+    return row.get("cpu_status") in (None, "not_measured") and row.get("disk_status") in (
+        None,
+        "not_measured",
+    )

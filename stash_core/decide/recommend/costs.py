@@ -1,0 +1,111 @@
+"""The time and money of one configuration: iterations per epoch, training hours, dollars, and its label.
+
+Epoch = (images // workers) // batch iterations (stash_core.analysis.epochs, as the profiled loop counts it);
+training = epochs x epoch; cost = training hours x hourly price of one instance x instances.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from stash_core.analysis.epochs import iterations_per_epoch
+from stash_core.units import STALLS
+
+STALL_NAMES = STALLS
+OPTION_COLUMNS = (
+    "config",
+    "instance",
+    "instance_count",
+    "workers_per_instance",
+    "workers_total",
+    "source",
+    "run_id",
+    "basis",
+    "iteration_s",
+    "iterations_per_epoch",
+    "epoch_s",
+    "training_h",
+    "usd_per_h",
+    "training_usd",
+    "expected_error",
+    *(f"{stall}_s" for stall in STALL_NAMES),
+    "meets_time",
+    "meets_cost",
+    "feasible",
+    "pareto",
+    "rank",
+    "note",
+)
+
+
+@dataclass(frozen=True)
+class Job:
+    """The training to plan: a model at a per-worker batch size, epochs of a data set, on one pricing."""
+
+    model: str
+    batch_size: int
+    epochs: float
+    dataset_images: int
+    pricing: str  # "on_demand" | "spot"
+
+
+@dataclass
+class Estimate:
+    """The iteration time of one configuration, its stalls, and where the figure comes from."""
+
+    source: str  # "measured" | "predicted"
+    run_id: str | None
+    basis: str
+    iteration_s: float
+    stalls: dict[str, float | None]
+    expected_error: float | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def option_row(
+    job: Job,
+    name: str,
+    instance: dict[str, Any],
+    count: int,
+    workers: int,
+    estimate: Estimate,
+    price: float | None,
+    price_status: str,
+) -> dict[str, Any]:
+    """One row of OPTION_COLUMNS (less the ranking columns) for `count` instances with `workers` each."""
+    per_epoch = iterations_per_epoch(job.dataset_images, job.batch_size, workers * count)
+    epoch_s = per_epoch * estimate.iteration_s
+    training_h = epoch_s * job.epochs / 3600.0
+    usd_per_h = None if price is None else price * count
+    notes = estimate.notes if price is not None else [*estimate.notes, price_status]
+    return {
+        "config": config_label(name, instance, count, workers),
+        "instance": name,
+        "instance_count": count,
+        "workers_per_instance": workers,
+        "workers_total": workers * count,
+        "source": estimate.source,
+        "run_id": estimate.run_id,
+        "basis": estimate.basis,
+        "iteration_s": estimate.iteration_s,
+        "iterations_per_epoch": per_epoch,
+        "epoch_s": epoch_s,
+        "training_h": training_h,
+        "usd_per_h": usd_per_h,
+        "training_usd": None if usd_per_h is None else training_h * usd_per_h,
+        "expected_error": estimate.expected_error,
+        **{f"{stall}_s": estimate.stalls.get(stall) for stall in STALL_NAMES},
+        "note": "; ".join(notes),
+    }
+
+
+def config_label(name: str, instance: dict[str, Any], count: int, workers: int) -> str:
+    """'2 x p3.8xlarge', with the GPUs (or CPU workers) used of each when that is not all of them."""
+    accelerators = instance.get("accelerator_count") or 0
+    label = f"{count} x {name}"
+    if accelerators and workers != accelerators:
+        label += f" ({workers} of {accelerators} GPUs each)"
+    elif not accelerators:
+        label += f" ({workers} workers each)"
+    return label

@@ -1,0 +1,117 @@
+"""Sentences about a recommendation: why cheaper-looking options lose, why no option meets the constraints."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from stash_core.decide.recommend.costs import STALL_NAMES
+from stash_core.units import finite_float
+
+
+def slowdown_cause(slower: dict[str, Any], faster: dict[str, Any]) -> str:
+    """Which stall makes `slower` slower than `faster`, per epoch (so worker counts may differ)."""
+    slowdown = slower["epoch_s"] / faster["epoch_s"] - 1.0
+    if slowdown <= 0:
+        return f"{_short(slower)} is not slower than {_short(faster)}"
+    extra = {}
+    for stall in STALL_NAMES:
+        mine = finite_float(slower.get(f"{stall}_s")) or 0.0
+        theirs = finite_float(faster.get(f"{stall}_s")) or 0.0
+        extra[stall] = mine * slower["iterations_per_epoch"] - theirs * faster["iterations_per_epoch"]
+    cause = max(extra, key=extra.get)
+    what = "compute (fewer or slower accelerators)" if cause == "compute" else f"{cause} stall"
+    return f"{what} makes {_short(slower)} {slowdown:.0%} slower than {_short(faster)}"
+
+
+def explanations(options: pd.DataFrame, best: dict[str, Any], request: dict[str, Any]) -> list[str]:
+    """Why `best` wins, then a line for each of the (at most five) cheaper-looking options on why it loses."""
+    lines = [
+        f"{best['config']} ({best['source']}) is the cheapest configuration that meets the constraints: "
+        f"{best['training_h']:.1f} h and ${best['training_usd']:,.2f} for {request['epochs']:g} epochs"
+    ]
+    for option in _alternatives(options, best).head(5).to_dict(orient="records"):
+        lines.append(_why_not(option, best, request))
+    return lines
+
+
+def _alternatives(options: pd.DataFrame, best: dict[str, Any]) -> pd.DataFrame:
+    """Options that cost less per hour, or have as many accelerators for no more per hour."""
+    alternatives = options[
+        options["usd_per_h"].notna()
+        & (options["config"] != best["config"])
+        & (
+            (options["usd_per_h"] < best["usd_per_h"])
+            | (
+                (options["workers_total"] == best["workers_total"])
+                & (options["usd_per_h"] <= best["usd_per_h"])
+            )
+        )
+    ]
+    # Same accelerator count for no more money is the most tempting alternative: explain those first.
+    alternatives = alternatives.assign(_same=alternatives["workers_total"] != best["workers_total"])
+    return alternatives.sort_values(["_same", "usd_per_h", "training_h"])
+
+
+def _why_not(option: dict[str, Any], best: dict[str, Any], request: dict[str, Any]) -> str:
+    cheaper = (
+        f"costs ${option['usd_per_h']:.2f}/h against ${best['usd_per_h']:.2f}/h"
+        if option["usd_per_h"] < best["usd_per_h"]
+        else f"has the same {option['workers_total']} accelerators for ${option['usd_per_h']:.2f}/h"
+    )
+    cause = slowdown_cause(option, best) if option["epoch_s"] > best["epoch_s"] else ""
+    if not option["meets_time"]:
+        line = (
+            f"{option['config']} {cheaper} but needs {option['training_h']:.1f} h, over the "
+            f"{request['budget_hours']:g} h budget"
+        )
+    elif option["training_usd"] is not None and option["training_usd"] > best["training_usd"]:
+        line = (
+            f"{option['config']} {cheaper} but the training costs ${option['training_usd']:,.2f} "
+            f"against ${best['training_usd']:,.2f}"
+        )
+    else:
+        line = f"{option['config']} {cheaper} but is over the ${request['max_usd']:,.2f} limit"
+    if cause:
+        line += f": {cause}"
+    if option["source"] == "predicted":
+        error = finite_float(option["expected_error"])
+        line += " (predicted" + (f", expected error {error:.0%})" if error is not None else ")")
+    return line
+
+
+def infeasible_reason(options: pd.DataFrame, request: dict[str, Any], excluded: list[str]) -> str:
+    """Which constraint cannot be met (or why nothing could be evaluated), and what would help."""
+    work = f"{request['epochs']:g} epochs of {request['dataset_images']:,} images"
+    if options.empty:
+        detail = "; ".join(excluded[:3]) if excluded else "the catalog has no instances to consider"
+        more = f" (and {len(excluded) - 3} more)" if len(excluded) > 3 else ""
+        what = f"{request['model']} at batch {request['batch_size']}"
+        return f"no configuration could be evaluated for {what}: {detail}{more}"
+    priced = options[options["training_usd"].notna()]
+    if priced.empty:
+        pricing = "spot" if request["pricing"] == "spot" else "on-demand"
+        return (
+            f"none of the evaluated instances has a {pricing} price in the catalog "
+            "(set one with `stash instances set`)"
+        )
+    budget = request["budget_hours"]
+    if budget is not None and not priced["meets_time"].any():
+        fastest = priced.sort_values("training_h").iloc[0]
+        return (
+            f"no configuration finishes {work} within {budget:g} h: the fastest, {fastest['config']} "
+            f"({fastest['source']}), needs {fastest['training_h']:.1f} h; raise --budget-hours or allow "
+            f"more instances (--max-instances)"
+        )
+    in_time = priced[priced["meets_time"]]
+    cheapest = in_time.sort_values("training_usd").iloc[0]
+    scope = f"{len(in_time)} configuration(s) finish within {budget:g} h, but" if budget is not None else ""
+    return (
+        f"{scope} the cheapest{' of them' if scope else ''}, {cheapest['config']}, costs "
+        f"${cheapest['training_usd']:,.2f}, over the ${request['max_usd']:,.2f} limit"
+    ).strip()
+
+
+def _short(option: dict[str, Any]) -> str:
+    return f"{option['instance_count']} x {option['instance']}"

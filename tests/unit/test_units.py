@@ -1,0 +1,61 @@
+"""stash_core.units: the one coercion of numbers."""
+
+from __future__ import annotations
+
+import math
+from decimal import Decimal
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from stash_core.units import finite_float
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        (3, 3.0),
+        (2.5, 2.5),
+        (-0.25, -0.25),
+        (np.int64(7), 7.0),
+        (np.float32(1.5), 1.5),
+        (np.float64(0.1), 0.1),
+        (Decimal("1.25"), 1.25),
+        ("2.5", 2.5),
+        (" 1e3 ", 1000.0),
+    ],
+)
+def test_finite_float_of_numbers_and_numeric_text(value, expected):
+    number = finite_float(value)
+    assert type(number) is float
+    assert number == expected
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        None,
+        math.nan,
+        math.inf,
+        -math.inf,
+        np.float64("nan"),
+        np.float32("inf"),
+        "nan",
+        "-inf",
+        True,
+        False,
+        np.bool_(True),
+        pd.NA,
+        pd.NaT,
+        "cheap",
+        "",
+        b"1",
+        [1.0],
+        {"x": 1},
+        10**400,
+        pd.Timestamp("2026-01-01"),
+    ],
+)
+def test_finite_float_is_none_for_missing_infinite_and_non_numbers(value):
+    assert finite_float(value) is None
