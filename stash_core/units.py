@@ -19,7 +19,7 @@ GIB = 1024 * 1024 * 1024
 
 # ---------------------------------------------------------------- sizes, rates and durations
 
-_NUMBER_AND_UNIT_RE = re.compile(r"^\s*(\d+(?:\.\d+)?(?:e[+-]?\d+)?)\s*([a-z]*)\s*$", re.IGNORECASE)
+_NUMBER_AND_UNIT_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-z]*)\s*$", re.IGNORECASE)
 SIZE_UNITS_BYTES = {
     "": 1, "b": 1, "k": 1000, "kb": 1000, "kib": KIB, "m": 10**6, "mb": 10**6, "mib": MIB,
     "g": 10**9, "gb": 10**9, "gib": GIB,
@@ -32,14 +32,15 @@ RATE_UNITS_BPS = {
 DURATION_UNITS_S = {"us": 1e-6, "usec": 1e-6, "ms": 1e-3, "msec": 1e-3, "s": 1.0, "sec": 1.0}
 
 
-def _number_and_unit(text: object) -> tuple[float, str] | None:
+def number_and_unit(text: object) -> tuple[float, str] | None:
+    """'200mbit' -> (200.0, 'mbit'); '4' -> (4.0, ''); None when the text is not a number and a unit."""
     match = _NUMBER_AND_UNIT_RE.match(text) if isinstance(text, str) else None
     return (float(match.group(1)), match.group(2).lower()) if match else None
 
 
 def parse_size_bytes(text: str, what: str = "size") -> int:
     """'4KiB' -> 4096, '256MiB', '1GB' -> 10^9, '4096' -> 4096 bytes; UsageError naming `what` otherwise."""
-    parsed = _number_and_unit(text.replace(" ", "") if isinstance(text, str) else text)
+    parsed = number_and_unit(text.replace(" ", "") if isinstance(text, str) else text)
     if parsed is None or parsed[1] not in SIZE_UNITS_BYTES or parsed[0] <= 0:
         raise UsageError(f"invalid {what} {text!r}: expected e.g. 4KiB, 256MiB or 1GB")
     return int(parsed[0] * SIZE_UNITS_BYTES[parsed[1]])
@@ -50,7 +51,7 @@ def rate_bps(text: object, bare_unit: str | None = None) -> float | None:
     bare_unit: the unit of a bare number ('gbit' where a plain 25 means 25 Gbit/s); None refuses it."""
     if isinstance(text, (int, float)) and not isinstance(text, bool):
         text = f"{text}{bare_unit or ''}" if math.isfinite(text) else ""
-    parsed = _number_and_unit(text)
+    parsed = number_and_unit(text)
     if parsed is None:
         return None
     value, unit = parsed
@@ -62,7 +63,7 @@ def rate_bps(text: object, bare_unit: str | None = None) -> float | None:
 
 def parse_duration_s(text: str, what: str = "duration") -> float:
     """'1ms' -> 0.001, '250us', '2s'; a bare '0' is 0; UsageError naming `what` otherwise."""
-    parsed = _number_and_unit(text)
+    parsed = number_and_unit(text)
     if parsed is not None and parsed[1] == "" and parsed[0] == 0:
         return 0.0
     if parsed is None or parsed[1] not in DURATION_UNITS_S:

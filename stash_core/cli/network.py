@@ -17,9 +17,7 @@ from pathlib import Path
 
 from stash_core.errors import UsageError
 from stash_core.spec import add_machine_arguments
-
-SIZE_UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "kib": 1024, "m": 10**6, "mb": 10**6, "mib": 1024**2,
-              "g": 10**9, "gb": 10**9, "gib": 1024**3}  # fmt: skip
+from stash_core.units import parse_size_bytes
 
 
 def add_commands(subparsers, parser_class: type[argparse.ArgumentParser] | None = None) -> None:
@@ -85,20 +83,6 @@ def _state_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--state-dir", type=Path, default=None, help="default: $STASH_CLUSTER_STATE or /run/stash-cluster"
     )
-
-
-def parse_size(text: str) -> int:
-    """'4KiB' -> 4096, '256MiB', '1GB' -> 10^9, '4096' -> 4096 bytes."""
-    cleaned = text.strip().lower().replace(" ", "")
-    number = cleaned.rstrip("kmgib")
-    unit = cleaned[len(number) :]
-    try:
-        value = float(number)
-    except ValueError:
-        raise UsageError(f"invalid size {text!r}: expected e.g. 4KiB, 256MiB or 1GB") from None
-    if unit not in SIZE_UNITS or value <= 0:
-        raise UsageError(f"invalid size {text!r}: expected e.g. 4KiB, 256MiB or 1GB")
-    return int(value * SIZE_UNITS[unit])
 
 
 # ---------------------------------------------------------------- remote
@@ -235,9 +219,13 @@ def cmd_probe(args) -> int:
 
     if args.workers < 1 or args.nodes < 1:
         raise UsageError("--workers and --nodes must be positive")
-    min_size, max_size = parse_size(args.min_size), parse_size(args.max_size)
+    min_size, max_size = (
+        parse_size_bytes(args.min_size, "--min-size"),
+        parse_size_bytes(args.max_size, "--max-size"),
+    )
     if min_size > max_size:
         raise UsageError("--min-size is larger than --max-size")
+    gradient_bytes = parse_size_bytes(args.gradient_size, "--gradient-size") if args.gradient_size else None
     db_path = args.db or default_db()
     probe = run_probe_command(
         workers_per_node=args.workers,
@@ -245,8 +233,10 @@ def cmd_probe(args) -> int:
         device=args.device,
         min_size_bytes=min_size,
         max_size_bytes=max_size,
-        p2p_size_bytes=parse_size(args.p2p_size),
-        gradient_bytes=parse_size(args.gradient_size) if args.gradient_size else None,
+        p2p_size_bytes=parse_size_bytes(args.p2p_size, "--p2p-size"),
+        gradient_bytes=parse_size_bytes(args.gradient_size, "--gradient-size")
+        if args.gradient_size
+        else None,
         budget_s=args.budget,
         threads_per_worker=args.threads_per_worker,
         instance=args.instance,

@@ -11,19 +11,12 @@ A shaping is a dict: rate_bps (None: unlimited), latency_us (one way), loss_pct.
 
 from __future__ import annotations
 
-import re
-
 from stash_core.errors import UsageError
 from stash_core.launch.cluster_cmd import run_cmd
 from stash_core.launch.cluster_names import HUB_NAMESPACE, NODE_IFNAME
+from stash_core.units import DURATION_UNITS_S, RATE_UNITS_BPS, number_and_unit
 
-_RATE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-z]+)\s*$", re.IGNORECASE)
 # tc's units: *bit are bits per second, *bps are BYTES per second (SI prefixes).
-_RATE_UNITS_BPS = {
-    "bit": 1, "kbit": 1e3, "mbit": 1e6, "gbit": 1e9, "tbit": 1e12,
-    "bps": 8, "kbps": 8e3, "mbps": 8e6, "gbps": 8e9, "tbps": 8e12,
-}  # fmt: skip
-_TIME_UNITS_US = {"us": 1, "usec": 1, "ms": 1e3, "msec": 1e3, "s": 1e6, "sec": 1e6}
 _MIN_RATE_BPS = 8_000
 _MAX_RATE_BPS = 400e9
 _MAX_LATENCY_US = 10_000_000
@@ -40,13 +33,12 @@ def parse_bandwidth_bps(text: str) -> int | None:
         raise UsageError(f"invalid bandwidth {text!r}: expected e.g. '1gbit' or '200mbit'")
     if text.strip().lower() in ("unlimited", "none"):
         return None
-    match = _RATE_RE.match(text)
-    unit = match.group(2).lower() if match else ""
-    if not match or unit not in _RATE_UNITS_BPS:
+    parsed = number_and_unit(text)
+    if parsed is None or parsed[1] not in RATE_UNITS_BPS:
         raise UsageError(
-            f"invalid bandwidth {text!r}: expected a number and one of {', '.join(_RATE_UNITS_BPS)}"
+            f"invalid bandwidth {text!r}: expected a number and one of {', '.join(RATE_UNITS_BPS)}"
         )
-    rate_bps = float(match.group(1)) * _RATE_UNITS_BPS[unit]
+    rate_bps = parsed[0] * RATE_UNITS_BPS[parsed[1]]
     if not _MIN_RATE_BPS <= rate_bps <= _MAX_RATE_BPS:
         raise UsageError(f"bandwidth {text!r} out of range (8kbit .. 400gbit)")
     return int(rate_bps)
@@ -58,11 +50,10 @@ def parse_latency_us(text: str) -> int:
         raise UsageError(f"invalid latency {text!r}: expected e.g. '1ms'")
     if text.strip() == "0":
         return 0
-    match = _RATE_RE.match(text)
-    unit = match.group(2).lower() if match else ""
-    if not match or unit not in _TIME_UNITS_US:
+    parsed = number_and_unit(text)
+    if parsed is None or parsed[1] not in DURATION_UNITS_S:
         raise UsageError(f"invalid latency {text!r}: expected a number and one of us, ms, s")
-    latency_us = float(match.group(1)) * _TIME_UNITS_US[unit]
+    latency_us = parsed[0] * DURATION_UNITS_S[parsed[1]] * 1e6
     if latency_us > _MAX_LATENCY_US:
         raise UsageError(f"latency {text!r} out of range (0 .. 10s)")
     return int(round(latency_us))

@@ -17,7 +17,7 @@ import pandas as pd
 
 from stash_core.decide.catalog import list_instances
 from stash_core.decide.reads import bandwidth_probes, communication_stalls
-from stash_core.units import finite_float
+from stash_core.units import finite_float, rate_bps
 
 MODELLED_STALLS = ("interconnect", "network")
 FEATURES = ("grad_bytes", "grad_tensor_count", "layer_count")
@@ -26,29 +26,19 @@ GROUP_COLUMNS: dict[str, tuple[str, ...]] = {
     "interconnect": ("device", "workers_per_node", "instance"),
     "network": ("device", "workers_per_node", "nodes", "instance", "bandwidth_gbps"),
 }
-_RATE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-z]*)\s*$", re.IGNORECASE)
 _LABEL_RATE_RE = re.compile(r"^(?P<base>.*?)[@](?P<rate>\d+(?:\.\d+)?\s*[a-z]*)$", re.IGNORECASE)
-# tc's units: *bit are bits per second, *bps are BYTES per second; a bare number means Gbit/s.
-_GBPS_PER_UNIT = {
-    "": 1.0, "bit": 1e-9, "kbit": 1e-6, "mbit": 1e-3, "gbit": 1.0, "tbit": 1e3,
-    "bps": 8e-9, "kbps": 8e-6, "mbps": 8e-3, "gbps": 8.0, "tbps": 8e3,
-}  # fmt: skip
 _SPEC_GBPS_KEYS = ("cluster_bandwidth_gbps", "bandwidth_gbps", "link_gbps", "network_gbps")
 _SPEC_RATE_KEYS = ("cluster_bandwidth", "bandwidth", "link_bandwidth")
 
 
 def parse_rate_gbps(text: Any) -> float | None:
     """'1gbit' -> 1.0, '200mbit' -> 0.2, '10mbps' (10 MB/s) -> 0.08, '25' (Gbit/s) -> 25.0; else None."""
-    if text is None:
-        return None
-    if not isinstance(text, str):
-        number = finite_float(text)
-        return number if number is not None and number > 0 else None
-    match = _RATE_RE.match(text)
-    if not match or match.group(2).lower() not in _GBPS_PER_UNIT:
-        return None
-    value = float(match.group(1)) * _GBPS_PER_UNIT[match.group(2).lower()]
-    return value if value > 0 else None
+    if text is not None and not isinstance(text, str):
+        text = finite_float(text)  # numbers (numpy's too) are Gbit/s
+        if text is None:
+            return None
+    bits_per_s = rate_bps(text, bare_unit="gbit")
+    return bits_per_s / 1e9 if bits_per_s is not None else None
 
 
 def format_gbps(gbps: float | None) -> str:
