@@ -234,9 +234,7 @@ def cmd_probe(args) -> int:
         min_size_bytes=min_size,
         max_size_bytes=max_size,
         p2p_size_bytes=parse_size_bytes(args.p2p_size, "--p2p-size"),
-        gradient_bytes=parse_size_bytes(args.gradient_size, "--gradient-size")
-        if args.gradient_size
-        else None,
+        gradient_bytes=gradient_bytes,
         budget_s=args.budget,
         threads_per_worker=args.threads_per_worker,
         instance=args.instance,
