@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from stash_core import PACKAGE_PARENT
+from stash_core.decide.reads import completed_configurations
 from stash_core.errors import UsageError
 from stash_core.measure import protocol
 from stash_core.proc import end_tree
@@ -142,13 +143,7 @@ def plan_campaign(
 
 def completed_keys(db_path: Path | str) -> set[tuple[str, int, int, int, str]]:
     """(model, batch_size, workers_per_node, nodes, instance) of every completed run in the database."""
-    from stash_core.store import query_readonly
-
-    frame = query_readonly(
-        db_path,
-        "SELECT DISTINCT model, batch_size, workers_per_node, nodes, instance FROM runs "
-        "WHERE status = 'completed' AND model IS NOT NULL",
-    )
+    frame = completed_configurations(db_path)
     return {
         (str(row.model), int(row.batch_size), int(row.workers_per_node), int(row.nodes), str(row.instance))
         for row in frame.itertuples(index=False)

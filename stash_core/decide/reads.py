@@ -89,3 +89,39 @@ def stored_model_counts(db_path: Path | str, model: str) -> dict[str, Any] | Non
     if len(found) and not found.iloc[0].isna().any():
         return {key: float(value) for key, value in found.iloc[0].to_dict().items()}
     return None
+
+
+def latest_compute_s(db_path: Path | str, model: str, instance: str, batch_size: int) -> float | None:
+    """Compute seconds per iteration of the latest completed profile of model/batch on that instance."""
+    if not Path(db_path).exists():
+        return None
+    with connect(db_path, read_only=True) as con:
+        rows = con.execute(
+            "SELECT s.seconds FROM runs r JOIN stalls s USING (run_id) "
+            "WHERE r.status = 'completed' AND r.model = ? AND r.instance = ? AND r.batch_size = ? "
+            "AND s.stall = 'compute' AND s.seconds > 0 ORDER BY r.started_at DESC LIMIT 1",
+            [model, instance, batch_size],
+        ).fetchall()
+    return float(rows[0][0]) if rows else None
+
+
+def network_shares(db_path: Path | str) -> dict[str, float]:
+    """Per model: network stall / (compute + interconnect) of its latest completed multi-node profile."""
+    if not Path(db_path).exists():
+        return {}
+    with connect(db_path, read_only=True) as con:
+        rows = con.execute(
+            "SELECT model, arg_max(network_s / (compute_s + interconnect_s), started_at) "
+            "FROM stall_breakdown WHERE status = 'completed' AND nodes > 1 AND network_s IS NOT NULL "
+            "AND compute_s + interconnect_s > 0 GROUP BY model"
+        ).fetchall()
+    return {str(model): float(share) for model, share in rows if share is not None}
+
+
+def completed_configurations(db_path: Path | str) -> pd.DataFrame:
+    """model, batch_size, workers_per_node, nodes, instance of every completed run (distinct)."""
+    return query_readonly(
+        db_path,
+        "SELECT DISTINCT model, batch_size, workers_per_node, nodes, instance FROM runs "
+        "WHERE status = 'completed' AND model IS NOT NULL",
+    )

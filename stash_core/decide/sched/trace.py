@@ -20,8 +20,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from stash_core.decide.reads import network_shares
 from stash_core.errors import UsageError
-from stash_core.store import connect
 
 # Blox (msr-fiddle/blox): speed multiplier when a job spans machines; slowdown = 1 / multiplier.
 BLOX_SPEED = {"resnet50": 0.9, "resnet18": 0.8, "alexnet": 0.6, "shufflenet": 0.7}
@@ -77,16 +77,7 @@ def jobs_from_frame(frame: pd.DataFrame, db_path: Path | None = None, what: str 
 
 def measured_slowdowns(db_path: Path) -> dict[str, float]:
     """Per model: 1 + network stall / (compute + interconnect) of its latest completed multi-node profile."""
-
-    if not Path(db_path).exists():
-        return {}
-    with connect(db_path, read_only=True) as con:
-        rows = con.execute(
-            "SELECT model, arg_max(network_s / (compute_s + interconnect_s), started_at) "
-            "FROM stall_breakdown WHERE status = 'completed' AND nodes > 1 AND network_s IS NOT NULL "
-            "AND compute_s + interconnect_s > 0 GROUP BY model"
-        ).fetchall()
-    return {str(model): 1.0 + max(0.0, float(share)) for model, share in rows if share is not None}
+    return {model: 1.0 + max(0.0, share) for model, share in network_shares(db_path).items()}
 
 
 def synthetic_trace(jobs: int, seed: int, models: list[str], mean_gap_s: float = 120.0) -> pd.DataFrame:

@@ -25,10 +25,10 @@ from typing import Any
 
 from stash_core.decide.catalog import get_instance
 from stash_core.decide.cost import hourly_price
+from stash_core.decide.reads import latest_compute_s
 from stash_core.decide.spot.model import Worker, Workload
 from stash_core.decide.spot.planner import InstanceOffer
 from stash_core.errors import UsageError
-from stash_core.store import connect
 
 MB = 1e6  # spotDNN's tables give sizes in MB and bandwidths in MB/s
 
@@ -131,17 +131,7 @@ def _compute_s(db_path: Path, doc: dict[str, Any], name: str, batch: int) -> flo
 
 def stored_compute_s(db_path: Path, model: str, instance: str, batch: int) -> float | None:
     """Compute seconds per iteration of the latest completed profile of model/batch on that instance."""
-
-    if not Path(db_path).exists():
-        return None
-    with connect(db_path, read_only=True) as con:
-        rows = con.execute(
-            "SELECT s.seconds FROM runs r JOIN stalls s USING (run_id) "
-            "WHERE r.status = 'completed' AND r.model = ? AND r.instance = ? AND r.batch_size = ? "
-            "AND s.stall = 'compute' AND s.seconds > 0 ORDER BY r.started_at DESC LIMIT 1",
-            [model, instance, batch],
-        ).fetchall()
-    return float(rows[0][0]) if rows else None
+    return latest_compute_s(db_path, model, instance, batch)
 
 
 def _number(doc: dict[str, Any], key: str) -> float:
