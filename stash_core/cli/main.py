@@ -13,6 +13,9 @@ from stash_core.cli.args import add_db_argument, db_path
 from stash_core.errors import StashError, UsageError
 from stash_core.spec import add_profile_arguments
 
+# Imports inside the command functions are deliberate: `stash --help` and the commands that do not
+# measure must start fast, without torch, pandas or DuckDB.
+
 EXIT_INTERRUPTED = 130
 
 

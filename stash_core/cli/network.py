@@ -19,6 +19,8 @@ from stash_core.errors import UsageError
 from stash_core.spec import add_machine_arguments
 from stash_core.units import parse_size_bytes
 
+# Imports inside the command functions are deliberate: this module is loaded to build `stash --help`.
+
 
 def add_commands(subparsers, parser_class: type[argparse.ArgumentParser] | None = None) -> None:
     """Register `remote`, `cluster` and `probe`."""

@@ -9,15 +9,25 @@ import os
 import sys
 from pathlib import Path
 
+from stash_core import store
+from stash_core.cli.probe_text import format_communication
+from stash_core.cli.report import format_breakdown
+from stash_core.engine.data_setup import prepare_data
 from stash_core.engine.machine import cuda_device_count, resolve_device, validate
+from stash_core.engine.profiler import run_profile
+from stash_core.engine.progress import BarReporter, JsonReporter, Reporter
 from stash_core.errors import ProfileEnded, StashError, UsageError
 from stash_core.interrupts import held_interrupts
+from stash_core.launch import cluster
+from stash_core.launch.hosts import default_cluster_state_dir, hosts_from_cluster, hosts_from_names
+from stash_core.measure import protocol
+from stash_core.results.file import default_result_path, write_result_atomic
 from stash_core.spec import ProfileSpec
+from stash_core.zoo import build_model
 
 
 def remote_hosts(spec: ProfileSpec, cluster_state: Path | None = None):
     """The machines of a multi-machine profile, or None for one on this machine."""
-    from stash_core.launch.hosts import hosts_from_cluster, hosts_from_names
 
     if spec.cluster == "emulated":
         return hosts_from_cluster(
@@ -42,8 +52,6 @@ class emulated_bandwidth:
     def __enter__(self) -> None:
         if self.spec.cluster != "emulated" or not self.spec.cluster_bandwidth:
             return
-        from stash_core.launch import cluster
-        from stash_core.launch.hosts import default_cluster_state_dir
 
         self.state_dir = self.state_dir or default_cluster_state_dir()
         status = cluster.cluster_status(self.state_dir)
@@ -61,8 +69,6 @@ class emulated_bandwidth:
             raise
 
     def __exit__(self, *exc_info) -> None:
-        from stash_core.launch import cluster
-
         for index, rate in self.before:
             try:
                 cluster.set_link(index, bandwidth=rate, state_dir=self.state_dir)
@@ -86,8 +92,6 @@ def check_writable(db_path: Path, out_path: Path | None, store_db: bool) -> None
 
 
 def make_reporter(mode: str):
-    from stash_core.engine.progress import BarReporter, JsonReporter, Reporter
-
     if mode == "json":
         return JsonReporter()
     if mode == "none":
@@ -96,10 +100,6 @@ def make_reporter(mode: str):
 
 
 def profile_from_args(args, db_path: Path) -> int:
-    from stash_core.engine.data_setup import prepare_data
-    from stash_core.engine.profiler import run_profile
-    from stash_core.zoo import build_model
-
     spec, cluster_state = checked_spec(args)
     _, info = build_model(spec.model, num_classes=spec.num_classes, input_shape=_shape(spec))
     check_writable(db_path, args.out, not args.no_store)
@@ -147,8 +147,6 @@ def checked_spec(args) -> tuple[ProfileSpec, Path | None]:
 
 def save_result(doc: dict, args, db_path: Path) -> tuple[Path, bool]:
     """Write the result file and store it; returns its path and whether Ctrl-C was pressed meanwhile."""
-    from stash_core import store
-    from stash_core.results.file import default_result_path, write_result_atomic
 
     out_path = args.out or default_result_path(doc["run_id"])
     # A Ctrl-C now lets the save finish (DuckDB would also swallow it into a retried statement), then 130.
@@ -161,9 +159,6 @@ def save_result(doc: dict, args, db_path: Path) -> tuple[Path, bool]:
 
 def report_result(doc: dict, out_path: Path, error: BaseException | None, args, db_path: Path) -> int:
     """The DONE line (--progress json), then the breakdown; a failed or interrupted run raises its error."""
-    from stash_core.cli.probe_text import format_communication
-    from stash_core.cli.report import format_breakdown
-    from stash_core.measure import protocol
 
     if args.progress == "json":
         done = {"run_id": doc["run_id"], "status": doc["status"], "result_file": str(out_path)}

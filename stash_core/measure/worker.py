@@ -31,9 +31,13 @@ import torch.distributed as dist
 
 from stash_core.analysis.stats import converged, mean_ci95, mser_truncation
 from stash_core.data import pagecache
+from stash_core.data.jpeg_dataset import ImageFolderDataset
+from stash_core.data.loader import make_loader
+from stash_core.data.transforms import TrainTransform
 from stash_core.measure import protocol
 from stash_core.measure.job import read_job
 from stash_core.measure.timed_loop import PARTS, StepTimes, make_sync, run_steps
+from stash_core.zoo import build_model, loss_fn
 
 MIN_WARMUP_ITERATIONS = 2
 FIRST_CHECK_AFTER = 10
@@ -68,8 +72,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run_job(job: dict, rank: int) -> dict:
-    from stash_core.zoo import build_model, loss_fn
-
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     torch.manual_seed(job["seed"] + rank)
@@ -115,7 +117,6 @@ def make_batches(job: dict, info, device: torch.device, rank: int, world_size: i
 
         batch = synthetic_batch(info, job["batch_size"], device, seed=job["seed"])
         return itertools.repeat(batch), None
-    from stash_core.data.loader import make_loader
 
     dataset = open_dataset(job, info)
     resident_fraction = set_cache_state(job, dataset.files, device, world_size)
@@ -185,8 +186,6 @@ def open_dataset(job: dict, info):
         from stash_core.data.text_dataset import TextFolderDataset
 
         return TextFolderDataset(job["dataset"], info.input_shape[0], info.vocab_size, evict_after_read=evict)
-    from stash_core.data.jpeg_dataset import ImageFolderDataset
-    from stash_core.data.transforms import TrainTransform
 
     transform = TrainTransform(output_hw=tuple(info.input_shape[1:]))
     dataset = ImageFolderDataset(job["dataset"], transform, evict_after_read=evict)

@@ -13,6 +13,7 @@ from typing import Any
 import pandas as pd
 
 from stash_core import store
+from stash_core.decide.whatif import whatif as answer
 from stash_core.results.file import STALL_NAMES
 from stash_core.views.common import (
     MAX_ITERATION_POINTS,
@@ -331,6 +332,5 @@ def breakdown_rows(con: Any, where: str, params: list[Any], limit: int) -> pd.Da
 
 def whatif(db_path: Path, run_id: str) -> dict:
     """What would hide a run's CPU, disk and network stalls (see stash_core.decide.whatif)."""
-    from stash_core.decide.whatif import whatif as answer
 
     return answer(db_path, run_id)
