@@ -126,10 +126,13 @@ def _breakdown(run_id: str, run: dict[str, Any], stalls: dict[str, dict[str, Any
         "stalls": stalls,
         "warnings": _json_value(run.get("warnings"), f"run {run_id} warnings") or [],
     }
-    # columns added to version 1 later: absent from older exports
-    unattributed_s = _finite_float(run.get("unattributed_s"))
-    if unattributed_s is not None:
-        breakdown["unattributed_s"] = unattributed_s
+    # columns added by later schema versions: absent from older exports. The remainder's seconds are
+    # recomputed from the stalls when the document is ingested (analysis.stalls.remainder_of); its interval
+    # is kept.
+    for column in ("unattributed_s", "unattributed_ci95_s"):
+        value = _finite_float(run.get(column))
+        if value is not None:
+            breakdown[column] = value
     if isinstance(run.get("network_reference"), str) and run["network_reference"]:
         breakdown["network_reference"] = run["network_reference"]
     communication = _json_value(run.get("communication"), f"run {run_id} communication")

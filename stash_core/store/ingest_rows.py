@@ -10,6 +10,7 @@ from typing import Any
 import pandas as pd
 import pyarrow as pa
 
+from stash_core.analysis.stalls import remainder_of
 from stash_core.errors import UsageError
 from stash_core.results.file import SCHEMA_VERSION, ResultDocument, check_probe
 from stash_core.store.ingest_values import (
@@ -130,11 +131,25 @@ def _run_row(doc: ResultDocument, source_file: str | None) -> dict[str, Any]:
         "spec": json_text(spec),
         "fingerprint": json_text(doc.get("fingerprint")),
         "warnings": json_text(breakdown.get("warnings") or []),
-        "unattributed_s": number(breakdown.get("unattributed_s"), "breakdown.unattributed_s"),
+        **_remainder_columns(breakdown),
         "network_reference": text(breakdown.get("network_reference")),
         "communication": json_text(breakdown["communication"]) if breakdown.get("communication") else None,
         "source_file": source_file,
         "ingested_at": datetime.now(UTC).isoformat(),
+    }
+
+
+def _remainder_columns(breakdown: dict[str, Any]) -> dict[str, float | None]:
+    """unattributed_s and unattributed_ci95_s: the breakdown's signed remainder, recomputed from its stalls
+    (analysis.stalls.remainder_of), so that a file written before the remainder existed, or one whose
+    figures no longer add up, is stored with the remainder that closes the breakdown. NULL without an
+    iteration time."""
+    remainder = remainder_of(breakdown) if breakdown else None
+    if remainder is None:
+        return {"unattributed_s": None, "unattributed_ci95_s": None}
+    return {
+        "unattributed_s": number(remainder["seconds"], "breakdown.unattributed_s"),
+        "unattributed_ci95_s": number(remainder["ci95_s"], "breakdown.unattributed_ci95_s"),
     }
 
 

@@ -22,8 +22,10 @@ from stash_core.store.schema_docs import COMMENTS_DIGEST
 # it to that step's version.
 READABLE_FROM_VERSION = 1
 
-# The runs columns schema version 2 added: databases and exports made before it lack them.
-LATER_RUN_COLUMNS = {"unattributed_s": "DOUBLE", "network_reference": "VARCHAR", "communication": "JSON"}
+# The runs columns schema versions 2 and 3 added: databases and exports made before them lack them.
+_V2_RUN_COLUMNS = {"unattributed_s": "DOUBLE", "network_reference": "VARCHAR", "communication": "JSON"}
+_V3_RUN_COLUMNS = {"unattributed_ci95_s": "DOUBLE"}
+LATER_RUN_COLUMNS = {**_V2_RUN_COLUMNS, **_V3_RUN_COLUMNS}
 
 _V2_PROBES_DDL = """
 CREATE TABLE IF NOT EXISTS probes (
@@ -51,9 +53,24 @@ CREATE TABLE IF NOT EXISTS probes (
 """
 
 
-def _v1_to_v2(con: duckdb.DuckDBPyConnection) -> None:
-    """Add the probes table and the later runs columns where an older Stash has not added them yet."""
-    con.execute(_V2_PROBES_DDL)
+# Version 3's remainder: the iteration time minus the five stalls (NULL stalls count as 0), a difference
+# within float rounding (1e-9 of the iteration time) taken as none, as stash_core.analysis.stalls had it.
+_V3_REMAINDER_UPDATE = """
+UPDATE runs SET unattributed_s = CASE WHEN abs(remainder) <= 1e-9 * abs(runs.iteration_s) THEN 0.0
+    ELSE remainder END
+FROM (
+    SELECT r.run_id, r.iteration_s - coalesce(sum(s.seconds) FILTER (WHERE s.stall IN
+        ('compute', 'interconnect', 'network', 'cpu', 'disk')), 0) AS remainder
+    FROM runs AS r LEFT JOIN stalls AS s ON s.run_id = r.run_id
+    WHERE r.iteration_s IS NOT NULL
+    GROUP BY r.run_id, r.iteration_s
+) AS computed
+WHERE runs.run_id = computed.run_id
+"""
+
+
+def _add_run_columns(con: duckdb.DuckDBPyConnection, columns: dict[str, str]) -> None:
+    """Add those of `columns` ({name: SQL type}) that runs does not have yet."""
     present = {
         row[0]
         for row in con.execute(
@@ -61,18 +78,36 @@ def _v1_to_v2(con: duckdb.DuckDBPyConnection) -> None:
             "AND table_name = 'runs'"
         ).fetchall()
     }
-    for column, sql_type in LATER_RUN_COLUMNS.items():
+    for column, sql_type in columns.items():
         if column not in present:
             con.execute(f"ALTER TABLE runs ADD COLUMN {column} {sql_type}")
 
 
-DB_MIGRATIONS: dict[int, Callable[[duckdb.DuckDBPyConnection], None]] = {1: _v1_to_v2}
+def _v1_to_v2(con: duckdb.DuckDBPyConnection) -> None:
+    """Add the probes table and the later runs columns where an older Stash has not added them yet."""
+    con.execute(_V2_PROBES_DDL)
+    _add_run_columns(con, _V2_RUN_COLUMNS)
+
+
+def _v2_to_v3(con: duckdb.DuckDBPyConnection) -> None:
+    """Add runs.unattributed_ci95_s where missing (NULL for the runs stored before: their result files'
+    interval is not in the database), and make runs.unattributed_s of every run with an iteration time the
+    signed remainder, iteration time minus the five stalls, which it means from this version on."""
+    _add_run_columns(con, _V3_RUN_COLUMNS)
+    con.execute(_V3_REMAINDER_UPDATE)
+
+
+DB_MIGRATIONS: dict[int, Callable[[duckdb.DuckDBPyConnection], None]] = {1: _v1_to_v2, 2: _v2_to_v3}
 
 VERSION_CHANGES = {
     1: "the first layout",
     2: "the `probes` table and the `runs` columns `unattributed_s`, `network_reference` and `communication` "
     "(NULL for runs stored before); a comment on every table, view and column. Earlier Stash releases added "
     "the table and the columns to version-1 databases in place; the step adds whichever is missing",
+    3: "the signed remainder: `runs.unattributed_s` is now iteration time minus the five stalls (the step "
+    "recomputes it for every stored run), the `runs` column `unattributed_ci95_s` (NULL for runs stored "
+    "before) and the `stall_breakdown` columns `unattributed_s`, `unattributed_ci95_s`, `unattributed_share` "
+    "and `unattributed_epoch_s`, so that the five stalls and the remainder add up to `iteration_s`",
 }
 
 

@@ -12,7 +12,7 @@ import duckdb
 from stash_core.results.file import STALL_NAMES
 from stash_core.store.schema_docs import COMMENTS_DIGEST, comment_script
 
-DB_SCHEMA_VERSION = 2
+DB_SCHEMA_VERSION = 3
 
 TABLES = ("runs", "phases", "iterations", "telemetry", "stalls", "models", "instances", "probes")
 VIEWS = ("stall_breakdown",)
@@ -55,6 +55,7 @@ CREATE TABLE IF NOT EXISTS runs (
     fingerprint JSON,
     warnings JSON,
     unattributed_s DOUBLE,
+    unattributed_ci95_s DOUBLE,
     network_reference VARCHAR,
     communication JSON,
     source_file VARCHAR,
@@ -179,14 +180,33 @@ def _stall_columns() -> str:
     return ",\n    ".join(parts)
 
 
-# One row per run: the runs columns people filter on, then the five stalls pivoted out of `stalls`.
+def _remainder_columns() -> str:
+    """The signed remainder: the iteration time minus the five stalls (NULL stalls count as 0), so that the
+    stalls and the remainder add up to iteration_s in every row; its interval is the one runs stores.
+    (Run columns go through any_value, one value per run: GROUP BY ALL takes no mixed expressions.)"""
+    named = ", ".join(f"'{stall}'" for stall in STALL_NAMES)
+    iteration = "any_value(r.iteration_s)"
+    remainder = f"({iteration} - coalesce(sum(s.seconds) FILTER (WHERE s.stall IN ({named})), 0))"
+    return ",\n    ".join(
+        [
+            f"{remainder} AS unattributed_s",
+            "any_value(r.unattributed_ci95_s) AS unattributed_ci95_s",
+            f"{remainder} / nullif({iteration}, 0) AS unattributed_share",
+            f"{remainder} * any_value(r.iterations_per_epoch) AS unattributed_epoch_s",
+        ]
+    )
+
+
+# One row per run: the runs columns people filter on, the five stalls pivoted out of `stalls`, then the
+# signed remainder.
 STALL_BREAKDOWN_VIEW = f"""
 CREATE OR REPLACE VIEW stall_breakdown AS
 SELECT
     r.run_id, r.started_at, r.finished_at, r.status, r.error, r.model, r.model_kind, r.batch_size,
     r.workers_per_node, r.nodes, r.instance, r.device, r.backend, r.dataset, r.dataset_images,
     r.iteration_s, r.iteration_ci95_s, r.epoch_s, r.iterations_per_epoch, r.reference_phase,
-    {_stall_columns()}
+    {_stall_columns()},
+    {_remainder_columns()}
 FROM runs AS r
 LEFT JOIN stalls AS s ON s.run_id = r.run_id
 GROUP BY ALL

@@ -108,9 +108,15 @@ RUNS = RelationDoc(
         fingerprint | | hardware and software fingerprint (CPU, memory, GPUs, topology, torch/CUDA/NCCL
             versions, OS)
         warnings | | list of warning strings of the breakdown (e.g. data set partly cached); `[]` when none
-        unattributed_s | s | time of phases that ran but could not be split into named stalls ("not
-            separated", e.g. CPU and disk of a data set that does not fit in memory); NULL for runs stored
-            before schema version 2
+        unattributed_s | s | signed remainder ("not separated"): `iteration_s` minus the five stalls
+            (differences within the noise reported as 0, gaps in the chain, not separable stalls, e.g. CPU
+            and disk of a data set that does not fit in memory); compute + interconnect + network + cpu +
+            disk + `unattributed_s` = `iteration_s` (NULL stalls count as 0). 0 when the stalls add up; may
+            be negative; NULL without `iteration_s`
+        unattributed_ci95_s | s | 95 % CI half-width of `unattributed_s` (that of the combination of run
+            times it is; estimated for result files written before it was stored: the within-noise stalls'
+            intervals in quadrature, else `iteration_ci95_s`); 0 when there is no remainder; NULL for runs
+            stored before schema version 3
         network_reference | | which pair of runs the network stall compares, e.g. `R1 (2 workers, 1 machine)
             vs R1n (2x1 workers)`; NULL on one machine
         communication | | per communication stall (`interconnect`, `network`): the probes' all-reduce time,
@@ -203,9 +209,9 @@ TELEMETRY = RelationDoc(
 STALLS = RelationDoc(
     "stalls",
     "one row per stall of a profile",
-    "Primary key (`run_id`, `stall`). A failed run without a breakdown has no rows. The stalls of a measured "
-    "run add up to the iteration time: compute + interconnect + network + cpu + disk = `iteration_s` (NULL "
-    "terms count as 0).",
+    "Primary key (`run_id`, `stall`). A failed run without a breakdown has no rows. Together with the "
+    "signed remainder `runs.unattributed_s`, which has no row here, the stalls of a run add up to its "
+    "iteration time: the five stalls plus `unattributed_s` make `iteration_s` (NULL terms count as 0).",
     _table(
         """
         run_id | | the profile
@@ -314,8 +320,10 @@ _FROM_RUNS = (
 STALL_BREAKDOWN = RelationDoc(
     "stall_breakdown",
     "one row per run",
-    "A pivot of `stalls` joined to `runs`; runs without stalls (failed) have NULL stall columns. `<stall>` "
-    f"stands for each of {', '.join(f'`{stall}`' for stall in STALL_NAMES)}.",
+    "A pivot of `stalls` joined to `runs`, then the signed remainder, so that in every row with an "
+    "iteration time the five `<stall>_s` and `unattributed_s` add up to `iteration_s` and the shares to 1 "
+    "(NULL stalls count as 0); runs without stalls (failed) have NULL stall columns. `<stall>` stands for "
+    f"each of {', '.join(f'`{stall}`' for stall in STALL_NAMES)}.",
     (
         *(ColumnDoc(name, borrowed_from="runs") for name in _FROM_RUNS),
         *_table(
@@ -325,6 +333,13 @@ STALL_BREAKDOWN = RelationDoc(
             <stall>_share | fraction | stall / `iteration_s`
             <stall>_epoch_s | s | stall per epoch
             <stall>_status | | `stalls.status` of that stall
+            unattributed_s | s | signed remainder ("not separated"): `iteration_s` minus the five stalls
+                (NULL stalls count as 0), computed here from `stalls`, so that the stalls and it add up to
+                `iteration_s` exactly (see `runs.unattributed_s`); NULL without `iteration_s`
+            unattributed_ci95_s | s | 95 % CI half-width of the remainder (`runs.unattributed_ci95_s`)
+            unattributed_share | fraction | `unattributed_s / iteration_s`; with the five `<stall>_share`
+                it adds up to 1
+            unattributed_epoch_s | s | remainder per epoch, `unattributed_s × iterations_per_epoch`
             """
         ),
     ),

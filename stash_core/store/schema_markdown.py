@@ -78,8 +78,8 @@ def _versioning() -> str:
         f" they take a database of version {READABLE_FROM_VERSION} or newer as it is (a table or column "
         'added since reads as absent), and refuse an older one with "run a writing command (e.g. ingest)'
         ' once". A database with a newer `schema_version` than this Stash knows is refused with "upgrade'
-        ' Stash". Exports made before version 2 lack the three `runs` columns it added and still upload '
-        f"as whole. Result files carry their own `schema_version` (currently `{SCHEMA_VERSION}`, "
+        ' Stash". Exports made before version 3 lack the `runs` columns versions 2 and 3 added and still '
+        f"upload as whole. Result files carry their own `schema_version` (currently `{SCHEMA_VERSION}`, "
         "`stash_core.results.SCHEMA_VERSION`); older files are migrated forward when read, newer ones "
         "are refused."
     )
@@ -122,7 +122,7 @@ Example: where did the time go in the last 10 runs?
 
 ```sql
 SELECT run_id, model, instance, iteration_s, compute_share, interconnect_share, network_share,
-       cpu_share, disk_share
+       cpu_share, disk_share, unattributed_share
 FROM stall_breakdown ORDER BY started_at DESC LIMIT 10;
 ```
 

@@ -8,7 +8,7 @@ import duckdb
 import pytest
 
 from stash_core.errors import UsageError
-from stash_core.store import connect, ingest_files, ingest_result, query_readonly
+from stash_core.store import DB_SCHEMA_VERSION, connect, ingest_files, ingest_result, query_readonly
 from stash_core.store.ingest import ingest_probe
 
 MIB = 1024 * 1024
@@ -121,4 +121,4 @@ def test_a_version_1_database_made_before_the_probes_table_gets_it(tmp_path):
     with connect(db, read_only=True) as con:
         assert con.execute("SELECT count(*) FROM probes").fetchall()[0][0] == 4
         version = con.execute("SELECT value FROM schema_meta WHERE key = 'schema_version'").fetchall()
-        assert version == [("2",)]
+        assert version == [(str(DB_SCHEMA_VERSION),)]

@@ -1,5 +1,5 @@
-"""Migrations: a database file of an older schema version is migrated forward by the first writer, in one
-transaction, with its data intact; readers take it as it is; newer files are refused."""
+"""Migrations: a database file of an older schema version (1 or 2) is migrated forward by the first writer,
+in one transaction, with its data intact; readers take it as it is; newer files are refused."""
 
 from __future__ import annotations
 
@@ -9,8 +9,10 @@ import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
+from noisy_docs import noisy_result_doc
 
 from stash_core import store
+from stash_core.analysis.stalls import remainder_of
 from stash_core.errors import UsageError
 from stash_core.store import migrations
 from stash_core.store.schema_docs import COMMENTS_DIGEST, documented_meaning
@@ -126,7 +128,33 @@ def v1_path(tmp_path, result_doc) -> Path:
     return path
 
 
-def test_a_version_1_file_is_migrated_to_version_2_with_its_data_intact(v1_path, result_doc) -> None:
+# Noisy runs for version 2: a third written before the remainder existed, one whose remainder a gap holds.
+V2_DOCS = [
+    noisy_result_doc(seed, legacy=seed % 3 == 0, run_id=f"20261123T10000{seed}Z-0000000{seed}", samples=True)
+    for seed in range(6)
+]
+
+
+@pytest.fixture
+def v2_path(tmp_path) -> Path:
+    """A version-2 file: the v1 layout after the frozen 1 -> 2 step, holding V2_DOCS with `unattributed_s` as
+    version 2 stored it (the result file's figure, NULL for a file that had none)."""
+    path, scratch = tmp_path / "v2.duckdb", tmp_path / "scratch-v2.duckdb"
+    _v1_database(path, scratch, V2_DOCS)
+    with duckdb.connect(str(path)) as con:
+        migrations._v1_to_v2(con)
+        con.executemany(
+            "UPDATE runs SET unattributed_s = ? WHERE run_id = ?",
+            [[doc["breakdown"].get("unattributed_s"), doc["run_id"]] for doc in V2_DOCS],
+        )
+        con.execute("UPDATE schema_meta SET value = '2' WHERE key = 'schema_version'")
+        con.execute("INSERT INTO schema_meta VALUES ('comments_digest', 'v2')")
+    return path
+
+
+def test_a_version_1_file_is_migrated_to_the_current_version_with_its_data_intact(
+    v1_path, result_doc
+) -> None:
     with duckdb.connect(str(v1_path), read_only=True) as con:
         v1_columns = {table: _columns(con, table) for table in _V1_DATA_TABLES}
     assert "unattributed_s" not in v1_columns["runs"]
@@ -138,18 +166,23 @@ def test_a_version_1_file_is_migrated_to_version_2_with_its_data_intact(v1_path,
     )
 
     newer = result_doc(run_id="20261122T120000Z-00000003")
-    newer["breakdown"]["unattributed_s"] = 0.5
+    newer["breakdown"]["unattributed_s"] = 0.5  # stale: the stalls add up, the store keeps their remainder
     assert store.ingest_result(v1_path, newer) is True  # the first writer migrates
 
-    assert _meta(v1_path) == {"schema_version": "2", "comments_digest": COMMENTS_DIGEST}
+    assert _meta(v1_path) == {
+        "schema_version": str(store.DB_SCHEMA_VERSION),
+        "comments_digest": COMMENTS_DIGEST,
+    }
     after = _contents(v1_path, v1_columns)
     for table, rows in before.items():
         kept = after[table]
         if "run_id" in kept.column_names:  # leave out the rows of the run stored after the migration
             kept = kept.filter(pc.is_in(kept["run_id"], pa.array(OLD_RUNS)))
         assert kept.equals(rows), table
-    assert store.get_run(v1_path, OLD_RUNS[0])["unattributed_s"] is None  # NULL for runs stored before
-    assert store.get_run(v1_path, newer["run_id"])["unattributed_s"] == 0.5
+    completed, failed = (store.get_run(v1_path, run_id) for run_id in OLD_RUNS)
+    assert completed["unattributed_s"] == 0.0 and completed["unattributed_ci95_s"] is None  # step 2 -> 3
+    assert failed["unattributed_s"] is None  # no iteration time
+    assert store.get_run(v1_path, newer["run_id"])["unattributed_s"] == 0.0
     assert len(store.list_runs(v1_path)) == 3
     with duckdb.connect(str(v1_path), read_only=True) as con:
         assert con.execute("SELECT count(*) FROM probes").fetchall() == [(0,)]
@@ -160,8 +193,10 @@ def test_a_version_1_file_is_migrated_to_version_2_with_its_data_intact(v1_path,
     assert comment == documented_meaning("runs", "unattributed_s") and comment
 
 
-def test_a_migrated_file_has_the_layout_of_a_new_one(v1_path, tmp_path) -> None:
-    for path in (tmp_path / "fresh.duckdb", v1_path):
+@pytest.mark.parametrize("old", ["v1_path", "v2_path"])
+def test_a_migrated_file_has_the_layout_of_a_new_one(old, tmp_path, request) -> None:
+    old_path = request.getfixturevalue(old)
+    for path in (tmp_path / "fresh.duckdb", old_path):
         with store.connect(path):  # a writer creates the one and migrates the other
             pass
 
@@ -174,17 +209,17 @@ def test_a_migrated_file_has_the_layout_of_a_new_one(v1_path, tmp_path) -> None:
                 ).fetchall()
             )
 
-    assert layout(v1_path) == layout(tmp_path / "fresh.duckdb")
+    assert layout(old_path) == layout(tmp_path / "fresh.duckdb")
 
 
 def test_a_version_1_file_an_older_stash_extended_in_place_migrates_too(v1_path) -> None:
     with duckdb.connect(str(v1_path)) as con:  # what _add_later_additions of an older Stash left behind
-        for column, sql_type in store.LATER_RUN_COLUMNS.items():
+        for column, sql_type in migrations._V2_RUN_COLUMNS.items():
             con.execute(f"ALTER TABLE runs ADD COLUMN {column} {sql_type}")
         con.execute(migrations._V2_PROBES_DDL)  # the same table as older Stash releases created
     with store.connect(v1_path):
         pass
-    assert _meta(v1_path)["schema_version"] == "2"
+    assert _meta(v1_path)["schema_version"] == str(store.DB_SCHEMA_VERSION)
     assert store.get_run(v1_path, OLD_RUNS[0])["network_reference"] is None
 
 
@@ -220,16 +255,83 @@ def test_readers_take_a_version_1_file_as_it_is(v1_path) -> None:
 def test_readers_refuse_versions_they_cannot_take_and_everyone_refuses_newer_ones(
     v1_path, monkeypatch
 ) -> None:
+    current = store.DB_SCHEMA_VERSION
     monkeypatch.setattr(migrations, "READABLE_FROM_VERSION", 2)
-    with pytest.raises(UsageError, match="run a writing command .* to migrate it to 2"):
+    with pytest.raises(UsageError, match=f"run a writing command .* to migrate it to {current}"):
         store.list_runs(v1_path)
     with duckdb.connect(str(v1_path)) as con:
-        con.execute("UPDATE schema_meta SET value = '3' WHERE key = 'schema_version'")
-    with pytest.raises(UsageError, match="schema_version 3; this Stash reads up to 2 - upgrade Stash"):
+        con.execute(f"UPDATE schema_meta SET value = '{current + 1}' WHERE key = 'schema_version'")
+    with pytest.raises(
+        UsageError, match=f"schema_version {current + 1}; this Stash reads up to {current} - upgrade"
+    ):
         store.list_runs(v1_path)
     with pytest.raises(UsageError, match="upgrade Stash"):
         with store.connect(v1_path):
             pass
+
+
+def test_a_version_2_file_is_migrated_to_version_3_with_its_data_intact(v2_path) -> None:
+    tables = (*_V1_DATA_TABLES, "probes")
+    with duckdb.connect(str(v2_path), read_only=True) as con:
+        v2_columns = {table: _columns(con, table) for table in tables}
+    assert "unattributed_s" in v2_columns["runs"] and "unattributed_ci95_s" not in v2_columns["runs"]
+    before = _contents(v2_path, v2_columns)
+    with store.connect(v2_path):  # the first writer migrates
+        pass
+    assert _meta(v2_path) == {"schema_version": "3", "comments_digest": COMMENTS_DIGEST}
+    after = _contents(v2_path, v2_columns)
+    for table, rows in before.items():  # all as it was but the remainder, recomputed from the stalls
+        keep = [column for column in rows.column_names if (table, column) != ("runs", "unattributed_s")]
+        assert after[table].select(keep).equals(rows.select(keep)), table
+    assert before["runs"]["unattributed_s"].null_count == 2  # the legacy files
+    for doc in V2_DOCS:
+        run = store.get_run(v2_path, doc["run_id"])
+        assert run["unattributed_s"] == pytest.approx(remainder_of(doc["breakdown"])["seconds"], abs=1e-15)
+        assert run["unattributed_ci95_s"] is None  # not in a version-2 database
+    view = store.list_runs(v2_path)
+    named = view[[f"{stall}_s" for stall in _STALLS]].fillna(0.0).sum(axis=1)
+    assert (named + view["unattributed_s"]).tolist() == pytest.approx(view["iteration_s"].tolist(), rel=1e-12)
+    assert (view["unattributed_s"] != 0).any()
+    with duckdb.connect(str(v2_path), read_only=True) as con:
+        comment = con.execute(
+            "SELECT comment FROM duckdb_columns() WHERE table_name = 'runs' AND column_name = ?",
+            ["unattributed_ci95_s"],
+        ).fetchall()[0][0]
+    assert comment == documented_meaning("runs", "unattributed_ci95_s") and comment
+
+
+def test_a_version_2_file_that_has_the_interval_column_keeps_it(v2_path) -> None:
+    with duckdb.connect(str(v2_path)) as con:
+        con.execute("ALTER TABLE runs ADD COLUMN unattributed_ci95_s DOUBLE")
+        con.execute("UPDATE runs SET unattributed_ci95_s = 0.25")
+    with store.connect(v2_path):
+        pass
+    assert _meta(v2_path)["schema_version"] == "3"
+    assert store.get_run(v2_path, V2_DOCS[0]["run_id"])["unattributed_ci95_s"] == 0.25
+
+
+def test_a_failing_migration_leaves_the_file_at_version_2(v2_path, monkeypatch) -> None:
+    step = migrations.DB_MIGRATIONS[2]
+
+    def step_then_fail(con: duckdb.DuckDBPyConnection) -> None:
+        step(con)
+        raise RuntimeError("power cut")
+
+    monkeypatch.setitem(migrations.DB_MIGRATIONS, 2, step_then_fail)
+    with pytest.raises(RuntimeError, match="power cut"):
+        with store.connect(v2_path):
+            pass
+    assert _meta(v2_path) == {"schema_version": "2", "comments_digest": "v2"}
+    with duckdb.connect(str(v2_path), read_only=True) as con:
+        assert "unattributed_ci95_s" not in _columns(con, "runs")
+        assert con.execute("SELECT count(*) FROM runs WHERE unattributed_s IS NULL").fetchall() == [(2,)]
+
+
+def test_readers_take_a_version_2_file_as_it_is(v2_path) -> None:
+    run = store.get_run(v2_path, V2_DOCS[1]["run_id"])
+    assert "unattributed_s" in run and "unattributed_ci95_s" not in run
+    assert "unattributed_share" not in store.list_runs(v2_path).columns  # the view of version 2
+    assert _meta(v2_path)["schema_version"] == "2"
 
 
 def test_changed_descriptions_are_reapplied_by_the_next_writer(db_path, result_doc) -> None:
