@@ -192,7 +192,7 @@ def test_a_real_small_profile_runs_in_the_background_and_is_stored(tmp_path: Pat
     from stash_core import store
 
     db = tmp_path / "results.duckdb"
-    model = Path(__file__).resolve().parents[2] / "examples" / "models" / "tiny_cnn.py"
+    model = Path(__file__).resolve().parents[3] / "examples" / "models" / "tiny_cnn.py"
     args = ["--model", f"{model}:make", "--input-shape", "3,32,32", "--batch-size", "8", "--workers", "1",
             "--stalls", "compute", "--iterations", "10", "--max-phase-seconds", "60",
             "--instance", "test-box"]  # fmt: skip

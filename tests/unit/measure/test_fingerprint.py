@@ -17,7 +17,7 @@ import pytest
 from stash_core.measure import fingerprint, nvml
 from stash_core.measure.fingerprint import machine_fingerprint
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[3]
 
 KEYS = {
     "hostname",

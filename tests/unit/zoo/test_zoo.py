@@ -25,7 +25,7 @@ from stash_core.zoo import (
 from stash_core.zoo.registry import ZOO
 from stash_core.zoo.user import USER_MODULE_PREFIX, user_module_name
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 TINY_CNN = REPO / "examples" / "models" / "tiny_cnn.py"
 
 # torchvision's published figures for 1000 classes: (parameters, gradient tensors).
