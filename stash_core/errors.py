@@ -27,3 +27,9 @@ class ProfileEnded(Exception):
         super().__init__(str(cause) or type(cause).__name__)
         self.doc = doc
         self.cause = cause
+
+
+def first_line(error: BaseException) -> str:
+    """The first line of an error's message (its type's name when it has none): what a user is shown."""
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__

@@ -27,7 +27,7 @@ try:
 except ImportError:  # not on POSIX: no writer announcement, plain retries only
     fcntl = None  # type: ignore[assignment]
 
-from stash_core.errors import UsageError
+from stash_core.errors import UsageError, first_line
 from stash_core.store.migrations import check_reader_can_take, ensure_schema, stored_schema_version
 from stash_core.store.schema import create_schema
 
@@ -70,7 +70,7 @@ def connect(
                 ensure_schema(con, str(path))
         except duckdb.Error as exc:
             con.close()
-            raise UsageError(f"cannot use database {path}: {_first_line(exc)}") from None
+            raise UsageError(f"cannot use database {path}: {first_line(exc)}") from None
         except BaseException:
             con.close()
             raise
@@ -123,7 +123,7 @@ def _open_with_retry(path: Path, read_only: bool, timeout_s: float) -> duckdb.Du
                 return duckdb.connect(str(path), read_only=read_only)
             except duckdb.Error as exc:
                 if not _is_lock_conflict(exc):
-                    raise UsageError(f"cannot open database {path}: {_first_line(exc)}") from None
+                    raise UsageError(f"cannot open database {path}: {first_line(exc)}") from None
                 remaining_s = deadline - time.monotonic()
                 if remaining_s <= 0:
                     raise UsageError(
@@ -191,8 +191,3 @@ def _step_aside_for_waiting_writer(path: Path, deadline: float) -> None:
 def _holder(exc: duckdb.Error) -> str:
     match = re.search(r"\(PID (\d+)\)", str(exc))
     return f" (PID {match.group(1)})" if match else ""
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__

@@ -20,7 +20,7 @@ from pathlib import Path
 import duckdb
 import pandas as pd
 
-from stash_core.errors import UsageError
+from stash_core.errors import UsageError, first_line
 from stash_core.store import connect, relation_frame
 
 DEFAULT_TIMEOUT_S = 10.0
@@ -79,7 +79,7 @@ def check_sql(sql: str) -> str:
     try:
         statements = duckdb.extract_statements(text)
     except duckdb.Error as exc:
-        raise UsageError(f"syntax error: {_first_line(exc)}") from None
+        raise UsageError(f"syntax error: {first_line(exc)}") from None
     if not statements:
         raise UsageError("type a query first (the text holds only comments)")
     if len(statements) > 1:
@@ -147,9 +147,9 @@ def run_readonly_query(
     if isinstance(error, duckdb.InterruptException):
         raise UsageError(f"query stopped after {timeout_s:g} s (time limit)")
     if isinstance(error, duckdb.Error):
-        raise UsageError(f"query failed: {_first_line(error)}")
+        raise UsageError(f"query failed: {first_line(error)}")
     if isinstance(error, BaseException):
-        raise UsageError(f"query failed: {type(error).__name__}: {_first_line(error)}")
+        raise UsageError(f"query failed: {type(error).__name__}: {first_line(error)}")
     frame = outcome["frame"]
     assert isinstance(frame, pd.DataFrame)
     truncated = len(frame) > max_rows
@@ -251,8 +251,3 @@ def _statement_label(kind: str, words: list[str]) -> str:
     # The statement's first keyword says best what the user typed (CHECKPOINT parses as CALL, USE as SET).
     label = words[0].upper() if words else kind.replace("_", " ")
     return f"{label} (changing a setting)" if kind == "SET" else label
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__

@@ -101,11 +101,6 @@ def as_int(value: Any) -> int | None:
     return None if number is None else int(number)
 
 
-def first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
-
-
 def records(frame: pd.DataFrame) -> list[dict[str, Any]]:
     return [{key: plain(value) for key, value in row.items()} for row in frame.to_dict(orient="records")]
 

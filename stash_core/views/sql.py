@@ -51,8 +51,6 @@ def schema_browser(db_path: Path | str) -> dict[str, dict[str, Any]]:
     return store.describe_schema(db_path)
 
 
-
-
 def _column_names(cell: str) -> list[str]:
     names = re.findall(r"`([^`]+)`", cell) or [cell.strip("* ")]
     expanded = []

@@ -13,11 +13,10 @@ from typing import Any
 import pandas as pd
 
 from stash_core import store
-from stash_core.errors import UsageError
+from stash_core.errors import UsageError, first_line
 from stash_core.results.file import upgrade_result
 from stash_core.store.import_export import COMPANION_TABLES, docs_from_export
 from stash_core.views.breakdown import add_run_labels
-from stash_core.views.common import first_line
 
 # ---------------------------------------------------------------------------------------------------------
 # Upload
