@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, TypeAlias
 
 from stash_core.errors import UsageError
+from stash_core.units import STALLS
 
 # The one schema version of result and probe documents: whatever writes one stamps it with this constant.
 SCHEMA_VERSION = 1
@@ -31,7 +32,7 @@ ResultDocument: TypeAlias = dict[str, Any]
 RUN_STATUSES = ("completed", "failed", "interrupted")
 PHASE_STATUSES = ("completed", "failed", "skipped", "interrupted")
 STALL_STATUSES = ("measured", "clamped_zero", "negative", "not_measured", "not_separable")
-STALL_NAMES = ("compute", "interconnect", "network", "cpu", "disk")
+STALL_NAMES = STALLS
 SAMPLE_KEYS = ("iteration_s", "data_s", "forward_s", "backward_s", "optimizer_s", "slowest_rank")
 
 REQUIRED_KEYS = ("schema_version", "kind", "run_id", "status", "started_at", "spec", "phases")

@@ -16,6 +16,7 @@ import pandas as pd
 
 from stash_core.errors import UsageError
 from stash_core.results import RESULT_KIND, SCHEMA_VERSION
+from stash_core.units import finite_float
 
 COMPANION_TABLES = ("phases", "stalls", "iterations", "telemetry")
 SAMPLE_COLUMNS = ("iteration_s", "data_s", "forward_s", "backward_s", "optimizer_s", "slowest_rank")
@@ -130,7 +131,7 @@ def _breakdown(run_id: str, run: dict[str, Any], stalls: dict[str, dict[str, Any
     # recomputed from the stalls when the document is ingested (analysis.stalls.remainder_of); its interval
     # is kept.
     for column in ("unattributed_s", "unattributed_ci95_s"):
-        value = _finite_float(run.get(column))
+        value = finite_float(run.get(column))
         if value is not None:
             breakdown[column] = value
     if isinstance(run.get("network_reference"), str) and run["network_reference"]:
@@ -166,16 +167,6 @@ def _plain(value: Any) -> Any:
     if isinstance(value, float) and not math.isfinite(value):
         return None
     return value
-
-
-def _finite_float(value: Any) -> float | None:
-    if value is None or value is pd.NA or value is pd.NaT:
-        return None
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return None
-    return number if math.isfinite(number) else None
 
 
 def _json_value(value: Any, what: str) -> Any:

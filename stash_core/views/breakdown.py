@@ -15,11 +15,11 @@ import pandas as pd
 from stash_core import store
 from stash_core.decide.whatif import whatif as answer
 from stash_core.results.file import STALL_NAMES
+from stash_core.units import finite_float
 from stash_core.views.common import (
     MAX_ITERATION_POINTS,
     MAX_TELEMETRY_POINTS_PER_METRIC,
     NO_INSTANCE,
-    as_float,
     as_int,
     records,
 )
@@ -295,7 +295,7 @@ def phase_spans(phases: list[dict[str, Any]]) -> pd.DataFrame:
     rows = []
     start = 0.0
     for phase in sorted(phases, key=lambda p: p.get("phase_index") or 0):
-        wall = as_float(phase.get("wall_s")) or 0.0
+        wall = finite_float(phase.get("wall_s")) or 0.0
         rows.append({"phase": phase.get("phase"), "description": phase.get("description") or "",
                      "start_s": start, "end_s": start + wall})  # fmt: skip
         start += wall

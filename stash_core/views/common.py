@@ -13,6 +13,7 @@ import pandas as pd
 
 from stash_core import store
 from stash_core.errors import UsageError
+from stash_core.units import finite_float
 
 STALL_LABELS = {
     "compute": "Compute",
@@ -86,18 +87,8 @@ def frame_to_parquet(frame: pd.DataFrame) -> bytes:
     return buffer.getvalue()
 
 
-def as_float(value: Any) -> float | None:
-    if value is None or value is pd.NA or value is pd.NaT:
-        return None
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return None
-    return number if math.isfinite(number) else None
-
-
 def as_int(value: Any) -> int | None:
-    number = as_float(value)
+    number = finite_float(value)
     return None if number is None else int(number)
 
 

@@ -17,7 +17,8 @@ import pandas as pd
 from stash_core.analysis.stalls import REMAINDER, RESOLVE_HINT, remainder_of, stall_resolved
 from stash_core.errors import UsageError
 from stash_core.results.file import STALL_NAMES
-from stash_core.views.common import STALL_LABELS, as_float
+from stash_core.units import finite_float
+from stash_core.views.common import STALL_LABELS
 
 __all__ = ["REMAINDER", "RESOLVE_HINT", "stall_detail_rows", "stall_long_frame", "with_remainder_columns"]
 
@@ -36,17 +37,17 @@ def record_breakdown(record: dict[str, Any]) -> dict[str, Any]:
     """A breakdown dict (as analysis.stalls gives) from one stall_breakdown row."""
     stalls = {
         stall: {
-            "seconds": as_float(record.get(f"{stall}_s")),
-            "ci95_s": as_float(record.get(f"{stall}_ci95_s")),
+            "seconds": finite_float(record.get(f"{stall}_s")),
+            "ci95_s": finite_float(record.get(f"{stall}_ci95_s")),
             "status": record.get(f"{stall}_status"),
         }
         for stall in STALL_NAMES
     }
     return {
-        "iteration_s": as_float(record.get("iteration_s")),
-        "iteration_ci95_s": as_float(record.get("iteration_ci95_s")),
-        "iterations_per_epoch": as_float(record.get("iterations_per_epoch")),
-        "unattributed_ci95_s": as_float(record.get("unattributed_ci95_s")),
+        "iteration_s": finite_float(record.get("iteration_s")),
+        "iteration_ci95_s": finite_float(record.get("iteration_ci95_s")),
+        "iterations_per_epoch": finite_float(record.get("iterations_per_epoch")),
+        "unattributed_ci95_s": finite_float(record.get("unattributed_ci95_s")),
         "stalls": stalls,
     }
 
@@ -70,22 +71,22 @@ def stall_long_frame(breakdown: pd.DataFrame, measure: str = "seconds") -> pd.Da
 
 
 def _record_rows(record: dict[str, Any], measure: str) -> list[dict[str, Any]]:
-    iteration_s = as_float(record.get("iteration_s"))
-    per_epoch = as_float(record.get("iterations_per_epoch"))
+    iteration_s = finite_float(record.get("iteration_s"))
+    per_epoch = finite_float(record.get("iterations_per_epoch"))
     scales = {"seconds": 1.0, "epoch_s": per_epoch, "share": 1.0 / iteration_s if iteration_s else None}
     scale = scales[measure]
     parts = []
     for order, stall in enumerate(STALL_NAMES):
-        seconds = as_float(record.get(f"{stall}_s"))
-        ci_s = as_float(record.get(f"{stall}_ci95_s"))
+        seconds = finite_float(record.get(f"{stall}_s"))
+        ci_s = finite_float(record.get(f"{stall}_ci95_s"))
         if measure == "seconds":
             value = seconds
         elif measure == "epoch_s":
-            value = as_float(record.get(f"{stall}_epoch_s"))
+            value = finite_float(record.get(f"{stall}_epoch_s"))
             if value is None and seconds is not None and per_epoch:
                 value = seconds * per_epoch
         else:
-            value = as_float(record.get(f"{stall}_share"))
+            value = finite_float(record.get(f"{stall}_share"))
         if value is None:
             continue
         status = record.get(f"{stall}_status")
@@ -114,7 +115,7 @@ def _total(
         return iteration_s
     if measure == "share":
         return 1.0
-    return iteration_s * per_epoch if per_epoch else as_float(record.get("epoch_s"))
+    return iteration_s * per_epoch if per_epoch else finite_float(record.get("epoch_s"))
 
 
 def _lay_end_to_end(record: dict[str, Any], parts: list[tuple], total: float | None) -> list[dict[str, Any]]:
@@ -150,10 +151,10 @@ def stall_detail_rows(run: dict[str, Any]) -> list[dict[str, Any]]:
     named = [row for row in run.get("stalls") or [] if row.get("stall") in STALL_NAMES]
     rows = [{**row, "label": STALL_LABELS[row["stall"]], "resolved": stall_resolved(row)} for row in named]
     breakdown = {
-        "iteration_s": as_float(run.get("iteration_s")),
-        "iteration_ci95_s": as_float(run.get("iteration_ci95_s")),
-        "iterations_per_epoch": as_float(run.get("iterations_per_epoch")),
-        "unattributed_ci95_s": as_float(run.get("unattributed_ci95_s")),
+        "iteration_s": finite_float(run.get("iteration_s")),
+        "iteration_ci95_s": finite_float(run.get("iteration_ci95_s")),
+        "iterations_per_epoch": finite_float(run.get("iterations_per_epoch")),
+        "unattributed_ci95_s": finite_float(run.get("unattributed_ci95_s")),
         "stalls": {row["stall"]: row for row in named},
     }
     remainder = remainder_of(breakdown)
