@@ -6,7 +6,6 @@ import streamlit as st
 from pages._shared import current_db, download_buttons, load, page_guard
 from stash_core import views
 from stash_core.errors import UsageError
-from stash_core.store import sqlguard
 
 EDITOR_KEY = "sql-text"
 
@@ -62,9 +61,13 @@ def console() -> None:
     first_visit = "sql-result" not in st.session_state  # show what the example query returns right away
     if submitted or first_visit:
         try:
-            result = sqlguard.run_readonly_query(
-                current_db(), st.session_state[EDITOR_KEY], timeout_s=float(timeout_s), max_rows=int(max_rows)
-            )
+            with st.spinner("Running the query…"):
+                result = views.sql.run_query(
+                    current_db(),
+                    st.session_state[EDITOR_KEY],
+                    timeout_s=float(timeout_s),
+                    max_rows=int(max_rows),
+                )
         except UsageError as exc:
             st.session_state["sql-result"] = None
             st.session_state["sql-error"] = str(exc)
@@ -88,7 +91,8 @@ def main() -> None:
     st.title("SQL")
     st.caption(
         f"Query `{current_db()}` directly. The console is read-only: statements that write, change "
-        "settings or read files are refused, and the database is never changed."
+        "settings or read files are refused, and the database is never changed. Each query runs in a "
+        "process of its own, stopped at its time limit or when it needs too much memory."
     )
     left, right = st.columns([1, 2], gap="large")
     with left:

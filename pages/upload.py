@@ -1,4 +1,9 @@
-"""Upload: check result files (JSON) or exports (Parquet, CSV), preview and compare them, store them."""
+"""Upload: check result files (JSON) or exports (Parquet, CSV), preview and compare them, store them.
+
+Every file is judged on its own: a refused file is listed with its reason, and the Store button stays for
+the good ones (not even a preview that fails to draw can hide it)."""
+
+import logging
 
 import streamlit as st
 
@@ -12,8 +17,10 @@ from pages._shared import (
 from pages._stalls import breakdown_chart
 from stash_core import views
 
+LOG = logging.getLogger(__name__)
 
-def report_view(report: views.upload.UploadReport) -> None:
+
+def verdicts_view(report: views.upload.UploadReport) -> None:
     st.subheader("Checked files")
     for check in report.checks:
         if check.ok:
@@ -22,6 +29,9 @@ def report_view(report: views.upload.UploadReport) -> None:
             st.success(f"**{check.name}** — {check.reason}{note}", icon=":material/check_circle:")
         else:
             st.error(f"**{check.name}** — refused: {check.reason}", icon=":material/block:")
+
+
+def preview_view(report: views.upload.UploadReport) -> None:
     preview = report.preview
     if preview.empty:
         return
@@ -87,6 +97,8 @@ def main() -> None:
     done = st.session_state.pop("upload-stored", None)
     if done:
         st.success(done, icon=":material/database:")
+    for refused in st.session_state.pop("upload-refused", None) or []:
+        st.error(refused, icon=":material/block:")
     uploaded = st.file_uploader(
         "Result files",
         type=["json", "parquet", "csv"],
@@ -100,9 +112,19 @@ def main() -> None:
     files = tuple((file.name, file.getvalue()) for file in uploaded)
     with st.spinner("Checking the files…"):
         report = load(views.upload.check_uploads, files)
-    report_view(report)
+    verdicts_view(report)
+    try:
+        preview_view(report)
+    except Exception as exc:  # the preview is a convenience: it never takes the Store button away
+        LOG.exception("upload preview failed")
+        st.warning(f"The preview could not be drawn ({type(exc).__name__}); the files can still be stored.")
+    store_view(report)
+
+
+def store_view(report: views.upload.UploadReport) -> None:
     storable = report.storable_docs
-    new = [doc["run_id"] for _, doc in storable if doc["run_id"] not in report.already_stored]
+    new = list(dict.fromkeys(doc["run_id"] for _, doc in storable))
+    new = [run_id for run_id in new if run_id not in report.already_stored]
     st.divider()
     if not storable:
         st.caption("Nothing here can be stored.")
@@ -115,8 +137,12 @@ def main() -> None:
     if st.button(label, type="primary", disabled=not new, key="upload-store", icon=":material/save:"):
         outcomes = views.upload.store_uploads(current_db(), report)
         inserted = sum(1 for _, _, added in outcomes if added)
+        files = len({name for name, _, _ in outcomes})
         forget_cached_queries()
-        st.session_state["upload-stored"] = f"Stored {inserted} run(s) from {len(report.good)} file(s)."
+        st.session_state["upload-stored"] = f"Stored {inserted} run(s) from {files} file(s)."
+        st.session_state["upload-refused"] = [
+            f"**{name}** — run {run_id} was not stored: {reason}" for name, run_id, reason in outcomes.refused
+        ]
         st.session_state["upload-generation"] = st.session_state.get("upload-generation", 0) + 1
         st.rerun()
 

@@ -1,30 +1,22 @@
-"""A read-only SQL console over the store that cannot write, reach outside the database or run forever.
+"""The SQL console's guard: which statements it runs at all.
 
-Three layers, so that a gap in one is caught by the next:
+The console (stash_core/store/console.py) cannot write, reach outside the database or run forever, by three
+layers, so that a gap in one is caught by the next:
 
-1. `check_sql` parses the text with DuckDB's own parser (one statement; only SELECT-like statements, EXPLAIN
-   and a few informational PRAGMAs) and scans DuckDB's tokens for writing keywords, functions that read files,
-   URLs or run SQL from a string, and file paths used as tables (`FROM 'data.csv'`).
-2. `run_readonly_query` opens the database read-only, turns off external access (no file system, no network,
-   no extensions) and locks the configuration before the user's statement runs.
-3. The statement runs in a worker thread; after `timeout_s` the connection is interrupted.
+1. `check_sql` (here) parses the text with DuckDB's own parser (one statement; only SELECT-like statements,
+   EXPLAIN and a few informational PRAGMAs) and scans DuckDB's tokens for writing keywords, functions that
+   read files, URLs or run SQL from a string, and file paths used as tables (`FROM 'data.csv'`).
+2. The statement runs in a process of its own (console_worker.py), which opens the database read-only, turns
+   off external access (no file system, no network, no extensions), spilling to disk, and locks its
+   configuration: settings of that process only, never of the dashboard's other connections.
+3. That process is killed when the query passes its time limit or its memory limit.
 """
 
 from __future__ import annotations
 
-import threading
-import time
-from dataclasses import dataclass, field
-from pathlib import Path
-
 import duckdb
-import pandas as pd
 
 from stash_core.errors import UsageError, first_line
-from stash_core.store import connect, relation_frame
-
-DEFAULT_TIMEOUT_S = 10.0
-DEFAULT_MAX_ROWS = 10_000
 
 # Statement types that only read. EXPLAIN is checked further: its inner statement must read too.
 _READING_TYPES = {"SELECT", "EXPLAIN"}
@@ -60,17 +52,6 @@ _CLAUSE_KEYWORDS = {
 }  # fmt: skip
 
 
-@dataclass
-class QueryResult:
-    """Rows of one console query, whether rows were cut off at max_rows, and how long it ran."""
-
-    frame: pd.DataFrame
-    truncated: bool
-    elapsed_s: float
-    statement: str = ""
-    notes: list[str] = field(default_factory=list)
-
-
 def check_sql(sql: str) -> str:
     """The single read-only statement in `sql`, stripped; UsageError (one line, saying why) otherwise."""
     text = (sql or "").strip()
@@ -103,70 +84,6 @@ def check_sql(sql: str) -> str:
     _check_functions(tokens)
     _check_table_references(tokens)
     return text.rstrip(";").strip()
-
-
-def run_readonly_query(
-    db_path: Path | str,
-    sql: str,
-    timeout_s: float = DEFAULT_TIMEOUT_S,
-    max_rows: int = DEFAULT_MAX_ROWS,
-) -> QueryResult:
-    """Check `sql`, run it on a read-only, sandboxed connection and return at most `max_rows` rows.
-
-    UsageError for a refused statement, an SQL error (DuckDB's first line) or a query that ran longer than
-    `timeout_s` seconds (it is interrupted). The database file is never changed.
-    """
-    statement = check_sql(sql)
-    if timeout_s <= 0 or max_rows < 1:
-        raise UsageError("the time limit must be positive and the row limit at least 1")
-    started = time.monotonic()
-    with connect(db_path, read_only=True) as con:
-        _sandbox(con)
-        outcome: dict[str, object] = {}
-
-        def work() -> None:
-            try:
-                relation = con.sql(statement)
-                if relation is None:
-                    outcome["frame"] = pd.DataFrame()
-                else:
-                    outcome["frame"] = relation_frame(relation, max_rows + 1)
-            except BaseException as exc:  # handed to the calling thread below
-                outcome["error"] = exc
-
-        worker = threading.Thread(target=work, name="stash-sql-console", daemon=True)
-        worker.start()
-        worker.join(timeout_s)
-        if worker.is_alive():
-            con.interrupt()
-            worker.join(5.0)
-            raise UsageError(
-                f"query stopped after {timeout_s:g} s (time limit); narrow it or raise the limit"
-            )
-    error = outcome.get("error")
-    if isinstance(error, duckdb.InterruptException):
-        raise UsageError(f"query stopped after {timeout_s:g} s (time limit)")
-    if isinstance(error, duckdb.Error):
-        raise UsageError(f"query failed: {first_line(error)}")
-    if isinstance(error, BaseException):
-        raise UsageError(f"query failed: {type(error).__name__}: {first_line(error)}")
-    frame = outcome["frame"]
-    assert isinstance(frame, pd.DataFrame)
-    truncated = len(frame) > max_rows
-    if truncated:
-        frame = frame.iloc[:max_rows].reset_index(drop=True)
-    return QueryResult(
-        frame=frame, truncated=truncated, elapsed_s=time.monotonic() - started, statement=statement
-    )
-
-
-def _sandbox(con: duckdb.DuckDBPyConnection) -> None:
-    # The database file is already open; from here on nothing else on disk or the network can be reached,
-    # and the user's statement cannot undo these settings.
-    con.execute("SET enable_external_access = false")
-    con.execute("SET autoinstall_known_extensions = false")
-    con.execute("SET autoload_known_extensions = false")
-    con.execute("SET lock_configuration = true")
 
 
 def _tokens(text: str) -> list[tuple[str, str]]:

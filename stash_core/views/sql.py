@@ -1,4 +1,4 @@
-"""SQL console: the schema browser, column documentation and example queries."""
+"""SQL console: the schema browser, column documentation, example queries and running a query."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from typing import Any
 
 from stash_core import store
 from stash_core.results.file import STALL_NAMES
+from stash_core.store.console import DEFAULT_MAX_ROWS, DEFAULT_TIMEOUT_S, QueryResult, run_readonly_query
 
 # ---------------------------------------------------------------------------------------------------------
 # SQL console: schema browser and examples
@@ -49,6 +50,15 @@ def schema_browser(db_path: Path | str) -> dict[str, dict[str, Any]]:
     """Per table and view of the store: kind, row count (tables), what it holds ("about") and its columns
     with type and meaning, all read from the database itself (its COMMENT ON metadata)."""
     return store.describe_schema(db_path)
+
+
+def run_query(
+    db_path: Path | str, sql: str, timeout_s: float = DEFAULT_TIMEOUT_S, max_rows: int = DEFAULT_MAX_ROWS
+) -> QueryResult:
+    """Run one read-only console statement in a process of its own (stash_core/store/console.py): refused
+    statements, SQL errors and queries past the time or memory limit end in UsageError; nothing in this
+    process (its other connections, their settings, its memory) is touched."""
+    return run_readonly_query(db_path, sql, timeout_s=timeout_s, max_rows=max_rows)
 
 
 def _column_names(cell: str) -> list[str]:

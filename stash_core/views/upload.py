@@ -65,12 +65,15 @@ def check_uploads(db_path: Path | str | None, files: Sequence[tuple[str, bytes]]
     JSON result files, and exports of `stash export` (Parquet, CSV or JSON lines; runs plus optionally
     phases, stalls, iterations and telemetry uploaded together, or a stall_breakdown table for comparing
     only). Every run is test-ingested into a scratch database, so a file that passes here also stores.
+
+    Each file is judged on its own: whatever goes wrong with one file (a value the store cannot hold, a
+    preview that cannot be drawn, a bug) refuses that file with the reason and leaves the others as they are.
     """
-    checks = [_check_file(name, data) for name, data in files]
+    checks = [_check_one(name, data) for name, data in files]
     _assemble_exports(checks)
     preview = _dry_run(checks)
     stored: set[str] = set()
-    run_ids = [run_id for check in checks if check.ok for run_id in check.run_ids]
+    run_ids = list(dict.fromkeys(run_id for check in checks if check.ok for run_id in check.run_ids))
     if db_path is not None and run_ids:
         with store.connect(db_path, read_only=True) as con:
             rows = con.execute(
@@ -80,13 +83,47 @@ def check_uploads(db_path: Path | str | None, files: Sequence[tuple[str, bytes]]
     return UploadReport(checks=checks, preview=preview, already_stored=stored)
 
 
-def store_uploads(db_path: Path | str, report: UploadReport) -> list[tuple[str, str, bool]]:
-    """Ingest the storable runs of a checked upload; (file name, run_id, inserted) per run."""
-    outcomes = []
+class StoreOutcomes(list):
+    """(file name, run_id, inserted) per run stored or already stored; `refused` holds (file name, run_id,
+    reason) per run that could not be stored (the others are stored all the same)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.refused: list[tuple[str, str, str]] = []
+
+
+def store_uploads(db_path: Path | str, report: UploadReport) -> StoreOutcomes:
+    """Ingest the storable runs of a checked upload, each on its own; (file name, run_id, inserted) per run,
+    and in `.refused` the runs that the database refused (e.g. changed since the check) with the reason."""
+    outcomes = StoreOutcomes()
     for name, doc in report.storable_docs:
-        inserted = store.ingest_result(db_path, doc, source_file=f"upload:{name}")
+        try:
+            inserted = store.ingest_result(db_path, doc, source_file=f"upload:{name}")
+        except Exception as exc:  # one run's failure leaves the others to be stored
+            outcomes.refused.append((name, str(doc.get("run_id")), _reason(exc)))
+            continue
         outcomes.append((name, doc["run_id"], inserted))
     return outcomes
+
+
+def _check_one(name: str, data: bytes) -> UploadCheck:
+    try:
+        return _check_file(name, data)
+    except Exception as exc:  # whatever breaks on this file refuses this file only
+        return UploadCheck(name, False, f"cannot check it: {_reason(exc)}", kind="unknown")
+
+
+def _reason(exc: BaseException) -> str:
+    """One line on why: a UsageError's message, otherwise the exception's kind and first line."""
+    if isinstance(exc, UsageError):
+        return first_line(exc)
+    text = first_line(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _refuse(check: UploadCheck, reason: str) -> None:
+    check.ok = False
+    check.reason = reason
 
 
 _EXPORT_TABLES = (
@@ -222,9 +259,8 @@ def _assemble_exports(checks: list[UploadCheck]) -> None:
         elif table == "runs":
             try:
                 check.docs = [upgrade_result(doc) for doc in docs_from_export(tables)]
-            except UsageError as exc:
-                check.ok = False
-                check.reason = f"runs table: {exc}"
+            except Exception as exc:  # a bad export refuses its runs table, nothing else
+                _refuse(check, f"runs table: {_reason(exc)}")
                 continue
             check.run_ids = [doc["run_id"] for doc in check.docs]
             check.reason = f"runs table with {len(check.docs)} run(s)" + (
@@ -235,38 +271,82 @@ def _assemble_exports(checks: list[UploadCheck]) -> None:
 
 
 def _dry_run(checks: list[UploadCheck]) -> pd.DataFrame:
-    """Ingest the runs into a scratch database (each on its own) and return their stall_breakdown rows."""
-    frames = []
+    """Ingest the runs into a scratch database (each on its own) and return their stall_breakdown rows; a file
+    whose runs do not store, or whose rows cannot be previewed, is refused."""
+    stored = pd.DataFrame(columns=["run_id"])
     with tempfile.TemporaryDirectory(prefix="stash-upload-") as folder:
         scratch = Path(folder) / "scratch.duckdb"
         seen: set[str] = set()
         for check in checks:
-            if not check.ok:
-                continue
-            if check.kind == "export:stall_breakdown" and check.frame is not None:
-                frames.append(check.frame.assign(source=check.name))
+            if not check.ok or check.kind == "export:stall_breakdown":
                 continue
             for doc in check.docs:
                 if doc["run_id"] in seen:
                     continue
                 try:
                     store.ingest_result(scratch, doc)
-                except UsageError as exc:
-                    check.ok = False
-                    check.reason = str(exc)
+                except UsageError as exc:  # one file's values refuse that file only
+                    _refuse(check, _reason(exc))
+                    break
+                except Exception as exc:
+                    _refuse(check, f"cannot store run {doc['run_id']}: {_reason(exc)}")
                     break
                 seen.add(doc["run_id"])
         if seen:
-            with store.connect(scratch, read_only=True) as con:
-                stored = store.relation_frame(
-                    con.sql("SELECT * FROM stall_breakdown ORDER BY started_at DESC")
-                )
-            names = {doc["run_id"]: check.name for check in checks if check.ok for doc in check.docs}
-            frames.append(stored.assign(source=stored["run_id"].map(names)))
-    frames = [frame for frame in frames if not frame.empty]
-    if not frames:
+            stored, unreadable = _scratch_breakdown(scratch, sorted(seen))
+            for check in checks:
+                bad = [run_id for run_id in check.run_ids if run_id in unreadable]
+                if check.ok and bad:
+                    _refuse(check, f"run {bad[0]} stores but cannot be read back: {unreadable[bad[0]]}")
+    parts = []
+    for check in checks:
+        if not check.ok:
+            continue
+        try:
+            part = _preview_part(check, stored)
+        except Exception as exc:  # e.g. a stall_breakdown export whose values make no table
+            _refuse(check, f"cannot preview it: {_reason(exc)}")
+            continue
+        if not part.empty:
+            parts.append(part)
+    if not parts:
         return add_run_labels(pd.DataFrame(columns=["run_id", "source"]))
-    preview = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
-    if "started_at" in preview.columns:
-        preview["started_at"] = pd.to_datetime(preview["started_at"], utc=True, errors="coerce")
-    return add_run_labels(preview.drop_duplicates(subset=["run_id"]))
+    preview = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
+    preview = preview.drop_duplicates(subset=["run_id"])
+    if "started_at" in preview.columns and pd.api.types.is_datetime64_any_dtype(preview["started_at"]):
+        preview = preview.sort_values("started_at", ascending=False, na_position="last", kind="stable")
+    return preview.reset_index(drop=True)
+
+
+def _scratch_breakdown(scratch: Path, run_ids: list[str]) -> tuple[pd.DataFrame, dict[str, str]]:
+    """The stall_breakdown rows of the scratch database, and {run_id: why} for runs whose rows cannot be read
+    (read one by one only when reading them all at once fails)."""
+    sql = "SELECT * FROM stall_breakdown"
+    with store.connect(scratch, read_only=True) as con:
+        try:
+            return store.relation_frame(con.sql(f"{sql} ORDER BY started_at DESC")), {}
+        except Exception:
+            pass
+        frames, unreadable = [], {}
+        for run_id in run_ids:
+            try:
+                frames.append(store.relation_frame(con.sql(f"{sql} WHERE run_id = ?", params=[run_id])))
+            except Exception as exc:
+                unreadable[run_id] = _reason(exc)
+    frames = [frame for frame in frames if not frame.empty]
+    return (pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["run_id"])), unreadable
+
+
+def _preview_part(check: UploadCheck, stored: pd.DataFrame) -> pd.DataFrame:
+    """The preview rows of one file, labelled: its stall_breakdown table, or its runs as the scratch store
+    shows them."""
+    if check.kind == "export:stall_breakdown" and check.frame is not None:
+        part = check.frame.assign(source=check.name)
+    else:
+        run_ids = {doc["run_id"] for doc in check.docs}
+        part = stored[stored["run_id"].isin(run_ids)].assign(source=check.name)
+    if part.empty:
+        return part
+    if "started_at" in part.columns:
+        part["started_at"] = pd.to_datetime(part["started_at"], utc=True, errors="coerce")
+    return add_run_labels(part.drop_duplicates(subset=["run_id"]))

@@ -9,7 +9,8 @@ import duckdb
 import pytest
 
 from stash_core.errors import UsageError
-from stash_core.store.sqlguard import check_sql, run_readonly_query
+from stash_core.store.console import run_readonly_query
+from stash_core.store.sqlguard import check_sql
 
 
 @pytest.fixture()

@@ -1,0 +1,150 @@
+"""The process that runs one SQL console query (`python -m stash_core.store.console_worker`).
+
+Started by stash_core/store/console.py for each query, so that nothing the query does can reach the process
+that asked for it: the sandboxing settings (no external access, locked configuration) stay in this process,
+and when the query runs past its time or memory limit the whole process is killed, which returns every byte
+it held.
+
+The request comes as one JSON object on stdin: db, sql (already checked by sqlguard.check_sql), max_rows,
+result (the Arrow IPC file to write), memory_limit_bytes, max_result_bytes, limit_s. Protocol lines go to
+stdout (anything else printed goes to stderr): `started` when the database is open and sandboxed and the
+query begins, then one JSON object: {"rows", "truncated", "elapsed_s"} or {"error", "kind"}.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+import time
+from typing import Any, TextIO
+
+# The backstop: however the parent fares, this process ends this long after its time limit.
+BACKSTOP_GRACE_S = 10.0
+_PARENT_POLL_S = 0.5
+EXIT_BACKSTOP = 124
+
+
+def main() -> int:
+    protocol = _protocol_stream()
+    try:
+        request = json.loads(sys.stdin.read())
+    except (ValueError, OSError) as exc:
+        _say(protocol, {"error": f"bad request: {exc}", "kind": "internal"})
+        return 2
+    _start_backstop(float(request["limit_s"]))
+    _say(protocol, _run(request, protocol))
+    return 0
+
+
+def _run(request: dict[str, Any], protocol: TextIO) -> dict[str, Any]:
+    # Imported here: the request is read and the backstop armed before the slow imports.
+    import duckdb
+    import pyarrow as pa
+
+    from stash_core.errors import UsageError, first_line
+    from stash_core.store.connection import connect
+
+    try:
+        with connect(request["db"], read_only=True) as con:
+            _sandbox(con, int(request["memory_limit_bytes"]))
+            protocol.write("started\n")
+            protocol.flush()
+            started = time.monotonic()
+            table = _query(con, request["sql"], int(request["max_rows"]) + 1)
+            elapsed_s = time.monotonic() - started
+    except UsageError as exc:
+        return {"error": str(exc), "kind": "usage"}
+    except duckdb.OutOfMemoryException as exc:
+        return {"error": first_line(exc), "kind": "memory"}
+    except duckdb.Error as exc:
+        return {"error": first_line(exc), "kind": "sql"}
+    except MemoryError:
+        return {"error": "out of memory", "kind": "memory"}
+    truncated = table.num_rows > int(request["max_rows"])
+    if truncated:
+        table = table.slice(0, int(request["max_rows"]))
+    size_bytes = table.nbytes
+    if size_bytes > int(request["max_result_bytes"]):
+        return {"error": f"{size_bytes}", "kind": "too_large"}
+    with pa.OSFile(request["result"], "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
+        writer.write_table(table)
+    return {"rows": table.num_rows, "truncated": truncated, "elapsed_s": elapsed_s}
+
+
+def _sandbox(con: Any, memory_limit_bytes: int) -> None:
+    """From here on nothing on disk (but the open database) or the network can be reached, nothing spills to
+    disk (a query that needs more memory than the limit fails instead), and the user's statement cannot undo
+    these settings. They hold for this process only, which ends with the query."""
+    con.execute(f"SET memory_limit = '{int(memory_limit_bytes)}B'")
+    con.execute("SET temp_directory = ''")
+    con.execute("SET enable_external_access = false")
+    con.execute("SET autoinstall_known_extensions = false")
+    con.execute("SET autoload_known_extensions = false")
+    con.execute("SET lock_configuration = true")
+
+
+def _query(con: Any, sql: str, row_cap: int) -> Any:
+    """The statement's first row_cap rows as an Arrow table whose every column pandas can take."""
+    import pyarrow as pa
+
+    relation = con.sql(sql)
+    if relation is None:
+        return pa.table({})
+    table = relation.limit(row_cap).to_arrow_table()
+    for index in range(table.num_columns):
+        if not _pandas_takes(table.column(index)):
+            table = table.set_column(index, table.field(index).name, _as_text(table.column(index)))
+    return table
+
+
+def _pandas_takes(column: Any) -> bool:
+    try:
+        column.to_pandas()
+    except Exception:  # pyarrow raises several kinds (a UNION, a date outside pandas' and Python's range)
+        return False
+    return True
+
+
+def _as_text(column: Any) -> Any:
+    """The column as DuckDB writes its values as text (in a scratch connection: the sandboxed one reads only
+    its database)."""
+    import duckdb
+    import pyarrow as pa
+
+    with duckdb.connect() as scratch:
+        scratch.register("awkward", pa.table({"value": column}))
+        return scratch.sql("SELECT CAST(value AS VARCHAR) AS value FROM awkward").to_arrow_table().column(0)
+
+
+def _protocol_stream() -> TextIO:
+    """stdout for protocol lines only: whatever else writes to file descriptor 1 lands on stderr."""
+    stream = os.fdopen(os.dup(1), "w", encoding="utf-8")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    return stream
+
+
+def _say(protocol: TextIO, message: dict[str, Any]) -> None:
+    protocol.write(json.dumps(message) + "\n")
+    protocol.flush()
+
+
+def _start_backstop(limit_s: float) -> None:
+    """End this process when its parent is gone, or long after the time limit (the parent kills it first)."""
+    parent = os.getppid()
+    give_up_at = time.monotonic() + limit_s + BACKSTOP_GRACE_S
+
+    def watch() -> None:
+        while os.getppid() == parent and time.monotonic() < give_up_at:
+            time.sleep(_PARENT_POLL_S)
+        os._exit(EXIT_BACKSTOP)
+
+    threading.Thread(target=watch, name="stash-console-backstop", daemon=True).start()
+
+
+if __name__ == "__main__":
+    code = main()
+    sys.stderr.flush()
+    os._exit(code)  # skip the interpreter's teardown: the answer is out, the connection closed

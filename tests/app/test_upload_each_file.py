@@ -1,0 +1,103 @@
+"""The Upload page judges every file on its own: a bad file is refused with its reason and never takes the
+Store button away from the good ones."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import duckdb
+import pytest
+from result_docs import result_doc, run_count
+from streamlit.testing.v1 import AppTest
+from support import REPO
+
+from stash_core import store, views
+from stash_core.errors import UsageError
+
+GOOD_ID = "20261122T080000Z-eeee0006"
+BAD_ID = "20261122T090000Z-ffff0007"
+
+
+def _open_upload() -> AppTest:
+    app = AppTest.from_file(str(REPO / "app.py"), default_timeout=90)
+    app.run()
+    app.switch_page("pages/upload.py").run()
+    return app
+
+
+def _good() -> bytes:
+    doc = result_doc("mobilenet_v2", run_id=GOOD_ID, instance="big-vm", samples=True, telemetry=True, seed=6)
+    return json.dumps(doc).encode()
+
+
+def _overflowing() -> bytes:
+    """A well-formed result whose iteration count no storage type holds (it used to break the whole check)."""
+    doc = result_doc("resnet18", run_id=BAD_ID, samples=True, telemetry=True, seed=7)
+    doc["phases"][0]["iterations"] = 2**70
+    return json.dumps(doc).encode()
+
+
+def _stored_ids(db: Path) -> set[str]:
+    with duckdb.connect(str(db), read_only=True) as con:
+        return {row[0] for row in con.execute("SELECT run_id FROM runs").fetchall()}
+
+
+def _upload(app: AppTest, files: list[tuple[str, bytes]]) -> None:
+    app.file_uploader[0].set_value([(name, data, "application/json") for name, data in files]).run()
+
+
+def test_a_bad_file_beside_a_good_one_leaves_the_store_button(populated_db: Path) -> None:
+    app = _open_upload()
+    _upload(app, [("good.json", _good()), ("overflow.json", _overflowing()), ("deep.json", b"[" * 100_000)])
+    assert not app.exception
+    errors = [e.value for e in app.error]
+    assert len(errors) == 2, errors
+    assert any("overflow.json" in e and "refused" in e and BAD_ID in e for e in errors)
+    assert any("deep.json" in e and "refused" in e for e in errors)
+    assert any("good.json" in s.value for s in app.success)
+    button = app.button(key="upload-store")
+    assert button.label == "Store 1 new run(s) in the database" and not button.disabled
+    assert run_count(populated_db) == 5
+
+    button.click().run()
+    assert not app.exception
+    assert run_count(populated_db) == 6
+    assert GOOD_ID in _stored_ids(populated_db) and BAD_ID not in _stored_ids(populated_db)
+    assert any("Stored 1 run(s) from 1 file(s)." in s.value for s in app.success)
+
+
+def test_a_preview_that_cannot_be_drawn_keeps_the_store_button(
+    populated_db: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(*args: object, **kwargs: object) -> None:
+        raise ValueError("no chart today")
+
+    monkeypatch.setattr(views.breakdown, "stall_long_frame", broken)
+    app = _open_upload()
+    _upload(app, [("good.json", _good())])
+    assert not app.exception
+    assert any("preview could not be drawn" in w.value for w in app.warning)
+    app.button(key="upload-store").click().run()
+    assert GOOD_ID in _stored_ids(populated_db)
+
+
+def test_a_run_the_database_refuses_at_store_time_leaves_the_others_stored(
+    populated_db: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    other = result_doc("resnet18", run_id=BAD_ID, samples=True, telemetry=True, seed=7)
+    ingest = store.ingest_result
+
+    def refusing(db_path, doc, source_file=None):  # the database changed between the check and Store
+        if Path(db_path) == populated_db and doc["run_id"] == BAD_ID:
+            raise UsageError(f"run {BAD_ID} is stored with other content")
+        return ingest(db_path, doc, source_file)
+
+    monkeypatch.setattr(store, "ingest_result", refusing)
+    app = _open_upload()
+    _upload(app, [("other.json", json.dumps(other).encode()), ("good.json", _good())])
+    app.button(key="upload-store").click().run()
+    assert not app.exception
+    assert _stored_ids(populated_db) >= {GOOD_ID} and BAD_ID not in _stored_ids(populated_db)
+    errors = [e.value for e in app.error]
+    assert any("other.json" in e and "stored with other content" in e for e in errors), errors
