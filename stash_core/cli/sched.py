@@ -11,18 +11,39 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from stash_core.cli.args import add_db_argument, db_path, positive_int
-from stash_core.decide.sched import (
-    Cluster,
-    Policy,
-    jobs_from_frame,
-    load_trace,
-    simulate,
-    synthetic_trace,
-    tune,
-)
-from stash_core.decide.sched.metrics import schedule_metrics
+from stash_core.cli.args import Number, add_db_argument, count, db_path, non_negative, positive_real, seed
 from stash_core.errors import UsageError
+
+# The simulator is imported inside the functions: building `stash --help` must not load pandas.
+
+POLICIES = ("consolidate", "spread", "delay", "network-delay")
+YEAR_S = 365 * 86400.0
+MAX_CLUSTER_GPUS = 1_000_000
+
+
+def cluster_text(text: str) -> str:
+    """argparse type of --cluster SWITCHESxNODESxGPUS: positive numbers, at most a million GPUs in all."""
+    match = re.fullmatch(r"\s*(\d{1,7})\s*x\s*(\d{1,7})\s*x\s*(\d{1,7})\s*", text or "")
+    if not match or min(int(v) for v in match.groups()) < 1:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: give SWITCHESxNODESxGPUS with positive numbers, e.g. 2x4x8"
+        )
+    switches, nodes, gpus = (int(v) for v in match.groups())
+    if switches * nodes * gpus > MAX_CLUSTER_GPUS:
+        raise argparse.ArgumentTypeError(f"{text!r}: more than {MAX_CLUSTER_GPUS:,} GPUs in all")
+    return text
+
+
+def policies_text(text: str) -> str:
+    """argparse type of --policies: a comma list of known policies."""
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    unknown = [name for name in names if name not in POLICIES]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(
+            f"unknown policy {', '.join(unknown) or '(none)'}; choose from {', '.join(POLICIES)}"
+        )
+    return text
+
 
 DEFAULT_MODELS = ["resnet50", "resnet18", "alexnet", "shufflenet_v2", "vgg16", "bert_base"]
 
@@ -33,18 +54,35 @@ def add_commands(subparsers: Any, parser_class: type[argparse.ArgumentParser] | 
     )
     source = sched.add_mutually_exclusive_group(required=True)
     source.add_argument("--trace", type=Path, help="CSV: job_id,num_gpu,submit_time,duration[,model_name]")
-    source.add_argument("--synthetic-jobs", type=positive_int, help="generate a trace of N jobs")
-    sched.add_argument("--seed", type=int, default=0, help="seed of the synthetic trace")
-    sched.add_argument("--mean-gap-s", type=float, default=120.0, help="mean time between synthetic arrivals")
-    sched.add_argument("--cluster", default="2x4x8", help="SWITCHESxNODESxGPUS, nodes per switch (2x4x8)")
-    sched.add_argument("--policies", default="consolidate,spread,delay,network-delay", help="comma list")
+    source.add_argument("--synthetic-jobs", type=count(100_000), help="generate a trace of N jobs")
+    sched.add_argument("--seed", type=seed, default=0, help="seed of the synthetic trace")
     sched.add_argument(
-        "--delay-s", type=float, default=None, help="delay timer (default: tuned on the trace)"
+        "--mean-gap-s", type=positive_real(YEAR_S), default=120.0, help="mean time between synthetic arrivals"
     )
-    sched.add_argument("--scale", type=float, default=None, help="network-delay timer scale (default: tuned)")
     sched.add_argument(
-        "--uplink-factor", type=float, default=2.0, help="network stall multiplier across switches"
+        "--cluster", type=cluster_text, default="2x4x8", help="SWITCHESxNODESxGPUS, nodes per switch"
     )
+    sched.add_argument("--policies", type=policies_text, default=",".join(POLICIES), help="comma list")
+    sched.add_argument(
+        "--delay-s", type=non_negative(YEAR_S), default=None, help="delay timer (default: tuned on the trace)"
+    )
+    sched.add_argument(
+        "--scale", type=non_negative(1e6), default=None, help="network-delay timer scale (default: tuned)"
+    )
+    sched.add_argument(
+        "--uplink-factor", type=Number(1, 1000, whole=False, what="a number >= 1"), default=2.0,
+        help="network stall multiplier across switches",
+    )  # fmt: skip
+    sched.add_argument(
+        "--node-gbps", type=positive_real(1e6), default=None,
+        help="node uplink bandwidth, Gbit/s: models congestion on shared links (replaces --uplink-factor)",
+    )  # fmt: skip
+    fabric = sched.add_mutually_exclusive_group()
+    fabric.add_argument("--uplink-gbps", type=positive_real(1e6), default=None, help="switch uplink, Gbit/s")
+    fabric.add_argument(
+        "--oversubscription", type=positive_real(1e6), default=None,
+        help="switch uplink = nodes per switch x --node-gbps / this (default 1)",
+    )  # fmt: skip
     sched.add_argument("--jobs-csv", type=Path, default=None, help="write each job's outcome per policy here")
     add_db_argument(sched)
 
@@ -52,7 +90,11 @@ def add_commands(subparsers: Any, parser_class: type[argparse.ArgumentParser] | 
 def cmd_schedule(args: argparse.Namespace) -> int:
     import pandas as pd
 
+    from stash_core.decide.sched import Policy, jobs_from_frame, load_trace, simulate, synthetic_trace, tune
+    from stash_core.decide.sched.metrics import schedule_metrics
+
     cluster = parse_cluster(args.cluster)
+    fabric = parse_fabric(args, cluster)
     names = [name.strip() for name in args.policies.split(",") if name.strip()]
     database = db_path(args)
     if args.trace is not None:
@@ -72,10 +114,10 @@ def cmd_schedule(args: argparse.Namespace) -> int:
             policy = Policy("network-delay", scale=args.scale) if args.scale is not None else None
         else:
             policy = Policy(name)
-        policies.append(policy or tune(jobs, cluster, name, args.uplink_factor))
+        policies.append(policy or tune(jobs, cluster, name, args.uplink_factor, fabric))
     rows, per_job = [], []
     for policy in policies:
-        outcomes = simulate(jobs, cluster, policy, args.uplink_factor)
+        outcomes = simulate(jobs, cluster, policy, args.uplink_factor, fabric)
         rows.append({"policy": policy.label(), **schedule_metrics(outcomes, cluster)})
         per_job += [{"policy": policy.label(), "job_id": o.job.job_id, "gpus": o.job.gpus,
                      "submit_s": o.job.submit_s, "start_s": o.start_s, "finish_s": o.finish_s,
@@ -86,16 +128,35 @@ def cmd_schedule(args: argparse.Namespace) -> int:
             pd.DataFrame(per_job).to_csv(args.jobs_csv, index=False)
         except OSError as exc:
             raise UsageError(f"cannot write {args.jobs_csv}: {exc.strerror or exc}") from None
+    if fabric is not None:
+        source += f"; congestion: {fabric.label()}"
     print(format_comparison(rows, jobs, cluster, source))
     return 0
 
 
 def parse_cluster(text: str):
+    from stash_core.decide.sched import Cluster
+
     match = re.fullmatch(r"\s*(\d+)\s*x\s*(\d+)\s*x\s*(\d+)\s*", text or "")
     if not match or min(int(v) for v in match.groups()) < 1:
         raise UsageError(f"--cluster {text!r}: give SWITCHESxNODESxGPUS with positive numbers, e.g. 2x4x8")
     switches, nodes, gpus = (int(v) for v in match.groups())
     return Cluster(switches, nodes, gpus)
+
+
+def parse_fabric(args: argparse.Namespace, cluster: Any):
+    """The shared links of --node-gbps with --uplink-gbps or --oversubscription; None without --node-gbps."""
+    from stash_core.decide.sched.fabric import Fabric
+
+    node_gbps = getattr(args, "node_gbps", None)
+    uplink_gbps, ratio = getattr(args, "uplink_gbps", None), getattr(args, "oversubscription", None)
+    if node_gbps is None:
+        if uplink_gbps is not None or ratio is not None:
+            raise UsageError("--uplink-gbps and --oversubscription need --node-gbps")
+        return None
+    if uplink_gbps is not None:
+        return Fabric(node_gbps, uplink_gbps)
+    return Fabric.oversubscribed(node_gbps, ratio or 1.0, cluster.nodes_per_switch)
 
 
 def format_comparison(rows: list[dict[str, Any]], jobs: list, cluster: Any, source: str) -> str:

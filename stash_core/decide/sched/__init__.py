@@ -1,5 +1,6 @@
 """Placing network-sensitive jobs in a shared GPU cluster: a trace-driven simulator of delay scheduling."""
 
+from stash_core.decide.sched.fabric import Fabric
 from stash_core.decide.sched.metrics import schedule_metrics, tune
 from stash_core.decide.sched.simulator import POLICIES, JobOutcome, Policy, simulate
 from stash_core.decide.sched.topology import Cluster
@@ -8,6 +9,7 @@ from stash_core.decide.sched.trace import Job, jobs_from_frame, load_trace, synt
 __all__ = [
     "POLICIES",
     "Cluster",
+    "Fabric",
     "Job",
     "JobOutcome",
     "Policy",

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from stash_core.decide.sched.fabric import Fabric
 from stash_core.decide.sched.simulator import JobOutcome, Policy, simulate
 from stash_core.decide.sched.topology import Cluster
 from stash_core.decide.sched.trace import Job
@@ -34,15 +35,17 @@ def schedule_metrics(outcomes: list[JobOutcome], cluster: Cluster) -> dict[str, 
     }
 
 
-def tune(jobs: list[Job], cluster: Cluster, name: str, uplink_factor: float) -> Policy:
+def tune(
+    jobs: list[Job], cluster: Cluster, name: str, uplink_factor: float, fabric: Fabric | None = None
+) -> Policy:
     """The timer (delay) or scale (network-delay) from a small grid with the lowest average JCT."""
     grid = (
         [Policy("delay", delay_s=d) for d in TUNING_DELAYS_S]
         if name == "delay"
         else [Policy("network-delay", scale=k) for k in TUNING_SCALES]
     )
-    scored = [
-        (schedule_metrics(simulate(jobs, cluster, policy, uplink_factor), cluster)["avg_jct_s"], i, policy)
-        for i, policy in enumerate(grid)
-    ]
+    scored = []
+    for i, policy in enumerate(grid):
+        outcomes = simulate(jobs, cluster, policy, uplink_factor, fabric)
+        scored.append((schedule_metrics(outcomes, cluster)["avg_jct_s"], i, policy))
     return min(scored)[2]

@@ -1,11 +1,16 @@
 """A GPU cluster's shape and free GPUs, and the placements a job can get on it.
 
 Nodes hold `gpus_per_node` GPUs; consecutive groups of `nodes_per_switch` nodes share a switch. A placement
-is a map node -> GPUs. Its locality level says what its gradients cross:
-  "node"   - the fewest nodes the job can use (one node when it fits), under one switch: no added stall
-             beyond what the job has at its smallest footprint
-  "switch" - more nodes than that, all under one switch: the job's network stall
-  "any"    - nodes under several switches: the network stall made worse by the shared uplinks
+is a map node -> GPUs. Its locality level says what its gradients cross beyond the job's tightest
+placement (its fewest nodes, min_nodes, on its fewest switches, min_switches):
+  "node"   - min_nodes nodes on min_switches switches (one node and one switch when it fits): no added
+             stall beyond what the job has at its smallest footprint
+  "switch" - more nodes than that, still on min_switches switches: the job's network stall
+  "any"    - more switches than min_switches: the network stall made worse by the shared uplinks
+A job bigger than one switch is thus charged only for the switches it crosses beyond those it must.
+
+The free GPUs are indexed per node, per switch and in all, so that the question "can a job of g GPUs be
+placed at this level" costs a few list operations, not a walk over every node.
 """
 
 from __future__ import annotations
@@ -22,16 +27,30 @@ class Cluster:
     nodes_per_switch: int
     gpus_per_node: int
     free: list[int] = field(default_factory=list)  # free GPUs per node
+    switch_free: list[int] = field(init=False, default_factory=list)  # free GPUs per switch
+    total_free: int = field(init=False, default=0)
 
     def __post_init__(self) -> None:
         if min(self.switches, self.nodes_per_switch, self.gpus_per_node) < 1:
             raise ValueError("a cluster needs at least one switch, node and GPU")
         if not self.free:
             self.free = [self.gpus_per_node] * (self.switches * self.nodes_per_switch)
+        if len(self.free) != self.switches * self.nodes_per_switch:
+            raise ValueError("give one free count per node")
+        per = self.nodes_per_switch
+        self.switch_free = [sum(self.free[s * per : (s + 1) * per]) for s in range(self.switches)]
+        self.total_free = sum(self.free)
+
+    def empty_copy(self) -> Cluster:
+        return Cluster(self.switches, self.nodes_per_switch, self.gpus_per_node)
 
     @property
     def total_gpus(self) -> int:
         return self.switches * self.nodes_per_switch * self.gpus_per_node
+
+    @property
+    def switch_gpus(self) -> int:
+        return self.nodes_per_switch * self.gpus_per_node
 
     def switch_of(self, node: int) -> int:
         return node // self.nodes_per_switch
@@ -39,23 +58,33 @@ class Cluster:
     def min_nodes(self, gpus: int) -> int:
         return math.ceil(gpus / self.gpus_per_node)
 
+    def min_switches(self, gpus: int) -> int:
+        return math.ceil(gpus / self.switch_gpus)
+
     def take(self, placement: dict[int, int]) -> None:
         for node, count in placement.items():
             assert self.free[node] >= count, "placement over a node's free GPUs"
             self.free[node] -= count
+            self.switch_free[node // self.nodes_per_switch] -= count
+            self.total_free -= count
 
     def give_back(self, placement: dict[int, int]) -> None:
         for node, count in placement.items():
             self.free[node] += count
+            self.switch_free[node // self.nodes_per_switch] += count
+            self.total_free += count
+
+    def switches_of(self, placement: dict[int, int]) -> set[int]:
+        return {node // self.nodes_per_switch for node in placement}
 
     def level_of(self, placement: dict[int, int], gpus: int) -> str:
-        if len({self.switch_of(node) for node in placement}) > 1:
+        if len(self.switches_of(placement)) > self.min_switches(gpus):
             return "any"
         return "node" if len(placement) <= self.min_nodes(gpus) else "switch"
 
     def place(self, gpus: int, level: str) -> dict[int, int] | None:
         """The tightest placement at `level` or better, or None when the free GPUs do not allow one."""
-        if gpus > sum(self.free):
+        if gpus > self.total_free:
             return None
         for allowed in LEVELS[: LEVELS.index(level) + 1]:
             placement = self._place_at(gpus, allowed)
@@ -65,10 +94,25 @@ class Cluster:
 
     def _place_at(self, gpus: int, level: str) -> dict[int, int] | None:
         if level == "any":
-            return _fill(sorted(range(len(self.free)), key=lambda n: -self.free[n]), self.free, gpus)
+            return _fill(
+                sorted(range(len(self.free)), key=self.free.__getitem__, reverse=True), self.free, gpus
+            )
+        if gpus > self.switch_gpus:
+            return self._place_big(gpus, level)
+        if level == "node" and gpus <= self.gpus_per_node:
+            # best fit over the whole cluster: the node with the fewest free GPUs that still holds the job
+            # (the first such node), keeping the emptier nodes for bigger jobs
+            for have in range(gpus, self.gpus_per_node + 1):
+                if have in self.free:
+                    node = self.free.index(have)
+                    return {node: gpus}
+            return None
         best = None
-        for switch in range(self.switches):
-            nodes = range(switch * self.nodes_per_switch, (switch + 1) * self.nodes_per_switch)
+        per = self.nodes_per_switch
+        for switch, switch_free in enumerate(self.switch_free):
+            if switch_free < gpus:
+                continue
+            nodes = range(switch * per, (switch + 1) * per)
             fits = [n for n in nodes if self.free[n] >= gpus]
             if fits:  # best fit: the node with the fewest free GPUs that still holds the job
                 candidate = {min(fits, key=lambda n: (self.free[n], n)): gpus}
@@ -81,6 +125,19 @@ class Cluster:
             if best is None or _tighter(candidate, best, self.free):
                 best = candidate
         return best
+
+    def _place_big(self, gpus: int, level: str) -> dict[int, int] | None:
+        """A job bigger than a switch on its fewest switches (the emptiest ones), or None."""
+        wanted = self.min_switches(gpus)
+        order = sorted(range(self.switches), key=lambda s: (-self.switch_free[s], s))[:wanted]
+        if sum(self.switch_free[s] for s in order) < gpus:
+            return None
+        per = self.nodes_per_switch
+        nodes = [n for s in order for n in range(s * per, (s + 1) * per)]
+        placement = _fill(sorted(nodes, key=lambda n: (-self.free[n], n)), self.free, gpus)
+        if placement is None or (level == "node" and len(placement) > self.min_nodes(gpus)):
+            return None
+        return placement
 
 
 def _fill(order: list[int], free: list[int], gpus: int) -> dict[int, int] | None:

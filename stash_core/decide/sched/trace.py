@@ -37,6 +37,7 @@ class Job:
     model: str | None
     slowdown: float  # iteration time spread over machines (one switch) / consolidated
     slowdown_source: str  # "trace", "measured", or "blox default"
+    grad_bytes: float | None = None  # gradient bytes per iteration (trace column grad_bytes), if given
 
 
 def load_trace(path: Path, db_path: Path | None = None) -> list[Job]:
@@ -71,7 +72,12 @@ def jobs_from_frame(frame: pd.DataFrame, db_path: Path | None = None, what: str 
             duration_s = iterations * _positive(row.get("iteration_s"), f"{what}: job {job_id} iteration_s")
         model = str(row["model_name"]) if _present(row.get("model_name")) else None
         slowdown, source = _slowdown(row, model, measured, f"{what}: job {job_id}")
-        jobs.append(Job(job_id, int(gpus), submit_s, duration_s, model, slowdown, source))
+        grad_bytes = (
+            _positive(row["grad_bytes"], f"{what}: job {job_id} grad_bytes")
+            if _present(row.get("grad_bytes"))
+            else None
+        )
+        jobs.append(Job(job_id, int(gpus), submit_s, duration_s, model, slowdown, source, grad_bytes))
     return sorted(jobs, key=lambda job: (job.submit_s, job.job_id))
 
 

@@ -48,3 +48,15 @@ def test_bad_arguments_exit_2_with_one_line(tmp_path, capsys):
         err = capsys.readouterr().err
         assert status == 2, argv
         assert message in err and len(err.strip().splitlines()) == 1
+
+
+def test_congested_links_are_described_and_checked(tmp_path, capsys):
+    db = ["--db", str(tmp_path / "r.duckdb")]
+    base = ["schedule", "--synthetic-jobs", "40", "--cluster", "2x2x8", "--policies", "spread,consolidate"]
+    assert main([*base, "--node-gbps", "100", "--oversubscription", "4", *db]) == 0
+    out = capsys.readouterr().out
+    assert "congestion: node uplinks 100 Gbit/s, switch uplinks 50 Gbit/s" in out
+    assert main([*base, "--node-gbps", "100", "--uplink-gbps", "25", *db]) == 0
+    assert "switch uplinks 25 Gbit/s" in capsys.readouterr().out
+    assert main([*base, "--uplink-gbps", "25", *db]) == 2
+    assert "need --node-gbps" in capsys.readouterr().err
