@@ -1,6 +1,7 @@
 """Network stall at several emulated bandwidths, beside the ring lower bound and the alpha-beta prediction.
 
-Brings up a 2-node emulated cluster (root; taken down again at the end), then for each bandwidth runs
+Brings up a 2-node emulated cluster of its own, named "benchnet" (root; taken down again at the end, and
+no other cluster on the machine is touched), then for each bandwidth runs
 
     stash profile --model M --workers 1 --nodes 2 --cluster emulated --cluster-bandwidth RATE --stalls network
 
@@ -25,6 +26,7 @@ import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+BENCH_CLUSTER = "benchnet"  # its own cluster: a user's "default" one may be up beside it
 sys.path.insert(0, str(REPO))
 
 from stash_core.analysis.comm import alpha_beta_allreduce_s, fit_alpha_beta  # noqa: E402
@@ -77,7 +79,7 @@ def main() -> None:
     rates = [rate.strip() for rate in args.bandwidths.split(",") if rate.strip()]
     with tempfile.TemporaryDirectory(prefix="stash-bench-network-") as tmp:
         state = Path(tmp) / "cluster"
-        status = cluster.cluster_up(2, bandwidth=rates[0], latency="0ms", state_dir=state)
+        status = cluster.cluster_up(2, bandwidth=rates[0], latency="0ms", state_dir=state, name=BENCH_CLUSTER)
         try:
             where = args.keep or Path(tmp)
             where.mkdir(parents=True, exist_ok=True)

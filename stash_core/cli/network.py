@@ -1,7 +1,7 @@
 """Subcommands for machines and networks: remote hosts, the emulated cluster, bandwidth probes.
 
     stash remote check HOST           what a host offers a run: python, torch, Stash, GPUs
-    stash cluster up|down|status|set  the emulated cluster on this machine (root)
+    stash cluster up|down|status|set  emulated clusters on this machine (root), one per --name
     stash probe                       all-reduce and point-to-point bandwidth and latency
 
 `stash probe` takes the options that name the machines (--hosts, --cluster, ...) from stash_core.spec, as
@@ -15,9 +15,28 @@ import json
 import sys
 from pathlib import Path
 
+from stash_core.cli.args import Number, count, duration_text, identifier, positive_real, rate_text, size_text
 from stash_core.errors import UsageError
-from stash_core.spec import add_machine_arguments
+from stash_core.spec import WORKERS, add_machine_arguments
 from stash_core.units import parse_size_bytes
+
+MAX_NODES = 240  # one /24 of addresses from .10 on
+LOSS = Number(0, 100, whole=False, what="a percentage from 0 to 100")
+
+
+def node_text(text: str) -> str:
+    """argparse type of `cluster set --node`: 'all', an index or a comma list of indices."""
+    if text.strip() == "all":
+        return text
+    for part in text.split(","):
+        try:
+            index = int(part)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r}: expected an index, a comma list or 'all'") from None
+        if not 0 <= index < MAX_NODES:
+            raise argparse.ArgumentTypeError(f"node index {index} is out of range (0 .. {MAX_NODES - 1})")
+    return text
+
 
 # Imports inside the command functions are deliberate: this module is loaded to build `stash --help`.
 
@@ -35,43 +54,67 @@ def add_commands(subparsers, parser_class: type[argparse.ArgumentParser] | None 
     check.add_argument("--ssh-config", default=None, help="ssh_config file to use (ssh -F)")
     check.add_argument("--json", action="store_true", help="print the raw JSON")
 
-    cluster = subparsers.add_parser("cluster", help="the emulated cluster: namespaces, shaped links, sshd")
+    cluster = subparsers.add_parser("cluster", help="emulated clusters: namespaces, shaped links, sshd")
     cluster_commands = cluster.add_subparsers(
         dest="cluster_command", required=True, parser_class=parser_class
     )
-    up = cluster_commands.add_parser("up", help="create N nodes (root)")
-    up.add_argument("--nodes", type=int, required=True)
-    up.add_argument("--bandwidth", default="1gbit", help="link rate, tc style: 1gbit, 200mbit, 10mbps")
-    up.add_argument("--latency", default="0ms", help="one-way delay (needs the kernel's netem)")
-    up.add_argument("--loss", type=float, default=0.0, help="packet loss in percent (needs netem)")
+    up = cluster_commands.add_parser("up", help="create a cluster of N nodes (root)")
+    up.add_argument("--nodes", type=count(MAX_NODES), required=True)
+    up.add_argument(
+        "--bandwidth",
+        type=rate_text(True),
+        default="1gbit",
+        help="link rate, tc style: 1gbit, 200mbit, 10mbps",
+    )
+    up.add_argument(
+        "--latency", type=duration_text(10), default="0ms", help="one-way delay (needs the kernel's netem)"
+    )
+    up.add_argument("--loss", type=LOSS, default=0.0, help="packet loss in percent (needs netem)")
     up.add_argument("--split-cpus", action="store_true", help="give each node its own cores")
-    _state_argument(up)
-    down = cluster_commands.add_parser("down", help="remove every namespace, link, qdisc and process")
-    _state_argument(down)
+    up.add_argument(
+        "--subnet", default=None,
+        help="address range, a /24 (default: 10.213.0.0/24 for 'default', the first free 10.213.K.0/24 else)",
+    )  # fmt: skip
+    _cluster_arguments(up)
+    down = cluster_commands.add_parser(
+        "down", help="remove the cluster's namespaces, links, qdiscs, processes"
+    )
+    _cluster_arguments(down)
     status = cluster_commands.add_parser("status", help="what exists now")
     status.add_argument("--json", action="store_true")
-    _state_argument(status)
+    _cluster_arguments(status)
     change = cluster_commands.add_parser("set", help="change a node's shaping, cut or restore its link")
-    change.add_argument("--node", default="all", help="node index, comma list, or 'all'")
-    change.add_argument("--bandwidth", default=None)
-    change.add_argument("--latency", default=None)
-    change.add_argument("--loss", type=float, default=None)
+    change.add_argument("--node", type=node_text, default="all", help="node index, comma list, or 'all'")
+    change.add_argument("--bandwidth", type=rate_text(True), default=None, help="link rate, or 'unlimited'")
+    change.add_argument("--latency", type=duration_text(10), default=None, help="one-way delay")
+    change.add_argument("--loss", type=LOSS, default=None, help="packet loss in percent")
     state = change.add_mutually_exclusive_group()
     state.add_argument("--down", action="store_true", help="cut the link")
     state.add_argument("--up", action="store_true", help="restore the link")
-    _state_argument(change)
+    _cluster_arguments(change)
 
     probe = subparsers.add_parser("probe", help="all-reduce and point-to-point bandwidth and latency")
-    probe.add_argument("--workers", type=int, default=2, help="workers per machine")
-    probe.add_argument("--nodes", type=int, default=1)
+    probe.add_argument("--workers", type=WORKERS, default=2, help="workers per machine")
+    probe.add_argument("--nodes", type=WORKERS, default=1, help="machines (with --hosts or --cluster)")
     probe.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
-    probe.add_argument("--min-size", default="4KiB", help="smallest all-reduce message")
-    probe.add_argument("--max-size", default="256MiB", help="largest all-reduce message")
-    probe.add_argument("--p2p-size", default="16MiB", help="point-to-point bandwidth message")
-    probe.add_argument("--gradient-size", default=None, help="also all-reduce this many bytes in DDP buckets")
-    probe.add_argument("--budget", type=float, default=0.3, help="seconds of repetitions per size")
-    probe.add_argument("--threads-per-worker", type=int, default=1)
-    probe.add_argument("--instance", default=None, help="label of the machine or cloud instance type")
+    probe.add_argument("--min-size", type=size_text(), default="4KiB", help="smallest all-reduce message")
+    probe.add_argument("--max-size", type=size_text(), default="256MiB", help="largest all-reduce message")
+    probe.add_argument(
+        "--p2p-size", type=size_text(), default="16MiB", help="point-to-point bandwidth message"
+    )
+    probe.add_argument(
+        "--gradient-size",
+        type=size_text(),
+        default=None,
+        help="also all-reduce this many bytes in DDP buckets",
+    )
+    probe.add_argument(
+        "--budget", type=positive_real(600), default=0.3, help="seconds of repetitions per size"
+    )
+    probe.add_argument("--threads-per-worker", type=count(1024), default=1, help="torch threads per worker")
+    probe.add_argument(
+        "--instance", type=identifier, default=None, help="label of the machine or cloud instance type"
+    )
     probe.add_argument("--out", type=Path, default=None, help="also write the probe as a JSON file")
     probe.add_argument("--no-store", action="store_true", help="do not store in the database")
     probe.add_argument("--json", action="store_true", help="print the probe as JSON")
@@ -81,10 +124,15 @@ def add_commands(subparsers, parser_class: type[argparse.ArgumentParser] | None 
     add_machine_arguments(probe)
 
 
-def _state_argument(parser: argparse.ArgumentParser) -> None:
+def _cluster_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--state-dir", type=Path, default=None, help="default: $STASH_CLUSTER_STATE or /run/stash-cluster"
-    )
+        "--name", default=None,
+        help="which cluster: 1-11 lowercase letters, digits (default: the one in --state-dir, or 'default')",
+    )  # fmt: skip
+    parser.add_argument(
+        "--state-dir", type=Path, default=None,
+        help="default: /run/stash-cluster-NAME; for 'default' $STASH_CLUSTER_STATE or /run/stash-cluster",
+    )  # fmt: skip
 
 
 # ---------------------------------------------------------------- remote
@@ -128,40 +176,38 @@ def format_remote_info(host: str, info: dict) -> str:
 # ---------------------------------------------------------------- cluster
 
 
-def _state_dir(args) -> Path:
-    from stash_core.launch.hosts import default_cluster_state_dir
-
-    return args.state_dir or default_cluster_state_dir()
-
-
 def cmd_cluster(args) -> int:
     from stash_core.launch import cluster
 
-    state_dir = _state_dir(args)
+    name, state_dir = args.name, args.state_dir
     if args.cluster_command == "up":
         status = cluster.cluster_up(
             args.nodes, bandwidth=args.bandwidth, latency=args.latency, loss_pct=args.loss,
-            split_cpus=args.split_cpus, state_dir=state_dir,
+            split_cpus=args.split_cpus, state_dir=state_dir, name=name, subnet=args.subnet,
         )  # fmt: skip
         print(format_cluster_status(status))
         return 0
     if args.cluster_command == "down":
-        actions = cluster.cluster_down(state_dir)
-        print("\n".join(actions) if actions else "no emulated cluster was up")
+        actions = cluster.cluster_down(state_dir, name)
+        print("\n".join(actions) if actions else f"no emulated cluster {name or 'default'} was up")
         return 0
     if args.cluster_command == "status":
-        status = cluster.cluster_status(state_dir)
+        status = cluster.cluster_status(state_dir, name)
         print(json.dumps(status, indent=2) if args.json else format_cluster_status(status))
         return 0
-    return _cluster_set(args, state_dir)
+    return _cluster_set(args, state_dir, name)
 
 
-def _cluster_set(args, state_dir: Path) -> int:
+def _cluster_set(args, state_dir: Path | None, name: str | None) -> int:
     from stash_core.launch import cluster
 
-    nodes = cluster.cluster_status(state_dir)["nodes"]
+    status = cluster.cluster_status(state_dir, name)
+    nodes = status["nodes"]
     if not nodes:
-        raise UsageError("no emulated cluster is up (sudo stash cluster up --nodes N)")
+        option = "" if status["name"] == "default" else f" --name {status['name']}"
+        raise UsageError(
+            f"no emulated cluster {status['name']} is up (sudo stash cluster up{option} --nodes N)"
+        )
     if args.node == "all":
         indices = [node["index"] for node in nodes]
     else:
@@ -175,7 +221,7 @@ def _cluster_set(args, state_dir: Path) -> int:
         keep_down = bool(current and not current.get("link_up")) if down is None else down
         shaping = cluster.set_link(
             index, bandwidth=args.bandwidth, latency=args.latency, loss_pct=args.loss, down=keep_down,
-            state_dir=state_dir,
+            state_dir=state_dir, name=name,
         )  # fmt: skip
         print(f"node {index}: {format_shaping(shaping)}{'  LINK DOWN' if shaping['down'] else ''}")
         if shaping.get("warning"):
@@ -190,24 +236,38 @@ def format_shaping(shaping: dict) -> str:
 
 
 def format_cluster_status(status: dict) -> str:
+    name = status.get("name") or "default"
+    others = status.get("other_clusters") or []
+    other_text = f"\nother emulated clusters here: {', '.join(others)}" if others else ""
     if not status["nodes"]:
         extra = status.get("unrecorded_namespaces")
-        return "no emulated cluster" + (f" (stray namespaces: {', '.join(extra)})" if extra else "")
-    lines = [f"emulated cluster {'up' if status['up'] else 'NOT fully up'} (state in {status['state_dir']})"]
+        return (
+            f"no emulated cluster {name}"
+            + (f" (stray namespaces: {', '.join(extra)})" if extra else "")
+            + other_text
+        )
+    state = "GONE" if status.get("gone") else "up" if status["up"] else "NOT fully up"
+    lines = [
+        f"emulated cluster {name} {state}, addresses {status.get('subnet')} (state in {status['state_dir']})"
+    ]
+    width = max(len(node["namespace"]) for node in status["nodes"]) + 1
     for node in status["nodes"]:
         link = "up" if node.get("link_up") else "DOWN" if node.get("link_up") is False else "?"
         sshd = "sshd running" if node.get("sshd_alive") else "sshd NOT running"
         cpus = f", cpus {','.join(map(str, node['cpus']))}" if node.get("cpus") else ""
         lines.append(
-            f"  {node['namespace']:<9}{node['address']:<14}link {link:<5}{format_shaping(node['shaping'])}, "
-            f"{sshd}{cpus}"
+            f"  {node['namespace']:<{width}}{node['address']:<14}link {link:<5}"
+            f"{format_shaping(node['shaping'])}, {sshd}{cpus}"
         )
     if not status.get("netem"):
         lines.append("  note: this kernel has no netem qdisc (sch_netem): only the rate is emulated here")
     for warning in status.get("warnings") or []:
         lines.append(f"warning: {warning}")
-    lines.append(f"ssh: ssh -F {status['ssh_config']} stash-n0")
-    return "\n".join(lines)
+    if status.get("gone"):
+        option = "" if name == "default" else f" --name {name}"
+        lines.append(f"its namespaces are gone: stash cluster down{option}, then up again")
+    lines.append(f"ssh: ssh -F {status['ssh_config']} {status['nodes'][0]['namespace']}")
+    return "\n".join(lines) + other_text
 
 
 # ---------------------------------------------------------------- probe

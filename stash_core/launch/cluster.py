@@ -1,6 +1,7 @@
-"""An emulated cluster on this one machine: network namespaces, veth links, tc shaping, sshd.
+"""Emulated clusters on this one machine: network namespaces, veth links, tc shaping, sshd.
 
-Topology (all names start with "stash-" so teardown can find them without state.json):
+Topology of the cluster called "default" (a cluster called NAME has stash-NAME-hub, stash-NAME-n<i>,
+svh-NAME and its own 10.213.K.0/24; see cluster_names):
 
     root namespace              stash-hub namespace                  stash-n<i> namespace
     stash-vh 10.213.0.1/24 <-veth-> stash-vhb -+
@@ -11,39 +12,52 @@ The bridge lives in its own namespace rather than in the root one because a host
 br_netfilter loaded (Docker, Kubernetes) sends bridged frames through the root namespace's
 iptables FORWARD chain, whose policy is often DROP; a fresh namespace has no rules, so node to
 node traffic flows whatever the host firewall says. The launching machine reaches the nodes
-through stash-vh (10.213.0.1), which is its own address on the cluster's subnet.
+through the root veth (10.213.0.1), which is its own address on the cluster's subnet.
 
-This module brings the cluster up, down, reports and changes it; the parts live next to it:
+Each cluster touches only its own parts: `down` removes the namespaces and link of its name, and
+only when the hub's bridge names its state folder as owner (or names none, or an owner whose
+state is gone). `up` refuses a name or an address range in use; ups on one machine take turns.
+
+This module brings clusters up and down; the parts live next to it:
     cluster_names     names and addresses          cluster_state    state.json and the state dir
     cluster_net       namespaces and veth links    cluster_shaping  rate, latency and loss (tc)
     cluster_sshd      an sshd per node, client config
+    cluster_gone      is a cluster still there     cluster_status   status, link changes, ssh targets
 state.json in state_dir records what was made, written after each step, so that a setup
 interrupted half-way can still be taken down.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 from stash_core.errors import UsageError
 from stash_core.launch import cluster_net, cluster_sshd
 from stash_core.launch.cluster_names import (
+    DEFAULT_NAME,
     DEFAULT_STATE_DIR,
+    DEFAULT_SUBNET,
     HUB_NAMESPACE,
     MAX_NODES,
+    NAMED_SUBNETS,
     NODE_IFNAME,
-    ROOT_VETH,
     ROOT_VETH_PEER,
-    SSH_USER,
     WORKER_ENV,
+    Layout,
+    check_name,
+    cluster_option,
     node_address,
     node_namespace,
+    parse_subnet,
+    state_dir_for,
 )
 from stash_core.launch.cluster_shaping import (
     check_loss,
-    live_qdiscs,
     netem_supported,
     parse_bandwidth_bps,
     parse_latency_us,
@@ -54,19 +68,26 @@ from stash_core.launch.cluster_state import (
     new_node,
     new_state,
     remove_state_files,
-    require_state,
+    resolve,
     save_state,
     state_path,
 )
-from stash_core.launch.ssh import SshTarget
+from stash_core.launch.cluster_status import (
+    cluster_cpu_sets,
+    cluster_hosts,
+    cluster_status,
+    set_link,
+)
 from stash_core.proc import end_pids
 
 __all__ = [
+    "DEFAULT_NAME",
     "DEFAULT_STATE_DIR",
     "HUB_NAMESPACE",
     "MAX_NODES",
     "NODE_IFNAME",
     "WORKER_ENV",
+    "Layout",
     "cluster_cpu_sets",
     "cluster_down",
     "cluster_hosts",
@@ -133,12 +154,16 @@ def cluster_up(
     latency: str = "1ms",
     loss_pct: float = 0.0,
     split_cpus: bool = False,
-    state_dir: Path = DEFAULT_STATE_DIR,
+    state_dir: Path | None = None,
+    name: str | None = None,
+    subnet: str | None = None,
 ) -> dict:
-    """Create an emulated cluster of `nodes` namespaces with shaped links and an sshd each.
+    """Create the emulated cluster `name` (default "default"): `nodes` namespaces with shaped links and sshd.
 
-    Returns cluster_status(). A setup that fails half-way is taken down again before the
-    error is raised. UsageError for bad arguments, missing root/tools or an existing cluster.
+    state_dir defaults to the name's own folder; subnet (a /24) to 10.213.0.0/24 for the default
+    cluster and the first free 10.213.K.0/24 for a named one. Returns cluster_status(). A setup
+    that fails half-way is taken down again before the error is raised. UsageError for bad
+    arguments, missing root/tools, a name, state folder or address range already in use.
     """
     if isinstance(nodes, bool) or not isinstance(nodes, int) or not 1 <= nodes <= MAX_NODES:
         raise UsageError(f"nodes must be between 1 and {MAX_NODES}, got {nodes!r}")
@@ -148,61 +173,106 @@ def cluster_up(
         "loss_pct": check_loss(loss_pct),
     }
     cpu_sets = node_cpu_sets(nodes) if split_cpus else None
+    name = check_name(DEFAULT_NAME if name is None else name)
+    subnet = parse_subnet(subnet) if subnet is not None else None
     problem = cluster_support_problem()
     if problem:
         raise UsageError(problem)
-    state_dir = Path(state_dir)
-    existing = cluster_net.live_namespaces() + cluster_net.root_links()
-    if existing or state_path(state_dir).exists():
-        raise UsageError(
-            f"an emulated cluster already exists ({', '.join(existing) or state_path(state_dir)}); "
-            "take it down first"
-        )
-    cluster_net.check_subnet_free()
-    state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-    state = new_state(state_dir, cpu_sets)
-    save_state(state_dir, state)
-    try:
-        _build(state_dir, state, nodes, shaping, cpu_sets)
-    except BaseException:
-        cluster_down(state_dir)
-        raise
+    state_dir = Path(state_dir) if state_dir is not None else state_dir_for(name)
+    with _machine_lock():  # two ups at once would pick the same free address range
+        _refuse_taken(name, state_dir)
+        layout = Layout(name, subnet or _free_subnet(name))
+        cluster_net.check_subnet_free(layout)
+        state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        state = new_state(state_dir, cpu_sets, layout)
+        save_state(state_dir, state)
+        try:
+            _build(state_dir, state, layout, nodes, shaping, cpu_sets)
+        except BaseException:
+            cluster_down(state_dir)
+            raise
     return cluster_status(state_dir)
 
 
-def _build(state_dir: Path, state: dict, nodes: int, shaping: dict, cpu_sets: list[list[int]] | None) -> None:
+@contextlib.contextmanager
+def _machine_lock() -> Iterator[None]:
+    """One `cluster up` at a time on this machine (an flock, released when the holder exits)."""
+    lock_dir = DEFAULT_STATE_DIR.parent if DEFAULT_STATE_DIR.parent.is_dir() else Path("/tmp")
+    with open(lock_dir / "stash-cluster.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _refuse_taken(name: str, state_dir: Path) -> None:
+    """UsageError when the state folder holds a cluster, or parts of a cluster `name` exist."""
+    recorded = load_state(state_dir)
+    if recorded is not None or state_path(state_dir).exists():
+        other = (recorded or {}).get("name", name)
+        where = "" if state_dir == state_dir_for(other) else f" --state-dir {state_dir}"
+        raise UsageError(
+            f"an emulated cluster {other} already exists with its state in {state_dir}; take it down "
+            f"first (stash cluster down{cluster_option(other)}{where})"
+        )
+    layout = Layout(name)
+    existing = cluster_net.live_namespaces(layout) + cluster_net.root_links(layout)
+    if existing:
+        raise UsageError(
+            f"an emulated cluster {name} already exists ({', '.join(existing)}); take it down first "
+            f"(stash cluster down{cluster_option(name)}) or choose another name with --name"
+        )
+
+
+def _free_subnet(name: str) -> str:
+    """The default cluster's 10.213.0.0/24; for another, the first 10.213.K.0/24 no address here uses."""
+    if name == DEFAULT_NAME:
+        return DEFAULT_SUBNET
+    for index in range(1, 255):
+        candidate = NAMED_SUBNETS.format(index)
+        if not cluster_net.subnet_users(Layout(name, candidate).network):
+            return candidate
+    raise UsageError("no free address range 10.213.1.0/24 .. 10.213.254.0/24; choose one with --subnet")
+
+
+def _build(
+    state_dir: Path, state: dict, layout: Layout, nodes: int, shaping: dict, cpu_sets: list[list[int]] | None
+) -> None:
     state["key_path"] = str(cluster_sshd.make_client_key(state_dir))
-    _build_hub(state_dir, state)
+    _build_hub(state_dir, state, layout)
     for index in range(nodes):
-        _add_node(state_dir, state, index, shaping, cpu_sets[index] if cpu_sets else None)
+        _add_node(state_dir, state, layout, index, shaping, cpu_sets[index] if cpu_sets else None)
     for index in range(nodes):
-        state["nodes"][index]["sshd_pid"] = cluster_sshd.start_sshd(state_dir, index)
+        state["nodes"][index]["sshd_pid"] = cluster_sshd.start_sshd(state_dir, index, layout)
         save_state(state_dir, state)
-    state["ssh_config"] = str(cluster_sshd.write_client_config(state_dir, nodes))
+    state["ssh_config"] = str(cluster_sshd.write_client_config(state_dir, nodes, layout))
     save_state(state_dir, state)
 
 
-def _build_hub(state_dir: Path, state: dict) -> None:
+def _build_hub(state_dir: Path, state: dict, layout: Layout) -> None:
     """The hub namespace with its bridge, and the launcher's link into it; each part recorded once made."""
-    cluster_net.add_namespace(HUB_NAMESPACE)
-    state["hub_namespace"] = HUB_NAMESPACE
+    cluster_net.add_namespace(layout.hub_namespace)
+    state["hub_namespace"] = layout.hub_namespace
     save_state(state_dir, state)
-    cluster_net.add_bridge_and_root_veth()
-    state["root_veth"] = ROOT_VETH
+    cluster_net.add_bridge_and_root_veth(layout, state_dir)
+    state["root_veth"] = layout.root_veth
     save_state(state_dir, state)
-    cluster_net.connect_root_veth()
-    state["netem"] = netem_supported(HUB_NAMESPACE, ROOT_VETH_PEER)
+    cluster_net.connect_root_veth(layout)
+    state["netem"] = netem_supported(layout.hub_namespace, ROOT_VETH_PEER)
 
 
-def _add_node(state_dir: Path, state: dict, index: int, shaping: dict, cpus: list[int] | None) -> None:
+def _add_node(
+    state_dir: Path, state: dict, layout: Layout, index: int, shaping: dict, cpus: list[int] | None
+) -> None:
     """Node index's namespace, its shaped link into the hub; each part recorded once made."""
-    cluster_net.add_namespace(node_namespace(index))
-    node = new_node(index, shaping, cpus)
+    cluster_net.add_namespace(layout.node_namespace(index))
+    node = new_node(index, shaping, cpus, layout)
     state["nodes"].append(node)
     save_state(state_dir, state)
-    node["hub_veth"] = cluster_net.add_node_veth(index)
+    node["hub_veth"] = cluster_net.add_node_veth(layout, index)
     save_state(state_dir, state)
-    cluster_net.connect_node_veth(index)
+    cluster_net.connect_node_veth(layout, index)
     shape_node(state, index)
     save_state(state_dir, state)
 
@@ -210,26 +280,48 @@ def _add_node(state_dir: Path, state: dict, index: int, shaping: dict, cpus: lis
 # ---------------------------------------------------------------- down
 
 
-def cluster_down(state_dir: Path = DEFAULT_STATE_DIR) -> list[str]:
-    """Take the emulated cluster down: processes, namespaces, links (with their qdiscs), state files.
+def cluster_down(state_dir: Path | None = None, name: str | None = None) -> list[str]:
+    """Take one emulated cluster down: its processes, namespaces, links (with their qdiscs), state files.
 
-    Works from state.json and, without it, from the stash-* names alone. Safe to run twice.
+    The cluster is the one state_dir records, else `name`'s (default "default"). Works from
+    state.json and, without it, from the cluster's names, but leaves alone the namespaces of a
+    same-named cluster that another, still existing, state folder owns. Safe to run twice.
     Returns what it did, one line per action.
     """
-    state_dir = Path(state_dir)
+    name, state_dir = resolve(name, state_dir)
     actions: list[str] = []
     state = load_state(state_dir) or {}
+    layout = Layout.of_state(state) if state else Layout(name)
+    if state:
+        with contextlib.suppress(OSError):  # a profile on it now hears it is gone
+            save_state(state_dir, {**state, "taken_down": True})
     for node in state.get("nodes", []):
         pid = node.get("sshd_pid")
         if cluster_sshd.is_our_sshd(pid, state_dir, node["index"]):  # only if still ours: pids get reused
             _end_processes([pid], f"sshd of {node['namespace']}", actions)
-    # Every stash-n*/stash-hub namespace, recorded or not: the names are ours.
-    for namespace in cluster_net.live_namespaces():
-        _end_processes(cluster_net.namespace_pids(namespace), namespace, actions)
-        actions.append(cluster_net.delete_namespace(namespace))
-    actions += cluster_net.delete_root_links()
+    owner = _foreign_owner(layout, state_dir)
+    if owner is not None:
+        actions.append(
+            f"left the namespaces of the emulated cluster {name} alone: they belong to the one whose "
+            f"state is in {owner}"
+        )
+    else:
+        for namespace in cluster_net.live_namespaces(layout):
+            _end_processes(cluster_net.namespace_pids(namespace), namespace, actions)
+            actions.append(cluster_net.delete_namespace(namespace))
+        actions += cluster_net.delete_root_links(layout)
     actions += remove_state_files(state_dir)
     return actions
+
+
+def _foreign_owner(layout: Layout, state_dir: Path) -> str | None:
+    """The state folder of another live cluster that owns the hub of this name, or None."""
+    owner = cluster_net.hub_owner(layout)
+    if owner is None or owner == cluster_net.owner_token(state_dir):
+        return None
+    if not owner.startswith("/") or state_path(Path(owner)).exists():
+        return owner
+    return None  # its owner's state is gone: an orphan, anyone's to remove
 
 
 def _end_processes(pids: list[int], label: str, actions: list[str]) -> None:
@@ -241,103 +333,3 @@ def _end_processes(pids: list[int], label: str, actions: list[str]) -> None:
     actions.append(f"ended {len(pids) - len(alive)} process(es) in {label}: {' '.join(map(str, pids))}")
     if alive:
         actions.append(f"could not end process(es) in {label}: {' '.join(map(str, alive))}")
-
-
-# ---------------------------------------------------------------- status and changes
-
-
-def cluster_status(state_dir: Path = DEFAULT_STATE_DIR) -> dict:
-    """What exists now: nodes with address, shaping, live qdiscs, link and sshd state."""
-    state_dir = Path(state_dir)
-    state = load_state(state_dir) or {}
-    live = set(cluster_net.live_namespaces())
-    nodes = [_node_status(node, node["namespace"] in live) for node in state.get("nodes", [])]
-    recorded = {node["namespace"] for node in state.get("nodes", [])} | {HUB_NAMESPACE}
-    warnings = sorted({node["warning"] for node in state.get("nodes", []) if node.get("warning")})
-    return {
-        "up": bool(nodes) and all(n["exists"] and n["sshd_alive"] for n in nodes),
-        "state_dir": str(state_dir),
-        "nodes": nodes,
-        "master_addr": nodes[0]["address"] if nodes else None,
-        "root_address": state.get("root_address"),
-        "netem": state.get("netem"),
-        "ssh_config": state.get("ssh_config"),
-        "key_path": state.get("key_path"),
-        "cpu_sets": state.get("cpu_sets"),
-        "worker_env": dict(WORKER_ENV),
-        "warnings": warnings,
-        "unrecorded_namespaces": sorted(live - recorded),
-    }
-
-
-def _node_status(node: dict, exists: bool) -> dict:
-    pid = node.get("sshd_pid")
-    hub_end = node.get("hub_veth") if exists else None
-    return {
-        "index": node["index"],
-        "namespace": node["namespace"],
-        "address": node["address"],
-        "exists": exists,
-        "sshd_pid": pid,
-        "sshd_alive": bool(pid) and cluster_sshd.pid_alive(pid),
-        "link_up": cluster_net.link_up(HUB_NAMESPACE, hub_end) if hub_end else None,
-        "shaping": node["shaping"],
-        # what the node sends is shaped on its own end, what it receives on the bridge end
-        "qdiscs": live_qdiscs(node["namespace"], NODE_IFNAME) if exists else [],
-        "ingress_qdiscs": live_qdiscs(HUB_NAMESPACE, hub_end) if hub_end else [],
-        "cpus": node.get("cpus"),
-    }
-
-
-def set_link(
-    node: int,
-    bandwidth: str | None = None,
-    latency: str | None = None,
-    loss_pct: float | None = None,
-    down: bool = False,
-    state_dir: Path = DEFAULT_STATE_DIR,
-) -> dict:
-    """Change node's shaping (None keeps a value) and cut (down=True) or restore (down=False) its link.
-
-    Returns the node's shaping as now applied, with its "down" flag and any warning.
-    """
-    state_dir = Path(state_dir)
-    state = require_state(state_dir)
-    if isinstance(node, bool) or not isinstance(node, int) or not 0 <= node < len(state["nodes"]):
-        raise UsageError(f"no node {node!r} in the cluster (nodes 0..{len(state['nodes']) - 1})")
-    record = state["nodes"][node]
-    shaping = dict(record["shaping"])
-    if bandwidth is not None:
-        shaping["rate_bps"] = parse_bandwidth_bps(bandwidth)
-    if latency is not None:
-        shaping["latency_us"] = parse_latency_us(latency)
-    if loss_pct is not None:
-        shaping["loss_pct"] = check_loss(loss_pct)
-    if shaping != record["shaping"]:
-        record["shaping"] = shaping
-        shape_node(state, node)
-    cluster_net.set_hub_veth(record["hub_veth"], up=not down)
-    record["down"] = bool(down)
-    save_state(state_dir, state)
-    return {**shaping, "down": record["down"], "warning": record.get("warning")}
-
-
-def cluster_hosts(state_dir: Path = DEFAULT_STATE_DIR) -> list[SshTarget]:
-    """SshTargets for the nodes, in node order; each host is the node's address (usable as master_addr)."""
-    state = require_state(Path(state_dir))
-    if not state.get("ssh_config"):
-        raise UsageError("the emulated cluster is not completely set up; take it down and up again")
-    return [
-        SshTarget(
-            host=node["address"],
-            user=SSH_USER,
-            key_path=Path(state["key_path"]),
-            config_file=Path(state["ssh_config"]),
-        )
-        for node in state["nodes"]
-    ]
-
-
-def cluster_cpu_sets(state_dir: Path = DEFAULT_STATE_DIR) -> list[list[int]] | None:
-    """The per-node core sets chosen by cluster_up(split_cpus=True), else None."""
-    return require_state(Path(state_dir)).get("cpu_sets")

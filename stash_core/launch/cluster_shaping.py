@@ -1,4 +1,4 @@
-"""Link shaping of the emulated cluster: rate, latency and loss, parsed from tc-style text and set with tc.
+"""Link shaping of an emulated cluster: rate, latency and loss, parsed from tc-style text and set with tc.
 
 Every node link is shaped in both directions: the egress qdisc of NODE_IFNAME (inside the node)
 shapes what the node sends and the egress qdisc of its hub veth (bridge side) shapes what it
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from stash_core.errors import UsageError
 from stash_core.launch.cluster_cmd import run_cmd
-from stash_core.launch.cluster_names import HUB_NAMESPACE, NODE_IFNAME
+from stash_core.launch.cluster_names import NODE_IFNAME, Layout
 from stash_core.units import DURATION_UNITS_S, RATE_UNITS_BPS, number_and_unit
 
 # tc's units: *bit are bits per second, *bps are BYTES per second (SI prefixes).
@@ -130,7 +130,8 @@ def shape_node(state: dict, index: int) -> None:
     """Apply node index's recorded shaping to both ends of its link; record the qdiscs and any warning."""
     node = state["nodes"][index]
     qdiscs = apply_shaping(node["namespace"], NODE_IFNAME, node["shaping"], state["netem"])
-    qdiscs += apply_shaping(HUB_NAMESPACE, node["hub_veth"], node["shaping"], state["netem"])
+    hub = Layout.of_state(state).hub_namespace
+    qdiscs += apply_shaping(hub, node["hub_veth"], node["shaping"], state["netem"])
     node["qdiscs"] = qdiscs
     node["warning"] = shaping_warning(node["shaping"], state["netem"])
 

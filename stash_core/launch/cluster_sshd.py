@@ -1,4 +1,4 @@
-"""The OpenSSH side of the emulated cluster: an sshd in each node, and the client config that reaches them.
+"""The OpenSSH side of an emulated cluster: an sshd in each node, and the client config that reaches them.
 
 Each node runs its own sshd (own config, host key, pid file and log in its node directory) that
 accepts the cluster key for root. The nodes share this machine's file system, so the same Python,
@@ -16,14 +16,7 @@ from pathlib import Path
 
 from stash_core.errors import MeasurementError, UsageError
 from stash_core.launch.cluster_cmd import run_cmd
-from stash_core.launch.cluster_names import (
-    SSH_USER,
-    SUBNET_PREFIX,
-    WORKER_ENV,
-    node_address,
-    node_dir,
-    node_namespace,
-)
+from stash_core.launch.cluster_names import DEFAULT_LAYOUT, SSH_USER, WORKER_ENV, Layout, node_dir
 
 SSHD_START_TIMEOUT_S = 10.0
 CLIENT_KEY = "id_ed25519"
@@ -48,9 +41,9 @@ def make_client_key(state_dir: Path) -> Path:
     return key
 
 
-def _sshd_config_lines(state_dir: Path, index: int, host_key: Path) -> list[str]:
+def _sshd_config_lines(state_dir: Path, index: int, host_key: Path, layout: Layout) -> list[str]:
     return [
-        f"ListenAddress {node_address(index)}:22",
+        f"ListenAddress {layout.node_address(index)}:22",
         f"HostKey {host_key}",
         f"AuthorizedKeysFile {state_dir / AUTHORIZED_KEYS}",
         "PermitRootLogin prohibit-password",
@@ -83,21 +76,23 @@ def sshd_pid_file(state_dir: Path, index: int) -> Path:
     return node_dir(state_dir, index) / "sshd.pid"
 
 
-def write_sshd_config(state_dir: Path, index: int) -> Path:
+def write_sshd_config(state_dir: Path, index: int, layout: Layout = DEFAULT_LAYOUT) -> Path:
     """Node index's directory, host key and sshd_config; the config's path."""
     directory = node_dir(state_dir, index)
     directory.mkdir(mode=0o700, exist_ok=True)
     host_key = directory / _HOST_KEY
     if not host_key.exists():
-        run_cmd(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"stash-n{index}", "-f", str(host_key)])
+        comment = layout.node_namespace(index)
+        run_cmd(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", comment, "-f", str(host_key)])
     config = sshd_config_path(state_dir, index)
-    config.write_text("\n".join(_sshd_config_lines(state_dir, index, host_key)))
+    config.write_text("\n".join(_sshd_config_lines(state_dir, index, host_key, layout)))
     return config
 
 
-def start_sshd(state_dir: Path, index: int) -> int:
+def start_sshd(state_dir: Path, index: int, layout: Layout = DEFAULT_LAYOUT) -> int:
     """Start sshd inside node index's namespace; return its pid once it accepts connections."""
-    config = write_sshd_config(state_dir, index)
+    config = write_sshd_config(state_dir, index, layout)
+    namespace, address = layout.node_namespace(index), layout.node_address(index)
     sshd = sshd_path()
     if sshd is None:
         raise UsageError("'sshd' not found (apt-get install openssh-server)")
@@ -105,18 +100,18 @@ def start_sshd(state_dir: Path, index: int) -> int:
     log = node_dir(state_dir, index) / "sshd.log"
     run_cmd([sshd, "-t", "-f", str(config)])
     # Without -D sshd binds its socket, daemonizes, and only then lets `ip netns exec` return.
-    run_cmd(["ip", "netns", "exec", node_namespace(index), sshd, "-f", str(config), "-E", str(log)])
+    run_cmd(["ip", "netns", "exec", namespace, sshd, "-f", str(config), "-E", str(log)])
     pid_file = sshd_pid_file(state_dir, index)
     deadline = time.monotonic() + SSHD_START_TIMEOUT_S
     while time.monotonic() < deadline:
         try:
             pid = int(pid_file.read_text().strip())
-            with socket.create_connection((node_address(index), 22), timeout=1.0):
+            with socket.create_connection((address, 22), timeout=1.0):
                 return pid
         except (OSError, ValueError):
             time.sleep(0.05)
     log_tail = log.read_text(errors="replace").strip().splitlines()[-1:] if log.exists() else []
-    raise MeasurementError(f"sshd on stash-n{index} did not start: {log_tail[0] if log_tail else 'no log'}")
+    raise MeasurementError(f"sshd on {namespace} did not start: {log_tail[0] if log_tail else 'no log'}")
 
 
 def pid_alive(pid: int) -> bool:
@@ -149,9 +144,9 @@ def _host_public_key(state_dir: Path, index: int) -> str:
     return f"{parts[0]} {parts[1]}"
 
 
-def _client_defaults(state_dir: Path, known_hosts: Path) -> list[str]:
+def _client_defaults(state_dir: Path, known_hosts: Path, layout: Layout) -> list[str]:
     return [
-        f"Host stash-n* {SUBNET_PREFIX}*",
+        f"Host {layout.prefix}n* {layout.address_prefix}*",
         f"    User {SSH_USER}",
         "    Port 22",
         f"    IdentityFile {state_dir / CLIENT_KEY}",
@@ -170,18 +165,17 @@ def _client_defaults(state_dir: Path, known_hosts: Path) -> list[str]:
     ]
 
 
-def write_client_config(state_dir: Path, nodes: int) -> Path:
+def write_client_config(state_dir: Path, nodes: int, layout: Layout = DEFAULT_LAYOUT) -> Path:
     """known_hosts with every node's host key, and an ssh_config that reaches node i by name or address."""
     known_hosts = state_dir / KNOWN_HOSTS
+    names = [(layout.node_namespace(i), layout.node_address(i)) for i in range(nodes)]
     known_hosts.write_text(
         "".join(
-            f"{node_namespace(i)},{node_address(i)} {_host_public_key(state_dir, i)}\n" for i in range(nodes)
+            f"{name},{address} {_host_public_key(state_dir, i)}\n" for i, (name, address) in enumerate(names)
         )
     )
-    blocks = [
-        f"Host {node_namespace(i)} {node_address(i)}\n    HostName {node_address(i)}\n" for i in range(nodes)
-    ]
-    blocks.append("\n".join(_client_defaults(state_dir, known_hosts)))
+    blocks = [f"Host {name} {address}\n    HostName {address}\n" for name, address in names]
+    blocks.append("\n".join(_client_defaults(state_dir, known_hosts, layout)))
     config = state_dir / CLIENT_CONFIG
     config.write_text("\n".join(blocks))
     return config

@@ -1,7 +1,8 @@
-"""state.json of the emulated cluster: what was made, written after each step of the setup.
+"""state.json of an emulated cluster: what was made, written after each step of the setup.
 
 A setup interrupted half-way can still be taken down from it; `cluster_down` also works without
-it (from the stash-* names alone). Only the files the setup writes are ever removed.
+it (from the cluster's names alone). Only the files the setup writes are ever removed. The state
+records the cluster's name and address range, so a state folder is all a command needs to find it.
 """
 
 from __future__ import annotations
@@ -16,10 +17,14 @@ from pathlib import Path
 from stash_core.errors import UsageError
 from stash_core.launch.cluster_names import (
     BRIDGE,
+    DEFAULT_LAYOUT,
+    DEFAULT_NAME,
     NODE_IFNAME,
-    ROOT_ADDRESS,
-    node_address,
-    node_namespace,
+    Layout,
+    check_name,
+    cluster_option,
+    name_of_state_dir,
+    state_dir_for,
 )
 
 STATE_FILE = "state.json"
@@ -48,24 +53,48 @@ def save_state(state_dir: Path, state: dict) -> None:
     os.replace(tmp, path)
 
 
-def require_state(state_dir: Path) -> dict:
-    """The state of a cluster that has nodes; UsageError when none is up."""
+def resolve(name: str | None, state_dir: Path | None) -> tuple[str, Path]:
+    """The cluster a command means: its name and state folder.
+
+    Without a state folder, the name's own (state_dir_for). With one, the name it records wins
+    over none given (a folder without state: the name its path gives away, else "default"); a
+    name given that differs from the recorded one is a UsageError.
+    """
+    if name is not None:
+        check_name(name)
+    if state_dir is None:
+        name = name or DEFAULT_NAME
+        return name, state_dir_for(name)
+    state_dir = Path(state_dir)
+    recorded = (load_state(state_dir) or {}).get("name")
+    if name is not None and recorded is not None and name != recorded:
+        raise UsageError(f"{state_dir} holds the emulated cluster {recorded}, not {name}")
+    return name or recorded or name_of_state_dir(state_dir), state_dir
+
+
+def require_state(state_dir: Path, name: str = DEFAULT_NAME) -> dict:
+    """The state of a cluster that has nodes; UsageError when cluster `name` is not up there."""
     state = load_state(Path(state_dir))
     if not state or not state.get("nodes"):
-        raise UsageError(f"no emulated cluster is up (no {state_path(Path(state_dir))})")
+        raise UsageError(
+            f"no emulated cluster {name} is up (no {state_path(Path(state_dir))}; "
+            f"stash cluster up{cluster_option(name)} --nodes N)"
+        )
     return state
 
 
-def new_state(state_dir: Path, cpu_sets: list[list[int]] | None) -> dict:
+def new_state(state_dir: Path, cpu_sets: list[list[int]] | None, layout: Layout = DEFAULT_LAYOUT) -> dict:
     """The record of a cluster before anything is made: every part None/empty until it exists."""
     return {
         "version": STATE_VERSION,
+        "name": layout.name,
+        "subnet": layout.subnet,
         "created_at": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "state_dir": str(state_dir),
         "hub_namespace": None,
         "bridge": BRIDGE,
         "root_veth": None,
-        "root_address": ROOT_ADDRESS,
+        "root_address": layout.root_address,
         "netem": False,
         "nodes": [],
         "cpu_sets": cpu_sets,
@@ -74,12 +103,12 @@ def new_state(state_dir: Path, cpu_sets: list[list[int]] | None) -> dict:
     }
 
 
-def new_node(index: int, shaping: dict, cpus: list[int] | None) -> dict:
+def new_node(index: int, shaping: dict, cpus: list[int] | None, layout: Layout = DEFAULT_LAYOUT) -> dict:
     """The record of node index once its namespace exists; its link and sshd are filled in later."""
     return {
         "index": index,
-        "namespace": node_namespace(index),
-        "address": node_address(index),
+        "namespace": layout.node_namespace(index),
+        "address": layout.node_address(index),
         "interface": NODE_IFNAME,
         "hub_veth": None,
         "shaping": dict(shaping),

@@ -7,7 +7,6 @@ it has; only `link` (the emulated link's shaping, when known) is recorded with t
 
 from __future__ import annotations
 
-import os
 import re
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -15,9 +14,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from stash_core import PACKAGE_PARENT
-from stash_core.errors import UsageError
-from stash_core.launch import cluster
-from stash_core.launch.cluster import DEFAULT_STATE_DIR
+from stash_core.errors import MeasurementError, UsageError
+from stash_core.launch import cluster, cluster_gone
+from stash_core.launch.cluster_names import DEFAULT_NAME, check_name, cluster_option, state_dir_for
+from stash_core.launch.cluster_state import resolve
 from stash_core.launch.ssh import SshTarget, parse_target, remote_check, validate_user
 
 DEFAULT_REMOTE_PYTHON = "python3"
@@ -28,8 +28,14 @@ _PYTHON_RE = re.compile(r"^(?:/[A-Za-z0-9._+/-]+|[A-Za-z0-9._+-]+)$")
 _ENV_VALUE_RE = re.compile(r"^[^\x00\n\r]*$")
 
 
-def default_cluster_state_dir() -> Path:
-    return Path(os.environ.get("STASH_CLUSTER_STATE") or DEFAULT_STATE_DIR)
+def default_cluster_state_dir(name: str | None = None) -> Path:
+    """The state folder of emulated cluster `name` (None: the default one, $STASH_CLUSTER_STATE if set)."""
+    return state_dir_for(check_name(name) if name is not None else DEFAULT_NAME)
+
+
+def cluster_name_of(spec_or_args: object) -> str | None:
+    """The emulated cluster a profile or probe names (--cluster-name), None for the default one."""
+    return getattr(spec_or_args, "cluster_name", None)
 
 
 def validate_python(text: str) -> str:
@@ -124,27 +130,35 @@ def hosts_from_cluster(
     workdir: str | None = None,
     master_port: int | None = None,
     comm_timeout_s: int = DEFAULT_COMM_TIMEOUT_S,
+    name: str | None = None,
 ) -> RemoteHosts:
-    """RemoteHosts for the first `nodes` nodes of the emulated cluster (this python, this checkout)."""
+    """RemoteHosts for the first `nodes` nodes of emulated cluster `name` (this python, this checkout).
 
-    state_dir = Path(state_dir) if state_dir else default_cluster_state_dir()
-    targets = cluster.cluster_hosts(state_dir)
+    The cluster is the one state_dir records, else `name`'s own (None: "default"). UsageError with
+    the one line "the emulated cluster NAME is gone (...)" when it has no state or lost its namespaces.
+    """
+    name, state_dir = resolve(name, state_dir)
+    cluster_gone.require_present(name, state_dir)
+    targets = cluster.cluster_hosts(state_dir, name)
     if nodes > len(targets):
-        raise UsageError(f"--nodes {nodes}: the emulated cluster has {len(targets)} node(s)")
-    status = cluster.cluster_status(state_dir)
+        raise UsageError(f"--nodes {nodes}: the emulated cluster {name} has {len(targets)} node(s)")
+    status = cluster.cluster_status(state_dir, name)
     if not status["up"]:
-        raise UsageError("the emulated cluster is not completely up (see `stash cluster status`)")
+        raise UsageError(
+            f"the emulated cluster {name} is not completely up (see `stash cluster status"
+            f"{cluster_option(name)}`)"
+        )
     shaping = status["nodes"][0]["shaping"]
     return RemoteHosts(
         targets=targets[:nodes],
         python=validate_python(python or sys.executable),
         workdir=validate_workdir(workdir or PACKAGE_PARENT),
         env=dict(cluster.WORKER_ENV),
-        cpu_sets=(cluster.cluster_cpu_sets(state_dir) or [])[:nodes] or None,
+        cpu_sets=(status.get("cpu_sets") or [])[:nodes] or None,
         master_addr=targets[0].host,
         master_port=_checked_port(master_port),
         comm_timeout_s=_checked_timeout(comm_timeout_s),
-        label=f"emulated cluster ({nodes} of {len(targets)} nodes)",
+        label=f"emulated cluster {name} ({nodes} of {len(targets)} nodes)",
         link={**shaping, "netem": bool(status.get("netem"))},
     )
 
@@ -153,7 +167,13 @@ def check_hosts(remote: RemoteHosts, timeout_s: float = HOST_CHECK_TIMEOUT_S) ->
     """remote_check on every host in parallel: python, torch, Stash, GPUs. The first failing host raises."""
 
     def check(target: SshTarget) -> dict:
-        info = remote_check(target, python=remote.python, workdir=remote.workdir, timeout_s=timeout_s)
+        try:
+            info = remote_check(target, python=remote.python, workdir=remote.workdir, timeout_s=timeout_s)
+        except (UsageError, MeasurementError):
+            gone = cluster_gone.gone_reason(target)  # say so when the cluster went away meanwhile
+            if gone:
+                raise UsageError(gone) from None
+            raise
         if not info.get("torch_version"):
             raise UsageError(f"torch is not usable on {target.host}: {info.get('torch_error')}")
         if not info.get("stash_version"):

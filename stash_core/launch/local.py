@@ -1,7 +1,8 @@
 """Launch one run on this machine with torchrun and read its protocol lines.
 
 torchrun and its workers (and their data-loader processes) run in their own session, so that
-an error, a timeout or Ctrl-C ends every one of them by process group, leaving no orphans.
+an error, a timeout, Ctrl-C, SIGTERM or SIGHUP (interrupts.Stopped) ends every one of them by process group,
+leaving no orphans.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import time
 from collections.abc import Callable
 
 from stash_core.errors import MeasurementError
+from stash_core.interrupts import held_interrupts, stop_exception
 from stash_core.proc import end_tree
 
 KILL_GRACE_S = 5.0
@@ -82,7 +84,11 @@ def run_local(
                     on_line(line.rstrip("\n"))
         process.wait(timeout=max(deadline - time.monotonic(), 1.0))
     finally:
-        stop_process_group(process)
+        # Ctrl-C, SIGTERM or SIGHUP arriving now must not cut the cleanup short and leave workers behind.
+        with held_interrupts() as interrupted:
+            stop_process_group(process)
+        if interrupted:
+            raise stop_exception(interrupted[0])
     if process.returncode != 0:
         return stderr_tail or [f"exit status {process.returncode}"]
     return []

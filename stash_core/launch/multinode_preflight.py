@@ -12,7 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from stash_core.errors import MeasurementError, UsageError
-from stash_core.launch import remote_preflight
+from stash_core.launch import cluster_gone, remote_preflight
 from stash_core.launch.node_failure import node_label
 from stash_core.launch.ssh import HostUnreachableError, SshTarget, last_line, run_remote
 
@@ -99,12 +99,14 @@ def _check_node(
     label = node_label(index, target)
     try:
         completed = run_remote(target, argv, PREFLIGHT_TIMEOUT_S)
-    except HostUnreachableError as exc:
-        raise MeasurementError(f"{label} is unreachable: {exc}") from None
-    except MeasurementError as exc:
-        raise MeasurementError(f"{label}: {exc}") from None
-    except UsageError as exc:
-        raise UsageError(f"{label}: {exc}") from None
+    except (UsageError, MeasurementError) as exc:
+        gone = cluster_gone.gone_reason(target)  # an emulated cluster taken down: say that, in one line
+        if gone:
+            raise UsageError(gone) from None
+        if isinstance(exc, HostUnreachableError):
+            raise MeasurementError(f"{label} is unreachable: {exc}") from None
+        kind = MeasurementError if isinstance(exc, MeasurementError) else UsageError
+        raise kind(f"{label}: {exc}") from None
     if completed.returncode != 0:
         raise UsageError(f"{label}: {python} failed: {last_line(completed.stderr)}")
     try:

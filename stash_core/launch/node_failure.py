@@ -2,7 +2,8 @@
 
 The remote program shares stderr with the OpenSSH client, so the lines are told apart by shape:
 ssh's own complaints (connection lost, timeouts), the supervisor's STASH_SUPERVISOR lines, and the
-exception line of a Python traceback.
+exception line of a Python traceback. A node of an emulated cluster that went away is said to be
+gone, not unreachable.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import re
 from collections.abc import Iterable
 
 from stash_core.errors import UsageError
-from stash_core.launch import supervisor
+from stash_core.launch import cluster_gone, supervisor
 from stash_core.launch.ssh import SshTarget, last_line, raise_for_ssh_failure
 
 SSH_FAILED = 255  # ssh itself failed, not the remote command
@@ -48,7 +49,8 @@ def failure_reason(target: SshTarget, returncode: int | None, stderr_lines: list
     """What went wrong on a node whose ssh ended with returncode, e.g. "exited with code 1: ValueError: x"."""
     text = "\n".join(stderr_lines)
     if returncode == SSH_FAILED:
-        return f"lost its ssh connection: {lost_connection_reason(target, stderr_lines)}"
+        reason = cluster_gone.gone_reason(target) or lost_connection_reason(target, stderr_lines)
+        return f"lost its ssh connection: {reason}"
     if returncode == supervisor.EXIT_WORKDIR:
         return last_line(text)
     exception_lines = [line.strip() for line in stderr_lines if _EXCEPTION_LINE_RE.match(line)]

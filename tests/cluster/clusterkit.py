@@ -13,8 +13,35 @@ import psutil
 import pytest
 
 from stash_core.launch import cluster
+from stash_core.launch.cluster_names import DEFAULT_LAYOUT
 
 LAUNCH_TAG_VAR = "STASH_LAUNCH_ID"
+# The folder under which the tests keep every state folder (set by conftest): their sshd run from there.
+TEST_TMP: list[Path] = []
+
+
+def leftovers() -> list[str]:
+    """Every trace of the clusters the tests make (the default one and those named t...): namespaces,
+    links in the root namespace, live sshd started from the tests' folders. Other clusters may stay."""
+    namespaces = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split()
+    links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
+    found = [name for name in namespaces if DEFAULT_LAYOUT.owns_namespace(name) or name.startswith("stash-t")]
+    found += [
+        link
+        for link in (word.rstrip(":").split("@")[0] for word in links.split())
+        if DEFAULT_LAYOUT.owns_root_link(link) or link.startswith("svh-t")
+    ]
+    for process in psutil.process_iter(["name", "cmdline"]):
+        try:
+            ours = process.info["name"] == "sshd" and any(
+                "sshd_config" in part and any(str(base) in part for base in TEST_TMP)
+                for part in process.info["cmdline"] or []
+            )
+            if ours and process.status() != psutil.STATUS_ZOMBIE:
+                found.append(f"sshd pid {process.pid}")
+        except psutil.Error:
+            continue
+    return found
 
 
 def cluster_fixture(nodes: int, name: str = "cluster_state", **kwargs) -> Callable:

@@ -8,17 +8,23 @@ from __future__ import annotations
 
 import subprocess
 
+import clusterkit
 import pytest
 
 from stash_core.launch import cluster
+from stash_core.launch.cluster_names import DEFAULT_LAYOUT
 
 
 @pytest.fixture(scope="session", autouse=True)
-def _cluster_capable() -> None:
+def _cluster_capable(tmp_path_factory: pytest.TempPathFactory) -> None:
     """Session scope so it runs before any module-scoped cluster fixture tries to build one."""
+    clusterkit.TEST_TMP[:] = [tmp_path_factory.getbasetemp()]
     problem = cluster.cluster_support_problem(probe_namespace=True)
     if problem:
         pytest.skip(f"emulated cluster unavailable: {problem}")
-    existing = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
-    if any(line.startswith(("stash-n", "stash-hub")) for line in existing.splitlines()):
-        pytest.skip("an emulated cluster already exists on this machine; take it down first (cluster_down)")
+    existing = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split()
+    # the tests bring up the default cluster, and clusters named "t..." (test_named.py); others may stay
+    if any(DEFAULT_LAYOUT.owns_namespace(name) or name.startswith("stash-t") for name in existing):
+        pytest.skip(
+            "an emulated cluster the tests use already exists here; take it down first (cluster down)"
+        )

@@ -7,30 +7,12 @@ import subprocess
 
 import psutil
 import pytest
-from clusterkit import stash_argv, stash_env
+from clusterkit import leftovers, stash_argv, stash_env
 
 from stash_core.errors import MeasurementError, UsageError
 from stash_core.launch import cluster, cluster_sshd
 
 pytestmark = pytest.mark.cluster
-
-
-def _leftovers() -> list[str]:
-    """Every trace of a cluster: stash namespaces, stash links in the root namespace, live sshd of ours."""
-    namespaces = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split()
-    links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
-    found = [name for name in namespaces if name.startswith("stash-")]
-    found += [word.rstrip(":").split("@")[0] for word in links.split() if word.startswith("stash-")]
-    for process in psutil.process_iter(["name", "cmdline"]):
-        try:
-            ours = process.info["name"] == "sshd" and any(
-                "sshd_config" in part for part in process.info["cmdline"] or []
-            )
-            if ours and process.status() != psutil.STATUS_ZOMBIE:
-                found.append(f"sshd pid {process.pid}")
-        except psutil.Error:
-            continue
-    return found
 
 
 @pytest.fixture
@@ -46,12 +28,12 @@ def test_down_removes_everything_and_twice_is_fine(state_dir):
     up = cluster.cluster_up(2, bandwidth="100mbit", state_dir=state_dir)
     sshd_pids = [node["sshd_pid"] for node in up["nodes"]]
     assert all(psutil.pid_exists(pid) for pid in sshd_pids)
-    assert len(_leftovers()) >= 5  # 3 namespaces, the root link, 2 sshd
+    assert len(leftovers()) >= 5  # 3 namespaces, the root link, 2 sshd
 
     actions = cluster.cluster_down(state_dir)
 
     assert any("deleted namespace stash-n1" in action for action in actions)
-    assert _leftovers() == []
+    assert leftovers() == []
     assert not state_dir.exists()
     assert cluster.cluster_down(state_dir) == []
     assert cluster.cluster_status(state_dir)["up"] is False
@@ -65,21 +47,21 @@ def test_down_without_state_file_and_up_twice_refused(state_dir):
 
     cluster.cluster_down(state_dir)
 
-    assert _leftovers() == []  # found by their stash-* names; sshd ended via `ip netns pids`
+    assert leftovers() == []  # found by their stash-* names; sshd ended via `ip netns pids`
 
 
 def test_failed_setup_is_rolled_back(state_dir, monkeypatch):
     real_start_sshd = cluster_sshd.start_sshd
 
-    def start_one_then_fail(state_dir_arg, index):
+    def start_one_then_fail(state_dir_arg, index, *layout):
         if index == 1:
             raise MeasurementError("simulated failure while starting sshd on node 1")
-        return real_start_sshd(state_dir_arg, index)
+        return real_start_sshd(state_dir_arg, index, *layout)
 
     monkeypatch.setattr(cluster_sshd, "start_sshd", start_one_then_fail)
     with pytest.raises(MeasurementError, match="simulated failure"):
         cluster.cluster_up(3, state_dir=state_dir)
-    assert _leftovers() == []
+    assert leftovers() == []
     assert not (state_dir / "state.json").exists()
 
 
@@ -96,7 +78,7 @@ def test_failed_setup_is_rolled_back(state_dir, monkeypatch):
 def test_bad_arguments_touch_nothing(state_dir, kwargs, message):
     with pytest.raises(UsageError, match=message):
         cluster.cluster_up(state_dir=state_dir, **kwargs)
-    assert _leftovers() == []
+    assert leftovers() == []
 
 
 def test_cli_up_status_set_down_leaves_nothing(tmp_path):
@@ -129,8 +111,8 @@ def test_cli_up_status_set_down_leaves_nothing(tmp_path):
             stash_argv("cluster", "down", "--state-dir", str(state)), capture_output=True, text=True, env=env
         )
     assert down.returncode == 0 and "deleted namespace stash-n1" in down.stdout
-    assert _leftovers() == []
+    assert leftovers() == []
     again = subprocess.run(
         stash_argv("cluster", "down", "--state-dir", str(state)), capture_output=True, text=True, env=env
     )
-    assert again.returncode == 0 and "no emulated cluster was up" in again.stdout
+    assert again.returncode == 0 and "no emulated cluster default was up" in again.stdout

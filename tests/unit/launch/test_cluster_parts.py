@@ -8,7 +8,7 @@ import pytest
 
 from stash_core.errors import UsageError
 from stash_core.launch import cluster, cluster_state
-from stash_core.launch.cluster_names import NAMESPACE_RE, ROOT_LINK_RE, hub_veth, node_address, node_namespace
+from stash_core.launch.cluster_names import DEFAULT_LAYOUT, Layout, hub_veth, node_address, node_namespace
 from stash_core.launch.cluster_shaping import check_loss, qdisc_args, shaping_warning, tbf_args
 from stash_core.launch.cluster_sshd import write_client_config, write_sshd_config
 
@@ -17,29 +17,34 @@ SHAPING = {"rate_bps": 200_000_000, "latency_us": 1000, "loss_pct": 0.5}
 
 def test_names_are_ours_and_teardown_finds_them():
     assert (node_namespace(3), node_address(3), hub_veth(3)) == ("stash-n3", "10.213.0.13", "stash-v3b")
-    assert NAMESPACE_RE.match("stash-n12") and NAMESPACE_RE.match("stash-hub")
-    assert not NAMESPACE_RE.match("stash-probe7") and not NAMESPACE_RE.match("other-n1")
-    assert all(ROOT_LINK_RE.match(name) for name in ("stash-vh", "stash-br0", "stash-v0b"))
-    assert not ROOT_LINK_RE.match("eth0")
+    assert DEFAULT_LAYOUT.owns_namespace("stash-n12") and DEFAULT_LAYOUT.owns_namespace("stash-hub")
+    assert not DEFAULT_LAYOUT.owns_namespace("stash-probe7") and not DEFAULT_LAYOUT.owns_namespace("other-n1")
+    assert all(DEFAULT_LAYOUT.owns_root_link(name) for name in ("stash-vh", "stash-br0", "stash-v0b"))
+    assert not DEFAULT_LAYOUT.owns_root_link("eth0")
 
 
 def test_public_names_stay_importable_from_cluster():
     names = ["cluster_up", "cluster_down", "cluster_status", "set_link", "cluster_hosts", "cluster_cpu_sets",
              "cluster_support_problem", "node_cpu_sets", "parse_bandwidth_bps", "parse_latency_us",
              "node_address", "node_namespace", "DEFAULT_STATE_DIR", "HUB_NAMESPACE", "NODE_IFNAME",
-             "WORKER_ENV", "MAX_NODES"]  # fmt: skip
+             "WORKER_ENV", "MAX_NODES", "DEFAULT_NAME", "Layout"]  # fmt: skip
     assert [name for name in names if not hasattr(cluster, name)] == []
 
 
 def test_state_is_written_atomically_and_read_back(tmp_path):
     assert cluster_state.load_state(tmp_path) is None
-    with pytest.raises(UsageError, match="no emulated cluster is up"):
+    with pytest.raises(UsageError, match="no emulated cluster default is up"):
         cluster_state.require_state(tmp_path)
     state = cluster_state.new_state(tmp_path, None)
     state["nodes"].append(cluster_state.new_node(0, SHAPING, [0, 1]))
     cluster_state.save_state(tmp_path, state)
     assert json.loads((tmp_path / "state.json").read_text()) == state
     assert cluster_state.require_state(tmp_path)["nodes"][0]["namespace"] == "stash-n0"
+    assert (state["name"], state["subnet"], state["root_address"]) == (
+        "default",
+        "10.213.0.0/24",
+        "10.213.0.1",
+    )
     assert not list(tmp_path.glob("*.tmp"))
 
 
@@ -109,3 +114,20 @@ def test_sshd_config_listens_on_the_node_only(tmp_path):
     assert f"PidFile {tmp_path / 'n1' / 'sshd.pid'}" in config
     assert "AcceptEnv GLOO_SOCKET_IFNAME NCCL_SOCKET_IFNAME TP_SOCKET_IFNAME" in config
     assert "PasswordAuthentication no" in config
+
+
+def test_a_named_cluster_has_its_own_ssh_names_and_addresses(tmp_path):
+    layout = Layout("bench", "10.213.4.0/24")
+    for index in range(2):
+        (tmp_path / f"n{index}").mkdir()
+        (tmp_path / f"n{index}" / "ssh_host_ed25519_key.pub").write_text(f"ssh-ed25519 KEY{index} x\n")
+    config = write_client_config(tmp_path, 2, layout).read_text()
+    known_hosts = (tmp_path / "known_hosts").read_text().splitlines()
+    assert known_hosts[1] == "stash-bench-n1,10.213.4.11 ssh-ed25519 KEY1"
+    assert "Host stash-bench-n* 10.213.4.*\n" in config and "10.213.0." not in config
+    assert "ListenAddress 10.213.4.11:22" in write_sshd_config(tmp_path, 1, layout).read_text().splitlines()
+    state = cluster_state.new_state(tmp_path, None, layout)
+    state["nodes"].append(cluster_state.new_node(0, SHAPING, None, layout))
+    assert (state["name"], state["root_address"]) == ("bench", "10.213.4.1")
+    assert (state["nodes"][0]["namespace"], state["nodes"][0]["address"]) == ("stash-bench-n0", "10.213.4.10")
+    assert Layout.of_state(state) == layout

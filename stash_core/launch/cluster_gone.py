@@ -1,0 +1,66 @@
+"""Whether an emulated cluster is still there, and the one line that says it is gone.
+
+A cluster is gone when its state folder records no nodes or that it is being taken down, when a
+namespace it recorded no longer exists, or when its hub now belongs to another state folder (a
+cluster of the same name brought up again elsewhere). The ssh targets of a cluster are remembered
+with its name, so that a launch whose nodes stop answering can say "the emulated cluster NAME is
+gone" instead of "cannot reach host".
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from stash_core.errors import UsageError
+from stash_core.launch import cluster_net
+from stash_core.launch.cluster_names import Layout, gone_message
+from stash_core.launch.cluster_state import load_state
+from stash_core.launch.ssh import SshTarget
+
+SETTLE_S = 2.0
+# ssh_config path of a cluster's targets -> (cluster name, state folder); filled by cluster_hosts.
+_REMEMBERED: dict[str, tuple[str, Path]] = {}
+
+
+def is_gone(state_dir: Path) -> bool:
+    """Whether the cluster recorded in state_dir has lost its state, a namespace or its hub."""
+    state = load_state(Path(state_dir))
+    if not state or not state.get("nodes") or state.get("taken_down"):
+        return True
+    layout = Layout.of_state(state)
+    recorded = {layout.hub_namespace} | {node["namespace"] for node in state["nodes"]}
+    if not recorded <= set(cluster_net.live_namespaces(layout)):
+        return True
+    owner = cluster_net.hub_owner(layout)  # None: made before owners were recorded
+    return owner is not None and owner != cluster_net.owner_token(Path(state_dir))
+
+
+def require_present(name: str, state_dir: Path) -> None:
+    """UsageError with the one line of gone_message when the cluster is gone."""
+    if is_gone(state_dir):
+        raise UsageError(gone_message(name))
+
+
+def remember(targets: list[SshTarget], name: str, state_dir: Path) -> None:
+    for target in targets:
+        if target.config_file is not None:
+            _REMEMBERED[str(target.config_file)] = (name, Path(state_dir))
+
+
+def gone_reason(target: SshTarget, settle_s: float | None = None) -> str | None:
+    """gone_message of the cluster target belongs to when that cluster is gone; else None.
+
+    A cluster being taken down loses its sshd before its namespaces: a node that just stopped
+    answering is watched for settle_s before it is called merely unreachable.
+    """
+    known = _REMEMBERED.get(str(target.config_file)) if target.config_file is not None else None
+    if known is None:
+        return None
+    name, state_dir = known
+    deadline = time.monotonic() + (SETTLE_S if settle_s is None else settle_s)
+    while not is_gone(state_dir):
+        if time.monotonic() >= deadline:
+            return None
+        time.sleep(0.2)
+    return gone_message(name)

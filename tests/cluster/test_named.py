@@ -1,0 +1,155 @@
+"""Several named emulated clusters on one machine: each has its own namespaces, addresses, link and state;
+`down` takes only its own; `up` refuses a name or an address range in use; a profile or probe whose
+cluster vanished says "the emulated cluster NAME is gone" in one line.
+
+The clusters here are named t...; conftest skips the module where such a cluster already exists.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from clusterkit import leftovers, stash_argv, stash_env, tagged_processes, wait_until
+
+from stash_core.errors import UsageError
+from stash_core.launch import cluster, cluster_net
+from stash_core.launch.cluster_names import gone_message
+from stash_core.launch.ssh import run_remote
+from stash_core.measure import protocol
+
+pytestmark = pytest.mark.cluster
+
+MODEL = [
+    "--model", f"{Path(__file__).resolve().parent / 'netmodel.py'}:make", "--input-shape", "3,16,16",
+    "--num-classes", "10", "--batch-size", "8", "--workers", "1", "--nodes", "2",
+]  # fmt: skip
+
+
+@pytest.fixture
+def made(tmp_path):
+    """State folders of the clusters a test brings up; each is taken down after it, whatever happened."""
+    folders: list[Path] = []
+    yield folders
+    for state_dir in folders:
+        cluster.cluster_down(state_dir)
+    assert leftovers() == []
+
+
+def _namespaces() -> set[str]:
+    return set(cluster_net.all_namespaces())
+
+
+def _stash(*args: str, timeout_s: float = 180) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        stash_argv(*args), capture_output=True, text=True, env=stash_env(), timeout=timeout_s
+    )
+
+
+def test_two_clusters_side_by_side_and_down_takes_only_its_own(made, tmp_path):
+    ta, tb = tmp_path / "ta", tmp_path / "tb"
+    made += [ta, tb]
+    a = cluster.cluster_up(2, bandwidth="300mbit", latency="0ms", state_dir=ta, name="ta")
+    up_b = _stash("cluster", "up", "--name", "tb", "--nodes", "1", "--state-dir", str(tb))
+    assert up_b.returncode == 0, up_b.stderr
+    assert "emulated cluster tb up" in up_b.stdout and "other emulated clusters here: ta" in up_b.stdout
+    b = cluster.cluster_status(tb)  # the folder says which cluster it holds
+    assert (a["name"], b["name"]) == ("ta", "tb") and a["up"] and b["up"]
+    assert a["subnet"] != b["subnet"] and "10.213.0.0/24" not in (a["subnet"], b["subnet"])
+    assert [node["namespace"] for node in a["nodes"]] == ["stash-ta-n0", "stash-ta-n1"]
+    assert {"stash-ta-hub", "stash-ta-n0", "stash-ta-n1", "stash-tb-hub", "stash-tb-n0"} <= _namespaces()
+    assert cluster_net.root_links(cluster.Layout("ta")) == ["svh-ta"]
+
+    # the same name, from another folder: refused, and that folder's `down` leaves the live one alone
+    with pytest.raises(UsageError, match="emulated cluster ta already exists"):
+        cluster.cluster_up(1, state_dir=tmp_path / "ta-again", name="ta")
+    actions = cluster.cluster_down(tmp_path / "ta-again", name="ta")
+    assert any("left the namespaces of the emulated cluster ta alone" in action for action in actions)
+    # an address range in use: refused before anything is made
+    with pytest.raises(UsageError, match=f"address range {a['subnet']} is already in use"):
+        cluster.cluster_up(1, state_dir=tmp_path / "tx", name="tx", subnet=a["subnet"])
+    # the default cluster's `down` (no state anywhere) touches neither
+    cluster.cluster_down(tmp_path / "no-such-state")
+    assert cluster.cluster_status(ta)["up"] and cluster.cluster_status(tb)["up"]
+
+    down = _stash("cluster", "down", "--state-dir", str(ta))
+    assert down.returncode == 0, down.stderr
+    assert "deleted namespace stash-ta-n1" in down.stdout and "tb" not in down.stdout
+    assert not any(name.startswith("stash-ta-") for name in _namespaces())
+    assert {"stash-tb-hub", "stash-tb-n0"} <= _namespaces()
+    status_b = cluster.cluster_status(tb)
+    assert status_b["up"] and not status_b["gone"] and "ta" not in status_b["other_clusters"]
+    # and tb still works: ssh into its node, which sees its own address
+    target = cluster.cluster_hosts(tb)[0]
+    shown = run_remote(target, ["ip", "-o", "-4", "addr", "show", "stash0"], 30)
+    assert shown.returncode == 0 and f"inet {b['nodes'][0]['address']}/24" in shown.stdout
+    ssh = subprocess.run(
+        ["ssh", "-F", b["ssh_config"], "stash-tb-n0", "true"], capture_output=True, text=True, timeout=30
+    )
+    assert ssh.returncode == 0, ssh.stderr
+
+
+def test_a_profile_or_probe_on_a_vanished_cluster_says_it_is_gone(made, tmp_path):
+    state = tmp_path / "stash-cluster-tc"  # the name's own folder name: after `down` the path still names it
+    made.append(state)
+    cluster.cluster_up(2, latency="0ms", state_dir=state, name="tc")
+    where = ["--cluster", "emulated", "--cluster-state", str(state)]
+    profile = ["profile", *MODEL, *where, "--stalls", "network", "--iterations", "5", "--no-store",
+               "--out", str(tmp_path / "run.json"), "--progress", "none"]  # fmt: skip
+    probe = ["probe", "--workers", "1", "--nodes", "2", *where, "--no-store", "--max-size", "64KiB"]
+    expected = f"stash: {gone_message('tc')}"
+
+    # what an older `stash cluster down` of another cluster did: every stash namespace removed, our state kept
+    for namespace in cluster_net.live_namespaces(cluster.Layout("tc")):
+        for pid in cluster_net.namespace_pids(namespace):
+            subprocess.run(["kill", "-9", str(pid)], check=False)
+        subprocess.run(["ip", "netns", "del", namespace], check=True)
+    status = _stash("cluster", "status", "--state-dir", str(state))
+    assert "emulated cluster tc GONE" in status.stdout
+    for args in (profile, probe):
+        result = _stash(*args)
+        assert result.returncode == 2
+        assert result.stderr.strip() == expected  # one line, no traceback
+    assert not (tmp_path / "run.json").exists()  # refused before any run
+
+    # taken down: no state left at all, the same line
+    cluster.cluster_down(state)
+    assert not state.exists()
+    for args in (profile, probe):
+        result = _stash(*args)
+        assert (result.returncode, result.stderr.strip()) == (2, expected)
+
+
+@pytest.mark.slow
+def test_a_cluster_taken_down_mid_profile_is_said_to_be_gone(made, tmp_path):
+    state = tmp_path / "td"
+    made.append(state)
+    cluster.cluster_up(2, bandwidth="200mbit", latency="0ms", state_dir=state, name="td")
+    out = tmp_path / "run.json"
+    argv = stash_argv(
+        "profile", *MODEL, "--cluster", "emulated", "--cluster-state", str(state), "--stalls", "network",
+        "--iterations", "80", "--no-probes", "--out", str(out), "--no-store", "--progress", "json",
+    )  # fmt: skip
+    process = subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=stash_env()
+    )
+    try:
+        for line in process.stdout:
+            message = protocol.parse(line)
+            if message and message[0] == "PROGRESS" and message[1].get("phase") == "R1n":
+                break
+        else:
+            raise AssertionError(f"the profile ended before R1n measured: {process.stderr.read()}")
+        cluster.cluster_down(state)
+        started = time.monotonic()
+        _, stderr = process.communicate(timeout=120)
+    finally:
+        process.kill()
+    assert time.monotonic() - started < 60
+    assert process.returncode in (1, 2) and "Traceback" not in stderr
+    assert gone_message("td") in stderr and "cannot reach host" not in stderr
+    assert wait_until(lambda: not tagged_processes(), 20), f"left running: {tagged_processes()}"
+    assert json.loads(out.read_text())["status"] == "failed"

@@ -1,0 +1,199 @@
+"""Names, addresses and state folders of several emulated clusters on one machine (no root needed)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from stash_core.errors import UsageError
+from stash_core.launch import cluster_gone, cluster_net, cluster_state
+from stash_core.launch.cluster_names import (
+    ANY_NAMESPACE_RE,
+    DEFAULT_LAYOUT,
+    Layout,
+    check_name,
+    gone_message,
+    parse_subnet,
+    state_dir_for,
+)
+from stash_core.launch.hosts import cluster_name_of, default_cluster_state_dir, hosts_from_cluster
+from stash_core.launch.ssh import SshTarget
+
+
+def test_the_default_cluster_keeps_its_historical_names():
+    layout = DEFAULT_LAYOUT
+    assert (layout.name, layout.subnet) == ("default", "10.213.0.0/24")
+    assert (layout.hub_namespace, layout.node_namespace(2), layout.root_veth) == (
+        "stash-hub",
+        "stash-n2",
+        "stash-vh",
+    )
+    assert (layout.root_address, layout.node_address(15)) == ("10.213.0.1", "10.213.0.25")
+
+
+def test_a_named_cluster_has_its_own_namespaces_link_and_addresses():
+    layout = Layout("bench", "10.213.7.0/24")
+    assert (layout.hub_namespace, layout.node_namespace(0)) == ("stash-bench-hub", "stash-bench-n0")
+    assert layout.root_veth == "svh-bench" and len(Layout("a" * 11).root_veth) <= 15  # a link name's limit
+    assert (layout.root_address, layout.node_address(1)) == ("10.213.7.1", "10.213.7.11")
+    assert layout.address_prefix == "10.213.7."
+
+
+@pytest.mark.parametrize(
+    ("namespace", "default_owns", "bench_owns"),
+    [
+        ("stash-hub", True, False),
+        ("stash-n3", True, False),
+        ("stash-bench-hub", False, True),
+        ("stash-bench-n12", False, True),
+        ("stash-benchx-n0", False, False),
+        ("stash-n1-hub", False, False),  # the hub of a cluster called n1
+        ("stash-probe123", False, False),
+        ("other-n1", False, False),
+    ],
+)
+def test_each_cluster_owns_only_its_namespaces(namespace, default_owns, bench_owns):
+    assert DEFAULT_LAYOUT.owns_namespace(namespace) is default_owns
+    assert Layout("bench").owns_namespace(namespace) is bench_owns
+
+
+def test_root_links_are_told_apart():
+    assert Layout("bench").owns_root_link("svh-bench")
+    assert not Layout("bench").owns_root_link("stash-vh") and not Layout("bench").owns_root_link("svh-benchx")
+    assert not DEFAULT_LAYOUT.owns_root_link("svh-bench")
+
+
+def test_namespace_names_say_which_cluster_they_belong_to():
+    names = {"stash-hub": None, "stash-n0": None, "stash-ab1-n3": "ab1", "stash-hub-hub": "hub"}
+    for namespace, name in names.items():
+        assert ANY_NAMESPACE_RE.match(namespace).group("name") == name
+    assert ANY_NAMESPACE_RE.match("stash-probe7") is None
+
+
+@pytest.mark.parametrize("name", ["default", "bench", "a", "u1000", "abcdefghijk"])
+def test_good_names(name):
+    assert check_name(name) == name
+
+
+@pytest.mark.parametrize("name", ["", "Bench", "1abc", "a-b", "a_b", "abcdefghijkl", "a b", "../x", None, 3])
+def test_bad_names_are_refused(name):
+    with pytest.raises(UsageError, match="invalid cluster name"):
+        check_name(name)
+
+
+@pytest.mark.parametrize(
+    ("text", "subnet"),
+    [
+        ("10.213.9.0/24", "10.213.9.0/24"),
+        ("10.213.9.0", "10.213.9.0/24"),
+        ("192.168.77.0/24", "192.168.77.0/24"),
+    ],
+)
+def test_subnets(text, subnet):
+    assert parse_subnet(text) == subnet
+
+
+@pytest.mark.parametrize("text", ["10.213.9.0/16", "10.213.9.5/24", "8.8.8.0/24", "nonsense", "::1/120", ""])
+def test_bad_subnets_are_refused(text):
+    with pytest.raises(UsageError, match="invalid subnet"):
+        parse_subnet(text)
+
+
+def test_state_folders(monkeypatch):
+    monkeypatch.delenv("STASH_CLUSTER_STATE", raising=False)
+    assert state_dir_for("default") == Path("/run/stash-cluster")
+    assert state_dir_for("bench") == Path("/run/stash-cluster-bench")
+    monkeypatch.setenv("STASH_CLUSTER_STATE", "/tmp/elsewhere")
+    assert state_dir_for("default") == default_cluster_state_dir() == Path("/tmp/elsewhere")
+    assert default_cluster_state_dir("bench") == Path(
+        "/run/stash-cluster-bench"
+    )  # the variable is the default's
+    with pytest.raises(UsageError, match="invalid cluster name"):
+        default_cluster_state_dir("Bad")
+
+
+def test_a_state_folder_names_its_cluster(tmp_path):
+    assert cluster_state.resolve(None, tmp_path) == ("default", tmp_path)
+    assert cluster_state.resolve("bench", tmp_path) == ("bench", tmp_path)
+    cluster_state.save_state(
+        tmp_path, cluster_state.new_state(tmp_path, None, Layout("bench", "10.213.3.0/24"))
+    )
+    assert cluster_state.resolve(None, tmp_path) == ("bench", tmp_path)
+    with pytest.raises(UsageError, match="holds the emulated cluster bench, not other"):
+        cluster_state.resolve("other", tmp_path)
+    assert cluster_state.resolve("other", None) == ("other", Path("/run/stash-cluster-other"))
+    # a folder without state: the name its path gives away
+    assert cluster_state.resolve(None, tmp_path / "stash-cluster-ta")[0] == "ta"
+    assert cluster_state.resolve(None, tmp_path / "stash-cluster-Bad")[0] == "default"
+
+
+def test_the_owner_token_is_the_state_folder_or_a_digest(tmp_path):
+    assert cluster_net.owner_token(tmp_path) == str(tmp_path)
+    long_dir = tmp_path / ("x" * 300)
+    token = cluster_net.owner_token(long_dir)
+    assert token.startswith("sha256:") and len(token) < 255 and token == cluster_net.owner_token(long_dir)
+
+
+def test_gone_is_one_line_that_says_how_to_bring_it_back():
+    assert gone_message("bench") == "the emulated cluster bench is gone (stash cluster up --name bench)"
+
+
+def test_without_state_a_profile_hears_the_cluster_is_gone(tmp_path):
+    with pytest.raises(UsageError) as raised:
+        hosts_from_cluster(2, tmp_path / "never-up")
+    assert str(raised.value) == gone_message("default")
+    with pytest.raises(UsageError, match="^the emulated cluster nosuchclu is gone"):
+        hosts_from_cluster(2, name="nosuchclu")
+
+
+def test_state_without_namespaces_is_gone(tmp_path, monkeypatch):
+    state = cluster_state.new_state(tmp_path, None, Layout("bench", "10.213.3.0/24"))
+    state["nodes"].append(
+        cluster_state.new_node(0, {"rate_bps": None, "latency_us": 0, "loss_pct": 0.0}, None)
+    )
+    cluster_state.save_state(tmp_path, state)
+    live: list[str] = []
+    monkeypatch.setattr(cluster_net, "all_namespaces", lambda: list(live))
+    monkeypatch.setattr(cluster_net, "hub_owner", lambda layout: str(tmp_path))
+    assert cluster_gone.is_gone(tmp_path)
+    with pytest.raises(UsageError, match="^the emulated cluster bench is gone"):
+        hosts_from_cluster(1, tmp_path)
+    live += ["stash-bench-hub", "stash-n0", "stash-bench-n0"]
+    state["nodes"][0]["namespace"] = "stash-bench-n0"
+    cluster_state.save_state(tmp_path, state)
+    assert not cluster_gone.is_gone(tmp_path)
+    cluster_state.save_state(tmp_path, {**state, "taken_down": True})  # `cluster down` has begun
+    assert cluster_gone.is_gone(tmp_path)
+    cluster_state.save_state(tmp_path, state)
+    # a cluster of the same name brought up again from another folder: this one is gone
+    monkeypatch.setattr(cluster_net, "hub_owner", lambda layout: "/run/stash-cluster-bench")
+    assert cluster_gone.is_gone(tmp_path)
+
+
+def test_a_failed_node_of_a_vanished_cluster_is_said_to_be_gone(tmp_path, monkeypatch):
+    from stash_core.launch.node_failure import failure_reason
+
+    config = tmp_path / "ssh_config"
+    config.write_text("")
+    target = SshTarget(host="10.213.3.10", config_file=config)
+    stranger = SshTarget(host="10.213.3.11")
+    monkeypatch.setattr(cluster_gone, "is_gone", lambda state_dir: True)
+    assert cluster_gone.gone_reason(target) is None  # not a cluster's target (yet)
+    cluster_gone.remember([target, stranger], "bench", tmp_path)
+    assert cluster_gone.gone_reason(target) == gone_message("bench")
+    assert cluster_gone.gone_reason(stranger) is None
+    reason = failure_reason(target, 255, ["ssh: connect to host 10.213.3.10 port 22: No route to host"])
+    assert reason == f"lost its ssh connection: {gone_message('bench')}"
+    monkeypatch.setattr(cluster_gone, "is_gone", lambda state_dir: False)
+    monkeypatch.setattr(cluster_gone, "SETTLE_S", 0.1)
+    assert "cannot reach host 10.213.3.10" in failure_reason(
+        target, 255, ["ssh: connect to host x: No route"]
+    )
+
+
+def test_the_cluster_name_of_a_spec_or_arguments():
+    class Spec:
+        cluster_name = "bench"
+
+    assert cluster_name_of(Spec()) == "bench" and cluster_name_of(object()) is None
