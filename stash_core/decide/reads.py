@@ -91,16 +91,20 @@ def stored_model_counts(db_path: Path | str, model: str) -> dict[str, Any] | Non
     return None
 
 
-def latest_compute_s(db_path: Path | str, model: str, instance: str, batch_size: int) -> float | None:
-    """Compute seconds per iteration of the latest completed profile of model/batch on that instance."""
+def latest_compute_s(
+    db_path: Path | str, model: str, instance: str, batch_per_worker: int, workers_per_node: int
+) -> float | None:
+    """Compute seconds per iteration of the latest completed profile of the model on that instance, with
+    `batch_per_worker` samples per worker process (per GPU) and `workers_per_node` workers on one machine."""
     if not Path(db_path).exists():
         return None
     with connect(db_path, read_only=True) as con:
         rows = con.execute(
             "SELECT s.seconds FROM runs r JOIN stalls s USING (run_id) "
             "WHERE r.status = 'completed' AND r.model = ? AND r.instance = ? AND r.batch_size = ? "
+            "AND r.workers_per_node = ? AND r.nodes = 1 "
             "AND s.stall = 'compute' AND s.seconds > 0 ORDER BY r.started_at DESC LIMIT 1",
-            [model, instance, batch_size],
+            [model, instance, batch_per_worker, workers_per_node],
         ).fetchall()
     return float(rows[0][0]) if rows else None
 

@@ -96,8 +96,9 @@ def build_offers(db_path: Path, offers: list[tuple[str, int]], doc: dict[str, An
         gpus = int(instance.get("accelerator_count") or 0)
         if gpus < 1:
             raise UsageError(f"instance {name} has no accelerators in the catalog; spotDNN plans GPU workers")
-        batch = gpus * _batch_per_gpu(doc, name)
-        compute_s = _compute_s(db_path, doc, name, batch)
+        batch_per_gpu = _batch_per_gpu(doc, name)
+        batch = gpus * batch_per_gpu
+        compute_s = _compute_s(db_path, doc, name, batch_per_gpu, gpus)
         built.append(InstanceOffer(Worker(name, gpus, compute_s, batch, price), quota))
     return built
 
@@ -111,7 +112,7 @@ def _batch_per_gpu(doc: dict[str, Any], name: str) -> int:
     return value
 
 
-def _compute_s(db_path: Path, doc: dict[str, Any], name: str, batch: int) -> float:
+def _compute_s(db_path: Path, doc: dict[str, Any], name: str, batch_per_gpu: int, gpus: int) -> float:
     given = (doc.get("compute_s") or {}).get(name)
     if given is not None:
         if not _is_number(given) or given <= 0:
@@ -120,18 +121,20 @@ def _compute_s(db_path: Path, doc: dict[str, Any], name: str, batch: int) -> flo
     model = doc.get("model")
     if not model:
         raise UsageError(f"no compute time for {name}: give compute_s in the workload file, or a model")
-    measured = stored_compute_s(db_path, str(model), name, batch)
+    measured = stored_compute_s(db_path, str(model), name, batch_per_gpu, gpus)
     if measured is None:
         raise UsageError(
-            f"no compute time for {name}: no completed profile of {model} at batch {batch} on {name} "
-            f"(profile it with --instance {name}, or give compute_s in the workload file)"
+            f"no compute time for {name}: no completed profile of {model} at batch {batch_per_gpu} per "
+            f"worker with {gpus} worker(s) on {name} (profile it with --instance {name} --workers {gpus} "
+            f"--batch-size {batch_per_gpu}, or give compute_s in the workload file)"
         )
     return measured
 
 
-def stored_compute_s(db_path: Path, model: str, instance: str, batch: int) -> float | None:
-    """Compute seconds per iteration of the latest completed profile of model/batch on that instance."""
-    return latest_compute_s(db_path, model, instance, batch)
+def stored_compute_s(db_path: Path, model: str, instance: str, batch_per_gpu: int, gpus: int) -> float | None:
+    """T_comp of a worker: the compute stall of the latest completed profile of the model on that instance
+    with one worker process per GPU at the batch per GPU (a worker's GPUs compute their shares at once)."""
+    return latest_compute_s(db_path, model, instance, batch_per_gpu, gpus)
 
 
 def _number(doc: dict[str, Any], key: str) -> float:

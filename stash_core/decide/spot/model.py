@@ -10,7 +10,7 @@ its GPUs). Equation numbers are the paper's:
   (5)    R = sqrt((w_1 - 1)^2 + w_2^2 + ... + w_n^2), w_i = v_i / v, w_1 the largest share
   (3)    j = (g2 b_w + g3) sqrt((R + g4) n) / (L_obj - g5) - g1   iterations to reach the target loss
   (1)    T = j T_exp (+ a revocation overhead)
-  (15)   n_upper = floor(((1 - b1) / a1)^2)                        keeps P < 1
+  (15)   n_upper = floor(((1 / (1 + margin) - b1) / a1)^2)         keeps P < 1, with the contention margin
   (16)   n_lower = ceil(b_min ((g2 b_min + g3) sqrt(g4) / (L_obj - g5) - g1) / (v_max T_obj))
 
 Units: bytes, bytes per second, seconds. The public spotDNN code differs from the paper (no R in the loss,
@@ -101,6 +101,12 @@ def convergence_coefficient(batches: list[int], iteration_s: list[float]) -> flo
     return math.sqrt((shares[0] - 1) ** 2 + sum(w * w for w in shares[1:]))
 
 
+def loss_scale(weighted_batch_size: float, loss_g: tuple[float, ...]) -> float:
+    """g2 b_w + g3 of eq. 3: how far the loss starts above its floor. The model holds only where it is
+    positive; at larger batches (g2 < 0) it turns negative and would predict that no training is needed."""
+    return loss_g[1] * weighted_batch_size + loss_g[2]
+
+
 def iterations_to_loss(weighted_batch_size: float, r: float, workers: int, target_loss: float,
                        loss_g: tuple[float, ...]) -> float:  # fmt: skip
     """Eq. 3 inverted: normalised iterations j for the loss to reach `target_loss`."""
@@ -124,7 +130,9 @@ def worker_bounds(workload: Workload, target_loss: float, budget_s: float, small
     `fastest_speed` is v_max, the largest cluster speed (samples per second) of one worker.
     """
     a1, b1 = workload.contention_a1, workload.contention_b1
-    upper = math.floor(((1 - b1) / a1) ** 2) if b1 < 1 else 0
+    # P = (a1 sqrt(n) + b1)(1 + margin) < 1: the margin that over-predicts contention lowers the bound too.
+    ceiling = 1 / (1 + workload.contention_margin)
+    upper = math.floor(((ceiling - b1) / a1) ** 2) if b1 < ceiling else 0
     g1, g2, g3, g4, g5 = workload.loss_g
     if target_loss <= g5:
         raise UsageError(f"target loss {target_loss:g} is at or below the loss model's floor g5 = {g5:g}")

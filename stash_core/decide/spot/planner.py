@@ -19,6 +19,7 @@ from stash_core.decide.spot.model import (
     cluster_iteration_s,
     convergence_coefficient,
     iterations_to_loss,
+    loss_scale,
     weighted_batch,
     worker_bounds,
     worker_iteration_s,
@@ -48,6 +49,7 @@ class Plan:
     usd_per_h: float
     cost_usd: float
     meets_budget: bool
+    outside_loss_model: bool = False  # g2 b_w + g3 <= 0: the loss model does not hold at this batch
 
     def label(self) -> str:
         return " + ".join(f"{count} x {name}" for name, count in sorted(self.counts.items()))
@@ -86,7 +88,10 @@ def plan_spot_cluster(
     pool.sort(key=lambda w: (worker_iteration_s(w, 1, workload, ps_Bps, pcie_Bps), w.usd_per_h, w.instance))
     fastest_speed = max(w.batch / worker_iteration_s(w, 1, workload, ps_Bps, pcie_Bps) for w in pool)
     smallest_batch = min(w.batch for w in pool)
-    if iterations_to_loss(smallest_batch, 0.0, 1, target_loss, workload.loss_g) <= 0:
+    if (
+        loss_scale(smallest_batch, workload.loss_g) > 0
+        and iterations_to_loss(smallest_batch, 0.0, 1, target_loss, workload.loss_g) <= 0
+    ):
         raise UsageError(
             f"the loss model (g1..g5) reaches loss {target_loss:g} before any training: "
             "check g and the target"
@@ -122,7 +127,9 @@ def evaluate(
     t_exp = cluster_iteration_s(times)
     b_w = weighted_batch(batches, times)
     r = convergence_coefficient(batches, times)
-    j = max(0.0, iterations_to_loss(b_w, r, n, target_loss, workload.loss_g))
+    # Outside the loss model's range no plan is free: it is refused, not trained in zero seconds.
+    outside = loss_scale(b_w, workload.loss_g) <= 0
+    j = math.inf if outside else max(0.0, iterations_to_loss(b_w, r, n, target_loss, workload.loss_g))
     training_s = j * t_exp + revocation_s
     usd_per_h = sum(w.usd_per_h for w in cluster)
     return Plan(
@@ -135,7 +142,8 @@ def evaluate(
         training_s=training_s,
         usd_per_h=usd_per_h,
         cost_usd=training_s / 3600 * usd_per_h,
-        meets_budget=training_s <= budget_s,
+        meets_budget=not outside and training_s <= budget_s,
+        outside_loss_model=outside,
     )
 
 
@@ -146,6 +154,11 @@ def _why_none(result: PlanResult, pool: list[Worker], lower: int, upper: int, bu
         limit = "the parameter server's limit" if upper < len(pool) else "the quotas"
         return (
             f"the budget needs at least {lower} workers but {limit} allow(s) at most {min(upper, len(pool))}"
+        )
+    if all(plan.outside_loss_model for plan in result.candidates):
+        return (
+            "the loss model (g2 x batch + g3 <= 0) does not hold at the batch sizes on offer: "
+            "refit g1..g5 over these batch sizes"
         )
     fastest = min(result.candidates, key=lambda plan: plan.training_s)
     return (

@@ -86,10 +86,16 @@ def test_compute_times_come_from_stored_profiles(tmp_path, capsys):
     from stash_core.store import ingest_result
 
     db = tmp_path / "r.duckdb"
-    for instance, batch, compute_s in (("g3.4xlarge", 128, 0.9), ("g3.8xlarge", 256, 0.95)):
+    profiles = (("g3.4xlarge", 128, 1, 0.9), ("g3.8xlarge", 128, 2, 0.95), ("g3.16xlarge", 512, 1, 0.7))
+    for instance, batch, workers, compute_s in profiles:
         stalls = {"compute": compute_s, "interconnect": 0.01}
-        ingest_result(db, result_doc("resnet50", instance=instance, batch_size=batch, stalls=stalls))
-    assert stored_compute_s(db, "resnet50", "g3.4xlarge", 128) == pytest.approx(0.9)
+        doc = result_doc("resnet50", instance=instance, batch_size=batch, workers=workers, stalls=stalls)
+        ingest_result(db, doc)
+    # batch per worker against batch per GPU, and the worker count against the GPUs of a worker
+    assert stored_compute_s(db, "resnet50", "g3.4xlarge", 128, 1) == pytest.approx(0.9)
+    assert stored_compute_s(db, "resnet50", "g3.8xlarge", 128, 2) == pytest.approx(0.95)
+    assert stored_compute_s(db, "resnet50", "g3.8xlarge", 256, 1) is None
+    assert stored_compute_s(db, "resnet50", "g3.16xlarge", 128, 4) is None  # its profile is 1 x 512
     workload = {key: value for key, value in WORKLOAD.items() if key != "compute_s"}
     path = tmp_path / "workload.json"
     path.write_text(json.dumps({**workload, "model": "resnet50"}))
@@ -100,4 +106,6 @@ def test_compute_times_come_from_stored_profiles(tmp_path, capsys):
     status = main(["spot", "--workload", str(path), "--instances", "g3.16xlarge:1", "--target-loss", "0.8",
                    "--budget-s", "3000", "--db", str(db)])  # fmt: skip
     assert status == 2
-    assert "no completed profile of resnet50 at batch 512 on g3.16xlarge" in capsys.readouterr().err
+    assert "no completed profile of resnet50 at batch 128 per worker with 4 worker(s) on g3.16xlarge" in (
+        capsys.readouterr().err
+    )

@@ -93,3 +93,42 @@ def test_bad_requests_are_refused():
         plan(10.0, offers=[InstanceOffer(A, 0)])
     with pytest.raises(UsageError, match="time budget"):
         plan(-1.0)
+
+
+def test_a_batch_outside_the_loss_model_is_refused_not_free():
+    """g2 b_w + g3 <= 0 would make j negative: a plan of zero seconds and zero dollars."""
+    shrinking = Workload(param_bytes=1, solo_bandwidth_Bps=1e6, contention_a1=0.1, contention_b1=0.0,
+                         loss_g=(0.0, -1.0, 20.0, 1.0, 0.0))  # fmt: skip
+    big = Worker("BIG", gpus=1, compute_s=0.5, batch=64, usd_per_h=1.0)  # -64 + 20 < 0
+    small = Worker("SMALL", gpus=1, compute_s=1.0, batch=8, usd_per_h=2.0)  # -8 + 20 > 0
+    outside = evaluate([big], shrinking, 0.1, 1e9, **LINKS)
+    assert outside.outside_loss_model and not outside.meets_budget and outside.training_s == math.inf
+    result = plan_spot_cluster([InstanceOffer(big, 1), InstanceOffer(small, 1)], shrinking, 0.1, 1e6, **LINKS)
+    assert result.best is not None and result.best.counts == {"SMALL": 1} and result.best.cost_usd > 0
+    only_big = plan_spot_cluster([InstanceOffer(big, 2)], shrinking, 0.1, 1e6, **LINKS)
+    assert only_big.best is None and "does not hold at the batch sizes" in only_big.infeasible_reason
+
+
+def test_the_upper_bound_keeps_p_below_one_with_the_contention_margin():
+    from stash_core.decide.spot.model import ps_bottleneck_probability, worker_bounds
+
+    for margin in (0.0, 0.05):
+        workload = Workload(param_bytes=1, solo_bandwidth_Bps=1e6, contention_a1=0.8, contention_b1=-1.92,
+                            loss_g=(0.0, 0.0, 10.0, 1.0, 0.0), contention_margin=margin)  # fmt: skip
+        _, upper = worker_bounds(workload, 0.1, 1e9, 32, 1e3)
+        assert ps_bottleneck_probability(upper, workload) < 1.0
+        assert ps_bottleneck_probability(upper + 1, workload) == 1.0
+    assert upper == 12  # 13 without the margin (the public profile's a1, b1)
+
+
+def test_a_plan_that_rests_on_one_coefficient_is_called_fragile():
+    from stash_core.decide.spot.fragility import fragile_coefficients
+
+    # 1 x B meets 50 s with T = 25 s; 1 x A (T = 100 s) would need twice the budget: robust to 5% nudges
+    robust = plan(50.0)
+    assert fragile_coefficients(robust, OFFERS, WORKLOAD, 0.1, 50.0, **LINKS) == []
+    # at a budget of 101 s, 1 x A (100 s) just fits: g3 +5% makes it miss and the plan changes
+    edge = plan(101.0)
+    assert edge.best.counts == {"A": 1}
+    moved = fragile_coefficients(edge, OFFERS, WORKLOAD, 0.1, 101.0, **LINKS)
+    assert "g3 +5%" in moved and "g3 -5%" not in moved
