@@ -135,7 +135,7 @@ def build(db_path: Path, runs: int, iterations_per_phase: int, telemetry_points:
             "params, grads, layers, params * 4 FROM model_list"
         )
         con.execute(
-            f"INSERT INTO instances VALUES {_values([(*row, '2026-01-15', 'bench') for row in INSTANCES])}"
+            f"INSERT OR REPLACE INTO instances VALUES {_values([(*row, '2026-01-15', 'bench') for row in INSTANCES])}"
         )
         timings["runs"] = time.perf_counter() - start
 

@@ -1,4 +1,6 @@
-"""Compare instances: one model and batch size across instances and configurations - speed, cost, stalls."""
+"""Compare instances: one job (model, batch per worker, input shape, data, workers, machines, device) across
+instances - speed, cost, stalls; runs whose machine contradicts their instance label are marked, not
+priced."""
 
 import altair as alt
 import pandas as pd
@@ -81,7 +83,11 @@ def bar(frame: pd.DataFrame, column: str, title: str, number_format: str, ascend
 
 def main() -> None:
     st.title("Compare instances")
-    st.caption("The same model and batch size on different instances and configurations, side by side.")
+    st.caption(
+        "The same job on different instances, side by side. Runs are the same job when model, batch size "
+        "per worker, input shape, data (synthetic, real cached or cold, which data set), workers, machines "
+        "and device all agree; runs of different jobs are never averaged or ranked together."
+    )
     choices = load(views.compare.compare_choices)
     if choices.empty:
         st.info(
@@ -91,25 +97,25 @@ def main() -> None:
         )
         st.page_link("pages/overview.py", label="Go to the Overview", icon=":material/dashboard:")
         return
-    keys = list(zip(choices["model"], choices["batch_size"], strict=True))
-    counts = {
-        (m, b): (c, r)
-        for m, b, c, r in choices[["model", "batch_size", "configurations", "runs"]].itertuples(index=False)
+    jobs = [
+        {column: views.common.plain(row[column]) for column in views.compare.JOB_COLUMNS}
+        for row in choices.to_dict(orient="records")
+    ]
+    labels = {
+        index: f"{views.compare.job_label({**job, 'model': views.breakdown.short_model(job['model'])})} — "
+        f"{row['configurations']} instance(s), {row['runs']} run(s)"
+        for index, (job, row) in enumerate(zip(jobs, choices.to_dict(orient="records"), strict=True))
     }
-    picked = st.selectbox(
-        "Model and batch size",
-        keys,
-        key="cmp-pick",
-        format_func=lambda k: (
-            f"{views.breakdown.short_model(k[0])} · batch {k[1]} — {counts[k][0]} configuration(s), "
-            f"{counts[k][1]} run(s)"
-        ),
-    )
-    model, batch_size = picked
-    frame = load(views.compare.compare_configurations, model, int(batch_size))
+    picked = st.selectbox("Job", list(labels), key="cmp-pick", format_func=labels.get)
+    job = jobs[picked]
+    model, batch_size = job["model"], int(job["batch_size"])
+    same = {column: job[column] for column in views.compare.JOB_COLUMNS[2:]}
+    frame = load(views.compare.compare_configurations, model, batch_size, **same)
     if frame.empty:
-        st.info("No completed run of this model and batch size.", icon=":material/info:")
+        st.info("No completed run of this job.", icon=":material/info:")
         return
+    for warning in frame.attrs.get("label_warnings") or []:
+        st.warning(warning, icon=":material/report:")
     verdict(frame)
 
     st.subheader("Side by side")

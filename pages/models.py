@@ -120,9 +120,11 @@ def prediction_form(report: FitReport, stalls: list[str]) -> None:
         f"{counts['grad_tensor_count']} tensors, {counts['layer_count']} layers"
     )
     predictions = views.models.prediction_frame(report, counts, stalls)
-    frame = predictions.assign(expected_error=predictions["expected_error"].map(pct)).rename(
-        columns={"expected_error": "expected error", "validated_by": "validated by"}
-    )
+    frame = predictions.assign(
+        expected_error=predictions["expected_error"].map(pct),
+        by=predictions["by"].fillna("–"),
+        validated_by=predictions["validated_by"].fillna("–"),
+    ).rename(columns={"expected_error": "expected error", "validated_by": "validated by"})
     st.dataframe(
         frame,
         hide_index=True,
@@ -134,9 +136,13 @@ def prediction_form(report: FitReport, stalls: list[str]) -> None:
     download_buttons(frame, f"prediction_{Path(label).stem}", "models-prediction", parquet=False)
 
 
-def best_fit_metrics(best: StallModel | None) -> None:
+def best_fit_metrics(best: StallModel | None, shortfall: str) -> None:
     if best is None:
-        st.info("Too few profiled models in this configuration to fit a model.", icon=":material/info:")
+        reason = shortfall or "too few profiled models in this configuration to fit one"
+        st.info(
+            f"No best model: {reason}. Profile more models in this configuration (`stash campaign`).",
+            icon=":material/info:",
+        )
         return
     metrics = st.columns(4)
     metrics[0].metric("Best model", best.name)
@@ -170,10 +176,14 @@ def fits_table(report: FitReport, stall: str, group: dict) -> None:
         width="stretch",
         column_config={
             "best": st.column_config.CheckboxColumn("best"),
-            "r2": st.column_config.NumberColumn("R²", format="%.3f"),
-            "lomo_mape": st.column_config.NumberColumn("leave-one-model-out MAPE", format="percent"),
-            "lobo_mape": st.column_config.NumberColumn("leave-one-bandwidth-out MAPE", format="percent"),
+            "r2": st.column_config.TextColumn("R²"),
+            "lomo_mape": st.column_config.TextColumn("leave-one-model-out MAPE"),
+            "lobo_mape": st.column_config.TextColumn("leave-one-bandwidth-out MAPE"),
         },
+    )
+    st.caption(
+        "A fit needs at least its parameters plus two profiles (of different models): with fewer it reads "
+        "“not enough profiles (n of m needed)” and is never the best."
     )
     download_buttons(table, f"{stall}_fits", "models-fits", parquet=False)
     median_error, configurations = views.models.median_best_error(report)
@@ -209,7 +219,7 @@ def main() -> None:
     )
     best = report.best(stall, group)
     points = views.models.stall_points(report, stall, group)
-    best_fit_metrics(best)
+    best_fit_metrics(best, views.models.group_shortfall(report, stall, group))
     points_view(report, stall, group, feature, points)
     fits_table(report, stall, group)
     if best is not None and not points.empty:

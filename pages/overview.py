@@ -59,10 +59,13 @@ def first_steps() -> None:
 
 
 def active_jobs_notice() -> None:
+    """The profiles running on this database: started here or from a terminal (`stash profile` registers
+    itself next to the database, engine/jobs.py)."""
     running = [job for job in jobs.list_jobs(current_db(), limit=5) if not job.finished]
     for job in running:
         with st.container(border=True):
-            st.markdown(f"{STATUS_ICONS['running']} **Profile running** · {job.label or job.job_id}")
+            where = " (started from a terminal)" if job.origin == "cli" else ""
+            st.markdown(f"{STATUS_ICONS['running']} **Profile running**{where} · {job.label or job.job_id}")
             st.progress(job.fraction_done)
             st.page_link("pages/run.py", label="Follow it on the Run page", query_params={"job": job.job_id})
 

@@ -213,6 +213,8 @@ def ranked_view(ranked: pd.DataFrame) -> None:
 
 
 def show_result(result: Recommendation) -> None:
+    for warning in result.label_warnings:
+        st.warning(warning, icon=":material/report:")
     recommended_box(result)
     options = result.options
     if not options.empty:

@@ -1,7 +1,9 @@
 """Run: start a profile in the background, follow it phase by phase, cancel it, see its breakdown.
 
 The run is a `stash profile` subprocess whose state lives in files next to the database (engine/jobs.py),
-so reloading the page, or opening it in another tab, finds it again (the job id is also in the URL).
+so reloading the page, or opening it in another tab, finds it again (the job id is also in the URL). A
+`stash profile` started from a terminal registers itself there too: it shows here as it progresses. While a
+profile runs on this machine (registered or not), the form says so before starting a second one.
 """
 
 import threading
@@ -23,7 +25,7 @@ from pages._shared import (
 from pages._stalls import breakdown_chart
 from stash_core import views
 from stash_core.engine import jobs
-from stash_core.engine.job_state import JobState, PhaseProgress
+from stash_core.engine.job_state import JobState, PhaseProgress, measuring_processes
 from stash_core.errors import UsageError
 from stash_core.views.common import STALL_LABELS
 from stash_core.views.run_form import RunForm
@@ -97,7 +99,32 @@ def model_field() -> str:
     return f"{path}:{factory.strip()}"
 
 
-def profile_form(busy: bool) -> None:
+def busy_notice(running: list[JobState]) -> bool:
+    """Say what already measures on this machine; True when starting another profile needs a confirmation."""
+    if running:
+        where = ", ".join(
+            f"{job.label or job.job_id}{' (started from a terminal)' if job.origin == 'cli' else ''}"
+            for job in running
+        )
+        st.warning(
+            f"A profile is running on this machine: {where}. Two profiles at once slow each other down and "
+            "skew both; wait for it or cancel it.",
+            icon=":material/hourglass_top:",
+        )
+        return True
+    others = measuring_processes()
+    if not others:
+        return False
+    shown = "; ".join(f"pid {p['pid']}: {p['command'][:120]}" for p in others[:3])
+    st.warning(
+        f"Another measurement is running on this machine ({shown}). A second profile now would slow both "
+        "down and skew their figures.",
+        icon=":material/hourglass_top:",
+    )
+    return not st.checkbox("Start anyway", key="run-start-anyway")
+
+
+def profile_form(running: list[JobState]) -> None:
     with st.container(border=True):
         st.markdown("##### :material/tune: New profile")
         model = model_field()
@@ -167,12 +194,7 @@ def profile_form(busy: bool) -> None:
             st.caption(
                 "Runs across the emulated cluster made with `sudo stash cluster up` (network namespaces)."
             )
-        if busy:
-            st.warning(
-                "A profile is running. Two profiles at once would slow each other and skew both; wait "
-                "for it or cancel it.",
-                icon=":material/hourglass_top:",
-            )
+        busy = busy_notice(running)
         start = st.button(
             "Start profile", type="primary", disabled=busy, icon=":material/play_arrow:", key="run-start"
         )
@@ -230,6 +252,7 @@ HEADERS = {
     "running": "Running",
     "completed": "Finished",
     "failed": "Failed",
+    "interrupted": "Interrupted",
     "cancelled": "Cancelled",
     "lost": "Ended unexpectedly",
 }
@@ -237,6 +260,7 @@ HEADERS = {
 
 def job_view(state: JobState) -> None:
     title = f"{HEADERS.get(state.status, state.status)} — {state.label or 'profile'} · job {state.job_id}"
+    title += " · started from a terminal" if state.origin == "cli" else ""
     if state.finished:
         # st.status marks a finished run; while it runs, the page polls (and st.status would show its
         # "running" spinner as done between polls), so a plain box shows the live state.
@@ -305,12 +329,13 @@ def phase_text(phase: PhaseProgress) -> str:
 def recent_jobs(jobs_list: list[JobState]) -> None:
     if not jobs_list:
         return
-    st.subheader("Recent profiles started here")
+    st.subheader("Recent profiles")
     table = pd.DataFrame(
         [
             {
                 "job": job.job_id,
                 "status": job.status,
+                "from": "terminal" if job.origin == "cli" else "dashboard",
                 "what": job.label,
                 "started (UTC)": job.started_at.strftime("%Y-%m-%d %H:%M:%S") if job.started_at else "",
                 "run": job.run_id or "",
@@ -333,7 +358,10 @@ def recent_jobs(jobs_list: list[JobState]) -> None:
         if st.query_params.get("job") != chosen:
             st.query_params["job"] = chosen
             st.rerun()
-    st.caption("Select a row to show that profile.")
+    st.caption(
+        "Profiles started here and `stash profile` runs started from a terminal on this database. "
+        "Select a row to show that profile."
+    )
 
 
 def main() -> None:
@@ -356,7 +384,7 @@ def main() -> None:
         wanted = running[0].job_id
     if wanted:
         show_job(wanted)
-    profile_form(busy=bool(running))
+    profile_form(running)
     recent_jobs(jobs_list)
 
 

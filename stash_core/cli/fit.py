@@ -4,14 +4,28 @@ from __future__ import annotations
 
 import argparse
 import statistics
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from stash_core.analysis.comm import beta_from_gbps
-from stash_core.cli.args import add_db_argument, db_path, positive_int
+from stash_core.cli.args import (
+    add_db_argument,
+    count,
+    db_path,
+    gbps_text,
+    identifier,
+    non_negative,
+    positive_real,
+    shape_text,
+)
 from stash_core.cli.figures import fixed, percent
-from stash_core.decide.fit import MODELLED_STALLS, FitReport, fit_stall_models, parse_rate_gbps, predict_stall
 from stash_core.errors import UsageError
+from stash_core.spec import WORKERS
 from stash_core.units import finite_float
+
+if TYPE_CHECKING:
+    from stash_core.decide.fit import FitReport
+
+# The decisions are imported inside the functions: building `stash --help` must not load pandas.
 
 PUBLISHED_ERRORS = "Habitat 11.8%, Srifty 8%, dPRO and Ceer under 5%, Lumos 3.3%"
 
@@ -22,25 +36,37 @@ def add_commands(subparsers: Any, parser_class: type[argparse.ArgumentParser] | 
     fit.add_argument("--stall", choices=["interconnect", "network", "all"], default="all")
     fit.add_argument("--by-batch-size", action="store_true", help="fit each batch size separately")
     fit.add_argument(
-        "--alpha-s", type=float, default=None, help="per-bucket latency for the alpha-beta model"
+        "--alpha-s", type=non_negative(10), default=None, help="per-bucket latency for the alpha-beta model"
     )
     beta = fit.add_mutually_exclusive_group()
-    beta.add_argument("--beta-s-per-byte", type=float, default=None, help="seconds per byte of the link")
-    beta.add_argument("--link-gbps", type=float, default=None, help="link bandwidth instead of beta")
+    beta.add_argument(
+        "--beta-s-per-byte", type=positive_real(1.0), default=None, help="seconds per byte of the link"
+    )
+    beta.add_argument(
+        "--link-gbps", type=positive_real(1e5), default=None, help="link bandwidth instead of beta"
+    )
     fit.add_argument("--all-models", action="store_true", help="show every model, not only the best two")
     fit.add_argument("--residuals", action="store_true", help="print every point's residual")
     fit.add_argument("--predict", metavar="MODEL", default=None, help="predict the stall of this model")
-    fit.add_argument("--workers", type=positive_int, default=None, help="with --predict: workers per node")
-    fit.add_argument("--nodes", type=positive_int, default=1, help="with --predict: nodes")
-    fit.add_argument("--instance", default=None, help="with --predict: instance label")
-    fit.add_argument("--bandwidth", default=None, help="with --predict: link bandwidth (e.g. 1gbit, 25)")
-    fit.add_argument("--device", default=None, help="with --predict: cpu or cuda")
-    fit.add_argument("--num-classes", type=positive_int, default=None)
-    fit.add_argument("--input-shape", default=None, help="with --predict: C,H,W of the model's input")
+    fit.add_argument("--workers", type=WORKERS, default=None, help="with --predict: workers per node")
+    fit.add_argument("--nodes", type=WORKERS, default=1, help="with --predict: nodes")
+    fit.add_argument("--instance", type=identifier, default=None, help="with --predict: instance label")
+    fit.add_argument(
+        "--bandwidth", type=gbps_text, default=None, help="with --predict: link bandwidth (e.g. 1gbit, 25)"
+    )
+    fit.add_argument("--device", choices=["cpu", "cuda"], default=None, help="with --predict: cpu or cuda")
+    fit.add_argument(
+        "--num-classes", type=count(10**7), default=None, help="with --predict: the model's classes"
+    )
+    fit.add_argument(
+        "--input-shape", type=shape_text, default=None, help="with --predict: C,H,W of the model's input"
+    )
     add_db_argument(fit)
 
 
 def cmd_fit(args: argparse.Namespace) -> int:
+    from stash_core.decide.fit import MODELLED_STALLS, fit_stall_models
+
     stalls = MODELLED_STALLS if args.stall == "all" else (args.stall,)
     beta = args.beta_s_per_byte
     if args.link_gbps is not None:
@@ -65,11 +91,13 @@ def cmd_fit(args: argparse.Namespace) -> int:
         if not residuals.empty:
             columns = ["stall", "group", "fit", "model", "measured_s", "fitted_s", "residual_s", "heldout_s"]
             print()
-            print(residuals[columns].to_string(index=False, float_format=lambda v: f"{v:.5f}"))
+            print(residuals[columns].to_string(index=False, float_format=lambda v: f"{v:.5f}", na_rep="-"))
     return 0
 
 
 def _print_predictions(args: argparse.Namespace, report: FitReport, stalls: tuple[str, ...]) -> None:
+    from stash_core.decide.fit import parse_rate_gbps, predict_stall
+
     if args.workers is None:
         raise UsageError("--predict needs --workers (workers per node)")
     bandwidth = None
@@ -97,7 +125,10 @@ def _print_predictions(args: argparse.Namespace, report: FitReport, stalls: tupl
 
 
 def format_fit_report(report: FitReport, all_models: bool = False) -> str:
-    """Per stall and configuration: each model's R², held-out errors and coefficients; best marked *."""
+    """Per stall and configuration: each model's R², held-out errors and coefficients; best marked *.
+
+    A model fitted from fewer points than its parameters plus two shows "not enough profiles (n of m
+    needed)" instead of figures, and a configuration where every model is short has no best model."""
     summary = report.summary()
     if summary.empty:
         return (
@@ -106,14 +137,21 @@ def format_fit_report(report: FitReport, all_models: bool = False) -> str:
         )
     lines = []
     best_errors = []
+    shortfalls = {(model.stall, model.group_label): report.shortfall(model.stall, model.group)
+                  for model in report.models}  # fmt: skip
     for (stall, group), frame in summary.groupby(["stall", "group"], sort=False):
         lines.append(
             f"{stall} stall  |  {group}  |  {int(frame['points'].max())} runs of "
             f"{int(frame['models'].max())} models"
         )
-        frame = frame.sort_values("lomo_mape", na_position="last")
+        frame = frame.sort_values(["enough_points", "lomo_mape"], ascending=[False, True], na_position="last")
         shown = frame if all_models else frame[frame["best"] | (frame.index.isin(frame.index[:2]))]
+        if not frame["best"].any():
+            lines.append(f"    no best model: {shortfalls.get((stall, group)) or 'no model could be fitted'}")
         for row in shown.itertuples(index=False):
+            if not row.enough_points:
+                lines.append(f"    {row.model:<30} {row.shortfall}")
+                continue
             mark = "*" if row.best else " "
             lines.append(
                 f"  {mark} {row.model:<30} R² {fixed(row.r2, '.3f'):>6}  leave-one-model-out "
@@ -139,12 +177,12 @@ def format_fit_report(report: FitReport, all_models: bool = False) -> str:
 
 def format_prediction(answer: dict[str, Any]) -> str:
     if answer["stall_s"] is None:
-        return f"{answer['stall']} stall of {answer['model']}: {answer['status']}"
+        return f"{answer['stall']} stall of {answer['model']}: {answer['status'] or 'no prediction'}"
     error = answer["expected_mape"]
     expected = f", expected error {percent(error)} ({answer['validated_by']})" if error is not None else ""
     return (
         f"{answer['stall']} stall of {answer['model']}: {answer['stall_s'] * 1e3:.2f} ms per iteration "
-        f"[{answer['status']}; {answer['method']}; {answer['group']}{expected}]"
+        f"[{answer['status']}; {answer['method'] or '-'}; {answer['group'] or '-'}{expected}]"
     )
 
 

@@ -1,33 +1,42 @@
-"""`stash instances list|show|seed|add|set`: the instance catalog (shapes, prices with date and source)."""
+"""`stash instances list|show|seed|add|set|confirm`: the instance catalog (shapes, prices with date and
+source) and the user's word that a run's instance label is right although its machine's fingerprint says
+otherwise."""
 
 from __future__ import annotations
 
 import argparse
 from typing import Any
 
-from stash_core.cli.args import add_db_argument, db_path
-from stash_core.decide.catalog import (
-    COLUMNS,
-    add_instance,
-    get_instance,
-    list_instances,
-    seed_catalog,
-    set_instance,
+from stash_core.cli.args import (
+    Number,
+    add_db_argument,
+    clearable,
+    db_path,
+    identifier,
+    iso_date,
+    non_negative,
+    positive_real,
 )
 from stash_core.errors import UsageError
 
+# The catalog is imported inside cmd_instances: building `stash --help` must not load pandas. The values are
+# checked here when the command line is read, and again by the catalog (decide/catalog/fields.py).
+
 INSTANCE_OPTIONS = {
-    "provider": (str, "cloud provider, e.g. aws"),
-    "accelerator": (str, "accelerator model, e.g. 'NVIDIA V100 16 GB'"),
-    "accelerator_count": (str, "accelerators per instance (0 for a CPU machine)"),
-    "vcpus": (str, "virtual CPUs"),
-    "memory_gib": (str, "memory in GiB"),
-    "network_gbps": (str, "network bandwidth in Gbit/s"),
-    "interconnect": (str, "GPU interconnect, e.g. NVLink, PCIe, none"),
-    "on_demand_usd_per_h": (str, "on-demand price, USD per hour ('none' clears it)"),
-    "spot_usd_per_h": (str, "spot price, USD per hour ('none' clears it)"),
-    "price_date": (str, "date of the prices, YYYY-MM-DD (default: today when a price changes)"),
-    "source": (str, "where the prices come from (default: 'user edit')"),
+    "provider": (identifier, "cloud provider, e.g. aws"),
+    "accelerator": (identifier, "accelerator model, e.g. 'NVIDIA V100 16 GB'"),
+    "accelerator_count": (
+        clearable(Number(0, 1024, what="an integer from 0 to 1024")),
+        "accelerators per instance (0 for a CPU machine)",
+    ),
+    "vcpus": (clearable(Number(1, 100_000, what="a positive integer")), "virtual CPUs"),
+    "memory_gib": (clearable(positive_real(1e7)), "memory in GiB"),
+    "network_gbps": (clearable(positive_real(1e5)), "network bandwidth in Gbit/s"),
+    "interconnect": (identifier, "GPU interconnect, e.g. NVLink, PCIe, none"),
+    "on_demand_usd_per_h": (clearable(non_negative(1e6)), "on-demand price, USD per hour ('none' clears it)"),
+    "spot_usd_per_h": (clearable(non_negative(1e6)), "spot price, USD per hour ('none' clears it)"),
+    "price_date": (iso_date, "date of the prices, YYYY-MM-DD (default: today when a price changes)"),
+    "source": (identifier, "where the prices come from (default: 'user edit')"),
 }
 _LIST_COLUMNS = {
     "name": "name",
@@ -47,7 +56,9 @@ _LIST_COLUMNS = {
 def add_commands(subparsers: Any, parser_class: type[argparse.ArgumentParser] | None = None) -> None:
     """Add `instances` and its actions to `stash`'s subparsers."""
     parser_class = parser_class or argparse.ArgumentParser
-    instances = subparsers.add_parser("instances", help="the instance catalog: list, show, add, set")
+    instances = subparsers.add_parser(
+        "instances", help="the instance catalog: list, show, seed, add, set; confirm a run's instance label"
+    )
     actions = instances.add_subparsers(dest="instances_action", required=True, parser_class=parser_class)
     listing = actions.add_parser("list", help="list the catalog (stored and built-in rows)")
     add_db_argument(listing)
@@ -56,15 +67,34 @@ def add_commands(subparsers: Any, parser_class: type[argparse.ArgumentParser] | 
     add_db_argument(show)
     seed = actions.add_parser("seed", help="store the built-in rows not stored yet (never overwrites)")
     add_db_argument(seed)
+    confirm = actions.add_parser(
+        "confirm",
+        help="use a run as a measurement of its instance although its machine does not fit the label",
+        description="A run whose machine fingerprint contradicts its catalog instance label (no GPU, another "
+        "GPU count or model) is shown with a warning and not used for that instance's costs and "
+        "recommendations. Confirm the label when it is right (e.g. GPUs hidden from the profile).",
+    )
+    confirm.add_argument("run_id", help="the run id, or any unique part of it")
+    add_db_argument(confirm)
     for action in ("add", "set"):
         sub = actions.add_parser(action, help="add an instance" if action == "add" else "change an instance")
-        sub.add_argument("name")
+        sub.add_argument("name", type=identifier)
         for field_name, (kind, help_text) in INSTANCE_OPTIONS.items():
             sub.add_argument(f"--{field_name.replace('_', '-')}", dest=field_name, type=kind, help=help_text)
         add_db_argument(sub)
 
 
 def cmd_instances(args: argparse.Namespace) -> int:
+    from stash_core.decide.catalog import (
+        COLUMNS,
+        add_instance,
+        confirm_label,
+        get_instance,
+        list_instances,
+        seed_catalog,
+        set_instance,
+    )
+
     path = db_path(args)
     action = args.instances_action
     if action == "list":
@@ -74,6 +104,16 @@ def cmd_instances(args: argparse.Namespace) -> int:
         return 0
     if action == "seed":
         print(f"stored {seed_catalog(path)} built-in instance(s) in {path}")
+        return 0
+    if action == "confirm":
+        check = confirm_label(path, args.run_id)
+        if check.status == "confirmed":
+            print(f"confirmed: run {check.run_id} counts as a measurement of {check.instance}")
+            print(f"  (its machine: {'; '.join(check.problems)})")
+        elif check.status == "fits":
+            print(f"confirmed run {check.run_id} as {check.instance} (its machine fits the label anyway)")
+        else:
+            print(f"confirmed run {check.run_id} as {check.instance} (not checked: {check.reason})")
         return 0
     if action == "show":
         row = get_instance(path, args.name)

@@ -4,36 +4,47 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from stash_core.cli.args import add_db_argument, db_path, positive_int
+from stash_core.cli.args import add_db_argument, comma_list, count, db_path, identifier, positive_real
 from stash_core.cli.figures import fixed, percent
-from stash_core.decide.recommend import STALL_NAMES, Recommendation, recommend
 from stash_core.errors import UsageError
+from stash_core.spec import BATCH_SIZE
+from stash_core.units import STALLS as STALL_NAMES
 from stash_core.units import finite_float
+
+if TYPE_CHECKING:
+    from stash_core.decide.recommend import Recommendation
+
+# The decisions are imported inside the functions: building `stash --help` must not load pandas.
 
 
 def add_commands(subparsers: Any, parser_class: type[argparse.ArgumentParser] | None = None) -> None:
     """Add `recommend` to `stash`'s subparsers."""
     rec = subparsers.add_parser("recommend", help="cheapest instances that train within a time budget")
-    rec.add_argument("--model", required=True)
-    rec.add_argument("--batch-size", required=True, type=positive_int, help="samples per worker")
-    rec.add_argument("--epochs", required=True, type=float)
-    rec.add_argument("--dataset-images", required=True, type=positive_int)
-    rec.add_argument("--budget-hours", type=float, default=None)
-    rec.add_argument("--max-usd", type=float, default=None)
+    rec.add_argument(
+        "--model", required=True, type=identifier, help="zoo name, FILE.py:FACTORY or a stored model"
+    )
+    rec.add_argument("--batch-size", required=True, type=BATCH_SIZE, help="samples per worker")
+    rec.add_argument("--epochs", required=True, type=positive_real(1e6), help="epochs to train")
+    rec.add_argument("--dataset-images", required=True, type=count(10**12), help="images in one epoch")
+    rec.add_argument("--budget-hours", type=positive_real(1e6), default=None, help="time budget")
+    rec.add_argument("--max-usd", type=positive_real(1e12), default=None, help="cost limit")
     rec.add_argument("--spot", action="store_true", help="use spot prices")
-    rec.add_argument("--instances", default=None, help="comma list of catalog instances to consider")
-    rec.add_argument("--max-instances", type=positive_int, default=4, help="most instances of one type")
+    rec.add_argument(
+        "--instances", type=comma_list(identifier, 1000), default=None,
+        help="comma list of catalog instances to consider",
+    )  # fmt: skip
+    rec.add_argument("--max-instances", type=count(64), default=4, help="most instances of one type")
     rec.add_argument("--all", action="store_true", help="list every evaluated configuration")
     rec.add_argument("--csv", type=Path, default=None, help="write every evaluated configuration to a CSV")
     add_db_argument(rec)
 
 
 def cmd_recommend(args: argparse.Namespace) -> int:
-    instances = (
-        [name.strip() for name in args.instances.split(",") if name.strip()] if args.instances else None
-    )
+    from stash_core.decide.recommend import recommend
+
+    instances = args.instances or None
     result = recommend(
         db_path(args),
         args.model,
@@ -56,8 +67,10 @@ def cmd_recommend(args: argparse.Namespace) -> int:
 
 
 def format_recommendation(result: Recommendation, show_all: bool = False) -> str:
-    """The request, the ranked options (every one with show_all), why others lose, what was not evaluated."""
+    """The request, the instance labels that do not fit their machine, the ranked options (every one with
+    show_all), why others lose, what was not evaluated."""
     lines = [_request_line(result.request)]
+    lines += [f"warning: {warning}" for warning in result.label_warnings]
     options = result.options if show_all else result.ranked.head(10)
     if result.best is None:
         lines.append(f"no recommendation: {result.infeasible_reason}")

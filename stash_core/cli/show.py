@@ -1,10 +1,26 @@
-"""`stash show`: a stored run as header lines plus the breakdown table."""
+"""`stash show`: a stored run as header lines plus the breakdown table, and a warning when the machine the run
+measured does not fit its instance label (decide/catalog/labels.py)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from stash_core import store
 from stash_core.analysis.stalls import REMAINDER, STALLS, with_remainder
 from stash_core.cli.probe_text import format_communication
 from stash_core.cli.report import format_breakdown
+from stash_core.decide.catalog import builtin_instances, check_label, check_stored_run
+from stash_core.decide.cells import plain_row
+from stash_core.errors import UsageError
+
+
+def show_run(db_path: Path | str, run_id: str) -> str:
+    """What `stash show RUN_ID` prints; `run_id` may be any unique part of a run id (the short suffix the
+    pages show included). UsageError when no run or several runs match."""
+    run = store.get_run(db_path, run_id)
+    if run is None:
+        raise UsageError(f"no run {run_id!r} in {db_path}")
+    return format_stored_run(run, db_path)
 
 
 def breakdown_from_stored(run: dict) -> dict | None:
@@ -35,13 +51,18 @@ def breakdown_from_stored(run: dict) -> dict | None:
     return with_remainder(breakdown)
 
 
-def format_stored_run(run: dict) -> str:
+def format_stored_run(run: dict, db_path: Path | str | None = None) -> str:
+    """Header, phases, breakdown; the instance label is checked against the database's catalog (the
+    built-in one without `db_path`)."""
     workers = f"{run.get('workers_per_node')} worker(s) x {run.get('nodes')} node(s)"
     lines = [
         f"run {run['run_id']}  {run.get('status')}  started {run.get('started_at')}",
         f"model {run.get('model')}, batch {run.get('batch_size')} per worker, {workers}, "
         f"{run.get('device')} ({run.get('backend')}), instance {run.get('instance') or '-'}",
     ]
+    label_warning = _label_check(run, db_path).warning
+    if label_warning:
+        lines.append(f"warning: {label_warning}")
     if run.get("error"):
         lines.append(f"error: {run['error']}")
     for phase in run.get("phases") or []:
@@ -53,3 +74,13 @@ def format_stored_run(run: dict) -> str:
         lines.append(format_breakdown(breakdown, run.get("dataset_images")))
         lines.extend(format_communication(breakdown))
     return "\n".join(lines)
+
+
+def _label_check(run: dict, db_path: Path | str | None):
+    if db_path is not None:
+        return check_stored_run(db_path, run)
+    label = run.get("instance")
+    builtin = builtin_instances()
+    match = builtin[builtin["name"] == label] if label else builtin.iloc[:0]
+    instance = plain_row(match.iloc[0].to_dict()) if len(match) else None
+    return check_label(run["run_id"], label, instance, run.get("spec"), run.get("fingerprint"))

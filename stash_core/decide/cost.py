@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from stash_core.analysis.epochs import iterations_per_epoch
-from stash_core.decide.catalog import get_instance
+from stash_core.decide.catalog import check_stored_run, get_instance
 from stash_core.errors import UsageError
 from stash_core.store import get_run
 from stash_core.units import finite_float
@@ -103,7 +103,9 @@ def run_cost(
     """training_cost of a stored run on its instance (one instance per node), plus "run_id" and "model".
 
     The epoch is the run's own (iterations_per_epoch stored with it) unless `dataset_images` is given.
-    UsageError when the run does not exist.
+    A run whose machine contradicts its instance label (decide/catalog/labels.py) gets no price until the
+    label is confirmed; "label_warning" says why (None when the label fits). UsageError when the run does
+    not exist.
     """
 
     run = get_run(db_path, run_id)
@@ -116,7 +118,14 @@ def run_cost(
         per_epoch = run.get("iterations_per_epoch")
     name = run.get("instance")
     instance = get_instance(db_path, name) if name else None
+    label = check_stored_run(db_path, run)
+    if not label.usable:
+        instance = None
     result = training_cost(run.get("iteration_s"), per_epoch, epochs, instance, name, run.get("nodes") or 1)
+    if not label.usable:
+        for pricing in PRICINGS:
+            result[pricing]["status"] = f"no price: {label.warning}"
+    result["label_warning"] = label.warning
     result["run_id"] = run["run_id"]
     result["model"] = run.get("model")
     return result

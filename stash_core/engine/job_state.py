@@ -1,13 +1,22 @@
-"""What a background profile's folder says: its state, the progress of each phase, why it failed."""
+"""What a background profile's folder says: its state, the progress of each phase, why it failed; and which
+profiles run on this machine at all (registered next to this database or not)."""
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 from stash_core.measure import protocol
+
+# Commands that measure: `stash profile|campaign|probe` (or `python -m stash_core ...`), and the worker
+# processes of a measurement, whatever started them.
+_MEASURING_COMMANDS = ("profile", "campaign", "probe")
+_WORKER_MODULES = ("stash_core.measure.worker", "stash_core.measure.probe_worker")
 
 _TEXT_TAIL_LINES = 40
 
@@ -39,7 +48,7 @@ class JobState:
     argv: list[str]
     started_at: datetime | None
     pid: int | None
-    status: str  # starting | running | completed | failed | cancelled | lost
+    status: str  # starting | running | completed | failed | interrupted | cancelled | lost
     exit_code: int | None = None
     error: str | None = None
     run_id: str | None = None
@@ -50,6 +59,7 @@ class JobState:
     output_tail: list[str] = field(default_factory=list)
     stderr_tail: list[str] = field(default_factory=list)
     label: str = ""
+    origin: str = "dashboard"  # dashboard (started by the Run page) | cli (`stash profile` in a terminal)
 
     @property
     def finished(self) -> bool:
@@ -134,3 +144,43 @@ def failure_reason(state: JobState, exit_code: int) -> str:
     if exit_code < 0 or exit_code > 128:
         return f"the run was ended by a signal (exit status {exit_code})"
     return f"the run failed (exit status {exit_code})"
+
+
+def measuring_processes(known_pids: set[int] | frozenset[int] = frozenset()) -> list[dict[str, Any]]:
+    """Profiles (and other measurements) running on this machine that `known_pids` does not cover: one
+    {"pid", "command"} per measurement, outermost process only. A process counts as covered when it or one
+    of its ancestors is in `known_pids` (the running jobs of a database's registry)."""
+    found: dict[int, tuple[int, str]] = {}
+    for process in psutil.process_iter(["pid", "ppid", "cmdline"]):
+        info = process.info
+        argv = info.get("cmdline") or []
+        if info["pid"] != os.getpid() and _measures(argv):
+            found[info["pid"]] = (info.get("ppid") or 0, " ".join(argv))
+    outer = []
+    for pid, (_, command) in sorted(found.items()):
+        lineage = _lineage(pid, found)
+        if any(ancestor in found for ancestor in lineage[1:]) or known_pids.intersection(lineage):
+            continue
+        outer.append({"pid": pid, "command": command})
+    return outer
+
+
+def _measures(argv: list[str]) -> bool:
+    for index, arg in enumerate(argv[:-1]):
+        name = os.path.basename(arg)
+        runs_stash = name == "stash" or (name == "stash_core" and index > 0 and argv[index - 1] == "-m")
+        if runs_stash and argv[index + 1] in _MEASURING_COMMANDS:
+            return True
+    return any(module in argv for module in _WORKER_MODULES)
+
+
+def _lineage(pid: int, found: dict[int, tuple[int, str]]) -> list[int]:
+    """pid and its ancestors (as far as psutil can see)."""
+    chain = [pid]
+    try:
+        chain += [parent.pid for parent in psutil.Process(pid).parents()]
+    except psutil.Error:
+        parent = found.get(pid, (0, ""))[0]
+        if parent:
+            chain.append(parent)
+    return chain

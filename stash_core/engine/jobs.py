@@ -1,10 +1,13 @@
-"""Background `stash profile` runs for the dashboard: start, follow, cancel; state lives on disk.
+"""Background `stash profile` runs for the dashboard: start, follow, cancel; state lives on disk. Also the run
+registry: a `stash profile` started from a terminal records itself in the same place (register_profile), so
+the Run page and the Overview show it as it progresses, and can tell that the machine is busy.
 
 A page reload (or a restart of the dashboard) must not lose a run, so nothing is kept in memory that matters.
 Each job has a folder `<database folder>/.stash-jobs/<job_id>/` holding:
 
-    argv.json    the command and when it was started
-    pid          "<pid> <create_time>" of the wrapper process (create_time guards against pid reuse)
+    argv.json    the command, when it was started and by whom ("origin": "dashboard" or "cli")
+    pid          "<pid> <create_time>" of the wrapper process, or of the `stash profile` process itself for
+                 a run started from a terminal (create_time guards against pid reuse)
     stdout.log   the run's output: protocol lines (STASH-PHASE / STASH-PROGRESS / STASH-DONE) and text
     stderr.log   its error output ("stash: ..." on a bad input)
     rc           the exit status, written by the wrapper when the run ends
@@ -33,7 +36,9 @@ import psutil
 
 import stash_core
 from stash_core.engine.job_state import JobState, failure_reason, parse_output
+from stash_core.engine.progress import JsonReporter, Reporter, TeeReporter
 from stash_core.errors import UsageError
+from stash_core.measure import protocol
 from stash_core.proc import end_tree
 
 JOBS_DIRNAME = ".stash-jobs"
@@ -69,14 +74,12 @@ def start_profile_job(
         if flag in ("--db", "--progress"):
             raise UsageError(f"{flag} is set by the dashboard; leave it out of the profile arguments")
     db = Path(db_path).resolve()
-    job_id = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ") + "-" + secrets.token_hex(3)
-    job_dir = jobs_dir(db) / job_id
+    job_dir = jobs_dir(db) / _new_job_id()
     argv = [python or sys.executable, "-m", "stash_core", "profile", *profile_args,
             "--db", str(db), "--progress", "json"]  # fmt: skip
     try:
         job_dir.mkdir(parents=True)
-        _write_json(job_dir / "argv.json", {"argv": argv, "label": label, "db_path": str(db),
-                                            "started_at": datetime.now(UTC).isoformat()})  # fmt: skip
+        _write_meta(job_dir, argv, label, db, "dashboard")
         stdout = open(job_dir / "stdout.log", "wb")  # noqa: SIM115 - handed to the child
         stderr = open(job_dir / "stderr.log", "wb")  # noqa: SIM115
     except OSError as exc:
@@ -104,7 +107,75 @@ def start_profile_job(
         stderr.close()
     _CHILDREN[process.pid] = process
     (job_dir / "pid").write_text(f"{process.pid} {_create_time(process.pid) or 0}\n")
-    return job_id
+    return job_dir.name
+
+
+class ProfileRecord:
+    """The registry entry of a `stash profile` started from a terminal (register_profile): a job folder with
+    origin "cli", this process's pid, its progress as protocol lines in stdout.log, the DONE line and the
+    exit status in rc. Every write is best effort: a folder that cannot be written never stops a profile."""
+
+    def __init__(self, job_dir: Path | None) -> None:
+        self.job_dir = job_dir
+        self._log = None
+
+    def __enter__(self) -> ProfileRecord:
+        if self.job_dir is not None:
+            try:
+                self._log = open(self.job_dir / "stdout.log", "a", encoding="utf-8")  # noqa: SIM115
+            except OSError:
+                self.job_dir = None
+        return self
+
+    def reporter(self, inner: Reporter) -> Reporter:
+        """`inner` (the terminal's progress) plus the log the dashboard reads."""
+        return inner if self._log is None else TeeReporter(inner, JsonReporter(self._log))
+
+    def done(self, run_id: str, status: str, result_file: str | None, error: str | None = None) -> None:
+        """Record the run id, status and result file (the DONE line of --progress json)."""
+        done = {"run_id": run_id, "status": status, "result_file": result_file, "error": error}
+        self._quietly(lambda: protocol.emit("DONE", done, self._log))
+
+    def __exit__(self, kind, error, traceback) -> None:
+        if error is None or (isinstance(error, SystemExit) and not error.code):
+            code = 0
+        elif isinstance(error, KeyboardInterrupt):  # Ctrl-C, or SIGTERM / SIGHUP raised as one
+            code = 128 + int(getattr(error, "signum", 2))
+        elif isinstance(error, SystemExit):
+            code = error.code if isinstance(error.code, int) else 1
+        else:
+            code = int(getattr(error, "exit_code", 1))
+        if self._log is not None:
+            if error is not None and not isinstance(error, KeyboardInterrupt | SystemExit):
+                self._quietly(lambda: (self.job_dir / "stderr.log").write_text(f"stash: {error}\n"))
+            self._quietly(self._log.close)
+        if self.job_dir is not None:
+            self._quietly(lambda: (self.job_dir / "rc").write_text(f"{code}\n"))
+
+    def _quietly(self, action) -> None:
+        if self.job_dir is None:
+            return
+        try:
+            action()
+        except (OSError, ValueError):
+            pass
+
+
+def register_profile(db_path: Path | str, argv: list[str], label: str = "") -> ProfileRecord:
+    """Register a `stash profile` started from a terminal next to its database (see ProfileRecord).
+
+    A run the dashboard started (it set STASH_JOB_RC) has its job folder already: nothing is registered."""
+    if os.environ.get("STASH_JOB_RC"):
+        return ProfileRecord(None)
+    db = Path(db_path).resolve()
+    job_dir = jobs_dir(db) / _new_job_id()
+    try:
+        job_dir.mkdir(parents=True)
+        _write_meta(job_dir, list(argv), label, db, "cli")
+        (job_dir / "pid").write_text(f"{os.getpid()} {_create_time(os.getpid()) or 0}\n")
+    except OSError:
+        return ProfileRecord(None)
+    return ProfileRecord(job_dir)
 
 
 def read_job(db_path: Path | str, job_id: str) -> JobState:
@@ -171,6 +242,7 @@ def _read_state(job_dir: Path) -> JobState:
         pid=_pid_of(job_dir),
         status="starting",
         label=meta.get("label") or "",
+        origin=meta.get("origin") or "dashboard",
     )
     # Read the exit status before the output, so that output written just before the end is not missed.
     running = _own_process(job_dir) is not None
@@ -191,6 +263,9 @@ def _read_state(job_dir: Path) -> JobState:
         state.error = "the run ended without an exit status (killed, or the machine restarted)"
     elif exit_code == 0:
         state.status = "completed"
+    elif exit_code > 128:  # Ctrl-C (130), SIGTERM (143), SIGHUP (129): what was measured is saved
+        state.status = "interrupted"
+        state.error = failure_reason(state, exit_code)
     else:
         state.status = "failed"
         state.error = failure_reason(state, exit_code)
@@ -251,6 +326,16 @@ def _create_time(pid: int) -> float | None:
         return psutil.Process(pid).create_time()
     except psutil.Error:
         return None
+
+
+def _new_job_id() -> str:
+    return datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ") + "-" + secrets.token_hex(3)
+
+
+def _write_meta(job_dir: Path, argv: list[str], label: str, db: Path, origin: str) -> None:
+    meta = {"argv": argv, "label": label, "db_path": str(db), "origin": origin,
+            "started_at": datetime.now(UTC).isoformat()}  # fmt: skip
+    _write_json(job_dir / "argv.json", meta)
 
 
 def _valid_job_id(job_id: str) -> bool:

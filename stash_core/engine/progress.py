@@ -82,16 +82,21 @@ class BarReporter(Reporter):
 
 
 class JsonReporter(Reporter):
-    """Protocol lines on stdout, for programs that drive `stash profile` (the dashboard)."""
+    """Protocol lines on stdout (or `stream`), for programs that drive `stash profile` (the dashboard) and
+    for the run registry's log of a profile started from a terminal (engine/jobs.py)."""
+
+    def __init__(self, stream=None) -> None:
+        self.stream = stream
 
     def message(self, text: str) -> None:
-        protocol.emit("PHASE", {"event": "message", "text": text})
+        protocol.emit("PHASE", {"event": "message", "text": text}, self.stream)
 
     def phase_started(self, plan, index: int, total: int) -> None:
-        protocol.emit("PHASE", {"event": "started", "index": index, "total": total, **plan.to_dict()})
+        payload = {"event": "started", "index": index, "total": total, **plan.to_dict()}
+        protocol.emit("PHASE", payload, self.stream)
 
     def progress(self, payload: dict) -> None:
-        protocol.emit("PROGRESS", {**payload, "fraction_done": fraction_done(payload)})
+        protocol.emit("PROGRESS", {**payload, "fraction_done": fraction_done(payload)}, self.stream)
 
     def phase_finished(self, record: dict) -> None:
         summary = record.get("iteration_s") or {}
@@ -105,4 +110,34 @@ class JsonReporter(Reporter):
                 "mean_s": summary.get("mean"),
                 "ci95_s": summary.get("ci95"),
             },
+            self.stream,
         )
+
+
+class TeeReporter(Reporter):
+    """Hands every event to each of its reporters; one that fails (a full disk under a log) is dropped, so
+    that a record of the progress never stops the profile itself."""
+
+    def __init__(self, *reporters: Reporter) -> None:
+        self.reporters = list(reporters)
+
+    def _each(self, method: str, *args) -> None:
+        for reporter in list(self.reporters):
+            try:
+                getattr(reporter, method)(*args)
+            except OSError:
+                if reporter is self.reporters[0]:
+                    raise  # the first one is the user's own output
+                self.reporters.remove(reporter)
+
+    def phase_started(self, plan, index: int, total: int) -> None:
+        self._each("phase_started", plan, index, total)
+
+    def progress(self, payload: dict) -> None:
+        self._each("progress", payload)
+
+    def phase_finished(self, record: dict) -> None:
+        self._each("phase_finished", record)
+
+    def message(self, text: str) -> None:
+        self._each("message", text)

@@ -50,9 +50,10 @@ def relation_frame(relation: duckdb.DuckDBPyRelation, max_rows: int | None = Non
 
 
 def resolve_run_id(db_path: Path | str, run_id: str) -> str | None:
-    """The stored run id equal to `run_id`, or the only one starting with it; None when none matches.
+    """The stored run id equal to `run_id`, else the only one starting with it, else the only one holding it
+    anywhere (e.g. the short suffix "a1b2c3d4" that the pages show); None when none matches.
 
-    UsageError when the prefix matches several runs.
+    UsageError when the text matches several runs (and is none's full id).
     """
     with connect(db_path, read_only=True) as con:
         return _resolve(con, run_id)
@@ -82,7 +83,8 @@ def breakdown_frame(db_path: Path | str, run_ids: list[str] | None = None) -> pd
 def get_run(db_path: Path | str, run_id: str) -> dict[str, Any] | None:
     """One run: its runs row as a dict (spec, fingerprint, warnings parsed) plus "phases" and "stalls" lists.
 
-    `run_id` may be a unique prefix. None when no run matches; UsageError when the prefix is ambiguous.
+    `run_id` may be any unique part of a run id (see resolve_run_id). None when no run matches; UsageError
+    when the part is ambiguous.
     """
     with connect(db_path, read_only=True) as con:
         full_id = _resolve(con, run_id)
@@ -233,16 +235,20 @@ def _resolve(con: duckdb.DuckDBPyConnection, run_id: str) -> str | None:
         raise UsageError("run id must not be empty")
     if con.execute("SELECT count(*) FROM runs WHERE run_id = ?", [run_id]).fetchall()[0][0]:
         return run_id
-    matches = [
-        row[0]
-        for row in con.execute(
-            "SELECT run_id FROM runs WHERE starts_with(run_id, ?) ORDER BY run_id LIMIT 6", [run_id]
-        ).fetchall()
-    ]
-    if len(matches) > 1:
-        shown = ", ".join(matches[:5]) + (", ..." if len(matches) > 5 else "")
-        raise UsageError(f"run id {run_id!r} matches several runs ({shown}); give more characters")
-    return matches[0] if matches else None
+    # A prefix first (it may be unique where the same text also occurs inside other ids), then any part.
+    for condition in ("starts_with(run_id, ?)", "contains(run_id, ?)"):
+        matches = [
+            row[0]
+            for row in con.execute(
+                f"SELECT run_id FROM runs WHERE {condition} ORDER BY run_id LIMIT 6", [run_id]
+            ).fetchall()
+        ]
+        if len(matches) == 1:
+            return matches[0]
+        if len(matches) > 1:
+            shown = ", ".join(matches[:5]) + (", ..." if len(matches) > 5 else "")
+            raise UsageError(f"run id {run_id!r} matches several runs ({shown}); give more characters")
+    return None
 
 
 def _records(frame: pd.DataFrame) -> list[dict[str, Any]]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import duckdb
 
 from stash_core.results.file import STALL_NAMES
+from stash_core.store.catalog_seed import seed_builtin_catalog
 from stash_core.store.schema_docs import COMMENTS_DIGEST, comment_script
 
 DB_SCHEMA_VERSION = 3
@@ -215,9 +216,11 @@ GROUP BY ALL
 
 def create_schema(con: duckdb.DuckDBPyConnection) -> None:
     """Create every table and view of the current version (tables that exist are kept), comment every table,
-    view and column, and record the schema version and the comments' digest in schema_meta."""
+    view and column, store the shipped instance catalog's rows not stored yet (store/catalog_seed.py), and
+    record the schema version and the comments' digest in schema_meta."""
     con.execute(_TABLE_DDL)
     con.execute(STALL_BREAKDOWN_VIEW)
+    seed_builtin_catalog(con)
     con.execute(comment_script())
     con.execute(
         "INSERT INTO schema_meta VALUES ('schema_version', ?), ('comments_digest', ?) "

@@ -1,4 +1,15 @@
-"""Compare: the same job on different instances, side by side, with costs."""
+"""Compare: the same job on different instances, side by side, with costs.
+
+Two runs are the same job only when everything that decides the work of an iteration is the same
+(JOB_COLUMNS): the model, the batch size per worker, the input shape, the data (synthetic batches made on the
+device, or real data - cached or cold - from generated images or a data set), the workers per machine, the
+machines and the device. The page picks one job (compare_choices) and compares its instances; runs of
+different jobs are never averaged together or ranked against each other.
+
+An instance label that the run's machine contradicts (decide/catalog/labels.py) keeps its run out of that
+instance's row: such runs form a row of their own, marked, without the instance's price, until the label is
+confirmed.
+"""
 
 from __future__ import annotations
 
@@ -9,71 +20,176 @@ import numpy as np
 import pandas as pd
 
 from stash_core import store
+from stash_core.decide.catalog import check_runs, list_instances
+from stash_core.decide.cells import plain, plain_row
 from stash_core.results.file import STALL_NAMES
 from stash_core.views.common import NO_INSTANCE
 from stash_core.views.stall_frames import stall_long_frame
+
+JOB_COLUMNS = ("model", "batch_size", "input_shape", "data", "workers_per_node", "nodes", "device")
+UNVERIFIED = "label contradicted"
+_PRICE_COLUMNS = ("provider", "accelerator", "accelerator_count", "on_demand_usd_per_h", "spot_usd_per_h")
+
+# The job of every completed run, as columns next to its stall_breakdown row.
+_INPUT_SHAPE = (
+    "coalesce(nullif(replace(replace(replace(CAST(json_extract(r.spec, '$.input_shape') AS VARCHAR), "
+    "'[', ''), ']', ''), ',', 'x'), 'null'), 'model default')"
+)
+_SOURCE = (
+    "CASE WHEN json_extract_string(r.spec, '$.synthetic_images') IS NOT NULL THEN 'generated ' || "
+    "CASE WHEN r.model_kind = 'text' THEN 'documents' ELSE 'images' END || ': ' || "
+    "json_extract_string(r.spec, '$.synthetic_images') || "
+    "coalesce(', ' || json_extract_string(r.spec, '$.image_px') || ' px', '') "
+    "ELSE 'data set ' || coalesce(regexp_extract(r.dataset, '([^/]+/[^/]+|[^/]+)/*$', 1), '?') || "
+    "coalesce(' (' || r.dataset_images || ' images)', '') END"
+)
+_DATA = (
+    "CASE WHEN r.reference_phase IN ('R2', 'R3') OR (r.reference_phase IS NULL AND r.dataset IS NOT NULL) "
+    "THEN CASE r.reference_phase WHEN 'R2' THEN 'real data, cold' WHEN 'R3' THEN 'real data, cached' "
+    f"ELSE 'real data' END || ' · ' || {_SOURCE} ELSE 'synthetic (made on the device)' END"
+)
+_JOB_RUNS = f"""
+WITH job_runs AS (
+    SELECT b.*, {_INPUT_SHAPE} AS input_shape, {_DATA} AS data,
+           CAST(r.spec AS VARCHAR) AS spec_json, CAST(r.fingerprint AS VARCHAR) AS fingerprint_json
+    FROM stall_breakdown AS b JOIN runs AS r ON r.run_id = b.run_id
+    WHERE b.status = 'completed' AND b.model IS NOT NULL AND b.batch_size IS NOT NULL
+      AND b.iteration_s IS NOT NULL
+)
+"""
 
 # ---------------------------------------------------------------------------------------------------------
 # Compare instances
 
 
 def compare_choices(db_path: Path | str) -> pd.DataFrame:
-    """(model, batch_size, runs, configurations) of completed runs, most-compared first."""
+    """One row per job of the completed runs (JOB_COLUMNS, runs, configurations = instances, job_label), the
+    most-compared first."""
+    columns = ", ".join(JOB_COLUMNS)
     sql = (
-        "SELECT model, batch_size, count(*) AS runs, "
-        "count(DISTINCT (coalesce(instance, ?), workers_per_node, nodes)) AS configurations "
-        "FROM runs WHERE status = 'completed' AND model IS NOT NULL AND batch_size IS NOT NULL "
-        "AND iteration_s IS NOT NULL GROUP BY ALL ORDER BY configurations DESC, runs DESC, model, batch_size "
-        "LIMIT 500"
+        f"{_JOB_RUNS} SELECT {columns}, count(*) AS runs, "
+        "count(DISTINCT coalesce(instance, ?)) AS configurations FROM job_runs "
+        f"GROUP BY ALL ORDER BY configurations DESC, runs DESC, {columns} LIMIT 500"
     )
     with store.connect(db_path, read_only=True) as con:
-        return store.relation_frame(con.sql(sql, params=[NO_INSTANCE]))
+        frame = store.relation_frame(con.sql(sql, params=[NO_INSTANCE]))
+    frame["job_label"] = [job_label(row) for row in frame.to_dict(orient="records")]
+    return frame
 
 
-def compare_configurations(db_path: Path | str, model: str, batch_size: int) -> pd.DataFrame:
-    """One row per (instance, workers per node, nodes) that ran `model` at `batch_size`, with costs.
+def job_label(job: dict[str, Any]) -> str:
+    """'resnet18 · batch 32 per worker · 2 workers · cpu · input 3x64x64 · synthetic (made on the device)'."""
+    workers, nodes = job.get("workers_per_node"), job.get("nodes")
+    where = f"{workers} worker(s)" + (f" x {nodes} machines" if nodes and nodes > 1 else "")
+    device, shape = job.get("device") or "?", job.get("input_shape")
+    parts = [str(job.get("model")), f"batch {job.get('batch_size')} per worker", where, str(device),
+             f"input {shape}", str(job.get("data"))]  # fmt: skip
+    return " · ".join(parts)
 
-    Times are means over the completed runs of a configuration; prices come from the instances catalog
-    (NULL when the instance is not in it). Derived: samples_per_s, time per million samples, cost per epoch,
-    per million samples, throughput per GPU and samples per dollar.
+
+def compare_configurations(db_path: Path | str, model: str, batch_size: int, **job: Any) -> pd.DataFrame:
+    """One row per instance that ran one job, with costs; the job is `model` at per-worker `batch_size` and
+    the JOB_COLUMNS values in `job` (input_shape, data, workers_per_node, nodes, device), each one not given
+    taken from the most-run job that matches the others (frame.attrs["job"] says which).
+
+    Times are means over the completed runs of a row; prices come from the instance catalog (stored rows,
+    else the built-in ones; NaN when the instance is not in it). Runs whose machine contradicts their
+    instance label form a row of their own ("<instance> · label contradicted"), without a price;
+    frame.attrs["label_warnings"] holds a line for each such run (and each one the user confirmed).
+    Derived: samples_per_s, time per million samples, cost per epoch, per million samples, throughput per
+    GPU and samples per dollar.
     """
-    shares = ", ".join(
-        f"avg({stall}_share) AS {stall}_share, avg({stall}_s) AS {stall}_s, "
-        f"avg({stall}_ci95_s) AS {stall}_ci95_s, mode({stall}_status) AS {stall}_status"
-        for stall in STALL_NAMES
-    )
-    sql = f"""
-        WITH picked AS (
-            SELECT * FROM stall_breakdown
-            WHERE status = 'completed' AND model = ? AND batch_size = ? AND iteration_s IS NOT NULL
+    unknown = sorted(set(job) - set(JOB_COLUMNS))
+    if unknown:
+        raise TypeError(f"unknown job field(s) {', '.join(unknown)}")
+    chosen = _chosen_job(db_path, {"model": model, "batch_size": int(batch_size), **job})
+    if chosen is None:
+        return _empty_frame()
+    where = " AND ".join(f"{column} IS NOT DISTINCT FROM ?" for column in JOB_COLUMNS)
+    with store.connect(db_path, read_only=True) as con:
+        runs = store.relation_frame(
+            con.sql(
+                f"{_JOB_RUNS} SELECT * FROM job_runs WHERE {where}", params=[chosen[c] for c in JOB_COLUMNS]
+            )
         )
-        SELECT coalesce(p.instance, ?) AS instance, p.workers_per_node, p.nodes,
-               count(*) AS runs, arg_max(p.run_id, p.started_at) AS latest_run_id,
-               max(p.device) AS device,
-               avg(p.iteration_s) AS iteration_s, avg(p.iteration_ci95_s) AS iteration_ci95_s,
-               avg(p.epoch_s) AS epoch_s, avg(p.iterations_per_epoch) AS iterations_per_epoch, {shares},
-               any_value(i.provider) AS provider, any_value(i.accelerator) AS accelerator,
-               any_value(i.accelerator_count) AS accelerator_count,
-               any_value(i.on_demand_usd_per_h) AS on_demand_usd_per_h,
-               any_value(i.spot_usd_per_h) AS spot_usd_per_h
-        FROM picked AS p LEFT JOIN instances AS i ON i.name = p.instance
-        GROUP BY ALL
-        ORDER BY iteration_s
-        LIMIT 200
-    """
-    with store.connect(db_path, read_only=True) as con:
-        frame = store.relation_frame(con.sql(sql, params=[model, int(batch_size), NO_INSTANCE]))
-    return add_costs(frame, batch_size)
+    catalog = {row["name"]: plain_row(row) for row in list_instances(db_path).to_dict(orient="records")}
+    records = runs.rename(columns={"spec_json": "spec", "fingerprint_json": "fingerprint"})
+    checks = check_runs(records[["run_id", "instance", "spec", "fingerprint"]].to_dict("records"), catalog)
+    runs["label_ok"] = [checks[run_id].usable for run_id in runs["run_id"]]
+    frame = _rows(runs, catalog)
+    frame.attrs["job"] = chosen
+    frame.attrs["label_warnings"] = [check.warning for check in checks.values() if check.warning]
+    return add_costs(frame, int(batch_size))
+
+
+def _chosen_job(db_path: Path | str, given: dict[str, Any]) -> dict[str, Any] | None:
+    choices = compare_choices(db_path)
+    for column, value in given.items():
+        choices = choices[choices[column].map(lambda cell, value=value: _same(cell, value))]
+    if choices.empty:
+        return None
+    return {column: plain(choices.iloc[0][column]) for column in JOB_COLUMNS}
+
+
+def _same(cell: Any, value: Any) -> bool:
+    return plain(cell) == plain(value)
+
+
+def _rows(runs: pd.DataFrame, catalog: dict[str, dict[str, Any]]) -> pd.DataFrame:
+    """The runs of one job averaged per (instance, label fits), with the catalog's shape and prices for the
+    rows whose label fits."""
+    runs = runs.assign(instance=runs["instance"].fillna(NO_INSTANCE))
+    rows = []
+    for (instance, label_ok), group in runs.groupby(["instance", "label_ok"], sort=False):
+        group = group.sort_values("started_at")
+        row: dict[str, Any] = {
+            column: group[column].iloc[0] for column in ("workers_per_node", "nodes", "device")
+        }
+        row.update(
+            instance=instance,
+            label_ok=bool(label_ok),
+            runs=len(group),
+            latest_run_id=group["run_id"].iloc[-1],
+        )
+        for column in (
+            "iteration_s",
+            "iteration_ci95_s",
+            "epoch_s",
+            "iterations_per_epoch",
+            "unattributed_ci95_s",
+        ):
+            row[column] = pd.to_numeric(group[column], errors="coerce").mean()
+        for stall in STALL_NAMES:
+            for suffix in ("share", "s", "ci95_s"):
+                row[f"{stall}_{suffix}"] = pd.to_numeric(group[f"{stall}_{suffix}"], errors="coerce").mean()
+            statuses = group[f"{stall}_status"].dropna()
+            row[f"{stall}_status"] = statuses.mode().iloc[0] if len(statuses) else None
+        priced = catalog.get(instance) if label_ok else None
+        row.update({column: (priced or {}).get(column) for column in _PRICE_COLUMNS})
+        rows.append(row)
+    frame = pd.DataFrame(rows)
+    return frame.sort_values("iteration_s", kind="stable").reset_index(drop=True)
+
+
+def _empty_frame() -> pd.DataFrame:
+    columns = ["instance", "label_ok", "workers_per_node", "nodes", "device", "runs", "latest_run_id",
+               "iteration_s", "iteration_ci95_s", "epoch_s", "iterations_per_epoch",
+               *_PRICE_COLUMNS]  # fmt: skip
+    frame = pd.DataFrame(columns=columns)
+    frame.attrs.update(job=None, label_warnings=[])
+    return add_costs(frame, 1)
 
 
 def add_costs(frame: pd.DataFrame, batch_size: int) -> pd.DataFrame:
     """Throughput, cost and normalised columns of compare_configurations (NaN where unknown)."""
+    attrs = dict(frame.attrs)
     frame = frame.copy()
     nodes = frame["nodes"].fillna(1).astype(float)
     workers = frame["workers_per_node"].fillna(1).astype(float)
+    label_ok = frame["label_ok"] if "label_ok" in frame.columns else pd.Series(True, index=frame.index)
     frame["configuration"] = [
-        f"{instance} · {int(w)}w" + (f"x{int(n)}n" if n > 1 else "")
-        for instance, w, n in zip(frame["instance"], workers, nodes, strict=True)
+        f"{instance} · {int(w)}w" + (f"x{int(n)}n" if n > 1 else "") + ("" if ok else f" · {UNVERIFIED}")
+        for instance, w, n, ok in zip(frame["instance"], workers, nodes, label_ok, strict=True)
     ]
     frame["samples_per_iteration"] = batch_size * workers * nodes
     iteration_s = frame["iteration_s"].astype(float)
@@ -89,7 +205,9 @@ def add_costs(frame: pd.DataFrame, batch_size: int) -> pd.DataFrame:
     gpus = gpus.where(gpus > 0, (workers * nodes).where(on_gpu))
     frame["gpus"] = gpus
     frame["samples_per_s_per_gpu"] = frame["samples_per_s"] / gpus
-    return frame.replace([np.inf, -np.inf], np.nan)
+    frame = frame.replace([np.inf, -np.inf], np.nan)
+    frame.attrs.update(attrs)
+    return frame
 
 
 def compare_verdict(frame: pd.DataFrame) -> dict[str, Any]:

@@ -10,6 +10,7 @@ from typing import Any
 import pandas as pd
 
 from stash_core.decide.fit import FitReport, fit_stall_models, model_counts, predict_stall
+from stash_core.units import finite_float
 
 MODELLED_STALLS = ("interconnect", "network")
 FEATURE_LABELS = {
@@ -90,12 +91,41 @@ def fit_lines(
 
 
 def models_table(report: FitReport, stall: str, group: dict[str, Any]) -> pd.DataFrame:
-    """The fits of one group with their R² and held-out errors: the best first, then by leave-one-model-out
-    error."""
+    """The fits of one group, ready to show: the best first, then those with enough points by
+    leave-one-model-out error, then those without.
+
+    R² and the errors are text ("0.987", "3.2%", "–" when unknown, never None); a fit from fewer points than
+    its parameters plus two shows "not enough profiles (n of m needed)" in every figure column."""
     summary = report.summary()
     label = report.models_for(stall, group)[0].group_label
     rows = summary[(summary["stall"] == stall) & (summary["group"] == label)]
-    return rows[TABLE_COLUMNS].sort_values(["best", "lomo_mape"], ascending=[False, True], na_position="last")
+    rows = rows.sort_values(
+        ["best", "enough_points", "lomo_mape"], ascending=[False, False, True], na_position="last"
+    )
+    table = rows[TABLE_COLUMNS].copy()
+    short = rows["shortfall"].fillna("").astype(str)
+    for column, spec in (("r2", ".3f"), ("lomo_mape", ".1%"), ("lobo_mape", ".1%")):
+        values = zip(short, rows[column], strict=True)
+        table[column] = [text or _figure(value, spec) for text, value in values]
+    table["note"] = [_without(note, text) for note, text in zip(rows["note"], short, strict=True)]
+    table["best"] = table["best"].astype(bool)
+    return table.reset_index(drop=True)
+
+
+def group_shortfall(report: FitReport, stall: str, group: dict[str, Any]) -> str:
+    """Why a configuration has no best model ("not enough profiles (n of m needed)"); "" when it has one."""
+    return report.shortfall(stall, group)
+
+
+def _figure(value: Any, spec: str) -> str:
+    number = finite_float(value)
+    return "–" if number is None else format(number, spec)
+
+
+def _without(note: Any, shortfall: str) -> str:
+    """A fit's note without its shortfall (the figure columns say it already)."""
+    parts = [part for part in str(note or "").split("; ") if part and part != shortfall]
+    return "; ".join(parts)
 
 
 def median_best_error(report: FitReport) -> tuple[float | None, int]:

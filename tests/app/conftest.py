@@ -32,3 +32,12 @@ def populated_db(_populated_template: Path, tmp_path: Path, monkeypatch: pytest.
     shutil.copyfile(_populated_template, db)
     monkeypatch.setenv("STASH_DB", str(db))
     return db
+
+
+@pytest.fixture(autouse=True)
+def _no_other_measurements(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The Run page looks for profiles running on this machine; measurements of whatever else runs on a
+    shared test machine must not change what the page offers (a test that wants some patches this again)."""
+    from stash_core.engine import job_state
+
+    monkeypatch.setattr(job_state, "measuring_processes", lambda known_pids=frozenset(): [])

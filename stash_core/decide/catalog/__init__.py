@@ -1,4 +1,5 @@
-"""The instance catalog: machine shapes and prices (with date and source), seeded from instances.csv."""
+"""The instance catalog: machine shapes and prices (with date and source), seeded from instances.csv, and the
+check of a run's instance label against the machine it ran on (labels.py)."""
 
 from stash_core.decide.catalog.catalog import (
     CATALOG_CSV,
@@ -11,15 +12,35 @@ from stash_core.decide.catalog.catalog import (
     seed_catalog,
     set_instance,
 )
+from stash_core.decide.catalog.labels import (
+    CONFIRMED_KEY,
+    LabelCheck,
+    check_document,
+    check_label,
+    check_runs,
+    check_stored_run,
+    confirm_label,
+    label_problems,
+    stored_label_checks,
+)
 
 __all__ = [
     "CATALOG_CSV",
     "COLUMNS",
+    "CONFIRMED_KEY",
+    "LabelCheck",
     "add_instance",
     "apply_catalog_edits",
     "builtin_instances",
+    "check_document",
+    "check_label",
+    "check_runs",
+    "check_stored_run",
+    "confirm_label",
     "get_instance",
+    "label_problems",
     "list_instances",
     "seed_catalog",
     "set_instance",
+    "stored_label_checks",
 ]

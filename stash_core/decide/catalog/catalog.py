@@ -1,16 +1,21 @@
 """The instance catalog: cloud machine shapes and prices in the `instances` table, seeded from instances.csv.
 
-The CSV in the repository is only the starting point. Users add and edit rows (`stash instances add/set`, the
-dashboard); seeding inserts the CSV rows that are not in the database yet and never touches a stored row, so
-an edited price survives every later seed. Readers see the stored rows plus any CSV row not stored yet, so a
-fresh (or read-only) database still has a catalog. Every price carries the date and the source it came from:
-editing a price without giving them stamps today's date and "user edit".
+The CSV in the repository is only the starting point. Every new database is created holding its rows (the
+store seeds them when it creates the schema, store/catalog_seed.py, which also names the file); users add and
+edit rows (`stash instances add/set`, the dashboard). Seeding (again: `stash instances seed`, or an older
+database migrated forward) inserts the CSV rows that are not in the database yet and never touches a stored
+row, so an edited price survives every later seed. Readers see the stored rows plus any CSV row not stored
+yet, so a database made by an older Stash, or one not created yet, still has a catalog. Every price carries
+the date and the source it came from: editing a price without giving them stamps today's date and "user
+edit". A refused add or set changes nothing (it is checked before writing, and written in one transaction).
 
 The SQL of the table is in table.py, the checking of values in fields.py.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -28,8 +33,9 @@ from stash_core.decide.catalog.table import (
 )
 from stash_core.errors import UsageError
 from stash_core.store import connect
+from stash_core.store.catalog_seed import BUILTIN_CATALOG_CSV
 
-CATALOG_CSV = Path(__file__).with_name("instances.csv")
+CATALOG_CSV = BUILTIN_CATALOG_CSV  # stash_core/decide/catalog/instances.csv
 
 
 def builtin_instances() -> pd.DataFrame:
@@ -46,11 +52,14 @@ def builtin_instances() -> pd.DataFrame:
 def seed_catalog(db_path: Path | str) -> int:
     """Insert the built-in rows whose name is not stored yet; returns how many were inserted.
 
-    Stored rows are never changed, so user edits survive.
+    Stored rows are never changed, so user edits survive. A database this call creates holds the built-in rows
+    from its creation on: they count as inserted by this call.
     """
     rows = builtin_instances().to_dict(orient="records")
+    created = not Path(db_path).exists()
     with connect(db_path) as con:
-        return _seed(con, rows)
+        inserted = _seed(con, rows)
+        return count_rows(con) if created else inserted
 
 
 def list_instances(db_path: Path | str) -> pd.DataFrame:
@@ -90,7 +99,11 @@ def add_instance(db_path: Path | str, **fields: Any) -> dict[str, Any]:
         row["price_date"] = today()
     if row["source"] is None:
         row["source"] = "user entry"
-    with connect(db_path) as con:
+    if get_instance(db_path, row["name"]) is not None:  # refused before the database is opened for writing
+        raise UsageError(
+            f"instance {row['name']} is already in the catalog; change it with `stash instances set`"
+        )
+    with connect(db_path) as con, _transaction(con):
         _seed(con, builtin_instances().to_dict(orient="records"))
         if count_rows(con, row["name"]):
             raise UsageError(
@@ -109,7 +122,9 @@ def set_instance(db_path: Path | str, name: str, **fields: Any) -> dict[str, Any
     if not fields:
         raise UsageError("nothing to change: give at least one field")
     changes = clean(fields, partial=True)
-    with connect(db_path) as con:
+    if get_instance(db_path, name) is None:  # refused before the database is opened for writing
+        raise UsageError(f"unknown instance {name!r}: see `stash instances list`, or add it")
+    with connect(db_path) as con, _transaction(con):
         _seed(con, builtin_instances().to_dict(orient="records"))
         found = select_rows(con, name)
         if not found:
@@ -158,6 +173,18 @@ def apply_catalog_edits(
     for fields in additions:
         add_instance(db_path, **fields)
     return [name for name, _ in edits], [fields["name"] for fields in additions]
+
+
+@contextmanager
+def _transaction(con: Any) -> Iterator[None]:
+    """All of a change or nothing: a refused edit leaves no seeded or half-written row behind."""
+    con.execute("BEGIN TRANSACTION")
+    try:
+        yield
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    con.execute("COMMIT")
 
 
 def _seed(con: Any, rows: list[dict[str, Any]]) -> int:

@@ -14,10 +14,13 @@ import pandas as pd
 from stash_core.decide.catalog.table import COLUMNS
 from stash_core.decide.cells import is_missing
 from stash_core.errors import UsageError
+from stash_core.spec import unsafe_character
 from stash_core.units import finite_float
 
 TEXT = ("name", "provider", "accelerator", "interconnect", "source")
 INT_MIN = {"accelerator_count": 0, "vcpus": 1}
+INT_MAX = 2**31 - 1  # the INTEGER columns
+FLOAT_MAX = 1e12  # beyond any machine or price: a typo, not a value
 POSITIVE = ("memory_gib", "network_gbps")
 PRICES = ("on_demand_usd_per_h", "spot_usd_per_h")
 
@@ -34,6 +37,9 @@ def clean(fields: dict[str, Any], partial: bool) -> dict[str, Any]:
     for key, value in fields.items():
         if key in TEXT:
             cleaned[key] = None if is_missing(value) else (str(value).strip() or None)
+            character = unsafe_character(cleaned[key] or "")
+            if character:
+                raise UsageError(f"{key} holds the control character {character}")
             continue
         value = None if _blank(value) else value
         if key in INT_MIN:
@@ -92,6 +98,8 @@ def _whole(key: str, value: Any, minimum: int) -> int | None:
     number = _checked_float(key, value, "a whole number")
     if number is None or not number.is_integer() or number < minimum:
         raise UsageError(f"{key} must be a whole number >= {minimum}, got {value!r}")
+    if number > INT_MAX:
+        raise UsageError(f"{key} must be at most {INT_MAX:,}, got {value!r}")
     return int(number)
 
 
@@ -105,6 +113,8 @@ def _number(key: str, value: Any, strictly_positive: bool) -> float | None:
         raise UsageError(f"{key} must be positive, got {value!r}")
     if number < 0:
         raise UsageError(f"{key} must not be negative, got {value!r}")
+    if number > FLOAT_MAX:
+        raise UsageError(f"{key} must be at most {FLOAT_MAX:g}, got {value!r}")
     return number
 
 

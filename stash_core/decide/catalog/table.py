@@ -10,11 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from stash_core.store import connect
+from stash_core.store.catalog_seed import CATALOG_COLUMNS
 
-COLUMNS = (
-    "name", "provider", "accelerator", "accelerator_count", "vcpus", "memory_gib", "network_gbps",
-    "interconnect", "on_demand_usd_per_h", "spot_usd_per_h", "price_date", "source",
-)  # fmt: skip
+COLUMNS = CATALOG_COLUMNS  # the columns of the instances table, in table order
 EDITABLE = COLUMNS[1:]
 
 _SELECT = f"SELECT {', '.join(COLUMNS)} FROM instances"
@@ -23,7 +21,12 @@ _UPDATE = f"UPDATE instances SET {', '.join(f'{column} = ?' for column in EDITAB
 
 
 def read_rows(db_path: Path | str, name: str | None = None) -> list[tuple[Any, ...]]:
-    """Stored rows (values in COLUMNS order): all of them, or the one named; opens the store read-only."""
+    """Stored rows (values in COLUMNS order): all of them, or the one named; opens the store read-only.
+
+    A database file that does not exist stores nothing (its stand-in's seeded rows are not stored rows).
+    """
+    if not Path(db_path).exists():
+        return []
     with connect(db_path, read_only=True) as con:
         return select_rows(con, name)
 

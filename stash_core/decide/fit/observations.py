@@ -50,9 +50,10 @@ def format_gbps(gbps: float | None) -> str:
 
 
 def split_instance_label(label: str | None) -> tuple[str | None, float | None]:
-    """'emulated@1gbit' -> ('emulated', 1.0); a label without a rate suffix comes back unchanged."""
-    if not label:
-        return label, None
+    """'emulated@1gbit' -> ('emulated', 1.0); a label without a rate suffix comes back unchanged; no label
+    (None, or the NaN pandas puts in a column where some runs have one) -> (None, None)."""
+    if not isinstance(label, str) or not label:
+        return None, None
     match = _LABEL_RATE_RE.match(label)
     if match:
         rate = parse_rate_gbps(match.group("rate"))

@@ -115,6 +115,7 @@ def _pooled_models(stall: str, usable: list[Member], pooled: pd.DataFrame) -> li
                 linear=full_fit,
                 link=link,
                 residuals=residual_frame(stall, group, POOLED, frame, fitted, lomo),
+                support=len(pooled),
             )
         )
     return out

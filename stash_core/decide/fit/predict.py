@@ -190,7 +190,8 @@ def _from_group(
     result["candidates"] = [_candidate_row(model, model.predict(counts, world)) for model in models]
     best = next((model for model in models if model.best), None)
     if best is None:
-        result["status"] = "no model: too few profiled models in this configuration to fit one"
+        short = report.shortfall(stall, group)
+        result["status"] = f"no model: {short or 'too few profiled models in this configuration to fit one'}"
         return result
     value = best.predict(counts, world)
     result.update(

@@ -12,7 +12,7 @@ from stash_core.decide.fit.stall_model import StallModel, same_group
 
 SUMMARY_COLUMNS = [
     "stall", "group", "model", "kind", "points", "models", "r2", "lomo_mape", "lobo_mape", "best",
-    "coefficients", "note",
+    "coefficients", "note", "enough_points", "shortfall",
 ]  # fmt: skip
 RESIDUAL_COLUMNS = [
     "stall", "group", "fit", "run_id", "model", *FEATURES, "measured_s", "fitted_s", "residual_s",
@@ -58,6 +58,19 @@ class FitReport:
                 return model
         return None
 
+    def shortfall(self, stall: str, group: dict[str, Any]) -> str:
+        """Why a group has no best model: "not enough profiles (n of m needed)" of the model closest to
+        enough among those that could be best (an alpha-beta model without a link cannot); "" when the group
+        has a best model or no model is short of points."""
+        models = self.models_for(stall, group)
+        if any(model.best for model in models):
+            return ""
+        short = [model for model in models if not model.enough_points]
+        possible = [model for model in short if model.kind != "alpha-beta" or model.link is not None]
+        if not (possible or short):
+            return ""
+        return min(possible or short, key=lambda model: model.needed_points - model.support_points).shortfall
+
 
 def _summary_row(model: StallModel) -> dict[str, Any]:
     return {
@@ -74,4 +87,6 @@ def _summary_row(model: StallModel) -> dict[str, Any]:
         "best": model.best,
         "coefficients": model.coefficients_text(),
         "note": model.note,
+        "enough_points": model.enough_points,
+        "shortfall": model.shortfall,
     }

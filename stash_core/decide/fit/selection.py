@@ -3,7 +3,8 @@
 For every configuration group (see observations.GROUP_COLUMNS) and stall: the linear models on model counts
 (counts_linear.py), the alpha-beta model (alpha_beta.py) and, for network stall, the models over the
 bandwidths of one configuration (pooled.py). The model with the lowest leave-one-model-out error in a group
-is best; fewer features win a tie.
+is best; fewer features win a tie. A model fitted from fewer points than its parameters plus two is never best
+(StallModel.shortfall says so); a group where no model has enough has no best model.
 """
 
 from __future__ import annotations
@@ -101,11 +102,15 @@ def _groups(rows: pd.DataFrame, key: tuple[str, ...]) -> list[tuple[dict[str, An
 
 
 def mark_best(models: list[StallModel]) -> None:
-    """Mark one model per (stall, group) best: lowest held-out error, else the alpha-beta or highest R²."""
+    """Mark one model per (stall, group) best: lowest held-out error, else the alpha-beta or highest R²; only
+    models with enough points take part (the others carry their shortfall as a note)."""
     by_group: dict[tuple, list[StallModel]] = {}
     for model in models:
         by_group.setdefault((model.stall, group_tuple(model.group)), []).append(model)
-    for candidates in by_group.values():
+        if model.shortfall and model.shortfall not in model.note:
+            model.note = "; ".join(filter(None, [model.shortfall, model.note]))
+    for group_models in by_group.values():
+        candidates = [model for model in group_models if model.enough_points]
         scored = [model for model in candidates if model.lomo_mape is not None]
         if scored:
             # Fewer parameters win a tie: the simpler model generalises at least as well.

@@ -3,6 +3,11 @@
 The three kinds (see fit/__init__.py): "linear" (least squares on model counts), "alpha-beta" (the wire time
 of physics.py times a calibrated scale) and "pooled-linear" (wire time and DDP bucket count, fitted over the
 bandwidths of one configuration). A configuration group is a dict of observations.GROUP_COLUMNS values.
+
+A fit rests on enough points only with at least its parameters plus two (MIN_SPARE_POINTS): fewer leave no
+room to check it, so such a model is reported as "not enough profiles (n of m needed)" and is never the best.
+The points that count are the different DNNs a fit saw (runs of one DNN share its counts), or for the pooled
+model every (DNN, bandwidth) point it was fitted on.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ LINEAR_FEATURE_SETS: dict[str, tuple[str, ...]] = {
 ALPHA_BETA = "alpha-beta"
 POOLED = "wire+buckets (all bandwidths)"
 POOLED_FEATURES = ("wire_s", "buckets")
+MIN_SPARE_POINTS = 2  # a fit needs its parameters plus this many points
 
 
 @dataclass
@@ -49,10 +55,37 @@ class StallModel:
     link: LinkParameters | None = None
     scale: float | None = None
     residuals: pd.DataFrame = field(default_factory=pd.DataFrame)
+    support: int | None = None  # the points the fit rests on when not its DNNs (the pooled model's points)
 
     @property
     def group_label(self) -> str:
         return group_label(self.stall, self.group)
+
+    @property
+    def parameters(self) -> int:
+        """Fitted numbers: the alpha-beta model's scale; an intercept and a slope per feature otherwise."""
+        return 1 if self.kind == "alpha-beta" else len(self.features) + 1
+
+    @property
+    def needed_points(self) -> int:
+        return self.parameters + MIN_SPARE_POINTS
+
+    @property
+    def support_points(self) -> int:
+        """The points the fit rests on: its different DNNs, or (pooled) its (DNN, bandwidth) points."""
+        return self.support if self.support is not None else self.models
+
+    @property
+    def enough_points(self) -> bool:
+        return self.support_points >= self.needed_points
+
+    @property
+    def shortfall(self) -> str:
+        """'not enough profiles (n of m needed)', or '' when the fit has enough."""
+        if self.enough_points:
+            return ""
+        which = "" if self.support is not None else ", each of a different model"
+        return f"not enough profiles ({self.support_points} of {self.needed_points} needed{which})"
 
     @property
     def expected_error(self) -> float | None:

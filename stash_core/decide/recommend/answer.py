@@ -8,9 +8,9 @@ from typing import Any
 
 import pandas as pd
 
-from stash_core.decide.catalog import list_instances
+from stash_core.decide.catalog import list_instances, stored_label_checks
 from stash_core.decide.cells import plain_row
-from stash_core.decide.reads import measured_profiles
+from stash_core.decide.reads import measured_profiles, stored_model_counts
 from stash_core.decide.recommend.candidates import OptionPlanner
 from stash_core.decide.recommend.costs import Job
 from stash_core.decide.recommend.explain import explanations, infeasible_reason
@@ -31,6 +31,7 @@ class Recommendation:
     explanations: list[str] = field(default_factory=list)
     infeasible_reason: str | None = None
     excluded: list[str] = field(default_factory=list)
+    label_warnings: list[str] = field(default_factory=list)
 
     @property
     def ranked(self) -> pd.DataFrame:
@@ -59,6 +60,7 @@ def recommend(
     """Rank configurations for training `model` (per-worker `batch_size`) for `epochs` of `dataset_images`."""
 
     _check_request(batch_size, epochs, dataset_images, budget_hours, max_usd, max_instances)
+    _check_model(db_path, model)
     pricing = "spot" if spot else "on_demand"
     request = {
         "model": model,
@@ -71,10 +73,11 @@ def recommend(
         "max_instances": max_instances,
     }
     catalog = _catalog(db_path, instances)
-    measured = measured_profiles(db_path, model, batch_size)
+    measured, label_warnings, set_aside = _labelled_profiles(db_path, model, batch_size)
     measured = measured.drop_duplicates(["instance", "workers_per_node", "nodes"], keep="first")
     job = Job(model, batch_size, float(epochs), dataset_images, pricing)
     planner = OptionPlanner(db_path, job, catalog, measured)
+    planner.excluded.extend(set_aside)
     for name, instance in catalog.items():
         planner.add_instance_options(name, instance, max_instances)
     if not instances:
@@ -88,12 +91,37 @@ def recommend(
     options = rank_options(planner.options, budget_hours, max_usd)
     ranked = options[options["feasible"]].sort_values("rank")
     best = ranked.iloc[0].to_dict() if len(ranked) else None
-    result = Recommendation(request, options, best, excluded=planner.excluded)
+    result = Recommendation(request, options, best, excluded=planner.excluded, label_warnings=label_warnings)
     if best is None:
         result.infeasible_reason = infeasible_reason(options, request, planner.excluded)
     else:
         result.explanations = explanations(options, best, request)
     return result
+
+
+def _labelled_profiles(
+    db_path: Path | str, model: str, batch_size: int
+) -> tuple[pd.DataFrame, list[str], list[str]]:
+    """The measured profiles that may stand for their instance, the warnings of every profile whose machine
+    does not fit its label (confirmed or not), and a line per profile set aside for that reason.
+
+    Labels are checked against the whole catalog (a profile counts for its instance whatever the request
+    considers); a contradicted label counts only once the user confirms it (decide/catalog/labels.py).
+    """
+    measured = measured_profiles(db_path, model, batch_size)
+    if measured.empty:
+        return measured, [], []
+    everything = {row["name"]: plain_row(row) for row in list_instances(db_path).to_dict(orient="records")}
+    checks = stored_label_checks(db_path, list(measured["run_id"]), everything)
+    warnings = [check.warning for check in checks.values() if check.warning]
+    unusable = {run_id for run_id, check in checks.items() if not check.usable}
+    set_aside = [
+        f"profile {run_id} on {checks[run_id].instance}: set aside, its machine does not fit the label "
+        f"({'; '.join(checks[run_id].problems)}); `stash instances confirm {run_id}` if the label is right"
+        for run_id in measured["run_id"]
+        if run_id in unusable
+    ]
+    return measured[~measured["run_id"].isin(unusable)].reset_index(drop=True), warnings, set_aside
 
 
 def _catalog(db_path: Path | str, instances: list[str] | None) -> dict[str, dict[str, Any]]:
@@ -105,6 +133,21 @@ def _catalog(db_path: Path | str, instances: list[str] | None) -> dict[str, dict
             raise UsageError(f"unknown instance(s) {', '.join(unknown)}: see `stash instances list`")
         catalog = catalog[catalog["name"].isin(instances)]
     return {row["name"]: plain_row(row) for row in catalog.to_dict(orient="records")}
+
+
+def _check_model(db_path: Path | str, model: str) -> None:
+    """UsageError unless `model` is one a recommendation can be made for: a zoo model, a user model
+    (FILE.py:FACTORY, package.module:FACTORY) or a model with stored profiles."""
+    name = str(model or "").strip()
+    if ":" in name or (name and stored_model_counts(db_path, name) is not None):
+        return
+    from stash_core.zoo import list_models  # torch: only when the name is not in the store
+
+    if name.lower() not in list_models():
+        raise UsageError(
+            f"model {name!r} is not in the zoo and has no stored profile: see `stash models`, or give a user "
+            "model as FILE.py:FACTORY"
+        )
 
 
 def _check_request(batch_size, epochs, dataset_images, budget_hours, max_usd, max_instances) -> None:

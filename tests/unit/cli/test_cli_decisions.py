@@ -5,12 +5,23 @@ from __future__ import annotations
 import argparse
 
 import pytest
-from result_docs import result_doc
+from result_docs import result_doc as _cpu_machine_doc
 
 from stash_core.cli import decisions as cli_decisions
 from stash_core.decide.catalog import get_instance
 from stash_core.errors import UsageError
 from stash_core.store import ingest_result
+
+
+def result_doc(*args, **kwargs):
+    """result_docs.result_doc on a machine that fits its device: a CUDA run's machine has a GPU per worker
+    (result_doc's fingerprint has none, which would contradict a GPU instance label)."""
+    doc = _cpu_machine_doc(*args, **kwargs)
+    if doc["spec"]["device"] == "cuda":
+        count = doc["spec"]["workers_per_node"]
+        gpus = [{"index": index, "name": "Tesla V100-SXM2-16GB"} for index in range(count)]
+        doc["fingerprint"].update(gpu_count=count, gpus=gpus, gpu_status=f"{count} GPU(s)")
+    return doc
 
 
 class Parser(argparse.ArgumentParser):
@@ -51,7 +62,7 @@ def test_instances_list_set_show(tmp_path, capsys):
     capsys.readouterr()
     assert stash("instances", "show", "box", "--db", db) == 0
     assert "on_demand_usd_per_h   0.1" in capsys.readouterr().out
-    with pytest.raises(UsageError, match="must not be negative"):
+    with pytest.raises(UsageError, match="--on-demand-usd-per-h: must be a number >= 0"):
         stash("instances", "set", "box", "--on-demand-usd-per-h", "-3", "--db", db)
     with pytest.raises(UsageError, match="unknown instance"):
         stash("instances", "show", "nope", "--db", db)
@@ -144,7 +155,7 @@ def test_fit_whatif_and_campaign_dry_run(tmp_path, capsys):
     assert "2 configuration(s): 2 to run, 0 stored" in capsys.readouterr().out
     with pytest.raises(UsageError, match="--bandwidths needs --nodes"):
         stash("campaign", "--models", "resnet10", "--bandwidths", "1gbit", "--dry-run", "--db", db)
-    with pytest.raises(UsageError, match="cannot read"):
+    with pytest.raises(UsageError, match="--bandwidths: expected a rate"):
         stash(
             "campaign",
             "--models",
@@ -157,3 +168,30 @@ def test_fit_whatif_and_campaign_dry_run(tmp_path, capsys):
             "--db",
             db,
         )
+
+
+def test_a_contradicted_instance_label_is_warned_about_until_confirmed(tmp_path, capsys):
+    from stash_core.cli.main import main
+    from stash_core.cli.show import show_run
+
+    db = str(tmp_path / "labels.duckdb")
+    # A CPU-only machine (result_doc's fingerprint) labelled as a 4-GPU instance.
+    doc = _cpu_machine_doc("resnet50", instance="p3.8xlarge", workers=4, batch_size=64,
+                           stalls={"compute": 0.2, "interconnect": 0.05})  # fmt: skip
+    ingest_result(db, doc)
+    suffix = doc["run_id"].rsplit("-", 1)[-1]  # the short id the pages show
+    assert main(["show", suffix, "--db", db]) == 0
+    out = capsys.readouterr().out
+    assert f"run {doc['run_id']}" in out
+    assert "warning: instance label p3.8xlarge" in out and "the machine has no GPU" in out
+    assert "does not fit the machine" in show_run(db, suffix)
+    ask = ["recommend", "--model", "resnet50", "--batch-size", "64", "--epochs", "1", "--dataset-images",
+           "100000", "--budget-hours", "100", "--instances", "p3.8xlarge", "--db", db]  # fmt: skip
+    stash(*ask)
+    out = capsys.readouterr().out
+    assert "warning: instance label p3.8xlarge" in out and "set aside" in out
+    assert stash("instances", "confirm", suffix, "--db", db) == 0
+    assert f"confirmed: run {doc['run_id']} counts as a measurement of p3.8xlarge" in capsys.readouterr().out
+    assert "confirmed by the user" in show_run(db, suffix)
+    with pytest.raises(UsageError, match="no run"):
+        stash("instances", "confirm", "nope", "--db", db)

@@ -5,12 +5,19 @@ from __future__ import annotations
 import pytest
 from result_docs import result_doc
 
-from stash_core.decide.catalog import set_instance
+from stash_core.decide.catalog import confirm_label, set_instance
 from stash_core.decide.cost import hourly_price, iterations_per_epoch, run_cost, training_cost
 from stash_core.errors import UsageError
 from stash_core.store import ingest_result
 
 P2_8XLARGE = {"name": "p2.8xlarge", "on_demand_usd_per_h": 7.20, "spot_usd_per_h": 2.16}
+
+
+def on_gpus(doc: dict, count: int, name: str = "Tesla K80") -> dict:
+    """The document of a run on a machine with `count` GPUs named `name` (result_doc's machine has none)."""
+    gpus = [{"index": index, "name": name} for index in range(count)]
+    doc["fingerprint"].update(gpu_count=count, gpus=gpus, gpu_status=f"{count} GPU(s)")
+    return doc
 
 
 def test_cost_counts_the_epoch_the_profiler_measures():
@@ -60,7 +67,7 @@ def test_run_cost_uses_the_runs_instance_and_nodes(tmp_path):
         dataset_images=51200,
         stalls={"compute": 0.3, "interconnect": 0.1, "network": 0.1},
     )
-    ingest_result(db, doc)
+    ingest_result(db, on_gpus(doc, 8))
     cost = run_cost(db, doc["run_id"], epochs=3)
     assert cost["instance_count"] == 2
     assert cost["epoch_s"] == pytest.approx(0.5 * 100)  # 51200 / (32 x 16) = 100 iterations
@@ -71,3 +78,17 @@ def test_run_cost_uses_the_runs_instance_and_nodes(tmp_path):
     assert run_cost(db, doc["run_id"])["spot"]["usd_per_h"] == pytest.approx(2.0)
     with pytest.raises(UsageError, match="no run"):
         run_cost(db, "nope")
+
+
+def test_a_run_whose_machine_contradicts_its_label_has_no_price_until_confirmed(tmp_path):
+    db = tmp_path / "cost.duckdb"
+    doc = result_doc("resnet18", instance="g4dn.xlarge", workers=1, dataset_images=3200)  # a CPU-only machine
+    ingest_result(db, doc)
+    cost = run_cost(db, doc["run_id"])
+    assert cost["on_demand"]["usd_per_h"] is None and cost["on_demand"]["training_usd"] is None
+    assert "does not fit the machine: the machine has no GPU" in cost["on_demand"]["status"]
+    assert "g4dn.xlarge has 1 NVIDIA T4" in cost["label_warning"]
+    confirm_label(db, doc["run_id"][-8:])  # the short suffix the pages show is enough
+    confirmed = run_cost(db, doc["run_id"])
+    assert confirmed["on_demand"]["usd_per_h"] == pytest.approx(0.526)
+    assert "confirmed by the user" in confirmed["label_warning"]

@@ -309,3 +309,24 @@ def test_another_node_count_borrows_the_alpha_beta_scale():
     )
     assert answer["stall_s"] == pytest.approx(0.6 * ring_factor(8) * 1e8 * beta_from_gbps(10), rel=1e-6)
     assert answer["expected_mape"] is None and "other node counts" in answer["status"]
+
+
+def test_runs_without_an_instance_label_are_fitted_as_their_own_configuration(tmp_path):
+    # Some runs carry no instance label (NULL instance): pandas reads the column with NaN for them, which
+    # once broke the label split with a TypeError.
+    db = tmp_path / "unlabelled.duckdb"
+    for index, (name, (grad_bytes, tensors, layers)) in enumerate(MODELS.items()):
+        for instance in ("box", None):
+            doc = result_doc(
+                name, run_id=f"{name}-{instance}", instance=instance, grad_bytes=int(grad_bytes),
+                grad_tensor_count=tensors, layer_count=layers,
+                stalls={"compute": 0.3, "interconnect": 0.003 + 2e-9 * grad_bytes + 1e-4 * index},
+            )  # fmt: skip
+            doc["fingerprint"]["instance"] = doc["spec"]["instance"] = instance
+            ingest_result(db, doc)
+    report = fit_stall_models(db, stalls=("interconnect",))
+    assert len(report.observations) == 2 * len(MODELS)
+    labels = report.observations["instance"].map(lambda value: value if isinstance(value, str) else "-")
+    assert set(labels) == {"box", "-"}
+    assert len(report.summary()["group"].unique()) == 2
+    assert split_instance_label(None) == (None, None) and split_instance_label(float("nan")) == (None, None)

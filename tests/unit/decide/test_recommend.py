@@ -3,12 +3,24 @@
 from __future__ import annotations
 
 import pytest
-from result_docs import result_doc
+from result_docs import result_doc as _cpu_machine_doc
 
 from stash_core.decide.catalog import add_instance
 from stash_core.decide.recommend import recommend, slowdown_cause
 from stash_core.errors import UsageError
 from stash_core.store import ingest_result
+
+
+def result_doc(*args, **kwargs):
+    """result_docs.result_doc on a machine that fits its device: a CUDA run's machine has a GPU per worker
+    (result_doc's fingerprint has none, which would contradict a GPU instance label)."""
+    doc = _cpu_machine_doc(*args, **kwargs)
+    if doc["spec"]["device"] == "cuda":
+        count = doc["spec"]["workers_per_node"]
+        gpus = [{"index": index, "name": "Tesla V100-SXM2-16GB"} for index in range(count)]
+        doc["fingerprint"].update(gpu_count=count, gpus=gpus, gpu_status=f"{count} GPU(s)")
+    return doc
+
 
 IMAGES = 1_281_167
 GPU = "Test GPU"

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import stat
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -16,6 +17,8 @@ import psutil
 import pytest
 
 from stash_core.engine import jobs
+from stash_core.engine.job_state import measuring_processes
+from stash_core.engine.progress import Reporter
 from stash_core.errors import UsageError
 
 FAKE_PROFILE = r"""#!/bin/sh
@@ -203,3 +206,112 @@ def test_a_real_small_profile_runs_in_the_background_and_is_stored(tmp_path: Pat
     assert state.run_id and (tmp_path / state.result_file).is_file()  # results/ next to the database
     run = store.get_run(db, state.run_id)
     assert run is not None and run["instance"] == "test-box"
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The run registry: `stash profile` started from a terminal
+
+
+class _Plan:
+    def __init__(self, name: str, description: str) -> None:
+        self.name, self.description = name, description
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "description": self.description, "workers": 1, "nodes": 1}
+
+
+class _Collect(Reporter):
+    def __init__(self) -> None:
+        self.events: list[str] = []
+
+    def phase_started(self, plan, index: int, total: int) -> None:
+        self.events.append(f"started {plan.name}")
+
+    def message(self, text: str) -> None:
+        self.events.append(text)
+
+
+def test_a_profile_started_from_a_terminal_shows_as_it_progresses(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.delenv("STASH_JOB_RC", raising=False)
+    db = tmp_path / "results.duckdb"
+    terminal = _Collect()
+    with jobs.register_profile(db, ["stash", "profile", "--model", "tiny"], label="tiny · batch 8") as record:
+        reporter = record.reporter(terminal)
+        reporter.message("preparing 64 synthetic JPEG images")
+        reporter.phase_started(_Plan("R0", "1 worker"), 0, 2)
+        reporter.progress({"phase": "R0", "iterations": 10, "kept": 8, "max_iterations": 100,
+                           "target_relative_ci": 0.02, "relative_ci": 0.04})  # fmt: skip
+        [state] = jobs.list_jobs(db)  # what the Run page and the Overview read, meanwhile
+        assert (state.origin, state.status, state.label) == ("cli", "running", "tiny · batch 8")
+        assert [phase.name for phase in state.phases] == ["R0"] and state.phases[0].fraction_done == 0.25
+        assert state.pid == os.getpid() and not state.finished
+        record.done("20261122T104100Z-3f2a9c1b", "completed", "results/20261122T104100Z-3f2a9c1b.json")
+    assert terminal.events == ["preparing 64 synthetic JPEG images", "started R0"]  # the bar still gets all
+    state = jobs.read_job(db, state.job_id)
+    assert (state.status, state.exit_code, state.run_id) == ("completed", 0, "20261122T104100Z-3f2a9c1b")
+
+
+def test_a_failed_or_interrupted_terminal_profile_says_so(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.delenv("STASH_JOB_RC", raising=False)
+    db = tmp_path / "results.duckdb"
+    with pytest.raises(UsageError), jobs.register_profile(db, ["stash", "profile"]):
+        raise UsageError("--batch-size: must be a positive integer, got 0")
+    with pytest.raises(KeyboardInterrupt), jobs.register_profile(db, ["stash", "profile"]):
+        raise KeyboardInterrupt
+    failed, interrupted = sorted(jobs.list_jobs(db), key=lambda job: job.exit_code)
+    assert (failed.status, failed.exit_code) == ("failed", 2)
+    assert failed.error == "--batch-size: must be a positive integer, got 0"
+    assert (interrupted.status, interrupted.exit_code) == ("interrupted", 130)
+
+
+def test_a_terminal_profile_killed_outright_reads_as_lost(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.delenv("STASH_JOB_RC", raising=False)
+    db = tmp_path / "results.duckdb"
+    code = (
+        "import sys, time; from stash_core.engine import jobs\n"
+        "with jobs.register_profile(sys.argv[1], ['stash', 'profile']):\n"
+        "    print('registered', flush=True); time.sleep(60)\n"
+    )
+    child = subprocess.Popen([sys.executable, "-c", code, str(db)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline().strip() == "registered"
+        [state] = jobs.list_jobs(db)
+        assert state.origin == "cli" and state.status == "starting" and state.pid == child.pid
+    finally:
+        child.kill()
+        child.wait()
+    assert jobs.read_job(db, state.job_id).status == "lost"
+
+
+def test_a_run_the_dashboard_started_is_not_registered_twice(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("STASH_JOB_RC", str(tmp_path / "rc"))
+    db = tmp_path / "results.duckdb"
+    terminal = _Collect()
+    with jobs.register_profile(db, ["stash", "profile"]) as record:
+        assert record.reporter(terminal) is terminal
+        record.done("run", "completed", None)
+    assert jobs.list_jobs(db) == []
+
+
+def test_measurements_on_this_machine_are_found_registered_or_not() -> None:
+    # Any `stash profile` (here a stand-in whose command line reads like one) counts, wherever it stores.
+    sleeper = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import time; time.sleep(60)",
+            "/opt/venv/bin/stash",
+            "profile",
+            "--model",
+            "x",
+        ]
+    )
+    try:
+        _wait(lambda: any(p["pid"] == sleeper.pid for p in measuring_processes()))
+        found = next(p for p in measuring_processes() if p["pid"] == sleeper.pid)
+        assert "stash profile --model x" in found["command"]
+        assert all(p["pid"] != sleeper.pid for p in measuring_processes({sleeper.pid}))  # a known job
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    assert all(p["pid"] != sleeper.pid for p in measuring_processes())

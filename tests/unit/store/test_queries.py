@@ -9,6 +9,7 @@ import pytest
 
 from stash_core import store
 from stash_core.errors import UsageError
+from stash_core.store.catalog_seed import BUILTIN_CATALOG_CSV, builtin_catalog_rows
 
 BASE = datetime(2026, 11, 22, 10, 0, tzinfo=UTC)
 
@@ -72,6 +73,17 @@ def test_get_run_by_prefix(populated) -> None:
     assert store.resolve_run_id(path, "20261122T11") == docs[1]["run_id"]
 
 
+def test_any_unique_part_of_a_run_id_finds_the_run(populated) -> None:
+    path, docs = populated
+    # The pages show the id's last part; `stash show` takes it, or any other part found in one id only.
+    assert store.resolve_run_id(path, "bbbb0003") == docs[2]["run_id"]
+    assert store.get_run(path, "aaaa0002")["model"] == "vgg11"
+    assert store.resolve_run_id(path, "110000Z-aa") == docs[1]["run_id"]
+    with pytest.raises(UsageError, match="matches several runs"):
+        store.resolve_run_id(path, "aaaa000")  # in two ids
+    assert store.resolve_run_id(path, "cccc") is None
+
+
 def test_breakdown_frame_filters_by_run_ids(populated) -> None:
     path, docs = populated
     wanted = [docs[0]["run_id"], docs[2]["run_id"], "not-a-run"]
@@ -114,7 +126,7 @@ def test_database_summary_counts(populated) -> None:
     path, docs = populated
     summary = store.database_summary(path)
     counts = (summary["runs"], summary["completed_runs"], summary["models"], summary["instances"])
-    assert counts == (3, 2, 2, 0)
+    assert counts == (3, 2, 2, len(builtin_catalog_rows(BUILTIN_CATALOG_CSV)))  # the catalog from the start
     assert summary["last_run_at"] == BASE + timedelta(hours=2)
     assert summary["iterations"] == sum(len(p["samples"]["iteration_s"]) for d in docs for p in d["phases"])
 

@@ -6,12 +6,24 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from result_docs import result_doc
+from result_docs import result_doc as _cpu_machine_doc
 
 from stash_core import store, views
 from stash_core.decide.catalog import COLUMNS
 from stash_core.errors import UsageError
 from stash_core.views.recommend import RecommendRequest
+
+
+def result_doc(*args, **kwargs):
+    """result_docs.result_doc on a machine that fits its device: a CUDA run's machine has a GPU per worker
+    (result_doc's fingerprint has none, which would contradict a GPU instance label)."""
+    doc = _cpu_machine_doc(*args, **kwargs)
+    if doc["spec"]["device"] == "cuda":
+        count = doc["spec"]["workers_per_node"]
+        gpus = [{"index": index, "name": "Tesla V100-SXM2-16GB"} for index in range(count)]
+        doc["fingerprint"].update(gpu_count=count, gpus=gpus, gpu_status=f"{count} GPU(s)")
+    return doc
+
 
 MODELS = {  # name: (gradient bytes, gradient tensors, layers)
     "m1": (10e6, 20, 15),

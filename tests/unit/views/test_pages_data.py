@@ -268,8 +268,6 @@ def test_the_run_form_names_the_field_that_is_wrong(changes: dict, message: str)
         views.run_form.profile_args(_form(**changes), supported_flags={"--model"})
 
 
-
-
 def test_schema_browser_lists_every_table_with_rows_and_meanings(db: Path) -> None:
     browser = views.sql.schema_browser(db)
     assert set(browser) == {*store.TABLES, *store.VIEWS}

@@ -1,0 +1,80 @@
+"""The instance catalog every database starts with: the rows of the CSV file shipped with Stash.
+
+The catalog's meaning, its checks and its editing belong to stash_core.decide.catalog, which keeps the file
+(`stash_core/decide/catalog/instances.csv`, package data) and takes its path from here: the store sits below
+decide in the layers, so it reads the file by its path and never imports decide. create_schema calls
+seed_builtin_catalog, so a new database (and the empty stand-in that readers of a missing file get) holds the
+catalog from its first use: `SELECT * FROM instances` returns it and joins on `instances.name` find prices.
+
+Seeding inserts only names not stored yet (ON CONFLICT DO NOTHING): a row a user edited is never touched.
+The file is read with the csv module (no pandas: every command opens the store, and `stash` starts fast).
+"""
+
+from __future__ import annotations
+
+import csv
+import functools
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+BUILTIN_CATALOG_CSV = Path(__file__).resolve().parent.parent / "decide" / "catalog" / "instances.csv"
+
+# The instances table's columns and how a CSV cell becomes a value of each (text when not named here).
+CATALOG_COLUMNS = (
+    "name", "provider", "accelerator", "accelerator_count", "vcpus", "memory_gib", "network_gbps",
+    "interconnect", "on_demand_usd_per_h", "spot_usd_per_h", "price_date", "source",
+)  # fmt: skip
+_WHOLE = ("accelerator_count", "vcpus")
+_NUMBER = ("memory_gib", "network_gbps", "on_demand_usd_per_h", "spot_usd_per_h")
+
+_INSERT = (
+    f"INSERT INTO instances ({', '.join(CATALOG_COLUMNS)}) "
+    f"VALUES ({', '.join('?' for _ in CATALOG_COLUMNS)}) ON CONFLICT (name) DO NOTHING"
+)
+
+
+def seed_builtin_catalog(con: Any, csv_path: Path | None = None) -> int:
+    """Insert the shipped catalog rows whose name is not stored yet; returns how many were inserted.
+
+    A missing or unreadable file seeds nothing (a database without a catalog still works: readers fall back
+    on the file through stash_core.decide.catalog, which reports the problem).
+    """
+    try:
+        rows = builtin_catalog_rows(csv_path or BUILTIN_CATALOG_CSV)
+    except (OSError, ValueError, csv.Error):
+        return 0
+    if not rows:
+        return 0
+    before = con.execute("SELECT count(*) FROM instances").fetchall()[0][0]
+    con.executemany(_INSERT, rows)
+    return con.execute("SELECT count(*) FROM instances").fetchall()[0][0] - before
+
+
+@functools.cache
+def builtin_catalog_rows(csv_path: Path) -> list[tuple[Any, ...]]:
+    """The rows of a catalog CSV as typed tuples in CATALOG_COLUMNS order (read once per process).
+
+    ValueError for a cell that is not what its column holds; an empty cell is NULL.
+    """
+    with open(csv_path, encoding="utf-8", newline="") as handle:
+        records = list(csv.DictReader(handle))
+    rows = []
+    for record in records:
+        if not (record.get("name") or "").strip():
+            continue
+        rows.append(tuple(_typed(column, record.get(column)) for column in CATALOG_COLUMNS))
+    return rows
+
+
+def _typed(column: str, cell: str | None) -> Any:
+    text = (cell or "").strip()
+    if not text:
+        return None
+    if column in _WHOLE:
+        return int(text)
+    if column in _NUMBER:
+        return float(text)
+    if column == "price_date":
+        return date.fromisoformat(text)
+    return text

@@ -1,0 +1,111 @@
+"""A fit from fewer points than its parameters plus two is "not enough profiles (n of m needed)", never the
+best model; the CLI and the Models page data never show None for R² or an error."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from result_docs import result_doc
+
+from stash_core import views
+from stash_core.cli.fit import format_fit_report
+from stash_core.decide.fit import fit_stall_models, predict_stall
+from stash_core.store import ingest_result
+
+MODELS = {  # name: (gradient bytes, gradient tensors, layers)
+    "m1": (10e6, 20, 15),
+    "m2": (40e6, 60, 41),
+    "m3": (80e6, 100, 70),
+    "m4": (120e6, 160, 110),
+    "m5": (200e6, 40, 30),
+}
+
+
+def family_db(tmp_path: Path, names: list[str], repeats: int = 1) -> Path:
+    db = tmp_path / "fits.duckdb"
+    for name in names:
+        grad_bytes, tensors, layers = MODELS[name]
+        for _ in range(repeats):
+            ingest_result(
+                db,
+                result_doc(
+                    name,
+                    grad_bytes=int(grad_bytes),
+                    grad_tensor_count=tensors,
+                    layer_count=layers,
+                    instance="lab",
+                    stalls={"compute": 0.3, "interconnect": 0.002 + 1e-9 * grad_bytes + 1e-4 * tensors},
+                ),
+            )
+    return db
+
+
+def test_two_models_give_no_best_model_but_the_profiles_still_missing(tmp_path: Path) -> None:
+    # Four runs, but of two models: a line through two DNNs (or a scale from them) cannot be checked.
+    report = fit_stall_models(family_db(tmp_path, ["m1", "m2"], repeats=2))
+    group = report.groups("interconnect")[0]
+    assert report.best("interconnect", group) is None
+    assert report.shortfall("interconnect", group) == (
+        "not enough profiles (2 of 4 needed, each of a different model)"
+    )
+    summary = report.summary()
+    assert not summary["best"].any() and not summary["enough_points"].any()
+    text = format_fit_report(report)
+    assert "no best model: not enough profiles (2 of 4 needed" in text
+    assert "None" not in text and "nan" not in text.lower()
+    assert "  * " not in text  # nothing is marked best
+    answer = predict_stall(
+        counts={"grad_bytes": 50e6, "grad_tensor_count": 50, "layer_count": 40},
+        stall="interconnect",
+        workers_per_node=2,
+        report=report,
+    )
+    assert answer["stall_s"] is None and "not enough profiles (2 of 4 needed" in answer["status"]
+
+
+def test_a_fit_needs_its_parameters_plus_two_models(tmp_path: Path) -> None:
+    report = fit_stall_models(family_db(tmp_path, ["m1", "m2", "m3", "m4"]))
+    group = report.groups("interconnect")[0]
+    by_name = {model.name: model for model in report.models_for("interconnect", group)}
+    assert by_name["linear: bytes"].enough_points  # 2 parameters, 4 models
+    short = by_name["linear: bytes+tensors"]  # 3 parameters: 5 models needed
+    assert not short.enough_points and short.shortfall == (
+        "not enough profiles (4 of 5 needed, each of a different model)"
+    )
+    assert not short.best and report.best("interconnect", group).name in (
+        "linear: bytes",
+        "linear: tensors",
+        "linear: layers",
+    )
+    text = format_fit_report(report, all_models=True)
+    assert "linear: bytes+tensors" in text and "not enough profiles (4 of 5 needed" in text
+    assert "None" not in text
+
+
+def test_the_models_table_shows_figures_as_text_never_none(tmp_path: Path) -> None:
+    report = fit_stall_models(family_db(tmp_path, ["m1", "m2", "m3"]))
+    group = report.groups("interconnect")[0]
+    table = views.models.models_table(report, "interconnect", group)
+    assert list(table.columns) == views.models.TABLE_COLUMNS
+    for column in ("r2", "lomo_mape", "lobo_mape"):
+        assert all(isinstance(value, str) and value and value != "None" for value in table[column])
+    short = table[table["model"] == "linear: bytes"].iloc[0]  # 2 parameters, 3 models: one short
+    assert short["r2"] == "not enough profiles (3 of 4 needed, each of a different model)"
+    assert not short["best"] and "not enough profiles" not in short["note"]
+    assert views.models.group_shortfall(report, "interconnect", group).startswith(
+        "not enough profiles (3 of 4"
+    )
+
+
+@pytest.mark.parametrize("residuals", [True, False])
+def test_stash_fit_prints_no_none(tmp_path: Path, capsys, residuals: bool) -> None:
+    from stash_core.cli.main import main
+
+    db = family_db(tmp_path, ["m1", "m2"])
+    argv = ["fit", "--db", str(db), *(["--residuals"] if residuals else [])]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert (
+        "no best model: not enough profiles (2 of 4 needed" in out and "None" not in out and "NaN" not in out
+    )

@@ -1,0 +1,103 @@
+"""Compare compares like with like: runs are one job only when model, batch per worker, input shape, data,
+workers, machines and device agree; a contradicted instance label gets no price; a fresh database has the
+catalog's prices."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from result_docs import result_doc
+
+from stash_core import store, views
+from stash_core.decide.catalog import confirm_label
+
+SYNTHETIC_64 = {"synthetic_images": None, "dataset_images": None, "input_shape": [3, 64, 64]}
+REAL_32 = {"synthetic_images": 512, "image_px": 32, "input_shape": [3, 32, 32]}
+REAL_64 = {"synthetic_images": 512, "image_px": 64, "input_shape": [3, 64, 64]}
+ON_DEVICE = {"compute": 0.10, "interconnect": 0.02}  # R0, R1: the iteration is R1's, synthetic data
+WITH_DATA = {"compute": 0.10, "interconnect": 0.02, "cpu": 0.05, "disk": 0.03}  # ... R3, R2: real data, cold
+
+
+def run(instance: str, spec: dict, stalls: dict, **options) -> dict:
+    return result_doc("resnet18", batch_size=32, instance=instance, stalls=stalls, spec_extra=spec, **options)
+
+
+@pytest.fixture()
+def mixed_db(tmp_path: Path) -> Path:
+    """resnet18 b32: a synthetic 64x64 job on a fast box, a real-data 32x32 job on a slow one, the same
+    synthetic job with one worker, and the real-data job at 64 px on a third box."""
+    db = tmp_path / "results.duckdb"
+    for doc in (
+        run("fast-box", SYNTHETIC_64, ON_DEVICE),
+        run("fast-box", SYNTHETIC_64, {"compute": 0.11, "interconnect": 0.02}),
+        run("slow-box", REAL_32, {key: value * 3 for key, value in WITH_DATA.items()}),
+        run("fast-box", SYNTHETIC_64, {"compute": 0.10}, workers=1),
+        run("third-box", REAL_64, WITH_DATA),
+    ):
+        assert store.ingest_result(db, doc)
+    return db
+
+
+def test_runs_of_different_jobs_are_never_ranked_together(mixed_db: Path) -> None:
+    choices = views.compare.compare_choices(mixed_db)
+    jobs = choices[list(views.compare.JOB_COLUMNS)].to_dict(orient="records")
+    assert len(jobs) == 4  # the same model and batch size, four different jobs
+    synthetic = {"input_shape": "3x64x64", "data": "synthetic (made on the device)", "workers_per_node": 2}
+    real_32 = {
+        "input_shape": "3x32x32",
+        "data": "real data, cold · generated images: 512, 32 px",
+        "workers_per_node": 2,
+    }
+    assert any(synthetic.items() <= job.items() for job in jobs)
+    assert any(real_32.items() <= job.items() for job in jobs)
+    assert choices.iloc[0]["runs"] == 2  # the synthetic 2-worker job: its two runs averaged in one row
+
+    frame = views.compare.compare_configurations(mixed_db, "resnet18", 32, **synthetic)
+    assert list(frame["instance"]) == ["fast-box"] and frame.iloc[0]["runs"] == 2
+    assert frame.attrs["job"]["data"] == "synthetic (made on the device)"
+    assert views.compare.compare_verdict(frame).get("slowest") is None  # nothing else to rank it against
+
+    frame = views.compare.compare_configurations(mixed_db, "resnet18", 32, **real_32)
+    assert list(frame["instance"]) == ["slow-box"]
+    frame = views.compare.compare_configurations(
+        mixed_db, "resnet18", 32, input_shape="3x64x64", workers_per_node=1
+    )
+    assert list(frame["instance"]) == ["fast-box"] and list(frame["workers_per_node"]) == [1]
+    # Without the rest of the job, the most-run job is taken: still one job only.
+    frame = views.compare.compare_configurations(mixed_db, "resnet18", 32)
+    assert (
+        frame.attrs["job"]
+        == views.compare.compare_choices(mixed_db).iloc[0][list(views.compare.JOB_COLUMNS)].to_dict()
+    )
+    assert views.compare.compare_configurations(mixed_db, "resnet18", 32, device="cuda").empty
+
+
+def test_the_same_job_on_two_instances_is_compared_and_priced_from_the_catalog(tmp_path: Path) -> None:
+    db = tmp_path / "fresh.duckdb"  # no `stash instances seed`: the catalog is there from the start
+    fast = run("p3.2xlarge", SYNTHETIC_64, ON_DEVICE, workers=1, device="cuda")
+    slow = run("g4dn.xlarge", SYNTHETIC_64, {"compute": 0.3}, workers=1, device="cuda")
+    for doc, gpu in ((fast, "Tesla V100-SXM2-16GB"), (slow, "Tesla T4")):
+        doc["fingerprint"].update(gpu_count=1, gpus=[{"index": 0, "name": gpu}], gpu_status="1 GPU")
+        store.ingest_result(db, doc)
+    frame = views.compare.compare_configurations(db, "resnet18", 32).set_index("instance")
+    assert frame.loc["p3.2xlarge", "usd_per_h"] == pytest.approx(3.06)
+    assert frame.loc["g4dn.xlarge", "usd_per_h"] == pytest.approx(0.526)
+    assert frame.attrs["label_warnings"] == []
+    verdict = views.compare.compare_verdict(frame.reset_index())
+    assert verdict["fastest"].startswith("p3.2xlarge") and verdict["priced"] == 2
+
+
+def test_a_contradicted_label_gets_its_own_row_without_a_price_until_confirmed(tmp_path: Path) -> None:
+    db = tmp_path / "results.duckdb"
+    laptop = run("g4dn.xlarge", SYNTHETIC_64, ON_DEVICE)  # result_doc's machine: CPU only, no GPU
+    store.ingest_result(db, laptop)
+    frame = views.compare.compare_configurations(db, "resnet18", 32)
+    row = frame.iloc[0]
+    assert row["configuration"] == "g4dn.xlarge · 2w · label contradicted"
+    assert not row["label_ok"] and row["usd_per_h"] != row["usd_per_h"]  # NaN: no price
+    assert views.compare.compare_verdict(frame)["cheapest"] is None
+    assert "the machine has no GPU" in frame.attrs["label_warnings"][0]
+    confirm_label(db, laptop["run_id"])
+    confirmed = views.compare.compare_configurations(db, "resnet18", 32).iloc[0]
+    assert confirmed["label_ok"] and confirmed["usd_per_h"] == pytest.approx(0.526)
