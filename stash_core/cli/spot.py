@@ -10,12 +10,39 @@ import json
 from pathlib import Path
 from typing import Any
 
-from stash_core.cli.args import add_db_argument, db_path
-from stash_core.decide.spot import plan_spot_cluster, plan_table
-from stash_core.decide.spot.inputs import build_offers, load_workload, parse_offers
+from stash_core.cli.args import (
+    add_db_argument,
+    comma_list,
+    count,
+    db_path,
+    identifier,
+    non_negative,
+    positive_real,
+    shape_text,
+)
 from stash_core.errors import UsageError
 
+# The planner is imported inside cmd_spot: building `stash --help` must not load pandas.
+
 GBPS = 1e9 / 8  # bytes per second in one Gbit/s
+YEAR_S = 365 * 86400.0
+QUOTA = count(10_000)
+
+
+def offers_text(text: str) -> str:
+    """argparse type of --instances NAME[:QUOTA],...: names without control characters, quotas 1..10,000."""
+    parts = [part.strip() for part in text.split(",") if part.strip()]
+    if not parts:
+        raise argparse.ArgumentTypeError("give at least one NAME[:QUOTA]")
+    for part in parts:
+        name, colon, quota = part.partition(":")
+        identifier(name)
+        if colon:
+            try:
+                QUOTA(quota)
+            except argparse.ArgumentTypeError as error:
+                raise argparse.ArgumentTypeError(f"{part!r}: the quota {error}") from None
+    return text
 
 
 def add_commands(subparsers: Any, parser_class: type[argparse.ArgumentParser] | None = None) -> None:
@@ -23,22 +50,61 @@ def add_commands(subparsers: Any, parser_class: type[argparse.ArgumentParser] | 
         "spot", help="cheapest spot cluster that reaches a target loss within a time budget (spotDNN model)"
     )
     spot.add_argument("--workload", required=True, type=Path, help="workload file (JSON), see docs")
-    spot.add_argument("--instances", required=True, help="offered types with quotas: NAME[:QUOTA],...")
-    spot.add_argument("--target-loss", required=True, type=float, help="training loss to reach")
-    spot.add_argument("--budget-s", required=True, type=float, help="time budget in seconds")
-    spot.add_argument("--ps-gbps", type=float, default=9.6, help="parameter-server bandwidth (Gbit/s)")
-    spot.add_argument("--pcie-gbps", type=float, default=80.0, help="PCIe bandwidth within a worker")
-    spot.add_argument("--revocation-s", type=float, default=0.0, help="overhead of a revoked instance")
+    spot.add_argument(
+        "--instances", required=True, type=offers_text, help="offered types with quotas: NAME[:QUOTA],..."
+    )
+    spot.add_argument("--target-loss", required=True, type=positive_real(1e6), help="training loss to reach")
+    spot.add_argument("--budget-s", required=True, type=positive_real(YEAR_S), help="time budget in seconds")
+    spot.add_argument(
+        "--ps-gbps", type=positive_real(1e5), default=9.6, help="parameter-server bandwidth (Gbit/s)"
+    )
+    spot.add_argument(
+        "--pcie-gbps", type=positive_real(1e5), default=80.0, help="PCIe bandwidth within a worker"
+    )
+    spot.add_argument(
+        "--revocation-s", type=non_negative(YEAR_S), default=0.0, help="overhead of a revoked instance"
+    )
     spot.add_argument("--on-demand", action="store_true", help="price with on-demand instead of spot")
-    spot.add_argument("--top", type=int, default=8, help="candidates to list")
+    spot.add_argument("--top", type=count(10_000), default=8, help="candidates to list")
     spot.add_argument("--json", action="store_true", help="print the plan as JSON")
     add_db_argument(spot)
 
+    fit_loss = subparsers.add_parser(
+        "spot-fit-loss",
+        help="fit spotDNN's loss model g1..g5 (eq. 3) to loss curves; write them to a workload",
+    )
+    fit_loss.add_argument(
+        "--csv", required=True, type=Path, help="loss curves: iteration, loss, batch_size, workers [, R]"
+    )
+    fit_loss.add_argument(
+        "--workload", required=True, type=Path, help="workload file to write g and the fit into"
+    )
+    fit_loss.add_argument("--json", action="store_true", help="print the fit as JSON")
+
+    memory = subparsers.add_parser(
+        "spot-memory", help="largest batch per GPU against memory (spotDNN eq. 10): measure, fit a2, b2"
+    )
+    memory.add_argument("--model", required=True, type=identifier, help="zoo model (or file.py:FACTORY)")
+    memory.add_argument(
+        "--batches", type=comma_list(count(1 << 20), most=16), default=[8, 32, 128],
+        help="batch sizes to measure, one process each (default 8,32,128)",
+    )  # fmt: skip
+    memory.add_argument("--device", default="cpu", help="cpu or cuda[:N] (default cpu)")
+    memory.add_argument("--num-classes", type=count(10**7), default=None, help="classes of the output")
+    memory.add_argument("--input-shape", type=shape_text, default=None, help="input shape, e.g. 3,32,32")
+    memory.add_argument("--workload", type=Path, help="workload file to write a2, b2 and the fit into")
+    memory.add_argument("--json", action="store_true", help="print the fit and the table as JSON")
+    add_db_argument(memory)
+
 
 def cmd_spot(args: argparse.Namespace) -> int:
-    if args.top < 1:
-        raise UsageError("--top must be at least 1")
-    workload, doc = load_workload(args.workload)
+    from stash_core.decide.spot import plan_spot_cluster, plan_table
+    from stash_core.decide.spot.inputs import build_offers, load_workload, parse_offers
+
+    try:
+        workload, doc = load_workload(args.workload)
+    except (ValueError, TypeError, RecursionError) as error:  # numbers too long, nesting too deep, text
+        raise UsageError(f"workload file {args.workload}: {error}") from None
     pricing = "on_demand" if args.on_demand else "spot"
     offers = build_offers(db_path(args), parse_offers(args.instances), doc, pricing)
     result = plan_spot_cluster(
@@ -46,12 +112,22 @@ def cmd_spot(args: argparse.Namespace) -> int:
         ps_Bps=args.ps_gbps * GBPS, pcie_Bps=args.pcie_gbps * GBPS, revocation_s=args.revocation_s,
     )  # fmt: skip
     rows = plan_table(result, args.top)
+    fragile = []
+    if result.best is not None:
+        from stash_core.decide.spot.fragility import fragile_coefficients
+
+        links = (args.ps_gbps * GBPS, args.pcie_gbps * GBPS, args.revocation_s)
+        fragile = fragile_coefficients(result, offers, workload, args.target_loss, args.budget_s, *links)
     if args.json:
         best = rows[0] if result.best is not None else None
         print(json.dumps({"pricing": pricing, "best": best, "candidates": rows, "bounds": result.bounds,
-                          "infeasible_reason": result.infeasible_reason}, indent=2))  # fmt: skip
+                          "infeasible_reason": result.infeasible_reason, "fragile": fragile},
+                         indent=2))  # fmt: skip
         return 0 if result.best is not None else 1
     print(format_plan(result, rows, pricing, args.target_loss, args.budget_s))
+    if fragile:
+        print(f"fragile plan: it changes when {', '.join(fragile)} (a fitted coefficient moved by its "
+              "error): refit the workload with more data before renting on it")  # fmt: skip
     return 0 if result.best is not None else 1
 
 
@@ -83,4 +159,61 @@ def format_plan(result: Any, rows: list[dict[str, Any]], pricing: str, target_lo
     return "\n".join(lines)
 
 
-COMMANDS = {"spot": cmd_spot}
+def cmd_spot_fit_loss(args: argparse.Namespace) -> int:
+    from stash_core.decide.spot.inputs import update_workload
+    from stash_core.decide.spot.lossfit import MAX_FIT_ERROR, fit_loss, read_loss_csv
+
+    fit = fit_loss(read_loss_csv(args.csv))
+    report = {"g": list(fit.g), **fit.as_dict(), "source": str(args.csv)}
+    if not fit.acceptable:
+        raise UsageError(
+            f"the loss fit's mean error {fit.mean_rel_error:.1%} is beyond {MAX_FIT_ERROR:.0%} (max "
+            f"{fit.max_rel_error:.1%}); {args.workload} is left as it was"
+        )
+    update_workload(args.workload, {"g": list(fit.g), "loss_fit": {**fit.as_dict(), "source": str(args.csv)}})
+    if args.json:
+        print(json.dumps(report, indent=2))
+        return 0
+    g = ", ".join(f"g{i + 1} = {v:.6g}" for i, v in enumerate(fit.g))
+    print(f"{g}\nfit over {fit.rows} points (batches {list(fit.batches)}, "
+          f"workers {list(fit.worker_counts)}): "
+          f"mean error {fit.mean_rel_error:.2%}, max {fit.max_rel_error:.2%}, bound {MAX_FIT_ERROR:.0%}; "
+          f"written to {args.workload}")  # fmt: skip
+    return 0
+
+
+def cmd_spot_memory(args: argparse.Namespace) -> int:
+    from stash_core.decide.catalog import list_instances
+    from stash_core.decide.spot.inputs import update_workload
+    from stash_core.decide.spot.memory import MAX_FIT_ERROR, batch_table, profile_memory
+    from stash_core.spec import parse_input_shape
+
+    if args.device != "cpu" and not args.device.startswith("cuda"):
+        raise UsageError(f"--device {args.device!r}: give cpu or cuda[:N]")
+    shape = parse_input_shape(args.input_shape) if args.input_shape else None
+    fit = profile_memory(args.model, sorted(set(args.batches)), args.device, args.num_classes, shape)
+    if fit.max_rel_error > MAX_FIT_ERROR:
+        raise UsageError(
+            f"peak memory is not linear in the batch (error {fit.max_rel_error:.1%} > {MAX_FIT_ERROR:.0%}): "
+            "measure at more or larger batch sizes"
+        )
+    rows = batch_table(fit, list_instances(db_path(args)).to_dict(orient="records"))
+    if args.workload is not None:
+        update_workload(args.workload, {"a2": fit.a2, "b2": fit.b2, "memory_fit": fit.as_dict()})
+    if args.json:
+        print(json.dumps({**fit.as_dict(), "batch_per_gpu": rows}, indent=2))
+        return 0
+    peaks = ", ".join(f"{b}: {p / 2**20:.0f} MiB" for b, p in zip(fit.batches, fit.peak_bytes, strict=True))
+    where = "GPU allocation" if fit.device != "cpu" else "CPU peak resident set, a stand-in for a GPU's"
+    lines = [f"peak memory of a training step ({where}): {peaks}",
+             f"a2 = {fit.a2:.4g} samples/GiB, b2 = {fit.b2:.4g} (fit error {fit.max_rel_error:.1%})",
+             "largest batch per GPU, b_k = 2^floor(log2(a2 mem + b2)):"]  # fmt: skip
+    for row in rows:
+        gib = "?" if row["gpu_memory_gib"] is None else f"{row['gpu_memory_gib']:g} GiB"
+        batch = "unknown memory" if row["gpu_memory_gib"] is None else (row["batch_per_gpu"] or "none fits")
+        lines.append(f"  {row['instance']:<16}{row['accelerator'] or '':<20}{gib:>8}  {batch}")
+    print("\n".join(lines))
+    return 0
+
+
+COMMANDS = {"spot": cmd_spot, "spot-fit-loss": cmd_spot_fit_loss, "spot-memory": cmd_spot_memory}

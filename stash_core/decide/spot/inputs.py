@@ -9,8 +9,9 @@ Workload file (JSON), spotDNN's profiling inputs:
       "g": [g1, g2, g3, g4, g5],        # loss model coefficients
       "contention_margin": 0.03,        # optional, over-predict P by 3%
       "batch_per_gpu": 128 or {"g3.4xlarge": 128, ...},
-      "compute_s": {"g3.4xlarge": 0.41, ...}   # T_comp per instance type at its batch (optional per type)
-    }
+      "compute_s": {"g3.4xlarge": 0.41, ...},  # T_comp per instance type at its batch (optional per type)
+      "loss_fit": {"mean_rel_error": 0.04, ...}  # written by `stash spot-fit-loss`: a fit beyond the bound
+    }                                            # (lossfit.MAX_FIT_ERROR) is refused
 An instance type without a compute time takes the compute stall (seconds per iteration) of the latest
 completed profile of `model` at that batch on that instance label; without one the plan is refused, naming
 the instance. GPU counts and prices come from the instance catalog.
@@ -26,6 +27,7 @@ from typing import Any
 from stash_core.decide.catalog import get_instance
 from stash_core.decide.cost import hourly_price
 from stash_core.decide.reads import latest_compute_s
+from stash_core.decide.spot.lossfit import MAX_FIT_ERROR
 from stash_core.decide.spot.model import Worker, Workload
 from stash_core.decide.spot.planner import InstanceOffer
 from stash_core.errors import UsageError
@@ -50,6 +52,7 @@ def load_workload(path: Path) -> tuple[Workload, dict[str, Any]]:
     g = doc.get("g")
     if not isinstance(g, list) or len(g) != 5 or not all(_is_number(v) for v in g):
         raise UsageError("workload file: g must be a list of five numbers g1..g5")
+    _check_loss_fit(doc)
     workload = Workload(
         param_bytes=param_bytes,
         solo_bandwidth_Bps=_number(doc, "solo_bandwidth_mbps") * MB,
@@ -59,6 +62,42 @@ def load_workload(path: Path) -> tuple[Workload, dict[str, Any]]:
         contention_margin=float(doc.get("contention_margin", 0.0)),
     )
     return workload, doc
+
+
+def _check_loss_fit(doc: dict[str, Any]) -> None:
+    fit = doc.get("loss_fit")
+    if fit is None:
+        return
+    error = fit.get("mean_rel_error") if isinstance(fit, dict) else None
+    if not _is_number(error):
+        raise UsageError(
+            "workload file: loss_fit.mean_rel_error must be a number (refit with stash spot-fit-loss)"
+        )
+    if error > MAX_FIT_ERROR:
+        raise UsageError(
+            f"workload file: the loss fit's error {error:.1%} is beyond {MAX_FIT_ERROR:.0%}; "
+            "g1..g5 do not describe the loss curves well enough to plan on (record longer or smoother curves)"
+        )
+
+
+def update_workload(path: Path, changes: dict[str, Any]) -> dict[str, Any]:
+    """Set `changes` in the workload file (created when missing), keeping its other fields."""
+    path = Path(path)
+    doc: dict[str, Any] = {}
+    if path.exists():
+        try:
+            doc = json.loads(path.read_text())
+        except json.JSONDecodeError as exc:
+            raise UsageError(
+                f"workload file {path} is not valid JSON (line {exc.lineno}: {exc.msg})"
+            ) from None
+        if not isinstance(doc, dict):
+            raise UsageError(f"workload file {path} must hold a JSON object")
+    doc.update(changes)
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text(json.dumps(doc, indent=2) + "\n")
+    partial.replace(path)
+    return doc
 
 
 def parse_offers(text: str) -> list[tuple[str, int]]:

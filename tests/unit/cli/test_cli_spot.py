@@ -109,3 +109,55 @@ def test_compute_times_come_from_stored_profiles(tmp_path, capsys):
     assert "no completed profile of resnet50 at batch 128 per worker with 4 worker(s) on g3.16xlarge" in (
         capsys.readouterr().err
     )
+
+
+def _loss_csv(path, g=(876.5, -0.2, 300.0, 1.0, 0.5), wild=False):
+    import math
+
+    lines = ["iteration,loss,batch_size,workers"]
+    for b in (64, 128, 256):
+        for n in (1, 2, 4):
+            r = math.sqrt((n - 1) / n)
+            for j in range(0, 6001, 500):
+                loss = (g[1] * b + g[2]) * math.sqrt((r + g[3]) * n) / (j + g[0]) + g[4]
+                if wild:
+                    loss = 1 + 0.8 * math.sin(j / 300.0) ** 2 + 0.5 * (b == 128)
+                lines.append(f"{j},{loss},{b},{n}")
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_fit_loss_writes_g_into_the_workload_and_it_plans(tmp_path, capsys):
+    workload = tmp_path / "workload.json"
+    workload.write_text(json.dumps({**WORKLOAD, "g": [0, 0, 1, 1, 0]}))
+    csv_path = _loss_csv(tmp_path / "loss.csv")
+    assert main(["spot-fit-loss", "--csv", str(csv_path), "--workload", str(workload)]) == 0
+    out = capsys.readouterr().out
+    assert "g1 = 876.5" in out and "mean error" in out
+    doc = json.loads(workload.read_text())
+    assert doc["g"] == pytest.approx([876.5, -0.2, 300.0, 1.0, 0.5], rel=1e-3)
+    assert doc["loss_fit"]["mean_rel_error"] < 0.01 and doc["param_mb"] == 11.54  # the rest is kept
+    status = main(["spot", "--workload", str(workload), "--instances", "g3.4xlarge:4,g3.8xlarge:5",
+                   "--target-loss", "0.6", "--budget-s", "30000",
+                   "--db", str(tmp_path / "r.duckdb")])  # fmt: skip
+    assert status == 0, capsys.readouterr().err
+
+
+def test_a_fit_beyond_the_bound_is_refused_and_not_written(tmp_path, capsys):
+    workload = tmp_path / "workload.json"
+    workload.write_text(json.dumps(WORKLOAD))
+    csv_path = _loss_csv(tmp_path / "loss.csv", wild=True)
+    assert main(["spot-fit-loss", "--csv", str(csv_path), "--workload", str(workload)]) == 2
+    assert "beyond" in capsys.readouterr().err
+    assert json.loads(workload.read_text()) == WORKLOAD
+
+
+def test_a_plan_at_the_edge_of_its_budget_is_called_fragile(tmp_path, capsys):
+    status, out = _spot(tmp_path, capsys, "--budget-s", "3000", "--json")
+    best = json.loads(out.out)["best"]
+    # the same plan with 1% to spare: g3 5% higher needs more than 1% more iterations
+    status, out = _spot(tmp_path, capsys, "--budget-s", str(best["training_s"] * 1.01), "--json")
+    assert status == 0 and json.loads(out.out)["best"]["cluster"] == best["cluster"]
+    assert "g3 +5%" in json.loads(out.out)["fragile"]
+    status, out = _spot(tmp_path, capsys, "--budget-s", str(best["training_s"] * 1.01))
+    assert "fragile plan: it changes when" in out.out and "g3 +5%" in out.out
