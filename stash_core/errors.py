@@ -2,6 +2,7 @@
 
 UsageError: the user gave something wrong (bad flag, bad file, unreachable host) -> exit 2.
 MeasurementError: the input was fine but a measurement failed -> exit 1.
+SaveError: the measurement was fine but could not be saved whole -> exit 1.
 ProfileEnded: a profile that stopped early (a failure or an interrupt), carrying what it measured.
 """
 
@@ -15,6 +16,13 @@ class UsageError(StashError):
 
 
 class MeasurementError(StashError):
+    exit_code = 1
+
+
+class SaveError(StashError):
+    """A measurement that could not be saved whole (a full disk, a broken database) -> exit 1; the message
+    says where the run is kept and how to store it later."""
+
     exit_code = 1
 
 

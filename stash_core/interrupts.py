@@ -1,4 +1,11 @@
-"""Holding Ctrl-C back while something must not be cut in half (saving a run, ending remote processes)."""
+"""Interrupts: Ctrl-C, and SIGTERM and SIGHUP handled like it; holding them back while something must not be
+cut in half (saving a run, ending remote processes).
+
+Python turns SIGINT into KeyboardInterrupt. `signals_as_interrupts` makes SIGTERM (a `kill`, a scheduler, the
+dashboard's Cancel) and SIGHUP (a closed terminal or ssh session) raise `Stopped`, a KeyboardInterrupt too, so
+that every `except KeyboardInterrupt` and `finally` that ends worker trees and saves what was measured handles
+them alike; the command then exits with 128 + the signal's number (130, 143, 129).
+"""
 
 from __future__ import annotations
 
@@ -7,20 +14,85 @@ import signal
 import threading
 from collections.abc import Iterator
 
+# SIGHUP does not exist on Windows.
+STOP_SIGNALS = tuple(getattr(signal, n) for n in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, n))
+_WORDS = {"SIGINT": "interrupted", "SIGTERM": "terminated", "SIGHUP": "hung up"}
+
+
+class Stopped(KeyboardInterrupt):
+    """SIGTERM or SIGHUP, raised where Ctrl-C would raise KeyboardInterrupt; `signum` is the signal."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(describe(signum))
+        self.signum = signum
+
+
+def describe(signum: int) -> str:
+    """'interrupted' (Ctrl-C), 'terminated (SIGTERM)', 'hung up (SIGHUP)'."""
+    name = signal.Signals(signum).name
+    return "interrupted" if name == "SIGINT" else f"{_WORDS.get(name, 'stopped')} ({name})"
+
+
+def stop_exception(signum: int) -> KeyboardInterrupt:
+    """What a stop signal raises: KeyboardInterrupt for Ctrl-C, Stopped for the others."""
+    return KeyboardInterrupt() if signum == signal.SIGINT else Stopped(signum)
+
+
+def exit_status(interrupt: BaseException) -> int:
+    """128 + the signal's number: 130 for Ctrl-C, 143 for SIGTERM, 129 for SIGHUP."""
+    return 128 + int(getattr(interrupt, "signum", signal.SIGINT))
+
+
+def reason(interrupt: BaseException) -> str:
+    """How a result document words the interrupt: 'interrupted by the user' or 'terminated (SIGTERM)'."""
+    return str(interrupt) if isinstance(interrupt, Stopped) else "interrupted by the user"
+
+
+@contextlib.contextmanager
+def signals_as_interrupts() -> Iterator[None]:
+    """While the block runs, SIGTERM and SIGHUP raise Stopped (a KeyboardInterrupt) as Ctrl-C raises
+    KeyboardInterrupt; the previous handlers come back afterwards. A signal the process was started with
+    ignored (nohup ignores SIGHUP) stays ignored. Only the main thread can set handlers; elsewhere the block
+    runs as it is."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {}
+    for sig in STOP_SIGNALS:
+        if sig != signal.SIGINT and signal.getsignal(sig) is not signal.SIG_IGN:
+            previous[sig] = signal.signal(sig, _raise_stopped)
+    try:
+        yield
+    finally:
+        _restore(previous)
+
+
+def _raise_stopped(signum: int, frame: object) -> None:
+    raise Stopped(signum)
+
 
 @contextlib.contextmanager
 def held_interrupts() -> Iterator[list[int]]:
-    """Hold SIGINT until the block has finished; the yielded list gets one entry per interrupt received.
+    """Hold SIGINT, SIGTERM and SIGHUP until the block has finished; the yielded list gets the number of each
+    one received (a signal that was ignored stays ignored).
 
-    The caller decides what a held interrupt means afterwards (usually: raise KeyboardInterrupt). Signal
-    handlers can only be set from the main thread; elsewhere the block runs unprotected.
+    The caller decides what a held interrupt means afterwards (usually: raise stop_exception(received[0])).
+    Signal handlers can only be set from the main thread; elsewhere the block runs unprotected.
     """
     received: list[int] = []
     if threading.current_thread() is not threading.main_thread():
         yield received
         return
-    previous = signal.signal(signal.SIGINT, lambda signum, frame: received.append(signum))
+    previous = {}
+    for sig in STOP_SIGNALS:
+        if signal.getsignal(sig) is not signal.SIG_IGN:
+            previous[sig] = signal.signal(sig, lambda signum, frame: received.append(signum))
     try:
         yield received
     finally:
-        signal.signal(signal.SIGINT, previous)
+        _restore(previous)
+
+
+def _restore(previous: dict) -> None:
+    for sig, handler in previous.items():
+        signal.signal(sig, signal.SIG_DFL if handler is None else handler)  # None: set outside Python

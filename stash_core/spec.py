@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from stash_core.errors import UsageError
-from stash_core.units import STALLS
+from stash_core.units import STALLS, finite_float, rate_bps
 
 DEVICES = ("auto", "cpu", "cuda")
 # A first look at host names (the launcher checks DNS names and addresses): [user@]host[:port], [v6]:port.
@@ -130,14 +130,95 @@ _FIELDS = {spec_field.name: spec_field for spec_field in fields(ProfileSpec)}
 # Texts of the command line -> values of a spec
 
 
-def positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {value}")
-    return value
+INT32_MAX = 2**31 - 1  # the store's INTEGER columns
+DAY_S = 86400.0
+
+
+@dataclass(frozen=True)
+class Number:
+    """The rule of a numeric option: whole or real, and its range. Called with a command line's text it is
+    argparse's `type` (so a bad value is a usage error at parse time, naming the flag); `problem` checks a
+    value that came from elsewhere (a spec the dashboard built). NaN and infinities are never numbers here."""
+
+    low: float
+    high: float
+    whole: bool = True
+    low_open: bool = False  # `low` itself is not allowed (a positive real)
+    high_open: bool = False  # nor `high` (a fraction below 1)
+    what: str = ""  # how the rule reads after "must be": "a positive integer"
+
+    def __call__(self, text: str) -> int | float:
+        value = self.read(text)
+        problem = self.problem(value)
+        if problem:
+            raise argparse.ArgumentTypeError(problem)
+        return value
+
+    def read(self, text: Any) -> int | float:
+        if self.whole:
+            try:
+                return int(str(text).strip())
+            except ValueError:
+                raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+        number = finite_float(text)
+        if number is None:
+            raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
+        return number
+
+    def problem(self, value: Any) -> str | None:
+        """Why `value` breaks the rule ("must be ..., got X"), or None."""
+        if isinstance(value, bool) or not isinstance(value, int if self.whole else (int, float)):
+            return f"must be {self.describe()}, got {value!r}"
+        if not self.whole and finite_float(value) is None:
+            return f"must be a finite number, got {value!r}"
+        if value < self.low or (self.low_open and value == self.low):
+            return f"must be {self.describe()}, got {value!r}"
+        if value > self.high or (self.high_open and value == self.high):
+            if self.high_open:
+                return f"must be {self.describe()}, got {value!r}"
+            high = f"{int(self.high):,}" if self.whole else f"{self.high:,g}"
+            return f"must be at most {high}, got {value!r}"
+        return None
+
+    def describe(self) -> str:
+        if self.what:
+            return self.what
+        low = f"{int(self.low)}" if self.whole else f"{self.low:g}"
+        kind = "an integer" if self.whole else "a number"
+        return f"{kind} {'>' if self.low_open else '>='} {low}"
+
+
+def count(high: float = INT32_MAX) -> Number:
+    """A positive whole number up to `high`."""
+    return Number(1, high, what="a positive integer")
+
+
+def positive_real(high: float) -> Number:
+    """A finite number above zero, up to `high`."""
+    return Number(0, high, whole=False, low_open=True, what="positive")
+
+
+positive_int = count()  # a positive integer an INTEGER column holds (other commands' counts)
+BATCH_SIZE = count(2**20)
+WORKERS = count(1024)
+SEED = Number(0, INT32_MAX, what="an integer >= 0")
+PORT = Number(1, 65535, what="a port number 1..65535")
+MAX_ITERATIONS = 10**7
+LOADER_WORKERS = Number(0, 256, what=">= 0")
+TARGET_CI = Number(0, 1, whole=False, low_open=True, high_open=True,
+                   what="a fraction between 0 and 1 (e.g. 0.02 for 2%)")  # fmt: skip
+
+
+def parse_rate(text: str) -> str:
+    """A tc-style link rate ('1gbit', '200mbit', '10mbps'), kept as typed; 8kbit .. 400gbit."""
+    bits_per_s = rate_bps(str(text).strip())
+    if bits_per_s is None:
+        raise FieldError(f"--cluster-bandwidth {text!r}: expected a rate like 1gbit or 200mbit",
+                         "cluster_bandwidth", text)  # fmt: skip
+    if not 8e3 <= bits_per_s <= 4e11:
+        raise FieldError(f"--cluster-bandwidth {text!r}: out of range (8kbit .. 400gbit)",
+                         "cluster_bandwidth", text)  # fmt: skip
+    return str(text).strip()
 
 
 def parse_stalls(text: str) -> list[str]:
@@ -150,8 +231,10 @@ def parse_stalls(text: str) -> list[str]:
 def parse_iterations(text: str) -> str:
     if text == "auto":
         return text
-    if not text.isascii() or not text.isdigit() or int(text) < 2:
-        raise FieldError(f"--iterations must be 'auto' or an integer >= 2, got {text!r}", "iterations", text)
+    if not text.isascii() or not text.isdigit() or len(text) > 9 or not 2 <= int(text) <= MAX_ITERATIONS:
+        limit = f"at most {MAX_ITERATIONS:,}"
+        message = f"--iterations must be 'auto' or an integer >= 2 ({limit}), got {text[:30]!r}"
+        raise FieldError(message, "iterations", text)
     return str(int(text))
 
 
@@ -168,13 +251,35 @@ def parse_hosts(text: str | None) -> list[str]:
 def parse_input_shape(text: str) -> list[int]:
     """'3,224,224' (or '3x224x224', '(3, 224, 224)') -> [3, 224, 224]; '128' -> [128]."""
     parts = [part for part in re.split(r"[,x\s]+", str(text).strip().strip("()[]")) if part]
-    if not parts or not all(part.isascii() and part.isdigit() and int(part) > 0 for part in parts):
+    if not parts or not all(part.isascii() and part.isdigit() and len(part) < 10 for part in parts):
         raise _shape_error(text)
-    return [int(part) for part in parts]
+    shape = [int(part) for part in parts]
+    if not _shape_fits(shape):
+        raise _shape_error(text)
+    return shape
+
+
+MAX_SHAPE_DIMS = 4
+MAX_SAMPLE_ELEMENTS = 2**28  # one sample of 1 GiB in float32
+
+
+def _shape_fits(shape: Any) -> bool:
+    """Positive whole dimensions (at most MAX_SHAPE_DIMS) of a sample that memory can hold."""
+    if not isinstance(shape, list | tuple) or not 0 < len(shape) <= MAX_SHAPE_DIMS:
+        return False
+    elements = 1
+    for dim in shape:
+        if not _positive(dim):
+            return False
+        elements *= dim
+    return elements <= MAX_SAMPLE_ELEMENTS
 
 
 def _shape_error(shape: Any) -> FieldError:
-    message = f"--input-shape must be positive integers like 3,224,224 (image) or 128 (tokens); got {shape!r}"
+    message = (
+        "--input-shape must be positive integers like 3,224,224 (image) or 128 (tokens), at most "
+        f"{MAX_SHAPE_DIMS} and {MAX_SAMPLE_ELEMENTS:,} elements; got {shape!r}"
+    )
     return FieldError(message, "input_shape", shape)
 
 
@@ -224,33 +329,39 @@ class Option:
 
 OPTIONS: tuple[Option, ...] = (
     Option("--model", "model", "zoo name, FILE.py:FACTORY or package.module:FACTORY"),
-    Option("--batch-size", "batch_size", "samples per worker per iteration", positive_int),
-    Option("--workers", "workers_per_node", "worker processes (GPUs) per machine", positive_int),
-    Option("--nodes", "nodes", "machines (with --hosts or --cluster)", positive_int),
-    Option("--stalls", "stalls", "comma list of compute,interconnect,network,cpu,disk", parse=parse_stalls),
+    Option("--batch-size", "batch_size", "samples per worker per iteration", BATCH_SIZE),
+    Option("--workers", "workers_per_node", "worker processes (GPUs) per machine", WORKERS),
+    Option("--nodes", "nodes", "machines (with --hosts or --cluster)", WORKERS),
+    Option("--stalls", "stalls", "comma list of compute,interconnect,network,cpu,disk (default: all)",
+           parse=parse_stalls),
     Option("--dataset", "dataset", "ImageFolder-style directory: one folder per class", parse=_resolved,
            group=DATA),
-    Option("--synthetic-images", "synthetic_images", "generate N JPEG files once", positive_int, group=DATA),
-    Option("--dataset-images", "dataset_images", "epoch size for synthetic-only runs", positive_int),
-    Option("--image-px", "image_px", "side of generated images (pixels)", positive_int),
-    Option("--loader-workers", "loader_workers", "DataLoader processes per worker", int),
-    Option("--iterations", "iterations", "'auto' (until ± target) or a number per run",
+    Option("--synthetic-images", "synthetic_images", "generate N JPEG files once", count(10**8), group=DATA),
+    Option("--dataset-images", "dataset_images", "epoch size for synthetic-only runs", count(10**12)),
+    Option("--image-px", "image_px", "side of generated images (pixels)",
+           Number(8, 8192, what="an integer from 8 to 8192")),
+    Option("--loader-workers", "loader_workers", "DataLoader processes per worker", LOADER_WORKERS),
+    Option("--iterations", "iterations", "'auto' (until ± target) or a number per run (default: auto)",
            parse=parse_iterations),
-    Option("--target-ci", "target_relative_ci", "relative 95%% CI to reach with auto", float),
-    Option("--max-iterations", "max_iterations", "cap per run with auto", int),
-    Option("--max-phase-seconds", "max_phase_s", "cap per run, in seconds", float),
-    Option("--device", "device", choices=DEVICES),
-    Option("--threads-per-worker", "threads_per_worker", "torch threads per CPU worker", positive_int),
+    Option("--target-ci", "target_relative_ci", "relative 95%% CI to reach with auto", TARGET_CI),
+    Option("--max-iterations", "max_iterations", "cap per run with auto",
+           Number(2, MAX_ITERATIONS, what="at least 2")),
+    Option("--max-phase-seconds", "max_phase_s", "cap per run, in seconds", positive_real(7 * DAY_S)),
+    Option("--device", "device", "where the workers run", choices=DEVICES),
+    Option("--threads-per-worker", "threads_per_worker", "torch threads per CPU worker", count(1024)),
     Option("--instance", "instance", "label of the machine or cloud instance type"),
     Option("--input-shape", "input_shape", "C,H,W for images or a sequence length for tokens",
            parse=parse_input_shape),
-    Option("--num-classes", "num_classes", type=positive_int),
-    Option("--disk-read-mbps", "disk_read_mbps", "cap read throughput (block-I/O cgroup)", float),
-    Option("--seed", "seed", type=int),
+    Option("--num-classes", "num_classes", "classes of the model's output (default: the data set's)",
+           count(10**7)),
+    Option("--disk-read-mbps", "disk_read_mbps", "cap read throughput (block-I/O cgroup)",
+           positive_real(1e6)),
+    Option("--seed", "seed", "seed of the synthetic data and the model", SEED),
     # How to run and where the results go: not part of the spec.
     Option("--out", None, "result file (default: results/RUN_ID.json)", Path),
     Option("--no-store", None, "write the result file only, not the database", switch=True),
-    Option("--progress", None, choices=("auto", "bar", "json", "none"), default="auto"),
+    Option("--progress", None, "how to show progress", choices=("auto", "bar", "json", "none"),
+           default="auto"),
     Option("--db", None, "DuckDB file (default: $STASH_DB or ./results.duckdb)", Path),
     # Several machines (--cluster-state is where this machine keeps the emulated cluster's state).
     Option("--hosts", "hosts", "comma list of [user@]host[:port], one per node", parse=parse_hosts,
@@ -263,11 +374,11 @@ OPTIONS: tuple[Option, ...] = (
     Option("--cluster", "cluster", "use the emulated cluster", choices=("emulated",), group=MACHINES),
     Option("--cluster-state", None, "emulated cluster state dir", group=MACHINES),
     Option("--cluster-bandwidth", "cluster_bandwidth", "set the emulated links to this rate for the profile",
-           group=PROFILE_MACHINES),
+           parse=parse_rate, group=PROFILE_MACHINES),
     Option("--master-addr", "master_addr", "rendezvous address of the first host", group=MACHINES),
-    Option("--master-port", "master_port", "rendezvous port (default: a free one)", int, group=MACHINES),
-    Option("--comm-timeout", "comm_timeout_s", "rendezvous/process-group timeout across machines (s)", int,
-           group=MACHINES),
+    Option("--master-port", "master_port", "rendezvous port (default: a free one)", PORT, group=MACHINES),
+    Option("--comm-timeout", "comm_timeout_s", "rendezvous/process-group timeout across machines (s)",
+           Number(1, DAY_S, what="a positive integer (seconds)"), group=MACHINES),
     Option("--no-probes", "probes", "skip the bandwidth probe of R1/R1n", switch=True,
            group=PROFILE_MACHINES),
 )  # fmt: skip
@@ -308,32 +419,39 @@ def check_fields(spec: ProfileSpec) -> None:
     """Check each value of a spec, and the values against each other, without looking at this machine."""
     if not str(spec.model or "").strip():
         raise FieldError("--model: give a zoo name, FILE.py:FACTORY or package.module:FACTORY", "model")
+    for attr, wrong in (("max_phase_s", _below(spec.max_phase_s, 0, True)),
+                        ("max_iterations", _below(spec.max_iterations, 2))):  # fmt: skip
+        if wrong:
+            message = "--max-phase-seconds must be positive and --max-iterations at least 2"
+            raise FieldError(message, attr, getattr(spec, attr))
     _check_counts(spec)
     _check_stalls(spec.stalls)
     parse_iterations(str(spec.iterations))
-    if spec.input_shape is not None and not (spec.input_shape and all(map(_positive, spec.input_shape))):
+    if spec.input_shape is not None and not _shape_fits(spec.input_shape):
         raise _shape_error(spec.input_shape)
     if spec.device not in DEVICES:
         raise FieldError(f"--device must be auto, cpu or cuda, got {spec.device!r}", "device", spec.device)
     _check_data(spec)
     validate_machines(spec)
-    if spec.target_relative_ci <= 0 or spec.target_relative_ci >= 1:
-        message = "--target-ci must be a fraction between 0 and 1 (e.g. 0.02 for 2%)"
-        raise FieldError(message, "target_relative_ci", spec.target_relative_ci)
-    for attr, wrong in (("max_phase_s", spec.max_phase_s <= 0), ("max_iterations", spec.max_iterations < 2)):
-        if wrong:
-            message = "--max-phase-seconds must be positive and --max-iterations at least 2"
-            raise FieldError(message, attr, getattr(spec, attr))
+    if spec.cluster_bandwidth is not None:
+        parse_rate(spec.cluster_bandwidth)
 
 
 def _check_counts(spec: ProfileSpec) -> None:
-    for option in OPTIONS:  # the counts are the options read with positive_int
-        if option.type is positive_int and option.attr:
+    """Every field of a numeric option (the options whose type is a Number rule) within its rule's range."""
+    for option in OPTIONS:
+        if isinstance(option.type, Number) and option.attr:
             value = getattr(spec, option.attr)
-            if (value is not None or default_of(option.attr) is not None) and not _positive(value):
-                raise FieldError(f"{option.flag} must be a positive integer, got {value}", option.attr, value)
-    if spec.loader_workers < 0:
-        raise FieldError(f"--loader-workers must be >= 0, got {spec.loader_workers}", "loader_workers")
+            if value is None and default_of(option.attr) is None:
+                continue
+            problem = option.type.problem(value)
+            if problem:
+                raise FieldError(f"{option.flag} {problem}", option.attr, value)
+
+
+def _below(value: Any, low: float, or_equal: bool = False) -> bool:
+    number = finite_float(value) if isinstance(value, int | float) else None
+    return number is not None and (number < low or (or_equal and number == low))
 
 
 def _positive(value: Any) -> bool:
@@ -356,8 +474,6 @@ def _check_data(spec: ProfileSpec) -> None:
         raise FieldError("give either --dataset or --synthetic-images, not both", "dataset", spec.dataset)
     if spec.dataset is not None and not Path(spec.dataset).is_dir():
         raise FieldError(f"--dataset {spec.dataset}: no such directory", "dataset", spec.dataset, "missing")
-    if spec.disk_read_mbps is not None and spec.disk_read_mbps <= 0:
-        raise FieldError(f"--disk-read-mbps must be positive, got {spec.disk_read_mbps}", "disk_read_mbps")
 
 
 def validate_machines(spec: ProfileSpec) -> None:
@@ -397,6 +513,26 @@ def _check_ssh(spec: ProfileSpec) -> None:
     if spec.ssh_key and not Path(spec.ssh_key).is_file():
         message = f"--ssh-key: ssh key {spec.ssh_key!r} does not exist or is not a file"
         raise FieldError(message, "ssh_key", spec.ssh_key)
+
+
+# Control characters (C0, DEL, C1) and the bidirectional controls that reorder what a terminal shows.
+_UNSAFE_CHARACTERS_RE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def unsafe_character(text: str) -> str | None:
+    """The first control or bidirectional-control character of `text` (as U+XXXX), or None."""
+    match = _UNSAFE_CHARACTERS_RE.search(text)
+    return f"U+{ord(match.group()):04X}" if match else None
+
+
+def identifier(text: str) -> str:
+    """argparse type of a name (an instance, a label): non-empty, no control or bidirectional characters."""
+    character = unsafe_character(text)
+    if character:
+        raise argparse.ArgumentTypeError(f"{text!r} holds the control character {character}")
+    if not text.strip():
+        raise argparse.ArgumentTypeError("must not be empty")
+    return text
 
 
 def check_label(label: str | None) -> None:

@@ -4,11 +4,149 @@ from __future__ import annotations
 
 import argparse
 import os
+from collections.abc import Callable
+from datetime import date
 from pathlib import Path
+from typing import Any
 
-from stash_core.spec import positive_int
+from stash_core.errors import UsageError
+from stash_core.spec import (
+    INT32_MAX,
+    Number,
+    count,
+    identifier,
+    parse_input_shape,
+    positive_int,
+    positive_real,
+)
+from stash_core.units import GIB, finite_float, parse_duration_s, parse_size_bytes, rate_bps
 
-__all__ = ["add_db_argument", "db_path", "default_db", "positive_int"]
+__all__ = [
+    "INT32_MAX", "Number", "add_db_argument", "clearable", "comma_list", "count", "db_path", "default_db",
+    "duration_text", "fraction", "gbps_text", "identifier", "iso_date", "non_negative", "positive_int",
+    "positive_real", "rate_text", "seed", "shape_text", "size_text",
+]  # fmt: skip
+
+BLANKS = ("", "none", "null", "-")
+
+
+def non_negative(high: float) -> Number:
+    """A finite number from 0 up to `high`."""
+    return Number(0, high, whole=False, what="a number >= 0")
+
+
+def fraction(what: str = "a fraction between 0 and 1") -> Number:
+    """A finite number strictly between 0 and 1."""
+    return Number(0, 1, whole=False, low_open=True, high_open=True, what=what)
+
+
+seed = Number(0, INT32_MAX, what="an integer >= 0")
+
+
+def clearable(rule: Callable[[str], Any]) -> Callable[[str], str]:
+    """argparse type of a value that 'none' (or '', 'null', '-') clears: checked by `rule`, kept as typed."""
+
+    def check(text: str) -> str:
+        if text.strip().lower() not in BLANKS:
+            rule(text)
+        return text
+
+    return check
+
+
+def iso_date(text: str) -> str:
+    """argparse type of a date YYYY-MM-DD (or a blank that clears it), kept as typed."""
+    if text.strip().lower() in BLANKS:
+        return text
+    try:
+        day = date.fromisoformat(text.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a date like 2025-01-31, got {text!r}") from None
+    if not date(1970, 1, 1) <= day < date(2262, 4, 11):
+        raise argparse.ArgumentTypeError(f"expected a date from 1970 to 2262, got {text!r}")
+    return text
+
+
+def rate_text(unlimited: bool = False) -> Callable[[str], str]:
+    """argparse type of a tc-style link rate (1gbit, 200mbit, 10mbps), 8kbit .. 400gbit, kept as typed;
+    with `unlimited`, also 'unlimited' or 'none'."""
+
+    def check(text: str) -> str:
+        if unlimited and text.strip().lower() in ("unlimited", "none"):
+            return text
+        bits_per_s = rate_bps(text.strip())
+        if bits_per_s is None:
+            raise argparse.ArgumentTypeError(f"expected a rate like 1gbit, 200mbit or 10mbps, got {text!r}")
+        if not 8e3 <= bits_per_s <= 4e11:
+            raise argparse.ArgumentTypeError(f"{text!r} is out of range (8kbit .. 400gbit)")
+        return text
+
+    return check
+
+
+def duration_text(high_s: float) -> Callable[[str], str]:
+    """argparse type of a duration (250us, 1ms, 2s, or 0) up to `high_s`, kept as typed."""
+
+    def check(text: str) -> str:
+        try:
+            seconds = parse_duration_s(text)
+        except UsageError as error:
+            raise argparse.ArgumentTypeError(str(error)) from None
+        if not 0 <= seconds <= high_s:
+            raise argparse.ArgumentTypeError(f"{text!r} is out of range (0 .. {high_s:g}s)")
+        return text
+
+    return check
+
+
+def size_text(high_bytes: int = 16 * GIB) -> Callable[[str], str]:
+    """argparse type of a size in bytes (4KiB, 256MiB, 1GB) up to `high_bytes`, kept as typed."""
+
+    def check(text: str) -> str:
+        try:
+            size = parse_size_bytes(text)
+        except UsageError as error:
+            raise argparse.ArgumentTypeError(str(error)) from None
+        except (OverflowError, ValueError):  # more digits than a float holds
+            raise argparse.ArgumentTypeError(f"{text[:40]!r}... is not a size") from None
+        if size > high_bytes:
+            raise argparse.ArgumentTypeError(f"{text!r} is larger than {high_bytes // GIB} GiB")
+        return text
+
+    return check
+
+
+def gbps_text(text: str) -> str:
+    """argparse type of a link bandwidth, a rate (1gbit, 200mbit) or a number of Gbit/s; kept as typed."""
+    number = finite_float(text)
+    if number is not None:
+        if not 0 < number <= 400:
+            raise argparse.ArgumentTypeError(f"{text!r} Gbit/s is out of range (0 .. 400)")
+        return text
+    return rate_text()(text)
+
+
+def shape_text(text: str) -> str:
+    """argparse type of an input shape (3,224,224 or 128), kept as typed."""
+    try:
+        parse_input_shape(text)
+    except UsageError as error:
+        raise argparse.ArgumentTypeError(str(error).removeprefix("--input-shape ")) from None
+    return text
+
+
+def comma_list(rule: Callable[[str], Any], most: int = 64) -> Callable[[str], list[Any]]:
+    """argparse type of a comma list, each item read by `rule`: at least one, at most `most`."""
+
+    def read(text: str) -> list[Any]:
+        parts = [part.strip() for part in text.split(",") if part.strip()]
+        if not parts:
+            raise argparse.ArgumentTypeError(f"expected a comma list, got {text!r}")
+        if len(parts) > most:
+            raise argparse.ArgumentTypeError(f"at most {most} items, got {len(parts)}")
+        return [rule(part) for part in parts]
+
+    return read
 
 
 def default_db() -> Path:

@@ -7,16 +7,24 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from stash_core.cli.args import add_db_argument, db_path, positive_int
-from stash_core.decide.campaign import (
-    CampaignSettings,
-    family_models,
-    plan_campaign,
-    run_campaign,
-    split_done,
-)
-from stash_core.decide.fit import parse_rate_gbps
+from stash_core.cli.args import add_db_argument, comma_list, count, db_path, identifier
 from stash_core.errors import UsageError
+from stash_core.spec import BATCH_SIZE, WORKERS, parse_input_shape, parse_iterations, parse_rate, parse_stalls
+
+# The campaign is imported inside the functions: building `stash --help` must not load pandas.
+
+
+def _checked(parse):
+    """argparse type from a spec parser that raises FieldError (a UsageError) for a bad text."""
+
+    def read(text: str):
+        try:
+            parse(text)
+        except UsageError as error:
+            raise argparse.ArgumentTypeError(str(error).split(": ", 1)[-1]) from None
+        return text
+
+    return read
 
 
 def add_commands(subparsers: Any, parser_class: type[argparse.ArgumentParser] | None = None) -> None:
@@ -24,43 +32,47 @@ def add_commands(subparsers: Any, parser_class: type[argparse.ArgumentParser] | 
     camp = subparsers.add_parser("campaign", help="profile a sweep of models and configurations (resumable)")
     models = camp.add_mutually_exclusive_group(required=True)
     models.add_argument("--family", choices=["resnet", "vgg"])
-    models.add_argument("--models", default=None, help="comma list of model names")
-    camp.add_argument("--depths", default=None, help="comma list, e.g. 10,12,16,18,34,50")
-    camp.add_argument("--batch-sizes", default="32", help="comma list")
-    camp.add_argument("--workers", default="2", help="comma list of workers per node")
-    camp.add_argument("--nodes", default="1", help="comma list of node counts")
+    models.add_argument(
+        "--models", type=comma_list(identifier), default=None,
+        help="comma list of zoo names or FILE.py:FACTORY / package.module:FACTORY",
+    )  # fmt: skip
     camp.add_argument(
-        "--bandwidths", default=None, help="comma list of emulated link rates, e.g. 1gbit,200mbit"
+        "--depths", type=comma_list(count(1000)), default=None, help="comma list, e.g. 10,18,50"
     )
-    camp.add_argument("--stalls", default=None, help="default compute,interconnect (+network on nodes > 1)")
-    camp.add_argument("--iterations", default="auto")
-    camp.add_argument("--input-shape", default=None)
-    camp.add_argument("--num-classes", type=positive_int, default=None)
+    camp.add_argument("--batch-sizes", type=comma_list(BATCH_SIZE), default="32", help="comma list")
+    camp.add_argument(
+        "--workers", type=comma_list(WORKERS), default="2", help="comma list of workers per node"
+    )
+    camp.add_argument("--nodes", type=comma_list(WORKERS), default="1", help="comma list of node counts")
+    camp.add_argument(
+        "--bandwidths", type=comma_list(_checked(parse_rate)), default=None,
+        help="comma list of emulated link rates, e.g. 1gbit,200mbit",
+    )  # fmt: skip
+    camp.add_argument(
+        "--stalls", type=_checked(parse_stalls), default=None,
+        help="default compute,interconnect (+network on nodes > 1)",
+    )  # fmt: skip
+    camp.add_argument("--iterations", type=_checked(parse_iterations), default="auto")
+    camp.add_argument("--input-shape", type=_checked(parse_input_shape), default=None)
+    camp.add_argument("--num-classes", type=count(10**7), default=None)
     camp.add_argument("--device", choices=["auto", "cpu", "cuda"], default=None)
-    camp.add_argument("--instance", default=None, help="instance label (default: this host's name)")
+    camp.add_argument(
+        "--instance", type=identifier, default=None, help="instance label (default: this host's name)"
+    )
     camp.add_argument("--results-dir", type=Path, default=None, help="where result files go")
     camp.add_argument("--dry-run", action="store_true", help="print the plan and what is stored, run nothing")
     add_db_argument(camp)
 
 
 def cmd_campaign(args: argparse.Namespace) -> int:
+    from stash_core.decide.campaign import CampaignSettings, plan_campaign, run_campaign
+
     models = _models(args)
-    bandwidths = _split(args.bandwidths)
-    if bandwidths:
-        bad = [rate for rate in bandwidths if parse_rate_gbps(rate) is None]
-        if bad:
-            raise UsageError(f"--bandwidths: cannot read {', '.join(bad)}; give rates like 1gbit or 200mbit")
-    nodes = _int_list(args.nodes, "--nodes")
-    if bandwidths and max(nodes) <= 1:
+    if args.bandwidths and max(args.nodes) <= 1:
         raise UsageError("--bandwidths needs --nodes with at least one count above 1")
-    plan = plan_campaign(
-        models,
-        _int_list(args.batch_sizes, "--batch-sizes"),
-        _int_list(args.workers, "--workers"),
-        nodes,
-        bandwidths,
-        args.instance,
-    )
+    plan = plan_campaign(models, args.batch_sizes, args.workers, args.nodes, args.bandwidths, args.instance)
+    if args.results_dir is not None and args.results_dir.exists() and not args.results_dir.is_dir():
+        raise UsageError(f"--results-dir {args.results_dir} is not a directory")
     settings = CampaignSettings(
         db_path=db_path(args),
         stalls=_split(args.stalls),
@@ -88,14 +100,18 @@ def cmd_campaign(args: argparse.Namespace) -> int:
 
 
 def _models(args: argparse.Namespace) -> list[str]:
+    from stash_core.decide.campaign import family_models
+
     if args.family:
-        return family_models(args.family, _int_list(args.depths, "--depths") if args.depths else None)
+        return family_models(args.family, args.depths)
     if args.depths:
         raise UsageError("--depths goes with --family")
-    return [name.strip() for name in args.models.split(",") if name.strip()]
+    return args.models
 
 
-def _print_plan(plan: list, settings: CampaignSettings) -> None:
+def _print_plan(plan: list, settings: Any) -> None:
+    from stash_core.decide.campaign import split_done
+
     todo, stored = split_done(plan, settings.db_path)
     stored_keys = {item.key for item in stored}
     for item in plan:
@@ -107,16 +123,6 @@ def _print_plan(plan: list, settings: CampaignSettings) -> None:
 def _split(text: str | None) -> list[str] | None:
     """A comma list's non-empty items; None for no text."""
     return [part.strip() for part in text.split(",") if part.strip()] if text else None
-
-
-def _int_list(text: str, flag: str) -> list[int]:
-    try:
-        values = [int(part) for part in str(text).split(",") if part.strip()]
-    except ValueError:
-        raise UsageError(f"{flag} must be a comma list of whole numbers, got {text!r}") from None
-    if not values or any(value <= 0 for value in values):
-        raise UsageError(f"{flag} must be a comma list of positive whole numbers, got {text!r}")
-    return values
 
 
 COMMANDS = {"campaign": cmd_campaign}

@@ -1,17 +1,21 @@
 """The `stash` command (also `python -m stash_core`).
 
-Exit status: 0 success, 1 failed measurement, 2 bad usage or bad input, 130 interrupted.
+Exit status: 0 success, 1 failed measurement (or a run that could not be saved whole), 2 bad usage or bad
+input, 130 interrupted (Ctrl-C), 143 terminated (SIGTERM), 129 hung up (SIGHUP); an interrupted profile is
+saved first.
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
 import sys
 from pathlib import Path
 
 from stash_core.cli.args import add_db_argument, db_path
-from stash_core.errors import StashError, UsageError
-from stash_core.spec import add_profile_arguments
+from stash_core.errors import StashError, UsageError, first_line
+from stash_core.interrupts import describe, exit_status, signals_as_interrupts
+from stash_core.spec import add_profile_arguments, count
 
 # Imports inside the command functions are deliberate: `stash --help` and the commands that do not
 # measure must start fast, without torch, pandas or DuckDB.
@@ -19,8 +23,33 @@ from stash_core.spec import add_profile_arguments
 EXIT_INTERRUPTED = 130
 
 
+class DefaultsFormatter(argparse.HelpFormatter):
+    """Help that shows every option's default (where it has one), with or without a help text."""
+
+    def _format_action(self, action: argparse.Action) -> str:
+        if not action.help and _shows_default(action):
+            action = copy.copy(action)
+            action.help = "default: %(default)s"
+        return super()._format_action(action)
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if "%(default)" in text or not _shows_default(action):
+            return text
+        return f"{text} (default: %(default)s)"
+
+
+def _shows_default(action: argparse.Action) -> bool:
+    no_default = (None, False, True, argparse.SUPPRESS)  # by identity: 1 == True
+    return bool(action.option_strings) and not any(action.default is value for value in no_default)
+
+
 class Parser(argparse.ArgumentParser):
-    """argparse, but a usage error is one line on stderr and exit status 2."""
+    """argparse, but a usage error is one line on stderr and exit status 2, and help shows defaults."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs.setdefault("formatter_class", DefaultsFormatter)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> None:  # type: ignore[override]
         raise UsageError(f"{self.prog}: {message}")
@@ -38,7 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_db_argument(ingest)
 
     runs = commands.add_parser("runs", help="list stored runs")
-    runs.add_argument("--limit", type=int, default=50)
+    runs.add_argument("--limit", type=count(10**6), default=50, help="most runs to list, newest first")
     add_db_argument(runs)
 
     show = commands.add_parser("show", help="show the stall breakdown of a stored run")
@@ -53,7 +82,9 @@ def build_parser() -> argparse.ArgumentParser:
     models = commands.add_parser(
         "models", help="list the model zoo with parameter, gradient and layer counts"
     )
-    models.add_argument("--num-classes", type=int, default=1000)
+    models.add_argument(
+        "--num-classes", type=count(10**7), default=1000, help="classes of each model's output"
+    )
 
     for group in command_groups():
         group.add_commands(commands, Parser)
@@ -71,18 +102,31 @@ def command_groups() -> list:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one `stash` command; its exit status. SIGTERM and SIGHUP stop a command as Ctrl-C does (a profile
+    saves what it measured and ends its workers), with 143 and 129 instead of 130."""
     try:
-        args = build_parser().parse_args(argv)
-        handler = all_commands()[args.command]
-        return handler(args) or 0
+        with signals_as_interrupts():
+            args = build_parser().parse_args(argv)
+            handler = all_commands()[args.command]
+            return handler(args) or 0
     except StashError as error:
-        print(f"stash: {error}", file=sys.stderr)
+        print(f"stash: {one_line(error)}", file=sys.stderr)
         return error.exit_code
-    except KeyboardInterrupt:
-        print("stash: interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
+    except KeyboardInterrupt as interrupt:
+        print(f"stash: {describe(exit_status(interrupt) - 128)}", file=sys.stderr)
+        return exit_status(interrupt)
     except BrokenPipeError:
         return 0
+    except OSError as error:  # the machine's, not the input's: a full disk, a vanished folder
+        where = f": {error.filename}" if error.filename else ""
+        print(f"stash: {error.strerror or first_line(error)}{where}", file=sys.stderr)
+        return 1
+
+
+def one_line(error: BaseException) -> str:
+    """An error's message on one line (a usage error is exactly one line on stderr)."""
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    return "; ".join(lines) or type(error).__name__
 
 
 def cmd_profile(args) -> int:
@@ -140,9 +184,15 @@ def cmd_show(args) -> int:
 
 
 def cmd_export(args) -> int:
+    import duckdb
+
     from stash_core import store
 
-    for path in store.export(db_path(args), args.format, args.out):
+    try:
+        paths = store.export(db_path(args), args.format, args.out)
+    except duckdb.Error as error:  # a full disk while DuckDB writes the files
+        raise StashError(f"cannot write the export to {args.out}: {first_line(error)}") from None
+    for path in paths:
         print(path)
     return 0
 

@@ -289,6 +289,16 @@ def cmd_probe(args) -> int:
         raise UsageError("--min-size is larger than --max-size")
     gradient_bytes = parse_size_bytes(args.gradient_size, "--gradient-size") if args.gradient_size else None
     db_path = args.db or default_db()
+    # Where the probe goes is checked before it measures (as for `stash profile`).
+    if args.out is not None and args.out.is_dir():
+        raise UsageError(f"--out {args.out} is a directory; give the probe file's name")
+    if not args.no_store:
+        from stash_core.store.connection import check_database_path
+
+        try:
+            check_database_path(db_path)
+        except UsageError as error:
+            raise UsageError(f"--db {db_path}: {error}") from None
     probe = run_probe_command(
         workers_per_node=args.workers,
         nodes=args.nodes,

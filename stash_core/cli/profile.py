@@ -16,13 +16,14 @@ from stash_core.engine.data_setup import prepare_data
 from stash_core.engine.machine import cuda_device_count, resolve_device, validate
 from stash_core.engine.profiler import run_profile
 from stash_core.engine.progress import BarReporter, JsonReporter, Reporter
-from stash_core.errors import ProfileEnded, StashError, UsageError
-from stash_core.interrupts import held_interrupts
+from stash_core.errors import ProfileEnded, SaveError, StashError, UsageError, first_line
+from stash_core.interrupts import held_interrupts, stop_exception
 from stash_core.launch import cluster
 from stash_core.launch.hosts import default_cluster_state_dir, hosts_from_cluster, hosts_from_names
 from stash_core.measure import protocol
-from stash_core.results.file import default_result_path, write_result_atomic
+from stash_core.results.file import default_result_path, json_safe, write_result_atomic
 from stash_core.spec import ProfileSpec
+from stash_core.store.connection import DatabaseLocked, check_database_path
 from stash_core.zoo import build_model
 
 
@@ -77,18 +78,29 @@ class emulated_bandwidth:
 
 
 def check_writable(db_path: Path, out_path: Path | None, store_db: bool) -> None:
-    """Refuse before measuring anything if the results could not be saved."""
-    targets = [out_path.parent if out_path else Path("results")]
+    """Refuse before measuring anything if the results could not be saved: --out a directory or in a place
+    that cannot be written, --db a directory, not a DuckDB file, corrupt, too new or not writable."""
+    if out_path is not None and out_path.is_dir():
+        raise UsageError(f"--out {out_path} is a directory; give the result file's name")
+    directory = out_path.parent if out_path else Path("results")
+    existing = directory
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
+        what = "--out " + str(out_path) if out_path else "the result file"
+        raise UsageError(f"{what}: cannot write to {directory} (permission denied or not a directory)")
+    if out_path is not None and out_path.exists() and not os.access(out_path, os.W_OK):
+        raise UsageError(f"--out {out_path}: the file is not writable")
     if store_db:
-        targets.append(db_path.parent)
-        if db_path.exists() and not os.access(db_path, os.W_OK):
-            raise UsageError(f"--db {db_path}: the database file is not writable")
-    for directory in targets:
-        existing = directory
-        while not existing.exists():
-            existing = existing.parent
-        if not existing.is_dir() or not os.access(existing, os.W_OK):
-            raise UsageError(f"cannot write to {directory}: permission denied or not a directory")
+        try:
+            check_database_path(db_path)
+            if db_path.exists():  # intact and of a schema this Stash can take (a busy one is fine)
+                with store.connect(db_path, read_only=True, lock_timeout_s=0.5):
+                    pass
+        except DatabaseLocked:
+            pass
+        except UsageError as error:
+            raise UsageError(f"--db {db_path}: {error}") from None
 
 
 def make_reporter(mode: str):
@@ -101,8 +113,8 @@ def make_reporter(mode: str):
 
 def profile_from_args(args, db_path: Path) -> int:
     spec, cluster_state = checked_spec(args)
-    _, info = build_model(spec.model, num_classes=spec.num_classes, input_shape=_shape(spec))
     check_writable(db_path, args.out, not args.no_store)
+    _, info = build_model(spec.model, num_classes=spec.num_classes, input_shape=_shape(spec))
     reporter = make_reporter(args.progress)
     data = prepare_data(spec, info.kind, reporter)
     if data.classes > info.num_classes:
@@ -121,10 +133,10 @@ def profile_from_args(args, db_path: Path) -> int:
             doc = run_profile(spec, info.to_dict(), data, reporter, remote)
     except ProfileEnded as ended:
         doc, error = ended.doc, ended.cause
-    out_path, interrupted = save_result(doc, args, db_path)
+    out_path, interrupted, problem = save_result(doc, args, db_path)
     if interrupted and error is None:
-        error = KeyboardInterrupt()
-    return report_result(doc, out_path, error, args, db_path)
+        error = stop_exception(interrupted[0])
+    return report_result(doc, out_path, error, args, db_path, problem)
 
 
 def checked_spec(args) -> tuple[ProfileSpec, Path | None]:
@@ -145,30 +157,73 @@ def checked_spec(args) -> tuple[ProfileSpec, Path | None]:
     return spec, cluster_state
 
 
-def save_result(doc: dict, args, db_path: Path) -> tuple[Path, bool]:
-    """Write the result file and store it; returns its path and whether Ctrl-C was pressed meanwhile."""
+def save_result(doc: dict, args, db_path: Path) -> tuple[Path | None, list[int], str | None]:
+    """Write the result file and store it. Returns the file's path (None when it could not be written), the
+    stop signals received meanwhile, and what could not be saved (one line) or None."""
 
     out_path = args.out or default_result_path(doc["run_id"])
-    # A Ctrl-C now lets the save finish (DuckDB would also swallow it into a retried statement), then 130.
+    file_error = db_error = None
+    # A Ctrl-C, SIGTERM or SIGHUP now lets the save finish (DuckDB would also swallow it into a retried
+    # statement); the interrupt is raised afterwards. A full disk or a broken database loses one of the two
+    # copies, never both while either can be written.
     with held_interrupts() as interrupted:
-        write_result_atomic(out_path, doc)
+        try:
+            write_result_atomic(out_path, doc)
+        except StashError as error:
+            file_error = error
         if not args.no_store:
-            store.ingest_result(db_path, doc, source_file=str(out_path))
-    return out_path, bool(interrupted)
+            try:
+                # the document as its file holds it: NaN and infinities (no figure) become null
+                stored = json_safe(doc)
+                store.ingest_result(db_path, stored, source_file=None if file_error else str(out_path))
+            except Exception as error:  # a full disk can surface as any DuckDB or OS error: keep the file
+                db_error = error
+    return (
+        (None if file_error else out_path),
+        interrupted,
+        _save_problem(doc["run_id"], out_path, db_path, file_error, db_error, args.no_store),
+    )
 
 
-def report_result(doc: dict, out_path: Path, error: BaseException | None, args, db_path: Path) -> int:
-    """The DONE line (--progress json), then the breakdown; a failed or interrupted run raises its error."""
+def _save_problem(
+    run_id: str, out_path: Path, db_path: Path, file_error, db_error, no_store: bool
+) -> str | None:
+    """One line: what could not be written, where the run is, and how to store it later."""
+    if file_error is None and db_error is None:
+        return None
+    if file_error is None:
+        return (
+            f"could not store run {run_id}: {first_line(db_error)}; it is kept in {out_path}: store it later "
+            f"with `stash ingest {out_path} --db {db_path}`"
+        )
+    if no_store:
+        return f"{first_line(file_error)}; run {run_id} was not saved"
+    if db_error is None:
+        return f"{first_line(file_error)}; run {run_id} is stored in {db_path} (`stash export` gets it back)"
+    return f"run {run_id} could not be saved: {first_line(file_error)}; {first_line(db_error)}"
+
+
+def report_result(
+    doc: dict, out_path: Path | None, error: BaseException | None, args, db_path: Path, problem: str | None
+) -> int:
+    """The DONE line (--progress json), then the breakdown; a failed or interrupted run raises its error, a
+    run that could not be saved whole raises SaveError after its breakdown."""
 
     if args.progress == "json":
-        done = {"run_id": doc["run_id"], "status": doc["status"], "result_file": str(out_path)}
+        done = {"run_id": doc["run_id"], "status": doc["status"], "result_file": out_path and str(out_path)}
         protocol.emit("DONE", {**done, "error": doc["error"]})
     if error is not None:
-        print(f"stash: saved the {doc['status']} run {doc['run_id']} to {out_path}", file=sys.stderr)
+        if problem:
+            print(f"stash: {problem}", file=sys.stderr)
+        else:
+            where = f"{out_path}" + ("" if args.no_store else f" and {db_path}")
+            print(f"stash: saved the {doc['status']} run {doc['run_id']} to {where}", file=sys.stderr)
         raise error
     print(format_breakdown(doc["breakdown"], doc["spec"].get("dataset_images")))
     for line in format_communication(doc["breakdown"]):
         print(line)
+    if problem:
+        raise SaveError(problem)
     where = f"{out_path}" + ("" if args.no_store else f" and {db_path}")
     print(f"run {doc['run_id']} saved to {where}")
     return 0

@@ -6,20 +6,25 @@ import argparse
 import json
 from typing import Any
 
-from stash_core.cli.args import add_db_argument, db_path
-from stash_core.decide.whatif import format_whatif, whatif
+from stash_core.cli.args import add_db_argument, db_path, fraction
+
+# The what-if answers are imported inside cmd_whatif: building `stash --help` must not load pandas.
 
 
 def add_commands(subparsers: Any, parser_class: type[argparse.ArgumentParser] | None = None) -> None:
     """Add `whatif` to `stash`'s subparsers."""
     what = subparsers.add_parser("whatif", help="what would hide a stored run's CPU, disk and network stalls")
     what.add_argument("run_id")
-    what.add_argument("--target-share", type=float, default=0.05, help="network stall to aim for (share)")
+    what.add_argument(
+        "--target-share", type=fraction(), default=0.05, help="network stall to aim for (share)"
+    )
     what.add_argument("--json", action="store_true", help="print the answer as JSON")
     add_db_argument(what)
 
 
 def cmd_whatif(args: argparse.Namespace) -> int:
+    from stash_core.decide.whatif import format_whatif, whatif
+
     answer = whatif(db_path(args), args.run_id, target_share=args.target_share)
     if args.json:
         print(json.dumps(answer, indent=2, default=str))

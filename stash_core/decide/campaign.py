@@ -14,6 +14,7 @@ is how resume tells them apart and how the stall fits read the bandwidth back.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -104,6 +105,33 @@ def family_models(family: str, depths: list[int] | None = None) -> list[str]:
     return names
 
 
+_MODULE_RE = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
+
+
+def check_model_names(models: list[str]) -> None:
+    """Every model a zoo name, FILE.py:FACTORY (an existing file) or package.module:FACTORY; a bare path or
+    anything else is refused before anything runs (it would otherwise become part of result file names)."""
+    from stash_core.zoo import list_models
+
+    known = set(list_models())
+    for name in models:
+        text = str(name).strip()
+        if text.lower() in known:
+            continue
+        location, colon, factory = text.rpartition(":")
+        if colon and factory.isidentifier():
+            if location.endswith(".py"):
+                if Path(location).expanduser().is_file():
+                    continue
+                raise UsageError(f"--models {text!r}: no model file {location}")
+            if _MODULE_RE.fullmatch(location):
+                continue
+        raise UsageError(
+            f"--models {text!r}: not a zoo model (see `stash models`); give a user model as FILE.py:FACTORY "
+            "or package.module:FACTORY"
+        )
+
+
 def instance_label(instance: str | None, bandwidth: str | None) -> str:
     """The label a run is stored under: the instance (default: host name), "@bandwidth" when emulated."""
     base = instance or socket.gethostname()
@@ -127,6 +155,7 @@ def plan_campaign(
             raise UsageError(f"{what} must be a list of positive whole numbers, got {values!r}")
     if not models:
         raise UsageError("a campaign needs at least one model")
+    check_model_names(models)
     plan: list[CampaignItem] = []
     for node_count in _unique(nodes):
         rates = _unique(bandwidths or []) if node_count > 1 else []

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 
 from stash_core.errors import UsageError
-from stash_core.spec import ProfileSpec, check_fields
+from stash_core.spec import ProfileSpec, check_fields, default_of
 
 
 def usable_cpu_count() -> int:
@@ -28,13 +28,22 @@ def validate(spec: ProfileSpec, cuda_devices: int) -> None:
         raise UsageError(
             f"--workers {spec.workers_per_node}: this machine has {cuda_devices} GPU(s); one worker per GPU"
         )
-    if device == "cpu":
-        cores = usable_cpu_count()
-        if spec.workers_per_node > cores:
-            raise UsageError(
-                f"--workers {spec.workers_per_node}: this machine has {cores} usable CPU core(s); "
-                "a CPU worker needs at least one"
-            )
+    cores = usable_cpu_count()
+    if device == "cpu" and spec.workers_per_node > cores:
+        raise UsageError(
+            f"--workers {spec.workers_per_node}: this machine has {cores} usable CPU core(s); "
+            "a CPU worker needs at least one"
+        )
+    # Loader processes and threads beyond the cores only queue for them (the default 2 loaders always pass).
+    if spec.loader_workers > max(cores, default_of("loader_workers")):
+        raise UsageError(
+            f"--loader-workers {spec.loader_workers}: this machine has {cores} usable CPU core(s); "
+            "give at most one loader process per core"
+        )
+    if spec.threads_per_worker is not None and spec.threads_per_worker > cores:
+        raise UsageError(
+            f"--threads-per-worker {spec.threads_per_worker}: this machine has {cores} usable CPU core(s)"
+        )
 
 
 def resolve_device(spec: ProfileSpec, cuda_devices: int) -> None:

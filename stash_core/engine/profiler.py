@@ -13,6 +13,7 @@ from stash_core.engine.phase import run_phase
 from stash_core.engine.plan import PhasePlan, plan_phases
 from stash_core.engine.progress import Reporter
 from stash_core.errors import MeasurementError, ProfileEnded, StashError, UsageError
+from stash_core.interrupts import reason as interrupt_reason
 from stash_core.launch.hosts import RemoteHosts, check_hosts, version_warnings
 from stash_core.measure.fingerprint import machine_fingerprint
 from stash_core.results import RESULT_KIND, SCHEMA_VERSION
@@ -93,9 +94,12 @@ def run_profile(
                 failure = UsageError if usage_error else MeasurementError
                 raise failure(f"run {plan.name} ({plan.description}) failed: {record['error']}")
         doc["status"] = "completed"
-    except KeyboardInterrupt as error:
+    except KeyboardInterrupt as error:  # Ctrl-C, or SIGTERM / SIGHUP (interrupts.Stopped)
         doc["status"] = "interrupted"
-        doc["error"] = "interrupted by the user"
+        doc["error"] = interrupt_reason(error)
+        for record in doc["phases"]:
+            if record.get("status") == "interrupted":
+                record["error"] = doc["error"]
         raise ProfileEnded(doc, error) from error  # the caller still saves what was measured
     except StashError as error:
         doc["status"] = "failed"

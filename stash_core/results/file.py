@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, TypeAlias
 
 from stash_core.errors import UsageError
+from stash_core.spec import unsafe_character
 from stash_core.units import STALLS
 
 # The one schema version of result and probe documents: whatever writes one stamps it with this constant.
@@ -36,6 +37,11 @@ STALL_NAMES = STALLS
 SAMPLE_KEYS = ("iteration_s", "data_s", "forward_s", "backward_s", "optimizer_s", "slowest_rank")
 
 REQUIRED_KEYS = ("schema_version", "kind", "run_id", "status", "started_at", "spec", "phases")
+MAX_DEPTH = 32  # objects and lists within each other; a result nests about 7 deep
+INT64_MAX = 2**63 - 1
+MAX_ID_CHARS = 200
+# Times a result may carry: what pandas (the dashboard) can represent, from 1900 on.
+EARLIEST, LATEST = datetime(1900, 1, 1), datetime(2262, 4, 11)
 
 # MIGRATIONS[v] turns a document of schema_version v into one of version v + 1. Version 1 is the first
 # version, so there is nothing to migrate yet; a future version 2 adds `MIGRATIONS[1] = _v1_to_v2`.
@@ -131,6 +137,10 @@ def _read_json(path: Path) -> Any:
             f"{path}: not valid JSON (truncated or corrupt at line {exc.lineno} column {exc.colno}: "
             f"{exc.msg})"
         ) from None
+    except RecursionError:
+        raise UsageError(f"{path}: JSON nested too deeply (at most {MAX_DEPTH} levels)") from None
+    except ValueError as exc:  # an integer of more digits than Python converts
+        raise UsageError(f"{path}: a number in the file is too long ({exc})") from None
 
 
 def check_probe(doc: Any) -> None:
@@ -179,6 +189,8 @@ def validate_result(doc: Any) -> None:
     run_id = doc["run_id"]
     if not isinstance(run_id, str) or not run_id.strip():
         raise UsageError("result file has an empty or non-text run_id")
+    check_tree(doc)
+    _check_identifiers(doc)
     _check_choice("status", doc["status"], RUN_STATUSES)
     _check_timestamp("started_at", doc["started_at"], required=True)
     _check_timestamp("finished_at", doc.get("finished_at"), required=False)
@@ -206,6 +218,7 @@ def _validate_phase(index: int, phase: Any, seen: set[str]) -> None:
     seen.add(name)
     if "status" in phase:
         _check_choice(f"phase {name} status", phase["status"], PHASE_STATUSES)
+    _check_identifier(f"phase {name!r} name", name)
     for key in ("iteration_s", "parts_mean_s", "samples", "telemetry"):
         if phase.get(key) is not None and not isinstance(phase[key], dict):
             raise UsageError(f"result file: phase {name} {key} must be an object or null")
@@ -215,6 +228,7 @@ def _validate_phase(index: int, phase: Any, seen: set[str]) -> None:
             raise UsageError(f"result file: phase {name} samples.{key} must be a list")
         if key in SAMPLE_KEYS and values:
             lengths[key] = len(values)
+            _check_numbers(f"phase {name} samples.{key}", values)
     if len(set(lengths.values())) > 1:
         counts = ", ".join(f"{key}={count}" for key, count in lengths.items())
         raise UsageError(f"result file: phase {name} sample lists differ in length ({counts})")
@@ -225,12 +239,15 @@ def _validate_phase(index: int, phase: Any, seen: set[str]) -> None:
     metrics = telemetry.get("metrics") or {}
     if not isinstance(metrics, dict):
         raise UsageError(f"result file: phase {name} telemetry.metrics must be an object")
+    _check_numbers(f"phase {name} telemetry.t_s", times)
     for metric, values in metrics.items():
         if not isinstance(values, list) or len(values) != len(times):
             raise UsageError(
                 f"result file: phase {name} telemetry metric {metric} does not have one value per t_s "
                 f"({len(times)} times)"
             )
+        _check_identifier(f"phase {name} telemetry metric name", metric)
+        _check_numbers(f"phase {name} telemetry metric {metric}", values)
 
 
 def _validate_breakdown(breakdown: Any) -> None:
@@ -240,6 +257,7 @@ def _validate_breakdown(breakdown: Any) -> None:
     if not isinstance(stalls, dict):
         raise UsageError("result file: breakdown.stalls must be an object")
     for stall, entry in stalls.items():
+        _check_identifier("breakdown stall name", stall)
         if not isinstance(entry, dict):
             raise UsageError(f"result file: breakdown stall {stall} must be an object")
         if entry.get("status") is not None:
@@ -258,9 +276,74 @@ def _check_timestamp(key: str, value: Any, required: bool) -> None:
     if value is None and not required:
         return
     try:
-        datetime.fromisoformat(value)
+        moment = datetime.fromisoformat(value)
     except (TypeError, ValueError):
         raise UsageError(f"result file: {key} is not an ISO 8601 time ({value!r})") from None
+    if not EARLIEST <= moment.replace(tzinfo=None) < LATEST:
+        raise UsageError(f"result file: {key} {value!r} is outside the representable range (1900 .. 2262)")
+
+
+def check_tree(doc: Any, what: str = "result file") -> None:
+    """Refuse, naming the place, JSON nested deeper than MAX_DEPTH, integers beyond 64 bits, infinite numbers
+    (a number too large for a double, like 1e400) and keys that are not text. NaN stands for "unknown" and
+    is kept. Walks without recursion, so a hostile document cannot exhaust the stack."""
+    stack: list[tuple[Any, str, int]] = [(doc, "", 0)]
+    while stack:
+        value, where, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            raise UsageError(f"{what}: {where} nests deeper than {MAX_DEPTH} levels")
+        items = value.items() if isinstance(value, dict) else enumerate(value)
+        for key, item in items:
+            kind = type(item)
+            if kind is float:
+                if item in _INFINITIES:
+                    raise UsageError(f"{what}: {_place(where, key)} is a number too large to store")
+            elif kind is int:
+                if not -INT64_MAX <= item <= INT64_MAX:
+                    raise UsageError(f"{what}: {_place(where, key)} is an integer beyond 64 bits")
+            elif isinstance(item, dict | list):
+                stack.append((item, _place(where, key), depth + 1))
+            if type(key) is not str and type(key) is not int:
+                raise UsageError(f"{what}: {where or 'the document'} has a key that is not text ({key!r})")
+
+
+_INFINITIES = (math.inf, -math.inf)
+
+
+def _place(where: str, key: str | int) -> str:
+    if isinstance(key, int):
+        return f"{where}[{key}]"
+    return f"{where}.{key}" if where else key
+
+
+def _check_identifiers(doc: dict) -> None:
+    """The names a run is found and shown by: text of sensible length, no control or bidi characters."""
+    _check_identifier("run_id", doc["run_id"])
+    for section, keys in (("spec", ("model", "instance", "device", "backend")), ("model", ("name", "kind")),
+                          ("fingerprint", ("hostname", "instance"))):  # fmt: skip
+        values = doc.get(section)
+        for key in keys if isinstance(values, dict) else ():
+            if values.get(key) is not None:
+                _check_identifier(f"{section}.{key}", values[key])
+
+
+def _check_identifier(what: str, value: Any) -> None:
+    if not isinstance(value, str):
+        raise UsageError(f"result file: {what} must be text, got {value!r}")
+    character = unsafe_character(value)
+    if character:
+        raise UsageError(f"result file: {what} holds the control character {character}")
+    if len(value) > MAX_ID_CHARS:
+        raise UsageError(f"result file: {what} is longer than {MAX_ID_CHARS} characters")
+
+
+def _check_numbers(what: str, values: list) -> None:
+    """A flat list of numbers (None for a missing one): not nested, not text."""
+    for value in values:
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
+            raise UsageError(
+                f"result file: {what} holds non-numeric values ({value!r}): give a flat list of numbers"
+            )
 
 
 def json_safe(value: Any) -> Any:

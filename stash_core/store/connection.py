@@ -56,12 +56,20 @@ def connect(
     """
     path = Path(db_path)
     timeout_s = LOCK_TIMEOUT_S if lock_timeout_s is None else lock_timeout_s
+    if path.is_dir():
+        raise UsageError(f"database {path} is a directory, not a DuckDB file")
     if read_only and not path.exists():
         con = _empty_database()
     else:
         if not read_only:
             _make_parent(path)
-        con = _open_with_retry(path, read_only, timeout_s)
+        existed = path.exists()
+        try:
+            con = _open_with_retry(path, read_only, timeout_s)
+        except UsageError:
+            if not existed:
+                _remove_if_empty(path)  # DuckDB created it but could not write its header (a full disk)
+            raise
         try:
             con.execute("SET TimeZone = 'UTC'")
             if read_only:
@@ -70,14 +78,33 @@ def connect(
                 ensure_schema(con, str(path))
         except duckdb.Error as exc:
             con.close()
+            if _CORRUPT_RE.search(str(exc)):
+                raise _open_error(path, exc) from None
             raise UsageError(f"cannot use database {path}: {first_line(exc)}") from None
         except BaseException:
             con.close()
             raise
     try:
         yield con
-    finally:
-        con.close()
+    except BaseException:
+        try:
+            con.close()
+        except duckdb.Error:
+            pass  # the error in flight says more
+        raise
+    try:
+        con.close()  # writes a checkpoint, which a full disk can refuse (the WAL keeps the data)
+    except duckdb.Error as exc:
+        raise UsageError(f"cannot close database {path}: {first_line(exc)}") from None
+
+
+def _remove_if_empty(path: Path) -> None:
+    for leftover in (path, path.with_name(path.name + ".wal")):
+        try:
+            if leftover.stat().st_size == 0:
+                leftover.unlink()
+        except OSError:
+            pass
 
 
 def _empty_database() -> duckdb.DuckDBPyConnection:
@@ -104,11 +131,58 @@ def _make_parent(path: Path) -> None:
         raise UsageError(f"cannot create database {path}: {exc.strerror or exc}") from None
 
 
+class DatabaseLocked(UsageError):
+    """The database stayed locked by another process (or connection) for the whole wait."""
+
+
+# "Could not set lock on file ... Conflicting lock is held": another process holds it. "different
+# configuration": this process holds it (e.g. another thread of a Streamlit server) with the other read_only
+# setting. The word "lock" alone, not "block": a corrupt file's message names the block it failed on.
+_LOCK_RE = re.compile(r"\block(ed)?\b|different configuration")
+_CORRUPT_RE = re.compile(r"corrupt|checksum|not a valid duckdb|invalid|magic|serializ", re.IGNORECASE)
+DUCKDB_MAGIC = b"DUCK"  # bytes 8..12 of every DuckDB database file
+
+
 def _is_lock_conflict(exc: duckdb.Error) -> bool:
     message = str(exc).lower()
-    # "Could not set lock on file": another process holds it. "different configuration": this process
-    # holds it (e.g. another thread of a Streamlit server) with the other read_only setting.
-    return "lock" in message or "different configuration" in message
+    return bool(_LOCK_RE.search(message)) and not _CORRUPT_RE.search(message)
+
+
+def check_database_path(path: Path | str) -> None:
+    """Refuse, in one line, a database path that cannot be one: a directory, a file that is not a DuckDB
+    database (empty, garbage, another format), or a new file in a place that cannot be written. Reads at
+    most 16 bytes; whether a DuckDB file is intact is only known once it is opened (see connect)."""
+    path = Path(path)
+    if path.is_dir():
+        raise UsageError(f"database {path} is a directory, not a DuckDB file")
+    if path.exists():
+        try:
+            with path.open("rb") as handle:
+                head = handle.read(16)
+        except OSError as exc:
+            raise UsageError(f"cannot read database {path}: {exc.strerror or exc}") from None
+        if head[8:12] != DUCKDB_MAGIC:
+            what = "empty" if not head else "corrupt or not a DuckDB database"
+            raise UsageError(f"database {path} is {what} (no DuckDB header)")
+        if not os.access(path, os.W_OK):
+            raise UsageError(f"database {path} is not writable")
+        return
+    existing = path.parent
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
+        raise UsageError(f"cannot create database {path}: {existing} is not a writable directory")
+
+
+def _open_error(path: Path, exc: duckdb.Error) -> UsageError:
+    """The one line for a database that DuckDB cannot open, for another reason than a lock."""
+    if path.is_dir():
+        return UsageError(f"database {path} is a directory, not a DuckDB file")
+    if _CORRUPT_RE.search(str(exc)):
+        return UsageError(
+            f"cannot open database {path}: it is corrupt or not a DuckDB database ({first_line(exc)})"
+        )
+    return UsageError(f"cannot open database {path}: {first_line(exc)}")
 
 
 def _open_with_retry(path: Path, read_only: bool, timeout_s: float) -> duckdb.DuckDBPyConnection:
@@ -123,10 +197,10 @@ def _open_with_retry(path: Path, read_only: bool, timeout_s: float) -> duckdb.Du
                 return duckdb.connect(str(path), read_only=read_only)
             except duckdb.Error as exc:
                 if not _is_lock_conflict(exc):
-                    raise UsageError(f"cannot open database {path}: {first_line(exc)}") from None
+                    raise _open_error(path, exc) from None
                 remaining_s = deadline - time.monotonic()
                 if remaining_s <= 0:
-                    raise UsageError(
+                    raise DatabaseLocked(
                         f"database {path} is locked by another process{_holder(exc)} - gave up after "
                         f"{timeout_s:g} s; try again when it has finished"
                     ) from None

@@ -6,7 +6,9 @@ as the inserts take.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +27,8 @@ _MODEL_COLUMNS = ("name", "kind", "param_count", "grad_tensor_count", "layer_cou
 
 
 def ingest_result(db_path: Path | str, doc: ResultDocument, source_file: str | None = None) -> bool:
-    """Store one result document; True when inserted, False when its run_id was already stored.
+    """Store one result document; True when inserted, False when the same run was already stored (a run_id
+    stored with different content is a UsageError: nothing is overwritten).
 
     The document is migrated and validated first (UsageError when it is not a valid result); the insert is one
     transaction, so a failure leaves nothing of the run behind.
@@ -38,9 +41,10 @@ def ingest_result(db_path: Path | str, doc: ResultDocument, source_file: str | N
 def ingest_files(db_path: Path | str, paths: list[Path] | list[str]) -> list[tuple[Path, str, bool]]:
     """Ingest result files and `stash probe` files; returns (path, run_id or probe_id, inserted) per file.
 
-    Every file is loaded and validated before anything is written, so one bad file (named in the UsageError)
-    leaves the database unchanged. Each run then goes in with its own short transaction and connection, so
-    readers get a turn between files; ingesting the same files again inserts nothing.
+    Every file is loaded and validated, and checked against the runs already stored, before anything is
+    written, so one bad file (named in the UsageError) leaves the database unchanged. Each run then goes in
+    with its own short transaction and connection, so readers get a turn between files; ingesting the same
+    files again inserts nothing, and a run_id stored with different content is refused.
     """
     prepared: list[tuple[Path, PreparedRun | tuple[str, pd.DataFrame]]] = []
     for path in map(Path, paths):
@@ -52,6 +56,7 @@ def ingest_files(db_path: Path | str, paths: list[Path] | list[str]) -> list[tup
         except UsageError as exc:
             raise UsageError(f"{path}: {exc}") from None
         prepared.append((path, item))
+    _refuse_conflicts(db_path, prepared)
     outcomes = []
     for path, item in prepared:
         with connect(db_path) as con:
@@ -70,6 +75,71 @@ def ingest_probe(db_path: Path | str, doc: ResultDocument) -> bool:
         return _insert_probe(con, probe_id, frame)
 
 
+# The runs columns that say what a run is; ingesting a run_id again must bring the same values.
+_IDENTITY_COLUMNS = (
+    "status", "started_at", "finished_at", "model", "batch_size", "workers_per_node", "nodes", "instance",
+    "iteration_s", "spec",
+)  # fmt: skip
+
+
+_READ_AS = {"started_at": "epoch_us({})", "finished_at": "epoch_us({})", "spec": "CAST({} AS VARCHAR)"}
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def _refuse_conflicts(db_path: Path | str, prepared: list[tuple[Path, Any]]) -> None:
+    """UsageError naming the file when a run_id is stored, or given twice, with different content."""
+    runs = [(path, item) for path, item in prepared if isinstance(item, PreparedRun)]
+    seen: dict[str, tuple[Path, PreparedRun]] = {}
+    for path, run in runs:
+        if run.run_id in seen:
+            first_path, first = seen[run.run_id]
+            differ = [c for c in _IDENTITY_COLUMNS if first.run_row.get(c) != run.run_row.get(c)]
+            if differ:
+                raise UsageError(
+                    f"{path}: run {run.run_id} is also in {first_path} with other {', '.join(differ)}"
+                )
+        seen[run.run_id] = (path, run)
+    if not runs or not Path(db_path).exists():
+        return
+    with connect(db_path, read_only=True) as con:
+        for path, run in runs:
+            differ = _differences(con, run)
+            if differ:
+                raise UsageError(f"{path}: {_conflict_text(run.run_id, differ)}")
+
+
+def _differences(con: duckdb.DuckDBPyConnection, run: PreparedRun) -> list[str]:
+    """The identity columns whose stored value differs from the run's (none when it is not stored)."""
+    columns = ", ".join(_READ_AS.get(c, "{}").format(c) for c in _IDENTITY_COLUMNS)
+    row = con.execute(f"SELECT {columns} FROM runs WHERE run_id = ?", [run.run_id]).fetchone()
+    if row is None:
+        return []
+    return [
+        column
+        for column, stored in zip(_IDENTITY_COLUMNS, row, strict=True)
+        if not _same(column, stored, run.run_row.get(column))
+    ]
+
+
+def _same(column: str, stored: Any, new: Any) -> bool:
+    if stored is None or new is None:
+        return stored is None and new is None
+    if column in _TIME_COLUMNS:  # microseconds since the epoch, as DuckDB keeps them
+        moment = datetime.fromisoformat(new)
+        moment = moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+        return stored == (moment - _EPOCH) // timedelta(microseconds=1)
+    if column in _JSON_COLUMNS:
+        return json.loads(stored) == json.loads(new)
+    return stored == new
+
+
+def _conflict_text(run_id: str, differ: list[str]) -> str:
+    return (
+        f"run {run_id} is already stored with other {', '.join(differ)}; refused, nothing was overwritten "
+        "(give this run another run_id to keep both)"
+    )
+
+
 def _insert(con: duckdb.DuckDBPyConnection, run: PreparedRun) -> bool:
     def write() -> None:
         _insert_run(con, run.run_row)
@@ -84,7 +154,12 @@ def _insert(con: duckdb.DuckDBPyConnection, run: PreparedRun) -> bool:
         if run.probes is not None:
             _insert_probe_frame(con, run.probes)
 
-    return _insert_once(con, "runs", "run_id", run.run_id, write)
+    def refuse_other_content() -> None:
+        differ = _differences(con, run)
+        if differ:
+            raise UsageError(_conflict_text(run.run_id, differ))
+
+    return _insert_once(con, "runs", "run_id", run.run_id, write, refuse_other_content)
 
 
 def _insert_probe(con: duckdb.DuckDBPyConnection, probe_id: str, frame: pd.DataFrame) -> bool:
@@ -92,25 +167,41 @@ def _insert_probe(con: duckdb.DuckDBPyConnection, probe_id: str, frame: pd.DataF
 
 
 def _insert_once(
-    con: duckdb.DuckDBPyConnection, table: str, key_column: str, key: str, write: Callable[[], None]
+    con: duckdb.DuckDBPyConnection,
+    table: str,
+    key_column: str,
+    key: str,
+    write: Callable[[], None],
+    when_stored: Callable[[], None] | None = None,
 ) -> bool:
-    """Run `write` in one transaction unless `table` already holds `key`; False when it did (idempotent)."""
+    """Run `write` in one transaction unless `table` already holds `key`; False when it did (idempotent),
+    after `when_stored` (which raises to refuse a stored key with other content)."""
     what = {"runs": "run", "probes": "probe"}[table]
     con.execute("BEGIN TRANSACTION")
     try:
         if con.execute(f"SELECT count(*) FROM {table} WHERE {key_column} = ?", [key]).fetchall()[0][0]:
+            if when_stored is not None:
+                when_stored()
             con.execute("ROLLBACK")
             return False
         write()
         con.execute("COMMIT")
     except duckdb.Error as exc:
-        con.execute("ROLLBACK")
+        _rollback(con)
         message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise UsageError(f"cannot store {what} {key}: {message}") from None
     except BaseException:
-        con.execute("ROLLBACK")
+        _rollback(con)
         raise
     return True
+
+
+def _rollback(con: duckdb.DuckDBPyConnection) -> None:
+    """Roll back, if a transaction is still open: a COMMIT that failed (a full disk) has ended it already."""
+    try:
+        con.execute("ROLLBACK")
+    except duckdb.Error:
+        pass
 
 
 def _insert_run(con: duckdb.DuckDBPyConnection, row: dict[str, Any]) -> None:

@@ -14,6 +14,8 @@ from stash_core.analysis.stalls import remainder_of
 from stash_core.errors import UsageError
 from stash_core.results.file import SCHEMA_VERSION, ResultDocument, check_probe
 from stash_core.store.ingest_values import (
+    INT32_MAX,
+    INT64_MAX,
     check_time,
     integer,
     iteration_table,
@@ -46,6 +48,7 @@ _STALL_COLUMNS = {
     "epoch_s": "float64", "status": "str", "note": "str",
 }  # fmt: skip
 _MODEL_COLUMNS = ("name", "kind", "param_count", "grad_tensor_count", "layer_count", "grad_bytes")
+_BIGINT = {"param_count": INT64_MAX, "grad_bytes": INT64_MAX}  # the other counts are INTEGER columns
 
 
 @dataclass
@@ -115,12 +118,15 @@ def _run_row(doc: ResultDocument, source_file: str | None) -> dict[str, Any]:
         "device": text(spec.get("device")),
         "backend": text(spec.get("backend")),
         "dataset": text(spec.get("dataset")),
-        "dataset_images": integer(spec.get("dataset_images"), "spec.dataset_images"),
+        "dataset_images": integer(spec.get("dataset_images"), "spec.dataset_images", INT64_MAX),
         "iterations_per_epoch": integer(
-            breakdown.get("iterations_per_epoch"), "breakdown.iterations_per_epoch"
+            breakdown.get("iterations_per_epoch"), "breakdown.iterations_per_epoch", INT64_MAX
         ),
         "loader_workers": integer(spec.get("loader_workers"), "spec.loader_workers"),
-        **{column: integer(model.get(column), f"model.{column}") for column in _MODEL_COLUMNS[2:]},
+        **{
+            column: integer(model.get(column), f"model.{column}", _BIGINT.get(column, INT32_MAX))
+            for column in _MODEL_COLUMNS[2:]
+        },
         "iteration_s": number(breakdown.get("iteration_s"), "breakdown.iteration_s"),
         "iteration_ci95_s": number(breakdown.get("iteration_ci95_s"), "breakdown.iteration_ci95_s"),
         "epoch_s": number(breakdown.get("epoch_s"), "breakdown.epoch_s"),
@@ -233,6 +239,8 @@ def probe_frame(rows: list[dict[str, Any]], what: str) -> pd.DataFrame:
             elif dtype == "float64":
                 entry[column] = number(value, f"{what} {column}")
             else:
-                entry[column] = integer(value, f"{what} {column}")
+                entry[column] = integer(
+                    value, f"{what} {column}", INT64_MAX if dtype == "Int64" else INT32_MAX
+                )
         clean.append(entry)
     return typed_frame(clean, _PROBE_COLUMNS)

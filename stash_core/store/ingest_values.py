@@ -16,6 +16,8 @@ from stash_core.errors import UsageError
 from stash_core.results.file import SAMPLE_KEYS, json_safe
 
 _SAMPLE_FLOAT_KEYS = ("iteration_s", "data_s", "forward_s", "backward_s", "optimizer_s")
+INT32_MAX = 2**31 - 1  # INTEGER columns
+INT64_MAX = 2**63 - 1  # BIGINT columns
 
 
 def text(value: Any) -> str | None:
@@ -24,27 +26,36 @@ def text(value: Any) -> str | None:
     return value if isinstance(value, str) else json.dumps(json_safe(value))
 
 
-def integer(value: Any, what: str) -> int | None:
+def integer(value: Any, what: str, high: int = INT32_MAX) -> int | None:
+    """A whole number from 0 to `high` (INT32_MAX: an INTEGER column, INT64_MAX: a BIGINT); NaN is None."""
     if value is None:
         return None
     if isinstance(value, bool):
         raise UsageError(f"result file: {what} must be an integer, got {value!r}")
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
     if isinstance(value, float) and value != value:  # NaN stands for "unknown"
         return None
-    raise UsageError(f"result file: {what} must be an integer, got {value!r}")
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if not isinstance(value, int):
+        raise UsageError(f"result file: {what} must be an integer, got {value!r}")
+    if not 0 <= value <= high:
+        raise UsageError(f"result file: {what} must be an integer from 0 to {high:,}, got {value}")
+    return value
 
 
 def number(value: Any, what: str) -> float | None:
+    """A finite float; NaN (unknown) is None; an infinity is refused."""
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise UsageError(f"result file: {what} must be a number, got {value!r}")
-    result = float(value)
-    return result if np.isfinite(result) else None
+    try:
+        result = float(value)
+    except OverflowError:
+        raise UsageError(f"result file: {what} is a number too large to store") from None
+    if np.isinf(result):
+        raise UsageError(f"result file: {what} is a number too large to store")
+    return None if np.isnan(result) else result
 
 
 def utc_text(value: str | None) -> str | None:
@@ -120,8 +131,12 @@ def _rank_array(ranks: list[Any] | None, count: int, phase: str) -> pa.Array:
         return pa.nulls(count, type=pa.int32())
     try:
         values = np.asarray(ranks, dtype=np.float64)  # None becomes NaN (null)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         values = None
+    if values is not None and (values.ndim != 1 or len(values) != count):
+        raise UsageError(
+            f"result file: phase {phase} samples.slowest_rank must be a flat list of {count} ranks"
+        )
     known = None if values is None else values[~np.isnan(values)]
     if known is None or np.any(known != np.floor(known)) or np.any(known < 0) or np.any(known > 2**31 - 1):
         raise UsageError(f"result file: phase {phase} samples.slowest_rank holds non-integers")
@@ -136,6 +151,11 @@ def _float_array(values: list[Any] | None, count: int, what: str) -> np.ndarray:
     if not values:
         return np.full(count, np.nan)
     try:
-        return np.asarray(values, dtype=np.float64)  # None becomes NaN, stored as NULL
-    except (TypeError, ValueError):
+        array = np.asarray(values, dtype=np.float64)  # None becomes NaN, stored as NULL
+    except (TypeError, ValueError, OverflowError):
         raise UsageError(f"result file: {what} holds non-numeric values") from None
+    if array.ndim != 1 or len(array) != count:
+        raise UsageError(f"result file: {what} must be a flat list of {count} numbers")
+    if np.isinf(array).any():
+        raise UsageError(f"result file: {what} holds a number too large to store")
+    return array

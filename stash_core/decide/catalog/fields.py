@@ -21,6 +21,7 @@ TEXT = ("name", "provider", "accelerator", "interconnect", "source")
 INT_MIN = {"accelerator_count": 0, "vcpus": 1}
 INT_MAX = 2**31 - 1  # the INTEGER columns
 FLOAT_MAX = 1e12  # beyond any machine or price: a typo, not a value
+DATE_RANGE = (date(1970, 1, 1), date(2262, 4, 11))  # what the dashboard (pandas) can represent
 POSITIVE = ("memory_gib", "network_gbps")
 PRICES = ("on_demand_usd_per_h", "spot_usd_per_h")
 
@@ -128,6 +129,9 @@ def _date(value: Any) -> date | None:
     if isinstance(value, pd.Timestamp):
         return value.date()
     try:
-        return date.fromisoformat(str(value).strip())
+        day = date.fromisoformat(str(value).strip())
     except ValueError:
         raise UsageError(f"price_date must be a date like 2025-01-31, got {value!r}") from None
+    if not DATE_RANGE[0] <= day < DATE_RANGE[1]:
+        raise UsageError(f"price_date must be from 1970 to 2262, got {value!r}")
+    return day

@@ -1,7 +1,18 @@
+"""Ctrl-C, SIGTERM and SIGHUP: held while a save must not be cut, and ending a command (a profile saves what
+it measured and leaves no process behind) with 128 + the signal's number."""
+
+import importlib
+import json
 import os
 import signal
+import subprocess
+import sys
+import time
 
+import duckdb
+import psutil
 import pytest
+from support import REPO, SMALL
 
 from stash_core.interrupts import held_interrupts
 
@@ -29,3 +40,114 @@ def test_no_interrupt_leaves_the_list_empty(ctrl_c_raises):
     with held_interrupts() as interrupted:
         pass
     assert interrupted == []
+
+
+# ---------------------------------------------------------------- SIGTERM and SIGHUP are handled like Ctrl-C
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
+def test_sigterm_and_sighup_are_held_too(sig):
+    before = signal.getsignal(sig)
+    with held_interrupts() as interrupted:
+        os.kill(os.getpid(), sig)
+    assert interrupted == [sig] and signal.getsignal(sig) is before
+
+
+@pytest.mark.parametrize(("sig", "status", "line"), [
+    (signal.SIGTERM, 143, "stash: terminated (SIGTERM)"),
+    (signal.SIGHUP, 129, "stash: hung up (SIGHUP)"),
+    (signal.SIGINT, 130, "stash: interrupted"),
+])  # fmt: skip
+def test_a_stop_signal_ends_a_command_with_128_plus_its_number(
+    monkeypatch, capsys, ctrl_c_raises, sig, status, line
+):
+    cli_main = importlib.import_module("stash_core.cli.main")  # the module (the package exports the function)
+
+    seen = []
+
+    def long_command(args):
+        try:
+            os.kill(os.getpid(), sig)
+            time.sleep(30)  # the signal interrupts the sleep
+        except KeyboardInterrupt as interrupt:  # what launch/ and the profiler catch to end and save
+            seen.append(interrupt)
+            raise
+        return 0
+
+    monkeypatch.setitem(cli_main.COMMANDS, "models", long_command)
+    before = signal.getsignal(signal.SIGTERM)
+    assert cli_main.main(["models"]) == status
+    assert capsys.readouterr().err.strip() == line
+    assert len(seen) == 1 and isinstance(seen[0], KeyboardInterrupt)
+    assert signal.getsignal(signal.SIGTERM) is before  # main puts the handlers back
+
+
+def test_an_ignored_sighup_stays_ignored(monkeypatch):
+    from stash_core.interrupts import signals_as_interrupts
+
+    before = signal.signal(signal.SIGHUP, signal.SIG_IGN)  # as under nohup
+    try:
+        with signals_as_interrupts():
+            os.kill(os.getpid(), signal.SIGHUP)  # nothing happens
+            assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGHUP, before)
+
+
+def _workers(pid: int) -> list[psutil.Process]:
+    # torchrun's per-worker process handler (pt_elastic) shares the command line; skip it.
+    return [
+        process
+        for process in psutil.Process(pid).children(recursive=True)
+        if "stash_core.measure.worker" in " ".join(process.cmdline()) and process.name() != "pt_elastic"
+    ]
+
+
+def test_sigterm_during_r1_saves_an_interrupted_run_and_leaves_no_processes(tmp_path):
+    out, db = tmp_path / "run.json", tmp_path / "r.duckdb"
+    argv = [
+        sys.executable, "-m", "stash_core", "profile", *SMALL, "--workers", "2",
+        "--stalls", "compute,interconnect", "--iterations", "100000", "--max-iterations", "100000",
+        "--max-phase-seconds", "10",
+        "--out", str(out), "--db", str(db), "--progress", "json",
+    ]  # fmt: skip
+    process = subprocess.Popen(
+        argv,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    try:
+        for line in process.stdout:
+            if '"started"' in line and '"R1"' in line:
+                break
+        deadline, workers = time.monotonic() + 60, []
+        while time.monotonic() < deadline and len(workers) < 2:
+            workers = _workers(process.pid)
+            time.sleep(0.2)
+        assert len(workers) == 2, "R1 never started its two workers"
+        time.sleep(1)  # measuring
+        everything = psutil.Process(process.pid).children(recursive=True)
+        process.send_signal(signal.SIGTERM)
+        _, stderr = process.communicate(timeout=120)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 143, stderr
+    assert stderr.strip().splitlines()[-1] == "stash: terminated (SIGTERM)" and "Traceback" not in stderr
+    _, alive = psutil.wait_procs(everything, timeout=10)
+    assert not alive
+    doc = json.loads(out.read_text())
+    assert doc["status"] == "interrupted" and doc["error"] == "terminated (SIGTERM)"
+    assert [(phase["name"], phase["status"]) for phase in doc["phases"]] == [
+        ("R0", "completed"),
+        ("R1", "interrupted"),
+    ]
+    with duckdb.connect(str(db), read_only=True) as con:
+        stored = con.execute("SELECT run_id, status FROM runs").fetchall()
+        phases = con.execute("SELECT phase, status FROM phases ORDER BY phase_index").fetchall()
+    assert stored == [(doc["run_id"], "interrupted")] and phases == [
+        ("R0", "completed"),
+        ("R1", "interrupted"),
+    ]

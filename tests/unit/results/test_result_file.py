@@ -250,3 +250,51 @@ def test_the_package_is_the_api_with_one_schema_version() -> None:
     assert results.SCHEMA_VERSION is resultfile.SCHEMA_VERSION
     assert set(results.__all__) >= {"SCHEMA_VERSION", "write_result_atomic", "load_result", "upgrade_result"}
     assert all(hasattr(results, name) for name in results.__all__)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("[" * 50_000 + "]" * 50_000, "nested too deeply"),
+        ('{"kind": "stash-profile", "run_id": ' + "7" * 5000 + "}", "too long"),
+    ],
+)
+def test_hostile_json_is_one_line_not_a_crash(tmp_path: Path, text: str, message: str) -> None:
+    path = tmp_path / "hostile.json"
+    path.write_text(text)
+    with pytest.raises(UsageError, match=message) as caught:
+        load_document(path)
+    assert "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda doc: doc["spec"].update(deep=json.loads("[" * 40 + "]" * 40)), "spec.deep"),
+        (lambda doc: doc["spec"].update(big=10**30), "spec.big is an integer beyond 64 bits"),
+        (lambda doc: doc["spec"].update(far=float("inf")), "spec.far is a number too large"),
+        (lambda doc: doc.update(run_id="x\x1b[2J"), "run_id holds the control character U\\+001B"),
+        (lambda doc: doc["fingerprint"].update(hostname="\u2067box"), "fingerprint.hostname"),
+        (
+            lambda doc: doc["phases"][0]["samples"].update(iteration_s=[0.2, [0.21], 0.22]),
+            "samples.iteration_s",
+        ),
+        (
+            lambda doc: doc["phases"][0]["telemetry"]["metrics"].update(cpu_util_pct=[50.0, "x"]),
+            "cpu_util_pct",
+        ),
+        (lambda doc: doc.update(started_at="0001-01-01T00:00:00"), "started_at .* representable range"),
+        (lambda doc: doc.update(finished_at="2500-01-01T00:00:00+00:00"), "finished_at"),
+    ],
+)
+def test_values_no_store_or_screen_can_take_are_refused_naming_the_field(change: Any, message: str) -> None:
+    doc = small_doc()
+    change(doc)
+    with pytest.raises(UsageError, match=message):
+        validate_result(doc)
+
+
+def test_nan_stays_unknown_and_is_not_refused() -> None:
+    doc = small_doc()
+    doc["phases"][0]["samples"]["iteration_s"][1] = math.nan
+    validate_result(doc)

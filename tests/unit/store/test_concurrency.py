@@ -161,3 +161,34 @@ def test_readers_step_aside_while_a_writer_is_announced(tmp_path, result_doc, mo
     thread.join(timeout=30)
     assert list(runs["run_id"]) == ["only"]
     assert [events.get_nowait(), events.get_nowait()] == ["writer withdrew", "reader read"]
+
+
+@pytest.mark.parametrize("damage", ["garbage", "damaged blocks"])
+def test_a_corrupt_database_is_reported_as_corrupt_at_once_not_as_locked(
+    tmp_path, result_doc, damage
+) -> None:
+    db = tmp_path / "broken.duckdb"
+    if damage == "garbage":
+        db.write_bytes(os.urandom(64 * 1024))
+    else:  # a real DuckDB header, then blocks whose checksums fail: DuckDB's message names the "block"
+        store.ingest_result(db, result_doc())
+        data = bytearray(db.read_bytes())
+        data[3 * 4096 :] = bytes((value * 7 + 13) & 255 for value in data[3 * 4096 :])
+        db.write_bytes(bytes(data))
+    started = time.monotonic()
+    for open_it in (lambda: store.list_runs(db), lambda: store.ingest_result(db, result_doc(run_id="other"))):
+        with pytest.raises(UsageError, match="corrupt") as caught:
+            open_it()
+        assert "locked" not in str(caught.value)
+    assert time.monotonic() - started < connection.LOCK_TIMEOUT_S / 2  # no waiting for a lock
+
+
+def test_a_directory_is_not_a_database(tmp_path) -> None:
+    with pytest.raises(UsageError, match="is a directory"):
+        store.list_runs(tmp_path)
+    with pytest.raises(UsageError, match="is a directory"):
+        connection.check_database_path(tmp_path)
+    (tmp_path / "empty.duckdb").write_bytes(b"")
+    with pytest.raises(UsageError, match="empty"):
+        connection.check_database_path(tmp_path / "empty.duckdb")
+    connection.check_database_path(tmp_path / "new" / "r.duckdb")  # creatable

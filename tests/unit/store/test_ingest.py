@@ -218,3 +218,52 @@ def test_communication_and_unseparated_time_are_stored_for_show(db_path, result_
     assert run["unattributed_s"] == pytest.approx(disk_s) and run["unattributed_ci95_s"] > 0
     assert run["network_reference"].startswith("R1 (2 workers")
     assert run["communication"] == {"interconnect": {"allreduce_s": 0.02, "world_size": 2}}
+
+
+def test_a_run_id_stored_with_other_content_is_refused_and_the_same_content_is_not(
+    tmp_path, db_path, result_doc, row_counts
+) -> None:
+    doc = result_doc(run_id="the-run")
+    assert store.ingest_result(db_path, doc) is True
+    stored = row_counts(db_path)
+    assert (
+        store.ingest_result(db_path, json.loads(json.dumps(doc))) is False
+    )  # the same run again: idempotent
+    other = json.loads(json.dumps(doc))
+    other["breakdown"]["iteration_s"] *= 2
+    other["status"] = "interrupted"
+    with pytest.raises(UsageError, match="already stored with other status, iteration_s"):
+        store.ingest_result(db_path, other)
+    # A batch that holds such a file stores none of its files.
+    good = write_result_atomic(tmp_path / "good.json", result_doc(run_id="good"))
+    changed = write_result_atomic(tmp_path / "changed.json", other)
+    with pytest.raises(UsageError, match=f"{changed}: run the-run is already stored"):
+        store.ingest_files(db_path, [good, changed])
+    twice = write_result_atomic(tmp_path / "twice.json", {**other, "run_id": "good"})
+    with pytest.raises(UsageError, match="also in"):
+        store.ingest_files(db_path, [good, twice])
+    assert row_counts(db_path) == stored and store.get_run(db_path, "the-run")["status"] == "completed"
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda doc: doc["spec"].update(batch_size=2**31), "spec.batch_size must be an integer from 0 to"),
+        (lambda doc: doc["spec"].update(dataset_images=2**63), "spec.dataset_images"),
+        (lambda doc: doc["model"].update(param_count=-4), "model.param_count"),
+        (lambda doc: doc["breakdown"].update(iteration_s=float("inf")), "breakdown.iteration_s"),
+        (lambda doc: doc["phases"][0]["samples"].update(iteration_s=[[0.1]] * 5), "samples.iteration_s"),
+        (lambda doc: doc.update(run_id="a\u202eb"), "run_id holds the control character U\\+202E"),
+        (lambda doc: doc.update(started_at="1600-01-01T00:00:00"), "outside the representable range"),
+    ],
+)
+def test_values_the_store_cannot_hold_name_their_field(
+    db_path, result_doc, row_counts, change, message
+) -> None:
+    store.ingest_result(db_path, result_doc(run_id="kept"))
+    before = row_counts(db_path)
+    doc = result_doc(run_id="refused")
+    change(doc)
+    with pytest.raises(UsageError, match=message) as caught:
+        store.ingest_result(db_path, doc)
+    assert "\n" not in str(caught.value) and row_counts(db_path) == before

@@ -1,0 +1,135 @@
+"""A full file system loses no measurement: one line says what could not be written, where the run is kept
+and how to store it later; never a traceback. The file system is a small tmpfs filled to the brim (root)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import types
+import uuid
+from pathlib import Path
+
+import duckdb
+import pytest
+from result_docs import result_doc
+from support import REPO, SMALL, one_line_error, stash
+
+from stash_core.cli.profile import save_result
+
+TMPFS_SIZE = "16m"
+
+
+def _mount_reason(target: Path) -> str | None:
+    """Why a tmpfs cannot be mounted here, or None once it is mounted at `target`."""
+    if os.geteuid() != 0:
+        return "a full file system is made with a small tmpfs, which needs root"
+    if shutil.which("mount") is None or shutil.which("umount") is None:
+        return "mount/umount are not installed"
+    done = subprocess.run(
+        [
+            "mount",
+            "-t",
+            "tmpfs",
+            "-o",
+            f"size={TMPFS_SIZE}",
+            f"stash-full-{uuid.uuid4().hex[:6]}",
+            str(target),
+        ],
+        capture_output=True,
+        text=True,
+    )
+    return None if done.returncode == 0 else f"cannot mount a tmpfs here: {done.stderr.strip()}"
+
+
+def fill(folder: Path, keep_bytes: int = 0) -> None:
+    """Fill the file system of `folder` up to all but `keep_bytes`."""
+    free = shutil.disk_usage(folder).free - keep_bytes
+    with (folder / "filler").open("wb") as handle:
+        try:
+            while free > 0:
+                handle.write(b"\0" * min(free, 1 << 16))
+                free -= 1 << 16
+            handle.flush()
+        except OSError:  # full before the estimate ran out
+            pass
+
+
+@pytest.fixture
+def full_disk(tmp_path):
+    """A directory on a tmpfs with no space left; unmounted afterwards, whatever the test did."""
+    target = tmp_path / "full"
+    target.mkdir()
+    reason = _mount_reason(target)
+    if reason:
+        pytest.skip(reason)
+    try:
+        fill(target)
+        yield target
+    finally:
+        if subprocess.run(["umount", str(target)], capture_output=True).returncode != 0:
+            subprocess.run(["umount", "-l", str(target)], capture_output=True)
+
+
+def profile(*args: str, tmp: Path):
+    return stash(
+        "profile", *SMALL, "--stalls", "compute", "--iterations", "4", "--max-phase-seconds", "10",
+        "--progress", "none", *args, env_extra={"STASH_CACHE_DIR": str(tmp / "cache")}, cwd=tmp,
+    )  # fmt: skip
+
+
+def test_a_database_on_a_full_disk_keeps_the_run_in_its_file_with_how_to_store_it(full_disk, tmp_path):
+    out, db = tmp_path / "run.json", full_disk / "r.duckdb"
+    result = profile("--out", str(out), "--db", str(db), tmp=tmp_path)
+    assert result.returncode == 1
+    line = one_line_error(result)
+    doc = json.loads(out.read_text())
+    assert doc["status"] == "completed" and doc["run_id"] in line
+    assert str(out) in line and f"stash ingest {out}" in line and "No space left" in line
+    assert "compute" in result.stdout  # the breakdown is still shown
+    assert not db.exists()  # no empty database left behind on the full disk
+    # Once there is room, the ingest the message names stores it.
+    (full_disk / "filler").unlink()
+    again = stash("ingest", str(out), "--db", str(db))
+    assert again.returncode == 0, again.stderr
+    with duckdb.connect(str(db), read_only=True) as con:
+        assert con.execute("SELECT run_id, status FROM runs").fetchall() == [(doc["run_id"], "completed")]
+
+
+def test_a_result_file_on_a_full_disk_is_named_and_the_run_stored_in_the_database(full_disk, tmp_path):
+    out, db = full_disk / "run.json", tmp_path / "r.duckdb"
+    result = profile("--out", str(out), "--db", str(db), tmp=tmp_path)
+    assert result.returncode == 1
+    line = one_line_error(result)
+    assert f"cannot write result file {out}" in line and "No space left" in line and str(db) in line
+    assert not out.exists() and not [path for path in full_disk.iterdir() if path.name != "filler"]
+    with duckdb.connect(str(db), read_only=True) as con:
+        assert con.execute("SELECT status FROM runs").fetchall() == [("completed",)]
+
+
+def test_nothing_writable_says_the_run_could_not_be_saved(full_disk):
+    doc = result_doc("resnet18", run_id="lost-run", samples=True, telemetry=True)
+    args = types.SimpleNamespace(out=full_disk / "run.json", no_store=False, progress="none")
+    out_path, interrupted, problem = save_result(doc, args, full_disk / "r.duckdb")
+    assert out_path is None and interrupted == []
+    assert problem.startswith("run lost-run could not be saved: cannot write result file")
+    assert "\n" not in problem and str(full_disk / "r.duckdb") in problem
+
+
+def test_a_database_with_room_for_the_file_only_is_left_as_it_was(full_disk, tmp_path):
+    # The database exists and has its schema; the disk fills up before a run is stored: the insert fails,
+    # the transaction leaves the database as it was, and the file keeps the run.
+    db = full_disk / "r.duckdb"
+    (full_disk / "filler").unlink()
+    examples = sorted((REPO / "examples" / "results").glob("*.json"))
+    assert stash("ingest", *map(str, examples), "--db", str(db)).returncode == 0
+    fill(full_disk)
+    doc = result_doc("resnet18", run_id="late-run", samples=True, telemetry=True)
+    args = types.SimpleNamespace(out=tmp_path / "run.json", no_store=False, progress="none")
+    out_path, _, problem = save_result(doc, args, db)
+    assert out_path == tmp_path / "run.json" and json.loads(out_path.read_text())["run_id"] == "late-run"
+    assert problem is not None and f"stash ingest {out_path}" in problem and "\n" not in problem
+    (full_disk / "filler").unlink()
+    with duckdb.connect(str(db), read_only=True) as con:
+        assert con.execute("SELECT count(*) FROM runs WHERE run_id = 'late-run'").fetchone()[0] == 0
