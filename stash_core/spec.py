@@ -68,6 +68,7 @@ class ProfileSpec:
     remote_workdir: str | None = None
     cluster: str | None = None
     cluster_bandwidth: str | None = None  # rate set on the emulated links for this profile, e.g. "200mbit"
+    cluster_name: str | None = None  # which emulated cluster (stash cluster up --name); None: "default"
     master_addr: str | None = None
     master_port: int | None = None
     comm_timeout_s: int = 60  # rendezvous and process-group timeout across machines (seconds)
@@ -373,6 +374,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("--workdir", "remote_workdir", "directory on the hosts to run from", group=MACHINES),
     Option("--cluster", "cluster", "use the emulated cluster", choices=("emulated",), group=MACHINES),
     Option("--cluster-state", None, "emulated cluster state dir", group=MACHINES),
+    Option("--cluster-name", "cluster_name", "which emulated cluster (stash cluster up --name)",
+           group=MACHINES),
     Option("--cluster-bandwidth", "cluster_bandwidth", "set the emulated links to this rate for the profile",
            parse=parse_rate, group=PROFILE_MACHINES),
     Option("--master-addr", "master_addr", "rendezvous address of the first host", group=MACHINES),
@@ -484,6 +487,8 @@ def validate_machines(spec: ProfileSpec) -> None:
         raise FieldError(f"--cluster {spec.cluster!r}: the only cluster kind is 'emulated'", "cluster")
     if spec.cluster_bandwidth is not None and spec.cluster is None:
         raise FieldError("--cluster-bandwidth applies to --cluster emulated only", "cluster_bandwidth")
+    if spec.cluster_name is not None and spec.cluster is None:
+        raise FieldError("--cluster-name applies to --cluster emulated only", "cluster_name")
     for host in spec.hosts:
         if not _HOST_RE.fullmatch(host):
             raise FieldError(

@@ -71,7 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_db_argument(runs)
 
     show = commands.add_parser("show", help="show the stall breakdown of a stored run")
-    show.add_argument("run_id")
+    show.add_argument("run_id", help="the run id, or any unique part of it (the short suffix the pages show)")
     add_db_argument(show)
 
     export = commands.add_parser("export", help="export every table and view to files")
@@ -173,13 +173,9 @@ def cmd_runs(args) -> int:
 
 
 def cmd_show(args) -> int:
-    from stash_core import store
-    from stash_core.cli.show import format_stored_run
+    from stash_core.cli.show import show_run
 
-    run = store.get_run(db_path(args), args.run_id)
-    if run is None:
-        raise UsageError(f"no run {args.run_id!r} in {db_path(args)}")
-    print(format_stored_run(run))
+    print(show_run(db_path(args), args.run_id))
     return 0
 
 

@@ -12,14 +12,21 @@ from pathlib import Path
 from stash_core import store
 from stash_core.cli.probe_text import format_communication
 from stash_core.cli.report import format_breakdown
+from stash_core.decide.catalog import check_document
 from stash_core.engine.data_setup import prepare_data
+from stash_core.engine.jobs import register_profile
 from stash_core.engine.machine import cuda_device_count, resolve_device, validate
 from stash_core.engine.profiler import run_profile
 from stash_core.engine.progress import BarReporter, JsonReporter, Reporter
 from stash_core.errors import ProfileEnded, SaveError, StashError, UsageError, first_line
 from stash_core.interrupts import held_interrupts, stop_exception
 from stash_core.launch import cluster
-from stash_core.launch.hosts import default_cluster_state_dir, hosts_from_cluster, hosts_from_names
+from stash_core.launch.hosts import (
+    cluster_name_of,
+    default_cluster_state_dir,
+    hosts_from_cluster,
+    hosts_from_names,
+)
 from stash_core.measure import protocol
 from stash_core.results.file import default_result_path, json_safe, write_result_atomic
 from stash_core.spec import ProfileSpec
@@ -33,7 +40,7 @@ def remote_hosts(spec: ProfileSpec, cluster_state: Path | None = None):
     if spec.cluster == "emulated":
         return hosts_from_cluster(
             spec.nodes, cluster_state, spec.remote_python, spec.remote_workdir, spec.master_port,
-            spec.comm_timeout_s,
+            spec.comm_timeout_s, name=cluster_name_of(spec),
         )  # fmt: skip
     if spec.hosts:
         return hosts_from_names(
@@ -54,7 +61,7 @@ class emulated_bandwidth:
         if self.spec.cluster != "emulated" or not self.spec.cluster_bandwidth:
             return
 
-        self.state_dir = self.state_dir or default_cluster_state_dir()
+        self.state_dir = self.state_dir or default_cluster_state_dir(cluster_name_of(self.spec))
         status = cluster.cluster_status(self.state_dir)
         if not status["nodes"]:
             raise UsageError("no emulated cluster is up (sudo stash cluster up --nodes N)")
@@ -114,29 +121,34 @@ def make_reporter(mode: str):
 def profile_from_args(args, db_path: Path) -> int:
     spec, cluster_state = checked_spec(args)
     check_writable(db_path, args.out, not args.no_store)
-    _, info = build_model(spec.model, num_classes=spec.num_classes, input_shape=_shape(spec))
-    reporter = make_reporter(args.progress)
-    data = prepare_data(spec, info.kind, reporter)
-    if data.classes > info.num_classes:
-        # Labels must index the model's outputs: size the classifier to the data set's classes.
-        if spec.num_classes is not None:
-            raise UsageError(
-                f"--num-classes {spec.num_classes}: the data set has {data.classes} class folders"
-            )
-        spec.num_classes = data.classes
+    label = f"{spec.model} · batch {spec.batch_size} · {spec.workers_per_node} worker(s)" + (
+        f" · {spec.instance}" if spec.instance else ""
+    )
+    # Registered next to the database, so the dashboard's Run page and Overview follow it too.
+    with register_profile(db_path, sys.argv, label) as record:
         _, info = build_model(spec.model, num_classes=spec.num_classes, input_shape=_shape(spec))
-    doc = None
-    error: BaseException | None = None
-    try:
-        with emulated_bandwidth(spec, cluster_state):
-            remote = remote_hosts(spec, cluster_state)  # again: the emulated link may have changed
-            doc = run_profile(spec, info.to_dict(), data, reporter, remote)
-    except ProfileEnded as ended:
-        doc, error = ended.doc, ended.cause
-    out_path, interrupted, problem = save_result(doc, args, db_path)
-    if interrupted and error is None:
-        error = stop_exception(interrupted[0])
-    return report_result(doc, out_path, error, args, db_path, problem)
+        reporter = record.reporter(make_reporter(args.progress))
+        data = prepare_data(spec, info.kind, reporter)
+        if data.classes > info.num_classes:
+            # Labels must index the model's outputs: size the classifier to the data set's classes.
+            if spec.num_classes is not None:
+                raise UsageError(
+                    f"--num-classes {spec.num_classes}: the data set has {data.classes} class folders"
+                )
+            spec.num_classes = data.classes
+            _, info = build_model(spec.model, num_classes=spec.num_classes, input_shape=_shape(spec))
+        error: BaseException | None = None
+        try:
+            with emulated_bandwidth(spec, cluster_state):
+                remote = remote_hosts(spec, cluster_state)  # again: the emulated link may have changed
+                doc = run_profile(spec, info.to_dict(), data, reporter, remote)
+        except ProfileEnded as ended:
+            doc, error = ended.doc, ended.cause
+        out_path, interrupted, problem = save_result(doc, args, db_path)
+        record.done(doc["run_id"], doc["status"], out_path and str(out_path), doc["error"])
+        if interrupted and error is None:
+            error = stop_exception(interrupted[0])
+        return report_result(doc, out_path, error, args, db_path, problem)
 
 
 def checked_spec(args) -> tuple[ProfileSpec, Path | None]:
@@ -224,6 +236,9 @@ def report_result(
         print(line)
     if problem:
         raise SaveError(problem)
+    warning = check_document(db_path, doc).warning
+    if warning:
+        print(f"warning: {warning}")
     where = f"{out_path}" + ("" if args.no_store else f" and {db_path}")
     print(f"run {doc['run_id']} saved to {where}")
     return 0

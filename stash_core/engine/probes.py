@@ -5,7 +5,7 @@ from __future__ import annotations
 from stash_core import __version__
 from stash_core.engine.machine import cuda_device_count, usable_cpu_count
 from stash_core.errors import MeasurementError, UsageError
-from stash_core.launch.hosts import check_hosts, hosts_from_cluster, hosts_from_names
+from stash_core.launch.hosts import check_hosts, cluster_name_of, hosts_from_cluster, hosts_from_names
 from stash_core.launch.runner import run_workers, worker_env
 from stash_core.measure import protocol
 from stash_core.measure.fingerprint import machine_fingerprint
@@ -42,7 +42,8 @@ def run_probe_command(
     if machine_args.cluster == "emulated":
         state = Path(machine_args.cluster_state) if machine_args.cluster_state else None
         remote = hosts_from_cluster(nodes, state, machine_args.python, machine_args.workdir,
-                                    machine_args.master_port, machine_args.comm_timeout)  # fmt: skip
+                                    machine_args.master_port, machine_args.comm_timeout,
+                                    name=cluster_name_of(machine_args))  # fmt: skip
     elif hosts:
         if len(hosts) != nodes:
             raise UsageError(f"--hosts names {len(hosts)} host(s) for --nodes {nodes}; give one per node")

@@ -57,7 +57,9 @@ def specs(folders: dict[str, str]) -> dict[str, ProfileSpec]:
         "every option": every_option(folders),
         "synthetic images": replace(base, synthetic_images=256, image_px=32, stalls=["cpu"]),
         "data set": replace(base, dataset=folders["dataset"], disk_read_mbps=35.5),
-        "emulated cluster": replace(base, nodes=2, cluster="emulated", cluster_bandwidth="200mbit"),
+        "emulated cluster": replace(
+            base, nodes=2, cluster="emulated", cluster_bandwidth="200mbit", cluster_name="bench"
+        ),
         "hosts": replace(base, nodes=2, hosts=["a", "b"], ssh_key=folders["ssh_key"], probes=False),
         "image shape": replace(base, input_shape=[3, 224, 224]),
         "token shape": replace(base, model="bert_tiny", input_shape=[128], num_classes=2),
