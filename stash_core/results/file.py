@@ -189,6 +189,17 @@ def validate_result(doc: Any) -> None:
     run_id = doc["run_id"]
     if not isinstance(run_id, str) or not run_id.strip():
         raise UsageError("result file has an empty or non-text run_id")
+    try:
+        _validate_body(doc)
+    except UsageError as error:
+        # Name the run, so that one refused file among many is found (only an id that is safe to print).
+        text = str(error)
+        if text.startswith("result file") and run_id.isascii() and run_id.isprintable() and len(run_id) <= 80:
+            raise UsageError(text.replace("result file", f"result file of run {run_id}", 1)) from None
+        raise
+
+
+def _validate_body(doc: dict) -> None:
     check_tree(doc)
     _check_identifiers(doc)
     _check_choice("status", doc["status"], RUN_STATUSES)
