@@ -30,7 +30,9 @@ def test_import_linter_contracts_hold():
 
 def test_pages_hold_no_sql():
     """Pages get their data from stash_core.views; only the SQL console passes the user's own query on."""
-    sql = re.compile(r"\b(SELECT|INSERT|UPDATE|DELETE)\b[^\n]*\bFROM\b|(?<![.\w])duckdb\b|query_readonly|store\.connect")
+    sql = re.compile(
+        r"\b(SELECT|INSERT|UPDATE|DELETE)\b[^\n]*\bFROM\b|(?<![.\w])duckdb\b|query_readonly|store\.connect"
+    )
     offenders = [
         f"{path.name}:{number}"
         for path in sorted((REPO / "pages").glob("*.py"))
