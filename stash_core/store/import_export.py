@@ -31,7 +31,7 @@ def docs_from_export(tables: dict[str, pd.DataFrame]) -> list[dict[str, Any]]:
     runs = tables["runs"]
     rows_by_table = {name: _rows_by_run(tables.get(name)) for name in COMPANION_TABLES}
     docs = []
-    for row in _records(runs):
+    for row in plain_records(runs):
         run_id = row.get("run_id")
         if not run_id:
             raise UsageError("a row has no run_id")
@@ -45,7 +45,7 @@ def doc_from_rows(run_id: str, run: dict[str, Any], parts: dict[str, pd.DataFram
     spec = _json_value(run.get("spec"), f"run {run_id} spec") or {}
     phases = []
     if parts["phases"] is not None:
-        for phase in sorted(_records(parts["phases"]), key=lambda p: p.get("phase_index") or 0):
+        for phase in sorted(plain_records(parts["phases"]), key=lambda p: p.get("phase_index") or 0):
             phases.append(_phase_entry(phase, parts["iterations"], parts["telemetry"]))
     stalls = _stalls(parts["stalls"])
     breakdown = _breakdown(run_id, run, stalls)
@@ -96,14 +96,14 @@ def _phase_entry(
         mine = iterations[iterations["phase"] == name].sort_values("iteration")
         for key in SAMPLE_COLUMNS:
             if key in mine.columns:
-                entry["samples"][key] = [_plain(value) for value in mine[key].tolist()]
+                entry["samples"][key] = [plain_cell(value) for value in mine[key].tolist()]
     if telemetry is not None:
         mine = telemetry[telemetry["phase"] == name]
         if not mine.empty:
             wide = mine.pivot_table(index="t_s", columns="metric", values="value", aggfunc="first")
             entry["telemetry"]["t_s"] = [float(t) for t in wide.index]
             entry["telemetry"]["metrics"] = {
-                str(metric): [_plain(v) for v in wide[metric].tolist()] for metric in wide.columns
+                str(metric): [plain_cell(v) for v in wide[metric].tolist()] for metric in wide.columns
             }
     return entry
 
@@ -111,7 +111,7 @@ def _phase_entry(
 def _stalls(stall_rows: pd.DataFrame | None) -> dict[str, dict[str, Any]]:
     stalls: dict[str, dict[str, Any]] = {}
     if stall_rows is not None:
-        for stall in _records(stall_rows):
+        for stall in plain_records(stall_rows):
             stalls[stall["stall"]] = {key: stall.get(key) for key in STALL_FIELDS}
             stalls[stall["stall"]]["note"] = stall.get("note") or ""
     return stalls
@@ -152,11 +152,12 @@ def _rows_by_run(frame: pd.DataFrame | None) -> dict[str, pd.DataFrame]:
     return {str(key): group for key, group in frame.groupby("run_id", sort=False)}
 
 
-def _records(frame: pd.DataFrame) -> list[dict[str, Any]]:
-    return [{key: _plain(value) for key, value in row.items()} for row in frame.to_dict(orient="records")]
+def plain_records(frame: pd.DataFrame) -> list[dict[str, Any]]:
+    """A frame's rows with every cell made plain (plain_cell)."""
+    return [{key: plain_cell(value) for key, value in row.items()} for row in frame.to_dict(orient="records")]
 
 
-def _plain(value: Any) -> Any:
+def plain_cell(value: Any) -> Any:
     """A cell as a plain Python value: None for missing and non-finite, ISO text for a time."""
     if value is None or value is pd.NA or value is pd.NaT:
         return None

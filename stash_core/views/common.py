@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import io
-import math
 import os
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from stash_core import store
 from stash_core.errors import UsageError
+from stash_core.store.import_export import plain_cell as plain  # noqa: F401  (one definition, re-exported)
+from stash_core.store.import_export import plain_records as records  # noqa: F401
 from stash_core.units import finite_float
 
 STALL_LABELS = {
@@ -90,19 +90,3 @@ def frame_to_parquet(frame: pd.DataFrame) -> bytes:
 def as_int(value: Any) -> int | None:
     number = finite_float(value)
     return None if number is None else int(number)
-
-
-def records(frame: pd.DataFrame) -> list[dict[str, Any]]:
-    return [{key: plain(value) for key, value in row.items()} for row in frame.to_dict(orient="records")]
-
-
-def plain(value: Any) -> Any:
-    if value is None or value is pd.NA or value is pd.NaT:
-        return None
-    if isinstance(value, pd.Timestamp):
-        return value.isoformat()
-    if isinstance(value, np.generic):
-        value = value.item()
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
