@@ -118,7 +118,9 @@ def build(db_path: Path, runs: int, iterations_per_phase: int, telemetry_points:
                    it.iteration_s, it.iteration_s * 0.02,
                    it.iteration_s * (1281167 // (g.batch_size * g.workers * g.nodes)), 'R2', 'bench-host',
                    '0.1.0',
-                   1, '{}', '{}', '[]', NULL, NULL, NULL, NULL, now()
+                   1, '{}', '{}', '[]',
+                   0.0, 0.0,  -- unattributed_s and its interval: the stalls below add up to iteration_s
+                   NULL, NULL, NULL, now()
             FROM gen g
             JOIN model_list m ON m.idx = g.model_idx
             JOIN instance_list i ON i.idx = g.instance_idx
