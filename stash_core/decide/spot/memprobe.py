@@ -22,6 +22,27 @@ def _rss_bytes() -> int:
         return int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
+def _reset_peak_rss() -> None:
+    """Reset the process's resident high-water mark (Linux: 5 > /proc/self/clear_refs); best effort."""
+    try:
+        with open("/proc/self/clear_refs", "w") as handle:
+            handle.write("5")
+    except OSError:
+        pass
+
+
+def _peak_rss_bytes() -> int:
+    """The resident high-water mark since the last reset (VmHWM), else the process's lifetime peak."""
+    try:
+        with open("/proc/self/status") as handle:
+            for line in handle:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux
+
+
 def peak_step_bytes(model_name: str, batch: int, device: str, num_classes: int | None,
                     input_shape: tuple[int, ...] | None) -> int:  # fmt: skip
     import torch
@@ -33,6 +54,8 @@ def peak_step_bytes(model_name: str, batch: int, device: str, num_classes: int |
     torch.set_num_threads(1)
     on_gpu = device.startswith("cuda")
     before = 0 if on_gpu else _rss_bytes()
+    if not on_gpu:
+        _reset_peak_rss()  # the peak of importing torch must not count as the step's
     model, info = build_model(model_name, num_classes, input_shape)
     model = model.to(device).train()
     optimizer = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9)
@@ -47,7 +70,7 @@ def peak_step_bytes(model_name: str, batch: int, device: str, num_classes: int |
     if on_gpu:
         torch.cuda.synchronize(device)
         return int(torch.cuda.max_memory_allocated(device))
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux
+    peak = _peak_rss_bytes()
     return max(int(peak - before), 0)
 
 
