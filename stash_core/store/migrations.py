@@ -97,7 +97,15 @@ def _v2_to_v3(con: duckdb.DuckDBPyConnection) -> None:
     con.execute(_V3_REMAINDER_UPDATE)
 
 
-DB_MIGRATIONS: dict[int, Callable[[duckdb.DuckDBPyConnection], None]] = {1: _v1_to_v2, 2: _v2_to_v3}
+def _v3_to_v4(con: duckdb.DuckDBPyConnection) -> None:
+    """Nothing to change: version 4 only adds the simulations table, which create_schema makes."""
+
+
+DB_MIGRATIONS: dict[int, Callable[[duckdb.DuckDBPyConnection], None]] = {
+    1: _v1_to_v2,
+    2: _v2_to_v3,
+    3: _v3_to_v4,
+}
 
 VERSION_CHANGES = {
     1: "the first layout",
@@ -108,6 +116,7 @@ VERSION_CHANGES = {
     "recomputes it for every stored run), the `runs` column `unattributed_ci95_s` (NULL for runs stored "
     "before) and the `stall_breakdown` columns `unattributed_s`, `unattributed_ci95_s`, `unattributed_share` "
     "and `unattributed_epoch_s`, so that the five stalls and the remainder add up to `iteration_s`",
+    4: "the `simulations` table (cluster-scheduling simulations, one row per policy)",
 }
 
 

@@ -13,9 +13,11 @@ from stash_core.results.file import STALL_NAMES
 from stash_core.store.catalog_seed import seed_builtin_catalog
 from stash_core.store.schema_docs import COMMENTS_DIGEST, comment_script
 
-DB_SCHEMA_VERSION = 3
+DB_SCHEMA_VERSION = 4
 
-TABLES = ("runs", "phases", "iterations", "telemetry", "stalls", "models", "instances", "probes")
+TABLES = (
+    "runs", "phases", "iterations", "telemetry", "stalls", "models", "instances", "probes", "simulations",
+)  # fmt: skip
 VIEWS = ("stall_breakdown",)
 
 _TABLE_DDL = """
@@ -163,6 +165,35 @@ CREATE TABLE IF NOT EXISTS instances (
     spot_usd_per_h DOUBLE,
     price_date DATE,
     source VARCHAR
+);
+CREATE TABLE IF NOT EXISTS simulations (
+    simulation_id VARCHAR,
+    policy VARCHAR,
+    created_at TIMESTAMPTZ,
+    trace VARCHAR,
+    trace_format VARCHAR,
+    jobs INTEGER,
+    switches INTEGER,
+    nodes_per_switch INTEGER,
+    gpus_per_node INTEGER,
+    cluster_gpus INTEGER,
+    fabric JSON,
+    settings JSON,
+    tuning VARCHAR,
+    makespan_s DOUBLE,
+    avg_jct_s DOUBLE,
+    p95_jct_s DOUBLE,
+    avg_queue_s DOUBLE,
+    comm_overhead_s DOUBLE,
+    preemptions INTEGER,
+    spread_jobs INTEGER,
+    gpu_busy_share DOUBLE,
+    jct_cdf JSON,
+    timeline JSON,
+    stash_version VARCHAR,
+    source_file VARCHAR,
+    ingested_at TIMESTAMPTZ,
+    PRIMARY KEY (simulation_id, policy)
 );
 """
 

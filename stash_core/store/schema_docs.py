@@ -268,6 +268,46 @@ INSTANCES = RelationDoc(
     ),
 )
 
+SIMULATIONS = RelationDoc(
+    "simulations",
+    "cluster-scheduling simulations, one row per policy of a simulation",
+    "Filled by `stash schedule` (and the Schedule page) from its result file: a simulated shared GPU cluster "
+    "placing the jobs of one trace under each policy. Key (`simulation_id`, `policy`); a simulation is "
+    "ingested once. Times are simulated seconds from the trace's first arrival.",
+    _table(
+        """
+        simulation_id | | the simulation: `sim-<UTC time>-<hex>`, shared by its policies' rows
+        policy | | scheduling policy, e.g. `consolidate`, `spread`, `delay`, `network-delay`, `fifo`, `sjf`,
+            `las`
+        created_at | UTC | when the simulation was run
+        trace | | the trace: a file name, or `synthetic(N jobs, seed S)`
+        trace_format | | format the trace was read in, e.g. `tiresias`, `philly`, `pai2020`, `helios`,
+            `synthetic`
+        jobs | | jobs simulated
+        switches | | switches of the simulated cluster
+        nodes_per_switch | | nodes under each switch
+        gpus_per_node | | GPUs per node
+        cluster_gpus | | GPUs in all
+        fabric | | the network fabric as simulated (uplink bandwidths, oversubscription, slowdown factors)
+        settings | | the policy's settings (timers, scales, checkpoint cost, ...)
+        tuning | | how the policy's timers were set (given, tuned online, tuned on part of the trace)
+        makespan_s | s | last finish minus first arrival
+        avg_jct_s | s | average job completion time (finish minus arrival)
+        p95_jct_s | s | 95th percentile of the job completion time
+        avg_queue_s | s | average queueing delay (first start minus arrival)
+        comm_overhead_s | s | run time lost to spread placements and congestion, summed over jobs
+        preemptions | | jobs preempted (each preemption counted)
+        spread_jobs | | jobs that ran in a placement looser than their tightest
+        gpu_busy_share | | GPU-seconds held by jobs over cluster GPUs times makespan
+        jct_cdf | | the JCT distribution: list of [seconds, fraction of jobs finished within]
+        timeline | | queue length and GPU utilisation over time: list of [t_s, queued jobs, busy share]
+        stash_version | | Stash version that ran it
+        source_file | | result file it was ingested from
+        ingested_at | UTC | when it was stored
+        """
+    ),
+)
+
 PROBES = RelationDoc(
     "probes",
     "bandwidth and latency probes, one row per measured figure",
@@ -347,7 +387,8 @@ STALL_BREAKDOWN = RelationDoc(
 )
 
 RELATIONS: tuple[RelationDoc, ...] = (
-    SCHEMA_META, RUNS, PHASES, ITERATIONS, TELEMETRY, STALLS, MODELS, INSTANCES, PROBES, STALL_BREAKDOWN,
+    SCHEMA_META, RUNS, PHASES, ITERATIONS, TELEMETRY, STALLS, MODELS, INSTANCES, PROBES, SIMULATIONS,
+    STALL_BREAKDOWN,
 )  # fmt: skip
 _BY_NAME = {relation.name: relation for relation in RELATIONS}
 

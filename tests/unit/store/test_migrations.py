@@ -15,6 +15,7 @@ from stash_core import store
 from stash_core.analysis.stalls import remainder_of
 from stash_core.errors import UsageError
 from stash_core.store import migrations
+from stash_core.store.schema import DB_SCHEMA_VERSION
 from stash_core.store.schema_docs import COMMENTS_DIGEST, documented_meaning
 
 # The layout of schema version 1 as first released (before the probes table and the later runs columns),
@@ -270,7 +271,7 @@ def test_readers_refuse_versions_they_cannot_take_and_everyone_refuses_newer_one
             pass
 
 
-def test_a_version_2_file_is_migrated_to_version_3_with_its_data_intact(v2_path) -> None:
+def test_a_version_2_file_is_migrated_to_the_current_version_with_its_data_intact(v2_path) -> None:
     tables = (*_V1_DATA_TABLES, "probes")
     with duckdb.connect(str(v2_path), read_only=True) as con:
         v2_columns = {table: _columns(con, table) for table in tables}
@@ -278,7 +279,7 @@ def test_a_version_2_file_is_migrated_to_version_3_with_its_data_intact(v2_path)
     before = _contents(v2_path, v2_columns)
     with store.connect(v2_path):  # the first writer migrates
         pass
-    assert _meta(v2_path) == {"schema_version": "3", "comments_digest": COMMENTS_DIGEST}
+    assert _meta(v2_path) == {"schema_version": str(DB_SCHEMA_VERSION), "comments_digest": COMMENTS_DIGEST}
     after = _contents(v2_path, v2_columns)
     for table, rows in before.items():  # all as it was but the remainder, recomputed from the stalls
         keep = [column for column in rows.column_names if (table, column) != ("runs", "unattributed_s")]
@@ -306,7 +307,7 @@ def test_a_version_2_file_that_has_the_interval_column_keeps_it(v2_path) -> None
         con.execute("UPDATE runs SET unattributed_ci95_s = 0.25")
     with store.connect(v2_path):
         pass
-    assert _meta(v2_path)["schema_version"] == "3"
+    assert _meta(v2_path)["schema_version"] == str(DB_SCHEMA_VERSION)
     assert store.get_run(v2_path, V2_DOCS[0]["run_id"])["unattributed_ci95_s"] == 0.25
 
 
@@ -349,3 +350,15 @@ def test_the_registry_has_one_step_per_version() -> None:
     assert sorted(store.DB_MIGRATIONS) == list(range(1, store.DB_SCHEMA_VERSION))
     assert sorted(migrations.VERSION_CHANGES) == list(range(1, store.DB_SCHEMA_VERSION + 1))
     assert 1 <= store.READABLE_FROM_VERSION <= store.DB_SCHEMA_VERSION
+
+
+def test_version_4_adds_an_empty_simulations_table(v2_path) -> None:
+    with store.connect(v2_path):
+        pass
+    with duckdb.connect(str(v2_path), read_only=True) as con:
+        assert con.execute("SELECT count(*) FROM simulations").fetchall() == [(0,)]
+        comment = con.execute(
+            "SELECT comment FROM duckdb_columns() "
+            "WHERE table_name = 'simulations' AND column_name = 'p95_jct_s'"
+        ).fetchall()[0][0]
+    assert comment == documented_meaning("simulations", "p95_jct_s") and comment
