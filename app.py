@@ -19,6 +19,7 @@ sections = {
         st.Page("pages/compare.py", title="Compare instances", icon=":material/compare_arrows:"),
         st.Page("pages/models.py", title="Models", icon=":material/insights:"),
         st.Page("pages/recommend.py", title="Recommend", icon=":material/recommend:"),
+        st.Page("pages/schedule.py", title="Schedule", icon=":material/schedule:"),
     ],
     "Data": [
         st.Page("pages/upload.py", title="Upload", icon=":material/upload_file:"),

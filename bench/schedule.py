@@ -52,8 +52,12 @@ def main() -> None:
         fabric = Fabric.oversubscribed(args.node_gbps, args.oversubscription, cluster.nodes_per_switch)
         print(f"congestion: {fabric.label()} ({args.oversubscription:g}:1 oversubscribed)")
     print(f"  {'policy':<22}{'wall s':>8}{'makespan h':>12}{'avg JCT h':>11}{'p95 JCT h':>11}"
-          f"{'queue h':>9}{'comm h':>9}{'spread':>8}{'GPU busy':>10}")  # fmt: skip
-    fixed = {"delay": Policy("delay", delay_s=600.0), "network-delay": Policy("network-delay", scale=1.0)}
+          f"{'queue h':>9}{'comm h':>9}{'spread':>8}{'preempt':>9}{'GPU busy':>10}")  # fmt: skip
+    fixed = {
+        "delay": Policy("delay", delay_s=600.0),
+        "network-delay": Policy("network-delay", scale=1.0),
+        "network-preempt": Policy("network-preempt", scale=1.0),
+    }
     for name in args.policies.split(","):
         policy = fixed.get(name) or Policy(name)
         began = time.perf_counter()
@@ -62,7 +66,7 @@ def main() -> None:
         m = schedule_metrics(outcomes, cluster)
         print(f"  {policy.label():<22}{wall_s:>8.1f}{m['makespan_s'] / 3600:>12.1f}"
               f"{m['avg_jct_s'] / 3600:>11.2f}{m['p95_jct_s'] / 3600:>11.2f}{m['avg_queue_s'] / 3600:>9.2f}"
-              f"{m['comm_overhead_s'] / 3600:>9.1f}{m['spread_jobs']:>8}"
+              f"{m['comm_overhead_s'] / 3600:>9.1f}{m['spread_jobs']:>8}{m['preemptions']:>9}"
               f"{m['gpu_busy_share']:>10.0%}", flush=True)  # fmt: skip
 
 

@@ -16,7 +16,9 @@ from stash_core.errors import UsageError
 
 # The simulator is imported inside the functions: building `stash --help` must not load pandas.
 
-POLICIES = ("consolidate", "spread", "delay", "network-delay")
+POLICIES = ("fifo", "sjf", "las", "consolidate", "spread", "delay", "network-delay", "network-preempt")
+FORMATS = ("tiresias", "philly", "pai2020", "helios")
+TUNINGS = ("split", "online", "given")
 YEAR_S = 365 * 86400.0
 MAX_CLUSTER_GPUS = 1_000_000
 
@@ -53,8 +55,12 @@ def add_commands(subparsers: Any, parser_class: type[argparse.ArgumentParser] | 
         "schedule", help="simulate placing network-sensitive jobs in a shared GPU cluster (delay scheduling)"
     )
     source = sched.add_mutually_exclusive_group(required=True)
-    source.add_argument("--trace", type=Path, help="CSV: job_id,num_gpu,submit_time,duration[,model_name]")
+    source.add_argument("--trace", type=Path, help="trace file (docs/traces.md); format: --trace-format")
     source.add_argument("--synthetic-jobs", type=count(100_000), help="generate a trace of N jobs")
+    sched.add_argument(
+        "--trace-format", choices=FORMATS, default="tiresias",
+        help="tiresias CSV, philly cluster_job_log, pai2020 pai_job_table.csv (task table beside it), helios",
+    )  # fmt: skip
     sched.add_argument("--seed", type=seed, default=0, help="seed of the synthetic trace")
     sched.add_argument(
         "--mean-gap-s", type=positive_real(YEAR_S), default=120.0, help="mean time between synthetic arrivals"
@@ -64,11 +70,31 @@ def add_commands(subparsers: Any, parser_class: type[argparse.ArgumentParser] | 
     )
     sched.add_argument("--policies", type=policies_text, default=",".join(POLICIES), help="comma list")
     sched.add_argument(
-        "--delay-s", type=non_negative(YEAR_S), default=None, help="delay timer (default: tuned on the trace)"
+        "--tuning", choices=TUNINGS, default=None,
+        help="how timers are set: split (tuned on the first --tune-fraction of the jobs, reported on the "
+        "rest; the default), online (from estimates and observed waits), given (--delay-s, --scale)",
+    )  # fmt: skip
+    sched.add_argument(
+        "--tune-fraction", type=Number(0, 1, whole=False, low_open=True, high_open=True, what="a fraction "
+        "between 0 and 1"), default=0.3, help="split tuning: share of the jobs (first by arrival) to tune on",
+    )  # fmt: skip
+    sched.add_argument(
+        "--delay-s", type=non_negative(YEAR_S), default=None, help="delay timer (implies given)"
     )
     sched.add_argument(
-        "--scale", type=non_negative(1e6), default=None, help="network-delay timer scale (default: tuned)"
+        "--scale", type=non_negative(1e6), default=None, help="network-* timer scale (implies given)"
     )
+    sched.add_argument(
+        "--checkpoint-s", type=non_negative(YEAR_S), default=30.0, help="preemption: save + restore seconds"
+    )
+    sched.add_argument(
+        "--min-run-s", type=non_negative(YEAR_S), default=600.0,
+        help="preemption guard: seconds a job runs after each start before it may be preempted",
+    )  # fmt: skip
+    sched.add_argument(
+        "--max-preemptions", type=Number(0, 1000, what="an integer from 0 to 1000"), default=3,
+        help="preemption guard: per job",
+    )  # fmt: skip
     sched.add_argument(
         "--uplink-factor", type=Number(1, 1000, whole=False, what="a number >= 1"), default=2.0,
         help="network stall multiplier across switches",
@@ -84,53 +110,60 @@ def add_commands(subparsers: Any, parser_class: type[argparse.ArgumentParser] | 
         help="switch uplink = nodes per switch x --node-gbps / this (default 1)",
     )  # fmt: skip
     sched.add_argument("--jobs-csv", type=Path, default=None, help="write each job's outcome per policy here")
+    sched.add_argument(
+        "--out", type=Path, default=Path("results"), help="folder of the result file sim-*.json"
+    )
+    sched.add_argument("--no-store", action="store_true", help="write the result file only, not the database")
     add_db_argument(sched)
 
 
 def cmd_schedule(args: argparse.Namespace) -> int:
     import pandas as pd
 
-    from stash_core.decide.sched import Policy, jobs_from_frame, load_trace, simulate, synthetic_trace, tune
-    from stash_core.decide.sched.metrics import schedule_metrics
+    from stash_core.decide.sched import Policy, jobs_from_frame, load_trace, synthetic_trace
+    from stash_core.decide.sched.report import run_simulation, write_simulation
+    from stash_core.store.simulations import ingest_simulation
 
     cluster = parse_cluster(args.cluster)
     fabric = parse_fabric(args, cluster)
     names = [name.strip() for name in args.policies.split(",") if name.strip()]
+    tuning = args.tuning or ("given" if args.delay_s is not None or args.scale is not None else "split")
+    if tuning != "given" and (args.delay_s is not None or args.scale is not None):
+        raise UsageError("--delay-s and --scale set the timers: use them with --tuning given")
     database = db_path(args)
     if args.trace is not None:
-        jobs = load_trace(args.trace, database)
-        source = str(args.trace)
+        jobs = load_trace(args.trace, database, args.trace_format)
+        source, trace_format = str(args.trace), args.trace_format
     else:
-        if not args.mean_gap_s > 0:
-            raise UsageError("--mean-gap-s must be positive")
         frame = synthetic_trace(args.synthetic_jobs, args.seed, DEFAULT_MODELS, args.mean_gap_s)
         jobs = jobs_from_frame(frame, database, "synthetic trace")
-        source = f"synthetic trace of {len(jobs)} jobs (seed {args.seed})"
-    policies = []
-    for name in names:
-        if name == "delay":
-            policy = Policy("delay", delay_s=args.delay_s) if args.delay_s is not None else None
-        elif name == "network-delay":
-            policy = Policy("network-delay", scale=args.scale) if args.scale is not None else None
-        else:
-            policy = Policy(name)
-        policies.append(policy or tune(jobs, cluster, name, args.uplink_factor, fabric))
-    rows, per_job = [], []
-    for policy in policies:
-        outcomes = simulate(jobs, cluster, policy, args.uplink_factor, fabric)
-        rows.append({"policy": policy.label(), **schedule_metrics(outcomes, cluster)})
-        per_job += [{"policy": policy.label(), "job_id": o.job.job_id, "gpus": o.job.gpus,
-                     "submit_s": o.job.submit_s, "start_s": o.start_s, "finish_s": o.finish_s,
-                     "level": o.level, "nodes": o.nodes, "slowdown": o.job.slowdown,
-                     "slowdown_source": o.job.slowdown_source} for o in outcomes]  # fmt: skip
+        source, trace_format = f"synthetic({len(jobs)} jobs, seed {args.seed})", "synthetic"
+    given = {"delay_s": 600.0 if args.delay_s is None else args.delay_s,
+             "scale": 1.0 if args.scale is None else args.scale}  # fmt: skip
+    bases = [Policy(name, checkpoint_s=args.checkpoint_s, min_run_s=args.min_run_s,
+                    max_preemptions=int(args.max_preemptions), **given) for name in names]  # fmt: skip
+    doc, outcomes = run_simulation(
+        jobs, cluster, bases, tuning=tuning, fraction=args.tune_fraction, uplink_factor=args.uplink_factor,
+        fabric=fabric, trace=source, trace_format=trace_format,
+    )  # fmt: skip
     if args.jobs_csv is not None:
+        per_job = [{"policy": name, "job_id": o.job.job_id, "gpus": o.job.gpus, "submit_s": o.job.submit_s,
+                    "start_s": o.start_s, "finish_s": o.finish_s, "level": o.level, "nodes": o.nodes,
+                    "preemptions": o.preemptions, "slowdown": o.job.slowdown,
+                    "slowdown_source": o.job.slowdown_source}
+                   for name, result in outcomes.items() for o in result]  # fmt: skip
         try:
             pd.DataFrame(per_job).to_csv(args.jobs_csv, index=False)
         except OSError as exc:
             raise UsageError(f"cannot write {args.jobs_csv}: {exc.strerror or exc}") from None
+    path = write_simulation(doc, args.out)
+    if not args.no_store:
+        ingest_simulation(database, doc, str(path.resolve()))
     if fabric is not None:
         source += f"; congestion: {fabric.label()}"
-    print(format_comparison(rows, jobs, cluster, source))
+    rows = [{"policy": entry["settings"]["label"], **entry["metrics"]} for entry in doc["policies"]]
+    print(format_comparison(rows, jobs, cluster, source, doc["tuning"]))
+    print(f"result: {path}" + ("" if args.no_store else f"; stored in {database}"))
     return 0
 
 
@@ -159,7 +192,7 @@ def parse_fabric(args: argparse.Namespace, cluster: Any):
     return Fabric.oversubscribed(node_gbps, ratio or 1.0, cluster.nodes_per_switch)
 
 
-def format_comparison(rows: list[dict[str, Any]], jobs: list, cluster: Any, source: str) -> str:
+def format_comparison(rows: list[dict[str, Any]], jobs: list, cluster: Any, source: str, tuning: str) -> str:
     sources = Counter(job.slowdown_source for job in jobs)
     lines = [
         f"{source} on {cluster.switches} switch(es) x {cluster.nodes_per_switch} nodes x "
@@ -167,17 +200,19 @@ def format_comparison(rows: list[dict[str, Any]], jobs: list, cluster: Any, sour
         "network sensitivity of the jobs: " + ", ".join(f"{n} {kind}" for kind, n in sources.most_common()),
         "",
         f"  {'policy':<24}{'makespan h':>11}{'avg JCT h':>11}{'p95 JCT h':>11}{'queue h':>9}"
-        f"{'comm h':>9}{'spread':>8}{'GPU busy':>10}",
+        f"{'comm h':>9}{'spread':>8}{'preempt':>9}{'GPU busy':>10}",
     ]
     for row in rows:
         lines.append(
             f"  {row['policy']:<24}{row['makespan_s'] / 3600:>11.2f}{row['avg_jct_s'] / 3600:>11.2f}"
             f"{row['p95_jct_s'] / 3600:>11.2f}{row['avg_queue_s'] / 3600:>9.2f}"
-            f"{row['comm_overhead_s'] / 3600:>9.2f}{row['spread_jobs']:>8}{row['gpu_busy_share']:>10.0%}"
+            f"{row['comm_overhead_s'] / 3600:>9.2f}{row['spread_jobs']:>8}{row['preemptions']:>9}"
+            f"{row['gpu_busy_share']:>10.0%}"
         )
+    lines.append(f"tuning: {tuning}")
     lines.append(
-        "comm h: run time lost to spread placements; timers not given are tuned on this trace "
-        "(lowest average JCT); a simulation, not a measurement"
+        "comm h: run time lost to spread placements and congestion; sjf, las and the network timers use "
+        "estimated durations, never the true ones; a simulation, not a measurement"
     )
     return "\n".join(lines)
 

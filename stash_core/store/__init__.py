@@ -5,23 +5,48 @@ many reading ones per file). Every table, view and column carries its meaning as
 (stash_core/store/schema_docs.py, also rendered as docs/schema.md).
 """
 
-from stash_core.store.connection import DEFAULT_DB_PATH, LOCK_TIMEOUT_S, connect
-from stash_core.store.export import EXPORT_FORMATS, export
-from stash_core.store.ingest import ingest_files, ingest_result
-from stash_core.store.migrations import DB_MIGRATIONS, LATER_RUN_COLUMNS, READABLE_FROM_VERSION
-from stash_core.store.queries import (
-    breakdown_frame,
-    database_summary,
-    describe_schema,
-    get_run,
-    iterations_frame,
-    list_runs,
-    query_readonly,
-    relation_frame,
-    resolve_run_id,
-    telemetry_frame,
-)
-from stash_core.store.schema import DB_SCHEMA_VERSION, TABLES, VIEWS
+import importlib
+from typing import Any
+
+# Each name from its module on first use: a command that only lists runs does not pay for the ingest's
+# pandas, numpy and Arrow imports (and `import stash_core.store` itself stays cheap).
+_NAMES = {
+    "DEFAULT_DB_PATH": "stash_core.store.connection",
+    "LOCK_TIMEOUT_S": "stash_core.store.connection",
+    "connect": "stash_core.store.connection",
+    "EXPORT_FORMATS": "stash_core.store.export",
+    "export": "stash_core.store.export",
+    "ingest_files": "stash_core.store.ingest",
+    "ingest_result": "stash_core.store.ingest",
+    "DB_MIGRATIONS": "stash_core.store.migrations",
+    "LATER_RUN_COLUMNS": "stash_core.store.migrations",
+    "READABLE_FROM_VERSION": "stash_core.store.migrations",
+    "breakdown_frame": "stash_core.store.queries",
+    "database_summary": "stash_core.store.queries",
+    "describe_schema": "stash_core.store.queries",
+    "get_run": "stash_core.store.queries",
+    "iterations_frame": "stash_core.store.queries",
+    "list_runs": "stash_core.store.queries",
+    "query_readonly": "stash_core.store.queries",
+    "relation_frame": "stash_core.store.queries",
+    "resolve_run_id": "stash_core.store.queries",
+    "telemetry_frame": "stash_core.store.queries",
+    "DB_SCHEMA_VERSION": "stash_core.store.schema",
+    "TABLES": "stash_core.store.schema",
+    "VIEWS": "stash_core.store.schema",
+    "ingest_simulation": "stash_core.store.simulations",
+    "simulations_frame": "stash_core.store.simulations",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _NAMES.get(name)
+    if module is None:
+        raise AttributeError(f"module 'stash_core.store' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "DB_MIGRATIONS",
@@ -41,10 +66,12 @@ __all__ = [
     "get_run",
     "ingest_files",
     "ingest_result",
+    "ingest_simulation",
     "iterations_frame",
     "list_runs",
     "query_readonly",
     "relation_frame",
     "resolve_run_id",
+    "simulations_frame",
     "telemetry_frame",
 ]

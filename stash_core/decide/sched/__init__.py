@@ -1,13 +1,19 @@
-"""Placing network-sensitive jobs in a shared GPU cluster: a trace-driven simulator of delay scheduling."""
+"""Placing network-sensitive jobs in a shared GPU cluster: a trace-driven simulator of delay scheduling,
+preemption and the classical baselines."""
 
 from stash_core.decide.sched.fabric import Fabric
-from stash_core.decide.sched.metrics import schedule_metrics, tune
-from stash_core.decide.sched.simulator import POLICIES, JobOutcome, Policy, simulate
+from stash_core.decide.sched.formats import FORMATS, load_trace, read_trace_frame
+from stash_core.decide.sched.metrics import schedule_metrics
+from stash_core.decide.sched.policy import POLICIES, Policy
+from stash_core.decide.sched.simulator import JobOutcome, simulate
 from stash_core.decide.sched.topology import Cluster
-from stash_core.decide.sched.trace import Job, jobs_from_frame, load_trace, synthetic_trace
+from stash_core.decide.sched.trace import Job, jobs_from_frame, synthetic_trace
+from stash_core.decide.sched.tuner import TUNING_MODES, plan_policies, tune
 
 __all__ = [
+    "FORMATS",
     "POLICIES",
+    "TUNING_MODES",
     "Cluster",
     "Fabric",
     "Job",
@@ -15,6 +21,8 @@ __all__ = [
     "Policy",
     "jobs_from_frame",
     "load_trace",
+    "plan_policies",
+    "read_trace_frame",
     "schedule_metrics",
     "simulate",
     "synthetic_trace",

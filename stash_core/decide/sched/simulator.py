@@ -1,26 +1,15 @@
-"""An event-driven simulation of a shared GPU cluster placing jobs under one policy.
+"""An event-driven simulation of a shared GPU cluster placing jobs under one policy (policy.py).
 
-Jobs queue in arrival order. Whenever a job arrives, finishes or a delay timer runs out, the scheduler
-starts every job the policy lets it place (later jobs may pass one that waits: delay scheduling, Zaharia
-et al. 2010). A job's timer runs from the first time it was skipped, that is, from when enough GPUs were
-free for it but not in the placement it waits for. Only the jobs an event can affect are looked at: when
-no GPUs were given back, only the new arrivals and the jobs whose timer ran out (a job that could not be
-placed still cannot at the same level); when some were, the queue is walked, skipping jobs asking more
-GPUs than are free and (GPUs, level) pairs already refused in the same pass. Levels (topology.py) are
-relative to a job's tightest placement. Without a fabric a placement fixes the job's speed:
+At each arrival, finish, delay timer or LAS demotion the scheduler starts every job the policy lets start,
+in its order (delay scheduling, Zaharia et al. 2010: a job waiting for a tight placement lets later jobs
+pass; its timer runs from the first time it was skipped, i.e. could have run spread). Only the jobs an
+event can affect are looked at (waiting.py): without GPUs given back, only new arrivals and jobs whose timer
+ran out. Levels (topology.py) are relative to a job's tightest placement. Without a fabric:
   tightest ("node")       duration
   looser, same switches   duration x slowdown
   more switches           duration x (1 + (slowdown - 1) x uplink_factor)
 with a fabric (fabric.py) the speed follows the congestion of the links the job shares, re-timed
-whenever a job starts or ends on one of them. No migration, no preemption.
-Policies:
-  consolidate    wait until the job can have its tightest placement
-  spread         start as soon as enough GPUs are free anywhere (tightest placement available)
-  delay          wait up to delay_s for the tightest placement, then up to 2 x delay_s for its fewest
-                 switches, then take anything
-  network-delay  the same, but each job's timer is scale x what spreading would cost it,
-                 (slowdown - 1) x duration: insensitive jobs start at once, sensitive ones wait as long
-                 as waiting is cheaper than running slow (uses the true duration: an oracle)
+whenever a job starts or ends on one of them. Preemption (las, network-preempt) is in preempt.py.
 """
 
 from __future__ import annotations
@@ -30,57 +19,33 @@ import math
 from collections import Counter
 from dataclasses import dataclass
 
+from stash_core.decide.sched.estimate import Estimator
 from stash_core.decide.sched.fabric import Fabric, Links, grad_bytes_of, links_of
-from stash_core.decide.sched.topology import Cluster
+from stash_core.decide.sched.policy import LAS_THRESHOLDS_GPU_S, WAIT_WEIGHT, Policy
+from stash_core.decide.sched.preempt import las_victims, migrate_spread_jobs, preempt_for
+from stash_core.decide.sched.topology import LEVELS, Cluster
 from stash_core.decide.sched.trace import Job
+from stash_core.decide.sched.waiting import Waiting
 from stash_core.errors import UsageError
 
-POLICIES = ("consolidate", "spread", "delay", "network-delay")
-FINISH, TIMER = 0, 1
-
-
-@dataclass(frozen=True)
-class Policy:
-    name: str
-    delay_s: float = 0.0  # delay: the timer; network-delay: unused
-    scale: float = 1.0  # network-delay: timer = scale x (slowdown - 1) x duration
-
-    def __post_init__(self) -> None:
-        if self.name not in POLICIES:
-            raise UsageError(f"unknown policy {self.name!r}: choose {', '.join(POLICIES)}")
-        if not (math.isfinite(self.delay_s) and self.delay_s >= 0 and math.isfinite(self.scale)
-                and self.scale >= 0):  # fmt: skip
-            raise UsageError("delay and scale must be non-negative numbers")
-
-    def timer_s(self, job: Job) -> float:
-        """How long `job` waits for a consolidated placement before it relaxes to one switch."""
-        if self.name == "consolidate":
-            return math.inf
-        if self.name == "spread":
-            return 0.0
-        if self.name == "delay":
-            return self.delay_s
-        return self.scale * (job.slowdown - 1.0) * job.duration_s
-
-    def label(self) -> str:
-        if self.name == "delay":
-            return f"delay {self.delay_s:g} s"
-        if self.name == "network-delay":
-            return f"network-delay x{self.scale:g}"
-        return self.name
+ANYWHERE = ("fifo", "sjf", "las", "spread")  # policies that place a job wherever enough GPUs are free
+FINISH, TIMER, DEMOTE, GUARD = 0, 1, 2, 3  # GUARD: a job may be preempted from now on
 
 
 @dataclass
 class JobOutcome:
     job: Job
-    start_s: float
+    start_s: float  # first start
     finish_s: float
-    level: str
-    nodes: int
+    level: str  # the loosest placement it ran in
+    nodes: int  # nodes of its last placement
+    preemptions: int = 0
+    held_s: float | None = None  # seconds it held GPUs (all its runs); None: finish - start
+    checkpoint_s: float = 0.0  # of those, seconds spent saving and restoring after preemptions
 
     @property
     def run_s(self) -> float:
-        return self.finish_s - self.start_s
+        return self.held_s if self.held_s is not None else self.finish_s - self.start_s
 
 
 @dataclass
@@ -90,9 +55,12 @@ class _Running:
     links: list[tuple[str, int]]
     grad_bytes: float
     work_s: float  # consolidated seconds of work left at `since`
+    restore_s: float  # checkpoint seconds left to pay at `since`, before any work
     since: float
-    slowdown: float  # seconds per consolidated second of work, now
-    version: int = 0
+    started: float
+    start_id: int
+    slowdown: float = 1.0  # seconds per consolidated second of work, now
+    version: int = -1
 
 
 def simulate(
@@ -101,11 +69,13 @@ def simulate(
     policy: Policy,
     uplink_factor: float = 2.0,
     fabric: Fabric | None = None,
+    timeline: list[tuple[float, int, int]] | None = None,
 ) -> list[JobOutcome]:
-    """Run every job to completion; returns one outcome per job. UsageError if a job can never fit.
+    """Run every job to completion; one outcome per job. UsageError if a job can never fit.
 
     Without a fabric a placement fixes the job's speed (uplink_factor across switches); with one, speeds
-    follow the congestion of the links the job shares (fabric.py) and change as jobs start and end."""
+    follow the congestion of the links the job shares (fabric.py). `timeline`, when given, receives
+    (time, queued jobs, busy GPUs) after each instant at which something happened."""
     if uplink_factor < 1:
         raise UsageError(f"uplink factor must be >= 1, got {uplink_factor}")
     too_big = [job.job_id for job in jobs if job.gpus > cluster.total_gpus]
@@ -113,121 +83,293 @@ def simulate(
         raise UsageError(
             f"job(s) {', '.join(too_big[:5])} need more GPUs than the cluster has ({cluster.total_gpus})"
         )
-    free = cluster.empty_copy()
-    links = Links(fabric) if fabric is not None else None
-    arrivals = sorted(range(len(jobs)), key=lambda i: (jobs[i].submit_s, i))
-    rank = {index: position for position, index in enumerate(arrivals)}  # queue order: arrival
-    gpus = [job.gpus for job in jobs]
-    timers = [policy.timer_s(job) for job in jobs]
-    events: list[tuple[float, int, int, int, int]] = []  # (time, order, FINISH or TIMER, job, version)
-    order = 0
-    queue: list[int] = []  # waiting jobs, in arrival order
-    queued = [False] * len(jobs)
-    demand: Counter[int] = Counter()  # GPUs asked by waiting jobs -> how many ask it
-    running: dict[int, _Running] = {}
-    starts: dict[int, float] = {}
-    outcomes: dict[int, JobOutcome] = {}
-    skipped_since: dict[int, float] = {}
+    return _Engine(jobs, cluster, policy, uplink_factor, fabric, timeline).run()
 
-    def retime(index: int, now: float) -> None:
-        """Set a running job's speed from its placement (and the links it shares now); new finish event."""
-        nonlocal order
-        run = running[index]
-        run.work_s -= (now - run.since) / run.slowdown
-        run.since = now
-        job = jobs[index]
-        if links is None:
-            slowdown = _slowdown_at(run.level, job.slowdown, uplink_factor)
-        else:
-            stretch = links.stretch(run.links, run.grad_bytes)
-            if run.level == "node":
-                stretch -= links.stretch(run.links, run.grad_bytes, alone=True)
-            slowdown = 1.0 + (job.slowdown - 1.0) * stretch
-        run.slowdown = slowdown
-        run.version += 1
-        heapq.heappush(events, (now + max(0.0, run.work_s) * slowdown, order, FINISH, index, run.version))
-        order += 1
 
-    pending = 0  # next arrival
-    while pending < len(arrivals) or events:
-        now = events[0][0] if events else math.inf
-        if pending < len(arrivals):
-            now = min(now, jobs[arrivals[pending]].submit_s)
-        candidates: list[int] = []
-        freed = False
-        while pending < len(arrivals) and jobs[arrivals[pending]].submit_s == now:
-            index = arrivals[pending]
-            queue.append(index)
-            queued[index] = True
-            demand[gpus[index]] += 1
-            candidates.append(index)
-            pending += 1
-        touched: set[int] = set()  # running jobs whose links changed users
-        while events and events[0][0] == now:  # everything that happens at this instant, then schedule
-            _, _, kind, index, version = heapq.heappop(events)
-            if kind == FINISH:
-                run = running.get(index)
-                if run is None or run.version != version:
-                    continue  # re-timed since
-                del running[index]
-                free.give_back(run.placement)
-                freed = True
-                outcomes[index] = JobOutcome(jobs[index], starts[index], now, run.level, len(run.placement))
-                if links is not None and run.links:
-                    links.remove(index, run.links, run.grad_bytes)
-                    touched |= links.neighbours(run.links)
-            elif queued[index]:
+class _Engine:
+    def __init__(self, jobs, cluster, policy, uplink_factor, fabric, timeline) -> None:
+        self.jobs, self.cluster, self.policy, self.uplink_factor = jobs, cluster, policy, uplink_factor
+        self.timeline = timeline
+        self.free = cluster.empty_copy()
+        self.links = Links(fabric) if fabric is not None else None
+        n = len(jobs)
+        self.arrivals = sorted(range(n), key=lambda i: (jobs[i].submit_s, i))
+        self.rank = [0] * n
+        for position, index in enumerate(self.arrivals):
+            self.rank[index] = position
+        self.gpus = [job.gpus for job in jobs]
+        self.work_left = [job.duration_s for job in jobs]
+        self.estimates = Estimator()
+        self.estimate = [0.0] * n
+        self.timers: dict[int, float] = {}
+        self.skipped_since: dict[int, float] = {}
+        self.waiting = Waiting(n)
+        self.anywhere = policy.name in ANYWHERE
+        self.running: dict[int, _Running] = {}
+        self.first_start: dict[int, float] = {}
+        self.loosest = ["node"] * n
+        self.held = [0.0] * n
+        self.restored = [0.0] * n
+        self.attained = [0.0] * n  # GPU-seconds held (LAS)
+        self.las = [0] * n  # LAS queue
+        self.running_las: Counter[int] = Counter()  # LAS queue -> running jobs in it
+        self.preemptions = [0] * n
+        self.pending_restore = [0.0] * n
+        self.spread_running: set[int] = set()
+        self.outcomes: dict[int, JobOutcome] = {}
+        self.events: list[tuple[float, int, int, int, int]] = []  # (time, order, kind, job, version)
+        self.order = 0
+        self.wait_s = 0.0  # observed queueing delay, exponentially weighted (online delay timer)
+        self.touched: set[int] = set()  # running jobs whose links changed users at this instant
+        self.requeue: list[int] = []
+
+    # ---- the event loop
+    def run(self) -> list[JobOutcome]:
+        jobs, pending = self.jobs, 0
+        while pending < len(self.arrivals) or self.events:
+            now = self.events[0][0] if self.events else math.inf
+            if pending < len(self.arrivals):
+                now = min(now, jobs[self.arrivals[pending]].submit_s)
+            candidates: list[int] = []
+            freed = relook = False
+            while pending < len(self.arrivals) and jobs[self.arrivals[pending]].submit_s == now:
+                index = self.arrivals[pending]
+                self.estimate[index] = self.estimates.estimate_s(jobs[index])
+                self.enqueue(index)
                 candidates.append(index)
-        # Without GPUs given back, a job that could not be placed before still cannot at the same level:
-        # only new arrivals and jobs whose timer relaxed their level need a look.
-        if freed and demand and free.total_free >= min(demand):
-            todo = queue
-        elif freed:
-            todo = []
-        else:
-            todo = sorted(set(candidates), key=rank.__getitem__)
-        failed: set[tuple[int, str]] = set()  # (GPUs, level) that found no placement in this pass
-        started: list[int] = []
-        for index in todo:
-            if free.total_free == 0:
-                break
-            need = gpus[index]
+                pending += 1
+            while self.events and self.events[0][0] == now:
+                _, _, kind, index, version = heapq.heappop(self.events)
+                run = self.running.get(index)
+                if kind == TIMER:
+                    if index in self.waiting:
+                        candidates.append(index)
+                elif kind == GUARD:  # waiting jobs of a higher LAS queue may preempt it now
+                    relook |= run is not None and run.start_id == version and self.may_wait_for(index)
+                elif run is not None and run.version == version:
+                    if kind == FINISH:
+                        self.finish(index, now)
+                        freed = True
+                    else:  # DEMOTE: one LAS queue down; waiting jobs of the queue it left may preempt it
+                        self.running_las[self.las[index]] -= 1
+                        self.las[index] += 1
+                        self.running_las[self.las[index]] += 1
+                        self.touched.add(index)
+                        relook |= self.may_wait_for(index)
+            demand = self.waiting.demand
+            if self.anywhere:
+                self.place_anywhere(now)
+            elif relook or (freed and demand and self.free.total_free >= min(demand)):
+                self.place_in_order(self.waiting.in_order(), now)
+            elif not freed:
+                keys = {self.waiting.key[i] for i in candidates} - {None}
+                self.place_in_order(sorted(keys), now)  # type: ignore[arg-type]
+            if freed and self.policy.name == "network-preempt" and self.spread_running:
+                if migrate_spread_jobs(self, now) and demand:
+                    self.place_in_order(self.waiting.in_order(), now)
+            for index in self.touched:
+                if index in self.running:
+                    self.retime(index, now)
+            self.touched.clear()
+            for index in self.requeue:
+                self.waiting.add(index, self.key(index), self.gpus[index])
+            self.requeue.clear()
+            if self.timeline is not None:
+                busy = self.cluster.total_gpus - self.free.total_free
+                self.timeline.append((now, len(self.waiting), busy))
+        if len(self.waiting):  # cannot happen with an empty cluster taking any job that fits; the invariant
+            raise RuntimeError(f"simulation ended with {len(self.waiting)} job(s) never placed")
+        return [self.outcomes[i] for i in range(len(self.jobs))]
+
+    def key(self, index: int) -> tuple:
+        """The queue order: arrival; estimated duration (sjf); LAS queue, then arrival (las)."""
+        name = self.policy.name
+        if name == "sjf":
+            return (self.estimate[index], self.rank[index], index)
+        if name == "las":
+            return (self.las[index], self.rank[index], index)
+        return (self.rank[index], index)
+
+    def may_wait_for(self, index: int) -> bool:
+        """LAS: whether a waiting job is in a higher-priority queue than the running job `index`."""
+        head = self.waiting.best_head(lambda need: True)
+        return head is not None and head[0][0] < self.las[index]
+
+    def enqueue(self, index: int) -> None:
+        self.waiting.add(index, self.key(index), self.gpus[index])
+
+    # ---- one pass over the waiting jobs
+    def place_anywhere(self, now: float) -> None:
+        """fifo, sjf, las, spread: start the first waiting job in order that fits, again and again; fifo
+        stops at the first that does not (head of line); las first tries preempting lower-queue jobs."""
+        free, fifo, las = self.free, self.policy.name == "fifo", self.policy.name == "las"
+        blocked: set[int] = set()  # GPU counts that can neither fit nor preempt in this pass
+        victims: list[int] | None = None
+        while True:
+            if fifo:
+                head = self.waiting.best_head(lambda need: True)
+            elif las:
+                head = self.waiting.best_head(lambda need: need not in blocked)
+            else:
+                head = self.waiting.best_head(lambda need: need <= free.total_free)
+            if head is None:
+                return
+            key, need = head
             if need > free.total_free:
+                if fifo:
+                    return
+                lowest = max((q for q, n in self.running_las.items() if n), default=-1)
+                if victims is None and self.las[key[-1]] < lowest:
+                    victims = las_victims(self, self.las[key[-1]], now)
+                if not victims or not preempt_for(self, victims, key[-1], now):
+                    blocked.add(need)
+                    continue
+            self.start(key[-1], free.place(need, "any"), now)  # type: ignore[arg-type]
+
+    def place_in_order(self, todo, now: float) -> None:
+        """Walk the waiting jobs in order; start each the policy lets start where the free GPUs are."""
+        free = self.free
+        failed: set[tuple[int, str]] = set()  # (GPUs, level) that found no placement in this pass
+        for key in todo:
+            index = key[-1]
+            if self.waiting.key[index] is not key:
                 continue
-            level = _allowed_level(timers[index], skipped_since.get(index, now), now)
+            need = self.gpus[index]
+            if need > free.total_free:
+                if free.total_free == 0:
+                    break
+                continue
+            level = self.allowed_level(index, now)
             placement = None if (need, level) in failed else free.place(need, level)
             if placement is None:
                 failed.add((need, level))
-                if index not in skipped_since:  # it could run now, spread: its timer starts
-                    skipped_since[index] = now
-                    for deadline in _timer_deadlines(timers[index], now):
-                        heapq.heappush(events, (deadline, order, TIMER, index, 0))
-                        order += 1
+                if index not in self.skipped_since:  # it could run now, spread: its timer starts
+                    self.start_timer(index, now)
                 continue
-            free.take(placement)
-            started.append(index)
-            queued[index] = False
-            demand[need] -= 1
-            if not demand[need]:
-                del demand[need]
-            job = jobs[index]
-            crossed = links_of(placement, cluster.nodes_per_switch) if links is not None else []
-            grad_bytes = job.grad_bytes or grad_bytes_of(job.model)
-            level = free.level_of(placement, need)
-            running[index] = _Running(placement, level, crossed, grad_bytes, job.duration_s, now, 1.0)
-            starts[index] = now
-            if links is not None and crossed:
-                touched |= links.neighbours(crossed)
-                links.add(index, crossed, grad_bytes)
-            touched.add(index)
-        for index in touched:
-            if index in running:
-                retime(index, now)
-        if started:
-            queue = [index for index in queue if queued[index]]
-    if queue:  # cannot happen with an empty cluster taking any job that fits; guard the invariant
-        raise RuntimeError(f"simulation ended with {len(queue)} job(s) never placed")
-    return [outcomes[i] for i in range(len(jobs))]
+            self.start(index, placement, now)
+
+    def allowed_level(self, index: int, now: float) -> str:
+        if index not in self.skipped_since:  # its timer has not started: a zero timer relaxes at once
+            job = self.jobs[index]
+            return (
+                "any" if self.policy.timer_s(job.slowdown, self.estimate[index], self.wait_s) <= 0 else "node"
+            )
+        return _allowed_level(self.timers[index], self.skipped_since[index], now)
+
+    def start_timer(self, index: int, now: float) -> None:
+        job = self.jobs[index]
+        timer = self.policy.timer_s(job.slowdown, self.estimate[index], self.wait_s)
+        self.timers[index] = timer
+        self.skipped_since[index] = now
+        for deadline in _timer_deadlines(timer, now):
+            heapq.heappush(self.events, (deadline, self.order, TIMER, index, 0))
+            self.order += 1
+
+    # ---- starting, stopping and re-timing running jobs
+    def start(self, index: int, placement: dict[int, int], now: float) -> None:
+        job, need = self.jobs[index], self.gpus[index]
+        self.free.take(placement)
+        self.waiting.remove(index, need)
+        if index not in self.first_start:
+            self.first_start[index] = now
+            self.wait_s += WAIT_WEIGHT * (now - job.submit_s - self.wait_s)
+        self.skipped_since.pop(index, None)
+        self.run_at(index, placement, now)
+
+    def run_at(self, index: int, placement: dict[int, int], now: float) -> None:
+        """Put a job on `placement` (taken already) with what it has left to do."""
+        job = self.jobs[index]
+        level = self.free.level_of(placement, job.gpus)
+        if LEVELS.index(level) > LEVELS.index(self.loosest[index]):
+            self.loosest[index] = level
+        crossed = links_of(placement, self.cluster.nodes_per_switch) if self.links is not None else []
+        grad_bytes = job.grad_bytes or grad_bytes_of(job.model)
+        restore, self.pending_restore[index] = self.pending_restore[index], 0.0
+        run = _Running(placement, level, crossed, grad_bytes, self.work_left[index], restore, now, now,
+                       self.order)  # fmt: skip
+        self.running[index] = run
+        self.order += 1
+        if self.policy.name == "las" and self.policy.min_run_s > 0:
+            guard_at = now + self.policy.min_run_s
+            heapq.heappush(self.events, (guard_at, self.order, GUARD, index, run.start_id))
+            self.order += 1
+        if level != "node":
+            self.spread_running.add(index)
+        self.running_las[self.las[index]] += 1
+        if self.links is not None and crossed:
+            self.touched |= self.links.neighbours(crossed)
+            self.links.add(index, crossed, grad_bytes)
+        self.touched.add(index)
+
+    def stop(self, index: int, now: float) -> _Running:
+        """Take a job off its GPUs and links, its progress up to `now` counted."""
+        run = self.running.pop(index)
+        self.progress(index, run, now)
+        self.free.give_back(run.placement)
+        self.spread_running.discard(index)
+        self.running_las[self.las[index]] -= 1
+        if self.links is not None and run.links:
+            self.links.remove(index, run.links, run.grad_bytes)
+            self.touched |= self.links.neighbours(run.links)
+        self.work_left[index] = max(0.0, run.work_s)
+        return run
+
+    def finish(self, index: int, now: float) -> None:
+        run = self.stop(index, now)
+        job = self.jobs[index]
+        self.estimates.finished(job)
+        self.outcomes[index] = JobOutcome(job, self.first_start[index], now, self.loosest[index],
+                                          len(run.placement), self.preemptions[index], self.held[index],
+                                          self.restored[index])  # fmt: skip
+
+    def preempt(self, index: int, now: float) -> None:
+        """Stop a running job and queue it again; it pays the checkpoint cost when it restarts."""
+        self.stop(index, now)
+        self.preemptions[index] += 1
+        self.pending_restore[index] = self.policy.checkpoint_s
+        self.requeue.append(index)
+
+    def migrate(self, index: int, placement: dict[int, int], now: float) -> None:
+        """Restart a running job at once on `placement` (its own GPUs given back, the new ones taken)."""
+        self.stop(index, now)
+        self.free.take(placement)
+        self.preemptions[index] += 1
+        self.pending_restore[index] = self.policy.checkpoint_s
+        self.run_at(index, placement, now)
+
+    def progress(self, index: int, run: _Running, now: float) -> None:
+        elapsed = now - run.since
+        restoring = min(elapsed, run.restore_s)
+        run.restore_s -= restoring
+        run.work_s -= (elapsed - restoring) / run.slowdown
+        run.since = now
+        self.held[index] += elapsed
+        self.restored[index] += restoring
+        self.attained[index] += elapsed * self.gpus[index]
+
+    def retime(self, index: int, now: float) -> None:
+        """Set a running job's speed from its placement and the links it shares now; new events."""
+        run = self.running[index]
+        self.progress(index, run, now)
+        job = self.jobs[index]
+        if self.links is None:
+            slowdown = _slowdown_at(run.level, job.slowdown, self.uplink_factor)
+        else:
+            stretch = self.links.stretch(run.links, run.grad_bytes)
+            if run.level == "node":
+                stretch -= self.links.stretch(run.links, run.grad_bytes, alone=True)
+            slowdown = 1.0 + (job.slowdown - 1.0) * stretch
+        run.slowdown = slowdown
+        run.version = self.order
+        finish_at = now + run.restore_s + max(0.0, run.work_s) * slowdown
+        heapq.heappush(self.events, (finish_at, self.order, FINISH, index, run.version))
+        self.order += 1
+        if self.policy.name == "las" and self.las[index] < len(LAS_THRESHOLDS_GPU_S):
+            limit = LAS_THRESHOLDS_GPU_S[self.las[index]]
+            demote_at = now + max(0.0, limit - self.attained[index]) / job.gpus
+            if demote_at < finish_at:
+                heapq.heappush(self.events, (demote_at, self.order, DEMOTE, index, run.version))
+                self.order += 1
 
 
 def _allowed_level(timer_s: float, since_s: float, now_s: float) -> str:

@@ -1,8 +1,9 @@
 """The jobs a simulated cluster receives, and how much slower each runs when spread over machines.
 
 A trace is a CSV with columns job_id, num_gpu, submit_time (s) and either duration (s, run time when
-consolidated) or iterations with iteration_s; optional: model_name, network_slowdown. These are the
-Tiresias simulator's column names, so its traces load as they are.
+consolidated) or iterations with iteration_s; optional: model_name, network_slowdown, grad_bytes and
+estimate_s (the user's estimate of the duration, which the scheduler may use; the duration it may not).
+These are the Tiresias simulator's column names, so its traces load as they are; formats.py reads others.
 
 Network sensitivity is the slowdown of an iteration when the job's workers are spread over machines
 under one switch: (t1 + network stall) / t1, with t1 the iteration on one machine. It comes from, in order:
@@ -38,17 +39,7 @@ class Job:
     slowdown: float  # iteration time spread over machines (one switch) / consolidated
     slowdown_source: str  # "trace", "measured", or "blox default"
     grad_bytes: float | None = None  # gradient bytes per iteration (trace column grad_bytes), if given
-
-
-def load_trace(path: Path, db_path: Path | None = None) -> list[Job]:
-    """Jobs of a trace file, with their network sensitivity; UsageError naming the problem otherwise."""
-    try:
-        frame = pd.read_csv(path)
-    except OSError as exc:
-        raise UsageError(f"cannot read trace {path}: {exc.strerror or exc}") from None
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
-        raise UsageError(f"trace {path} is not a CSV file: {str(exc).splitlines()[0]}") from None
-    return jobs_from_frame(frame, db_path, str(path))
+    estimate_s: float | None = None  # the user's estimate of the duration (trace column estimate_s)
 
 
 def jobs_from_frame(frame: pd.DataFrame, db_path: Path | None = None, what: str = "trace") -> list[Job]:
@@ -77,7 +68,14 @@ def jobs_from_frame(frame: pd.DataFrame, db_path: Path | None = None, what: str 
             if _present(row.get("grad_bytes"))
             else None
         )
-        jobs.append(Job(job_id, int(gpus), submit_s, duration_s, model, slowdown, source, grad_bytes))
+        estimate_s = (
+            _positive(row["estimate_s"], f"{what}: job {job_id} estimate_s")
+            if _present(row.get("estimate_s"))
+            else None
+        )
+        jobs.append(
+            Job(job_id, int(gpus), submit_s, duration_s, model, slowdown, source, grad_bytes, estimate_s)
+        )
     return sorted(jobs, key=lambda job: (job.submit_s, job.job_id))
 
 
@@ -108,7 +106,7 @@ def _slowdown(row: dict, model: str | None, measured: dict[str, float], what: st
         value = _number(row["network_slowdown"], f"{what} network_slowdown")
         if value < 1:
             raise UsageError(f"{what} network_slowdown must be >= 1 (spread is never faster), got {value}")
-        return value, "trace"
+        return value, str(row["slowdown_source"]) if _present(row.get("slowdown_source")) else "trace"
     if model is not None and model in measured:
         return measured[model], "measured"
     speed = next((s for key, s in BLOX_SPEED.items() if model and model.lower().startswith(key)), None)

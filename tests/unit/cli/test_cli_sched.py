@@ -1,25 +1,32 @@
-"""`stash schedule`: every policy on a trace, tuned timers, per-job outcomes, clear refusals."""
+"""`stash schedule`: every policy on a trace, tuned timers, per-job outcomes, the result file and the
+database, clear refusals."""
 
 from __future__ import annotations
 
 import pandas as pd
 
 from stash_core.cli.main import main
+from stash_core.store import simulations_frame
 
 
 def test_a_synthetic_trace_compares_every_policy(tmp_path, capsys):
     jobs_csv = tmp_path / "jobs.csv"
     status = main(["schedule", "--synthetic-jobs", "60", "--cluster", "2x2x8", "--jobs-csv", str(jobs_csv),
-                   "--db", str(tmp_path / "r.duckdb")])  # fmt: skip
+                   "--db", str(tmp_path / "r.duckdb"), "--out", str(tmp_path / "res")])  # fmt: skip
     out = capsys.readouterr().out
     assert status == 0
-    for policy in ("consolidate", "spread", "delay ", "network-delay x"):
+    for policy in ("fifo", "sjf", "las", "consolidate", "spread", "delay ", "network-delay x",
+                   "network-preempt x"):  # fmt: skip
         assert policy in out
     assert "32 GPUs" in out and "a simulation, not a measurement" in out
+    assert "tuning: timers tuned on the first 18 jobs (30% by arrival" in out and "the other 42" in out
     outcomes = pd.read_csv(jobs_csv)
-    assert len(outcomes) == 4 * 60
+    assert len(outcomes) == 8 * 42
     assert set(outcomes.loc[outcomes["policy"] == "consolidate", "level"]) <= {"node", "any"}
-    assert not (tmp_path / "r.duckdb").exists()  # reading sensitivities never creates a database
+    stored = simulations_frame(tmp_path / "r.duckdb")
+    assert len(stored) == 8 and set(stored["jobs"]) == {42}
+    (result,) = (tmp_path / "res").glob("sim-*.json")
+    assert f"result: {result}" in out and stored["source_file"][0] == str(result.resolve())
 
 
 def test_given_timers_are_used_as_given(tmp_path, capsys):
@@ -28,9 +35,11 @@ def test_given_timers_are_used_as_given(tmp_path, capsys):
                           "duration": [100, 100, 100], "network_slowdown": [1.5, 1.5, 1.5]})  # fmt: skip
     frame.to_csv(trace, index=False)
     status = main(["schedule", "--trace", str(trace), "--cluster", "1x2x4", "--policies", "delay",
-                   "--delay-s", "30", "--db", str(tmp_path / "r.duckdb")])  # fmt: skip
+                   "--delay-s", "30", "--db", str(tmp_path / "r.duckdb"), "--no-store",
+                   "--out", str(tmp_path)])  # fmt: skip
     out = capsys.readouterr().out
-    assert status == 0 and "delay 30 s" in out
+    assert status == 0 and "delay 30 s" in out and "tuning: timers as given" in out
+    assert not (tmp_path / "r.duckdb").exists()  # --no-store: the file only
     assert "3 trace" in out  # every job's sensitivity came from the trace
 
 
@@ -43,15 +52,20 @@ def test_bad_arguments_exit_2_with_one_line(tmp_path, capsys):
             ["--synthetic-jobs", "5", "--cluster", "1x1x1", "--policies", "spread"],
             "more GPUs than the cluster",
         ),
+        (["--synthetic-jobs", "5", "--tuning", "online", "--delay-s", "5"], "--tuning given"),
+        (["--synthetic-jobs", "5", "--tune-fraction", "1"], "--tune-fraction"),
+        (["--synthetic-jobs", "1", "--policies", "delay"], "both parts need a job"),
+        (["--trace", str(tmp_path / "none.json"), "--trace-format", "philly"], "cannot read trace"),
+        (["--synthetic-jobs", "5", "--checkpoint-s", "-1"], "--checkpoint-s"),
     ]:
-        status = main(["schedule", *argv, "--db", str(tmp_path / "r.duckdb")])
+        status = main(["schedule", *argv, "--db", str(tmp_path / "r.duckdb"), "--out", str(tmp_path / "o")])
         err = capsys.readouterr().err
         assert status == 2, argv
         assert message in err and len(err.strip().splitlines()) == 1
 
 
 def test_congested_links_are_described_and_checked(tmp_path, capsys):
-    db = ["--db", str(tmp_path / "r.duckdb")]
+    db = ["--db", str(tmp_path / "r.duckdb"), "--no-store", "--out", str(tmp_path)]
     base = ["schedule", "--synthetic-jobs", "40", "--cluster", "2x2x8", "--policies", "spread,consolidate"]
     assert main([*base, "--node-gbps", "100", "--oversubscription", "4", *db]) == 0
     out = capsys.readouterr().out
@@ -60,3 +74,17 @@ def test_congested_links_are_described_and_checked(tmp_path, capsys):
     assert "switch uplinks 25 Gbit/s" in capsys.readouterr().out
     assert main([*base, "--uplink-gbps", "25", *db]) == 2
     assert "need --node-gbps" in capsys.readouterr().err
+
+
+def test_online_timers_and_a_philly_trace(tmp_path, capsys):
+    log = [{"jobid": f"app_{i}", "user": "u", "submitted_time": f"2017-10-03 10:{i:02d}:00",
+            "attempts": [{"start_time": f"2017-10-03 10:{i:02d}:30", "end_time": f"2017-10-03 11:{i:02d}:30",
+                          "detail": [{"ip": "m1", "gpus": ["g0", "g1"]}]}]} for i in range(12)]  # fmt: skip
+    path = tmp_path / "cluster_job_log"
+    path.write_text(__import__("json").dumps(log))
+    status = main(["schedule", "--trace", str(path), "--trace-format", "philly", "--cluster", "1x2x4",
+                   "--tuning", "online", "--policies", "delay,network-preempt,las", "--no-store",
+                   "--out", str(tmp_path)])  # fmt: skip
+    out = capsys.readouterr().out
+    assert status == 0 and "tuning: timers set online" in out and "delay online" in out
+    assert "12 drawn (blox)" in out

@@ -7,6 +7,7 @@ import heapq
 import math
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -33,7 +34,8 @@ def plain_simulate(jobs, cluster, policy, uplink_factor=2.0):
                 free.give_back(running.pop(index))
         for index in list(queue):
             job = jobs[index]
-            level = _allowed_level(policy.timer_s(job), since.get(index, now), now)
+            timer = policy.timer_s(job.slowdown, job.estimate_s, 0.0)
+            level = _allowed_level(timer, since.get(index, now), now)
             placement = free.place(job.gpus, level)
             if placement is None:
                 if index not in since and free.place(job.gpus, "any") is not None:
@@ -48,7 +50,7 @@ def plain_simulate(jobs, cluster, policy, uplink_factor=2.0):
             heapq.heappush(events, (now + run_s, order, "finish", index))
             order += 1
         for index in queue:
-            timer = policy.timer_s(jobs[index])
+            timer = policy.timer_s(jobs[index].slowdown, jobs[index].estimate_s, 0.0)
             if index in since and math.isfinite(timer):
                 for deadline in (since[index] + timer, since[index] + 2 * timer):
                     if deadline > now and (index, deadline) not in timers:
@@ -66,7 +68,7 @@ def plain_simulate(jobs, cluster, policy, uplink_factor=2.0):
 @pytest.mark.parametrize("seed", [1, 2])
 def test_the_indexed_simulator_schedules_as_the_plain_one(policy, seed):
     frame = synthetic_trace(300, seed, ["resnet50", "alexnet", "vgg16"], mean_gap_s=40.0)
-    jobs = jobs_from_frame(frame, None)
+    jobs = [replace(job, estimate_s=job.duration_s) for job in jobs_from_frame(frame, None)]
     cluster = Cluster(2, 2, 8)  # 32 GPUs: a 16-GPU job fills a switch, the queue grows
     fast = [(o.start_s, o.finish_s, o.level) for o in simulate(jobs, cluster, policy)]
     assert fast == plain_simulate(jobs, cluster, policy)
@@ -77,7 +79,7 @@ def test_the_indexed_simulator_schedules_as_the_plain_one(policy, seed):
 def test_jobs_bigger_than_a_switch_schedule_as_in_the_plain_simulator():
     frame = synthetic_trace(200, 5, ["resnet50"], mean_gap_s=60.0)
     frame.loc[::7, "num_gpu"] = 12  # bigger than one 8-GPU switch
-    jobs = jobs_from_frame(frame, None)
+    jobs = [replace(job, estimate_s=job.duration_s) for job in jobs_from_frame(frame, None)]
     policy = Policy("delay", delay_s=120.0)
     fast = [(o.start_s, o.finish_s, o.level) for o in simulate(jobs, Cluster(4, 2, 4), policy)]
     assert fast == plain_simulate(jobs, Cluster(4, 2, 4), policy)

@@ -17,8 +17,10 @@ from stash_core.decide.sched.fabric import Fabric
 from stash_core.errors import UsageError
 
 
-def job(job_id, gpus, submit_s, duration_s, slowdown=1.5):
-    return Job(job_id, gpus, submit_s, duration_s, None, slowdown, "trace")
+def job(job_id, gpus, submit_s, duration_s, slowdown=1.5, estimate_s=None):
+    """A job whose user estimate is its duration unless told otherwise."""
+    estimate_s = duration_s if estimate_s is None else estimate_s
+    return Job(job_id, gpus, submit_s, duration_s, None, slowdown, "trace", None, estimate_s)
 
 
 JOBS = [job("X", 3, 0.0, 100.0), job("Z", 3, 0.0, 100.0), job("Y", 2, 1.0, 100.0)]
@@ -36,6 +38,10 @@ def y_outcome(policy):
         (Policy("delay", delay_s=30.0), 31.0, 181.0, "switch"),
         (Policy("network-delay", scale=1.0), 51.0, 201.0, "switch"),
         (Policy("network-delay", scale=2.0), 100.0, 200.0, "node"),  # timer 100 s: a node frees first
+        (Policy("fifo"), 1.0, 151.0, "switch"),
+        (Policy("sjf"), 1.0, 151.0, "switch"),
+        (Policy("las"), 1.0, 151.0, "switch"),
+        (Policy("network-preempt", scale=1.0), 51.0, 201.0, "switch"),  # min_run_s 600: never moved
     ],
 )
 def test_policies_place_the_waiting_job_as_worked_out(policy, start_s, finish_s, level):
@@ -106,9 +112,9 @@ def test_p95_is_the_interpolated_95th_percentile_of_completion_times():
 
 def test_the_tuner_picks_the_timer_with_the_lowest_average_jct():
     # delay 0: Y spreads at 1, JCT 150; 60 s: one switch at 61, JCT 210; 300 s and more: a node at 100, 199
-    assert tune(JOBS, Cluster(1, 2, 4), "delay", 2.0) == Policy("delay", delay_s=0.0)
+    assert tune(JOBS, Cluster(1, 2, 4), Policy("delay")) == Policy("delay", delay_s=0.0)
     slow_y = [*JOBS[:2], job("Y", 2, 1.0, 100.0, slowdown=3.0)]  # spread: 300 s, JCT 300; 60 s: 360
-    assert tune(slow_y, Cluster(1, 2, 4), "delay", 2.0) == Policy("delay", delay_s=300.0)
+    assert tune(slow_y, Cluster(1, 2, 4), Policy("delay")) == Policy("delay", delay_s=300.0)
 
 
 def test_a_job_alone_across_switches_is_slowed_by_the_thinner_switch_uplink():

@@ -1,0 +1,98 @@
+"""The scheduling policies: in which order the queue is looked at, where a job may go, whom to preempt.
+
+  fifo             strict arrival order: a job that cannot start blocks every later one (head of line)
+  sjf              shortest ESTIMATED job first (the estimate the scheduler has at arrival, estimate.py),
+                   non-preemptive; a job that does not fit is passed by later, smaller ones
+  las              Tiresias-style discretised 2D least-attained-service: attained service = GPUs x seconds
+                   held; queue k holds the jobs whose service lies between LAS_THRESHOLDS_GPU_S[k-1] and
+                   [k]; lower queues first, arrival order within a queue; a waiting job preempts running
+                   jobs of higher queues (the latest of the highest queue first) when that frees enough GPUs
+  consolidate      arrival order, wait for the tightest placement
+  spread           arrival order, start anywhere as soon as enough GPUs are free
+  delay            delay scheduling: wait `delay_s` for the tightest placement, then as long again for the
+                   fewest switches, then anything; with `online`, the timer is the mean queueing delay
+                   observed so far (exponentially weighted), not a constant
+  network-delay    delay scheduling with each job's timer = scale x (slowdown - 1) x ESTIMATED duration:
+                   what spreading would cost it; insensitive jobs start at once
+  network-preempt  network-delay, plus network-sensitive preemption: when GPUs free up, running spread jobs
+                   are ranked by (slowdown now - 1) x estimated remaining work (the seconds consolidation
+                   would save them); one whose saving exceeds the checkpoint cost is stopped and restarted in
+                   its tightest placement, if one is free now
+Every preempted job pays `checkpoint_s` (save and restore) on restart, holding its GPUs. Against thrashing a
+job is preempted only after `min_run_s` of running since its last start, and at most `max_preemptions` times.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from stash_core.errors import UsageError
+
+POLICIES = ("fifo", "sjf", "las", "consolidate", "spread", "delay", "network-delay", "network-preempt")
+PREEMPTIVE = ("las", "network-preempt")
+TIMED = ("delay", "network-delay", "network-preempt")
+# Tiresias' discretised LAS queues: limits of attained service (GPU-seconds) between queues
+LAS_THRESHOLDS_GPU_S = (3600.0, 36000.0)
+WAIT_WEIGHT = 0.1  # online delay timer: weight of the latest observed queueing delay
+
+
+@dataclass(frozen=True)
+class Policy:
+    name: str
+    delay_s: float = 0.0  # delay: the timer (unless online)
+    scale: float = 1.0  # network-delay, network-preempt: timer = scale x (slowdown - 1) x estimate
+    online: bool = False  # delay: timer = observed mean queueing delay
+    checkpoint_s: float = 30.0  # preemption: save + restore, paid on restart
+    min_run_s: float = 600.0  # preemption guard: running time since the last start
+    max_preemptions: int = 3  # preemption guard: per job
+
+    def __post_init__(self) -> None:
+        if self.name not in POLICIES:
+            raise UsageError(f"unknown policy {self.name!r}: choose {', '.join(POLICIES)}")
+        for what, value in (("delay", self.delay_s), ("scale", self.scale),
+                            ("checkpoint", self.checkpoint_s), ("minimum run", self.min_run_s)):  # fmt: skip
+            if not (math.isfinite(value) and value >= 0):
+                raise UsageError(f"{what} must be a non-negative number, got {value}")
+        if self.max_preemptions < 0:
+            raise UsageError(f"maximum preemptions must be >= 0, got {self.max_preemptions}")
+
+    @property
+    def preemptive(self) -> bool:
+        return self.name in PREEMPTIVE
+
+    def timer_s(self, slowdown: float, estimate_s: float, observed_wait_s: float) -> float:
+        """How long a skipped job waits for its tightest placement before relaxing to its fewest switches."""
+        if self.name == "consolidate":
+            return math.inf
+        if self.name == "delay":
+            return observed_wait_s if self.online else self.delay_s
+        if self.name in ("network-delay", "network-preempt"):
+            return self.scale * (slowdown - 1.0) * estimate_s
+        return 0.0
+
+    def label(self) -> str:
+        if self.name == "delay":
+            return "delay online" if self.online else f"delay {self.delay_s:g} s"
+        if self.name in ("network-delay", "network-preempt"):
+            return f"{self.name} x{self.scale:g}"
+        return self.name
+
+    def settings(self) -> dict[str, object]:
+        """What a result file records of the policy."""
+        out: dict[str, object] = {"label": self.label()}
+        if self.name == "delay":
+            out.update(delay_s=None if self.online else self.delay_s, online=self.online)
+        if self.name in ("network-delay", "network-preempt"):
+            out["scale"] = self.scale
+        if self.name == "las":
+            out["las_thresholds_gpu_s"] = list(LAS_THRESHOLDS_GPU_S)
+        if self.preemptive:
+            out.update(checkpoint_s=self.checkpoint_s, min_run_s=self.min_run_s,
+                       max_preemptions=self.max_preemptions)  # fmt: skip
+        return out
+
+
+def las_queue(attained_gpu_s: float) -> int:
+    """The LAS queue of a job that has had this much service (0: the highest priority)."""
+    return sum(attained_gpu_s >= limit for limit in LAS_THRESHOLDS_GPU_S)

@@ -1,0 +1,65 @@
+"""The waiting jobs, in the policy's order, kept two ways so that a pass never costs the whole queue.
+
+- `in_order()`: every waiting job's key in order (a sorted list; started jobs leave stale entries that are
+  skipped and swept out once they are half of the list). Walked by the policies whose placement depends
+  on where the free GPUs are (consolidate, delay, network-*).
+- `best_head(fits)`: the first waiting job in order among the GPU counts `fits` accepts: one heap per GPU
+  count, so a pass of the policies that place anywhere (fifo, sjf, las, spread) costs the jobs it starts
+  times the distinct GPU counts. Starting, in order, every job that fits is the same as starting, again
+  and again, the first job that fits: free GPUs only shrink during a pass.
+"""
+
+from __future__ import annotations
+
+import bisect
+import heapq
+from collections import Counter
+from collections.abc import Callable, Iterator
+
+
+class Waiting:
+    def __init__(self, jobs: int) -> None:
+        self.key: list[tuple | None] = [None] * jobs  # the live key of each waiting job, else None
+        self.order: list[tuple] = []
+        self.by_need: dict[int, list[tuple]] = {}
+        self.demand: Counter[int] = Counter()  # GPUs asked -> waiting jobs asking it
+        self.stale = 0
+
+    def __len__(self) -> int:
+        return sum(self.demand.values())
+
+    def __contains__(self, index: int) -> bool:
+        return self.key[index] is not None
+
+    def add(self, index: int, key: tuple, need: int) -> None:
+        self.key[index] = key
+        bisect.insort(self.order, key)
+        heapq.heappush(self.by_need.setdefault(need, []), key)
+        self.demand[need] += 1
+
+    def remove(self, index: int, need: int) -> None:
+        self.key[index] = None
+        self.stale += 1
+        self.demand[need] -= 1
+        if not self.demand[need]:
+            del self.demand[need], self.by_need[need]
+
+    def in_order(self) -> Iterator[tuple]:
+        if self.stale > len(self.order) // 2:
+            self.order = [key for key in self.order if self.key[key[-1]] is key]
+            self.stale = 0
+        for key in self.order:
+            if self.key[key[-1]] is key:
+                yield key
+
+    def best_head(self, fits: Callable[[int], bool]) -> tuple[tuple, int] | None:
+        """(key, GPUs) of the first waiting job in order whose GPU count `fits`, or None."""
+        best = None
+        for need, heap in self.by_need.items():
+            if not fits(need):
+                continue
+            while self.key[heap[0][-1]] is not heap[0]:
+                heapq.heappop(heap)
+            if best is None or heap[0] < best[0]:
+                best = (heap[0], need)
+        return best

@@ -1,0 +1,91 @@
+"""Cluster-scheduling simulations in the store: one row per policy of a simulation (table `simulations`).
+
+The document is a plain dict (what `stash schedule` writes to results/sim-*.json): simulation_id,
+created_at, stash_version, trace, trace_format, jobs, cluster {switches, nodes_per_switch, gpus_per_node,
+gpus}, fabric, tuning and policies[] of {policy, settings, metrics {...}, jct_cdf, timeline}. Ingesting the
+same simulation again inserts nothing; one transaction per simulation.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from stash_core.errors import UsageError
+from stash_core.store.connection import connect
+
+SIMULATION_KIND = "stash-simulation"
+_METRICS = ("makespan_s", "avg_jct_s", "p95_jct_s", "avg_queue_s", "comm_overhead_s", "preemptions",
+            "spread_jobs", "gpu_busy_share")  # fmt: skip
+_COLUMNS = ("simulation_id", "policy", "created_at", "trace", "trace_format", "jobs", "switches",
+            "nodes_per_switch", "gpus_per_node", "cluster_gpus", "fabric", "settings", "tuning", *_METRICS,
+            "jct_cdf", "timeline", "stash_version", "source_file", "ingested_at")  # fmt: skip
+
+
+def simulation_rows(doc: dict[str, Any], source_file: str | None = None) -> list[tuple]:
+    """The rows of one simulation document; UsageError naming what is missing or wrong."""
+    if not isinstance(doc, dict) or doc.get("kind") != SIMULATION_KIND:
+        raise UsageError("not a simulation document (kind stash-simulation)")
+    try:
+        cluster, policies = doc["cluster"], doc["policies"]
+        created = datetime.fromisoformat(doc["created_at"])
+        base = (doc["simulation_id"], created, doc["trace"], doc["trace_format"], int(doc["jobs"]),
+                int(cluster["switches"]), int(cluster["nodes_per_switch"]), int(cluster["gpus_per_node"]),
+                int(cluster["gpus"]), json.dumps(doc.get("fabric")))  # fmt: skip
+        rows, now = [], datetime.now(UTC)
+        for entry in policies:
+            metrics = [_finite(entry["metrics"][name], name) for name in _METRICS]
+            series = (json.dumps(entry.get("jct_cdf")), json.dumps(entry.get("timeline")))
+            rows.append((*base[:1], entry["policy"], *base[1:], json.dumps(entry.get("settings")),
+                         doc.get("tuning"), *metrics, *series, doc.get("stash_version"), source_file,
+                         now))  # fmt: skip
+    except (KeyError, TypeError, ValueError) as exc:
+        raise UsageError(f"simulation document: missing or bad field {exc}") from None
+    if not rows:
+        raise UsageError("simulation document has no policies")
+    return rows
+
+
+def ingest_simulation(db_path: Path | str, doc: dict[str, Any], source_file: str | None = None) -> bool:
+    """Store a simulation; True when inserted, False when it was stored already."""
+    rows = simulation_rows(doc, source_file)
+    with connect(db_path) as con:
+        seen = con.execute(
+            "SELECT count(*) FROM simulations WHERE simulation_id = ?", [doc["simulation_id"]]
+        ).fetchall()[0][0]
+        if seen:
+            return False
+        marks = ", ".join("?" for _ in _COLUMNS)
+        con.execute("BEGIN TRANSACTION")
+        try:
+            con.executemany(f"INSERT INTO simulations ({', '.join(_COLUMNS)}) VALUES ({marks})", rows)
+            con.execute("COMMIT")
+        except Exception:
+            con.execute("ROLLBACK")
+            raise
+    return True
+
+
+def simulations_frame(db_path: Path | str, limit: int = 500) -> pd.DataFrame:
+    """Stored simulations, newest first, one row per policy (JSON columns as text)."""
+    with connect(db_path, read_only=True) as con:
+        picked = [f"CAST({c} AS VARCHAR) AS {c}" if c.endswith("_at") else c for c in _COLUMNS]
+        cursor = con.execute(
+            f"SELECT {', '.join(picked)} FROM simulations ORDER BY created_at DESC, simulation_id, policy "
+            "LIMIT ?",
+            [int(limit)],
+        )
+        names = [d[0] for d in cursor.description]
+        return pd.DataFrame(cursor.fetchall(), columns=names)
+
+
+def _finite(value: object, name: str) -> float:
+    number = float(value)  # type: ignore[arg-type]
+    if not math.isfinite(number):
+        raise ValueError(name)
+    return number

@@ -1,0 +1,46 @@
+"""Simulations in the store: one row per policy, idempotent, bad documents refused."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from stash_core.decide.sched import Cluster, Job, Policy
+from stash_core.decide.sched.report import run_simulation, write_simulation
+from stash_core.errors import UsageError
+from stash_core.store import ingest_simulation, simulations_frame
+
+
+def doc():
+    jobs = [Job("X", 3, 0.0, 100.0, None, 1.5, "trace"), Job("Y", 2, 1.0, 100.0, None, 1.5, "trace")]
+    document, _ = run_simulation(jobs, Cluster(1, 2, 4), [Policy("fifo"), Policy("las")], tuning="given",
+                                 trace="t.csv", trace_format="tiresias")  # fmt: skip
+    return document
+
+
+def test_a_simulation_is_stored_once_with_a_row_per_policy(tmp_path):
+    document = doc()
+    path = write_simulation(document, tmp_path / "results")
+    assert json.loads(path.read_text()) == document and not list((tmp_path / "results").glob(".sim-*"))
+    db = tmp_path / "r.duckdb"
+    assert ingest_simulation(db, document, str(path)) is True
+    assert ingest_simulation(db, document, str(path)) is False
+    frame = simulations_frame(db)
+    assert sorted(frame["policy"]) == ["fifo", "las"]
+    row = frame.set_index("policy").loc["fifo"]
+    assert (row["jobs"], row["cluster_gpus"], row["trace_format"]) == (2, 8, "tiresias")
+    assert row["avg_jct_s"] == pytest.approx(100.0)  # both start at once: 100 s each
+    assert json.loads(row["jct_cdf"])[-1] == [100.0, 1.0] and json.loads(row["settings"])["label"] == "fifo"
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [({"kind": "other"}, "not a simulation"), ({"cluster": {}}, "missing or bad field"),
+     ({"policies": []}, "no policies")],
+)  # fmt: skip
+def test_bad_documents_are_refused_and_store_nothing(tmp_path, change, message):
+    db = tmp_path / "r.duckdb"
+    with pytest.raises(UsageError, match=message):
+        ingest_simulation(db, {**doc(), **change})
+    assert simulations_frame(db).empty
