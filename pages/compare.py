@@ -1,6 +1,6 @@
 """Compare instances: one job (model, batch per worker, input shape, data, workers, machines, device) across
 instances - speed, cost, stalls; runs whose machine contradicts their instance label are marked, not
-priced."""
+priced; catalog instances not measured are shown predicted, marked apart from the measured ones."""
 
 import altair as alt
 import pandas as pd
@@ -23,6 +23,7 @@ NORMALISED = {
     "samples_per_s_per_gpu": ("Throughput per GPU", "samples/s per GPU", ",.1f"),
     "samples_per_usd": ("Samples per dollar", "samples per USD, on demand", ",.0f"),
 }
+SOURCE_COLOURS = alt.Scale(domain=["measured", "predicted"], range=["#4C78A8", "#F58518"])
 
 
 def verdict(frame: pd.DataFrame) -> None:
@@ -67,13 +68,17 @@ def bar(frame: pd.DataFrame, column: str, title: str, number_format: str, ascend
     order = list(data.sort_values(column, ascending=ascending)["configuration"])
     return (
         alt.Chart(data)
-        .mark_bar(color="#4C78A8")
+        .mark_bar()
         .encode(
             y=alt.Y("configuration:N", sort=order, title=None, axis=alt.Axis(labelLimit=320)),
             x=alt.X(f"{column}:Q", title=title, axis=alt.Axis(format=number_format)),
+            color=alt.Color("source:N", scale=SOURCE_COLOURS, title=None, legend=alt.Legend(orient="top")),
+            opacity=alt.condition(alt.datum.source == "predicted", alt.value(0.55), alt.value(1.0)),
             tooltip=[
                 alt.Tooltip("configuration:N"),
                 alt.Tooltip(f"{column}:Q", title=title, format=number_format),
+                alt.Tooltip("source:N"),
+                alt.Tooltip("expected_error:Q", title="expected error", format=".0%"),
                 alt.Tooltip("runs:Q"),
             ],
         )
@@ -110,18 +115,21 @@ def main() -> None:
     job = jobs[picked]
     model, batch_size = job["model"], int(job["batch_size"])
     same = {column: job[column] for column in views.compare.JOB_COLUMNS[2:]}
-    frame = load(views.compare.compare_configurations, model, batch_size, **same)
-    if frame.empty:
+    everything = load(views.compare.compare_with_predictions, model, batch_size, **same)
+    measured = everything[everything["source"] == "measured"]
+    if measured.empty:
         st.info("No completed run of this job.", icon=":material/info:")
         return
-    for warning in frame.attrs.get("label_warnings") or []:
+    for warning in everything.attrs.get("label_warnings") or []:
         st.warning(warning, icon=":material/report:")
-    verdict(frame)
+    verdict(measured)
+    frame = predictions(everything, measured)
 
     st.subheader("Side by side")
     table = pd.DataFrame(
         {
             "Configuration": frame["configuration"],
+            "Source": views.recommend.marked_source(frame),
             "Runs": frame["runs"],
             "Iteration": [
                 seconds_text(v, c)
@@ -194,7 +202,7 @@ def main() -> None:
         st.caption("Per-GPU figures need GPU runs or a GPU count in the instance catalog.")
 
     st.subheader("Where the time goes")
-    shares = views.compare.compare_stall_frame(frame)
+    shares = views.compare.compare_stall_frame(measured)
     if shares.empty:
         st.info("No stall shares for these runs.", icon=":material/info:")
     else:
@@ -213,6 +221,29 @@ def main() -> None:
             "Faded stalls were not resolved (their mean 95% interval is wider than their mean value)."
         )
         chart_with_download(chart, shares, "stall_shares", "cmp-shares")
+
+
+def predictions(everything: pd.DataFrame, measured: pd.DataFrame) -> pd.DataFrame:
+    """The toggle for predicted instances and what was predicted; the rows to show."""
+    predicted = everything[everything["source"] == "predicted"]
+    show = st.toggle(
+        "Also show catalog instances not measured (predicted)",
+        value=True,
+        key="cmp-predicted",
+        help="Predicted from the model's FLOPs and bytes and the instance's accelerator and links; "
+        "± the expected error of leave-one-GPU-out validation. A measurement always wins.",
+    )
+    note = everything.attrs.get("prediction_note")
+    if show and note:
+        st.caption(
+            f"● measured: profiled on that instance. ◇ predicted (orange, faded): {note}. "
+            f"{len(everything.attrs.get('not_predictable') or [])} instance(s) not predictable."
+        )
+        if len(predicted):
+            best = predicted.sort_values("samples_per_s", ascending=False).iloc[0]
+            speed = number_text(best["samples_per_s"])
+            st.caption(f"Fastest predicted: {best['configuration']} at {speed} samples/s.")
+    return everything if show else measured
 
 
 with page_guard():

@@ -178,6 +178,11 @@ def pareto_view(options: pd.DataFrame, budget_hours: float | None) -> None:
 
 def ranked_view(ranked: pd.DataFrame) -> None:
     st.subheader("Configurations that meet the constraints, cheapest first")
+    st.caption(
+        "● measured: profiled on that instance. ◇ predicted: from the model's FLOPs and bytes and the "
+        "instance's accelerator and links (or scaled from a profile on another GPU), ± its expected error."
+    )
+    ranked = ranked.assign(source=views.recommend.marked_source(ranked))
     table = ranked[
         [
             "rank",
@@ -235,10 +240,13 @@ def catalog_editor() -> None:
     with st.expander("Instance catalog: shapes and prices (editable)", icon=":material/sell:"):
         st.caption(
             "Prices in USD per hour. A price you change is dated today and marked as your edit unless you "
-            "set the date and source yourself. Add a row for an instance type that is missing."
+            "set the date and source yourself. Add a row for an instance type that is missing. A row you "
+            "edit or add is yours (origin user): `stash instances import` never overwrites it."
         )
         before = load(views.recommend.instance_catalog)
-        after = st.data_editor(before, num_rows="add", key="rec-catalog-editor", width="stretch")
+        after = st.data_editor(
+            before, num_rows="add", key="rec-catalog-editor", width="stretch", disabled=["origin"]
+        )
         if st.button("Save catalog changes", icon=":material/save:", key="rec-catalog-save"):
             try:
                 edited, added = views.recommend.save_catalog_edits(current_db(), before, after)

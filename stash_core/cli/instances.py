@@ -1,6 +1,6 @@
-"""`stash instances list|show|seed|add|set|confirm`: the instance catalog (shapes, prices with date and
-source) and the user's word that a run's instance label is right although its machine's fingerprint says
-otherwise."""
+"""`stash instances list|show|seed|add|set|import|confirm`: the instance catalog (shapes, prices with date and
+source; SkyPilot's price catalog imported) and the user's word that a run's instance label is right although
+its machine's fingerprint says otherwise."""
 
 from __future__ import annotations
 
@@ -37,6 +37,7 @@ INSTANCE_OPTIONS = {
     "spot_usd_per_h": (clearable(non_negative(1e6)), "spot price, USD per hour ('none' clears it)"),
     "price_date": (iso_date, "date of the prices, YYYY-MM-DD (default: today when a price changes)"),
     "source": (identifier, "where the prices come from (default: 'user edit')"),
+    "region": (identifier, "cloud region the prices are for"),
 }
 _LIST_COLUMNS = {
     "name": "name",
@@ -46,9 +47,11 @@ _LIST_COLUMNS = {
     "memory_gib": "mem_gib",
     "network_gbps": "network_gbps",
     "interconnect": "interconnect",
+    "region": "region",
     "on_demand_usd_per_h": "on_demand",
     "spot_usd_per_h": "spot",
     "price_date": "price_date",
+    "origin": "origin",
     "stored": "stored",
 }
 
@@ -67,6 +70,24 @@ def add_commands(subparsers: Any, parser_class: type[argparse.ArgumentParser] | 
     add_db_argument(show)
     seed = actions.add_parser("seed", help="store the built-in rows not stored yet (never overwrites)")
     add_db_argument(seed)
+    imported = actions.add_parser(
+        "import",
+        help="add or update instances from SkyPilot's price catalog (rows you added or edited are kept)",
+        description="Reads catalogs/v7/<cloud>/vms.csv (SkyPilot keeps them under ~/.sky/catalogs/). One row "
+        "per "
+        "instance type: the region given, or the one with the lowest on-demand price; the spot price is the "
+        "lowest of that region's zones. Network bandwidth and interconnect come from Stash's own table; the "
+        "output lists the imported instances that lack them.",
+    )
+    imported.add_argument(
+        "--skypilot", required=True, metavar="DIR|FILE", help="a vms.csv or a folder of them"
+    )
+    imported.add_argument("--region", type=identifier, help="take the prices of this region (e.g. us-east-1)")
+    imported.add_argument(
+        "--include-cpu", action="store_true", help="also instance types without accelerators"
+    )
+    imported.add_argument("--price-date", type=iso_date, help="date of the prices (default: the file's date)")
+    add_db_argument(imported)
     confirm = actions.add_parser(
         "confirm",
         help="use a run as a measurement of its instance although its machine does not fit the label",
@@ -102,6 +123,8 @@ def cmd_instances(args: argparse.Namespace) -> int:
         print(frame[list(_LIST_COLUMNS)].rename(columns=_LIST_COLUMNS).to_string(index=False, na_rep="-"))
         print("prices in USD per hour; `stash instances show NAME` gives the source of each price")
         return 0
+    if action == "import":
+        return _import(path, args)
     if action == "seed":
         print(f"stored {seed_catalog(path)} built-in instance(s) in {path}")
         return 0
@@ -129,6 +152,30 @@ def cmd_instances(args: argparse.Namespace) -> int:
     else:
         row = set_instance(path, args.name, **fields)
         print(f"updated {row['name']}: " + ", ".join(f"{key}={row[key]}" for key in fields))
+    return 0
+
+
+def _import(path: Any, args: argparse.Namespace) -> int:
+    from stash_core.decide.catalog.skypilot import import_skypilot
+
+    result = import_skypilot(path, args.skypilot, args.region, args.include_cpu, args.price_date)
+    outcome = result.outcome
+    print(
+        f"imported {len(result.rows)} instance type(s) from {len(result.files)} file(s) into {path}: "
+        f"{len(outcome.inserted)} new, {len(outcome.replaced)} updated, {len(outcome.kept_user)} kept as you "
+        "edited them"
+    )
+    if outcome.kept_user:
+        print(f"  kept (origin user): {', '.join(outcome.kept_user)}")
+    if result.lacking_network:
+        print(
+            f"  {len(result.lacking_network)} lack network bandwidth or interconnect (not in SkyPilot's "
+            "format; multi-instance and multi-GPU predictions need them: `stash instances set NAME "
+            "--network-gbps G --interconnect I`):"
+        )
+        print(f"  {', '.join(result.lacking_network)}")
+    for line in result.skipped:
+        print(f"  skipped {line}")
     return 0
 
 

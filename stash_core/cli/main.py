@@ -95,10 +95,11 @@ def command_groups() -> list:
     """Modules that add subcommands of their own (each has add_commands and COMMANDS)."""
     from stash_core.cli import decisions as cli_decisions
     from stash_core.cli import network as cli_network
+    from stash_core.cli import predict as cli_predict
     from stash_core.cli import sched as cli_sched
     from stash_core.cli import spot as cli_spot
 
-    return [cli_network, cli_decisions, cli_spot, cli_sched]
+    return [cli_network, cli_decisions, cli_predict, cli_spot, cli_sched]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -77,7 +77,7 @@ def format_recommendation(result: Recommendation, show_all: bool = False) -> str
     if len(options):
         lines.append("")
         lines.append(
-            f"  {'#':>2} {'configuration':<34}{'source':<11}{'hours':>8}{'USD':>11}{'USD/h':>8}"
+            f"  {'#':>2} {'configuration':<34}{'source':<11}{'epoch h':>8}{'hours':>8}{'USD':>11}{'USD/h':>8}"
             f"{'±err':>6}  stalls per iteration (compute/interconnect/network/cpu/disk, ms)"
         )
         lines += [_option_line(row) for row in options.to_dict(orient="records")]
@@ -117,7 +117,8 @@ def _option_line(row: dict[str, Any]) -> str:
     error = percent(row["expected_error"])
     return (
         f"  {'' if rank is None else str(int(rank)):>2} {row['config']:<34}{row['source']:<11}"
-        f"{row['training_h']:>8.1f}{usd:>11}{usd_per_h:>8}{error:>6}  {stalls}{pareto}"
+        f"{row['epoch_s'] / 3600:>8.2f}{row['training_h']:>8.1f}{usd:>11}{usd_per_h:>8}{error:>6}"
+        f"  {stalls}{pareto}"
     )
 
 

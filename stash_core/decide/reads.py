@@ -45,6 +45,13 @@ WHERE status = 'completed' AND model = ? AND batch_size = ? AND iteration_s IS N
 ORDER BY started_at DESC, run_id DESC
 """
 
+_GPU_COMPUTE_SQL = """
+SELECT run_id, model, batch_size, instance, workers_per_node, nodes, compute_s
+FROM stall_breakdown
+WHERE status = 'completed' AND compute_s > 0 AND device LIKE 'cuda%' AND instance IS NOT NULL
+ORDER BY started_at DESC, run_id DESC
+"""
+
 _MODEL_COUNTS_SQL = "SELECT grad_bytes, grad_tensor_count, layer_count FROM models WHERE name = ?"
 
 
@@ -81,6 +88,12 @@ def bandwidth_probes(db_path: Path | str) -> pd.DataFrame:
 def measured_profiles(db_path: Path | str, model: str, batch_size: int) -> pd.DataFrame:
     """Completed profiles of `model` at per-worker `batch_size` with their stall breakdown, newest first."""
     return query_readonly(db_path, _MEASURED_PROFILES_SQL, [model, batch_size])
+
+
+def gpu_compute_profiles(db_path: Path | str) -> pd.DataFrame:
+    """Completed GPU profiles with a compute time and an instance label, any model, newest first: the
+    measured steps that calibrate and anchor the predictions for instances never profiled."""
+    return query_readonly(db_path, _GPU_COMPUTE_SQL)
 
 
 def stored_model_counts(db_path: Path | str, model: str) -> dict[str, Any] | None:

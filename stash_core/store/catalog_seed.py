@@ -6,7 +6,9 @@ decide in the layers, so it reads the file by its path and never imports decide.
 seed_builtin_catalog, so a new database (and the empty stand-in that readers of a missing file get) holds the
 catalog from its first use: `SELECT * FROM instances` returns it and joins on `instances.name` find prices.
 
-Seeding inserts only names not stored yet (ON CONFLICT DO NOTHING): a row a user edited is never touched.
+Seeding inserts only names not stored yet (ON CONFLICT DO NOTHING): a row a user edited or imported is never
+touched. Every row says where it comes from (`origin`): 'builtin' (this file), 'import' (a price catalog, see
+store/catalog_import.py) or 'user' (added or edited by the user, never overwritten by an import).
 The file is read with the csv module (no pandas: every command opens the store, and `stash` starts fast).
 """
 
@@ -23,8 +25,9 @@ BUILTIN_CATALOG_CSV = Path(__file__).resolve().parent.parent / "decide" / "catal
 # The instances table's columns and how a CSV cell becomes a value of each (text when not named here).
 CATALOG_COLUMNS = (
     "name", "provider", "accelerator", "accelerator_count", "vcpus", "memory_gib", "network_gbps",
-    "interconnect", "on_demand_usd_per_h", "spot_usd_per_h", "price_date", "source",
+    "interconnect", "on_demand_usd_per_h", "spot_usd_per_h", "price_date", "source", "region", "origin",
 )  # fmt: skip
+ORIGINS = ("builtin", "import", "user")
 _WHOLE = ("accelerator_count", "vcpus")
 _NUMBER = ("memory_gib", "network_gbps", "on_demand_usd_per_h", "spot_usd_per_h")
 
@@ -63,6 +66,7 @@ def builtin_catalog_rows(csv_path: Path) -> list[tuple[Any, ...]]:
     for record in records:
         if not (record.get("name") or "").strip():
             continue
+        record = {**record, "origin": "builtin"}
         rows.append(tuple(_typed(column, record.get(column)) for column in CATALOG_COLUMNS))
     return rows
 

@@ -14,6 +14,7 @@ from collections.abc import Callable
 import duckdb
 
 from stash_core.errors import UsageError
+from stash_core.store.catalog_seed import BUILTIN_CATALOG_CSV, builtin_catalog_rows
 from stash_core.store.schema import DB_SCHEMA_VERSION, create_schema
 from stash_core.store.schema_docs import COMMENTS_DIGEST
 
@@ -101,10 +102,41 @@ def _v3_to_v4(con: duckdb.DuckDBPyConnection) -> None:
     """Nothing to change: version 4 only adds the simulations table, which create_schema makes."""
 
 
+# The instances columns of version 4, in table order: what a row of the shipped catalog is compared on.
+_V4_INSTANCE_COLUMNS = (
+    "name", "provider", "accelerator", "accelerator_count", "vcpus", "memory_gib", "network_gbps",
+    "interconnect", "on_demand_usd_per_h", "spot_usd_per_h", "price_date", "source",
+)  # fmt: skip
+
+
+def _v4_to_v5(con: duckdb.DuckDBPyConnection) -> None:
+    """Add instances.region (NULL: no row said its region before) and instances.origin: 'builtin' for a row
+    that is still exactly as the shipped catalog has it, 'user' for every other row (added with `stash
+    instances add`, or a shipped row the user edited), so that no later import overwrites a user's values."""
+    for column in ("region", "origin"):
+        con.execute(f"ALTER TABLE instances ADD COLUMN IF NOT EXISTS {column} VARCHAR")
+    shipped = {row[0]: tuple(row[: len(_V4_INSTANCE_COLUMNS)]) for row in _shipped_catalog_rows()}
+    stored = con.execute(f"SELECT {', '.join(_V4_INSTANCE_COLUMNS)} FROM instances").fetchall()
+    builtin = [row[0] for row in stored if shipped.get(row[0]) == tuple(row)]
+    con.execute("UPDATE instances SET origin = 'user'")
+    if builtin:
+        con.executemany(
+            "UPDATE instances SET origin = 'builtin' WHERE name = ?", [[name] for name in builtin]
+        )
+
+
+def _shipped_catalog_rows() -> list[tuple]:
+    try:
+        return builtin_catalog_rows(BUILTIN_CATALOG_CSV)
+    except (OSError, ValueError):
+        return []  # no shipped file to compare with: every stored row counts as the user's
+
+
 DB_MIGRATIONS: dict[int, Callable[[duckdb.DuckDBPyConnection], None]] = {
     1: _v1_to_v2,
     2: _v2_to_v3,
     3: _v3_to_v4,
+    4: _v4_to_v5,
 }
 
 VERSION_CHANGES = {
@@ -117,6 +149,9 @@ VERSION_CHANGES = {
     "before) and the `stall_breakdown` columns `unattributed_s`, `unattributed_ci95_s`, `unattributed_share` "
     "and `unattributed_epoch_s`, so that the five stalls and the remainder add up to `iteration_s`",
     4: "the `simulations` table (cluster-scheduling simulations, one row per policy)",
+    5: "the `instances` columns `region` and `origin` (`builtin`, `import` or `user`): the step marks a row "
+    "`builtin` when it is exactly as the shipped catalog has it and `user` otherwise, so that imports of a "
+    "price catalog (`stash instances import`) never overwrite a user's values",
 }
 
 

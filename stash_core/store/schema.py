@@ -13,7 +13,7 @@ from stash_core.results.file import STALL_NAMES
 from stash_core.store.catalog_seed import seed_builtin_catalog
 from stash_core.store.schema_docs import COMMENTS_DIGEST, comment_script
 
-DB_SCHEMA_VERSION = 4
+DB_SCHEMA_VERSION = 5
 
 TABLES = (
     "runs", "phases", "iterations", "telemetry", "stalls", "models", "instances", "probes", "simulations",
@@ -164,7 +164,9 @@ CREATE TABLE IF NOT EXISTS instances (
     on_demand_usd_per_h DOUBLE,
     spot_usd_per_h DOUBLE,
     price_date DATE,
-    source VARCHAR
+    source VARCHAR,
+    region VARCHAR,
+    origin VARCHAR
 );
 CREATE TABLE IF NOT EXISTS simulations (
     simulation_id VARCHAR,

@@ -249,7 +249,9 @@ MODELS = RelationDoc(
 INSTANCES = RelationDoc(
     "instances",
     "machine and cloud instance catalogue",
-    "Created empty by the store; filled from the price catalogue.",
+    "Every new database holds the catalogue shipped with Stash; `stash instances import --skypilot` adds or "
+    "updates rows from SkyPilot's price catalogue, and `stash instances add/set` (or the dashboard) rows of "
+    "the user, which no import overwrites.",
     _table(
         """
         name | | instance type (e.g. `p4d.24xlarge`) or machine label, as in `runs.instance`
@@ -264,6 +266,9 @@ INSTANCES = RelationDoc(
         spot_usd_per_h | USD/h | typical spot price
         price_date | | date the prices were taken
         source | | where the prices come from
+        region | | cloud region the prices are for; NULL when not known
+        origin | | where the row comes from: `builtin` (the catalogue shipped with Stash), `import` (a price
+            catalogue import) or `user` (added or edited by the user; imports leave it as it is)
         """
     ),
 )

@@ -9,6 +9,10 @@ different jobs are never averaged together or ranked against each other.
 An instance label that the run's machine contradicts (decide/catalog/labels.py) keeps its run out of that
 instance's row: such runs form a row of their own, marked, without the instance's price, until the label is
 confirmed.
+
+compare_with_predictions adds, beside the measured rows, a predicted row for every catalog instance not
+measured for the job (decide/predict: compute from the model's FLOPs and bytes, interconnect and network from
+the alpha-beta model), marked `source` = 'predicted' with its expected error; a measurement always wins.
 """
 
 from __future__ import annotations
@@ -22,6 +26,8 @@ import pandas as pd
 from stash_core import store
 from stash_core.decide.catalog import check_runs, list_instances
 from stash_core.decide.cells import plain, plain_row
+from stash_core.decide.predict import predict_instances
+from stash_core.errors import UsageError
 from stash_core.results.file import STALL_NAMES
 from stash_core.views.common import NO_INSTANCE
 from stash_core.views.stall_frames import stall_long_frame
@@ -120,6 +126,72 @@ def compare_configurations(db_path: Path | str, model: str, batch_size: int, **j
     frame.attrs["job"] = chosen
     frame.attrs["label_warnings"] = [check.warning for check in checks.values() if check.warning]
     return add_costs(frame, int(batch_size))
+
+
+def compare_with_predictions(db_path: Path | str, model: str, batch_size: int, **job: Any) -> pd.DataFrame:
+    """compare_configurations (`source` 'measured') and, after it, one predicted row per catalog instance that
+    has the job's GPUs per machine and was not measured (`source` 'predicted', `expected_error`, `runs` 0,
+    cost columns from the catalog). The same workers and machines as the job, on GPUs; compute, interconnect
+    and network only (no CPU or disk stalls). frame.attrs["prediction_note"] says what was predicted or why
+    nothing was, frame.attrs["not_predictable"] the instances that could not be."""
+    measured = compare_configurations(db_path, model, batch_size, **job)
+    measured["source"], measured["expected_error"] = "measured", np.nan
+    chosen = measured.attrs.get("job")
+    if not chosen:
+        return measured
+    attrs = dict(measured.attrs)
+    workers, nodes = int(chosen["workers_per_node"] or 1), int(chosen["nodes"] or 1)
+    try:
+        predicted = predict_instances(
+            db_path, model, int(batch_size), workers_per_instance=workers, max_instances=nodes
+        )
+    except UsageError as exc:
+        attrs.update(prediction_note=f"no predictions: {exc}", not_predictable=[])
+        measured.attrs.update(attrs)
+        return measured
+    default_shape = predicted.request.get("input_shape")
+    if chosen["input_shape"] not in ("model default", default_shape):
+        note = f"no predictions: they take the model's default input {default_shape}"
+        attrs.update(prediction_note=note, not_predictable=[])
+        measured.attrs.update(attrs)
+        return measured
+    frame = predicted.frame
+    have = set(measured.loc[measured["label_ok"].astype(bool), "instance"])
+    frame = frame[(frame["instance_count"] == nodes) & (frame["workers_per_instance"] == workers)]
+    frame = frame[~frame["instance"].isin(have)]
+    rows = _predicted_rows(frame, measured, db_path)
+    combined = pd.concat([measured, rows], ignore_index=True) if len(rows) else measured
+    note = (
+        f"{len(rows)} instance(s) predicted for {workers} GPU(s) x {nodes} machine(s): compute, interconnect "
+        "and network only"
+        + ("" if str(chosen.get("data", "")).startswith("synthetic") else " (data loading is not predicted)")
+    )
+    attrs.update(prediction_note=note, not_predictable=list(predicted.not_predictable))
+    combined.attrs.update(attrs)
+    return combined
+
+
+def _predicted_rows(predicted: pd.DataFrame, measured: pd.DataFrame, db_path: Path | str) -> pd.DataFrame:
+    """Predicted configurations in compare_configurations' columns (epochs as long as the measured job's)."""
+    if predicted.empty:
+        return pd.DataFrame(columns=measured.columns)
+    catalog = {row["name"]: plain_row(row) for row in list_instances(db_path).to_dict(orient="records")}
+    per_epoch = pd.to_numeric(measured.get("iterations_per_epoch"), errors="coerce").mean()
+    rows = []
+    for row in predicted.to_dict(orient="records"):
+        record = {
+            "instance": row["instance"], "label_ok": True, "workers_per_node": row["workers_per_instance"],
+            "nodes": row["instance_count"], "device": "cuda", "runs": 0, "latest_run_id": None,
+            "iteration_s": row["iteration_s"], "iteration_ci95_s": np.nan,
+            "iterations_per_epoch": per_epoch, "epoch_s": row["iteration_s"] * per_epoch,
+            "compute_s": row["compute_s"], "interconnect_s": row["interconnect_s"],
+            "network_s": row["network_s"], "source": "predicted", "expected_error": row["expected_error"],
+        }  # fmt: skip
+        record.update({column: catalog.get(row["instance"], {}).get(column) for column in _PRICE_COLUMNS})
+        rows.append(record)
+    frame = add_costs(pd.DataFrame(rows), int(measured.attrs["job"]["batch_size"]))
+    frame["configuration"] = [f"{name} · predicted" for name in frame["configuration"]]
+    return frame.reindex(columns=list(dict.fromkeys([*measured.columns, *frame.columns])))
 
 
 def _chosen_job(db_path: Path | str, given: dict[str, Any]) -> dict[str, Any] | None:

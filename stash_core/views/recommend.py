@@ -91,3 +91,16 @@ def stall_seconds_long(ranked: pd.DataFrame) -> pd.DataFrame:
     long["stall_label"] = stall.map(STALL_LABELS)
     long["order"] = stall.map({name: index for index, name in enumerate(STALL_NAMES)})
     return long
+
+
+def marked_source(frame: pd.DataFrame) -> pd.Series:
+    """'measured' or 'predicted ±E%' per option, with a mark that tells them apart at a glance."""
+
+    def mark(row: dict) -> str:
+        error = row.get("expected_error")
+        if row.get("source") == "measured":
+            return "● measured"
+        spread = "" if error is None or pd.isna(error) else f" ±{float(error):.0%}"
+        return f"◇ predicted{spread}"
+
+    return pd.Series([mark(row) for row in frame.to_dict(orient="records")], index=frame.index, dtype=object)

@@ -78,7 +78,11 @@ def test_empty_database_shows_the_form(tmp_path, monkeypatch):
     assert any("press Recommend" in info.value for info in app.info)
     app = _submit(app, 24.0)
     assert not app.exception
-    assert any("No recommendation" in error.value for error in app.error)
+    # No profile at all: every GPU instance is predicted from its specs, and the page says so.
+    assert not any("No recommendation" in error.value for error in app.error)
+    assert any("predicted" in str(metric.value) for metric in app.metric)
+    table = app.dataframe[-1].value
+    assert table["source"].str.startswith("◇ predicted ±").all()
 
 
 def test_recommendation_with_pareto_chart_and_explanation(populated, monkeypatch):

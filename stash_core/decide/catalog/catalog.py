@@ -45,7 +45,9 @@ def builtin_instances() -> pd.DataFrame:
         frame = pd.read_csv(CATALOG_CSV, dtype=str, keep_default_na=False, na_values=[""])
     except OSError as exc:
         raise UsageError(f"cannot read the built-in catalog {CATALOG_CSV}: {exc.strerror or exc}") from None
-    rows = [clean(record, partial=False) for record in frame.to_dict(orient="records")]
+    rows = [
+        {**clean(record, partial=False), "origin": "builtin"} for record in frame.to_dict(orient="records")
+    ]
     return _frame(rows)
 
 
@@ -86,11 +88,13 @@ def get_instance(db_path: Path | str, name: str) -> dict[str, Any] | None:
 
 
 def add_instance(db_path: Path | str, **fields: Any) -> dict[str, Any]:
-    """Add a new instance (name required); UsageError when the name exists or a value is invalid.
+    """Add a new instance (name required, origin 'user'); UsageError when the name exists or a value is
+    invalid.
 
     Without price_date the row is dated today; without source it says "user entry".
     """
     row = clean({column: fields.get(column) for column in COLUMNS} | _unknown(fields), partial=False)
+    row["origin"] = "user"
     if not row["name"]:
         raise UsageError("an instance needs a name")
     if row["price_date"] is None and (
@@ -114,7 +118,8 @@ def add_instance(db_path: Path | str, **fields: Any) -> dict[str, Any]:
 
 
 def set_instance(db_path: Path | str, name: str, **fields: Any) -> dict[str, Any]:
-    """Change fields of a catalog instance; returns the updated row.
+    """Change fields of a catalog instance; returns the updated row, now of origin 'user' (no later import
+    overwrites it).
 
     UsageError for an unknown instance, an unknown field or an invalid value (negative price, zero vCPUs...).
     A price change without price_date/source stamps today's date and "user edit".
@@ -136,6 +141,7 @@ def set_instance(db_path: Path | str, name: str, **fields: Any) -> dict[str, Any
             row["price_date"] = today()
         if price_changed and "source" not in changes:
             row["source"] = "user edit"
+        row["origin"] = "user"
         update_row(con, name, [row[column] for column in EDITABLE])
     return row
 

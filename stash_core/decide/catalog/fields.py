@@ -17,7 +17,8 @@ from stash_core.errors import UsageError
 from stash_core.spec import unsafe_character
 from stash_core.units import finite_float
 
-TEXT = ("name", "provider", "accelerator", "interconnect", "source")
+TEXT = ("name", "provider", "accelerator", "interconnect", "source", "region", "origin")
+ORIGINS = ("builtin", "import", "user")
 INT_MIN = {"accelerator_count": 0, "vcpus": 1}
 INT_MAX = 2**31 - 1  # the INTEGER columns
 FLOAT_MAX = 1e12  # beyond any machine or price: a typo, not a value
@@ -41,6 +42,8 @@ def clean(fields: dict[str, Any], partial: bool) -> dict[str, Any]:
             character = unsafe_character(cleaned[key] or "")
             if character:
                 raise UsageError(f"{key} holds the control character {character}")
+            if key == "origin" and cleaned[key] not in (None, *ORIGINS):
+                raise UsageError(f"origin must be one of {', '.join(ORIGINS)}, got {value!r}")
             continue
         value = None if _blank(value) else value
         if key in INT_MIN:

@@ -16,6 +16,8 @@ COLUMNS = CATALOG_COLUMNS  # the columns of the instances table, in table order
 EDITABLE = COLUMNS[1:]
 
 _SELECT = f"SELECT {', '.join(COLUMNS)} FROM instances"
+# Columns later schema versions added: a database of an older version, read without migrating, lacks them.
+_LATER = ("region", "origin")
 _INSERT = f"INSERT INTO instances ({', '.join(COLUMNS)}) VALUES ({', '.join('?' for _ in COLUMNS)})"
 _UPDATE = f"UPDATE instances SET {', '.join(f'{column} = ?' for column in EDITABLE)} WHERE name = ?"
 
@@ -32,10 +34,16 @@ def read_rows(db_path: Path | str, name: str | None = None) -> list[tuple[Any, .
 
 
 def select_rows(con: Any, name: str | None = None) -> list[tuple[Any, ...]]:
-    """Stored rows (values in COLUMNS order): all of them, or the one named."""
+    """Stored rows (values in COLUMNS order): all of them, or the one named; NULL for a later column the
+    database does not have yet."""
+    present = {column[0] for column in con.execute("SELECT * FROM instances LIMIT 0").description}
+    select = _SELECT
+    if not present.issuperset(_LATER):
+        parts = [column if column in present else f"NULL AS {column}" for column in COLUMNS]
+        select = f"SELECT {', '.join(parts)} FROM instances"
     if name is None:
-        return con.execute(_SELECT).fetchall()
-    return con.execute(f"{_SELECT} WHERE name = ?", [name]).fetchall()
+        return con.execute(select).fetchall()
+    return con.execute(f"{select} WHERE name = ?", [name]).fetchall()
 
 
 def count_rows(con: Any, name: str | None = None) -> int:

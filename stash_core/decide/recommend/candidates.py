@@ -4,7 +4,9 @@ Per catalog instance: every stored profile of the model at the batch size on it 
 is a measured option; every other count of 1..max_instances of it (all its accelerators as workers; on a CPU
 machine the worker counts that were profiled) is a predicted option. A prediction takes compute, CPU and disk
 stall from a profile of the model on the same instance (or another one with the same accelerator) and
-interconnect and network stall from the validated stall models of stash_core.decide.fit.
+interconnect and network stall from the validated stall models of stash_core.decide.fit. Without such a
+profile, stash_core.decide.predict predicts the whole step from the model's FLOPs and bytes and the
+instance's accelerator and links (scaled from a profile on another GPU where there is one).
 """
 
 from __future__ import annotations
@@ -16,8 +18,11 @@ import pandas as pd
 
 from stash_core.decide.cost import hourly_price
 from stash_core.decide.fit import FitReport, fit_stall_models, model_counts, predict_stall
+from stash_core.decide.predict.configuration import Predictor
+from stash_core.decide.predict.instances import predictor_for
 from stash_core.decide.reads import stored_model_counts
 from stash_core.decide.recommend.costs import STALL_NAMES, Estimate, Job, option_row
+from stash_core.errors import UsageError
 from stash_core.units import finite_float
 
 
@@ -35,6 +40,7 @@ class OptionPlanner:
         self.excluded: list[str] = []
         self._report: FitReport | None = None
         self._counts: dict[str, Any] | None = None
+        self._predictor: Predictor | str | None = None
 
     def add_instance_options(self, name: str, instance: dict[str, Any], max_instances: int) -> None:
         price, price_status = hourly_price(instance, name, self.job.pricing)
@@ -73,13 +79,7 @@ class OptionPlanner:
         reason in `excluded`) when either is missing."""
         base = self._base_run(name, instance, workers)
         if base is None:
-            model, batch = self.job.model, self.job.batch_size
-            self._exclude(
-                f"{name}: no profile of {model} at batch {batch} on it or another "
-                f"{instance.get('accelerator') or 'same'} instance (run `stash profile --model {model} "
-                f"--batch-size {batch} --instance {name}` there)"
-            )
-            return None
+            return self._spec_estimate(name, workers, count)
         stalls = {"compute": finite_float(base.get("compute_s"))}
         if stalls["compute"] is None:
             self._exclude(f"{name}: profile {base['run_id']} has no compute time")
@@ -115,6 +115,43 @@ class OptionPlanner:
         # The expected error covers the modelled stalls; compute/CPU/disk come from a measured profile.
         expected = weighted_error / iteration_s if modelled and error_known and iteration_s > 0 else None
         return Estimate("predicted", None, "; ".join(basis), iteration_s, stalls, expected, notes)
+
+    def _spec_estimate(self, name: str, workers: int, count: int) -> Estimate | None:
+        """No profile on this accelerator: the prediction from the model's counts and the instance's specs
+        (stash_core.decide.predict), scaled from a profile on another GPU where there is one."""
+        predictor = self._spec_predictor()
+        if isinstance(predictor, str):
+            self._exclude(f"{name}: {predictor}")
+            return None
+        result = predictor.predict(name, workers, count)
+        if isinstance(result, str):
+            model, batch = self.job.model, self.job.batch_size
+            self._exclude(
+                f"{result} (a profile there makes it measured: `stash profile --model {model} "
+                f"--batch-size {batch} --instance {name}`)"
+            )
+            return None
+        stalls = {
+            "compute": result.compute_s,
+            "interconnect": result.interconnect_s,
+            "network": result.network_s,
+            "cpu": 0.0,
+            "disk": 0.0,
+        }
+        notes = ["data stalls not predicted (assumed 0)", *result.notes]
+        source = "measured" if result.path == "measured" else "predicted"
+        basis = f"{result.path}: {result.basis}"
+        return Estimate(source, None, basis, result.iteration_s, stalls, result.expected_error, notes)
+
+    def _spec_predictor(self) -> Predictor | str:
+        if self._predictor is None:
+            try:
+                self._predictor = predictor_for(
+                    self.db_path, self.job.model, self.job.batch_size, self.catalog
+                )
+            except UsageError as exc:
+                self._predictor = f"no profile and no prediction from specs ({exc})"
+        return self._predictor
 
     def _predict(
         self, stall: str, name: str, instance: dict[str, Any], workers: int, count: int, device: Any

@@ -255,3 +255,22 @@ def test_slowdown_cause_names_the_growing_stall():
     }
     slow = {**fast, "instance": "b", "instance_count": 2, "epoch_s": 150.0, "network_s": 0.5}
     assert slowdown_cause(slow, fast) == "network stall makes 2 x b 50% slower than 1 x a"
+
+
+def test_recommend_on_a_fresh_database_ranks_predicted_options_for_every_gpu_instance(tmp_path):
+    from stash_core.decide.recommend import recommend as recommend_fn
+
+    result = recommend_fn(tmp_path / "fresh.duckdb", "resnet50", 64, 90, 1_281_167, budget_hours=24)
+    ranked = result.ranked
+    assert result.best is not None and len(ranked) >= 3
+    assert (ranked["source"] == "predicted").all()
+    assert ranked["expected_error"].notna().all()
+    assert list(ranked["rank"]) == list(range(1, len(ranked) + 1))
+    assert ranked["training_usd"].is_monotonic_increasing
+    assert result.pareto["pareto"].all() and len(result.pareto) >= 1
+    assert ranked["basis"].str.startswith("roofline").all()
+    assert {"p3.2xlarge", "g4dn.xlarge", "p4d.24xlarge"} <= set(result.options["instance"])
+    # M60s (8 GB) cannot hold ResNet-50 at batch 128: said per instance, not silently dropped.
+    larger = recommend_fn(tmp_path / "fresh.duckdb", "resnet50", 128, 90, 1_281_167, budget_hours=24)
+    assert any(line.startswith("g3.4xlarge: does not fit") for line in larger.excluded)
+    assert "g3.4xlarge" not in set(larger.options["instance"])

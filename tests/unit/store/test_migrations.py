@@ -362,3 +362,26 @@ def test_version_4_adds_an_empty_simulations_table(v2_path) -> None:
             "WHERE table_name = 'simulations' AND column_name = 'p95_jct_s'"
         ).fetchall()[0][0]
     assert comment == documented_meaning("simulations", "p95_jct_s") and comment
+
+
+def test_version_5_marks_where_each_catalog_row_comes_from(v2_path) -> None:
+    from stash_core.decide.catalog import get_instance, list_instances
+    from stash_core.store.catalog_seed import BUILTIN_CATALOG_CSV, builtin_catalog_rows
+
+    shipped = [row[:12] for row in builtin_catalog_rows(BUILTIN_CATALOG_CSV)]
+    edited = (shipped[1][0], *shipped[1][1:8], 0.01, *shipped[1][9:])  # a shipped row with the user's price
+    mine = ("my-box", "local", None, 0, 8, 32.0, None, None, None, None, None, "user entry")
+    with duckdb.connect(str(v2_path)) as con:
+        con.executemany("INSERT INTO instances VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                        [shipped[0], edited, mine])  # fmt: skip
+    before = list_instances(v2_path)  # a reader takes the old file as it is, without the new columns
+    assert before.loc[before["name"] == "my-box", "origin"].isna().all()
+    with store.connect(v2_path):
+        pass
+    with duckdb.connect(str(v2_path), read_only=True) as con:
+        origins = dict(con.execute("SELECT name, origin FROM instances").fetchall())
+        assert con.execute("SELECT count(*) FROM instances WHERE region IS NOT NULL").fetchall() == [(0,)]
+    assert origins[shipped[0][0]] == "builtin"
+    assert origins[edited[0]] == "user" and origins["my-box"] == "user"
+    assert {origins[row[0]] for row in shipped[2:]} == {"builtin"}  # seeded after the step
+    assert get_instance(v2_path, edited[0])["on_demand_usd_per_h"] == 0.01

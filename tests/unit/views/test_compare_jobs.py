@@ -101,3 +101,24 @@ def test_a_contradicted_label_gets_its_own_row_without_a_price_until_confirmed(t
     confirm_label(db, laptop["run_id"])
     confirmed = views.compare.compare_configurations(db, "resnet18", 32).iloc[0]
     assert confirmed["label_ok"] and confirmed["usd_per_h"] == pytest.approx(0.526)
+
+
+def test_instances_not_measured_are_predicted_and_a_measurement_wins(tmp_path: Path) -> None:
+    db = tmp_path / "fresh.duckdb"
+    doc = run("p3.2xlarge", {"synthetic_images": None, "dataset_images": None}, ON_DEVICE, workers=1,
+              device="cuda")  # fmt: skip
+    doc["fingerprint"].update(
+        gpu_count=1, gpus=[{"index": 0, "name": "Tesla V100-SXM2-16GB"}], gpu_status="1"
+    )
+    store.ingest_result(db, doc)
+    frame = views.compare.compare_with_predictions(db, "resnet18", 32)
+    measured = frame[frame["source"] == "measured"]
+    predicted = frame[frame["source"] == "predicted"].set_index("instance")
+    assert measured["instance"].tolist() == ["p3.2xlarge"] and measured["expected_error"].isna().all()
+    assert "p3.2xlarge" not in predicted.index and {"p4d.24xlarge", "g4dn.xlarge"} <= set(predicted.index)
+    assert (predicted["runs"] == 0).all() and (predicted["expected_error"] > 0).all()
+    assert predicted.loc["g4dn.xlarge", "usd_per_h"] == pytest.approx(0.526)
+    assert predicted.loc["p4d.24xlarge", "iteration_s"] < measured["iteration_s"].iloc[0]
+    assert frame.attrs["prediction_note"].startswith(
+        f"{len(predicted)} instance(s) predicted for 1 GPU(s) x 1"
+    )
