@@ -6,12 +6,12 @@ so reloading the page, or opening it in another tab, finds it again (the job id 
 profile runs on this machine (registered or not), the form says so before starting a second one.
 """
 
-import threading
 from pathlib import Path
 
 import pandas as pd
 import streamlit as st
 
+from pages._run_model import model_field
 from pages._shared import (
     STATUS_ICONS,
     chart_with_download,
@@ -37,66 +37,6 @@ DATA_SOURCES = {
     "none": "None (batches made on the device: compute and interconnect only)",
 }
 PLACES = {"local": "This machine", "hosts": "Remote hosts (SSH)", "cluster": "Emulated cluster"}
-MODEL_SOURCES = {"zoo": "Model zoo", "file": "Python file on this machine", "upload": "Upload a Python file"}
-
-
-@st.cache_resource(show_spinner=False)
-def _zoo_loader() -> dict:
-    """Load the zoo's names in the background: listing them imports torch, which takes seconds."""
-    box: dict = {}
-
-    def load() -> None:
-        try:
-            box["names"] = views.run_form.zoo_models()
-        except Exception as exc:  # shown as a caption; a model name can still be typed
-            box["error"] = f"{type(exc).__name__}: {exc}"
-
-    threading.Thread(target=load, name="stash-zoo-names", daemon=True).start()
-    return box
-
-
-def zoo_models() -> tuple[list[str], bool]:
-    """(names to offer, complete?): the zoo once loaded, else the models the database knows."""
-    box = _zoo_loader()
-    if "names" in box:
-        return box["names"], True
-    known = list(load(views.breakdown.model_names))
-    return [name for name in known if "/" not in name] or ["resnet18"], False
-
-
-def model_field() -> str:
-    source = st.radio(
-        "Model", list(MODEL_SOURCES), format_func=MODEL_SOURCES.get, horizontal=True, key="run-model-src"
-    )
-    if source == "zoo":
-        names, complete = zoo_models()
-        default = names.index("resnet18") if "resnet18" in names else 0
-        choice = st.selectbox(
-            "Zoo model",
-            names,
-            index=default,
-            key="run-zoo-model",
-            accept_new_options=True,
-            help="Pick one or type a zoo name (e.g. resnet50, vgg16, bert_base).",
-        )
-        if not complete:
-            st.caption("Loading the full list of zoo models… (type a name meanwhile)")
-        return choice or ""
-    if source == "file":
-        return st.text_input(
-            "Model file and factory",
-            placeholder="examples/models/tiny_cnn.py:make",
-            key="run-model-file",
-            help="FILE.py:FACTORY - a function returning a torch.nn.Module; "
-            "relative paths are relative to the folder the dashboard runs in.",
-        )
-    left, right = st.columns([3, 1])
-    uploaded = left.file_uploader("Model file (.py)", type=["py"], key="run-model-upload")
-    factory = right.text_input("Factory function", value="make", key="run-model-factory")
-    if uploaded is None:
-        return ""
-    path = jobs.save_model_file(current_db(), uploaded.name, uploaded.getvalue())
-    return f"{path}:{factory.strip()}"
 
 
 def busy_notice(running: list[JobState]) -> bool:
@@ -127,7 +67,7 @@ def busy_notice(running: list[JobState]) -> bool:
 def profile_form(running: list[JobState]) -> None:
     with st.container(border=True):
         st.markdown("##### :material/tune: New profile")
-        model = model_field()
+        model, script = model_field()
         cols = st.columns(3)
         batch_size = cols[0].number_input(
             "Batch size (per worker)", min_value=1, max_value=65536, value=32, key="run-batch"
@@ -218,13 +158,16 @@ def profile_form(running: list[JobState]) -> None:
         ssh_user=ssh_user,
         ssh_key=ssh_key,
         device=device,
+        **script,
     )
     try:
         args = views.run_form.profile_args(form, base_dir=Path.cwd())
     except UsageError as exc:
         st.error(str(exc), icon=":material/error:")
         return
-    label = f"{views.breakdown.short_model(form.model)} · batch {form.batch_size} · {form.workers} worker(s)"
+    what = f"script {Path(form.script).name}" if form.use_script else views.breakdown.short_model(form.model)
+    batch = "" if form.use_script else f" · batch {form.batch_size}"
+    label = f"{what}{batch} · {form.workers} worker(s)"
     job_id = jobs.start_profile_job(current_db(), args, label=label)
     st.query_params["job"] = job_id
     st.rerun()

@@ -38,7 +38,7 @@ class FieldError(UsageError):
 @dataclass
 class ProfileSpec:
     model: str
-    batch_size: int
+    batch_size: int | None  # None only for a script (measured from its first batch)
     workers_per_node: int = 1
     nodes: int = 1
     stalls: list[str] = field(default_factory=lambda: list(STALLS))
@@ -58,6 +58,8 @@ class ProfileSpec:
     target_relative_ci: float = 0.02
     max_iterations: int = 2000
     max_phase_s: float = 120.0
+    # Launches per run, interleaved in rounds (engine/plan.py); None: 3 with --iterations auto, 1 with N.
+    launches: int | None = None
     hosts: list[str] = field(default_factory=list)
     seed: int = 0
     # Several machines: named hosts over ssh, or the emulated cluster ("emulated"). Only the key's path
@@ -73,11 +75,18 @@ class ProfileSpec:
     master_port: int | None = None
     comm_timeout_s: int = 60  # rendezvous and process-group timeout across machines (seconds)
     probes: bool = True  # bandwidth/latency probe after R1 and R1n
+    # The user's own training script instead of a model (model is then "script:NAME", batch_size measured).
+    script: str | None = None
+    script_args: list[str] = field(default_factory=list)
+    script_sha256: str | None = None  # of the script's contents when the spec was made (not an option)
+    data_dir: str | None = None  # the files the script reads, for the page-cache state of R3 and R2
+    script_start_timeout_s: float = 120.0  # how long to wait for the script's first optimizer step
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> ProfileSpec:
         """The spec of a parsed `stash profile` command line: texts parsed, the data set's path resolved."""
         values: dict[str, Any] = {}
+        _script_model(args)
         for option in OPTIONS:
             value = getattr(args, option.dest, None)
             if option.attr is None or value is None or value is False:  # False: a switch not given
@@ -85,6 +94,9 @@ class ProfileSpec:
             if option.switch:
                 value = not default_of(option.attr)
             values[option.attr] = option.parse(value) if option.parse else value
+        if values.get("script"):
+            values["script_sha256"] = script_sha256(values["script"])
+            values.setdefault("batch_size", None)  # the script's own, measured from its first batch
         return cls(**values)
 
     def to_argv(self) -> list[str]:
@@ -92,9 +104,11 @@ class ProfileSpec:
         argv: list[str] = []
         for option in OPTIONS:
             value = getattr(self, option.attr) if option.attr else None
-            if option.attr and value != default_of(option.attr):
+            if self.script and option.attr == "model" and value == script_model_name(self.script):
+                continue  # derived from the script
+            if option.attr and option.flag != "--" and value is not None and value != default_of(option.attr):
                 argv += [option.flag] if option.switch else [option.flag, _text(value)]
-        return argv
+        return argv + (["--", *self.script_args] if self.script_args else [])
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -114,7 +128,39 @@ class ProfileSpec:
 
     @property
     def real_data(self) -> bool:
-        return self.dataset is not None or self.synthetic_images is not None
+        # A script always reads its own data: with --data-dir as CPU and disk, without as one input pipeline.
+        return self.dataset is not None or self.synthetic_images is not None or self.script is not None
+
+
+def script_model_name(script: str) -> str:
+    """How a script is named where a model's name goes (runs.model): "script:train.py"."""
+    return f"script:{Path(script).name}"
+
+
+def script_sha256(script: str) -> str | None:
+    """The sha256 of the script's contents (None when it cannot be read; check_fields says why)."""
+    import hashlib
+
+    try:
+        return hashlib.sha256(Path(script).read_bytes()).hexdigest()
+    except OSError:
+        return None
+
+
+def _script_model(args: argparse.Namespace) -> None:
+    """--script in place of --model (which it excludes); without it, --model and --batch-size are needed."""
+    script = getattr(args, "script", None)
+    if script and getattr(args, "model", None):
+        raise FieldError("--script excludes --model: give one or the other", "script", script)
+    if script:
+        args.script = _resolved(script)
+        args.model = script_model_name(script)
+        return
+    if getattr(args, "script_args", None):
+        raise FieldError("arguments after -- are the script's: they need --script", "script_args")
+    for flag, dest in (("--model", "model"), ("--batch-size", "batch_size")):
+        if hasattr(args, dest) and getattr(args, dest) is None:
+            raise FieldError(f"{flag} is required (or --script)", dest)
 
 
 def default_of(attr: str) -> Any:
@@ -325,7 +371,7 @@ class Option:
 
     @property
     def dest(self) -> str:
-        return self.flag[2:].replace("-", "_")
+        return self.flag[2:].replace("-", "_") if self.flag != "--" else "script_args"
 
 
 OPTIONS: tuple[Option, ...] = (
@@ -348,6 +394,9 @@ OPTIONS: tuple[Option, ...] = (
     Option("--max-iterations", "max_iterations", "cap per run with auto",
            Number(2, MAX_ITERATIONS, what="at least 2")),
     Option("--max-phase-seconds", "max_phase_s", "cap per run, in seconds", positive_real(7 * DAY_S)),
+    Option("--launches", "launches", "launches per run, interleaved in rounds, for intervals that hold from one "
+           "launch to the next; the run's cap is split over them (default: 3 with auto, 1 with --iterations N)",
+           Number(1, 100, what="an integer from 1 to 100")),
     Option("--device", "device", "where the workers run", choices=DEVICES),
     Option("--threads-per-worker", "threads_per_worker", "torch threads per CPU worker", count(1024)),
     Option("--instance", "instance", "label of the machine or cloud instance type"),
@@ -358,6 +407,13 @@ OPTIONS: tuple[Option, ...] = (
     Option("--disk-read-mbps", "disk_read_mbps", "cap read throughput (block-I/O cgroup)",
            positive_real(1e6)),
     Option("--seed", "seed", "seed of the synthetic data and the model", SEED),
+    # The user's own training script (see README "Profile your own training script").
+    Option("--script", "script", "your training script, run unmodified under torchrun (instead of --model)"),
+    Option("--data-dir", "data_dir", "the files your script reads (for the cached and cold runs)",
+           parse=_resolved),
+    Option("--script-start-timeout", "script_start_timeout_s", "wait at most this long for the script's "
+           "first optimizer step (s)", positive_real(DAY_S)),
+    Option("--", "script_args", "after --: your script's own arguments"),
     # How to run and where the results go: not part of the spec.
     Option("--out", None, "result file (default: results/RUN_ID.json)", Path),
     Option("--no-store", None, "write the result file only, not the database", switch=True),
@@ -405,6 +461,12 @@ def add_machine_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _add_option(parser: Any, option: Option) -> None:
+    if option.flag == "--":
+        parser.add_argument("script_args", nargs="*", default=[], metavar="-- SCRIPT_ARGS", help=option.help)
+        return
+    if option.attr in ("model", "batch_size"):  # not with --script: from_args checks
+        parser.add_argument(option.flag, type=option.type, default=None, help=option.help)
+        return
     if option.switch:
         parser.add_argument(option.flag, action="store_true", help=option.help)
         return
@@ -435,6 +497,7 @@ def check_fields(spec: ProfileSpec) -> None:
     if spec.device not in DEVICES:
         raise FieldError(f"--device must be auto, cpu or cuda, got {spec.device!r}", "device", spec.device)
     _check_data(spec)
+    _check_script(spec)
     validate_machines(spec)
     if spec.cluster_bandwidth is not None:
         parse_rate(spec.cluster_bandwidth)
@@ -445,7 +508,8 @@ def _check_counts(spec: ProfileSpec) -> None:
     for option in OPTIONS:
         if isinstance(option.type, Number) and option.attr:
             value = getattr(spec, option.attr)
-            if value is None and default_of(option.attr) is None:
+            measured = spec.script and option.attr == "batch_size"  # a script's: measured from its batches
+            if value is None and (default_of(option.attr) is None or measured):
                 continue
             problem = option.type.problem(value)
             if problem:
@@ -477,6 +541,32 @@ def _check_data(spec: ProfileSpec) -> None:
         raise FieldError("give either --dataset or --synthetic-images, not both", "dataset", spec.dataset)
     if spec.dataset is not None and not Path(spec.dataset).is_dir():
         raise FieldError(f"--dataset {spec.dataset}: no such directory", "dataset", spec.dataset, "missing")
+
+
+def _check_script(spec: ProfileSpec) -> None:
+    """The script exists and parses; --data-dir is a directory and only for a script."""
+    if spec.script is None:
+        for attr, flag in (("data_dir", "--data-dir"), ("script_args", "arguments after --")):
+            if getattr(spec, attr):
+                raise FieldError(f"{flag} applies to --script only", attr, getattr(spec, attr))
+        return
+    if spec.dataset or spec.synthetic_images:
+        message = "--script reads its own data: give --data-dir, not --dataset"
+        raise FieldError(message, "dataset", spec.dataset)
+    path = Path(spec.script)
+    if not path.is_file():
+        raise FieldError(f"--script {spec.script}: no such file", "script", spec.script, "missing")
+    try:
+        compile(path.read_bytes(), str(path), "exec")
+    except (SyntaxError, ValueError) as error:
+        where = f" (line {error.lineno})" if getattr(error, "lineno", None) else ""
+        message = f"--script {path.name} does not parse{where}: {getattr(error, 'msg', error)}"
+        raise FieldError(message, "script", spec.script, "syntax") from None
+    if not all(isinstance(arg, str) for arg in spec.script_args):
+        raise FieldError("the script's arguments must be text", "script_args", spec.script_args)
+    if spec.data_dir is not None and not Path(spec.data_dir).is_dir():
+        message = f"--data-dir {spec.data_dir}: no such directory"
+        raise FieldError(message, "data_dir", spec.data_dir, "missing")
 
 
 def validate_machines(spec: ProfileSpec) -> None:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from stash_core.analysis.stats import difference_ci95, linear_combination_ci95, resolved
+from stash_core.analysis.stats import combination_by_round, linear_combination_ci95, pool_rounds, resolved
 from stash_core.units import STALLS
 
 # The signed remainder of a breakdown: t2 minus the named stalls. Its key in the breakdown, and its label.
@@ -82,8 +82,13 @@ def breakdown(
     chain: list[str],
     iterations_per_epoch: int | None,
     not_separable: dict[str, str] | None = None,
+    rounds: dict[str, list[tuple[float, float]]] | None = None,
 ) -> dict:
     """Stalls per iteration and per epoch, with 95% intervals and shares of the last run's time.
+
+    rounds: each run's (mean_s, ci95_s) per round when it was launched several times (the same rounds for
+    every run, and `times` their pooled figures). A stall's interval then comes from its paired per-round
+    differences (stats.pool_rounds); without rounds, from its two runs' intervals in quadrature.
 
     The five named stalls and the signed remainder `unattributed` (see remainder_of) add up to the
     iteration time exactly, and their shares to 1. The remainder holds what no named stall can claim:
@@ -117,8 +122,9 @@ def breakdown(
             # A gap in the chain: the difference mixes several stalls, so attribute none of them.
             parts.append(_part("gap", f"{previous}->{phase}", times[phase].mean_s - times[previous].mean_s))
         else:
+            ci95_s = _combination_ci95({phase: 1, previous: -1}, times, rounds)
             stalls[name] = _difference(
-                name, times[phase], times[previous], reference_s, iterations_per_epoch, warnings
+                name, times[phase], times[previous], ci95_s, reference_s, iterations_per_epoch, warnings
             )
             terms[name] = {phase: 1, previous: -1}
         previous = phase
@@ -128,7 +134,7 @@ def breakdown(
             terms.pop(name)
         stalls[name] = _stall(None, None, reference_s, iterations_per_epoch, "not_separable", reason)
         warnings.append(f"{name} stall not separable: {reason}")
-    remainder = _closing_remainder(times, reference, stalls, terms, parts, iterations_per_epoch)
+    remainder = _closing_remainder(times, reference, stalls, terms, parts, iterations_per_epoch, rounds)
     return {
         "iteration_s": reference_s,
         "iteration_ci95_s": times[reference].ci95_s,
@@ -150,6 +156,7 @@ def _closing_remainder(
     terms: dict[str, dict[str, int]],
     parts: list[dict],
     iterations_per_epoch: int | None,
+    rounds: dict[str, list[tuple[float, float]]] | None = None,
 ) -> dict:
     """The remainder of a fresh breakdown: t2 minus the named stalls, its interval that of the same
     combination of run times (t2 minus each stall's runs: what is left has nonzero coefficients)."""
@@ -160,23 +167,38 @@ def _closing_remainder(
             continue
         for phase, sign in term.items():
             coefficients[phase] = coefficients.get(phase, 0) - sign
-    ci95_s = linear_combination_ci95(coefficients, {p: t.ci95_s for p, t in times.items()})
+    ci95_s = _combination_ci95(coefficients, times, rounds)
     reference_s = times[reference].mean_s
     named_s = math.fsum(s["seconds"] for s in stalls.values() if s["seconds"] is not None)
     remainder_s = reference_s - named_s if any(coefficients.values()) else 0.0
     return _remainder(remainder_s, ci95_s, reference_s, iterations_per_epoch, parts, estimated=False)
 
 
+def _combination_ci95(
+    coefficients: dict[str, int],
+    times: dict[str, PhaseTime],
+    rounds: dict[str, list[tuple[float, float]]] | None,
+) -> float:
+    """The 95% half-width of sum(c_k * t_k): from the paired rounds when every run in it has the same rounds,
+    else from the runs' own intervals in quadrature (independent launches)."""
+    used = [key for key, c in coefficients.items() if c]
+    if not used:
+        return 0.0
+    if rounds and all(rounds.get(key) for key in used) and len({len(rounds[key]) for key in used}) == 1:
+        return pool_rounds(*combination_by_round(coefficients, rounds)).ci95
+    return linear_combination_ci95(coefficients, {p: t.ci95_s for p, t in times.items()})
+
+
 def _difference(
     name: str,
     later: PhaseTime,
     earlier: PhaseTime,
+    ci95_s: float,
     reference_s: float,
     iterations_per_epoch: int | None,
     warnings: list[str],
 ) -> dict:
     seconds = later.mean_s - earlier.mean_s
-    ci95_s = difference_ci95(later.ci95_s, earlier.ci95_s)
     if seconds >= 0:
         return _stall(seconds, ci95_s, reference_s, iterations_per_epoch, "measured", "")
     if -seconds <= ci95_s:

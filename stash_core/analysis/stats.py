@@ -167,3 +167,64 @@ def sign_verdict(value: float, ci95: float | None) -> str:
     if ci95 is not None and not resolved(value, ci95):
         return "within_noise"
     return "positive" if value >= 0 else "negative"
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Several launches of each run, in rounds (see engine/plan.py round_order and README "How it measures").
+#
+# Each run is launched once per round. A figure (a run's time, or a stall = a difference of two runs) has one
+# estimate per round, x_r, each with its within-launch 95% half-width w_r (for a difference: the two launches'
+# half-widths in quadrature). The figure is the plain mean of the rounds, and its 95% half-width is
+#
+#     max( t(R-1) * s_x / sqrt(R),  sqrt(sum w_r^2) / R )
+#
+# The first term is Student's t over the R round estimates: it holds the launch-to-launch variation (and the
+# within-launch noise, which is part of the spread of the x_r). The second is the interval the iterations
+# alone give for the same mean: it is the floor, so that rounds that happen to agree never claim more than
+# their iterations support (the truncated Knapp-Hartung interval of random-effects meta-analysis). With one
+# round only the second term is left: one launch per run gives the interval of its iterations, as before.
+# A stall's rounds are paired: both of its runs ran in the same round, so drift of the machine from one round
+# to the next cancels in x_r and only the drift within a round is left in the spread.
+
+
+@dataclass(frozen=True)
+class Pooled:
+    mean: float
+    ci95: float
+    between_ci95: float | None  # Student t over the rounds (None with one round)
+    within_ci95: float  # the iterations' own interval of the same mean
+    rounds: int
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def pool_rounds(values: list[float], within_ci95s: list[float]) -> Pooled:
+    """The mean of per-round estimates and its 95% half-width, from the rounds and from the iterations."""
+    if not values or len(values) != len(within_ci95s):
+        raise ValueError("one within-launch interval per round is needed")
+    rounds = len(values)
+    m = mean(values)
+    within = math.sqrt(math.fsum(ci**2 for ci in within_ci95s)) / rounds
+    if rounds == 1:
+        return Pooled(m, within, None, within, 1)
+    var = math.fsum((v - m) ** 2 for v in values) / (rounds - 1)
+    between = t_quantile_975(rounds - 1) * math.sqrt(var / rounds)
+    return Pooled(m, max(between, within), between, within, rounds)
+
+
+def combination_by_round(
+    coefficients: dict[str, float], rounds: dict[str, list[tuple[float, float]]]
+) -> tuple[list[float], list[float]]:
+    """sum(c_k * t_k) in each round, and its within-launch half-width, from each run's (mean_s, ci95_s) per
+    round (the runs' launches in one round are independent processes)."""
+    used = {key: c for key, c in coefficients.items() if c}
+    counts = {len(rounds[key]) for key in used}
+    if len(counts) != 1:
+        raise ValueError("every run of a combination needs the same rounds")
+    count = counts.pop()
+    values = [math.fsum(c * rounds[key][r][0] for key, c in used.items()) for r in range(count)]
+    cis = [
+        math.sqrt(math.fsum((c * rounds[key][r][1]) ** 2 for key, c in used.items())) for r in range(count)
+    ]
+    return values, cis

@@ -18,6 +18,7 @@ from stash_core.engine.jobs import register_profile
 from stash_core.engine.machine import cuda_device_count, resolve_device, validate
 from stash_core.engine.profiler import run_profile
 from stash_core.engine.progress import BarReporter, JsonReporter, Reporter
+from stash_core.engine.script_job import finish_script_doc, script_model_info
 from stash_core.errors import ProfileEnded, SaveError, StashError, UsageError, first_line
 from stash_core.interrupts import held_interrupts, stop_exception
 from stash_core.launch import cluster
@@ -121,13 +122,16 @@ def make_reporter(mode: str):
 def profile_from_args(args, db_path: Path) -> int:
     spec, cluster_state = checked_spec(args)
     check_writable(db_path, args.out, not args.no_store)
-    label = f"{spec.model} · batch {spec.batch_size} · {spec.workers_per_node} worker(s)" + (
+    batch = f"batch {spec.batch_size}" if spec.batch_size else "the script's batch"
+    label = f"{spec.model} · {batch} · {spec.workers_per_node} worker(s)" + (
         f" · {spec.instance}" if spec.instance else ""
     )
     # Registered next to the database, so the dashboard's Run page and Overview follow it too.
     with register_profile(db_path, sys.argv, label) as record:
-        _, info = build_model(spec.model, num_classes=spec.num_classes, input_shape=_shape(spec))
         reporter = record.reporter(make_reporter(args.progress))
+        if spec.script:
+            return profile_script(spec, args, db_path, cluster_state, record, reporter)
+        _, info = build_model(spec.model, num_classes=spec.num_classes, input_shape=_shape(spec))
         data = prepare_data(spec, info.kind, reporter)
         if data.classes > info.num_classes:
             # Labels must index the model's outputs: size the classifier to the data set's classes.
@@ -137,18 +141,33 @@ def profile_from_args(args, db_path: Path) -> int:
                 )
             spec.num_classes = data.classes
             _, info = build_model(spec.model, num_classes=spec.num_classes, input_shape=_shape(spec))
-        error: BaseException | None = None
-        try:
-            with emulated_bandwidth(spec, cluster_state):
-                remote = remote_hosts(spec, cluster_state)  # again: the emulated link may have changed
-                doc = run_profile(spec, info.to_dict(), data, reporter, remote)
-        except ProfileEnded as ended:
-            doc, error = ended.doc, ended.cause
-        out_path, interrupted, problem = save_result(doc, args, db_path)
-        record.done(doc["run_id"], doc["status"], out_path and str(out_path), doc["error"])
-        if interrupted and error is None:
-            error = stop_exception(interrupted[0])
-        return report_result(doc, out_path, error, args, db_path, problem)
+        return run_and_save(spec, info.to_dict(), data, args, db_path, cluster_state, record, reporter)
+
+
+def run_and_save(spec, model_info: dict, data, args, db_path: Path, cluster_state, record, reporter) -> int:
+    """Measure, save (file and database), print: a failed or interrupted profile is saved too."""
+    error: BaseException | None = None
+    try:
+        with emulated_bandwidth(spec, cluster_state):
+            remote = remote_hosts(spec, cluster_state)  # again: the emulated link may have changed
+            doc = run_profile(spec, model_info, data, reporter, remote)
+    except ProfileEnded as ended:
+        doc, error = ended.doc, ended.cause
+    if spec.script:
+        finish_script_doc(doc)
+    out_path, interrupted, problem = save_result(doc, args, db_path)
+    record.done(doc["run_id"], doc["status"], out_path and str(out_path), doc["error"])
+    if interrupted and error is None:
+        error = stop_exception(interrupted[0])
+    return report_result(doc, out_path, error, args, db_path, problem)
+
+
+def profile_script(spec: ProfileSpec, args, db_path: Path, cluster_state, record, reporter) -> int:
+    """The user's own training script, run unmodified in each differential run."""
+    data = prepare_data(spec, "script", reporter)
+    if data.not_separable_reason and spec.data_dir is None:
+        reporter.message(f"note: {data.not_separable_reason}")
+    return run_and_save(spec, script_model_info(spec), data, args, db_path, cluster_state, record, reporter)
 
 
 def checked_spec(args) -> tuple[ProfileSpec, Path | None]:

@@ -31,6 +31,8 @@ class DataSetup:
 
 def prepare_data(spec: ProfileSpec, model_kind: str, reporter: Reporter) -> DataSetup:
     """Find or make the data set, drop corrupt files, and check that it can be cached."""
+    if spec.script:
+        return script_data(spec)
     if not spec.real_data:
         return DataSetup(images=spec.dataset_images)
 
@@ -78,8 +80,28 @@ def prepare_data(spec: ProfileSpec, model_kind: str, reporter: Reporter) -> Data
     return setup
 
 
+def script_data(spec: ProfileSpec) -> DataSetup:
+    """A script reads its own data: the files under --data-dir are what the page cache is set for."""
+    from stash_core.engine.script_job import NO_DATA_DIR
+
+    if not spec.data_dir:
+        return DataSetup(images=spec.dataset_images, not_separable_reason=NO_DATA_DIR)
+    root = Path(spec.data_dir)
+    setup = DataSetup(root=root, images=spec.dataset_images)
+    setup.files = sorted(path for path in root.rglob("*") if path.is_file() and not path.is_symlink())
+    if not setup.files:
+        raise UsageError(f"--data-dir {root}: no files in it")
+    setup.total_bytes = sum(path.stat().st_size for path in setup.files)
+    if not pagecache.fits_in_memory(setup.total_bytes):
+        setup.not_separable_reason = (
+            f"the files of --data-dir ({setup.total_bytes / 1e9:.1f} GB) do not fit in available memory, "
+            "so they cannot be measured fully cached"
+        )
+    return setup
+
+
 def iterations_per_epoch(spec: ProfileSpec, images: int | None) -> int | None:
-    if not images:
+    if not images or not spec.batch_size:
         return None
 
     return per_epoch(images, spec.batch_size, spec.workers_total)

@@ -8,6 +8,8 @@ from stash_core.analysis.stats import summarise
 from stash_core.engine.data_setup import DataSetup, check_remote_cache_state, disk_cap, set_cache_state
 from stash_core.engine.plan import PhasePlan
 from stash_core.engine.progress import Reporter
+from stash_core.engine.script_job import MODULE as SCRIPT_MODULE
+from stash_core.engine.script_job import script_job
 from stash_core.errors import MeasurementError, UsageError
 from stash_core.launch.hosts import RemoteHosts
 from stash_core.launch.runner import run_workers, worker_env
@@ -36,13 +38,16 @@ def run_phase(
     record["name"] = plan.name
     if plan.nodes > 1 and remote is None:
         raise UsageError(f"{plan.name} spreads workers over {plan.nodes} machines: use --hosts or --cluster")
-    job = job_for(plan, spec, data)
-    if plan.data != "synthetic":
+    job = script_job(plan, spec) if spec.script else job_for(plan, spec, data)
+    if plan.data != "synthetic" and (data.files or not spec.script):
         if remote is None:
             record["resident_fraction_start"] = set_cache_state(plan, data, warnings)
         else:  # each machine's own page cache, by the first worker on it
             job["cache_action"] = "resident" if plan.data == "cached" else "evict"
     timeout_s = spec.max_phase_s + STARTUP_ALLOWANCE_S
+    module = SCRIPT_MODULE if spec.script else "stash_core.measure.worker"
+    if spec.script:  # the script's own start-up may take up to --script-start-timeout
+        timeout_s += max(0.0, spec.script_start_timeout_s - STARTUP_ALLOWANCE_S / 2)
     if spec.probes and plan.name in PROBE_PHASES and plan.workers > 1:
         max_op_s = remote.comm_timeout_s / 3 if remote is not None else None
         job["probe"] = probe_settings(grad_bytes, max_op_s=max_op_s)
@@ -61,6 +66,9 @@ def run_phase(
             reporter.progress(payload)
         elif kind == "RESULT":
             results["result"] = payload
+        elif kind == "ERROR" and isinstance(payload, dict):  # a script's error, with its last stderr lines
+            errors.append(str(payload.get("message")))
+            record.setdefault("stderr_tail", payload.get("stderr_tail") or [])
         elif kind == "ERROR":
             errors.append(str(payload))
 
@@ -72,7 +80,7 @@ def run_phase(
     try:
         with disk_cap(spec, plan, data) as preexec:
             failure = run_workers(
-                "stash_core.measure.worker", job, plan.workers_per_node, plan.nodes, remote, on_line,
+                module, job, plan.workers_per_node, plan.nodes, remote, on_line,
                 timeout_s, worker_env(spec.threads_per_worker), preexec,
             )  # fmt: skip
     except MeasurementError as error:  # a local run past its time limit
@@ -97,6 +105,8 @@ def run_phase(
     fill_record(record, result, spec, warnings)
     if result.get("probe"):
         record["probe"] = result["probe"]
+    if result.get("script"):
+        record["script"] = result["script"]
     return record
 
 

@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+import math
+from dataclasses import asdict, dataclass, replace
 
 from stash_core.analysis.stalls import applicable_chain, phases_for_stalls
 from stash_core.spec import ProfileSpec
+
+# Launches per run with --iterations auto when --launches is not given. Three rounds in the order forward,
+# reverse, forward: linear drift of the machine cancels over the first two rounds and what the third leaves
+# in a stall (a third of one round's drift) is well inside the spread that drift puts between the paired
+# rounds (Student t with 2 degrees of freedom). One launch per run with a fixed --iterations N, as before.
+DEFAULT_LAUNCHES = 3
 
 DESCRIPTIONS = {
     "R0": "1 worker, synthetic data on the device",
@@ -59,3 +66,38 @@ def phase_plan(name: str, spec: ProfileSpec, reference_workers: int | None = Non
         return PhasePlan(name, spec.workers_per_node, spec.nodes, "synthetic")
     data = "cached" if name == "R3" else "cold"
     return PhasePlan(name, spec.workers_per_node, spec.nodes, data)
+
+
+def launches_of(spec: ProfileSpec) -> int:
+    """How many launches each run gets: --launches, else DEFAULT_LAUNCHES with --iterations auto and 1 with
+    a fixed --iterations N."""
+    if spec.launches is not None:
+        return spec.launches
+    return DEFAULT_LAUNCHES if spec.fixed_iterations is None else 1
+
+
+def round_order(plans: list[PhasePlan], launches: int) -> list[tuple[int, PhasePlan]]:
+    """(round, run) in launch order: every run once per round, the even rounds in chain order and the odd
+    ones reversed (R0 R1 R3 R2, R2 R3 R1 R0, R0 R1 R3 R2, ...). A run's slots then add up to the same total
+    over any two consecutive rounds, so a drift linear in time hits every run alike and leaves the paired
+    per-round differences of the stalls unbiased over each pair of rounds."""
+    order = []
+    for round_index in range(launches):
+        runs = plans if round_index % 2 == 0 else list(reversed(plans))
+        order += [(round_index, plan) for plan in runs]
+    return order
+
+
+def launch_spec(spec: ProfileSpec, launches: int) -> ProfileSpec:
+    """The spec of one launch of K: the run's iteration budget and time cap split over its launches, and the
+    target interval widened by sqrt(K), since the mean of K launches narrows it by sqrt(K) again."""
+    if launches == 1:
+        return spec
+    fixed = spec.fixed_iterations
+    return replace(
+        spec,
+        iterations="auto" if fixed is None else str(max(2, math.ceil(fixed / launches))),
+        max_iterations=max(2, math.ceil(spec.max_iterations / launches)),
+        max_phase_s=spec.max_phase_s / launches,
+        target_relative_ci=spec.target_relative_ci * math.sqrt(launches),
+    )

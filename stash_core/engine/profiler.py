@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import datetime
 import secrets
+from dataclasses import replace
 
 from stash_core import __version__
 from stash_core.analysis.comm import communication_bounds
 from stash_core.analysis.stalls import PhaseTime, breakdown
 from stash_core.engine.data_setup import DataSetup, iterations_per_epoch
+from stash_core.engine.launches import LaunchedRuns, epoch_boundary_warning, pooled_warnings, rounds_of
 from stash_core.engine.phase import run_phase
-from stash_core.engine.plan import PhasePlan, plan_phases
+from stash_core.engine.plan import PhasePlan, launch_spec, launches_of, plan_phases, round_order
 from stash_core.engine.progress import Reporter
 from stash_core.errors import MeasurementError, ProfileEnded, StashError, UsageError
 from stash_core.interrupts import reason as interrupt_reason
@@ -65,6 +67,7 @@ def run_profile(
         doc["probes"] = []
     warnings: list[str] = []
     chain = chain_for(spec)
+    launched = LaunchedRuns([], launches_of(spec))
     try:
         reference_workers = None
         if remote is not None:
@@ -79,20 +82,8 @@ def run_profile(
         if data.not_separable_reason:
             plans = [plan for plan in plans if plan.name != "R3"]
             doc["_not_separable"] = {"cpu": data.not_separable_reason, "disk": data.not_separable_reason}
-        for index, plan in enumerate(plans):
-            reporter.phase_started(plan, index, len(plans))
-            record = {**plan.to_dict(), "status": "interrupted", "error": "interrupted by the user"}
-            doc["phases"].append(record)
-            outcome = run_phase(plan, spec, data, reporter, warnings, remote, model_info.get("grad_bytes"))
-            usage_error = outcome.pop("usage_error", False)
-            probe = outcome.pop("probe", None)
-            record.update(outcome)
-            if probe is not None:
-                doc["probes"].append(probe_record(probe, doc, plan, remote))
-            reporter.phase_finished(record)
-            if record["status"] != "completed":
-                failure = UsageError if usage_error else MeasurementError
-                raise failure(f"run {plan.name} ({plan.description}) failed: {record['error']}")
+        launched = LaunchedRuns([plan.name for plan in plans], launches_of(spec))
+        run_launches(plans, spec, data, reporter, warnings, remote, doc, model_info, launched)
         doc["status"] = "completed"
     except KeyboardInterrupt as error:  # Ctrl-C, or SIGTERM / SIGHUP (interrupts.Stopped)
         doc["status"] = "interrupted"
@@ -107,9 +98,70 @@ def run_profile(
         raise ProfileEnded(doc, error) from error
     finally:
         doc["finished_at"] = utc_now().isoformat()
-        # A failed or interrupted profile keeps the breakdown of the runs that did complete.
+        # A failed or interrupted profile keeps its launches, pooled over the rounds every run completed,
+        # and the breakdown of the runs that did complete.
+        launched.pool_into(doc["phases"])
+        warnings += launch_warnings(doc, spec, launched.launches)
         doc["breakdown"] = breakdown_of_completed(doc, chain, spec, warnings)
     return doc
+
+
+def run_launches(
+    plans: list[PhasePlan],
+    spec: ProfileSpec,
+    data: DataSetup,
+    reporter: Reporter,
+    warnings: list[str],
+    remote: RemoteHosts | None,
+    doc: dict,
+    model_info: dict,
+    launched: LaunchedRuns,
+) -> None:
+    """Every launch of every run, round by round (plan.round_order), each run's record made at its first
+    launch. A launch that fails ends the profile, as a failed run always did."""
+    launches = launched.launches
+    per_launch = launch_spec(spec, launches)
+    records: dict[str, dict] = {}
+    for position, (round_index, plan) in enumerate(round_order(plans, launches)):
+        index = position % len(plans)
+        if launches > 1 and index == 0:
+            order = plans if round_index % 2 == 0 else plans[::-1]
+            reporter.message(f"round {round_index + 1} of {launches}: {' '.join(p.name for p in order)}")
+        reporter.phase_started(plan, index, len(plans))
+        if plan.name not in records:
+            records[plan.name] = {**plan.to_dict(), "status": "interrupted", "error": "interrupted"}
+            doc["phases"].append(records[plan.name])
+        record = records[plan.name]
+        # The bandwidth probe once per run, in its first launch.
+        this_spec = per_launch if round_index == 0 else replace(per_launch, probes=False)
+        launch_warnings_: list[str] = []
+        grad_bytes = model_info.get("grad_bytes")
+        outcome = run_phase(plan, this_spec, data, reporter, launch_warnings_, remote, grad_bytes)
+        # The cap warnings of one launch are replaced by the pooled run's (launches.pooled_warnings).
+        stopped = f"{plan.name}: stopped at the "
+        warnings += [w for w in launch_warnings_ if w not in warnings and not w.startswith(stopped)]
+        usage_error = outcome.pop("usage_error", False)
+        probe = outcome.pop("probe", None)
+        if probe is not None:
+            doc["probes"].append(probe_record(probe, doc, plan, remote))
+        reporter.phase_finished(outcome)
+        if outcome["status"] != "completed":
+            record.update(
+                status="failed", error=outcome["error"], telemetry=outcome.get("telemetry"),
+                stderr_tail=outcome.get("stderr_tail"),
+            )  # fmt: skip
+            failure = UsageError if usage_error else MeasurementError
+            raise failure(f"run {plan.name} ({plan.description}) failed: {outcome['error']}")
+        launched.add(plan.name, round_index, outcome)
+
+
+def launch_warnings(doc: dict, spec: ProfileSpec, launches: int) -> list[str]:
+    records = doc["phases"]
+    warnings = pooled_warnings(
+        records, spec.target_relative_ci, spec.fixed_iterations is not None, spec.max_phase_s, launches
+    )
+    boundary = epoch_boundary_warning(records, iterations_per_epoch(spec, doc["spec"].get("dataset_images")))
+    return warnings + ([boundary] if boundary else [])
 
 
 def spec_record(spec: ProfileSpec, data: DataSetup, remote: RemoteHosts | None) -> dict:
@@ -192,8 +244,13 @@ def breakdown_of_completed(
         record["name"]: PhaseTime(record["iteration_s"]["mean"], record["iteration_s"]["ci95"])
         for record in completed
     }
+    rounds = {record["name"]: rounds_of(record) for record in completed}
     result = breakdown(
-        times, chain, iterations_per_epoch(spec, doc["spec"].get("dataset_images")), not_separable
+        times,
+        chain,
+        iterations_per_epoch(spec, doc["spec"].get("dataset_images")),
+        not_separable,
+        {name: value for name, value in rounds.items() if value} or None,
     )
     result["warnings"] = warnings + result["warnings"]
     add_communication(result, doc, chain)

@@ -11,6 +11,8 @@ from collections.abc import Callable, Iterator
 
 import torch
 
+from stash_core.zoo.outputs import training_loss
+
 PARTS = ("data_s", "forward_s", "backward_s", "optimizer_s")
 
 
@@ -56,7 +58,7 @@ def run_steps(
             targets = targets.to(device, non_blocking=non_blocking)
         sync()
         after_data = clock()
-        loss = loss_fn(model(inputs), targets)
+        loss = training_loss(model(inputs), targets, loss_fn)  # logits, or an output with .logits/.loss
         sync()
         after_forward = clock()
         # With DDP the gradient all-reduce overlaps the backward pass, so it is timed here.

@@ -35,6 +35,7 @@ PHASE_STATUSES = ("completed", "failed", "skipped", "interrupted")
 STALL_STATUSES = ("measured", "clamped_zero", "negative", "not_measured", "not_separable")
 STALL_NAMES = STALLS
 SAMPLE_KEYS = ("iteration_s", "data_s", "forward_s", "backward_s", "optimizer_s", "slowest_rank")
+LAUNCH_NUMBERS = ("mean_s", "ci95_s", "iterations", "warmup_iterations", "wall_s", "resident_fraction_start")
 
 REQUIRED_KEYS = ("schema_version", "kind", "run_id", "status", "started_at", "spec", "phases")
 MAX_DEPTH = 32  # objects and lists within each other; a result nests about 7 deep
@@ -56,10 +57,8 @@ def default_result_path(run_id: str, results_dir: Path = Path("results")) -> Pat
 
 
 def write_result_atomic(path: Path, doc: ResultDocument) -> Path:
-    """Write `doc` as JSON to `path` so that readers see either the old file or the whole new one.
-
-    Non-finite floats (NaN, inf) become null, because they are not valid JSON. Parent directories are created.
-    """
+    """Write `doc` as JSON to `path` so that readers see either the old file or the whole new one; NaN and
+    inf become null (not valid JSON), parent directories are created."""
     path = Path(path)
     try:
         text = json.dumps(doc, allow_nan=False, separators=(",", ":"))
@@ -88,11 +87,8 @@ def write_result_atomic(path: Path, doc: ResultDocument) -> Path:
 
 
 def load_result(path: Path) -> ResultDocument:
-    """Read, migrate to the current schema version and validate one result file.
-
-    Raises UsageError "<path>: <problem>" for a missing, unreadable, truncated, foreign, too new or
-    incomplete file.
-    """
+    """Read, migrate to the current schema version and validate one result file; UsageError "<path>:
+    <problem>" for a missing, unreadable, truncated, foreign, too new or incomplete file."""
     path = Path(path)
     doc = _read_json(path)
     try:
@@ -230,9 +226,10 @@ def _validate_phase(index: int, phase: Any, seen: set[str]) -> None:
     if "status" in phase:
         _check_choice(f"phase {name} status", phase["status"], PHASE_STATUSES)
     _check_identifier(f"phase {name!r} name", name)
-    for key in ("iteration_s", "parts_mean_s", "samples", "telemetry"):
+    for key in ("iteration_s", "parts_mean_s", "samples", "telemetry", "pooled"):
         if phase.get(key) is not None and not isinstance(phase[key], dict):
             raise UsageError(f"result file: phase {name} {key} must be an object or null")
+    _validate_launches(name, phase.get("launches"))
     lengths = {}
     for key, values in (phase.get("samples") or {}).items():
         if not isinstance(values, list):
@@ -336,6 +333,18 @@ def _check_identifiers(doc: dict) -> None:
         for key in keys if isinstance(values, dict) else ():
             if values.get(key) is not None:
                 _check_identifier(f"{section}.{key}", values[key])
+
+
+def _validate_launches(name: str, launches: Any) -> None:
+    """A run launched in rounds keeps each launch's figures: a list of objects, each with its round."""
+    if not isinstance(launches, list | None):
+        raise UsageError(f"result file: phase {name} launches must be a list or null")
+    for index, launch in enumerate(launches or []):
+        where = f"phase {name} launches[{index}]"
+        round_index = launch.get("round") if isinstance(launch, dict) else None
+        if type(round_index) is not int or not 0 <= round_index <= 10**6:
+            raise UsageError(f"result file: {where} must be an object whose round is a whole number from 0")
+        _check_numbers(f"{where} ({', '.join(LAUNCH_NUMBERS)})", [launch.get(key) for key in LAUNCH_NUMBERS])
 
 
 def _check_identifier(what: str, value: Any) -> None:

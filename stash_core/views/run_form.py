@@ -7,7 +7,8 @@ words the spec's errors for the form's fields and makes relative paths absolute.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+import shlex
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from stash_core.errors import UsageError
@@ -19,6 +20,8 @@ from stash_core.spec import (
     parse_input_shape,
     parse_iterations,
     parse_stalls,
+    script_model_name,
+    script_sha256,
 )
 
 # How the form words a wrong spec value: by field, or "field/rule" where a field has several checks. Fields
@@ -42,6 +45,8 @@ FIELD_MESSAGES = {
     "hosts/count": "Remote hosts: {value} host(s) for {nodes} node(s); give one host per node",
     "ssh_user": "SSH user: {value!r} is not a user name",
     "ssh_key": "SSH key: no file {value}",
+    "script/missing": "Script: no file {value}",
+    "data_dir/missing": "Data folder of the script: no folder {value}",
 }
 
 
@@ -67,6 +72,11 @@ class RunForm:
     ssh_user: str = ""
     ssh_key: str = ""
     device: str = "auto"
+    # Your own training script instead of a model (then model, batch size and data source are not used).
+    use_script: bool = False
+    script: str = ""
+    script_args: str = ""  # as typed after `--` in a shell
+    data_dir: str = ""
 
 
 def profile_args(
@@ -100,6 +110,8 @@ def form_spec(form: RunForm, base: Path) -> ProfileSpec:
     hosts = [host for host in re.split(r"[,\s]+", form.hosts) if host] if remote else []
     if remote and not hosts:
         raise UsageError("Remote hosts: give at least one host (user@host or host), separated by commas")
+    if form.use_script or form.script.strip():
+        return _script_spec(form, base, hosts)
     return ProfileSpec(
         model=_model(form.model, base),
         batch_size=form.batch_size,
@@ -117,6 +129,39 @@ def form_spec(form: RunForm, base: Path) -> ProfileSpec:
         ssh_user=(form.ssh_user.strip() or None) if remote else None,
         ssh_key=_absolute(form.ssh_key, base) if remote else None,
         cluster="emulated" if form.where == "cluster" else None,
+    )
+
+
+def _script_spec(form: RunForm, base: Path, hosts: list[str]) -> ProfileSpec:
+    """The spec of a form that names a training script: the model's fields give way to the script's."""
+    script = _absolute(form.script, base)
+    if script is None:
+        raise UsageError("Script: give the path of your training script, or upload it")
+    try:
+        args = shlex.split(form.script_args)
+    except ValueError as error:
+        raise UsageError(f"Script arguments: {error} (quote them as in a shell)") from None
+    model_form = replace(
+        form,
+        use_script=False,
+        script="",
+        model="resnet18",
+        batch_size=1,
+        data_source="none",
+        stalls=["compute"],
+    )
+    spec = form_spec(model_form, base)
+    return replace(
+        spec,
+        model=script_model_name(script),
+        batch_size=None,
+        stalls=parse_stalls(",".join(form.stalls)),
+        script=script,
+        script_args=args,
+        script_sha256=script_sha256(script),
+        data_dir=_absolute(form.data_dir, base),
+        input_shape=None,
+        num_classes=None,
     )
 
 

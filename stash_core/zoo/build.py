@@ -12,6 +12,7 @@ from torch import nn
 
 from stash_core.errors import UsageError
 from stash_core.zoo.info import ModelInfo, describe
+from stash_core.zoo.outputs import config_vocab_size, has_loss, logits_of
 from stash_core.zoo.registry import ZOO
 from stash_core.zoo.user import call_user_factory, one_line
 
@@ -146,7 +147,7 @@ def _build_user(
     model, passed_classes = call_user_factory(ref, num_classes or default_classes)
     vocab_size = None
     if kind == "tokens":
-        vocab_size = getattr(model, "vocab_size", DEFAULT_VOCAB_SIZE)
+        vocab_size = config_vocab_size(model, DEFAULT_VOCAB_SIZE)
         if isinstance(vocab_size, bool) or not isinstance(vocab_size, int) or vocab_size <= 0:
             raise UsageError(f"model {ref} has vocab_size={vocab_size!r}; it must be a positive whole number")
     output = _probe_user(ref, model, kind, shape, vocab_size)
@@ -186,9 +187,13 @@ def _probe_user(
         raise UsageError(f"model {ref} fails on input shape {format_shape(shape)}: {one_line(exc)}") from None
     finally:
         model.train(was_training)
-    if not isinstance(output, torch.Tensor):
-        raise UsageError(f"model {ref} must return a logits tensor; it returned a {type(output).__name__}")
-    return output
+    logits = logits_of(output)
+    if logits is None and not has_loss(output):
+        raise UsageError(
+            f"model {ref} must return logits (a tensor, or an output with .logits or .loss); "
+            f"it returned a {type(output).__name__}"
+        )
+    return logits  # None: only a loss, so the classes cannot be checked
 
 
 def _probe_input(kind: str, shape: tuple[int, ...], device: torch.device) -> torch.Tensor:
@@ -206,6 +211,7 @@ def _probe_logits(
         for name, tensor in [*model.named_parameters(), *model.named_buffers()]
     }
     output = torch.func.functional_call(model, state, (_probe_input(kind, shape, torch.device("meta")),))
-    if not isinstance(output, torch.Tensor):
+    logits = logits_of(output)
+    if logits is None:
         raise TypeError(f"model returned a {type(output).__name__}, not a logits tensor")
-    return output
+    return logits

@@ -175,6 +175,17 @@ def test_run_form_refuses_bad_input_and_starts_nothing(empty_db: Path) -> None:
     assert jobs.list_jobs(empty_db) == []
 
 
+def test_run_form_offers_a_training_script_and_names_a_missing_one(empty_db: Path) -> None:
+    app = open_page("Run")
+    app.radio(key="run-model-src").set_value("script").run()
+    app.text_input(key="run-script").input("no_such_train.py").run()
+    app.text_input(key="run-script-args").input("--epochs 1").run()
+    app.button(key="run-start").click().run()
+    assert not app.exception
+    assert app.error[0].value.startswith("Script: no file")
+    assert jobs.list_jobs(empty_db) == []
+
+
 def test_run_page_follows_a_job_from_its_files(empty_db: Path, tmp_path: Path) -> None:
     fake = tmp_path / "fake-python"
     fake.write_text(

@@ -20,6 +20,7 @@ from stash_core.spec import (
     check_label,
     parse_input_shape,
     parse_stalls,
+    script_sha256,
 )
 
 
@@ -33,7 +34,9 @@ def folders(tmp_path: Path) -> dict[str, str]:
     (data / "cat").mkdir(parents=True)
     key = tmp_path.resolve() / "id_ed25519"
     key.write_text("not a real key\n")
-    return {"dataset": str(data), "ssh_key": str(key)}
+    script = tmp_path.resolve() / "train.py"
+    script.write_text("print('training')\n")
+    return {"dataset": str(data), "ssh_key": str(key), "script": str(script)}
 
 
 def every_option(folders: dict[str, str]) -> ProfileSpec:
@@ -65,13 +68,19 @@ def specs(folders: dict[str, str]) -> dict[str, ProfileSpec]:
         "token shape": replace(base, model="bert_tiny", input_shape=[128], num_classes=2),
         "awkward float": replace(base, target_relative_ci=0.1 + 0.2, max_phase_s=1e-3),
         "zeros": replace(base, loader_workers=0, seed=0, iterations="2"),
+        "launches": replace(base, launches=4),
+        "script": ProfileSpec(
+            model="script:train.py", batch_size=None, workers_per_node=2, script=folders["script"],
+            script_args=["--epochs", "1", "--", "--lr=3e-4"], data_dir=folders["dataset"],
+            script_start_timeout_s=30.0, script_sha256=script_sha256(folders["script"]),
+        ),  # fmt: skip
     }
 
 
 @pytest.mark.parametrize(
     "name",
     ["defaults", "every option", "synthetic images", "data set", "emulated cluster", "hosts",
-     "image shape", "token shape", "awkward float", "zeros"],
+     "image shape", "token shape", "awkward float", "zeros", "launches", "script"],
 )  # fmt: skip
 def test_a_spec_survives_its_command_line(folders: dict[str, str], name: str) -> None:
     spec = specs(folders)[name]
@@ -79,11 +88,18 @@ def test_a_spec_survives_its_command_line(folders: dict[str, str], name: str) ->
     assert parsed(spec.to_argv()) == spec
 
 
+def options_of(argv: list[str]) -> list[str]:
+    """The arguments up to `--` (and it): after it come the script's own."""
+    return argv[: argv.index("--") + 1] if "--" in argv else argv
+
+
 def test_the_specs_cover_every_option_and_every_option_sets_a_field(folders: dict[str, str]) -> None:
-    given = {arg for spec in specs(folders).values() for arg in spec.to_argv() if arg.startswith("--")}
+    argvs = [options_of(spec.to_argv()) for spec in specs(folders).values()]
+    given = {arg for argv in argvs for arg in argv if arg.startswith("--")}
     assert given == {option.flag for option in OPTIONS if option.attr}
     assert {option.attr for option in OPTIONS if option.attr} == {f.name for f in fields(ProfileSpec)} - {
-        "backend"  # chosen from the device, not an option
+        "backend",  # chosen from the device, not an option
+        "script_sha256",  # of the script's contents, not an option
     }
 
 

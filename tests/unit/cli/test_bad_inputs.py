@@ -122,6 +122,7 @@ def world(tmp_path_factory) -> dict[str, str]:
     corrupt[3 * 4096 :] = bytes((value * 7 + 13) & 255 for value in corrupt[3 * 4096 :])
     (root / "corrupt.duckdb").write_bytes(bytes(corrupt))
     (root / "plain").write_text("a plain file")
+    (root / "ok_train.py").write_text("print('a script that parses')\n")
     (root / "folder").mkdir()
     (root / "workload.json").write_text(
         json.dumps(
@@ -595,11 +596,31 @@ CASES: list[tuple[str, list[str], str]] = [
     ("schedule-scale-nan", [*SCHEDULE, "--scale", "nan"], "--scale"),
     ("schedule-uplink-nan", [*SCHEDULE, "--uplink-factor", "nan"], "--uplink-factor"),
     ("schedule-uplink-below-one", [*SCHEDULE, "--uplink-factor", "0.5"], "--uplink-factor"),
-    ("schedule-policy", [*SCHEDULE, "--policies", "fifo"], "--policies"),
+    ("schedule-policy", [*SCHEDULE, "--policies", "fastest"], "--policies"),
     ("schedule-trace-missing", ["schedule", "--trace", "{tmp}/nothing.csv", "--db", "{db}"], "nothing.csv"),
+    ("schedule-trace-format", [*SCHEDULE, "--trace-format", "slurm"], "--trace-format"),
+    ("schedule-tuning", [*SCHEDULE, "--tuning", "guess"], "--tuning"),
+    ("schedule-tune-fraction-zero", [*SCHEDULE, "--tune-fraction", "0"], "--tune-fraction"),
+    ("schedule-checkpoint-nan", [*SCHEDULE, "--checkpoint-s", "nan"], "--checkpoint-s"),
+    ("schedule-max-preemptions-negative", [*SCHEDULE, "--max-preemptions", "-1"], "--max-preemptions"),
+    ("schedule-timer-with-online", [*SCHEDULE, "--tuning", "online", "--scale", "2"], "--tuning given"),
+    ("schedule-philly-not-json", ["schedule", "--trace", "{plain}", "--trace-format", "philly", "--db", "{db}"],
+     "not a philly trace"),  # fmt: skip
     # ---- no command, unknown command
     ("no-command", [], "command"),
     ("unknown-command", ["frobnicate"], "frobnicate"),
+    # ---- stash profile --script: the user's own training script
+    ("script-missing", ["profile", "--script", "{tmp}/no_train.py", "--db", "{db}"], "no such file"),
+    ("script-does-not-parse", ["profile", "--script", "{plain}", "--db", "{db}"], "does not parse"),
+    ("script-is-a-folder", ["profile", "--script", "{folder}", "--db", "{db}"], "no such file"),
+    ("script-and-model", ["profile", "--script", "{plain}", *PROFILE[1:]], "--script excludes --model"),
+    ("script-args-without-script", [*PROFILE, "--", "--epochs", "1"], "need --script"),
+    ("no-model-no-script", ["profile", "--batch-size", "4", "--db", "{db}"], "--model is required"),
+    ("data-dir-without-script", [*PROFILE, "--data-dir", "{folder}"], "--data-dir applies to --script"),
+    ("script-data-dir-missing", ["profile", "--script", "{tmp}/ok_train.py", "--data-dir", "{tmp}/none",
+                                 "--db", "{db}"], "--data-dir"),  # fmt: skip
+    ("script-start-timeout-zero", ["profile", "--script", "{tmp}/ok_train.py", "--script-start-timeout", "0",
+                                   "--db", "{db}"], "--script-start-timeout"),  # fmt: skip
 ]
 
 # The cases that also run as real processes (what a user's shell sees).
@@ -616,6 +637,45 @@ def assert_unchanged(db: str, before: tuple[str, dict]) -> None:
     assert not Path(db + ".wal").exists()
     if snapshot(db) != digest:  # the bytes may move without a change; the rows may not
         assert table_checksums(db) == tables
+
+PREDICT = ["predict", "--model", "resnet18", "--batch-size", "8", "--db", "{db}"]
+CASES += [
+    ("predict-unknown-model", ["predict", "--model", "resnet5", "--batch-size", "8", "--db", "{db}"],
+     "unknown model"),
+    ("predict-unknown-instance", [*PREDICT, "--instances", "p9.huge"], "unknown instance"),
+    ("predict-zero-batch", ["predict", "--model", "resnet18", "--batch-size", "0", "--db", "{db}"],
+     "batch-size"),
+    ("predict-bad-precision", [*PREDICT, "--precision", "fp8"], "precision"),
+]  # fmt: skip
+
+# stash instances import --skypilot: malformed SkyPilot catalogs (vms.csv format) are refused whole.
+_SKY_HEADER = (
+    "InstanceType,AcceleratorName,AcceleratorCount,vCPUs,MemoryGiB,GpuInfo,Price,SpotPrice,Region,Zone\n"
+)
+_SKY_ROW = "g4dn.xlarge,T4,1.0,4.0,16.0,,0.526,0.2,us-east-1,use1-az1\n"
+BAD_FILES.update(
+    {
+        "sky_ok": _SKY_HEADER + _SKY_ROW,
+        "sky_bad_number": _SKY_HEADER + _SKY_ROW + _SKY_ROW.replace(",4.0,", ",four,"),
+        "sky_no_region": _SKY_HEADER.replace("Region", "Place") + _SKY_ROW,
+        "sky_short_row": _SKY_HEADER + "g4dn.xlarge,T4,1.0\n",
+        "sky_bad_gpuinfo": _SKY_HEADER + _SKY_ROW.replace(",16.0,,", ",16.0,{'Gpus': [,"),
+        "sky_negative_price": _SKY_HEADER + _SKY_ROW.replace("0.526", "-1"),
+    }
+)
+SKY = ["instances", "import", "--db", "{db}", "--skypilot"]
+CASES += [
+    ("sky-bad-number", [*SKY, "{sky_bad_number}"], "row 3, column vCPUs"),
+    ("sky-missing-column", [*SKY, "{sky_no_region}"], "no column Region"),
+    ("sky-short-row", [*SKY, "{sky_short_row}"], "row 2"),
+    ("sky-bad-gpuinfo", [*SKY, "{sky_bad_gpuinfo}"], "row 2, column GpuInfo"),
+    ("sky-negative-price", [*SKY, "{sky_negative_price}"], "row 2, column Price"),
+    ("sky-missing-path", [*SKY, "{tmp}/no-such-catalog"], "no such file"),
+    ("sky-folder-without-catalog", [*SKY, "{folder}"], "no vms.csv"),
+    ("sky-region-not-in-file", [*SKY, "{sky_ok}", "--region", "mars-1"], "no instance type in region"),
+    ("sky-bad-price-date", [*SKY, "{sky_ok}", "--price-date", "yesterday"], "--price-date"),
+    ("sky-no-path", ["instances", "import", "--db", "{db}"], "--skypilot"),
+]  # fmt: skip
 
 
 @pytest.fixture(scope="module")

@@ -58,3 +58,18 @@ def test_help_shows_the_defaults():
     assert "(default: 2x4x8)" in run(["schedule", "--help"])["help"]
     assert "(default: 1gbit)" in run(["cluster", "up", "--help"])["help"]
     assert "(default: 0.05)" in run(["whatif", "--help"])["help"]
+
+
+@pytest.mark.parametrize("argv", [["runs"], ["show", "nothing-like-this"]], ids=["runs", "show"])
+def test_commands_that_read_the_store_start_without_torch_or_the_ingest(argv, tmp_path):
+    """`stash runs` and `stash show` need DuckDB and pandas (their queries return frames), nothing more: not
+    torch, not the ingest (the store's names load on first use)."""
+    outcome = run([*argv, "--db", str(tmp_path / "r.duckdb")])
+    assert outcome["status"] in (0, 1, 2)
+    assert "torch" not in outcome["loaded"]
+    program = "import sys, stash_core.store as s; s.list_runs; print('store.ingest' in str(sys.modules))"
+    done = subprocess.run(
+        [sys.executable, "-c", program],
+        capture_output=True, text=True, cwd=REPO, timeout=60,
+    )  # fmt: skip
+    assert done.stdout.strip() == "False", done.stderr

@@ -110,3 +110,34 @@ def test_the_form_can_name_a_command_without_remote_options() -> None:
     with pytest.raises(UsageError, match="no --hosts option"):
         profile_args(form(where="hosts", hosts="a"), supported_flags={"--model"})
     assert "--hosts" in profile_args(form(where="hosts", hosts="a"))
+
+
+def test_a_training_script_with_its_arguments_and_data_folder(tmp_path: Path) -> None:
+    (tmp_path / "train.py").write_text("print('training')\n")
+    (tmp_path / "data").mkdir()
+    args = profile_args(
+        form(use_script=True, script="train.py", script_args="--epochs 1 --name 'a b'", data_dir="data"),
+        base_dir=tmp_path,
+    )
+    assert args[-5:] == ["--", "--epochs", "1", "--name", "a b"]
+    spec = command_spec(args)
+    assert (spec.script, spec.model, spec.batch_size) == (str(tmp_path / "train.py"), "script:train.py", None)
+    assert spec.data_dir == str((tmp_path / "data").resolve()) and spec.script_sha256
+    assert spec.stalls == ["compute", "interconnect", "cpu"] and spec.workers_per_node == 2
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"script": ""}, "Script: give the path of your training script"),
+        ({"script": "missing.py"}, "Script: no file"),
+        ({"script": "train.py", "data_dir": "nowhere"}, "Data folder of the script: no folder"),
+        ({"script": "train.py", "script_args": "--name 'unclosed"}, "Script arguments:"),
+        ({"script": "broken.py"}, "does not parse"),
+    ],
+)
+def test_a_wrong_script_field_is_named(tmp_path: Path, changes: dict, message: str) -> None:
+    (tmp_path / "train.py").write_text("print('training')\n")
+    (tmp_path / "broken.py").write_text("def (:\n")
+    with pytest.raises(UsageError, match=message):
+        profile_args(form(use_script=True, **changes), base_dir=tmp_path)

@@ -1,0 +1,114 @@
+"""The Run page's model fields: a zoo model, a model file (on this machine or uploaded), or the user's own
+training script with its arguments and the folder of its data."""
+
+import threading
+
+import streamlit as st
+
+from pages._shared import current_db, load
+from stash_core import views
+from stash_core.engine import jobs
+
+MODEL_SOURCES = {"zoo": "Model zoo", "file": "Python file on this machine", "upload": "Upload a Python file",
+                 "script": "Your training script"}  # fmt: skip
+
+
+@st.cache_resource(show_spinner=False)
+def _zoo_loader() -> dict:
+    """Load the zoo's names in the background: listing them imports torch, which takes seconds."""
+    box: dict = {}
+
+    def load() -> None:
+        try:
+            box["names"] = views.run_form.zoo_models()
+        except Exception as exc:  # shown as a caption; a model name can still be typed
+            box["error"] = f"{type(exc).__name__}: {exc}"
+
+    threading.Thread(target=load, name="stash-zoo-names", daemon=True).start()
+    return box
+
+
+def zoo_models() -> tuple[list[str], bool]:
+    """(names to offer, complete?): the zoo once loaded, else the models the database knows."""
+    box = _zoo_loader()
+    if "names" in box:
+        return box["names"], True
+    known = list(load(views.breakdown.model_names))
+    return [name for name in known if "/" not in name] or ["resnet18"], False
+
+
+def script_fields() -> dict:
+    """A training script on this machine or uploaded, its own arguments, and the folder of its data."""
+    where = st.radio(
+        "Script",
+        ["path", "upload"],
+        horizontal=True,
+        key="run-script-src",
+        format_func={"path": "On this machine", "upload": "Upload"}.get,
+    )
+    script = ""
+    if where == "path":
+        script = st.text_input(
+            "Training script",
+            placeholder="train.py",
+            key="run-script",
+            help="Run unmodified under torchrun; relative to the dashboard's folder",
+        )
+    else:
+        uploaded = st.file_uploader("Training script (.py)", type=["py"], key="run-script-upload")
+        if uploaded is not None:
+            script = str(jobs.save_model_file(current_db(), uploaded.name, uploaded.getvalue()))
+    script_args = st.text_input(
+        "Script arguments",
+        placeholder="--epochs 1 --lr 3e-4",
+        key="run-script-args",
+        help="What follows -- on the command line, quoted as in a shell",
+    )
+    data_dir = st.text_input(
+        "Folder of the data it reads (optional)",
+        key="run-data-dir",
+        help="For separate CPU and disk stalls; without it they are one input pipeline",
+    )
+    return {"use_script": True, "script": script.strip(), "script_args": script_args, "data_dir": data_dir}
+
+
+def model_field() -> tuple[str, dict]:
+    """The model reference, or the training script's fields ({} for a model)."""
+    source = st.radio(
+        "Model", list(MODEL_SOURCES), format_func=MODEL_SOURCES.get, horizontal=True, key="run-model-src"
+    )
+    if source == "script":
+        return "", script_fields()
+    return _model_reference(source), {}
+
+
+def _model_reference(source: str) -> str:
+    if source == "zoo":
+        names, complete = zoo_models()
+        default = names.index("resnet18") if "resnet18" in names else 0
+        choice = st.selectbox(
+            "Zoo model",
+            names,
+            index=default,
+            key="run-zoo-model",
+            accept_new_options=True,
+            help="Pick one or type a zoo name (e.g. resnet50, vgg16, bert_base).",
+        )
+        if not complete:
+            st.caption("Loading the full list of zoo models… (type a name meanwhile)")
+        return choice or ""
+    if source == "file":
+        return st.text_input(
+            "Model file and factory",
+            placeholder="examples/models/tiny_cnn.py:make",
+            key="run-model-file",
+            help="FILE.py:FACTORY - a function returning a torch.nn.Module; "
+            "relative paths are relative to the folder the dashboard runs in.",
+        )
+    left, right = st.columns([3, 1])
+    uploaded = left.file_uploader("Model file (.py)", type=["py"], key="run-model-upload")
+    factory = right.text_input("Factory function", value="make", key="run-model-factory")
+    if uploaded is None:
+        return ""
+    path = jobs.save_model_file(current_db(), uploaded.name, uploaded.getvalue())
+    return f"{path}:{factory.strip()}"

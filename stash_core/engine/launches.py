@@ -1,0 +1,175 @@
+"""The launches of each run, pooled into the run's record: its figures over rounds of launches.
+
+Every run is launched once per round (engine/plan.py round_order). A run's record keeps each launch's own
+figures under `launches` and, where it always had them, the pooled ones: `iteration_s.mean` is the plain
+mean of the launches' means and `iteration_s.ci95` the interval of stats.pool_rounds (the rounds and the
+iterations); the samples are the launches' kept samples one after the other. Only rounds that every run
+completed are pooled, so that every stall's runs have the same rounds to pair; a profile ended during its
+first round pools the first launch of each run that has one (one launch per run, as before rounds).
+"""
+
+from __future__ import annotations
+
+import math
+
+from stash_core.analysis.stats import pool_rounds, summarise
+
+CAP_REASONS = ("max_time", "max_iterations")
+
+
+class LaunchedRuns:
+    """The completed launches of a profile's runs, by run name, each with its round."""
+
+    def __init__(self, names: list[str], launches: int) -> None:
+        self.names = list(names)
+        self.launches = launches
+        self.outcomes: dict[str, list[tuple[int, dict]]] = {name: [] for name in names}
+
+    def add(self, name: str, round_index: int, outcome: dict) -> None:
+        self.outcomes[name].append((round_index, outcome))
+
+    def pooled_rounds(self) -> list[int]:
+        """The rounds every run completed; [0] when none was (a profile ended in its first round)."""
+        per_run = [{round_index for round_index, _ in self.outcomes[name]} for name in self.names]
+        common = sorted(set.intersection(*per_run)) if per_run else []
+        return common or [0]
+
+    def pool_into(self, records: list[dict]) -> None:
+        """Fill each record (not failed) that has launches in the pooled rounds with their pooled figures,
+        and keep every launch's own figures under `launches`."""
+        rounds = set(self.pooled_rounds())
+        for record in records:
+            outcomes = self.outcomes.get(record["name"]) or []
+            if not outcomes:
+                continue
+            record["launches_planned"] = self.launches
+            record["launches"] = [launch_entry(r, outcome, r in rounds) for r, outcome in outcomes]
+            used = [outcome for r, outcome in outcomes if r in rounds]
+            if record.get("status") == "failed" or not used:
+                continue
+            pool_record(record, used)
+
+
+def launch_entry(round_index: int, outcome: dict, pooled: bool) -> dict:
+    """One launch as the record keeps it: its own mean and interval, iterations and why it stopped."""
+    summary = outcome["iteration_s"]
+    return {
+        "round": round_index,
+        "pooled": pooled,
+        "mean_s": summary["mean"],
+        "ci95_s": summary["ci95"],
+        "iterations": outcome["iterations"],
+        "warmup_iterations": outcome["warmup_iterations"],
+        "stop_reason": outcome["stop_reason"],
+        "wall_s": outcome.get("wall_s"),
+        "resident_fraction_start": outcome.get("resident_fraction_start"),
+    }
+
+
+def pool_record(record: dict, used: list[dict]) -> None:
+    """The run's figures from its launches `used` (one per pooled round, in round order)."""
+    samples: dict[str, list] = {key: [] for key in used[0]["samples"]}
+    for outcome in used:
+        for key in samples:
+            samples[key].extend(outcome["samples"].get(key) or [])
+    pooled = pool_rounds([o["iteration_s"]["mean"] for o in used], [o["iteration_s"]["ci95"] for o in used])
+    summary = summarise(samples["iteration_s"]).to_dict()
+    summary.update(mean=pooled.mean, ci95=pooled.ci95)  # the rounds' mean, as every stall pairs them
+    first = used[0]
+    record.update({key: value for key, value in first.items() if key not in ("name", "status", "error")})
+    record.update(
+        {
+            "status": "completed",
+            "error": None,
+            "iterations": summary["n"],
+            "warmup_iterations": sum(o["warmup_iterations"] for o in used),
+            "iteration_s": summary,
+            "pooled": pooled.to_dict(),
+            "parts_mean_s": _mean_parts([o["parts_mean_s"] for o in used]),
+            "samples": samples,
+            "rank_skew_s": math.fsum(o["rank_skew_s"] for o in used) / len(used),
+            "stop_reason": stop_reason_of(used),
+            "wall_s": math.fsum(o.get("wall_s") or 0.0 for o in used),
+        }
+    )
+
+
+def stop_reason_of(used: list[dict]) -> str:
+    """A cap when any launch stopped at one (the time cap first), else the first launch's reason."""
+    reasons = [o["stop_reason"] for o in used]
+    return next((cap for cap in CAP_REASONS if cap in reasons), reasons[0])
+
+
+def _mean_parts(parts: list[dict]) -> dict:
+    keys = parts[0].keys()
+    return {
+        key: None if any(p.get(key) is None for p in parts) else math.fsum(p[key] for p in parts) / len(parts)
+        for key in keys
+    }
+
+
+def rounds_of(record: dict) -> list[tuple[float, float]] | None:
+    """A pooled run's (mean_s, ci95_s) per pooled round, for the paired intervals of its stalls."""
+    launches = [launch for launch in record.get("launches") or [] if launch.get("pooled")]
+    if not launches:
+        return None
+    return [(launch["mean_s"], launch["ci95_s"]) for launch in sorted(launches, key=lambda x: x["round"])]
+
+
+def pooled_warnings(
+    records: list[dict], target_relative_ci: float, fixed: bool, max_phase_s: float, launches: int
+) -> list[str]:
+    """What a reader must know of the pooled runs: a run short of its target (and what to do), and a
+    profile that ended before all its rounds."""
+    warnings: list[str] = []
+    completed = [r for r in records if r.get("status") == "completed" and r.get("launches")]
+    for record in completed:
+        summary = record["iteration_s"]
+        relative = summary["ci95"] / summary["mean"] if summary["mean"] > 0 else math.inf
+        if fixed or relative <= target_relative_ci:
+            continue
+        used = [launch for launch in record["launches"] if launch["pooled"]]
+        count = f"{len(used)} launch{'es' if len(used) != 1 else ''}"
+        target = f"target ± {target_relative_ci:.0%}"
+        reached = f"± {relative:.1%} after {summary['n']} kept iterations over {count} ({target})"
+        pooled = record.get("pooled") or {}
+        if (pooled.get("between_ci95") or 0.0) > (pooled.get("within_ci95") or 0.0):
+            warnings.append(
+                f"{record['name']}: {reached}: its launches disagree more than their iterations do (other "
+                "load on the machine); more launches (--launches) or a quieter machine would narrow it"
+            )
+        elif record["stop_reason"] in CAP_REASONS:
+            cap = "time" if record["stop_reason"] == "max_time" else "iteration"
+            warnings.append(
+                f"{record['name']}: stopped at the {cap} cap with {reached}; to reach the target give it "
+                f"more time (--max-phase-seconds, now {max_phase_s:g} s per run), measure fewer stalls "
+                "(--stalls), or accept a wider --target-ci"
+            )
+    rounds = {launch["round"] for record in completed for launch in record["launches"] if launch["pooled"]}
+    if completed and len(rounds) < launches:
+        warnings.append(
+            f"intervals from {len(rounds)} of {launches} rounds of launches: the profile ended before the "
+            "others"
+        )
+    return warnings
+
+
+def epoch_boundary_warning(records: list[dict], iterations_per_epoch: int | None) -> str | None:
+    """Mark each real-data run with whether one of its launches ran past an epoch's end (the loader's restart
+    and reshuffle are then in its figures); a warning when a real-data run never did."""
+    missed = []
+    for record in records:
+        if record.get("data") == "synthetic" or not record.get("launches") or not iterations_per_epoch:
+            continue
+        longest = max(launch["iterations"] + launch["warmup_iterations"] for launch in record["launches"])
+        record["epoch_boundary_crossed"] = longest > iterations_per_epoch
+        if not record["epoch_boundary_crossed"]:
+            missed.append((record["name"], longest))
+    if not missed:
+        return None
+    runs = ", ".join(f"{name} (longest launch {longest} iterations)" for name, longest in missed)
+    return (
+        f"no launch of {runs} ran past an epoch's end ({iterations_per_epoch} iterations per epoch): the "
+        "cost at the start of each epoch (loader restart, reshuffle) is not in these figures; a smaller data "
+        "set or more iterations per launch would include it"
+    )

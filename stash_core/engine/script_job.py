@@ -1,0 +1,102 @@
+"""A profile of the user's own training script: its worker job, its model record, and what its result adds.
+
+The runs are those of any profile; each launches stash_core.measure.script_entry, which runs the script
+unmodified. Synthetic runs replay the script's first batches; the real-data runs read its own data, with
+the page-cache state of --data-dir set as for an image data set. Without --data-dir the CPU and disk stalls
+are one input-pipeline stall (R2 minus the run before it, kept in "not separated").
+"""
+
+from __future__ import annotations
+
+import math
+
+from stash_core.engine.plan import PhasePlan
+from stash_core.spec import ProfileSpec
+
+MODULE = "stash_core.measure.script_entry"
+NO_DATA_DIR = (
+    "without --data-dir Stash cannot set the page-cache state of the files the script reads, so CPU and "
+    "disk are one input-pipeline stall"
+)
+NO_LOADER = (
+    "the script iterates no torch DataLoader, so its data loading cannot be told apart from its compute "
+    "(not measurable)"
+)
+
+
+def script_job(plan: PhasePlan, spec: ProfileSpec) -> dict:
+    return {
+        "phase": plan.name,
+        "script": spec.script,
+        "script_args": list(spec.script_args),
+        "data": plan.data,
+        "data_dir": spec.data_dir,
+        "device": spec.device,
+        "backend": spec.backend,
+        "threads_per_worker": spec.threads_per_worker,
+        "iterations": spec.fixed_iterations,
+        "target_relative_ci": spec.target_relative_ci,
+        "max_iterations": spec.max_iterations,
+        "max_phase_s": spec.max_phase_s,
+        "start_timeout_s": spec.script_start_timeout_s,
+        "seed": spec.seed,
+    }
+
+
+def script_model_info(spec: ProfileSpec) -> dict:
+    """The model section of a script's result: its name and kind; Stash does not build the model."""
+    return {
+        "name": spec.model,
+        "kind": "script",
+        "input_shape": [],
+        "num_classes": None,
+        "vocab_size": None,
+        "param_count": None,
+        "grad_tensor_count": None,
+        "layer_count": None,
+        "grad_bytes": None,
+        "script": spec.script,
+        "script_args": list(spec.script_args),
+        "script_sha256": spec.script_sha256,
+    }
+
+
+def finish_script_doc(doc: dict) -> None:
+    """What a script's runs found, into the document: the batch size measured from its first batch, and why
+    CPU and disk are not separate stalls (no --data-dir, or no DataLoader at all)."""
+    found = [record["script"] for record in doc["phases"] if isinstance(record.get("script"), dict)]
+    if doc["spec"].get("batch_size") is None:
+        sizes = [info["batch_size"] for info in found if info.get("batch_size")]
+        doc["spec"]["batch_size"] = sizes[0] if sizes else None
+    breakdown = doc.get("breakdown")
+    if not breakdown or not found:
+        return
+    stalls = breakdown.get("stalls") or {}
+    if not any(info.get("loader_used") for info in found):
+        for name in ("cpu", "disk"):
+            if name in stalls:
+                stalls[name].update(status="not_separable", note=NO_LOADER, seconds=None, share=None)
+        breakdown["warnings"] = [w for w in breakdown["warnings"] if not w.startswith(("cpu stall", "disk"))]
+        breakdown["warnings"].append(f"cpu and disk stalls not measurable: {NO_LOADER}")
+        return
+    pipeline = input_pipeline(doc)
+    if pipeline is not None:
+        seconds, ci95_s, reference = pipeline
+        breakdown["input_pipeline"] = {"seconds": seconds, "ci95_s": ci95_s, "runs": f"R2 - {reference}"}
+        breakdown["warnings"].append(
+            f"input pipeline (CPU and disk together): {seconds:.6f} s ± {ci95_s:.6f} per iteration "
+            f"(R2 - {reference}), shown in 'not separated'"
+        )
+
+
+def input_pipeline(doc: dict) -> tuple[float, float, str] | None:
+    """Without --data-dir: R2 minus the run before it (the last synthetic one), with its 95% interval."""
+    if doc["spec"].get("data_dir"):
+        return None
+    done = {record["name"]: record for record in doc["phases"] if record.get("status") == "completed"}
+    reference = next((name for name in ("R1n", "R1", "R0") if name in done), None)
+    if "R2" not in done or reference is None:
+        return None
+    cold, near = done["R2"]["iteration_s"], done[reference]["iteration_s"]
+    ci95_s = math.hypot(cold.get("ci95") or 0.0, near.get("ci95") or 0.0)
+    return cold["mean"] - near["mean"], ci95_s, reference

@@ -1,0 +1,61 @@
+"""The page-cache state of the files a script reads (--data-dir), kept from inside a run.
+
+A script opens its files itself, so Stash cannot evict each file after reading it as its own loader does.
+In a cold run (R2) the first worker of each machine instead evicts the data directory's files again and
+again while the script runs, so later epochs read from disk too. On remote machines (where the launcher
+cannot reach the page cache) it also makes the files resident or evicts them before the script starts.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+
+from stash_core.data import pagecache
+
+MIN_EVICT_PERIOD_S = 1.0
+EVICT_DUTY = 0.1  # at most this share of one core on eviction passes
+
+
+def data_files(root: str) -> list[Path]:
+    return sorted(path for path in Path(root).rglob("*") if path.is_file() and not path.is_symlink())
+
+
+class CacheKeeper:
+    def __init__(self, files: list[Path], action: str | None, keep_evicting: bool) -> None:
+        self.files, self.action = files, action
+        self.fraction: float | None = None
+        self.stopped = threading.Event()
+        self.thread: threading.Thread | None = None
+        if action == "resident":
+            pagecache.make_resident(files)
+        elif action == "evict":
+            pagecache.evict(files)
+        if action:
+            self.fraction = pagecache.resident_fraction(files)
+        if keep_evicting:
+            self.thread = threading.Thread(target=self._evict_while_running, daemon=True)
+            self.thread.start()
+
+    def _evict_while_running(self) -> None:
+        period_s = MIN_EVICT_PERIOD_S
+        while not self.stopped.wait(period_s):
+            start = time.perf_counter()
+            pagecache.evict(self.files)
+            period_s = max(MIN_EVICT_PERIOD_S, (time.perf_counter() - start) / EVICT_DUTY)
+
+    def stop(self) -> float | None:
+        self.stopped.set()
+        if self.thread is not None:
+            self.thread.join(timeout=5)
+        return self.fraction
+
+
+def cache_state_thread(job: dict) -> CacheKeeper | None:
+    """The first worker of each machine keeps the data directory's page-cache state; None elsewhere."""
+    if not job.get("data_dir") or job["data"] == "synthetic" or int(os.environ.get("LOCAL_RANK", "0")) != 0:
+        return None
+    files = data_files(job["data_dir"])
+    return CacheKeeper(files, job.get("cache_action"), keep_evicting=job["data"] == "cold")

@@ -1,0 +1,167 @@
+"""Entry point of one worker process of a run of the user's own training script (launched like worker.py).
+
+    python -m torch.distributed.run ... -m stash_core.measure.script_entry --job-json '{...}'
+
+It installs the instrumentation (script_hooks.py), then runs the script as __main__ with its own arguments:
+nothing in the script changes, and a script that works under torchrun works here. The run ends at the
+stopping rule (script_stop.py), or when the script ends by itself. Rank 0 prints the result as worker.py
+does (STASH-RESULT); any failure is one STASH-ERROR line naming what happened, with the last lines the
+script wrote to stderr.
+"""
+
+from __future__ import annotations
+
+import collections
+import gc
+import os
+import runpy
+import socket
+import sys
+import threading
+import traceback
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+
+from stash_core.measure import protocol
+from stash_core.measure.job import read_job
+from stash_core.measure.script_cache import cache_state_thread
+from stash_core.measure.script_hooks import StepClock, install
+from stash_core.measure.script_stop import StopRule, StopScript
+
+STDERR_TAIL_LINES = 20
+
+
+class ScriptFailed(Exception):
+    """What went wrong with the script, as one line."""
+
+
+class StderrTail:
+    """sys.stderr, passed through, keeping its last lines (a failure reports them)."""
+
+    def __init__(self, stream) -> None:
+        self.stream = stream
+        self.lines: collections.deque[str] = collections.deque(maxlen=STDERR_TAIL_LINES)
+        self.partial = ""
+
+    def write(self, text: str) -> int:
+        *whole, self.partial = (self.partial + text).split("\n")
+        self.lines.extend(line for line in whole if line.strip())
+        return self.stream.write(text)
+
+    def flush(self) -> None:
+        self.stream.flush()
+
+    def tail(self) -> list[str]:
+        return [*self.lines, *([self.partial] if self.partial.strip() else [])]
+
+    def __getattr__(self, name: str):
+        return getattr(self.stream, name)
+
+
+def main(argv: list[str] | None = None) -> int:
+    job = read_job(argv)
+    rank = int(os.environ.get("RANK", "0"))
+    stderr = StderrTail(sys.stderr)
+    sys.stderr = stderr
+    use_events = job.get("device") == "cuda" and torch.cuda.is_available()
+    clock = StepClock(use_cuda_events=use_events)
+    rule = StopRule(job, clock, rank)
+    clock.on_boundary = rule
+    remove = install(clock, replay=job["data"] == "synthetic")
+    watchdog = start_watchdog(job, clock, rank, stderr)
+    cache = None
+    try:
+        cache = cache_state_thread(job)
+        result = run_script(job, clock, rule)
+        if job.get("probe") and dist.is_initialized() and dist.get_world_size() > 1 and rule.result:
+            from stash_core.measure.probe_worker import run_probe_suite
+            from stash_core.measure.script_stop import collective_device
+
+            result["probe"] = run_probe_suite(job["probe"], collective_device())
+    except ScriptFailed as error:
+        emit_error(rank, str(error), stderr)
+        return 1
+    except Exception as error:  # noqa: BLE001 - Stash's own side (cache state, summary, probe): one line
+        emit_error(rank, f"{type(error).__name__}: {error}".splitlines()[0], stderr)
+        return 1
+    finally:
+        watchdog.cancel()
+        remove()
+        fraction = cache.stop() if cache is not None else None
+    if rank == 0:
+        result["resident_fraction_start"] = fraction
+        protocol.emit("RESULT", result)
+    if dist.is_initialized():
+        dist.destroy_process_group()
+    gc.collect()  # the script's loaders end their worker processes
+    return 0
+
+
+def run_script(job: dict, clock: StepClock, rule: StopRule) -> dict:
+    path = Path(job["script"])
+    try:
+        code = compile(path.read_bytes(), str(path), "exec")
+    except OSError as error:
+        raise ScriptFailed(f"cannot read the script {path}: {error.strerror or error}") from None
+    except (SyntaxError, ValueError) as error:
+        raise ScriptFailed(f"the script {path.name} does not parse: {error}") from None
+    del code
+    sys.argv = [str(path), *job.get("script_args", [])]
+    sys.path.insert(0, str(path.parent))
+    try:
+        runpy.run_path(str(path), run_name="__main__")
+    except StopScript:
+        return rule.result
+    except SystemExit as error:
+        if error.code not in (None, 0):
+            raise ScriptFailed(f"the script exited with status {error.code} {where(clock)}") from None
+    except Exception as error:  # noqa: BLE001 - the script's own error, reported as one line
+        traceback.print_exc()  # the user sees where, and it lands in the stderr tail
+        message = f"{type(error).__name__}: {error}".splitlines()[0][:300]
+        raise ScriptFailed(f"the script raised {message} {where(clock)}") from None
+    if clock.first_step_at is None:
+        raise ScriptFailed(
+            "the script ended without an optimizer step (Stash counts iterations by optimizer.step())"
+        )
+    if not clock.iteration_s:
+        raise ScriptFailed("the script ended after its first optimizer step: no whole iteration to time")
+    return rule.ended_by_script()
+
+
+def where(clock: StepClock) -> str:
+    if clock.first_step_at is None:
+        return "before its first optimizer step"
+    return f"after {len(clock.iteration_s) + 1} optimizer steps"
+
+
+def start_watchdog(job: dict, clock: StepClock, rank: int, stderr: StderrTail) -> threading.Timer:
+    """End this process when the script has not stepped in time (a hang before its first step)."""
+    timeout_s = float(job.get("start_timeout_s", 120.0))
+
+    def expire() -> None:
+        if clock.first_step_at is None:
+            emit_error(
+                rank,
+                f"no optimizer step within {timeout_s:g} s of the start: the script hangs before its first "
+                "step, or needs longer (--script-start-timeout)",
+                stderr,
+            )
+            os._exit(3)  # torchrun ends the other ranks; the launcher ends the whole process tree
+
+    timer = threading.Timer(timeout_s, expire)
+    timer.daemon = True
+    timer.start()
+    return timer
+
+
+def emit_error(rank: int, message: str, stderr: StderrTail) -> None:
+    stderr.flush()
+    protocol.emit(
+        "ERROR", {"message": f"rank {rank} ({socket.gethostname()}): {message}", "stderr_tail": stderr.tail()}
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(main())

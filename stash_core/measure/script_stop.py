@@ -1,0 +1,172 @@
+"""When to stop a user's script, and what its ranks measured: the rule of Stash's own timed loop (worker.py).
+
+Every few iterations (at an optimizer step, where every rank of a synchronous job is at the same step) the
+ranks all-reduce (MAX) the times since the last check through the script's own process group, so each holds
+the slowest rank's time per iteration and all take the same decision. Past the interval target, the
+iteration cap or the time cap, the ranks gather their times to rank 0 while the group is still alive, and
+the script is stopped by StopScript raised from the optimizer step.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+
+import torch
+import torch.distributed as dist
+
+from stash_core.analysis.stats import converged, mean_ci95, mser_truncation
+from stash_core.measure import protocol
+from stash_core.measure.script_hooks import StepClock
+
+MIN_WARMUP_ITERATIONS = 2
+FIRST_CHECK_AFTER = 10
+
+
+class StopScript(BaseException):
+    """Raised from an optimizer step to end the script: a BaseException, so `except Exception` lets it by."""
+
+
+class StopRule:
+    def __init__(self, job: dict, clock: StepClock, rank: int) -> None:
+        self.job, self.clock, self.rank = job, clock, rank
+        self.fixed = job.get("iterations")
+        self.deadline: float | None = None  # from the first step: the script's start-up does not count
+        self.chunk = FIRST_CHECK_AFTER
+        self.checked = 0  # iterations already all-reduced
+        self.slowest_s: list[float] = []
+        self.result: dict | None = None
+
+    def __call__(self) -> None:
+        """Called at every boundary: cheap unless a check is due."""
+        if self.deadline is None:
+            self.deadline = time.monotonic() + self.job["max_phase_s"]
+        if len(self.clock.iteration_s) - self.checked >= self.chunk:
+            self.check()
+
+    def check(self) -> None:
+        self.clock.settle()
+        fresh = self.clock.iteration_s[self.checked :]
+        over_time = 1.0 if time.monotonic() > self.deadline else 0.0
+        reduced = all_reduce_max([*fresh, over_time])
+        self.slowest_s.extend(reduced[:-1])
+        self.checked = len(self.clock.iteration_s)
+        series = self.slowest_s[MIN_WARMUP_ITERATIONS:]
+        kept = len(series) - mser_truncation(series)
+        if self.rank == 0:
+            report_progress(self.job, series, kept)
+        reason = self.stop_reason(series, kept, reduced[-1] > 0)
+        if reason is None:
+            # Check less often as the run grows: the check costs O(n) and the decision changes slowly.
+            self.chunk = max(FIRST_CHECK_AFTER, len(self.slowest_s) // 5)
+            if self.fixed is not None:
+                self.chunk = max(1, min(self.chunk, self.fixed - kept))
+            self.chunk = max(1, min(self.chunk, self.job["max_iterations"] - len(self.slowest_s)))
+            return
+        self.result = summarise(self.job, self.clock, self.slowest_s, reason, gather=True)
+        raise StopScript(reason)
+
+    def stop_reason(self, series: list[float], kept: int, over_time: bool) -> str | None:
+        if self.fixed is not None:
+            if kept >= self.fixed:
+                return "fixed"
+        elif converged(series, self.job["target_relative_ci"]):
+            return "converged"
+        if len(self.slowest_s) >= self.job["max_iterations"]:
+            return "max_iterations"
+        return "max_time" if over_time else None
+
+    def ended_by_script(self) -> dict:
+        """The script ended by itself: what it measured. The times after the last check are this rank's own
+        (the process group may be gone by now)."""
+        self.clock.settle()
+        slowest = self.slowest_s + self.clock.iteration_s[self.checked :]
+        gather = dist.is_initialized() and self.checked == len(self.clock.iteration_s)
+        return summarise(self.job, self.clock, slowest, "script_ended", gather=gather)
+
+
+def collective_device() -> torch.device:
+    if dist.get_backend() == "nccl":
+        return torch.device("cuda", torch.cuda.current_device())
+    return torch.device("cpu")
+
+
+def all_reduce_max(values: list[float]) -> list[float]:
+    if not dist.is_initialized() or dist.get_world_size() == 1:
+        return list(values)
+    tensor = torch.tensor(values, dtype=torch.float64, device=collective_device())
+    dist.all_reduce(tensor, op=dist.ReduceOp.MAX)
+    return tensor.tolist()
+
+
+def report_progress(job: dict, series: list[float], kept: int) -> None:
+    tail = series[len(series) - kept :] if kept else []
+    mean_s, ci_s = mean_ci95(tail) if len(tail) > 1 else (float("nan"), float("inf"))
+    protocol.emit(
+        "PROGRESS",
+        {
+            "phase": job["phase"],
+            "iterations": len(series) + MIN_WARMUP_ITERATIONS,
+            "kept": kept,
+            "mean_s": mean_s if tail else None,
+            "relative_ci": (ci_s / mean_s) if tail and mean_s > 0 and ci_s != float("inf") else None,
+            "target_relative_ci": job["target_relative_ci"],
+            "fixed_iterations": job.get("iterations"),
+            "max_iterations": job["max_iterations"],
+        },
+    )
+
+
+def summarise(job: dict, clock: StepClock, slowest_s: list[float], reason: str, gather: bool) -> dict:
+    """The result of the run (as worker.py's): the slowest rank per iteration, its data wait, and skew."""
+    count = len(slowest_s)
+    local = torch.tensor([clock.iteration_s[:count], clock.data_s[:count]], dtype=torch.float64)
+    world_size = dist.get_world_size() if dist.is_initialized() else int(os.environ.get("WORLD_SIZE", "1"))
+    host = (socket.gethostname(), int(os.environ.get("GROUP_RANK", "0")))
+    if gather and dist.is_initialized() and world_size > 1:
+        device = collective_device()
+        gathered = [torch.empty_like(local, device=device) for _ in range(world_size)]
+        dist.all_gather(gathered, local.to(device))
+        per_rank = torch.stack(gathered).cpu()  # (ranks, 2, iterations)
+        hosts: list = [None] * world_size
+        dist.all_gather_object(hosts, host)
+    else:
+        per_rank, hosts = local.unsqueeze(0), [host]
+    iteration_by_rank = per_rank[:, 0, :]
+    slowest_rank = iteration_by_rank.argmax(dim=0)
+    warmup = min(count, MIN_WARMUP_ITERATIONS + mser_truncation(slowest_s[MIN_WARMUP_ITERATIONS:]))
+    skew = (iteration_by_rank.max(dim=0).values - iteration_by_rank.min(dim=0).values).tolist()
+    columns = torch.arange(count)
+    kept = per_rank[:, :, warmup:]
+    means = kept.mean(dim=2) if count > warmup else torch.full((len(hosts), 2), float("nan"))
+    return {
+        "phase": job["phase"],
+        "world_size": world_size,
+        "warmup_iterations": warmup,
+        "stop_reason": reason,
+        "samples": {
+            "iteration_s": slowest_s[warmup:],
+            "data_s": per_rank[slowest_rank, 1, columns].tolist()[warmup:],
+            "slowest_rank": slowest_rank.tolist()[warmup:] if len(hosts) > 1 else [0] * (count - warmup),
+        },
+        "rank_skew_s": sum(skew[warmup:]) / max(count - warmup, 1),
+        "bad_files": None,
+        "ranks": [
+            {
+                "rank": rank,
+                "hostname": name,
+                "node": node,
+                "iteration_s": float(means[rank, 0]),
+                "data_s": float(means[rank, 1]),
+            }
+            for rank, (name, node) in enumerate(hosts)
+        ],  # fmt: skip
+        "script": {
+            "loader_used": clock.loader_used,
+            "batch_size": clock.batch_size,
+            "optimizer_steps": len(clock.iteration_s) + (clock.first_step_at is not None),
+            "split": "iteration and data wait only (forward and backward are not split for a script)",
+            "ranks_gathered": len(hosts) == world_size,
+        },
+    }

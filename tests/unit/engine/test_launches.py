@@ -1,0 +1,113 @@
+"""Several launches per run: the round order, each launch's share of the budget, and the run records pooled
+from their launches (complete rounds only, warnings for runs short of their target or of an epoch)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from stash_core.engine.launches import LaunchedRuns, epoch_boundary_warning, pooled_warnings, rounds_of
+from stash_core.engine.plan import DEFAULT_LAUNCHES, PhasePlan, launch_spec, launches_of, round_order
+from stash_core.spec import ProfileSpec
+
+
+def _plans(*names: str) -> list[PhasePlan]:
+    return [PhasePlan(name, 2, 1, "synthetic" if name in ("R0", "R1") else "cached") for name in names]
+
+
+def test_rounds_alternate_chain_order_and_its_reverse() -> None:
+    order = round_order(_plans("R0", "R1", "R3", "R2"), 3)
+    assert [(r, plan.name) for r, plan in order] == [
+        (0, "R0"), (0, "R1"), (0, "R3"), (0, "R2"),
+        (1, "R2"), (1, "R3"), (1, "R1"), (1, "R0"),
+        (2, "R0"), (2, "R1"), (2, "R3"), (2, "R2"),
+    ]  # fmt: skip
+    assert [plan.name for _, plan in round_order(_plans("R0", "R1"), 1)] == ["R0", "R1"]
+
+
+def test_launches_default_to_rounds_with_auto_and_one_with_a_fixed_count() -> None:
+    assert launches_of(ProfileSpec(model="m", batch_size=2)) == DEFAULT_LAUNCHES
+    assert launches_of(ProfileSpec(model="m", batch_size=2, iterations="40")) == 1
+    assert launches_of(ProfileSpec(model="m", batch_size=2, iterations="40", launches=4)) == 4
+
+
+def test_each_launch_gets_its_share_of_the_budget() -> None:
+    spec = ProfileSpec(model="m", batch_size=2, max_phase_s=90, max_iterations=1000, target_relative_ci=0.02)
+    one = launch_spec(spec, 3)
+    assert (one.max_phase_s, one.max_iterations, one.iterations) == (30.0, 334, "auto")
+    assert one.target_relative_ci == pytest.approx(0.02 * math.sqrt(3))
+    assert launch_spec(ProfileSpec(model="m", batch_size=2, iterations="25"), 2).iterations == "13"
+    assert launch_spec(spec, 1) is spec
+
+
+def _outcome(mean_s: float, ci95_s: float, n: int = 10, stop: str = "converged") -> dict:
+    return {
+        "name": "?", "status": "completed", "error": None, "workers": 2, "data": "synthetic",
+        "iteration_s": {"mean": mean_s, "ci95": ci95_s}, "iterations": n, "warmup_iterations": 2,
+        "samples": {"iteration_s": [mean_s] * n, "data_s": [0.0] * n},
+        "parts_mean_s": {"data_s": 0.0, "forward_s": mean_s}, "rank_skew_s": 0.001, "stop_reason": stop,
+        "wall_s": 5.0, "telemetry": {"t_s": []}, "resident_fraction_start": None,
+    }  # fmt: skip
+
+
+def _records(*names: str) -> list[dict]:
+    return [{"name": name, "data": "synthetic", "status": "interrupted", "error": "x"} for name in names]
+
+
+def test_runs_are_pooled_over_the_rounds_every_run_completed() -> None:
+    launched = LaunchedRuns(["R0", "R1"], 3)
+    for round_index, (r0, r1) in enumerate([(0.10, 0.13), (0.12, 0.15)]):
+        launched.add("R0", round_index, _outcome(r0, 0.002))
+        launched.add("R1", round_index, _outcome(r1, 0.003))
+    launched.add("R0", 2, _outcome(0.50, 0.002))  # the profile ended during round 3
+    records = _records("R0", "R1")
+    launched.pool_into(records)
+    r0, r1 = records
+    assert r0["status"] == r1["status"] == "completed" and r0["error"] is None
+    assert r0["iteration_s"]["mean"] == pytest.approx(0.11) and r0["iterations"] == 20
+    assert len(r0["samples"]["iteration_s"]) == 20 and r0["launches_planned"] == 3
+    assert [(launch["round"], launch["pooled"]) for launch in r0["launches"]] == [
+        (0, True),
+        (1, True),
+        (2, False),
+    ]
+    assert rounds_of(r1) == [(0.13, 0.003), (0.15, 0.003)]
+    assert r0["iteration_s"]["ci95"] == pytest.approx(12.706 * 0.01 * math.sqrt(2) / math.sqrt(2))
+    warnings = pooled_warnings(records, 0.02, False, 120.0, 3)
+    assert warnings[-1].startswith("intervals from 2 of 3 rounds")
+    assert any("launches disagree" in w for w in warnings)
+
+
+def test_a_profile_ended_in_its_first_round_keeps_the_runs_it_measured() -> None:
+    launched = LaunchedRuns(["R0", "R1"], 3)
+    launched.add("R0", 0, _outcome(0.10, 0.002))
+    records = _records("R0", "R1")
+    launched.pool_into(records)
+    assert records[0]["status"] == "completed" and records[0]["iteration_s"]["mean"] == 0.10
+    assert records[1]["status"] == "interrupted" and "launches" not in records[1]
+
+
+def test_a_run_at_its_cap_says_what_to_do() -> None:
+    launched = LaunchedRuns(["R0"], 2)
+    launched.add("R0", 0, _outcome(0.10, 0.010, stop="max_time"))
+    launched.add("R0", 1, _outcome(0.10, 0.010, stop="converged"))
+    records = _records("R0")
+    launched.pool_into(records)
+    assert records[0]["stop_reason"] == "max_time"
+    (warning,) = pooled_warnings(records, 0.02, False, 60.0, 2)
+    assert "stopped at the time cap" in warning and "--max-phase-seconds, now 60 s per run" in warning
+    assert pooled_warnings(records, 0.02, True, 60.0, 2) == []  # a fixed --iterations N has no target
+
+
+def test_real_data_runs_say_whether_a_launch_crossed_an_epoch() -> None:
+    records = [
+        {"name": "R3", "data": "cached", "launches": [{"iterations": 30, "warmup_iterations": 2}]},
+        {"name": "R2", "data": "cold", "launches": [{"iterations": 8, "warmup_iterations": 2}]},
+        {"name": "R1", "data": "synthetic", "launches": [{"iterations": 8, "warmup_iterations": 2}]},
+    ]
+    warning = epoch_boundary_warning(records, 20)
+    assert records[0]["epoch_boundary_crossed"] and not records[1]["epoch_boundary_crossed"]
+    assert "R2 (longest launch 10 iterations)" in warning and "R3" not in warning
+    assert "epoch_boundary_crossed" not in records[2]
+    assert epoch_boundary_warning(records[:1], 20) is None

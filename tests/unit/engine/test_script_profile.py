@@ -1,0 +1,148 @@
+"""`stash profile --script`, end to end on CPU: the user's own training script, unmodified, in every run of
+the differential method, with the breakdown adding up to the realistic iteration time."""
+
+from __future__ import annotations
+
+import json
+import math
+import textwrap
+from pathlib import Path
+
+import pytest
+from support import stash
+
+# A plain loop: dict batches from files under a data folder, each sample costing real CPU work.
+PLAIN = """
+import atexit, json, os, sys, time, torch
+from pathlib import Path
+from torch.utils.data import DataLoader, Dataset
+
+SPENT = {"seconds": 0.0, "samples": 0}  # what the pre-processing cost in this very run, written at exit
+atexit.register(lambda: Path(f"cost-{os.getpid()}.json").write_text(json.dumps(SPENT)))
+
+def work(raw):  # the per-sample pre-processing
+    total = 0
+    for _ in range(ROUNDS):
+        total = (total * 31 + sum(raw)) % 1_000_003
+    return total
+
+class Files(Dataset):
+    def __init__(self, root):
+        self.files = sorted(Path(root).glob("*.bin"))
+    def __len__(self):
+        return len(self.files)
+    def __getitem__(self, index):
+        raw = self.files[index].read_bytes()
+        start = time.perf_counter()
+        value = work(raw)
+        SPENT["seconds"] += time.perf_counter() - start
+        SPENT["samples"] += 1
+        return {"x": torch.full((16,), float(value % 7)), "y": torch.tensor(index % 4)}
+
+if __name__ == "__main__":
+    loader = DataLoader(Files(sys.argv[1]), batch_size=BATCH, num_workers=0, shuffle=True)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    for epoch in range(100):
+        for batch in loader:
+            loss = torch.nn.functional.cross_entropy(model(batch["x"]), batch["y"])
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad()
+"""
+ROUNDS, BATCH = 400, 8
+
+# DDP set up by the script from torchrun's environment; it iterates tensors itself (no DataLoader).
+DDP = """
+import torch, torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
+dist.init_process_group("gloo")
+torch.manual_seed(0)
+model = DistributedDataParallel(torch.nn.Sequential(torch.nn.Linear(256, 1024), torch.nn.ReLU(),
+                                                    torch.nn.Linear(1024, 256)))
+optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+x = torch.randn(16, 256)
+for step in range(100_000):
+    loss = model(x).pow(2).mean()
+    loss.backward()
+    optimizer.step()
+    optimizer.zero_grad()
+dist.destroy_process_group()
+"""
+
+FAST = ["--iterations", "40", "--max-phase-seconds", "20", "--progress", "none", "--no-store",
+        "--device", "cpu"]  # fmt: skip
+
+
+def profile(tmp_path: Path, source: str, *args: str) -> tuple[dict, str]:
+    script = tmp_path / "train.py"
+    script.write_text(textwrap.dedent(source))
+    out = tmp_path / "result.json"
+    done = stash(
+        "profile", "--script", str(script), "--out", str(out), *FAST, *args, cwd=tmp_path, timeout=300
+    )
+    assert done.returncode == 0, done.stderr + done.stdout
+    return json.loads(out.read_text()), done.stdout
+
+
+def check_identity(breakdown: dict) -> None:
+    named = sum(entry["seconds"] or 0.0 for entry in breakdown["stalls"].values())
+    assert math.isclose(named + breakdown["unattributed_s"], breakdown["iteration_s"], rel_tol=1e-9)
+
+
+def sample_cost_s(folder: Path) -> float:
+    """What one sample cost in the real-data run: the script's own timing of its pre-processing, in the run
+    that pre-processed the most samples (the synthetic run only reads the batches it replays)."""
+    runs = [json.loads(path.read_text()) for path in folder.glob("cost-*.json")]
+    spent = max(runs, key=lambda run: run["samples"])
+    return spent["seconds"] / spent["samples"]
+
+
+def test_a_plain_loop_with_a_costly_dataset_gives_a_cpu_stall_of_that_cost(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    for index in range(64):
+        (data / f"{index:03}.bin").write_bytes(bytes(range(256)) * 4)
+    source = PLAIN.replace("ROUNDS", str(ROUNDS)).replace("BATCH", str(BATCH))
+    args = ["--data-dir", str(data), "--stalls", "compute,cpu", "--", str(data)]
+    doc, stdout = profile(tmp_path, source, *args)
+    cost_s = sample_cost_s(tmp_path)
+    assert [phase["name"] for phase in doc["phases"]] == ["R0", "R3"]
+    assert doc["spec"]["batch_size"] == BATCH and doc["model"]["kind"] == "script"
+    assert doc["spec"]["script_args"] == [str(data)] and len(doc["spec"]["script_sha256"]) == 64
+    breakdown = doc["breakdown"]
+    check_identity(breakdown)
+    cpu_s = breakdown["stalls"]["cpu"]["seconds"]
+    # No loader workers: the step waits for the whole batch's pre-processing (with workers, it would wait for
+    # a batch's cost over the workers minus the step, when the machine has the cores).
+    expected_s = BATCH * cost_s
+    assert 0.7 * expected_s < cpu_s < 1.4 * expected_s, (cpu_s, expected_s)
+    r3 = next(phase for phase in doc["phases"] if phase["name"] == "R3")
+    assert r3["parts_mean_s"]["data_s"] > 0.5 * cpu_s  # the stall is time spent waiting in the loader
+    assert "CPU prep" in stdout
+
+
+def test_a_ddp_script_with_two_workers_gives_an_interconnect_stall(tmp_path: Path) -> None:
+    doc, _ = profile(tmp_path, DDP, "--workers", "2", "--no-probes")
+    assert [phase["name"] for phase in doc["phases"]] == ["R0", "R1", "R2"]
+    assert doc["phases"][1]["workers"] == 2
+    breakdown = doc["breakdown"]
+    check_identity(breakdown)
+    interconnect = breakdown["stalls"]["interconnect"]
+    assert interconnect["status"] == "measured" and interconnect["seconds"] > 0
+    # No DataLoader: CPU and disk are marked, not guessed.
+    for name in ("cpu", "disk"):
+        assert breakdown["stalls"][name]["status"] == "not_separable"
+        assert "no torch DataLoader" in breakdown["stalls"][name]["note"]
+
+
+def test_a_script_that_fails_names_the_run_and_keeps_its_stderr(tmp_path: Path) -> None:
+    script = tmp_path / "train.py"
+    script.write_text("import sys\nprint('reading cfg.yaml', file=sys.stderr)\nraise KeyError('lr')\n")
+    out = tmp_path / "result.json"
+    done = stash("profile", "--script", str(script), "--out", str(out), *FAST, cwd=tmp_path, timeout=120)
+    assert done.returncode == 1
+    lines = [line for line in done.stderr.splitlines() if line.startswith("stash: run")]
+    assert len(lines) == 1 and "run R0" in lines[0] and "raised KeyError" in lines[0], done.stderr
+    doc = json.loads(out.read_text())
+    assert doc["status"] == "failed" and "reading cfg.yaml" in doc["phases"][0]["stderr_tail"]

@@ -1,0 +1,137 @@
+"""The entry point that runs a user's script unmodified, as one process (as R0 does): what it measures, when
+it stops, and one clear error line, with the script's last stderr lines, for each way a script goes wrong."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from stash_core.measure import protocol
+
+REPO = Path(__file__).resolve().parents[3]
+
+# Tuple batches from a custom collate_fn, AdamW, clip_grad_norm_, an LR scheduler and bf16 autocast on CPU.
+FEATURES = """
+import sys, torch
+from torch.utils.data import DataLoader, TensorDataset
+
+def collate(samples):
+    xs, ys = zip(*samples)
+    return torch.stack(xs), torch.stack(ys)
+
+data = TensorDataset(torch.randn(64, 8), torch.randint(0, 3, (64,)))
+loader = DataLoader(data, batch_size=int(sys.argv[1]), collate_fn=collate, shuffle=True)
+model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 3))
+optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=5)
+for epoch in range(1000):
+    for inputs, targets in loader:
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            loss = torch.nn.functional.cross_entropy(model(inputs), targets)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        scheduler.step()
+        optimizer.zero_grad()
+open(sys.argv[2], "w").write("the script ran to its end")
+"""
+
+NO_LOADER = """
+import torch
+x, y = torch.randn(64, 4), torch.randn(64, 1)
+model = torch.nn.Linear(4, 1)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+for step in range(25):
+    loss = ((model(x) - y) ** 2).mean()
+    loss.backward()
+    optimizer.step()
+    optimizer.zero_grad()
+"""
+
+STEP = """
+import torch
+model = torch.nn.Linear(2, 1)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+def step():
+    model(torch.ones(1, 2)).sum().backward()
+    optimizer.step()
+    optimizer.zero_grad()
+"""
+
+
+def run_entry(
+    tmp_path: Path, source: str | None, args: list[str] = (), timeout_s: float = 60, **job
+) -> tuple:
+    """Run the entry point on `source` (None: no script file); (exit status, {kind: payload}, stderr)."""
+    script = tmp_path / "train.py"
+    if source is not None:
+        script.write_text(textwrap.dedent(source))
+    job = {
+        "phase": "R0", "script": str(script), "script_args": list(args), "data": "synthetic",
+        "data_dir": None, "device": "cpu", "iterations": None, "target_relative_ci": 0.02,
+        "max_iterations": 2000, "max_phase_s": 30.0, "start_timeout_s": 30.0, "seed": 0, **job,
+    }  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK"):
+        env.pop(name, None)
+    done = subprocess.run(
+        [sys.executable, "-m", "stash_core.measure.script_entry", "--job-json", json.dumps(job)],
+        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=timeout_s,
+    )  # fmt: skip
+    messages = {}
+    for line in done.stdout.splitlines():
+        parsed = protocol.parse(line)
+        if parsed:
+            messages[parsed[0]] = parsed[1]
+    return done.returncode, messages, done.stderr
+
+
+def test_tuple_batches_collate_clipping_scheduler_and_autocast_stop_at_the_iteration_target(tmp_path) -> None:
+    marker = tmp_path / "ended.txt"
+    status, messages, stderr = run_entry(tmp_path, FEATURES, ["8", str(marker)], iterations=15)
+    assert status == 0, stderr
+    result = messages["RESULT"]
+    assert result["stop_reason"] == "fixed"
+    assert len(result["samples"]["iteration_s"]) == 15
+    assert result["script"]["batch_size"] == 8 and result["script"]["loader_used"]
+    assert not marker.exists()  # stopped at the step: the code after the loop never ran
+
+
+def test_a_script_without_a_dataloader_gets_its_iteration_time_and_no_loader(tmp_path) -> None:
+    status, messages, stderr = run_entry(tmp_path, NO_LOADER)
+    assert status == 0, stderr
+    result = messages["RESULT"]
+    assert result["stop_reason"] == "script_ended"  # 25 steps: it ended before the target
+    assert result["warmup_iterations"] + len(result["samples"]["iteration_s"]) == 24
+    assert result["script"] == {**result["script"], "loader_used": False, "batch_size": None}
+
+
+@pytest.mark.parametrize(
+    ("case", "source", "says"),
+    [
+        ("missing", None, "cannot read the script"),
+        ("does not parse", "def broken(:\n", "does not parse"),
+        ("raises first", STEP + "import sys\nprint('loading config', file=sys.stderr)\nraise ValueError('no"
+         " config')\n", "raised ValueError: no config before its first optimizer step"),
+        ("raises later", STEP + "for _ in range(4):\n    step()\nraise RuntimeError('boom')\n",
+         "raised RuntimeError: boom after 4 optimizer steps"),
+        ("never steps", "print('hello')\n", "ended without an optimizer step"),
+        ("exits non-zero", STEP + "step()\nstep()\nraise SystemExit(3)\n", "exited with status 3"),
+        ("hangs", "import time\ntime.sleep(60)\n", "no optimizer step within 2 s"),
+    ],
+)  # fmt: skip
+def test_a_failing_script_is_one_error_line_with_its_last_stderr_lines(tmp_path, case, source, says) -> None:
+    status, messages, _ = run_entry(tmp_path, source, start_timeout_s=2.0, timeout_s=40)
+    assert status != 0 and "RESULT" not in messages
+    error = messages["ERROR"]
+    assert says in error["message"] and "\n" not in error["message"]
+    assert error["message"].startswith("rank 0 (")
+    if case == "raises first":
+        assert "loading config" in error["stderr_tail"]
+        assert any("ValueError: no config" in line for line in error["stderr_tail"])

@@ -1,0 +1,119 @@
+"""The instrumentation of a user's script, in this process: iteration boundaries at optimizer steps, data
+wait inside DataLoader iterators, replay of the first batches, and the hooks removed afterwards."""
+
+from __future__ import annotations
+
+import time
+
+import torch
+from torch.utils.data import DataLoader, Dataset
+from torch.utils.data.dataloader import _BaseDataLoaderIter
+
+from stash_core.measure.script_hooks import StepClock, install, leading_dim
+
+
+class Slow(Dataset):
+    """Dict samples that each take `cost_s` of busy CPU."""
+
+    def __init__(self, count: int, cost_s: float) -> None:
+        self.count, self.cost_s = count, cost_s
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __getitem__(self, index: int) -> dict:
+        end = time.perf_counter() + self.cost_s
+        while time.perf_counter() < end:
+            pass
+        return {"x": torch.full((4,), float(index)), "y": torch.tensor(index % 2)}
+
+
+def train(loader, epochs: int, accumulate: int = 1) -> list[dict]:
+    model = torch.nn.Linear(4, 2)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    seen = []
+    for _ in range(epochs):
+        for step, batch in enumerate(loader):
+            seen.append(batch)
+            loss = torch.nn.functional.cross_entropy(model(batch["x"]), batch["y"]) / accumulate
+            loss.backward()
+            if (step + 1) % accumulate == 0:
+                optimizer.step()
+                optimizer.zero_grad()
+    return seen
+
+
+def test_an_iteration_is_an_optimizer_step_and_gradient_accumulation_counts_once() -> None:
+    clock = StepClock()
+    remove = install(clock, replay=False)
+    try:
+        train(DataLoader(Slow(48, 0.0), batch_size=4), epochs=1, accumulate=3)  # 12 batches, 4 steps
+    finally:
+        remove()
+    assert len(clock.iteration_s) == 4 - 1  # the first step starts the clock
+    assert clock.loader_used and clock.batch_size == 4
+
+
+def test_the_data_wait_is_the_time_inside_the_loader() -> None:
+    cost_s = 0.002
+    clock = StepClock()
+    remove = install(clock, replay=False)
+    try:
+        train(DataLoader(Slow(40, cost_s), batch_size=5), epochs=1)
+    finally:
+        remove()
+    per_batch_s = 5 * cost_s
+    assert len(clock.data_s) == 7
+    assert all(per_batch_s <= wait < 3 * per_batch_s for wait in clock.data_s), clock.data_s
+    assert all(wait <= total for wait, total in zip(clock.data_s, clock.iteration_s, strict=True))
+
+
+def test_replay_hands_out_the_first_batches_for_as_long_as_an_epoch_without_loading_cost() -> None:
+    clock = StepClock()
+    remove = install(clock, replay=True, replay_batches=3)
+    try:
+        loader = DataLoader(Slow(40, 0.003), batch_size=4)  # 10 batches per epoch
+        seen = train(loader, epochs=2)
+    finally:
+        remove()
+    assert len(seen) == 20  # the epochs keep their length
+    firsts = [int(batch["x"][0, 0]) for batch in seen]
+    assert set(firsts) == {0, 4, 8}  # only the first three batches, cycled
+    assert max(clock.data_s) < 0.003  # no sample is loaded again (one costs 3 ms)
+
+
+def test_the_hooks_are_removed() -> None:
+    before_next = _BaseDataLoaderIter.__next__
+    before_iter = DataLoader.__iter__
+    clock = StepClock()
+    install(clock, replay=True)()
+    assert (_BaseDataLoaderIter.__next__, DataLoader.__iter__) == (before_next, before_iter)
+    train(DataLoader(Slow(8, 0.0), batch_size=4), epochs=1)
+    assert clock.iteration_s == [] and clock.first_step_at is None
+
+
+def test_a_second_optimizer_of_the_same_iteration_is_not_a_boundary() -> None:
+    clock = StepClock()
+    remove = install(clock, replay=False)
+    try:
+        a, b = torch.nn.Linear(2, 2), torch.nn.Linear(2, 2)
+        first, second = torch.optim.SGD(a.parameters(), lr=0.1), torch.optim.SGD(b.parameters(), lr=0.1)
+        for _ in range(5):
+            (a(torch.ones(1, 2)).sum() + b(torch.ones(1, 2)).sum()).backward()
+            first.step()
+            second.step()
+    finally:
+        remove()
+    assert len(clock.iteration_s) == 4
+
+
+class Holder:
+    def __init__(self) -> None:
+        self.ids = torch.zeros(6, 3)
+
+
+def test_the_batch_size_is_the_first_dimension_of_the_first_tensor() -> None:
+    assert leading_dim({"mask": [torch.ones(7, 2)], "x": torch.ones(3)}) == 7
+    assert leading_dim((torch.tensor(1.0), torch.ones(5, 1))) == 5
+    assert leading_dim(Holder()) == 6
+    assert leading_dim(["text"]) is None
