@@ -235,15 +235,27 @@ def predictions(everything: pd.DataFrame, measured: pd.DataFrame) -> pd.DataFram
     )
     note = everything.attrs.get("prediction_note")
     if show and note:
-        st.caption(
-            f"● measured: profiled on that instance. ◇ predicted (orange, faded): {note}. "
-            f"{len(everything.attrs.get('not_predictable') or [])} instance(s) not predictable."
-        )
+        st.caption(f"● measured: profiled on that instance. ◇ predicted (orange, faded): {note}.")
         if len(predicted):
             best = predicted.sort_values("samples_per_s", ascending=False).iloc[0]
             speed = number_text(best["samples_per_s"])
             st.caption(f"Fastest predicted: {best['configuration']} at {speed} samples/s.")
+        not_predicted(everything.attrs.get("not_predictable") or [])
     return everything if show else measured
+
+
+def not_predicted(reasons: list[str]) -> None:
+    """Catalog instances without a prediction say so, counted by reason, with each one's reason below."""
+    if not reasons:
+        return
+    summary = views.recommend.not_predicted_summary(reasons)
+    st.warning(
+        f"{len(reasons)} catalog instance(s) not predicted: {summary}. Each one's reason is listed below.",
+        icon=":material/report:",
+    )
+    with st.expander(f"Not predicted ({len(reasons)})", icon=":material/help:"):
+        for line in reasons:
+            st.markdown(f"- {line}")
 
 
 with page_guard():

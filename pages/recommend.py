@@ -229,10 +229,21 @@ def show_result(result: Recommendation) -> None:
         ranked_view(ranked)
     if not options.empty:
         download_buttons(options, "recommendation_options", "rec-options", label="All configurations")
-    if result.excluded:
-        with st.expander(f"Not evaluated ({len(result.excluded)})", icon=":material/help:"):
-            for line in result.excluded:
-                st.markdown(f"- {line}")
+    not_evaluated(result.excluded)
+
+
+def not_evaluated(reasons: list[str]) -> None:
+    """Configurations left out say so, counted by reason, with each one's reason below."""
+    if not reasons:
+        return
+    st.warning(
+        f"{len(reasons)} instance(s) or configuration(s) not evaluated: "
+        f"{views.recommend.not_predicted_summary(reasons)}. Each one's reason is listed below.",
+        icon=":material/report:",
+    )
+    with st.expander(f"Not evaluated ({len(reasons)})", icon=":material/help:"):
+        for line in reasons:
+            st.markdown(f"- {line}")
 
 
 def catalog_editor() -> None:

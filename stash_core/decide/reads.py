@@ -46,10 +46,11 @@ ORDER BY started_at DESC, run_id DESC
 """
 
 _GPU_COMPUTE_SQL = """
-SELECT run_id, model, batch_size, instance, workers_per_node, nodes, compute_s
-FROM stall_breakdown
-WHERE status = 'completed' AND compute_s > 0 AND device LIKE 'cuda%' AND instance IS NOT NULL
-ORDER BY started_at DESC, run_id DESC
+SELECT b.run_id, b.model, b.model_kind, b.batch_size, b.instance, b.workers_per_node, b.nodes, b.compute_s,
+       CAST(json_extract(r.spec, '$.input_shape') AS VARCHAR) AS input_shape
+FROM stall_breakdown AS b JOIN runs AS r ON r.run_id = b.run_id
+WHERE b.status = 'completed' AND b.compute_s > 0 AND b.device LIKE 'cuda%' AND b.instance IS NOT NULL
+ORDER BY b.started_at DESC, b.run_id DESC
 """
 
 _MODEL_COUNTS_SQL = "SELECT grad_bytes, grad_tensor_count, layer_count FROM models WHERE name = ?"
@@ -92,7 +93,8 @@ def measured_profiles(db_path: Path | str, model: str, batch_size: int) -> pd.Da
 
 def gpu_compute_profiles(db_path: Path | str) -> pd.DataFrame:
     """Completed GPU profiles with a compute time and an instance label, any model, newest first: the
-    measured steps that calibrate and anchor the predictions for instances never profiled."""
+    measured steps that calibrate and anchor the predictions for instances never profiled (input_shape is
+    the spec's, as JSON text, or None)."""
     return query_readonly(db_path, _GPU_COMPUTE_SQL)
 
 

@@ -143,22 +143,24 @@ def compare_with_predictions(db_path: Path | str, model: str, batch_size: int, *
     workers, nodes = int(chosen["workers_per_node"] or 1), int(chosen["nodes"] or 1)
     try:
         predicted = predict_instances(
-            db_path, model, int(batch_size), workers_per_instance=workers, max_instances=nodes
-        )
+            db_path, model, int(batch_size), workers_per_instance=workers, max_instances=nodes,
+            input_shape=_shape_of(chosen.get("input_shape")),
+        )  # fmt: skip
     except UsageError as exc:
         attrs.update(prediction_note=f"no predictions: {exc}", not_predictable=[])
         measured.attrs.update(attrs)
         return measured
-    default_shape = predicted.request.get("input_shape")
-    if chosen["input_shape"] not in ("model default", default_shape):
-        note = f"no predictions: they take the model's default input {default_shape}"
-        attrs.update(prediction_note=note, not_predictable=[])
-        measured.attrs.update(attrs)
-        return measured
     frame = predicted.frame
     have = set(measured.loc[measured["label_ok"].astype(bool), "instance"])
+    too_small = frame[frame["workers_per_instance"] < workers].drop_duplicates("instance")
     frame = frame[(frame["instance_count"] == nodes) & (frame["workers_per_instance"] == workers)]
     frame = frame[~frame["instance"].isin(have)]
+    # Instances measured for the job are not missing; every other one that has no row says why.
+    refused = [line for line in predicted.not_predictable if _instance_of(line) not in have] + [
+        f"{name}: not predicted - it has {gpus} GPU(s), the job uses {workers} per machine"
+        for name, gpus in zip(too_small["instance"], too_small["workers_per_instance"], strict=True)
+        if name not in have
+    ]
     rows = _predicted_rows(frame, measured, db_path)
     combined = pd.concat([measured, rows], ignore_index=True) if len(rows) else measured
     note = (
@@ -166,9 +168,21 @@ def compare_with_predictions(db_path: Path | str, model: str, batch_size: int, *
         "and network only"
         + ("" if str(chosen.get("data", "")).startswith("synthetic") else " (data loading is not predicted)")
     )
-    attrs.update(prediction_note=note, not_predictable=list(predicted.not_predictable))
+    attrs.update(prediction_note=note, not_predictable=refused)
     combined.attrs.update(attrs)
     return combined
+
+
+def _instance_of(reason: str) -> str:
+    """The instance a reason of predict_instances names: 'NAME: ...' or 'COUNT x NAME: ...'."""
+    head = reason.split(":", 1)[0]
+    return head.split(" x ", 1)[1] if " x " in head else head
+
+
+def _shape_of(text: Any) -> tuple[int, ...] | None:
+    """A job's input shape as the compare columns write it ('3x32x32', '384'), None for the model default."""
+    parts = str(text or "").split("x")
+    return tuple(int(part) for part in parts) if all(part.isdigit() for part in parts) else None
 
 
 def _predicted_rows(predicted: pd.DataFrame, measured: pd.DataFrame, db_path: Path | str) -> pd.DataFrame:

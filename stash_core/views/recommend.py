@@ -3,6 +3,8 @@ frames its charts draw."""
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -19,6 +21,15 @@ PROFILED_MODELS_SQL = (
     "WHERE status = 'completed' AND model IS NOT NULL GROUP BY ALL ORDER BY runs DESC, model, batch_size"
 )
 MEETS_CONSTRAINTS = {True: "meets the constraints", False: "does not"}
+# Why a configuration was not predicted: a phrase of the reason (decide/predict, decide/recommend, the
+# Compare view) and what the pages call it.
+NOT_PREDICTED_KINDS = (
+    ("no entry in the accelerator table", "accelerator not in Stash's table"),
+    ("does not fit", "batch does not fit the GPU's memory"),
+    ("no accelerator", "no GPU (CPU instances need a profile)"),
+    ("the job uses", "fewer GPUs than the job's workers"),
+    ("communication not predictable", "communication not predictable"),
+)
 
 
 @dataclass(frozen=True)
@@ -104,3 +115,17 @@ def marked_source(frame: pd.DataFrame) -> pd.Series:
         return f"◇ predicted{spread}"
 
     return pd.Series([mark(row) for row in frame.to_dict(orient="records")], index=frame.index, dtype=object)
+
+
+def not_predicted_summary(reasons: Iterable[str]) -> str:
+    """The reasons configurations were not predicted, counted by kind: "batch does not fit the GPU's memory
+    (3), accelerator not in Stash's table (1)"; '' for none."""
+    counts = Counter(_kind(reason) for reason in reasons)
+    return ", ".join(f"{kind} ({count})" for kind, count in counts.most_common())
+
+
+def _kind(reason: str) -> str:
+    for phrase, kind in NOT_PREDICTED_KINDS:
+        if phrase in reason:
+            return kind
+    return "other reasons"

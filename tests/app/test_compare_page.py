@@ -31,3 +31,26 @@ def test_predicted_instances_sit_beside_the_measured_ones(populated_db: Path) ->
     app.toggle(key="cmp-predicted").set_value(False).run()
     assert not app.exception
     assert app.dataframe[0].value["Source"].tolist() == measured
+
+
+def test_instances_without_a_prediction_say_why(populated_db: Path) -> None:
+    from stash_core.store import connect
+
+    with connect(populated_db) as con:  # a GPU box whose accelerator Stash's table does not know
+        con.execute(
+            "INSERT INTO instances (name, provider, accelerator, accelerator_count, vcpus, memory_gib, "
+            "on_demand_usd_per_h) VALUES ('tpu-box', 'test', 'Google TPU v9', 4, 8, 32, 1.0)"
+        )
+    app = AppTest.from_file(str(REPO / "pages" / "compare.py"), default_timeout=120)
+    app.run()
+    assert not app.exception and not app.error
+    warning = " ".join(w.value for w in app.warning)
+    # The job runs 2 workers per machine: 1-GPU instances and the unknown accelerator are named, not dropped.
+    assert "catalog instance(s) not predicted" in warning
+    assert (
+        "accelerator not in Stash's table (1)" in warning and "fewer GPUs than the job's workers" in warning
+    )
+    listed = " ".join(m.value for m in app.expander[-1].markdown)
+    assert "tpu-box: not predictable - Google TPU v9 has no entry in the accelerator table" in listed
+    assert "g4dn.xlarge: not predicted - it has 1 GPU(s), the job uses 2 per machine" in listed
+    assert "small-vm" not in listed  # measured for this job: not missing

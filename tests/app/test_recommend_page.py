@@ -104,3 +104,30 @@ def test_budget_that_cannot_be_met_is_explained(populated, monkeypatch):
     assert not app.exception
     errors = " ".join(error.value for error in app.error)
     assert "no configuration finishes 90 epochs of 1,281,167 images within 1 h" in errors
+
+
+def test_configurations_left_out_say_why(tmp_path, monkeypatch):
+    from stash_core.store import connect
+
+    db = tmp_path / "fresh.duckdb"
+    with connect(db) as con:  # a fresh database and one GPU box whose accelerator Stash's table lacks
+        con.execute(
+            "INSERT INTO instances (name, provider, accelerator, accelerator_count, vcpus, memory_gib, "
+            "on_demand_usd_per_h) VALUES ('tpu-box', 'test', 'Google TPU v9', 4, 8, 32, 1.0)"
+        )
+    app = _page(db, monkeypatch)
+    app.selectbox(key="rec-model").set_value("resnet50")
+    app.number_input(key="rec-batch").set_value(256)  # ~22 GB of activations: not on a 16 GB T4 or V100
+    app.multiselect(key="rec-inst").set_value(["g4dn.xlarge", "p3.2xlarge", "p5.48xlarge", "tpu-box"])
+    next(button for button in app.button if button.label == "Recommend").click()
+    app = app.run()
+    assert not app.exception
+    warning = " ".join(w.value for w in app.warning)
+    assert "not evaluated: batch does not fit the GPU's memory (2), accelerator not in Stash's table (1)" in (
+        warning
+    )
+    listed = " ".join(m.value for m in app.expander[-1].markdown)
+    assert "g4dn.xlarge: does not fit - batch 256 needs" in listed and "NVIDIA T4 has 16 GB" in listed
+    assert "tpu-box: not predictable - Google TPU v9 has no entry in the accelerator table" in listed
+    headings = [m.value for m in app.markdown if m.value.startswith("### ")]
+    assert headings and "p5.48xlarge" in headings[0]  # the instance that can be predicted is recommended

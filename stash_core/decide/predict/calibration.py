@@ -1,6 +1,7 @@
 """Fit the roofline's efficiency factors to measured step times (published figures, stored GPU profiles).
 
-A point is one measured step: a model at a batch size on an accelerator in a precision, and its seconds.
+A point is one measured step: a model at a batch size (and input shape, e.g. BERT's sequence length) on an
+accelerator in a precision, and its seconds.
 The fit minimises the squared log ratio of predicted to measured times over a grid of efficiencies (2% to
 100%, 80 steps, geometric): for each memory efficiency, the best matrix efficiency per precision and the best
 pooled one (used for a precision the points do not cover); then the memory efficiency with the least total.
@@ -30,6 +31,7 @@ class Point:
     precision: str
     step_s: float
     source: str
+    input_shape: tuple[int, ...] = ()  # one sample; () is the model's default
 
 
 @dataclass(frozen=True)
@@ -61,7 +63,8 @@ def arrays_for(point: Point) -> _Arrays:
     accelerator = find_accelerator(point.accelerator)
     if accelerator is None:
         raise ValueError(f"no accelerator table entry for {point.accelerator!r}")
-    return point_arrays(step_cost(point.model, point.batch_size), accelerator, point.precision)
+    cost = step_cost(point.model, point.batch_size, point.input_shape)
+    return point_arrays(cost, accelerator, point.precision)
 
 
 def fit_efficiencies(points: list[Point]) -> Efficiency:

@@ -12,6 +12,7 @@ by leave-one-GPU-out over the published figures (validation.py); communication i
 from __future__ import annotations
 
 import functools
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,7 +22,7 @@ from stash_core.decide.predict.memory import memory_check
 from stash_core.decide.predict.network import CommTime, comm_time
 from stash_core.decide.predict.roofline import Efficiency, compute_time
 from stash_core.decide.predict.step_cost import StepCost, step_cost
-from stash_core.decide.predict.validation import expected_errors, published_points
+from stash_core.decide.predict.validation import expected_error, published_points
 
 
 @dataclass
@@ -61,8 +62,13 @@ class Predictor:
         catalog: dict[str, dict[str, Any]],
         profiles: list[dict[str, Any]] | None = None,
         precision: str = "fp32",
+        input_shape: tuple[int, ...] | None = None,
     ) -> None:
-        self.cost: StepCost = step_cost(model, batch_size)  # UsageError for an unknown model
+        # UsageError for an unknown model or a shape it cannot take
+        self.cost: StepCost = step_cost(model, batch_size, input_shape)
+        # A profile that names no input shape ran with the model's default one.
+        default = step_cost(model, batch_size) if input_shape else self.cost
+        self.default_shape = default.input_shape
         self.model, self.batch_size, self.catalog, self.precision = model, batch_size, catalog, precision
         self.profiles = profiles or []
         extra = tuple(self._calibration_points())
@@ -74,11 +80,11 @@ class Predictor:
         for row in self.profiles:
             accelerator = self._accelerator(row.get("instance"))
             per_worker = row.get("compute_s")
-            if accelerator is None or not per_worker:
+            if accelerator is None or not per_worker or not countable(row):
                 continue
             points.append(
                 Point(str(row["model"]), int(row["batch_size"]), accelerator.name, "fp32",
-                      float(per_worker), f"profile {row['run_id']}")
+                      float(per_worker), f"profile {row['run_id']}", profile_shape(row))
             )  # fmt: skip
         return points
 
@@ -114,7 +120,6 @@ class Predictor:
         )  # fmt: skip
 
     def _compute_path(self, name: str, accelerator: Accelerator, roofline_s: float):
-        errors = expected_errors()
         same = [row for row in self._same_model() if row["instance"] == name]
         if same:
             row = same[0]
@@ -126,17 +131,42 @@ class Predictor:
             base_s = compute_time(self.cost, base, self.precision, self.efficiency).step_s
             scaled = float(row["compute_s"]) * roofline_s / base_s
             basis = f"compute of profile {row['run_id']} on {row['instance']} x roofline ratio"
-            return "scaled", basis, scaled, errors["scaled"]
+            return "scaled", basis, scaled, expected_error("scaled", self.model)
         effs = self.efficiency
         basis = (
             f"roofline: {effs.for_precision(self.precision):.0%} of matrix peak, {effs.memory:.0%} of "
             f"memory bandwidth ({self.calibration_note})"
         )
-        return "roofline", basis, roofline_s, errors["roofline"]
+        return "roofline", basis, roofline_s, expected_error("roofline", self.model)
 
     def _same_model(self) -> list[dict[str, Any]]:
+        """Profiles of this model at this batch size and input shape."""
         return [
             row
             for row in self.profiles
-            if row.get("model") == self.model and int(row.get("batch_size") or 0) == self.batch_size
+            if row.get("model") == self.model
+            and int(row.get("batch_size") or 0) == self.batch_size
+            and (profile_shape(row) or self.default_shape) == self.cost.input_shape
         ]
+
+
+def countable(row: dict[str, Any]) -> bool:
+    """Whether a stored profile's model can be counted here (a script's cannot; a model file may be gone)."""
+    if row.get("model_kind") == "script" or str(row.get("model", "")).startswith("script:"):
+        return False
+    try:
+        step_cost(str(row["model"]), int(row["batch_size"]), profile_shape(row))
+    except Exception:  # noqa: BLE001 - a model file that no longer builds only leaves out its profile
+        return False
+    return True
+
+
+def profile_shape(row: dict[str, Any]) -> tuple[int, ...]:
+    """The input shape a stored profile ran with (its spec's input_shape, JSON text), () when not given."""
+    text = row.get("input_shape")
+    if not isinstance(text, str) or not text.strip() or text.strip() == "null":
+        return ()
+    try:
+        return tuple(int(size) for size in json.loads(text))
+    except (TypeError, ValueError):
+        return ()

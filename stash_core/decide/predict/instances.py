@@ -1,26 +1,34 @@
 """Predictions for every catalog instance (or a list): `stash predict` and the predicted options of
-`stash recommend` and the Recommend and Compare pages."""
+`stash recommend` and the Recommend and Compare pages; `stash predict --script-run` goes through the same
+rows with script.py's predictor."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Protocol
 
 import pandas as pd
 
 from stash_core.decide.catalog import list_instances
 from stash_core.decide.cells import plain_row
-from stash_core.decide.predict.configuration import Predictor
+from stash_core.decide.predict.accelerators import PRECISIONS
+from stash_core.decide.predict.configuration import ConfigPrediction, Predictor
+from stash_core.decide.predict.script import ScriptPredictor, script_run
 from stash_core.decide.predict.validation import expected_errors
 from stash_core.decide.reads import gpu_compute_profiles
 from stash_core.errors import UsageError
 
-PRECISIONS = ("fp32", "tf32", "amp")
 COLUMNS = (
     "config", "instance", "accelerator", "instance_count", "workers_per_instance", "path", "source",
     "compute_s", "interconnect_s", "network_s", "iteration_s", "samples_per_s", "expected_error",
     "memory_needed_gb", "memory_gb", "basis", "note",
 )  # fmt: skip
+NO_ACCELERATOR = "not predictable - no accelerator (CPU instances need a profile)"
+
+
+class ConfigurationPredictor(Protocol):
+    def predict(self, name: str, workers: int, count: int) -> ConfigPrediction | str: ...
 
 
 @dataclass
@@ -43,14 +51,30 @@ def catalog_rows(db_path: Path | str, instances: list[str] | None) -> dict[str, 
     return rows
 
 
-def predictor_for(
-    db_path: Path | str, model: str, batch_size: int, catalog: dict[str, dict], precision: str = "fp32"
-) -> Predictor:
+def whole_catalog(db_path: Path | str, catalog: dict[str, dict]) -> dict[str, dict]:
+    """Every catalog row (the profiles' instances too), with the rows given over them."""
+    everything = {row["name"]: plain_row(row) for row in list_instances(db_path).to_dict(orient="records")}
+    return {**everything, **catalog}
+
+
+def check_precision(precision: str) -> None:
     if precision not in PRECISIONS:
         raise UsageError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
+
+
+def predictor_for(
+    db_path: Path | str,
+    model: str,
+    batch_size: int,
+    catalog: dict[str, dict],
+    precision: str = "fp32",
+    input_shape: tuple[int, ...] | None = None,
+) -> Predictor:
+    check_precision(precision)
     profiles = gpu_compute_profiles(db_path).to_dict(orient="records")
-    everything = {row["name"]: plain_row(row) for row in list_instances(db_path).to_dict(orient="records")}
-    return Predictor(model, batch_size, {**everything, **catalog}, profiles, precision)
+    return Predictor(
+        model, batch_size, whole_catalog(db_path, catalog), profiles, precision, input_shape=input_shape
+    )
 
 
 def predict_instances(
@@ -61,15 +85,53 @@ def predict_instances(
     workers_per_instance: int | None = None,
     max_instances: int = 1,
     precision: str = "fp32",
+    input_shape: tuple[int, ...] | None = None,
 ) -> Prediction:
     """One row per configuration that can be predicted; a line per instance that cannot, with the reason."""
     catalog = catalog_rows(db_path, instances)
-    predictor = predictor_for(db_path, model, batch_size, catalog, precision)
+    predictor = predictor_for(db_path, model, batch_size, catalog, precision, input_shape)
+    frame, refused = prediction_rows(predictor, catalog, batch_size, workers_per_instance, max_instances)
+    shape = "x".join(str(size) for size in predictor.cost.input_shape)
+    request = {"model": model, "batch_size": batch_size, "precision": precision, "input_shape": shape}
+    return Prediction(request, frame, refused, expected_errors())
+
+
+def predict_script_run(
+    db_path: Path | str,
+    run_id: str,
+    instances: list[str] | None = None,
+    workers_per_instance: int | None = None,
+    max_instances: int = 1,
+    precision: str = "fp32",
+) -> Prediction:
+    """predict_instances for a profiled script: its run's compute scaled by the GPUs' peak ratio (script.py);
+    UsageError when the run cannot be a base (not a script, not on a GPU, its GPU not in the table)."""
+    check_precision(precision)
+    catalog = catalog_rows(db_path, instances)
+    base = script_run(db_path, run_id, whole_catalog(db_path, catalog))
+    predictor = ScriptPredictor(base, catalog, precision)
+    frame, refused = prediction_rows(predictor, catalog, base.batch_size, workers_per_instance, max_instances)
+    request = {
+        "model": base.name, "batch_size": base.batch_size, "precision": precision, "input_shape": "",
+        "script_run": base.run_id, "measured_on": base.accelerator.name,
+    }  # fmt: skip
+    return Prediction(request, frame, refused, expected_errors())
+
+
+def prediction_rows(
+    predictor: ConfigurationPredictor,
+    catalog: dict[str, dict],
+    batch_size: int | None,
+    workers_per_instance: int | None,
+    max_instances: int,
+) -> tuple[pd.DataFrame, list[str]]:
+    """The predicted configurations of each catalog instance (1..max_instances of it), fastest first, and a
+    line for every instance that could not be predicted, with the reason."""
     rows, refused = [], []
     for name, instance in catalog.items():
         gpus = instance.get("accelerator_count") or 0
         if gpus <= 0:
-            refused.append(f"{name}: not predictable - no accelerator (CPU instances need a profile)")
+            refused.append(f"{name}: {NO_ACCELERATOR}")
             continue
         workers = min(workers_per_instance or gpus, gpus)
         for count in range(1, max_instances + 1):
@@ -78,31 +140,34 @@ def predict_instances(
                 if result not in refused:
                     refused.append(result)
                 break
-            label = f"{count} x {name}" + (f" ({workers} of {gpus} GPUs)" if workers != gpus else "")
-            rows.append(
-                {
-                    "config": label,
-                    "instance": name,
-                    "accelerator": result.accelerator,
-                    "instance_count": count,
-                    "workers_per_instance": workers,
-                    "path": result.path,
-                    "source": "measured" if result.path == "measured" else "predicted",
-                    "compute_s": result.compute_s,
-                    "interconnect_s": result.interconnect_s,
-                    "network_s": result.network_s,
-                    "iteration_s": result.iteration_s,
-                    "samples_per_s": batch_size * workers * count / result.iteration_s,
-                    "expected_error": result.expected_error,
-                    "memory_needed_gb": result.memory_needed_gb,
-                    "memory_gb": result.memory_gb,
-                    "basis": result.basis,
-                    "note": "; ".join(result.notes),
-                }
-            )
+            rows.append(_row(result, gpus, batch_size))
     frame = pd.DataFrame(rows, columns=list(COLUMNS))
     if len(frame):
-        frame = frame.sort_values("samples_per_s", ascending=False).reset_index(drop=True)
-    shape = "x".join(str(size) for size in predictor.cost.input_shape)
-    request = {"model": model, "batch_size": batch_size, "precision": precision, "input_shape": shape}
-    return Prediction(request, frame, refused, expected_errors())
+        order = "samples_per_s" if frame["samples_per_s"].notna().all() else "iteration_s"
+        frame = frame.sort_values(order, ascending=order == "iteration_s").reset_index(drop=True)
+    return frame, refused
+
+
+def _row(result: ConfigPrediction, gpus: int, batch_size: int | None) -> dict[str, Any]:
+    workers, count = result.workers_per_instance, result.instance_count
+    label = f"{count} x {result.instance}" + (f" ({workers} of {gpus} GPUs)" if workers != gpus else "")
+    samples = batch_size * workers * count / result.iteration_s if batch_size else None
+    return {
+        "config": label,
+        "instance": result.instance,
+        "accelerator": result.accelerator,
+        "instance_count": count,
+        "workers_per_instance": workers,
+        "path": result.path,
+        "source": "measured" if result.path == "measured" else "predicted",
+        "compute_s": result.compute_s,
+        "interconnect_s": result.interconnect_s,
+        "network_s": result.network_s,
+        "iteration_s": result.iteration_s,
+        "samples_per_s": samples,
+        "expected_error": result.expected_error,
+        "memory_needed_gb": result.memory_needed_gb,
+        "memory_gb": result.memory_gb,
+        "basis": result.basis,
+        "note": "; ".join(result.notes),
+    }

@@ -12,6 +12,7 @@ figures are scaled by the batch, which is exact for per-sample costs and said in
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import torch
@@ -60,7 +61,7 @@ class StepCost:
     device: str  # "meta" or "cpu"
     note: str = ""
     extra: dict = field(default_factory=dict)
-    input_shape: tuple[int, ...] = ()  # of one sample, as the model takes it by default
+    input_shape: tuple[int, ...] = ()  # of one sample: (C, H, W) or (seq_len,)
 
     @property
     def forward_flops(self) -> float:
@@ -102,25 +103,29 @@ class _OpRecorder(TorchDispatchMode):
         return out
 
 
-def step_cost(model: str, batch_size: int) -> StepCost:
-    """The per-operator FLOPs and bytes of one training step; UsageError for an unknown model or batch."""
+def step_cost(model: str, batch_size: int, input_shape: Sequence[int] | None = None) -> StepCost:
+    """The per-operator FLOPs and bytes of one training step; UsageError for an unknown model or batch.
+
+    input_shape is one sample as `stash profile --input-shape` gives it: (C, H, W) for an image model,
+    (seq_len,) for a token model; None (or empty) is the model's default (3x224x224 images, 128 tokens)."""
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size <= 0:
         raise UsageError(f"batch size must be a positive whole number, got {batch_size!r}")
-    return _cached_step_cost(str(model).strip(), batch_size)
+    shape = tuple(int(size) for size in input_shape) if input_shape else None
+    return _cached_step_cost(str(model).strip(), batch_size, shape)
 
 
 @functools.lru_cache(maxsize=64)
-def _cached_step_cost(model: str, batch_size: int) -> StepCost:
+def _cached_step_cost(model: str, batch_size: int, shape: tuple[int, ...] | None) -> StepCost:
     from stash_core.zoo import build_model
 
     try:
         with torch.device("meta"):
-            net, info = build_model(model)
+            net, info = build_model(model, input_shape=shape)
         return _trace(model, net, info, batch_size, "meta", batch_size, "")
     except UsageError:
         raise
     except Exception:  # noqa: BLE001 - a user model that needs real tensors: measure on the CPU at batch 1
-        net, info = build_model(model)
+        net, info = build_model(model, input_shape=shape)
         cost = _trace(model, net, info, 1, "cpu", batch_size, "counted on the CPU at batch 1, scaled")
         return cost
 
@@ -134,7 +139,9 @@ def _trace(model, net, info, run_batch: int, device: str, batch_size: int, note:
     weights = {id(parameter) for parameter in net.parameters()}
 
     def pack(tensor: torch.Tensor) -> torch.Tensor:
-        if id(tensor) not in seen and id(tensor) not in weights:
+        # A weight saved as a view (a linear layer's transposed weight) is a weight, not an activation.
+        base = tensor._base if tensor._base is not None else tensor
+        if id(tensor) not in seen and id(base) not in weights:
             seen[id(tensor)] = tensor
             saved["bytes"] += tensor.numel() * tensor.element_size()
         return tensor

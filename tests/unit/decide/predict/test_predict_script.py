@@ -1,0 +1,88 @@
+"""Predictions for a profiled user script from a stored run: compute scaled by the GPUs' peak ratio."""
+
+import pytest
+from result_docs import result_doc
+
+from stash_core import store
+from stash_core.decide.predict.accelerators import find_accelerator
+from stash_core.decide.predict.instances import predict_script_run
+from stash_core.decide.predict.validation import expected_error
+from stash_core.errors import UsageError
+
+
+def _script_doc(*, device="cuda", gpu="Tesla V100-SXM2-16GB", grad_bytes=None, instance="p3.2xlarge", **kw):
+    """A run of `stash profile --script train.py` as stored: model 'script:train', kind 'script'."""
+    doc = result_doc("script:train", device=device, instance=instance, **kw)
+    doc["model"] = {"name": "script:train", "kind": "script", "param_count": None, "grad_tensor_count": None,
+                    "layer_count": None, "grad_bytes": grad_bytes, "script": "/work/train.py"}  # fmt: skip
+    doc["spec"].update(model="script:train", script="/work/train.py", script_args=["--lr", "0.1"],
+                       input_shape=None)  # fmt: skip
+    if device == "cuda":
+        doc["fingerprint"].update(gpu_count=1, gpus=[{"index": 0, "name": gpu}], gpu_status="ok")
+    return doc
+
+
+@pytest.fixture
+def db(tmp_path):
+    path = tmp_path / "stash.duckdb"
+    docs = {
+        "gpu": _script_doc(run_id="script-gpu", workers=1, stalls={"compute": 0.3, "cpu": 0.05}),
+        "grads": _script_doc(run_id="script-grads", workers=1, stalls={"compute": 0.3}, grad_bytes=4 * 10**8),
+        "cpu": _script_doc(run_id="script-cpu", device="cpu", instance="box"),
+        "model": result_doc("resnet18", run_id="model-run", device="cpu"),
+    }  # fmt: skip
+    for doc in docs.values():
+        store.ingest_result(path, doc)
+    return path
+
+
+def test_compute_scales_by_the_matrix_peaks_and_names_its_path(db):
+    result = predict_script_run(db, "script-gpu", instances=["g5.xlarge", "p3.2xlarge", "p2.xlarge"])
+    rows = result.frame.set_index("instance")
+    a10g, v100 = find_accelerator("A10G"), find_accelerator("V100")
+    assert rows.loc["g5.xlarge", "compute_s"] == pytest.approx(0.3 * v100.fp32_tflops / a10g.fp32_tflops)
+    assert rows.loc["g5.xlarge", "path"] == "peak ratio" and "script-gpu" in rows.loc["g5.xlarge", "basis"]
+    assert rows.loc["g5.xlarge", "expected_error"] == pytest.approx(expected_error("script"))
+    # The instance it ran on, with its worker count, is the measurement itself.
+    assert rows.loc["p3.2xlarge", "path"] == "measured" and rows.loc["p3.2xlarge", "compute_s"] == 0.3
+    assert rows["note"].str.contains("memory not checked").all()
+    assert "ran on a 16 GB GPU, this one has 12 GB" in rows.loc["p2.xlarge", "note"]  # K80 beside the V100
+    assert result.request["script_run"] == "script-gpu" and result.request["batch_size"] == 32
+    # Mixed precision scales by the tensor-core peaks instead.
+    amp = predict_script_run(db, "script-gpu", instances=["g5.xlarge"], precision="amp").frame.iloc[0]
+    assert amp["compute_s"] == pytest.approx(0.3 * v100.fp16_tflops / a10g.fp16_tflops)
+
+
+def test_communication_needs_the_stored_gradient_size(db):
+    without = predict_script_run(db, "script-gpu", instances=["p3.8xlarge"])
+    assert without.frame.empty
+    assert "stored no gradient size" in without.not_predictable[0]
+    with_grads = predict_script_run(db, "script-grads", instances=["p3.8xlarge"], max_instances=2)
+    rows = with_grads.frame.sort_values("instance_count")
+    assert list(rows["instance_count"]) == [1, 2]
+    assert rows.iloc[0]["interconnect_s"] > 0 and rows.iloc[1]["network_s"] > 0
+
+
+def test_runs_that_cannot_be_scaled_are_refused_with_the_reason(db):
+    with pytest.raises(UsageError, match="ran on the CPU"):
+        predict_script_run(db, "script-cpu")
+    with pytest.raises(UsageError, match="profiled the model resnet18, not a script"):
+        predict_script_run(db, "model-run")
+    with pytest.raises(UsageError, match="no run"):
+        predict_script_run(db, "no-such-run")
+
+
+def test_a_gpu_not_in_the_table_is_refused(tmp_path):
+    path = tmp_path / "stash.duckdb"
+    store.ingest_result(path, _script_doc(run_id="odd", gpu="Radeon Instinct MI50", instance="mybox"))
+    with pytest.raises(UsageError, match="Radeon Instinct MI50.*no entry in the accelerator table"):
+        predict_script_run(path, "odd")
+
+
+def test_stash_predict_prints_the_scaled_rows_and_their_path(db, capsys):
+    from stash_core.cli.main import main
+
+    assert main(["predict", "--script-run", "script-gpu", "--instances", "g5.xlarge", "--db", str(db)]) == 0
+    out = capsys.readouterr().out
+    assert "script script:train (run script-gpu on NVIDIA V100 16 GB)" in out
+    assert "1 x g5.xlarge" in out and "peak ratio" in out and "memory not checked" in out
