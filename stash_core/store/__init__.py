@@ -8,14 +8,17 @@ many reading ones per file). Every table, view and column carries its meaning as
 import importlib
 from typing import Any
 
+# `export` is also the name of a submodule: importing stash_core.store.export anywhere would bind the module
+# to this package's attribute and hide the lazy function, so the function is bound here at once (the module
+# needs only duckdb, which every store command loads anyway).
+from stash_core.store.export import EXPORT_FORMATS, export
+
 # Each name from its module on first use: a command that only lists runs does not pay for the ingest's
 # pandas, numpy and Arrow imports (and `import stash_core.store` itself stays cheap).
 _NAMES = {
     "DEFAULT_DB_PATH": "stash_core.store.connection",
     "LOCK_TIMEOUT_S": "stash_core.store.connection",
     "connect": "stash_core.store.connection",
-    "EXPORT_FORMATS": "stash_core.store.export",
-    "export": "stash_core.store.export",
     "ingest_files": "stash_core.store.ingest",
     "ingest_result": "stash_core.store.ingest",
     "DB_MIGRATIONS": "stash_core.store.migrations",
