@@ -75,6 +75,7 @@ def profile(launches: int, max_phase_s: float, folder: Path, index: int) -> dict
     return {
         "launches": launches,
         "wall_s": wall_s,
+        "rounds": max(len(phase.get("launches") or [None]) for phase in doc["phases"]),
         **{name: (stalls[name]["raw_s"], stalls[name]["ci95_s"]) for name in STALLS},
     }
 
@@ -99,7 +100,8 @@ def main() -> None:
                         f"{n} {result[n][0] * 1e3:7.2f} ± {result[n][1] * 1e3:6.2f} ms" for n in STALLS
                     )
                     print(
-                        f"rep {index + 1}  launches {launches}  {figures}  [{result['wall_s']:.0f} s]",
+                        f"rep {index + 1}  launches {launches}  {figures}  [{result['rounds']} round(s), "
+                        f"{result['wall_s']:.0f} s]",
                         flush=True,
                     )
     finally:
@@ -122,18 +124,19 @@ def report(results: list[dict], settings: tuple[int, ...], args) -> None:
         f"{name} {truth[name] * 1e3:.2f} ms" for name in STALLS))  # fmt: skip
     print(
         f"{'launches':>9} {'stall':>13} {'covered':>9} {'median ± (ms)':>14} {'spread sd (ms)':>15} "
-        f"{'profile s':>10}"
+        f"{'profile s':>10} {'rounds':>7}"
     )
     for launches in settings:
         runs = [r for r in results if r["launches"] == launches]
         wall = statistics.fmean(r["wall_s"] for r in runs)
+        rounds = statistics.fmean(r["rounds"] for r in runs)
         for name in STALLS:
             hits = sum(abs(r[name][0] - truth[name]) <= r[name][1] for r in runs if math.isfinite(r[name][1]))
             cis = statistics.median(r[name][1] for r in runs) * 1e3
             spread = statistics.stdev(r[name][0] for r in runs) * 1e3 if len(runs) > 1 else math.nan
             print(
                 f"{launches:>9} {name:>13} {hits:>4}/{len(runs):<4} {cis:>14.2f} {spread:>15.2f} "
-                f"{wall:>10.0f}"
+                f"{wall:>10.0f} {rounds:>7.1f}"
             )
 
 

@@ -393,9 +393,12 @@ OPTIONS: tuple[Option, ...] = (
     Option("--target-ci", "target_relative_ci", "relative 95%% CI to reach with auto", TARGET_CI),
     Option("--max-iterations", "max_iterations", "cap per run with auto",
            Number(2, MAX_ITERATIONS, what="at least 2")),
-    Option("--max-phase-seconds", "max_phase_s", "cap per run, in seconds", positive_real(7 * DAY_S)),
-    Option("--launches", "launches", "launches per run, interleaved in rounds, for intervals that hold from one "
-           "launch to the next; the run's cap is split over them (default: 3 with auto, 1 with --iterations N)",
+    Option("--max-phase-seconds", "max_phase_s", "time per run, in seconds: its first --launches launches "
+           "share it, and further rounds start only while the runs' launches so far (start-up included) "
+           "leave room for one more", positive_real(7 * DAY_S)),
+    Option("--launches", "launches", "rounds of launches that always run, every run once per round, "
+           "interleaved, for intervals that hold from one launch to the next; with auto, more rounds follow "
+           "while a run is short of --target-ci (default: 3 with auto, 1 with --iterations N)",
            Number(1, 100, what="an integer from 1 to 100")),
     Option("--device", "device", "where the workers run", choices=DEVICES),
     Option("--threads-per-worker", "threads_per_worker", "torch threads per CPU worker", count(1024)),

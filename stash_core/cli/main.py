@@ -146,30 +146,10 @@ def cmd_ingest(args) -> int:
 
 
 def cmd_runs(args) -> int:
-    from stash_core import store
+    from stash_core.cli.show import runs_table
 
-    frame = store.list_runs(db_path(args), limit=args.limit)
-    if frame.empty:
-        print(f"no runs in {db_path(args)}")
-        return 0
-    columns = [
-        c
-        for c in (
-            "run_id",
-            "started_at",
-            "status",
-            "model",
-            "batch_size",
-            "workers_per_node",
-            "nodes",
-            "instance",
-            "device",
-            "iteration_s",
-            "epoch_s",
-        )
-        if c in frame.columns
-    ]
-    print(frame[columns].to_string(index=False, float_format=lambda v: f"{v:.4f}"))
+    table = runs_table(db_path(args), limit=args.limit)
+    print(table if table is not None else f"no runs in {db_path(args)}")
     return 0
 
 

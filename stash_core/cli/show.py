@@ -1,26 +1,56 @@
 """`stash show`: a stored run as header lines plus the breakdown table, and a warning when the machine the run
-measured does not fit its instance label (decide/catalog/labels.py)."""
+measured does not fit its instance label (decide/catalog/labels.py); `stash runs`: the table of stored runs.
+
+Both read plain rows (store/queries.py run_record, run_rows), not frames, so that they start without pandas;
+the catalog code (which needs pandas) is imported inside _label_check, only for a label the catalog knows.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from stash_core import store
 from stash_core.analysis.stalls import REMAINDER, STALLS, with_remainder
 from stash_core.cli.probe_text import format_communication
 from stash_core.cli.report import format_breakdown
-from stash_core.decide.catalog import builtin_instances, check_label, check_stored_run
-from stash_core.decide.cells import plain_row
 from stash_core.errors import UsageError
+from stash_core.store.catalog_seed import BUILTIN_CATALOG_CSV, builtin_catalog_rows
+from stash_core.store.queries import catalog_names, run_record, run_rows
+
+RUNS_COLUMNS = (
+    "run_id", "started_at", "status", "model", "batch_size", "workers_per_node", "nodes", "instance",
+    "device", "iteration_s", "epoch_s",
+)  # fmt: skip
 
 
 def show_run(db_path: Path | str, run_id: str) -> str:
     """What `stash show RUN_ID` prints; `run_id` may be any unique part of a run id (the short suffix the
     pages show included). UsageError when no run or several runs match."""
-    run = store.get_run(db_path, run_id)
+    run = run_record(db_path, run_id)
     if run is None:
         raise UsageError(f"no run {run_id!r} in {db_path}")
     return format_stored_run(run, db_path)
+
+
+def runs_table(db_path: Path | str, limit: int | None = None) -> str | None:
+    """What `stash runs` prints: one line per stored run, newest first, columns right-aligned; None when the
+    database holds no run."""
+    rows = run_rows(db_path, limit)
+    if not rows:
+        return None
+    columns = [column for column in RUNS_COLUMNS if column in rows[0]]
+    cells = [[_cell(row[column]) for column in columns] for row in rows]
+    widths = [max(len(column), *(len(line[i]) for line in cells)) for i, column in enumerate(columns)]
+    lines = [[column.rjust(width) for column, width in zip(columns, widths, strict=True)]]
+    lines += [[cell.rjust(width) for cell, width in zip(line, widths, strict=True)] for line in cells]
+    return "\n".join(" ".join(line) for line in lines)
+
+
+def _cell(value) -> str:
+    if value is None:
+        return "None"
+    if isinstance(value, float):
+        return f"{value:.4f}"
+    return str(value)  # a datetime as "2026-11-24 09:50:03+00:00"
 
 
 def breakdown_from_stored(run: dict) -> dict | None:
@@ -77,10 +107,24 @@ def format_stored_run(run: dict, db_path: Path | str | None = None) -> str:
 
 
 def _label_check(run: dict, db_path: Path | str | None):
+    label = run.get("instance")
+    known = catalog_names(db_path) if db_path is not None else set()
+    if label and label not in known:
+        known |= {row[0] for row in builtin_catalog_rows(BUILTIN_CATALOG_CSV)}
+    if not label or label not in known:
+        return _Unchecked()  # check_label's verdict without a catalog row: not checked, no warning
+    from stash_core.decide.catalog import builtin_instances, check_label, check_stored_run
+    from stash_core.decide.cells import plain_row
+
     if db_path is not None:
         return check_stored_run(db_path, run)
-    label = run.get("instance")
     builtin = builtin_instances()
     match = builtin[builtin["name"] == label] if label else builtin.iloc[:0]
     instance = plain_row(match.iloc[0].to_dict()) if len(match) else None
     return check_label(run["run_id"], label, instance, run.get("spec"), run.get("fingerprint"))
+
+
+class _Unchecked:
+    """The label check of a run without a label, or with one the catalog does not hold."""
+
+    warning = None

@@ -33,6 +33,7 @@ class PhaseProgress:
     fraction_done: float = 0.0
     iterations: int = 0
     kept: int = 0
+    launches: int = 0  # how many launches of this run have started (one per round)
     relative_ci: float | None = None
     mean_s: float | None = None
     ci95_s: float | None = None
@@ -60,6 +61,7 @@ class JobState:
     stderr_tail: list[str] = field(default_factory=list)
     label: str = ""
     origin: str = "dashboard"  # dashboard (started by the Run page) | cli (`stash profile` in a terminal)
+    rounds: RoundsProgress | None = None  # the rounds of launches, when the profile announced them
 
     @property
     def finished(self) -> bool:
@@ -70,11 +72,44 @@ class JobState:
         """Whole-profile progress: finished phases count fully, the running one by its own fraction."""
         if self.status == "completed":
             return 1.0
+        if self.rounds is not None:
+            return self.rounds.highest
         if not self.phases:
             return 0.0
         total = max(phase.total for phase in self.phases) or 1
         done = sum(1.0 if phase.status != "running" else phase.fraction_done for phase in self.phases)
         return max(0.0, min(done / total, 1.0))
+
+
+# With rounds past the planned ones possible, the planned rounds fill this share of the bar, and each round
+# past them half of what is left: the bar never goes back and never reads 100% before the profile ends.
+PLANNED_SHARE = 0.9
+
+
+@dataclass
+class RoundsProgress:
+    """Whole-profile progress over runs x rounds, from the "round", "started" and "finished" events."""
+
+    round_index: int = 0
+    planned: int = 1
+    max_rounds: int = 1
+    runs: int = 1
+    finished_in_round: int = 0
+    running_fraction: float = 0.0
+    highest: float = 0.0  # the largest fraction shown so far: the bar only moves forward
+
+    def fraction(self) -> float:
+        in_round = (self.finished_in_round + self.running_fraction) / max(self.runs, 1)
+        in_round = min(max(in_round, 0.0), 1.0)
+        share = PLANNED_SHARE if self.max_rounds > self.planned else 1.0
+        if self.round_index < self.planned:
+            return share * (self.round_index + in_round) / self.planned
+        extra = self.round_index - self.planned  # rounds past the planned ones so far
+        left = (1.0 - share) * 0.5**extra
+        return 1.0 - left + left * 0.5 * in_round
+
+    def update(self) -> None:
+        self.highest = max(self.highest, min(self.fraction(), 0.99))
 
 
 def parse_output(state: JobState, text: str) -> None:
@@ -99,6 +134,9 @@ def parse_output(state: JobState, text: str) -> None:
                 phase.kept = int(payload.get("kept") or 0)
                 phase.relative_ci = payload.get("relative_ci")
                 phase.mean_s = payload.get("mean_s")
+                if state.rounds is not None:
+                    state.rounds.running_fraction = phase.fraction_done
+                    state.rounds.update()
         elif kind == "DONE":
             state.run_id = payload.get("run_id")
             state.run_status = payload.get("status")
@@ -111,16 +149,33 @@ def parse_output(state: JobState, text: str) -> None:
 
 def apply_phase_event(phases: dict[str, PhaseProgress], state: JobState, payload: dict[str, Any]) -> None:
     event = payload.get("event")
+    rounds = state.rounds
     if event == "message":
         state.messages.append(str(payload.get("text", "")))
+    elif event == "round":
+        if payload.get("text"):
+            state.messages.append(str(payload["text"]))
+        highest = rounds.highest if rounds is not None else 0.0
+        state.rounds = RoundsProgress(
+            round_index=int(payload.get("round") or 0),
+            planned=max(int(payload.get("planned") or 1), 1),
+            max_rounds=max(int(payload.get("max_rounds") or 1), 1),
+            runs=max(len(payload.get("runs") or []), 1),
+            highest=highest,
+        )
+        state.rounds.update()
     elif event == "started":
         name = str(payload.get("name"))
+        before = phases.get(name)  # an earlier launch of the same run: keep its place (chain order)
         phases[name] = PhaseProgress(
             name=name,
-            index=int(payload.get("index") or 0),
+            index=before.index if before else int(payload.get("index") or 0),
             total=int(payload.get("total") or 1),
             description=str(payload.get("description") or ""),
+            launches=(before.launches if before else 0) + 1,
         )
+        if rounds is not None:
+            rounds.running_fraction = 0.0
     elif event == "finished":
         name = str(payload.get("name"))
         phase = phases.setdefault(name, PhaseProgress(name=name, index=len(phases), total=len(phases) + 1))
@@ -130,6 +185,10 @@ def apply_phase_event(phases: dict[str, PhaseProgress], state: JobState, payload
         phase.ci95_s = payload.get("ci95_s")
         if phase.status == "completed":
             phase.fraction_done = 1.0
+        if rounds is not None:
+            rounds.finished_in_round += 1
+            rounds.running_fraction = 0.0
+            rounds.update()
 
 
 def failure_reason(state: JobState, exit_code: int) -> str:

@@ -6,15 +6,22 @@ mean of the launches' means and `iteration_s.ci95` the interval of stats.pool_ro
 iterations); the samples are the launches' kept samples one after the other. Only rounds that every run
 completed are pooled, so that every stall's runs have the same rounds to pair; a profile ended during its
 first round pools the first launch of each run that has one (one launch per run, as before rounds).
+
+With --iterations auto, rounds go on past the planned ones while a run's pooled interval is short of the
+target (next_round): up to plan.max_rounds_of and while the next round fits in the time budget, the runs'
+--max-phase-seconds together, start-up included. A run short of its target says which of the two ended it.
 """
 
 from __future__ import annotations
 
 import math
 
-from stash_core.analysis.stats import pool_rounds, summarise
+from stash_core.analysis.stats import Pooled, pool_rounds, summarise
 
 CAP_REASONS = ("max_time", "max_iterations")
+# Why the rounds ended before every run reached its target (LaunchedRuns.stopped_by).
+ROUNDS_BY_TIME = "time"
+ROUNDS_BY_COUNT = "rounds"
 
 
 class LaunchedRuns:
@@ -24,6 +31,7 @@ class LaunchedRuns:
         self.names = list(names)
         self.launches = launches
         self.outcomes: dict[str, list[tuple[int, dict]]] = {name: [] for name in names}
+        self.stopped_by: str | None = None  # ROUNDS_BY_TIME or ROUNDS_BY_COUNT when runs were left short
 
     def add(self, name: str, round_index: int, outcome: dict) -> None:
         self.outcomes[name].append((round_index, outcome))
@@ -33,6 +41,50 @@ class LaunchedRuns:
         per_run = [{round_index for round_index, _ in self.outcomes[name]} for name in self.names]
         common = sorted(set.intersection(*per_run)) if per_run else []
         return common or [0]
+
+    def pooled(self, name: str) -> Pooled | None:
+        """A run's figure over the pooled rounds, or None when it has no launch in them."""
+        rounds = set(self.pooled_rounds())
+        used = [outcome["iteration_s"] for r, outcome in self.outcomes[name] if r in rounds]
+        if not used:
+            return None
+        return pool_rounds([x["mean"] for x in used], [x["ci95"] for x in used])
+
+    def short_of_target(self, target_relative_ci: float) -> list[str]:
+        """The runs whose pooled interval is wider than the target (relative to their mean)."""
+        short = []
+        for name in self.names:
+            pooled = self.pooled(name)
+            if pooled is None or not pooled.mean > 0 or pooled.ci95 > target_relative_ci * pooled.mean:
+                short.append(name)
+        return short
+
+    def wall_s(self, round_index: int | None = None) -> float:
+        """Wall time of the launches so far (start-up included), or of one round's."""
+        return math.fsum(
+            outcome.get("wall_s") or 0.0
+            for outcomes in self.outcomes.values()
+            for r, outcome in outcomes
+            if round_index is None or r == round_index
+        )
+
+    def next_round(
+        self, rounds_done: int, max_rounds: int, target_relative_ci: float, budget_s: float
+    ) -> list[str]:
+        """The runs still short of the target when one more round is due (a sequential rule: rounds go on
+        until every run reaches the target), [] when the rounds are over. The rounds end short of the target
+        at max_rounds, or when one more round like the last would take the launches past budget_s; which of
+        the two is kept in stopped_by."""
+        short = self.short_of_target(target_relative_ci)
+        if not short:
+            return []
+        if rounds_done >= max_rounds:
+            self.stopped_by = ROUNDS_BY_COUNT
+            return []
+        if self.wall_s() + self.wall_s(rounds_done - 1) > budget_s:
+            self.stopped_by = ROUNDS_BY_TIME
+            return []
+        return short
 
     def pool_into(self, records: list[dict]) -> None:
         """Fill each record (not failed) that has launches in the pooled rounds with their pooled figures,
@@ -117,10 +169,15 @@ def rounds_of(record: dict) -> list[tuple[float, float]] | None:
 
 
 def pooled_warnings(
-    records: list[dict], target_relative_ci: float, fixed: bool, max_phase_s: float, launches: int
+    records: list[dict],
+    target_relative_ci: float,
+    fixed: bool,
+    max_phase_s: float,
+    launches: int,
+    stopped_by: str | None = None,
 ) -> list[str]:
-    """What a reader must know of the pooled runs: a run short of its target (and what to do), and a
-    profile that ended before all its rounds."""
+    """What a reader must know of the pooled runs: a run short of its target (why, and what to do), and a
+    profile that ended before all its planned rounds."""
     warnings: list[str] = []
     completed = [r for r in records if r.get("status") == "completed" and r.get("launches")]
     for record in completed:
@@ -133,17 +190,22 @@ def pooled_warnings(
         target = f"target ± {target_relative_ci:.0%}"
         reached = f"± {relative:.1%} after {summary['n']} kept iterations over {count} ({target})"
         pooled = record.get("pooled") or {}
-        if (pooled.get("between_ci95") or 0.0) > (pooled.get("within_ci95") or 0.0):
+        disagree = (pooled.get("between_ci95") or 0.0) > (pooled.get("within_ci95") or 0.0)
+        more_time = f"more time (--max-phase-seconds, now {max_phase_s:g} s per run)"
+        if disagree:
+            why = {
+                ROUNDS_BY_TIME: f"the rounds stopped at the time budget: {more_time} allows more rounds",
+                ROUNDS_BY_COUNT: "the rounds stopped at their cap: a quieter machine would narrow it",
+            }.get(stopped_by or "", "more launches (--launches) would narrow it")
             warnings.append(
                 f"{record['name']}: {reached}: its launches disagree more than their iterations do (other "
-                "load on the machine); more launches (--launches) or a quieter machine would narrow it"
+                f"load on the machine); {why}; or accept a wider --target-ci"
             )
         elif record["stop_reason"] in CAP_REASONS:
-            cap = "time" if record["stop_reason"] == "max_time" else "iteration"
+            cap = "iteration" if record["stop_reason"] == "max_iterations" else "time"
             warnings.append(
                 f"{record['name']}: stopped at the {cap} cap with {reached}; to reach the target give it "
-                f"more time (--max-phase-seconds, now {max_phase_s:g} s per run), measure fewer stalls "
-                "(--stalls), or accept a wider --target-ci"
+                f"{more_time}, measure fewer stalls (--stalls), or accept a wider --target-ci"
             )
     rounds = {launch["round"] for record in completed for launch in record["launches"] if launch["pooled"]}
     if completed and len(rounds) < launches:

@@ -8,11 +8,14 @@ from dataclasses import asdict, dataclass, replace
 from stash_core.analysis.stalls import applicable_chain, phases_for_stalls
 from stash_core.spec import ProfileSpec
 
-# Launches per run with --iterations auto when --launches is not given. Three rounds in the order forward,
-# reverse, forward: linear drift of the machine cancels over the first two rounds and what the third leaves
-# in a stall (a third of one round's drift) is well inside the spread that drift puts between the paired
-# rounds (Student t with 2 degrees of freedom). One launch per run with a fixed --iterations N, as before.
+# Launches per run with --iterations auto when --launches is not given: the first rounds, which always run.
+# Three rounds in the order forward, reverse, forward: linear drift of the machine cancels over the first two
+# rounds and what the third leaves in a stall (a third of one round's drift) is well inside the spread that
+# drift puts between the paired rounds. One launch per run with a fixed --iterations N, as before.
 DEFAULT_LAUNCHES = 3
+# With --iterations auto, rounds go on past the first --launches ones while a run's pooled interval is short
+# of --target-ci, up to this many times --launches (and within the time budget, engine/launches.py).
+MAX_ROUNDS_FACTOR = 4
 
 DESCRIPTIONS = {
     "R0": "1 worker, synthetic data on the device",
@@ -76,21 +79,34 @@ def launches_of(spec: ProfileSpec) -> int:
     return DEFAULT_LAUNCHES if spec.fixed_iterations is None else 1
 
 
+def max_rounds_of(spec: ProfileSpec, launches: int) -> int:
+    """The most rounds a profile may run: with --iterations auto and several launches, rounds continue past
+    the first `launches` while a run is short of its target (a sequential rule); else exactly `launches`."""
+    if spec.fixed_iterations is not None or launches == 1:
+        return launches
+    return min(MAX_ROUNDS_FACTOR * launches, 100)
+
+
+def round_runs(plans: list[PhasePlan], round_index: int) -> list[PhasePlan]:
+    """The runs of one round in launch order: the even rounds in chain order, the odd ones reversed."""
+    return list(plans) if round_index % 2 == 0 else list(reversed(plans))
+
+
 def round_order(plans: list[PhasePlan], launches: int) -> list[tuple[int, PhasePlan]]:
     """(round, run) in launch order: every run once per round, the even rounds in chain order and the odd
     ones reversed (R0 R1 R3 R2, R2 R3 R1 R0, R0 R1 R3 R2, ...). A run's slots then add up to the same total
     over any two consecutive rounds, so a drift linear in time hits every run alike and leaves the paired
     per-round differences of the stalls unbiased over each pair of rounds."""
-    order = []
-    for round_index in range(launches):
-        runs = plans if round_index % 2 == 0 else list(reversed(plans))
-        order += [(round_index, plan) for plan in runs]
-    return order
+    return [(round_index, plan) for round_index in range(launches) for plan in round_runs(plans, round_index)]
 
 
 def launch_spec(spec: ProfileSpec, launches: int) -> ProfileSpec:
-    """The spec of one launch of K: the run's iteration budget and time cap split over its launches, and the
-    target interval widened by sqrt(K), since the mean of K launches narrows it by sqrt(K) again."""
+    """The spec of one launch of K: the run's iteration budget and time cap split over its first K launches.
+
+    The target stays --target-ci: each launch runs until its own interval reaches it, and the rounds then
+    show whether the launches agree (the interval over K rounds uses Student's t with K - 1 degrees of
+    freedom, so launches that each stop at target / sqrt(K) would leave the pooled interval short of it
+    even on a quiet machine; rounds, not longer launches, narrow the launch-to-launch part)."""
     if launches == 1:
         return spec
     fixed = spec.fixed_iterations
@@ -99,5 +115,4 @@ def launch_spec(spec: ProfileSpec, launches: int) -> ProfileSpec:
         iterations="auto" if fixed is None else str(max(2, math.ceil(fixed / launches))),
         max_iterations=max(2, math.ceil(spec.max_iterations / launches)),
         max_phase_s=spec.max_phase_s / launches,
-        target_relative_ci=spec.target_relative_ci * math.sqrt(launches),
     )

@@ -12,7 +12,7 @@ from stash_core.analysis.stalls import PhaseTime, breakdown
 from stash_core.engine.data_setup import DataSetup, iterations_per_epoch
 from stash_core.engine.launches import LaunchedRuns, epoch_boundary_warning, pooled_warnings, rounds_of
 from stash_core.engine.phase import run_phase
-from stash_core.engine.plan import PhasePlan, launch_spec, launches_of, plan_phases, round_order
+from stash_core.engine.plan import PhasePlan, launch_spec, launches_of, max_rounds_of, plan_phases, round_runs
 from stash_core.engine.progress import Reporter
 from stash_core.errors import MeasurementError, ProfileEnded, StashError, UsageError
 from stash_core.interrupts import reason as interrupt_reason
@@ -101,7 +101,7 @@ def run_profile(
         # A failed or interrupted profile keeps its launches, pooled over the rounds every run completed,
         # and the breakdown of the runs that did complete.
         launched.pool_into(doc["phases"])
-        warnings += launch_warnings(doc, spec, launched.launches)
+        warnings += launch_warnings(doc, spec, launched)
         doc["breakdown"] = breakdown_of_completed(doc, chain, spec, warnings)
     return doc
 
@@ -117,16 +117,16 @@ def run_launches(
     model_info: dict,
     launched: LaunchedRuns,
 ) -> None:
-    """Every launch of every run, round by round (plan.round_order), each run's record made at its first
-    launch. A launch that fails ends the profile, as a failed run always did."""
+    """Every launch of every run, round by round (plan.round_runs), each run's record made at its first
+    launch: the planned rounds, then, with --iterations auto, more while a run is short of its target
+    (LaunchedRuns.next_round). A launch that fails ends the profile, as a failed run always did."""
     launches = launched.launches
+    max_rounds = max_rounds_of(spec, launches)
+    budget_s = spec.max_phase_s * len(plans)
     per_launch = launch_spec(spec, launches)
     records: dict[str, dict] = {}
-    for position, (round_index, plan) in enumerate(round_order(plans, launches)):
-        index = position % len(plans)
-        if launches > 1 and index == 0:
-            order = plans if round_index % 2 == 0 else plans[::-1]
-            reporter.message(f"round {round_index + 1} of {launches}: {' '.join(p.name for p in order)}")
+
+    def launch(plan: PhasePlan, index: int, round_index: int) -> None:
         reporter.phase_started(plan, index, len(plans))
         if plan.name not in records:
             records[plan.name] = {**plan.to_dict(), "status": "interrupted", "error": "interrupted"}
@@ -139,7 +139,7 @@ def run_launches(
         outcome = run_phase(plan, this_spec, data, reporter, launch_warnings_, remote, grad_bytes)
         # The cap warnings of one launch are replaced by the pooled run's (launches.pooled_warnings).
         stopped = f"{plan.name}: stopped at the "
-        warnings += [w for w in launch_warnings_ if w not in warnings and not w.startswith(stopped)]
+        warnings.extend(w for w in launch_warnings_ if w not in warnings and not w.startswith(stopped))
         usage_error = outcome.pop("usage_error", False)
         probe = outcome.pop("probe", None)
         if probe is not None:
@@ -154,11 +154,22 @@ def run_launches(
             raise failure(f"run {plan.name} ({plan.description}) failed: {outcome['error']}")
         launched.add(plan.name, round_index, outcome)
 
+    round_index, short = 0, []
+    while round_index < launches or short:
+        order = round_runs(plans, round_index)
+        reporter.round_started(round_index, launches, max_rounds, [plan.name for plan in order], short)
+        for index, plan in enumerate(order):
+            launch(plan, index, round_index)
+        round_index += 1
+        if round_index >= launches and max_rounds > launches:  # the sequential rule, with auto only
+            short = launched.next_round(round_index, max_rounds, spec.target_relative_ci, budget_s)
 
-def launch_warnings(doc: dict, spec: ProfileSpec, launches: int) -> list[str]:
+
+def launch_warnings(doc: dict, spec: ProfileSpec, launched: LaunchedRuns) -> list[str]:
     records = doc["phases"]
+    fixed = spec.fixed_iterations is not None
     warnings = pooled_warnings(
-        records, spec.target_relative_ci, spec.fixed_iterations is not None, spec.max_phase_s, launches
+        records, spec.target_relative_ci, fixed, spec.max_phase_s, launched.launches, launched.stopped_by
     )
     boundary = epoch_boundary_warning(records, iterations_per_epoch(spec, doc["spec"].get("dataset_images")))
     return warnings + ([boundary] if boundary else [])

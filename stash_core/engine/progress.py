@@ -27,8 +27,32 @@ def fraction_done(payload: dict) -> float:
     return min(max((payload["target_relative_ci"] / relative_ci) ** 2, by_iterations), 1.0)
 
 
+def round_text(
+    round_index: int, planned: int, max_rounds: int, runs: list[str], short: list[str]
+) -> str | None:
+    """The line that opens a round of launches: "round 2 of 3: R2 R3 R1 R0", or for a round past the planned
+    ones, which runs are still short of their target. None with one launch per run (no rounds to speak of)."""
+    if max_rounds <= 1:
+        return None
+    order = " ".join(runs)
+    if round_index < planned:
+        return f"round {round_index + 1} of {planned}: {order}"
+    return (
+        f"round {round_index + 1} (of at most {max_rounds}; {', '.join(short)} short of the target): {order}"
+    )
+
+
 class Reporter:
     """Receives progress; the CLI draws bars, the dashboard reads JSON lines. Silent by default."""
+
+    def round_started(
+        self, round_index: int, planned: int, max_rounds: int, runs: list[str], short: list[str]
+    ) -> None:
+        """A round of launches begins: every run once, in `runs` order. `planned` rounds always run, up to
+        `max_rounds` while a run (those in `short`) is short of its target."""
+        text = round_text(round_index, planned, max_rounds, runs, short)
+        if text:
+            self.message(text)
 
     def phase_started(self, plan: PhasePlan, index: int, total: int) -> None: ...
     def progress(self, payload: dict) -> None: ...
@@ -91,6 +115,22 @@ class JsonReporter(Reporter):
     def message(self, text: str) -> None:
         protocol.emit("PHASE", {"event": "message", "text": text}, self.stream)
 
+    def round_started(
+        self, round_index: int, planned: int, max_rounds: int, runs: list[str], short: list[str]
+    ) -> None:
+        """A PHASE line with event "round" (the dashboard's whole-profile progress counts launches by it),
+        its text among the messages."""
+        payload = {
+            "event": "round",
+            "round": round_index,
+            "planned": planned,
+            "max_rounds": max_rounds,
+            "runs": list(runs),
+            "short": list(short),
+            "text": round_text(round_index, planned, max_rounds, runs, short),
+        }
+        protocol.emit("PHASE", payload, self.stream)
+
     def phase_started(self, plan, index: int, total: int) -> None:
         payload = {"event": "started", "index": index, "total": total, **plan.to_dict()}
         protocol.emit("PHASE", payload, self.stream)
@@ -129,6 +169,11 @@ class TeeReporter(Reporter):
                 if reporter is self.reporters[0]:
                     raise  # the first one is the user's own output
                 self.reporters.remove(reporter)
+
+    def round_started(
+        self, round_index: int, planned: int, max_rounds: int, runs: list[str], short: list[str]
+    ) -> None:
+        self._each("round_started", round_index, planned, max_rounds, runs, short)
 
     def phase_started(self, plan, index: int, total: int) -> None:
         self._each("phase_started", plan, index, total)

@@ -2,6 +2,10 @@
 
 Every function tolerates a database file that does not exist yet (it reads as empty). Times come back as
 timezone-aware UTC values.
+
+The frames (pandas) serve the pages; `run_rows` and `run_record` give the same rows as plain Python values for
+the CLI, whose `stash runs` and `stash show` then start without pandas: pandas is imported only by the
+functions that build frames (imports inside functions, to keep the CLI's start-up short).
 """
 
 from __future__ import annotations
@@ -10,10 +14,9 @@ import json
 import math
 from datetime import UTC
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
-import pandas as pd
 
 from stash_core.errors import UsageError
 from stash_core.results.file import STALL_NAMES
@@ -21,7 +24,14 @@ from stash_core.store.connection import connect
 from stash_core.store.schema import DB_SCHEMA_VERSION, TABLES, VIEWS
 from stash_core.store.schema_docs import documented_meaning
 
+if TYPE_CHECKING:
+    import pandas as pd
+
 _JSON_RUN_COLUMNS = ("spec", "fingerprint", "warnings", "communication")
+_STALLS_SQL = (
+    f"SELECT * FROM stalls WHERE run_id = ? ORDER BY list_position({list(STALL_NAMES)}, stall)"
+    " NULLS LAST, stall"
+)
 _TZ_TYPE = "TIMESTAMP WITH TIME ZONE"
 
 
@@ -68,6 +78,70 @@ def list_runs(db_path: Path | str, limit: int | None = None) -> pd.DataFrame:
         return relation_frame(con.sql(sql))
 
 
+def run_rows(db_path: Path | str, limit: int | None = None) -> list[dict[str, Any]]:
+    """list_runs as plain rows (dicts of Python values, None for missing), newest first."""
+    sql = "SELECT * FROM stall_breakdown ORDER BY started_at DESC NULLS LAST, run_id DESC"
+    if limit is not None:
+        sql += f" LIMIT {_count(limit, 'limit')}"
+    with connect(db_path, read_only=True) as con:
+        return relation_rows(con.sql(sql))
+
+
+def run_record(db_path: Path | str, run_id: str) -> dict[str, Any] | None:
+    """get_run as plain rows: the same dict, read without pandas (for the CLI)."""
+    with connect(db_path, read_only=True) as con:
+        full_id = _resolve(con, run_id)
+        if full_id is None:
+            return None
+        run = relation_rows(con.sql("SELECT * FROM runs WHERE run_id = ?", params=[full_id]))[0]
+        phases = relation_rows(
+            con.sql("SELECT * FROM phases WHERE run_id = ? ORDER BY phase_index, phase", params=[full_id])
+        )
+        stalls = relation_rows(con.sql(_STALLS_SQL, params=[full_id]))
+    for column in _JSON_RUN_COLUMNS:
+        if run.get(column) is not None:
+            run[column] = json.loads(run[column])
+    run["phases"] = phases
+    run["stalls"] = stalls
+    return run
+
+
+def catalog_names(db_path: Path | str) -> set[str]:
+    """The instance names the database's catalog holds (empty for a database without one)."""
+    with connect(db_path, read_only=True) as con:
+        try:
+            return {row[0] for row in con.execute("SELECT name FROM instances").fetchall()}
+        except duckdb.CatalogException:
+            return set()
+
+
+def relation_rows(relation: duckdb.DuckDBPyRelation) -> list[dict[str, Any]]:
+    """A relation as dicts of plain values: TIMESTAMPTZ as UTC-aware datetimes (read as plain TIMESTAMP, the
+    session time zone being UTC, since DuckDB's own conversion needs pytz), NaN as None."""
+    columns = relation.columns
+    zoned = {column for column, kind in zip(columns, relation.types, strict=True) if str(kind) == _TZ_TYPE}
+    if zoned and len(set(columns)) == len(columns):
+        relation = relation.project(
+            ", ".join(
+                f'CAST("{_quoted(c)}" AS TIMESTAMP) AS "{_quoted(c)}"' if c in zoned else f'"{_quoted(c)}"'
+                for c in columns
+            )
+        )
+    else:
+        zoned = set()
+    rows = []
+    for values in relation.fetchall():
+        row = {}
+        for column, value in zip(columns, values, strict=True):
+            if column in zoned and value is not None:
+                value = value.replace(tzinfo=UTC)
+            elif isinstance(value, float) and math.isnan(value):
+                value = None
+            row[column] = value
+        rows.append(row)
+    return rows
+
+
 def breakdown_frame(db_path: Path | str, run_ids: list[str] | None = None) -> pd.DataFrame:
     """stall_breakdown rows of the given run ids (all runs when None), newest first."""
     sql = "SELECT * FROM stall_breakdown"
@@ -94,13 +168,7 @@ def get_run(db_path: Path | str, run_id: str) -> dict[str, Any] | None:
         phases = relation_frame(
             con.sql("SELECT * FROM phases WHERE run_id = ? ORDER BY phase_index, phase", params=[full_id])
         )
-        stalls = relation_frame(
-            con.sql(
-                f"SELECT * FROM stalls WHERE run_id = ? ORDER BY list_position({list(STALL_NAMES)}, stall)"
-                " NULLS LAST, stall",
-                params=[full_id],
-            )
-        )
+        stalls = relation_frame(con.sql(_STALLS_SQL, params=[full_id]))
     for column in _JSON_RUN_COLUMNS:
         if run.get(column) is not None:
             run[column] = json.loads(run[column])
@@ -218,6 +286,8 @@ def query_readonly(
         try:
             relation = con.sql(sql, params=params)
             if relation is None:
+                import pandas as pd
+
                 return pd.DataFrame()
             frame = relation_frame(relation, None if limit is None else limit + 1)
         except duckdb.Error as exc:
@@ -260,6 +330,8 @@ def _records(frame: pd.DataFrame) -> list[dict[str, Any]]:
 
 
 def _plain(value: Any) -> Any:
+    import pandas as pd
+
     if isinstance(value, pd.Timestamp):
         return None if pd.isna(value) else value.to_pydatetime()
     if value is pd.NaT or value is pd.NA:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 from support import REPO
@@ -60,16 +62,48 @@ def test_help_shows_the_defaults():
     assert "(default: 0.05)" in run(["whatif", "--help"])["help"]
 
 
-@pytest.mark.parametrize("argv", [["runs"], ["show", "nothing-like-this"]], ids=["runs", "show"])
-def test_commands_that_read_the_store_start_without_torch_or_the_ingest(argv, tmp_path):
-    """`stash runs` and `stash show` need DuckDB and pandas (their queries return frames), nothing more: not
-    torch, not the ingest (the store's names load on first use)."""
-    outcome = run([*argv, "--db", str(tmp_path / "r.duckdb")])
-    assert outcome["status"] in (0, 1, 2)
-    assert "torch" not in outcome["loaded"]
+@pytest.fixture(scope="module")
+def stored(tmp_path_factory) -> Path:
+    """A database with two runs: one labelled with a name the catalog does not hold, one with a catalog
+    instance whose GPU the CPU-only fingerprint contradicts."""
+    import result_docs
+
+    from stash_core import store
+
+    db = tmp_path_factory.mktemp("startup") / "r.duckdb"
+    runs = (("20261124T100000Z-aaaa0001", "my-laptop", 10), ("20261124T110000Z-bbbb0002", "g4dn.xlarge", 11))
+    for run_id, instance, hour in runs:
+        doc = result_docs.result_doc(
+            run_id=run_id, instance=instance, started_at=datetime(2026, 11, 24, hour, tzinfo=UTC)
+        )
+        store.ingest_result(db, doc)
+    return db
+
+
+@pytest.mark.parametrize(
+    "argv", [["runs"], ["show", "aaaa0001"], ["show", "nothing-like-this"]], ids=["runs", "show", "show-none"]
+)
+def test_commands_that_read_the_store_start_without_pandas_torch_or_the_ingest(argv, stored):
+    """`stash runs` and `stash show` read plain rows (store/queries.py run_rows, run_record): DuckDB only,
+    not pandas, numpy or torch, and not the ingest (the store's names load on first use)."""
+    outcome = run([*argv, "--db", str(stored)])
+    assert outcome["status"] in (0, 2)
+    assert outcome["loaded"] == ["duckdb"]
     program = "import sys, stash_core.store as s; s.list_runs; print('store.ingest' in str(sys.modules))"
     done = subprocess.run(
         [sys.executable, "-c", program],
         capture_output=True, text=True, cwd=REPO, timeout=60,
     )  # fmt: skip
     assert done.stdout.strip() == "False", done.stderr
+
+
+def test_runs_and_show_print_the_stored_figures(stored):
+    runs = run(["runs", "--db", str(stored)])["help"]  # stdout, as one line
+    assert runs.startswith("run_id started_at status model")
+    assert runs.index("bbbb0002") < runs.index("aaaa0001")  # newest first
+    assert "2026-11-24 11:00:00+00:00" in runs
+    show = run(["show", "aaaa0001", "--db", str(stored)])["help"]
+    assert "run 20261124T100000Z-aaaa0001" in show and "instance my-laptop" in show and "warning" not in show
+    # A label the catalog holds is still checked against the machine (that check may load pandas).
+    contradicted = run(["show", "bbbb0002", "--db", str(stored)])["help"]
+    assert "label g4dn.xlarge of run 20261124T110000Z-bbbb0002 does not fit the machine" in contradicted

@@ -7,8 +7,24 @@ import math
 
 import pytest
 
-from stash_core.engine.launches import LaunchedRuns, epoch_boundary_warning, pooled_warnings, rounds_of
-from stash_core.engine.plan import DEFAULT_LAUNCHES, PhasePlan, launch_spec, launches_of, round_order
+from stash_core.engine.launches import (
+    ROUNDS_BY_COUNT,
+    ROUNDS_BY_TIME,
+    LaunchedRuns,
+    epoch_boundary_warning,
+    pooled_warnings,
+    rounds_of,
+)
+from stash_core.engine.plan import (
+    DEFAULT_LAUNCHES,
+    MAX_ROUNDS_FACTOR,
+    PhasePlan,
+    launch_spec,
+    launches_of,
+    max_rounds_of,
+    round_order,
+    round_runs,
+)
 from stash_core.spec import ProfileSpec
 
 
@@ -36,9 +52,53 @@ def test_each_launch_gets_its_share_of_the_budget() -> None:
     spec = ProfileSpec(model="m", batch_size=2, max_phase_s=90, max_iterations=1000, target_relative_ci=0.02)
     one = launch_spec(spec, 3)
     assert (one.max_phase_s, one.max_iterations, one.iterations) == (30.0, 334, "auto")
-    assert one.target_relative_ci == pytest.approx(0.02 * math.sqrt(3))
+    assert one.target_relative_ci == 0.02  # each launch to the target; rounds narrow the rest
     assert launch_spec(ProfileSpec(model="m", batch_size=2, iterations="25"), 2).iterations == "13"
     assert launch_spec(spec, 1) is spec
+
+
+def test_rounds_past_the_planned_ones_only_with_auto_and_several_launches() -> None:
+    auto = ProfileSpec(model="m", batch_size=2)
+    assert max_rounds_of(auto, 3) == MAX_ROUNDS_FACTOR * 3
+    assert max_rounds_of(auto, 1) == 1  # --launches 1: one launch per run, as before rounds
+    assert max_rounds_of(ProfileSpec(model="m", batch_size=2, iterations="40"), 3) == 3
+    plans = _plans("R0", "R1", "R3")
+    assert [p.name for p in round_runs(plans, 3)] == ["R3", "R1", "R0"]
+    assert [p.name for p in round_runs(plans, 4)] == ["R0", "R1", "R3"]
+
+
+def _add_round(launched: LaunchedRuns, round_index: int, means: dict, ci95_s: float = 0.001) -> None:
+    for name, mean_s in means.items():
+        launched.add(name, round_index, _outcome(mean_s, ci95_s))
+
+
+def test_rounds_go_on_while_a_run_is_short_of_its_target() -> None:
+    launched = LaunchedRuns(["R0", "R1"], 3)
+    for r, r0 in enumerate([0.10, 0.12, 0.10]):  # R0's launches disagree by 10%, R1's agree
+        _add_round(launched, r, {"R0": r0, "R1": 0.20})
+    # R0 over 3 rounds: 4.303 * 0.0115 / sqrt(3) = 0.029, 28% of its mean: short of 5%; R1 is at its target
+    assert launched.short_of_target(0.05) == ["R0"]
+    assert launched.next_round(3, 12, 0.05, budget_s=1000.0) == ["R0"] and launched.stopped_by is None
+    for r in range(3, 8):
+        _add_round(launched, r, {"R0": 0.107, "R1": 0.20})
+    assert launched.next_round(8, 12, 0.05, budget_s=1000.0) == []  # every run at its target: the rounds end
+    assert launched.stopped_by is None and launched.pooled("R0").rounds == 8
+
+
+def test_the_rounds_end_short_of_the_target_at_their_cap_or_the_time_budget() -> None:
+    launched = LaunchedRuns(["R0"], 2)
+    for r, r0 in enumerate([0.10, 0.14]):
+        _add_round(launched, r, {"R0": r0})  # every launch takes wall_s 5 s (_outcome)
+    assert launched.wall_s() == 10.0 and launched.wall_s(1) == 5.0
+    assert launched.next_round(2, 2, 0.05, budget_s=1000.0) == [] and launched.stopped_by == ROUNDS_BY_COUNT
+    assert launched.next_round(2, 8, 0.05, budget_s=14.0) == [] and launched.stopped_by == ROUNDS_BY_TIME
+    records = _records("R0")
+    launched.pool_into(records)
+    (warning,) = pooled_warnings(records, 0.05, False, 7.0, 2, ROUNDS_BY_TIME)
+    assert "launches disagree" in warning and "stopped at the time budget" in warning
+    assert "--max-phase-seconds, now 7 s per run" in warning and "--target-ci" in warning
+    (warning,) = pooled_warnings(records, 0.05, False, 7.0, 2, ROUNDS_BY_COUNT)
+    assert "stopped at their cap" in warning
 
 
 def _outcome(mean_s: float, ci95_s: float, n: int = 10, stop: str = "converged") -> dict:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import pytest
 from support import SMALL, stash
@@ -46,3 +47,60 @@ def test_two_launches_per_run_in_alternating_rounds(tmp_path) -> None:
     assert total == pytest.approx(doc["breakdown"]["iteration_s"], rel=1e-9)
     assert len(doc["probes"]) == 1  # the bandwidth probe once, in R1's first launch
     assert json.loads(out.read_text())["spec"]["launches"] == 2
+
+
+def _fake_run_phase(means: dict[str, list[float]], seen: list[str]):
+    """A stand-in for phase.run_phase: each launch of a run takes the next of its means, and reports half-way
+    progress, as a worker does."""
+
+    def run_phase(plan, spec, data, reporter, warnings, remote=None, grad_bytes=None) -> dict:
+        seen.append(plan.name)
+        reporter.progress({"phase": plan.name, "iterations": 6, "kept": 4, "max_iterations": 12,
+                           "target_relative_ci": spec.target_relative_ci, "relative_ci": 0.1})  # fmt: skip
+        mean_s = means[plan.name][sum(name == plan.name for name in seen) - 1]
+        outcome = {**plan.to_dict(), "status": "completed", "error": None, "warmup_iterations": 2}
+        return {
+            **outcome, "iteration_s": {"mean": mean_s, "ci95": 1e-4}, "iterations": 10,
+            "samples": {"iteration_s": [mean_s] * 10}, "parts_mean_s": {"forward_s": mean_s},
+            "rank_skew_s": 0.0, "stop_reason": "converged", "wall_s": 2.0,
+        }  # fmt: skip
+
+    return run_phase
+
+
+def test_rounds_go_on_until_every_run_reaches_its_target_and_progress_only_moves_forward(monkeypatch) -> None:
+    """R0's first three launches disagree (the machine drifted); the rounds go on, in alternating order, until
+    its pooled interval is within 5%; the dashboard's whole-profile fraction never goes back."""
+    import io
+
+    from stash_core.engine import profiler
+    from stash_core.engine.job_state import JobState, parse_output
+    from stash_core.engine.launches import LaunchedRuns
+    from stash_core.engine.plan import PhasePlan
+    from stash_core.engine.progress import JsonReporter
+    from stash_core.spec import ProfileSpec
+
+    # R0 over R rounds: t(R-1) * sd / sqrt(R) is 22%, 12%, 8%, 6% of its mean, then 4.9% after 7 rounds
+    means = {"R0": [0.10, 0.12] + [0.11] * 10, "R1": [0.2] * 12}
+    seen: list[str] = []
+    monkeypatch.setattr(profiler, "run_phase", _fake_run_phase(means, seen))
+    spec = ProfileSpec(model="m", batch_size=2, target_relative_ci=0.05, max_phase_s=60.0)
+    plans = [PhasePlan("R0", 1, 1, "synthetic"), PhasePlan("R1", 2, 1, "synthetic")]
+    out = io.StringIO()
+    doc = {"phases": [], "probes": []}
+    launched = LaunchedRuns(["R0", "R1"], 3)
+    profiler.run_launches(plans, spec, None, JsonReporter(out), [], None, doc, {}, launched)
+    rounds = len(seen) // 2
+    assert rounds == 7 and launched.short_of_target(0.05) == [] and launched.stopped_by is None
+    assert seen[:6] == ["R0", "R1", "R1", "R0", "R0", "R1"]
+    lines = out.getvalue().splitlines()
+    fractions, messages = [], []
+    for end in range(1, len(lines) + 1):
+        state = JobState("j", Path("."), [], None, None, "running")
+        parse_output(state, "\n".join(lines[:end]))
+        fractions.append(state.fraction_done)
+        messages = state.messages
+    assert fractions == sorted(fractions) and 0.0 < fractions[-1] < 1.0
+    assert messages[:3] == ["round 1 of 3: R0 R1", "round 2 of 3: R1 R0", "round 3 of 3: R0 R1"]
+    assert messages[3] == "round 4 (of at most 12; R0 short of the target): R1 R0"
+    assert state.phases[0].name == "R0" and state.phases[0].launches == rounds

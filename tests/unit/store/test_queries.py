@@ -145,3 +145,22 @@ def test_query_readonly(populated) -> None:
     with pytest.raises(UsageError, match="query failed"):
         store.query_readonly(path, "SELEC nonsense")
     assert store.database_summary(path)["runs"] == 3
+
+
+def test_plain_rows_are_the_frames_rows(populated) -> None:
+    """run_rows and run_record (the CLI's, without pandas) hold what list_runs and get_run hold."""
+    from stash_core.store.queries import run_record, run_rows
+
+    path, _ = populated
+    rows = run_rows(path, limit=2)
+    frame = store.list_runs(path, limit=2)
+    assert [row["run_id"] for row in rows] == frame["run_id"].tolist()
+    assert rows[0]["started_at"] == frame["started_at"].iloc[0].to_pydatetime()
+    assert rows[0]["started_at"].tzinfo is not None and rows[0]["started_at"].utcoffset() == timedelta(0)
+    for column in ("iteration_s", "epoch_s", "batch_size", "model"):
+        assert rows[1][column] == frame[column].iloc[1]
+    for run_id in ("aaaa0001", "bbbb0003"):
+        assert run_record(path, run_id) == store.get_run(path, run_id)
+    assert run_record(path, "no-such-run") is None
+    with pytest.raises(UsageError, match="several runs"):
+        run_record(path, "aaaa")
