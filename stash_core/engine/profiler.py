@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import re
 import secrets
 from dataclasses import replace
 
@@ -137,6 +138,14 @@ def run_launches(
         launch_warnings_: list[str] = []
         grad_bytes = model_info.get("grad_bytes")
         outcome = run_phase(plan, this_spec, data, reporter, launch_warnings_, remote, grad_bytes)
+        if (
+            outcome["status"] != "completed"
+            and not outcome.get("usage_error")
+            and transient(outcome["error"])
+        ):
+            # A peer connection lost or a worker killed on a busy machine: one more try, said out loud.
+            warnings.append(f"{plan.name}: a launch failed ({outcome['error']}) and was run again")
+            outcome = run_phase(plan, this_spec, data, reporter, launch_warnings_, remote, grad_bytes)
         # The cap warnings of one launch are replaced by the pooled run's (launches.pooled_warnings).
         stopped = f"{plan.name}: stopped at the "
         warnings.extend(w for w in launch_warnings_ if w not in warnings and not w.startswith(stopped))
@@ -163,6 +172,20 @@ def run_launches(
         round_index += 1
         if round_index >= launches and max_rounds > launches:  # the sequential rule, with auto only
             short = launched.next_round(round_index, max_rounds, spec.target_relative_ci, budget_s)
+
+
+# Failures of the machine rather than of the job: gloo connections lost or timed out, a port taken
+# between choosing and binding it, a worker killed by a signal (torchrun's negative exit code).
+_TRANSIENT = re.compile(
+    r"connection (closed|reset|refused)|pair closure|timed out waiting|address already in use|EADDRINUSE"
+    r"|exited with code -\d+",
+    re.IGNORECASE,
+)
+
+
+def transient(error: str | None) -> bool:
+    """Whether a failed launch is worth one more try: the same launch may well succeed."""
+    return bool(error) and _TRANSIENT.search(error) is not None
 
 
 def launch_warnings(doc: dict, spec: ProfileSpec, launched: LaunchedRuns) -> list[str]:

@@ -7,6 +7,7 @@ machine goes to on_line, and every process the run started is ended before this 
 from __future__ import annotations
 
 import os
+import re
 import sys
 from collections.abc import Callable
 
@@ -92,10 +93,34 @@ def worker_env(threads_per_worker: int) -> dict[str, str]:
     }
 
 
+# "RuntimeError: ...", "torch.distributed.DistBackendError: ...": the exception a worker died of.
+_EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt|Exit)\b:? ")
+# torchrun prefixes a worker's stderr lines with its rank when asked to: "[rank1]: RuntimeError: ..."
+_RANK_PREFIX = re.compile(r"^\[rank\d+\]:\s*")
+# torchrun's failure summary: "  rank      : 1 (local_rank: 1)", "  exitcode  : -6 (pid: 4242)", ...
+_SUMMARY_FIELD = re.compile(r"^\s*(rank|exitcode|traceback)\s*:\s*(.+?)\s*$", re.MULTILINE)
+
+
 def _last_meaningful(lines: list[str]) -> str:
-    """The most telling line of a failed run's stderr (an exception message, not a traceback frame)."""
-    for line in reversed(lines):
-        text = line.strip()
-        if text and not text.startswith(("File ", "Traceback", "^", "~")) and "warnings.warn" not in text:
+    """The most telling line of a failed run's stderr: a worker's exception message, else the root cause of
+    torchrun's failure summary (rank, exit code, signal), else the last line that is not a traceback frame or
+    a banner of '=' or '-'."""
+    texts = [_RANK_PREFIX.sub("", line.strip()) for line in lines]
+    for text in reversed(texts):
+        if _EXCEPTION_LINE.match(text) and "ChildFailedError" not in text:
+            return text[:300]
+    summary = dict(_SUMMARY_FIELD.findall("\n".join(texts)))
+    if "exitcode" in summary:
+        rank = f"rank {summary['rank']}" if "rank" in summary else "a worker"
+        cause = summary.get("traceback", "")
+        detail = f" ({cause})" if cause and not cause.startswith(("<N/A>", "To enable traceback")) else ""
+        return f"{rank} exited with code {summary['exitcode']}{detail}"[:300]
+    for text in reversed(texts):
+        if (
+            text
+            and not text.startswith(("File ", "Traceback", "^", "~"))
+            and "warnings.warn" not in text
+            and text.strip("=-") != ""
+        ):
             return text[:300]
     return "the run exited without a result"

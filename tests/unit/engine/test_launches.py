@@ -25,6 +25,7 @@ from stash_core.engine.plan import (
     round_order,
     round_runs,
 )
+from stash_core.engine.profiler import transient
 from stash_core.spec import ProfileSpec
 
 
@@ -171,3 +172,20 @@ def test_real_data_runs_say_whether_a_launch_crossed_an_epoch() -> None:
     assert "R2 (longest launch 10 iterations)" in warning and "R3" not in warning
     assert "epoch_boundary_crossed" not in records[2]
     assert epoch_boundary_warning(records[:1], 20) is None
+
+
+@pytest.mark.parametrize(
+    "error, again",
+    [
+        ("RuntimeError: [pair.cc:534] Connection closed by peer [127.0.0.1]:4242", True),
+        ("RuntimeError: Application timeout caused pair closure", True),
+        ("rank 1 (local_rank: 1) exited with code -9 (pid: 42)", True),
+        ("the master port 29500 is in use: address already in use", True),
+        ("ValueError: expected 4D input (got 2D input)", False),
+        ("no optimizer step within 120 s of the start: the script hangs (--script-start-timeout)", False),
+        ("run did not finish within 90 s; stopped it", False),
+        (None, False),
+    ],
+)
+def test_only_failures_of_the_machine_are_tried_again(error, again) -> None:
+    assert transient(error) is again
