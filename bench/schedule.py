@@ -3,11 +3,13 @@
 A synthetic trace (the generator of `stash schedule --synthetic-jobs`) of 100,000 jobs arrives at a
 cluster of 1,024 GPUs (16 switches x 8 nodes x 8 GPUs) with the mean gap between arrivals set so that the
 offered load (expected GPU-seconds asked per second / GPUs) is about 85%. Each policy runs once with a
-fixed timer (no tuning), and the script prints, per policy, the wall time of the simulation and what the
-schedule achieved. It prints figures; it asserts nothing about them.
+fixed timer (no tuning) in two scenarios: no fabric (a fixed uplink factor of 2), then congested shared
+links (node uplinks of --node-gbps, switch uplinks oversubscribed --oversubscription:1). The script prints,
+per scenario and policy, the wall time of the simulation and what the schedule achieved. It prints
+figures; it asserts nothing about them.
 
     .venv/bin/python bench/schedule.py [--jobs 100000] [--cluster 16x8x8] [--load 0.85] [--policies ...]
-        [--node-gbps 100 --oversubscription 4]   # congested shared links instead of a fixed uplink factor
+        [--scenarios plain,congested] [--node-gbps 100 --oversubscription 4]
 """
 
 from __future__ import annotations
@@ -38,8 +40,9 @@ def main() -> None:
     parser.add_argument("--load", type=float, default=0.85, help="offered load, 0-1")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--policies", default=",".join(POLICIES))
-    parser.add_argument("--node-gbps", type=float, default=None, help="congested links: node uplink Gbit/s")
-    parser.add_argument("--oversubscription", type=float, default=4.0, help="of the switch uplinks")
+    parser.add_argument("--scenarios", default="plain,congested", help="plain (no fabric), congested")
+    parser.add_argument("--node-gbps", type=float, default=100.0, help="congested: node uplink Gbit/s")
+    parser.add_argument("--oversubscription", type=float, default=4.0, help="congested: switch uplinks")
     args = parser.parse_args()
     cluster = Cluster(*(int(v) for v in args.cluster.split("x")))
     gap_s = MEAN_GPUS * MEAN_DURATION_S / (args.load * cluster.total_gpus)
@@ -47,27 +50,33 @@ def main() -> None:
     jobs = jobs_from_frame(frame, None, "synthetic trace")
     print(f"{len(jobs):,} jobs on {cluster.total_gpus:,} GPUs ({args.cluster}), mean gap {gap_s:.2f} s, "
           f"offered load {args.load:.0%} (consolidated run times)")  # fmt: skip
-    fabric = None
-    if args.node_gbps is not None:
-        fabric = Fabric.oversubscribed(args.node_gbps, args.oversubscription, cluster.nodes_per_switch)
-        print(f"congestion: {fabric.label()} ({args.oversubscription:g}:1 oversubscribed)")
-    print(f"  {'policy':<22}{'wall s':>8}{'makespan h':>12}{'avg JCT h':>11}{'p95 JCT h':>11}"
-          f"{'queue h':>9}{'comm h':>9}{'spread':>8}{'preempt':>9}{'GPU busy':>10}")  # fmt: skip
     fixed = {
         "delay": Policy("delay", delay_s=600.0),
         "network-delay": Policy("network-delay", scale=1.0),
         "network-preempt": Policy("network-preempt", scale=1.0),
     }
-    for name in args.policies.split(","):
-        policy = fixed.get(name) or Policy(name)
-        began = time.perf_counter()
-        outcomes = simulate(jobs, cluster, policy, fabric=fabric)
-        wall_s = time.perf_counter() - began
-        m = schedule_metrics(outcomes, cluster)
-        print(f"  {policy.label():<22}{wall_s:>8.1f}{m['makespan_s'] / 3600:>12.1f}"
-              f"{m['avg_jct_s'] / 3600:>11.2f}{m['p95_jct_s'] / 3600:>11.2f}{m['avg_queue_s'] / 3600:>9.2f}"
-              f"{m['comm_overhead_s'] / 3600:>9.1f}{m['spread_jobs']:>8}{m['preemptions']:>9}"
-              f"{m['gpu_busy_share']:>10.0%}", flush=True)  # fmt: skip
+    for scenario in args.scenarios.split(","):
+        if scenario == "congested":
+            fabric = Fabric.oversubscribed(args.node_gbps, args.oversubscription, cluster.nodes_per_switch)
+            print(f"congested: {fabric.label()} ({args.oversubscription:g}:1 oversubscribed)")
+        elif scenario == "plain":
+            fabric = None
+            print("plain: no fabric, crossing more switches than needed doubles the network stall")
+        else:
+            parser.error(f"unknown scenario {scenario!r}: plain or congested")
+        print(f"  {'policy':<22}{'wall s':>8}{'makespan h':>12}{'avg JCT h':>11}{'p95 JCT h':>11}"
+              f"{'queue h':>9}{'comm h':>9}{'spread':>8}{'preempt':>9}{'GPU busy':>10}")  # fmt: skip
+        for name in args.policies.split(","):
+            policy = fixed.get(name) or Policy(name)
+            began = time.perf_counter()
+            outcomes = simulate(jobs, cluster, policy, fabric=fabric)
+            wall_s = time.perf_counter() - began
+            m = schedule_metrics(outcomes, cluster)
+            print(f"  {policy.label():<22}{wall_s:>8.1f}{m['makespan_s'] / 3600:>12.1f}"
+                  f"{m['avg_jct_s'] / 3600:>11.2f}{m['p95_jct_s'] / 3600:>11.2f}"
+                  f"{m['avg_queue_s'] / 3600:>9.2f}"
+                  f"{m['comm_overhead_s'] / 3600:>9.1f}{m['spread_jobs']:>8}{m['preemptions']:>9}"
+                  f"{m['gpu_busy_share']:>10.0%}", flush=True)  # fmt: skip
 
 
 if __name__ == "__main__":

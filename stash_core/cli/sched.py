@@ -47,6 +47,18 @@ def policies_text(text: str) -> str:
     return text
 
 
+def las_limits_text(text: str) -> str:
+    """argparse type of --las-limits-gpu-h: positive, increasing GPU-hours, comma separated."""
+    try:
+        limits = [float(value) for value in text.split(",")]
+    except ValueError:
+        limits = []
+    finite = all(0 < value < 1e9 for value in limits)  # also refuses nan and inf
+    if not limits or not finite or limits != sorted(set(limits)):
+        raise argparse.ArgumentTypeError(f"{text!r}: give positive, increasing GPU-hours, e.g. 1,10")
+    return text
+
+
 DEFAULT_MODELS = ["resnet50", "resnet18", "alexnet", "shufflenet_v2", "vgg16", "bert_base"]
 
 
@@ -96,6 +108,15 @@ def add_commands(subparsers: Any, parser_class: type[argparse.ArgumentParser] | 
         help="preemption guard: per job",
     )  # fmt: skip
     sched.add_argument(
+        "--las-limits-gpu-h", type=las_limits_text, default="1,10",
+        help="las: attained service (GPU-hours) between its queues, increasing, comma list",
+    )  # fmt: skip
+    sched.add_argument(
+        "--starve-factor", type=non_negative(1e6), default=10.0,
+        help="las: a preempted job waiting longer than this x the seconds it ran goes back to the top queue "
+        "(0: never)",
+    )  # fmt: skip
+    sched.add_argument(
         "--uplink-factor", type=Number(1, 1000, whole=False, what="a number >= 1"), default=2.0,
         help="network stall multiplier across switches",
     )  # fmt: skip
@@ -140,8 +161,10 @@ def cmd_schedule(args: argparse.Namespace) -> int:
         source, trace_format = f"synthetic({len(jobs)} jobs, seed {args.seed})", "synthetic"
     given = {"delay_s": 600.0 if args.delay_s is None else args.delay_s,
              "scale": 1.0 if args.scale is None else args.scale}  # fmt: skip
+    las_limits = tuple(3600.0 * float(value) for value in args.las_limits_gpu_h.split(","))
     bases = [Policy(name, checkpoint_s=args.checkpoint_s, min_run_s=args.min_run_s,
-                    max_preemptions=int(args.max_preemptions), **given) for name in names]  # fmt: skip
+                    max_preemptions=int(args.max_preemptions), las_limits_gpu_s=las_limits,
+                    starve_factor=args.starve_factor, **given) for name in names]  # fmt: skip
     doc, outcomes = run_simulation(
         jobs, cluster, bases, tuning=tuning, fraction=args.tune_fraction, uplink_factor=args.uplink_factor,
         fabric=fabric, trace=source, trace_format=trace_format,

@@ -26,6 +26,7 @@ PAGES = {
     "Compare instances": "pages/compare.py",
     "Models": "pages/models.py",
     "Recommend": "pages/recommend.py",
+    "Schedule": "pages/schedule.py",
     "Upload": "pages/upload.py",
     "SQL": "pages/sql.py",
 }

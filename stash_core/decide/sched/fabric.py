@@ -63,48 +63,53 @@ class Fabric:
         return f"node uplinks {self.node_gbps:g} Gbit/s, switch uplinks {self.uplink_gbps:g} Gbit/s"
 
 
-def links_of(placement: dict[int, int], nodes_per_switch: int) -> list[tuple[str, int]]:
-    """The links a placement's gradients cross: node uplinks when spread, switch uplinks across switches."""
+def links_of(placement: dict[int, int], nodes_per_switch: int) -> list[int]:
+    """The links a placement's gradients cross: node uplinks when spread, switch uplinks across switches.
+    A link is a number: node n's uplink is n, switch s's uplink is -1 - s."""
     if len(placement) < 2:
         return []
-    links = [("node", node) for node in placement]
+    links = list(placement)
     switches = {node // nodes_per_switch for node in placement}
     if len(switches) > 1:
-        links += [("switch", switch) for switch in sorted(switches)]
+        links += [-1 - switch for switch in sorted(switches)]
     return links
 
 
 class Links:
-    """Who is on each link now, and the stretch of a job's communication on its slowest one."""
+    """Who is on each link now, and the stretch of a job's communication on its slowest one.
+
+    Each link keeps its load over its bandwidth, so a job's stretch costs one max over its own links."""
 
     def __init__(self, fabric: Fabric):
         self.fabric = fabric
-        self.load: dict[tuple[str, int], float] = {}  # link -> gradient bytes of the jobs on it
-        self.users: dict[tuple[str, int], set[int]] = {}
+        self.load: dict[int, float] = {}  # link -> gradient bytes of the jobs on it
+        self.ratio: dict[int, float] = {}  # link -> load / bandwidth
+        self.users: dict[int, set[int]] = {}
 
-    def bandwidth(self, link: tuple[str, int]) -> float:
-        return self.fabric.node_gbps if link[0] == "node" else self.fabric.uplink_gbps
+    def bandwidth(self, link: int) -> float:
+        return self.fabric.node_gbps if link >= 0 else self.fabric.uplink_gbps
 
-    def add(self, index: int, links: list[tuple[str, int]], grad_bytes: float) -> None:
+    def add(self, index: int, links: list[int], grad_bytes: float) -> None:
         for link in links:
-            self.load[link] = self.load.get(link, 0.0) + grad_bytes
+            load = self.load[link] = self.load.get(link, 0.0) + grad_bytes
+            self.ratio[link] = load / self.bandwidth(link)
             self.users.setdefault(link, set()).add(index)
 
-    def remove(self, index: int, links: list[tuple[str, int]], grad_bytes: float) -> None:
+    def remove(self, index: int, links: list[int], grad_bytes: float) -> None:
         for link in links:
-            self.load[link] -= grad_bytes
+            load = self.load[link] = self.load[link] - grad_bytes
+            self.ratio[link] = load / self.bandwidth(link)
             self.users[link].discard(index)
             if not self.users[link]:
-                del self.users[link], self.load[link]
+                del self.users[link], self.load[link], self.ratio[link]
 
-    def neighbours(self, links: list[tuple[str, int]]) -> set[int]:
-        return set().union(*(self.users.get(link, set()) for link in links)) if links else set()
+    def neighbours(self, links: list[int]) -> set[int]:
+        return set().union(*(self.users.get(link, ()) for link in links)) if links else set()
 
-    def stretch(self, links: list[tuple[str, int]], grad_bytes: float, alone: bool = False) -> float:
+    def stretch(self, links: list[int], grad_bytes: float, alone: bool = False) -> float:
         if not links:
             return 0.0
-        node = self.fabric.node_gbps
-        return max(
-            node * (grad_bytes if alone else self.load[link]) / (self.bandwidth(link) * grad_bytes)
-            for link in links
-        )
+        if alone:
+            return self.fabric.node_gbps / min(self.bandwidth(link) for link in links)
+        ratio = self.ratio
+        return self.fabric.node_gbps * max([ratio[link] for link in links]) / grad_bytes

@@ -4,14 +4,20 @@
   sjf              shortest ESTIMATED job first (the estimate the scheduler has at arrival, estimate.py),
                    non-preemptive; a job that does not fit is passed by later, smaller ones
   las              Tiresias-style discretised 2D least-attained-service: attained service = GPUs x seconds
-                   held; queue k holds the jobs whose service lies between LAS_THRESHOLDS_GPU_S[k-1] and
-                   [k]; lower queues first, arrival order within a queue; a waiting job preempts running
-                   jobs of higher queues (the latest of the highest queue first) when that frees enough GPUs
+                   held; queue k holds the jobs whose service lies between las_limits_gpu_s[k-1] and [k]
+                   (default LAS_THRESHOLDS_GPU_S); lower queues first, arrival order within a queue; a
+                   waiting job preempts running jobs of higher queues (the latest of the highest queue
+                   first) when that frees enough GPUs; a preempted job waiting longer than starve_factor x
+                   the seconds it has run goes back to queue 0 (las.py)
   consolidate      arrival order, wait for the tightest placement
   spread           arrival order, start anywhere as soon as enough GPUs are free
   delay            delay scheduling: wait `delay_s` for the tightest placement, then as long again for the
                    fewest switches, then anything; with `online`, the timer is the mean queueing delay
                    observed so far (exponentially weighted), not a constant
+  by_busy          (delay, network-delay, network-preempt) the timer is multiplied by 2 x the observed GPU
+                   busy share (time-weighted, exponentially, over BUSY_TAU_S): a half-used cluster keeps the
+                   timer, an idle one starts jobs anywhere at once (GPUs would idle, links are free), a full
+                   one waits up to twice as long (spreading would crowd busy links)
   network-delay    delay scheduling with each job's timer = scale x (slowdown - 1) x ESTIMATED duration:
                    what spreading would cost it; insensitive jobs start at once
   network-preempt  network-delay, plus network-sensitive preemption: when GPUs free up, running spread jobs
@@ -34,7 +40,11 @@ PREEMPTIVE = ("las", "network-preempt")
 TIMED = ("delay", "network-delay", "network-preempt")
 # Tiresias' discretised LAS queues: limits of attained service (GPU-seconds) between queues
 LAS_THRESHOLDS_GPU_S = (3600.0, 36000.0)
+# LAS starvation: promoted after waiting this many times the seconds it has run (a choice of this
+# simulator, not a figure from Tiresias)
+STARVE_FACTOR = 10.0
 WAIT_WEIGHT = 0.1  # online delay timer: weight of the latest observed queueing delay
+BUSY_TAU_S = 3600.0  # by_busy: time constant of the observed GPU busy share
 
 
 @dataclass(frozen=True)
@@ -43,9 +53,12 @@ class Policy:
     delay_s: float = 0.0  # delay: the timer (unless online)
     scale: float = 1.0  # network-delay, network-preempt: timer = scale x (slowdown - 1) x estimate
     online: bool = False  # delay: timer = observed mean queueing delay
+    by_busy: bool = False  # timed policies: timer x 2 x observed GPU busy share
     checkpoint_s: float = 30.0  # preemption: save + restore, paid on restart
     min_run_s: float = 600.0  # preemption guard: running time since the last start
     max_preemptions: int = 3  # preemption guard: per job
+    las_limits_gpu_s: tuple[float, ...] = LAS_THRESHOLDS_GPU_S  # las: service limits between its queues
+    starve_factor: float = STARVE_FACTOR  # las: promotion after waiting this x its run time; 0: never
 
     def __post_init__(self) -> None:
         if self.name not in POLICIES:
@@ -54,6 +67,15 @@ class Policy:
                             ("checkpoint", self.checkpoint_s), ("minimum run", self.min_run_s)):  # fmt: skip
             if not (math.isfinite(value) and value >= 0):
                 raise UsageError(f"{what} must be a non-negative number, got {value}")
+        limits = self.las_limits_gpu_s
+        if not (
+            limits and all(math.isfinite(v) and v > 0 for v in limits) and list(limits) == sorted(set(limits))
+        ):
+            raise UsageError(
+                f"LAS queue limits must be positive and increasing, got {', '.join(map(str, limits))}"
+            )
+        if not (math.isfinite(self.starve_factor) and self.starve_factor >= 0):
+            raise UsageError(f"starvation factor must be a non-negative number, got {self.starve_factor}")
         if self.max_preemptions < 0:
             raise UsageError(f"maximum preemptions must be >= 0, got {self.max_preemptions}")
 
@@ -61,21 +83,25 @@ class Policy:
     def preemptive(self) -> bool:
         return self.name in PREEMPTIVE
 
-    def timer_s(self, slowdown: float, estimate_s: float, observed_wait_s: float) -> float:
-        """How long a skipped job waits for its tightest placement before relaxing to its fewest switches."""
+    def timer_s(self, slowdown: float, estimate_s: float, observed_wait_s: float, busy: float = 0.5) -> float:
+        """How long a skipped job waits for its tightest placement before relaxing to its fewest switches;
+        `busy`: the observed GPU busy share (by_busy)."""
         if self.name == "consolidate":
             return math.inf
         if self.name == "delay":
-            return observed_wait_s if self.online else self.delay_s
-        if self.name in ("network-delay", "network-preempt"):
-            return self.scale * (slowdown - 1.0) * estimate_s
-        return 0.0
+            timer = observed_wait_s if self.online else self.delay_s
+        elif self.name in ("network-delay", "network-preempt"):
+            timer = self.scale * (slowdown - 1.0) * estimate_s
+        else:
+            return 0.0
+        return timer * 2.0 * busy if self.by_busy else timer
 
     def label(self) -> str:
+        busy = " x busy" if self.by_busy and self.name in TIMED else ""
         if self.name == "delay":
-            return "delay online" if self.online else f"delay {self.delay_s:g} s"
+            return ("delay online" if self.online else f"delay {self.delay_s:g} s") + busy
         if self.name in ("network-delay", "network-preempt"):
-            return f"{self.name} x{self.scale:g}"
+            return f"{self.name} x{self.scale:g}{busy}"
         return self.name
 
     def settings(self) -> dict[str, object]:
@@ -85,14 +111,11 @@ class Policy:
             out.update(delay_s=None if self.online else self.delay_s, online=self.online)
         if self.name in ("network-delay", "network-preempt"):
             out["scale"] = self.scale
+        if self.name in TIMED:
+            out["by_busy"] = self.by_busy
         if self.name == "las":
-            out["las_thresholds_gpu_s"] = list(LAS_THRESHOLDS_GPU_S)
+            out.update(las_thresholds_gpu_s=list(self.las_limits_gpu_s), starve_factor=self.starve_factor)
         if self.preemptive:
             out.update(checkpoint_s=self.checkpoint_s, min_run_s=self.min_run_s,
                        max_preemptions=self.max_preemptions)  # fmt: skip
         return out
-
-
-def las_queue(attained_gpu_s: float) -> int:
-    """The LAS queue of a job that has had this much service (0: the highest priority)."""
-    return sum(attained_gpu_s >= limit for limit in LAS_THRESHOLDS_GPU_S)

@@ -1,9 +1,11 @@
-"""Whom to preempt: LAS victims, and the spread jobs network-sensitive preemption moves (policy.py).
+"""Whom network-sensitive preemption moves: spread jobs that would gain from consolidation (policy.py);
+LAS victims are in las.py.
 
-Both respect the guard against thrashing: a job runs `min_run_s` since its last start before it may be
-stopped, and is stopped at most `max_preemptions` times. The scheduler judges a spread job's gain by what
-it can know: its slowdown now (placement and congestion) and its ESTIMATED remaining work, estimate minus
-the work done (progress it observes); a job that has outrun its estimate is expected to end soon (no gain).
+Both (las.py and this) respect the guard against thrashing: a job runs `min_run_s` since its last start
+before it may be stopped, and is stopped at most `max_preemptions` times. The scheduler judges a spread
+job's gain by what it can know: its slowdown now (placement and congestion) and its ESTIMATED remaining
+work, estimate minus the work done (progress it observes); a job that has outrun its estimate is expected
+to end soon (no gain).
 """
 
 from __future__ import annotations
@@ -14,35 +16,8 @@ from typing import Any
 def may_preempt(engine: Any, index: int, now: float) -> bool:
     policy = engine.policy
     run = engine.running[index]
-    return now - run.started >= policy.min_run_s and engine.preemptions[index] < policy.max_preemptions
-
-
-def las_victims(engine: Any, above: int, now: float) -> list[int]:
-    """Running jobs of LAS queues below `above` that may be preempted, lowest priority first: highest
-    queue, then latest arrival."""
-    las, preemptions = engine.las, engine.preemptions
-    latest, cap = now - engine.policy.min_run_s, engine.policy.max_preemptions
-    ready = [(-las[i], -engine.rank[i], i) for i, run in engine.running.items()
-             if las[i] > above and run.started <= latest and preemptions[i] < cap]  # fmt: skip
-    ready.sort()
-    return [i for _, _, i in ready]
-
-
-def preempt_for(engine: Any, victims: list[int], index: int, now: float) -> bool:
-    """LAS: preempt the fewest victims (worst first) of queues below the waiting job's that free enough
-    GPUs for it; whether it can start now."""
-    have, chosen = engine.free.total_free, []
-    for victim in victims:
-        if engine.las[victim] <= engine.las[index]:
-            break
-        chosen.append(victim)
-        have += engine.gpus[victim]
-        if have >= engine.gpus[index]:
-            for stopped in chosen:
-                victims.remove(stopped)
-                engine.preempt(stopped, now)
-            return True
-    return False
+    # the guard's own sum (the simulator pushes its event at started + min_run_s), so rounding cannot disagree
+    return run.started + policy.min_run_s <= now and engine.preemptions[index] < policy.max_preemptions
 
 
 def consolidation_gain_s(engine: Any, index: int, now: float) -> float:

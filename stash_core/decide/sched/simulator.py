@@ -8,28 +8,40 @@ ran out. Levels (topology.py) are relative to a job's tightest placement. Withou
   tightest ("node")       duration
   looser, same switches   duration x slowdown
   more switches           duration x (1 + (slowdown - 1) x uplink_factor)
-with a fabric (fabric.py) the speed follows the congestion of the links the job shares, re-timed
-whenever a job starts or ends on one of them. Preemption (las, network-preempt) is in preempt.py.
+with a fabric (fabric.py) the speed follows the congestion of the links the job shares: all starts and
+ends of an instant are applied first, then only the jobs whose most loaded link changed are re-timed
+(timing.py). Preemption (las, network-preempt) is in preempt.py.
 """
 
 from __future__ import annotations
 
 import heapq
 import math
-from collections import Counter
 from dataclasses import dataclass
 
 from stash_core.decide.sched.estimate import Estimator
 from stash_core.decide.sched.fabric import Fabric, Links, grad_bytes_of, links_of
-from stash_core.decide.sched.policy import LAS_THRESHOLDS_GPU_S, WAIT_WEIGHT, Policy
-from stash_core.decide.sched.preempt import las_victims, migrate_spread_jobs, preempt_for
+from stash_core.decide.sched.las import LasQueues, preempt_for
+from stash_core.decide.sched.policy import BUSY_TAU_S, WAIT_WEIGHT, Policy
+from stash_core.decide.sched.preempt import migrate_spread_jobs
+from stash_core.decide.sched.timing import (
+    FINISH,
+    GUARD,
+    PROMOTE,
+    TIMER,
+    Running,
+    progress,
+    retime,
+    retime_changed_links,
+    sweep_events,
+)
 from stash_core.decide.sched.topology import LEVELS, Cluster
 from stash_core.decide.sched.trace import Job
-from stash_core.decide.sched.waiting import Waiting
+from stash_core.decide.sched.waiting import Waiting, timer_deadlines
+from stash_core.decide.sched.waiting import allowed_level as _allowed_level
 from stash_core.errors import UsageError
 
 ANYWHERE = ("fifo", "sjf", "las", "spread")  # policies that place a job wherever enough GPUs are free
-FINISH, TIMER, DEMOTE, GUARD = 0, 1, 2, 3  # GUARD: a job may be preempted from now on
 
 
 @dataclass
@@ -46,21 +58,6 @@ class JobOutcome:
     @property
     def run_s(self) -> float:
         return self.held_s if self.held_s is not None else self.finish_s - self.start_s
-
-
-@dataclass
-class _Running:
-    placement: dict[int, int]
-    level: str
-    links: list[tuple[str, int]]
-    grad_bytes: float
-    work_s: float  # consolidated seconds of work left at `since`
-    restore_s: float  # checkpoint seconds left to pay at `since`, before any work
-    since: float
-    started: float
-    start_id: int
-    slowdown: float = 1.0  # seconds per consolidated second of work, now
-    version: int = -1
 
 
 def simulate(
@@ -103,16 +100,15 @@ class _Engine:
         self.estimate = [0.0] * n
         self.timers: dict[int, float] = {}
         self.skipped_since: dict[int, float] = {}
-        self.waiting = Waiting(n)
         self.anywhere = policy.name in ANYWHERE
-        self.running: dict[int, _Running] = {}
+        self.waiting = Waiting(n, ordered=not self.anywhere)
+        self.running: dict[int, Running] = {}
         self.first_start: dict[int, float] = {}
         self.loosest = ["node"] * n
         self.held = [0.0] * n
         self.restored = [0.0] * n
         self.attained = [0.0] * n  # GPU-seconds held (LAS)
         self.las = [0] * n  # LAS queue
-        self.running_las: Counter[int] = Counter()  # LAS queue -> running jobs in it
         self.preemptions = [0] * n
         self.pending_restore = [0.0] * n
         self.spread_running: set[int] = set()
@@ -120,8 +116,15 @@ class _Engine:
         self.events: list[tuple[float, int, int, int, int]] = []  # (time, order, kind, job, version)
         self.order = 0
         self.wait_s = 0.0  # observed queueing delay, exponentially weighted (online delay timer)
-        self.touched: set[int] = set()  # running jobs whose links changed users at this instant
+        self.busy = 0.0  # observed GPU busy share, time-weighted exponentially (by_busy timers)
+        self.busy_at = 0.0  # when `busy` was last brought up to date
+        self.las_limits = policy.las_limits_gpu_s if policy.name == "las" else None
+        self.las_queues = LasQueues(policy.las_limits_gpu_s)  # running jobs per LAS queue (las only)
+        self.promoted: set[int] = set()  # LAS: waiting jobs promoted for starving
+        self.touched: set[int] = set()  # running jobs to re-time at this instant: started, or changed queue
+        self.changed_links: set[int] = set()  # links whose users changed at this instant
         self.requeue: list[int] = []
+        self.swept_at = 0  # events in the heap after the last sweep of stale ones
 
     # ---- the event loop
     def run(self) -> list[JobOutcome]:
@@ -131,31 +134,47 @@ class _Engine:
             if pending < len(self.arrivals):
                 now = min(now, jobs[self.arrivals[pending]].submit_s)
             candidates: list[int] = []
-            freed = relook = False
+            freed = relook = happened = False
             while pending < len(self.arrivals) and jobs[self.arrivals[pending]].submit_s == now:
                 index = self.arrivals[pending]
                 self.estimate[index] = self.estimates.estimate_s(jobs[index])
                 self.enqueue(index)
                 candidates.append(index)
                 pending += 1
+                happened = True
             while self.events and self.events[0][0] == now:
                 _, _, kind, index, version = heapq.heappop(self.events)
                 run = self.running.get(index)
                 if kind == TIMER:
                     if index in self.waiting:
                         candidates.append(index)
+                        happened = True
+                elif kind == PROMOTE:  # LAS: starving since its preemption number `version`
+                    if index in self.waiting and self.preemptions[index] == version and self.las[index]:
+                        self.promote(index)
+                        happened = True
                 elif kind == GUARD:  # waiting jobs of a higher LAS queue may preempt it now
-                    relook |= run is not None and run.start_id == version and self.may_wait_for(index)
+                    if run is not None and run.start_id == version:
+                        self.may_be_preempted(index)
+                        relook |= self.may_wait_for(index)
+                        happened |= relook
                 elif run is not None and run.version == version:
+                    happened = True
                     if kind == FINISH:
                         self.finish(index, now)
                         freed = True
                     else:  # DEMOTE: one LAS queue down; waiting jobs of the queue it left may preempt it
-                        self.running_las[self.las[index]] -= 1
                         self.las[index] += 1
-                        self.running_las[self.las[index]] += 1
+                        self.las_queues.move(self.las[index] - 1, self.las[index], self.rank[index], index,
+                                             self.gpus[index])  # fmt: skip
                         self.touched.add(index)
                         relook |= self.may_wait_for(index)
+            if not happened:  # only stale events: nothing changed, nothing to place or re-time
+                continue
+            if self.policy.by_busy:  # the busy share since the last instant, before anything changes it
+                weight = 1.0 - math.exp(-(now - self.busy_at) / BUSY_TAU_S) if now > self.busy_at else 0.0
+                share = 1.0 - self.free.total_free / self.cluster.total_gpus
+                self.busy, self.busy_at = self.busy + weight * (share - self.busy), now
             demand = self.waiting.demand
             if self.anywhere:
                 self.place_anywhere(now)
@@ -167,13 +186,13 @@ class _Engine:
             if freed and self.policy.name == "network-preempt" and self.spread_running:
                 if migrate_spread_jobs(self, now) and demand:
                     self.place_in_order(self.waiting.in_order(), now)
-            for index in self.touched:
-                if index in self.running:
-                    self.retime(index, now)
-            self.touched.clear()
-            for index in self.requeue:
-                self.waiting.add(index, self.key(index), self.gpus[index])
-            self.requeue.clear()
+            while self.requeue:  # jobs preempted (las) queue again, and may take GPUs still free now
+                requeued, self.requeue = self.requeue, []
+                for index in requeued:
+                    self.waiting.add(index, self.key(index), self.gpus[index])
+                if self.free.total_free:
+                    self.place_anywhere(now)
+            self.retime_all(now)
             if self.timeline is not None:
                 busy = self.cluster.total_gpus - self.free.total_free
                 self.timeline.append((now, len(self.waiting), busy))
@@ -204,7 +223,6 @@ class _Engine:
         stops at the first that does not (head of line); las first tries preempting lower-queue jobs."""
         free, fifo, las = self.free, self.policy.name == "fifo", self.policy.name == "las"
         blocked: set[int] = set()  # GPU counts that can neither fit nor preempt in this pass
-        victims: list[int] | None = None
         while True:
             if fifo:
                 head = self.waiting.best_head(lambda need: True)
@@ -218,10 +236,7 @@ class _Engine:
             if need > free.total_free:
                 if fifo:
                     return
-                lowest = max((q for q, n in self.running_las.items() if n), default=-1)
-                if victims is None and self.las[key[-1]] < lowest:
-                    victims = las_victims(self, self.las[key[-1]], now)
-                if not victims or not preempt_for(self, victims, key[-1], now):
+                if not preempt_for(self, key[-1], now):
                     blocked.add(need)
                     continue
             self.start(key[-1], free.place(need, "any"), now)  # type: ignore[arg-type]
@@ -250,18 +265,17 @@ class _Engine:
 
     def allowed_level(self, index: int, now: float) -> str:
         if index not in self.skipped_since:  # its timer has not started: a zero timer relaxes at once
-            job = self.jobs[index]
-            return (
-                "any" if self.policy.timer_s(job.slowdown, self.estimate[index], self.wait_s) <= 0 else "node"
-            )
+            return "any" if self.timer_of(index) <= 0 else "node"
         return _allowed_level(self.timers[index], self.skipped_since[index], now)
 
+    def timer_of(self, index: int) -> float:
+        return self.policy.timer_s(self.jobs[index].slowdown, self.estimate[index], self.wait_s, self.busy)
+
     def start_timer(self, index: int, now: float) -> None:
-        job = self.jobs[index]
-        timer = self.policy.timer_s(job.slowdown, self.estimate[index], self.wait_s)
+        timer = self.timer_of(index)
         self.timers[index] = timer
         self.skipped_since[index] = now
-        for deadline in _timer_deadlines(timer, now):
+        for deadline in timer_deadlines(timer, now):
             heapq.heappush(self.events, (deadline, self.order, TIMER, index, 0))
             self.order += 1
 
@@ -285,32 +299,39 @@ class _Engine:
         crossed = links_of(placement, self.cluster.nodes_per_switch) if self.links is not None else []
         grad_bytes = job.grad_bytes or grad_bytes_of(job.model)
         restore, self.pending_restore[index] = self.pending_restore[index], 0.0
-        run = _Running(placement, level, crossed, grad_bytes, self.work_left[index], restore, now, now,
+        run = Running(placement, level, crossed, grad_bytes, self.work_left[index], restore, now, now,
                        self.order)  # fmt: skip
         self.running[index] = run
         self.order += 1
-        if self.policy.name == "las" and self.policy.min_run_s > 0:
-            guard_at = now + self.policy.min_run_s
-            heapq.heappush(self.events, (guard_at, self.order, GUARD, index, run.start_id))
-            self.order += 1
+        if self.las_limits is not None:
+            if index in self.promoted:  # running again: back in the queue its service puts it in
+                self.promoted.discard(index)
+                self.las[index] = self.las_queues.queue_of(self.attained[index])
+            if self.policy.min_run_s > 0:
+                guard_at = now + self.policy.min_run_s
+                heapq.heappush(self.events, (guard_at, self.order, GUARD, index, run.start_id))
+                self.order += 1
+            else:
+                self.may_be_preempted(index)
         if level != "node":
             self.spread_running.add(index)
-        self.running_las[self.las[index]] += 1
         if self.links is not None and crossed:
-            self.touched |= self.links.neighbours(crossed)
             self.links.add(index, crossed, grad_bytes)
+            self.changed_links.update(crossed)
+            run.alone = self.links.stretch(crossed, grad_bytes, alone=True)
         self.touched.add(index)
 
-    def stop(self, index: int, now: float) -> _Running:
+    def stop(self, index: int, now: float) -> Running:
         """Take a job off its GPUs and links, its progress up to `now` counted."""
         run = self.running.pop(index)
-        self.progress(index, run, now)
+        progress(self, index, run, now)
         self.free.give_back(run.placement)
         self.spread_running.discard(index)
-        self.running_las[self.las[index]] -= 1
+        if self.las_limits is not None:
+            self.las_queues.leave(self.las[index], self.rank[index], index, self.gpus[index])
         if self.links is not None and run.links:
             self.links.remove(index, run.links, run.grad_bytes)
-            self.touched |= self.links.neighbours(run.links)
+            self.changed_links.update(run.links)
         self.work_left[index] = max(0.0, run.work_s)
         return run
 
@@ -328,6 +349,23 @@ class _Engine:
         self.preemptions[index] += 1
         self.pending_restore[index] = self.policy.checkpoint_s
         self.requeue.append(index)
+        factor = self.policy.starve_factor
+        if factor > 0 and self.las[index] > 0:  # LAS: promoted if it waits longer than factor x its run
+            promote_at = now + factor * self.held[index]
+            heapq.heappush(self.events, (promote_at, self.order, PROMOTE, index, self.preemptions[index]))
+            self.order += 1
+
+    def may_be_preempted(self, index: int) -> None:
+        """LAS: a running job past its guard joins the preemptable jobs, unless preempted enough already."""
+        if self.preemptions[index] < self.policy.max_preemptions:
+            self.las_queues.join(self.las[index], self.rank[index], index, self.gpus[index])
+
+    def promote(self, index: int) -> None:
+        """LAS: a starving waiting job goes back to the top queue."""
+        self.waiting.remove(index, self.gpus[index])
+        self.las[index] = 0
+        self.promoted.add(index)
+        self.enqueue(index)
 
     def migrate(self, index: int, placement: dict[int, int], now: float) -> None:
         """Restart a running job at once on `placement` (its own GPUs given back, the new ones taken)."""
@@ -337,62 +375,15 @@ class _Engine:
         self.pending_restore[index] = self.policy.checkpoint_s
         self.run_at(index, placement, now)
 
-    def progress(self, index: int, run: _Running, now: float) -> None:
-        elapsed = now - run.since
-        restoring = min(elapsed, run.restore_s)
-        run.restore_s -= restoring
-        run.work_s -= (elapsed - restoring) / run.slowdown
-        run.since = now
-        self.held[index] += elapsed
-        self.restored[index] += restoring
-        self.attained[index] += elapsed * self.gpus[index]
-
-    def retime(self, index: int, now: float) -> None:
-        """Set a running job's speed from its placement and the links it shares now; new events."""
-        run = self.running[index]
-        self.progress(index, run, now)
-        job = self.jobs[index]
-        if self.links is None:
-            slowdown = _slowdown_at(run.level, job.slowdown, self.uplink_factor)
-        else:
-            stretch = self.links.stretch(run.links, run.grad_bytes)
-            if run.level == "node":
-                stretch -= self.links.stretch(run.links, run.grad_bytes, alone=True)
-            slowdown = 1.0 + (job.slowdown - 1.0) * stretch
-        run.slowdown = slowdown
-        run.version = self.order
-        finish_at = now + run.restore_s + max(0.0, run.work_s) * slowdown
-        heapq.heappush(self.events, (finish_at, self.order, FINISH, index, run.version))
-        self.order += 1
-        if self.policy.name == "las" and self.las[index] < len(LAS_THRESHOLDS_GPU_S):
-            limit = LAS_THRESHOLDS_GPU_S[self.las[index]]
-            demote_at = now + max(0.0, limit - self.attained[index]) / job.gpus
-            if demote_at < finish_at:
-                heapq.heappush(self.events, (demote_at, self.order, DEMOTE, index, run.version))
-                self.order += 1
-
-
-def _allowed_level(timer_s: float, since_s: float, now_s: float) -> str:
-    """Delay scheduling's relaxation: one switch after the timer, anything after twice the timer.
-
-    Compared as instants (the very sums the timer events fire at), so rounding cannot keep a job a step
-    behind at its own timer event."""
-    if now_s >= since_s + 2 * timer_s:
-        return "any"
-    if now_s >= since_s + timer_s:
-        return "switch"
-    return "node"
-
-
-def _timer_deadlines(timer_s: float, since_s: float) -> list[float]:
-    if not math.isfinite(timer_s) or timer_s <= 0:
-        return []
-    return [since_s + timer_s, since_s + 2 * timer_s]
-
-
-def _slowdown_at(level: str, slowdown: float, uplink_factor: float) -> float:
-    if level == "node":
-        return 1.0
-    if level == "switch":
-        return slowdown
-    return 1.0 + (slowdown - 1.0) * uplink_factor
+    def retime_all(self, now: float) -> None:
+        """Re-time the jobs started or moved to another LAS queue at this instant, then those whose speed
+        the links changed at this instant did change (timing.py)."""
+        for index in self.touched:
+            if index in self.running:
+                retime(self, index, now)
+        if self.changed_links:
+            retime_changed_links(self, self.changed_links, self.touched, now)
+        self.touched.clear()
+        self.changed_links.clear()
+        if len(self.events) > 2 * self.swept_at + 1024:
+            sweep_events(self)

@@ -4,7 +4,8 @@ given   the timers as given (delay_s, scale)
 online  set while the simulation runs from what the scheduler can know: delay's timer is the mean
         queueing delay observed so far; network-delay's and network-preempt's are (slowdown - 1) x the
         ESTIMATED duration (estimate.py: the user's estimate or the history of finished jobs), scale 1:
-        a job waits as long as spreading would cost it
+        a job waits as long as spreading would cost it; every one of them then x 2 x the observed GPU
+        busy share (policy.py, by_busy): shorter on a lightly used cluster, up to twice on a full one
 split   a small grid (TUNING_DELAYS_S, TUNING_SCALES) simulated on the first `fraction` of the jobs (by
         arrival); the value with the lowest average JCT there is kept, and every policy is reported on
         the other jobs only, which the tuning never saw
@@ -63,14 +64,15 @@ def plan_policies(
     if mode == "given" or not timed:
         return bases, jobs, "timers as given"
     if mode == "online":
-        policies = [replace(p, online=True) if p.name == "delay" else
-                    replace(p, scale=1.0) if p.name in TIMED else p for p in bases]  # fmt: skip
+        policies = [replace(p, online=True, by_busy=True) if p.name == "delay" else
+                    replace(p, scale=1.0, by_busy=True) if p.name in TIMED else p for p in bases]  # fmt: skip
         return (
             policies,
             jobs,
             (
                 "timers set online: delay = observed mean queueing delay; network timers = (slowdown - 1) x "
-                "estimated duration (user estimate or finished jobs' history)"
+                "estimated duration (user estimate or finished jobs' history); each x 2 x observed GPU busy "
+                "share (time-weighted over the last hour)"
             ),
         )
     first, rest = split_jobs(jobs, fraction)

@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import bisect
 import heapq
+import math
 from collections import Counter
 from collections.abc import Callable, Iterator
 
 
 class Waiting:
-    def __init__(self, jobs: int) -> None:
+    def __init__(self, jobs: int, ordered: bool = True) -> None:
+        self.ordered = ordered  # keep `in_order()`'s list (not needed by the policies that place anywhere)
         self.key: list[tuple | None] = [None] * jobs  # the live key of each waiting job, else None
         self.order: list[tuple] = []
         self.by_need: dict[int, list[tuple]] = {}
@@ -33,7 +35,8 @@ class Waiting:
 
     def add(self, index: int, key: tuple, need: int) -> None:
         self.key[index] = key
-        bisect.insort(self.order, key)
+        if self.ordered:
+            bisect.insort(self.order, key)
         heapq.heappush(self.by_need.setdefault(need, []), key)
         self.demand[need] += 1
 
@@ -45,6 +48,7 @@ class Waiting:
             del self.demand[need], self.by_need[need]
 
     def in_order(self) -> Iterator[tuple]:
+        assert self.ordered, "the waiting jobs were not kept in order"
         if self.stale > len(self.order) // 2:
             self.order = [key for key in self.order if self.key[key[-1]] is key]
             self.stale = 0
@@ -63,3 +67,21 @@ class Waiting:
             if best is None or heap[0] < best[0]:
                 best = (heap[0], need)
         return best
+
+
+def allowed_level(timer_s: float, since_s: float, now_s: float) -> str:
+    """Delay scheduling's relaxation: one switch after the timer, anything after twice the timer.
+
+    Compared as instants (the very sums the timer events fire at), so rounding cannot keep a job a step
+    behind at its own timer event."""
+    if now_s >= since_s + 2 * timer_s:
+        return "any"
+    if now_s >= since_s + timer_s:
+        return "switch"
+    return "node"
+
+
+def timer_deadlines(timer_s: float, since_s: float) -> list[float]:
+    if not math.isfinite(timer_s) or timer_s <= 0:
+        return []
+    return [since_s + timer_s, since_s + 2 * timer_s]

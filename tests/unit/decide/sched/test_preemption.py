@@ -10,6 +10,7 @@ import pytest
 from stash_core.decide.sched import Cluster, Job, Policy, simulate
 from stash_core.decide.sched.fabric import Fabric
 from stash_core.decide.sched.policy import POLICIES
+from stash_core.errors import UsageError
 
 
 def job(job_id, gpus, submit_s, duration_s, slowdown=1.5, estimate_s=None):
@@ -136,3 +137,39 @@ def test_the_online_delay_timer_is_the_observed_queueing_delay():
     w, y = outcomes[2], outcomes[4]
     assert (w.start_s, w.finish_s) == (50.0, 60.0)
     assert (y.start_s, y.finish_s, y.level) == (pytest.approx(66.5), pytest.approx(66.5 + 150.0), "switch")
+
+
+# LAS starvation, one node of 4 GPUs, at most one preemption per job. L (2000 s) drops to queue 1 at 900 and
+# is preempted at 1000 by S1 (100 s, 1000-1100), having run 1000 s. S2 (2000 s) arrives at 1050 in queue 0
+# and runs from 1100; it reaches queue 1 at 2000.
+STARVING = [job("L", 4, 0.0, 2000.0), job("S1", 4, 1000.0, 100.0), job("S2", 4, 1050.0, 2000.0)]
+
+
+@pytest.mark.parametrize(
+    "factor, expected",
+    [
+        # off: L (queue 1) never preempts S2 (queue 1 from 2000): L waits for S2's end, 3100 + 30 + 1000
+        (0.0, [(0, 4130), (1000, 1100), (1100, 3100)]),
+        # 0.8: L is back in queue 0 at 1000 + 0.8 x 1000 = 1800; at 2000 S2 drops to queue 1 and L preempts
+        # it: 2000 + 30 + 1000 = 3030. S2 (900 s done, preempted once: L may not be preempted again) then
+        # 3030 + 30 + 1100 = 4160, though it is promoted itself at 2000 + 0.8 x 900 = 2720
+        (0.8, [(0, 3030), (1000, 1100), (1100, 4160)]),
+        # the default, 10: L would be promoted at 11000, long after S2 ends
+        (None, [(0, 4130), (1000, 1100), (1100, 3100)]),
+    ],
+)
+def test_las_promotes_a_starving_preempted_job_to_the_top_queue(factor, expected):
+    settings = {} if factor is None else {"starve_factor": factor}
+    outcomes = simulate(STARVING, Cluster(1, 1, 4), Policy("las", max_preemptions=1, **settings))
+    assert same([(o.start_s, o.finish_s) for o in outcomes], expected)
+    assert [o.preemptions for o in outcomes] == ([1, 0, 1] if factor == 0.8 else [1, 0, 0])
+
+
+def test_las_queue_limits_are_an_option():
+    # one limit of 1000 GPU-s: L (4 GPUs) reaches queue 1 at 250. S arrives at 500, waits for L's guard
+    # (600 s), preempts it at 600: S 600-700; L 700 + 30 + 1400 = 2130 (default limits: S at 900, above)
+    jobs = [job("L", 4, 0.0, 2000.0), job("S", 4, 500.0, 100.0)]
+    outcomes = simulate(jobs, Cluster(1, 1, 4), Policy("las", las_limits_gpu_s=(1000.0,)))
+    assert same([(o.start_s, o.finish_s) for o in outcomes], [(0, 2130), (600, 700)])
+    with pytest.raises(UsageError, match="LAS queue limits"):
+        Policy("las", las_limits_gpu_s=(3600.0, 100.0))

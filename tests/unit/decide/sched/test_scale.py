@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from stash_core.decide.sched import Cluster, Policy, jobs_from_frame, simulate, synthetic_trace
-from stash_core.decide.sched.simulator import _allowed_level, _slowdown_at
+from stash_core.decide.sched.simulator import _allowed_level
+from stash_core.decide.sched.timing import slowdown_at
 
 REPO = Path(__file__).resolve().parents[4]
 
@@ -45,7 +46,7 @@ def plain_simulate(jobs, cluster, policy, uplink_factor=2.0):
             queue.remove(index)
             running[index] = placement
             placed = free.level_of(placement, job.gpus)
-            run_s = job.duration_s * _slowdown_at(placed, job.slowdown, uplink_factor)
+            run_s = job.duration_s * slowdown_at(placed, job.slowdown, uplink_factor)
             result[index] = (now, now + run_s, placed)
             heapq.heappush(events, (now + run_s, order, "finish", index))
             order += 1
@@ -93,5 +94,8 @@ def test_the_scale_benchmark_prints_its_figures():
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
-    assert "300 jobs on 64 GPUs" in lines[0] and "wall s" in lines[1] and "comm h" in lines[1]
-    assert [line.split()[0] for line in lines[2:]] == ["spread", "delay"]
+    assert "300 jobs on 64 GPUs" in lines[0]
+    assert lines[1].startswith("plain:") and lines[5].startswith("congested: node uplinks 100 Gbit/s")
+    for header in (lines[2], lines[6]):
+        assert "wall s" in header and "comm h" in header
+    assert [line.split()[0] for line in lines[3:5] + lines[7:]] == ["spread", "delay"] * 2

@@ -3,9 +3,11 @@ says which."""
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
-from stash_core.decide.sched import Cluster, Job, Policy, plan_policies
+from stash_core.decide.sched import Cluster, Job, Policy, plan_policies, simulate
 from stash_core.decide.sched.estimate import PRIOR_S, Estimator
 from stash_core.decide.sched.report import run_simulation
 from stash_core.errors import UsageError
@@ -33,7 +35,9 @@ def test_split_tunes_on_the_first_part_and_reports_on_the_rest():
 def test_online_and_given_say_so():
     policies, reported, how = plan_policies([Policy("delay"), Policy("network-delay", scale=4.0)],
                                             FIRST, Cluster(1, 2, 4), "online")  # fmt: skip
-    assert policies == [Policy("delay", online=True), Policy("network-delay", scale=1.0)]
+    assert policies == [Policy("delay", online=True, by_busy=True),
+                        Policy("network-delay", scale=1.0, by_busy=True)]  # fmt: skip
+    assert "busy share" in how
     assert len(reported) == 3 and how.startswith("timers set online")
     assert plan_policies([Policy("delay")], FIRST, Cluster(1, 2, 4), "given")[2] == "timers as given"
     with pytest.raises(UsageError, match="both parts need a job"):
@@ -63,3 +67,25 @@ def test_network_delay_uses_the_estimate_not_the_duration():
     assert entry["metrics"]["avg_jct_s"] == pytest.approx((100 + 100 + 340) / 3)
     assert entry["jct_cdf"][-1] == [341.0 - 1.0, 1.0] and doc["tuning"] == "timers as given"
     assert entry["timeline"][0][1:] == [0, 6 / 8]  # at 0: nobody waits, 6 of 8 GPUs busy
+
+
+@pytest.mark.parametrize(
+    "arrival_s, by_busy, wait_s",
+    [
+        # one switch, two nodes of 4 GPUs: A and B (3 GPUs each) busy 6 of 8 GPUs from 0. Y (2 GPUs) arrives
+        # at 3600 ln 2, when the busy share, time-weighted over an hour, is (1 - 1/2) x 0.75 = 0.375: its
+        # timer of 100 s becomes 100 x 2 x 0.375 = 75 s, then it spreads over the two nodes
+        (3600 * math.log(2), True, 75.0),
+        # at 3600 ln 4: (1 - 1/4) x 0.75 = 0.5625, a timer of 112.5 s
+        (3600 * math.log(4), True, 112.5),
+        # the timer as given
+        (3600 * math.log(2), False, 100.0),
+    ],
+)
+def test_busy_timers_follow_the_observed_gpu_utilisation(arrival_s, by_busy, wait_s):
+    jobs = [job("A", 3, 0.0, 10000.0, slowdown=1.5), job("B", 3, 0.0, 10000.0, slowdown=1.5),
+            job("Y", 2, arrival_s, 100.0, slowdown=1.5)]  # fmt: skip
+    y = simulate(jobs, Cluster(1, 2, 4), Policy("delay", delay_s=100.0, by_busy=by_busy))[2]
+    start_s = arrival_s + wait_s
+    assert (y.start_s, y.finish_s) == (pytest.approx(start_s), pytest.approx(start_s + 150.0))
+    assert y.level == "switch"
