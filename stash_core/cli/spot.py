@@ -10,6 +10,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from stash_core.cli import spot_profile as cli_spot_profile
+from stash_core.cli import spot_replan as cli_spot_replan
 from stash_core.cli.args import (
     add_db_argument,
     comma_list,
@@ -56,7 +58,10 @@ def add_commands(subparsers: Any, parser_class: type[argparse.ArgumentParser] | 
     spot.add_argument("--target-loss", required=True, type=positive_real(1e6), help="training loss to reach")
     spot.add_argument("--budget-s", required=True, type=positive_real(YEAR_S), help="time budget in seconds")
     spot.add_argument(
-        "--ps-gbps", type=positive_real(1e5), default=9.6, help="parameter-server bandwidth (Gbit/s)"
+        "--ps-gbps",
+        type=positive_real(1e5),
+        default=None,
+        help="parameter-server bandwidth (Gbit/s; default: the workload's measured one, else 9.6)",
     )
     spot.add_argument(
         "--pcie-gbps", type=positive_real(1e5), default=80.0, help="PCIe bandwidth within a worker"
@@ -95,6 +100,14 @@ def add_commands(subparsers: Any, parser_class: type[argparse.ArgumentParser] | 
     memory.add_argument("--workload", type=Path, help="workload file to write a2, b2 and the fit into")
     memory.add_argument("--json", action="store_true", help="print the fit and the table as JSON")
     add_db_argument(memory)
+    cli_spot_profile.add_commands(subparsers)
+    cli_spot_replan.add_commands(subparsers, offers_text)
+
+
+def ps_Bps(args: argparse.Namespace, doc: dict[str, Any]) -> float:
+    from stash_core.decide.spot.inputs import ps_bandwidth_Bps
+
+    return ps_bandwidth_Bps(args.ps_gbps, doc)
 
 
 def cmd_spot(args: argparse.Namespace) -> int:
@@ -109,14 +122,14 @@ def cmd_spot(args: argparse.Namespace) -> int:
     offers = build_offers(db_path(args), parse_offers(args.instances), doc, pricing)
     result = plan_spot_cluster(
         offers, workload, args.target_loss, args.budget_s,
-        ps_Bps=args.ps_gbps * GBPS, pcie_Bps=args.pcie_gbps * GBPS, revocation_s=args.revocation_s,
+        ps_Bps=ps_Bps(args, doc), pcie_Bps=args.pcie_gbps * GBPS, revocation_s=args.revocation_s,
     )  # fmt: skip
     rows = plan_table(result, args.top)
     fragile = []
     if result.best is not None:
         from stash_core.decide.spot.fragility import fragile_coefficients
 
-        links = (args.ps_gbps * GBPS, args.pcie_gbps * GBPS, args.revocation_s)
+        links = (ps_Bps(args, doc), args.pcie_gbps * GBPS, args.revocation_s)
         fragile = fragile_coefficients(result, offers, workload, args.target_loss, args.budget_s, *links)
     if args.json:
         best = rows[0] if result.best is not None else None
@@ -216,4 +229,10 @@ def cmd_spot_memory(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"spot": cmd_spot, "spot-fit-loss": cmd_spot_fit_loss, "spot-memory": cmd_spot_memory}
+COMMANDS = {
+    "spot": cmd_spot,
+    "spot-fit-loss": cmd_spot_fit_loss,
+    "spot-memory": cmd_spot_memory,
+    **cli_spot_profile.COMMANDS,
+    **cli_spot_replan.COMMANDS,
+}

@@ -33,6 +33,8 @@ from stash_core.decide.spot.planner import InstanceOffer
 from stash_core.errors import UsageError
 
 MB = 1e6  # spotDNN's tables give sizes in MB and bandwidths in MB/s
+GBPS = 1e9 / 8  # bytes per second in one Gbit/s
+DEFAULT_PS_GBPS = 9.6
 
 
 def load_workload(path: Path) -> tuple[Workload, dict[str, Any]]:
@@ -80,24 +82,41 @@ def _check_loss_fit(doc: dict[str, Any]) -> None:
         )
 
 
+def read_workload_doc(path: Path) -> dict[str, Any]:
+    """The workload file's fields as they are ({} when there is no file yet); no check of their values."""
+    path = Path(path)
+    if not path.exists():
+        return {}
+    try:
+        doc = json.loads(path.read_text())
+    except OSError as exc:
+        raise UsageError(f"cannot read workload file {path}: {exc.strerror or exc}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise UsageError(f"workload file {path} is not valid JSON ({exc})") from None
+    if not isinstance(doc, dict):
+        raise UsageError(f"workload file {path} must hold a JSON object")
+    return doc
+
+
 def update_workload(path: Path, changes: dict[str, Any]) -> dict[str, Any]:
     """Set `changes` in the workload file (created when missing), keeping its other fields."""
     path = Path(path)
-    doc: dict[str, Any] = {}
-    if path.exists():
-        try:
-            doc = json.loads(path.read_text())
-        except json.JSONDecodeError as exc:
-            raise UsageError(
-                f"workload file {path} is not valid JSON (line {exc.lineno}: {exc.msg})"
-            ) from None
-        if not isinstance(doc, dict):
-            raise UsageError(f"workload file {path} must hold a JSON object")
+    doc = read_workload_doc(path)
     doc.update(changes)
     partial = path.with_name(path.name + ".partial")
     partial.write_text(json.dumps(doc, indent=2) + "\n")
     partial.replace(path)
     return doc
+
+
+def ps_bandwidth_Bps(given_gbps: float | None, doc: dict[str, Any]) -> float:
+    """B_ps: the one given (Gbit/s), else the one `stash spot-profile` measured with B_req, else 9.6."""
+    if given_gbps is not None:
+        return given_gbps * GBPS
+    measured = doc.get("ps_bandwidth_mbps")
+    if _is_number(measured) and measured > 0:
+        return float(measured) * MB
+    return DEFAULT_PS_GBPS * GBPS
 
 
 def parse_offers(text: str) -> list[tuple[str, int]]:

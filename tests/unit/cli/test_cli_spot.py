@@ -161,3 +161,74 @@ def test_a_plan_at_the_edge_of_its_budget_is_called_fragile(tmp_path, capsys):
     assert "g3 +5%" in json.loads(out.out)["fragile"]
     status, out = _spot(tmp_path, capsys, "--budget-s", str(best["training_s"] * 1.01))
     assert "fragile plan: it changes when" in out.out and "g3 +5%" in out.out
+
+
+OFFERS = "g3.4xlarge:4,g3.8xlarge:5,g3.16xlarge:3"
+
+
+def _run(tmp_path, capsys, command, *extra, workload=WORKLOAD):
+    path = tmp_path / "workload.json"
+    path.write_text(json.dumps(workload))
+    status = main([command, "--workload", str(path), "--instances", OFFERS, "--target-loss", "0.8",
+                   "--db", str(tmp_path / "r.duckdb"), *extra])  # fmt: skip
+    return status, capsys.readouterr()
+
+
+def test_replan_keeps_the_running_instances_and_the_loss_reached(tmp_path, capsys):
+    status, out = _run(tmp_path, capsys, "spot-replan", "--running", "g3.8xlarge:2", "--current-loss", "1.5",
+                       "--budget-s", "2000", "--json")  # fmt: skip
+    assert status == 0, out.err
+    answer = json.loads(out.out)
+    assert answer["running"] == 2 and answer["best"]["workers"] >= 2
+    assert "g3.8xlarge" in answer["best"]["cluster"] and answer["best"]["training_s"] <= 2000
+    status, text = _run(tmp_path, capsys, "spot-replan", "--running", "g3.8xlarge:2", "--current-loss", "1.5",
+                        "--budget-s", "2000")  # fmt: skip
+    assert status == 0 and "keep 2 running" in text.out
+
+
+def test_replan_without_enough_time_left_exits_1(tmp_path, capsys):
+    status, out = _run(tmp_path, capsys, "spot-replan", "--running", "g3.4xlarge:1", "--current-loss", "5",
+                       "--budget-s", "10")  # fmt: skip
+    assert status == 1 and "no plan:" in out.out
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["--running", "p3.2xlarge:1", "--current-loss", "2", "--budget-s", "100"], "not among --instances"),
+        (["--running", "g3.4xlarge:9", "--current-loss", "2", "--budget-s", "100"], "more than its quota"),
+        (["--running", "g3.4xlarge:1", "--current-loss", "0.5", "--budget-s", "100"], "already reaches"),
+    ],
+)
+def test_replan_refuses_bad_running_sets(tmp_path, capsys, extra, message):
+    status, out = _run(tmp_path, capsys, "spot-replan", *extra)
+    assert status == 2 and message in out.err and len(out.err.strip().splitlines()) == 1
+
+
+def test_simulate_compares_the_three_strategies(tmp_path, capsys):
+    status, out = _run(tmp_path, capsys, "spot-simulate", "--deadline-s", "3000", "--rate-per-h", "2",
+                       "--runs", "30", "--json")  # fmt: skip
+    assert status == 0, out.err
+    rows = {row["strategy"]: row for row in json.loads(out.out)["strategies"]}
+    assert set(rows) == {"spotDNN", "no contention", "on-demand"}
+    assert rows["spotDNN"]["runs"] == 30 and rows["spotDNN"]["mean_revocations"] > 0
+    assert rows["on-demand"]["mean_revocations"] == 0
+    assert rows["on-demand"]["mean_cost_usd"] > rows["spotDNN"]["mean_cost_usd"]
+    assert all(0 <= row["p_deadline"] <= 1 for row in rows.values())
+
+
+def test_simulate_over_a_trace_prints_a_table(tmp_path, capsys):
+    trace = tmp_path / "trace.csv"
+    trace.write_text("time_s,instance\n200,g3.4xlarge\n400,g3.8xlarge\n")
+    status, out = _run(tmp_path, capsys, "spot-simulate", "--deadline-s", "3000", "--trace", str(trace))
+    assert status == 0, out.err
+    assert "P(deadline)" in out.out and "no contention" in out.out and "on-demand" in out.out
+
+
+def test_a_measured_ps_bandwidth_is_the_default(tmp_path, capsys):
+    slow = {**WORKLOAD, "ps_bandwidth_mbps": 20}  # below B_req: contention on every count
+    status, out = _spot(tmp_path, capsys, "--budget-s", "3000", "--json", workload=slow)
+    given = _spot(tmp_path, capsys, "--budget-s", "3000", "--json", "--ps-gbps", "0.16", workload=slow)[1]
+    fast = _spot(tmp_path, capsys, "--budget-s", "3000", "--json")[1]
+    assert json.loads(out.out)["candidates"] == json.loads(given.out)["candidates"]  # 20 MB/s = 0.16 Gbit/s
+    assert json.loads(out.out)["candidates"] != json.loads(fast.out)["candidates"]

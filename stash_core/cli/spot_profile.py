@@ -1,0 +1,133 @@
+"""`stash spot-profile`: spotDNN's workload profiling by real asynchronous parameter-server trainings.
+
+A PS and 1, 2, 4, 7 workers (one training per count) on this machine over loopback; fits a1, b1 (eq. 9),
+measures B_req, S_parm and the PS bandwidth, takes T_comp of the named instances from stored profiles, and
+writes them into the workload file that `stash spot` reads (its other fields, g1..g5 for one, are kept).
+cli/spot.py adds the command.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+from pathlib import Path
+from typing import Any
+
+from stash_core.cli.args import (
+    add_db_argument,
+    comma_list,
+    count,
+    db_path,
+    identifier,
+    positive_real,
+    shape_text,
+)
+from stash_core.errors import UsageError
+
+# The engine and the fit are imported inside the command: `stash --help` must not load torch or pandas.
+
+
+def add_commands(subparsers: Any) -> None:
+    profile = subparsers.add_parser(
+        "spot-profile",
+        help="measure a workload for spotDNN: real async parameter-server trainings with 1, 2, 4, 7 workers",
+    )
+    profile.add_argument("--model", required=True, type=identifier, help="zoo model (or file.py:FACTORY)")
+    profile.add_argument("--workload", required=True, type=Path, help="workload file to write (fields kept)")
+    profile.add_argument("--batch", type=count(1 << 16), default=32, help="batch per worker (default 32)")
+    profile.add_argument(
+        "--workers", type=comma_list(count(64), most=8), default=[1, 2, 4, 7],
+        help="worker counts, one training each (default 1,2,4,7; 1 gives B_req)",
+    )  # fmt: skip
+    profile.add_argument(
+        "--duration-s", type=positive_real(3600), default=5.0, help="training time per worker count"
+    )
+    profile.add_argument("--num-classes", type=count(10**7), default=None, help="classes of the output")
+    profile.add_argument("--input-shape", type=shape_text, default=None, help="input shape, e.g. 3,32,32")
+    profile.add_argument(
+        "--instances", type=comma_list(identifier, most=64), default=[],
+        help="instance types whose T_comp to take from stored profiles (at --batch per GPU)",
+    )  # fmt: skip
+    profile.add_argument("--loss-csv", type=Path, help="also write the loss curves (for stash spot-fit-loss)")
+    profile.add_argument("--json", action="store_true", help="print the profile as JSON")
+    add_db_argument(profile)
+
+
+def cmd_spot_profile(args: argparse.Namespace) -> int:
+    from stash_core.decide.catalog import get_instance
+    from stash_core.decide.spot.contention import fit_contention, stored_compute_times, workload_fields
+    from stash_core.decide.spot.inputs import read_workload_doc, update_workload
+    from stash_core.engine.spot_profile import measure_contention
+
+    counts = sorted(set(args.workers))
+    if 1 not in counts or len([n for n in counts if n >= 2]) < 2:
+        raise UsageError("--workers: give 1 (for B_req) and at least two counts of 2 or more, e.g. 1,2,4,7")
+    existing = read_workload_doc(args.workload)  # a broken file is refused before minutes of measuring
+    instances = []
+    for name in args.instances:
+        instance = get_instance(db_path(args), name)
+        if instance is None:
+            raise UsageError(f"instance {name!r} is not in the catalog (stash instances add {name} ...)")
+        instances.append((name, int(instance.get("accelerator_count") or 0)))
+    say = (lambda *_: None) if args.json else _print_count
+    profile = measure_contention(args.model, args.batch, counts, args.duration_s, args.num_classes,
+                                 args.input_shape, on_count=say)  # fmt: skip
+    fit = fit_contention([(m.workers, m.p_bottleneck) for m in profile.counts])
+    fields = workload_fields(profile, fit)
+    found, missing = stored_compute_times(db_path(args), args.model, args.batch, instances)
+    fields["compute_s"] = {**(existing.get("compute_s") or {}), **found}
+    if args.loss_csv is not None:
+        _write_loss_csv(args.loss_csv, [row for m in profile.counts for row in m.loss_rows])
+    update_workload(args.workload, fields)
+    report = {**fields, "compute_s_missing": missing, "workload": str(args.workload)}
+    if args.json:
+        print(json.dumps(report, indent=2))
+        return 0
+    print(format_profile(fields, missing, args.workload))
+    return 0
+
+
+def _print_count(measure: Any) -> None:
+    low, high = measure.bandwidth_spread_Bps
+    print(f"  {measure.workers} worker(s): {measure.exchanges} exchanges, "
+          f"{measure.bandwidth_Bps / 1e6:.0f} MB/s per worker (workers {low / 1e6:.0f}-{high / 1e6:.0f}), "
+          f"PS busy at {measure.p_bottleneck:.0%} of pushes, compute {measure.compute_s * 1e3:.1f} ms",
+          flush=True)  # fmt: skip
+
+
+def format_profile(fields: dict[str, Any], missing: list[str], path: Path) -> str:
+    fit = fields["contention_fit"]
+    lines = [
+        f"S_parm {fields['param_bytes'] / 1e6:.2f} MB; B_req {fields['solo_bandwidth_mbps']:.0f} MB/s; "
+        f"PS moved up to {fit['ps_mbps']:.0f} MB/s",
+        f"P = min({fields['a1']:.4g} sqrt(n) + {fields['b1']:.4g}, 1): "
+        f"error in P rms {fit['rms_error']:.3f}, max {fit['max_error']:.3f}",
+    ]
+    if len(fit["points"]) == 2:
+        lines.append(
+            "  (two worker counts of 2 or more: the line passes through both; eq. 8 below is the check)"
+        )
+    for row in fit["bandwidth"]:
+        lines.append(f"  eq. 8 at {row['workers']} worker(s): {row['predicted_mbps']:.0f} MB/s predicted, "
+                     f"{row['measured_mbps']:.0f} measured ({row['rel_error']:.1%})")  # fmt: skip
+    lines += [f"note: {note}" for note in fit["notes"]]
+    if fields["compute_s"]:
+        lines.append("T_comp: " + ", ".join(f"{k} {v:.3f} s" for k, v in sorted(fields["compute_s"].items())))
+    if missing:
+        lines.append(f"no stored profile for {', '.join(missing)} at batch {fields['batch_per_gpu']} "
+                     "per GPU: profile them or add compute_s to the workload file")  # fmt: skip
+    lines.append(f"measured on this machine over loopback; written to {path}")
+    return "\n".join(lines)
+
+
+def _write_loss_csv(path: Path, rows: list[tuple[float, float, int, int]]) -> None:
+    partial = path.with_name(path.name + ".partial")
+    with open(partial, "w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["iteration", "loss", "batch_size", "workers"])
+        writer.writerows(rows)
+    partial.replace(path)
+
+
+COMMANDS = {"spot-profile": cmd_spot_profile}

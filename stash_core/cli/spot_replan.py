@@ -1,0 +1,154 @@
+"""`stash spot-replan` and `stash spot-simulate`: spotDNN after a revocation, and over many revocations.
+
+spot-replan: the cheapest cluster of the instances still running plus offered ones that reaches the target
+loss from the loss reached, within what is left of the budget. spot-simulate: cost and deadline outcome of
+spotDNN against on-demand and against planning without contention, over a revocation rate (Monte Carlo) or a
+revocation trace. cli/spot.py adds the commands.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from stash_core.cli.args import add_db_argument, count, db_path, non_negative, positive_real
+from stash_core.errors import UsageError
+
+# The planner is imported inside the commands: building `stash --help` must not load pandas.
+
+YEAR_S = 365 * 86400.0
+
+
+def _common(parser: argparse.ArgumentParser, offers_text: Any) -> None:
+    parser.add_argument("--workload", required=True, type=Path, help="workload file (JSON)")
+    parser.add_argument(
+        "--instances", required=True, type=offers_text, help="offered types with quotas: NAME[:QUOTA],..."
+    )
+    parser.add_argument(
+        "--target-loss", required=True, type=positive_real(1e6), help="training loss to reach"
+    )
+    parser.add_argument(
+        "--ps-gbps", type=positive_real(1e5), default=None,
+        help="parameter-server bandwidth (Gbit/s; default: the workload's measured one, else 9.6)",
+    )  # fmt: skip
+    parser.add_argument("--pcie-gbps", type=positive_real(1e5), default=80.0, help="PCIe bandwidth")
+    parser.add_argument("--json", action="store_true", help="print the answer as JSON")
+    add_db_argument(parser)
+
+
+def add_commands(subparsers: Any, offers_text: Any) -> None:
+    replan = subparsers.add_parser(
+        "spot-replan", help="re-plan a spot cluster after a revocation: running instances kept (spotDNN)"
+    )
+    _common(replan, offers_text)
+    replan.add_argument(
+        "--running", required=True, type=offers_text, help="instances still running: NAME[:COUNT],..."
+    )
+    replan.add_argument("--current-loss", required=True, type=positive_real(1e6), help="loss reached so far")
+    replan.add_argument(
+        "--budget-s", required=True, type=positive_real(YEAR_S), help="seconds of budget left"
+    )
+    replan.add_argument(
+        "--revocation-s", type=non_negative(YEAR_S), default=30.0, help="overhead of the revocation (30)"
+    )
+    replan.add_argument("--on-demand", action="store_true", help="price with on-demand instead of spot")
+
+    simulate = subparsers.add_parser(
+        "spot-simulate",
+        help="revocations simulated: spotDNN against on-demand and against planning without contention",
+    )
+    _common(simulate, offers_text)
+    simulate.add_argument("--deadline-s", required=True, type=positive_real(YEAR_S), help="time budget")
+    how = simulate.add_mutually_exclusive_group(required=True)
+    how.add_argument("--rate-per-h", type=non_negative(1e4), help="revocations per spot instance per hour")
+    how.add_argument("--trace", type=Path, help="revocation trace CSV: time_s,instance")
+    simulate.add_argument(
+        "--revocation-s", type=non_negative(YEAR_S), default=30.0, help="overhead of each revocation (30)"
+    )
+    simulate.add_argument("--runs", type=count(100_000), default=200, help="Monte Carlo runs (200)")
+    simulate.add_argument("--seed", type=count(2**31), default=1, help="random seed")
+
+
+def _inputs(args: argparse.Namespace, pricing: str) -> tuple[Any, dict, list, float, float]:
+    from stash_core.decide.spot.inputs import build_offers, load_workload, parse_offers, ps_bandwidth_Bps
+
+    try:
+        workload, doc = load_workload(args.workload)
+    except (ValueError, TypeError, RecursionError) as error:
+        raise UsageError(f"workload file {args.workload}: {error}") from None
+    offers = build_offers(db_path(args), parse_offers(args.instances), doc, pricing)
+    return workload, doc, offers, ps_bandwidth_Bps(args.ps_gbps, doc), args.pcie_gbps * 1e9 / 8
+
+
+def cmd_spot_replan(args: argparse.Namespace) -> int:
+    from stash_core.decide.spot.inputs import parse_offers
+    from stash_core.decide.spot.replan import replan
+
+    pricing = "on_demand" if args.on_demand else "spot"
+    workload, _doc, offers, ps, pcie = _inputs(args, pricing)
+    by_name = {offer.worker.instance: offer for offer in offers}
+    running = []
+    for name, number in parse_offers(args.running):
+        if name not in by_name:
+            raise UsageError(f"--running {name}: not among --instances (its price and speed come from there)")
+        if number > by_name[name].quota:
+            raise UsageError(f"--running {name}:{number}: more than its quota of {by_name[name].quota}")
+        running += [by_name[name].worker] * number
+    if args.current_loss <= args.target_loss:
+        raise UsageError(
+            f"--current-loss {args.current_loss:g} already reaches --target-loss {args.target_loss:g}"
+        )
+    result = replan(running, offers, workload, args.target_loss, args.current_loss, args.budget_s, ps, pcie,
+                    args.revocation_s)  # fmt: skip
+    best = result.best
+    answer = {
+        "running": len(running), "pricing": pricing, "infeasible_reason": result.infeasible_reason,
+        "best": None if best is None else {
+            "cluster": best.label(), "workers": best.workers, "added": best.workers - len(running),
+            "training_s": best.training_s, "cost_usd": best.cost_usd, "usd_per_h": best.usd_per_h,
+        },
+        "tried": len(result.candidates),
+    }  # fmt: skip
+    if args.json:
+        print(json.dumps(answer, indent=2))
+    elif best is None:
+        print(f"no plan: {result.infeasible_reason}")
+    else:
+        print(f"keep {len(running)} running, add {best.workers - len(running)}: {best.label()}  - "
+              f"{best.training_s:.0f} s left of {args.budget_s:.0f} s (revocation overhead "
+              f"{args.revocation_s:.0f} s included), ${best.cost_usd:.2f} more ({len(result.candidates)} "
+              "clusters tried)\npredicted by the spotDNN model; not a measurement")  # fmt: skip
+    return 0 if best is not None else 1
+
+
+def cmd_spot_simulate(args: argparse.Namespace) -> int:
+    from stash_core.decide.spot.simulate import read_trace, simulate
+
+    trace = read_trace(args.trace) if args.trace is not None else None
+    workload, _doc, spot_offers, ps, pcie = _inputs(args, "spot")
+    on_demand_offers = _inputs(args, "on_demand")[2]
+    rows = simulate(spot_offers, on_demand_offers, workload, args.target_loss, args.deadline_s, ps, pcie,
+                    rate_per_h=args.rate_per_h or 0.0, revocation_s=args.revocation_s, runs=args.runs,
+                    seed=args.seed, trace=trace)  # fmt: skip
+    if args.json:
+        print(json.dumps({"deadline_s": args.deadline_s, "strategies": rows}, indent=2))
+        return 0
+    source = f"trace {args.trace}" if trace is not None else f"{args.rate_per_h:g} revocations/h per instance"
+    lines = [f"target loss {args.target_loss:g} by {args.deadline_s:.0f} s; {source}; "
+             f"{args.revocation_s:.0f} s per revocation",
+             f"  {'strategy':<15}{'first plan':<34}{'runs':>6}{'P(deadline)':>13}{'mean s':>9}{'p90 s':>9}"
+             f"{'mean $':>9}{'revoked':>9}"]  # fmt: skip
+    for row in rows:
+        lines.append(f"  {row['strategy']:<15}{row['first_plan']:<34}{row['runs']:>6}"
+                     f"{row['p_deadline']:>13.0%}"
+                     f"{row['mean_time_s']:>9.0f}{row['p90_time_s']:>9.0f}{row['mean_cost_usd']:>9.2f}"
+                     f"{row['mean_revocations']:>9.1f}")  # fmt: skip
+    lines.append("simulated with the spotDNN model (no contention: planned with P = 0, trained with the true "
+                 "contention); on-demand instances are never revoked")  # fmt: skip
+    print("\n".join(lines))
+    return 0
+
+
+COMMANDS = {"spot-replan": cmd_spot_replan, "spot-simulate": cmd_spot_simulate}
