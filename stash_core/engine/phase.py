@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 
 from stash_core.analysis.stats import summarise
@@ -110,10 +111,16 @@ def run_phase(
     return record
 
 
+# launch/runner.py's line for a rank that torchrun saw end by a signal (a negative exit code).
+_KILLED = re.compile(r"exited with code -\d+")
+
+
 def failure_message(failure: str | None, errors: list[str], remote: bool) -> str:
     """One line: on one machine the workers' own error; across machines the launcher's (which names the
     node) first, since a dead peer makes the others report only its symptom."""
     if not remote:
+        if failure and _KILLED.search(failure):  # a rank ended by a signal: its peers' errors are symptoms
+            return f"{failure}; first worker error: {errors[0]}"[:600] if errors else failure
         return errors[0] if errors else (failure or "the run exited without a result")
     if failure and errors:
         return f"{failure}; first worker error: {errors[0]}"[:600]

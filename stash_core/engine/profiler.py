@@ -174,18 +174,19 @@ def run_launches(
             short = launched.next_round(round_index, max_rounds, spec.target_relative_ci, budget_s)
 
 
-# Failures of the machine rather than of the job: gloo connections lost or timed out, a port taken
-# between choosing and binding it, a worker killed by a signal (torchrun's negative exit code).
+# Failures of the machine rather than of the job: gloo connections lost or timed out, a port taken between
+# choosing and binding it. A worker ended by a signal (killed, out of memory) is not tried again.
 _TRANSIENT = re.compile(
-    r"connection (closed|reset|refused)|pair closure|timed out waiting|address already in use|EADDRINUSE"
-    r"|exited with code -\d+",
+    r"connection (closed|reset|refused)|pair closure|timed out waiting|address already in use|EADDRINUSE",
     re.IGNORECASE,
 )
 
 
 def transient(error: str | None) -> bool:
     """Whether a failed launch is worth one more try: the same launch may well succeed."""
-    return bool(error) and _TRANSIENT.search(error) is not None
+    if not error or re.search(r"exited with code -\d+", error):  # a rank ended by a signal
+        return False
+    return _TRANSIENT.search(error) is not None
 
 
 def launch_warnings(doc: dict, spec: ProfileSpec, launched: LaunchedRuns) -> list[str]:

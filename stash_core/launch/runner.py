@@ -102,14 +102,16 @@ _SUMMARY_FIELD = re.compile(r"^\s*(rank|exitcode|traceback)\s*:\s*(.+?)\s*$", re
 
 
 def _last_meaningful(lines: list[str]) -> str:
-    """The most telling line of a failed run's stderr: a worker's exception message, else the root cause of
-    torchrun's failure summary (rank, exit code, signal), else the last line that is not a traceback frame or
-    a banner of '=' or '-'."""
+    """The most telling line of a failed run's stderr: the root cause of torchrun's failure summary when a
+    rank was ended by a signal, else a worker's exception message, else that root cause (rank, exit code),
+    else the last line that is not a traceback frame or a banner of '=' or '-'."""
     texts = [_RANK_PREFIX.sub("", line.strip()) for line in lines]
-    for text in reversed(texts):
-        if _EXCEPTION_LINE.match(text) and "ChildFailedError" not in text:
-            return text[:300]
     summary = dict(_SUMMARY_FIELD.findall("\n".join(texts)))
+    # A rank ended by a signal is the cause; its peers' lost connections are only the symptom.
+    killed = summary.get("exitcode", "").startswith("-")
+    for text in reversed(texts):
+        if not killed and _EXCEPTION_LINE.match(text) and "ChildFailedError" not in text:
+            return text[:300]
     if "exitcode" in summary:
         rank = f"rank {summary['rank']}" if "rank" in summary else "a worker"
         cause = summary.get("traceback", "")

@@ -1,9 +1,11 @@
 """The page-cache state of the files a script reads (--data-dir), kept from inside a run.
 
-A script opens its files itself, so Stash cannot evict each file after reading it as its own loader does.
-In a cold run (R2) the first worker of each machine instead evicts the data directory's files again and
-again while the script runs, so later epochs read from disk too. On remote machines (where the launcher
-cannot reach the page cache) it also makes the files resident or evicts them before the script starts.
+In a cold run (R2) every worker evicts each file under the data directory as soon as the script (or its
+DataLoader workers) closes it, as Stash's own loader does (data/evicting_open.py: builtins.open, io.open,
+os.open). Reads it cannot see (memory maps, C libraries, spawned processes) are caught by the fallback: the
+first worker of each machine also evicts the directory's files about once a second while the script runs.
+On remote machines (where the launcher cannot reach the page cache) that worker also makes the files
+resident or evicts them before the script starts.
 """
 
 from __future__ import annotations
@@ -11,9 +13,11 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from stash_core.data import pagecache
+from stash_core.data.evicting_open import evict_after_read
 
 MIN_EVICT_PERIOD_S = 1.0
 EVICT_DUTY = 0.1  # at most this share of one core on eviction passes
@@ -59,3 +63,11 @@ def cache_state_thread(job: dict) -> CacheKeeper | None:
         return None
     files = data_files(job["data_dir"])
     return CacheKeeper(files, job.get("cache_action"), keep_evicting=job["data"] == "cold")
+
+
+def evict_each_read(job: dict) -> Callable[[], None]:
+    """In a cold run with --data-dir, each data file read by this process leaves the page cache when closed;
+    returns the function that ends it (a no-op elsewhere)."""
+    if not job.get("data_dir") or job["data"] != "cold":
+        return lambda: None
+    return evict_after_read(job["data_dir"])

@@ -21,12 +21,11 @@ import threading
 import traceback
 from pathlib import Path
 
-import torch
 import torch.distributed as dist
 
 from stash_core.measure import protocol
 from stash_core.measure.job import read_job
-from stash_core.measure.script_cache import cache_state_thread
+from stash_core.measure.script_cache import cache_state_thread, evict_each_read
 from stash_core.measure.script_hooks import StepClock, install
 from stash_core.measure.script_stop import StopRule, StopScript
 
@@ -65,11 +64,11 @@ def main(argv: list[str] | None = None) -> int:
     rank = int(os.environ.get("RANK", "0"))
     stderr = StderrTail(sys.stderr)
     sys.stderr = stderr
-    use_events = job.get("device") == "cuda" and torch.cuda.is_available()
-    clock = StepClock(use_cuda_events=use_events)
+    clock = StepClock()
     rule = StopRule(job, clock, rank)
     clock.on_boundary = rule
     remove = install(clock, replay=job["data"] == "synthetic")
+    stop_evicting = evict_each_read(job)
     watchdog = start_watchdog(job, clock, rank, stderr)
     cache = None
     try:
@@ -88,6 +87,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     finally:
         watchdog.cancel()
+        stop_evicting()
         remove()
         fraction = cache.stop() if cache is not None else None
     if rank == 0:
@@ -125,7 +125,7 @@ def run_script(job: dict, clock: StepClock, rule: StopRule) -> dict:
         raise ScriptFailed(
             "the script ended without an optimizer step (Stash counts iterations by optimizer.step())"
         )
-    if not clock.iteration_s:
+    if clock.iterations == 0:
         raise ScriptFailed("the script ended after its first optimizer step: no whole iteration to time")
     return rule.ended_by_script()
 
@@ -133,7 +133,7 @@ def run_script(job: dict, clock: StepClock, rule: StopRule) -> dict:
 def where(clock: StepClock) -> str:
     if clock.first_step_at is None:
         return "before its first optimizer step"
-    return f"after {len(clock.iteration_s) + 1} optimizer steps"
+    return f"after {clock.iterations + 1} optimizer steps"
 
 
 def start_watchdog(job: dict, clock: StepClock, rank: int, stderr: StderrTail) -> threading.Timer:

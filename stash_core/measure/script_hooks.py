@@ -1,14 +1,18 @@
 """Instrumentation of a user's training script, installed before it runs (nothing in the script changes).
 
-- Iteration boundaries: steps of the first optimizer that steps (torch's global optimizer step hook), so
-  gradient accumulation counts one iteration per optimizer step.
+- Iteration boundaries: steps of the first optimizer that steps (torch's global optimizer step hooks), so
+  gradient accumulation counts one iteration per optimizer step; the optimizer step itself is timed from
+  its pre-hook.
 - Data wait: time inside `__next__` of any torch DataLoader iterator since the previous boundary.
+- Forward: time inside the outermost module call(s) of the step (script_forward.py). The rest of the
+  iteration (the loss, backward, gradient clipping, zero_grad, a scheduler) is reported as backward_s.
 - Replay (synthetic runs): each DataLoader's iterator hands out the first batches it produced, cached in
   memory, in a cycle as long as the loader's own epoch, so the model sees the script's real batch structure
   with no loading cost. The batches are read before the first optimizer step, during the warm-up.
 
-Per boundary the hook reads the clock and appends to two lists; every `check` calls back to decide whether to
-stop (see script_stop.py). On CUDA the boundaries are CUDA events, synchronised only at a check.
+Each boundary only takes stamps (device_clock.py): the host clock, or CUDA events on the device of the
+optimizer's parameters, chosen at the first step, when the script has placed its model. Stamps turn into
+durations at a check of the stopping rule (script_stop.py), after one synchronisation.
 """
 
 from __future__ import annotations
@@ -18,72 +22,115 @@ import time
 from collections.abc import Callable
 
 import torch
-from torch.optim.optimizer import register_optimizer_step_post_hook
+from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
 from torch.utils.data import DataLoader
 from torch.utils.data.dataloader import _BaseDataLoaderIter
 
+from stash_core.measure.device_clock import EventClock, HostClock
+from stash_core.measure.script_forward import time_forward
+
 REPLAY_BATCHES = 8  # batches cached per loader for the synthetic runs
+PARTS = ("data_s", "forward_s", "backward_s", "optimizer_s")
 
 
 class StepClock:
-    """Per-iteration times of this rank: iteration (boundary to boundary) and data wait within it."""
+    """Per-iteration times of this rank: the iteration (boundary to boundary) and its parts."""
 
-    def __init__(self, use_cuda_events: bool = False) -> None:
-        self.iteration_s: list[float] = []
-        self.data_s: list[float] = []
-        self.data_wait_s = 0.0  # since the last boundary
-        self.last_boundary: float | None = None
+    def __init__(self, use_cuda_events: bool = True, event_clock: Callable = EventClock) -> None:
+        self.iteration_s: list[float] = []  # settled durations, one per whole iteration
+        self.parts: dict[str, list[float]] = {part: [] for part in PARTS}
+        self.iterations = 0  # whole iterations, settled or not
+        self.pending: list[tuple] = []  # stamps of the iterations not yet settled
+        self.data_pairs: list[tuple] = []  # (start, end) stamps since the last boundary
+        self.forward_pairs: list[tuple] = []
+        self.optimizer_start = None
+        self.last_boundary = None
         self.optimizer_id: int | None = None
         self.first_step_at: float | None = None
         self.loader_used = False
+        self.forward_seen = False
+        self.closure_seen = False  # the optimizer step ran the forward (a closure): not split from backward
+        self.in_loader = False  # module calls inside a loader are not the forward pass
         self.batch_size: int | None = None
         self.on_boundary: Callable[[], None] | None = None
-        self.use_cuda_events = use_cuda_events
-        self._events: list = []  # CUDA events of the boundaries not yet read
+        self.narrow_hooks: Callable[[], bool] | None = None
+        self.use_cuda_events, self.event_clock = use_cuda_events, event_clock
+        self.device_clock = HostClock()
+        self.stamp = self.device_clock.stamp
+
+    @property
+    def data_s(self) -> list[float]:
+        return self.parts["data_s"]
+
+    def step_started(self, optimizer) -> None:
+        if id(optimizer) == self.optimizer_id and self.last_boundary is not None:
+            self.optimizer_start = self.stamp()
 
     def boundary(self, optimizer) -> None:
         if self.optimizer_id is None:
             self.optimizer_id = id(optimizer)
+            self.choose_clock(optimizer)
         elif id(optimizer) != self.optimizer_id:
             return  # a second optimizer of the same iteration (GANs): one boundary per iteration
-        now = time.perf_counter()
-        if self.use_cuda_events:
-            event = torch.cuda.Event(enable_timing=True)
-            event.record()
-            self._events.append(event)
+        now = self.stamp()
         if self.last_boundary is None:
-            self.first_step_at = now  # the time before the first step is start-up, not an iteration
+            self.first_step_at = time.perf_counter()  # before the first step is start-up, not an iteration
         else:
-            self.iteration_s.append(now - self.last_boundary)
-            self.data_s.append(self.data_wait_s)
+            stamps = (self.last_boundary, now, self.data_pairs, self.forward_pairs, self.optimizer_start)
+            self.pending.append(stamps)
+            self.iterations += 1
+            if self.narrow_hooks is not None and self.narrow_hooks():
+                self.narrow_hooks = None
         self.last_boundary = now
-        self.data_wait_s = 0.0
+        self.data_pairs, self.forward_pairs, self.optimizer_start = [], [], None
         if self.on_boundary is not None:
             self.on_boundary()
 
+    def choose_clock(self, optimizer) -> None:
+        """CUDA events on the device of the optimizer's parameters, if there is one (never before the first
+        step: an event on the wrong device would start a CUDA context there)."""
+        device = next((p.device for group in optimizer.param_groups for p in group["params"]), None)
+        if self.use_cuda_events and device is not None and device.type == "cuda":
+            self.device_clock = self.event_clock(device)
+            self.stamp = self.device_clock.stamp
+
     def settle(self) -> None:
-        """On CUDA: replace the host-clock iteration times since the last settle by the device's times
-        between boundary events (one synchronisation per check, so the host may run ahead as usual)."""
-        if not self.use_cuda_events or len(self._events) < 2:
+        """The durations of the iterations stamped since the last settle (one wait for the device)."""
+        if not self.pending:
             return
-        self._events[-1].synchronize()
-        device_s = [a.elapsed_time(b) / 1e3 for a, b in itertools.pairwise(self._events)]
-        self.iteration_s[len(self.iteration_s) - len(device_s) :] = device_s
-        self._events = self._events[-1:]
+        self.device_clock.settle(self.pending[-1][1])
+        seconds = self.device_clock.seconds
+        for start, end, data_pairs, forward_pairs, optimizer_start in self.pending:
+            total_s = seconds(start, end)
+            data_s = sum(seconds(a, b) for a, b in data_pairs)
+            forward_s = sum(seconds(a, b) for a, b in forward_pairs)
+            optimizer_s = seconds(optimizer_start, end) if optimizer_start is not None else 0.0
+            self.iteration_s.append(total_s)
+            self.parts["data_s"].append(data_s)
+            self.parts["forward_s"].append(forward_s)
+            self.parts["optimizer_s"].append(optimizer_s)
+            self.parts["backward_s"].append(total_s - data_s - forward_s - optimizer_s)
+        self.pending = []
 
 
 def install(clock: StepClock, replay: bool, replay_batches: int = REPLAY_BATCHES) -> Callable[[], None]:
     """Install the hooks; returns the function that removes them."""
-    handle = register_optimizer_step_post_hook(lambda optimizer, args, kwargs: clock.boundary(optimizer))
+    handles = [
+        register_optimizer_step_pre_hook(lambda optimizer, args, kwargs: clock.step_started(optimizer)),
+        register_optimizer_step_post_hook(lambda optimizer, args, kwargs: clock.boundary(optimizer)),
+    ]
+    remove_forward = time_forward(clock)
     original_next = _BaseDataLoaderIter.__next__
     original_iter = DataLoader.__iter__
 
     def timed_next(self):
-        start = time.perf_counter()
+        start = clock.stamp()
+        clock.in_loader = True
         try:
             batch = original_next(self)
         finally:
-            clock.data_wait_s += time.perf_counter() - start
+            clock.in_loader = False
+            clock.data_pairs.append((start, clock.stamp()))
         if not clock.loader_used:
             clock.loader_used = True
             clock.batch_size = leading_dim(batch)
@@ -97,7 +144,9 @@ def install(clock: StepClock, replay: bool, replay_batches: int = REPLAY_BATCHES
         DataLoader.__iter__ = replay_iter
 
     def remove() -> None:
-        handle.remove()
+        for handle in handles:
+            handle.remove()
+        remove_forward()
         _BaseDataLoaderIter.__next__ = original_next
         DataLoader.__iter__ = original_iter
 
@@ -112,9 +161,13 @@ class _Replay:
         clock.loader_used = True
         self.clock = clock
         if not hasattr(loader, "_stash_replay"):
-            source = original_iter(loader)
-            loader._stash_replay = list(itertools.islice(source, cached))
-            del source  # ends the loader's worker processes
+            clock.in_loader = True
+            try:
+                source = original_iter(loader)
+                loader._stash_replay = list(itertools.islice(source, cached))
+                del source  # ends the loader's worker processes
+            finally:
+                clock.in_loader = False
             if clock.batch_size is None and loader._stash_replay:
                 clock.batch_size = leading_dim(loader._stash_replay[0])
         self.batches = loader._stash_replay
@@ -128,7 +181,7 @@ class _Replay:
         return self
 
     def __next__(self):
-        start = time.perf_counter()
+        start = self.clock.stamp()
         try:
             if not self.batches or self.remaining == 0:
                 raise StopIteration
@@ -138,7 +191,7 @@ class _Replay:
             self.index += 1
             return batch
         finally:
-            self.clock.data_wait_s += time.perf_counter() - start
+            self.clock.data_pairs.append((start, self.clock.stamp()))
 
     def __len__(self):
         return self.remaining or 0

@@ -18,9 +18,20 @@ import torch.distributed as dist
 
 from stash_core.analysis.stats import converged, mean_ci95, mser_truncation
 from stash_core.measure import protocol
-from stash_core.measure.script_hooks import StepClock
+from stash_core.measure.script_hooks import PARTS, StepClock
 
 MIN_WARMUP_ITERATIONS = 2
+SPLIT = (
+    "data wait, forward (the outermost module calls), optimizer step; backward_s is the rest of the step "
+    "(loss, backward, gradient clipping, zero_grad)"
+)
+CLOSURE_SPLIT = (
+    "data wait, forward (the outermost module calls); backward_s is the rest of the step, with the optimizer "
+    "step, whose closure runs forward and backward (as Lightning's does)"
+)
+NO_SPLIT = (
+    "iteration and data wait only: the script called no torch module, so forward and backward are not split"
+)
 FIRST_CHECK_AFTER = 10
 
 
@@ -42,7 +53,7 @@ class StopRule:
         """Called at every boundary: cheap unless a check is due."""
         if self.deadline is None:
             self.deadline = time.monotonic() + self.job["max_phase_s"]
-        if len(self.clock.iteration_s) - self.checked >= self.chunk:
+        if self.clock.iterations - self.checked >= self.chunk:
             self.check()
 
     def check(self) -> None:
@@ -121,35 +132,41 @@ def report_progress(job: dict, series: list[float], kept: int) -> None:
 def summarise(job: dict, clock: StepClock, slowest_s: list[float], reason: str, gather: bool) -> dict:
     """The result of the run (as worker.py's): the slowest rank per iteration, its data wait, and skew."""
     count = len(slowest_s)
-    local = torch.tensor([clock.iteration_s[:count], clock.data_s[:count]], dtype=torch.float64)
+    rows = [clock.iteration_s[:count], *(clock.parts[part][:count] for part in PARTS)]
+    local = torch.tensor(rows, dtype=torch.float64)
     world_size = dist.get_world_size() if dist.is_initialized() else int(os.environ.get("WORLD_SIZE", "1"))
     host = (socket.gethostname(), int(os.environ.get("GROUP_RANK", "0")))
     if gather and dist.is_initialized() and world_size > 1:
         device = collective_device()
         gathered = [torch.empty_like(local, device=device) for _ in range(world_size)]
         dist.all_gather(gathered, local.to(device))
-        per_rank = torch.stack(gathered).cpu()  # (ranks, 2, iterations)
+        per_rank = torch.stack(gathered).cpu()  # (ranks, 5, iterations)
         hosts: list = [None] * world_size
         dist.all_gather_object(hosts, host)
+        forward_seen, closure_seen = (v > 0 for v in all_reduce_max([clock.forward_seen, clock.closure_seen]))
     else:
         per_rank, hosts = local.unsqueeze(0), [host]
+        forward_seen, closure_seen = clock.forward_seen, clock.closure_seen
     iteration_by_rank = per_rank[:, 0, :]
     slowest_rank = iteration_by_rank.argmax(dim=0)
     warmup = min(count, MIN_WARMUP_ITERATIONS + mser_truncation(slowest_s[MIN_WARMUP_ITERATIONS:]))
     skew = (iteration_by_rank.max(dim=0).values - iteration_by_rank.min(dim=0).values).tolist()
     columns = torch.arange(count)
     kept = per_rank[:, :, warmup:]
-    means = kept.mean(dim=2) if count > warmup else torch.full((len(hosts), 2), float("nan"))
+    means = kept.mean(dim=2) if count > warmup else torch.full((len(hosts), len(rows)), float("nan"))
+    parts, split = (PARTS[:3], CLOSURE_SPLIT) if closure_seen else (PARTS, SPLIT)
+    if not forward_seen:
+        parts, split = PARTS[:1], NO_SPLIT  # iteration and data wait only
+    samples = {"iteration_s": slowest_s[warmup:]}
+    for index, part in enumerate(parts, start=1):
+        samples[part] = per_rank[slowest_rank, index, columns].tolist()[warmup:]
+    samples["slowest_rank"] = slowest_rank.tolist()[warmup:] if len(hosts) > 1 else [0] * (count - warmup)
     return {
         "phase": job["phase"],
         "world_size": world_size,
         "warmup_iterations": warmup,
         "stop_reason": reason,
-        "samples": {
-            "iteration_s": slowest_s[warmup:],
-            "data_s": per_rank[slowest_rank, 1, columns].tolist()[warmup:],
-            "slowest_rank": slowest_rank.tolist()[warmup:] if len(hosts) > 1 else [0] * (count - warmup),
-        },
+        "samples": samples,
         "rank_skew_s": sum(skew[warmup:]) / max(count - warmup, 1),
         "bad_files": None,
         "ranks": [
@@ -157,16 +174,15 @@ def summarise(job: dict, clock: StepClock, slowest_s: list[float], reason: str, 
                 "rank": rank,
                 "hostname": name,
                 "node": node,
-                "iteration_s": float(means[rank, 0]),
-                "data_s": float(means[rank, 1]),
+                **{name: float(means[rank, i]) for i, name in enumerate(("iteration_s", *parts))},
             }
             for rank, (name, node) in enumerate(hosts)
         ],  # fmt: skip
         "script": {
             "loader_used": clock.loader_used,
             "batch_size": clock.batch_size,
-            "optimizer_steps": len(clock.iteration_s) + (clock.first_step_at is not None),
-            "split": "iteration and data wait only (forward and backward are not split for a script)",
+            "optimizer_steps": clock.iterations + (clock.first_step_at is not None),
+            "split": split,
             "ranks_gathered": len(hosts) == world_size,
         },
     }

@@ -1,16 +1,18 @@
 """The timed training step: per iteration, waiting for the batch, forward, backward, optimizer step.
 
-Kept free of any bookkeeping beyond reading the clock at the four boundaries, so that timing
-adds almost nothing to the loop it measures (see bench/overhead.py).
+Kept free of any bookkeeping beyond a stamp at the five boundaries, so that timing adds almost nothing to
+the loop it measures (see bench/overhead.py). On CPU a stamp is the host clock; on CUDA it is an event, and
+the stamps of a whole call are read after one synchronisation at its end (device_clock.py), so the host
+runs ahead of the device as in a real job instead of waiting for it at every boundary.
 """
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import torch
 
+from stash_core.measure.device_clock import EventClock, HostClock, clock_for
 from stash_core.zoo.outputs import training_loss
 
 PARTS = ("data_s", "forward_s", "backward_s", "optimizer_s")
@@ -30,47 +32,52 @@ class StepTimes:
         return len(self.iteration_s)
 
 
-def make_sync(device: torch.device) -> Callable[[], None]:
-    """A barrier for the device's queue: CUDA kernels are asynchronous, CPU ops are not."""
-    if device.type == "cuda":
-        return lambda: torch.cuda.synchronize(device)
-    return lambda: None
+def make_clock(device: torch.device) -> HostClock | EventClock:
+    """The clock of the timed loop on this device: CUDA events, or the host clock."""
+    return clock_for(device)
+
+
+make_sync = make_clock  # the name callers used when the loop synchronised at every boundary
 
 
 def run_steps(
     model: torch.nn.Module,
     optimizer: torch.optim.Optimizer,
-    loss_fn: Callable,
+    loss_fn,
     batches: Iterator,
     device: torch.device,
     count: int,
     times: StepTimes,
-    sync: Callable[[], None],
+    clock: HostClock | EventClock,
 ) -> None:
-    """Run `count` training steps, appending their timings to `times`."""
-    clock = time.perf_counter
+    """Run `count` training steps, appending their timings to `times` (after one wait for the device)."""
+    stamp = clock.stamp
     non_blocking = device.type == "cuda"
+    stamps = []
     for _ in range(count):
-        start = clock()
+        start = stamp()
         inputs, targets = next(batches)
         if inputs.device != device:
             inputs = inputs.to(device, non_blocking=non_blocking)
             targets = targets.to(device, non_blocking=non_blocking)
-        sync()
-        after_data = clock()
+        after_data = stamp()
         loss = training_loss(model(inputs), targets, loss_fn)  # logits, or an output with .logits/.loss
-        sync()
-        after_forward = clock()
+        after_forward = stamp()
         # With DDP the gradient all-reduce overlaps the backward pass, so it is timed here.
         loss.backward()
-        sync()
-        after_backward = clock()
+        after_backward = stamp()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
-        sync()
-        end = clock()
-        times.data_s.append(after_data - start)
-        times.forward_s.append(after_forward - after_data)
-        times.backward_s.append(after_backward - after_forward)
-        times.optimizer_s.append(end - after_backward)
-        times.iteration_s.append(end - start)
+        stamps.append((start, after_data, after_forward, after_backward, stamp()))
+    if stamps:
+        clock.settle(stamps[-1][-1])
+    record(times, stamps, clock.seconds)
+
+
+def record(times: StepTimes, stamps: list[tuple], seconds) -> None:
+    for start, after_data, after_forward, after_backward, end in stamps:
+        times.data_s.append(seconds(start, after_data))
+        times.forward_s.append(seconds(after_data, after_forward))
+        times.backward_s.append(seconds(after_forward, after_backward))
+        times.optimizer_s.append(seconds(after_backward, end))
+        times.iteration_s.append(seconds(start, end))

@@ -36,7 +36,7 @@ from stash_core.data.loader import make_loader
 from stash_core.data.transforms import TrainTransform
 from stash_core.measure import protocol
 from stash_core.measure.job import read_job
-from stash_core.measure.timed_loop import PARTS, StepTimes, make_sync, run_steps
+from stash_core.measure.timed_loop import PARTS, StepTimes, make_clock, run_steps
 from stash_core.zoo import build_model, loss_fn
 
 MIN_WARMUP_ITERATIONS = 2
@@ -94,11 +94,11 @@ def run_job(job: dict, rank: int) -> dict:
     model.train()
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     batches, bad_files = make_batches(job, info, device, rank, world_size)
-    sync = make_sync(device)
+    clock = make_clock(device)
     times = StepTimes()
     slowest_s: list[float] = []
     stop_reason = run_until_done(
-        job, model, optimizer, loss_fn(info), batches, device, times, slowest_s, sync, rank
+        job, model, optimizer, loss_fn(info), batches, device, times, slowest_s, clock, rank
     )
     result = summarise_ranks(job, times, slowest_s, stop_reason, world_size, bad_files, device)
     result["resident_fraction_start"] = getattr(batches, "resident_fraction_start", None)
@@ -197,14 +197,14 @@ def open_dataset(job: dict, info):
     return dataset
 
 
-def run_until_done(job, model, optimizer, loss, batches, device, times, slowest_s, sync, rank) -> str:
+def run_until_done(job, model, optimizer, loss, batches, device, times, slowest_s, clock, rank) -> str:
     """Step in chunks; between chunks, agree on the slowest times and decide whether to stop."""
     fixed = job.get("iterations")
     target = job["target_relative_ci"]
     deadline = time.monotonic() + job["max_phase_s"]
     chunk = FIRST_CHECK_AFTER
     while True:
-        run_steps(model, optimizer, loss, batches, device, chunk, times, sync)
+        run_steps(model, optimizer, loss, batches, device, chunk, times, clock)
         slowest_s.extend(all_reduce_max(times.iteration_s[-chunk:], device))
         series = slowest_s[MIN_WARMUP_ITERATIONS:]
         kept = len(series) - mser_truncation(series)

@@ -70,9 +70,14 @@ def specs(folders: dict[str, str]) -> dict[str, ProfileSpec]:
         "zeros": replace(base, loader_workers=0, seed=0, iterations="2"),
         "launches": replace(base, launches=4),
         "script": ProfileSpec(
-            model="script:train.py", batch_size=None, workers_per_node=2, script=folders["script"],
-            script_args=["--epochs", "1", "--", "--lr=3e-4"], data_dir=folders["dataset"],
-            script_start_timeout_s=30.0, script_sha256=script_sha256(folders["script"]),
+            model="script:train.py",
+            batch_size=None,
+            workers_per_node=2,
+            script=folders["script"],
+            script_args=["--epochs", "1", "--", "--lr=3e-4"],
+            data_dir=folders["dataset"],
+            script_start_timeout_s=30.0,
+            script_sha256=script_sha256(folders["script"]),
         ),  # fmt: skip
     }
 

@@ -586,6 +586,9 @@ CASES: list[tuple[str, list[str], str]] = [
     ("schedule-jobs-zero", ["schedule", "--synthetic-jobs", "0", "--db", "{db}"], "--synthetic-jobs"),
     ("schedule-jobs-huge", ["schedule", "--synthetic-jobs", "10000000", "--db", "{db}"], "--synthetic-jobs"),
     ("schedule-seed-negative", [*SCHEDULE, "--seed", "-1"], "--seed"),
+    ("schedule-las-limits-down", [*SCHEDULE, "--las-limits-gpu-h", "10,1"], "--las-limits-gpu-h"),
+    ("schedule-las-limits-nan", [*SCHEDULE, "--las-limits-gpu-h", "nan"], "--las-limits-gpu-h"),
+    ("schedule-starve-negative", [*SCHEDULE, "--starve-factor", "-1"], "--starve-factor"),
     ("schedule-gap-zero", [*SCHEDULE, "--mean-gap-s", "0"], "--mean-gap-s"),
     ("schedule-gap-nan", [*SCHEDULE, "--mean-gap-s", "nan"], "--mean-gap-s"),
     ("schedule-cluster-zero", [*SCHEDULE, "--cluster", "0x4x8"], "--cluster"),
@@ -604,8 +607,11 @@ CASES: list[tuple[str, list[str], str]] = [
     ("schedule-checkpoint-nan", [*SCHEDULE, "--checkpoint-s", "nan"], "--checkpoint-s"),
     ("schedule-max-preemptions-negative", [*SCHEDULE, "--max-preemptions", "-1"], "--max-preemptions"),
     ("schedule-timer-with-online", [*SCHEDULE, "--tuning", "online", "--scale", "2"], "--tuning given"),
-    ("schedule-philly-not-json", ["schedule", "--trace", "{plain}", "--trace-format", "philly", "--db", "{db}"],
-     "not a philly trace"),  # fmt: skip
+    (
+        "schedule-philly-not-json",
+        ["schedule", "--trace", "{plain}", "--trace-format", "philly", "--db", "{db}"],
+        "not a philly trace",
+    ),
     # ---- no command, unknown command
     ("no-command", [], "command"),
     ("unknown-command", ["frobnicate"], "frobnicate"),
@@ -617,10 +623,16 @@ CASES: list[tuple[str, list[str], str]] = [
     ("script-args-without-script", [*PROFILE, "--", "--epochs", "1"], "need --script"),
     ("no-model-no-script", ["profile", "--batch-size", "4", "--db", "{db}"], "--model is required"),
     ("data-dir-without-script", [*PROFILE, "--data-dir", "{folder}"], "--data-dir applies to --script"),
-    ("script-data-dir-missing", ["profile", "--script", "{tmp}/ok_train.py", "--data-dir", "{tmp}/none",
-                                 "--db", "{db}"], "--data-dir"),  # fmt: skip
-    ("script-start-timeout-zero", ["profile", "--script", "{tmp}/ok_train.py", "--script-start-timeout", "0",
-                                   "--db", "{db}"], "--script-start-timeout"),  # fmt: skip
+    (
+        "script-data-dir-missing",
+        ["profile", "--script", "{tmp}/ok_train.py", "--data-dir", "{tmp}/none", "--db", "{db}"],
+        "--data-dir",
+    ),  # fmt: skip
+    (
+        "script-start-timeout-zero",
+        ["profile", "--script", "{tmp}/ok_train.py", "--script-start-timeout", "0", "--db", "{db}"],
+        "--script-start-timeout",
+    ),  # fmt: skip
 ]
 
 # The cases that also run as real processes (what a user's shell sees).
@@ -638,6 +650,7 @@ def assert_unchanged(db: str, before: tuple[str, dict]) -> None:
     if snapshot(db) != digest:  # the bytes may move without a change; the rows may not
         assert table_checksums(db) == tables
 
+
 PREDICT = ["predict", "--model", "resnet18", "--batch-size", "8", "--db", "{db}"]
 CASES += [
     ("predict-unknown-model", ["predict", "--model", "resnet5", "--batch-size", "8", "--db", "{db}"],
@@ -646,6 +659,15 @@ CASES += [
     ("predict-zero-batch", ["predict", "--model", "resnet18", "--batch-size", "0", "--db", "{db}"],
      "batch-size"),
     ("predict-bad-precision", [*PREDICT, "--precision", "fp8"], "precision"),
+    ("predict-no-batch", ["predict", "--model", "resnet18", "--db", "{db}"], "--batch-size is required"),
+    ("predict-bad-input-shape", [*PREDICT, "--input-shape", "3,-224"], "--input-shape"),
+    ("predict-shape-of-tokens-for-images", [*PREDICT, "--input-shape", "128"], "C,H,W"),
+    ("predict-script-and-model", [*PREDICT, "--script-run", "r1"], "not allowed with"),
+    ("predict-script-with-batch", ["predict", "--script-run", "r1", "--batch-size", "8", "--db", "{db}"],
+     "from the run"),
+    ("predict-script-run-unknown", ["predict", "--script-run", "no-such-run", "--db", "{db}"], "no run"),
+    ("predict-script-run-of-a-model", ["predict", "--script-run", json.loads(EXAMPLE.read_text())["run_id"],
+                                       "--db", "{db}"], "not a script"),
 ]  # fmt: skip
 
 # stash instances import --skypilot: malformed SkyPilot catalogs (vms.csv format) are refused whole.
@@ -675,6 +697,26 @@ CASES += [
     ("sky-region-not-in-file", [*SKY, "{sky_ok}", "--region", "mars-1"], "no instance type in region"),
     ("sky-bad-price-date", [*SKY, "{sky_ok}", "--price-date", "yesterday"], "--price-date"),
     ("sky-no-path", ["instances", "import", "--db", "{db}"], "--skypilot"),
+]  # fmt: skip
+SPOT_PROFILE = ["spot-profile", "--model", "resnet10", "--workload", "{tmp}/profiled.json", "--db", "{db}"]
+SPOT_REPLAN = ["spot-replan", *SPOT[1:], "--target-loss", "1", "--running", "g4dn.xlarge:1"]
+SPOT_SIM = ["spot-simulate", *SPOT[1:], "--target-loss", "1", "--deadline-s", "100"]
+CASES += [
+    ("spot-profile-one-count", [*SPOT_PROFILE, "--workers", "1,2"], "--workers"),
+    ("spot-profile-workers-zero", [*SPOT_PROFILE, "--workers", "0,2,4"], "--workers"),
+    ("spot-profile-duration-zero", [*SPOT_PROFILE, "--duration-s", "0"], "--duration-s"),
+    ("spot-profile-batch-nan", [*SPOT_PROFILE, "--batch", "nan"], "--batch"),
+    ("spot-profile-bad-workload", [*SPOT_PROFILE[:4], "{binary}", *SPOT_PROFILE[5:]], "not valid JSON"),
+    ("spot-profile-unknown-instance", [*SPOT_PROFILE, "--instances", "nope.large"], "not in the catalog"),
+    ("spot-replan-loss-nan", [*SPOT_REPLAN, "--current-loss", "nan", "--budget-s", "10"], "--current-loss"),
+    ("spot-replan-budget-zero", [*SPOT_REPLAN, "--current-loss", "2", "--budget-s", "0"], "--budget-s"),
+    ("spot-replan-running-zero", [*SPOT_REPLAN[:-1], "g4dn.xlarge:0", "--current-loss", "2",
+                                  "--budget-s", "10"], "quota"),
+    ("spot-simulate-no-revocations", SPOT_SIM, "--rate-per-h"),
+    ("spot-simulate-rate-negative", [*SPOT_SIM, "--rate-per-h", "-1"], "--rate-per-h"),
+    ("spot-simulate-runs-zero", [*SPOT_SIM, "--rate-per-h", "1", "--runs", "0"], "--runs"),
+    ("spot-simulate-trace-missing", [*SPOT_SIM, "--trace", "{tmp}/no-trace.csv"], "cannot read revocation"),
+    ("spot-simulate-rate-and-trace", [*SPOT_SIM, "--rate-per-h", "1", "--trace", "{plain}"], "not allowed"),
 ]  # fmt: skip
 
 

@@ -179,7 +179,8 @@ def test_real_data_runs_say_whether_a_launch_crossed_an_epoch() -> None:
     [
         ("RuntimeError: [pair.cc:534] Connection closed by peer [127.0.0.1]:4242", True),
         ("RuntimeError: Application timeout caused pair closure", True),
-        ("rank 1 (local_rank: 1) exited with code -9 (pid: 42)", True),
+        ("rank 1 (local_rank: 1) exited with code -9 (pid: 42)", False),
+        ("rank 1 exited with code -9 (pid: 42); first worker error: Connection reset by peer", False),
         ("the master port 29500 is in use: address already in use", True),
         ("ValueError: expected 4D input (got 2D input)", False),
         ("no optimizer step within 120 s of the start: the script hangs (--script-start-timeout)", False),

@@ -8,7 +8,6 @@ import math
 import textwrap
 from pathlib import Path
 
-import pytest
 from support import stash
 
 # A plain loop: dict batches from files under a data folder, each sample costing real CPU work.
@@ -130,6 +129,8 @@ def test_a_ddp_script_with_two_workers_gives_an_interconnect_stall(tmp_path: Pat
     check_identity(breakdown)
     interconnect = breakdown["stalls"]["interconnect"]
     assert interconnect["status"] == "measured" and interconnect["seconds"] > 0
+    # The module passed to DDP is hooked through the DDP wrapper: forward and backward are split.
+    assert all(phase["parts_mean_s"]["forward_s"] > 0 for phase in doc["phases"])
     # No DataLoader: CPU and disk are marked, not guessed.
     for name in ("cpu", "disk"):
         assert breakdown["stalls"][name]["status"] == "not_separable"

@@ -21,9 +21,15 @@ SUMMARY = [
 
 
 def test_the_workers_exception_wins_over_the_launchers_summary() -> None:
+    summary = [line.replace("-6 (pid", "1 (pid") for line in SUMMARY]
     lines = ["Traceback (most recent call last):", '  File "w.py", line 3, in step',
-             "[rank1]: RuntimeError: Connection closed by peer", *SUMMARY]  # fmt: skip
+             "[rank1]: RuntimeError: Connection closed by peer", *summary]  # fmt: skip
     assert _last_meaningful(lines) == "RuntimeError: Connection closed by peer"
+
+
+def test_a_rank_ended_by_a_signal_is_the_cause_not_its_peers_lost_connection() -> None:
+    lines = ["[rank0]: RuntimeError: Connection closed by peer", *SUMMARY]
+    assert _last_meaningful(lines).startswith("rank 1 (local_rank: 1) exited with code -6")
 
 
 def test_without_an_exception_the_root_cause_names_rank_exit_code_and_signal() -> None:

@@ -54,6 +54,34 @@ for step in range(25):
     optimizer.zero_grad()
 """
 
+# Reads its files through forked DataLoader workers, and notes their page-cache residency after each epoch.
+COLD = """
+import json, os, sys, torch
+from pathlib import Path
+from torch.utils.data import DataLoader, Dataset
+from stash_core.data.pagecache import resident_fraction
+
+files = sorted(Path(sys.argv[1]).glob("*.bin"))
+
+class Files(Dataset):
+    def __len__(self):
+        return len(files)
+    def __getitem__(self, index):
+        return torch.tensor([float(len(files[index].read_bytes()))])
+
+loader = DataLoader(Files(), batch_size=4, num_workers=2, persistent_workers=True)
+model = torch.nn.Linear(1, 1)
+optimizer = torch.optim.SGD(model.parameters(), lr=1e-9)
+after_epochs = []
+for epoch in range(5):
+    for batch in loader:
+        model(batch).sum().backward()
+        optimizer.step()
+        optimizer.zero_grad()
+    after_epochs.append(resident_fraction(files))
+Path(sys.argv[2]).write_text(json.dumps(after_epochs))
+"""
+
 STEP = """
 import torch
 model = torch.nn.Linear(2, 1)
@@ -100,6 +128,11 @@ def test_tuple_batches_collate_clipping_scheduler_and_autocast_stop_at_the_itera
     assert result["stop_reason"] == "fixed"
     assert len(result["samples"]["iteration_s"]) == 15
     assert result["script"]["batch_size"] == 8 and result["script"]["loader_used"]
+    assert result["script"]["split"].startswith("data wait, forward")
+    samples = result["samples"]
+    for index, total_s in enumerate(samples["iteration_s"]):  # the parts of the step add up to it
+        parts_s = [samples[part][index] for part in ("data_s", "forward_s", "backward_s", "optimizer_s")]
+        assert min(parts_s[:2]) > 0 and abs(sum(parts_s) - total_s) < 1e-9
     assert not marker.exists()  # stopped at the step: the code after the loop never ran
 
 
@@ -135,3 +168,19 @@ def test_a_failing_script_is_one_error_line_with_its_last_stderr_lines(tmp_path,
     if case == "raises first":
         assert "loading config" in error["stderr_tail"]
         assert any("ValueError: no config" in line for line in error["stderr_tail"])
+
+
+def test_a_cold_run_evicts_each_file_the_scripts_loader_workers_read(tmp_path) -> None:
+    root = tmp_path / "data"
+    root.mkdir()
+    for index in range(24):
+        with open(root / f"{index:02}.bin", "wb") as handle:
+            handle.write(os.urandom(64 * 1024))
+            os.fsync(handle.fileno())  # clean pages, so they can be evicted
+    seen = tmp_path / "resident.json"
+    status, messages, stderr = run_entry(
+        tmp_path, COLD, [str(root), str(seen)], data="cold", data_dir=str(root)
+    )
+    assert status == 0, stderr
+    # Read whole after each epoch, the files would be resident until the once-a-second sweep came by.
+    assert max(json.loads(seen.read_text())) < 0.05

@@ -50,6 +50,7 @@ def test_an_iteration_is_an_optimizer_step_and_gradient_accumulation_counts_once
         train(DataLoader(Slow(48, 0.0), batch_size=4), epochs=1, accumulate=3)  # 12 batches, 4 steps
     finally:
         remove()
+        clock.settle()
     assert len(clock.iteration_s) == 4 - 1  # the first step starts the clock
     assert clock.loader_used and clock.batch_size == 4
 
@@ -62,6 +63,7 @@ def test_the_data_wait_is_the_time_inside_the_loader() -> None:
         train(DataLoader(Slow(40, cost_s), batch_size=5), epochs=1)
     finally:
         remove()
+        clock.settle()
     per_batch_s = 5 * cost_s
     assert len(clock.data_s) == 7
     assert all(per_batch_s <= wait < 3 * per_batch_s for wait in clock.data_s), clock.data_s
@@ -76,6 +78,7 @@ def test_replay_hands_out_the_first_batches_for_as_long_as_an_epoch_without_load
         seen = train(loader, epochs=2)
     finally:
         remove()
+        clock.settle()
     assert len(seen) == 20  # the epochs keep their length
     firsts = [int(batch["x"][0, 0]) for batch in seen]
     assert set(firsts) == {0, 4, 8}  # only the first three batches, cycled
@@ -104,6 +107,7 @@ def test_a_second_optimizer_of_the_same_iteration_is_not_a_boundary() -> None:
             second.step()
     finally:
         remove()
+        clock.settle()
     assert len(clock.iteration_s) == 4
 
 

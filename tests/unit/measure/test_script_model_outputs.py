@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 from stash_core.errors import UsageError
-from stash_core.measure.timed_loop import StepTimes, make_sync, run_steps
+from stash_core.measure.timed_loop import StepTimes, make_clock, run_steps
 from stash_core.zoo import build_model, loss_fn, synthetic_batch
 
 MODELS = """
@@ -78,7 +78,7 @@ def steps(model: nn.Module, info, count: int = 3) -> StepTimes:
     batches = iter([synthetic_batch(info, 4, torch.device("cpu"))] * count)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     cpu = torch.device("cpu")
-    run_steps(model, optimizer, loss_fn(info), batches, cpu, count, times, make_sync(cpu))
+    run_steps(model, optimizer, loss_fn(info), batches, cpu, count, times, make_clock(cpu))
     return times
 
 
