@@ -20,6 +20,7 @@ sections = {
         st.Page("pages/models.py", title="Models", icon=":material/insights:"),
         st.Page("pages/recommend.py", title="Recommend", icon=":material/recommend:"),
         st.Page("pages/schedule.py", title="Schedule", icon=":material/schedule:"),
+        st.Page("pages/spot.py", title="Spot", icon=":material/savings:"),
     ],
     "Data": [
         st.Page("pages/upload.py", title="Upload", icon=":material/upload_file:"),

@@ -9,9 +9,10 @@ from stash_core.views import (
     recommend,
     run_form,
     schedule,
+    spot,
     sql,
     upload,
 )
 
-__all__ = ["breakdown", "common", "compare", "models", "overview", "recommend", "run_form", "schedule", "sql",
-           "upload"]  # fmt: skip
+__all__ = ["breakdown", "common", "compare", "models", "overview", "recommend", "run_form", "schedule",
+           "spot", "sql", "upload"]  # fmt: skip

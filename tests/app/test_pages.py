@@ -27,6 +27,7 @@ PAGES = {
     "Models": "pages/models.py",
     "Recommend": "pages/recommend.py",
     "Schedule": "pages/schedule.py",
+    "Spot": "pages/spot.py",
     "Upload": "pages/upload.py",
     "SQL": "pages/sql.py",
 }

@@ -1,0 +1,239 @@
+"""Spot: the cheapest cluster of spot instances that trains to a target loss by a deadline (spotDNN), against
+on-demand, with the window search, fragility and a simulation of revocations."""
+
+import altair as alt
+import pandas as pd
+import streamlit as st
+
+from pages._shared import chart_with_download, load, page_guard, page_header, usd_text
+from stash_core import views
+from stash_core.errors import StashError
+from stash_core.views.spot import SpotAnswer
+
+REQUEST_KEY = "spot-request"
+DEFAULT_QUOTA = 4
+
+
+def workload_source() -> str | None:
+    """The workload's JSON text: the paper's public figures or an uploaded file (None: nothing yet)."""
+    source = st.radio(
+        "Workload",
+        [views.spot.EXAMPLE_NAME, "Upload a workload file"],
+        horizontal=True,
+        key="spot-source",
+        help="The JSON file `stash spot` reads (written by `stash spot-profile`, `spot-fit-loss` and "
+        "`spot-memory`); its fields are described in stash_core/decide/spot/inputs.py.",
+    )
+    if source == views.spot.EXAMPLE_NAME:
+        text = views.spot.example_workload_text()
+        with st.expander("The example workload file", icon=":material/description:"):
+            st.caption(
+                "ResNet-110 from spotDNN's paper (Tables I, III, IV) and its public profile; g4 = 1 and g3 "
+                "are not published and are chosen so that Table I's plan takes its 2,549 s."
+            )
+            st.code(text, language="json")
+        return text
+    upload = st.file_uploader("Workload file (JSON)", type=["json"], key="spot-upload")
+    if upload is None:
+        return None
+    return views.spot.workload_text(upload.getvalue(), upload.name)
+
+
+def offers_form(text: str) -> tuple[tuple[str, int], ...]:
+    """Instance types and their quotas, from the catalog's GPU instances."""
+    catalog = load(views.spot.gpu_instances)
+    names = list(catalog["name"])
+    try:
+        given = [name for name in views.spot.workload_names(text) if name in names]
+    except StashError:
+        given = []  # the plan below says what is wrong with the workload
+    chosen = st.multiselect(
+        "Instance types (from the catalog; GPUs and prices from there)",
+        names,
+        default=given,
+        key="spot-instances",
+    )
+    quotas = dict(views.spot.EXAMPLE_OFFERS)
+    offers = []
+    columns = st.columns(max(1, min(len(chosen), 6)))
+    for index, name in enumerate(chosen):
+        quota = columns[index % len(columns)].number_input(
+            f"Quota of {name}", 0, 10_000, quotas.get(name, DEFAULT_QUOTA), key=f"spot-quota-{name}"
+        )
+        offers.append((name, int(quota)))
+    return tuple(offers)
+
+
+def request_form() -> dict | None:
+    try:
+        text = workload_source()
+    except StashError as exc:
+        st.error(str(exc), icon=":material/error:")
+        return None
+    if text is None:
+        st.info("Upload a workload file, or choose the paper's workload.", icon=":material/info:")
+        return None
+    offers = offers_form(text)
+    target_default, deadline_default = views.spot.EXAMPLE_TARGET
+    row = st.columns(4)
+    target = row[0].number_input("Target loss", 0.0001, 1e6, target_default, format="%.4g", key="spot-target")
+    deadline = row[1].number_input("Deadline (s)", 1.0, 365 * 86400.0, deadline_default, key="spot-deadline")
+    revocation = row[2].number_input(
+        "Revocation overhead in the plan (s)", 0.0, 86400.0, 0.0, key="spot-revocation",
+        help="Seconds added to the plan's training time for revocations (stash spot --revocation-s).",
+    )  # fmt: skip
+    pcie = row[3].number_input("PCIe bandwidth (Gbit/s)", 0.1, 1e5, 80.0, key="spot-pcie")
+    if st.button("Plan", icon=":material/savings:", type="primary", key="spot-plan"):
+        st.session_state[REQUEST_KEY] = {"text": text, "offers": offers, "target_loss": float(target),
+                                         "deadline_s": float(deadline), "revocation_s": float(revocation),
+                                         "pcie_gbps": float(pcie)}  # fmt: skip
+    return st.session_state.get(REQUEST_KEY)
+
+
+def plan_box(answer: SpotAnswer, deadline_s: float) -> None:
+    best = answer.spot.best
+    lower, upper = answer.spot.bounds
+    st.caption(f"Worker counts searched: {lower} to {upper} (eqs. 15-16); parameter server "
+               f"{answer.ps_gbps:.3g} Gbit/s. Predicted by the spotDNN model, not measured.")  # fmt: skip
+    if best is None:
+        st.error(f"No spot plan: {answer.spot.infeasible_reason}", icon=":material/block:")
+        return
+    on_demand = answer.on_demand.best if answer.on_demand is not None else None
+    with st.container(border=True):
+        st.markdown(":material/savings: **Cheapest spot cluster**")
+        st.markdown(f"### {best.label()}")
+        cols = st.columns(4)
+        cols[0].metric("Training time", f"{best.training_s:,.0f} s", f"deadline {deadline_s:,.0f} s",
+                       delta_color="off")  # fmt: skip
+        cols[1].metric("Cost (spot)", usd_text(best.cost_usd), f"{best.usd_per_h:.2f} $/h", delta_color="off")
+        if on_demand is not None:
+            cols[2].metric("On-demand plan", on_demand.label(), f"{on_demand.training_s:,.0f} s",
+                           delta_color="off")  # fmt: skip
+            saving = 1 - best.cost_usd / on_demand.cost_usd if on_demand.cost_usd > 0 else 0.0
+            cols[3].metric("Cost (on-demand)", usd_text(on_demand.cost_usd), f"spot saves {saving:.0%}",
+                           delta_color="off")  # fmt: skip
+        else:
+            reason = answer.on_demand_reason or (
+                answer.on_demand.infeasible_reason if answer.on_demand else ""
+            )
+            cols[2].metric("On-demand plan", "none")
+            st.caption(f"No on-demand plan: {reason}")
+    if answer.fragile:
+        st.warning(
+            f"Fragile plan: it changes when {', '.join(answer.fragile)} (a fitted coefficient moved by about "
+            "its error). Refit the workload with more data before renting on it.",
+            icon=":material/warning:",
+        )
+
+
+def window_view(answer: SpotAnswer, deadline_s: float) -> None:
+    st.subheader("Window search")
+    st.caption("For each worker count n, windows of n adjacent instances (sorted by speed) are evaluated; "
+               "the cheapest window within the deadline wins.")  # fmt: skip
+    st.dataframe(
+        answer.windows,
+        hide_index=True,
+        width="stretch",
+        column_config={
+            "workers": "n",
+            "windows": "windows tried",
+            "within_budget": "within deadline",
+            "cheapest_usd": st.column_config.NumberColumn("cheapest ($)", format="%.2f"),
+            "fastest_s": st.column_config.NumberColumn("fastest (s)", format="%.0f"),
+        },
+    )
+    points = answer.points
+    if points.empty:
+        return
+    chart = alt.layer(
+        alt.Chart(points)
+        .mark_point(filled=True, size=80)
+        .encode(
+            x=alt.X("training_s:Q", title="Predicted training time (s)"),
+            y=alt.Y("cost_usd:Q", title="Cost (USD, spot)"),
+            color=alt.Color("within_budget:N", title="Within deadline", legend=alt.Legend(orient="top")),
+            tooltip=[
+                "cluster:N",
+                "workers:Q",
+                alt.Tooltip("training_s:Q", format=",.0f"),
+                alt.Tooltip("cost_usd:Q", format=",.2f"),
+            ],
+        ),  # fmt: skip
+        alt.Chart(pd.DataFrame({"deadline": [deadline_s]})).mark_rule(color="#E45756").encode(x="deadline:Q"),
+    ).properties(height=320)
+    chart_with_download(chart, points, "spot_windows", "spot-windows")
+
+
+def simulation_view(request: dict) -> None:
+    st.subheader("Revocations")
+    st.caption("Monte Carlo: every spot instance is revoked at the rate below (Poisson); the cluster stops "
+               "for the seconds lost and is re-planned with what is left. spotDNN against planning blind to "
+               "contention (trained at the true speed) and against on-demand (never revoked).")  # fmt: skip
+    row = st.columns([2, 1, 1, 1])
+    rate = row[0].slider("Revocations per spot instance per hour", 0.0, 5.0, 0.5, 0.1, key="spot-rate")
+    lost = row[1].number_input("Seconds lost per revocation", 0.0, 86400.0, 30.0, key="spot-lost")
+    runs = row[2].number_input("Runs", 1, views.spot.MAX_PAGE_RUNS, 100, key="spot-runs")
+    seed = row[3].number_input("Seed", 1, 2**31 - 1, 1, key="spot-seed")
+    if not st.button("Simulate", icon=":material/casino:", key="spot-simulate"):
+        return
+    with st.spinner("Simulating revocations…"):
+        rows = load(views.spot.simulation, request["text"], request["offers"], request["target_loss"],
+                    request["deadline_s"], float(rate), int(runs), float(lost),
+                    request["pcie_gbps"], int(seed))  # fmt: skip
+    st.dataframe(
+        rows,
+        hide_index=True,
+        width="stretch",
+        column_config={
+            "p_deadline": st.column_config.NumberColumn("P(deadline met)", format="percent"),
+            "mean_time_s": st.column_config.NumberColumn("mean time (s)", format="%.0f"),
+            "p90_time_s": st.column_config.NumberColumn("p90 time (s)", format="%.0f"),
+            "mean_cost_usd": st.column_config.NumberColumn("mean cost ($)", format="%.2f"),
+            "mean_revocations": st.column_config.NumberColumn("revocations", format="%.1f"),
+        },
+    )
+    bars = (
+        alt.Chart(rows)
+        .mark_bar()
+        .encode(
+            x=alt.X("mean_cost_usd:Q", title="Mean cost (USD)"),
+            y=alt.Y("strategy:N", title=None),
+            color=alt.Color("p_deadline:Q", title="P(deadline met)", scale=alt.Scale(domain=[0, 1])),
+            tooltip=[
+                "strategy:N",
+                alt.Tooltip("p_deadline:Q", format=".0%"),
+                alt.Tooltip("mean_cost_usd:Q", format=",.2f"),
+            ],
+        )  # fmt: skip
+        .properties(height=160)
+    )
+    chart_with_download(bars, rows, "spot_simulation", "spot-sim")
+    st.caption("A simulation with the spotDNN model, not a measurement.")
+
+
+def main() -> None:
+    page_header(
+        "Spot",
+        "The cheapest cluster of spot instances that trains to a target loss by a deadline (spotDNN model: "
+        "asynchronous parameter-server training, contention and convergence), against on-demand.",
+    )
+    request = request_form()
+    if request is None:
+        return
+    try:
+        answer = load(views.spot.plan, request["text"], request["offers"], request["target_loss"],
+                      request["deadline_s"], request["pcie_gbps"], request["revocation_s"])  # fmt: skip
+    except StashError as exc:  # a bad workload, offer or target: say what, keep the page
+        st.error(str(exc), icon=":material/error:")
+        return
+    plan_box(answer, request["deadline_s"])
+    if not answer.candidates.empty:
+        st.subheader("Candidates")
+        st.dataframe(answer.candidates, hide_index=True, width="stretch")
+    window_view(answer, request["deadline_s"])
+    if answer.spot.best is not None:
+        simulation_view(request)
+
+
+with page_guard():
+    main()

@@ -1,0 +1,193 @@
+"""Spot: a spotDNN plan from a workload (uploaded, or the paper's public figures), the on-demand plan beside
+it, the window search, fragility, and the revocation simulation - as frames for the page."""
+
+from __future__ import annotations
+
+import json
+import math
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from stash_core.decide.catalog import list_instances
+from stash_core.decide.spot import PlanResult, plan_spot_cluster, plan_table
+from stash_core.decide.spot.fragility import fragile_coefficients
+from stash_core.decide.spot.inputs import build_offers, load_workload, ps_bandwidth_Bps
+from stash_core.decide.spot.simulate import simulate
+from stash_core.errors import UsageError
+
+EXAMPLE_NAME = "spotDNN paper workload (public figures)"
+GBPS = 1e9 / 8  # bytes per second in one Gbit/s
+MAX_PAGE_RUNS = 2000  # keeps a page's simulation to seconds
+
+# ResNet-110 as spotDNN publishes it (Shang et al., IWQoS 2023; the public code icloud-ecnu/spotDNN,
+# profiler/instanceinfo.py): S_parm 11.54 MB and B_req 142 MB/s (Table IV), PS 1.2 GB/s and PCIe 10 GB/s,
+# a1 = 0.8, b1 = -1.92, g1 = 876.5, g2 = -0.2, g5 = 0.5, and 512 images per GPU at 1018 images/s on a
+# g3.8xlarge and 1995 on a g3.16xlarge. The public fit has no g4 and no R term: g4 = 1 here, and g3 is the
+# one value not published, chosen so that Table I's plan takes its 2,549 s.
+_PAPER = {"param_mb": 11.54, "solo_bandwidth_mbps": 142.0, "ps_bandwidth_mbps": 1200.0, "pcie_gbps": 80.0,
+          "a1": 0.8, "b1": -1.92, "g": [876.5, -0.2, 1903.6, 1.0, 0.5], "batch_per_gpu": 512}  # fmt: skip
+_PAPER_IMAGES_PER_S = {"g3.8xlarge": (2, 1018.0), "g3.16xlarge": (4, 1995.0)}  # (GPUs, measured speed)
+EXAMPLE_OFFERS = (("g3.8xlarge", 5), ("g3.16xlarge", 3))  # Table I's plan, at most
+EXAMPLE_TARGET = (0.8, 2600.0)  # Table I: target loss 0.8 within 2,600 s
+
+
+def example_workload() -> dict[str, Any]:
+    """The paper's workload as a workload file: T_comp = measured iteration - push and pull alone with the
+    PS - the PCIe aggregation (eqs. 6-7 solved for T_comp)."""
+    doc = {key: value for key, value in _PAPER.items() if key != "pcie_gbps"}
+    param_B = _PAPER["param_mb"] * 1e6
+    network_s = 2 * param_B / (_PAPER["solo_bandwidth_mbps"] * 1e6)
+    pcie_Bps = _PAPER["pcie_gbps"] * GBPS
+    doc["compute_s"] = {
+        name: round(gpus * _PAPER["batch_per_gpu"] / speed - network_s - 2 * gpus * param_B / pcie_Bps, 4)
+        for name, (gpus, speed) in _PAPER_IMAGES_PER_S.items()
+    }
+    doc["source"] = "spotDNN (IWQoS 2023) Tables I, III, IV and its public profile; g3, g4 chosen (see Stash)"
+    return doc
+
+
+def example_workload_text() -> str:
+    return json.dumps(example_workload(), indent=2)
+
+
+def gpu_instances(db_path: Path | str) -> pd.DataFrame:
+    """Catalog instances with accelerators (spotDNN plans GPU workers): name, GPUs, spot and on-demand $/h."""
+    frame = list_instances(db_path)
+    frame = frame[frame["accelerator_count"].fillna(0) >= 1]
+    columns = ["name", "accelerator", "accelerator_count", "spot_usd_per_h", "on_demand_usd_per_h"]
+    return frame[columns].reset_index(drop=True)
+
+
+def workload_text(data: bytes, name: str) -> str:
+    """An uploaded workload file's text; UsageError when it is not UTF-8 text."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise UsageError(f"{name} is not a text file (a workload file is JSON)") from None
+
+
+def workload_names(text: str) -> list[str]:
+    """Instance types the workload gives a compute time for (the page offers them first)."""
+    doc = _parse(text)
+    compute = doc.get("compute_s")
+    return [str(name) for name in compute] if isinstance(compute, dict) else []
+
+
+@dataclass
+class SpotAnswer:
+    """What the page shows: the spot plan, the on-demand plan, the window search and fragility."""
+
+    spot: PlanResult
+    on_demand: PlanResult | None
+    candidates: pd.DataFrame  # the spot plan's top rows (plan_table)
+    windows: pd.DataFrame  # per worker count n: windows tried, within budget, cheapest, fastest
+    points: pd.DataFrame  # every window evaluated: time, cost, n, within budget
+    fragile: list[str] = field(default_factory=list)
+    ps_gbps: float = 0.0
+    on_demand_reason: str | None = None
+
+
+def plan(db_path: Path | str, text: str, offers: tuple[tuple[str, int], ...], target_loss: float,
+         budget_s: float, pcie_gbps: float = 80.0, revocation_s: float = 0.0) -> SpotAnswer:  # fmt: skip
+    """The cheapest spot cluster for the workload `text` (JSON), and the cheapest on-demand one beside it.
+    UsageError (with a readable message) on a bad workload, offer or target."""
+    workload, doc = _workload(text)
+    offers_list = _offers(offers)
+    ps_Bps, pcie_Bps = ps_bandwidth_Bps(None, doc), pcie_gbps * GBPS
+    links = {"ps_Bps": ps_Bps, "pcie_Bps": pcie_Bps, "revocation_s": revocation_s}
+    spot_offers = build_offers(Path(db_path), offers_list, doc, "spot")
+    spot = plan_spot_cluster(spot_offers, workload, target_loss, budget_s, **links)
+    on_demand, reason = None, None
+    try:
+        on_demand = plan_spot_cluster(build_offers(Path(db_path), offers_list, doc, "on_demand"), workload,
+                                      target_loss, budget_s, **links)  # fmt: skip
+    except UsageError as exc:  # e.g. no on-demand price in the catalog: the spot plan still stands
+        reason = str(exc)
+    fragile = []
+    if spot.best is not None:
+        fragile = fragile_coefficients(spot, spot_offers, workload, target_loss, budget_s, ps_Bps, pcie_Bps,
+                                       revocation_s)  # fmt: skip
+    return SpotAnswer(spot=spot, on_demand=on_demand, candidates=pd.DataFrame(plan_table(spot, 10)),
+                      windows=window_search(spot), points=window_points(spot), fragile=fragile,
+                      ps_gbps=ps_Bps / GBPS, on_demand_reason=reason)  # fmt: skip
+
+
+def window_points(result: PlanResult) -> pd.DataFrame:
+    """Every window the planner evaluated (clusters repeat when windows cover identical instances)."""
+    rows = [{"cluster": p.label(), "workers": p.workers, "training_s": p.training_s, "cost_usd": p.cost_usd,
+             "within_budget": p.meets_budget}
+            for p in result.candidates if math.isfinite(p.training_s)]  # fmt: skip
+    frame = pd.DataFrame(rows, columns=["cluster", "workers", "training_s", "cost_usd", "within_budget"])
+    return frame.drop_duplicates("cluster").reset_index(drop=True)
+
+
+def window_search(result: PlanResult) -> pd.DataFrame:
+    """Per worker count between the bounds: windows tried, how many met the budget, the cheapest of those
+    and the fastest window."""
+    rows = []
+    for n in range(result.bounds[0], result.bounds[1] + 1):
+        tried = [p for p in result.candidates if p.workers == n]
+        if not tried:
+            continue
+        inside = [p for p in tried if p.meets_budget]
+        cheapest = min(inside, key=lambda p: p.cost_usd) if inside else None
+        fastest = min(tried, key=lambda p: p.training_s)
+        fastest_s = fastest.training_s if math.isfinite(fastest.training_s) else None
+        rows.append({"workers": n, "windows": len(tried), "within_budget": len(inside),
+                     "cheapest": cheapest.label() if cheapest else None,
+                     "cheapest_usd": cheapest.cost_usd if cheapest else None,
+                     "fastest": fastest.label(), "fastest_s": fastest_s})  # fmt: skip
+    return pd.DataFrame(rows, columns=["workers", "windows", "within_budget", "cheapest", "cheapest_usd",
+                                       "fastest", "fastest_s"])  # fmt: skip
+
+
+def simulation(db_path: Path | str, text: str, offers: tuple[tuple[str, int], ...], target_loss: float,
+               deadline_s: float, rate_per_h: float, runs: int, revocation_s: float = 30.0,
+               pcie_gbps: float = 80.0, seed: int = 1) -> pd.DataFrame:  # fmt: skip
+    """Per strategy (spotDNN, no contention, on-demand): probability of meeting the deadline, mean and p90
+    time, mean cost and revocations, over `runs` Monte Carlo runs at `rate_per_h` per spot instance."""
+    if not 1 <= runs <= MAX_PAGE_RUNS:
+        raise UsageError(f"simulate 1 to {MAX_PAGE_RUNS:,} runs on this page (stash spot-simulate for more)")
+    workload, doc = _workload(text)
+    offers_list = _offers(offers)
+    spot_offers = build_offers(Path(db_path), offers_list, doc, "spot")
+    on_demand_offers = build_offers(Path(db_path), offers_list, doc, "on_demand")
+    rows = simulate(spot_offers, on_demand_offers, workload, target_loss, deadline_s,
+                    ps_bandwidth_Bps(None, doc), pcie_gbps * GBPS, rate_per_h=rate_per_h,
+                    revocation_s=revocation_s, runs=runs, seed=seed)  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def _parse(text: str) -> dict[str, Any]:
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"the workload is not valid JSON (line {exc.lineno}: {exc.msg})") from None
+    except (ValueError, RecursionError) as exc:  # numbers too long, nesting too deep
+        raise UsageError(f"the workload cannot be read: {exc}") from None
+    if not isinstance(doc, dict):
+        raise UsageError("the workload must be a JSON object with the fields of a workload file")
+    return doc
+
+
+def _workload(text: str) -> tuple[Any, dict[str, Any]]:
+    """load_workload's checks on the text (it reads a file; the text is written to a temporary one)."""
+    _parse(text)
+    with tempfile.TemporaryDirectory(prefix="stash-spot-") as folder:
+        path = Path(folder) / "workload.json"
+        path.write_text(text)
+        try:
+            return load_workload(path)
+        except (ValueError, TypeError, RecursionError) as exc:
+            raise UsageError(f"workload: {exc}") from None
+
+
+def _offers(offers: tuple[tuple[str, int], ...]) -> list[tuple[str, int]]:
+    chosen = [(str(name), int(quota)) for name, quota in offers if int(quota) > 0]
+    if not chosen:
+        raise UsageError("choose at least one instance type with a quota of 1 or more")
+    return chosen

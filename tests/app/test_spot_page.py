@@ -1,0 +1,139 @@
+"""The Spot page in Streamlit's AppTest: the paper's workload reproduces Table I's plan, the window search and
+a small revocation simulation; bad workloads and an impossible deadline are messages, not tracebacks."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from stash_core.views import spot as view
+
+REPO = Path(__file__).resolve().parents[2]
+PAGE = REPO / "pages" / "spot.py"
+
+
+def _page(db: Path, monkeypatch: pytest.MonkeyPatch) -> AppTest:
+    monkeypatch.setenv("STASH_DB", str(db))
+    monkeypatch.setenv("STASH_VALIDATE_CHARTS", "1")
+    app = AppTest.from_file(str(PAGE), default_timeout=60)
+    app.session_state["stash_db_path"] = str(db)
+    return app.run()
+
+
+def _plan(app: AppTest) -> AppTest:
+    return app.button(key="spot-plan").click().run()
+
+
+def _upload(app: AppTest, name: str, data: bytes) -> AppTest:
+    app.radio(key="spot-source").set_value("Upload a workload file").run()
+    app.file_uploader[0].set_value((name, data, "application/json")).run()
+    return app
+
+
+def _errors(app: AppTest) -> str:
+    return " ".join(error.value for error in app.error)
+
+
+def test_the_papers_workload_gives_table_one_against_on_demand(tmp_path, monkeypatch):
+    db = tmp_path / "fresh.duckdb"
+    app = _page(db, monkeypatch)
+    assert not app.exception
+    assert app.multiselect(key="spot-instances").value == ["g3.8xlarge", "g3.16xlarge"]
+    app = _plan(app)
+    assert not app.exception and not app.error
+    # spotDNN Table I: 5 x g3.8xlarge + 3 x g3.16xlarge, 2,549 s, $5.33 spot and $17.75 on demand
+    assert any(m.value == "### 3 x g3.16xlarge + 5 x g3.8xlarge" for m in app.markdown)
+    metrics = {metric.label: metric.value for metric in app.metric}
+    assert metrics["Training time"] == "2,549 s"
+    assert metrics["Cost (spot)"] == "$5.35"
+    assert metrics["Cost (on-demand)"] == "$17.76"
+    windows = next(frame.value for frame in app.dataframe if "windows" in frame.value.columns)
+    assert list(windows["workers"]) == list(range(1, 9))  # n from 1 to the quotas' 8 (n_upper is 13)
+    assert list(windows["windows"]) == [8 - n + 1 for n in range(1, 9)]  # 8 instances, windows of n
+    assert list(windows["within_budget"]) == [0] * 7 + [1]
+    assert any("Fragile plan" in w.value and "g3" in w.value for w in app.warning)
+    assert not db.exists()  # planning reads the catalog, writes nothing
+
+
+def test_a_small_revocation_simulation(tmp_path, monkeypatch):
+    app = _plan(_page(tmp_path / "fresh.duckdb", monkeypatch))
+    app.slider(key="spot-rate").set_value(1.0)
+    app.number_input(key="spot-runs").set_value(12)
+    app = app.button(key="spot-simulate").click().run()
+    assert not app.exception and not app.error
+    rows = next(frame.value for frame in app.dataframe if "p_deadline" in frame.value.columns)
+    by = rows.set_index("strategy")
+    assert list(by.index) == ["spotDNN", "no contention", "on-demand"]
+    assert by.loc["spotDNN", "runs"] == 12 and by.loc["on-demand", "runs"] == 1
+    assert by.loc["on-demand", "p_deadline"] == 1.0  # never revoked, and its plan meets the deadline
+    assert by.loc["spotDNN", "mean_revocations"] > 0
+    # revoked spot instances cost time: the mean spot run is slower than the unrevoked on-demand one
+    assert by.loc["spotDNN", "mean_time_s"] > by.loc["on-demand", "mean_time_s"]
+    assert by.loc["spotDNN", "mean_cost_usd"] < by.loc["on-demand", "mean_cost_usd"]
+
+
+def test_an_impossible_deadline_is_explained(tmp_path, monkeypatch):
+    app = _page(tmp_path / "fresh.duckdb", monkeypatch)
+    app.number_input(key="spot-deadline").set_value(600.0)
+    app = _plan(app)
+    assert not app.exception
+    assert "No spot plan: no cluster trains within 600 s" in _errors(app)
+    assert "needs 2549 s" in _errors(app)
+
+
+def test_a_target_below_the_loss_floor_is_a_message(tmp_path, monkeypatch):
+    app = _page(tmp_path / "fresh.duckdb", monkeypatch)
+    app.number_input(key="spot-target").set_value(0.3)
+    app = _plan(app)
+    assert not app.exception
+    assert "at or below the loss model's floor g5 = 0.5" in _errors(app)
+
+
+def test_no_instance_chosen_is_a_message(tmp_path, monkeypatch):
+    app = _page(tmp_path / "fresh.duckdb", monkeypatch)
+    app.multiselect(key="spot-instances").set_value([]).run()
+    app = _plan(app)
+    assert not app.exception
+    assert "choose at least one instance type" in _errors(app)
+
+
+def test_an_uploaded_workload_plans_and_a_malformed_one_is_a_message(tmp_path, monkeypatch):
+    app = _upload(
+        _page(tmp_path / "fresh.duckdb", monkeypatch), "mine.json", view.example_workload_text().encode()
+    )
+    assert not app.exception
+    app = _plan(app)
+    assert not app.exception and not app.error
+    assert any(m.value == "### 3 x g3.16xlarge + 5 x g3.8xlarge" for m in app.markdown)
+    app = _upload(app, "broken.json", b'{"param_mb": 11.54, "a1": ')
+    app = _plan(app)
+    assert not app.exception
+    assert "the workload is not valid JSON (line 1" in _errors(app)
+    app = _upload(app, "empty.json", b"{}")
+    app = _plan(app)
+    assert not app.exception
+    assert "param_mb must be a number" in _errors(app)
+
+
+@pytest.mark.parametrize(
+    "data, message",
+    [
+        (b'{"param_mb": 11.54, "a1": ', "not valid JSON (line 1"),
+        (b"[1, 2]", "must be a JSON object"),
+        (b"{}", "param_mb must be a number"),
+        (json.dumps({**view.example_workload(), "g": [1, 2]}).encode(), "five numbers g1..g5"),
+        (json.dumps({**view.example_workload(), "compute_s": {}}).encode(), "no compute time for g3.8xlarge"),
+        (b"\xff\xfe\x00", "not a text file"),
+    ],
+)
+def test_bad_workloads_are_one_clear_message(tmp_path, data, message):
+    from stash_core.errors import UsageError
+
+    with pytest.raises(UsageError, match=None) as caught:
+        text = view.workload_text(data, "w.json")
+        view.plan(tmp_path / "r.duckdb", text, view.EXAMPLE_OFFERS, 0.8, 2600.0)
+    assert message in str(caught.value)
+    assert len(str(caught.value).splitlines()) == 1
