@@ -1,6 +1,7 @@
 """`stash spot-profile`: spotDNN's workload profiling by real asynchronous parameter-server trainings.
 
-A PS and 1, 2, 4, 7 workers (one training per count) on this machine over loopback; fits a1, b1 (eq. 9),
+A PS and 1, 2, 4, 7 workers (one training per count) on this machine over loopback, or with --cluster NAME
+on an emulated cluster's nodes (the PS on node 0, each worker on its own node); fits a1, b1 (eq. 9),
 measures B_req, S_parm and the PS bandwidth, takes T_comp of the named instances from stored profiles, and
 writes them into the workload file that `stash spot` reads (its other fields, g1..g5 for one, are kept).
 cli/spot.py adds the command.
@@ -49,6 +50,10 @@ def add_commands(subparsers: Any) -> None:
         "--instances", type=comma_list(identifier, most=64), default=[],
         help="instance types whose T_comp to take from stored profiles (at --batch per GPU)",
     )  # fmt: skip
+    profile.add_argument(
+        "--cluster", type=identifier, default=None, metavar="NAME",
+        help="run on emulated cluster NAME (stash cluster up --name NAME): PS on node 0, a node per worker",
+    )  # fmt: skip
     profile.add_argument("--loss-csv", type=Path, help="also write the loss curves (for stash spot-fit-loss)")
     profile.add_argument("--json", action="store_true", help="print the profile as JSON")
     add_db_argument(profile)
@@ -72,9 +77,9 @@ def cmd_spot_profile(args: argparse.Namespace) -> int:
         instances.append((name, int(instance.get("accelerator_count") or 0)))
     say = (lambda *_: None) if args.json else _print_count
     profile = measure_contention(args.model, args.batch, counts, args.duration_s, args.num_classes,
-                                 args.input_shape, on_count=say)  # fmt: skip
+                                 args.input_shape, on_count=say, cluster=args.cluster)  # fmt: skip
     fit = fit_contention([(m.workers, m.p_bottleneck) for m in profile.counts])
-    fields = workload_fields(profile, fit)
+    fields = {**workload_fields(profile, fit), "source": profile.source}
     found, missing = stored_compute_times(db_path(args), args.model, args.batch, instances)
     fields["compute_s"] = {**(existing.get("compute_s") or {}), **found}
     if args.loss_csv is not None:
@@ -117,7 +122,9 @@ def format_profile(fields: dict[str, Any], missing: list[str], path: Path) -> st
     if missing:
         lines.append(f"no stored profile for {', '.join(missing)} at batch {fields['batch_per_gpu']} "
                      "per GPU: profile them or add compute_s to the workload file")  # fmt: skip
-    lines.append(f"measured on this machine over loopback; written to {path}")
+    name = (fields.get("source") or {}).get("cluster")
+    where = f"the emulated cluster {name}" if name else "this machine over loopback"
+    lines.append(f"measured on {where}; written to {path}")
     return "\n".join(lines)
 
 

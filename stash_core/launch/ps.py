@@ -1,8 +1,9 @@
-"""Launch asynchronous parameter-server trainings on this machine (a PS and its workers over loopback).
+"""Launch asynchronous parameter-server trainings: on this machine over loopback, or on an emulated cluster.
 
 One torchrun launch of N + 1 processes of measure/ps_worker.py (rank 0 the PS, N the largest worker count)
 runs one training per worker count in turn; every rank in a count prints one RESULT line, returned here
-grouped by the count.
+grouped by the count. On an emulated cluster each process has its own node (node 0 the PS, node i worker
+i), so every push and pull crosses the shaped links.
 """
 
 from __future__ import annotations
@@ -11,32 +12,50 @@ import sys
 from collections import defaultdict
 
 from stash_core.errors import MeasurementError
+from stash_core.launch import cluster, cluster_gone
+from stash_core.launch.cluster_state import resolve
+from stash_core.launch.hosts import RemoteHosts, hosts_from_cluster
 from stash_core.launch.local import run_local
+from stash_core.launch.multinode import free_port, launch_torchrun_over_ssh
 from stash_core.measure.protocol import parse
 
 START_S = 120.0  # allowance for torchrun and N + 1 torch imports on a busy machine
+MODULE = "stash_core.measure.ps_worker"
 
 
-def ps_argv(counts: list[int], model: str, batch: int, duration_s: float, num_classes: int | None = None,
-            input_shape: str | None = None) -> list[str]:  # fmt: skip
-    argv = [
-        sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes", "1",
-        "--nproc-per-node", str(max(counts) + 1), "--max-restarts", "0",
-        "-m", "stash_core.measure.ps_worker",
+def ps_module_args(counts: list[int], model: str, batch: int, duration_s: float,
+                   num_classes: int | None = None, input_shape: str | None = None) -> list[str]:  # fmt: skip
+    args = [
         "--model", model, "--batch", str(batch), "--duration-s", f"{duration_s:g}",
         "--counts", ",".join(str(n) for n in counts),
     ]  # fmt: skip
     if num_classes is not None:
-        argv += ["--num-classes", str(num_classes)]
+        args += ["--num-classes", str(num_classes)]
     if input_shape:
-        argv += ["--input-shape", input_shape]
-    return argv
+        args += ["--input-shape", input_shape]
+    return args
+
+
+def ps_argv(counts: list[int], model: str, batch: int, duration_s: float, num_classes: int | None = None,
+            input_shape: str | None = None) -> list[str]:  # fmt: skip
+    return [
+        sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes", "1",
+        "--nproc-per-node", str(max(counts) + 1), "--max-restarts", "0",
+        "-m", MODULE, *ps_module_args(counts, model, batch, duration_s, num_classes, input_shape),
+    ]  # fmt: skip
+
+
+def cluster_machines(name: str) -> RemoteHosts:
+    """Every node of emulated cluster `name` (UsageError in one line when it is gone or not up)."""
+    name, state_dir = resolve(name, None)
+    cluster_gone.require_present(name, state_dir)
+    return hosts_from_cluster(len(cluster.cluster_hosts(state_dir, name)), state_dir, name=name)
 
 
 def run_ps_training(counts: list[int], model: str, batch: int, duration_s: float,
-                    num_classes: int | None = None,
-                    input_shape: str | None = None) -> dict[int, list[dict]]:  # fmt: skip
-    """Per worker count: the RESULT payloads of the PS and its workers."""
+                    num_classes: int | None = None, input_shape: str | None = None,
+                    remote: RemoteHosts | None = None) -> dict[int, list[dict]]:  # fmt: skip
+    """Per worker count: the RESULT payloads of the PS and its workers (one node each with `remote`)."""
     if not counts or min(counts) < 1:
         raise MeasurementError("a parameter-server training needs at least one worker")
     results: dict[int, list[dict]] = defaultdict(list)
@@ -52,17 +71,42 @@ def run_ps_training(counts: list[int], model: str, batch: int, duration_s: float
         elif kind == "ERROR":
             errors.append(str(payload))
 
-    argv = ps_argv(counts, model, batch, duration_s, num_classes, input_shape)
-    tail = run_local(argv, on_line, timeout_s=START_S + len(counts) * (2 * duration_s + 10))
+    timeout_s = START_S + len(counts) * (2 * duration_s + 10)
+    if remote is None:
+        argv = ps_argv(counts, model, batch, duration_s, num_classes, input_shape)
+        failure = _reason(run_local(argv, on_line, timeout_s=timeout_s)) or None
+        where = ""
+    else:
+        module_args = ps_module_args(counts, model, batch, duration_s, num_classes, input_shape)
+        failure = _run_on_nodes(remote.for_nodes(max(counts) + 1), module_args, on_line, timeout_s)
+        where = f" on {remote.label.split(' (')[0]}"
     short = [n for n in counts if len(results.get(n, [])) != n + 1]
-    if tail or errors or short:
-        detail = (errors or [_reason(tail)])[-1]
-        raise MeasurementError(f"parameter-server training ({max(counts)} workers) failed: {detail}")
+    if failure or errors or short:
+        detail = (errors or [failure or "a process printed no result"])[-1]
+        raise MeasurementError(f"parameter-server training ({max(counts)} workers){where} failed: {detail}")
     return {n: results[n] for n in counts}
 
 
+def _run_on_nodes(machines: RemoteHosts, module_args: list[str], on_line, timeout_s: float) -> str | None:
+    """One process per node over ssh (rank i on node i); the failure in one line, or None."""
+    try:
+        launch_torchrun_over_ssh(
+            targets=machines.targets, nproc_per_node=1, module=MODULE, module_args=module_args,
+            master_addr=machines.master_addr or machines.targets[0].host,
+            master_port=machines.master_port or free_port(),
+            env={**machines.env, "OMP_NUM_THREADS": "1"}, python=machines.python, workdir=machines.workdir,
+            timeout_s=timeout_s, on_line=lambda _node, line: on_line(line), cpu_sets=machines.cpu_sets,
+            rdzv_timeout_s=machines.comm_timeout_s,
+        )  # fmt: skip
+    except MeasurementError as error:
+        return str(error)
+    return None
+
+
 def _reason(tail: list[str]) -> str:
-    """The worker's own error among torchrun's report (its last 'SomethingError: ...' line)."""
+    """The worker's own error among torchrun's report (its last 'SomethingError: ...' line); '' for none."""
+    if not tail:
+        return ""
     found = [line for line in tail if "Error:" in line and "ChildFailedError" not in line]
     if found:
         return found[-1].split("]:", 1)[-1].strip()

@@ -14,7 +14,9 @@ a stop message instead.
 Per count, each rank in it prints one protocol RESULT line: a worker its per-exchange compute time, push
 start (wall clock), exchange time (push + pull, queueing at the PS included) and the loss with the PS's
 update count at the pull; the PS each service (worker, when its receive was posted, received, reply sent).
-engine/spot_profile.py turns them into bandwidths and the share of pushes that met a busy PS.
+engine/spot_profile.py turns them into bandwidths and the share of pushes that met a busy PS. It compares
+the PS's and the workers' wall clocks, so their machines must share one clock: this machine, or the nodes
+of an emulated cluster (launch/ps.py starts one process per node there, rank i on node i).
 """
 
 from __future__ import annotations
