@@ -138,12 +138,10 @@ def run_launches(
         launch_warnings_: list[str] = []
         grad_bytes = model_info.get("grad_bytes")
         outcome = run_phase(plan, this_spec, data, reporter, launch_warnings_, remote, grad_bytes)
-        if (
-            outcome["status"] != "completed"
-            and not outcome.get("usage_error")
-            and transient(outcome["error"])
-        ):
-            # A peer connection lost or a worker killed on a busy machine: one more try, said out loud.
+        retry = remote is None and not outcome.get("usage_error") and transient(outcome.get("error"))
+        if outcome["status"] != "completed" and retry:
+            # A peer connection lost on a busy machine: one more try, said out loud. (Across machines a lost
+            # connection is a node or link failure, reported as it is.)
             warnings.append(f"{plan.name}: a launch failed ({outcome['error']}) and was run again")
             outcome = run_phase(plan, this_spec, data, reporter, launch_warnings_, remote, grad_bytes)
         # The cap warnings of one launch are replaced by the pooled run's (launches.pooled_warnings).
