@@ -52,7 +52,8 @@ def first_steps() -> None:
             st.switch_page("pages/run.py", query_params={"job": job_id})
     st.markdown("Or from a terminal:")
     st.code(
-        "stash profile --model resnet18 --batch-size 32 --workers 2 --synthetic-images 2000\n"
+        "stash profile --model resnet10 --batch-size 16 --input-shape 3,32,32 --workers 2 \\\n"
+        "    --synthetic-images 256 --image-px 64 --target-ci 0.1 --max-phase-seconds 40   # ~1.5 min\n"
         "stash ingest results/*.json        # results from other machines",
         language="bash",
     )
