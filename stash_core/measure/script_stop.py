@@ -16,11 +16,10 @@ import time
 import torch
 import torch.distributed as dist
 
-from stash_core.analysis.stats import converged, mean_ci95, mser_truncation
-from stash_core.measure import protocol
+from stash_core.analysis.stats import converged, mser_truncation
+from stash_core.measure.rank_sync import MIN_WARMUP_ITERATIONS, all_reduce_max, report_progress
 from stash_core.measure.script_hooks import PARTS, StepClock
 
-MIN_WARMUP_ITERATIONS = 2
 SPLIT = (
     "data wait, forward (the outermost module calls), optimizer step; backward_s is the rest of the step "
     "(loss, backward, gradient clipping, zero_grad)"
@@ -60,13 +59,13 @@ class StopRule:
         self.clock.settle()
         fresh = self.clock.iteration_s[self.checked :]
         over_time = 1.0 if time.monotonic() > self.deadline else 0.0
-        reduced = all_reduce_max([*fresh, over_time])
+        reduced = all_reduce_max([*fresh, over_time], collective_device())
         self.slowest_s.extend(reduced[:-1])
         self.checked = len(self.clock.iteration_s)
         series = self.slowest_s[MIN_WARMUP_ITERATIONS:]
         kept = len(series) - mser_truncation(series)
         if self.rank == 0:
-            report_progress(self.job, series, kept)
+            report_progress(self.job, series, kept, self.job["target_relative_ci"])
         reason = self.stop_reason(series, kept, reduced[-1] > 0)
         if reason is None:
             # Check less often as the run grows: the check costs O(n) and the decision changes slowly.
@@ -98,35 +97,10 @@ class StopRule:
 
 
 def collective_device() -> torch.device:
-    if dist.get_backend() == "nccl":
+    """Where the collectives' tensors live: the GPU for NCCL, else (gloo, or no process group) the CPU."""
+    if dist.is_initialized() and dist.get_backend() == "nccl":
         return torch.device("cuda", torch.cuda.current_device())
     return torch.device("cpu")
-
-
-def all_reduce_max(values: list[float]) -> list[float]:
-    if not dist.is_initialized() or dist.get_world_size() == 1:
-        return list(values)
-    tensor = torch.tensor(values, dtype=torch.float64, device=collective_device())
-    dist.all_reduce(tensor, op=dist.ReduceOp.MAX)
-    return tensor.tolist()
-
-
-def report_progress(job: dict, series: list[float], kept: int) -> None:
-    tail = series[len(series) - kept :] if kept else []
-    mean_s, ci_s = mean_ci95(tail) if len(tail) > 1 else (float("nan"), float("inf"))
-    protocol.emit(
-        "PROGRESS",
-        {
-            "phase": job["phase"],
-            "iterations": len(series) + MIN_WARMUP_ITERATIONS,
-            "kept": kept,
-            "mean_s": mean_s if tail else None,
-            "relative_ci": (ci_s / mean_s) if tail and mean_s > 0 and ci_s != float("inf") else None,
-            "target_relative_ci": job["target_relative_ci"],
-            "fixed_iterations": job.get("iterations"),
-            "max_iterations": job["max_iterations"],
-        },
-    )
 
 
 def summarise(job: dict, clock: StepClock, slowest_s: list[float], reason: str, gather: bool) -> dict:
@@ -143,7 +117,8 @@ def summarise(job: dict, clock: StepClock, slowest_s: list[float], reason: str, 
         per_rank = torch.stack(gathered).cpu()  # (ranks, 5, iterations)
         hosts: list = [None] * world_size
         dist.all_gather_object(hosts, host)
-        forward_seen, closure_seen = (v > 0 for v in all_reduce_max([clock.forward_seen, clock.closure_seen]))
+        seen = all_reduce_max([clock.forward_seen, clock.closure_seen], device)
+        forward_seen, closure_seen = (v > 0 for v in seen)
     else:
         per_rank, hosts = local.unsqueeze(0), [host]
         forward_seen, closure_seen = clock.forward_seen, clock.closure_seen

@@ -29,17 +29,17 @@ import time
 import torch
 import torch.distributed as dist
 
-from stash_core.analysis.stats import converged, mean_ci95, mser_truncation
+from stash_core.analysis.stats import converged, mser_truncation
 from stash_core.data import pagecache
 from stash_core.data.jpeg_dataset import ImageFolderDataset
 from stash_core.data.loader import make_loader
 from stash_core.data.transforms import TrainTransform
 from stash_core.measure import protocol
 from stash_core.measure.job import read_job
+from stash_core.measure.rank_sync import MIN_WARMUP_ITERATIONS, all_reduce_max, report_progress
 from stash_core.measure.timed_loop import PARTS, StepTimes, make_clock, run_steps
 from stash_core.zoo import build_model, loss_fn
 
-MIN_WARMUP_ITERATIONS = 2
 FIRST_CHECK_AFTER = 10
 
 
@@ -224,32 +224,6 @@ def run_until_done(job, model, optimizer, loss, batches, device, times, slowest_
         if fixed is not None:
             chunk = max(1, min(chunk, fixed - kept))
         chunk = min(chunk, job["max_iterations"] - len(slowest_s))
-
-
-def all_reduce_max(values: list[float], device: torch.device) -> list[float]:
-    if not dist.is_initialized():
-        return list(values)
-    tensor = torch.tensor(values, dtype=torch.float64, device=device)
-    dist.all_reduce(tensor, op=dist.ReduceOp.MAX)
-    return tensor.tolist()
-
-
-def report_progress(job: dict, series: list[float], kept: int, target: float) -> None:
-    tail = series[len(series) - kept :] if kept else []
-    mean_s, ci_s = mean_ci95(tail) if len(tail) > 1 else (float("nan"), float("inf"))
-    protocol.emit(
-        "PROGRESS",
-        {
-            "phase": job["phase"],
-            "iterations": len(series) + MIN_WARMUP_ITERATIONS,
-            "kept": kept,
-            "mean_s": mean_s if tail else None,
-            "relative_ci": (ci_s / mean_s) if tail and mean_s > 0 and ci_s != float("inf") else None,
-            "target_relative_ci": target,
-            "fixed_iterations": job.get("iterations"),
-            "max_iterations": job["max_iterations"],
-        },
-    )
 
 
 def summarise_ranks(job, times: StepTimes, slowest_s, stop_reason, world_size, bad_files, device) -> dict:

@@ -1,0 +1,40 @@
+"""What the ranks of a run share while it measures, for Stash's own loop and for a user's script alike: the
+slowest rank's times (a synchronous step waits for it) and the progress line rank 0 reports."""
+
+from __future__ import annotations
+
+import torch
+import torch.distributed as dist
+
+from stash_core.analysis.stats import mean_ci95
+from stash_core.measure import protocol
+
+MIN_WARMUP_ITERATIONS = 2  # always dropped before MSER-5 looks at the rest: the first steps build caches
+
+
+def all_reduce_max(values: list[float], device: torch.device) -> list[float]:
+    """Each value's maximum over the ranks (the values as they are without a process group)."""
+    if not dist.is_initialized() or dist.get_world_size() == 1:
+        return list(values)
+    tensor = torch.tensor(values, dtype=torch.float64, device=device)
+    dist.all_reduce(tensor, op=dist.ReduceOp.MAX)
+    return tensor.tolist()
+
+
+def report_progress(job: dict, series: list[float], kept: int, target: float) -> None:
+    """A PROGRESS line: iterations so far, those kept after the warm-up, their mean and relative interval."""
+    tail = series[len(series) - kept :] if kept else []
+    mean_s, ci_s = mean_ci95(tail) if len(tail) > 1 else (float("nan"), float("inf"))
+    protocol.emit(
+        "PROGRESS",
+        {
+            "phase": job["phase"],
+            "iterations": len(series) + MIN_WARMUP_ITERATIONS,
+            "kept": kept,
+            "mean_s": mean_s if tail else None,
+            "relative_ci": (ci_s / mean_s) if tail and mean_s > 0 and ci_s != float("inf") else None,
+            "target_relative_ci": target,
+            "fixed_iterations": job.get("iterations"),
+            "max_iterations": job["max_iterations"],
+        },
+    )
