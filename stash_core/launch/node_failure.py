@@ -1,9 +1,9 @@
 """Why a node of a multi-node launch failed, in one line, from its ssh exit status and stderr.
 
-The remote program shares stderr with the OpenSSH client, so the lines are told apart by shape:
-ssh's own complaints (connection lost, timeouts), the supervisor's STASH_SUPERVISOR lines, and the
-exception line of a Python traceback. A node of an emulated cluster that went away is said to be
-gone, not unreachable.
+The remote program shares stderr with the OpenSSH client, so the lines are told apart by shape: ssh's own
+complaints (connection lost, timeouts), the supervisor's STASH_SUPERVISOR lines, and the worker's exception
+or torchrun's root cause (launch/torchrun_failure.py), never torchrun's own banner. A node of an emulated
+cluster that went away is said to be gone, not unreachable.
 """
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ from collections.abc import Iterable
 from stash_core.errors import UsageError
 from stash_core.launch import cluster_gone, supervisor
 from stash_core.launch.ssh import SshTarget, last_line, raise_for_ssh_failure
+from stash_core.launch.torchrun_failure import root_cause
 
 SSH_FAILED = 255  # ssh itself failed, not the remote command
 _PORT_IN_USE_RE = re.compile(r"EADDRINUSE|address already in use", re.IGNORECASE)
-_EXCEPTION_LINE_RE = re.compile(r"^\s*(?:[A-Za-z_][\w.]*)?(?:Error|Exception|Interrupt|Exit)\b.*")
 # What the OpenSSH client itself prints when a session breaks (as opposed to the remote program's stderr).
 _SSH_CLIENT_LINE_RE = re.compile(
     r"^(?:ssh: |Timeout, server .* not responding|client_loop: |Connection to .* closed|"
@@ -53,8 +53,7 @@ def failure_reason(target: SshTarget, returncode: int | None, stderr_lines: list
         return f"lost its ssh connection: {reason}"
     if returncode == supervisor.EXIT_WORKDIR:
         return last_line(text)
-    exception_lines = [line.strip() for line in stderr_lines if _EXCEPTION_LINE_RE.match(line)]
-    detail = exception_lines[-1] if exception_lines else last_line(text)
+    detail = root_cause(stderr_lines, default="(no message)")
     if returncode is not None and returncode > 128 and returncode - 128 < 65:
         return f"was ended by signal {returncode - 128}: {detail}"
     return f"exited with code {returncode}: {detail}"

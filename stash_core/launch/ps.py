@@ -1,8 +1,8 @@
 """Launch asynchronous parameter-server trainings: on this machine over loopback, or on an emulated cluster.
 
 One torchrun launch of N + 1 processes of measure/ps_worker.py (rank 0 the PS, N the largest worker count)
-runs one training per worker count in turn; every rank in a count prints one RESULT line, returned here
-grouped by the count. On an emulated cluster each process has its own node (node 0 the PS, node i worker
+runs one training per worker count in turn; rank 0 prints one RESULT line per rank of a count, returned
+here grouped by the count. On an emulated cluster each process has its own node (node 0 the PS, node i worker
 i), so every push and pull crosses the shaped links.
 """
 
@@ -17,6 +17,7 @@ from stash_core.launch.cluster_state import resolve
 from stash_core.launch.hosts import RemoteHosts, hosts_from_cluster
 from stash_core.launch.local import run_local
 from stash_core.launch.multinode import free_port, launch_torchrun_over_ssh
+from stash_core.launch.torchrun_failure import root_cause
 from stash_core.measure.protocol import parse
 
 START_S = 120.0  # allowance for torchrun and N + 1 torch imports on a busy machine
@@ -74,7 +75,8 @@ def run_ps_training(counts: list[int], model: str, batch: int, duration_s: float
     timeout_s = START_S + len(counts) * (2 * duration_s + 10)
     if remote is None:
         argv = ps_argv(counts, model, batch, duration_s, num_classes, input_shape)
-        failure = _reason(run_local(argv, on_line, timeout_s=timeout_s)) or None
+        tail = run_local(argv, on_line, timeout_s=timeout_s)
+        failure = root_cause(tail, default="a process printed no result") if tail else None
         where = ""
     else:
         module_args = ps_module_args(counts, model, batch, duration_s, num_classes, input_shape)
@@ -101,13 +103,3 @@ def _run_on_nodes(machines: RemoteHosts, module_args: list[str], on_line, timeou
     except MeasurementError as error:
         return str(error)
     return None
-
-
-def _reason(tail: list[str]) -> str:
-    """The worker's own error among torchrun's report (its last 'SomethingError: ...' line); '' for none."""
-    if not tail:
-        return ""
-    found = [line for line in tail if "Error:" in line and "ChildFailedError" not in line]
-    if found:
-        return found[-1].split("]:", 1)[-1].strip()
-    return next((line for line in reversed(tail) if line.strip(" =")), "a process printed no result")

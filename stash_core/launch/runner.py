@@ -7,7 +7,6 @@ machine goes to on_line, and every process the run started is ended before this 
 from __future__ import annotations
 
 import os
-import re
 import sys
 from collections.abc import Callable
 
@@ -15,6 +14,7 @@ from stash_core import PACKAGE_PARENT
 from stash_core.errors import MeasurementError
 from stash_core.launch.hosts import RemoteHosts
 from stash_core.launch.multinode import free_port, launch_torchrun_over_ssh
+from stash_core.launch.torchrun_failure import root_cause
 from stash_core.measure.job import encode_job
 
 LOOPBACK = "127.0.0.1"
@@ -55,7 +55,7 @@ def run_workers(
             local_torchrun_argv(nproc_per_node, module, module_args), on_line, timeout_s, env=env,
             preexec=preexec,
         )  # fmt: skip
-        return None if not failure else _last_meaningful(failure)
+        return None if not failure else root_cause(failure)
 
     machines = remote.for_nodes(nodes)
     if len(machines.targets) < nodes:
@@ -91,38 +91,3 @@ def worker_env(threads_per_worker: int) -> dict[str, str]:
         "PYTHONPATH": os.pathsep.join(filter(None, [PACKAGE_PARENT, os.environ.get("PYTHONPATH")])),
         "PYTHONUNBUFFERED": "1",
     }
-
-
-# "RuntimeError: ...", "torch.distributed.DistBackendError: ...": the exception a worker died of.
-_EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt|Exit)\b:? ")
-# torchrun prefixes a worker's stderr lines with its rank when asked to: "[rank1]: RuntimeError: ..."
-_RANK_PREFIX = re.compile(r"^\[rank\d+\]:\s*")
-# torchrun's failure summary: "  rank      : 1 (local_rank: 1)", "  exitcode  : -6 (pid: 4242)", ...
-_SUMMARY_FIELD = re.compile(r"^\s*(rank|exitcode|traceback)\s*:\s*(.+?)\s*$", re.MULTILINE)
-
-
-def _last_meaningful(lines: list[str]) -> str:
-    """The most telling line of a failed run's stderr: the root cause of torchrun's failure summary when a
-    rank was ended by a signal, else a worker's exception message, else that root cause (rank, exit code),
-    else the last line that is not a traceback frame or a banner of '=' or '-'."""
-    texts = [_RANK_PREFIX.sub("", line.strip()) for line in lines]
-    summary = dict(_SUMMARY_FIELD.findall("\n".join(texts)))
-    # A rank ended by a signal is the cause; its peers' lost connections are only the symptom.
-    killed = summary.get("exitcode", "").startswith("-")
-    for text in reversed(texts):
-        if not killed and _EXCEPTION_LINE.match(text) and "ChildFailedError" not in text:
-            return text[:300]
-    if "exitcode" in summary:
-        rank = f"rank {summary['rank']}" if "rank" in summary else "a worker"
-        cause = summary.get("traceback", "")
-        detail = f" ({cause})" if cause and not cause.startswith(("<N/A>", "To enable traceback")) else ""
-        return f"{rank} exited with code {summary['exitcode']}{detail}"[:300]
-    for text in reversed(texts):
-        if (
-            text
-            and not text.startswith(("File ", "Traceback", "^", "~"))
-            and "warnings.warn" not in text
-            and text.strip("=-") != ""
-        ):
-            return text[:300]
-    return "the run exited without a result"

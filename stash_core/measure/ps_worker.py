@@ -11,9 +11,10 @@ parameters back. The PS receives from any source, so it serves workers in the or
 applies each gradient (SGD) and sends the parameters to that worker only. A worker past its duration pushes
 a stop message instead.
 
-Per count, each rank in it prints one protocol RESULT line: a worker its per-exchange compute time, push
-start (wall clock), exchange time (push + pull, queueing at the PS included) and the loss with the PS's
-update count at the pull; the PS each service (worker, when its receive was posted, received, reply sent).
+Per count, rank 0 prints one protocol RESULT line per rank in the count (gathered to rank 0, so that lines
+never interleave): a worker's per-exchange compute time, push start (wall clock), exchange time (push +
+pull, queueing at the PS included) and the loss with the PS's update count at the pull; the PS's services
+(worker, when its receive was posted, received, reply sent).
 engine/spot_profile.py turns them into bandwidths and the share of pushes that met a busy PS. It compares
 the PS's and the workers' wall clocks, so their machines must share one clock: this machine, or the nodes
 of an emulated cluster (launch/ps.py starts one process per node there, rank i on node i).
@@ -118,6 +119,18 @@ def train(model, info, rank: int, batch: int, duration_s: float) -> dict:
     return {"role": "worker", "rank": rank, "batch": batch, "records": records}
 
 
+def _emit_from_rank0(result: dict | None, rank: int, world_size: int) -> None:
+    """Rank 0 prints every rank's RESULT line: lines of hundreds of kB written by several processes into
+    one pipe at the same moment interleave, and a cut line is a lost result."""
+    import torch.distributed as dist
+
+    gathered = [None] * world_size if rank == 0 else None
+    dist.gather_object(result, gathered, dst=0)
+    for payload in gathered or []:
+        if payload is not None:
+            emit("RESULT", payload)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _args(sys.argv[1:] if argv is None else argv)
     try:
@@ -145,13 +158,14 @@ def _run(args: argparse.Namespace) -> int:
         for workers in args.counts:
             _load_params(model, initial)  # each count trains from the same start (comparable loss curves)
             dist.barrier()  # the count's duration starts once the previous count is over everywhere
+            result = None  # a rank outside this count contributes nothing
             if rank == 0:
                 result = serve(model, workers, args.lr)
             elif rank <= workers:
                 result = train(model, info, rank, args.batch, args.duration_s)
-            else:
-                continue  # not in this count: wait at the next barrier
-            emit("RESULT", {**result, "workers": workers, "pid": os.getpid()})
+            if result is not None:
+                result = {**result, "workers": workers, "pid": os.getpid()}
+            _emit_from_rank0(result, rank, dist.get_world_size())
         dist.barrier()
     finally:
         dist.destroy_process_group()

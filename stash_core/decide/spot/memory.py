@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 import subprocess
 import sys
@@ -27,6 +28,10 @@ GIB = 2**30
 GPU_MEMORY_GIB = {"K80": 12, "M60": 8, "T4": 16, "A10G": 24, "L4": 24, "V100": 16, "A100": 40, "H100": 80}
 MAX_FIT_ERROR = 0.10  # largest relative residual of the linear peak-memory fit that is still used
 PROBE_TIMEOUT_S = 600
+# glibc's adaptive mmap threshold lets freed tensors stay in the heap, so a CPU process's peak resident set
+# wanders by tens of MiB between identical runs; a fixed threshold maps every large tensor on its own and
+# returns it when freed, and the peak follows what the step holds (repeatable to 0.1 MiB here)
+CPU_MALLOC_ENV = {"MALLOC_MMAP_THRESHOLD_": "65536", "MALLOC_TRIM_THRESHOLD_": "0"}
 
 
 @dataclass(frozen=True)
@@ -105,7 +110,14 @@ def measure_peak_bytes(model: str, batch: int, device: str = "cpu", num_classes:
     command = [sys.executable, "-m", "stash_core.decide.spot.memprobe", model, str(batch), device,
                "-" if num_classes is None else str(num_classes), shape]  # fmt: skip
     try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=PROBE_TIMEOUT_S, check=False)
+        done = subprocess.run(
+            command,
+            capture_output=True,
+            text=True,
+            timeout=PROBE_TIMEOUT_S,
+            check=False,
+            env={**os.environ, **CPU_MALLOC_ENV},
+        )
     except subprocess.TimeoutExpired:
         raise UsageError(f"memory probe of {model} at batch {batch} took over {PROBE_TIMEOUT_S} s") from None
     if done.returncode != 0:

@@ -50,7 +50,15 @@ def test_workdir_problem_is_the_supervisors_own_line():
 def test_exit_status_with_the_last_exception_line(code, start):
     reason = failure_reason(TARGET, code, TRACEBACK)
     assert reason.startswith(start)
-    assert reason.endswith("ChildFailedError: worker failed")
+    assert reason.endswith("ValueError: bad batch")  # the worker's exception, not torchrun's banner
+
+
+def test_torchruns_root_cause_when_the_worker_printed_no_exception():
+    lines = ["torch.distributed.elastic.multiprocessing.errors.ChildFailedError:", "=" * 40,
+             "Root Cause (first observed failure):", "[0]:", "  rank      : 1 (local_rank: 1)",
+             "  exitcode  : 1 (pid: 77)", "  traceback : To enable traceback see: x", "=" * 40]  # fmt: skip
+    reason = failure_reason(TARGET, 1, lines)
+    assert reason == "exited with code 1: rank 1 (local_rank: 1) exited with code 1 (pid: 77)"
 
 
 def test_without_an_exception_line_the_last_line_is_the_detail():

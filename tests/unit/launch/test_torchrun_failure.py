@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from stash_core.launch.runner import _last_meaningful
+from stash_core.launch.torchrun_failure import root_cause
 
 SUMMARY = [
     "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: ",
@@ -24,20 +24,20 @@ def test_the_workers_exception_wins_over_the_launchers_summary() -> None:
     summary = [line.replace("-6 (pid", "1 (pid") for line in SUMMARY]
     lines = ["Traceback (most recent call last):", '  File "w.py", line 3, in step',
              "[rank1]: RuntimeError: Connection closed by peer", *summary]  # fmt: skip
-    assert _last_meaningful(lines) == "RuntimeError: Connection closed by peer"
+    assert root_cause(lines) == "RuntimeError: Connection closed by peer"
 
 
 def test_a_rank_ended_by_a_signal_is_the_cause_not_its_peers_lost_connection() -> None:
     lines = ["[rank0]: RuntimeError: Connection closed by peer", *SUMMARY]
-    assert _last_meaningful(lines).startswith("rank 1 (local_rank: 1) exited with code -6")
+    assert root_cause(lines).startswith("rank 1 (local_rank: 1) exited with code -6")
 
 
 def test_without_an_exception_the_root_cause_names_rank_exit_code_and_signal() -> None:
-    line = _last_meaningful(SUMMARY)
+    line = root_cause(SUMMARY)
     assert line.startswith("rank 1 (local_rank: 1) exited with code -6")
     assert "SIGABRT" in line
 
 
 def test_banners_are_never_the_reason() -> None:
-    assert _last_meaningful(["some output", "=====", "-----"]) == "some output"
-    assert _last_meaningful(["=====", ""]) == "the run exited without a result"
+    assert root_cause(["some output", "=====", "-----"]) == "some output"
+    assert root_cause(["=====", ""]) == "the run exited without a result"
