@@ -54,7 +54,10 @@ def add_commands(subparsers: Any) -> None:
         "--cluster", type=identifier, default=None, metavar="NAME",
         help="run on emulated cluster NAME (stash cluster up --name NAME): PS on node 0, a node per worker",
     )  # fmt: skip
-    profile.add_argument("--loss-csv", type=Path, help="also write the loss curves (for stash spot-fit-loss)")
+    profile.add_argument(
+        "--loss-csv", type=Path,
+        help="also write the loss curves (fixed synthetic batches: memorisation, not a data set's curve)",
+    )  # fmt: skip
     profile.add_argument("--json", action="store_true", help="print the profile as JSON")
     add_db_argument(profile)
 
