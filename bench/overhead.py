@@ -12,11 +12,10 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import time
 
 import torch
+from interleaved import interleaved_blocks, print_comparison
 
-from stash_core.analysis.stats import mean_ci95
 from stash_core.measure.timed_loop import StepTimes, make_sync, run_steps
 from stash_core.zoo import build_model, loss_fn, parse_input_shape, synthetic_batch
 
@@ -46,33 +45,16 @@ def main() -> None:
     batches = itertools.repeat(synthetic_batch(info, args.batch_size, device))
     sync = make_sync(device)
     plain_loop(model, optimizer, loss, batches, args.block)  # warm-up
-    ratios, plain_s, timed_s = [], [], []
-    for pair in range(args.pairs):
-        order = ("plain", "timed") if pair % 2 == 0 else ("timed", "plain")
-        block_s = {}
-        for kind in order:
-            start = time.perf_counter()
-            if kind == "plain":
-                plain_loop(model, optimizer, loss, batches, args.block)
-            else:
-                run_steps(model, optimizer, loss, batches, device, args.block, StepTimes(), sync)
-            block_s[kind] = (time.perf_counter() - start) / args.block
-        plain_s.append(block_s["plain"])
-        timed_s.append(block_s["timed"])
-        ratios.append(block_s["timed"] / block_s["plain"])
-    ratio, ratio_ci = mean_ci95(ratios)
-    plain_mean, plain_ci = mean_ci95(plain_s)
-    timed_mean, timed_ci = mean_ci95(timed_s)
+    plain_s, timed_s, ratios = interleaved_blocks(
+        lambda: plain_loop(model, optimizer, loss, batches, args.block),
+        lambda: run_steps(model, optimizer, loss, batches, device, args.block, StepTimes(), sync),
+        args.block, args.pairs,
+    )  # fmt: skip
     print(
         f"model {args.model} {args.input_shape} batch {args.batch_size}, "
         f"{args.pairs} x 2 blocks of {args.block}"
     )
-    print(f"plain loop      {plain_mean * 1e3:8.2f} ms/iteration ± {plain_ci * 1e3:.2f}")
-    print(f"stash timed     {timed_mean * 1e3:8.2f} ms/iteration ± {timed_ci * 1e3:.2f}")
-    print(f"slowdown ratio  {ratio:.4f} ± {ratio_ci:.4f}  ({(ratio - 1) * 100:+.2f}%)")
-    # The median is robust to a block that another process on the machine slowed down.
-    median = sorted(ratios)[len(ratios) // 2]
-    print(f"median ratio    {median:.4f}  ({(median - 1) * 100:+.2f}%)")
+    print_comparison("plain loop", "stash timed", plain_s, timed_s, ratios)
 
 
 if __name__ == "__main__":

@@ -14,12 +14,11 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import time
 
 import torch
+from interleaved import interleaved_blocks, print_comparison
 from torch.utils.data import DataLoader, TensorDataset
 
-from stash_core.analysis.stats import mean_ci95
 from stash_core.measure.script_hooks import StepClock, install
 from stash_core.measure.script_stop import StopRule
 
@@ -62,39 +61,19 @@ def main() -> None:
     clock = StepClock()
     clock.on_boundary = StopRule(job, clock, rank=1)  # not rank 0: no progress lines
     steps(args.block)  # warm-up
-    ratios, plain_s, timed_s = [], [], []
-    for pair in range(args.pairs):
-        order = ("plain", "timed") if pair % 2 == 0 else ("timed", "plain")
-        block_s = {}
-        for kind in order:
-            remove = install(clock, replay=False) if kind == "timed" else None
-            start = time.perf_counter()
-            steps(args.block)
-            block_s[kind] = (time.perf_counter() - start) / args.block
-            if remove is not None:
-                remove()
-        plain_s.append(block_s["plain"])
-        timed_s.append(block_s["timed"])
-        ratios.append(block_s["timed"] / block_s["plain"])
-    ratio, ratio_ci = mean_ci95(ratios)
-    plain_mean, plain_ci = mean_ci95(plain_s)
-    timed_mean, timed_ci = mean_ci95(timed_s)
+
+    def instrumented() -> None:
+        remove = install(clock, replay=False)
+        steps(args.block)
+        remove()
+
+    plain_s, timed_s, ratios = interleaved_blocks(lambda: steps(args.block), instrumented, args.block,
+                                                  args.pairs)  # fmt: skip
     print(
         f"MLP width {args.width}, {args.layers} hidden layers, batch {args.batch_size}, "
         f"{args.pairs} x 2 blocks of {args.block} iterations"
     )
-    print(f"plain loop       {plain_mean * 1e3:8.3f} ms/iteration ± {plain_ci * 1e3:.3f}")
-    print(f"instrumented     {timed_mean * 1e3:8.3f} ms/iteration ± {timed_ci * 1e3:.3f}")
-    print(f"slowdown ratio   {ratio:.4f} ± {ratio_ci:.4f}  ({(ratio - 1) * 100:+.2f}%)")
-    added_s, added_ci = mean_ci95([timed - plain for timed, plain in zip(timed_s, plain_s, strict=True)])
-    print(f"added            {added_s * 1e6:8.1f} us/iteration ± {added_ci * 1e6:.1f}")
-    best_plain_s, best_timed_s = min(plain_s), min(timed_s)  # the blocks least disturbed by other processes
-    print(
-        f"fastest blocks   {best_plain_s * 1e3:.3f} vs {best_timed_s * 1e3:.3f} ms/iteration "
-        f"({(best_timed_s / best_plain_s - 1) * 100:+.2f}%, {(best_timed_s - best_plain_s) * 1e6:+.1f} us)"
-    )
-    median = sorted(ratios)[len(ratios) // 2]  # robust to a block another process slowed down
-    print(f"median ratio     {median:.4f}  ({(median - 1) * 100:+.2f}%)")
+    print_comparison("plain loop", "instrumented", plain_s, timed_s, ratios)
     rule = clock.on_boundary
     print(
         f"iterations timed {clock.iterations}, of which all-reduced by the rule's checks {rule.checked}; "
