@@ -56,17 +56,23 @@ def form() -> None:
 
 def show(doc: dict, key: str) -> None:
     st.subheader(f"{doc['trace']} · {doc['jobs']} jobs reported")
-    st.caption(f"Timers: {doc['tuning']}. A simulation, not a measurement.")
+    tuning = str(doc["tuning"])
+    st.caption(f"{tuning[:1].upper()}{tuning[1:]}. A simulation, not a measurement.")
     for line in view.winners(doc):
         st.markdown(f"- Lowest {line}")
-    summary = view.summary_frame(doc)
-    st.dataframe(summary, hide_index=True)
-    hours = summary.melt(id_vars=["label"], value_vars=list(view.SUMMARY), var_name="metric", value_name="s")
-    hours["hours"] = hours["s"] / 3600
+    st.dataframe(view.summary_table(doc), hide_index=True)
+    st.caption(
+        "Communication overhead: the time jobs ran slower than consolidated, through spread placements and "
+        "congested links, summed over jobs."
+    )
+    hours = view.metrics_frame(doc)  # one row of bars per metric, each on its own scale
     bars = alt.Chart(hours).mark_bar().encode(
-        x=alt.X("hours:Q", title="hours"), y=alt.Y("label:N", title=None), color="label:N",
-        row=alt.Row("metric:N", title=None),
-    )  # fmt: skip
+        x=alt.X("hours:Q", title="hours"), y=alt.Y("label:N", title=None),
+        color=alt.Color("label:N", legend=None),
+        tooltip=["label", "metric", alt.Tooltip("hours:Q", format=".2f")],
+        row=alt.Row("metric:N", title=None, sort=list(view.SUMMARY.values()),
+                    header=alt.Header(labelAngle=0, labelAlign="left", labelOrient="top", labelFontSize=13)),
+    ).properties(height=24 * hours["label"].nunique()).resolve_scale(x="independent")  # fmt: skip
     chart_with_download(bars, hours, "schedule-metrics", f"{key}-metrics")
     cdf = view.cdf_frame(doc)
     line = alt.Chart(cdf).mark_line().encode(
@@ -99,6 +105,6 @@ with page_guard():
     else:
         st.dataframe(past.drop(columns=["jct_cdf", "timeline", "fabric", "settings"]), hide_index=True)
         ids = list(dict.fromkeys(past["simulation_id"]))
-        picked = st.selectbox("Show a past simulation", ids)
+        picked = st.selectbox("Show a past simulation", ids, index=None, placeholder="choose a simulation")
         if picked:
             show(view.stored_document(past, picked), "past")

@@ -73,6 +73,29 @@ def summary_frame(doc: dict[str, Any]) -> pd.DataFrame:
     )
 
 
+def summary_table(doc: dict[str, Any]) -> pd.DataFrame:
+    """The summary as the page shows it: times in hours, the busy share in percent, headers in words."""
+    frame = summary_frame(doc)
+    table = frame[["policy", "label"]].copy()
+    for column, label in SUMMARY.items():
+        table[f"{label} (h)"] = (frame[column] / 3600).round(2)
+    for column, label in (("preemptions", "preemptions"), ("spread_jobs", "jobs placed across nodes")):
+        if column in frame:
+            table[label] = frame[column]
+    if "gpu_busy_share" in frame:
+        table["GPUs busy (%)"] = (100 * frame["gpu_busy_share"].astype(float)).round(1)
+    return table
+
+
+def metrics_frame(doc: dict[str, Any]) -> pd.DataFrame:
+    """Long form of the summary's times for the bar chart: label, metric (in words), hours."""
+    frame = summary_frame(doc)
+    long = frame.melt(id_vars=["label"], value_vars=list(SUMMARY), var_name="column", value_name="s")
+    long["metric"] = long["column"].map(SUMMARY)
+    long["hours"] = long["s"] / 3600
+    return long[["label", "metric", "hours"]]
+
+
 def cdf_frame(doc: dict[str, Any]) -> pd.DataFrame:
     return pd.DataFrame([{"policy": e["policy"], "jct_h": s / 3600, "fraction": f}
                          for e in doc["policies"] for s, f in e["jct_cdf"]])  # fmt: skip
@@ -92,7 +115,7 @@ def winners(doc: dict[str, Any]) -> list[str]:
         best = ranked.iloc[0]
         text = f"{label}: {best['label']} ({best[column] / 3600:.2f} h)"
         if len(ranked) > 1 and ranked.iloc[1][column] > 0:
-            text += f", {1 - best[column] / ranked.iloc[1][column]:.0%} below {ranked.iloc[1]['label']}"
+            text += f", {1 - best[column] / ranked.iloc[1][column]:.1%} below {ranked.iloc[1]['label']}"
         lines.append(text)
     return lines
 

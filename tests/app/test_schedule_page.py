@@ -40,7 +40,7 @@ def test_a_synthetic_simulation_is_stored_and_compared(tmp_path, monkeypatch):
     assert len(list((tmp_path / "results").glob("sim-*.json"))) == 1
     text = " ".join(md.value for md in app.markdown)
     assert "Lowest makespan:" in text and "Lowest communication overhead:" in text
-    assert "timers set online" in " ".join(c.value for c in app.caption)
+    assert "timers set online" in " ".join(c.value for c in app.caption).lower()
     assert set(app.dataframe[0].value["policy"]) == {"fifo", "las", "network-preempt"}
 
 

@@ -194,3 +194,24 @@ def test_every_page_upload_and_query_in_a_real_browser(
     settle(tab, "Overview")
     assert tab.locator('[data-testid="stMetricValue"]').first.inner_text().strip() == "6"
     no_exception(tab, "Overview after upload")
+
+
+def test_the_decision_pages_answer_in_a_real_browser(dashboard: tuple[str, Path], page) -> None:
+    """Recommend, Schedule and Spot with their defaults: each button gives an answer, no exception box."""
+    base, _ = dashboard
+    tab = page
+    tab.goto(base)
+    settle(tab, "Overview")
+    nav = tab.locator('[data-testid="stSidebarNav"]')
+    for name, button, answer in [
+        ("Recommend", "Recommend", '[data-testid="stDataFrame"]'),
+        ("Schedule", "Simulate", '[data-testid="stVegaLiteChart"]'),
+        ("Spot", "Plan", '[data-testid="stMetricValue"]'),
+    ]:
+        nav.get_by_text(name, exact=True).first.click()
+        settle(tab, name)
+        tab.get_by_role("button", name=button).first.click()
+        tab.locator(f"{answer} >> visible=true").first.wait_for(timeout=120_000)
+        settle(tab, name)
+        no_exception(tab, f"{name} after {button}")
+        shot(tab, f"{name.lower()}_answer")
