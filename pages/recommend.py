@@ -147,7 +147,10 @@ def recommended_box(result: Recommendation) -> None:
         cols[0].metric("Training time", f"{best['training_h']:.1f} h")
         cols[1].metric("Cost", f"${best['training_usd']:,.2f}")
         cols[2].metric("Price", f"${best['usd_per_h']:.2f}/h")
-        cols[3].metric("Iteration time", marked)
+        iteration_s = best.get("iteration_s")
+        shown = "—" if iteration_s is None or pd.isna(iteration_s) else f"{iteration_s * 1e3:,.1f} ms"
+        cols[3].metric("Iteration time", shown, help=marked)
+        st.caption(f"Iteration time {marked}.")
     for line in result.explanations[1:]:
         st.markdown(f"- {line}")
 

@@ -12,6 +12,15 @@ from stash_core.views.spot import SpotAnswer
 
 REQUEST_KEY = "spot-request"
 DEFAULT_QUOTA = 4
+CANDIDATE_COLUMNS = {
+    "iteration_s": st.column_config.NumberColumn("iteration (s)", format="%.4f"),
+    "R": st.column_config.NumberColumn("R (eq. 5)", format="%.3f"),
+    "iterations": st.column_config.NumberColumn("iterations to the target", format="%.0f"),
+    "training_s": st.column_config.NumberColumn("training (s)", format="%.0f"),
+    "usd_per_h": st.column_config.NumberColumn("$/h", format="%.2f"),
+    "cost_usd": st.column_config.NumberColumn("cost ($)", format="%.2f"),
+    "within_budget": "within deadline",
+}
 
 
 def workload_source() -> str | None:
@@ -104,14 +113,17 @@ def plan_box(answer: SpotAnswer, deadline_s: float) -> None:
         st.markdown(f"### {best.label()}")
         cols = st.columns(4)
         cols[0].metric("Training time", f"{best.training_s:,.0f} s", f"deadline {deadline_s:,.0f} s",
-                       delta_color="off")  # fmt: skip
-        cols[1].metric("Cost (spot)", usd_text(best.cost_usd), f"{best.usd_per_h:.2f} $/h", delta_color="off")
+                       delta_color="off", delta_arrow="off")  # fmt: skip
+        cols[1].metric("Cost (spot)", usd_text(best.cost_usd), f"{best.usd_per_h:.2f} $/h", delta_color="off",
+                       delta_arrow="off")  # fmt: skip
         if on_demand is not None:
-            cols[2].metric("On-demand plan", on_demand.label(), f"{on_demand.training_s:,.0f} s",
-                           delta_color="off")  # fmt: skip
+            cols[2].metric("On-demand time", f"{on_demand.training_s:,.0f} s", help=on_demand.label())
             saving = 1 - best.cost_usd / on_demand.cost_usd if on_demand.cost_usd > 0 else 0.0
             cols[3].metric("Cost (on-demand)", usd_text(on_demand.cost_usd), f"spot saves {saving:.0%}",
-                           delta_color="off")  # fmt: skip
+                           delta_color="off", delta_arrow="off")  # fmt: skip
+            st.caption(
+                f"On-demand plan: {on_demand.label()}, the cheapest on-demand cluster within the deadline."
+            )
         else:
             reason = answer.on_demand_reason or (
                 answer.on_demand.infeasible_reason if answer.on_demand else ""
@@ -229,7 +241,7 @@ def main() -> None:
     plan_box(answer, request["deadline_s"])
     if not answer.candidates.empty:
         st.subheader("Candidates")
-        st.dataframe(answer.candidates, hide_index=True, width="stretch")
+        st.dataframe(answer.candidates, hide_index=True, width="stretch", column_config=CANDIDATE_COLUMNS)
     window_view(answer, request["deadline_s"])
     if answer.spot.best is not None:
         simulation_view(request)

@@ -138,7 +138,7 @@ def window_search(result: PlanResult) -> pd.DataFrame:
         fastest = min(tried, key=lambda p: p.training_s)
         fastest_s = fastest.training_s if math.isfinite(fastest.training_s) else None
         rows.append({"workers": n, "windows": len(tried), "within_budget": len(inside),
-                     "cheapest": cheapest.label() if cheapest else None,
+                     "cheapest": cheapest.label() if cheapest else "none within the deadline",
                      "cheapest_usd": cheapest.cost_usd if cheapest else None,
                      "fastest": fastest.label(), "fastest_s": fastest_s})  # fmt: skip
     return pd.DataFrame(rows, columns=["workers", "windows", "within_budget", "cheapest", "cheapest_usd",

@@ -80,7 +80,9 @@ def test_empty_database_shows_the_form(tmp_path, monkeypatch):
     assert not app.exception
     # No profile at all: every GPU instance is predicted from its specs, and the page says so.
     assert not any("No recommendation" in error.value for error in app.error)
-    assert any("predicted" in str(metric.value) for metric in app.metric)
+    iteration = next(metric for metric in app.metric if metric.label == "Iteration time")
+    assert iteration.value.endswith(" ms")
+    assert any("Iteration time predicted, expected error" in caption.value for caption in app.caption)
     table = app.dataframe[-1].value
     assert table["source"].str.startswith("◇ predicted ±").all()
 
