@@ -118,10 +118,10 @@ def marked_source(frame: pd.DataFrame) -> pd.Series:
 
 
 def not_predicted_summary(reasons: Iterable[str]) -> str:
-    """The reasons configurations were not predicted, counted by kind: "batch does not fit the GPU's memory
-    (3), accelerator not in Stash's table (1)"; '' for none."""
+    """The reasons configurations were not predicted, counted by kind: "batch does not fit the GPU's memory:
+    3, accelerator not in Stash's table: 1"; '' for none."""
     counts = Counter(_kind(reason) for reason in reasons)
-    return ", ".join(f"{kind} ({count})" for kind, count in counts.most_common())
+    return ", ".join(f"{kind}: {count}" for kind, count in counts.most_common())
 
 
 def _kind(reason: str) -> str:

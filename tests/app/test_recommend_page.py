@@ -125,7 +125,7 @@ def test_configurations_left_out_say_why(tmp_path, monkeypatch):
     app = app.run()
     assert not app.exception
     warning = " ".join(w.value for w in app.warning)
-    assert "not evaluated: batch does not fit the GPU's memory (2), accelerator not in Stash's table (1)" in (
+    assert "not evaluated: batch does not fit the GPU's memory: 2, accelerator not in Stash's table: 1" in (
         warning
     )
     listed = " ".join(m.value for m in app.expander[-1].markdown)
