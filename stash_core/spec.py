@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from stash_core.errors import UsageError
-from stash_core.units import STALLS, finite_float, rate_bps
+from stash_core.units import STALLS, finite_float, rate_bps, shape_parts
 
 DEVICES = ("auto", "cpu", "cuda")
 # A first look at host names (the launcher checks DNS names and addresses): [user@]host[:port], [v6]:port.
@@ -297,8 +297,8 @@ def parse_hosts(text: str | None) -> list[str]:
 
 def parse_input_shape(text: str) -> list[int]:
     """'3,224,224' (or '3x224x224', '(3, 224, 224)') -> [3, 224, 224]; '128' -> [128]."""
-    parts = [part for part in re.split(r"[,x\s]+", str(text).strip().strip("()[]")) if part]
-    if not parts or not all(part.isascii() and part.isdigit() and len(part) < 10 for part in parts):
+    parts = shape_parts(text)
+    if not parts or not all(len(part) < 10 for part in parts):
         raise _shape_error(text)
     shape = [int(part) for part in parts]
     if not _shape_fits(shape):
@@ -501,6 +501,7 @@ def check_fields(spec: ProfileSpec) -> None:
         raise FieldError(f"--device must be auto, cpu or cuda, got {spec.device!r}", "device", spec.device)
     _check_data(spec)
     _check_script(spec)
+    _check_text_fields(spec)
     validate_machines(spec)
     if spec.cluster_bandwidth is not None:
         parse_rate(spec.cluster_bandwidth)
@@ -546,6 +547,15 @@ def _check_data(spec: ProfileSpec) -> None:
         raise FieldError(f"--dataset {spec.dataset}: no such directory", "dataset", spec.dataset, "missing")
 
 
+def _check_text_fields(spec: ProfileSpec) -> None:
+    """Labels and names are stored and printed: no control or bidirectional characters, refused up front."""
+    for attr, flag in (("instance", "--instance"), ("model", "--model"), ("script", "--script")):
+        value = getattr(spec, attr)
+        character = unsafe_character(value) if isinstance(value, str) else None
+        if character:
+            raise FieldError(f"{flag} {value!r} holds the control character {character}", attr, value)
+
+
 def _check_script(spec: ProfileSpec) -> None:
     """The script exists and parses; --data-dir is a directory and only for a script."""
     if spec.script is None:
@@ -557,10 +567,21 @@ def _check_script(spec: ProfileSpec) -> None:
         message = "--script reads its own data: give --data-dir, not --dataset"
         raise FieldError(message, "dataset", spec.dataset)
     path = Path(spec.script)
-    if not path.is_file():
+    try:
+        is_dir, is_file = path.is_dir(), path.is_file()
+    except OSError as error:  # a name too long for the file system, say
+        raise FieldError(f"--script: {error.strerror or error}", "script", spec.script) from None
+    if is_dir:
+        raise FieldError(f"--script {spec.script} is a directory, not a script", "script", spec.script)
+    if not is_file:
         raise FieldError(f"--script {spec.script}: no such file", "script", spec.script, "missing")
     try:
-        compile(path.read_bytes(), str(path), "exec")
+        source = path.read_bytes()
+    except OSError as error:
+        message = f"--script {spec.script}: cannot read it ({error.strerror or error})"
+        raise FieldError(message, "script", spec.script) from None
+    try:
+        compile(source, str(path), "exec")
     except (SyntaxError, ValueError) as error:
         where = f" (line {error.lineno})" if getattr(error, "lineno", None) else ""
         message = f"--script {path.name} does not parse{where}: {getattr(error, 'msg', error)}"

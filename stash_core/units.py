@@ -17,6 +17,20 @@ MIB = 1024 * 1024
 GIB = 1024 * 1024 * 1024
 
 
+# ---------------------------------------------------------------- shapes
+
+_SHAPE_SEPARATOR = r"\s*[,x]\s*|\s+"
+
+
+def shape_parts(text: str) -> list[str] | None:
+    """The numbers of a sample shape written '3,224,224', '3x224x224', '(3, 224, 224)' or '128'; None when
+    any part is not a number or two separators meet ('3,x' and '3,,16' are not shortened to fit)."""
+    body = str(text).strip().strip("()[]").strip()
+    if not re.fullmatch(rf"\d+(?:(?:{_SHAPE_SEPARATOR})\d+)*", body, flags=re.ASCII):
+        return None
+    return re.split(_SHAPE_SEPARATOR, body)
+
+
 # ---------------------------------------------------------------- sizes, rates and durations
 
 _NUMBER_AND_UNIT_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-z]*)\s*$", re.IGNORECASE)

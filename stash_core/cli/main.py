@@ -107,6 +107,8 @@ def main(argv: list[str] | None = None) -> int:
     saves what it measured and ends its workers), with 143 and 129 instead of 130."""
     try:
         with signals_as_interrupts():
+            argv = sys.argv[1:] if argv is None else argv
+            refuse_undecodable(argv)
             args = build_parser().parse_args(argv)
             handler = all_commands()[args.command]
             return handler(args) or 0
@@ -122,6 +124,19 @@ def main(argv: list[str] | None = None) -> int:
         where = f": {error.filename}" if error.filename else ""
         print(f"stash: {error.strerror or first_line(error)}{where}", file=sys.stderr)
         return 1
+
+
+def refuse_undecodable(argv: list[str]) -> None:
+    """Arguments that are not UTF-8 (bytes Python keeps as surrogates) are refused before anything reads
+    them: names and paths end up in the database and result files, which hold text."""
+    for position, arg in enumerate(argv, start=1):
+        try:
+            arg.encode("utf-8")
+        except UnicodeEncodeError:
+            shown = arg.encode("utf-8", "surrogateescape")[:60]
+            raise UsageError(
+                f"argument {position} is not UTF-8 text ({shown!r}): give names and paths in UTF-8"
+            ) from None
 
 
 def one_line(error: BaseException) -> str:

@@ -5,6 +5,7 @@ into compute, interconnect and network, each marked measured or predicted with i
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
 from stash_core.cli.args import add_db_argument, comma_list, db_path, identifier
@@ -32,8 +33,9 @@ def add_commands(subparsers: Any, parser_class: type[argparse.ArgumentParser] | 
         help="one sample: C,H,W for images or a sequence length for tokens (default: the model's)",
     )
     pred.add_argument(
-        "--instances", default="all", help="'all' or a comma list of catalog instances (default all)"
-    )
+        "--instances", type=instance_selection, default=None,
+        help="'all' or a comma list of catalog instances (default all)",
+    )  # fmt: skip
     pred.add_argument(
         "--workers-per-instance", type=count(1024), default=None, help="GPUs used per instance (default all)"
     )
@@ -44,12 +46,16 @@ def add_commands(subparsers: Any, parser_class: type[argparse.ArgumentParser] | 
     add_db_argument(pred)
 
 
+def instance_selection(text: str) -> list[str] | None:
+    """argparse type of --instances: None for 'all', else the names (a comma list of identifiers)."""
+    return None if text.strip().lower() == "all" else comma_list(identifier, 1000)(text)
+
+
 def cmd_predict(args: argparse.Namespace) -> int:
     from stash_core.decide.predict import predict_instances
 
-    names = None if args.instances.strip().lower() == "all" else comma_list(identifier, 1000)(args.instances)
     common = {
-        "instances": names,
+        "instances": args.instances,
         "workers_per_instance": args.workers_per_instance,
         "max_instances": args.max_instances,
         "precision": args.precision,
@@ -68,7 +74,10 @@ def cmd_predict(args: argparse.Namespace) -> int:
         shape = tuple(args.input_shape) if args.input_shape else None
         result = predict_instances(db_path(args), args.model, args.batch_size, input_shape=shape, **common)
     print(format_prediction(result))
-    return 0 if len(result.frame) else 1
+    if not len(result.frame):
+        print("stash: no configuration could be predicted (the reasons are listed above)", file=sys.stderr)
+        return 1
+    return 0
 
 
 def format_prediction(result: Any) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -63,7 +64,10 @@ def cmd_recommend(args: argparse.Namespace) -> int:
         except OSError as exc:
             raise UsageError(f"cannot write {args.csv}: {exc.strerror or exc}") from None
     print(format_recommendation(result, show_all=args.all))
-    return 0 if result.best is not None else 1
+    if result.best is None:
+        print(f"stash: no recommendation: {result.infeasible_reason}", file=sys.stderr)
+        return 1
+    return 0
 
 
 def format_recommendation(result: Recommendation, show_all: bool = False) -> str:

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import difflib
 import operator
-import re
 from collections.abc import Iterable
 
 import torch
 from torch import nn
 
 from stash_core.errors import UsageError
+from stash_core.units import shape_parts
 from stash_core.zoo.info import ModelInfo, describe
 from stash_core.zoo.outputs import config_vocab_size, has_loss, logits_of
 from stash_core.zoo.registry import ZOO
@@ -35,16 +35,12 @@ def format_shape(shape: Iterable[int]) -> str:
 
 def parse_input_shape(text: str) -> tuple[int, ...]:
     """'3,224,224' (or '3x224x224', '(3, 224, 224)') -> (3, 224, 224); '128' -> (128,)."""
-    parts = [part for part in re.split(r"[,x\s]+", str(text).strip().strip("()[]")) if part]
-    try:
-        shape = tuple(int(part) for part in parts)
-    except ValueError:
-        shape = ()
-    if not shape:
+    parts = shape_parts(text)
+    if not parts:
         raise UsageError(
             f"input shape must be positive integers like 3,224,224 (image) or 128 (tokens); got {text!r}"
         )
-    return check_input_shape(shape)
+    return check_input_shape(tuple(int(part) for part in parts))
 
 
 def check_input_shape(shape: Iterable[int] | str) -> tuple[int, ...]:

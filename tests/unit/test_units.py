@@ -59,3 +59,15 @@ def test_finite_float_of_numbers_and_numeric_text(value, expected):
 )
 def test_finite_float_is_none_for_missing_infinite_and_non_numbers(value):
     assert finite_float(value) is None
+
+
+@pytest.mark.parametrize(
+    ("text", "parts"),
+    [("3,224,224", ["3", "224", "224"]), ("3x32x32", ["3", "32", "32"]), ("(3, 32, 32)", ["3", "32", "32"]),
+     ("128", ["128"]), ("3 32 32", ["3", "32", "32"]), ("3,x", None), ("3,,16", None), ("3,32,x,32", None),
+     ("", None), ("3.5,2", None), ("3,-1", None), ("３,32", None)],
+)  # fmt: skip
+def test_shape_parts_never_shorten_a_shape(text, parts):
+    from stash_core.units import shape_parts
+
+    assert shape_parts(text) == parts

@@ -31,6 +31,7 @@ from stash_core.decide.catalog.fields import clean
 from stash_core.errors import UsageError
 from stash_core.store.catalog_import import ImportOutcome, write_imported_rows
 
+MAX_GPU_MEMORY_MIB = 16 * 2**20  # 16 TiB: far above any GPU, below what breaks arithmetic
 REQUIRED = ("InstanceType", "AcceleratorName", "AcceleratorCount", "vCPUs", "MemoryGiB", "Price", "SpotPrice",
             "Region")  # fmt: skip
 _NUMBERS = ("AcceleratorCount", "vCPUs", "MemoryGiB", "Price", "SpotPrice")
@@ -107,8 +108,12 @@ def _read_file(
                 )
             records = [(reader.line_num, record) for record in reader]
         day = price_date or datetime.fromtimestamp(file.stat().st_mtime, UTC).date()
-    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+    except (OSError, UnicodeDecodeError, csv.Error, OverflowError, ValueError) as exc:
         raise UsageError(f"cannot read {file}: {getattr(exc, 'strerror', None) or exc}") from None
+    if day > datetime.now(UTC).date():
+        raise UsageError(
+            f"{file} was last modified on {day}, in the future: it cannot date its prices; give --price-date"
+        )
     by_type: dict[str, list[tuple[int, dict[str, Any]]]] = {}
     for line, record in records:
         if None in record or any(record.get(column) is None for column in REQUIRED):
@@ -143,6 +148,8 @@ def _values(file: Path, line: int, record: dict[str, str]) -> dict[str, Any]:
             raise UsageError(f"{file} row {line}, column {column}: {text!r} is not a number") from None
         if not number >= 0 or number == float("inf"):
             raise UsageError(f"{file} row {line}, column {column}: {text!r} must be a number >= 0")
+        if number == 0 and column in ("vCPUs", "MemoryGiB"):  # a machine has some; empty means unknown
+            raise UsageError(f"{file} row {line}, column {column}: {text!r} must be above 0 (or left empty)")
         values[column] = number
     for column in ("AcceleratorCount", "vCPUs"):
         if values[column] is not None and not float(values[column]).is_integer():
@@ -158,14 +165,18 @@ def _gpu_info(file: Path, line: int, text: str) -> dict[str, Any]:
     try:
         info = ast.literal_eval(text)
         gpu = info["Gpus"][0]
-        return {
-            "manufacturer": gpu.get("Manufacturer"),
-            "memory_mib": gpu.get("MemoryInfo", {}).get("SizeInMiB"),
-        }
-    except (ValueError, SyntaxError, TypeError, KeyError, IndexError, AttributeError):
+        memory = gpu.get("MemoryInfo", {}).get("SizeInMiB")
+        manufacturer = gpu.get("Manufacturer")
+    except (ValueError, SyntaxError, TypeError, KeyError, IndexError, AttributeError, MemoryError):
         raise UsageError(
             f"{file} row {line}, column GpuInfo: not a GPU description SkyPilot writes"
         ) from None
+    if memory is not None and not (isinstance(memory, int | float) and 0 < memory <= MAX_GPU_MEMORY_MIB):
+        raise UsageError(
+            f"{file} row {line}, column GpuInfo: SizeInMiB {memory!r} is not a GPU memory "
+            f"(0 to {MAX_GPU_MEMORY_MIB:,} MiB)"
+        )
+    return {"manufacturer": manufacturer, "memory_mib": memory}
 
 
 def _choose_region(entries: list[tuple[int, dict]], region: str | None) -> tuple[int, dict] | None:

@@ -133,7 +133,11 @@ def prediction_rows(
         if gpus <= 0:
             refused.append(f"{name}: {NO_ACCELERATOR}")
             continue
-        workers = min(workers_per_instance or gpus, gpus)
+        if workers_per_instance is not None and workers_per_instance > gpus:
+            asked = workers_per_instance
+            refused.append(f"{name}: not predicted - it has {gpus} GPU(s), the job uses {asked} per machine")
+            continue
+        workers = workers_per_instance or gpus
         for count in range(1, max_instances + 1):
             result = predictor.predict(name, workers, count)
             if isinstance(result, str):

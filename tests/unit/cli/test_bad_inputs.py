@@ -618,7 +618,17 @@ CASES: list[tuple[str, list[str], str]] = [
     # ---- stash profile --script: the user's own training script
     ("script-missing", ["profile", "--script", "{tmp}/no_train.py", "--db", "{db}"], "no such file"),
     ("script-does-not-parse", ["profile", "--script", "{plain}", "--db", "{db}"], "does not parse"),
-    ("script-is-a-folder", ["profile", "--script", "{folder}", "--db", "{db}"], "no such file"),
+    ("script-is-a-folder", ["profile", "--script", "{folder}", "--db", "{db}"], "is a directory"),
+    (
+        "script-instance-control-character",
+        ["profile", "--script", "{tmp}/ok_train.py", "--instance", "a\nb", "--db", "{db}"],
+        "U+000A",
+    ),
+    (
+        "script-name-too-long",
+        ["profile", "--script", "{tmp}/" + "a" * 300 + ".py", "--db", "{db}"],
+        "File name too long",
+    ),
     ("script-and-model", ["profile", "--script", "{plain}", *PROFILE[1:]], "--script excludes --model"),
     ("script-args-without-script", [*PROFILE, "--", "--epochs", "1"], "need --script"),
     ("no-model-no-script", ["profile", "--batch-size", "4", "--db", "{db}"], "--model is required"),
@@ -666,6 +676,12 @@ CASES += [
     ("predict-script-with-batch", ["predict", "--script-run", "r1", "--batch-size", "8", "--db", "{db}"],
      "from the run"),
     ("predict-script-run-unknown", ["predict", "--script-run", "no-such-run", "--db", "{db}"], "no run"),
+    ("predict-instances-empty", [*PREDICT, "--instances", ""], "expected a comma list"),
+    ("predict-instances-commas", [*PREDICT, "--instances", ",,"], "expected a comma list"),
+    ("predict-instances-control", [*PREDICT, "--instances", "a\x01b"], "U+0001"),
+    ("predict-shape-with-letters", [*PREDICT, "--input-shape", "3,32,x,32"], "--input-shape"),
+    ("predict-shape-empty-part", [*PREDICT, "--input-shape", "3,,32"], "--input-shape"),
+    ("not-utf8-argument", ["instances", "show", "\udcff", "--db", "{db}"], "not UTF-8"),
     ("predict-script-run-of-a-model", ["predict", "--script-run", json.loads(EXAMPLE.read_text())["run_id"],
                                        "--db", "{db}"], "not a script"),
 ]  # fmt: skip

@@ -3,6 +3,7 @@ row per instance type, network figures joined from Stash's own table, user rows 
 
 from __future__ import annotations
 
+import os
 from datetime import date
 
 import pytest
@@ -89,6 +90,10 @@ def test_import_keeps_user_rows_and_predicts_what_the_table_knows(catalog, tmp_p
         (ROWS[0].replace("3.06", "cheap"), "row 3, column Price"),
         (ROWS[0].replace("0.9180", "nan"), "row 3, column SpotPrice"),
         ("p3.2xlarge,V100,1.0", "row 3"),
+        (ROWS[0].replace(",8.0,61.0,", ",0,61.0,"), "row 3, column vCPUs"),
+        (ROWS[0].replace(",8.0,61.0,", ",8.0,0,"), "row 3, column MemoryGiB"),
+        (ROWS[0].replace("16384", "1e999"), "row 3, column GpuInfo"),
+        (ROWS[0].replace("16384", "-5"), "row 3, column GpuInfo"),
     ],
 )
 def test_a_malformed_file_names_row_and_column_and_writes_nothing(catalog, tmp_path, row, says) -> None:
@@ -97,3 +102,12 @@ def test_a_malformed_file_names_row_and_column_and_writes_nothing(catalog, tmp_p
     with pytest.raises(UsageError, match=says):
         import_skypilot(db, catalog)
     assert not db.exists()
+
+
+def test_a_file_dated_in_the_future_needs_a_price_date(catalog, tmp_path) -> None:
+    vms = catalog / "v7" / "aws" / "vms.csv"
+    os.utime(vms, (4102444800, 4102444800))  # 2100-01-01
+    with pytest.raises(UsageError, match="in the future.*--price-date"):
+        import_skypilot(tmp_path / "cat.duckdb", catalog)
+    rows = read_skypilot(catalog, price_date=date(2026, 11, 1)).rows
+    assert {row["price_date"] for row in rows} == {date(2026, 11, 1)}

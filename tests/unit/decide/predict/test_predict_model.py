@@ -69,3 +69,13 @@ def test_roofline_is_faster_on_a_faster_gpu_and_memory_check_refuses():
     check = memory_check(big, find_accelerator("T4"), "fp32")
     assert not check.fits and "16 GB" in check.note
     assert memory_check(step_cost("resnet50", 64), find_accelerator("T4"), "fp32").fits
+
+
+def test_more_workers_per_instance_than_gpus_is_a_reason_not_a_silent_cap(tmp_path):
+    from stash_core.decide.predict import predict_instances
+
+    result = predict_instances(tmp_path / "p.duckdb", "resnet18", 8, instances=["g4dn.xlarge", "p3.8xlarge"],
+                               workers_per_instance=4)  # fmt: skip
+    assert list(result.frame["instance"]) == ["p3.8xlarge"]
+    reason = "g4dn.xlarge: not predicted - it has 1 GPU(s), the job uses 4 per machine"
+    assert result.not_predictable == [reason]
