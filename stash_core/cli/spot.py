@@ -173,15 +173,21 @@ def format_plan(result: Any, rows: list[dict[str, Any]], pricing: str, target_lo
 
 
 def cmd_spot_fit_loss(args: argparse.Namespace) -> int:
-    from stash_core.decide.spot.inputs import update_workload
+    from stash_core.decide.spot.inputs import check_writable, update_workload
     from stash_core.decide.spot.lossfit import MAX_FIT_ERROR, fit_loss, read_loss_csv
 
+    check_writable(args.workload)
     fit = fit_loss(read_loss_csv(args.csv))
     report = {"g": list(fit.g), **fit.as_dict(), "source": str(args.csv)}
     if not fit.acceptable:
         raise UsageError(
             f"the loss fit's mean error {fit.mean_rel_error:.1%} is beyond {MAX_FIT_ERROR:.0%} (max "
             f"{fit.max_rel_error:.1%}); {args.workload} is left as it was"
+        )
+    if fit.g[3] < 0:  # the planner refuses it: sqrt(R + g4) at R = 0, one worker
+        raise UsageError(
+            f"the loss fit gives g4 = {fit.g[3]:.4g} < 0, which the planner cannot use for one worker: "
+            f"record curves with 1 worker too; {args.workload} is left as it was"
         )
     update_workload(args.workload, {"g": list(fit.g), "loss_fit": {**fit.as_dict(), "source": str(args.csv)}})
     if args.json:
@@ -197,13 +203,25 @@ def cmd_spot_fit_loss(args: argparse.Namespace) -> int:
 
 def cmd_spot_memory(args: argparse.Namespace) -> int:
     from stash_core.decide.catalog import list_instances
-    from stash_core.decide.spot.inputs import update_workload
-    from stash_core.decide.spot.memory import MAX_FIT_ERROR, batch_table, profile_memory
+    from stash_core.decide.spot.inputs import check_writable, update_workload
+    from stash_core.decide.spot.memory import (
+        MAX_FIT_ERROR,
+        MIN_BATCHES,
+        batch_table,
+        check_model,
+        profile_memory,
+    )
     from stash_core.spec import parse_input_shape
 
     if args.device != "cpu" and not args.device.startswith("cuda"):
         raise UsageError(f"--device {args.device!r}: give cpu or cuda[:N]")
+    if len(set(args.batches)) < MIN_BATCHES:
+        raise UsageError(f"--batches: give {MIN_BATCHES} or more different batch sizes (two always fit a "
+                         "line, so the linearity check could not fire), e.g. 8,32,128")  # fmt: skip
+    if args.workload is not None:
+        check_writable(args.workload)
     shape = parse_input_shape(args.input_shape) if args.input_shape else None
+    check_model(args.model, args.num_classes, shape)  # before a probe process starts
     fit = profile_memory(args.model, sorted(set(args.batches)), args.device, args.num_classes, shape)
     if fit.max_rel_error > MAX_FIT_ERROR:
         raise UsageError(

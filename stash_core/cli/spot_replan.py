@@ -67,8 +67,10 @@ def add_commands(subparsers: Any, offers_text: Any) -> None:
     simulate.add_argument(
         "--revocation-s", type=non_negative(YEAR_S), default=30.0, help="overhead of each revocation (30)"
     )
-    simulate.add_argument("--runs", type=count(100_000), default=200, help="Monte Carlo runs (200)")
-    simulate.add_argument("--seed", type=count(2**31), default=1, help="random seed")
+    simulate.add_argument(
+        "--runs", type=count(100_000), default=None, help="Monte Carlo runs with --rate-per-h (200)"
+    )
+    simulate.add_argument("--seed", type=count(2**31), default=None, help="random seed with --rate-per-h (1)")
 
 
 def _inputs(args: argparse.Namespace, pricing: str) -> tuple[Any, dict, list, float, float]:
@@ -124,14 +126,16 @@ def cmd_spot_replan(args: argparse.Namespace) -> int:
 
 
 def cmd_spot_simulate(args: argparse.Namespace) -> int:
-    from stash_core.decide.spot.simulate import read_trace, simulate
+    from stash_core.decide.spot.simulate import MAX_REVOCATIONS, read_trace, simulate
 
+    if args.trace is not None and (args.runs is not None or args.seed is not None):
+        raise UsageError("--runs and --seed apply to --rate-per-h: a --trace is replayed once, as it is")
     trace = read_trace(args.trace) if args.trace is not None else None
     workload, _doc, spot_offers, ps, pcie = _inputs(args, "spot")
     on_demand_offers = _inputs(args, "on_demand")[2]
     rows = simulate(spot_offers, on_demand_offers, workload, args.target_loss, args.deadline_s, ps, pcie,
-                    rate_per_h=args.rate_per_h or 0.0, revocation_s=args.revocation_s, runs=args.runs,
-                    seed=args.seed, trace=trace)  # fmt: skip
+                    rate_per_h=args.rate_per_h or 0.0, revocation_s=args.revocation_s, runs=args.runs or 200,
+                    seed=1 if args.seed is None else args.seed, trace=trace)  # fmt: skip
     if args.json:
         print(json.dumps({"deadline_s": args.deadline_s, "strategies": rows}, indent=2))
         return 0
@@ -143,12 +147,21 @@ def cmd_spot_simulate(args: argparse.Namespace) -> int:
     for row in rows:
         lines.append(f"  {row['strategy']:<15}{row['first_plan']:<34}{row['runs']:>6}"
                      f"{row['p_deadline']:>13.0%}"
-                     f"{row['mean_time_s']:>9.0f}{row['p90_time_s']:>9.0f}{row['mean_cost_usd']:>9.2f}"
-                     f"{row['mean_revocations']:>9.1f}")  # fmt: skip
+                     f"{_seconds(row['mean_time_s']):>9}{_seconds(row['p90_time_s']):>9}"
+                     f"{row['mean_cost_usd']:>9.2f}{row['mean_revocations']:>9.1f}")  # fmt: skip
+    for row in rows:
+        if row["never_finishes"]:
+            lines.append(f"{row['strategy']}: the training never finishes in {row['never_finishes']} of "
+                         f"{row['runs']} run(s) (revoked more than {MAX_REVOCATIONS} times); they miss the "
+                         "deadline")  # fmt: skip
     lines.append("simulated with the spotDNN model (no contention: planned with P = 0, trained with the true "
                  "contention); on-demand instances are never revoked")  # fmt: skip
     print("\n".join(lines))
     return 0
+
+
+def _seconds(value: float | None) -> str:
+    return "never" if value is None else f"{value:.0f}"
 
 
 COMMANDS = {"spot-replan": cmd_spot_replan, "spot-simulate": cmd_spot_simulate}

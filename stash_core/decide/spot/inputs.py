@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +56,8 @@ def load_workload(path: Path) -> tuple[Workload, dict[str, Any]]:
     if not isinstance(g, list) or len(g) != 5 or not all(_is_number(v) for v in g):
         raise UsageError("workload file: g must be a list of five numbers g1..g5")
     _check_loss_fit(doc)
+    _check_per_instance(doc)
+    _check_ps_bandwidth(doc)
     workload = Workload(
         param_bytes=param_bytes,
         solo_bandwidth_Bps=_number(doc, "solo_bandwidth_mbps") * MB,
@@ -82,6 +85,43 @@ def _check_loss_fit(doc: dict[str, Any]) -> None:
         )
 
 
+def _check_per_instance(doc: dict[str, Any]) -> None:
+    """compute_s is an object of instance name -> seconds; batch_per_gpu a number or such an object."""
+    given = doc.get("compute_s")
+    if given is not None and not isinstance(given, dict):
+        raise UsageError(
+            f"workload file: compute_s must be an object of instance name -> seconds per iteration "
+            f'(like {{"g3.4xlarge": 0.41}}), got {type(given).__name__} {_short(given)}'
+        )
+
+
+def _check_ps_bandwidth(doc: dict[str, Any]) -> None:
+    if "ps_bandwidth_mbps" in doc:
+        value = doc["ps_bandwidth_mbps"]
+        if not _is_number(value) or value <= 0:
+            raise UsageError(
+                f"workload file: ps_bandwidth_mbps must be a positive number of MB/s, got {_short(value)}"
+            )
+
+
+def _short(value: Any) -> str:
+    text = json.dumps(value) if not isinstance(value, float) else repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def check_writable(path: Path) -> None:
+    """Refuse a workload file that cannot be written, before anything is measured or fitted for it."""
+    path = Path(path)
+    folder = path.parent
+    if path.is_dir():
+        raise UsageError(f"workload file {path} is a folder")
+    if not folder.is_dir():
+        raise UsageError(f"workload file {path}: its folder {folder} does not exist")
+    if not os.access(folder, os.W_OK | os.X_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise UsageError(f"workload file {path} cannot be written (permission denied)")
+    read_workload_doc(path)  # an existing file must hold a JSON object, to keep its other fields
+
+
 def read_workload_doc(path: Path) -> dict[str, Any]:
     """The workload file's fields as they are ({} when there is no file yet); no check of their values."""
     path = Path(path)
@@ -104,8 +144,12 @@ def update_workload(path: Path, changes: dict[str, Any]) -> dict[str, Any]:
     doc = read_workload_doc(path)
     doc.update(changes)
     partial = path.with_name(path.name + ".partial")
-    partial.write_text(json.dumps(doc, indent=2) + "\n")
-    partial.replace(path)
+    try:
+        partial.write_text(json.dumps(doc, indent=2) + "\n")
+        partial.replace(path)
+    except OSError as exc:
+        partial.unlink(missing_ok=True)
+        raise UsageError(f"cannot write workload file {path}: {exc.strerror or exc}") from None
     return doc
 
 
@@ -113,15 +157,15 @@ def ps_bandwidth_Bps(given_gbps: float | None, doc: dict[str, Any]) -> float:
     """B_ps: the one given (Gbit/s), else the one `stash spot-profile` measured with B_req, else 9.6."""
     if given_gbps is not None:
         return given_gbps * GBPS
+    _check_ps_bandwidth(doc)
     measured = doc.get("ps_bandwidth_mbps")
-    if _is_number(measured) and measured > 0:
-        return float(measured) * MB
-    return DEFAULT_PS_GBPS * GBPS
+    return DEFAULT_PS_GBPS * GBPS if measured is None else float(measured) * MB
 
 
 def parse_offers(text: str) -> list[tuple[str, int]]:
-    """ "g3.8xlarge:5,g3.16xlarge:3" -> [(name, quota), ...]; a missing quota means 1."""
-    offers = []
+    """ "g3.8xlarge:5,g3.16xlarge:3" -> [(name, quota), ...]; a missing quota means 1, and a name given
+    twice has the sum of its quotas."""
+    offers: dict[str, int] = {}
     for part in (p.strip() for p in text.split(",")):
         if not part:
             continue
@@ -132,10 +176,10 @@ def parse_offers(text: str) -> list[tuple[str, int]]:
             raise UsageError(f"--instances {part!r}: the quota after ':' must be a whole number") from None
         if count < 0:
             raise UsageError(f"--instances {part!r}: the quota must not be negative")
-        offers.append((name.strip(), count))
+        offers[name.strip()] = offers.get(name.strip(), 0) + count
     if not offers:
         raise UsageError("--instances: give at least one NAME[:QUOTA]")
-    return offers
+    return list(offers.items())
 
 
 def build_offers(db_path: Path, offers: list[tuple[str, int]], doc: dict[str, Any],
@@ -171,7 +215,7 @@ def _batch_per_gpu(doc: dict[str, Any], name: str) -> int:
 
 
 def _compute_s(db_path: Path, doc: dict[str, Any], name: str, batch_per_gpu: int, gpus: int) -> float:
-    given = (doc.get("compute_s") or {}).get(name)
+    given = (doc.get("compute_s") or {}).get(name)  # its shape is checked by load_workload
     if given is not None:
         if not _is_number(given) or given <= 0:
             raise UsageError(f"workload file: compute_s of {name} must be a positive number of seconds")

@@ -34,6 +34,9 @@ from stash_core.errors import UsageError
 
 MAX_FIT_ERROR = 0.12  # mean relative error: the paper's worst loss prediction error is 11.7%
 MIN_ROWS = 8
+# Sane ranges of a loss curve's values (beyond them the least squares overflow): a billion parameter updates,
+# the batch and worker limits of the other spot commands, and the planner's largest target loss.
+LIMITS = {"iteration": 1e9, "batch": 2**20, "workers": 10_000, "loss": 1e6}
 
 _COLUMNS = {
     "iteration": ("iteration", "iterations", "iter", "step", "j"),
@@ -95,9 +98,15 @@ def curves(batch, workers, iteration, loss, r=None) -> LossCurves:
         raise UsageError(
             "loss curves: batch > 0, whole workers >= 1, iteration >= 0 and loss > 0 in every row"
         )
+    for name, values in zip(("batch", "workers", "iteration", "loss"), arrays, strict=True):
+        if np.any(values > LIMITS[name]):
+            raise UsageError(
+                f"loss curves: {name} up to {LIMITS[name]:,.0f} (got {float(np.max(values)):.4g}); "
+                f"the limits: {', '.join(f'{key} <= {top:,.0f}' for key, top in LIMITS.items())}"
+            )
     rr = like_workers_r(n) if r is None else np.asarray(r, dtype=float)
-    if rr.shape != b.shape or not np.all(np.isfinite(rr)) or np.any(rr < 0):
-        raise UsageError("loss curves: R must be a non-negative number in every row")
+    if rr.shape != b.shape or not np.all(np.isfinite(rr)) or np.any(rr < 0) or np.any(rr > 10):
+        raise UsageError("loss curves: R must be a number from 0 to 10 in every row (eq. 5 gives 0 to 1.4)")
     return LossCurves(b, n, j, y, rr)
 
 
@@ -147,10 +156,13 @@ def fit_loss(data: LossCurves) -> LossFit:
             f"loss curves: need at least two batch sizes and two worker counts to tell g2 from g3 and "
             f"g4 from the rest (got batches {list(batches)}, workers {list(counts)})"
         )
-    g = _grid_start(data)
-    g = _levenberg_marquardt(g, data)
-    predicted = predict(g, data)
-    relative = np.abs(predicted - data.loss) / data.loss
+    with np.errstate(all="ignore"):  # a step that overflows is refused by its error, not printed
+        g = _grid_start(data)
+        g = _levenberg_marquardt(g, data)
+        predicted = predict(g, data)
+        relative = np.abs(predicted - data.loss) / data.loss
+    if not (np.all(np.isfinite(g)) and np.all(np.isfinite(relative))):
+        raise UsageError("loss curves: the fit of g1..g5 does not converge to finite values on these curves")
     return LossFit(
         g=tuple(float(v) for v in g),  # type: ignore[arg-type]
         mean_rel_error=float(np.mean(relative)),
@@ -180,6 +192,8 @@ def _grid_start(data: LossCurves) -> np.ndarray:
             coef, sse = _linear_part(g1, g4, data)
             if sse < best[0]:
                 best = (sse, np.array([g1, coef[0], coef[1], g4, coef[2]]))
+    if best[1] is None:
+        raise UsageError("loss curves: no start for the fit of g1..g5 gives a finite error on these curves")
     return best[1]
 
 

@@ -27,11 +27,18 @@ from stash_core.errors import UsageError
 GIB = 2**30
 GPU_MEMORY_GIB = {"K80": 12, "M60": 8, "T4": 16, "A10G": 24, "L4": 24, "V100": 16, "A100": 40, "H100": 80}
 MAX_FIT_ERROR = 0.10  # largest relative residual of the linear peak-memory fit that is still used
+MIN_BATCHES = 3  # two points fit any line exactly: the linearity check needs a third
+# The peak must rise between the smallest and the largest batch by more than the fit's own error bound (of
+# the smallest batch's peak): a smaller rise is the allocator's noise, and a2 = 1 / slope would follow it.
+MIN_GROWTH = MAX_FIT_ERROR
 PROBE_TIMEOUT_S = 600
 # glibc's adaptive mmap threshold lets freed tensors stay in the heap, so a CPU process's peak resident set
 # wanders by tens of MiB between identical runs; a fixed threshold maps every large tensor on its own and
 # returns it when freed, and the peak follows what the step holds (repeatable to 0.1 MiB here)
 CPU_MALLOC_ENV = {"MALLOC_MMAP_THRESHOLD_": "65536", "MALLOC_TRIM_THRESHOLD_": "0"}
+
+
+_USAGE_PREFIX = "stash_core.errors.UsageError: "
 
 
 @dataclass(frozen=True)
@@ -56,8 +63,11 @@ class MemoryFit:
 
 def fit_memory(batches: list[int], peak_bytes: list[int], device: str = "cpu") -> MemoryFit:
     """a2, b2 of eq. 10 from peak memory at batch sizes (least squares line, then inverted)."""
-    if len(batches) != len(peak_bytes) or len(set(batches)) < 2:
-        raise UsageError("memory fit: give the peak memory at two or more different batch sizes")
+    if len(batches) != len(peak_bytes) or len(set(batches)) < MIN_BATCHES:
+        raise UsageError(
+            f"memory fit: give the peak memory at {MIN_BATCHES} or more different batch sizes (two always "
+            "fit a line, so its linearity could not be checked)"
+        )
     b = np.asarray(batches, dtype=float)
     peak = np.asarray(peak_bytes, dtype=float)
     if np.any(b < 1) or np.any(peak <= 0) or not np.all(np.isfinite(peak)):
@@ -68,6 +78,13 @@ def fit_memory(batches: list[int], peak_bytes: list[int], device: str = "cpu") -
             "memory fit: the peak memory does not grow with the batch "
             f"({', '.join(f'{int(x)}: {p / 2**20:.0f} MiB' for x, p in zip(b, peak, strict=True))}); "
             "measure at larger batches"
+        )
+    low, high = peak[int(np.argmin(b))], peak[int(np.argmax(b))]
+    if high - low <= MIN_GROWTH * low:
+        raise UsageError(
+            f"memory fit: the peak grows by {(high - low) / 2**20:.1f} MiB from batch {int(b.min())} to "
+            f"{int(b.max())}, not clearly above the noise (needs more than {MIN_GROWTH:.0%} of "
+            f"{low / 2**20:.0f} MiB); measure over a wider range of batch sizes"
         )
     error = float(np.max(np.abs(intercept + slope * b - peak) / peak))
     return MemoryFit(
@@ -103,6 +120,15 @@ def batch_table(fit: MemoryFit, instances: list[dict]) -> list[dict]:
     return rows
 
 
+def check_model(model: str, num_classes: int | None = None,
+                input_shape: tuple[int, ...] | None = None) -> None:  # fmt: skip
+    """Refuse an unknown model or an input shape it cannot take before any probe process starts (the zoo
+    builds it on the meta device: no weights are allocated)."""
+    from stash_core.zoo.build import describe_model
+
+    describe_model(model, num_classes, input_shape)
+
+
 def measure_peak_bytes(model: str, batch: int, device: str = "cpu", num_classes: int | None = None,
                        input_shape: tuple[int, ...] | None = None) -> int:  # fmt: skip
     """Peak memory of two training steps at `batch`, in a process of its own (memprobe.py)."""
@@ -121,7 +147,7 @@ def measure_peak_bytes(model: str, batch: int, device: str = "cpu", num_classes:
     except subprocess.TimeoutExpired:
         raise UsageError(f"memory probe of {model} at batch {batch} took over {PROBE_TIMEOUT_S} s") from None
     if done.returncode != 0:
-        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1].removeprefix(_USAGE_PREFIX)
         raise UsageError(f"memory probe of {model} at batch {batch} on {device} failed: {last}")
     return int(json.loads(done.stdout.strip().splitlines()[-1])["peak_bytes"])
 
@@ -129,5 +155,8 @@ def measure_peak_bytes(model: str, batch: int, device: str = "cpu", num_classes:
 def profile_memory(model: str, batches: list[int], device: str = "cpu", num_classes: int | None = None,
                    input_shape: tuple[int, ...] | None = None) -> MemoryFit:  # fmt: skip
     """Measure each batch size in its own process and fit eq. 10."""
+    if len(set(batches)) < MIN_BATCHES:
+        raise UsageError(f"give {MIN_BATCHES} or more different batch sizes (two always fit a line)")
+    check_model(model, num_classes, input_shape)
     peaks = [measure_peak_bytes(model, b, device, num_classes, input_shape) for b in batches]
     return fit_memory(batches, peaks, device)

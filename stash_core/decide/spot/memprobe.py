@@ -83,4 +83,10 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    from stash_core.errors import UsageError
+
+    try:
+        sys.exit(main(sys.argv[1:]))
+    except UsageError as error:  # one line for the parent to pass on
+        print(error, file=sys.stderr)
+        sys.exit(2)

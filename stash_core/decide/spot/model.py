@@ -43,6 +43,10 @@ class Workload:
                 raise UsageError(f"workload {name} must be a positive number, got {value!r}")
         if len(self.loss_g) != 5 or not all(math.isfinite(float(g)) for g in self.loss_g):
             raise UsageError("workload loss_g must be five numbers g1..g5")
+        if self.loss_g[3] < 0:
+            # sqrt((R + g4) n) of eq. 3 at R = 0 (one worker) and sqrt(g4) of eq. 16 need g4 >= 0
+            raise UsageError(f"workload g4 = {self.loss_g[3]:g} is negative: the loss model (eq. 3) takes "
+                             "sqrt(R + g4) with R = 0 for one worker; refit g1..g5")  # fmt: skip
         if not 0 <= self.contention_margin < 1:
             raise UsageError(f"contention margin must be in [0, 1), got {self.contention_margin!r}")
 
@@ -105,6 +109,25 @@ def loss_scale(weighted_batch_size: float, loss_g: tuple[float, ...]) -> float:
     """g2 b_w + g3 of eq. 3: how far the loss starts above its floor. The model holds only where it is
     positive; at larger batches (g2 < 0) it turns negative and would predict that no training is needed."""
     return loss_g[1] * weighted_batch_size + loss_g[2]
+
+
+def check_loss_model(loss_g: tuple[float, ...], target_loss: float, smallest_batch: float,
+                     largest_batch: float) -> None:  # fmt: skip
+    """Refuse g1..g5 that cannot predict reaching `target_loss` at any batch between the two given: a target
+    at or below the floor g5, or a loss scale g2 b + g3 that is not positive anywhere in that range (it is
+    linear in b, so its ends decide)."""
+    g5 = loss_g[4]
+    if target_loss <= g5:
+        raise UsageError(f"target loss {target_loss:g} is at or below the loss model's floor g5 = {g5:g}")
+    ends = (loss_scale(smallest_batch, loss_g), loss_scale(largest_batch, loss_g))
+    if max(ends) <= 0:
+        where = f"{ends[0]:g} at batch {smallest_batch:g}"
+        if largest_batch != smallest_batch:
+            where += f" and {ends[1]:g} at batch {largest_batch:g}"
+        raise UsageError(
+            f"the loss model does not hold at any batch on offer: g2 x batch + g3 is {where} (it must be "
+            "positive); refit g1..g5 over these batch sizes"
+        )
 
 
 def iterations_to_loss(weighted_batch_size: float, r: float, workers: int, target_loss: float,

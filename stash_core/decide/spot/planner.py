@@ -16,6 +16,7 @@ from typing import Any
 from stash_core.decide.spot.model import (
     Worker,
     Workload,
+    check_loss_model,
     cluster_iteration_s,
     convergence_coefficient,
     iterations_to_loss,
@@ -25,6 +26,9 @@ from stash_core.decide.spot.model import (
     worker_iteration_s,
 )
 from stash_core.errors import UsageError
+
+MAX_CANDIDATES = 200_000  # windows kept per plan (each a Plan in memory)
+MAX_WORKER_EVALUATIONS = 10_000_000  # workers over all windows: about 1 us each, so about 10 s
 
 
 @dataclass(frozen=True)
@@ -81,13 +85,13 @@ def plan_spot_cluster(
             raise UsageError(f"{what} must be a positive number, got {value!r}")
     if revocation_s < 0:
         raise UsageError(f"revocation overhead must not be negative, got {revocation_s!r}")
-    pool = [offer.worker for offer in offers for _ in range(offer.quota)]
-    if not pool:
+    offered = [offer for offer in offers if offer.quota > 0]
+    if not offered:
         raise UsageError("every instance type has a quota of 0")
-    # Sort by each instance's iteration time alone with the PS (eq. 6 at n = 1), fastest first.
-    pool.sort(key=lambda w: (worker_iteration_s(w, 1, workload, ps_Bps, pcie_Bps), w.usd_per_h, w.instance))
-    fastest_speed = max(w.batch / worker_iteration_s(w, 1, workload, ps_Bps, pcie_Bps) for w in pool)
-    smallest_batch = min(w.batch for w in pool)
+    solo_s = {id(o.worker): worker_iteration_s(o.worker, 1, workload, ps_Bps, pcie_Bps) for o in offered}
+    fastest_speed = max(o.worker.batch / solo_s[id(o.worker)] for o in offered)
+    smallest_batch = min(o.worker.batch for o in offered)
+    check_loss_model(workload.loss_g, target_loss, smallest_batch, max(o.worker.batch for o in offered))
     if (
         loss_scale(smallest_batch, workload.loss_g) > 0
         and iterations_to_loss(smallest_batch, 0.0, 1, target_loss, workload.loss_g) <= 0
@@ -97,6 +101,11 @@ def plan_spot_cluster(
             "check g and the target"
         )
     lower, upper = worker_bounds(workload, target_loss, budget_s, smallest_batch, fastest_speed)
+    # No cluster holds more than n_upper workers, so instances beyond it on a quota cannot matter.
+    pool = [o.worker for o in offered for _ in range(min(o.quota, upper))]
+    # Sort by each instance's iteration time alone with the PS (eq. 6 at n = 1), fastest first.
+    pool.sort(key=lambda w: (solo_s[id(w)], w.usd_per_h, w.instance))
+    check_candidates(lower, min(upper, len(pool)), len(pool))
     result = PlanResult(best=None, bounds=(lower, upper))
     top = min(upper, len(pool))
     for n in range(lower, top + 1):
@@ -107,8 +116,20 @@ def plan_spot_cluster(
             if plan.meets_budget and (result.best is None or plan.cost_usd < result.best.cost_usd):
                 result.best = plan
     if result.best is None:
-        result.infeasible_reason = _why_none(result, pool, lower, upper, budget_s)
+        result.infeasible_reason = _why_none(result, sum(o.quota for o in offered), lower, upper, budget_s)
     return result
+
+
+def check_candidates(lower: int, top: int, pool_size: int) -> None:
+    """Refuse a search beyond MAX_CANDIDATES windows or MAX_WORKER_EVALUATIONS (minutes, gigabytes)."""
+    sizes = range(max(lower, 1), top + 1)
+    windows = sum(pool_size - n + 1 for n in sizes)
+    if windows > MAX_CANDIDATES or sum((pool_size - n + 1) * n for n in sizes) > MAX_WORKER_EVALUATIONS:
+        raise UsageError(
+            f"{windows:,} candidate clusters (up to {top} workers from {pool_size} instances) are too many "
+            f"to evaluate in reasonable time (at most {MAX_CANDIDATES:,} clusters and "
+            f"{MAX_WORKER_EVALUATIONS:,} workers over them): offer fewer instances"
+        )
 
 
 def evaluate(
@@ -147,14 +168,12 @@ def evaluate(
     )
 
 
-def _why_none(result: PlanResult, pool: list[Worker], lower: int, upper: int, budget_s: float) -> str:
+def _why_none(result: PlanResult, offered: int, lower: int, upper: int, budget_s: float) -> str:
     if upper < 1:
         return "the parameter server saturates even with one worker (a1, b1 give P >= 1 at n = 1)"
-    if lower > min(upper, len(pool)):
-        limit = "the parameter server's limit" if upper < len(pool) else "the quotas"
-        return (
-            f"the budget needs at least {lower} workers but {limit} allow(s) at most {min(upper, len(pool))}"
-        )
+    if lower > min(upper, offered):
+        limit = "the parameter server's limit" if upper < offered else "the quotas"
+        return f"the budget needs at least {lower} workers but {limit} allow(s) at most {min(upper, offered)}"
     if all(plan.outside_loss_model for plan in result.candidates):
         return (
             "the loss model (g2 x batch + g3 <= 0) does not hold at the batch sizes on offer: "

@@ -17,11 +17,12 @@ from collections import Counter
 from stash_core.decide.spot.model import (
     Worker,
     Workload,
+    check_loss_model,
     iterations_to_loss,
     predicted_loss,
     worker_iteration_s,
 )
-from stash_core.decide.spot.planner import InstanceOffer, Plan, PlanResult, evaluate
+from stash_core.decide.spot.planner import InstanceOffer, Plan, PlanResult, check_candidates, evaluate
 from stash_core.errors import UsageError
 
 
@@ -65,15 +66,26 @@ def replan(running: list[Worker], offers: list[InstanceOffer], workload: Workloa
     `target_loss` from `current_loss` within `budget_s` (what is left of the budget)."""
     if not math.isfinite(budget_s):
         raise UsageError(f"remaining budget must be a number, got {budget_s!r}")
-    in_use = Counter(w.instance for w in running)
-    pool = [
-        offer.worker for offer in offers for _ in range(max(offer.quota - in_use[offer.worker.instance], 0))
-    ]
-    pool.sort(key=lambda w: (worker_iteration_s(w, 1, workload, ps_Bps, pcie_Bps), w.usd_per_h, w.instance))
+    batches = [w.batch for w in running] + [o.worker.batch for o in offers if o.quota > 0]
+    if not batches:
+        raise UsageError("no instances running and none on offer")
+    check_loss_model(workload.loss_g, target_loss, min(batches), max(batches))
+    if current_loss <= workload.loss_g[4]:
+        raise UsageError(f"current loss {current_loss:g} is at or below the loss model's floor "
+                         f"g5 = {workload.loss_g[4]:g}")  # fmt: skip
     a1, b1 = workload.contention_a1, workload.contention_b1
     ceiling = 1 / (1 + workload.contention_margin)
     upper = math.floor(((ceiling - b1) / a1) ** 2) if b1 < ceiling else 0
+    room = max(0, upper - len(running))  # no cluster holds more than n_upper workers: the rest cannot matter
+    in_use = Counter(w.instance for w in running)
+    pool = [
+        offer.worker
+        for offer in offers
+        for _ in range(min(max(offer.quota - in_use[offer.worker.instance], 0), room))
+    ]
+    pool.sort(key=lambda w: (worker_iteration_s(w, 1, workload, ps_Bps, pcie_Bps), w.usd_per_h, w.instance))
     most_new = max(0, min(upper, len(running) + len(pool)) - len(running))
+    check_candidates(1, most_new, len(pool))
     result = PlanResult(best=None, bounds=(len(running), len(running) + most_new))
     for extra in range(0 if running else 1, most_new + 1):
         for start in range(len(pool) - extra + 1 if extra else 1):

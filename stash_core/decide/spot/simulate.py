@@ -9,7 +9,8 @@ Revocations: every spot instance is revoked at `rate_per_h` (a Poisson process, 
 cluster of n is exponential with rate n x rate, and memoryless: re-drawn after every change), or at the times
 of a trace (rows of time_s, instance: one instance of that type is revoked, if the cluster holds one).
 After a revocation the cluster stands still for `revocation_s` (paid), the loss reached is kept and the rest
-of the deadline is re-planned. A run that finds no plan in time goes on with the fastest candidate.
+of the deadline is re-planned. A run that finds no plan in time goes on with the fastest candidate; a run
+revoked more than MAX_REVOCATIONS times never finishes: its time is None (never) and it misses the deadline.
 """
 
 from __future__ import annotations
@@ -38,22 +39,40 @@ def read_trace(path: Path) -> list[tuple[float, str]]:
     """Revocation events (time_s, instance) from a CSV with a header time_s,instance, in time order."""
     try:
         with open(path, newline="") as handle:
-            rows = list(csv.DictReader(handle))
+            reader = csv.DictReader(handle)
+            rows = list(reader)
+            header = [name.strip() for name in reader.fieldnames or []]
     except (OSError, csv.Error, UnicodeDecodeError) as exc:
         raise UsageError(f"cannot read revocation trace {path}: {exc}") from None
+    if "time_s" not in header or "instance" not in header:
+        raise UsageError(f"revocation trace {path}: needs a header line time_s,instance")
     events = []
     for line, row in enumerate(rows, start=2):
+        row = {str(key).strip(): value for key, value in row.items()}
+        time_text, instance = row.get("time_s"), row.get("instance")
         try:
-            time_s = float(row["time_s"])
-            instance = str(row["instance"]).strip()
-        except (KeyError, TypeError, ValueError):
+            time_s = float(time_text)  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            time_s = math.nan
+        if not math.isfinite(time_s) or time_s < 0 or not isinstance(instance, str) or not instance.strip():
             raise UsageError(
-                f"revocation trace {path} line {line}: needs time_s (a number) and instance"
-            ) from None
-        if not math.isfinite(time_s) or time_s < 0 or not instance:
-            raise UsageError(f"revocation trace {path} line {line}: time_s >= 0 and an instance name")
-        events.append((time_s, instance))
+                f"revocation trace {path} line {line}: needs time_s (a number >= 0) and an instance name"
+            )
+        events.append((time_s, instance.strip()))
+    if not events:
+        raise UsageError(
+            f"revocation trace {path}: no revocations (rows of time_s,instance after the header)"
+        )
     return sorted(events)
+
+
+def check_trace(trace: list[tuple[float, str]], offers: list[InstanceOffer]) -> None:
+    """Refuse a trace that names instance types not on offer: its revocations could never happen."""
+    unknown = sorted({name for _, name in trace} - {offer.worker.instance for offer in offers})
+    if unknown:
+        raise UsageError(
+            f"revocation trace: instance(s) {', '.join(unknown)} not among the instances on offer"
+        )
 
 
 def run_once(offers: list[InstanceOffer], plan_workload: Workload, true_workload: Workload,
@@ -62,6 +81,8 @@ def run_once(offers: list[InstanceOffer], plan_workload: Workload, true_workload
              trace: list[tuple[float, str]] | None = None) -> dict:  # fmt: skip
     """One training from start to target: time, cost, revocations and whether it met the deadline."""
     first = plan_spot_cluster(offers, plan_workload, target_loss, deadline_s, **links)
+    if not first.candidates:  # not even a cluster to start with and miss the deadline on
+        raise UsageError(f"simulation: no cluster to start training with: {first.infeasible_reason}")
     chosen = first.best or min(first.candidates, key=lambda plan: plan.training_s)
     cluster: list[Worker] = workers_of(chosen, offers)
     t = cost = 0.0
@@ -111,6 +132,8 @@ def simulate(spot_offers: list[InstanceOffer], on_demand_offers: list[InstanceOf
     """Per strategy: probability of meeting the deadline, mean and 90th-percentile time, mean cost."""
     if runs < 1 or rate_per_h < 0 or not math.isfinite(rate_per_h):
         raise UsageError("simulation: runs >= 1 and a revocation rate >= 0 per hour")
+    if trace is not None:
+        check_trace(trace, spot_offers)
     links = {"ps_Bps": ps_Bps, "pcie_Bps": pcie_Bps}
     rng = np.random.default_rng(seed)
     strategies = [
@@ -126,12 +149,27 @@ def simulate(spot_offers: list[InstanceOffer], on_demand_offers: list[InstanceOf
                      rate_per_h if revoked else 0.0, trace if revoked else None)
             for _ in range(count)
         ]  # fmt: skip
-        times = np.array([o["time_s"] for o in outcomes])
+        times = [o["time_s"] for o in outcomes]
         rows.append({
             "strategy": name, "first_plan": outcomes[0]["first_plan"], "runs": count,
             "p_deadline": float(np.mean([o["met"] for o in outcomes])),
-            "mean_time_s": float(np.mean(times)), "p90_time_s": float(np.percentile(times, 90)),
+            "never_finishes": sum(1 for t in times if not math.isfinite(t)),
+            "mean_time_s": _finite_or_none(float(np.mean(times)) if all(map(math.isfinite, times)) else None),
+            "p90_time_s": _finite_or_none(_p90(times)),
             "mean_cost_usd": float(np.mean([o["cost_usd"] for o in outcomes])),
             "mean_revocations": float(np.mean([o["revocations"] for o in outcomes])),
         })  # fmt: skip
     return rows
+
+
+def _p90(times: list[float]) -> float:
+    """The 90th percentile (interpolated); inf when it falls among runs that never finish."""
+    if all(map(math.isfinite, times)):
+        return float(np.percentile(times, 90))
+    ordered = sorted(times)
+    return ordered[min(math.ceil(0.9 * len(ordered)), len(ordered)) - 1]
+
+
+def _finite_or_none(value: float | None) -> float | None:
+    """None for a training that never finishes (JSON has no infinity)."""
+    return value if value is not None and math.isfinite(value) else None

@@ -85,3 +85,39 @@ def test_the_planner_refuses_a_workload_with_a_bad_recorded_fit(tmp_path):
     path.write_text(json.dumps({**doc, "loss_fit": {"mean_rel_error": MAX_FIT_ERROR + 0.01}}))
     with pytest.raises(UsageError, match="beyond"):
         load_workload(path)
+
+
+@pytest.mark.parametrize(
+    "column, value, message",
+    [
+        ("iteration", 1e300, "iteration up to 1,000,000,000"),
+        ("batch", 1e300, "batch up to 1,048,576"),
+        ("workers", 1e6, "workers up to 10,000"),
+        ("loss", 1e300, "loss up to 1,000,000"),
+    ],
+)
+def test_values_beyond_sane_bounds_are_refused_without_numpy_warnings(column, value, message):
+    import warnings
+
+    b, n, j = _grid()
+    values = {"batch": b, "workers": n, "iteration": j, "loss": np.ones_like(b)}
+    values[column] = values[column].copy()
+    values[column][-1] = value
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(UsageError, match=message):
+            curves(values["batch"], values["workers"], values["iteration"], values["loss"])
+
+
+def test_curves_at_the_bounds_fit_without_numpy_warnings():
+    """The largest iterations and batches allowed: the fit runs without an overflow warning."""
+    import warnings
+
+    b, n, j = _grid(last=6000)
+    j = j / j.max() * 1e9
+    b = b / b.max() * 2**20
+    data = curves(b, n, j, predict((1e8, 1e-6, 3.0, 1.0, 0.5), curves(b, n, j, np.ones_like(b))))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        fit = fit_loss(data)
+    assert all(np.isfinite(fit.g)) and fit.mean_rel_error < MAX_FIT_ERROR

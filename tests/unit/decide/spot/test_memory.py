@@ -23,11 +23,21 @@ def test_hand_worked_line_gives_a2_b2_and_powers_of_two():
     assert fit.largest_batch(1) is None  # 0 samples fit beside the weights
 
 
-def test_memory_that_does_not_grow_is_refused():
-    with pytest.raises(UsageError, match="does not grow"):
-        fit_memory([8, 32], [GIB, GIB])
-    with pytest.raises(UsageError, match="two or more"):
-        fit_memory([8, 8], [GIB, GIB])
+@pytest.mark.parametrize(
+    "batches, peaks, message",
+    [
+        ([8, 32, 128], [2 * GIB, GIB + GIB // 2, GIB], "does not grow"),
+        ([8, 32, 128], [GIB, GIB, GIB], "grows by 0.0 MiB from batch 8 to 128, not clearly above the noise"),
+        # two points always fit a line: the 10% linearity check could never fire
+        ([8, 32], [GIB, 2 * GIB], "3 or more different batch sizes"),
+        ([8, 8, 32], [GIB, GIB, 2 * GIB], "3 or more different batch sizes"),
+        # a rise of 2 MiB over 1 GiB is the allocator's noise: a2 = 1 / slope would follow it
+        ([2, 3, 4], [GIB, GIB + 2**20, GIB + 2 * 2**20], "not clearly above the noise"),
+    ],
+)
+def test_peaks_that_cannot_give_a2_are_refused(batches, peaks, message):
+    with pytest.raises(UsageError, match=message):
+        fit_memory(batches, peaks)
 
 
 @pytest.mark.parametrize(

@@ -105,8 +105,10 @@ def test_a_batch_outside_the_loss_model_is_refused_not_free():
     assert outside.outside_loss_model and not outside.meets_budget and outside.training_s == math.inf
     result = plan_spot_cluster([InstanceOffer(big, 1), InstanceOffer(small, 1)], shrinking, 0.1, 1e6, **LINKS)
     assert result.best is not None and result.best.counts == {"SMALL": 1} and result.best.cost_usd > 0
-    only_big = plan_spot_cluster([InstanceOffer(big, 2)], shrinking, 0.1, 1e6, **LINKS)
-    assert only_big.best is None and "does not hold at the batch sizes" in only_big.infeasible_reason
+    with pytest.raises(
+        UsageError, match="does not hold at any batch on offer: g2 x batch [+] g3 is -44 at batch 64 "
+    ):
+        plan_spot_cluster([InstanceOffer(big, 2)], shrinking, 0.1, 1e6, **LINKS)
 
 
 def test_the_upper_bound_keeps_p_below_one_with_the_contention_margin():
@@ -132,3 +134,45 @@ def test_a_plan_that_rests_on_one_coefficient_is_called_fragile():
     assert edge.best.counts == {"A": 1}
     moved = fragile_coefficients(edge, OFFERS, WORKLOAD, 0.1, 101.0, **LINKS)
     assert "g3 +5%" in moved and "g3 -5%" not in moved
+
+
+def test_quotas_beyond_the_upper_bound_change_nothing_and_cost_no_time():
+    """n_upper = 100 here (a1 0.1, b1 0): 10,000 instances of A plan as 100 do, without wider windows."""
+    capped = plan(150.0, offers=[InstanceOffer(A, 100), InstanceOffer(B, 2)])
+    huge = plan(150.0, offers=[InstanceOffer(A, 10_000), InstanceOffer(B, 2)])
+    assert huge.bounds == capped.bounds and huge.bounds[1] == 100
+    assert huge.best.label() == capped.best.label() and len(huge.candidates) == len(capped.candidates)
+    assert huge.best.cost_usd == pytest.approx(capped.best.cost_usd)
+
+
+def test_a_search_too_large_to_run_is_refused_with_one_line():
+    # no parameter-server limit (b1 far below 1, a1 tiny): nothing caps 5,000 instances
+    open_ended = Workload(param_bytes=1, solo_bandwidth_Bps=1e6, contention_a1=1e-9, contention_b1=-1.0,
+                          loss_g=(0.0, 0.0, 10.0, 1.0, 0.0))  # fmt: skip
+    with pytest.raises(UsageError, match="too many to evaluate"):
+        plan_spot_cluster([InstanceOffer(A, 5_000)], open_ended, 0.1, 1e6, **LINKS)
+
+
+BIG = Worker("BIG", gpus=1, compute_s=1.0, batch=64, usd_per_h=1.0)
+SMALL = Worker("SMALL", gpus=1, compute_s=1.0, batch=32, usd_per_h=1.0)
+BOTH = [InstanceOffer(BIG, 2), InstanceOffer(SMALL, 2)]
+
+
+@pytest.mark.parametrize(
+    "g, offers, message",
+    [
+        ((-1.0, -1.0, -1.0, -1.0, -1.0), BOTH, "g4 = -1 is negative"),
+        (
+            (0.0, -1.0, -1.0, 1.0, -1.0),
+            BOTH,
+            "does not hold at any batch on offer: .* -33 at batch 32 and -65",
+        ),
+        ((0.0, -1.0, 40.0, 1.0, 0.0), [InstanceOffer(BIG, 2)], "is -24 at batch 64 [(]"),
+        ((0.0, 0.0, 10.0, 1.0, 0.5), BOTH, "at or below the loss model's floor g5 = 0.5"),
+    ],
+)
+def test_loss_coefficients_that_cannot_plan_are_refused(g, offers, message):
+    with pytest.raises(UsageError, match=message):
+        workload = Workload(param_bytes=1, solo_bandwidth_Bps=1e6, contention_a1=0.1, contention_b1=0.0,
+                            loss_g=g)  # fmt: skip
+        plan_spot_cluster(offers, workload, 0.1, 1e6, **LINKS)

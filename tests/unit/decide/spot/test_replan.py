@@ -15,6 +15,7 @@ import pytest
 
 from stash_core.decide.spot import InstanceOffer, Worker, Workload
 from stash_core.decide.spot.replan import loss_after, remaining_plan, replan
+from stash_core.errors import UsageError
 
 WORKLOAD = Workload(param_bytes=1, solo_bandwidth_Bps=1e6, contention_a1=0.1, contention_b1=0.0,
                     loss_g=(0.0, 0.0, 10.0, 1.0, 0.0))  # fmt: skip
@@ -59,3 +60,25 @@ def test_the_loss_moves_along_the_clusters_curve():
     assert loss_after(alone, WORKLOAD, 0.1, 0.2, 50.0) == pytest.approx(0.1, rel=1e-4)  # j = 50 + 50
     assert loss_after(alone, WORKLOAD, 0.1, 0.2, 25.0) == pytest.approx(10 / 75, rel=1e-4)
     assert loss_after(alone, WORKLOAD, 0.1, 0.2, 1e6) == pytest.approx(0.1)  # never below the target
+
+
+@pytest.mark.parametrize(
+    "g, current, message",
+    [
+        ((0.0, -1.0, -1.0, 1.0, -1.0), 0.2, "does not hold at any batch on offer"),
+        ((0.0, 0.0, 10.0, 1.0, 0.15), 0.2, "target loss 0.1 is at or below the loss model's floor g5 = 0.15"),
+    ],
+)
+def test_replan_refuses_loss_coefficients_as_the_planner_does(g, current, message):
+    workload = Workload(param_bytes=1, solo_bandwidth_Bps=1e6, contention_a1=0.1, contention_b1=0.0,
+                        loss_g=g)  # fmt: skip
+    with pytest.raises(UsageError, match=message):
+        replan([A], [InstanceOffer(A, 2), InstanceOffer(B, 2)], workload, 0.1, current, 1e6, **LINKS)
+
+
+def test_replan_offers_no_more_than_the_upper_bound():
+    """n_upper = 100: a quota of 10,000 gives the same answer as 100, in as few candidates."""
+    few = replan([A], [InstanceOffer(A, 100), InstanceOffer(B, 2)], WORKLOAD, 0.1, 0.2, 60.0, **LINKS)
+    many = replan([A], [InstanceOffer(A, 10_000), InstanceOffer(B, 2)], WORKLOAD, 0.1, 0.2, 60.0, **LINKS)
+    assert many.bounds == few.bounds == (1, 100)
+    assert many.best.label() == few.best.label() and len(many.candidates) == len(few.candidates)

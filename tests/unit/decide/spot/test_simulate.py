@@ -60,10 +60,48 @@ def test_a_planner_blind_to_contention_misses_a_tight_deadline():
     assert again == rows  # the same seed, the same outcome
 
 
-def test_a_bad_trace_is_refused(tmp_path):
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("time_s,instance\nsoon,A\n", "line 2: needs time_s"),
+        ("time_s,instance\n10\n", "line 2: needs time_s"),  # no instance column at all
+        ("time_s,instance\n10,\n", "line 2: needs time_s"),  # an empty one
+        ("time_s,instance\n-1,A\n", "line 2: needs time_s"),
+        ("", "needs a header line time_s,instance"),
+        ("10,A\n", "needs a header line time_s,instance"),
+        ("time_s,instance\n", "no revocations"),
+    ],
+)
+def test_a_bad_trace_is_refused(tmp_path, text, message):
     from stash_core.errors import UsageError
 
     path = tmp_path / "trace.csv"
-    path.write_text("time_s,instance\nsoon,A\n")
-    with pytest.raises(UsageError, match="line 2"):
+    path.write_text(text)
+    with pytest.raises(UsageError, match=message):
         read_trace(path)
+
+
+def test_a_trace_naming_instances_not_on_offer_is_refused():
+    from stash_core.errors import UsageError
+
+    with pytest.raises(UsageError, match="instance[(]s[)] Q, Z not among the instances on offer"):
+        simulate([InstanceOffer(A, 2)], [InstanceOffer(A_ON_DEMAND, 2)], NEGLIGIBLE, 0.1, 200.0, **LINKS,
+                 trace=[(5.0, "Z"), (6.0, "A"), (7.0, "Q")])  # fmt: skip
+
+
+def test_a_trace_that_revokes_without_end_never_finishes_and_warns_nothing():
+    """Every 0.1 s one A is revoked: 500 revocations train 50 of the 100 s needed, and past MAX_REVOCATIONS
+    the run never finishes: P(deadline) = 0."""
+    import warnings
+
+    from stash_core.decide.spot.simulate import MAX_REVOCATIONS
+
+    trace = [(0.1 * k, "A") for k in range(1, 3 * MAX_REVOCATIONS)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a numpy RuntimeWarning fails the test
+        rows = simulate([InstanceOffer(A, 2)], [InstanceOffer(A_ON_DEMAND, 2)], NEGLIGIBLE, 0.1, 200.0,
+                        **LINKS, revocation_s=0.0, trace=trace)  # fmt: skip
+    spot = rows[0]
+    assert spot["never_finishes"] == 1 and spot["p_deadline"] == 0.0
+    assert spot["mean_time_s"] is None and spot["p90_time_s"] is None
+    assert rows[2]["never_finishes"] == 0 and rows[2]["mean_time_s"] == pytest.approx(100.0, rel=1e-4)
