@@ -44,6 +44,9 @@ def policies_text(text: str) -> str:
         raise argparse.ArgumentTypeError(
             f"unknown policy {', '.join(unknown) or '(none)'}; choose from {', '.join(POLICIES)}"
         )
+    twice = sorted({name for name in names if names.count(name) > 1})
+    if twice:
+        raise argparse.ArgumentTypeError(f"{', '.join(twice)} given more than once; give each policy once")
     return text
 
 
@@ -141,9 +144,9 @@ def add_commands(subparsers: Any, parser_class: type[argparse.ArgumentParser] | 
 def cmd_schedule(args: argparse.Namespace) -> int:
     import pandas as pd
 
+    from stash_core.cli.sched_output import check_outputs, save_outputs
     from stash_core.decide.sched import Policy, jobs_from_frame, load_trace, synthetic_trace
-    from stash_core.decide.sched.report import run_simulation, write_simulation
-    from stash_core.store.simulations import ingest_simulation
+    from stash_core.decide.sched.report import run_simulation
 
     cluster = parse_cluster(args.cluster)
     fabric = parse_fabric(args, cluster)
@@ -152,6 +155,7 @@ def cmd_schedule(args: argparse.Namespace) -> int:
     if tuning != "given" and (args.delay_s is not None or args.scale is not None):
         raise UsageError("--delay-s and --scale set the timers: use them with --tuning given")
     database = db_path(args)
+    check_outputs(args.out, args.jobs_csv, database, store=not args.no_store)  # before any work
     if args.trace is not None:
         jobs = load_trace(args.trace, database, args.trace_format)
         source, trace_format = str(args.trace), args.trace_format
@@ -169,19 +173,16 @@ def cmd_schedule(args: argparse.Namespace) -> int:
         jobs, cluster, bases, tuning=tuning, fraction=args.tune_fraction, uplink_factor=args.uplink_factor,
         fabric=fabric, trace=source, trace_format=trace_format,
     )  # fmt: skip
+    per_job = None
     if args.jobs_csv is not None:
-        per_job = [{"policy": name, "job_id": o.job.job_id, "gpus": o.job.gpus, "submit_s": o.job.submit_s,
-                    "start_s": o.start_s, "finish_s": o.finish_s, "level": o.level, "nodes": o.nodes,
-                    "preemptions": o.preemptions, "slowdown": o.job.slowdown,
-                    "slowdown_source": o.job.slowdown_source}
-                   for name, result in outcomes.items() for o in result]  # fmt: skip
-        try:
-            pd.DataFrame(per_job).to_csv(args.jobs_csv, index=False)
-        except OSError as exc:
-            raise UsageError(f"cannot write {args.jobs_csv}: {exc.strerror or exc}") from None
-    path = write_simulation(doc, args.out)
-    if not args.no_store:
-        ingest_simulation(database, doc, str(path.resolve()))
+        per_job = pd.DataFrame([
+            {"policy": name, "job_id": o.job.job_id, "gpus": o.job.gpus, "submit_s": o.job.submit_s,
+             "start_s": o.start_s, "finish_s": o.finish_s, "level": o.level, "nodes": o.nodes,
+             "preemptions": o.preemptions, "slowdown": o.job.slowdown,
+             "slowdown_source": o.job.slowdown_source}
+            for name, result in outcomes.items() for o in result
+        ])  # fmt: skip
+    path = save_outputs(doc, per_job, args.out, args.jobs_csv, None if args.no_store else database)
     if fabric is not None:
         source += f"; congestion: {fabric.label()}"
     rows = [{"policy": entry["settings"]["label"], **entry["metrics"]} for entry in doc["policies"]]

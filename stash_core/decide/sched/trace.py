@@ -28,6 +28,15 @@ from stash_core.errors import UsageError
 BLOX_SPEED = {"resnet50": 0.9, "resnet18": 0.8, "alexnet": 0.6, "shufflenet": 0.7}
 BLOX_DEFAULT_SPEED = 0.8
 
+# Bounds on a trace's values (docs/traces.md): beyond them the metrics lose their precision or overflow.
+YEAR_S = 365 * 86400.0
+MAX_DURATION_S = 10 * YEAR_S  # a job's duration, iterations x iteration_s, estimate_s
+MAX_SPAN_S = 100 * YEAR_S  # last submit_time - first
+MAX_ABS_SUBMIT_S = 1e12  # |submit_time|: seconds keep sub-millisecond precision below it
+MAX_GPUS = 1_000_000  # num_gpu of one job
+MAX_GRAD_BYTES = 1e15  # gradient bytes per iteration
+MAX_SLOWDOWN = 1000.0  # network_slowdown
+
 
 @dataclass(frozen=True)
 class Job:
@@ -51,32 +60,60 @@ def jobs_from_frame(frame: pd.DataFrame, db_path: Path | None = None, what: str 
     if frame.empty:
         raise UsageError(f"{what} has no jobs")
     measured = measured_slowdowns(db_path) if db_path is not None else {}
-    jobs = []
-    for row in frame.to_dict(orient="records"):
+    jobs, rows_of = [], {}
+    for number, row in enumerate(frame.to_dict(orient="records"), start=1):
+        if not _present(row["job_id"]):
+            raise UsageError(f"{what}: job {number} (by position) has no job_id")
         job_id = str(row["job_id"])
-        gpus = _positive(row["num_gpu"], f"{what}: job {job_id} num_gpu", whole=True)
-        submit_s = _number(row["submit_time"], f"{what}: job {job_id} submit_time")
-        if "duration" in row and _present(row.get("duration")):
-            duration_s = _positive(row["duration"], f"{what}: job {job_id} duration")
-        else:
-            iterations = _positive(row.get("iterations"), f"{what}: job {job_id} iterations")
-            duration_s = iterations * _positive(row.get("iteration_s"), f"{what}: job {job_id} iteration_s")
+        if job_id in rows_of:
+            raise UsageError(f"{what}: job id {job_id} is given twice (jobs {rows_of[job_id]} and {number})")
+        rows_of[job_id] = number
+        name = f"{what}: job {job_id}"
+        gpus = _positive(row["num_gpu"], f"{name} num_gpu", whole=True, most=MAX_GPUS)
+        submit_s = _number(row["submit_time"], f"{name} submit_time")
+        if abs(submit_s) > MAX_ABS_SUBMIT_S:
+            raise UsageError(
+                f"{name} submit_time must be within +-{MAX_ABS_SUBMIT_S:.0e} s, got {submit_s!r}"
+            )
+        duration_s = _duration(row, name)
         model = str(row["model_name"]) if _present(row.get("model_name")) else None
-        slowdown, source = _slowdown(row, model, measured, f"{what}: job {job_id}")
+        slowdown, source = _slowdown(row, model, measured, name)
         grad_bytes = (
-            _positive(row["grad_bytes"], f"{what}: job {job_id} grad_bytes")
+            _positive(row["grad_bytes"], f"{name} grad_bytes", most=MAX_GRAD_BYTES)
             if _present(row.get("grad_bytes"))
             else None
         )
         estimate_s = (
-            _positive(row["estimate_s"], f"{what}: job {job_id} estimate_s")
+            _positive(row["estimate_s"], f"{name} estimate_s", most=MAX_DURATION_S)
             if _present(row.get("estimate_s"))
             else None
         )
         jobs.append(
             Job(job_id, int(gpus), submit_s, duration_s, model, slowdown, source, grad_bytes, estimate_s)
         )
-    return sorted(jobs, key=lambda job: (job.submit_s, job.job_id))
+    jobs.sort(key=lambda job: (job.submit_s, job.job_id))
+    late = jobs[-1]
+    if late.submit_s - jobs[0].submit_s > MAX_SPAN_S:
+        raise UsageError(
+            f"{what}: job {late.job_id} submit_time {late.submit_s!r} is more than 100 years after the first "
+            f"job's ({jobs[0].submit_s!r})"
+        )
+    return jobs
+
+
+def _duration(row: dict, name: str) -> float:
+    """The row's duration, else iterations x iteration_s; finite and at most MAX_DURATION_S."""
+    if "duration" in row and (_present(row["duration"]) or not _present(row.get("iterations"))):
+        return _positive(row["duration"], f"{name} duration", most=MAX_DURATION_S)
+    iterations = _positive(row.get("iterations"), f"{name} iterations")
+    iteration_s = _positive(row.get("iteration_s"), f"{name} iteration_s")
+    duration_s = iterations * iteration_s
+    if not duration_s <= MAX_DURATION_S:  # also inf
+        raise UsageError(
+            f"{name} iterations x iteration_s must be at most {MAX_DURATION_S:.0f} s (10 years), got "
+            f"{row.get('iterations')!r} x {row.get('iteration_s')!r}"
+        )
+    return duration_s
 
 
 def measured_slowdowns(db_path: Path) -> dict[str, float]:
@@ -106,6 +143,8 @@ def _slowdown(row: dict, model: str | None, measured: dict[str, float], what: st
         value = _number(row["network_slowdown"], f"{what} network_slowdown")
         if value < 1:
             raise UsageError(f"{what} network_slowdown must be >= 1 (spread is never faster), got {value}")
+        if value > MAX_SLOWDOWN:
+            raise UsageError(f"{what} network_slowdown must be at most {MAX_SLOWDOWN:g}, got {value}")
         return value, str(row["slowdown_source"]) if _present(row.get("slowdown_source")) else "trace"
     if model is not None and model in measured:
         return measured[model], "measured"
@@ -127,8 +166,11 @@ def _number(value: object, what: str) -> float:
     return number
 
 
-def _positive(value: object, what: str, whole: bool = False) -> float:
+def _positive(value: object, what: str, whole: bool = False, most: float | None = None) -> float:
     number = _number(value, what)
     if number <= 0 or (whole and number != int(number)):
         raise UsageError(f"{what} must be a positive {'whole ' if whole else ''}number, got {value!r}")
+    if most is not None and number > most:
+        years = f" s ({most / YEAR_S:.0f} years)" if most == MAX_DURATION_S else ""
+        raise UsageError(f"{what} must be at most {most:.15g}{years}, got {value!r}")
     return number

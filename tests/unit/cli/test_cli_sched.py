@@ -4,6 +4,7 @@ database, clear refusals."""
 from __future__ import annotations
 
 import pandas as pd
+import pytest
 
 from stash_core.cli.main import main
 from stash_core.store import simulations_frame
@@ -88,3 +89,68 @@ def test_online_timers_and_a_philly_trace(tmp_path, capsys):
     out = capsys.readouterr().out
     assert status == 0 and "tuning: timers set online" in out and "delay online" in out
     assert "12 drawn (blox)" in out
+
+
+def small_trace(tmp_path):
+    trace = tmp_path / "t.csv"
+    pd.DataFrame({"job_id": [1, 2, 3, 4], "num_gpu": [1, 2, 1, 4], "submit_time": [0, 5, 9, 20],
+                  "duration": [60, 60, 90, 30]}).to_csv(trace, index=False)  # fmt: skip
+    return trace
+
+
+def test_a_policy_given_twice_is_refused(tmp_path, capsys):
+    status = main(["schedule", "--synthetic-jobs", "5", "--policies", "fifo,sjf,fifo", "--no-store",
+                   "--out", str(tmp_path / "o")])  # fmt: skip
+    err = capsys.readouterr().err
+    assert status == 2 and "fifo given more than once" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "o").exists()
+
+
+def not_a_database(tmp_path):
+    (tmp_path / "notes.txt").write_text("not a database")
+    return tmp_path / "notes.txt"
+
+
+@pytest.mark.parametrize(
+    "db, message",
+    [
+        (lambda tmp: tmp, "is a directory"),
+        (not_a_database, "no DuckDB header"),
+        (lambda tmp: not_a_database(tmp) / "r.duckdb", "not a writable directory"),
+        (lambda tmp: tmp / ("d" * 300 + ".duckdb"), "File name too long"),
+    ],
+)  # fmt: skip
+def test_a_database_that_cannot_take_the_result_leaves_nothing_written(tmp_path, capsys, db, message):
+    out, jobs_csv = tmp_path / "res" / "sims", tmp_path / "jobs.csv"
+    status = main(["schedule", "--trace", str(small_trace(tmp_path)), "--tuning", "online",
+                   "--db", str(db(tmp_path)), "--out", str(out), "--jobs-csv", str(jobs_csv)])  # fmt: skip
+    err = capsys.readouterr().err
+    assert status == 2 and message in err and len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "res").exists() and not jobs_csv.exists()
+
+
+def test_a_store_that_fails_late_leaves_no_files(tmp_path, capsys, monkeypatch):
+    from stash_core.errors import UsageError
+    from stash_core.store import simulations
+
+    def refuse(*args, **kwargs):
+        raise UsageError("cannot store: the disk is full")
+
+    monkeypatch.setattr(simulations, "ingest_simulation", refuse)
+    out, jobs_csv = tmp_path / "res" / "sims", tmp_path / "jobs.csv"
+    status = main(["schedule", "--trace", str(small_trace(tmp_path)), "--db", str(tmp_path / "r.duckdb"),
+                   "--tuning", "online", "--out", str(out), "--jobs-csv", str(jobs_csv)])  # fmt: skip
+    assert status == 2 and "disk is full" in capsys.readouterr().err
+    assert not (tmp_path / "res").exists() and not jobs_csv.exists()
+    assert [p.name for p in tmp_path.iterdir()] == ["t.csv"]  # no staged file left either
+
+
+@pytest.mark.parametrize(
+    "option, message",
+    [("--out", "is a file"), ("--jobs-csv", "is a directory")],
+)
+def test_output_paths_are_checked_before_simulating(tmp_path, capsys, option, message):
+    target = small_trace(tmp_path) if option == "--out" else tmp_path
+    status = main(["schedule", "--synthetic-jobs", "5", "--no-store", option, str(target)])
+    err = capsys.readouterr().err
+    assert status == 2 and message in err and len(err.strip().splitlines()) == 1

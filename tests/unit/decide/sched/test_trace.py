@@ -82,3 +82,41 @@ def test_stash_measurements_give_the_sensitivity_of_profiled_models(tmp_path):
     jobs = {job.job_id: job for job in load_trace(path, db)}
     assert jobs["1"].slowdown == pytest.approx(1.4) and jobs["1"].slowdown_source == "measured"
     assert jobs["2"].slowdown_source == "blox default"
+
+
+def one_job(**fields):
+    return {"job_id": [1], "num_gpu": [1], "submit_time": [0], "duration": [5], **fields}
+
+
+@pytest.mark.parametrize(
+    "columns, message",
+    [
+        (one_job(duration=[float("nan")]), "job 1 duration must be a finite number, got nan"),
+        ({"job_id": [1, 1], "num_gpu": [1, 2], "submit_time": [0, 1], "duration": [5, 5]},
+         "job id 1 is given twice (jobs 1 and 2)"),
+        ({"job_id": [None, 2], "num_gpu": [1, 2], "submit_time": [0, 1], "duration": [5, 5]},
+         "job 1 (by position) has no job_id"),
+        (one_job(duration=[1e300]), "job 1 duration must be at most 315360000 s (10 years), got 1e+300"),
+        (one_job(submit_time=[1e300]), "job 1 submit_time must be within +-1e+12 s, got 1e+300"),
+        (one_job(submit_time=[-1e300]), "job 1 submit_time must be within +-1e+12 s, got -1e+300"),
+        ({"job_id": [1, 2], "num_gpu": [1, 1], "submit_time": [0, 1e11], "duration": [5, 5]},
+         "job 2 submit_time 100000000000.0 is more than 100 years after the first job's (0.0)"),
+        ({**one_job(), "duration": [None], "iterations": [1e200], "iteration_s": [1e200]},
+         "job 1 iterations x iteration_s must be at most 315360000 s (10 years), got 1e+200 x 1e+200"),
+        (one_job(estimate_s=[1e300]), "job 1 estimate_s must be at most 315360000 s (10 years)"),
+        (one_job(num_gpu=[1e30]), "job 1 num_gpu must be at most 1000000, got 1e+30"),
+        (one_job(network_slowdown=[1e300]), "network_slowdown must be at most 1000"),
+        (one_job(grad_bytes=[1e300]), "grad_bytes must be at most 1e+15"),
+    ],
+)  # fmt: skip
+def test_missing_repeated_and_out_of_bound_values_are_refused(tmp_path, columns, message):
+    with pytest.raises(UsageError) as refused:
+        load_trace(write(tmp_path, pd.DataFrame(columns)))
+    assert message in str(refused.value)
+
+
+def test_the_bounds_leave_long_real_traces_alone(tmp_path):
+    year_s = 365 * 86400.0
+    frame = pd.DataFrame({"job_id": [1, 2], "num_gpu": [8, 1], "submit_time": [1.5e9, 1.5e9 + 99 * year_s],
+                          "duration": [9.9 * year_s, 1]})  # fmt: skip
+    assert [job.job_id for job in load_trace(write(tmp_path, frame))] == ["1", "2"]
