@@ -144,9 +144,9 @@ def add_commands(subparsers: Any, parser_class: type[argparse.ArgumentParser] | 
 def cmd_schedule(args: argparse.Namespace) -> int:
     import pandas as pd
 
-    from stash_core.cli.sched_output import check_outputs, save_outputs
+    from stash_core.cli.sched_output import check_outputs
     from stash_core.decide.sched import Policy, jobs_from_frame, load_trace, synthetic_trace
-    from stash_core.decide.sched.report import run_simulation
+    from stash_core.decide.sched.report import run_simulation, save_simulation
 
     cluster = parse_cluster(args.cluster)
     fabric = parse_fabric(args, cluster)
@@ -182,7 +182,7 @@ def cmd_schedule(args: argparse.Namespace) -> int:
              "slowdown_source": o.job.slowdown_source}
             for name, result in outcomes.items() for o in result
         ])  # fmt: skip
-    path = save_outputs(doc, per_job, args.out, args.jobs_csv, None if args.no_store else database)
+    path = save_simulation(doc, args.out, None if args.no_store else database, per_job, args.jobs_csv)
     if fabric is not None:
         source += f"; congestion: {fabric.label()}"
     rows = [{"policy": entry["settings"]["label"], **entry["metrics"]} for entry in doc["policies"]]

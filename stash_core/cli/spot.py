@@ -204,13 +204,7 @@ def cmd_spot_fit_loss(args: argparse.Namespace) -> int:
 def cmd_spot_memory(args: argparse.Namespace) -> int:
     from stash_core.decide.catalog import list_instances
     from stash_core.decide.spot.inputs import check_writable, update_workload
-    from stash_core.decide.spot.memory import (
-        MAX_FIT_ERROR,
-        MIN_BATCHES,
-        batch_table,
-        check_model,
-        profile_memory,
-    )
+    from stash_core.decide.spot.memory import MAX_FIT_ERROR, MIN_BATCHES, batch_table, profile_memory
     from stash_core.spec import parse_input_shape
 
     if args.device != "cpu" and not args.device.startswith("cuda"):
@@ -221,7 +215,6 @@ def cmd_spot_memory(args: argparse.Namespace) -> int:
     if args.workload is not None:
         check_writable(args.workload)
     shape = parse_input_shape(args.input_shape) if args.input_shape else None
-    check_model(args.model, args.num_classes, shape)  # before a probe process starts
     fit = profile_memory(args.model, sorted(set(args.batches)), args.device, args.num_classes, shape)
     if fit.max_rel_error > MAX_FIT_ERROR:
         raise UsageError(

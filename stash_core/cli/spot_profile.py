@@ -65,14 +65,13 @@ def add_commands(subparsers: Any) -> None:
 def cmd_spot_profile(args: argparse.Namespace) -> int:
     from stash_core.decide.catalog import get_instance
     from stash_core.decide.spot.contention import fit_contention, stored_compute_times, workload_fields
-    from stash_core.decide.spot.inputs import check_writable, read_workload_doc, update_workload
+    from stash_core.decide.spot.inputs import check_writable, update_workload
     from stash_core.engine.spot_profile import measure_contention
 
     counts = sorted(set(args.workers))
     if 1 not in counts or len([n for n in counts if n >= 2]) < 2:
         raise UsageError("--workers: give 1 (for B_req) and at least two counts of 2 or more, e.g. 1,2,4,7")
-    check_writable(args.workload)  # an unwritable or broken file is refused before minutes of measuring
-    existing = read_workload_doc(args.workload)
+    existing = check_writable(args.workload)  # unwritable or broken: refused before minutes of measuring
     instances = []
     for name in args.instances:
         instance = get_instance(db_path(args), name)

@@ -11,9 +11,9 @@ from typing import Any
 import pandas as pd
 
 from stash_core.decide.sched import Cluster, Fabric, Policy, jobs_from_frame, load_trace, synthetic_trace
-from stash_core.decide.sched.report import run_simulation, write_simulation
+from stash_core.decide.sched.report import run_simulation, save_simulation
 from stash_core.errors import UsageError
-from stash_core.store.simulations import ingest_simulation, simulations_frame
+from stash_core.store.simulations import simulations_frame
 
 MAX_PAGE_JOBS = 20_000  # keeps a page's simulation to seconds
 MODELS = ["resnet50", "resnet18", "alexnet", "shufflenet_v2", "vgg16", "bert_base"]
@@ -47,8 +47,7 @@ def simulate(
                          "(use `stash schedule` for more)")  # fmt: skip
     doc, _ = run_simulation(jobs, shape, [Policy(name) for name in policies], tuning=tuning, fabric=fabric,
                             trace=trace, trace_format=trace_format)  # fmt: skip
-    path = write_simulation(doc, Path(out_dir))
-    ingest_simulation(db_path, doc, str(path.resolve()))
+    save_simulation(doc, Path(out_dir), Path(db_path))
     return doc
 
 

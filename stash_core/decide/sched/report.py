@@ -1,5 +1,5 @@
-"""One simulation of a trace under several policies, as a result document (results/sim-*.json), written
-atomically; the store's `simulations` table takes it (store/simulations.py)."""
+"""One simulation of a trace under several policies, as a result document (results/sim-*.json), saved with
+its per-job CSV and its database row all or none (store/simulations.py holds the `simulations` table)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
+
 from stash_core.decide.sched.fabric import Fabric
 from stash_core.decide.sched.metrics import jct_cdf, queue_delay_over_time, sample_timeline, schedule_metrics
 from stash_core.decide.sched.policy import Policy
@@ -20,6 +22,7 @@ from stash_core.decide.sched.topology import Cluster
 from stash_core.decide.sched.trace import Job
 from stash_core.decide.sched.tuner import plan_policies
 from stash_core.errors import UsageError
+from stash_core.store import simulations
 from stash_core.store.simulations import SIMULATION_KIND
 
 STASH_VERSION = "0.1.0"
@@ -56,19 +59,55 @@ def run_simulation(
     return doc, outcomes
 
 
-def write_simulation(doc: dict[str, Any], out_dir: Path) -> Path:
-    """results/<simulation_id>.json, written whole or not at all."""
+def save_simulation(doc: dict[str, Any], out_dir: Path, database: Path | None = None,
+                    per_job: pd.DataFrame | None = None, jobs_csv: Path | None = None) -> Path:  # fmt: skip
+    """results/<simulation_id>.json, the per-job CSV and (with `database`) the row, all or none: the files are
+    written beside their places first, the row stored, then the files moved into place. The result file."""
+    created = _missing_folders(out_dir)
+    staged: list[tuple[str, Path]] = []
+    done = False
     try:
-        out_dir.mkdir(parents=True, exist_ok=True)
-        path = out_dir / f"{doc['simulation_id']}.json"
-        handle, tmp = tempfile.mkstemp(dir=out_dir, prefix=".sim-", suffix=".tmp")
         try:
-            with os.fdopen(handle, "w") as out:
-                json.dump(doc, out, indent=1)
-            os.replace(tmp, path)
-        except BaseException:
+            out_dir.mkdir(parents=True, exist_ok=True)
+            path = out_dir / f"{doc['simulation_id']}.json"
+            staged.append((_staged(out_dir, ".sim-", lambda out: json.dump(doc, out, indent=1)), path))
+            if per_job is not None and jobs_csv is not None:
+                write = lambda out: per_job.to_csv(out, index=False)  # noqa: E731
+                staged.append((_staged(jobs_csv.parent, ".jobs-", write), jobs_csv))
+        except OSError as exc:
+            raise UsageError(f"cannot write the results: {exc.strerror or exc} ({exc.filename})") from None
+        if database is not None:
+            simulations.ingest_simulation(database, doc, str(path.resolve()))
+        for tmp, final in staged:
+            os.replace(tmp, final)
+        done = True
+    finally:
+        for tmp, _ in staged:
             Path(tmp).unlink(missing_ok=True)
-            raise
-    except OSError as exc:
-        raise UsageError(f"cannot write the simulation to {out_dir}: {exc.strerror or exc}") from None
+        if not done:
+            for folder in reversed(created):
+                try:
+                    folder.rmdir()
+                except OSError:
+                    break  # not empty or gone: leave it
     return path
+
+
+def _staged(folder: Path, prefix: str, write) -> str:
+    handle, tmp = tempfile.mkstemp(dir=folder, prefix=prefix, suffix=".tmp")
+    try:
+        with os.fdopen(handle, "w") as out:
+            write(out)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return tmp
+
+
+def _missing_folders(folder: Path) -> list[Path]:
+    """The folders mkdir(parents=True) would create, outermost first."""
+    missing = []
+    while not folder.exists() and folder != folder.parent:
+        missing.append(folder)
+        folder = folder.parent
+    return list(reversed(missing))

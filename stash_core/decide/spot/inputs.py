@@ -109,8 +109,9 @@ def _short(value: Any) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-def check_writable(path: Path) -> None:
-    """Refuse a workload file that cannot be written, before anything is measured or fitted for it."""
+def check_writable(path: Path) -> dict[str, Any]:
+    """Refuse a workload file that cannot be written, before anything is measured or fitted for it; its
+    fields as they are ({} when there is no file yet)."""
     path = Path(path)
     folder = path.parent
     if path.is_dir():
@@ -119,7 +120,7 @@ def check_writable(path: Path) -> None:
         raise UsageError(f"workload file {path}: its folder {folder} does not exist")
     if not os.access(folder, os.W_OK | os.X_OK) or (path.exists() and not os.access(path, os.W_OK)):
         raise UsageError(f"workload file {path} cannot be written (permission denied)")
-    read_workload_doc(path)  # an existing file must hold a JSON object, to keep its other fields
+    return read_workload_doc(path)  # an existing file must hold a JSON object, to keep its other fields
 
 
 def read_workload_doc(path: Path) -> dict[str, Any]:

@@ -38,9 +38,6 @@ PROBE_TIMEOUT_S = 600
 CPU_MALLOC_ENV = {"MALLOC_MMAP_THRESHOLD_": "65536", "MALLOC_TRIM_THRESHOLD_": "0"}
 
 
-_USAGE_PREFIX = "stash_core.errors.UsageError: "
-
-
 @dataclass(frozen=True)
 class MemoryFit:
     a2: float  # samples per GiB
@@ -120,15 +117,6 @@ def batch_table(fit: MemoryFit, instances: list[dict]) -> list[dict]:
     return rows
 
 
-def check_model(model: str, num_classes: int | None = None,
-                input_shape: tuple[int, ...] | None = None) -> None:  # fmt: skip
-    """Refuse an unknown model or an input shape it cannot take before any probe process starts (the zoo
-    builds it on the meta device: no weights are allocated)."""
-    from stash_core.zoo.build import describe_model
-
-    describe_model(model, num_classes, input_shape)
-
-
 def measure_peak_bytes(model: str, batch: int, device: str = "cpu", num_classes: int | None = None,
                        input_shape: tuple[int, ...] | None = None) -> int:  # fmt: skip
     """Peak memory of two training steps at `batch`, in a process of its own (memprobe.py)."""
@@ -147,7 +135,7 @@ def measure_peak_bytes(model: str, batch: int, device: str = "cpu", num_classes:
     except subprocess.TimeoutExpired:
         raise UsageError(f"memory probe of {model} at batch {batch} took over {PROBE_TIMEOUT_S} s") from None
     if done.returncode != 0:
-        last = (done.stderr.strip().splitlines() or ["no output"])[-1].removeprefix(_USAGE_PREFIX)
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
         raise UsageError(f"memory probe of {model} at batch {batch} on {device} failed: {last}")
     return int(json.loads(done.stdout.strip().splitlines()[-1])["peak_bytes"])
 
@@ -157,6 +145,8 @@ def profile_memory(model: str, batches: list[int], device: str = "cpu", num_clas
     """Measure each batch size in its own process and fit eq. 10."""
     if len(set(batches)) < MIN_BATCHES:
         raise UsageError(f"give {MIN_BATCHES} or more different batch sizes (two always fit a line)")
-    check_model(model, num_classes, input_shape)
+    from stash_core.zoo.build import describe_model
+
+    describe_model(model, num_classes, input_shape)  # an unknown model or shape, before any probe starts
     peaks = [measure_peak_bytes(model, b, device, num_classes, input_shape) for b in batches]
     return fit_memory(batches, peaks, device)

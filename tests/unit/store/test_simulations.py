@@ -7,7 +7,7 @@ import json
 import pytest
 
 from stash_core.decide.sched import Cluster, Job, Policy
-from stash_core.decide.sched.report import run_simulation, write_simulation
+from stash_core.decide.sched.report import run_simulation, save_simulation
 from stash_core.errors import UsageError
 from stash_core.store import ingest_simulation, simulations_frame
 
@@ -21,7 +21,7 @@ def doc():
 
 def test_a_simulation_is_stored_once_with_a_row_per_policy(tmp_path):
     document = doc()
-    path = write_simulation(document, tmp_path / "results")
+    path = save_simulation(document, tmp_path / "results")
     assert json.loads(path.read_text()) == document and not list((tmp_path / "results").glob(".sim-*"))
     db = tmp_path / "r.duckdb"
     assert ingest_simulation(db, document, str(path)) is True
