@@ -138,10 +138,13 @@ def run_launches(
         launch_warnings_: list[str] = []
         grad_bytes = model_info.get("grad_bytes")
         outcome = run_phase(plan, this_spec, data, reporter, launch_warnings_, remote, grad_bytes)
-        retry = remote is None and not outcome.get("usage_error") and transient(outcome.get("error"))
+        error = outcome.get("error")
+        retry = not outcome.get("usage_error") and (
+            (remote is None and transient(error)) or (plan.nodes == 1 and aborted(error))
+        )
         if outcome["status"] != "completed" and retry:
-            # A peer connection lost on a busy machine: one more try, said out loud. (Across machines a lost
-            # connection is a node or link failure, reported as it is.)
+            # A peer connection lost, or a rank aborted, on one busy machine: one more try, said out loud.
+            # (Across machines a lost connection is a node or link failure, reported as it is.)
             warnings.append(f"{plan.name}: a launch failed ({outcome['error']}) and was run again")
             outcome = run_phase(plan, this_spec, data, reporter, launch_warnings_, remote, grad_bytes)
         # The cap warnings of one launch are replaced by the pooled run's (launches.pooled_warnings).
@@ -185,6 +188,12 @@ def transient(error: str | None) -> bool:
     if not error or re.search(r"exited with code -\d+", error):  # a rank ended by a signal
         return False
     return _TRANSIENT.search(error) is not None
+
+
+def aborted(error: str | None) -> bool:
+    """Whether a rank ended by SIGABRT: gloo's transport aborts the process on a socket failure of a busy
+    machine. Unlike a rank killed from outside (SIGKILL, the out-of-memory killer), worth one more try."""
+    return bool(error) and re.search(r"exited with code -6\b", error) is not None
 
 
 def launch_warnings(doc: dict, spec: ProfileSpec, launched: LaunchedRuns) -> list[str]:

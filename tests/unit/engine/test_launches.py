@@ -25,7 +25,7 @@ from stash_core.engine.plan import (
     round_order,
     round_runs,
 )
-from stash_core.engine.profiler import transient
+from stash_core.engine.profiler import aborted, transient
 from stash_core.spec import ProfileSpec
 
 
@@ -190,3 +190,20 @@ def test_real_data_runs_say_whether_a_launch_crossed_an_epoch() -> None:
 )
 def test_only_failures_of_the_machine_are_tried_again(error, again) -> None:
     assert transient(error) is again
+
+
+@pytest.mark.parametrize(
+    "error, again",
+    [
+        (
+            "node 0 (10.213.1.10) exited with code 1: rank 1 (local_rank: 1) exited with code -6 (pid: 5156)",
+            True,
+        ),
+        ("rank 1 (local_rank: 1) exited with code -6 (pid: 42)", True),
+        ("rank 1 (local_rank: 1) exited with code -9 (pid: 42)", False),
+        ("rank 1 (local_rank: 1) exited with code -60 (pid: 42)", False),
+        (None, False),
+    ],
+)
+def test_a_rank_that_aborted_is_tried_again_but_not_one_killed(error, again) -> None:
+    assert aborted(error) is again
