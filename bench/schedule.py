@@ -23,9 +23,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from stash_core.decide.sched import POLICIES, Cluster, Policy, jobs_from_frame, simulate, synthetic_trace  # noqa: E402
-from stash_core.decide.sched.fabric import Fabric  # noqa: E402
-from stash_core.decide.sched.metrics import schedule_metrics  # noqa: E402
+from stash_core.sched import POLICIES, Cluster, Policy, jobs_from_frame, simulate, synthetic_trace  # noqa: E402
+from stash_core.sched.fabric import Fabric  # noqa: E402
+from stash_core.sched.metrics import schedule_metrics  # noqa: E402
 
 MODELS = ["resnet50", "resnet18", "alexnet", "shufflenet_v2", "vgg16", "bert_base"]
 # the synthetic generator's GPU demands and log-normal durations (median 1800 s, sigma 1)

@@ -13,7 +13,7 @@ from pages._shared import (
     page_guard,
     page_header,
 )
-from stash_core.decide.sched import FORMATS, POLICIES, TUNING_MODES
+from stash_core.sched import FORMATS, POLICIES, TUNING_MODES
 from stash_core.views import schedule as view
 
 DEFAULT_POLICIES = ["fifo", "las", "consolidate", "delay", "network-delay", "network-preempt"]

@@ -31,7 +31,7 @@ def workload_source() -> str | None:
         horizontal=True,
         key="spot-source",
         help="The JSON file `stash spot` reads (written by `stash spot-profile`, `spot-fit-loss` and "
-        "`spot-memory`); its fields are described in stash_core/decide/spot/inputs.py.",
+        "`spot-memory`); its fields are described in stash_core/spot/inputs.py.",
     )
     if source == views.spot.EXAMPLE_NAME:
         text = views.spot.example_workload_text()

@@ -19,7 +19,8 @@ LONG_FILES: dict[str, str] = {
 
 
 def test_import_linter_contracts_hold():
-    """Layers (cli > views > decide > store > results > engine > launch > measure > data|zoo > analysis >
+    """Layers (cli > views > decide|spot|sched > catalog > store > engine > results > launch > measure >
+    data|zoo > analysis >
     spec > units|proc|interrupts > errors), no streamlit in stash_core, workers never touch the store, and
     no import circles (see .importlinter)."""
     output = io.StringIO()

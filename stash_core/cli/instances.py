@@ -20,7 +20,7 @@ from stash_core.cli.args import (
 from stash_core.errors import UsageError
 
 # The catalog is imported inside cmd_instances: building `stash --help` must not load pandas. The values are
-# checked here when the command line is read, and again by the catalog (decide/catalog/fields.py).
+# checked here when the command line is read, and again by the catalog (catalog/fields.py).
 
 INSTANCE_OPTIONS = {
     "provider": (identifier, "cloud provider, e.g. aws"),
@@ -106,7 +106,7 @@ def add_commands(subparsers: Any, parser_class: type[argparse.ArgumentParser] | 
 
 
 def cmd_instances(args: argparse.Namespace) -> int:
-    from stash_core.decide.catalog import (
+    from stash_core.catalog import (
         COLUMNS,
         add_instance,
         confirm_label,
@@ -156,7 +156,7 @@ def cmd_instances(args: argparse.Namespace) -> int:
 
 
 def _import(path: Any, args: argparse.Namespace) -> int:
-    from stash_core.decide.catalog.skypilot import import_skypilot
+    from stash_core.catalog.skypilot import import_skypilot
 
     result = import_skypilot(path, args.skypilot, args.region, args.include_cpu, args.price_date)
     outcome = result.outcome

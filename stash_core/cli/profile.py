@@ -10,9 +10,9 @@ import sys
 from pathlib import Path
 
 from stash_core import store
+from stash_core.catalog import check_document
 from stash_core.cli.probe_text import format_communication
 from stash_core.cli.report import format_breakdown
-from stash_core.decide.catalog import check_document
 from stash_core.engine.data_setup import prepare_data
 from stash_core.engine.jobs import register_profile
 from stash_core.engine.machine import cuda_device_count, resolve_device, validate

@@ -145,8 +145,8 @@ def cmd_schedule(args: argparse.Namespace) -> int:
     import pandas as pd
 
     from stash_core.cli.sched_output import check_outputs
-    from stash_core.decide.sched import Policy, jobs_from_frame, load_trace, synthetic_trace
-    from stash_core.decide.sched.report import run_simulation, save_simulation
+    from stash_core.sched import Policy, jobs_from_frame, load_trace, synthetic_trace
+    from stash_core.sched.report import run_simulation, save_simulation
 
     cluster = parse_cluster(args.cluster)
     fabric = parse_fabric(args, cluster)
@@ -192,7 +192,7 @@ def cmd_schedule(args: argparse.Namespace) -> int:
 
 
 def parse_cluster(text: str):
-    from stash_core.decide.sched import Cluster
+    from stash_core.sched import Cluster
 
     match = re.fullmatch(r"\s*(\d+)\s*x\s*(\d+)\s*x\s*(\d+)\s*", text or "")
     if not match or min(int(v) for v in match.groups()) < 1:
@@ -203,7 +203,7 @@ def parse_cluster(text: str):
 
 def parse_fabric(args: argparse.Namespace, cluster: Any):
     """The shared links of --node-gbps with --uplink-gbps or --oversubscription; None without --node-gbps."""
-    from stash_core.decide.sched.fabric import Fabric
+    from stash_core.sched.fabric import Fabric
 
     node_gbps = getattr(args, "node_gbps", None)
     uplink_gbps, ratio = getattr(args, "uplink_gbps", None), getattr(args, "oversubscription", None)

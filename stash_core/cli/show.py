@@ -1,5 +1,5 @@
 """`stash show`: a stored run as header lines plus the breakdown table, and a warning when the machine the run
-measured does not fit its instance label (decide/catalog/labels.py); `stash runs`: the table of stored runs.
+measured does not fit its instance label (catalog/labels.py); `stash runs`: the table of stored runs.
 
 Both read plain rows (store/queries.py run_record, run_rows), not frames, so that they start without pandas;
 the catalog code (which needs pandas) is imported inside _label_check, only for a label the catalog knows.
@@ -113,8 +113,8 @@ def _label_check(run: dict, db_path: Path | str | None):
         known |= {row[0] for row in builtin_catalog_rows(BUILTIN_CATALOG_CSV)}
     if not label or label not in known:
         return _Unchecked()  # check_label's verdict without a catalog row: not checked, no warning
-    from stash_core.decide.catalog import builtin_instances, check_label, check_stored_run
-    from stash_core.decide.cells import plain_row
+    from stash_core.catalog import builtin_instances, check_label, check_stored_run
+    from stash_core.cells import plain_row
 
     if db_path is not None:
         return check_stored_run(db_path, run)

@@ -105,14 +105,14 @@ def add_commands(subparsers: Any, parser_class: type[argparse.ArgumentParser] | 
 
 
 def ps_Bps(args: argparse.Namespace, doc: dict[str, Any]) -> float:
-    from stash_core.decide.spot.inputs import ps_bandwidth_Bps
+    from stash_core.spot.inputs import ps_bandwidth_Bps
 
     return ps_bandwidth_Bps(args.ps_gbps, doc)
 
 
 def cmd_spot(args: argparse.Namespace) -> int:
-    from stash_core.decide.spot import plan_spot_cluster, plan_table
-    from stash_core.decide.spot.inputs import build_offers, load_workload, parse_offers
+    from stash_core.spot import plan_spot_cluster, plan_table
+    from stash_core.spot.inputs import build_offers, load_workload, parse_offers
 
     try:
         workload, doc = load_workload(args.workload)
@@ -127,7 +127,7 @@ def cmd_spot(args: argparse.Namespace) -> int:
     rows = plan_table(result, args.top)
     fragile = []
     if result.best is not None:
-        from stash_core.decide.spot.fragility import fragile_coefficients
+        from stash_core.spot.fragility import fragile_coefficients
 
         links = (ps_Bps(args, doc), args.pcie_gbps * GBPS, args.revocation_s)
         fragile = fragile_coefficients(result, offers, workload, args.target_loss, args.budget_s, *links)
@@ -173,8 +173,8 @@ def format_plan(result: Any, rows: list[dict[str, Any]], pricing: str, target_lo
 
 
 def cmd_spot_fit_loss(args: argparse.Namespace) -> int:
-    from stash_core.decide.spot.inputs import check_writable, update_workload
-    from stash_core.decide.spot.lossfit import MAX_FIT_ERROR, fit_loss, read_loss_csv
+    from stash_core.spot.inputs import check_writable, update_workload
+    from stash_core.spot.lossfit import MAX_FIT_ERROR, fit_loss, read_loss_csv
 
     check_writable(args.workload)
     fit = fit_loss(read_loss_csv(args.csv))
@@ -202,10 +202,10 @@ def cmd_spot_fit_loss(args: argparse.Namespace) -> int:
 
 
 def cmd_spot_memory(args: argparse.Namespace) -> int:
-    from stash_core.decide.catalog import list_instances
-    from stash_core.decide.spot.inputs import check_writable, update_workload
-    from stash_core.decide.spot.memory import MAX_FIT_ERROR, MIN_BATCHES, batch_table, profile_memory
+    from stash_core.catalog import list_instances
     from stash_core.spec import parse_input_shape
+    from stash_core.spot.inputs import check_writable, update_workload
+    from stash_core.spot.memory import MAX_FIT_ERROR, MIN_BATCHES, batch_table, profile_memory
 
     if args.device != "cpu" and not args.device.startswith("cuda"):
         raise UsageError(f"--device {args.device!r}: give cpu or cuda[:N]")

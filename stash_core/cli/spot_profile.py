@@ -63,10 +63,10 @@ def add_commands(subparsers: Any) -> None:
 
 
 def cmd_spot_profile(args: argparse.Namespace) -> int:
-    from stash_core.decide.catalog import get_instance
-    from stash_core.decide.spot.contention import fit_contention, stored_compute_times, workload_fields
-    from stash_core.decide.spot.inputs import check_writable, update_workload
+    from stash_core.catalog import get_instance
     from stash_core.engine.spot_profile import measure_contention
+    from stash_core.spot.contention import fit_contention, stored_compute_times, workload_fields
+    from stash_core.spot.inputs import check_writable, update_workload
 
     counts = sorted(set(args.workers))
     if 1 not in counts or len([n for n in counts if n >= 2]) < 2:

@@ -74,7 +74,7 @@ def add_commands(subparsers: Any, offers_text: Any) -> None:
 
 
 def _inputs(args: argparse.Namespace, pricing: str) -> tuple[Any, dict, list, float, float]:
-    from stash_core.decide.spot.inputs import build_offers, load_workload, parse_offers, ps_bandwidth_Bps
+    from stash_core.spot.inputs import build_offers, load_workload, parse_offers, ps_bandwidth_Bps
 
     try:
         workload, doc = load_workload(args.workload)
@@ -85,8 +85,8 @@ def _inputs(args: argparse.Namespace, pricing: str) -> tuple[Any, dict, list, fl
 
 
 def cmd_spot_replan(args: argparse.Namespace) -> int:
-    from stash_core.decide.spot.inputs import parse_offers
-    from stash_core.decide.spot.replan import replan
+    from stash_core.spot.inputs import parse_offers
+    from stash_core.spot.replan import replan
 
     pricing = "on_demand" if args.on_demand else "spot"
     workload, _doc, offers, ps, pcie = _inputs(args, pricing)
@@ -126,7 +126,7 @@ def cmd_spot_replan(args: argparse.Namespace) -> int:
 
 
 def cmd_spot_simulate(args: argparse.Namespace) -> int:
-    from stash_core.decide.spot.simulate import MAX_REVOCATIONS, read_trace, simulate
+    from stash_core.spot.simulate import MAX_REVOCATIONS, read_trace, simulate
 
     if args.trace is not None and (args.runs is not None or args.seed is not None):
         raise UsageError("--runs and --seed apply to --rate-per-h: a --trace is replayed once, as it is")

@@ -27,11 +27,11 @@ from pathlib import Path
 from typing import Any
 
 from stash_core import PACKAGE_PARENT
-from stash_core.decide.reads import completed_configurations
 from stash_core.errors import UsageError
 from stash_core.measure import protocol
 from stash_core.proc import end_tree
 from stash_core.spec import ProfileSpec, parse_input_shape, parse_iterations, parse_stalls
+from stash_core.store.reads import completed_configurations
 
 FAMILIES = {"resnet": "resnet{depth}", "vgg": "vgg{depth}"}
 DEFAULT_DEPTHS = {"resnet": (10, 12, 16, 18, 34, 50, 101, 152), "vgg": (11, 13, 16, 19)}

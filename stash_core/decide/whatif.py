@@ -27,7 +27,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from stash_core.decide.catalog import get_instance
+from stash_core.catalog import get_instance
 from stash_core.decide.fit.observations import spec_bandwidth_gbps, split_instance_label
 from stash_core.errors import UsageError
 from stash_core.store import get_run, telemetry_frame

@@ -8,7 +8,7 @@ Each worker count is one real asynchronous PS training (launch/ps.py); its recor
                  eq. 9, observed)
   ps_Bps         bytes the PS moved per second it spent serving (receive, update, reply): B_ps
   compute_s      a worker's forward and backward at its batch here (T_comp on this machine)
-The fit of a1, b1 and the workload file are decide/spot/contention.py's.
+The fit of a1, b1 and the workload file are spot/contention.py's.
 """
 
 from __future__ import annotations

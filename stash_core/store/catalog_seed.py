@@ -1,7 +1,7 @@
 """The instance catalog every database starts with: the rows of the CSV file shipped with Stash.
 
-The catalog's meaning, its checks and its editing belong to stash_core.decide.catalog, which keeps the file
-(`stash_core/decide/catalog/instances.csv`, package data) and takes its path from here: the store sits below
+The catalog's meaning, its checks and its editing belong to stash_core.catalog, which keeps the file
+(`stash_core/catalog/instances.csv`, package data) and takes its path from here: the store sits below
 decide in the layers, so it reads the file by its path and never imports decide. create_schema calls
 seed_builtin_catalog, so a new database (and the empty stand-in that readers of a missing file get) holds the
 catalog from its first use: `SELECT * FROM instances` returns it and joins on `instances.name` find prices.
@@ -20,7 +20,7 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
-BUILTIN_CATALOG_CSV = Path(__file__).resolve().parent.parent / "decide" / "catalog" / "instances.csv"
+BUILTIN_CATALOG_CSV = Path(__file__).resolve().parent.parent / "catalog" / "instances.csv"
 
 # The instances table's columns and how a CSV cell becomes a value of each (text when not named here).
 CATALOG_COLUMNS = (
@@ -41,7 +41,7 @@ def seed_builtin_catalog(con: Any, csv_path: Path | None = None) -> int:
     """Insert the shipped catalog rows whose name is not stored yet; returns how many were inserted.
 
     A missing or unreadable file seeds nothing (a database without a catalog still works: readers fall back
-    on the file through stash_core.decide.catalog, which reports the problem).
+    on the file through stash_core.catalog, which reports the problem).
     """
     try:
         rows = builtin_catalog_rows(csv_path or BUILTIN_CATALOG_CSV)

@@ -6,7 +6,7 @@ device, or real data - cached or cold - from generated images or a data set), th
 machines and the device. The page picks one job (compare_choices) and compares its instances; runs of
 different jobs are never averaged together or ranked against each other.
 
-An instance label that the run's machine contradicts (decide/catalog/labels.py) keeps its run out of that
+An instance label that the run's machine contradicts (catalog/labels.py) keeps its run out of that
 instance's row: such runs form a row of their own, marked, without the instance's price, until the label is
 confirmed.
 
@@ -24,8 +24,8 @@ import numpy as np
 import pandas as pd
 
 from stash_core import store
-from stash_core.decide.catalog import check_runs, list_instances
-from stash_core.decide.cells import plain, plain_row
+from stash_core.catalog import check_runs, list_instances
+from stash_core.cells import plain, plain_row
 from stash_core.decide.predict import predict_instances
 from stash_core.errors import UsageError
 from stash_core.results.file import STALL_NAMES

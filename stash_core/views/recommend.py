@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 
 from stash_core import store
-from stash_core.decide.catalog import COLUMNS, apply_catalog_edits, list_instances
+from stash_core.catalog import COLUMNS, apply_catalog_edits, list_instances
 from stash_core.decide.recommend import DEFAULT_MAX_INSTANCES, Recommendation, recommend
 from stash_core.results.file import STALL_NAMES
 from stash_core.views.common import STALL_LABELS

@@ -10,9 +10,9 @@ from typing import Any
 
 import pandas as pd
 
-from stash_core.decide.sched import Cluster, Fabric, Policy, jobs_from_frame, load_trace, synthetic_trace
-from stash_core.decide.sched.report import run_simulation, save_simulation
 from stash_core.errors import UsageError
+from stash_core.sched import Cluster, Fabric, Policy, jobs_from_frame, load_trace, synthetic_trace
+from stash_core.sched.report import run_simulation, save_simulation
 from stash_core.store.simulations import simulations_frame
 
 MAX_PAGE_JOBS = 20_000  # keeps a page's simulation to seconds

@@ -12,12 +12,12 @@ from typing import Any
 
 import pandas as pd
 
-from stash_core.decide.catalog import list_instances
-from stash_core.decide.spot import PlanResult, plan_spot_cluster, plan_table
-from stash_core.decide.spot.fragility import fragile_coefficients
-from stash_core.decide.spot.inputs import build_offers, load_workload, ps_bandwidth_Bps
-from stash_core.decide.spot.simulate import simulate
+from stash_core.catalog import list_instances
 from stash_core.errors import UsageError
+from stash_core.spot import PlanResult, plan_spot_cluster, plan_table
+from stash_core.spot.fragility import fragile_coefficients
+from stash_core.spot.inputs import build_offers, load_workload, ps_bandwidth_Bps
+from stash_core.spot.simulate import simulate
 
 EXAMPLE_NAME = "spotDNN paper workload (public figures)"
 GBPS = 1e9 / 8  # bytes per second in one Gbit/s

@@ -15,8 +15,8 @@ from typing import Any
 
 import pandas as pd
 
-from stash_core.decide.catalog import list_instances
-from stash_core.decide.reads import bandwidth_probes, communication_stalls
+from stash_core.catalog import list_instances
+from stash_core.store.reads import bandwidth_probes, communication_stalls
 from stash_core.units import finite_float, rate_bps
 
 MODELLED_STALLS = ("interconnect", "network")

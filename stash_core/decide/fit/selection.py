@@ -14,7 +14,7 @@ from typing import Any
 
 import pandas as pd
 
-from stash_core.decide.cells import plain
+from stash_core.cells import plain
 from stash_core.decide.fit.alpha_beta import fit_alpha_beta, group_link
 from stash_core.decide.fit.counts_linear import fit_linear_model
 from stash_core.decide.fit.observations import GROUP_COLUMNS, MODELLED_STALLS, load_observations, load_probes

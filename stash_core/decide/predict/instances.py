@@ -10,14 +10,14 @@ from typing import Any, Protocol
 
 import pandas as pd
 
-from stash_core.decide.catalog import list_instances
-from stash_core.decide.cells import plain_row
+from stash_core.catalog import list_instances
+from stash_core.cells import plain_row
 from stash_core.decide.predict.accelerators import PRECISIONS
 from stash_core.decide.predict.configuration import ConfigPrediction, Predictor
 from stash_core.decide.predict.script import ScriptPredictor, script_run
 from stash_core.decide.predict.validation import expected_errors
-from stash_core.decide.reads import gpu_compute_profiles
 from stash_core.errors import UsageError
+from stash_core.store.reads import gpu_compute_profiles
 
 COLUMNS = (
     "config", "instance", "accelerator", "instance_count", "workers_per_instance", "path", "source",

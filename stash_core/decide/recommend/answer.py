@@ -8,14 +8,14 @@ from typing import Any
 
 import pandas as pd
 
-from stash_core.decide.catalog import list_instances, stored_label_checks
-from stash_core.decide.cells import plain_row
-from stash_core.decide.reads import measured_profiles, stored_model_counts
+from stash_core.catalog import list_instances, stored_label_checks
+from stash_core.cells import plain_row
 from stash_core.decide.recommend.candidates import OptionPlanner
 from stash_core.decide.recommend.costs import Job
 from stash_core.decide.recommend.explain import explanations, infeasible_reason
 from stash_core.decide.recommend.pareto import rank_options
 from stash_core.errors import UsageError
+from stash_core.store.reads import measured_profiles, stored_model_counts
 from stash_core.units import finite_float
 
 DEFAULT_MAX_INSTANCES = 4
@@ -106,7 +106,7 @@ def _labelled_profiles(
     does not fit its label (confirmed or not), and a line per profile set aside for that reason.
 
     Labels are checked against the whole catalog (a profile counts for its instance whatever the request
-    considers); a contradicted label counts only once the user confirms it (decide/catalog/labels.py).
+    considers); a contradicted label counts only once the user confirms it (catalog/labels.py).
     """
     measured = measured_profiles(db_path, model, batch_size)
     if measured.empty:

@@ -16,13 +16,13 @@ from typing import Any
 
 import pandas as pd
 
-from stash_core.decide.cost import hourly_price
+from stash_core.catalog.prices import hourly_price
 from stash_core.decide.fit import FitReport, fit_stall_models, model_counts, predict_stall
 from stash_core.decide.predict.configuration import Predictor
 from stash_core.decide.predict.instances import predictor_for
-from stash_core.decide.reads import stored_model_counts
 from stash_core.decide.recommend.costs import STALL_NAMES, Estimate, Job, option_row
 from stash_core.errors import UsageError
+from stash_core.store.reads import stored_model_counts
 from stash_core.units import finite_float
 
 

@@ -7,8 +7,8 @@ import argparse
 import pytest
 from result_docs import result_doc as _cpu_machine_doc
 
+from stash_core.catalog import get_instance
 from stash_core.cli import decisions as cli_decisions
-from stash_core.decide.catalog import get_instance
 from stash_core.errors import UsageError
 from stash_core.store import ingest_result
 

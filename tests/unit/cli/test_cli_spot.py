@@ -82,7 +82,7 @@ def test_an_unknown_instance_is_refused(tmp_path, capsys):
 def test_compute_times_come_from_stored_profiles(tmp_path, capsys):
     from result_docs import result_doc
 
-    from stash_core.decide.spot.inputs import stored_compute_s
+    from stash_core.spot.inputs import stored_compute_s
     from stash_core.store import ingest_result
 
     db = tmp_path / "r.duckdb"

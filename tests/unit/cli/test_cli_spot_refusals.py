@@ -184,7 +184,7 @@ def test_a_workload_that_cannot_be_written_is_refused_before_any_work(tmp_path, 
     ],
 )
 def test_spot_memory_refuses_before_a_probe_starts(tmp_path, capsys, monkeypatch, extra, message):
-    import stash_core.decide.spot.memory as memory
+    import stash_core.spot.memory as memory
 
     def no_probe(*_args, **_kwargs):
         raise AssertionError("a probe process was started")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from result_docs import result_doc as _cpu_machine_doc
 
-from stash_core.decide.catalog import add_instance
+from stash_core.catalog import add_instance
 from stash_core.decide.recommend import recommend, slowdown_cause
 from stash_core.errors import UsageError
 from stash_core.store import ingest_result

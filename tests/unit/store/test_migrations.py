@@ -365,7 +365,7 @@ def test_version_4_adds_an_empty_simulations_table(v2_path) -> None:
 
 
 def test_version_5_marks_where_each_catalog_row_comes_from(v2_path) -> None:
-    from stash_core.decide.catalog import get_instance, list_instances
+    from stash_core.catalog import get_instance, list_instances
     from stash_core.store.catalog_seed import BUILTIN_CATALOG_CSV, builtin_catalog_rows
 
     shipped = [row[:12] for row in builtin_catalog_rows(BUILTIN_CATALOG_CSV)]

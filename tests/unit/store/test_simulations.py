@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from stash_core.decide.sched import Cluster, Job, Policy
-from stash_core.decide.sched.report import run_simulation, save_simulation
 from stash_core.errors import UsageError
+from stash_core.sched import Cluster, Job, Policy
+from stash_core.sched.report import run_simulation, save_simulation
 from stash_core.store import ingest_simulation, simulations_frame
 
 

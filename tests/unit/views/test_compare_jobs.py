@@ -10,7 +10,7 @@ import pytest
 from result_docs import result_doc
 
 from stash_core import store, views
-from stash_core.decide.catalog import confirm_label
+from stash_core.catalog import confirm_label
 
 SYNTHETIC_64 = {"synthetic_images": None, "dataset_images": None, "input_shape": [3, 64, 64]}
 REAL_32 = {"synthetic_images": 512, "image_px": 32, "input_shape": [3, 32, 32]}

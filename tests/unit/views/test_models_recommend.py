@@ -9,7 +9,7 @@ import pytest
 from result_docs import result_doc as _cpu_machine_doc
 
 from stash_core import store, views
-from stash_core.decide.catalog import COLUMNS
+from stash_core.catalog import COLUMNS
 from stash_core.errors import UsageError
 from stash_core.views.recommend import RecommendRequest
 

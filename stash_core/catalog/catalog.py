@@ -1,0 +1,217 @@
+"""The instance catalog: cloud machine shapes and prices in the `instances` table, seeded from instances.csv.
+
+The CSV in the repository is only the starting point. Every new database is created holding its rows (the
+store seeds them when it creates the schema, store/catalog_seed.py, which also names the file); users add and
+edit rows (`stash instances add/set`, the dashboard). Seeding (again: `stash instances seed`, or an older
+database migrated forward) inserts the CSV rows that are not in the database yet and never touches a stored
+row, so an edited price survives every later seed. Readers see the stored rows plus any CSV row not stored
+yet, so a database made by an older Stash, or one not created yet, still has a catalog. Every price carries
+the date and the source it came from: editing a price without giving them stamps today's date and "user
+edit". A refused add or set changes nothing (it is checked before writing, and written in one transaction).
+
+The SQL of the table is in table.py, the checking of values in fields.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from stash_core.catalog.fields import INT_MIN, POSITIVE, PRICES, clean, db_value, plain_row, today
+from stash_core.catalog.table import (
+    COLUMNS,
+    EDITABLE,
+    count_rows,
+    insert_row,
+    read_rows,
+    select_rows,
+    update_row,
+)
+from stash_core.errors import UsageError
+from stash_core.store import connect
+from stash_core.store.catalog_seed import BUILTIN_CATALOG_CSV
+
+CATALOG_CSV = BUILTIN_CATALOG_CSV  # stash_core/catalog/instances.csv
+
+
+def builtin_instances() -> pd.DataFrame:
+    """The catalog shipped in instances.csv (shapes and prices with date and source), one row per instance."""
+    try:
+        # Only an empty cell is missing: "none" is a real value of `interconnect`.
+        frame = pd.read_csv(CATALOG_CSV, dtype=str, keep_default_na=False, na_values=[""])
+    except OSError as exc:
+        raise UsageError(f"cannot read the built-in catalog {CATALOG_CSV}: {exc.strerror or exc}") from None
+    rows = [
+        {**clean(record, partial=False), "origin": "builtin"} for record in frame.to_dict(orient="records")
+    ]
+    return _frame(rows)
+
+
+def seed_catalog(db_path: Path | str) -> int:
+    """Insert the built-in rows whose name is not stored yet; returns how many were inserted.
+
+    Stored rows are never changed, so user edits survive. A database this call creates holds the built-in rows
+    from its creation on: they count as inserted by this call.
+    """
+    rows = builtin_instances().to_dict(orient="records")
+    created = not Path(db_path).exists()
+    with connect(db_path) as con:
+        inserted = _seed(con, rows)
+        return count_rows(con) if created else inserted
+
+
+def list_instances(db_path: Path | str) -> pd.DataFrame:
+    """The catalog: stored rows plus built-in rows not stored yet (column `stored` tells which), by name."""
+    rows = [{**_row_from_db(values), "stored": True} for values in read_rows(db_path)]
+    names = {row["name"] for row in rows}
+    for row in builtin_instances().to_dict(orient="records"):
+        if row["name"] not in names:
+            rows.append({**plain_row(row), "stored": False})
+    frame = _frame(rows, extra=("stored",))
+    return frame.sort_values(["provider", "name"], na_position="last", kind="stable").reset_index(drop=True)
+
+
+def get_instance(db_path: Path | str, name: str) -> dict[str, Any] | None:
+    """One catalog row as a dict (stored row first, else the built-in one); None when the name is unknown."""
+    if not name:
+        return None
+    found = read_rows(db_path, name)
+    if found:
+        return _row_from_db(found[0])
+    builtin = builtin_instances()
+    match = builtin[builtin["name"] == name]
+    return plain_row(match.iloc[0].to_dict()) if len(match) else None
+
+
+def add_instance(db_path: Path | str, **fields: Any) -> dict[str, Any]:
+    """Add a new instance (name required, origin 'user'); UsageError when the name exists or a value is
+    invalid.
+
+    Without price_date the row is dated today; without source it says "user entry".
+    """
+    row = clean({column: fields.get(column) for column in COLUMNS} | _unknown(fields), partial=False)
+    row["origin"] = "user"
+    if not row["name"]:
+        raise UsageError("an instance needs a name")
+    if row["price_date"] is None and (
+        row["on_demand_usd_per_h"] is not None or row["spot_usd_per_h"] is not None
+    ):
+        row["price_date"] = today()
+    if row["source"] is None:
+        row["source"] = "user entry"
+    if get_instance(db_path, row["name"]) is not None:  # refused before the database is opened for writing
+        raise UsageError(
+            f"instance {row['name']} is already in the catalog; change it with `stash instances set`"
+        )
+    with connect(db_path) as con, _transaction(con):
+        _seed(con, builtin_instances().to_dict(orient="records"))
+        if count_rows(con, row["name"]):
+            raise UsageError(
+                f"instance {row['name']} is already in the catalog; change it with `stash instances set`"
+            )
+        insert_row(con, [db_value(row[column]) for column in COLUMNS])
+    return row
+
+
+def set_instance(db_path: Path | str, name: str, **fields: Any) -> dict[str, Any]:
+    """Change fields of a catalog instance; returns the updated row, now of origin 'user' (no later import
+    overwrites it).
+
+    UsageError for an unknown instance, an unknown field or an invalid value (negative price, zero vCPUs...).
+    A price change without price_date/source stamps today's date and "user edit".
+    """
+    if not fields:
+        raise UsageError("nothing to change: give at least one field")
+    changes = clean(fields, partial=True)
+    if get_instance(db_path, name) is None:  # refused before the database is opened for writing
+        raise UsageError(f"unknown instance {name!r}: see `stash instances list`, or add it")
+    with connect(db_path) as con, _transaction(con):
+        _seed(con, builtin_instances().to_dict(orient="records"))
+        found = select_rows(con, name)
+        if not found:
+            raise UsageError(f"unknown instance {name!r}: see `stash instances list`, or add it")
+        row = _row_from_db(found[0])
+        price_changed = any(key in changes and changes[key] != row[key] for key in PRICES)
+        row.update(changes)
+        if price_changed and "price_date" not in changes:
+            row["price_date"] = today()
+        if price_changed and "source" not in changes:
+            row["source"] = "user edit"
+        row["origin"] = "user"
+        update_row(con, name, [row[column] for column in EDITABLE])
+    return row
+
+
+def apply_catalog_edits(
+    db_path: Path | str, before: pd.DataFrame, after: pd.DataFrame
+) -> tuple[list[str], list[str]]:
+    """Store the differences between two versions of the catalog table (e.g. from a dashboard editor).
+
+    Rows whose name was in `before` get set_instance with the changed fields; new names get add_instance.
+    Every value is checked first, so a bad one (UsageError, naming the instance) stores nothing.
+    Returns (names changed, names added).
+    """
+    old = {row["name"]: plain_row(row) for row in before.to_dict(orient="records")}
+    edits: list[tuple[str, dict[str, Any]]] = []
+    additions: list[dict[str, Any]] = []
+    for raw in after.to_dict(orient="records"):
+        row = plain_row({column: raw.get(column) for column in COLUMNS})
+        if not row["name"]:
+            continue
+        try:
+            if row["name"] not in old:
+                additions.append(clean({key: value for key, value in row.items() if value is not None}, True))
+                continue
+            # Compare cleaned values, so that a date shown as text or 8 shown as 8.0 is no change.
+            previous = clean({key: old[row["name"]].get(key) for key in EDITABLE}, partial=True)
+            current = clean({key: row[key] for key in EDITABLE}, partial=True)
+            changed = {key: value for key, value in current.items() if value != previous[key]}
+            if changed:
+                edits.append((row["name"], changed))
+        except UsageError as exc:
+            raise UsageError(f"instance {row['name']}: {exc}") from None
+    for name, fields in edits:
+        set_instance(db_path, name, **fields)
+    for fields in additions:
+        add_instance(db_path, **fields)
+    return [name for name, _ in edits], [fields["name"] for fields in additions]
+
+
+@contextmanager
+def _transaction(con: Any) -> Iterator[None]:
+    """All of a change or nothing: a refused edit leaves no seeded or half-written row behind."""
+    con.execute("BEGIN TRANSACTION")
+    try:
+        yield
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    con.execute("COMMIT")
+
+
+def _seed(con: Any, rows: list[dict[str, Any]]) -> int:
+    before = count_rows(con)
+    for row in rows:
+        insert_row(con, [db_value(row.get(column)) for column in COLUMNS], keep_stored=True)
+    return count_rows(con) - before
+
+
+def _unknown(fields: dict[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in fields.items() if key not in COLUMNS}
+
+
+def _row_from_db(values: tuple[Any, ...]) -> dict[str, Any]:
+    return plain_row(dict(zip(COLUMNS, values, strict=True)))
+
+
+def _frame(rows: list[dict[str, Any]], extra: tuple[str, ...] = ()) -> pd.DataFrame:
+    frame = pd.DataFrame(rows, columns=[*COLUMNS, *extra])
+    for column in INT_MIN:
+        frame[column] = frame[column].astype("Int64")
+    for column in (*POSITIVE, *PRICES):
+        frame[column] = frame[column].astype("float64")
+    return frame

@@ -1,0 +1,140 @@
+"""Catalog values: checked and typed from what a user types or an editor hands back, and made plain again.
+
+A bad value is a one-line UsageError naming the field. Numbers are read with units.finite_float; "", "none",
+"null" and "-" clear a number or date.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, date, datetime
+from typing import Any
+
+import pandas as pd
+
+from stash_core.catalog.table import COLUMNS
+from stash_core.cells import is_missing
+from stash_core.errors import UsageError
+from stash_core.spec import unsafe_character
+from stash_core.units import finite_float
+
+TEXT = ("name", "provider", "accelerator", "interconnect", "source", "region", "origin")
+ORIGINS = ("builtin", "import", "user")
+INT_MIN = {"accelerator_count": 0, "vcpus": 1}
+INT_MAX = 2**31 - 1  # the INTEGER columns
+FLOAT_MAX = 1e12  # beyond any machine or price: a typo, not a value
+DATE_RANGE = (date(1970, 1, 1), date(2262, 4, 11))  # what the dashboard (pandas) can represent
+POSITIVE = ("memory_gib", "network_gbps")
+PRICES = ("on_demand_usd_per_h", "spot_usd_per_h")
+
+
+def clean(fields: dict[str, Any], partial: bool) -> dict[str, Any]:
+    """Validated, typed values; UsageError (one line) for an unknown field or a bad value.
+
+    partial: only the fields given; otherwise every column, None where not given.
+    """
+    unknown = [key for key in fields if key not in COLUMNS]
+    if unknown:
+        raise UsageError(f"unknown instance field {', '.join(unknown)}; fields are {', '.join(COLUMNS)}")
+    cleaned: dict[str, Any] = {} if partial else {column: None for column in COLUMNS}
+    for key, value in fields.items():
+        if key in TEXT:
+            cleaned[key] = None if is_missing(value) else (str(value).strip() or None)
+            character = unsafe_character(cleaned[key] or "")
+            if character:
+                raise UsageError(f"{key} holds the control character {character}")
+            if key == "origin" and cleaned[key] not in (None, *ORIGINS):
+                raise UsageError(f"origin must be one of {', '.join(ORIGINS)}, got {value!r}")
+            continue
+        value = None if _blank(value) else value
+        if key in INT_MIN:
+            cleaned[key] = _whole(key, value, INT_MIN[key])
+        elif key in POSITIVE:
+            cleaned[key] = _number(key, value, strictly_positive=True)
+        elif key in PRICES:
+            cleaned[key] = _number(key, value, strictly_positive=False)
+        elif key == "price_date":
+            cleaned[key] = _date(value)
+    return cleaned
+
+
+def plain_row(row: dict[str, Any]) -> dict[str, Any]:
+    """A catalog row with None for missing values, whole numbers as int and dates as datetime.date."""
+    out = {}
+    for key, value in row.items():
+        if key in INT_MIN and not is_missing(value):
+            value = int(value)
+        elif key == "price_date" and isinstance(value, pd.Timestamp):
+            value = value.date()
+        out[key] = None if is_missing(value) else value
+    return out
+
+
+def db_value(value: Any) -> Any:
+    return None if is_missing(value) else value
+
+
+def today() -> date:
+    return datetime.now(UTC).date()
+
+
+def _blank(value: Any) -> bool:
+    """No value: None, NaN, or (for numbers and dates typed on a command line) "", "none", "null", "-"."""
+    return is_missing(value) or (
+        isinstance(value, str) and value.strip().lower() in ("", "none", "null", "-")
+    )
+
+
+def _checked_float(key: str, value: Any, what: str) -> float | None:
+    """finite_float of `value`; UsageError "KEY must be WHAT" when it is no number at all. None for a number
+    that is not finite (or a bool): the caller says what it must be instead."""
+    number = finite_float(value)
+    if number is None:
+        try:
+            float(value)
+        except (TypeError, ValueError):
+            raise UsageError(f"{key} must be {what}, got {value!r}") from None
+    return number
+
+
+def _whole(key: str, value: Any, minimum: int) -> int | None:
+    if value is None:
+        return None
+    number = _checked_float(key, value, "a whole number")
+    if number is None or not number.is_integer() or number < minimum:
+        raise UsageError(f"{key} must be a whole number >= {minimum}, got {value!r}")
+    if number > INT_MAX:
+        raise UsageError(f"{key} must be at most {INT_MAX:,}, got {value!r}")
+    return int(number)
+
+
+def _number(key: str, value: Any, strictly_positive: bool) -> float | None:
+    if value is None:
+        return None
+    number = _checked_float(key, value, "a number")
+    if number is None:
+        raise UsageError(f"{key} must be a finite number, got {value!r}")
+    if strictly_positive and number <= 0:
+        raise UsageError(f"{key} must be positive, got {value!r}")
+    if number < 0:
+        raise UsageError(f"{key} must not be negative, got {value!r}")
+    if number > FLOAT_MAX:
+        raise UsageError(f"{key} must be at most {FLOAT_MAX:g}, got {value!r}")
+    return number
+
+
+def _date(value: Any) -> date | None:
+    if value is None:
+        return None
+    if isinstance(value, datetime):
+        return value.date()
+    if isinstance(value, date):
+        return value
+    if isinstance(value, pd.Timestamp):
+        return value.date()
+    try:
+        day = date.fromisoformat(str(value).strip())
+    except ValueError:
+        raise UsageError(f"price_date must be a date like 2025-01-31, got {value!r}") from None
+    if not DATE_RANGE[0] <= day < DATE_RANGE[1]:
+        raise UsageError(f"price_date must be from 1970 to 2262, got {value!r}")
+    return day

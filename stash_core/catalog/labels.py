@@ -1,0 +1,213 @@
+"""Does a run's instance label fit the machine it ran on? The label against the run's fingerprint.
+
+A run labelled with a catalog instance counts as that instance's measurement: Compare prices it, Recommend and
+the cost of a run take its times for that instance. A label that the machine's fingerprint contradicts would
+put a laptop's times on a GPU instance's bill, so such a run is shown with a warning and is not used as the
+instance's measurement until the user confirms the label.
+
+What contradicts a label (catalog row against the fingerprint that the profile recorded):
+  - GPUs: the machine has none and the instance has some (a CPU-only machine labelled g4dn.xlarge), or the
+    other way round, or the counts differ;
+  - the GPU model: the instance's accelerator (its model token, "T4" of "NVIDIA T4") is not in the name of
+    every GPU of the machine ("Tesla T4" fits, "NVIDIA A10G" does not).
+Runs on remote hosts or the emulated cluster are not checked: their fingerprint describes the machine that
+launched them, not the nodes. Labels that are not catalog names are not checked (there is nothing to fit).
+
+Confirming: `stash instances confirm RUN_ID` (or `stash profile --confirm-instance`) stores
+`"instance_confirmed": true` in the run's spec (runs.spec); a confirmed run is used like any other, and still
+shows what its fingerprint says.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from stash_core.catalog.catalog import get_instance
+from stash_core.errors import UsageError
+from stash_core.store import connect, get_run, query_readonly
+
+CONFIRMED_KEY = "instance_confirmed"
+# status of a label: fits | contradicted | confirmed (contradicted, but the user confirmed it) | not_checked
+USABLE = ("fits", "confirmed", "not_checked")
+_MODEL_TOKEN = re.compile(r"[A-Z]+[0-9]+[A-Z]*")
+
+
+@dataclass(frozen=True)
+class LabelCheck:
+    """The verdict on one run's instance label: status, what contradicts it, and why it was not checked."""
+
+    run_id: str
+    instance: str | None
+    status: str
+    problems: tuple[str, ...] = field(default_factory=tuple)
+    reason: str = ""
+
+    @property
+    def usable(self) -> bool:
+        """Whether the run may stand for its instance (in costs, Compare's prices and Recommend)."""
+        return self.status in USABLE
+
+    @property
+    def warning(self) -> str | None:
+        """One line for the CLI and the pages; None when the label fits or was not checked."""
+        if self.status not in ("contradicted", "confirmed"):
+            return None
+        what = "; ".join(self.problems)
+        if self.status == "confirmed":
+            return f"instance label {self.instance} of run {self.run_id} confirmed by the user ({what})"
+        return (
+            f"instance label {self.instance} of run {self.run_id} does not fit the machine: {what}. "
+            f"Not used as a measurement of {self.instance}; if the label is right, "
+            f"`stash instances confirm {self.run_id}`"
+        )
+
+
+def label_problems(instance: dict[str, Any] | None, fingerprint: dict[str, Any] | None) -> list[str]:
+    """What in the fingerprint contradicts the catalog row (empty: nothing does, or nothing to compare)."""
+    if not instance or not fingerprint:
+        return []
+    name = instance.get("name") or "the instance"
+    expected = _count(instance.get("accelerator_count"))
+    found = _count(fingerprint.get("gpu_count"))
+    accelerator = instance.get("accelerator") or "GPU"
+    problems = []
+    if expected is not None and found is not None and expected != found:
+        if found == 0:
+            status = fingerprint.get("gpu_status")
+            why = f" ({status})" if status else ""
+            problems.append(f"the machine has no GPU{why}, {name} has {expected} {accelerator}")
+        elif expected == 0:
+            problems.append(f"the machine has {found} GPU(s), {name} has none")
+        else:
+            problems.append(f"the machine has {found} GPU(s), {name} has {expected} {accelerator}")
+    token = accelerator_model(instance.get("accelerator"))
+    names = [str(gpu.get("name") or "") for gpu in fingerprint.get("gpus") or [] if isinstance(gpu, dict)]
+    if token and expected and names:
+        others = sorted({gpu for gpu in names if token not in _words(gpu)})
+        if others:
+            problems.append(f"the machine's GPU is {', '.join(others)}, {name} has {accelerator}")
+    return problems
+
+
+def check_label(
+    run_id: str,
+    label: str | None,
+    instance: dict[str, Any] | None,
+    spec: dict[str, Any] | None,
+    fingerprint: dict[str, Any] | None,
+) -> LabelCheck:
+    """The verdict on one run (its label, the catalog row of that label or None, its spec and fingerprint)."""
+    spec = spec or {}
+    if not label:
+        return LabelCheck(run_id, label, "not_checked", reason="no instance label")
+    if instance is None:
+        return LabelCheck(run_id, label, "not_checked", reason=f"{label} is not in the instance catalog")
+    if spec.get("hosts"):
+        return LabelCheck(run_id, label, "not_checked", reason="ran on remote hosts: no fingerprint of them")
+    if not fingerprint:
+        return LabelCheck(run_id, label, "not_checked", reason="the run has no machine fingerprint")
+    problems = tuple(label_problems(instance, fingerprint))
+    if not problems:
+        return LabelCheck(run_id, label, "fits")
+    status = "confirmed" if spec.get(CONFIRMED_KEY) is True else "contradicted"
+    return LabelCheck(run_id, label, status, problems)
+
+
+def check_runs(runs: list[dict[str, Any]], catalog: dict[str, dict[str, Any]]) -> dict[str, LabelCheck]:
+    """check_label of runs given as records with run_id, instance, spec and fingerprint (dicts or JSON text),
+    against a catalog {name: row}; by run id."""
+    checks = {}
+    for run in runs:
+        label = run.get("instance")
+        checks[run["run_id"]] = check_label(
+            run["run_id"], label, catalog.get(label) if label else None, _json(run.get("spec")),
+            _json(run.get("fingerprint")),
+        )  # fmt: skip
+    return checks
+
+
+def stored_label_checks(
+    db_path: Path | str, run_ids: list[str], catalog: dict[str, dict[str, Any]]
+) -> dict[str, LabelCheck]:
+    """check_runs of stored runs (one read of their spec and fingerprint), by run id."""
+    if not run_ids:
+        return {}
+    frame = query_readonly(
+        db_path,
+        "SELECT run_id, instance, CAST(spec AS VARCHAR) AS spec, CAST(fingerprint AS VARCHAR) AS fingerprint "
+        "FROM runs WHERE list_contains(CAST(? AS VARCHAR[]), run_id)",
+        [list(run_ids)],
+    )
+    return check_runs(frame.to_dict(orient="records"), catalog)
+
+
+def check_document(db_path: Path | str, doc: dict[str, Any]) -> LabelCheck:
+    """The verdict on a result document (e.g. the one `stash profile` just made), against the database's
+    catalog (stored rows, else the built-in ones)."""
+    spec = doc.get("spec") or {}
+    fingerprint = doc.get("fingerprint") or {}
+    label = spec.get("instance") or fingerprint.get("instance")
+    instance = get_instance(db_path, label) if label else None
+    return check_label(str(doc.get("run_id")), label, instance, spec, fingerprint)
+
+
+def check_stored_run(db_path: Path | str, run: dict[str, Any]) -> LabelCheck:
+    """The verdict on a run as store.get_run returns it."""
+    label = run.get("instance")
+    instance = get_instance(db_path, label) if label else None
+    return check_label(run["run_id"], label, instance, _json(run.get("spec")), _json(run.get("fingerprint")))
+
+
+def confirm_label(db_path: Path | str, run_id: str) -> LabelCheck:
+    """Store the user's word that a run's instance label is right (`instance_confirmed` in runs.spec).
+
+    `run_id` may be any unique part of a run id. UsageError when no run matches or the run has no label.
+    Returns the check as it reads afterwards.
+    """
+    run = get_run(db_path, run_id)
+    if run is None:
+        raise UsageError(f"no run {run_id!r} in {db_path}")
+    if not run.get("instance"):
+        raise UsageError(f"run {run['run_id']} has no instance label to confirm")
+    with connect(db_path) as con:
+        con.execute(
+            "UPDATE runs SET spec = json_merge_patch(coalesce(spec, '{}'), ?) WHERE run_id = ?",
+            [json.dumps({CONFIRMED_KEY: True}), run["run_id"]],
+        )
+    return check_stored_run(db_path, {**run, "spec": {**(run.get("spec") or {}), CONFIRMED_KEY: True}})
+
+
+def accelerator_model(accelerator: Any) -> str | None:
+    """The model token of an accelerator name: "V100" of "NVIDIA V100 16 GB", "A10G" of "NVIDIA A10G"."""
+    if not accelerator:
+        return None
+    found = _MODEL_TOKEN.findall(str(accelerator).upper())
+    return found[0] if found else None
+
+
+def _words(name: str) -> set[str]:
+    return set(re.split(r"[^A-Z0-9]+", name.upper()))
+
+
+def _count(value: Any) -> int | None:
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        return None
+    return number if number >= 0 else None
+
+
+def _json(value: Any) -> dict[str, Any]:
+    if isinstance(value, dict):
+        return value
+    if isinstance(value, str) and value:
+        try:
+            parsed = json.loads(value)
+        except ValueError:
+            return {}
+        return parsed if isinstance(parsed, dict) else {}
+    return {}

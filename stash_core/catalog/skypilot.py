@@ -1,0 +1,241 @@
+"""Read SkyPilot's price catalog (catalogs/v7/<cloud>/vms.csv, kept by SkyPilot under ~/.sky/catalogs/) into
+catalog rows, and import them (`stash instances import --skypilot DIR|FILE [--region R]`).
+
+vms.csv has one row per instance type and availability zone, with the columns InstanceType, AcceleratorName,
+AcceleratorCount, vCPUs, MemoryGiB, GpuInfo, Price, SpotPrice, Region, AvailabilityZone (the order differs
+between clouds: they are read by name). Stash keeps one row per instance type:
+  - with a region: that region's row; without: the region with the lowest on-demand price (the first such
+    region in the file on a tie); the spot price is the lowest of that region's availability zones;
+  - the accelerator: SkyPilot's name with the manufacturer and per-GPU memory of GpuInfo ("NVIDIA V100 16 GB"
+    of V100 with 16384 MiB), which the accelerator table of the predictions matches;
+  - the price date: the file's modification date (SkyPilot writes the file when it fetches the catalog),
+    unless given; the source names the file and the region.
+Rows without an instance type (GCP's attachable accelerators) are skipped, and so are CPU-only types unless
+asked for. Network bandwidth and GPU interconnect are not in this format: they come from Stash's own table
+(instances.csv) by instance type, and the import says which imported instances lack them.
+A malformed file is refused with one line naming its row (the file's line number) and column; nothing is
+written then.
+"""
+
+from __future__ import annotations
+
+import ast
+import csv
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime
+from pathlib import Path
+from typing import Any
+
+from stash_core.catalog.catalog import builtin_instances
+from stash_core.catalog.fields import clean
+from stash_core.errors import UsageError
+from stash_core.store.catalog_import import ImportOutcome, write_imported_rows
+
+MAX_GPU_MEMORY_MIB = 16 * 2**20  # 16 TiB: far above any GPU, below what breaks arithmetic
+REQUIRED = ("InstanceType", "AcceleratorName", "AcceleratorCount", "vCPUs", "MemoryGiB", "Price", "SpotPrice",
+            "Region")  # fmt: skip
+_NUMBERS = ("AcceleratorCount", "vCPUs", "MemoryGiB", "Price", "SpotPrice")
+MIB_PER_GB = 1024  # GpuInfo gives MiB; GPU memory is marketed in GiB-sized "GB" (16384 MiB is a 16 GB V100)
+
+
+@dataclass
+class SkyPilotImport:
+    rows: list[dict[str, Any]]
+    files: list[Path]
+    skipped: list[str] = field(default_factory=list)
+    lacking_network: list[str] = field(default_factory=list)
+    outcome: ImportOutcome | None = None
+
+
+def catalog_files(path: Path | str) -> list[Path]:
+    """vms.csv files: the file given, or every vms.csv under a folder (one per cloud)."""
+    path = Path(path).expanduser()
+    if path.is_file():
+        return [path]
+    if path.is_dir():
+        found = sorted(path.rglob("vms.csv"))
+        if found:
+            return found
+        raise UsageError(f"no vms.csv under {path} (SkyPilot keeps them in ~/.sky/catalogs/v7/<cloud>/)")
+    raise UsageError(f"no such file or folder: {path}")
+
+
+def read_skypilot(
+    path: Path | str, region: str | None = None, include_cpu: bool = False, price_date: date | None = None
+) -> SkyPilotImport:
+    """Catalog rows (dicts of the instances columns, checked) from one vms.csv or a folder of them."""
+    files = catalog_files(path)
+    rows: dict[str, dict[str, Any]] = {}
+    skipped: list[str] = []
+    for file in files:
+        for name, row in _read_file(file, region, include_cpu, price_date, skipped).items():
+            if name in rows:
+                skipped.append(f"{name} of {file}: already read from another file")
+                continue
+            rows[name] = row
+    if region and not rows:
+        raise UsageError(f"no instance type in region {region!r} in {', '.join(map(str, files))}")
+    _join_network(rows)
+    lacking = sorted(
+        name for name, row in rows.items() if row["network_gbps"] is None or row["interconnect"] is None
+    )
+    return SkyPilotImport(list(rows.values()), files, skipped, lacking)
+
+
+def import_skypilot(
+    db_path: Path | str,
+    path: Path | str,
+    region: str | None = None,
+    include_cpu: bool = False,
+    price_date: date | None = None,
+) -> SkyPilotImport:
+    """Read the catalog and store its rows (rows of origin 'user' are kept as they are)."""
+    result = read_skypilot(path, region, include_cpu, price_date)
+    result.outcome = write_imported_rows(db_path, result.rows)
+    return result
+
+
+def _read_file(
+    file: Path, region: str | None, include_cpu: bool, price_date: date | None, skipped: list[str]
+) -> dict[str, dict[str, Any]]:
+    try:
+        with open(file, encoding="utf-8", newline="") as handle:
+            reader = csv.DictReader(handle)
+            missing = [column for column in REQUIRED if column not in (reader.fieldnames or [])]
+            if missing:
+                raise UsageError(
+                    f"{file}: no column {', '.join(missing)}; a SkyPilot vms.csv has {', '.join(REQUIRED)}"
+                )
+            records = [(reader.line_num, record) for record in reader]
+        day = price_date or datetime.fromtimestamp(file.stat().st_mtime, UTC).date()
+    except (OSError, UnicodeDecodeError, csv.Error, OverflowError, ValueError) as exc:
+        raise UsageError(f"cannot read {file}: {getattr(exc, 'strerror', None) or exc}") from None
+    if day > datetime.now(UTC).date():
+        raise UsageError(
+            f"{file} was last modified on {day}, in the future: it cannot date its prices; give --price-date"
+        )
+    by_type: dict[str, list[tuple[int, dict[str, Any]]]] = {}
+    for line, record in records:
+        if None in record or any(record.get(column) is None for column in REQUIRED):
+            raise UsageError(f"{file} row {line}: not as many columns as the header")
+        values = _values(file, line, record)
+        if not values["InstanceType"]:
+            continue  # an attachable accelerator (GCP), not an instance type
+        by_type.setdefault(values["InstanceType"], []).append((line, values))
+    rows = {}
+    for name, entries in by_type.items():
+        chosen = _choose_region(entries, region)
+        if chosen is None:
+            continue
+        row = _catalog_row(file, chosen, entries, day)
+        if not row["accelerator_count"] and not include_cpu:
+            continue
+        rows[name] = row
+    return rows
+
+
+def _values(file: Path, line: int, record: dict[str, str]) -> dict[str, Any]:
+    """The cells of one vms.csv row, typed; UsageError naming the row and column of a bad cell."""
+    values: dict[str, Any] = {key: (cell or "").strip() for key, cell in record.items()}
+    for column in _NUMBERS:
+        text = values[column]
+        if not text:
+            values[column] = None
+            continue
+        try:
+            number = float(text)
+        except ValueError:
+            raise UsageError(f"{file} row {line}, column {column}: {text!r} is not a number") from None
+        if not number >= 0 or number == float("inf"):
+            raise UsageError(f"{file} row {line}, column {column}: {text!r} must be a number >= 0")
+        if number == 0 and column in ("vCPUs", "MemoryGiB"):  # a machine has some; empty means unknown
+            raise UsageError(f"{file} row {line}, column {column}: {text!r} must be above 0 (or left empty)")
+        values[column] = number
+    for column in ("AcceleratorCount", "vCPUs"):
+        if values[column] is not None and not float(values[column]).is_integer():
+            raise UsageError(f"{file} row {line}, column {column}: {record[column]!r} is not a whole number")
+    values["GpuInfo"] = _gpu_info(file, line, values.get("GpuInfo") or "")
+    return values
+
+
+def _gpu_info(file: Path, line: int, text: str) -> dict[str, Any]:
+    """Manufacturer and per-GPU memory (MiB) of GpuInfo, a Python-literal dict (SkyPilot writes it so)."""
+    if not text:
+        return {}
+    try:
+        info = ast.literal_eval(text)
+        gpu = info["Gpus"][0]
+        memory = gpu.get("MemoryInfo", {}).get("SizeInMiB")
+        manufacturer = gpu.get("Manufacturer")
+    except (ValueError, SyntaxError, TypeError, KeyError, IndexError, AttributeError, MemoryError):
+        raise UsageError(
+            f"{file} row {line}, column GpuInfo: not a GPU description SkyPilot writes"
+        ) from None
+    if memory is not None and not (isinstance(memory, int | float) and 0 < memory <= MAX_GPU_MEMORY_MIB):
+        raise UsageError(
+            f"{file} row {line}, column GpuInfo: SizeInMiB {memory!r} is not a GPU memory "
+            f"(0 to {MAX_GPU_MEMORY_MIB:,} MiB)"
+        )
+    return {"manufacturer": manufacturer, "memory_mib": memory}
+
+
+def _choose_region(entries: list[tuple[int, dict]], region: str | None) -> tuple[int, dict] | None:
+    if region:
+        inside = [entry for entry in entries if entry[1]["Region"] == region]
+        return _cheapest_spot(inside) if inside else None
+    priced = [entry for entry in entries if entry[1]["Price"] is not None] or entries
+    cheapest = min(priced, key=lambda entry: (entry[1]["Price"] or 0.0, entry[0]))
+    return _cheapest_spot([entry for entry in entries if entry[1]["Region"] == cheapest[1]["Region"]])
+
+
+def _cheapest_spot(entries: list[tuple[int, dict]]) -> tuple[int, dict]:
+    spot = [entry for entry in entries if entry[1]["SpotPrice"] is not None]
+    return min(spot, key=lambda entry: (entry[1]["SpotPrice"], entry[0])) if spot else entries[0]
+
+
+def _catalog_row(file: Path, chosen: tuple[int, dict], entries: list, day: date) -> dict[str, Any]:
+    line, values = chosen
+    count = int(values["AcceleratorCount"] or 0)
+    name = values["AcceleratorName"]
+    if name.upper() in ("", "CPU-ONLY", "NONE"):
+        count, name = 0, ""
+    region = values["Region"]
+    fields = {
+        "name": values["InstanceType"],
+        "provider": file.parent.name if file.parent.name not in ("", ".") else None,
+        "accelerator": _accelerator_name(name, values["GpuInfo"]) if count else None,
+        "accelerator_count": count,
+        "vcpus": int(values["vCPUs"]) if values["vCPUs"] else None,
+        "memory_gib": values["MemoryGiB"] or None,
+        "on_demand_usd_per_h": values["Price"],
+        "spot_usd_per_h": values["SpotPrice"],
+        "price_date": day,
+        "source": f"SkyPilot catalog {file} (region {region}; spot: lowest of its zones)",
+        "region": region or None,
+    }
+    try:
+        return {**clean(fields, partial=False), "origin": "import"}
+    except UsageError as exc:
+        raise UsageError(f"{file} row {line}: {exc}") from None
+
+
+def _accelerator_name(name: str, gpu: dict[str, Any]) -> str:
+    """'NVIDIA V100 16 GB' of V100 with 16384 MiB: manufacturer and memory from GpuInfo when it has them."""
+    text = name
+    maker = gpu.get("manufacturer")
+    if maker and not text.upper().startswith(str(maker).upper()):
+        text = f"{maker} {text}"
+    memory = gpu.get("memory_mib")
+    if isinstance(memory, int | float) and memory > 0 and "GB" not in name.upper():
+        text = f"{text} {round(memory / MIB_PER_GB)} GB"
+    return text
+
+
+def _join_network(rows: dict[str, dict[str, Any]]) -> None:
+    """Network bandwidth and interconnect from Stash's own table (instances.csv), by instance type."""
+    shipped = builtin_instances().set_index("name")
+    for name, row in rows.items():
+        if name in shipped.index:
+            for column in ("network_gbps", "interconnect"):
+                value = shipped.at[name, column]
+                row[column] = None if value is None or value != value else value

@@ -1,0 +1,54 @@
+"""Alibaba PAI 2020 (cluster-trace-gpu-v2020) job and task tables into the simulator's columns."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pandas as pd
+
+from stash_core.errors import UsageError
+from stash_core.sched.columns import finish, numeric_column
+
+PAI_JOB_COLUMNS = ["job_name", "inst_id", "user", "status", "start_time", "end_time"]
+PAI_TASK_COLUMNS = ["job_name", "task_name", "inst_num", "status", "start_time", "end_time", "plan_cpu",
+                    "plan_mem", "plan_gpu", "gpu_type"]  # fmt: skip
+
+
+def read_pai(job_path: Path) -> pd.DataFrame:
+    """pai_job_table.csv with pai_task_table.csv beside it."""
+    task_path = Path(job_path).with_name(Path(job_path).name.replace("job_table", "task_table"))
+    if task_path == Path(job_path) or not task_path.exists():
+        raise UsageError(f"{job_path}: the PAI task table is read from pai_task_table.csv beside it")
+    return pai_frame(_table(job_path, PAI_JOB_COLUMNS), _table(task_path, PAI_TASK_COLUMNS),
+                     str(job_path), str(task_path))  # fmt: skip
+
+
+def _table(path: Path, columns: list[str]) -> pd.DataFrame:
+    table = pd.read_csv(path, header=None, dtype=str)
+    if table.shape[1] != len(columns):
+        raise UsageError(
+            f"{path}: {table.shape[1]} columns, expected {len(columns)} ({', '.join(columns)}), no header"
+        )
+    return table.set_axis(columns, axis=1)
+
+
+def pai_frame(jobs: pd.DataFrame, tasks: pd.DataFrame, job_file: str = "pai_job_table.csv",
+              task_file: str = "pai_task_table.csv") -> pd.DataFrame:  # fmt: skip
+    """Tables without header, as read by read_pai; UsageError naming file, line and column of a bad value."""
+    tasks = tasks.assign(
+        gpus=numeric_column(tasks, "inst_num", task_file, 1, minimum=0)
+        * numeric_column(tasks, "plan_gpu", task_file, 1, minimum=0),
+        start=numeric_column(tasks, "start_time", task_file, 1),
+        end=numeric_column(tasks, "end_time", task_file, 1),
+    )
+    per_job = tasks.groupby("job_name").agg(gpus=("gpus", "sum"), start=("start", "min"), end=("end", "max"))
+    jobs = jobs.assign(submit=numeric_column(jobs, "start_time", job_file, 1))
+    numeric_column(jobs, "end_time", job_file, 1)
+    frame = jobs.join(per_job, on="job_name", how="inner")
+    frame = frame[(frame["gpus"] > 0) & (frame["end"] > frame["start"]) & frame["submit"].notna()]
+    return finish(pd.DataFrame({
+        "job_id": frame["job_name"].astype(str),
+        "num_gpu": [math.ceil(g / 100 - 1e-9) for g in frame["gpus"]],
+        "submit_time": frame["submit"], "duration": frame["end"] - frame["start"], "user": frame["user"],
+    }), "PAI")  # fmt: skip

@@ -1,0 +1,113 @@
+"""One simulation of a trace under several policies, as a result document (results/sim-*.json), saved with
+its per-job CSV and its database row all or none (store/simulations.py holds the `simulations` table)."""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import tempfile
+from dataclasses import asdict
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from stash_core.errors import UsageError
+from stash_core.sched.fabric import Fabric
+from stash_core.sched.metrics import jct_cdf, queue_delay_over_time, sample_timeline, schedule_metrics
+from stash_core.sched.policy import Policy
+from stash_core.sched.simulator import JobOutcome, simulate
+from stash_core.sched.topology import Cluster
+from stash_core.sched.trace import Job
+from stash_core.sched.tuner import plan_policies
+from stash_core.store import simulations
+from stash_core.store.simulations import SIMULATION_KIND
+
+STASH_VERSION = "0.1.0"
+
+
+def run_simulation(
+    jobs: list[Job], cluster: Cluster, bases: list[Policy], *, tuning: str = "split", fraction: float = 0.3,
+    uplink_factor: float = 2.0, fabric: Fabric | None = None, trace: str = "", trace_format: str = "",
+) -> tuple[dict[str, Any], dict[str, list[JobOutcome]]]:  # fmt: skip
+    """The result document of every policy on the trace, and each policy's job outcomes."""
+    policies, reported, how = plan_policies(bases, jobs, cluster, tuning, fraction, uplink_factor, fabric)
+    entries, outcomes = [], {}
+    for policy in policies:
+        timeline: list[tuple[float, int, int]] = []
+        result = simulate(reported, cluster, policy, uplink_factor, fabric, timeline)
+        outcomes[policy.name] = result
+        entries.append({
+            "policy": policy.name, "settings": policy.settings(),
+            "metrics": schedule_metrics(result, cluster),
+            "jct_cdf": jct_cdf(result), "timeline": sample_timeline(timeline, cluster),
+            "queue_delay": queue_delay_over_time(result),
+        })  # fmt: skip
+    now = datetime.now(UTC)
+    doc = {
+        "kind": SIMULATION_KIND, "schema_version": 1,
+        "simulation_id": f"sim-{now:%Y%m%dT%H%M%SZ}-{secrets.token_hex(3)}", "created_at": now.isoformat(),
+        "stash_version": STASH_VERSION, "trace": trace, "trace_format": trace_format, "jobs": len(reported),
+        "trace_jobs": len(jobs),
+        "cluster": {"switches": cluster.switches, "nodes_per_switch": cluster.nodes_per_switch,
+                    "gpus_per_node": cluster.gpus_per_node, "gpus": cluster.total_gpus},
+        "fabric": asdict(fabric) if fabric is not None else {"uplink_factor": uplink_factor},
+        "tuning": how, "policies": entries,
+    }  # fmt: skip
+    return doc, outcomes
+
+
+def save_simulation(doc: dict[str, Any], out_dir: Path, database: Path | None = None,
+                    per_job: pd.DataFrame | None = None, jobs_csv: Path | None = None) -> Path:  # fmt: skip
+    """results/<simulation_id>.json, the per-job CSV and (with `database`) the row, all or none: the files are
+    written beside their places first, the row stored, then the files moved into place. The result file."""
+    created = _missing_folders(out_dir)
+    staged: list[tuple[str, Path]] = []
+    done = False
+    try:
+        try:
+            out_dir.mkdir(parents=True, exist_ok=True)
+            path = out_dir / f"{doc['simulation_id']}.json"
+            staged.append((_staged(out_dir, ".sim-", lambda out: json.dump(doc, out, indent=1)), path))
+            if per_job is not None and jobs_csv is not None:
+                write = lambda out: per_job.to_csv(out, index=False)  # noqa: E731
+                staged.append((_staged(jobs_csv.parent, ".jobs-", write), jobs_csv))
+        except OSError as exc:
+            raise UsageError(f"cannot write the results: {exc.strerror or exc} ({exc.filename})") from None
+        if database is not None:
+            simulations.ingest_simulation(database, doc, str(path.resolve()))
+        for tmp, final in staged:
+            os.replace(tmp, final)
+        done = True
+    finally:
+        for tmp, _ in staged:
+            Path(tmp).unlink(missing_ok=True)
+        if not done:
+            for folder in reversed(created):
+                try:
+                    folder.rmdir()
+                except OSError:
+                    break  # not empty or gone: leave it
+    return path
+
+
+def _staged(folder: Path, prefix: str, write) -> str:
+    handle, tmp = tempfile.mkstemp(dir=folder, prefix=prefix, suffix=".tmp")
+    try:
+        with os.fdopen(handle, "w") as out:
+            write(out)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return tmp
+
+
+def _missing_folders(folder: Path) -> list[Path]:
+    """The folders mkdir(parents=True) would create, outermost first."""
+    missing = []
+    while not folder.exists() and folder != folder.parent:
+        missing.append(folder)
+        folder = folder.parent
+    return list(reversed(missing))

@@ -1,0 +1,176 @@
+"""The jobs a simulated cluster receives, and how much slower each runs when spread over machines.
+
+A trace is a CSV with columns job_id, num_gpu, submit_time (s) and either duration (s, run time when
+consolidated) or iterations with iteration_s; optional: model_name, network_slowdown, grad_bytes and
+estimate_s (the user's estimate of the duration, which the scheduler may use; the duration it may not).
+These are the Tiresias simulator's column names, so its traces load as they are; formats.py reads others.
+
+Network sensitivity is the slowdown of an iteration when the job's workers are spread over machines
+under one switch: (t1 + network stall) / t1, with t1 the iteration on one machine. It comes from, in order:
+the trace's network_slowdown column; Stash's own measurements of the model (latest completed multi-node
+profile in the database: 1 + network_s / (compute_s + interconnect_s)); Blox's placement penalties
+(res50 0.9, res18 0.8, alexnet 0.6, shufflenet 0.7, others 0.8 of the speed). Each job says which.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from stash_core.errors import UsageError
+from stash_core.store.reads import network_shares
+
+# Blox (msr-fiddle/blox): speed multiplier when a job spans machines; slowdown = 1 / multiplier.
+BLOX_SPEED = {"resnet50": 0.9, "resnet18": 0.8, "alexnet": 0.6, "shufflenet": 0.7}
+BLOX_DEFAULT_SPEED = 0.8
+
+# Bounds on a trace's values (docs/traces.md): beyond them the metrics lose their precision or overflow.
+YEAR_S = 365 * 86400.0
+MAX_DURATION_S = 10 * YEAR_S  # a job's duration, iterations x iteration_s, estimate_s
+MAX_SPAN_S = 100 * YEAR_S  # last submit_time - first
+MAX_ABS_SUBMIT_S = 1e12  # |submit_time|: seconds keep sub-millisecond precision below it
+MAX_GPUS = 1_000_000  # num_gpu of one job
+MAX_GRAD_BYTES = 1e15  # gradient bytes per iteration
+MAX_SLOWDOWN = 1000.0  # network_slowdown
+
+
+@dataclass(frozen=True)
+class Job:
+    job_id: str
+    gpus: int
+    submit_s: float
+    duration_s: float  # run time with the consolidated placement
+    model: str | None
+    slowdown: float  # iteration time spread over machines (one switch) / consolidated
+    slowdown_source: str  # "trace", "measured", or "blox default"
+    grad_bytes: float | None = None  # gradient bytes per iteration (trace column grad_bytes), if given
+    estimate_s: float | None = None  # the user's estimate of the duration (trace column estimate_s)
+
+
+def jobs_from_frame(frame: pd.DataFrame, db_path: Path | None = None, what: str = "trace") -> list[Job]:
+    missing = [c for c in ("job_id", "num_gpu", "submit_time") if c not in frame.columns]
+    if missing:
+        raise UsageError(f"{what}: missing column(s) {', '.join(missing)}")
+    if "duration" not in frame.columns and not {"iterations", "iteration_s"} <= set(frame.columns):
+        raise UsageError(f"{what}: give a duration column, or iterations and iteration_s")
+    if frame.empty:
+        raise UsageError(f"{what} has no jobs")
+    measured = measured_slowdowns(db_path) if db_path is not None else {}
+    jobs, rows_of = [], {}
+    for number, row in enumerate(frame.to_dict(orient="records"), start=1):
+        if not _present(row["job_id"]):
+            raise UsageError(f"{what}: job {number} (by position) has no job_id")
+        job_id = str(row["job_id"])
+        if job_id in rows_of:
+            raise UsageError(f"{what}: job id {job_id} is given twice (jobs {rows_of[job_id]} and {number})")
+        rows_of[job_id] = number
+        name = f"{what}: job {job_id}"
+        gpus = _positive(row["num_gpu"], f"{name} num_gpu", whole=True, most=MAX_GPUS)
+        submit_s = _number(row["submit_time"], f"{name} submit_time")
+        if abs(submit_s) > MAX_ABS_SUBMIT_S:
+            raise UsageError(
+                f"{name} submit_time must be within +-{MAX_ABS_SUBMIT_S:.0e} s, got {submit_s!r}"
+            )
+        duration_s = _duration(row, name)
+        model = str(row["model_name"]) if _present(row.get("model_name")) else None
+        slowdown, source = _slowdown(row, model, measured, name)
+        grad_bytes = (
+            _positive(row["grad_bytes"], f"{name} grad_bytes", most=MAX_GRAD_BYTES)
+            if _present(row.get("grad_bytes"))
+            else None
+        )
+        estimate_s = (
+            _positive(row["estimate_s"], f"{name} estimate_s", most=MAX_DURATION_S)
+            if _present(row.get("estimate_s"))
+            else None
+        )
+        jobs.append(
+            Job(job_id, int(gpus), submit_s, duration_s, model, slowdown, source, grad_bytes, estimate_s)
+        )
+    jobs.sort(key=lambda job: (job.submit_s, job.job_id))
+    late = jobs[-1]
+    if late.submit_s - jobs[0].submit_s > MAX_SPAN_S:
+        raise UsageError(
+            f"{what}: job {late.job_id} submit_time {late.submit_s!r} is more than 100 years after the first "
+            f"job's ({jobs[0].submit_s!r})"
+        )
+    return jobs
+
+
+def _duration(row: dict, name: str) -> float:
+    """The row's duration, else iterations x iteration_s; finite and at most MAX_DURATION_S."""
+    if "duration" in row and (_present(row["duration"]) or not _present(row.get("iterations"))):
+        return _positive(row["duration"], f"{name} duration", most=MAX_DURATION_S)
+    iterations = _positive(row.get("iterations"), f"{name} iterations")
+    iteration_s = _positive(row.get("iteration_s"), f"{name} iteration_s")
+    duration_s = iterations * iteration_s
+    if not duration_s <= MAX_DURATION_S:  # also inf
+        raise UsageError(
+            f"{name} iterations x iteration_s must be at most {MAX_DURATION_S:.0f} s (10 years), got "
+            f"{row.get('iterations')!r} x {row.get('iteration_s')!r}"
+        )
+    return duration_s
+
+
+def measured_slowdowns(db_path: Path) -> dict[str, float]:
+    """Per model: 1 + network stall / (compute + interconnect) of its latest completed multi-node profile."""
+    return {model: 1.0 + max(0.0, share) for model, share in network_shares(db_path).items()}
+
+
+def synthetic_trace(jobs: int, seed: int, models: list[str], mean_gap_s: float = 120.0) -> pd.DataFrame:
+    """A reproducible trace: Poisson arrivals, GPU demands 1-16 skewed small, log-normal durations."""
+    if jobs < 1:
+        raise UsageError("a synthetic trace needs at least one job")
+    rng = np.random.default_rng(seed)
+    gpus = rng.choice([1, 2, 4, 8, 16], size=jobs, p=[0.35, 0.2, 0.2, 0.15, 0.1])
+    return pd.DataFrame(
+        {
+            "job_id": [f"j{i:04d}" for i in range(jobs)],
+            "num_gpu": gpus,
+            "submit_time": np.round(np.cumsum(rng.exponential(mean_gap_s, size=jobs)), 1),
+            "duration": np.round(rng.lognormal(mean=math.log(1800), sigma=1.0, size=jobs), 1),
+            "model_name": rng.choice(models, size=jobs),
+        }
+    )
+
+
+def _slowdown(row: dict, model: str | None, measured: dict[str, float], what: str) -> tuple[float, str]:
+    if _present(row.get("network_slowdown")):
+        value = _number(row["network_slowdown"], f"{what} network_slowdown")
+        if value < 1:
+            raise UsageError(f"{what} network_slowdown must be >= 1 (spread is never faster), got {value}")
+        if value > MAX_SLOWDOWN:
+            raise UsageError(f"{what} network_slowdown must be at most {MAX_SLOWDOWN:g}, got {value}")
+        return value, str(row["slowdown_source"]) if _present(row.get("slowdown_source")) else "trace"
+    if model is not None and model in measured:
+        return measured[model], "measured"
+    speed = next((s for key, s in BLOX_SPEED.items() if model and model.lower().startswith(key)), None)
+    return 1.0 / (speed or BLOX_DEFAULT_SPEED), "blox" if speed else "blox default"
+
+
+def _present(value: object) -> bool:
+    return value is not None and not (isinstance(value, float) and math.isnan(value)) and value != ""
+
+
+def _number(value: object, what: str) -> float:
+    try:
+        number = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise UsageError(f"{what} must be a number, got {value!r}") from None
+    if not math.isfinite(number):
+        raise UsageError(f"{what} must be a finite number, got {value!r}")
+    return number
+
+
+def _positive(value: object, what: str, whole: bool = False, most: float | None = None) -> float:
+    number = _number(value, what)
+    if number <= 0 or (whole and number != int(number)):
+        raise UsageError(f"{what} must be a positive {'whole ' if whole else ''}number, got {value!r}")
+    if most is not None and number > most:
+        years = f" s ({most / YEAR_S:.0f} years)" if most == MAX_DURATION_S else ""
+        raise UsageError(f"{what} must be at most {most:.15g}{years}, got {value!r}")
+    return number

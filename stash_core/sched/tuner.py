@@ -1,0 +1,87 @@
+"""How the delay timers are set, and said: given, online, or tuned on the first part of the trace.
+
+given   the timers as given (delay_s, scale)
+online  set while the simulation runs from what the scheduler can know: delay's timer is the mean
+        queueing delay observed so far; network-delay's and network-preempt's are (slowdown - 1) x the
+        ESTIMATED duration (estimate.py: the user's estimate or the history of finished jobs), scale 1:
+        a job waits as long as spreading would cost it; every one of them then x 2 x the observed GPU
+        busy share (policy.py, by_busy): shorter on a lightly used cluster, up to twice on a full one
+split   a small grid (TUNING_DELAYS_S, TUNING_SCALES) simulated on the first `fraction` of the jobs (by
+        arrival); the value with the lowest average JCT there is kept, and every policy is reported on
+        the other jobs only, which the tuning never saw
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from stash_core.errors import UsageError
+from stash_core.sched.fabric import Fabric
+from stash_core.sched.metrics import schedule_metrics
+from stash_core.sched.policy import TIMED, Policy
+from stash_core.sched.simulator import simulate
+from stash_core.sched.topology import Cluster
+from stash_core.sched.trace import Job
+
+TUNING_MODES = ("split", "online", "given")
+TUNING_SCALES = (0.0, 0.25, 0.5, 1.0, 2.0, 4.0)
+TUNING_DELAYS_S = (0.0, 60.0, 300.0, 900.0, 1800.0, 3600.0)
+
+
+def tune(
+    jobs: list[Job], cluster: Cluster, base: Policy, uplink_factor: float = 2.0, fabric: Fabric | None = None
+) -> Policy:
+    """`base` with the timer (delay) or scale (network-*) of the grid that gives `jobs` the lowest
+    average JCT (ties: the first in the grid)."""
+    if base.name == "delay":
+        grid = [replace(base, delay_s=d, online=False) for d in TUNING_DELAYS_S]
+    else:
+        grid = [replace(base, scale=k) for k in TUNING_SCALES]
+    scored = []
+    for i, policy in enumerate(grid):
+        outcomes = simulate(jobs, cluster, policy, uplink_factor, fabric)
+        scored.append((schedule_metrics(outcomes, cluster)["avg_jct_s"], i))
+    return grid[min(scored)[1]]
+
+
+def split_jobs(jobs: list[Job], fraction: float) -> tuple[list[Job], list[Job]]:
+    """The first `fraction` of the jobs by arrival, and the rest (each part at least one job)."""
+    ordered = sorted(jobs, key=lambda job: (job.submit_s, job.job_id))
+    cut = round(len(ordered) * fraction)
+    if not 0 < cut < len(ordered):
+        raise UsageError(f"cannot tune on {fraction:.0%} of {len(jobs)} job(s): both parts need a job")
+    return ordered[:cut], ordered[cut:]
+
+
+def plan_policies(
+    bases: list[Policy], jobs: list[Job], cluster: Cluster, mode: str, fraction: float = 0.3,
+    uplink_factor: float = 2.0, fabric: Fabric | None = None,
+) -> tuple[list[Policy], list[Job], str]:  # fmt: skip
+    """The policies to report, the jobs to report them on, and a sentence saying how timers were set."""
+    if mode not in TUNING_MODES:
+        raise UsageError(f"unknown tuning {mode!r}: choose {', '.join(TUNING_MODES)}")
+    timed = [p for p in bases if p.name in TIMED]
+    if mode == "given" or not timed:
+        return bases, jobs, "timers as given"
+    if mode == "online":
+        policies = [replace(p, online=True, by_busy=True) if p.name == "delay" else
+                    replace(p, scale=1.0, by_busy=True) if p.name in TIMED else p for p in bases]  # fmt: skip
+        return (
+            policies,
+            jobs,
+            (
+                "timers set online: delay = observed mean queueing delay; network timers = (slowdown - 1) x "
+                "estimated duration (user estimate or finished jobs' history); each x 2 x observed GPU busy "
+                "share (time-weighted over the last hour)"
+            ),
+        )
+    first, rest = split_jobs(jobs, fraction)
+    policies = [tune(first, cluster, p, uplink_factor, fabric) if p.name in TIMED else p for p in bases]
+    return (
+        policies,
+        rest,
+        (
+            f"timers tuned on the first {len(first)} jobs ({fraction:.0%} by arrival, lowest average JCT); "
+            f"every policy reported on the other {len(rest)}"
+        ),
+    )

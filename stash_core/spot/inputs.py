@@ -1,0 +1,251 @@
+"""Inputs of a spot plan: the workload file, the offered instances, and compute times from stored profiles.
+
+Workload file (JSON), spotDNN's profiling inputs:
+    {
+      "model": "resnet50",              # optional: find compute times in stored profiles of this model
+      "param_mb": 11.54,                # S_parm, MB moved per push and per pull (or "param_bytes")
+      "solo_bandwidth_mbps": 142,       # B_req, MB/s one worker uses alone with the PS
+      "a1": 0.12, "b1": 0.3,            # P = min(a1 sqrt(n) + b1, 1)
+      "g": [g1, g2, g3, g4, g5],        # loss model coefficients
+      "contention_margin": 0.03,        # optional, over-predict P by 3%
+      "batch_per_gpu": 128 or {"g3.4xlarge": 128, ...},
+      "compute_s": {"g3.4xlarge": 0.41, ...},  # T_comp per instance type at its batch (optional per type)
+      "loss_fit": {"mean_rel_error": 0.04, ...}  # written by `stash spot-fit-loss`: a fit beyond the bound
+    }                                            # (lossfit.MAX_FIT_ERROR) is refused
+An instance type without a compute time takes the compute stall (seconds per iteration) of the latest
+completed profile of `model` at that batch on that instance label; without one the plan is refused, naming
+the instance. GPU counts and prices come from the instance catalog.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+from stash_core.catalog import get_instance
+from stash_core.catalog.prices import hourly_price
+from stash_core.errors import UsageError
+from stash_core.spot.lossfit import MAX_FIT_ERROR
+from stash_core.spot.model import Worker, Workload
+from stash_core.spot.planner import InstanceOffer
+from stash_core.store.reads import latest_compute_s
+
+MB = 1e6  # spotDNN's tables give sizes in MB and bandwidths in MB/s
+GBPS = 1e9 / 8  # bytes per second in one Gbit/s
+DEFAULT_PS_GBPS = 9.6
+
+
+def load_workload(path: Path) -> tuple[Workload, dict[str, Any]]:
+    """The Workload of a workload file, plus the raw document (for batch and compute times)."""
+    try:
+        doc = json.loads(Path(path).read_text())
+    except OSError as exc:
+        raise UsageError(f"cannot read workload file {path}: {exc.strerror or exc}") from None
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"workload file {path} is not valid JSON (line {exc.lineno}: {exc.msg})") from None
+    if not isinstance(doc, dict):
+        raise UsageError(f"workload file {path} must hold a JSON object")
+    if "param_bytes" in doc:
+        param_bytes = _number(doc, "param_bytes")
+    else:
+        param_bytes = _number(doc, "param_mb") * MB
+    g = doc.get("g")
+    if not isinstance(g, list) or len(g) != 5 or not all(_is_number(v) for v in g):
+        raise UsageError("workload file: g must be a list of five numbers g1..g5")
+    _check_loss_fit(doc)
+    _check_per_instance(doc)
+    _check_ps_bandwidth(doc)
+    workload = Workload(
+        param_bytes=param_bytes,
+        solo_bandwidth_Bps=_number(doc, "solo_bandwidth_mbps") * MB,
+        contention_a1=_number(doc, "a1"),
+        contention_b1=_number(doc, "b1"),
+        loss_g=tuple(float(v) for v in g),  # type: ignore[arg-type]
+        contention_margin=float(doc.get("contention_margin", 0.0)),
+    )
+    return workload, doc
+
+
+def _check_loss_fit(doc: dict[str, Any]) -> None:
+    fit = doc.get("loss_fit")
+    if fit is None:
+        return
+    error = fit.get("mean_rel_error") if isinstance(fit, dict) else None
+    if not _is_number(error):
+        raise UsageError(
+            "workload file: loss_fit.mean_rel_error must be a number (refit with stash spot-fit-loss)"
+        )
+    if error > MAX_FIT_ERROR:
+        raise UsageError(
+            f"workload file: the loss fit's error {error:.1%} is beyond {MAX_FIT_ERROR:.0%}; "
+            "g1..g5 do not describe the loss curves well enough to plan on (record longer or smoother curves)"
+        )
+
+
+def _check_per_instance(doc: dict[str, Any]) -> None:
+    """compute_s is an object of instance name -> seconds; batch_per_gpu a number or such an object."""
+    given = doc.get("compute_s")
+    if given is not None and not isinstance(given, dict):
+        raise UsageError(
+            f"workload file: compute_s must be an object of instance name -> seconds per iteration "
+            f'(like {{"g3.4xlarge": 0.41}}), got {type(given).__name__} {_short(given)}'
+        )
+
+
+def _check_ps_bandwidth(doc: dict[str, Any]) -> None:
+    if "ps_bandwidth_mbps" in doc:
+        value = doc["ps_bandwidth_mbps"]
+        if not _is_number(value) or value <= 0:
+            raise UsageError(
+                f"workload file: ps_bandwidth_mbps must be a positive number of MB/s, got {_short(value)}"
+            )
+
+
+def _short(value: Any) -> str:
+    text = json.dumps(value) if not isinstance(value, float) else repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def check_writable(path: Path) -> dict[str, Any]:
+    """Refuse a workload file that cannot be written, before anything is measured or fitted for it; its
+    fields as they are ({} when there is no file yet)."""
+    path = Path(path)
+    folder = path.parent
+    if path.is_dir():
+        raise UsageError(f"workload file {path} is a folder")
+    if not folder.is_dir():
+        raise UsageError(f"workload file {path}: its folder {folder} does not exist")
+    if not os.access(folder, os.W_OK | os.X_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise UsageError(f"workload file {path} cannot be written (permission denied)")
+    return read_workload_doc(path)  # an existing file must hold a JSON object, to keep its other fields
+
+
+def read_workload_doc(path: Path) -> dict[str, Any]:
+    """The workload file's fields as they are ({} when there is no file yet); no check of their values."""
+    path = Path(path)
+    if not path.exists():
+        return {}
+    try:
+        doc = json.loads(path.read_text())
+    except OSError as exc:
+        raise UsageError(f"cannot read workload file {path}: {exc.strerror or exc}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise UsageError(f"workload file {path} is not valid JSON ({exc})") from None
+    if not isinstance(doc, dict):
+        raise UsageError(f"workload file {path} must hold a JSON object")
+    return doc
+
+
+def update_workload(path: Path, changes: dict[str, Any]) -> dict[str, Any]:
+    """Set `changes` in the workload file (created when missing), keeping its other fields."""
+    path = Path(path)
+    doc = read_workload_doc(path)
+    doc.update(changes)
+    partial = path.with_name(path.name + ".partial")
+    try:
+        partial.write_text(json.dumps(doc, indent=2) + "\n")
+        partial.replace(path)
+    except OSError as exc:
+        partial.unlink(missing_ok=True)
+        raise UsageError(f"cannot write workload file {path}: {exc.strerror or exc}") from None
+    return doc
+
+
+def ps_bandwidth_Bps(given_gbps: float | None, doc: dict[str, Any]) -> float:
+    """B_ps: the one given (Gbit/s), else the one `stash spot-profile` measured with B_req, else 9.6."""
+    if given_gbps is not None:
+        return given_gbps * GBPS
+    _check_ps_bandwidth(doc)
+    measured = doc.get("ps_bandwidth_mbps")
+    return DEFAULT_PS_GBPS * GBPS if measured is None else float(measured) * MB
+
+
+def parse_offers(text: str) -> list[tuple[str, int]]:
+    """ "g3.8xlarge:5,g3.16xlarge:3" -> [(name, quota), ...]; a missing quota means 1, and a name given
+    twice has the sum of its quotas."""
+    offers: dict[str, int] = {}
+    for part in (p.strip() for p in text.split(",")):
+        if not part:
+            continue
+        name, _, quota = part.partition(":")
+        try:
+            count = int(quota) if quota else 1
+        except ValueError:
+            raise UsageError(f"--instances {part!r}: the quota after ':' must be a whole number") from None
+        if count < 0:
+            raise UsageError(f"--instances {part!r}: the quota must not be negative")
+        offers[name.strip()] = offers.get(name.strip(), 0) + count
+    if not offers:
+        raise UsageError("--instances: give at least one NAME[:QUOTA]")
+    return list(offers.items())
+
+
+def build_offers(db_path: Path, offers: list[tuple[str, int]], doc: dict[str, Any],
+                 pricing: str) -> list[InstanceOffer]:  # fmt: skip
+    """Workers for the offered instance types: GPUs and price from the catalog, compute time from the
+    workload file or a stored profile."""
+
+    built = []
+    for name, quota in offers:
+        instance = get_instance(db_path, name)
+        if instance is None:
+            raise UsageError(f"instance {name!r} is not in the catalog (stash instances add {name} ...)")
+        price, status = hourly_price(instance, name, pricing)
+        if price is None:
+            raise UsageError(f"instance {name}: {status}")
+        gpus = int(instance.get("accelerator_count") or 0)
+        if gpus < 1:
+            raise UsageError(f"instance {name} has no accelerators in the catalog; spotDNN plans GPU workers")
+        batch_per_gpu = _batch_per_gpu(doc, name)
+        batch = gpus * batch_per_gpu
+        compute_s = _compute_s(db_path, doc, name, batch_per_gpu, gpus)
+        built.append(InstanceOffer(Worker(name, gpus, compute_s, batch, price), quota))
+    return built
+
+
+def _batch_per_gpu(doc: dict[str, Any], name: str) -> int:
+    value = doc.get("batch_per_gpu")
+    if isinstance(value, dict):
+        value = value.get(name)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise UsageError(f"workload file: batch_per_gpu for {name} must be a positive whole number")
+    return value
+
+
+def _compute_s(db_path: Path, doc: dict[str, Any], name: str, batch_per_gpu: int, gpus: int) -> float:
+    given = (doc.get("compute_s") or {}).get(name)  # its shape is checked by load_workload
+    if given is not None:
+        if not _is_number(given) or given <= 0:
+            raise UsageError(f"workload file: compute_s of {name} must be a positive number of seconds")
+        return float(given)
+    model = doc.get("model")
+    if not model:
+        raise UsageError(f"no compute time for {name}: give compute_s in the workload file, or a model")
+    measured = stored_compute_s(db_path, str(model), name, batch_per_gpu, gpus)
+    if measured is None:
+        raise UsageError(
+            f"no compute time for {name}: no completed profile of {model} at batch {batch_per_gpu} per "
+            f"worker with {gpus} worker(s) on {name} (profile it with --instance {name} --workers {gpus} "
+            f"--batch-size {batch_per_gpu}, or give compute_s in the workload file)"
+        )
+    return measured
+
+
+def stored_compute_s(db_path: Path, model: str, instance: str, batch_per_gpu: int, gpus: int) -> float | None:
+    """T_comp of a worker: the compute stall of the latest completed profile of the model on that instance
+    with one worker process per GPU at the batch per GPU (a worker's GPUs compute their shares at once)."""
+    return latest_compute_s(db_path, model, instance, batch_per_gpu, gpus)
+
+
+def _number(doc: dict[str, Any], key: str) -> float:
+    value = doc.get(key)
+    if not _is_number(value):
+        raise UsageError(f"workload file: {key} must be a number, got {value!r}")
+    return float(value)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)

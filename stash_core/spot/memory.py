@@ -1,0 +1,152 @@
+"""Eq. 10 of spotDNN: the largest batch per GPU against the GPU's memory, b_k = 2^floor(log2(a2 mem_k + b2)).
+
+A training step's peak memory grows about linearly with the batch: peak(b) = c + d b (weights, gradients
+and optimiser state in c, activations in d). Measured at a few batch sizes (memprobe.py, one process per
+batch) and fitted by least squares, the largest batch that fits mem bytes is (mem - c) / d, which is eq. 10
+with a2 = 1 / d and b2 = -c / d. Here mem is in GiB, so a2 is in samples per GiB.
+
+The GPU memory of each catalog accelerator comes from its name ("NVIDIA V100 16 GB") or, for names without a
+size, GPU_MEMORY_GIB (the vendors' figures per GPU; a K80 board holds two 12 GiB GPUs). On a CPU the peak is
+the process's resident set less what it held before the model: a stand-in for the GPU's allocation, said so.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import subprocess
+import sys
+from dataclasses import dataclass
+
+import numpy as np
+
+from stash_core.errors import UsageError
+
+GIB = 2**30
+GPU_MEMORY_GIB = {"K80": 12, "M60": 8, "T4": 16, "A10G": 24, "L4": 24, "V100": 16, "A100": 40, "H100": 80}
+MAX_FIT_ERROR = 0.10  # largest relative residual of the linear peak-memory fit that is still used
+MIN_BATCHES = 3  # two points fit any line exactly: the linearity check needs a third
+# The peak must rise between the smallest and the largest batch by more than the fit's own error bound (of
+# the smallest batch's peak): a smaller rise is the allocator's noise, and a2 = 1 / slope would follow it.
+MIN_GROWTH = MAX_FIT_ERROR
+PROBE_TIMEOUT_S = 600
+# glibc's adaptive mmap threshold lets freed tensors stay in the heap, so a CPU process's peak resident set
+# wanders by tens of MiB between identical runs; a fixed threshold maps every large tensor on its own and
+# returns it when freed, and the peak follows what the step holds (repeatable to 0.1 MiB here)
+CPU_MALLOC_ENV = {"MALLOC_MMAP_THRESHOLD_": "65536", "MALLOC_TRIM_THRESHOLD_": "0"}
+
+
+@dataclass(frozen=True)
+class MemoryFit:
+    a2: float  # samples per GiB
+    b2: float  # samples
+    batches: tuple[int, ...]
+    peak_bytes: tuple[int, ...]
+    max_rel_error: float  # largest |fitted - measured| / measured
+    device: str
+
+    def largest_batch(self, memory_gib: float) -> int | None:
+        """Eq. 10: the largest power-of-two batch per GPU; None when not even one sample fits."""
+        room = self.a2 * memory_gib + self.b2
+        return 2 ** math.floor(math.log2(room)) if room >= 1 else None
+
+    def as_dict(self) -> dict:
+        return {"a2": self.a2, "b2": self.b2, "batches": list(self.batches),
+                "peak_bytes": list(self.peak_bytes), "max_rel_error": self.max_rel_error,
+                "device": self.device, "bound": MAX_FIT_ERROR}  # fmt: skip
+
+
+def fit_memory(batches: list[int], peak_bytes: list[int], device: str = "cpu") -> MemoryFit:
+    """a2, b2 of eq. 10 from peak memory at batch sizes (least squares line, then inverted)."""
+    if len(batches) != len(peak_bytes) or len(set(batches)) < MIN_BATCHES:
+        raise UsageError(
+            f"memory fit: give the peak memory at {MIN_BATCHES} or more different batch sizes (two always "
+            "fit a line, so its linearity could not be checked)"
+        )
+    b = np.asarray(batches, dtype=float)
+    peak = np.asarray(peak_bytes, dtype=float)
+    if np.any(b < 1) or np.any(peak <= 0) or not np.all(np.isfinite(peak)):
+        raise UsageError("memory fit: batch sizes >= 1 and positive peak memory")
+    slope, intercept = np.polyfit(b, peak, 1)
+    if slope <= 0:
+        raise UsageError(
+            "memory fit: the peak memory does not grow with the batch "
+            f"({', '.join(f'{int(x)}: {p / 2**20:.0f} MiB' for x, p in zip(b, peak, strict=True))}); "
+            "measure at larger batches"
+        )
+    low, high = peak[int(np.argmin(b))], peak[int(np.argmax(b))]
+    if high - low <= MIN_GROWTH * low:
+        raise UsageError(
+            f"memory fit: the peak grows by {(high - low) / 2**20:.1f} MiB from batch {int(b.min())} to "
+            f"{int(b.max())}, not clearly above the noise (needs more than {MIN_GROWTH:.0%} of "
+            f"{low / 2**20:.0f} MiB); measure over a wider range of batch sizes"
+        )
+    error = float(np.max(np.abs(intercept + slope * b - peak) / peak))
+    return MemoryFit(
+        a2=GIB / slope, b2=-intercept / slope, batches=tuple(int(x) for x in b),
+        peak_bytes=tuple(int(p) for p in peak), max_rel_error=error, device=device,
+    )  # fmt: skip
+
+
+def gpu_memory_gib(accelerator: str | None) -> float | None:
+    """Memory of one GPU from the catalog's accelerator name; None when unknown."""
+    if not accelerator:
+        return None
+    sized = re.search(r"(\d+(?:\.\d+)?)\s*G(?:i)?B", accelerator, re.IGNORECASE)
+    if sized:
+        return float(sized.group(1))
+    for name, gib in GPU_MEMORY_GIB.items():
+        if re.search(rf"\b{name}\b", accelerator, re.IGNORECASE):
+            return float(gib)
+    return None
+
+
+def batch_table(fit: MemoryFit, instances: list[dict]) -> list[dict]:
+    """b_k of eq. 10 for each catalog instance with accelerators (rows: name, accelerator, GiB, batch)."""
+    rows = []
+    for instance in instances:
+        if not instance.get("accelerator_count"):
+            continue
+        gib = gpu_memory_gib(instance.get("accelerator"))
+        rows.append({
+            "instance": instance["name"], "accelerator": instance.get("accelerator"), "gpu_memory_gib": gib,
+            "batch_per_gpu": None if gib is None else fit.largest_batch(gib),
+        })  # fmt: skip
+    return rows
+
+
+def measure_peak_bytes(model: str, batch: int, device: str = "cpu", num_classes: int | None = None,
+                       input_shape: tuple[int, ...] | None = None) -> int:  # fmt: skip
+    """Peak memory of two training steps at `batch`, in a process of its own (memprobe.py)."""
+    shape = ",".join(str(v) for v in input_shape) if input_shape else "-"
+    command = [sys.executable, "-m", "stash_core.measure.memprobe", model, str(batch), device,
+               "-" if num_classes is None else str(num_classes), shape]  # fmt: skip
+    try:
+        done = subprocess.run(
+            command,
+            capture_output=True,
+            text=True,
+            timeout=PROBE_TIMEOUT_S,
+            check=False,
+            env={**os.environ, **CPU_MALLOC_ENV},
+        )
+    except subprocess.TimeoutExpired:
+        raise UsageError(f"memory probe of {model} at batch {batch} took over {PROBE_TIMEOUT_S} s") from None
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise UsageError(f"memory probe of {model} at batch {batch} on {device} failed: {last}")
+    return int(json.loads(done.stdout.strip().splitlines()[-1])["peak_bytes"])
+
+
+def profile_memory(model: str, batches: list[int], device: str = "cpu", num_classes: int | None = None,
+                   input_shape: tuple[int, ...] | None = None) -> MemoryFit:  # fmt: skip
+    """Measure each batch size in its own process and fit eq. 10."""
+    if len(set(batches)) < MIN_BATCHES:
+        raise UsageError(f"give {MIN_BATCHES} or more different batch sizes (two always fit a line)")
+    from stash_core.zoo.build import describe_model
+
+    describe_model(model, num_classes, input_shape)  # an unknown model or shape, before any probe starts
+    peaks = [measure_peak_bytes(model, b, device, num_classes, input_shape) for b in batches]
+    return fit_memory(batches, peaks, device)

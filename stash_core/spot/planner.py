@@ -1,0 +1,213 @@
+"""spotDNN's provisioning: the cheapest cluster of instances that reaches a target loss within a time budget.
+
+The paper's algorithm: expand the available instance types by their quota, sort the instances by their
+iteration time, and for every worker count n between the bounds of eqs. 15-16 slide a window of n adjacent
+instances over that order; each window is a candidate cluster whose training time and cost the model
+predicts. The cheapest candidate within the budget wins. Complexity O((n_upper - n_lower + 1) x instances).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from stash_core.errors import UsageError
+from stash_core.spot.model import (
+    Worker,
+    Workload,
+    check_loss_model,
+    cluster_iteration_s,
+    convergence_coefficient,
+    iterations_to_loss,
+    loss_scale,
+    weighted_batch,
+    worker_bounds,
+    worker_iteration_s,
+)
+
+MAX_CANDIDATES = 200_000  # windows kept per plan (each a Plan in memory)
+MAX_WORKER_EVALUATIONS = 10_000_000  # workers over all windows: about 1 us each, so about 10 s
+
+
+@dataclass(frozen=True)
+class InstanceOffer:
+    """An instance type on offer: `quota` instances of it may be rented."""
+
+    worker: Worker
+    quota: int
+
+
+@dataclass
+class Plan:
+    """One candidate cluster and what the model predicts for it."""
+
+    counts: dict[str, int]  # instances of each type
+    workers: int
+    iteration_s: float  # T_exp, eq. 2
+    weighted_batch: float  # b_w, eq. 4
+    convergence: float  # R, eq. 5
+    iterations: float  # j, eq. 3
+    training_s: float  # T, eq. 1, with the revocation overhead
+    usd_per_h: float
+    cost_usd: float
+    meets_budget: bool
+    outside_loss_model: bool = False  # g2 b_w + g3 <= 0: the loss model does not hold at this batch
+
+    def label(self) -> str:
+        return " + ".join(f"{count} x {name}" for name, count in sorted(self.counts.items()))
+
+
+@dataclass
+class PlanResult:
+    best: Plan | None
+    candidates: list[Plan] = field(default_factory=list)
+    bounds: tuple[int, int] = (0, 0)
+    infeasible_reason: str | None = None
+
+
+def plan_spot_cluster(
+    offers: list[InstanceOffer],
+    workload: Workload,
+    target_loss: float,
+    budget_s: float,
+    ps_Bps: float,
+    pcie_Bps: float,
+    revocation_s: float = 0.0,
+) -> PlanResult:
+    """The cheapest window of sorted instances whose predicted training time is within `budget_s`."""
+    if not offers:
+        raise UsageError("no instances on offer")
+    for value, what in ((budget_s, "time budget"), (ps_Bps, "parameter-server bandwidth"),
+                        (pcie_Bps, "PCIe bandwidth")):  # fmt: skip
+        if not (math.isfinite(value) and value > 0):
+            raise UsageError(f"{what} must be a positive number, got {value!r}")
+    if revocation_s < 0:
+        raise UsageError(f"revocation overhead must not be negative, got {revocation_s!r}")
+    offered = [offer for offer in offers if offer.quota > 0]
+    if not offered:
+        raise UsageError("every instance type has a quota of 0")
+    solo_s = {id(o.worker): worker_iteration_s(o.worker, 1, workload, ps_Bps, pcie_Bps) for o in offered}
+    fastest_speed = max(o.worker.batch / solo_s[id(o.worker)] for o in offered)
+    smallest_batch = min(o.worker.batch for o in offered)
+    check_loss_model(workload.loss_g, target_loss, smallest_batch, max(o.worker.batch for o in offered))
+    if (
+        loss_scale(smallest_batch, workload.loss_g) > 0
+        and iterations_to_loss(smallest_batch, 0.0, 1, target_loss, workload.loss_g) <= 0
+    ):
+        raise UsageError(
+            f"the loss model (g1..g5) reaches loss {target_loss:g} before any training: "
+            "check g and the target"
+        )
+    lower, upper = worker_bounds(workload, target_loss, budget_s, smallest_batch, fastest_speed)
+    # No cluster holds more than n_upper workers, so instances beyond it on a quota cannot matter.
+    pool = [o.worker for o in offered for _ in range(min(o.quota, upper))]
+    # Sort by each instance's iteration time alone with the PS (eq. 6 at n = 1), fastest first.
+    pool.sort(key=lambda w: (solo_s[id(w)], w.usd_per_h, w.instance))
+    check_candidates(lower, min(upper, len(pool)), len(pool))
+    result = PlanResult(best=None, bounds=(lower, upper))
+    top = min(upper, len(pool))
+    for n in range(lower, top + 1):
+        for start in range(len(pool) - n + 1):
+            plan = evaluate(pool[start : start + n], workload, target_loss, budget_s, ps_Bps, pcie_Bps,
+                            revocation_s)  # fmt: skip
+            result.candidates.append(plan)
+            if plan.meets_budget and (result.best is None or plan.cost_usd < result.best.cost_usd):
+                result.best = plan
+    if result.best is None:
+        result.infeasible_reason = _why_none(result, sum(o.quota for o in offered), lower, upper, budget_s)
+    return result
+
+
+def check_candidates(lower: int, top: int, pool_size: int) -> None:
+    """Refuse a search beyond MAX_CANDIDATES windows or MAX_WORKER_EVALUATIONS (minutes, gigabytes)."""
+    sizes = range(max(lower, 1), top + 1)
+    windows = sum(pool_size - n + 1 for n in sizes)
+    if windows > MAX_CANDIDATES or sum((pool_size - n + 1) * n for n in sizes) > MAX_WORKER_EVALUATIONS:
+        raise UsageError(
+            f"{windows:,} candidate clusters (up to {top} workers from {pool_size} instances) are too many "
+            f"to evaluate in reasonable time (at most {MAX_CANDIDATES:,} clusters and "
+            f"{MAX_WORKER_EVALUATIONS:,} workers over them): offer fewer instances"
+        )
+
+
+def evaluate(
+    cluster: list[Worker],
+    workload: Workload,
+    target_loss: float,
+    budget_s: float,
+    ps_Bps: float,
+    pcie_Bps: float,
+    revocation_s: float = 0.0,
+) -> Plan:
+    """Predict training time and cost of one cluster (eqs. 1-7)."""
+    n = len(cluster)
+    times = [worker_iteration_s(w, n, workload, ps_Bps, pcie_Bps) for w in cluster]
+    batches = [w.batch for w in cluster]
+    t_exp = cluster_iteration_s(times)
+    b_w = weighted_batch(batches, times)
+    r = convergence_coefficient(batches, times)
+    # Outside the loss model's range no plan is free: it is refused, not trained in zero seconds.
+    outside = loss_scale(b_w, workload.loss_g) <= 0
+    j = math.inf if outside else max(0.0, iterations_to_loss(b_w, r, n, target_loss, workload.loss_g))
+    training_s = j * t_exp + revocation_s
+    usd_per_h = sum(w.usd_per_h for w in cluster)
+    return Plan(
+        counts=dict(Counter(w.instance for w in cluster)),
+        workers=n,
+        iteration_s=t_exp,
+        weighted_batch=b_w,
+        convergence=r,
+        iterations=j,
+        training_s=training_s,
+        usd_per_h=usd_per_h,
+        cost_usd=training_s / 3600 * usd_per_h,
+        meets_budget=not outside and training_s <= budget_s,
+        outside_loss_model=outside,
+    )
+
+
+def _why_none(result: PlanResult, offered: int, lower: int, upper: int, budget_s: float) -> str:
+    if upper < 1:
+        return "the parameter server saturates even with one worker (a1, b1 give P >= 1 at n = 1)"
+    if lower > min(upper, offered):
+        limit = "the parameter server's limit" if upper < offered else "the quotas"
+        return f"the budget needs at least {lower} workers but {limit} allow(s) at most {min(upper, offered)}"
+    if all(plan.outside_loss_model for plan in result.candidates):
+        return (
+            "the loss model (g2 x batch + g3 <= 0) does not hold at the batch sizes on offer: "
+            "refit g1..g5 over these batch sizes"
+        )
+    fastest = min(result.candidates, key=lambda plan: plan.training_s)
+    return (
+        f"no cluster trains within {budget_s:.0f} s: the fastest, {fastest.label()}, "
+        f"needs {fastest.training_s:.0f} s"
+    )
+
+
+def plan_table(result: PlanResult, limit: int = 10) -> list[dict[str, Any]]:
+    """The cheapest candidates within the budget, then the fastest outside it, as rows for printing."""
+    inside = sorted((p for p in result.candidates if p.meets_budget), key=lambda p: p.cost_usd)
+    outside = sorted((p for p in result.candidates if not p.meets_budget), key=lambda p: p.training_s)
+    rows, seen = [], set()
+    for plan in [*inside, *outside]:
+        if plan.label() in seen:  # windows over identical instances repeat a cluster
+            continue
+        seen.add(plan.label())
+        if len(rows) == limit:
+            break
+        rows.append(
+            {
+                "cluster": plan.label(),
+                "workers": plan.workers,
+                "iteration_s": plan.iteration_s,
+                "R": plan.convergence,
+                "iterations": plan.iterations,
+                "training_s": plan.training_s,
+                "usd_per_h": plan.usd_per_h,
+                "cost_usd": plan.cost_usd,
+                "within_budget": plan.meets_budget,
+            }
+        )
+    return rows

@@ -1,0 +1,109 @@
+"""Re-plan after a revocation: spotDNN's algorithm with instances already running.
+
+The instances still running stay in every candidate; the window slides over the instances on offer (each
+type's quota less its running instances), sorted by iteration time, adding 0, 1, 2, ... of them up to the
+parameter server's bound (eq. 15). Training resumes from the loss reached so far: on a cluster whose loss
+curve is A / (j + g1) + g5 (eq. 3, A = (g2 b_w + g3) sqrt((R + g4) n)) the loss `current_loss` stands at
+j_now = A / (current_loss - g5) - g1, so the iterations left are A (1 / (L_obj - g5) - 1 / (current - g5)).
+The time budget is what is left of it; the revocation overhead is added to every candidate.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections import Counter
+
+from stash_core.errors import UsageError
+from stash_core.spot.model import (
+    Worker,
+    Workload,
+    check_loss_model,
+    iterations_to_loss,
+    predicted_loss,
+    worker_iteration_s,
+)
+from stash_core.spot.planner import InstanceOffer, Plan, PlanResult, check_candidates, evaluate
+
+
+def remaining_plan(cluster: list[Worker], workload: Workload, target_loss: float, current_loss: float,
+                   budget_s: float, ps_Bps: float, pcie_Bps: float,
+                   revocation_s: float = 0.0) -> Plan:  # fmt: skip
+    """The plan of `cluster` from `current_loss` on: iterations, time and cost of what is left."""
+    plan = evaluate(cluster, workload, target_loss, budget_s, ps_Bps, pcie_Bps, 0.0)
+    if plan.outside_loss_model or current_loss <= target_loss:
+        left = 0.0 if current_loss <= target_loss and not plan.outside_loss_model else plan.iterations
+    else:
+        done = iterations_to_loss(plan.weighted_batch, plan.convergence, plan.workers, current_loss,
+                                  workload.loss_g)  # fmt: skip
+        left = max(0.0, plan.iterations - max(done, 0.0))
+    training_s = left * plan.iteration_s + revocation_s
+    return dataclasses.replace(
+        plan, iterations=left, training_s=training_s, cost_usd=training_s / 3600 * plan.usd_per_h,
+        meets_budget=not plan.outside_loss_model and training_s <= budget_s,
+    )  # fmt: skip
+
+
+def loss_after(
+    plan: Plan, workload: Workload, target_loss: float, current_loss: float, elapsed_s: float
+) -> float:
+    """The loss after `elapsed_s` of training `plan` from `current_loss` (eq. 3 along the plan's curve)."""
+    if plan.outside_loss_model or current_loss <= target_loss:
+        return current_loss
+    done = iterations_to_loss(
+        plan.weighted_batch, plan.convergence, plan.workers, current_loss, workload.loss_g
+    )
+    j = max(done, 0.0) + max(elapsed_s, 0.0) / plan.iteration_s
+    return max(
+        target_loss, predicted_loss(plan.weighted_batch, plan.convergence, plan.workers, j, workload.loss_g)
+    )
+
+
+def replan(running: list[Worker], offers: list[InstanceOffer], workload: Workload, target_loss: float,
+           current_loss: float, budget_s: float, ps_Bps: float, pcie_Bps: float,
+           revocation_s: float = 0.0) -> PlanResult:  # fmt: skip
+    """The cheapest cluster of the running instances plus a window of offered ones that reaches
+    `target_loss` from `current_loss` within `budget_s` (what is left of the budget)."""
+    if not math.isfinite(budget_s):
+        raise UsageError(f"remaining budget must be a number, got {budget_s!r}")
+    batches = [w.batch for w in running] + [o.worker.batch for o in offers if o.quota > 0]
+    if not batches:
+        raise UsageError("no instances running and none on offer")
+    check_loss_model(workload.loss_g, target_loss, min(batches), max(batches))
+    if current_loss <= workload.loss_g[4]:
+        raise UsageError(f"current loss {current_loss:g} is at or below the loss model's floor "
+                         f"g5 = {workload.loss_g[4]:g}")  # fmt: skip
+    a1, b1 = workload.contention_a1, workload.contention_b1
+    ceiling = 1 / (1 + workload.contention_margin)
+    upper = math.floor(((ceiling - b1) / a1) ** 2) if b1 < ceiling else 0
+    room = max(0, upper - len(running))  # no cluster holds more than n_upper workers: the rest cannot matter
+    in_use = Counter(w.instance for w in running)
+    pool = [
+        offer.worker
+        for offer in offers
+        for _ in range(min(max(offer.quota - in_use[offer.worker.instance], 0), room))
+    ]
+    pool.sort(key=lambda w: (worker_iteration_s(w, 1, workload, ps_Bps, pcie_Bps), w.usd_per_h, w.instance))
+    most_new = max(0, min(upper, len(running) + len(pool)) - len(running))
+    check_candidates(1, most_new, len(pool))
+    result = PlanResult(best=None, bounds=(len(running), len(running) + most_new))
+    for extra in range(0 if running else 1, most_new + 1):
+        for start in range(len(pool) - extra + 1 if extra else 1):
+            cluster = [*running, *pool[start : start + extra]]
+            plan = remaining_plan(cluster, workload, target_loss, current_loss, budget_s, ps_Bps, pcie_Bps,
+                                  revocation_s)  # fmt: skip
+            result.candidates.append(plan)
+            if plan.meets_budget and (result.best is None or plan.cost_usd < result.best.cost_usd):
+                result.best = plan
+    if result.best is None:
+        result.infeasible_reason = (
+            f"no cluster with the {len(running)} running instance(s) reaches loss {target_loss:g} from "
+            f"{current_loss:g} within the {budget_s:.0f} s left"
+        )
+    return result
+
+
+def workers_of(plan: Plan, offers: list[InstanceOffer]) -> list[Worker]:
+    """The Worker of every instance in a plan (for simulating it)."""
+    by_name = {offer.worker.instance: offer.worker for offer in offers}
+    return [by_name[name] for name, count in sorted(plan.counts.items()) for _ in range(count)]

@@ -1,0 +1,175 @@
+"""What revocations do to a spot plan: Monte Carlo over a revocation-rate model, or one pass over a trace.
+
+Three strategies, each trained on the true model (the workload as fitted, contention included):
+  spotDNN        plans with contention at spot prices and re-plans at every revocation (replan.py);
+  no contention  plans as if the parameter server never saturated (P = 0), re-plans the same way, but
+                 trains at the true, slower speed: it under-estimates time and may miss the deadline;
+  on-demand      plans with contention at on-demand prices; on-demand instances are never revoked.
+Revocations: every spot instance is revoked at `rate_per_h` (a Poisson process, so the next revocation of a
+cluster of n is exponential with rate n x rate, and memoryless: re-drawn after every change), or at the times
+of a trace (rows of time_s, instance: one instance of that type is revoked, if the cluster holds one).
+After a revocation the cluster stands still for `revocation_s` (paid), the loss reached is kept and the rest
+of the deadline is re-planned. A run that finds no plan in time goes on with the fastest candidate; a run
+revoked more than MAX_REVOCATIONS times never finishes: its time is None (never) and it misses the deadline.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import math
+from pathlib import Path
+
+import numpy as np
+
+from stash_core.errors import UsageError
+from stash_core.spot.model import Worker, Workload
+from stash_core.spot.planner import InstanceOffer, plan_spot_cluster
+from stash_core.spot.replan import loss_after, remaining_plan, replan, workers_of
+
+MAX_REVOCATIONS = 500  # per run: beyond it the run is counted as missing its deadline
+
+
+def without_contention(workload: Workload) -> Workload:
+    """The workload as a planner that ignores parameter-server contention sees it (P = 0 at any n)."""
+    return dataclasses.replace(workload, contention_a1=1e-9, contention_b1=-1.0, contention_margin=0.0)
+
+
+def read_trace(path: Path) -> list[tuple[float, str]]:
+    """Revocation events (time_s, instance) from a CSV with a header time_s,instance, in time order."""
+    try:
+        with open(path, newline="") as handle:
+            reader = csv.DictReader(handle)
+            rows = list(reader)
+            header = [name.strip() for name in reader.fieldnames or []]
+    except (OSError, csv.Error, UnicodeDecodeError) as exc:
+        raise UsageError(f"cannot read revocation trace {path}: {exc}") from None
+    if "time_s" not in header or "instance" not in header:
+        raise UsageError(f"revocation trace {path}: needs a header line time_s,instance")
+    events = []
+    for line, row in enumerate(rows, start=2):
+        row = {str(key).strip(): value for key, value in row.items()}
+        time_text, instance = row.get("time_s"), row.get("instance")
+        try:
+            time_s = float(time_text)  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            time_s = math.nan
+        if not math.isfinite(time_s) or time_s < 0 or not isinstance(instance, str) or not instance.strip():
+            raise UsageError(
+                f"revocation trace {path} line {line}: needs time_s (a number >= 0) and an instance name"
+            )
+        events.append((time_s, instance.strip()))
+    if not events:
+        raise UsageError(
+            f"revocation trace {path}: no revocations (rows of time_s,instance after the header)"
+        )
+    return sorted(events)
+
+
+def check_trace(trace: list[tuple[float, str]], offers: list[InstanceOffer]) -> None:
+    """Refuse a trace that names instance types not on offer: its revocations could never happen."""
+    unknown = sorted({name for _, name in trace} - {offer.worker.instance for offer in offers})
+    if unknown:
+        raise UsageError(
+            f"revocation trace: instance(s) {', '.join(unknown)} not among the instances on offer"
+        )
+
+
+def run_once(offers: list[InstanceOffer], plan_workload: Workload, true_workload: Workload,
+             target_loss: float, deadline_s: float, links: dict, revocation_s: float,
+             rng: np.random.Generator | None, rate_per_h: float = 0.0,
+             trace: list[tuple[float, str]] | None = None) -> dict:  # fmt: skip
+    """One training from start to target: time, cost, revocations and whether it met the deadline."""
+    first = plan_spot_cluster(offers, plan_workload, target_loss, deadline_s, **links)
+    if not first.candidates:  # not even a cluster to start with and miss the deadline on
+        raise UsageError(f"simulation: no cluster to start training with: {first.infeasible_reason}")
+    chosen = first.best or min(first.candidates, key=lambda plan: plan.training_s)
+    cluster: list[Worker] = workers_of(chosen, offers)
+    t = cost = 0.0
+    loss = math.inf  # nothing trained yet
+    revocations = 0
+    while True:
+        truth = remaining_plan(cluster, true_workload, target_loss, loss, math.inf, **links)
+        left = truth.training_s
+        wait, victim = _next_revocation(cluster, t, rng, rate_per_h, trace)
+        if wait >= left or not math.isfinite(left) and not math.isfinite(wait):
+            t, cost = t + left, cost + left / 3600 * truth.usd_per_h
+            break
+        loss = loss_after(truth, true_workload, target_loss, loss, wait)
+        t, cost = t + wait, cost + wait / 3600 * truth.usd_per_h
+        cluster.pop(victim)
+        revocations += 1
+        if revocations > MAX_REVOCATIONS:
+            t = math.inf
+            break
+        t += revocation_s
+        cost += revocation_s / 3600 * sum(w.usd_per_h for w in cluster)
+        again = replan(cluster, offers, plan_workload, target_loss, loss, deadline_s - t, **links)
+        chosen = again.best or min(again.candidates, key=lambda plan: plan.training_s)
+        cluster = workers_of(chosen, offers)
+    return {"time_s": t, "cost_usd": cost, "revocations": revocations, "met": t <= deadline_s,
+            "first_plan": (first.best or chosen).label()}  # fmt: skip
+
+
+def _next_revocation(cluster, t, rng, rate_per_h, trace) -> tuple[float, int]:
+    """Seconds to the next revocation of an instance of `cluster` and its index (inf when none comes)."""
+    if trace is not None:
+        names = [w.instance for w in cluster]
+        for time_s, instance in trace:
+            if time_s > t and instance in names:
+                return time_s - t, names.index(instance)
+        return math.inf, -1
+    if rate_per_h <= 0 or rng is None or not cluster:
+        return math.inf, -1
+    wait = float(rng.exponential(3600 / (rate_per_h * len(cluster))))
+    return wait, int(rng.integers(len(cluster)))
+
+
+def simulate(spot_offers: list[InstanceOffer], on_demand_offers: list[InstanceOffer], workload: Workload,
+             target_loss: float, deadline_s: float, ps_Bps: float, pcie_Bps: float, rate_per_h: float = 0.0,
+             revocation_s: float = 30.0, runs: int = 200, seed: int = 0,
+             trace: list[tuple[float, str]] | None = None) -> list[dict]:  # fmt: skip
+    """Per strategy: probability of meeting the deadline, mean and 90th-percentile time, mean cost."""
+    if runs < 1 or rate_per_h < 0 or not math.isfinite(rate_per_h):
+        raise UsageError("simulation: runs >= 1 and a revocation rate >= 0 per hour")
+    if trace is not None:
+        check_trace(trace, spot_offers)
+    links = {"ps_Bps": ps_Bps, "pcie_Bps": pcie_Bps}
+    rng = np.random.default_rng(seed)
+    strategies = [
+        ("spotDNN", spot_offers, workload, True),
+        ("no contention", spot_offers, without_contention(workload), True),
+        ("on-demand", on_demand_offers, workload, False),
+    ]
+    rows = []
+    for name, offers, plan_workload, revoked in strategies:
+        count = 1 if trace is not None or not revoked or rate_per_h == 0 else runs
+        outcomes = [
+            run_once(offers, plan_workload, workload, target_loss, deadline_s, links, revocation_s, rng,
+                     rate_per_h if revoked else 0.0, trace if revoked else None)
+            for _ in range(count)
+        ]  # fmt: skip
+        times = [o["time_s"] for o in outcomes]
+        rows.append({
+            "strategy": name, "first_plan": outcomes[0]["first_plan"], "runs": count,
+            "p_deadline": float(np.mean([o["met"] for o in outcomes])),
+            "never_finishes": sum(1 for t in times if not math.isfinite(t)),
+            "mean_time_s": _finite_or_none(float(np.mean(times)) if all(map(math.isfinite, times)) else None),
+            "p90_time_s": _finite_or_none(_p90(times)),
+            "mean_cost_usd": float(np.mean([o["cost_usd"] for o in outcomes])),
+            "mean_revocations": float(np.mean([o["revocations"] for o in outcomes])),
+        })  # fmt: skip
+    return rows
+
+
+def _p90(times: list[float]) -> float:
+    """The 90th percentile (interpolated); inf when it falls among runs that never finish."""
+    if all(map(math.isfinite, times)):
+        return float(np.percentile(times, 90))
+    ordered = sorted(times)
+    return ordered[min(math.ceil(0.9 * len(ordered)), len(ordered)) - 1]
+
+
+def _finite_or_none(value: float | None) -> float | None:
+    """None for a training that never finishes (JSON has no infinity)."""
+    return value if value is not None and math.isfinite(value) else None

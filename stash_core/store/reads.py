@@ -1,0 +1,146 @@
+"""What decide/ reads from the store: one named function per data need, each one query returning a DataFrame.
+
+The fits, predictions and recommendations work on these frames and hold no SQL of their own. Every function
+opens the database read-only through stash_core.store, runs its query and closes it again. (The instance
+catalog keeps the SQL of its own table in catalog/table.py; whole runs come from store.get_run.)
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from stash_core.store import connect, query_readonly
+
+# The columns of the probes table that the alpha-beta fits read, in this order.
+PROBE_COLUMNS = (
+    "probe_id", "run_id", "started_at", "hostname", "instance", "backend", "device", "world_size", "nodes",
+    "kind", "size_bytes", "time_s", "algbw_gbps", "busbw_gbps",
+)  # fmt: skip
+
+_COMMUNICATION_STALLS_SQL = """
+SELECT r.run_id, CAST(r.started_at AS TIMESTAMP) AS started_at, s.stall, s.seconds AS stall_s, s.ci95_s,
+       s.status AS stall_status, r.model, r.batch_size, r.device, r.backend, r.workers_per_node, r.nodes,
+       r.instance AS instance_label,
+       r.grad_bytes, r.grad_tensor_count, r.layer_count, CAST(r.spec AS VARCHAR) AS spec_json
+FROM runs AS r JOIN stalls AS s ON s.run_id = r.run_id
+WHERE r.status = 'completed' AND s.stall IN ('interconnect', 'network')
+  AND s.status IN ('measured', 'clamped_zero') AND s.seconds IS NOT NULL
+  AND r.grad_bytes IS NOT NULL AND r.grad_tensor_count IS NOT NULL AND r.layer_count IS NOT NULL
+ORDER BY r.started_at, r.run_id, s.stall
+"""
+
+_PROBES_PRESENT_SQL = (
+    "SELECT count(*) FROM duckdb_tables() WHERE schema_name = 'main' AND table_name = 'probes'"
+)
+
+_MEASURED_PROFILES_SQL = """
+SELECT run_id, CAST(started_at AS TIMESTAMP) AS started_at, instance, workers_per_node, nodes, device,
+       iteration_s, compute_s, interconnect_s, network_s, cpu_s, disk_s,
+       compute_status, interconnect_status, network_status, cpu_status, disk_status
+FROM stall_breakdown
+WHERE status = 'completed' AND model = ? AND batch_size = ? AND iteration_s IS NOT NULL
+ORDER BY started_at DESC, run_id DESC
+"""
+
+_GPU_COMPUTE_SQL = """
+SELECT b.run_id, b.model, b.model_kind, b.batch_size, b.instance, b.workers_per_node, b.nodes, b.compute_s,
+       CAST(json_extract(r.spec, '$.input_shape') AS VARCHAR) AS input_shape
+FROM stall_breakdown AS b JOIN runs AS r ON r.run_id = b.run_id
+WHERE b.status = 'completed' AND b.compute_s > 0 AND b.device LIKE 'cuda%' AND b.instance IS NOT NULL
+ORDER BY b.started_at DESC, b.run_id DESC
+"""
+
+_MODEL_COUNTS_SQL = "SELECT grad_bytes, grad_tensor_count, layer_count FROM models WHERE name = ?"
+
+
+def communication_stalls(db_path: Path | str) -> pd.DataFrame:
+    """Measured (or clamped-zero) interconnect and network stalls of completed runs with model counts.
+
+    One row per (run, stall), oldest first: run_id, started_at, stall, stall_s, ci95_s, stall_status, model,
+    batch_size, device, backend, workers_per_node, nodes, instance_label, grad_bytes, grad_tensor_count,
+    layer_count and spec_json (the run's spec as JSON text).
+    """
+    with connect(db_path, read_only=True) as con:
+        return con.execute(_COMMUNICATION_STALLS_SQL).df()
+
+
+def bandwidth_probes(db_path: Path | str) -> pd.DataFrame:
+    """The probes table in PROBE_COLUMNS (started_at left empty), or no rows when the database has none.
+
+    A database written before the probes table existed (or without some of its columns) reads as empty
+    columns rather than an error.
+    """
+    with connect(db_path, read_only=True) as con:
+        present = con.execute(_PROBES_PRESENT_SQL).fetchall()[0][0]
+        if not present:
+            return pd.DataFrame(columns=list(PROBE_COLUMNS))
+        columns = {row[0] for row in con.execute("DESCRIBE probes").fetchall()}
+        wanted = [column for column in PROBE_COLUMNS if column in columns and column != "started_at"]
+        frame = con.execute(f"SELECT {', '.join(wanted)} FROM probes").df()
+    for column in PROBE_COLUMNS:
+        if column not in frame.columns:
+            frame[column] = None
+    return frame
+
+
+def measured_profiles(db_path: Path | str, model: str, batch_size: int) -> pd.DataFrame:
+    """Completed profiles of `model` at per-worker `batch_size` with their stall breakdown, newest first."""
+    return query_readonly(db_path, _MEASURED_PROFILES_SQL, [model, batch_size])
+
+
+def gpu_compute_profiles(db_path: Path | str) -> pd.DataFrame:
+    """Completed GPU profiles with a compute time and an instance label, any model, newest first: the
+    measured steps that calibrate and anchor the predictions for instances never profiled (input_shape is
+    the spec's, as JSON text, or None)."""
+    return query_readonly(db_path, _GPU_COMPUTE_SQL)
+
+
+def stored_model_counts(db_path: Path | str, model: str) -> dict[str, Any] | None:
+    """grad_bytes, grad_tensor_count and layer_count of a model as stored; None unless all three are."""
+    found = query_readonly(db_path, _MODEL_COUNTS_SQL, [model])
+    if len(found) and not found.iloc[0].isna().any():
+        return {key: float(value) for key, value in found.iloc[0].to_dict().items()}
+    return None
+
+
+def latest_compute_s(
+    db_path: Path | str, model: str, instance: str, batch_per_worker: int, workers_per_node: int
+) -> float | None:
+    """Compute seconds per iteration of the latest completed profile of the model on that instance, with
+    `batch_per_worker` samples per worker process (per GPU) and `workers_per_node` workers on one machine."""
+    if not Path(db_path).exists():
+        return None
+    with connect(db_path, read_only=True) as con:
+        rows = con.execute(
+            "SELECT s.seconds FROM runs r JOIN stalls s USING (run_id) "
+            "WHERE r.status = 'completed' AND r.model = ? AND r.instance = ? AND r.batch_size = ? "
+            "AND r.workers_per_node = ? AND r.nodes = 1 "
+            "AND s.stall = 'compute' AND s.seconds > 0 ORDER BY r.started_at DESC LIMIT 1",
+            [model, instance, batch_per_worker, workers_per_node],
+        ).fetchall()
+    return float(rows[0][0]) if rows else None
+
+
+def network_shares(db_path: Path | str) -> dict[str, float]:
+    """Per model: network stall / (compute + interconnect) of its latest completed multi-node profile."""
+    if not Path(db_path).exists():
+        return {}
+    with connect(db_path, read_only=True) as con:
+        rows = con.execute(
+            "SELECT model, arg_max(network_s / (compute_s + interconnect_s), started_at) "
+            "FROM stall_breakdown WHERE status = 'completed' AND nodes > 1 AND network_s IS NOT NULL "
+            "AND compute_s + interconnect_s > 0 GROUP BY model"
+        ).fetchall()
+    return {str(model): float(share) for model, share in rows if share is not None}
+
+
+def completed_configurations(db_path: Path | str) -> pd.DataFrame:
+    """model, batch_size, workers_per_node, nodes, instance of every completed run (distinct)."""
+    return query_readonly(
+        db_path,
+        "SELECT DISTINCT model, batch_size, workers_per_node, nodes, instance FROM runs "
+        "WHERE status = 'completed' AND model IS NOT NULL",
+    )

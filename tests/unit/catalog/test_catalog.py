@@ -1,0 +1,161 @@
+"""The instance catalog: seeded from the CSV, edits persist across connections, seeding never overwrites."""
+
+from __future__ import annotations
+
+import datetime
+
+import pandas as pd
+import pytest
+
+from stash_core.catalog import (
+    CATALOG_CSV,
+    COLUMNS,
+    add_instance,
+    apply_catalog_edits,
+    builtin_instances,
+    get_instance,
+    list_instances,
+    seed_catalog,
+    set_instance,
+)
+from stash_core.errors import UsageError
+from stash_core.store import connect
+
+
+def test_builtin_catalog_has_every_reference_row_with_date_and_source():
+    frame = builtin_instances()
+    expected = {
+        "p2.xlarge",
+        "p2.8xlarge",
+        "p2.16xlarge",
+        "p3.2xlarge",
+        "p3.8xlarge",
+        "p3.16xlarge",
+        "g3.4xlarge",
+        "g3.8xlarge",
+        "g3.16xlarge",
+        "g4dn.4xlarge",
+        "g4dn.12xlarge",
+        "g4dn.xlarge",
+        "g5.xlarge",
+        "p4d.24xlarge",
+        "p5.48xlarge",
+    }
+    assert set(frame["name"]) == expected
+    assert frame["price_date"].notna().all() and frame["source"].notna().all()
+    p3 = frame.set_index("name").loc["p3.16xlarge"]
+    assert (p3["accelerator_count"], p3["vcpus"], p3["on_demand_usd_per_h"]) == (8, 64, 24.48)
+    assert pd.isna(p3["spot_usd_per_h"])
+    assert frame.set_index("name").loc["p2.8xlarge", "spot_usd_per_h"] == 2.16
+    assert frame.set_index("name").loc["p3.2xlarge", "interconnect"] == "none"
+    assert CATALOG_CSV.name == "instances.csv"
+
+
+def test_fresh_database_lists_builtin_rows_without_writing(tmp_path):
+    db = tmp_path / "fresh.duckdb"
+    frame = list_instances(db)
+    assert len(frame) == len(builtin_instances())
+    assert not frame["stored"].any()
+    assert not db.exists()
+    assert get_instance(db, "g5.xlarge")["on_demand_usd_per_h"] == pytest.approx(1.006)
+    assert get_instance(db, "no-such-box") is None
+
+
+def test_seed_inserts_once_and_never_overwrites_edits(tmp_path):
+    db = tmp_path / "cat.duckdb"
+    assert seed_catalog(db) == len(builtin_instances())
+    assert seed_catalog(db) == 0
+    set_instance(db, "p3.8xlarge", on_demand_usd_per_h=11.0, spot_usd_per_h="3.5")
+    assert seed_catalog(db) == 0
+    row = get_instance(db, "p3.8xlarge")
+    assert row["on_demand_usd_per_h"] == 11.0 and row["spot_usd_per_h"] == 3.5
+    # A price edit is stamped with today's date and "user edit" unless told otherwise.
+    assert row["price_date"] == datetime.datetime.now(datetime.UTC).date()
+    assert row["source"] == "user edit"
+    assert list_instances(db)["stored"].all()
+
+
+def test_edits_persist_across_connections(tmp_path):
+    db = tmp_path / "cat.duckdb"
+    add_instance(
+        db,
+        name="lab-a100",
+        provider="on-prem",
+        accelerator="NVIDIA A100",
+        accelerator_count=4,
+        vcpus=64,
+        memory_gib=512,
+        network_gbps=100,
+        on_demand_usd_per_h=8.0,
+        source="our lab",
+    )
+    set_instance(db, "lab-a100", spot_usd_per_h=2.5, price_date="2026-01-31", source="internal rate card")
+    with connect(db, read_only=True) as con:
+        stored = con.execute(
+            "SELECT accelerator_count, on_demand_usd_per_h, spot_usd_per_h, price_date, source FROM instances"
+            " WHERE name = 'lab-a100'"
+        ).fetchall()
+    assert stored == [(4, 8.0, 2.5, datetime.date(2026, 1, 31), "internal rate card")]
+    frame = list_instances(db).set_index("name")
+    assert frame.loc["lab-a100", "stored"]
+    assert len(frame) == len(builtin_instances()) + 1  # adding seeded the built-in rows too
+
+
+def test_clearing_a_price(tmp_path):
+    db = tmp_path / "cat.duckdb"
+    set_instance(db, "p2.8xlarge", spot_usd_per_h="none")
+    assert get_instance(db, "p2.8xlarge")["spot_usd_per_h"] is None
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"on_demand_usd_per_h": -1}, "must not be negative"),
+        ({"spot_usd_per_h": "cheap"}, "must be a number"),
+        ({"spot_usd_per_h": "inf"}, "must be a finite number"),
+        ({"vcpus": "many"}, "vcpus must be a whole number, got 'many'"),
+        ({"vcpus": 0}, "vcpus must be a whole number >= 1"),
+        ({"accelerator_count": 1.5}, "whole number"),
+        ({"network_gbps": 0}, "must be positive"),
+        ({"price_date": "last week"}, "price_date"),
+        ({"colour": "red"}, "unknown instance field colour"),
+        ({}, "nothing to change"),
+    ],
+)
+def test_bad_edits_are_usage_errors_and_change_nothing(tmp_path, fields, message):
+    db = tmp_path / "cat.duckdb"
+    before = get_instance(db, "p3.2xlarge")
+    with pytest.raises(UsageError, match=message):
+        set_instance(db, "p3.2xlarge", **fields)
+    assert get_instance(db, "p3.2xlarge") == before
+
+
+def test_unknown_and_duplicate_instances(tmp_path):
+    db = tmp_path / "cat.duckdb"
+    with pytest.raises(UsageError, match="unknown instance 'p9.huge'"):
+        set_instance(db, "p9.huge", vcpus=4)
+    with pytest.raises(UsageError, match="already in the catalog"):
+        add_instance(db, name="p3.2xlarge", vcpus=8)
+    with pytest.raises(UsageError, match="needs a name"):
+        add_instance(db, vcpus=8)
+
+
+def test_dashboard_edits_are_applied_as_differences(tmp_path):
+    db = tmp_path / "cat.duckdb"
+    before = list_instances(db)[list(COLUMNS)]
+    after = before.copy()
+    after["price_date"] = after["price_date"].astype(str)  # an editor may hand dates back as text
+    after.loc[after["name"] == "g5.xlarge", "spot_usd_per_h"] = 0.35
+    new_row = {"name": "lab-box", "vcpus": 16, "accelerator_count": 2, "on_demand_usd_per_h": 1.5}
+    after = pd.concat([after, pd.DataFrame([new_row])], ignore_index=True)
+    edited, added = apply_catalog_edits(db, before, after)
+    assert edited == ["g5.xlarge"] and added == ["lab-box"]
+    assert get_instance(db, "g5.xlarge")["spot_usd_per_h"] == 0.35
+    assert get_instance(db, "lab-box")["accelerator_count"] == 2
+    bad = list_instances(db)[list(COLUMNS)]
+    broken = bad.copy()
+    broken.loc[broken["name"] == "p3.2xlarge", "on_demand_usd_per_h"] = -2.0
+    broken.loc[broken["name"] == "g5.xlarge", "spot_usd_per_h"] = 0.1
+    with pytest.raises(UsageError, match="instance p3.2xlarge: on_demand_usd_per_h must not be negative"):
+        apply_catalog_edits(db, bad, broken)
+    assert get_instance(db, "g5.xlarge")["spot_usd_per_h"] == 0.35  # nothing stored

@@ -1,0 +1,30 @@
+"""The hourly price of a catalog instance: a missing price is a status line, never a guess."""
+
+from __future__ import annotations
+
+import pytest
+
+from stash_core.catalog.prices import hourly_price
+from stash_core.errors import UsageError
+
+
+def test_a_catalog_price_is_read_for_each_pricing():
+    instance = {"name": "p2.8xlarge", "on_demand_usd_per_h": 7.20, "spot_usd_per_h": 2.16}
+    assert hourly_price(instance, "p2.8xlarge") == (pytest.approx(7.20), "ok")
+    assert hourly_price(instance, "p2.8xlarge", "spot") == (pytest.approx(2.16), "ok")
+
+
+def test_missing_prices_are_reported_not_invented():
+    no_spot = {"name": "p3.8xlarge", "on_demand_usd_per_h": 12.24}
+    assert hourly_price(no_spot, "p3.8xlarge", "spot") == (
+        None,
+        "no spot price for instance p3.8xlarge (set one with `stash instances set`)",
+    )
+    price, status = hourly_price(None, "my-laptop")
+    assert price is None and "no price for instance my-laptop" in status
+    assert hourly_price(None, None)[1].startswith("no price")
+
+
+def test_an_unknown_pricing_is_refused():
+    with pytest.raises(UsageError, match="pricing must be one of"):
+        hourly_price({"on_demand_usd_per_h": 1.0}, "x", "reserved")

@@ -1,0 +1,113 @@
+"""`stash instances import --skypilot`: SkyPilot's vms.csv (catalogs/v7/<cloud>/vms.csv) read into one catalog
+row per instance type, network figures joined from Stash's own table, user rows kept, bad files refused."""
+
+from __future__ import annotations
+
+import os
+from datetime import date
+
+import pytest
+
+from stash_core.catalog import get_instance, list_instances, set_instance
+from stash_core.catalog.skypilot import import_skypilot, read_skypilot
+from stash_core.decide.predict import predict_instances
+from stash_core.errors import UsageError
+
+HEADER = (
+    "InstanceType,AcceleratorName,AcceleratorCount,vCPUs,MemoryGiB,GpuInfo,Price,SpotPrice,Region,"
+    "AvailabilityZone"
+)
+
+
+def gpu_info(name: str, maker: str, mib: int) -> str:
+    info = f"{{'Gpus': [{{'Name': '{name}', 'Manufacturer': '{maker}', 'Count': 1, 'MemoryInfo': {{'SizeInMiB': {mib}}}}}], 'TotalGpuMemoryInMiB': {mib}}}"  # noqa: E501
+    return f'"{info}"'
+
+
+V100 = gpu_info("V100", "NVIDIA", 16384)
+ROWS = [
+    f"p3.2xlarge,V100,1.0,8.0,61.0,{V100},3.06,0.9180,us-east-1,use1-az1",
+    f"p3.2xlarge,V100,1.0,8.0,61.0,{V100},3.06,0.8000,us-east-1,use1-az2",
+    f"p3.2xlarge,V100,1.0,8.0,61.0,{V100},3.305,0.7,eu-west-1,euw1-az1",
+    f"g6.xlarge,L4,1.0,4.0,16.0,{gpu_info('L4', 'NVIDIA', 22888)},0.8048,0.35,us-east-1,use1-az1",
+    f"g6.xlarge,L4,1.0,4.0,16.0,{gpu_info('L4', 'NVIDIA', 22888)},0.70,,us-west-2,usw2-az1",
+    f"g4ad.2xlarge,Radeon Pro V520,1.0,8.0,32.0,{gpu_info('Radeon Pro V520', 'AMD', 8192)},0.60421,0.244,us-east-1,use1-az1",  # noqa: E501
+    "m5.large,,,2.0,8.0,,0.096000,0.0288000,us-east-1,use1-az1",
+]
+
+
+@pytest.fixture
+def catalog(tmp_path):
+    folder = tmp_path / "catalogs" / "v7" / "aws"
+    folder.mkdir(parents=True)
+    (folder / "vms.csv").write_text("\n".join([HEADER, *ROWS]) + "\n")
+    return tmp_path / "catalogs"
+
+
+def test_one_row_per_type_from_the_region_given(catalog) -> None:
+    read = read_skypilot(catalog, region="us-east-1", price_date=date(2025, 6, 1))
+    rows = {row["name"]: row for row in read.rows}
+    assert set(rows) == {"p3.2xlarge", "g6.xlarge", "g4ad.2xlarge"}  # CPU-only types need include_cpu
+    p3 = rows["p3.2xlarge"]
+    assert (p3["on_demand_usd_per_h"], p3["spot_usd_per_h"], p3["region"]) == (3.06, 0.8, "us-east-1")
+    assert p3["accelerator"] == "NVIDIA V100 16 GB" and p3["accelerator_count"] == 1 and p3["vcpus"] == 8
+    assert p3["provider"] == "aws" and p3["price_date"] == date(2025, 6, 1) and p3["origin"] == "import"
+    assert "vms.csv" in p3["source"] and "us-east-1" in p3["source"]
+    assert (p3["network_gbps"], p3["interconnect"]) == (10.0, "none")  # joined from Stash's own table
+    assert read.lacking_network == ["g4ad.2xlarge", "g6.xlarge"]
+
+
+def test_without_a_region_the_cheapest_region_is_taken(catalog) -> None:
+    rows = {row["name"]: row for row in read_skypilot(catalog, include_cpu=True).rows}
+    assert rows["p3.2xlarge"]["region"] == "us-east-1"  # 3.06 < 3.305
+    assert rows["g6.xlarge"]["region"] == "us-west-2" and rows["g6.xlarge"]["spot_usd_per_h"] is None
+    assert rows["m5.large"]["accelerator"] is None and rows["m5.large"]["accelerator_count"] == 0
+
+
+def test_import_keeps_user_rows_and_predicts_what_the_table_knows(catalog, tmp_path) -> None:
+    db = tmp_path / "cat.duckdb"
+    set_instance(db, "g4dn.xlarge", on_demand_usd_per_h=0.5)  # the user's row
+    (catalog / "v7" / "aws" / "vms.csv").write_text(
+        "\n".join([HEADER, *ROWS, "g4dn.xlarge,T4,1.0,4.0,16.0,,0.526,0.2,us-east-1,use1-az1"]) + "\n"
+    )
+    result = import_skypilot(db, catalog, region="us-east-1")
+    assert result.outcome.kept_user == ["g4dn.xlarge"] and result.outcome.replaced == ["p3.2xlarge"]
+    assert get_instance(db, "g4dn.xlarge")["on_demand_usd_per_h"] == 0.5
+    assert get_instance(db, "p3.2xlarge")["origin"] == "import"
+    origins = list_instances(db).set_index("name")["origin"]
+    assert origins["g4dn.xlarge"] == "user" and origins["p5.48xlarge"] == "builtin"
+    prediction = predict_instances(db, "resnet18", 32, instances=["g6.xlarge", "g4ad.2xlarge"])
+    assert prediction.frame["instance"].tolist() == ["g6.xlarge"]  # L4 22888 MiB is the table's 24 GB L4
+    assert prediction.not_predictable == [
+        "g4ad.2xlarge: not predictable - AMD Radeon Pro V520 8 GB has no entry in the accelerator table"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("row", "says"),
+    [
+        (ROWS[0].replace(",8.0,61.0,", ",8.5,61.0,"), "row 3, column vCPUs"),
+        (ROWS[0].replace("3.06", "cheap"), "row 3, column Price"),
+        (ROWS[0].replace("0.9180", "nan"), "row 3, column SpotPrice"),
+        ("p3.2xlarge,V100,1.0", "row 3"),
+        (ROWS[0].replace(",8.0,61.0,", ",0,61.0,"), "row 3, column vCPUs"),
+        (ROWS[0].replace(",8.0,61.0,", ",8.0,0,"), "row 3, column MemoryGiB"),
+        (ROWS[0].replace("16384", "1e999"), "row 3, column GpuInfo"),
+        (ROWS[0].replace("16384", "-5"), "row 3, column GpuInfo"),
+    ],
+)
+def test_a_malformed_file_names_row_and_column_and_writes_nothing(catalog, tmp_path, row, says) -> None:
+    (catalog / "v7" / "aws" / "vms.csv").write_text("\n".join([HEADER, ROWS[1], row]) + "\n")
+    db = tmp_path / "cat.duckdb"
+    with pytest.raises(UsageError, match=says):
+        import_skypilot(db, catalog)
+    assert not db.exists()
+
+
+def test_a_file_dated_in_the_future_needs_a_price_date(catalog, tmp_path) -> None:
+    vms = catalog / "v7" / "aws" / "vms.csv"
+    os.utime(vms, (4102444800, 4102444800))  # 2100-01-01
+    with pytest.raises(UsageError, match="in the future.*--price-date"):
+        import_skypilot(tmp_path / "cat.duckdb", catalog)
+    rows = read_skypilot(catalog, price_date=date(2026, 11, 1)).rows
+    assert {row["price_date"] for row in rows} == {date(2026, 11, 1)}

@@ -1,0 +1,91 @@
+"""Timers: tuned on the first part of a trace and reported on the rest, set online, or given; the output
+says which."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from stash_core.errors import UsageError
+from stash_core.sched import Cluster, Job, Policy, plan_policies, simulate
+from stash_core.sched.estimate import PRIOR_S, Estimator
+from stash_core.sched.report import run_simulation
+
+
+def job(job_id, gpus, submit_s, duration_s, slowdown=3.0, model=None, estimate_s=None):
+    return Job(job_id, gpus, submit_s, duration_s, model, slowdown, "trace", None, estimate_s)
+
+
+# Two copies of the case of test_simulator.py: X and Z hold 3 GPUs per node for 100 s, Y (2 GPUs, 100 s,
+# 3 times slower spread) arrives 1 s later. Delay 0: Y spreads, JCT 300; 60 s: 360; 300 s and up: waits
+# for a node at 100, JCT 199. The grid's first best value is 300 s.
+FIRST = [job("X1", 3, 0.0, 100.0), job("Z1", 3, 0.0, 100.0), job("Y1", 2, 1.0, 100.0)]
+REST = [job("X2", 3, 5000.0, 100.0), job("Z2", 3, 5000.0, 100.0), job("Y2", 2, 5001.0, 100.0, slowdown=1.0)]
+
+
+def test_split_tunes_on_the_first_part_and_reports_on_the_rest():
+    policies, reported, how = plan_policies([Policy("delay"), Policy("fifo")], REST + FIRST, Cluster(1, 2, 4),
+                                            "split", fraction=0.5)  # fmt: skip
+    assert policies == [Policy("delay", delay_s=300.0), Policy("fifo")]
+    assert [j.job_id for j in reported] == ["X2", "Z2", "Y2"]
+    assert "tuned on the first 3 jobs (50% by arrival" in how and "reported on the other 3" in how
+
+
+def test_online_and_given_say_so():
+    policies, reported, how = plan_policies([Policy("delay"), Policy("network-delay", scale=4.0)],
+                                            FIRST, Cluster(1, 2, 4), "online")  # fmt: skip
+    assert policies == [Policy("delay", online=True, by_busy=True),
+                        Policy("network-delay", scale=1.0, by_busy=True)]  # fmt: skip
+    assert "busy share" in how
+    assert len(reported) == 3 and how.startswith("timers set online")
+    assert plan_policies([Policy("delay")], FIRST, Cluster(1, 2, 4), "given")[2] == "timers as given"
+    with pytest.raises(UsageError, match="both parts need a job"):
+        plan_policies([Policy("delay")], FIRST[:1], Cluster(1, 2, 4), "split")
+
+
+def test_estimates_come_from_the_user_then_the_history_never_the_truth():
+    estimator = Estimator()
+    new = job("n", 2, 0.0, 999.0, model="resnet50")
+    assert estimator.estimate_s(new) == PRIOR_S
+    assert estimator.estimate_s(job("u", 2, 0.0, 999.0, estimate_s=50.0)) == 50.0
+    estimator.finished(job("a", 2, 0.0, 100.0, model="resnet50"))
+    estimator.finished(job("b", 2, 0.0, 300.0, model="resnet50"))
+    estimator.finished(job("c", 4, 0.0, 1000.0, model="resnet50"))
+    assert estimator.estimate_s(new) == 200.0  # same model and GPU count
+    assert estimator.estimate_s(job("m", 8, 0.0, 1.0, model="resnet50")) == pytest.approx(1400 / 3)
+    assert estimator.estimate_s(job("o", 1, 0.0, 1.0, model="vgg16")) == pytest.approx(1400 / 3)
+
+
+def test_network_delay_uses_the_estimate_not_the_duration():
+    # Y is estimated at 20 s (it takes 100): timer = 1 x (3 - 1) x 20 = 40 s, it spreads at 41 (JCT 300 + 40)
+    jobs = [*FIRST[:2], job("Y1", 2, 1.0, 100.0, estimate_s=20.0)]
+    doc, outcomes = run_simulation(jobs, Cluster(1, 2, 4), [Policy("network-delay")], tuning="given")
+    y = outcomes["network-delay"][2]
+    assert (y.start_s, y.finish_s) == (41.0, 341.0)
+    entry = doc["policies"][0]
+    assert entry["metrics"]["avg_jct_s"] == pytest.approx((100 + 100 + 340) / 3)
+    assert entry["jct_cdf"][-1] == [341.0 - 1.0, 1.0] and doc["tuning"] == "timers as given"
+    assert entry["timeline"][0][1:] == [0, 6 / 8]  # at 0: nobody waits, 6 of 8 GPUs busy
+
+
+@pytest.mark.parametrize(
+    "arrival_s, by_busy, wait_s",
+    [
+        # one switch, two nodes of 4 GPUs: A and B (3 GPUs each) busy 6 of 8 GPUs from 0. Y (2 GPUs) arrives
+        # at 3600 ln 2, when the busy share, time-weighted over an hour, is (1 - 1/2) x 0.75 = 0.375: its
+        # timer of 100 s becomes 100 x 2 x 0.375 = 75 s, then it spreads over the two nodes
+        (3600 * math.log(2), True, 75.0),
+        # at 3600 ln 4: (1 - 1/4) x 0.75 = 0.5625, a timer of 112.5 s
+        (3600 * math.log(4), True, 112.5),
+        # the timer as given
+        (3600 * math.log(2), False, 100.0),
+    ],
+)
+def test_busy_timers_follow_the_observed_gpu_utilisation(arrival_s, by_busy, wait_s):
+    jobs = [job("A", 3, 0.0, 10000.0, slowdown=1.5), job("B", 3, 0.0, 10000.0, slowdown=1.5),
+            job("Y", 2, arrival_s, 100.0, slowdown=1.5)]  # fmt: skip
+    y = simulate(jobs, Cluster(1, 2, 4), Policy("delay", delay_s=100.0, by_busy=by_busy))[2]
+    start_s = arrival_s + wait_s
+    assert (y.start_s, y.finish_s) == (pytest.approx(start_s), pytest.approx(start_s + 150.0))
+    assert y.level == "switch"

@@ -1,0 +1,80 @@
+"""Eq. 10: the largest batch per GPU from peak memory against batch size, fitted and measured."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from stash_core.errors import UsageError
+from stash_core.spot.memory import GIB, batch_table, fit_memory, gpu_memory_gib
+
+# peak(b) = 1 GiB + b / 64 GiB: a2 = 64 samples per GiB, b2 = -64
+BATCHES = [8, 32, 128]
+PEAKS = [GIB + b * GIB // 64 for b in BATCHES]
+
+
+def test_hand_worked_line_gives_a2_b2_and_powers_of_two():
+    fit = fit_memory(BATCHES, PEAKS)
+    assert fit.a2 == pytest.approx(64.0) and fit.b2 == pytest.approx(-64.0)
+    assert fit.max_rel_error < 1e-9
+    assert fit.largest_batch(16) == 512  # 64 x 16 - 64 = 960 -> 2^9
+    assert fit.largest_batch(8) == 256  # 448 -> 2^8
+    assert fit.largest_batch(1) is None  # 0 samples fit beside the weights
+
+
+@pytest.mark.parametrize(
+    "batches, peaks, message",
+    [
+        ([8, 32, 128], [2 * GIB, GIB + GIB // 2, GIB], "does not grow"),
+        ([8, 32, 128], [GIB, GIB, GIB], "grows by 0.0 MiB from batch 8 to 128, not clearly above the noise"),
+        # two points always fit a line: the 10% linearity check could never fire
+        ([8, 32], [GIB, 2 * GIB], "3 or more different batch sizes"),
+        ([8, 8, 32], [GIB, GIB, 2 * GIB], "3 or more different batch sizes"),
+        # a rise of 2 MiB over 1 GiB is the allocator's noise: a2 = 1 / slope would follow it
+        ([2, 3, 4], [GIB, GIB + 2**20, GIB + 2 * 2**20], "not clearly above the noise"),
+    ],
+)
+def test_peaks_that_cannot_give_a2_are_refused(batches, peaks, message):
+    with pytest.raises(UsageError, match=message):
+        fit_memory(batches, peaks)
+
+
+@pytest.mark.parametrize(
+    "name, gib",
+    [("NVIDIA V100 16 GB", 16), ("NVIDIA A100 40 GB", 40), ("NVIDIA M60", 8), ("NVIDIA K80", 12),
+     ("NVIDIA T4", 16), ("Mystery X1", None), (None, None)],
+)  # fmt: skip
+def test_gpu_memory_from_the_catalog_name(name, gib):
+    assert gpu_memory_gib(name) == gib
+
+
+def test_batch_table_skips_instances_without_gpus():
+    fit = fit_memory(BATCHES, PEAKS)
+    rows = batch_table(fit, [
+        {"name": "g3.4xlarge", "accelerator": "NVIDIA M60", "accelerator_count": 1},
+        {"name": "c5.large", "accelerator": None, "accelerator_count": 0},
+        {"name": "x.odd", "accelerator": "Mystery X1", "accelerator_count": 2},
+    ])  # fmt: skip
+    assert rows == [
+        {"instance": "g3.4xlarge", "accelerator": "NVIDIA M60", "gpu_memory_gib": 8.0, "batch_per_gpu": 256},
+        {"instance": "x.odd", "accelerator": "Mystery X1", "gpu_memory_gib": None, "batch_per_gpu": None},
+    ]
+
+
+def test_a_real_tiny_model_on_the_cpu(tmp_path, capsys):
+    """Three processes, one per batch: the peak grows with the batch and every catalog GPU gets a batch."""
+    from stash_core.cli.main import main
+
+    workload = tmp_path / "w.json"
+    # Batches far apart at 64x64, so that activations, not the allocator's noise, set the peaks.
+    status = main(["spot-memory", "--model", "resnet10", "--batches", "16,64,256", "--num-classes", "10",
+                   "--input-shape", "3,64,64", "--db", str(tmp_path / "r.duckdb"),
+                   "--workload", str(workload), "--json"])  # fmt: skip
+    captured = capsys.readouterr()
+    assert status == 0, captured.err
+    out = json.loads(captured.out)
+    assert out["peak_bytes"][0] < out["peak_bytes"][-1] and out["a2"] > 0
+    m60 = next(row for row in out["batch_per_gpu"] if row["instance"] == "g3.4xlarge")
+    assert m60["gpu_memory_gib"] == 8 and m60["batch_per_gpu"] >= 128  # 128 fit in far less than 8 GiB
+    assert json.loads(workload.read_text())["a2"] == pytest.approx(out["a2"])

@@ -1,0 +1,178 @@
+"""spotDNN's sliding-window planner on a hand-made offer whose answers are worked out by hand.
+
+Communication is made negligible (1-byte model), so a worker's iteration is its compute time, and the loss
+model j = 10 sqrt((R + 1) n) / L with L = 0.1 gives j = 100 sqrt((R + 1) n):
+  1 x A (1.0 s, $1/h): j = 100, T = 100 s, $0.0278      1 x B (0.25 s, $5/h): j = 100, T = 25 s, $0.0347
+  2 x A: R = 0.707, j = 184.8, T_exp = 0.5 s, T = 92.4 s  B + A: T_exp = 0.2 s, R = 0.283, T = 32.0 s
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from stash_core.errors import UsageError
+from stash_core.spot import InstanceOffer, Worker, Workload, evaluate, plan_spot_cluster, plan_table
+
+WORKLOAD = Workload(param_bytes=1, solo_bandwidth_Bps=1e6, contention_a1=0.1, contention_b1=0.0,
+                    loss_g=(0.0, 0.0, 10.0, 1.0, 0.0))  # fmt: skip
+A = Worker("A", gpus=1, compute_s=1.0, batch=32, usd_per_h=1.0)
+B = Worker("B", gpus=1, compute_s=0.25, batch=32, usd_per_h=5.0)
+OFFERS = [InstanceOffer(A, 4), InstanceOffer(B, 2)]
+LINKS = {"ps_Bps": 1e9, "pcie_Bps": 1e10}
+
+
+def plan(budget_s, offers=OFFERS, **extra):
+    return plan_spot_cluster(offers, WORKLOAD, 0.1, budget_s, **LINKS, **extra)
+
+
+def test_hand_worked_candidates():
+    one_a = evaluate([A], WORKLOAD, 0.1, 1e9, **LINKS)
+    assert one_a.training_s == pytest.approx(100.0, rel=1e-4)
+    assert one_a.cost_usd == pytest.approx(100.0 / 3600, rel=1e-4)
+    two_a = evaluate([A, A], WORKLOAD, 0.1, 1e9, **LINKS)
+    assert two_a.training_s == pytest.approx(100 * math.sqrt((math.sqrt(0.5) + 1) * 2) * 0.5, rel=1e-4)
+    mixed = evaluate([B, A], WORKLOAD, 0.1, 1e9, **LINKS)
+    assert mixed.iteration_s == pytest.approx(0.2, rel=1e-4)
+    assert mixed.convergence == pytest.approx(math.sqrt(0.08), rel=1e-4)
+
+
+def test_a_loose_budget_rents_the_cheapest_single_instance():
+    result = plan(200.0)
+    assert result.best.counts == {"A": 1}
+    assert result.best.training_s == pytest.approx(100.0, rel=1e-4)
+
+
+def test_a_tight_budget_pays_for_the_faster_instance():
+    result = plan(50.0)
+    # 1 x A (100 s) and 2..4 x A (>= 68 s) miss 50 s; of those that make it, 1 x B is cheapest
+    assert result.best.counts == {"B": 1}
+    assert result.best.cost_usd == pytest.approx(25.0 / 3600 * 5, rel=1e-4)
+    assert all(p.cost_usd >= result.best.cost_usd for p in result.candidates if p.meets_budget)
+
+
+def test_an_impossible_budget_says_what_the_fastest_cluster_needs():
+    result = plan(10.0)
+    assert result.best is None
+    assert result.bounds[0] == 3  # eq. 16: 3200 samples at 128 samples/s in 10 s
+    assert "no cluster trains within 10 s" in result.infeasible_reason
+
+
+def test_quotas_bound_the_cluster():
+    result = plan(10.0, offers=[InstanceOffer(B, 2)])
+    assert result.best is None
+    assert "at least 3 workers" in result.infeasible_reason and "quotas" in result.infeasible_reason
+
+
+def test_spot_and_on_demand_price_the_same_plan():
+    spot = plan(200.0)
+    # every price 3.3 times higher (as on-demand is over spot): the same plan, 3.3 times the cost
+    dearer = [InstanceOffer(Worker(o.worker.instance, 1, o.worker.compute_s, 32, o.worker.usd_per_h * 3.3),
+                            o.quota) for o in OFFERS]  # fmt: skip
+    on_demand = plan(200.0, offers=dearer)
+    assert on_demand.best.counts == spot.best.counts == {"A": 1}
+    assert on_demand.best.cost_usd / spot.best.cost_usd == pytest.approx(3.3)
+
+
+def test_revocation_overhead_is_added():
+    assert plan(200.0, revocation_s=30.0).best.training_s == pytest.approx(130.0, rel=1e-4)
+
+
+def test_table_lists_within_budget_first_by_cost():
+    rows = plan_table(plan(50.0), limit=5)
+    inside = [row for row in rows if row["within_budget"]]
+    assert rows[0]["cluster"] == "1 x B"
+    assert [row["cost_usd"] for row in inside] == sorted(row["cost_usd"] for row in inside)
+
+
+def test_bad_requests_are_refused():
+    with pytest.raises(UsageError, match="no instances"):
+        plan(10.0, offers=[])
+    with pytest.raises(UsageError, match="quota of 0"):
+        plan(10.0, offers=[InstanceOffer(A, 0)])
+    with pytest.raises(UsageError, match="time budget"):
+        plan(-1.0)
+
+
+def test_a_batch_outside_the_loss_model_is_refused_not_free():
+    """g2 b_w + g3 <= 0 would make j negative: a plan of zero seconds and zero dollars."""
+    shrinking = Workload(param_bytes=1, solo_bandwidth_Bps=1e6, contention_a1=0.1, contention_b1=0.0,
+                         loss_g=(0.0, -1.0, 20.0, 1.0, 0.0))  # fmt: skip
+    big = Worker("BIG", gpus=1, compute_s=0.5, batch=64, usd_per_h=1.0)  # -64 + 20 < 0
+    small = Worker("SMALL", gpus=1, compute_s=1.0, batch=8, usd_per_h=2.0)  # -8 + 20 > 0
+    outside = evaluate([big], shrinking, 0.1, 1e9, **LINKS)
+    assert outside.outside_loss_model and not outside.meets_budget and outside.training_s == math.inf
+    result = plan_spot_cluster([InstanceOffer(big, 1), InstanceOffer(small, 1)], shrinking, 0.1, 1e6, **LINKS)
+    assert result.best is not None and result.best.counts == {"SMALL": 1} and result.best.cost_usd > 0
+    with pytest.raises(
+        UsageError, match="does not hold at any batch on offer: g2 x batch [+] g3 is -44 at batch 64 "
+    ):
+        plan_spot_cluster([InstanceOffer(big, 2)], shrinking, 0.1, 1e6, **LINKS)
+
+
+def test_the_upper_bound_keeps_p_below_one_with_the_contention_margin():
+    from stash_core.spot.model import ps_bottleneck_probability, worker_bounds
+
+    for margin in (0.0, 0.05):
+        workload = Workload(param_bytes=1, solo_bandwidth_Bps=1e6, contention_a1=0.8, contention_b1=-1.92,
+                            loss_g=(0.0, 0.0, 10.0, 1.0, 0.0), contention_margin=margin)  # fmt: skip
+        _, upper = worker_bounds(workload, 0.1, 1e9, 32, 1e3)
+        assert ps_bottleneck_probability(upper, workload) < 1.0
+        assert ps_bottleneck_probability(upper + 1, workload) == 1.0
+    assert upper == 12  # 13 without the margin (the public profile's a1, b1)
+
+
+def test_a_plan_that_rests_on_one_coefficient_is_called_fragile():
+    from stash_core.spot.fragility import fragile_coefficients
+
+    # 1 x B meets 50 s with T = 25 s; 1 x A (T = 100 s) would need twice the budget: robust to 5% nudges
+    robust = plan(50.0)
+    assert fragile_coefficients(robust, OFFERS, WORKLOAD, 0.1, 50.0, **LINKS) == []
+    # at a budget of 101 s, 1 x A (100 s) just fits: g3 +5% makes it miss and the plan changes
+    edge = plan(101.0)
+    assert edge.best.counts == {"A": 1}
+    moved = fragile_coefficients(edge, OFFERS, WORKLOAD, 0.1, 101.0, **LINKS)
+    assert "g3 +5%" in moved and "g3 -5%" not in moved
+
+
+def test_quotas_beyond_the_upper_bound_change_nothing_and_cost_no_time():
+    """n_upper = 100 here (a1 0.1, b1 0): 10,000 instances of A plan as 100 do, without wider windows."""
+    capped = plan(150.0, offers=[InstanceOffer(A, 100), InstanceOffer(B, 2)])
+    huge = plan(150.0, offers=[InstanceOffer(A, 10_000), InstanceOffer(B, 2)])
+    assert huge.bounds == capped.bounds and huge.bounds[1] == 100
+    assert huge.best.label() == capped.best.label() and len(huge.candidates) == len(capped.candidates)
+    assert huge.best.cost_usd == pytest.approx(capped.best.cost_usd)
+
+
+def test_a_search_too_large_to_run_is_refused_with_one_line():
+    # no parameter-server limit (b1 far below 1, a1 tiny): nothing caps 5,000 instances
+    open_ended = Workload(param_bytes=1, solo_bandwidth_Bps=1e6, contention_a1=1e-9, contention_b1=-1.0,
+                          loss_g=(0.0, 0.0, 10.0, 1.0, 0.0))  # fmt: skip
+    with pytest.raises(UsageError, match="too many to evaluate"):
+        plan_spot_cluster([InstanceOffer(A, 5_000)], open_ended, 0.1, 1e6, **LINKS)
+
+
+BIG = Worker("BIG", gpus=1, compute_s=1.0, batch=64, usd_per_h=1.0)
+SMALL = Worker("SMALL", gpus=1, compute_s=1.0, batch=32, usd_per_h=1.0)
+BOTH = [InstanceOffer(BIG, 2), InstanceOffer(SMALL, 2)]
+
+
+@pytest.mark.parametrize(
+    "g, offers, message",
+    [
+        ((-1.0, -1.0, -1.0, -1.0, -1.0), BOTH, "g4 = -1 is negative"),
+        (
+            (0.0, -1.0, -1.0, 1.0, -1.0),
+            BOTH,
+            "does not hold at any batch on offer: .* -33 at batch 32 and -65",
+        ),
+        ((0.0, -1.0, 40.0, 1.0, 0.0), [InstanceOffer(BIG, 2)], "is -24 at batch 64 [(]"),
+        ((0.0, 0.0, 10.0, 1.0, 0.5), BOTH, "at or below the loss model's floor g5 = 0.5"),
+    ],
+)
+def test_loss_coefficients_that_cannot_plan_are_refused(g, offers, message):
+    with pytest.raises(UsageError, match=message):
+        workload = Workload(param_bytes=1, solo_bandwidth_Bps=1e6, contention_a1=0.1, contention_b1=0.0,
+                            loss_g=g)  # fmt: skip
+        plan_spot_cluster(offers, workload, 0.1, 1e6, **LINKS)

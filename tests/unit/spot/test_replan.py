@@ -1,0 +1,84 @@
+"""Re-planning after a revocation, on the hand-worked offer of test_planner.py.
+
+Communication is negligible and j = 10 sqrt((R + 1) n) / L (g = 0, 0, 10, 1, 0), target L = 0.1. A (1.0 s,
+$1/h) is still running and the loss stands at 0.2:
+  A alone:  j_now = 10 / 0.2 = 50 of 100, 50 iterations of 1 s left: 50 s, $0.0139
+  A + B:    T_exp = 0.2 s, R = sqrt(0.08), c = 10 sqrt(2 (1 + R)) = 16.018; j_now = c / 0.2 = 80.09 of
+            c / 0.1 = 160.18, 80.09 iterations of 0.2 s left: 16.02 s at $6/h, $0.0267
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from stash_core.errors import UsageError
+from stash_core.spot import InstanceOffer, Worker, Workload
+from stash_core.spot.replan import loss_after, remaining_plan, replan
+
+WORKLOAD = Workload(param_bytes=1, solo_bandwidth_Bps=1e6, contention_a1=0.1, contention_b1=0.0,
+                    loss_g=(0.0, 0.0, 10.0, 1.0, 0.0))  # fmt: skip
+A = Worker("A", gpus=1, compute_s=1.0, batch=32, usd_per_h=1.0)
+B = Worker("B", gpus=1, compute_s=0.25, batch=32, usd_per_h=5.0)
+LINKS = {"ps_Bps": 1e9, "pcie_Bps": 1e10}
+MIXED_S = 10 * math.sqrt(2 * (1 + math.sqrt(0.08))) / 0.2 * 0.2
+
+
+def test_what_is_left_of_the_loss_on_a_running_cluster():
+    alone = remaining_plan([A], WORKLOAD, 0.1, 0.2, 1e9, **LINKS)
+    assert alone.iterations == pytest.approx(50.0, rel=1e-4)
+    assert alone.training_s == pytest.approx(50.0, rel=1e-4)
+    mixed = remaining_plan([A, B], WORKLOAD, 0.1, 0.2, 1e9, **LINKS)
+    assert mixed.training_s == pytest.approx(MIXED_S, rel=1e-4)
+    assert mixed.cost_usd == pytest.approx(MIXED_S / 3600 * 6, rel=1e-4)
+
+
+def test_a_loose_budget_keeps_the_running_instance_alone():
+    result = replan([A], [InstanceOffer(A, 2), InstanceOffer(B, 1)], WORKLOAD, 0.1, 0.2, 60.0, **LINKS)
+    assert result.best.counts == {"A": 1}
+    assert result.best.training_s == pytest.approx(50.0, rel=1e-4)
+
+
+def test_a_tight_budget_adds_the_fast_instance_to_the_running_one():
+    result = replan([A], [InstanceOffer(A, 1), InstanceOffer(B, 1)], WORKLOAD, 0.1, 0.2, 30.0, **LINKS)
+    assert result.best.counts == {"A": 1, "B": 1}  # A's quota of 1 is the running A: no second A
+    assert result.best.training_s == pytest.approx(MIXED_S, rel=1e-4)
+    assert all("A" in plan.counts for plan in result.candidates)  # the running instance is in every one
+
+
+def test_the_revocation_overhead_counts_against_what_is_left():
+    result = replan([A], [InstanceOffer(B, 1)], WORKLOAD, 0.1, 0.2, 60.0, **LINKS, revocation_s=15.0)
+    assert result.best.counts == {"A": 1, "B": 1}  # A alone needs 50 + 15 = 65 s > 60 s
+    assert result.best.training_s == pytest.approx(MIXED_S + 15.0, rel=1e-4)
+    none = replan([A], [InstanceOffer(B, 1)], WORKLOAD, 0.1, 0.2, 20.0, **LINKS, revocation_s=15.0)
+    assert none.best is None and "within the 20 s left" in none.infeasible_reason
+
+
+def test_the_loss_moves_along_the_clusters_curve():
+    alone = remaining_plan([A], WORKLOAD, 0.1, 0.2, 1e9, **LINKS)
+    assert loss_after(alone, WORKLOAD, 0.1, 0.2, 50.0) == pytest.approx(0.1, rel=1e-4)  # j = 50 + 50
+    assert loss_after(alone, WORKLOAD, 0.1, 0.2, 25.0) == pytest.approx(10 / 75, rel=1e-4)
+    assert loss_after(alone, WORKLOAD, 0.1, 0.2, 1e6) == pytest.approx(0.1)  # never below the target
+
+
+@pytest.mark.parametrize(
+    "g, current, message",
+    [
+        ((0.0, -1.0, -1.0, 1.0, -1.0), 0.2, "does not hold at any batch on offer"),
+        ((0.0, 0.0, 10.0, 1.0, 0.15), 0.2, "target loss 0.1 is at or below the loss model's floor g5 = 0.15"),
+    ],
+)
+def test_replan_refuses_loss_coefficients_as_the_planner_does(g, current, message):
+    workload = Workload(param_bytes=1, solo_bandwidth_Bps=1e6, contention_a1=0.1, contention_b1=0.0,
+                        loss_g=g)  # fmt: skip
+    with pytest.raises(UsageError, match=message):
+        replan([A], [InstanceOffer(A, 2), InstanceOffer(B, 2)], workload, 0.1, current, 1e6, **LINKS)
+
+
+def test_replan_offers_no_more_than_the_upper_bound():
+    """n_upper = 100: a quota of 10,000 gives the same answer as 100, in as few candidates."""
+    few = replan([A], [InstanceOffer(A, 100), InstanceOffer(B, 2)], WORKLOAD, 0.1, 0.2, 60.0, **LINKS)
+    many = replan([A], [InstanceOffer(A, 10_000), InstanceOffer(B, 2)], WORKLOAD, 0.1, 0.2, 60.0, **LINKS)
+    assert many.bounds == few.bounds == (1, 100)
+    assert many.best.label() == few.best.label() and len(many.candidates) == len(few.candidates)

@@ -1,0 +1,107 @@
+"""The revocation simulation: a hand-worked trace, no revocations, and a planner blind to contention.
+
+Hand-worked trace (negligible communication, j = 100 sqrt((R + 1) n), A: 1 s, $1/h, deadline 200 s): the
+first plan is 1 x A (100 s). A is revoked at 50 s with the loss at 10 / 50 = 0.2; 10 s of overhead with no
+instance left (free); the re-plan rents one A again, which has 50 iterations left: done at 50 + 10 + 50 =
+110 s, for 100 s of one A: $100 / 3600.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from stash_core.spot import InstanceOffer, Worker, Workload
+from stash_core.spot.simulate import read_trace, simulate
+
+NEGLIGIBLE = Workload(param_bytes=1, solo_bandwidth_Bps=1e6, contention_a1=0.1, contention_b1=0.0,
+                      loss_g=(0.0, 0.0, 10.0, 1.0, 0.0))  # fmt: skip
+# a 100 MB model, 1 GB/s alone, a 1.2 GB/s parameter server: contention matters from 2 workers on
+CONTENDED = Workload(param_bytes=100e6, solo_bandwidth_Bps=1e9, contention_a1=0.3, contention_b1=0.0,
+                     loss_g=(0.0, 0.0, 10.0, 1.0, 0.0))  # fmt: skip
+A = Worker("A", gpus=1, compute_s=1.0, batch=32, usd_per_h=1.0)
+A_ON_DEMAND = Worker("A", gpus=1, compute_s=1.0, batch=32, usd_per_h=3.0)
+LINKS = {"ps_Bps": 1e9, "pcie_Bps": 1e10}
+
+
+def test_a_trace_revocation_is_replanned_from_the_loss_reached(tmp_path):
+    path = tmp_path / "trace.csv"
+    path.write_text("time_s,instance\n50,A\n500,A\n")
+    rows = simulate([InstanceOffer(A, 2)], [InstanceOffer(A_ON_DEMAND, 2)], NEGLIGIBLE, 0.1, 200.0, **LINKS,
+                    revocation_s=10.0, trace=read_trace(path))  # fmt: skip
+    spot = rows[0]
+    assert spot["strategy"] == "spotDNN" and spot["first_plan"] == "1 x A" and spot["runs"] == 1
+    assert spot["mean_revocations"] == 1
+    assert spot["mean_time_s"] == pytest.approx(110.0, rel=1e-4)
+    assert spot["mean_cost_usd"] == pytest.approx(100 / 3600, rel=1e-4)
+    assert spot["p_deadline"] == 1.0
+    on_demand = rows[2]
+    assert on_demand["mean_revocations"] == 0 and on_demand["mean_time_s"] == pytest.approx(100.0, rel=1e-4)
+    assert on_demand["mean_cost_usd"] == pytest.approx(300 / 3600, rel=1e-4)
+
+
+def test_without_revocations_spot_costs_a_third_of_on_demand():
+    rows = simulate([InstanceOffer(A, 2)], [InstanceOffer(A_ON_DEMAND, 2)], NEGLIGIBLE, 0.1, 200.0, **LINKS)
+    assert rows[0]["mean_cost_usd"] * 3 == pytest.approx(rows[2]["mean_cost_usd"])
+    assert all(row["p_deadline"] == 1.0 and row["mean_revocations"] == 0 for row in rows)
+
+
+def test_a_planner_blind_to_contention_misses_a_tight_deadline():
+    fast = Worker("A", gpus=1, compute_s=0.2, batch=32, usd_per_h=1.0)
+    offers, on_demand = [InstanceOffer(fast, 8)], [InstanceOffer(Worker("A", 1, 0.2, 32, 3.0), 8)]
+    rows = simulate(offers, on_demand, CONTENDED, 0.1, 40.0, ps_Bps=1.2e9, pcie_Bps=1e10, rate_per_h=2.0,
+                    revocation_s=5.0, runs=50, seed=1)  # fmt: skip
+    by_name = {row["strategy"]: row for row in rows}
+    assert by_name["spotDNN"]["first_plan"] == "3 x A" and by_name["no contention"]["first_plan"] == "2 x A"
+    assert by_name["no contention"]["p_deadline"] == 0.0  # 2 workers are slower than it predicts
+    assert by_name["spotDNN"]["p_deadline"] > 0.5
+    assert by_name["on-demand"]["mean_cost_usd"] > 2 * by_name["spotDNN"]["mean_cost_usd"]
+    again = simulate(offers, on_demand, CONTENDED, 0.1, 40.0, ps_Bps=1.2e9, pcie_Bps=1e10, rate_per_h=2.0,
+                     revocation_s=5.0, runs=50, seed=1)  # fmt: skip
+    assert again == rows  # the same seed, the same outcome
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("time_s,instance\nsoon,A\n", "line 2: needs time_s"),
+        ("time_s,instance\n10\n", "line 2: needs time_s"),  # no instance column at all
+        ("time_s,instance\n10,\n", "line 2: needs time_s"),  # an empty one
+        ("time_s,instance\n-1,A\n", "line 2: needs time_s"),
+        ("", "needs a header line time_s,instance"),
+        ("10,A\n", "needs a header line time_s,instance"),
+        ("time_s,instance\n", "no revocations"),
+    ],
+)
+def test_a_bad_trace_is_refused(tmp_path, text, message):
+    from stash_core.errors import UsageError
+
+    path = tmp_path / "trace.csv"
+    path.write_text(text)
+    with pytest.raises(UsageError, match=message):
+        read_trace(path)
+
+
+def test_a_trace_naming_instances_not_on_offer_is_refused():
+    from stash_core.errors import UsageError
+
+    with pytest.raises(UsageError, match="instance[(]s[)] Q, Z not among the instances on offer"):
+        simulate([InstanceOffer(A, 2)], [InstanceOffer(A_ON_DEMAND, 2)], NEGLIGIBLE, 0.1, 200.0, **LINKS,
+                 trace=[(5.0, "Z"), (6.0, "A"), (7.0, "Q")])  # fmt: skip
+
+
+def test_a_trace_that_revokes_without_end_never_finishes_and_warns_nothing():
+    """Every 0.1 s one A is revoked: 500 revocations train 50 of the 100 s needed, and past MAX_REVOCATIONS
+    the run never finishes: P(deadline) = 0."""
+    import warnings
+
+    from stash_core.spot.simulate import MAX_REVOCATIONS
+
+    trace = [(0.1 * k, "A") for k in range(1, 3 * MAX_REVOCATIONS)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a numpy RuntimeWarning fails the test
+        rows = simulate([InstanceOffer(A, 2)], [InstanceOffer(A_ON_DEMAND, 2)], NEGLIGIBLE, 0.1, 200.0,
+                        **LINKS, revocation_s=0.0, trace=trace)  # fmt: skip
+    spot = rows[0]
+    assert spot["never_finishes"] == 1 and spot["p_deadline"] == 0.0
+    assert spot["mean_time_s"] is None and spot["p90_time_s"] is None
+    assert rows[2]["never_finishes"] == 0 and rows[2]["mean_time_s"] == pytest.approx(100.0, rel=1e-4)
