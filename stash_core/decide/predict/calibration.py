@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from stash_core.decide.predict.accelerators import Accelerator, find_accelerator
+from stash_core.catalog.accelerators import Accelerator, find_accelerator
 from stash_core.decide.predict.roofline import OPTIMIZER_BYTES_PER_PARAM, Efficiency
 from stash_core.decide.predict.step_cost import StepCost, step_cost
 

@@ -16,7 +16,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from stash_core.decide.predict.accelerators import Accelerator, find_accelerator
+from stash_core.catalog.accelerators import Accelerator, find_accelerator
 from stash_core.decide.predict.calibration import Point, fit_efficiencies
 from stash_core.decide.predict.memory import memory_check
 from stash_core.decide.predict.network import CommTime, comm_time

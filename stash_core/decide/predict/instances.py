@@ -11,8 +11,8 @@ from typing import Any, Protocol
 import pandas as pd
 
 from stash_core.catalog import list_instances
+from stash_core.catalog.accelerators import PRECISIONS
 from stash_core.cells import plain_row
-from stash_core.decide.predict.accelerators import PRECISIONS
 from stash_core.decide.predict.configuration import ConfigPrediction, Predictor
 from stash_core.decide.predict.script import ScriptPredictor, script_run
 from stash_core.decide.predict.validation import expected_errors

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from stash_core.decide.predict.accelerators import Accelerator
+from stash_core.catalog.accelerators import Accelerator
 from stash_core.decide.predict.step_cost import StepCost
 
 GB = 1e9

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from stash_core.analysis.comm import alpha_beta_allreduce_s, ddp_bucket_sizes, ring_factor
-from stash_core.decide.predict.accelerators import PCIE_X16_GBS, Accelerator
+from stash_core.catalog.accelerators import PCIE_X16_GBS, Accelerator
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from stash_core.decide.predict.accelerators import Accelerator
+from stash_core.catalog.accelerators import Accelerator
 from stash_core.decide.predict.step_cost import StepCost
 
 OPTIMIZER_BYTES_PER_PARAM = 5 * 4

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from stash_core.decide.predict.accelerators import Accelerator, find_accelerator
+from stash_core.catalog.accelerators import Accelerator, find_accelerator
 from stash_core.decide.predict.configuration import ConfigPrediction
 from stash_core.decide.predict.network import CommTime, comm_time
 from stash_core.decide.predict.validation import expected_error, peak_ratio

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from stash_core.decide.predict.accelerators import find_accelerator
+from stash_core.catalog.accelerators import find_accelerator
 from stash_core.decide.predict.calibration import Point, arrays_for, fit_efficiencies, predicted_s
 from stash_core.decide.predict.roofline import Efficiency
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from stash_core.decide.predict.accelerators import find_accelerator
+from stash_core.catalog.accelerators import find_accelerator
 from stash_core.decide.predict.calibration import GRID, Point, arrays_for, fit_efficiencies, predicted_s
 from stash_core.decide.predict.memory import memory_check
 from stash_core.decide.predict.roofline import Efficiency, compute_time

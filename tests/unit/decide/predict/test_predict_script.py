@@ -4,7 +4,7 @@ import pytest
 from result_docs import result_doc
 
 from stash_core import store
-from stash_core.decide.predict.accelerators import find_accelerator
+from stash_core.catalog.accelerators import find_accelerator
 from stash_core.decide.predict.instances import predict_script_run
 from stash_core.decide.predict.validation import expected_error
 from stash_core.errors import UsageError

@@ -68,7 +68,7 @@ def test_a_measured_profile_on_one_instance_scales_the_prediction_of_another():
     assert after.path == "scaled" and "r1" in after.basis
     # The V100 keeps its roofline ratio to the T4 (from the recalibrated efficiencies) times the measurement.
     ratio_efficiency = informed.efficiency
-    from stash_core.decide.predict.accelerators import find_accelerator
+    from stash_core.catalog.accelerators import find_accelerator
     from stash_core.decide.predict.roofline import compute_time
 
     cost = informed.cost
