@@ -9,31 +9,31 @@ yet, so a database made by an older Stash, or one not created yet, still has a c
 the date and the source it came from: editing a price without giving them stamps today's date and "user
 edit". A refused add or set changes nothing (it is checked before writing, and written in one transaction).
 
-The SQL of the table is in table.py, the checking of values in fields.py.
+The SQL of the table is in store/instances.py, the one reading of the shipped CSV in store/catalog_seed.py,
+the checking of values in fields.py.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
+import csv
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from stash_core.catalog.fields import INT_MIN, POSITIVE, PRICES, clean, db_value, plain_row, today
-from stash_core.catalog.table import (
+from stash_core.errors import UsageError
+from stash_core.store import connect
+from stash_core.store.catalog_seed import BUILTIN_CATALOG_CSV, builtin_catalog_rows
+from stash_core.store.instances import (
     COLUMNS,
     EDITABLE,
     count_rows,
     insert_row,
-    read_rows,
     select_rows,
+    transaction,
     update_row,
 )
-from stash_core.errors import UsageError
-from stash_core.store import connect
-from stash_core.store.catalog_seed import BUILTIN_CATALOG_CSV
 
 CATALOG_CSV = BUILTIN_CATALOG_CSV  # stash_core/catalog/instances.csv
 
@@ -41,14 +41,26 @@ CATALOG_CSV = BUILTIN_CATALOG_CSV  # stash_core/catalog/instances.csv
 def builtin_instances() -> pd.DataFrame:
     """The catalog shipped in instances.csv (shapes and prices with date and source), one row per instance."""
     try:
-        # Only an empty cell is missing: "none" is a real value of `interconnect`.
-        frame = pd.read_csv(CATALOG_CSV, dtype=str, keep_default_na=False, na_values=[""])
+        # The store's reading of the file (the one parser): only an empty cell is missing, "none" is a real
+        # value of `interconnect`.
+        records = [dict(zip(COLUMNS, values, strict=True)) for values in builtin_catalog_rows(CATALOG_CSV)]
     except OSError as exc:
         raise UsageError(f"cannot read the built-in catalog {CATALOG_CSV}: {exc.strerror or exc}") from None
-    rows = [
-        {**clean(record, partial=False), "origin": "builtin"} for record in frame.to_dict(orient="records")
-    ]
+    except (ValueError, csv.Error) as exc:
+        raise UsageError(f"the built-in catalog {CATALOG_CSV} holds a bad value: {exc}") from None
+    rows = [{**clean(record, partial=False), "origin": "builtin"} for record in records]
     return _frame(rows)
+
+
+def read_rows(db_path: Path | str, name: str | None = None) -> list[tuple[Any, ...]]:
+    """Stored rows (values in COLUMNS order): all of them, or the one named; opens the store read-only.
+
+    A database file that does not exist stores nothing (its stand-in's seeded rows are not stored rows).
+    """
+    if not Path(db_path).exists():
+        return []
+    with connect(db_path, read_only=True) as con:
+        return select_rows(con, name)
 
 
 def seed_catalog(db_path: Path | str) -> int:
@@ -107,7 +119,7 @@ def add_instance(db_path: Path | str, **fields: Any) -> dict[str, Any]:
         raise UsageError(
             f"instance {row['name']} is already in the catalog; change it with `stash instances set`"
         )
-    with connect(db_path) as con, _transaction(con):
+    with connect(db_path) as con, transaction(con):
         _seed(con, builtin_instances().to_dict(orient="records"))
         if count_rows(con, row["name"]):
             raise UsageError(
@@ -129,7 +141,7 @@ def set_instance(db_path: Path | str, name: str, **fields: Any) -> dict[str, Any
     changes = clean(fields, partial=True)
     if get_instance(db_path, name) is None:  # refused before the database is opened for writing
         raise UsageError(f"unknown instance {name!r}: see `stash instances list`, or add it")
-    with connect(db_path) as con, _transaction(con):
+    with connect(db_path) as con, transaction(con):
         _seed(con, builtin_instances().to_dict(orient="records"))
         found = select_rows(con, name)
         if not found:
@@ -179,18 +191,6 @@ def apply_catalog_edits(
     for fields in additions:
         add_instance(db_path, **fields)
     return [name for name, _ in edits], [fields["name"] for fields in additions]
-
-
-@contextmanager
-def _transaction(con: Any) -> Iterator[None]:
-    """All of a change or nothing: a refused edit leaves no seeded or half-written row behind."""
-    con.execute("BEGIN TRANSACTION")
-    try:
-        yield
-    except BaseException:
-        con.execute("ROLLBACK")
-        raise
-    con.execute("COMMIT")
 
 
 def _seed(con: Any, rows: list[dict[str, Any]]) -> int:

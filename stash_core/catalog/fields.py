@@ -11,10 +11,10 @@ from typing import Any
 
 import pandas as pd
 
-from stash_core.catalog.table import COLUMNS
 from stash_core.cells import is_missing
 from stash_core.errors import UsageError
 from stash_core.spec import unsafe_character
+from stash_core.store.instances import COLUMNS
 from stash_core.units import finite_float
 
 TEXT = ("name", "provider", "accelerator", "interconnect", "source", "region", "origin")

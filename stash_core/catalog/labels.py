@@ -28,7 +28,8 @@ from typing import Any
 
 from stash_core.catalog.catalog import get_instance
 from stash_core.errors import UsageError
-from stash_core.store import connect, get_run, query_readonly
+from stash_core.store import get_run
+from stash_core.store.run_labels import label_rows, merge_into_spec
 
 CONFIRMED_KEY = "instance_confirmed"
 # status of a label: fits | contradicted | confirmed (contradicted, but the user confirmed it) | not_checked
@@ -136,12 +137,7 @@ def stored_label_checks(
     """check_runs of stored runs (one read of their spec and fingerprint), by run id."""
     if not run_ids:
         return {}
-    frame = query_readonly(
-        db_path,
-        "SELECT run_id, instance, CAST(spec AS VARCHAR) AS spec, CAST(fingerprint AS VARCHAR) AS fingerprint "
-        "FROM runs WHERE list_contains(CAST(? AS VARCHAR[]), run_id)",
-        [list(run_ids)],
-    )
+    frame = label_rows(db_path, run_ids)
     return check_runs(frame.to_dict(orient="records"), catalog)
 
 
@@ -173,11 +169,7 @@ def confirm_label(db_path: Path | str, run_id: str) -> LabelCheck:
         raise UsageError(f"no run {run_id!r} in {db_path}")
     if not run.get("instance"):
         raise UsageError(f"run {run['run_id']} has no instance label to confirm")
-    with connect(db_path) as con:
-        con.execute(
-            "UPDATE runs SET spec = json_merge_patch(coalesce(spec, '{}'), ?) WHERE run_id = ?",
-            [json.dumps({CONFIRMED_KEY: True}), run["run_id"]],
-        )
+    merge_into_spec(db_path, run["run_id"], {CONFIRMED_KEY: True})
     return check_stored_run(db_path, {**run, "spec": {**(run.get("spec") or {}), CONFIRMED_KEY: True}})
 
 

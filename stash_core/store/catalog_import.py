@@ -1,6 +1,6 @@
 """Write imported catalog rows (a price catalog read elsewhere, e.g. SkyPilot's) into the `instances` table.
 
-The store takes plain rows: dicts keyed by the instances columns (catalog_seed.CATALOG_COLUMNS), already
+The store takes plain rows: dicts keyed by the instances columns (instances.CATALOG_COLUMNS), already
 checked. A row whose stored origin is 'user' is left as it is (a user's edit wins over any import); every
 other row of the same name ('builtin' or an earlier 'import') is replaced, and new names are inserted. All
 rows are written in one transaction: an import is stored whole or not at all.
@@ -12,14 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from stash_core.store.catalog_seed import CATALOG_COLUMNS
 from stash_core.store.connection import connect
-
-_INSERT = (
-    f"INSERT INTO instances ({', '.join(CATALOG_COLUMNS)}) "
-    f"VALUES ({', '.join('?' for _ in CATALOG_COLUMNS)}) "
-    f"ON CONFLICT (name) DO UPDATE SET {', '.join(f'{c} = excluded.{c}' for c in CATALOG_COLUMNS[1:])}"
-)
+from stash_core.store.instances import CATALOG_COLUMNS, insert_rows, stored_origins, transaction
 
 
 @dataclass
@@ -32,22 +26,15 @@ class ImportOutcome:
 def write_imported_rows(db_path: Path | str, rows: list[dict[str, Any]]) -> ImportOutcome:
     """Insert or replace the rows (origin 'import'), leaving rows of origin 'user' alone."""
     outcome = ImportOutcome()
-    with connect(db_path) as con:
-        con.execute("BEGIN TRANSACTION")
-        try:
-            origins = dict(con.execute("SELECT name, origin FROM instances").fetchall())
-            values = []
-            for row in rows:
-                name = row["name"]
-                if origins.get(name) == "user":
-                    outcome.kept_user.append(name)
-                    continue
-                (outcome.replaced if name in origins else outcome.inserted).append(name)
-                values.append([row.get(column) for column in CATALOG_COLUMNS[:-1]] + ["import"])
-            if values:
-                con.executemany(_INSERT, values)
-        except BaseException:
-            con.execute("ROLLBACK")
-            raise
-        con.execute("COMMIT")
+    with connect(db_path) as con, transaction(con):
+        origins = stored_origins(con)
+        values = []
+        for row in rows:
+            name = row["name"]
+            if origins.get(name) == "user":
+                outcome.kept_user.append(name)
+                continue
+            (outcome.replaced if name in origins else outcome.inserted).append(name)
+            values.append([row.get(column) for column in CATALOG_COLUMNS[:-1]] + ["import"])
+        insert_rows(con, values, "replace")
     return outcome

@@ -9,7 +9,9 @@ catalog from its first use: `SELECT * FROM instances` returns it and joins on `i
 Seeding inserts only names not stored yet (ON CONFLICT DO NOTHING): a row a user edited or imported is never
 touched. Every row says where it comes from (`origin`): 'builtin' (this file), 'import' (a price catalog, see
 store/catalog_import.py) or 'user' (added or edited by the user, never overwritten by an import).
-The file is read with the csv module (no pandas: every command opens the store, and `stash` starts fast).
+The file is read with the csv module (no pandas: every command opens the store, and `stash` starts fast),
+here only: builtin_catalog_rows is the one parser of the shipped file, which stash_core.catalog reads too.
+The SQL of the table is in store/instances.py.
 """
 
 from __future__ import annotations
@@ -20,21 +22,14 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
+from stash_core.store.instances import CATALOG_COLUMNS, count_rows, insert_rows
+
 BUILTIN_CATALOG_CSV = Path(__file__).resolve().parent.parent / "catalog" / "instances.csv"
 
-# The instances table's columns and how a CSV cell becomes a value of each (text when not named here).
-CATALOG_COLUMNS = (
-    "name", "provider", "accelerator", "accelerator_count", "vcpus", "memory_gib", "network_gbps",
-    "interconnect", "on_demand_usd_per_h", "spot_usd_per_h", "price_date", "source", "region", "origin",
-)  # fmt: skip
 ORIGINS = ("builtin", "import", "user")
+# How a CSV cell becomes a value of each column of the instances table (text when not named here).
 _WHOLE = ("accelerator_count", "vcpus")
 _NUMBER = ("memory_gib", "network_gbps", "on_demand_usd_per_h", "spot_usd_per_h")
-
-_INSERT = (
-    f"INSERT INTO instances ({', '.join(CATALOG_COLUMNS)}) "
-    f"VALUES ({', '.join('?' for _ in CATALOG_COLUMNS)}) ON CONFLICT (name) DO NOTHING"
-)
 
 
 def seed_builtin_catalog(con: Any, csv_path: Path | None = None) -> int:
@@ -49,9 +44,9 @@ def seed_builtin_catalog(con: Any, csv_path: Path | None = None) -> int:
         return 0
     if not rows:
         return 0
-    before = con.execute("SELECT count(*) FROM instances").fetchall()[0][0]
-    con.executemany(_INSERT, rows)
-    return con.execute("SELECT count(*) FROM instances").fetchall()[0][0] - before
+    before = count_rows(con)
+    insert_rows(con, rows, "keep")
+    return count_rows(con) - before
 
 
 @functools.cache

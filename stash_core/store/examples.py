@@ -1,4 +1,5 @@
-"""Example results shipped with Stash, and a small first profile, so that a new user sees real charts at once.
+"""Example results shipped with Stash, a small first profile and the SQL console's example queries, so that a
+new user sees real charts and answers at once.
 
 The files in examples/results/ are real `stash profile` runs on a small 2-vCPU virtual machine (no GPU),
 recorded with the commands in examples/results/README.md; they are not hand-written numbers.
@@ -12,6 +13,39 @@ from stash_core import PACKAGE_PARENT, store
 
 EXAMPLES_DIR = Path(PACKAGE_PARENT) / "examples" / "results"
 TINY_MODEL = Path(PACKAGE_PARENT) / "examples" / "models" / "tiny_cnn.py"
+
+# The SQL console's example queries: (title, query).
+EXAMPLE_QUERIES: list[tuple[str, str]] = [
+    (
+        "Newest runs and their breakdown",
+        "SELECT run_id, model, batch_size, workers_per_node, instance, iteration_s,\n"
+        "       compute_share, interconnect_share, cpu_share, disk_share\n"
+        "FROM stall_breakdown\nORDER BY started_at DESC\nLIMIT 20",
+    ),
+    (
+        "Largest stall of each run",
+        "SELECT run_id, model, arg_max(stall, seconds) AS largest_stall, max(seconds) AS seconds\n"
+        "FROM stalls JOIN runs USING (run_id)\nWHERE seconds IS NOT NULL\nGROUP BY ALL\n"
+        "ORDER BY seconds DESC\nLIMIT 20",
+    ),
+    (
+        "Mean iteration time per model and instance",
+        "SELECT model, instance, count(*) AS runs, avg(iteration_s) AS iteration_s\n"
+        "FROM runs\nWHERE status = 'completed'\nGROUP BY ALL\nORDER BY model, iteration_s",
+    ),
+    (
+        "Iteration-time percentiles per phase",
+        "SELECT run_id, phase, count(*) AS iterations,\n"
+        "       quantile_cont(iteration_s, 0.5) AS median_s,\n"
+        "       quantile_cont(iteration_s, 0.95) AS p95_s\n"
+        "FROM iterations\nWHERE run_id = (SELECT max(run_id) FROM runs)\nGROUP BY ALL\nORDER BY phase",
+    ),
+    (
+        "Peak CPU and disk use per run",
+        "SELECT run_id, metric, max(value) AS peak\nFROM telemetry\n"
+        "WHERE metric IN ('cpu_util_pct', 'disk_read_mbps')\nGROUP BY ALL\nORDER BY run_id DESC\nLIMIT 40",
+    ),
+]
 
 
 def example_result_files(folder: Path = EXAMPLES_DIR) -> list[Path]:

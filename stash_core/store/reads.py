@@ -1,8 +1,9 @@
-"""What decide/ reads from the store: one named function per data need, each one query returning a DataFrame.
+"""What decide/, spot/, sched/ and the Recommend page read from the store: one named function per data need,
+each one query returning a DataFrame.
 
 The fits, predictions and recommendations work on these frames and hold no SQL of their own. Every function
 opens the database read-only through stash_core.store, runs its query and closes it again. (The instance
-catalog keeps the SQL of its own table in catalog/table.py; whole runs come from store.get_run.)
+catalog's SQL is in store/instances.py; whole runs come from store.get_run.)
 """
 
 from __future__ import annotations
@@ -143,4 +144,13 @@ def completed_configurations(db_path: Path | str) -> pd.DataFrame:
         db_path,
         "SELECT DISTINCT model, batch_size, workers_per_node, nodes, instance FROM runs "
         "WHERE status = 'completed' AND model IS NOT NULL",
+    )
+
+
+def profiled_models(db_path: Path | str) -> pd.DataFrame:
+    """(model, batch_size, runs) of completed runs, the most-profiled first (the Recommend page's choices)."""
+    return query_readonly(
+        db_path,
+        "SELECT model, batch_size, count(*) AS runs FROM runs "
+        "WHERE status = 'completed' AND model IS NOT NULL GROUP BY ALL ORDER BY runs DESC, model, batch_size",
     )

@@ -6,7 +6,7 @@ import json
 import math
 import re
 from dataclasses import dataclass, field
-from datetime import UTC, date, datetime, timedelta
+from datetime import date, datetime
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +15,7 @@ import pandas as pd
 from stash_core import store
 from stash_core.decide.whatif import whatif as answer
 from stash_core.results.file import STALL_NAMES
+from stash_core.store import queries_breakdown
 from stash_core.units import finite_float
 from stash_core.views.common import (
     MAX_ITERATION_POINTS,
@@ -49,7 +50,7 @@ class RunFilter:
 def model_names(db_path: Path | str) -> list[str]:
     """Models the database knows (the models table), sorted."""
     with store.connect(db_path, read_only=True) as con:
-        return [row[0] for row in con.execute("SELECT name FROM models ORDER BY name").fetchall()]
+        return queries_breakdown.model_names(con)
 
 
 def filter_options(db_path: Path | str) -> dict[str, Any]:
@@ -59,16 +60,7 @@ def filter_options(db_path: Path | str) -> dict[str, Any]:
 
 
 def _filter_options(con: Any) -> dict[str, Any]:
-    lists = con.execute(
-        "SELECT list_sort(list(DISTINCT model) FILTER (WHERE model IS NOT NULL)), "
-        "list_sort(list(DISTINCT batch_size) FILTER (WHERE batch_size IS NOT NULL)), "
-        "list_sort(list(DISTINCT coalesce(instance, ?))), "
-        "list_sort(list(DISTINCT workers_per_node) FILTER (WHERE workers_per_node IS NOT NULL)), "
-        "list_sort(list(DISTINCT nodes) FILTER (WHERE nodes IS NOT NULL)), "
-        "list_sort(list(DISTINCT status) FILTER (WHERE status IS NOT NULL)), "
-        "CAST(min(started_at) AS DATE), CAST(max(started_at) AS DATE) FROM runs",
-        [NO_INSTANCE],
-    ).fetchone()
+    lists = queries_breakdown.filter_option_lists(con, NO_INSTANCE)
     keys = ("models", "batch_sizes", "instances", "workers", "nodes", "statuses")
     options = {key: list(values or []) for key, values in zip(keys, lists[:6], strict=True)}
     options["first_date"], options["last_date"] = lists[6], lists[7]
@@ -83,9 +75,8 @@ def find_runs(db_path: Path | str, run_filter: RunFilter) -> tuple[pd.DataFrame,
 
 
 def _find_runs(con: Any, run_filter: RunFilter) -> tuple[pd.DataFrame, int]:
-    where, params = _filter_sql(run_filter)
-    condition = " AND ".join(where) if where else "true"
-    total = int(con.execute(f"SELECT count(*) FROM runs WHERE {condition}", params).fetchone()[0])
+    condition, params = queries_breakdown.run_filter_sql(run_filter, NO_INSTANCE)
+    total = queries_breakdown.count_runs(con, condition, params)
     return breakdown_rows(con, condition, params, max(1, int(run_filter.limit))), total
 
 
@@ -109,31 +100,6 @@ def breakdown_page(
         if detail is None and not runs.empty:
             detail = _run_detail(con, str(runs["run_id"].iloc[0]))
     return {"options": options, "runs": runs, "total": total, "detail": detail, "missing": missing}
-
-
-def _filter_sql(run_filter: RunFilter) -> tuple[list[str], list[Any]]:
-    where: list[str] = []
-    params: list[Any] = []
-
-    def pick(column: str, values: list[Any], cast: str) -> None:
-        if values:
-            where.append(f"list_contains(CAST(? AS {cast}[]), {column})")
-            params.append(list(values))
-
-    pick("model", run_filter.models, "VARCHAR")
-    pick("batch_size", [int(v) for v in run_filter.batch_sizes], "INTEGER")
-    pick(f"coalesce(instance, '{NO_INSTANCE}')", run_filter.instances, "VARCHAR")
-    pick("workers_per_node", [int(v) for v in run_filter.workers], "INTEGER")
-    pick("nodes", [int(v) for v in run_filter.nodes], "INTEGER")
-    pick("status", run_filter.statuses, "VARCHAR")
-    if run_filter.date_from is not None:
-        where.append("started_at >= CAST(? AS TIMESTAMPTZ)")
-        params.append(datetime.combine(run_filter.date_from, datetime.min.time(), UTC).isoformat())
-    if run_filter.date_to is not None:
-        where.append("started_at < CAST(? AS TIMESTAMPTZ)")
-        end = datetime.combine(run_filter.date_to + timedelta(days=1), datetime.min.time(), UTC)
-        params.append(end.isoformat())
-    return where, params
 
 
 def add_run_labels(frame: pd.DataFrame) -> pd.DataFrame:
@@ -207,37 +173,11 @@ def _run_detail(
     max_iterations: int = MAX_ITERATION_POINTS,
     max_points_per_metric: int = MAX_TELEMETRY_POINTS_PER_METRIC,
 ) -> dict[str, Any] | None:
-    runs = store.relation_frame(con.sql("SELECT * FROM runs WHERE run_id = ?", params=[run_id]))
-    if runs.empty:
+    frames = queries_breakdown.run_frames(con, run_id, STALL_NAMES, max_iterations, max_points_per_metric)
+    if frames is None:
         return None
-    phases = store.relation_frame(
-        con.sql("SELECT * FROM phases WHERE run_id = ? ORDER BY phase_index, phase", params=[run_id])
-    )
-    stalls = store.relation_frame(
-        con.sql(
-            "SELECT * FROM stalls WHERE run_id = ? ORDER BY list_position(?, stall) NULLS LAST, stall",
-            params=[run_id, list(STALL_NAMES)],
-        )
-    )
-    samples = store.relation_frame(
-        con.sql(
-            "SELECT phase, iteration, iteration_s, data_s, forward_s, backward_s, optimizer_s "
-            "FROM iterations WHERE run_id = ? ORDER BY list_position(?, phase), phase, iteration LIMIT ?",
-            params=[run_id, list(phases["phase"]), int(max_iterations)],
-        )
-    )
-    telemetry = store.relation_frame(
-        con.sql(
-            "WITH t AS (SELECT phase, metric, t_s, value, "
-            "row_number() OVER (PARTITION BY phase, metric ORDER BY t_s) AS n, "
-            "count(*) OVER (PARTITION BY phase, metric) AS total FROM telemetry WHERE run_id = ?), "
-            "s AS (SELECT count(DISTINCT phase) AS phases FROM t) "
-            "SELECT phase, metric, t_s, value FROM t, s "
-            "WHERE (n - 1) % greatest(1, CAST(ceil(total * phases / ?) AS BIGINT)) = 0 "
-            "ORDER BY phase, metric, t_s",
-            params=[run_id, float(max_points_per_metric)],
-        )
-    )
+    runs, phases, stalls = frames["runs"], frames["phases"], frames["stalls"]
+    samples, telemetry = frames["samples"], frames["telemetry"]
     run = records(runs)[0]
     for column in ("spec", "fingerprint", "warnings"):
         if isinstance(run.get(column), str):
@@ -303,31 +243,9 @@ def phase_spans(phases: list[dict[str, Any]]) -> pd.DataFrame:
 
 
 def breakdown_rows(con: Any, where: str, params: list[Any], limit: int) -> pd.DataFrame:
-    """stall_breakdown rows of the newest `limit` runs matching `where` (on runs), labelled, newest first.
-
-    The runs are picked on the runs table first and the view is read for those ids only: the view pivots the
-    stalls of every run, which costs far more than finding a few ids.
-    """
-    ids = [
-        row[0]
-        for row in con.execute(
-            f"SELECT run_id FROM runs WHERE {where or 'true'} "
-            "ORDER BY started_at DESC NULLS LAST, run_id DESC LIMIT ?",
-            [*params, max(0, int(limit))],
-        ).fetchall()
-    ]
-    if not ids:
-        frame = store.relation_frame(con.sql("SELECT * FROM stall_breakdown LIMIT 0"))
-    else:
-        marks = ", ".join("?" for _ in ids)
-        frame = store.relation_frame(
-            con.sql(
-                f"SELECT * FROM stall_breakdown WHERE run_id IN ({marks}) "
-                "ORDER BY started_at DESC NULLS LAST, run_id DESC",
-                params=ids,
-            )
-        )
-    return add_run_labels(frame)
+    """stall_breakdown rows of the newest `limit` runs matching `where` (a condition on runs made by
+    store/queries_breakdown.py), labelled, newest first."""
+    return add_run_labels(queries_breakdown.newest_breakdowns(con, where, params, limit))
 
 
 def whatif(db_path: Path, run_id: str) -> dict:

@@ -23,46 +23,18 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from stash_core import store
 from stash_core.catalog import check_runs, list_instances
 from stash_core.cells import plain, plain_row
 from stash_core.decide.predict import predict_instances
 from stash_core.errors import UsageError
 from stash_core.results.file import STALL_NAMES
+from stash_core.store import queries_compare
 from stash_core.views.common import NO_INSTANCE
 from stash_core.views.stall_frames import stall_long_frame
 
 JOB_COLUMNS = ("model", "batch_size", "input_shape", "data", "workers_per_node", "nodes", "device")
 UNVERIFIED = "label contradicted"
 _PRICE_COLUMNS = ("provider", "accelerator", "accelerator_count", "on_demand_usd_per_h", "spot_usd_per_h")
-
-# The job of every completed run, as columns next to its stall_breakdown row.
-_INPUT_SHAPE = (
-    "coalesce(nullif(replace(replace(replace(CAST(json_extract(r.spec, '$.input_shape') AS VARCHAR), "
-    "'[', ''), ']', ''), ',', 'x'), 'null'), 'model default')"
-)
-_SOURCE = (
-    "CASE WHEN json_extract_string(r.spec, '$.synthetic_images') IS NOT NULL THEN 'generated ' || "
-    "CASE WHEN r.model_kind = 'text' THEN 'documents' ELSE 'images' END || ': ' || "
-    "json_extract_string(r.spec, '$.synthetic_images') || "
-    "coalesce(', ' || json_extract_string(r.spec, '$.image_px') || ' px', '') "
-    "ELSE 'data set ' || coalesce(regexp_extract(r.dataset, '([^/]+/[^/]+|[^/]+)/*$', 1), '?') || "
-    "coalesce(' (' || r.dataset_images || ' images)', '') END"
-)
-_DATA = (
-    "CASE WHEN r.reference_phase IN ('R2', 'R3') OR (r.reference_phase IS NULL AND r.dataset IS NOT NULL) "
-    "THEN CASE r.reference_phase WHEN 'R2' THEN 'real data, cold' WHEN 'R3' THEN 'real data, cached' "
-    f"ELSE 'real data' END || ' · ' || {_SOURCE} ELSE 'synthetic (made on the device)' END"
-)
-_JOB_RUNS = f"""
-WITH job_runs AS (
-    SELECT b.*, {_INPUT_SHAPE} AS input_shape, {_DATA} AS data,
-           CAST(r.spec AS VARCHAR) AS spec_json, CAST(r.fingerprint AS VARCHAR) AS fingerprint_json
-    FROM stall_breakdown AS b JOIN runs AS r ON r.run_id = b.run_id
-    WHERE b.status = 'completed' AND b.model IS NOT NULL AND b.batch_size IS NOT NULL
-      AND b.iteration_s IS NOT NULL
-)
-"""
 
 # ---------------------------------------------------------------------------------------------------------
 # Compare instances
@@ -71,14 +43,7 @@ WITH job_runs AS (
 def compare_choices(db_path: Path | str) -> pd.DataFrame:
     """One row per job of the completed runs (JOB_COLUMNS, runs, configurations = instances, job_label), the
     most-compared first."""
-    columns = ", ".join(JOB_COLUMNS)
-    sql = (
-        f"{_JOB_RUNS} SELECT {columns}, count(*) AS runs, "
-        "count(DISTINCT coalesce(instance, ?)) AS configurations FROM job_runs "
-        f"GROUP BY ALL ORDER BY configurations DESC, runs DESC, {columns} LIMIT 500"
-    )
-    with store.connect(db_path, read_only=True) as con:
-        frame = store.relation_frame(con.sql(sql, params=[NO_INSTANCE]))
+    frame = queries_compare.job_choices(db_path, JOB_COLUMNS, NO_INSTANCE)
     frame["job_label"] = [job_label(row) for row in frame.to_dict(orient="records")]
     return frame
 
@@ -111,13 +76,7 @@ def compare_configurations(db_path: Path | str, model: str, batch_size: int, **j
     chosen = _chosen_job(db_path, {"model": model, "batch_size": int(batch_size), **job})
     if chosen is None:
         return _empty_frame()
-    where = " AND ".join(f"{column} IS NOT DISTINCT FROM ?" for column in JOB_COLUMNS)
-    with store.connect(db_path, read_only=True) as con:
-        runs = store.relation_frame(
-            con.sql(
-                f"{_JOB_RUNS} SELECT * FROM job_runs WHERE {where}", params=[chosen[c] for c in JOB_COLUMNS]
-            )
-        )
+    runs = queries_compare.job_runs(db_path, {column: chosen[column] for column in JOB_COLUMNS})
     catalog = {row["name"]: plain_row(row) for row in list_instances(db_path).to_dict(orient="records")}
     records = runs.rename(columns={"spec_json": "spec", "fingerprint_json": "fingerprint"})
     checks = check_runs(records[["run_id", "instance", "spec", "fingerprint"]].to_dict("records"), catalog)

@@ -9,6 +9,7 @@ from typing import Any
 import pandas as pd
 
 from stash_core import store
+from stash_core.store import queries_breakdown
 from stash_core.views.breakdown import breakdown_rows
 from stash_core.views.common import NO_INSTANCE
 
@@ -20,20 +21,9 @@ def overview(db_path: Path | str, latest: int = 8, recent: int = 10) -> dict[str
     """Everything the Overview shows, read over one connection: counts, the newest completed runs'
     breakdowns (labelled) and the newest runs of any status."""
     with store.connect(db_path, read_only=True) as con:
-        row = con.execute(
-            "SELECT count(*), count(*) FILTER (WHERE status = 'completed'), count(DISTINCT model), "
-            "count(DISTINCT coalesce(instance, hostname)), CAST(max(started_at) AS TIMESTAMP), "
-            "(SELECT count(*) FROM iterations) FROM runs"
-        ).fetchone()
-        newest = breakdown_rows(con, "status = 'completed'", [], latest)
-        recent_frame = store.relation_frame(
-            con.sql(
-                "SELECT run_id, started_at, status, model, batch_size, workers_per_node, nodes, "
-                "coalesce(instance, ?) AS instance, device, iteration_s, epoch_s, error FROM runs "
-                "ORDER BY started_at DESC NULLS LAST, run_id DESC LIMIT ?",
-                params=[NO_INSTANCE, int(recent)],
-            )
-        )
+        row = queries_breakdown.overview_counts(con)
+        newest = breakdown_rows(con, *queries_breakdown.COMPLETED_RUNS, latest)
+        recent_frame = queries_breakdown.recent_runs(con, NO_INSTANCE, recent)
     runs, completed, models, instances, last_run, iterations = row
     return {
         "db_path": str(db_path),
@@ -51,6 +41,4 @@ def overview(db_path: Path | str, latest: int = 8, recent: int = 10) -> dict[str
 def run_breakdowns(db_path: Path | str, run_ids: list[str]) -> pd.DataFrame:
     """stall_breakdown rows of the given runs, with labels."""
     with store.connect(db_path, read_only=True) as con:
-        return breakdown_rows(
-            con, "list_contains(CAST(? AS VARCHAR[]), run_id)", [list(run_ids)], len(run_ids)
-        )
+        return breakdown_rows(con, *queries_breakdown.runs_among(run_ids), len(run_ids))

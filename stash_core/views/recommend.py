@@ -10,16 +10,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from stash_core import store
 from stash_core.catalog import COLUMNS, apply_catalog_edits, list_instances
 from stash_core.decide.recommend import DEFAULT_MAX_INSTANCES, Recommendation, recommend
 from stash_core.results.file import STALL_NAMES
+from stash_core.store import reads
 from stash_core.views.common import STALL_LABELS
 
-PROFILED_MODELS_SQL = (
-    "SELECT model, batch_size, count(*) AS runs FROM runs "
-    "WHERE status = 'completed' AND model IS NOT NULL GROUP BY ALL ORDER BY runs DESC, model, batch_size"
-)
 MEETS_CONSTRAINTS = {True: "meets the constraints", False: "does not"}
 # Why a configuration was not predicted: a phrase of the reason (decide/predict, decide/recommend, the
 # Compare view) and what the pages call it.
@@ -49,7 +45,7 @@ class RecommendRequest:
 
 def profiled_models(db_path: Path | str) -> pd.DataFrame:
     """(model, batch_size, runs) of completed runs, the most-profiled first."""
-    return store.query_readonly(db_path, PROFILED_MODELS_SQL)
+    return reads.profiled_models(db_path)
 
 
 def batch_sizes_of(profiled: pd.DataFrame, model: str) -> list[int]:

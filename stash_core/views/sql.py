@@ -9,41 +9,12 @@ from typing import Any
 from stash_core import store
 from stash_core.results.file import STALL_NAMES
 from stash_core.store.console import DEFAULT_MAX_ROWS, DEFAULT_TIMEOUT_S, QueryResult, run_readonly_query
+from stash_core.store.examples import EXAMPLE_QUERIES
 
 # ---------------------------------------------------------------------------------------------------------
-# SQL console: schema browser and examples
+# SQL console: schema browser and examples (the example queries are store/examples.py's)
 
-EXAMPLE_QUERIES: list[tuple[str, str]] = [
-    (
-        "Newest runs and their breakdown",
-        "SELECT run_id, model, batch_size, workers_per_node, instance, iteration_s,\n"
-        "       compute_share, interconnect_share, cpu_share, disk_share\n"
-        "FROM stall_breakdown\nORDER BY started_at DESC\nLIMIT 20",
-    ),
-    (
-        "Largest stall of each run",
-        "SELECT run_id, model, arg_max(stall, seconds) AS largest_stall, max(seconds) AS seconds\n"
-        "FROM stalls JOIN runs USING (run_id)\nWHERE seconds IS NOT NULL\nGROUP BY ALL\n"
-        "ORDER BY seconds DESC\nLIMIT 20",
-    ),
-    (
-        "Mean iteration time per model and instance",
-        "SELECT model, instance, count(*) AS runs, avg(iteration_s) AS iteration_s\n"
-        "FROM runs\nWHERE status = 'completed'\nGROUP BY ALL\nORDER BY model, iteration_s",
-    ),
-    (
-        "Iteration-time percentiles per phase",
-        "SELECT run_id, phase, count(*) AS iterations,\n"
-        "       quantile_cont(iteration_s, 0.5) AS median_s,\n"
-        "       quantile_cont(iteration_s, 0.95) AS p95_s\n"
-        "FROM iterations\nWHERE run_id = (SELECT max(run_id) FROM runs)\nGROUP BY ALL\nORDER BY phase",
-    ),
-    (
-        "Peak CPU and disk use per run",
-        "SELECT run_id, metric, max(value) AS peak\nFROM telemetry\n"
-        "WHERE metric IN ('cpu_util_pct', 'disk_read_mbps')\nGROUP BY ALL\nORDER BY run_id DESC\nLIMIT 40",
-    ),
-]
+__all__ = ["EXAMPLE_QUERIES", "run_query", "schema_browser"]
 
 
 def schema_browser(db_path: Path | str) -> dict[str, dict[str, Any]]:

@@ -15,6 +15,7 @@ import pandas as pd
 from stash_core import store
 from stash_core.errors import UsageError, first_line
 from stash_core.results.file import upgrade_result
+from stash_core.store import queries_upload
 from stash_core.store.import_export import COMPANION_TABLES, docs_from_export
 from stash_core.views.breakdown import add_run_labels
 
@@ -75,11 +76,7 @@ def check_uploads(db_path: Path | str | None, files: Sequence[tuple[str, bytes]]
     stored: set[str] = set()
     run_ids = list(dict.fromkeys(run_id for check in checks if check.ok for run_id in check.run_ids))
     if db_path is not None and run_ids:
-        with store.connect(db_path, read_only=True) as con:
-            rows = con.execute(
-                "SELECT run_id FROM runs WHERE list_contains(CAST(? AS VARCHAR[]), run_id)", [run_ids]
-            ).fetchall()
-        stored = {row[0] for row in rows}
+        stored = queries_upload.stored_run_ids(db_path, run_ids)
     return UploadReport(checks=checks, preview=preview, already_stored=stored)
 
 
@@ -229,11 +226,7 @@ _COLUMNS_CACHE: dict[str, set[str]] = {}
 def _table_columns() -> dict[str, set[str]]:
     if not _COLUMNS_CACHE:
         with tempfile.TemporaryDirectory(prefix="stash-schema-") as folder:
-            with store.connect(Path(folder) / "schema.duckdb") as con:
-                rows = con.execute(
-                    "SELECT table_name, column_name FROM information_schema.columns "
-                    "WHERE table_schema = 'main'"
-                ).fetchall()
+            rows = queries_upload.schema_columns(Path(folder) / "schema.duckdb")
         for table, column in rows:
             # exports made before the later runs columns lack them and are still whole
             if table in _EXPORT_TABLES and not (table == "runs" and column in store.LATER_RUN_COLUMNS):
@@ -321,16 +314,15 @@ def _dry_run(checks: list[UploadCheck]) -> pd.DataFrame:
 def _scratch_breakdown(scratch: Path, run_ids: list[str]) -> tuple[pd.DataFrame, dict[str, str]]:
     """The stall_breakdown rows of the scratch database, and {run_id: why} for runs whose rows cannot be read
     (read one by one only when reading them all at once fails)."""
-    sql = "SELECT * FROM stall_breakdown"
     with store.connect(scratch, read_only=True) as con:
         try:
-            return store.relation_frame(con.sql(f"{sql} ORDER BY started_at DESC")), {}
+            return queries_upload.scratch_breakdown(con), {}
         except Exception:
             pass
         frames, unreadable = [], {}
         for run_id in run_ids:
             try:
-                frames.append(store.relation_frame(con.sql(f"{sql} WHERE run_id = ?", params=[run_id])))
+                frames.append(queries_upload.scratch_breakdown(con, run_id))
             except Exception as exc:
                 unreadable[run_id] = _reason(exc)
     frames = [frame for frame in frames if not frame.empty]

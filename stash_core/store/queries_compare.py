@@ -1,0 +1,67 @@
+"""The reads of the Compare page (stash_core/views/compare.py): completed runs with their job as columns.
+
+A job is everything that makes two runs the same work (views.compare.JOB_COLUMNS); its input shape and its
+data are derived here from the run's spec and data columns, so that two runs of one job compare equal.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from stash_core.store.connection import connect
+from stash_core.store.queries import relation_frame
+
+# The job of every completed run, as columns next to its stall_breakdown row.
+_INPUT_SHAPE = (
+    "coalesce(nullif(replace(replace(replace(CAST(json_extract(r.spec, '$.input_shape') AS VARCHAR), "
+    "'[', ''), ']', ''), ',', 'x'), 'null'), 'model default')"
+)
+_SOURCE = (
+    "CASE WHEN json_extract_string(r.spec, '$.synthetic_images') IS NOT NULL THEN 'generated ' || "
+    "CASE WHEN r.model_kind = 'text' THEN 'documents' ELSE 'images' END || ': ' || "
+    "json_extract_string(r.spec, '$.synthetic_images') || "
+    "coalesce(', ' || json_extract_string(r.spec, '$.image_px') || ' px', '') "
+    "ELSE 'data set ' || coalesce(regexp_extract(r.dataset, '([^/]+/[^/]+|[^/]+)/*$', 1), '?') || "
+    "coalesce(' (' || r.dataset_images || ' images)', '') END"
+)
+_DATA = (
+    "CASE WHEN r.reference_phase IN ('R2', 'R3') OR (r.reference_phase IS NULL AND r.dataset IS NOT NULL) "
+    "THEN CASE r.reference_phase WHEN 'R2' THEN 'real data, cold' WHEN 'R3' THEN 'real data, cached' "
+    f"ELSE 'real data' END || ' · ' || {_SOURCE} ELSE 'synthetic (made on the device)' END"
+)
+_JOB_RUNS = f"""
+WITH job_runs AS (
+    SELECT b.*, {_INPUT_SHAPE} AS input_shape, {_DATA} AS data,
+           CAST(r.spec AS VARCHAR) AS spec_json, CAST(r.fingerprint AS VARCHAR) AS fingerprint_json
+    FROM stall_breakdown AS b JOIN runs AS r ON r.run_id = b.run_id
+    WHERE b.status = 'completed' AND b.model IS NOT NULL AND b.batch_size IS NOT NULL
+      AND b.iteration_s IS NOT NULL
+)
+"""
+
+
+def job_choices(db_path: Path | str, job_columns: Sequence[str], no_instance: str) -> pd.DataFrame:
+    """One row per job of the completed runs (`job_columns`, runs, configurations = instances, `no_instance`
+    counting as one), the most-compared first, at most 500."""
+    columns = ", ".join(job_columns)
+    sql = (
+        f"{_JOB_RUNS} SELECT {columns}, count(*) AS runs, "
+        "count(DISTINCT coalesce(instance, ?)) AS configurations FROM job_runs "
+        f"GROUP BY ALL ORDER BY configurations DESC, runs DESC, {columns} LIMIT 500"
+    )
+    with connect(db_path, read_only=True) as con:
+        return relation_frame(con.sql(sql, params=[no_instance]))
+
+
+def job_runs(db_path: Path | str, job: dict[str, Any]) -> pd.DataFrame:
+    """The completed runs of one job ({job column: value}, None matching a missing value): their
+    stall_breakdown row, input_shape, data, spec_json and fingerprint_json."""
+    where = " AND ".join(f"{column} IS NOT DISTINCT FROM ?" for column in job)
+    with connect(db_path, read_only=True) as con:
+        return relation_frame(
+            con.sql(f"{_JOB_RUNS} SELECT * FROM job_runs WHERE {where}", params=list(job.values()))
+        )
