@@ -13,30 +13,22 @@ is how resume tells them apart and how the stall fits read the bandwidth back.
 
 from __future__ import annotations
 
-import os
 import re
-import signal
 import socket
-import subprocess
 import sys
 import time
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from stash_core import PACKAGE_PARENT
+from stash_core.engine.profile_child import profile_command, run_profile_child
 from stash_core.errors import UsageError
-from stash_core.measure import protocol
-from stash_core.proc import end_tree
 from stash_core.spec import ProfileSpec, parse_input_shape, parse_iterations, parse_stalls
 from stash_core.store.reads import completed_configurations
 
 FAMILIES = {"resnet": "resnet{depth}", "vgg": "vgg{depth}"}
 DEFAULT_DEPTHS = {"resnet": (10, 12, 16, 18, 34, 50, 101, 152), "vgg": (11, 13, 16, 19)}
-_KEPT_OUTPUT_LINES = 30
-_STOP_GRACE_S = 10.0  # how long a stopped profile gets to save its result before its tree is ended
 
 
 @dataclass(frozen=True)
@@ -209,14 +201,19 @@ def profile_spec(item: CampaignItem, settings: CampaignSettings) -> ProfileSpec:
     )
 
 
-def profile_argv(item: CampaignItem, settings: CampaignSettings) -> list[str]:
-    """The `stash profile` command line of one configuration."""
-    argv = [settings.python, "-m", "stash_core", "profile", *profile_spec(item, settings).to_argv()]
-    argv += ["--db", str(settings.db_path), "--progress", "json"]
+def profile_args(item: CampaignItem, settings: CampaignSettings) -> list[str]:
+    """The `stash profile` arguments of one configuration (the database and the progress are added by
+    engine/profile_child.py)."""
+    args = profile_spec(item, settings).to_argv()
     if settings.results_dir is not None:
         safe = "_".join(str(part) for part in item.key).replace("/", "-").replace("@", "_at_")
-        argv += ["--out", str(Path(settings.results_dir) / f"{safe}-{int(time.time())}.json")]
-    return argv + list(settings.extra_args)
+        args += ["--out", str(Path(settings.results_dir) / f"{safe}-{int(time.time())}.json")]
+    return args + list(settings.extra_args)
+
+
+def profile_argv(item: CampaignItem, settings: CampaignSettings) -> list[str]:
+    """The `stash profile` command line of one configuration."""
+    return profile_command(settings.db_path, profile_args(item, settings), settings.python)
 
 
 Runner = Callable[[CampaignItem, CampaignSettings, Callable[[dict[str, Any]], None]], dict[str, Any]]
@@ -225,44 +222,9 @@ Runner = Callable[[CampaignItem, CampaignSettings, Callable[[dict[str, Any]], No
 def subprocess_runner(
     item: CampaignItem, settings: CampaignSettings, on_event: Callable[[dict[str, Any]], None]
 ) -> dict[str, Any]:
-    """Run one profile as `python -m stash_core profile`; returns status, run_id, error, exit_code."""
-    argv = profile_argv(item, settings)
-    env = dict(os.environ)
-    package_root = PACKAGE_PARENT
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
-    output: deque[str] = deque(maxlen=_KEPT_OUTPUT_LINES)
-    done: dict[str, Any] = {}
-    process = subprocess.Popen(
-        argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True, env=env
-    )
-    try:
-        assert process.stdout is not None
-        for line in process.stdout:
-            message = protocol.parse(line)
-            if message is None:
-                if line.strip():
-                    output.append(line.rstrip())
-                continue
-            kind, payload = message
-            if kind == "DONE" and isinstance(payload, dict):
-                done = payload
-            elif isinstance(payload, dict):
-                on_event({"kind": kind, **payload})
-        exit_code = process.wait()
-    except BaseException:
-        # The profile saves what it measured and ends its workers on SIGINT; whatever is left is ended.
-        process.send_signal(signal.SIGINT)
-        try:
-            process.wait(timeout=_STOP_GRACE_S)
-        except subprocess.TimeoutExpired:
-            pass
-        end_tree(process.pid, _STOP_GRACE_S, popen=process)
-        raise
-    status = done.get("status") or ("completed" if exit_code == 0 else "failed")
-    error = done.get("error")
-    if exit_code != 0 and not error:
-        error = _last_error_line(output) or f"stash profile exited with code {exit_code}"
-    return {"status": status, "run_id": done.get("run_id"), "error": error, "exit_code": exit_code}
+    """Run one profile as `python -m stash_core profile` (engine/profile_child.py); returns status, run_id,
+    error, exit_code."""
+    return run_profile_child(settings.db_path, profile_args(item, settings), on_event, settings.python)
 
 
 def run_campaign(
@@ -316,13 +278,6 @@ def eta_text(durations: list[float], remaining: int) -> str:
     if left_s < 5400:
         return f"(about {left_s / 60:.0f} min left)"
     return f"(about {left_s / 3600:.1f} h left)"
-
-
-def _last_error_line(lines: deque[str]) -> str | None:
-    for line in reversed(lines):
-        if line.startswith("stash:") or "Error" in line:
-            return line.removeprefix("stash: ").strip()
-    return lines[-1].strip() if lines else None
 
 
 def _unique(values: list[Any]) -> list[Any]:

@@ -24,9 +24,7 @@ import hashlib
 import json
 import os
 import secrets
-import shutil
 import subprocess
-import sys
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -34,8 +32,8 @@ from typing import Any
 
 import psutil
 
-import stash_core
 from stash_core.engine.job_state import JobState, failure_reason, parse_output
+from stash_core.engine.profile_child import child_env, profile_command
 from stash_core.engine.progress import JsonReporter, Reporter, TeeReporter
 from stash_core.errors import UsageError
 from stash_core.measure import protocol
@@ -69,14 +67,9 @@ def start_profile_job(
     paths in `profile_args` should be absolute. UsageError when `profile_args` sets --db or --progress itself
     or the job folder cannot be written.
     """
-    for arg in profile_args:
-        flag = arg.split("=", 1)[0]
-        if flag in ("--db", "--progress"):
-            raise UsageError(f"{flag} is set by the dashboard; leave it out of the profile arguments")
+    argv = profile_command(db_path, profile_args, python)
     db = Path(db_path).resolve()
     job_dir = jobs_dir(db) / _new_job_id()
-    argv = [python or sys.executable, "-m", "stash_core", "profile", *profile_args,
-            "--db", str(db), "--progress", "json"]  # fmt: skip
     try:
         job_dir.mkdir(parents=True)
         _write_meta(job_dir, argv, label, db, "dashboard")
@@ -84,12 +77,8 @@ def start_profile_job(
         stderr = open(job_dir / "stderr.log", "wb")  # noqa: SIM115
     except OSError as exc:
         raise UsageError(f"cannot create the job folder {job_dir}: {exc.strerror or exc}") from None
-    package_root = stash_core.PACKAGE_PARENT
-    child_env = {**os.environ, **(env or {})}
-    child_env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, child_env.get("PYTHONPATH")) if p)
-    child_env["STASH_JOB_RC"] = str(job_dir / "rc")
-    child_env["STASH_DB"] = str(db)
-    child_env["PYTHONUNBUFFERED"] = "1"
+    env = child_env(db, env)
+    env["STASH_JOB_RC"] = str(job_dir / "rc")
     try:
         process = subprocess.Popen(
             ["/bin/sh", "-c", _WRAPPER, "stash-job", *argv],
@@ -97,7 +86,7 @@ def start_profile_job(
             stdout=stdout,
             stderr=stderr,
             cwd=str(db.parent),
-            env=child_env,
+            env=env,
             start_new_session=True,  # a group of its own: survives the page and can be ended as a whole
         )
     except OSError as exc:
@@ -221,14 +210,6 @@ def cancel_job(db_path: Path | str, job_id: str, grace_s: float = CANCEL_GRACE_S
         except subprocess.TimeoutExpired:
             pass
     return True
-
-
-def remove_job(db_path: Path | str, job_id: str) -> None:
-    """Delete the folder of a finished job (its result stays in the database and results/)."""
-    state = read_job(db_path, job_id)
-    if not state.finished:
-        raise UsageError(f"job {job_id} is still running; cancel it first")
-    shutil.rmtree(state.job_dir, ignore_errors=True)
 
 
 def _read_state(job_dir: Path) -> JobState:

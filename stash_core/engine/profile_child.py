@@ -1,0 +1,103 @@
+"""The one way Stash starts `stash profile` as a child process: its command line and environment, and a run in
+the foreground read by its protocol lines (measure/protocol.py).
+
+Background runs for the dashboard (engine/jobs.py) start the same command under a wrapper that records its
+exit status; a campaign (decide/campaign.py) runs one configuration after the other through run_profile_child.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from collections import deque
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import stash_core
+from stash_core.errors import UsageError
+from stash_core.measure import protocol
+from stash_core.proc import end_tree
+
+STOP_GRACE_S = 10.0  # how long a stopped profile gets to save its result before its tree is ended
+_KEPT_OUTPUT_LINES = 30
+
+
+def profile_command(db_path: Path | str, profile_args: list[str], python: str | None = None) -> list[str]:
+    """`python -m stash_core profile ARGS --db DB --progress json`: the command of every profile Stash starts
+    as a child. UsageError when ARGS set --db or --progress themselves."""
+    for arg in profile_args:
+        flag = arg.split("=", 1)[0]
+        if flag in ("--db", "--progress"):
+            raise UsageError(
+                f"{flag} is set by Stash for this profile; leave it out of the profile arguments"
+            )
+    return [python or sys.executable, "-m", "stash_core", "profile", *profile_args,
+            "--db", str(Path(db_path).resolve()), "--progress", "json"]  # fmt: skip
+
+
+def run_profile_child(
+    db_path: Path | str,
+    profile_args: list[str],
+    on_message: Callable[[dict[str, Any]], None],
+    python: str | None = None,
+    stop_grace_s: float = STOP_GRACE_S,
+) -> dict[str, Any]:
+    """Run one `stash profile` as a child in the foreground (profile_command) and read its protocol lines:
+    each message but the last goes to `on_message` as {"kind": ..., **payload}; returns status, run_id, error
+    and exit_code (the error from the DONE line, else the last error line of the output).
+
+    Interrupted (Ctrl-C, or any exception while waiting), the child gets SIGINT and `stop_grace_s` to save
+    what it measured; whatever is left of its tree is ended."""
+    output: deque[str] = deque(maxlen=_KEPT_OUTPUT_LINES)
+    done: dict[str, Any] = {}
+    process = subprocess.Popen(
+        profile_command(db_path, profile_args, python), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL, text=True, env=child_env(Path(db_path).resolve()),
+    )  # fmt: skip
+    try:
+        assert process.stdout is not None
+        for line in process.stdout:
+            message = protocol.parse(line)
+            if message is None:
+                if line.strip():
+                    output.append(line.rstrip())
+                continue
+            kind, payload = message
+            if kind == "DONE" and isinstance(payload, dict):
+                done = payload
+            elif isinstance(payload, dict):
+                on_message({"kind": kind, **payload})
+        exit_code = process.wait()
+    except BaseException:
+        process.send_signal(signal.SIGINT)
+        try:
+            process.wait(timeout=stop_grace_s)
+        except subprocess.TimeoutExpired:
+            pass
+        end_tree(process.pid, stop_grace_s, popen=process)
+        raise
+    status = done.get("status") or ("completed" if exit_code == 0 else "failed")
+    error = done.get("error")
+    if exit_code != 0 and not error:
+        error = _last_error_line(output) or f"stash profile exited with code {exit_code}"
+    return {"status": status, "run_id": done.get("run_id"), "error": error, "exit_code": exit_code}
+
+
+def child_env(db: Path, env: dict[str, str] | None = None) -> dict[str, str]:
+    """This environment with Stash on the path, the database named and the output unbuffered (read live)."""
+    child_env = {**os.environ, **(env or {})}
+    package_root = stash_core.PACKAGE_PARENT
+    child_env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, child_env.get("PYTHONPATH")) if p)
+    child_env["STASH_DB"] = str(db)
+    child_env["PYTHONUNBUFFERED"] = "1"
+    return child_env
+
+
+def _last_error_line(lines: deque[str]) -> str | None:
+    for line in reversed(lines):
+        if line.startswith("stash:") or "Error" in line:
+            return line.removeprefix("stash: ").strip()
+    return lines[-1].strip() if lines else None
