@@ -25,6 +25,7 @@ import streamlit as st
 
 from stash_core import views
 from stash_core.errors import StashError, UsageError
+from stash_core.units import finite_float
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -229,11 +230,11 @@ MEASURES = {
 
 def seconds_text(value: Any, ci: Any = None) -> str:
     """0.2051 -> '205 ms'; 12.5 -> '12.5 s'; with ± interval when given; '-' when unknown."""
-    number = _number(value)
+    number = finite_float(value)
     if number is None:
         return "–"
     text = _seconds(number)
-    spread = _number(ci)
+    spread = finite_float(ci)
     return f"{text} ± {_seconds(spread)}" if spread is not None else text
 
 
@@ -250,17 +251,17 @@ def _seconds(number: float) -> str:
 
 
 def number_text(value: Any, digits: int = 1) -> str:
-    number = _number(value)
+    number = finite_float(value)
     return "–" if number is None else f"{number:,.{digits}f}"
 
 
 def share_text(value: Any) -> str:
-    number = _number(value)
+    number = finite_float(value)
     return "–" if number is None else f"{number:.0%}"
 
 
 def usd_text(value: Any) -> str:
-    number = _number(value)
+    number = finite_float(value)
     if number is None:
         return "–"
     return f"${number:,.4f}" if number < 1 else f"${number:,.2f}"
@@ -278,16 +279,6 @@ def ago_text(moment: Any) -> str:
         if seconds < limit:
             return f"{max(seconds, 0) / size:.0f} {unit} ago"
     return f"{seconds / 86400:.0f} days ago"
-
-
-def _number(value: Any) -> float | None:
-    if value is None or value is pd.NA or value is pd.NaT:
-        return None
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return None
-    return number if math.isfinite(number) else None
 
 
 def page_header(title: str, caption: str) -> None:

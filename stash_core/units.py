@@ -6,6 +6,7 @@ import math
 import numbers
 import re
 from decimal import Decimal
+from typing import Any
 
 from stash_core.errors import UsageError
 
@@ -103,3 +104,15 @@ def finite_float(value: object) -> float | None:
     except (TypeError, ValueError, OverflowError):
         return None
     return number if math.isfinite(number) else None
+
+
+def json_safe(value: Any) -> Any:
+    """Copy of `value` with NaN and infinities replaced by None (JSON has no such numbers): the one way a
+    result file, a protocol line and a stored JSON column drop them."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {key: json_safe(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(item) for item in value]
+    return value

@@ -10,9 +10,8 @@ says the runs were not comparable instead of printing an impossible figure.
 
 from __future__ import annotations
 
-import math
-
 from stash_core.analysis.stats import sign_verdict
+from stash_core.units import finite_float
 
 EXPOSED_STATES = ("unknown", "exposed", "within_noise", "negative")
 
@@ -27,20 +26,20 @@ def overlap_reading(bounds: dict, fallback_ci95_s: float | None = None) -> dict:
     the runs were not comparable). The interval is the bounds' `exposed_ci95_s` when there is one, else
     `fallback_ci95_s` (the stall's own interval: the two runs' iteration times), else none.
     """
-    exposed_s = _finite(bounds.get("exposed_s"))
+    exposed_s = finite_float(bounds.get("exposed_s"))
     reading = {"state": "unknown", "exposed_s": exposed_s, "ci95_s": None, "hidden_share": None,
                "hidden_at_least": None, "interval_source": None, "text": ""}  # fmt: skip
     if exposed_s is None:
         return reading
-    ci95_s = _finite(bounds.get("exposed_ci95_s"))
+    ci95_s = finite_float(bounds.get("exposed_ci95_s"))
     reading["interval_source"] = "exposed" if ci95_s is not None else None
-    if ci95_s is None and _finite(fallback_ci95_s) is not None:
+    if ci95_s is None and finite_float(fallback_ci95_s) is not None:
         ci95_s, reading["interval_source"] = float(fallback_ci95_s), "stall"  # type: ignore[arg-type]
     reading["ci95_s"] = ci95_s
-    added_s = _finite(bounds.get("added_allreduce_s"))
+    added_s = finite_float(bounds.get("added_allreduce_s"))
     verdict = sign_verdict(exposed_s, ci95_s)
     if verdict == "positive":
-        reading.update(state="exposed", hidden_share=_finite(bounds.get("overlap_share")))
+        reading.update(state="exposed", hidden_share=finite_float(bounds.get("overlap_share")))
         return reading
     if verdict == "negative":
         reading["state"] = "negative"
@@ -65,16 +64,6 @@ def overlap_reading(bounds: dict, fallback_ci95_s: float | None = None) -> dict:
         f"measurably slow down{hidden}"
     )
     return reading
-
-
-def _finite(value: object) -> float | None:
-    if value is None or isinstance(value, bool):
-        return None
-    try:
-        number = float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        return None
-    return number if math.isfinite(number) else None
 
 
 def _time(seconds: float) -> str:

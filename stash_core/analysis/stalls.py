@@ -20,7 +20,7 @@ import math
 from dataclasses import dataclass
 
 from stash_core.analysis.stats import combination_by_round, linear_combination_ci95, pool_rounds, resolved
-from stash_core.units import STALLS
+from stash_core.units import STALLS, finite_float
 
 # The signed remainder of a breakdown: t2 minus the named stalls. Its key in the breakdown, and its label.
 REMAINDER = "unattributed"
@@ -276,22 +276,22 @@ def remainder_of(breakdown: dict) -> dict | None:
     result that predates it, estimated: the within-noise stalls' intervals in quadrature, or the iteration
     time's interval when nothing was clamped. None when the breakdown has no iteration time.
     """
-    iteration_s = _finite(breakdown.get("iteration_s"))
+    iteration_s = finite_float(breakdown.get("iteration_s"))
     if iteration_s is None:
         return None
     stalls = breakdown.get("stalls") or {}
-    named = [_finite((stalls.get(name) or {}).get("seconds")) for name in STALLS]
+    named = [finite_float((stalls.get(name) or {}).get("seconds")) for name in STALLS]
     seconds = iteration_s - math.fsum(value for value in named if value is not None)
     if abs(seconds) <= _ROUNDING_SHARE * abs(iteration_s):
         seconds = 0.0
     stored = breakdown.get(REMAINDER) if isinstance(breakdown.get(REMAINDER), dict) else {}
-    ci95_s = _finite(stored.get("ci95_s"))
+    ci95_s = finite_float(stored.get("ci95_s"))
     if ci95_s is None:
-        ci95_s = _finite(breakdown.get("unattributed_ci95_s"))
+        ci95_s = finite_float(breakdown.get("unattributed_ci95_s"))
     parts = stored.get("parts") if isinstance(stored.get("parts"), list) else None
     estimated = seconds != 0.0 and (ci95_s is None or stored.get("estimated") is True)
     if ci95_s is None and estimated:
-        ci95_s = _estimated_ci95(stalls, _finite(breakdown.get("iteration_ci95_s")))
+        ci95_s = _estimated_ci95(stalls, finite_float(breakdown.get("iteration_ci95_s")))
     if parts is None:
         parts = _parts_from_stalls(stalls, seconds)
     per_epoch = breakdown.get("iterations_per_epoch")
@@ -315,16 +315,16 @@ def with_remainder(breakdown: dict) -> dict:
 def stall_resolved(entry: dict | None) -> bool | None:
     """Whether a stall was resolved: False when it is within the noise or its 95% interval is wider than its
     value (it could be zero); None when it has no figure (not measured, not separable)."""
-    if not entry or _finite(entry.get("seconds")) is None:
+    if not entry or finite_float(entry.get("seconds")) is None:
         return None
     if entry.get("status") == "clamped_zero" or entry.get("status") == "within_noise":
         return False
-    return resolved(entry["seconds"], _finite(entry.get("ci95_s")))
+    return resolved(entry["seconds"], finite_float(entry.get("ci95_s")))
 
 
 def _estimated_ci95(stalls: dict, iteration_ci95_s: float | None) -> float | None:
     clamped = [
-        _finite(entry.get("ci95_s"))
+        finite_float(entry.get("ci95_s"))
         for entry in stalls.values()
         if isinstance(entry, dict) and entry.get("status") == "clamped_zero"
     ]
@@ -342,7 +342,7 @@ def _parts_from_stalls(stalls: dict, seconds: float) -> list[dict]:
     parts, known, unknown = [], 0.0, []
     for name in STALLS:
         entry = stalls.get(name) or {}
-        raw_s = _finite(entry.get("raw_s"))
+        raw_s = finite_float(entry.get("raw_s"))
         if entry.get("status") == "clamped_zero" and raw_s is not None:
             parts.append(_part("within_noise", name, raw_s))
             known += raw_s
@@ -353,13 +353,3 @@ def _parts_from_stalls(stalls: dict, seconds: float) -> list[dict]:
         # Stored rows keep a within-noise stall as 0 without its difference: name them together.
         parts.append(_part("within_noise", ", ".join(unknown), rest) if unknown else _part("other", "", rest))
     return parts
-
-
-def _finite(value: object) -> float | None:
-    if value is None or isinstance(value, bool):
-        return None
-    try:
-        number = float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        return None
-    return number if math.isfinite(number) else None

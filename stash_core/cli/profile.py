@@ -29,9 +29,10 @@ from stash_core.launch.hosts import (
     hosts_from_names,
 )
 from stash_core.measure import protocol
-from stash_core.results.file import default_result_path, json_safe, write_result_atomic
+from stash_core.results.file import default_result_path, write_result_atomic
 from stash_core.spec import ProfileSpec
 from stash_core.store.connection import DatabaseLocked, check_database_path
+from stash_core.units import json_safe
 from stash_core.zoo import build_model
 
 

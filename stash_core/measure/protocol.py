@@ -7,8 +7,9 @@ The marker may appear after a prefix that a launcher adds (torchrun's "[rank0]:"
 from __future__ import annotations
 
 import json
-import math
 import sys
+
+from stash_core.units import json_safe
 
 MARKER = "STASH-"
 KINDS = ("PROGRESS", "RESULT", "ERROR", "PHASE", "DONE")
@@ -16,19 +17,8 @@ KINDS = ("PROGRESS", "RESULT", "ERROR", "PHASE", "DONE")
 
 def emit(kind: str, payload, stream=None) -> None:
     stream = stream or sys.stdout
-    stream.write(f"{MARKER}{kind} {json.dumps(finite(payload), allow_nan=False)}\n")
+    stream.write(f"{MARKER}{kind} {json.dumps(json_safe(payload), allow_nan=False)}\n")
     stream.flush()
-
-
-def finite(value):
-    """JSON has no NaN or infinity: send them as null."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {key: finite(item) for key, item in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [finite(item) for item in value]
-    return value
 
 
 def parse(line: str) -> tuple[str, object] | None:

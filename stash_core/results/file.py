@@ -20,7 +20,7 @@ from typing import Any, TypeAlias
 
 from stash_core.errors import UsageError
 from stash_core.spec import unsafe_character
-from stash_core.units import STALLS
+from stash_core.units import STALLS, json_safe
 
 # The one schema version of result and probe documents: whatever writes one stamps it with this constant.
 SCHEMA_VERSION = 1
@@ -364,17 +364,6 @@ def _check_numbers(what: str, values: list) -> None:
             raise UsageError(
                 f"result file: {what} holds non-numeric values ({value!r}): give a flat list of numbers"
             )
-
-
-def json_safe(value: Any) -> Any:
-    """Copy of `value` with NaN and infinities replaced by None (JSON has no such numbers)."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {key: json_safe(item) for key, item in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [json_safe(item) for item in value]
-    return value
 
 
 def _remove_quietly(name: str) -> None:

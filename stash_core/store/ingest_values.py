@@ -13,7 +13,8 @@ import pandas as pd
 import pyarrow as pa
 
 from stash_core.errors import UsageError
-from stash_core.results.file import SAMPLE_KEYS, json_safe
+from stash_core.results.file import SAMPLE_KEYS
+from stash_core.units import json_safe
 
 _SAMPLE_FLOAT_KEYS = ("iteration_s", "data_s", "forward_s", "backward_s", "optimizer_s")
 INT32_MAX = 2**31 - 1  # INTEGER columns

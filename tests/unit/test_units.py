@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from stash_core.units import finite_float
+from stash_core.units import finite_float, json_safe
 
 
 @pytest.mark.parametrize(
@@ -71,3 +71,8 @@ def test_shape_parts_never_shorten_a_shape(text, parts):
     from stash_core.units import shape_parts
 
     assert shape_parts(text) == parts
+
+
+def test_json_safe_drops_non_finite_numbers_at_any_depth():
+    value = {"a": math.nan, "b": [1.5, math.inf, (2, -math.inf)], "c": "nan", "d": 3}
+    assert json_safe(value) == {"a": None, "b": [1.5, None, [2, None]], "c": "nan", "d": 3}
