@@ -9,6 +9,7 @@ import streamlit as st
 
 from pages._shared import (
     chart_with_download,
+    current_db,
     download_buttons,
     empty_state,
     load,
@@ -101,7 +102,13 @@ def prediction_form(report: FitReport, stalls: list[str]) -> None:
     if not submitted:
         return
     if uploaded is not None:
-        reference = views.models.uploaded_model_reference(uploaded.name, uploaded.getvalue(), factory)
+        try:
+            reference = views.models.uploaded_model_reference(
+                current_db(), uploaded.name, uploaded.getvalue(), factory
+            )
+        except UsageError as exc:
+            st.error(str(exc), icon=":material/error:")
+            return
         label = uploaded.name
     else:
         reference = name.strip()

@@ -3,13 +3,13 @@ model that was never profiled."""
 
 from __future__ import annotations
 
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from stash_core.decide.fit import FitReport, fit_stall_models, model_counts, predict_stall
+from stash_core.engine.jobs import save_model_file
 from stash_core.units import finite_float
 
 MODELLED_STALLS = ("interconnect", "network")
@@ -167,10 +167,9 @@ def prediction_frame(report: FitReport, counts: dict[str, Any], stalls: list[str
     return pd.DataFrame(rows, columns=PREDICTION_COLUMNS)
 
 
-def uploaded_model_reference(file_name: str, content: bytes, factory: str) -> str:
-    """Save an uploaded model file in a fresh temporary folder; FILE.py:FACTORY for gradient_counts
-    (factory `make` when blank)."""
-    folder = Path(tempfile.mkdtemp(prefix="stash-model-"))
-    path = folder / Path(file_name).name
-    path.write_bytes(content)
+def uploaded_model_reference(db_path: Path | str, file_name: str, content: bytes, factory: str) -> str:
+    """Keep an uploaded model file where the Run page keeps them (engine/jobs.py save_model_file: checked as
+    Python, named by its content); FILE.py:FACTORY for gradient_counts (factory `make` when blank).
+    UsageError when it is not a Python file."""
+    path = save_model_file(db_path, file_name, content)
     return f"{path}:{factory.strip() or 'make'}"

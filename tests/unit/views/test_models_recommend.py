@@ -10,6 +10,7 @@ from result_docs import result_doc as _cpu_machine_doc
 
 from stash_core import store, views
 from stash_core.catalog import COLUMNS
+from stash_core.engine.jobs import jobs_dir
 from stash_core.errors import UsageError
 from stash_core.views.recommend import RecommendRequest
 
@@ -140,11 +141,15 @@ def test_models_of_an_empty_database(tmp_path: Path) -> None:
     assert not (tmp_path / "none.duckdb").exists()
 
 
-def test_an_uploaded_model_file_is_saved_for_counting() -> None:
-    reference = views.models.uploaded_model_reference("../tiny.py", b"def make():\n    pass\n", "  ")
+def test_an_uploaded_model_file_is_saved_for_counting(tmp_path: Path) -> None:
+    db = tmp_path / "m.duckdb"
+    reference = views.models.uploaded_model_reference(db, "../tiny.py", b"def make():\n    pass\n", "  ")
     path_text, factory = reference.rsplit(":", 1)
     path = Path(path_text)
-    assert factory == "make" and path.name == "tiny.py" and path.read_bytes().startswith(b"def make")
+    assert factory == "make" and path.name.startswith("tiny_") and path.read_bytes().startswith(b"def make")
+    assert path.parent == jobs_dir(db) / "models"  # where the Run page keeps uploaded models, not a temp dir
+    with pytest.raises(UsageError):
+        views.models.uploaded_model_reference(db, "broken.py", b"def make(:\n", "make")
     with pytest.raises(UsageError):
         views.models.gradient_counts("no-such-model-anywhere")
 
