@@ -22,34 +22,13 @@ from stash_core.engine.script_job import finish_script_doc, script_model_info
 from stash_core.errors import ProfileEnded, SaveError, StashError, UsageError, first_line
 from stash_core.interrupts import held_interrupts, stop_exception
 from stash_core.launch import cluster
-from stash_core.launch.hosts import (
-    cluster_name_of,
-    default_cluster_state_dir,
-    hosts_from_cluster,
-    hosts_from_names,
-)
+from stash_core.launch.hosts import cluster_name_of, default_cluster_state_dir, remote_hosts
 from stash_core.measure import protocol
 from stash_core.results.file import default_result_path, write_result_atomic
 from stash_core.spec import ProfileSpec
 from stash_core.store.connection import DatabaseLocked, check_database_path
 from stash_core.units import json_safe
 from stash_core.zoo import build_model
-
-
-def remote_hosts(spec: ProfileSpec, cluster_state: Path | None = None):
-    """The machines of a multi-machine profile, or None for one on this machine."""
-
-    if spec.cluster == "emulated":
-        return hosts_from_cluster(
-            spec.nodes, cluster_state, spec.remote_python, spec.remote_workdir, spec.master_port,
-            spec.comm_timeout_s, name=cluster_name_of(spec),
-        )  # fmt: skip
-    if spec.hosts:
-        return hosts_from_names(
-            spec.hosts, spec.ssh_user, spec.ssh_key, spec.remote_python, spec.remote_workdir,
-            spec.master_addr, spec.master_port, spec.comm_timeout_s,
-        )  # fmt: skip
-    return None
 
 
 class emulated_bandwidth:

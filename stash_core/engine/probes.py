@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import datetime
+import secrets
+import time
+from pathlib import Path
+
 from stash_core import __version__
 from stash_core.engine.machine import cuda_device_count, usable_cpu_count
 from stash_core.errors import MeasurementError, UsageError
-from stash_core.launch.hosts import check_hosts, cluster_name_of, hosts_from_cluster, hosts_from_names
+from stash_core.launch.hosts import check_hosts, cluster_name_of, remote_hosts
 from stash_core.launch.runner import run_workers, worker_env
 from stash_core.measure import protocol
 from stash_core.measure.fingerprint import machine_fingerprint
 from stash_core.measure.probe_plan import probe_settings, probe_sizes
 from stash_core.results import PROBE_KIND, SCHEMA_VERSION
-from stash_core.spec import parse_hosts
+from stash_core.spec import ProfileSpec, parse_hosts
 
 
 def run_probe_command(
@@ -28,31 +33,25 @@ def run_probe_command(
     machine_args,
 ) -> dict:
     """Launch a probe (here, or on --hosts / --cluster machines) and return it as a "stash-probe" document."""
-    import datetime
-    import secrets
-    import time
-    from pathlib import Path
-
     if workers_per_node * nodes < 2:
         raise UsageError("a probe needs at least two workers (--workers 2, or --nodes 2)")
     if budget_s <= 0 or threads_per_worker < 1:
         raise UsageError("--budget must be positive and --threads-per-worker at least 1")
     hosts = parse_hosts(machine_args.hosts)
-    remote = None
-    if machine_args.cluster == "emulated":
-        state = Path(machine_args.cluster_state) if machine_args.cluster_state else None
-        remote = hosts_from_cluster(nodes, state, machine_args.python, machine_args.workdir,
-                                    machine_args.master_port, machine_args.comm_timeout,
-                                    name=cluster_name_of(machine_args))  # fmt: skip
-    elif hosts:
-        if len(hosts) != nodes:
-            raise UsageError(f"--hosts names {len(hosts)} host(s) for --nodes {nodes}; give one per node")
-        remote = hosts_from_names(
-            hosts, machine_args.ssh_user, machine_args.ssh_key, machine_args.python, machine_args.workdir,
-            machine_args.master_addr, machine_args.master_port, machine_args.comm_timeout,
-        )  # fmt: skip
-    elif nodes > 1:
+    if machine_args.cluster != "emulated" and hosts and len(hosts) != nodes:
+        raise UsageError(f"--hosts names {len(hosts)} host(s) for --nodes {nodes}; give one per node")
+    if machine_args.cluster != "emulated" and not hosts and nodes > 1:
         raise UsageError(f"--nodes {nodes}: say which machines with --hosts or --cluster emulated")
+    # The machines, built the way a profile's are (launch/hosts.py remote_hosts of its spec).
+    machines = ProfileSpec(
+        model="probe", batch_size=None, workers_per_node=workers_per_node, nodes=nodes, hosts=hosts,
+        ssh_user=machine_args.ssh_user, ssh_key=machine_args.ssh_key, remote_python=machine_args.python,
+        remote_workdir=machine_args.workdir, cluster=machine_args.cluster,
+        cluster_name=cluster_name_of(machine_args), master_addr=machine_args.master_addr,
+        master_port=machine_args.master_port, comm_timeout_s=machine_args.comm_timeout,
+    )  # fmt: skip
+    state = Path(machine_args.cluster_state) if machine_args.cluster_state else None
+    remote = remote_hosts(machines, state)
     if remote is not None:
         first = check_hosts(remote)[0]
         gpus = int(first.get("gpu_count") or 0) if first.get("cuda_available") else 0

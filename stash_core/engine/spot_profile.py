@@ -8,46 +8,22 @@ Each worker count is one real asynchronous PS training (launch/ps.py); its recor
                  eq. 9, observed)
   ps_Bps         bytes the PS moved per second it spent serving (receive, update, reply): B_ps
   compute_s      a worker's forward and backward at its batch here (T_comp on this machine)
-The fit of a1, b1 and the workload file are spot/contention.py's.
+The arithmetic of a training's records is analysis/ps_exchanges.py's; the fit of a1, b1 and the workload file
+are spot/contention.py's.
 """
 
 from __future__ import annotations
 
-import bisect
 import os
-import statistics
 from dataclasses import dataclass, field
 
+from stash_core.analysis.ps_exchanges import BYTES_PER_PARAM, CountMeasure, summarise_ps_training
 from stash_core.errors import MeasurementError, UsageError
 from stash_core.launch.ps import cluster_machines, run_ps_training
 
-WARMUP = 3  # exchanges per worker left out: the first pushes meet a cold PS and lazy allocations
-BYTES_PER_PARAM = 4  # float32 parameters and gradients
 PROCESS_BYTES = 400e6  # an imported torch with gloo, before the model
 LOOPBACK = "this machine over loopback"
 DEFAULT_COUNTS = (1, 2, 4, 7)  # spotDNN profiles contention on 2, 4 and 7 workers, and one worker alone
-
-
-@dataclass
-class CountMeasure:
-    """What one PS training with `workers` workers measured."""
-
-    workers: int
-    exchanges: int  # pushes and pulls counted (after the warm-up)
-    bandwidth_Bps: float  # mean over workers of each worker's 2 S / mean exchange time
-    bandwidth_spread_Bps: tuple[float, float]  # slowest and fastest worker
-    p_bottleneck: float
-    ps_Bps: float
-    compute_s: float
-    loss_rows: list[tuple[float, float, int, int]] = field(default_factory=list)  # updates, loss, batch, n
-
-    def as_dict(self) -> dict:
-        return {
-            "workers": self.workers, "exchanges": self.exchanges,
-            "bandwidth_mbps": self.bandwidth_Bps / 1e6,
-            "bandwidth_spread_mbps": [v / 1e6 for v in self.bandwidth_spread_Bps],
-            "p_bottleneck": self.p_bottleneck, "ps_mbps": self.ps_Bps / 1e6, "compute_s": self.compute_s,
-        }  # fmt: skip
 
 
 @dataclass
@@ -62,59 +38,6 @@ class ContentionProfile:
     @property
     def param_bytes(self) -> int:
         return self.param_count * BYTES_PER_PARAM
-
-
-def summarise(results: list[dict], warmup: int = WARMUP) -> tuple[int, CountMeasure]:
-    """(param count, the measures) of one run's RESULT payloads."""
-    ps = next(r for r in results if r.get("role") == "ps")
-    workers = sorted((r for r in results if r.get("role") == "worker"), key=lambda r: r["rank"])
-    param_bytes = int(ps["param_count"]) * BYTES_PER_PARAM
-    # Match the PS's services of a worker, in order, to that worker's exchanges: the service started when
-    # both the push began and the PS was listening.
-    pushes = {w["rank"]: [rec[1] for rec in w["records"]] for w in workers}
-    served: dict[int, int] = {}
-    busy = []  # (start, end, worker) of every service, in time order (the PS serves one at a time)
-    for src, posted, _received, sent in ps["services"]:
-        index = served.get(src, 0)
-        served[src] = index + 1
-        start = max(posted, pushes[src][index]) if index < len(pushes.get(src, [])) else posted
-        busy.append((start, sent, src))
-    busy.sort()
-    starts = [b[0] for b in busy]
-    per_worker_Bps, contended, total, compute = [], 0, 0, []
-    for w in workers:
-        records = w["records"][warmup:]
-        if not records:
-            continue
-        exchange_s = statistics.fmean(rec[2] for rec in records)
-        per_worker_Bps.append(2 * param_bytes / exchange_s)
-        compute += [rec[0] for rec in records]
-        for rec in records:
-            total += 1
-            contended += _busy_with_other(busy, starts, rec[1], w["rank"])
-    if not per_worker_Bps:
-        raise MeasurementError(
-            f"no exchange after the first {warmup} of each worker: give a longer --duration-s"
-        )
-    serving_s = sum(end - start for start, end, _ in busy)
-    loss_rows = [(rec[4], rec[3], int(w["batch"]), len(workers)) for w in workers for rec in w["records"]]
-    return int(ps["param_count"]), CountMeasure(
-        workers=len(workers), exchanges=total,
-        bandwidth_Bps=statistics.fmean(per_worker_Bps),
-        bandwidth_spread_Bps=(min(per_worker_Bps), max(per_worker_Bps)),
-        p_bottleneck=contended / total,
-        ps_Bps=2 * param_bytes * len(busy) / serving_s if serving_s > 0 else 0.0,
-        compute_s=statistics.fmean(compute), loss_rows=sorted(loss_rows),
-    )  # fmt: skip
-
-
-def _busy_with_other(busy: list, starts: list[float], push_s: float, rank: int) -> bool:
-    """Whether the PS was serving another worker when this push began."""
-    index = bisect.bisect_right(starts, push_s) - 1
-    if index < 0:
-        return False
-    start, end, src = busy[index]
-    return src != rank and start <= push_s < end
 
 
 def holdable_counts(counts: list[int], param_count: int | None = None) -> tuple[list[int], list[str]]:
@@ -164,7 +87,7 @@ def measure_contention(model: str, batch: int, counts: list[int], duration_s: fl
     runs = run_ps_training(kept, model, batch, duration_s, num_classes, input_shape, remote=remote)
     measures, param_count = [], 0
     for n in kept:
-        param_count, measure = summarise(runs[n])
+        param_count, measure = summarise_ps_training(runs[n])
         measures.append(measure)
         if on_count is not None:
             on_count(measure)

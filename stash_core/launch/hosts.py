@@ -19,6 +19,7 @@ from stash_core.launch import cluster, cluster_gone
 from stash_core.launch.cluster_names import DEFAULT_NAME, check_name, cluster_option, state_dir_for
 from stash_core.launch.cluster_state import resolve
 from stash_core.launch.ssh import SshTarget, parse_target, remote_check, validate_user
+from stash_core.spec import ProfileSpec
 
 DEFAULT_REMOTE_PYTHON = "python3"
 DEFAULT_COMM_TIMEOUT_S = 60
@@ -26,6 +27,22 @@ HOST_CHECK_TIMEOUT_S = 60.0
 # An absolute path, or a command name found on the remote PATH: no spaces, quotes or shell syntax.
 _PYTHON_RE = re.compile(r"^(?:/[A-Za-z0-9._+/-]+|[A-Za-z0-9._+-]+)$")
 _ENV_VALUE_RE = re.compile(r"^[^\x00\n\r]*$")
+
+
+def remote_hosts(spec: ProfileSpec, cluster_state: Path | None = None) -> RemoteHosts | None:
+    """The machines of a multi-machine profile or probe (its spec's cluster, or its hosts), or None for one on
+    this machine: the one way Stash builds them from what the user gave."""
+    if spec.cluster == "emulated":
+        return hosts_from_cluster(
+            spec.nodes, cluster_state, spec.remote_python, spec.remote_workdir, spec.master_port,
+            spec.comm_timeout_s, name=cluster_name_of(spec),
+        )  # fmt: skip
+    if spec.hosts:
+        return hosts_from_names(
+            spec.hosts, spec.ssh_user, spec.ssh_key, spec.remote_python, spec.remote_workdir,
+            spec.master_addr, spec.master_port, spec.comm_timeout_s,
+        )  # fmt: skip
+    return None
 
 
 def default_cluster_state_dir(name: str | None = None) -> Path:

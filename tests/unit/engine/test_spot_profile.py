@@ -1,50 +1,8 @@
-"""The measures of one PS training from its RESULT payloads: bandwidth, the busy-PS share, B_ps."""
+"""Which worker counts a spot profile runs here (the measures of a training: analysis/ps_exchanges.py)."""
 
 from __future__ import annotations
 
-import pytest
-
-from stash_core.engine.spot_profile import holdable_counts, summarise
-from stash_core.errors import MeasurementError
-
-
-def _results():
-    # 1000 parameters = 4000 bytes; worker 1 pushes at 0 and 10 (the PS idle), worker 2 at 1 and 11 (the PS
-    # busy with worker 1 until 2 and 12): half the pushes met a busy PS.
-    ps = {
-        "role": "ps",
-        "param_count": 1000,
-        "services": [[1, 0.0, 0.5, 2.0], [2, 2.0, 2.1, 3.0], [1, 3.0, 10.5, 12.0], [2, 12.0, 12.1, 13.0]],
-    }
-    w1 = {
-        "role": "worker",
-        "rank": 1,
-        "batch": 8,
-        "records": [[0.1, 0.0, 2.0, 2.3, 1], [0.1, 10.0, 2.0, 2.1, 3]],
-    }
-    w2 = {
-        "role": "worker",
-        "rank": 2,
-        "batch": 8,
-        "records": [[0.3, 1.0, 2.0, 2.2, 2], [0.3, 11.0, 2.0, 2.0, 4]],
-    }
-    return [w2, ps, w1]
-
-
-def test_the_busy_share_bandwidth_and_ps_rate_of_a_hand_worked_run():
-    param_count, measure = summarise(_results(), warmup=0)
-    assert param_count == 1000 and measure.workers == 2 and measure.exchanges == 4
-    assert measure.p_bottleneck == 0.5  # worker 2's pushes, both during worker 1's service
-    assert measure.bandwidth_Bps == pytest.approx(2 * 4000 / 2.0)
-    # 4 services of 8000 bytes over 2 + 1 + 2 + 1 = 6 s of serving
-    assert measure.ps_Bps == pytest.approx(4 * 8000 / 6.0)
-    assert measure.compute_s == pytest.approx(0.2)
-    assert measure.loss_rows[0] == (1, 2.3, 8, 2)
-
-
-def test_a_run_too_short_for_the_warmup_is_a_measurement_error():
-    with pytest.raises(MeasurementError, match="longer --duration-s"):
-        summarise(_results(), warmup=5)
+from stash_core.engine.spot_profile import holdable_counts
 
 
 def test_counts_beyond_the_memory_are_left_out_with_a_note():

@@ -7,7 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from stash_core.engine.spot_profile import ContentionProfile, CountMeasure
+from stash_core.analysis.ps_exchanges import CountMeasure
+from stash_core.engine.spot_profile import ContentionProfile
 from stash_core.errors import UsageError
 from stash_core.spot.contention import bandwidth_errors, fit_contention, workload_fields
 
