@@ -29,7 +29,7 @@ REPO = Path(__file__).resolve().parents[1]
 BENCH_CLUSTER = "benchnet"  # its own cluster: a user's "default" one may be up beside it
 sys.path.insert(0, str(REPO))
 
-from stash_core.analysis.comm import alpha_beta_allreduce_s, fit_alpha_beta  # noqa: E402
+from stash_core.analysis.comm import alpha_beta_allreduce_s, probe_alpha_beta  # noqa: E402
 from stash_core.cli.probe_text import format_size, format_time  # noqa: E402
 from stash_core.launch import cluster  # noqa: E402
 
@@ -54,11 +54,11 @@ def predicted_stall_s(doc: dict) -> tuple[float | None, tuple[float, float] | No
     """alpha-beta wire time of the gradients on R1n minus that on the reference R1."""
     grad_bytes = doc["model"]["grad_bytes"]
     probes = {probe["phase"]: probe for probe in doc.get("probes") or []}
-    far = fit_alpha_beta(probes["R1n"]) if "R1n" in probes else None
+    far = probe_alpha_beta(probes["R1n"]) if "R1n" in probes else None
     if far is None:
         return None, None
     predicted = alpha_beta_allreduce_s(grad_bytes, probes["R1n"]["world_size"], *far)
-    near = fit_alpha_beta(probes["R1"]) if "R1" in probes else None
+    near = probe_alpha_beta(probes["R1"]) if "R1" in probes else None
     if near is not None:
         predicted -= alpha_beta_allreduce_s(grad_bytes, probes["R1"]["world_size"], *near)
     return predicted, far

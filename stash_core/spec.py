@@ -1,6 +1,7 @@
 """What to run: ProfileSpec, the one definition of a profile's options.
 
-OPTIONS lists every `stash profile` option once. `add_profile_arguments` gives them to a parser,
+OPTIONS lists every `stash profile` option once (the parsers of its texts and the rules of its numbers are
+spec_parse.py's). `add_profile_arguments` gives them to a parser,
 `ProfileSpec.from_args` reads a parsed command line, `ProfileSpec.to_argv` writes the arguments that
 reproduce a spec, and `check_fields` / `validate` check a spec's values, raising FieldError: a UsageError
 of one line that names the flag.
@@ -9,30 +10,43 @@ of one line that names the flag.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import re
 from collections.abc import Callable
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from stash_core.errors import UsageError
-from stash_core.units import STALLS, finite_float, rate_bps, shape_parts
+from stash_core.spec_parse import (
+    BATCH_SIZE,
+    DAY_S,
+    LOADER_WORKERS,
+    MAX_ITERATIONS,
+    PORT,
+    SEED,
+    TARGET_CI,
+    WORKERS,
+    FieldError,
+    Number,
+    below,
+    check_stalls,
+    count,
+    parse_hosts,
+    parse_input_shape,
+    parse_iterations,
+    parse_rate,
+    parse_stalls,
+    positive_real,
+    shape_error,
+    shape_fits,
+)
+from stash_core.units import STALLS
 
 DEVICES = ("auto", "cpu", "cuda")
 # A first look at host names (the launcher checks DNS names and addresses): [user@]host[:port], [v6]:port.
 _HOST_RE = re.compile(r"(?:[A-Za-z0-9_.-]+@)?(?:\[[0-9A-Za-z:.%]+\](?::\d+)?|(?!-)[A-Za-z0-9_.:%-]+)")
 _USER_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,31}")  # as the launcher's (launch.ssh)
 _LABEL_RE = re.compile(r"[\w.:@+-]+")
-_STALL_ALIASES = {"cpu-prep": "cpu", "prep": "cpu", "fetch": "disk", "net": "network"}
-
-
-class FieldError(UsageError):
-    """A wrong value of a spec: the message names the flag; `attr` is the ProfileSpec field, `value` the
-    wrong value and `rule` the check that failed where a field has several (for the dashboard's wording)."""
-
-    def __init__(self, message: str, attr: str, value: Any = None, rule: str = "") -> None:
-        super().__init__(message)
-        self.attr, self.value, self.rule = attr, value, rule
 
 
 @dataclass
@@ -139,8 +153,6 @@ def script_model_name(script: str) -> str:
 
 def script_sha256(script: str) -> str | None:
     """The sha256 of the script's contents (None when it cannot be read; check_fields says why)."""
-    import hashlib
-
     try:
         return hashlib.sha256(Path(script).read_bytes()).hexdigest()
     except OSError:
@@ -172,162 +184,6 @@ def default_of(attr: str) -> Any:
 
 
 _FIELDS = {spec_field.name: spec_field for spec_field in fields(ProfileSpec)}
-
-# ---------------------------------------------------------------------------------------------------------
-# Texts of the command line -> values of a spec
-
-
-INT32_MAX = 2**31 - 1  # the store's INTEGER columns
-DAY_S = 86400.0
-
-
-@dataclass(frozen=True)
-class Number:
-    """The rule of a numeric option: whole or real, and its range. Called with a command line's text it is
-    argparse's `type` (so a bad value is a usage error at parse time, naming the flag); `problem` checks a
-    value that came from elsewhere (a spec the dashboard built). NaN and infinities are never numbers here."""
-
-    low: float
-    high: float
-    whole: bool = True
-    low_open: bool = False  # `low` itself is not allowed (a positive real)
-    high_open: bool = False  # nor `high` (a fraction below 1)
-    what: str = ""  # how the rule reads after "must be": "a positive integer"
-
-    def __call__(self, text: str) -> int | float:
-        value = self.read(text)
-        problem = self.problem(value)
-        if problem:
-            raise argparse.ArgumentTypeError(problem)
-        return value
-
-    def read(self, text: Any) -> int | float:
-        if self.whole:
-            try:
-                return int(str(text).strip())
-            except ValueError:
-                raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-        number = finite_float(text)
-        if number is None:
-            raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
-        return number
-
-    def problem(self, value: Any) -> str | None:
-        """Why `value` breaks the rule ("must be ..., got X"), or None."""
-        if isinstance(value, bool) or not isinstance(value, int if self.whole else (int, float)):
-            return f"must be {self.describe()}, got {value!r}"
-        if not self.whole and finite_float(value) is None:
-            return f"must be a finite number, got {value!r}"
-        if value < self.low or (self.low_open and value == self.low):
-            return f"must be {self.describe()}, got {value!r}"
-        if value > self.high or (self.high_open and value == self.high):
-            if self.high_open:
-                return f"must be {self.describe()}, got {value!r}"
-            high = f"{int(self.high):,}" if self.whole else f"{self.high:,g}"
-            return f"must be at most {high}, got {value!r}"
-        return None
-
-    def describe(self) -> str:
-        if self.what:
-            return self.what
-        low = f"{int(self.low)}" if self.whole else f"{self.low:g}"
-        kind = "an integer" if self.whole else "a number"
-        return f"{kind} {'>' if self.low_open else '>='} {low}"
-
-
-def count(high: float = INT32_MAX) -> Number:
-    """A positive whole number up to `high`."""
-    return Number(1, high, what="a positive integer")
-
-
-def positive_real(high: float) -> Number:
-    """A finite number above zero, up to `high`."""
-    return Number(0, high, whole=False, low_open=True, what="positive")
-
-
-positive_int = count()  # a positive integer an INTEGER column holds (other commands' counts)
-BATCH_SIZE = count(2**20)
-WORKERS = count(1024)
-SEED = Number(0, INT32_MAX, what="an integer >= 0")
-PORT = Number(1, 65535, what="a port number 1..65535")
-MAX_ITERATIONS = 10**7
-LOADER_WORKERS = Number(0, 256, what=">= 0")
-TARGET_CI = Number(0, 1, whole=False, low_open=True, high_open=True,
-                   what="a fraction between 0 and 1 (e.g. 0.02 for 2%)")  # fmt: skip
-
-
-def parse_rate(text: str) -> str:
-    """A tc-style link rate ('1gbit', '200mbit', '10mbps'), kept as typed; 8kbit .. 400gbit."""
-    bits_per_s = rate_bps(str(text).strip())
-    if bits_per_s is None:
-        raise FieldError(f"--cluster-bandwidth {text!r}: expected a rate like 1gbit or 200mbit",
-                         "cluster_bandwidth", text)  # fmt: skip
-    if not 8e3 <= bits_per_s <= 4e11:
-        raise FieldError(f"--cluster-bandwidth {text!r}: out of range (8kbit .. 400gbit)",
-                         "cluster_bandwidth", text)  # fmt: skip
-    return str(text).strip()
-
-
-def parse_stalls(text: str) -> list[str]:
-    names = [part.strip().lower() for part in text.split(",") if part.strip()]
-    names = [_STALL_ALIASES.get(name, name) for name in names]
-    _check_stalls(names)
-    return [stall for stall in STALLS if stall in names]
-
-
-def parse_iterations(text: str) -> str:
-    if text == "auto":
-        return text
-    if not text.isascii() or not text.isdigit() or len(text) > 9 or not 2 <= int(text) <= MAX_ITERATIONS:
-        limit = f"at most {MAX_ITERATIONS:,}"
-        message = f"--iterations must be 'auto' or an integer >= 2 ({limit}), got {text[:30]!r}"
-        raise FieldError(message, "iterations", text)
-    return str(int(text))
-
-
-def parse_hosts(text: str | None) -> list[str]:
-    """--hosts a,b,c -> ["a", "b", "c"] (check_fields and the launcher check each name)."""
-    if not text:
-        return []
-    hosts = [part.strip() for part in text.split(",")]
-    if any(not host for host in hosts):
-        raise FieldError(f"--hosts {text!r}: an empty host name", "hosts", "")
-    return hosts
-
-
-def parse_input_shape(text: str) -> list[int]:
-    """'3,224,224' (or '3x224x224', '(3, 224, 224)') -> [3, 224, 224]; '128' -> [128]."""
-    parts = shape_parts(text)
-    if not parts or not all(len(part) < 10 for part in parts):
-        raise _shape_error(text)
-    shape = [int(part) for part in parts]
-    if not _shape_fits(shape):
-        raise _shape_error(text)
-    return shape
-
-
-MAX_SHAPE_DIMS = 4
-MAX_SAMPLE_ELEMENTS = 2**28  # one sample of 1 GiB in float32
-
-
-def _shape_fits(shape: Any) -> bool:
-    """Positive whole dimensions (at most MAX_SHAPE_DIMS) of a sample that memory can hold."""
-    if not isinstance(shape, list | tuple) or not 0 < len(shape) <= MAX_SHAPE_DIMS:
-        return False
-    elements = 1
-    for dim in shape:
-        if not _positive(dim):
-            return False
-        elements *= dim
-    return elements <= MAX_SAMPLE_ELEMENTS
-
-
-def _shape_error(shape: Any) -> FieldError:
-    message = (
-        "--input-shape must be positive integers like 3,224,224 (image) or 128 (tokens), at most "
-        f"{MAX_SHAPE_DIMS} and {MAX_SAMPLE_ELEMENTS:,} elements; got {shape!r}"
-    )
-    return FieldError(message, "input_shape", shape)
 
 
 def _resolved(text: str) -> str | None:
@@ -487,16 +343,16 @@ def check_fields(spec: ProfileSpec) -> None:
     """Check each value of a spec, and the values against each other, without looking at this machine."""
     if not str(spec.model or "").strip():
         raise FieldError("--model: give a zoo name, FILE.py:FACTORY or package.module:FACTORY", "model")
-    for attr, wrong in (("max_phase_s", _below(spec.max_phase_s, 0, True)),
-                        ("max_iterations", _below(spec.max_iterations, 2))):  # fmt: skip
+    for attr, wrong in (("max_phase_s", below(spec.max_phase_s, 0, True)),
+                        ("max_iterations", below(spec.max_iterations, 2))):  # fmt: skip
         if wrong:
             message = "--max-phase-seconds must be positive and --max-iterations at least 2"
             raise FieldError(message, attr, getattr(spec, attr))
     _check_counts(spec)
-    _check_stalls(spec.stalls)
+    check_stalls(spec.stalls)
     parse_iterations(str(spec.iterations))
-    if spec.input_shape is not None and not _shape_fits(spec.input_shape):
-        raise _shape_error(spec.input_shape)
+    if spec.input_shape is not None and not shape_fits(spec.input_shape):
+        raise shape_error(spec.input_shape)
     if spec.device not in DEVICES:
         raise FieldError(f"--device must be auto, cpu or cuda, got {spec.device!r}", "device", spec.device)
     _check_data(spec)
@@ -518,26 +374,6 @@ def _check_counts(spec: ProfileSpec) -> None:
             problem = option.type.problem(value)
             if problem:
                 raise FieldError(f"{option.flag} {problem}", option.attr, value)
-
-
-def _below(value: Any, low: float, or_equal: bool = False) -> bool:
-    number = finite_float(value) if isinstance(value, int | float) else None
-    return number is not None and (number < low or (or_equal and number == low))
-
-
-def _positive(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value > 0
-
-
-def _check_stalls(names: list[str]) -> None:
-    unknown = [name for name in names if name not in STALLS]
-    if unknown or not names:
-        raise FieldError(
-            f"--stalls: unknown stall {', '.join(unknown) or '(empty)'}; choose from {', '.join(STALLS)}",
-            "stalls",
-            ", ".join(unknown),
-            "unknown" if unknown else "empty",
-        )
 
 
 def _check_data(spec: ProfileSpec) -> None:

@@ -89,7 +89,7 @@ def allreduce_latency_s(probe: dict) -> float | None:
     return smallest.get("time_min_s") or smallest["time_s"]
 
 
-def fit_alpha_beta(probe: dict) -> tuple[float, float] | None:
+def probe_alpha_beta(probe: dict) -> tuple[float, float] | None:
     """alpha and beta from a probe set's all-reduce sizes (see fit_alpha_beta_rows)."""
     return fit_alpha_beta_rows(probe.get("allreduce") or [], int(probe.get("world_size") or 0))
 
@@ -216,7 +216,7 @@ def communication_bounds(
         overlap_share = min(1.0, max(0.0, 1.0 - exposed_s / added_s))
     wire_gbps = wire_busbw_gbps(probe, latency_s)
     lower_s = ring_lower_bound_s(grad_bytes, world, wire_gbps, latency_s)
-    fit = fit_alpha_beta(probe)
+    fit = probe_alpha_beta(probe)
     predicted_s = alpha_beta_allreduce_s(grad_bytes, world, *fit) if fit else None
     seconds = stall_entry.get("seconds") if stall_entry else None
     out.update(

@@ -9,7 +9,14 @@ from typing import Any
 
 from stash_core.cli.args import add_db_argument, comma_list, count, db_path, identifier
 from stash_core.errors import UsageError
-from stash_core.spec import BATCH_SIZE, WORKERS, parse_input_shape, parse_iterations, parse_rate, parse_stalls
+from stash_core.spec_parse import (
+    BATCH_SIZE,
+    WORKERS,
+    parse_input_shape,
+    parse_iterations,
+    parse_rate,
+    parse_stalls,
+)
 
 # The campaign is imported inside the functions: building `stash --help` must not load pandas.
 

@@ -19,7 +19,7 @@ from stash_core.cli.args import (
 )
 from stash_core.cli.figures import fixed, percent
 from stash_core.errors import UsageError
-from stash_core.spec import WORKERS
+from stash_core.spec_parse import WORKERS
 from stash_core.units import finite_float
 
 if TYPE_CHECKING:

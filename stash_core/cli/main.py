@@ -15,7 +15,8 @@ from pathlib import Path
 from stash_core.cli.args import add_db_argument, db_path
 from stash_core.errors import StashError, UsageError, first_line
 from stash_core.interrupts import describe, exit_status, signals_as_interrupts
-from stash_core.spec import add_profile_arguments, count
+from stash_core.spec import add_profile_arguments
+from stash_core.spec_parse import count
 
 # Imports inside the command functions are deliberate: `stash --help` and the commands that do not
 # measure must start fast, without torch, pandas or DuckDB.

@@ -17,7 +17,8 @@ from pathlib import Path
 
 from stash_core.cli.args import Number, count, duration_text, identifier, positive_real, rate_text, size_text
 from stash_core.errors import UsageError
-from stash_core.spec import WORKERS, add_machine_arguments
+from stash_core.spec import add_machine_arguments
+from stash_core.spec_parse import WORKERS
 from stash_core.units import parse_size_bytes
 
 MAX_NODES = 240  # one /24 of addresses from .10 on

@@ -11,7 +11,7 @@ from typing import Any
 from stash_core.cli.args import add_db_argument, comma_list, db_path, identifier
 from stash_core.cli.figures import fixed, percent
 from stash_core.errors import UsageError
-from stash_core.spec import BATCH_SIZE, count, parse_input_shape
+from stash_core.spec_parse import BATCH_SIZE, count, parse_input_shape
 
 # The predictions are imported inside cmd_predict: building `stash --help` must not load torch or pandas.
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from stash_core.analysis.comm import fit_alpha_beta
+from stash_core.analysis.comm import probe_alpha_beta
 from stash_core.analysis.overlap import overlap_reading
 from stash_core.measure.probe_plan import P2P_LATENCY_BYTES
 from stash_core.units import KIB, MIB
@@ -63,7 +63,7 @@ def format_probe(probe: dict) -> str:
                 f"  p2p {row.get('scope', ''):<11} bandwidth {format_rate(row.get('algbw_gbps'))} "
                 f"({format_size(row['size_bytes'])} one-way in {format_time(row['time_s'])})"
             )
-    fit = fit_alpha_beta(probe)
+    fit = probe_alpha_beta(probe)
     if fit:
         alpha_s, beta = fit
         lines.append(

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from stash_core.cli.args import add_db_argument, comma_list, count, db_path, identifier, positive_real
 from stash_core.cli.figures import fixed, percent
 from stash_core.errors import UsageError
-from stash_core.spec import BATCH_SIZE
+from stash_core.spec_parse import BATCH_SIZE
 from stash_core.units import STALLS as STALL_NAMES
 from stash_core.units import finite_float
 

@@ -203,7 +203,7 @@ def cmd_spot_fit_loss(args: argparse.Namespace) -> int:
 
 def cmd_spot_memory(args: argparse.Namespace) -> int:
     from stash_core.catalog import list_instances
-    from stash_core.spec import parse_input_shape
+    from stash_core.spec_parse import parse_input_shape
     from stash_core.spot.inputs import check_writable, update_workload
     from stash_core.spot.memory import MAX_FIT_ERROR, MIN_BATCHES, batch_table, profile_memory
 

@@ -24,7 +24,8 @@ from typing import Any
 
 from stash_core.engine.profile_child import profile_command, run_profile_child
 from stash_core.errors import UsageError
-from stash_core.spec import ProfileSpec, parse_input_shape, parse_iterations, parse_stalls
+from stash_core.spec import ProfileSpec
+from stash_core.spec_parse import parse_input_shape, parse_iterations, parse_stalls
 from stash_core.store.reads import completed_configurations
 
 FAMILIES = {"resnet": "resnet{depth}", "vgg": "vgg{depth}"}

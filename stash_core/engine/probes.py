@@ -16,7 +16,8 @@ from stash_core.measure import protocol
 from stash_core.measure.fingerprint import machine_fingerprint
 from stash_core.measure.probe_plan import probe_settings, probe_sizes
 from stash_core.results import PROBE_KIND, SCHEMA_VERSION
-from stash_core.spec import ProfileSpec, parse_hosts
+from stash_core.spec import ProfileSpec
+from stash_core.spec_parse import parse_hosts
 
 
 def run_probe_command(

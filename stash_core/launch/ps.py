@@ -8,14 +8,13 @@ i), so every push and pull crosses the shaped links.
 
 from __future__ import annotations
 
-import sys
 from collections import defaultdict
 
 from stash_core.errors import MeasurementError
 from stash_core.launch import cluster, cluster_gone
 from stash_core.launch.cluster_state import resolve
 from stash_core.launch.hosts import RemoteHosts, hosts_from_cluster
-from stash_core.launch.local import run_local
+from stash_core.launch.local import run_local, torchrun_argv
 from stash_core.launch.multinode import free_port, launch_torchrun_over_ssh
 from stash_core.launch.torchrun_failure import root_cause
 from stash_core.measure.protocol import parse
@@ -39,11 +38,9 @@ def ps_module_args(counts: list[int], model: str, batch: int, duration_s: float,
 
 def ps_argv(counts: list[int], model: str, batch: int, duration_s: float, num_classes: int | None = None,
             input_shape: str | None = None) -> list[str]:  # fmt: skip
-    return [
-        sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes", "1",
-        "--nproc-per-node", str(max(counts) + 1), "--max-restarts", "0",
-        "-m", MODULE, *ps_module_args(counts, model, batch, duration_s, num_classes, input_shape),
-    ]  # fmt: skip
+    return torchrun_argv(
+        max(counts) + 1, MODULE, ps_module_args(counts, model, batch, duration_s, num_classes, input_shape)
+    )
 
 
 def cluster_machines(name: str) -> RemoteHosts:

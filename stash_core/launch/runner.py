@@ -1,30 +1,23 @@
 """Launch one run of a worker module, here with torchrun or on remote machines over ssh.
 
-Either way the job travels on the command line (see measure/job.py), every stdout line of every
+Either way the job travels on the command line (see measure/worker_job.py), every stdout line of every
 machine goes to on_line, and every process the run started is ended before this returns.
 """
 
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Callable
 
 from stash_core import PACKAGE_PARENT
 from stash_core.errors import MeasurementError
 from stash_core.launch.hosts import RemoteHosts
+from stash_core.launch.local import run_local, torchrun_argv
 from stash_core.launch.multinode import free_port, launch_torchrun_over_ssh
 from stash_core.launch.torchrun_failure import root_cause
-from stash_core.measure.job import encode_job
+from stash_core.measure.worker_job import encode_worker_job
 
 LOOPBACK = "127.0.0.1"
-
-
-def local_torchrun_argv(nproc_per_node: int, module: str, module_args: list[str]) -> list[str]:
-    return [
-        sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes", "1",
-        "--nproc-per-node", str(nproc_per_node), "--max-restarts", "0", "-m", module, *module_args,
-    ]  # fmt: skip
 
 
 def run_workers(
@@ -45,14 +38,12 @@ def run_workers(
     master port, no python/torch/directory on a host) and KeyboardInterrupt after cleaning up.
     """
 
-    module_args = encode_job(job)
+    module_args = encode_worker_job(job)
     if remote is None:
-        from stash_core.launch.local import run_local
-
         if nodes != 1:
             raise MeasurementError(f"a local run has one machine, not {nodes}")
         failure = run_local(
-            local_torchrun_argv(nproc_per_node, module, module_args), on_line, timeout_s, env=env,
+            torchrun_argv(nproc_per_node, module, module_args), on_line, timeout_s, env=env,
             preexec=preexec,
         )  # fmt: skip
         return None if not failure else root_cause(failure)

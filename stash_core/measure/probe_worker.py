@@ -21,8 +21,8 @@ import torch.distributed as dist
 
 from stash_core.analysis.comm import algbw_gbps, busbw_gbps, ddp_bucket_sizes
 from stash_core.measure import protocol
-from stash_core.measure.job import read_job
 from stash_core.measure.probe_plan import repetitions_for
+from stash_core.measure.worker_job import read_worker_job
 
 _FLOAT_BYTES = 4
 
@@ -197,7 +197,7 @@ def run_probe_suite(settings: dict, device: torch.device) -> dict:
 def main(argv: list[str] | None = None) -> int:
     """A `stash probe` worker: join the process group, run the probe suite, rank 0 prints the result."""
 
-    job = read_job(argv)
+    job = read_worker_job(argv)
     rank = int(os.environ.get("RANK", "0"))
     try:
         local_rank = int(os.environ.get("LOCAL_RANK", "0"))

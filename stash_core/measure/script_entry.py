@@ -24,10 +24,10 @@ from pathlib import Path
 import torch.distributed as dist
 
 from stash_core.measure import protocol
-from stash_core.measure.job import read_job
 from stash_core.measure.script_cache import cache_state_thread, evict_each_read
 from stash_core.measure.script_hooks import StepClock, install
 from stash_core.measure.script_stop import StopRule, StopScript
+from stash_core.measure.worker_job import read_worker_job
 
 STDERR_TAIL_LINES = 20
 
@@ -60,7 +60,7 @@ class StderrTail:
 
 
 def main(argv: list[str] | None = None) -> int:
-    job = read_job(argv)
+    job = read_worker_job(argv)
     rank = int(os.environ.get("RANK", "0"))
     stderr = StderrTail(sys.stderr)
     sys.stderr = stderr

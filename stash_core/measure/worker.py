@@ -35,16 +35,16 @@ from stash_core.data.jpeg_dataset import ImageFolderDataset
 from stash_core.data.loader import make_loader
 from stash_core.data.transforms import TrainTransform
 from stash_core.measure import protocol
-from stash_core.measure.job import read_job
 from stash_core.measure.rank_sync import MIN_WARMUP_ITERATIONS, all_reduce_max, report_progress
 from stash_core.measure.timed_loop import PARTS, StepTimes, make_clock, run_steps
+from stash_core.measure.worker_job import read_worker_job
 from stash_core.zoo import build_model, loss_fn
 
 FIRST_CHECK_AFTER = 10
 
 
 def main(argv: list[str] | None = None) -> int:
-    job = read_job(argv)
+    job = read_worker_job(argv)
     rank = int(os.environ.get("RANK", "0"))
     sampler = None
     try:

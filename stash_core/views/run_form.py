@@ -12,17 +12,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from stash_core.errors import UsageError
-from stash_core.spec import (
-    FieldError,
-    ProfileSpec,
-    check_fields,
-    check_label,
-    parse_input_shape,
-    parse_iterations,
-    parse_stalls,
-    script_model_name,
-    script_sha256,
-)
+from stash_core.spec import ProfileSpec, check_fields, check_label, script_model_name, script_sha256
+from stash_core.spec_parse import FieldError, parse_input_shape, parse_iterations, parse_stalls
 
 # How the form words a wrong spec value: by field, or "field/rule" where a field has several checks. Fields
 # that the form cannot get wrong keep the command's own message.

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any
 
 from stash_core import store
-from stash_core.results.file import STALL_NAMES
 from stash_core.store.console import DEFAULT_MAX_ROWS, DEFAULT_TIMEOUT_S, QueryResult, run_readonly_query
 from stash_core.store.examples import EXAMPLE_QUERIES
 
@@ -30,14 +28,3 @@ def run_query(
     statements, SQL errors and queries past the time or memory limit end in UsageError; nothing in this
     process (its other connections, their settings, its memory) is touched."""
     return run_readonly_query(db_path, sql, timeout_s=timeout_s, max_rows=max_rows)
-
-
-def _column_names(cell: str) -> list[str]:
-    names = re.findall(r"`([^`]+)`", cell) or [cell.strip("* ")]
-    expanded = []
-    for name in names:
-        if "<stall>" in name:
-            expanded += [name.replace("<stall>", stall) for stall in STALL_NAMES]
-        elif re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
-            expanded.append(name)
-    return expanded

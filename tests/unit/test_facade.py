@@ -1,18 +1,19 @@
-"""The facade of stash_core: every name resolves, lazily, and importing the package loads nothing heavy."""
+"""The package itself: its version and location, and importing it loads nothing heavy."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 import stash_core
 
 
-@pytest.mark.parametrize("name", [name for name in stash_core.__all__ if not name.startswith("_")])
-def test_every_facade_name_resolves(name):
-    assert getattr(stash_core, name) is not None
+def test_the_package_names_its_version_and_its_parent_folder():
+    assert stash_core.__version__.count(".") == 2
+    assert (Path(stash_core.PACKAGE_PARENT) / "stash_core" / "__init__.py").is_file()
 
 
 def test_an_unknown_name_is_an_attribute_error():

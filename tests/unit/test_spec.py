@@ -12,16 +12,14 @@ from stash_core.cli.main import build_parser
 from stash_core.errors import UsageError
 from stash_core.spec import (
     OPTIONS,
-    FieldError,
     ProfileSpec,
     add_machine_arguments,
     add_profile_arguments,
     check_fields,
     check_label,
-    parse_input_shape,
-    parse_stalls,
     script_sha256,
 )
+from stash_core.spec_parse import FieldError, parse_input_shape, parse_stalls
 
 
 def parsed(argv: list[str]) -> ProfileSpec:

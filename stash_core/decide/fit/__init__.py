@@ -35,10 +35,10 @@ from stash_core.decide.fit.physics import (
     link_from_probes,
     ring_factor,
 )
-from stash_core.decide.fit.predict import predict_stall, predictions_frame
 from stash_core.decide.fit.report import FitReport
 from stash_core.decide.fit.selection import fit_stall_models
 from stash_core.decide.fit.stall_model import ALPHA_BETA, LINEAR_FEATURE_SETS, POOLED, StallModel, group_label
+from stash_core.decide.fit.stall_prediction import predict_stall, predictions_frame
 
 __all__ = [
     "ALPHA_BETA",

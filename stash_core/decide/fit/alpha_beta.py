@@ -70,7 +70,7 @@ def comm_s(frame: pd.DataFrame, link: LinkParameters) -> np.ndarray:
     )
 
 
-def fit_alpha_beta(
+def alpha_beta_stall_model(
     stall: str, group: dict[str, Any], frame: pd.DataFrame, link: LinkParameters | None
 ) -> StallModel:
     """The calibrated alpha-beta model of one group; without a link, a row saying why it is not available."""

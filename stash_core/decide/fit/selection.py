@@ -15,7 +15,7 @@ from typing import Any
 import pandas as pd
 
 from stash_core.cells import plain
-from stash_core.decide.fit.alpha_beta import fit_alpha_beta, group_link
+from stash_core.decide.fit.alpha_beta import alpha_beta_stall_model, group_link
 from stash_core.decide.fit.counts_linear import fit_linear_model
 from stash_core.decide.fit.observations import GROUP_COLUMNS, MODELLED_STALLS, load_observations, load_probes
 from stash_core.decide.fit.physics import LinkParameters
@@ -83,7 +83,7 @@ def _fit_stall(
             model = fit_linear_model(stall, group, frame, name, features)
             if model is not None:
                 out.append(model)
-        out.append(fit_alpha_beta(stall, group, frame, links[id(frame)]))
+        out.append(alpha_beta_stall_model(stall, group, frame, links[id(frame)]))
     if stall == "network":
         family_key = tuple(column for column in key if column != "bandwidth_gbps")
         out += fit_over_bandwidths(stall, groups, links, family_key, out)

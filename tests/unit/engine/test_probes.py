@@ -12,9 +12,9 @@ from stash_core.analysis.comm import (
     busbw_gbps,
     communication_bounds,
     ddp_bucket_sizes,
-    fit_alpha_beta,
     link_lower_bound_s,
     peak_busbw_gbps,
+    probe_alpha_beta,
     ring_factor,
     ring_lower_bound_s,
     wire_busbw_gbps,
@@ -82,7 +82,7 @@ def test_probe_sizes_span_4kib_to_256mib():
 
 def test_alpha_beta_fit_recovers_the_link():
     probe = synthetic_probe(alpha_s=0.002, link_gbps=0.2, world=2)
-    alpha_s, beta = fit_alpha_beta(probe)
+    alpha_s, beta = probe_alpha_beta(probe)
     # alpha is the smallest message's fastest time less its own 4 KiB of wire time
     assert alpha_s == pytest.approx(0.002, rel=1e-6)
     assert 8 / beta / 1e9 == pytest.approx(0.2, rel=1e-6)
@@ -91,8 +91,8 @@ def test_alpha_beta_fit_recovers_the_link():
     assert predicted == pytest.approx(3 * 0.002 + grad_bytes * 8 / 0.2e9, rel=1e-3)  # 1 + 25 + 4 MiB
     # a burst that flatters the small messages does not move beta much: the large ones set it
     probe["allreduce"][1]["time_s"] /= 3
-    assert 8 / fit_alpha_beta(probe)[1] / 1e9 == pytest.approx(0.2, rel=1e-2)
-    assert fit_alpha_beta({"world_size": 2, "allreduce": probe["allreduce"][:1]}) is None
+    assert 8 / probe_alpha_beta(probe)[1] / 1e9 == pytest.approx(0.2, rel=1e-2)
+    assert probe_alpha_beta({"world_size": 2, "allreduce": probe["allreduce"][:1]}) is None
 
 
 @pytest.mark.parametrize("world", [2, 4, 16])
@@ -190,7 +190,7 @@ def test_the_one_estimator_recovers_known_alpha_and_beta_from_noisy_probes_on_ev
     for row in probe["allreduce"]:  # 3% noise on the means; the fastest repetition sits just below
         row["time_s"] *= 1 + rng.uniform(-0.03, 0.03)
         row["time_min_s"] = min(row["time_min_s"], row["time_s"])
-    alpha_fit, beta_fit = fit_alpha_beta(probe)
+    alpha_fit, beta_fit = probe_alpha_beta(probe)
     assert alpha_fit == pytest.approx(alpha_s, rel=0.05)
     assert 8 / beta_fit / 1e9 == pytest.approx(link_gbps, rel=0.05)
     frame = pd.DataFrame([{**row, "kind": "allreduce", "world_size": world} for row in probe["allreduce"]])

@@ -13,7 +13,7 @@ from stash_core.engine.profiler import add_communication
 from stash_core.errors import UsageError
 from stash_core.launch.hosts import RemoteHosts, hosts_from_names, validate_python, validate_workdir
 from stash_core.launch.ssh import SshTarget
-from stash_core.measure.job import encode_job, read_job
+from stash_core.measure.worker_job import encode_worker_job, read_worker_job
 from stash_core.spec import ProfileSpec
 
 
@@ -97,14 +97,14 @@ def test_capacity_is_gpus_or_cores_or_the_nodes_cpu_set():
 
 def test_the_job_travels_inline_and_long_jobs_are_compressed(tmp_path):
     job = {"phase": "R1n", "model": "resnet18", "exclude_files": []}
-    args = encode_job(job)
-    assert args[0] == "--job-json" and read_job(args) == job
+    args = encode_worker_job(job)
+    assert args[0] == "--job-json" and read_worker_job(args) == job
     big = {**job, "exclude_files": [f"/data/class{i}/img{i}.jpg" for i in range(5000)]}
-    args = encode_job(big)
-    assert args[0] == "--job-zb64" and len(args[1]) < 100_000 and read_job(args) == big
+    args = encode_worker_job(big)
+    assert args[0] == "--job-zb64" and len(args[1]) < 100_000 and read_worker_job(args) == big
     path = tmp_path / "job.json"
     path.write_text('{"phase": "R0"}')
-    assert read_job(["--job", str(path)]) == {"phase": "R0"}
+    assert read_worker_job(["--job", str(path)]) == {"phase": "R0"}
 
 
 def _phase(name: str, workers: int, nodes: int, backward_s: float) -> dict:

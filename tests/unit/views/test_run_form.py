@@ -9,7 +9,8 @@ import pytest
 
 from stash_core.cli.main import build_parser
 from stash_core.errors import UsageError
-from stash_core.spec import FieldError, ProfileSpec, check_fields
+from stash_core.spec import ProfileSpec, check_fields
+from stash_core.spec_parse import FieldError
 from stash_core.views.run_form import FIELD_MESSAGES, RunForm, form_message, profile_args
 
 

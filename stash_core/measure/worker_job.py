@@ -8,7 +8,7 @@ import json
 import zlib
 
 
-def encode_job(job: dict) -> list[str]:
+def encode_worker_job(job: dict) -> list[str]:
     """Worker arguments carrying `job`: inline JSON, compressed when long (an argument holds <= 128 KiB)."""
     text = json.dumps(job, separators=(",", ":"))
     if len(text) <= 32_000:
@@ -17,7 +17,7 @@ def encode_job(job: dict) -> list[str]:
     return ["--job-zb64", packed]
 
 
-def read_job(argv: list[str] | None = None) -> dict:
+def read_worker_job(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(prog="stash_core.measure")
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--job", help="JSON file describing the run")

@@ -1,0 +1,196 @@
+"""Texts of the command line -> values of a spec: the rule of each numeric option (Number), the parsers of
+stalls, iterations, hosts, rates and input shapes, and FieldError, the one-line UsageError naming the flag
+that every check of a spec raises (stash_core/spec.py holds the spec and its option table)."""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+from typing import Any
+
+from stash_core.errors import UsageError
+from stash_core.units import STALLS, finite_float, rate_bps, shape_parts
+
+_STALL_ALIASES = {"cpu-prep": "cpu", "prep": "cpu", "fetch": "disk", "net": "network"}
+
+
+class FieldError(UsageError):
+    """A wrong value of a spec: the message names the flag; `attr` is the ProfileSpec field, `value` the
+    wrong value and `rule` the check that failed where a field has several (for the dashboard's wording)."""
+
+    def __init__(self, message: str, attr: str, value: Any = None, rule: str = "") -> None:
+        super().__init__(message)
+        self.attr, self.value, self.rule = attr, value, rule
+
+
+INT32_MAX = 2**31 - 1  # the store's INTEGER columns
+DAY_S = 86400.0
+
+
+@dataclass(frozen=True)
+class Number:
+    """The rule of a numeric option: whole or real, and its range. Called with a command line's text it is
+    argparse's `type` (so a bad value is a usage error at parse time, naming the flag); `problem` checks a
+    value that came from elsewhere (a spec the dashboard built). NaN and infinities are never numbers here."""
+
+    low: float
+    high: float
+    whole: bool = True
+    low_open: bool = False  # `low` itself is not allowed (a positive real)
+    high_open: bool = False  # nor `high` (a fraction below 1)
+    what: str = ""  # how the rule reads after "must be": "a positive integer"
+
+    def __call__(self, text: str) -> int | float:
+        value = self.read(text)
+        problem = self.problem(value)
+        if problem:
+            raise argparse.ArgumentTypeError(problem)
+        return value
+
+    def read(self, text: Any) -> int | float:
+        if self.whole:
+            try:
+                return int(str(text).strip())
+            except ValueError:
+                raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+        number = finite_float(text)
+        if number is None:
+            raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
+        return number
+
+    def problem(self, value: Any) -> str | None:
+        """Why `value` breaks the rule ("must be ..., got X"), or None."""
+        if isinstance(value, bool) or not isinstance(value, int if self.whole else (int, float)):
+            return f"must be {self.describe()}, got {value!r}"
+        if not self.whole and finite_float(value) is None:
+            return f"must be a finite number, got {value!r}"
+        if value < self.low or (self.low_open and value == self.low):
+            return f"must be {self.describe()}, got {value!r}"
+        if value > self.high or (self.high_open and value == self.high):
+            if self.high_open:
+                return f"must be {self.describe()}, got {value!r}"
+            high = f"{int(self.high):,}" if self.whole else f"{self.high:,g}"
+            return f"must be at most {high}, got {value!r}"
+        return None
+
+    def describe(self) -> str:
+        if self.what:
+            return self.what
+        low = f"{int(self.low)}" if self.whole else f"{self.low:g}"
+        kind = "an integer" if self.whole else "a number"
+        return f"{kind} {'>' if self.low_open else '>='} {low}"
+
+
+def count(high: float = INT32_MAX) -> Number:
+    """A positive whole number up to `high`."""
+    return Number(1, high, what="a positive integer")
+
+
+def positive_real(high: float) -> Number:
+    """A finite number above zero, up to `high`."""
+    return Number(0, high, whole=False, low_open=True, what="positive")
+
+
+positive_int = count()  # a positive integer an INTEGER column holds (other commands' counts)
+BATCH_SIZE = count(2**20)
+WORKERS = count(1024)
+SEED = Number(0, INT32_MAX, what="an integer >= 0")
+PORT = Number(1, 65535, what="a port number 1..65535")
+MAX_ITERATIONS = 10**7
+LOADER_WORKERS = Number(0, 256, what=">= 0")
+TARGET_CI = Number(0, 1, whole=False, low_open=True, high_open=True,
+                   what="a fraction between 0 and 1 (e.g. 0.02 for 2%)")  # fmt: skip
+
+
+def parse_rate(text: str) -> str:
+    """A tc-style link rate ('1gbit', '200mbit', '10mbps'), kept as typed; 8kbit .. 400gbit."""
+    bits_per_s = rate_bps(str(text).strip())
+    if bits_per_s is None:
+        raise FieldError(f"--cluster-bandwidth {text!r}: expected a rate like 1gbit or 200mbit",
+                         "cluster_bandwidth", text)  # fmt: skip
+    if not 8e3 <= bits_per_s <= 4e11:
+        raise FieldError(f"--cluster-bandwidth {text!r}: out of range (8kbit .. 400gbit)",
+                         "cluster_bandwidth", text)  # fmt: skip
+    return str(text).strip()
+
+
+def parse_stalls(text: str) -> list[str]:
+    names = [part.strip().lower() for part in text.split(",") if part.strip()]
+    names = [_STALL_ALIASES.get(name, name) for name in names]
+    check_stalls(names)
+    return [stall for stall in STALLS if stall in names]
+
+
+def parse_iterations(text: str) -> str:
+    if text == "auto":
+        return text
+    if not text.isascii() or not text.isdigit() or len(text) > 9 or not 2 <= int(text) <= MAX_ITERATIONS:
+        limit = f"at most {MAX_ITERATIONS:,}"
+        message = f"--iterations must be 'auto' or an integer >= 2 ({limit}), got {text[:30]!r}"
+        raise FieldError(message, "iterations", text)
+    return str(int(text))
+
+
+def parse_hosts(text: str | None) -> list[str]:
+    """--hosts a,b,c -> ["a", "b", "c"] (check_fields and the launcher check each name)."""
+    if not text:
+        return []
+    hosts = [part.strip() for part in text.split(",")]
+    if any(not host for host in hosts):
+        raise FieldError(f"--hosts {text!r}: an empty host name", "hosts", "")
+    return hosts
+
+
+def parse_input_shape(text: str) -> list[int]:
+    """'3,224,224' (or '3x224x224', '(3, 224, 224)') -> [3, 224, 224]; '128' -> [128]."""
+    parts = shape_parts(text)
+    if not parts or not all(len(part) < 10 for part in parts):
+        raise shape_error(text)
+    shape = [int(part) for part in parts]
+    if not shape_fits(shape):
+        raise shape_error(text)
+    return shape
+
+
+MAX_SHAPE_DIMS = 4
+MAX_SAMPLE_ELEMENTS = 2**28  # one sample of 1 GiB in float32
+
+
+def shape_fits(shape: Any) -> bool:
+    """Positive whole dimensions (at most MAX_SHAPE_DIMS) of a sample that memory can hold."""
+    if not isinstance(shape, list | tuple) or not 0 < len(shape) <= MAX_SHAPE_DIMS:
+        return False
+    elements = 1
+    for dim in shape:
+        if not positive(dim):
+            return False
+        elements *= dim
+    return elements <= MAX_SAMPLE_ELEMENTS
+
+
+def shape_error(shape: Any) -> FieldError:
+    message = (
+        "--input-shape must be positive integers like 3,224,224 (image) or 128 (tokens), at most "
+        f"{MAX_SHAPE_DIMS} and {MAX_SAMPLE_ELEMENTS:,} elements; got {shape!r}"
+    )
+    return FieldError(message, "input_shape", shape)
+
+
+def below(value: Any, low: float, or_equal: bool = False) -> bool:
+    number = finite_float(value) if isinstance(value, int | float) else None
+    return number is not None and (number < low or (or_equal and number == low))
+
+
+def positive(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
+
+
+def check_stalls(names: list[str]) -> None:
+    unknown = [name for name in names if name not in STALLS]
+    if unknown or not names:
+        raise FieldError(
+            f"--stalls: unknown stall {', '.join(unknown) or '(empty)'}; choose from {', '.join(STALLS)}",
+            "stalls",
+            ", ".join(unknown),
+            "unknown" if unknown else "empty",
+        )
