@@ -4,6 +4,7 @@ reason."""
 from __future__ import annotations
 
 import contextlib
+import fnmatch
 import io
 import re
 from pathlib import Path
@@ -89,6 +90,66 @@ def test_sql_detection_sees_sql():
         assert SQL_OUTSIDE_STORE.search(line), line
     assert not SQL_OUTSIDE_STORE.search("select the run with the largest stall from the list")
     assert all(_sql_lines(REPO / path) for path in SQL_ALLOWED), "an allowed file no longer needs it"
+
+
+# In docs/architecture.md's map: a package line ("  engine/   ...", "    fit/   ...") opens the section of
+# that package, ended by a line indented as much or less; any "name.py" (or a pattern such as "cluster*.py")
+# on a line of the section names a module of that package. "other/name.py" names another package's file.
+_PACKAGE_LINE = re.compile(r"^(\s*)((?:[a-z_]+/)(?: [a-z_]+/)*)(?=\s|$)")
+_MODULE_NAME = re.compile(r"(?<![\w/*.-])([\w*-]+\.py)\b")
+
+
+def mapped_modules(map_text: str) -> dict[str, set[str]]:
+    """{package folder relative to the repository: the module names (or patterns) its section names}."""
+    block = map_text.split("## The map", 1)[1].split("```", 2)[1]
+    sections: list[tuple[int, list[str]]] = []
+    named: dict[str, set[str]] = {}
+    for line in block.splitlines():
+        if not line.strip():
+            continue
+        indent = len(line) - len(line.lstrip())
+        while sections and sections[-1][0] >= indent:
+            sections.pop()
+        package = _PACKAGE_LINE.match(line)
+        if package:
+            parent = sections[-1][1][0] if sections else ""
+            folders = [f"{parent}/{name.rstrip('/')}".lstrip("/") for name in package.group(2).split()]
+            sections.append((indent, folders))
+            line = line[package.end() :]
+        for folder in sections[-1][1] if sections else [""]:
+            named.setdefault(folder, set()).update(_MODULE_NAME.findall(line))
+    return named
+
+
+def unmapped_modules(map_text: str) -> list[str]:
+    named = mapped_modules(map_text)
+    modules = [*(REPO / "stash_core").rglob("*.py"), *(REPO / "pages").glob("*.py"), REPO / "app.py"]
+    missing = []
+    for path in sorted(modules):
+        relative = path.relative_to(REPO)
+        folder = "" if relative.parent == Path(".") else relative.parent.as_posix()
+        patterns = named.get(folder, set())
+        if path.name != "__init__.py" and not any(fnmatch.fnmatch(path.name, p) for p in patterns):
+            missing.append(str(relative))
+    return missing
+
+
+def test_the_map_names_every_module():
+    """docs/architecture.md names every module (stash_core/, pages/, app.py) with its one job, in the section
+    of its package (a package is named by its own line, so __init__.py files need none)."""
+    assert unmapped_modules((REPO / "docs" / "architecture.md").read_text()) == [], (
+        "add a line for each module to the map in docs/architecture.md"
+    )
+
+
+def test_an_unmapped_module_is_found():
+    """The check above fails for a module the map leaves out, and reads sections by package."""
+    text = (REPO / "docs" / "architecture.md").read_text()
+    assert "stash_core/engine/machine.py" in unmapped_modules(text.replace("machine.py", "gone.py"))
+    named = mapped_modules(
+        "## The map\n```\nstash_core/\n  a/   x.py\n    b/   y.py other/z.py\n  c.py\n```\n"
+    )
+    assert named == {"stash_core": {"c.py"}, "stash_core/a": {"x.py"}, "stash_core/a/b": {"y.py"}}
 
 
 def test_files_are_small_or_say_why():
