@@ -3,4 +3,5 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 bash scripts/setup.sh --system
-exec .venv/bin/python -m pytest -q -rs "$@"
+# --durations: where the time of a run goes, in every CI log.
+exec .venv/bin/python -m pytest -q -rs --durations=25 "$@"

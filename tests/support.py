@@ -26,6 +26,19 @@ def stash(*args: str, env_extra: dict | None = None, cwd: Path | None = None, ti
     )
 
 
+def stash_here(capsys, monkeypatch, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    """`stash ARGS` by calling main() in this process (no interpreter and torch import to pay for): for a
+    command refused before anything starts. The same CompletedProcess as stash() gives; `cwd` as there."""
+    from stash_core.cli.main import main
+
+    if cwd is not None:
+        monkeypatch.chdir(cwd)
+    capsys.readouterr()  # only this command's output
+    code = main(list(args))
+    captured = capsys.readouterr()
+    return subprocess.CompletedProcess(["stash", *args], code, captured.out, captured.err)
+
+
 def one_line_error(result) -> str:
     """The single stderr line of a refused command (and no traceback)."""
     lines = [line for line in result.stderr.splitlines() if line.strip()]

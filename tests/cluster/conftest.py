@@ -7,6 +7,7 @@ create network namespaces. CI runs as root. Helpers live in clusterkit.py.
 from __future__ import annotations
 
 import subprocess
+from pathlib import Path
 
 import clusterkit
 import pytest
@@ -28,3 +29,13 @@ def _cluster_capable(tmp_path_factory: pytest.TempPathFactory) -> None:
         pytest.skip(
             "an emulated cluster the tests use already exists here; take it down first (cluster down)"
         )
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test of this folder needs root (namespaces, tc, sshd): marked `root` and `cluster`, so that
+    `-m "not root"` leaves them all out."""
+    here = Path(__file__).parent
+    for item in items:
+        if here in Path(item.path).parents:
+            item.add_marker(pytest.mark.root)
+            item.add_marker(pytest.mark.cluster)

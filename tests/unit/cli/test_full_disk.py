@@ -18,6 +18,8 @@ from support import REPO, SMALL, one_line_error, stash
 
 from stash_core.cli.profile import save_result
 
+pytestmark = pytest.mark.launches  # every test here starts real measuring processes
+
 TMPFS_SIZE = "16m"
 
 

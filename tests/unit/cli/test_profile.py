@@ -6,7 +6,7 @@ import json
 
 import duckdb
 import pytest
-from support import REPO, SMALL, one_line_error, stash
+from support import REPO, SMALL, one_line_error, stash, stash_here
 
 
 @pytest.fixture(scope="module")
@@ -23,6 +23,7 @@ def full_profile(tmp_path_factory):
     return result, db, out
 
 
+@pytest.mark.launches
 def test_full_profile_runs_all_four_runs_and_stores_a_consistent_breakdown(full_profile):
     result, db, out = full_profile
     assert result.returncode == 0, result.stderr
@@ -58,6 +59,7 @@ def test_full_profile_runs_all_four_runs_and_stores_a_consistent_breakdown(full_
     assert iteration_rows == sum(phases.values())
 
 
+@pytest.mark.launches
 def test_cache_state_is_measured_at_the_start_of_the_real_data_runs(full_profile):
     _, _, out = full_profile
     phases = {phase["name"]: phase for phase in json.loads(out.read_text())["phases"]}
@@ -66,6 +68,7 @@ def test_cache_state_is_measured_at_the_start_of_the_real_data_runs(full_profile
     assert phases["R0"]["resident_fraction_start"] is None
 
 
+@pytest.mark.launches
 def test_telemetry_and_fingerprint_are_recorded(full_profile):
     _, _, out = full_profile
     doc = json.loads(out.read_text())
@@ -76,6 +79,7 @@ def test_telemetry_and_fingerprint_are_recorded(full_profile):
     assert doc["model"]["grad_tensor_count"] > 0 and doc["model"]["layer_count"] > 0
 
 
+@pytest.mark.launches
 def test_show_and_ingest_are_idempotent(full_profile, tmp_path):
     _, db, out = full_profile
     run_id = json.loads(out.read_text())["run_id"]
@@ -112,9 +116,9 @@ def test_show_and_ingest_are_idempotent(full_profile, tmp_path):
         ),
     ],
 )
-def test_bad_input_is_one_line_and_exit_2_and_writes_nothing(tmp_path, args, expected):
+def test_bad_input_is_one_line_and_exit_2_and_writes_nothing(tmp_path, args, expected, capsys, monkeypatch):
     db = tmp_path / "r.duckdb"
-    result = stash("profile", *args, "--db", str(db), cwd=tmp_path)
+    result = stash_here(capsys, monkeypatch, "profile", *args, "--db", str(db), cwd=tmp_path)
     assert result.returncode == 2
     assert expected in one_line_error(result)
     assert not db.exists() and not (tmp_path / "results").exists()
@@ -130,26 +134,29 @@ def test_a_factory_that_raises_is_reported(tmp_path):
     assert "weights missing" in one_line_error(result)
 
 
-def test_empty_and_corrupt_data_sets_are_refused(tmp_path):
+def test_empty_and_corrupt_data_sets_are_refused(tmp_path, capsys, monkeypatch):
     empty = tmp_path / "empty"
     empty.mkdir()
-    result = stash("profile", *SMALL, "--dataset", str(empty), "--db", str(tmp_path / "r.duckdb"))
+    db = str(tmp_path / "r.duckdb")
+    result = stash_here(capsys, monkeypatch, "profile", *SMALL, "--dataset", str(empty), "--db", db)
     assert result.returncode == 2
     assert "no class folders" in one_line_error(result)
     corrupt = tmp_path / "corrupt" / "cls"
     corrupt.mkdir(parents=True)
     for index in range(10):
         (corrupt / f"{index}.jpg").write_bytes(b"not a jpeg at all")
-    result = stash("profile", *SMALL, "--dataset", str(corrupt.parent), "--db", str(tmp_path / "r.duckdb"))
+    result = stash_here(capsys, monkeypatch, "profile", *SMALL, "--dataset", str(corrupt.parent), "--db", db)
     assert result.returncode == 2
     assert "corrupt" in one_line_error(result).lower()
     assert not (tmp_path / "r.duckdb").exists()
 
 
-def test_an_unwritable_database_path_is_refused_before_measuring(tmp_path):
+def test_an_unwritable_database_path_is_refused_before_measuring(tmp_path, capsys, monkeypatch):
     blocker = tmp_path / "file"
     blocker.write_text("x")
-    result = stash("profile", *SMALL, "--stalls", "compute", "--db", str(blocker / "r.duckdb"), cwd=tmp_path)
+    db = str(blocker / "r.duckdb")
+    args = ["profile", *SMALL, "--stalls", "compute", "--db", db]
+    result = stash_here(capsys, monkeypatch, *args, cwd=tmp_path)
     assert result.returncode == 2
     assert "r.duckdb" in one_line_error(result) or "cannot write" in result.stderr
 

@@ -103,6 +103,7 @@ def _workers(pid: int) -> list[psutil.Process]:
     ]
 
 
+@pytest.mark.launches
 def test_sigterm_during_r1_saves_an_interrupted_run_and_leaves_no_processes(tmp_path):
     out, db = tmp_path / "run.json", tmp_path / "r.duckdb"
     argv = [

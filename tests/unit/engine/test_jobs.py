@@ -190,6 +190,7 @@ def test_uploaded_model_files_are_checked_and_kept_by_content(tmp_path: Path) ->
         jobs.save_model_file(db, "model.txt", source)
 
 
+@pytest.mark.launches
 @pytest.mark.slow
 def test_a_real_small_profile_runs_in_the_background_and_is_stored(tmp_path: Path) -> None:
     from stash_core import store

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from support import SMALL, one_line_error, stash
+from support import SMALL, one_line_error, stash_here
 
 from stash_core.engine.machine import validate
 from stash_core.engine.plan import plan_phases
@@ -125,27 +125,27 @@ def test_the_breakdown_says_which_runs_the_network_figure_compares():
     assert result["network_reference"] == "R0 (1 worker, 1 machine) vs R1n (2x1 workers)"
 
 
-def test_cli_refuses_an_injected_host_before_anything_runs(tmp_path):
+def test_cli_refuses_an_injected_host_before_anything_runs(tmp_path, capsys, monkeypatch):
     marker = tmp_path / "pwned"
-    result = stash(
-        "profile", *SMALL, "--workers", "1", "--nodes", "2", "--hosts", f"a;touch {marker},b",
-        "--db", str(tmp_path / "r.duckdb"), cwd=tmp_path,
+    result = stash_here(
+        capsys, monkeypatch, "profile", *SMALL, "--workers", "1", "--nodes", "2", "--hosts",
+        f"a;touch {marker},b", "--db", str(tmp_path / "r.duckdb"), cwd=tmp_path,
     )  # fmt: skip
     assert result.returncode == 2
     assert "invalid host name" in one_line_error(result)
     assert (
         not marker.exists() and not (tmp_path / "r.duckdb").exists() and not (tmp_path / "results").exists()
     )
-    checked = stash("remote", "check", f"x;touch {marker}", cwd=tmp_path)
+    checked = stash_here(capsys, monkeypatch, "remote", "check", f"x;touch {marker}", cwd=tmp_path)
     assert checked.returncode == 2 and "invalid host name" in one_line_error(checked)
     assert not marker.exists()
 
 
-def test_cli_cluster_status_without_a_cluster_and_a_missing_cluster(tmp_path):
-    status = stash("cluster", "status", "--state-dir", str(tmp_path / "none"))
+def test_cli_cluster_status_without_a_cluster_and_a_missing_cluster(tmp_path, capsys, monkeypatch):
+    status = stash_here(capsys, monkeypatch, "cluster", "status", "--state-dir", str(tmp_path / "none"))
     assert status.returncode == 0 and "no emulated cluster" in status.stdout
-    profile = stash(
-        "profile", *SMALL, "--nodes", "2", "--cluster", "emulated", "--cluster-state", str(tmp_path / "none"),
-        "--db", str(tmp_path / "r.duckdb"),
+    profile = stash_here(
+        capsys, monkeypatch, "profile", *SMALL, "--nodes", "2", "--cluster", "emulated", "--cluster-state",
+        str(tmp_path / "none"), "--db", str(tmp_path / "r.duckdb"),
     )  # fmt: skip
     assert profile.returncode == 2 and "the emulated cluster default is gone" in one_line_error(profile)

@@ -15,6 +15,7 @@ from stash_core.measure import protocol
 from stash_core.results import load_result
 
 
+@pytest.mark.launches
 def test_two_launches_per_run_in_alternating_rounds(tmp_path) -> None:
     out = tmp_path / "run.json"
     result = stash(

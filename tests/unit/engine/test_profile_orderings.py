@@ -16,6 +16,8 @@ from support import REPO, SMALL, stash
 
 from stash_core.data.diskcap import disk_cap_unsupported_reason
 
+pytestmark = pytest.mark.launches  # every test here starts real measuring processes
+
 
 def profile_json(tmp: Path, *args: str) -> dict:
     out = tmp / f"run-{len(list(tmp.glob('run-*.json')))}.json"

@@ -8,7 +8,10 @@ import math
 import textwrap
 from pathlib import Path
 
+import pytest
 from support import stash
+
+pytestmark = pytest.mark.launches  # every test here starts real measuring processes
 
 # A plain loop: dict batches from files under a data folder, each sample costing real CPU work.
 PLAIN = """

@@ -5,7 +5,11 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from stash_core.cli.main import main
+
+pytestmark = pytest.mark.launches  # every test here starts real measuring processes
 
 TINY = """
 from torch import nn

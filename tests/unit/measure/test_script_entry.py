@@ -14,6 +14,8 @@ import pytest
 
 from stash_core.measure import protocol
 
+pytestmark = pytest.mark.launches  # every test here starts real measuring processes
+
 REPO = Path(__file__).resolve().parents[3]
 
 # Tuple batches from a custom collate_fn, AdamW, clip_grad_norm_, an LR scheduler and bf16 autocast on CPU.

@@ -7,6 +7,8 @@ from __future__ import annotations
 import pytest
 from test_script_entry import run_entry
 
+pytestmark = pytest.mark.launches  # every test here starts real measuring processes
+
 HF_TRAINER = """
 import sys, torch
 from transformers import BertConfig, BertForSequenceClassification, Trainer, TrainingArguments

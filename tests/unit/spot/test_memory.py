@@ -62,6 +62,7 @@ def test_batch_table_skips_instances_without_gpus():
     ]
 
 
+@pytest.mark.launches
 def test_a_real_tiny_model_on_the_cpu(tmp_path, capsys):
     """Three processes, one per batch: the peak grows with the batch and every catalog GPU gets a batch."""
     from stash_core.cli.main import main
