@@ -1,0 +1,105 @@
+"""What the fits read from the store (decide/fit/observations.py): runs, stalls and probes, end to end."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from fit_observations import MODELS
+from result_docs import result_doc
+
+from stash_core.decide.fit import (
+    ALPHA_BETA,
+    allreduce_time_s,
+    beta_from_gbps,
+    fit_stall_models,
+    predict_stall,
+    ring_factor,
+    split_instance_label,
+)
+from stash_core.store import connect, ingest_result
+
+
+def test_fit_reads_the_store_and_predicts_a_zoo_model(tmp_path):
+    db = tmp_path / "fit.duckdb"
+    for name, (grad_bytes, tensors, layers) in MODELS.items():
+        stall_s = 0.003 + 2e-9 * grad_bytes
+        ingest_result(
+            db,
+            result_doc(
+                name,
+                grad_bytes=int(grad_bytes),
+                grad_tensor_count=tensors,
+                layer_count=layers,
+                stalls={"compute": 0.3, "interconnect": stall_s},
+            ),
+        )
+    ingest_result(db, result_doc("failed", status="failed"))
+    report = fit_stall_models(db, stalls=("interconnect",))
+    assert len(report.observations) == len(MODELS)
+    answer = predict_stall(
+        db, "resnet18", stall="interconnect", workers_per_node=2, instance="box", report=report
+    )
+    assert answer["counts"]["grad_tensor_count"] == 62
+    assert answer["stall_s"] == pytest.approx(0.003 + 2e-9 * answer["counts"]["grad_bytes"], rel=1e-6)
+
+
+def test_probes_table_feeds_the_alpha_beta_model(tmp_path):
+    db = tmp_path / "probes.duckdb"
+    alpha_s, beta = 2e-4, beta_from_gbps(4.0)
+    for name, (grad_bytes, tensors, layers) in MODELS.items():
+        wire_s = allreduce_time_s(grad_bytes, 2, alpha_s, beta)
+        ingest_result(
+            db,
+            result_doc(
+                name,
+                grad_bytes=int(grad_bytes),
+                grad_tensor_count=tensors,
+                layer_count=layers,
+                stalls={"compute": 0.3, "interconnect": 0.5 * wire_s},
+            ),
+        )
+    with connect(db) as con:
+        # The probes table as documented for the bandwidth probes (created here if the schema lacks it yet).
+        con.execute(
+            "CREATE TABLE IF NOT EXISTS probes (probe_id VARCHAR, run_id VARCHAR, started_at TIMESTAMPTZ,"
+            " hostname VARCHAR, instance VARCHAR, backend VARCHAR, device VARCHAR, world_size INTEGER,"
+            " nodes INTEGER, kind VARCHAR, size_bytes BIGINT, time_s DOUBLE, algbw_gbps DOUBLE,"
+            " busbw_gbps DOUBLE)"
+        )
+        for index, size in enumerate(2**k for k in range(12, 28, 3)):
+            time_s = alpha_s + ring_factor(2) * size * beta
+            con.execute(
+                "INSERT INTO probes (probe_id, started_at, hostname, instance, backend, device, world_size,"
+                " nodes, kind, size_bytes, time_s) VALUES (?, now(), 'box1', 'box', 'gloo', 'cpu', 2, 1,"
+                " 'allreduce', ?, ?)",
+                [f"p{index}", size, time_s],
+            )
+    report = fit_stall_models(db, stalls=("interconnect",))
+    model = next(m for m in report.models if m.name == ALPHA_BETA)
+    assert model.link.source == "probe"
+    assert model.link.alpha_s == pytest.approx(alpha_s, rel=1e-3)
+    assert model.scale == pytest.approx(0.5, rel=1e-6)
+    assert model.lomo_mape == pytest.approx(0.0, abs=1e-9)
+    assert math.isclose(model.link.bandwidth_gbps, 4.0, rel_tol=1e-3)
+
+
+def test_runs_without_an_instance_label_are_fitted_as_their_own_configuration(tmp_path):
+    # Some runs carry no instance label (NULL instance): pandas reads the column with NaN for them, which
+    # once broke the label split with a TypeError.
+    db = tmp_path / "unlabelled.duckdb"
+    for index, (name, (grad_bytes, tensors, layers)) in enumerate(MODELS.items()):
+        for instance in ("box", None):
+            doc = result_doc(
+                name, run_id=f"{name}-{instance}", instance=instance, grad_bytes=int(grad_bytes),
+                grad_tensor_count=tensors, layer_count=layers,
+                stalls={"compute": 0.3, "interconnect": 0.003 + 2e-9 * grad_bytes + 1e-4 * index},
+            )  # fmt: skip
+            doc["fingerprint"]["instance"] = doc["spec"]["instance"] = instance
+            ingest_result(db, doc)
+    report = fit_stall_models(db, stalls=("interconnect",))
+    assert len(report.observations) == 2 * len(MODELS)
+    labels = report.observations["instance"].map(lambda value: value if isinstance(value, str) else "-")
+    assert set(labels) == {"box", "-"}
+    assert len(report.summary()["group"].unique()) == 2
+    assert split_instance_label(None) == (None, None) and split_instance_label(float("nan")) == (None, None)

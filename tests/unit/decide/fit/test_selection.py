@@ -1,0 +1,73 @@
+"""Every model of every group fitted, the best marked by held-out error (fit/selection.py, alpha_beta.py)."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+from fit_observations import MODELS, stall_observations
+
+from stash_core.decide.fit import (
+    ALPHA_BETA,
+    POOLED,
+    beta_from_gbps,
+    bucket_count,
+    fit_stall_models,
+    predict_stall,
+    ring_factor,
+)
+
+
+def test_fit_marks_the_true_feature_set_best_and_reports_held_out_error():
+    observations = stall_observations(lambda b, t, n: 0.002 + 1e-9 * b + 1e-4 * t)
+    report = fit_stall_models(observations=observations, probes=pd.DataFrame(), stalls=("interconnect",))
+    summary = report.summary().set_index("model")
+    best = summary[summary["best"]]
+    assert list(best.index) == ["linear: bytes+tensors"]
+    assert best["lomo_mape"].iloc[0] < 1e-6
+    # A model missing the tensor term cannot predict a held-out DNN as well.
+    assert summary.loc["linear: bytes", "lomo_mape"] > 0.05
+    assert summary.loc["linear: tensors", "r2"] < summary.loc["linear: bytes", "r2"]
+    fit = report.best("interconnect", report.groups("interconnect")[0]).linear
+    assert fit.intercept == pytest.approx(0.002, rel=1e-6)
+    assert fit.coefficients == pytest.approx((1e-9, 1e-4), rel=1e-6)
+    residuals = report.residuals()
+    assert set(residuals["model"]) == set(MODELS)
+    assert residuals["heldout_s"].notna().all()
+
+
+def test_alpha_beta_calibrates_overlap_and_predicts_a_held_out_bandwidth():
+    # Network stall = 70% of the wire time (30% hidden behind backward) plus 1 ms per bucket.
+    def stall_at(gbps):
+        return lambda b, t, n: 0.7 * ring_factor(4) * b * beta_from_gbps(gbps) + 1e-3 * bucket_count(b)
+
+    observations = pd.concat(
+        [
+            stall_observations(stall_at(gbps), "network", nodes=2, bandwidth_gbps=gbps, instance="emu")
+            for gbps in (1, 2, 4)
+        ],
+        ignore_index=True,
+    )
+    report = fit_stall_models(observations=observations, probes=pd.DataFrame(), stalls=("network",))
+    summary = report.summary()
+    alpha_beta = summary[summary["model"] == ALPHA_BETA]
+    assert len(alpha_beta) == 3
+    assert alpha_beta["lobo_mape"].notna().all()
+    assert (alpha_beta["lobo_mape"] < 0.1).all()
+    pooled = summary[summary["model"] == POOLED]
+    assert (pooled["lobo_mape"] < 1e-6).all() and pooled["best"].all()
+    counts = {"grad_bytes": 60e6, "grad_tensor_count": 50, "layer_count": 40}
+    answer = predict_stall(
+        counts=counts,
+        stall="network",
+        workers_per_node=2,
+        nodes=2,
+        instance="emu",
+        bandwidth_gbps=3.0,
+        report=report,
+    )
+    truth = stall_at(3.0)(60e6, 50, 40)
+    assert answer["status"] == "predicted"
+    assert answer["validated_by"] == "leave-one-bandwidth-out"
+    assert answer["stall_s"] == pytest.approx(truth, rel=1e-6)
+    alpha_beta_answer = next(row for row in answer["candidates"] if row["fit"] == ALPHA_BETA)
+    assert alpha_beta_answer["stall_s"] == pytest.approx(truth, rel=0.1)
