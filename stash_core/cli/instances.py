@@ -13,6 +13,7 @@ from stash_core.cli.args import (
     clearable,
     db_path,
     identifier,
+    import_day,
     iso_date,
     non_negative,
     positive_real,
@@ -86,7 +87,9 @@ def add_commands(subparsers: Any, parser_class: type[argparse.ArgumentParser] | 
     imported.add_argument(
         "--include-cpu", action="store_true", help="also instance types without accelerators"
     )
-    imported.add_argument("--price-date", type=iso_date, help="date of the prices (default: the file's date)")
+    imported.add_argument(
+        "--price-date", type=import_day, help="date of the prices (default: the file's date)"
+    )
     add_db_argument(imported)
     confirm = actions.add_parser(
         "confirm",

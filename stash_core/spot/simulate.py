@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import io
 import math
 from pathlib import Path
 
@@ -26,7 +27,9 @@ from stash_core.errors import UsageError
 from stash_core.spot.model import Worker, Workload
 from stash_core.spot.planner import InstanceOffer, plan_spot_cluster
 from stash_core.spot.replan import loss_after, remaining_plan, replan, workers_of
+from stash_core.userfiles import read_user_text
 
+MAX_TRACE_BYTES = 256 * 1024 * 1024  # a revocation trace is a few lines per instance and hour
 MAX_REVOCATIONS = 500  # per run: beyond it the run is counted as missing its deadline
 
 
@@ -37,12 +40,12 @@ def without_contention(workload: Workload) -> Workload:
 
 def read_trace(path: Path) -> list[tuple[float, str]]:
     """Revocation events (time_s, instance) from a CSV with a header time_s,instance, in time order."""
+    text = read_user_text(path, "revocation trace", MAX_TRACE_BYTES)
     try:
-        with open(path, newline="") as handle:
-            reader = csv.DictReader(handle)
-            rows = list(reader)
-            header = [name.strip() for name in reader.fieldnames or []]
-    except (OSError, csv.Error, UnicodeDecodeError) as exc:
+        reader = csv.DictReader(io.StringIO(text, newline=""))
+        rows = list(reader)
+        header = [name.strip() for name in reader.fieldnames or []]
+    except csv.Error as exc:
         raise UsageError(f"cannot read revocation trace {path}: {exc}") from None
     if "time_s" not in header or "instance" not in header:
         raise UsageError(f"revocation trace {path}: needs a header line time_s,instance")
