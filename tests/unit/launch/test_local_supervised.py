@@ -22,13 +22,14 @@ LEFT_S = 10.0  # no process may be left this long after the command ends
 def _spawner(token: str, then: str) -> list[str]:
     """A command that starts 3 sleeping children and a double-forked daemon (all holding its stdout, all
     carrying `token` in their command line), then runs `then`."""
+    sleeper = f"[sys.executable, '-c', 'import time; time.sleep(300)', {token!r}]"
     code = (
         "import os, subprocess, sys, time\n"
-        f"for _ in range(3): subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)', {token!r}])\n"
+        f"for _ in range(3): subprocess.Popen({sleeper})\n"
         "if os.fork() == 0:\n"
         "    os.setsid()\n"
         "    if os.fork() == 0:\n"
-        f"        os.execv(sys.executable, [sys.executable, '-c', 'import time; time.sleep(300)', {token!r}])\n"
+        f"        os.execv(sys.executable, {sleeper})\n"
         "    os._exit(0)\n"
         "print('started', flush=True)\n" + then
     )
