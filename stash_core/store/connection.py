@@ -41,7 +41,8 @@ _LONGEST_WAIT_S = 0.5
 _ANNOUNCED_WRITER_WAIT_S = 0.1
 _READER_STEP_S = 0.05
 WAITING_SUFFIX = ".writer-waiting"
-_NO_EXTENSION_FETCH = {"autoinstall_known_extensions": False}
+# Never fetch an extension; no progress bar on stdout (a long insert drew one into the output).
+_NO_EXTENSION_FETCH = {"autoinstall_known_extensions": False, "enable_progress_bar": False}
 
 
 @contextmanager
