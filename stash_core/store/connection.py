@@ -41,8 +41,7 @@ _LONGEST_WAIT_S = 0.5
 _ANNOUNCED_WRITER_WAIT_S = 0.1
 _READER_STEP_S = 0.05
 WAITING_SUFFIX = ".writer-waiting"
-# Never fetch an extension; no progress bar on stdout (a long insert drew one into the output).
-_NO_EXTENSION_FETCH = {"autoinstall_known_extensions": False, "enable_progress_bar": False}
+_NO_EXTENSION_FETCH = {"autoinstall_known_extensions": False}
 
 
 @contextmanager
@@ -79,6 +78,7 @@ def connect(
             raise
         try:
             con.execute("SET TimeZone = 'UTC'")
+            con.execute("SET enable_progress_bar = false")  # a long insert drew one into the output
             if read_only:
                 con = _checked_reader(con, path)
             else:
