@@ -74,6 +74,12 @@ def cmd_spot_profile(args: argparse.Namespace) -> int:
     if 1 not in counts or len([n for n in counts if n >= 2]) < 2:
         raise UsageError("--workers: give 1 (for B_req) and at least two counts of 2 or more, e.g. 1,2,4,7")
     existing = check_writable(args.workload)  # unwritable or broken: refused before minutes of measuring
+    from stash_core.spec import parse_input_shape
+    from stash_core.zoo.build import describe_model
+
+    # An unknown model, a factory that fails, hangs or exits: one line, before any process starts.
+    shape = parse_input_shape(args.input_shape) if args.input_shape else None
+    describe_model(args.model, args.num_classes, shape)
     if args.loss_csv is not None:
         check_output(args.loss_csv, "loss curves CSV")
     instances = []

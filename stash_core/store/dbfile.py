@@ -39,7 +39,7 @@ def check_database_file(path: Path) -> None:
         return
     if len(head) < 12 or head[8:12] == DUCKDB_MAGIC:
         return
-    what = "an SQLite database" if head == SQLITE_MAGIC else "not a DuckDB database"
+    what = "an SQLite database" if head == SQLITE_MAGIC else "corrupt or not a DuckDB database"
     raise UsageError(f"database {path} is {what} (no DuckDB header)")
 
 
