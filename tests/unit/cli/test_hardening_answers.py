@@ -58,8 +58,9 @@ def test_a_revocation_trace_with_a_bom_is_replayed(tmp_path, capsys):
     workload.write_text(json.dumps(WORKLOAD))
     trace = tmp_path / "trace.csv"
     trace.write_text(BOM + "time_s,instance\n200,g3.4xlarge\n")
-    status = main(["spot-simulate", "--workload", str(workload), "--instances", OFFERS, "--target-loss", "0.8",
-                   "--deadline-s", "3000", "--trace", str(trace), "--db", str(tmp_path / "r.duckdb")])  # fmt: skip
+    db = str(tmp_path / "r.duckdb")
+    status = main(["spot-simulate", "--workload", str(workload), "--instances", OFFERS, "--target-loss",
+                   "0.8", "--deadline-s", "3000", "--trace", str(trace), "--db", db])  # fmt: skip
     assert status == 0, capsys.readouterr().err
     assert "P(deadline)" in capsys.readouterr().out
 
@@ -101,8 +102,9 @@ def test_a_philly_trace_with_a_bom_is_simulated(tmp_path, capsys):
                          "detail": [{"ip": "m1", "gpus": ["g0", "g1"]}]}]}  # fmt: skip
     trace = tmp_path / "philly.json"
     trace.write_text(BOM + json.dumps([job, {**job, "jobid": "j2"}, {**job, "jobid": "j3"}]))
+    out, db = str(tmp_path / "sims"), str(tmp_path / "r.duckdb")
     status = main(["schedule", "--trace", str(trace), "--trace-format", "philly", "--tuning", "given",
-                   "--no-store", "--out", str(tmp_path / "sims"), "--db", str(tmp_path / "r.duckdb")])  # fmt: skip
+                   "--no-store", "--out", out, "--db", db])  # fmt: skip
     assert status == 0, capsys.readouterr().err
     doc = json.loads(next((tmp_path / "sims").glob("sim-*.json")).read_text())
     from stash_core import __version__
@@ -169,8 +171,9 @@ def test_a_csv_on_a_full_disk_is_never_half_written(full_disk, tmp_path, capsys)
 
 def test_a_simulation_on_a_full_disk_names_the_file_and_leaves_nothing(full_disk, tmp_path, capsys):
     _fill(full_disk)
+    db = str(tmp_path / "r.duckdb")
     status = main(["schedule", "--synthetic-jobs", "5", "--no-store", "--out", str(full_disk / "sims"),
-                   "--jobs-csv", str(full_disk / "jobs.csv"), "--db", str(tmp_path / "r.duckdb")])  # fmt: skip
+                   "--jobs-csv", str(full_disk / "jobs.csv"), "--db", db])  # fmt: skip
     err = capsys.readouterr().err
     lines = [line for line in err.splitlines() if line.strip()]
     assert status == 2 and len(lines) == 1 and "(None)" not in lines[0] and "No space left" in lines[0], err
