@@ -40,7 +40,7 @@ def check_database_file(path: Path) -> None:
     if len(head) < 12 or head[8:12] == DUCKDB_MAGIC:
         return
     what = "an SQLite database" if head == SQLITE_MAGIC else "corrupt or not a DuckDB database"
-    raise UsageError(f"database {path} is {what} (no DuckDB header)")
+    raise UsageError(f"cannot open database {path}: it is {what} (no DuckDB header)")
 
 
 def refuse_foreign(con: duckdb.DuckDBPyConnection, db_label: str) -> None:
