@@ -60,14 +60,14 @@ def connect(
     timeout_s = LOCK_TIMEOUT_S if lock_timeout_s is None else lock_timeout_s
     if path.is_dir():
         raise UsageError(f"database {path} is a directory, not a DuckDB file")
+    wal = path.with_name(path.name + ".wal")
+    wal_existed = read_only or wal.exists()  # readers never write a WAL
     if read_only and not path.exists():
         con = _empty_database()
     else:
         if not read_only:
             _make_parent(path)
         existed = path.exists()
-        wal = path.with_name(path.name + ".wal")
-        wal_existed = wal.exists()
         try:
             con = _open_with_retry(path, read_only, timeout_s)
         except UsageError:
@@ -100,6 +100,8 @@ def connect(
             con.close()
         except duckdb.Error:
             pass  # the error in flight says more
+        if not wal_existed:
+            _remove_if_empty(wal)  # a write refused by a full disk leaves an empty .wal
         raise
     try:
         con.close()  # writes a checkpoint, which a full disk can refuse (the WAL keeps the data)

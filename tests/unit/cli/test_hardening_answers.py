@@ -193,3 +193,18 @@ def test_an_instance_added_on_a_full_disk_is_one_line(full_disk, capsys):
     with duckdb.connect(str(db), read_only=True) as con:
         names = {row[0] for row in con.execute("SELECT name FROM instances").fetchall()}
     assert "first.box" in names and "my.box" not in names
+
+
+@pytest.mark.parametrize("existing", [False, True])
+def test_a_database_on_a_full_disk_leaves_no_empty_files(full_disk, capsys, existing):
+    db = full_disk / "r.duckdb"
+    if existing:
+        assert main(["instances", "add", "first.box", "--vcpus", "2", "--db", str(db)]) == 0
+    before = sorted(path.name for path in full_disk.iterdir())
+    _fill(full_disk)
+    status = main(["instances", "add", "my.box", "--vcpus", "4", "--db", str(db)])
+    err = capsys.readouterr().err
+    assert status in (1, 2) and len([line for line in err.splitlines() if line.strip()]) == 1, err
+    left = sorted(path.name for path in full_disk.iterdir() if path.name != "filler")
+    empty = [name for name in left if (full_disk / name).stat().st_size == 0 and not name.endswith("waiting")]
+    assert empty == [] and set(left) <= set(before) | {"r.duckdb.writer-waiting"}
