@@ -17,6 +17,7 @@ from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from stash_core.errors import UsageError
 from stash_core.spec_parse import (
     BATCH_SIZE,
     DAY_S,
@@ -41,7 +42,9 @@ from stash_core.spec_parse import (
     shape_fits,
 )
 from stash_core.units import STALLS
+from stash_core.userfiles import read_user_bytes
 
+MAX_SCRIPT_BYTES = 16 * 1024 * 1024  # a training script is kilobytes; a link to /dev/zero never ends
 DEVICES = ("auto", "cpu", "cuda")
 # A first look at host names (the launcher checks DNS names and addresses): [user@]host[:port], [v6]:port.
 _HOST_RE = re.compile(r"(?:[A-Za-z0-9_.-]+@)?(?:\[[0-9A-Za-z:.%]+\](?::\d+)?|(?!-)[A-Za-z0-9_.:%-]+)")
@@ -154,8 +157,8 @@ def script_model_name(script: str) -> str:
 def script_sha256(script: str) -> str | None:
     """The sha256 of the script's contents (None when it cannot be read; check_fields says why)."""
     try:
-        return hashlib.sha256(Path(script).read_bytes()).hexdigest()
-    except OSError:
+        return hashlib.sha256(read_user_bytes(script, "script", MAX_SCRIPT_BYTES)).hexdigest()
+    except UsageError:
         return None
 
 
@@ -404,18 +407,16 @@ def _check_script(spec: ProfileSpec) -> None:
         raise FieldError(message, "dataset", spec.dataset)
     path = Path(spec.script)
     try:
-        is_dir, is_file = path.is_dir(), path.is_file()
+        exists = path.exists()
     except OSError as error:  # a name too long for the file system, say
         raise FieldError(f"--script: {error.strerror or error}", "script", spec.script) from None
-    if is_dir:
-        raise FieldError(f"--script {spec.script} is a directory, not a script", "script", spec.script)
-    if not is_file:
+    if not exists:
         raise FieldError(f"--script {spec.script}: no such file", "script", spec.script, "missing")
     try:
-        source = path.read_bytes()
-    except OSError as error:
-        message = f"--script {spec.script}: cannot read it ({error.strerror or error})"
-        raise FieldError(message, "script", spec.script) from None
+        # The reader of user files: a directory, FIFO or device (a link to /dev/zero) is refused by name.
+        source = read_user_bytes(path, "script", MAX_SCRIPT_BYTES)
+    except UsageError as error:
+        raise FieldError(f"--script {error}", "script", spec.script) from None
     try:
         compile(source, str(path), "exec")
     except (SyntaxError, ValueError) as error:

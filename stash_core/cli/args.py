@@ -60,6 +60,12 @@ def iso_date(text: str) -> str:
     return text
 
 
+def import_day(text: str) -> date | None:
+    """argparse type of a date YYYY-MM-DD as a date (a blank: None, the default), checked as iso_date."""
+    checked = iso_date(text)
+    return None if checked.strip().lower() in BLANKS else date.fromisoformat(checked.strip())
+
+
 def rate_text(unlimited: bool = False) -> Callable[[str], str]:
     """argparse type of a tc-style link rate (1gbit, 200mbit, 10mbps), 8kbit .. 400gbit, kept as typed;
     with `unlimited`, also 'unlimited' or 'none'."""

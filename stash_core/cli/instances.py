@@ -13,6 +13,7 @@ from stash_core.cli.args import (
     clearable,
     db_path,
     identifier,
+    import_day,
     iso_date,
     non_negative,
     positive_real,
@@ -86,7 +87,9 @@ def add_commands(subparsers: Any, parser_class: type[argparse.ArgumentParser] | 
     imported.add_argument(
         "--include-cpu", action="store_true", help="also instance types without accelerators"
     )
-    imported.add_argument("--price-date", type=iso_date, help="date of the prices (default: the file's date)")
+    imported.add_argument(
+        "--price-date", type=import_day, help="date of the prices (default: the file's date)"
+    )
     add_db_argument(imported)
     confirm = actions.add_parser(
         "confirm",
@@ -166,17 +169,27 @@ def _import(path: Any, args: argparse.Namespace) -> int:
         "edited them"
     )
     if outcome.kept_user:
-        print(f"  kept (origin user): {', '.join(outcome.kept_user)}")
+        print(f"  kept (origin user): {_some(outcome.kept_user)}")
     if result.lacking_network:
         print(
             f"  {len(result.lacking_network)} lack network bandwidth or interconnect (not in SkyPilot's "
             "format; multi-instance and multi-GPU predictions need them: `stash instances set NAME "
             "--network-gbps G --interconnect I`):"
         )
-        print(f"  {', '.join(result.lacking_network)}")
-    for line in result.skipped:
+        print(f"  {_some(result.lacking_network)}")
+    for line in result.skipped[:SHOWN_NAMES]:
         print(f"  skipped {line}")
+    if len(result.skipped) > SHOWN_NAMES:
+        print(f"  ... and {len(result.skipped) - SHOWN_NAMES:,} more skipped")
     return 0
+
+
+SHOWN_NAMES = 40  # a catalog of 200,000 rows must not print 200,000 names
+
+
+def _some(names: list[str]) -> str:
+    shown = ", ".join(names[:SHOWN_NAMES])
+    return shown + (f", ... and {len(names) - SHOWN_NAMES:,} more" if len(names) > SHOWN_NAMES else "")
 
 
 COMMANDS = {"instances": cmd_instances}

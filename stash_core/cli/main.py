@@ -125,6 +125,21 @@ def main(argv: list[str] | None = None) -> int:
         where = f": {error.filename}" if error.filename else ""
         print(f"stash: {error.strerror or first_line(error)}{where}", file=sys.stderr)
         return 1
+    except Exception as error:
+        if not _is_database_io_error(error):
+            raise
+        # DuckDB could not write (a full disk at commit or checkpoint): its transaction left the file as it
+        # was; the machine's problem, so exit 1 with one line.
+        print(f"stash: the database could not be written: {one_line(error)}", file=sys.stderr)
+        return 1
+
+
+def _is_database_io_error(error: BaseException) -> bool:
+    """A DuckDB I/O or commit failure (without importing duckdb, which not every command needs)."""
+    kind = type(error)
+    return kind.__module__.lstrip("_").startswith("duckdb") and kind.__name__ in (
+        "IOException", "TransactionException", "FatalException", "OutOfMemoryException"
+    )  # fmt: skip
 
 
 def refuse_undecodable(argv: list[str]) -> None:

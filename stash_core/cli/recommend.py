@@ -9,10 +9,10 @@ from typing import TYPE_CHECKING, Any
 
 from stash_core.cli.args import add_db_argument, comma_list, count, db_path, identifier, positive_real
 from stash_core.cli.figures import fixed, percent
-from stash_core.errors import UsageError
 from stash_core.spec_parse import BATCH_SIZE
 from stash_core.units import STALLS as STALL_NAMES
 from stash_core.units import finite_float
+from stash_core.userfiles import check_output, write_atomic
 
 if TYPE_CHECKING:
     from stash_core.decide.recommend import Recommendation
@@ -46,6 +46,8 @@ def cmd_recommend(args: argparse.Namespace) -> int:
     from stash_core.decide.recommend import recommend
 
     instances = args.instances or None
+    if args.csv is not None:
+        check_output(args.csv, "CSV")  # a device, FIFO or folder is refused before the work
     result = recommend(
         db_path(args),
         args.model,
@@ -59,10 +61,7 @@ def cmd_recommend(args: argparse.Namespace) -> int:
         max_instances=args.max_instances,
     )
     if args.csv is not None:
-        try:
-            result.options.to_csv(args.csv, index=False)
-        except OSError as exc:
-            raise UsageError(f"cannot write {args.csv}: {exc.strerror or exc}") from None
+        write_atomic(args.csv, result.options.to_csv(index=False), "CSV")  # never a half-written CSV
     print(format_recommendation(result, show_all=args.all))
     if result.best is None:
         print(f"stash: no recommendation: {result.infeasible_reason}", file=sys.stderr)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import io
 import json
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,7 @@ from stash_core.cli.args import (
     shape_text,
 )
 from stash_core.errors import UsageError
+from stash_core.userfiles import check_output, write_atomic
 
 # The engine and the fit are imported inside the command: `stash --help` must not load torch or pandas.
 
@@ -72,6 +74,14 @@ def cmd_spot_profile(args: argparse.Namespace) -> int:
     if 1 not in counts or len([n for n in counts if n >= 2]) < 2:
         raise UsageError("--workers: give 1 (for B_req) and at least two counts of 2 or more, e.g. 1,2,4,7")
     existing = check_writable(args.workload)  # unwritable or broken: refused before minutes of measuring
+    from stash_core.spec import parse_input_shape
+    from stash_core.zoo.build import describe_model
+
+    # An unknown model, a factory that fails, hangs or exits: one line, before any process starts.
+    shape = parse_input_shape(args.input_shape) if args.input_shape else None
+    describe_model(args.model, args.num_classes, shape)
+    if args.loss_csv is not None:
+        check_output(args.loss_csv, "loss curves CSV")
     instances = []
     for name in args.instances:
         instance = get_instance(db_path(args), name)
@@ -132,12 +142,11 @@ def format_profile(fields: dict[str, Any], missing: list[str], path: Path) -> st
 
 
 def _write_loss_csv(path: Path, rows: list[tuple[float, float, int, int]]) -> None:
-    partial = path.with_name(path.name + ".partial")
-    with open(partial, "w", newline="") as handle:
-        writer = csv.writer(handle)
-        writer.writerow(["iteration", "loss", "batch_size", "workers"])
-        writer.writerows(rows)
-    partial.replace(path)
+    text = io.StringIO(newline="")
+    writer = csv.writer(text)
+    writer.writerow(["iteration", "loss", "batch_size", "workers"])
+    writer.writerows(rows)
+    write_atomic(path, text.getvalue(), "loss curves CSV")
 
 
 COMMANDS = {"spot-profile": cmd_spot_profile}

@@ -24,6 +24,7 @@ import hashlib
 import json
 import os
 import secrets
+import shutil
 import subprocess
 import time
 from datetime import UTC, datetime
@@ -76,6 +77,7 @@ def start_profile_job(
         stdout = open(job_dir / "stdout.log", "wb")  # noqa: SIM115 - handed to the child
         stderr = open(job_dir / "stderr.log", "wb")  # noqa: SIM115
     except OSError as exc:
+        shutil.rmtree(job_dir, ignore_errors=True)
         raise UsageError(f"cannot create the job folder {job_dir}: {exc.strerror or exc}") from None
     env = child_env(db, env)
     env["STASH_JOB_RC"] = str(job_dir / "rc")
@@ -163,6 +165,7 @@ def register_profile(db_path: Path | str, argv: list[str], label: str = "") -> P
         _write_meta(job_dir, list(argv), label, db, "cli")
         (job_dir / "pid").write_text(f"{os.getpid()} {_create_time(os.getpid()) or 0}\n")
     except OSError:
+        shutil.rmtree(job_dir, ignore_errors=True)  # a full disk: no half-made job folder left behind
         return ProfileRecord(None)
     return ProfileRecord(job_dir)
 
@@ -332,8 +335,12 @@ def _read_text(path: Path) -> str:
 
 def _write_json(path: Path, value: dict[str, Any]) -> None:
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(value, indent=1))
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(json.dumps(value, indent=1))
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)  # a full disk leaves no argv.tmp
+        raise
 
 
 def save_model_file(db_path: Path | str, file_name: str, source: bytes) -> Path:

@@ -2,12 +2,16 @@
 
 torchrun and its workers (and their data-loader processes) run in their own session, so that
 an error, a timeout, Ctrl-C, SIGTERM or SIGHUP (interrupts.Stopped) ends every one of them by process group,
-leaving no orphans.
+leaving no orphans. They run under the supervisor of multi-node launches (launch/supervisor.py), which tags
+every process below it and ends each tagged one when the command exits (a training script's leftover
+children, a double-forked daemon that holds the output pipe) and when its stdin, a pipe only this process
+holds, reaches EOF: so even a SIGKILL of `stash` ends the whole run.
 """
 
 from __future__ import annotations
 
 import os
+import secrets
 import selectors
 import subprocess
 import sys
@@ -16,6 +20,7 @@ from collections.abc import Callable
 
 from stash_core.errors import MeasurementError
 from stash_core.interrupts import held_interrupts, stop_exception
+from stash_core.launch import supervisor
 from stash_core.proc import end_tree
 
 KILL_GRACE_S = 5.0
@@ -40,11 +45,13 @@ def run_local(
 
     Raises MeasurementError when the process fails or runs past timeout_s.
     """
+    tag = f"local-{os.getpid()}-{secrets.token_hex(4)}"
+    supervised = [sys.executable, supervisor.__file__, "run", tag, os.getcwd(), "--", *argv]
     process = subprocess.Popen(
-        argv,
+        supervised,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        stdin=subprocess.DEVNULL,
+        stdin=subprocess.PIPE,  # never written: its EOF (this process gone) ends the run
         text=True,
         bufsize=1,
         start_new_session=True,
@@ -76,6 +83,8 @@ def run_local(
         # Ctrl-C, SIGTERM or SIGHUP arriving now must not cut the cleanup short and leave workers behind.
         with held_interrupts() as interrupted:
             stop_process_group(process)
+            if process.stdin is not None:
+                process.stdin.close()
         if interrupted:
             raise stop_exception(interrupted[0])
     if process.returncode != 0:

@@ -11,14 +11,15 @@ script wrote to stderr.
 
 from __future__ import annotations
 
+import builtins
 import collections
 import gc
 import os
-import runpy
 import socket
 import sys
 import threading
 import traceback
+import types
 from pathlib import Path
 
 import torch.distributed as dist
@@ -52,6 +53,10 @@ class StderrTail:
     def flush(self) -> None:
         self.stream.flush()
 
+    def close(self) -> None:
+        """A script that closes sys.stderr closes only its view: the failure report still needs it."""
+        self.flush()
+
     def tail(self) -> list[str]:
         return [*self.lines, *([self.partial] if self.partial.strip() else [])]
 
@@ -62,7 +67,10 @@ class StderrTail:
 def main(argv: list[str] | None = None) -> int:
     job = read_worker_job(argv)
     rank = int(os.environ.get("RANK", "0"))
-    stderr = StderrTail(sys.stderr)
+    # The protocol and the failure report write to copies of stdout and stderr, so that a script that
+    # closes its own (sys.stdout.close(), os.close(1)) still has its error or result reported.
+    _PROTOCOL[0] = _private_copy(sys.stdout)
+    stderr = StderrTail(_private_copy(sys.stderr))
     sys.stderr = stderr
     clock = StepClock()
     rule = StopRule(job, clock, rank)
@@ -92,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
         fraction = cache.stop() if cache is not None else None
     if rank == 0:
         result["resident_fraction_start"] = fraction
-        protocol.emit("RESULT", result)
+        protocol.emit("RESULT", result, stream=_PROTOCOL[0])
     if dist.is_initialized():
         dist.destroy_process_group()
     gc.collect()  # the script's loaders end their worker processes
@@ -107,11 +115,10 @@ def run_script(job: dict, clock: StepClock, rule: StopRule) -> dict:
         raise ScriptFailed(f"cannot read the script {path}: {error.strerror or error}") from None
     except (SyntaxError, ValueError) as error:
         raise ScriptFailed(f"the script {path.name} does not parse: {error}") from None
-    del code
     sys.argv = [str(path), *job.get("script_args", [])]
     sys.path.insert(0, str(path.parent))
     try:
-        runpy.run_path(str(path), run_name="__main__")
+        run_as_main(code, path)
     except StopScript:
         return rule.result
     except SystemExit as error:
@@ -128,6 +135,21 @@ def run_script(job: dict, clock: StepClock, rule: StopRule) -> dict:
     if clock.iterations == 0:
         raise ScriptFailed("the script ended after its first optimizer step: no whole iteration to time")
     return rule.ended_by_script()
+
+
+def run_as_main(code, path: Path) -> None:
+    """Run the compiled script as __main__, as runpy.run_path does, but without restoring sys.argv[0]
+    afterwards: a script that empties sys.argv made that restore fail with IndexError."""
+    module = types.ModuleType("__main__")
+    module.__dict__.update(__file__=str(path), __cached__=None, __loader__=None, __package__=None,
+                           __spec__=None, __builtins__=builtins)  # fmt: skip
+    saved = sys.modules.get("__main__")
+    sys.modules["__main__"] = module  # pickling (spawned loader workers) finds the script's classes here
+    try:
+        exec(code, module.__dict__)
+    finally:
+        if saved is not None:
+            sys.modules["__main__"] = saved
 
 
 def where(clock: StepClock) -> str:
@@ -159,8 +181,21 @@ def start_watchdog(job: dict, clock: StepClock, rank: int, stderr: StderrTail) -
 def emit_error(rank: int, message: str, stderr: StderrTail) -> None:
     stderr.flush()
     protocol.emit(
-        "ERROR", {"message": f"rank {rank} ({socket.gethostname()}): {message}", "stderr_tail": stderr.tail()}
+        "ERROR",
+        {"message": f"rank {rank} ({socket.gethostname()}): {message}", "stderr_tail": stderr.tail()},
+        stream=_PROTOCOL[0],
     )
+
+
+_PROTOCOL: list = [None]  # the stream of protocol lines (None: sys.stdout), set by main
+
+
+def _private_copy(stream):
+    """A text stream on a duplicate of `stream`'s descriptor (the stream itself when it has none)."""
+    try:
+        return os.fdopen(os.dup(stream.fileno()), "w", buffering=1, encoding="utf-8", errors="replace")
+    except (OSError, ValueError, AttributeError):
+        return stream
 
 
 if __name__ == "__main__":

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import tempfile
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
@@ -20,7 +18,8 @@ from typing import Any, TypeAlias
 
 from stash_core.errors import UsageError
 from stash_core.spec import unsafe_character
-from stash_core.units import STALLS, json_safe
+from stash_core.units import STALLS, json_safe  # noqa: F401 - json_safe re-exported
+from stash_core.userfiles import read_user_bytes, write_json_atomic
 
 # The one schema version of result and probe documents: whatever writes one stamps it with this constant.
 SCHEMA_VERSION = 1
@@ -41,6 +40,7 @@ REQUIRED_KEYS = ("schema_version", "kind", "run_id", "status", "started_at", "sp
 MAX_DEPTH = 32  # objects and lists within each other; a result nests about 7 deep
 INT64_MAX = 2**63 - 1
 MAX_ID_CHARS = 200
+MAX_RESULT_BYTES = 1024 * 1024 * 1024  # a long run with dense telemetry is tens of MB
 # Times a result may carry: what pandas (the dashboard) can represent, from 1900 on.
 EARLIEST, LATEST = datetime(1900, 1, 1), datetime(2262, 4, 11)
 
@@ -57,33 +57,10 @@ def default_result_path(run_id: str, results_dir: Path = Path("results")) -> Pat
 
 
 def write_result_atomic(path: Path, doc: ResultDocument) -> Path:
-    """Write `doc` as JSON to `path` so that readers see either the old file or the whole new one; NaN and
-    inf become null (not valid JSON), parent directories are created."""
-    path = Path(path)
-    try:
-        text = json.dumps(doc, allow_nan=False, separators=(",", ":"))
-    except ValueError:  # only then pay for a sanitising copy of the whole document
-        text = json.dumps(json_safe(doc), allow_nan=False, separators=(",", ":"))
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        # The temporary file lives in the target directory so that os.replace is a rename on one file system.
-        fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    except OSError as exc:
-        raise UsageError(f"cannot write result file {path}: {exc.strerror or exc}") from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp_name, path)
-    except OSError as exc:
-        _remove_quietly(tmp_name)
-        raise UsageError(f"cannot write result file {path}: {exc.strerror or exc}") from None
-    except BaseException:
-        _remove_quietly(tmp_name)
-        raise
-    _fsync_directory(path.parent)
-    return path
+    """Write `doc` as JSON to `path` so that readers see either the old file or the whole new one (through
+    links, never onto a special file, fsynced); NaN and inf become null (not valid JSON), parent
+    directories are created."""
+    return write_json_atomic(path, doc, "result file")
 
 
 def load_result(path: Path) -> ResultDocument:
@@ -112,14 +89,7 @@ def load_document(path: Path) -> ResultDocument:
 
 
 def _read_json(path: Path) -> Any:
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        raise UsageError(f"{path}: result file does not exist") from None
-    except IsADirectoryError:
-        raise UsageError(f"{path}: is a directory, not a result file") from None
-    except OSError as exc:
-        raise UsageError(f"{path}: cannot read result file: {exc.strerror or exc}") from None
+    raw = read_user_bytes(path, "result file", MAX_RESULT_BYTES)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
@@ -364,24 +334,3 @@ def _check_numbers(what: str, values: list) -> None:
             raise UsageError(
                 f"result file: {what} holds non-numeric values ({value!r}): give a flat list of numbers"
             )
-
-
-def _remove_quietly(name: str) -> None:
-    try:
-        os.unlink(name)
-    except OSError:
-        pass
-
-
-def _fsync_directory(directory: Path) -> None:
-    # Makes the rename itself durable; not every file system allows opening a directory, so best effort.
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)

@@ -42,6 +42,9 @@ def grad_bytes_of(model: str | None) -> float:
     return float(DEFAULT_GRAD_BYTES)
 
 
+MIN_GBPS, MAX_GBPS = 0.001, 1e6  # 1 Mbit/s to a million Gbit/s
+
+
 @dataclass(frozen=True)
 class Fabric:
     node_gbps: float
@@ -49,8 +52,11 @@ class Fabric:
 
     def __post_init__(self) -> None:
         for name, value in (("node", self.node_gbps), ("uplink", self.uplink_gbps)):
-            if not (math.isfinite(value) and value > 0):
-                raise UsageError(f"{name} bandwidth must be a positive number of Gbit/s, got {value}")
+            # Bounded: at 1e-300 Gbit/s a transfer never ends and the simulation never does either.
+            if not (math.isfinite(value) and MIN_GBPS <= value <= MAX_GBPS):
+                raise UsageError(
+                    f"{name} bandwidth must be from {MIN_GBPS:g} to {MAX_GBPS:g} Gbit/s, got {value:g}"
+                )
 
     @classmethod
     def oversubscribed(cls, node_gbps: float, ratio: float, nodes_per_switch: int) -> Fabric:

@@ -25,7 +25,7 @@ jobs): slowdown source "drawn (blox)". Submit times are shifted so the first job
 
 from __future__ import annotations
 
-import json
+import io
 from pathlib import Path
 
 import pandas as pd
@@ -36,6 +36,11 @@ from stash_core.sched.helios import helios_frame
 from stash_core.sched.pai import read_pai
 from stash_core.sched.philly import philly_frame
 from stash_core.sched.trace import Job, jobs_from_frame
+from stash_core.userfiles import read_user_json, read_user_text
+
+MAX_TRACE_BYTES = (
+    2 * 1024 * 1024 * 1024
+)  # Philly's cluster_job_log is about 0.5 GB; a FIFO or /dev/zero never ends
 
 FORMATS = ("tiresias", "philly", "pai2020", "helios")
 
@@ -45,6 +50,11 @@ def load_trace(path: Path, db_path: Path | None = None, fmt: str = "tiresias") -
     return jobs_from_frame(read_trace_frame(path, fmt), db_path, str(path))
 
 
+def _text(path: Path) -> io.StringIO:
+    """A trace's text (a regular file of at most MAX_TRACE_BYTES, BOM dropped) for pandas to parse."""
+    return io.StringIO(read_user_text(path, "trace", MAX_TRACE_BYTES))
+
+
 def read_trace_frame(path: Path, fmt: str) -> pd.DataFrame:
     """The trace at `path` in the simulator's columns; UsageError naming the problem otherwise."""
     if fmt not in FORMATS:
@@ -52,16 +62,16 @@ def read_trace_frame(path: Path, fmt: str) -> pd.DataFrame:
     try:
         if fmt == "tiresias":
             try:
-                frame = pd.read_csv(path)
+                frame = pd.read_csv(_text(path))
             except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
                 raise UsageError(f"trace {path} is not a CSV file: {str(exc).splitlines()[0]}") from None
             refuse_extra_fields(frame, str(path), len(frame.columns))
             return frame
         if fmt == "philly":
-            return philly_frame(json.loads(Path(path).read_text()))
+            return philly_frame(read_user_json(path, "philly trace", MAX_TRACE_BYTES))
         if fmt == "pai2020":
             return read_pai(Path(path))
-        log = pd.read_csv(path)
+        log = pd.read_csv(_text(path))
         refuse_extra_fields(log, str(path), len(log.columns))
         return helios_frame(log, str(path))
     except OSError as exc:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import math
 from pathlib import Path
 
@@ -9,6 +10,10 @@ import pandas as pd
 
 from stash_core.errors import UsageError
 from stash_core.sched.columns import finish, numeric_column
+from stash_core.userfiles import read_user_text
+
+MAX_JOB_GPUS = 10**6  # far beyond any cluster; a larger count is a broken row
+MAX_PAI_BYTES = 4 * 1024 * 1024 * 1024  # the task table of the 2020 trace is about 1 GB
 
 PAI_JOB_COLUMNS = ["job_name", "inst_id", "user", "status", "start_time", "end_time"]
 PAI_TASK_COLUMNS = ["job_name", "task_name", "inst_num", "status", "start_time", "end_time", "plan_cpu",
@@ -25,7 +30,8 @@ def read_pai(job_path: Path) -> pd.DataFrame:
 
 
 def _table(path: Path, columns: list[str]) -> pd.DataFrame:
-    table = pd.read_csv(path, header=None, dtype=str)
+    # The reader of user files: a regular file of bounded size, its byte-order mark dropped.
+    table = pd.read_csv(io.StringIO(read_user_text(path, "trace", MAX_PAI_BYTES)), header=None, dtype=str)
     if table.shape[1] != len(columns):
         raise UsageError(
             f"{path}: {table.shape[1]} columns, expected {len(columns)} ({', '.join(columns)}), no header"
@@ -47,6 +53,10 @@ def pai_frame(jobs: pd.DataFrame, tasks: pd.DataFrame, job_file: str = "pai_job_
     numeric_column(jobs, "end_time", job_file, 1)
     frame = jobs.join(per_job, on="job_name", how="inner")
     frame = frame[(frame["gpus"] > 0) & (frame["end"] > frame["start"]) & frame["submit"].notna()]
+    too_many = frame[~(frame["gpus"] <= MAX_JOB_GPUS * 100)]  # inst_num x plan_gpu of 1e300 each: inf
+    if len(too_many):
+        raise UsageError(f"{task_file}: job {too_many['job_name'].iloc[0]!s:.60} asks for more than "
+                         f"{MAX_JOB_GPUS:,} GPUs (inst_num x plan_gpu / 100)")  # fmt: skip
     return finish(pd.DataFrame({
         "job_id": frame["job_name"].astype(str),
         "num_gpu": [math.ceil(g / 100 - 1e-9) for g in frame["gpus"]],

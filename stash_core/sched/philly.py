@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import pandas as pd
 
 from stash_core.errors import UsageError
@@ -66,8 +68,12 @@ def _when(text: object, name: str) -> float | None:
         return None
     if not isinstance(text, str):
         raise UsageError(f"{name}: times must be text YYYY-MM-DD HH:MM:SS, got {text!r:.60}")
+    # A date and time as written, never pandas' words ("now", "today") nor an offset: Philly's times are
+    # all local times of one cluster, so an offset among them would shift one job by hours.
     try:
-        stamp = pd.Timestamp(text)
+        stamp = datetime.fromisoformat(text.strip())
     except ValueError:
         raise UsageError(f"{name}: {text!r:.60} is not a time YYYY-MM-DD HH:MM:SS") from None
-    return None if pd.isna(stamp) else stamp.timestamp()
+    if stamp.tzinfo is not None:
+        raise UsageError(f"{name}: {text!r:.60} has a UTC offset; Philly times are given without one")
+    return stamp.replace(tzinfo=UTC).timestamp()

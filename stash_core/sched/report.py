@@ -3,10 +3,7 @@ its per-job CSV and its database row all or none (store/simulations.py holds the
 
 from __future__ import annotations
 
-import json
-import os
 import secrets
-import tempfile
 from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
@@ -14,6 +11,7 @@ from typing import Any
 
 import pandas as pd
 
+from stash_core import __version__
 from stash_core.errors import UsageError
 from stash_core.sched.fabric import Fabric
 from stash_core.sched.metrics import jct_cdf, queue_delay_over_time, sample_timeline, schedule_metrics
@@ -24,8 +22,7 @@ from stash_core.sched.trace import Job
 from stash_core.sched.tuner import plan_policies
 from stash_core.store import simulations
 from stash_core.store.simulations import SIMULATION_KIND
-
-STASH_VERSION = "0.1.0"
+from stash_core.userfiles import StagedFile, json_text, writable_target
 
 
 def run_simulation(
@@ -49,7 +46,7 @@ def run_simulation(
     doc = {
         "kind": SIMULATION_KIND, "schema_version": 1,
         "simulation_id": f"sim-{now:%Y%m%dT%H%M%SZ}-{secrets.token_hex(3)}", "created_at": now.isoformat(),
-        "stash_version": STASH_VERSION, "trace": trace, "trace_format": trace_format, "jobs": len(reported),
+        "stash_version": __version__, "trace": trace, "trace_format": trace_format, "jobs": len(reported),
         "trace_jobs": len(jobs),
         "cluster": {"switches": cluster.switches, "nodes_per_switch": cluster.nodes_per_switch,
                     "gpus_per_node": cluster.gpus_per_node, "gpus": cluster.total_gpus},
@@ -64,44 +61,40 @@ def save_simulation(doc: dict[str, Any], out_dir: Path, database: Path | None = 
     """results/<simulation_id>.json, the per-job CSV and (with `database`) the row, all or none: the files are
     written beside their places first, the row stored, then the files moved into place. The result file."""
     created = _missing_folders(out_dir)
-    staged: list[tuple[str, Path]] = []
+    staged: list[StagedFile] = []
     done = False
     try:
+        path = out_dir / f"{doc['simulation_id']}.json"
+        # An output that is a device or a FIFO is refused before anything is written.
+        targets = [(path, "simulation file")] + (
+            [(jobs_csv, "per-job CSV")] if per_job is not None and jobs_csv else []
+        )
+        for target, what in targets:
+            writable_target(target, what)
         try:
             out_dir.mkdir(parents=True, exist_ok=True)
-            path = out_dir / f"{doc['simulation_id']}.json"
-            staged.append((_staged(out_dir, ".sim-", lambda out: json.dump(doc, out, indent=1)), path))
-            if per_job is not None and jobs_csv is not None:
-                write = lambda out: per_job.to_csv(out, index=False)  # noqa: E731
-                staged.append((_staged(jobs_csv.parent, ".jobs-", write), jobs_csv))
         except OSError as exc:
             raise UsageError(f"cannot write the results: {exc.strerror or exc} ({exc.filename})") from None
+        staged.append(StagedFile(path, "simulation file"))
+        staged[-1].write(json_text(doc, indent=1))
+        if per_job is not None and jobs_csv is not None:
+            staged.append(StagedFile(jobs_csv, "per-job CSV"))
+            staged[-1].write(per_job.to_csv(index=False))
         if database is not None:
             simulations.ingest_simulation(database, doc, str(path.resolve()))
-        for tmp, final in staged:
-            os.replace(tmp, final)
+        for file in staged:
+            file.commit()
         done = True
     finally:
-        for tmp, _ in staged:
-            Path(tmp).unlink(missing_ok=True)
         if not done:
+            for file in staged:
+                file.discard()
             for folder in reversed(created):
                 try:
                     folder.rmdir()
                 except OSError:
                     break  # not empty or gone: leave it
     return path
-
-
-def _staged(folder: Path, prefix: str, write) -> str:
-    handle, tmp = tempfile.mkstemp(dir=folder, prefix=prefix, suffix=".tmp")
-    try:
-        with os.fdopen(handle, "w") as out:
-            write(out)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return tmp
 
 
 def _missing_folders(folder: Path) -> list[Path]:

@@ -32,20 +32,17 @@ from stash_core.spot.lossfit import MAX_FIT_ERROR
 from stash_core.spot.model import Worker, Workload
 from stash_core.spot.planner import InstanceOffer
 from stash_core.store.reads import latest_compute_s
+from stash_core.userfiles import json_text, read_user_json, writable_target, write_atomic
 
 MB = 1e6  # spotDNN's tables give sizes in MB and bandwidths in MB/s
 GBPS = 1e9 / 8  # bytes per second in one Gbit/s
 DEFAULT_PS_GBPS = 9.6
+MAX_WORKLOAD_BYTES = 16 * 1024 * 1024  # a workload file is a few hundred bytes
 
 
 def load_workload(path: Path) -> tuple[Workload, dict[str, Any]]:
     """The Workload of a workload file, plus the raw document (for batch and compute times)."""
-    try:
-        doc = json.loads(Path(path).read_text())
-    except OSError as exc:
-        raise UsageError(f"cannot read workload file {path}: {exc.strerror or exc}") from None
-    except json.JSONDecodeError as exc:
-        raise UsageError(f"workload file {path} is not valid JSON (line {exc.lineno}: {exc.msg})") from None
+    doc = read_user_json(path, "workload file", MAX_WORKLOAD_BYTES)
     if not isinstance(doc, dict):
         raise UsageError(f"workload file {path} must hold a JSON object")
     if "param_bytes" in doc:
@@ -74,9 +71,9 @@ def _check_loss_fit(doc: dict[str, Any]) -> None:
     if fit is None:
         return
     error = fit.get("mean_rel_error") if isinstance(fit, dict) else None
-    if not _is_number(error):
+    if not _is_number(error) or error < 0:
         raise UsageError(
-            "workload file: loss_fit.mean_rel_error must be a number (refit with stash spot-fit-loss)"
+            "workload file: loss_fit.mean_rel_error must be a number from 0 (refit with stash spot-fit-loss)"
         )
     if error > MAX_FIT_ERROR:
         raise UsageError(
@@ -116,6 +113,7 @@ def check_writable(path: Path) -> dict[str, Any]:
     folder = path.parent
     if path.is_dir():
         raise UsageError(f"workload file {path} is a folder")
+    writable_target(path, "workload file")  # a device or FIFO is refused, a link is written through
     if not folder.is_dir():
         raise UsageError(f"workload file {path}: its folder {folder} does not exist")
     if not os.access(folder, os.W_OK | os.X_OK) or (path.exists() and not os.access(path, os.W_OK)):
@@ -128,12 +126,7 @@ def read_workload_doc(path: Path) -> dict[str, Any]:
     path = Path(path)
     if not path.exists():
         return {}
-    try:
-        doc = json.loads(path.read_text())
-    except OSError as exc:
-        raise UsageError(f"cannot read workload file {path}: {exc.strerror or exc}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise UsageError(f"workload file {path} is not valid JSON ({exc})") from None
+    doc = read_user_json(path, "workload file", MAX_WORKLOAD_BYTES)
     if not isinstance(doc, dict):
         raise UsageError(f"workload file {path} must hold a JSON object")
     return doc
@@ -144,13 +137,7 @@ def update_workload(path: Path, changes: dict[str, Any]) -> dict[str, Any]:
     path = Path(path)
     doc = read_workload_doc(path)
     doc.update(changes)
-    partial = path.with_name(path.name + ".partial")
-    try:
-        partial.write_text(json.dumps(doc, indent=2) + "\n")
-        partial.replace(path)
-    except OSError as exc:
-        partial.unlink(missing_ok=True)
-        raise UsageError(f"cannot write workload file {path}: {exc.strerror or exc}") from None
+    write_atomic(path, json_text(doc, indent=2) + "\n", "workload file")
     return doc
 
 
@@ -248,4 +235,9 @@ def _number(doc: dict[str, Any], key: str) -> float:
 
 
 def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return False
+    try:
+        return math.isfinite(float(value))
+    except OverflowError:  # an integer beyond a double
+        return False

@@ -24,6 +24,7 @@ one is refused by the planner (inputs.load_workload).
 from __future__ import annotations
 
 import csv
+import io
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,7 +32,9 @@ from pathlib import Path
 import numpy as np
 
 from stash_core.errors import UsageError
+from stash_core.userfiles import read_user_text
 
+MAX_LOSS_CSV_BYTES = 256 * 1024 * 1024  # loss curves are thousands of rows, not millions
 MAX_FIT_ERROR = 0.12  # mean relative error: the paper's worst loss prediction error is 11.7%
 MIN_ROWS = 8
 # Sane ranges of a loss curve's values (beyond them the least squares overflow): a billion parameter updates,
@@ -112,12 +115,10 @@ def curves(batch, workers, iteration, loss, r=None) -> LossCurves:
 
 def read_loss_csv(path: Path) -> LossCurves:
     """Loss curves from a CSV with a header: iteration, loss, batch_size, workers (and optionally R)."""
+    text = read_user_text(path, "loss curves", MAX_LOSS_CSV_BYTES)
     try:
-        with open(path, newline="") as handle:
-            rows = list(csv.DictReader(handle))
-    except OSError as exc:
-        raise UsageError(f"cannot read loss curves {path}: {exc.strerror or exc}") from None
-    except (csv.Error, UnicodeDecodeError) as exc:
+        rows = list(csv.DictReader(io.StringIO(text, newline="")))
+    except csv.Error as exc:
         raise UsageError(f"loss curves {path} is not a readable CSV: {exc}") from None
     if not rows:
         raise UsageError(f"loss curves {path}: no rows (a header with iteration, loss, batch_size, workers)")

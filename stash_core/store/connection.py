@@ -28,6 +28,7 @@ except ImportError:  # not on POSIX: no writer announcement, plain retries only
     fcntl = None  # type: ignore[assignment]
 
 from stash_core.errors import UsageError, first_line
+from stash_core.store.dbfile import check_database_file, refuse_foreign
 from stash_core.store.migrations import check_reader_can_take, ensure_schema, stored_schema_version
 from stash_core.store.schema import create_schema
 
@@ -40,6 +41,7 @@ _LONGEST_WAIT_S = 0.5
 _ANNOUNCED_WRITER_WAIT_S = 0.1
 _READER_STEP_S = 0.05
 WAITING_SUFFIX = ".writer-waiting"
+_NO_EXTENSION_FETCH = {"autoinstall_known_extensions": False}
 
 
 @contextmanager
@@ -58,6 +60,8 @@ def connect(
     timeout_s = LOCK_TIMEOUT_S if lock_timeout_s is None else lock_timeout_s
     if path.is_dir():
         raise UsageError(f"database {path} is a directory, not a DuckDB file")
+    wal = path.with_name(path.name + ".wal")
+    wal_existed = read_only or wal.exists()  # readers never write a WAL
     if read_only and not path.exists():
         con = _empty_database()
     else:
@@ -69,15 +73,20 @@ def connect(
         except UsageError:
             if not existed:
                 _remove_if_empty(path)  # DuckDB created it but could not write its header (a full disk)
+            if not wal_existed:
+                _remove_if_empty(wal)
             raise
         try:
             con.execute("SET TimeZone = 'UTC'")
+            con.execute("SET enable_progress_bar = false")  # a long insert drew one into the output
             if read_only:
                 con = _checked_reader(con, path)
             else:
                 ensure_schema(con, str(path))
         except duckdb.Error as exc:
-            con.close()
+            _close_quietly(con)
+            if not wal_existed:
+                _remove_if_empty(wal)  # a full disk at the first write leaves an empty .wal
             if _CORRUPT_RE.search(str(exc)):
                 raise _open_error(path, exc) from None
             raise UsageError(f"cannot use database {path}: {first_line(exc)}") from None
@@ -91,11 +100,20 @@ def connect(
             con.close()
         except duckdb.Error:
             pass  # the error in flight says more
+        if not wal_existed:
+            _remove_if_empty(wal)  # a write refused by a full disk leaves an empty .wal
         raise
     try:
         con.close()  # writes a checkpoint, which a full disk can refuse (the WAL keeps the data)
     except duckdb.Error as exc:
         raise UsageError(f"cannot close database {path}: {first_line(exc)}") from None
+
+
+def _close_quietly(con: duckdb.DuckDBPyConnection) -> None:
+    try:
+        con.close()
+    except duckdb.Error:
+        pass
 
 
 def _remove_if_empty(path: Path) -> None:
@@ -117,7 +135,13 @@ def _empty_database() -> duckdb.DuckDBPyConnection:
 def _checked_reader(con: duckdb.DuckDBPyConnection, path: Path) -> duckdb.DuckDBPyConnection:
     version = stored_schema_version(con)
     if version is None:
-        # A DuckDB file without the Stash schema (e.g. created by a crashed first writer) reads as empty.
+        # A DuckDB file without the Stash schema (e.g. created by a crashed first writer) reads as empty;
+        # one with tables of its own is another program's.
+        try:
+            refuse_foreign(con, str(path))
+        except BaseException:
+            con.close()
+            raise
         con.close()
         return _empty_database()
     check_reader_can_take(version, str(path))  # an older but readable version is read as it is
@@ -193,8 +217,10 @@ def _open_with_retry(path: Path, read_only: bool, timeout_s: float) -> duckdb.Du
         while True:
             if read_only:
                 _step_aside_for_waiting_writer(path, deadline)
+            check_database_file(path)
             try:
-                return duckdb.connect(str(path), read_only=read_only)
+                # Never fetch an extension: a file DuckDB would need one for is refused above.
+                return duckdb.connect(str(path), read_only=read_only, config=_NO_EXTENSION_FETCH)
             except duckdb.Error as exc:
                 if not _is_lock_conflict(exc):
                     raise _open_error(path, exc) from None

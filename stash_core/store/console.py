@@ -24,7 +24,6 @@ import os
 import queue
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -38,6 +37,7 @@ import stash_core
 from stash_core.errors import UsageError, first_line
 from stash_core.proc import end_tree
 from stash_core.store.connection import LOCK_TIMEOUT_S
+from stash_core.store.console_files import new_console_folder, snapshot_database
 from stash_core.store.sqlguard import check_sql
 
 DEFAULT_TIMEOUT_S = 10.0
@@ -92,10 +92,12 @@ def run_readonly_query(
     memory_bytes = default_memory_limit_bytes() if memory_limit_bytes is None else int(memory_limit_bytes)
     if memory_bytes < 16 * 2**20:
         raise UsageError("the console's memory limit must be at least 16 MiB")
-    with tempfile.TemporaryDirectory(prefix="stash-console-") as folder:
+    with new_console_folder() as folder:
         result_path = Path(folder) / "result.arrow"
+        # The query reads a snapshot, so that writers never wait for it (console_files.py).
+        snapshot = snapshot_database(Path(db_path).absolute(), Path(folder))
         request = {
-            "db": str(Path(db_path).absolute()),
+            "db": str(snapshot),
             "sql": statement,
             "max_rows": int(max_rows),
             "result": str(result_path),

@@ -44,6 +44,7 @@ def export(db_path: Path | str, fmt: str, out_dir: Path | str) -> list[Path]:
         raise UsageError(f"unknown export format {fmt!r}; choose one of {', '.join(EXPORT_FORMATS)}")
     suffix, options = EXPORT_FORMATS[fmt]
     out_dir = Path(out_dir)
+    created = not out_dir.exists()  # removed again when nothing is exported (a database refused)
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(prefix=".stash-export-", dir=out_dir))
@@ -73,3 +74,5 @@ def export(db_path: Path | str, fmt: str, out_dir: Path | str) -> list[Path]:
         raise UsageError(f"cannot write export to {out_dir}: {exc.strerror or exc}") from None
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+        if created and not any(out_dir.iterdir()):
+            out_dir.rmdir()

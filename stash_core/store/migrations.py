@@ -15,6 +15,7 @@ import duckdb
 
 from stash_core.errors import UsageError
 from stash_core.store.catalog_seed import BUILTIN_CATALOG_CSV, builtin_catalog_rows
+from stash_core.store.dbfile import refuse_foreign
 from stash_core.store.schema import DB_SCHEMA_VERSION, create_schema
 from stash_core.store.schema_docs import COMMENTS_DIGEST
 
@@ -177,11 +178,14 @@ def ensure_schema(con: duckdb.DuckDBPyConnection, db_label: str) -> None:
 
     A database of the current version whose comments differ from this Stash's gets them re-applied.
     """
-    meta = stored_meta(con) or {}
+    stored = stored_meta(con)
+    meta = stored or {}
     version = int(meta["schema_version"]) if "schema_version" in meta else None
     if version == DB_SCHEMA_VERSION and meta.get("comments_digest") == COMMENTS_DIGEST:
         return
     check_readable_version(version, db_label)
+    if stored is None:
+        refuse_foreign(con, db_label)  # another program's tables get no Stash tables beside them
     con.execute("BEGIN TRANSACTION")
     try:
         while version is not None and version < DB_SCHEMA_VERSION:

@@ -15,7 +15,7 @@ from types import ModuleType
 
 from torch import nn
 
-from stash_core.errors import UsageError
+from stash_core.zoo.user_limits import UserModelError, limited_user_code
 
 # Module names that user files are imported under: one per absolute path, so two files called model.py (or a
 # file called torch.py) never replace each other or a real package in sys.modules.
@@ -34,7 +34,7 @@ def split_ref(ref: str) -> tuple[str, str]:
     """'where:FACTORY' -> (where, FACTORY), or UsageError when either half is missing."""
     location, _, factory_name = ref.rpartition(":")
     if not location.strip() or not factory_name.strip():
-        raise UsageError(
+        raise UserModelError(
             f"model reference {ref!r} must look like path/to/file.py:FACTORY or package.module:FACTORY"
         )
     return location.strip(), factory_name.strip()
@@ -63,22 +63,22 @@ def _on_sys_path(folder: Path) -> Iterator[None]:
 def _import_file(location: str) -> ModuleType:
     path = Path(location).expanduser().resolve()
     if path.is_dir():
-        raise UsageError(f"model file {location} is a folder; give a .py file")
+        raise UserModelError(f"model file {location} is a folder; give a .py file")
     if not path.is_file():
-        raise UsageError(f"model file not found: {location}")
+        raise UserModelError(f"model file not found: {location}")
     if path.suffix != ".py":
-        raise UsageError(f"model file must be a .py file: {location}")
+        raise UserModelError(f"model file must be a .py file: {location}")
     name = user_module_name(path)
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:
-        raise UsageError(f"cannot import model file {location}")
+        raise UserModelError(f"cannot import model file {location}")
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module  # dataclasses and pickling look classes up here while the file runs
     try:
         spec.loader.exec_module(module)
     except (Exception, SystemExit) as exc:
         sys.modules.pop(name, None)
-        raise UsageError(f"cannot import model file {location}: {one_line(exc)}") from None
+        raise UserModelError(f"cannot import model file {location}: {one_line(exc)}") from None
     return module
 
 
@@ -86,7 +86,7 @@ def _import_module(location: str) -> ModuleType:
     try:
         return importlib.import_module(location)
     except (Exception, SystemExit) as exc:
-        raise UsageError(f"cannot import model module {location}: {one_line(exc)}") from None
+        raise UserModelError(f"cannot import model module {location}: {one_line(exc)}") from None
 
 
 def accepts_num_classes(factory: Callable[..., object]) -> bool:
@@ -108,13 +108,14 @@ def accepts_num_classes(factory: Callable[..., object]) -> bool:
 def call_user_factory(ref: str, num_classes: int) -> tuple[nn.Module, bool]:
     """Import the factory that ref names and call it; returns (model, whether num_classes was passed)."""
     location, factory_name = split_ref(ref)
-    if is_file_location(location):
-        folder = Path(location).expanduser().resolve().parent
-        with _on_sys_path(folder):
-            module = _import_file(location)
-            return _call(ref, module, factory_name, num_classes)
-    module = _import_module(location)
-    return _call(ref, module, factory_name, num_classes)
+    with limited_user_code(f"model factory {ref}"):  # a time limit; os._exit cannot end Stash
+        if is_file_location(location):
+            folder = Path(location).expanduser().resolve().parent
+            with _on_sys_path(folder):
+                module = _import_file(location)
+                return _call(ref, module, factory_name, num_classes)
+        module = _import_module(location)
+        return _call(ref, module, factory_name, num_classes)
 
 
 def _call(ref: str, module: ModuleType, factory_name: str, num_classes: int) -> tuple[nn.Module, bool]:
@@ -128,18 +129,18 @@ def _call(ref: str, module: ModuleType, factory_name: str, num_classes: int) -> 
             and getattr(value, "__module__", None) == module.__name__
         )
         hint = f" (it defines: {', '.join(public[:8])})" if public else ""
-        raise UsageError(
+        raise UserModelError(
             f"{ref}: no factory named {factory_name!r} in {module.__file__ or module.__name__}{hint}"
         )
     if not callable(factory):
-        raise UsageError(
+        raise UserModelError(
             f"{ref}: {factory_name!r} is not a callable factory (its type is {type(factory).__name__})"
         )
     passes_classes = accepts_num_classes(factory)
     try:
         model = factory(num_classes=num_classes) if passes_classes else factory()
     except (Exception, SystemExit) as exc:
-        raise UsageError(f"model factory {ref} raised {one_line(exc)}") from None
+        raise UserModelError(f"model factory {ref} raised {one_line(exc)}") from None
     if not isinstance(model, nn.Module):
-        raise UsageError(f"model factory {ref} returned a {type(model).__name__}, not a torch.nn.Module")
+        raise UserModelError(f"model factory {ref} returned a {type(model).__name__}, not a torch.nn.Module")
     return model, passes_classes

@@ -24,6 +24,7 @@ from stash_core.decide.recommend.costs import STALL_NAMES, Estimate, Job, option
 from stash_core.errors import UsageError
 from stash_core.store.reads import stored_model_counts
 from stash_core.units import finite_float
+from stash_core.zoo.user_limits import UserModelError
 
 
 class OptionPlanner:
@@ -149,6 +150,8 @@ class OptionPlanner:
                 self._predictor = predictor_for(
                     self.db_path, self.job.model, self.job.batch_size, self.catalog
                 )
+            except UserModelError:
+                raise  # the model itself cannot be built: one line for the command, not one per instance
             except UsageError as exc:
                 self._predictor = f"no profile and no prediction from specs ({exc})"
         return self._predictor

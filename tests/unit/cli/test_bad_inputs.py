@@ -610,7 +610,7 @@ CASES: list[tuple[str, list[str], str]] = [
     (
         "schedule-philly-not-json",
         ["schedule", "--trace", "{plain}", "--trace-format", "philly", "--db", "{db}"],
-        "not a philly trace",
+        "philly trace is not valid JSON",
     ),
     # ---- no command, unknown command
     ("no-command", [], "command"),
@@ -722,7 +722,7 @@ CASES += [
     ("spot-profile-workers-zero", [*SPOT_PROFILE, "--workers", "0,2,4"], "--workers"),
     ("spot-profile-duration-zero", [*SPOT_PROFILE, "--duration-s", "0"], "--duration-s"),
     ("spot-profile-batch-nan", [*SPOT_PROFILE, "--batch", "nan"], "--batch"),
-    ("spot-profile-bad-workload", [*SPOT_PROFILE[:4], "{binary}", *SPOT_PROFILE[5:]], "not valid JSON"),
+    ("spot-profile-bad-workload", [*SPOT_PROFILE[:4], "{binary}", *SPOT_PROFILE[5:]], "not UTF-8"),
     ("spot-profile-unknown-instance", [*SPOT_PROFILE, "--instances", "nope.large"], "not in the catalog"),
     ("spot-replan-loss-nan", [*SPOT_REPLAN, "--current-loss", "nan", "--budget-s", "10"], "--current-loss"),
     ("spot-replan-budget-zero", [*SPOT_REPLAN, "--current-loss", "2", "--budget-s", "0"], "--budget-s"),
@@ -731,7 +731,7 @@ CASES += [
     ("spot-simulate-no-revocations", SPOT_SIM, "--rate-per-h"),
     ("spot-simulate-rate-negative", [*SPOT_SIM, "--rate-per-h", "-1"], "--rate-per-h"),
     ("spot-simulate-runs-zero", [*SPOT_SIM, "--rate-per-h", "1", "--runs", "0"], "--runs"),
-    ("spot-simulate-trace-missing", [*SPOT_SIM, "--trace", "{tmp}/no-trace.csv"], "cannot read revocation"),
+    ("spot-simulate-trace-missing", [*SPOT_SIM, "--trace", "{tmp}/no-trace.csv"], "trace does not exist"),
     ("spot-simulate-rate-and-trace", [*SPOT_SIM, "--rate-per-h", "1", "--trace", "{plain}"], "not allowed"),
 ]  # fmt: skip
 

@@ -48,7 +48,7 @@ def test_bad_arguments_exit_2_with_one_line(tmp_path, capsys):
     for argv, message in [
         (["--synthetic-jobs", "5", "--cluster", "2x0x8"], "--cluster"),
         (["--synthetic-jobs", "5", "--policies", "fastest"], "unknown policy"),
-        (["--trace", str(tmp_path / "none.csv")], "cannot read trace"),
+        (["--trace", str(tmp_path / "none.csv")], "trace does not exist"),
         (
             ["--synthetic-jobs", "5", "--cluster", "1x1x1", "--policies", "spread"],
             "more GPUs than the cluster",
@@ -56,7 +56,7 @@ def test_bad_arguments_exit_2_with_one_line(tmp_path, capsys):
         (["--synthetic-jobs", "5", "--tuning", "online", "--delay-s", "5"], "--tuning given"),
         (["--synthetic-jobs", "5", "--tune-fraction", "1"], "--tune-fraction"),
         (["--synthetic-jobs", "1", "--policies", "delay"], "both parts need a job"),
-        (["--trace", str(tmp_path / "none.json"), "--trace-format", "philly"], "cannot read trace"),
+        (["--trace", str(tmp_path / "none.json"), "--trace-format", "philly"], "trace does not exist"),
         (["--synthetic-jobs", "5", "--checkpoint-s", "-1"], "--checkpoint-s"),
     ]:
         status = main(["schedule", *argv, "--db", str(tmp_path / "r.duckdb"), "--out", str(tmp_path / "o")])

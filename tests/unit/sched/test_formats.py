@@ -93,7 +93,7 @@ def test_tiresias_csv_with_user_estimates(tmp_path):
     "fmt, content, message",
     [
         ("philly", "{}", "JSON list"),
-        ("philly", "not json", "not a philly trace"),
+        ("philly", "not json", "philly trace is not valid JSON"),
         ("helios", "job_id,user\n1,u\n", "needs column(s) gpu_num, submit_time, duration"),
         ("helios", "job_id,gpu_num,submit_time,duration\n1,0,2020-01-01,5\n", "has no job with GPUs"),
         ("tiresias", "", "not a CSV"),

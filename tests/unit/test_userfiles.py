@@ -1,0 +1,123 @@
+"""The one reader and writer of user files: special files refused by name, sizes bounded, BOMs dropped,
+deep JSON refused; writes atomic, through links, never onto a special file, without NaN."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+
+import pytest
+
+from stash_core.errors import UsageError
+from stash_core.userfiles import (
+    StagedFile,
+    check_output,
+    json_depth,
+    read_user_bytes,
+    read_user_json,
+    read_user_text,
+    write_atomic,
+    write_json_atomic,
+)
+
+
+@pytest.mark.parametrize(
+    ("make", "says"),
+    [
+        (lambda p: os.mkfifo(p), "FIFO"),
+        (lambda p: p.symlink_to("/dev/zero"), "character device"),
+        (lambda p: p.mkdir(), "directory"),
+    ],
+)
+def test_special_files_are_refused_by_what_they_are(tmp_path, make, says):
+    path = tmp_path / "input"
+    make(path)
+    with pytest.raises(UsageError, match=says):
+        read_user_bytes(path, "trace")
+
+
+def test_missing_and_too_large_files(tmp_path):
+    with pytest.raises(UsageError, match="trace does not exist"):
+        read_user_bytes(tmp_path / "nope", "trace")
+    big = tmp_path / "big"
+    big.write_bytes(b"x" * 101)
+    with pytest.raises(UsageError, match="at most 100 are read"):
+        read_user_bytes(big, "trace", max_bytes=100)
+    assert read_user_bytes(big, "trace", max_bytes=101) == b"x" * 101
+
+
+def test_text_drops_a_bom_and_refuses_other_encodings_and_nul(tmp_path):
+    path = tmp_path / "t.csv"
+    path.write_bytes("\ufeffa,b\n".encode())
+    assert read_user_text(path) == "a,b\n"
+    path.write_bytes(b"caf\xe9")
+    with pytest.raises(UsageError, match="not UTF-8"):
+        read_user_text(path)
+    path.write_bytes(b"a\x00b")
+    with pytest.raises(UsageError, match="NUL"):
+        read_user_text(path)
+
+
+@pytest.mark.parametrize("depth", [65, 2000, 200_000])
+def test_json_nested_too_deeply_is_refused(tmp_path, depth):
+    path = tmp_path / "deep.json"
+    path.write_text("[" * depth + "]" * depth)
+    with pytest.raises(UsageError, match="deeper than 64"):
+        read_user_json(path, "workload file")
+
+
+def test_json_depth_counts_lists_and_objects():
+    assert json_depth(1) == 0 and json_depth([]) == 1 and json_depth({"a": [{"b": 1}]}) == 3
+
+
+def test_writes_go_through_links_and_keep_the_mode(tmp_path):
+    target = tmp_path / "real.json"
+    target.write_text("old")
+    os.chmod(target, 0o640)
+    link = tmp_path / "link.json"
+    link.symlink_to(target)
+    write_json_atomic(link, {"x": float("nan"), "y": [1.5, float("inf")]})
+    assert link.is_symlink() and json.loads(target.read_text()) == {"x": None, "y": [1.5, None]}
+    assert stat.S_IMODE(target.stat().st_mode) == 0o640
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link.json", "real.json"]
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device", "folder"])
+def test_a_special_target_is_refused_and_never_replaced(tmp_path, kind):
+    path = tmp_path / "out"
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "device":
+        path.symlink_to("/dev/null")
+    else:
+        path.mkdir()
+    before = os.stat(path).st_mode
+    with pytest.raises(UsageError, match="not a regular file"):
+        write_atomic(path, "data")
+    with pytest.raises(UsageError, match="not a regular file"):
+        check_output(path, "CSV")
+    assert os.stat(path).st_mode == before
+    assert [p.name for p in tmp_path.iterdir()] == ["out"]
+
+
+def test_a_discarded_stage_leaves_the_old_file_and_no_temporary(tmp_path):
+    path = tmp_path / "kept.csv"
+    path.write_text("old")
+    staged = StagedFile(path, "CSV")
+    staged.write("new")
+    staged.discard()
+    assert path.read_text() == "old" and [p.name for p in tmp_path.iterdir()] == ["kept.csv"]
+
+
+def test_an_output_in_a_folder_that_cannot_be_written_is_refused_first(tmp_path):
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    os.chmod(folder, 0o500)
+    try:
+        if os.access(folder, os.W_OK):
+            pytest.skip("root writes anywhere")
+        with pytest.raises(UsageError, match="cannot write"):
+            check_output(folder / "x.csv", "CSV")
+    finally:
+        os.chmod(folder, 0o700)
