@@ -7,7 +7,7 @@ from stash_core.sched.metrics import schedule_metrics
 from stash_core.sched.policy import POLICIES, Policy
 from stash_core.sched.simulator import JobOutcome, simulate
 from stash_core.sched.topology import Cluster
-from stash_core.sched.trace import Job, jobs_from_frame, synthetic_trace
+from stash_core.sched.trace import TraceJob, jobs_from_frame, synthetic_trace
 from stash_core.sched.tuner import TUNING_MODES, plan_policies, tune
 
 __all__ = [
@@ -16,7 +16,7 @@ __all__ = [
     "TUNING_MODES",
     "Cluster",
     "Fabric",
-    "Job",
+    "TraceJob",
     "JobOutcome",
     "Policy",
     "jobs_from_frame",

@@ -35,12 +35,12 @@ from stash_core.sched.columns import refuse_extra_fields
 from stash_core.sched.helios import helios_frame
 from stash_core.sched.pai import read_pai
 from stash_core.sched.philly import philly_frame
-from stash_core.sched.trace import Job, jobs_from_frame
+from stash_core.sched.trace import TraceJob, jobs_from_frame
 
 FORMATS = ("tiresias", "philly", "pai2020", "helios")
 
 
-def load_trace(path: Path, db_path: Path | None = None, fmt: str = "tiresias") -> list[Job]:
+def load_trace(path: Path, db_path: Path | None = None, fmt: str = "tiresias") -> list[TraceJob]:
     """Jobs of a trace file, with their network sensitivity; UsageError naming the problem otherwise."""
     return jobs_from_frame(read_trace_frame(path, fmt), db_path, str(path))
 

@@ -37,7 +37,7 @@ from stash_core.sched.timing import (
     sweep_events,
 )
 from stash_core.sched.topology import LEVELS, Cluster
-from stash_core.sched.trace import Job
+from stash_core.sched.trace import TraceJob
 from stash_core.sched.waiting import Waiting, timer_deadlines
 from stash_core.sched.waiting import allowed_level as _allowed_level
 
@@ -46,7 +46,7 @@ ANYWHERE = ("fifo", "sjf", "las", "spread")  # policies that place a job whereve
 
 @dataclass
 class JobOutcome:
-    job: Job
+    job: TraceJob
     start_s: float  # first start
     finish_s: float
     level: str  # the loosest placement it ran in
@@ -61,7 +61,7 @@ class JobOutcome:
 
 
 def simulate(
-    jobs: list[Job],
+    jobs: list[TraceJob],
     cluster: Cluster,
     policy: Policy,
     uplink_factor: float = 2.0,

@@ -39,7 +39,9 @@ MAX_SLOWDOWN = 1000.0  # network_slowdown
 
 
 @dataclass(frozen=True)
-class Job:
+class TraceJob:
+    """One job of a trace: what it asks, when, how long it runs consolidated, how network-sensitive it is."""
+
     job_id: str
     gpus: int
     submit_s: float
@@ -51,7 +53,7 @@ class Job:
     estimate_s: float | None = None  # the user's estimate of the duration (trace column estimate_s)
 
 
-def jobs_from_frame(frame: pd.DataFrame, db_path: Path | None = None, what: str = "trace") -> list[Job]:
+def jobs_from_frame(frame: pd.DataFrame, db_path: Path | None = None, what: str = "trace") -> list[TraceJob]:
     missing = [c for c in ("job_id", "num_gpu", "submit_time") if c not in frame.columns]
     if missing:
         raise UsageError(f"{what}: missing column(s) {', '.join(missing)}")
@@ -89,7 +91,7 @@ def jobs_from_frame(frame: pd.DataFrame, db_path: Path | None = None, what: str 
             else None
         )
         jobs.append(
-            Job(job_id, int(gpus), submit_s, duration_s, model, slowdown, source, grad_bytes, estimate_s)
+            TraceJob(job_id, int(gpus), submit_s, duration_s, model, slowdown, source, grad_bytes, estimate_s)
         )
     jobs.sort(key=lambda job: (job.submit_s, job.job_id))
     late = jobs[-1]

@@ -21,7 +21,7 @@ from stash_core.sched.metrics import schedule_metrics
 from stash_core.sched.policy import TIMED, Policy
 from stash_core.sched.simulator import simulate
 from stash_core.sched.topology import Cluster
-from stash_core.sched.trace import Job
+from stash_core.sched.trace import TraceJob
 
 TUNING_MODES = ("split", "online", "given")
 TUNING_SCALES = (0.0, 0.25, 0.5, 1.0, 2.0, 4.0)
@@ -29,7 +29,11 @@ TUNING_DELAYS_S = (0.0, 60.0, 300.0, 900.0, 1800.0, 3600.0)
 
 
 def tune(
-    jobs: list[Job], cluster: Cluster, base: Policy, uplink_factor: float = 2.0, fabric: Fabric | None = None
+    jobs: list[TraceJob],
+    cluster: Cluster,
+    base: Policy,
+    uplink_factor: float = 2.0,
+    fabric: Fabric | None = None,
 ) -> Policy:
     """`base` with the timer (delay) or scale (network-*) of the grid that gives `jobs` the lowest
     average JCT (ties: the first in the grid)."""
@@ -44,7 +48,7 @@ def tune(
     return grid[min(scored)[1]]
 
 
-def split_jobs(jobs: list[Job], fraction: float) -> tuple[list[Job], list[Job]]:
+def split_jobs(jobs: list[TraceJob], fraction: float) -> tuple[list[TraceJob], list[TraceJob]]:
     """The first `fraction` of the jobs by arrival, and the rest (each part at least one job)."""
     ordered = sorted(jobs, key=lambda job: (job.submit_s, job.job_id))
     cut = round(len(ordered) * fraction)
@@ -54,9 +58,9 @@ def split_jobs(jobs: list[Job], fraction: float) -> tuple[list[Job], list[Job]]:
 
 
 def plan_policies(
-    bases: list[Policy], jobs: list[Job], cluster: Cluster, mode: str, fraction: float = 0.3,
+    bases: list[Policy], jobs: list[TraceJob], cluster: Cluster, mode: str, fraction: float = 0.3,
     uplink_factor: float = 2.0, fabric: Fabric | None = None,
-) -> tuple[list[Policy], list[Job], str]:  # fmt: skip
+) -> tuple[list[Policy], list[TraceJob], str]:  # fmt: skip
     """The policies to report, the jobs to report them on, and a sentence saying how timers were set."""
     if mode not in TUNING_MODES:
         raise UsageError(f"unknown tuning {mode!r}: choose {', '.join(TUNING_MODES)}")

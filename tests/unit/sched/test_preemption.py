@@ -8,14 +8,14 @@ from __future__ import annotations
 import pytest
 
 from stash_core.errors import UsageError
-from stash_core.sched import Cluster, Job, Policy, simulate
+from stash_core.sched import Cluster, Policy, TraceJob, simulate
 from stash_core.sched.fabric import Fabric
 from stash_core.sched.policy import POLICIES
 
 
 def job(job_id, gpus, submit_s, duration_s, slowdown=1.5, estimate_s=None):
     estimate_s = duration_s if estimate_s is None else estimate_s
-    return Job(job_id, gpus, submit_s, duration_s, None, slowdown, "trace", None, estimate_s)
+    return TraceJob(job_id, gpus, submit_s, duration_s, None, slowdown, "trace", None, estimate_s)
 
 
 def times(jobs, cluster, policy):

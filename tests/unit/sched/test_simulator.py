@@ -13,14 +13,14 @@ from __future__ import annotations
 import pytest
 
 from stash_core.errors import UsageError
-from stash_core.sched import Cluster, Job, JobOutcome, Policy, schedule_metrics, simulate, tune
+from stash_core.sched import Cluster, JobOutcome, Policy, TraceJob, schedule_metrics, simulate, tune
 from stash_core.sched.fabric import Fabric
 
 
 def job(job_id, gpus, submit_s, duration_s, slowdown=1.5, estimate_s=None):
     """A job whose user estimate is its duration unless told otherwise."""
     estimate_s = duration_s if estimate_s is None else estimate_s
-    return Job(job_id, gpus, submit_s, duration_s, None, slowdown, "trace", None, estimate_s)
+    return TraceJob(job_id, gpus, submit_s, duration_s, None, slowdown, "trace", None, estimate_s)
 
 
 JOBS = [job("X", 3, 0.0, 100.0), job("Z", 3, 0.0, 100.0), job("Y", 2, 1.0, 100.0)]
@@ -140,8 +140,8 @@ def test_two_jobs_sharing_a_link_slow_each_other_while_both_run():
     assert (c.finish_s, d.finish_s) == pytest.approx((150.0, 250.0))
     # D's gradients four times C's: node 1 carries 5 b_C; C's stretch 5 - 1: slowdown 3 while both run
     # (C ends at 300); D's (5/4) - 1 = 0.25: 1.125 until 300 (266.7 s of work), then alone: ends at 300
-    jobs = [job("C", 6, 0.0, 100.0), Job("D", 6, 0.0, 400.0, None, 1.5, "trace", 4 * 1e8)]
-    jobs[0] = Job("C", 6, 0.0, 100.0, None, 1.5, "trace", 1e8)
+    jobs = [job("C", 6, 0.0, 100.0), TraceJob("D", 6, 0.0, 400.0, None, 1.5, "trace", 4 * 1e8)]
+    jobs[0] = TraceJob("C", 6, 0.0, 100.0, None, 1.5, "trace", 1e8)
     c, d = simulate(jobs, Cluster(1, 3, 4), Policy("spread"), fabric=fabric)
     assert c.finish_s == pytest.approx(300.0)
     assert d.finish_s == pytest.approx(300.0 + (400.0 - 300.0 / 1.125))

@@ -8,13 +8,13 @@ import math
 import pytest
 
 from stash_core.errors import UsageError
-from stash_core.sched import Cluster, Job, Policy, plan_policies, simulate
+from stash_core.sched import Cluster, Policy, TraceJob, plan_policies, simulate
 from stash_core.sched.estimate import PRIOR_S, Estimator
 from stash_core.sched.report import run_simulation
 
 
 def job(job_id, gpus, submit_s, duration_s, slowdown=3.0, model=None, estimate_s=None):
-    return Job(job_id, gpus, submit_s, duration_s, model, slowdown, "trace", None, estimate_s)
+    return TraceJob(job_id, gpus, submit_s, duration_s, model, slowdown, "trace", None, estimate_s)
 
 
 # Two copies of the case of test_simulator.py: X and Z hold 3 GPUs per node for 100 s, Y (2 GPUs, 100 s,
