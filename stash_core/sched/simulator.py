@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from stash_core.errors import UsageError
 from stash_core.sched.estimate import Estimator
-from stash_core.sched.fabric import Fabric, Links, grad_bytes_of, links_of
+from stash_core.sched.fabric import Fabric, Links, comm_of, grad_bytes_of, links_of
 from stash_core.sched.las import LasQueues, preempt_for
 from stash_core.sched.policy import BUSY_TAU_S, WAIT_WEIGHT, Policy
 from stash_core.sched.preempt import migrate_spread_jobs
@@ -33,7 +33,6 @@ from stash_core.sched.timing import (
     Running,
     progress,
     retime,
-    retime_changed_links,
     sweep_events,
 )
 from stash_core.sched.topology import LEVELS, Cluster
@@ -96,6 +95,7 @@ class _Engine:
             self.rank[index] = position
         self.gpus = [job.gpus for job in jobs]
         self.work_left = [job.duration_s for job in jobs]
+        self.comm: list = [None] * n  # each job's communication terms, once it first crosses links
         self.estimates = Estimator()
         self.estimate = [0.0] * n
         self.timers: dict[int, float] = {}
@@ -297,9 +297,13 @@ class _Engine:
         if LEVELS.index(level) > LEVELS.index(self.loosest[index]):
             self.loosest[index] = level
         crossed = links_of(placement, self.cluster.nodes_per_switch) if self.links is not None else []
-        grad_bytes = job.grad_bytes or grad_bytes_of(job.model)
+        comm = self.comm[index] if crossed else None
+        if crossed and comm is None:
+            grad_bytes = job.grad_bytes or grad_bytes_of(job.model)
+            reference = self.links.fabric.reference_gbps
+            comm = self.comm[index] = comm_of(job.gpus, grad_bytes, job.slowdown, reference, job.iteration_s)
         restore, self.pending_restore[index] = self.pending_restore[index], 0.0
-        run = Running(placement, level, crossed, grad_bytes, self.work_left[index], restore, now, now,
+        run = Running(placement, level, crossed, comm, self.work_left[index], restore, now, now,
                        self.order)  # fmt: skip
         self.running[index] = run
         self.order += 1
@@ -316,9 +320,10 @@ class _Engine:
         if level != "node":
             self.spread_running.add(index)
         if self.links is not None and crossed:
-            self.links.add(index, crossed, grad_bytes)
+            self.links.add(index, crossed)
             self.changed_links.update(crossed)
-            run.alone = self.links.stretch(crossed, grad_bytes, alone=True)
+            if level == "node":  # its duration holds its communication alone on these links
+                run.alone = comm.slowdown(self.links.alone_rate(crossed)) - 1.0
         self.touched.add(index)
 
     def stop(self, index: int, now: float) -> Running:
@@ -330,7 +335,7 @@ class _Engine:
         if self.las_limits is not None:
             self.las_queues.leave(self.las[index], self.rank[index], index, self.gpus[index])
         if self.links is not None and run.links:
-            self.links.remove(index, run.links, run.grad_bytes)
+            self.links.remove(index, run.links)
             self.changed_links.update(run.links)
         self.work_left[index] = max(0.0, run.work_s)
         return run
@@ -378,11 +383,13 @@ class _Engine:
     def retime_all(self, now: float) -> None:
         """Re-time the jobs started or moved to another LAS queue at this instant, then those whose speed
         the links changed at this instant did change (timing.py)."""
+        moved = self.links.reallocate(self.changed_links) if self.changed_links else []
         for index in self.touched:
             if index in self.running:
                 retime(self, index, now)
-        if self.changed_links:
-            retime_changed_links(self, self.changed_links, self.touched, now)
+        for index in moved:
+            if index not in self.touched:
+                retime(self, index, now)
         self.touched.clear()
         self.changed_links.clear()
         if len(self.events) > 2 * self.swept_at + 1024:

@@ -51,6 +51,7 @@ class TraceJob:
     slowdown_source: str  # "trace", "measured", or "blox default"
     grad_bytes: float | None = None  # gradient bytes per iteration (trace column grad_bytes), if given
     estimate_s: float | None = None  # the user's estimate of the duration (trace column estimate_s)
+    iteration_s: float | None = None  # consolidated iteration: duration / iterations, when the trace says
 
 
 def jobs_from_frame(frame: pd.DataFrame, db_path: Path | None = None, what: str = "trace") -> list[TraceJob]:
@@ -90,9 +91,11 @@ def jobs_from_frame(frame: pd.DataFrame, db_path: Path | None = None, what: str 
             if _present(row.get("estimate_s"))
             else None
         )
-        jobs.append(
-            TraceJob(job_id, int(gpus), submit_s, duration_s, model, slowdown, source, grad_bytes, estimate_s)
-        )
+        iterations = row.get("iterations")
+        iteration_s = duration_s / float(iterations) if _present(iterations) and _is_positive(iterations) \
+            else None  # fmt: skip
+        jobs.append(TraceJob(job_id, int(gpus), submit_s, duration_s, model, slowdown, source, grad_bytes,
+                             estimate_s, iteration_s))  # fmt: skip
     jobs.sort(key=lambda job: (job.submit_s, job.job_id))
     late = jobs[-1]
     if late.submit_s - jobs[0].submit_s > MAX_SPAN_S:
@@ -156,6 +159,13 @@ def _slowdown(row: dict, model: str | None, measured: dict[str, float], what: st
 
 def _present(value: object) -> bool:
     return value is not None and not (isinstance(value, float) and math.isnan(value)) and value != ""
+
+
+def _is_positive(value: object) -> bool:
+    try:
+        return math.isfinite(float(value)) and float(value) > 0  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return False
 
 
 def _number(value: object, what: str) -> float:

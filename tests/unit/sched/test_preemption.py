@@ -117,12 +117,14 @@ def test_network_preemption_moves_a_sensitive_spread_job_when_it_pays(jobs, poli
 
 @pytest.mark.parametrize("name", POLICIES)
 def test_every_policy_on_a_congested_link_shared_by_two_jobs(name):
-    # One switch, 3 nodes of 4 GPUs, node uplinks 100 Gbit/s. C (6 GPUs, 100 s) and D (6 GPUs, 200 s) both
-    # start at 0 at their tightest (2 nodes each) and share node 1's uplink: each 1.5 times slower while
-    # both run (fabric.py). C ends at 150; D has done 100 s by then, the rest alone: 250. Every policy
-    # starts both at once (nothing to wait for or preempt).
+    # One switch, 3 nodes of 4 GPUs, node uplinks 100 Gbit/s, slowdowns read at 100 Gbit/s: a slowdown of
+    # 1.5 is 50 Gbit per consolidated second (fabric.py). C (6 GPUs, 100 s) and D (6 GPUs, 200 s) both start
+    # at 0 at their tightest (2 nodes each), their durations holding 50/100 = 0.5 s of communication per
+    # second alone; they share node 1's uplink, 50 Gbit/s each: 1 + 50/50 - 0.5 = 1.5 times slower while
+    # both run. C ends at 150; D has done 100 s by then, the rest alone: 250. Every policy starts both at
+    # once (nothing to wait for or preempt).
     jobs = [job("C", 6, 0.0, 100.0), job("D", 6, 0.0, 200.0)]
-    fabric = Fabric(node_gbps=100.0, uplink_gbps=100.0)
+    fabric = Fabric(node_gbps=100.0, uplink_gbps=100.0, reference_gbps=100.0)
     outcomes = simulate(jobs, Cluster(1, 3, 4), Policy(name), fabric=fabric)
     assert same([(o.start_s, o.finish_s) for o in outcomes], [(0, 150), (0, 250)])
 
