@@ -101,6 +101,7 @@ class _Engine:
         self.timers: dict[int, float] = {}
         self.skipped_since: dict[int, float] = {}
         self.anywhere = policy.name in ANYWHERE
+        self.head_of_line = policy.name == "fifo-consolidate"
         self.waiting = Waiting(n, ordered=not self.anywhere)
         self.running: dict[int, Running] = {}
         self.first_start: dict[int, float] = {}
@@ -134,7 +135,7 @@ class _Engine:
             if pending < len(self.arrivals):
                 now = min(now, jobs[self.arrivals[pending]].submit_s)
             candidates: list[int] = []
-            freed = relook = happened = False
+            freed = relook = happened = guarded = False
             while pending < len(self.arrivals) and jobs[self.arrivals[pending]].submit_s == now:
                 index = self.arrivals[pending]
                 self.estimate[index] = self.estimates.estimate_s(jobs[index])
@@ -153,11 +154,14 @@ class _Engine:
                     if index in self.waiting and self.preemptions[index] == version and self.las[index]:
                         self.promote(index)
                         happened = True
-                elif kind == GUARD:  # waiting jobs of a higher LAS queue may preempt it now
+                elif kind == GUARD:  # its guard ran out: it may be preempted (las) or moved (network-preempt)
                     if run is not None and run.start_id == version:
-                        self.may_be_preempted(index)
-                        relook |= self.may_wait_for(index)
-                        happened |= relook
+                        if self.las_limits is not None:
+                            self.may_be_preempted(index)
+                            relook |= self.may_wait_for(index)
+                            happened |= relook
+                        else:
+                            guarded = happened = True
                 elif run is not None and run.version == version:
                     happened = True
                     if kind == FINISH:
@@ -178,12 +182,15 @@ class _Engine:
             demand = self.waiting.demand
             if self.anywhere:
                 self.place_anywhere(now)
+            elif self.head_of_line:  # nobody passes the head: a pass stops there, so it is cheap
+                if candidates or freed:
+                    self.place_in_order(self.waiting.in_order(), now)
             elif relook or (freed and demand and self.free.total_free >= min(demand)):
                 self.place_in_order(self.waiting.in_order(), now)
             elif not freed:
                 keys = {self.waiting.key[i] for i in candidates} - {None}
                 self.place_in_order(sorted(keys), now)  # type: ignore[arg-type]
-            if freed and self.policy.name == "network-preempt" and self.spread_running:
+            if (freed or guarded) and self.policy.name == "network-preempt" and self.spread_running:
                 if migrate_spread_jobs(self, now) and demand:
                     self.place_in_order(self.waiting.in_order(), now)
             while self.requeue:  # jobs preempted (las) queue again, and may take GPUs still free now
@@ -251,12 +258,14 @@ class _Engine:
                 continue
             need = self.gpus[index]
             if need > free.total_free:
-                if free.total_free == 0:
+                if free.total_free == 0 or self.head_of_line:
                     break
                 continue
             level = self.allowed_level(index, now)
             placement = None if (need, level) in failed else free.place(need, level)
             if placement is None:
+                if self.head_of_line:
+                    break
                 failed.add((need, level))
                 if index not in self.skipped_since:  # it could run now, spread: its timer starts
                     self.start_timer(index, now)
@@ -319,6 +328,10 @@ class _Engine:
                 self.may_be_preempted(index)
         if level != "node":
             self.spread_running.add(index)
+            if self.policy.name == "network-preempt" and self.policy.min_run_s > 0:  # look again then
+                guard_at = now + self.policy.min_run_s
+                heapq.heappush(self.events, (guard_at, self.order, GUARD, index, run.start_id))
+                self.order += 1
         if self.links is not None and crossed:
             self.links.add(index, crossed)
             self.changed_links.update(crossed)

@@ -47,4 +47,4 @@ def test_the_fast_path_times_jobs_as_re_timing_everything_does(name):
     reference = _ReTimeEverything(jobs, cluster, policy, 2.0, fabric, None).run()
     assert [o.finish_s for o in fast] == pytest.approx([o.finish_s for o in reference], abs=1e-6, rel=0)
     assert [o.start_s for o in fast] == pytest.approx([o.start_s for o in reference], abs=1e-6, rel=0)
-    assert sum(o.run_s - o.job.duration_s - o.checkpoint_s for o in fast) > 100.0  # links were shared
+    assert sum(o.run_s - o.job.duration_s - o.checkpoint_s for o in fast) > 10.0  # links were shared

@@ -83,14 +83,14 @@ def test_unknown_policy_is_refused():
         Policy("fastest")
 
 
-def test_delay_relaxes_to_one_switch_at_the_timer_and_to_anywhere_at_twice_the_timer():
+def test_delay_takes_the_tightest_free_placement_once_the_timer_runs_out():
     # 2 switches x 2 nodes x 4 GPUs; A, B, C, D leave one free GPU on nodes 1 and 3 only, until t = 100.
-    # Y (2 GPUs) is skipped at 1; at 31 one switch would do but neither has 2 free; at 61 it spreads
-    # over both switches: 100 x (1 + 0.5 x 2) = 200 s, finishing at 261.
+    # Y (2 GPUs) is skipped at 1; at 31 (the timer is the break-even point: no second wait for one switch)
+    # it takes what is free, across both switches: 100 x (1 + 0.5 x 2) = 200 s, finishing at 231.
     jobs = [job("A", 4, 0.0, 100.0), job("B", 3, 0.0, 100.0), job("C", 4, 0.0, 100.0),
             job("D", 3, 0.0, 100.0), job("Y", 2, 1.0, 100.0)]  # fmt: skip
     outcome = simulate(jobs, Cluster(2, 2, 4), Policy("delay", delay_s=30.0))[4]
-    assert (outcome.start_s, outcome.finish_s, outcome.level) == pytest.approx((61.0, 261.0, "any"))
+    assert (outcome.start_s, outcome.finish_s, outcome.level) == pytest.approx((31.0, 231.0, "any"))
 
 
 def test_a_job_bigger_than_a_switch_is_charged_only_for_what_its_placement_crosses():
