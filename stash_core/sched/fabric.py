@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from stash_core.errors import UsageError
@@ -128,22 +128,27 @@ def comm_of(
     return Comm(comm_ref_s * reference_gbps / iteration_s, (comm_ref_s - exposed_ref) / iteration_s)
 
 
-def max_min_rates(flows: dict[int, Iterable[int]], capacity: Callable[[int], float]) -> dict[int, float]:
-    """Max-min fair rates (water-filling) of `flows` (flow -> the links it crosses) on links of `capacity`.
+def max_min_rates(
+    flows: dict, capacity: Callable[[int], float], weight: Callable[[object], int] | None = None
+) -> dict:
+    """Max-min fair rates (water-filling) of `flows` (flow -> the links it crosses) on links of `capacity`;
+    with `weight`, a flow stands for that many flows on the same links (they get the same rate).
 
     The link with the lowest fair share (bandwidth left / unfixed flows on it) fixes its flows at that share;
     shares only grow as flows are fixed, so a heap with stale entries skipped finds the next one."""
     left: dict[int, float] = {}
-    users: dict[int, list[int]] = {}
+    users: dict[int, list] = {}
+    count: dict[int, int] = {}
     for flow, links in flows.items():
+        many = weight(flow) if weight is not None else 1
         for link in links:
             if link not in users:
-                users[link], left[link] = [], capacity(link)
+                users[link], left[link], count[link] = [], capacity(link), 0
             users[link].append(flow)
-    count = {link: len(on) for link, on in users.items()}
+            count[link] += many
     heap = [(left[link] / count[link], link) for link in users]
     heapq.heapify(heap)
-    rates: dict[int, float] = {}
+    rates: dict = {}
     while heap:
         share, link = heapq.heappop(heap)
         if count[link] == 0 or share != left[link] / count[link]:
@@ -152,60 +157,79 @@ def max_min_rates(flows: dict[int, Iterable[int]], capacity: Callable[[int], flo
             if flow in rates:
                 continue
             rates[flow] = share
+            many = weight(flow) if weight is not None else 1
             for other in flows[flow]:
-                count[other] -= 1
-                left[other] -= share
+                count[other] -= many
+                left[other] -= share * many
                 if other != link and count[other] > 0:
                     heapq.heappush(heap, (left[other] / count[other], other))
     return rates
 
 
 class Links:
-    """Who is on each link now, and each flow's max-min fair rate (recomputed per connected component)."""
+    """Who is on each link now, and each flow's max-min fair rate. Flows on the same links get the same rate,
+    so rates are computed per set of links (a class), for the classes connected to the links that changed."""
 
     def __init__(self, fabric: Fabric):
         self.fabric = fabric
-        self.users: dict[int, set[int]] = {}  # link -> flows on it
-        self.flows: dict[int, list[int]] = {}  # flow -> its links
+        self.classes: dict[tuple[int, ...], set[int]] = {}  # set of links -> flows on exactly those
+        self.on_link: dict[int, set[tuple[int, ...]]] = {}  # link -> classes crossing it
+        self.class_of: dict[int, tuple[int, ...]] = {}  # flow -> its class
+        self.class_rate: dict[tuple[int, ...], float] = {}
         self.rate: dict[int, float] = {}  # flow -> Gbit/s it gets now
 
     def alone_rate(self, links: list[int]) -> float:
         return min(self.fabric.capacity(link) for link in links)
 
     def add(self, index: int, links: list[int]) -> None:
-        self.flows[index] = links
-        for link in links:
-            self.users.setdefault(link, set()).add(index)
+        key = tuple(sorted(links))
+        self.class_of[index] = key
+        members = self.classes.get(key)
+        if members is None:
+            members = self.classes[key] = set()
+            for link in key:
+                self.on_link.setdefault(link, set()).add(key)
+        members.add(index)
 
     def remove(self, index: int, links: list[int]) -> None:
-        del self.flows[index]
+        key = self.class_of.pop(index)
         self.rate.pop(index, None)
-        for link in links:
-            self.users[link].discard(index)
-            if not self.users[link]:
-                del self.users[link]
+        members = self.classes[key]
+        members.discard(index)
+        if not members:
+            del self.classes[key]
+            self.class_rate.pop(key, None)
+            for link in key:
+                self.on_link[link].discard(key)
+                if not self.on_link[link]:
+                    del self.on_link[link]
 
     def reallocate(self, changed: set[int]) -> list[int]:
         """Recompute the rates of every flow connected to the `changed` links; the flows whose rate moved."""
-        component: set[int] = set()
-        seen_links: set[int] = set()
-        todo = [link for link in changed if link in self.users]
+        component: set[tuple[int, ...]] = set()
+        seen: set[int] = set()
+        todo = [link for link in changed if link in self.on_link]
         while todo:
             link = todo.pop()
-            if link in seen_links:
+            if link in seen:
                 continue
-            seen_links.add(link)
-            for flow in self.users[link]:
-                if flow not in component:
-                    component.add(flow)
-                    todo.extend(other for other in self.flows[flow] if other not in seen_links)
+            seen.add(link)
+            for key in self.on_link[link]:
+                if key not in component:
+                    component.add(key)
+                    todo.extend(key)
         if not component:
             return []
-        rates = max_min_rates({flow: self.flows[flow] for flow in component}, self.fabric.capacity)
-        moved = []
-        for flow, rate in rates.items():
-            old = self.rate.get(flow)
-            if old is None or abs(rate - old) > 1e-12 * old:
-                self.rate[flow] = rate
-                moved.append(flow)
+        classes = self.classes
+        rates = max_min_rates({key: key for key in component}, self.fabric.capacity,
+                              lambda key: len(classes[key]))  # fmt: skip
+        moved: list[int] = []
+        for key, rate in rates.items():
+            members = classes[key]
+            old = self.class_rate.get(key)
+            if old is None or abs(rate - old) > 1e-12 * old or any(i not in self.rate for i in members):
+                self.class_rate[key] = rate
+                for flow in members:
+                    self.rate[flow] = rate
+                moved.extend(members)
         return moved

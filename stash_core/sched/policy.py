@@ -48,7 +48,7 @@ DEFINITIONS = {
     "fifo": "arrival order, start anywhere; the head of the queue blocks everyone behind it",
     "sjf": "shortest estimated job first, start anywhere; a job that does not fit is passed",
     "las": "least attained service (Tiresias): queues by GPU-hours held, preempts jobs of lower queues",
-    "fifo-consolidate": "arrival order, each job waits for its tightest placement, nobody passes (head of line)",
+    "fifo-consolidate": "arrival order, each job waits for its tightest placement; nobody passes it",
     "consolidate": "arrival order, each job waits for its tightest placement; later jobs that fit pass it",
     "spread": "arrival order, start anywhere as soon as enough GPUs are free; later jobs that fit pass",
     "delay": "delay scheduling: wait up to --delay-s for the tightest placement, then the tightest free one",

@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import heapq
 import math
-from dataclasses import dataclass
 
 from stash_core.errors import UsageError
 from stash_core.sched.estimate import Estimator
 from stash_core.sched.fabric import Fabric, Links, comm_of, grad_bytes_of, links_of
 from stash_core.sched.las import LasQueues, preempt_for
+from stash_core.sched.outcome import JobOutcome
 from stash_core.sched.policy import BUSY_TAU_S, WAIT_WEIGHT, Policy
 from stash_core.sched.preempt import migrate_spread_jobs
 from stash_core.sched.timing import (
@@ -41,22 +41,6 @@ from stash_core.sched.waiting import Waiting, timer_deadlines
 from stash_core.sched.waiting import allowed_level as _allowed_level
 
 ANYWHERE = ("fifo", "sjf", "las", "spread")  # policies that place a job wherever enough GPUs are free
-
-
-@dataclass
-class JobOutcome:
-    job: TraceJob
-    start_s: float  # first start
-    finish_s: float
-    level: str  # the loosest placement it ran in
-    nodes: int  # nodes of its last placement
-    preemptions: int = 0
-    held_s: float | None = None  # seconds it held GPUs (all its runs); None: finish - start
-    checkpoint_s: float = 0.0  # of those, seconds spent saving and restoring after preemptions
-
-    @property
-    def run_s(self) -> float:
-        return self.held_s if self.held_s is not None else self.finish_s - self.start_s
 
 
 def simulate(
@@ -117,7 +101,8 @@ class _Engine:
         self.events: list[tuple[float, int, int, int, int]] = []  # (time, order, kind, job, version)
         self.order = 0
         self.wait_s = 0.0  # observed queueing delay, exponentially weighted (online delay timer)
-        self.busy = 0.0  # observed GPU busy share, time-weighted exponentially (by_busy timers)
+        self.busy = 0.0  # observed GPU busy share, time-weighted exponentially (by_busy timers)...
+        self.busy_mass = 0.0  # ...and the weight observed so far: busy / busy_mass has no cold start
         self.busy_at = 0.0  # when `busy` was last brought up to date
         self.las_limits = policy.las_limits_gpu_s if policy.name == "las" else None
         self.las_queues = LasQueues(policy.las_limits_gpu_s)  # running jobs per LAS queue (las only)
@@ -179,6 +164,7 @@ class _Engine:
                 weight = 1.0 - math.exp(-(now - self.busy_at) / BUSY_TAU_S) if now > self.busy_at else 0.0
                 share = 1.0 - self.free.total_free / self.cluster.total_gpus
                 self.busy, self.busy_at = self.busy + weight * (share - self.busy), now
+                self.busy_mass += weight * (1.0 - self.busy_mass)
             demand = self.waiting.demand
             if self.anywhere:
                 self.place_anywhere(now)
@@ -278,7 +264,12 @@ class _Engine:
         return _allowed_level(self.timers[index], self.skipped_since[index], now)
 
     def timer_of(self, index: int) -> float:
-        return self.policy.timer_s(self.jobs[index].slowdown, self.estimate[index], self.wait_s, self.busy)
+        busy = (
+            self.busy / self.busy_mass
+            if self.busy_mass > 0
+            else 1.0 - self.free.total_free / self.cluster.total_gpus
+        )
+        return self.policy.timer_s(self.jobs[index].slowdown, self.estimate[index], self.wait_s, busy)
 
     def start_timer(self, index: int, now: float) -> None:
         timer = self.timer_of(index)

@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 
 from stash_core.errors import UsageError
+from stash_core.sched.generate import ARRIVALS, arrival_times
 from stash_core.store.reads import network_shares
 
 # Blox (msr-fiddle/blox): speed multiplier when a job spans machines; slowdown = 1 / multiplier.
@@ -126,17 +127,23 @@ def measured_slowdowns(db_path: Path) -> dict[str, float]:
     return {model: 1.0 + max(0.0, share) for model, share in network_shares(db_path).items()}
 
 
-def synthetic_trace(jobs: int, seed: int, models: list[str], mean_gap_s: float = 120.0) -> pd.DataFrame:
-    """A reproducible trace: Poisson arrivals, GPU demands 1-16 skewed small, log-normal durations."""
+def synthetic_trace(
+    jobs: int, seed: int, models: list[str], mean_gap_s: float = 120.0, arrivals: str = "poisson"
+) -> pd.DataFrame:
+    """A reproducible trace: GPU demands 1-16 skewed small, log-normal durations (median 1800 s, sigma 1),
+    arrivals as `arrivals` says (generate.py; the same jobs whatever the arrivals)."""
     if jobs < 1:
         raise UsageError("a synthetic trace needs at least one job")
+    if arrivals not in ARRIVALS:
+        raise UsageError(f"unknown arrivals {arrivals!r}: choose {', '.join(ARRIVALS)}")
     rng = np.random.default_rng(seed)
     gpus = rng.choice([1, 2, 4, 8, 16], size=jobs, p=[0.35, 0.2, 0.2, 0.15, 0.1])
+    gaps_s = rng.exponential(mean_gap_s, size=jobs)
     return pd.DataFrame(
         {
             "job_id": [f"j{i:04d}" for i in range(jobs)],
             "num_gpu": gpus,
-            "submit_time": np.round(np.cumsum(rng.exponential(mean_gap_s, size=jobs)), 1),
+            "submit_time": arrival_times(gaps_s, arrivals, np.random.default_rng([seed, 1]), mean_gap_s),
             "duration": np.round(rng.lognormal(mean=math.log(1800), sigma=1.0, size=jobs), 1),
             "model_name": rng.choice(models, size=jobs),
         }

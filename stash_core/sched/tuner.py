@@ -6,13 +6,17 @@ online  set while the simulation runs from what the scheduler can know: delay's 
         ESTIMATED duration (estimate.py: the user's estimate or the history of finished jobs), scale 1:
         a job waits as long as spreading would cost it; every one of them then x 2 x the observed GPU
         busy share (policy.py, by_busy): shorter on a lightly used cluster, up to twice on a full one
-split   a small grid (TUNING_DELAYS_S, TUNING_SCALES) simulated on the first `fraction` of the jobs (by
-        arrival); the value with the lowest average JCT there is kept, and every policy is reported on
-        the other jobs only, which the tuning never saw
+split   a small grid (TUNING_DELAYS_S, TUNING_SCALES) simulated on the jobs of the first `fraction` (by
+        arrival) that had finished when the first reported job arrives (simulated under consolidate: a
+        job still running then has no known duration); the value with the lowest average JCT there is
+        kept, and every policy is reported on the other jobs only, which the tuning never saw. The grid
+        holds an infinite timer (wait for consolidation), so the tuned timer is never worse on the tuning
+        jobs than waiting for consolidation
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 from stash_core.errors import UsageError
@@ -24,8 +28,8 @@ from stash_core.sched.topology import Cluster
 from stash_core.sched.trace import TraceJob
 
 TUNING_MODES = ("split", "online", "given")
-TUNING_SCALES = (0.0, 0.25, 0.5, 1.0, 2.0, 4.0)
-TUNING_DELAYS_S = (0.0, 60.0, 300.0, 900.0, 1800.0, 3600.0)
+TUNING_SCALES = (0.0, 0.25, 0.5, 1.0, 2.0, 4.0, math.inf)
+TUNING_DELAYS_S = (0.0, 60.0, 300.0, 900.0, 1800.0, 3600.0, math.inf)
 
 
 def tune(
@@ -80,12 +84,28 @@ def plan_policies(
             ),
         )
     first, rest = split_jobs(jobs, fraction)
-    policies = [tune(first, cluster, p, uplink_factor, fabric) if p.name in TIMED else p for p in bases]
+    known = finished_by(first, rest[0].submit_s, cluster, uplink_factor, fabric)
+    if not known:
+        raise UsageError(
+            f"none of the first {len(first)} jobs had finished when job {rest[0].job_id} arrived, so there "
+            "is nothing to tune on: use --tuning online or given, or a larger --tune-fraction"
+        )
+    policies = [tune(known, cluster, p, uplink_factor, fabric) if p.name in TIMED else p for p in bases]
     return (
         policies,
         rest,
         (
-            f"timers tuned on the first {len(first)} jobs ({fraction:.0%} by arrival, lowest average JCT); "
-            f"every policy reported on the other {len(rest)}"
+            f"timers tuned on the {len(known)} of the first {len(first)} jobs ({fraction:.0%} by arrival) "
+            f"that had finished when the next arrived (lowest average JCT); every policy reported on the "
+            f"other {len(rest)}"
         ),
     )
+
+
+def finished_by(
+    jobs: list[TraceJob], cut_s: float, cluster: Cluster, uplink_factor: float, fabric: Fabric | None
+) -> list[TraceJob]:
+    """The jobs that had finished by `cut_s` when scheduled by consolidate (no timers to tune): only their
+    durations are known then."""
+    outcomes = simulate(jobs, cluster, Policy("consolidate"), uplink_factor, fabric)
+    return [o.job for o in outcomes if o.finish_s <= cut_s]
