@@ -8,8 +8,13 @@ links (node uplinks of --node-gbps, switch uplinks oversubscribed --oversubscrip
 per scenario and policy, the wall time of the simulation and what the schedule achieved. It prints
 figures; it asserts nothing about them.
 
+With --paper it runs the seed paper's experiment instead (bench/sched_paper.py): a Philly-like heavy trace
+on a congested cluster, batch and continuous arrivals, the consolidation baselines against spread, delay
+and the network-aware policies.
+
     .venv/bin/python bench/schedule.py [--jobs 100000] [--cluster 16x8x8] [--load 0.85] [--policies ...]
-        [--scenarios plain,congested] [--node-gbps 100 --oversubscription 4]
+        [--scenarios plain,congested] [--node-gbps 100 --oversubscription 4 --reference-gbps 10]
+    .venv/bin/python bench/schedule.py --paper [--jobs 2000] [--cluster 8x4x8] [--load 0.8]
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "bench"))
 
 from stash_core.sched import POLICIES, Cluster, Policy, jobs_from_frame, simulate, synthetic_trace  # noqa: E402
 from stash_core.sched.fabric import Fabric  # noqa: E402
@@ -43,7 +49,17 @@ def main() -> None:
     parser.add_argument("--scenarios", default="plain,congested", help="plain (no fabric), congested")
     parser.add_argument("--node-gbps", type=float, default=100.0, help="congested: node uplink Gbit/s")
     parser.add_argument("--oversubscription", type=float, default=4.0, help="congested: switch uplinks")
+    parser.add_argument("--reference-gbps", type=float, default=10.0, help="slowdowns are read at this")
+    parser.add_argument("--paper", action="store_true", help="the seed paper's experiment (sched_paper.py)")
     args = parser.parse_args()
+    if args.paper:
+        from sched_paper import paper
+
+        given = {
+            name: value for name, value in vars(args).items() if f"--{name.replace('_', '-')}" in sys.argv
+        }
+        paper(**{k: given[k] for k in ("jobs", "cluster", "load", "seed") if k in given})
+        return
     cluster = Cluster(*(int(v) for v in args.cluster.split("x")))
     gap_s = MEAN_GPUS * MEAN_DURATION_S / (args.load * cluster.total_gpus)
     frame = synthetic_trace(args.jobs, args.seed, MODELS, gap_s)
@@ -57,7 +73,8 @@ def main() -> None:
     }
     for scenario in args.scenarios.split(","):
         if scenario == "congested":
-            fabric = Fabric.oversubscribed(args.node_gbps, args.oversubscription, cluster.nodes_per_switch)
+            fabric = Fabric.oversubscribed(args.node_gbps, args.oversubscription, cluster.nodes_per_switch,
+                                           args.reference_gbps)  # fmt: skip
             print(f"congested: {fabric.label()} ({args.oversubscription:g}:1 oversubscribed)")
         elif scenario == "plain":
             fabric = None

@@ -19,11 +19,12 @@ import heapq
 import math
 
 from stash_core.errors import UsageError
+from stash_core.sched import timers
 from stash_core.sched.estimate import Estimator
-from stash_core.sched.fabric import Fabric, Links, comm_of, grad_bytes_of, links_of
+from stash_core.sched.fabric import Fabric, Links, links_of
 from stash_core.sched.las import LasQueues, preempt_for
 from stash_core.sched.outcome import JobOutcome
-from stash_core.sched.policy import BUSY_TAU_S, WAIT_WEIGHT, Policy
+from stash_core.sched.policy import WAIT_WEIGHT, Policy
 from stash_core.sched.preempt import migrate_spread_jobs
 from stash_core.sched.timing import (
     FINISH,
@@ -161,10 +162,7 @@ class _Engine:
             if not happened:  # only stale events: nothing changed, nothing to place or re-time
                 continue
             if self.policy.by_busy:  # the busy share since the last instant, before anything changes it
-                weight = 1.0 - math.exp(-(now - self.busy_at) / BUSY_TAU_S) if now > self.busy_at else 0.0
-                share = 1.0 - self.free.total_free / self.cluster.total_gpus
-                self.busy, self.busy_at = self.busy + weight * (share - self.busy), now
-                self.busy_mass += weight * (1.0 - self.busy_mass)
+                timers.observe_busy(self, now)
             demand = self.waiting.demand
             if self.anywhere:
                 self.place_anywhere(now)
@@ -263,13 +261,11 @@ class _Engine:
             return "any" if self.timer_of(index) <= 0 else "node"
         return _allowed_level(self.timers[index], self.skipped_since[index], now)
 
+    def comm_for(self, index: int):
+        return timers.comm_for(self, index)
+
     def timer_of(self, index: int) -> float:
-        busy = (
-            self.busy / self.busy_mass
-            if self.busy_mass > 0
-            else 1.0 - self.free.total_free / self.cluster.total_gpus
-        )
-        return self.policy.timer_s(self.jobs[index].slowdown, self.estimate[index], self.wait_s, busy)
+        return timers.timer_of(self, index)
 
     def start_timer(self, index: int, now: float) -> None:
         timer = self.timer_of(index)
@@ -297,11 +293,7 @@ class _Engine:
         if LEVELS.index(level) > LEVELS.index(self.loosest[index]):
             self.loosest[index] = level
         crossed = links_of(placement, self.cluster.nodes_per_switch) if self.links is not None else []
-        comm = self.comm[index] if crossed else None
-        if crossed and comm is None:
-            grad_bytes = job.grad_bytes or grad_bytes_of(job.model)
-            reference = self.links.fabric.reference_gbps
-            comm = self.comm[index] = comm_of(job.gpus, grad_bytes, job.slowdown, reference, job.iteration_s)
+        comm = self.comm_for(index) if crossed else None
         restore, self.pending_restore[index] = self.pending_restore[index], 0.0
         run = Running(placement, level, crossed, comm, self.work_left[index], restore, now, now,
                        self.order)  # fmt: skip

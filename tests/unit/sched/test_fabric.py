@@ -88,3 +88,15 @@ def spread_job_finish(node_gbps: float, iterations: bool) -> float:
 )
 def test_bandwidth_changes_a_spread_jobs_time(node_gbps, iterations, finish_s):
     assert spread_job_finish(node_gbps, iterations) == pytest.approx(finish_s, abs=1e-6)
+
+
+@pytest.mark.parametrize("node_gbps, start_s", [(5.0, 101.0), (10.0, 51.0), (100.0, 6.0)])
+def test_the_network_timer_is_what_spreading_costs_on_these_links(node_gbps, start_s):
+    # X and Z (3 GPUs each) hold one node each until 1000; Y (2 GPUs, estimated 100 s, slowdown 1.5 read at
+    # 10 Gbit/s) is skipped at 1. Its timer = (slowdown on these links - 1) x 100: at 5 Gbit/s 1 + 0.5 x 2,
+    # 100 s; at 10 Gbit/s 50 s; at 100 Gbit/s 1 + 0.5 x 0.1, 5 s
+    jobs = [TraceJob(n, 3, 0.0, 1000.0, None, 1.0, "trace", None, 1000.0) for n in "XZ"]
+    jobs.append(TraceJob("Y", 2, 1.0, 100.0, None, 1.5, "trace", None, 100.0))
+    fabric = Fabric(node_gbps, node_gbps, reference_gbps=10.0)
+    y = simulate(jobs, Cluster(1, 2, 4), Policy("network-delay", scale=1.0), fabric=fabric)[2]
+    assert y.start_s == pytest.approx(start_s, abs=1e-6)
