@@ -15,7 +15,6 @@ from stash_core.cli.args import Number, add_db_argument, count, db_path, non_neg
 from stash_core.errors import UsageError
 from stash_core.sched import defaults
 from stash_core.sched.detect import FORMATS
-from stash_core.sched.generate import ARRIVALS
 from stash_core.sched.policy import DEFINITIONS, POLICIES
 
 # The simulator is imported inside the functions: building `stash --help` must not load pandas (the
@@ -73,8 +72,12 @@ POLICY_HELP = "policies (--policies):\n" + "\n".join(f"  {name:<17}{DEFINITIONS[
 def add_commands(subparsers: Any, parser_class: type[argparse.ArgumentParser] | None = None) -> None:
     sched = subparsers.add_parser(
         "schedule", help="simulate placing network-sensitive jobs in a shared GPU cluster (delay scheduling)",
-        epilog=POLICY_HELP, formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=POLICY_HELP,
     )  # fmt: skip
+    # the policies one a line, as written; options keep the parser's own help (with their defaults)
+    sched.formatter_class = type(
+        "ScheduleHelp", (argparse.RawDescriptionHelpFormatter, sched.formatter_class), {}
+    )
     source = sched.add_mutually_exclusive_group(required=True)
     source.add_argument("--trace", type=Path, help="trace file (docs/traces.md); format: --trace-format")
     source.add_argument("--synthetic-jobs", type=count(100_000), help="generate a trace of N jobs")
@@ -84,7 +87,7 @@ def add_commands(subparsers: Any, parser_class: type[argparse.ArgumentParser] | 
         "pai2020 pai_job_table.csv (task table beside it), helios cluster_log.csv",
     )  # fmt: skip
     sched.add_argument(
-        "--arrivals", choices=ARRIVALS, default=None,
+        "--arrivals", choices=defaults.ARRIVAL_KINDS, default=None,
         help="synthetic arrivals: poisson (the default), batch (all at 0), burst (groups of 20); with "
         "--trace only batch: submit all its jobs at once",
     )  # fmt: skip

@@ -9,6 +9,7 @@ from stash_core.sched.policy import POLICIES
 CLUSTER = (2, 4, 8)  # switches, nodes per switch, GPUs per node
 SYNTHETIC_JOBS = 300  # the page's synthetic trace (the command asks for a number)
 MEAN_GAP_S = 120.0  # mean time between synthetic arrivals
+ARRIVAL_KINDS = ("poisson", "batch", "burst")  # generate.py
 ARRIVALS = "poisson"
 GENERATOR = "basic"  # or "philly" (generate.py)
 TRACE_FORMAT = "auto"  # told from the file's columns (detect.py)

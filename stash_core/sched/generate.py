@@ -29,9 +29,10 @@ import numpy as np
 import pandas as pd
 
 from stash_core.errors import UsageError
+from stash_core.sched.defaults import ARRIVAL_KINDS
 from stash_core.sched.fabric import grad_bytes_of
 
-ARRIVALS = ("poisson", "batch", "burst")
+ARRIVALS = ARRIVAL_KINDS
 BURST_JOBS = 20
 PHILLY_GPUS = (1, 2, 4, 8, 16, 32)
 PHILLY_GPU_SHARES = (0.50, 0.12, 0.12, 0.14, 0.08, 0.04)

@@ -103,7 +103,8 @@ def test_the_scale_benchmark_prints_its_figures():
 
 def test_the_paper_experiment_prints_both_workloads_and_every_policy():
     result = subprocess.run(
-        [sys.executable, str(REPO / "bench" / "schedule.py"), "--paper", "--jobs", "60", "--cluster", "2x2x8"],
+        [sys.executable, str(REPO / "bench" / "schedule.py"), "--paper", "--jobs", "60", "--cluster",
+         "2x2x8"],
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
