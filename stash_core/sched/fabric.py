@@ -128,11 +128,9 @@ def comm_of(
     return Comm(comm_ref_s * reference_gbps / iteration_s, (comm_ref_s - exposed_ref) / iteration_s)
 
 
-def max_min_rates(
-    flows: dict, capacity: Callable[[int], float], weight: Callable[[object], int] | None = None
-) -> dict:
+def max_min_rates(flows: dict, capacity: Callable[[int], float], weight: dict | None = None) -> dict:
     """Max-min fair rates (water-filling) of `flows` (flow -> the links it crosses) on links of `capacity`;
-    with `weight`, a flow stands for that many flows on the same links (they get the same rate).
+    with `weight` (flow -> count), a flow stands for that many flows on the same links (same rate).
 
     The link with the lowest fair share (bandwidth left / unfixed flows on it) fixes its flows at that share;
     shares only grow as flows are fixed, so a heap with stale entries skipped finds the next one."""
@@ -140,7 +138,7 @@ def max_min_rates(
     users: dict[int, list] = {}
     count: dict[int, int] = {}
     for flow, links in flows.items():
-        many = weight(flow) if weight is not None else 1
+        many = weight[flow] if weight is not None else 1
         for link in links:
             if link not in users:
                 users[link], left[link], count[link] = [], capacity(link), 0
@@ -157,7 +155,7 @@ def max_min_rates(
             if flow in rates:
                 continue
             rates[flow] = share
-            many = weight(flow) if weight is not None else 1
+            many = weight[flow] if weight is not None else 1
             for other in flows[flow]:
                 count[other] -= many
                 left[other] -= share * many
@@ -221,8 +219,8 @@ class Links:
         if not component:
             return []
         classes = self.classes
-        rates = max_min_rates({key: key for key in component}, self.fabric.capacity,
-                              lambda key: len(classes[key]))  # fmt: skip
+        weight = {key: len(classes[key]) for key in component}
+        rates = max_min_rates({key: key for key in component}, self.fabric.capacity, weight)
         moved: list[int] = []
         for key, rate in rates.items():
             members = classes[key]
