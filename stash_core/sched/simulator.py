@@ -8,9 +8,9 @@ ran out. Levels (topology.py) are relative to a job's tightest placement. Withou
   tightest ("node")       duration
   looser, same switches   duration x slowdown
   more switches           duration x (1 + (slowdown - 1) x uplink_factor)
-with a fabric (fabric.py) the speed follows the congestion of the links the job shares: all starts and
-ends of an instant are applied first, then only the jobs whose most loaded link changed are re-timed
-(timing.py). Preemption (las, network-preempt) is in preempt.py.
+with a fabric (fabric.py) the speed follows the max-min fair rate the job gets on the links it shares: all
+starts and ends of an instant are applied first, then only the jobs whose rate moved are re-timed
+(timing.py). Timers are in timers.py, preemption (las, network-preempt) in preempt.py.
 """
 
 from __future__ import annotations
