@@ -5,11 +5,17 @@ cluster of 1,024 GPUs (16 switches x 8 nodes x 8 GPUs) with the mean gap between
 offered load (expected GPU-seconds asked per second / GPUs) is about 85%. Each policy runs once with a
 fixed timer (no tuning) in two scenarios: no fabric (a fixed uplink factor of 2), then congested shared
 links (node uplinks of --node-gbps, switch uplinks oversubscribed --oversubscription:1). The script prints,
-per scenario and policy, the wall time of the simulation and what the schedule achieved. It prints
+per scenario and policy, the wall time of the simulation (and its CPU time: on a shared machine the wall
+time also counts the others' work) and what the schedule achieved. It prints
 figures; it asserts nothing about them.
 
+With --paper it runs the seed paper's experiment instead (bench/sched_paper.py): a Philly-like heavy trace
+on a congested cluster, batch and continuous arrivals, the consolidation baselines against spread, delay
+and the network-aware policies.
+
     .venv/bin/python bench/schedule.py [--jobs 100000] [--cluster 16x8x8] [--load 0.85] [--policies ...]
-        [--scenarios plain,congested] [--node-gbps 100 --oversubscription 4]
+        [--scenarios plain,congested] [--node-gbps 100 --oversubscription 4 --reference-gbps 10]
+    .venv/bin/python bench/schedule.py --paper [--jobs 2000] [--cluster 8x4x8] [--load 0.8]
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "bench"))
 
 from stash_core.sched import POLICIES, Cluster, Policy, jobs_from_frame, simulate, synthetic_trace  # noqa: E402
 from stash_core.sched.fabric import Fabric  # noqa: E402
@@ -43,7 +50,17 @@ def main() -> None:
     parser.add_argument("--scenarios", default="plain,congested", help="plain (no fabric), congested")
     parser.add_argument("--node-gbps", type=float, default=100.0, help="congested: node uplink Gbit/s")
     parser.add_argument("--oversubscription", type=float, default=4.0, help="congested: switch uplinks")
+    parser.add_argument("--reference-gbps", type=float, default=10.0, help="slowdowns are read at this")
+    parser.add_argument("--paper", action="store_true", help="the seed paper's experiment (sched_paper.py)")
     args = parser.parse_args()
+    if args.paper:
+        from sched_paper import paper
+
+        given = {
+            name: value for name, value in vars(args).items() if f"--{name.replace('_', '-')}" in sys.argv
+        }
+        paper(**{k: given[k] for k in ("jobs", "cluster", "load", "seed") if k in given})
+        return
     cluster = Cluster(*(int(v) for v in args.cluster.split("x")))
     gap_s = MEAN_GPUS * MEAN_DURATION_S / (args.load * cluster.total_gpus)
     frame = synthetic_trace(args.jobs, args.seed, MODELS, gap_s)
@@ -57,22 +74,23 @@ def main() -> None:
     }
     for scenario in args.scenarios.split(","):
         if scenario == "congested":
-            fabric = Fabric.oversubscribed(args.node_gbps, args.oversubscription, cluster.nodes_per_switch)
+            fabric = Fabric.oversubscribed(args.node_gbps, args.oversubscription, cluster.nodes_per_switch,
+                                           args.reference_gbps)  # fmt: skip
             print(f"congested: {fabric.label()} ({args.oversubscription:g}:1 oversubscribed)")
         elif scenario == "plain":
             fabric = None
             print("plain: no fabric, crossing more switches than needed doubles the network stall")
         else:
             parser.error(f"unknown scenario {scenario!r}: plain or congested")
-        print(f"  {'policy':<22}{'wall s':>8}{'makespan h':>12}{'avg JCT h':>11}{'p95 JCT h':>11}"
+        print(f"  {'policy':<22}{'wall s':>8}{'cpu s':>7}{'makespan h':>12}{'avg JCT h':>11}{'p95 JCT h':>11}"
               f"{'queue h':>9}{'comm h':>9}{'spread':>8}{'preempt':>9}{'GPU busy':>10}")  # fmt: skip
         for name in args.policies.split(","):
             policy = fixed.get(name) or Policy(name)
-            began = time.perf_counter()
+            began, cpu_began = time.perf_counter(), time.process_time()
             outcomes = simulate(jobs, cluster, policy, fabric=fabric)
-            wall_s = time.perf_counter() - began
+            wall_s, cpu_s = time.perf_counter() - began, time.process_time() - cpu_began
             m = schedule_metrics(outcomes, cluster)
-            print(f"  {policy.label():<22}{wall_s:>8.1f}{m['makespan_s'] / 3600:>12.1f}"
+            print(f"  {policy.label():<22}{wall_s:>8.1f}{cpu_s:>7.1f}{m['makespan_s'] / 3600:>12.1f}"
                   f"{m['avg_jct_s'] / 3600:>11.2f}{m['p95_jct_s'] / 3600:>11.2f}"
                   f"{m['avg_queue_s'] / 3600:>9.2f}"
                   f"{m['comm_overhead_s'] / 3600:>9.1f}{m['spread_jobs']:>8}{m['preemptions']:>9}"

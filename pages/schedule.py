@@ -1,5 +1,6 @@
 """Schedule: simulate a GPU cluster placing a trace's jobs under several policies (an uploaded trace or a
-synthetic one), compare JCT, makespan and communication overhead, and look at past simulations."""
+synthetic one), compare JCT, makespan and communication overhead, and look at past simulations. Every
+default is the command's (stash_core/sched/defaults.py)."""
 
 import altair as alt
 import streamlit as st
@@ -13,32 +14,88 @@ from pages._shared import (
     page_guard,
     page_header,
 )
-from stash_core.sched import FORMATS, POLICIES, TUNING_MODES
+from stash_core.sched import TUNING_MODES
+from stash_core.sched import defaults as d
+from stash_core.sched.detect import FORMATS
+from stash_core.sched.generate import ARRIVALS
+from stash_core.sched.policy import DEFINITIONS, POLICIES
 from stash_core.views import schedule as view
 
-DEFAULT_POLICIES = ["fifo", "las", "consolidate", "delay", "network-delay", "network-preempt"]
+FORMAT_NAMES = {
+    "auto": "told from the file's columns",
+    "tiresias": "Tiresias CSV (job_id, num_gpu, submit_time, duration)",
+    "philly": "Microsoft Philly cluster_job_log (JSON)",
+    "pai2020": "Alibaba PAI 2020: pai_job_table.csv with pai_task_table.csv",
+    "helios": "Helios cluster_log.csv",
+}
+GENERATORS = {"basic": "basic: 1-16 GPUs, log-normal durations",
+              "philly": "Philly-like: 1-32 GPUs, heavy tail, daily rhythm"}  # fmt: skip
 
 
 def form() -> None:
-    with st.form("simulate"):
-        source = st.radio("Trace", ["synthetic", "upload"], horizontal=True, key="sched-source")
-        files = st.file_uploader(
-            "Trace file(s) (PAI 2020: the job and task tables)", accept_multiple_files=True
-        )
-        fmt = st.selectbox("Format of the uploaded trace", FORMATS)
-        left, mid, right = st.columns(3)
-        jobs = left.number_input("Synthetic jobs", 1, view.MAX_PAGE_JOBS, 300, key="sched-jobs")
-        seed = mid.number_input("Seed", 0, 2**31 - 1, 0)
-        gap = right.number_input("Mean gap between arrivals (s)", 0.1, 86400.0, 60.0)
-        switches = left.number_input("Switches", 1, 1000, 4)
-        nodes = mid.number_input("Nodes per switch", 1, 1000, 4)
-        gpus = right.number_input("GPUs per node", 1, 64, 8)
-        node_gbps = left.number_input("Node uplink Gbit/s (0: fixed slowdowns, no congestion)", 0.0, 1e5, 0.0)
-        ratio = mid.number_input("Switch uplink oversubscription", 0.1, 1000.0, 4.0)
-        tuning = right.selectbox("Timers", TUNING_MODES, key="sched-tuning")
-        policies = st.multiselect("Policies", POLICIES, DEFAULT_POLICIES, key="sched-policies")
-        if not st.form_submit_button("Simulate", icon=":material/play_arrow:"):
-            return
+    st.markdown("**Workload**")
+    source = st.radio("Trace", ["synthetic", "upload"], horizontal=True, key="sched-source")
+    if source == "upload":
+        fmt = st.selectbox("Format of the uploaded trace", ("auto", *FORMATS), key="sched-format",
+                           format_func=lambda f: f"{f}: {FORMAT_NAMES[f]}")  # fmt: skip
+        pai = " (both tables)" if fmt in ("pai2020", "auto") else ""
+        files = st.file_uploader(f"Trace file{pai}: {FORMAT_NAMES[fmt]}", accept_multiple_files=True,
+                                 key="sched-files")  # fmt: skip
+    else:
+        fmt, files = d.TRACE_FORMAT, None
+    left, mid, right = st.columns(3)
+    generator = left.selectbox("Generator", list(GENERATORS), format_func=GENERATORS.get,
+                               key="sched-generator", disabled=source == "upload")  # fmt: skip
+    jobs = mid.number_input("Synthetic jobs", 1, view.MAX_PAGE_JOBS, d.SYNTHETIC_JOBS, key="sched-jobs",
+                            disabled=source == "upload")  # fmt: skip
+    gap = right.number_input("Mean gap between arrivals (s)", 0.1, 86400.0, d.MEAN_GAP_S, key="sched-gap",
+                             disabled=source == "upload")  # fmt: skip
+    arrivals = left.selectbox(
+        "Arrivals", ARRIVALS, index=ARRIVALS.index(d.ARRIVALS), key="sched-arrivals",
+        help="poisson: continuous; batch: every job at 0 (an uploaded trace: all its jobs at once); burst: "
+        "groups of 20 at one instant",
+    )  # fmt: skip
+    seed = mid.number_input("Seed", 0, 2**31 - 1, d.SEED, key="sched-seed")
+
+    st.markdown("**Cluster and links**")
+    left, mid, right = st.columns(3)
+    switches = left.number_input("Switches", 1, 1000, d.CLUSTER[0], key="sched-switches")
+    nodes = mid.number_input("Nodes per switch", 1, 1000, d.CLUSTER[1], key="sched-nodes")
+    gpus = right.number_input("GPUs per node", 1, 64, d.CLUSTER[2], key="sched-gpus")
+    node_gbps = left.number_input(
+        "Node uplink (Gbit/s)", 0.0, 1e5, 0.0, key="sched-node-gbps",
+        help="0: no link model (fixed slowdowns, the uplink factor across switches); above 0: links shared "
+        "max-min fairly, communication = ring all-reduce bytes over the rate a job gets",
+    )  # fmt: skip
+    ratio = mid.number_input("Switch uplink oversubscription", 0.1, 1000.0, d.OVERSUBSCRIPTION,
+                             key="sched-oversubscription",
+                             help="switch uplink = nodes per switch x node uplink / this")  # fmt: skip
+    reference = right.number_input(
+        "Slowdowns read at (Gbit/s)", 0.1, 1e5, d.REFERENCE, key="sched-reference",
+        help="the bandwidth a trace's network_slowdown (or Blox's penalty) holds for",
+    )  # fmt: skip
+    uplink_factor = left.number_input(
+        "Uplink factor (no link model)", 1.0, 1000.0, d.UPLINK_FACTOR, key="sched-uplink-factor",
+        help="without a node uplink: the network stall multiplier when crossing more switches than needed",
+    )  # fmt: skip
+
+    st.markdown("**Policies and timers**")
+    policies = st.multiselect("Policies", POLICIES, list(d.POLICY_NAMES), key="sched-policies",
+                              help="; ".join(f"{p}: {DEFINITIONS[p]}" for p in POLICIES))  # fmt: skip
+    left, mid, right = st.columns(3)
+    tuning = left.selectbox(
+        "Timers", TUNING_MODES, index=TUNING_MODES.index(d.TUNING), key="sched-tuning",
+        help="split: tuned on the first 30% of the jobs, reported on the rest; online: from estimates and "
+        "observed waits; given: the delay and scale here",
+    )  # fmt: skip
+    delay_s = mid.number_input("Delay timer (s, given)", 0.0, 1e7, d.DELAY_S, key="sched-delay")
+    scale = right.number_input("Network timer scale (given)", 0.0, 1e6, d.SCALE, key="sched-scale")
+    checkpoint_s = left.number_input("Checkpoint (s)", 0.0, 1e6, d.CHECKPOINT_S, key="sched-checkpoint",
+                                     help="preemption: save + restore, paid on restart")  # fmt: skip
+    min_run_s = mid.number_input("Minimum run before preemption (s)", 0.0, 1e7, d.MIN_RUN_S,
+                                 key="sched-min-run")  # fmt: skip
+    if not st.button("Simulate", icon=":material/play_arrow:", type="primary"):
+        return
     uploads = [(f.name, f.getvalue()) for f in files or []] if source == "upload" else None
     if source == "upload" and not uploads:
         st.error("Upload a trace file, or choose the synthetic trace.", icon=":material/error:")
@@ -46,8 +103,11 @@ def form() -> None:
     with st.spinner("Simulating…"):
         doc = view.simulate(
             current_db(), files=uploads, trace_format=fmt, synthetic_jobs=int(jobs), seed=int(seed),
-            mean_gap_s=float(gap), cluster=(switches, nodes, gpus), policies=policies, tuning=tuning,
-            node_gbps=float(node_gbps) or None, oversubscription=float(ratio),
+            mean_gap_s=float(gap), arrivals=arrivals, generator=generator, cluster=(switches, nodes, gpus),
+            policies=policies, tuning=tuning, delay_s=float(delay_s), scale=float(scale),
+            checkpoint_s=float(checkpoint_s), min_run_s=float(min_run_s),
+            uplink_factor=float(uplink_factor), node_gbps=float(node_gbps) or None,
+            oversubscription=float(ratio), reference_gbps=float(reference),
             out_dir=current_db().parent / "results",
         )  # fmt: skip
     st.session_state["schedule_doc"] = doc
@@ -60,36 +120,42 @@ def show(doc: dict, key: str) -> None:
     st.caption(f"{tuning[:1].upper()}{tuning[1:]}. A simulation, not a measurement.")
     for line in view.winners(doc):
         st.markdown(f"- Lowest {line}")
-    st.dataframe(view.summary_table(doc), hide_index=True)
+    st.table(view.summary_table(doc).set_index("policy"))
     st.caption(
         "Communication overhead: the time jobs ran slower than consolidated, through spread placements and "
         "congested links, summed over jobs."
     )
     hours = view.metrics_frame(doc)  # one row of bars per metric, each on its own scale
     bars = alt.Chart(hours).mark_bar().encode(
-        x=alt.X("hours:Q", title="hours"), y=alt.Y("label:N", title=None),
+        x=alt.X("hours:Q", title="hours"), y=alt.Y("label:N", title=None, axis=alt.Axis(labelLimit=0)),
         color=alt.Color("label:N", legend=None),
         tooltip=["label", "metric", alt.Tooltip("hours:Q", format=".2f")],
         row=alt.Row("metric:N", title=None, sort=list(view.SUMMARY.values()),
-                    header=alt.Header(labelAngle=0, labelAlign="left", labelOrient="top", labelFontSize=13)),
+                    header=alt.Header(labelAngle=0, labelAlign="left", labelOrient="top", labelFontSize=13,
+                                      labelLimit=0)),
     ).properties(height=24 * hours["label"].nunique()).resolve_scale(x="independent")  # fmt: skip
     chart_with_download(bars, hours, "schedule-metrics", f"{key}-metrics")
+    legend = alt.Legend(labelLimit=0, title=None, orient="bottom")
     cdf = view.cdf_frame(doc)
     line = alt.Chart(cdf).mark_line().encode(
         x=alt.X("jct_h:Q", title="job completion time (h)", scale=alt.Scale(type="symlog")),
-        y=alt.Y("fraction:Q", title="fraction of jobs"), color="policy:N",
+        y=alt.Y("fraction:Q", title="fraction of jobs"), color=alt.Color("policy:N", legend=legend),
     )  # fmt: skip
     chart_with_download(line, cdf, "schedule-jct-cdf", f"{key}-cdf")
+    delays = view.queue_delay_frame(doc)
+    if not delays.empty:
+        chart = alt.Chart(delays).mark_line(point=True).encode(
+            x=alt.X("arrival_h:Q", title="arrival time (h)"),
+            y=alt.Y("queue_h:Q", title="mean queueing delay (h)"), color=alt.Color("policy:N", legend=legend),
+        )  # fmt: skip
+        chart_with_download(chart, delays, "schedule-queue-delay", f"{key}-queue-delay")
     timeline = view.timeline_frame(doc)
     if not timeline.empty:
         for column, title in (("queued_jobs", "jobs waiting"), ("busy_share", "GPU busy share")):
-            chart = (
-                alt.Chart(timeline)
-                .mark_line()
-                .encode(
-                    x=alt.X("t_h:Q", title="time (h)"), y=alt.Y(f"{column}:Q", title=title), color="policy:N"
-                )
-            )
+            chart = alt.Chart(timeline).mark_line().encode(
+                x=alt.X("t_h:Q", title="time (h)"), y=alt.Y(f"{column}:Q", title=title),
+                color=alt.Color("policy:N", legend=legend),
+            )  # fmt: skip
             chart_with_download(chart, timeline, f"schedule-{column}", f"{key}-{column}")
 
 

@@ -37,9 +37,12 @@ def file_kind(mode: int) -> str:
     return "special file"
 
 
-def read_user_bytes(path: Path | str, what: str = "file", max_bytes: int = DEFAULT_MAX_BYTES) -> bytes:
-    """The bytes of the regular file `path`, at most `max_bytes`; UsageError "<path>: <problem>" (the
-    problem names `what`) for a missing, special, unreadable or too large file."""
+def read_user_bytes(
+    path: Path | str, what: str = "file", max_bytes: int = DEFAULT_MAX_BYTES, head_bytes: int | None = None
+) -> bytes:
+    """The bytes of the regular file `path`, at most `max_bytes` (only its first `head_bytes` when given:
+    enough to tell a format); UsageError "<path>: <problem>" (the problem names `what`) for a missing,
+    special, unreadable or too large file."""
     path = Path(path)
     try:
         # O_NONBLOCK: opening a FIFO must not wait for a writer; it is refused just below.
@@ -57,6 +60,8 @@ def read_user_bytes(path: Path | str, what: str = "file", max_bytes: int = DEFAU
         if info.st_size > max_bytes:
             raise UsageError(f"{path}: {what} is {info.st_size:,} bytes; at most {max_bytes:,} are read")
         os.set_blocking(fd, True)
+        if head_bytes is not None:
+            return os.read(fd, head_bytes)
         chunks, total = [], 0
         while True:
             chunk = os.read(fd, min(MIB, max_bytes + 1 - total))

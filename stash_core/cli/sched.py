@@ -13,12 +13,15 @@ from typing import Any
 
 from stash_core.cli.args import Number, add_db_argument, count, db_path, non_negative, positive_real, seed
 from stash_core.errors import UsageError
+from stash_core.sched import defaults
+from stash_core.sched.detect import FORMATS
+from stash_core.sched.policy import DEFINITIONS, POLICIES
 
-# The simulator is imported inside the functions: building `stash --help` must not load pandas.
+# The simulator is imported inside the functions: building `stash --help` must not load pandas (the
+# modules above do not).
 
-POLICIES = ("fifo", "sjf", "las", "consolidate", "spread", "delay", "network-delay", "network-preempt")
-FORMATS = ("tiresias", "philly", "pai2020", "helios")
 TUNINGS = ("split", "online", "given")
+GENERATORS = ("basic", "philly")
 YEAR_S = 365 * 86400.0
 MAX_CLUSTER_GPUS = 1_000_000
 
@@ -62,28 +65,49 @@ def las_limits_text(text: str) -> str:
     return text
 
 
-DEFAULT_MODELS = ["resnet50", "resnet18", "alexnet", "shufflenet_v2", "vgg16", "bert_base"]
+DEFAULT_MODELS = list(defaults.MODELS)
+POLICY_HELP = "policies (--policies):\n" + "\n".join(f"  {name:<17}{DEFINITIONS[name]}" for name in POLICIES)
 
 
 def add_commands(subparsers: Any, parser_class: type[argparse.ArgumentParser] | None = None) -> None:
     sched = subparsers.add_parser(
-        "schedule", help="simulate placing network-sensitive jobs in a shared GPU cluster (delay scheduling)"
+        "schedule", help="simulate placing network-sensitive jobs in a shared GPU cluster (delay scheduling)",
+        epilog=POLICY_HELP,
+    )  # fmt: skip
+    # the policies one a line, as written; options keep the parser's own help (with their defaults)
+    sched.formatter_class = type(
+        "ScheduleHelp", (argparse.RawDescriptionHelpFormatter, sched.formatter_class), {}
     )
     source = sched.add_mutually_exclusive_group(required=True)
     source.add_argument("--trace", type=Path, help="trace file (docs/traces.md); format: --trace-format")
     source.add_argument("--synthetic-jobs", type=count(100_000), help="generate a trace of N jobs")
     sched.add_argument(
-        "--trace-format", choices=FORMATS, default="tiresias",
-        help="tiresias CSV, philly cluster_job_log, pai2020 pai_job_table.csv (task table beside it), helios",
+        "--trace-format", choices=("auto", *FORMATS), default=defaults.TRACE_FORMAT,
+        help="auto (told from the file's columns; the default), tiresias CSV, philly cluster_job_log, "
+        "pai2020 pai_job_table.csv (task table beside it), helios cluster_log.csv",
     )  # fmt: skip
-    sched.add_argument("--seed", type=seed, default=0, help="seed of the synthetic trace")
     sched.add_argument(
-        "--mean-gap-s", type=positive_real(YEAR_S), default=120.0, help="mean time between synthetic arrivals"
-    )
+        "--arrivals", choices=defaults.ARRIVAL_KINDS, default=None,
+        help="synthetic arrivals: poisson (the default), batch (all at 0), burst (groups of 20); with "
+        "--trace only batch: submit all its jobs at once",
+    )  # fmt: skip
     sched.add_argument(
-        "--cluster", type=cluster_text, default="2x4x8", help="SWITCHESxNODESxGPUS, nodes per switch"
+        "--generator", choices=GENERATORS, default=defaults.GENERATOR,
+        help="synthetic trace: basic (1-16 GPUs, log-normal durations) or philly (1-32 GPUs, heavy-tailed "
+        "durations, diurnal arrivals, per-model gradient sizes; stash_core/sched/generate.py)",
+    )  # fmt: skip
+    sched.add_argument("--seed", type=seed, default=defaults.SEED, help="seed of the synthetic trace")
+    sched.add_argument(
+        "--mean-gap-s", type=positive_real(YEAR_S), default=defaults.MEAN_GAP_S,
+        help="mean time between synthetic arrivals",
+    )  # fmt: skip
+    sched.add_argument(
+        "--cluster", type=cluster_text, default="x".join(map(str, defaults.CLUSTER)),
+        help="SWITCHESxNODESxGPUS, nodes per switch",
+    )  # fmt: skip
+    sched.add_argument(
+        "--policies", type=policies_text, default=",".join(POLICIES), help="comma list (see below)"
     )
-    sched.add_argument("--policies", type=policies_text, default=",".join(POLICIES), help="comma list")
     sched.add_argument(
         "--tuning", choices=TUNINGS, default=None,
         help="how timers are set: split (tuned on the first --tune-fraction of the jobs, reported on the "
@@ -91,47 +115,64 @@ def add_commands(subparsers: Any, parser_class: type[argparse.ArgumentParser] | 
     )  # fmt: skip
     sched.add_argument(
         "--tune-fraction", type=Number(0, 1, whole=False, low_open=True, high_open=True, what="a fraction "
-        "between 0 and 1"), default=0.3, help="split tuning: share of the jobs (first by arrival) to tune on",
+        "between 0 and 1"), default=defaults.TUNE_FRACTION,
+        help="split tuning: share of the jobs (first by arrival) to tune on",
     )  # fmt: skip
     sched.add_argument(
-        "--delay-s", type=non_negative(YEAR_S), default=None, help="delay timer (implies given)"
+        "--delay-s",
+        type=non_negative(YEAR_S),
+        default=None,
+        help=f"delay timer (implies given; {defaults.DELAY_S:g} s when other timers are given)",
     )
     sched.add_argument(
-        "--scale", type=non_negative(1e6), default=None, help="network-* timer scale (implies given)"
+        "--scale",
+        type=non_negative(1e6),
+        default=None,
+        help=f"network-* timer scale (implies given; {defaults.SCALE:g} when other timers are given)",
     )
     sched.add_argument(
-        "--checkpoint-s", type=non_negative(YEAR_S), default=30.0, help="preemption: save + restore seconds"
+        "--checkpoint-s",
+        type=non_negative(YEAR_S),
+        default=defaults.CHECKPOINT_S,
+        help="preemption: save + restore seconds",
     )
     sched.add_argument(
-        "--min-run-s", type=non_negative(YEAR_S), default=600.0,
+        "--min-run-s", type=non_negative(YEAR_S), default=defaults.MIN_RUN_S,
         help="preemption guard: seconds a job runs after each start before it may be preempted",
     )  # fmt: skip
     sched.add_argument(
-        "--max-preemptions", type=Number(0, 1000, what="an integer from 0 to 1000"), default=3,
+        "--max-preemptions", type=Number(0, 1000, what="an integer from 0 to 1000"),
+        default=defaults.MAX_PREEMPTIONS,
         help="preemption guard: per job",
     )  # fmt: skip
     sched.add_argument(
-        "--las-limits-gpu-h", type=las_limits_text, default="1,10",
+        "--las-limits-gpu-h", type=las_limits_text,
+        default=",".join(f"{v:g}" for v in defaults.LAS_LIMITS_GPU_H),
         help="las: attained service (GPU-hours) between its queues, increasing, comma list",
     )  # fmt: skip
     sched.add_argument(
-        "--starve-factor", type=non_negative(1e6), default=10.0,
+        "--starve-factor", type=non_negative(1e6), default=defaults.STARVE_FACTOR,
         help="las: a preempted job waiting longer than this x the seconds it ran goes back to the top queue "
         "(0: never)",
     )  # fmt: skip
     sched.add_argument(
-        "--uplink-factor", type=Number(1, 1000, whole=False, what="a number >= 1"), default=2.0,
-        help="network stall multiplier across switches",
+        "--uplink-factor", type=Number(1, 1000, whole=False, what="a number >= 1"),
+        default=defaults.UPLINK_FACTOR, help="without --node-gbps: network stall multiplier across switches",
     )  # fmt: skip
     sched.add_argument(
         "--node-gbps", type=positive_real(1e6), default=None,
-        help="node uplink bandwidth, Gbit/s: models congestion on shared links (replaces --uplink-factor)",
+        help="node uplink bandwidth, Gbit/s: links shared max-min fairly, communication = ring all-reduce "
+        "bytes over the rate a job gets (stash_core/sched/fabric.py; replaces --uplink-factor)",
+    )  # fmt: skip
+    sched.add_argument(
+        "--reference-gbps", type=positive_real(1e6), default=defaults.REFERENCE,
+        help="the bandwidth a trace's network_slowdown (or Blox's penalty) holds for, Gbit/s",
     )  # fmt: skip
     fabric = sched.add_mutually_exclusive_group()
     fabric.add_argument("--uplink-gbps", type=positive_real(1e6), default=None, help="switch uplink, Gbit/s")
     fabric.add_argument(
         "--oversubscription", type=positive_real(1e6), default=None,
-        help="switch uplink = nodes per switch x --node-gbps / this (default 1)",
+        help=f"switch uplink = nodes per switch x --node-gbps / this (default {defaults.OVERSUBSCRIPTION:g})",
     )  # fmt: skip
     sched.add_argument("--jobs-csv", type=Path, default=None, help="write each job's outcome per policy here")
     sched.add_argument(
@@ -145,7 +186,7 @@ def cmd_schedule(args: argparse.Namespace) -> int:
     import pandas as pd
 
     from stash_core.cli.sched_output import check_outputs
-    from stash_core.sched import Policy, jobs_from_frame, load_trace, synthetic_trace
+    from stash_core.sched import Policy
     from stash_core.sched.report import run_simulation, save_simulation
 
     cluster = parse_cluster(args.cluster)
@@ -156,15 +197,9 @@ def cmd_schedule(args: argparse.Namespace) -> int:
         raise UsageError("--delay-s and --scale set the timers: use them with --tuning given")
     database = db_path(args)
     check_outputs(args.out, args.jobs_csv, database, store=not args.no_store)  # before any work
-    if args.trace is not None:
-        jobs = load_trace(args.trace, database, args.trace_format)
-        source, trace_format = str(args.trace), args.trace_format
-    else:
-        frame = synthetic_trace(args.synthetic_jobs, args.seed, DEFAULT_MODELS, args.mean_gap_s)
-        jobs = jobs_from_frame(frame, database, "synthetic trace")
-        source, trace_format = f"synthetic({len(jobs)} jobs, seed {args.seed})", "synthetic"
-    given = {"delay_s": 600.0 if args.delay_s is None else args.delay_s,
-             "scale": 1.0 if args.scale is None else args.scale}  # fmt: skip
+    jobs, source, trace_format = read_jobs(args, database)
+    given = {"delay_s": defaults.DELAY_S if args.delay_s is None else args.delay_s,
+             "scale": defaults.SCALE if args.scale is None else args.scale}  # fmt: skip
     las_limits = tuple(3600.0 * float(value) for value in args.las_limits_gpu_h.split(","))
     bases = [Policy(name, checkpoint_s=args.checkpoint_s, min_run_s=args.min_run_s,
                     max_preemptions=int(args.max_preemptions), las_limits_gpu_s=las_limits,
@@ -184,11 +219,43 @@ def cmd_schedule(args: argparse.Namespace) -> int:
         ])  # fmt: skip
     path = save_simulation(doc, args.out, None if args.no_store else database, per_job, args.jobs_csv)
     if fabric is not None:
-        source += f"; congestion: {fabric.label()}"
+        source += f"\nlinks shared max-min fairly: {fabric.label()}"
+    else:
+        factor = f"{args.uplink_factor:g}"
+        source += f"\nno link model: crossing more switches than needed multiplies the stall by {factor}"
+        # (give --node-gbps for links shared by bandwidth)
     rows = [{"policy": entry["settings"]["label"], **entry["metrics"]} for entry in doc["policies"]]
     print(format_comparison(rows, jobs, cluster, source, doc["tuning"]))
     print(f"result: {path}" + ("" if args.no_store else f"; stored in {database}"))
     return 0
+
+
+def read_jobs(args: argparse.Namespace, database: Path) -> tuple[list, str, str]:
+    """The jobs (trace or synthetic, arrivals applied), a name for their source, and their format."""
+    from dataclasses import replace
+
+    from stash_core.sched import jobs_from_frame, load_trace, synthetic_trace
+    from stash_core.sched.detect import detect_format
+    from stash_core.sched.generate import philly_like_trace
+
+    if args.trace is not None:
+        if args.arrivals not in (None, "batch"):
+            raise UsageError(f"--arrivals {args.arrivals} makes synthetic arrivals; a trace takes only batch")
+        trace_format = detect_format(args.trace) if args.trace_format == "auto" else args.trace_format
+        jobs = load_trace(args.trace, database, trace_format)
+        source = f"{args.trace} ({trace_format})"
+        if args.arrivals == "batch":
+            jobs = [replace(job, submit_s=0.0) for job in jobs]
+            source += ", all submitted at 0"
+        return jobs, source, trace_format
+    arrivals = args.arrivals or defaults.ARRIVALS
+    if args.generator == "philly":
+        frame = philly_like_trace(args.synthetic_jobs, args.seed, args.mean_gap_s, arrivals)
+    else:
+        frame = synthetic_trace(args.synthetic_jobs, args.seed, DEFAULT_MODELS, args.mean_gap_s, arrivals)
+    jobs = jobs_from_frame(frame, database, "synthetic trace")
+    kind = "Philly-like" if args.generator == "philly" else "synthetic"
+    return jobs, f"{kind}({len(jobs)} jobs, seed {args.seed}, {arrivals} arrivals)", "synthetic"
 
 
 def parse_cluster(text: str):
@@ -206,29 +273,44 @@ def parse_fabric(args: argparse.Namespace, cluster: Any):
     from stash_core.sched.fabric import Fabric
 
     node_gbps = getattr(args, "node_gbps", None)
+    reference = getattr(args, "reference_gbps", None) or defaults.REFERENCE
     uplink_gbps, ratio = getattr(args, "uplink_gbps", None), getattr(args, "oversubscription", None)
     if node_gbps is None:
         if uplink_gbps is not None or ratio is not None:
             raise UsageError("--uplink-gbps and --oversubscription need --node-gbps")
         return None
     if uplink_gbps is not None:
-        return Fabric(node_gbps, uplink_gbps)
-    return Fabric.oversubscribed(node_gbps, ratio or 1.0, cluster.nodes_per_switch)
+        return Fabric(node_gbps, uplink_gbps, reference)
+    return Fabric.oversubscribed(
+        node_gbps, ratio or defaults.OVERSUBSCRIPTION, cluster.nodes_per_switch, reference
+    )
+
+
+SOURCE_WORDS = {
+    "trace": "from the trace's network_slowdown",
+    "measured": "measured by Stash (multi-node profiles of their model)",
+    "blox": "from Blox's penalty for their model",
+    "blox default": "from Blox's default penalty (model not in Blox's list: 0.8 of the speed)",
+    "drawn (blox)": "drawn from Blox's penalties (the trace names no model)",
+}
 
 
 def format_comparison(rows: list[dict[str, Any]], jobs: list, cluster: Any, source: str, tuning: str) -> str:
     sources = Counter(job.slowdown_source for job in jobs)
+    first, _, rest = source.partition("\n")
     lines = [
-        f"{source} on {cluster.switches} switch(es) x {cluster.nodes_per_switch} nodes x "
+        f"{first} on {cluster.switches} switch(es) x {cluster.nodes_per_switch} nodes x "
         f"{cluster.gpus_per_node} GPUs ({cluster.total_gpus} GPUs)",
-        "network sensitivity of the jobs: " + ", ".join(f"{n} {kind}" for kind, n in sources.most_common()),
+        *([rest] if rest else []),
+        "network sensitivity (slowdown when spread) of the jobs: "
+        + "; ".join(f"{n} {SOURCE_WORDS.get(kind, kind)}" for kind, n in sources.most_common()),
         "",
-        f"  {'policy':<24}{'makespan h':>11}{'avg JCT h':>11}{'p95 JCT h':>11}{'queue h':>9}"
+        f"  {'policy':<34}{'makespan h':>11}{'avg JCT h':>11}{'p95 JCT h':>11}{'queue h':>9}"
         f"{'comm h':>9}{'spread':>8}{'preempt':>9}{'GPU busy':>10}",
     ]
     for row in rows:
         lines.append(
-            f"  {row['policy']:<24}{row['makespan_s'] / 3600:>11.2f}{row['avg_jct_s'] / 3600:>11.2f}"
+            f"  {row['policy']:<34}{row['makespan_s'] / 3600:>11.2f}{row['avg_jct_s'] / 3600:>11.2f}"
             f"{row['p95_jct_s'] / 3600:>11.2f}{row['avg_queue_s'] / 3600:>9.2f}"
             f"{row['comm_overhead_s'] / 3600:>9.2f}{row['spread_jobs']:>8}{row['preemptions']:>9}"
             f"{row['gpu_busy_share']:>10.0%}"

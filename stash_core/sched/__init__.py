@@ -1,30 +1,26 @@
 """Placing network-sensitive jobs in a shared GPU cluster: a trace-driven simulator of delay scheduling,
-preemption and the classical baselines."""
+preemption and the classical baselines.
 
-from stash_core.sched.fabric import Fabric
-from stash_core.sched.formats import FORMATS, load_trace, read_trace_frame
-from stash_core.sched.metrics import schedule_metrics
-from stash_core.sched.policy import POLICIES, Policy
-from stash_core.sched.simulator import JobOutcome, simulate
-from stash_core.sched.topology import Cluster
-from stash_core.sched.trace import Job, jobs_from_frame, synthetic_trace
-from stash_core.sched.tuner import TUNING_MODES, plan_policies, tune
+Names are loaded when first used (PEP 562), so that the command's parser can read defaults.py and
+policy.py without loading pandas."""
 
-__all__ = [
-    "FORMATS",
-    "POLICIES",
-    "TUNING_MODES",
-    "Cluster",
-    "Fabric",
-    "Job",
-    "JobOutcome",
-    "Policy",
-    "jobs_from_frame",
-    "load_trace",
-    "plan_policies",
-    "read_trace_frame",
-    "schedule_metrics",
-    "simulate",
-    "synthetic_trace",
-    "tune",
-]
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_WHERE = {
+    "FORMATS": "formats", "load_trace": "formats", "read_trace_frame": "formats",
+    "POLICIES": "policy", "Policy": "policy",
+    "TUNING_MODES": "tuner", "plan_policies": "tuner", "tune": "tuner",
+    "Fabric": "fabric", "schedule_metrics": "metrics", "JobOutcome": "outcome", "simulate": "simulator",
+    "Cluster": "topology", "TraceJob": "trace", "jobs_from_frame": "trace", "synthetic_trace": "trace",
+}  # fmt: skip
+
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _WHERE:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"stash_core.sched.{_WHERE[name]}"), name)

@@ -8,7 +8,7 @@ job's iterations and their speed), so the history grows as the simulation runs.
 
 from __future__ import annotations
 
-from stash_core.sched.trace import Job
+from stash_core.sched.trace import TraceJob
 
 PRIOR_S = 3600.0  # before any job has finished and without a user estimate
 
@@ -17,7 +17,7 @@ class Estimator:
     def __init__(self) -> None:
         self._sums: dict[object, list[float]] = {}  # key -> [total seconds, jobs]
 
-    def estimate_s(self, job: Job) -> float:
+    def estimate_s(self, job: TraceJob) -> float:
         if job.estimate_s is not None:
             return job.estimate_s
         for key in _keys(job):
@@ -26,12 +26,12 @@ class Estimator:
                 return seen[0] / seen[1]
         return PRIOR_S
 
-    def finished(self, job: Job) -> None:
+    def finished(self, job: TraceJob) -> None:
         for key in _keys(job):
             seen = self._sums.setdefault(key, [0.0, 0])
             seen[0] += job.duration_s
             seen[1] += 1
 
 
-def _keys(job: Job) -> tuple[object, ...]:
+def _keys(job: TraceJob) -> tuple[object, ...]:
     return (("model, gpus", job.model, job.gpus), ("model", job.model), "all")

@@ -1,26 +1,39 @@
-"""Congestion: the links a spread job's gradients cross, shared with whoever else crosses them now.
+"""The network: links of stated bandwidth, shared max-min fairly by the jobs whose gradients cross them.
 
-Each node has an uplink to its switch (`node_gbps`), each switch an uplink to the core (`uplink_gbps`, or
-nodes_per_switch x node_gbps / oversubscription). A job on one node crosses no link. A job spread over
-nodes crosses the uplinks of its nodes, and when it spans switches also the uplinks of its switches.
+Links. Each node has an uplink to its switch (`node_gbps`), each switch an uplink to the core
+(`uplink_gbps`, or nodes_per_switch x node_gbps / oversubscription). A job on one node crosses no link. A
+job spread over nodes crosses the uplinks of its nodes, and when it spans switches also the uplinks of its
+switches. A ring all-reduce over n GPUs sends 2(n-1)/n x its gradient bytes through every link of the ring,
+so every link a job crosses carries its whole ring volume (fabric model, documented, not measured).
 
-Model (documented, not measured): in every iteration each job on a link sends its gradient bytes; the
-link carries all of them back to back, so a job's communication on link l takes
-(sum of the gradient bytes of the jobs on l) / bandwidth(l). Its measured network stall (slowdown - 1)
-is the one it has alone on its node uplinks, bytes / node_gbps, so on the slowest of its links
+Sharing. Every job on links is one flow that wants all the bandwidth it can get; flows share links max-min
+fairly (water-filling, `max_min_rates`): all flows' rates rise together, a link that fills up fixes the
+rates of the flows on it at its fair share, and the others keep rising on the bandwidth left. A job alone
+on a link of B Gbit/s gets B; k equal jobs get B/k; a small job beside big ones gets the same share as
+they do, so its communication is at most k times longer than alone. Rates are recomputed for the links
+whose users changed (and every flow connected to them through shared links) when jobs start and end.
 
-    stretch = max over its links of node_gbps x (bytes on the link) / (bandwidth of the link x its bytes)
-    slowdown = 1 + (slowdown alone - 1) x stretch
+Iteration. A job's iteration = compute + communication not overlapped with backward:
 
-for a placement looser than the job's tightest one. The tightest placement of a job bigger than a node
-(whose run time already holds its own communication) pays only the stretch beyond what it has alone:
-1 + (slowdown alone - 1) x (stretch - stretch alone). Slowdowns change whenever a job starts or ends on a
-shared link; the simulator then re-times the jobs on those links.
+    t_iter(rate) = t_c + max(0, ring_gbit / rate - overlap_s),   ring_gbit = 2(n-1)/n x grad_bytes x 8 / 1e9
+
+where t_c is its consolidated iteration (the trace's duration / iterations) and rate the Gbit/s it gets.
+The trace's `network_slowdown` s is read at the reference bandwidth `reference_gbps` (a stated assumption
+of the trace, `--reference-gbps`): spread alone on links of that speed, t_iter = s x t_c. So:
+  - with an iteration count: overlap_s = max(0, ring_gbit / reference_gbps - (s - 1) x t_c) (what of the
+    communication backward hides); if the bytes explain less than the slowdown, the volume is scaled up to
+    match it (latency and protocol costs counted as bytes);
+  - without: no overlap, and t_c = ring_gbit / reference_gbps / (s - 1), i.e. slowdown(rate) =
+    1 + (s - 1) x reference_gbps / rate.
+A job at its tightest placement that still crosses links (bigger than a node) already has its
+communication alone on its links in its duration: it pays only the difference its share makes.
 """
 
 from __future__ import annotations
 
+import heapq
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from stash_core.errors import UsageError
@@ -30,8 +43,10 @@ from stash_core.errors import UsageError
 GRAD_BYTES = {
     "resnet50": 4 * 25_557_032, "resnet18": 4 * 11_689_512, "alexnet": 4 * 61_100_840,
     "shufflenet": 4 * 2_278_604, "vgg16": 4 * 138_357_544, "bert_base": 4 * 109_483_778,
+    "bert_large": 4 * 335_141_888, "gpt2": 4 * 124_439_808, "inception_v3": 4 * 27_161_264,
 }  # fmt: skip
 DEFAULT_GRAD_BYTES = 4 * 25_557_032
+REFERENCE_GBPS = 10.0  # the bandwidth a trace's network_slowdown is read at, unless --reference-gbps says
 
 
 def grad_bytes_of(model: str | None) -> float:
@@ -49,9 +64,11 @@ MIN_GBPS, MAX_GBPS = 0.001, 1e6  # 1 Mbit/s to a million Gbit/s
 class Fabric:
     node_gbps: float
     uplink_gbps: float
+    reference_gbps: float = REFERENCE_GBPS
 
     def __post_init__(self) -> None:
-        for name, value in (("node", self.node_gbps), ("uplink", self.uplink_gbps)):
+        for name, value in (("node", self.node_gbps), ("uplink", self.uplink_gbps),
+                            ("reference", self.reference_gbps)):  # fmt: skip
             # Bounded: at 1e-300 Gbit/s a transfer never ends and the simulation never does either.
             if not (math.isfinite(value) and MIN_GBPS <= value <= MAX_GBPS):
                 raise UsageError(
@@ -59,14 +76,20 @@ class Fabric:
                 )
 
     @classmethod
-    def oversubscribed(cls, node_gbps: float, ratio: float, nodes_per_switch: int) -> Fabric:
+    def oversubscribed(
+        cls, node_gbps: float, ratio: float, nodes_per_switch: int, reference_gbps: float = REFERENCE_GBPS
+    ) -> Fabric:
         """A switch uplink of nodes_per_switch x node_gbps / ratio (ratio 1: a non-blocking fabric)."""
         if not (math.isfinite(ratio) and ratio > 0):
             raise UsageError(f"oversubscription must be a positive number, got {ratio}")
-        return cls(node_gbps, nodes_per_switch * node_gbps / ratio)
+        return cls(node_gbps, nodes_per_switch * node_gbps / ratio, reference_gbps)
 
     def label(self) -> str:
-        return f"node uplinks {self.node_gbps:g} Gbit/s, switch uplinks {self.uplink_gbps:g} Gbit/s"
+        return (f"node uplinks {self.node_gbps:g} Gbit/s, switch uplinks {self.uplink_gbps:g} Gbit/s, "
+                f"slowdowns read at {self.reference_gbps:g} Gbit/s")  # fmt: skip
+
+    def capacity(self, link: int) -> float:
+        return self.node_gbps if link >= 0 else self.uplink_gbps
 
 
 def links_of(placement: dict[int, int], nodes_per_switch: int) -> list[int]:
@@ -81,41 +104,136 @@ def links_of(placement: dict[int, int], nodes_per_switch: int) -> list[int]:
     return links
 
 
-class Links:
-    """Who is on each link now, and the stretch of a job's communication on its slowest one.
+@dataclass(frozen=True)
+class Comm:
+    """A job's communication per consolidated second of work: `gbit` at any rate, `overlap` hidden."""
 
-    Each link keeps its load over its bandwidth, so a job's stretch costs one max over its own links."""
+    gbit: float  # ring Gbit sent per consolidated second (ring_gbit / t_c)
+    overlap: float  # seconds of it hidden behind backward, per consolidated second (overlap_s / t_c)
+
+    def slowdown(self, rate_gbps: float) -> float:
+        """Seconds per consolidated second of work when the job's flow gets `rate_gbps`."""
+        return 1.0 + max(0.0, self.gbit / rate_gbps - self.overlap)
+
+
+def ring_gbit(gpus: int, grad_bytes: float) -> float:
+    return 2.0 * (gpus - 1) / gpus * grad_bytes * 8 / 1e9
+
+
+def comm_of(
+    gpus: int, grad_bytes: float, slowdown: float, reference_gbps: float, iteration_s: float | None = None
+) -> Comm:
+    """A job's communication terms from its trace slowdown at the reference bandwidth (module docstring)."""
+    if slowdown <= 1.0:
+        return Comm(0.0, 0.0)  # insensitive: whatever it sends is hidden
+    volume = ring_gbit(gpus, grad_bytes)
+    if iteration_s is None or volume <= 0:
+        return Comm((slowdown - 1.0) * reference_gbps, 0.0)
+    exposed_ref = (slowdown - 1.0) * iteration_s
+    comm_ref_s = max(volume / reference_gbps, exposed_ref)  # scaled up if the bytes explain too little
+    return Comm(comm_ref_s * reference_gbps / iteration_s, (comm_ref_s - exposed_ref) / iteration_s)
+
+
+def max_min_rates(flows: dict, capacity: Callable[[int], float], weight: dict | None = None) -> dict:
+    """Max-min fair rates (water-filling) of `flows` (flow -> the links it crosses) on links of `capacity`;
+    with `weight` (flow -> count), a flow stands for that many flows on the same links (same rate).
+
+    The link with the lowest fair share (bandwidth left / unfixed flows on it) fixes its flows at that share;
+    shares only grow as flows are fixed, so a heap with stale entries skipped finds the next one."""
+    left: dict[int, float] = {}
+    users: dict[int, list] = {}
+    count: dict[int, int] = {}
+    for flow, links in flows.items():
+        many = weight[flow] if weight is not None else 1
+        for link in links:
+            if link not in users:
+                users[link], left[link], count[link] = [], capacity(link), 0
+            users[link].append(flow)
+            count[link] += many
+    heap = [(left[link] / count[link], link) for link in users]
+    heapq.heapify(heap)
+    rates: dict = {}
+    while heap:
+        share, link = heapq.heappop(heap)
+        if count[link] == 0 or share != left[link] / count[link]:
+            continue  # stale: its flows were fixed elsewhere, or its share grew
+        for flow in users[link]:
+            if flow in rates:
+                continue
+            rates[flow] = share
+            many = weight[flow] if weight is not None else 1
+            for other in flows[flow]:
+                count[other] -= many
+                left[other] -= share * many
+                if other != link and count[other] > 0:
+                    heapq.heappush(heap, (left[other] / count[other], other))
+    return rates
+
+
+class Links:
+    """Who is on each link now, and each flow's max-min fair rate. Flows on the same links get the same rate,
+    so rates are computed per set of links (a class), for the classes connected to the links that changed."""
 
     def __init__(self, fabric: Fabric):
         self.fabric = fabric
-        self.load: dict[int, float] = {}  # link -> gradient bytes of the jobs on it
-        self.ratio: dict[int, float] = {}  # link -> load / bandwidth
-        self.users: dict[int, set[int]] = {}
+        self.classes: dict[tuple[int, ...], set[int]] = {}  # set of links -> flows on exactly those
+        self.on_link: dict[int, set[tuple[int, ...]]] = {}  # link -> classes crossing it
+        self.class_of: dict[int, tuple[int, ...]] = {}  # flow -> its class
+        self.class_rate: dict[tuple[int, ...], float] = {}
+        self.rate: dict[int, float] = {}  # flow -> Gbit/s it gets now
 
-    def bandwidth(self, link: int) -> float:
-        return self.fabric.node_gbps if link >= 0 else self.fabric.uplink_gbps
+    def alone_rate(self, links: list[int]) -> float:
+        return min(self.fabric.capacity(link) for link in links)
 
-    def add(self, index: int, links: list[int], grad_bytes: float) -> None:
-        for link in links:
-            load = self.load[link] = self.load.get(link, 0.0) + grad_bytes
-            self.ratio[link] = load / self.bandwidth(link)
-            self.users.setdefault(link, set()).add(index)
+    def add(self, index: int, links: list[int]) -> None:
+        key = tuple(sorted(links))
+        self.class_of[index] = key
+        members = self.classes.get(key)
+        if members is None:
+            members = self.classes[key] = set()
+            for link in key:
+                self.on_link.setdefault(link, set()).add(key)
+        members.add(index)
 
-    def remove(self, index: int, links: list[int], grad_bytes: float) -> None:
-        for link in links:
-            load = self.load[link] = self.load[link] - grad_bytes
-            self.ratio[link] = load / self.bandwidth(link)
-            self.users[link].discard(index)
-            if not self.users[link]:
-                del self.users[link], self.load[link], self.ratio[link]
+    def remove(self, index: int, links: list[int]) -> None:
+        key = self.class_of.pop(index)
+        self.rate.pop(index, None)
+        members = self.classes[key]
+        members.discard(index)
+        if not members:
+            del self.classes[key]
+            self.class_rate.pop(key, None)
+            for link in key:
+                self.on_link[link].discard(key)
+                if not self.on_link[link]:
+                    del self.on_link[link]
 
-    def neighbours(self, links: list[int]) -> set[int]:
-        return set().union(*(self.users.get(link, ()) for link in links)) if links else set()
-
-    def stretch(self, links: list[int], grad_bytes: float, alone: bool = False) -> float:
-        if not links:
-            return 0.0
-        if alone:
-            return self.fabric.node_gbps / min(self.bandwidth(link) for link in links)
-        ratio = self.ratio
-        return self.fabric.node_gbps * max([ratio[link] for link in links]) / grad_bytes
+    def reallocate(self, changed: set[int]) -> list[int]:
+        """Recompute the rates of every flow connected to the `changed` links; the flows whose rate moved."""
+        component: set[tuple[int, ...]] = set()
+        seen: set[int] = set()
+        todo = [link for link in changed if link in self.on_link]
+        while todo:
+            link = todo.pop()
+            if link in seen:
+                continue
+            seen.add(link)
+            for key in self.on_link[link]:
+                if key not in component:
+                    component.add(key)
+                    todo.extend(key)
+        if not component:
+            return []
+        classes = self.classes
+        weight = {key: len(classes[key]) for key in component}
+        rates = max_min_rates({key: key for key in component}, self.fabric.capacity, weight)
+        moved: list[int] = []
+        for key, rate in rates.items():
+            members = classes[key]
+            old = self.class_rate.get(key)
+            if old is None or abs(rate - old) > 1e-12 * old or any(i not in self.rate for i in members):
+                self.class_rate[key] = rate
+                for flow in members:
+                    self.rate[flow] = rate
+                moved.extend(members)
+        return moved

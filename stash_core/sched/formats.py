@@ -32,20 +32,17 @@ import pandas as pd
 
 from stash_core.errors import UsageError
 from stash_core.sched.columns import refuse_extra_fields
+from stash_core.sched.detect import MAX_TRACE_BYTES
 from stash_core.sched.helios import helios_frame
 from stash_core.sched.pai import read_pai
 from stash_core.sched.philly import philly_frame
-from stash_core.sched.trace import Job, jobs_from_frame
+from stash_core.sched.trace import TraceJob, jobs_from_frame
 from stash_core.userfiles import read_user_json, read_user_text
-
-MAX_TRACE_BYTES = (
-    2 * 1024 * 1024 * 1024
-)  # Philly's cluster_job_log is about 0.5 GB; a FIFO or /dev/zero never ends
 
 FORMATS = ("tiresias", "philly", "pai2020", "helios")
 
 
-def load_trace(path: Path, db_path: Path | None = None, fmt: str = "tiresias") -> list[Job]:
+def load_trace(path: Path, db_path: Path | None = None, fmt: str = "tiresias") -> list[TraceJob]:
     """Jobs of a trace file, with their network sensitivity; UsageError naming the problem otherwise."""
     return jobs_from_frame(read_trace_frame(path, fmt), db_path, str(path))
 

@@ -9,17 +9,23 @@
                    waiting job preempts running jobs of higher queues (the latest of the highest queue
                    first) when that frees enough GPUs; a preempted job waiting longer than starve_factor x
                    the seconds it has run goes back to queue 0 (las.py)
-  consolidate      arrival order, wait for the tightest placement
+  fifo-consolidate strict arrival order, each job waits for its tightest placement and nobody passes it (head
+                   of line): the consolidation-based scheduling that network-sensitive scheduling is
+                   measured against
+  consolidate      arrival order, wait for the tightest placement; later jobs that fit pass a waiting one
+                   (backfilling)
   spread           arrival order, start anywhere as soon as enough GPUs are free
-  delay            delay scheduling: wait `delay_s` for the tightest placement, then as long again for the
-                   fewest switches, then anything; with `online`, the timer is the mean queueing delay
-                   observed so far (exponentially weighted), not a constant
+  delay            delay scheduling: wait `delay_s` for the tightest placement, then take the tightest free
+                   one (the timer is the break-even point: waiting longer costs more than spreading); with
+                   `online`, the timer is the mean queueing delay observed so far (exponentially
+                   weighted), not a constant; an infinite timer waits for consolidation
   by_busy          (delay, network-delay, network-preempt) the timer is multiplied by 2 x the observed GPU
                    busy share (time-weighted, exponentially, over BUSY_TAU_S): a half-used cluster keeps the
                    timer, an idle one starts jobs anywhere at once (GPUs would idle, links are free), a full
                    one waits up to twice as long (spreading would crowd busy links)
   network-delay    delay scheduling with each job's timer = scale x (slowdown - 1) x ESTIMATED duration:
-                   what spreading would cost it; insensitive jobs start at once
+                   what spreading would cost it, the break-even point; insensitive jobs start at once; an
+                   infinite scale waits for consolidation
   network-preempt  network-delay, plus network-sensitive preemption: when GPUs free up, running spread jobs
                    are ranked by (slowdown now - 1) x estimated remaining work (the seconds consolidation
                    would save them); one whose saving exceeds the checkpoint cost is stopped and restarted in
@@ -35,7 +41,20 @@ from dataclasses import dataclass
 
 from stash_core.errors import UsageError
 
-POLICIES = ("fifo", "sjf", "las", "consolidate", "spread", "delay", "network-delay", "network-preempt")
+POLICIES = ("fifo", "sjf", "las", "fifo-consolidate", "consolidate", "spread", "delay", "network-delay",
+            "network-preempt")  # fmt: skip
+# one line each, for --help, the page and the README
+DEFINITIONS = {
+    "fifo": "arrival order, start anywhere; the head of the queue blocks everyone behind it",
+    "sjf": "shortest estimated job first, start anywhere; a job that does not fit is passed",
+    "las": "least attained service (Tiresias): queues by GPU-hours held, preempts jobs of lower queues",
+    "fifo-consolidate": "arrival order, each job waits for its tightest placement; nobody passes it",
+    "consolidate": "arrival order, each job waits for its tightest placement; later jobs that fit pass it",
+    "spread": "arrival order, start anywhere as soon as enough GPUs are free; later jobs that fit pass",
+    "delay": "delay scheduling: wait up to --delay-s for the tightest placement, then the tightest free one",
+    "network-delay": "delay scheduling with each job's timer = scale x what spreading would cost it",
+    "network-preempt": "network-delay, plus moving spread jobs to a freed tightest placement when it pays",
+}
 PREEMPTIVE = ("las", "network-preempt")
 TIMED = ("delay", "network-delay", "network-preempt")
 # Tiresias' discretised LAS queues: limits of attained service (GPU-seconds) between queues
@@ -63,8 +82,10 @@ class Policy:
     def __post_init__(self) -> None:
         if self.name not in POLICIES:
             raise UsageError(f"unknown policy {self.name!r}: choose {', '.join(POLICIES)}")
-        for what, value in (("delay", self.delay_s), ("scale", self.scale),
-                            ("checkpoint", self.checkpoint_s), ("minimum run", self.min_run_s)):  # fmt: skip
+        for what, value in (("delay", self.delay_s), ("scale", self.scale)):  # infinite: wait to consolidate
+            if math.isnan(value) or value < 0:
+                raise UsageError(f"{what} must be a non-negative number, got {value}")
+        for what, value in (("checkpoint", self.checkpoint_s), ("minimum run", self.min_run_s)):
             if not (math.isfinite(value) and value >= 0):
                 raise UsageError(f"{what} must be a non-negative number, got {value}")
         limits = self.las_limits_gpu_s
@@ -86,11 +107,13 @@ class Policy:
     def timer_s(self, slowdown: float, estimate_s: float, observed_wait_s: float, busy: float = 0.5) -> float:
         """How long a skipped job waits for its tightest placement before relaxing to its fewest switches;
         `busy`: the observed GPU busy share (by_busy)."""
-        if self.name == "consolidate":
+        if self.name in ("consolidate", "fifo-consolidate"):
             return math.inf
         if self.name == "delay":
             timer = observed_wait_s if self.online else self.delay_s
         elif self.name in ("network-delay", "network-preempt"):
+            if math.isinf(self.scale):
+                return math.inf
             timer = self.scale * (slowdown - 1.0) * estimate_s
         else:
             return 0.0
@@ -99,8 +122,12 @@ class Policy:
     def label(self) -> str:
         busy = " x busy" if self.by_busy and self.name in TIMED else ""
         if self.name == "delay":
+            if not self.online and math.isinf(self.delay_s):
+                return "delay (waits to consolidate)"
             return ("delay online" if self.online else f"delay {self.delay_s:g} s") + busy
         if self.name in ("network-delay", "network-preempt"):
+            if math.isinf(self.scale):
+                return f"{self.name} (waits to consolidate)"
             return f"{self.name} x{self.scale:g}{busy}"
         return self.name
 
@@ -108,9 +135,9 @@ class Policy:
         """What a result file records of the policy."""
         out: dict[str, object] = {"label": self.label()}
         if self.name == "delay":
-            out.update(delay_s=None if self.online else self.delay_s, online=self.online)
+            out.update(delay_s=None if self.online else _finite(self.delay_s), online=self.online)
         if self.name in ("network-delay", "network-preempt"):
-            out["scale"] = self.scale
+            out["scale"] = _finite(self.scale)
         if self.name in TIMED:
             out["by_busy"] = self.by_busy
         if self.name == "las":
@@ -119,3 +146,8 @@ class Policy:
             out.update(checkpoint_s=self.checkpoint_s, min_run_s=self.min_run_s,
                        max_preemptions=self.max_preemptions)  # fmt: skip
         return out
+
+
+def _finite(value: float) -> float | str:
+    """A timer for a JSON file: infinity (wait for consolidation) as the word, JSON has no number for it."""
+    return value if math.isfinite(value) else "infinite"

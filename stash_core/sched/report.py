@@ -18,7 +18,7 @@ from stash_core.sched.metrics import jct_cdf, queue_delay_over_time, sample_time
 from stash_core.sched.policy import Policy
 from stash_core.sched.simulator import JobOutcome, simulate
 from stash_core.sched.topology import Cluster
-from stash_core.sched.trace import Job
+from stash_core.sched.trace import TraceJob
 from stash_core.sched.tuner import plan_policies
 from stash_core.store import simulations
 from stash_core.store.simulations import SIMULATION_KIND
@@ -26,8 +26,9 @@ from stash_core.userfiles import StagedFile, json_text, writable_target
 
 
 def run_simulation(
-    jobs: list[Job], cluster: Cluster, bases: list[Policy], *, tuning: str = "split", fraction: float = 0.3,
-    uplink_factor: float = 2.0, fabric: Fabric | None = None, trace: str = "", trace_format: str = "",
+    jobs: list[TraceJob], cluster: Cluster, bases: list[Policy], *, tuning: str = "split",
+    fraction: float = 0.3, uplink_factor: float = 2.0, fabric: Fabric | None = None,
+    trace: str = "", trace_format: str = "",
 ) -> tuple[dict[str, Any], dict[str, list[JobOutcome]]]:  # fmt: skip
     """The result document of every policy on the trace, and each policy's job outcomes."""
     policies, reported, how = plan_policies(bases, jobs, cluster, tuning, fraction, uplink_factor, fabric)

@@ -8,22 +8,23 @@ ran out. Levels (topology.py) are relative to a job's tightest placement. Withou
   tightest ("node")       duration
   looser, same switches   duration x slowdown
   more switches           duration x (1 + (slowdown - 1) x uplink_factor)
-with a fabric (fabric.py) the speed follows the congestion of the links the job shares: all starts and
-ends of an instant are applied first, then only the jobs whose most loaded link changed are re-timed
-(timing.py). Preemption (las, network-preempt) is in preempt.py.
+with a fabric (fabric.py) the speed follows the max-min fair rate the job gets on the links it shares: all
+starts and ends of an instant are applied first, then only the jobs whose rate moved are re-timed
+(timing.py). Timers are in timers.py, preemption (las, network-preempt) in preempt.py.
 """
 
 from __future__ import annotations
 
 import heapq
 import math
-from dataclasses import dataclass
 
 from stash_core.errors import UsageError
+from stash_core.sched import timers
 from stash_core.sched.estimate import Estimator
-from stash_core.sched.fabric import Fabric, Links, grad_bytes_of, links_of
+from stash_core.sched.fabric import Fabric, Links, links_of
 from stash_core.sched.las import LasQueues, preempt_for
-from stash_core.sched.policy import BUSY_TAU_S, WAIT_WEIGHT, Policy
+from stash_core.sched.outcome import JobOutcome
+from stash_core.sched.policy import WAIT_WEIGHT, Policy
 from stash_core.sched.preempt import migrate_spread_jobs
 from stash_core.sched.timing import (
     FINISH,
@@ -33,35 +34,18 @@ from stash_core.sched.timing import (
     Running,
     progress,
     retime,
-    retime_changed_links,
     sweep_events,
 )
 from stash_core.sched.topology import LEVELS, Cluster
-from stash_core.sched.trace import Job
+from stash_core.sched.trace import TraceJob
 from stash_core.sched.waiting import Waiting, timer_deadlines
 from stash_core.sched.waiting import allowed_level as _allowed_level
 
 ANYWHERE = ("fifo", "sjf", "las", "spread")  # policies that place a job wherever enough GPUs are free
 
 
-@dataclass
-class JobOutcome:
-    job: Job
-    start_s: float  # first start
-    finish_s: float
-    level: str  # the loosest placement it ran in
-    nodes: int  # nodes of its last placement
-    preemptions: int = 0
-    held_s: float | None = None  # seconds it held GPUs (all its runs); None: finish - start
-    checkpoint_s: float = 0.0  # of those, seconds spent saving and restoring after preemptions
-
-    @property
-    def run_s(self) -> float:
-        return self.held_s if self.held_s is not None else self.finish_s - self.start_s
-
-
 def simulate(
-    jobs: list[Job],
+    jobs: list[TraceJob],
     cluster: Cluster,
     policy: Policy,
     uplink_factor: float = 2.0,
@@ -96,11 +80,13 @@ class _Engine:
             self.rank[index] = position
         self.gpus = [job.gpus for job in jobs]
         self.work_left = [job.duration_s for job in jobs]
+        self.comm: list = [None] * n  # each job's communication terms, once it first crosses links
         self.estimates = Estimator()
         self.estimate = [0.0] * n
         self.timers: dict[int, float] = {}
         self.skipped_since: dict[int, float] = {}
         self.anywhere = policy.name in ANYWHERE
+        self.head_of_line = policy.name == "fifo-consolidate"
         self.waiting = Waiting(n, ordered=not self.anywhere)
         self.running: dict[int, Running] = {}
         self.first_start: dict[int, float] = {}
@@ -116,7 +102,8 @@ class _Engine:
         self.events: list[tuple[float, int, int, int, int]] = []  # (time, order, kind, job, version)
         self.order = 0
         self.wait_s = 0.0  # observed queueing delay, exponentially weighted (online delay timer)
-        self.busy = 0.0  # observed GPU busy share, time-weighted exponentially (by_busy timers)
+        self.busy = 0.0  # observed GPU busy share, time-weighted exponentially (by_busy timers)...
+        self.busy_mass = 0.0  # ...and the weight observed so far: busy / busy_mass has no cold start
         self.busy_at = 0.0  # when `busy` was last brought up to date
         self.las_limits = policy.las_limits_gpu_s if policy.name == "las" else None
         self.las_queues = LasQueues(policy.las_limits_gpu_s)  # running jobs per LAS queue (las only)
@@ -134,7 +121,7 @@ class _Engine:
             if pending < len(self.arrivals):
                 now = min(now, jobs[self.arrivals[pending]].submit_s)
             candidates: list[int] = []
-            freed = relook = happened = False
+            freed = relook = happened = guarded = False
             while pending < len(self.arrivals) and jobs[self.arrivals[pending]].submit_s == now:
                 index = self.arrivals[pending]
                 self.estimate[index] = self.estimates.estimate_s(jobs[index])
@@ -153,11 +140,14 @@ class _Engine:
                     if index in self.waiting and self.preemptions[index] == version and self.las[index]:
                         self.promote(index)
                         happened = True
-                elif kind == GUARD:  # waiting jobs of a higher LAS queue may preempt it now
+                elif kind == GUARD:  # its guard ran out: it may be preempted (las) or moved (network-preempt)
                     if run is not None and run.start_id == version:
-                        self.may_be_preempted(index)
-                        relook |= self.may_wait_for(index)
-                        happened |= relook
+                        if self.las_limits is not None:
+                            self.may_be_preempted(index)
+                            relook |= self.may_wait_for(index)
+                            happened |= relook
+                        else:
+                            guarded = happened = True
                 elif run is not None and run.version == version:
                     happened = True
                     if kind == FINISH:
@@ -172,18 +162,19 @@ class _Engine:
             if not happened:  # only stale events: nothing changed, nothing to place or re-time
                 continue
             if self.policy.by_busy:  # the busy share since the last instant, before anything changes it
-                weight = 1.0 - math.exp(-(now - self.busy_at) / BUSY_TAU_S) if now > self.busy_at else 0.0
-                share = 1.0 - self.free.total_free / self.cluster.total_gpus
-                self.busy, self.busy_at = self.busy + weight * (share - self.busy), now
+                timers.observe_busy(self, now)
             demand = self.waiting.demand
             if self.anywhere:
                 self.place_anywhere(now)
+            elif self.head_of_line:  # nobody passes the head: a pass stops there, so it is cheap
+                if candidates or freed:
+                    self.place_in_order(self.waiting.in_order(), now)
             elif relook or (freed and demand and self.free.total_free >= min(demand)):
                 self.place_in_order(self.waiting.in_order(), now)
             elif not freed:
                 keys = {self.waiting.key[i] for i in candidates} - {None}
                 self.place_in_order(sorted(keys), now)  # type: ignore[arg-type]
-            if freed and self.policy.name == "network-preempt" and self.spread_running:
+            if (freed or guarded) and self.policy.name == "network-preempt" and self.spread_running:
                 if migrate_spread_jobs(self, now) and demand:
                     self.place_in_order(self.waiting.in_order(), now)
             while self.requeue:  # jobs preempted (las) queue again, and may take GPUs still free now
@@ -251,12 +242,14 @@ class _Engine:
                 continue
             need = self.gpus[index]
             if need > free.total_free:
-                if free.total_free == 0:
+                if free.total_free == 0 or self.head_of_line:
                     break
                 continue
             level = self.allowed_level(index, now)
             placement = None if (need, level) in failed else free.place(need, level)
             if placement is None:
+                if self.head_of_line:
+                    break
                 failed.add((need, level))
                 if index not in self.skipped_since:  # it could run now, spread: its timer starts
                     self.start_timer(index, now)
@@ -268,8 +261,11 @@ class _Engine:
             return "any" if self.timer_of(index) <= 0 else "node"
         return _allowed_level(self.timers[index], self.skipped_since[index], now)
 
+    def comm_for(self, index: int):
+        return timers.comm_for(self, index)
+
     def timer_of(self, index: int) -> float:
-        return self.policy.timer_s(self.jobs[index].slowdown, self.estimate[index], self.wait_s, self.busy)
+        return timers.timer_of(self, index)
 
     def start_timer(self, index: int, now: float) -> None:
         timer = self.timer_of(index)
@@ -297,9 +293,9 @@ class _Engine:
         if LEVELS.index(level) > LEVELS.index(self.loosest[index]):
             self.loosest[index] = level
         crossed = links_of(placement, self.cluster.nodes_per_switch) if self.links is not None else []
-        grad_bytes = job.grad_bytes or grad_bytes_of(job.model)
+        comm = self.comm_for(index) if crossed else None
         restore, self.pending_restore[index] = self.pending_restore[index], 0.0
-        run = Running(placement, level, crossed, grad_bytes, self.work_left[index], restore, now, now,
+        run = Running(placement, level, crossed, comm, self.work_left[index], restore, now, now,
                        self.order)  # fmt: skip
         self.running[index] = run
         self.order += 1
@@ -315,10 +311,15 @@ class _Engine:
                 self.may_be_preempted(index)
         if level != "node":
             self.spread_running.add(index)
+            if self.policy.name == "network-preempt" and self.policy.min_run_s > 0:  # look again then
+                guard_at = now + self.policy.min_run_s
+                heapq.heappush(self.events, (guard_at, self.order, GUARD, index, run.start_id))
+                self.order += 1
         if self.links is not None and crossed:
-            self.links.add(index, crossed, grad_bytes)
+            self.links.add(index, crossed)
             self.changed_links.update(crossed)
-            run.alone = self.links.stretch(crossed, grad_bytes, alone=True)
+            if level == "node":  # its duration holds its communication alone on these links
+                run.alone = comm.slowdown(self.links.alone_rate(crossed)) - 1.0
         self.touched.add(index)
 
     def stop(self, index: int, now: float) -> Running:
@@ -330,7 +331,7 @@ class _Engine:
         if self.las_limits is not None:
             self.las_queues.leave(self.las[index], self.rank[index], index, self.gpus[index])
         if self.links is not None and run.links:
-            self.links.remove(index, run.links, run.grad_bytes)
+            self.links.remove(index, run.links)
             self.changed_links.update(run.links)
         self.work_left[index] = max(0.0, run.work_s)
         return run
@@ -378,11 +379,13 @@ class _Engine:
     def retime_all(self, now: float) -> None:
         """Re-time the jobs started or moved to another LAS queue at this instant, then those whose speed
         the links changed at this instant did change (timing.py)."""
+        moved = self.links.reallocate(self.changed_links) if self.changed_links else []
         for index in self.touched:
             if index in self.running:
                 retime(self, index, now)
-        if self.changed_links:
-            retime_changed_links(self, self.changed_links, self.touched, now)
+        for index in moved:
+            if index not in self.touched:
+                retime(self, index, now)
         self.touched.clear()
         self.changed_links.clear()
         if len(self.events) > 2 * self.swept_at + 1024:

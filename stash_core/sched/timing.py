@@ -1,15 +1,13 @@
 """When running jobs finish: their speed now, their progress, and the events that say so (simulator.py).
 
 A running job holds work (consolidated seconds) and a slowdown (seconds per second of work) fixed by its
-placement, or with a fabric by the most loaded of its links (fabric.py). Its finish (and LAS demotion)
-event carries a version; re-timing the job pushes new events and makes the old ones stale, skipped when
-popped and swept out when they outnumber the live ones.
+placement, or with a fabric by the rate its flow gets on the links it shares (fabric.py). Its finish (and
+LAS demotion) event carries a version; re-timing the job pushes new events and makes the old ones stale,
+skipped when popped and swept out when they outnumber the live ones.
 
 With a fabric, the starts and ends of one instant are all applied first, and only then are jobs re-timed:
-a job is looked at only if a link it uses changed load, and re-timed only if its most loaded link's load
-per bandwidth (its peak) did change. Each running job keeps its peak and the link it is on, so the check
-per job and changed link is one comparison: the job's peak can only change if that link now exceeds it or
-that link was the one at the peak.
+the max-min fair rates are recomputed for the flows connected to the links whose users changed, and only
+the jobs whose rate moved are re-timed.
 """
 
 from __future__ import annotations
@@ -17,6 +15,8 @@ from __future__ import annotations
 import heapq
 from dataclasses import dataclass
 from typing import Any
+
+from stash_core.sched.fabric import Comm
 
 # GUARD: a job may be preempted from now on; PROMOTE: a preempted LAS job starves (las.py)
 FINISH, TIMER, DEMOTE, GUARD, PROMOTE = 0, 1, 2, 3, 4
@@ -27,15 +27,13 @@ class Running:
     placement: dict[int, int]
     level: str
     links: list[int]
-    grad_bytes: float
+    comm: Comm | None  # its communication terms with a fabric (fabric.py)
     work_s: float  # consolidated seconds of work left at `since`
     restore_s: float  # checkpoint seconds left to pay at `since`, before any work
     since: float
     started: float
     start_id: int
-    alone: float = 0.0  # stretch of its communication alone on its links (fabric.py)
-    peak: float = 0.0  # load / bandwidth of its most loaded link, when last timed
-    bottleneck: int | None = None  # that link
+    alone: float = 0.0  # tightest placement on links: the slowdown its duration already holds, minus 1
     slowdown: float = 1.0  # seconds per consolidated second of work, now
     version: int = -1
 
@@ -52,20 +50,14 @@ def progress(engine: Any, index: int, run: Running, now: float) -> None:
     engine.attained[index] += elapsed * engine.gpus[index]
 
 
-def slowdown_now(engine: Any, run: Running, job_slowdown: float) -> float:
-    """Seconds per second of work on its placement now; with a fabric, sets the job's peak link."""
+def slowdown_now(engine: Any, index: int, run: Running, job_slowdown: float) -> float:
+    """Seconds per second of work on its placement now; with a fabric, at the rate its flow gets."""
     links = engine.links
     if links is None:
         return slowdown_at(run.level, job_slowdown, engine.uplink_factor)
-    if not run.links:
+    if not run.links or run.comm is None:
         return 1.0
-    ratio = links.ratio
-    run.bottleneck = max(run.links, key=ratio.__getitem__)
-    run.peak = ratio[run.bottleneck]
-    stretch = links.fabric.node_gbps * run.peak / run.grad_bytes
-    if run.level == "node":  # its tightest placement: its run time already holds what it has alone
-        stretch -= run.alone
-    return 1.0 + (job_slowdown - 1.0) * stretch
+    return run.comm.slowdown(links.rate[index]) - run.alone
 
 
 def retime(engine: Any, index: int, now: float, slowdown: float | None = None) -> None:
@@ -73,7 +65,7 @@ def retime(engine: Any, index: int, now: float, slowdown: float | None = None) -
     run = engine.running[index]
     job = engine.jobs[index]
     if slowdown is None:
-        slowdown = slowdown_now(engine, run, job.slowdown)
+        slowdown = slowdown_now(engine, index, run, job.slowdown)
     elapsed = now - run.since  # progress(), inlined: this runs for every change of speed
     restoring = min(elapsed, run.restore_s)
     run.restore_s -= restoring
@@ -93,29 +85,6 @@ def retime(engine: Any, index: int, now: float, slowdown: float | None = None) -
         if demote_at < finish_at:
             heapq.heappush(engine.events, (demote_at, order + 1, DEMOTE, index, order))
             engine.order = order + 2
-
-
-def retime_changed_links(engine: Any, changed: set[int], skip: set[int], now: float) -> None:
-    """Re-time the running jobs (not in `skip`) whose peak link load changed with the `changed` links."""
-    ratio, users, running, jobs = engine.links.ratio, engine.links.users, engine.running, engine.jobs
-    node_gbps = engine.links.fabric.node_gbps
-    look: set[int] = set()
-    for link in changed:
-        load = ratio.get(link)
-        if load is not None:  # else nobody is on it any more
-            look.update([i for i in users[link] if load > running[i].peak or link == running[i].bottleneck])
-    look -= skip
-    for index in look:
-        run = running[index]
-        bottleneck = max(run.links, key=ratio.__getitem__)
-        peak = ratio[bottleneck]
-        run.bottleneck = bottleneck
-        if peak != run.peak:
-            run.peak = peak
-            stretch = node_gbps * peak / run.grad_bytes
-            if run.level == "node":
-                stretch -= run.alone
-            retime(engine, index, now, 1.0 + (jobs[index].slowdown - 1.0) * stretch)
 
 
 def sweep_events(engine: Any) -> None:

@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 
 from stash_core.errors import UsageError
+from stash_core.sched.generate import ARRIVALS, arrival_times
 from stash_core.store.reads import network_shares
 
 # Blox (msr-fiddle/blox): speed multiplier when a job spans machines; slowdown = 1 / multiplier.
@@ -39,7 +40,9 @@ MAX_SLOWDOWN = 1000.0  # network_slowdown
 
 
 @dataclass(frozen=True)
-class Job:
+class TraceJob:
+    """One job of a trace: what it asks, when, how long it runs consolidated, how network-sensitive it is."""
+
     job_id: str
     gpus: int
     submit_s: float
@@ -49,9 +52,10 @@ class Job:
     slowdown_source: str  # "trace", "measured", or "blox default"
     grad_bytes: float | None = None  # gradient bytes per iteration (trace column grad_bytes), if given
     estimate_s: float | None = None  # the user's estimate of the duration (trace column estimate_s)
+    iteration_s: float | None = None  # consolidated iteration: duration / iterations, when the trace says
 
 
-def jobs_from_frame(frame: pd.DataFrame, db_path: Path | None = None, what: str = "trace") -> list[Job]:
+def jobs_from_frame(frame: pd.DataFrame, db_path: Path | None = None, what: str = "trace") -> list[TraceJob]:
     missing = [c for c in ("job_id", "num_gpu", "submit_time") if c not in frame.columns]
     if missing:
         raise UsageError(f"{what}: missing column(s) {', '.join(missing)}")
@@ -88,9 +92,11 @@ def jobs_from_frame(frame: pd.DataFrame, db_path: Path | None = None, what: str 
             if _present(row.get("estimate_s"))
             else None
         )
-        jobs.append(
-            Job(job_id, int(gpus), submit_s, duration_s, model, slowdown, source, grad_bytes, estimate_s)
-        )
+        iterations = row.get("iterations")
+        iteration_s = duration_s / float(iterations) if _present(iterations) and _is_positive(iterations) \
+            else None  # fmt: skip
+        jobs.append(TraceJob(job_id, int(gpus), submit_s, duration_s, model, slowdown, source, grad_bytes,
+                             estimate_s, iteration_s))  # fmt: skip
     jobs.sort(key=lambda job: (job.submit_s, job.job_id))
     late = jobs[-1]
     if late.submit_s - jobs[0].submit_s > MAX_SPAN_S:
@@ -121,17 +127,23 @@ def measured_slowdowns(db_path: Path) -> dict[str, float]:
     return {model: 1.0 + max(0.0, share) for model, share in network_shares(db_path).items()}
 
 
-def synthetic_trace(jobs: int, seed: int, models: list[str], mean_gap_s: float = 120.0) -> pd.DataFrame:
-    """A reproducible trace: Poisson arrivals, GPU demands 1-16 skewed small, log-normal durations."""
+def synthetic_trace(
+    jobs: int, seed: int, models: list[str], mean_gap_s: float = 120.0, arrivals: str = "poisson"
+) -> pd.DataFrame:
+    """A reproducible trace: GPU demands 1-16 skewed small, log-normal durations (median 1800 s, sigma 1),
+    arrivals as `arrivals` says (generate.py; the same jobs whatever the arrivals)."""
     if jobs < 1:
         raise UsageError("a synthetic trace needs at least one job")
+    if arrivals not in ARRIVALS:
+        raise UsageError(f"unknown arrivals {arrivals!r}: choose {', '.join(ARRIVALS)}")
     rng = np.random.default_rng(seed)
     gpus = rng.choice([1, 2, 4, 8, 16], size=jobs, p=[0.35, 0.2, 0.2, 0.15, 0.1])
+    gaps_s = rng.exponential(mean_gap_s, size=jobs)
     return pd.DataFrame(
         {
             "job_id": [f"j{i:04d}" for i in range(jobs)],
             "num_gpu": gpus,
-            "submit_time": np.round(np.cumsum(rng.exponential(mean_gap_s, size=jobs)), 1),
+            "submit_time": arrival_times(gaps_s, arrivals, np.random.default_rng([seed, 1]), mean_gap_s),
             "duration": np.round(rng.lognormal(mean=math.log(1800), sigma=1.0, size=jobs), 1),
             "model_name": rng.choice(models, size=jobs),
         }
@@ -154,6 +166,13 @@ def _slowdown(row: dict, model: str | None, measured: dict[str, float], what: st
 
 def _present(value: object) -> bool:
     return value is not None and not (isinstance(value, float) and math.isnan(value)) and value != ""
+
+
+def _is_positive(value: object) -> bool:
+    try:
+        return math.isfinite(float(value)) and float(value) > 0  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return False
 
 
 def _number(value: object, what: str) -> float:

@@ -6,13 +6,17 @@ online  set while the simulation runs from what the scheduler can know: delay's 
         ESTIMATED duration (estimate.py: the user's estimate or the history of finished jobs), scale 1:
         a job waits as long as spreading would cost it; every one of them then x 2 x the observed GPU
         busy share (policy.py, by_busy): shorter on a lightly used cluster, up to twice on a full one
-split   a small grid (TUNING_DELAYS_S, TUNING_SCALES) simulated on the first `fraction` of the jobs (by
-        arrival); the value with the lowest average JCT there is kept, and every policy is reported on
-        the other jobs only, which the tuning never saw
+split   a small grid (TUNING_DELAYS_S, TUNING_SCALES) simulated on the jobs of the first `fraction` (by
+        arrival) that had finished when the first reported job arrives (simulated under consolidate: a
+        job still running then has no known duration); the value with the lowest average JCT there is
+        kept, and every policy is reported on the other jobs only, which the tuning never saw. The grid
+        holds an infinite timer (wait for consolidation), so the tuned timer is never worse on the tuning
+        jobs than waiting for consolidation
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 from stash_core.errors import UsageError
@@ -21,15 +25,19 @@ from stash_core.sched.metrics import schedule_metrics
 from stash_core.sched.policy import TIMED, Policy
 from stash_core.sched.simulator import simulate
 from stash_core.sched.topology import Cluster
-from stash_core.sched.trace import Job
+from stash_core.sched.trace import TraceJob
 
 TUNING_MODES = ("split", "online", "given")
-TUNING_SCALES = (0.0, 0.25, 0.5, 1.0, 2.0, 4.0)
-TUNING_DELAYS_S = (0.0, 60.0, 300.0, 900.0, 1800.0, 3600.0)
+TUNING_SCALES = (0.0, 0.25, 0.5, 1.0, 2.0, 4.0, math.inf)
+TUNING_DELAYS_S = (0.0, 60.0, 300.0, 900.0, 1800.0, 3600.0, math.inf)
 
 
 def tune(
-    jobs: list[Job], cluster: Cluster, base: Policy, uplink_factor: float = 2.0, fabric: Fabric | None = None
+    jobs: list[TraceJob],
+    cluster: Cluster,
+    base: Policy,
+    uplink_factor: float = 2.0,
+    fabric: Fabric | None = None,
 ) -> Policy:
     """`base` with the timer (delay) or scale (network-*) of the grid that gives `jobs` the lowest
     average JCT (ties: the first in the grid)."""
@@ -44,7 +52,7 @@ def tune(
     return grid[min(scored)[1]]
 
 
-def split_jobs(jobs: list[Job], fraction: float) -> tuple[list[Job], list[Job]]:
+def split_jobs(jobs: list[TraceJob], fraction: float) -> tuple[list[TraceJob], list[TraceJob]]:
     """The first `fraction` of the jobs by arrival, and the rest (each part at least one job)."""
     ordered = sorted(jobs, key=lambda job: (job.submit_s, job.job_id))
     cut = round(len(ordered) * fraction)
@@ -54,9 +62,9 @@ def split_jobs(jobs: list[Job], fraction: float) -> tuple[list[Job], list[Job]]:
 
 
 def plan_policies(
-    bases: list[Policy], jobs: list[Job], cluster: Cluster, mode: str, fraction: float = 0.3,
+    bases: list[Policy], jobs: list[TraceJob], cluster: Cluster, mode: str, fraction: float = 0.3,
     uplink_factor: float = 2.0, fabric: Fabric | None = None,
-) -> tuple[list[Policy], list[Job], str]:  # fmt: skip
+) -> tuple[list[Policy], list[TraceJob], str]:  # fmt: skip
     """The policies to report, the jobs to report them on, and a sentence saying how timers were set."""
     if mode not in TUNING_MODES:
         raise UsageError(f"unknown tuning {mode!r}: choose {', '.join(TUNING_MODES)}")
@@ -76,12 +84,28 @@ def plan_policies(
             ),
         )
     first, rest = split_jobs(jobs, fraction)
-    policies = [tune(first, cluster, p, uplink_factor, fabric) if p.name in TIMED else p for p in bases]
+    known = finished_by(first, rest[0].submit_s, cluster, uplink_factor, fabric)
+    if not known:
+        raise UsageError(
+            f"none of the first {len(first)} jobs had finished when job {rest[0].job_id} arrived, so there "
+            "is nothing to tune on: use --tuning online or given, or a larger --tune-fraction"
+        )
+    policies = [tune(known, cluster, p, uplink_factor, fabric) if p.name in TIMED else p for p in bases]
     return (
         policies,
         rest,
         (
-            f"timers tuned on the first {len(first)} jobs ({fraction:.0%} by arrival, lowest average JCT); "
-            f"every policy reported on the other {len(rest)}"
+            f"timers tuned on the {len(known)} of the first {len(first)} jobs ({fraction:.0%} by arrival) "
+            f"that had finished when the next arrived (lowest average JCT); every policy reported on the "
+            f"other {len(rest)}"
         ),
     )
+
+
+def finished_by(
+    jobs: list[TraceJob], cut_s: float, cluster: Cluster, uplink_factor: float, fabric: Fabric | None
+) -> list[TraceJob]:
+    """The jobs that had finished by `cut_s` when scheduled by consolidate (no timers to tune): only their
+    durations are known then."""
+    outcomes = simulate(jobs, cluster, Policy("consolidate"), uplink_factor, fabric)
+    return [o.job for o in outcomes if o.finish_s <= cut_s]

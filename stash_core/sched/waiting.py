@@ -70,18 +70,15 @@ class Waiting:
 
 
 def allowed_level(timer_s: float, since_s: float, now_s: float) -> str:
-    """Delay scheduling's relaxation: one switch after the timer, anything after twice the timer.
+    """Delay scheduling's relaxation at the break-even point: the tightest placement until the timer runs
+    out, then the tightest free one (place() tries node, then switch, then any).
 
-    Compared as instants (the very sums the timer events fire at), so rounding cannot keep a job a step
+    Compared as instants (the very sum the timer event fires at), so rounding cannot keep a job a step
     behind at its own timer event."""
-    if now_s >= since_s + 2 * timer_s:
-        return "any"
-    if now_s >= since_s + timer_s:
-        return "switch"
-    return "node"
+    return "any" if now_s >= since_s + timer_s else "node"
 
 
 def timer_deadlines(timer_s: float, since_s: float) -> list[float]:
     if not math.isfinite(timer_s) or timer_s <= 0:
         return []
-    return [since_s + timer_s, since_s + 2 * timer_s]
+    return [since_s + timer_s]

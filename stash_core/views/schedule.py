@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -12,40 +13,59 @@ import pandas as pd
 
 from stash_core.errors import UsageError
 from stash_core.sched import Cluster, Fabric, Policy, jobs_from_frame, load_trace, synthetic_trace
+from stash_core.sched import defaults as d
+from stash_core.sched.detect import detect_format
+from stash_core.sched.generate import philly_like_trace
 from stash_core.sched.report import run_simulation, save_simulation
 from stash_core.store.simulations import simulations_frame
 
 MAX_PAGE_JOBS = 20_000  # keeps a page's simulation to seconds
-MODELS = ["resnet50", "resnet18", "alexnet", "shufflenet_v2", "vgg16", "bert_base"]
+MODELS = list(d.MODELS)
 SUMMARY = {"makespan_s": "makespan", "avg_jct_s": "average JCT", "p95_jct_s": "p95 JCT",
            "avg_queue_s": "average queueing delay", "comm_overhead_s": "communication overhead"}  # fmt: skip
 
 
 def simulate(
-    db_path: Path | str, *, files: list[tuple[str, bytes]] | None, trace_format: str, synthetic_jobs: int,
-    seed: int, mean_gap_s: float, cluster: tuple[int, int, int], policies: list[str], tuning: str,
-    node_gbps: float | None, oversubscription: float, out_dir: Path | str = "results",
+    db_path: Path | str, *, files: list[tuple[str, bytes]] | None, trace_format: str = d.TRACE_FORMAT,
+    synthetic_jobs: int = d.SYNTHETIC_JOBS, seed: int = d.SEED, mean_gap_s: float = d.MEAN_GAP_S,
+    arrivals: str = d.ARRIVALS, generator: str = d.GENERATOR, cluster: tuple[int, int, int] = d.CLUSTER,
+    policies: list[str] | None = None, tuning: str = d.TUNING, delay_s: float = d.DELAY_S,
+    scale: float = d.SCALE, checkpoint_s: float = d.CHECKPOINT_S, min_run_s: float = d.MIN_RUN_S,
+    uplink_factor: float = d.UPLINK_FACTOR, node_gbps: float | None = d.NODE_GBPS,
+    oversubscription: float = d.OVERSUBSCRIPTION, reference_gbps: float = d.REFERENCE,
+    out_dir: Path | str = "results",
 ) -> dict[str, Any]:  # fmt: skip
-    """Run, write (results/sim-*.json) and store one simulation; its document. UsageError on bad input."""
+    """Run, write (results/sim-*.json) and store one simulation; its document. UsageError on bad input.
+    Every default is the command's (sched/defaults.py)."""
+    policies = list(d.POLICY_NAMES) if policies is None else policies
     if not policies:
         raise UsageError("choose at least one policy")
     try:
         shape = Cluster(*(int(v) for v in cluster))
     except (TypeError, ValueError):
         raise UsageError("the cluster needs at least one switch, node and GPU") from None
-    fabric = Fabric.oversubscribed(node_gbps, oversubscription, shape.nodes_per_switch) if node_gbps else None
+    fabric = (Fabric.oversubscribed(node_gbps, oversubscription, shape.nodes_per_switch, reference_gbps)
+              if node_gbps else None)  # fmt: skip
     if files:
-        jobs, trace = _uploaded_jobs(files, trace_format, db_path)
+        jobs, trace, trace_format = _uploaded_jobs(files, trace_format, db_path)
+        if arrivals == "batch":
+            jobs, trace = [replace(job, submit_s=0.0) for job in jobs], f"{trace}, all submitted at 0"
     else:
         if not 1 <= synthetic_jobs <= MAX_PAGE_JOBS or not mean_gap_s > 0:
             raise UsageError(f"a synthetic trace needs 1 to {MAX_PAGE_JOBS:,} jobs and a positive mean gap")
-        frame = synthetic_trace(synthetic_jobs, seed, MODELS, mean_gap_s)
+        if generator == "philly":
+            frame = philly_like_trace(synthetic_jobs, seed, mean_gap_s, arrivals)
+        else:
+            frame = synthetic_trace(synthetic_jobs, seed, MODELS, mean_gap_s, arrivals)
+        kind = "Philly-like" if generator == "philly" else "synthetic"
         jobs, trace, trace_format = jobs_from_frame(frame, None, "synthetic trace"), \
-            f"synthetic({synthetic_jobs} jobs, seed {seed})", "synthetic"  # fmt: skip
+            f"{kind}({synthetic_jobs} jobs, seed {seed}, {arrivals} arrivals)", "synthetic"  # fmt: skip
     if len(jobs) > MAX_PAGE_JOBS:
         raise UsageError(f"the trace has {len(jobs):,} jobs; the page simulates up to {MAX_PAGE_JOBS:,} "
                          "(use `stash schedule` for more)")  # fmt: skip
-    doc, _ = run_simulation(jobs, shape, [Policy(name) for name in policies], tuning=tuning, fabric=fabric,
+    bases = [Policy(name, delay_s=delay_s, scale=scale, checkpoint_s=checkpoint_s, min_run_s=min_run_s)
+             for name in policies]  # fmt: skip
+    doc, _ = run_simulation(jobs, shape, bases, tuning=tuning, uplink_factor=uplink_factor, fabric=fabric,
                             trace=trace, trace_format=trace_format)  # fmt: skip
     save_simulation(doc, Path(out_dir), Path(db_path))
     return doc
@@ -53,16 +73,18 @@ def simulate(
 
 def _uploaded_jobs(
     files: list[tuple[str, bytes]], trace_format: str, db_path: Path | str
-) -> tuple[list, str]:
+) -> tuple[list, str, str]:
+    """The uploaded trace's jobs, its name with the format it was read as, and that format."""
     with tempfile.TemporaryDirectory(prefix="stash-trace-") as folder:
         paths = []
         for name, content in files:
             path = Path(folder) / Path(name).name
             path.write_bytes(content)
             paths.append(path)
-        main = next((p for p in paths if "job_table" in p.name), paths[0]) if trace_format == "pai2020" \
-            else paths[0]  # fmt: skip
-        return load_trace(main, Path(db_path), trace_format), main.name
+        tables = [p for p in paths if "job_table" in p.name]
+        main = tables[0] if tables and trace_format in ("auto", "pai2020") else paths[0]
+        fmt = detect_format(main) if trace_format == "auto" else trace_format
+        return load_trace(main, Path(db_path), fmt), f"{main.name} (read as {fmt})", fmt
 
 
 def summary_frame(doc: dict[str, Any]) -> pd.DataFrame:
@@ -98,6 +120,12 @@ def metrics_frame(doc: dict[str, Any]) -> pd.DataFrame:
 def cdf_frame(doc: dict[str, Any]) -> pd.DataFrame:
     return pd.DataFrame([{"policy": e["policy"], "jct_h": s / 3600, "fraction": f}
                          for e in doc["policies"] for s, f in e["jct_cdf"]])  # fmt: skip
+
+
+def queue_delay_frame(doc: dict[str, Any]) -> pd.DataFrame:
+    """Mean queueing delay of the jobs arriving in each stretch of time, per policy (hours)."""
+    return pd.DataFrame([{"policy": e["policy"], "arrival_h": t / 3600, "queue_h": q / 3600}
+                         for e in doc["policies"] for t, q in e.get("queue_delay") or []])  # fmt: skip
 
 
 def timeline_frame(doc: dict[str, Any]) -> pd.DataFrame:

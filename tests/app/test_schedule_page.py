@@ -1,5 +1,5 @@
-"""The Schedule page in Streamlit's AppTest: empty database, a synthetic simulation stored and shown, and
-bad input shown as a message."""
+"""The Schedule page in Streamlit's AppTest: empty database, a synthetic simulation stored and shown, the
+command's defaults, an upload read as the format its columns say, and bad input shown as a message."""
 
 from __future__ import annotations
 
@@ -41,7 +41,8 @@ def test_a_synthetic_simulation_is_stored_and_compared(tmp_path, monkeypatch):
     text = " ".join(md.value for md in app.markdown)
     assert "Lowest makespan:" in text and "Lowest communication overhead:" in text
     assert "timers set online" in " ".join(c.value for c in app.caption).lower()
-    assert set(app.dataframe[0].value["policy"]) == {"fifo", "las", "network-preempt"}
+    assert set(app.table[0].value.index) == {"fifo", "las", "network-preempt"}
+    assert any("mean queueing delay" in str(chart.spec) for chart in app.get("vega_lite_chart"))
 
 
 def test_bad_input_shows_a_message(tmp_path, monkeypatch):
@@ -53,3 +54,51 @@ def test_bad_input_shows_a_message(tmp_path, monkeypatch):
     app.radio(key="sched-source").set_value("upload")
     app = _simulate(app)
     assert not app.exception and "Upload a trace file" in app.error[0].value
+
+
+def test_the_pages_defaults_are_the_commands(tmp_path, monkeypatch):
+    from stash_core.cli.main import build_parser
+
+    args = build_parser().parse_args(["schedule", "--synthetic-jobs", "1"])
+    app = _page(tmp_path / "r.duckdb", monkeypatch)
+    value = lambda key: app.number_input(key=key).value  # noqa: E731
+    switches, nodes, gpus = (int(v) for v in args.cluster.split("x"))
+    assert (value("sched-switches"), value("sched-nodes"), value("sched-gpus")) == (switches, nodes, gpus)
+    assert value("sched-gap") == args.mean_gap_s and value("sched-seed") == args.seed
+    assert app.multiselect(key="sched-policies").value == args.policies.split(",")
+    assert app.selectbox(key="sched-tuning").value == "split" and args.tuning is None  # None: split
+    assert app.selectbox(key="sched-arrivals").value == "poisson" and args.arrivals is None  # poisson
+    assert (value("sched-checkpoint"), value("sched-min-run")) == (args.checkpoint_s, args.min_run_s)
+    assert (value("sched-uplink-factor"), value("sched-reference")) == (
+        args.uplink_factor,
+        args.reference_gbps,
+    )
+    assert value("sched-node-gbps") == 0.0 and args.node_gbps is None  # no link model either way
+    # the timers the command uses when given ones are asked for: delay 600 s (not 0: delay would be spread)
+    assert value("sched-delay") == 600.0 and value("sched-scale") == 1.0
+    app.number_input(key="sched-jobs").set_value(40)
+    app.multiselect(key="sched-policies").set_value(["delay"])
+    app.selectbox(key="sched-tuning").set_value("given")
+    app = _simulate(app)
+    assert not app.exception and list(app.table[0].value["label"]) == ["delay 600 s"]
+
+
+def test_an_upload_is_read_as_the_format_its_columns_say(tmp_path, monkeypatch):
+    app = _page(tmp_path / "r.duckdb", monkeypatch)
+    app.radio(key="sched-source").set_value("upload")
+    app = app.run()
+    assert "told from the file's columns" in app.get("file_uploader")[0].label
+    app.selectbox(key="sched-format").set_value("helios")
+    app = app.run()
+    assert "Helios cluster_log.csv" in app.get("file_uploader")[0].label
+    assert "PAI" not in app.get("file_uploader")[0].label
+    app.selectbox(key="sched-format").set_value("auto")
+    csv = (
+        b"job_id,num_gpu,submit_time,duration,network_slowdown\nX,3,0,100,1.5\nZ,3,0,100,1.5\nY,2,1,100,1.5\n"
+    )
+    app.get("file_uploader")[0].set_value(("jobs.csv", csv, "text/csv"))
+    app.multiselect(key="sched-policies").set_value(["spread", "fifo-consolidate"])
+    app.selectbox(key="sched-tuning").set_value("given")
+    app = _simulate(app)
+    assert not app.exception and not app.error
+    assert "jobs.csv (read as tiresias)" in app.subheader[0].value

@@ -3,6 +3,8 @@ database, clear refusals."""
 
 from __future__ import annotations
 
+import re
+
 import pandas as pd
 import pytest
 
@@ -16,16 +18,18 @@ def test_a_synthetic_trace_compares_every_policy(tmp_path, capsys):
                    "--db", str(tmp_path / "r.duckdb"), "--out", str(tmp_path / "res")])  # fmt: skip
     out = capsys.readouterr().out
     assert status == 0
-    for policy in ("fifo", "sjf", "las", "consolidate", "spread", "delay ", "network-delay x",
-                   "network-preempt x"):  # fmt: skip
-        assert policy in out
+    for policy in ("fifo", "sjf", "las", "fifo-consolidate", "consolidate", "spread", "delay",
+                   "network-delay", "network-preempt"):  # fmt: skip
+        assert f"\n  {policy}" in out
     assert "32 GPUs" in out and "a simulation, not a measurement" in out
-    assert "tuning: timers tuned on the first 18 jobs (30% by arrival" in out and "the other 42" in out
+    assert re.search(r"tuning: timers tuned on the \d+ of the first 18 jobs \(30% by arrival", out)
+    assert "the other 42" in out
+    assert "blox" not in out and "from Blox's penalty for their model" in out  # words, not source codes
     outcomes = pd.read_csv(jobs_csv)
-    assert len(outcomes) == 8 * 42
+    assert len(outcomes) == 9 * 42
     assert set(outcomes.loc[outcomes["policy"] == "consolidate", "level"]) <= {"node", "any"}
     stored = simulations_frame(tmp_path / "r.duckdb")
-    assert len(stored) == 8 and set(stored["jobs"]) == {42}
+    assert len(stored) == 9 and set(stored["jobs"]) == {42}
     (result,) = (tmp_path / "res").glob("sim-*.json")
     assert f"result: {result}" in out and stored["source_file"][0] == str(result.resolve())
 
@@ -41,7 +45,8 @@ def test_given_timers_are_used_as_given(tmp_path, capsys):
     out = capsys.readouterr().out
     assert status == 0 and "delay 30 s" in out and "tuning: timers as given" in out
     assert not (tmp_path / "r.duckdb").exists()  # --no-store: the file only
-    assert "3 trace" in out  # every job's sensitivity came from the trace
+    assert "3 from the trace's network_slowdown" in out  # every job's sensitivity came from the trace
+    assert f"{trace} (tiresias)" in out  # the format told from the columns, and said
 
 
 def test_bad_arguments_exit_2_with_one_line(tmp_path, capsys):
@@ -58,6 +63,9 @@ def test_bad_arguments_exit_2_with_one_line(tmp_path, capsys):
         (["--synthetic-jobs", "1", "--policies", "delay"], "both parts need a job"),
         (["--trace", str(tmp_path / "none.json"), "--trace-format", "philly"], "trace does not exist"),
         (["--synthetic-jobs", "5", "--checkpoint-s", "-1"], "--checkpoint-s"),
+        (["--trace", str(ambiguous(tmp_path))], "(fits tiresias and helios): give --trace-format, one of"),
+        (["--trace", str(small_trace(tmp_path)), "--arrivals", "poisson"], "a trace takes only batch"),
+        (["--synthetic-jobs", "5", "--arrivals", "daily"], "--arrivals"),
     ]:
         status = main(["schedule", *argv, "--db", str(tmp_path / "r.duckdb"), "--out", str(tmp_path / "o")])
         err = capsys.readouterr().err
@@ -70,7 +78,8 @@ def test_congested_links_are_described_and_checked(tmp_path, capsys):
     base = ["schedule", "--synthetic-jobs", "40", "--cluster", "2x2x8", "--policies", "spread,consolidate"]
     assert main([*base, "--node-gbps", "100", "--oversubscription", "4", *db]) == 0
     out = capsys.readouterr().out
-    assert "congestion: node uplinks 100 Gbit/s, switch uplinks 50 Gbit/s" in out
+    assert "links shared max-min fairly: node uplinks 100 Gbit/s, switch uplinks 50 Gbit/s" in out
+    assert "slowdowns read at 10 Gbit/s" in out
     assert main([*base, "--node-gbps", "100", "--uplink-gbps", "25", *db]) == 0
     assert "switch uplinks 25 Gbit/s" in capsys.readouterr().out
     assert main([*base, "--uplink-gbps", "25", *db]) == 2
@@ -88,7 +97,37 @@ def test_online_timers_and_a_philly_trace(tmp_path, capsys):
                    "--out", str(tmp_path)])  # fmt: skip
     out = capsys.readouterr().out
     assert status == 0 and "tuning: timers set online" in out and "delay online" in out
-    assert "12 drawn (blox)" in out
+    assert "12 drawn from Blox's penalties" in out
+
+
+def ambiguous(tmp_path):
+    path = tmp_path / "both.csv"
+    path.write_text("job_id,num_gpu,gpu_num,submit_time,duration\n1,2,2,0,100\n")
+    return path
+
+
+def test_batch_arrivals_submit_a_traces_jobs_at_once_and_help_defines_each_policy(tmp_path, capsys):
+    jobs_csv = tmp_path / "jobs.csv"
+    status = main(["schedule", "--trace", str(small_trace(tmp_path)), "--arrivals", "batch", "--cluster",
+                   "1x1x4", "--policies", "fifo", "--no-store", "--out", str(tmp_path), "--jobs-csv",
+                   str(jobs_csv)])  # fmt: skip
+    out = capsys.readouterr().out
+    assert status == 0 and "all submitted at 0" in out
+    assert set(pd.read_csv(jobs_csv)["submit_s"]) == {0.0}
+    with pytest.raises(SystemExit):
+        main(["schedule", "--help"])
+    help_text = capsys.readouterr().out
+    for name in ("fifo", "sjf", "las", "fifo-consolidate", "consolidate", "spread", "delay", "network-delay",
+                 "network-preempt"):  # fmt: skip
+        assert re.search(rf"^  {re.escape(name)} +\S", help_text, re.MULTILINE), name
+
+
+def test_a_philly_like_workload_in_bursts(tmp_path, capsys):
+    status = main(["schedule", "--synthetic-jobs", "40", "--generator", "philly", "--arrivals", "burst",
+                   "--cluster", "2x2x8", "--policies", "fifo-consolidate,spread", "--node-gbps", "10",
+                   "--no-store", "--out", str(tmp_path)])  # fmt: skip
+    out = capsys.readouterr().out
+    assert status == 0 and "Philly-like(40 jobs, seed 0, burst arrivals)" in out
 
 
 def small_trace(tmp_path):

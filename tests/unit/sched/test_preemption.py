@@ -8,14 +8,14 @@ from __future__ import annotations
 import pytest
 
 from stash_core.errors import UsageError
-from stash_core.sched import Cluster, Job, Policy, simulate
+from stash_core.sched import Cluster, Policy, TraceJob, simulate
 from stash_core.sched.fabric import Fabric
 from stash_core.sched.policy import POLICIES
 
 
 def job(job_id, gpus, submit_s, duration_s, slowdown=1.5, estimate_s=None):
     estimate_s = duration_s if estimate_s is None else estimate_s
-    return Job(job_id, gpus, submit_s, duration_s, None, slowdown, "trace", None, estimate_s)
+    return TraceJob(job_id, gpus, submit_s, duration_s, None, slowdown, "trace", None, estimate_s)
 
 
 def times(jobs, cluster, policy):
@@ -99,9 +99,9 @@ MOVE = [job("X", 3, 0.0, 100.0), job("Z", 3, 0.0, 1000.0), job("Y", 2, 1.0, 1000
         # X ends at 100: Y has done 99 / 1.5 = 66 s of work, would save 0.5 x 934 s > 30 s checkpoint:
         # moved to node 0, 100 + 30 + 934 = 1064
         (MOVE, Policy("network-preempt", scale=0.0, min_run_s=0.0), 1064.0, 1),
-        # guard of 600 s: at 100 it is too early; at 1000 (Z ends) it has done 666 s, saves 0.5 x 334 > 30:
-        # 1000 + 30 + 334 = 1364
-        (MOVE, Policy("network-preempt", scale=0.0), 1364.0, 1),
+        # guard of 600 s: at 100 it is too early; when the guard runs out at 601 it has done 400 s and would
+        # save 0.5 x 600 > 30, node 0 is free since 100: 601 + 30 + 600 = 1231 (not 1364, at Z's end)
+        (MOVE, Policy("network-preempt", scale=0.0), 1231.0, 1),
         # estimated at 100 s, it has outrun its estimate by 1000: no gain expected, not moved
         ([*MOVE[:2], job("Y", 2, 1.0, 1000.0, estimate_s=100.0)], Policy("network-preempt", scale=0.0),
          1501.0, 0),
@@ -117,12 +117,14 @@ def test_network_preemption_moves_a_sensitive_spread_job_when_it_pays(jobs, poli
 
 @pytest.mark.parametrize("name", POLICIES)
 def test_every_policy_on_a_congested_link_shared_by_two_jobs(name):
-    # One switch, 3 nodes of 4 GPUs, node uplinks 100 Gbit/s. C (6 GPUs, 100 s) and D (6 GPUs, 200 s) both
-    # start at 0 at their tightest (2 nodes each) and share node 1's uplink: each 1.5 times slower while
-    # both run (fabric.py). C ends at 150; D has done 100 s by then, the rest alone: 250. Every policy
-    # starts both at once (nothing to wait for or preempt).
+    # One switch, 3 nodes of 4 GPUs, node uplinks 100 Gbit/s, slowdowns read at 100 Gbit/s: a slowdown of
+    # 1.5 is 50 Gbit per consolidated second (fabric.py). C (6 GPUs, 100 s) and D (6 GPUs, 200 s) both start
+    # at 0 at their tightest (2 nodes each), their durations holding 50/100 = 0.5 s of communication per
+    # second alone; they share node 1's uplink, 50 Gbit/s each: 1 + 50/50 - 0.5 = 1.5 times slower while
+    # both run. C ends at 150; D has done 100 s by then, the rest alone: 250. Every policy starts both at
+    # once (nothing to wait for or preempt).
     jobs = [job("C", 6, 0.0, 100.0), job("D", 6, 0.0, 200.0)]
-    fabric = Fabric(node_gbps=100.0, uplink_gbps=100.0)
+    fabric = Fabric(node_gbps=100.0, uplink_gbps=100.0, reference_gbps=100.0)
     outcomes = simulate(jobs, Cluster(1, 3, 4), Policy(name), fabric=fabric)
     assert same([(o.start_s, o.finish_s) for o in outcomes], [(0, 150), (0, 250)])
 
@@ -173,3 +175,15 @@ def test_las_queue_limits_are_an_option():
     assert same([(o.start_s, o.finish_s) for o in outcomes], [(0, 2130), (600, 700)])
     with pytest.raises(UsageError, match="LAS queue limits"):
         Policy("las", las_limits_gpu_s=(3600.0, 100.0))
+
+
+def test_fifo_consolidate_lets_nobody_pass_a_job_waiting_for_its_tightest_placement():
+    # 1 switch x 2 nodes x 4 GPUs. A (4 GPUs) holds node 0 and B (3) node 1 until 100. W (4 GPUs) arrives at
+    # 1 and waits for a whole node; S (1 GPU, 10 s) arrives at 2. consolidate lets S pass on node 1's free
+    # GPU: 2-12; fifo-consolidate keeps it behind W: both start at 100, W on node 0, S on node 1
+    jobs = [job("A", 4, 0.0, 100.0), job("B", 3, 0.0, 100.0), job("W", 4, 1.0, 100.0), job("S", 1, 2.0, 10.0)]
+    backfilled = times(jobs, Cluster(1, 2, 4), Policy("consolidate"))
+    assert same(backfilled, [(0, 100), (0, 100), (100, 200), (2, 12)])
+    in_line = simulate(jobs, Cluster(1, 2, 4), Policy("fifo-consolidate"))
+    assert same([(o.start_s, o.finish_s) for o in in_line], [(0, 100), (0, 100), (100, 200), (100, 110)])
+    assert [o.level for o in in_line] == ["node"] * 4

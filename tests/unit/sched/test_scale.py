@@ -99,3 +99,18 @@ def test_the_scale_benchmark_prints_its_figures():
     for header in (lines[2], lines[6]):
         assert "wall s" in header and "comm h" in header
     assert [line.split()[0] for line in lines[3:5] + lines[7:]] == ["spread", "delay"] * 2
+
+
+def test_the_paper_experiment_prints_both_workloads_and_every_policy():
+    result = subprocess.run(
+        [sys.executable, str(REPO / "bench" / "schedule.py"), "--paper", "--jobs", "60", "--cluster",
+         "2x2x8"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert "Philly-like trace, 60 jobs" in out and "slowdowns read at 25 Gbit/s" in out
+    assert "continuous arrivals" in out and "batch: every job at 0" in out
+    for name in ("fifo-consolidate", "consolidate", "spread", "delay", "network-delay", "network-preempt"):
+        assert len([line for line in out.splitlines() if line.startswith(f"  {name} ")]) == 2, name
+    assert out.count("against fifo-consolidate") == 6

@@ -13,14 +13,14 @@ from __future__ import annotations
 import pytest
 
 from stash_core.errors import UsageError
-from stash_core.sched import Cluster, Job, JobOutcome, Policy, schedule_metrics, simulate, tune
+from stash_core.sched import Cluster, JobOutcome, Policy, TraceJob, schedule_metrics, simulate, tune
 from stash_core.sched.fabric import Fabric
 
 
 def job(job_id, gpus, submit_s, duration_s, slowdown=1.5, estimate_s=None):
     """A job whose user estimate is its duration unless told otherwise."""
     estimate_s = duration_s if estimate_s is None else estimate_s
-    return Job(job_id, gpus, submit_s, duration_s, None, slowdown, "trace", None, estimate_s)
+    return TraceJob(job_id, gpus, submit_s, duration_s, None, slowdown, "trace", None, estimate_s)
 
 
 JOBS = [job("X", 3, 0.0, 100.0), job("Z", 3, 0.0, 100.0), job("Y", 2, 1.0, 100.0)]
@@ -83,14 +83,14 @@ def test_unknown_policy_is_refused():
         Policy("fastest")
 
 
-def test_delay_relaxes_to_one_switch_at_the_timer_and_to_anywhere_at_twice_the_timer():
+def test_delay_takes_the_tightest_free_placement_once_the_timer_runs_out():
     # 2 switches x 2 nodes x 4 GPUs; A, B, C, D leave one free GPU on nodes 1 and 3 only, until t = 100.
-    # Y (2 GPUs) is skipped at 1; at 31 one switch would do but neither has 2 free; at 61 it spreads
-    # over both switches: 100 x (1 + 0.5 x 2) = 200 s, finishing at 261.
+    # Y (2 GPUs) is skipped at 1; at 31 (the timer is the break-even point: no second wait for one switch)
+    # it takes what is free, across both switches: 100 x (1 + 0.5 x 2) = 200 s, finishing at 231.
     jobs = [job("A", 4, 0.0, 100.0), job("B", 3, 0.0, 100.0), job("C", 4, 0.0, 100.0),
             job("D", 3, 0.0, 100.0), job("Y", 2, 1.0, 100.0)]  # fmt: skip
     outcome = simulate(jobs, Cluster(2, 2, 4), Policy("delay", delay_s=30.0))[4]
-    assert (outcome.start_s, outcome.finish_s, outcome.level) == pytest.approx((61.0, 261.0, "any"))
+    assert (outcome.start_s, outcome.finish_s, outcome.level) == pytest.approx((31.0, 231.0, "any"))
 
 
 def test_a_job_bigger_than_a_switch_is_charged_only_for_what_its_placement_crosses():
@@ -118,30 +118,31 @@ def test_the_tuner_picks_the_timer_with_the_lowest_average_jct():
 
 
 def test_a_job_alone_across_switches_is_slowed_by_the_thinner_switch_uplink():
-    # 2 switches x 1 node x 4 GPUs, node uplinks 100 Gbit/s, switch uplinks 50. P and Q hold 3 GPUs per
-    # node; C (2 GPUs, 100 s, slowdown 1.5) spreads over both switches: stretch 100 / 50 = 2,
-    # slowdown 1 + 0.5 x 2 = 2, 200 s.
-    fabric = Fabric(node_gbps=100.0, uplink_gbps=50.0)
+    # 2 switches x 1 node x 4 GPUs, node uplinks 100 Gbit/s, switch uplinks 50, slowdowns read at 100. P
+    # and Q hold 3 GPUs per node; C (2 GPUs, 100 s, slowdown 1.5: 50 Gbit per second of work) spreads over
+    # both switches and gets the 50 Gbit/s of the uplinks: slowdown 1 + 50/50 = 2, 200 s.
+    fabric = Fabric(node_gbps=100.0, uplink_gbps=50.0, reference_gbps=100.0)
     jobs = [job("P", 3, 0.0, 1000.0), job("Q", 3, 0.0, 1000.0), job("C", 2, 1.0, 100.0)]
     alone = simulate(jobs, Cluster(2, 1, 4), Policy("spread"), fabric=fabric)[2]
     assert (alone.level, alone.start_s, alone.finish_s) == ("any", 1.0, pytest.approx(201.0))
 
 
 def test_two_jobs_sharing_a_link_slow_each_other_while_both_run():
-    # One switch, 3 nodes of 4 GPUs, node uplinks 100 Gbit/s. C (6 GPUs, 100 s) takes nodes 0 and 1 (4 + 2),
-    # D (6 GPUs, 200 s) nodes 2 and 1 (4 + 2): both at their tightest, sharing node 1's uplink. Each
-    # alone would run at full speed (its run time holds its own traffic); together node 1 carries both
-    # gradients: stretch 2, beyond their own 1: slowdown 1 + 0.5 x 1 = 1.5. C ends at 150; D has done
-    # 100 s of work by then and runs the rest alone at full speed: ends at 250.
-    fabric = Fabric(node_gbps=100.0, uplink_gbps=100.0)
+    # One switch, 3 nodes of 4 GPUs, node uplinks 100 Gbit/s, slowdowns read at 100. C (6 GPUs, 100 s)
+    # takes nodes 0 and 1 (4 + 2), D (6 GPUs, 200 s) nodes 2 and 1 (4 + 2): both at their tightest, sharing
+    # node 1's uplink, 50 Gbit/s each. Slowdown 1.5 = 50 Gbit per second of work; their run times hold
+    # 50/100 alone: 1 + 50/50 - 0.5 = 1.5. C ends at 150; D has done 100 s of work by then and runs the
+    # rest alone at full speed: ends at 250.
+    fabric = Fabric(node_gbps=100.0, uplink_gbps=100.0, reference_gbps=100.0)
     jobs = [job("C", 6, 0.0, 100.0), job("D", 6, 0.0, 200.0)]
     c, d = simulate(jobs, Cluster(1, 3, 4), Policy("spread"), fabric=fabric)
     assert (c.level, d.level, c.nodes, d.nodes) == ("node", "node", 2, 2)
     assert (c.finish_s, d.finish_s) == pytest.approx((150.0, 250.0))
-    # D's gradients four times C's: node 1 carries 5 b_C; C's stretch 5 - 1: slowdown 3 while both run
-    # (C ends at 300); D's (5/4) - 1 = 0.25: 1.125 until 300 (266.7 s of work), then alone: ends at 300
-    jobs = [job("C", 6, 0.0, 100.0), Job("D", 6, 0.0, 400.0, None, 1.5, "trace", 4 * 1e8)]
-    jobs[0] = Job("C", 6, 0.0, 100.0, None, 1.5, "trace", 1e8)
+    # With 1 s iterations the bytes count: C's 0.75 GB ring 2 x 5/6 x 6 = 10 Gbit per iteration (0.1 s at
+    # 100, its slowdown 1.1), D's 3 GB 40 Gbit (slowdown 1.4). Sharing 50/50: C 1 + 10/50 - 0.1 = 1.1,
+    # ends at 110; D 1 + 40/50 - 0.4 = 1.4 until 110 (78.57 s of work), then alone: 110 + 400 - 110/1.4
+    jobs = [TraceJob("C", 6, 0.0, 100.0, None, 1.1, "trace", 0.75e9, None, 1.0),
+            TraceJob("D", 6, 0.0, 400.0, None, 1.4, "trace", 3e9, None, 1.0)]  # fmt: skip
     c, d = simulate(jobs, Cluster(1, 3, 4), Policy("spread"), fabric=fabric)
-    assert c.finish_s == pytest.approx(300.0)
-    assert d.finish_s == pytest.approx(300.0 + (400.0 - 300.0 / 1.125))
+    assert c.finish_s == pytest.approx(110.0, abs=1e-6)
+    assert d.finish_s == pytest.approx(110.0 + 400.0 - 110.0 / 1.4, abs=1e-6)

@@ -69,3 +69,11 @@ def test_a_big_job_relaxes_to_more_nodes_then_more_switches():
     assert cluster.place(12, "switch") is None  # the two emptiest switches hold 5 + 5
     spread = cluster.place(12, "any")
     assert sum(spread.values()) == 12 and cluster.level_of(spread, 12) == "any"
+
+
+def test_a_big_job_finds_a_node_tight_placement_on_any_set_of_switches():
+    # 3 switches x 2 nodes x 4 GPUs, free [4, 4 | 3, 3 | 4, 0]: the two emptiest switches (0 and 1) need 4
+    # nodes for 12 GPUs, switches 0 and 2 only 3 (nodes 0, 1 and 4)
+    cluster = Cluster(3, 2, 4, free=[4, 4, 3, 3, 4, 0])
+    assert cluster.place(12, "node") == {0: 4, 1: 4, 4: 4}
+    assert cluster.level_of({0: 4, 1: 4, 4: 4}, 12) == "node"

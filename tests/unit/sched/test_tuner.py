@@ -8,13 +8,13 @@ import math
 import pytest
 
 from stash_core.errors import UsageError
-from stash_core.sched import Cluster, Job, Policy, plan_policies, simulate
+from stash_core.sched import Cluster, Policy, TraceJob, plan_policies, schedule_metrics, simulate, tune
 from stash_core.sched.estimate import PRIOR_S, Estimator
 from stash_core.sched.report import run_simulation
 
 
 def job(job_id, gpus, submit_s, duration_s, slowdown=3.0, model=None, estimate_s=None):
-    return Job(job_id, gpus, submit_s, duration_s, model, slowdown, "trace", None, estimate_s)
+    return TraceJob(job_id, gpus, submit_s, duration_s, model, slowdown, "trace", None, estimate_s)
 
 
 # Two copies of the case of test_simulator.py: X and Z hold 3 GPUs per node for 100 s, Y (2 GPUs, 100 s,
@@ -29,7 +29,30 @@ def test_split_tunes_on_the_first_part_and_reports_on_the_rest():
                                             "split", fraction=0.5)  # fmt: skip
     assert policies == [Policy("delay", delay_s=300.0), Policy("fifo")]
     assert [j.job_id for j in reported] == ["X2", "Z2", "Y2"]
-    assert "tuned on the first 3 jobs (50% by arrival" in how and "reported on the other 3" in how
+    assert "tuned on the 3 of the first 3 jobs (50% by arrival" in how and "reported on the other 3" in how
+
+
+def test_split_tunes_only_on_the_jobs_that_had_finished_when_the_reported_ones_arrive():
+    # L (4 GPUs) arrives at 150 and runs 100,000 s: still running at 5000, when X2 arrives; its duration is
+    # not known then, so the tuning sees X1, Z1 and Y1 only
+    long = job("L", 4, 150.0, 100_000.0)
+    policies, reported, how = plan_policies([Policy("delay")], [*REST, *FIRST, long], Cluster(1, 2, 4),
+                                            "split", fraction=4 / 7)  # fmt: skip
+    assert [j.job_id for j in reported] == ["X2", "Z2", "Y2"]
+    assert "tuned on the 3 of the first 4 jobs" in how
+    assert policies == [tune(FIRST, Cluster(1, 2, 4), Policy("delay"))]
+
+
+def test_the_tuner_never_picks_a_timer_worse_than_waiting_for_consolidation():
+    # Y (2 GPUs, 10,000 s, 3 times slower spread) waits for X and Z (3 GPUs each) to end at 5000: JCT 15,000.
+    # Every finite timer of the grid spreads it first (3600 s: 3601 + 30,000); the grid's infinite timer waits
+    jobs = [job("X", 3, 0.0, 5000.0), job("Z", 3, 0.0, 5000.0), job("Y", 2, 1.0, 10_000.0)]
+    tuned = tune(jobs, Cluster(1, 2, 4), Policy("delay"))
+    assert tuned == Policy("delay", delay_s=math.inf) and tuned.label() == "delay (waits to consolidate)"
+    jct = schedule_metrics(simulate(jobs, Cluster(1, 2, 4), tuned), Cluster(1, 2, 4))["avg_jct_s"]
+    waiting = schedule_metrics(simulate(jobs, Cluster(1, 2, 4), Policy("consolidate")), Cluster(1, 2, 4))
+    assert jct == waiting["avg_jct_s"]
+    assert tune(jobs, Cluster(1, 2, 4), Policy("network-delay")).scale >= 0.25
 
 
 def test_online_and_given_say_so():
@@ -73,11 +96,12 @@ def test_network_delay_uses_the_estimate_not_the_duration():
     "arrival_s, by_busy, wait_s",
     [
         # one switch, two nodes of 4 GPUs: A and B (3 GPUs each) busy 6 of 8 GPUs from 0. Y (2 GPUs) arrives
-        # at 3600 ln 2, when the busy share, time-weighted over an hour, is (1 - 1/2) x 0.75 = 0.375: its
-        # timer of 100 s becomes 100 x 2 x 0.375 = 75 s, then it spreads over the two nodes
-        (3600 * math.log(2), True, 75.0),
-        # at 3600 ln 4: (1 - 1/4) x 0.75 = 0.5625, a timer of 112.5 s
-        (3600 * math.log(4), True, 112.5),
+        # at 3600 ln 2, when the busy share, time-weighted over an hour since the start, is 0.75: its timer
+        # of 100 s becomes 100 x 2 x 0.75 = 150 s, then it spreads over the two nodes
+        (3600 * math.log(2), True, 150.0),
+        # no cold start: 10 s after the start the cluster has been 75% busy all along, not 0.2% (the weight
+        # of 10 s in an hour's average)
+        (10.0, True, 150.0),
         # the timer as given
         (3600 * math.log(2), False, 100.0),
     ],

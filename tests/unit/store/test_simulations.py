@@ -7,13 +7,16 @@ import json
 import pytest
 
 from stash_core.errors import UsageError
-from stash_core.sched import Cluster, Job, Policy
+from stash_core.sched import Cluster, Policy, TraceJob
 from stash_core.sched.report import run_simulation, save_simulation
 from stash_core.store import ingest_simulation, simulations_frame
 
 
 def doc():
-    jobs = [Job("X", 3, 0.0, 100.0, None, 1.5, "trace"), Job("Y", 2, 1.0, 100.0, None, 1.5, "trace")]
+    jobs = [
+        TraceJob("X", 3, 0.0, 100.0, None, 1.5, "trace"),
+        TraceJob("Y", 2, 1.0, 100.0, None, 1.5, "trace"),
+    ]
     document, _ = run_simulation(jobs, Cluster(1, 2, 4), [Policy("fifo"), Policy("las")], tuning="given",
                                  trace="t.csv", trace_format="tiresias")  # fmt: skip
     return document
