@@ -8,6 +8,7 @@ from pathlib import Path
 
 from stash_core.errors import UsageError
 from stash_core.store.connection import check_database_path
+from stash_core.userfiles import writable_target
 
 
 def check_outputs(out_dir: Path, jobs_csv: Path | None, database: Path, store: bool) -> None:
@@ -30,6 +31,7 @@ def check_outputs(out_dir: Path, jobs_csv: Path | None, database: Path, store: b
             if jobs_csv.is_dir():
                 raise UsageError(f"--jobs-csv {_short(jobs_csv)} is a directory; give a file name")
             _check_folder(jobs_csv.parent, "--jobs-csv", may_create=False)
+            writable_target(jobs_csv, "--jobs-csv")  # a FIFO or a device is refused now, not after the work
     except OSError as exc:
         raise UsageError(
             f"cannot write the results: {exc.strerror or exc} ({_short(exc.filename)})"

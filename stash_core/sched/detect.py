@@ -26,6 +26,8 @@ def detect_format(path: Path) -> str:
     head = read_user_bytes(path, "trace", MAX_TRACE_BYTES, head_bytes=SNIFF_BYTES).decode(
         "utf-8", errors="replace"
     )
+    if not head.strip("\ufeff \t\r\n"):
+        raise UsageError(f"trace {path} is empty")
     fits = formats_of(head)
     if len(fits) == 1:
         return fits[0]

@@ -284,7 +284,7 @@ CASES += [
     ("tiresias-bom-negative", [*READERS["tiresias"][:-3], "{tiresias_bom_bad}", *DB], "num_gpu"),
     ("tiresias-nul", [*READERS["tiresias"][:-3], "{tiresias_nul}", *DB], "NUL"),
     ("tiresias-latin1", [*READERS["tiresias"][:-3], "{tiresias_latin1}", *DB], "not UTF-8"),
-    ("tiresias-empty", [*READERS["tiresias"][:-3], "{tiresias_empty}", *DB], "not a CSV"),
+    ("tiresias-empty", [*READERS["tiresias"][:-3], "{tiresias_empty}", *DB], "is empty"),
     ("helios-nul", [*READERS["helios"][:-3], "{helios_nul}", *DB], "NUL"),
     ("spot-workload-deep", ["spot", "--workload", "{workload_deep}", *SPOT[1:]], "deeper than"),
     ("spot-workload-too-big", ["spot", "--workload", "{big_workload}", *SPOT[1:]], "at most"),

@@ -172,8 +172,9 @@ def test_a_csv_on_a_full_disk_is_never_half_written(full_disk, tmp_path, capsys)
 def test_a_simulation_on_a_full_disk_names_the_file_and_leaves_nothing(full_disk, tmp_path, capsys):
     _fill(full_disk)
     db = str(tmp_path / "r.duckdb")
-    status = main(["schedule", "--synthetic-jobs", "5", "--no-store", "--out", str(full_disk / "sims"),
-                   "--jobs-csv", str(full_disk / "jobs.csv"), "--db", db])  # fmt: skip
+    status = main(["schedule", "--synthetic-jobs", "5", "--tuning", "online", "--no-store",
+                   "--out", str(full_disk / "sims"), "--jobs-csv", str(full_disk / "jobs.csv"),
+                   "--db", db])  # fmt: skip
     err = capsys.readouterr().err
     lines = [line for line in err.splitlines() if line.strip()]
     assert status == 2 and len(lines) == 1 and "(None)" not in lines[0] and "No space left" in lines[0], err

@@ -32,11 +32,17 @@ def test_the_format_is_told_from_the_columns(tmp_path, content, expected):
     [
         ("job_id,num_gpu,gpu_num,submit_time,duration\n1,2,2,0,100\n", "fits tiresias and helios"),
         ("a,b,c\n1,2,3\n", "fits none of them"),
-        ("", "fits none of them"),
     ],
 )
 def test_an_ambiguous_or_unknown_file_is_refused_with_the_formats(tmp_path, content, says):
     path = tmp_path / "trace.csv"
     path.write_text(content)
     with pytest.raises(UsageError, match=f"{says}.*--trace-format, one of tiresias, philly, pai2020, helios"):
+        detect_format(path)
+
+
+def test_an_empty_file_is_said_to_be_empty(tmp_path):
+    path = tmp_path / "trace.csv"
+    path.write_text("\ufeff\n")
+    with pytest.raises(UsageError, match="is empty"):
         detect_format(path)
