@@ -8,6 +8,7 @@ import secrets
 from dataclasses import replace
 
 from stash_core import __version__
+from stash_core.analysis.coherence import impossible_findings, impossible_warning, per_process_differences
 from stash_core.analysis.comm import communication_bounds
 from stash_core.analysis.stalls import PhaseTime, breakdown
 from stash_core.engine.data_setup import DataSetup, iterations_per_epoch
@@ -295,8 +296,25 @@ def breakdown_of_completed(
         {name: value for name, value in rounds.items() if value} or None,
     )
     result["warnings"] = warnings + result["warnings"]
+    add_impossible_warning(result, completed, times, chain)
     add_communication(result, doc, chain)
     return result
+
+
+def add_impossible_warning(result: dict, completed: list[dict], times: dict, chain: list[str]) -> None:
+    """A breakdown that is physically impossible says so first, naming the runs and what differed in them."""
+    findings = impossible_findings(result, {name: (t.mean_s, t.ci95_s) for name, t in times.items()}, chain)
+    runs = {
+        record["name"]: {
+            "threads": (record.get("script") or {}).get("threads") or record.get("threads_per_worker"),
+            "batch_size": (record.get("script") or {}).get("batch_size") or record.get("batch_size"),
+        }
+        for record in completed
+    }
+    warning = impossible_warning(findings, per_process_differences(runs))
+    if warning:
+        result["impossible"] = bool(findings)
+        result["warnings"].insert(0, warning)
 
 
 def add_communication(result: dict, doc: dict, chain: list[str]) -> None:

@@ -52,6 +52,7 @@ class StepClock:
         self.closure_seen = False  # the optimizer step ran the forward (a closure): not split from backward
         self.in_loader = False  # module calls inside a loader are not the forward pass
         self.batch_size: int | None = None
+        self.threads: list[int] = []  # torch threads at each optimizer step, each value once, in order
         self.on_boundary: Callable[[], None] | None = None
         self.narrow_hooks: Callable[[], bool] | None = None
         self.use_cuda_events, self.event_clock = use_cuda_events, event_clock
@@ -73,6 +74,9 @@ class StepClock:
         elif id(optimizer) != self.optimizer_id:
             return  # a second optimizer of the same iteration (GANs): one boundary per iteration
         now = self.stamp()
+        threads = torch.get_num_threads()  # as the script set them (it may change them after Stash did)
+        if threads not in self.threads:
+            self.threads.append(threads)
         if self.last_boundary is None:
             self.first_step_at = time.perf_counter()  # before the first step is start-up, not an iteration
         else:
