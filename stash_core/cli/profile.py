@@ -29,7 +29,7 @@ from stash_core.launch.hosts import (
     hosts_from_names,
 )
 from stash_core.measure import protocol
-from stash_core.results.file import default_result_path, json_safe, write_result_atomic
+from stash_core.results.file import default_result_path, json_safe, results_dir_of, write_result_atomic
 from stash_core.spec import ProfileSpec
 from stash_core.store.connection import DatabaseLocked, check_database_path
 from stash_core.zoo import build_model
@@ -90,7 +90,7 @@ def check_writable(db_path: Path, out_path: Path | None, store_db: bool) -> None
     that cannot be written, --db a directory, not a DuckDB file, corrupt, too new or not writable."""
     if out_path is not None and out_path.is_dir():
         raise UsageError(f"--out {out_path} is a directory; give the result file's name")
-    directory = out_path.parent if out_path else Path("results")
+    directory = out_path.parent if out_path else results_dir_of(db_path)
     existing = directory
     while not existing.exists() and existing != existing.parent:
         existing = existing.parent
@@ -122,6 +122,7 @@ def make_reporter(mode: str):
 def profile_from_args(args, db_path: Path) -> int:
     spec, cluster_state = checked_spec(args)
     check_writable(db_path, args.out, not args.no_store)
+    args.db_was_new = not db_path.exists()
     batch = f"batch {spec.batch_size}" if spec.batch_size else "the script's batch"
     label = f"{spec.model} · {batch} · {spec.workers_per_node} worker(s)" + (
         f" · {spec.instance}" if spec.instance else ""
@@ -192,7 +193,7 @@ def save_result(doc: dict, args, db_path: Path) -> tuple[Path | None, list[int],
     """Write the result file and store it. Returns the file's path (None when it could not be written), the
     stop signals received meanwhile, and what could not be saved (one line) or None."""
 
-    out_path = args.out or default_result_path(doc["run_id"])
+    out_path = args.out or default_result_path(doc["run_id"], results_dir_of(db_path))
     file_error = db_error = None
     # A Ctrl-C, SIGTERM or SIGHUP now lets the save finish (DuckDB would also swallow it into a retried
     # statement); the interrupt is raised afterwards. A full disk or a broken database loses one of the two
@@ -260,6 +261,11 @@ def report_result(
         print(f"warning: {warning}")
     where = f"{out_path}" + ("" if args.no_store else f" and {db_path}")
     print(f"run {doc['run_id']} saved to {where}")
+    if not args.no_store and getattr(args, "db_was_new", False):
+        print(
+            f"note: {db_path} is a new database: the dashboard shows it when opened on it "
+            f"(STASH_DB={db_path.resolve()} ./run.sh, or its sidebar); --db or $STASH_DB chooses the database"
+        )
     return 0
 
 
