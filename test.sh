@@ -3,4 +3,9 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 bash scripts/setup.sh --system
-exec .venv/bin/python -m pytest -q -rs "$@"
+# -q unless the caller chose the verbosity (a second -q would make `--co -q` print per-file counts).
+quiet=(-q)
+for arg in "$@"; do
+    case "$arg" in -q | -qq | -v | -vv | --quiet | --verbose) quiet=() ;; esac
+done
+exec .venv/bin/python -m pytest "${quiet[@]}" -rs "$@"

@@ -134,8 +134,13 @@ def run_launches(
             records[plan.name] = {**plan.to_dict(), "status": "interrupted", "error": "interrupted"}
             doc["phases"].append(records[plan.name])
         record = records[plan.name]
-        # The bandwidth probe once per run, in its first launch.
-        this_spec = per_launch if round_index == 0 else replace(per_launch, probes=False)
+        # The bandwidth probe once per run, in its first launch. The later planned launches of a run share
+        # what its budget has left, start-up included (launches.launch_cap_s).
+        this_spec = per_launch
+        if round_index > 0:
+            cap_s = launched.launch_cap_s(plan.name, spec.max_phase_s, max(launches - round_index, 1),
+                                          per_launch.max_phase_s)  # fmt: skip
+            this_spec = replace(per_launch, probes=False, max_phase_s=cap_s)
         launch_warnings_: list[str] = []
         grad_bytes = model_info.get("grad_bytes")
         outcome = run_phase(plan, this_spec, data, reporter, launch_warnings_, remote, grad_bytes)
