@@ -29,7 +29,7 @@ from stash_core.launch.hosts import (
     hosts_from_names,
 )
 from stash_core.measure import protocol
-from stash_core.results.file import default_result_path, json_safe, results_dir_of, write_result_atomic
+from stash_core.results.file import default_result_path, json_safe, write_result_atomic
 from stash_core.spec import ProfileSpec
 from stash_core.store.connection import DatabaseLocked, check_database_path
 from stash_core.zoo import build_model
@@ -83,6 +83,12 @@ class emulated_bandwidth:
                 cluster.set_link(index, bandwidth=rate, state_dir=self.state_dir)
             except StashError:
                 pass  # the cluster went away meanwhile: nothing to restore
+
+
+def results_dir_of(db_path: Path) -> Path:
+    """Where result files go by default: `results/` next to the database they are stored in, so that a
+    profile started from any folder keeps its files with its database (the dashboard's, or --db's)."""
+    return Path(db_path).parent / "results"
 
 
 def check_writable(db_path: Path, out_path: Path | None, store_db: bool) -> None:

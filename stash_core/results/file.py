@@ -49,12 +49,6 @@ EARLIEST, LATEST = datetime(1900, 1, 1), datetime(2262, 4, 11)
 MIGRATIONS: dict[int, Callable[[ResultDocument], ResultDocument]] = {}
 
 
-def results_dir_of(db_path: Path) -> Path:
-    """Where result files go by default: `results/` next to the database they are stored in, so that a
-    profile started from any folder keeps its files with its database (the dashboard's, or --db's)."""
-    return Path(db_path).parent / "results"
-
-
 def default_result_path(run_id: str, results_dir: Path = Path("results")) -> Path:
     """Where the result file of `run_id` goes by default: `<results_dir>/<run_id>.json`."""
     if not run_id or "/" in run_id or "\\" in run_id or run_id in (".", ".."):
