@@ -243,7 +243,10 @@ def main() -> None:
     plan_box(answer, request["deadline_s"])
     if not answer.candidates.empty:
         st.subheader("Candidates")
-        st.dataframe(answer.candidates, hide_index=True, width="stretch", column_config=CANDIDATE_COLUMNS)
+        shown = answer.candidates.assign(
+            within_budget=answer.candidates["within_budget"].map({True: "yes", False: "no"})
+        )
+        st.dataframe(shown, hide_index=True, width="stretch", column_config=CANDIDATE_COLUMNS)
     window_view(answer, request["deadline_s"])
     if answer.spot.best is not None:
         simulation_view(request)
