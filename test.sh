@@ -3,5 +3,10 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 bash scripts/setup.sh --system
+# -q unless the caller chose the verbosity (a second -q would make `--co -q` print per-file counts).
+quiet=(-q)
+for arg in "$@"; do
+    case "$arg" in -q | -qq | -v | -vv | --quiet | --verbose) quiet=() ;; esac
+done
 # --durations: where the time of a run goes, in every CI log.
-exec .venv/bin/python -m pytest -q -rs --durations=25 "$@"
+exec .venv/bin/python -m pytest "${quiet[@]}" -rs --durations=25 "$@"

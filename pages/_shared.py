@@ -264,7 +264,11 @@ def usd_text(value: Any) -> str:
     number = finite_float(value)
     if number is None:
         return "–"
-    return f"${number:,.4f}" if number < 1 else f"${number:,.2f}"
+    if number == 0 or abs(number) >= 1:
+        return f"${number:,.2f}"
+    # Three significant digits below a dollar, so that a small cost never reads "$0.0000".
+    decimals = min(12, max(2, 2 - math.floor(math.log10(abs(number)))))
+    return f"${number:,.{decimals}f}"
 
 
 def ago_text(moment: Any) -> str:

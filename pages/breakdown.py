@@ -145,8 +145,8 @@ def run_detail(run: dict | None) -> None:
         help="the realistic iteration time (the reference phase), with its 95% confidence interval",
     )
     cols[1].metric("Epoch", seconds_text(run.get("epoch_s")), help="per iteration × iterations per epoch")
-    if stalls:
-        largest = max(stalls, key=lambda s: s["seconds"])
+    largest = views.breakdown.headline_stall(run)
+    if largest is not None:
         cols[2].metric(
             "Largest stall",
             STALL_LABELS.get(largest["stall"], largest["stall"]),
@@ -154,9 +154,14 @@ def run_detail(run: dict | None) -> None:
             delta_color="off",
             delta_arrow="off",
         )
+    elif stalls and not run.get("impossible"):
+        cols[2].metric("Largest stall", "none resolved", help="every stall is within its 95% interval")
     cols[3].metric("Reference phase", run.get("reference_phase") or "–")
+    if run.get("impossible"):  # the headline: the figures below are not a breakdown of the iteration
+        st.error(run["impossible"], icon=":material/report:")
     for warning in run.get("warnings") or []:
-        st.warning(str(warning), icon=":material/warning:")
+        if warning != run.get("impossible"):
+            st.warning(str(warning), icon=":material/warning:")
 
     # Only the chosen section is built (tabs would build all of them on every rerun).
     section = st.segmented_control(

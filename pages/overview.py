@@ -16,6 +16,7 @@ from pages._shared import (
 from pages._stalls import CAPTION, breakdown_chart
 from stash_core import views
 from stash_core.engine import jobs
+from stash_core.engine.job_state import measuring_processes
 from stash_core.store import examples
 
 
@@ -42,21 +43,37 @@ def first_steps() -> None:
     with right.container(border=True):
         st.markdown("##### :material/play_circle: Profile this machine")
         st.caption(
-            "A small local profile (a tiny CNN on 32×32 images: compute and CPU stalls) — about a minute "
-            "on a laptop CPU. It runs in the background; follow it on the Run page."
+            "A small local profile (a tiny CNN on 32×32 images: compute and CPU stalls, each run launched in "
+            "rounds until its interval is within ± 10%) — one to two minutes on a laptop CPU. It runs in the "
+            "background; follow it on the Run page."
         )
-        if st.button("Run a small profile", key="first-profile"):
+        busy = busy_elsewhere()
+        if st.button("Run a small profile", key="first-profile", disabled=busy):
             job_id = jobs.start_profile_job(
                 current_db(), examples.first_profile_args(), label="first profile"
             )
             st.switch_page("pages/run.py", query_params={"job": job_id})
     st.markdown("Or from a terminal:")
-    st.code(
-        "stash profile --model resnet10 --batch-size 16 --input-shape 3,32,32 --workers 2 \\\n"
-        "    --synthetic-images 256 --image-px 64 --target-ci 0.1 --max-phase-seconds 40   # ~1.5 min\n"
-        "stash ingest results/*.json        # results from other machines",
-        language="bash",
+    st.code(views.overview.terminal_commands(current_db()), language="bash")
+
+
+def busy_elsewhere() -> bool:
+    """Whether another measurement runs on this machine (a second one would skew both): said, and then the
+    first profile waits for a confirmation, as on the Run page."""
+    running = [job for job in jobs.list_jobs(current_db(), limit=5) if not job.finished]
+    others = measuring_processes()
+    if not running and not others:
+        return False
+    shown = "; ".join(
+        [job.label or job.job_id for job in running]
+        + [f"pid {p['pid']}: {p['command'][:80]}" for p in others[:3]]
     )
+    st.warning(
+        f"Another measurement is running on this machine ({shown}). A profile now would slow both down "
+        "and skew their figures.",
+        icon=":material/hourglass_top:",
+    )
+    return not st.checkbox("Start anyway", key="first-profile-anyway")
 
 
 def active_jobs_notice() -> None:

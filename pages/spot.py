@@ -101,8 +101,7 @@ def request_form() -> dict | None:
 
 def plan_box(answer: SpotAnswer, deadline_s: float) -> None:
     best = answer.spot.best
-    lower, upper = answer.spot.bounds
-    st.caption(f"Worker counts searched: {lower} to {upper} (eqs. 15-16); parameter server "
+    st.caption(f"Worker counts searched: {answer.searched}; parameter server "
                f"{answer.ps_gbps:.3g} Gbit/s. Predicted by the spotDNN model, not measured.")  # fmt: skip
     if best is None:
         st.error(f"No spot plan: {answer.spot.infeasible_reason}", icon=":material/block:")
@@ -111,6 +110,8 @@ def plan_box(answer: SpotAnswer, deadline_s: float) -> None:
     with st.container(border=True):
         st.markdown(":material/savings: **Cheapest spot cluster**")
         st.markdown(f"### {best.label()}")
+        if answer.risk is not None:  # the headline states the plan's risk, not only its price
+            st.markdown(f"**Risk:** {answer.risk.text()}.")
         cols = st.columns(4)
         cols[0].metric("Training time", f"{best.training_s:,.0f} s", f"deadline {deadline_s:,.0f} s",
                        delta_color="off", delta_arrow="off")  # fmt: skip
@@ -119,8 +120,9 @@ def plan_box(answer: SpotAnswer, deadline_s: float) -> None:
         if on_demand is not None:
             cols[2].metric("On-demand time", f"{on_demand.training_s:,.0f} s", help=on_demand.label())
             saving = 1 - best.cost_usd / on_demand.cost_usd if on_demand.cost_usd > 0 else 0.0
-            cols[3].metric("Cost (on-demand)", usd_text(on_demand.cost_usd), f"spot saves {saving:.0%}",
-                           delta_color="off", delta_arrow="off")  # fmt: skip
+            cols[3].metric("Cost (on-demand)", usd_text(on_demand.cost_usd),
+                           f"spot saves {saving:.0%} if never revoked", delta_color="off",
+                           delta_arrow="off")  # fmt: skip
             st.caption(
                 f"On-demand plan: {on_demand.label()}, the cheapest on-demand cluster within the deadline."
             )
@@ -241,7 +243,10 @@ def main() -> None:
     plan_box(answer, request["deadline_s"])
     if not answer.candidates.empty:
         st.subheader("Candidates")
-        st.dataframe(answer.candidates, hide_index=True, width="stretch", column_config=CANDIDATE_COLUMNS)
+        shown = answer.candidates.assign(
+            within_budget=answer.candidates["within_budget"].map({True: "yes", False: "no"})
+        )
+        st.dataframe(shown, hide_index=True, width="stretch", column_config=CANDIDATE_COLUMNS)
     window_view(answer, request["deadline_s"])
     if answer.spot.best is not None:
         simulation_view(request)

@@ -1,5 +1,7 @@
 """SQL: a read-only query console over the results database, with a schema browser and example queries."""
 
+from pathlib import Path
+
 import pandas as pd
 import streamlit as st
 
@@ -13,8 +15,12 @@ EDITOR_KEY = "sql-text"
 def schema_panel() -> None:
     st.markdown("##### Tables and views")
     browser = load(views.sql.schema_browser)
+    exists = Path(current_db()).exists()
+    if not exists:  # what is listed is the layout a first profile or ingest creates, not rows stored
+        st.caption("The database does not exist yet: these are the tables and views it will have.")
     for name, info in browser.items():
-        rows = f" · {info['rows']:,} rows" if info.get("rows") is not None else ""
+        count = info.get("rows") if exists else None
+        rows = f" · {count:,} row{'s' if count != 1 else ''}" if count is not None else ""
         with st.expander(
             f"{name} ({info['kind']}{rows})",
             icon=":material/table:" if info["kind"] == "table" else ":material/view_list:",
@@ -81,7 +87,9 @@ def console() -> None:
     elif result is not None:
         frame = result.frame
         more = " (row limit reached: there are more)" if result.truncated else ""
-        st.caption(f"{len(frame):,} row(s){more} in {result.elapsed_s * 1000:.0f} ms")
+        st.caption(
+            f"{len(frame):,} row{'s' if len(frame) != 1 else ''}{more} in {result.elapsed_s * 1000:.0f} ms"
+        )
         st.dataframe(frame, hide_index=True, width="stretch")
         if not frame.empty:
             download_buttons(frame, "query_result", "sql-result")

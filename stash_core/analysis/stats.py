@@ -146,6 +146,13 @@ def difference_ci95(ci_a: float, ci_b: float) -> float:
     return math.sqrt(ci_a**2 + ci_b**2)
 
 
+def run_difference(
+    later: tuple[float, float | None], earlier: tuple[float, float | None]
+) -> tuple[float, float]:
+    """later - earlier of two independent (mean_s, ci95_s), with the difference's 95% half-width."""
+    return later[0] - earlier[0], difference_ci95(later[1] or 0.0, earlier[1] or 0.0)
+
+
 def linear_combination_ci95(coefficients: dict[str, float], ci95: dict[str, float]) -> float:
     """Half-width of the 95% interval of sum(c_k * mean_k) over independent means with intervals ci95[k]."""
     return math.sqrt(math.fsum((c * ci95[key]) ** 2 for key, c in coefficients.items() if c))

@@ -230,10 +230,16 @@ def _cluster_set(args, state_dir: Path | None, name: str | None) -> int:
     return 0
 
 
-def format_shaping(shaping: dict) -> str:
+def format_shaping(shaping: dict, netem: bool | None = True) -> str:
+    """A link's shaping as emulated: without the kernel's netem only the rate is, so no delay or loss is
+    shown as if it were (what was asked for is said as not emulated)."""
     rate = shaping.get("rate_bps")
     rate_text = "unlimited" if not rate else (f"{rate / 1e9:g}gbit" if rate >= 1e9 else f"{rate / 1e6:g}mbit")
-    return f"rate {rate_text}, delay {shaping.get('latency_us', 0)}us, loss {shaping.get('loss_pct', 0):g}%"
+    delay_us, loss_pct = shaping.get("latency_us", 0) or 0, shaping.get("loss_pct", 0) or 0
+    if netem is False:
+        asked = f" (delay {delay_us}us, loss {loss_pct:g}% asked, not emulated: no netem)"
+        return f"rate {rate_text}" + (asked if delay_us or loss_pct else "")
+    return f"rate {rate_text}, delay {delay_us}us, loss {loss_pct:g}%"
 
 
 def format_cluster_status(status: dict) -> str:
@@ -258,7 +264,7 @@ def format_cluster_status(status: dict) -> str:
         cpus = f", cpus {','.join(map(str, node['cpus']))}" if node.get("cpus") else ""
         lines.append(
             f"  {node['namespace']:<{width}}{node['address']:<14}link {link:<5}"
-            f"{format_shaping(node['shaping'])}, {sshd}{cpus}"
+            f"{format_shaping(node['shaping'], status.get('netem'))}, {sshd}{cpus}"
         )
     if not status.get("netem"):
         lines.append("  note: this kernel has no netem qdisc (sch_netem): only the rate is emulated here")

@@ -65,12 +65,18 @@ class emulated_bandwidth:
                 pass  # the cluster went away meanwhile: nothing to restore
 
 
+def results_dir_of(db_path: Path) -> Path:
+    """Where result files go by default: `results/` next to the database they are stored in, so that a
+    profile started from any folder keeps its files with its database (the dashboard's, or --db's)."""
+    return Path(db_path).parent / "results"
+
+
 def check_writable(db_path: Path, out_path: Path | None, store_db: bool) -> None:
     """Refuse before measuring anything if the results could not be saved: --out a directory or in a place
     that cannot be written, --db a directory, not a DuckDB file, corrupt, too new or not writable."""
     if out_path is not None and out_path.is_dir():
         raise UsageError(f"--out {out_path} is a directory; give the result file's name")
-    directory = out_path.parent if out_path else Path("results")
+    directory = out_path.parent if out_path else results_dir_of(db_path)
     existing = directory
     while not existing.exists() and existing != existing.parent:
         existing = existing.parent
@@ -102,6 +108,7 @@ def make_reporter(mode: str):
 def profile_from_args(args, db_path: Path) -> int:
     spec, cluster_state = checked_spec(args)
     check_writable(db_path, args.out, not args.no_store)
+    args.db_was_new = not db_path.exists()
     batch = f"batch {spec.batch_size}" if spec.batch_size else "the script's batch"
     label = f"{spec.model} · {batch} · {spec.workers_per_node} worker(s)" + (
         f" · {spec.instance}" if spec.instance else ""
@@ -172,7 +179,7 @@ def save_result(doc: dict, args, db_path: Path) -> tuple[Path | None, list[int],
     """Write the result file and store it. Returns the file's path (None when it could not be written), the
     stop signals received meanwhile, and what could not be saved (one line) or None."""
 
-    out_path = args.out or default_result_path(doc["run_id"])
+    out_path = args.out or default_result_path(doc["run_id"], results_dir_of(db_path))
     file_error = db_error = None
     # A Ctrl-C, SIGTERM or SIGHUP now lets the save finish (DuckDB would also swallow it into a retried
     # statement); the interrupt is raised afterwards. A full disk or a broken database loses one of the two
@@ -240,6 +247,11 @@ def report_result(
         print(f"warning: {warning}")
     where = f"{out_path}" + ("" if args.no_store else f" and {db_path}")
     print(f"run {doc['run_id']} saved to {where}")
+    if not args.no_store and getattr(args, "db_was_new", False):
+        print(
+            f"note: {db_path} is a new database: the dashboard shows it when opened on it "
+            f"(STASH_DB={db_path.resolve()} ./run.sh, or its sidebar); --db or $STASH_DB chooses the database"
+        )
     return 0
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 
+from stash_core.analysis.coherence import impossible_of_stored
 from stash_core.analysis.stalls import (
     REMAINDER_LABEL,
     RESOLVE_HINT,
@@ -43,6 +44,9 @@ def format_breakdown(breakdown: dict, dataset_images: int | None = None) -> str:
         )
         head += f"  (epoch of {images}: {format_seconds(breakdown['epoch_s'])})"
     lines = [head]
+    headline = impossible_of_stored(breakdown.get("warnings"), breakdown.get("stalls"))
+    if headline:  # said before any figure: the figures below are not a breakdown of the iteration
+        lines.append(f"warning: {headline}")
     unresolved = []
     for name in STALLS:
         stall = breakdown["stalls"].get(name) or {}
@@ -55,7 +59,8 @@ def format_breakdown(breakdown: dict, dataset_images: int | None = None) -> str:
     if unresolved:
         lines.append(f"not resolved: {', '.join(unresolved)}; to resolve: {RESOLVE_HINT}")
     for warning in breakdown.get("warnings") or []:
-        lines.append(f"warning: {warning}")
+        if warning != headline:
+            lines.append(f"warning: {warning}")
     return "\n".join(lines)
 
 

@@ -70,6 +70,10 @@ def add_commands(subparsers: Any, parser_class: type[argparse.ArgumentParser] | 
         "--revocation-s", type=non_negative(YEAR_S), default=0.0, help="overhead of a revoked instance"
     )
     spot.add_argument("--on-demand", action="store_true", help="price with on-demand instead of spot")
+    spot.add_argument(
+        "--rate-per-h", type=non_negative(3600.0), default=None,
+        help="revocations per spot instance per hour at which the plan's risk is simulated (default 0.5)",
+    )  # fmt: skip
     spot.add_argument("--top", type=count(10_000), default=8, help="candidates to list")
     spot.add_argument("--json", action="store_true", help="print the plan as JSON")
     add_db_argument(spot)
@@ -131,13 +135,20 @@ def cmd_spot(args: argparse.Namespace) -> int:
 
         links = (ps_Bps(args, doc), args.pcie_gbps * GBPS, args.revocation_s)
         fragile = fragile_coefficients(result, offers, workload, args.target_loss, args.budget_s, *links)
+    risk = None
+    if result.best is not None and pricing == "spot":  # on-demand instances are never revoked
+        from stash_core.spot.simulate import DEFAULT_RATE_PER_H, plan_risk
+
+        rate = DEFAULT_RATE_PER_H if args.rate_per_h is None else args.rate_per_h
+        risk = plan_risk(offers, workload, args.target_loss, args.budget_s, ps_Bps(args, doc),
+                         args.pcie_gbps * GBPS, rate_per_h=rate)  # fmt: skip
     if args.json:
         best = rows[0] if result.best is not None else None
         print(json.dumps({"pricing": pricing, "best": best, "candidates": rows, "bounds": result.bounds,
-                          "infeasible_reason": result.infeasible_reason, "fragile": fragile},
-                         indent=2))  # fmt: skip
+                          "infeasible_reason": result.infeasible_reason, "fragile": fragile,
+                          "risk": None if risk is None else vars(risk)}, indent=2))  # fmt: skip
         return 0 if result.best is not None else 1
-    print(format_plan(result, rows, pricing, args.target_loss, args.budget_s))
+    print(format_plan(result, rows, pricing, args.target_loss, args.budget_s, risk))
     if fragile:
         print(f"fragile plan: it changes when {', '.join(fragile)} (a fitted coefficient moved by its "
               "error): refit the workload with more data before renting on it")  # fmt: skip
@@ -145,12 +156,12 @@ def cmd_spot(args: argparse.Namespace) -> int:
 
 
 def format_plan(result: Any, rows: list[dict[str, Any]], pricing: str, target_loss: float,
-                budget_s: float) -> str:  # fmt: skip
+                budget_s: float, risk: Any = None) -> str:  # fmt: skip
+    from stash_core.spot.planner import searched_workers
+
     price = "spot" if pricing == "spot" else "on-demand"
-    lines = [
-        f"target loss {target_loss:g} within {budget_s:.0f} s, {price} prices; "
-        f"workers between {result.bounds[0]} and {result.bounds[1]} (eqs. 15-16)"
-    ]
+    head = f"target loss {target_loss:g} within {budget_s:.0f} s, {price} prices"
+    lines = [f"{head}; workers {searched_workers(result)}"]
     if result.best is None:
         lines.append(f"no plan: {result.infeasible_reason}")
     else:
@@ -160,6 +171,10 @@ def format_plan(result: Any, rows: list[dict[str, Any]], pricing: str, target_lo
             f"(${best.usd_per_h:.2f}/h; {best.iterations:.0f} iterations of {best.iteration_s:.3f} s, "
             f"R {best.convergence:.2f})"
         )
+        if risk is not None:
+            lines.append(
+                f"risk: {risk.text()} (never revoked: ${best.cost_usd:.2f}, {best.training_s:.0f} s)"
+            )
     lines.append("")
     width = max([len("cluster"), *(len(row["cluster"]) for row in rows)]) + 2
     lines.append(f"  {'cluster':<{width}}{'workers':>8}{'time s':>10}{'cost $':>10}{'$/h':>8}  within budget")

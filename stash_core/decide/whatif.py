@@ -27,6 +27,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from stash_core.analysis.stats import resolved
 from stash_core.catalog import get_instance
 from stash_core.decide.fit.observations import spec_bandwidth_gbps, split_instance_label
 from stash_core.errors import UsageError
@@ -99,6 +100,19 @@ def cpu_answer(run: dict[str, Any], times: dict[str, float], stalls: dict[str, d
         "per_sample_cpu_ms": sample_cpu_s * 1e3,
         "cpu_stall_s": cpu_s,
     }
+    if entry.get("status") == "clamped_zero" or not resolved(
+        entry.get("seconds") or 0.0, entry.get("ci95_s")
+    ):
+        # Within the noise: no core count can be told from it, and none would make the step faster.
+        return {
+            **base,
+            "status": "within the noise",
+            "cores_per_worker_needed": None,
+            "predicted_iteration_s": None,
+            "predictions": [],
+            "summary": "the CPU stall is within the noise of this run: more cores per worker cannot be told "
+            "to make it faster (measure with a smaller --target-ci to resolve it)",
+        }
     if _hidden(cpu_s, entry, t3):
         return {
             **base,
@@ -110,10 +124,12 @@ def cpu_answer(run: dict[str, Any], times: dict[str, float], stalls: dict[str, d
         }
     needed = max(1, math.ceil(batch * sample_cpu_s / t_sync - 1e-9))
     predictions = []
+    now_s = t3 + disk_s
     for k in sorted({1, max(parallel, 1), needed, needed + 1, *range(1, min(needed, 16) + 1)}):
-        predictions.append(
-            {"cores_per_worker": k, "iteration_s": max(t_sync, batch * sample_cpu_s / k) + disk_s}
-        )
+        predicted_s = max(t_sync, batch * sample_cpu_s / k) + disk_s
+        if k >= max(parallel, 1):  # as many cores as ran, or more, never make the step slower than measured
+            predicted_s = min(predicted_s, now_s)
+        predictions.append({"cores_per_worker": k, "iteration_s": predicted_s})
     machine = f"{needed * workers} cores per machine for {workers} worker(s)"
     if cores:
         machine += f"; this machine has {cores}"
@@ -121,7 +137,7 @@ def cpu_answer(run: dict[str, Any], times: dict[str, float], stalls: dict[str, d
         **base,
         "status": "answered",
         "cores_per_worker_needed": needed,
-        "predicted_iteration_s": max(t_sync, batch * sample_cpu_s / needed) + disk_s,
+        "predicted_iteration_s": min(now_s, max(t_sync, batch * sample_cpu_s / needed) + disk_s),
         "predictions": predictions,
         "summary": (
             f"{needed} CPU cores per worker (as DataLoader workers) hide the CPU stall "

@@ -22,6 +22,7 @@ CAP_REASONS = ("max_time", "max_iterations")
 # Why the rounds ended before every run reached its target (LaunchedRuns.stopped_by).
 ROUNDS_BY_TIME = "time"
 ROUNDS_BY_COUNT = "rounds"
+MIN_LAUNCH_CAP_S = 2.0  # a launch's timed loop gets at least this, even when start-up ate the run's budget
 
 
 class LaunchedRuns:
@@ -67,6 +68,28 @@ class LaunchedRuns:
             for r, outcome in outcomes
             if round_index is None or r == round_index
         )
+
+    def run_wall_s(self, name: str) -> float:
+        """Wall time of one run's launches so far, start-up included."""
+        return math.fsum(outcome.get("wall_s") or 0.0 for _, outcome in self.outcomes.get(name, []))
+
+    def startup_s(self, name: str) -> float:
+        """A run's start-up per launch so far: wall time minus the time of its iterations (warm-up
+        included), the largest of its launches (0 before its first)."""
+        found = [0.0]
+        for _, outcome in self.outcomes.get(name, []):
+            summary = outcome.get("iteration_s") or {}
+            kept = outcome.get("iterations") or summary.get("n") or 0
+            loop_s = (summary.get("mean") or 0.0) * (kept + (outcome.get("warmup_iterations") or 0))
+            found.append(max(0.0, (outcome.get("wall_s") or 0.0) - loop_s))
+        return max(found)
+
+    def launch_cap_s(self, name: str, max_phase_s: float, launches_left: int, planned_cap_s: float) -> float:
+        """The time cap of a run's next planned launch, so that its launches keep to --max-phase-seconds in
+        all, start-up included: what the run has left, shared over its launches still due, less a start-up
+        like its largest so far; never above the planned share, nor below MIN_LAUNCH_CAP_S."""
+        left_s = (max_phase_s - self.run_wall_s(name)) / max(launches_left, 1) - self.startup_s(name)
+        return max(MIN_LAUNCH_CAP_S, min(planned_cap_s, left_s))
 
     def next_round(
         self, rounds_done: int, max_rounds: int, target_relative_ci: float, budget_s: float

@@ -8,6 +8,7 @@ import secrets
 from dataclasses import replace
 
 from stash_core import __version__
+from stash_core.analysis.coherence import impossible_findings, impossible_warning, per_process_differences
 from stash_core.analysis.comm import communication_bounds
 from stash_core.analysis.stalls import PhaseTime, breakdown
 from stash_core.engine.data_setup import DataSetup, iterations_per_epoch
@@ -133,8 +134,13 @@ def run_launches(
             records[plan.name] = {**plan.to_dict(), "status": "interrupted", "error": "interrupted"}
             doc["phases"].append(records[plan.name])
         record = records[plan.name]
-        # The bandwidth probe once per run, in its first launch.
-        this_spec = per_launch if round_index == 0 else replace(per_launch, probes=False)
+        # The bandwidth probe once per run, in its first launch. The later planned launches of a run share
+        # what its budget has left, start-up included (launches.launch_cap_s).
+        this_spec = per_launch
+        if round_index > 0:
+            cap_s = launched.launch_cap_s(plan.name, spec.max_phase_s, max(launches - round_index, 1),
+                                          per_launch.max_phase_s)  # fmt: skip
+            this_spec = replace(per_launch, probes=False, max_phase_s=cap_s)
         launch_warnings_: list[str] = []
         grad_bytes = model_info.get("grad_bytes")
         outcome = run_phase(plan, this_spec, data, reporter, launch_warnings_, remote, grad_bytes)
@@ -295,8 +301,25 @@ def breakdown_of_completed(
         {name: value for name, value in rounds.items() if value} or None,
     )
     result["warnings"] = warnings + result["warnings"]
+    add_impossible_warning(result, completed, times, chain)
     add_communication(result, doc, chain)
     return result
+
+
+def add_impossible_warning(result: dict, completed: list[dict], times: dict, chain: list[str]) -> None:
+    """A breakdown that is physically impossible says so first, naming the runs and what differed in them."""
+    findings = impossible_findings(result, {name: (t.mean_s, t.ci95_s) for name, t in times.items()}, chain)
+    runs = {
+        record["name"]: {
+            "threads": (record.get("script") or {}).get("threads") or record.get("threads_per_worker"),
+            "batch_size": (record.get("script") or {}).get("batch_size") or record.get("batch_size"),
+        }
+        for record in completed
+    }
+    warning = impossible_warning(findings, per_process_differences(runs))
+    if warning:
+        result["impossible"] = bool(findings)
+        result["warnings"].insert(0, warning)
 
 
 def add_communication(result: dict, doc: dict, chain: list[str]) -> None:

@@ -8,8 +8,7 @@ are one input-pipeline stall (R2 minus the run before it, kept in "not separated
 
 from __future__ import annotations
 
-import math
-
+from stash_core.analysis.pipeline import input_pipeline as pipeline_difference
 from stash_core.engine.plan import PhasePlan
 from stash_core.spec import ProfileSpec
 
@@ -68,6 +67,10 @@ def finish_script_doc(doc: dict) -> None:
     if doc["spec"].get("batch_size") is None:
         sizes = [info["batch_size"] for info in found if info.get("batch_size")]
         doc["spec"]["batch_size"] = sizes[0] if sizes else None
+    threads = {info["threads"] for info in found if info.get("threads")}
+    if threads:
+        # As the script ran them (it may set its own); runs that differ have their own in phases[].script.
+        doc["spec"]["threads_per_worker"] = threads.pop() if len(threads) == 1 else None
     breakdown = doc.get("breakdown")
     if not breakdown or not found:
         return
@@ -93,10 +96,9 @@ def input_pipeline(doc: dict) -> tuple[float, float, str] | None:
     """Without --data-dir: R2 minus the run before it (the last synthetic one), with its 95% interval."""
     if doc["spec"].get("data_dir"):
         return None
-    done = {record["name"]: record for record in doc["phases"] if record.get("status") == "completed"}
-    reference = next((name for name in ("R1n", "R1", "R0") if name in done), None)
-    if "R2" not in done or reference is None:
-        return None
-    cold, near = done["R2"]["iteration_s"], done[reference]["iteration_s"]
-    ci95_s = math.hypot(cold.get("ci95") or 0.0, near.get("ci95") or 0.0)
-    return cold["mean"] - near["mean"], ci95_s, reference
+    times = {
+        record["name"]: (record["iteration_s"]["mean"], record["iteration_s"].get("ci95"))
+        for record in doc["phases"]
+        if record.get("status") == "completed"
+    }
+    return pipeline_difference(times)

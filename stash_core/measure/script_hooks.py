@@ -6,9 +6,10 @@
 - Data wait: time inside `__next__` of any torch DataLoader iterator since the previous boundary.
 - Forward: time inside the outermost module call(s) of the step (script_forward.py). The rest of the
   iteration (the loss, backward, gradient clipping, zero_grad, a scheduler) is reported as backward_s.
-- Replay (synthetic runs): each DataLoader's iterator hands out the first batches it produced, cached in
-  memory, in a cycle as long as the loader's own epoch, so the model sees the script's real batch structure
-  with no loading cost. The batches are read before the first optimizer step, during the warm-up.
+- Replay (synthetic runs, script_replay.py): each map-style dataset's first samples, read once before the
+  first optimizer step, are handed out again in place of new reads, while the loader's sampler, collation and
+  workers run as in the real-data runs: the synthetic runs skip the loading only, so the model sees the
+  script's real batch structure with no loading cost. An IterableDataset's loader replays its first batches.
 
 Each boundary only takes stamps (device_clock.py): the host clock, or CUDA events on the device of the
 optimizer's parameters, chosen at the first step, when the script has placed its model. Stamps turn into
@@ -17,19 +18,19 @@ durations at a check of the stopping rule (script_stop.py), after one synchronis
 
 from __future__ import annotations
 
-import itertools
 import time
 from collections.abc import Callable
 
 import torch
 from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
-from torch.utils.data import DataLoader
+from torch.utils.data import DataLoader, IterableDataset
+from torch.utils.data._utils.fetch import _MapDatasetFetcher
 from torch.utils.data.dataloader import _BaseDataLoaderIter
 
 from stash_core.measure.device_clock import EventClock, HostClock
 from stash_core.measure.script_forward import time_forward
+from stash_core.measure.script_replay import REPLAY_BATCHES, BatchReplay, SampleReplay, leading_dim
 
-REPLAY_BATCHES = 8  # batches cached per loader for the synthetic runs
 PARTS = ("data_s", "forward_s", "backward_s", "optimizer_s")
 
 
@@ -52,6 +53,7 @@ class StepClock:
         self.closure_seen = False  # the optimizer step ran the forward (a closure): not split from backward
         self.in_loader = False  # module calls inside a loader are not the forward pass
         self.batch_size: int | None = None
+        self.threads: list[int] = []  # torch threads at each optimizer step, each value once, in order
         self.on_boundary: Callable[[], None] | None = None
         self.narrow_hooks: Callable[[], bool] | None = None
         self.use_cuda_events, self.event_clock = use_cuda_events, event_clock
@@ -73,6 +75,9 @@ class StepClock:
         elif id(optimizer) != self.optimizer_id:
             return  # a second optimizer of the same iteration (GANs): one boundary per iteration
         now = self.stamp()
+        threads = torch.get_num_threads()  # as the script set them (it may change them after Stash did)
+        if threads not in self.threads:
+            self.threads.append(threads)
         if self.last_boundary is None:
             self.first_step_at = time.perf_counter()  # before the first step is start-up, not an iteration
         else:
@@ -122,6 +127,8 @@ def install(clock: StepClock, replay: bool, replay_batches: int = REPLAY_BATCHES
     remove_forward = time_forward(clock)
     original_next = _BaseDataLoaderIter.__next__
     original_iter = DataLoader.__iter__
+    original_fetch = _MapDatasetFetcher.fetch
+    samples = SampleReplay(replay_batches)
 
     def timed_next(self):
         start = clock.stamp()
@@ -137,11 +144,17 @@ def install(clock: StepClock, replay: bool, replay_batches: int = REPLAY_BATCHES
         return batch
 
     def replay_iter(self):
-        return _Replay(self, original_iter, clock, replay_batches)
+        if isinstance(self.dataset, IterableDataset):
+            return BatchReplay(self, original_iter, clock, replay_batches)
+        return original_iter(self)  # its fetches are replayed per sample (script_replay.py)
+
+    def replay_fetch(self, possibly_batched_index):
+        return samples.fetch(self, possibly_batched_index)
 
     _BaseDataLoaderIter.__next__ = timed_next
     if replay:
         DataLoader.__iter__ = replay_iter
+        _MapDatasetFetcher.fetch = replay_fetch
 
     def remove() -> None:
         for handle in handles:
@@ -149,66 +162,6 @@ def install(clock: StepClock, replay: bool, replay_batches: int = REPLAY_BATCHES
         remove_forward()
         _BaseDataLoaderIter.__next__ = original_next
         DataLoader.__iter__ = original_iter
+        _MapDatasetFetcher.fetch = original_fetch
 
     return remove
-
-
-class _Replay:
-    """One epoch of a loader in replay: its first batches (read once per loader, kept), cycled for as many
-    batches as the loader's epoch has (endless when it has no length)."""
-
-    def __init__(self, loader, original_iter, clock: StepClock, cached: int) -> None:
-        clock.loader_used = True
-        self.clock = clock
-        if not hasattr(loader, "_stash_replay"):
-            clock.in_loader = True
-            try:
-                source = original_iter(loader)
-                loader._stash_replay = list(itertools.islice(source, cached))
-                del source  # ends the loader's worker processes
-            finally:
-                clock.in_loader = False
-            if clock.batch_size is None and loader._stash_replay:
-                clock.batch_size = leading_dim(loader._stash_replay[0])
-        self.batches = loader._stash_replay
-        try:
-            self.remaining = len(loader)
-        except TypeError:
-            self.remaining = None
-        self.index = 0
-
-    def __iter__(self):
-        return self
-
-    def __next__(self):
-        start = self.clock.stamp()
-        try:
-            if not self.batches or self.remaining == 0:
-                raise StopIteration
-            if self.remaining is not None:
-                self.remaining -= 1
-            batch = self.batches[self.index % len(self.batches)]
-            self.index += 1
-            return batch
-        finally:
-            self.clock.data_pairs.append((start, self.clock.stamp()))
-
-    def __len__(self):
-        return self.remaining or 0
-
-
-def leading_dim(batch) -> int | None:
-    """The batch size of a batch: the first dimension of its first tensor (dicts, tuples, lists, objects)."""
-    if isinstance(batch, torch.Tensor):
-        return int(batch.shape[0]) if batch.dim() else None
-    if isinstance(batch, dict):
-        items = list(batch.values())
-    elif isinstance(batch, list | tuple):
-        items = list(batch)
-    else:
-        items = list(getattr(batch, "__dict__", {}).values())
-    for item in items:
-        size = leading_dim(item)
-        if size is not None:
-            return size
-    return None

@@ -156,6 +156,8 @@ def summarise(job: dict, clock: StepClock, slowest_s: list[float], reason: str, 
         "script": {
             "loader_used": clock.loader_used,
             "batch_size": clock.batch_size,
+            "threads": max(clock.threads) if clock.threads else None,
+            "threads_seen": list(clock.threads),
             "optimizer_steps": clock.iterations + (clock.first_step_at is not None),
             "split": split,
             "ranks_gathered": len(hosts) == world_size,

@@ -211,3 +211,12 @@ def plan_table(result: PlanResult, limit: int = 10) -> list[dict[str, Any]]:
             }
         )
     return rows
+
+
+def searched_workers(result: PlanResult) -> str:
+    """The worker counts searched: eqs. 15-16's bounds, and where the offered quotas hold fewer, those."""
+    lower, upper = result.bounds
+    most = max((plan.workers for plan in result.candidates), default=None)
+    if most is not None and most < upper:
+        return f"{lower} to {most} (eqs. 15-16 allow up to {upper}; the offered instances hold {most})"
+    return f"{lower} to {upper} (eqs. 15-16)"

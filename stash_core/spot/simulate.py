@@ -32,6 +32,8 @@ from stash_core.userfiles import read_user_text
 MAX_TRACE_BYTES = 256 * 1024 * 1024  # a revocation trace is a few lines per instance and hour
 MAX_SIMULATED_REVOCATIONS = 5_000  # per strategy, over all its runs: seconds (a replan takes milliseconds)
 MAX_REVOCATIONS = 500  # per run: beyond it the run is counted as missing its deadline
+DEFAULT_RATE_PER_H = 0.5  # revocations per spot instance per hour, the rate a plan's risk is stated at
+RISK_RUNS = 200  # Monte Carlo runs behind a plan's stated risk
 
 
 def without_contention(workload: Workload) -> Workload:
@@ -169,6 +171,42 @@ def simulate(spot_offers: list[InstanceOffer], on_demand_offers: list[InstanceOf
             "mean_revocations": float(np.mean([o["revocations"] for o in outcomes])),
         })  # fmt: skip
     return rows
+
+
+@dataclasses.dataclass(frozen=True)
+class PlanRisk:
+    """What revocations do to a spot plan at a revocation rate: the chance of meeting the deadline and the
+    expected cost with revocations (re-planning after each), over `runs` simulated trainings."""
+
+    rate_per_h: float
+    runs: int
+    p_deadline: float
+    mean_cost_usd: float
+    mean_revocations: float
+
+    def text(self) -> str:
+        return (
+            f"at {self.rate_per_h:g} revocations per instance per hour ({self.runs} simulated runs): "
+            f"meets the deadline in {self.p_deadline:.0%} of runs, expected cost "
+            f"${self.mean_cost_usd:,.2f} with revocations"
+        )
+
+
+def plan_risk(spot_offers: list[InstanceOffer], workload: Workload, target_loss: float, deadline_s: float,
+              ps_Bps: float, pcie_Bps: float, rate_per_h: float = DEFAULT_RATE_PER_H,
+              revocation_s: float = 30.0, runs: int = RISK_RUNS, seed: int = 0) -> PlanRisk:  # fmt: skip
+    """The spotDNN plan's risk at `rate_per_h` (the simulation's spotDNN strategy alone)."""
+    rng = np.random.default_rng(seed)
+    links = {"ps_Bps": ps_Bps, "pcie_Bps": pcie_Bps}
+    outcomes = [
+        run_once(
+            spot_offers, workload, workload, target_loss, deadline_s, links, revocation_s, rng, rate_per_h
+        )
+        for _ in range(runs if rate_per_h > 0 else 1)
+    ]
+    return PlanRisk(rate_per_h, len(outcomes), float(np.mean([o["met"] for o in outcomes])),
+                    float(np.mean([o["cost_usd"] for o in outcomes])),
+                    float(np.mean([o["revocations"] for o in outcomes])))  # fmt: skip
 
 
 def _p90(times: list[float]) -> float:

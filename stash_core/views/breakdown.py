@@ -13,6 +13,7 @@ from typing import Any
 import pandas as pd
 
 from stash_core import store
+from stash_core.analysis.coherence import impossible_of_stored
 from stash_core.decide.whatif import whatif as answer
 from stash_core.results.file import STALL_NAMES
 from stash_core.store import queries_breakdown
@@ -187,9 +188,25 @@ def _run_detail(
             run[column] = datetime.fromisoformat(run[column])
     run["phases"] = records(phases)
     run["stalls"] = records(stalls)
+    run["impossible"] = impossible_of_stored(run.get("warnings"), run["stalls"])  # headlined, not a share
     run["samples"] = samples
     run["telemetry"] = telemetry_frame(telemetry, run["phases"])
     return run
+
+
+def headline_stall(run: dict[str, Any]) -> dict[str, Any] | None:
+    """The stall a run's page headlines: the largest resolved one (a stall within the noise or wider than its
+    interval is no headline), none for an impossible breakdown (its warning is the headline)."""
+    if run.get("impossible"):
+        return None
+    candidates = [
+        stall
+        for stall in run.get("stalls") or []
+        if finite_float(stall.get("seconds")) is not None
+        and stall.get("status") == "measured"
+        and finite_float(stall.get("seconds")) >= abs(finite_float(stall.get("ci95_s")) or 0.0)
+    ]
+    return max(candidates, key=lambda s: s["seconds"]) if candidates else None
 
 
 def telemetry_frame(telemetry: pd.DataFrame, phases: list[dict[str, Any]]) -> pd.DataFrame:

@@ -245,9 +245,12 @@ def add_costs(frame: pd.DataFrame, batch_size: int) -> pd.DataFrame:
     frame["usd_per_epoch"] = frame["epoch_s"].astype(float) / 3600.0 * usd_per_h
     frame["usd_per_million_samples"] = frame["s_per_million_samples"] / 3600.0 * usd_per_h
     frame["samples_per_usd"] = frame["samples_per_s"] * 3600.0 / usd_per_h
-    gpus = frame["accelerator_count"].astype(float) * nodes
+    # The GPUs the job used: one per worker on CUDA (a one-worker job on an 8-GPU machine uses one), never
+    # more than the instance has; none for a run on the CPU.
     on_gpu = frame["device"].fillna("").eq("cuda")
-    gpus = gpus.where(gpus > 0, (workers * nodes).where(on_gpu))
+    has = frame["accelerator_count"].astype(float) * nodes
+    used = (workers * nodes).astype(float)
+    gpus = used.where(~(has > 0), np.minimum(used, has)).where(on_gpu)
     frame["gpus"] = gpus
     frame["samples_per_s_per_gpu"] = frame["samples_per_s"] / gpus
     frame = frame.replace([np.inf, -np.inf], np.nan)

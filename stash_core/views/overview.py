@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shutil
+import sys
 from datetime import UTC
 from pathlib import Path
 from typing import Any
@@ -15,6 +17,29 @@ from stash_core.views.common import NO_INSTANCE
 
 # ---------------------------------------------------------------------------------------------------------
 # Overview
+
+
+def stash_command() -> str:
+    """How a terminal on this machine calls `stash`: `stash` when the one on PATH is this environment's,
+    else the path of this environment's, else `python -m stash_core` with this Python."""
+    here = Path(sys.executable).parent / "stash"
+    on_path = shutil.which("stash")
+    if here.is_file() and on_path and Path(on_path).resolve() == here.resolve():
+        return "stash"
+    if here.is_file():
+        return str(here)
+    return f"{sys.executable} -m stash_core"
+
+
+def terminal_commands(db_path: Path | str) -> str:
+    """The Overview's terminal block: commands that work as shown, on this database."""
+    stash = stash_command()
+    db = "" if Path(db_path).resolve() == Path("results.duckdb").resolve() else f" --db {db_path}"
+    return (
+        f"{stash} profile --model resnet10 --batch-size 16 --input-shape 3,32,32 --workers 2 \\\n"
+        f"    --synthetic-images 256 --image-px 64 --target-ci 0.1 --max-phase-seconds 40{db}\n"
+        f"{stash} ingest{db} results/*.json     # result files from other machines"
+    )
 
 
 def overview(db_path: Path | str, latest: int = 8, recent: int = 10) -> dict[str, Any]:

@@ -17,7 +17,8 @@ from stash_core.errors import UsageError
 from stash_core.spot import PlanResult, plan_spot_cluster, plan_table
 from stash_core.spot.fragility import fragile_coefficients
 from stash_core.spot.inputs import build_offers, load_workload, ps_bandwidth_Bps
-from stash_core.spot.simulate import simulate
+from stash_core.spot.planner import searched_workers
+from stash_core.spot.simulate import PlanRisk, plan_risk, simulate
 
 EXAMPLE_NAME = "spotDNN paper workload (public figures)"
 GBPS = 1e9 / 8  # bytes per second in one Gbit/s
@@ -89,6 +90,8 @@ class SpotAnswer:
     fragile: list[str] = field(default_factory=list)
     ps_gbps: float = 0.0
     on_demand_reason: str | None = None
+    risk: PlanRisk | None = None  # the spot plan at the default revocation rate
+    searched: str = ""  # the worker counts searched, as the page says them
 
 
 def plan(db_path: Path | str, text: str, offers: tuple[tuple[str, int], ...], target_loss: float,
@@ -111,9 +114,13 @@ def plan(db_path: Path | str, text: str, offers: tuple[tuple[str, int], ...], ta
     if spot.best is not None:
         fragile = fragile_coefficients(spot, spot_offers, workload, target_loss, budget_s, ps_Bps, pcie_Bps,
                                        revocation_s)  # fmt: skip
+    risk = None
+    if spot.best is not None:
+        risk = plan_risk(spot_offers, workload, target_loss, budget_s, ps_Bps, pcie_Bps)
     return SpotAnswer(spot=spot, on_demand=on_demand, candidates=pd.DataFrame(plan_table(spot, 10)),
                       windows=window_search(spot), points=window_points(spot), fragile=fragile,
-                      ps_gbps=ps_Bps / GBPS, on_demand_reason=reason)  # fmt: skip
+                      ps_gbps=ps_Bps / GBPS, on_demand_reason=reason, risk=risk,
+                      searched=searched_workers(spot))  # fmt: skip
 
 
 def window_points(result: PlanResult) -> pd.DataFrame:

@@ -135,7 +135,8 @@ def _lay_end_to_end(record: dict[str, Any], parts: list[tuple], total: float | N
                 "ci95": ci,
                 "bar_start": start,
                 "bar_end": end,
-                "error_low": None if ci is None else end - ci,
+                # A time (or share) is never below zero: the interval is drawn within what is possible.
+                "error_low": None if ci is None else (max(0.0, end - ci) if end >= 0 else end - ci),
                 "error_high": None if ci is None else end + ci,
                 "resolved": resolved,
                 "note": note,

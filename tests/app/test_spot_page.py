@@ -50,6 +50,14 @@ def test_the_papers_workload_gives_table_one_against_on_demand(tmp_path, monkeyp
     assert metrics["Training time"] == "2,549 s"
     assert metrics["Cost (spot)"] == "$5.35"
     assert metrics["Cost (on-demand)"] == "$17.76"
+    # the headline states the plan's risk at the default revocation rate, not only the saving
+    risk = [m.value for m in app.markdown if m.value.startswith("**Risk:** at 0.5 revocations per instance")]
+    assert len(risk) == 1 and "meets the deadline in" in risk[0] and "expected cost $" in risk[0]
+    deltas = {metric.label: metric.delta for metric in app.metric}
+    assert deltas["Cost (on-demand)"].endswith("if never revoked")
+    assert any("Worker counts searched: 1 to 8 (eqs. 15-16 allow up to 13" in c.value for c in app.caption)
+    candidates = next(frame.value for frame in app.dataframe if "cluster" in frame.value.columns)
+    assert set(candidates["within_budget"]) <= {"yes", "no"}  # words, not false/true
     windows = next(frame.value for frame in app.dataframe if "windows" in frame.value.columns)
     assert list(windows["workers"]) == list(range(1, 9))  # n from 1 to the quotas' 8 (n_upper is 13)
     assert list(windows["windows"]) == [8 - n + 1 for n in range(1, 9)]  # 8 instances, windows of n

@@ -138,3 +138,22 @@ def test_cpu_what_if_of_a_measured_run_agrees_with_a_measured_run_with_more_load
     )
     assert predicted[2] < one["iteration_s"]
     assert two["iteration_s"] < one["iteration_s"]
+
+
+def test_a_cpu_stall_within_the_noise_predicts_no_cores_and_no_slower_step(tmp_path):
+    db = tmp_path / "w.duckdb"
+    run_id = _store(db, loader_workers=1, cpu_cores=8, stalls={**DATA_STALLS, "cpu": 0.0})
+    cpu = whatif(db, run_id)["cpu"]
+    assert cpu["status"] == "within the noise" and cpu["predicted_iteration_s"] is None
+    assert cpu["predictions"] == [] and "within the noise" in cpu["summary"]
+
+
+def test_as_many_cores_as_ran_or_more_never_predict_a_slower_step(tmp_path):
+    db = tmp_path / "w.duckdb"
+    run_id = _store(db, loader_workers=2, cpu_cores=8, stalls=DATA_STALLS)
+    answer = whatif(db, run_id)
+    measured_s = answer["iteration_s"]
+    for row in answer["cpu"]["predictions"]:
+        if row["cores_per_worker"] >= 2:
+            assert row["iteration_s"] <= measured_s + 1e-12, row
+    assert answer["cpu"]["predicted_iteration_s"] <= measured_s + 1e-12

@@ -102,6 +102,21 @@ def test_the_rounds_end_short_of_the_target_at_their_cap_or_the_time_budget() ->
     assert "stopped at their cap" in warning
 
 
+def test_the_later_launches_of_a_run_keep_its_budget_start_up_included() -> None:
+    launched = LaunchedRuns(["R0"], 3)
+    assert launched.startup_s("R0") == 0.0 and launched.run_wall_s("R0") == 0.0
+    _add_round(
+        launched, 0, {"R0": 0.25}
+    )  # 12 iterations of 0.25 s = 3 s of loop in 5 s of wall: 2 s start-up
+    assert launched.startup_s("R0") == pytest.approx(2.0)
+    # 12 s per run, 5 s spent, 2 launches due: 3.5 s each, less 2 s start-up -> 1.5 s, raised to the floor
+    assert launched.launch_cap_s("R0", 12.0, 2, planned_cap_s=4.0) == 2.0
+    # a large budget: never more than the planned share
+    assert launched.launch_cap_s("R0", 60.0, 2, planned_cap_s=4.0) == 4.0
+    # 20 s per run: (20 - 5) / 2 - 2 = 5.5, under a planned 10 s
+    assert launched.launch_cap_s("R0", 20.0, 2, planned_cap_s=10.0) == pytest.approx(5.5)
+
+
 def _outcome(mean_s: float, ci95_s: float, n: int = 10, stop: str = "converged") -> dict:
     return {
         "name": "?", "status": "completed", "error": None, "workers": 2, "data": "synthetic",

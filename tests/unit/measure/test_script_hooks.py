@@ -28,6 +28,18 @@ class Slow(Dataset):
         return {"x": torch.full((4,), float(index)), "y": torch.tensor(index % 2)}
 
 
+class Counting(Slow):
+    """Slow, keeping the indices it read."""
+
+    def __init__(self, count: int, cost_s: float) -> None:
+        super().__init__(count, cost_s)
+        self.reads: list[int] = []
+
+    def __getitem__(self, index: int) -> dict:
+        self.reads.append(index)
+        return super().__getitem__(index)
+
+
 def train(loader, epochs: int, accumulate: int = 1) -> list[dict]:
     model = torch.nn.Linear(4, 2)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
@@ -74,7 +86,7 @@ def test_replay_hands_out_the_first_batches_for_as_long_as_an_epoch_without_load
     clock = StepClock()
     remove = install(clock, replay=True, replay_batches=3)
     try:
-        loader = DataLoader(Slow(40, 0.003), batch_size=4)  # 10 batches per epoch
+        loader = DataLoader(Counting(40, 0.003), batch_size=4)  # 10 batches per epoch
         seen = train(loader, epochs=2)
     finally:
         remove()
@@ -82,15 +94,40 @@ def test_replay_hands_out_the_first_batches_for_as_long_as_an_epoch_without_load
     assert len(seen) == 20  # the epochs keep their length
     firsts = [int(batch["x"][0, 0]) for batch in seen]
     assert set(firsts) == {0, 4, 8}  # only the first three batches, cycled
-    assert max(clock.data_s) < 0.003  # no sample is loaded again (one costs 3 ms)
+    assert len(loader.dataset.reads) == 12  # no sample is loaded again: three batches' worth, read once
+
+
+def test_replay_skips_the_loading_only_and_keeps_the_collation() -> None:
+    """R3 - R1 must differ in loading only: the synthetic runs still collate every batch (a cost of the
+    step that is not loading), while the dataset reads only the samples it replays."""
+    collated = []
+
+    def collate(rows: list[dict]) -> dict:
+        collated.append(len(rows))
+        return {key: torch.stack([row[key] for row in rows]) for key in rows[0]}
+
+    clock = StepClock()
+    remove = install(clock, replay=True, replay_batches=2)
+    try:
+        dataset = Counting(40, 0.0)
+        seen = train(DataLoader(dataset, batch_size=4, shuffle=True, collate_fn=collate), epochs=3)
+    finally:
+        remove()
+    assert len(seen) == 30 and collated == [4] * 30  # every batch collated, as in a real-data run
+    assert len(dataset.reads) == 8  # two batches' worth of samples, read once
+    assert clock.batch_size == 4
 
 
 def test_the_hooks_are_removed() -> None:
+    from torch.utils.data._utils.fetch import _MapDatasetFetcher
+
     before_next = _BaseDataLoaderIter.__next__
     before_iter = DataLoader.__iter__
+    before_fetch = _MapDatasetFetcher.fetch
     clock = StepClock()
     install(clock, replay=True)()
     assert (_BaseDataLoaderIter.__next__, DataLoader.__iter__) == (before_next, before_iter)
+    assert _MapDatasetFetcher.fetch is before_fetch
     train(DataLoader(Slow(8, 0.0), batch_size=4), epochs=1)
     assert clock.iteration_s == [] and clock.first_step_at is None
 

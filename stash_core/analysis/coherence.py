@@ -1,0 +1,112 @@
+"""Whether a differential breakdown is physically possible, and what to say when it is not.
+
+The stalls are differences of runs that must do the same work per process: R1 adds workers to R0, so it
+cannot be faster per iteration than R0; R3 adds loading to R1, so it cannot be faster than R1. A run faster
+than the one before it beyond the noise, a stall larger than the whole iteration, or a share above 100%
+means the runs did different work per process. The usual cause is a script whose work per process depends
+on the world size: threads (torch.set_num_threads(os.cpu_count() // WORLD_SIZE)), batch size per process
+(a global batch divided by the world size) or data sharding. Pure functions: the caller passes the runs.
+"""
+
+from __future__ import annotations
+
+import math
+
+from stash_core.analysis.stats import run_difference
+
+# The prefix of the warning, so that pages and commands can find it among the breakdown's warnings.
+IMPOSSIBLE = "impossible differential run"
+DIFFERENT_WORK = "runs not comparable"
+WHAT_TO_DO = (
+    "make each process do the same work whatever the world size (a fixed torch.set_num_threads and batch "
+    "size per process, the same data per process) and profile again; until then these stalls are not a "
+    "breakdown of the iteration"
+)
+# A share beyond this is more than the whole iteration (float rounding aside).
+_SHARE_LIMIT = 1.0 + 1e-9
+
+
+def per_process_differences(runs: dict[str, dict]) -> list[str]:
+    """What differed per process between the runs, as measured in the workers: threads, batch size.
+
+    runs: run name -> {"workers": int, "threads": int | None, "batch_size": int | None}.
+    """
+    found = []
+    for key, label in (("threads", "torch threads per process"), ("batch_size", "batch size per process")):
+        values = {name: run.get(key) for name, run in runs.items() if run.get(key) is not None}
+        if len(set(values.values())) > 1:
+            found.append(f"{label} " + ", ".join(f"{name} {value}" for name, value in values.items()))
+    return found
+
+
+def impossible_findings(
+    breakdown: dict, times: dict[str, tuple[float, float]], chain: list[str]
+) -> list[str]:
+    """What makes a breakdown physically impossible, one phrase each (empty when it is possible).
+
+    times: run name -> (mean_s, ci95_s) of the runs measured, in `chain` order.
+    """
+    findings = []
+    measured = [name for name in chain if name in times]
+    for earlier, later in zip(measured, measured[1:], strict=False):
+        seconds, ci95_s = run_difference(times[later], times[earlier])
+        if seconds < 0 and -seconds > ci95_s:
+            findings.append(
+                f"{earlier} took {times[earlier][0]:.4f} s per iteration and {later} "
+                f"{times[later][0]:.4f} s: "
+                f"{later} does more than {earlier} and cannot be faster beyond the noise (± {ci95_s:.4f} s)"
+            )
+    findings += share_findings(breakdown)
+    return findings
+
+
+def share_findings(breakdown: dict) -> list[str]:
+    """Stalls (and the signed remainder) whose share of the iteration is beyond 100% either way."""
+    found = []
+    stalls = dict(breakdown.get("stalls") or {})
+    remainder = breakdown.get("unattributed")
+    if isinstance(remainder, dict):
+        stalls["not separated"] = remainder
+    for name, entry in stalls.items():
+        share = _finite((entry or {}).get("share"))
+        if share is not None and abs(share) > _SHARE_LIMIT:
+            found.append(f"{name} is {share:.0%} of the iteration")
+    return found
+
+
+def impossible_warning(findings: list[str], per_process: list[str]) -> str | None:
+    """The one warning line for an impossible breakdown: what, the likely cause, what to do. Runs that did
+    different work per process are warned about even when their differences look possible: each stall
+    then mixes that change with what it names."""
+    if not findings and not per_process:
+        return None
+    cause = (
+        "the runs did different work per process: " + "; ".join(per_process)
+        if per_process
+        else "likely work per process that depends on the world size (threads, batch size per process, data "
+        "sharding), or other load on the machine during one run"
+    )
+    if not findings:
+        return f"{DIFFERENT_WORK}: {cause}. To do: {WHAT_TO_DO}"
+    return f"{IMPOSSIBLE}: {'; '.join(findings)}. Cause: {cause}. To do: {WHAT_TO_DO}"
+
+
+def impossible_of_stored(warnings: list | None, stalls: list[dict] | dict | None) -> str | None:
+    """For a stored run: its impossible-run warning, or one made from shares beyond 100% (a run stored
+    before the check existed). None for a possible breakdown."""
+    for warning in warnings or []:
+        if str(warning).startswith((IMPOSSIBLE, DIFFERENT_WORK)):
+            return str(warning)
+    entries = stalls if isinstance(stalls, dict) else {s.get("stall"): s for s in stalls or []}
+    findings = share_findings({"stalls": entries})
+    return impossible_warning(findings, [])
+
+
+def _finite(value: object) -> float | None:
+    if value is None or isinstance(value, bool):
+        return None
+    try:
+        number = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None

@@ -1,0 +1,120 @@
+"""Replay of a script's data in the synthetic runs (R0, R1, R1n), so that R3 - R1 differs in loading only.
+
+A map-style dataset (the usual case) is replayed per sample: at its first fetch, the loader reads the samples
+of REPLAY_BATCHES batches once (before the first optimizer step, so in the warm-up), and from then on hands
+them out again in place of new reads. Everything else of the script's loader still runs as in the real-data
+runs: its sampler, its collate_fn (dict batches, padding), its worker processes and pinning. So the synthetic
+runs skip the dataset's own work only (file reads, decoding, augmentation): the CPU stall is the loading
+cost, not loading plus collation. An IterableDataset cannot be read at chosen indices: its loader hands out
+its first batches again, cycled for as long as the loader's epoch (endless when it has no length).
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import torch
+
+REPLAY_BATCHES = 8  # batches' worth of samples (or batches) read once per dataset for the synthetic runs
+
+
+class SampleReplay:
+    """The first samples of each map-style dataset, read once and handed out again (per process: a loader
+    worker fills its own)."""
+
+    def __init__(self, batches: int = REPLAY_BATCHES) -> None:
+        self.batches = batches
+        self.cache: dict[int, tuple[object, list, list[int]]] = {}  # id -> (dataset kept alive, samples, at)
+
+    def fetch(self, fetcher, possibly_batched_index):
+        """torch's _MapDatasetFetcher.fetch, with the dataset's samples replayed."""
+        entry = self.cache.get(id(fetcher.dataset)) or self.fill(fetcher, possibly_batched_index)
+        _, samples, at = entry
+        if fetcher.auto_collation:
+            count = len(possibly_batched_index)
+            data = [samples[(at[0] + k) % len(samples)] for k in range(count)]
+            at[0] += count
+        else:
+            data = samples[at[0] % len(samples)]
+            at[0] += 1
+        return fetcher.collate_fn(data)
+
+    def fill(self, fetcher, first_index) -> tuple[object, list, list[int]]:
+        dataset = fetcher.dataset
+        first = list(first_index) if fetcher.auto_collation else [first_index]
+        try:
+            size = len(dataset)
+        except TypeError:
+            size = 0
+        # The first batch's indices, then the ones after them: REPLAY_BATCHES batches' worth in all.
+        wanted = (
+            first + [(first[-1] + k) % size for k in range(1, len(first) * (self.batches - 1) + 1)]
+            if size
+            else first
+        )
+        getitems = getattr(dataset, "__getitems__", None) if fetcher.auto_collation else None
+        samples = list(getitems(wanted)) if getitems else [dataset[index] for index in wanted]
+        entry = (dataset, samples, [0])
+        self.cache[id(dataset)] = entry
+        return entry
+
+
+class BatchReplay:
+    """One epoch of an IterableDataset's loader in replay: its first batches (read once per loader, kept),
+    cycled for as many batches as the loader's epoch has (endless when it has no length)."""
+
+    def __init__(self, loader, original_iter, clock, cached: int) -> None:
+        clock.loader_used = True
+        self.clock = clock
+        if not hasattr(loader, "_stash_replay"):
+            clock.in_loader = True
+            try:
+                source = original_iter(loader)
+                loader._stash_replay = list(itertools.islice(source, cached))
+                del source  # ends the loader's worker processes
+            finally:
+                clock.in_loader = False
+            if clock.batch_size is None and loader._stash_replay:
+                clock.batch_size = leading_dim(loader._stash_replay[0])
+        self.batches = loader._stash_replay
+        try:
+            self.remaining = len(loader)
+        except TypeError:
+            self.remaining = None
+        self.index = 0
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        start = self.clock.stamp()
+        try:
+            if not self.batches or self.remaining == 0:
+                raise StopIteration
+            if self.remaining is not None:
+                self.remaining -= 1
+            batch = self.batches[self.index % len(self.batches)]
+            self.index += 1
+            return batch
+        finally:
+            self.clock.data_pairs.append((start, self.clock.stamp()))
+
+    def __len__(self):
+        return self.remaining or 0
+
+
+def leading_dim(batch) -> int | None:
+    """The batch size of a batch: the first dimension of its first tensor (dicts, tuples, lists, objects)."""
+    if isinstance(batch, torch.Tensor):
+        return int(batch.shape[0]) if batch.dim() else None
+    if isinstance(batch, dict):
+        items = list(batch.values())
+    elif isinstance(batch, list | tuple):
+        items = list(batch)
+    else:
+        items = list(getattr(batch, "__dict__", {}).values())
+    for item in items:
+        size = leading_dim(item)
+        if size is not None:
+            return size
+    return None

@@ -1,0 +1,58 @@
+"""The Stall breakdown page headlines a physically impossible breakdown's warning, never its share above 100%,
+and never a stall within its noise as the largest."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from result_docs import result_doc
+from streamlit.testing.v1 import AppTest
+from support import REPO
+
+from stash_core import store
+from stash_core.analysis.coherence import IMPOSSIBLE
+
+WARNING = f"{IMPOSSIBLE}: R0 took 0.92 s per iteration and R1 0.22 s. Cause: threads. To do: fix them"
+
+
+def open_run(run_id: str) -> AppTest:
+    app = AppTest.from_file(str(REPO / "app.py"), default_timeout=90)
+    app.query_params["run"] = run_id
+    app.run()
+    app.switch_page("pages/breakdown.py").run()
+    assert not app.exception, [e.value for e in app.exception]
+    return app
+
+
+def largest_stall(app: AppTest) -> str | None:
+    return next((metric.value for metric in app.metric if metric.label == "Largest stall"), None)
+
+
+def test_an_impossible_breakdown_is_headlined_by_its_warning(empty_db: Path) -> None:
+    doc = result_doc(stalls={"compute": 0.92, "interconnect": -0.70}, warnings=[WARNING])
+    store.ingest_result(empty_db, doc)
+    app = open_run(doc["run_id"])
+    assert largest_stall(app) is None  # no "Compute, 418% of the iteration"
+    assert [e.value for e in app.error] == [WARNING]
+    assert WARNING not in [w.value for w in app.warning]  # said once, as the headline
+
+
+def test_a_stored_run_with_a_share_above_100_percent_is_headlined_without_a_stored_warning(
+    empty_db: Path,
+) -> None:
+    doc = result_doc(stalls={"compute": 0.92, "interconnect": -0.70})
+    store.ingest_result(empty_db, doc)
+    app = open_run(doc["run_id"])
+    assert largest_stall(app) is None
+    assert (
+        len(app.error) == 1
+        and app.error[0].value.startswith(IMPOSSIBLE)
+        and "compute is 418%" in app.error[0].value
+    )
+
+
+def test_a_possible_breakdown_headlines_its_largest_resolved_stall(empty_db: Path) -> None:
+    doc = result_doc(stalls={"compute": 0.30, "interconnect": 0.08})
+    store.ingest_result(empty_db, doc)
+    app = open_run(doc["run_id"])
+    assert largest_stall(app) == "Compute" and not app.error

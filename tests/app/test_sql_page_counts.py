@@ -1,0 +1,38 @@
+"""The SQL page's schema browser: no row counts for a database that does not exist yet (the sidebar says it
+does not), and "1 row", not "1 rows"."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from result_docs import result_doc
+from streamlit.testing.v1 import AppTest
+from support import REPO
+
+from stash_core import store
+
+
+def sql_page() -> AppTest:
+    app = AppTest.from_file(str(REPO / "app.py"), default_timeout=90)
+    app.run()
+    app.switch_page("pages/sql.py").run()
+    assert not app.exception, [e.value for e in app.exception]
+    return app
+
+
+def labels(app: AppTest) -> list[str]:
+    return [expander.label for expander in app.expander]
+
+
+def test_a_database_not_made_yet_lists_its_tables_without_rows(empty_db: Path) -> None:
+    app = sql_page()
+    assert any(label.startswith("instances (table") for label in labels(app))
+    assert not any("row" in label for label in labels(app)), labels(app)
+    assert any("does not exist yet" in caption.value for caption in app.caption)
+
+
+def test_one_row_is_one_row(empty_db: Path) -> None:
+    store.ingest_result(empty_db, result_doc())
+    app = sql_page()
+    assert any(label.startswith("runs (table · 1 row)") for label in labels(app)), labels(app)
+    assert not any("1 rows" in label for label in labels(app))

@@ -1,0 +1,61 @@
+"""Which breakdowns are physically impossible, and the warning naming the runs, the cause and what to do."""
+
+from __future__ import annotations
+
+from stash_core.analysis.coherence import (
+    DIFFERENT_WORK,
+    IMPOSSIBLE,
+    impossible_findings,
+    impossible_of_stored,
+    impossible_warning,
+    per_process_differences,
+)
+from stash_core.analysis.pipeline import input_pipeline
+from stash_core.analysis.stalls import PhaseTime, breakdown
+
+CHAIN = ["R0", "R1", "R3", "R2"]
+
+
+def findings_of(times: dict[str, tuple[float, float]]) -> list[str]:
+    result = breakdown({k: PhaseTime(*v) for k, v in times.items()}, CHAIN, None)
+    return impossible_findings(result, times, CHAIN)
+
+
+def test_r0_slower_than_r1_beyond_the_noise_is_impossible_and_named() -> None:
+    found = findings_of({"R0": (0.92, 0.02), "R1": (0.22, 0.01)})
+    assert found[0].startswith("R0 took 0.9200 s per iteration and R1 0.2200 s")
+    assert any("compute is 418% of the iteration" in text for text in found)
+
+
+def test_r0_slower_than_r1_within_the_noise_is_no_finding_but_a_share_above_100_percent_is() -> None:
+    assert findings_of({"R0": (0.23, 0.02), "R1": (0.22, 0.02)}) == ["compute is 105% of the iteration"]
+
+
+def test_a_coherent_chain_is_possible() -> None:
+    assert findings_of({"R0": (0.10, 0.01), "R1": (0.15, 0.01), "R3": (0.18, 0.01), "R2": (0.2, 0.01)}) == []
+
+
+def test_per_process_differences_name_each_run_and_ignore_unknowns() -> None:
+    runs = {"R0": {"threads": 2, "batch_size": 64}, "R1": {"threads": 1, "batch_size": 64}, "R2": {}}
+    assert per_process_differences(runs) == ["torch threads per process R0 2, R1 1"]
+
+
+def test_the_warning_names_the_cause_and_what_to_do() -> None:
+    text = impossible_warning(["R0 took longer"], ["batch size per process R0 64, R1 32"])
+    assert text.startswith(IMPOSSIBLE) and "R0 64, R1 32" in text and "To do:" in text
+    assert impossible_warning([], ["torch threads per process R0 2, R1 1"]).startswith(DIFFERENT_WORK)
+    assert impossible_warning([], []) is None
+    assert "world size" in impossible_warning(["x"], [])
+
+
+def test_a_stored_run_is_judged_by_its_warning_or_its_shares() -> None:
+    assert impossible_of_stored([f"{IMPOSSIBLE}: x"], []) == f"{IMPOSSIBLE}: x"
+    made = impossible_of_stored([], [{"stall": "compute", "share": 3.84}, {"stall": "disk", "share": 0.1}])
+    assert made.startswith(IMPOSSIBLE) and "compute is 384%" in made
+    assert impossible_of_stored(["other"], [{"stall": "compute", "share": 0.9}]) is None
+
+
+def test_the_input_pipeline_is_r2_minus_the_last_synthetic_run_with_both_intervals() -> None:
+    seconds, ci95_s, reference = input_pipeline({"R0": (0.1, 0.01), "R1": (0.2, 0.03), "R2": (0.3, 0.04)})
+    assert reference == "R1" and abs(seconds - 0.1) < 1e-12 and abs(ci95_s - 0.05) < 1e-12
+    assert input_pipeline({"R0": (0.1, 0.01)}) is None

@@ -1,0 +1,53 @@
+"""`stash spot` on the shipped example workload: the README's command plans, and the headline states the
+plan's risk (the chance of meeting the deadline, the expected cost with revocations), not only its price."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from stash_core.cli.main import main
+from stash_core.views.spot import example_workload
+
+REPO = Path(__file__).resolve().parents[3]
+EXAMPLE = REPO / "examples" / "workload.json"
+
+
+def _spot(tmp_path, capsys, *extra):
+    status = main(["spot", "--workload", str(EXAMPLE), "--instances", "g3.8xlarge:5,g3.16xlarge:3",
+                   "--target-loss", "0.8", "--budget-s", "2600", "--db", str(tmp_path / "r.duckdb"),
+                   *extra])  # fmt: skip
+    return status, capsys.readouterr()
+
+
+def test_the_shipped_workload_is_the_spot_pages_example() -> None:
+    assert json.loads(EXAMPLE.read_text()) == example_workload()
+
+
+def test_the_headline_states_the_chance_of_the_deadline_and_the_expected_cost(tmp_path, capsys) -> None:
+    status, out = _spot(tmp_path, capsys)
+    assert status == 0, out.err
+    lines = out.out.splitlines()
+    assert lines[1].startswith("cheapest: 3 x g3.16xlarge + 5 x g3.8xlarge")
+    assert lines[2].startswith("risk: at 0.5 revocations per instance per hour (200 simulated runs): ")
+    assert "meets the deadline in " in lines[2]
+    assert "expected cost $" in lines[2]
+    # the quotas hold 8 workers although eqs. 15-16 allow 13: the output says which were searched
+    assert "workers 1 to 8 (eqs. 15-16 allow up to 13" in lines[0]
+
+
+def test_the_risk_in_json_and_none_revoked_at_rate_zero(tmp_path, capsys) -> None:
+    status, out = _spot(tmp_path, capsys, "--json")
+    risk = json.loads(out.out)["risk"]
+    assert status == 0 and risk["rate_per_h"] == 0.5 and risk["runs"] == 200
+    assert 0.0 <= risk["p_deadline"] < 1.0  # Table I's plan is 51 s inside its deadline: revocations hurt
+    best_usd = json.loads(out.out)["best"]["cost_usd"]
+    assert risk["mean_cost_usd"] > best_usd
+    status, out = _spot(tmp_path, capsys, "--json", "--rate-per-h", "0")
+    risk = json.loads(out.out)["risk"]
+    assert risk["p_deadline"] == 1.0 and risk["mean_revocations"] == 0.0
+
+
+def test_on_demand_prices_state_no_revocation_risk(tmp_path, capsys) -> None:
+    status, out = _spot(tmp_path, capsys, "--on-demand")
+    assert status == 0 and "risk:" not in out.out

@@ -1,0 +1,27 @@
+"""`stash cluster status` shows a link's shaping as emulated: without the kernel's netem only the rate is,
+so a delay or loss that was asked for is said as not emulated, never printed as if it were."""
+
+from __future__ import annotations
+
+from stash_core.cli.network import format_cluster_status, format_shaping
+
+SHAPED = {"rate_bps": 1e9, "latency_us": 1000, "loss_pct": 0.5, "down": False}
+
+
+def status(netem: bool) -> dict:
+    node = {"index": 0, "namespace": "stash-n0", "address": "10.213.0.10", "link_up": True,
+            "sshd_alive": True, "shaping": SHAPED}  # fmt: skip
+    return {"name": "default", "up": True, "nodes": [node], "subnet": "10.213.0.0/24", "state_dir": "/run/x",
+            "netem": netem, "ssh_config": "/run/x/ssh_config"}  # fmt: skip
+
+
+def test_with_netem_the_delay_and_loss_are_shown() -> None:
+    assert format_shaping(SHAPED) == "rate 1gbit, delay 1000us, loss 0.5%"
+    assert "delay 1000us, loss 0.5%, sshd" in format_cluster_status(status(netem=True))
+
+
+def test_without_netem_the_delay_is_said_as_not_emulated() -> None:
+    text = format_cluster_status(status(netem=False))
+    assert "rate 1gbit (delay 1000us, loss 0.5% asked, not emulated: no netem)" in text
+    assert ", delay 1000us" not in text and "no netem qdisc" in text
+    assert format_shaping({"rate_bps": 2e8, "latency_us": 0, "loss_pct": 0}, netem=False) == "rate 200mbit"

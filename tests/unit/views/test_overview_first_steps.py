@@ -1,0 +1,62 @@
+"""The Overview's first steps: the terminal block says commands that work here, the one-click profile is
+launched in rounds to an interval target, and no error bar reaches below zero."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from stash_core import views
+from stash_core.spec import ProfileSpec
+from stash_core.store import examples
+
+
+def test_the_terminal_block_names_a_stash_that_exists(tmp_path: Path) -> None:
+    for db in (Path("results.duckdb"), tmp_path / "other.duckdb"):
+        text = views.overview.terminal_commands(db)
+        first = shlex.split(text.splitlines()[0].rstrip("\\"))
+        program = first[0]
+        assert Path(program).is_file() and os.access(program, os.X_OK) or shutil.which(program), text
+        if program == sys.executable:
+            assert first[1:3] == ["-m", "stash_core"]
+        assert (f"--db {db}" in text) == (db != Path("results.duckdb"))
+
+
+def test_the_command_is_plain_stash_only_when_path_has_this_environments(monkeypatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))  # nothing on PATH
+    command = views.overview.stash_command()
+    assert command != "stash"
+    assert command == str(Path(sys.executable).parent / "stash") or command.endswith("-m stash_core")
+
+
+def test_the_first_profile_runs_in_rounds_to_an_interval_target() -> None:
+    import argparse
+
+    from stash_core.spec import add_profile_arguments
+
+    parser = argparse.ArgumentParser()
+    add_profile_arguments(parser)
+    spec = ProfileSpec.from_args(parser.parse_args(examples.first_profile_args()))
+    assert spec.fixed_iterations is None  # --iterations auto: each run stops at its interval target
+    assert spec.target_relative_ci == pytest.approx(0.1)
+
+
+def test_an_interval_wider_than_its_bar_stops_at_zero() -> None:
+    breakdown = pd.DataFrame(
+        [
+            {"run_id": "r", "iteration_s": 0.2, "iteration_ci95_s": 0.01, "iterations_per_epoch": None,
+             "compute_s": 0.05, "compute_ci95_s": 0.08, "compute_share": 0.25, "compute_status": "measured",
+             "cpu_s": 0.15, "cpu_ci95_s": 0.01, "cpu_share": 0.75, "cpu_status": "measured"}
+        ]
+    )  # fmt: skip
+    bars = views.breakdown.stall_long_frame(breakdown, "seconds").set_index("stall")
+    assert bars.loc["compute", "error_low"] == 0.0 and bars.loc["compute", "error_high"] == pytest.approx(
+        0.13
+    )
+    assert (bars["error_low"] >= 0).all()
