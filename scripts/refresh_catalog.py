@@ -12,6 +12,10 @@ accelerator is the table's variant (catalog/accelerators.py) for the instance fa
 p4de is an A100 SXM4 80 GB, which SkyPilot calls "A100-80GB" like Azure's PCIe part), else whatever the
 table matches for SkyPilot's name; a type the table cannot place is left out and listed.
 
+GCP's vms.csv prices a GPU machine type (a2, a3, g2) without its GPUs, which have rows of their own (no
+instance type; the accelerator, its count, the zone and their price): a row's price is the sum of the two in
+the same zone, as SkyPilot bills them (GCP_BUNDLED names the accelerator and count of each family).
+
 Network bandwidth and GPU interconnect are not in SkyPilot's AWS/GCP/Azure columns: they come from the rows
 already in instances.csv (hand-checked, kept as they are) or from the documented instance facts in
 catalog_network.csv beside this script, each with its source; a row with neither leaves them empty and says
@@ -23,14 +27,16 @@ from __future__ import annotations
 
 import argparse
 import csv
+import re
 import sys
-from datetime import date
+from datetime import UTC, date, datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from stash_core.catalog.families import variant_for  # noqa: E402
+from stash_core.catalog.fields import clean  # noqa: E402
 from stash_core.catalog.skypilot import read_skypilot  # noqa: E402
 from stash_core.errors import UsageError  # noqa: E402
 from stash_core.store.catalog_seed import CATALOG_COLUMNS  # noqa: E402
@@ -41,6 +47,77 @@ CLOUDS = ("aws", "gcp", "azure")
 DEFAULT_REGIONS = {"aws": "us-east-1", "gcp": "us-central1", "azure": "eastus"}
 # the shipped file has no region column (the region is in each row's source) and no origin (it is "builtin")
 CSV_COLUMNS = [column for column in CATALOG_COLUMNS if column not in ("origin", "region")]
+
+
+# Types the catalog still lists that the cloud has retired or that are promotions of another type.
+RETIRED = re.compile(r"_Promo$|^Standard_NC(6|12|24|24r)$|^Standard_NV(6|12|24)$")
+RETIRED_WHY = "retired by Azure (NC and NV v1 series, promotional types)"
+# Where a catalog's count contradicts the cloud's own documentation: (count, why).
+CORRECTIONS = {
+    "Standard_ND96isr_H100_v5": (
+        8,
+        "SkyPilot's v6 Azure catalog gives 12 GPUs; Azure's ND H100 v5 has 8 H100",
+    ),
+}
+
+# GCP machine family -> (SkyPilot's accelerator name, GPUs of a size): the GPUs come with the machine type.
+_G2_GPUS = {4: 1, 8: 1, 12: 1, 16: 1, 32: 1, 24: 2, 48: 4, 96: 8}
+GCP_BUNDLED = (
+    (r"^a2-(highgpu|megagpu)-(?P<n>\d+)g$", "A100", int),
+    (r"^a2-ultragpu-(?P<n>\d+)g$", "A100-80GB", int),
+    (r"^a3-highgpu-(?P<n>\d+)g$", "H100", int),
+    (r"^a3-megagpu-(?P<n>\d+)g$", "H100-MEGA", int),
+    (r"^a3-ultragpu-(?P<n>\d+)g$", "H200", int),
+    (r"^g2-standard-(?P<n>\d+)$", "L4", lambda n: _G2_GPUS.get(int(n), 0)),
+)
+
+
+def gcp_bundled(name: str) -> tuple[str, int] | None:
+    """SkyPilot's accelerator name and count of a GCP machine type that comes with GPUs; None otherwise."""
+    for pattern, accelerator, count in GCP_BUNDLED:
+        found = re.match(pattern, name)
+        if found and count(found.group("n")):
+            return accelerator, count(found.group("n"))
+    return None
+
+
+def gcp_rows(file: Path, price_date: date, region: str) -> list[dict]:
+    """One row per GCP GPU machine type: machine plus GPU price per zone, the default region else the
+    cheapest; spot the lowest zone's sum."""
+    with open(file, encoding="utf-8", newline="") as handle:
+        records = list(csv.DictReader(handle))
+    gpus = {(r["AcceleratorName"], r["AcceleratorCount"], r["AvailabilityZone"]): r for r in records
+            if not r["InstanceType"]}  # fmt: skip
+    zones: dict[str, list[tuple[str, float, float | None, dict]]] = {}
+    for record in records:
+        bundled = gcp_bundled(record["InstanceType"]) if record["InstanceType"] else None
+        gpu = bundled and gpus.get((bundled[0], str(bundled[1]), record["AvailabilityZone"]))
+        if not gpu or not record["Price"] or not gpu["Price"]:
+            continue
+        spot = None
+        if record["SpotPrice"] and gpu["SpotPrice"]:
+            spot = float(record["SpotPrice"]) + float(gpu["SpotPrice"])
+        price = float(record["Price"]) + float(gpu["Price"])
+        zones.setdefault(record["InstanceType"], []).append((record["Region"], price, spot, record))
+    rows = []
+    for name, entries in sorted(zones.items()):
+        chosen = (
+            region if any(entry[0] == region for entry in entries) else min(entries, key=lambda e: e[1])[0]
+        )
+        inside = [entry for entry in entries if entry[0] == chosen]
+        spots = [entry[2] for entry in inside if entry[2] is not None]
+        record = inside[0][3]
+        accelerator, count = gcp_bundled(name)
+        row = clean({
+            "name": name, "provider": "gcp", "accelerator": variant_for(name, accelerator),
+            "accelerator_count": count, "vcpus": record["vCPUs"], "memory_gib": record["MemoryGiB"],
+            "on_demand_usd_per_h": round(min(entry[1] for entry in inside), 5),
+            "spot_usd_per_h": round(min(spots), 5) if spots else None, "price_date": price_date,
+            "region": chosen,
+        }, partial=False)  # fmt: skip
+        row["source"] = f"machine and {count} x {accelerator} of one zone, summed"
+        rows.append(row)
+    return rows
 
 
 def read_network_facts(path: Path = NETWORK_CSV) -> dict[str, dict[str, str]]:
@@ -61,26 +138,38 @@ def cloud_rows(
     if not file.exists():
         return [], [f"{cloud}: no {file}, nothing read"]
     region = DEFAULT_REGIONS[cloud]
-    try:
-        chosen = {row["name"]: row for row in read_skypilot(file, region, price_date=price_date).rows}
-    except UsageError:  # no type of this file in the default region
-        chosen = {}
-    for row in read_skypilot(file, None, price_date=price_date).rows:
-        chosen.setdefault(row["name"], row)
+    if cloud == "gcp":
+        day = price_date or datetime.fromtimestamp(file.stat().st_mtime, UTC).date()
+        chosen = {row["name"]: row for row in gcp_rows(file, day, region)}
+    else:
+        try:
+            chosen = {row["name"]: row for row in read_skypilot(file, region, price_date=price_date).rows}
+        except UsageError:  # no type of this file in the default region
+            chosen = {}
+        for row in read_skypilot(file, None, price_date=price_date).rows:
+            chosen.setdefault(row["name"], row)
     rows, left_out = [], []
     for name in sorted(chosen):
         row = chosen[name]
+        if RETIRED.search(name):
+            left_out.append(f"{name} ({RETIRED_WHY})")
+            continue
         variant = variant_for(name, row["accelerator"])
         if variant is None:
             left_out.append(f"{name} ({row['accelerator']}: not in the accelerator table)")
             continue
         where = "default region" if row["region"] == region else "cheapest region; not offered in " + region
+        how = f"; price: {row['source']}" if cloud == "gcp" else ""
+        spot = "the region's (no zones listed)" if cloud == "azure" else "lowest of its zones"
+        if name in CORRECTIONS:
+            row["accelerator_count"], why = CORRECTIONS[name]
+            how += f"; GPU count corrected: {why}"
         row.update(
             provider=cloud,
             accelerator=variant,
             source=(
                 f"SkyPilot catalog {version} {cloud}/vms.csv (skypilot-org/skypilot-catalog at {commit}), "
-                f"region {row['region']} ({where}); spot: lowest of its zones"
+                f"region {row['region']} ({where}){how}; spot: {spot}"
             ),
         )
         rows.append(row)
@@ -112,6 +201,14 @@ def merge(existing: list[dict], new: list[dict], facts: dict[str, dict[str, str]
     return rows, lacking
 
 
+def per_cloud(value: str, cloud: str) -> str:
+    """A command-line value for one cloud: "v7" for all, or "aws=v7,azure=v6" (a cloud not named: unknown)."""
+    if "=" not in value:
+        return value
+    pairs = dict(part.split("=", 1) for part in value.split(",") if "=" in part)
+    return pairs.get(cloud, "unknown")
+
+
 def write_rows(rows: list[dict], path: Path) -> None:
     with open(path, "w", encoding="utf-8", newline="") as handle:
         writer = csv.DictWriter(handle, CSV_COLUMNS, extrasaction="ignore", lineterminator="\n")
@@ -131,22 +228,37 @@ def _cell(value: object) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("catalog_dir", type=Path, help="folder with <cloud>/vms.csv (SkyPilot's format)")
-    parser.add_argument("--version", required=True, help="SkyPilot catalog version of the folder, e.g. v7")
-    parser.add_argument("--commit", default="unknown commit", help="skypilot-catalog commit of the files")
+    parser.add_argument(
+        "--version",
+        required=True,
+        help="SkyPilot catalog version of the files: v7, or per cloud aws=v7,azure=v6",
+    )
+    parser.add_argument(
+        "--commit",
+        default="unknown commit",
+        help="skypilot-catalog commit of the files (per cloud: aws=HASH,...)",
+    )
     parser.add_argument(
         "--price-date", type=date.fromisoformat, help="date of the prices (default: file date)"
     )
     parser.add_argument("--out", type=Path, default=INSTANCES_CSV, help="the CSV to write (default: shipped)")
+    parser.add_argument(
+        "--existing",
+        type=Path,
+        default=INSTANCES_CSV,
+        help="rows to keep as they are (default: the shipped CSV)",
+    )
     args = parser.parse_args(argv)
     if not args.catalog_dir.is_dir():
         print(f"refresh_catalog: no folder {args.catalog_dir}", file=sys.stderr)
         return 2
-    with open(INSTANCES_CSV, encoding="utf-8", newline="") as handle:
+    with open(args.existing, encoding="utf-8", newline="") as handle:
         existing = list(csv.DictReader(handle))
     new, left_out = [], []
     try:
         for cloud in CLOUDS:
-            rows, skipped = cloud_rows(args.catalog_dir, cloud, args.version, args.commit, args.price_date)
+            version, commit = per_cloud(args.version, cloud), per_cloud(args.commit, cloud)
+            rows, skipped = cloud_rows(args.catalog_dir, cloud, version, commit, args.price_date)
             new += rows
             left_out += skipped
     except UsageError as exc:

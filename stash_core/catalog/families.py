@@ -38,10 +38,12 @@ FAMILY_VARIANTS = (
     (r"^Standard_ND96amsr_A100_v4$", "NVIDIA A100 SXM4 80 GB"),
     (r"^Standard_ND96isr_H100_v5$", "NVIDIA H100 SXM 80 GB"),
     (r"^Standard_ND96isr_H200_v5$", "NVIDIA H200 SXM 141 GB"),
-    (r"^Standard_NC\d+ads_H100_v5$", "NVIDIA H100 NVL 94 GB"),
+    (r"^Standard_NC\d+adi?s_H100_v5$", "NVIDIA H100 NVL 94 GB"),
     (r"^Standard_NC\d+as_T4_v3$", "NVIDIA T4 16 GB"),
-    (r"^Standard_NC\d+s_v3$", "NVIDIA V100 PCIe 16 GB"),
-    (r"^Standard_NV\d+ads_A10_v5$", "NVIDIA A10 24 GB"),
+    (r"^Standard_NC\d+r?s_v3$", "NVIDIA V100 PCIe 16 GB"),
+    (r"^Standard_ND40rs_v2$", "NVIDIA V100 SXM2 32 GB"),
+    (r"^Standard_NV\d+adm?s_A10_v5$", "NVIDIA A10 24 GB"),
+    (r"^Standard_NV\d+s_v3$", "NVIDIA M60"),
     (r"^Standard_ND96isr_MI300X_v5$", "AMD MI300X 192 GB"),
 )
 

@@ -156,13 +156,14 @@ def _values(file: Path, line: int, record: dict[str, str]) -> dict[str, Any]:
     for column in ("AcceleratorCount", "vCPUs"):
         if values[column] is not None and not float(values[column]).is_integer():
             raise UsageError(f"{file} row {line}, column {column}: {record[column]!r} is not a whole number")
-    values["GpuInfo"] = _gpu_info(file, line, values.get("GpuInfo") or "")
+    values["GpuInfo"] = _gpu_info(file, line, values.get("GpuInfo") or "", values["AcceleratorName"])
     return values
 
 
-def _gpu_info(file: Path, line: int, text: str) -> dict[str, Any]:
-    """Manufacturer and per-GPU memory (MiB) of GpuInfo, a Python-literal dict (SkyPilot writes it so)."""
-    if not text:
+def _gpu_info(file: Path, line: int, text: str, accelerator: str = "") -> dict[str, Any]:
+    """Manufacturer and per-GPU memory (MiB) of GpuInfo, a Python-literal dict (SkyPilot writes it so); Azure's
+    catalog writes just the accelerator's name there, which says neither."""
+    if not text or text == accelerator:
         return {}
     try:
         info = ast.literal_eval(text)

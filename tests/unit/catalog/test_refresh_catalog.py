@@ -13,6 +13,7 @@ from stash_core.catalog.fields import clean
 from stash_core.store.catalog_seed import builtin_catalog_rows
 
 SCRIPT = Path(__file__).resolve().parents[3] / "scripts" / "refresh_catalog.py"
+SHIPPED = Path(__file__).resolve().parents[3] / "stash_core" / "catalog" / "instances.csv"
 HEADER = (
     "InstanceType,AcceleratorName,AcceleratorCount,vCPUs,MemoryGiB,GpuInfo,Price,SpotPrice,Region,"
     "AvailabilityZone"
@@ -23,6 +24,20 @@ def _gpu(name: str, mib: int, count: int = 1) -> str:
     memory = f"{{'SizeInMiB': {mib}}}"
     gpus = f"[{{'Name': '{name}', 'Manufacturer': 'NVIDIA', 'Count': {count}, 'MemoryInfo': {memory}}}]"
     return f"\"{{'Gpus': {gpus}}}\""
+
+
+def existing_without(tmp_path: Path, names: set[str]) -> Path:
+    """The shipped catalog less the rows a test generates, so that the test sees them generated."""
+    with open(SHIPPED, encoding="utf-8", newline="") as handle:
+        reader = csv.DictReader(handle)
+        rows = [row for row in reader if row["name"] not in names]
+        columns = reader.fieldnames
+    path = tmp_path / "existing.csv"
+    with open(path, "w", encoding="utf-8", newline="") as handle:
+        writer = csv.DictWriter(handle, columns)
+        writer.writeheader()
+        writer.writerows(rows)
+    return path
 
 
 @pytest.fixture(scope="module")
@@ -56,11 +71,12 @@ def test_rows_from_the_default_region_else_the_cheapest_with_the_tables_variant(
     refresh, folder, tmp_path, capsys
 ):
     out = tmp_path / "instances.csv"
+    existing = existing_without(tmp_path, {"p4de.24xlarge", "g6.xlarge", "g6e.xlarge", "gr7.xlarge"})
     assert refresh.main([str(folder), "--version", "v7", "--commit", "abc123", "--price-date", "2026-11-25",
-                         "--out", str(out)]) == 0  # fmt: skip
+                         "--out", str(out), "--existing", str(existing)]) == 0  # fmt: skip
     with open(out, encoding="utf-8", newline="") as handle:
         rows = {row["name"]: row for row in csv.DictReader(handle)}
-    with open(refresh.INSTANCES_CSV, encoding="utf-8", newline="") as handle:
+    with open(existing, encoding="utf-8", newline="") as handle:
         shipped = {row["name"]: row for row in csv.DictReader(handle)}
     assert set(shipped) <= set(rows)  # every existing row stays
     p5 = rows["p5.48xlarge"]  # an existing row keeps its hand-checked price, date and network facts
@@ -89,3 +105,52 @@ def test_a_missing_folder_is_one_line_and_writes_nothing(refresh, tmp_path, caps
     out = tmp_path / "instances.csv"
     assert refresh.main([str(tmp_path / "nowhere"), "--version", "v7", "--out", str(out)]) == 2
     assert "no folder" in capsys.readouterr().err and not out.exists()
+
+
+GCP_HEADER = (
+    "InstanceType,vCPUs,MemoryGiB,AcceleratorName,AcceleratorCount,GpuInfo,Region,AvailabilityZone,Price,"
+    "SpotPrice"
+)
+AZURE_HEADER = (
+    "InstanceType,AcceleratorName,AcceleratorCount,vCPUs,MemoryGiB,GpuInfo,Price,SpotPrice,Region,Generation"
+)
+
+
+def test_gcp_prices_machine_and_gpus_together_and_azure_rows_are_checked(refresh, tmp_path, capsys):
+    folder = tmp_path / "cat"
+    (folder / "gcp").mkdir(parents=True)
+    (folder / "azure").mkdir()
+    gpu = "{'Gpus': [{'MemoryInfo': {'SizeInMiB': 40960}}]}"
+    (folder / "gcp" / "vms.csv").write_text("\n".join([
+        GCP_HEADER,
+        "a2-highgpu-2g,24.0,170.0,,,,us-central1,us-central1-a,1.5,0.6",
+        "a2-highgpu-2g,24.0,170.0,,,,us-central1,us-central1-b,1.5,0.5",
+        f",,,A100,2,{gpu},us-central1,us-central1-a,5.9,2.3",
+        f",,,A100,2,{gpu},us-central1,us-central1-b,5.9,2.3",
+        f",,,A100,1,{gpu},us-central1,us-central1-a,2.9,1.1",  # no a2-highgpu-1g machine: no row
+        "n1-standard-8,8.0,30.0,,,,us-central1,us-central1-a,0.38,0.08",  # no GPUs
+    ]) + "\n")  # fmt: skip
+    (folder / "azure" / "vms.csv").write_text("\n".join([
+        AZURE_HEADER,
+        "Standard_NC24ads_A100_v4,A100-80GB,1,24.0,220,A100-80GB,3.673,0.444433,eastus,V2",
+        "Standard_ND96isr_H100_v5,H100,12,96.0,1900,H100,98.32,98.32,eastus,V2",
+        "Standard_NC6_Promo,K80,1,6.0,56,K80,0.18,,westus2,V1",
+    ]) + "\n")  # fmt: skip
+    out = tmp_path / "instances.csv"
+    existing = existing_without(
+        tmp_path, {"a2-highgpu-1g", "a2-highgpu-2g", "Standard_NC24ads_A100_v4", "Standard_ND96isr_H100_v5"}
+    )
+    assert refresh.main([str(folder), "--version", "gcp=v7,azure=v6", "--out", str(out),
+                         "--price-date", "2026-11-25", "--existing", str(existing)]) == 0  # fmt: skip
+    with open(out, encoding="utf-8", newline="") as handle:
+        rows = {row["name"]: row for row in csv.DictReader(handle)}
+    a2 = rows["a2-highgpu-2g"]  # 1.5 + 5.9 per hour; spot: the cheaper zone's sum, 0.5 + 2.3
+    assert (a2["on_demand_usd_per_h"], a2["spot_usd_per_h"], a2["accelerator_count"]) == ("7.4", "2.8", "2")
+    assert a2["accelerator"] == "NVIDIA A100 SXM4 40 GB" and "catalog v7 gcp/vms.csv" in a2["source"]
+    assert "a2-highgpu-1g" not in rows and "n1-standard-8" not in rows
+    nc = rows["Standard_NC24ads_A100_v4"]  # SkyPilot calls it A100-80GB: the family says PCIe
+    assert nc["accelerator"] == "NVIDIA A100 PCIe 80 GB" and "catalog v6 azure/vms.csv" in nc["source"]
+    nd = rows["Standard_ND96isr_H100_v5"]
+    assert nd["accelerator_count"] == "8" and "GPU count corrected" in nd["source"]
+    assert "Standard_NC6_Promo" not in rows
+    assert "left out: Standard_NC6_Promo (retired" in capsys.readouterr().out
