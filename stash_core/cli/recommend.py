@@ -121,19 +121,9 @@ def format_recommendation(result: Recommendation, show_all: bool = False) -> str
     return "\n".join(lines)
 
 
-def job_headline(request: dict[str, Any]) -> str:
-    """The job a recommendation answers, in words: model, batch, input, precision, workers, work, prices."""
-    pricing = "spot" if request["pricing"] == "spot" else "on-demand"
-    shape = request.get("input_shape")
-    shape_text = f", input {'x'.join(str(size) for size in shape)}" if shape else ""
-    return (
-        f"{request['model']}, batch {request['batch_size']} per worker{shape_text}, "
-        f"{request.get('precision', 'fp32')}, one worker per GPU, {request['epochs']:g} epochs of "
-        f"{request['dataset_images']:,} samples, {pricing} prices"
-    )
-
-
 def _request_line(request: dict[str, Any]) -> str:
+    from stash_core.decide.recommend.explain import job_headline
+
     head = job_headline(request)
     if request["budget_hours"] is not None:
         head += f", within {request['budget_hours']:g} h"

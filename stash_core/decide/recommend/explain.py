@@ -10,6 +10,18 @@ from stash_core.decide.recommend.costs import STALL_NAMES
 from stash_core.units import finite_float
 
 
+def job_headline(request: dict[str, Any]) -> str:
+    """The job a recommendation answers, in words: model, batch, input, precision, workers, work, prices."""
+    pricing = "spot" if request["pricing"] == "spot" else "on-demand"
+    shape = request.get("input_shape")
+    shape_text = f", input {'x'.join(str(size) for size in shape)}" if shape else ""
+    return (
+        f"{request['model']}, batch {request['batch_size']} per worker{shape_text}, "
+        f"{request.get('precision', 'fp32')}, one worker per GPU, {request['epochs']:g} epochs of "
+        f"{request['dataset_images']:,} samples, {pricing} prices"
+    )
+
+
 def slowdown_cause(slower: dict[str, Any], faster: dict[str, Any]) -> str:
     """Which stall makes `slower` slower than `faster`, per epoch (so worker counts may differ)."""
     slowdown = slower["epoch_s"] / faster["epoch_s"] - 1.0
@@ -83,7 +95,7 @@ def _why_not(option: dict[str, Any], best: dict[str, Any], request: dict[str, An
 
 def infeasible_reason(options: pd.DataFrame, request: dict[str, Any], excluded: list[str]) -> str:
     """Which constraint cannot be met (or why nothing could be evaluated), and what would help."""
-    work = f"{request['epochs']:g} epochs of {request['dataset_images']:,} images"
+    work = f"{request['epochs']:g} epochs of {request['dataset_images']:,} samples"
     if options.empty:
         detail = "; ".join(excluded[:3]) if excluded else "the catalog has no instances to consider"
         more = f" (and {len(excluded) - 3} more)" if len(excluded) > 3 else ""

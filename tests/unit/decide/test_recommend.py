@@ -143,7 +143,7 @@ def test_budget_too_tight_is_explained(db):
     result = _ask(db, budget_hours=1.0)
     assert result.best is None and result.ranked.empty
     reason = result.infeasible_reason
-    assert reason.startswith("no configuration finishes 90 epochs of 1,281,167 images within 1 h")
+    assert reason.startswith("no configuration finishes 90 epochs of 1,281,167 samples within 1 h")
     assert "the fastest" in reason and "needs" in reason
 
 
