@@ -161,8 +161,8 @@ def _values(file: Path, line: int, record: dict[str, str]) -> dict[str, Any]:
 
 
 def _gpu_info(file: Path, line: int, text: str, accelerator: str = "") -> dict[str, Any]:
-    """Manufacturer and per-GPU memory (MiB) of GpuInfo, a Python-literal dict (SkyPilot writes it so); Azure's
-    catalog writes just the accelerator's name there, which says neither."""
+    """Manufacturer and per-GPU memory (MiB) of GpuInfo, a Python-literal dict (SkyPilot writes it so); the
+    Azure catalog writes just the accelerator's name there, which says neither."""
     if not text or text == accelerator:
         return {}
     try:
