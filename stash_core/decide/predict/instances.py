@@ -140,7 +140,8 @@ def predictor_for(
     input_shape: tuple[int, ...] | None = None,
 ) -> Predictor:
     check_precision(precision)
-    profiles = gpu_compute_profiles(db_path).to_dict(orient="records")
+    # Stash profiles train in FP32: their compute times measure (or anchor a scaling of) an FP32 job only.
+    profiles = gpu_compute_profiles(db_path).to_dict(orient="records") if precision == "fp32" else []
     return Predictor(
         model, batch_size, whole_catalog(db_path, catalog), profiles, precision, input_shape=input_shape
     )

@@ -115,7 +115,9 @@ class OptionPlanner:
         iteration_s = sum(value for value in stalls.values() if value is not None)
         # The expected error covers the modelled stalls; compute/CPU/disk come from a measured profile.
         expected = weighted_error / iteration_s if modelled and error_known and iteration_s > 0 else None
-        return Estimate("predicted", None, "; ".join(basis), iteration_s, stalls, expected, notes)
+        return Estimate(
+            "predicted", None, "; ".join(basis), iteration_s, stalls, expected, notes, path="profile"
+        )
 
     def _spec_estimate(self, name: str, workers: int, count: int) -> Estimate | None:
         """No profile on this accelerator: the prediction from the model's counts and the instance's specs
@@ -149,8 +151,9 @@ class OptionPlanner:
         basis = f"{result.path}: {result.basis}"
         unvalidated = not getattr(result, "validated", True)
         return Estimate(
-            source, None, basis, result.iteration_s, stalls, result.expected_error, notes, unvalidated
-        )
+            source, None, basis, result.iteration_s, stalls, result.expected_error, notes, unvalidated,
+            result.path, result.memory_needed_gb, result.memory_gb,
+        )  # fmt: skip
 
     def _spec_predictor(self) -> Predictor | str:
         if self._predictor is None:

@@ -16,11 +16,13 @@ STALL_NAMES = STALLS
 OPTION_COLUMNS = (
     "config",
     "instance",
+    "accelerator",
     "instance_count",
     "gpus_per_instance",
     "workers_per_instance",
     "workers_total",
     "source",
+    "path",
     "run_id",
     "basis",
     "iteration_s",
@@ -32,6 +34,8 @@ OPTION_COLUMNS = (
     "training_usd",
     "expected_error",
     "unvalidated",
+    "memory_needed_gb",
+    "memory_gb",
     *(f"{stall}_s" for stall in STALL_NAMES),
     "meets_time",
     "meets_cost",
@@ -68,6 +72,9 @@ class Estimate:
     expected_error: float | None = None
     notes: list[str] = field(default_factory=list)
     unvalidated: bool = False  # the expected error has no held-out figure behind it (a wider guess)
+    path: str = ""  # how compute was had: "measured", "profile" (of this GPU), "scaled", "roofline"
+    memory_needed_gb: float | None = None  # of one GPU, where the step model checked it
+    memory_gb: float | None = None
 
 
 def option_row(
@@ -89,11 +96,13 @@ def option_row(
     return {
         "config": config_label(name, instance, count, workers),
         "instance": name,
+        "accelerator": instance.get("accelerator"),
         "instance_count": count,
         "gpus_per_instance": instance.get("accelerator_count") or 0,
         "workers_per_instance": workers,
         "workers_total": workers * count,
         "source": estimate.source,
+        "path": estimate.path or estimate.source,
         "run_id": estimate.run_id,
         "basis": estimate.basis,
         "iteration_s": estimate.iteration_s,
@@ -105,6 +114,8 @@ def option_row(
         "training_usd": None if usd_per_h is None else training_h * usd_per_h,
         "expected_error": estimate.expected_error,
         "unvalidated": estimate.unvalidated,
+        "memory_needed_gb": estimate.memory_needed_gb,
+        "memory_gb": estimate.memory_gb,
         **{f"{stall}_s": estimate.stalls.get(stall) for stall in STALL_NAMES},
         "note": "; ".join(notes),
     }

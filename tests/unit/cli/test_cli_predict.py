@@ -110,3 +110,34 @@ def test_a_model_that_builds_neither_on_meta_nor_on_the_cpu_is_one_line(tmp_path
     )  # fmt: skip
     assert status == 2 and out == ""
     assert "weights.pt" in one_line(err)
+
+
+def test_recommend_json_restates_the_job_and_ranks_its_options(tmp_path, capsys):
+    db = str(tmp_path / "x.duckdb")
+    ask = [
+        "recommend", "--model", "gpt2", "--batch-size", "4", "--input-shape", "128", "--precision", "amp",
+        "--epochs", "1", "--dataset-samples", "100000", "--instances", "g5.xlarge,p3.8xlarge", "--db", db,
+    ]  # fmt: skip
+    status, out, _ = run(capsys, *ask, "--budget-hours", "1000", "--format", "json")
+    assert status == 0
+    answer = json.loads(out)
+    assert answer["job"]["model"] == "gpt2" and answer["job"]["input_shape"] == [128]
+    assert answer["job"]["precision"] == "amp" and answer["recommended"] == answer["options"][0]
+    assert FIELDS <= set(answer["options"][0]) and answer["options"][0]["cpu_s"] is None
+    status, out, err = run(capsys, *ask, "--budget-hours", "0.000001", "--format", "json")
+    answer = json.loads(out)  # no configuration meets the budget: still one JSON object, with the reason
+    assert status == 1 and answer["recommended"] is None and answer["options"] == []
+    assert "within 1e-06 h" in answer["infeasible_reason"] and "no recommendation" in one_line(err)
+    status, out, _ = run(capsys, *ask, "--budget-hours", "1000")
+    headline = out.splitlines()[0]
+    assert headline.startswith("gpt2, batch 4 per worker, input 128, amp, one worker per GPU, 1 epochs")
+    assert "?/?" in out  # CPU and disk not predicted, not 0
+
+
+def test_recommend_refuses_a_shape_the_model_cannot_take_in_one_line(tmp_path, capsys):
+    status, out, err = run(
+        capsys, "recommend", "--model", "gpt2", "--batch-size", "4", "--input-shape", "3,32,32", "--epochs",
+        "1", "--dataset-samples", "1000", "--budget-hours", "1", "--format", "json",
+        "--db", str(tmp_path / "x.duckdb"),
+    )  # fmt: skip
+    assert status == 2 and out == "" and "one sequence length" in one_line(err)
