@@ -2,7 +2,8 @@
 
 A point is one measured step: a model at a batch size (and input shape, e.g. BERT's sequence length) on an
 accelerator in a precision, and its seconds, with the source it comes from. The fit is least squares on the
-log ratio of predicted to measured step time (Levenberg-Marquardt, numeric Jacobian), plus a weak prior that
+log ratio of predicted to measured step time, Huber-weighted beyond 20% so that a figure no model explains
+pulls less (Levenberg-Marquardt, numeric Jacobian), plus a weak prior that
 pulls each parameter towards roofline.PRIOR so that a parameter the training points say nothing about (TF32
 when no TF32 figure is left, the host dispatch cost when every step is large) stays sensible. Efficiencies
 are fitted as logits (kept in (0, 1)), times as logarithms. Every point's operators are merged per identical
@@ -23,6 +24,7 @@ from stash_core.decide.predict.step_cost import step_cost
 
 PRIOR_WEIGHT = 0.05  # squared log-ratio units per squared unit of a transformed parameter's distance
 MAX_ITERATIONS = 60
+HUBER_DELTA = 0.2  # log ratio: about 20% off
 
 
 @dataclass(frozen=True)
@@ -47,14 +49,25 @@ def arrays_for(point: Point) -> Features:
     accelerator = find_accelerator(point.accelerator)
     if accelerator is None:
         raise ValueError(f"no accelerator table entry for {point.accelerator!r}")
-    return features(step_cost(point.model, point.batch_size, point.input_shape), accelerator, point.precision)
+    cost = step_cost(point.model, point.batch_size, point.input_shape, interpolate=True)
+    return features(cost, accelerator, point.precision)
 
 
 def predicted_s(point: Point, params: StepParams) -> float:
     return float(_Stack([arrays_for(point)]).step_s(params)[0])
 
 
-ARRAYS = ("compute_s", "memory_s", "op_class", "peak_kind", "utilisation", "kernels", "count", "forward")
+ARRAYS = (
+    "compute_s",
+    "memory_s",
+    "op_class",
+    "peak_kind",
+    "utilisation",
+    "kernels",
+    "count",
+    "forward",
+    "half",
+)
 
 
 class _Stack:
@@ -93,6 +106,14 @@ def _to_vector(params: dict[str, float]) -> np.ndarray:
     )
 
 
+def huber(log_ratio: np.ndarray) -> np.ndarray:
+    """Residuals whose squares are the Huber loss: quadratic within HUBER_DELTA, linear beyond, so that a
+    figure no model explains (a data-bound run, a source far from the others) pulls the fit less."""
+    size = np.abs(log_ratio)
+    outer = np.sqrt(np.maximum(2.0 * HUBER_DELTA * size - HUBER_DELTA**2, 0.0))
+    return np.where(size <= HUBER_DELTA, log_ratio, np.sign(log_ratio) * outer)
+
+
 def fit_params(points: list[Point]) -> StepParams:
     """The parameters that best explain the points (ValueError without points)."""
     if not points:
@@ -103,8 +124,8 @@ def fit_params(points: list[Point]) -> StepParams:
     weight = np.sqrt(PRIOR_WEIGHT)
 
     def residual(vector: np.ndarray) -> np.ndarray:
-        predicted = np.log(stack.step_s(_to_params(vector)))
-        return np.concatenate([predicted - measured, weight * (vector - start)])
+        log_ratio = np.log(stack.step_s(_to_params(vector))) - measured
+        return np.concatenate([huber(log_ratio), weight * (vector - start)])
 
     vector, damping = start.copy(), 1e-2
     current = residual(vector)

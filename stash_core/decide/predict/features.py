@@ -40,6 +40,7 @@ class Features:
     kernels: np.ndarray
     count: np.ndarray  # identical operators merged
     forward: np.ndarray  # 1.0 for a forward operator
+    half: np.ndarray  # 1.0 where activations are FP16/BF16 (amp)
     optimizer_memory_s: float
     optimizer_kernels: float
     total_kernels: float
@@ -114,6 +115,7 @@ def _features(cost: StepCost, accelerator: Accelerator, precision: str, optimize
     return Features(
         compute_s=rows[:, 1], memory_s=rows[:, 2], op_class=rows[:, 0].astype(int),
         peak_kind=np.full(len(rows), peak_kind(accelerator, precision)), utilisation=rows[:, 3],
-        kernels=rows[:, 4], count=count, forward=rows[:, 5], optimizer_memory_s=optimizer_bytes / bandwidth,
-        optimizer_kernels=float(optimizer_kernels), total_kernels=op_kernels + optimizer_kernels,
+        kernels=rows[:, 4], count=count, forward=rows[:, 5], half=np.full(len(rows), 1.0 if amp else 0.0),
+        optimizer_memory_s=optimizer_bytes / bandwidth, optimizer_kernels=float(optimizer_kernels),
+        total_kernels=op_kernels + optimizer_kernels,
     )  # fmt: skip

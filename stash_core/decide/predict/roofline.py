@@ -9,7 +9,8 @@ optimizer step are bandwidth-bound, each with its own efficiency. Wave utilisati
 on a GPU of S SMs fills T / (ceil(T / S) x S) of it, so a GEMM too small for the GPU runs below the efficiency
 of a large one (features.py). Eager PyTorch dispatches every kernel from the host, so a step also takes at
 least dispatch_s per kernel: GPU and host time are combined as a soft maximum (a p-norm, p = 6).
-Mixed precision halves activation bytes and adds the weight casts and gradient unscaling (features.py).
+Mixed precision halves activation bytes and adds the weight casts and gradient unscaling (features.py);
+amp_memory scales the memory efficiency of its half-precision operators (not every byte of them halves).
 """
 
 from __future__ import annotations
@@ -25,14 +26,15 @@ from stash_core.decide.predict.step_cost import StepCost
 # Efficiencies are fractions of a peak; launch_s and dispatch_s seconds; wave_exponent in [0, 1].
 PARAMETERS = (
     "matmul_fp32", "matmul_tf32", "matmul_fp16", "attention", "elementwise", "reduction", "optimizer",
-    "launch_s", "dispatch_s", "wave_exponent",
+    "launch_s", "dispatch_s", "wave_exponent", "amp_memory",
 )  # fmt: skip
-FRACTIONS = frozenset(PARAMETERS) - {"launch_s", "dispatch_s"}
+FRACTIONS = frozenset(PARAMETERS) - {"launch_s", "dispatch_s", "amp_memory"}
 # Where the fit starts and what it is pulled towards when the data say little (calibration.py's prior):
 # a large GEMM near 70% of peak, a kernel launch of a few microseconds, eager dispatch ~10 us per kernel.
 PRIOR = {
     "matmul_fp32": 0.7, "matmul_tf32": 0.5, "matmul_fp16": 0.5, "attention": 0.5, "elementwise": 0.7,
     "reduction": 0.5, "optimizer": 0.7, "launch_s": 4e-6, "dispatch_s": 1e-5, "wave_exponent": 0.5,
+    "amp_memory": 1.0,
 }  # fmt: skip
 SOFT_MAX_P = 6.0
 
@@ -79,6 +81,7 @@ def op_seconds(feats: Features, params: StepParams) -> np.ndarray:
     matmul = np.array([params["matmul_fp32"], params["matmul_tf32"], params["matmul_fp16"]])[feats.peak_kind]
     compute_eff = np.where(feats.op_class == 1, matmul * params["attention"], matmul)
     memory_eff = np.where(feats.op_class == 3, params["reduction"], params["elementwise"])
+    memory_eff = memory_eff * params["amp_memory"] ** feats.half
     wave = feats.utilisation ** params["wave_exponent"]
     seconds = np.maximum(feats.compute_s / (compute_eff * wave), feats.memory_s / memory_eff)
     return (seconds + params["launch_s"] * feats.kernels) * feats.count

