@@ -73,7 +73,9 @@ def test_import_keeps_user_rows_and_predicts_what_the_table_knows(catalog, tmp_p
         "\n".join([HEADER, *ROWS, "g4dn.xlarge,T4,1.0,4.0,16.0,,0.526,0.2,us-east-1,use1-az1"]) + "\n"
     )
     result = import_skypilot(db, catalog, region="us-east-1")
-    assert result.outcome.kept_user == ["g4dn.xlarge"] and result.outcome.replaced == ["p3.2xlarge"]
+    # shipped rows (p3.2xlarge, g6.xlarge) give way to the import; the user's row does not
+    assert result.outcome.kept_user == ["g4dn.xlarge"]
+    assert sorted(result.outcome.replaced) == ["g6.xlarge", "p3.2xlarge"]
     assert get_instance(db, "g4dn.xlarge")["on_demand_usd_per_h"] == 0.5
     assert get_instance(db, "p3.2xlarge")["origin"] == "import"
     origins = list_instances(db).set_index("name")["origin"]
