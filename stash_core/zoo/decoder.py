@@ -43,6 +43,9 @@ class DecoderConfig:
 
 
 DECODERS: dict[str, DecoderConfig] = {
+    # Two-layer versions with the real vocabularies, for trying the whole path quickly on a CPU.
+    "gpt2_tiny": DecoderConfig("gpt2", 2, 128, 2, 50257, 1024),
+    "llama_tiny": DecoderConfig("llama", 2, 128, 4, 32000, 2048, kv_heads=2, mlp_hidden=344),
     "gpt2": DecoderConfig("gpt2", 12, 768, 12, 50257, 1024),
     "gpt2_medium": DecoderConfig("gpt2", 24, 1024, 16, 50257, 1024),
     "gpt2_large": DecoderConfig("gpt2", 36, 1280, 20, 50257, 1024),

@@ -48,7 +48,7 @@ class Prediction:
         return {
             "job": dict(self.request),
             "predictions": [_json_prediction(plain_row(row)) for row in self.frame.to_dict(orient="records")],
-            "not_predicted": [_json_refusal(line) for line in self.not_predictable],
+            "not_predicted": [refusal_json(line) for line in self.not_predictable],
         }
 
 
@@ -76,8 +76,9 @@ def _json_prediction(row: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _json_refusal(line: str) -> dict[str, str]:
-    """'NAME: reason' (or '2 x NAME: reason') -> {"instance": "NAME", "reason": "reason"}."""
+def refusal_json(line: str) -> dict[str, str]:
+    """A line of not_predictable as JSON: 'NAME: reason' (or '2 x NAME: reason') ->
+    {"instance": "NAME", "configuration": "2 x NAME", "reason": "reason"}."""
     head, _, reason = line.partition(": ")
     return {"instance": head.split(" x ", 1)[-1], "configuration": head, "reason": reason or line}
 

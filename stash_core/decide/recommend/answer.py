@@ -11,7 +11,7 @@ import pandas as pd
 from stash_core.catalog import list_instances, stored_label_checks
 from stash_core.cells import plain_row
 from stash_core.decide.predict.configuration import profile_shape
-from stash_core.decide.predict.instances import check_precision
+from stash_core.decide.predict.instances import check_precision, refusal_json
 from stash_core.decide.recommend.candidates import OptionPlanner
 from stash_core.decide.recommend.costs import STALL_NAMES, RentalJob
 from stash_core.decide.recommend.explain import explanations, infeasible_reason
@@ -55,7 +55,7 @@ class Recommendation:
             "recommended": None if self.best is None else _json_option(plain_row(self.best)),
             "options": [_json_option(plain_row(row)) for row in self.ranked.to_dict(orient="records")],
             "predictions": [_json_option(plain_row(row)) for row in self.options.to_dict(orient="records")],
-            "not_predicted": [{"reason": line} for line in self.excluded],
+            "not_predicted": [refusal_json(line) for line in self.excluded],
             "explanations": list(self.explanations),
             "infeasible_reason": self.infeasible_reason,
             "warnings": list(self.label_warnings),

@@ -156,6 +156,8 @@ def test_list_models_is_sorted_and_complete() -> None:
         "bert_tiny",
         "bert_base",
         "bert_large",
+        "gpt2_tiny",
+        "llama_tiny",
         "gpt2",
         "gpt2_medium",
         "gpt2_large",
