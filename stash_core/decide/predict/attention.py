@@ -4,7 +4,8 @@ On the meta device (and the CPU) torch decomposes scaled_dot_product_attention i
 softmax and dropout whose S x S intermediate never exists on a GPU with flash or memory-efficient attention.
 While a step is traced, the function is replaced by one fused operator per direction: forward FLOPs
 4 B H Sq Sk D (Q K^T and P V; half of it under a causal mask, whose masked blocks are skipped), bytes of Q,
-K, V and the output; backward 2.5 x the forward FLOPs (it recomputes Q K^T: five products against two) and
+K, V and the output (grouped-query attention: the queries' heads, the keys' and values' own bytes);
+backward 2.5 x the forward FLOPs (it recomputes Q K^T: five products against two) and
 the bytes of Q, K, V, the output, its gradient and the three input gradients. nn.MultiheadAttention calls
 the same function, so BERT-style encoders are counted fused too (they run fused on the GPU in training).
 """
@@ -45,10 +46,11 @@ def fused_attention(record: Callable[[str, dict], None], paused: Callable[[bool]
 
     class _Fused(torch.autograd.Function):
         @staticmethod
-        def forward(ctx, query, key, value, attn_mask, dropout_p, is_causal, scale):
+        def forward(ctx, query, key, value, attn_mask, dropout_p, is_causal, scale, gqa):
             paused(True)
             try:
-                out = original(query, key, value, attn_mask, dropout_p, is_causal, scale=scale)
+                extra = {"enable_gqa": True} if gqa else {}  # keys and values with fewer heads than queries
+                out = original(query, key, value, attn_mask, dropout_p, is_causal, scale=scale, **extra)
             finally:
                 paused(False)
             ctx.cost = attention_cost(query, key, value, bool(is_causal))
@@ -73,12 +75,32 @@ def fused_attention(record: Callable[[str, dict], None], paused: Callable[[bool]
                 grads = (torch.zeros_like(query), torch.zeros_like(key), torch.zeros_like(value))
             finally:
                 paused(False)
-            return (*grads, None, None, None, None)
+            return (*grads, None, None, None, None, None)
 
-    def fused(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, **kwargs):
-        if kwargs:  # an argument this counter does not know (enable_gqa, ...): counted as decomposed
-            return original(query, key, value, attn_mask, dropout_p, is_causal, scale=scale, **kwargs)
-        return _Fused.apply(query, key, value, attn_mask, dropout_p, is_causal, scale)
+    def fused(
+        query,
+        key,
+        value,
+        attn_mask=None,
+        dropout_p=0.0,
+        is_causal=False,
+        scale=None,
+        enable_gqa=False,
+        **kwargs,
+    ):
+        if kwargs:  # an argument this counter does not know: counted as decomposed
+            return original(
+                query,
+                key,
+                value,
+                attn_mask,
+                dropout_p,
+                is_causal,
+                scale=scale,
+                enable_gqa=enable_gqa,
+                **kwargs,
+            )
+        return _Fused.apply(query, key, value, attn_mask, dropout_p, is_causal, scale, bool(enable_gqa))
 
     with _PATCH_LOCK:
         F.scaled_dot_product_attention = fused

@@ -69,6 +69,19 @@ def test_scaled_dot_product_attention_is_one_fused_operator_with_its_flops():
     assert F.scaled_dot_product_attention.__name__ == "scaled_dot_product_attention"  # restored
 
 
+def test_grouped_query_attention_counts_the_queries_heads():
+    with torch.device("meta"):
+        q = torch.empty(1, 8, 32, 16, requires_grad=True)
+        k, v = (torch.empty(1, 2, 32, 16, requires_grad=True) for _ in range(2))
+    recorder = _OpRecorder()
+    with fused_attention(recorder.record, recorder.pause), recorder:
+        out = F.scaled_dot_product_attention(q, k, v, is_causal=False, enable_gqa=True)
+    assert out.shape == q.shape
+    (attention,) = [op for op in recorder.ops if op.op_class == "attention"]
+    assert attention.flops == 4 * 8 * 32 * 32 * 16
+    assert attention.bytes == (2 * 8 + 2 * 2) * 32 * 16 * 4  # q and the output, k and v of 2 heads
+
+
 def test_bert_counts_its_attention_fused():
     cost = step_cost("bert_tiny", 4)  # two layers: a fused forward and backward each
     assert sum(op.op_class == "attention" for op in cost.ops) == 4
