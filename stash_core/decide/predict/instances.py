@@ -83,14 +83,21 @@ def refusal_json(line: str) -> dict[str, str]:
     return {"instance": head.split(" x ", 1)[-1], "configuration": head, "reason": reason or line}
 
 
+def all_catalog_rows(db_path: Path | str) -> dict[str, dict]:
+    """Every catalog row (stored and built-in), by name."""
+    return {row["name"]: plain_row(row) for row in list_instances(db_path).to_dict(orient="records")}
+
+
 def catalog_rows(
-    db_path: Path | str, instances: list[str] | None, gpus: list[str] | None = None
+    db_path: Path | str,
+    instances: list[str] | None,
+    gpus: list[str] | None = None,
+    everything: dict[str, dict] | None = None,
 ) -> dict[str, dict]:
     """The catalog rows to predict, by name: the named ones, and of those (or of all) the ones whose GPU is
     one of `gpus`; UsageError for a name not in the catalog, a GPU not in the accelerator table, or a GPU
-    no instance of the selection has."""
-    catalog = list_instances(db_path)
-    rows = {row["name"]: plain_row(row) for row in catalog.to_dict(orient="records")}
+    no instance of the selection has. `everything`: all_catalog_rows when already read."""
+    rows = dict(everything if everything is not None else all_catalog_rows(db_path))
     if instances:
         unknown = sorted(set(instances) - set(rows))
         if unknown:
@@ -121,10 +128,11 @@ def _known_gpu(name: str) -> Accelerator:
     return found
 
 
-def whole_catalog(db_path: Path | str, catalog: dict[str, dict]) -> dict[str, dict]:
+def whole_catalog(
+    db_path: Path | str, catalog: dict[str, dict], everything: dict[str, dict] | None = None
+) -> dict[str, dict]:
     """Every catalog row (the profiles' instances too), with the rows given over them."""
-    everything = {row["name"]: plain_row(row) for row in list_instances(db_path).to_dict(orient="records")}
-    return {**everything, **catalog}
+    return {**(everything if everything is not None else all_catalog_rows(db_path)), **catalog}
 
 
 def check_precision(precision: str) -> None:
@@ -139,13 +147,16 @@ def predictor_for(
     catalog: dict[str, dict],
     precision: str = "fp32",
     input_shape: tuple[int, ...] | None = None,
+    everything: dict[str, dict] | None = None,
 ) -> Predictor:
+    """The Predictor of one job (its step counted once) over `catalog` and the stored GPU profiles."""
     check_precision(precision)
     # Stash profiles train in FP32: their compute times measure (or anchor a scaling of) an FP32 job only.
-    profiles = gpu_compute_profiles(db_path).to_dict(orient="records") if precision == "fp32" else []
-    return Predictor(
-        model, batch_size, whole_catalog(db_path, catalog), profiles, precision, input_shape=input_shape
-    )
+    # No database file: no profiles (reading one would build an empty database in memory first).
+    stored = precision == "fp32" and Path(db_path).exists()
+    profiles = gpu_compute_profiles(db_path).to_dict(orient="records") if stored else []
+    rows = whole_catalog(db_path, catalog, everything)
+    return Predictor(model, batch_size, rows, profiles, precision, input_shape=input_shape)
 
 
 def predict_instances(
@@ -163,8 +174,9 @@ def predict_instances(
 
     The step is counted once (Predictor: model, batch, input shape, precision) and reused for every
     instance; UsageError for an unknown model, instance or GPU, or a shape the model cannot take."""
-    catalog = catalog_rows(db_path, instances, gpus)
-    predictor = predictor_for(db_path, model, batch_size, catalog, precision, input_shape)
+    everything = all_catalog_rows(db_path)  # read once for the selection and the profiles' instances
+    catalog = catalog_rows(db_path, instances, gpus, everything)
+    predictor = predictor_for(db_path, model, batch_size, catalog, precision, input_shape, everything)
     frame, refused = prediction_rows(predictor, catalog, batch_size, workers_per_instance, max_instances)
     request = {
         "model": model, "batch_size": batch_size, "input_shape": list(predictor.cost.input_shape),
