@@ -7,6 +7,8 @@ stack and across); and by the matrix peaks alone ("script"). Errors by source, G
 batch regime; the stated error of each path (80th percentile of its held-out errors) and how many held-out
 figures it covers. With --write, the step model fitted on every figure and the stated errors are written to
 validation_summary.json, which predictions read (the README's figures are this output).
+With --timing, only the time to predict every catalog instance for one job (the step counted once, then
+each instance): PYTHONPATH=. .venv/bin/python bench/cross_instance.py --timing
 Run: PYTHONPATH=. .venv/bin/python bench/cross_instance.py [--write] [--rows]
 """
 
@@ -42,11 +44,35 @@ def _report(title: str, frame: pd.DataFrame, show_rows: bool) -> None:
         print(frame[columns].round({"predicted_samples_per_s": 1, "error": 3}).to_string(index=False))
 
 
+def timing() -> None:
+    """Seconds to predict every catalog instance (ResNet-50, batch 64, AMP) once its step is counted."""
+    import tempfile
+    from pathlib import Path
+
+    from stash_core.decide.predict.configuration import Predictor
+    from stash_core.decide.predict.instances import catalog_rows, prediction_rows
+
+    catalog = catalog_rows(Path(tempfile.mkdtemp()) / "timing.duckdb", None)
+    started = time.perf_counter()
+    predictor = Predictor("resnet50", 64, catalog, [], "amp")
+    counted = time.perf_counter()
+    frame, refused = prediction_rows(predictor, catalog, 64, None, 1)
+    done = time.perf_counter()
+    print(
+        f"step counted in {counted - started:.2f} s; {len(catalog)} instances ({len(frame)} predicted, "
+        f"{len(refused)} refused) in {done - counted:.3f} s"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--write", action="store_true", help="write validation_summary.json")
     parser.add_argument("--rows", action="store_true", help="print every held-out figure")
+    parser.add_argument("--timing", action="store_true", help="time predicting every catalog instance")
     args = parser.parse_args()
+    if args.timing:
+        timing()
+        return
     pd.set_option("display.width", 200)
     started = time.perf_counter()
     published = load_published()
