@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from stash_core.catalog.accelerators import ACCELERATORS_CSV
 from stash_core.decide.predict.published import PUBLISHED_CSV, REGIMES, chip, regime
 from stash_core.decide.predict.roofline import StepParams
 
@@ -38,7 +39,11 @@ class StatedError:
 
 
 def data_digest(csv_path: Path = PUBLISHED_CSV) -> str:
-    return hashlib.sha256(csv_path.read_bytes()).hexdigest()[:16]
+    """Of the figures and of the accelerator table they are predicted with: either changing makes the
+    summary stale."""
+    digest = hashlib.sha256(csv_path.read_bytes())
+    digest.update(ACCELERATORS_CSV.read_bytes())
+    return digest.hexdigest()[:16]
 
 
 def quantile(errors: pd.Series | list[float]) -> float | None:
