@@ -129,9 +129,11 @@ class OptionPlanner:
         result = predictor.predict(name, workers, count)
         if isinstance(result, str):
             model, batch = self.job.model, self.job.batch_size
+            shape = self.job.input_shape
+            shape_flag = f" --input-shape {','.join(map(str, shape))}" if shape else ""
             self._exclude(
                 f"{result} (a profile there makes it measured: `stash profile --model {model} "
-                f"--batch-size {batch} --instance {name}`)"
+                f"--batch-size {batch}{shape_flag} --instance {name}`)"
             )
             return None
         # CPU and disk stalls depend on the data pipeline and the machine: without a profile they are not

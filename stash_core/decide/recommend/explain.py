@@ -83,8 +83,13 @@ def _why_not(option: dict[str, Any], best: dict[str, Any], request: dict[str, An
             f"{option['config']} {cheaper} but the training costs ${option['training_usd']:,.2f} "
             f"against ${best['training_usd']:,.2f}"
         )
-    else:
+    elif request.get("max_usd") is not None and not option["meets_cost"]:
         line = f"{option['config']} {cheaper} but is over the ${request['max_usd']:,.2f} limit"
+    else:  # the same cost to the cent: ranked after the recommendation by time, then by name
+        line = (
+            f"{option['config']} {cheaper} and the training costs as much (${option['training_usd']:,.2f}), "
+            f"in {option['training_h']:.1f} h against {best['training_h']:.1f} h"
+        )
     if cause:
         line += f": {cause}"
     if option["source"] == "predicted":

@@ -341,3 +341,17 @@ def test_a_shape_the_model_cannot_take_is_refused(tmp_path):
         recommend(tmp_path / "r.duckdb", "gpt2", 4, 1, 1000, budget_hours=1, input_shape=(3, 32, 32))
     with pytest.raises(UsageError, match="precision"):
         recommend(tmp_path / "r.duckdb", "resnet18", 4, 1, 1000, budget_hours=1, precision="fp8")
+
+
+def test_two_options_of_the_same_cost_are_explained_not_a_crash(tmp_path):
+    db = tmp_path / "r.duckdb"
+    for name in ("twin-a", "twin-b"):  # the same GPU for the same money: the same cost to the cent
+        add_instance(
+            db, name=name, accelerator="T4", accelerator_count=1, vcpus=4, network_gbps=10,
+            on_demand_usd_per_h=0.5,
+        )  # fmt: skip
+    result = recommend(
+        db, "resnet18", 32, 1, 100_000, budget_hours=1000, instances=["twin-a", "twin-b"], max_instances=1
+    )
+    assert result.best["config"] == "1 x twin-a"
+    assert any("1 x twin-b" in line and "costs as much" in line for line in result.explanations)
