@@ -24,7 +24,7 @@ from stash_core.decide.predict.memory import memory_check
 from stash_core.decide.predict.network import CommTime, comm_time
 from stash_core.decide.predict.roofline import ComputeTime, StepParams, compute_time
 from stash_core.decide.predict.stated_error import fitted_params, is_stale, load_summary, stated_error
-from stash_core.decide.predict.step_cost import StepCost, step_cost
+from stash_core.decide.predict.step_cost import StepCost, default_input_shape, step_cost
 
 
 @dataclass
@@ -66,8 +66,7 @@ class Predictor:
         # UsageError for an unknown model or a shape it cannot take
         self.cost: StepCost = step_cost(model, batch_size, input_shape)
         # A profile that names no input shape ran with the model's default one.
-        default = step_cost(model, batch_size) if input_shape else self.cost
-        self.default_shape = default.input_shape
+        self.default_shape = default_input_shape(model) if input_shape else self.cost.input_shape
         self.model, self.batch_size, self.catalog, self.precision = model, batch_size, catalog, precision
         self.profiles = profiles or []
         self.params = params or fitted_params()

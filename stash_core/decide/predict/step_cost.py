@@ -148,6 +148,21 @@ def step_cost(
     return _cached_step_cost(str(model).strip(), batch_size, shape)
 
 
+@functools.lru_cache(maxsize=64)
+def default_input_shape(model: str) -> tuple[int, ...]:
+    """The input shape a model takes when none is given (built on the meta device: no step traced)."""
+    from stash_core.zoo import build_model
+
+    try:
+        with torch.device("meta"):
+            _net, info = build_model(model, input_shape=None)
+    except UsageError:
+        raise
+    except Exception:  # noqa: BLE001 - a user model that needs real tensors: its traced step says
+        return step_cost(model, 1).input_shape
+    return tuple(int(size) for size in info.input_shape)
+
+
 @functools.lru_cache(maxsize=256)
 def _cached_step_cost(model: str, batch_size: int, shape: tuple[int, ...] | None) -> StepCost:
     low, high = TRACE_BATCHES
