@@ -133,7 +133,8 @@ def recommend(
     measured, other_jobs = _same_job(measured, shape, default_shape, precision)
     set_aside += other_jobs
     measured = measured.drop_duplicates(["instance", "workers_per_node", "nodes"], keep="first")
-    job = RentalJob(model, batch_size, float(epochs), dataset_images, pricing, precision, shape)
+    given = shape if input_shape else None  # the model's default needs no flag in the hints
+    job = RentalJob(model, batch_size, float(epochs), dataset_images, pricing, precision, given)
     planner = OptionPlanner(db_path, job, catalog, measured)
     planner.excluded.extend(set_aside)
     for name, instance in catalog.items():
