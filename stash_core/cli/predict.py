@@ -164,10 +164,12 @@ def _header(request: dict, errors: dict) -> list[str]:
             f"matrix peaks: expected error {percent(errors.get('script'))} (the same scaling between GPUs "
             "on published figures); memory not checked"
         ]
+    workers = request.get("workers_per_instance") or "all GPUs"
+    per_instance = "one worker per GPU" if workers == "all GPUs" else f"{workers} worker(s) per instance"
     return [
-        f"{request['model']}, batch {request['batch_size']} per GPU{shape}, {request['precision']}; "
-        f"expected error of compute: roofline {percent(errors.get('roofline'))}, scaled from a profile "
-        f"{percent(errors.get('scaled'))} (leave-one-GPU-out on published figures)"
+        f"{request['model']}, batch {request['batch_size']} per GPU{shape}, {request['precision']}, "
+        f"{per_instance}; ±err: the held-out error of each row's compute path and batch regime on "
+        "published figures it was not fitted to"
     ]
 
 
