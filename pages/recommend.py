@@ -17,26 +17,46 @@ from pages._shared import (
 from stash_core import views
 from stash_core.decide.recommend import Recommendation
 from stash_core.errors import StashError
+from stash_core.spec import parse_input_shape
 from stash_core.views.recommend import RecommendRequest
 
 REQUEST_KEY = "rec-request"
+PRECISIONS = ["fp32", "tf32", "amp"]
 
 
 def request_form() -> RecommendRequest | None:
-    """The form describing the training job; the last request sent (kept across reruns), None before any."""
+    """The form describing the training job; the last request sent (kept across reruns), None before any.
+
+    The model is chosen outside the form, so that its input shape and epoch size follow it; the choice stays
+    the user's (a new profile in the database never replaces it)."""
     profiled = load(views.recommend.profiled_models)
-    models = list(dict.fromkeys(profiled["model"])) or ["resnet50"]
+    current = st.session_state.get("rec-model") or views.recommend.DEFAULT_MODEL
+    models = views.recommend.model_choices(profiled, current)
+    model = st.selectbox(
+        "Model", models, index=models.index(current), accept_new_options=True, key="rec-model",
+        help="a zoo model, a profiled one, or FILE.py:FACTORY",
+    )  # fmt: skip
+    model = str(model or views.recommend.DEFAULT_MODEL)
+    defaults = views.recommend.job_defaults(model)
     with st.form("recommend-form"):
-        first = st.columns(4)
-        model = first[0].selectbox("Model", models, accept_new_options=True, key="rec-model")
+        first = st.columns(5)
         sizes = views.recommend.batch_sizes_of(profiled, model) or [32]
-        batch_size = first[1].number_input(
+        batch_size = first[0].number_input(
             "Batch size per worker", min_value=1, value=int(sizes[0]), step=1, key="rec-batch"
         )
-        epochs = first[2].number_input("Epochs", min_value=0.1, value=90.0, step=1.0, key="rec-epochs")
-        images = first[3].number_input(
-            "Data set images", min_value=1, value=1_281_167, step=1000, key="rec-images"
-        )
+        shape_text = first[1].text_input(
+            "Input shape", value=defaults.input_shape, key=f"rec-shape-{model}",
+            help="one sample: C,H,W for images, a sequence length for tokens; empty: the model's default",
+        )  # fmt: skip
+        precision = first[2].selectbox(
+            "Precision", PRECISIONS, key="rec-precision",
+            help="fp32; tf32 (Ampere and later); amp: mixed precision (FP16/BF16 tensor cores)",
+        )  # fmt: skip
+        epochs = first[3].number_input("Epochs", min_value=0.1, value=90.0, step=1.0, key="rec-epochs")
+        images = first[4].number_input(
+            defaults.samples_label, min_value=1, value=defaults.epoch_samples, step=1000,
+            key=f"rec-samples-{defaults.kind}",
+        )  # fmt: skip
         second = st.columns(4)
         budget = second[0].number_input(
             "Time budget (hours)", min_value=0.0, value=24.0, step=1.0, key="rec-budget"
@@ -56,9 +76,16 @@ def request_form() -> RecommendRequest | None:
         )
         submitted = st.form_submit_button("Recommend", icon=":material/recommend:", type="primary")
     if submitted:
+        try:
+            shape = parse_input_shape(shape_text) if shape_text.strip() else None
+        except StashError as exc:
+            st.error(f"Input shape: {exc}", icon=":material/error:")
+            return st.session_state.get(REQUEST_KEY)
         st.session_state[REQUEST_KEY] = RecommendRequest(
-            model=str(model),
+            model=model,
             batch_size=int(batch_size),
+            precision=str(precision),
+            input_shape=shape,
             epochs=float(epochs),
             dataset_images=int(images),
             budget_hours=float(budget) if budget > 0 else None,
@@ -141,8 +168,10 @@ def recommended_box(result: Recommendation) -> None:
         st.markdown(f"### {best['config']}")
         error = best.get("expected_error")
         marked = best["source"] + (
-            f", expected error {error:.0%}" if error is not None and not pd.isna(error) else ""
+            f", ±{error:.0%} expected error" if error is not None and not pd.isna(error) else ""
         )
+        if best.get("unvalidated") in (True,):
+            marked += " (unvalidated: no held-out figure of this GPU)"
         cols = st.columns(4)
         cols[0].metric("Training time", f"{best['training_h']:.1f} h")
         cols[1].metric("Cost", f"${best['training_usd']:,.2f}")
@@ -150,7 +179,9 @@ def recommended_box(result: Recommendation) -> None:
         iteration_s = best.get("iteration_s")
         shown = "—" if iteration_s is None or pd.isna(iteration_s) else f"{iteration_s * 1e3:,.1f} ms"
         cols[3].metric("Iteration time", shown, help=marked)
-        st.caption(f"Iteration time {marked}.")
+        unknown = views.recommend.stalls_not_predicted(best)
+        left_out = f" Not predicted, so not in the time: {', '.join(unknown)} stall." if unknown else ""
+        st.caption(f"Iteration time {marked}.{left_out}")
     for line in result.explanations[1:]:
         st.markdown(f"- {line}")
 
@@ -183,7 +214,9 @@ def ranked_view(ranked: pd.DataFrame) -> None:
     st.subheader("Configurations that meet the constraints, cheapest first")
     st.caption(
         "● measured: profiled on that instance. ◇ predicted: from the model's FLOPs and bytes and the "
-        "instance's accelerator and links (or scaled from a profile on another GPU), ± its expected error."
+        "instance's accelerator and links (or scaled from a profile on another GPU), ± its own expected "
+        "error, 'unvalidated' where no held-out figure of the GPU exists. CPU and disk stalls are not "
+        "predicted: they are missing from the bars, not zero."
     )
     ranked = ranked.assign(source=views.recommend.marked_source(ranked))
     table = ranked[
@@ -221,6 +254,7 @@ def ranked_view(ranked: pd.DataFrame) -> None:
 
 
 def show_result(result: Recommendation) -> None:
+    st.markdown(f"**Job:** {views.recommend.headline(result)}")
     for warning in result.label_warnings:
         st.warning(warning, icon=":material/report:")
     recommended_box(result)
@@ -274,7 +308,9 @@ def main() -> None:
     page_header(
         "Recommend",
         "The cheapest instance type, count and workers that train a model within a time budget. Measured "
-        "profiles where they exist; elsewhere predictions from the validated stall models, marked as such.",
+        "profiles where they exist; elsewhere predicted from the model's FLOPs and the GPU's specs, each "
+        "with its own expected error or marked unvalidated. Communication is modelled, not validated; CPU "
+        "and disk stalls are not predicted without a profile.",
     )
     catalog_editor()
     request = request_form()

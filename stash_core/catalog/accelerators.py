@@ -1,8 +1,22 @@
-"""The accelerator table (accelerators.csv, one row per GPU with the datasheet it comes from) and the match of
-a catalog's accelerator name ("NVIDIA V100 16 GB", SkyPilot's "V100", "A100-80GB") to one of its rows.
+"""The accelerator table (accelerators.csv, one row per GPU variant with the datasheet it comes from) and the
+match of a GPU name, however it is spelled, to one of its rows.
 
 Throughputs are dense peaks in TFLOPS (sparsity figures halved), memory bandwidth and NVLink in GB/s (NVLink
-per direction), memory in GB. A missing TF32 or BF16 figure means the GPU has no such mode.
+per direction), memory in the vendors' "GB", which for GPU memory are binary (a 16 GB V100 has 16384 MiB):
+`memory_gib` says so in its name, `memory_bytes` counts them. A missing TF32 or BF16 figure means the GPU has
+no such mode.
+
+A row is found by any of its names (`find_accelerator`, `match_accelerator`):
+  - its table name ("NVIDIA A100 SXM4 80 GB") and its names in older Stash catalogs ("NVIDIA A100 80 GB");
+  - the names NVML (nvidia-smi, torch.cuda.get_device_name) reports ("NVIDIA A100-SXM4-80GB"), which a
+    profile's fingerprint records;
+  - SkyPilot's accelerator names ("A100-80GB", "H100-MEGA") and short names ("A100", "V100").
+Names are compared without case, spaces, punctuation and a leading "NVIDIA" or "Tesla". A short name that
+several variants carry ("A100", "H100", "V100-32GB") is ambiguous: it resolves to the variant listed first in
+the CSV, by design the one clouds rent under that name (SXM before PCIe, 40 GB before 80 GB as SkyPilot's
+"A100" means), and `match_accelerator` says that it was ambiguous and which variants it could have meant.
+A name with a memory size no row spells ("NVIDIA T4 16 GB", "NVIDIA L4 22 GB" as imported from SkyPilot)
+matches the variant of that model whose memory agrees within MEMORY_TOLERANCE. Anything else is None.
 """
 
 from __future__ import annotations
@@ -17,6 +31,9 @@ ACCELERATORS_CSV = Path(__file__).resolve().parent / "accelerators.csv"
 # PCIe x16, one direction, GB/s: 8 / 16 / 32 GT/s per lane with 128b/130b coding (PCI-SIG base specs 3.0-5.0).
 PCIE_X16_GBS = {3: 15.75, 4: 31.5, 5: 63.0}
 PRECISIONS = ("fp32", "tf32", "amp")
+GIB_BYTES = 2**30
+MEMORY_TOLERANCE = 0.10  # a catalog's usable memory (L4: 22888 MiB) is a little below the marketed 24 GB
+_NAME_COLUMNS = ("aliases", "nvml_names", "skypilot_names")
 
 
 @dataclass(frozen=True)
@@ -31,6 +48,10 @@ class Accelerator:
     nvlink_gbs: float | None
     pcie_gen: int | None
     source: str
+    sm_count: int | None = None
+    nvml_names: tuple[str, ...] = ()
+    skypilot_names: tuple[str, ...] = ()
+    aliases: tuple[str, ...] = ()
 
     def matrix_tflops(self, precision: str) -> float:
         """Peak of the matrix units in a precision: TF32 falls back to FP32 on GPUs without it."""
@@ -40,69 +61,123 @@ class Accelerator:
             return self.tf32_tflops or self.fp32_tflops
         return self.fp32_tflops
 
+    @property
+    def memory_gib(self) -> float:
+        """Memory of one GPU in GiB: the marketed GB of GPU memory are binary (16 GB V100: 16384 MiB)."""
+        return self.memory_gb
 
-def _key(name: str) -> str:
-    text = re.sub(r"^NVIDIA\s*|^TESLA\s*", "", str(name).strip().upper())
+    @property
+    def memory_bytes(self) -> int:
+        return int(self.memory_gb * GIB_BYTES)
+
+
+@dataclass(frozen=True)
+class AcceleratorMatch:
+    """A name's row; ambiguous when several variants carry the name (candidates: their names, the chosen
+    one first)."""
+
+    accelerator: Accelerator
+    ambiguous: bool
+    candidates: tuple[str, ...]
+
+    def note(self) -> str:
+        """One line for a user: empty when the name was not ambiguous."""
+        if not self.ambiguous:
+            return ""
+        others = ", ".join(self.candidates[1:])
+        return f"GPU name is ambiguous: taken as {self.accelerator.name} (could also be {others})"
+
+
+def name_key(name: str) -> str:
+    """A GPU name as compared: upper case, without a leading NVIDIA/Tesla, spaces and punctuation."""
+    text = str(name).strip().upper()
+    text = re.sub(r"^(NVIDIA|TESLA)[\s_-]*", "", text)
+    text = re.sub(r"^(TESLA)[\s_-]*", "", text)  # "NVIDIA Tesla V100-SXM2-16GB"
     return re.sub(r"[^A-Z0-9]", "", text)
 
 
 @functools.cache
-def accelerator_table() -> dict[str, Accelerator]:
-    """Every row of accelerators.csv by its name."""
-    table = {}
+def _rows() -> tuple[dict[str, str], ...]:
     with open(ACCELERATORS_CSV, encoding="utf-8", newline="") as handle:
-        for row in csv.DictReader(handle):
-            table[row["name"]] = Accelerator(
-                row["name"],
-                float(row["fp32_tflops"]),
-                _maybe(row["tf32_tflops"]),
-                _maybe(row["fp16_tflops"]),
-                _maybe(row["bf16_tflops"]),
-                float(row["memory_gbs"]),
-                float(row["memory_gb"]),
-                _maybe(row["nvlink_gbs"]),
-                int(row["pcie_gen"]) if row["pcie_gen"] else None,
-                row["source"],
-            )
-    return table
+        return tuple(csv.DictReader(handle))
 
 
 @functools.cache
-def _aliases() -> dict[str, str]:
-    aliases = {}
-    with open(ACCELERATORS_CSV, encoding="utf-8", newline="") as handle:
-        for row in csv.DictReader(handle):
-            aliases[_key(row["name"])] = row["name"]
-            for alias in row["aliases"].split("|"):
-                aliases[_key(alias)] = row["name"]
-    return aliases
+def accelerator_table() -> dict[str, Accelerator]:
+    """Every row of accelerators.csv by its name, in file order."""
+    return {row["name"]: _accelerator(row) for row in _rows()}
 
 
-_MEMORY_SUFFIX = re.compile(r"^(.*?)[\s-]*(\d+(?:\.\d+)?)\s*GB$", re.IGNORECASE)
-MEMORY_TOLERANCE = 0.10  # a catalog's usable memory (L4: 22888 MiB) is a little below the marketed 24 GB
+def _accelerator(row: dict[str, str]) -> Accelerator:
+    return Accelerator(
+        row["name"],
+        float(row["fp32_tflops"]),
+        _maybe(row["tf32_tflops"]),
+        _maybe(row["fp16_tflops"]),
+        _maybe(row["bf16_tflops"]),
+        float(row["memory_gbs"]),
+        float(row["memory_gb"]),
+        _maybe(row["nvlink_gbs"]),
+        int(row["pcie_gen"]) if row["pcie_gen"] else None,
+        row["source"],
+        int(row["sm_count"]) if row.get("sm_count") else None,
+        _names(row.get("nvml_names")),
+        _names(row.get("skypilot_names")),
+        _names(row.get("aliases")),
+    )
 
 
-def find_accelerator(name: str | None) -> Accelerator | None:
-    """The table row for a catalog accelerator name, or None when the table has none.
+@functools.cache
+def _index() -> dict[str, tuple[str, ...]]:
+    """Every name key to the rows carrying it, in file order (the first: the default of an ambiguous name)."""
+    index: dict[str, list[str]] = {}
+    for row in _rows():
+        names = [row["name"], *(n for column in _NAME_COLUMNS for n in _names(row.get(column)))]
+        for name in names:
+            rows = index.setdefault(name_key(name), [])
+            if row["name"] not in rows:
+                rows.append(row["name"])
+    index.pop("", None)
+    return {key: tuple(rows) for key, rows in index.items()}
 
-    A name with a memory size that no alias spells ("NVIDIA T4 16 GB", "NVIDIA L4 22 GB" as imported from
-    SkyPilot) matches its model's row only when the row's memory agrees within MEMORY_TOLERANCE, so that an
-    H100 NVL (94 GB) is not taken for the 80 GB H100 SXM.
-    """
-    if not name:
+
+_MEMORY_SUFFIX = re.compile(r"^(.*?)[\s-]*(\d+(?:\.\d+)?)\s*G(?:i)?B$", re.IGNORECASE)
+
+
+def match_accelerator(name: str | None) -> AcceleratorMatch | None:
+    """The table row a GPU name means, and whether the name was ambiguous; None when no row fits."""
+    if not name or not str(name).strip():
         return None
-    found = _aliases().get(_key(name))
+    table = accelerator_table()
+    found = _index().get(name_key(name))
     if found:
-        return accelerator_table()[found]
+        return AcceleratorMatch(table[found[0]], len(found) > 1, found)
     match = _MEMORY_SUFFIX.match(str(name).strip())
     if not match:
         return None
-    base = _aliases().get(_key(match.group(1)))
-    if base is None:
+    base = _index().get(name_key(match.group(1)))
+    if not base:
         return None
-    row = accelerator_table()[base]
     memory_gb = float(match.group(2))
-    return row if abs(row.memory_gb - memory_gb) <= MEMORY_TOLERANCE * row.memory_gb else None
+    fits = tuple(
+        n for n in base if abs(table[n].memory_gb - memory_gb) <= MEMORY_TOLERANCE * table[n].memory_gb
+    )
+    if not fits:
+        return None
+    return AcceleratorMatch(table[fits[0]], len(fits) > 1, fits)
+
+
+def find_accelerator(name: str | None) -> Accelerator | None:
+    """The table row for a GPU name (table, NVML, SkyPilot or short name), or None when the table has none.
+
+    An ambiguous short name gives its default variant; `match_accelerator` tells that it was ambiguous.
+    """
+    found = match_accelerator(name)
+    return found.accelerator if found else None
+
+
+def _names(cell: str | None) -> tuple[str, ...]:
+    return tuple(part.strip() for part in (cell or "").split("|") if part.strip())
 
 
 def _maybe(text: str) -> float | None:

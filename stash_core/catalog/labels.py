@@ -8,8 +8,11 @@ instance's measurement until the user confirms the label.
 What contradicts a label (catalog row against the fingerprint that the profile recorded):
   - GPUs: the machine has none and the instance has some (a CPU-only machine labelled g4dn.xlarge), or the
     other way round, or the counts differ;
-  - the GPU model: the instance's accelerator (its model token, "T4" of "NVIDIA T4") is not in the name of
-    every GPU of the machine ("Tesla T4" fits, "NVIDIA A10G" does not).
+  - the GPU model: a GPU of the machine (its NVML name) is not the instance's accelerator variant, both
+    matched with the accelerator table (catalog/accelerators.py: "Tesla T4" fits "NVIDIA T4 16 GB", "NVIDIA
+    A10G" does not, nor does "NVIDIA A100-SXM4-80GB" fit "NVIDIA A100 SXM4 40 GB"); an ambiguous catalog name
+    ("NVIDIA A100 80 GB") fits every variant it could mean. A GPU name the table lacks is compared by its
+    model token ("T4" of "NVIDIA T4") instead.
 Runs on remote hosts or the emulated cluster are not checked: their fingerprint describes the machine that
 launched them, not the nodes. Labels that are not catalog names are not checked (there is nothing to fit).
 
@@ -26,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from stash_core.catalog.accelerators import find_accelerator, match_accelerator
 from stash_core.catalog.catalog import get_instance
 from stash_core.errors import UsageError
 from stash_core.store import get_run
@@ -85,10 +89,9 @@ def label_problems(instance: dict[str, Any] | None, fingerprint: dict[str, Any] 
             problems.append(f"the machine has {found} GPU(s), {name} has none")
         else:
             problems.append(f"the machine has {found} GPU(s), {name} has {expected} {accelerator}")
-    token = accelerator_model(instance.get("accelerator"))
     names = [str(gpu.get("name") or "") for gpu in fingerprint.get("gpus") or [] if isinstance(gpu, dict)]
-    if token and expected and names:
-        others = sorted({gpu for gpu in names if token not in _words(gpu)})
+    if instance.get("accelerator") and expected and names:
+        others = sorted({gpu for gpu in names if not same_gpu(instance["accelerator"], gpu)})
         if others:
             problems.append(f"the machine's GPU is {', '.join(others)}, {name} has {accelerator}")
     return problems
@@ -171,6 +174,16 @@ def confirm_label(db_path: Path | str, run_id: str) -> LabelCheck:
         raise UsageError(f"run {run['run_id']} has no instance label to confirm")
     merge_into_spec(db_path, run["run_id"], {CONFIRMED_KEY: True})
     return check_stored_run(db_path, {**run, "spec": {**(run.get("spec") or {}), CONFIRMED_KEY: True}})
+
+
+def same_gpu(accelerator: str, machine_gpu: str) -> bool:
+    """Whether a machine's GPU (its NVML name) is the catalog's accelerator: by the accelerator table, else
+    (a name the table lacks) by the model token."""
+    expected, found = match_accelerator(accelerator), find_accelerator(machine_gpu)
+    if expected and found:
+        return found.name in expected.candidates
+    token = accelerator_model(accelerator)
+    return token is None or token in _words(machine_gpu)
 
 
 def accelerator_model(accelerator: Any) -> str | None:

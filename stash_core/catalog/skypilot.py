@@ -6,8 +6,9 @@ AcceleratorCount, vCPUs, MemoryGiB, GpuInfo, Price, SpotPrice, Region, Availabil
 between clouds: they are read by name). Stash keeps one row per instance type:
   - with a region: that region's row; without: the region with the lowest on-demand price (the first such
     region in the file on a tie); the spot price is the lowest of that region's availability zones;
-  - the accelerator: SkyPilot's name with the manufacturer and per-GPU memory of GpuInfo ("NVIDIA V100 16 GB"
-    of V100 with 16384 MiB), which the accelerator table of the predictions matches;
+  - the accelerator: the accelerator table's variant of the instance family (catalog/families.py: a p3's V100
+    is "NVIDIA V100 SXM2 16 GB"), else of SkyPilot's name with the manufacturer and per-GPU memory of GpuInfo
+    ("NVIDIA L40 48 GB" of L40 with 49152 MiB), kept as that name when the table has no such GPU;
   - the price date: the file's modification date (SkyPilot writes the file when it fetches the catalog),
     unless given; the source names the file and the region.
 Rows without an instance type (GCP's attachable accelerators) are skipped, and so are CPU-only types unless
@@ -29,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from stash_core.catalog.catalog import builtin_instances
+from stash_core.catalog.families import variant_for
 from stash_core.catalog.fields import clean
 from stash_core.errors import UsageError
 from stash_core.store.catalog_import import ImportOutcome, write_imported_rows
@@ -164,13 +166,14 @@ def _values(file: Path, line: int, record: dict[str, str]) -> dict[str, Any]:
     for column in ("AcceleratorCount", "vCPUs"):
         if values[column] is not None and not float(values[column]).is_integer():
             raise UsageError(f"{file} row {line}, column {column}: {record[column]!r} is not a whole number")
-    values["GpuInfo"] = _gpu_info(file, line, values.get("GpuInfo") or "")
+    values["GpuInfo"] = _gpu_info(file, line, values.get("GpuInfo") or "", values["AcceleratorName"])
     return values
 
 
-def _gpu_info(file: Path, line: int, text: str) -> dict[str, Any]:
-    """Manufacturer and per-GPU memory (MiB) of GpuInfo, a Python-literal dict (SkyPilot writes it so)."""
-    if not text:
+def _gpu_info(file: Path, line: int, text: str, accelerator: str = "") -> dict[str, Any]:
+    """Manufacturer and per-GPU memory (MiB) of GpuInfo, a Python-literal dict (SkyPilot writes it so); the
+    Azure catalog writes just the accelerator's name there, which says neither."""
+    if not text or text == accelerator:
         return {}
     parsed = _parsed_gpu_info(text)
     if parsed is None:
@@ -232,10 +235,11 @@ def _catalog_row(file: Path, chosen: tuple[int, dict], entries: list, day: date)
     if name.upper() in ("", "CPU-ONLY", "NONE"):
         count, name = 0, ""
     region = values["Region"]
+    gpu = _variant(values["InstanceType"], _accelerator_name(name, values["GpuInfo"])) if count else None
     fields = {
         "name": values["InstanceType"],
         "provider": file.parent.name if file.parent.name not in ("", ".") else None,
-        "accelerator": _accelerator_name(name, values["GpuInfo"]) if count else None,
+        "accelerator": gpu,
         "accelerator_count": count,
         "vcpus": int(values["vCPUs"]) if values["vCPUs"] else None,
         "memory_gib": values["MemoryGiB"] or None,
@@ -261,6 +265,11 @@ def _accelerator_name(name: str, gpu: dict[str, Any]) -> str:
     if isinstance(memory, int | float) and memory > 0 and "GB" not in name.upper():
         text = f"{text} {round(memory / MIB_PER_GB)} GB"
     return text
+
+
+def _variant(instance_type: str, accelerator: str) -> str:
+    """The accelerator table's name of the instance's GPU variant; SkyPilot's own when the table has none."""
+    return variant_for(instance_type, accelerator) or accelerator
 
 
 def _join_network(rows: dict[str, dict[str, Any]]) -> None:

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from stash_core.cli.args import add_db_argument, comma_list, count, db_path, identifier, positive_real
 from stash_core.cli.figures import fixed, percent
-from stash_core.spec_parse import BATCH_SIZE
+from stash_core.cli.predict import add_format_argument
+from stash_core.spec_parse import BATCH_SIZE, parse_input_shape
 from stash_core.units import STALLS as STALL_NAMES
 from stash_core.units import finite_float
 from stash_core.userfiles import check_output, write_atomic
@@ -27,8 +29,19 @@ def add_commands(subparsers: Any, parser_class: type[argparse.ArgumentParser] | 
         "--model", required=True, type=identifier, help="zoo name, FILE.py:FACTORY or a stored model"
     )
     rec.add_argument("--batch-size", required=True, type=BATCH_SIZE, help="samples per worker")
+    rec.add_argument(
+        "--input-shape",
+        type=parse_input_shape,
+        help="one sample: C,H,W for images or a sequence length for tokens (default: the model's)",
+    )
+    rec.add_argument(
+        "--precision", choices=("fp32", "tf32", "amp"), default="fp32", help="arithmetic of the training"
+    )
     rec.add_argument("--epochs", required=True, type=positive_real(1e6), help="epochs to train")
-    rec.add_argument("--dataset-images", required=True, type=count(10**12), help="images in one epoch")
+    rec.add_argument(
+        "--dataset-images", "--dataset-samples", dest="dataset_images", required=True, type=count(10**12),
+        help="samples (images, sequences) in one epoch",
+    )  # fmt: skip
     rec.add_argument("--budget-hours", type=positive_real(1e6), default=None, help="time budget")
     rec.add_argument("--max-usd", type=positive_real(1e12), default=None, help="cost limit")
     rec.add_argument("--spot", action="store_true", help="use spot prices")
@@ -39,6 +52,7 @@ def add_commands(subparsers: Any, parser_class: type[argparse.ArgumentParser] | 
     rec.add_argument("--max-instances", type=count(64), default=4, help="most instances of one type")
     rec.add_argument("--all", action="store_true", help="list every evaluated configuration")
     rec.add_argument("--csv", type=Path, default=None, help="write every evaluated configuration to a CSV")
+    add_format_argument(rec)
     add_db_argument(rec)
 
 
@@ -59,10 +73,15 @@ def cmd_recommend(args: argparse.Namespace) -> int:
         spot=args.spot,
         instances=instances,
         max_instances=args.max_instances,
+        precision=args.precision,
+        input_shape=tuple(args.input_shape) if args.input_shape else None,
     )
     if args.csv is not None:
         write_atomic(args.csv, result.options.to_csv(index=False), "CSV")  # never a half-written CSV
-    print(format_recommendation(result, show_all=args.all))
+    if args.format == "json":
+        print(json.dumps(result.to_json(), indent=2, allow_nan=False))
+    else:
+        print(format_recommendation(result, show_all=args.all))
     if result.best is None:
         print(f"stash: no recommendation: {result.infeasible_reason}", file=sys.stderr)
         return 1
@@ -80,10 +99,15 @@ def format_recommendation(result: Recommendation, show_all: bool = False) -> str
     if len(options):
         lines.append("")
         lines.append(
-            f"  {'#':>2} {'configuration':<34}{'source':<11}{'epoch h':>8}{'hours':>8}{'USD':>11}{'USD/h':>8}"
-            f"{'±err':>6}  stalls per iteration (compute/interconnect/network/cpu/disk, ms)"
+            f"  {'#':>2} {'configuration':<34}{'workers':>8}  {'source':<11}{'epoch h':>8}{'hours':>8}"
+            f"{'USD':>11}{'USD/h':>8}"
+            f"{'±err':>7}  stalls per iteration (compute/interconnect/network/cpu/disk, ms)"
         )
         lines += [_option_line(row) for row in options.to_dict(orient="records")]
+        lines.append(
+            "  workers: GPUs used of each instance's GPUs; ?: not predicted (CPU and disk stalls need a "
+            "profile with real data); *: unvalidated error"
+        )
     if result.explanations:
         lines.append("")
         lines += [f"- {line}" for line in result.explanations]
@@ -97,11 +121,9 @@ def format_recommendation(result: Recommendation, show_all: bool = False) -> str
 
 
 def _request_line(request: dict[str, Any]) -> str:
-    pricing = "spot" if request["pricing"] == "spot" else "on-demand"
-    head = (
-        f"{request['model']}, batch {request['batch_size']} per worker, {request['epochs']:g} epochs of "
-        f"{request['dataset_images']:,} images, {pricing} prices"
-    )
+    from stash_core.decide.recommend.explain import job_headline
+
+    head = job_headline(request)
     if request["budget_hours"] is not None:
         head += f", within {request['budget_hours']:g} h"
     if request["max_usd"] is not None:
@@ -109,18 +131,23 @@ def _request_line(request: dict[str, Any]) -> str:
     return head
 
 
+def _workers(row: dict[str, Any]) -> str:
+    gpus = row.get("gpus_per_instance") or 0
+    return f"{row['workers_per_instance']}/{gpus}" if gpus else f"{row['workers_per_instance']} CPU"
+
+
 def _option_line(row: dict[str, Any]) -> str:
     rank = finite_float(row["rank"])
     stalls = "/".join(
-        fixed(None if finite_float(row[f"{s}_s"]) is None else row[f"{s}_s"] * 1e3, ".0f")
-        for s in STALL_NAMES
+        "?" if finite_float(row[f"{s}_s"]) is None else fixed(row[f"{s}_s"] * 1e3, ".0f") for s in STALL_NAMES
     )
     pareto = " pareto" if row["pareto"] else ""
     usd, usd_per_h = fixed(row["training_usd"], ",.2f"), fixed(row["usd_per_h"], ".2f")
-    error = percent(row["expected_error"])
+    error = percent(row["expected_error"]) + ("*" if row.get("unvalidated") else "")
     return (
-        f"  {'' if rank is None else str(int(rank)):>2} {row['config']:<34}{row['source']:<11}"
-        f"{row['epoch_s'] / 3600:>8.2f}{row['training_h']:>8.1f}{usd:>11}{usd_per_h:>8}{error:>6}"
+        f"  {'' if rank is None else str(int(rank)):>2} {row['config']:<34}{_workers(row):>8}  "
+        f"{row['source']:<11}"
+        f"{row['epoch_s'] / 3600:>8.2f}{row['training_h']:>8.1f}{usd:>11}{usd_per_h:>8}{error:>7}"
         f"  {stalls}{pareto}"
     )
 

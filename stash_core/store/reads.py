@@ -40,7 +40,9 @@ _PROBES_PRESENT_SQL = (
 _MEASURED_PROFILES_SQL = """
 SELECT run_id, CAST(started_at AS TIMESTAMP) AS started_at, instance, workers_per_node, nodes, device,
        iteration_s, compute_s, interconnect_s, network_s, cpu_s, disk_s,
-       compute_status, interconnect_status, network_status, cpu_status, disk_status
+       compute_status, interconnect_status, network_status, cpu_status, disk_status,
+       (SELECT CAST(json_extract(r.spec, '$.input_shape') AS VARCHAR) FROM runs AS r
+        WHERE r.run_id = stall_breakdown.run_id) AS input_shape
 FROM stall_breakdown
 WHERE status = 'completed' AND model = ? AND batch_size = ? AND iteration_s IS NOT NULL
 ORDER BY started_at DESC, run_id DESC
@@ -88,7 +90,8 @@ def bandwidth_probes(db_path: Path | str) -> pd.DataFrame:
 
 
 def measured_profiles(db_path: Path | str, model: str, batch_size: int) -> pd.DataFrame:
-    """Completed profiles of `model` at per-worker `batch_size` with their stall breakdown, newest first."""
+    """Completed profiles of `model` at per-worker `batch_size` with their stall breakdown and input shape
+    (the spec's, as JSON text, or None), newest first."""
     return query_readonly(db_path, _MEASURED_PROFILES_SQL, [model, batch_size])
 
 

@@ -11,7 +11,9 @@ from pathlib import Path
 import pandas as pd
 
 from stash_core.catalog import COLUMNS, apply_catalog_edits, list_instances
+from stash_core.cells import is_missing
 from stash_core.decide.recommend import DEFAULT_MAX_INSTANCES, Recommendation, recommend
+from stash_core.decide.recommend.explain import job_headline
 from stash_core.results.file import STALL_NAMES
 from stash_core.store import reads
 from stash_core.views.common import STALL_LABELS
@@ -41,6 +43,54 @@ class RecommendRequest:
     spot: bool = False
     instances: tuple[str, ...] | None = None
     max_instances: int = DEFAULT_MAX_INSTANCES
+    precision: str = "fp32"
+    input_shape: tuple[int, ...] | None = None  # one sample; None: the model's default
+
+
+@dataclass(frozen=True)
+class JobDefaults:
+    """What the form proposes for a model: its kind, its default input shape and a typical epoch."""
+
+    kind: str  # "image" | "tokens" | "unknown" (a model known only by its profiles, or a user file)
+    input_shape: str  # "3,224,224", "1024"; "" when not known
+    epoch_samples: int
+    samples_label: str
+
+
+IMAGENET_IMAGES = 1_281_167
+TOKEN_EPOCH_SEQUENCES = 1_000_000  # a round number of sequences: no data set is implied
+DEFAULT_MODEL = "resnet50"
+
+
+def model_choices(profiled: pd.DataFrame, current: str | None = None) -> list[str]:
+    """The models the form offers: the zoo and every profiled model, in a fixed order (the zoo's, then the
+    profiled ones by name), and the one chosen now even when it is neither: a new profile never reorders
+    or replaces the choice."""
+    from stash_core.zoo import list_models
+
+    names = list(list_models())
+    names += sorted({str(name) for name in profiled["model"].dropna()} - set(names))
+    if current and current not in names:
+        names.append(current)
+    return names
+
+
+def job_defaults(model: str) -> JobDefaults:
+    """The form's defaults for `model`: a token model gets its sequence length and a count of sequences,
+    never ImageNet's images and 224 px."""
+    from stash_core.errors import StashError
+    from stash_core.zoo import describe_model, list_models
+
+    if ":" in model or model.strip().lower() not in list_models():
+        return JobDefaults("unknown", "", IMAGENET_IMAGES, "Samples in one epoch")
+    try:
+        info = describe_model(model)
+    except StashError:
+        return JobDefaults("unknown", "", IMAGENET_IMAGES, "Samples in one epoch")
+    shape = ",".join(str(size) for size in info.input_shape)
+    if info.kind == "tokens":
+        return JobDefaults("tokens", shape, TOKEN_EPOCH_SEQUENCES, "Sequences in one epoch")
+    return JobDefaults("image", shape, IMAGENET_IMAGES, "Images in one epoch")
 
 
 def profiled_models(db_path: Path | str) -> pd.DataFrame:
@@ -78,6 +128,16 @@ def recommendation(db_path: Path | str, request: RecommendRequest) -> Recommenda
     return recommend(db_path, **arguments)
 
 
+def stalls_not_predicted(option: dict) -> list[str]:
+    """The stalls of an option that have no figure (CPU and disk of a prediction without a profile)."""
+    return [stall for stall in STALL_NAMES if is_missing(option.get(f"{stall}_s"))]
+
+
+def headline(result: Recommendation) -> str:
+    """The job the recommendation answers, in the words `stash recommend` prints first."""
+    return job_headline(result.request)
+
+
 def pareto_points(options: pd.DataFrame) -> pd.DataFrame:
     """The priced options of a recommendation, with `kind` telling whether each meets the constraints."""
     return options.dropna(subset=["training_usd"]).assign(
@@ -108,7 +168,8 @@ def marked_source(frame: pd.DataFrame) -> pd.Series:
         if row.get("source") == "measured":
             return "● measured"
         spread = "" if error is None or pd.isna(error) else f" ±{float(error):.0%}"
-        return f"◇ predicted{spread}"
+        flag = " unvalidated" if row.get("unvalidated") in (True,) else ""
+        return f"◇ predicted{spread}{flag}"
 
     return pd.Series([mark(row) for row in frame.to_dict(orient="records")], index=frame.index, dtype=object)
 

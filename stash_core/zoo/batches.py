@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
+from typing import Any
 
 import torch
 from torch import nn
 
 from stash_core.errors import UsageError
 from stash_core.zoo.info import ModelInfo
+from stash_core.zoo.outputs import training_loss
 
 
 def _generator(device: torch.device, seed: int) -> torch.Generator | None:
@@ -44,8 +47,9 @@ def synthetic_batch(
     return inputs, targets
 
 
-def loss_fn(info: ModelInfo) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
-    """Cross-entropy between logits (batch, num_classes) and class targets, for images and tokens alike."""
+def loss_fn(info: ModelInfo) -> Callable[[Any, torch.Tensor], torch.Tensor]:
+    """Cross-entropy between logits (batch, num_classes) and class targets, for images and tokens alike; a
+    model that returns its own loss (a causal language model's next-token loss) is trained on that."""
     if info.kind not in ("image", "tokens"):
         raise UsageError(f"unknown model kind {info.kind!r}; expected 'image' or 'tokens'")
-    return nn.CrossEntropyLoss()
+    return functools.partial(training_loss, loss_fn=nn.CrossEntropyLoss())

@@ -6,6 +6,7 @@ import difflib
 import operator
 from collections.abc import Iterable
 
+import psutil
 import torch
 from torch import nn
 
@@ -13,7 +14,7 @@ from stash_core.errors import UsageError
 from stash_core.units import shape_parts
 from stash_core.zoo.info import ModelInfo, describe
 from stash_core.zoo.outputs import config_vocab_size, has_loss, logits_of
-from stash_core.zoo.registry import ZOO
+from stash_core.zoo.registry import ZOO, ZooEntry
 from stash_core.zoo.user import call_user_factory, one_line
 
 DEFAULT_IMAGE_SHAPE = (3, 224, 224)
@@ -121,7 +122,7 @@ def _build_zoo(
         classes = num_classes or DEFAULT_IMAGE_CLASSES
         model = entry.factory(num_classes=classes, in_channels=shape[0])
     else:
-        shape = shape or (DEFAULT_SEQ_LEN,)
+        shape = shape or (entry.default_seq_len or DEFAULT_SEQ_LEN,)
         if len(shape) != 1:
             raise UsageError(
                 f"{name} takes token ids: input shape must be one sequence length (like 128); "
@@ -129,9 +130,33 @@ def _build_zoo(
             )
         if entry.max_seq_len is not None and shape[0] > entry.max_seq_len:
             raise UsageError(f"{name} takes sequences of at most {entry.max_seq_len} tokens; got {shape[0]}")
-        classes = num_classes or DEFAULT_TOKEN_CLASSES
+        if entry.causal_lm:
+            if num_classes is not None and num_classes != entry.vocab_size:
+                raise UsageError(
+                    f"{name} predicts the next token over its {entry.vocab_size:,}-token vocabulary; "
+                    "it takes no number of classes"
+                )
+            classes = entry.vocab_size
+            check_fits_machine(name, entry)
+        else:
+            classes = num_classes or DEFAULT_TOKEN_CLASSES
         model = entry.factory(num_classes=classes)
     return model, describe(model, name, entry.kind, shape, classes, entry.vocab_size)
+
+
+def check_fits_machine(name: str, entry: ZooEntry) -> None:
+    """UsageError when the model's FP32 weights alone would not fit this machine's free memory (unless it is
+    built on the meta device, which allocates nothing): a 7B model is refused, not swapped to death."""
+    if torch.empty(0).is_meta:
+        return
+    with torch.device("meta"):
+        weights_bytes = 4 * sum(param.numel() for param in entry.factory().parameters())
+    available_bytes = psutil.virtual_memory().available
+    if weights_bytes > available_bytes:
+        raise UsageError(
+            f"{name} needs {weights_bytes / 1e9:.1f} GB for its FP32 weights alone and this machine has "
+            f"{available_bytes / 1e9:.1f} GB free; `stash predict` and `stash recommend` need no weights"
+        )
 
 
 def _build_user(

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from torch import nn
 
+from stash_core.zoo.decoder import DECODERS, decoder_factory
 from stash_core.zoo.resnet import RESNET_LAYOUTS, resnet_factory
 from stash_core.zoo.small_nets import AlexNet, MobileNetV2, SqueezeNet, shufflenet_factory
 from stash_core.zoo.transformer import BERT_SIZES, MAX_POSITIONS, VOCAB_SIZE, bert_factory
@@ -22,6 +23,8 @@ class ZooEntry:
     # Smallest image height/width that survives the downsampling; every zoo CNN ends in an adaptive pool,
     # so any size from here up works. Checked by forwards in tests/unit/test_zoo.py.
     min_image_side: int = 1
+    default_seq_len: int | None = None  # a token model's default input shape (else DEFAULT_SEQ_LEN)
+    causal_lm: bool = False  # predicts the next token over its vocabulary: it has no classes to choose
 
 
 def _entries() -> dict[str, ZooEntry]:
@@ -39,6 +42,16 @@ def _entries() -> dict[str, ZooEntry]:
     for name in BERT_SIZES:
         entries[name] = ZooEntry(
             "tokens", bert_factory(name), vocab_size=VOCAB_SIZE, max_seq_len=MAX_POSITIONS
+        )
+    for name, config in DECODERS.items():
+        entries[name] = ZooEntry(
+            "tokens",
+            decoder_factory(name),
+            vocab_size=config.vocab_size,
+            # learned positions stop at the context; rotary ones do not
+            max_seq_len=config.context if config.style == "gpt2" else None,
+            default_seq_len=config.context,
+            causal_lm=True,
         )
     return entries
 

@@ -82,7 +82,7 @@ def test_empty_database_shows_the_form(tmp_path, monkeypatch):
     assert not any("No recommendation" in error.value for error in app.error)
     iteration = next(metric for metric in app.metric if metric.label == "Iteration time")
     assert iteration.value.endswith(" ms")
-    assert any("Iteration time predicted, expected error" in caption.value for caption in app.caption)
+    assert any("Iteration time predicted, ±" in caption.value for caption in app.caption)
     table = app.dataframe[-1].value
     assert table["source"].str.startswith("◇ predicted ±").all()
 
@@ -105,7 +105,7 @@ def test_budget_that_cannot_be_met_is_explained(populated, monkeypatch):
     app = _submit(_page(populated, monkeypatch), 1.0)
     assert not app.exception
     errors = " ".join(error.value for error in app.error)
-    assert "no configuration finishes 90 epochs of 1,281,167 images within 1 h" in errors
+    assert "no configuration finishes 90 epochs of 1,281,167 samples within 1 h" in errors
 
 
 def test_configurations_left_out_say_why(tmp_path, monkeypatch):
@@ -129,7 +129,36 @@ def test_configurations_left_out_say_why(tmp_path, monkeypatch):
         warning
     )
     listed = " ".join(m.value for m in app.expander[-1].markdown)
-    assert "g4dn.xlarge: does not fit - batch 256 needs" in listed and "NVIDIA T4 has 16 GB" in listed
+    assert "g4dn.xlarge: does not fit - batch 256 in fp32 needs" in listed and "has 16 GB" in listed
     assert "tpu-box: not predictable - Google TPU v9 has no entry in the accelerator table" in listed
     headings = [m.value for m in app.markdown if m.value.startswith("### ")]
     assert headings and "p5.48xlarge" in headings[0]  # the instance that can be predicted is recommended
+
+
+def test_the_page_keeps_the_users_model_and_answers_its_job(populated, monkeypatch):
+    """A token model gets its own input shape and epoch size, the answer restates the job, and a new profile
+    of another model never replaces the model chosen."""
+    app = _page(populated, monkeypatch)
+    app.selectbox(key="rec-model").set_value("gpt2")
+    app = app.run()
+    assert not app.exception
+    assert app.text_input(key="rec-shape-gpt2").value == "1024"  # not 3,224,224
+    samples = app.number_input(key="rec-samples-tokens")
+    assert samples.label == "Sequences in one epoch" and samples.value != 1_281_167
+    app.text_input(key="rec-shape-gpt2").set_value("256")
+    app.selectbox(key="rec-precision").set_value("amp")
+    app.number_input(key="rec-batch").set_value(8)
+    app.number_input(key="rec-epochs").set_value(1.0)
+    app.multiselect(key="rec-inst").set_value(["g5.xlarge", "p3.8xlarge"])
+    next(button for button in app.button if button.label == "Recommend").click()
+    app = app.run()
+    assert not app.exception
+    text = " ".join(markdown.value for markdown in app.markdown)
+    assert "gpt2, batch 8 per worker, input 256, amp, one worker per GPU" in text
+    captions = " ".join(caption.value for caption in app.caption)
+    assert "Not predicted, so not in the time: cpu, disk stall" in captions
+    ingest_result(populated, result_doc("resnet18", instance="p3.2xlarge", device="cuda", batch_size=32))
+    app = app.run()
+    assert app.selectbox(key="rec-model").value == "gpt2"
+    page_text = " ".join(markdown.value for markdown in app.markdown) + " ".join(c.value for c in app.caption)
+    assert "validated stall models" not in page_text

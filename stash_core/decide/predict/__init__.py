@@ -1,8 +1,9 @@
-"""Predicted training-step times for instances never profiled: FLOPs and bytes of the step (step_cost), an
-accelerator table with sources (accelerators.csv), a per-operator roofline (roofline) with efficiencies
-calibrated on published throughputs and stored GPU profiles (calibration, validation), a memory check
-(memory) and the all-reduce model (network); configuration.py puts them together per instance, and
-instances.py for a whole catalog."""
+"""Predicted training-step times for instances never profiled: FLOPs, bytes and kernels of the step
+(step_cost), the step model (roofline: per operator class, launch and dispatch costs, wave effects) fitted
+to published throughputs (calibration, published) and validated held out by source and by GPU
+(validation, stated_error: the error a prediction prints), a memory check (memory) and the all-reduce
+model (network); configuration.py puts them together per instance, anchored on stored GPU profiles where
+there are some, and instances.py for a whole catalog."""
 
 from stash_core.decide.predict.configuration import ConfigPrediction, Predictor
 from stash_core.decide.predict.instances import Prediction, predict_instances

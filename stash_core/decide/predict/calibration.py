@@ -1,24 +1,30 @@
-"""Fit the roofline's efficiency factors to measured step times (published figures, stored GPU profiles).
+"""Fit the step model's parameters (roofline.PARAMETERS) to measured step times (published figures).
 
 A point is one measured step: a model at a batch size (and input shape, e.g. BERT's sequence length) on an
-accelerator in a precision, and its seconds.
-The fit minimises the squared log ratio of predicted to measured times over a grid of efficiencies (2% to
-100%, 80 steps, geometric): for each memory efficiency, the best matrix efficiency per precision and the best
-pooled one (used for a precision the points do not cover); then the memory efficiency with the least total.
-Vectorised over the grid with numpy, so a fit over a few dozen points takes milliseconds.
+accelerator in a precision, and its seconds, with the source it comes from. The fit is least squares on the
+log ratio of predicted to measured step time, Huber-weighted beyond 20% so that a figure no model explains
+pulls less (Levenberg-Marquardt, numeric Jacobian), plus a weak prior that
+pulls each parameter towards roofline.PRIOR so that a parameter the training points say nothing about (TF32
+when no TF32 figure is left, the host dispatch cost when every step is large) stays sensible. Efficiencies
+are fitted as logits (kept in (0, 1)), times as logarithms. Every point's operators are merged per identical
+row (features.py), so a fit over a few hundred figures takes a second or two.
 """
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
 
-from stash_core.catalog.accelerators import Accelerator, find_accelerator
-from stash_core.decide.predict.roofline import OPTIMIZER_BYTES_PER_PARAM, Efficiency
-from stash_core.decide.predict.step_cost import StepCost, step_cost
+from stash_core.catalog.accelerators import find_accelerator
+from stash_core.decide.predict.features import Features, features
+from stash_core.decide.predict.roofline import FRACTIONS, PARAMETERS, PRIOR, StepParams, op_seconds, soft_max
+from stash_core.decide.predict.step_cost import step_cost
 
-GRID = np.geomspace(0.02, 1.0, 80)
+PRIOR_WEIGHT = 0.05  # squared log-ratio units per squared unit of a transformed parameter's distance
+MAX_ITERATIONS = 60
+HUBER_DELTA = 0.2  # log ratio: about 20% off
 
 
 @dataclass(frozen=True)
@@ -32,60 +38,118 @@ class Point:
     step_s: float
     source: str
     input_shape: tuple[int, ...] = ()  # one sample; () is the model's default
+    source_id: str = ""  # the independent source (software stack) it comes from
+    revision: str = ""
+    table: str = ""
+    measured: str = ""  # what the figure includes (optimizer step, data loading, host copies)
 
 
-@dataclass(frozen=True)
-class _Arrays:
-    """A point's operators as arrays: seconds at 100% of the matrix roof and of the memory roof."""
-
-    matrix_s: np.ndarray
-    memory_s: np.ndarray
-    optimizer_s: float
-
-
-def point_arrays(cost: StepCost, accelerator: Accelerator, precision: str) -> _Arrays:
-    peak = accelerator.matrix_tflops(precision) * 1e12
-    bandwidth = accelerator.memory_gbs * 1e9
-    byte_scale = 0.5 if precision == "amp" else 1.0
-    matrix_s = np.array([op.flops / peak if op.matrix else 0.0 for op in cost.ops])
-    memory_s = np.array([op.bytes * byte_scale / bandwidth for op in cost.ops])
-    return _Arrays(matrix_s, memory_s, cost.param_count * OPTIMIZER_BYTES_PER_PARAM / bandwidth)
-
-
-def predicted_s(arrays: _Arrays, matrix_eff: np.ndarray | float, memory_eff: float) -> np.ndarray:
-    """Step seconds for each matrix efficiency given (vectorised over the first argument)."""
-    matrix = np.atleast_1d(matrix_eff)[:, None]
-    per_op = np.maximum(arrays.matrix_s[None, :] / matrix, arrays.memory_s[None, :] / memory_eff)
-    return per_op.sum(axis=1) + arrays.optimizer_s / memory_eff
-
-
-def arrays_for(point: Point) -> _Arrays:
+def arrays_for(point: Point) -> Features:
+    """The point's step on its accelerator (ValueError when the accelerator is not in the table)."""
     accelerator = find_accelerator(point.accelerator)
     if accelerator is None:
         raise ValueError(f"no accelerator table entry for {point.accelerator!r}")
-    cost = step_cost(point.model, point.batch_size, point.input_shape)
-    return point_arrays(cost, accelerator, point.precision)
+    cost = step_cost(point.model, point.batch_size, point.input_shape, interpolate=True)
+    return features(cost, accelerator, point.precision)
 
 
-def fit_efficiencies(points: list[Point]) -> Efficiency:
-    """The efficiencies that best explain the points (ValueError without points)."""
+def predicted_s(point: Point, params: StepParams) -> float:
+    return float(_Stack([arrays_for(point)]).step_s(params)[0])
+
+
+ARRAYS = (
+    "compute_s",
+    "memory_s",
+    "op_class",
+    "peak_kind",
+    "utilisation",
+    "kernels",
+    "count",
+    "forward",
+    "half",
+)
+
+
+class _Stack:
+    """Many points' arrays concatenated, evaluated at once."""
+
+    def __init__(self, feats: list[Features]) -> None:
+        concat = functools.partial(np.concatenate)
+        self.rows = Features(
+            *(concat([getattr(f, name) for f in feats]) for name in ARRAYS),
+            0.0, 0.0, 0.0,
+        )  # fmt: skip
+        self.segment = np.repeat(np.arange(len(feats)), [len(f.count) for f in feats])
+        self.optimizer_memory_s = np.array([f.optimizer_memory_s for f in feats])
+        self.optimizer_kernels = np.array([f.optimizer_kernels for f in feats])
+        self.total_kernels = np.array([f.total_kernels for f in feats])
+        self.size = len(feats)
+
+    def step_s(self, params: StepParams) -> np.ndarray:
+        ops = np.bincount(self.segment, weights=op_seconds(self.rows, params), minlength=self.size)
+        optimizer = (
+            self.optimizer_memory_s / params["optimizer"] + params["launch_s"] * self.optimizer_kernels
+        )
+        return soft_max(ops + optimizer, params["dispatch_s"] * self.total_kernels)
+
+
+def _to_params(vector: np.ndarray) -> StepParams:
+    values = {}
+    for name, value in zip(PARAMETERS, vector, strict=True):
+        values[name] = float(1.0 / (1.0 + np.exp(-value))) if name in FRACTIONS else float(np.exp(value))
+    return StepParams(values)
+
+
+def _to_vector(params: dict[str, float]) -> np.ndarray:
+    return np.array(
+        [np.log(params[n] / (1.0 - params[n])) if n in FRACTIONS else np.log(params[n]) for n in PARAMETERS]
+    )
+
+
+def huber(log_ratio: np.ndarray) -> np.ndarray:
+    """Residuals whose squares are the Huber loss: quadratic within HUBER_DELTA, linear beyond, so that a
+    figure no model explains (a data-bound run, a source far from the others) pulls the fit less."""
+    size = np.abs(log_ratio)
+    outer = np.sqrt(np.maximum(2.0 * HUBER_DELTA * size - HUBER_DELTA**2, 0.0))
+    return np.where(size <= HUBER_DELTA, log_ratio, np.sign(log_ratio) * outer)
+
+
+def fit_params(points: list[Point]) -> StepParams:
+    """The parameters that best explain the points (ValueError without points)."""
     if not points:
         raise ValueError("no measured steps to calibrate on")
-    prepared = [(point, arrays_for(point)) for point in points]
-    best: tuple[float, Efficiency] | None = None
-    for memory_eff in GRID:
-        # Squared log error of every point at every matrix efficiency of the grid: [points, grid].
-        errors = np.array(
-            [np.log(predicted_s(arrays, GRID, memory_eff) / point.step_s) ** 2 for point, arrays in prepared]
-        )
-        precisions = sorted({point.precision for point, _ in prepared})
-        matrix, total = {}, 0.0
-        for precision in precisions:
-            rows = [i for i, (point, _) in enumerate(prepared) if point.precision == precision]
-            column = errors[rows].sum(axis=0)
-            matrix[precision] = float(GRID[int(column.argmin())])
-            total += float(column.min())
-        matrix["pooled"] = float(GRID[int(errors.sum(axis=0).argmin())])
-        if best is None or total < best[0]:
-            best = (total, Efficiency(matrix, float(memory_eff)))
-    return best[1]
+    stack = _Stack([arrays_for(point) for point in points])
+    measured = np.log([point.step_s for point in points])
+    start = _to_vector(PRIOR)
+    weight = np.sqrt(PRIOR_WEIGHT)
+
+    def residual(vector: np.ndarray) -> np.ndarray:
+        log_ratio = np.log(stack.step_s(_to_params(vector))) - measured
+        return np.concatenate([huber(log_ratio), weight * (vector - start)])
+
+    vector, damping = start.copy(), 1e-2
+    current = residual(vector)
+    for _ in range(MAX_ITERATIONS):
+        jacobian = np.empty((len(current), len(vector)))
+        for index in range(len(vector)):
+            step = np.zeros_like(vector)
+            step[index] = 1e-5
+            jacobian[:, index] = (residual(vector + step) - current) / 1e-5
+        normal = jacobian.T @ jacobian
+        gradient = jacobian.T @ current
+        improved = False
+        for _ in range(8):
+            delta = np.linalg.solve(
+                normal + damping * (np.diag(np.diag(normal)) + np.eye(len(vector))), -gradient
+            )
+            trial = residual(vector + delta)
+            if trial @ trial < current @ current:
+                gain = current @ current - trial @ trial
+                vector, current, damping, improved = vector + delta, trial, damping / 3.0, True
+                break
+            damping *= 4.0
+        if not improved or gain < 1e-9:
+            break
+    sources = len({point.source_id or point.source for point in points})
+    fitted = _to_params(vector)
+    return StepParams(fitted.values, f"{len(points)} published figures from {sources} sources")

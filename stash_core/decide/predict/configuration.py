@@ -3,26 +3,28 @@
 Compute comes by one of three paths, the best available first:
   - "measured": a profile of the model at this batch on this instance type (its compute stall);
   - "scaled": a profile of the model at this batch on another GPU instance: its measured compute stall
-    (which carries the model's own efficiency) times the ratio of the two GPUs' roofline times;
-  - "roofline": the calibrated per-operator roofline alone.
-Interconnect and network come from network.py. The expected error is that of the compute path, measured
-by leave-one-GPU-out over the published figures (validation.py); communication is not validated there.
+    (which carries the model's own efficiency) times the ratio of the two GPUs' predicted steps;
+  - "roofline": the step model alone (roofline.py, parameters fitted on the published figures).
+Interconnect and network come from network.py. The expected error is the held-out error of the compute path
+in the job's batch regime (stated_error.py), widened and marked "unvalidated" on a GPU with no held-out
+figure; communication is not validated.
+
+The step's operators are counted once per Predictor (model, batch, input shape) and each GPU's compute time
+once per accelerator, so predicting every instance of a catalog costs a few milliseconds per GPU type.
 """
 
 from __future__ import annotations
 
-import functools
 import json
 from dataclasses import dataclass, field
 from typing import Any
 
 from stash_core.catalog.accelerators import Accelerator, find_accelerator
-from stash_core.decide.predict.calibration import Point, fit_efficiencies
 from stash_core.decide.predict.memory import memory_check
 from stash_core.decide.predict.network import CommTime, comm_time
-from stash_core.decide.predict.roofline import Efficiency, compute_time
-from stash_core.decide.predict.step_cost import StepCost, step_cost
-from stash_core.decide.predict.validation import expected_error, published_points
+from stash_core.decide.predict.roofline import ComputeTime, StepParams, compute_time
+from stash_core.decide.predict.stated_error import fitted_params, is_stale, load_summary, stated_error
+from stash_core.decide.predict.step_cost import StepCost, default_input_shape, step_cost
 
 
 @dataclass
@@ -40,20 +42,16 @@ class ConfigPrediction:
     memory_needed_gb: float
     memory_gb: float
     notes: list[str] = field(default_factory=list)
+    validated: bool = True  # False: no held-out figure of this GPU (the expected error is widened)
 
     @property
     def iteration_s(self) -> float:
         return self.compute_s + self.interconnect_s + self.network_s
 
 
-@functools.lru_cache(maxsize=32)
-def calibrated(extra_points: tuple[Point, ...] = ()) -> Efficiency:
-    """Efficiencies fitted to the published figures plus any measured GPU profiles given."""
-    return fit_efficiencies([*published_points(), *extra_points])
-
-
 class Predictor:
-    """Predictions for one model at one batch size, calibrated once for every configuration asked."""
+    """Predictions for one model at one batch size, input shape and precision: the step counted once, each
+    GPU's compute time once, for every configuration asked."""
 
     def __init__(
         self,
@@ -63,30 +61,36 @@ class Predictor:
         profiles: list[dict[str, Any]] | None = None,
         precision: str = "fp32",
         input_shape: tuple[int, ...] | None = None,
+        params: StepParams | None = None,
     ) -> None:
         # UsageError for an unknown model or a shape it cannot take
         self.cost: StepCost = step_cost(model, batch_size, input_shape)
         # A profile that names no input shape ran with the model's default one.
-        default = step_cost(model, batch_size) if input_shape else self.cost
-        self.default_shape = default.input_shape
+        self.default_shape = default_input_shape(model) if input_shape else self.cost.input_shape
         self.model, self.batch_size, self.catalog, self.precision = model, batch_size, catalog, precision
         self.profiles = profiles or []
-        extra = tuple(self._calibration_points())
-        self.efficiency = calibrated(extra)
-        self.calibration_note = f"{len(published_points())} published figures + {len(extra)} stored profiles"
+        self.params = params or fitted_params()
+        stale = (
+            " (the published figures changed since: rerun bench/cross_instance.py --write)"
+            if is_stale()
+            else ""
+        )
+        figures = (load_summary() or {}).get("figures")
+        self.calibration_note = (
+            f"fitted on {figures} published figures{stale}"
+            if figures
+            else "uncalibrated prior: no validation summary"
+        )
+        self._compute: dict[str, ComputeTime] = {}
 
-    def _calibration_points(self) -> list[Point]:
-        points = []
-        for row in self.profiles:
-            accelerator = self._accelerator(row.get("instance"))
-            per_worker = row.get("compute_s")
-            if accelerator is None or not per_worker or not countable(row):
-                continue
-            points.append(
-                Point(str(row["model"]), int(row["batch_size"]), accelerator.name, "fp32",
-                      float(per_worker), f"profile {row['run_id']}", profile_shape(row))
-            )  # fmt: skip
-        return points
+    def compute(self, accelerator: Accelerator) -> ComputeTime:
+        """The step model's compute time on one GPU (cached per accelerator)."""
+        found = self._compute.get(accelerator.name)
+        if found is None:
+            found = self._compute[accelerator.name] = compute_time(
+                self.cost, accelerator, self.precision, self.params
+            )
+        return found
 
     def _accelerator(self, instance: Any) -> Accelerator | None:
         row = self.catalog.get(str(instance)) if instance else None
@@ -102,42 +106,40 @@ class Predictor:
         memory = memory_check(self.cost, accelerator, self.precision)
         if not memory.fits:
             return f"{name}: does not fit - {memory.note}"
-        compute = compute_time(self.cost, accelerator, self.precision, self.efficiency)
-        path, basis, compute_s, error = self._compute_path(name, accelerator, compute.step_s)
-        backward_s = compute_s * compute.backward_s / compute.step_s
+        compute = self.compute(accelerator)
+        path, basis, compute_s = self._compute_path(name, accelerator, compute.step_s)
+        stated = stated_error(path, self.batch_size, accelerator.name) if path != "measured" else None
+        backward_s = compute_s * compute.backward_s / max(compute.forward_s + compute.backward_s, 1e-12)
         comm = comm_time(
             4.0 * self.cost.param_count, workers, count, instance.get("interconnect"),
             instance.get("network_gbps"), accelerator, backward_s,
         )  # fmt: skip
         if not isinstance(comm, CommTime):
             return f"{count} x {name}: communication not predictable - {comm}"
-        notes = [note for note in (memory.note,) if note]
+        notes = [note for note in (memory.note, stated.note if stated else "") if note]
+        if compute.host_s >= compute.gpu_s and path != "measured":
+            notes.append(f"overhead-bound: {compute.kernels} kernels dispatched from the host")
         if comm.link:
             notes.append(f"all-reduce over {comm.link} (alpha-beta at nominal bandwidth, not validated)")
         return ConfigPrediction(
             name, accelerator.name, count, workers, path, basis, compute_s, comm.interconnect_s,
-            comm.network_s, error, memory.needed_gb, memory.available_gb, notes,
+            comm.network_s, stated.error if stated else None, memory.needed_gb, memory.available_gb, notes,
+            stated.validated if stated else True,
         )  # fmt: skip
 
-    def _compute_path(self, name: str, accelerator: Accelerator, roofline_s: float):
+    def _compute_path(self, name: str, accelerator: Accelerator, model_s: float) -> tuple[str, str, float]:
         same = [row for row in self._same_model() if row["instance"] == name]
         if same:
             row = same[0]
-            return "measured", f"compute of profile {row['run_id']}", float(row["compute_s"]), None
+            return "measured", f"compute of profile {row['run_id']}", float(row["compute_s"])
         for row in self._same_model():
             base = self._accelerator(row["instance"])
             if base is None:
                 continue
-            base_s = compute_time(self.cost, base, self.precision, self.efficiency).step_s
-            scaled = float(row["compute_s"]) * roofline_s / base_s
-            basis = f"compute of profile {row['run_id']} on {row['instance']} x roofline ratio"
-            return "scaled", basis, scaled, expected_error("scaled", self.model)
-        effs = self.efficiency
-        basis = (
-            f"roofline: {effs.for_precision(self.precision):.0%} of matrix peak, {effs.memory:.0%} of "
-            f"memory bandwidth ({self.calibration_note})"
-        )
-        return "roofline", basis, roofline_s, expected_error("roofline", self.model)
+            scaled = float(row["compute_s"]) * model_s / self.compute(base).step_s
+            basis = f"compute of profile {row['run_id']} on {row['instance']} x step-model ratio"
+            return "scaled", basis, scaled
+        return "roofline", f"step model ({self.calibration_note})", model_s
 
     def _same_model(self) -> list[dict[str, Any]]:
         """Profiles of this model at this batch size and input shape."""
@@ -148,17 +150,6 @@ class Predictor:
             and int(row.get("batch_size") or 0) == self.batch_size
             and (profile_shape(row) or self.default_shape) == self.cost.input_shape
         ]
-
-
-def countable(row: dict[str, Any]) -> bool:
-    """Whether a stored profile's model can be counted here (a script's cannot; a model file may be gone)."""
-    if row.get("model_kind") == "script" or str(row.get("model", "")).startswith("script:"):
-        return False
-    try:
-        step_cost(str(row["model"]), int(row["batch_size"]), profile_shape(row))
-    except Exception:  # noqa: BLE001 - a model file that no longer builds only leaves out its profile
-        return False
-    return True
 
 
 def profile_shape(row: dict[str, Any]) -> tuple[int, ...]:

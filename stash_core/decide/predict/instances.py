@@ -4,6 +4,7 @@ rows with script.py's predictor."""
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -11,7 +12,7 @@ from typing import Any, Protocol
 import pandas as pd
 
 from stash_core.catalog import list_instances
-from stash_core.catalog.accelerators import PRECISIONS
+from stash_core.catalog.accelerators import PRECISIONS, Accelerator, accelerator_table, find_accelerator
 from stash_core.cells import plain_row
 from stash_core.decide.predict.configuration import ConfigPrediction, Predictor
 from stash_core.decide.predict.script import ScriptPredictor, script_run
@@ -20,9 +21,9 @@ from stash_core.errors import UsageError
 from stash_core.store.reads import gpu_compute_profiles
 
 COLUMNS = (
-    "config", "instance", "accelerator", "instance_count", "workers_per_instance", "path", "source",
-    "compute_s", "interconnect_s", "network_s", "iteration_s", "samples_per_s", "expected_error",
-    "memory_needed_gb", "memory_gb", "basis", "note",
+    "config", "instance", "accelerator", "instance_count", "gpus_per_instance", "workers_per_instance",
+    "workers", "path", "source", "compute_s", "interconnect_s", "network_s", "iteration_s", "samples_per_s",
+    "expected_error", "unvalidated", "memory_needed_gb", "memory_gb", "basis", "note",
 )  # fmt: skip
 NO_ACCELERATOR = "not predictable - no accelerator (CPU instances need a profile)"
 
@@ -33,28 +34,105 @@ class ConfigurationPredictor(Protocol):
 
 @dataclass
 class Prediction:
+    """The job asked (request), one row per predicted configuration (frame, COLUMNS), and a line per instance
+    or configuration that could not be predicted, with its reason (not_predictable: 'NAME: reason')."""
+
     request: dict
     frame: pd.DataFrame
     not_predictable: list[str] = field(default_factory=list)
     expected_errors: dict = field(default_factory=dict)
 
+    def to_json(self) -> dict[str, Any]:
+        """{"job": ..., "predictions": [...], "not_predicted": [{"instance", "reason"}]}: plain JSON values,
+        None for a figure that is not known (never NaN)."""
+        return {
+            "job": dict(self.request),
+            "predictions": [_json_prediction(plain_row(row)) for row in self.frame.to_dict(orient="records")],
+            "not_predicted": [refusal_json(line) for line in self.not_predictable],
+        }
 
-def catalog_rows(db_path: Path | str, instances: list[str] | None) -> dict[str, dict]:
-    """The catalog rows to predict, by name; UsageError for a name not in the catalog."""
-    catalog = list_instances(db_path)
-    rows = {row["name"]: plain_row(row) for row in catalog.to_dict(orient="records")}
+
+def _json_prediction(row: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "instance": row["instance"],
+        "accelerator": row["accelerator"],
+        "instance_count": row["instance_count"],
+        "gpus": row["gpus_per_instance"],
+        "workers_per_instance": row["workers_per_instance"],
+        "workers": row["workers"],
+        "path": row["path"],
+        "source": row["source"],
+        "step_s": row["iteration_s"],
+        "samples_per_s": row["samples_per_s"],
+        "expected_error": row["expected_error"],
+        "unvalidated": bool(row["unvalidated"]),
+        "memory_gb": row["memory_gb"],
+        "memory_needed_gb": row["memory_needed_gb"],
+        "compute_s": row["compute_s"],
+        "interconnect_s": row["interconnect_s"],
+        "network_s": row["network_s"],
+        "basis": row["basis"],
+        "notes": [note for note in (row["note"] or "").split("; ") if note],
+    }
+
+
+def refusal_json(line: str) -> dict[str, str]:
+    """A line of not_predictable as JSON: 'NAME: reason' (or '2 x NAME: reason') ->
+    {"instance": "NAME", "configuration": "2 x NAME", "reason": "reason"}."""
+    head, _, reason = line.partition(": ")
+    return {"instance": head.split(" x ", 1)[-1], "configuration": head, "reason": reason or line}
+
+
+def all_catalog_rows(db_path: Path | str) -> dict[str, dict]:
+    """Every catalog row (stored and built-in), by name."""
+    return {row["name"]: plain_row(row) for row in list_instances(db_path).to_dict(orient="records")}
+
+
+def catalog_rows(
+    db_path: Path | str,
+    instances: list[str] | None,
+    gpus: list[str] | None = None,
+    everything: dict[str, dict] | None = None,
+) -> dict[str, dict]:
+    """The catalog rows to predict, by name: the named ones, and of those (or of all) the ones whose GPU is
+    one of `gpus`; UsageError for a name not in the catalog, a GPU not in the accelerator table, or a GPU
+    no instance of the selection has. `everything`: all_catalog_rows when already read."""
+    rows = dict(everything if everything is not None else all_catalog_rows(db_path))
     if instances:
         unknown = sorted(set(instances) - set(rows))
         if unknown:
             raise UsageError(f"unknown instance(s) {', '.join(unknown)}: see `stash instances list`")
         rows = {name: rows[name] for name in instances}
+    if gpus:
+        wanted = {_known_gpu(name).name for name in gpus}
+        rows = {
+            name: row
+            for name, row in rows.items()
+            if (found := find_accelerator(row.get("accelerator"))) is not None and found.name in wanted
+        }
+        if not rows:
+            raise UsageError(
+                f"no instance{' of those named' if instances else ' in the catalog'} has "
+                f"{' or '.join(sorted(wanted))}: see `stash instances list`"
+            )
     return rows
 
 
-def whole_catalog(db_path: Path | str, catalog: dict[str, dict]) -> dict[str, dict]:
+def _known_gpu(name: str) -> Accelerator:
+    found = find_accelerator(name)
+    if found is None:
+        known = sorted({accelerator.name for accelerator in accelerator_table().values()})
+        close = difflib.get_close_matches(name, known, n=3, cutoff=0.4)
+        hint = f" (did you mean {', '.join(close)}?)" if close else ""
+        raise UsageError(f"unknown GPU {name!r}{hint}: not in Stash's accelerator table")
+    return found
+
+
+def whole_catalog(
+    db_path: Path | str, catalog: dict[str, dict], everything: dict[str, dict] | None = None
+) -> dict[str, dict]:
     """Every catalog row (the profiles' instances too), with the rows given over them."""
-    everything = {row["name"]: plain_row(row) for row in list_instances(db_path).to_dict(orient="records")}
-    return {**everything, **catalog}
+    return {**(everything if everything is not None else all_catalog_rows(db_path)), **catalog}
 
 
 def check_precision(precision: str) -> None:
@@ -69,12 +147,16 @@ def predictor_for(
     catalog: dict[str, dict],
     precision: str = "fp32",
     input_shape: tuple[int, ...] | None = None,
+    everything: dict[str, dict] | None = None,
 ) -> Predictor:
+    """The Predictor of one job (its step counted once) over `catalog` and the stored GPU profiles."""
     check_precision(precision)
-    profiles = gpu_compute_profiles(db_path).to_dict(orient="records")
-    return Predictor(
-        model, batch_size, whole_catalog(db_path, catalog), profiles, precision, input_shape=input_shape
-    )
+    # Stash profiles train in FP32: their compute times measure (or anchor a scaling of) an FP32 job only.
+    # No database file: no profiles (reading one would build an empty database in memory first).
+    stored = precision == "fp32" and Path(db_path).exists()
+    profiles = gpu_compute_profiles(db_path).to_dict(orient="records") if stored else []
+    rows = whole_catalog(db_path, catalog, everything)
+    return Predictor(model, batch_size, rows, profiles, precision, input_shape=input_shape)
 
 
 def predict_instances(
@@ -86,13 +168,21 @@ def predict_instances(
     max_instances: int = 1,
     precision: str = "fp32",
     input_shape: tuple[int, ...] | None = None,
+    gpus: list[str] | None = None,
 ) -> Prediction:
-    """One row per configuration that can be predicted; a line per instance that cannot, with the reason."""
-    catalog = catalog_rows(db_path, instances)
-    predictor = predictor_for(db_path, model, batch_size, catalog, precision, input_shape)
+    """One row per configuration that can be predicted; a line per instance that cannot, with the reason.
+
+    The step is counted once (Predictor: model, batch, input shape, precision) and reused for every
+    instance; UsageError for an unknown model, instance or GPU, or a shape the model cannot take."""
+    everything = all_catalog_rows(db_path)  # read once for the selection and the profiles' instances
+    catalog = catalog_rows(db_path, instances, gpus, everything)
+    predictor = predictor_for(db_path, model, batch_size, catalog, precision, input_shape, everything)
     frame, refused = prediction_rows(predictor, catalog, batch_size, workers_per_instance, max_instances)
-    shape = "x".join(str(size) for size in predictor.cost.input_shape)
-    request = {"model": model, "batch_size": batch_size, "precision": precision, "input_shape": shape}
+    request = {
+        "model": model, "batch_size": batch_size, "input_shape": list(predictor.cost.input_shape),
+        "precision": precision, "workers_per_instance": workers_per_instance or "all GPUs",
+        "max_instances": max_instances,
+    }  # fmt: skip
     return Prediction(request, frame, refused, expected_errors())
 
 
@@ -112,7 +202,8 @@ def predict_script_run(
     predictor = ScriptPredictor(base, catalog, precision)
     frame, refused = prediction_rows(predictor, catalog, base.batch_size, workers_per_instance, max_instances)
     request = {
-        "model": base.name, "batch_size": base.batch_size, "precision": precision, "input_shape": "",
+        "model": base.name, "batch_size": base.batch_size, "input_shape": None, "precision": precision,
+        "workers_per_instance": workers_per_instance or "all GPUs", "max_instances": max_instances,
         "script_run": base.run_id, "measured_on": base.accelerator.name,
     }  # fmt: skip
     return Prediction(request, frame, refused, expected_errors())
@@ -154,14 +245,16 @@ def prediction_rows(
 
 def _row(result: ConfigPrediction, gpus: int, batch_size: int | None) -> dict[str, Any]:
     workers, count = result.workers_per_instance, result.instance_count
-    label = f"{count} x {result.instance}" + (f" ({workers} of {gpus} GPUs)" if workers != gpus else "")
+    label = f"{count} x {result.instance}"
     samples = batch_size * workers * count / result.iteration_s if batch_size else None
     return {
         "config": label,
         "instance": result.instance,
         "accelerator": result.accelerator,
         "instance_count": count,
+        "gpus_per_instance": gpus,
         "workers_per_instance": workers,
+        "workers": workers * count,
         "path": result.path,
         "source": "measured" if result.path == "measured" else "predicted",
         "compute_s": result.compute_s,
@@ -170,6 +263,7 @@ def _row(result: ConfigPrediction, gpus: int, batch_size: int | None) -> dict[st
         "iteration_s": result.iteration_s,
         "samples_per_s": samples,
         "expected_error": result.expected_error,
+        "unvalidated": not getattr(result, "validated", True),
         "memory_needed_gb": result.memory_needed_gb,
         "memory_gb": result.memory_gb,
         "basis": result.basis,

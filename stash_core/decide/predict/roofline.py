@@ -1,35 +1,53 @@
-"""Compute time of one training step on an accelerator: a roofline per operator, with efficiency factors.
+"""Compute time of one training step on an accelerator: a roofline per operator class, launch and dispatch
+costs, and wave effects, with a few parameters fitted to measured steps (calibration.py).
 
-Each operator takes max(FLOPs / (efficiency x peak), bytes / (memory efficiency x bandwidth)): matrix
-operators (convolutions, matrix products, attention) against the matrix peak of the precision (FP32, TF32, or
-FP16 tensor cores under mixed precision), every other operator against memory bandwidth. Mixed precision
-halves the bytes of activations; the optimizer step (SGD with momentum, as Stash's worker) reads weights,
-gradients and momentum and writes weights and momentum in FP32: 5 x 4 bytes per parameter.
-
-The efficiencies are not guessed: fit_efficiencies (calibration.py) fits them to measured step times, one
-matrix efficiency per precision (falling back to the pooled one for a precision without measurements) and
-one memory efficiency for all.
+Per operator: max(FLOPs / (efficiency of its class x matrix peak of the precision x wave utilisation^w),
+bytes / (memory efficiency of its class x bandwidth)) + launch_s per kernel. Matrix products and
+convolutions run at the matrix peak of the precision (FP32 cores; TF32 or FP16/BF16 tensor cores under tf32
+and amp), attention at its own share of it; element-wise and normalisation operators, reductions and the
+optimizer step are bandwidth-bound, each with its own efficiency. Wave utilisation: a GEMM of T output tiles
+on a GPU of S SMs fills T / (ceil(T / S) x S) of it, so a GEMM too small for the GPU runs below the efficiency
+of a large one (features.py). Eager PyTorch dispatches every kernel from the host, so a step also takes at
+least dispatch_s per kernel: GPU and host time are combined as a soft maximum (a p-norm, p = 6).
+Mixed precision halves activation bytes and adds the weight casts and gradient unscaling (features.py);
+amp_memory scales the memory efficiency of its half-precision operators (not every byte of them halves).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from stash_core.catalog.accelerators import Accelerator
+from stash_core.decide.predict.features import Features, features
 from stash_core.decide.predict.step_cost import StepCost
 
-OPTIMIZER_BYTES_PER_PARAM = 5 * 4
+# Efficiencies are fractions of a peak; launch_s and dispatch_s seconds; wave_exponent in [0, 1].
+PARAMETERS = (
+    "matmul_fp32", "matmul_tf32", "matmul_fp16", "attention", "elementwise", "reduction", "optimizer",
+    "launch_s", "dispatch_s", "wave_exponent", "amp_memory",
+)  # fmt: skip
+FRACTIONS = frozenset(PARAMETERS) - {"launch_s", "dispatch_s", "amp_memory"}
+# Where the fit starts and what it is pulled towards when the data say little (calibration.py's prior):
+# a large GEMM near 70% of peak, a kernel launch of a few microseconds, eager dispatch ~10 us per kernel.
+PRIOR = {
+    "matmul_fp32": 0.7, "matmul_tf32": 0.5, "matmul_fp16": 0.5, "attention": 0.5, "elementwise": 0.7,
+    "reduction": 0.5, "optimizer": 0.7, "launch_s": 4e-6, "dispatch_s": 1e-5, "wave_exponent": 0.5,
+    "amp_memory": 1.0,
+}  # fmt: skip
+SOFT_MAX_P = 6.0
 
 
 @dataclass(frozen=True)
-class Efficiency:
-    """Fractions of peak reached: matrix units per precision ("pooled" for any other) and memory."""
+class StepParams:
+    """The fitted parameters of the step model (PARAMETERS), and what they were fitted on."""
 
-    matrix: dict[str, float] = field(default_factory=dict)
-    memory: float = 1.0
+    values: dict[str, float] = field(default_factory=lambda: dict(PRIOR))
+    fitted_on: str = "prior (not fitted)"
 
-    def for_precision(self, precision: str) -> float:
-        return self.matrix.get(precision, self.matrix.get("pooled", 1.0))
+    def __getitem__(self, name: str) -> float:
+        return float(self.values.get(name, PRIOR[name]))
 
 
 @dataclass(frozen=True)
@@ -38,20 +56,40 @@ class ComputeTime:
     forward_s: float
     backward_s: float
     optimizer_s: float
+    gpu_s: float = 0.0  # device time (operators + launches)
+    host_s: float = 0.0  # eager dispatch time of every kernel
+    kernels: int = 0
 
 
 def compute_time(
-    cost: StepCost, accelerator: Accelerator, precision: str, efficiency: Efficiency
+    cost: StepCost, accelerator: Accelerator, precision: str, params: StepParams, optimizer: str | None = None
 ) -> ComputeTime:
     """Predicted seconds of one step (forward, backward, optimizer) on one accelerator."""
-    matrix_peak = accelerator.matrix_tflops(precision) * 1e12 * efficiency.for_precision(precision)
-    bandwidth = accelerator.memory_gbs * 1e9 * efficiency.memory
-    byte_scale = 0.5 if precision == "amp" else 1.0
-    phases = {"forward": 0.0, "backward": 0.0}
-    for op in cost.ops:
-        phases[op.phase] += max(
-            op.flops / matrix_peak if op.matrix else 0.0, op.bytes * byte_scale / bandwidth
-        )
-    optimizer_s = cost.param_count * OPTIMIZER_BYTES_PER_PARAM / bandwidth
-    total = phases["forward"] + phases["backward"] + optimizer_s
-    return ComputeTime(total, phases["forward"], phases["backward"], optimizer_s)
+    feats = features(cost, accelerator, precision, optimizer)
+    per_op = op_seconds(feats, params)
+    forward_s = float((per_op * feats.forward).sum())
+    backward_s = float(per_op.sum()) - forward_s
+    optimizer_s = optimizer_seconds(feats, params)
+    gpu_s = forward_s + backward_s + optimizer_s
+    host_s = params["dispatch_s"] * feats.total_kernels
+    step_s = soft_max(gpu_s, host_s)
+    return ComputeTime(step_s, forward_s, backward_s, optimizer_s, gpu_s, host_s, int(feats.total_kernels))
+
+
+def op_seconds(feats: Features, params: StepParams) -> np.ndarray:
+    """Seconds of each (deduplicated) operator row, times its count."""
+    matmul = np.array([params["matmul_fp32"], params["matmul_tf32"], params["matmul_fp16"]])[feats.peak_kind]
+    compute_eff = np.where(feats.op_class == 1, matmul * params["attention"], matmul)
+    memory_eff = np.where(feats.op_class == 3, params["reduction"], params["elementwise"])
+    memory_eff = memory_eff * params["amp_memory"] ** feats.half
+    wave = feats.utilisation ** params["wave_exponent"]
+    seconds = np.maximum(feats.compute_s / (compute_eff * wave), feats.memory_s / memory_eff)
+    return (seconds + params["launch_s"] * feats.kernels) * feats.count
+
+
+def optimizer_seconds(feats: Features, params: StepParams) -> float:
+    return feats.optimizer_memory_s / params["optimizer"] + params["launch_s"] * feats.optimizer_kernels
+
+
+def soft_max(gpu_s: float | np.ndarray, host_s: float | np.ndarray) -> float | np.ndarray:
+    return (gpu_s**SOFT_MAX_P + host_s**SOFT_MAX_P) ** (1.0 / SOFT_MAX_P)

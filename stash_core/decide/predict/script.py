@@ -5,10 +5,11 @@ put through the roofline. The compute of the profiled run is scaled instead: com
 measured compute x (the run's GPU's matrix peak / the target's matrix peak) in the precision asked for
 (FP32, TF32 or FP16 tensor cores). The ratio ignores memory-bound operators and the model's own efficiency
 on each GPU, so its expected error is the larger one measured for this path over the published figures
-(validation.peak_ratio_from_other_gpu). A run on the CPU is refused: a CPU's time says nothing about a GPU's
-without the operators. Communication is the all-reduce model of network.py over the run's stored gradient
-bytes, with backward taken as 2/3 of compute (its FLOPs are twice the forward's); without stored gradient
-bytes only single-GPU configurations are predicted. Memory is not checked (the script's is not known).
+(validation.peak_ratio_from_other_gpu, stated per batch regime by stated_error.py). A run on the CPU is
+refused: a CPU's time says nothing about a GPU's without the operators. Communication is the all-reduce
+model of network.py over the run's stored gradient bytes, with backward taken as 2/3 of compute (its FLOPs
+are twice the forward's); without stored gradient bytes only single-GPU configurations are predicted.
+Memory is not checked (the script's is not known).
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ from typing import Any
 from stash_core.catalog.accelerators import Accelerator, find_accelerator
 from stash_core.decide.predict.configuration import ConfigPrediction
 from stash_core.decide.predict.network import CommTime, comm_time
-from stash_core.decide.predict.validation import expected_error, peak_ratio
+from stash_core.decide.predict.stated_error import stated_error
+from stash_core.decide.predict.validation import peak_ratio
 from stash_core.errors import UsageError
 from stash_core.store import get_run
 
@@ -103,7 +105,6 @@ class ScriptPredictor:
 
     def __init__(self, base: ScriptRun, catalog: dict[str, dict[str, Any]], precision: str) -> None:
         self.base, self.catalog, self.precision = base, catalog, precision
-        self.error = expected_error("script")
 
     def predict(self, name: str, workers: int, count: int) -> ConfigPrediction | str:
         instance = self.catalog[name]
@@ -130,6 +131,8 @@ class ScriptPredictor:
             return f"{count} x {name}: communication not predictable - {comm}"
         if comm.link:
             notes.append(f"all-reduce over {comm.link} (alpha-beta at nominal bandwidth, not validated)")
+        stated = stated_error("script", base.batch_size, accelerator.name)
+        notes += [stated.note] if stated.note else []
         peaks = "/".join(f"{gpu.matrix_tflops(self.precision):g}" for gpu in (base.accelerator, accelerator))
         basis = (
             f"compute of script run {base.run_id} on {base.accelerator.name} x {ratio:.2f} ({self.precision} "
@@ -137,7 +140,7 @@ class ScriptPredictor:
         )
         return ConfigPrediction(
             name, accelerator.name, count, workers, PATH, basis, compute_s, comm.interconnect_s,
-            comm.network_s, self.error, float("nan"), accelerator.memory_gb, notes,
+            comm.network_s, stated.error, float("nan"), accelerator.memory_gb, notes, stated.validated,
         )  # fmt: skip
 
     def _measured(self, name: str, accelerator: Accelerator, notes: list[str]) -> ConfigPrediction:

@@ -10,8 +10,10 @@ import pandas as pd
 
 from stash_core.catalog import list_instances, stored_label_checks
 from stash_core.cells import plain_row
+from stash_core.decide.predict.configuration import profile_shape
+from stash_core.decide.predict.instances import check_precision, refusal_json
 from stash_core.decide.recommend.candidates import OptionPlanner
-from stash_core.decide.recommend.costs import Job
+from stash_core.decide.recommend.costs import STALL_NAMES, RentalJob
 from stash_core.decide.recommend.explain import explanations, infeasible_reason
 from stash_core.decide.recommend.pareto import rank_options
 from stash_core.errors import UsageError
@@ -44,6 +46,52 @@ class Recommendation:
         """Options no other option beats on both training time and cost, fastest first."""
         return self.options[self.options["pareto"]].sort_values("training_h").reset_index(drop=True)
 
+    def to_json(self) -> dict[str, Any]:
+        """{"job", "recommended", "options" (feasible, cheapest first), "predictions" (every configuration
+        evaluated), "not_predicted", "explanations", "infeasible_reason", "warnings"}: plain JSON values,
+        None for a figure that is not known (a CPU or disk stall not predicted, a missing price)."""
+        return {
+            "job": dict(self.request),
+            "recommended": None if self.best is None else _json_option(plain_row(self.best)),
+            "options": [_json_option(plain_row(row)) for row in self.ranked.to_dict(orient="records")],
+            "predictions": [_json_option(plain_row(row)) for row in self.options.to_dict(orient="records")],
+            "not_predicted": [refusal_json(line) for line in self.excluded],
+            "explanations": list(self.explanations),
+            "infeasible_reason": self.infeasible_reason,
+            "warnings": list(self.label_warnings),
+        }
+
+
+def _json_option(row: dict[str, Any]) -> dict[str, Any]:
+    option = {
+        "rank": row.get("rank"),
+        "config": row["config"],
+        "instance": row["instance"],
+        "accelerator": row.get("accelerator"),
+        "instance_count": row["instance_count"],
+        "gpus": row.get("gpus_per_instance"),
+        "workers_per_instance": row["workers_per_instance"],
+        "workers": row["workers_total"],
+        "source": row["source"],
+        "path": row.get("path"),
+        "step_s": row["iteration_s"],
+        "samples_per_s": row.get("samples_per_s"),
+        "expected_error": row["expected_error"],
+        "unvalidated": bool(row.get("unvalidated")),
+        "memory_gb": row.get("memory_gb"),
+        "memory_needed_gb": row.get("memory_needed_gb"),
+        **{f"{stall}_s": row[f"{stall}_s"] for stall in STALL_NAMES},
+        "epoch_s": row["epoch_s"],
+        "training_h": row["training_h"],
+        "usd_per_h": row["usd_per_h"],
+        "training_usd": row["training_usd"],
+        "feasible": bool(row.get("feasible")),
+        "pareto": bool(row.get("pareto")),
+        "basis": row["basis"],
+        "notes": [note for note in (row.get("note") or "").split("; ") if note],
+    }
+    return option
+
 
 def recommend(
     db_path: Path | str,
@@ -56,15 +104,23 @@ def recommend(
     spot: bool = False,
     instances: list[str] | None = None,
     max_instances: int = DEFAULT_MAX_INSTANCES,
+    precision: str = "fp32",
+    input_shape: tuple[int, ...] | None = None,
 ) -> Recommendation:
-    """Rank configurations for training `model` (per-worker `batch_size`) for `epochs` of `dataset_images`."""
+    """Rank configurations for training `model` (per-worker `batch_size`, one sample of `input_shape`, in
+    `precision`) for `epochs` of `dataset_images` samples."""
 
     _check_request(batch_size, epochs, dataset_images, budget_hours, max_usd, max_instances)
+    check_precision(precision)
     _check_model(db_path, model)
+    shape, default_shape = _job_shapes(model, input_shape)
     pricing = "spot" if spot else "on_demand"
     request = {
         "model": model,
         "batch_size": batch_size,
+        "input_shape": None if shape is None else list(shape),
+        "precision": precision,
+        "workers": "all GPUs of each instance (one per GPU)",
         "epochs": epochs,
         "dataset_images": dataset_images,
         "budget_hours": budget_hours,
@@ -74,8 +130,11 @@ def recommend(
     }
     catalog = _catalog(db_path, instances)
     measured, label_warnings, set_aside = _labelled_profiles(db_path, model, batch_size)
+    measured, other_jobs = _same_job(measured, shape, default_shape, precision)
+    set_aside += other_jobs
     measured = measured.drop_duplicates(["instance", "workers_per_node", "nodes"], keep="first")
-    job = Job(model, batch_size, float(epochs), dataset_images, pricing)
+    given = shape if input_shape else None  # the model's default needs no flag in the hints
+    job = RentalJob(model, batch_size, float(epochs), dataset_images, pricing, precision, given)
     planner = OptionPlanner(db_path, job, catalog, measured)
     planner.excluded.extend(set_aside)
     for name, instance in catalog.items():
@@ -122,6 +181,53 @@ def _labelled_profiles(
         if run_id in unusable
     ]
     return measured[~measured["run_id"].isin(unusable)].reset_index(drop=True), warnings, set_aside
+
+
+def _job_shapes(
+    model: str, input_shape: tuple[int, ...] | None
+) -> tuple[tuple[int, ...] | None, tuple[int, ...] | None]:
+    """(the input shape the job trains with: the one given, else the model's default; the model's default),
+    None for a model known only by its stored profiles. UsageError for a shape the model cannot take."""
+    given = tuple(input_shape) if input_shape else None
+    if ":" not in model:
+        from stash_core.zoo import list_models  # torch: only for a zoo model
+
+        if model.strip().lower() not in list_models():
+            return given, None
+    from stash_core.zoo import describe_model
+
+    default = describe_model(model).input_shape
+    return (describe_model(model, input_shape=given).input_shape if given else default), default
+
+
+def _same_job(
+    measured: pd.DataFrame,
+    shape: tuple[int, ...] | None,
+    default_shape: tuple[int, ...] | None,
+    precision: str,
+) -> tuple[pd.DataFrame, list[str]]:
+    """The profiles that measured this job (its input shape; profiles run in FP32), and a line for each set
+    aside because it measured another one."""
+    if measured.empty:
+        return measured, []
+    if precision != "fp32":
+        lines = [
+            f"profile {run_id} on {instance}: set aside, it ran in fp32 and the job trains in {precision}"
+            for run_id, instance in zip(measured["run_id"], measured["instance"], strict=True)
+        ]
+        return measured.iloc[0:0], lines
+    if shape is None or "input_shape" not in measured:
+        return measured, []
+    # A profile that names no input shape ran with the model's default one.
+    shapes = [profile_shape(row) or default_shape or shape for row in measured.to_dict(orient="records")]
+    keep = pd.Series([tuple(found) == tuple(shape) for found in shapes], index=measured.index)
+    lines = [
+        f"profile {row['run_id']} on {row['instance']}: set aside, it ran with input "
+        f"{'x'.join(map(str, found))}, the job's is {'x'.join(map(str, shape))}"
+        for row, found, kept in zip(measured.to_dict(orient="records"), shapes, keep, strict=True)
+        if not kept
+    ]
+    return measured[keep].reset_index(drop=True), lines
 
 
 def _catalog(db_path: Path | str, instances: list[str] | None) -> dict[str, dict[str, Any]]:

@@ -20,7 +20,7 @@ from stash_core.catalog.prices import hourly_price
 from stash_core.decide.fit import FitReport, fit_stall_models, model_counts, predict_stall
 from stash_core.decide.predict.configuration import Predictor
 from stash_core.decide.predict.instances import predictor_for
-from stash_core.decide.recommend.costs import STALL_NAMES, Estimate, Job, option_row
+from stash_core.decide.recommend.costs import STALL_NAMES, Estimate, RentalJob, option_row
 from stash_core.errors import UsageError
 from stash_core.store.reads import stored_model_counts
 from stash_core.units import finite_float
@@ -31,7 +31,7 @@ class OptionPlanner:
     """Builds one option row per configuration; remembers why configurations could not be evaluated."""
 
     def __init__(
-        self, db_path: Path | str, job: Job, catalog: dict[str, dict[str, Any]], measured: pd.DataFrame
+        self, db_path: Path | str, job: RentalJob, catalog: dict[str, dict[str, Any]], measured: pd.DataFrame
     ) -> None:
         self.db_path = db_path
         self.job = job
@@ -86,10 +86,11 @@ class OptionPlanner:
             self._exclude(f"{name}: profile {base['run_id']} has no compute time")
             return None
         notes = []
-        for stall in ("cpu", "disk"):
-            stalls[stall] = finite_float(base.get(f"{stall}_s")) or 0.0
+        for stall in ("cpu", "disk"):  # not profiled: not known, not zero
+            found = finite_float(base.get(f"{stall}_s"))
+            stalls[stall] = None if found is None and _data_not_profiled(base) else (found or 0.0)
         if _data_not_profiled(base):
-            notes.append("data stalls not profiled (assumed 0)")
+            notes.append("CPU and disk stalls not profiled (synthetic data only), left out of the time")
         basis = [f"compute from {base['run_id']} on {base['instance']}"]
         weighted_error, error_known, modelled = 0.0, True, False
         same_machine = base["instance"] == name and int(base["workers_per_node"]) == workers
@@ -112,10 +113,12 @@ class OptionPlanner:
                 notes.append(f"{stall} stall {prediction['status']}")
             else:
                 weighted_error += prediction["expected_mape"] * prediction["stall_s"]
-        iteration_s = sum(stalls.values())
+        iteration_s = sum(value for value in stalls.values() if value is not None)
         # The expected error covers the modelled stalls; compute/CPU/disk come from a measured profile.
         expected = weighted_error / iteration_s if modelled and error_known and iteration_s > 0 else None
-        return Estimate("predicted", None, "; ".join(basis), iteration_s, stalls, expected, notes)
+        return Estimate(
+            "predicted", None, "; ".join(basis), iteration_s, stalls, expected, notes, path="profile"
+        )
 
     def _spec_estimate(self, name: str, workers: int, count: int) -> Estimate | None:
         """No profile on this accelerator: the prediction from the model's counts and the instance's specs
@@ -127,28 +130,44 @@ class OptionPlanner:
         result = predictor.predict(name, workers, count)
         if isinstance(result, str):
             model, batch = self.job.model, self.job.batch_size
+            shape = self.job.input_shape
+            shape_flag = f" --input-shape {','.join(map(str, shape))}" if shape else ""
             self._exclude(
                 f"{result} (a profile there makes it measured: `stash profile --model {model} "
-                f"--batch-size {batch} --instance {name}`)"
+                f"--batch-size {batch}{shape_flag} --instance {name}`)"
             )
             return None
+        # CPU and disk stalls depend on the data pipeline and the machine: without a profile they are not
+        # predicted (None, shown as such), not zero; the iteration time leaves them out and says so.
         stalls = {
             "compute": result.compute_s,
             "interconnect": result.interconnect_s,
             "network": result.network_s,
-            "cpu": 0.0,
-            "disk": 0.0,
+            "cpu": None,
+            "disk": None,
         }
-        notes = ["data stalls not predicted (assumed 0)", *result.notes]
+        notes = [
+            "CPU and disk stalls not predicted (they need a profile with real data), left out of the time",
+            *result.notes,
+        ]
         source = "measured" if result.path == "measured" else "predicted"
         basis = f"{result.path}: {result.basis}"
-        return Estimate(source, None, basis, result.iteration_s, stalls, result.expected_error, notes)
+        unvalidated = not getattr(result, "validated", True)
+        return Estimate(
+            source, None, basis, result.iteration_s, stalls, result.expected_error, notes, unvalidated,
+            result.path, result.memory_needed_gb, result.memory_gb,
+        )  # fmt: skip
 
     def _spec_predictor(self) -> Predictor | str:
         if self._predictor is None:
             try:
                 self._predictor = predictor_for(
-                    self.db_path, self.job.model, self.job.batch_size, self.catalog
+                    self.db_path,
+                    self.job.model,
+                    self.job.batch_size,
+                    self.catalog,
+                    self.job.precision,
+                    self.job.input_shape,
                 )
             except UserModelError:
                 raise  # the model itself cannot be built: one line for the command, not one per instance

@@ -16,19 +16,26 @@ STALL_NAMES = STALLS
 OPTION_COLUMNS = (
     "config",
     "instance",
+    "accelerator",
     "instance_count",
+    "gpus_per_instance",
     "workers_per_instance",
     "workers_total",
     "source",
+    "path",
     "run_id",
     "basis",
     "iteration_s",
+    "samples_per_s",
     "iterations_per_epoch",
     "epoch_s",
     "training_h",
     "usd_per_h",
     "training_usd",
     "expected_error",
+    "unvalidated",
+    "memory_needed_gb",
+    "memory_gb",
     *(f"{stall}_s" for stall in STALL_NAMES),
     "meets_time",
     "meets_cost",
@@ -40,14 +47,17 @@ OPTION_COLUMNS = (
 
 
 @dataclass(frozen=True)
-class Job:
-    """The training to plan: a model at a per-worker batch size, epochs of a data set, on one pricing."""
+class RentalJob:
+    """The training to rent instances for: a model at a per-worker batch size, input shape and precision,
+    epochs of a data set, on one pricing."""
 
     model: str
     batch_size: int
     epochs: float
     dataset_images: int
     pricing: str  # "on_demand" | "spot"
+    precision: str = "fp32"  # "fp32" | "tf32" | "amp"
+    input_shape: tuple[int, ...] | None = None  # one sample; None: the model's default
 
 
 @dataclass
@@ -61,10 +71,14 @@ class Estimate:
     stalls: dict[str, float | None]
     expected_error: float | None = None
     notes: list[str] = field(default_factory=list)
+    unvalidated: bool = False  # the expected error has no held-out figure behind it (a wider guess)
+    path: str = ""  # how compute was had: "measured", "profile" (of this GPU), "scaled", "roofline"
+    memory_needed_gb: float | None = None  # of one GPU, where the step model checked it
+    memory_gb: float | None = None
 
 
 def option_row(
-    job: Job,
+    job: RentalJob,
     name: str,
     instance: dict[str, Any],
     count: int,
@@ -82,19 +96,26 @@ def option_row(
     return {
         "config": config_label(name, instance, count, workers),
         "instance": name,
+        "accelerator": instance.get("accelerator"),
         "instance_count": count,
+        "gpus_per_instance": instance.get("accelerator_count") or 0,
         "workers_per_instance": workers,
         "workers_total": workers * count,
         "source": estimate.source,
+        "path": estimate.path or estimate.source,
         "run_id": estimate.run_id,
         "basis": estimate.basis,
         "iteration_s": estimate.iteration_s,
+        "samples_per_s": job.batch_size * workers * count / estimate.iteration_s,
         "iterations_per_epoch": per_epoch,
         "epoch_s": epoch_s,
         "training_h": training_h,
         "usd_per_h": usd_per_h,
         "training_usd": None if usd_per_h is None else training_h * usd_per_h,
         "expected_error": estimate.expected_error,
+        "unvalidated": estimate.unvalidated,
+        "memory_needed_gb": estimate.memory_needed_gb,
+        "memory_gb": estimate.memory_gb,
         **{f"{stall}_s": estimate.stalls.get(stall) for stall in STALL_NAMES},
         "note": "; ".join(notes),
     }

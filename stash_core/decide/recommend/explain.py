@@ -10,6 +10,18 @@ from stash_core.decide.recommend.costs import STALL_NAMES
 from stash_core.units import finite_float
 
 
+def job_headline(request: dict[str, Any]) -> str:
+    """The job a recommendation answers, in words: model, batch, input, precision, workers, work, prices."""
+    pricing = "spot" if request["pricing"] == "spot" else "on-demand"
+    shape = request.get("input_shape")
+    shape_text = f", input {'x'.join(str(size) for size in shape)}" if shape else ""
+    return (
+        f"{request['model']}, batch {request['batch_size']} per worker{shape_text}, "
+        f"{request.get('precision', 'fp32')}, one worker per GPU, {request['epochs']:g} epochs of "
+        f"{request['dataset_images']:,} samples, {pricing} prices"
+    )
+
+
 def slowdown_cause(slower: dict[str, Any], faster: dict[str, Any]) -> str:
     """Which stall makes `slower` slower than `faster`, per epoch (so worker counts may differ)."""
     slowdown = slower["epoch_s"] / faster["epoch_s"] - 1.0
@@ -71,8 +83,13 @@ def _why_not(option: dict[str, Any], best: dict[str, Any], request: dict[str, An
             f"{option['config']} {cheaper} but the training costs ${option['training_usd']:,.2f} "
             f"against ${best['training_usd']:,.2f}"
         )
-    else:
+    elif request.get("max_usd") is not None and not option["meets_cost"]:
         line = f"{option['config']} {cheaper} but is over the ${request['max_usd']:,.2f} limit"
+    else:  # the same cost to the cent: ranked after the recommendation by time, then by name
+        line = (
+            f"{option['config']} {cheaper} and the training costs as much (${option['training_usd']:,.2f}), "
+            f"in {option['training_h']:.1f} h against {best['training_h']:.1f} h"
+        )
     if cause:
         line += f": {cause}"
     if option["source"] == "predicted":
@@ -83,7 +100,7 @@ def _why_not(option: dict[str, Any], best: dict[str, Any], request: dict[str, An
 
 def infeasible_reason(options: pd.DataFrame, request: dict[str, Any], excluded: list[str]) -> str:
     """Which constraint cannot be met (or why nothing could be evaluated), and what would help."""
-    work = f"{request['epochs']:g} epochs of {request['dataset_images']:,} images"
+    work = f"{request['epochs']:g} epochs of {request['dataset_images']:,} samples"
     if options.empty:
         detail = "; ".join(excluded[:3]) if excluded else "the catalog has no instances to consider"
         more = f" (and {len(excluded) - 3} more)" if len(excluded) > 3 else ""

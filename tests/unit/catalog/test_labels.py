@@ -21,6 +21,8 @@ from stash_core.store import get_run, ingest_result
 G4DN = {"name": "g4dn.xlarge", "accelerator": "NVIDIA T4", "accelerator_count": 1}
 P3_8X = {"name": "p3.8xlarge", "accelerator": "NVIDIA V100 16 GB", "accelerator_count": 4}
 LAPTOP = {"name": "my-laptop", "accelerator": None, "accelerator_count": 0}
+A100_40 = {"name": "a2-highgpu-1g", "accelerator": "NVIDIA A100 SXM4 40 GB", "accelerator_count": 1}
+P5 = {"name": "p5.48xlarge", "accelerator": "NVIDIA H100 SXM 80 GB", "accelerator_count": 8}
 
 
 def machine(gpus: list[str], status: str = "") -> dict:
@@ -44,6 +46,9 @@ def on_gpus(doc: dict, gpus: list[str]) -> dict:
         (G4DN, machine(["NVIDIA A10G"]), "the machine's GPU is NVIDIA A10G, g4dn.xlarge has NVIDIA T4"),
         (P3_8X, machine(["Tesla V100-SXM2-16GB"] * 2 + ["Tesla K80"] * 2), "the machine's GPU is Tesla K80"),
         (LAPTOP, machine(["NVIDIA H100 80GB HBM3"]), "the machine has 1 GPU(s), my-laptop has none"),
+        # variants of one model, told apart by the accelerator table
+        (A100_40, machine(["NVIDIA A100-SXM4-80GB"]), "the machine's GPU is NVIDIA A100-SXM4-80GB"),
+        (P5, machine(["NVIDIA H100 PCIe"] * 8), "the machine's GPU is NVIDIA H100 PCIe, p5.48xlarge has"),
     ],
 )
 def test_a_machine_that_contradicts_the_catalog_row_is_named(instance, fingerprint, problem) -> None:
@@ -60,6 +65,13 @@ def test_a_machine_that_contradicts_the_catalog_row_is_named(instance, fingerpri
         ({"name": "lab", "accelerator": "Test GPU", "accelerator_count": 2}, machine(["Anything", "Else"])),
         ({"name": "unknown-shape", "accelerator": None, "accelerator_count": None}, machine(["Tesla T4"])),
         (G4DN, {"gpu_count": None, "gpus": []}),  # the GPU count could not be read: nothing to contradict
+        (A100_40, machine(["NVIDIA A100-SXM4-40GB"])),
+        (P5, machine(["NVIDIA H100 80GB HBM3"] * 8)),
+        # an ambiguous catalog name fits every variant it could mean
+        (
+            {"name": "old", "accelerator": "NVIDIA A100 80 GB", "accelerator_count": 1},
+            machine(["NVIDIA A100 80GB PCIe"]),
+        ),
     ],
 )
 def test_a_machine_that_fits_or_cannot_tell_is_no_contradiction(instance, fingerprint) -> None:

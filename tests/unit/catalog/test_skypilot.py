@@ -50,11 +50,13 @@ def test_one_row_per_type_from_the_region_given(catalog) -> None:
     assert set(rows) == {"p3.2xlarge", "g6.xlarge", "g4ad.2xlarge"}  # CPU-only types need include_cpu
     p3 = rows["p3.2xlarge"]
     assert (p3["on_demand_usd_per_h"], p3["spot_usd_per_h"], p3["region"]) == (3.06, 0.8, "us-east-1")
-    assert p3["accelerator"] == "NVIDIA V100 16 GB" and p3["accelerator_count"] == 1 and p3["vcpus"] == 8
+    assert p3["accelerator"] == "NVIDIA V100 SXM2 16 GB" and p3["accelerator_count"] == 1 and p3["vcpus"] == 8
     assert p3["provider"] == "aws" and p3["price_date"] == date(2025, 6, 1) and p3["origin"] == "import"
     assert "vms.csv" in p3["source"] and "us-east-1" in p3["source"]
     assert (p3["network_gbps"], p3["interconnect"]) == (10.0, "none")  # joined from Stash's own table
-    assert read.lacking_network == ["g4ad.2xlarge", "g6.xlarge"]
+    assert rows["g6.xlarge"]["accelerator"] == "NVIDIA L4 24 GB"  # the table's variant of the g6 family
+    assert rows["g4ad.2xlarge"]["accelerator"] == "AMD Radeon Pro V520 8 GB"  # no such row: SkyPilot's name
+    assert read.lacking_network == ["g4ad.2xlarge"]  # g6.xlarge's facts come from the shipped catalog
 
 
 def test_without_a_region_the_cheapest_region_is_taken(catalog) -> None:
@@ -71,7 +73,9 @@ def test_import_keeps_user_rows_and_predicts_what_the_table_knows(catalog, tmp_p
         "\n".join([HEADER, *ROWS, "g4dn.xlarge,T4,1.0,4.0,16.0,,0.526,0.2,us-east-1,use1-az1"]) + "\n"
     )
     result = import_skypilot(db, catalog, region="us-east-1")
-    assert result.outcome.kept_user == ["g4dn.xlarge"] and result.outcome.replaced == ["p3.2xlarge"]
+    # shipped rows (p3.2xlarge, g6.xlarge) give way to the import; the user's row does not
+    assert result.outcome.kept_user == ["g4dn.xlarge"]
+    assert sorted(result.outcome.replaced) == ["g6.xlarge", "p3.2xlarge"]
     assert get_instance(db, "g4dn.xlarge")["on_demand_usd_per_h"] == 0.5
     assert get_instance(db, "p3.2xlarge")["origin"] == "import"
     origins = list_instances(db).set_index("name")["origin"]

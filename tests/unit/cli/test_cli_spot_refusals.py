@@ -184,12 +184,12 @@ def test_a_workload_that_cannot_be_written_is_refused_before_any_work(tmp_path, 
     ],
 )
 def test_spot_memory_refuses_before_a_probe_starts(tmp_path, capsys, monkeypatch, extra, message):
-    import stash_core.spot.memory as memory
+    import stash_core.spot.batch_memory as batch_memory
 
     def no_probe(*_args, **_kwargs):
         raise AssertionError("a probe process was started")
 
-    monkeypatch.setattr(memory, "measure_peak_bytes", no_probe)
+    monkeypatch.setattr(batch_memory, "measure_peak_bytes", no_probe)
     status = main(["spot-memory", *extra, "--db", str(tmp_path / "r.duckdb")])
     _one_line(status, capsys.readouterr(), message)
 

@@ -143,7 +143,7 @@ def test_budget_too_tight_is_explained(db):
     result = _ask(db, budget_hours=1.0)
     assert result.best is None and result.ranked.empty
     reason = result.infeasible_reason
-    assert reason.startswith("no configuration finishes 90 epochs of 1,281,167 images within 1 h")
+    assert reason.startswith("no configuration finishes 90 epochs of 1,281,167 samples within 1 h")
     assert "the fastest" in reason and "needs" in reason
 
 
@@ -274,3 +274,84 @@ def test_recommend_on_a_fresh_database_ranks_predicted_options_for_every_gpu_ins
     larger = recommend_fn(tmp_path / "fresh.duckdb", "resnet50", 128, 90, 1_281_167, budget_hours=24)
     assert any(line.startswith("g3.4xlarge: does not fit") for line in larger.excluded)
     assert "g3.4xlarge" not in set(larger.options["instance"])
+
+
+def _profiled_v100(db):
+    ingest_result(
+        db,
+        result_doc(
+            "resnet50", instance="p3.2xlarge", workers=1, device="cuda", batch_size=64,
+            stalls={"compute": 0.20, "cpu": 0.01, "disk": 0.01},
+        ),
+    )  # fmt: skip
+
+
+def test_a_profile_stands_only_for_the_job_it_measured(tmp_path):
+    """An FP32 profile is not a measurement of an amp job, nor a 224 px profile of a 128 px job: both are
+    set aside with the reason, and the instance is predicted instead."""
+    db = tmp_path / "r.duckdb"
+    _profiled_v100(db)
+    asked = dict(epochs=1, dataset_images=IMAGES, budget_hours=1000, instances=["p3.2xlarge"])
+    same = recommend(db, "resnet50", 64, **asked)
+    assert same.best["source"] == "measured" and same.request["input_shape"] == [3, 224, 224]
+    amp = recommend(db, "resnet50", 64, precision="amp", **asked)
+    assert amp.best["source"] == "predicted" and amp.request["precision"] == "amp"
+    assert any("ran in fp32 and the job trains in amp" in line for line in amp.excluded)
+    small = recommend(db, "resnet50", 64, input_shape=(3, 128, 128), **asked)
+    assert small.best["source"] == "predicted"
+    assert any("ran with input 3x224x224, the job's is 3x128x128" in line for line in small.excluded)
+    assert small.best["compute_s"] < same.best["compute_s"]  # fewer pixels, less work
+
+
+def test_stalls_that_are_not_predicted_are_none_not_zero_and_json_is_plain(tmp_path):
+    import json
+    import math
+
+    db = tmp_path / "r.duckdb"
+    result = recommend(
+        db, "gpt2", 4, 1, 100_000, budget_hours=1000, instances=["g5.xlarge", "p3.8xlarge"],
+        precision="tf32", input_shape=(128,),
+    )  # fmt: skip
+    best = result.best
+    assert best["source"] == "predicted" and best["cpu_s"] is None and best["disk_s"] is None
+    assert best["iteration_s"] == pytest.approx(
+        best["compute_s"] + best["interconnect_s"] + best["network_s"]
+    )
+    answer = json.loads(json.dumps(result.to_json(), allow_nan=False))
+    assert answer["job"]["input_shape"] == [128] and answer["job"]["precision"] == "tf32"
+    assert answer["recommended"]["config"] == best["config"] and answer["recommended"]["cpu_s"] is None
+    assert [option["rank"] for option in answer["options"]] == list(range(1, len(answer["options"]) + 1))
+    for option in answer["predictions"]:
+        assert option["workers"] == option["workers_per_instance"] * option["instance_count"]
+        assert math.isclose(option["samples_per_s"], 4 * option["workers"] / option["step_s"])
+
+
+def test_a_seven_billion_model_in_fp32_is_not_evaluated_on_a_24_gb_gpu(tmp_path):
+    result = recommend(
+        tmp_path / "r.duckdb", "llama2_7b", 1, 1, 1000, budget_hours=1000, instances=["g5.xlarge"],
+        input_shape=(128,),
+    )  # fmt: skip
+    assert result.best is None
+    assert any("does not fit" in line and "24 GB" in line for line in result.excluded)
+    assert "does not fit" in result.infeasible_reason
+
+
+def test_a_shape_the_model_cannot_take_is_refused(tmp_path):
+    with pytest.raises(UsageError, match="one sequence length"):
+        recommend(tmp_path / "r.duckdb", "gpt2", 4, 1, 1000, budget_hours=1, input_shape=(3, 32, 32))
+    with pytest.raises(UsageError, match="precision"):
+        recommend(tmp_path / "r.duckdb", "resnet18", 4, 1, 1000, budget_hours=1, precision="fp8")
+
+
+def test_two_options_of_the_same_cost_are_explained_not_a_crash(tmp_path):
+    db = tmp_path / "r.duckdb"
+    for name in ("twin-a", "twin-b"):  # the same GPU for the same money: the same cost to the cent
+        add_instance(
+            db, name=name, accelerator="T4", accelerator_count=1, vcpus=4, network_gbps=10,
+            on_demand_usd_per_h=0.5,
+        )  # fmt: skip
+    result = recommend(
+        db, "resnet18", 32, 1, 100_000, budget_hours=1000, instances=["twin-a", "twin-b"], max_instances=1
+    )
+    assert result.best["config"] == "1 x twin-a"
+    assert any("1 x twin-b" in line and "costs as much" in line for line in result.explanations)

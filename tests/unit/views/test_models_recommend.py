@@ -230,3 +230,38 @@ def test_an_impossible_request_is_refused(rec_db: Path) -> None:
         views.recommend.recommendation(
             rec_db, RecommendRequest(model="resnet50", batch_size=0, epochs=1.0, dataset_images=10)
         )
+
+
+def test_the_model_choices_keep_their_order_and_the_users_choice() -> None:
+    before = pd.DataFrame({"model": ["resnet50"], "batch_size": [64], "runs": [1]})
+    after = pd.DataFrame({"model": ["zz_custom", "resnet50"], "batch_size": [8, 64], "runs": [5, 1]})
+    first = views.recommend.model_choices(before, "gpt2")
+    second = views.recommend.model_choices(after, "gpt2")
+    assert second[: len(first)] == first and second[-1] == "zz_custom"  # a new profile only appends
+    assert "my_model.py:make" in views.recommend.model_choices(after, "my_model.py:make")
+
+
+def test_a_token_model_gets_its_own_defaults_not_imagenets() -> None:
+    gpt2 = views.recommend.job_defaults("gpt2")
+    assert (gpt2.kind, gpt2.input_shape, gpt2.samples_label) == ("tokens", "1024", "Sequences in one epoch")
+    assert gpt2.epoch_samples != views.recommend.IMAGENET_IMAGES
+    resnet = views.recommend.job_defaults("resnet50")
+    assert (resnet.kind, resnet.input_shape, resnet.epoch_samples) == ("image", "3,224,224", 1_281_167)
+    assert views.recommend.job_defaults("my_model.py:make").kind == "unknown"
+
+
+def test_predicted_options_say_unvalidated_and_which_stalls_are_not_predicted() -> None:
+    frame = pd.DataFrame(
+        {"source": ["measured", "predicted", "predicted"], "expected_error": [None, 0.2, 0.5],
+         "unvalidated": [False, False, True]}
+    )  # fmt: skip
+    marks = list(views.recommend.marked_source(frame))
+    assert marks == ["● measured", "◇ predicted ±20%", "◇ predicted ±50% unvalidated"]
+    option = {
+        "compute_s": 0.1,
+        "interconnect_s": 0.0,
+        "network_s": 0.0,
+        "cpu_s": None,
+        "disk_s": float("nan"),
+    }
+    assert views.recommend.stalls_not_predicted(option) == ["cpu", "disk"]

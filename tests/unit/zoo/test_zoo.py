@@ -156,19 +156,28 @@ def test_list_models_is_sorted_and_complete() -> None:
         "bert_tiny",
         "bert_base",
         "bert_large",
+        "gpt2_tiny",
+        "llama_tiny",
+        "gpt2",
+        "gpt2_medium",
+        "gpt2_large",
+        "gpt2_xl",
+        "tinyllama_1b",
+        "llama2_7b",
     }
     assert set(names) == expected
 
 
 @pytest.mark.parametrize("name", list_models())
 def test_every_zoo_model_builds_with_consistent_info(name: str) -> None:
+    language_model = ZOO[name].causal_lm  # predicts over its vocabulary: no classes to choose
     with torch.device("meta"):  # runs every factory; the real allocation is covered by the tests above/below
-        model, info = build_model(name, num_classes=17)
+        model, info = build_model(name, num_classes=None if language_model else 17)
     assert isinstance(model, nn.Module) and info.name == name
-    assert info.num_classes == 17
+    assert info.num_classes == (ZOO[name].vocab_size if language_model else 17)
     assert info.param_count == sum(p.numel() for p in model.parameters())
     assert 0 < info.layer_count <= info.grad_tensor_count
-    assert info.kind == ("tokens" if name.startswith("bert") else "image")
+    assert info.kind == ("tokens" if name.startswith(("bert", "gpt2", "llama", "tinyllama")) else "image")
 
 
 @pytest.mark.parametrize("name", ["resnet18", "mobilenet_v2", "shufflenet_v2", "squeezenet1_0", "alexnet"])

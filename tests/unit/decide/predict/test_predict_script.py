@@ -6,7 +6,7 @@ from result_docs import result_doc
 from stash_core import store
 from stash_core.catalog.accelerators import find_accelerator
 from stash_core.decide.predict.instances import predict_script_run
-from stash_core.decide.predict.validation import expected_error
+from stash_core.decide.predict.stated_error import stated_error
 from stash_core.errors import UsageError
 
 
@@ -42,7 +42,8 @@ def test_compute_scales_by_the_matrix_peaks_and_names_its_path(db):
     a10g, v100 = find_accelerator("A10G"), find_accelerator("V100")
     assert rows.loc["g5.xlarge", "compute_s"] == pytest.approx(0.3 * v100.fp32_tflops / a10g.fp32_tflops)
     assert rows.loc["g5.xlarge", "path"] == "peak ratio" and "script-gpu" in rows.loc["g5.xlarge", "basis"]
-    assert rows.loc["g5.xlarge", "expected_error"] == pytest.approx(expected_error("script"))
+    stated = stated_error("script", 32, a10g.name)
+    assert rows.loc["g5.xlarge", "expected_error"] == pytest.approx(stated.error)
     # The instance it ran on, with its worker count, is the measurement itself.
     assert rows.loc["p3.2xlarge", "path"] == "measured" and rows.loc["p3.2xlarge", "compute_s"] == 0.3
     assert rows["note"].str.contains("memory not checked").all()
@@ -84,5 +85,5 @@ def test_stash_predict_prints_the_scaled_rows_and_their_path(db, capsys):
 
     assert main(["predict", "--script-run", "script-gpu", "--instances", "g5.xlarge", "--db", str(db)]) == 0
     out = capsys.readouterr().out
-    assert "script script:train (run script-gpu on NVIDIA V100 16 GB)" in out
+    assert f"script script:train (run script-gpu on {find_accelerator('V100').name})" in out
     assert "1 x g5.xlarge" in out and "peak ratio" in out and "memory not checked" in out

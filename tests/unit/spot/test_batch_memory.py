@@ -7,7 +7,7 @@ import json
 import pytest
 
 from stash_core.errors import UsageError
-from stash_core.spot.memory import GIB, batch_table, fit_memory, gpu_memory_gib
+from stash_core.spot.batch_memory import GIB, batch_table, fit_memory, gpu_memory_gib
 
 # peak(b) = 1 GiB + b / 64 GiB: a2 = 64 samples per GiB, b2 = -64
 BATCHES = [8, 32, 128]
@@ -43,9 +43,13 @@ def test_peaks_that_cannot_give_a2_are_refused(batches, peaks, message):
 @pytest.mark.parametrize(
     "name, gib",
     [("NVIDIA V100 16 GB", 16), ("NVIDIA A100 40 GB", 40), ("NVIDIA M60", 8), ("NVIDIA K80", 12),
-     ("NVIDIA T4", 16), ("Mystery X1", None), (None, None)],
+     ("NVIDIA T4", 16), ("Mystery X1", None), (None, None),
+     # the table's variants, NVML and SkyPilot names: an 80 GB A100 is no longer taken for the 40 GB one
+     ("NVIDIA A100 SXM4 80 GB", 80), ("NVIDIA A100-SXM4-80GB", 80), ("A100-80GB", 80), ("A100", 40),
+     ("NVIDIA H100 NVL", 94), ("NVIDIA H200", 141), ("NVIDIA GH200 480GB", 96), ("Tesla V100-SXM2-32GB", 32),
+     ("NVIDIA A10G", 24), ("NVIDIA L4 22 GB", 24), ("Mystery 48 GB", None)],
 )  # fmt: skip
-def test_gpu_memory_from_the_catalog_name(name, gib):
+def test_gpu_memory_in_gib_comes_from_the_accelerator_table(name, gib):
     assert gpu_memory_gib(name) == gib
 
 

@@ -3,11 +3,13 @@
 A training step's peak memory grows about linearly with the batch: peak(b) = c + d b (weights, gradients
 and optimiser state in c, activations in d). Measured at a few batch sizes (memprobe.py, one process per
 batch) and fitted by least squares, the largest batch that fits mem bytes is (mem - c) / d, which is eq. 10
-with a2 = 1 / d and b2 = -c / d. Here mem is in GiB, so a2 is in samples per GiB.
+with a2 = 1 / d and b2 = -c / d. Everything here is in GiB (2**30 bytes): mem, and a2 in samples per GiB.
 
-The GPU memory of each catalog accelerator comes from its name ("NVIDIA V100 16 GB") or, for names without a
-size, GPU_MEMORY_GIB (the vendors' figures per GPU; a K80 board holds two 12 GiB GPUs). On a CPU the peak is
-the process's resident set less what it held before the model: a stand-in for the GPU's allocation, said so.
+The GPU memory of each catalog accelerator comes from the accelerator table (catalog/accelerators.py, the one
+source of GPU facts), which matches any spelling of the GPU's name ("NVIDIA V100 SXM2 16 GB", "V100",
+"Tesla V100-SXM2-16GB"); the vendors' GB of GPU memory are binary, so a 16 GB V100 is 16 GiB. A name the
+table lacks has no memory (None), never a guess. On a CPU the peak is the process's resident set less what it
+held before the model: a stand-in for the GPU's allocation, said so.
 """
 
 from __future__ import annotations
@@ -15,17 +17,16 @@ from __future__ import annotations
 import json
 import math
 import os
-import re
 import subprocess
 import sys
 from dataclasses import dataclass
 
 import numpy as np
 
+from stash_core.catalog.accelerators import GIB_BYTES, find_accelerator
 from stash_core.errors import UsageError
 
-GIB = 2**30
-GPU_MEMORY_GIB = {"K80": 12, "M60": 8, "T4": 16, "A10G": 24, "L4": 24, "V100": 16, "A100": 40, "H100": 80}
+GIB = GIB_BYTES
 MAX_FIT_ERROR = 0.10  # largest relative residual of the linear peak-memory fit that is still used
 MIN_BATCHES = 3  # two points fit any line exactly: the linearity check needs a third
 # The peak must rise between the smallest and the largest batch by more than the fit's own error bound (of
@@ -91,16 +92,10 @@ def fit_memory(batches: list[int], peak_bytes: list[int], device: str = "cpu") -
 
 
 def gpu_memory_gib(accelerator: str | None) -> float | None:
-    """Memory of one GPU from the catalog's accelerator name; None when unknown."""
-    if not accelerator:
-        return None
-    sized = re.search(r"(\d+(?:\.\d+)?)\s*G(?:i)?B", accelerator, re.IGNORECASE)
-    if sized:
-        return float(sized.group(1))
-    for name, gib in GPU_MEMORY_GIB.items():
-        if re.search(rf"\b{name}\b", accelerator, re.IGNORECASE):
-            return float(gib)
-    return None
+    """Memory of one GPU in GiB from the catalog's accelerator name (the accelerator table); None when the
+    table has no such GPU."""
+    found = find_accelerator(accelerator)
+    return found.memory_gib if found else None
 
 
 def batch_table(fit: MemoryFit, instances: list[dict]) -> list[dict]:

@@ -1,0 +1,121 @@
+"""A step's operators as the arrays the step model (roofline.py) evaluates: seconds at 100% of the matrix
+peak and of the memory bandwidth, class, wave utilisation, kernels; identical operators merged with a count
+(a ResNet's repeated blocks, a transformer's identical layers), so a fit over many steps stays fast.
+
+Precision: FP32 runs matrix operators on the FP32 cores; tf32 on TF32 tensor cores where the GPU has them;
+amp on FP16/BF16 tensor cores, with activation bytes halved, plus what autocast and the gradient scaler add
+per step: each weight cast to FP16 (read 4, write 2 bytes a parameter, one kernel a weight tensor) and the
+gradients unscaled and checked (read and write 4 bytes each). The optimizer reads and writes its state in
+FP32: SGD with momentum 20 bytes a parameter (read weight, gradient, momentum; write weight, momentum), AdamW
+28 (two moments); torch's foreach implementation launches one kernel per pass per chunk of tensors.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from stash_core.catalog.accelerators import Accelerator
+from stash_core.decide.predict.step_cost import StepCost
+
+CLASSES = ("matmul", "attention", "elementwise", "reduction")
+PEAK_KINDS = ("fp32", "tf32", "fp16")
+OPTIMIZER_BYTES_PER_PARAM = {"sgd": 5 * 4, "adamw": 7 * 4}
+OPTIMIZER_PASSES = {"sgd": 3, "adamw": 5}
+FOREACH_CHUNK_TENSORS = 64
+AMP_BYTES_PER_PARAM = 6 + 8  # weight cast (4 read + 2 written) and gradient unscale (4 read + 4 written)
+# An accelerator row without an SM count: a mid-size datacenter GPU (V100 and A10G have 80; A100 108).
+DEFAULT_SM_COUNT = 80
+
+
+@dataclass(frozen=True)
+class Features:
+    compute_s: np.ndarray  # FLOPs / matrix peak (0 for bandwidth-bound classes)
+    memory_s: np.ndarray  # bytes / memory bandwidth
+    op_class: np.ndarray  # index into CLASSES
+    peak_kind: np.ndarray  # index into PEAK_KINDS
+    utilisation: np.ndarray  # wave utilisation of the SMs (1 for non-matrix operators)
+    kernels: np.ndarray
+    count: np.ndarray  # identical operators merged
+    forward: np.ndarray  # 1.0 for a forward operator
+    half: np.ndarray  # 1.0 where activations are FP16/BF16 (amp)
+    optimizer_memory_s: float
+    optimizer_kernels: float
+    total_kernels: float
+
+
+def default_optimizer(cost: StepCost) -> str:
+    """What a job of this model trains with: AdamW for token models (transformers), SGD with momentum else."""
+    return "adamw" if cost.kind == "tokens" else "sgd"
+
+
+def sm_count(accelerator: Accelerator) -> int:
+    count = getattr(accelerator, "sm_count", None)
+    return int(count) if count else DEFAULT_SM_COUNT
+
+
+def peak_kind(accelerator: Accelerator, precision: str) -> int:
+    """Which matrix units a precision runs on (a GPU without TF32 or fast FP16 runs on its FP32 cores)."""
+    if precision == "amp" and (accelerator.fp16_tflops or 0) > 1.5 * accelerator.fp32_tflops:
+        return 2
+    if precision == "tf32" and accelerator.tf32_tflops:
+        return 1
+    return 0
+
+
+def utilisation(tiles: float, sms: int) -> float:
+    if tiles <= 0:
+        return 1.0
+    return tiles / (math.ceil(tiles / sms) * sms)
+
+
+def features(
+    cost: StepCost, accelerator: Accelerator, precision: str, optimizer: str | None = None
+) -> Features:
+    """The arrays of a step on an accelerator, cached by what determines them (a cost is one per model,
+    batch and input shape, so predicting many instances builds each GPU's arrays once)."""
+    optimizer = optimizer or default_optimizer(cost)
+    key = (cost.model, cost.batch_size, cost.input_shape, cost.device, len(cost.ops), cost.total_flops,
+           accelerator, precision, optimizer)  # fmt: skip
+    found = _CACHE.get(key)
+    if found is None:
+        if len(_CACHE) >= 2048:
+            _CACHE.clear()
+        found = _CACHE[key] = _features(cost, accelerator, precision, optimizer)
+    return found
+
+
+_CACHE: dict[tuple, Features] = {}
+
+
+def _features(cost: StepCost, accelerator: Accelerator, precision: str, optimizer: str) -> Features:
+    peak = accelerator.matrix_tflops(precision) * 1e12
+    bandwidth = accelerator.memory_gbs * 1e9
+    amp = precision == "amp"
+    byte_scale = 0.5 if amp else 1.0
+    sms = sm_count(accelerator)
+    merged: dict[tuple, int] = {}
+    for op in cost.ops:
+        key = (
+            CLASSES.index(op.op_class), op.flops / peak if op.matrix else 0.0,
+            op.bytes * byte_scale / bandwidth, utilisation(op.tiles, sms) if op.matrix else 1.0, op.kernels,
+            1.0 if op.phase == "forward" else 0.0,
+        )  # fmt: skip
+        merged[key] = merged.get(key, 0) + 1
+    rows = np.array(list(merged), dtype=float).reshape(-1, 6)
+    count = np.array(list(merged.values()), dtype=float)
+    chunks = math.ceil(max(cost.param_tensors, 1) / FOREACH_CHUNK_TENSORS)
+    optimizer_bytes = cost.param_count * (
+        OPTIMIZER_BYTES_PER_PARAM[optimizer] + (AMP_BYTES_PER_PARAM if amp else 0)
+    )
+    optimizer_kernels = OPTIMIZER_PASSES[optimizer] * chunks + (cost.param_tensors + 2 * chunks if amp else 0)
+    op_kernels = float((rows[:, 4] * count).sum())
+    return Features(
+        compute_s=rows[:, 1], memory_s=rows[:, 2], op_class=rows[:, 0].astype(int),
+        peak_kind=np.full(len(rows), peak_kind(accelerator, precision)), utilisation=rows[:, 3],
+        kernels=rows[:, 4], count=count, forward=rows[:, 5], half=np.full(len(rows), 1.0 if amp else 0.0),
+        optimizer_memory_s=optimizer_bytes / bandwidth, optimizer_kernels=float(optimizer_kernels),
+        total_kernels=op_kernels + optimizer_kernels,
+    )  # fmt: skip

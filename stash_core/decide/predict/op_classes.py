@@ -1,0 +1,93 @@
+"""What the step model needs to know of one aten operator besides its FLOPs and bytes: its class, its kernel
+count and the shape of its output tiles (for wave effects).
+
+Classes (each gets its own fitted efficiency, roofline.py): "matmul" (convolutions and matrix products, on
+the matrix units), "attention" (fused scaled_dot_product_attention, attention.py), "reduction" (sums, means,
+softmax, losses: a reduction tree is slower per byte than a streaming kernel) and "elementwise" (everything
+else, normalisation included: streaming kernels bound by memory bandwidth).
+
+The output of a matrix product is computed in tiles of TILE x TILE elements, one thread block each, spread
+over the GPU's streaming multiprocessors (SMs); gemm dims (rows, cols, groups) give the tile count.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+MATMUL_OPS = frozenset(
+    {"aten.convolution", "aten.convolution_backward", "aten.mm", "aten.addmm", "aten.bmm", "aten.baddbmm",
+     "aten._convolution", "aten.cudnn_convolution", "aten._slow_conv2d_forward"}
+)  # fmt: skip
+# The fused attention kernels torch may dispatch to on a GPU (counted by attention.py when traced on meta).
+ATTENTION_OPS = frozenset(
+    {"aten._scaled_dot_product_efficient_attention", "aten._scaled_dot_product_flash_attention",
+     "aten._scaled_dot_product_cudnn_attention", "aten._scaled_dot_product_efficient_attention_backward",
+     "aten._scaled_dot_product_flash_attention_backward", "aten._scaled_dot_product_cudnn_attention_backward",
+     "aten._flash_attention_forward", "aten._efficient_attention_forward", "aten._flash_attention_backward",
+     "aten._efficient_attention_backward", "stash.attention", "stash.attention_backward"}
+)  # fmt: skip
+_REDUCTION_WORDS = ("sum", "mean", "softmax", "nll_loss", "amax", "amin", "argmax", "var", "std", "norm.")
+_REDUCTION_EXCEPT = ("layer_norm", "batch_norm", "group_norm")
+# Ops that create, describe or reinterpret tensors without a kernel worth timing.
+FREE_OPS = frozenset(
+    {"aten.detach", "aten.t", "aten.empty", "aten.empty_like", "aten.empty_strided", "aten.zeros",
+     "aten.ones_like", "aten.zeros_like", "aten._unsafe_view", "aten.lift_fresh", "aten.alias"}
+)  # fmt: skip
+TILE = 128
+
+
+def op_class(name: str) -> str:
+    if name in MATMUL_OPS:
+        return "matmul"
+    if name in ATTENTION_OPS:
+        return "attention"
+    if any(word in name for word in _REDUCTION_WORDS) and not any(word in name for word in _REDUCTION_EXCEPT):
+        return "reduction"
+    return "elementwise"
+
+
+def kernel_count(name: str) -> int:
+    """Kernels one call launches: a convolution's backward computes the input's and the weight's gradients
+    separately; a fused attention backward runs a pre-pass, the main kernel and a conversion."""
+    if name == "aten.convolution_backward":
+        return 2
+    if name.endswith("attention_backward"):
+        return 3
+    return 1
+
+
+def gemm_dims(name: str, args: tuple, out: object) -> tuple[float, float, float]:
+    """(rows, cols, groups) of a matrix operator's output as a GEMM; () for any other operator."""
+    tensors = [leaf for leaf in args if isinstance(leaf, torch.Tensor)]
+    if name in ("aten.mm", "aten.addmm") and isinstance(out, torch.Tensor) and out.dim() == 2:
+        return (float(out.shape[0]), float(out.shape[1]), 1.0)
+    if name in ("aten.bmm", "aten.baddbmm") and isinstance(out, torch.Tensor) and out.dim() == 3:
+        return (float(out.shape[1]), float(out.shape[2]), float(out.shape[0]))
+    if name in MATMUL_OPS and "convolution" in name and len(tensors) >= 2:
+        groups = _conv_groups(args)
+        if name == "aten.convolution_backward":  # grad_output, input, weight: the input's gradient
+            grad_out, inputs = tensors[0], tensors[1]
+            return (_rows(grad_out), float(max(inputs.shape[1], grad_out.shape[1])) / groups, float(groups))
+        if isinstance(out, torch.Tensor) and out.dim() >= 3:
+            return (_rows(out), float(out.shape[1]) / groups, float(groups))
+    return ()
+
+
+def tile_count(dims: tuple[float, ...]) -> float:
+    if len(dims) != 3:
+        return 0.0
+    rows, cols, groups = dims
+    return max(groups, 1.0) * math.ceil(max(rows, 1.0) / TILE) * math.ceil(max(cols, 1.0) / TILE)
+
+
+def _rows(tensor: torch.Tensor) -> float:
+    """An image tensor (N, C, H, W) as GEMM rows: every output position of every sample."""
+    return float(tensor.numel() // max(int(tensor.shape[1]), 1))
+
+
+def _conv_groups(args: tuple) -> int:
+    # convolution(..., groups) and convolution_backward(..., groups, output_mask): the last int
+    ints = [leaf for leaf in args if isinstance(leaf, int) and not isinstance(leaf, bool)]
+    return max(int(ints[-1]), 1) if ints else 1

@@ -1,0 +1,89 @@
+"""The published single-GPU training figures (published_throughputs.csv) as measured steps, and how the
+validation groups them: by source (software stack), by chip (variants of one GPU die left out together) and
+by batch regime. Rows that cannot be used (a GPU not in the accelerator table, a model not in the zoo, a
+malformed number) are counted with the reason, never fatal: the file grows faster than the tables."""
+
+from __future__ import annotations
+
+import csv
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from stash_core.catalog.accelerators import find_accelerator
+from stash_core.decide.predict.calibration import Point, arrays_for
+from stash_core.zoo import list_models
+
+PUBLISHED_CSV = Path(__file__).resolve().parent / "published_throughputs.csv"
+# Batch regimes of the reported errors: small batches are launch- and dispatch-bound, large ones not.
+SMALL_BATCH_MAX, MEDIUM_BATCH_MAX = 16, 64
+REGIMES = ("small", "medium", "large")
+# GPU names that are one die: left out together, so that a variant never predicts its twin.
+_DIES = {"H100": "GH100", "H200": "GH100", "GH200": "GH100", "A10": "GA102", "A10G": "GA102", "A40": "GA102",
+         "A6000": "GA102", "3090": "GA102", "L40": "AD102", "L40S": "AD102", "4090": "AD102"}  # fmt: skip
+
+
+@dataclass
+class Published:
+    points: list[Point] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)  # "row N (what): why"
+
+
+def regime(batch_size: int) -> str:
+    if batch_size <= SMALL_BATCH_MAX:
+        return "small"
+    return "medium" if batch_size <= MEDIUM_BATCH_MAX else "large"
+
+
+def chip(accelerator_name: str) -> str:
+    """The GPU die of an accelerator name: "NVIDIA H100 PCIe 80 GB" and "NVIDIA H200" are both GH100."""
+    found = find_accelerator(accelerator_name)
+    text = (found.name if found else accelerator_name).upper()
+    text = re.sub(r"^(NVIDIA|TESLA|AMD)\s+|(GEFORCE|RTX)\s+", "", text).strip()
+    model = re.split(r"[\s\-_]", text)[0] if text else accelerator_name
+    return _DIES.get(model, model)
+
+
+def load_published(csv_path: Path | str = PUBLISHED_CSV, count: bool = True) -> Published:
+    """Every usable single-GPU row as a Point, and a reason for each row left out. count=False only checks
+    that the model is in the zoo, without counting its step (which takes seconds per model and shape)."""
+    with open(csv_path, encoding="utf-8", newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    result = Published()
+    for number, row in enumerate(rows, start=2):
+        what = f"row {number} ({row.get('model')}, {row.get('accelerator')}, batch {row.get('batch_size')})"
+        try:
+            if int(row.get("gpus") or 1) != 1:
+                continue  # a multi-GPU figure includes communication
+            point = _point(row)
+        except (TypeError, ValueError, ZeroDivisionError) as exc:
+            result.skipped.append(f"{what}: malformed ({exc})")
+            continue
+        if find_accelerator(point.accelerator) is None:
+            result.skipped.append(f"{what}: accelerator not in the accelerator table")
+            continue
+        try:
+            if count:
+                arrays_for(point)
+            elif point.model not in list_models():
+                raise ValueError(f"unknown model {point.model!r}")
+        except Exception as exc:  # noqa: BLE001 - a model the zoo cannot build here is counted, not fatal
+            result.skipped.append(f"{what}: model not countable ({str(exc).splitlines()[0][:80]})")
+            continue
+        result.points.append(point)
+    return result
+
+
+def _point(row: dict[str, str]) -> Point:
+    batch = int(row["batch_size"])
+    samples_per_s = float(row["samples_per_s"])
+    if batch <= 0 or samples_per_s <= 0:
+        raise ValueError("batch and throughput must be positive")
+    shape = tuple(int(size) for size in (row.get("input_shape") or "").split("x") if size.strip())
+    source = row.get("source") or ""
+    source_id = (row.get("source_id") or "").strip() or source.split(" ")[0]
+    return Point(
+        row["model"].strip(), batch, row["accelerator"].strip(), row["precision"].strip(),
+        batch / samples_per_s, source, shape, source_id, (row.get("revision") or "").strip(),
+        (row.get("table") or "").strip(), (row.get("measured") or "").strip(),
+    )  # fmt: skip

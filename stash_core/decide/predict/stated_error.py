@@ -1,0 +1,149 @@
+"""The error a prediction prints, taken from held-out validation of its path and batch regime.
+
+bench/cross_instance.py runs the held-out checks (validation.py) over the published figures and writes
+validation_summary.json: the step model's parameters fitted on every figure, and per path the 80th percentile
+of the held-out absolute errors, overall and per batch regime (a regime with fewer than MIN_FIGURES held-out
+figures takes its path's), with the dies that had held-out figures. Roofline: leave one source out and leave
+one GPU out together; scaled and script (peak ratio): pairs within one software stack (what a user's own
+profile and its target share). A GPU with no held-out figure gets that error times UNVALIDATED_FACTOR and
+says "unvalidated". Predictions read the file instead of refitting, so they take milliseconds.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from stash_core.catalog.accelerators import ACCELERATORS_CSV
+from stash_core.decide.predict.published import PUBLISHED_CSV, REGIMES, chip, regime
+from stash_core.decide.predict.roofline import StepParams
+
+SUMMARY_JSON = Path(__file__).resolve().parent / "validation_summary.json"
+STATED_QUANTILE = 0.8
+MIN_FIGURES = 5
+UNVALIDATED_FACTOR = 1.5  # a GPU never checked: wider than any validated one (a judgement, not a fit)
+
+
+@dataclass(frozen=True)
+class StatedError:
+    error: float | None  # a fraction of the predicted throughput
+    validated: bool
+    regime: str
+    note: str = ""
+
+
+def data_digest(csv_path: Path = PUBLISHED_CSV) -> str:
+    """Of the figures and of the accelerator table they are predicted with: either changing makes the
+    summary stale."""
+    digest = hashlib.sha256(csv_path.read_bytes())
+    digest.update(ACCELERATORS_CSV.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def quantile(errors: pd.Series | list[float]) -> float | None:
+    values = np.asarray(list(errors), dtype=float)
+    # "higher": an error that is a held-out figure's, so that at least STATED_QUANTILE of them are within it
+    return float(np.quantile(values, STATED_QUANTILE, method="higher")) if len(values) else None
+
+
+def stated_table(frame: pd.DataFrame) -> dict[str, float | None]:
+    table: dict[str, float | None] = {"all": quantile(frame["abs_error"])} if len(frame) else {"all": None}
+    for name in REGIMES:
+        errors = frame.loc[frame["regime"] == name, "abs_error"] if len(frame) else []
+        table[name] = quantile(errors) if len(errors) >= MIN_FIGURES else table["all"]
+    return table
+
+
+def stated_frames(frames: dict[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
+    """The held-out rows each path's stated error comes from: a profile and its target share the user's
+    software stack, so scaled and script take the pairs within one stack (where there are any)."""
+    chosen = dict(frames)
+    for path in ("scaled", "script"):
+        frame = frames.get(path)
+        if frame is not None and (frame["held_out"] == "within").any():
+            chosen[path] = frame[frame["held_out"] == "within"]
+    return chosen
+
+
+def coverage(frame: pd.DataFrame, table: dict[str, float | None]) -> float | None:
+    """Share of the held-out figures whose absolute error is within the stated error of their regime."""
+    if not len(frame):
+        return None
+    stated = frame["regime"].map(lambda name: table.get(name) or table["all"])
+    return float((frame["abs_error"] <= stated + 1e-12).mean())
+
+
+def build_summary(
+    frames: dict[str, pd.DataFrame], params: StepParams, figures: int, skipped: list[str]
+) -> dict:
+    chosen = stated_frames(frames)
+    tables = {path: stated_table(frame) for path, frame in chosen.items()}
+    return {
+        "data_sha256": data_digest(),
+        "figures": figures,
+        "skipped": skipped,
+        "params": params.values,
+        "fitted_on": params.fitted_on,
+        "stated_error": tables,
+        "coverage": {path: coverage(chosen[path], tables[path]) for path in chosen},
+        "validated_gpus": sorted(set(frames["roofline"]["gpu"])) if len(frames["roofline"]) else [],
+        "held_out": {path: chosen[path][["regime", "gpu", "abs_error"]].values.tolist() for path in chosen},
+    }
+
+
+def write_summary(summary: dict, path: Path = SUMMARY_JSON) -> None:
+    path.write_text(json.dumps(summary, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    load_summary.cache_clear()
+
+
+@functools.cache
+def load_summary(path: Path = SUMMARY_JSON) -> dict | None:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def fitted_params() -> StepParams:
+    """The parameters fitted on every published figure (the prior when the summary is missing)."""
+    summary = load_summary()
+    if not summary or not isinstance(summary.get("params"), dict):
+        return StepParams()
+    return StepParams(dict(summary["params"]), str(summary.get("fitted_on") or "published figures"))
+
+
+def is_stale() -> bool:
+    summary = load_summary()
+    return summary is None or summary.get("data_sha256") != data_digest()
+
+
+def stated_error(path: str, batch_size: int | None, accelerator_name: str | None) -> StatedError:
+    """The error to print for a prediction by `path` at this batch on this GPU."""
+    name = regime(batch_size) if batch_size else "all"
+    table = ((load_summary() or {}).get("stated_error") or {}).get(path) or {}
+    error = table.get(name) or table.get("all")
+    validated_gpus = (load_summary() or {}).get("validated_gpus") or []
+    validated = bool(accelerator_name) and chip(str(accelerator_name)) in validated_gpus
+    if error is None:
+        return StatedError(None, False, name, "no held-out validation of this path")
+    if not validated:
+        note = "unvalidated: no published figure of this GPU was held out; stated error widened"
+        return StatedError(error * UNVALIDATED_FACTOR, False, name, note)
+    return StatedError(error, True, name)
+
+
+def expected_errors() -> dict[str, float | None]:
+    """Each path's stated error over all batch regimes."""
+    tables = (load_summary() or {}).get("stated_error") or {}
+    return {path: (tables.get(path) or {}).get("all") for path in ("roofline", "scaled", "script")}
+
+
+def expected_error(path: str, model: str | None = None) -> float | None:
+    """A path's stated error over all regimes (`model` kept for callers; the error is per path and regime)."""
+    return expected_errors().get(path)

@@ -1,0 +1,143 @@
+"""`stash predict`: the JSON answer, the workers column, and bad input refused in one line (exit 2) with
+nothing half-printed on stdout."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+
+import pytest
+
+from stash_core.cli.main import main
+
+FIELDS = {
+    "instance", "accelerator", "gpus", "workers", "path", "step_s", "samples_per_s", "expected_error",
+    "memory_gb", "compute_s", "interconnect_s", "network_s", "unvalidated",
+}  # fmt: skip
+
+
+def run(capsys, *argv: str) -> tuple[int, str, str]:
+    status = main(list(argv))
+    captured = capsys.readouterr()
+    return status, captured.out, captured.err
+
+
+def one_line(err: str) -> str:
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1 and "Traceback" not in err, err
+    return lines[0]
+
+
+def test_json_answers_the_job_with_every_figure(tmp_path, capsys):
+    db = str(tmp_path / "x.duckdb")
+    status, out, _ = run(
+        capsys, "predict", "--model", "gpt2", "--batch-size", "4", "--input-shape", "128", "--precision",
+        "amp", "--instances", "g5.xlarge,p3.8xlarge", "--format", "json", "--db", db,
+    )  # fmt: skip
+    assert status == 0
+    answer = json.loads(out)
+    assert set(answer) == {"job", "predictions", "not_predicted"}
+    job = answer["job"]
+    assert (job["model"], job["batch_size"], job["input_shape"], job["precision"]) == (
+        "gpt2",
+        4,
+        [128],
+        "amp",
+    )
+    by_instance = {row["instance"]: row for row in answer["predictions"]}
+    assert set(by_instance) == {"g5.xlarge", "p3.8xlarge"} and answer["not_predicted"] == []
+    for row in answer["predictions"]:
+        assert FIELDS <= set(row)
+        assert row["step_s"] == pytest.approx(row["compute_s"] + row["interconnect_s"] + row["network_s"])
+        assert row["samples_per_s"] == pytest.approx(4 * row["workers"] / row["step_s"])
+        assert 0 < row["expected_error"] < 2  # a fraction, not a percentage
+    assert (by_instance["p3.8xlarge"]["gpus"], by_instance["p3.8xlarge"]["workers"]) == (4, 4)
+    assert by_instance["p3.8xlarge"]["interconnect_s"] > 0 == by_instance["g5.xlarge"]["interconnect_s"]
+
+
+def test_the_table_says_how_many_of_the_instances_gpus_are_used(tmp_path, capsys):
+    db = str(tmp_path / "x.duckdb")
+    ask = ["predict", "--model", "resnet18", "--batch-size", "8", "--instances", "p3.8xlarge", "--db", db]
+    status, out, _ = run(capsys, *ask)
+    assert status == 0
+    row = next(line for line in out.splitlines() if "1 x p3.8xlarge" in line)
+    assert " 4/4 " in row and "workers" in out.splitlines()[2]
+    status, out, _ = run(capsys, *ask, "--workers-per-instance", "1", "--max-instances", "2")
+    rows = [line for line in out.splitlines() if "x p3.8xlarge" in line]
+    assert status == 0 and any(" 1/4 " in line for line in rows) and any(" 2x1/4 " in line for line in rows)
+
+
+def test_a_seven_billion_model_in_fp32_is_refused_on_a_24_gb_gpu_with_the_reason(tmp_path, capsys):
+    db = str(tmp_path / "x.duckdb")
+    ask = ["predict", "--model", "llama2_7b", "--batch-size", "1", "--input-shape", "128", "--db", db]
+    status, out, err = run(capsys, *ask, "--gpu", "A10G", "--format", "json")
+    assert status == 2
+    answer = json.loads(out)  # valid JSON although nothing could be predicted
+    assert answer["predictions"] == [] and answer["not_predicted"]
+    reason = answer["not_predicted"][0]["reason"]
+    assert "does not fit" in reason and "weights 27.0" in reason and "24 GB" in reason
+    assert "does not fit" in one_line(err)
+    status, out, err = run(capsys, *ask, "--gpu", "A10G")
+    assert status == 2 and "weights 27.0 + gradients 27.0" in out and "does not fit" in one_line(err)
+
+
+def test_an_unknown_gpu_is_one_line_and_an_empty_stdout(tmp_path, capsys):
+    db = str(tmp_path / "x.duckdb")
+    for form in ("table", "json"):
+        status, out, err = run(
+            capsys, "predict", "--model", "resnet18", "--batch-size", "8", "--gpu", "H900", "--format", form,
+            "--db", db,
+        )  # fmt: skip
+        assert status == 2 and out == ""
+        assert "unknown GPU 'H900'" in one_line(err)
+
+
+def test_a_model_that_builds_neither_on_meta_nor_on_the_cpu_is_one_line(tmp_path, capsys):
+    model = tmp_path / "broken.py"
+    model.write_text(
+        textwrap.dedent(
+            """
+            import torch
+
+            def make(num_classes=10):
+                raise RuntimeError("needs the weights file weights.pt")
+            """
+        )
+    )
+    status, out, err = run(
+        capsys, "predict", "--model", f"{model}:make", "--batch-size", "8", "--format", "json",
+        "--db", str(tmp_path / "x.duckdb"),
+    )  # fmt: skip
+    assert status == 2 and out == ""
+    assert "weights.pt" in one_line(err)
+
+
+def test_recommend_json_restates_the_job_and_ranks_its_options(tmp_path, capsys):
+    db = str(tmp_path / "x.duckdb")
+    ask = [
+        "recommend", "--model", "gpt2", "--batch-size", "4", "--input-shape", "128", "--precision", "amp",
+        "--epochs", "1", "--dataset-samples", "100000", "--instances", "g5.xlarge,p3.8xlarge", "--db", db,
+    ]  # fmt: skip
+    status, out, _ = run(capsys, *ask, "--budget-hours", "1000", "--format", "json")
+    assert status == 0
+    answer = json.loads(out)
+    assert answer["job"]["model"] == "gpt2" and answer["job"]["input_shape"] == [128]
+    assert answer["job"]["precision"] == "amp" and answer["recommended"] == answer["options"][0]
+    assert FIELDS <= set(answer["options"][0]) and answer["options"][0]["cpu_s"] is None
+    status, out, err = run(capsys, *ask, "--budget-hours", "0.000001", "--format", "json")
+    answer = json.loads(out)  # no configuration meets the budget: still one JSON object, with the reason
+    assert status == 1 and answer["recommended"] is None and answer["options"] == []
+    assert "within 1e-06 h" in answer["infeasible_reason"] and "no recommendation" in one_line(err)
+    status, out, _ = run(capsys, *ask, "--budget-hours", "1000")
+    headline = out.splitlines()[0]
+    assert headline.startswith("gpt2, batch 4 per worker, input 128, amp, one worker per GPU, 1 epochs")
+    assert "?/?" in out  # CPU and disk not predicted, not 0
+
+
+def test_recommend_refuses_a_shape_the_model_cannot_take_in_one_line(tmp_path, capsys):
+    status, out, err = run(
+        capsys, "recommend", "--model", "gpt2", "--batch-size", "4", "--input-shape", "3,32,32", "--epochs",
+        "1", "--dataset-samples", "1000", "--budget-hours", "1", "--format", "json",
+        "--db", str(tmp_path / "x.duckdb"),
+    )  # fmt: skip
+    assert status == 2 and out == "" and "one sequence length" in one_line(err)
