@@ -74,6 +74,17 @@ def results_dir_of(db_path: Path) -> Path:
 def check_writable(db_path: Path, out_path: Path | None, store_db: bool) -> None:
     """Refuse before measuring anything if the results could not be saved: --out a directory or in a place
     that cannot be written, --db a directory, not a DuckDB file, corrupt, too new or not writable."""
+    if store_db:
+        try:
+            check_database_path(db_path)
+            if db_path.exists():  # intact and of a schema this Stash can take (a busy one is fine)
+                with store.connect(db_path, read_only=True, lock_timeout_s=0.5):
+                    pass
+        except DatabaseLocked:
+            pass
+        except UsageError as error:
+            raise UsageError(f"--db {db_path}: {error}") from None
+    # The database first: the result files' default folder is beside it, so a bad --db explains both.
     if out_path is not None and out_path.is_dir():
         raise UsageError(f"--out {out_path} is a directory; give the result file's name")
     directory = out_path.parent if out_path else results_dir_of(db_path)
@@ -85,16 +96,6 @@ def check_writable(db_path: Path, out_path: Path | None, store_db: bool) -> None
         raise UsageError(f"{what}: cannot write to {directory} (permission denied or not a directory)")
     if out_path is not None and out_path.exists() and not os.access(out_path, os.W_OK):
         raise UsageError(f"--out {out_path}: the file is not writable")
-    if store_db:
-        try:
-            check_database_path(db_path)
-            if db_path.exists():  # intact and of a schema this Stash can take (a busy one is fine)
-                with store.connect(db_path, read_only=True, lock_timeout_s=0.5):
-                    pass
-        except DatabaseLocked:
-            pass
-        except UsageError as error:
-            raise UsageError(f"--db {db_path}: {error}") from None
 
 
 def make_reporter(mode: str):

@@ -152,17 +152,22 @@ def worker_bounds(workload: Workload, target_loss: float, budget_s: float, small
 
     `fastest_speed` is v_max, the largest cluster speed (samples per second) of one worker.
     """
-    a1, b1 = workload.contention_a1, workload.contention_b1
-    # P = (a1 sqrt(n) + b1)(1 + margin) < 1: the margin that over-predicts contention lowers the bound too.
-    ceiling = 1 / (1 + workload.contention_margin)
-    root = (ceiling - b1) / a1
-    upper = _whole_bounded(root * root, math.floor) if b1 < ceiling else 0  # x * x is inf, never an error
+    upper = most_workers(workload)
     g1, g2, g3, g4, g5 = workload.loss_g
     if target_loss <= g5:
         raise UsageError(f"target loss {target_loss:g} is at or below the loss model's floor g5 = {g5:g}")
     samples = smallest_batch * ((g2 * smallest_batch + g3) * math.sqrt(g4) / (target_loss - g5) - g1)
     lower = max(1, _whole_bounded(samples / (fastest_speed * budget_s), math.ceil))
     return lower, upper
+
+
+def most_workers(workload: Workload) -> int:
+    """Eq. 16: the most workers before the PS saturates, P = (a1 sqrt(n) + b1)(1 + margin) < 1; the margin
+    that over-predicts contention lowers the bound too. At most MAX_WORKER_BOUND."""
+    a1, b1 = workload.contention_a1, workload.contention_b1
+    ceiling = 1 / (1 + workload.contention_margin)
+    root = (ceiling - b1) / a1
+    return _whole_bounded(root * root, math.floor) if b1 < ceiling else 0  # x * x is inf, never an error
 
 
 MAX_WORKER_BOUND = 10**9  # beyond any quota: a1 = 1e-300 or b1 = -1e308 gives a bound of "unlimited"

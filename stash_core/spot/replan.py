@@ -20,6 +20,7 @@ from stash_core.spot.model import (
     Workload,
     check_loss_model,
     iterations_to_loss,
+    most_workers,
     predicted_loss,
     worker_iteration_s,
 )
@@ -73,9 +74,7 @@ def replan(running: list[Worker], offers: list[InstanceOffer], workload: Workloa
     if current_loss <= workload.loss_g[4]:
         raise UsageError(f"current loss {current_loss:g} is at or below the loss model's floor "
                          f"g5 = {workload.loss_g[4]:g}")  # fmt: skip
-    a1, b1 = workload.contention_a1, workload.contention_b1
-    ceiling = 1 / (1 + workload.contention_margin)
-    upper = math.floor(((ceiling - b1) / a1) ** 2) if b1 < ceiling else 0
+    upper = most_workers(workload)
     room = max(0, upper - len(running))  # no cluster holds more than n_upper workers: the rest cannot matter
     in_use = Counter(w.instance for w in running)
     pool = [
