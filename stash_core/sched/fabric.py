@@ -139,24 +139,30 @@ def max_min_rates(flows: dict, capacity: Callable[[int], float], weight: dict | 
     with `weight` (flow -> count), a flow stands for that many flows on the same links (same rate).
 
     The link with the lowest fair share (bandwidth left / unfixed flows on it) fixes its flows at that share;
-    shares only grow as flows are fixed, so a heap with stale entries skipped finds the next one."""
+    shares only grow as flows are fixed, so a heap with stale entries skipped finds the next one. Each link
+    a bottleneck touched gets one new heap entry, after all its flows are fixed (not one per flow): the
+    entries in between would be stale, so the order, and every rate, is the same."""
     left: dict[int, float] = {}
     users: dict[int, list] = {}
     count: dict[int, int] = {}
     for flow, links in flows.items():
         many = weight[flow] if weight is not None else 1
         for link in links:
-            if link not in users:
-                users[link], left[link], count[link] = [], capacity(link), 0
-            users[link].append(flow)
-            count[link] += many
+            on = users.get(link)
+            if on is None:
+                users[link], left[link], count[link] = [flow], capacity(link), many
+            else:
+                on.append(flow)
+                count[link] += many
     heap = [(left[link] / count[link], link) for link in users]
     heapq.heapify(heap)
+    heappop, heappush = heapq.heappop, heapq.heappush
     rates: dict = {}
     while heap:
-        share, link = heapq.heappop(heap)
+        share, link = heappop(heap)
         if count[link] == 0 or share != left[link] / count[link]:
             continue  # stale: its flows were fixed elsewhere, or its share grew
+        touched = set()
         for flow in users[link]:
             if flow in rates:
                 continue
@@ -165,8 +171,11 @@ def max_min_rates(flows: dict, capacity: Callable[[int], float], weight: dict | 
             for other in flows[flow]:
                 count[other] -= many
                 left[other] -= share * many
-                if other != link and count[other] > 0:
-                    heapq.heappush(heap, (left[other] / count[other], other))
+            touched.update(flows[flow])
+        touched.discard(link)
+        for other in touched:
+            if count[other] > 0:
+                heappush(heap, (left[other] / count[other], other))
     return rates
 
 
@@ -181,6 +190,7 @@ class Links:
         self.class_of: dict[int, tuple[int, ...]] = {}  # flow -> its class
         self.class_rate: dict[tuple[int, ...], float] = {}
         self.rate: dict[int, float] = {}  # flow -> Gbit/s it gets now
+        self.joined: set[tuple[int, ...]] = set()  # classes with a flow not rated yet
 
     def alone_rate(self, links: list[int]) -> float:
         return min(self.fabric.capacity(link) for link in links)
@@ -194,6 +204,7 @@ class Links:
             for link in key:
                 self.on_link.setdefault(link, set()).add(key)
         members.add(index)
+        self.joined.add(key)
 
     def remove(self, index: int, links: list[int]) -> None:
         key = self.class_of.pop(index)
@@ -203,6 +214,7 @@ class Links:
         if not members:
             del self.classes[key]
             self.class_rate.pop(key, None)
+            self.joined.discard(key)
             for link in key:
                 self.on_link[link].discard(key)
                 if not self.on_link[link]:
@@ -228,12 +240,14 @@ class Links:
         weight = {key: len(classes[key]) for key in component}
         rates = max_min_rates({key: key for key in component}, self.fabric.capacity, weight)
         moved: list[int] = []
+        class_rate, rate_of, joined = self.class_rate, self.rate, self.joined
         for key, rate in rates.items():
-            members = classes[key]
-            old = self.class_rate.get(key)
-            if old is None or abs(rate - old) > 1e-12 * old or any(i not in self.rate for i in members):
-                self.class_rate[key] = rate
+            old = class_rate.get(key)
+            if old is None or abs(rate - old) > 1e-12 * old or key in joined:
+                class_rate[key] = rate
+                members = classes[key]
                 for flow in members:
-                    self.rate[flow] = rate
+                    rate_of[flow] = rate
                 moved.extend(members)
+        joined.clear()  # every class with a new flow is on a changed link, so in the component
         return moved
