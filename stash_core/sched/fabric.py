@@ -139,24 +139,30 @@ def max_min_rates(flows: dict, capacity: Callable[[int], float], weight: dict | 
     with `weight` (flow -> count), a flow stands for that many flows on the same links (same rate).
 
     The link with the lowest fair share (bandwidth left / unfixed flows on it) fixes its flows at that share;
-    shares only grow as flows are fixed, so a heap with stale entries skipped finds the next one."""
+    shares only grow as flows are fixed, so a heap with stale entries skipped finds the next one. Each link
+    a bottleneck touched gets one new heap entry, after all its flows are fixed (not one per flow): the
+    entries in between would be stale, so the order, and every rate, is the same."""
     left: dict[int, float] = {}
     users: dict[int, list] = {}
     count: dict[int, int] = {}
     for flow, links in flows.items():
         many = weight[flow] if weight is not None else 1
         for link in links:
-            if link not in users:
-                users[link], left[link], count[link] = [], capacity(link), 0
-            users[link].append(flow)
-            count[link] += many
+            on = users.get(link)
+            if on is None:
+                users[link], left[link], count[link] = [flow], capacity(link), many
+            else:
+                on.append(flow)
+                count[link] += many
     heap = [(left[link] / count[link], link) for link in users]
     heapq.heapify(heap)
+    heappop, heappush = heapq.heappop, heapq.heappush
     rates: dict = {}
     while heap:
-        share, link = heapq.heappop(heap)
+        share, link = heappop(heap)
         if count[link] == 0 or share != left[link] / count[link]:
             continue  # stale: its flows were fixed elsewhere, or its share grew
+        touched = set()
         for flow in users[link]:
             if flow in rates:
                 continue
@@ -165,8 +171,11 @@ def max_min_rates(flows: dict, capacity: Callable[[int], float], weight: dict | 
             for other in flows[flow]:
                 count[other] -= many
                 left[other] -= share * many
-                if other != link and count[other] > 0:
-                    heapq.heappush(heap, (left[other] / count[other], other))
+            touched.update(flows[flow])
+        touched.discard(link)
+        for other in touched:
+            if count[other] > 0:
+                heappush(heap, (left[other] / count[other], other))
     return rates
 
 
@@ -181,6 +190,8 @@ class Links:
         self.class_of: dict[int, tuple[int, ...]] = {}  # flow -> its class
         self.class_rate: dict[tuple[int, ...], float] = {}
         self.rate: dict[int, float] = {}  # flow -> Gbit/s it gets now
+        self.joined: set[tuple[int, ...]] = set()  # classes with a flow not rated yet
+        self.load: dict[int, int] = {}  # link -> flows on it
 
     def alone_rate(self, links: list[int]) -> float:
         return min(self.fabric.capacity(link) for link in links)
@@ -194,15 +205,25 @@ class Links:
             for link in key:
                 self.on_link.setdefault(link, set()).add(key)
         members.add(index)
+        self.joined.add(key)
+        load = self.load
+        for link in key:
+            load[link] = load.get(link, 0) + 1
 
     def remove(self, index: int, links: list[int]) -> None:
         key = self.class_of.pop(index)
         self.rate.pop(index, None)
         members = self.classes[key]
         members.discard(index)
+        load = self.load
+        for link in key:
+            load[link] -= 1
+            if not load[link]:
+                del load[link]
         if not members:
             del self.classes[key]
             self.class_rate.pop(key, None)
+            self.joined.discard(key)
             for link in key:
                 self.on_link[link].discard(key)
                 if not self.on_link[link]:
@@ -210,30 +231,62 @@ class Links:
 
     def reallocate(self, changed: set[int]) -> list[int]:
         """Recompute the rates of every flow connected to the `changed` links; the flows whose rate moved."""
-        component: set[tuple[int, ...]] = set()
-        seen: set[int] = set()
-        todo = [link for link in changed if link in self.on_link]
-        while todo:
-            link = todo.pop()
-            if link in seen:
-                continue
-            seen.add(link)
-            for key in self.on_link[link]:
-                if key not in component:
-                    component.add(key)
-                    todo.extend(key)
-        if not component:
+        on_link = self.on_link
+        done: set[tuple[int, ...]] = set()  # classes whose links are in `seen` already
+        seen = {link for link in changed if link in on_link}
+        todo, everything = list(seen), len(on_link)
+        while todo and len(seen) < everything:  # every link reached: the component is the whole fabric
+            for key in on_link[todo.pop()]:
+                if key not in done:
+                    done.add(key)
+                    for other in key:
+                        if other not in seen:
+                            seen.add(other)
+                            todo.append(other)
+        if not seen:
             return []
+        rates = self._fill(seen)
         classes = self.classes
-        weight = {key: len(classes[key]) for key in component}
-        rates = max_min_rates({key: key for key in component}, self.fabric.capacity, weight)
         moved: list[int] = []
+        class_rate, rate_of, joined = self.class_rate, self.rate, self.joined
         for key, rate in rates.items():
-            members = classes[key]
-            old = self.class_rate.get(key)
-            if old is None or abs(rate - old) > 1e-12 * old or any(i not in self.rate for i in members):
-                self.class_rate[key] = rate
+            old = class_rate.get(key)
+            if old is None or abs(rate - old) > 1e-12 * old or key in joined:
+                class_rate[key] = rate
+                members = classes[key]
                 for flow in members:
-                    self.rate[flow] = rate
+                    rate_of[flow] = rate
                 moved.extend(members)
+        joined.clear()  # every class with a new flow is on a changed link, so in the component
         return moved
+
+    def _fill(self, seen: set[int]) -> dict[tuple[int, ...], float]:
+        """max_min_rates over the classes on the links `seen` (a connected component, so every class on
+        them), from the flow counts kept per link and per class: nothing to build but the heap. A share only
+        grows as flows are fixed, so an entry is put back at its link's share now only when it comes out
+        stale (not once per flow fixed): the link of the lowest share now still comes out first."""
+        capacity, on_link, classes = self.fabric.capacity, self.on_link, self.classes
+        count = {link: self.load[link] for link in seen}
+        left = {link: capacity(link) for link in seen}
+        heap = [(left[link] / count[link], link) for link in seen]
+        heapq.heapify(heap)
+        heappop, heappush = heapq.heappop, heapq.heappush
+        rates: dict[tuple[int, ...], float] = {}
+        while heap:
+            share, link = heappop(heap)
+            many_left = count[link]
+            if many_left == 0:
+                continue  # its flows were all fixed elsewhere
+            now = left[link] / many_left
+            if share != now:  # its share grew since: back in the heap at its share now
+                heappush(heap, (now, link))
+                continue
+            for key in on_link[link]:
+                if key in rates:
+                    continue
+                rates[key] = share
+                many = len(classes[key])
+                for other in key:
+                    count[other] -= many
+                    left[other] -= share * many
+        return rates
