@@ -84,7 +84,10 @@ def build_parser() -> argparse.ArgumentParser:
         "models", help="list the model zoo with parameter, gradient and layer counts"
     )
     models.add_argument(
-        "--num-classes", type=count(10**7), default=1000, help="classes of each model's output"
+        "--num-classes",
+        type=count(10**7),
+        default=1000,
+        help="classes of each classifier's output (not a language model's)",
     )
 
     for group in command_groups():
@@ -206,11 +209,16 @@ def cmd_export(args) -> int:
 
 
 def cmd_models(args) -> int:
-    from stash_core.zoo import build_model, list_models
+    from stash_core.zoo import list_models
+    from stash_core.zoo.build import describe_model
+    from stash_core.zoo.registry import ZOO
 
     print(f"{'model':<22}{'kind':<8}{'parameters':>14}{'grad tensors':>14}{'layers':>8}")
     for name in list_models():
-        _, info = build_model(name, num_classes=args.num_classes)
+        # Counted on the meta device (llama2_7b's weights would take 27 GB); a language model's output is its
+        # vocabulary, so --num-classes applies to the classifiers only.
+        classes = None if ZOO[name].causal_lm else args.num_classes
+        info = describe_model(name, num_classes=classes)
         print(
             f"{name:<22}{info.kind:<8}{info.param_count:>14,}{info.grad_tensor_count:>14}{info.layer_count:>8}"
         )

@@ -179,7 +179,7 @@ def test_every_page_upload_and_query_in_a_real_browser(
     editor = tab.locator('[data-testid="stTextArea"] textarea').first
     editor.fill("SELECT model, count(*) AS runs FROM runs GROUP BY model ORDER BY model")
     tab.get_by_role("button", name="Run query").click()
-    tab.get_by_text("row(s) in").wait_for()
+    tab.get_by_text(re.compile(r"\d rows? in \d+ ms")).wait_for()
     settle(tab, "SQL")
     no_exception(tab, "SQL select")
     assert tab.locator('[data-testid="stDataFrame"]').count() >= 1
