@@ -231,7 +231,8 @@ def predictions(everything: pd.DataFrame, measured: pd.DataFrame) -> pd.DataFram
         value=True,
         key="cmp-predicted",
         help="Predicted from the model's FLOPs and bytes and the instance's accelerator and links; "
-        "± the expected error of leave-one-GPU-out validation. A measurement always wins.",
+        '± the expected error held out by source and by GPU ("unvalidated" where no figure was held out). '
+        "A measurement always wins.",
     )
     note = everything.attrs.get("prediction_note")
     if show and note:

@@ -3,7 +3,7 @@
 Every configuration (catalog instance x instance count x workers per instance) gets an iteration time:
   - measured: a completed profile of the same model and batch size on that instance, worker and node count;
   - predicted: compute, CPU and disk stall from a profile of the model on the same instance (or another one
-    with the same accelerator), plus interconnect and network stall predicted by the validated stall models
+    with the same accelerator), plus interconnect and network stall predicted by the fitted stall models
     (stash_core.decide.fit) from the model's counts; marked "predicted" with the expected error.
 Epoch = (images // workers) // batch iterations (stash_core.analysis.epochs, as the profiled loop counts it);
 training = epochs x epoch; cost = training hours x hourly price x instances. Configurations that meet

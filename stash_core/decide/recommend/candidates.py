@@ -4,7 +4,7 @@ Per catalog instance: every stored profile of the model at the batch size on it 
 is a measured option; every other count of 1..max_instances of it (all its accelerators as workers; on a CPU
 machine the worker counts that were profiled) is a predicted option. A prediction takes compute, CPU and disk
 stall from a profile of the model on the same instance (or another one with the same accelerator) and
-interconnect and network stall from the validated stall models of stash_core.decide.fit. Without such a
+interconnect and network stall from the fitted stall models of stash_core.decide.fit. Without such a
 profile, stash_core.decide.predict predicts the whole step from the model's FLOPs and bytes and the
 instance's accelerator and links (scaled from a profile on another GPU where there is one).
 """
