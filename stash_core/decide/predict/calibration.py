@@ -42,6 +42,8 @@ class Point:
     revision: str = ""
     table: str = ""
     measured: str = ""  # what the figure includes (optimizer step, data loading, host copies)
+    memory_format: str = ""  # "nhwc" (channels last) or "nchw" for an image model; "" is PyTorch's nchw
+    optimizer: str = ""  # "none" where the timed step has no optimizer step; "" is the model's default
 
 
 def arrays_for(point: Point) -> Features:
@@ -50,7 +52,8 @@ def arrays_for(point: Point) -> Features:
     if accelerator is None:
         raise ValueError(f"no accelerator table entry for {point.accelerator!r}")
     cost = step_cost(point.model, point.batch_size, point.input_shape, interpolate=True)
-    return features(cost, accelerator, point.precision)
+    optimizer = point.optimizer or None
+    return features(cost, accelerator, point.precision, optimizer, point.memory_format or "nchw")
 
 
 def predicted_s(point: Point, params: StepParams) -> float:
@@ -67,6 +70,7 @@ ARRAYS = (
     "count",
     "forward",
     "half",
+    "relayout_s",
 )
 
 

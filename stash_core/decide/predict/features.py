@@ -7,7 +7,13 @@ amp on FP16/BF16 tensor cores, with activation bytes halved, plus what autocast 
 per step: each weight cast to FP16 (read 4, write 2 bytes a parameter, one kernel a weight tensor) and the
 gradients unscaled and checked (read and write 4 bytes each). The optimizer reads and writes its state in
 FP32: SGD with momentum 20 bytes a parameter (read weight, gradient, momentum; write weight, momentum), AdamW
-28 (two moments); torch's foreach implementation launches one kernel per pass per chunk of tensors.
+28 (two moments); torch's foreach implementation launches one kernel per pass per chunk of tensors; a figure
+timed without an optimizer step (optimizer "none") has neither, nor the gradient unscaling.
+
+Memory format: PyTorch keeps images in NCHW unless a job asks for channels_last; FP16 tensor-core
+convolutions run in NHWC, so cuDNN converts an NCHW convolution's tensors there and back, in kernels of their
+own. `relayout_s` is that traffic (the convolution's bytes at the memory bandwidth) for amp in NCHW; NHWC jobs
+and FP32/TF32 convolutions have none. A prediction for a user's job assumes NCHW, PyTorch's default.
 """
 
 from __future__ import annotations
@@ -25,7 +31,8 @@ PEAK_KINDS = ("fp32", "tf32", "fp16")
 OPTIMIZER_BYTES_PER_PARAM = {"sgd": 5 * 4, "adamw": 7 * 4}
 OPTIMIZER_PASSES = {"sgd": 3, "adamw": 5}
 FOREACH_CHUNK_TENSORS = 64
-AMP_BYTES_PER_PARAM = 6 + 8  # weight cast (4 read + 2 written) and gradient unscale (4 read + 4 written)
+AMP_CAST_BYTES_PER_PARAM = 6  # each forward casts the FP32 weight to FP16 (4 read + 2 written)
+AMP_UNSCALE_BYTES_PER_PARAM = 8  # the optimizer step unscales and checks each gradient (4 read + 4 written)
 # An accelerator row without an SM count: a mid-size datacenter GPU (V100 and A10G have 80; A100 108).
 DEFAULT_SM_COUNT = 80
 
@@ -41,6 +48,7 @@ class Features:
     count: np.ndarray  # identical operators merged
     forward: np.ndarray  # 1.0 for a forward operator
     half: np.ndarray  # 1.0 where activations are FP16/BF16 (amp)
+    relayout_s: np.ndarray  # NCHW <-> NHWC conversion traffic of an amp convolution at the memory bandwidth
     optimizer_memory_s: float
     optimizer_kernels: float
     total_kernels: float
@@ -72,50 +80,64 @@ def utilisation(tiles: float, sms: int) -> float:
 
 
 def features(
-    cost: StepCost, accelerator: Accelerator, precision: str, optimizer: str | None = None
+    cost: StepCost,
+    accelerator: Accelerator,
+    precision: str,
+    optimizer: str | None = None,
+    memory_format: str = "nchw",
 ) -> Features:
     """The arrays of a step on an accelerator, cached by what determines them (a cost is one per model,
-    batch and input shape, so predicting many instances builds each GPU's arrays once)."""
+    batch and input shape, so predicting many instances builds each GPU's arrays once). optimizer: "sgd",
+    "adamw", "none" (no optimizer step timed) or None for the model's default."""
     optimizer = optimizer or default_optimizer(cost)
     key = (cost.model, cost.batch_size, cost.input_shape, cost.device, len(cost.ops), cost.total_flops,
-           accelerator, precision, optimizer)  # fmt: skip
+           accelerator, precision, optimizer, memory_format)  # fmt: skip
     found = _CACHE.get(key)
     if found is None:
         if len(_CACHE) >= 2048:
             _CACHE.clear()
-        found = _CACHE[key] = _features(cost, accelerator, precision, optimizer)
+        found = _CACHE[key] = _features(cost, accelerator, precision, optimizer, memory_format)
     return found
 
 
 _CACHE: dict[tuple, Features] = {}
 
 
-def _features(cost: StepCost, accelerator: Accelerator, precision: str, optimizer: str) -> Features:
+def _features(
+    cost: StepCost, accelerator: Accelerator, precision: str, optimizer: str, memory_format: str
+) -> Features:
     peak = accelerator.matrix_tflops(precision) * 1e12
     bandwidth = accelerator.memory_gbs * 1e9
     amp = precision == "amp"
     byte_scale = 0.5 if amp else 1.0
+    relayout = amp and memory_format != "nhwc" and peak_kind(accelerator, precision) == 2
     sms = sm_count(accelerator)
     merged: dict[tuple, int] = {}
     for op in cost.ops:
+        moved_s = op.bytes * byte_scale / bandwidth
         key = (
-            CLASSES.index(op.op_class), op.flops / peak if op.matrix else 0.0,
-            op.bytes * byte_scale / bandwidth, utilisation(op.tiles, sms) if op.matrix else 1.0, op.kernels,
+            CLASSES.index(op.op_class), op.flops / peak if op.matrix else 0.0, moved_s,
+            utilisation(op.tiles, sms) if op.matrix else 1.0, op.kernels,
             1.0 if op.phase == "forward" else 0.0,
+            moved_s if relayout and "convolution" in op.name else 0.0,
         )  # fmt: skip
         merged[key] = merged.get(key, 0) + 1
-    rows = np.array(list(merged), dtype=float).reshape(-1, 6)
+    rows = np.array(list(merged), dtype=float).reshape(-1, 7)
     count = np.array(list(merged.values()), dtype=float)
     chunks = math.ceil(max(cost.param_tensors, 1) / FOREACH_CHUNK_TENSORS)
-    optimizer_bytes = cost.param_count * (
-        OPTIMIZER_BYTES_PER_PARAM[optimizer] + (AMP_BYTES_PER_PARAM if amp else 0)
-    )
-    optimizer_kernels = OPTIMIZER_PASSES[optimizer] * chunks + (cost.param_tensors + 2 * chunks if amp else 0)
+    cast_bytes = cost.param_count * AMP_CAST_BYTES_PER_PARAM if amp else 0.0
+    cast_kernels = cost.param_tensors if amp else 0
+    if optimizer == "none":
+        optimizer_bytes, optimizer_kernels = cast_bytes, cast_kernels
+    else:
+        unscale = AMP_UNSCALE_BYTES_PER_PARAM if amp else 0
+        optimizer_bytes = cast_bytes + cost.param_count * (OPTIMIZER_BYTES_PER_PARAM[optimizer] + unscale)
+        optimizer_kernels = OPTIMIZER_PASSES[optimizer] * chunks + cast_kernels + (2 * chunks if amp else 0)
     op_kernels = float((rows[:, 4] * count).sum())
     return Features(
         compute_s=rows[:, 1], memory_s=rows[:, 2], op_class=rows[:, 0].astype(int),
         peak_kind=np.full(len(rows), peak_kind(accelerator, precision)), utilisation=rows[:, 3],
         kernels=rows[:, 4], count=count, forward=rows[:, 5], half=np.full(len(rows), 1.0 if amp else 0.0),
-        optimizer_memory_s=optimizer_bytes / bandwidth, optimizer_kernels=float(optimizer_kernels),
-        total_kernels=op_kernels + optimizer_kernels,
+        relayout_s=rows[:, 6], optimizer_memory_s=optimizer_bytes / bandwidth,
+        optimizer_kernels=float(optimizer_kernels), total_kernels=op_kernels + optimizer_kernels,
     )  # fmt: skip

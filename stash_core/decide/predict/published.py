@@ -86,4 +86,13 @@ def _point(row: dict[str, str]) -> Point:
         row["model"].strip(), batch, row["accelerator"].strip(), row["precision"].strip(),
         batch / samples_per_s, source, shape, source_id, (row.get("revision") or "").strip(),
         (row.get("table") or "").strip(), (row.get("measured") or "").strip(),
+        _choice(row, "memory_format", ("", "nchw", "nhwc")), _choice(row, "optimizer", ("", "none")),
     )  # fmt: skip
+
+
+def _choice(row: dict[str, str], column: str, allowed: tuple[str, ...]) -> str:
+    value = (row.get(column) or "").strip().lower()
+    if value not in allowed:
+        named = ", ".join(v for v in allowed if v)
+        raise ValueError(f"{column} must be one of {named} or empty, got {value!r}")
+    return value

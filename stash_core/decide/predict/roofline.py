@@ -11,6 +11,8 @@ of a large one (features.py). Eager PyTorch dispatches every kernel from the hos
 least dispatch_s per kernel: GPU and host time are combined as a soft maximum (a p-norm, p = 6).
 Mixed precision halves activation bytes and adds the weight casts and gradient unscaling (features.py);
 amp_memory scales the memory efficiency of its half-precision operators (not every byte of them halves).
+An amp convolution on NCHW tensors also pays their conversion to NHWC and back (features.py): nchw_relayout
+times its tensors' bytes, at the element-wise efficiency (prior 2: each tensor read and written once more).
 """
 
 from __future__ import annotations
@@ -26,15 +28,15 @@ from stash_core.decide.predict.step_cost import StepCost
 # Efficiencies are fractions of a peak; launch_s and dispatch_s seconds; wave_exponent in [0, 1].
 PARAMETERS = (
     "matmul_fp32", "matmul_tf32", "matmul_fp16", "attention", "elementwise", "reduction", "optimizer",
-    "launch_s", "dispatch_s", "wave_exponent", "amp_memory",
+    "launch_s", "dispatch_s", "wave_exponent", "amp_memory", "nchw_relayout",
 )  # fmt: skip
-FRACTIONS = frozenset(PARAMETERS) - {"launch_s", "dispatch_s", "amp_memory"}
+FRACTIONS = frozenset(PARAMETERS) - {"launch_s", "dispatch_s", "amp_memory", "nchw_relayout"}
 # Where the fit starts and what it is pulled towards when the data say little (calibration.py's prior):
 # a large GEMM near 70% of peak, a kernel launch of a few microseconds, eager dispatch ~10 us per kernel.
 PRIOR = {
     "matmul_fp32": 0.7, "matmul_tf32": 0.5, "matmul_fp16": 0.5, "attention": 0.5, "elementwise": 0.7,
     "reduction": 0.5, "optimizer": 0.7, "launch_s": 4e-6, "dispatch_s": 1e-5, "wave_exponent": 0.5,
-    "amp_memory": 1.0,
+    "amp_memory": 1.0, "nchw_relayout": 2.0,
 }  # fmt: skip
 SOFT_MAX_P = 6.0
 
@@ -84,6 +86,7 @@ def op_seconds(feats: Features, params: StepParams) -> np.ndarray:
     memory_eff = memory_eff * params["amp_memory"] ** feats.half
     wave = feats.utilisation ** params["wave_exponent"]
     seconds = np.maximum(feats.compute_s / (compute_eff * wave), feats.memory_s / memory_eff)
+    seconds = seconds + params["nchw_relayout"] * feats.relayout_s / params["elementwise"]
     return (seconds + params["launch_s"] * feats.kernels) * feats.count
 
 

@@ -4,9 +4,9 @@
   the left-out source's;
 - leave one GPU out: fit without every figure of a GPU die (its variants left out together: H100 SXM, PCIe
   and H200; A10 and A10G), predict it;
-- scaled: a measurement of the same model and precision on another GPU times the ratio of the two predicted
-  steps, the model fitted without the target's die and without the target's source; "within" one software
-  stack when both figures come from one source and revision, "across" otherwise;
+- scaled: a measurement of the same model, precision, input and batch on another GPU times the ratio of the
+  two predicted steps, the model fitted without the target's die and without the target's source; "within"
+  one software stack when both figures come from one source and revision, "across" otherwise;
 - peak ratio (the path of a profiled script, whose operators are unknown): a measurement on another GPU times
   the ratio of the two GPUs' matrix peaks.
 Every row says its path, how it was held out, its source, die and batch regime (published.py), so the bench
@@ -111,13 +111,16 @@ def _stack(base: Point, target: Point) -> str:
 
 
 def _same_work_elsewhere(points: list[Point], target: Point) -> list[Point]:
+    """Figures of the same work on another die: model, precision, input shape and batch size, as a profile
+    anchors a prediction only at its own batch (configuration.py, script.py) and a figure's per-step
+    overheads do not scale with the batch."""
     target_chip = chip(target.accelerator)
+    work = (target.model, target.precision, target.input_shape, target.batch_size)
     return [
         point
         for point in points
         if chip(point.accelerator) != target_chip
-        and (point.model, point.precision, point.input_shape)
-        == (target.model, target.precision, target.input_shape)
+        and (point.model, point.precision, point.input_shape, point.batch_size) == work
     ]
 
 

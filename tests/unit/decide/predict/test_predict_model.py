@@ -170,3 +170,24 @@ def test_more_workers_per_instance_than_gpus_is_a_reason_not_a_silent_cap(tmp_pa
     assert list(result.frame["instance"]) == ["p3.8xlarge"]
     reason = "g4dn.xlarge: not predicted - it has 1 GPU(s), the job uses 4 per machine"
     assert result.not_predictable == [reason]
+
+
+def test_an_amp_convolution_in_nchw_pays_its_relayout_and_nhwc_or_fp32_do_not():
+    params = StepParams()
+    cost = step_cost("resnet18", 32, (3, 64, 64))
+    nchw, nhwc = (features(cost, A100, "amp", None, layout) for layout in ("nchw", "nhwc"))
+    assert nchw.relayout_s.sum() > 0 and nhwc.relayout_s.sum() == 0
+    assert features(cost, A100, "tf32", None, "nchw").relayout_s.sum() == 0
+    assert op_seconds(nchw, params).sum() > op_seconds(nhwc, params).sum()
+    # A transformer has no convolution: nothing to convert.
+    assert features(step_cost("bert_tiny", 4), A100, "amp", None, "nchw").relayout_s.sum() == 0
+
+
+def test_a_figure_timed_without_an_optimizer_step_predicts_no_optimizer_traffic():
+    cost = step_cost("resnet18", 32, (3, 64, 64))
+    with_step, without = features(cost, A100, "fp32", "sgd"), features(cost, A100, "fp32", "none")
+    assert without.optimizer_memory_s == 0 and without.optimizer_kernels == 0
+    assert with_step.optimizer_memory_s > 0
+    # Under amp the forward still casts every weight; the unscaling belongs to the optimizer step.
+    amp_with, amp_without = features(cost, A100, "amp", "sgd"), features(cost, A100, "amp", "none")
+    assert 0 < amp_without.optimizer_memory_s < amp_with.optimizer_memory_s

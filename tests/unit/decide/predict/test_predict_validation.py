@@ -147,3 +147,34 @@ def test_unknown_accelerator_and_multi_gpu_communication():
     assert single.network_s == 0 and single.interconnect_s > 0
     assert double.network_s > 0 and double.iteration_s > single.iteration_s
     assert isinstance(pd.DataFrame([vars(single)]), pd.DataFrame)
+
+
+def test_memory_format_and_optimizer_columns_are_read_and_checked(tmp_path):
+    header = (
+        "model,input_shape,accelerator,precision,batch_size,gpus,samples_per_s,source_id,source,revision,table,"
+        "measured,memory_format,optimizer"
+    )
+    rows = [
+        "resnet18,,NVIDIA T4 16 GB,amp,32,1,400,s1,src,r,t,fwd+bwd,nhwc,none",
+        "resnet18,,NVIDIA T4 16 GB,amp,32,1,400,s1,src,r,t,fwd+bwd+optimizer,,",
+        "resnet18,,NVIDIA T4 16 GB,amp,32,1,400,s1,src,r,t,fwd+bwd,nhcw,",
+    ]
+    path = tmp_path / "published.csv"
+    path.write_text("\n".join([header, *rows]) + "\n")
+    published = load_published(path, count=False)
+    first, second = published.points
+    assert (first.memory_format, first.optimizer) == ("nhwc", "none")
+    assert (second.memory_format, second.optimizer) == ("", "")
+    assert len(published.skipped) == 1 and "memory_format" in published.skipped[0]
+
+
+def test_the_shipped_figures_say_their_memory_format_and_optimizer_step():
+    points = load_published(count=False).points
+    images = [p for p in points if not p.input_shape]
+    assert images and all(p.memory_format in ("nchw", "nhwc") for p in images)
+    # NVIDIA's own ResNet-50 AMP runs are channels last (its configs); plain PyTorch ones are not.
+    dle = [p for p in images if p.source_id == "nvidia-dle-pytorch" and p.precision == "amp"]
+    dle_amp = {p.memory_format for p in dle}
+    assert dle_amp == {"nhwc"}
+    assert {p.memory_format for p in images if p.source_id == "lambda-pytorch"} == {"nchw"}
+    assert all(p.optimizer == "none" for p in points if "no optimizer step" in p.measured)
