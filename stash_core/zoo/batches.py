@@ -35,8 +35,17 @@ def synthetic_batch(
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size <= 0:
         raise UsageError(f"batch size must be a positive whole number; got {batch_size!r}")
     device = torch.device(device)
-    generator = _generator(device, seed)
     shape = (batch_size, *info.input_shape)
+    if (
+        device.type == "meta"
+    ):  # shapes only: random fills on meta import torch's compiler (seconds) for nothing
+        if info.kind not in ("tokens", "image"):
+            raise UsageError(f"unknown model kind {info.kind!r}; expected 'image' or 'tokens'")
+        dtype = torch.int64 if info.kind == "tokens" else torch.float32
+        return torch.empty(shape, dtype=dtype, device=device), torch.empty(
+            batch_size, dtype=torch.int64, device=device
+        )
+    generator = _generator(device, seed)
     if info.kind == "tokens":
         inputs = torch.randint(0, info.vocab_size or 1, shape, generator=generator, device=device)
     elif info.kind == "image":

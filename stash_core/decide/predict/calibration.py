@@ -44,6 +44,7 @@ class Point:
     measured: str = ""  # what the figure includes (optimizer step, data loading, host copies)
     memory_format: str = ""  # "nhwc" (channels last) or "nchw" for an image model; "" is PyTorch's nchw
     optimizer: str = ""  # "none" where the timed step has no optimizer step; "" is the model's default
+    attention: str = ""  # "decomposed" where the source's model writes attention out; "" is fused (the zoo's)
 
 
 def arrays_for(point: Point) -> Features:
@@ -51,7 +52,8 @@ def arrays_for(point: Point) -> Features:
     accelerator = find_accelerator(point.accelerator)
     if accelerator is None:
         raise ValueError(f"no accelerator table entry for {point.accelerator!r}")
-    cost = step_cost(point.model, point.batch_size, point.input_shape, interpolate=True)
+    attention = point.attention or "fused"
+    cost = step_cost(point.model, point.batch_size, point.input_shape, interpolate=True, attention=attention)
     optimizer = point.optimizer or None
     return features(cost, accelerator, point.precision, optimizer, point.memory_format or "nchw")
 

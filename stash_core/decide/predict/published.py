@@ -87,6 +87,7 @@ def _point(row: dict[str, str]) -> Point:
         batch / samples_per_s, source, shape, source_id, (row.get("revision") or "").strip(),
         (row.get("table") or "").strip(), (row.get("measured") or "").strip(),
         _choice(row, "memory_format", ("", "nchw", "nhwc")), _choice(row, "optimizer", ("", "none")),
+        _choice(row, "attention", ("", "fused", "decomposed")),
     )  # fmt: skip
 
 

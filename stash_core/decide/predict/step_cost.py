@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 
 import torch
@@ -30,6 +31,7 @@ from stash_core.decide.predict.op_classes import FREE_OPS, gemm_dims, kernel_cou
 from stash_core.errors import UsageError
 
 TRACE_BATCHES = (2, 4)  # the two batches every other batch is interpolated from
+ATTENTION_KINDS = ("fused", "decomposed")
 
 
 @dataclass(frozen=True)
@@ -132,20 +134,28 @@ class _OpRecorder(TorchDispatchMode):
 
 
 def step_cost(
-    model: str, batch_size: int, input_shape: Sequence[int] | None = None, interpolate: bool = False
+    model: str,
+    batch_size: int,
+    input_shape: Sequence[int] | None = None,
+    interpolate: bool = False,
+    attention: str = "fused",
 ) -> StepCost:
     """The per-operator FLOPs and bytes of one training step; UsageError for an unknown model or batch.
 
     input_shape is one sample as `stash profile --input-shape` gives it: (C, H, W) for an image model,
     (seq_len,) for a token model; None (or empty) is the model's default (3x224x224 images, 128 tokens).
     interpolate: from the two traced batches (for many batches of one model, as the validation asks);
-    otherwise one trace at this batch."""
+    otherwise one trace at this batch. attention: "fused" (scaled_dot_product_attention as the one kernel a
+    GPU runs, what the zoo's models do) or "decomposed" (its matrix products, softmax and dropout, as a model
+    that writes attention out by hand runs it)."""
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size <= 0:
         raise UsageError(f"batch size must be a positive whole number, got {batch_size!r}")
     shape = tuple(int(size) for size in input_shape) if input_shape else None
+    if attention not in ATTENTION_KINDS:
+        raise UsageError(f"attention must be one of {', '.join(ATTENTION_KINDS)}, got {attention!r}")
     if not interpolate:
-        return _traced(str(model).strip(), batch_size, shape)
-    return _cached_step_cost(str(model).strip(), batch_size, shape)
+        return _traced(str(model).strip(), batch_size, shape, attention)
+    return _cached_step_cost(str(model).strip(), batch_size, shape, attention)
 
 
 @functools.lru_cache(maxsize=64)
@@ -164,13 +174,13 @@ def default_input_shape(model: str) -> tuple[int, ...]:
 
 
 @functools.lru_cache(maxsize=256)
-def _cached_step_cost(model: str, batch_size: int, shape: tuple[int, ...] | None) -> StepCost:
+def _cached_step_cost(model: str, batch_size: int, shape: tuple[int, ...] | None, attention: str) -> StepCost:
     low, high = TRACE_BATCHES
     if batch_size in TRACE_BATCHES or batch_size < low:
-        return _traced(model, batch_size, shape)
-    first, second = _traced(model, low, shape), _traced(model, high, shape)
+        return _traced(model, batch_size, shape, attention)
+    first, second = _traced(model, low, shape, attention), _traced(model, high, shape, attention)
     if first.device != "meta" or [op.name for op in first.ops] != [op.name for op in second.ops]:
-        return _traced(model, batch_size, shape)  # the operators change with the batch: trace this one
+        return _traced(model, batch_size, shape, attention)  # the operators change with the batch
     return _interpolated(first, second, batch_size)
 
 
@@ -195,21 +205,24 @@ def _interpolated(first: StepCost, second: StepCost, batch_size: int) -> StepCos
 
 
 @functools.lru_cache(maxsize=128)
-def _traced(model: str, batch_size: int, shape: tuple[int, ...] | None) -> StepCost:
+def _traced(model: str, batch_size: int, shape: tuple[int, ...] | None, attention: str = "fused") -> StepCost:
     from stash_core.zoo import build_model
 
     try:
         with torch.device("meta"):
             net, info = build_model(model, input_shape=shape)
-        return _trace(model, net, info, batch_size, "meta", batch_size, "")
+        return _trace(model, net, info, batch_size, "meta", batch_size, "", attention)
     except UsageError:
         raise
     except Exception:  # noqa: BLE001 - a user model that needs real tensors: measure on the CPU at batch 1
         net, info = build_model(model, input_shape=shape)
-        return _trace(model, net, info, 1, "cpu", batch_size, "counted on the CPU at batch 1, scaled")
+        note = "counted on the CPU at batch 1, scaled"
+        return _trace(model, net, info, 1, "cpu", batch_size, note, attention)
 
 
-def _trace(model, net, info, run_batch: int, device: str, batch_size: int, note: str) -> StepCost:
+def _trace(
+    model, net, info, run_batch: int, device: str, batch_size: int, note: str, attention: str = "fused"
+) -> StepCost:
     from stash_core.zoo import loss_fn, synthetic_batch
 
     inputs, targets = synthetic_batch(info, run_batch, device)
@@ -226,7 +239,8 @@ def _trace(model, net, info, run_batch: int, device: str, batch_size: int, note:
         return tensor
 
     recorder = _OpRecorder()
-    with fused_attention(recorder.record, recorder.pause), recorder:
+    counting = fused_attention(recorder.record, recorder.pause) if attention == "fused" else nullcontext()
+    with counting, recorder:
         with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
             loss = loss_fn(info)(net(inputs), targets)
         recorder.phase = "backward"

@@ -191,3 +191,16 @@ def test_a_figure_timed_without_an_optimizer_step_predicts_no_optimizer_traffic(
     # Under amp the forward still casts every weight; the unscaling belongs to the optimizer step.
     amp_with, amp_without = features(cost, A100, "amp", "sgd"), features(cost, A100, "amp", "none")
     assert 0 < amp_without.optimizer_memory_s < amp_with.optimizer_memory_s
+
+
+def test_attention_written_out_is_counted_as_its_matrix_products_and_softmax():
+    fused = step_cost("bert_tiny", 4, (128,), attention="fused")
+    decomposed = step_cost("bert_tiny", 4, (128,), attention="decomposed")
+    assert any(op.op_class == "attention" for op in fused.ops)
+    assert not any(op.op_class == "attention" for op in decomposed.ops)
+    assert sum(op.name == "aten.bmm" for op in decomposed.ops) > 0
+    assert any("softmax" in op.name for op in decomposed.ops if op.name != "aten._log_softmax")
+    # The S x S scores exist only when attention is written out: more bytes move.
+    assert decomposed.total_bytes > fused.total_bytes
+    with pytest.raises(UsageError, match="attention"):
+        step_cost("bert_tiny", 4, (128,), attention="flash")

@@ -152,10 +152,10 @@ def test_unknown_accelerator_and_multi_gpu_communication():
 def test_memory_format_and_optimizer_columns_are_read_and_checked(tmp_path):
     header = (
         "model,input_shape,accelerator,precision,batch_size,gpus,samples_per_s,source_id,source,revision,table,"
-        "measured,memory_format,optimizer"
+        "measured,memory_format,optimizer,attention"
     )
     rows = [
-        "resnet18,,NVIDIA T4 16 GB,amp,32,1,400,s1,src,r,t,fwd+bwd,nhwc,none",
+        "resnet18,,NVIDIA T4 16 GB,amp,32,1,400,s1,src,r,t,fwd+bwd,nhwc,none,decomposed",
         "resnet18,,NVIDIA T4 16 GB,amp,32,1,400,s1,src,r,t,fwd+bwd+optimizer,,",
         "resnet18,,NVIDIA T4 16 GB,amp,32,1,400,s1,src,r,t,fwd+bwd,nhcw,",
     ]
@@ -163,7 +163,7 @@ def test_memory_format_and_optimizer_columns_are_read_and_checked(tmp_path):
     path.write_text("\n".join([header, *rows]) + "\n")
     published = load_published(path, count=False)
     first, second = published.points
-    assert (first.memory_format, first.optimizer) == ("nhwc", "none")
+    assert (first.memory_format, first.optimizer, first.attention) == ("nhwc", "none", "decomposed")
     assert (second.memory_format, second.optimizer) == ("", "")
     assert len(published.skipped) == 1 and "memory_format" in published.skipped[0]
 
@@ -178,3 +178,5 @@ def test_the_shipped_figures_say_their_memory_format_and_optimizer_step():
     assert dle_amp == {"nhwc"}
     assert {p.memory_format for p in images if p.source_id == "lambda-pytorch"} == {"nchw"}
     assert all(p.optimizer == "none" for p in points if "no optimizer step" in p.measured)
+    # No published transformer figure here ran scaled_dot_product_attention: each says so.
+    assert all(p.attention == "decomposed" for p in points if p.input_shape)
