@@ -28,6 +28,7 @@ from torch.utils.flop_counter import flop_registry
 
 from stash_core.decide.predict.attention import fused_attention
 from stash_core.decide.predict.op_classes import FREE_OPS, gemm_dims, kernel_count, op_class, tile_count
+from stash_core.decide.predict.step_cache import cached
 from stash_core.errors import UsageError
 
 TRACE_BATCHES = (2, 4)  # the two batches every other batch is interpolated from
@@ -206,6 +207,16 @@ def _interpolated(first: StepCost, second: StepCost, batch_size: int) -> StepCos
 
 @functools.lru_cache(maxsize=128)
 def _traced(model: str, batch_size: int, shape: tuple[int, ...] | None, attention: str = "fused") -> StepCost:
+    key = (model, batch_size, list(shape) if shape else None, attention)
+    return cached(key, lambda: _counted(model, batch_size, shape, attention), _decoded)
+
+
+def _decoded(data: dict) -> StepCost:
+    ops = tuple(OpCost(**{**op, "gemm": tuple(op["gemm"])}) for op in data["ops"])
+    return StepCost(**{**data, "ops": ops, "input_shape": tuple(data["input_shape"])})
+
+
+def _counted(model: str, batch_size: int, shape: tuple[int, ...] | None, attention: str) -> StepCost:
     from stash_core.zoo import build_model
 
     try:

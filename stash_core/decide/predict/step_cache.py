@@ -1,0 +1,87 @@
+"""Counted steps of the zoo's models kept on disk, so that a prediction after the first for a model, batch,
+input shape and attention does not trace the step again (tracing imports torch's compiler and walks every
+operator: seconds on a small machine, against milliseconds to read the count back).
+
+A file is named by a digest of what determines the count: the model's name, batch, input shape and attention,
+torch's version, and the source of the zoo and of the counting code, so an edit of either starts afresh.
+Only the zoo's own models are kept (a user's model file can change under the same name). The folder is
+$STASH_CACHE_DIR, else $XDG_CACHE_HOME/stash/steps, else ~/.cache/stash/steps; a folder that cannot be written
+only costs the time, and an unreadable or foreign file is ignored and traced again.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Callable
+from dataclasses import asdict
+from pathlib import Path
+
+import torch
+
+FORMAT = 1
+_COUNTING_CODE = ("step_cost.py", "attention.py", "op_classes.py")
+
+
+def cache_dir() -> Path:
+    explicit = os.environ.get("STASH_CACHE_DIR")
+    if explicit:
+        return Path(explicit)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "stash" / "steps"
+
+
+@functools.lru_cache(maxsize=1)
+def _code_digest() -> str:
+    from stash_core import zoo
+
+    digest = hashlib.sha256(torch.__version__.encode())
+    here = Path(__file__).resolve().parent
+    sources = sorted(Path(zoo.__file__).resolve().parent.glob("*.py")) + [
+        here / name for name in _COUNTING_CODE
+    ]
+    for path in sources:
+        digest.update(path.name.encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def cached(key: tuple, count: Callable[[], object], decode: Callable[[dict], object]) -> object:
+    """The count for `key` (model, batch, shape, attention) from disk, else count() written there."""
+    from stash_core.zoo import list_models
+
+    if key[0] not in list_models():
+        return count()
+    name = hashlib.sha256(json.dumps([FORMAT, _code_digest(), *key], default=list).encode()).hexdigest()
+    path = cache_dir() / f"{name[:32]}.json"
+    found = _read(path, decode)
+    if found is not None:
+        return found
+    result = count()
+    _write(path, result)
+    return result
+
+
+def _read(path: Path, decode: Callable[[dict], object]) -> object | None:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return decode(json.load(handle))
+    except (OSError, ValueError, TypeError, KeyError):
+        return None
+
+
+def _write(path: Path, cost: object) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle, temporary = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+    except OSError:
+        return  # a read-only or full disk: the next prediction traces again
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            json.dump(asdict(cost), out)
+        os.replace(temporary, path)
+    except (OSError, TypeError, ValueError):
+        Path(temporary).unlink(missing_ok=True)

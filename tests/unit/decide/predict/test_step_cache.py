@@ -1,0 +1,68 @@
+"""Counted steps kept on disk: read back identical, counted again when the file is bad or unwritable."""
+
+import pytest
+
+from stash_core.decide.predict import step_cost as step_cost_module
+from stash_core.decide.predict.step_cache import cache_dir
+from stash_core.decide.predict.step_cost import step_cost
+
+
+@pytest.fixture()
+def cache(tmp_path, monkeypatch):
+    folder = tmp_path / "steps"
+    monkeypatch.setenv("STASH_CACHE_DIR", str(folder))
+    step_cost_module._traced.cache_clear()
+    yield folder
+    step_cost_module._traced.cache_clear()
+
+
+def _count_traces(monkeypatch) -> list:
+    calls = []
+    original = step_cost_module._counted
+
+    def counting(*args):
+        calls.append(args)
+        return original(*args)
+
+    monkeypatch.setattr(step_cost_module, "_counted", counting)
+    return calls
+
+
+def test_a_second_count_is_read_back_identical_without_tracing(cache, monkeypatch):
+    calls = _count_traces(monkeypatch)
+    first = step_cost("resnet18", 8, (3, 32, 32))
+    assert cache_dir() == cache and len(list(cache.glob("*.json"))) == 1
+    step_cost_module._traced.cache_clear()
+    second = step_cost("resnet18", 8, (3, 32, 32))
+    assert len(calls) == 1
+    assert second == first and second.ops[0].gemm == first.ops[0].gemm
+    # Another batch or attention is another count.
+    step_cost("resnet18", 16, (3, 32, 32))
+    assert len(calls) == 2
+
+
+def test_a_damaged_file_is_counted_again_and_an_unwritable_folder_only_costs_time(cache, monkeypatch):
+    calls = _count_traces(monkeypatch)
+    expected = step_cost("bert_tiny", 2, (16,))
+    (path,) = cache.glob("*.json")
+    path.write_text('{"ops": [')
+    step_cost_module._traced.cache_clear()
+    assert step_cost("bert_tiny", 2, (16,)) == expected and len(calls) == 2
+    blocked = cache.parent / "blocked"
+    blocked.write_text("a file where the folder should be")
+    monkeypatch.setenv("STASH_CACHE_DIR", str(blocked / "steps"))
+    step_cost_module._traced.cache_clear()
+    assert step_cost("bert_tiny", 2, (16,)) == expected and len(calls) == 3
+    assert not list(cache.parent.glob("**/*.tmp"))
+
+
+def test_a_model_outside_the_zoo_is_never_kept(cache, tmp_path):
+    model_file = tmp_path / "tiny_model.py"
+    model_file.write_text(
+        "import torch\n"
+        "def build_model(num_classes=10):\n"
+        "    return torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(3 * 8 * 8, num_classes))\n"
+    )
+    cost = step_cost(f"{model_file}:build_model", 4, (3, 8, 8))
+    assert cost.total_flops > 0
+    assert not cache.exists() or not list(cache.glob("*.json"))
