@@ -12,7 +12,7 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
-from pages._shared import MEASURES, download_buttons, seconds_text, share_text
+from pages._shared import MEASURES, download_buttons, seconds_text, share_text, show_table
 from stash_core.views.common import STALL_COLORS, STALL_LABELS
 from stash_core.views.stall_frames import (
     REMAINDER,
@@ -127,7 +127,7 @@ def stall_table(run: dict) -> None:
     if not rows:
         st.info("No stall figures for this run.", icon=":material/info:")
         return
-    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+    show_table(pd.DataFrame(rows), wrap=True)
     download_buttons(pd.DataFrame(run["stalls"]), f"stalls_{run['run_id']}", "bd-stalls")
     st.caption(TABLE_CAPTION)
 

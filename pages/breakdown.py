@@ -15,6 +15,7 @@ from pages._shared import (
     seconds_text,
     share_text,
     show_chart,
+    show_table,
 )
 from pages._stalls import CAPTION, breakdown_chart, stall_table
 from stash_core import views
@@ -106,8 +107,20 @@ def comparison(runs: pd.DataFrame, total: int) -> None:
         st.caption(CAPTION)
     with st.expander("Table of these runs", icon=":material/table:"):
         table = views.breakdown.breakdown_table(runs)
-        st.dataframe(table, hide_index=True, width="stretch")
+        show_table(table, column_config=breakdown_columns(table))
         download_buttons(table, "stall_breakdown", "bd-table")
+
+
+def breakdown_columns(table: pd.DataFrame) -> dict:
+    """Figures rounded to what they resolve (full floats made every column wide) and the run's label
+    pinned, so that each row stays readable while the table scrolls sideways."""
+    config: dict = {"run_label": st.column_config.TextColumn("run", pinned=True)}
+    for column in table.columns:
+        if column.endswith("_share"):
+            config[column] = st.column_config.NumberColumn(format="percent")
+        elif column.endswith("_s"):
+            config[column] = st.column_config.NumberColumn(format="%.4f")
+    return config
 
 
 def run_detail(run: dict | None) -> None:
@@ -223,7 +236,7 @@ def phase_table(run: dict) -> None:
     if phases.empty:
         st.info("No phases recorded.", icon=":material/info:")
         return
-    st.dataframe(phases[[c for c in PHASE_COLUMNS if c in phases.columns]], hide_index=True, width="stretch")
+    show_table(phases[[c for c in PHASE_COLUMNS if c in phases.columns]])
     download_buttons(phases, f"phases_{run['run_id']}", "bd-phases")
 
 

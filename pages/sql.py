@@ -5,7 +5,7 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from pages._shared import current_db, download_buttons, load, page_guard
+from pages._shared import current_db, download_buttons, load, page_guard, show_table
 from stash_core import views
 from stash_core.errors import UsageError
 
@@ -30,7 +30,8 @@ def schema_panel() -> None:
             columns = pd.DataFrame(info["columns"], columns=["column", "type", "meaning"])
             if not columns["meaning"].astype(bool).any():
                 columns = columns.drop(columns=["meaning"])
-            st.dataframe(columns, hide_index=True, width="stretch", height=min(36 * len(columns) + 38, 420))
+            # A static table: in this narrow column a grid would cut the meanings off at its edge.
+            st.table(views.common.with_missing_shown(columns.set_index("column")))
     st.caption("Column meanings are the database's own comments; docs/schema.md is made of them.")
 
 
@@ -80,6 +81,10 @@ def console() -> None:
         else:
             st.session_state["sql-result"] = result
             st.session_state["sql-error"] = None
+
+
+def query_result() -> None:
+    """The last query's rows, the page's whole width (in the console's column a wide result scrolls)."""
     error = st.session_state.get("sql-error")
     result = st.session_state.get("sql-result")
     if error:
@@ -90,7 +95,7 @@ def console() -> None:
         st.caption(
             f"{len(frame):,} row{'s' if len(frame) != 1 else ''}{more} in {result.elapsed_s * 1000:.0f} ms"
         )
-        st.dataframe(frame, hide_index=True, width="stretch")
+        show_table(frame)
         if not frame.empty:
             download_buttons(frame, "query_result", "sql-result")
 
@@ -107,6 +112,7 @@ def main() -> None:
         schema_panel()
     with right:
         console()
+    query_result()
 
 
 with page_guard():
