@@ -2,7 +2,6 @@
 
 from pathlib import Path
 
-import pandas as pd
 import streamlit as st
 
 from pages._shared import current_db, download_buttons, load, page_guard, show_table
@@ -10,6 +9,7 @@ from stash_core import views
 from stash_core.errors import UsageError
 
 EDITOR_KEY = "sql-text"
+SCHEMA_PANEL_HEIGHT_PX = 560
 
 
 def schema_panel() -> None:
@@ -27,11 +27,7 @@ def schema_panel() -> None:
         ):
             if info.get("about"):
                 st.caption(info["about"])
-            columns = pd.DataFrame(info["columns"], columns=["column", "type", "meaning"])
-            if not columns["meaning"].astype(bool).any():
-                columns = columns.drop(columns=["meaning"])
-            # A static table: in this narrow column a grid would cut the meanings off at its edge.
-            st.table(views.common.with_missing_shown(columns.set_index("column")))
+            st.markdown(views.sql.columns_markdown(info["columns"]))
     st.caption("Column meanings are the database's own comments; docs/schema.md is made of them.")
 
 
@@ -108,7 +104,9 @@ def main() -> None:
         "process of its own, stopped at its time limit or when it needs too much memory."
     )
     left, right = st.columns([1, 2], gap="large")
-    with left:
+    # The schema panel scrolls within its own height, so that an opened table does not push the result
+    # (across the page, under both) out of sight.
+    with left.container(height=SCHEMA_PANEL_HEIGHT_PX, border=False):
         schema_panel()
     with right:
         console()

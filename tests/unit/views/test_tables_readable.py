@@ -36,3 +36,17 @@ def test_every_page_table_shows_missing_values_as_a_dash() -> None:
             assert "st.dataframe(" not in text, f"{page.name}: use show_table"
         for call in re.findall(r"st\.table\((.*)\)", text):
             assert call.startswith("views.common.with_missing_shown("), f"{page.name}: st.table({call})"
+
+
+def test_the_schema_panel_lists_each_column_with_its_whole_meaning_as_text() -> None:
+    from stash_core.views.sql import columns_markdown
+
+    columns = [
+        {"column": "metric", "type": "VARCHAR", "meaning": "name: cpu_util_pct, gpu<i>_util_pct"},
+        {"column": "t_s", "type": "DOUBLE", "meaning": ""},
+    ]
+    lines = columns_markdown(columns).splitlines()
+    assert lines == [
+        r"- `metric` VARCHAR — name: cpu\_util\_pct, gpu\<i\>\_util\_pct",  # no emphasis, no HTML
+        "- `t_s` DOUBLE",
+    ]
