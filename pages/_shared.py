@@ -177,6 +177,23 @@ def show_chart(chart: alt.TopLevelMixin) -> None:
     st.altair_chart(chart, width="stretch")
 
 
+MISSING_TEXT = views.common.MISSING_TEXT
+# Streamlit wraps a cell's text only in rows taller than 4rem (64 px): this fits three lines.
+WRAPPED_ROW_HEIGHT_PX = 66
+
+
+def show_table(data: Any, **options: Any) -> Any:
+    """st.dataframe as every page shows a table: as wide as the page, no index, a missing value as "—",
+    and (`wrap=True`) long text wrapped over a taller row instead of cut off at the column's edge. Other
+    options go to st.dataframe; its return value (a selection state with on_select) is returned."""
+    if options.pop("wrap", False):
+        options.setdefault("row_height", WRAPPED_ROW_HEIGHT_PX)
+    options.setdefault("hide_index", True)
+    options.setdefault("width", "stretch")
+    options.setdefault("placeholder", MISSING_TEXT)
+    return st.dataframe(data, **options)
+
+
 def chart_with_download(chart: alt.TopLevelMixin, data: pd.DataFrame, name: str, key: str) -> None:
     """Draw an Altair chart and offer its data as CSV right under it."""
     show_chart(chart)

@@ -12,7 +12,7 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
-from pages._shared import MEASURES, download_buttons, seconds_text, share_text
+from pages._shared import MEASURES, download_buttons, seconds_text, share_text, show_table
 from stash_core.views.common import STALL_COLORS, STALL_LABELS
 from stash_core.views.stall_frames import (
     REMAINDER,
@@ -110,6 +110,8 @@ TABLE_CAPTION = (
     "not applicable. *not separable*: e.g. the data set does not fit in memory."
 )
 
+NOTE_LINE_CHARS = 60  # about what one line of the Note column holds
+
 
 def stall_table(run: dict) -> None:
     """One run's stalls and remainder: figure with interval (or "not resolved"), share, per epoch, notes."""
@@ -127,7 +129,11 @@ def stall_table(run: dict) -> None:
     if not rows:
         st.info("No stall figures for this run.", icon=":material/info:")
         return
-    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+    # Notes are sentences: the widest column, wrapped over taller rows when one would not fit on a line.
+    long_note = max(len(row["Note"]) for row in rows) > NOTE_LINE_CHARS
+    show_table(
+        pd.DataFrame(rows), wrap=long_note, column_config={"Note": st.column_config.TextColumn(width="large")}
+    )
     download_buttons(pd.DataFrame(run["stalls"]), f"stalls_{run['run_id']}", "bd-stalls")
     st.caption(TABLE_CAPTION)
 

@@ -14,16 +14,16 @@ from pages._shared import (
     page_guard,
     seconds_text,
     share_text,
-    show_chart,
+    show_table,
 )
 from pages._stalls import CAPTION, breakdown_chart, stall_table
+from pages._telemetry import telemetry
 from stash_core import views
 from stash_core.errors import StashError
 from stash_core.views.breakdown import RunFilter
 from stash_core.views.common import STALL_LABELS
 
 DETAIL_SECTIONS = ["Stalls", "What if", "Iteration times", "Telemetry", "Phases", "Machine and spec"]
-PHASE_COLORS = ["#9ecae9", "#ffbf79", "#ff9d98", "#88d27a", "#d6a5c9", "#bab0ac"]
 
 
 def filter_from_state() -> RunFilter:
@@ -106,8 +106,20 @@ def comparison(runs: pd.DataFrame, total: int) -> None:
         st.caption(CAPTION)
     with st.expander("Table of these runs", icon=":material/table:"):
         table = views.breakdown.breakdown_table(runs)
-        st.dataframe(table, hide_index=True, width="stretch")
+        show_table(table, column_config=breakdown_columns(table))
         download_buttons(table, "stall_breakdown", "bd-table")
+
+
+def breakdown_columns(table: pd.DataFrame) -> dict:
+    """Figures rounded to what they resolve (full floats made every column wide) and the run's label
+    pinned, so that each row stays readable while the table scrolls sideways."""
+    config: dict = {"run_label": st.column_config.TextColumn("run", pinned=True)}
+    for column in table.columns:
+        if column.endswith("_share"):
+            config[column] = st.column_config.NumberColumn(format="percent")
+        elif column.endswith("_s"):
+            config[column] = st.column_config.NumberColumn(format="%.4f")
+    return config
 
 
 def run_detail(run: dict | None) -> None:
@@ -223,7 +235,7 @@ def phase_table(run: dict) -> None:
     if phases.empty:
         st.info("No phases recorded.", icon=":material/info:")
         return
-    st.dataframe(phases[[c for c in PHASE_COLUMNS if c in phases.columns]], hide_index=True, width="stretch")
+    show_table(phases[[c for c in PHASE_COLUMNS if c in phases.columns]])
     download_buttons(phases, f"phases_{run['run_id']}", "bd-phases")
 
 
@@ -264,71 +276,6 @@ def iteration_times(run_id: str, samples: pd.DataFrame) -> None:
             .properties(height=max(140, 44 * len(order)))
         )
         chart_with_download(line, samples, f"iterations_order_{run_id}", "bd-line")
-
-
-def telemetry(run: dict) -> None:
-    series = run["telemetry"]
-    if series.empty:
-        st.info("No telemetry stored for this run.", icon=":material/info:")
-        return
-    spans = views.breakdown.phase_spans(run.get("phases") or [])
-    groups = list(dict.fromkeys(sorted(series["group"], key=_group_order)))
-    defaults = [g for g in groups if not g.startswith("Memory") and g != "Other"][:4] or groups[:1]
-    chosen = st.pills("Show", groups, selection_mode="multi", default=defaults, key="bd-telemetry-groups")
-    per_core = st.toggle("Per-core CPU lines", value=False, key="bd-percore")
-    for index, group in enumerate(chosen or []):
-        data = series[series["group"] == group]
-        if not per_core:
-            data = data[~data["metric"].str.fullmatch(r"cpu\d+_util_pct")]
-        if data.empty:
-            continue
-        st.markdown(f"**{group}**")
-        show_chart(telemetry_chart(data, spans, group))
-        download_buttons(
-            data, f"telemetry_{run['run_id']}_{index}", f"bd-tel-{index}", parquet=False, label="Chart data"
-        )
-
-
-def _group_order(group: str) -> int:
-    order = ["CPU", "GPU utilisation", "Disk", "Network", "GPU memory", "GPU power", "GPU links", "Memory"]
-    return next((i for i, prefix in enumerate(order) if group.startswith(prefix)), len(order))
-
-
-def telemetry_chart(data: pd.DataFrame, spans: pd.DataFrame, group: str) -> alt.LayerChart:
-    lines = (
-        alt.Chart(data)
-        .mark_line(strokeWidth=1.5)
-        .encode(
-            x=alt.X("run_t_s:Q", title="Time since the profile started (s)"),
-            y=alt.Y("value:Q", title=group),
-            color=alt.Color("metric:N", title="Metric"),
-            tooltip=[
-                alt.Tooltip("phase:N"),
-                alt.Tooltip("metric:N"),
-                alt.Tooltip("run_t_s:Q", format=".1f"),
-                alt.Tooltip("value:Q", format=".2f"),
-            ],
-        )
-    )
-    if spans.empty:
-        return lines.properties(height=220)
-    colors = alt.Scale(domain=list(spans["phase"]), range=PHASE_COLORS[: len(spans)] or PHASE_COLORS)
-    areas = (
-        alt.Chart(spans)
-        .mark_rect(opacity=0.25)
-        .encode(
-            x=alt.X("start_s:Q"),
-            x2=alt.X2("end_s"),
-            color=alt.Color("phase:N", scale=colors, legend=None),
-            tooltip=[alt.Tooltip("phase:N"), alt.Tooltip("description:N")],
-        )
-    )
-    labels = (
-        alt.Chart(spans)
-        .mark_text(align="left", baseline="top", dx=4, dy=4, fontWeight="bold")
-        .encode(x=alt.X("start_s:Q"), y=alt.YValue(0), text=alt.Text("phase:N"))
-    )
-    return alt.layer(areas, lines, labels).resolve_scale(color="independent").properties(height=220)
 
 
 def main() -> None:

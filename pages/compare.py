@@ -13,6 +13,7 @@ from pages._shared import (
     number_text,
     page_guard,
     seconds_text,
+    show_table,
     usd_text,
 )
 from pages._stalls import stall_bars
@@ -143,7 +144,7 @@ def main() -> None:
             "USD per 1M samples": [usd_text(v) for v in frame["usd_per_million_samples"]],
         }
     )
-    st.dataframe(table, hide_index=True, width="stretch")
+    show_table(table)
     download_buttons(frame, f"compare_{views.breakdown.short_model(model)}_b{batch_size}", "cmp-table")
 
     left, right = st.columns(2)

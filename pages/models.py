@@ -15,6 +15,7 @@ from pages._shared import (
     load,
     page_guard,
     page_header,
+    show_table,
 )
 from stash_core import views
 from stash_core.decide.fit import FitReport, StallModel
@@ -132,10 +133,8 @@ def prediction_form(report: FitReport, stalls: list[str]) -> None:
         by=predictions["by"].fillna("–"),
         validated_by=predictions["validated_by"].fillna("–"),
     ).rename(columns={"expected_error": "expected error", "validated_by": "validated by"})
-    st.dataframe(
+    show_table(
         frame,
-        hide_index=True,
-        width="stretch",
         column_config={
             "predicted_ms": st.column_config.NumberColumn("predicted (ms per iteration)", format="%.3f")
         },
@@ -177,10 +176,8 @@ def points_view(report: FitReport, stall: str, group: dict, feature: str, points
 def fits_table(report: FitReport, stall: str, group: dict) -> None:
     st.subheader("Fits and held-out errors")
     table = views.models.models_table(report, stall, group)
-    st.dataframe(
+    show_table(
         table,
-        hide_index=True,
-        width="stretch",
         column_config={
             "best": st.column_config.CheckboxColumn("best"),
             "r2": st.column_config.TextColumn("R²"),

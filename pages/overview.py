@@ -12,6 +12,7 @@ from pages._shared import (
     page_guard,
     run_link,
     seconds_text,
+    show_table,
 )
 from pages._stalls import CAPTION, breakdown_chart
 from stash_core import views
@@ -135,10 +136,8 @@ def main() -> None:
 
     st.subheader("Recent runs")
     recent = info["recent"].assign(error=info["recent"]["error"].fillna(""))
-    st.dataframe(
+    show_table(
         recent,
-        hide_index=True,
-        width="stretch",
         column_config={
             "run_id": st.column_config.TextColumn("Run"),
             "started_at": st.column_config.DatetimeColumn("Started (UTC)", format="YYYY-MM-DD HH:mm"),

@@ -12,6 +12,7 @@ from pages._shared import (
     load,
     page_guard,
     page_header,
+    show_table,
     stall_scale,
 )
 from stash_core import views
@@ -233,10 +234,8 @@ def ranked_view(ranked: pd.DataFrame) -> None:
             "note",
         ]
     ]
-    st.dataframe(
+    show_table(
         table,
-        hide_index=True,
-        width="stretch",
         column_config={
             "training_h": st.column_config.NumberColumn("hours", format="%.1f"),
             "training_usd": st.column_config.NumberColumn("USD", format="dollar"),

@@ -21,6 +21,7 @@ from pages._shared import (
     page_guard,
     run_link,
     seconds_text,
+    show_table,
 )
 from pages._stalls import breakdown_chart
 from stash_core import views
@@ -287,10 +288,8 @@ def recent_jobs(jobs_list: list[JobState]) -> None:
             for job in jobs_list
         ]
     )
-    picked = st.dataframe(
+    picked = show_table(
         table,
-        hide_index=True,
-        width="stretch",
         on_select="rerun",
         selection_mode="single-row",
         key="run-jobs-table",

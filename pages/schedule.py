@@ -13,7 +13,9 @@ from pages._shared import (
     load,
     page_guard,
     page_header,
+    show_table,
 )
+from stash_core import views
 from stash_core.sched import TUNING_MODES
 from stash_core.sched import defaults as d
 from stash_core.sched.detect import FORMATS
@@ -120,7 +122,7 @@ def show(doc: dict, key: str) -> None:
     st.caption(f"{tuning[:1].upper()}{tuning[1:]}. A simulation, not a measurement.")
     for line in view.winners(doc):
         st.markdown(f"- Lowest {line}")
-    st.table(view.summary_table(doc).set_index("policy"))
+    st.table(views.common.with_missing_shown(view.summary_table(doc).set_index("policy")))
     st.caption(
         "Communication overhead: the time jobs ran slower than consolidated, through spread placements and "
         "congested links, summed over jobs."
@@ -169,7 +171,7 @@ with page_guard():
     if past.empty:
         empty_state("No simulation stored yet: run one above, or `stash schedule --synthetic-jobs 500`.")
     else:
-        st.dataframe(past.drop(columns=["jct_cdf", "timeline", "fabric", "settings"]), hide_index=True)
+        show_table(past.drop(columns=["jct_cdf", "timeline", "fabric", "settings"]))
         ids = list(dict.fromkeys(past["simulation_id"]))
         picked = st.selectbox("Show a past simulation", ids, index=None, placeholder="choose a simulation")
         if picked:

@@ -5,7 +5,7 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
-from pages._shared import chart_with_download, load, page_guard, page_header, usd_text
+from pages._shared import chart_with_download, load, page_guard, page_header, show_table, usd_text
 from stash_core import views
 from stash_core.errors import StashError
 from stash_core.views.spot import SpotAnswer
@@ -144,10 +144,8 @@ def window_view(answer: SpotAnswer, deadline_s: float) -> None:
     st.subheader("Window search")
     st.caption("For each worker count n, windows of n adjacent instances (sorted by speed) are evaluated; "
                "the cheapest window within the deadline wins.")  # fmt: skip
-    st.dataframe(
+    show_table(
         answer.windows,
-        hide_index=True,
-        width="stretch",
         column_config={
             "workers": "n",
             "windows": "windows tried",
@@ -194,10 +192,8 @@ def simulation_view(request: dict) -> None:
         rows = load(views.spot.simulation, request["text"], request["offers"], request["target_loss"],
                     request["deadline_s"], float(rate), int(runs), float(lost),
                     request["pcie_gbps"], int(seed))  # fmt: skip
-    st.dataframe(
+    show_table(
         rows,
-        hide_index=True,
-        width="stretch",
         column_config={
             "p_deadline": st.column_config.NumberColumn("P(deadline met)", format="percent"),
             "mean_time_s": st.column_config.NumberColumn("mean time (s)", format="%.0f"),
@@ -246,7 +242,7 @@ def main() -> None:
         shown = answer.candidates.assign(
             within_budget=answer.candidates["within_budget"].map({True: "yes", False: "no"})
         )
-        st.dataframe(shown, hide_index=True, width="stretch", column_config=CANDIDATE_COLUMNS)
+        show_table(shown, column_config=CANDIDATE_COLUMNS)
     window_view(answer, request["deadline_s"])
     if answer.spot.best is not None:
         simulation_view(request)

@@ -2,14 +2,14 @@
 
 from pathlib import Path
 
-import pandas as pd
 import streamlit as st
 
-from pages._shared import current_db, download_buttons, load, page_guard
+from pages._shared import current_db, download_buttons, load, page_guard, show_table
 from stash_core import views
 from stash_core.errors import UsageError
 
 EDITOR_KEY = "sql-text"
+SCHEMA_PANEL_HEIGHT_PX = 560
 
 
 def schema_panel() -> None:
@@ -27,10 +27,7 @@ def schema_panel() -> None:
         ):
             if info.get("about"):
                 st.caption(info["about"])
-            columns = pd.DataFrame(info["columns"], columns=["column", "type", "meaning"])
-            if not columns["meaning"].astype(bool).any():
-                columns = columns.drop(columns=["meaning"])
-            st.dataframe(columns, hide_index=True, width="stretch", height=min(36 * len(columns) + 38, 420))
+            st.markdown(views.sql.columns_markdown(info["columns"]))
     st.caption("Column meanings are the database's own comments; docs/schema.md is made of them.")
 
 
@@ -80,6 +77,10 @@ def console() -> None:
         else:
             st.session_state["sql-result"] = result
             st.session_state["sql-error"] = None
+
+
+def query_result() -> None:
+    """The last query's rows, the page's whole width (in the console's column a wide result scrolls)."""
     error = st.session_state.get("sql-error")
     result = st.session_state.get("sql-result")
     if error:
@@ -90,7 +91,7 @@ def console() -> None:
         st.caption(
             f"{len(frame):,} row{'s' if len(frame) != 1 else ''}{more} in {result.elapsed_s * 1000:.0f} ms"
         )
-        st.dataframe(frame, hide_index=True, width="stretch")
+        show_table(frame)
         if not frame.empty:
             download_buttons(frame, "query_result", "sql-result")
 
@@ -103,10 +104,13 @@ def main() -> None:
         "process of its own, stopped at its time limit or when it needs too much memory."
     )
     left, right = st.columns([1, 2], gap="large")
-    with left:
+    # The schema panel scrolls within its own height, so that an opened table does not push the result
+    # (across the page, under both) out of sight.
+    with left.container(height=SCHEMA_PANEL_HEIGHT_PX, border=False):
         schema_panel()
     with right:
         console()
+    query_result()
 
 
 with page_guard():

@@ -13,6 +13,7 @@ from pages._shared import (
     forget_cached_queries,
     load,
     page_guard,
+    show_table,
 )
 from pages._stalls import breakdown_chart
 from stash_core import views
@@ -58,10 +59,8 @@ def preview_view(report: views.upload.UploadReport) -> None:
     table.insert(
         0, "in database", table["run_id"].isin(report.already_stored).map({True: "yes", False: "no"})
     )
-    st.dataframe(
+    show_table(
         table,
-        hide_index=True,
-        width="stretch",
         column_config={
             "in database": st.column_config.TextColumn("In database"),
             "source": st.column_config.TextColumn("File"),

@@ -3,7 +3,8 @@
 Every run is launched once per round (engine/plan.py round_order). A run's record keeps each launch's own
 figures under `launches` and, where it always had them, the pooled ones: `iteration_s.mean` is the plain
 mean of the launches' means and `iteration_s.ci95` the interval of stats.pool_rounds (the rounds and the
-iterations); the samples are the launches' kept samples one after the other. Only rounds that every run
+iterations); the samples are the launches' kept samples one after the other, and so is the telemetry, its
+times on the profile's clock (seconds since the first launch started). Only rounds that every run
 completed are pooled, so that every stall's runs have the same rounds to pair; a profile ended during its
 first round pools the first launch of each run that has one (one launch per run, as before rounds).
 
@@ -137,6 +138,7 @@ def launch_entry(round_index: int, outcome: dict, pooled: bool) -> dict:
         "warmup_iterations": outcome["warmup_iterations"],
         "stop_reason": outcome["stop_reason"],
         "wall_s": outcome.get("wall_s"),
+        "started_s": outcome.get("started_s"),
         "resident_fraction_start": outcome.get("resident_fraction_start"),
     }
 
@@ -165,8 +167,40 @@ def pool_record(record: dict, used: list[dict]) -> None:
             "rank_skew_s": math.fsum(o["rank_skew_s"] for o in used) / len(used),
             "stop_reason": stop_reason_of(used),
             "wall_s": math.fsum(o.get("wall_s") or 0.0 for o in used),
+            "telemetry": joined_telemetry(used),
         }
     )
+
+
+def on_profile_clock(outcome: dict, started_s: float) -> dict:
+    """The launch `outcome` (as run_phase gives it), started `started_s` seconds after the profile's first
+    launch, with its telemetry's times moved from the launch's clock to the profile's (in place)."""
+    outcome["started_s"] = round(started_s, 3)
+    telemetry = outcome.get("telemetry")
+    if isinstance(telemetry, dict):
+        telemetry["t_s"] = [round(t + started_s, 3) for t in telemetry.get("t_s") or []]
+        for event in telemetry.get("events") or []:
+            event["t_s"] = round(event["t_s"] + started_s, 3)
+    return outcome
+
+
+def joined_telemetry(used: list[dict]) -> dict:
+    """The telemetry of a run's launches `used`, one after the other on the profile's clock, so that the
+    samples show when each launch ran between the other runs' launches. A metric one launch lacks holds None
+    over its samples."""
+    blocks = [o.get("telemetry") or {} for o in used]
+    names = list(dict.fromkeys(name for block in blocks for name in block.get("metrics") or {}))
+    joined: dict = {"interval_s": next((b["interval_s"] for b in blocks if b.get("interval_s")), None),
+                    "gpu_status": next((b["gpu_status"] for b in blocks if b.get("gpu_status")), None),
+                    "t_s": [], "metrics": {name: [] for name in names}}  # fmt: skip
+    for block in blocks:
+        times = block.get("t_s") or []
+        joined["t_s"].extend(times)
+        for name in names:
+            joined["metrics"][name].extend((block.get("metrics") or {}).get(name) or [None] * len(times))
+        if block.get("events"):
+            joined.setdefault("events", []).extend(block["events"])
+    return joined
 
 
 def stop_reason_of(used: list[dict]) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime
 import re
 import secrets
+import time
 from dataclasses import replace
 
 from stash_core import __version__
@@ -12,7 +13,13 @@ from stash_core.analysis.coherence import impossible_findings, impossible_warnin
 from stash_core.analysis.comm import communication_bounds
 from stash_core.analysis.stalls import PhaseTime, breakdown
 from stash_core.engine.data_setup import DataSetup, iterations_per_epoch
-from stash_core.engine.launches import LaunchedRuns, epoch_boundary_warning, pooled_warnings, rounds_of
+from stash_core.engine.launches import (
+    LaunchedRuns,
+    epoch_boundary_warning,
+    on_profile_clock,
+    pooled_warnings,
+    rounds_of,
+)
 from stash_core.engine.phase import run_phase
 from stash_core.engine.plan import PhasePlan, launch_spec, launches_of, max_rounds_of, plan_phases, round_runs
 from stash_core.engine.progress import Reporter
@@ -127,6 +134,14 @@ def run_launches(
     budget_s = spec.max_phase_s * len(plans)
     per_launch = launch_spec(spec, launches)
     records: dict[str, dict] = {}
+    clock_start_s = time.monotonic()  # the profile's clock: every launch's telemetry is timed from here
+
+    def timed_launch(plan: PhasePlan, this_spec: ProfileSpec, launch_warnings_: list[str]) -> dict:
+        started_s = time.monotonic() - clock_start_s
+        outcome = run_phase(
+            plan, this_spec, data, reporter, launch_warnings_, remote, model_info.get("grad_bytes")
+        )
+        return on_profile_clock(outcome, started_s)
 
     def launch(plan: PhasePlan, index: int, round_index: int) -> None:
         reporter.phase_started(plan, index, len(plans))
@@ -142,8 +157,7 @@ def run_launches(
                                           per_launch.max_phase_s)  # fmt: skip
             this_spec = replace(per_launch, probes=False, max_phase_s=cap_s)
         launch_warnings_: list[str] = []
-        grad_bytes = model_info.get("grad_bytes")
-        outcome = run_phase(plan, this_spec, data, reporter, launch_warnings_, remote, grad_bytes)
+        outcome = timed_launch(plan, this_spec, launch_warnings_)
         error = outcome.get("error")
         retry = not outcome.get("usage_error") and (
             (remote is None and transient(error)) or (plan.nodes == 1 and aborted(error))
@@ -152,7 +166,7 @@ def run_launches(
             # A peer connection lost, or a rank aborted, on one busy machine: one more try, said out loud.
             # (Across machines a lost connection is a node or link failure, reported as it is.)
             warnings.append(f"{plan.name}: a launch failed ({outcome['error']}) and was run again")
-            outcome = run_phase(plan, this_spec, data, reporter, launch_warnings_, remote, grad_bytes)
+            outcome = timed_launch(plan, this_spec, launch_warnings_)
         # The cap warnings of one launch are replaced by the pooled run's (launches.pooled_warnings).
         stopped = f"{plan.name}: stopped at the "
         warnings.extend(w for w in launch_warnings_ if w not in warnings and not w.startswith(stopped))

@@ -48,20 +48,23 @@ Each phase: `name` (R0, R1, R1n, R3, R2; unique), `description`, `workers`, `nod
 `median`, `p5`, `p95`, `n`), `parts_mean_s` (`data_s`, `forward_s`, `backward_s`, `optimizer_s`), `samples`
 (lists `iteration_s`, `data_s`, `forward_s`, `backward_s`, `optimizer_s`, `slowest_rank`, one value per kept
 iteration of the slowest rank; non-empty lists must have equal length, an empty list means "not recorded"),
-`rank_skew_s`, `wall_s`, `telemetry` (`interval_s`, `gpu_status`, `t_s` list, `metrics` mapping each metric
-name to a list with one value per `t_s`). A run over several machines also has `ranks`: per rank its `rank`,
-`hostname`, `node` and its own mean `iteration_s`, `data_s`, `forward_s`, `backward_s`, `optimizer_s` over the
-kept iterations; its telemetry is sampled by rank 0 on the first machine.
+`rank_skew_s`, `wall_s`, `telemetry` (`interval_s`, `gpu_status`, `t_s` list: when each sample was taken, in
+seconds since the profile's first launch started (files written before this held seconds since the run's own
+start), `metrics` mapping each metric name to a list with one value per `t_s`). A run over several machines
+also has `ranks`: per rank its `rank`, `hostname`, `node` and its own mean `iteration_s`, `data_s`,
+`forward_s`, `backward_s`, `optimizer_s` over the kept iterations; its telemetry is sampled by rank 0 on the
+first machine.
 
 A run launched several times (`--launches K`, in rounds) keeps `launches_planned` (K) and `launches`: per
 launch its `round` (from 0), `pooled` (whether its round is in the pooled figures: only rounds every run
 completed are), `mean_s`, `ci95_s` (its own iterations' interval), `iterations`, `warmup_iterations`,
-`stop_reason`, `wall_s`, `resident_fraction_start`. Its `iteration_s.mean` is then the plain mean of the
-pooled launches' means and `iteration_s.ci95` the pooled interval; `pooled` repeats them with `between_ci95`
-(Student t over the rounds; null with one), `within_ci95` (the iterations' own) and `rounds`. `samples`
-holds the pooled launches' kept samples one after the other, `warmup_iterations`, `iterations` and `wall_s`
-their sums, `stop_reason` a cap when any launch stopped at one. A real-data run has
-`epoch_boundary_crossed`: whether one of its launches ran past the end of an epoch.
+`stop_reason`, `wall_s`, `started_s` (when it started, on the profile's clock), `resident_fraction_start`. Its
+`iteration_s.mean` is then the plain mean of the pooled launches' means and `iteration_s.ci95` the pooled
+interval; `pooled` repeats them with `between_ci95` (Student t over the rounds; null with one), `within_ci95`
+(the iterations' own) and `rounds`. `samples` holds the pooled launches' kept samples one after the other
+(`telemetry` their samples likewise), `warmup_iterations`, `iterations` and `wall_s` their sums, `stop_reason`
+a cap when any launch stopped at one. A real-data run has `epoch_boundary_crossed`: whether one of its
+launches ran past the end of an epoch.
 
 The spec of a multi-machine profile adds `hosts` (host names, one per node), `ssh_user`, `ssh_key` (the key's
 path only, never its contents), `remote_python`, `remote_workdir`, `cluster` (`"emulated"` or null),

@@ -196,7 +196,8 @@ TELEMETRY = RelationDoc(
         """
         run_id | | the profile
         phase | | the phase being run when sampled
-        t_s | s | time since the phase started
+        t_s | s | when sampled: seconds since the profile's first launch started, over all of the run's
+            launches (runs stored before every launch's telemetry was kept: since the run started)
         metric | | metric name: `cpu_util_pct` (all cores, %), `cpu<i>_util_pct` (core i, %),
             `mem_used_bytes`, `disk_read_mbps`, `disk_write_mbps`, `net_rx_mbps`, `net_tx_mbps` (MB/s), and
             on GPUs `gpu<i>_util_pct`, `gpu<i>_mem_used_bytes`, `gpu<i>_power_w` (watts),

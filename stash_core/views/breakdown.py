@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from pathlib import Path
@@ -26,8 +25,10 @@ from stash_core.views.common import (
     records,
 )
 from stash_core.views.stall_frames import stall_long_frame, with_remainder_columns
+from stash_core.views.telemetry import phase_spans, telemetry_frame, telemetry_spans
 
-__all__ = ["stall_long_frame"]  # it lives in stall_frames; pages reach it as views.breakdown.stall_long_frame
+# These live in stall_frames and telemetry; pages reach them through views.breakdown.
+__all__ = ["phase_spans", "stall_long_frame", "telemetry_frame", "telemetry_spans"]
 
 # ---------------------------------------------------------------------------------------------------------
 # Stall breakdown
@@ -207,56 +208,6 @@ def headline_stall(run: dict[str, Any]) -> dict[str, Any] | None:
         and finite_float(stall.get("seconds")) >= abs(finite_float(stall.get("ci95_s")) or 0.0)
     ]
     return max(candidates, key=lambda s: s["seconds"]) if candidates else None
-
-
-def telemetry_frame(telemetry: pd.DataFrame, phases: list[dict[str, Any]]) -> pd.DataFrame:
-    """Telemetry rows (phase, metric, t_s, value) on one time axis, phases laid end to end by wall time.
-
-    Adds run_t_s (seconds since the first phase started) and group (which chart: CPU %, Disk MB/s, ...);
-    byte counts become GB for a readable axis.
-    """
-    frame = telemetry.copy()
-    spans = phase_spans(phases)
-    offsets = dict(zip(spans["phase"], spans["start_s"], strict=True)) if not spans.empty else {}
-    frame["run_t_s"] = frame["t_s"] + frame["phase"].map(offsets).fillna(0.0)
-    frame["group"] = frame["metric"].map(metric_group)
-    scale = frame["metric"].str.endswith("_bytes")
-    frame.loc[scale, "value"] = frame.loc[scale, "value"] / 1e9
-    frame["metric"] = frame["metric"].where(~scale, frame["metric"].str.replace("_bytes", "_gb", regex=False))
-    return frame
-
-
-def metric_group(metric: str) -> str:
-    """Which chart a telemetry metric belongs on."""
-    if re.fullmatch(r"cpu\d*_util_pct", metric):
-        return "CPU utilisation (%)"
-    if metric.startswith("mem_"):
-        return "Memory used (GB)"
-    if metric.startswith("disk_"):
-        return "Disk (MB/s)"
-    if metric.startswith("net_"):
-        return "Network (MB/s)"
-    if re.fullmatch(r"gpu\d+_util_pct", metric):
-        return "GPU utilisation (%)"
-    if re.fullmatch(r"gpu\d+_mem_used_bytes", metric):
-        return "GPU memory used (GB)"
-    if metric.endswith("_power_w"):
-        return "GPU power (W)"
-    if metric.startswith("gpu"):
-        return "GPU links (MB/s)"
-    return "Other"
-
-
-def phase_spans(phases: list[dict[str, Any]]) -> pd.DataFrame:
-    """(phase, description, start_s, end_s) with phases laid end to end by their wall time."""
-    rows = []
-    start = 0.0
-    for phase in sorted(phases, key=lambda p: p.get("phase_index") or 0):
-        wall = finite_float(phase.get("wall_s")) or 0.0
-        rows.append({"phase": phase.get("phase"), "description": phase.get("description") or "",
-                     "start_s": start, "end_s": start + wall})  # fmt: skip
-        start += wall
-    return pd.DataFrame(rows, columns=["phase", "description", "start_s", "end_s"])
 
 
 def breakdown_rows(con: Any, where: str, params: list[Any], limit: int) -> pd.DataFrame:

@@ -90,3 +90,17 @@ def frame_to_parquet(frame: pd.DataFrame) -> bytes:
 def as_int(value: Any) -> int | None:
     number = finite_float(value)
     return None if number is None else int(number)
+
+
+# What a page's table shows for a missing value (Streamlit's own default is the word "None").
+MISSING_TEXT = "—"
+
+
+def with_missing_shown(frame: pd.DataFrame) -> pd.DataFrame:
+    """The frame for a static table (st.table has no placeholder): missing values (None, NaN, NaT) as "—"
+    and True/False as yes/no; other cells unchanged."""
+    shown = frame.astype(object)
+    shown = shown.where(frame.notna(), MISSING_TEXT)
+    for column in frame.select_dtypes(include="bool").columns:
+        shown[column] = frame[column].map({True: "yes", False: "no"})
+    return shown

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -12,13 +13,30 @@ from stash_core.store.examples import EXAMPLE_QUERIES
 # ---------------------------------------------------------------------------------------------------------
 # SQL console: schema browser and examples (the example queries are store/examples.py's)
 
-__all__ = ["EXAMPLE_QUERIES", "run_query", "schema_browser"]
+__all__ = ["EXAMPLE_QUERIES", "columns_markdown", "run_query", "schema_browser"]
 
 
 def schema_browser(db_path: Path | str) -> dict[str, dict[str, Any]]:
     """Per table and view of the store: kind, row count (tables), what it holds ("about") and its columns
     with type and meaning, all read from the database itself (its COMMENT ON metadata)."""
     return store.describe_schema(db_path)
+
+
+_MARKDOWN_SPECIAL = re.compile(r"[\\`*_\[\]<>#|~$]")
+
+
+def columns_markdown(columns: list[dict[str, Any]]) -> str:
+    """A table's columns (schema_browser's "columns") as a Markdown list, one line each: name, type and
+    meaning when it has one. A list wraps in the narrow schema panel, where a table's third column would be
+    cut off at the edge."""
+    lines = []
+    for column in columns:
+        meaning = _MARKDOWN_SPECIAL.sub(r"\\\g<0>", str(column.get("meaning") or ""))  # as text, no emphasis
+        lines.append(
+            f"- `{column['column']}` {column.get('type') or ''}".rstrip()
+            + (f" — {meaning}" if meaning else "")
+        )
+    return "\n".join(lines)
 
 
 def run_query(

@@ -58,7 +58,8 @@ def stall_long_frame(breakdown: pd.DataFrame, measure: str = "seconds") -> pd.Da
     `measure`: "seconds" (per iteration), "epoch_s" (per epoch) or "share" (of the iteration). The bars of one
     run are laid end to end in STALL_NAMES order, then the remainder (stall "unattributed", label "Not
     separated") when there is one, so that the last bar ends at the run's total: t2, t2 x iterations per
-    epoch, or 1. A negative remainder runs backwards, from the end of the named stalls back to t2. An error
+    epoch, or 1. A negative remainder runs backwards, from the end of the named stalls back to t2; nothing is
+    drawn below zero (bar ends and interval ends are cut at it, `value` keeps the figure). An error
     bar sits at the end of its part's bar and spans its 95% interval. `resolved` is False for a stall within
     the noise or whose interval is wider than its value. Stalls without a value (not measured) are left out.
     """
@@ -133,11 +134,12 @@ def _lay_end_to_end(record: dict[str, Any], parts: list[tuple], total: float | N
                 "status": status,
                 "value": value,
                 "ci95": ci,
-                "bar_start": start,
-                "bar_end": end,
-                # A time (or share) is never below zero: the interval is drawn within what is possible.
-                "error_low": None if ci is None else (max(0.0, end - ci) if end >= 0 else end - ci),
-                "error_high": None if ci is None else end + ci,
+                # Nothing is drawn below zero: a bar or an interval that would reach below it (negative
+                # stalls larger than the parts before them) is cut there; `value` keeps the figure.
+                "bar_start": max(0.0, start),
+                "bar_end": max(0.0, end),
+                "error_low": None if ci is None else max(0.0, end - ci),
+                "error_high": None if ci is None else max(0.0, end + ci),
                 "resolved": resolved,
                 "note": note,
             }

@@ -157,6 +157,8 @@ def test_every_page_upload_and_query_in_a_real_browser(
             tab.wait_for_timeout(500)
         no_exception(tab, name)
         shot(tab, name.lower().replace(" ", "_"))
+        if name == "Stall breakdown":
+            breakdown_details(tab)
 
     # Upload: a good result file is checked, previewed and stored.
     result = tmp_path / "uploaded.json"
@@ -195,6 +197,23 @@ def test_every_page_upload_and_query_in_a_real_browser(
     settle(tab, "Overview")
     assert tab.locator('[data-testid="stMetricValue"]').first.inner_text().strip() == "6"
     no_exception(tab, "Overview after upload")
+    # The server's log holds no file-watcher (inotify) or Streamlit info lines (.streamlit/config.toml).
+    log = (db.parent / "streamlit.log").read_text()
+    assert "inotify" not in log and "does not exist anymore" not in log, log[-2000:]
+
+
+def breakdown_details(tab) -> None:
+    """The Stall breakdown page's table of runs and its telemetry section draw without an exception."""
+    tab.get_by_text("Table of these runs").first.click()
+    tab.locator('[data-testid="stDataFrame"] >> visible=true').first.wait_for()
+    tab.get_by_text("Telemetry", exact=True).first.click()
+    settle(tab, "Stall breakdown")
+    tab.get_by_text("a band is one stretch of a run", exact=False).or_(
+        tab.get_by_text("each run's first launch, the runs laid end to end", exact=False)
+    ).first.wait_for()
+    tab.locator('[data-testid="stVegaLiteChart"] >> visible=true').nth(1).wait_for()
+    no_exception(tab, "Stall breakdown telemetry")
+    shot(tab, "stall_breakdown_telemetry")
 
 
 def test_the_decision_pages_answer_in_a_real_browser(dashboard: tuple[str, Path], page) -> None:

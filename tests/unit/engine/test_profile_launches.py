@@ -47,6 +47,13 @@ def test_two_launches_per_run_in_alternating_rounds(tmp_path) -> None:
     total = math.fsum([*parts, doc["breakdown"]["unattributed"]["seconds"]])
     assert total == pytest.approx(doc["breakdown"]["iteration_s"], rel=1e-9)
     assert len(doc["probes"]) == 1  # the bandwidth probe once, in R1's first launch
+    # Telemetry of every launch, on the profile's clock: R0's second launch (round 1 ends with it) samples
+    # after both of R1's, its first before them.
+    starts = {phase["name"]: [launch["started_s"] for launch in phase["launches"]] for phase in doc["phases"]}
+    assert starts["R0"][0] < starts["R1"][0] < starts["R1"][1] < starts["R0"][1]
+    r0_times = r0["telemetry"]["t_s"]
+    assert r0_times == sorted(r0_times)
+    assert min(r0_times) < starts["R1"][0] and max(r0_times) > starts["R0"][1] > max(r1["telemetry"]["t_s"])
     assert json.loads(out.read_text())["spec"]["launches"] == 2
 
 

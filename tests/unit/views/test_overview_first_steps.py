@@ -60,3 +60,35 @@ def test_an_interval_wider_than_its_bar_stops_at_zero() -> None:
         0.13
     )
     assert (bars["error_low"] >= 0).all()
+
+
+def test_no_bar_or_interval_of_a_breakdown_reaches_below_zero_seconds() -> None:
+    # A stall negative beyond the noise and larger than the compute before it (R0 slower than R1): its bar
+    # would end at -0.15 s, and the axis with it.
+    breakdown = pd.DataFrame(
+        [
+            {"run_id": "r", "iteration_s": 0.2, "iteration_ci95_s": 0.01, "iterations_per_epoch": None,
+             "compute_s": 0.05, "compute_ci95_s": 0.01, "compute_share": 0.25, "compute_status": "measured",
+             "interconnect_s": -0.2, "interconnect_ci95_s": 0.02, "interconnect_share": -1.0,
+             "interconnect_status": "negative",
+             "cpu_s": 0.3, "cpu_ci95_s": 0.05, "cpu_share": 1.5, "cpu_status": "measured"}
+        ]
+    )  # fmt: skip
+    for measure in ("seconds", "share"):
+        bars = views.breakdown.stall_long_frame(breakdown, measure)
+        drawn = bars[["bar_start", "bar_end", "error_low", "error_high"]].astype(float)
+        assert (drawn >= 0).all().all(), bars
+        assert bars["bar_end"].iloc[-1] == pytest.approx(0.2 if measure == "seconds" else 1.0)
+        assert bars.set_index("stall").loc["interconnect", "value"] < 0  # the figure itself is kept
+
+
+def test_the_headline_is_never_a_stall_that_was_not_resolved() -> None:
+    # The first profile on a busy machine: CPU pre-processing at 81% of the iteration but with an interval
+    # wider than itself; compute resolved.
+    stalls = [
+        {"stall": "compute", "seconds": 0.02, "ci95_s": 0.004, "share": 0.1, "status": "measured"},
+        {"stall": "cpu", "seconds": 0.16, "ci95_s": 0.24, "share": 0.81, "status": "measured"},
+        {"stall": "disk", "seconds": 0.0, "ci95_s": 0.01, "share": 0.0, "status": "clamped_zero"},
+    ]
+    assert views.breakdown.headline_stall({"stalls": stalls})["stall"] == "compute"
+    assert views.breakdown.headline_stall({"stalls": stalls[1:]}) is None
