@@ -49,3 +49,29 @@ def test_run_sh_says_where_stash_is_and_how_to_put_it_on_path(tmp_path: Path) ->
     bin_dir = root.resolve() / ".venv" / "bin"
     assert f"stash: {bin_dir}/stash" in stdout
     assert f'export PATH="{bin_dir}:$PATH"' in stdout
+
+
+def test_test_sh_sets_up_unless_told_the_caller_did(tmp_path: Path) -> None:
+    root = stub_checkout(tmp_path)
+    (root / "scripts" / "setup.sh").write_text('#!/usr/bin/env bash\necho "SETUP $*"\n')
+    _, stdout = args_of(root, "test.sh")
+    assert "SETUP --system" in stdout
+    done = subprocess.run(["bash", "test.sh"], cwd=root, capture_output=True, text=True, check=True,
+                          env={"PATH": "/usr/bin:/bin", "STASH_TEST_NO_SETUP": "1"})  # fmt: skip
+    assert "SETUP" not in done.stdout and "ARGS: " in done.stdout
+
+
+def test_the_ci_tiers_select_every_test_exactly_once() -> None:
+    """.ci/run's marker expressions: whatever markers a test carries, exactly one tier runs it."""
+    import itertools
+    import re
+
+    from _pytest.mark.expression import Expression
+
+    tiers = re.findall(r'bash test\.sh -m ("[^"]+"|\S+)', (REPO / ".ci" / "run").read_text())
+    assert len(tiers) == 3, tiers
+    expressions = [Expression.compile(tier.strip('"')) for tier in tiers]
+    names = ["cluster", "root", "launches", "e2e", "slow"]
+    for flags in itertools.product([False, True], repeat=len(names)):
+        marks = {name for name, on in zip(names, flags, strict=True) if on}
+        assert sum(e.evaluate(lambda name, marks=marks: name in marks) for e in expressions) == 1, marks
