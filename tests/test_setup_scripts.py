@@ -49,3 +49,56 @@ def test_run_sh_says_where_stash_is_and_how_to_put_it_on_path(tmp_path: Path) ->
     bin_dir = root.resolve() / ".venv" / "bin"
     assert f"stash: {bin_dir}/stash" in stdout
     assert f'export PATH="{bin_dir}:$PATH"' in stdout
+
+
+def test_test_sh_sets_up_unless_told_the_caller_did(tmp_path: Path) -> None:
+    root = stub_checkout(tmp_path)
+    (root / "scripts" / "setup.sh").write_text('#!/usr/bin/env bash\necho "SETUP $*"\n')
+    _, stdout = args_of(root, "test.sh")
+    assert "SETUP --system" in stdout
+    done = subprocess.run(["bash", "test.sh"], cwd=root, capture_output=True, text=True, check=True,
+                          env={"PATH": "/usr/bin:/bin", "STASH_TEST_NO_SETUP": "1"})  # fmt: skip
+    assert "SETUP" not in done.stdout and "ARGS: " in done.stdout
+
+
+def test_the_ci_tiers_select_every_test_exactly_once() -> None:
+    """.ci/run's marker expressions: whatever markers a test carries, exactly one tier runs it."""
+    import itertools
+    import re
+
+    from _pytest.mark.expression import Expression
+
+    tiers = re.findall(r'bash test\.sh -m ("[^"]+"|\S+)', (REPO / ".ci" / "run").read_text())
+    assert len(tiers) == 3, tiers
+    expressions = [Expression.compile(tier.strip('"')) for tier in tiers]
+    names = ["cluster", "root", "launches", "e2e", "slow"]
+    for flags in itertools.product([False, True], repeat=len(names)):
+        marks = {name for name, on in zip(names, flags, strict=True) if on}
+        assert sum(e.evaluate(lambda name, marks=marks: name in marks) for e in expressions) == 1, marks
+
+
+def _ci_checkout(tmp_path: Path, failing_tier: str = "") -> Path:
+    """.ci/run and test.sh beside a set-up that counts its runs and a python stub that prints its -m
+    expression and fails (exit 1) for the tier whose expression is `failing_tier`."""
+    root = stub_checkout(tmp_path)
+    (root / ".ci").mkdir()
+    shutil.copy2(REPO / ".ci" / "run", root / ".ci" / "run")
+    (root / "scripts" / "setup.sh").write_text(f'#!/usr/bin/env bash\necho x >> "{root}/setups"\n')
+    (root / ".venv" / "bin" / "python").write_text(
+        "#!/usr/bin/env bash\n"
+        'while [ $# -gt 0 ] && { [ "$1" != -m ] || [ "$2" = pytest ]; }; do shift; done\n'
+        f'echo "TIER: $2"\n[ "$2" != "{failing_tier}" ]\n'
+    )
+    return root
+
+
+def test_ci_sets_up_once_runs_every_tier_and_fails_when_one_does(tmp_path: Path) -> None:
+    root = _ci_checkout(tmp_path / "ok")
+    done = subprocess.run(["bash", ".ci/run"], cwd=root, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (root / "setups").read_text().count("x") == 1
+    assert done.stdout.count("TIER: ") == 3 and "TIER: cluster" in done.stdout
+    for tier in ("cluster", "not cluster and (launches or e2e)"):
+        failing = _ci_checkout(tmp_path / tier.replace(" ", "_"), failing_tier=tier)
+        done = subprocess.run(["bash", ".ci/run"], cwd=failing, capture_output=True, text=True)
+        assert done.returncode != 0 and done.stdout.count("TIER: ") == 3, done.stdout

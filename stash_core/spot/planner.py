@@ -108,10 +108,10 @@ def plan_spot_cluster(
     check_candidates(lower, min(upper, len(pool)), len(pool))
     result = PlanResult(best=None, bounds=(lower, upper))
     top = min(upper, len(pool))
+    windows = WindowCache(workload, target_loss, budget_s, ps_Bps, pcie_Bps, revocation_s)
     for n in range(lower, top + 1):
         for start in range(len(pool) - n + 1):
-            plan = evaluate(pool[start : start + n], workload, target_loss, budget_s, ps_Bps, pcie_Bps,
-                            revocation_s)  # fmt: skip
+            plan = windows.evaluate(pool[start : start + n])
             result.candidates.append(plan)
             if plan.meets_budget and (result.best is None or plan.cost_usd < result.best.cost_usd):
                 result.best = plan
@@ -132,6 +132,38 @@ def check_candidates(lower: int, top: int, pool_size: int) -> None:
         )
 
 
+class WindowCache:
+    """evaluate() for many windows of one sorted pool, each distinct sequence of instances once.
+
+    Windows over identical instances are one cluster (a quota of 64 of one type gives about 2,000 windows
+    but 64 clusters), and a worker's iteration time depends only on its instance and the cluster's size:
+    without this, a plan at n_upper = 64 and a simulation that re-plans after every revocation took minutes.
+    The plans are the ones evaluate() gives, float for float (the same arithmetic in the same order)."""
+
+    def __init__(self, workload: Workload, target_loss: float, budget_s: float, ps_Bps: float,
+                 pcie_Bps: float, revocation_s: float = 0.0) -> None:  # fmt: skip
+        self._args = (workload, target_loss, budget_s, ps_Bps, pcie_Bps, revocation_s)
+        self._plans: dict[tuple[int, ...], Plan] = {}
+        self._times: dict[tuple[int, int], float] = {}
+
+    def evaluate(self, cluster: list[Worker]) -> Plan:
+        key = tuple(map(id, cluster))  # the pool's Worker objects live as long as this cache
+        plan = self._plans.get(key)
+        if plan is None:
+            plan = self._plans[key] = evaluate(cluster, *self._args, times=self._iteration_s(cluster))
+        return plan
+
+    def _iteration_s(self, cluster: list[Worker]) -> list[float]:
+        n, (workload, _, _, ps_Bps, pcie_Bps, _) = len(cluster), self._args
+        times = []
+        for w in cluster:
+            key = (id(w), n)
+            if key not in self._times:
+                self._times[key] = worker_iteration_s(w, n, workload, ps_Bps, pcie_Bps)
+            times.append(self._times[key])
+        return times
+
+
 def evaluate(
     cluster: list[Worker],
     workload: Workload,
@@ -140,10 +172,14 @@ def evaluate(
     ps_Bps: float,
     pcie_Bps: float,
     revocation_s: float = 0.0,
+    *,
+    times: list[float] | None = None,
 ) -> Plan:
-    """Predict training time and cost of one cluster (eqs. 1-7)."""
+    """Predict training time and cost of one cluster (eqs. 1-7); `times`: each worker's eq. 6-7 iteration
+    time at this cluster size, where the caller has it already."""
     n = len(cluster)
-    times = [worker_iteration_s(w, n, workload, ps_Bps, pcie_Bps) for w in cluster]
+    if times is None:
+        times = [worker_iteration_s(w, n, workload, ps_Bps, pcie_Bps) for w in cluster]
     batches = [w.batch for w in cluster]
     t_exp = cluster_iteration_s(times)
     b_w = weighted_batch(batches, times)

@@ -86,11 +86,17 @@ def replan(running: list[Worker], offers: list[InstanceOffer], workload: Workloa
     most_new = max(0, min(upper, len(running) + len(pool)) - len(running))
     check_candidates(1, most_new, len(pool))
     result = PlanResult(best=None, bounds=(len(running), len(running) + most_new))
+    # Windows over identical instances are one cluster: each distinct one is evaluated once (a simulation
+    # re-plans after every revocation, and a quota of one type gives many windows and few clusters).
+    plans: dict[tuple[int, ...], Plan] = {}
     for extra in range(0 if running else 1, most_new + 1):
         for start in range(len(pool) - extra + 1 if extra else 1):
-            cluster = [*running, *pool[start : start + extra]]
-            plan = remaining_plan(cluster, workload, target_loss, current_loss, budget_s, ps_Bps, pcie_Bps,
-                                  revocation_s)  # fmt: skip
+            window = pool[start : start + extra]
+            key = tuple(map(id, window))
+            if key not in plans:
+                plans[key] = remaining_plan([*running, *window], workload, target_loss, current_loss,
+                                            budget_s, ps_Bps, pcie_Bps, revocation_s)  # fmt: skip
+            plan = plans[key]
             result.candidates.append(plan)
             if plan.meets_budget and (result.best is None or plan.cost_usd < result.best.cost_usd):
                 result.best = plan

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import subprocess
 import sys
 import time
@@ -77,16 +78,29 @@ def _live(process: psutil.Process) -> bool:
 
 
 def tagged_processes(tag: str | None = None) -> list[int]:
-    """Live pids whose environment carries a multinode launch tag (any tag, or this one)."""
+    """Live pids whose environment carries a multinode launch tag: this one, or (no tag) any tag of a launch
+    on the emulated nodes. Every node runs in a network namespace of its own, so a tagged process in this
+    test's namespace is a local launch (a unit test's supervisor, running beside this tier in CI), not one
+    of the cluster's."""
     found = []
     for process in psutil.process_iter():
         try:
             value = process.environ().get(LAUNCH_TAG_VAR)
         except psutil.Error:
             continue
-        if value is not None and (tag is None or value == tag) and _live(process):
+        if value is None or not _live(process):
+            continue
+        if value == tag or (tag is None and _on_a_node(process.pid)):
             found.append(process.pid)
     return found
+
+
+def _on_a_node(pid: int) -> bool:
+    """True when the process lives in another network namespace than this test (an emulated node's)."""
+    try:
+        return os.stat(f"/proc/{pid}/ns/net").st_ino != os.stat("/proc/self/ns/net").st_ino
+    except OSError:  # ended meanwhile
+        return False
 
 
 def namespace_pids(namespace: str) -> set[int]:

@@ -173,6 +173,7 @@ def test_remote_side_ends_when_its_ssh_dies(hosts, no_leftovers):
     try:
         assert ssh.stdout.readline().strip() == b"ready"
         assert len(tagged_processes(tag)) == 1
+        assert tagged_processes() == tagged_processes(tag)  # a node's process is seen without its tag too
         ssh.send_signal(signal.SIGKILL)  # the connection drops without any goodbye
         ssh.wait()
         assert wait_until(lambda: not tagged_processes(tag), 15)

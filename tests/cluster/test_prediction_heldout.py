@@ -45,7 +45,7 @@ def test_network_stall_at_an_unprofiled_bandwidth(tmp_path, cluster_state, monke
     monkeypatch.setenv("STASH_CLUSTER_STATE", str(cluster_state))
     settings = CampaignSettings(
         db_path=tmp_path / "heldout.duckdb",
-        iterations="20",
+        iterations="10",  # each R1n iteration carries 0.4-1.6 s of wire time: 10 average it well enough
         input_shape="3,32,32",
         num_classes=10,
         device="cpu",

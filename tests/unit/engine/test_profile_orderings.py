@@ -79,7 +79,7 @@ def start_long_profile(tmp_path: Path, stalls: str) -> tuple[subprocess.Popen, l
     """A profile that would run for long; returns once its two-worker run R1 is measuring."""
     argv = [
         sys.executable, "-m", "stash_core", "profile", *SMALL, "--workers", "2", "--stalls", stalls,
-        "--iterations", "100000", "--max-iterations", "100000", "--max-phase-seconds", "40",
+        "--iterations", "100000", "--max-iterations", "100000", "--max-phase-seconds", "12",
         "--out", str(tmp_path / "run.json"),
         "--db", str(tmp_path / "r.duckdb"), "--progress", "json",
     ]  # fmt: skip

@@ -176,3 +176,27 @@ def test_loss_coefficients_that_cannot_plan_are_refused(g, offers, message):
         workload = Workload(param_bytes=1, solo_bandwidth_Bps=1e6, contention_a1=0.1, contention_b1=0.0,
                             loss_g=g)  # fmt: skip
         plan_spot_cluster(offers, workload, 0.1, 1e6, **LINKS)
+
+
+def test_each_distinct_window_is_evaluated_once_and_gives_what_evaluate_gives(monkeypatch):
+    """A quota of 40 of one type and 3 of another: 862 windows but few distinct clusters. Every candidate
+    equals evaluate() of its window, float for float, and evaluate() runs once per distinct window."""
+    import stash_core.spot.planner as planner
+
+    workload = Workload(param_bytes=4e6, solo_bandwidth_Bps=1e8, contention_a1=0.1, contention_b1=0.2,
+                        loss_g=(100.0, -0.01, 1000.0, 1.0, 0.3))  # fmt: skip
+    offers = [InstanceOffer(A, 40), InstanceOffer(B, 3)]
+    calls = []
+    real = planner.evaluate
+    monkeypatch.setattr(planner, "evaluate", lambda cluster, *a, **k: calls.append(len(cluster)) or real(
+        cluster, *a, **k))  # fmt: skip
+    result = plan_spot_cluster(offers, workload, 0.8, 1e6, **LINKS)
+    lower, upper = result.bounds
+    pool = sorted([A] * min(40, upper) + [B] * min(3, upper),
+                  key=lambda w: (w is A, w.instance))  # B is faster alone: first  # fmt: skip
+    windows = [pool[s : s + n] for n in range(lower, min(upper, len(pool)) + 1)
+               for s in range(len(pool) - n + 1)]  # fmt: skip
+    assert len(result.candidates) == len(windows) > 2 * len(calls)
+    assert len(calls) == len({tuple(w.instance for w in window) for window in windows})
+    for got, window in zip(result.candidates, windows, strict=True):
+        assert got == real(window, workload, 0.8, 1e6, **LINKS)

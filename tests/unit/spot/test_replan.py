@@ -82,3 +82,19 @@ def test_replan_offers_no_more_than_the_upper_bound():
     many = replan([A], [InstanceOffer(A, 10_000), InstanceOffer(B, 2)], WORKLOAD, 0.1, 0.2, 60.0, **LINKS)
     assert many.bounds == few.bounds == (1, 100)
     assert many.best.label() == few.best.label() and len(many.candidates) == len(few.candidates)
+
+
+def test_each_distinct_window_is_planned_once_and_every_candidate_is_its_remaining_plan(monkeypatch):
+    import stash_core.spot.replan as replanning
+
+    workload = Workload(param_bytes=4e6, solo_bandwidth_Bps=1e8, contention_a1=0.1, contention_b1=0.2,
+                        loss_g=(100.0, -0.01, 1000.0, 1.0, 0.3))  # fmt: skip
+    calls = []
+    real = replanning.remaining_plan
+    monkeypatch.setattr(replanning, "remaining_plan", lambda cluster, *a: calls.append(cluster) or real(
+        cluster, *a))  # fmt: skip
+    result = replan([A], [InstanceOffer(A, 30), InstanceOffer(B, 2)], workload, 0.8, 2.0, 1e6, **LINKS)
+    distinct = {tuple(w.instance for w in cluster) for cluster in calls}
+    assert len(calls) == len(distinct) and 2 * len(calls) < len(result.candidates)
+    planned = [real(cluster, workload, 0.8, 2.0, 1e6, *LINKS.values(), 0.0) for cluster in calls]
+    assert all(plan in planned for plan in result.candidates)
