@@ -198,6 +198,7 @@ class Links:
         self.rate: dict[int, float] = {}  # flow -> Gbit/s it gets now
         self.joined: set[int] = set()  # classes with a flow not rated yet
         self.load: dict[int, int] = {}  # link -> flows on it
+        self.capacity: dict[int, float] = {}  # link -> its Gbit/s, for the links in `load`
         self.next_id = 0
 
     def alone_rate(self, links: list[int]) -> float:
@@ -218,7 +219,11 @@ class Links:
         self.joined.add(cid)
         load = self.load
         for link in key:
-            load[link] = load.get(link, 0) + 1
+            if link in load:
+                load[link] += 1
+            else:
+                load[link] = 1
+                self.capacity[link] = self.fabric.capacity(link)
 
     def remove(self, index: int, links: list[int]) -> None:
         cid = self.class_of.pop(index)
@@ -230,7 +235,7 @@ class Links:
         for link in key:
             load[link] -= 1
             if not load[link]:
-                del load[link]
+                del load[link], self.capacity[link]
         if not members:
             del self.members[cid], self.class_links[cid], self.class_id[key]
             self.class_rate.pop(cid, None)
@@ -245,15 +250,16 @@ class Links:
         on_link, class_links = self.on_link, self.class_links
         done: set[int] = set()  # classes whose links are in `seen` already
         seen = {link for link in changed if link in on_link}
-        todo, everything = list(seen), len(on_link)
+        todo, everything = set(seen), len(on_link)
         while todo and len(seen) < everything:  # every link reached: the component is the whole fabric
-            for cid in on_link[todo.pop()]:
-                if cid not in done:
-                    done.add(cid)
-                    for other in class_links[cid]:
-                        if other not in seen:
-                            seen.add(other)
-                            todo.append(other)
+            reached: set[int] = set()
+            for link in todo:
+                for cid in on_link[link]:
+                    if cid not in done:
+                        done.add(cid)
+                        reached.update(class_links[cid])
+            todo = reached - seen
+            seen |= todo
         if not seen:
             return []
         rates = self._fill(seen)
@@ -282,10 +288,10 @@ class Links:
         capacity, on_link, load = self.fabric.capacity, self.on_link, self.load
         class_links, members = self.class_links, self.members
         if len(seen) == len(load):  # the whole fabric (the usual case at scale): copied at C speed
-            count = load.copy()
+            count, left = load.copy(), self.capacity.copy()
         else:
             count = {link: load[link] for link in seen}
-        left = {link: capacity(link) for link in count}
+            left = {link: capacity(link) for link in seen}
         heap = [(left[link] / many, link) for link, many in count.items()]
         heapq.heapify(heap)
         heappop, heappush = heapq.heappop, heapq.heappush
