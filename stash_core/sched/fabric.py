@@ -10,9 +10,10 @@ Sharing. Every job on links is one flow that wants all the bandwidth it can get;
 fairly (water-filling, `max_min_rates`): all flows' rates rise together, a link that fills up fixes the
 rates of the flows on it at its fair share, and the others keep rising on the bandwidth left. A job alone
 on a link of B Gbit/s gets B; k equal jobs get B/k; a small job beside big ones gets the same share as
-they do, so its communication is at most k times longer than alone. When jobs start and end, the rates of
-the flows the change can affect are re-filled and the others kept (links.py says which, and why that gives
-the rates a fill of every flow gives).
+they do, so its communication is at most k times longer than alone. When jobs start and end, the flows
+connected to the links whose users changed (through shared links) are re-filled; the others keep their
+rates, which a fill of every flow would give them too (`Links`). A fill's results do not depend on the
+order sets and dicts hold flows in: the flows a bottleneck fixes are taken off each link in one subtraction.
 
 Iteration. A job's iteration = compute + communication not overlapped with backward:
 
