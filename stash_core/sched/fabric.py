@@ -10,8 +10,10 @@ Sharing. Every job on links is one flow that wants all the bandwidth it can get;
 fairly (water-filling, `max_min_rates`): all flows' rates rise together, a link that fills up fixes the
 rates of the flows on it at its fair share, and the others keep rising on the bandwidth left. A job alone
 on a link of B Gbit/s gets B; k equal jobs get B/k; a small job beside big ones gets the same share as
-they do, so its communication is at most k times longer than alone. Rates are recomputed for the links
-whose users changed (and every flow connected to them through shared links) when jobs start and end.
+they do, so its communication is at most k times longer than alone. When jobs start and end, the flows
+connected to the links whose users changed (through shared links) are re-filled; the others keep their
+rates, which a fill of every flow would give them too (`Links`). A fill's results do not depend on the
+order sets and dicts hold flows in: the flows a bottleneck fixes are taken off each link in one subtraction.
 
 Iteration. A job's iteration = compute + communication not overlapped with backward:
 
@@ -33,6 +35,7 @@ from __future__ import annotations
 
 import heapq
 import math
+from collections import _count_elements as count_elements  # Counter.update(iterable), in C
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -141,7 +144,9 @@ def max_min_rates(flows: dict, capacity: Callable[[int], float], weight: dict | 
     The link with the lowest fair share (bandwidth left / unfixed flows on it) fixes its flows at that share;
     shares only grow as flows are fixed, so a heap with stale entries skipped finds the next one. Each link
     a bottleneck touched gets one new heap entry, after all its flows are fixed (not one per flow): the
-    entries in between would be stale, so the order, and every rate, is the same."""
+    entries in between would be stale, so the order, and every rate, is the same. The flows a bottleneck
+    fixes are taken off each link in one subtraction (their count times the share), so the rates do not
+    depend on the order `flows` lists them in."""
     left: dict[int, float] = {}
     users: dict[int, list] = {}
     count: dict[int, int] = {}
@@ -162,116 +167,136 @@ def max_min_rates(flows: dict, capacity: Callable[[int], float], weight: dict | 
         share, link = heappop(heap)
         if count[link] == 0 or share != left[link] / count[link]:
             continue  # stale: its flows were fixed elsewhere, or its share grew
-        touched = set()
+        taken: dict[int, int] = {}  # link -> flows fixed now that cross it
         for flow in users[link]:
             if flow in rates:
                 continue
             rates[flow] = share
             many = weight[flow] if weight is not None else 1
             for other in flows[flow]:
-                count[other] -= many
-                left[other] -= share * many
-            touched.update(flows[flow])
-        touched.discard(link)
-        for other in touched:
-            if count[other] > 0:
+                taken[other] = taken.get(other, 0) + many
+        for other, many in taken.items():  # one subtraction per link: the same whatever the flows' order
+            count[other] -= many
+            left[other] -= share * many
+            if other != link and count[other] > 0:
                 heappush(heap, (left[other] / count[other], other))
     return rates
 
 
 class Links:
     """Who is on each link now, and each flow's max-min fair rate. Flows on the same links get the same rate,
-    so rates are computed per set of links (a class), for the classes connected to the links that changed."""
+    so rates are computed per set of links (a class, numbered: a number hashes in no time, a tuple of links
+    hashes link by link at every look-up), for the classes connected to the links that changed."""
 
     def __init__(self, fabric: Fabric):
         self.fabric = fabric
-        self.classes: dict[tuple[int, ...], set[int]] = {}  # set of links -> flows on exactly those
-        self.on_link: dict[int, set[tuple[int, ...]]] = {}  # link -> classes crossing it
-        self.class_of: dict[int, tuple[int, ...]] = {}  # flow -> its class
-        self.class_rate: dict[tuple[int, ...], float] = {}
+        self.class_id: dict[tuple[int, ...], int] = {}  # set of links -> its class
+        self.class_links: dict[int, tuple[int, ...]] = {}  # class -> its links
+        self.members: dict[int, set[int]] = {}  # class -> flows on exactly its links
+        self.on_link: dict[int, set[int]] = {}  # link -> classes crossing it
+        self.class_of: dict[int, int] = {}  # flow -> its class
+        self.class_rate: dict[int, float] = {}
         self.rate: dict[int, float] = {}  # flow -> Gbit/s it gets now
-        self.joined: set[tuple[int, ...]] = set()  # classes with a flow not rated yet
+        self.joined: set[int] = set()  # classes with a flow not rated yet
         self.load: dict[int, int] = {}  # link -> flows on it
+        self.capacity: dict[int, float] = {}  # link -> its Gbit/s, for the links in `load`
+        self.next_id = 0
 
     def alone_rate(self, links: list[int]) -> float:
         return min(self.fabric.capacity(link) for link in links)
 
     def add(self, index: int, links: list[int]) -> None:
         key = tuple(sorted(links))
-        self.class_of[index] = key
-        members = self.classes.get(key)
-        if members is None:
-            members = self.classes[key] = set()
+        cid = self.class_id.get(key)
+        if cid is None:
+            cid = self.class_id[key] = self.next_id
+            self.next_id += 1
+            self.class_links[cid] = key
+            self.members[cid] = set()
             for link in key:
-                self.on_link.setdefault(link, set()).add(key)
-        members.add(index)
-        self.joined.add(key)
+                self.on_link.setdefault(link, set()).add(cid)
+        self.class_of[index] = cid
+        self.members[cid].add(index)
+        self.joined.add(cid)
         load = self.load
         for link in key:
-            load[link] = load.get(link, 0) + 1
+            if link in load:
+                load[link] += 1
+            else:
+                load[link] = 1
+                self.capacity[link] = self.fabric.capacity(link)
 
     def remove(self, index: int, links: list[int]) -> None:
-        key = self.class_of.pop(index)
+        cid = self.class_of.pop(index)
         self.rate.pop(index, None)
-        members = self.classes[key]
+        members = self.members[cid]
         members.discard(index)
+        key = self.class_links[cid]
         load = self.load
         for link in key:
             load[link] -= 1
             if not load[link]:
-                del load[link]
+                del load[link], self.capacity[link]
         if not members:
-            del self.classes[key]
-            self.class_rate.pop(key, None)
-            self.joined.discard(key)
+            del self.members[cid], self.class_links[cid], self.class_id[key]
+            self.class_rate.pop(cid, None)
+            self.joined.discard(cid)
             for link in key:
-                self.on_link[link].discard(key)
+                self.on_link[link].discard(cid)
                 if not self.on_link[link]:
                     del self.on_link[link]
 
     def reallocate(self, changed: set[int]) -> list[int]:
         """Recompute the rates of every flow connected to the `changed` links; the flows whose rate moved."""
-        on_link = self.on_link
-        done: set[tuple[int, ...]] = set()  # classes whose links are in `seen` already
+        on_link, class_links = self.on_link, self.class_links
+        done: set[int] = set()  # classes whose links are in `seen` already
         seen = {link for link in changed if link in on_link}
-        todo, everything = list(seen), len(on_link)
+        todo, everything = set(seen), len(on_link)
         while todo and len(seen) < everything:  # every link reached: the component is the whole fabric
-            for key in on_link[todo.pop()]:
-                if key not in done:
-                    done.add(key)
-                    for other in key:
-                        if other not in seen:
-                            seen.add(other)
-                            todo.append(other)
+            reached: set[int] = set()
+            for link in todo:
+                for cid in on_link[link]:
+                    if cid not in done:
+                        done.add(cid)
+                        reached.update(class_links[cid])
+            todo = reached - seen
+            seen |= todo
         if not seen:
             return []
         rates = self._fill(seen)
-        classes = self.classes
+        members_of = self.members
         moved: list[int] = []
         class_rate, rate_of, joined = self.class_rate, self.rate, self.joined
-        for key, rate in rates.items():
-            old = class_rate.get(key)
-            if old is None or abs(rate - old) > 1e-12 * old or key in joined:
-                class_rate[key] = rate
-                members = classes[key]
+        for cid, rate in rates.items():
+            old = class_rate.get(cid)
+            if old is None or abs(rate - old) > 1e-12 * old or cid in joined:
+                class_rate[cid] = rate
+                members = members_of[cid]
                 for flow in members:
                     rate_of[flow] = rate
                 moved.extend(members)
         joined.clear()  # every class with a new flow is on a changed link, so in the component
+        moved.sort()  # re-timed in this order: event order numbers must not follow set order
         return moved
 
-    def _fill(self, seen: set[int]) -> dict[tuple[int, ...], float]:
+    def _fill(self, seen: set[int]) -> dict[int, float]:
         """max_min_rates over the classes on the links `seen` (a connected component, so every class on
         them), from the flow counts kept per link and per class: nothing to build but the heap. A share only
         grows as flows are fixed, so an entry is put back at its link's share now only when it comes out
-        stale (not once per flow fixed): the link of the lowest share now still comes out first."""
-        capacity, on_link, classes = self.fabric.capacity, self.on_link, self.classes
-        count = {link: self.load[link] for link in seen}
-        left = {link: capacity(link) for link in seen}
-        heap = [(left[link] / count[link], link) for link in seen]
+        stale (not once per flow fixed): the link of the lowest share now still comes out first. The classes
+        a link fixes are taken off each of their links in one subtraction (flows x share), so no rate
+        depends on the order a set holds the classes in."""
+        capacity, on_link, load = self.fabric.capacity, self.on_link, self.load
+        class_links, members = self.class_links, self.members
+        if len(seen) == len(load):  # the whole fabric (the usual case at scale): copied at C speed
+            count, left = load.copy(), self.capacity.copy()
+        else:
+            count = {link: load[link] for link in seen}
+            left = {link: capacity(link) for link in seen}
+        heap = [(left[link] / many, link) for link, many in count.items()]
         heapq.heapify(heap)
         heappop, heappush = heapq.heappop, heapq.heappush
-        rates: dict[tuple[int, ...], float] = {}
+        rates: dict[int, float] = {}
         while heap:
             share, link = heappop(heap)
             many_left = count[link]
@@ -281,12 +306,18 @@ class Links:
             if share != now:  # its share grew since: back in the heap at its share now
                 heappush(heap, (now, link))
                 continue
-            for key in on_link[link]:
-                if key in rates:
+            taken: dict[int, int] = {}  # link -> flows fixed now that cross it
+            for cid in on_link[link]:
+                if cid in rates:
                     continue
-                rates[key] = share
-                many = len(classes[key])
-                for other in key:
-                    count[other] -= many
-                    left[other] -= share * many
+                rates[cid] = share
+                many = len(members[cid])
+                if many == 1:  # most classes: one flow; counted in C
+                    count_elements(taken, class_links[cid])
+                else:
+                    for other in class_links[cid]:
+                        taken[other] = taken.get(other, 0) + many
+            for other, many in taken.items():
+                count[other] -= many
+                left[other] -= share * many
         return rates

@@ -380,7 +380,7 @@ class _Engine:
         """Re-time the jobs started or moved to another LAS queue at this instant, then those whose speed
         the links changed at this instant did change (timing.py)."""
         moved = self.links.reallocate(self.changed_links) if self.changed_links else []
-        for index in self.touched:
+        for index in sorted(self.touched):  # in job order: event order numbers must not follow set order
             if index in self.running:
                 retime(self, index, now)
         for index in moved:

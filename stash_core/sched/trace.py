@@ -23,7 +23,7 @@ import pandas as pd
 
 from stash_core.errors import UsageError
 from stash_core.sched.generate import ARRIVALS, arrival_times
-from stash_core.store.reads import network_shares
+from stash_core.store.reads import network_shares, profiled_iteration_s
 
 # Blox (msr-fiddle/blox): speed multiplier when a job spans machines; slowdown = 1 / multiplier.
 BLOX_SPEED = {"resnet50": 0.9, "resnet18": 0.8, "alexnet": 0.6, "shufflenet": 0.7}
@@ -59,11 +59,16 @@ def jobs_from_frame(frame: pd.DataFrame, db_path: Path | None = None, what: str 
     missing = [c for c in ("job_id", "num_gpu", "submit_time") if c not in frame.columns]
     if missing:
         raise UsageError(f"{what}: missing column(s) {', '.join(missing)}")
-    if "duration" not in frame.columns and not {"iterations", "iteration_s"} <= set(frame.columns):
-        raise UsageError(f"{what}: give a duration column, or iterations and iteration_s")
+    per_iteration = "iteration_s" in frame.columns or (db_path is not None and "model_name" in frame.columns)
+    if "duration" not in frame.columns and not ("iterations" in frame.columns and per_iteration):
+        raise UsageError(
+            f"{what}: give a duration column, or iterations and iteration_s (or model_name and a database "
+            "with profiles of the models)"
+        )
     if frame.empty:
         raise UsageError(f"{what} has no jobs")
     measured = measured_slowdowns(db_path) if db_path is not None else {}
+    profiled = profiled_iteration_s(db_path) if db_path is not None else {}
     jobs, rows_of = [], {}
     for number, row in enumerate(frame.to_dict(orient="records"), start=1):
         if not _present(row["job_id"]):
@@ -79,8 +84,8 @@ def jobs_from_frame(frame: pd.DataFrame, db_path: Path | None = None, what: str 
             raise UsageError(
                 f"{name} submit_time must be within +-{MAX_ABS_SUBMIT_S:.0e} s, got {submit_s!r}"
             )
-        duration_s = _duration(row, name)
         model = str(row["model_name"]) if _present(row.get("model_name")) else None
+        duration_s = _duration(row, name, profiled.get(model) if model is not None else None)
         slowdown, source = _slowdown(row, model, measured, name)
         grad_bytes = (
             _positive(row["grad_bytes"], f"{name} grad_bytes", most=MAX_GRAD_BYTES)
@@ -107,17 +112,21 @@ def jobs_from_frame(frame: pd.DataFrame, db_path: Path | None = None, what: str 
     return jobs
 
 
-def _duration(row: dict, name: str) -> float:
-    """The row's duration, else iterations x iteration_s; finite and at most MAX_DURATION_S."""
+def _duration(row: dict, name: str, profiled_s: float | None = None) -> float:
+    """The row's duration, else iterations x iteration_s, else iterations x `profiled_s` (its model's
+    iteration in a Stash profile); finite and at most MAX_DURATION_S."""
     if "duration" in row and (_present(row["duration"]) or not _present(row.get("iterations"))):
         return _positive(row["duration"], f"{name} duration", most=MAX_DURATION_S)
     iterations = _positive(row.get("iterations"), f"{name} iterations")
-    iteration_s = _positive(row.get("iteration_s"), f"{name} iteration_s")
+    if _present(row.get("iteration_s")) or profiled_s is None:
+        iteration_s = _positive(row.get("iteration_s"), f"{name} iteration_s")
+    else:
+        iteration_s = profiled_s
     duration_s = iterations * iteration_s
     if not duration_s <= MAX_DURATION_S:  # also inf
         raise UsageError(
             f"{name} iterations x iteration_s must be at most {MAX_DURATION_S:.0f} s (10 years), got "
-            f"{row.get('iterations')!r} x {row.get('iteration_s')!r}"
+            f"{row.get('iterations')!r} x {iteration_s!r}"
         )
     return duration_s
 

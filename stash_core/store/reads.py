@@ -141,6 +141,19 @@ def network_shares(db_path: Path | str) -> dict[str, float]:
     return {str(model): float(share) for model, share in rows if share is not None}
 
 
+def profiled_iteration_s(db_path: Path | str) -> dict[str, float]:
+    """Per model: compute + interconnect seconds per iteration of its latest completed one-node profile (its
+    consolidated iteration, without the network; the scheduler's compute when a trace gives none)."""
+    if not Path(db_path).exists():
+        return {}
+    with connect(db_path, read_only=True) as con:
+        rows = con.execute(
+            "SELECT model, arg_max(compute_s + coalesce(interconnect_s, 0), started_at) "
+            "FROM stall_breakdown WHERE status = 'completed' AND nodes = 1 AND compute_s > 0 GROUP BY model"
+        ).fetchall()
+    return {str(model): float(seconds) for model, seconds in rows if seconds is not None and seconds > 0}
+
+
 def completed_configurations(db_path: Path | str) -> pd.DataFrame:
     """model, batch_size, workers_per_node, nodes, instance of every completed run (distinct)."""
     return query_readonly(

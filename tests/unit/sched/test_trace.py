@@ -84,6 +84,30 @@ def test_stash_measurements_give_the_sensitivity_of_profiled_models(tmp_path):
     assert jobs["2"].slowdown_source == "blox default"
 
 
+def test_a_jobs_compute_can_come_from_a_stash_profile_of_its_model(tmp_path):
+    from result_docs import result_doc
+
+    from stash_core.store import ingest_result
+
+    db = tmp_path / "r.duckdb"
+    # one node: compute 0.2 + interconnect 0.05 s per iteration; a two-node profile of it is not its compute
+    ingest_result(db, result_doc("resnet50", nodes=1, stalls={"compute": 0.2, "interconnect": 0.05}))
+    ingest_result(db, result_doc("resnet50", nodes=2, stalls={"compute": 0.3, "interconnect": 0.05,
+                                                              "network": 0.1}))  # fmt: skip
+    trace = pd.DataFrame({"job_id": [1, 2, 3], "num_gpu": [8, 8, 8], "submit_time": [0, 1, 2],
+                          "iterations": [1000, 1000, 1000], "iteration_s": [None, 0.5, None],
+                          "model_name": ["resnet50", "resnet50", "resnet50"]})  # fmt: skip
+    path = write(tmp_path, trace)
+    jobs = {job.job_id: job for job in load_trace(path, db)}
+    assert jobs["1"].duration_s == pytest.approx(250.0) and jobs["1"].iteration_s == pytest.approx(0.25)
+    assert jobs["2"].duration_s == pytest.approx(500.0)  # the trace's own iteration_s wins
+    with pytest.raises(UsageError, match="job 1 iteration_s"):  # no database: nothing to take it from
+        load_trace(path)
+    unprofiled = write(tmp_path, trace.assign(model_name="vgg16").drop(columns="iteration_s"))
+    with pytest.raises(UsageError, match="job 1 iteration_s"):
+        load_trace(unprofiled, db)
+
+
 def one_job(**fields):
     return {"job_id": [1], "num_gpu": [1], "submit_time": [0], "duration": [5], **fields}
 

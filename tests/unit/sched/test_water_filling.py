@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from stash_core.sched.fabric import Fabric, Links, max_min_rates
+from stash_core.sched.fabric import Fabric, Links, links_of, max_min_rates
 
 
 def reference(flows: dict, capacity, weight: dict | None = None) -> dict:
@@ -75,3 +75,74 @@ def test_links_keep_every_flows_rate_and_report_the_ones_that_moved(seed):
         shifted = {f for f in on if f in rates and abs(rates[f] - want[f]) > 1e-9 * want[f]}
         assert started | shifted <= moved <= set(on)
         rates = {f: links.rate[f] for f in on}
+
+
+def _cluster_flows(rng: random.Random, switches: int, per: int) -> list[int]:
+    """The links of a random spread job on a cluster of `switches` x `per` nodes (fabric.links_of)."""
+    nodes = rng.sample(range(switches * per), rng.randint(2, min(6, switches * per)))
+    return links_of({node: 1 for node in nodes}, per)
+
+
+def _components(on: dict) -> list[set[int]]:
+    """The flows in each connected component of the links they share."""
+    groups: list[tuple[set[int], set[int]]] = []  # (links, flows)
+    for flow, links in on.items():
+        mine = ({*links}, {flow})
+        for group in [g for g in groups if g[0] & mine[0]]:
+            groups.remove(group)
+            mine[0].update(group[0])
+            mine[1].update(group[1])
+        groups.append(mine)
+    return [flows for _, flows in groups]
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_re_filling_the_changed_component_gives_a_full_re_fills_rates(seed):
+    # Many flows on a cluster's links (several flows per set of links, so classes of different sizes), added
+    # and removed a few at a time: after each change the rates kept by Links equal a fill of every flow
+    # from scratch, and the flows of components the change did not reach keep their rates to the bit.
+    rng = random.Random(seed)
+    switches, per = rng.choice([(2, 2), (3, 4), (4, 8)])
+    fabric = Fabric.oversubscribed(rng.choice([10.0, 100.0]), rng.choice([1.0, 4.0]), per)
+    links, on, fresh = Links(fabric), {}, iter(range(10**6))
+    shapes = [_cluster_flows(rng, switches, per) for _ in range(12)]
+    for _ in range(80):
+        before = dict(links.rate)
+        changed: set[int] = set()
+        for _ in range(rng.randint(1, 4)):
+            if on and rng.random() < 0.45:
+                flow = rng.choice(sorted(on))
+                links.remove(flow, on[flow])
+                changed.update(on.pop(flow))
+            else:
+                flow = next(fresh)
+                on[flow] = list(rng.choice(shapes))
+                links.add(flow, on[flow])
+                changed.update(on[flow])
+        links.reallocate(changed)
+        full = max_min_rates(on, fabric.capacity)
+        for flow in on:
+            assert abs(links.rate[flow] - full[flow]) <= 1e-9 * full[flow]
+        for group in _components(on):
+            if not any(set(on[flow]) & changed for flow in group):
+                assert all(links.rate[flow] == before[flow] for flow in group)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_rates_do_not_depend_on_the_order_flows_are_held_in(seed):
+    # The same flows, added in another order (so sets and dicts hold them in another order), get the same
+    # rates to the bit; and so does max_min_rates given them in another order.
+    rng = random.Random(seed)
+    fabric = Fabric.oversubscribed(100.0, 4.0, 4)
+    shapes = [_cluster_flows(rng, 4, 4) for _ in range(10)]
+    on = {flow: list(rng.choice(shapes)) for flow in range(60)}
+    rates = []
+    for order in (sorted(on), rng.sample(sorted(on), len(on)), sorted(on, reverse=True)):
+        links = Links(fabric)
+        for flow in order:
+            links.add(flow, on[flow])
+        links.reallocate({link for flow in on for link in on[flow]})
+        rates.append([links.rate[flow] for flow in sorted(on)])
+        full = max_min_rates({flow: on[flow] for flow in order}, fabric.capacity)
+        rates.append([full[flow] for flow in sorted(on)])
+    assert all(r == rates[0] for r in rates)
