@@ -17,7 +17,7 @@ def stub_checkout(tmp_path: Path) -> Path:
     root = tmp_path / "checkout"
     (root / "scripts").mkdir(parents=True)
     (root / ".venv" / "bin").mkdir(parents=True)
-    for name in ("run.sh", "test.sh"):
+    for name in ("run.sh", "test.sh", "scripts/test_tiers.sh"):
         shutil.copy2(REPO / name, root / name)
     (root / "scripts" / "setup.sh").write_text("#!/usr/bin/env bash\nexit 0\n")
     for program in ("python", "streamlit"):
@@ -66,13 +66,13 @@ def test_test_sh_sets_up_unless_told_the_caller_did(tmp_path: Path) -> None:
 
 
 def test_the_ci_tiers_select_every_test_exactly_once() -> None:
-    """.ci/run's marker expressions: whatever markers a test carries, exactly one tier runs it."""
+    """The tiers' marker expressions: whatever markers a test carries, exactly one tier runs it."""
     import itertools
     import re
 
     from _pytest.mark.expression import Expression
 
-    tiers = re.findall(r'bash test\.sh -m ("[^"]+"|\S+)', (REPO / ".ci" / "run").read_text())
+    tiers = re.findall(r'bash test\.sh -m ("[^"]+"|\S+)', (REPO / "scripts" / "test_tiers.sh").read_text())
     assert len(tiers) == 3, tiers
     expressions = [Expression.compile(tier.strip('"')) for tier in tiers]
     names = ["cluster", "root", "launches", "e2e", "slow"]
@@ -82,8 +82,8 @@ def test_the_ci_tiers_select_every_test_exactly_once() -> None:
 
 
 def _ci_checkout(tmp_path: Path, failing_tier: str = "") -> Path:
-    """.ci/run and test.sh beside a set-up that counts its runs and a python stub that prints its -m
-    expression and fails (exit 1) for the tier whose expression is `failing_tier`."""
+    """.ci/run, test.sh and the tiers beside a set-up that counts its runs and a python stub that prints its
+    -m expression and fails (exit 1) for the tier whose expression is `failing_tier`."""
     root = stub_checkout(tmp_path)
     (root / ".ci").mkdir()
     shutil.copy2(REPO / ".ci" / "run", root / ".ci" / "run")
