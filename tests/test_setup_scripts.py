@@ -27,10 +27,14 @@ def stub_checkout(tmp_path: Path) -> Path:
     return root
 
 
+def as_a_person_runs_it() -> dict[str, str]:
+    """The environment without a tier's STASH_TEST_NO_SETUP (this suite itself runs inside a tier)."""
+    return {name: value for name, value in os.environ.items() if name != "STASH_TEST_NO_SETUP"}
+
+
 def args_of(root: Path, script: str, *args: str) -> tuple[list[str], str]:
-    # As a person runs it: not told by a CI tier (STASH_TEST_NO_SETUP) that set-up has been done.
-    env = {name: value for name, value in os.environ.items() if name != "STASH_TEST_NO_SETUP"}
     command = ["bash", script, *args]
+    env = as_a_person_runs_it()
     done = subprocess.run(command, cwd=root, capture_output=True, text=True, check=True, env=env)
     line = next(line for line in done.stdout.splitlines() if line.startswith("ARGS: "))
     return line.removeprefix("ARGS: ").split(), done.stdout
@@ -98,11 +102,15 @@ def _ci_checkout(tmp_path: Path, failing_tier: str = "") -> Path:
 
 def test_ci_sets_up_once_runs_every_tier_and_fails_when_one_does(tmp_path: Path) -> None:
     root = _ci_checkout(tmp_path / "ok")
-    done = subprocess.run(["bash", ".ci/run"], cwd=root, capture_output=True, text=True)
+    done = subprocess.run(
+        ["bash", ".ci/run"], cwd=root, capture_output=True, text=True, env=as_a_person_runs_it()
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert (root / "setups").read_text().count("x") == 1
     assert done.stdout.count("TIER: ") == 3 and "TIER: cluster" in done.stdout
     for tier in ("cluster", "not cluster and (launches or e2e)"):
         failing = _ci_checkout(tmp_path / tier.replace(" ", "_"), failing_tier=tier)
-        done = subprocess.run(["bash", ".ci/run"], cwd=failing, capture_output=True, text=True)
+        done = subprocess.run(
+            ["bash", ".ci/run"], cwd=failing, capture_output=True, text=True, env=as_a_person_runs_it()
+        )
         assert done.returncode != 0 and done.stdout.count("TIER: ") == 3, done.stdout
