@@ -27,6 +27,7 @@ from torch.utils._pytree import tree_leaves
 from torch.utils.flop_counter import flop_registry
 
 from stash_core.decide.predict.attention import fused_attention
+from stash_core.decide.predict.compiler_guards import compiler_unimported
 from stash_core.decide.predict.op_classes import FREE_OPS, gemm_dims, kernel_count, op_class, tile_count
 from stash_core.decide.predict.step_cache import cached
 from stash_core.errors import UsageError
@@ -217,6 +218,11 @@ def _decoded(data: dict) -> StepCost:
 
 
 def _counted(model: str, batch_size: int, shape: tuple[int, ...] | None, attention: str) -> StepCost:
+    with compiler_unimported():
+        return _counted_here(model, batch_size, shape, attention)
+
+
+def _counted_here(model: str, batch_size: int, shape: tuple[int, ...] | None, attention: str) -> StepCost:
     from stash_core.zoo import build_model
 
     try:
