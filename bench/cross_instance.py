@@ -23,7 +23,7 @@ import pandas as pd
 from stash_core.decide.predict.calibration import fit_params
 from stash_core.decide.predict.published import load_published
 from stash_core.decide.predict.stated_error import build_summary, write_summary
-from stash_core.decide.predict.validation import summary, validation_frames
+from stash_core.decide.predict.validation import other_sources_same_work, summary, validation_frames
 
 NEUSIGHT_MAE, HABITAT_MAE = 0.07, 0.118
 
@@ -70,6 +70,21 @@ def timing() -> None:
         )
 
 
+def _cross_stack_floor(points: list, loso: pd.DataFrame) -> None:
+    """How far software stacks disagree on identical work, against Stash on the same figures."""
+    others = other_sources_same_work(points)
+    if others.empty:
+        return
+    key = ["model", "precision", "input_shape", "batch_size", "accelerator", "source_id"]
+    same = loso.merge(others[key].drop_duplicates(), on=key)
+    print(
+        f"\nfigures another source timed for the same work on the same GPU variant: {len(others)}; "
+        f"predicted by the other sources' measurements (no model) {others['abs_error'].mean():.1%} (median "
+        f"{others['abs_error'].median():.1%}), by Stash with their source held out {_mae(same)}"
+    )
+    print(summary(others, ("source_id",)).to_string(index=False))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--write", action="store_true", help="write validation_summary.json")
@@ -113,6 +128,7 @@ def main() -> None:
         f"~{NEUSIGHT_MAE:.0%} (unseen GPUs) and Habitat's {HABITAT_MAE:.1%}; on NeuSight's own labels: "
         f"source held out {_mae(neusight)}, their GPU die held out (NeuSight's own measure) {_mae(by_die)}"
     )
+    _cross_stack_floor(points, loso)
     print(f"({time.perf_counter() - started:.0f} s)")
     if args.write:
         write_summary(result)

@@ -8,7 +8,9 @@
   two predicted steps, the model fitted without the target's die and without the target's source; "within"
   one software stack when both figures come from one source and revision, "across" otherwise;
 - peak ratio (the path of a profiled script, whose operators are unknown): a measurement on another GPU times
-  the ratio of the two GPUs' matrix peaks.
+  the ratio of the two GPUs' matrix peaks;
+- other sources (no model, a yardstick): the same work on the same GPU variant as other sources timed it,
+  which bounds what leaving a source out can reach.
 Every row says its path, how it was held out, its source, die and batch regime (published.py), so the bench
 reports errors by each, and stated_error.py takes the error a prediction prints from them.
 """
@@ -93,6 +95,25 @@ def peak_ratio(measured_on: str, predicted_for: str, precision: str) -> float:
     if base is None or target is None:
         raise ValueError(f"no accelerator table entry for {measured_on!r} or {predicted_for!r}")
     return base.matrix_tflops(precision) / target.matrix_tflops(precision)
+
+
+def other_sources_same_work(points: list[Point]) -> pd.DataFrame:
+    """Each figure predicted by the mean of what other sources measured for the same work (model, precision,
+    input shape, batch) on the same GPU variant: no model at all, only another software stack. Its error is
+    how far stacks disagree on identical work, which no GPU model can close when a source is held out."""
+    rows = []
+    for target in points:
+        work = (target.model, target.precision, target.input_shape, target.batch_size, target.accelerator)
+        others = [
+            point.batch_size / point.step_s
+            for point in points
+            if point.source_id != target.source_id
+            and (point.model, point.precision, point.input_shape, point.batch_size, point.accelerator) == work
+        ]
+        if others:
+            predicted_s = target.batch_size / float(np.mean(others))
+            rows.append(_row(target, predicted_s, "other sources", "source"))
+    return pd.DataFrame(rows, columns=COLUMNS)
 
 
 def validation_frames(points: list[Point]) -> dict[str, pd.DataFrame]:

@@ -18,6 +18,7 @@ from stash_core.decide.predict.stated_error import (
 from stash_core.decide.predict.validation import (
     leave_one_gpu_out,
     leave_one_source_out,
+    other_sources_same_work,
     scaled_from_other_gpu,
 )
 
@@ -44,6 +45,20 @@ def test_held_out_errors_are_small_when_every_gpu_and_source_behaves_alike():
     scaled = scaled_from_other_gpu(points)
     # Pairs within one source and revision, and across; every fit leaves out the target's die and source.
     assert set(scaled["held_out"]) == {"within", "across"} and scaled["abs_error"].max() < 0.1
+
+
+def test_other_sources_predict_a_figure_only_from_the_same_work_on_the_same_gpu():
+    points = [
+        Point("resnet50", 64, "V100", "amp", 64 / 100, "a", source_id="a"),  # 100 samples/s
+        Point("resnet50", 64, "V100", "amp", 64 / 125, "b", source_id="b"),  # 125
+        Point("resnet50", 64, "V100", "amp", 64 / 150, "b2", source_id="b"),  # 150: the same source as b
+        Point("resnet50", 32, "V100", "amp", 32 / 500, "c", source_id="c"),  # another batch
+        Point("resnet50", 64, "A100", "amp", 64 / 500, "c", source_id="c"),  # another GPU
+    ]
+    frame = other_sources_same_work(points)
+    assert list(frame["source_id"]) == ["a", "b", "b"]
+    assert frame["error"].tolist() == pytest.approx([137.5 / 100 - 1, 100 / 125 - 1, 100 / 150 - 1])
+    assert set(frame["path"]) == {"other sources"}
 
 
 def test_a_gpu_unlike_the_others_shows_its_error_when_left_out():
