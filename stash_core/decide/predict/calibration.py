@@ -5,7 +5,8 @@ accelerator in a precision, and its seconds, with the source it comes from. The 
 log ratio of predicted to measured step time, Huber-weighted beyond 20% so that a figure no model explains
 pulls less (Levenberg-Marquardt, numeric Jacobian), plus a weak prior that
 pulls each parameter towards roofline.PRIOR so that a parameter the training points say nothing about (TF32
-when no TF32 figure is left, the host dispatch cost when every step is large) stays sensible. Efficiencies
+when no TF32 figure is left, the host dispatch cost when every step is large) stays sensible; the GPU's
+kernel launch cost, a hardware constant, is held near its prior (PRIOR_WEIGHTS). Efficiencies
 are fitted as logits (kept in (0, 1)), times as logarithms. Every point's operators are merged per identical
 row (features.py), so a fit over a few hundred figures takes a second or two.
 """
@@ -23,6 +24,10 @@ from stash_core.decide.predict.roofline import FRACTIONS, PARAMETERS, PRIOR, Ste
 from stash_core.decide.predict.step_cost import step_cost
 
 PRIOR_WEIGHT = 0.05  # squared log-ratio units per squared unit of a transformed parameter's distance
+# A kernel launch costs the GPU a few microseconds whatever the software above it: launch_s is held near its
+# prior, so that time a step spends per kernel beyond that is the host's dispatch (dispatch_s), which eager
+# training pays on the CPU and overlaps with the GPU's work, not added to it.
+PRIOR_WEIGHTS = {name: (9.0 if name == "launch_s" else PRIOR_WEIGHT) for name in PARAMETERS}
 MAX_ITERATIONS = 60
 HUBER_DELTA = 0.2  # log ratio: about 20% off
 
@@ -45,6 +50,7 @@ class Point:
     memory_format: str = ""  # "nhwc" (channels last) or "nchw" for an image model; "" is PyTorch's nchw
     optimizer: str = ""  # "none" where the timed step has no optimizer step; "" is the model's default
     attention: str = ""  # "decomposed" where the source's model writes attention out; "" is fused (the zoo's)
+    step_extras: str = ""  # work the source's loop adds to every step (features.STEP_EXTRAS); "" is none
 
 
 def arrays_for(point: Point) -> Features:
@@ -55,7 +61,9 @@ def arrays_for(point: Point) -> Features:
     attention = point.attention or "fused"
     cost = step_cost(point.model, point.batch_size, point.input_shape, interpolate=True, attention=attention)
     optimizer = point.optimizer or None
-    return features(cost, accelerator, point.precision, optimizer, point.memory_format or "nchw")
+    return features(
+        cost, accelerator, point.precision, optimizer, point.memory_format or "nchw", point.step_extras
+    )
 
 
 def predicted_s(point: Point, params: StepParams) -> float:
@@ -127,7 +135,7 @@ def fit_params(points: list[Point]) -> StepParams:
     stack = _Stack([arrays_for(point) for point in points])
     measured = np.log([point.step_s for point in points])
     start = _to_vector(PRIOR)
-    weight = np.sqrt(PRIOR_WEIGHT)
+    weight = np.sqrt([PRIOR_WEIGHTS[name] for name in PARAMETERS])
 
     def residual(vector: np.ndarray) -> np.ndarray:
         log_ratio = np.log(stack.step_s(_to_params(vector))) - measured

@@ -10,6 +10,15 @@ FP32: SGD with momentum 20 bytes a parameter (read weight, gradient, momentum; w
 28 (two moments); torch's foreach implementation launches one kernel per pass per chunk of tensors; a figure
 timed without an optimizer step (optimizer "none") has neither, nor the gradient unscaling.
 
+Optimizer "loop": the model's optimizer run parameter by parameter in Python, as PyTorch's optimizers did
+before 2.0 (and Hugging Face's AdamW): a kernel per pass per parameter tensor, plus zeroing each gradient.
+Step extras are work a source's training loop adds to every step besides forward, backward and the
+optimizer, each counted from the source's code: "gradient-noise-scale" is AdaptDL's statistics on one
+replica (adaptdl/torch/gradient_noise_scale.py, the difference estimator): per parameter tensor a backward
+hook (square, float64 sum, indexed add), after backward two divisions, three squared norms (square and sum
+each, and the sum over tensors), an average of two gradients (add, divide) and a copy: 17 kernels; about 92
+bytes a parameter read and written.
+
 Memory format: PyTorch keeps images in NCHW unless a job asks for channels_last; FP16 tensor-core
 convolutions run in NHWC, so cuDNN converts an NCHW convolution's tensors there and back, in kernels of their
 own. `relayout_s` is that traffic (the convolution's bytes at the memory bandwidth) for amp in NCHW; NHWC jobs
@@ -31,6 +40,13 @@ PEAK_KINDS = ("fp32", "tf32", "fp16")
 OPTIMIZER_BYTES_PER_PARAM = {"sgd": 5 * 4, "adamw": 7 * 4}
 OPTIMIZER_PASSES = {"sgd": 3, "adamw": 5}
 FOREACH_CHUNK_TENSORS = 64
+# A per-parameter loop: SGD with momentum and weight decay adds the decay, scales and adds the momentum and
+# updates the weight (4 kernels); AdamW updates two moments (2 each), the denominator (2), the weight and its
+# decay (2); each + 1 for zeroing the gradient.
+OPTIMIZER_LOOP_KERNELS_PER_TENSOR = {"sgd": 4 + 1, "adamw": 8 + 1}
+STEP_EXTRAS = ("", "gradient-noise-scale")
+GNS_KERNELS_PER_TENSOR = 17
+GNS_BYTES_PER_PARAM = 92
 AMP_CAST_BYTES_PER_PARAM = 6  # each forward casts the FP32 weight to FP16 (4 read + 2 written)
 AMP_UNSCALE_BYTES_PER_PARAM = 8  # the optimizer step unscales and checks each gradient (4 read + 4 written)
 # An accelerator row without an SM count: a mid-size datacenter GPU (V100 and A10G have 80; A100 108).
@@ -85,18 +101,20 @@ def features(
     precision: str,
     optimizer: str | None = None,
     memory_format: str = "nchw",
+    step_extras: str = "",
 ) -> Features:
     """The arrays of a step on an accelerator, cached by what determines them (a cost is one per model,
     batch and input shape, so predicting many instances builds each GPU's arrays once). optimizer: "sgd",
-    "adamw", "none" (no optimizer step timed) or None for the model's default."""
+    "adamw", "none" (no optimizer step timed), "loop" (the model's default, parameter by parameter) or None
+    for the model's default; step_extras: one of STEP_EXTRAS."""
     optimizer = optimizer or default_optimizer(cost)
     key = (cost.model, cost.batch_size, cost.input_shape, cost.device, len(cost.ops), cost.total_flops,
-           accelerator, precision, optimizer, memory_format)  # fmt: skip
+           accelerator, precision, optimizer, memory_format, step_extras)  # fmt: skip
     found = _CACHE.get(key)
     if found is None:
         if len(_CACHE) >= 2048:
             _CACHE.clear()
-        found = _CACHE[key] = _features(cost, accelerator, precision, optimizer, memory_format)
+        found = _CACHE[key] = _features(cost, accelerator, precision, optimizer, memory_format, step_extras)
     return found
 
 
@@ -104,7 +122,12 @@ _CACHE: dict[tuple, Features] = {}
 
 
 def _features(
-    cost: StepCost, accelerator: Accelerator, precision: str, optimizer: str, memory_format: str
+    cost: StepCost,
+    accelerator: Accelerator,
+    precision: str,
+    optimizer: str,
+    memory_format: str,
+    step_extras: str = "",
 ) -> Features:
     peak = accelerator.matrix_tflops(precision) * 1e12
     bandwidth = accelerator.memory_gbs * 1e9
@@ -130,9 +153,17 @@ def _features(
     if optimizer == "none":
         optimizer_bytes, optimizer_kernels = cast_bytes, cast_kernels
     else:
+        kind = default_optimizer(cost) if optimizer == "loop" else optimizer
         unscale = AMP_UNSCALE_BYTES_PER_PARAM if amp else 0
-        optimizer_bytes = cast_bytes + cost.param_count * (OPTIMIZER_BYTES_PER_PARAM[optimizer] + unscale)
-        optimizer_kernels = OPTIMIZER_PASSES[optimizer] * chunks + cast_kernels + (2 * chunks if amp else 0)
+        optimizer_bytes = cast_bytes + cost.param_count * (OPTIMIZER_BYTES_PER_PARAM[kind] + unscale)
+        if optimizer == "loop":
+            passes = OPTIMIZER_LOOP_KERNELS_PER_TENSOR[kind] * cost.param_tensors
+        else:
+            passes = OPTIMIZER_PASSES[kind] * chunks
+        optimizer_kernels = passes + cast_kernels + (2 * chunks if amp else 0)
+    if step_extras == "gradient-noise-scale":
+        optimizer_bytes += cost.param_count * GNS_BYTES_PER_PARAM
+        optimizer_kernels += GNS_KERNELS_PER_TENSOR * cost.param_tensors
     op_kernels = float((rows[:, 4] * count).sum())
     return Features(
         compute_s=rows[:, 1], memory_s=rows[:, 2], op_class=rows[:, 0].astype(int),

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from stash_core.catalog.accelerators import find_accelerator
 from stash_core.decide.predict.calibration import Point, arrays_for
+from stash_core.decide.predict.features import STEP_EXTRAS
 from stash_core.zoo import list_models
 
 PUBLISHED_CSV = Path(__file__).resolve().parent / "published_throughputs.csv"
@@ -86,8 +87,8 @@ def _point(row: dict[str, str]) -> Point:
         row["model"].strip(), batch, row["accelerator"].strip(), row["precision"].strip(),
         batch / samples_per_s, source, shape, source_id, (row.get("revision") or "").strip(),
         (row.get("table") or "").strip(), (row.get("measured") or "").strip(),
-        _choice(row, "memory_format", ("", "nchw", "nhwc")), _choice(row, "optimizer", ("", "none")),
-        _choice(row, "attention", ("", "fused", "decomposed")),
+        _choice(row, "memory_format", ("", "nchw", "nhwc")), _choice(row, "optimizer", ("", "none", "loop")),
+        _choice(row, "attention", ("", "fused", "decomposed")), _choice(row, "step_extras", STEP_EXTRAS),
     )  # fmt: skip
 
 
