@@ -1,0 +1,170 @@
+"""Training steps of zoo models measured on this machine's GPU, against the step model's prediction for it.
+
+Each configuration (model, batch, input, precision, memory format) is built from the zoo, warmed up, then
+timed step by step with CUDA events: forward, loss, backward and the optimizer step (SGD with momentum for
+images, AdamW for token models, PyTorch's default multi-tensor implementations), on synthetic data made on
+the GPU. Precisions: fp32 (TF32 off for matrix products and cuDNN), tf32 (on for both), amp (float16
+autocast with a gradient scaler). The prediction is `stash predict`'s roofline path: the fitted step model of
+validation_summary.json on the accelerator row the GPU's NVML name finds, with the zoo's fused attention, the
+job's optimizer and its memory format; the held-out stated error of that path and batch regime is printed
+beside it. Nothing is fitted to these measurements.
+Run (on a machine with a CUDA GPU): PYTHONPATH=. python bench/gpu_steps.py [--quick] [--csv FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import statistics
+import sys
+import time
+
+import torch
+
+from stash_core.catalog.accelerators import find_accelerator
+from stash_core.decide.predict.calibration import Point, predicted_s
+from stash_core.decide.predict.stated_error import fitted_params, stated_error
+from stash_core.zoo import build_model, loss_fn, synthetic_batch
+
+# (model, batch, input shape or (), precision, memory format)
+CONFIGS = [
+    ("resnet50", 32, (), "amp", "nchw"),
+    ("resnet50", 128, (), "amp", "nchw"),
+    ("resnet50", 256, (), "amp", "nchw"),
+    ("resnet50", 256, (), "amp", "nhwc"),
+    ("resnet50", 128, (), "tf32", "nchw"),
+    ("resnet50", 128, (), "fp32", "nchw"),
+    ("resnet18", 16, (3, 32, 32), "fp32", "nchw"),
+    ("vgg16", 64, (), "amp", "nchw"),
+    ("bert_base", 32, (384,), "amp", ""),
+    ("bert_base", 32, (384,), "tf32", ""),
+    ("bert_large", 8, (512,), "fp32", ""),
+    ("bert_large", 16, (512,), "amp", ""),
+    ("gpt2", 8, (1024,), "amp", ""),
+    ("gpt2_large", 4, (1024,), "fp32", ""),
+    ("tinyllama_1b", 4, (1024,), "amp", ""),
+]
+QUICK = {0, 2, 8, 12}  # indices run with --quick
+
+
+def _set_precision(precision: str) -> None:
+    tf32 = precision == "tf32"
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    torch.backends.cudnn.allow_tf32 = tf32
+
+
+def measure(
+    model: str, batch: int, shape: tuple, precision: str, layout: str, budget_s: float, device: str = "cuda"
+) -> list[float]:
+    """Seconds of each timed step (after warm-up). device "cpu" only checks that the bench runs."""
+    _set_precision(precision)
+    torch.backends.cudnn.benchmark = True
+    net, info = build_model(model, input_shape=shape or None)
+    net = net.to(device)
+    inputs, targets = synthetic_batch(info, batch, device)
+    if layout == "nhwc":
+        net = net.to(memory_format=torch.channels_last)
+        inputs = inputs.contiguous(memory_format=torch.channels_last)
+    if info.kind == "tokens":
+        optimizer = torch.optim.AdamW(net.parameters(), lr=1e-4)
+    else:
+        optimizer = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
+    amp = precision == "amp"
+    scaler = torch.amp.GradScaler(device, enabled=amp and device == "cuda")
+    criterion = loss_fn(info)
+    half = torch.float16 if device == "cuda" else torch.bfloat16
+
+    def step() -> None:
+        optimizer.zero_grad(set_to_none=True)
+        with torch.autocast(device, dtype=half, enabled=amp):
+            loss = criterion(net(inputs), targets)
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
+
+    for _ in range(3):
+        step()
+    times: list[float] = []
+    started = time.perf_counter()
+    while len(times) < 5 or (time.perf_counter() - started < budget_s and len(times) < 200):
+        times.append(_timed(step, device))
+    return times
+
+
+def _timed(step, device: str) -> float:
+    """Seconds of one step: CUDA events on the GPU (the step's own kernels), the wall clock on the CPU."""
+    if device != "cuda":
+        began = time.perf_counter()
+        step()
+        return time.perf_counter() - began
+    torch.cuda.synchronize()
+    begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    begin.record()
+    step()
+    end.record()
+    end.synchronize()
+    return begin.elapsed_time(end) / 1000.0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--quick", action="store_true", help="four configurations only")
+    parser.add_argument("--budget-s", type=float, default=2.0, help="timed seconds per configuration")
+    parser.add_argument("--csv", help="also write the rows to this CSV file")
+    parser.add_argument(
+        "--cpu-as", help="run on the CPU as if it were this GPU (checks the bench, measures nothing)"
+    )
+    args = parser.parse_args()
+    device = "cpu" if args.cpu_as else "cuda"
+    if device == "cuda" and not torch.cuda.is_available():
+        print("no CUDA GPU here: nothing to measure", file=sys.stderr)
+        return 2
+    name = args.cpu_as or torch.cuda.get_device_name()
+    accelerator = find_accelerator(name)
+    if accelerator is None:
+        print(f"{name!r} has no row in the accelerator table: no prediction to compare", file=sys.stderr)
+        return 2
+    params = fitted_params()
+    print(f"GPU {name!r} -> accelerator row {accelerator.name!r}; torch {torch.__version__}")
+    header = ["model", "batch", "input", "precision", "layout", "measured_step_s", "spread_pct", "steps",
+              "predicted_step_s", "error_pct", "stated_error_pct"]  # fmt: skip
+    rows = []
+    print(" ".join(f"{h:>16}" for h in header))
+    for index, (model, batch, shape, precision, layout) in enumerate(CONFIGS):
+        if args.quick and index not in QUICK:
+            continue
+        try:
+            times = measure(model, batch, shape, precision, layout, args.budget_s, device)
+            if device == "cuda":
+                torch.cuda.empty_cache()
+        except torch.OutOfMemoryError:  # a configuration bigger than this GPU: the others still run
+            print(f"{model} batch {batch}: out of GPU memory, skipped")
+            torch.cuda.empty_cache()
+            continue
+        measured = statistics.median(times)
+        spread = (statistics.quantiles(times, n=10)[-1] - statistics.quantiles(times, n=10)[0]) / measured
+        point = Point(model, batch, accelerator.name, precision, 1.0, "device", input_shape=tuple(shape),
+                      memory_format=layout)  # fmt: skip
+        predicted = predicted_s(point, params)
+        error = measured / predicted - 1.0  # throughput error: predicted samples/s over measured, less one
+        stated = stated_error("roofline", batch, accelerator.name).error
+        row = [model, batch, "x".join(map(str, shape)) or "default", precision, layout or "-",
+               f"{measured:.5f}", f"{100 * spread:.1f}", len(times), f"{predicted:.5f}",
+               f"{100 * error:+.1f}", f"{100 * stated:.1f}" if stated is not None else "-"]  # fmt: skip
+        rows.append(row)
+        print(" ".join(f"{str(cell):>16}" for cell in row), flush=True)
+    errors = [abs(float(row[9])) for row in rows]
+    if errors:
+        print(
+            f"mean absolute throughput error {statistics.mean(errors):.1f}% over {len(errors)} configurations"
+        )
+    if args.csv:
+        with open(args.csv, "w", newline="", encoding="utf-8") as handle:
+            writer = csv.writer(handle)
+            writer.writerow(header)
+            writer.writerows(rows)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
