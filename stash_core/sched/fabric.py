@@ -10,10 +10,10 @@ Sharing. Every job on links is one flow that wants all the bandwidth it can get;
 fairly (water-filling, `max_min_rates`): all flows' rates rise together, a link that fills up fixes the
 rates of the flows on it at its fair share, and the others keep rising on the bandwidth left. A job alone
 on a link of B Gbit/s gets B; k equal jobs get B/k; a small job beside big ones gets the same share as
-they do, so its communication is at most k times longer than alone. When jobs start and end, the flows
-connected to the links whose users changed (through shared links) are re-filled; the others keep their
-rates, which a fill of every flow would give them too (`Links`). A fill's results do not depend on the
-order sets and dicts hold flows in: the flows a bottleneck fixes are taken off each link in one subtraction.
+they do, so its communication is at most k times longer than alone. When jobs start and end, every flow
+is re-filled, and only the flows whose rate moved are reported: those a change did not reach get their
+rates again to the bit (`Links`). A fill's results do not depend on the order sets and dicts hold flows
+in: the flows a bottleneck fixes are taken off each link in one subtraction.
 
 Iteration. A job's iteration = compute + communication not overlapped with backward:
 
@@ -186,13 +186,20 @@ def max_min_rates(flows: dict, capacity: Callable[[int], float], weight: dict | 
 class Links:
     """Who is on each link now, and each flow's max-min fair rate. Flows on the same links get the same rate,
     so rates are computed per set of links (a class, numbered: a number hashes in no time, a tuple of links
-    hashes link by link at every look-up), for the classes connected to the links that changed."""
+    hashes link by link at every look-up).
+
+    A change re-fills every class, not only those connected to the links that changed: the water-filling
+    of a connected component does the same arithmetic, in the same order, whether other components are
+    filled beside it or not (a link's share only moves with the classes on it), so the classes a change did
+    not reach get their rates again to the bit and are not reported as moved. At scale the switch uplinks
+    join nearly every class into one component anyway, and finding it cost as much as filling it."""
 
     def __init__(self, fabric: Fabric):
         self.fabric = fabric
         self.class_id: dict[tuple[int, ...], int] = {}  # set of links -> its class
         self.class_links: dict[int, tuple[int, ...]] = {}  # class -> its links
         self.members: dict[int, set[int]] = {}  # class -> flows on exactly its links
+        self.crowded: dict[int, int] = {}  # class -> its flows, for the classes of more than one flow
         self.on_link: dict[int, set[int]] = {}  # link -> classes crossing it
         self.class_of: dict[int, int] = {}  # flow -> its class
         self.class_rate: dict[int, float] = {}
@@ -216,7 +223,10 @@ class Links:
             for link in key:
                 self.on_link.setdefault(link, set()).add(cid)
         self.class_of[index] = cid
-        self.members[cid].add(index)
+        members = self.members[cid]
+        members.add(index)
+        if len(members) > 1:
+            self.crowded[cid] = len(members)
         self.joined.add(cid)
         load = self.load
         for link in key:
@@ -231,6 +241,10 @@ class Links:
         self.rate.pop(index, None)
         members = self.members[cid]
         members.discard(index)
+        if len(members) > 1:
+            self.crowded[cid] = len(members)
+        else:
+            self.crowded.pop(cid, None)
         key = self.class_links[cid]
         load = self.load
         for link in key:
@@ -247,23 +261,11 @@ class Links:
                     del self.on_link[link]
 
     def reallocate(self, changed: set[int]) -> list[int]:
-        """Recompute the rates of every flow connected to the `changed` links; the flows whose rate moved."""
-        on_link, class_links = self.on_link, self.class_links
-        done: set[int] = set()  # classes whose links are in `seen` already
-        seen = {link for link in changed if link in on_link}
-        todo, everything = set(seen), len(on_link)
-        while todo and len(seen) < everything:  # every link reached: the component is the whole fabric
-            reached: set[int] = set()
-            for link in todo:
-                for cid in on_link[link]:
-                    if cid not in done:
-                        done.add(cid)
-                        reached.update(class_links[cid])
-            todo = reached - seen
-            seen |= todo
-        if not seen:
-            return []
-        rates = self._fill(seen)
+        """Recompute the rates after the flows on the `changed` links changed; the flows whose rate moved."""
+        on_link = self.on_link
+        if not any(link in on_link for link in changed):
+            return []  # nobody is left on them: nobody shared a link with the flows that left
+        rates = self._fill()
         members_of = self.members
         moved: list[int] = []
         class_rate, rate_of, joined = self.class_rate, self.rate, self.joined
@@ -275,24 +277,19 @@ class Links:
                 for flow in members:
                     rate_of[flow] = rate
                 moved.extend(members)
-        joined.clear()  # every class with a new flow is on a changed link, so in the component
+        joined.clear()
         moved.sort()  # re-timed in this order: event order numbers must not follow set order
         return moved
 
-    def _fill(self, seen: set[int]) -> dict[int, float]:
-        """max_min_rates over the classes on the links `seen` (a connected component, so every class on
-        them), from the flow counts kept per link and per class: nothing to build but the heap. A share only
-        grows as flows are fixed, so an entry is put back at its link's share now only when it comes out
-        stale (not once per flow fixed): the link of the lowest share now still comes out first. The classes
-        a link fixes are taken off each of their links in one subtraction (flows x share), so no rate
-        depends on the order a set holds the classes in."""
-        capacity, on_link, load = self.fabric.capacity, self.on_link, self.load
-        class_links, members = self.class_links, self.members
-        if len(seen) == len(load):  # the whole fabric (the usual case at scale): copied at C speed
-            count, left = load.copy(), self.capacity.copy()
-        else:
-            count = {link: load[link] for link in seen}
-            left = {link: capacity(link) for link in seen}
+    def _fill(self) -> dict[int, float]:
+        """max_min_rates over every class, from the flow counts kept per link and per class: nothing to
+        build but the heap. A share only grows as flows are fixed, so an entry is put back at its link's
+        share now only when it comes out stale (not once per flow fixed): the link of the lowest share now
+        still comes out first. The classes a link fixes are taken off each of their links in one subtraction
+        (flows x share), so no rate depends on the order a set holds the classes in; a link whose flows are
+        all fixed keeps no bandwidth count (it is never read again)."""
+        on_link, class_links, crowded = self.on_link, self.class_links, self.crowded
+        count, left = self.load.copy(), self.capacity.copy()
         heap = [(left[link] / many, link) for link, many in count.items()]
         heapq.heapify(heap)
         heappop, heappush = heapq.heappop, heapq.heappush
@@ -311,13 +308,15 @@ class Links:
                 if cid in rates:
                     continue
                 rates[cid] = share
-                many = len(members[cid])
-                if many == 1:  # most classes: one flow; counted in C
-                    count_elements(taken, class_links[cid])
-                else:
+                if cid in crowded:
+                    many = crowded[cid]
                     for other in class_links[cid]:
                         taken[other] = taken.get(other, 0) + many
+                else:  # most classes: one flow; counted in C
+                    count_elements(taken, class_links[cid])
             for other, many in taken.items():
-                count[other] -= many
-                left[other] -= share * many
+                rest = count[other] - many
+                count[other] = rest
+                if rest:
+                    left[other] -= share * many
         return rates
