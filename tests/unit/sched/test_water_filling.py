@@ -50,23 +50,32 @@ def test_max_min_rates_match_the_textbook_water_filling(seed):
         assert used <= cap * (1 + 1e-9)
 
 
+def _churn(rng: random.Random, links: Links, on: dict, fresh, most: int, leave: float, shape) -> set[int]:
+    """One instant: 1 to `most` flows leave (each with probability `leave`) or join on `shape()`'s links, in
+    `links` and in `on` (flow -> its links); the links whose users changed."""
+    changed: set[int] = set()
+    for _ in range(rng.randint(1, most)):
+        if on and rng.random() < leave:
+            flow = rng.choice(sorted(on))
+            links.remove(flow, on[flow])
+            changed.update(on.pop(flow))
+        else:
+            flow = next(fresh)
+            on[flow] = shape()
+            links.add(flow, on[flow])
+            changed.update(on[flow])
+    return changed
+
+
 @pytest.mark.parametrize("seed", range(40))
 def test_links_keep_every_flows_rate_and_report_the_ones_that_moved(seed):
     rng = random.Random(seed)
     fabric = Fabric(node_gbps=rng.choice([10.0, 100.0]), uplink_gbps=rng.choice([20.0, 200.0]))
     links, on, rates, fresh = Links(fabric), {}, {}, iter(range(10**6))
     for _ in range(60):
-        changed: set[int] = set()
-        for _ in range(rng.randint(1, 3)):
-            if on and rng.random() < 0.4:
-                flow = rng.choice(sorted(on))
-                links.remove(flow, on[flow])
-                changed.update(on.pop(flow))
-            else:
-                flow = next(fresh)
-                on[flow] = rng.sample([0, 1, 2, 3, -1, -2], rng.randint(1, 3))
-                links.add(flow, on[flow])
-                changed.update(on[flow])
+        changed = _churn(
+            rng, links, on, fresh, 3, 0.4, lambda: rng.sample([0, 1, 2, 3, -1, -2], rng.randint(1, 3))
+        )
         moved = set(links.reallocate(changed))
         want = reference(on, fabric.capacity) if on else {}
         for flow in on:
@@ -108,17 +117,7 @@ def test_re_filling_the_changed_component_gives_a_full_re_fills_rates(seed):
     shapes = [_cluster_flows(rng, switches, per) for _ in range(12)]
     for _ in range(80):
         before = dict(links.rate)
-        changed: set[int] = set()
-        for _ in range(rng.randint(1, 4)):
-            if on and rng.random() < 0.45:
-                flow = rng.choice(sorted(on))
-                links.remove(flow, on[flow])
-                changed.update(on.pop(flow))
-            else:
-                flow = next(fresh)
-                on[flow] = list(rng.choice(shapes))
-                links.add(flow, on[flow])
-                changed.update(on[flow])
+        changed = _churn(rng, links, on, fresh, 4, 0.45, lambda: list(rng.choice(shapes)))
         links.reallocate(changed)
         full = max_min_rates(on, fabric.capacity)
         for flow in on:
