@@ -271,6 +271,8 @@ class Links:
         class_rate, rate_of, joined = self.class_rate, self.rate, self.joined
         for cid, rate in rates.items():
             old = class_rate.get(cid)
+            if rate == old and cid not in joined:
+                continue  # most classes: a change did not reach them, or reached them to the same bits
             if old is None or abs(rate - old) > 1e-12 * old or cid in joined:
                 class_rate[cid] = rate
                 members = members_of[cid]
