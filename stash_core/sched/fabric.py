@@ -188,11 +188,13 @@ class Links:
     so rates are computed per set of links (a class, numbered: a number hashes in no time, a tuple of links
     hashes link by link at every look-up).
 
-    A change re-fills every class, not only those connected to the links that changed: the water-filling
-    of a connected component does the same arithmetic, in the same order, whether other components are
-    filled beside it or not (a link's share only moves with the classes on it), so the classes a change did
-    not reach get their rates again to the bit and are not reported as moved. At scale the switch uplinks
-    join nearly every class into one component anyway, and finding it cost as much as filling it."""
+    A change re-fills the classes connected to the links that changed, or every class once the search for
+    them reaches a switch uplink (`_component`): the water-filling of a connected component does the same
+    arithmetic, in the same order, whether other components are filled beside it or not (a link's share only
+    moves with the classes on it), so the classes a change did not reach get their rates again to the bit
+    and are not reported as moved. At scale the switch uplinks join nearly every class into one component,
+    and finding it cost as much as filling it; flows inside switches (jobs at their tightest placement
+    across nodes) form small components, where the search is what saves the fill."""
 
     def __init__(self, fabric: Fabric):
         self.fabric = fabric
@@ -263,9 +265,10 @@ class Links:
     def reallocate(self, changed: set[int]) -> list[int]:
         """Recompute the rates after the flows on the `changed` links changed; the flows whose rate moved."""
         on_link = self.on_link
-        if not any(link in on_link for link in changed):
+        seen = {link for link in changed if link in on_link}
+        if not seen:
             return []  # nobody is left on them: nobody shared a link with the flows that left
-        rates = self._fill()
+        rates = self._fill(self._component(seen))
         members_of = self.members
         moved: list[int] = []
         class_rate, rate_of, joined = self.class_rate, self.rate, self.joined
@@ -283,15 +286,44 @@ class Links:
         moved.sort()  # re-timed in this order: event order numbers must not follow set order
         return moved
 
-    def _fill(self) -> dict[int, float]:
-        """max_min_rates over every class, from the flow counts kept per link and per class: nothing to
+    def _component(self, seen: set[int]) -> set[int] | None:
+        """The links connected to `seen` through the classes on them, or None (every link) once a switch
+        uplink is among them or they are over a quarter of the links: a switch uplink joins nearly every
+        class at scale, a search that far costs about what the fill does, and a fill of every class gives
+        the classes of the component the same rates to the bit (class docstring)."""
+        if min(seen) < 0:
+            return None
+        on_link, class_links, most = self.on_link, self.class_links, len(self.load) // 4
+        done: set[int] = set()  # classes whose links are in `seen` already
+        todo = set(seen)
+        while todo:
+            reached: set[int] = set()
+            for link in todo:
+                for cid in on_link[link]:
+                    if cid not in done:
+                        done.add(cid)
+                        reached.update(class_links[cid])
+            todo = reached - seen
+            if todo and (min(todo) < 0 or len(seen) + len(todo) > most):
+                return None
+            seen |= todo
+        return seen
+
+    def _fill(self, seen: set[int] | None) -> dict[int, float]:
+        """max_min_rates over the classes on the links `seen` (whole components), or over every class
+        (None), from the flow counts kept per link and per class: nothing to
         build but the heap. A share only grows as flows are fixed, so an entry is put back at its link's
         share now only when it comes out stale (not once per flow fixed): the link of the lowest share now
         still comes out first. The classes a link fixes are taken off each of their links in one subtraction
         (flows x share), so no rate depends on the order a set holds the classes in; a link whose flows are
         all fixed keeps no bandwidth count (it is never read again)."""
         on_link, class_links, crowded = self.on_link, self.class_links, self.crowded
-        count, left = self.load.copy(), self.capacity.copy()
+        if seen is None:  # copied at C speed
+            count, left = self.load.copy(), self.capacity.copy()
+        else:
+            load, capacity = self.load, self.capacity
+            count = {link: load[link] for link in seen}
+            left = {link: capacity[link] for link in seen}
         heap = [(left[link] / many, link) for link, many in count.items()]
         heapq.heapify(heap)
         heappop, heappush = heapq.heappop, heapq.heappush

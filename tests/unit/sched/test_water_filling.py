@@ -145,3 +145,30 @@ def test_rates_do_not_depend_on_the_order_flows_are_held_in(seed):
         full = max_min_rates({flow: on[flow] for flow in order}, fabric.capacity)
         rates.append([full[flow] for flow in sorted(on)])
     assert all(r == rates[0] for r in rates)
+
+
+def _switch_flows(rng: random.Random, switches: int, per: int) -> list[int]:
+    """The links of a random job spread over nodes of one switch: node uplinks only."""
+    switch = rng.randrange(switches)
+    return links_of({node: 1 for node in rng.sample(range(switch * per, (switch + 1) * per), 2)}, per)
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_a_fill_of_every_class_gives_each_component_its_own_fills_rates_to_the_bit(seed):
+    # Links re-fills every class once a change reaches a switch uplink, else the changed component only:
+    # the two must agree to the bit, or which one ran would show in the schedule.
+    rng = random.Random(seed)
+    switches, per = rng.choice([(2, 2), (3, 4), (4, 8)])
+    fabric = Fabric.oversubscribed(rng.choice([10.0, 100.0]), rng.choice([1.0, 4.0]), per)
+    shapes = [_cluster_flows(rng, switches, per)] + [_switch_flows(rng, switches, per) for _ in range(12)]
+    links, on = Links(fabric), {}
+    for flow in range(rng.randint(5, 60)):
+        on[flow] = list(rng.choice(shapes))
+        links.add(flow, on[flow])
+    every = links._fill(None)
+    groups = _components(on)
+    assert len(every) == len(links.members)
+    for group in groups:
+        component = {link for flow in group for link in on[flow]}
+        alone = links._fill(component)
+        assert alone == {links.class_of[flow]: every[links.class_of[flow]] for flow in group}
