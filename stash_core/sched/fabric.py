@@ -10,10 +10,11 @@ Sharing. Every job on links is one flow that wants all the bandwidth it can get;
 fairly (water-filling, `max_min_rates`): all flows' rates rise together, a link that fills up fixes the
 rates of the flows on it at its fair share, and the others keep rising on the bandwidth left. A job alone
 on a link of B Gbit/s gets B; k equal jobs get B/k; a small job beside big ones gets the same share as
-they do, so its communication is at most k times longer than alone. When jobs start and end, every flow
-is re-filled, and only the flows whose rate moved are reported: those a change did not reach get their
-rates again to the bit (`Links`). A fill's results do not depend on the order sets and dicts hold flows
-in: the flows a bottleneck fixes are taken off each link in one subtraction.
+they do, so its communication is at most k times longer than alone. When jobs start and end, the flows
+connected to the links whose users changed are re-filled, or every flow once they reach a switch uplink;
+only the flows whose rate moved are reported: those a change did not reach get their rates again to the
+bit (`Links`). A fill's results do not depend on the order sets and dicts hold flows in: the flows a
+bottleneck fixes are taken off each link in one subtraction.
 
 Iteration. A job's iteration = compute + communication not overlapped with backward:
 
@@ -282,7 +283,7 @@ class Links:
                 for flow in members:
                     rate_of[flow] = rate
                 moved.extend(members)
-        joined.clear()
+        joined.clear()  # every class with a new flow is on a changed link, so in the fill
         moved.sort()  # re-timed in this order: event order numbers must not follow set order
         return moved
 
@@ -311,12 +312,12 @@ class Links:
 
     def _fill(self, seen: set[int] | None) -> dict[int, float]:
         """max_min_rates over the classes on the links `seen` (whole components), or over every class
-        (None), from the flow counts kept per link and per class: nothing to
-        build but the heap. A share only grows as flows are fixed, so an entry is put back at its link's
-        share now only when it comes out stale (not once per flow fixed): the link of the lowest share now
-        still comes out first. The classes a link fixes are taken off each of their links in one subtraction
-        (flows x share), so no rate depends on the order a set holds the classes in; a link whose flows are
-        all fixed keeps no bandwidth count (it is never read again)."""
+        (None), from the flow counts kept per link and per class: nothing to build but the heap. A share
+        only grows as flows are fixed, so an entry is put back at its link's share now only when it comes out
+        stale (not once per flow fixed): the link of the lowest share now still comes out first. The
+        classes a link fixes are taken off each of their links in one subtraction (flows x share), so no
+        rate depends on the order a set holds the classes in; a link whose flows are all fixed keeps no
+        bandwidth count (it is never read again)."""
         on_link, class_links, crowded = self.on_link, self.class_links, self.crowded
         if seen is None:  # copied at C speed
             count, left = self.load.copy(), self.capacity.copy()
