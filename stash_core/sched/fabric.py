@@ -11,9 +11,10 @@ fairly (water-filling, `max_min_rates`): all flows' rates rise together, a link 
 rates of the flows on it at its fair share, and the others keep rising on the bandwidth left. A job alone
 on a link of B Gbit/s gets B; k equal jobs get B/k; a small job beside big ones gets the same share as
 they do, so its communication is at most k times longer than alone. When jobs start and end, the flows
-connected to the links whose users changed (through shared links) are re-filled; the others keep their
-rates, which a fill of every flow would give them too (`Links`). A fill's results do not depend on the
-order sets and dicts hold flows in: the flows a bottleneck fixes are taken off each link in one subtraction.
+connected to the links whose users changed are re-filled, or every flow once they reach a switch uplink;
+only the flows whose rate moved are reported: those a change did not reach get their rates again to the
+bit (`Links`). A fill's results do not depend on the order sets and dicts hold flows in: the flows a
+bottleneck fixes are taken off each link in one subtraction.
 
 Iteration. A job's iteration = compute + communication not overlapped with backward:
 
@@ -186,13 +187,22 @@ def max_min_rates(flows: dict, capacity: Callable[[int], float], weight: dict | 
 class Links:
     """Who is on each link now, and each flow's max-min fair rate. Flows on the same links get the same rate,
     so rates are computed per set of links (a class, numbered: a number hashes in no time, a tuple of links
-    hashes link by link at every look-up), for the classes connected to the links that changed."""
+    hashes link by link at every look-up).
+
+    A change re-fills the classes connected to the links that changed, or every class once the search for
+    them reaches a switch uplink (`_component`): the water-filling of a connected component does the same
+    arithmetic, in the same order, whether other components are filled beside it or not (a link's share only
+    moves with the classes on it), so the classes a change did not reach get their rates again to the bit
+    and are not reported as moved. At scale the switch uplinks join nearly every class into one component,
+    and finding it cost as much as filling it; flows inside switches (jobs at their tightest placement
+    across nodes) form small components, where the search is what saves the fill."""
 
     def __init__(self, fabric: Fabric):
         self.fabric = fabric
         self.class_id: dict[tuple[int, ...], int] = {}  # set of links -> its class
         self.class_links: dict[int, tuple[int, ...]] = {}  # class -> its links
         self.members: dict[int, set[int]] = {}  # class -> flows on exactly its links
+        self.crowded: dict[int, int] = {}  # class -> its flows, for the classes of more than one flow
         self.on_link: dict[int, set[int]] = {}  # link -> classes crossing it
         self.class_of: dict[int, int] = {}  # flow -> its class
         self.class_rate: dict[int, float] = {}
@@ -216,7 +226,10 @@ class Links:
             for link in key:
                 self.on_link.setdefault(link, set()).add(cid)
         self.class_of[index] = cid
-        self.members[cid].add(index)
+        members = self.members[cid]
+        members.add(index)
+        if len(members) > 1:
+            self.crowded[cid] = len(members)
         self.joined.add(cid)
         load = self.load
         for link in key:
@@ -231,6 +244,10 @@ class Links:
         self.rate.pop(index, None)
         members = self.members[cid]
         members.discard(index)
+        if len(members) > 1:
+            self.crowded[cid] = len(members)
+        else:
+            self.crowded.pop(cid, None)
         key = self.class_links[cid]
         load = self.load
         for link in key:
@@ -247,12 +264,40 @@ class Links:
                     del self.on_link[link]
 
     def reallocate(self, changed: set[int]) -> list[int]:
-        """Recompute the rates of every flow connected to the `changed` links; the flows whose rate moved."""
-        on_link, class_links = self.on_link, self.class_links
-        done: set[int] = set()  # classes whose links are in `seen` already
+        """Recompute the rates after the flows on the `changed` links changed; the flows whose rate moved."""
+        on_link = self.on_link
         seen = {link for link in changed if link in on_link}
-        todo, everything = set(seen), len(on_link)
-        while todo and len(seen) < everything:  # every link reached: the component is the whole fabric
+        if not seen:
+            return []  # nobody is left on them: nobody shared a link with the flows that left
+        rates = self._fill(self._component(seen))
+        members_of = self.members
+        moved: list[int] = []
+        class_rate, rate_of, joined = self.class_rate, self.rate, self.joined
+        for cid, rate in rates.items():
+            old = class_rate.get(cid)
+            if rate == old and cid not in joined:
+                continue  # most classes: a change did not reach them, or reached them to the same bits
+            if old is None or abs(rate - old) > 1e-12 * old or cid in joined:
+                class_rate[cid] = rate
+                members = members_of[cid]
+                for flow in members:
+                    rate_of[flow] = rate
+                moved.extend(members)
+        joined.clear()  # every class with a new flow is on a changed link, so in the fill
+        moved.sort()  # re-timed in this order: event order numbers must not follow set order
+        return moved
+
+    def _component(self, seen: set[int]) -> set[int] | None:
+        """The links connected to `seen` through the classes on them, or None (every link) once a switch
+        uplink is among them or they are over a quarter of the links: a switch uplink joins nearly every
+        class at scale, a search that far costs about what the fill does, and a fill of every class gives
+        the classes of the component the same rates to the bit (class docstring)."""
+        if min(seen) < 0:
+            return None
+        on_link, class_links, most = self.on_link, self.class_links, len(self.load) // 4
+        done: set[int] = set()  # classes whose links are in `seen` already
+        todo = set(seen)
+        while todo:
             reached: set[int] = set()
             for link in todo:
                 for cid in on_link[link]:
@@ -260,39 +305,26 @@ class Links:
                         done.add(cid)
                         reached.update(class_links[cid])
             todo = reached - seen
+            if todo and (min(todo) < 0 or len(seen) + len(todo) > most):
+                return None
             seen |= todo
-        if not seen:
-            return []
-        rates = self._fill(seen)
-        members_of = self.members
-        moved: list[int] = []
-        class_rate, rate_of, joined = self.class_rate, self.rate, self.joined
-        for cid, rate in rates.items():
-            old = class_rate.get(cid)
-            if old is None or abs(rate - old) > 1e-12 * old or cid in joined:
-                class_rate[cid] = rate
-                members = members_of[cid]
-                for flow in members:
-                    rate_of[flow] = rate
-                moved.extend(members)
-        joined.clear()  # every class with a new flow is on a changed link, so in the component
-        moved.sort()  # re-timed in this order: event order numbers must not follow set order
-        return moved
+        return seen
 
-    def _fill(self, seen: set[int]) -> dict[int, float]:
-        """max_min_rates over the classes on the links `seen` (a connected component, so every class on
-        them), from the flow counts kept per link and per class: nothing to build but the heap. A share only
-        grows as flows are fixed, so an entry is put back at its link's share now only when it comes out
-        stale (not once per flow fixed): the link of the lowest share now still comes out first. The classes
-        a link fixes are taken off each of their links in one subtraction (flows x share), so no rate
-        depends on the order a set holds the classes in."""
-        capacity, on_link, load = self.fabric.capacity, self.on_link, self.load
-        class_links, members = self.class_links, self.members
-        if len(seen) == len(load):  # the whole fabric (the usual case at scale): copied at C speed
-            count, left = load.copy(), self.capacity.copy()
+    def _fill(self, seen: set[int] | None) -> dict[int, float]:
+        """max_min_rates over the classes on the links `seen` (whole components), or over every class
+        (None), from the flow counts kept per link and per class: nothing to build but the heap. A share
+        only grows as flows are fixed, so an entry is put back at its link's share now only when it comes out
+        stale (not once per flow fixed): the link of the lowest share now still comes out first. The
+        classes a link fixes are taken off each of their links in one subtraction (flows x share), so no
+        rate depends on the order a set holds the classes in; a link whose flows are all fixed keeps no
+        bandwidth count (it is never read again)."""
+        on_link, class_links, crowded = self.on_link, self.class_links, self.crowded
+        if seen is None:  # copied at C speed
+            count, left = self.load.copy(), self.capacity.copy()
         else:
+            load, capacity = self.load, self.capacity
             count = {link: load[link] for link in seen}
-            left = {link: capacity(link) for link in seen}
+            left = {link: capacity[link] for link in seen}
         heap = [(left[link] / many, link) for link, many in count.items()]
         heapq.heapify(heap)
         heappop, heappush = heapq.heappop, heapq.heappush
@@ -311,13 +343,15 @@ class Links:
                 if cid in rates:
                     continue
                 rates[cid] = share
-                many = len(members[cid])
-                if many == 1:  # most classes: one flow; counted in C
-                    count_elements(taken, class_links[cid])
-                else:
+                if cid in crowded:
+                    many = crowded[cid]
                     for other in class_links[cid]:
                         taken[other] = taken.get(other, 0) + many
+                else:  # most classes: one flow; counted in C
+                    count_elements(taken, class_links[cid])
             for other, many in taken.items():
-                count[other] -= many
-                left[other] -= share * many
+                rest = count[other] - many
+                count[other] = rest
+                if rest:
+                    left[other] -= share * many
         return rates

@@ -33,7 +33,7 @@ from stash_core.sched.timing import (
     TIMER,
     Running,
     progress,
-    retime,
+    retime_many,
     sweep_events,
 )
 from stash_core.sched.topology import LEVELS, Cluster
@@ -380,13 +380,12 @@ class _Engine:
         """Re-time the jobs started or moved to another LAS queue at this instant, then those whose speed
         the links changed at this instant did change (timing.py)."""
         moved = self.links.reallocate(self.changed_links) if self.changed_links else []
-        for index in sorted(self.touched):  # in job order: event order numbers must not follow set order
-            if index in self.running:
-                retime(self, index, now)
-        for index in moved:
-            if index not in self.touched:
-                retime(self, index, now)
-        self.touched.clear()
+        touched, running = self.touched, self.running
+        # in job order: event order numbers must not follow set order
+        retime_many(self, [index for index in sorted(touched) if index in running], now)
+        if moved:
+            retime_many(self, [index for index in moved if index not in touched], now)
+        touched.clear()
         self.changed_links.clear()
         if len(self.events) > 2 * self.swept_at + 1024:
             sweep_events(self)

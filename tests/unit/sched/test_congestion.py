@@ -1,5 +1,5 @@
-"""The congested fast path (max-min rates recomputed only for the flows connected to changed links, only the
-jobs whose rate moved re-timed, timing.py) against a reference that recomputes every flow's rate from the
+"""The congested fast path (max-min rates recomputed once per instant, only the jobs whose rate moved
+re-timed, timing.retime_many) against a reference that recomputes every flow's rate from the
 running placements and re-times every running job at every instant."""
 
 from __future__ import annotations

@@ -50,23 +50,32 @@ def test_max_min_rates_match_the_textbook_water_filling(seed):
         assert used <= cap * (1 + 1e-9)
 
 
+def _churn(rng: random.Random, links: Links, on: dict, fresh, most: int, leave: float, shape) -> set[int]:
+    """One instant: 1 to `most` flows leave (each with probability `leave`) or join on `shape()`'s links, in
+    `links` and in `on` (flow -> its links); the links whose users changed."""
+    changed: set[int] = set()
+    for _ in range(rng.randint(1, most)):
+        if on and rng.random() < leave:
+            flow = rng.choice(sorted(on))
+            links.remove(flow, on[flow])
+            changed.update(on.pop(flow))
+        else:
+            flow = next(fresh)
+            on[flow] = shape()
+            links.add(flow, on[flow])
+            changed.update(on[flow])
+    return changed
+
+
 @pytest.mark.parametrize("seed", range(40))
 def test_links_keep_every_flows_rate_and_report_the_ones_that_moved(seed):
     rng = random.Random(seed)
     fabric = Fabric(node_gbps=rng.choice([10.0, 100.0]), uplink_gbps=rng.choice([20.0, 200.0]))
     links, on, rates, fresh = Links(fabric), {}, {}, iter(range(10**6))
     for _ in range(60):
-        changed: set[int] = set()
-        for _ in range(rng.randint(1, 3)):
-            if on and rng.random() < 0.4:
-                flow = rng.choice(sorted(on))
-                links.remove(flow, on[flow])
-                changed.update(on.pop(flow))
-            else:
-                flow = next(fresh)
-                on[flow] = rng.sample([0, 1, 2, 3, -1, -2], rng.randint(1, 3))
-                links.add(flow, on[flow])
-                changed.update(on[flow])
+        changed = _churn(
+            rng, links, on, fresh, 3, 0.4, lambda: rng.sample([0, 1, 2, 3, -1, -2], rng.randint(1, 3))
+        )
         moved = set(links.reallocate(changed))
         want = reference(on, fabric.capacity) if on else {}
         for flow in on:
@@ -108,17 +117,7 @@ def test_re_filling_the_changed_component_gives_a_full_re_fills_rates(seed):
     shapes = [_cluster_flows(rng, switches, per) for _ in range(12)]
     for _ in range(80):
         before = dict(links.rate)
-        changed: set[int] = set()
-        for _ in range(rng.randint(1, 4)):
-            if on and rng.random() < 0.45:
-                flow = rng.choice(sorted(on))
-                links.remove(flow, on[flow])
-                changed.update(on.pop(flow))
-            else:
-                flow = next(fresh)
-                on[flow] = list(rng.choice(shapes))
-                links.add(flow, on[flow])
-                changed.update(on[flow])
+        changed = _churn(rng, links, on, fresh, 4, 0.45, lambda: list(rng.choice(shapes)))
         links.reallocate(changed)
         full = max_min_rates(on, fabric.capacity)
         for flow in on:
@@ -146,3 +145,30 @@ def test_rates_do_not_depend_on_the_order_flows_are_held_in(seed):
         full = max_min_rates({flow: on[flow] for flow in order}, fabric.capacity)
         rates.append([full[flow] for flow in sorted(on)])
     assert all(r == rates[0] for r in rates)
+
+
+def _switch_flows(rng: random.Random, switches: int, per: int) -> list[int]:
+    """The links of a random job spread over nodes of one switch: node uplinks only."""
+    switch = rng.randrange(switches)
+    return links_of({node: 1 for node in rng.sample(range(switch * per, (switch + 1) * per), 2)}, per)
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_a_fill_of_every_class_gives_each_component_its_own_fills_rates_to_the_bit(seed):
+    # Links re-fills every class once a change reaches a switch uplink, else the changed component only:
+    # the two must agree to the bit, or which one ran would show in the schedule.
+    rng = random.Random(seed)
+    switches, per = rng.choice([(2, 2), (3, 4), (4, 8)])
+    fabric = Fabric.oversubscribed(rng.choice([10.0, 100.0]), rng.choice([1.0, 4.0]), per)
+    shapes = [_cluster_flows(rng, switches, per)] + [_switch_flows(rng, switches, per) for _ in range(12)]
+    links, on = Links(fabric), {}
+    for flow in range(rng.randint(5, 60)):
+        on[flow] = list(rng.choice(shapes))
+        links.add(flow, on[flow])
+    every = links._fill(None)
+    groups = _components(on)
+    assert len(every) == len(links.members)
+    for group in groups:
+        component = {link for flow in group for link in on[flow]}
+        alone = links._fill(component)
+        assert alone == {links.class_of[flow]: every[links.class_of[flow]] for flow in group}
