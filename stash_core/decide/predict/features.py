@@ -45,6 +45,19 @@ FOREACH_CHUNK_TENSORS = 64
 # decay (2); each + 1 for zeroing the gradient.
 OPTIMIZER_LOOP_KERNELS_PER_TENSOR = {"sgd": 4 + 1, "adamw": 8 + 1}
 STEP_EXTRAS = ("", "gradient-noise-scale")
+# A tensor-core matrix product whose operands' leading dimensions are not multiples of 16 bytes loads them in
+# narrower pieces. Measured on an H200 with PyTorch 2.11's cuBLAS (docs/measurements/h200-gemm-alignment.txt:
+# 8192 x 768 x N, forward and both gradients, against N = 50,264): FP16 at 4 or 8 bytes runs at 0.35 of the
+# 16-byte rate and at 2 bytes at 0.17; TF32 at 4 or 8 bytes at 0.43. FP32 on the FP32 cores was not measured
+# and is left unaffected. Keys: (peak kind, bytes of alignment).
+ALIGNMENT_FACTOR = {
+    (2, 2): 0.17,
+    (2, 4): 0.35,
+    (2, 8): 0.35,
+    (1, 4): 0.43,
+    (1, 8): 0.43,
+}  # (peak kind, bytes)
+ELEMENT_BYTES = {1: 4, 2: 2}  # tf32 and fp16 operands
 GNS_KERNELS_PER_TENSOR = 17
 GNS_BYTES_PER_PARAM = 92
 AMP_CAST_BYTES_PER_PARAM = 6  # each forward casts the FP32 weight to FP16 (4 read + 2 written)
@@ -87,6 +100,15 @@ def peak_kind(accelerator: Accelerator, precision: str) -> int:
     if precision == "tf32" and accelerator.tf32_tflops:
         return 1
     return 0
+
+
+def alignment_factor(alignment_elements: float, kind: int) -> float:
+    """The share of its aligned rate a matrix product runs at, from its operands' leading-dimension alignment
+    (0: not a cuBLAS product, unaffected)."""
+    if not alignment_elements or kind not in ELEMENT_BYTES:
+        return 1.0
+    aligned_bytes = min(int(alignment_elements) * ELEMENT_BYTES[kind], 16)
+    return ALIGNMENT_FACTOR.get((kind, aligned_bytes), 1.0)
 
 
 def utilisation(tiles: float, sms: int) -> float:
@@ -133,13 +155,15 @@ def _features(
     bandwidth = accelerator.memory_gbs * 1e9
     amp = precision == "amp"
     byte_scale = 0.5 if amp else 1.0
-    relayout = amp and memory_format != "nhwc" and peak_kind(accelerator, precision) == 2
+    units = peak_kind(accelerator, precision)
+    relayout = amp and memory_format != "nhwc" and units == 2
     sms = sm_count(accelerator)
     merged: dict[tuple, int] = {}
     for op in cost.ops:
         moved_s = op.bytes * byte_scale / bandwidth
         key = (
-            CLASSES.index(op.op_class), op.flops / peak if op.matrix else 0.0, moved_s,
+            CLASSES.index(op.op_class),
+            op.flops / peak / alignment_factor(op.alignment, units) if op.matrix else 0.0, moved_s,
             utilisation(op.tiles, sms) if op.matrix else 1.0, op.kernels,
             1.0 if op.phase == "forward" else 0.0,
             moved_s if relayout and "convolution" in op.name else 0.0,
@@ -167,7 +191,7 @@ def _features(
     op_kernels = float((rows[:, 4] * count).sum())
     return Features(
         compute_s=rows[:, 1], memory_s=rows[:, 2], op_class=rows[:, 0].astype(int),
-        peak_kind=np.full(len(rows), peak_kind(accelerator, precision)), utilisation=rows[:, 3],
+        peak_kind=np.full(len(rows), units), utilisation=rows[:, 3],
         kernels=rows[:, 4], count=count, forward=rows[:, 5], half=np.full(len(rows), 1.0 if amp else 0.0),
         relayout_s=rows[:, 6], optimizer_memory_s=optimizer_bytes / bandwidth,
         optimizer_kernels=float(optimizer_kernels), total_kernels=op_kernels + optimizer_kernels,

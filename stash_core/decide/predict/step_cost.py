@@ -28,7 +28,14 @@ from torch.utils.flop_counter import flop_registry
 
 from stash_core.decide.predict.attention import fused_attention
 from stash_core.decide.predict.compiler_guards import compiler_unimported
-from stash_core.decide.predict.op_classes import FREE_OPS, gemm_dims, kernel_count, op_class, tile_count
+from stash_core.decide.predict.op_classes import (
+    FREE_OPS,
+    gemm_dims,
+    kernel_count,
+    leading_alignment,
+    op_class,
+    tile_count,
+)
 from stash_core.decide.predict.step_cache import cached
 from stash_core.errors import UsageError
 
@@ -45,6 +52,7 @@ class OpCost:
     op_class: str = "elementwise"  # "matmul" | "attention" | "reduction" | "elementwise"
     kernels: int = 1
     gemm: tuple[float, ...] = ()  # (rows, cols, groups) of a matrix operator's output
+    alignment: float = 0.0  # elements every operand's leading dimension is a multiple of (cuBLAS products)
 
     @property
     def matrix(self) -> bool:
@@ -113,8 +121,9 @@ class _OpRecorder(TorchDispatchMode):
             if isinstance(leaf, torch.Tensor)
         )
         dims = gemm_dims(name, args, out)
+        aligned = leading_alignment(name, args, out)
         self.ops.append(
-            OpCost(name, flops, float(moved), self.phase, op_class(name), kernel_count(name), dims)
+            OpCost(name, flops, float(moved), self.phase, op_class(name), kernel_count(name), dims, aligned)
         )
         return out
 

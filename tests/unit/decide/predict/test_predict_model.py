@@ -9,8 +9,9 @@ import torch.nn.functional as F
 from stash_core.catalog.accelerators import find_accelerator
 from stash_core.decide.predict.attention import BACKWARD_FLOPS_RATIO, fused_attention
 from stash_core.decide.predict.calibration import Point, fit_params, predicted_s
-from stash_core.decide.predict.features import features, utilisation
+from stash_core.decide.predict.features import alignment_factor, features, utilisation
 from stash_core.decide.predict.memory import memory_check
+from stash_core.decide.predict.op_classes import leading_alignment
 from stash_core.decide.predict.roofline import PRIOR, StepParams, compute_time, op_seconds
 from stash_core.decide.predict.stated_error import fitted_params
 from stash_core.decide.predict.step_cost import _OpRecorder, step_cost
@@ -232,3 +233,29 @@ def test_attention_written_out_is_counted_as_its_matrix_products_and_softmax():
     assert decomposed.total_bytes > fused.total_bytes
     with pytest.raises(UsageError, match="attention"):
         step_cost("bert_tiny", 4, (128,), attention="flash")
+
+
+def test_a_matrix_product_knows_how_its_leading_dimensions_are_aligned():
+    with torch.device("meta"):
+        x, odd, even = torch.empty(8, 768), torch.empty(50257, 768), torch.empty(50304, 768)
+        grad = torch.empty(8, 50258)
+    assert leading_alignment("aten.mm", (x, odd.t()), torch.empty(8, 50257, device="meta")) == 1
+    assert leading_alignment("aten.mm", (x, even.t()), torch.empty(8, 50304, device="meta")) == 16
+    # A transposed view's leading dimension is its other stride: the gradient's 50,258 columns.
+    assert leading_alignment("aten.mm", (grad.t(), x), torch.empty(50258, 768, device="meta")) == 2
+    assert leading_alignment("aten.add", (x, x), x) == 0
+
+
+def test_a_misaligned_tensor_core_product_runs_at_its_measured_share():
+    assert alignment_factor(1, 2) == 0.17 and alignment_factor(2, 2) == alignment_factor(4, 2) == 0.35
+    assert alignment_factor(8, 2) == 1.0  # 16 bytes of FP16
+    assert alignment_factor(1, 1) == 0.43 and alignment_factor(4, 1) == 1.0  # TF32: 4-byte elements
+    assert alignment_factor(1, 0) == 1.0 and alignment_factor(0, 2) == 1.0  # FP32 cores; not a product
+    # GPT-2's vocabulary (50,257) makes its output layer's three products misaligned: under amp, slower.
+    cost = step_cost("gpt2_tiny", 2, (64,))
+    assert sorted(op.alignment for op in cost.ops if op.alignment)[:3] == [1.0, 1.0, 1.0]
+    ops = tuple(replace(op, alignment=16.0 if op.alignment else 0.0) for op in cost.ops)
+    aligned = replace(cost, ops=ops, model="gpt2_tiny (aligned)")  # another name: features() caches by it
+    params = StepParams()
+    slow, fast = (op_seconds(features(c, A100, "amp"), params).sum() for c in (cost, aligned))
+    assert slow > fast
