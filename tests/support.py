@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import subprocess
 import sys
@@ -37,6 +39,29 @@ def stash_here(capsys, monkeypatch, *args: str, cwd: Path | None = None) -> subp
     code = main(list(args))
     captured = capsys.readouterr()
     return subprocess.CompletedProcess(["stash", *args], code, captured.out, captured.err)
+
+
+def stash_main(
+    *args: str, env_extra: dict | None = None, cwd: Path | None = None
+) -> subprocess.CompletedProcess:
+    """`stash ARGS` by calling main() in this process, as stash() runs it in a new one (the same environment
+    additions, folder and CompletedProcess), less the interpreter and the imports a new process pays for; both
+    are restored afterwards. For fixtures of any scope (stash_here needs the function-scoped capsys)."""
+    from stash_core.cli.main import main
+
+    saved_env, saved_cwd = dict(os.environ), Path.cwd()
+    out, err = io.StringIO(), io.StringIO()
+    try:
+        os.environ.update(env_extra or {})
+        if cwd is not None:
+            os.chdir(cwd)
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = main(list(args))
+    finally:
+        os.chdir(saved_cwd)
+        os.environ.clear()
+        os.environ.update(saved_env)
+    return subprocess.CompletedProcess(["stash", *args], code, out.getvalue(), err.getvalue())
 
 
 def one_line_error(result) -> str:

@@ -6,7 +6,7 @@ import json
 
 import duckdb
 import pytest
-from support import REPO, SMALL, one_line_error, stash, stash_here
+from support import REPO, SMALL, one_line_error, stash, stash_here, stash_main
 
 
 @pytest.fixture(scope="module")
@@ -15,7 +15,7 @@ def full_profile(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("profile")
     db = tmp / "results.duckdb"
     out = tmp / "run.json"
-    result = stash(
+    result = stash_main(  # main() in this process; its launches are real processes
         "profile", *SMALL, "--workers", "2", "--synthetic-images", "96", "--image-px", "64",
         "--iterations", "12", "--instance", "test-box", "--db", str(db), "--out", str(out),
         env_extra={"STASH_CACHE_DIR": str(tmp / "cache")},

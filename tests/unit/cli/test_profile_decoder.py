@@ -6,13 +6,13 @@ from __future__ import annotations
 import json
 
 import pytest
-from support import stash
+from support import stash_main
 
 
 @pytest.mark.slow
 def test_a_llama_style_model_profiles_on_the_cpu(tmp_path):
     db, out = tmp_path / "lm.duckdb", tmp_path / "run.json"
-    result = stash(
+    result = stash_main(  # main() in this process; the torchrun worker is a real process
         "profile", "--model", "llama_tiny", "--batch-size", "2", "--input-shape", "64", "--stalls", "compute",
         "--iterations", "3", "--device", "cpu", "--no-probes", "--progress", "none", "--db", str(db),
         "--out", str(out), env_extra={"STASH_CACHE_DIR": str(tmp_path / "cache")},

@@ -1,6 +1,7 @@
 """Where a profile's result file lands: `results/` next to the database it is stored in (not the folder the
 command ran from), and the output says where both are; a new database is said to be new. The database is
-named by $STASH_DB in one profile and by --db in the next: two real profiles for the module."""
+named by $STASH_DB in one profile and by --db in the next: two real profiles for the module, each started by
+calling main() here (their workers are real processes)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from support import SMALL, stash
+from support import SMALL, stash_main
 
 QUICK = [*SMALL, "--workers", "1", "--stalls", "compute", "--iterations", "5", "--progress", "none"]
 
@@ -22,9 +23,9 @@ def two_profiles(tmp_path_factory) -> tuple[Path, Path, Path, subprocess.Complet
     elsewhere.mkdir()
     home.mkdir()
     db = home / "my.duckdb"
-    first = stash("profile", *QUICK, cwd=elsewhere, env_extra={"STASH_DB": str(db)}, timeout=300)
+    first = stash_main("profile", *QUICK, cwd=elsewhere, env_extra={"STASH_DB": str(db)})
     after_first = list((home / "results").glob("*.json"))
-    second = stash("profile", *QUICK, "--db", str(db), cwd=elsewhere, timeout=300)
+    second = stash_main("profile", *QUICK, "--db", str(db), cwd=elsewhere)
     after_second = sorted((home / "results").glob("*.json"), key=lambda path: path.stat().st_mtime)
     return elsewhere, home, db, first, after_first, second, after_second
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
 from result_docs import result_doc as _cpu_machine_doc
 
@@ -58,9 +60,9 @@ def _catalog(db):
     )
 
 
-@pytest.fixture
-def db(tmp_path):
-    path = tmp_path / "rec.duckdb"
+@pytest.fixture(scope="module")
+def _db_template(tmp_path_factory):
+    path = tmp_path_factory.mktemp("recommend") / "rec.duckdb"
     _catalog(path)
     ingest_result(
         path,
@@ -85,6 +87,15 @@ def db(tmp_path):
             stalls={"compute": 0.20, "interconnect": 0.02, "network": 0.10, "cpu": 0.01, "disk": 0.01},
         ),
     )
+    return path
+
+
+@pytest.fixture
+def db(_db_template, tmp_path):
+    """A fresh copy (a test may write to it) of a catalog of three instances and two resnet50 profiles:
+    made once for the module, since creating and filling a database costs seconds."""
+    path = tmp_path / "rec.duckdb"
+    shutil.copyfile(_db_template, path)
     return path
 
 

@@ -111,6 +111,7 @@ def test_unmeasured_and_single_machine_answers(tmp_path):
         whatif(db, "missing")
 
 
+@pytest.mark.quiet
 @pytest.mark.launches
 @pytest.mark.slow
 def test_cpu_what_if_of_a_measured_run_agrees_with_a_measured_run_with_more_loader_workers(tmp_path):

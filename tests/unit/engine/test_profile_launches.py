@@ -8,7 +8,7 @@ import math
 from pathlib import Path
 
 import pytest
-from support import SMALL, stash
+from support import SMALL, stash_main
 
 from stash_core.analysis.stats import pool_rounds
 from stash_core.measure import protocol
@@ -18,7 +18,7 @@ from stash_core.results import load_result
 @pytest.mark.launches
 def test_two_launches_per_run_in_alternating_rounds(tmp_path) -> None:
     out = tmp_path / "run.json"
-    result = stash(
+    result = stash_main(  # main() in this process; its launches are real processes
         "profile", *SMALL, "--workers", "2", "--stalls", "interconnect", "--iterations", "16",
         "--launches", "2", "--out", str(out), "--no-store", "--progress", "json",
     )  # fmt: skip

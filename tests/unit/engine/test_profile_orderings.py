@@ -33,6 +33,7 @@ def stall_s(doc: dict, name: str) -> float:
     return doc["breakdown"]["stalls"][name]["raw_s"]
 
 
+@pytest.mark.quiet
 def test_heavier_preprocessing_gives_a_larger_cpu_stall(tmp_path):
     # Same model input (the crop output is 32x32); only the decoded JPEGs grow, 48 px -> 512 px. Batches
     # of 8 decoded in the main process make the difference (tens of ms) stand well above the noise.
@@ -55,6 +56,7 @@ def test_heavier_preprocessing_gives_a_larger_cpu_stall(tmp_path):
     assert stall_s(large, "cpu") > stall_s(small, "cpu")
 
 
+@pytest.mark.quiet
 @pytest.mark.skipif(
     disk_cap_unsupported_reason(Path.home()) is not None,
     reason=f"disk read cap unavailable: {disk_cap_unsupported_reason(Path.home())}",

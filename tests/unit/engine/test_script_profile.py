@@ -100,6 +100,7 @@ def sample_cost_s(folder: Path) -> float:
     return spent["seconds"] / spent["samples"]
 
 
+@pytest.mark.quiet
 def test_a_plain_loop_with_a_costly_dataset_gives_a_cpu_stall_of_that_cost(tmp_path: Path) -> None:
     data = tmp_path / "data"
     data.mkdir()
@@ -124,6 +125,7 @@ def test_a_plain_loop_with_a_costly_dataset_gives_a_cpu_stall_of_that_cost(tmp_p
     assert "CPU prep" in stdout
 
 
+@pytest.mark.quiet
 def test_a_ddp_script_with_two_workers_gives_an_interconnect_stall(tmp_path: Path) -> None:
     doc, _ = profile(tmp_path, DDP, "--workers", "2", "--no-probes")
     assert [phase["name"] for phase in doc["phases"]] == ["R0", "R1", "R2"]

@@ -9,7 +9,7 @@ import os
 import textwrap
 from pathlib import Path
 
-from support import stash
+from support import stash_main
 
 from stash_core.analysis.coherence import DIFFERENT_WORK, IMPOSSIBLE
 
@@ -45,7 +45,8 @@ def profile(tmp_path: Path, source: str) -> tuple[dict, str]:
     script = tmp_path / "train.py"
     script.write_text(textwrap.dedent(source))
     out = tmp_path / "result.json"
-    done = stash("profile", "--script", str(script), "--out", str(out), *FAST, cwd=tmp_path, timeout=300)
+    # main() in this process (the script's processes are real): no interpreter and imports to start first
+    done = stash_main("profile", "--script", str(script), "--out", str(out), *FAST, cwd=tmp_path)
     assert done.returncode == 0, done.stderr + done.stdout
     return json.loads(out.read_text()), done.stdout
 
