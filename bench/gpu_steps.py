@@ -142,7 +142,8 @@ def main() -> int:
             torch.cuda.empty_cache()
             continue
         measured = statistics.median(times)
-        spread = (statistics.quantiles(times, n=10)[-1] - statistics.quantiles(times, n=10)[0]) / measured
+        deciles = statistics.quantiles(times, n=10)
+        spread = (deciles[-1] - deciles[0]) / measured  # p10 to p90
         point = Point(model, batch, accelerator.name, precision, 1.0, "device", input_shape=tuple(shape),
                       memory_format=layout)  # fmt: skip
         predicted = predicted_s(point, params)

@@ -49,15 +49,13 @@ STEP_EXTRAS = ("", "gradient-noise-scale")
 # narrower pieces. Measured on an H200 with PyTorch 2.11's cuBLAS (docs/measurements/h200-gemm-alignment.txt:
 # 8192 x 768 x N, forward and both gradients, against N = 50,264): FP16 at 4 or 8 bytes runs at 0.35 of the
 # 16-byte rate and at 2 bytes at 0.17; TF32 at 4 or 8 bytes at 0.43. FP32 on the FP32 cores was not measured
-# and is left unaffected. Keys: (peak kind, bytes of alignment).
+# and is left unaffected. Keys: (index into PEAK_KINDS, bytes of alignment).
+TF32_UNITS, FP16_UNITS = PEAK_KINDS.index("tf32"), PEAK_KINDS.index("fp16")
 ALIGNMENT_FACTOR = {
-    (2, 2): 0.17,
-    (2, 4): 0.35,
-    (2, 8): 0.35,
-    (1, 4): 0.43,
-    (1, 8): 0.43,
-}  # (peak kind, bytes)
-ELEMENT_BYTES = {1: 4, 2: 2}  # tf32 and fp16 operands
+    (FP16_UNITS, 2): 0.17, (FP16_UNITS, 4): 0.35, (FP16_UNITS, 8): 0.35,
+    (TF32_UNITS, 4): 0.43, (TF32_UNITS, 8): 0.43,
+}  # fmt: skip
+ELEMENT_BYTES = {TF32_UNITS: 4, FP16_UNITS: 2}
 GNS_KERNELS_PER_TENSOR = 17
 GNS_BYTES_PER_PARAM = 92
 AMP_CAST_BYTES_PER_PARAM = 6  # each forward casts the FP32 weight to FP16 (4 read + 2 written)
@@ -156,7 +154,7 @@ def _features(
     amp = precision == "amp"
     byte_scale = 0.5 if amp else 1.0
     units = peak_kind(accelerator, precision)
-    relayout = amp and memory_format != "nhwc" and units == 2
+    relayout = amp and memory_format != "nhwc" and units == FP16_UNITS
     sms = sm_count(accelerator)
     merged: dict[tuple, int] = {}
     for op in cost.ops:

@@ -101,14 +101,19 @@ def other_sources_same_work(points: list[Point]) -> pd.DataFrame:
     """Each figure predicted by the mean of what other sources measured for the same work (model, precision,
     input shape, batch) on the same GPU variant: no model at all, only another software stack. Its error is
     how far stacks disagree on identical work, which no GPU model can close when a source is held out."""
+
+    def work(point: Point) -> tuple:
+        return (point.model, point.precision, point.input_shape, point.batch_size, point.accelerator)
+
+    same_work: dict[tuple, list[Point]] = {}
+    for point in points:
+        same_work.setdefault(work(point), []).append(point)
     rows = []
     for target in points:
-        work = (target.model, target.precision, target.input_shape, target.batch_size, target.accelerator)
         others = [
             point.batch_size / point.step_s
-            for point in points
+            for point in same_work[work(target)]
             if point.source_id != target.source_id
-            and (point.model, point.precision, point.input_shape, point.batch_size, point.accelerator) == work
         ]
         if others:
             predicted_s = target.batch_size / float(np.mean(others))
