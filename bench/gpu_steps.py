@@ -21,9 +21,6 @@ import time
 
 import torch
 
-from stash_core.catalog.accelerators import find_accelerator
-from stash_core.decide.predict.calibration import Point, predicted_s
-from stash_core.decide.predict.stated_error import fitted_params, stated_error
 from stash_core.zoo import build_model, loss_fn, synthetic_batch
 
 # (model, batch, input shape or (), precision, memory format)
@@ -107,6 +104,12 @@ def _timed(step, device: str) -> float:
 
 
 def main() -> int:
+    # the predictor (and the database it reads through) only where a prediction is compared: measure() and
+    # the other benches that reuse it need torch and the zoo alone
+    from stash_core.catalog.accelerators import find_accelerator
+    from stash_core.decide.predict.calibration import Point, predicted_s
+    from stash_core.decide.predict.stated_error import fitted_params, stated_error
+
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true", help="four configurations only")
     parser.add_argument("--budget-s", type=float, default=2.0, help="timed seconds per configuration")

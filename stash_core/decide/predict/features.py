@@ -11,18 +11,26 @@ FP32: SGD with momentum 20 bytes a parameter (read weight, gradient, momentum; w
 timed without an optimizer step (optimizer "none") has neither, nor the gradient unscaling.
 
 Optimizer "loop": the model's optimizer run parameter by parameter in Python, as PyTorch's optimizers did
-before 2.0 (and Hugging Face's AdamW): a kernel per pass per parameter tensor, plus zeroing each gradient.
+before 2.0 (and Hugging Face's AdamW): a kernel per pass per parameter tensor.
 Step extras are work a source's training loop adds to every step besides forward, backward and the
-optimizer, each counted from the source's code: "gradient-noise-scale" is AdaptDL's statistics on one
-replica (adaptdl/torch/gradient_noise_scale.py, the difference estimator): per parameter tensor a backward
-hook (square, float64 sum, indexed add), after backward two divisions, three squared norms (square and sum
-each, and the sum over tensors), an average of two gradients (add, divide) and a copy: 17 kernels; about 92
-bytes a parameter read and written.
+optimizer, each counted from the source's code, several joined by "+":
+- "zeroed-gradients": zero_grad() filling every gradient with zeros, as PyTorch before 2.0 did by default,
+  after which backward adds each new gradient into it instead of handing it over: per parameter tensor a
+  fill and an add (measured on an H200, docs/measurements/h200-layouts.txt: ResNet-50's step launches 322 =
+  2 x 161 more kernels), 16 bytes a parameter (write 4; read 8 and write 4);
+- "gradient-noise-scale": AdaptDL's statistics on one replica (adaptdl/torch/gradient_noise_scale.py, the
+  difference estimator): per parameter tensor a backward hook (square, float64 sum, indexed add), after
+  backward two divisions, three squared norms (square and sum each, and the sum over tensors), an average of
+  two gradients (add, divide) and a copy: 17 kernels; about 92 bytes a parameter read and written.
 
-Memory format: PyTorch keeps images in NCHW unless a job asks for channels_last; FP16 tensor-core
-convolutions run in NHWC, so cuDNN converts an NCHW convolution's tensors there and back, in kernels of their
-own. `relayout_s` is that traffic (the convolution's bytes at the memory bandwidth) for amp in NCHW; NHWC jobs
-and FP32/TF32 convolutions have none. A prediction for a user's job assumes NCHW, PyTorch's default.
+Memory format: PyTorch keeps images in NCHW unless a job asks for channels_last; tensor-core convolutions
+(FP16 and TF32) run in NHWC, so cuDNN converts an NCHW convolution's tensors there and back, in kernels of
+their own. `relayout_s` is that traffic (the convolution's bytes at the memory bandwidth) for amp and tf32 in
+NCHW; NHWC jobs and FP32 convolutions have none. Measured on an H200 (docs/measurements/h200-layouts.txt):
+NCHW over NHWC costs ResNet-50 at batch 128 20.5 ms a step in amp, 17.6 ms in tf32 and nothing in fp32
+(VGG-16 at 64: 9.4, 10.1 and none); tf32's conversion takes about the time of amp's although its tensors are
+twice the bytes, so it is counted at amp's bytes (half its own). A prediction for a user's job assumes
+NCHW, PyTorch's default.
 """
 
 from __future__ import annotations
@@ -42,9 +50,11 @@ OPTIMIZER_PASSES = {"sgd": 3, "adamw": 5}
 FOREACH_CHUNK_TENSORS = 64
 # A per-parameter loop: SGD with momentum and weight decay adds the decay, scales and adds the momentum and
 # updates the weight (4 kernels); AdamW updates two moments (2 each), the denominator (2), the weight and its
-# decay (2); each + 1 for zeroing the gradient.
-OPTIMIZER_LOOP_KERNELS_PER_TENSOR = {"sgd": 4 + 1, "adamw": 8 + 1}
-STEP_EXTRAS = ("", "gradient-noise-scale")
+# decay (2).
+OPTIMIZER_LOOP_KERNELS_PER_TENSOR = {"sgd": 4, "adamw": 8}
+STEP_EXTRAS = ("zeroed-gradients", "gradient-noise-scale")
+ZEROED_KERNELS_PER_TENSOR = 2
+ZEROED_BYTES_PER_PARAM = 16
 # A tensor-core matrix product whose operands' leading dimensions are not multiples of 16 bytes loads them in
 # narrower pieces. Measured on an H200 with PyTorch 2.11's cuBLAS (docs/measurements/h200-gemm-alignment.txt:
 # 8192 x 768 x N, forward and both gradients, against N = 50,264): FP16 at 4 or 8 bytes runs at 0.35 of the
@@ -75,7 +85,7 @@ class Features:
     count: np.ndarray  # identical operators merged
     forward: np.ndarray  # 1.0 for a forward operator
     half: np.ndarray  # 1.0 where activations are FP16/BF16 (amp)
-    relayout_s: np.ndarray  # NCHW <-> NHWC conversion traffic of an amp convolution at the memory bandwidth
+    relayout_s: np.ndarray  # NCHW <-> NHWC conversion of a tensor-core convolution, at the memory bandwidth
     optimizer_memory_s: float
     optimizer_kernels: float
     total_kernels: float
@@ -126,7 +136,7 @@ def features(
     """The arrays of a step on an accelerator, cached by what determines them (a cost is one per model,
     batch and input shape, so predicting many instances builds each GPU's arrays once). optimizer: "sgd",
     "adamw", "none" (no optimizer step timed), "loop" (the model's default, parameter by parameter) or None
-    for the model's default; step_extras: one of STEP_EXTRAS."""
+    for the model's default; step_extras: STEP_EXTRAS joined by "+" ("" for none)."""
     optimizer = optimizer or default_optimizer(cost)
     key = (cost.model, cost.batch_size, cost.input_shape, cost.device, len(cost.ops), cost.total_flops,
            accelerator, precision, optimizer, memory_format, step_extras)  # fmt: skip
@@ -154,7 +164,8 @@ def _features(
     amp = precision == "amp"
     byte_scale = 0.5 if amp else 1.0
     units = peak_kind(accelerator, precision)
-    relayout = amp and memory_format != "nhwc" and units == FP16_UNITS
+    relayout = memory_format != "nhwc" and units in (FP16_UNITS, TF32_UNITS)
+    relayout_scale = 0.5 / byte_scale  # of the moved bytes: a tf32 conversion costs what an amp one does
     sms = sm_count(accelerator)
     merged: dict[tuple, int] = {}
     for op in cost.ops:
@@ -164,7 +175,7 @@ def _features(
             op.flops / peak / alignment_factor(op.alignment, units) if op.matrix else 0.0, moved_s,
             utilisation(op.tiles, sms) if op.matrix else 1.0, op.kernels,
             1.0 if op.phase == "forward" else 0.0,
-            moved_s if relayout and "convolution" in op.name else 0.0,
+            moved_s * relayout_scale if relayout and "convolution" in op.name else 0.0,
         )  # fmt: skip
         merged[key] = merged.get(key, 0) + 1
     rows = np.array(list(merged), dtype=float).reshape(-1, 7)
@@ -183,7 +194,11 @@ def _features(
         else:
             passes = OPTIMIZER_PASSES[kind] * chunks
         optimizer_kernels = passes + cast_kernels + (2 * chunks if amp else 0)
-    if step_extras == "gradient-noise-scale":
+    extras = set(step_extras.split("+")) - {""}
+    if "zeroed-gradients" in extras:
+        optimizer_bytes += cost.param_count * ZEROED_BYTES_PER_PARAM
+        optimizer_kernels += ZEROED_KERNELS_PER_TENSOR * cost.param_tensors
+    if "gradient-noise-scale" in extras:
         optimizer_bytes += cost.param_count * GNS_BYTES_PER_PARAM
         optimizer_kernels += GNS_KERNELS_PER_TENSOR * cost.param_tensors
     op_kernels = float((rows[:, 4] * count).sum())

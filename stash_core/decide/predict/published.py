@@ -88,7 +88,7 @@ def _point(row: dict[str, str]) -> Point:
         batch / samples_per_s, source, shape, source_id, (row.get("revision") or "").strip(),
         (row.get("table") or "").strip(), (row.get("measured") or "").strip(),
         _choice(row, "memory_format", ("", "nchw", "nhwc")), _choice(row, "optimizer", ("", "none", "loop")),
-        _choice(row, "attention", ("", "fused", "decomposed")), _choice(row, "step_extras", STEP_EXTRAS),
+        _choice(row, "attention", ("", "fused", "decomposed")), _extras(row),
     )  # fmt: skip
 
 
@@ -97,4 +97,14 @@ def _choice(row: dict[str, str], column: str, allowed: tuple[str, ...]) -> str:
     if value not in allowed:
         named = ", ".join(v for v in allowed if v)
         raise ValueError(f"{column} must be one of {named} or empty, got {value!r}")
+    return value
+
+
+def _extras(row: dict[str, str]) -> str:
+    """The step_extras column: STEP_EXTRAS joined by "+", in the file's order, or empty."""
+    value = (row.get("step_extras") or "").strip().lower()
+    unknown = [extra for extra in value.split("+") if extra and extra not in STEP_EXTRAS]
+    if unknown:
+        named = ", ".join(STEP_EXTRAS)
+        raise ValueError(f"step_extras must be {named} joined by '+' or empty, got {value!r}")
     return value

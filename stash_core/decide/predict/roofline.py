@@ -11,8 +11,9 @@ of a large one (features.py). Eager PyTorch dispatches every kernel from the hos
 least dispatch_s per kernel: GPU and host time are combined as a soft maximum (a p-norm, p = 6).
 Mixed precision halves activation bytes and adds the weight casts and gradient unscaling (features.py);
 amp_memory scales the memory efficiency of its half-precision operators (not every byte of them halves).
-An amp convolution on NCHW tensors also pays their conversion to NHWC and back (features.py): nchw_relayout
-times its tensors' bytes, at the element-wise efficiency (prior 2: each tensor read and written once more).
+An amp or tf32 convolution on NCHW tensors also pays their conversion to NHWC and back (features.py):
+nchw_relayout times its tensors' bytes, at the element-wise efficiency (prior 2: each tensor read and written
+once more).
 """
 
 from __future__ import annotations

@@ -194,10 +194,14 @@ def test_the_shipped_figures_say_their_memory_format_and_optimizer_step():
     assert {p.memory_format for p in dle if p.revision.startswith("46ff3707")} == {"nchw"}
     assert {p.memory_format for p in images if p.source_id == "lambda-pytorch"} == {"nchw"}
     assert all(p.optimizer == "none" for p in points if "no optimizer step" in p.measured)
-    # AdaptDL's loop: PyTorch 1.x optimizers parameter by parameter, and its gradient-noise-scale statistics.
+    # AdaptDL's loop: PyTorch 1.x optimizers parameter by parameter, gradients zeroed by filling, and its
+    # gradient-noise-scale statistics; the torchvision benchmarks' model.zero_grad() under PyTorch 0.3/1.7.
     adaptdl = [p for p in points if p.source_id == "adaptdl-traces"]
-    assert adaptdl and all((p.optimizer, p.step_extras) == ("loop", "gradient-noise-scale") for p in adaptdl)
-    assert {p.step_extras for p in points if p.source_id != "adaptdl-traces"} == {""}
+    gns = ("loop", "zeroed-gradients+gradient-noise-scale")
+    assert adaptdl and all((p.optimizer, p.step_extras) == gns for p in adaptdl)
+    zeroing = {"pytorch-gpu-benchmark", "u39kun-pytorch"}
+    assert {p.step_extras for p in points if p.source_id in zeroing} == {"zeroed-gradients"}
+    assert {p.step_extras for p in points if p.source_id not in zeroing | {"adaptdl-traces"}} == {""}
     # No published transformer figure here ran scaled_dot_product_attention: each says so.
     tokens = [p for p in points if len(p.input_shape) == 1]
     assert all(p.attention == "decomposed" for p in tokens if p.source_id != "stash-gpu-steps")
