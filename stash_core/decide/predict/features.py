@@ -60,7 +60,7 @@ ZEROED_BYTES_PER_PARAM = 16
 # 8192 x 768 x N, forward and both gradients, against N = 50,264): FP16 at 4 or 8 bytes runs at 0.35 of the
 # 16-byte rate and at 2 bytes at 0.17; TF32 at 4 or 8 bytes at 0.43. FP32 on the FP32 cores was not measured
 # and is left unaffected. Keys: (index into PEAK_KINDS, bytes of alignment).
-TF32_UNITS, FP16_UNITS = PEAK_KINDS.index("tf32"), PEAK_KINDS.index("fp16")
+FP32_UNITS, TF32_UNITS, FP16_UNITS = (PEAK_KINDS.index(kind) for kind in ("fp32", "tf32", "fp16"))
 ALIGNMENT_FACTOR = {
     (FP16_UNITS, 2): 0.17, (FP16_UNITS, 4): 0.35, (FP16_UNITS, 8): 0.35,
     (TF32_UNITS, 4): 0.43, (TF32_UNITS, 8): 0.43,
@@ -160,6 +160,7 @@ def _features(
     step_extras: str = "",
 ) -> Features:
     peak = accelerator.matrix_tflops(precision) * 1e12
+    fp32_peak = accelerator.fp32_tflops * 1e12
     bandwidth = accelerator.memory_gbs * 1e9
     amp = precision == "amp"
     byte_scale = 0.5 if amp else 1.0
@@ -170,15 +171,19 @@ def _features(
     merged: dict[tuple, int] = {}
     for op in cost.ops:
         moved_s = op.bytes * byte_scale / bandwidth
+        # PyTorch's fused attention computes float32 tensors on the FP32 units, TF32 allowed or not (measured
+        # on an H100: the same 24 TFLOP/s either way, docs/measurements/h100-attention.txt)
+        on_fp32 = units == TF32_UNITS and op.op_class == "attention"
+        op_units, op_peak = (FP32_UNITS, fp32_peak) if on_fp32 else (units, peak)
         key = (
             CLASSES.index(op.op_class),
-            op.flops / peak / alignment_factor(op.alignment, units) if op.matrix else 0.0, moved_s,
+            op.flops / op_peak / alignment_factor(op.alignment, op_units) if op.matrix else 0.0, moved_s,
             utilisation(op.tiles, sms) if op.matrix else 1.0, op.kernels,
             1.0 if op.phase == "forward" else 0.0,
-            moved_s * relayout_scale if relayout and "convolution" in op.name else 0.0,
+            moved_s * relayout_scale if relayout and "convolution" in op.name else 0.0, op_units,
         )  # fmt: skip
         merged[key] = merged.get(key, 0) + 1
-    rows = np.array(list(merged), dtype=float).reshape(-1, 7)
+    rows = np.array(list(merged), dtype=float).reshape(-1, 8)
     count = np.array(list(merged.values()), dtype=float)
     chunks = math.ceil(max(cost.param_tensors, 1) / FOREACH_CHUNK_TENSORS)
     cast_bytes = cost.param_count * AMP_CAST_BYTES_PER_PARAM if amp else 0.0
@@ -204,7 +209,7 @@ def _features(
     op_kernels = float((rows[:, 4] * count).sum())
     return Features(
         compute_s=rows[:, 1], memory_s=rows[:, 2], op_class=rows[:, 0].astype(int),
-        peak_kind=np.full(len(rows), units), utilisation=rows[:, 3],
+        peak_kind=rows[:, 7].astype(int), utilisation=rows[:, 3],
         kernels=rows[:, 4], count=count, forward=rows[:, 5], half=np.full(len(rows), 1.0 if amp else 0.0),
         relayout_s=rows[:, 6], optimizer_memory_s=optimizer_bytes / bandwidth,
         optimizer_kernels=float(optimizer_kernels), total_kernels=op_kernels + optimizer_kernels,

@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from stash_core.catalog.accelerators import find_accelerator
 from stash_core.decide.predict.attention import BACKWARD_FLOPS_RATIO, fused_attention
 from stash_core.decide.predict.calibration import Point, fit_params, predicted_s
-from stash_core.decide.predict.features import alignment_factor, features, utilisation
+from stash_core.decide.predict.features import CLASSES, PEAK_KINDS, alignment_factor, features, utilisation
 from stash_core.decide.predict.memory import memory_check
 from stash_core.decide.predict.op_classes import leading_alignment
 from stash_core.decide.predict.roofline import PRIOR, StepParams, compute_time, op_seconds
@@ -273,3 +273,15 @@ def test_a_misaligned_tensor_core_product_runs_at_its_measured_share():
     params = StepParams()
     slow, fast = (op_seconds(features(c, A100, "amp"), params).sum() for c in (cost, aligned))
     assert slow > fast
+
+
+def test_fused_attention_in_tf32_runs_on_the_fp32_units_and_the_rest_on_tf32():
+    cost = step_cost("bert_tiny", 4)
+    tf32, fp32 = features(cost, A100, "tf32"), features(cost, A100, "fp32")
+    attention = tf32.op_class == CLASSES.index("attention")
+    assert attention.any() and (~attention & (tf32.compute_s > 0)).any()
+    assert set(tf32.peak_kind[attention]) == {PEAK_KINDS.index("fp32")}
+    assert set(tf32.peak_kind[~attention]) == {PEAK_KINDS.index("tf32")}
+    # the same seconds at the FP32 peak as in an fp32 step
+    fp32_attention = fp32.compute_s[fp32.op_class == CLASSES.index("attention")]
+    assert sorted(tf32.compute_s[attention]) == pytest.approx(sorted(fp32_attention))
