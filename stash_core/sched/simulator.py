@@ -202,8 +202,8 @@ class _Engine:
 
     def may_wait_for(self, index: int) -> bool:
         """LAS: whether a waiting job is in a higher-priority queue than the running job `index`."""
-        head = self.waiting.best_head(lambda need: True)
-        return head is not None and head[0][0] < self.las[index]
+        heads = self.waiting.heads().values()
+        return bool(heads) and min(heads)[0] < self.las[index]
 
     def enqueue(self, index: int) -> None:
         self.waiting.add(index, self.key(index), self.gpus[index])
@@ -211,26 +211,35 @@ class _Engine:
     # ---- one pass over the waiting jobs
     def place_anywhere(self, now: float) -> None:
         """fifo, sjf, las, spread: start the first waiting job in order that fits, again and again; fifo
-        stops at the first that does not (head of line); las first tries preempting lower-queue jobs."""
-        free, fifo, las = self.free, self.policy.name == "fifo", self.policy.name == "las"
-        blocked: set[int] = set()  # GPU counts that can neither fit nor preempt in this pass
-        while True:
-            if fifo:
-                head = self.waiting.best_head(lambda need: True)
-            elif las:
-                head = self.waiting.best_head(lambda need: need not in blocked)
-            else:
-                head = self.waiting.best_head(lambda need: need <= free.total_free)
-            if head is None:
-                return
-            key, need = head
+        stops at the first that does not (head of line); las first tries preempting lower-queue jobs.
+
+        The first waiting job of each GPU count is found once per pass; only the count whose job started
+        needs its next one (nothing else joins or leaves the queue during a pass)."""
+        free, waiting, name = self.free, self.waiting, self.policy.name
+        fifo, las = name == "fifo", name == "las"
+        heads = waiting.heads()  # GPU counts still looked at in this pass -> their first job
+        while heads:
+            if las or fifo:
+                need = min(heads, key=heads.__getitem__)
+            else:  # only the counts that fit: free GPUs only shrink during the pass
+                for too_big in [need for need in heads if need > free.total_free]:
+                    del heads[too_big]
+                if not heads:
+                    return
+                need = min(heads, key=heads.__getitem__)
+            index = heads[need][-1]
             if need > free.total_free:
                 if fifo:
                     return
-                if not preempt_for(self, key[-1], now):
-                    blocked.add(need)
+                if not preempt_for(self, index, now):  # it can neither fit nor preempt: nor can its count
+                    del heads[need]
                     continue
-            self.start(key[-1], free.place(need, "any"), now)  # type: ignore[arg-type]
+            self.start(index, free.place(need, "any"), now)  # type: ignore[arg-type]
+            head = waiting.head(need)
+            if head is None:
+                del heads[need]
+            else:
+                heads[need] = head
 
     def place_in_order(self, todo, now: float) -> None:
         """Walk the waiting jobs in order; start each the policy lets start where the free GPUs are."""
