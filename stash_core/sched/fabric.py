@@ -297,10 +297,11 @@ class Links:
         members_of = self.members
         moved: list[int] = []
         class_rate, rate_of = self.class_rate, self.rate
-        # the classes whose rate differs from the one kept, found at C speed (most are equal to the bit)
-        differ = {cid for cid, _ in rates.items() - class_rate.items()}
-        for cid in differ.union(joined) if joined else differ:
-            rate, old = rates[cid], class_rate.get(cid)
+        get = class_rate.get
+        for cid, rate in rates.items():
+            old = get(cid)
+            if rate == old and cid not in joined:
+                continue  # most classes: a change did not reach them, or reached them to the same bits
             if old is None or abs(rate - old) > 1e-12 * old or cid in joined:
                 class_rate[cid] = rate
                 members = members_of[cid]

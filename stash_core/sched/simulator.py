@@ -15,6 +15,7 @@ starts and ends of an instant are applied first, then only the jobs whose rate m
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import math
 
@@ -217,29 +218,26 @@ class _Engine:
         needs its next one (nothing else joins or leaves the queue during a pass)."""
         free, waiting, name = self.free, self.waiting, self.policy.name
         fifo, las = name == "fifo", name == "las"
-        heads = waiting.heads()  # GPU counts still looked at in this pass -> their first job
+        # (first job's key, GPUs) of the GPU counts still looked at in this pass, in the queue's order
+        heads = sorted((key, need) for need, key in waiting.heads().items())
         while heads:
-            if las or fifo:
-                need = min(heads, key=heads.__getitem__)
-            else:  # only the counts that fit: free GPUs only shrink during the pass
-                for too_big in [need for need in heads if need > free.total_free]:
-                    del heads[too_big]
+            if not (las or fifo):  # only the counts that fit: free GPUs only shrink during the pass
+                heads = [head for head in heads if head[1] <= free.total_free]
                 if not heads:
                     return
-                need = min(heads, key=heads.__getitem__)
-            index = heads[need][-1]
+            key, need = heads[0]
+            index = key[-1]
             if need > free.total_free:
                 if fifo:
                     return
                 if not preempt_for(self, index, now):  # it can neither fit nor preempt: nor can its count
-                    del heads[need]
+                    del heads[0]
                     continue
             self.start(index, free.place(need, "any"), now)  # type: ignore[arg-type]
+            del heads[0]
             head = waiting.head(need)
-            if head is None:
-                del heads[need]
-            else:
-                heads[need] = head
+            if head is not None:
+                bisect.insort(heads, (head, need))
 
     def place_in_order(self, todo, now: float) -> None:
         """Walk the waiting jobs in order; start each the policy lets start where the free GPUs are."""
