@@ -39,6 +39,8 @@ import math
 from collections import _count_elements as count_elements  # Counter.update(iterable), in C
 from collections.abc import Callable
 from dataclasses import dataclass
+from itertools import compress
+from operator import ne
 
 from stash_core.errors import UsageError
 
@@ -298,10 +300,13 @@ class Links:
         moved: list[int] = []
         class_rate, rate_of = self.class_rate, self.rate
         get = class_rate.get
-        for cid, rate in rates.items():
-            old = get(cid)
-            if rate == old and cid not in joined:
-                continue  # most classes: a change did not reach them, or reached them to the same bits
+        # most classes: a change did not reach them, or reached them to the same bits; the others are found
+        # at C speed, and looked at with the classes a flow joined
+        todo = set(compress(rates, map(ne, rates.values(), map(get, rates))))
+        if joined:
+            todo.update(joined.intersection(rates))
+        for cid in todo:
+            rate, old = rates[cid], get(cid)
             if old is None or abs(rate - old) > 1e-12 * old or cid in joined:
                 class_rate[cid] = rate
                 members = members_of[cid]

@@ -112,6 +112,7 @@ class _Engine:
         self.touched: set[int] = set()  # running jobs to re-time at this instant: started, or changed queue
         self.changed_links: set[int] = set()  # links whose users changed at this instant
         self.requeue: list[int] = []
+        self.idle_state: tuple | None = None  # (queue, free GPUs, preemptable jobs) a pass left alone
         self.swept_at = 0  # events in the heap after the last sweep of stale ones
 
     # ---- the event loop
@@ -215,29 +216,39 @@ class _Engine:
         stops at the first that does not (head of line); las first tries preempting lower-queue jobs.
 
         The first waiting job of each GPU count is found once per pass; only the count whose job started
-        needs its next one (nothing else joins or leaves the queue during a pass)."""
+        needs its next one (nothing else joins or leaves the queue during a pass). A pass that started and
+        preempted nothing changed nothing: until the queue, the free GPUs or the preemptable jobs change,
+        another would do the same."""
         free, waiting, name = self.free, self.waiting, self.policy.name
+        state = (waiting.version, free.total_free, self.las_queues.version)
+        if state == self.idle_state:
+            return
+        self.idle_state = None
         fifo, las = name == "fifo", name == "las"
         # (first job's key, GPUs) of the GPU counts still looked at in this pass, in the queue's order
         heads = sorted((key, need) for need, key in waiting.heads().items())
+        started = False
         while heads:
             if not (las or fifo):  # only the counts that fit: free GPUs only shrink during the pass
                 heads = [head for head in heads if head[1] <= free.total_free]
                 if not heads:
-                    return
+                    break
             key, need = heads[0]
             index = key[-1]
             if need > free.total_free:
                 if fifo:
-                    return
+                    break
                 if not preempt_for(self, index, now):  # it can neither fit nor preempt: nor can its count
                     del heads[0]
                     continue
             self.start(index, free.place(need, "any"), now)  # type: ignore[arg-type]
+            started = True
             del heads[0]
             head = waiting.head(need)
             if head is not None:
                 bisect.insort(heads, (head, need))
+        if not started:
+            self.idle_state = state
 
     def place_in_order(self, todo, now: float) -> None:
         """Walk the waiting jobs in order; start each the policy lets start where the free GPUs are."""

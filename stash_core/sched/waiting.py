@@ -26,6 +26,7 @@ class Waiting:
         self.by_need: dict[int, list[tuple]] = {}
         self.demand: Counter[int] = Counter()  # GPUs asked -> waiting jobs asking it
         self.stale = 0
+        self.version = 0  # one more at every job added or removed
 
     def __len__(self) -> int:
         return sum(self.demand.values())
@@ -35,6 +36,7 @@ class Waiting:
 
     def add(self, index: int, key: tuple, need: int) -> None:
         self.key[index] = key
+        self.version += 1
         if self.ordered:
             bisect.insort(self.order, key)
         heapq.heappush(self.by_need.setdefault(need, []), key)
@@ -42,6 +44,7 @@ class Waiting:
 
     def remove(self, index: int, need: int) -> None:
         self.key[index] = None
+        self.version += 1
         self.stale += 1
         self.demand[need] -= 1
         if not self.demand[need]:
