@@ -40,7 +40,7 @@ from collections import _count_elements as count_elements  # Counter.update(iter
 from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import compress
-from operator import ne
+from operator import ne, truediv
 
 from stash_core.errors import UsageError
 
@@ -360,7 +360,8 @@ class Links:
             load, capacity = self.load, self.capacity
             count = {link: load[link] for link in seen}
             left = {link: capacity[link] for link in seen}
-        heap = [(left[link] / many, link) for link, many in count.items()]
+        shares = map(truediv, map(left.__getitem__, count), count.values())
+        heap = list(zip(shares, count, strict=True))  # (share, link), built at C speed
         heapq.heapify(heap)
         heappop, heappush = heapq.heappop, heapq.heappush
         rates: dict[int, float] = {}
