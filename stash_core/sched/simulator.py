@@ -15,15 +15,15 @@ starts and ends of an instant are applied first, then only the jobs whose rate m
 
 from __future__ import annotations
 
-import bisect
 import heapq
 import math
 
 from stash_core.errors import UsageError
 from stash_core.sched import timers
+from stash_core.sched.anywhere import place_anywhere
 from stash_core.sched.estimate import Estimator
 from stash_core.sched.fabric import Fabric, Links, links_of
-from stash_core.sched.las import LasQueues, preempt_for
+from stash_core.sched.las import LasQueues
 from stash_core.sched.outcome import JobOutcome
 from stash_core.sched.policy import WAIT_WEIGHT, Policy
 from stash_core.sched.preempt import migrate_spread_jobs
@@ -212,43 +212,7 @@ class _Engine:
 
     # ---- one pass over the waiting jobs
     def place_anywhere(self, now: float) -> None:
-        """fifo, sjf, las, spread: start the first waiting job in order that fits, again and again; fifo
-        stops at the first that does not (head of line); las first tries preempting lower-queue jobs.
-
-        The first waiting job of each GPU count is found once per pass; only the count whose job started
-        needs its next one (nothing else joins or leaves the queue during a pass). A pass that started and
-        preempted nothing changed nothing: until the queue, the free GPUs or the preemptable jobs change,
-        another would do the same."""
-        free, waiting, name = self.free, self.waiting, self.policy.name
-        state = (waiting.version, free.total_free, self.las_queues.version)
-        if state == self.idle_state:
-            return
-        self.idle_state = None
-        fifo, las = name == "fifo", name == "las"
-        # (first job's key, GPUs) of the GPU counts still looked at in this pass, in the queue's order
-        heads = sorted((key, need) for need, key in waiting.heads().items())
-        started = False
-        while heads:
-            if not (las or fifo):  # only the counts that fit: free GPUs only shrink during the pass
-                heads = [head for head in heads if head[1] <= free.total_free]
-                if not heads:
-                    break
-            key, need = heads[0]
-            index = key[-1]
-            if need > free.total_free:
-                if fifo:
-                    break
-                if not preempt_for(self, index, now):  # it can neither fit nor preempt: nor can its count
-                    del heads[0]
-                    continue
-            self.start(index, free.place(need, "any"), now)  # type: ignore[arg-type]
-            started = True
-            del heads[0]
-            head = waiting.head(need)
-            if head is not None:
-                bisect.insort(heads, (head, need))
-        if not started:
-            self.idle_state = state
+        place_anywhere(self, now)
 
     def place_in_order(self, todo, now: float) -> None:
         """Walk the waiting jobs in order; start each the policy lets start where the free GPUs are."""
