@@ -4,9 +4,8 @@
   skipped and swept out once they are half of the list). Walked by the policies whose placement depends
   on where the free GPUs are (consolidate, delay, network-*).
 - `heads()`, `head(need)`: the first waiting job in order of each GPU count: one heap per GPU count, so a
-  pass of the policies that place anywhere (fifo, sjf, las, spread) costs the distinct GPU counts plus the
-  jobs it starts. Starting, in order, every job that fits is the same as starting, again
-  and again, the first job that fits: free GPUs only shrink during a pass.
+  pass of the policies that place anywhere (fifo, sjf, las, spread, anywhere.py) costs the distinct GPU
+  counts plus the jobs it starts.
 """
 
 from __future__ import annotations
