@@ -26,17 +26,20 @@ class LasQueues:
         self.ready: list[list[tuple[int, int]]] = [[] for _ in range(len(limits_gpu_s) + 1)]
         self.ready_gpus = [0] * (len(limits_gpu_s) + 1)
         self.members: set[int] = set()
+        self.version = 0  # one more at every job joining or leaving
 
     def queue_of(self, attained_gpu_s: float) -> int:
         return sum(attained_gpu_s >= limit for limit in self.limits_gpu_s)
 
     def join(self, queue: int, rank: int, index: int, gpus: int) -> None:
         bisect.insort(self.ready[queue], (-rank, index))
+        self.version += 1
         self.ready_gpus[queue] += gpus
         self.members.add(index)
 
     def leave(self, queue: int, rank: int, index: int, gpus: int) -> None:
         if index in self.members:
+            self.version += 1
             jobs = self.ready[queue]
             del jobs[bisect.bisect_left(jobs, (-rank, index))]
             self.ready_gpus[queue] -= gpus

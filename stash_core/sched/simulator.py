@@ -20,9 +20,10 @@ import math
 
 from stash_core.errors import UsageError
 from stash_core.sched import timers
+from stash_core.sched.anywhere import place_anywhere
 from stash_core.sched.estimate import Estimator
 from stash_core.sched.fabric import Fabric, Links, links_of
-from stash_core.sched.las import LasQueues, preempt_for
+from stash_core.sched.las import LasQueues
 from stash_core.sched.outcome import JobOutcome
 from stash_core.sched.policy import WAIT_WEIGHT, Policy
 from stash_core.sched.preempt import migrate_spread_jobs
@@ -111,6 +112,7 @@ class _Engine:
         self.touched: set[int] = set()  # running jobs to re-time at this instant: started, or changed queue
         self.changed_links: set[int] = set()  # links whose users changed at this instant
         self.requeue: list[int] = []
+        self.idle_state: tuple | None = None  # (queue, free GPUs, preemptable jobs) a pass left alone
         self.swept_at = 0  # events in the heap after the last sweep of stale ones
 
     # ---- the event loop
@@ -202,35 +204,15 @@ class _Engine:
 
     def may_wait_for(self, index: int) -> bool:
         """LAS: whether a waiting job is in a higher-priority queue than the running job `index`."""
-        head = self.waiting.best_head(lambda need: True)
-        return head is not None and head[0][0] < self.las[index]
+        heads = self.waiting.heads().values()
+        return bool(heads) and min(heads)[0] < self.las[index]
 
     def enqueue(self, index: int) -> None:
         self.waiting.add(index, self.key(index), self.gpus[index])
 
     # ---- one pass over the waiting jobs
     def place_anywhere(self, now: float) -> None:
-        """fifo, sjf, las, spread: start the first waiting job in order that fits, again and again; fifo
-        stops at the first that does not (head of line); las first tries preempting lower-queue jobs."""
-        free, fifo, las = self.free, self.policy.name == "fifo", self.policy.name == "las"
-        blocked: set[int] = set()  # GPU counts that can neither fit nor preempt in this pass
-        while True:
-            if fifo:
-                head = self.waiting.best_head(lambda need: True)
-            elif las:
-                head = self.waiting.best_head(lambda need: need not in blocked)
-            else:
-                head = self.waiting.best_head(lambda need: need <= free.total_free)
-            if head is None:
-                return
-            key, need = head
-            if need > free.total_free:
-                if fifo:
-                    return
-                if not preempt_for(self, key[-1], now):
-                    blocked.add(need)
-                    continue
-            self.start(key[-1], free.place(need, "any"), now)  # type: ignore[arg-type]
+        place_anywhere(self, now)
 
     def place_in_order(self, todo, now: float) -> None:
         """Walk the waiting jobs in order; start each the policy lets start where the free GPUs are."""

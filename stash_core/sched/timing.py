@@ -135,14 +135,17 @@ def retime_many(engine: Any, indices: list[int], now: float) -> None:
 def sweep_events(engine: Any) -> None:
     """Drop the stale finish, demotion and guard events (their job stopped or was re-timed since)."""
     running = engine.running
-    live = []
-    for event in engine.events:
-        kind, index, version = event[2], event[3], event[4]
-        run = running.get(index)
-        if kind in (TIMER, PROMOTE):  # about waiting jobs: checked when they fire
-            live.append(event)
-        elif run is not None and version == (run.start_id if kind == GUARD else run.version):
-            live.append(event)
+    get = running.get
+    live = [
+        event
+        for event in engine.events
+        if event[2] == TIMER
+        or event[2] == PROMOTE  # about waiting jobs: checked when they fire
+        or (
+            (run := get(event[3])) is not None
+            and event[4] == (run.start_id if event[2] == GUARD else run.version)
+        )
+    ]
     heapq.heapify(live)
     engine.events = live
     engine.swept_at = len(live)

@@ -96,9 +96,7 @@ class Cluster:
 
     def _place_at(self, gpus: int, level: str) -> dict[int, int] | None:
         if level == "any":
-            return _fill(
-                sorted(range(len(self.free)), key=self.free.__getitem__, reverse=True), self.free, gpus
-            )
+            return self._emptiest_first(gpus)
         if gpus > self.switch_gpus:
             return self._place_big(gpus, level)
         if level == "node" and gpus <= self.gpus_per_node:
@@ -127,6 +125,24 @@ class Cluster:
             if best is None or _tighter(candidate, best, self.free):
                 best = candidate
         return best
+
+    def _emptiest_first(self, gpus: int) -> dict[int, int] | None:
+        """_fill over every node, emptiest first (ties by node number), without sorting the nodes: the
+        nodes with each free count, most first, found by list.index."""
+        free, placement, needed = self.free, {}, gpus
+        for have in range(self.gpus_per_node, 0, -1):
+            node = -1
+            while needed:
+                try:
+                    node = free.index(have, node + 1)
+                except ValueError:
+                    break
+                taken = min(have, needed)
+                placement[node] = taken
+                needed -= taken
+            if not needed:
+                return placement
+        return None
 
     def _place_big(self, gpus: int, level: str) -> dict[int, int] | None:
         """A job bigger than a switch on its fewest switches, or None: the tightest placement over every set

@@ -3,10 +3,9 @@
 - `in_order()`: every waiting job's key in order (a sorted list; started jobs leave stale entries that are
   skipped and swept out once they are half of the list). Walked by the policies whose placement depends
   on where the free GPUs are (consolidate, delay, network-*).
-- `best_head(fits)`: the first waiting job in order among the GPU counts `fits` accepts: one heap per GPU
-  count, so a pass of the policies that place anywhere (fifo, sjf, las, spread) costs the jobs it starts
-  times the distinct GPU counts. Starting, in order, every job that fits is the same as starting, again
-  and again, the first job that fits: free GPUs only shrink during a pass.
+- `heads()`, `head(need)`: the first waiting job in order of each GPU count: one heap per GPU count, so a
+  pass of the policies that place anywhere (fifo, sjf, las, spread, anywhere.py) costs the distinct GPU
+  counts plus the jobs it starts.
 """
 
 from __future__ import annotations
@@ -15,7 +14,7 @@ import bisect
 import heapq
 import math
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 
 class Waiting:
@@ -26,6 +25,7 @@ class Waiting:
         self.by_need: dict[int, list[tuple]] = {}
         self.demand: Counter[int] = Counter()  # GPUs asked -> waiting jobs asking it
         self.stale = 0
+        self.version = 0  # one more at every job added or removed
 
     def __len__(self) -> int:
         return sum(self.demand.values())
@@ -35,6 +35,7 @@ class Waiting:
 
     def add(self, index: int, key: tuple, need: int) -> None:
         self.key[index] = key
+        self.version += 1
         if self.ordered:
             bisect.insort(self.order, key)
         heapq.heappush(self.by_need.setdefault(need, []), key)
@@ -42,6 +43,7 @@ class Waiting:
 
     def remove(self, index: int, need: int) -> None:
         self.key[index] = None
+        self.version += 1
         self.stale += 1
         self.demand[need] -= 1
         if not self.demand[need]:
@@ -56,17 +58,24 @@ class Waiting:
             if self.key[key[-1]] is key:
                 yield key
 
-    def best_head(self, fits: Callable[[int], bool]) -> tuple[tuple, int] | None:
-        """(key, GPUs) of the first waiting job in order whose GPU count `fits`, or None."""
-        best = None
+    def head(self, need: int) -> tuple | None:
+        """The key of the first waiting job in order asking `need` GPUs, or None."""
+        heap = self.by_need.get(need)
+        if heap is None:
+            return None
+        key = self.key
+        while key[heap[0][-1]] is not heap[0]:
+            heapq.heappop(heap)
+        return heap[0]
+
+    def heads(self) -> dict[int, tuple]:
+        """GPUs asked -> the key of the first waiting job in order asking them."""
+        key, heads = self.key, {}
         for need, heap in self.by_need.items():
-            if not fits(need):
-                continue
-            while self.key[heap[0][-1]] is not heap[0]:
+            while key[heap[0][-1]] is not heap[0]:
                 heapq.heappop(heap)
-            if best is None or heap[0] < best[0]:
-                best = (heap[0], need)
-        return best
+            heads[need] = heap[0]
+        return heads
 
 
 def allowed_level(timer_s: float, since_s: float, now_s: float) -> str:

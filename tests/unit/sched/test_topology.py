@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import random
+
 from stash_core.sched import Cluster
+from stash_core.sched.topology import _fill
 
 
 def test_a_small_job_gets_the_fullest_node_that_holds_it():
@@ -77,3 +80,17 @@ def test_a_big_job_finds_a_node_tight_placement_on_any_set_of_switches():
     cluster = Cluster(3, 2, 4, free=[4, 4, 3, 3, 4, 0])
     assert cluster.place(12, "node") == {0: 4, 1: 4, 4: 4}
     assert cluster.level_of({0: 4, 1: 4, 4: 4}, 12) == "node"
+
+
+def test_spreading_takes_the_nodes_a_sort_by_free_gpus_gives():
+    # The placement "any" walks the nodes emptiest first, ties by node number, without sorting them: the
+    # same nodes, in the same order, as taking them from the sorted list.
+    rng = random.Random(0)
+    for _ in range(3000):
+        cluster = Cluster(rng.randint(1, 4), rng.randint(1, 8), rng.choice([1, 2, 4, 8]))
+        cluster.free = [rng.randint(0, cluster.gpus_per_node) for _ in cluster.free]
+        gpus = rng.randint(1, cluster.total_gpus)
+        order = sorted(range(len(cluster.free)), key=cluster.free.__getitem__, reverse=True)
+        want = _fill(order, cluster.free, gpus)
+        got = cluster._emptiest_first(gpus)
+        assert got == want and (want is None or list(got) == list(want))

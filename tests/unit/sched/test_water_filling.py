@@ -3,6 +3,7 @@ small networks: the same rates to 1e-9, and re-timing exactly the flows whose ra
 
 from __future__ import annotations
 
+import copy
 import random
 
 import pytest
@@ -172,3 +173,39 @@ def test_a_fill_of_every_class_gives_each_component_its_own_fills_rates_to_the_b
         component = {link for flow in group for link in on[flow]}
         alone = links._fill(component)
         assert alone == {links.class_of[flow]: every[links.class_of[flow]] for flow in group}
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_a_change_that_gives_back_the_same_sets_of_links_skips_the_fill_and_changes_nothing_else(seed):
+    # A job ends and the next takes the same nodes, or a set of links empties and fills again within an
+    # instant: the fill is skipped, and every rate and the flows reported as moved are, to the bit, those
+    # of the same Links made to fill; and within 1e-9 of a fresh fill of the same flows.
+    rng = random.Random(seed)
+    switches, per = rng.choice([(2, 2), (3, 4), (4, 8)])
+    fabric = Fabric.oversubscribed(rng.choice([10.0, 100.0]), rng.choice([1.0, 4.0]), per)
+    shapes = [_cluster_flows(rng, switches, per) for _ in range(8)] + [_switch_flows(rng, switches, per)]
+    links, on, fresh = Links(fabric), {}, iter(range(10**6))
+    for _ in range(40):
+        _churn(rng, links, on, fresh, 4, 0.4, lambda: list(rng.choice(shapes)))
+        links.reallocate({link for flows in on.values() for link in flows})
+    skipped = 0
+    for _ in range(40):
+        changed: set[int] = set()
+        for flow in rng.sample(sorted(on), min(len(on), rng.randint(1, 3))):  # each replaced on its links
+            shape = on.pop(flow)
+            links.remove(flow, shape)
+            new = next(fresh)
+            on[new] = shape
+            links.add(new, shape)
+            changed.update(shape)
+        filling = copy.deepcopy(links)
+        filling.net[(0,)] = 1  # as if the flows had changed: it fills
+        skipped += not any(links.net.values())
+        assert links.reallocate(changed) == filling.reallocate(changed)
+        assert links.rate == filling.rate and links.class_rate == filling.class_rate
+        full = max_min_rates(on, fabric.capacity)
+        assert all(links.rate[flow] == pytest.approx(full[flow], rel=1e-9) for flow in on)
+        if rng.random() < 0.3:  # and now and then a real change, filled
+            _churn(rng, links, on, fresh, 2, 0.5, lambda: list(rng.choice(shapes)))
+            links.reallocate({link for flows in on.values() for link in flows})
+    assert skipped >= 20
