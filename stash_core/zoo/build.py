@@ -12,6 +12,7 @@ from torch import nn
 
 from stash_core.errors import UsageError
 from stash_core.units import shape_parts
+from stash_core.zoo.compiler_guards import compiler_unimported
 from stash_core.zoo.info import ModelInfo, describe
 from stash_core.zoo.outputs import config_vocab_size, has_loss, logits_of
 from stash_core.zoo.registry import ZOO, ZooEntry
@@ -231,7 +232,12 @@ def _probe_logits(
         name: torch.empty_like(tensor, device="meta")
         for name, tensor in [*model.named_parameters(), *model.named_buffers()]
     }
-    output = torch.func.functional_call(model, state, (_probe_input(kind, shape, torch.device("meta")),))
+    batch = _probe_input(kind, shape, torch.device("meta"))
+    try:
+        with compiler_unimported():  # batch norm's meta kernel would import torch._dynamo (seconds): no need
+            output = torch.func.functional_call(model, state, (batch,))
+    except Exception:  # a model that reaches for the compiler itself: the same forward with it loaded
+        output = torch.func.functional_call(model, state, (batch,))
     logits = logits_of(output)
     if logits is None:
         raise TypeError(f"model returned a {type(output).__name__}, not a logits tensor")

@@ -25,6 +25,16 @@ def ctrl_c_raises():
     signal.signal(signal.SIGINT, before)
 
 
+@pytest.fixture
+def stop_signals_at_default():
+    """SIGTERM and SIGHUP at their default, as a command started from a terminal has them, whatever the test
+    run inherited: under nohup SIGHUP is ignored, and an ignored SIGHUP stays ignored by design."""
+    before = {sig: signal.signal(sig, signal.SIG_DFL) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    yield
+    for sig, handler in before.items():
+        signal.signal(sig, handler)
+
+
 def test_an_interrupt_is_held_until_the_block_is_done(ctrl_c_raises):
     done = []
     with held_interrupts() as interrupted:
@@ -46,7 +56,7 @@ def test_no_interrupt_leaves_the_list_empty(ctrl_c_raises):
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
-def test_sigterm_and_sighup_are_held_too(sig):
+def test_sigterm_and_sighup_are_held_too(sig, stop_signals_at_default):
     before = signal.getsignal(sig)
     with held_interrupts() as interrupted:
         os.kill(os.getpid(), sig)
@@ -59,7 +69,7 @@ def test_sigterm_and_sighup_are_held_too(sig):
     (signal.SIGINT, 130, "stash: interrupted"),
 ])  # fmt: skip
 def test_a_stop_signal_ends_a_command_with_128_plus_its_number(
-    monkeypatch, capsys, ctrl_c_raises, sig, status, line
+    monkeypatch, capsys, ctrl_c_raises, stop_signals_at_default, sig, status, line
 ):
     cli_main = importlib.import_module("stash_core.cli.main")  # the module (the package exports the function)
 

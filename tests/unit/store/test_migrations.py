@@ -3,6 +3,7 @@ in one transaction, with its data intact; readers take it as it is; newer files 
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import duckdb
@@ -121,11 +122,23 @@ def _meta(path: Path) -> dict[str, str]:
         return dict(con.execute("SELECT key, value FROM schema_meta").fetchall())
 
 
+@pytest.fixture(scope="module")
+def _v1_template(tmp_path_factory, result_doc_builder) -> Path:
+    """Made once for the module (each test migrates a copy, v1_path)."""
+    folder = tmp_path_factory.mktemp("v1")
+    path = folder / "old.duckdb"
+    docs = [
+        result_doc_builder(run_id=OLD_RUNS[0]),
+        result_doc_builder(run_id=OLD_RUNS[1], status="failed", model="vgg11"),
+    ]
+    _v1_database(path, folder / "scratch.duckdb", docs)
+    return path
+
+
 @pytest.fixture
-def v1_path(tmp_path, result_doc) -> Path:
+def v1_path(_v1_template, tmp_path) -> Path:
     path = tmp_path / "old.duckdb"
-    docs = [result_doc(run_id=OLD_RUNS[0]), result_doc(run_id=OLD_RUNS[1], status="failed", model="vgg11")]
-    _v1_database(path, tmp_path / "scratch.duckdb", docs)
+    shutil.copyfile(_v1_template, path)
     return path
 
 
@@ -137,10 +150,19 @@ V2_DOCS = [
 
 
 @pytest.fixture
-def v2_path(tmp_path) -> Path:
+def v2_path(_v2_template, tmp_path) -> Path:
+    path = tmp_path / "v2.duckdb"
+    shutil.copyfile(_v2_template, path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def _v2_template(tmp_path_factory) -> Path:
     """A version-2 file: the v1 layout after the frozen 1 -> 2 step, holding V2_DOCS with `unattributed_s` as
-    version 2 stored it (the result file's figure, NULL for a file that had none)."""
-    path, scratch = tmp_path / "v2.duckdb", tmp_path / "scratch-v2.duckdb"
+    version 2 stored it (the result file's figure, NULL for a file that had none). Made once for the module;
+    each test migrates a copy (v2_path)."""
+    folder = tmp_path_factory.mktemp("v2")
+    path, scratch = folder / "v2.duckdb", folder / "scratch-v2.duckdb"
     _v1_database(path, scratch, V2_DOCS)
     with duckdb.connect(str(path)) as con:
         migrations._v1_to_v2(con)
