@@ -1,13 +1,13 @@
-"""A meta-device forward without importing torch's compiler.
+"""Running a model on the meta device without importing torch's compiler.
 
-Torch's reference implementations that run batch norm, softmax, GELU and friends on the meta device are
-wrapped in a guard that keeps torch.compile from tracing into them; the guard's first call imports
-torch._dynamo, some 2-3 s for a probe that compiles nothing (the meta forward that checks a user model's
-output shape, paid by every `stash profile` of a model file before its first launch). While the block runs,
-and only if nothing has imported the compiler yet, the guards are served by a stand-in that returns each
-function unguarded; afterwards the stand-in and every guard it served are removed, so a later torch.compile
-or optimizer in the same process imports the real compiler and guards as usual.
-decide/predict/compiler_guards.py does the same for a count.
+Many of torch's reference implementations (the decompositions that run batch norm, softmax, GELU, a loss ...
+on the meta device) and every TorchDispatchMode are wrapped in a guard that keeps torch.compile from tracing
+into them; the guard's first call imports torch._dynamo, some 2-3 s for work that compiles nothing: the meta
+forward that checks a user model's output shape (paid by every `stash profile` of a model file before its
+first launch) and the count of a step's operators (decide/predict/step_cost.py, a cold `stash predict`).
+While the block runs, and only if nothing has imported the compiler yet, the guards are served by a stand-in
+that returns each function unguarded; afterwards the stand-in and every guard it served are removed, so a
+later torch.compile or optimizer in the same process imports the real compiler and guards as usual.
 """
 
 from __future__ import annotations

@@ -27,7 +27,6 @@ from torch.utils._pytree import tree_leaves
 from torch.utils.flop_counter import flop_registry
 
 from stash_core.decide.predict.attention import fused_attention
-from stash_core.decide.predict.compiler_guards import compiler_unimported
 from stash_core.decide.predict.op_classes import (
     FREE_OPS,
     gemm_dims,
@@ -38,6 +37,7 @@ from stash_core.decide.predict.op_classes import (
 )
 from stash_core.decide.predict.step_cache import cached
 from stash_core.errors import UsageError
+from stash_core.zoo.compiler_guards import compiler_unimported
 
 TRACE_BATCHES = (2, 4)  # the two batches every other batch is interpolated from
 ATTENTION_KINDS = ("fused", "decomposed")
