@@ -9,7 +9,7 @@ import json
 import sys
 from typing import Any
 
-from stash_core.cli.args import add_db_argument, comma_list, db_path, identifier
+from stash_core.cli.args import PRECISION_HELP, add_db_argument, comma_list, db_path, identifier
 from stash_core.cli.figures import fixed, percent
 from stash_core.errors import UsageError
 from stash_core.spec_parse import BATCH_SIZE, count, parse_input_shape
@@ -45,9 +45,7 @@ def add_commands(subparsers: Any, parser_class: type[argparse.ArgumentParser] | 
         "--gpu", type=comma_list(identifier, 100), default=None,
         help="only instances with this GPU (comma list; names as NVML, SkyPilot or datasheets give them)",
     )  # fmt: skip
-    pred.add_argument(
-        "--precision", choices=("fp32", "tf32", "amp"), default="fp32", help="arithmetic of the training"
-    )
+    pred.add_argument("--precision", choices=("fp32", "tf32", "amp"), default="fp32", help=PRECISION_HELP)
     add_format_argument(pred)
     add_db_argument(pred)
 

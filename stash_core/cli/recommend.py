@@ -8,7 +8,15 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from stash_core.cli.args import add_db_argument, comma_list, count, db_path, identifier, positive_real
+from stash_core.cli.args import (
+    PRECISION_HELP,
+    add_db_argument,
+    comma_list,
+    count,
+    db_path,
+    identifier,
+    positive_real,
+)
 from stash_core.cli.figures import fixed, percent
 from stash_core.cli.predict import add_format_argument
 from stash_core.spec_parse import BATCH_SIZE, parse_input_shape
@@ -34,9 +42,7 @@ def add_commands(subparsers: Any, parser_class: type[argparse.ArgumentParser] | 
         type=parse_input_shape,
         help="one sample: C,H,W for images or a sequence length for tokens (default: the model's)",
     )
-    rec.add_argument(
-        "--precision", choices=("fp32", "tf32", "amp"), default="fp32", help="arithmetic of the training"
-    )
+    rec.add_argument("--precision", choices=("fp32", "tf32", "amp"), default="fp32", help=PRECISION_HELP)
     rec.add_argument("--epochs", required=True, type=positive_real(1e6), help="epochs to train")
     rec.add_argument(
         "--dataset-images", "--dataset-samples", dest="dataset_images", required=True, type=count(10**12),
