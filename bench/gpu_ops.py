@@ -13,7 +13,6 @@ Run (on a machine with a CUDA GPU): PYTHONPATH=. python bench/gpu_ops.py [--out 
 from __future__ import annotations
 
 import argparse
-import csv
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -23,7 +22,8 @@ import torch.nn.functional as F
 from torch.profiler import ProfilerActivity, profile
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from gpu_layouts import _step_fn  # noqa: E402
+from gpu_layouts import _step_fn, _write  # noqa: E402
+from gpu_steps import _set_precision  # noqa: E402
 
 # (name, batch, heads, tokens, head size, causal)
 ATTENTION_SHAPES = [
@@ -34,8 +34,7 @@ ATTENTION_SHAPES = [
 
 
 def attention_seconds(batch: int, heads: int, tokens: int, size: int, causal: bool, precision: str) -> float:
-    torch.backends.cuda.matmul.allow_tf32 = precision == "tf32"
-    torch.backends.cudnn.allow_tf32 = precision == "tf32"
+    _set_precision(precision)
     dtype = torch.float16 if precision == "fp16" else torch.float32
     shape = (batch, heads, tokens, size)
     q, k, v = (torch.randn(shape, device="cuda", dtype=dtype, requires_grad=True) for _ in range(3))
@@ -99,20 +98,13 @@ def main() -> int:
         totals = kernel_seconds(precision)
         total = sum(totals.values())
         print(f"resnet50 b128 {precision}: {total * 1e3:.2f} ms of kernels, {len(totals)} names", flush=True)
-        for kernel, seconds in sorted(totals.items(), key=lambda item: -item[1]):
-            rows.append([name, precision, f"{seconds:.6f}", kernel[:300]])
-        for kernel, seconds in sorted(totals.items(), key=lambda item: -item[1])[:12]:
+        largest_first = sorted(totals.items(), key=lambda item: -item[1])
+        rows.extend([name, precision, f"{seconds:.6f}", kernel[:300]] for kernel, seconds in largest_first)
+        for kernel, seconds in largest_first[:12]:
             print(f"  {seconds * 1e3:8.2f} ms  {kernel[:110]}", flush=True)
         torch.cuda.empty_cache()
     _write(out / "resnet50_kernels.csv", ["gpu", "precision", "seconds", "kernel"], rows)
     return 0
-
-
-def _write(path: Path, header: list[str], rows: list[list]) -> None:
-    with open(path, "w", newline="", encoding="utf-8") as handle:
-        writer = csv.writer(handle)
-        writer.writerow(header)
-        writer.writerows(rows)
 
 
 if __name__ == "__main__":

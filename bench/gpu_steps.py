@@ -21,7 +21,7 @@ import time
 
 import torch
 
-from stash_core.zoo import build_model, loss_fn, synthetic_batch
+from stash_core.zoo import build_model, loss_fn, make_optimizer, synthetic_batch
 
 # (model, batch, input shape or (), precision, memory format)
 CONFIGS = [
@@ -62,10 +62,7 @@ def measure(
     if layout == "nhwc":
         net = net.to(memory_format=torch.channels_last)
         inputs = inputs.contiguous(memory_format=torch.channels_last)
-    if info.kind == "tokens":
-        optimizer = torch.optim.AdamW(net.parameters(), lr=1e-4)
-    else:
-        optimizer = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
+    optimizer = make_optimizer(net, info.kind)
     amp = precision == "amp"
     scaler = torch.amp.GradScaler(device, enabled=amp and device == "cuda")
     criterion = loss_fn(info)

@@ -38,17 +38,9 @@ from stash_core.measure import protocol
 from stash_core.measure.rank_sync import MIN_WARMUP_ITERATIONS, all_reduce_max, report_progress
 from stash_core.measure.timed_loop import PARTS, StepTimes, make_clock, run_steps
 from stash_core.measure.worker_job import read_worker_job
-from stash_core.zoo import build_model, loss_fn
+from stash_core.zoo import build_model, loss_fn, make_optimizer
 
 FIRST_CHECK_AFTER = 10
-
-
-def training_optimizer(model: torch.nn.Module, kind: str) -> torch.optim.Optimizer:
-    """What a job of this model trains with, and what `stash predict` counts: AdamW for token models
-    (transformers), SGD with momentum for image models."""
-    if kind == "tokens":
-        return torch.optim.AdamW(model.parameters(), lr=1e-4)
-    return torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -100,7 +92,7 @@ def run_job(job: dict, rank: int) -> dict:
 
         model = DistributedDataParallel(model, device_ids=[local_rank] if device.type == "cuda" else None)
     model.train()
-    optimizer = training_optimizer(model, info.kind)
+    optimizer = make_optimizer(model, info.kind)
     batches, bad_files = make_batches(job, info, device, rank, world_size)
     clock = make_clock(device)
     times = StepTimes()

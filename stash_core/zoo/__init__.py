@@ -7,7 +7,7 @@ inputs, targets = synthetic_batch(info, batch_size=32, device="cuda")
 loss = loss_fn(info)(model(inputs), targets)
 """
 
-from stash_core.zoo.batches import loss_fn, synthetic_batch
+from stash_core.zoo.batches import loss_fn, make_optimizer, optimizer_name, synthetic_batch
 from stash_core.zoo.build import (
     DEFAULT_IMAGE_CLASSES,
     DEFAULT_IMAGE_SHAPE,
@@ -32,6 +32,8 @@ __all__ = [
     "describe_model",
     "list_models",
     "loss_fn",
+    "make_optimizer",
+    "optimizer_name",
     "parse_input_shape",
     "synthetic_batch",
 ]

@@ -1,4 +1,4 @@
-"""The synthetic batch of runs R0/R1 and the loss: made once on the device, reused every iteration."""
+"""The synthetic batch of runs R0/R1, the loss and the optimizer: made once, reused every iteration."""
 
 from __future__ import annotations
 
@@ -62,3 +62,16 @@ def loss_fn(info: ModelInfo) -> Callable[[Any, torch.Tensor], torch.Tensor]:
     if info.kind not in ("image", "tokens"):
         raise UsageError(f"unknown model kind {info.kind!r}; expected 'image' or 'tokens'")
     return functools.partial(training_loss, loss_fn=nn.CrossEntropyLoss())
+
+
+def optimizer_name(kind: str) -> str:
+    """What a job of a model of this kind trains with, as profiled and as predicted: AdamW for token models
+    (transformers), SGD with momentum for image models."""
+    return "adamw" if kind == "tokens" else "sgd"
+
+
+def make_optimizer(model: nn.Module, kind: str) -> torch.optim.Optimizer:
+    """The optimizer optimizer_name names, over the model's parameters (PyTorch's default implementation)."""
+    if optimizer_name(kind) == "adamw":
+        return torch.optim.AdamW(model.parameters(), lr=1e-4)
+    return torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)

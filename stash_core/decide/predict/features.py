@@ -42,6 +42,7 @@ import numpy as np
 
 from stash_core.catalog.accelerators import Accelerator
 from stash_core.decide.predict.step_cost import StepCost
+from stash_core.zoo import optimizer_name
 
 CLASSES = ("matmul", "attention", "elementwise", "reduction")
 PEAK_KINDS = ("fp32", "tf32", "fp16")
@@ -92,8 +93,8 @@ class Features:
 
 
 def default_optimizer(cost: StepCost) -> str:
-    """What a job of this model trains with: AdamW for token models (transformers), SGD with momentum else."""
-    return "adamw" if cost.kind == "tokens" else "sgd"
+    """What a job of this model trains with, as `stash profile` runs it (zoo.optimizer_name)."""
+    return optimizer_name(cost.kind)
 
 
 def sm_count(accelerator: Accelerator) -> int:
