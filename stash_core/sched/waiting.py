@@ -70,12 +70,7 @@ class Waiting:
 
     def heads(self) -> dict[int, tuple]:
         """GPUs asked -> the key of the first waiting job in order asking them."""
-        key, heads = self.key, {}
-        for need, heap in self.by_need.items():
-            while key[heap[0][-1]] is not heap[0]:
-                heapq.heappop(heap)
-            heads[need] = heap[0]
-        return heads
+        return {need: self.head(need) for need in self.by_need}
 
 
 def allowed_level(timer_s: float, since_s: float, now_s: float) -> str:
