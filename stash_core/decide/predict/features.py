@@ -2,13 +2,15 @@
 peak and of the memory bandwidth, class, wave utilisation, kernels; identical operators merged with a count
 (a ResNet's repeated blocks, a transformer's identical layers), so a fit over many steps stays fast.
 
-Precision: FP32 runs matrix operators on the FP32 cores; tf32 on TF32 tensor cores where the GPU has them;
-amp on FP16/BF16 tensor cores, with activation bytes halved, plus what autocast and the gradient scaler add
-per step: each weight cast to FP16 (read 4, write 2 bytes a parameter, one kernel a weight tensor) and the
-gradients unscaled and checked (read and write 4 bytes each). The optimizer reads and writes its state in
-FP32: SGD with momentum 20 bytes a parameter (read weight, gradient, momentum; write weight, momentum), AdamW
-28 (two moments); torch's foreach implementation launches one kernel per pass per chunk of tensors; a figure
-timed without an optimizer step (optimizer "none") has neither, nor the gradient unscaling.
+Precision: FP32 runs matrix operators on the FP32 cores; tf32 on TF32 tensor cores where the GPU has them; amp
+on FP16/BF16 tensor cores, with activation bytes halved (a norm's only in channels last: measured on an H200,
+batch norm on half NCHW tensors takes about its FP32 time, 1.21 against 1.45 ms, and 0.62 against 1.16 ms in
+NHWC; layer norm, which autocast runs in FP32, its FP32 time or more), plus what autocast and the gradient
+scaler add per step: each weight cast to FP16 (read 4, write 2 bytes a parameter, one kernel a weight tensor)
+and the gradients unscaled and checked (read and write 4 bytes each). The optimizer reads and writes its state
+in FP32: SGD with momentum 20 bytes a parameter (read weight, gradient, momentum; write weight, momentum),
+AdamW 28 (two moments); torch's foreach implementation launches one kernel per pass per chunk of tensors; a
+figure timed without an optimizer step (optimizer "none") has neither, nor the gradient unscaling.
 
 Optimizer "loop": the model's optimizer run parameter by parameter in Python, as PyTorch's optimizers did
 before 2.0 (and Hugging Face's AdamW): a kernel per pass per parameter tensor.
@@ -44,7 +46,7 @@ from stash_core.catalog.accelerators import Accelerator
 from stash_core.decide.predict.step_cost import StepCost
 from stash_core.zoo import optimizer_name
 
-CLASSES = ("matmul", "attention", "elementwise", "reduction")
+CLASSES = ("matmul", "attention", "elementwise", "reduction", "normalisation")
 PEAK_KINDS = ("fp32", "tf32", "fp16")
 OPTIMIZER_BYTES_PER_PARAM = {"sgd": 5 * 4, "adamw": 7 * 4}
 OPTIMIZER_PASSES = {"sgd": 3, "adamw": 5}
@@ -171,7 +173,8 @@ def _features(
     sms = sm_count(accelerator)
     merged: dict[tuple, int] = {}
     for op in cost.ops:
-        moved_s = op.bytes * byte_scale / bandwidth
+        norm_fp32 = op.op_class == "normalisation" and memory_format != "nhwc"  # see the module's docstring
+        moved_s = op.bytes * (1.0 if norm_fp32 else byte_scale) / bandwidth
         # PyTorch's fused attention computes float32 tensors on the FP32 units, TF32 allowed or not (measured
         # on an H100: the same 24 TFLOP/s either way, docs/measurements/h100-attention.txt)
         on_fp32 = units == TF32_UNITS and op.op_class == "attention"

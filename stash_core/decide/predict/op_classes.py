@@ -3,8 +3,10 @@ count and the shape of its output tiles (for wave effects).
 
 Classes (each gets its own fitted efficiency, roofline.py): "matmul" (convolutions and matrix products, on
 the matrix units), "attention" (fused scaled_dot_product_attention, attention.py), "reduction" (sums, means,
-softmax, losses: a reduction tree is slower per byte than a streaming kernel) and "elementwise" (everything
-else, normalisation included: streaming kernels bound by memory bandwidth).
+softmax, losses: a reduction tree is slower per byte than a streaming kernel), "normalisation" (batch, layer
+and group norm: statistics, then the normalised tensor, several passes over their input; measured on an H200
+at 24-37% of the bandwidth their bytes need, docs/measurements/h200-convolutions.txt) and "elementwise"
+(everything else: streaming kernels bound by memory bandwidth).
 
 The output of a matrix product is computed in tiles of TILE x TILE elements, one thread block each, spread
 over the GPU's streaming multiprocessors (SMs); gemm dims (rows, cols, groups) give the tile count.
@@ -29,7 +31,7 @@ ATTENTION_OPS = frozenset(
      "aten._efficient_attention_backward", "stash.attention", "stash.attention_backward"}
 )  # fmt: skip
 _REDUCTION_WORDS = ("sum", "mean", "softmax", "nll_loss", "amax", "amin", "argmax", "var", "std", "norm.")
-_REDUCTION_EXCEPT = ("layer_norm", "batch_norm", "group_norm")
+_NORMALISATION_WORDS = ("layer_norm", "batch_norm", "group_norm")
 # Ops that create, describe or reinterpret tensors without a kernel worth timing.
 FREE_OPS = frozenset(
     {"aten.detach", "aten.t", "aten.empty", "aten.empty_like", "aten.empty_strided", "aten.zeros",
@@ -43,7 +45,9 @@ def op_class(name: str) -> str:
         return "matmul"
     if name in ATTENTION_OPS:
         return "attention"
-    if any(word in name for word in _REDUCTION_WORDS) and not any(word in name for word in _REDUCTION_EXCEPT):
+    if any(word in name for word in _NORMALISATION_WORDS):
+        return "normalisation"
+    if any(word in name for word in _REDUCTION_WORDS):
         return "reduction"
     return "elementwise"
 

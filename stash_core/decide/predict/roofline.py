@@ -1,19 +1,19 @@
 """Compute time of one training step on an accelerator: a roofline per operator class, launch and dispatch
 costs, and wave effects, with a few parameters fitted to measured steps (calibration.py).
 
-Per operator: max(FLOPs / (efficiency of its class x matrix peak of the precision x wave utilisation^w),
-bytes / (memory efficiency of its class x bandwidth)) + launch_s per kernel. Matrix products and
-convolutions run at the matrix peak of the precision (FP32 cores; TF32 or FP16/BF16 tensor cores under tf32
-and amp), attention at its own share of it; element-wise and normalisation operators, reductions and the
+Per operator: max(FLOPs / (efficiency of its class x matrix peak of the precision x wave utilisation^w), bytes
+/ (memory efficiency of its class x bandwidth)) + launch_s per kernel. Matrix products and convolutions run at
+the matrix peak of the precision (FP32 cores; TF32 or FP16/BF16 tensor cores under tf32 and amp), attention at
+its own share of it; element-wise operators, normalisation (batch, layer and group norm), reductions and the
 optimizer step are bandwidth-bound, each with its own efficiency. Wave utilisation: a GEMM of T output tiles
 on a GPU of S SMs fills T / (ceil(T / S) x S) of it, so a GEMM too small for the GPU runs below the efficiency
 of a large one (features.py). Eager PyTorch dispatches every kernel from the host, so a step also takes at
-least dispatch_s per kernel: GPU and host time are combined as a soft maximum (a p-norm, p = 6).
-Mixed precision halves activation bytes and adds the weight casts and gradient unscaling (features.py);
-amp_memory scales the memory efficiency of its half-precision operators (not every byte of them halves).
-An amp or tf32 convolution on NCHW tensors also pays their conversion to NHWC and back (features.py):
-nchw_relayout times its tensors' bytes, at the element-wise efficiency (prior 2: each tensor read and written
-once more).
+least dispatch_s per kernel: GPU and host time are combined as a soft maximum (a p-norm, p = 6). Mixed
+precision halves activation bytes (not a norm's, unless channels last) and adds the weight casts and gradient
+unscaling (features.py); amp_memory scales the memory efficiency of its half-precision operators (not every
+byte of them halves). An amp or tf32 convolution on NCHW tensors also pays their conversion to NHWC and back
+(features.py): nchw_relayout times its tensors' bytes, at the element-wise efficiency (prior 2: each tensor
+read and written once more).
 """
 
 from __future__ import annotations
@@ -29,15 +29,17 @@ from stash_core.decide.predict.step_cost import StepCost
 # Efficiencies are fractions of a peak; launch_s and dispatch_s seconds; wave_exponent in [0, 1].
 PARAMETERS = (
     "matmul_fp32", "matmul_tf32", "matmul_fp16", "attention", "elementwise", "reduction", "optimizer",
-    "launch_s", "dispatch_s", "wave_exponent", "amp_memory", "nchw_relayout",
+    "launch_s", "dispatch_s", "wave_exponent", "amp_memory", "nchw_relayout", "normalisation",
 )  # fmt: skip
 FRACTIONS = frozenset(PARAMETERS) - {"launch_s", "dispatch_s", "amp_memory", "nchw_relayout"}
 # Where the fit starts and what it is pulled towards when the data say little (calibration.py's prior):
-# a large GEMM near 70% of peak, a kernel launch of a few microseconds, eager dispatch ~10 us per kernel.
+# a large GEMM near 70% of peak, a kernel launch of a few microseconds, eager dispatch ~10 us per kernel; a
+# norm at a third of the bandwidth its bytes need (measured on an H200, forward and backward: batch norm
+# 29-37%, layer norm 24%; docs/measurements/h200-convolutions.txt).
 PRIOR = {
     "matmul_fp32": 0.7, "matmul_tf32": 0.5, "matmul_fp16": 0.5, "attention": 0.5, "elementwise": 0.7,
     "reduction": 0.5, "optimizer": 0.7, "launch_s": 4e-6, "dispatch_s": 1e-5, "wave_exponent": 0.5,
-    "amp_memory": 1.0, "nchw_relayout": 2.0,
+    "amp_memory": 1.0, "nchw_relayout": 2.0, "normalisation": 0.33,
 }  # fmt: skip
 SOFT_MAX_P = 6.0
 
@@ -85,6 +87,7 @@ def op_seconds(feats: Features, params: StepParams) -> np.ndarray:
     compute_eff = np.where(feats.op_class == 1, matmul * params["attention"], matmul)
     memory_eff = np.where(feats.op_class == 3, params["reduction"], params["elementwise"])
     memory_eff = memory_eff * params["amp_memory"] ** feats.half
+    memory_eff = np.where(feats.op_class == 4, params["normalisation"], memory_eff)
     wave = feats.utilisation ** params["wave_exponent"]
     seconds = np.maximum(feats.compute_s / (compute_eff * wave), feats.memory_s / memory_eff)
     seconds = seconds + params["nchw_relayout"] * feats.relayout_s / params["elementwise"]

@@ -190,6 +190,26 @@ def test_a_tensor_core_convolution_in_nchw_pays_its_relayout_and_nhwc_or_fp32_do
     assert features(step_cost("bert_tiny", 4), A100, "amp", None, "nchw").relayout_s.sum() == 0
 
 
+def test_norms_are_their_own_class_and_keep_their_fp32_bytes_under_amp_unless_channels_last():
+    cost = step_cost("resnet18", 32, (3, 64, 64))
+    assert {op.op_class for op in cost.ops if "batch_norm" in op.name} == {"normalisation"}
+    tokens = step_cost("bert_tiny", 4)
+    assert {op.op_class for op in tokens.ops if "layer_norm" in op.name} == {"normalisation"}
+    norm = CLASSES.index("normalisation")
+
+    def norm_bytes_s(precision: str, layout: str) -> float:
+        feats = features(cost, A100, precision, None, layout)
+        return float((feats.memory_s * feats.count)[feats.op_class == norm].sum())
+
+    # measured: batch norm on half NCHW tensors takes about its FP32 time; channels last halves it
+    assert norm_bytes_s("amp", "nchw") == pytest.approx(norm_bytes_s("fp32", "nchw"))
+    assert norm_bytes_s("amp", "nhwc") == pytest.approx(norm_bytes_s("fp32", "nhwc") / 2)
+    # at its own efficiency, not the element-wise one
+    feats = features(cost, A100, "fp32", None, "nchw")
+    slow = StepParams({**StepParams().values, "normalisation": 0.1})
+    assert op_seconds(feats, slow).sum() > op_seconds(feats, StepParams()).sum()
+
+
 def test_a_figure_timed_without_an_optimizer_step_predicts_no_optimizer_traffic():
     cost = step_cost("resnet18", 32, (3, 64, 64))
     with_step, without = features(cost, A100, "fp32", "sgd"), features(cost, A100, "fp32", "none")
