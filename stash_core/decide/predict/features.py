@@ -28,11 +28,12 @@ optimizer, each counted from the source's code, several joined by "+":
 Memory format: PyTorch keeps images in NCHW unless a job asks for channels_last; tensor-core convolutions
 (FP16 and TF32) run in NHWC, so cuDNN converts an NCHW convolution's tensors there and back, in kernels of
 their own. `relayout_s` is that traffic (the convolution's bytes at the memory bandwidth) for amp and tf32 in
-NCHW; NHWC jobs and FP32 convolutions have none. Measured on an H200 (docs/measurements/h200-layouts.txt):
-NCHW over NHWC costs ResNet-50 at batch 128 20.5 ms a step in amp, 17.6 ms in tf32 and nothing in fp32
-(VGG-16 at 64: 9.4, 10.1 and none); tf32's conversion takes about the time of amp's although its tensors are
-twice the bytes, so it is counted at amp's bytes (half its own). A prediction for a user's job assumes
-NCHW, PyTorch's default.
+NCHW; NHWC jobs, FP32 convolutions and 1x1 convolutions (which cuDNN runs on NCHW tensors as a matrix product:
+no conversion kernel in their time, docs/measurements/h200-convolutions.txt) have none. Measured on an H200
+(docs/measurements/h200-layouts.txt): NCHW over NHWC costs ResNet-50 at batch 128 20.5 ms a step in amp, 17.6
+ms in tf32 and nothing in fp32 (VGG-16 at 64: 9.4, 10.1 and none); tf32's conversion takes about the time of
+amp's although its tensors are twice the bytes, so it is counted at amp's bytes (half its own). A prediction
+for a user's job assumes NCHW, PyTorch's default.
 """
 
 from __future__ import annotations
@@ -184,7 +185,8 @@ def _features(
             op.flops / op_peak / alignment_factor(op.alignment, op_units) if op.matrix else 0.0, moved_s,
             utilisation(op.tiles, sms) if op.matrix else 1.0, op.kernels,
             1.0 if op.phase == "forward" else 0.0,
-            moved_s * relayout_scale if relayout and "convolution" in op.name else 0.0, op_units,
+            moved_s * relayout_scale if relayout and "convolution" in op.name and not op.pointwise else 0.0,
+            op_units,
         )  # fmt: skip
         merged[key] = merged.get(key, 0) + 1
     rows = np.array(list(merged), dtype=float).reshape(-1, 8)

@@ -122,6 +122,20 @@ def _rows(tensor: torch.Tensor) -> float:
     return float(tensor.numel() // max(int(tensor.shape[1]), 1))
 
 
+def pointwise_conv(name: str, args: tuple) -> bool:
+    """A convolution (or its backward) with a 1x1 kernel: cuDNN runs it on NCHW tensors as a matrix product,
+    without converting them to NHWC first (measured on an H200, docs/measurements/h200-convolutions.txt).
+    The weight is the second tensor of convolution(input, weight, ...) and the third of
+    convolution_backward(grad_output, input, weight, ...)."""
+    if name not in ("aten.convolution", "aten.convolution_backward"):
+        return False
+    tensors = [leaf for leaf in args if isinstance(leaf, torch.Tensor)]
+    index = 1 if name == "aten.convolution" else 2
+    if len(tensors) <= index or tensors[index].dim() < 3:
+        return False
+    return all(int(size) == 1 for size in tensors[index].shape[2:])
+
+
 def _conv_groups(args: tuple) -> int:
     # convolution(..., groups) and convolution_backward(..., groups, output_mask): the last int
     ints = [leaf for leaf in args if isinstance(leaf, int) and not isinstance(leaf, bool)]

@@ -12,8 +12,9 @@ least dispatch_s per kernel: GPU and host time are combined as a soft maximum (a
 precision halves activation bytes (not a norm's, unless channels last) and adds the weight casts and gradient
 unscaling (features.py); amp_memory scales the memory efficiency of its half-precision operators (not every
 byte of them halves). An amp or tf32 convolution on NCHW tensors also pays their conversion to NHWC and back
-(features.py): nchw_relayout times its tensors' bytes, at the element-wise efficiency (prior 2: each tensor
-read and written once more).
+(features.py): nchw_relayout times its tensors' bytes, at the element-wise efficiency (prior 5: the
+conversion kernels of single 3x3 and 7x7 convolutions measured on an H200 took 3.6 to 9.7 times that,
+docs/measurements/h200-convolutions.txt).
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ FRACTIONS = frozenset(PARAMETERS) - {"launch_s", "dispatch_s", "amp_memory", "nc
 PRIOR = {
     "matmul_fp32": 0.7, "matmul_tf32": 0.5, "matmul_fp16": 0.5, "attention": 0.5, "elementwise": 0.7,
     "reduction": 0.5, "optimizer": 0.7, "launch_s": 4e-6, "dispatch_s": 1e-5, "wave_exponent": 0.5,
-    "amp_memory": 1.0, "nchw_relayout": 2.0, "normalisation": 0.33,
+    "amp_memory": 1.0, "nchw_relayout": 5.0, "normalisation": 0.33,
 }  # fmt: skip
 SOFT_MAX_P = 6.0
 

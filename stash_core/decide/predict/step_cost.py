@@ -33,6 +33,7 @@ from stash_core.decide.predict.op_classes import (
     kernel_count,
     leading_alignment,
     op_class,
+    pointwise_conv,
     tile_count,
 )
 from stash_core.decide.predict.step_cache import cached
@@ -49,10 +50,11 @@ class OpCost:
     flops: float
     bytes: float
     phase: str  # "forward" | "backward"
-    op_class: str = "elementwise"  # "matmul" | "attention" | "reduction" | "elementwise"
+    op_class: str = "elementwise"  # "matmul" | "attention" | "reduction" | "normalisation" | "elementwise"
     kernels: int = 1
     gemm: tuple[float, ...] = ()  # (rows, cols, groups) of a matrix operator's output
     alignment: float = 0.0  # elements every operand's leading dimension is a multiple of (cuBLAS products)
+    pointwise: bool = False  # a 1x1 convolution: no NCHW to NHWC conversion (op_classes.pointwise_conv)
 
     @property
     def matrix(self) -> bool:
@@ -123,8 +125,11 @@ class _OpRecorder(TorchDispatchMode):
         dims = gemm_dims(name, args, out)
         aligned = leading_alignment(name, args, out)
         self.ops.append(
-            OpCost(name, flops, float(moved), self.phase, op_class(name), kernel_count(name), dims, aligned)
-        )
+            OpCost(
+                name, flops, float(moved), self.phase, op_class(name), kernel_count(name), dims, aligned,
+                pointwise_conv(name, args),
+            )
+        )  # fmt: skip
         return out
 
     def record(self, name: str, cost: dict) -> None:

@@ -138,15 +138,15 @@ def test_a_gemm_too_small_to_fill_the_sms_runs_below_full_efficiency():
 def test_calibration_recovers_the_step_times_of_synthetic_measurements():
     # The GPU launch cost is held at its prior (a hardware constant); the efficiencies are not.
     truth = StepParams({**PRIOR, "matmul_fp32": 0.55, "matmul_fp16": 0.35, "elementwise": 0.6})
+    # channels-last figures beside NCHW ones tell the convolutions' rate from their NCHW conversion
     probes = [
-        Point(model, batch, gpu, precision, 1.0, "synthetic")
+        Point(model, batch, gpu, precision, 1.0, "synthetic", memory_format=layout)
         for gpu in ("V100", "T4", "A100", "H100")
         for precision in ("fp32", "amp")
         for model, batch in (("resnet18", 32), ("resnet18", 2), ("bert_tiny", 8))
+        for layout in ("nchw", "nhwc")
     ]
-    points = [
-        Point(p.model, p.batch_size, p.accelerator, p.precision, predicted_s(p, truth), "s") for p in probes
-    ]
+    points = [replace(p, step_s=predicted_s(p, truth)) for p in probes]
     fitted = fit_params(points)
     # The weak prior pulls a little towards roofline.PRIOR; the fit still explains every point closely.
     errors = [abs(predicted_s(point, fitted) / point.step_s - 1) for point in points]
@@ -188,6 +188,28 @@ def test_a_tensor_core_convolution_in_nchw_pays_its_relayout_and_nhwc_or_fp32_do
     assert features(cost, A100, "fp32", None, "nchw").relayout_s.sum() == 0
     # A transformer has no convolution: nothing to convert.
     assert features(step_cost("bert_tiny", 4), A100, "amp", None, "nchw").relayout_s.sum() == 0
+
+
+def test_a_1x1_convolution_pays_no_nchw_conversion_and_a_3x3_one_does():
+    with torch.device("meta"):
+        x = torch.empty(2, 8, 16, 16, requires_grad=True)
+        pointwise, spatial = torch.empty(8, 8, 1, 1), torch.empty(8, 8, 3, 3)
+    recorder = _OpRecorder()
+    with recorder:
+        out = F.conv2d(F.conv2d(x, pointwise), spatial, padding=1)
+        recorder.phase = "backward"
+        out.sum().backward()
+    convs = [op for op in recorder.ops if "convolution" in op.name]
+    assert [op.pointwise for op in convs] == [True, False, False, True]  # forward 1x1, 3x3; backward 3x3, 1x1
+    # a ResNet-50 step converts exactly what its spatial convolutions move
+    cost = step_cost("resnet50", 4)
+    spatial_only = replace(cost, ops=tuple(op for op in cost.ops if not op.pointwise))
+
+    def converted_s(step) -> float:
+        feats = features(step, A100, "amp", None, "nchw")
+        return float((feats.relayout_s * feats.count).sum())
+
+    assert converted_s(cost) > 0 and converted_s(cost) == pytest.approx(converted_s(spatial_only))
 
 
 def test_norms_are_their_own_class_and_keep_their_fp32_bytes_under_amp_unless_channels_last():
