@@ -5,12 +5,13 @@ peak and of the memory bandwidth, class, wave utilisation, kernels; identical op
 Precision: FP32 runs matrix operators on the FP32 cores; tf32 on TF32 tensor cores where the GPU has them; amp
 on FP16/BF16 tensor cores, with activation bytes halved (a norm's only in channels last: measured on an H200,
 batch norm on half NCHW tensors takes about its FP32 time, 1.21 against 1.45 ms, and 0.62 against 1.16 ms in
-NHWC; layer norm, which autocast runs in FP32, its FP32 time or more), plus what autocast and the gradient
-scaler add per step: each weight cast to FP16 (read 4, write 2 bytes a parameter, one kernel a weight tensor)
-and the gradients unscaled and checked (read and write 4 bytes each). The optimizer reads and writes its state
-in FP32: SGD with momentum 20 bytes a parameter (read weight, gradient, momentum; write weight, momentum),
-AdamW 28 (two moments); torch's foreach implementation launches one kernel per pass per chunk of tensors; a
-figure timed without an optimizer step (optimizer "none") has neither, nor the gradient unscaling.
+NHWC; layer norm, which autocast runs in FP32, its FP32 time or more; softmax, log-softmax and the loss, which
+autocast also runs in FP32, keep their FP32 bytes too), plus what autocast and the gradient scaler add per
+step: each weight cast to FP16 (read 4, write 2 bytes a parameter, one kernel a weight tensor) and the
+gradients unscaled and checked (read and write 4 bytes each). The optimizer reads and writes its state in
+FP32: SGD with momentum 20 bytes a parameter (read weight, gradient, momentum; write weight, momentum), AdamW
+28 (two moments); torch's foreach implementation launches one kernel per pass per chunk of tensors; a figure
+timed without an optimizer step (optimizer "none") has neither, nor the gradient unscaling.
 
 Optimizer "loop": the model's optimizer run parameter by parameter in Python, as PyTorch's optimizers did
 before 2.0 (and Hugging Face's AdamW): a kernel per pass per parameter tensor.
@@ -70,6 +71,13 @@ ALIGNMENT_FACTOR = {
     (TF32_UNITS, 4): 0.43, (TF32_UNITS, 8): 0.43,
 }  # fmt: skip
 ELEMENT_BYTES = {TF32_UNITS: 4, FP16_UNITS: 2}
+# Autocast runs softmax, log-softmax and the NLL loss in float32 (on its float32 op list), and their backward
+# follows the forward's type: under amp they move FP32 bytes (a 50,257-token vocabulary's logits, a softmax
+# written out over attention scores).
+AUTOCAST_FP32_OPS = frozenset(
+    {"aten._softmax", "aten._safe_softmax", "aten._softmax_backward_data", "aten._log_softmax",
+     "aten._log_softmax_backward_data", "aten.nll_loss_forward", "aten.nll_loss_backward"}
+)  # fmt: skip
 GNS_KERNELS_PER_TENSOR = 17
 GNS_BYTES_PER_PARAM = 92
 AMP_CAST_BYTES_PER_PARAM = 6  # each forward casts the FP32 weight to FP16 (4 read + 2 written)
@@ -175,7 +183,8 @@ def _features(
     merged: dict[tuple, int] = {}
     for op in cost.ops:
         norm_fp32 = op.op_class == "normalisation" and memory_format != "nhwc"  # see the module's docstring
-        moved_s = op.bytes * (1.0 if norm_fp32 else byte_scale) / bandwidth
+        keeps_fp32 = norm_fp32 or op.name in AUTOCAST_FP32_OPS
+        moved_s = op.bytes * (1.0 if keeps_fp32 else byte_scale) / bandwidth
         # PyTorch's fused attention computes float32 tensors on the FP32 units, TF32 allowed or not (measured
         # on an H100: the same 24 TFLOP/s either way, docs/measurements/h100-attention.txt)
         on_fp32 = units == TF32_UNITS and op.op_class == "attention"

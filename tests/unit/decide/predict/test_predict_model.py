@@ -9,7 +9,14 @@ import torch.nn.functional as F
 from stash_core.catalog.accelerators import find_accelerator
 from stash_core.decide.predict.attention import BACKWARD_FLOPS_RATIO, fused_attention
 from stash_core.decide.predict.calibration import Point, fit_params, predicted_s
-from stash_core.decide.predict.features import CLASSES, PEAK_KINDS, alignment_factor, features, utilisation
+from stash_core.decide.predict.features import (
+    AUTOCAST_FP32_OPS,
+    CLASSES,
+    PEAK_KINDS,
+    alignment_factor,
+    features,
+    utilisation,
+)
 from stash_core.decide.predict.memory import memory_check
 from stash_core.decide.predict.op_classes import leading_alignment
 from stash_core.decide.predict.roofline import PRIOR, StepParams, compute_time, op_seconds
@@ -230,6 +237,22 @@ def test_norms_are_their_own_class_and_keep_their_fp32_bytes_under_amp_unless_ch
     feats = features(cost, A100, "fp32", None, "nchw")
     slow = StepParams({**StepParams().values, "normalisation": 0.1})
     assert op_seconds(feats, slow).sum() > op_seconds(feats, StepParams()).sum()
+
+
+def test_what_autocast_runs_in_float32_keeps_its_fp32_bytes_under_amp():
+    cost = step_cost("bert_tiny", 4, attention="decomposed")
+    kept = [op for op in cost.ops if op.name in AUTOCAST_FP32_OPS]
+    expected = {"aten._log_softmax", "aten.nll_loss_forward", "aten._softmax_backward_data"}
+    assert {op.name for op in kept} >= expected
+    only_kept = replace(cost, ops=tuple(kept))
+    others = replace(cost, ops=tuple(op for op in cost.ops if op.name not in AUTOCAST_FP32_OPS))
+
+    def moved_s(step, precision: str) -> float:
+        feats = features(step, A100, precision, None)
+        return float((feats.memory_s * feats.count).sum())
+
+    assert moved_s(only_kept, "amp") == pytest.approx(moved_s(only_kept, "fp32"))
+    assert moved_s(others, "amp") < moved_s(others, "fp32")
 
 
 def test_a_figure_timed_without_an_optimizer_step_predicts_no_optimizer_traffic():
