@@ -23,7 +23,12 @@ import pandas as pd
 from stash_core.decide.predict.calibration import fit_params
 from stash_core.decide.predict.published import load_published
 from stash_core.decide.predict.stated_error import build_summary, write_summary
-from stash_core.decide.predict.validation import other_sources_same_work, summary, validation_frames
+from stash_core.decide.predict.validation import (
+    other_sources_same_work,
+    script_share,
+    summary,
+    validation_frames,
+)
 
 NEUSIGHT_MAE, HABITAT_MAE = 0.07, 0.118
 
@@ -111,15 +116,17 @@ def main() -> None:
     _report("roofline, leave one GPU die out", roofline[roofline["held_out"] == "gpu"], args.rows)
     _report("scaled, within one software stack", scaled[scaled["held_out"] == "within"], args.rows)
     _report("scaled, across software stacks", scaled[scaled["held_out"] == "across"], False)
-    _report("script path (peak ratio), all pairs", frames["script"], False)
+    _report("script path (GPU ratio, share fitted without the source), all pairs", frames["script"], False)
     params = fit_params(points)
-    result = build_summary(frames, params, len(points), published.skipped)
+    share = script_share(points)
+    result = build_summary(frames, params, len(points), published.skipped, share)
     print("\n== stated error (80th percentile of held-out absolute errors) and its coverage")
     for path, table in result["stated_error"].items():
         cells = ", ".join(f"{name} {value:.1%}" for name, value in table.items() if value is not None)
         print(f"{path}: {cells}; covers {result['coverage'][path]:.1%} of its held-out figures")
     print(f"validated GPU dies: {', '.join(result['validated_gpus'])}")
     print("parameters fitted on every figure: " + ", ".join(f"{k} {v:.3g}" for k, v in params.values.items()))
+    print(f"script path: matrix-peak ratio ^ {share:g} x bandwidth ratio ^ {1 - share:g} (all pairs' fit)")
     loso = roofline[roofline["held_out"] == "source"]
     neusight = loso[loso["source_id"] == "neusight"]
     by_die = roofline[(roofline["held_out"] == "gpu") & (roofline["source_id"] == "neusight")]

@@ -194,7 +194,7 @@ def predict_script_run(
     max_instances: int = 1,
     precision: str = "fp32",
 ) -> Prediction:
-    """predict_instances for a profiled script: its run's compute scaled by the GPUs' peak ratio (script.py);
+    """predict_instances for a profiled script: its run's compute scaled by the GPUs' ratio (script.py);
     UsageError when the run cannot be a base (not a script, not on a GPU, its GPU not in the table)."""
     check_precision(precision)
     catalog = catalog_rows(db_path, instances)

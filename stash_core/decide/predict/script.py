@@ -1,15 +1,16 @@
 """Predictions for a profiled user script (`stash profile --script`, `stash predict --script-run RUN_ID`).
 
-A script's model is the user's own code: Stash never built it, so there are no operator FLOPs and bytes to
-put through the roofline. The compute of the profiled run is scaled instead: compute on the target GPU =
-measured compute x (the run's GPU's matrix peak / the target's matrix peak) in the precision asked for
-(FP32, TF32 or FP16 tensor cores). The ratio ignores memory-bound operators and the model's own efficiency
-on each GPU, so its expected error is the larger one measured for this path over the published figures
-(validation.peak_ratio_from_other_gpu, stated per batch regime by stated_error.py). A run on the CPU is
-refused: a CPU's time says nothing about a GPU's without the operators. Communication is the all-reduce
-model of network.py over the run's stored gradient bytes, with backward taken as 2/3 of compute (its FLOPs
-are twice the forward's); without stored gradient bytes only single-GPU configurations are predicted.
-Memory is not checked (the script's is not known).
+A script's model is the user's own code: Stash never built it, so there are no operator FLOPs and bytes to put
+through the roofline. The compute of the profiled run is scaled instead: compute on the target GPU = measured
+compute x the GPUs' ratio for unknown operators (gpu_ratio.py: the matrix-peak ratio in the precision asked
+for, FP32, TF32 or FP16 tensor cores, blended with the memory-bandwidth ratio by a share fitted over published
+figures). The ratio knows neither the script's split between compute- and memory-bound operators nor its
+efficiency on each GPU, so its expected error is the larger one measured for this path over the published
+figures (validation.ratio_from_other_gpu, stated per batch regime by stated_error.py). A run on the CPU is
+refused: a CPU's time says nothing about a GPU's without the operators. Communication is the all-reduce model
+of network.py over the run's stored gradient bytes, with backward taken as 2/3 of compute (its FLOPs are twice
+the forward's); without stored gradient bytes only single-GPU configurations are predicted. Memory is not
+checked (the script's is not known).
 """
 
 from __future__ import annotations
@@ -20,14 +21,14 @@ from typing import Any
 
 from stash_core.catalog.accelerators import Accelerator, find_accelerator
 from stash_core.decide.predict.configuration import ConfigPrediction
+from stash_core.decide.predict.gpu_ratio import gpu_ratio
 from stash_core.decide.predict.network import CommTime, comm_time
-from stash_core.decide.predict.stated_error import stated_error
-from stash_core.decide.predict.validation import peak_ratio
+from stash_core.decide.predict.stated_error import fitted_script_share, stated_error
 from stash_core.errors import UsageError
 from stash_core.store import get_run
 
 BACKWARD_SHARE = 2.0 / 3.0  # backward's share of a step's compute: twice the forward's FLOPs
-PATH = "peak ratio"
+PATH = "GPU ratio"
 
 
 @dataclass(frozen=True)
@@ -116,7 +117,8 @@ class ScriptPredictor:
         notes = [self._memory_note(accelerator)]
         if name == base.instance and (workers, count) == (base.workers, base.nodes):
             return self._measured(name, accelerator, notes)
-        ratio = peak_ratio(base.accelerator.name, accelerator.name, self.precision)
+        share = fitted_script_share()
+        ratio = gpu_ratio(base.accelerator.name, accelerator.name, self.precision, share)
         compute_s = base.compute_s * ratio
         if (workers > 1 or count > 1) and base.grad_bytes is None:
             return (
@@ -134,9 +136,10 @@ class ScriptPredictor:
         stated = stated_error("script", base.batch_size, accelerator.name)
         notes += [stated.note] if stated.note else []
         peaks = "/".join(f"{gpu.matrix_tflops(self.precision):g}" for gpu in (base.accelerator, accelerator))
+        bandwidths = "/".join(f"{gpu.memory_gbs:g}" for gpu in (base.accelerator, accelerator))
         basis = (
             f"compute of script run {base.run_id} on {base.accelerator.name} x {ratio:.2f} ({self.precision} "
-            f"matrix peaks {peaks} TFLOPS)"
+            f"matrix peaks {peaks} TFLOPS weighted {share:g}, memory {bandwidths} GB/s {1 - share:g})"
         )
         return ConfigPrediction(
             name, accelerator.name, count, workers, PATH, basis, compute_s, comm.interconnect_s,

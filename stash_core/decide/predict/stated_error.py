@@ -4,9 +4,10 @@ bench/cross_instance.py runs the held-out checks (validation.py) over the publis
 validation_summary.json: the step model's parameters fitted on every figure, and per path the 80th percentile
 of the held-out absolute errors, overall and per batch regime (a regime with fewer than MIN_FIGURES held-out
 figures takes its path's), with the dies that had held-out figures. Roofline: leave one source out and leave
-one GPU out together; scaled and script (peak ratio): pairs within one software stack (what a user's own
-profile and its target share). A GPU with no held-out figure gets that error times UNVALIDATED_FACTOR and
-says "unvalidated". Predictions read the file instead of refitting, so they take milliseconds.
+one GPU out together; scaled and script (GPU ratio, gpu_ratio.py): pairs within one software stack (what a
+user's own profile and its target share). A GPU with no held-out figure gets that error times
+UNVALIDATED_FACTOR and says "unvalidated". Predictions read the file instead of refitting, so they take
+milliseconds.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import numpy as np
 import pandas as pd
 
 from stash_core.catalog.accelerators import ACCELERATORS_CSV
+from stash_core.decide.predict.gpu_ratio import DEFAULT_SHARE
 from stash_core.decide.predict.published import PUBLISHED_CSV, REGIMES, chip, regime
 from stash_core.decide.predict.roofline import StepParams
 
@@ -80,7 +82,11 @@ def coverage(frame: pd.DataFrame, table: dict[str, float | None]) -> float | Non
 
 
 def build_summary(
-    frames: dict[str, pd.DataFrame], params: StepParams, figures: int, skipped: list[str]
+    frames: dict[str, pd.DataFrame],
+    params: StepParams,
+    figures: int,
+    skipped: list[str],
+    script_share: float = DEFAULT_SHARE,
 ) -> dict:
     chosen = stated_frames(frames)
     tables = {path: stated_table(frame) for path, frame in chosen.items()}
@@ -90,6 +96,7 @@ def build_summary(
         "skipped": skipped,
         "params": params.values,
         "fitted_on": params.fitted_on,
+        "script_share": script_share,
         "stated_error": tables,
         "coverage": {path: coverage(chosen[path], tables[path]) for path in chosen},
         "validated_gpus": sorted(set(frames["roofline"]["gpu"])) if len(frames["roofline"]) else [],
@@ -116,6 +123,12 @@ def fitted_params() -> StepParams:
     if not summary or not isinstance(summary.get("params"), dict):
         return StepParams()
     return StepParams(dict(summary["params"]), str(summary.get("fitted_on") or "published figures"))
+
+
+def fitted_script_share() -> float:
+    """gpu_ratio's share for a profiled script, fitted on every published pair (DEFAULT_SHARE without one)."""
+    share = (load_summary() or {}).get("script_share")
+    return float(share) if isinstance(share, (int, float)) and 0.0 <= share <= 1.0 else DEFAULT_SHARE
 
 
 def is_stale() -> bool:

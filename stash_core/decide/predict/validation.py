@@ -7,8 +7,9 @@
 - scaled: a measurement of the same model, precision, input and batch on another GPU times the ratio of the
   two predicted steps, the model fitted without the target's die and without the target's source; "within"
   one software stack when both figures come from one source and revision, "across" otherwise;
-- peak ratio (the path of a profiled script, whose operators are unknown): a measurement on another GPU times
-  the ratio of the two GPUs' matrix peaks;
+- GPU ratio (the path of a profiled script, whose operators are unknown): a measurement on another GPU times
+  a blend of the two GPUs' matrix-peak and bandwidth ratios (gpu_ratio.py), the blend fitted without the
+  figure's source;
 - other sources (no model, a yardstick): the same work on the same GPU variant as other sources timed it,
   which bounds what leaving a source out can reach.
 Every row says its path, how it was held out, its source, die and batch regime (published.py), so the bench
@@ -22,8 +23,8 @@ from collections.abc import Callable
 import numpy as np
 import pandas as pd
 
-from stash_core.catalog.accelerators import find_accelerator
 from stash_core.decide.predict.calibration import Point, fit_params, predicted_s
+from stash_core.decide.predict.gpu_ratio import fit_share, gpu_ratio
 from stash_core.decide.predict.published import chip, regime
 from stash_core.decide.predict.roofline import StepParams
 
@@ -78,23 +79,25 @@ def scaled_from_other_gpu(points: list[Point]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
-def peak_ratio_from_other_gpu(points: list[Point]) -> pd.DataFrame:
-    """Each point from a figure of the same work on another die times the ratio of the matrix peaks."""
+def ratio_from_other_gpu(points: list[Point]) -> pd.DataFrame:
+    """Each point from a figure of the same work on another die times the GPUs' ratio for unknown operators
+    (gpu_ratio.py), its share fitted without the point's source."""
+    pairs = [(base, target) for target in points for base in _same_work_elsewhere(points, target)]
+    shares: dict[str, float] = {}
     rows = []
-    for target in points:
-        for base in _same_work_elsewhere(points, target):
-            ratio = peak_ratio(base.accelerator, target.accelerator, target.precision)
-            per_sample_s = base.step_s / base.batch_size * ratio
-            rows.append(_row(target, per_sample_s * target.batch_size, "script", _stack(base, target), base))
+    for base, target in pairs:
+        source = target.source_id
+        if source not in shares:
+            shares[source] = fit_share([(b, t) for b, t in pairs if source not in (b.source_id, t.source_id)])
+        ratio = gpu_ratio(base.accelerator, target.accelerator, target.precision, shares[source])
+        per_sample_s = base.step_s / base.batch_size * ratio
+        rows.append(_row(target, per_sample_s * target.batch_size, "script", _stack(base, target), base))
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
-def peak_ratio(measured_on: str, predicted_for: str, precision: str) -> float:
-    """Seconds on `predicted_for` per second measured on `measured_on`: the ratio of their matrix peaks."""
-    base, target = find_accelerator(measured_on), find_accelerator(predicted_for)
-    if base is None or target is None:
-        raise ValueError(f"no accelerator table entry for {measured_on!r} or {predicted_for!r}")
-    return base.matrix_tflops(precision) / target.matrix_tflops(precision)
+def script_share(points: list[Point]) -> float:
+    """The share gpu_ratio uses for a profiled script, fitted on every pair of published figures."""
+    return fit_share([(base, target) for target in points for base in _same_work_elsewhere(points, target)])
 
 
 def other_sources_same_work(points: list[Point]) -> pd.DataFrame:
@@ -127,7 +130,7 @@ def validation_frames(points: list[Point]) -> dict[str, pd.DataFrame]:
     return {
         "roofline": roofline,
         "scaled": scaled_from_other_gpu(points),
-        "script": peak_ratio_from_other_gpu(points),
+        "script": ratio_from_other_gpu(points),
     }
 
 

@@ -1,4 +1,4 @@
-"""Predictions for a profiled user script from a stored run: compute scaled by the GPUs' peak ratio."""
+"""Predictions for a profiled user script from a stored run: compute scaled by gpu_ratio.py."""
 
 import pytest
 from result_docs import result_doc
@@ -6,7 +6,7 @@ from result_docs import result_doc
 from stash_core import store
 from stash_core.catalog.accelerators import find_accelerator
 from stash_core.decide.predict.instances import predict_script_run
-from stash_core.decide.predict.stated_error import stated_error
+from stash_core.decide.predict.stated_error import fitted_script_share, stated_error
 from stash_core.errors import UsageError
 
 
@@ -36,12 +36,20 @@ def db(tmp_path):
     return path
 
 
-def test_compute_scales_by_the_matrix_peaks_and_names_its_path(db):
+def _ratio(base, target, peak: str) -> float:
+    """The matrix-peak and bandwidth ratios blended by the share fitted on the published figures."""
+    share = fitted_script_share()
+    peaks = getattr(base, peak) / getattr(target, peak)
+    return peaks**share * (base.memory_gbs / target.memory_gbs) ** (1 - share)
+
+
+def test_compute_scales_by_the_blend_of_peaks_and_bandwidths_and_names_its_path(db):
     result = predict_script_run(db, "script-gpu", instances=["g5.xlarge", "p3.2xlarge", "p2.xlarge"])
     rows = result.frame.set_index("instance")
     a10g, v100 = find_accelerator("A10G"), find_accelerator("V100")
-    assert rows.loc["g5.xlarge", "compute_s"] == pytest.approx(0.3 * v100.fp32_tflops / a10g.fp32_tflops)
-    assert rows.loc["g5.xlarge", "path"] == "peak ratio" and "script-gpu" in rows.loc["g5.xlarge", "basis"]
+    assert 0.0 < fitted_script_share() < 1.0  # both ratios count (a fit, validation_summary.json)
+    assert rows.loc["g5.xlarge", "compute_s"] == pytest.approx(0.3 * _ratio(v100, a10g, "fp32_tflops"))
+    assert rows.loc["g5.xlarge", "path"] == "GPU ratio" and "script-gpu" in rows.loc["g5.xlarge", "basis"]
     stated = stated_error("script", 32, a10g.name)
     assert rows.loc["g5.xlarge", "expected_error"] == pytest.approx(stated.error)
     # The instance it ran on, with its worker count, is the measurement itself.
@@ -51,7 +59,7 @@ def test_compute_scales_by_the_matrix_peaks_and_names_its_path(db):
     assert result.request["script_run"] == "script-gpu" and result.request["batch_size"] == 32
     # Mixed precision scales by the tensor-core peaks instead.
     amp = predict_script_run(db, "script-gpu", instances=["g5.xlarge"], precision="amp").frame.iloc[0]
-    assert amp["compute_s"] == pytest.approx(0.3 * v100.fp16_tflops / a10g.fp16_tflops)
+    assert amp["compute_s"] == pytest.approx(0.3 * _ratio(v100, a10g, "fp16_tflops"))
 
 
 def test_communication_needs_the_stored_gradient_size(db):
@@ -86,4 +94,4 @@ def test_stash_predict_prints_the_scaled_rows_and_their_path(db, capsys):
     assert main(["predict", "--script-run", "script-gpu", "--instances", "g5.xlarge", "--db", str(db)]) == 0
     out = capsys.readouterr().out
     assert f"script script:train (run script-gpu on {find_accelerator('V100').name})" in out
-    assert "1 x g5.xlarge" in out and "peak ratio" in out and "memory not checked" in out
+    assert "1 x g5.xlarge" in out and "GPU ratio" in out and "memory not checked" in out
