@@ -24,7 +24,8 @@ def place_anywhere(engine: Any, now: float) -> None:
     engine.idle_state = None
     fifo, las = name == "fifo", name == "las"
     # (first job's key, GPUs) of the GPU counts still looked at in this pass, in the queue's order
-    heads = sorted((key, need) for need, key in waiting.heads().items())
+    heads = waiting.heads_in_order()
+    ready_gpus, queue_of = engine.las_queues.ready_gpus, engine.las
     started = False
     while heads:
         if not (las or fifo):  # only the counts that fit: free GPUs only shrink during the pass
@@ -36,7 +37,11 @@ def place_anywhere(engine: Any, now: float) -> None:
         if need > free.total_free:
             if fifo:
                 break
-            if not preempt_for(engine, index, now):  # it can neither fit nor preempt: nor can its count
+            # it can neither fit nor preempt (preempt_for's first test, without the call: most heads
+            # fail it), or preempting failed: nor can its count
+            if free.total_free + sum(ready_gpus[queue_of[index] + 1 :]) < need or not preempt_for(
+                engine, index, now
+            ):
                 del heads[0]
                 continue
         engine.start(index, free.place(need, "any"), now)

@@ -204,8 +204,8 @@ class _Engine:
 
     def may_wait_for(self, index: int) -> bool:
         """LAS: whether a waiting job is in a higher-priority queue than the running job `index`."""
-        heads = self.waiting.heads().values()
-        return bool(heads) and min(heads)[0] < self.las[index]
+        heads = self.waiting.heads_in_order()
+        return bool(heads) and heads[0][0][0] < self.las[index]
 
     def enqueue(self, index: int) -> None:
         self.waiting.add(index, self.key(index), self.gpus[index])
