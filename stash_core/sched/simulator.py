@@ -35,6 +35,7 @@ from stash_core.sched.timing import (
     Running,
     progress,
     retime_many,
+    stale_came_out,
     sweep_events,
 )
 from stash_core.sched.topology import LEVELS, Cluster
@@ -132,7 +133,7 @@ class _Engine:
                 pending += 1
                 happened = True
             while self.events and self.events[0][0] == now:
-                _, _, kind, index, version = heapq.heappop(self.events)
+                _, order, kind, index, version = heapq.heappop(self.events)
                 run = self.running.get(index)
                 if kind == TIMER:
                     if index in self.waiting:
@@ -156,11 +157,14 @@ class _Engine:
                         self.finish(index, now)
                         freed = True
                     else:  # DEMOTE: one LAS queue down; waiting jobs of the queue it left may preempt it
+                        run.demote_anchor_at = math.inf  # it was its own anchor
                         self.las[index] += 1
                         self.las_queues.move(self.las[index] - 1, self.las[index], self.rank[index], index,
                                              self.gpus[index])  # fmt: skip
                         self.touched.add(index)
                         relook |= self.may_wait_for(index)
+                elif run is not None:  # stale; it may be the anchor of a later one (timing.py)
+                    stale_came_out(self, run, index, kind, order)
             if not happened:  # only stale events: nothing changed, nothing to place or re-time
                 continue
             if self.policy.by_busy:  # the busy share since the last instant, before anything changes it
