@@ -22,8 +22,9 @@ from stash_core.errors import UsageError
 from stash_core.sched import timers
 from stash_core.sched.anywhere import place_anywhere
 from stash_core.sched.estimate import Estimator
-from stash_core.sched.fabric import Fabric, Links, links_of
+from stash_core.sched.fabric import Fabric, links_of
 from stash_core.sched.las import LasQueues
+from stash_core.sched.links import Links
 from stash_core.sched.outcome import JobOutcome
 from stash_core.sched.policy import WAIT_WEIGHT, Policy
 from stash_core.sched.preempt import migrate_spread_jobs
