@@ -4,8 +4,9 @@ at the first that does not (head of line); las first tries preempting lower-queu
 
 The first waiting job of each GPU count is found once per pass (waiting.py); only the count whose job
 started needs its next one, as nothing else joins or leaves the queue during a pass. A count whose first job
-can neither fit nor preempt is not looked at again in the pass. A pass that started nothing changed nothing:
-until the queue, the free GPUs or the preemptable jobs change, another would do the same, and is skipped.
+can neither fit nor preempt is not looked at again in the pass (las: when no count could even with every
+preemptable job, there is no pass). A pass that started nothing changed nothing: until the queue, the free
+GPUs or the preemptable jobs change, another would do the same, and is skipped.
 """
 
 from __future__ import annotations
@@ -23,9 +24,14 @@ def place_anywhere(engine: Any, now: float) -> None:
         return
     engine.idle_state = None
     fifo, las = name == "fifo", name == "las"
+    ready_gpus, queue_of = engine.las_queues.ready_gpus, engine.las
+    demand = waiting.demand
+    if las and (not demand or free.total_free + sum(ready_gpus[1:]) < min(demand)):
+        # no waiting job fits in the free GPUs and all it could preempt: the pass would start nothing
+        engine.idle_state = state
+        return
     # (first job's key, GPUs) of the GPU counts still looked at in this pass, in the queue's order
     heads = waiting.heads_in_order()
-    ready_gpus, queue_of = engine.las_queues.ready_gpus, engine.las
     started = False
     while heads:
         if not (las or fifo):  # only the counts that fit: free GPUs only shrink during the pass
