@@ -22,8 +22,9 @@ from stash_core.errors import UsageError
 from stash_core.sched import timers
 from stash_core.sched.anywhere import place_anywhere
 from stash_core.sched.estimate import Estimator
-from stash_core.sched.fabric import Fabric, Links, links_of
+from stash_core.sched.fabric import Fabric, links_of
 from stash_core.sched.las import LasQueues
+from stash_core.sched.links import Links
 from stash_core.sched.outcome import JobOutcome
 from stash_core.sched.policy import WAIT_WEIGHT, Policy
 from stash_core.sched.preempt import migrate_spread_jobs
@@ -35,6 +36,7 @@ from stash_core.sched.timing import (
     Running,
     progress,
     retime_many,
+    stale_came_out,
     sweep_events,
 )
 from stash_core.sched.topology import LEVELS, Cluster
@@ -132,7 +134,7 @@ class _Engine:
                 pending += 1
                 happened = True
             while self.events and self.events[0][0] == now:
-                _, _, kind, index, version = heapq.heappop(self.events)
+                _, order, kind, index, version = heapq.heappop(self.events)
                 run = self.running.get(index)
                 if kind == TIMER:
                     if index in self.waiting:
@@ -156,11 +158,14 @@ class _Engine:
                         self.finish(index, now)
                         freed = True
                     else:  # DEMOTE: one LAS queue down; waiting jobs of the queue it left may preempt it
+                        run.demote_anchor_at = math.inf  # it was its own anchor
                         self.las[index] += 1
                         self.las_queues.move(self.las[index] - 1, self.las[index], self.rank[index], index,
                                              self.gpus[index])  # fmt: skip
                         self.touched.add(index)
                         relook |= self.may_wait_for(index)
+                elif run is not None:  # stale; it may be the anchor of a later one (timing.py)
+                    stale_came_out(self, run, index, kind, order)
             if not happened:  # only stale events: nothing changed, nothing to place or re-time
                 continue
             if self.policy.by_busy:  # the busy share since the last instant, before anything changes it
@@ -204,8 +209,8 @@ class _Engine:
 
     def may_wait_for(self, index: int) -> bool:
         """LAS: whether a waiting job is in a higher-priority queue than the running job `index`."""
-        heads = self.waiting.heads().values()
-        return bool(heads) and min(heads)[0] < self.las[index]
+        heads = self.waiting.heads_in_order()
+        return bool(heads) and heads[0][0][0] < self.las[index]
 
     def enqueue(self, index: int) -> None:
         self.waiting.add(index, self.key(index), self.gpus[index])

@@ -31,6 +31,9 @@ class Cluster:
     free: list[int] = field(default_factory=list)  # free GPUs per node
     switch_free: list[int] = field(init=False, default_factory=list)  # free GPUs per switch
     total_free: int = field(init=False, default=0)
+    # free count -> the nodes with exactly that many GPUs free: the best fit and the emptiest nodes are
+    # found without scanning every node (kept by take and give_back)
+    nodes_with: list[set[int]] = field(init=False, default_factory=list, repr=False)
 
     def __post_init__(self) -> None:
         if min(self.switches, self.nodes_per_switch, self.gpus_per_node) < 1:
@@ -42,6 +45,11 @@ class Cluster:
         per = self.nodes_per_switch
         self.switch_free = [sum(self.free[s * per : (s + 1) * per]) for s in range(self.switches)]
         self.total_free = sum(self.free)
+        if max(self.free) > self.gpus_per_node or min(self.free) < 0:
+            raise ValueError("a node's free GPUs must be from 0 to gpus_per_node")
+        self.nodes_with = [set() for _ in range(self.gpus_per_node + 1)]
+        for node, have in enumerate(self.free):
+            self.nodes_with[have].add(node)
 
     def empty_copy(self) -> Cluster:
         return Cluster(self.switches, self.nodes_per_switch, self.gpus_per_node)
@@ -64,16 +72,24 @@ class Cluster:
         return math.ceil(gpus / self.switch_gpus)
 
     def take(self, placement: dict[int, int]) -> None:
+        free, nodes_with, per = self.free, self.nodes_with, self.nodes_per_switch
         for node, count in placement.items():
-            assert self.free[node] >= count, "placement over a node's free GPUs"
-            self.free[node] -= count
-            self.switch_free[node // self.nodes_per_switch] -= count
+            have = free[node]
+            assert have >= count, "placement over a node's free GPUs"
+            free[node] = have - count
+            nodes_with[have].discard(node)
+            nodes_with[have - count].add(node)
+            self.switch_free[node // per] -= count
             self.total_free -= count
 
     def give_back(self, placement: dict[int, int]) -> None:
+        free, nodes_with, per = self.free, self.nodes_with, self.nodes_per_switch
         for node, count in placement.items():
-            self.free[node] += count
-            self.switch_free[node // self.nodes_per_switch] += count
+            have = free[node]
+            free[node] = have + count
+            nodes_with[have].discard(node)
+            nodes_with[have + count].add(node)
+            self.switch_free[node // per] += count
             self.total_free += count
 
     def switches_of(self, placement: dict[int, int]) -> set[int]:
@@ -102,10 +118,10 @@ class Cluster:
         if level == "node" and gpus <= self.gpus_per_node:
             # best fit over the whole cluster: the node with the fewest free GPUs that still holds the job
             # (the first such node), keeping the emptier nodes for bigger jobs
+            nodes_with = self.nodes_with
             for have in range(gpus, self.gpus_per_node + 1):
-                if have in self.free:
-                    node = self.free.index(have)
-                    return {node: gpus}
+                if nodes_with[have]:
+                    return {min(nodes_with[have]): gpus}
             return None
         best = None
         per = self.nodes_per_switch
@@ -127,22 +143,25 @@ class Cluster:
         return best
 
     def _emptiest_first(self, gpus: int) -> dict[int, int] | None:
-        """_fill over every node, emptiest first (ties by node number), without sorting the nodes: the
-        nodes with each free count, most first, found by list.index."""
-        free, placement, needed = self.free, {}, gpus
+        """_fill over every node, emptiest first (ties by node number), without sorting every node: the
+        nodes of each free count, most first, from `nodes_with`."""
+        if gpus > self.total_free:
+            return None
+        placement, needed = {}, gpus
         for have in range(self.gpus_per_node, 0, -1):
-            node = -1
-            while needed:
-                try:
-                    node = free.index(have, node + 1)
-                except ValueError:
-                    break
-                taken = min(have, needed)
+            nodes = self.nodes_with[have]
+            if not nodes:
+                continue
+            if have >= needed:  # the first of them completes the job
+                placement[min(nodes)] = needed
+                return placement
+            for node in sorted(nodes):
+                taken = have if have < needed else needed
                 placement[node] = taken
                 needed -= taken
-            if not needed:
-                return placement
-        return None
+                if not needed:
+                    return placement
+        return None  # pragma: no cover - total_free said there were enough
 
     def _place_big(self, gpus: int, level: str) -> dict[int, int] | None:
         """A job bigger than a switch on its fewest switches, or None: the tightest placement over every set

@@ -70,7 +70,20 @@ class Waiting:
 
     def heads(self) -> dict[int, tuple]:
         """GPUs asked -> the key of the first waiting job in order asking them."""
-        return {need: self.head(need) for need in self.by_need}
+        return {need: key for key, need in self.heads_in_order()}
+
+    def heads_in_order(self) -> list[tuple[tuple, int]]:
+        """(key, GPUs asked) of the first waiting job asking each GPU count, in the queue's order: head()
+        for every count, inlined (a placement pass starts with it)."""
+        key, heappop, heads = self.key, heapq.heappop, []
+        for need, heap in self.by_need.items():
+            first = heap[0]
+            while key[first[-1]] is not first:
+                heappop(heap)
+                first = heap[0]
+            heads.append((first, need))
+        heads.sort()
+        return heads
 
 
 def allowed_level(timer_s: float, since_s: float, now_s: float) -> str:

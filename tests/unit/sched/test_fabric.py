@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from stash_core.sched import Cluster, Policy, TraceJob, simulate
-from stash_core.sched.fabric import Fabric, Links, comm_of, max_min_rates, ring_gbit
+from stash_core.sched.fabric import Fabric, comm_of, max_min_rates, ring_gbit
+from stash_core.sched.links import Links
 
 NODE_GBPS, UPLINK_GBPS = 100.0, 60.0
 

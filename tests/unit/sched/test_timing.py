@@ -4,13 +4,23 @@ the bit, with and without a fabric and LAS queues."""
 from __future__ import annotations
 
 import copy
+import heapq
+import math
 import random
 from types import SimpleNamespace
 
 import pytest
 
 from stash_core.sched.fabric import Comm
-from stash_core.sched.timing import Running, retime, retime_many
+from stash_core.sched.timing import (
+    DEMOTE,
+    FINISH,
+    Running,
+    retime,
+    retime_many,
+    stale_came_out,
+    sweep_events,
+)
 from stash_core.sched.trace import TraceJob
 
 
@@ -51,3 +61,71 @@ def test_retiming_many_jobs_at_once_is_retiming_each(seed):
     assert many.running == one.running  # dataclass equality: every float to the bit
     assert (many.held, many.restored, many.attained) == (one.held, one.restored, one.attained)
     assert any(event[2] != 0 for event in one.events) or one.las_limits is None  # demotions were pushed too
+
+
+def _run_events(engine: SimpleNamespace, heap: list, until: float, lazy: bool, seen: list) -> None:
+    """Pop the events up to `until` as the simulator does: live ones happen (a finish ends the job, a
+    demotion moves it down a queue and re-times it), stale ones are skipped, or (lazy) push what they
+    anchored."""
+    while heap and heap[0][0] <= until:
+        at, order, kind, index, version = heapq.heappop(heap)
+        run = engine.running.get(index)
+        if run is not None and run.version == version:
+            seen.append((at, order, kind, index))
+            if kind == FINISH:
+                del engine.running[index]
+            else:
+                run.demote_anchor_at = math.inf
+                engine.las[index] += 1
+                _retime(engine, heap, [index], at, lazy)
+        elif run is not None and lazy:
+            stale_came_out(engine, run, index, kind, order)
+
+
+def _retime(engine: SimpleNamespace, heap: list, indices: list[int], now: float, lazy: bool) -> None:
+    """retime_many; without `lazy`, every re-timed job's events pushed at once, as before anchors."""
+    if lazy:
+        retime_many(engine, indices, now)
+        return
+    engine.events = []
+    retime_many(engine, indices, now)
+    for index in indices:
+        run = engine.running[index]
+        heapq.heappush(heap, (run.finish_at, run.version, FINISH, index, run.version))
+        if run.demote_at < math.inf:
+            heapq.heappush(heap, (run.demote_at, run.version + 1, DEMOTE, index, run.version))
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_finishes_pushed_late_come_out_as_if_pushed_at_once(seed):
+    # A finish or demotion that moved later is pushed only when an older event of the job (its anchor) comes
+    # out: the events that happen, their order and every float are those of pushing every event at once.
+    rng = random.Random(seed)
+    lazy = _engine(rng, fabric=True, las=seed % 2 == 0)
+    for run in lazy.running.values():
+        run.since = 0.0
+        if not run.links:
+            run.links, run.comm, run.alone = [0, -1], Comm(rng.uniform(0.5, 40.0), 0.0), 0.0
+    for index in lazy.running:
+        lazy.links.rate[index] = rng.uniform(1.0, 100.0)
+    eager = copy.deepcopy(lazy)
+    seen_lazy, seen_eager, eager_heap = [], [], []
+    _retime(lazy, lazy.events, sorted(lazy.running), 0.0, True)
+    _retime(eager, eager_heap, sorted(eager.running), 0.0, False)
+    now = 0.0
+    for step in range(300):
+        now += rng.expovariate(1 / 60.0)
+        _run_events(lazy, lazy.events, now, True, seen_lazy)
+        _run_events(eager, eager_heap, now, False, seen_eager)
+        moved = sorted(rng.sample(sorted(lazy.running), min(len(lazy.running), rng.randint(1, 8))))
+        for index in moved:  # rates up and down: finishes move later and earlier
+            lazy.links.rate[index] = eager.links.rate[index] = rng.uniform(1.0, 100.0)
+        _retime(lazy, lazy.events, moved, now, True)
+        _retime(eager, eager_heap, moved, now, False)
+        if step % 50 == 49:
+            sweep_events(lazy)
+    _run_events(lazy, lazy.events, math.inf, True, seen_lazy)
+    _run_events(eager, eager_heap, math.inf, False, seen_eager)
+    assert seen_lazy == seen_eager and not lazy.running
+    assert (lazy.held, lazy.attained, lazy.las) == (eager.held, eager.attained, eager.las)
+    assert len(seen_lazy) >= 30  # every job finished (and with LAS queues, some were demoted)

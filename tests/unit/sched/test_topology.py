@@ -87,10 +87,33 @@ def test_spreading_takes_the_nodes_a_sort_by_free_gpus_gives():
     # same nodes, in the same order, as taking them from the sorted list.
     rng = random.Random(0)
     for _ in range(3000):
-        cluster = Cluster(rng.randint(1, 4), rng.randint(1, 8), rng.choice([1, 2, 4, 8]))
-        cluster.free = [rng.randint(0, cluster.gpus_per_node) for _ in cluster.free]
+        shape = Cluster(rng.randint(1, 4), rng.randint(1, 8), rng.choice([1, 2, 4, 8]))
+        free = [rng.randint(0, shape.gpus_per_node) for _ in shape.free]
+        cluster = Cluster(shape.switches, shape.nodes_per_switch, shape.gpus_per_node, free=free)
         gpus = rng.randint(1, cluster.total_gpus)
         order = sorted(range(len(cluster.free)), key=cluster.free.__getitem__, reverse=True)
         want = _fill(order, cluster.free, gpus)
         got = cluster._emptiest_first(gpus)
         assert got == want and (want is None or list(got) == list(want))
+
+
+def test_the_nodes_per_free_count_follow_every_take_and_give_back():
+    # The best fit and the emptiest nodes are read from nodes_with: after any takes and give-backs it holds
+    # exactly the nodes with each free count, and placing gives what a scan of the free list gives.
+    rng = random.Random(1)
+    cluster, held = Cluster(3, 4, 8), []
+    for _ in range(2000):
+        if held and rng.random() < 0.45:
+            cluster.give_back(held.pop(rng.randrange(len(held))))
+        else:
+            gpus = rng.choice([1, 2, 3, 4, 8, 12, 16, 40])
+            placement = cluster.place(gpus, rng.choice(["node", "switch", "any"]))
+            if placement is not None:
+                cluster.take(placement)
+                held.append(placement)
+        for have, nodes in enumerate(cluster.nodes_with):
+            assert nodes == {node for node, free in enumerate(cluster.free) if free == have}
+        gpus = rng.randint(1, 8)
+        scan = [have for have in range(gpus, 9) if have in cluster.free]
+        want = {cluster.free.index(scan[0]): gpus} if scan else None
+        assert cluster._place_at(gpus, "node") == want

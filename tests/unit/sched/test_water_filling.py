@@ -8,7 +8,8 @@ import random
 
 import pytest
 
-from stash_core.sched.fabric import Fabric, Links, links_of, max_min_rates
+from stash_core.sched.fabric import Fabric, links_of, max_min_rates
+from stash_core.sched.links import Links
 
 
 def reference(flows: dict, capacity, weight: dict | None = None) -> dict:
@@ -209,3 +210,19 @@ def test_a_change_that_gives_back_the_same_sets_of_links_skips_the_fill_and_chan
             _churn(rng, links, on, fresh, 2, 0.5, lambda: list(rng.choice(shapes)))
             links.reallocate({link for flows in on.values() for link in flows})
     assert skipped >= 20
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_the_lists_a_fill_reads_hold_every_links_flows_and_bandwidth(seed):
+    # The fill indexes lists by link number (a switch uplink's negative number from the end), lengthened as
+    # links appear: after any joins and leaves they say what the per-link dicts say, for every link in use.
+    rng = random.Random(seed)
+    fabric = Fabric(node_gbps=100.0, uplink_gbps=200.0)
+    links, on, fresh = Links(fabric), {}, iter(range(10**6))
+    for _ in range(80):
+        nodes = rng.sample(range(rng.choice([4, 40])), 3)
+        _churn(rng, links, on, fresh, 3, 0.5, lambda nodes=nodes: links_of(dict.fromkeys(nodes, 1), 4))
+        for link, flows in links.load.items():
+            assert links.load_at[link] == flows
+            assert links.capacity_at[link] == fabric.capacity(link) == links.capacity[link]
+        assert sum(links.load_at) == sum(links.load.values())
