@@ -11,6 +11,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
 from support import REPO, TINY_CNN
 
 # A model whose forward imports part of the compiler: the stand-in cannot serve it, the probe must not fail.
@@ -50,6 +51,7 @@ print(json.dumps({"cold": cold, "loaded": loaded, "compiler_after_cold": compile
 """
 
 
+@pytest.mark.slow  # a new interpreter
 def test_the_probe_imports_no_compiler_and_answers_as_with_it(tmp_path: Path) -> None:
     reaches = tmp_path / "reaches.py"
     reaches.write_text(textwrap.dedent(REACHES))
