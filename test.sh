@@ -4,10 +4,6 @@ set -euo pipefail
 cd "$(dirname "$0")"
 # STASH_TEST_NO_SETUP=1: the caller has set up already (scripts/test_tiers.sh runs tiers of this suite at once)
 [ "${STASH_TEST_NO_SETUP:-}" = 1 ] || bash scripts/setup.sh --system
-# Bytecode cached in the git-ignored __pycache__ folders even where the environment says not to write it: with
-# PYTHONDONTWRITEBYTECODE set, every pytest process rewrites the asserts of every test module again (about
-# 6.6 of 13.5 CPU-s of a collection on the 2-core machine) and every `stash` child compiles Stash again.
-unset PYTHONDONTWRITEBYTECODE
 # No pytest arguments: the whole suite, in tiers that keep both cores busy (scripts/test_tiers.sh).
 [ $# -gt 0 ] || exec bash scripts/test_tiers.sh
 # -q unless the caller chose the verbosity (a second -q would make `--co -q` print per-file counts).
