@@ -23,7 +23,6 @@ import datetime
 import itertools
 import os
 import socket
-import sys
 import time
 
 import torch
@@ -287,9 +286,4 @@ def bad_files_count(bad_files) -> int | None:
 
 
 if __name__ == "__main__":
-    status = main()
-    # Everything is reported, flushed and closed (the process group, the loader's workers): end without the
-    # interpreter's teardown of torch, some 0.5 s of every worker of every launch that the run waits for.
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(status)
+    protocol.end_reported(main())
