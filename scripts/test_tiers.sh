@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # The whole suite in tiers (what ./test.sh runs when given no pytest arguments), keeping the 2-core machine
 # busy while the emulated-cluster tests wait on their shaped links and ssh:
-#   1. tests/cluster (marker `cluster`) beside, one after the other, the tests that start no measuring
-#      process and those that start real measuring processes but compare no measured times (`launches`,
-#      not `quiet`); those two run in two pytest-xdist processes (`-n 2`), a test file to a process (so a
-#      module's fixtures are made once), at a lower priority than the cluster tests (`nice`), whose nodes
-#      then get the cores when their shaped links let them compute;
+#   1. tests/cluster (marker `cluster`) beside one pytest session of every other test but the quiet ones:
+#      those that start no measuring process, those that start real measuring processes but compare no
+#      measured times (`launches`, not `quiet`) and those that drive a browser (`e2e`), in two pytest-xdist
+#      processes (`-n 2`), a test file to a process (so a module's fixtures are made once), the files that
+#      hold a long test first (tests/conftest.py; --no-loadscope-reorder keeps that order), so that short
+#      files fill the end instead of one long file running alone; at a lower priority than the cluster
+#      tests (`nice`), whose nodes then get the cores when their shaped links let them compute;
 #   2. then, alone, the tests whose orderings of measured stalls need the cores to themselves (`quiet`: more
-#      loader workers, a lower disk cap) and those that drive a browser (`e2e`).
-# The four selections make up the whole suite; each prints its own --durations. The cluster tests count
+#      loader workers, a lower disk cap).
+# The three selections make up the whole suite; each prints its own --durations. The cluster tests count
 # only launches on the emulated nodes (clusterkit.tagged_processes), so a unit test's local launch beside
 # them is not taken for a leftover. The caller (test.sh) has set up already.
 set -uo pipefail
@@ -21,19 +23,16 @@ started=$SECONDS
     echo "cluster exit code $?"
 } >"$log" 2>&1 &
 beside_pid=$!
-parallel=(-n 2 --dist loadfile)
-nice -n 10 bash test.sh -m "not cluster and not launches and not e2e" "${parallel[@]}"
-in_process=$?
-echo "=== tier 1c: launches that compare no measured times (after the tier above, beside the cluster) ==="
-nice -n 10 bash test.sh -m "not cluster and launches and not quiet and not e2e" "${parallel[@]}"
-launches=$?
+parallel=(-n 2 --dist loadfile --no-loadscope-reorder)
+nice -n 10 bash test.sh -m "not cluster and not (launches and quiet)" "${parallel[@]}"
+beside=$?
 wait "$beside_pid"
-echo "=== tier 1b: emulated cluster (ran beside the tiers above) ==="
+echo "=== tier 1b: emulated cluster (ran beside the tier above) ==="
 cat "$log"
 cluster=$(sed -n 's/^cluster exit code //p' "$log")
 echo "=== tier 1: $((SECONDS - started)) s ==="
-bash test.sh -m "not cluster and ((launches and quiet) or e2e)"
+bash test.sh -m "not cluster and launches and quiet"
 quiet=$?
-echo "=== all tiers: $((SECONDS - started)) s; exit codes: in-process $in_process, cluster ${cluster:-?}," \
-    "launches $launches, quiet launches and browser $quiet ==="
-[ "$in_process" = 0 ] && [ "$cluster" = 0 ] && [ "$launches" = 0 ] && [ "$quiet" = 0 ]
+echo "=== all tiers: $((SECONDS - started)) s; exit codes: beside the cluster $beside, cluster ${cluster:-?}," \
+    "quiet launches $quiet ==="
+[ "$beside" = 0 ] && [ "$cluster" = 0 ] && [ "$quiet" = 0 ]

@@ -172,7 +172,7 @@ def _params() -> list:
     for command in COMMANDS:
         words = shlex.split(command.text)
         slow = "profile" in words[:3] or "campaign" in words[:3]
-        marks = [pytest.mark.slow] if slow else []
+        marks = [pytest.mark.slow, pytest.mark.launches] if slow else []  # a real profile
         params.append(pytest.param(command, marks=marks, id=f"line{command.line}-{'-'.join(words[:2])}"))
     return params
 

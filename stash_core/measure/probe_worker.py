@@ -13,7 +13,6 @@ from __future__ import annotations
 import datetime
 import os
 import socket
-import sys
 import time
 
 import torch
@@ -220,4 +219,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    protocol.end_reported(main())

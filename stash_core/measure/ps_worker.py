@@ -27,7 +27,7 @@ import os
 import sys
 import time
 
-from stash_core.measure.protocol import emit
+from stash_core.measure.protocol import emit, end_reported
 
 STOP = 1.0  # control value of a worker's last message
 MAX_RECORDS = 20_000  # per rank: the RESULT line stays a few hundred kB
@@ -173,4 +173,4 @@ def _run(args: argparse.Namespace) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    end_reported(main())

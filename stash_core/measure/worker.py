@@ -23,7 +23,6 @@ import datetime
 import itertools
 import os
 import socket
-import sys
 import time
 
 import torch
@@ -287,4 +286,4 @@ def bad_files_count(bad_files) -> int | None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    protocol.end_reported(main())

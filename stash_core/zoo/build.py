@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import operator
 from collections.abc import Iterable
@@ -95,11 +96,15 @@ def describe_model(
     ref: str, num_classes: int | None = None, input_shape: tuple[int, ...] | None = None
 ) -> ModelInfo:
     """ModelInfo without allocating weights: built on the meta device (a user model may fall back to CPU)."""
+    # A zoo model's constructors initialise embeddings through guarded kernels that would import torch's
+    # compiler (~1.3 CPU-s, paid by `stash models`, recommend, fit, spot-memory); zoo models compile
+    # nothing. A user factory is built with the compiler importable (it may call torch.compile itself).
+    in_zoo = str(ref).strip().lower() in ZOO
     try:
-        with torch.device("meta"):
+        with torch.device("meta"), compiler_unimported() if in_zoo else contextlib.nullcontext():
             return build_model(ref, num_classes, input_shape)[1]
     except UsageError:
-        if str(ref).strip().lower() in ZOO:  # zoo models are meta-safe: the error is the user's
+        if in_zoo:  # zoo models are meta-safe: the error is the user's
             raise
         # A user factory may need real tensors (e.g. loads weights); a real build gives the true answer.
         return build_model(ref, num_classes, input_shape)[1]

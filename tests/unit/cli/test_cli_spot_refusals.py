@@ -79,6 +79,7 @@ def test_running_counts_of_a_repeated_name_add_up_against_the_quota(tmp_path, ca
     assert json.loads(out.out)["running"] == 5
 
 
+@pytest.mark.slow
 def test_a_quota_far_above_the_upper_bound_plans_as_the_bound_does(tmp_path, capsys):
     """n_upper is 64 here ((1 - b1) / a1)^2: a quota of 10,000 gives the same candidates as one of 64."""
     status, out = _stash(tmp_path, capsys, [*SPOT, "--json", "--top", "10000"], instances="g3.4xlarge:10000")

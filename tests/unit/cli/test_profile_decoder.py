@@ -9,6 +9,7 @@ import pytest
 from support import stash_main
 
 
+@pytest.mark.launches
 @pytest.mark.slow
 def test_a_llama_style_model_profiles_on_the_cpu(tmp_path):
     db, out = tmp_path / "lm.duckdb", tmp_path / "run.json"

@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 from support import SMALL, stash_main
 
+pytestmark = pytest.mark.launches  # every test here starts real measuring processes
+
 QUICK = [*SMALL, "--workers", "1", "--stalls", "compute", "--iterations", "5", "--progress", "none"]
 
 

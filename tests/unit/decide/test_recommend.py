@@ -268,6 +268,7 @@ def test_slowdown_cause_names_the_growing_stall():
     assert slowdown_cause(slow, fast) == "network stall makes 2 x b 50% slower than 1 x a"
 
 
+@pytest.mark.slow
 def test_recommend_on_a_fresh_database_ranks_predicted_options_for_every_gpu_instance(tmp_path):
     from stash_core.decide.recommend import recommend as recommend_fn
 

@@ -9,9 +9,12 @@ import os
 import textwrap
 from pathlib import Path
 
+import pytest
 from support import stash_main
 
 from stash_core.analysis.coherence import DIFFERENT_WORK, IMPOSSIBLE
+
+pytestmark = pytest.mark.launches  # every test here starts real measuring processes
 
 HEAD = """
 import os, torch, torch.distributed as dist

@@ -80,6 +80,13 @@ def test_a_query_leaves_no_snapshot_and_no_folder_behind(tmp_path):
     ]
 
 
+def _owner_pid(folder: Path) -> int | None:
+    try:
+        return int((folder / OWNER_FILE).read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def test_the_folder_of_a_killed_caller_is_removed_by_the_next_query(tmp_path):
     db = tmp_path / "results.duckdb"
     store.ingest_files(db, [EXAMPLES[0]])
@@ -93,7 +100,9 @@ def test_the_folder_of_a_killed_caller_is_removed_by_the_next_query(tmp_path):
     deadline = time.monotonic() + 60
     made: set[Path] = set()
     while time.monotonic() < deadline and not made:
-        made = {p for p in Path(tempfile.gettempdir()).glob(FOLDER_PREFIX + "*") if (p / OWNER_FILE).exists()}
+        # the caller's own folder: another process's query (a test beside this one) may make one meanwhile
+        folders = Path(tempfile.gettempdir()).glob(FOLDER_PREFIX + "*")
+        made = {folder for folder in folders if _owner_pid(folder) == caller.pid}
         made -= before
         time.sleep(0.1)
     assert made, "the caller made no console folder"

@@ -54,6 +54,7 @@ def _view(db: Path) -> pd.DataFrame:
     return store.query_readonly(db, "SELECT * FROM stall_breakdown ORDER BY run_id")
 
 
+@pytest.mark.slow  # its module's stored runs take seconds to make
 def test_the_stalls_and_the_remainder_add_up_to_the_iteration_time(stored) -> None:
     db, docs = stored
     view = _view(db)

@@ -103,6 +103,7 @@ def test_compare_bars_close_at_one_hundred_percent(runs: tuple[list[dict], pd.Da
     assert (shares["stall"] == REMAINDER).any() and (shares["resolved"] == False).any()  # noqa: E712
 
 
+@pytest.mark.slow
 def test_runs_read_back_from_a_store_close_too(tmp_path: Path) -> None:
     db = tmp_path / "results.duckdb"
     docs = [noisy_result_doc(seed, legacy=seed % 2 == 0, run_id=f"20261201T0000{seed:02d}Z-{seed:08x}")

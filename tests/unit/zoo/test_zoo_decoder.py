@@ -118,6 +118,7 @@ def test_rotary_positions_make_order_matter():
     assert not torch.allclose(last, last_swapped, atol=1e-5)
 
 
+@pytest.mark.slow
 def test_a_zoo_decoder_trains_one_step_on_the_cpu_through_the_zoo_loss():
     model, info = build_model("gpt2", input_shape=(8,))
     inputs, targets = synthetic_batch(info, 1, "cpu")

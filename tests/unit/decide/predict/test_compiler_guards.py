@@ -5,6 +5,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[4]
 
 # In a fresh interpreter: the compiler's import is what is avoided, and this test process may hold it.
@@ -40,6 +42,7 @@ def _run(script: str, tmp_path: Path) -> str:
     return done.stdout
 
 
+@pytest.mark.slow  # two new interpreters
 def test_counting_leaves_the_compiler_unimported_counts_the_same_and_compiles_after(tmp_path):
     fresh = _run(SCRIPT, tmp_path / "fresh")
     assert "compiler loaded after counting: False" in fresh
