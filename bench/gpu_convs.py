@@ -23,10 +23,10 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-from torch.profiler import ProfilerActivity, profile
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from gpu_layouts import _write  # noqa: E402
+from gpu_layouts import _write, cuda_out  # noqa: E402
+from gpu_ops import kernel_times, mean_seconds  # noqa: E402
 from gpu_steps import _set_precision  # noqa: E402
 
 # (name, batch, in channels, height = width, out channels, kernel, stride)
@@ -46,32 +46,15 @@ FORMATS = ("nchw", "nhwc")
 REPEATS = 10
 
 
-def _timed(step) -> float:
-    for _ in range(3):
-        step()
-    torch.cuda.synchronize()
-    begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    begin.record()
-    for _ in range(REPEATS):
-        step()
-    end.record()
-    end.synchronize()
-    return begin.elapsed_time(end) / 1000.0 / REPEATS
-
-
 def _kernel_shares(step) -> dict[str, float]:
     """Share of the GPU time of one call in Winograd, FFT and layout-conversion kernels, by their names."""
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        step()
-        torch.cuda.synchronize()
     totals: dict[str, float] = defaultdict(float)
-    for event in prof.events():
-        if event.device_type == torch.autograd.DeviceType.CUDA:
-            name = event.name.lower()
-            kind = "winograd" if "winograd" in name else "fft" if "fft" in name else "other"
-            if "nchwtonhwc" in name or "nhwctonchw" in name or "transpose" in name:
-                kind = "layout"
-            totals[kind] += event.time_range.elapsed_us()
+    for kernel, seconds in kernel_times(step).items():
+        name = kernel.lower()
+        kind = "winograd" if "winograd" in name else "fft" if "fft" in name else "other"
+        if "nchwtonhwc" in name or "nhwctonchw" in name or "transpose" in name:
+            kind = "layout"
+        totals[kind] += seconds
     whole = sum(totals.values()) or 1.0
     return {kind: totals[kind] / whole for kind in ("winograd", "fft", "layout")}
 
@@ -137,13 +120,10 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", default=".", help="folder for the CSV files")
     args = parser.parse_args()
-    if not torch.cuda.is_available():
-        print("no CUDA GPU here: nothing to measure", file=sys.stderr)
+    found = cuda_out(args.out)
+    if found is None:
         return 2
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    name = torch.cuda.get_device_name()
-    print(f"GPU {name!r}; torch {torch.__version__}; cuDNN {torch.backends.cudnn.version()}", flush=True)
+    out, name = found
     torch.backends.cudnn.benchmark = True
     rows = []
     for shape_name, batch, cin, size, cout, kernel, stride in CONV_SHAPES:
@@ -151,7 +131,7 @@ def main() -> int:
             _set_precision(precision)
             for layout in FORMATS:
                 step, flops = conv_step(batch, cin, size, cout, kernel, stride, precision, layout)
-                seconds = _timed(step)
+                seconds = mean_seconds(step, REPEATS)
                 shares = _kernel_shares(step)
                 tflops = flops / seconds / 1e12
                 rows.append([name, shape_name, precision, layout, f"{seconds:.6f}", f"{tflops:.1f}",
@@ -167,7 +147,7 @@ def main() -> int:
         for precision in ("fp32", "fp16", "amp"):
             for layout in FORMATS if len(shape) == 4 else ("-",):
                 step, moved = norm_step(shape_name, shape, precision, layout)
-                seconds = _timed(step)
+                seconds = mean_seconds(step, REPEATS)
                 rows.append(
                     [name, shape_name, precision, layout, f"{seconds:.6f}", f"{moved / seconds / 1e9:.0f}"]
                 )

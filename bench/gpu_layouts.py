@@ -132,13 +132,10 @@ def main() -> int:
     parser.add_argument("--out", default=".", help="folder for the CSV files")
     parser.add_argument("--budget-s", type=float, default=1.5, help="timed seconds per layout configuration")
     args = parser.parse_args()
-    if not torch.cuda.is_available():
-        print("no CUDA GPU here: nothing to measure", file=sys.stderr)
+    found = cuda_out(args.out)
+    if found is None:
         return 2
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    name = torch.cuda.get_device_name()
-    print(f"GPU {name!r}; torch {torch.__version__}; cuDNN {torch.backends.cudnn.version()}", flush=True)
+    out, name = found
     rows = []
     for precision in ("fp32", "tf32", "fp16", "bf16"):
         rate = matrix_tflops(precision)
@@ -164,6 +161,19 @@ def main() -> int:
         torch.cuda.empty_cache()
     _write(out / "kernels.csv", ["gpu", "model", "batch", "step", "launches", "kernels", "wall_s"], rows)
     return 0
+
+
+def cuda_out(folder: str) -> tuple[Path, str] | None:
+    """The CSV folder (made) and this machine's GPU name, said with torch's and cuDNN's versions; None (said
+    on stderr) without a CUDA GPU."""
+    if not torch.cuda.is_available():
+        print("no CUDA GPU here: nothing to measure", file=sys.stderr)
+        return None
+    out = Path(folder)
+    out.mkdir(parents=True, exist_ok=True)
+    name = torch.cuda.get_device_name()
+    print(f"GPU {name!r}; torch {torch.__version__}; cuDNN {torch.backends.cudnn.version()}", flush=True)
+    return out, name
 
 
 def _write(path: Path, header: list[str], rows: list[list]) -> None:

@@ -22,7 +22,7 @@ import torch.nn.functional as F
 from torch.profiler import ProfilerActivity, profile
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from gpu_layouts import _step_fn, _write  # noqa: E402
+from gpu_layouts import _step_fn, _write, cuda_out  # noqa: E402
 from gpu_steps import _set_precision  # noqa: E402
 
 # (name, batch, heads, tokens, head size, causal)
@@ -44,11 +44,15 @@ def attention_seconds(batch: int, heads: int, tokens: int, size: int, causal: bo
         out = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
         out.backward(grad)
 
+    return mean_seconds(step)
+
+
+def mean_seconds(step, repeats: int = 10) -> float:
+    """GPU seconds of one call of `step`, CUDA events over `repeats` calls after three to warm up."""
     for _ in range(3):
         step()
     torch.cuda.synchronize()
     begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    repeats = 10
     begin.record()
     for _ in range(repeats):
         step()
@@ -57,12 +61,8 @@ def attention_seconds(batch: int, heads: int, tokens: int, size: int, causal: bo
     return begin.elapsed_time(end) / 1000.0 / repeats
 
 
-def kernel_seconds(precision: str) -> dict[str, float]:
-    """GPU seconds of one ResNet-50 step (batch 128, NCHW), by kernel name."""
-    step = _step_fn("resnet50", 128, (), f"step {precision} sgd-foreach")
-    for _ in range(3):
-        step()
-    torch.cuda.synchronize()
+def kernel_times(step) -> dict[str, float]:
+    """GPU seconds of one call of `step`, by kernel name (torch.profiler)."""
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         step()
         torch.cuda.synchronize()
@@ -73,17 +73,22 @@ def kernel_seconds(precision: str) -> dict[str, float]:
     return dict(totals)
 
 
+def kernel_seconds(precision: str) -> dict[str, float]:
+    """GPU seconds of one ResNet-50 step (batch 128, NCHW), by kernel name."""
+    step = _step_fn("resnet50", 128, (), f"step {precision} sgd-foreach")
+    for _ in range(3):
+        step()
+    return kernel_times(step)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", default=".", help="folder for the CSV files")
     args = parser.parse_args()
-    if not torch.cuda.is_available():
-        print("no CUDA GPU here: nothing to measure", file=sys.stderr)
+    found = cuda_out(args.out)
+    if found is None:
         return 2
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    name = torch.cuda.get_device_name()
-    print(f"GPU {name!r}; torch {torch.__version__}", flush=True)
+    out, name = found
     rows = []
     for shape_name, batch, heads, tokens, size, causal in ATTENTION_SHAPES:
         for precision in ("fp32", "tf32", "fp16"):
