@@ -21,7 +21,15 @@ import numpy as np
 
 from stash_core.catalog.accelerators import find_accelerator
 from stash_core.decide.predict.features import Features, features
-from stash_core.decide.predict.roofline import FRACTIONS, PARAMETERS, PRIOR, StepParams, op_seconds, soft_max
+from stash_core.decide.predict.roofline import (
+    FRACTIONS,
+    PARAMETERS,
+    PRIOR,
+    StepParams,
+    memory_seconds,
+    op_seconds,
+    soft_max,
+)  # fmt: skip
 from stash_core.decide.predict.step_cost import step_cost
 
 PRIOR_WEIGHT = 0.05  # squared log-ratio units per squared unit of a transformed parameter's distance
@@ -93,11 +101,12 @@ class _Stack:
 
     def __init__(self, feats: list[Features]) -> None:
         concat = functools.partial(np.concatenate)
+        self.gbs_per_sm = np.array([f.gbs_per_sm for f in feats])
+        self.segment = np.repeat(np.arange(len(feats)), [len(f.count) for f in feats])
         self.rows = Features(
             *(concat([getattr(f, name) for f in feats]) for name in ARRAYS),
-            0.0, 0.0, 0.0,
+            0.0, 0.0, 0.0, self.gbs_per_sm[self.segment],
         )  # fmt: skip
-        self.segment = np.repeat(np.arange(len(feats)), [len(f.count) for f in feats])
         self.optimizer_memory_s = np.array([f.optimizer_memory_s for f in feats])
         self.optimizer_kernels = np.array([f.optimizer_kernels for f in feats])
         self.total_kernels = np.array([f.total_kernels for f in feats])
@@ -106,7 +115,8 @@ class _Stack:
     def step_s(self, params: StepParams) -> np.ndarray:
         ops = np.bincount(self.segment, weights=op_seconds(self.rows, params), minlength=self.size)
         optimizer = (
-            self.optimizer_memory_s / params["optimizer"] + params["launch_s"] * self.optimizer_kernels
+            memory_seconds(self.optimizer_memory_s, params["optimizer"], self.gbs_per_sm, params)
+            + params["launch_s"] * self.optimizer_kernels
         )
         return soft_max(ops + optimizer, params["dispatch_s"] * self.total_kernels)
 

@@ -101,6 +101,7 @@ class Features:
     optimizer_memory_s: float
     optimizer_kernels: float
     total_kernels: float
+    gbs_per_sm: float | np.ndarray  # the GPU's memory bandwidth per SM, GB/s (per row once stacked)
 
 
 def default_optimizer(cost: StepCost) -> str:
@@ -228,4 +229,5 @@ def _features(
         kernels=rows[:, 4], count=count, forward=rows[:, 5], half=np.full(len(rows), 1.0 if amp else 0.0),
         relayout_s=rows[:, 6], optimizer_memory_s=optimizer_bytes / bandwidth,
         optimizer_kernels=float(optimizer_kernels), total_kernels=op_kernels + optimizer_kernels,
+        gbs_per_sm=accelerator.memory_gbs / sms,
     )  # fmt: skip

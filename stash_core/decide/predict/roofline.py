@@ -14,7 +14,13 @@ unscaling (features.py); amp_memory scales the memory efficiency of its half-pre
 byte of them halves). An amp or tf32 convolution on NCHW tensors also pays their conversion to NHWC and back
 (features.py): nchw_relayout times its tensors' bytes, at the element-wise efficiency (prior 5: the
 conversion kernels of single 3x3 and 7x7 convolutions measured on an H200 took 3.6 to 9.7 times that,
-docs/measurements/h200-convolutions.txt).
+docs/measurements/h200-convolutions.txt). Memory-bound work (element-wise, reductions, norms, the conversion
+and the optimizer) also runs no faster than sm_gbs per SM: a kernel keeps a limited number of bytes in flight
+per SM, so by Little's law a GPU with much bandwidth per SM cannot use all of it (the H200 has the H100's 132
+SMs and 1.43 times its bandwidth; 13 of Stash's 15 steps timed on both, the two host-bound ones aside, ran
+only 1.02 to 1.25 times faster on it: docs/measurements/h100-gpu-steps-2026-11-26-norms.csv against
+h200-gpu-steps-2026-11-26.csv). Fitted, not measured per kernel: about 27 GB/s per SM, which binds on the
+H200, GH200 and B200, not on the H100 or older GPUs.
 """
 
 from __future__ import annotations
@@ -30,17 +36,18 @@ from stash_core.decide.predict.step_cost import StepCost
 # Efficiencies are fractions of a peak; launch_s and dispatch_s seconds; wave_exponent in [0, 1].
 PARAMETERS = (
     "matmul_fp32", "matmul_tf32", "matmul_fp16", "attention", "elementwise", "reduction", "optimizer",
-    "launch_s", "dispatch_s", "wave_exponent", "amp_memory", "nchw_relayout", "normalisation",
+    "launch_s", "dispatch_s", "wave_exponent", "amp_memory", "nchw_relayout", "normalisation", "sm_gbs",
 )  # fmt: skip
-FRACTIONS = frozenset(PARAMETERS) - {"launch_s", "dispatch_s", "amp_memory", "nchw_relayout"}
+FRACTIONS = frozenset(PARAMETERS) - {"launch_s", "dispatch_s", "amp_memory", "nchw_relayout", "sm_gbs"}
 # Where the fit starts and what it is pulled towards when the data say little (calibration.py's prior):
 # a large GEMM near 70% of peak, a kernel launch of a few microseconds, eager dispatch ~10 us per kernel; a
 # norm at a third of the bandwidth its bytes need (measured on an H200, forward and backward: batch norm
-# 29-37%, layer norm 24%; docs/measurements/h200-convolutions.txt).
+# 29-37%, layer norm 24%; docs/measurements/h200-convolutions.txt); memory-bound kernels at up to 30 GB/s per
+# SM, about what an H100 has (3,350 GB/s over 132 SMs), so the prior binds only on GPUs with more.
 PRIOR = {
     "matmul_fp32": 0.7, "matmul_tf32": 0.5, "matmul_fp16": 0.5, "attention": 0.5, "elementwise": 0.7,
     "reduction": 0.5, "optimizer": 0.7, "launch_s": 4e-6, "dispatch_s": 1e-5, "wave_exponent": 0.5,
-    "amp_memory": 1.0, "nchw_relayout": 5.0, "normalisation": 0.33,
+    "amp_memory": 1.0, "nchw_relayout": 5.0, "normalisation": 0.33, "sm_gbs": 30.0,
 }  # fmt: skip
 SOFT_MAX_P = 6.0
 
@@ -90,13 +97,24 @@ def op_seconds(feats: Features, params: StepParams) -> np.ndarray:
     memory_eff = memory_eff * params["amp_memory"] ** feats.half
     memory_eff = np.where(feats.op_class == 4, params["normalisation"], memory_eff)
     wave = feats.utilisation ** params["wave_exponent"]
-    seconds = np.maximum(feats.compute_s / (compute_eff * wave), feats.memory_s / memory_eff)
-    seconds = seconds + params["nchw_relayout"] * feats.relayout_s / params["elementwise"]
+    memory_s = memory_seconds(feats.memory_s, memory_eff, feats.gbs_per_sm, params)
+    seconds = np.maximum(feats.compute_s / (compute_eff * wave), memory_s)
+    relayout_s = memory_seconds(feats.relayout_s, params["elementwise"], feats.gbs_per_sm, params)
+    seconds = seconds + params["nchw_relayout"] * relayout_s
     return (seconds + params["launch_s"] * feats.kernels) * feats.count
 
 
+def memory_seconds(at_bandwidth_s, efficiency, gbs_per_sm, params: StepParams):
+    """Seconds of memory-bound work that takes at_bandwidth_s at the full memory bandwidth: at its class's
+    efficiency, but never faster than sm_gbs per SM (a GPU with much bandwidth per SM cannot keep enough bytes
+    in flight to use it)."""
+    slowest = np.maximum(1.0 / efficiency, gbs_per_sm / params["sm_gbs"])
+    return at_bandwidth_s * slowest
+
+
 def optimizer_seconds(feats: Features, params: StepParams) -> float:
-    return feats.optimizer_memory_s / params["optimizer"] + params["launch_s"] * feats.optimizer_kernels
+    memory_s = memory_seconds(feats.optimizer_memory_s, params["optimizer"], feats.gbs_per_sm, params)
+    return float(memory_s) + params["launch_s"] * feats.optimizer_kernels
 
 
 def soft_max(gpu_s: float | np.ndarray, host_s: float | np.ndarray) -> float | np.ndarray:

@@ -19,7 +19,7 @@ from stash_core.decide.predict.features import (
 )
 from stash_core.decide.predict.memory import memory_check
 from stash_core.decide.predict.op_classes import leading_alignment
-from stash_core.decide.predict.roofline import PRIOR, StepParams, compute_time, op_seconds
+from stash_core.decide.predict.roofline import PRIOR, StepParams, compute_time, memory_seconds, op_seconds
 from stash_core.decide.predict.stated_error import fitted_params
 from stash_core.decide.predict.step_cost import _OpRecorder, step_cost
 from stash_core.errors import UsageError
@@ -350,3 +350,30 @@ def test_fused_attention_in_tf32_runs_on_the_fp32_units_and_the_rest_on_tf32():
     # the same seconds at the FP32 peak as in an fp32 step
     fp32_attention = fp32.compute_s[fp32.op_class == CLASSES.index("attention")]
     assert sorted(tf32.compute_s[attention]) == pytest.approx(sorted(fp32_attention))
+
+
+def test_memory_bound_work_runs_no_faster_than_its_share_per_sm():
+    h200, b200, v100 = (find_accelerator(name) for name in ("H200", "B200", "V100"))
+    cost = step_cost("resnet18", 32, (3, 64, 64))
+    params = StepParams({**StepParams().values, "sm_gbs": 25.0})
+    elementwise = CLASSES.index("elementwise")
+
+    def elementwise_s(accelerator) -> tuple[float, float]:
+        """Seconds of the element-wise rows as the model times them, and the bytes they move."""
+        feats = features(cost, accelerator, "fp32", None)
+        rows = feats.op_class == elementwise
+        seconds = memory_seconds(feats.memory_s, 0.8, feats.gbs_per_sm, params) * feats.count
+        moved_bytes = feats.memory_s * feats.count * accelerator.memory_gbs * 1e9
+        return float(seconds[rows].sum()), float(moved_bytes[rows].sum())
+
+    # a V100 (11 GB/s of bandwidth per SM) runs at its class's efficiency of its bandwidth ...
+    seconds, moved_bytes = elementwise_s(v100)
+    assert seconds == pytest.approx(moved_bytes / (0.8 * v100.memory_gbs * 1e9))
+    # ... an H200 and a B200 (36 and 54 GB/s per SM) at 25 GB/s per SM, whatever their bandwidth
+    for accelerator in (h200, b200):
+        seconds, moved_bytes = elementwise_s(accelerator)
+        assert seconds == pytest.approx(moved_bytes / (25.0 * accelerator.sm_count * 1e9))
+    # and so it reaches the step: the same step on the H200 gets slower as the per-SM rate falls
+    feats = features(cost, h200, "amp", None)
+    slower = StepParams({**params.values, "sm_gbs": 12.0})
+    assert op_seconds(feats, slower).sum() > op_seconds(feats, params).sum()
