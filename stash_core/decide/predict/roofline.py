@@ -12,8 +12,8 @@ least dispatch_s per kernel: GPU and host time are combined as a soft maximum (a
 precision halves activation bytes (not a norm's, unless channels last) and adds the weight casts and gradient
 unscaling (features.py); amp_memory scales the memory efficiency of its half-precision operators (not every
 byte of them halves). An amp or tf32 convolution on NCHW tensors also pays their conversion to NHWC and back
-(features.py): nchw_relayout times its tensors' bytes, at the element-wise efficiency (prior 5: the
-conversion kernels of single 3x3 and 7x7 convolutions measured on an H200 took 3.6 to 9.7 times that,
+(features.py): nchw_relayout times its tensors' bytes, at the element-wise efficiency (prior 5: the conversion
+kernels of single 3x3 and 7x7 convolutions measured on an H200 took 3.6 to 9.7 times that,
 docs/measurements/h200-convolutions.txt). Memory-bound work (element-wise, reductions, norms, the conversion
 and the optimizer) also runs no faster than sm_gbs per SM: a kernel keeps a limited number of bytes in flight
 per SM, so by Little's law a GPU with much bandwidth per SM cannot use all of it (the H200 has the H100's 132
