@@ -14,11 +14,11 @@ unscaling (features.py); amp_memory scales the memory efficiency of its half-pre
 byte of them halves). An amp or tf32 convolution on NCHW tensors also pays their conversion to NHWC and back
 (features.py): nchw_relayout times its tensors' bytes, at the element-wise efficiency (prior 5: the conversion
 kernels of single 3x3 and 7x7 convolutions measured on an H200 took 3.6 to 9.7 times that,
-docs/measurements/h200-convolutions.txt). Memory-bound work (element-wise, reductions, norms, the conversion
-and the optimizer) also runs no faster than sm_gbs per SM: a kernel keeps a limited number of bytes in flight
-per SM, so by Little's law a GPU with much bandwidth per SM cannot use all of it (the H200 has the H100's 132
-SMs and 1.43 times its bandwidth; 13 of Stash's 15 steps timed on both, the two host-bound ones aside, ran
-only 1.02 to 1.25 times faster on it: docs/measurements/h100-gpu-steps-2026-11-26-norms.csv against
+docs/measurements/h200-convolutions.txt). Memory traffic (of every operator, the conversion and the optimizer)
+also moves no faster than sm_gbs per SM: a kernel keeps a limited number of bytes in flight per SM, so by
+Little's law a GPU with much bandwidth per SM cannot use all of it (the H200 has the H100's 132 SMs and 1.43
+times its bandwidth; 13 of Stash's 15 steps timed on both, the two host-bound ones aside, ran only 1.02 to
+1.25 times faster on it: docs/measurements/h100-gpu-steps-2026-11-26-norms.csv against
 h200-gpu-steps-2026-11-26.csv). Fitted, not measured per kernel: about 27 GB/s per SM, which binds on the
 H200, GH200 and B200, not on the H100 or older GPUs.
 """
@@ -105,7 +105,7 @@ def op_seconds(feats: Features, params: StepParams) -> np.ndarray:
 
 
 def memory_seconds(at_bandwidth_s, efficiency, gbs_per_sm, params: StepParams):
-    """Seconds of memory-bound work that takes at_bandwidth_s at the full memory bandwidth: at its class's
+    """Seconds of memory traffic that takes at_bandwidth_s at the full memory bandwidth: at its class's
     efficiency, but never faster than sm_gbs per SM (a GPU with much bandwidth per SM cannot keep enough bytes
     in flight to use it)."""
     slowest = np.maximum(1.0 / efficiency, gbs_per_sm / params["sm_gbs"])
