@@ -5,8 +5,9 @@ leave one source (software stack) out and leave one GPU die out for the step mod
 figure scaled from another GPU's figure of the same work by the step model's ratio ("scaled", within one
 stack and across); and by the matrix peaks alone ("script"). Errors by source, GPU, model, precision and
 batch regime; the stated error of each path (80th percentile of its held-out errors) and how many held-out
-figures it covers. With --write, the step model fitted on every figure and the stated errors are written to
-validation_summary.json, which predictions read (the README's figures are this output).
+figures it covers (a die whose own held-out errors run wider states its own). With --write, the step model
+fitted on every figure and the stated errors are written to validation_summary.json, which predictions read
+(the README's figures are this output).
 With --timing, only the time to predict every catalog instance for one job (the step counted once, then
 each instance): PYTHONPATH=. .venv/bin/python bench/cross_instance.py --timing
 Run: PYTHONPATH=. .venv/bin/python bench/cross_instance.py [--write] [--rows]
@@ -124,6 +125,10 @@ def main() -> None:
     for path, table in result["stated_error"].items():
         cells = ", ".join(f"{name} {value:.1%}" for name, value in table.items() if value is not None)
         print(f"{path}: {cells}; covers {result['coverage'][path]:.1%} of its held-out figures")
+        dies = result["stated_error_by_gpu"][path]
+        wider = ", ".join(f"{gpu} {value:.1%}" for gpu, value in dies.items() if value > table["all"])
+        if wider:
+            print(f"  dies whose own held-out errors run wider state them: {wider}")
     print(f"validated GPU dies: {', '.join(result['validated_gpus'])}")
     print("parameters fitted on every figure: " + ", ".join(f"{k} {v:.3g}" for k, v in params.values.items()))
     print(f"script path: matrix-peak ratio ^ {share:g} x bandwidth ratio ^ {1 - share:g} (all pairs' fit)")

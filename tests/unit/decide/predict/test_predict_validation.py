@@ -11,6 +11,7 @@ from stash_core.decide.predict.roofline import PRIOR, StepParams, compute_time
 from stash_core.decide.predict.stated_error import (
     UNVALIDATED_FACTOR,
     coverage,
+    die_table,
     load_summary,
     stated_error,
     stated_table,
@@ -104,17 +105,40 @@ def test_the_stated_error_covers_most_held_out_figures_of_the_shipped_data():
     for path in ("roofline", "scaled", "script"):
         frame = pd.DataFrame(summary["held_out"][path], columns=["regime", "gpu", "abs_error"])
         assert len(frame) >= 20
-        table = stated_table(frame)
+        table, dies = stated_table(frame), die_table(frame)
         assert table == pytest.approx(summary["stated_error"][path])
+        assert dies == pytest.approx(summary["stated_error_by_gpu"][path])
         assert coverage(frame, table) >= 0.8
+        assert coverage(frame, table, dies) >= coverage(frame, table)
         # Per regime, too, where the regime has its own stated error.
         for name, errors in frame.groupby("regime")["abs_error"]:
             if len(errors) >= 5:
                 assert (errors <= table[name] + 1e-12).mean() >= 0.8
 
 
+def test_a_die_whose_held_out_figures_run_wider_states_its_own_error():
+    frame = pd.DataFrame(
+        [("small", "A100", 0.05)] * 8 + [("small", "V100", 0.06)] * 8 + [("small", "K80", 0.5)] * 5
+        + [("small", "L4", 0.9)] * 4,
+        columns=["regime", "gpu", "abs_error"],
+    )  # fmt: skip
+    table, dies = stated_table(frame), die_table(frame)
+    assert dies == {"A100": 0.05, "V100": 0.06, "K80": 0.5}  # L4: too few figures for its own
+    assert table["small"] == pytest.approx(0.5)
+    assert coverage(frame, table) == pytest.approx(21 / 25)
+    # a K80's own percentile covers its figures; the L4's are still outside
+    assert coverage(frame, {**table, "small": 0.06}, dies) == pytest.approx(21 / 25)
+    assert coverage(frame, {**table, "small": 0.06}) == pytest.approx(16 / 25)
+    # the shipped summary: a die the model misses prints its own, wider error and says why
+    summary = load_summary()
+    k80 = summary["stated_error_by_gpu"]["roofline"].get("K80")
+    if k80 is not None and k80 > summary["stated_error"]["roofline"]["medium"]:
+        stated = stated_error("roofline", 32, "NVIDIA K80")
+        assert stated.validated and stated.error == pytest.approx(k80) and "K80" in stated.note
+
+
 def test_a_gpu_without_held_out_figures_gets_a_wider_error_and_says_unvalidated():
-    validated = stated_error("roofline", 32, "A100")
+    validated = stated_error("roofline", 32, "H100")
     assert validated.validated and validated.error > 0 and not validated.note
     unvalidated = stated_error("roofline", 32, "AMD MI300X 192 GB")
     if chip("AMD MI300X 192 GB") not in load_summary()["validated_gpus"]:
