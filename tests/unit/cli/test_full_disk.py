@@ -1,13 +1,13 @@
 """A full file system loses no measurement: one line says what could not be written, where the run is kept
 and how to store it later; never a traceback. The file system is a small tmpfs filled to the brim (root).
 
-What is checked is the saving of a measured run, not the measuring: the module measures once (one real launch,
-`measured_launch`) and each `stash profile` below replays that launch's outcome (the engine's run_phase) and
-goes through everything after it as a measured profile does: breakdown, result file, database."""
+What is checked is the saving of a measured run, not the measuring: a real launch is measured once
+(tests/conftest.py's `measured_launch`) and each `stash profile` below replays that launch's outcome (the
+engine's run_phase) and goes through everything after it as a measured profile does: breakdown, result file,
+database."""
 
 from __future__ import annotations
 
-import copy
 import json
 import os
 import shutil
@@ -19,12 +19,11 @@ from pathlib import Path
 import duckdb
 import pytest
 from result_docs import result_doc
-from support import REPO, SMALL, one_line_error, stash_main
+from support import ONE_RUN, REPO, one_line_error, replay_launches, stash_main
 
 from stash_core.cli.profile import save_result
-from stash_core.engine import profiler
 
-pytestmark = pytest.mark.launches  # the module starts real measuring processes (measured_launch)
+pytestmark = pytest.mark.launches  # measured_launch starts real measuring processes
 
 TMPFS_SIZE = "16m"
 
@@ -80,35 +79,12 @@ def full_disk(tmp_path):
             subprocess.run(["umount", "-l", str(target)], capture_output=True)
 
 
-PROFILE = [*SMALL, "--stalls", "compute", "--iterations", "4", "--max-phase-seconds", "10",
-           "--progress", "none"]  # fmt: skip
-
-
-@pytest.fixture(scope="module")
-def measured_launch(tmp_path_factory) -> list[dict]:
-    """The outcomes of a real profile's launches (R0 here), as the engine's run_phase returned them."""
-    tmp = tmp_path_factory.mktemp("measured")
-    outcomes: list[dict] = []
-    real = profiler.run_phase
-
-    def recording(*args, **kwargs) -> dict:
-        outcome = real(*args, **kwargs)
-        outcomes.append(copy.deepcopy(outcome))
-        return outcome
-
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(profiler, "run_phase", recording)
-        done = stash_main("profile", *PROFILE, "--no-store", "--out", str(tmp / "run.json"), cwd=tmp,
-                          env_extra={"STASH_CACHE_DIR": str(tmp / "cache")})  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    assert [outcome["status"] for outcome in outcomes] == ["completed"]
-    return outcomes
+PROFILE = [*ONE_RUN, "--max-phase-seconds", "10", "--progress", "none"]  # what measured_launch measured
 
 
 def profile(*args: str, tmp: Path, launches: list[dict], monkeypatch):
     """`stash profile` (main() in this process) whose launch gives the measured outcome again."""
-    replayed = iter(copy.deepcopy(launches))
-    monkeypatch.setattr(profiler, "run_phase", lambda *_, **__: next(replayed))
+    replay_launches(monkeypatch, launches)
     return stash_main("profile", *PROFILE, *args, env_extra={"STASH_CACHE_DIR": str(tmp / "cache")}, cwd=tmp)
 
 
