@@ -12,7 +12,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from support import REPO, SMALL, stash
+from support import REPO, SMALL, stash_main
 
 from stash_core.data.diskcap import disk_cap_unsupported_reason
 
@@ -21,7 +21,7 @@ pytestmark = pytest.mark.launches  # every test here starts real measuring proce
 
 def profile_json(tmp: Path, *args: str) -> dict:
     out = tmp / f"run-{len(list(tmp.glob('run-*.json')))}.json"
-    result = stash(
+    result = stash_main(  # main() in this process; its launches are real processes
         "profile", *args, "--out", str(out), "--no-store", "--progress", "none",
         env_extra={"STASH_CACHE_DIR": str(tmp / "cache")},
     )  # fmt: skip
