@@ -10,10 +10,14 @@ bytecode is not to be written (PYTHONDONTWRITEBYTECODE, set where CI runs): then
 every module again, about half the CPU time of a collection (6.6 of 13.5 s). Collection writes bytecode
 whatever the environment says (into the git-ignored __pycache__ folders of tests/ and stash_core/); the tests
 themselves, and every process they start, run as the environment says.
+
+`measured_launch`: one real launch per pytest process for the tests that check what a profile does with what
+it measured (where its files go, a full disk), which replay it (support.replay_launches).
 """
 
 from __future__ import annotations
 
+import copy
 import sys
 
 import pytest
@@ -39,3 +43,31 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             if any(item.get_closest_marker(mark) for mark in marks):
                 rank_of[item.path] = min(rank, rank_of.get(item.path, rank))
     items.sort(key=lambda item: rank_of.get(item.path, len(RANKS)))  # stable: a file's tests keep their order
+
+
+@pytest.fixture(scope="session")
+def measured_launch(tmp_path_factory: pytest.TempPathFactory) -> list[dict]:
+    """The outcome of a real profile's one launch (support.ONE_RUN: R0 of tiny_cnn, started by main() in this
+    process, its worker a real process), as the engine's run_phase returned it; replay it with
+    support.replay_launches. One per session: the tests that replay it only read it."""
+    from support import ONE_RUN, stash_main
+
+    from stash_core.engine import profiler
+
+    tmp = tmp_path_factory.mktemp("measured-launch")
+    outcomes: list[dict] = []
+    real = profiler.run_phase
+
+    def recording(*args, **kwargs) -> dict:
+        outcome = real(*args, **kwargs)
+        outcomes.append(copy.deepcopy(outcome))
+        return outcome
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(profiler, "run_phase", recording)
+        done = stash_main("profile", *ONE_RUN, "--progress", "none", "--no-store",
+                          "--out", str(tmp / "run.json"), cwd=tmp,
+                          env_extra={"STASH_CACHE_DIR": str(tmp / "cache")})  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert [outcome["status"] for outcome in outcomes] == ["completed"]
+    return outcomes

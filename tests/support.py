@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import copy
 import io
 import os
 import subprocess
@@ -13,6 +14,8 @@ REPO = Path(__file__).resolve().parents[1]
 TINY_CNN = f"{REPO}/examples/models/tiny_cnn.py:make"
 # A model and input small enough that a run's cost is mostly process start-up.
 SMALL = ["--model", TINY_CNN, "--input-shape", "3,32,32", "--batch-size", "4", "--loader-workers", "1"]
+# A profile of one run, R0 (one worker, synthetic data): what tests/conftest.py's `measured_launch` measures.
+ONE_RUN = [*SMALL, "--workers", "1", "--stalls", "compute", "--iterations", "4"]
 
 
 def stash(*args: str, env_extra: dict | None = None, cwd: Path | None = None, timeout: float = 600):
@@ -62,6 +65,16 @@ def stash_main(
         os.environ.clear()
         os.environ.update(saved_env)
     return subprocess.CompletedProcess(["stash", *args], code, out.getvalue(), err.getvalue())
+
+
+def replay_launches(monkeypatch, outcomes: list[dict]) -> None:
+    """Make the engine's launches give these outcomes again, in order (as run_phase returned them for a real
+    profile: tests/conftest.py's `measured_launch`), for a test of what a profile does with its measurements
+    rather than of the measuring."""
+    from stash_core.engine import profiler
+
+    replayed = iter(copy.deepcopy(outcomes))
+    monkeypatch.setattr(profiler, "run_phase", lambda *_, **__: next(replayed))
 
 
 def one_line_error(result) -> str:

@@ -42,6 +42,14 @@ from stash_core.zoo import build_model, loss_fn, make_optimizer
 FIRST_CHECK_AFTER = 10
 
 
+def first_chunk(fixed: int | None) -> int:
+    """Steps before the first check: FIRST_CHECK_AFTER, or fewer where a fixed count needs fewer (the warm-up
+    always dropped, then the count asked for: `--iterations 3` runs 5 steps, not 10)."""
+    if fixed is None:
+        return FIRST_CHECK_AFTER
+    return max(1, min(FIRST_CHECK_AFTER, MIN_WARMUP_ITERATIONS + fixed))
+
+
 def main(argv: list[str] | None = None) -> int:
     job = read_worker_job(argv)
     rank = int(os.environ.get("RANK", "0"))
@@ -201,7 +209,7 @@ def run_until_done(job, model, optimizer, loss, batches, device, times, slowest_
     fixed = job.get("iterations")
     target = job["target_relative_ci"]
     deadline = time.monotonic() + job["max_phase_s"]
-    chunk = FIRST_CHECK_AFTER
+    chunk = first_chunk(fixed)
     while True:
         run_steps(model, optimizer, loss, batches, device, chunk, times, clock)
         slowest_s.extend(all_reduce_max(times.iteration_s[-chunk:], device))

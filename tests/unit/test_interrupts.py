@@ -119,7 +119,7 @@ def test_sigterm_during_r1_saves_an_interrupted_run_and_leaves_no_processes(tmp_
     argv = [
         sys.executable, "-m", "stash_core", "profile", *SMALL, "--workers", "2",
         "--stalls", "compute,interconnect", "--iterations", "100000", "--max-iterations", "100000",
-        "--max-phase-seconds", "10",
+        "--max-phase-seconds", "3",  # R0: 3 s of steps; R1 is stopped while it starts up
         "--out", str(out), "--db", str(db), "--progress", "json",
     ]  # fmt: skip
     process = subprocess.Popen(
@@ -138,7 +138,7 @@ def test_sigterm_during_r1_saves_an_interrupted_run_and_leaves_no_processes(tmp_
             workers = _workers(process.pid)
             time.sleep(0.2)
         assert len(workers) == 2, "R1 never started its two workers"
-        time.sleep(1)  # measuring
+        time.sleep(1)  # R1 starting up: its workers import torch
         everything = psutil.Process(process.pid).children(recursive=True)
         process.send_signal(signal.SIGTERM)
         _, stderr = process.communicate(timeout=120)

@@ -1,5 +1,10 @@
 """A full file system loses no measurement: one line says what could not be written, where the run is kept
-and how to store it later; never a traceback. The file system is a small tmpfs filled to the brim (root)."""
+and how to store it later; never a traceback. The file system is a small tmpfs filled to the brim (root).
+
+What is checked is the saving of a measured run, not the measuring: a real launch is measured once
+(tests/conftest.py's `measured_launch`) and each `stash profile` below replays that launch's outcome (the
+engine's run_phase) and goes through everything after it as a measured profile does: breakdown, result file,
+database."""
 
 from __future__ import annotations
 
@@ -14,11 +19,11 @@ from pathlib import Path
 import duckdb
 import pytest
 from result_docs import result_doc
-from support import REPO, SMALL, one_line_error, stash
+from support import ONE_RUN, REPO, one_line_error, replay_launches, stash_main
 
 from stash_core.cli.profile import save_result
 
-pytestmark = pytest.mark.launches  # every test here starts real measuring processes
+pytestmark = pytest.mark.launches  # measured_launch starts real measuring processes
 
 TMPFS_SIZE = "16m"
 
@@ -74,16 +79,21 @@ def full_disk(tmp_path):
             subprocess.run(["umount", "-l", str(target)], capture_output=True)
 
 
-def profile(*args: str, tmp: Path):
-    return stash(
-        "profile", *SMALL, "--stalls", "compute", "--iterations", "4", "--max-phase-seconds", "10",
-        "--progress", "none", *args, env_extra={"STASH_CACHE_DIR": str(tmp / "cache")}, cwd=tmp,
-    )  # fmt: skip
+PROFILE = [*ONE_RUN, "--max-phase-seconds", "10", "--progress", "none"]  # what measured_launch measured
 
 
-def test_a_database_on_a_full_disk_keeps_the_run_in_its_file_with_how_to_store_it(full_disk, tmp_path):
+def profile(*args: str, tmp: Path, launches: list[dict], monkeypatch):
+    """`stash profile` (main() in this process) whose launch gives the measured outcome again."""
+    replay_launches(monkeypatch, launches)
+    return stash_main("profile", *PROFILE, *args, env_extra={"STASH_CACHE_DIR": str(tmp / "cache")}, cwd=tmp)
+
+
+def test_a_database_on_a_full_disk_keeps_the_run_in_its_file_with_how_to_store_it(
+    full_disk, tmp_path, measured_launch, monkeypatch
+):
     out, db = tmp_path / "run.json", full_disk / "r.duckdb"
-    result = profile("--out", str(out), "--db", str(db), tmp=tmp_path)
+    result = profile("--out", str(out), "--db", str(db), tmp=tmp_path, launches=measured_launch,
+                     monkeypatch=monkeypatch)  # fmt: skip
     assert result.returncode == 1
     line = one_line_error(result)
     doc = json.loads(out.read_text())
@@ -93,15 +103,18 @@ def test_a_database_on_a_full_disk_keeps_the_run_in_its_file_with_how_to_store_i
     assert not db.exists()  # no empty database left behind on the full disk
     # Once there is room, the ingest the message names stores it.
     (full_disk / "filler").unlink()
-    again = stash("ingest", str(out), "--db", str(db))
+    again = stash_main("ingest", str(out), "--db", str(db))
     assert again.returncode == 0, again.stderr
     with duckdb.connect(str(db), read_only=True) as con:
         assert con.execute("SELECT run_id, status FROM runs").fetchall() == [(doc["run_id"], "completed")]
 
 
-def test_a_result_file_on_a_full_disk_is_named_and_the_run_stored_in_the_database(full_disk, tmp_path):
+def test_a_result_file_on_a_full_disk_is_named_and_the_run_stored_in_the_database(
+    full_disk, tmp_path, measured_launch, monkeypatch
+):
     out, db = full_disk / "run.json", tmp_path / "r.duckdb"
-    result = profile("--out", str(out), "--db", str(db), tmp=tmp_path)
+    result = profile("--out", str(out), "--db", str(db), tmp=tmp_path, launches=measured_launch,
+                     monkeypatch=monkeypatch)  # fmt: skip
     assert result.returncode == 1
     line = one_line_error(result)
     assert f"cannot write result file {out}" in line and "No space left" in line and str(db) in line
@@ -125,7 +138,7 @@ def test_a_database_with_room_for_the_file_only_is_left_as_it_was(full_disk, tmp
     db = full_disk / "r.duckdb"
     (full_disk / "filler").unlink()
     examples = sorted((REPO / "examples" / "results").glob("*.json"))
-    assert stash("ingest", *map(str, examples), "--db", str(db)).returncode == 0
+    assert stash_main("ingest", *map(str, examples), "--db", str(db)).returncode == 0
     fill(full_disk)
     doc = result_doc("resnet18", run_id="late-run", samples=True, telemetry=True)
     args = types.SimpleNamespace(out=tmp_path / "run.json", no_store=False, progress="none")

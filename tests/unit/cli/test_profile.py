@@ -6,7 +6,7 @@ import json
 
 import duckdb
 import pytest
-from support import REPO, SMALL, one_line_error, stash, stash_here, stash_main
+from support import REPO, SMALL, one_line_error, stash_here, stash_main
 
 
 @pytest.fixture(scope="module")
@@ -83,12 +83,12 @@ def test_telemetry_and_fingerprint_are_recorded(full_profile):
 def test_show_and_ingest_are_idempotent(full_profile, tmp_path):
     _, db, out = full_profile
     run_id = json.loads(out.read_text())["run_id"]
-    shown = stash("show", run_id[:12], "--db", str(db))
+    shown = stash_main("show", run_id[:12], "--db", str(db))
     assert shown.returncode == 0 and "interconnect" in shown.stdout
     # the communication table the profile printed (probes, lower bound, overlap) comes back from the store
     assert json.loads(out.read_text())["breakdown"]["communication"]
     assert "lower bound" in shown.stdout and "from the probes" in shown.stdout
-    again = stash("ingest", str(out), "--db", str(db))
+    again = stash_main("ingest", str(out), "--db", str(db))
     assert again.returncode == 0 and "already stored" in again.stdout
     with duckdb.connect(str(db), read_only=True) as con:
         assert con.execute("SELECT count(*) FROM runs").fetchone()[0] == 1
@@ -124,12 +124,13 @@ def test_bad_input_is_one_line_and_exit_2_and_writes_nothing(tmp_path, args, exp
     assert not db.exists() and not (tmp_path / "results").exists()
 
 
-def test_a_factory_that_raises_is_reported(tmp_path):
+def test_a_factory_that_raises_is_reported(tmp_path, capsys, monkeypatch):
     factory = tmp_path / "broken.py"
     factory.write_text("def make(num_classes=10):\n    raise ValueError('weights missing')\n")
-    result = stash(
-        "profile", "--model", f"{factory}:make", "--batch-size", "2", "--db", str(tmp_path / "r.duckdb")
-    )
+    result = stash_here(
+        capsys, monkeypatch, "profile", "--model", f"{factory}:make", "--batch-size", "2",
+        "--db", str(tmp_path / "r.duckdb"),
+    )  # fmt: skip
     assert result.returncode == 2
     assert "weights missing" in one_line_error(result)
 
@@ -169,10 +170,10 @@ def test_an_unwritable_database_path_is_refused_before_measuring(tmp_path, capsy
         ('{"kind": "stash-profile", "schema_version": 99, "run_id": "x"}', "schema_version"),
     ],
 )
-def test_ingest_refuses_corrupt_foreign_and_newer_files(tmp_path, content, expected):
+def test_ingest_refuses_corrupt_foreign_and_newer_files(tmp_path, content, expected, capsys, monkeypatch):
     bad = tmp_path / "bad.json"
     bad.write_text(content)
     db = tmp_path / "r.duckdb"
-    result = stash("ingest", str(bad), "--db", str(db))
+    result = stash_here(capsys, monkeypatch, "ingest", str(bad), "--db", str(db))
     assert result.returncode == 2
     assert expected.lower() in one_line_error(result).lower()

@@ -1,7 +1,8 @@
 """Where a profile's result file lands: `results/` next to the database it is stored in (not the folder the
 command ran from), and the output says where both are; a new database is said to be new. The database is
-named by $STASH_DB in one profile and by --db in the next: two real profiles for the module, each started by
-calling main() here (their workers are real processes)."""
+named by $STASH_DB in one profile and by --db in the next: two profiles for the module, each started by
+calling main() here. What is checked is where a measured run is saved, not the measuring: both replay one real
+launch (tests/conftest.py's `measured_launch`, whose worker was a real process)."""
 
 from __future__ import annotations
 
@@ -9,25 +10,31 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from support import SMALL, stash_main
+from support import ONE_RUN, replay_launches, stash_main
 
-pytestmark = pytest.mark.launches  # every test here starts real measuring processes
+pytestmark = pytest.mark.launches  # measured_launch starts real measuring processes
 
-QUICK = [*SMALL, "--workers", "1", "--stalls", "compute", "--iterations", "5", "--progress", "none"]
+QUICK = [*ONE_RUN, "--progress", "none"]  # what measured_launch measured
 
 
 @pytest.fixture(scope="module")
-def two_profiles(tmp_path_factory) -> tuple[Path, Path, Path, subprocess.CompletedProcess, list[Path],
-                                            subprocess.CompletedProcess, list[Path]]:  # fmt: skip
+def two_profiles(
+    tmp_path_factory, measured_launch
+) -> tuple[
+    Path, Path, Path, subprocess.CompletedProcess, list[Path], subprocess.CompletedProcess, list[Path]
+]:
     """A profile run from one folder with $STASH_DB naming a new database elsewhere, then one with --db."""
     tmp = tmp_path_factory.mktemp("result-place")
     elsewhere, home = tmp / "script-folder", tmp / "chosen"
     elsewhere.mkdir()
     home.mkdir()
     db = home / "my.duckdb"
-    first = stash_main("profile", *QUICK, cwd=elsewhere, env_extra={"STASH_DB": str(db)})
-    after_first = list((home / "results").glob("*.json"))
-    second = stash_main("profile", *QUICK, "--db", str(db), cwd=elsewhere)
+    with pytest.MonkeyPatch.context() as patch:
+        replay_launches(patch, measured_launch)
+        first = stash_main("profile", *QUICK, cwd=elsewhere, env_extra={"STASH_DB": str(db)})
+        after_first = list((home / "results").glob("*.json"))
+        replay_launches(patch, measured_launch)
+        second = stash_main("profile", *QUICK, "--db", str(db), cwd=elsewhere)
     after_second = sorted((home / "results").glob("*.json"), key=lambda path: path.stat().st_mtime)
     return elsewhere, home, db, first, after_first, second, after_second
 

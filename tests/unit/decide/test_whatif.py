@@ -6,7 +6,7 @@ import json
 
 import pytest
 from result_docs import result_doc
-from support import TINY_CNN, stash
+from support import TINY_CNN, stash_main
 
 from stash_core.decide.whatif import format_whatif, whatif
 from stash_core.errors import UsageError
@@ -127,7 +127,8 @@ def test_cpu_what_if_of_a_measured_run_agrees_with_a_measured_run_with_more_load
     run_ids = {}
     for loaders in (1, 2):
         out = tmp_path / f"loaders{loaders}.json"
-        result = stash(*common, "--loader-workers", str(loaders), "--out", str(out), env_extra=env)
+        # main() in this process; its launches are real processes
+        result = stash_main(*common, "--loader-workers", str(loaders), "--out", str(out), env_extra=env)
         assert result.returncode == 0, result.stderr
         run_ids[loaders] = json.loads(out.read_text())["run_id"]
     one, two = whatif(db, run_ids[1]), whatif(db, run_ids[2])

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from support import REPO, SMALL, stash
+from support import REPO, SMALL, stash_main
 
 from stash_core.data.diskcap import disk_cap_unsupported_reason
 
@@ -21,7 +21,7 @@ pytestmark = pytest.mark.launches  # every test here starts real measuring proce
 
 def profile_json(tmp: Path, *args: str) -> dict:
     out = tmp / f"run-{len(list(tmp.glob('run-*.json')))}.json"
-    result = stash(
+    result = stash_main(  # main() in this process; its launches are real processes
         "profile", *args, "--out", str(out), "--no-store", "--progress", "none",
         env_extra={"STASH_CACHE_DIR": str(tmp / "cache")},
     )  # fmt: skip
@@ -78,10 +78,11 @@ def test_a_lower_disk_read_cap_gives_a_larger_disk_stall(tmp_path):
 
 
 def start_long_profile(tmp_path: Path, stalls: str) -> tuple[subprocess.Popen, list[psutil.Process]]:
-    """A profile that would run for long; returns once its two-worker run R1 is measuring."""
+    """A profile that would run for long; returns once its two-worker run R1 has started its workers. R0
+    measures for 3 s only (enough for its compute figure); R1 is stopped while it is still starting up."""
     argv = [
         sys.executable, "-m", "stash_core", "profile", *SMALL, "--workers", "2", "--stalls", stalls,
-        "--iterations", "100000", "--max-iterations", "100000", "--max-phase-seconds", "12",
+        "--iterations", "100000", "--max-iterations", "100000", "--max-phase-seconds", "3",
         "--out", str(tmp_path / "run.json"),
         "--db", str(tmp_path / "r.duckdb"), "--progress", "json",
     ]  # fmt: skip
@@ -107,7 +108,7 @@ def start_long_profile(tmp_path: Path, stalls: str) -> tuple[subprocess.Popen, l
         ]
         time.sleep(0.5)
     assert len(workers) == 2
-    time.sleep(2)  # let it measure for a while
+    time.sleep(2)  # well within R1's start-up (its workers import torch, its probe runs, then 3 s of steps)
     return process, workers
 
 

@@ -9,7 +9,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from support import stash
+from support import stash_main
 
 pytestmark = pytest.mark.launches  # every test here starts real measuring processes
 
@@ -80,9 +80,8 @@ def profile(tmp_path: Path, source: str, *args: str) -> tuple[dict, str]:
     script = tmp_path / "train.py"
     script.write_text(textwrap.dedent(source))
     out = tmp_path / "result.json"
-    done = stash(
-        "profile", "--script", str(script), "--out", str(out), *FAST, *args, cwd=tmp_path, timeout=300
-    )
+    # main() in this process (the script's processes are real): no interpreter and imports to start first
+    done = stash_main("profile", "--script", str(script), "--out", str(out), *FAST, *args, cwd=tmp_path)
     assert done.returncode == 0, done.stderr + done.stdout
     return json.loads(out.read_text()), done.stdout
 
@@ -146,7 +145,7 @@ def test_a_script_that_fails_names_the_run_and_keeps_its_stderr(tmp_path: Path) 
     script = tmp_path / "train.py"
     script.write_text("import sys\nprint('reading cfg.yaml', file=sys.stderr)\nraise KeyError('lr')\n")
     out = tmp_path / "result.json"
-    done = stash("profile", "--script", str(script), "--out", str(out), *FAST, cwd=tmp_path, timeout=120)
+    done = stash_main("profile", "--script", str(script), "--out", str(out), *FAST, cwd=tmp_path)
     assert done.returncode == 1
     lines = [line for line in done.stderr.splitlines() if line.startswith("stash: run")]
     assert len(lines) == 1 and "run R0" in lines[0] and "raised KeyError" in lines[0], done.stderr

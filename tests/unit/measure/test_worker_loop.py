@@ -1,0 +1,43 @@
+"""The worker's timed loop stops where it should: a fixed count of kept iterations after the warm-up, with no
+more steps than that count needs."""
+
+from __future__ import annotations
+
+import pytest
+
+from stash_core.measure import worker
+from stash_core.measure.rank_sync import MIN_WARMUP_ITERATIONS
+from stash_core.measure.timed_loop import StepTimes
+
+
+def run_loop(monkeypatch, **job) -> tuple[str, list[int], StepTimes]:
+    """run_until_done with steps that take 10 ms each (no model, one rank); the step counts of each chunk."""
+    chunks: list[int] = []
+
+    def steps(model, optimizer, loss, batches, device, count, times, clock) -> None:
+        chunks.append(count)
+        times.iteration_s.extend([0.01] * count)
+
+    monkeypatch.setattr(worker, "run_steps", steps)
+    monkeypatch.setattr(worker, "report_progress", lambda *args: None)
+    job = {"iterations": None, "target_relative_ci": 0.02, "max_phase_s": 60.0, "max_iterations": 1000, **job}
+    times = StepTimes()
+    reason = worker.run_until_done(job, None, None, None, None, "cpu", times, [], None, 0)
+    return reason, chunks, times
+
+
+@pytest.mark.parametrize("fixed", [1, 3, 8])
+def test_a_small_fixed_count_runs_the_warm_up_and_that_count_only(monkeypatch, fixed):
+    reason, chunks, times = run_loop(monkeypatch, iterations=fixed)
+    assert reason == "fixed"
+    assert chunks == [MIN_WARMUP_ITERATIONS + fixed] and len(times) == MIN_WARMUP_ITERATIONS + fixed
+
+
+def test_a_larger_fixed_count_checks_first_after_ten_then_runs_what_is_missing(monkeypatch):
+    reason, chunks, _ = run_loop(monkeypatch, iterations=12)
+    assert reason == "fixed" and chunks == [worker.FIRST_CHECK_AFTER, 4]  # 8 kept after 10, 4 more
+
+
+def test_without_a_fixed_count_the_first_check_comes_after_ten_steps(monkeypatch):
+    reason, chunks, _ = run_loop(monkeypatch, target_relative_ci=0.5)  # equal steps: converged at once
+    assert reason == "converged" and chunks == [worker.FIRST_CHECK_AFTER]
