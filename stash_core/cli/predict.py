@@ -158,16 +158,17 @@ def _header(request: dict, errors: dict) -> list[str]:
         batch = request["batch_size"] or "unknown"
         return [
             f"script {request['model']} (run {request['script_run']} on {request['measured_on']}), batch "
-            f"{batch} per GPU, {request['precision']}; compute scaled by the GPUs' {request['precision']} "
-            f"matrix peaks: expected error {percent(errors.get('script'))} (the same scaling between GPUs "
-            "on published figures); memory not checked"
+            f"{batch} per GPU, {request['precision']}; compute scaled by the GPU ratio (the GPUs' "
+            f"{request['precision']} matrix peaks and memory bandwidths, blended as fitted on published "
+            f"pairs): expected error {percent(errors.get('script'))} (the same scaling between GPUs on "
+            "published figures, or a GPU's own where it runs wider); memory not checked"
         ]
     workers = request.get("workers_per_instance") or "all GPUs"
     per_instance = "one worker per GPU" if workers == "all GPUs" else f"{workers} worker(s) per instance"
     return [
         f"{request['model']}, batch {request['batch_size']} per GPU{shape}, {request['precision']}, "
         f"{per_instance}; ±err: the held-out error of each row's compute path and batch regime on "
-        "published figures it was not fitted to"
+        "published figures it was not fitted to (its GPU's own where that runs wider)"
     ]
 
 
