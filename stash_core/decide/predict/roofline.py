@@ -104,7 +104,12 @@ def op_seconds(feats: Features, params: StepParams) -> np.ndarray:
     return (seconds + params["launch_s"] * feats.kernels) * feats.count
 
 
-def memory_seconds(at_bandwidth_s, efficiency, gbs_per_sm, params: StepParams):
+def memory_seconds(
+    at_bandwidth_s: float | np.ndarray,
+    efficiency: float | np.ndarray,
+    gbs_per_sm: float | np.ndarray,
+    params: StepParams,
+) -> float | np.ndarray:
     """Seconds of memory traffic that takes at_bandwidth_s at the full memory bandwidth: at its class's
     efficiency, but never faster than sm_gbs per SM (a GPU with much bandwidth per SM cannot keep enough bytes
     in flight to use it)."""
