@@ -52,6 +52,23 @@ class Accelerator:
     nvml_names: tuple[str, ...] = ()
     skypilot_names: tuple[str, ...] = ()
     aliases: tuple[str, ...] = ()
+    base_mhz: float | None = None  # the clock guaranteed at the board's power limit
+    boost_mhz: float | None = None  # the clock the datasheet's peaks are counted at
+
+    @property
+    def base_clock_share(self) -> float:
+        """Base over boost clock: how far the compute peaks may fall under a sustained load (1.0 unknown)."""
+        if self.base_mhz and self.boost_mhz:
+            return min(self.base_mhz / self.boost_mhz, 1.0)
+        return 1.0
+
+    @property
+    def fp32_lanes_per_sm(self) -> float | None:
+        """FP32 results per SM per clock (64 on V100 and A100, 128 on Hopper, Ada and GA10x, 192 on Kepler),
+        from the FP32 peak, the SM count and the boost clock it is counted at (None when one is unknown)."""
+        if not (self.sm_count and self.boost_mhz):
+            return None
+        return self.fp32_tflops * 1e12 / (2.0 * self.sm_count * self.boost_mhz * 1e6)
 
     def matrix_tflops(self, precision: str) -> float:
         """Peak of the matrix units in a precision: TF32 falls back to FP32 on GPUs without it."""
@@ -124,6 +141,8 @@ def _accelerator(row: dict[str, str]) -> Accelerator:
         _names(row.get("nvml_names")),
         _names(row.get("skypilot_names")),
         _names(row.get("aliases")),
+        _maybe(row.get("base_mhz", "")),
+        _maybe(row.get("boost_mhz", "")),
     )
 
 

@@ -102,10 +102,13 @@ class _Stack:
     def __init__(self, feats: list[Features]) -> None:
         concat = functools.partial(np.concatenate)
         self.gbs_per_sm = np.array([f.gbs_per_sm for f in feats])
+        base_clock_share = np.array([f.base_clock_share for f in feats])
+        lane_ratio = np.array([f.fp32_lane_ratio for f in feats])
         self.segment = np.repeat(np.arange(len(feats)), [len(f.count) for f in feats])
         self.rows = Features(
             *(concat([getattr(f, name) for f in feats]) for name in ARRAYS),
-            0.0, 0.0, 0.0, self.gbs_per_sm[self.segment],
+            0.0, 0.0, 0.0, self.gbs_per_sm[self.segment], base_clock_share[self.segment],
+            lane_ratio[self.segment],
         )  # fmt: skip
         self.optimizer_memory_s = np.array([f.optimizer_memory_s for f in feats])
         self.optimizer_kernels = np.array([f.optimizer_kernels for f in feats])

@@ -82,6 +82,7 @@ GNS_KERNELS_PER_TENSOR = 17
 GNS_BYTES_PER_PARAM = 92
 AMP_CAST_BYTES_PER_PARAM = 6  # each forward casts the FP32 weight to FP16 (4 read + 2 written)
 AMP_UNSCALE_BYTES_PER_PARAM = 8  # the optimizer step unscales and checks each gradient (4 read + 4 written)
+NARROW_SM_FP32_LANES = 64
 # An accelerator row without an SM count: a mid-size datacenter GPU (V100 and A10G have 80; A100 108).
 DEFAULT_SM_COUNT = 80
 
@@ -102,6 +103,8 @@ class Features:
     optimizer_kernels: float
     total_kernels: float
     gbs_per_sm: float | np.ndarray  # the GPU's memory bandwidth per SM, GB/s (per row once stacked)
+    base_clock_share: float | np.ndarray = 1.0  # base over boost clock (per row once stacked)
+    fp32_lane_ratio: float | np.ndarray = 1.0  # FP32 lanes per SM over 64 (per row once stacked)
 
 
 def default_optimizer(cost: StepCost) -> str:
@@ -121,6 +124,13 @@ def peak_kind(accelerator: Accelerator, precision: str) -> int:
     if precision == "tf32" and accelerator.tf32_tflops:
         return 1
     return 0
+
+
+def fp32_lane_ratio(accelerator: Accelerator) -> float:
+    """FP32 lanes per SM over the 64 that one warp instruction every other clock per scheduler keeps busy
+    (V100, A100); at least 1, and 1 where the table cannot tell."""
+    lanes = accelerator.fp32_lanes_per_sm
+    return max(lanes / NARROW_SM_FP32_LANES, 1.0) if lanes else 1.0
 
 
 def alignment_factor(alignment_elements: float, kind: int) -> float:
@@ -229,5 +239,6 @@ def _features(
         kernels=rows[:, 4], count=count, forward=rows[:, 5], half=np.full(len(rows), 1.0 if amp else 0.0),
         relayout_s=rows[:, 6], optimizer_memory_s=optimizer_bytes / bandwidth,
         optimizer_kernels=float(optimizer_kernels), total_kernels=op_kernels + optimizer_kernels,
-        gbs_per_sm=accelerator.memory_gbs / sms,
+        gbs_per_sm=accelerator.memory_gbs / sms, base_clock_share=accelerator.base_clock_share,
+        fp32_lane_ratio=fp32_lane_ratio(accelerator),
     )  # fmt: skip

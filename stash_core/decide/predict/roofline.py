@@ -21,6 +21,14 @@ times its bandwidth; 13 of Stash's 15 steps timed on both, the two host-bound on
 1.25 times faster on it: docs/measurements/h100-gpu-steps-2026-11-26-norms.csv against
 h200-gpu-steps-2026-11-26.csv). Fitted, not measured per kernel: about 27 GB/s per SM, which binds on the
 H200, GH200 and B200, not on the H100 or older GPUs.
+
+Datasheet peaks are counted at the boost clock, which a GPU holds only with power to spare: every compute
+peak is scaled by the sustained clock, the base clock (guaranteed at the power limit) plus boost_share of the
+way to boost (a 72 W L4 has a base clock of 795 MHz against 2,040 boost; a 700 W H100 SXM 1,590 against
+1,980). FP32 work on an SM of more than 64 FP32 lanes keeps only (lanes / 64)^-wide_fp32 of the share a
+V100's or A100's does (fp32_issue_share). Both fitted on the published figures: without them the K80 and the
+L4, the two parts with the most lanes per SM or the least power per peak FLOP, were predicted 47% too fast
+held out, and the scaled path's FP32 pairs between an L4 or an A100 PCIe and a V100 were 20-75% off.
 """
 
 from __future__ import annotations
@@ -37,17 +45,21 @@ from stash_core.decide.predict.step_cost import StepCost
 PARAMETERS = (
     "matmul_fp32", "matmul_tf32", "matmul_fp16", "attention", "elementwise", "reduction", "optimizer",
     "launch_s", "dispatch_s", "wave_exponent", "amp_memory", "nchw_relayout", "normalisation", "sm_gbs",
+    "boost_share", "wide_fp32",
 )  # fmt: skip
 FRACTIONS = frozenset(PARAMETERS) - {"launch_s", "dispatch_s", "amp_memory", "nchw_relayout", "sm_gbs"}
 # Where the fit starts and what it is pulled towards when the data say little (calibration.py's prior):
 # a large GEMM near 70% of peak, a kernel launch of a few microseconds, eager dispatch ~10 us per kernel; a
 # norm at a third of the bandwidth its bytes need (measured on an H200, forward and backward: batch norm
 # 29-37%, layer norm 24%; docs/measurements/h200-convolutions.txt); memory-bound kernels at up to 30 GB/s per
-# SM, about what an H100 has (3,350 GB/s over 132 SMs), so the prior binds only on GPUs with more.
+# SM, about what an H100 has (3,350 GB/s over 132 SMs), so the prior binds only on GPUs with more; a
+# sustained clock halfway between base and boost (no measurement says more); an SM with twice V100's FP32
+# lanes keeping 2^-0.3 = 81% of the share a V100's does.
 PRIOR = {
     "matmul_fp32": 0.7, "matmul_tf32": 0.5, "matmul_fp16": 0.5, "attention": 0.5, "elementwise": 0.7,
     "reduction": 0.5, "optimizer": 0.7, "launch_s": 4e-6, "dispatch_s": 1e-5, "wave_exponent": 0.5,
-    "amp_memory": 1.0, "nchw_relayout": 5.0, "normalisation": 0.33, "sm_gbs": 30.0,
+    "amp_memory": 1.0, "nchw_relayout": 5.0, "normalisation": 0.33, "sm_gbs": 30.0, "boost_share": 0.5,
+    "wide_fp32": 0.3,
 }  # fmt: skip
 SOFT_MAX_P = 6.0
 
@@ -97,11 +109,31 @@ def op_seconds(feats: Features, params: StepParams) -> np.ndarray:
     memory_eff = memory_eff * params["amp_memory"] ** feats.half
     memory_eff = np.where(feats.op_class == 4, params["normalisation"], memory_eff)
     wave = feats.utilisation ** params["wave_exponent"]
+    compute_eff = compute_eff * sustained_clock_share(feats.base_clock_share, params)
+    compute_eff = compute_eff * fp32_issue_share(feats.fp32_lane_ratio, feats.peak_kind, params)
     memory_s = memory_seconds(feats.memory_s, memory_eff, feats.gbs_per_sm, params)
     seconds = np.maximum(feats.compute_s / (compute_eff * wave), memory_s)
     relayout_s = memory_seconds(feats.relayout_s, params["elementwise"], feats.gbs_per_sm, params)
     seconds = seconds + params["nchw_relayout"] * relayout_s
     return (seconds + params["launch_s"] * feats.kernels) * feats.count
+
+
+def sustained_clock_share(base_clock_share: float | np.ndarray, params: StepParams) -> float | np.ndarray:
+    """The share of the boost clock (at which datasheet peaks are counted) a GPU holds under training's
+    sustained load: its base clock (guaranteed at the power limit) plus boost_share of the way to boost."""
+    return base_clock_share + params["boost_share"] * (1.0 - base_clock_share)
+
+
+def fp32_issue_share(
+    fp32_lane_ratio: float | np.ndarray, peak_kind: int | np.ndarray, params: StepParams
+) -> float | np.ndarray:
+    """Of the FP32 peak, the share an SM with more than 64 FP32 lanes keeps: a scheduler issues one warp
+    instruction a clock, so 32 lanes per scheduler (Hopper, Ada, GA10x; Kepler's 192 by dual issue) are busy
+    only when every instruction is an FMA, while 16 (V100, A100) leave every other slot for the loads and
+    address arithmetic a GEMM also needs. Tensor-core work (peak_kind 1, 2) is not affected."""
+    return np.where(
+        np.asarray(peak_kind) == 0, np.asarray(fp32_lane_ratio, dtype=float) ** -params["wide_fp32"], 1.0
+    )
 
 
 def memory_seconds(
