@@ -129,3 +129,18 @@ def test_no_name_of_one_variant_is_taken_by_another_unless_meant_as_a_short_name
 def test_memory_in_gib_is_the_marketed_binary_size() -> None:
     v100 = find_accelerator("V100")
     assert v100.memory_gib == 16 and v100.memory_bytes == 16 * 2**30
+
+
+def test_clocks_give_the_base_share_and_the_fp32_lanes_per_sm() -> None:
+    table = accelerator_table()
+    for row in table.values():
+        if row.base_mhz is not None:  # a base clock is never above the boost clock the peaks count at
+            assert row.boost_mhz is not None and 0 < row.base_mhz <= row.boost_mhz
+    l4, v100, h100, k80 = (find_accelerator(name) for name in ("L4", "V100", "H100", "K80"))
+    assert l4.base_clock_share == pytest.approx(795 / 2040)
+    assert v100.fp32_lanes_per_sm == pytest.approx(64, rel=0.02)  # 80 SMs of 64 FP32 lanes at 1,530 MHz
+    assert h100.fp32_lanes_per_sm == pytest.approx(128, rel=0.02)
+    assert k80.fp32_lanes_per_sm == pytest.approx(192, rel=0.02)  # Kepler's SMX
+    # a row without a base clock (GH200, MI300X publish none) is taken at its boost clock
+    gh200 = find_accelerator("GH200")
+    assert gh200.base_mhz is None and gh200.base_clock_share == 1.0

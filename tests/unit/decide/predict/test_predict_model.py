@@ -15,11 +15,20 @@ from stash_core.decide.predict.features import (
     PEAK_KINDS,
     alignment_factor,
     features,
+    fp32_lane_ratio,
     utilisation,
 )
 from stash_core.decide.predict.memory import memory_check
 from stash_core.decide.predict.op_classes import leading_alignment
-from stash_core.decide.predict.roofline import PRIOR, StepParams, compute_time, memory_seconds, op_seconds
+from stash_core.decide.predict.roofline import (
+    PRIOR,
+    StepParams,
+    compute_time,
+    fp32_issue_share,
+    memory_seconds,
+    op_seconds,
+    sustained_clock_share,
+)
 from stash_core.decide.predict.stated_error import fitted_params
 from stash_core.decide.predict.step_cost import _OpRecorder, step_cost
 from stash_core.errors import UsageError
@@ -377,3 +386,26 @@ def test_memory_bound_work_runs_no_faster_than_its_share_per_sm():
     feats = features(cost, h200, "amp", None)
     slower = StepParams({**params.values, "sm_gbs": 12.0})
     assert op_seconds(feats, slower).sum() > op_seconds(feats, params).sum()
+
+
+def test_compute_counts_at_the_sustained_clock_and_wide_sms_keep_less_of_their_fp32_peak():
+    l4, v100 = find_accelerator("L4"), find_accelerator("V100")
+    params = StepParams()
+    # between base (share 0) and boost (share 1): a 72 W L4 at 795 of 2,040 MHz
+    assert sustained_clock_share(l4.base_clock_share, params) == pytest.approx(
+        795 / 2040 + PRIOR["boost_share"] * (1 - 795 / 2040)
+    )
+    at_boost = StepParams({**params.values, "boost_share": 1.0 - 1e-9})
+    assert sustained_clock_share(l4.base_clock_share, at_boost) == pytest.approx(1.0)
+    # FP32 work on 128 lanes per SM keeps 2^-wide_fp32; a V100's 64 lanes and tensor-core work keep all
+    assert fp32_issue_share(fp32_lane_ratio(l4), 0, params) == pytest.approx(
+        2.0 ** -PRIOR["wide_fp32"], rel=0.01
+    )
+    assert fp32_issue_share(fp32_lane_ratio(v100), 0, params) == pytest.approx(1.0, rel=0.01)
+    assert fp32_issue_share(fp32_lane_ratio(l4), 1, params) == 1.0
+    # and so it reaches the step: a compute-bound FP32 step on the L4 slows as either factor falls
+    feats = features(step_cost("bert_base", 32, (128,)), l4, "fp32", None)
+    slower_clock = StepParams({**params.values, "boost_share": 0.1})
+    narrower = StepParams({**params.values, "wide_fp32": 0.8})
+    base_s = op_seconds(feats, params).sum()
+    assert op_seconds(feats, slower_clock).sum() > base_s and op_seconds(feats, narrower).sum() > base_s
