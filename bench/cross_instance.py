@@ -119,8 +119,9 @@ def main() -> None:
     _report("scaled, across software stacks", scaled[scaled["held_out"] == "across"], False)
     _report("script path (GPU ratio, share fitted without the source), all pairs", frames["script"], False)
     params = fit_params(points)
+    ratio_params = fit_params(points, ratios=True)
     share = script_share(points)
-    result = build_summary(frames, params, len(points), published.skipped, share)
+    result = build_summary(frames, params, len(points), published.skipped, share, ratio_params)
     print("\n== stated error (80th percentile of held-out absolute errors) and its coverage")
     for path, table in result["stated_error"].items():
         cells = ", ".join(f"{name} {value:.1%}" for name, value in table.items() if value is not None)
@@ -131,6 +132,10 @@ def main() -> None:
             print(f"  dies whose own held-out errors run wider state them: {wider}")
     print(f"validated GPU dies: {', '.join(result['validated_gpus'])}")
     print("parameters fitted on every figure: " + ", ".join(f"{k} {v:.3g}" for k, v in params.values.items()))
+    print(
+        "and also on the ratios between GPUs (the scaled path's): "
+        + ", ".join(f"{k} {v:.3g}" for k, v in ratio_params.values.items())
+    )
     print(f"script path: matrix-peak ratio ^ {share:g} x bandwidth ratio ^ {1 - share:g} (all pairs' fit)")
     loso = roofline[roofline["held_out"] == "source"]
     neusight = loso[loso["source_id"] == "neusight"]

@@ -10,6 +10,12 @@ kernel launch cost, a hardware constant, and the normalisation kernels' measured
 held near their priors (PRIOR_WEIGHTS). Efficiencies
 are fitted as logits (kept in (0, 1)), times as logarithms. Every point's operators are merged per identical
 row (features.py), so a fit over a few hundred figures takes a second or two.
+
+A fit for ratios (`ratios=True`, what the scaled path uses: a profile on one GPU times the ratio of two
+predicted steps) also fits the log ratio between every two figures of the same work timed by one software
+stack (source and revision) on different GPUs: such a ratio cancels what the stack adds to both, so it
+speaks of the GPUs alone. The pairs together weigh as much as the single figures (each pair by the square root
+of figures over pairs), so that neither what a step takes nor how it moves between GPUs is given up.
 """
 
 from __future__ import annotations
@@ -145,18 +151,44 @@ def huber(log_ratio: np.ndarray) -> np.ndarray:
     return np.where(size <= HUBER_DELTA, log_ratio, np.sign(log_ratio) * outer)
 
 
-def fit_params(points: list[Point]) -> StepParams:
-    """The parameters that best explain the points (ValueError without points)."""
+def same_work_pairs(points: list[Point]) -> tuple[np.ndarray, np.ndarray]:
+    """Index pairs (first < second) of figures of the same work by one source and revision on two GPUs."""
+    groups: dict[tuple, list[int]] = {}
+    for index, point in enumerate(points):
+        work = (
+            point.source_id, point.revision, point.model, point.precision, point.input_shape,
+            point.batch_size, point.memory_format, point.optimizer, point.attention, point.step_extras,
+        )  # fmt: skip
+        groups.setdefault(work, []).append(index)
+    pairs = [
+        (first, second)
+        for members in groups.values()
+        for first in members
+        for second in members
+        if first < second and points[first].accelerator != points[second].accelerator
+    ]
+    return np.array([p[0] for p in pairs], dtype=int), np.array([p[1] for p in pairs], dtype=int)
+
+
+def fit_params(points: list[Point], ratios: bool = False) -> StepParams:
+    """The parameters that best explain the points (ValueError without points); with ratios, also the ratios
+    between GPUs of the same work timed by one stack (the module's docstring)."""
     if not points:
         raise ValueError("no measured steps to calibrate on")
     stack = _Stack([arrays_for(point) for point in points])
     measured = np.log([point.step_s for point in points])
+    first, second = same_work_pairs(points) if ratios else (np.zeros(0, int), np.zeros(0, int))
+    measured_ratio = measured[first] - measured[second]
+    pair_weight = np.sqrt(len(points) / len(first)) if len(first) else 0.0
     start = _to_vector(PRIOR)
     weight = np.sqrt([PRIOR_WEIGHTS[name] for name in PARAMETERS])
 
     def residual(vector: np.ndarray) -> np.ndarray:
-        log_ratio = np.log(stack.step_s(_to_params(vector))) - measured
-        return np.concatenate([huber(log_ratio), weight * (vector - start)])
+        predicted = np.log(stack.step_s(_to_params(vector)))
+        pair_ratio = predicted[first] - predicted[second] - measured_ratio
+        return np.concatenate(
+            [huber(predicted - measured), pair_weight * huber(pair_ratio), weight * (vector - start)]
+        )
 
     vector, damping = start.copy(), 1e-2
     current = residual(vector)
@@ -183,4 +215,5 @@ def fit_params(points: list[Point]) -> StepParams:
             break
     sources = len({point.source_id or point.source for point in points})
     fitted = _to_params(vector)
-    return StepParams(fitted.values, f"{len(points)} published figures from {sources} sources")
+    ratio_note = f" and {len(first)} ratios between GPUs" if len(first) else ""
+    return StepParams(fitted.values, f"{len(points)} published figures{ratio_note} from {sources} sources")

@@ -70,6 +70,8 @@ class Predictor:
         self.model, self.batch_size, self.catalog, self.precision = model, batch_size, catalog, precision
         self.profiles = profiles or []
         self.params = params or fitted_params()
+        # the scaled path predicts a ratio of two steps: the parameters fitted to ratios too (calibration.py)
+        self.ratio_params = params or fitted_params(ratios=True)
         stale = (
             " (the published figures changed since: rerun bench/cross_instance.py --write)"
             if is_stale()
@@ -81,15 +83,16 @@ class Predictor:
             if figures
             else "uncalibrated prior: no validation summary"
         )
-        self._compute: dict[str, ComputeTime] = {}
+        self._compute: dict[tuple[str, bool], ComputeTime] = {}
 
-    def compute(self, accelerator: Accelerator) -> ComputeTime:
-        """The step model's compute time on one GPU (cached per accelerator)."""
-        found = self._compute.get(accelerator.name)
+    def compute(self, accelerator: Accelerator, ratios: bool = False) -> ComputeTime:
+        """The step model's compute time on one GPU (cached per accelerator), with the parameters fitted to
+        ratios between GPUs where it is one side of a ratio."""
+        key = (accelerator.name, ratios)
+        found = self._compute.get(key)
         if found is None:
-            found = self._compute[accelerator.name] = compute_time(
-                self.cost, accelerator, self.precision, self.params
-            )
+            params = self.ratio_params if ratios else self.params
+            found = self._compute[key] = compute_time(self.cost, accelerator, self.precision, params)
         return found
 
     def _accelerator(self, instance: Any) -> Accelerator | None:
@@ -136,7 +139,8 @@ class Predictor:
             base = self._accelerator(row["instance"])
             if base is None:
                 continue
-            scaled = float(row["compute_s"]) * model_s / self.compute(base).step_s
+            ratio = self.compute(accelerator, ratios=True).step_s / self.compute(base, ratios=True).step_s
+            scaled = float(row["compute_s"]) * ratio
             basis = f"compute of profile {row['run_id']} on {row['instance']} x step-model ratio"
             return "scaled", basis, scaled
         return "roofline", f"step model ({self.calibration_note})", model_s

@@ -101,6 +101,7 @@ def build_summary(
     figures: int,
     skipped: list[str],
     script_share: float = DEFAULT_SHARE,
+    ratio_params: StepParams | None = None,
 ) -> dict:
     chosen = stated_frames(frames)
     tables = {path: stated_table(frame) for path, frame in chosen.items()}
@@ -111,6 +112,8 @@ def build_summary(
         "skipped": skipped,
         "params": params.values,
         "fitted_on": params.fitted_on,
+        "ratio_params": (ratio_params or params).values,
+        "ratio_fitted_on": (ratio_params or params).fitted_on,
         "script_share": script_share,
         "stated_error": tables,
         "stated_error_by_gpu": dies,
@@ -133,12 +136,14 @@ def load_summary(path: Path = SUMMARY_JSON) -> dict | None:
         return None
 
 
-def fitted_params() -> StepParams:
-    """The parameters fitted on every published figure (the prior when the summary is missing)."""
+def fitted_params(ratios: bool = False) -> StepParams:
+    """The parameters fitted on every published figure (the prior when the summary is missing); with ratios,
+    those fitted also to the ratios between GPUs (calibration.py), which the scaled path uses."""
     summary = load_summary()
-    if not summary or not isinstance(summary.get("params"), dict):
+    key, note = ("ratio_params", "ratio_fitted_on") if ratios else ("params", "fitted_on")
+    if not summary or not isinstance(summary.get(key), dict):
         return StepParams()
-    return StepParams(dict(summary["params"]), str(summary.get("fitted_on") or "published figures"))
+    return StepParams(dict(summary[key]), str(summary.get(note) or "published figures"))
 
 
 def fitted_script_share() -> float:

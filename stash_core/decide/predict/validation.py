@@ -5,7 +5,8 @@
 - leave one GPU out: fit without every figure of a GPU die (its variants left out together: H100 SXM, PCIe
   and H200; A10 and A10G), predict it;
 - scaled: a measurement of the same model, precision, input and batch on another GPU times the ratio of the
-  two predicted steps, the model fitted without the target's die and without the target's source; "within"
+  two predicted steps, the model fitted for ratios (calibration.py) without the target's die and without the
+  target's source; "within"
   one software stack when both figures come from one source and revision, "across" otherwise;
 - GPU ratio (the path of a profiled script, whose operators are unknown): a measurement on another GPU times
   a blend of the two GPUs' matrix-peak and bandwidth ratios (gpu_ratio.py), the blend fitted without the
@@ -63,7 +64,7 @@ def scaled_from_other_gpu(points: list[Point]) -> pd.DataFrame:
         key = (chip(target.accelerator), target.source_id)
         if key not in fits:
             train = [p for p in points if chip(p.accelerator) != key[0] and p.source_id != key[1]]
-            fits[key] = fit_params(train) if train else None
+            fits[key] = fit_params(train, ratios=True) if train else None
         params = fits[key]
         if params is None:
             continue

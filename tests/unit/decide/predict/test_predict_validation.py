@@ -4,7 +4,7 @@ validation summary."""
 import pandas as pd
 import pytest
 
-from stash_core.decide.predict.calibration import Point, predicted_s
+from stash_core.decide.predict.calibration import Point, fit_params, predicted_s, same_work_pairs
 from stash_core.decide.predict.configuration import Predictor
 from stash_core.decide.predict.published import chip, load_published, regime
 from stash_core.decide.predict.roofline import PRIOR, StepParams, compute_time
@@ -170,9 +170,11 @@ def test_a_measured_profile_on_one_instance_scales_the_prediction_of_another():
     assert after.path == "scaled" and "r1" in after.basis
     from stash_core.catalog.accelerators import find_accelerator
 
+    # the ratio of the two steps with the parameters fitted to ratios between GPUs too (calibration.py)
+    assert informed.ratio_params.values != informed.params.values
     ratio = (
-        compute_time(informed.cost, find_accelerator("V100"), "fp32", informed.params).step_s
-        / compute_time(informed.cost, find_accelerator("T4"), "fp32", informed.params).step_s
+        compute_time(informed.cost, find_accelerator("V100"), "fp32", informed.ratio_params).step_s
+        / compute_time(informed.cost, find_accelerator("T4"), "fp32", informed.ratio_params).step_s
     )
     assert after.compute_s == pytest.approx(2 * t4_model * ratio)
     assert after.compute_s > before.compute_s  # the slower-than-predicted T4 slows the V100's prediction
@@ -231,3 +233,35 @@ def test_the_shipped_figures_say_their_memory_format_and_optimizer_step():
     assert all(p.attention == "decomposed" for p in tokens if p.source_id != "stash-gpu-steps")
     # Stash's own GPU steps ran the zoo's models, whose attention is scaled_dot_product_attention (fused).
     assert {p.attention for p in tokens if p.source_id == "stash-gpu-steps"} == {""}
+
+
+def test_pairs_are_the_same_work_by_one_stack_on_two_gpus():
+    points = _synthetic(("T4", "V100"), sources=("a", "b"))
+    points.append(Point("resnet18", 32, "T4", "fp32", 1.0, "a", source_id="a"))  # another batch: no pair
+    first, second = same_work_pairs(points)
+    pairs = {
+        (points[i].source_id, points[i].accelerator, points[j].accelerator)
+        for i, j in zip(first, second, strict=True)
+    }
+    assert pairs == {("a", "T4", "V100"), ("b", "T4", "V100")}
+
+
+def test_a_fit_for_ratios_follows_the_ratio_between_gpus_that_one_stack_timed():
+    """A stack that adds a constant factor to every step it times confuses a fit of step times; the ratio
+    between two GPUs it timed does not carry that factor, and the fit for ratios follows it."""
+    truth = StepParams({**PRIOR, "boost_share": 0.05})
+    slow_stack = [
+        Point(p.model, p.batch_size, p.accelerator, "fp32", 1.8 * p.step_s, "a", source_id="a")
+        for p in _synthetic(("L4", "V100"), sources=("a",), model="bert_base", batch=32, params=truth)
+    ]
+    points = slow_stack + _synthetic(("V100",), sources=("b",), model="bert_base", batch=32, params=truth)
+
+    def l4_over_v100(params: StepParams) -> float:
+        l4, v100 = (Point("bert_base", 32, gpu, "fp32", 1.0, "x") for gpu in ("L4", "V100"))
+        return predicted_s(l4, params) / predicted_s(v100, params)
+
+    plain, for_ratios = fit_params(points), fit_params(points, ratios=True)
+    assert "ratios between GPUs" in for_ratios.fitted_on and "ratios" not in plain.fitted_on
+    true_ratio = l4_over_v100(truth)
+    assert abs(l4_over_v100(for_ratios) / true_ratio - 1) < abs(l4_over_v100(plain) / true_ratio - 1)
+    assert l4_over_v100(for_ratios) == pytest.approx(true_ratio, rel=0.1)  # the prior pulls a little
