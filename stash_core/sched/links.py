@@ -56,7 +56,6 @@ class Links:
         self.filled: dict[int, float] = {}
         self.gone: dict[tuple[int, ...], float] = {}  # classes emptied since the last fill -> what it gave
         self.net: dict[tuple[int, ...], int] = {}
-        self.unequal: list[int] = []  # the classes the last fill gave other bits than `class_rate`
 
     def alone_rate(self, links: list[int]) -> float:
         return min(self.fabric.capacity(link) for link in links)
@@ -139,14 +138,9 @@ class Links:
         if not seen:
             self._settled()
             return []  # nobody is left on them: nobody shared a link with the flows that left
-        class_rate, rate_of = self.class_rate, self.rate
-        get = class_rate.get
         if any(self.net.values()):
             rates = self._fill(self._component(seen))
             self.filled.update(rates)
-            # most classes: a change did not reach them, or reached them to the same bits; the fill noted
-            # the others, looked at with the classes a flow joined
-            todo = set(self.unequal)
         else:  # the same flows per set of links as at the last fill: it would give every class the same
             filled, gone, class_links = self.filled, self.gone, self.class_links
             rates = {}
@@ -155,10 +149,14 @@ class Links:
                 if rate is None:  # emptied and made again since: its set of links is the same
                     rate = filled[cid] = gone[class_links[cid]]
                 rates[cid] = rate
-            todo = set(compress(rates, map(ne, rates.values(), map(get, rates))))
         self._settled()
         members_of = self.members
         moved: list[int] = []
+        class_rate, rate_of = self.class_rate, self.rate
+        get = class_rate.get
+        # most classes: a change did not reach them, or reached them to the same bits; the others are found
+        # at C speed, and looked at with the classes a flow joined
+        todo = set(compress(rates, map(ne, rates.values(), map(get, rates))))
         if joined:
             todo.update(joined.intersection(rates))
         for cid in todo:
@@ -222,11 +220,6 @@ class Links:
         heapq.heapify(heap)
         heappop, heappush = heapq.heappop, heapq.heappush
         rates: dict[int, float] = {}
-        # the classes given other bits than their rate now, noted as they are fixed (cheaper than comparing
-        # every class again after the fill)
-        unequal: list[int] = []
-        self.unequal = unequal
-        rate_now = self.class_rate.get
         while heap:
             share, link = heappop(heap)
             many_left = count[link]
@@ -237,26 +230,15 @@ class Links:
                 heappush(heap, (now, link))
                 continue
             taken: dict[int, int] = {}  # link -> flows fixed now that cross it
-            if crowded:
-                for cid in on_link[link]:
-                    if cid in rates:
-                        continue
-                    rates[cid] = share
-                    if rate_now(cid) != share:
-                        unequal.append(cid)
-                    if cid in crowded:
-                        many = crowded[cid]
-                        for other in class_links[cid]:
-                            taken[other] = taken.get(other, 0) + many
-                    else:
-                        count_elements(taken, class_links[cid])
-            else:  # most fills: every class one flow; counted in C
-                for cid in on_link[link]:
-                    if cid in rates:
-                        continue
-                    rates[cid] = share
-                    if rate_now(cid) != share:
-                        unequal.append(cid)
+            for cid in on_link[link]:
+                if cid in rates:
+                    continue
+                rates[cid] = share
+                if cid in crowded:
+                    many = crowded[cid]
+                    for other in class_links[cid]:
+                        taken[other] = taken.get(other, 0) + many
+                else:  # most classes: one flow; counted in C
                     count_elements(taken, class_links[cid])
             for other, many in taken.items():
                 rest = count[other] - many
