@@ -145,7 +145,8 @@ class _Engine:
                     if run is None:
                         continue
                     if run.version != version:  # stale; it may be the anchor of a later one (timing.py)
-                        stale_came_out(self, run, index, kind, order)
+                        if kind == DEMOTE or run.pending:  # else not an anchor: nothing to do
+                            stale_came_out(self, run, index, kind, order)
                         continue
                     happened = True
                     if kind == FINISH:
@@ -284,7 +285,7 @@ class _Engine:
         if LOOSENESS[level] > LOOSENESS[self.loosest[index]]:
             self.loosest[index] = level
         crossed = links_of(placement, self.cluster.nodes_per_switch) if self.links is not None else []
-        comm = self.comm_for(index) if crossed else None
+        comm = (self.comm[index] or self.comm_for(index)) if crossed else None  # computed once per job
         restore, self.pending_restore[index] = self.pending_restore[index], 0.0
         run = Running(placement, level, crossed, comm, self.work_left[index], restore, now, now,
                        self.order)  # fmt: skip
