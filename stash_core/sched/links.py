@@ -71,22 +71,24 @@ class Links:
             for link in key:
                 self.on_link.setdefault(link, set()).add(cid)
         self.class_of[index] = cid
-        self.net[key] = self.net.get(key, 0) + 1
+        net = self.net
+        net[key] = net.get(key, 0) + 1
         members = self.members[cid]
         members.add(index)
         if len(members) > 1:
             self.crowded[cid] = len(members)
         self.joined.add(cid)
-        load = self.load
+        load, load_at = self.load, self.load_at
         for link in key:
             if link in load:
                 load[link] += 1
             else:
-                if not self.node_links - len(self.load_at) <= link < self.node_links:
+                if not self.node_links - len(load_at) <= link < self.node_links:
                     self._cover(link)  # before it counts in `load`: the lists are made from it
+                    load_at = self.load_at
                 load[link] = 1
                 self.capacity[link] = self.fabric.capacity(link)
-            self.load_at[link] += 1
+            load_at[link] += 1
 
     def _cover(self, link: int) -> None:
         """Lengthen the lists indexed by link number so that they hold `link`."""
@@ -107,12 +109,15 @@ class Links:
         else:
             self.crowded.pop(cid, None)
         key = self.class_links[cid]
-        self.net[key] = self.net.get(key, 0) - 1
+        net = self.net
+        net[key] = net.get(key, 0) - 1
         load, load_at = self.load, self.load_at
         for link in key:
-            load[link] -= 1
+            left = load[link] - 1
             load_at[link] -= 1
-            if not load[link]:
+            if left:
+                load[link] = left
+            else:
                 del load[link], self.capacity[link]
         if not members:
             del self.members[cid], self.class_links[cid], self.class_id[key]

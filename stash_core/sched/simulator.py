@@ -29,6 +29,7 @@ from stash_core.sched.outcome import JobOutcome
 from stash_core.sched.policy import WAIT_WEIGHT, Policy
 from stash_core.sched.preempt import migrate_spread_jobs
 from stash_core.sched.timing import (
+    DEMOTE,
     FINISH,
     GUARD,
     PROMOTE,
@@ -45,6 +46,7 @@ from stash_core.sched.waiting import Waiting, timer_deadlines
 from stash_core.sched.waiting import allowed_level as _allowed_level
 
 ANYWHERE = ("fifo", "sjf", "las", "spread")  # policies that place a job wherever enough GPUs are free
+LOOSENESS = {level: rank for rank, level in enumerate(LEVELS)}
 
 
 def simulate(
@@ -119,40 +121,33 @@ class _Engine:
 
     # ---- the event loop
     def run(self) -> list[JobOutcome]:
-        jobs, pending = self.jobs, 0
-        while pending < len(self.arrivals) or self.events:
-            now = self.events[0][0] if self.events else math.inf
-            if pending < len(self.arrivals):
-                now = min(now, jobs[self.arrivals[pending]].submit_s)
+        jobs, arrivals, running, heappop = self.jobs, self.arrivals, self.running, heapq.heappop
+        arrive_at = [jobs[index].submit_s for index in arrivals] + [math.inf]  # in order, then never
+        pending, last = 0, len(arrivals)
+        while pending < last or self.events:
+            events = self.events  # the same list until the sweep at the end of the instant
+            now = arrive_at[pending]
+            if events and events[0][0] < now:
+                now = events[0][0]
             candidates: list[int] = []
             freed = relook = happened = guarded = False
-            while pending < len(self.arrivals) and jobs[self.arrivals[pending]].submit_s == now:
-                index = self.arrivals[pending]
+            while arrive_at[pending] == now:
+                index = arrivals[pending]
                 self.estimate[index] = self.estimates.estimate_s(jobs[index])
                 self.enqueue(index)
                 candidates.append(index)
                 pending += 1
                 happened = True
-            while self.events and self.events[0][0] == now:
-                _, order, kind, index, version = heapq.heappop(self.events)
-                run = self.running.get(index)
-                if kind == TIMER:
-                    if index in self.waiting:
-                        candidates.append(index)
-                        happened = True
-                elif kind == PROMOTE:  # LAS: starving since its preemption number `version`
-                    if index in self.waiting and self.preemptions[index] == version and self.las[index]:
-                        self.promote(index)
-                        happened = True
-                elif kind == GUARD:  # its guard ran out: it may be preempted (las) or moved (network-preempt)
-                    if run is not None and run.start_id == version:
-                        if self.las_limits is not None:
-                            self.may_be_preempted(index)
-                            relook |= self.may_wait_for(index)
-                            happened |= relook
-                        else:
-                            guarded = happened = True
-                elif run is not None and run.version == version:
+            while events and events[0][0] == now:
+                _, order, kind, index, version = heappop(events)
+                run = running.get(index)
+                if kind == FINISH or kind == DEMOTE:  # the most frequent, many of them stale
+                    if run is None:
+                        continue
+                    if run.version != version:  # stale; it may be the anchor of a later one (timing.py)
+                        if kind == DEMOTE or run.pending:  # else not an anchor: nothing to do
+                            stale_came_out(self, run, index, kind, order)
+                        continue
                     happened = True
                     if kind == FINISH:
                         self.finish(index, now)
@@ -164,15 +159,28 @@ class _Engine:
                                              self.gpus[index])  # fmt: skip
                         self.touched.add(index)
                         relook |= self.may_wait_for(index)
-                elif run is not None:  # stale; it may be the anchor of a later one (timing.py)
-                    stale_came_out(self, run, index, kind, order)
+                elif kind == TIMER:
+                    if index in self.waiting:
+                        candidates.append(index)
+                        happened = True
+                elif kind == PROMOTE:  # LAS: starving since its preemption number `version`
+                    if index in self.waiting and self.preemptions[index] == version and self.las[index]:
+                        self.promote(index)
+                        happened = True
+                elif run is not None and run.start_id == version:  # GUARD: it may be preempted (las) or
+                    if self.las_limits is not None:  # moved (network-preempt) from now on
+                        self.may_be_preempted(index)
+                        relook |= self.may_wait_for(index)
+                        happened |= relook
+                    else:
+                        guarded = happened = True
             if not happened:  # only stale events: nothing changed, nothing to place or re-time
                 continue
             if self.policy.by_busy:  # the busy share since the last instant, before anything changes it
                 timers.observe_busy(self, now)
             demand = self.waiting.demand
             if self.anywhere:
-                self.place_anywhere(now)
+                place_anywhere(self, now)
             elif self.head_of_line:  # nobody passes the head: a pass stops there, so it is cheap
                 if candidates or freed:
                     self.place_in_order(self.waiting.in_order(), now)
@@ -189,7 +197,7 @@ class _Engine:
                 for index in requeued:
                     self.waiting.add(index, self.key(index), self.gpus[index])
                 if self.free.total_free:
-                    self.place_anywhere(now)
+                    place_anywhere(self, now)
             self.retime_all(now)
             if self.timeline is not None:
                 busy = self.cluster.total_gpus - self.free.total_free
@@ -209,16 +217,13 @@ class _Engine:
 
     def may_wait_for(self, index: int) -> bool:
         """LAS: whether a waiting job is in a higher-priority queue than the running job `index`."""
-        heads = self.waiting.heads_in_order()
-        return bool(heads) and heads[0][0][0] < self.las[index]
+        first = self.waiting.first()
+        return first is not None and first[0] < self.las[index]
 
     def enqueue(self, index: int) -> None:
         self.waiting.add(index, self.key(index), self.gpus[index])
 
     # ---- one pass over the waiting jobs
-    def place_anywhere(self, now: float) -> None:
-        place_anywhere(self, now)
-
     def place_in_order(self, todo, now: float) -> None:
         """Walk the waiting jobs in order; start each the policy lets start where the free GPUs are."""
         free = self.free
@@ -277,10 +282,10 @@ class _Engine:
         """Put a job on `placement` (taken already) with what it has left to do."""
         job = self.jobs[index]
         level = self.free.level_of(placement, job.gpus)
-        if LEVELS.index(level) > LEVELS.index(self.loosest[index]):
+        if LOOSENESS[level] > LOOSENESS[self.loosest[index]]:
             self.loosest[index] = level
         crossed = links_of(placement, self.cluster.nodes_per_switch) if self.links is not None else []
-        comm = self.comm_for(index) if crossed else None
+        comm = (self.comm[index] or self.comm_for(index)) if crossed else None  # computed once per job
         restore, self.pending_restore[index] = self.pending_restore[index], 0.0
         run = Running(placement, level, crossed, comm, self.work_left[index], restore, now, now,
                        self.order)  # fmt: skip
@@ -368,11 +373,13 @@ class _Engine:
         the links changed at this instant did change (timing.py)."""
         moved = self.links.reallocate(self.changed_links) if self.changed_links else []
         touched, running = self.touched, self.running
-        # in job order: event order numbers must not follow set order
-        retime_many(self, [index for index in sorted(touched) if index in running], now)
-        if moved:
-            retime_many(self, [index for index in moved if index not in touched], now)
-        touched.clear()
+        if touched:  # in job order: event order numbers must not follow set order
+            retime_many(self, [index for index in sorted(touched) if index in running], now)
+            if moved:
+                retime_many(self, [index for index in moved if index not in touched], now)
+            touched.clear()
+        elif moved:
+            retime_many(self, moved, now)
         self.changed_links.clear()
         if len(self.events) > 2 * self.swept_at + 1024:
             sweep_events(self)

@@ -29,7 +29,7 @@ from stash_core.sched.fabric import Comm
 FINISH, TIMER, DEMOTE, GUARD, PROMOTE = 0, 1, 2, 3, 4
 
 
-@dataclass
+@dataclass(slots=True)  # a fixed set of fields: smaller, and made and read a little faster
 class Running:
     placement: dict[int, int]
     level: str
@@ -120,34 +120,39 @@ def retime_many(engine: Any, indices: list[int], now: float) -> None:
     rate moved, tens of times per instant on a congested cluster."""
     running, jobs, events, push = engine.running, engine.jobs, engine.events, heapq.heappush
     held, restored, attained, las = engine.held, engine.restored, engine.attained, engine.las
-    limits = engine.las_limits
+    gpus_of, limits = engine.gpus, engine.las_limits
     queues = len(limits) if limits is not None else 0
     rate = engine.links.rate if engine.links is not None else None
     order, inf = engine.order, math.inf
     for index in indices:
-        run, job = running[index], jobs[index]
+        run = running[index]
         if rate is None:
-            slowdown = slowdown_at(run.level, job.slowdown, engine.uplink_factor)
-        elif run.links and run.comm is not None:  # Comm.slowdown(rate) - alone
-            exposed = run.comm.gbit / rate[index] - run.comm.overlap
+            slowdown = slowdown_at(run.level, jobs[index].slowdown, engine.uplink_factor)
+        elif run.links and (comm := run.comm) is not None:  # Comm.slowdown(rate) - alone
+            exposed = comm.gbit / rate[index] - comm.overlap
             slowdown = 1.0 + (exposed if exposed > 0.0 else 0.0) - run.alone
         else:
             slowdown = 1.0
         elapsed = now - run.since
         restore_s = run.restore_s
-        restoring = restore_s if restore_s < elapsed else elapsed
-        restore_s -= restoring
-        run.restore_s = restore_s
-        work_s = run.work_s - (elapsed - restoring) / run.slowdown
+        if restore_s:  # a restore to pay first
+            restoring = restore_s if restore_s < elapsed else elapsed
+            restore_s -= restoring
+            run.restore_s = restore_s
+            restored[index] += restoring
+            work_s = run.work_s - (elapsed - restoring) / run.slowdown
+            work_from = now + restore_s
+        else:  # the same sums with nothing to restore (x - 0.0 and x + 0.0 are x)
+            work_s = run.work_s - elapsed / run.slowdown
+            work_from = now
         run.work_s = work_s
         run.since = now
         held[index] += elapsed
-        restored[index] += restoring
-        gpus = job.gpus
+        gpus = gpus_of[index]
         attained[index] += elapsed * gpus
         run.slowdown = slowdown
         run.version = order
-        finish_at = run.finish_at = now + restore_s + (work_s if work_s > 0.0 else 0.0) * slowdown
+        finish_at = run.finish_at = work_from + (work_s if work_s > 0.0 else 0.0) * slowdown
         if run.anchor_at <= finish_at:  # its anchor comes out first: pushed then (module docstring)
             run.pending = True
         else:

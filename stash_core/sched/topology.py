@@ -96,6 +96,8 @@ class Cluster:
         return {node // self.nodes_per_switch for node in placement}
 
     def level_of(self, placement: dict[int, int], gpus: int) -> str:
+        if len(placement) == 1:  # one node: its tightest placement, whatever the job's size
+            return "node"
         if len(self.switches_of(placement)) > self.min_switches(gpus):
             return "any"
         return "node" if len(placement) <= self.min_nodes(gpus) else "switch"

@@ -68,6 +68,18 @@ class Waiting:
             heapq.heappop(heap)
         return heap[0]
 
+    def first(self) -> tuple | None:
+        """The key of the first waiting job in order, or None: heads_in_order()'s first, without the sort."""
+        key, heappop, first = self.key, heapq.heappop, None
+        for heap in self.by_need.values():
+            head = heap[0]
+            while key[head[-1]] is not head:
+                heappop(heap)
+                head = heap[0]
+            if first is None or head < first:
+                first = head
+        return first
+
     def heads(self) -> dict[int, tuple]:
         """GPUs asked -> the key of the first waiting job in order asking them."""
         return {need: key for key, need in self.heads_in_order()}

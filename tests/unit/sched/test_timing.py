@@ -40,7 +40,8 @@ def _engine(rng: random.Random, fabric: bool, las: bool) -> SimpleNamespace:
                                  slowdown=rng.uniform(1.0, 4.0))  # fmt: skip
     limits = (600.0, 6000.0, 60000.0) if las else None
     return SimpleNamespace(
-        jobs=jobs, running=running, events=[], order=7, uplink_factor=2.0, las_limits=limits,
+        jobs=jobs, gpus=[job.gpus for job in jobs], running=running, events=[], order=7, uplink_factor=2.0,
+        las_limits=limits,
         las=[rng.randint(0, 3) for _ in jobs], held=[rng.uniform(0, 900) for _ in jobs],
         restored=[0.0] * len(jobs), attained=[rng.uniform(0, 9000) for _ in jobs],
         links=SimpleNamespace(rate=rate) if fabric else None,
