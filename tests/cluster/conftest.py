@@ -6,12 +6,16 @@ create network namespaces. CI runs as root. Helpers live in clusterkit.py.
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import clusterkit
 import pytest
 
 from stash_core.launch import cluster
+
+LOWER_PRIORITY = 5  # nice steps: between the quiet files (0) and tier 1 (10)
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -26,9 +30,9 @@ def _cluster_capable(tmp_path_factory: pytest.TempPathFactory) -> None:
 
 HERE = Path(__file__).parent
 # The files that take longest, longest first (minutes of real profiles over shaped links; docs/ci.md). CI runs
-# this folder in two pytest-xdist processes, a file to a process, in collection order (tests/conftest.py puts
-# the files with a `slow` test first and keeps this order among them): started first, the long files go to
-# different processes and the short ones fill in beside them, instead of two long ones ending the run on one.
+# this folder in two pytest-xdist processes, a file to a process (the quiet files as one, tests/conftest.py),
+# in collection order (tests/conftest.py puts the files with a `slow` test first and keeps this order among
+# them): started first, the long ones go to different processes and the short ones fill in beside them.
 LONGEST_FIRST = (
     "test_prediction_heldout.py",
     "test_profile_network_faults.py",
@@ -39,15 +43,19 @@ LONGEST_FIRST = (
     "test_spot_profile_cluster.py",
 )
 assert all((HERE / name).is_file() for name in LONGEST_FIRST), "a file of LONGEST_FIRST is gone: update it"
+# The files with a test that compares measured times (`quiet`: a network stall against the link, probes
+# against the tc rate, transfers at two rates): set at collection.
+QUIET_FILES: set[Path] = set()
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Every test of this folder needs root (namespaces, tc, sshd): marked `root` and `cluster`, so that
     `-m "not root"` leaves them all out. The files of LONGEST_FIRST go first, in its order."""
-    for item in items:
-        if HERE in Path(item.path).parents:
-            item.add_marker(pytest.mark.root)
-            item.add_marker(pytest.mark.cluster)
+    ours = [item for item in items if HERE in Path(item.path).parents]
+    QUIET_FILES.update(Path(item.path) for item in ours if item.get_closest_marker("quiet"))
+    for item in ours:
+        item.add_marker(pytest.mark.root)
+        item.add_marker(pytest.mark.cluster)
 
     def rank(item: pytest.Item) -> int:
         path = Path(item.path)
@@ -55,3 +63,19 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         return LONGEST_FIRST.index(path.name) if listed else len(LONGEST_FIRST)
 
     items.sort(key=rank)  # stable: the rest keep their order
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _priority(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A file that compares no measured times runs at a lower CPU priority, with everything it starts (its
+    cluster's sshd, made after this, and so every process on its nodes): beside it in CI's other process, the
+    quiet files keep the cores their measurements need, as they did beside tier 1 (which runs at nice 10)."""
+    if Path(request.path) in QUIET_FILES:
+        yield
+        return
+    before = os.getpriority(os.PRIO_PROCESS, 0)
+    os.setpriority(os.PRIO_PROCESS, 0, min(before + LOWER_PRIORITY, 19))
+    try:
+        yield
+    finally:
+        os.setpriority(os.PRIO_PROCESS, 0, before)  # root may raise it again

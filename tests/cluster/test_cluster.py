@@ -102,6 +102,7 @@ def test_tcp_between_nodes(names):
     assert back.returncode == 0, back.stdout
 
 
+@pytest.mark.quiet  # two measured transfers
 def test_lower_bandwidth_is_slower(cluster_state, names):
     payload_bytes = 3_000_000
     n0, n1, n1_address = names.node_namespace(0), names.node_namespace(1), names.node_address(1)
@@ -136,6 +137,7 @@ def test_link_down_blocks_traffic_and_up_restores_it(cluster_state, names):
     assert _connect(n0, a1, timeout_s=5.0).returncode == 0
 
 
+@pytest.mark.quiet  # two measured connection times
 def test_latency_adds_delay_when_kernel_has_netem(cluster_state, names):
     if not cluster.cluster_status(cluster_state)["netem"]:
         pytest.skip("kernel has no netem qdisc (sch_netem); latency is not emulated here")

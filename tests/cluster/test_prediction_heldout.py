@@ -19,7 +19,7 @@ from clusterkit import cluster_fixture
 from stash_core.decide.campaign import CampaignSettings, plan_campaign, run_campaign
 from stash_core.decide.fit import fit_stall_models, model_counts, parse_rate_gbps, predict_stall
 
-pytestmark = [pytest.mark.cluster, pytest.mark.slow]
+pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.quiet]
 
 REPO = Path(__file__).resolve().parents[2]
 # Rates low enough that the wire time of resnet10's 18.7 MiB of gradients (about 1.6 s, 0.8 s, 0.4 s)

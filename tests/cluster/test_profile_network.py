@@ -15,7 +15,7 @@ import duckdb
 import pytest
 from clusterkit import cluster_fixture, net_profile, stash_argv, stash_env
 
-pytestmark = pytest.mark.cluster
+pytestmark = [pytest.mark.cluster, pytest.mark.quiet]  # measured stalls and probes against the link's rate
 
 cluster_state = cluster_fixture(2, "net", bandwidth="200mbit", latency="0ms")
 

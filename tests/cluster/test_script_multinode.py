@@ -51,6 +51,7 @@ def script_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 
 
 @pytest.mark.slow
+@pytest.mark.quiet  # the network stall: R1n's measured iteration against R1's
 def test_a_ddp_script_over_two_nodes_gives_a_network_stall(script_cluster: Path, tmp_path: Path) -> None:
     script = tmp_path / "train.py"
     script.write_text(textwrap.dedent(DDP))

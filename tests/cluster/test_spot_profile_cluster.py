@@ -39,6 +39,7 @@ def spot_cluster():
 
 
 @pytest.mark.slow
+@pytest.mark.quiet  # measured exchange bandwidths, against each other and the link's rate
 def test_a_ps_profile_on_the_cluster_nodes_writes_a_workload_that_plans(spot_cluster, tmp_path, capsys):
     (tmp_path / "tiny.py").write_text(TINY)
     workload = tmp_path / "workload.json"
