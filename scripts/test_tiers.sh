@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # The whole suite in tiers (what ./test.sh runs when given no pytest arguments), keeping the 2-core machine
 # busy while the emulated-cluster tests wait on their shaped links and ssh:
-#   1. tests/cluster (marker `cluster`) beside one pytest session of every other test but the quiet ones:
+#   1. tests/cluster (marker `cluster`), in two pytest-xdist processes of their own, a file to a process (its
+#      cluster made once; the files that compare measured times as one, never two at once: tests/conftest.py),
+#      every process naming its clusters its own way (clusterkit.py), beside one pytest session of every
+#      other test but the quiet ones:
 #      those that start no measuring process, those that start real measuring processes but compare no
 #      measured times (`launches`, not `quiet`) and those that drive a browser (`e2e`), in two pytest-xdist
 #      processes (`-n 2`), a test file to a process (so a module's fixtures are made once), the files that
@@ -18,12 +21,12 @@ cd "$(dirname "$0")/.."
 export STASH_TEST_NO_SETUP=1  # each tier's test.sh: set up once by the caller, not by each tier at once
 log=$(mktemp)
 started=$SECONDS
+parallel=(-n 2 --dist loadfile --no-loadscope-reorder)
 {
-    bash test.sh -m cluster
+    bash test.sh -m "cluster" "${parallel[@]}"
     echo "cluster exit code $?"
 } >"$log" 2>&1 &
 beside_pid=$!
-parallel=(-n 2 --dist loadfile --no-loadscope-reorder)
 nice -n 10 bash test.sh -m "not cluster and not (launches and quiet)" "${parallel[@]}"
 beside=$?
 wait "$beside_pid"

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import copy
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -43,6 +44,34 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             if any(item.get_closest_marker(mark) for mark in marks):
                 rank_of[item.path] = min(rank, rank_of.get(item.path, rank))
     items.sort(key=lambda item: rank_of.get(item.path, len(RANKS)))  # stable: a file's tests keep their order
+
+
+@pytest.hookimpl(optionalhook=True)  # a pytest-xdist hook: a run without it has none
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    """`--dist loadfile`, but the emulated-cluster files that compare measured times (a test marked `quiet`)
+    make one unit: CI's cluster tier (scripts/test_tiers.sh) then runs them in one process, one after the
+    other, never two at once beside each other, while the other process takes the rest. (pytest-xdist's
+    own `loadgroup` groups by a suffix it adds to the test ids, which this pytest no longer keeps.)"""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    root = Path(str(config.rootpath))
+    quiet: dict[str, bool] = {}
+
+    def compares_times(path: str) -> bool:
+        if path not in quiet:
+            source = root / path
+            quiet[path] = source.is_file() and "pytest.mark.quiet" in source.read_text()
+        return quiet[path]
+
+    class QuietClusterFilesTogether(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            in_cluster = path.startswith("tests/cluster/")
+            return "tests/cluster: quiet" if in_cluster and compares_times(path) else path
+
+    return QuietClusterFilesTogether(config, log)
 
 
 @pytest.fixture(scope="session")

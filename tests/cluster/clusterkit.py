@@ -1,9 +1,19 @@
-"""Helpers for the emulated-cluster tests: a cluster fixture factory, process and socket checks."""
+"""Helpers for the emulated-cluster tests: a cluster fixture factory, process and socket checks.
+
+Every cluster a pytest process makes is named RUN_PREFIX + a label of its test module (cluster_name): a
+prefix drawn at random by each process, so that the pytest-xdist processes of CI's cluster tier, and test
+runs of other checkouts on this machine, never share a cluster, a namespace, a link or an address range
+(named clusters take the first free 10.213.K.0/24, ups taking turns), and each process looks for leftovers
+and left-running launches on its own clusters only.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
+import secrets
+import string
 import subprocess
 import sys
 import time
@@ -14,28 +24,44 @@ import psutil
 import pytest
 
 from stash_core.launch import cluster
-from stash_core.launch.cluster_names import DEFAULT_LAYOUT
+from stash_core.launch.cluster_names import Layout, check_name, state_dir_for
+from stash_core.launch.cluster_state import load_state
 
 LAUNCH_TAG_VAR = "STASH_LAUNCH_ID"
 # The folder under which the tests keep every state folder (set by conftest): their sshd run from there.
 TEST_TMP: list[Path] = []
+# "z" and 4 random letters or digits: not "t..." nor "default", the names older versions of these tests use
+# and look for; a module's label (up to 6 characters) follows it in a cluster name of at most 11.
+RUN_PREFIX = "z" + "".join(secrets.choice(string.ascii_lowercase + string.digits) for _ in range(4))
+
+
+def cluster_name(label: str) -> str:
+    """The name of this process's cluster `label` (1 to 6 lowercase letters and digits)."""
+    return check_name(RUN_PREFIX + label)
+
+
+def layout(state_dir: Path) -> Layout:
+    """The names and addresses of the cluster whose state is in state_dir."""
+    return Layout.of_state(load_state(Path(state_dir)) or {})
 
 
 def leftovers() -> list[str]:
-    """Every trace of the clusters the tests make (the default one and those named t...): namespaces,
-    links in the root namespace, live sshd started from the tests' folders. Other clusters may stay."""
+    """Every trace of the clusters this process made: namespaces, links in the root namespace, live sshd
+    started from its state folders. Other processes' and other people's clusters may stay."""
     namespaces = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split()
     links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
-    found = [name for name in namespaces if DEFAULT_LAYOUT.owns_namespace(name) or name.startswith("stash-t")]
+    found = [name for name in namespaces if name.startswith(f"stash-{RUN_PREFIX}")]
     found += [
         link
         for link in (word.rstrip(":").split("@")[0] for word in links.split())
-        if DEFAULT_LAYOUT.owns_root_link(link) or link.startswith("svh-t")
+        if link.startswith(f"svh-{RUN_PREFIX}")
     ]
+    # a named cluster's own folder is /run/stash-cluster-NAME; the others are under this process's tmp folder
+    bases = [f"{base}/" for base in TEST_TMP] + [str(state_dir_for(RUN_PREFIX))]
     for process in psutil.process_iter(["name", "cmdline"]):
         try:
             ours = process.info["name"] == "sshd" and any(
-                "sshd_config" in part and any(str(base) in part for base in TEST_TMP)
+                "sshd_config" in part and any(base in part for base in bases)
                 for part in process.info["cmdline"] or []
             )
             if ours and process.status() != psutil.STATUS_ZOMBIE:
@@ -45,14 +71,15 @@ def leftovers() -> list[str]:
     return found
 
 
-def cluster_fixture(nodes: int, name: str = "cluster_state", **kwargs) -> Callable:
-    """A module-scoped fixture (yielding the state dir) that brings a cluster up and always takes it down."""
+def cluster_fixture(nodes: int, label: str, name: str = "cluster_state", **kwargs) -> Callable:
+    """A module-scoped fixture (yielding the state dir) that brings up this process's cluster `label` and
+    always takes it down."""
 
     @pytest.fixture(scope="module", name=name)
     def _fixture(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         state_dir = tmp_path_factory.mktemp("cluster-state")
         try:
-            cluster.cluster_up(nodes, state_dir=state_dir, **kwargs)
+            cluster.cluster_up(nodes, state_dir=state_dir, name=cluster_name(label), **kwargs)
             yield state_dir
         finally:
             cluster.cluster_down(state_dir)
@@ -77,30 +104,41 @@ def _live(process: psutil.Process) -> bool:
         return False
 
 
-def tagged_processes(tag: str | None = None) -> list[int]:
-    """Live pids whose environment carries a multinode launch tag: this one, or (no tag) any tag of a launch
-    on the emulated nodes. Every node runs in a network namespace of its own, so a tagged process in this
-    test's namespace is a local launch (a unit test's supervisor, running beside this tier in CI), not one
-    of the cluster's."""
+def node_namespace_ids(state_dir: Path) -> frozenset[int]:
+    """The network namespaces of a cluster's nodes, as the inode numbers /proc/PID/ns/net shows; kept by a
+    test that takes its cluster down: the names go with it, while a process left running keeps its node's."""
+    return frozenset(
+        os.stat(f"/run/netns/{node['namespace']}").st_ino
+        for node in cluster.cluster_status(state_dir)["nodes"]
+        if node["exists"]
+    )
+
+
+def tagged_processes(nodes: Path | frozenset[int], tag: str | None = None) -> list[int]:
+    """Live pids on the nodes of one cluster (its state folder, or node_namespace_ids) whose environment
+    carries a multinode launch tag: this one, or (no tag) any. A tagged process elsewhere is another
+    cluster's (another test process's) or a local launch (a unit test's supervisor running beside this tier
+    in CI), not one of this cluster's."""
+    namespace_ids = node_namespace_ids(nodes) if isinstance(nodes, Path) else nodes
     found = []
     for process in psutil.process_iter():
         try:
             value = process.environ().get(LAUNCH_TAG_VAR)
         except psutil.Error:
             continue
-        if value is None or not _live(process):
+        if value is None or (tag is not None and value != tag) or not _live(process):
             continue
-        if value == tag or (tag is None and _on_a_node(process.pid)):
+        if _namespace_id(process.pid) in namespace_ids:
             found.append(process.pid)
     return found
 
 
-def _on_a_node(pid: int) -> bool:
-    """True when the process lives in another network namespace than this test (an emulated node's)."""
+def _namespace_id(pid: int) -> int | None:
+    """The inode of the process's network namespace (None when it ended meanwhile)."""
     try:
-        return os.stat(f"/proc/{pid}/ns/net").st_ino != os.stat("/proc/self/ns/net").st_ino
-    except OSError:  # ended meanwhile
-        return False
+        return os.stat(f"/proc/{pid}/ns/net").st_ino
+    except OSError:
+        return None
 
 
 def namespace_pids(namespace: str) -> set[int]:
@@ -199,19 +237,40 @@ print("connected", time.monotonic() - start)
 """
 
 
+# The model options of a network-bound profile on 2 nodes (netmodel.py: 6.3 MB of gradients, little compute).
+NET_MODEL = [
+    "--model", f"{Path(__file__).resolve().parent / 'netmodel.py'}:make", "--input-shape", "3,16,16",
+    "--num-classes", "10", "--batch-size", "8", "--workers", "1", "--nodes", "2",
+]  # fmt: skip
+
+
+def net_profile(
+    state: Path, tmp: Path, *args: str, timeout_s: float = 300
+) -> tuple[subprocess.CompletedProcess, dict]:
+    """`stash profile` of NET_MODEL's network stall on the cluster at `state` (results in tmp): the finished
+    process and its result file (empty when none was written)."""
+    out = tmp / f"run-{len(list(tmp.glob('run-*.json')))}.json"
+    argv = stash_argv(
+        "profile", *NET_MODEL, "--cluster", "emulated", "--cluster-state", str(state), "--stalls", "network",
+        "--out", str(out), "--db", str(tmp / "results.duckdb"), "--progress", "none", *args,
+    )  # fmt: skip
+    result = subprocess.run(argv, capture_output=True, text=True, env=stash_env(), timeout=timeout_s)
+    return result, (json.loads(out.read_text()) if out.exists() else {})
+
+
 def stash_argv(*args: str) -> list[str]:
     return [sys.executable, "-m", "stash_core", *args]
 
 
 def stash_env() -> dict[str, str]:
-    import os
-
     repo = str(Path(__file__).resolve().parents[2])
     return {**os.environ, "PYTHONPATH": repo}
 
 
-def worker_processes(node: int | None = None) -> list[psutil.Process]:
-    """Live training/probe worker processes of any multinode launch (on one node when given)."""
+def worker_processes(state_dir: Path, node: int | None = None) -> list[psutil.Process]:
+    """Live training/probe worker processes of any multinode launch on the cluster's nodes (one node when
+    given)."""
+    namespace_ids = node_namespace_ids(state_dir)
     found = []
     for process in psutil.process_iter():
         try:
@@ -223,6 +282,6 @@ def worker_processes(node: int | None = None) -> list[psutil.Process]:
             continue
         if node is not None and not tag.endswith(f"-n{node}"):
             continue
-        if _live(process):
+        if _live(process) and _namespace_id(process.pid) in namespace_ids:
             found.append(process)
     return found

@@ -1,4 +1,5 @@
-"""Bringing clusters up and down: nothing is left behind, whatever happened before."""
+"""Bringing clusters up and down: nothing is left behind, whatever happened before. The cluster here is this
+process's "life" (clusterkit.cluster_name)."""
 
 from __future__ import annotations
 
@@ -7,12 +8,14 @@ import subprocess
 
 import psutil
 import pytest
-from clusterkit import leftovers, stash_argv, stash_env
+from clusterkit import cluster_name, leftovers, stash_argv, stash_env
 
 from stash_core.errors import MeasurementError, UsageError
 from stash_core.launch import cluster, cluster_sshd
 
 pytestmark = pytest.mark.cluster
+
+NAME = cluster_name("life")
 
 
 @pytest.fixture
@@ -21,31 +24,31 @@ def state_dir(tmp_path):
     try:
         yield path
     finally:
-        cluster.cluster_down(path)
+        cluster.cluster_down(path, name=NAME)
 
 
 def test_down_removes_everything_and_twice_is_fine(state_dir):
-    up = cluster.cluster_up(2, bandwidth="100mbit", state_dir=state_dir)
+    up = cluster.cluster_up(2, bandwidth="100mbit", state_dir=state_dir, name=NAME)
     sshd_pids = [node["sshd_pid"] for node in up["nodes"]]
     assert all(psutil.pid_exists(pid) for pid in sshd_pids)
     assert len(leftovers()) >= 5  # 3 namespaces, the root link, 2 sshd
 
     actions = cluster.cluster_down(state_dir)
 
-    assert any("deleted namespace stash-n1" in action for action in actions)
+    assert any(f"deleted namespace stash-{NAME}-n1" in action for action in actions)
     assert leftovers() == []
     assert not state_dir.exists()
-    assert cluster.cluster_down(state_dir) == []
-    assert cluster.cluster_status(state_dir)["up"] is False
+    assert cluster.cluster_down(state_dir, name=NAME) == []
+    assert cluster.cluster_status(state_dir, name=NAME)["up"] is False
 
 
 def test_down_without_state_file_and_up_twice_refused(state_dir):
-    cluster.cluster_up(1, state_dir=state_dir)
+    cluster.cluster_up(1, state_dir=state_dir, name=NAME)
     with pytest.raises(UsageError, match="already exists"):
-        cluster.cluster_up(1, state_dir=state_dir)
+        cluster.cluster_up(1, state_dir=state_dir, name=NAME)
     (state_dir / "state.json").unlink()
 
-    cluster.cluster_down(state_dir)
+    cluster.cluster_down(state_dir, name=NAME)
 
     assert leftovers() == []  # found by their stash-* names; sshd ended via `ip netns pids`
 
@@ -60,7 +63,7 @@ def test_failed_setup_is_rolled_back(state_dir, monkeypatch):
 
     monkeypatch.setattr(cluster_sshd, "start_sshd", start_one_then_fail)
     with pytest.raises(MeasurementError, match="simulated failure"):
-        cluster.cluster_up(3, state_dir=state_dir)
+        cluster.cluster_up(3, state_dir=state_dir, name=NAME)
     assert leftovers() == []
     assert not (state_dir / "state.json").exists()
 
@@ -77,7 +80,7 @@ def test_failed_setup_is_rolled_back(state_dir, monkeypatch):
 )
 def test_bad_arguments_touch_nothing(state_dir, kwargs, message):
     with pytest.raises(UsageError, match=message):
-        cluster.cluster_up(state_dir=state_dir, **kwargs)
+        cluster.cluster_up(state_dir=state_dir, name=NAME, **kwargs)
     assert leftovers() == []
 
 
@@ -86,11 +89,12 @@ def test_cli_up_status_set_down_leaves_nothing(tmp_path):
     env = stash_env()
     try:
         up = subprocess.run(
-            stash_argv("cluster", "up", "--nodes", "2", "--bandwidth", "300mbit", "--state-dir", str(state)),
+            stash_argv("cluster", "up", "--name", NAME, "--nodes", "2", "--bandwidth", "300mbit",
+                       "--state-dir", str(state)),
             capture_output=True, text=True, env=env, timeout=120,
         )  # fmt: skip
         assert up.returncode == 0, up.stderr
-        assert "stash-n1" in up.stdout and "rate 300mbit" in up.stdout
+        assert f"stash-{NAME}-n1" in up.stdout and "rate 300mbit" in up.stdout
         change = ["cluster", "set", "--node", "1", "--down", "--bandwidth", "50mbit"]
         change += ["--state-dir", str(state)]
         cut = subprocess.run(stash_argv(*change), capture_output=True, text=True, env=env, timeout=60)
@@ -110,9 +114,10 @@ def test_cli_up_status_set_down_leaves_nothing(tmp_path):
         down = subprocess.run(
             stash_argv("cluster", "down", "--state-dir", str(state)), capture_output=True, text=True, env=env
         )
-    assert down.returncode == 0 and "deleted namespace stash-n1" in down.stdout
+    assert down.returncode == 0 and f"deleted namespace stash-{NAME}-n1" in down.stdout
     assert leftovers() == []
     again = subprocess.run(
-        stash_argv("cluster", "down", "--state-dir", str(state)), capture_output=True, text=True, env=env
-    )
-    assert again.returncode == 0 and "no emulated cluster default was up" in again.stdout
+        stash_argv("cluster", "down", "--name", NAME, "--state-dir", str(state)),
+        capture_output=True, text=True, env=env,
+    )  # fmt: skip
+    assert again.returncode == 0 and f"no emulated cluster {NAME} was up" in again.stdout

@@ -6,6 +6,7 @@ each launch costs only the two torchrun agents; the success test does a real glo
 
 from __future__ import annotations
 
+import re
 import signal
 import subprocess
 import sys
@@ -14,7 +15,15 @@ import uuid
 from pathlib import Path
 
 import pytest
-from clusterkit import cluster_fixture, only_sshd_left, port_taken, tagged_processes, wait_until
+from clusterkit import (
+    cluster_fixture,
+    layout,
+    node_namespace_ids,
+    only_sshd_left,
+    port_taken,
+    tagged_processes,
+    wait_until,
+)
 
 from stash_core.errors import MeasurementError, UsageError
 from stash_core.launch import cluster, multinode
@@ -22,7 +31,7 @@ from stash_core.launch.ssh import ssh_argv
 
 pytestmark = pytest.mark.cluster
 
-cluster_state = cluster_fixture(2, bandwidth="1gbit", latency="0ms")
+cluster_state = cluster_fixture(2, "multi", bandwidth="1gbit", latency="0ms")
 
 ALLREDUCE_SRC = """
 import datetime, os
@@ -62,11 +71,22 @@ def hosts(cluster_state):
     return cluster.cluster_hosts(cluster_state)
 
 
+@pytest.fixture(scope="module")
+def nodes(cluster_state) -> frozenset[int]:
+    """The node namespaces, where a launch's processes run."""
+    return node_namespace_ids(cluster_state)
+
+
+def _node_1(cluster_state) -> str:
+    """How a failure names node 1: "node 1 (its address)", as a pattern."""
+    return re.escape(f"node 1 ({layout(cluster_state).node_address(1)})")
+
+
 @pytest.fixture
-def no_leftovers(cluster_state):
-    """After the test: no process of any launch alive anywhere, only sshd in the node namespaces."""
+def no_leftovers(cluster_state, nodes):
+    """After the test: no process of any launch alive on the nodes, only sshd in the node namespaces."""
     yield
-    assert wait_until(lambda: not tagged_processes(), 15), f"left running: {tagged_processes()}"
+    assert wait_until(lambda: not tagged_processes(nodes), 15), f"left running: {tagged_processes(nodes)}"
     assert wait_until(lambda: only_sshd_left(cluster_state), 15)
 
 
@@ -98,24 +118,24 @@ def test_host_down_before_start_fails_fast(cluster_state, hosts, workdir, no_lef
     started = time.monotonic()
     try:
         cluster.set_link(1, down=True, state_dir=cluster_state)
-        with pytest.raises(MeasurementError, match=r"node 1 \(10\.213\.0\.11\) is unreachable"):
+        with pytest.raises(MeasurementError, match=_node_1(cluster_state) + " is unreachable"):
             _launch(hosts, workdir, "stash_test_plain", ["hang"], lambda node, line: None)
     finally:
         cluster.set_link(1, down=False, state_dir=cluster_state)
     assert time.monotonic() - started < 15
 
 
-def test_master_port_in_use_is_a_clear_usage_error(hosts, workdir, no_leftovers):
+def test_master_port_in_use_is_a_clear_usage_error(cluster_state, hosts, workdir, no_leftovers):
     port = multinode.free_port()
-    with port_taken("stash-n0", port):
+    with port_taken(layout(cluster_state).node_namespace(0), port):
         with pytest.raises(UsageError, match=f"port {port} is already in use on the master, node 0"):
             _launch(hosts, workdir, "stash_test_plain", ["hang"], lambda node, line: None, master_port=port)
 
 
 @pytest.mark.slow
-def test_killed_rank_fails_the_run_and_ends_every_process(hosts, workdir, no_leftovers):
+def test_killed_rank_fails_the_run_and_ends_every_process(cluster_state, hosts, workdir, no_leftovers):
     lines: list[tuple[int, str]] = []
-    with pytest.raises(MeasurementError, match=r"node 1 \(10\.213\.0\.11\) exited with code"):
+    with pytest.raises(MeasurementError, match=_node_1(cluster_state) + " exited with code"):
         _launch(
             hosts, workdir, "stash_test_plain", ["die", "1"], lambda node, line: lines.append((node, line))
         )
@@ -144,7 +164,7 @@ def test_ctrl_c_ends_every_process_and_propagates(hosts, workdir, no_leftovers):
 
 @pytest.mark.slow
 def test_cut_link_mid_run_is_reported_and_the_cut_off_node_cleans_up(
-    cluster_state, hosts, workdir, no_leftovers
+    cluster_state, hosts, workdir, nodes, no_leftovers
 ):
     """Node 1 vanishes from the network: its ssh times out, and its sshd, noticing the silent
     client, closes the session, whose supervisor then ends node 1's processes by itself."""
@@ -156,15 +176,15 @@ def test_cut_link_mid_run_is_reported_and_the_cut_off_node_cleans_up(
             cluster.set_link(1, down=True, state_dir=cluster_state)
 
     try:
-        with pytest.raises(MeasurementError, match=r"node 1 \(10\.213\.0\.11\) lost its ssh connection"):
+        with pytest.raises(MeasurementError, match=_node_1(cluster_state) + " lost its ssh connection"):
             _launch(hosts, workdir, "stash_test_plain", ["hang"], cut_node_1_when_both_ready)
         # checked while the link is still down: no help from the launcher can reach node 1
-        assert wait_until(lambda: not tagged_processes(), 20), f"left running: {tagged_processes()}"
+        assert wait_until(lambda: not tagged_processes(nodes), 20), f"left running: {tagged_processes(nodes)}"
     finally:
         cluster.set_link(1, down=False, state_dir=cluster_state)
 
 
-def test_remote_side_ends_when_its_ssh_dies(hosts, no_leftovers):
+def test_remote_side_ends_when_its_ssh_dies(hosts, nodes, no_leftovers):
     """No sweep from the launcher here: the supervisor alone must end its processes."""
     tag = f"test-{uuid.uuid4().hex[:8]}"
     sleeper = [sys.executable, "-c", "print('ready', flush=True); import time; time.sleep(300)"]
@@ -172,11 +192,11 @@ def test_remote_side_ends_when_its_ssh_dies(hosts, no_leftovers):
     ssh = subprocess.Popen(ssh_argv(hosts[1], remote), stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     try:
         assert ssh.stdout.readline().strip() == b"ready"
-        assert len(tagged_processes(tag)) == 1
-        assert tagged_processes() == tagged_processes(tag)  # a node's process is seen without its tag too
+        assert len(tagged_processes(nodes, tag)) == 1
+        assert tagged_processes(nodes) == tagged_processes(nodes, tag)  # seen without its tag too
         ssh.send_signal(signal.SIGKILL)  # the connection drops without any goodbye
         ssh.wait()
-        assert wait_until(lambda: not tagged_processes(tag), 15)
+        assert wait_until(lambda: not tagged_processes(nodes, tag), 15)
     finally:
         ssh.kill()
         ssh.wait()

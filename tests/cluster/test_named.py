@@ -2,7 +2,8 @@
 `down` takes only its own; `up` refuses a name or an address range in use; a profile or probe whose
 cluster vanished says "the emulated cluster NAME is gone" in one line.
 
-The clusters here are named t...; conftest skips the module where such a cluster already exists.
+The clusters here are this process's "a", "b", "c", "d" and "x" (clusterkit.cluster_name), called ta ... tx
+below.
 """
 
 from __future__ import annotations
@@ -13,7 +14,15 @@ import time
 from pathlib import Path
 
 import pytest
-from clusterkit import leftovers, stash_argv, stash_env, tagged_processes, wait_until
+from clusterkit import (
+    cluster_name,
+    leftovers,
+    node_namespace_ids,
+    stash_argv,
+    stash_env,
+    tagged_processes,
+    wait_until,
+)
 
 from stash_core.errors import UsageError
 from stash_core.launch import cluster, cluster_net
@@ -23,6 +32,8 @@ from stash_core.measure import protocol
 
 pytestmark = pytest.mark.cluster
 
+TA, TB, TC, TD, TX = (cluster_name(label) for label in "abcdx")
+
 MODEL = [
     "--model", f"{Path(__file__).resolve().parent / 'netmodel.py'}:make", "--input-shape", "3,16,16",
     "--num-classes", "10", "--batch-size", "8", "--workers", "1", "--nodes", "2",
@@ -31,7 +42,8 @@ MODEL = [
 
 @pytest.fixture
 def made(tmp_path):
-    """State folders of the clusters a test brings up; each is taken down after it, whatever happened."""
+    """State folders of the clusters a test brings up; each is taken down after it, whatever happened. Each
+    is named as its cluster's own folder (stash-cluster-NAME): `down` finds the cluster once state is gone."""
     folders: list[Path] = []
     yield folders
     for state_dir in folders:
@@ -50,65 +62,71 @@ def _stash(*args: str, timeout_s: float = 180) -> subprocess.CompletedProcess:
 
 
 def test_two_clusters_side_by_side_and_down_takes_only_its_own(made, tmp_path):
-    ta, tb = tmp_path / "ta", tmp_path / "tb"
+    # folders named as the clusters' own (/run/stash-cluster-NAME): once a cluster is down, its path names it
+    ta, tb = tmp_path / f"stash-cluster-{TA}", tmp_path / f"stash-cluster-{TB}"
     made += [ta, tb]
-    a = cluster.cluster_up(2, bandwidth="300mbit", latency="0ms", state_dir=ta, name="ta")
-    up_b = _stash("cluster", "up", "--name", "tb", "--nodes", "1", "--state-dir", str(tb))
+    a = cluster.cluster_up(2, bandwidth="300mbit", latency="0ms", state_dir=ta, name=TA)
+    up_b = _stash("cluster", "up", "--name", TB, "--nodes", "1", "--state-dir", str(tb))
     assert up_b.returncode == 0, up_b.stderr
-    assert "emulated cluster tb up" in up_b.stdout and "other emulated clusters here: ta" in up_b.stdout
+    others = next(
+        line for line in up_b.stdout.splitlines() if line.startswith("other emulated clusters here")
+    )
+    assert f"emulated cluster {TB} up" in up_b.stdout and TA in others.split(": ")[1].split(", ")
     b = cluster.cluster_status(tb)  # the folder says which cluster it holds
-    assert (a["name"], b["name"]) == ("ta", "tb") and a["up"] and b["up"]
+    assert (a["name"], b["name"]) == (TA, TB) and a["up"] and b["up"]
     assert a["subnet"] != b["subnet"] and "10.213.0.0/24" not in (a["subnet"], b["subnet"])
-    assert [node["namespace"] for node in a["nodes"]] == ["stash-ta-n0", "stash-ta-n1"]
-    assert {"stash-ta-hub", "stash-ta-n0", "stash-ta-n1", "stash-tb-hub", "stash-tb-n0"} <= _namespaces()
-    assert cluster_net.root_links(cluster.Layout("ta")) == ["svh-ta"]
+    assert [node["namespace"] for node in a["nodes"]] == [f"stash-{TA}-n0", f"stash-{TA}-n1"]
+    assert {f"stash-{TA}-hub", f"stash-{TA}-n0", f"stash-{TA}-n1", f"stash-{TB}-hub", f"stash-{TB}-n0"} <= (
+        _namespaces()
+    )
+    assert cluster_net.root_links(cluster.Layout(TA)) == [f"svh-{TA}"]
 
     # the same name, from another folder: refused, and that folder's `down` leaves the live one alone
-    with pytest.raises(UsageError, match="emulated cluster ta already exists"):
-        cluster.cluster_up(1, state_dir=tmp_path / "ta-again", name="ta")
-    actions = cluster.cluster_down(tmp_path / "ta-again", name="ta")
-    assert any("left the namespaces of the emulated cluster ta alone" in action for action in actions)
+    with pytest.raises(UsageError, match=f"emulated cluster {TA} already exists"):
+        cluster.cluster_up(1, state_dir=tmp_path / "ta-again", name=TA)
+    actions = cluster.cluster_down(tmp_path / "ta-again", name=TA)
+    assert any(f"left the namespaces of the emulated cluster {TA} alone" in action for action in actions)
     # an address range in use: refused before anything is made
     with pytest.raises(UsageError, match=f"address range {a['subnet']} is already in use"):
-        cluster.cluster_up(1, state_dir=tmp_path / "tx", name="tx", subnet=a["subnet"])
+        cluster.cluster_up(1, state_dir=tmp_path / "tx", name=TX, subnet=a["subnet"])
     # the default cluster's `down` (no state anywhere) touches neither
     cluster.cluster_down(tmp_path / "no-such-state")
     assert cluster.cluster_status(ta)["up"] and cluster.cluster_status(tb)["up"]
 
     down = _stash("cluster", "down", "--state-dir", str(ta))
     assert down.returncode == 0, down.stderr
-    assert "deleted namespace stash-ta-n1" in down.stdout and "tb" not in down.stdout
-    assert not any(name.startswith("stash-ta-") for name in _namespaces())
-    assert {"stash-tb-hub", "stash-tb-n0"} <= _namespaces()
+    assert f"deleted namespace stash-{TA}-n1" in down.stdout and TB not in down.stdout
+    assert not any(name.startswith(f"stash-{TA}-") for name in _namespaces())
+    assert {f"stash-{TB}-hub", f"stash-{TB}-n0"} <= _namespaces()
     status_b = cluster.cluster_status(tb)
-    assert status_b["up"] and not status_b["gone"] and "ta" not in status_b["other_clusters"]
+    assert status_b["up"] and not status_b["gone"] and TA not in status_b["other_clusters"]
     # and tb still works: ssh into its node, which sees its own address
     target = cluster.cluster_hosts(tb)[0]
     shown = run_remote(target, ["ip", "-o", "-4", "addr", "show", "stash0"], 30)
     assert shown.returncode == 0 and f"inet {b['nodes'][0]['address']}/24" in shown.stdout
     ssh = subprocess.run(
-        ["ssh", "-F", b["ssh_config"], "stash-tb-n0", "true"], capture_output=True, text=True, timeout=30
+        ["ssh", "-F", b["ssh_config"], f"stash-{TB}-n0", "true"], capture_output=True, text=True, timeout=30
     )
     assert ssh.returncode == 0, ssh.stderr
 
 
 def test_a_profile_or_probe_on_a_vanished_cluster_says_it_is_gone(made, tmp_path):
-    state = tmp_path / "stash-cluster-tc"  # the name's own folder name: after `down` the path still names it
+    state = tmp_path / f"stash-cluster-{TC}"  # the name's own folder name: after `down` the path names it
     made.append(state)
-    cluster.cluster_up(2, latency="0ms", state_dir=state, name="tc")
+    cluster.cluster_up(2, latency="0ms", state_dir=state, name=TC)
     where = ["--cluster", "emulated", "--cluster-state", str(state)]
     profile = ["profile", *MODEL, *where, "--stalls", "network", "--iterations", "5", "--no-store",
                "--out", str(tmp_path / "run.json"), "--progress", "none"]  # fmt: skip
     probe = ["probe", "--workers", "1", "--nodes", "2", *where, "--no-store", "--max-size", "64KiB"]
-    expected = f"stash: {gone_message('tc')}"
+    expected = f"stash: {gone_message(TC)}"
 
     # what an older `stash cluster down` of another cluster did: every stash namespace removed, our state kept
-    for namespace in cluster_net.live_namespaces(cluster.Layout("tc")):
+    for namespace in cluster_net.live_namespaces(cluster.Layout(TC)):
         for pid in cluster_net.namespace_pids(namespace):
             subprocess.run(["kill", "-9", str(pid)], check=False)
         subprocess.run(["ip", "netns", "del", namespace], check=True)
     status = _stash("cluster", "status", "--state-dir", str(state))
-    assert "emulated cluster tc GONE" in status.stdout
+    assert f"emulated cluster {TC} GONE" in status.stdout
     for args in (profile, probe):
         result = _stash(*args)
         assert result.returncode == 2
@@ -125,9 +143,10 @@ def test_a_profile_or_probe_on_a_vanished_cluster_says_it_is_gone(made, tmp_path
 
 @pytest.mark.slow
 def test_a_cluster_taken_down_mid_profile_is_said_to_be_gone(made, tmp_path):
-    state = tmp_path / "td"
+    state = tmp_path / f"stash-cluster-{TD}"
     made.append(state)
-    cluster.cluster_up(2, bandwidth="200mbit", latency="0ms", state_dir=state, name="td")
+    cluster.cluster_up(2, bandwidth="200mbit", latency="0ms", state_dir=state, name=TD)
+    nodes = node_namespace_ids(state)  # kept: `down` below takes the names away
     out = tmp_path / "run.json"
     argv = stash_argv(
         "profile", *MODEL, "--cluster", "emulated", "--cluster-state", str(state), "--stalls", "network",
@@ -150,6 +169,6 @@ def test_a_cluster_taken_down_mid_profile_is_said_to_be_gone(made, tmp_path):
         process.kill()
     assert time.monotonic() - started < 60
     assert process.returncode in (1, 2) and "Traceback" not in stderr
-    assert gone_message("td") in stderr and "cannot reach host" not in stderr
-    assert wait_until(lambda: not tagged_processes(), 20), f"left running: {tagged_processes()}"
+    assert gone_message(TD) in stderr and "cannot reach host" not in stderr
+    assert wait_until(lambda: not tagged_processes(nodes), 20), f"left running: {tagged_processes(nodes)}"
     assert json.loads(out.read_text())["status"] == "failed"

@@ -19,7 +19,7 @@ from clusterkit import cluster_fixture
 from stash_core.decide.campaign import CampaignSettings, plan_campaign, run_campaign
 from stash_core.decide.fit import fit_stall_models, model_counts, parse_rate_gbps, predict_stall
 
-pytestmark = [pytest.mark.cluster, pytest.mark.slow]
+pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.quiet]
 
 REPO = Path(__file__).resolve().parents[2]
 # Rates low enough that the wire time of resnet10's 18.7 MiB of gradients (about 1.6 s, 0.8 s, 0.4 s)
@@ -35,14 +35,12 @@ def _profile_supports_cluster() -> bool:
     return "--cluster-bandwidth" in help_text
 
 
-cluster_state = cluster_fixture(2, bandwidth="1gbit", latency="0ms")
+cluster_state = cluster_fixture(2, "held", bandwidth="1gbit", latency="0ms")
 
 
-def test_network_stall_at_an_unprofiled_bandwidth(tmp_path, cluster_state, monkeypatch):
+def test_network_stall_at_an_unprofiled_bandwidth(tmp_path, cluster_state):
     if not _profile_supports_cluster():
         pytest.skip("`stash profile` has no --cluster emulated / --cluster-bandwidth options yet")
-    # the campaign's `stash profile` children find the module's cluster through the environment
-    monkeypatch.setenv("STASH_CLUSTER_STATE", str(cluster_state))
     settings = CampaignSettings(
         db_path=tmp_path / "heldout.duckdb",
         iterations="10",  # each R1n iteration carries 0.4-1.6 s of wire time: 10 average it well enough
@@ -50,6 +48,7 @@ def test_network_stall_at_an_unprofiled_bandwidth(tmp_path, cluster_state, monke
         num_classes=10,
         device="cpu",
         stalls=["network"],  # R1 and R1n only: the fit below needs the network stall alone
+        extra_args=["--cluster-state", str(cluster_state)],  # the module's cluster, by its state folder
     )
     lines: list[str] = []
     calibration = plan_campaign(["resnet10"], [8], [1], [2], CALIBRATION_RATES, instance="emulated")

@@ -1,5 +1,5 @@
-"""`stash profile` and `stash probe` across the emulated cluster: network stall against the link's limit,
-probes against the tc rate, and the faults (host down, rank killed, link cut, busy port, no Stash).
+"""`stash profile` and `stash probe` across the emulated cluster: the network stall against the link's limit,
+and probes against the tc rate (the faults: test_profile_network_faults.py).
 
 One 2-node cluster for the module, without CPU splitting: R1 (2 workers on node 0) and R1n (1 worker on
 each node) then use the same two cores, so their difference is the network alone. The model
@@ -10,53 +10,14 @@ from __future__ import annotations
 
 import json
 import subprocess
-import time
-from pathlib import Path
 
 import duckdb
 import pytest
-from clusterkit import (
-    cluster_fixture,
-    only_sshd_left,
-    port_taken,
-    stash_argv,
-    stash_env,
-    tagged_processes,
-    wait_until,
-    worker_processes,
-)
+from clusterkit import cluster_fixture, net_profile, stash_argv, stash_env
 
-from stash_core.launch import cluster
-from stash_core.measure import protocol
+pytestmark = [pytest.mark.cluster, pytest.mark.quiet]  # measured stalls and probes against the link's rate
 
-pytestmark = pytest.mark.cluster
-
-cluster_state = cluster_fixture(2, bandwidth="200mbit", latency="0ms")
-
-MODEL = [
-    "--model", f"{Path(__file__).resolve().parent / 'netmodel.py'}:make", "--input-shape", "3,16,16",
-    "--num-classes", "10", "--batch-size", "8", "--workers", "1", "--nodes", "2",
-]  # fmt: skip
-
-
-def _profile(
-    state: Path, tmp: Path, *args: str, timeout_s: float = 300
-) -> tuple[subprocess.CompletedProcess, dict]:
-    out = tmp / f"run-{len(list(tmp.glob('run-*.json')))}.json"
-    argv = stash_argv(
-        "profile", *MODEL, "--cluster", "emulated", "--cluster-state", str(state), "--stalls", "network",
-        "--out", str(out), "--db", str(tmp / "results.duckdb"), "--progress", "none", *args,
-    )  # fmt: skip
-    result = subprocess.run(argv, capture_output=True, text=True, env=stash_env(), timeout=timeout_s)
-    return result, (json.loads(out.read_text()) if out.exists() else {})
-
-
-@pytest.fixture
-def no_leftovers(cluster_state):
-    """After the test: no process of any launch alive anywhere, only sshd in the node namespaces."""
-    yield
-    assert wait_until(lambda: not tagged_processes(), 20), f"left running: {tagged_processes()}"
-    assert wait_until(lambda: only_sshd_left(cluster_state), 20)
+cluster_state = cluster_fixture(2, "net", bandwidth="200mbit", latency="0ms")
 
 
 @pytest.fixture(scope="module")
@@ -65,7 +26,7 @@ def two_bandwidths(cluster_state, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("bandwidths")
     runs = {}
     for rate in ("200mbit", "800mbit"):
-        runs[rate] = _profile(cluster_state, tmp, "--iterations", "12", "--cluster-bandwidth", rate)
+        runs[rate] = net_profile(cluster_state, tmp, "--iterations", "12", "--cluster-bandwidth", rate)
     return tmp, runs
 
 
@@ -142,113 +103,3 @@ def test_stash_probe_across_two_nodes(cluster_state, tmp_path):
             "SELECT count(*), min(nodes) FROM probes WHERE probe_id = ?", [probe["probe_id"]]
         )
         assert stored.fetchone() == (len(probe["allreduce"]) + len(probe["p2p"]), 2)
-
-
-def test_host_down_before_start_fails_fast_and_is_recorded(cluster_state, tmp_path, no_leftovers):
-    started = time.monotonic()
-    try:
-        cluster.set_link(1, down=True, state_dir=cluster_state)
-        result, doc = _profile(cluster_state, tmp_path, "--iterations", "5")
-    finally:
-        cluster.set_link(1, down=False, state_dir=cluster_state)
-    assert result.returncode == 2
-    assert "cannot reach host 10.213.0.11" in result.stderr and "Traceback" not in result.stderr
-    assert time.monotonic() - started < 60
-    assert doc["status"] == "failed" and doc["phases"] == []
-
-
-def test_busy_master_port_and_missing_stash_are_clear(cluster_state, tmp_path, no_leftovers):
-    port = 29777
-    with port_taken("stash-n0", port):
-        result, doc = _profile(cluster_state, tmp_path, "--iterations", "5", "--master-port", str(port))
-    assert result.returncode == 2
-    assert f"port {port} is already in use on the master" in result.stderr
-    assert doc["status"] == "failed" and doc["phases"][0]["status"] == "failed"
-
-    if not Path("/usr/bin/python3").exists():
-        pytest.skip("no /usr/bin/python3 without Stash here")
-    result, _ = _profile(cluster_state, tmp_path, "--python", "/usr/bin/python3", "--workdir", "/tmp")
-    assert result.returncode == 2
-    assert "Stash not installed on 10.213.0.10" in result.stderr or "torch is not usable" in result.stderr
-
-
-def _start_profile(state: Path, tmp: Path) -> tuple[subprocess.Popen, Path]:
-    out = tmp / "run.json"
-    argv = stash_argv(
-        "profile", *MODEL, "--cluster", "emulated", "--cluster-state", str(state), "--stalls", "network",
-        # R1 (2 workers on one node, ~0.02 s per iteration) is done in a second; R1n (~0.3 s) still runs
-        # when its first progress line comes after 10 iterations
-        "--iterations", "80", "--no-probes",
-        "--out", str(out), "--no-store", "--progress", "json",
-    )  # fmt: skip
-    process = subprocess.Popen(
-        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=stash_env()
-    )
-    return process, out
-
-
-def _wait_for_r1n_progress(process: subprocess.Popen) -> None:
-    for line in process.stdout:
-        message = protocol.parse(line)
-        if message and message[0] == "PROGRESS" and message[1].get("phase") == "R1n":
-            return
-    raise AssertionError(f"the profile ended before R1n measured: {process.stderr.read()}")
-
-
-@pytest.mark.slow
-def test_killed_rank_fails_the_run_and_ends_every_process(cluster_state, tmp_path, no_leftovers):
-    process, out = _start_profile(cluster_state, tmp_path)
-    try:
-        _wait_for_r1n_progress(process)
-        victims = worker_processes(node=1)
-        assert len(victims) == 1
-        victims[0].kill()
-        started = time.monotonic()
-        _, stderr = process.communicate(timeout=120)
-    finally:
-        process.kill()
-    assert time.monotonic() - started < 60
-    assert process.returncode == 1
-    assert "run R1n" in stderr and "failed" in stderr and "Traceback" not in stderr
-    doc = json.loads(out.read_text())
-    assert doc["status"] == "failed"
-    assert [(p["name"], p["status"]) for p in doc["phases"]] == [("R1", "completed"), ("R1n", "failed")]
-    assert doc["breakdown"]["reference_phase"] == "R1"  # what did complete is kept
-
-
-@pytest.mark.slow
-def test_link_cut_mid_run_fails_within_bounded_time(cluster_state, tmp_path, no_leftovers):
-    process, out = _start_profile(cluster_state, tmp_path)
-    try:
-        _wait_for_r1n_progress(process)
-        cluster.set_link(1, down=True, state_dir=cluster_state)
-        started = time.monotonic()
-        _, stderr = process.communicate(timeout=120)
-        elapsed_s = time.monotonic() - started
-        # checked while the link is still down: node 1's processes end without help from the launcher
-        assert wait_until(lambda: not tagged_processes(), 30), f"left running: {tagged_processes()}"
-    finally:
-        cluster.set_link(1, down=False, state_dir=cluster_state)
-        process.kill()
-    assert elapsed_s < 60
-    assert process.returncode == 1
-    assert "node 1 (10.213.0.11) lost its ssh connection" in stderr and "run R1n" in stderr
-    doc = json.loads(out.read_text())
-    assert [(p["name"], p["status"]) for p in doc["phases"]] == [("R1", "completed"), ("R1n", "failed")]
-
-
-def test_remote_check_reports_what_a_node_offers(cluster_state):
-    import sys
-
-    import stash_core
-
-    result = subprocess.run(
-        stash_argv(
-            "remote", "check", "10.213.0.11", "--ssh-config", str(cluster_state / "ssh_config"),
-            "--python", sys.executable, "--workdir", str(Path(stash_core.__file__).resolve().parents[1]),
-        ),  # fmt: skip
-        capture_output=True, text=True, env=stash_env(), timeout=120,
-    )  # fmt: skip
-    assert result.returncode == 0, result.stderr
-    assert f"stash     {stash_core.__version__}" in result.stdout
-    assert "torch     2." in result.stdout and "gpus      0" in result.stdout

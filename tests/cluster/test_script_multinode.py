@@ -1,6 +1,6 @@
-"""A user's DDP script across 2 nodes of the emulated cluster (its own cluster, named "script"): the script,
-unmodified, runs under torchrun on both nodes, and the profile gives a network stall, R1n against R1, with the
-breakdown adding up to the realistic iteration time. No process is left behind on either node.
+"""A user's DDP script across 2 nodes of the emulated cluster (its own cluster, this process's "script"): the
+script, unmodified, runs under torchrun on both nodes, and the profile gives a network stall, R1n against R1,
+with the breakdown adding up to the realistic iteration time. No process is left behind on either node.
 """
 
 from __future__ import annotations
@@ -13,13 +13,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from clusterkit import only_sshd_left, stash_argv, stash_env, tagged_processes, wait_until
+from clusterkit import cluster_name, only_sshd_left, stash_argv, stash_env, tagged_processes, wait_until
 
 from stash_core.launch import cluster
 
 pytestmark = pytest.mark.cluster
 
-NAME = "script"
+NAME = cluster_name("script")
 
 # DDP set up by the script from torchrun's environment; 6.3 MB of gradients and little compute, so the
 # 200 Mbit/s link dominates the iteration.
@@ -50,6 +50,8 @@ def script_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         cluster.cluster_down(state, name=NAME)
 
 
+@pytest.mark.slow
+@pytest.mark.quiet  # the network stall: R1n's measured iteration against R1's
 def test_a_ddp_script_over_two_nodes_gives_a_network_stall(script_cluster: Path, tmp_path: Path) -> None:
     script = tmp_path / "train.py"
     script.write_text(textwrap.dedent(DDP))
@@ -73,5 +75,6 @@ def test_a_ddp_script_over_two_nodes_gives_a_network_stall(script_cluster: Path,
     # Both nodes' ranks came back, with the forward pass split through the DDP wrapper.
     assert {rank["node"] for rank in doc["phases"][1]["ranks"]} == {0, 1}
     assert doc["phases"][1]["parts_mean_s"]["forward_s"] > 0
-    assert wait_until(lambda: not tagged_processes(), 20), f"left running: {tagged_processes()}"
+    left = tagged_processes  # on the cluster's nodes
+    assert wait_until(lambda: not left(script_cluster), 20), f"left running: {left(script_cluster)}"
     assert wait_until(lambda: only_sshd_left(script_cluster), 20)

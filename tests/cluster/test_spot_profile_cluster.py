@@ -2,7 +2,8 @@
 cluster; a count the cluster cannot hold is left out and said so; the workload file says where it ran and
 `stash spot` plans from it.
 
-The cluster here is named "spot"; the fixture brings it up and takes it down by name.
+The cluster here is this process's "spot" (clusterkit.cluster_name); the fixture brings it up and takes it
+down by name.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from clusterkit import cluster_name
 
 from stash_core.cli.main import main
 from stash_core.launch import cluster
@@ -17,7 +19,7 @@ from stash_core.launch.cluster_names import state_dir_for
 
 pytestmark = pytest.mark.cluster
 
-NAME = "spot"
+NAME = cluster_name("spot")
 TINY = """
 from torch import nn
 
@@ -36,6 +38,8 @@ def spot_cluster():
         assert not state_dir_for(NAME).joinpath("state.json").exists()
 
 
+@pytest.mark.slow
+@pytest.mark.quiet  # measured exchange bandwidths, against each other and the link's rate
 def test_a_ps_profile_on_the_cluster_nodes_writes_a_workload_that_plans(spot_cluster, tmp_path, capsys):
     (tmp_path / "tiny.py").write_text(TINY)
     workload = tmp_path / "workload.json"
@@ -47,8 +51,8 @@ def test_a_ps_profile_on_the_cluster_nodes_writes_a_workload_that_plans(spot_clu
                    "--cluster", NAME, "--workload", str(workload), "--db", db])  # fmt: skip
     out = capsys.readouterr()
     assert status == 0, out.err
-    assert "left out 7 worker(s): the emulated cluster spot has 5 node(s)" in out.out
-    assert "measured on the emulated cluster spot" in out.out
+    assert f"left out 7 worker(s): the emulated cluster {NAME} has 5 node(s)" in out.out
+    assert f"measured on the emulated cluster {NAME}" in out.out
 
     doc = json.loads(workload.read_text())
     assert doc["source"]["cluster"] == NAME and doc["source"]["nodes"] == 5
@@ -75,5 +79,5 @@ def test_a_cluster_too_small_for_the_fit_is_refused_in_one_line(spot_cluster, tm
     status = main(["spot-profile", "--model", "resnet10", "--workers", "1,4,7", "--cluster", NAME,
                    "--workload", str(tmp_path / "w.json"), "--db", str(tmp_path / "r.duckdb")])  # fmt: skip
     err = capsys.readouterr().err
-    assert status == 2 and "the emulated cluster spot has 5 node(s)" in err and "Traceback" not in err
+    assert status == 2 and f"the emulated cluster {NAME} has 5 node(s)" in err and "Traceback" not in err
     assert not (tmp_path / "w.json").exists()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -23,7 +24,7 @@ from stash_core.launch.ssh import (
 
 pytestmark = pytest.mark.cluster
 
-cluster_state = cluster_fixture(2, bandwidth="1gbit", latency="0ms")
+cluster_state = cluster_fixture(2, "ssh", bandwidth="1gbit", latency="0ms")
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -67,7 +68,7 @@ def test_injection_host_is_rejected_before_anything_runs():
 def test_unreachable_host_names_the_host(cluster_state, hosts):
     try:
         cluster.set_link(1, down=True, state_dir=cluster_state)
-        with pytest.raises(HostUnreachableError, match=r"cannot reach host 10\.213\.0\.11: "):
+        with pytest.raises(HostUnreachableError, match=re.escape(f"cannot reach host {hosts[1].host}: ")):
             run_remote(hosts[1], ["true"], 20, connect_timeout_s=2)
     finally:
         cluster.set_link(1, down=False, state_dir=cluster_state)
@@ -82,12 +83,13 @@ def test_refused_key_is_reported_as_authentication(cluster_state, hosts, tmp_pat
         "  IdentitiesOnly yes\n"
     )
     target = SshTarget(host=hosts[0].host, user="root", key_path=other_key, config_file=config)
-    with pytest.raises(AuthRefusedError, match="authentication refused by host 10.213.0.10"):
+    with pytest.raises(AuthRefusedError, match=re.escape(f"authentication refused by host {hosts[0].host}")):
         run_remote(target, ["true"], 20)
 
 
 def test_missing_command_and_timeout(hosts):
-    with pytest.raises(UsageError, match="command 'no-such-command-stash' not found on host 10.213.0.10"):
+    missing = f"command 'no-such-command-stash' not found on host {hosts[0].host}"
+    with pytest.raises(UsageError, match=re.escape(missing)):
         run_remote(hosts[0], ["no-such-command-stash", "--flag"], 20)
     with pytest.raises(MeasurementError, match="timed out after 1 s"):
         run_remote(hosts[0], ["sleep", "3"], 1)
@@ -111,7 +113,8 @@ def test_remote_check_without_stash(hosts):
     probe = subprocess.run([bare_python, "-c", "import stash_core"], cwd="/", capture_output=True)
     if probe.returncode == 0:
         pytest.skip(f"{bare_python} can import stash_core here")
-    with pytest.raises(UsageError, match="Stash not installed on 10.213.0.10"):
+    with pytest.raises(UsageError, match=re.escape(f"Stash not installed on {hosts[0].host}")):
         remote_check(hosts[0], python=bare_python, workdir="/")
-    with pytest.raises(UsageError, match="python 'no-such-python' not found on host 10.213.0.10"):
+    no_python = f"python 'no-such-python' not found on host {hosts[0].host}"
+    with pytest.raises(UsageError, match=re.escape(no_python)):
         remote_check(hosts[0], python="no-such-python")
