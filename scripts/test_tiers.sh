@@ -22,14 +22,12 @@ export STASH_TEST_NO_SETUP=1  # each tier's test.sh: set up once by the caller, 
 log=$(mktemp)
 started=$SECONDS
 parallel=(-n 2 --dist loadfile --no-loadscope-reorder)
-# tier 1 in three processes on the two cores: each often waits (on the launches it started, a browser, a
-# timer), and a third fills those waits (docs/ci.md: 853 -> 775 s of tier 1 in two clean-clone runs)
 {
     bash test.sh -m "cluster" "${parallel[@]}"
     echo "cluster exit code $?"
 } >"$log" 2>&1 &
 beside_pid=$!
-nice -n 10 bash test.sh -m "not cluster and not (launches and quiet)" -n 3 --dist loadfile --no-loadscope-reorder
+nice -n 10 bash test.sh -m "not cluster and not (launches and quiet)" "${parallel[@]}"
 beside=$?
 wait "$beside_pid"
 echo "=== tier 1b: emulated cluster (ran beside the tier above) ==="
