@@ -4,12 +4,10 @@ whose rate moved (simulator.py re-times those)."""
 
 from __future__ import annotations
 
-import heapq
-from collections import _count_elements as count_elements  # Counter.update(iterable), in C
-from itertools import compress
-from operator import ne, truediv
+import numpy as np
 
 from stash_core.sched.fabric import Fabric
+from stash_core.sched.fill import fill
 
 
 class Links:
@@ -35,25 +33,31 @@ class Links:
         self.class_id: dict[tuple[int, ...], int] = {}  # set of links -> its class
         self.class_links: dict[int, tuple[int, ...]] = {}  # class -> its links
         self.members: dict[int, set[int]] = {}  # class -> flows on exactly its links
-        self.crowded: dict[int, int] = {}  # class -> its flows, for the classes of more than one flow
         self.on_link: dict[int, set[int]] = {}  # link -> classes crossing it
         self.class_of: dict[int, int] = {}  # flow -> its class
         self.class_rate: dict[int, float] = {}
         self.rate: dict[int, float] = {}  # flow -> Gbit/s it gets now
         self.joined: set[int] = set()  # classes with a flow not rated yet
         self.load: dict[int, int] = {}  # link -> flows on it
-        self.capacity: dict[int, float] = {}  # link -> its Gbit/s, for the links in `load`
-        # the same, in lists a link number indexes (a switch uplink's negative number from the end): the
-        # fill reads and writes them hundreds of times, and a list is indexed faster than a dict is looked up
-        self.load_at: list[int] = []
-        self.capacity_at: list[float] = []
-        self.node_links = 0  # links 0 .. node_links - 1 first in those lists, then the switch uplinks
         self.next_id = 0
+        # The arrays the compiled fill reads (fill.py), kept up to date here so that a fill builds nothing:
+        # a row per class (its links as link indices, -1 after the last; its flows, 0 for a free row) and,
+        # per link index, the link's number and bandwidth. Rows of emptied classes are used again.
+        self.row_of: dict[int, int] = {}  # class -> its row
+        self.free_rows = list(range(63, -1, -1))  # taken from the end: lowest first
+        self.row_links = np.full((64, 8), -1, np.int64)
+        self.row_flows = np.zeros(64, np.int64)
+        self.class_at = np.full(64, -1, np.int64)  # row -> its class
+        self.link_index: dict[int, int] = {}  # link number -> its index in the link arrays
+        self.link_number = np.zeros(0, np.int64)
+        self.capacity_gbps = np.zeros(0)
+        self.no_links = np.zeros(0, np.bool_)  # a fill of every class: no link marked
         # What the fills gave, per class, before the 1e-12 test (a fill of the same classes gives it again),
         # and the flows per set of links gained or lost since the last fill: when every count is back where
         # it was (a job ends and the next takes the same nodes, a preempted job's GPUs go to its preemptor),
         # the fill would repeat itself and is skipped.
-        self.filled: dict[int, float] = {}
+        self.filled_at = np.full(64, np.nan)  # row -> what the last fill of its class gave
+        self.reported_at = np.full(64, np.nan)  # row -> `class_rate` of its class (NaN: none yet)
         self.gone: dict[tuple[int, ...], float] = {}  # classes emptied since the last fill -> what it gave
         self.net: dict[tuple[int, ...], int] = {}
 
@@ -70,61 +74,70 @@ class Links:
             self.members[cid] = set()
             for link in key:
                 self.on_link.setdefault(link, set()).add(cid)
+            self._new_row(cid, key)
         self.class_of[index] = cid
         net = self.net
         net[key] = net.get(key, 0) + 1
         members = self.members[cid]
         members.add(index)
-        if len(members) > 1:
-            self.crowded[cid] = len(members)
+        self.row_flows[self.row_of[cid]] = len(members)
         self.joined.add(cid)
-        load, load_at = self.load, self.load_at
+        load = self.load
         for link in key:
-            if link in load:
-                load[link] += 1
-            else:
-                if not self.node_links - len(load_at) <= link < self.node_links:
-                    self._cover(link)  # before it counts in `load`: the lists are made from it
-                    load_at = self.load_at
-                load[link] = 1
-                self.capacity[link] = self.fabric.capacity(link)
-            load_at[link] += 1
+            load[link] = load.get(link, 0) + 1
 
-    def _cover(self, link: int) -> None:
-        """Lengthen the lists indexed by link number so that they hold `link`."""
-        node_links = max(self.node_links, link + 1)
-        switch_links = max(len(self.load_at) - self.node_links, -link)
-        nodes, switches = range(node_links), range(-switch_links, 0)
-        self.load_at = [self.load.get(link, 0) for link in (*nodes, *switches)]
-        self.capacity_at = [self.fabric.capacity(link) for link in (*nodes, *switches)]
-        self.node_links = node_links
+    def _new_row(self, cid: int, key: tuple[int, ...]) -> None:
+        """A row of the fill's arrays for a new class (no flows yet), its links given indices."""
+        index = self.link_index
+        for link in key:
+            if link not in index:
+                index[link] = len(index)
+                self.link_number = np.append(self.link_number, link)
+                self.capacity_gbps = np.append(self.capacity_gbps, self.fabric.capacity(link))
+                self.no_links = np.zeros(len(index), np.bool_)
+        if not self.free_rows:
+            rows = len(self.row_flows)
+            self.free_rows = list(range(2 * rows - 1, rows - 1, -1))
+            self.row_links = np.vstack([self.row_links, np.full_like(self.row_links, -1)])
+            self.row_flows = np.concatenate([self.row_flows, np.zeros(rows, np.int64)])
+            self.class_at = np.concatenate([self.class_at, np.full(rows, -1, np.int64)])
+            self.filled_at = np.concatenate([self.filled_at, np.full(rows, np.nan)])
+            self.reported_at = np.concatenate([self.reported_at, np.full(rows, np.nan)])
+        if len(key) > self.row_links.shape[1]:
+            wider = np.full((len(self.row_flows), len(key)), -1, np.int64)
+            wider[:, : self.row_links.shape[1]] = self.row_links
+            self.row_links = wider
+        row = self.free_rows.pop()
+        self.row_of[cid] = row
+        self.class_at[row] = cid
+        self.row_links[row] = -1
+        self.row_links[row, : len(key)] = [index[link] for link in key]
 
     def remove(self, index: int, links: list[int]) -> None:
         cid = self.class_of.pop(index)
         self.rate.pop(index, None)
         members = self.members[cid]
         members.discard(index)
-        if len(members) > 1:
-            self.crowded[cid] = len(members)
-        else:
-            self.crowded.pop(cid, None)
+        self.row_flows[self.row_of[cid]] = len(members)
         key = self.class_links[cid]
         net = self.net
         net[key] = net.get(key, 0) - 1
-        load, load_at = self.load, self.load_at
+        load = self.load
         for link in key:
             left = load[link] - 1
-            load_at[link] -= 1
             if left:
                 load[link] = left
             else:
-                del load[link], self.capacity[link]
+                del load[link]
         if not members:
             del self.members[cid], self.class_links[cid], self.class_id[key]
             self.class_rate.pop(cid, None)
-            filled = self.filled.pop(cid, None)
-            if filled is not None:
-                self.gone[key] = filled
+            row = self.row_of.pop(cid)
+            filled = self.filled_at[row]
+            if filled == filled:  # not NaN: a fill rated it
+                self.gone[key] = float(filled)
+            self.filled_at[row] = self.reported_at[row] = np.nan
+            self.free_rows.append(row)
             self.joined.discard(cid)
             for link in key:
                 self.on_link[link].discard(cid)
@@ -133,40 +146,45 @@ class Links:
 
     def reallocate(self, changed: set[int]) -> list[int]:
         """Recompute the rates after the flows on the `changed` links changed; the flows whose rate moved."""
-        on_link, joined = self.on_link, self.joined
+        on_link, joined, row_of = self.on_link, self.joined, self.row_of
         seen = {link for link in changed if link in on_link}
         if not seen:
             self._settled()
             return []  # nobody is left on them: nobody shared a link with the flows that left
         if any(self.net.values()):
             rates = self._fill(self._component(seen))
-            self.filled.update(rates)
+            filled = ~np.isnan(rates)
+            self.filled_at[filled] = rates[filled]
+            # most classes: a change did not reach them, or reached them to the same bits; the others are
+            # found at array speed (a class never reported has NaN, which differs from any rate), and
+            # looked at with the classes a flow joined
+            rows = np.flatnonzero(filled & (rates != self.reported_at)).tolist()
+            if joined:
+                found = set(rows)
+                rows += [row for row in map(row_of.__getitem__, joined) if filled[row] and row not in found]
         else:  # the same flows per set of links as at the last fill: it would give every class the same
-            filled, gone, class_links = self.filled, self.gone, self.class_links
-            rates = {}
-            for cid in joined:
-                rate = filled.get(cid)
-                if rate is None:  # emptied and made again since: its set of links is the same
-                    rate = filled[cid] = gone[class_links[cid]]
-                rates[cid] = rate
+            rates, gone = self.filled_at, self.gone
+            rows = list(map(row_of.__getitem__, joined))
+            for row in rows:
+                if rates[row] != rates[row]:  # NaN: emptied and made again since: its links are the same
+                    rates[row] = gone[self.class_links[int(self.class_at[row])]]
         self._settled()
         members_of = self.members
         moved: list[int] = []
         class_rate, rate_of = self.class_rate, self.rate
         get = class_rate.get
-        # most classes: a change did not reach them, or reached them to the same bits; the others are found
-        # at C speed, and looked at with the classes a flow joined
-        todo = set(compress(rates, map(ne, rates.values(), map(get, rates))))
-        if joined:
-            todo.update(joined.intersection(rates))
-        for cid in todo:
-            rate, old = rates[cid], get(cid)
+        reported: list[int] = []
+        for row, cid, rate in zip(rows, self.class_at[rows].tolist(), rates[rows].tolist(), strict=True):
+            old = get(cid)
             if old is None or abs(rate - old) > 1e-12 * old or cid in joined:
                 class_rate[cid] = rate
+                reported.append(row)
                 members = members_of[cid]
                 for flow in members:
                     rate_of[flow] = rate
                 moved.extend(members)
+        if reported:
+            self.reported_at[reported] = rates[reported]
         joined.clear()  # every class with a new flow is on a changed link, so in the fill
         moved.sort()  # re-timed in this order: event order numbers must not follow set order
         return moved
@@ -199,50 +217,13 @@ class Links:
             seen |= todo
         return seen
 
-    def _fill(self, seen: set[int] | None) -> dict[int, float]:
-        """max_min_rates over the classes on the links `seen` (whole components), or over every class
-        (None), from the flow counts kept per link and per class: nothing to build but the heap. A share
-        only grows as flows are fixed, so an entry is put back at its link's share now only when it comes out
-        stale (not once per flow fixed): the link of the lowest share now still comes out first. The
-        classes a link fixes are taken off each of their links in one subtraction (flows x share), so no
-        rate depends on the order a set holds the classes in; a link whose flows are all fixed keeps no
-        bandwidth count (it is never read again)."""
-        on_link, class_links, crowded = self.on_link, self.class_links, self.crowded
-        # flows and bandwidth left per link, indexed by link number (copied at C speed); a component's fill
-        # touches only its own links
-        count, left = self.load_at.copy(), self.capacity_at.copy()
-        load, capacity = self.load, self.capacity
+    def _fill(self, seen: set[int] | None) -> np.ndarray:
+        """The max-min fair rate of every class (by row) on the links `seen` (whole components), or of every
+        class (None), NaN for the rows not filled: fill.py's compiled water-filling over the arrays kept per
+        class and per link."""
         if seen is None:
-            shares = map(truediv, map(capacity.__getitem__, load), load.values())
-            heap = list(zip(shares, load, strict=True))  # (share, link), built at C speed
+            marked = self.no_links
         else:
-            heap = [(capacity[link] / load[link], link) for link in seen]
-        heapq.heapify(heap)
-        heappop, heappush = heapq.heappop, heapq.heappush
-        rates: dict[int, float] = {}
-        while heap:
-            share, link = heappop(heap)
-            many_left = count[link]
-            if many_left == 0:
-                continue  # its flows were all fixed elsewhere
-            now = left[link] / many_left
-            if share != now:  # its share grew since: back in the heap at its share now
-                heappush(heap, (now, link))
-                continue
-            taken: dict[int, int] = {}  # link -> flows fixed now that cross it
-            for cid in on_link[link]:
-                if cid in rates:
-                    continue
-                rates[cid] = share
-                if cid in crowded:
-                    many = crowded[cid]
-                    for other in class_links[cid]:
-                        taken[other] = taken.get(other, 0) + many
-                else:  # most classes: one flow; counted in C
-                    count_elements(taken, class_links[cid])
-            for other, many in taken.items():
-                rest = count[other] - many
-                count[other] = rest
-                if rest:
-                    left[other] -= share * many
-        return rates
+            marked = np.zeros(len(self.link_index), np.bool_)
+            marked[[self.link_index[link] for link in seen]] = True
+        return fill(self.row_links, self.row_flows, self.link_number, self.capacity_gbps, marked)

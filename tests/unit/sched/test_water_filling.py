@@ -4,6 +4,7 @@ small networks: the same rates to 1e-9, and re-timing exactly the flows whose ra
 from __future__ import annotations
 
 import copy
+import math
 import random
 
 import pytest
@@ -167,13 +168,19 @@ def test_a_fill_of_every_class_gives_each_component_its_own_fills_rates_to_the_b
     for flow in range(rng.randint(5, 60)):
         on[flow] = list(rng.choice(shapes))
         links.add(flow, on[flow])
-    every = links._fill(None)
+    every = _rates_by_class(links, None)
     groups = _components(on)
     assert len(every) == len(links.members)
     for group in groups:
         component = {link for flow in group for link in on[flow]}
-        alone = links._fill(component)
+        alone = _rates_by_class(links, component)
         assert alone == {links.class_of[flow]: every[links.class_of[flow]] for flow in group}
+
+
+def _rates_by_class(links: Links, seen: set[int] | None) -> dict[int, float]:
+    """A fill's rates (by row, NaN where not filled) by class."""
+    rates = links._fill(seen)
+    return {cid: float(rates[row]) for cid, row in links.row_of.items() if not math.isnan(rates[row])}
 
 
 @pytest.mark.parametrize("seed", range(30))
@@ -213,16 +220,28 @@ def test_a_change_that_gives_back_the_same_sets_of_links_skips_the_fill_and_chan
 
 
 @pytest.mark.parametrize("seed", range(10))
-def test_the_lists_a_fill_reads_hold_every_links_flows_and_bandwidth(seed):
-    # The fill indexes lists by link number (a switch uplink's negative number from the end), lengthened as
-    # links appear: after any joins and leaves they say what the per-link dicts say, for every link in use.
+def test_the_arrays_a_fill_reads_hold_every_class_and_link(seed):
+    # The compiled fill reads a row per class (its links by index, its flows) and each link's number and
+    # bandwidth, kept up to date as flows come and go (rows of emptied classes used again, the arrays
+    # lengthened as classes and links appear): after any joins and leaves they say what the dicts say.
     rng = random.Random(seed)
     fabric = Fabric(node_gbps=100.0, uplink_gbps=200.0)
     links, on, fresh = Links(fabric), {}, iter(range(10**6))
     for _ in range(80):
-        nodes = rng.sample(range(rng.choice([4, 40])), 3)
+        wide = rng.random() < 0.5  # up to 12 nodes: rows wider than the arrays' first width
+        nodes = rng.sample(range(40), rng.choice([2, 3, 12])) if wide else rng.sample(range(4), 3)
         _churn(rng, links, on, fresh, 3, 0.5, lambda nodes=nodes: links_of(dict.fromkeys(nodes, 1), 4))
-        for link, flows in links.load.items():
-            assert links.load_at[link] == flows
-            assert links.capacity_at[link] == fabric.capacity(link) == links.capacity[link]
-        assert sum(links.load_at) == sum(links.load.values())
+        number = links.link_number.tolist()
+        assert [number[links.link_index[link]] for link in links.link_index] == list(links.link_index)
+        assert all(links.capacity_gbps[i] == fabric.capacity(link) for link, i in links.link_index.items())
+        flows_on = dict.fromkeys(range(len(number)), 0)
+        for row, flows in enumerate(links.row_flows.tolist()):
+            row_links = [number[i] for i in links.row_links[row].tolist() if i >= 0]
+            cid = int(links.class_at[row])
+            if flows:
+                assert links.row_of[cid] == row and tuple(row_links) == links.class_links[cid]
+                assert flows == len(links.members[cid])
+            for link in row_links:
+                flows_on[links.link_index[link]] += flows
+        assert sorted(links.free_rows + list(links.row_of.values())) == list(range(len(links.row_flows)))
+        assert {number[i]: n for i, n in flows_on.items() if n} == links.load
