@@ -298,6 +298,7 @@ SOURCE_WORDS = {
 def format_comparison(rows: list[dict[str, Any]], jobs: list, cluster: Any, source: str, tuning: str) -> str:
     sources = Counter(job.slowdown_source for job in jobs)
     first, _, rest = source.partition("\n")
+    width = max([34, *(len(row["policy"]) + 2 for row in rows)])  # labels such as a timer's never run over
     lines = [
         f"{first} on {cluster.switches} switch(es) x {cluster.nodes_per_switch} nodes x "
         f"{cluster.gpus_per_node} GPUs ({cluster.total_gpus} GPUs)",
@@ -305,12 +306,12 @@ def format_comparison(rows: list[dict[str, Any]], jobs: list, cluster: Any, sour
         "network sensitivity (slowdown when spread) of the jobs: "
         + "; ".join(f"{n} {SOURCE_WORDS.get(kind, kind)}" for kind, n in sources.most_common()),
         "",
-        f"  {'policy':<34}{'makespan h':>11}{'avg JCT h':>11}{'p95 JCT h':>11}{'queue h':>9}"
+        f"  {'policy':<{width}}{'makespan h':>11}{'avg JCT h':>11}{'p95 JCT h':>11}{'queue h':>9}"
         f"{'comm h':>9}{'spread':>8}{'preempt':>9}{'GPU busy':>10}",
     ]
     for row in rows:
         lines.append(
-            f"  {row['policy']:<34}{row['makespan_s'] / 3600:>11.2f}{row['avg_jct_s'] / 3600:>11.2f}"
+            f"  {row['policy']:<{width}}{row['makespan_s'] / 3600:>11.2f}{row['avg_jct_s'] / 3600:>11.2f}"
             f"{row['p95_jct_s'] / 3600:>11.2f}{row['avg_queue_s'] / 3600:>9.2f}"
             f"{row['comm_overhead_s'] / 3600:>9.2f}{row['spread_jobs']:>8}{row['preemptions']:>9}"
             f"{row['gpu_busy_share']:>10.0%}"

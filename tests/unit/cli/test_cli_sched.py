@@ -193,3 +193,23 @@ def test_output_paths_are_checked_before_simulating(tmp_path, capsys, option, me
     status = main(["schedule", "--synthetic-jobs", "5", "--no-store", option, str(target)])
     err = capsys.readouterr().err
     assert status == 2 and message in err and len(err.strip().splitlines()) == 1
+
+
+def test_the_comparison_table_keeps_its_columns_under_a_long_policy_label():
+    from types import SimpleNamespace
+
+    from stash_core.cli.sched import format_comparison
+
+    figures = {"makespan_s": 3600.0, "avg_jct_s": 1800.0, "p95_jct_s": 7200.0, "avg_queue_s": 0.0,
+               "comm_overhead_s": 0.0, "spread_jobs": 0, "preemptions": 0, "gpu_busy_share": 0.5}  # fmt: skip
+    labels = ["fifo", "network-preempt (waits to consolidate)", "delay 1234567 s (a very long timer label)"]
+    cluster = SimpleNamespace(switches=1, nodes_per_switch=2, gpus_per_node=4, total_gpus=8)
+    jobs = [SimpleNamespace(slowdown_source="trace")]
+    rows = [{"policy": label, **figures} for label in labels]
+    text = format_comparison(rows, jobs, cluster, "a trace", "none")
+    lines = text.splitlines()
+    header = next(line for line in lines if "makespan h" in line)
+    end = header.index("makespan h") + len("makespan h")
+    for label in labels:
+        row = next(line for line in lines if line.strip().startswith(label))
+        assert row[:end].endswith("1.00") and row[end - 5] == " "  # the makespan ends under its header
