@@ -35,7 +35,6 @@ class Links:
         self.members: dict[int, set[int]] = {}  # class -> flows on exactly its links
         self.on_link: dict[int, set[int]] = {}  # link -> classes crossing it
         self.class_of: dict[int, int] = {}  # flow -> its class
-        self.class_rate: dict[int, float] = {}
         self.rate: dict[int, float] = {}  # flow -> Gbit/s it gets now
         self.joined: set[int] = set()  # classes with a flow not rated yet
         self.load: dict[int, int] = {}  # link -> flows on it
@@ -57,7 +56,7 @@ class Links:
         # it was (a job ends and the next takes the same nodes, a preempted job's GPUs go to its preemptor),
         # the fill would repeat itself and is skipped.
         self.filled_at = np.full(64, np.nan)  # row -> what the last fill of its class gave
-        self.reported_at = np.full(64, np.nan)  # row -> `class_rate` of its class (NaN: none yet)
+        self.reported_at = np.full(64, np.nan)  # row -> the rate its class's flows were given (NaN: none yet)
         self.gone: dict[tuple[int, ...], float] = {}  # classes emptied since the last fill -> what it gave
         self.net: dict[tuple[int, ...], int] = {}
 
@@ -131,7 +130,6 @@ class Links:
                 del load[link]
         if not members:
             del self.members[cid], self.class_links[cid], self.class_id[key]
-            self.class_rate.pop(cid, None)
             row = self.row_of.pop(cid)
             filled = self.filled_at[row]
             if filled == filled:  # not NaN: a fill rated it
@@ -171,20 +169,20 @@ class Links:
         self._settled()
         members_of = self.members
         moved: list[int] = []
-        class_rate, rate_of = self.class_rate, self.rate
-        get = class_rate.get
+        rate_of, reported_at = self.rate, self.reported_at
         reported: list[int] = []
-        for row, cid, rate in zip(rows, self.class_at[rows].tolist(), rates[rows].tolist(), strict=True):
-            old = get(cid)
-            if old is None or abs(rate - old) > 1e-12 * old or cid in joined:
-                class_rate[cid] = rate
+        olds = reported_at[rows].tolist()
+        for row, cid, rate, old in zip(
+            rows, self.class_at[rows].tolist(), rates[rows].tolist(), olds, strict=True
+        ):
+            if old != old or abs(rate - old) > 1e-12 * old or cid in joined:  # NaN: never rated
                 reported.append(row)
                 members = members_of[cid]
                 for flow in members:
                     rate_of[flow] = rate
                 moved.extend(members)
         if reported:
-            self.reported_at[reported] = rates[reported]
+            reported_at[reported] = rates[reported]
         joined.clear()  # every class with a new flow is on a changed link, so in the fill
         moved.sort()  # re-timed in this order: event order numbers must not follow set order
         return moved

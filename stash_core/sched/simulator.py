@@ -285,7 +285,7 @@ class _Engine:
         if LOOSENESS[level] > LOOSENESS[self.loosest[index]]:
             self.loosest[index] = level
         crossed = links_of(placement, self.cluster.nodes_per_switch) if self.links is not None else []
-        comm = (self.comm[index] or self.comm_for(index)) if crossed else None  # computed once per job
+        comm = (self.comm[index] or self.comm_for(index)) if crossed else None  # cached terms without a call
         restore, self.pending_restore[index] = self.pending_restore[index], 0.0
         run = Running(placement, level, crossed, comm, self.work_left[index], restore, now, now,
                        self.order)  # fmt: skip
