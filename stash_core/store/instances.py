@@ -25,7 +25,7 @@ EDITABLE = COLUMNS[1:]
 _SELECT = f"SELECT {', '.join(COLUMNS)} FROM instances"
 # Columns later schema versions added: a database of an older version, read without migrating, lacks them.
 _LATER = ("region", "origin")
-_INSERT = f"INSERT INTO instances ({', '.join(COLUMNS)}) VALUES ({', '.join('?' for _ in COLUMNS)})"
+_ROW_PLACEHOLDERS = f"({', '.join('?' for _ in COLUMNS)})"
 # What an insert does with a row whose name is stored: fail, keep the stored row, or replace its values.
 _ON_CONFLICT = {
     "fail": "",
@@ -72,10 +72,14 @@ def insert_rows(
 ) -> None:
     """Insert rows (values in COLUMNS order); a stored name fails the insert, keeps its row or is replaced."""
     rows = list(rows)
+    if on_conflict == "replace":  # one statement updates a name once: the last row of a name wins
+        rows = list({row[0]: row for row in rows}.values())
     if len(rows) > _BULK_ROWS:
         _insert_bulk(con, rows, on_conflict)
-    elif rows:
-        con.executemany(_INSERT + _ON_CONFLICT[on_conflict], rows)
+    elif rows:  # one statement: executemany costs DuckDB ~5 ms a row (the 71 shipped rows of every new store)
+        values = ", ".join([_ROW_PLACEHOLDERS] * len(rows))
+        statement = f"INSERT INTO instances ({', '.join(COLUMNS)}) VALUES {values}{_ON_CONFLICT[on_conflict]}"
+        con.execute(statement, [value for row in rows for value in row])
 
 
 def _insert_bulk(con: Any, rows: list[Sequence[Any]], on_conflict: str) -> None:

@@ -51,3 +51,13 @@ def test_a_failing_import_writes_nothing(tmp_path) -> None:
     with pytest.raises(duckdb.Error):
         write_imported_rows(db, [_row("good.type", 1.0), bad])
     assert _stored(db) == before
+
+
+@pytest.mark.parametrize("rows", [3, 300], ids=["one-statement", "bulk"])
+def test_a_name_given_twice_in_one_import_keeps_its_last_row(tmp_path, rows) -> None:
+    db = tmp_path / "cat.duckdb"
+    many = [_row(f"type.{index}", 1.0) for index in range(rows)]
+    write_imported_rows(db, [*many, _row("p3.2xlarge", 2.0), _row("p3.2xlarge", 3.0)])
+    stored = _stored(db)
+    assert stored["p3.2xlarge"] == (3.0, "import", None)
+    assert stored[f"type.{rows - 1}"] == (1.0, "import", None)
