@@ -29,7 +29,7 @@ KILL_GRACE_S = 5.0
 def torchrun_argv(nproc_per_node: int, module: str, module_args: list[str]) -> list[str]:
     """The command line of `nproc_per_node` processes of `module` under torchrun on this machine alone."""
     return [
-        sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes", "1",
+        sys.executable, "-m", "stash_core.launch.torchrun", "--standalone", "--nnodes", "1",
         "--nproc-per-node", str(nproc_per_node), "--max-restarts", "0", "-m", module, *module_args,
     ]  # fmt: skip
 

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from stash_core.errors import MeasurementError, UsageError
 from stash_core.interrupts import held_interrupts
-from stash_core.launch import supervisor
+from stash_core.launch import supervisor, torchrun
 from stash_core.launch.multinode_preflight import preflight, validate_launch
 from stash_core.launch.node_failure import SSH_FAILED, failure_reason, node_label, port_in_use
 from stash_core.launch.ssh import SshTarget, run_remote, ssh_argv
@@ -35,6 +35,8 @@ LAUNCH_TAG_VAR = supervisor.LAUNCH_TAG_VAR
 # Sent with `python -c`, so the host needs nothing installed to run it.
 # argv: run TAG WORKDIR -- COMMAND..  |  sweep TAG
 SUPERVISOR_SRC = Path(supervisor.__file__).read_text(encoding="utf-8")
+# torchrun without the interpreter's teardown once it succeeded (launch/torchrun.py), sent the same way.
+TORCHRUN_SRC = Path(torchrun.__file__).read_text(encoding="utf-8")
 _SWEEP_TIMEOUT_S = 15.0
 _STDIN_EOF_GRACE_S = 4.0  # how long the supervisors get to end their processes after stdin closes
 _POLL_S = 0.1
@@ -77,7 +79,7 @@ def _node_argv(
     if cpus:
         argv += ["taskset", "-c", ",".join(str(cpu) for cpu in cpus)]
     argv += [
-        python, "-m", "torch.distributed.run",
+        python, "-c", TORCHRUN_SRC,
         "--nnodes", str(nodes),
         "--node-rank", str(index),
         "--nproc-per-node", str(nproc_per_node),

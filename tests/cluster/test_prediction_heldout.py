@@ -48,7 +48,8 @@ def test_network_stall_at_an_unprofiled_bandwidth(tmp_path, cluster_state):
         num_classes=10,
         device="cpu",
         stalls=["network"],  # R1 and R1n only: the fit below needs the network stall alone
-        extra_args=["--cluster-state", str(cluster_state)],  # the module's cluster, by its state folder
+        # the module's cluster, by its state folder; no bandwidth probes: the fit below takes the stalls alone
+        extra_args=["--cluster-state", str(cluster_state), "--no-probes"],
     )
     lines: list[str] = []
     calibration = plan_campaign(["resnet10"], [8], [1], [2], CALIBRATION_RATES, instance="emulated")
