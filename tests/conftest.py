@@ -46,22 +46,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     items.sort(key=lambda item: rank_of.get(item.path, len(RANKS)))  # stable: a file's tests keep their order
 
 
-def pytest_addoption(parser: pytest.Parser) -> None:
-    parser.addoption(
-        "--quiet-unit",
-        action="store_true",
-        help="with --dist loadfile: every file with a `quiet` test is one unit, run by one process, one file "
-        "after the other (CI's measuring tier, scripts/test_tiers.sh)",
-    )
-
-
 @pytest.hookimpl(optionalhook=True)  # a pytest-xdist hook: a run without it has none
 def pytest_xdist_make_scheduler(config: pytest.Config, log):
-    """`--dist loadfile`, but with --quiet-unit the files that compare measured times (a test marked `quiet`)
-    make one unit: CI's measuring tier (scripts/test_tiers.sh) then runs them in one process, one after the
-    other, never two at once beside each other, while the other process takes the rest. (pytest-xdist's own
-    `loadgroup` groups by a suffix it adds to the test ids, which this pytest no longer keeps.)"""
-    if config.getvalue("dist") != "loadfile" or not config.getoption("quiet_unit"):
+    """`--dist loadfile`, but the emulated-cluster files that compare measured times (a test marked `quiet`)
+    make one unit: CI's cluster tier (scripts/test_tiers.sh) then runs them in one process, one after the
+    other, never two at once beside each other, while the other process takes the rest. (pytest-xdist's
+    own `loadgroup` groups by a suffix it adds to the test ids, which this pytest no longer keeps.)"""
+    if config.getvalue("dist") != "loadfile":
         return None
     from xdist.scheduler import LoadFileScheduling
 
@@ -74,12 +65,13 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
             quiet[path] = source.is_file() and "pytest.mark.quiet" in source.read_text()
         return quiet[path]
 
-    class QuietFilesTogether(LoadFileScheduling):
+    class QuietClusterFilesTogether(LoadFileScheduling):
         def _split_scope(self, nodeid: str) -> str:
             path = nodeid.split("::", 1)[0]
-            return "quiet files" if compares_times(path) else path
+            in_cluster = path.startswith("tests/cluster/")
+            return "tests/cluster: quiet" if in_cluster and compares_times(path) else path
 
-    return QuietFilesTogether(config, log)
+    return QuietClusterFilesTogether(config, log)
 
 
 @pytest.fixture(scope="session")
