@@ -20,17 +20,21 @@ from collections.abc import Callable
 
 from stash_core.errors import MeasurementError
 from stash_core.interrupts import held_interrupts, stop_exception
-from stash_core.launch import supervisor
+from stash_core.launch import supervisor, torchrun
 from stash_core.proc import end_tree
 
 KILL_GRACE_S = 5.0
 
 
-def torchrun_argv(nproc_per_node: int, module: str, module_args: list[str]) -> list[str]:
-    """The command line of `nproc_per_node` processes of `module` under torchrun on this machine alone."""
+def torchrun_argv(
+    nproc_per_node: int, module: str, module_args: list[str], on_cpu: bool = False
+) -> list[str]:
+    """The command line of `nproc_per_node` processes of `module` under torchrun on this machine alone
+    (Stash's own workers forked from torchrun when they run on the CPU: launch/torchrun.py)."""
     return [
         sys.executable, "-m", "stash_core.launch.torchrun", "--standalone", "--nnodes", "1",
-        "--nproc-per-node", str(nproc_per_node), "--max-restarts", "0", "-m", module, *module_args,
+        "--nproc-per-node", str(nproc_per_node), "--max-restarts", "0", *torchrun.entry(module, on_cpu),
+        *module_args,
     ]  # fmt: skip
 
 

@@ -43,8 +43,8 @@ def run_workers(
         if nodes != 1:
             raise MeasurementError(f"a local run has one machine, not {nodes}")
         failure = run_local(
-            torchrun_argv(nproc_per_node, module, module_args), on_line, timeout_s, env=env,
-            preexec=preexec,
+            torchrun_argv(nproc_per_node, module, module_args, on_cpu=job.get("device") == "cpu"),
+            on_line, timeout_s, env=env, preexec=preexec,
         )  # fmt: skip
         return None if not failure else root_cause(failure)
 

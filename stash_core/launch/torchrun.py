@@ -1,11 +1,18 @@
-"""torchrun that exits without the interpreter's teardown once it has succeeded.
+"""torchrun that forks Stash's own workers and exits without the interpreter's teardown once it has succeeded.
 
 `python -m stash_core.launch.torchrun ARGS` is `python -m torch.distributed.run ARGS`: torchrun's own main(),
-arguments, output and exit status. A launch waits for torchrun to exit, and an interpreter that imported torch
-spends about 0.6 s tearing itself down after torchrun's main() has returned (its workers gone by then, its
-rendezvous store closed): a cost paid by every launch of every profile. So once main() returns, the output is
-flushed and the process exits at once, as the workers do (measure/protocol.end_reported). A failure (an
-exception, a non-zero exit) takes the ordinary way out, with torchrun's traceback and exit status.
+arguments, output and exit status. Two costs of every launch of every profile are taken off:
+
+- Start-up: a worker started anew imports torch (2-3 s of CPU), and its first optimizer (and DDP) imports
+  torch's compiler (2-3 s more). Stash's own worker modules (FORKED) on the CPU run as torchrun's
+  `--run-path` scripts with `--start-method fork` instead: torchrun, which has imported torch already,
+  imports the compiler once and forks each worker from itself (no tensor op has run in it, so no thread pool
+  is copied). On a GPU they are started anew (torchrun touches CUDA, which a forked process cannot use
+  again), and so is any other module (a user's script), as `-m module`, exactly as torchrun does it.
+- Teardown: an interpreter that imported torch spends about 0.6 s tearing itself down after torchrun's main()
+  has returned (its workers gone, its rendezvous store closed). So once main() returns, the output is flushed
+  and the process exits at once, as the workers do (measure/protocol.end_reported). A failure (an exception,
+  a non-zero exit) takes the ordinary way out, with torchrun's traceback and exit status.
 """
 
 from __future__ import annotations
@@ -13,10 +20,25 @@ from __future__ import annotations
 import os
 import sys
 
+# Stash's worker modules: forked from torchrun rather than started anew.
+FORKED = ("stash_core.measure.worker", "stash_core.measure.probe_worker", "stash_core.measure.ps_worker")
+
+
+def entry(module: str, on_cpu: bool) -> list[str]:
+    """torchrun's arguments that run `module`: its file in forked workers (FORKED, on the CPU), else
+    `-m module`."""
+    if module not in FORKED or not on_cpu:
+        return ["-m", module]
+    import importlib.util
+
+    return ["--run-path", "--start-method", "fork", importlib.util.find_spec(module).origin]
+
 
 def main() -> None:
     from torch.distributed.run import main as torchrun_main
 
+    if "--run-path" in sys.argv:
+        import torch._dynamo  # noqa: F401  (each forked worker's optimizer and DDP use it: imported once, here)
     try:
         torchrun_main()
     except SystemExit as exc:

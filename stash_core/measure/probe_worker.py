@@ -219,4 +219,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    protocol.start_worker(protocol.PROBE_NAME)
     protocol.end_reported(main())

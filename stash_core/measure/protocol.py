@@ -6,14 +6,23 @@ The marker may appear after a prefix that a launcher adds (torchrun's "[rank0]:"
 
 from __future__ import annotations
 
+import ctypes
 import json
+import multiprocessing
 import os
+import signal
 import sys
+import time
 from typing import NoReturn
 
 from stash_core.units import json_safe
 
 MARKER = "STASH-"
+# What ps and top show for each worker of a launch (forked from torchrun, it would show its pt_elastic):
+# a measuring worker, a bandwidth probe's, a parameter-server training's. At most 15 characters.
+WORKER_NAME, PROBE_NAME, PS_NAME = "stash-worker", "stash-probe", "stash-ps-worker"
+_PR_SET_NAME = 15
+FAILED_FORKED_EXIT_DELAY_S = 1.0
 KINDS = ("PROGRESS", "RESULT", "ERROR", "PHASE", "DONE")
 
 
@@ -37,10 +46,29 @@ def parse(line: str) -> tuple[str, object] | None:
         return None
 
 
+def start_worker(name: str) -> None:
+    """Name this process where the system allows it (Linux; elsewhere it keeps its name), and give it the
+    signal handling of a new interpreter: a worker forked from torchrun inherits torchrun's handlers, which
+    would turn a SIGTERM into an exception."""
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        ctypes.CDLL(None).prctl(_PR_SET_NAME, name.encode(), 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+
+
 def end_reported(status: int) -> NoReturn:
     """End a worker process that has reported and closed everything (its process group, its loader's
     workers): flush the streams and exit without the interpreter's teardown of torch, some 0.5 s of every
-    worker of every launch, which the launch waits for."""
+    worker of every launch, which the launch waits for. A worker forked by torchrun returns to torchrun's
+    process wrapper, which reports its status and exits as quickly."""
     sys.stdout.flush()
     sys.stderr.flush()
+    if multiprocessing.parent_process() is not None:  # forked by torchrun (--start-method fork): it exits us
+        if status:
+            # torchrun then reports the first worker it sees end (it looks every 0.1 s); a peer ended by a
+            # signal (killed, out of memory) is the cause of this one's lost connection, so it goes first.
+            time.sleep(FAILED_FORKED_EXIT_DELAY_S)
+        raise SystemExit(status)
     os._exit(status)

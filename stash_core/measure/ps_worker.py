@@ -27,7 +27,7 @@ import os
 import sys
 import time
 
-from stash_core.measure.protocol import emit, end_reported
+from stash_core.measure.protocol import PS_NAME, emit, end_reported, start_worker
 
 STOP = 1.0  # control value of a worker's last message
 MAX_RECORDS = 20_000  # per rank: the RESULT line stays a few hundred kB
@@ -173,4 +173,5 @@ def _run(args: argparse.Namespace) -> int:
 
 
 if __name__ == "__main__":
+    start_worker(PS_NAME)
     end_reported(main())

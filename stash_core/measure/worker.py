@@ -294,4 +294,5 @@ def bad_files_count(bad_files) -> int | None:
 
 
 if __name__ == "__main__":
+    protocol.start_worker(protocol.WORKER_NAME)
     protocol.end_reported(main())

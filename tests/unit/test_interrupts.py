@@ -15,6 +15,7 @@ import pytest
 from support import REPO, SMALL
 
 from stash_core.interrupts import held_interrupts
+from stash_core.measure.protocol import WORKER_NAME
 
 
 @pytest.fixture
@@ -105,11 +106,9 @@ def test_an_ignored_sighup_stays_ignored(monkeypatch):
 
 
 def _workers(pid: int) -> list[psutil.Process]:
-    # torchrun's per-worker process handler (pt_elastic) shares the command line; skip it.
+    # Every worker names itself (torchrun, whose command line they may share, is pt_elastic).
     return [
-        process
-        for process in psutil.Process(pid).children(recursive=True)
-        if "stash_core.measure.worker" in " ".join(process.cmdline()) and process.name() != "pt_elastic"
+        process for process in psutil.Process(pid).children(recursive=True) if process.name() == WORKER_NAME
     ]
 
 

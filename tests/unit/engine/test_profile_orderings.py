@@ -15,6 +15,7 @@ import pytest
 from support import REPO, SMALL, stash_main
 
 from stash_core.data.diskcap import disk_cap_unsupported_reason
+from stash_core.measure.protocol import WORKER_NAME
 
 pytestmark = pytest.mark.launches  # every test here starts real measuring processes
 
@@ -100,12 +101,8 @@ def start_long_profile(tmp_path: Path, stalls: str) -> tuple[subprocess.Popen, l
     workers: list[psutil.Process] = []
     while time.monotonic() < deadline and len(workers) < 2:
         descendants = psutil.Process(process.pid).children(recursive=True)
-        # torchrun's per-worker process handler (pt_elastic) shares the command line; skip it.
-        workers = [
-            p
-            for p in descendants
-            if "stash_core.measure.worker" in " ".join(p.cmdline()) and p.name() != "pt_elastic"
-        ]
+        # Every worker names itself (torchrun, whose command line they may share, is pt_elastic).
+        workers = [p for p in descendants if p.name() == WORKER_NAME]
         time.sleep(0.5)
     assert len(workers) == 2
     time.sleep(2)  # well within R1's start-up (its workers import torch, its probe runs, then 3 s of steps)

@@ -70,3 +70,12 @@ def test_remote_nodes_run_the_same_source_which_needs_only_torch() -> None:
         elif isinstance(node, ast.ImportFrom):
             imported.add(node.module.split(".")[0])
     assert imported <= set(sys.stdlib_module_names) | {"__future__", "torch"}
+
+
+def test_stash_workers_on_the_cpu_are_forked_and_everything_else_started_anew() -> None:
+    worker = "stash_core.measure.worker"
+    file = str(Path(torchrun.__file__).parents[1] / "measure" / "worker.py")
+    assert torchrun.entry(worker, on_cpu=True) == ["--run-path", "--start-method", "fork", file]
+    assert torchrun.entry(worker, on_cpu=False) == ["-m", worker]  # a GPU: torchrun has touched CUDA
+    script = "stash_core.measure.script_entry"  # a user's script runs as torchrun runs it
+    assert torchrun.entry(script, on_cpu=True) == ["-m", script]
