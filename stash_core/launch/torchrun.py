@@ -20,8 +20,8 @@ from __future__ import annotations
 import os
 import sys
 
-# Stash's worker modules: forked from torchrun rather than started anew.
-FORKED = ("stash_core.measure.worker", "stash_core.measure.probe_worker", "stash_core.measure.ps_worker")
+# Stash's measuring and probe workers: forked from torchrun rather than started anew.
+FORKED = ("stash_core.measure.worker", "stash_core.measure.probe_worker")
 
 
 def entry(module: str, on_cpu: bool) -> list[str]:
