@@ -47,11 +47,12 @@ def parse(line: str) -> tuple[str, object] | None:
 
 
 def start_worker(name: str) -> None:
-    """Name this process where the system allows it (Linux; elsewhere it keeps its name), and give it the
-    signal handling of a new interpreter: a worker forked from torchrun inherits torchrun's handlers, which
-    would turn a SIGTERM into an exception."""
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    signal.signal(signal.SIGINT, signal.default_int_handler)
+    """Name this process where the system allows it (Linux; elsewhere it keeps its name); forked from
+    torchrun, give it the signal handling of a new interpreter instead of torchrun's handlers, which would
+    turn a SIGTERM into an exception."""
+    if multiprocessing.parent_process() is not None:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         ctypes.CDLL(None).prctl(_PR_SET_NAME, name.encode(), 0, 0, 0)
     except (OSError, AttributeError):
