@@ -17,6 +17,7 @@ arguments, output and exit status. Two costs of every launch of every profile ar
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import sys
 
@@ -29,13 +30,11 @@ def entry(module: str, on_cpu: bool) -> list[str]:
     `-m module`."""
     if module not in FORKED or not on_cpu:
         return ["-m", module]
-    import importlib.util
-
     return ["--run-path", "--start-method", "fork", importlib.util.find_spec(module).origin]
 
 
 def main() -> None:
-    from torch.distributed.run import main as torchrun_main
+    from torch.distributed.run import main as torchrun_main  # here: `stash` imports entry() without torch
 
     if "--run-path" in sys.argv:
         import torch._dynamo  # noqa: F401  (each forked worker's optimizer and DDP use it: imported once, here)

@@ -26,6 +26,7 @@ import pytest
 from stash_core.launch import cluster
 from stash_core.launch.cluster_names import Layout, check_name, state_dir_for
 from stash_core.launch.cluster_state import load_state
+from stash_core.measure.protocol import WORKER_NAME
 
 LAUNCH_TAG_VAR = "STASH_LAUNCH_ID"
 # The folder under which the tests keep every state folder (set by conftest): their sshd run from there.
@@ -268,17 +269,17 @@ def stash_env() -> dict[str, str]:
 
 
 def worker_processes(state_dir: Path, node: int | None = None) -> list[psutil.Process]:
-    """Live training/probe worker processes of any multinode launch on the cluster's nodes (one node when
-    given)."""
+    """Live measuring worker processes of any multinode launch on the cluster's nodes (one node when given):
+    every worker names itself (protocol.WORKER_NAME; torchrun, whose command line it may share, does not)."""
     namespace_ids = node_namespace_ids(state_dir)
     found = []
     for process in psutil.process_iter():
         try:
             tag = process.environ().get(LAUNCH_TAG_VAR)
-            cmdline = " ".join(process.cmdline())
+            name = process.name()
         except psutil.Error:
             continue
-        if tag is None or "stash_core.measure.worker" not in cmdline or "torch.distributed.run" in cmdline:
+        if tag is None or name != WORKER_NAME:
             continue
         if node is not None and not tag.endswith(f"-n{node}"):
             continue
