@@ -116,3 +116,50 @@ def test_ci_sets_up_once_runs_every_tier_and_fails_when_one_does(tmp_path: Path)
             ["bash", ".ci/run"], cwd=failing, capture_output=True, text=True, env=as_a_person_runs_it()
         )
         assert done.returncode != 0 and done.stdout.count("TIER: ") == 3, (tier, done.stdout)
+
+
+def _setup_checkout(tmp_path: Path, uv_fails: bool = False) -> Path:
+    """scripts/setup.sh beside a .venv whose pip and uv log their arguments (uv failing when asked)."""
+    root = tmp_path / "checkout"
+    (root / "scripts").mkdir(parents=True)
+    (root / ".venv" / "bin").mkdir(parents=True)
+    shutil.copy2(REPO / "scripts" / "setup.sh", root / "scripts" / "setup.sh")
+    for name in ("requirements.txt", "requirements-dev.txt", "pyproject.toml"):
+        shutil.copy2(REPO / name, root / name)
+    programs = {
+        "python": "exit 0",
+        "pip": 'echo "pip $*" >> "$LOG"\n[ "$1 $2" = "config get" ] && echo /from/pip/config\nexit 0',
+        "uv": f'[ "$1" = --version ] && exit 1\necho "uv $*" >> "$LOG"\nexit {1 if uv_fails else 0}',
+    }
+    for program, body in programs.items():
+        stub = root / ".venv" / "bin" / program
+        stub.write_text(f"#!/usr/bin/env bash\n{body}\n")
+        stub.chmod(stub.stat().st_mode | stat.S_IXUSR)
+    return root
+
+
+def _setup_log(root: Path, **env: str) -> list[str]:
+    log = root / "log"
+    environment = {"PATH": "/usr/bin:/bin", "LOG": str(log), **env}
+    done = subprocess.run(["bash", "scripts/setup.sh"], cwd=root, capture_output=True, text=True, env=environment)
+    assert done.returncode == 0, done.stderr
+    return log.read_text().splitlines()
+
+
+def test_setup_installs_with_uv_passing_on_pips_wheel_folders_and_constraints(tmp_path: Path) -> None:
+    root = _setup_checkout(tmp_path)
+    lines = _setup_log(root, PIP_FIND_LINKS="/wheels/a /wheels/b", PIP_CONSTRAINT="/caps.txt")
+    assert any(line.startswith("pip install -q uv==") for line in lines)
+    installs = [line for line in lines if line.startswith("uv pip install")]
+    assert len(installs) == 2 and "-r requirements-dev.txt" in installs[0] and "-e ." in installs[1]
+    for install in installs:
+        assert "--find-links /wheels/a --find-links /wheels/b --constraint /caps.txt" in install
+        assert "--compile-bytecode" in install
+    # without the PIP_ variables, pip's configuration files say where the wheels lie
+    lines = _setup_log(_setup_checkout(tmp_path / "config"))
+    assert "--find-links /from/pip/config" in next(line for line in lines if line.startswith("uv pip install"))
+
+
+def test_setup_falls_back_to_pip_when_uv_fails(tmp_path: Path) -> None:
+    lines = _setup_log(_setup_checkout(tmp_path, uv_fails=True))
+    assert "pip install -q -r requirements-dev.txt" in lines and "pip install -q --no-deps -e ." in lines
