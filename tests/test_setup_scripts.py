@@ -141,7 +141,9 @@ def _setup_checkout(tmp_path: Path, uv_fails: bool = False) -> Path:
 def _setup_log(root: Path, **env: str) -> list[str]:
     log = root / "log"
     environment = {"PATH": "/usr/bin:/bin", "LOG": str(log), **env}
-    done = subprocess.run(["bash", "scripts/setup.sh"], cwd=root, capture_output=True, text=True, env=environment)
+    done = subprocess.run(
+        ["bash", "scripts/setup.sh"], cwd=root, capture_output=True, text=True, env=environment
+    )
     assert done.returncode == 0, done.stderr
     return log.read_text().splitlines()
 
@@ -157,7 +159,9 @@ def test_setup_installs_with_uv_passing_on_pips_wheel_folders_and_constraints(tm
         assert "--compile-bytecode" in install
     # without the PIP_ variables, pip's configuration files say where the wheels lie
     lines = _setup_log(_setup_checkout(tmp_path / "config"))
-    assert "--find-links /from/pip/config" in next(line for line in lines if line.startswith("uv pip install"))
+    assert "--find-links /from/pip/config" in next(
+        line for line in lines if line.startswith("uv pip install")
+    )
 
 
 def test_setup_falls_back_to_pip_when_uv_fails(tmp_path: Path) -> None:
