@@ -72,6 +72,7 @@ def _node_argv(
     workdir: str,
     cpus: list[int] | None,
     rdzv_timeout_s: int,
+    on_cpu: bool = False,
 ) -> list[str]:
     """The remote argv of node index: the supervisor, running `env K=V.. [taskset -c CPUS] torchrun ..`."""
     argv = [python, "-c", SUPERVISOR_SRC, "run", tag, workdir, "--", "env"]
@@ -88,7 +89,7 @@ def _node_argv(
         "--max-restarts", "0",
         "--rdzv-conf", f"timeout={int(rdzv_timeout_s)}",
         "--monitor-interval", "0.5",
-        "-m", module, *module_args,
+        *torchrun.entry(module, on_cpu), *module_args,
     ]  # fmt: skip
     return argv
 
@@ -157,8 +158,10 @@ def launch_torchrun_over_ssh(
     cpu_sets: list[list[int]] | None = None,
     rdzv_timeout_s: int = 30,
     on_stderr_line: OnLine | None = None,
+    on_cpu: bool = False,
 ) -> None:
-    """Run `python -m torch.distributed.run .. -m module module_args` on every target; wait for all.
+    """Run `python -m torch.distributed.run .. -m module module_args` on every target; wait for all (Stash's
+    own workers forked by torchrun when on_cpu: launch/torchrun.py).
 
     Node i gets --node-rank i; node 0 hosts the rendezvous at master_addr:master_port.
     Each stdout line of node i goes to on_line(i, line) (stderr lines to on_stderr_line when
@@ -187,7 +190,7 @@ def launch_torchrun_over_ssh(
             remote = _node_argv(
                 index, len(targets), _node_tag(tag, index), nproc_per_node, module, module_args,
                 master_addr, master_port, worker_env, python, workdir,
-                cpu_sets[index] if cpu_sets else None, rdzv_timeout_s,
+                cpu_sets[index] if cpu_sets else None, rdzv_timeout_s, on_cpu,
             )  # fmt: skip
             node = _Node(index, target, _ssh_popen(target, remote))
             nodes.append(node)

@@ -39,11 +39,12 @@ def run_workers(
     """
 
     module_args = encode_worker_job(job)
+    on_cpu = job.get("device") == "cpu"
     if remote is None:
         if nodes != 1:
             raise MeasurementError(f"a local run has one machine, not {nodes}")
         failure = run_local(
-            torchrun_argv(nproc_per_node, module, module_args, on_cpu=job.get("device") == "cpu"),
+            torchrun_argv(nproc_per_node, module, module_args, on_cpu=on_cpu),
             on_line, timeout_s, env=env, preexec=preexec,
         )  # fmt: skip
         return None if not failure else root_cause(failure)
@@ -69,6 +70,7 @@ def run_workers(
             on_line=lambda node, line: on_line(line),
             cpu_sets=machines.cpu_sets,
             rdzv_timeout_s=machines.comm_timeout_s,
+            on_cpu=on_cpu,
         )
     except MeasurementError as error:
         return str(error)

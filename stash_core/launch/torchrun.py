@@ -4,8 +4,9 @@
 arguments, output and exit status. Two costs of every launch of every profile are taken off:
 
 - Start-up: a worker started anew imports torch (2-3 s of CPU), and its first optimizer (and DDP) imports
-  torch's compiler (2-3 s more). Stash's own worker modules (FORKED) on the CPU run as torchrun's
-  `--run-path` scripts with `--start-method fork` instead: torchrun, which has imported torch already,
+  torch's compiler (2-3 s more). Stash's own worker modules (FORKED) on the CPU, here and on remote nodes,
+  run as torchrun's `--run-path` scripts with `--start-method fork` instead (the module's file found where
+  torchrun runs): torchrun, which has imported torch already,
   imports the compiler once and forks each worker from itself (no tensor op has run in it, so no thread pool
   is copied). On a GPU they are started anew (torchrun touches CUDA, which a forked process cannot use
   again), and so is any other module (a user's script), as `-m module`, exactly as torchrun does it.
@@ -23,20 +24,37 @@ import sys
 
 # Stash's measuring and probe workers: forked from torchrun rather than started anew.
 FORKED = ("stash_core.measure.worker", "stash_core.measure.probe_worker")
+# Stash's option, not torchrun's: main() turns `FORK_OPTION MODULE` into torchrun's options that fork MODULE's
+# file, found where torchrun runs (a remote node's copy of Stash has a path this machine does not know).
+FORK_OPTION = "--stash-fork-module"
 
 
 def entry(module: str, on_cpu: bool) -> list[str]:
-    """torchrun's arguments that run `module`: its file in forked workers (FORKED, on the CPU), else
-    `-m module`."""
+    """The arguments that run `module`: forked (FORKED, on the CPU), else torchrun's `-m module`."""
     if module not in FORKED or not on_cpu:
         return ["-m", module]
-    return ["--run-path", "--start-method", "fork", importlib.util.find_spec(module).origin]
+    return [FORK_OPTION, module]
+
+
+def torchrun_args(args: list[str]) -> list[str]:
+    """torchrun's own arguments for ours: FORK_OPTION MODULE becomes `--run-path --start-method fork FILE`,
+    MODULE's file here (SystemExit with one line when there is none); anything else as it is."""
+    if FORK_OPTION not in args:
+        return args
+    at = args.index(FORK_OPTION)  # the first: a module's own arguments follow it
+    module = args[at + 1]
+    spec = importlib.util.find_spec(module)
+    if spec is None or not spec.origin:
+        raise SystemExit(f"torchrun: no module named {module} on this machine")
+    return [*args[:at], "--run-path", "--start-method", "fork", spec.origin, *args[at + 2 :]]
 
 
 def main() -> None:
     from torch.distributed.run import main as torchrun_main  # here: `stash` imports entry() without torch
 
-    if "--run-path" in sys.argv:
+    forked = FORK_OPTION in sys.argv
+    sys.argv[1:] = torchrun_args(sys.argv[1:])
+    if forked:
         import torch._dynamo  # noqa: F401  (each forked worker's optimizer and DDP use it: imported once, here)
     try:
         torchrun_main()

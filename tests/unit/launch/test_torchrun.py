@@ -68,7 +68,31 @@ def test_remote_nodes_run_the_same_source() -> None:
 def test_stash_workers_on_the_cpu_are_forked_and_everything_else_started_anew() -> None:
     worker = "stash_core.measure.worker"
     file = str(Path(torchrun.__file__).parents[1] / "measure" / "worker.py")
-    assert torchrun.entry(worker, on_cpu=True) == ["--run-path", "--start-method", "fork", file]
+    assert torchrun.entry(worker, on_cpu=True) == [torchrun.FORK_OPTION, worker]
+    # where torchrun runs, the module's file there, forked
+    assert torchrun.torchrun_args(["--nnodes", "1", *torchrun.entry(worker, on_cpu=True), "--job", "x"]) == [
+        "--nnodes", "1", "--run-path", "--start-method", "fork", file, "--job", "x",
+    ]  # fmt: skip
     assert torchrun.entry(worker, on_cpu=False) == ["-m", worker]  # a GPU: torchrun has touched CUDA
     script = "stash_core.measure.script_entry"  # a user's script runs as torchrun runs it
     assert torchrun.entry(script, on_cpu=True) == ["-m", script]
+    assert torchrun.torchrun_args(["--nnodes", "1", "-m", script]) == ["--nnodes", "1", "-m", script]
+
+
+def test_a_remote_nodes_stash_workers_are_forked_from_its_own_copy() -> None:
+    worker = "stash_core.measure.worker"
+    argv = multinode._node_argv(0, 2, "t", 1, worker, ["--job", "x"], "10.0.0.1", 29500, {}, "python3", "/w",
+                                None, 30, on_cpu=True)  # fmt: skip
+    assert argv[-4:] == [torchrun.FORK_OPTION, worker, "--job", "x"]  # its file is found on the node
+    argv = multinode._node_argv(0, 2, "t", 1, worker, [], "10.0.0.1", 29500, {}, "python3", "/w", None, 30)
+    assert argv[-2:] == ["-m", worker]
+
+
+def test_a_forked_module_that_is_not_there_is_one_line(tmp_path) -> None:
+    args = ("--standalone", "--nproc-per-node", "1", torchrun.FORK_OPTION, "no_such_stash_module")
+    done = _torchrun(tmp_path, "stash_core.launch.torchrun", *args)
+    assert done.returncode == 1
+    assert (
+        done.stderr.strip().splitlines()[-1]
+        == "torchrun: no module named no_such_stash_module on this machine"
+    )
