@@ -1,18 +1,19 @@
 #!/usr/bin/env bash
 # The whole suite in tiers (what ./test.sh runs when given no pytest arguments), keeping the 2-core machine
-# busy while the emulated-cluster tests wait on their shaped links and ssh:
-#   1. tests/cluster (marker `cluster`), in two pytest-xdist processes of their own, a file to a process (its
-#      cluster made once; the files that compare measured times as one, never two at once: tests/conftest.py),
-#      every process naming its clusters its own way (clusterkit.py), beside one pytest session of every
-#      other test but the quiet ones:
-#      those that start no measuring process, those that start real measuring processes but compare no
-#      measured times (`launches`, not `quiet`) and those that drive a browser (`e2e`), in two pytest-xdist
-#      processes (`-n 2`), a test file to a process (so a module's fixtures are made once), the files that
-#      hold a long test first (tests/conftest.py; --no-loadscope-reorder keeps that order), so that short
-#      files fill the end instead of one long file running alone; at a lower priority than the cluster
-#      tests (`nice`), whose nodes then get the cores when their shaped links let them compute;
-#   2. then, alone, the tests whose orderings of measured stalls need the cores to themselves (`quiet`: more
-#      loader workers, a lower disk cap).
+# busy while the tests that compare measured times get the cores whenever they want them:
+#   1. every test but those of the two tiers below, in two pytest-xdist processes (`-n 2`), a test file to
+#      a process (so a module's fixtures are made once), the files that hold a long test first
+#      (tests/conftest.py; --no-loadscope-reorder keeps that order), so that short files fill the end instead
+#      of one long file running alone: the tests that start no measuring process, those that start real
+#      measuring processes but compare no measured times (`launches`, not `quiet`) and those that drive a
+#      browser (`e2e`). At the lowest priority (SCHED_IDLE, inherited by every process they start): they
+#      take only the CPU time that the tiers beside them leave, which nothing of theirs measures against;
+#   2. beside it at normal priority, one after the other:
+#      a. tests/cluster (marker `cluster`), in two pytest-xdist processes of their own, a file to a process
+#         (its cluster made once; the files that compare measured times as one, never two at once:
+#         tests/conftest.py), every process naming its clusters its own way (clusterkit.py);
+#      b. the tests whose orderings of measured stalls need the cores (`quiet`: more loader workers, a lower
+#         disk cap), in one process.
 # The three selections make up the whole suite; each prints its own --durations. The cluster tests count
 # only launches on the emulated nodes (clusterkit.tagged_processes), so a unit test's local launch beside
 # them is not taken for a leftover. The caller (test.sh) has set up already.
@@ -22,20 +23,25 @@ export STASH_TEST_NO_SETUP=1  # each tier's test.sh: set up once by the caller, 
 log=$(mktemp)
 started=$SECONDS
 parallel=(-n 2 --dist loadfile --no-loadscope-reorder)
+lowest=(chrt --idle 0)  # util-linux; where it is missing, the lowest nice value
+command -v chrt >/dev/null || lowest=(nice -n 19)
 {
     bash test.sh -m "cluster" "${parallel[@]}"
     echo "cluster exit code $?"
+    echo "=== tier 2a (cluster): $((SECONDS - started)) s ==="
+    bash test.sh -m "not cluster and launches and quiet"
+    echo "quiet exit code $?"
+    echo "=== tier 2b (quiet): $((SECONDS - started)) s ==="
 } >"$log" 2>&1 &
 beside_pid=$!
-nice -n 10 bash test.sh -m "not cluster and not (launches and quiet)" "${parallel[@]}"
+"${lowest[@]}" bash test.sh -m "not cluster and not (launches and quiet)" "${parallel[@]}"
 beside=$?
+echo "=== tier 1: $((SECONDS - started)) s ==="
 wait "$beside_pid"
-echo "=== tier 1b: emulated cluster (ran beside the tier above) ==="
+echo "=== tier 2: the emulated cluster, then the quiet launches (ran beside tier 1) ==="
 cat "$log"
 cluster=$(sed -n 's/^cluster exit code //p' "$log")
-echo "=== tier 1: $((SECONDS - started)) s ==="
-bash test.sh -m "not cluster and launches and quiet"
-quiet=$?
-echo "=== all tiers: $((SECONDS - started)) s; exit codes: beside the cluster $beside, cluster ${cluster:-?}," \
-    "quiet launches $quiet ==="
+quiet=$(sed -n 's/^quiet exit code //p' "$log")
+echo "=== all tiers: $((SECONDS - started)) s; exit codes: tier 1 $beside, cluster ${cluster:-?}," \
+    "quiet launches ${quiet:-?} ==="
 [ "$beside" = 0 ] && [ "$cluster" = 0 ] && [ "$quiet" = 0 ]
