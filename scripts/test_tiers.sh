@@ -1,12 +1,11 @@
 #!/usr/bin/env bash
 # The whole suite in tiers (what ./test.sh runs when given no pytest arguments), keeping the 2-core machine
 # busy while the tests that compare measured times get the cores whenever they want them:
-#   1. every test but those of the two tiers below, in two pytest-xdist processes (`-n 2`), a test file to
+#   1. every test but those of the tiers below, in two pytest-xdist processes (`-n 2`), a test file to
 #      a process (so a module's fixtures are made once), the files that hold a long test first
 #      (tests/conftest.py; --no-loadscope-reorder keeps that order), so that short files fill the end instead
-#      of one long file running alone: the tests that start no measuring process, those that start real
-#      measuring processes but compare no measured times (`launches`, not `quiet`) and those that drive a
-#      browser (`e2e`). At the lowest priority: they take only the CPU time that the tiers beside them leave,
+#      of one long file running alone: the tests that start no measuring process and those that start real
+#      measuring processes but compare no measured times (`launches`, not `quiet`). At the lowest priority: they take only the CPU time that the tiers beside them leave,
 #      which nothing of theirs measures against. That is a cpu cgroup of their own marked idle, where the
 #      machine lets us make one (root): SCHED_IDLE alone (chrt) does not do it, because the kernel's
 #      autogroups give every session (each launch starts one) an equal share whatever its tasks' policy;
@@ -15,8 +14,10 @@
 #         (its cluster made once; the files that compare measured times as one, never two at once:
 #         tests/conftest.py), every process naming its clusters its own way (clusterkit.py);
 #      b. the tests whose orderings of measured stalls need the cores (`quiet`: more loader workers, a lower
-#         disk cap), in one process.
-# The three selections make up the whole suite; each prints its own --durations. The cluster tests count
+#         disk cap), in one process;
+#      c. the tests that drive the dashboard in a browser (`e2e`), whose waits for a page (30 s, 120 s) a
+#         starved browser ran past.
+# The four selections make up the whole suite; each prints its own --durations. The cluster tests count
 # only launches on the emulated nodes (clusterkit.tagged_processes), so a unit test's local launch beside
 # them is not taken for a leftover. The caller (test.sh) has set up already.
 set -uo pipefail
@@ -48,17 +49,21 @@ fi
     bash test.sh -m "not cluster and launches and quiet"
     echo "quiet exit code $?"
     echo "=== tier 2b (quiet): $((SECONDS - started)) s ==="
+    bash test.sh -m "not cluster and not (launches and quiet) and e2e"
+    echo "browser exit code $?"
+    echo "=== tier 2c (browser): $((SECONDS - started)) s ==="
 } >"$log" 2>&1 &
 beside_pid=$!
-"${lowest[@]}" bash test.sh -m "not cluster and not (launches and quiet)" "${parallel[@]}"
+"${lowest[@]}" bash test.sh -m "not cluster and not (launches and quiet) and not e2e" "${parallel[@]}"
 beside=$?
 echo "=== tier 1: $((SECONDS - started)) s${idle_group:+ (in the idle cpu cgroup $idle_group)} ==="
 wait "$beside_pid"
-echo "=== tier 2: the emulated cluster, then the quiet launches (ran beside tier 1) ==="
+echo "=== tier 2: the emulated cluster, the quiet launches, the browser tests (ran beside tier 1) ==="
 cat "$log"
 cluster=$(sed -n 's/^cluster exit code //p' "$log")
 quiet=$(sed -n 's/^quiet exit code //p' "$log")
+browser=$(sed -n 's/^browser exit code //p' "$log")
 [ -z "$idle_group" ] || rmdir "$idle_group" 2>/dev/null || true  # fails only while a process of it lives on
 echo "=== all tiers: $((SECONDS - started)) s; exit codes: tier 1 $beside, cluster ${cluster:-?}," \
-    "quiet launches ${quiet:-?} ==="
-[ "$beside" = 0 ] && [ "$cluster" = 0 ] && [ "$quiet" = 0 ]
+    "quiet launches ${quiet:-?}, browser ${browser:-?} ==="
+[ "$beside" = 0 ] && [ "$cluster" = 0 ] && [ "$quiet" = 0 ] && [ "$browser" = 0 ]

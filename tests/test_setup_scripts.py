@@ -77,7 +77,7 @@ def test_the_ci_tiers_select_every_test_exactly_once() -> None:
     from _pytest.mark.expression import Expression
 
     tiers = re.findall(r'bash test\.sh -m ("[^"]+"|\S+)', (REPO / "scripts" / "test_tiers.sh").read_text())
-    assert len(tiers) == 3, tiers
+    assert len(tiers) == 4, tiers
     expressions = [Expression.compile(tier.strip('"')) for tier in tiers]
     names = ["cluster", "root", "launches", "quiet", "e2e", "slow"]
     for flags in itertools.product([False, True], repeat=len(names)):
@@ -107,15 +107,15 @@ def test_ci_sets_up_once_runs_every_tier_and_fails_when_one_does(tmp_path: Path)
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert (root / "setups").read_text().count("x") == 1
-    assert done.stdout.count("TIER: ") == 3 and "TIER: cluster" in done.stdout
+    assert done.stdout.count("TIER: ") == 4 and "TIER: cluster" in done.stdout
     tiers = re.findall(r'bash test\.sh -m "?([^"\n]+)', (REPO / "scripts" / "test_tiers.sh").read_text())
-    assert len(tiers) == 3, tiers
+    assert len(tiers) == 4, tiers
     for tier in tiers:
         failing = _ci_checkout(tmp_path / tier.replace(" ", "_"), failing_tier=tier)
         done = subprocess.run(
             ["bash", ".ci/run"], cwd=failing, capture_output=True, text=True, env=as_a_person_runs_it()
         )
-        assert done.returncode != 0 and done.stdout.count("TIER: ") == 3, (tier, done.stdout)
+        assert done.returncode != 0 and done.stdout.count("TIER: ") == 4, (tier, done.stdout)
 
 
 def _setup_checkout(tmp_path: Path, uv_fails: bool = False) -> Path:
