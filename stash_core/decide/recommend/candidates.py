@@ -42,6 +42,9 @@ class OptionPlanner:
         self._report: FitReport | None = None
         self._counts: dict[str, Any] | None = None
         self._predictor: Predictor | str | None = None
+        # each (instance, workers)'s base run, asked for once per node count: found once
+        self._ordered: pd.DataFrame | None = None  # the profiles, single-node ones first
+        self._bases: dict[tuple[str, int], dict[str, Any] | None] = {}
 
     def add_instance_options(self, name: str, instance: dict[str, Any], max_instances: int) -> None:
         price, price_status = hourly_price(instance, name, self.job.pricing)
@@ -196,7 +199,15 @@ class OptionPlanner:
         profile measure the same thing), then this instance with any workers, then an instance with the
         same accelerator.
         """
-        ordered = self.measured.assign(_multi=self.measured["nodes"] > 1).sort_values("_multi", kind="stable")
+        if (name, workers) not in self._bases:
+            self._bases[name, workers] = self._find_base_run(name, instance, workers)
+        return self._bases[name, workers]
+
+    def _find_base_run(self, name: str, instance: dict[str, Any], workers: int) -> dict[str, Any] | None:
+        if self._ordered is None:
+            multi = self.measured["nodes"] > 1
+            self._ordered = self.measured.assign(_multi=multi).sort_values("_multi", kind="stable")
+        ordered = self._ordered
         here = ordered[ordered["instance"] == name]
         same = here[here["workers_per_node"] == workers]
         if len(same):

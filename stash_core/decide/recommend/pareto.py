@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from stash_core.decide.recommend.costs import OPTION_COLUMNS
@@ -34,14 +35,12 @@ def rank_options(
 
 def pareto_mask(frame: pd.DataFrame) -> pd.Series:
     """True for the options with a time and a cost that no other option beats on both."""
-    known = frame["training_usd"].notna() & frame["training_h"].notna()
-    mask = pd.Series(False, index=frame.index)
-    points = frame.loc[known, ["training_h", "training_usd"]]
-    for index, (hours, usd) in points.iterrows():
-        dominated = (
-            (points["training_h"] <= hours)
-            & (points["training_usd"] <= usd)
-            & ((points["training_h"] < hours) | (points["training_usd"] < usd))
-        ).any()
-        mask[index] = not dominated
-    return mask
+    known = (frame["training_usd"].notna() & frame["training_h"].notna()).to_numpy()
+    hours = frame["training_h"].to_numpy(dtype=float)[known]
+    usd = frame["training_usd"].to_numpy(dtype=float)[known]
+    # dominated[i]: some j no worse on both and better on one (all pairs at once: a few hundred options)
+    no_worse = (hours[None, :] <= hours[:, None]) & (usd[None, :] <= usd[:, None])
+    better = (hours[None, :] < hours[:, None]) | (usd[None, :] < usd[:, None])
+    mask = np.zeros(len(frame), dtype=bool)
+    mask[known] = ~(no_worse & better).any(axis=1)
+    return pd.Series(mask, index=frame.index)

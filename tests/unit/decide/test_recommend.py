@@ -367,3 +367,32 @@ def test_two_options_of_the_same_cost_are_explained_not_a_crash(tmp_path):
     )
     assert result.best["config"] == "1 x twin-a"
     assert any("1 x twin-b" in line and "costs as much" in line for line in result.explanations)
+
+
+def test_the_pareto_mask_keeps_exactly_the_options_nothing_beats_on_both() -> None:
+    """Against the definition, pair by pair, on options with ties and unknown figures."""
+    import random
+
+    import pandas as pd
+
+    from stash_core.decide.recommend.pareto import pareto_mask
+
+    rng = random.Random(7)
+    values = [1.0, 2.0, 3.0, None]
+    frame = pd.DataFrame(
+        {
+            "training_h": [rng.choice(values) for _ in range(60)],
+            "training_usd": [rng.choice(values) for _ in range(60)],
+        }
+    )
+    known = [
+        (h, u) if h == h and u == u else None
+        for h, u in zip(frame["training_h"], frame["training_usd"], strict=True)
+    ]
+
+    def beaten(point) -> bool:
+        return any(o and o[0] <= point[0] and o[1] <= point[1] and o != point for o in known)
+
+    expected = [point is not None and not beaten(point) for point in known]
+    assert pareto_mask(frame).tolist() == expected
+    assert any(expected) and not all(expected)
