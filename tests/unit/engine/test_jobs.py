@@ -148,8 +148,9 @@ def test_cancel_ends_every_process_of_the_run(tmp_path: Path, fake_python: Path)
     wrapper_pid = jobs.read_job(db, job_id).pid
     started = [wrapper_pid, *(int(pid) for pid in pids_file.read_text().split())]
     assert all(_alive(pid) for pid in started)
-    # One of them sits in a session of its own, as the local launcher's workers do.
-    assert os.getsid(started[1]) != os.getsid(wrapper_pid)
+    # One of them sits in a session of its own, as the local launcher's workers do (once `setsid` has run: its
+    # pid is written as soon as it is forked, and on a busy machine the call can come a moment later).
+    _wait(lambda: os.getsid(started[1]) != os.getsid(wrapper_pid))
 
     assert jobs.cancel_job(db, job_id, grace_s=2.0) is True
     _wait(lambda: not any(_alive(pid) for pid in started), timeout_s=10)
