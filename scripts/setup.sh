@@ -29,10 +29,10 @@ fi
 # the machine's wheel folders (find-links: where the CPU build of torch lies) and constraints are passed on.
 # Should uv be unavailable, pip does the same, slower.
 UV_VERSION=0.13.9
-pip_setting() {  # pip's value of a setting: its PIP_ variable, else its configuration files
+pip_setting() {  # pip's values of a setting: its PIP_ variable and every section of its configuration files
     local variable="PIP_$(echo "$1" | tr 'a-z-' 'A-Z_')"
-    [ -n "${!variable:-}" ] && echo "${!variable}" && return
-    .venv/bin/pip config get "global.$1" 2>/dev/null || true
+    { echo "${!variable:-}"; .venv/bin/pip config list 2>/dev/null | sed -n "s/^[^.]*\.$1='\(.*\)'\$/\1/p"; } |
+        tr ' ' '\n' | awk 'NF && !seen[$0]++'  # each once (pip lists its variables too, as `:env:`)
 }
 uv_options=(--python .venv/bin/python --compile-bytecode)
 for folder in $(pip_setting find-links); do uv_options+=(--find-links "$folder"); done

@@ -5,10 +5,11 @@
 #      a process (so a module's fixtures are made once), the files that hold a long test first
 #      (tests/conftest.py; --no-loadscope-reorder keeps that order), so that short files fill the end instead
 #      of one long file running alone: the tests that start no measuring process and those that start real
-#      measuring processes but compare no measured times (`launches`, not `quiet`). At the lowest priority: they take only the CPU time that the tiers beside them leave,
-#      which nothing of theirs measures against. That is a cpu cgroup of their own marked idle, where the
-#      machine lets us make one (root): SCHED_IDLE alone (chrt) does not do it, because the kernel's
-#      autogroups give every session (each launch starts one) an equal share whatever its tasks' policy;
+#      measuring processes but compare no measured times (`launches`, not `quiet`). At the lowest priority:
+#      they take only the CPU time that the tiers beside them leave, which nothing of theirs measures
+#      against. That is a cpu cgroup of their own marked idle, where the machine lets us make one (root):
+#      SCHED_IDLE alone (chrt) does not do it, because the kernel's autogroups give every session (each
+#      launch starts one) an equal share whatever its tasks' policy;
 #   2. beside it at normal priority, one after the other:
 #      a. tests/cluster (marker `cluster`), in two pytest-xdist processes of their own, a file to a process
 #         (its cluster made once; the files that compare measured times as one, never two at once:

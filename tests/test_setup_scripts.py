@@ -128,7 +128,8 @@ def _setup_checkout(tmp_path: Path, uv_fails: bool = False) -> Path:
         shutil.copy2(REPO / name, root / name)
     programs = {
         "python": "exit 0",
-        "pip": 'echo "pip $*" >> "$LOG"\n[ "$1 $2" = "config get" ] && echo /from/pip/config\nexit 0',
+        "pip": 'echo "pip $*" >> "$LOG"\n'
+        '[ "$1 $2" = "config list" ] && echo "install.find-links=\'/from/pip/config\'"\nexit 0',
         "uv": f'[ "$1" = --version ] && exit 1\necho "uv $*" >> "$LOG"\nexit {1 if uv_fails else 0}',
     }
     for program, body in programs.items():
@@ -155,9 +156,10 @@ def test_setup_installs_with_uv_passing_on_pips_wheel_folders_and_constraints(tm
     installs = [line for line in lines if line.startswith("uv pip install")]
     assert len(installs) == 2 and "-r requirements-dev.txt" in installs[0] and "-e ." in installs[1]
     for install in installs:
-        assert "--find-links /wheels/a --find-links /wheels/b --constraint /caps.txt" in install
+        assert "--find-links /wheels/a --find-links /wheels/b --find-links /from/pip/config" in install
+        assert "--constraint /caps.txt" in install
         assert "--compile-bytecode" in install
-    # without the PIP_ variables, pip's configuration files say where the wheels lie
+    # without the PIP_ variables, pip's configuration files say where the wheels lie (any section)
     lines = _setup_log(_setup_checkout(tmp_path / "config"))
     assert "--find-links /from/pip/config" in next(
         line for line in lines if line.startswith("uv pip install")

@@ -6,10 +6,10 @@ arguments, output and exit status. Two costs of every launch of every profile ar
 - Start-up: a worker started anew imports torch (2-3 s of CPU), and its first optimizer (and DDP) imports
   torch's compiler (2-3 s more). Stash's own worker modules (FORKED) on the CPU, here and on remote nodes,
   run as torchrun's `--run-path` scripts with `--start-method fork` instead (the module's file found where
-  torchrun runs): torchrun, which has imported torch already,
-  imports the compiler once and forks each worker from itself (no tensor op has run in it, so no thread pool
-  is copied). On a GPU they are started anew (torchrun touches CUDA, which a forked process cannot use
-  again), and so is any other module (a user's script), as `-m module`, exactly as torchrun does it.
+  torchrun runs): torchrun, which has imported torch already, imports the compiler once and forks each
+  worker from itself (no tensor op has run in it, so no thread pool is copied). On a GPU they are started
+  anew (torchrun touches CUDA, which a forked process cannot use again), and so is any other module (a
+  user's script, whose exit handlers a forked process would not run), as `-m module`, as torchrun does it.
 - Teardown: an interpreter that imported torch spends about 0.6 s tearing itself down after torchrun's main()
   has returned (its workers gone, its rendezvous store closed). So once main() returns, the output is flushed
   and the process exits at once, as the workers do (measure/protocol.end_reported). A failure (an exception,

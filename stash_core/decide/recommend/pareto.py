@@ -38,9 +38,17 @@ def pareto_mask(frame: pd.DataFrame) -> pd.Series:
     known = (frame["training_usd"].notna() & frame["training_h"].notna()).to_numpy()
     hours = frame["training_h"].to_numpy(dtype=float)[known]
     usd = frame["training_usd"].to_numpy(dtype=float)[known]
-    # dominated[i]: some j no worse on both and better on one (all pairs at once: a few hundred options)
-    no_worse = (hours[None, :] <= hours[:, None]) & (usd[None, :] <= usd[:, None])
-    better = (hours[None, :] < hours[:, None]) | (usd[None, :] < usd[:, None])
+    # One sweep by time (a catalog of thousands of instances makes too many pairs to compare each): an
+    # option is beaten by a faster one that costs no more, or by an equally fast one that costs less.
+    order = np.lexsort((usd, hours))  # by time, then cost
+    hours, usd = hours[order], usd[order]
+    first = np.r_[True, hours[1:] != hours[:-1]] if len(hours) else np.zeros(0, dtype=bool)
+    group = np.cumsum(first) - 1  # which distinct time each option has
+    cheapest = usd[first]  # of each time (sorted by cost within it)
+    cheapest_faster = np.r_[np.inf, np.minimum.accumulate(cheapest)[:-1]] if len(cheapest) else cheapest
+    beaten = (cheapest_faster[group] <= usd) | (cheapest[group] < usd)
+    front = np.empty(len(order), dtype=bool)
+    front[order] = ~beaten
     mask = np.zeros(len(frame), dtype=bool)
-    mask[known] = ~(no_worse & better).any(axis=1)
+    mask[known] = front
     return pd.Series(mask, index=frame.index)
