@@ -1,12 +1,21 @@
-"""Fixtures for the dashboard tests: an empty and a populated database, chosen through STASH_DB."""
+"""Fixtures for the dashboard tests: an empty and a populated database, chosen through STASH_DB.
+
+AppTest looks for Streamlit components in every installed package's metadata before each run of a page
+(some 0.15 s of CPU, 70-odd runs); what is installed does not change while the tests run, so the scan is made
+once per process. The dashboard itself scans once, when it starts (tests/e2e drive it).
+"""
 
 from __future__ import annotations
 
+import functools
 import shutil
 from pathlib import Path
 
 import pytest
 from result_docs import populate_dashboard_db
+from streamlit.components.v2 import manifest_scanner
+
+manifest_scanner.scan_component_manifests = functools.cache(manifest_scanner.scan_component_manifests)
 
 
 @pytest.fixture()
