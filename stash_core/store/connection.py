@@ -30,7 +30,7 @@ except ImportError:  # not on POSIX: no writer announcement, plain retries only
 from stash_core.errors import UsageError, first_line
 from stash_core.store.dbfile import check_database_file, refuse_foreign
 from stash_core.store.migrations import check_reader_can_take, ensure_schema, stored_schema_version
-from stash_core.store.schema import create_schema
+from stash_core.store.schema_template import copy_schema
 
 DEFAULT_DB_PATH = Path("results.duckdb")
 LOCK_TIMEOUT_S = 10.0
@@ -128,7 +128,7 @@ def _remove_if_empty(path: Path) -> None:
 def _empty_database() -> duckdb.DuckDBPyConnection:
     con = duckdb.connect(":memory:")
     con.execute("SET TimeZone = 'UTC'")
-    create_schema(con)
+    copy_schema(con)
     return con
 
 

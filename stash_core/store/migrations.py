@@ -18,6 +18,7 @@ from stash_core.store.catalog_seed import BUILTIN_CATALOG_CSV, builtin_catalog_r
 from stash_core.store.dbfile import refuse_foreign
 from stash_core.store.schema import DB_SCHEMA_VERSION, create_schema
 from stash_core.store.schema_docs import COMMENTS_DIGEST
+from stash_core.store.schema_template import copy_schema
 
 # Readers take a database of this version or newer as it is, without migrating it: every step since only
 # added tables and columns, which readers treat as optional. A step that changes or removes something raises
@@ -186,6 +187,8 @@ def ensure_schema(con: duckdb.DuckDBPyConnection, db_label: str) -> None:
     check_readable_version(version, db_label)
     if stored is None:
         refuse_foreign(con, db_label)  # another program's tables get no Stash tables beside them
+        copy_schema(con)  # the same schema, copied in one transaction (store/schema_template.py)
+        return
     con.execute("BEGIN TRANSACTION")
     try:
         while version is not None and version < DB_SCHEMA_VERSION:
