@@ -12,6 +12,7 @@ from pathlib import Path
 
 import clusterkit
 import pytest
+from clusterkit import node_namespace_ids, only_sshd_left, tagged_processes, wait_until
 
 from stash_core.launch import cluster
 
@@ -26,6 +27,20 @@ def _cluster_capable(tmp_path_factory: pytest.TempPathFactory) -> None:
     problem = cluster.cluster_support_problem(probe_namespace=True)
     if problem:
         pytest.skip(f"emulated cluster unavailable: {problem}")
+
+
+@pytest.fixture(scope="module")
+def nodes(cluster_state) -> frozenset[int]:
+    """The node namespaces of the module's cluster (its `cluster_state`), where a launch's processes run."""
+    return node_namespace_ids(cluster_state)
+
+
+@pytest.fixture
+def no_leftovers(cluster_state, nodes):
+    """After the test: no process of any launch alive on the nodes, only sshd in the node namespaces."""
+    yield
+    assert wait_until(lambda: not tagged_processes(nodes), 20), f"left running: {tagged_processes(nodes)}"
+    assert wait_until(lambda: only_sshd_left(cluster_state), 20)
 
 
 HERE = Path(__file__).parent

@@ -18,8 +18,6 @@ import pytest
 from clusterkit import (
     cluster_fixture,
     layout,
-    node_namespace_ids,
-    only_sshd_left,
     port_taken,
     tagged_processes,
     wait_until,
@@ -71,23 +69,9 @@ def hosts(cluster_state):
     return cluster.cluster_hosts(cluster_state)
 
 
-@pytest.fixture(scope="module")
-def nodes(cluster_state) -> frozenset[int]:
-    """The node namespaces, where a launch's processes run."""
-    return node_namespace_ids(cluster_state)
-
-
 def _node_1(cluster_state) -> str:
     """How a failure names node 1: "node 1 (its address)", as a pattern."""
     return re.escape(f"node 1 ({layout(cluster_state).node_address(1)})")
-
-
-@pytest.fixture
-def no_leftovers(cluster_state, nodes):
-    """After the test: no process of any launch alive on the nodes, only sshd in the node namespaces."""
-    yield
-    assert wait_until(lambda: not tagged_processes(nodes), 15), f"left running: {tagged_processes(nodes)}"
-    assert wait_until(lambda: only_sshd_left(cluster_state), 15)
 
 
 def _launch(hosts, workdir, module, module_args, on_line, timeout_s=120.0, master_port=None) -> None:

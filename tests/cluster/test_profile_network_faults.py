@@ -18,8 +18,6 @@ from clusterkit import (
     cluster_fixture,
     layout,
     net_profile,
-    node_namespace_ids,
-    only_sshd_left,
     port_taken,
     stash_argv,
     stash_env,
@@ -34,20 +32,6 @@ from stash_core.measure import protocol
 pytestmark = pytest.mark.cluster
 
 cluster_state = cluster_fixture(2, "faults", bandwidth="200mbit", latency="0ms")
-
-
-@pytest.fixture(scope="module")
-def nodes(cluster_state) -> frozenset[int]:
-    """The node namespaces, where a launch's processes run."""
-    return node_namespace_ids(cluster_state)
-
-
-@pytest.fixture
-def no_leftovers(cluster_state, nodes):
-    """After the test: no process of any launch alive on the nodes, only sshd in the node namespaces."""
-    yield
-    assert wait_until(lambda: not tagged_processes(nodes), 20), f"left running: {tagged_processes(nodes)}"
-    assert wait_until(lambda: only_sshd_left(cluster_state), 20)
 
 
 def test_host_down_before_start_fails_fast_and_is_recorded(cluster_state, tmp_path, no_leftovers):
