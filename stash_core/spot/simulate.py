@@ -25,7 +25,7 @@ import numpy as np
 
 from stash_core.errors import UsageError
 from stash_core.spot.model import Worker, Workload
-from stash_core.spot.planner import InstanceOffer, plan_spot_cluster
+from stash_core.spot.planner import InstanceOffer, PlanResult, plan_spot_cluster
 from stash_core.spot.replan import loss_after, remaining_plan, replan, workers_of
 from stash_core.userfiles import read_user_text
 
@@ -81,14 +81,21 @@ def check_trace(trace: list[tuple[float, str]], offers: list[InstanceOffer]) -> 
         )
 
 
-def run_once(offers: list[InstanceOffer], plan_workload: Workload, true_workload: Workload,
-             target_loss: float, deadline_s: float, links: dict, revocation_s: float,
-             rng: np.random.Generator | None, rate_per_h: float = 0.0,
-             trace: list[tuple[float, str]] | None = None) -> dict:  # fmt: skip
-    """One training from start to target: time, cost, revocations and whether it met the deadline."""
+def starting_plan(offers: list[InstanceOffer], plan_workload: Workload, target_loss: float, deadline_s: float,
+                  links: dict) -> PlanResult:  # fmt: skip
+    """The plan every simulated training starts from (the same for each: planned once per strategy)."""
     first = plan_spot_cluster(offers, plan_workload, target_loss, deadline_s, **links)
     if not first.candidates:  # not even a cluster to start with and miss the deadline on
         raise UsageError(f"simulation: no cluster to start training with: {first.infeasible_reason}")
+    return first
+
+
+def run_once(first: PlanResult, offers: list[InstanceOffer], plan_workload: Workload, true_workload: Workload,
+             target_loss: float, deadline_s: float, links: dict, revocation_s: float,
+             rng: np.random.Generator | None, rate_per_h: float = 0.0,
+             trace: list[tuple[float, str]] | None = None) -> dict:  # fmt: skip
+    """One training from the starting plan `first` to target: time, cost, revocations and whether it met the
+    deadline."""
     chosen = first.best or min(first.candidates, key=lambda plan: plan.training_s)
     cluster: list[Worker] = workers_of(chosen, offers)
     t = cost = 0.0
@@ -150,12 +157,14 @@ def simulate(spot_offers: list[InstanceOffer], on_demand_offers: list[InstanceOf
     rows = []
     for name, offers, plan_workload, revoked in strategies:
         count = 1 if trace is not None or not revoked or rate_per_h == 0 else runs
+        first = starting_plan(offers, plan_workload, target_loss, deadline_s, links)
         outcomes, replans = [], 0
         # Bounded work: each revocation is a replan (milliseconds), and --runs 100000 at a high rate asks for
         # millions; the runs done by then are what the row reports (its "runs" says how many).
         while len(outcomes) < count and replans < MAX_SIMULATED_REVOCATIONS:
-            outcome = run_once(offers, plan_workload, workload, target_loss, deadline_s, links, revocation_s,
-                               rng, rate_per_h if revoked else 0.0, trace if revoked else None)  # fmt: skip
+            outcome = run_once(first, offers, plan_workload, workload, target_loss, deadline_s, links,
+                               revocation_s, rng, rate_per_h if revoked else 0.0,
+                               trace if revoked else None)  # fmt: skip
             outcomes.append(outcome)
             replans += outcome["revocations"]
         count = len(outcomes)
@@ -198,12 +207,12 @@ def plan_risk(spot_offers: list[InstanceOffer], workload: Workload, target_loss:
     """The spotDNN plan's risk at `rate_per_h` (the simulation's spotDNN strategy alone)."""
     rng = np.random.default_rng(seed)
     links = {"ps_Bps": ps_Bps, "pcie_Bps": pcie_Bps}
+    first = starting_plan(spot_offers, workload, target_loss, deadline_s, links)
     outcomes = [
-        run_once(
-            spot_offers, workload, workload, target_loss, deadline_s, links, revocation_s, rng, rate_per_h
-        )
+        run_once(first, spot_offers, workload, workload, target_loss, deadline_s, links, revocation_s, rng,
+                 rate_per_h)
         for _ in range(runs if rate_per_h > 0 else 1)
-    ]
+    ]  # fmt: skip
     return PlanRisk(rate_per_h, len(outcomes), float(np.mean([o["met"] for o in outcomes])),
                     float(np.mean([o["cost_usd"] for o in outcomes])),
                     float(np.mean([o["revocations"] for o in outcomes])))  # fmt: skip
