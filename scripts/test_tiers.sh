@@ -18,7 +18,9 @@
 #         disk cap), in one process;
 #      c. the tests that drive the dashboard in a browser (`e2e`), whose waits for a page (30 s, 120 s) a
 #         starved browser ran past.
-# The four selections make up the whole suite; each prints its own --durations. The cluster tests count
+# The four selections make up the whole suite; each prints its own --durations. Tiers 2a and 2c collect only
+# their folder (tests/cluster, tests/e2e: a whole collection costs some 9 CPU-s a process), and the suite
+# refuses a test with their mark anywhere else (tests/conftest.py). The cluster tests count
 # only launches on the emulated nodes (clusterkit.tagged_processes), so a unit test's local launch beside
 # them is not taken for a leftover. The caller (test.sh) has set up already.
 set -uo pipefail
@@ -44,13 +46,13 @@ if [ -n "$idle_group" ]; then
     lowest=(bash -c 'echo $$ >"$0/cgroup.procs" && exec "$@"' "$idle_group" "${lowest[@]}")
 fi
 {
-    bash test.sh -m "cluster" "${parallel[@]}"
+    bash test.sh -m "cluster" "${parallel[@]}" tests/cluster
     echo "cluster exit code $?"
     echo "=== tier 2a (cluster): $((SECONDS - started)) s ==="
     bash test.sh -m "not cluster and launches and quiet"
     echo "quiet exit code $?"
     echo "=== tier 2b (quiet): $((SECONDS - started)) s ==="
-    bash test.sh -m "not cluster and not (launches and quiet) and e2e"
+    bash test.sh -m "not cluster and not (launches and quiet) and e2e" tests/e2e
     echo "browser exit code $?"
     echo "=== tier 2c (browser): $((SECONDS - started)) s ==="
 } >"$log" 2>&1 &

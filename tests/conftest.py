@@ -24,6 +24,9 @@ from pathlib import Path
 import pytest
 
 RANKS = (("launches", "e2e"), ("slow",))  # the first rank runs first; files with none of these marks last
+# CI's cluster and browser tiers collect only their folder (scripts/test_tiers.sh: a collection of the whole
+# suite costs some 9 CPU-s): a test with one of these marks elsewhere would run in no tier, so it is refused.
+FOLDER_OF_MARK = {"cluster": "tests/cluster/", "e2e": "tests/e2e/"}
 
 
 @pytest.hookimpl(wrapper=True)
@@ -34,6 +37,13 @@ def pytest_collection(session: pytest.Session):
         return (yield)
     finally:
         sys.dont_write_bytecode = saved
+
+
+def pytest_itemcollected(item: pytest.Item) -> None:
+    where = Path(str(item.path)).relative_to(Path(str(item.config.rootpath))).as_posix()
+    for mark, folder in FOLDER_OF_MARK.items():
+        if item.get_closest_marker(mark) and not where.startswith(folder):
+            raise pytest.UsageError(f"{item.nodeid} is marked {mark}: it belongs in {folder} (CI's tier)")
 
 
 @pytest.hookimpl(trylast=True)  # after -m has deselected: rank what runs

@@ -8,7 +8,10 @@ import re
 import shutil
 import stat
 import subprocess
+import sys
 from pathlib import Path
+
+import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -83,6 +86,22 @@ def test_the_ci_tiers_select_every_test_exactly_once() -> None:
     for flags in itertools.product([False, True], repeat=len(names)):
         marks = {name for name, on in zip(names, flags, strict=True) if on}
         assert sum(e.evaluate(lambda name, marks=marks: name in marks) for e in expressions) == 1, marks
+
+
+@pytest.mark.parametrize(("mark", "folder"), [("cluster", "unit"), ("e2e", "app"), ("cluster", "e2e")])
+def test_a_test_with_a_folder_tiers_mark_elsewhere_is_refused(tmp_path: Path, mark: str, folder: str) -> None:
+    """The cluster and browser tiers collect only tests/cluster and tests/e2e: a test marked for them in
+    another folder would run in no tier, so the suite refuses to collect it."""
+    (tmp_path / "tests" / folder).mkdir(parents=True)
+    shutil.copy2(REPO / "tests" / "conftest.py", tmp_path / "tests" / "conftest.py")
+    test = f"import pytest\n\n\n@pytest.mark.{mark}\ndef test_x():\n    pass\n"
+    (tmp_path / "tests" / folder / "test_x.py").write_text(test)
+    markers = '[tool.pytest.ini_options]\nmarkers = ["cluster: c", "e2e: e"]\n'
+    (tmp_path / "pyproject.toml").write_text(markers)
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"]
+    done = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode != 0
+    assert f"test_x is marked {mark}: it belongs in tests/{mark}/" in done.stdout + done.stderr
 
 
 def _ci_checkout(tmp_path: Path, failing_tier: str = "") -> Path:
