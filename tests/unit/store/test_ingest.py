@@ -143,6 +143,27 @@ def test_ingest_files_reports_each_file_and_is_idempotent(tmp_path, db_path, res
     assert store.get_run(db_path, "run-1")["source_file"] == str(paths[1].resolve())
 
 
+@pytest.mark.parametrize(("turn_s", "connections"), [(0.0, 4), (60.0, 1)])
+def test_files_share_a_connection_until_readers_are_due_a_turn(
+    tmp_path, db_path, result_doc, monkeypatch, turn_s, connections
+) -> None:
+    paths = [write_result_atomic(tmp_path / f"r{i}.json", result_doc(run_id=f"run-{i}")) for i in range(4)]
+    store.ingest_result(db_path, result_doc(run_id="first"))  # the database exists: only the batch counts
+    opened = []
+    real_connect = ingest_module.connect
+
+    def counting(*args, **kwargs):
+        opened.append(kwargs.get("read_only", False))
+        return real_connect(*args, **kwargs)
+
+    monkeypatch.setattr(ingest_module, "READER_TURN_S", turn_s)
+    monkeypatch.setattr(ingest_module, "connect", counting)
+    outcome = store.ingest_files(db_path, paths)
+    assert [inserted for _, _, inserted in outcome] == [True] * 4
+    assert opened.count(False) == connections  # writers (the conflict check before them only reads)
+    assert [store.get_run(db_path, f"run-{i}")["run_id"] for i in range(4)] == [f"run-{i}" for i in range(4)]
+
+
 def _corrupt(path: Path, doc: dict) -> None:
     path.write_text(json.dumps(doc)[:200])
 
