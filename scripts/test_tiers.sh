@@ -44,6 +44,7 @@ for parent in /sys/fs/cgroup/cpu /sys/fs/cgroup; do  # v1's cpu hierarchy, else 
 done
 if [ -n "$idle_group" ]; then
     lowest=(bash -c 'echo $$ >"$0/cgroup.procs" && exec "$@"' "$idle_group" "${lowest[@]}")
+    trap 'rmdir "$idle_group" 2>/dev/null || true' EXIT  # also when stopped; fails only while a process lives on
 fi
 {
     bash test.sh -m "cluster" "${parallel[@]}" tests/cluster
@@ -66,7 +67,6 @@ cat "$log"
 cluster=$(sed -n 's/^cluster exit code //p' "$log")
 quiet=$(sed -n 's/^quiet exit code //p' "$log")
 browser=$(sed -n 's/^browser exit code //p' "$log")
-[ -z "$idle_group" ] || rmdir "$idle_group" 2>/dev/null || true  # fails only while a process of it lives on
 echo "=== all tiers: $((SECONDS - started)) s; exit codes: tier 1 $beside, cluster ${cluster:-?}," \
     "quiet launches ${quiet:-?}, browser ${browser:-?} ==="
 [ "$beside" = 0 ] && [ "$cluster" = 0 ] && [ "$quiet" = 0 ] && [ "$browser" = 0 ]

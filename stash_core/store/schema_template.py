@@ -5,12 +5,13 @@ COMMENT ON statements, each a change of the catalog); copying the same catalog a
 holds them (COPY FROM DATABASE) some 0.02 s. The template is a file in a temporary folder of this process,
 made by create_schema itself, so a copy is the same database: tables, constraints, views, every comment and
 the shipped instance catalog's rows (tests/unit/store/test_schema_template.py compares them). The folder is
-removed when the process exits.
+removed when the process exits, or, where it was killed, by the next process that makes a template.
 """
 
 from __future__ import annotations
 
 import atexit
+import os
 import shutil
 import tempfile
 import threading
@@ -18,9 +19,11 @@ from pathlib import Path
 
 import duckdb
 
+from stash_core.store.instances import transaction
 from stash_core.store.schema import create_schema
 
 _ALIAS = "stash_schema_template"
+_PREFIX = "stash-schema-"  # then this process's id: a folder of a process that is gone is removed
 _lock = threading.Lock()
 _template: Path | None = None
 
@@ -31,18 +34,39 @@ def template_path() -> Path:
     global _template
     with _lock:
         if _template is None or not _template.exists():
-            folder = Path(tempfile.mkdtemp(prefix="stash-schema-"))
+            _remove_left_behind(Path(tempfile.gettempdir()))
+            folder = Path(tempfile.mkdtemp(prefix=f"{_PREFIX}{os.getpid()}-"))
             atexit.register(shutil.rmtree, folder, True)
             path = folder / "schema.duckdb"
             con = duckdb.connect(str(path), config={"autoinstall_known_extensions": False})
             try:
-                con.execute("BEGIN TRANSACTION")
-                create_schema(con)
-                con.execute("COMMIT")
+                with transaction(con):
+                    create_schema(con)
             finally:
                 con.close()
             _template = path
         return _template
+
+
+def _remove_left_behind(temporary: Path) -> None:
+    """Remove the templates of this user's processes that ended without their exit handlers (killed)."""
+    for folder in temporary.glob(f"{_PREFIX}*-*"):
+        pid = folder.name.removeprefix(_PREFIX).split("-", 1)[0]
+        try:
+            if pid.isdigit() and folder.stat().st_uid == os.getuid() and not _alive(int(pid)):
+                shutil.rmtree(folder, ignore_errors=True)
+        except OSError:
+            pass  # gone already, or another's
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass  # another user's
+    return True
 
 
 def copy_schema(con: duckdb.DuckDBPyConnection) -> None:
@@ -51,23 +75,15 @@ def copy_schema(con: duckdb.DuckDBPyConnection) -> None:
     try:
         template = template_path()
     except (OSError, duckdb.Error):
-        _in_one_transaction(con, lambda: create_schema(con))
+        with transaction(con):
+            create_schema(con)
         return
     target = con.execute("SELECT current_database()").fetchall()[0][0]
     literal = "'" + str(template).replace("'", "''") + "'"
     identifier = '"' + target.replace('"', '""') + '"'
     con.execute(f"ATTACH {literal} AS {_ALIAS} (READ_ONLY)")  # outside the transaction: DuckDB detaches
     try:  # a database only where no transaction has worked on it
-        _in_one_transaction(con, lambda: con.execute(f"COPY FROM DATABASE {_ALIAS} TO {identifier}"))
+        with transaction(con):
+            con.execute(f"COPY FROM DATABASE {_ALIAS} TO {identifier}")
     finally:
         con.execute(f"DETACH {_ALIAS}")
-
-
-def _in_one_transaction(con: duckdb.DuckDBPyConnection, work) -> None:
-    con.execute("BEGIN TRANSACTION")
-    try:
-        work()
-        con.execute("COMMIT")
-    except BaseException:
-        con.execute("ROLLBACK")
-        raise

@@ -11,6 +11,7 @@ instance's accelerator and links (scaled from a profile on another GPU where the
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +44,6 @@ class OptionPlanner:
         self._counts: dict[str, Any] | None = None
         self._predictor: Predictor | str | None = None
         # each (instance, workers)'s base run, asked for once per node count: found once
-        self._ordered: pd.DataFrame | None = None  # the profiles, single-node ones first
         self._bases: dict[tuple[str, int], dict[str, Any] | None] = {}
 
     def add_instance_options(self, name: str, instance: dict[str, Any], max_instances: int) -> None:
@@ -203,10 +203,12 @@ class OptionPlanner:
             self._bases[name, workers] = self._find_base_run(name, instance, workers)
         return self._bases[name, workers]
 
+    @functools.cached_property
+    def _ordered(self) -> pd.DataFrame:
+        """The profiles, single-node ones first."""
+        return self.measured.assign(_multi=self.measured["nodes"] > 1).sort_values("_multi", kind="stable")
+
     def _find_base_run(self, name: str, instance: dict[str, Any], workers: int) -> dict[str, Any] | None:
-        if self._ordered is None:
-            multi = self.measured["nodes"] > 1
-            self._ordered = self.measured.assign(_multi=multi).sort_values("_multi", kind="stable")
         ordered = self._ordered
         here = ordered[ordered["instance"] == name]
         same = here[here["workers_per_node"] == workers]

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import duckdb
@@ -85,3 +88,21 @@ def test_a_removed_template_is_made_again(tmp_path: Path) -> None:
     first.unlink()
     again = schema_template.template_path()
     assert again.exists() and again != first
+
+
+def test_the_templates_of_killed_processes_are_removed_by_the_next_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ended = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    )
+    gone = tmp_path / f"stash-schema-{int(ended.stdout)}-abc"  # its process ended without removing it
+    alive = tmp_path / f"stash-schema-{os.getpid()}-def"
+    for folder in (gone, alive):
+        folder.mkdir()
+        (folder / "schema.duckdb").write_bytes(b"")
+    monkeypatch.setattr(schema_template.tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setattr(schema_template, "_template", None)
+    made = schema_template.template_path()
+    assert not gone.exists() and alive.exists()
+    assert made.parent.name.startswith(f"stash-schema-{os.getpid()}-") and made.exists()
