@@ -6,8 +6,9 @@ arguments, output and exit status. Two costs of every launch of every profile ar
 - Start-up: a worker started anew imports torch (2-3 s of CPU), and its first optimizer (and DDP) imports
   torch's compiler (2-3 s more). Stash's own worker modules (FORKED) on the CPU, here and on remote nodes,
   run as torchrun's `--run-path` scripts with `--start-method fork` instead (the module's file found where
-  torchrun runs): torchrun, which has imported torch already, imports the compiler once and forks each
-  worker from itself (no tensor op has run in it, so no thread pool is copied). On a GPU they are started
+  torchrun runs): torchrun, which has imported torch already, forks each worker from itself (no tensor op
+  has run in it, so no thread pool is copied), and the worker serves what its optimizer and DDP ask of the
+  compiler without importing it (zoo/compiler_guards.py). On a GPU they are started
   anew (torchrun touches CUDA, which a forked process cannot use again), and so is any other module (a
   user's script, whose exit handlers a forked process would not run), as `-m module`, as torchrun does it.
 - Teardown: an interpreter that imported torch spends about 0.6 s tearing itself down after torchrun's main()
@@ -52,10 +53,7 @@ def torchrun_args(args: list[str]) -> list[str]:
 def main() -> None:
     from torch.distributed.run import main as torchrun_main  # here: `stash` imports entry() without torch
 
-    forked = FORK_OPTION in sys.argv
     sys.argv[1:] = torchrun_args(sys.argv[1:])
-    if forked:
-        import torch._dynamo  # noqa: F401  (each forked worker's optimizer and DDP use it: imported once, here)
     try:
         torchrun_main()
     except SystemExit as exc:

@@ -19,6 +19,7 @@ the first worker of each machine to put the data set into (or out of) that machi
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import itertools
 import os
@@ -38,6 +39,7 @@ from stash_core.measure.rank_sync import MIN_WARMUP_ITERATIONS, all_reduce_max, 
 from stash_core.measure.timed_loop import PARTS, StepTimes, make_clock, run_steps
 from stash_core.measure.worker_job import read_worker_job
 from stash_core.zoo import build_model, loss_fn, make_optimizer
+from stash_core.zoo.compiler_guards import compiler_unimported
 
 FIRST_CHECK_AFTER = 10
 
@@ -94,6 +96,15 @@ def run_job(job: dict, rank: int) -> dict:
     shape = tuple(job["input_shape"]) if job.get("input_shape") else None
     model, info = build_model(job["model"], num_classes=job.get("num_classes"), input_shape=shape)
     model = model.to(device)
+    # DDP and the optimizer reach for torch's compiler, which nothing here uses: on the CPU, where its import
+    # (2-3 s of CPU at every launch) is not paid in the launcher either, a stand-in serves them. On a GPU,
+    # workers start anew and import it as torch does. A model whose factory loaded it keeps the real one.
+    with compiler_unimported() if device.type == "cpu" else contextlib.nullcontext():
+        return train(job, model, info, device, rank, world_size, local_rank)
+
+
+def train(job: dict, model, info, device: torch.device, rank: int, world_size: int, local_rank: int) -> dict:
+    """The timed loop of the built model (DDP across ranks), then the probe a job asks for: the result."""
     if world_size > 1:
         from torch.nn.parallel import DistributedDataParallel
 
