@@ -19,8 +19,9 @@
 #      c. the tests that drive the dashboard in a browser (`e2e`), whose waits for a page (30 s, 120 s) a
 #         starved browser ran past.
 # The four selections make up the whole suite; each prints its own --durations. Tiers 2a and 2c collect only
-# their folder (tests/cluster, tests/e2e: a whole collection costs some 9 CPU-s a process), and the suite
-# refuses a test with their mark anywhere else (tests/conftest.py). The cluster tests count
+# their folder (tests/cluster, tests/e2e: a whole collection costs some 9 CPU-s a process), tier 1 leaves
+# those folders out, and tier 2b collects only the files that say mark.quiet; the suite refuses a test
+# that would then run in no tier (tests/conftest.py). The cluster tests count
 # only launches on the emulated nodes (clusterkit.tagged_processes), so a unit test's local launch beside
 # them is not taken for a leftover. The caller (test.sh) has set up already.
 set -uo pipefail
@@ -46,11 +47,13 @@ if [ -n "$idle_group" ]; then
     lowest=(bash -c 'echo $$ >"$0/cgroup.procs" && exec "$@"' "$idle_group" "${lowest[@]}")
     trap 'rmdir "$idle_group" 2>/dev/null || true' EXIT  # also when stopped; fails only while a process lives on
 fi
+# The quiet tier's files: those that say mark.quiet (tests/conftest.py refuses a quiet launch elsewhere).
+mapfile -t quiet_files < <(grep -rl --include='test_*.py' 'mark\.quiet' tests | grep -v '^tests/cluster/')
 {
     bash test.sh -m "cluster" "${parallel[@]}" tests/cluster
     echo "cluster exit code $?"
     echo "=== tier 2a (cluster): $((SECONDS - started)) s ==="
-    bash test.sh -m "not cluster and launches and quiet"
+    bash test.sh -m "not cluster and launches and quiet" "${quiet_files[@]}"
     echo "quiet exit code $?"
     echo "=== tier 2b (quiet): $((SECONDS - started)) s ==="
     bash test.sh -m "not cluster and not (launches and quiet) and e2e" tests/e2e
@@ -58,7 +61,8 @@ fi
     echo "=== tier 2c (browser): $((SECONDS - started)) s ==="
 } >"$log" 2>&1 &
 beside_pid=$!
-"${lowest[@]}" bash test.sh -m "not cluster and not (launches and quiet) and not e2e" "${parallel[@]}"
+"${lowest[@]}" bash test.sh -m "not cluster and not (launches and quiet) and not e2e" "${parallel[@]}" \
+    --ignore=tests/cluster --ignore=tests/e2e
 beside=$?
 echo "=== tier 1: $((SECONDS - started)) s${idle_group:+ (in the idle cpu cgroup $idle_group)} ==="
 wait "$beside_pid"

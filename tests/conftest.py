@@ -18,15 +18,20 @@ it measured (where its files go, a full disk), which replay it (support.replay_l
 from __future__ import annotations
 
 import copy
+import functools
 import sys
 from pathlib import Path
 
 import pytest
 
 RANKS = (("launches", "e2e"), ("slow",))  # the first rank runs first; files with none of these marks last
-# CI's cluster and browser tiers collect only their folder (scripts/test_tiers.sh: a collection of the whole
-# suite costs some 9 CPU-s): a test with one of these marks elsewhere would run in no tier, so it is refused.
+# CI's cluster and browser tiers collect only their folder, and tier 1 leaves those folders out
+# (scripts/test_tiers.sh: a collection of the whole suite costs some 9 CPU-s): a test with one of these marks
+# elsewhere, or without its folder's mark there, would run in no tier, so it is refused.
 FOLDER_OF_MARK = {"cluster": "tests/cluster/", "e2e": "tests/e2e/"}
+# The quiet tier collects only the files that hold this text (scripts/test_tiers.sh greps for it); a test
+# marked `quiet` and `launches` outside the cluster in a file without it would run in no tier: refused.
+QUIET_TEXT = "mark.quiet"
 
 
 @pytest.hookimpl(wrapper=True)
@@ -42,8 +47,22 @@ def pytest_collection(session: pytest.Session):
 def pytest_itemcollected(item: pytest.Item) -> None:
     where = Path(str(item.path)).relative_to(Path(str(item.config.rootpath))).as_posix()
     for mark, folder in FOLDER_OF_MARK.items():
-        if item.get_closest_marker(mark) and not where.startswith(folder):
-            raise pytest.UsageError(f"{item.nodeid} is marked {mark}: it belongs in {folder} (CI's tier)")
+        if bool(item.get_closest_marker(mark)) != where.startswith(folder):
+            raise pytest.UsageError(
+                f"{item.nodeid}: a test marked {mark} belongs in {folder}, and every test there is marked"
+                f" {mark} (CI's tier)"
+            )
+    quiet_launch = item.get_closest_marker("quiet") and item.get_closest_marker("launches")
+    if quiet_launch and not item.get_closest_marker("cluster") and QUIET_TEXT not in _text(item.path):
+        raise pytest.UsageError(
+            f"{item.nodeid} is marked quiet but its file does not say {QUIET_TEXT} (CI's quiet tier finds"
+            " its files by that text)"
+        )
+
+
+@functools.cache
+def _text(path: Path) -> str:
+    return path.read_text()
 
 
 @pytest.hookimpl(trylast=True)  # after -m has deselected: rank what runs

@@ -88,20 +88,32 @@ def test_the_ci_tiers_select_every_test_exactly_once() -> None:
         assert sum(e.evaluate(lambda name, marks=marks: name in marks) for e in expressions) == 1, marks
 
 
-@pytest.mark.parametrize(("mark", "folder"), [("cluster", "unit"), ("e2e", "app"), ("cluster", "e2e")])
-def test_a_test_with_a_folder_tiers_mark_elsewhere_is_refused(tmp_path: Path, mark: str, folder: str) -> None:
-    """The cluster and browser tiers collect only tests/cluster and tests/e2e: a test marked for them in
-    another folder would run in no tier, so the suite refuses to collect it."""
+@pytest.mark.parametrize(
+    ("marks", "folder", "said"),
+    [
+        ("pytest.mark.cluster", "unit", "marked cluster belongs in tests/cluster/"),
+        ("pytest.mark.e2e", "app", "marked e2e belongs in tests/e2e/"),
+        ("pytest.mark.cluster", "e2e", "marked cluster belongs in tests/cluster/"),
+        ("pytest.mark.slow", "cluster", "every test there is marked cluster"),
+        ('getattr(pytest.mark, "qu" + "iet"), pytest.mark.launches', "unit", "does not say mark.quiet"),
+    ],
+)
+def test_a_test_that_no_tier_would_run_is_refused(tmp_path: Path, marks: str, folder: str, said: str) -> None:
+    """The cluster and browser tiers collect only tests/cluster and tests/e2e, tier 1 leaves them out, and
+    the quiet tier collects only the files that say mark.quiet: a test marked for a folder's tier elsewhere,
+    a test in such a folder without its mark, or a quiet launch in a file the quiet tier would not find
+    would run in no tier, so the suite refuses to collect it."""
     (tmp_path / "tests" / folder).mkdir(parents=True)
     shutil.copy2(REPO / "tests" / "conftest.py", tmp_path / "tests" / "conftest.py")
-    test = f"import pytest\n\n\n@pytest.mark.{mark}\ndef test_x():\n    pass\n"
+    test = f"import pytest\n\npytestmark = [{marks}]\n\n\ndef test_x():\n    pass\n"
     (tmp_path / "tests" / folder / "test_x.py").write_text(test)
-    markers = '[tool.pytest.ini_options]\nmarkers = ["cluster: c", "e2e: e"]\n'
+    names = ["cluster", "e2e", "slow", "quiet", "launches"]
+    markers = f"[tool.pytest.ini_options]\nmarkers = {[f'{name}: {name}' for name in names]}\n"
     (tmp_path / "pyproject.toml").write_text(markers)
     command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"]
     done = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True)
     assert done.returncode != 0
-    assert f"test_x is marked {mark}: it belongs in tests/{mark}/" in done.stdout + done.stderr
+    assert "test_x" in done.stdout + done.stderr and said in done.stdout + done.stderr
 
 
 def _ci_checkout(tmp_path: Path, failing_tier: str = "") -> Path:

@@ -1,17 +1,12 @@
 """Held-out prediction on the emulated cluster: profile at two bandwidths, predict a third, measure it.
 
 Runs real `stash profile --cluster emulated --cluster-bandwidth RATE` profiles through the campaign runner
-(2 nodes x 1 worker, resnet10 at 3x32x32), so it takes several minutes; it skips, saying why, where
-`stash profile` has no emulated-cluster option yet. The error is printed and bounded loosely (a factor of
-two either way) so that a busy machine does not make it flicker; the ordering of the measured stalls is
-asserted too.
+(2 nodes x 1 worker, resnet10 at 3x32x32), so it takes a few minutes. The error is printed and bounded
+loosely (a factor of two either way) so that a busy machine does not make it flicker; the ordering of the
+measured stalls is asserted too.
 """
 
 from __future__ import annotations
-
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 from clusterkit import cluster_fixture
@@ -21,26 +16,16 @@ from stash_core.decide.fit import fit_stall_models, model_counts, parse_rate_gbp
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.quiet]
 
-REPO = Path(__file__).resolve().parents[2]
 # Rates low enough that the wire time of resnet10's 18.7 MiB of gradients (about 1.6 s, 0.8 s, 0.4 s)
 # stands well above what two nodes sharing this machine's cores add by contention.
 CALIBRATION_RATES = ["100mbit", "400mbit"]
 HELD_OUT_RATE = "200mbit"
 
 
-def _profile_supports_cluster() -> bool:
-    help_text = subprocess.run(
-        [sys.executable, "-m", "stash_core", "profile", "--help"], capture_output=True, text=True, cwd=REPO
-    ).stdout
-    return "--cluster-bandwidth" in help_text
-
-
 cluster_state = cluster_fixture(2, "held", bandwidth="1gbit", latency="0ms")
 
 
 def test_network_stall_at_an_unprofiled_bandwidth(tmp_path, cluster_state):
-    if not _profile_supports_cluster():
-        pytest.skip("`stash profile` has no --cluster emulated / --cluster-bandwidth options yet")
     settings = CampaignSettings(
         db_path=tmp_path / "heldout.duckdb",
         iterations="10",  # each R1n iteration carries 0.4-1.6 s of wire time: 10 average it well enough
