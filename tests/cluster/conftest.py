@@ -49,9 +49,8 @@ HERE = Path(__file__).parent
 # in collection order (tests/conftest.py puts the files with a `slow` test first and keeps this order among
 # them): started first, the long ones go to different processes and the short ones fill in beside them.
 LONGEST_FIRST = (
-    "test_prediction_heldout.py",
-    "test_profile_network_faults.py",
     "test_profile_network.py",
+    "test_profile_network_faults.py",
     "test_multinode.py",
     "test_script_multinode.py",
     "test_named.py",

@@ -1,5 +1,6 @@
 """`stash profile` and `stash probe` across the emulated cluster: the network stall against the link's limit,
-and probes against the tc rate (the faults: test_profile_network_faults.py).
+probes against the tc rate, and the stall predicted at a bandwidth never profiled against a profile there
+(the faults: test_profile_network_faults.py).
 
 One 2-node cluster for the module, without CPU splitting: R1 (2 workers on node 0) and R1n (1 worker on
 each node) then use the same two cores, so their difference is the network alone. The model
@@ -13,11 +14,16 @@ import subprocess
 
 import duckdb
 import pytest
-from clusterkit import cluster_fixture, net_profile, stash_argv, stash_env
+from clusterkit import NET_MODEL, cluster_fixture, net_profile, stash_argv, stash_env
+
+from stash_core.decide.campaign import CampaignSettings, plan_campaign, run_campaign
+from stash_core.decide.fit import fit_stall_models, parse_rate_gbps, predict_stall
 
 pytestmark = [pytest.mark.cluster, pytest.mark.quiet]  # measured stalls and probes against the link's rate
 
 cluster_state = cluster_fixture(2, "net", bandwidth="200mbit", latency="0ms")
+INSTANCE = "emulated"
+HELD_OUT_RATE = "400mbit"  # between the two profiled rates
 
 
 @pytest.fixture(scope="module")
@@ -26,7 +32,11 @@ def two_bandwidths(cluster_state, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("bandwidths")
     runs = {}
     for rate in ("200mbit", "800mbit"):
-        runs[rate] = net_profile(cluster_state, tmp, "--iterations", "12", "--cluster-bandwidth", rate)
+        # stored as the campaign runner labels an emulated link: the held-out test below fits to them
+        label = f"{INSTANCE}@{rate}"
+        runs[rate] = net_profile(
+            cluster_state, tmp, "--iterations", "12", "--cluster-bandwidth", rate, "--instance", label
+        )
     return tmp, runs
 
 
@@ -103,3 +113,48 @@ def test_stash_probe_across_two_nodes(cluster_state, tmp_path):
             "SELECT count(*), min(nodes) FROM probes WHERE probe_id = ?", [probe["probe_id"]]
         )
         assert stored.fetchone() == (len(probe["allreduce"]) + len(probe["p2p"]), 2)
+
+
+@pytest.mark.slow
+def test_network_stall_at_an_unprofiled_bandwidth(two_bandwidths, cluster_state, tmp_path):
+    """Held out: the stall models fitted to the profiles at 200 and 800 Mbit/s predict the network stall at
+    400 Mbit/s, which a profile through the campaign runner (`stash profile` in a child process) then
+    measures. The error is printed and bounded loosely (a factor of two either way) so that a busy machine
+    does not make it flicker; the ordering of the three measured stalls is asserted too."""
+    tmp, runs = two_bandwidths
+    model = runs["200mbit"][1]["model"]
+    predicted = predict_stall(
+        counts={key: model[key] for key in ("grad_bytes", "grad_tensor_count", "layer_count")},
+        stall="network",
+        workers_per_node=1,
+        nodes=2,
+        device="cpu",
+        instance=INSTANCE,
+        bandwidth_gbps=parse_rate_gbps(HELD_OUT_RATE),
+        report=fit_stall_models(tmp / "results.duckdb", stalls=("network",)),
+    )
+    assert predicted["stall_s"] is not None, predicted["status"]
+    settings = CampaignSettings(
+        db_path=tmp_path / "held_out.duckdb",
+        iterations="12",
+        input_shape="3,16,16",
+        num_classes=10,
+        device="cpu",
+        stalls=["network"],  # R1 and R1n only
+        extra_args=["--cluster-state", str(cluster_state), "--no-probes"],
+    )
+    model_ref = NET_MODEL[NET_MODEL.index("--model") + 1]
+    lines: list[str] = []
+    plan = plan_campaign([model_ref], [8], [1], [2], [HELD_OUT_RATE], instance=INSTANCE)
+    outcome = run_campaign(plan, settings, report=lines.append)
+    assert not outcome.failed and len(outcome.completed) == 1, "\n".join(lines)
+    observed = fit_stall_models(settings.db_path, stalls=("network",)).observations
+    held_out = float(observed.set_index("bandwidth_gbps").loc[parse_rate_gbps(HELD_OUT_RATE), "stall_s"])
+    at = {rate: doc["breakdown"]["stalls"]["network"]["seconds"] for rate, (_, doc) in runs.items()}
+    error = abs(predicted["stall_s"] - held_out) / held_out
+    print(
+        f"network stall measured {at} and {held_out:.4f} s at {HELD_OUT_RATE}; predicted there "
+        f"{predicted['stall_s']:.4f} s by {predicted['method']}; error {error:.1%}"
+    )
+    assert at["200mbit"] > held_out > at["800mbit"] > 0
+    assert 0.5 < predicted["stall_s"] / held_out < 2.0
