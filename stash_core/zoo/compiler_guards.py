@@ -54,7 +54,7 @@ def compiler_unimported() -> Iterator[None]:
     finally:
         if sys.modules.get(COMPILER) is stand_in:
             del sys.modules[COMPILER]
-        if getattr(package, NAME, None) is stand_in:
+        if vars(package).get(NAME) is stand_in:  # (not getattr: torch would import the compiler to answer)
             delattr(package, NAME)
         if loaded in sys.meta_path:
             sys.meta_path.remove(loaded)
@@ -80,6 +80,7 @@ def _stand_in(served: list[Callable]) -> types.ModuleType:
             raise AttributeError(name)
         if sys.modules.get(COMPILER) is stand_in:
             del sys.modules[COMPILER]
+        if vars(sys.modules[PACKAGE]).get(NAME) is stand_in:
             delattr(sys.modules[PACKAGE], NAME)
         return getattr(importlib.import_module(COMPILER), name)
 

@@ -30,8 +30,10 @@ CATALOG = {
 def described(path: Path) -> dict:
     with duckdb.connect(str(path), read_only=True) as con:
         found = {name: con.execute(sql + " ORDER BY ALL").fetchall() for name, sql in CATALOG.items()}
+        # in a fixed order too: a table's rows have none (the copy inserts them in parallel, in any order)
         found["rows"] = {
-            table: con.execute(f'SELECT * FROM "{table}"').fetchall() for _, table, *_ in found["tables"]
+            table: con.execute(f'SELECT * FROM "{table}" ORDER BY ALL').fetchall()
+            for _, table, *_ in found["tables"]
         }
     return found
 
