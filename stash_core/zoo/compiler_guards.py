@@ -84,9 +84,14 @@ def _stand_in(served: list[Callable]) -> types.ModuleType:
             delattr(sys.modules[PACKAGE], NAME)
         return getattr(importlib.import_module(COMPILER), name)
 
+    def real_utils(name: str) -> object:
+        if name.startswith("__"):  # not a package, and not the real module's file
+            raise AttributeError(name)
+        return getattr(real("utils"), name)
+
     utils = types.ModuleType(COMPILER + ".utils")
     utils.get_optimize_ddp_mode = lambda: DEFAULT_DDP_MODE  # type: ignore[attr-defined]
-    utils.__getattr__ = lambda name: getattr(real("utils"), name)  # type: ignore[attr-defined]
+    utils.__getattr__ = real_utils  # type: ignore[attr-defined]
     stand_in.disable = disable  # type: ignore[attr-defined]
     stand_in.graph_break = graph_break  # type: ignore[attr-defined]
     stand_in.utils = utils  # type: ignore[attr-defined]
