@@ -1,4 +1,4 @@
-"""Ending a process and everything it started (psutil): the one tree-killer of Stash.
+"""Processes: whether one runs (pid_alive), and ending one with everything it started: the one tree-killer.
 
 torchrun starts each worker in a session of its own and data-loader workers are children of the workers,
 so neither signalling one process group nor one process is enough. A tree is the root and every process
@@ -12,11 +12,26 @@ import os
 import signal
 import subprocess
 import time
+from pathlib import Path
 
 import psutil
 
 DEFAULT_GRACE_S = 5.0
 KILL_WAIT_S = 2.0
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether pid is a running process (a zombie is not), another user's included."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] != "Z"
+    except OSError:  # gone since the signal
+        return False
 
 
 def descendants(pid: int) -> list[psutil.Process]:

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from stash_core.errors import UsageError
+from stash_core.proc import pid_alive
 
 MANIFEST_NAME = "MANIFEST.json"
 _TMP_PREFIX = ".tmp-"
@@ -31,21 +32,11 @@ def read_manifest(dataset_dir: Path) -> dict[str, Any] | None:
         return None
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def _remove_stale_tmp_dirs(parent: Path, name: str) -> None:
     # A build killed hard (SIGKILL, power loss) leaves .tmp-<name>-<pid>; remove those of dead processes.
     for tmp_dir in parent.glob(f"{_TMP_PREFIX}{name}-*"):
         pid_text = tmp_dir.name.rsplit("-", 1)[-1]
-        if pid_text.isdigit() and not _pid_alive(int(pid_text)):
+        if pid_text.isdigit() and not pid_alive(int(pid_text)):
             shutil.rmtree(tmp_dir, ignore_errors=True)
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from stash_core.errors import MeasurementError, UsageError
 from stash_core.launch.cluster_cmd import run_cmd
 from stash_core.launch.cluster_names import DEFAULT_LAYOUT, SSH_USER, WORKER_ENV, Layout, node_dir
+from stash_core.proc import pid_alive
 
 SSHD_START_TIMEOUT_S = 10.0
 CLIENT_KEY = "id_ed25519"
@@ -112,20 +113,6 @@ def start_sshd(state_dir: Path, index: int, layout: Layout = DEFAULT_LAYOUT) -> 
             time.sleep(0.05)
     log_tail = log.read_text(errors="replace").strip().splitlines()[-1:] if log.exists() else []
     raise MeasurementError(f"sshd on {namespace} did not start: {log_tail[0] if log_tail else 'no log'}")
-
-
-def pid_alive(pid: int) -> bool:
-    """Whether pid is a running process (a zombie is not)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def is_our_sshd(pid: int | None, state_dir: Path, index: int) -> bool:

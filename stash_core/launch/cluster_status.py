@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from stash_core.errors import UsageError
-from stash_core.launch import cluster_gone, cluster_net, cluster_sshd
+from stash_core.launch import cluster_gone, cluster_net
 from stash_core.launch.cluster_names import NODE_IFNAME, SSH_USER, WORKER_ENV, Layout, cluster_option
 from stash_core.launch.cluster_shaping import (
     check_loss,
@@ -20,6 +20,7 @@ from stash_core.launch.cluster_shaping import (
 )
 from stash_core.launch.cluster_state import load_state, require_state, resolve, save_state
 from stash_core.launch.ssh import SshTarget
+from stash_core.proc import pid_alive
 
 
 def cluster_status(state_dir: Path | None = None, name: str | None = None) -> dict:
@@ -61,7 +62,7 @@ def _node_status(layout: Layout, node: dict, exists: bool) -> dict:
         "address": node["address"],
         "exists": exists,
         "sshd_pid": pid,
-        "sshd_alive": bool(pid) and cluster_sshd.pid_alive(pid),
+        "sshd_alive": bool(pid) and pid_alive(pid),
         "link_up": cluster_net.link_up(layout.hub_namespace, hub_end) if hub_end else None,
         "shaping": node["shaping"],
         # what the node sends is shaped on its own end, what it receives on the bridge end

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import duckdb
 
+from stash_core.proc import pid_alive
 from stash_core.store.instances import transaction
 from stash_core.store.schema import create_schema
 
@@ -53,20 +54,10 @@ def _remove_left_behind(temporary: Path) -> None:
     for folder in temporary.glob(f"{_PREFIX}*-*"):
         pid = folder.name.removeprefix(_PREFIX).split("-", 1)[0]
         try:
-            if pid.isdigit() and folder.stat().st_uid == os.getuid() and not _alive(int(pid)):
+            if pid.isdigit() and folder.stat().st_uid == os.getuid() and not pid_alive(int(pid)):
                 shutil.rmtree(folder, ignore_errors=True)
         except OSError:
             pass  # gone already, or another's
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass  # another user's
-    return True
 
 
 def copy_schema(con: duckdb.DuckDBPyConnection) -> None:

@@ -12,7 +12,7 @@ import time
 
 import psutil
 
-from stash_core.proc import descendants, end_pids, end_tree
+from stash_core.proc import descendants, end_pids, end_tree, pid_alive
 
 # A parent that starts a child in a session of its own (as torchrun does with its workers), which starts
 # a grandchild that ignores SIGTERM; each prints its pid.
@@ -120,3 +120,14 @@ def test_a_process_that_outlives_sigkill_is_returned(monkeypatch):
         monkeypatch.undo()
         sleeper.send_signal(signal.SIGKILL)
         sleeper.wait()
+
+
+def test_pid_alive_says_running_not_a_zombie_nor_a_reaped_process():
+    assert pid_alive(os.getpid())
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and psutil.Process(child.pid).status() != psutil.STATUS_ZOMBIE:
+        time.sleep(0.02)
+    assert not pid_alive(child.pid)  # exited, not reaped yet: a zombie
+    child.wait()
+    assert not pid_alive(child.pid)  # reaped
