@@ -6,6 +6,7 @@ as the inserts take.
 
 from __future__ import annotations
 
+import collections
 import json
 import time
 from collections.abc import Callable
@@ -63,12 +64,12 @@ def ingest_files(db_path: Path | str, paths: list[Path] | list[str]) -> list[tup
         prepared.append((path, item))
     _refuse_conflicts(db_path, prepared)
     outcomes = []
-    waiting = list(prepared)
+    waiting = collections.deque(prepared)
     while waiting:
         with connect(db_path) as con:
             turn_ends = time.monotonic() + READER_TURN_S
             while waiting:  # at least one file a connection
-                path, item = waiting.pop(0)
+                path, item = waiting.popleft()
                 if isinstance(item, PreparedRun):
                     outcomes.append((path, item.run_id, _insert(con, item)))
                 else:
