@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import builtins
 import collections
+import contextlib
 import gc
 import os
 import socket
@@ -22,6 +23,7 @@ import traceback
 import types
 from pathlib import Path
 
+import torch
 import torch.distributed as dist
 
 from stash_core.measure import protocol
@@ -29,6 +31,7 @@ from stash_core.measure.script_cache import cache_state_thread, evict_each_read
 from stash_core.measure.script_hooks import StepClock, install
 from stash_core.measure.script_stop import StopRule, StopScript
 from stash_core.measure.worker_job import read_worker_job
+from stash_core.zoo.compiler_guards import compiler_unimported
 
 STDERR_TAIL_LINES = 20
 
@@ -118,7 +121,11 @@ def run_script(job: dict, clock: StepClock, rule: StopRule) -> dict:
     sys.argv = [str(path), *job.get("script_args", [])]
     sys.path.insert(0, str(path.parent))
     try:
-        run_as_main(code, path)
+        # As in Stash's own workers (worker.py): on the CPU, the optimizer's and DDP's reach for torch's
+        # compiler is served without importing it (2-3 s of CPU a process); a script that compiles, or asks
+        # the compiler anything else, loads the real one at that moment. On a GPU the script runs as it is.
+        with compiler_unimported() if cpu_only(job) else contextlib.nullcontext():
+            run_as_main(code, path)
     except StopScript:
         return rule.result
     except SystemExit as error:
@@ -135,6 +142,12 @@ def run_script(job: dict, clock: StepClock, rule: StopRule) -> dict:
     if clock.iterations == 0:
         raise ScriptFailed("the script ended after its first optimizer step: no whole iteration to time")
     return rule.ended_by_script()
+
+
+def cpu_only(job: dict) -> bool:
+    """Whether the script can only run on the CPU: asked for, or no GPU to be had."""
+    asked = job.get("device") or "auto"
+    return asked == "cpu" or (asked == "auto" and not torch.cuda.is_available())
 
 
 def run_as_main(code, path: Path) -> None:

@@ -10,12 +10,13 @@ and every measuring launch on the CPU (its first optimizer and DDP).
 While the block runs, and only if nothing has imported the compiler yet, `torch._dynamo` is a stand-in
 that serves what eager code asks of it, as the compiler does when it is not tracing: `disable(fn)` returns
 fn unguarded (a guard only matters while the compiler traces, and nothing does), `graph_break()` does
-nothing, and `utils.get_optimize_ddp_mode()` gives the compiler's default mode (DDP checks it at
-construction: anything but "python_reducer" keeps DDP's C++ reducer). Anything else asked of it (a model
-that calls torch.compile, reads the compiler's config, imports one of its modules) loads the real compiler
-first, once, and gets the real answer: the stand-in costs such a model nothing but the guards it served
-before. Afterwards the stand-in and every guard it served are removed, so a later torch.compile or
-optimizer in the same process imports the real compiler and guards as usual.
+nothing, `utils.get_optimize_ddp_mode()` gives the compiler's default mode (DDP checks it at construction:
+anything but "python_reducer" keeps DDP's C++ reducer), and `trace_rules.clear_lru_cache()` (what
+init_process_group calls once the compiler is in sys.modules) has no cache to clear. Anything else
+asked of it (a model that calls torch.compile, reads the compiler's config, imports one of its modules)
+loads the real compiler first, once, and gets the real answer: the stand-in costs such a model nothing
+but the guards it served before. Afterwards the stand-in and every guard it served are removed, so a later
+torch.compile or optimizer in the same process imports the real compiler and guards as usual.
 """
 
 from __future__ import annotations
@@ -84,17 +85,24 @@ def _stand_in(served: list[Callable]) -> types.ModuleType:
             delattr(sys.modules[PACKAGE], NAME)
         return getattr(importlib.import_module(COMPILER), name)
 
-    def real_utils(name: str) -> object:
-        if name.startswith("__"):  # not a package, and not the real module's file
-            raise AttributeError(name)
-        return getattr(real("utils"), name)
+    def submodule(name: str, **served_here: Callable) -> types.ModuleType:
+        """One of the compiler's modules serving `served_here`, the real module's answer for anything else."""
+        module = types.ModuleType(f"{COMPILER}.{name}")
 
-    utils = types.ModuleType(COMPILER + ".utils")
-    utils.get_optimize_ddp_mode = lambda: DEFAULT_DDP_MODE  # type: ignore[attr-defined]
-    utils.__getattr__ = real_utils  # type: ignore[attr-defined]
+        def rest(attribute: str) -> object:
+            if attribute.startswith("__"):  # not a package, and not the real module's file
+                raise AttributeError(attribute)
+            return getattr(real(name), attribute)
+
+        vars(module).update(served_here, __getattr__=rest)
+        return module
+
     stand_in.disable = disable  # type: ignore[attr-defined]
     stand_in.graph_break = graph_break  # type: ignore[attr-defined]
-    stand_in.utils = utils  # type: ignore[attr-defined]
+    ddp_mode = submodule("utils", get_optimize_ddp_mode=lambda: DEFAULT_DDP_MODE)
+    # init_process_group clears the compiler's caches once it is in sys.modules: none yet, nothing to clear
+    caches = submodule("trace_rules", clear_lru_cache=lambda: None)
+    stand_in.utils, stand_in.trace_rules = ddp_mode, caches  # type: ignore[attr-defined]
     stand_in.__getattr__ = real  # type: ignore[attr-defined]
     return stand_in
 

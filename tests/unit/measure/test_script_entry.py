@@ -147,6 +147,33 @@ def test_a_script_without_a_dataloader_gets_its_iteration_time_and_no_loader(tmp
     assert result["script"] == {**result["script"], "loader_used": False, "batch_size": None}
 
 
+# Steps 25 times, then notes whether torch's compiler was imported (its modules loaded) in this process.
+COMPILER_NOTE = """
+import sys, torch
+from pathlib import Path
+model = torch.nn.Linear(4, 1)
+if sys.argv[2] == "compile":
+    model = torch.compile(model, backend="eager")
+optimizer = torch.optim.AdamW(model.parameters(), lr=0.01)
+x = torch.randn(64, 4)
+for step in range(25):
+    model(x).sum().backward()
+    optimizer.step()
+    optimizer.zero_grad()
+loaded = any(name.startswith("torch._dynamo.") for name in sys.modules)
+Path(sys.argv[1]).write_text("compiler loaded" if loaded else "compiler not loaded")
+"""
+
+
+@pytest.mark.parametrize(("mode", "note"), [("eager", "compiler not loaded"), ("compile", "compiler loaded")])
+def test_on_the_cpu_the_compiler_is_imported_only_by_a_script_that_compiles(tmp_path, mode, note) -> None:
+    noted = tmp_path / "note.txt"
+    status, messages, stderr = run_entry(tmp_path, COMPILER_NOTE, [str(noted), mode])
+    assert status == 0, stderr
+    assert messages["RESULT"]["stop_reason"] == "script_ended"
+    assert noted.read_text() == note
+
+
 @pytest.mark.parametrize(
     ("case", "source", "says"),
     [

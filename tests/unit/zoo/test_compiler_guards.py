@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from support import REPO
 
-# In a new interpreter (this test process may hold the compiler already): DDP over a gloo group of one and
+# In a new interpreter (this test process may hold the compiler already): a gloo group of one, DDP over it and
 # both of Stash's optimizers, a few steps each, inside the stand-in's block (or with the compiler loaded
 # first: "real"); every import of the compiler's package is logged. Then, in a second block, a forward
 # that imports one of the compiler's modules and a torch.compile call.
@@ -35,9 +35,9 @@ SCRIPT = textwrap.dedent(
 
     if sys.argv[1] == "real":
         import torch._dynamo
-    dist.init_process_group("gloo", init_method="file://" + sys.argv[2], rank=0, world_size=1)
     answer = {}
     with compiler_unimported():
+        dist.init_process_group("gloo", init_method="file://" + sys.argv[2], rank=0, world_size=1)
         for name in ("sgd", "adamw"):
             torch.manual_seed(0)
             model = DistributedDataParallel(torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(),
@@ -87,7 +87,7 @@ def _train(mode: str, tmp_path: Path) -> dict:
 def test_the_stand_in_trains_as_the_compiler_does_without_it_and_hands_over_what_it_cannot_serve(tmp_path):
     served, real = _train("stand-in", tmp_path), _train("real", tmp_path)
     assert served["sgd"] == real["sgd"] and served["adamw"] == real["adamw"]  # bit for bit
-    assert served["real_imports_inside"] == 0  # DDP, zero_grad, step: all served
+    assert served["real_imports_inside"] == 0  # the group, DDP, zero_grad, step: all served
     assert real["real_imports_inside"] == 1
     assert served["left_behind"] is False and real["left_behind"] is True  # the stand-in gone with its block
     # a module of the compiler, asked for through the stand-in: the real compiler's own module, loaded once
