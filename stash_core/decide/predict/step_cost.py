@@ -177,11 +177,10 @@ def step_cost(
 @functools.lru_cache(maxsize=64)
 def default_input_shape(model: str) -> tuple[int, ...]:
     """The input shape a model takes when none is given (built on the meta device: no step traced)."""
-    from stash_core.zoo import build_model
+    from stash_core.zoo import describe_model
 
     try:
-        with torch.device("meta"):
-            _net, info = build_model(model, input_shape=None)
+        info = describe_model(model)  # (a zoo model without importing torch's compiler)
     except UsageError:
         raise
     except Exception:  # noqa: BLE001 - a user model that needs real tensors: its traced step says

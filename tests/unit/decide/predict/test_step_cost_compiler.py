@@ -15,7 +15,7 @@ SCRIPT = textwrap.dedent(
     import sys
     import torch
     from torch._refs import add
-    from stash_core.decide.predict.step_cost import step_cost
+    from stash_core.decide.predict.step_cost import default_input_shape, step_cost
 
     def guard_cached(function):
         while function is not None:
@@ -25,6 +25,7 @@ SCRIPT = textwrap.dedent(
         return False
 
     cost = step_cost("resnet18", 4, (3, 32, 32))  # batch norm and the loss decompose on the meta device
+    print("decoder input:", default_input_shape("gpt2"))  # its embedding initialises through a guard
     print("compiler loaded after counting:", "torch._dynamo" in sys.modules)
     print("guard left cached:", guard_cached(add))
     print("ops", len(cost.ops), "flops", cost.total_flops)
@@ -47,6 +48,7 @@ def test_counting_leaves_the_compiler_unimported_counts_the_same_and_compiles_af
     fresh = _run(SCRIPT, tmp_path / "fresh")
     assert "compiler loaded after counting: False" in fresh
     assert "guard left cached: False" in fresh
+    assert "decoder input: (1024,)" in fresh
     assert "compiled: [2.0, 2.0] compiler loaded: True" in fresh
     loaded = _run("import torch._dynamo\n" + SCRIPT, tmp_path / "loaded")
     assert "guard left cached: True" in loaded  # the real compiler guards (and caches) as usual
