@@ -155,7 +155,7 @@ def check_fits_machine(name: str, entry: ZooEntry) -> None:
     built on the meta device, which allocates nothing): a 7B model is refused, not swapped to death."""
     if torch.empty(0).is_meta:
         return
-    with torch.device("meta"):
+    with torch.device("meta"), compiler_unimported():  # (meta embeddings initialise through a guard)
         weights_bytes = 4 * sum(param.numel() for param in entry.factory().parameters())
     available_bytes = psutil.virtual_memory().available
     if weights_bytes > available_bytes:
