@@ -3,9 +3,17 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 # STASH_TEST_NO_SETUP=1: the caller has set up already (scripts/test_tiers.sh runs tiers of this suite at once)
-[ "${STASH_TEST_NO_SETUP:-}" = 1 ] || bash scripts/setup.sh --system
-# No pytest arguments: the whole suite, in tiers that keep both cores busy (scripts/test_tiers.sh).
-[ $# -gt 0 ] || exec bash scripts/test_tiers.sh
+set_up=1
+[ "${STASH_TEST_NO_SETUP:-}" = 1 ] && set_up=0
+# No pytest arguments: the whole suite, in tiers that keep both cores busy (scripts/test_tiers.sh). Only
+# the cluster and browser tiers need the system packages (sshd, chromium): the tiers install them beside
+# tier 1, which starts once the Python packages are in.
+if [ $# -eq 0 ]; then
+    [ "$set_up" = 0 ] && exec bash scripts/test_tiers.sh
+    bash scripts/setup.sh
+    exec bash scripts/test_tiers.sh --system
+fi
+[ "$set_up" = 0 ] || bash scripts/setup.sh --system
 # -q unless the caller chose the verbosity (a second -q would make `--co -q` print per-file counts).
 quiet=(-q)
 for arg in "$@"; do

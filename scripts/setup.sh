@@ -6,18 +6,10 @@ cd "$(dirname "$0")/.."
 
 with_system_packages="${1:-}"
 apt_pid=""
-if [ "$with_system_packages" = "--system" ] && [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null; then
-    needed=()
-    command -v sshd >/dev/null || [ -x /usr/sbin/sshd ] || needed+=(openssh-server)
-    command -v ssh >/dev/null || needed+=(openssh-client)
-    command -v ip >/dev/null || needed+=(iproute2)
-    command -v chromium >/dev/null || needed+=(chromium)
-    if [ ${#needed[@]} -gt 0 ]; then
-        echo "installing system packages: ${needed[*]}"
-        # beside the Python packages below: neither needs the other, and both mostly wait on downloads
-        (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${needed[@]}" >/dev/null) &
-        apt_pid=$!
-    fi
+if [ "$with_system_packages" = "--system" ]; then
+    # beside the Python packages below: neither needs the other, and both mostly wait on downloads
+    bash scripts/setup_system.sh &
+    apt_pid=$!
 fi
 
 if [ ! -x .venv/bin/python ]; then

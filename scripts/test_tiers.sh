@@ -10,7 +10,8 @@
 #      against. That is a cpu cgroup of their own marked idle, where the machine lets us make one (root):
 #      SCHED_IDLE alone (chrt) does not do it, because the kernel's autogroups give every session (each
 #      launch starts one) an equal share whatever its tasks' policy;
-#   2. beside it at normal priority, one after the other:
+#   2. beside it at normal priority, one after the other (first, with --system, the system packages that
+#      tiers 2a and 2c need: scripts/setup_system.sh; test.sh passes it when it set up the Python packages):
 #      a. tests/cluster (marker `cluster`), in two pytest-xdist processes of their own, a file to a process
 #         (its cluster made once; the files that compare measured times as one, never two at once:
 #         tests/conftest.py), every process naming its clusters its own way (clusterkit.py);
@@ -26,6 +27,8 @@
 # them is not taken for a leftover. The caller (test.sh) has set up already.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+with_system_packages=0
+[ "${1:-}" = --system ] && with_system_packages=1
 export STASH_TEST_NO_SETUP=1  # each tier's test.sh: set up once by the caller, not by each tier at once
 log=$(mktemp)
 started=$SECONDS
@@ -50,6 +53,11 @@ fi
 # The quiet tier's files: those that say mark.quiet (tests/conftest.py refuses a quiet launch elsewhere).
 mapfile -t quiet_files < <(grep -rl --include='test_*.py' 'mark\.quiet' tests | grep -v '^tests/cluster/')
 {
+    if [ "$with_system_packages" = 1 ]; then
+        bash scripts/setup_system.sh
+        echo "system packages exit code $?"
+        echo "=== system packages: $((SECONDS - started)) s ==="
+    fi
     bash test.sh -m "cluster" "${parallel[@]}" tests/cluster
     echo "cluster exit code $?"
     echo "=== tier 2a (cluster): $((SECONDS - started)) s ==="
@@ -71,6 +79,8 @@ cat "$log"
 cluster=$(sed -n 's/^cluster exit code //p' "$log")
 quiet=$(sed -n 's/^quiet exit code //p' "$log")
 browser=$(sed -n 's/^browser exit code //p' "$log")
+system=$(sed -n 's/^system packages exit code //p' "$log")
+[ "$with_system_packages" = 1 ] || system=0
 echo "=== all tiers: $((SECONDS - started)) s; exit codes: tier 1 $beside, cluster ${cluster:-?}," \
-    "quiet launches ${quiet:-?}, browser ${browser:-?} ==="
-[ "$beside" = 0 ] && [ "$cluster" = 0 ] && [ "$quiet" = 0 ] && [ "$browser" = 0 ]
+    "quiet launches ${quiet:-?}, browser ${browser:-?}, system packages ${system:-?} ==="
+[ "$beside" = 0 ] && [ "$cluster" = 0 ] && [ "$quiet" = 0 ] && [ "$browser" = 0 ] && [ "$system" = 0 ]

@@ -24,6 +24,7 @@ def stub_checkout(tmp_path: Path) -> Path:
     for name in ("run.sh", "test.sh", "scripts/test_tiers.sh"):
         shutil.copy2(REPO / name, root / name)
     (root / "scripts" / "setup.sh").write_text("#!/usr/bin/env bash\nexit 0\n")
+    (root / "scripts" / "setup_system.sh").write_text('#!/usr/bin/env bash\necho "SYSTEM PACKAGES"\n')
     for program in ("python", "streamlit"):
         stub = root / ".venv" / "bin" / program
         stub.write_text('#!/usr/bin/env bash\necho "ARGS: $*"\n')
@@ -66,11 +67,18 @@ def test_run_sh_says_where_stash_is_and_how_to_put_it_on_path(tmp_path: Path) ->
 def test_test_sh_sets_up_unless_told_the_caller_did(tmp_path: Path) -> None:
     root = stub_checkout(tmp_path)
     (root / "scripts" / "setup.sh").write_text('#!/usr/bin/env bash\necho "SETUP $*"\n')
+    # some tests: the Python packages and the system packages, before pytest
+    _, stdout = args_of(root, "test.sh", "tests/unit")
+    assert "SETUP --system" in stdout and "SYSTEM PACKAGES" not in stdout
+    # the whole suite: the Python packages first; the tiers install the system packages beside tier 1
     _, stdout = args_of(root, "test.sh")
-    assert "SETUP --system" in stdout
-    done = subprocess.run(["bash", "test.sh"], cwd=root, capture_output=True, text=True, check=True,
-                          env={"PATH": "/usr/bin:/bin", "STASH_TEST_NO_SETUP": "1"})  # fmt: skip
-    assert "SETUP" not in done.stdout and "ARGS: " in done.stdout
+    assert "SETUP \n" in stdout and "SETUP --system" not in stdout
+    assert stdout.count("SYSTEM PACKAGES") == 1
+    for args in ([], ["tests/unit"]):
+        env = {"PATH": "/usr/bin:/bin", "STASH_TEST_NO_SETUP": "1"}
+        command = ["bash", "test.sh", *args]
+        done = subprocess.run(command, cwd=root, capture_output=True, text=True, check=True, env=env)
+        assert "SETUP" not in done.stdout and "SYSTEM" not in done.stdout and "ARGS: " in done.stdout
 
 
 def test_the_ci_tiers_select_every_test_exactly_once() -> None:
@@ -147,6 +155,14 @@ def test_ci_sets_up_once_runs_every_tier_and_fails_when_one_does(tmp_path: Path)
             ["bash", ".ci/run"], cwd=failing, capture_output=True, text=True, env=as_a_person_runs_it()
         )
         assert done.returncode != 0 and done.stdout.count("TIER: ") == 4, (tier, done.stdout)
+    # system packages that cannot be installed fail the run, after every tier has run
+    failing = _ci_checkout(tmp_path / "system")
+    (failing / "scripts" / "setup_system.sh").write_text("#!/usr/bin/env bash\nexit 100\n")
+    done = subprocess.run(
+        ["bash", ".ci/run"], cwd=failing, capture_output=True, text=True, env=as_a_person_runs_it()
+    )
+    assert done.returncode != 0 and done.stdout.count("TIER: ") == 4
+    assert "system packages 100" in done.stdout
 
 
 def _setup_checkout(tmp_path: Path, uv_fails: bool = False) -> Path:
