@@ -2,6 +2,9 @@
 # Set up (first time, including system packages when root) and run the whole test suite.
 set -euo pipefail
 cd "$(dirname "$0")"
+# Byte-code written as Python does by default, even where PYTHONDONTWRITEBYTECODE is set: a module that set-up
+# did not compile (scripts/setup.sh) is then compiled once, not again in every process the suite starts.
+unset PYTHONDONTWRITEBYTECODE
 # STASH_TEST_NO_SETUP=1: the caller has set up already (scripts/test_tiers.sh runs tiers of this suite at once)
 set_up=1
 [ "${STASH_TEST_NO_SETUP:-}" = 1 ] && set_up=0

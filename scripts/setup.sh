@@ -16,8 +16,8 @@ if [ ! -x .venv/bin/python ]; then
     python3 -m venv .venv
 fi
 # The pinned packages by uv (UV_VERSION, from the package registry by pip): it fetches and unpacks in
-# parallel and byte-compiles on every core, some 30 s for a fresh environment on 2 cores where pip took
-# 80-90 s; once installed, a second run is a check of some 30 ms. uv does not read pip's configuration, so
+# parallel, some 15 s for a fresh environment on 2 cores where pip took 80-90 s; once installed, a second
+# run is a check of some 30 ms. uv does not read pip's configuration, so
 # the machine's wheel folders (find-links: where the CPU build of torch lies) and constraints are passed on.
 # Should uv be unavailable, pip does the same, slower.
 UV_VERSION=0.13.9
@@ -26,7 +26,7 @@ pip_setting() {  # pip's values of a setting: its PIP_ variable and every sectio
     { echo "${!variable:-}"; .venv/bin/pip config list 2>/dev/null | sed -n "s/^[^.]*\.$1='\(.*\)'\$/\1/p"; } |
         tr ' ' '\n' | awk 'NF && !seen[$0]++'  # each once (pip lists its variables too, as `:env:`)
 }
-uv_options=(--python .venv/bin/python --compile-bytecode)
+uv_options=(--python .venv/bin/python)
 for folder in $(pip_setting find-links); do uv_options+=(--find-links "$folder"); done
 for file in $(pip_setting constraint); do uv_options+=(--constraint "$file"); done
 installed_uv=$(.venv/bin/uv --version 2>/dev/null || true)
@@ -40,6 +40,24 @@ else
     echo "uv could not install the packages; installing them with pip" >&2
     .venv/bin/pip install -q -r requirements-dev.txt
     .venv/bin/pip install -q --no-deps -e .
+fi
+# Byte-code for the modules Stash's processes load (its commands, workers, dashboard and tests), written by
+# importing them once per set of pins: where PYTHONDONTWRITEBYTECODE is set, a module without it is compiled
+# again at every start. Not every file of every package (uv's --compile-bytecode: 10,457 files, 30 s on 2
+# cores), some 2,900 in two processes side by side, ~16 s.
+compiled_stamp=".venv/compiled-$(cat requirements.txt requirements-dev.txt | sha256sum | cut -c1-16)"
+if [ ! -e "$compiled_stamp" ]; then
+    load() { env -u PYTHONDONTWRITEBYTECODE .venv/bin/python -c "import $(IFS=,; echo "$*")"; }
+    load torch torch.distributed.run torch._dynamo torch.nn.parallel torch.utils.data stash_core.cli.main \
+        stash_core.measure.worker stash_core.measure.script_entry stash_core.launch.torchrun &
+    torch_pid=$!
+    load pandas pyarrow.parquet duckdb streamlit streamlit.web.cli streamlit.testing.v1 altair PIL.Image numba \
+        psutil pynvml pytest xdist &
+    rest_pid=$!
+    loaded=1
+    wait "$torch_pid" || loaded=0
+    wait "$rest_pid" || loaded=0
+    [ "$loaded" = 0 ] || touch "$compiled_stamp"
 fi
 if [ -n "$apt_pid" ]; then
     wait "$apt_pid" || { echo "installing system packages failed" >&2; exit 1; }

@@ -174,7 +174,7 @@ def _setup_checkout(tmp_path: Path, uv_fails: bool = False) -> Path:
     for name in ("requirements.txt", "requirements-dev.txt", "pyproject.toml"):
         shutil.copy2(REPO / name, root / name)
     programs = {
-        "python": "exit 0",
+        "python": 'echo "python $*" >> "$LOG"',
         "pip": 'echo "pip $*" >> "$LOG"\n'
         '[ "$1 $2" = "config list" ] && echo "install.find-links=\'/from/pip/config\'"\nexit 0',
         "uv": f'[ "$1" = --version ] && exit 1\necho "uv $*" >> "$LOG"\nexit {1 if uv_fails else 0}',
@@ -205,7 +205,14 @@ def test_setup_installs_with_uv_passing_on_pips_wheel_folders_and_constraints(tm
     for install in installs:
         assert "--find-links /wheels/a --find-links /wheels/b --find-links /from/pip/config" in install
         assert "--constraint /caps.txt" in install
-        assert "--compile-bytecode" in install
+        assert "--compile-bytecode" not in install  # not every file: what Stash's processes load, below
+    # byte-code for what Stash's processes load, by importing it in two processes, once per set of pins
+    loads = [line for line in lines if line.startswith("python -c import ")]
+    assert len(loads) == 2 and "import torch," in loads[0] and "stash_core.measure.worker" in loads[0]
+    assert "import pandas," in loads[1] and "streamlit" in loads[1]
+    assert list(root.glob(".venv/compiled-*"))
+    again = _setup_log(root)[len(lines) :]
+    assert not [line for line in again if line.startswith("python -c")]
     # without the PIP_ variables, pip's configuration files say where the wheels lie (any section)
     lines = _setup_log(_setup_checkout(tmp_path / "config"))
     assert "--find-links /from/pip/config" in next(
