@@ -49,6 +49,18 @@ def user_module_name(path: Path) -> str:
 
 
 @contextmanager
+def _nothing_written() -> Iterator[None]:
+    """Read the user's code without writing beside it (no __pycache__ in their folder, which may be read-only,
+    shared or watched), whatever PYTHONDONTWRITEBYTECODE says."""
+    saved = sys.dont_write_bytecode
+    sys.dont_write_bytecode = True
+    try:
+        yield
+    finally:
+        sys.dont_write_bytecode = saved
+
+
+@contextmanager
 def _on_sys_path(folder: Path) -> Iterator[None]:
     """Let a user file import its neighbours while it is imported and its factory runs, then tidy up."""
     entry = str(folder)
@@ -108,7 +120,8 @@ def accepts_num_classes(factory: Callable[..., object]) -> bool:
 def call_user_factory(ref: str, num_classes: int) -> tuple[nn.Module, bool]:
     """Import the factory that ref names and call it; returns (model, whether num_classes was passed)."""
     location, factory_name = split_ref(ref)
-    with limited_user_code(f"model factory {ref}"):  # a time limit; os._exit cannot end Stash
+    # a time limit (os._exit cannot end Stash), and no byte-code written beside the user's files
+    with limited_user_code(f"model factory {ref}"), _nothing_written():
         if is_file_location(location):
             folder = Path(location).expanduser().resolve().parent
             with _on_sys_path(folder):

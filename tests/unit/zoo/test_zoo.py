@@ -319,7 +319,9 @@ def test_user_files_do_not_collide_in_sys_modules(tmp_path: Path) -> None:
     assert str(tmp_path / "a") not in sys.path
 
 
-def test_user_file_can_import_its_neighbours(tmp_path: Path) -> None:
+def test_user_file_can_import_its_neighbours_and_nothing_is_written_beside_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     write(tmp_path / "blocks_for_stash_test.py", "from torch import nn\nWIDTH = 5\n")
     path = write(
         tmp_path / "net.py",
@@ -330,8 +332,11 @@ def test_user_file_can_import_its_neighbours(tmp_path: Path) -> None:
             return nn.Sequential(nn.Flatten(), nn.Linear(blocks_for_stash_test.WIDTH, num_classes))
     """,
     )
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)  # as Python runs where nothing says otherwise
     _, info = build_model(f"{path}:make", num_classes=2, input_shape=(5, 1))
     assert info.param_count == 12
+    assert sorted(child.name for child in tmp_path.iterdir()) == ["blocks_for_stash_test.py", "net.py"]
+    assert sys.dont_write_bytecode is False  # (no __pycache__ written beside the user's files)
 
 
 def test_user_model_that_cannot_run_on_meta_is_checked_with_a_real_forward(tmp_path: Path) -> None:
