@@ -10,7 +10,6 @@ to the memory a training step allocates. One process per batch size, so the peak
 
 from __future__ import annotations
 
-import contextlib
 import json
 import resource
 import sys
@@ -62,7 +61,7 @@ def peak_step_bytes(model_name: str, batch: int, device: str, num_classes: int |
     model = model.to(device).train()
     # On the CPU the optimizer's import of torch's compiler would count as the step's memory (and cost 2 s of
     # CPU): a stand-in serves it (zoo/compiler_guards.py). A model whose factory loaded it keeps the real one.
-    with compiler_unimported() if not on_gpu else contextlib.nullcontext():
+    with compiler_unimported(when=not on_gpu):
         optimizer = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9)
         criterion = loss_fn(info)
         inputs, targets = synthetic_batch(info, batch, device)

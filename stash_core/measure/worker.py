@@ -19,7 +19,6 @@ the first worker of each machine to put the data set into (or out of) that machi
 
 from __future__ import annotations
 
-import contextlib
 import datetime
 import itertools
 import os
@@ -99,7 +98,7 @@ def run_job(job: dict, rank: int) -> dict:
     # DDP and the optimizer reach for torch's compiler, which nothing here uses: on the CPU, where its import
     # (2-3 s of CPU at every launch) is not paid in the launcher either, a stand-in serves them. On a GPU,
     # workers start anew and import it as torch does. A model whose factory loaded it keeps the real one.
-    with compiler_unimported() if device.type == "cpu" else contextlib.nullcontext():
+    with compiler_unimported(when=device.type == "cpu"):
         return train(job, model, info, device, rank, world_size, local_rank)
 
 

@@ -37,9 +37,10 @@ DEFAULT_DDP_MODE = "ddp_optimizer"
 
 
 @contextmanager
-def compiler_unimported() -> Iterator[None]:
-    """Run the block with torch's compiler served by a stand-in (see above), unless it is loaded already."""
-    if COMPILER in sys.modules:
+def compiler_unimported(when: bool = True) -> Iterator[None]:
+    """Run the block with torch's compiler served by a stand-in (see above), unless it is loaded already or
+    `when` is False (the callers' GPU paths, where workers import the compiler as torch does)."""
+    if not when or COMPILER in sys.modules:
         yield
         return
     served: list[Callable] = []
@@ -53,15 +54,20 @@ def compiler_unimported() -> Iterator[None]:
     try:
         yield
     finally:
-        if sys.modules.get(COMPILER) is stand_in:
-            del sys.modules[COMPILER]
-        if vars(package).get(NAME) is stand_in:  # (not getattr: torch would import the compiler to answer)
-            delattr(package, NAME)
+        _unbind(stand_in)
         if loaded in sys.meta_path:
             sys.meta_path.remove(loaded)
         for fn in served:
             if getattr(fn, CACHED, None) is fn:
                 delattr(fn, CACHED)
+
+
+def _unbind(stand_in: types.ModuleType) -> None:
+    """Take the stand-in out of sys.modules and off torch, where it still is."""
+    if sys.modules.get(COMPILER) is stand_in:
+        del sys.modules[COMPILER]
+    if vars(sys.modules[PACKAGE]).get(NAME) is stand_in:  # (not getattr: torch would import the compiler)
+        delattr(sys.modules[PACKAGE], NAME)
 
 
 def _stand_in(served: list[Callable]) -> types.ModuleType:
@@ -79,10 +85,7 @@ def _stand_in(served: list[Callable]) -> types.ModuleType:
         # module. Others (__file__, __wrapped__ ...) are asked by tools that look around: not there.
         if name.startswith("__") and name != "__path__":
             raise AttributeError(name)
-        if sys.modules.get(COMPILER) is stand_in:
-            del sys.modules[COMPILER]
-        if vars(sys.modules[PACKAGE]).get(NAME) is stand_in:
-            delattr(sys.modules[PACKAGE], NAME)
+        _unbind(stand_in)
         return getattr(importlib.import_module(COMPILER), name)
 
     def submodule(name: str, **served_here: Callable) -> types.ModuleType:
