@@ -1,8 +1,33 @@
 #!/usr/bin/env bash
 # Set up (first time) and open the dashboard on the default database (./results.duckdb).
+# Private by default: bound to 127.0.0.1. `./run.sh --listen ADDRESS` (or STASH_LISTEN=ADDRESS) binds it to
+# ADDRESS and requires a token, printed once in the URL (STASH_DASHBOARD_TOKEN sets one of your own).
+# Further arguments go to `streamlit run`.
 set -euo pipefail
 cd "$(dirname "$0")"
+listen="${STASH_LISTEN:-127.0.0.1}"
+passed=()
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --listen) [ $# -ge 2 ] || { echo "run.sh: --listen needs an address, e.g. --listen 0.0.0.0" >&2; exit 2; }
+                  listen="$2"; shift 2 ;;
+        --listen=*) listen="${1#--listen=}"; shift ;;
+        *) passed+=("$1"); shift ;;
+    esac
+done
+case "$listen" in
+    127.0.0.1 | localhost | ::1) unset STASH_DASHBOARD_TOKEN ;;
+    *[!0-9A-Za-z.:-]* | "") echo "run.sh: --listen $listen is not an address" >&2; exit 2 ;;
+    *)
+        if [ -z "${STASH_DASHBOARD_TOKEN:-}" ]; then
+            STASH_DASHBOARD_TOKEN=$(python3 -c 'import secrets; print(secrets.token_urlsafe(24))')
+        fi
+        export STASH_DASHBOARD_TOKEN
+        echo "warning: the dashboard listens on $listen: anyone who can reach this port and has the token can run code here" >&2
+        echo "open it with ?token=$STASH_DASHBOARD_TOKEN at the end of the URL below (an SSH tunnel needs no --listen)" >&2
+        ;;
+esac
 bash scripts/setup.sh
 # The stash command lives in the environment; a script cannot change its caller's PATH, so say how.
 echo "stash: $PWD/.venv/bin/stash  (to type just \"stash\": export PATH=\"$PWD/.venv/bin:\$PATH\")"
-exec .venv/bin/streamlit run app.py "$@"
+exec .venv/bin/streamlit run app.py --server.address "$listen" ${passed[@]+"${passed[@]}"}

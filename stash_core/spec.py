@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from stash_core.errors import UsageError
+from stash_core.pathargs import input_path, input_text, output_path
 from stash_core.spec_parse import (
     BATCH_SIZE,
     DAY_S,
@@ -240,7 +241,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("--nodes", "nodes", "machines (with --hosts or --cluster)", WORKERS),
     Option("--stalls", "stalls", "comma list of compute,interconnect,network,cpu,disk (default: all)",
            parse=parse_stalls),
-    Option("--dataset", "dataset", "ImageFolder-style directory: one folder per class", parse=_resolved,
+    Option("--dataset", "dataset", "ImageFolder-style directory: one folder per class", input_text, parse=_resolved,
            group=DATA),
     Option("--synthetic-images", "synthetic_images", "generate N JPEG files once", count(10**8), group=DATA),
     Option("--dataset-images", "dataset_images", "epoch size for synthetic-only runs", count(10**12)),
@@ -270,28 +271,29 @@ OPTIONS: tuple[Option, ...] = (
            positive_real(1e6)),
     Option("--seed", "seed", "seed of the synthetic data and the model", SEED),
     # The user's own training script (see README "Profile your own training script").
-    Option("--script", "script", "your training script, run unmodified under torchrun (instead of --model)"),
+    Option("--script", "script", "your training script, run unmodified under torchrun (instead of --model)",
+           input_text),
     Option("--data-dir", "data_dir", "the files your script reads (for the cached and cold runs)",
-           parse=_resolved),
+           input_text, parse=_resolved),
     Option("--script-start-timeout", "script_start_timeout_s", "wait at most this long for the script's "
            "first optimizer step (s)", positive_real(DAY_S)),
     Option("--", "script_args", "after --: your script's own arguments"),
     # How to run and where the results go: not part of the spec.
-    Option("--out", None, "result file (default: results/RUN_ID.json)", Path),
+    Option("--out", None, "result file (default: results/RUN_ID.json)", output_path),
     Option("--no-store", None, "write the result file only, not the database", switch=True),
     Option("--progress", None, "how to show progress", choices=("auto", "bar", "json", "none"),
            default="auto"),
-    Option("--db", None, "DuckDB file (default: $STASH_DB or ./results.duckdb)", Path),
+    Option("--db", None, "DuckDB file (default: $STASH_DB or ./results.duckdb)", input_path),
     # Several machines (--cluster-state is where this machine keeps the emulated cluster's state).
     Option("--hosts", "hosts", "comma list of [user@]host[:port], one per node", parse=parse_hosts,
            group=MACHINES),
     Option("--ssh-user", "ssh_user", "user on the hosts", group=MACHINES),
-    Option("--ssh-key", "ssh_key", "private key file (only its path is kept)", parse=_expanded,
+    Option("--ssh-key", "ssh_key", "private key file (only its path is kept)", input_text, parse=_expanded,
            group=MACHINES),
     Option("--python", "remote_python", "python on the hosts (default python3)", group=MACHINES),
     Option("--workdir", "remote_workdir", "directory on the hosts to run from", group=MACHINES),
     Option("--cluster", "cluster", "use the emulated cluster", choices=("emulated",), group=MACHINES),
-    Option("--cluster-state", None, "emulated cluster state dir", group=MACHINES),
+    Option("--cluster-state", None, "emulated cluster state dir", input_text, group=MACHINES),
     Option("--cluster-name", "cluster_name", "which emulated cluster (stash cluster up --name)",
            group=MACHINES),
     Option("--cluster-bandwidth", "cluster_bandwidth", "set the emulated links to this rate for the profile",

@@ -9,6 +9,7 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
+from stash_core.pathargs import input_path
 from stash_core.errors import UsageError
 from stash_core.spec import identifier
 from stash_core.spec_parse import INT32_MAX, Number, count, parse_input_shape, positive_int, positive_real
@@ -149,7 +150,8 @@ def comma_list(rule: Callable[[str], Any], most: int = 64) -> Callable[[str], li
 
 
 def default_db() -> Path:
-    return Path(os.environ.get("STASH_DB") or "results.duckdb")
+    """$STASH_DB (`~` expanded, as the dashboard reads it), else ./results.duckdb."""
+    return Path(os.environ.get("STASH_DB") or "results.duckdb").expanduser()
 
 
 def db_path(args: argparse.Namespace) -> Path:
@@ -161,7 +163,7 @@ def db_path(args: argparse.Namespace) -> Path:
 
 def add_db_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--db", type=Path, default=None, help="DuckDB file (default: $STASH_DB or ./results.duckdb)"
+        "--db", type=input_path, default=None, help="DuckDB file (default: $STASH_DB or ./results.duckdb)"
     )
 
 

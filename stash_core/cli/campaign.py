@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from stash_core.cli.args import add_db_argument, comma_list, count, db_path, identifier
+from stash_core.pathargs import output_path
 from stash_core.errors import UsageError
 from stash_core.spec_parse import (
     BATCH_SIZE,
@@ -66,7 +67,7 @@ def add_commands(subparsers: Any, parser_class: type[argparse.ArgumentParser] | 
     camp.add_argument(
         "--instance", type=identifier, default=None, help="instance label (default: this host's name)"
     )
-    camp.add_argument("--results-dir", type=Path, default=None, help="where result files go")
+    camp.add_argument("--results-dir", type=output_path, default=None, help="where result files go")
     camp.add_argument("--dry-run", action="store_true", help="print the plan and what is stored, run nothing")
     add_db_argument(camp)
 

@@ -19,6 +19,7 @@ from stash_core.cli.args import (
     positive_real,
 )
 from stash_core.errors import UsageError
+from stash_core.pathargs import input_text
 
 # The catalog is imported inside cmd_instances: building `stash --help` must not load pandas. The values are
 # checked here when the command line is read, and again by the catalog (catalog/fields.py).
@@ -81,7 +82,7 @@ def add_commands(subparsers: Any, parser_class: type[argparse.ArgumentParser] | 
         "output lists the imported instances that lack them.",
     )
     imported.add_argument(
-        "--skypilot", required=True, metavar="DIR|FILE", help="a vms.csv or a folder of them"
+        "--skypilot", required=True, type=input_text, metavar="DIR|FILE", help="a vms.csv or a folder of them"
     )
     imported.add_argument("--region", type=identifier, help="take the prices of this region (e.g. us-east-1)")
     imported.add_argument(

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 from stash_core.cli.args import add_db_argument, db_path
+from stash_core.pathargs import check_outputs, input_path, output_path
 from stash_core.errors import StashError, UsageError, first_line
 from stash_core.interrupts import describe, exit_status, signals_as_interrupts
 from stash_core.spec import add_profile_arguments
@@ -65,7 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_profile_arguments(profile)
 
     ingest = commands.add_parser("ingest", help="store result files in the database (idempotent)")
-    ingest.add_argument("files", nargs="+", type=Path)
+    ingest.add_argument("files", nargs="+", type=input_path)
     add_db_argument(ingest)
 
     runs = commands.add_parser("runs", help="list stored runs")
@@ -78,7 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     export = commands.add_parser("export", help="export every table and view to files")
     export.add_argument("--format", required=True, choices=["parquet", "csv", "json"])
-    export.add_argument("--out", required=True, type=Path)
+    export.add_argument("--out", required=True, type=output_path, help="folder to write the files into")
     add_db_argument(export)
 
     models = commands.add_parser(
@@ -128,6 +129,7 @@ def main(argv: list[str] | None = None) -> int:
             argv = sys.argv[1:] if argv is None else argv
             refuse_undecodable(argv)
             args = parse_command(argv)
+            check_outputs(_parser(), args, db_path(args) if hasattr(args, "db") else None)
             handler = all_commands()[args.command]
             return handler(args) or 0
     except StashError as error:

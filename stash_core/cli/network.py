@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 from stash_core.cli.args import Number, count, duration_text, identifier, positive_real, rate_text, size_text
+from stash_core.pathargs import input_path, input_text, output_path
 from stash_core.errors import UsageError
 from stash_core.spec import add_machine_arguments
 from stash_core.spec_parse import WORKERS
@@ -49,10 +50,10 @@ def add_commands(subparsers, parser_class: type[argparse.ArgumentParser] | None 
     check = remote_commands.add_parser("check", help="python, torch, Stash version and GPUs of a host")
     check.add_argument("host", help="[user@]host[:port]")
     check.add_argument("--ssh-user", default=None)
-    check.add_argument("--ssh-key", default=None, help="private key file (only its path is used)")
+    check.add_argument("--ssh-key", type=input_text, default=None, help="private key file (only its path is used)")
     check.add_argument("--python", default=None, help="python on the host (default python3)")
     check.add_argument("--workdir", default=None, help="directory to run from on the host")
-    check.add_argument("--ssh-config", default=None, help="ssh_config file to use (ssh -F)")
+    check.add_argument("--ssh-config", type=input_text, default=None, help="ssh_config file to use (ssh -F)")
     check.add_argument("--json", action="store_true", help="print the raw JSON")
 
     cluster = subparsers.add_parser("cluster", help="emulated clusters: namespaces, shaped links, sshd")
@@ -116,11 +117,11 @@ def add_commands(subparsers, parser_class: type[argparse.ArgumentParser] | None 
     probe.add_argument(
         "--instance", type=identifier, default=None, help="label of the machine or cloud instance type"
     )
-    probe.add_argument("--out", type=Path, default=None, help="also write the probe as a JSON file")
+    probe.add_argument("--out", type=output_path, default=None, help="also write the probe as a JSON file")
     probe.add_argument("--no-store", action="store_true", help="do not store in the database")
     probe.add_argument("--json", action="store_true", help="print the probe as JSON")
     probe.add_argument(
-        "--db", type=Path, default=None, help="DuckDB file (default: $STASH_DB or ./results.duckdb)"
+        "--db", type=input_path, default=None, help="DuckDB file (default: $STASH_DB or ./results.duckdb)"
     )
     add_machine_arguments(probe)
 
@@ -131,7 +132,7 @@ def _cluster_arguments(parser: argparse.ArgumentParser) -> None:
         help="which cluster: 1-11 lowercase letters, digits (default: the one in --state-dir, or 'default')",
     )  # fmt: skip
     parser.add_argument(
-        "--state-dir", type=Path, default=None,
+        "--state-dir", type=input_path, default=None,
         help="default: /run/stash-cluster-NAME; for 'default' $STASH_CLUSTER_STATE or /run/stash-cluster",
     )  # fmt: skip
 

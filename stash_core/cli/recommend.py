@@ -18,6 +18,7 @@ from stash_core.cli.args import (
     positive_real,
 )
 from stash_core.cli.figures import fixed, percent
+from stash_core.pathargs import output_path
 from stash_core.cli.predict import add_format_argument
 from stash_core.spec_parse import BATCH_SIZE, parse_input_shape
 from stash_core.units import STALLS as STALL_NAMES
@@ -57,7 +58,7 @@ def add_commands(subparsers: Any, parser_class: type[argparse.ArgumentParser] | 
     )  # fmt: skip
     rec.add_argument("--max-instances", type=count(64), default=4, help="most instances of one type")
     rec.add_argument("--all", action="store_true", help="list every evaluated configuration")
-    rec.add_argument("--csv", type=Path, default=None, help="write every evaluated configuration to a CSV")
+    rec.add_argument("--csv", type=output_path, default=None, help="write every evaluated configuration to a CSV")
     add_format_argument(rec)
     add_db_argument(rec)
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from stash_core.cli.args import Number, add_db_argument, count, db_path, non_negative, positive_real, seed
+from stash_core.pathargs import input_path, output_path
 from stash_core.errors import UsageError
 from stash_core.sched import defaults
 from stash_core.sched.detect import FORMATS
@@ -79,7 +80,7 @@ def add_commands(subparsers: Any, parser_class: type[argparse.ArgumentParser] | 
         "ScheduleHelp", (argparse.RawDescriptionHelpFormatter, sched.formatter_class), {}
     )
     source = sched.add_mutually_exclusive_group(required=True)
-    source.add_argument("--trace", type=Path, help="trace file (docs/traces.md); format: --trace-format")
+    source.add_argument("--trace", type=input_path, help="trace file (docs/traces.md); format: --trace-format")
     source.add_argument("--synthetic-jobs", type=count(100_000), help="generate a trace of N jobs")
     sched.add_argument(
         "--trace-format", choices=("auto", *FORMATS), default=defaults.TRACE_FORMAT,
@@ -174,9 +175,9 @@ def add_commands(subparsers: Any, parser_class: type[argparse.ArgumentParser] | 
         "--oversubscription", type=positive_real(1e6), default=None,
         help=f"switch uplink = nodes per switch x --node-gbps / this (default {defaults.OVERSUBSCRIPTION:g})",
     )  # fmt: skip
-    sched.add_argument("--jobs-csv", type=Path, default=None, help="write each job's outcome per policy here")
+    sched.add_argument("--jobs-csv", type=output_path, default=None, help="write each job's outcome per policy here")
     sched.add_argument(
-        "--out", type=Path, default=Path("results"), help="folder of the result file sim-*.json"
+        "--out", type=output_path, default=Path("results"), help="folder of the result file sim-*.json"
     )
     sched.add_argument("--no-store", action="store_true", help="write the result file only, not the database")
     add_db_argument(sched)

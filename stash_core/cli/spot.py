@@ -22,6 +22,7 @@ from stash_core.cli.args import (
     positive_real,
     shape_text,
 )
+from stash_core.pathargs import input_path, output_path
 from stash_core.errors import UsageError
 
 # The planner is imported inside cmd_spot: building `stash --help` must not load pandas.
@@ -51,7 +52,7 @@ def add_commands(subparsers: Any, parser_class: type[argparse.ArgumentParser] | 
     spot = subparsers.add_parser(
         "spot", help="cheapest spot cluster that reaches a target loss within a time budget (spotDNN model)"
     )
-    spot.add_argument("--workload", required=True, type=Path, help="workload file (JSON), see docs")
+    spot.add_argument("--workload", required=True, type=input_path, help="workload file (JSON), see docs")
     spot.add_argument(
         "--instances", required=True, type=offers_text, help="offered types with quotas: NAME[:QUOTA],..."
     )
@@ -83,10 +84,10 @@ def add_commands(subparsers: Any, parser_class: type[argparse.ArgumentParser] | 
         help="fit spotDNN's loss model g1..g5 (eq. 3) to loss curves; write them to a workload",
     )
     fit_loss.add_argument(
-        "--csv", required=True, type=Path, help="loss curves: iteration, loss, batch_size, workers [, R]"
+        "--csv", required=True, type=input_path, help="loss curves: iteration, loss, batch_size, workers [, R]"
     )
     fit_loss.add_argument(
-        "--workload", required=True, type=Path, help="workload file to write g and the fit into"
+        "--workload", required=True, type=output_path, help="workload file to write g and the fit into"
     )
     fit_loss.add_argument("--json", action="store_true", help="print the fit as JSON")
 
@@ -101,7 +102,7 @@ def add_commands(subparsers: Any, parser_class: type[argparse.ArgumentParser] | 
     memory.add_argument("--device", default="cpu", help="cpu or cuda[:N] (default cpu)")
     memory.add_argument("--num-classes", type=count(10**7), default=None, help="classes of the output")
     memory.add_argument("--input-shape", type=shape_text, default=None, help="input shape, e.g. 3,32,32")
-    memory.add_argument("--workload", type=Path, help="workload file to write a2, b2 and the fit into")
+    memory.add_argument("--workload", type=output_path, help="workload file to write a2, b2 and the fit into")
     memory.add_argument("--json", action="store_true", help="print the fit and the table as JSON")
     add_db_argument(memory)
     cli_spot_profile.add_commands(subparsers)

@@ -25,6 +25,7 @@ from stash_core.cli.args import (
     positive_real,
     shape_text,
 )
+from stash_core.pathargs import input_path, output_path
 from stash_core.errors import UsageError
 from stash_core.userfiles import check_output, write_atomic
 
@@ -37,7 +38,7 @@ def add_commands(subparsers: Any) -> None:
         help="measure a workload for spotDNN: real async parameter-server trainings with 1, 2, 4, 7 workers",
     )
     profile.add_argument("--model", required=True, type=identifier, help="zoo model (or file.py:FACTORY)")
-    profile.add_argument("--workload", required=True, type=Path, help="workload file to write (fields kept)")
+    profile.add_argument("--workload", required=True, type=output_path, help="workload file to write (fields kept)")
     profile.add_argument("--batch", type=count(1 << 16), default=32, help="batch per worker (default 32)")
     profile.add_argument(
         "--workers", type=comma_list(count(64), most=8), default=[1, 2, 4, 7],
@@ -57,7 +58,7 @@ def add_commands(subparsers: Any) -> None:
         help="run on emulated cluster NAME (stash cluster up --name NAME): PS on node 0, a node per worker",
     )  # fmt: skip
     profile.add_argument(
-        "--loss-csv", type=Path,
+        "--loss-csv", type=input_path,
         help="also write the loss curves (fixed synthetic batches: memorisation, not a data set's curve)",
     )  # fmt: skip
     profile.add_argument("--json", action="store_true", help="print the profile as JSON")

@@ -15,6 +15,7 @@ from typing import Any
 
 from stash_core.cli.args import add_db_argument, count, db_path, non_negative, positive_real
 from stash_core.errors import UsageError
+from stash_core.pathargs import input_path
 
 # The planner is imported inside the commands: building `stash --help` must not load pandas.
 
@@ -22,7 +23,7 @@ YEAR_S = 365 * 86400.0
 
 
 def _common(parser: argparse.ArgumentParser, offers_text: Any) -> None:
-    parser.add_argument("--workload", required=True, type=Path, help="workload file (JSON)")
+    parser.add_argument("--workload", required=True, type=input_path, help="workload file (JSON)")
     parser.add_argument(
         "--instances", required=True, type=offers_text, help="offered types with quotas: NAME[:QUOTA],..."
     )
@@ -63,7 +64,7 @@ def add_commands(subparsers: Any, offers_text: Any) -> None:
     simulate.add_argument("--deadline-s", required=True, type=positive_real(YEAR_S), help="time budget")
     how = simulate.add_mutually_exclusive_group(required=True)
     how.add_argument("--rate-per-h", type=non_negative(1e4), help="revocations per spot instance per hour")
-    how.add_argument("--trace", type=Path, help="revocation trace CSV: time_s,instance")
+    how.add_argument("--trace", type=input_path, help="revocation trace CSV: time_s,instance")
     simulate.add_argument(
         "--revocation-s", type=non_negative(YEAR_S), default=30.0, help="overhead of each revocation (30)"
     )

@@ -1,0 +1,117 @@
+"""The one rule for paths on the command line: an output may not replace what the same command reads.
+
+Every option that names a local file or folder is given one of the argparse types below (a test walks
+every command's parser, so an option cannot be added without one). After parsing, `check_outputs` resolves
+each output (through links) and refuses, with one line and exit 2 before anything is written, an output
+that is the database, its write-ahead log, an input of the same command or a source file it imports (a
+model's FILE.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+from stash_core.errors import UsageError
+
+OUTPUT, INPUT = "output", "input"
+
+
+class PathArg:
+    """argparse type of a local path with a role (OUTPUT or INPUT): `~` expanded once, here; the value is a
+    Path, or its text with `as_text` (for fields stored as text)."""
+
+    __name__ = "path"  # argparse names the type in its messages
+
+    def __init__(self, role: str, as_text: bool = False) -> None:
+        self.role = role
+        self.as_text = as_text
+
+    def __call__(self, text: str) -> Path | str:
+        if not text.strip():
+            raise argparse.ArgumentTypeError("expected a path, got an empty text")
+        if any(ord(char) < 32 or ord(char) == 127 for char in text):
+            raise argparse.ArgumentTypeError("a path may not hold control characters")
+        path = Path(text).expanduser()
+        return str(path) if self.as_text else path
+
+    def __repr__(self) -> str:
+        return f"PathArg({self.role!r})"
+
+
+output_path = PathArg(OUTPUT)
+input_path = PathArg(INPUT)
+input_text = PathArg(INPUT, as_text=True)
+
+
+def role_of(action: argparse.Action) -> str | None:
+    return action.type.role if isinstance(action.type, PathArg) else None
+
+
+def chosen_actions(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Iterator[argparse.Action]:
+    """The actions of the parsers that parsed `args`: the top one and each chosen subcommand's."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            chosen = action.choices.get(getattr(args, action.dest, None) or "")
+            if chosen is not None:
+                yield from chosen_actions(chosen, args)
+        else:
+            yield action
+
+
+def _values(value: object) -> list[str | Path]:
+    if value is None:
+        return []
+    return list(value) if isinstance(value, list | tuple) else [value]  # type: ignore[list-item]
+
+
+def _model_file(model: object) -> Path | None:
+    """The FILE.py of a --model FILE.py:FACTORY (a source the command imports), else None."""
+    if not isinstance(model, str) or ":" not in model:
+        return None
+    file_part = model.rsplit(":", 1)[0]
+    return Path(file_part).expanduser() if file_part.endswith(".py") else None
+
+
+def _same(one: Path, other: Path) -> bool:
+    if os.path.realpath(one) == os.path.realpath(other):
+        return True
+    try:  # hard links, or one path through a mount of the other
+        return one.exists() and other.exists() and os.path.samefile(one, other)
+    except OSError:
+        return False
+
+
+def read_paths(actions: list[argparse.Action], args: argparse.Namespace, db: Path | None) -> list[tuple]:
+    """(what, path) of everything the command reads: its inputs, the database and its WAL, a model file."""
+    reads: list[tuple[str, Path]] = []
+    for action in actions:
+        if role_of(action) == INPUT and action.dest != "db":  # the database is named below, with its WAL
+            flag = action.option_strings[0] if action.option_strings else action.dest
+            reads += [(flag, Path(value)) for value in _values(getattr(args, action.dest, None))]
+    if db is not None:
+        reads += [("the database", db), ("the database's write-ahead log", Path(f"{db}.wal"))]
+    model_file = _model_file(getattr(args, "model", None))
+    if model_file is not None:
+        reads.append(("the model file", model_file))
+    return reads
+
+
+def check_outputs(parser: argparse.ArgumentParser, args: argparse.Namespace, db: Path | None) -> None:
+    """Refuse (UsageError, exit 2) an output path that is the database, its WAL, an input of the command or
+    a source it imports; nothing has been written when this runs."""
+    actions = list(chosen_actions(parser, args))
+    reads = read_paths(actions, args, db)
+    for action in actions:
+        if role_of(action) != OUTPUT:
+            continue
+        for value in _values(getattr(args, action.dest, None)):
+            for what, read in reads:
+                if _same(Path(value), read):
+                    flag = action.option_strings[0] if action.option_strings else action.dest
+                    raise UsageError(
+                        f"{flag} {value} is {what} ({read}) of this command: writing there would replace "
+                        "what it reads; choose another path"
+                    )

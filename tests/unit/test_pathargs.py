@@ -1,0 +1,163 @@
+"""The one rule for output paths: every command's output options are found from the parser, and none may
+replace the database, its WAL, an input of the same command or a model file it imports."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+from stash_core.cli.main import build_parser, main
+from stash_core.pathargs import INPUT, OUTPUT, PathArg, role_of
+
+# Options that name something that is not a local path of this machine, with the reason.
+NOT_LOCAL = {"--workdir": "a folder on the remote hosts"}
+# Flags and positionals that name a file or folder, by their words.
+PATH_WORDS = re.compile(r"(^|[-_])(out|csv|file|files|dir|trace|workload|script|state|db|config|key|skypilot|"
+                        r"dataset|json-out|path)$")  # fmt: skip
+
+
+def every_action(parser: argparse.ArgumentParser, where: str = "stash"):
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield from every_action(sub, f"{where} {name}")
+        else:
+            yield where, action
+
+
+def path_options() -> list[tuple[str, str, argparse.Action]]:
+    found = []
+    for where, action in every_action(build_parser()):
+        names = action.option_strings or [action.dest]
+        if action.type is Path or isinstance(action.type, PathArg) or any(PATH_WORDS.search(n) for n in names):
+            found.append((where, names[0], action))
+    return found
+
+
+def test_every_option_that_names_a_path_has_a_role() -> None:
+    """A new option of type Path, or named like a file, must say whether it is read or written."""
+    untyped = [
+        f"{where} {flag}"
+        for where, flag, action in path_options()
+        if role_of(action) is None and flag not in NOT_LOCAL and action.nargs != 0
+    ]
+    assert untyped == []
+
+
+def test_the_rule_sees_the_outputs_of_many_commands() -> None:
+    outputs = {f"{where} {flag}" for where, flag, action in path_options() if role_of(action) == OUTPUT}
+    inputs = {f"{where} {flag}" for where, flag, action in path_options() if role_of(action) == INPUT}
+    for expected in ("stash profile --out", "stash recommend --csv", "stash schedule --jobs-csv",
+                     "stash probe --out", "stash export --out", "stash spot-profile --workload"):  # fmt: skip
+        assert expected in outputs
+    assert "stash ingest files" in inputs and "stash schedule --trace" in inputs
+
+
+def every_output() -> list[tuple[str, list[str], argparse.Action]]:
+    """(id, the subcommand names, the action) of every output option of every command."""
+    found = []
+
+    def walk(parser: argparse.ArgumentParser, names: list[str]) -> None:
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in action.choices.items():
+                    walk(sub, [*names, name])
+            elif role_of(action) == OUTPUT:
+                found.append((f"{' '.join(names)} {action.option_strings[0]}", names, action))
+
+    walk(build_parser(), [])
+    return found
+
+
+def _namespace(names: list[str], output: argparse.Action, value: Path) -> argparse.Namespace:
+    """What the parser would give for `stash NAMES` with every option at its default and `output` = value."""
+    values: dict = {}
+    parser = build_parser()
+    for name in [*names, None]:
+        subcommands = None
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                subcommands = action
+            else:
+                values.setdefault(action.dest, action.default)
+        if subcommands is None or name is None:
+            break
+        values[subcommands.dest] = name
+        parser = subcommands.choices[name]
+    values[output.dest] = value
+    return argparse.Namespace(**values)
+
+
+OUTPUTS = every_output()
+
+
+@pytest.mark.parametrize("case", OUTPUTS, ids=[case[0] for case in OUTPUTS])
+def test_no_output_option_may_name_the_database_or_its_wal(case, tmp_path) -> None:
+    """Every output option found in the parser, whatever command it belongs to, is held to the rule."""
+    from stash_core.errors import UsageError
+    from stash_core.pathargs import check_outputs
+
+    _, names, action = case
+    db = tmp_path / "keep.duckdb"
+    for target in (db, Path(f"{db}.wal")):
+        with pytest.raises(UsageError, match="would replace what it reads"):
+            check_outputs(build_parser(), _namespace(names, action, target), db)
+    check_outputs(build_parser(), _namespace(names, action, tmp_path / "elsewhere"), db)
+
+
+def _refusal(argv: list[str], capsys) -> tuple[int, str]:
+    capsys.readouterr()
+    status = main(argv)
+    return status, capsys.readouterr().err
+
+
+COMPLETE_CASES = [
+    ("recommend csv = db", ["recommend", "--model", "resnet18", "--batch-size", "32", "--epochs", "1",
+                            "--dataset-images", "1000", "--csv", "{d}/x.duckdb", "--db", "{d}/x.duckdb"]),
+    ("recommend csv = wal", ["recommend", "--model", "resnet18", "--batch-size", "32", "--epochs", "1",
+                             "--dataset-images", "1000", "--csv", "{d}/x.duckdb.wal", "--db", "{d}/x.duckdb"]),
+    ("recommend csv = model file", ["recommend", "--model", "{d}/m.py:make", "--batch-size", "32", "--epochs",
+                                    "1", "--dataset-images", "1000", "--csv", "{d}/m.py"]),
+    ("schedule jobs-csv = db", ["schedule", "--synthetic-jobs", "5", "--jobs-csv", "{d}/x.duckdb",
+                                "--db", "{d}/x.duckdb"]),
+    ("schedule jobs-csv = trace", ["schedule", "--trace", "{d}/t.csv", "--jobs-csv", "{d}/t.csv"]),
+    ("profile out = db", ["profile", "--model", "resnet10", "--batch-size", "4", "--out", "{d}/x.duckdb",
+                          "--db", "{d}/x.duckdb"]),
+    ("profile out = model file", ["profile", "--model", "{d}/m.py:make", "--batch-size", "4", "--out",
+                                  "{d}/m.py"]),
+    ("profile out = script", ["profile", "--script", "{d}/m.py", "--out", "{d}/m.py"]),
+    ("profile out = db through a link", ["profile", "--model", "resnet10", "--batch-size", "4", "--out",
+                                         "{d}/link", "--db", "{d}/x.duckdb"]),
+    ("probe out = db", ["probe", "--out", "{d}/x.duckdb", "--db", "{d}/x.duckdb"]),
+    ("spot-profile workload = loss csv", ["spot-profile", "--model", "resnet10", "--workload", "{d}/t.csv",
+                                          "--loss-csv", "{d}/t.csv"]),
+    ("spot-fit-loss workload = csv", ["spot-fit-loss", "--csv", "{d}/t.csv", "--workload", "{d}/t.csv"]),
+    ("export out = db", ["export", "--format", "csv", "--out", "{d}/x.duckdb", "--db", "{d}/x.duckdb"]),
+    ("db from STASH_DB with ~", ["profile", "--model", "resnet10", "--batch-size", "4", "--out",
+                                 "~/x.duckdb"]),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("case_id", "argv"), COMPLETE_CASES, ids=[case[0] for case in COMPLETE_CASES])
+def test_an_output_that_names_what_the_command_reads_is_refused(case_id, argv, tmp_path, capsys, monkeypatch):
+    files = {"x.duckdb": b"stored runs", "x.duckdb.wal": b"log", "t.csv": b"time_s\n", "m.py": b"make = 1\n"}
+    for name, data in files.items():
+        (tmp_path / name).write_bytes(data)
+    os.symlink(tmp_path / "x.duckdb", tmp_path / "link")
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("STASH_DB", "~/x.duckdb")
+    monkeypatch.chdir(tmp_path)
+    status, err = _refusal([part.replace("{d}", str(tmp_path)) for part in argv], capsys)
+    assert status == 2, err
+    assert "would replace what it reads" in err and err.count("\n") == 1
+    assert {name: (tmp_path / name).read_bytes() for name in files} == files
+    assert sorted(path.name for path in tmp_path.iterdir()) == sorted([*files, "link"])
+
+
+def test_a_path_with_control_characters_is_refused(capsys) -> None:
+    status, err = _refusal(["schedule", "--synthetic-jobs", "5", "--jobs-csv", "a\x1b[2Jb.csv"], capsys)
+    assert status == 2 and "control characters" in err and "\x1b" not in err
