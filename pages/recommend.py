@@ -308,8 +308,9 @@ def main() -> None:
         "Recommend",
         "The cheapest instance type, count and workers that train a model within a time budget. Measured "
         "profiles where they exist; elsewhere predicted from the model's FLOPs and the GPU's specs, each "
-        "with its own expected error or marked unvalidated. Communication is modelled, not validated; CPU "
-        "and disk stalls are not predicted without a profile.",
+        "with its own expected error or marked unvalidated. Communication from published NCCL bandwidths and "
+        "DDP's overlap, checked on held-out multi-GPU figures; CPU and disk stalls are not predicted without a "
+        "profile.",
     )
     catalog_editor()
     request = request_form()

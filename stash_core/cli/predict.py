@@ -113,6 +113,8 @@ def nothing_predicted(reasons: list[str]) -> str:
 
 
 def format_prediction(result: Any) -> str:
+    from stash_core.decide.predict.network import comm_method_line
+
     lines = [*_header(result.request, result.expected_errors), ""]
     lines += [
         f"  {'configuration':<28}{'workers':>8}  {'accelerator':<20}{'source':<11}{'path':<10}{'step ms':>9}"
@@ -139,8 +141,7 @@ def format_prediction(result: Any) -> str:
     lines += [
         "",
         "workers: GPUs used of each instance's GPUs, one worker each (--workers-per-instance for fewer)",
-        "communication: ring all-reduce at the catalog's nominal bandwidths, DDP buckets overlapping "
-        "backward (not validated against measurements)",
+        comm_method_line(),
     ]
     return "\n".join(lines)
 

@@ -5,9 +5,9 @@ Compute comes by one of three paths, the best available first:
   - "scaled": a profile of the model at this batch on another GPU instance: its measured compute stall
     (which carries the model's own efficiency) times the ratio of the two GPUs' predicted steps;
   - "roofline": the step model alone (roofline.py, parameters fitted on the published figures).
-Interconnect and network come from network.py. The expected error is the held-out error of the compute path
-in the job's batch regime (stated_error.py), widened and marked "unvalidated" on a GPU with no held-out
-figure; communication is not validated.
+Interconnect and network come from network.py (published NCCL bandwidths, DDP's overlap; its held-out error
+is comm_fit.py's). The expected error is the held-out error of the compute path in the job's batch regime
+(stated_error.py), widened and marked "unvalidated" on a GPU with no held-out figure.
 
 The step's operators are counted once per Predictor (model, batch, input shape) and each GPU's compute time
 once per accelerator, so predicting every instance of a catalog costs a few milliseconds per GPU type.
@@ -21,7 +21,7 @@ from typing import Any
 
 from stash_core.catalog.accelerators import Accelerator, find_accelerator
 from stash_core.decide.predict.memory import memory_check
-from stash_core.decide.predict.network import CommTime, comm_time
+from stash_core.decide.predict.network import CommTime, comm_note, comm_time
 from stash_core.decide.predict.roofline import ComputeTime, StepParams, compute_time
 from stash_core.decide.predict.stated_error import fitted_params, is_stale, load_summary, stated_error
 from stash_core.decide.predict.step_cost import StepCost, default_input_shape, step_cost
@@ -115,7 +115,7 @@ class Predictor:
         backward_s = compute_s * compute.backward_s / max(compute.forward_s + compute.backward_s, 1e-12)
         comm = comm_time(
             4.0 * self.cost.param_count, workers, count, instance.get("interconnect"),
-            instance.get("network_gbps"), accelerator, backward_s,
+            instance.get("network_gbps"), accelerator, compute_s, backward_s, instance.get("provider"),
         )  # fmt: skip
         if not isinstance(comm, CommTime):
             return f"{count} x {name}: communication not predictable - {comm}"
@@ -123,7 +123,7 @@ class Predictor:
         if compute.host_s >= compute.gpu_s and path != "measured":
             notes.append(f"overhead-bound: {compute.kernels} kernels dispatched from the host")
         if comm.link:
-            notes.append(f"all-reduce over {comm.link} (alpha-beta at nominal bandwidth, not validated)")
+            notes.append(comm_note(comm.link, count))
         return ConfigPrediction(
             name, accelerator.name, count, workers, path, basis, compute_s, comm.interconnect_s,
             comm.network_s, stated.error if stated else None, memory.needed_gb, memory.available_gb, notes,

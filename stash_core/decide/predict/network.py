@@ -1,19 +1,20 @@
 """Gradient all-reduce time of one configuration and how much of it backward leaves exposed.
 
-The ring all-reduce alpha-beta model of stash_core.analysis.comm over DDP's buckets: inside an instance over
-its GPU interconnect (NVLink/NVSwitch per direction from the accelerator table, PCIe x16 of the GPU's
-generation), across instances over the catalog's network bandwidth (the per-node NIC, which a ring crosses
-once per node). alpha is 0 (nominal bandwidth, as stash_core.decide.fit.physics does without a probe).
-DDP all-reduces each bucket as soon as its gradients are ready, so all but the last bucket can hide behind
-the rest of backward: exposed = max(last bucket's time, all-reduce time - backward time).
+The all-reduce of each DDP bucket takes what NCCL achieves on the configuration's links at that message size
+(collectives.py: published nccl-tests bus bandwidths, hierarchical across machines); backward hides what
+DDP's bucket schedule lets it hide, less what the collectives beside it cost it (ddp_overlap.py). The
+interconnect stall is the step's gain on one machine of `workers` GPUs; the network stall what the machines
+add to it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from stash_core.analysis.comm import alpha_beta_allreduce_s, ddp_bucket_sizes, ring_factor
-from stash_core.catalog.accelerators import PCIE_X16_GBS, Accelerator
+from stash_core.catalog.accelerators import Accelerator
+from stash_core.decide.predict.collectives import Fabric, fabric
+from stash_core.decide.predict.comm_fit import comm_stated_error, fitted_comm_params
+from stash_core.decide.predict.ddp_overlap import CommParams, ddp_overlap
 
 
 @dataclass(frozen=True)
@@ -23,21 +24,14 @@ class CommTime:
     link: str
 
 
-def interconnect_gbs(interconnect: str | None, accelerator: Accelerator) -> tuple[float | None, str]:
-    """GB/s per direction between GPUs of one instance, and what it is; None when unknown."""
-    text = (interconnect or "").lower()
-    if "nvlink" in text or "nvswitch" in text:
-        if accelerator.nvlink_gbs:
-            return accelerator.nvlink_gbs, f"{interconnect} {accelerator.nvlink_gbs:g} GB/s"
-        return None, f"{interconnect}: no NVLink figure for {accelerator.name}"
-    if "pcie" in text and accelerator.pcie_gen in PCIE_X16_GBS:
-        gbs = PCIE_X16_GBS[accelerator.pcie_gen]
-        return gbs, f"PCIe Gen{accelerator.pcie_gen} x16 {gbs:g} GB/s"
-    return None, f"interconnect {interconnect or 'unknown'} has no bandwidth in Stash's table"
-
-
-def exposed_s(allreduce_s: float, last_bucket_s: float, backward_s: float) -> float:
-    return max(last_bucket_s, allreduce_s - backward_s) if allreduce_s > 0 else 0.0
+def added_s(
+    grad_bytes: float, links: Fabric, step_s: float, backward_s: float, params: CommParams, memory_gbs: float
+) -> float:
+    """Seconds DDP adds to a one-GPU step of `step_s` over `links` (0 for one rank)."""
+    ranks = links.gpus_per_node * links.nodes
+    if ranks <= 1 or grad_bytes <= 0:
+        return 0.0
+    return ddp_overlap(grad_bytes, step_s, backward_s, links.allreduce_s, ranks, params, memory_gbs).added_s
 
 
 def comm_time(
@@ -47,27 +41,55 @@ def comm_time(
     interconnect: str | None,
     network_gbps: float | None,
     accelerator: Accelerator,
+    step_s: float,
     backward_s: float,
+    provider: str | None = None,
+    params: CommParams | None = None,
 ) -> CommTime | str:
-    """Exposed interconnect and network seconds per step, or why they cannot be predicted."""
-    interconnect_s, network_s, links = 0.0, 0.0, []
-    last_bucket = ddp_bucket_sizes(int(grad_bytes))[-1] if grad_bytes > 0 else 0
+    """Exposed interconnect and network seconds per step (one GPU's step: `step_s`, its backward
+    `backward_s`), or why they cannot be predicted."""
+    params = fitted_comm_params() if params is None else params
+    instance = {"network_gbps": network_gbps, "provider": provider}
+    whole = fabric(workers, instances, interconnect, accelerator, instance)
+    if isinstance(whole, str):
+        return whole
+    interconnect_s = 0.0
     if workers > 1:
-        gbs, link = interconnect_gbs(interconnect, accelerator)
-        if gbs is None:
-            return link
-        beta = 1.0 / (gbs * 1e9)
-        full = alpha_beta_allreduce_s(int(grad_bytes), workers, 0.0, beta)
-        last = ring_factor(workers) * last_bucket * beta
-        interconnect_s = exposed_s(full, last, backward_s)
-        links.append(link)
-    if instances > 1:
-        if not network_gbps:
-            return "the catalog has no network bandwidth for this instance"
-        world = workers * instances
-        beta = 8.0 / (network_gbps * 1e9)
-        full = alpha_beta_allreduce_s(int(grad_bytes), world, 0.0, beta)
-        last = ring_factor(world) * last_bucket * beta
-        network_s = max(0.0, exposed_s(full, last, backward_s) - interconnect_s)
-        links.append(f"network {network_gbps:g} Gbit/s")
-    return CommTime(interconnect_s, network_s, ", ".join(links))
+        one_machine = fabric(workers, 1, interconnect, accelerator, instance)
+        assert not isinstance(one_machine, str)  # its part of `whole` was found above
+        interconnect_s = added_s(grad_bytes, one_machine, step_s, backward_s, params, accelerator.memory_gbs)
+    total_s = added_s(grad_bytes, whole, step_s, backward_s, params, accelerator.memory_gbs)
+    return CommTime(interconnect_s, max(0.0, total_s - interconnect_s), whole.description)
+
+
+def comm_note(link: str, nodes: int) -> str:
+    """The line a prediction prints about its all-reduce: the links and the held-out error of the step."""
+    error = comm_stated_error(nodes)
+    held_out = (
+        f"step time ±{error:.0%} on held-out multi-GPU training figures"
+        if error is not None
+        else "not validated: no comm_summary.json (bench/cross_instance.py --write)"
+    )
+    return f"all-reduce over {link}: published NCCL bus bandwidth, DDP's bucket overlap ({held_out})"
+
+
+def comm_method_line() -> str:
+    """One line on how communication is predicted and how far off it was on sources it never saw."""
+    from stash_core.decide.predict.comm_fit import load_comm_summary
+
+    summary = load_comm_summary()
+    if not summary:
+        return "communication: published NCCL bus bandwidths and DDP's bucket overlap (not validated: no comm_summary.json)"
+    params = summary.get("params") or {}
+    stated = summary.get("stated_error") or {}
+    errors = ", ".join(
+        f"{scope} ±{value:.0%}"
+        if isinstance(value, int | float)
+        else f"{scope} not validated (too few figures)"
+        for scope, value in stated.items()
+    )
+    return (
+        f"communication: published NCCL bus bandwidth per interconnect class, DDP's buckets overlapping backward, "
+        f"contention {params.get('contention', 0):g} and jitter {params.get('jitter', 0):g} fitted on "
+        f"{summary.get('figures')} published multi-GPU figures; held-out error of the step: {errors}"
+    )

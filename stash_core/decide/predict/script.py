@@ -22,7 +22,7 @@ from typing import Any
 from stash_core.catalog.accelerators import Accelerator, find_accelerator
 from stash_core.decide.predict.configuration import ConfigPrediction
 from stash_core.decide.predict.gpu_ratio import gpu_ratio
-from stash_core.decide.predict.network import CommTime, comm_time
+from stash_core.decide.predict.network import CommTime, comm_note, comm_time
 from stash_core.decide.predict.stated_error import fitted_script_share, stated_error
 from stash_core.errors import UsageError
 from stash_core.store import get_run
@@ -127,12 +127,13 @@ class ScriptPredictor:
             )
         comm = comm_time(
             base.grad_bytes or 0.0, workers, count, instance.get("interconnect"),
-            instance.get("network_gbps"), accelerator, compute_s * BACKWARD_SHARE,
+            instance.get("network_gbps"), accelerator, compute_s, compute_s * BACKWARD_SHARE,
+            instance.get("provider"),
         )  # fmt: skip
         if not isinstance(comm, CommTime):
             return f"{count} x {name}: communication not predictable - {comm}"
         if comm.link:
-            notes.append(f"all-reduce over {comm.link} (alpha-beta at nominal bandwidth, not validated)")
+            notes.append(comm_note(comm.link, count))
         stated = stated_error("script", base.batch_size, accelerator.name)
         notes += [stated.note] if stated.note else []
         peaks = "/".join(f"{gpu.matrix_tflops(self.precision):g}" for gpu in (base.accelerator, accelerator))

@@ -1,0 +1,68 @@
+"""What the communication model was fitted to and how far off it is on sources it never saw.
+
+bench/cross_instance.py checks the all-reduce model against published multi-GPU training figures
+(comm_validation.py) and writes comm_summary.json: the contention and jitter factors fitted on every source
+(ddp_overlap.CommParams), and the
+stated communication error, per scope (one machine, several machines): the 80th percentile of the held-out
+errors of the step time when each source's figures were predicted with the factor fitted on the others.
+Predictions read the file; without it the factors are the prior (0, 0) and the error is unstated.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+from pathlib import Path
+
+from stash_core.decide.predict.ddp_overlap import CommParams
+
+COMM_SUMMARY_JSON = Path(__file__).resolve().parent / "comm_summary.json"
+SCOPES = ("one machine", "several machines")
+
+
+@functools.cache
+def load_comm_summary(path: Path = COMM_SUMMARY_JSON) -> dict | None:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def comm_data_digest() -> str:
+    """Of the figures the summary was made from: the bandwidth table and the multi-GPU training figures."""
+    here = Path(__file__).resolve().parent
+    digest = hashlib.sha256()
+    for name in ("collective_bandwidth.csv", "published_multi_gpu.csv"):
+        path = here / name
+        digest.update(path.read_bytes() if path.exists() else b"")
+    return digest.hexdigest()[:16]
+
+
+def comm_summary_is_stale() -> bool:
+    summary = load_comm_summary()
+    return summary is not None and summary.get("data_digest") != comm_data_digest()
+
+
+def fitted_comm_params() -> CommParams:
+    fitted = (load_comm_summary() or {}).get("params") or {}
+    values = {
+        name: float(fitted[name])
+        for name in ("contention", "jitter")
+        if isinstance(fitted.get(name), int | float)
+    }
+    return CommParams(**values)
+
+
+def comm_stated_error(nodes: int) -> float | None:
+    """The held-out 80th percentile error of the step time (a fraction) of a multi-GPU prediction."""
+    summary = load_comm_summary() or {}
+    value = (summary.get("stated_error") or {}).get(SCOPES[1] if nodes > 1 else SCOPES[0])
+    return float(value) if isinstance(value, int | float) else None
+
+
+def write_comm_summary(summary: dict, path: Path = COMM_SUMMARY_JSON) -> None:
+    from stash_core.userfiles import write_atomic
+
+    write_atomic(path, json.dumps(summary, indent=1, sort_keys=True) + "\n", "summary")
+    load_comm_summary.cache_clear()
