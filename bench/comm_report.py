@@ -36,6 +36,14 @@ def _print(title: str, table: pd.DataFrame) -> None:
     print(table.round(3).to_string(index=False) if not table.empty else "(none)")
 
 
+def _shares(shares: dict, frame: pd.DataFrame) -> str:
+    counts = {"one machine": int((frame["nodes"] == 1).sum()), "several machines": int((frame["nodes"] > 1).sum())}
+    return ", ".join(
+        f"{scope} {share:.1%} of {counts[scope]}" if share is not None else f"{scope}: no figures"
+        for scope, share in shares.items()
+    )
+
+
 def _holdout(params: CommParams, stated: dict, show_rows: bool) -> None:
     figures = load_figures(HOLDOUT_CSV)
     if not figures:
@@ -50,8 +58,8 @@ def _holdout(params: CommParams, stated: dict, show_rows: bool) -> None:
     _print("by source", summary_table(frame, ["source_id"]))
     _print("by interconnect class and node count", summary_table(frame, ["intra_node", "nodes"]))
     pytorch = frame[frame["framework"] == PYTORCH]
-    share = coverage(pytorch, stated)
-    print(f"stated error covers {share:.1%} of the held-out PyTorch figures" if share is not None else "")
+    shares = coverage(pytorch, stated)
+    print("stated error's coverage of the final held-out PyTorch figures: " + _shares(shares, pytorch))
     if show_rows:
         print(frame.round(3).to_string(index=False))
 
@@ -76,14 +84,13 @@ def report(write: bool = False, show_rows: bool = False) -> dict:
         "other frameworks (not fitted)",
         summary_table(frame[frame["framework"] != PYTORCH], ["source_id", "intra_node"]),
     )
-    stated = summary["stated_error"]
+    stated, counts, validated = summary["stated_error"], summary["stated_from_figures"], summary["validated"]
     cells = ", ".join(
-        f"{scope} ±{value:.1%}" if value is not None else f"{scope}: too few figures"
-        for scope, value in stated.items()
-    )
-    covered = summary["coverage"]
-    print(f"\nstated communication error (80th percentile of held-out step-time errors): {cells}; covers "
-          f"{covered:.1%} of the held-out PyTorch figures" if covered is not None else "")  # fmt: skip
+        f"{scope} ±{value:.1%} from {counts[scope]} figures" + ("" if validated[scope] else " (unvalidated)")
+        for scope, value in stated.items() if value is not None
+    )  # fmt: skip
+    print(f"\nstated communication error (80th percentile of held-out step-time errors): {cells}")
+    print("its coverage of the held-out PyTorch figures: " + _shares(summary["coverage"], pytorch))
     if show_rows:
         print(frame.round(3).to_string(index=False))
     _holdout(CommParams(**params), stated, show_rows)

@@ -58,6 +58,24 @@ def request_form() -> RecommendRequest | None:
             defaults.samples_label, min_value=1, value=defaults.epoch_samples, step=1000,
             key=f"rec-samples-{defaults.kind}",
         )  # fmt: skip
+        habits = st.columns(4)
+        kind = defaults.kind
+        memory_format = habits[0].selectbox(
+            "Memory format", ("nchw", "channels_last"), key="rec-memory-format", disabled=kind == "tokens",
+            help="image models: channels_last runs tensor-core convolutions without layout conversions",
+        )  # fmt: skip
+        optimizer = habits[1].selectbox(
+            "Optimizer", ("model default", "sgd", "adamw", "rmsprop"), key="rec-optimizer",
+            help="default: SGD with momentum for image models, AdamW for token models",
+        )  # fmt: skip
+        optimizer_impl = habits[2].selectbox(
+            "Optimizer implementation", ("foreach", "fused", "loop"), key="rec-optimizer-impl",
+            help="PyTorch's: foreach (its default), fused (fused=True), loop (parameter by parameter)",
+        )  # fmt: skip
+        attention = habits[3].selectbox(
+            "Attention", ("fused", "eager"), key="rec-attention", disabled=kind == "image",
+            help="transformers: fused (scaled_dot_product_attention) or eager (matrix products, softmax)",
+        )  # fmt: skip
         second = st.columns(4)
         budget = second[0].number_input(
             "Time budget (hours)", min_value=0.0, value=24.0, step=1.0, key="rec-budget"
@@ -94,6 +112,10 @@ def request_form() -> RecommendRequest | None:
             spot=bool(spot),
             instances=tuple(chosen) or None,
             max_instances=int(max_instances),
+            memory_format=str(memory_format) if kind != "tokens" else "nchw",
+            optimizer=None if optimizer == "model default" else str(optimizer),
+            optimizer_impl=str(optimizer_impl),
+            attention=str(attention) if kind != "image" else "fused",
         )
     return st.session_state.get(REQUEST_KEY)
 

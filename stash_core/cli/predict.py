@@ -46,8 +46,37 @@ def add_commands(subparsers: Any, parser_class: type[argparse.ArgumentParser] | 
         help="only instances with this GPU (comma list; names as NVML, SkyPilot or datasheets give them)",
     )  # fmt: skip
     pred.add_argument("--precision", choices=("fp32", "tf32", "amp"), default="fp32", help=PRECISION_HELP)
+    add_job_arguments(pred)
     add_format_argument(pred)
     add_db_argument(pred)
+
+
+def add_job_arguments(parser: argparse.ArgumentParser) -> None:
+    """How the job trains, as the step model tells it apart (decide/predict/job.py)."""
+    from stash_core.decide.predict.job import ATTENTIONS, MEMORY_FORMATS, OPTIMIZER_IMPLS, OPTIMIZERS
+
+    parser.add_argument(
+        "--memory-format", choices=MEMORY_FORMATS, default="nchw",
+        help="image models: the tensors' layout (channels_last runs tensor-core convolutions without conversions)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--optimizer", choices=OPTIMIZERS, default=None,
+        help="the optimizer (default: sgd with momentum for image models, adamw for token models)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--optimizer-impl", choices=OPTIMIZER_IMPLS, default="foreach",
+        help="PyTorch's implementation: foreach (its default), fused (fused=True) or loop (per parameter)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--attention", choices=ATTENTIONS, default="fused",
+        help="transformers: fused (scaled_dot_product_attention) or eager (matrix products and a softmax)",
+    )  # fmt: skip
+
+
+def job_from_args(args: argparse.Namespace):
+    from stash_core.decide.predict.job import TrainingJob
+
+    return TrainingJob(args.memory_format, args.optimizer, args.optimizer_impl, args.attention)
 
 
 def add_format_argument(parser: argparse.ArgumentParser) -> None:
@@ -86,8 +115,9 @@ def cmd_predict(args: argparse.Namespace) -> int:
             raise UsageError("--batch-size is required with --model")
         shape = tuple(args.input_shape) if args.input_shape else None
         result = predict_instances(
-            db_path(args), args.model, args.batch_size, input_shape=shape, gpus=args.gpu, **common
-        )
+            db_path(args), args.model, args.batch_size, input_shape=shape, gpus=args.gpu, job=job_from_args(args),
+            **common,
+        )  # fmt: skip
     # Everything is computed before anything is printed: an error leaves stdout empty.
     if args.format == "json":
         print(json.dumps(result.to_json(), indent=2, allow_nan=False))
@@ -168,7 +198,8 @@ def _header(request: dict, errors: dict) -> list[str]:
     per_instance = "one worker per GPU" if workers == "all GPUs" else f"{workers} worker(s) per instance"
     return [
         f"{request['model']}, batch {request['batch_size']} per GPU{shape}, {request['precision']}, "
-        f"{per_instance}; ±err: the held-out error of each row's compute path and batch regime on "
+        f"{request['habits'] + ', ' if request.get('habits') else ''}{per_instance}; ±err: the held-out error "
+        "of each row's compute path and batch regime on "
         "published figures it was not fitted to (its GPU's own where that runs wider)"
     ]
 

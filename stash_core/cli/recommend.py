@@ -19,7 +19,7 @@ from stash_core.cli.args import (
 )
 from stash_core.cli.figures import fixed, percent
 from stash_core.pathargs import output_path
-from stash_core.cli.predict import add_format_argument
+from stash_core.cli.predict import add_format_argument, add_job_arguments, job_from_args
 from stash_core.spec_parse import BATCH_SIZE, parse_input_shape
 from stash_core.units import STALLS as STALL_NAMES
 from stash_core.units import finite_float
@@ -44,6 +44,7 @@ def add_commands(subparsers: Any, parser_class: type[argparse.ArgumentParser] | 
         help="one sample: C,H,W for images or a sequence length for tokens (default: the model's)",
     )
     rec.add_argument("--precision", choices=("fp32", "tf32", "amp"), default="fp32", help=PRECISION_HELP)
+    add_job_arguments(rec)
     rec.add_argument("--epochs", required=True, type=positive_real(1e6), help="epochs to train")
     rec.add_argument(
         "--dataset-images", "--dataset-samples", dest="dataset_images", required=True, type=count(10**12),
@@ -82,6 +83,7 @@ def cmd_recommend(args: argparse.Namespace) -> int:
         max_instances=args.max_instances,
         precision=args.precision,
         input_shape=tuple(args.input_shape) if args.input_shape else None,
+        habits=job_from_args(args),
     )
     if args.csv is not None:
         write_atomic(args.csv, result.options.to_csv(index=False), "CSV")  # never a half-written CSV

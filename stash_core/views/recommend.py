@@ -45,6 +45,10 @@ class RecommendRequest:
     max_instances: int = DEFAULT_MAX_INSTANCES
     precision: str = "fp32"
     input_shape: tuple[int, ...] | None = None  # one sample; None: the model's default
+    memory_format: str = "nchw"  # the job's habits (decide/predict/job.py)
+    optimizer: str | None = None
+    optimizer_impl: str = "foreach"
+    attention: str = "fused"
 
 
 @dataclass(frozen=True)
@@ -123,9 +127,12 @@ def save_catalog_edits(
 
 def recommendation(db_path: Path | str, request: RecommendRequest) -> Recommendation:
     """Every configuration of the catalog evaluated for `request`, the feasible ones ranked by cost."""
+    from stash_core.decide.predict.job import TrainingJob
+
     arguments = asdict(request)
     arguments["instances"] = list(request.instances) if request.instances else None
-    return recommend(db_path, **arguments)
+    habits = [arguments.pop(name) for name in ("memory_format", "optimizer", "optimizer_impl", "attention")]
+    return recommend(db_path, **arguments, habits=TrainingJob(*habits))
 
 
 def stalls_not_predicted(option: dict) -> list[str]:

@@ -154,7 +154,7 @@ def test_the_page_keeps_the_users_model_and_answers_its_job(populated, monkeypat
     app = app.run()
     assert not app.exception
     text = " ".join(markdown.value for markdown in app.markdown)
-    assert "gpt2, batch 8 per worker, input 256, amp, one worker per GPU" in text
+    assert "gpt2, batch 8 per worker, input 256, amp, adamw (foreach), fused attention, one worker per GPU" in text
     captions = " ".join(caption.value for caption in app.caption)
     assert "Not predicted, so not in the time: cpu, disk stall" in captions
     ingest_result(populated, result_doc("resnet18", instance="p3.2xlarge", device="cuda", batch_size=32))
@@ -162,3 +162,20 @@ def test_the_page_keeps_the_users_model_and_answers_its_job(populated, monkeypat
     assert app.selectbox(key="rec-model").value == "gpt2"
     page_text = " ".join(markdown.value for markdown in app.markdown) + " ".join(c.value for c in app.caption)
     assert "validated stall models" not in page_text
+
+
+def test_the_jobs_training_habits_change_the_answer_and_a_habit_it_cannot_have_is_a_message(tmp_path, monkeypatch):
+    app = _page(tmp_path / "habits.duckdb", monkeypatch)
+    app.selectbox(key="rec-precision").set_value("amp")
+    app = _submit(app, 1000)
+    nchw = " ".join(markdown.value for markdown in app.markdown)
+    app.selectbox(key="rec-memory-format").set_value("channels_last")
+    app = _submit(app, 1000)
+    assert not app.exception
+    text = " ".join(markdown.value for markdown in app.markdown)
+    assert "amp, channels_last, sgd (foreach)" in text and "amp, nchw, sgd (foreach)" in nchw
+    app.selectbox(key="rec-optimizer").set_value("rmsprop")
+    app.selectbox(key="rec-optimizer-impl").set_value("fused")
+    app = _submit(app, 1000)
+    assert not app.exception
+    assert any("rmsprop has no fused implementation" in error.value for error in app.error)

@@ -33,7 +33,11 @@ def path_options() -> list[tuple[str, str, argparse.Action]]:
     found = []
     for where, action in every_action(build_parser()):
         names = action.option_strings or [action.dest]
-        if action.type is Path or isinstance(action.type, PathArg) or any(PATH_WORDS.search(n) for n in names):
+        if (
+            action.type is Path
+            or isinstance(action.type, PathArg)
+            or any(PATH_WORDS.search(n) for n in names)
+        ):
             found.append((where, names[0], action))
     return found
 

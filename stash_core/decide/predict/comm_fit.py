@@ -54,11 +54,14 @@ def fitted_comm_params() -> CommParams:
     return CommParams(**values)
 
 
-def comm_stated_error(nodes: int) -> float | None:
-    """The held-out 80th percentile error of the step time (a fraction) of a multi-GPU prediction."""
+def comm_stated_error(nodes: int) -> tuple[float | None, bool]:
+    """(the held-out 80th percentile error of the step time of a multi-GPU prediction, a fraction; whether
+    enough held-out figures of its scope stand behind it)."""
     summary = load_comm_summary() or {}
-    value = (summary.get("stated_error") or {}).get(SCOPES[1] if nodes > 1 else SCOPES[0])
-    return float(value) if isinstance(value, int | float) else None
+    scope = SCOPES[1] if nodes > 1 else SCOPES[0]
+    value = (summary.get("stated_error") or {}).get(scope)
+    validated = bool((summary.get("validated") or {}).get(scope))
+    return (float(value) if isinstance(value, int | float) else None), validated
 
 
 def write_comm_summary(summary: dict, path: Path = COMM_SUMMARY_JSON) -> None:

@@ -24,6 +24,8 @@ from stash_core.decide.predict.memory import memory_check
 from stash_core.decide.predict.network import CommTime, comm_note, comm_time
 from stash_core.decide.predict.roofline import ComputeTime, StepParams, compute_time
 from stash_core.decide.predict.stated_error import fitted_params, is_stale, load_summary, stated_error
+from stash_core.decide.predict.features import default_optimizer
+from stash_core.decide.predict.job import TrainingJob
 from stash_core.decide.predict.step_cost import StepCost, default_input_shape, step_cost
 
 
@@ -62,9 +64,13 @@ class Predictor:
         precision: str = "fp32",
         input_shape: tuple[int, ...] | None = None,
         params: StepParams | None = None,
+        job: TrainingJob | None = None,
     ) -> None:
+        self.job = job or TrainingJob()
         # UsageError for an unknown model or a shape it cannot take
-        self.cost: StepCost = step_cost(model, batch_size, input_shape)
+        self.cost: StepCost = step_cost(model, batch_size, input_shape, attention=self.job.step_attention)
+        self.default_optimizer = default_optimizer(self.cost)
+        self.job.check(self.cost.kind, self.default_optimizer)  # UsageError for a habit the model cannot have
         # A profile that names no input shape ran with the model's default one.
         self.default_shape = default_input_shape(model) if input_shape else self.cost.input_shape
         self.model, self.batch_size, self.catalog, self.precision = model, batch_size, catalog, precision
@@ -83,16 +89,21 @@ class Predictor:
             if figures
             else "uncalibrated prior: no validation summary"
         )
-        self._compute: dict[tuple[str, bool], ComputeTime] = {}
+        self._compute: dict[tuple[str, bool, bool], ComputeTime] = {}
 
-    def compute(self, accelerator: Accelerator, ratios: bool = False) -> ComputeTime:
-        """The step model's compute time on one GPU (cached per accelerator), with the parameters fitted to
-        ratios between GPUs where it is one side of a ratio."""
-        key = (accelerator.name, ratios)
+    def compute(self, accelerator: Accelerator, ratios: bool = False, as_profiled: bool = False) -> ComputeTime:
+        """The step model's compute time of the job on one GPU (cached per accelerator), with the parameters
+        fitted to ratios between GPUs where it is one side of a ratio; as_profiled: of the job as `stash
+        profile` runs it (the zoo's habits), the other side of a ratio from a profile."""
+        key = (accelerator.name, ratios, as_profiled)
         found = self._compute.get(key)
         if found is None:
             params = self.ratio_params if ratios else self.params
-            found = self._compute[key] = compute_time(self.cost, accelerator, self.precision, params)
+            job = TrainingJob() if as_profiled else self.job
+            found = self._compute[key] = compute_time(
+                self.cost, accelerator, self.precision, params, job.feature_optimizer(self.default_optimizer),
+                job.feature_memory_format,
+            )  # fmt: skip
         return found
 
     def _accelerator(self, instance: Any) -> Accelerator | None:
@@ -132,14 +143,15 @@ class Predictor:
 
     def _compute_path(self, name: str, accelerator: Accelerator, model_s: float) -> tuple[str, str, float]:
         same = [row for row in self._same_model() if row["instance"] == name]
-        if same:
+        if same and self.job.is_default(self.default_optimizer):
             row = same[0]
             return "measured", f"compute of profile {row['run_id']}", float(row["compute_s"])
         for row in self._same_model():
             base = self._accelerator(row["instance"])
             if base is None:
                 continue
-            ratio = self.compute(accelerator, ratios=True).step_s / self.compute(base, ratios=True).step_s
+            # the profile ran the zoo's habits: the ratio also carries the job's own (memory format, optimizer)
+            ratio = self.compute(accelerator, ratios=True).step_s / self.compute(base, True, True).step_s
             scaled = float(row["compute_s"]) * ratio
             basis = f"compute of profile {row['run_id']} on {row['instance']} x step-model ratio"
             return "scaled", basis, scaled

@@ -14,7 +14,9 @@ FP32: SGD with momentum 20 bytes a parameter (read weight, gradient, momentum; w
 timed without an optimizer step (optimizer "none") has neither, nor the gradient unscaling.
 
 Optimizer "loop": the model's optimizer run parameter by parameter in Python, as PyTorch's optimizers did
-before 2.0 (and Hugging Face's AdamW): a kernel per pass per parameter tensor.
+before 2.0 (and Hugging Face's AdamW): a kernel per pass per parameter tensor. "KIND:loop" names the
+optimizer (sgd, adamw, rmsprop); "KIND:fused" is PyTorch's fused=True: the same bytes, one kernel per chunk
+of tensors for every pass.
 Step extras are work a source's training loop adds to every step besides forward, backward and the
 optimizer, each counted from the source's code, several joined by "+":
 - "zeroed-gradients": zero_grad() filling every gradient with zeros, as PyTorch before 2.0 did by default,
@@ -50,13 +52,15 @@ from stash_core.zoo import optimizer_name
 
 CLASSES = ("matmul", "attention", "elementwise", "reduction", "normalisation")
 PEAK_KINDS = ("fp32", "tf32", "fp16")
-OPTIMIZER_BYTES_PER_PARAM = {"sgd": 5 * 4, "adamw": 7 * 4}
-OPTIMIZER_PASSES = {"sgd": 3, "adamw": 5}
+# RMSprop (no momentum): reads the gradient, reads and writes the weight and the mean square (5 x 4 bytes);
+# its foreach passes scale the mean square, add the squared gradient, take the root, add eps, update.
+OPTIMIZER_BYTES_PER_PARAM = {"sgd": 5 * 4, "adamw": 7 * 4, "rmsprop": 5 * 4}
+OPTIMIZER_PASSES = {"sgd": 3, "adamw": 5, "rmsprop": 5}
 FOREACH_CHUNK_TENSORS = 64
 # A per-parameter loop: SGD with momentum and weight decay adds the decay, scales and adds the momentum and
 # updates the weight (4 kernels); AdamW updates two moments (2 each), the denominator (2), the weight and its
 # decay (2).
-OPTIMIZER_LOOP_KERNELS_PER_TENSOR = {"sgd": 4, "adamw": 8}
+OPTIMIZER_LOOP_KERNELS_PER_TENSOR = {"sgd": 4, "adamw": 8, "rmsprop": 5}
 STEP_EXTRAS = ("zeroed-gradients", "gradient-noise-scale")
 ZEROED_KERNELS_PER_TENSOR = 2
 ZEROED_BYTES_PER_PARAM = 16
@@ -105,6 +109,15 @@ class Features:
     gbs_per_sm: float | np.ndarray  # the GPU's memory bandwidth per SM, GB/s (per row once stacked)
     base_clock_share: float | np.ndarray = 1.0  # base over boost clock (per row once stacked)
     fp32_lane_ratio: float | np.ndarray = 1.0  # FP32 lanes per SM over 64 (per row once stacked)
+
+
+def optimizer_kind(optimizer: str, cost: StepCost) -> tuple[str, str]:
+    """(kind, implementation) of features' optimizer text: "sgd" (foreach), "adamw:fused", "sgd:loop", or
+    "loop" (the model's default optimizer, parameter by parameter)."""
+    if optimizer == "loop":
+        return default_optimizer(cost), "loop"
+    kind, _, impl = optimizer.partition(":")
+    return kind, impl or "foreach"
 
 
 def default_optimizer(cost: StepCost) -> str:
@@ -217,11 +230,13 @@ def _features(
     if optimizer == "none":
         optimizer_bytes, optimizer_kernels = cast_bytes, cast_kernels
     else:
-        kind = default_optimizer(cost) if optimizer == "loop" else optimizer
+        kind, impl = optimizer_kind(optimizer, cost)
         unscale = AMP_UNSCALE_BYTES_PER_PARAM if amp else 0
         optimizer_bytes = cast_bytes + cost.param_count * (OPTIMIZER_BYTES_PER_PARAM[kind] + unscale)
-        if optimizer == "loop":
+        if impl == "loop":
             passes = OPTIMIZER_LOOP_KERNELS_PER_TENSOR[kind] * cost.param_tensors
+        elif impl == "fused":  # one kernel does every pass over a chunk of tensors
+            passes = chunks
         else:
             passes = OPTIMIZER_PASSES[kind] * chunks
         optimizer_kernels = passes + cast_kernels + (2 * chunks if amp else 0)

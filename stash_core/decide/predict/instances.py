@@ -15,6 +15,7 @@ from stash_core.catalog import list_instances
 from stash_core.catalog.accelerators import PRECISIONS, Accelerator, accelerator_table, find_accelerator
 from stash_core.cells import plain_row
 from stash_core.decide.predict.configuration import ConfigPrediction, Predictor
+from stash_core.decide.predict.job import TrainingJob
 from stash_core.decide.predict.script import ScriptPredictor, script_run
 from stash_core.decide.predict.validation import expected_errors
 from stash_core.errors import UsageError
@@ -148,6 +149,7 @@ def predictor_for(
     precision: str = "fp32",
     input_shape: tuple[int, ...] | None = None,
     everything: dict[str, dict] | None = None,
+    job: TrainingJob | None = None,
 ) -> Predictor:
     """The Predictor of one job (its step counted once) over `catalog` and the stored GPU profiles."""
     check_precision(precision)
@@ -156,7 +158,7 @@ def predictor_for(
     stored = precision == "fp32" and Path(db_path).exists()
     profiles = gpu_compute_profiles(db_path).to_dict(orient="records") if stored else []
     rows = whole_catalog(db_path, catalog, everything)
-    return Predictor(model, batch_size, rows, profiles, precision, input_shape=input_shape)
+    return Predictor(model, batch_size, rows, profiles, precision, input_shape=input_shape, job=job)
 
 
 def predict_instances(
@@ -169,6 +171,7 @@ def predict_instances(
     precision: str = "fp32",
     input_shape: tuple[int, ...] | None = None,
     gpus: list[str] | None = None,
+    job: TrainingJob | None = None,
 ) -> Prediction:
     """One row per configuration that can be predicted; a line per instance that cannot, with the reason.
 
@@ -176,12 +179,13 @@ def predict_instances(
     instance; UsageError for an unknown model, instance or GPU, or a shape the model cannot take."""
     everything = all_catalog_rows(db_path)  # read once for the selection and the profiles' instances
     catalog = catalog_rows(db_path, instances, gpus, everything)
-    predictor = predictor_for(db_path, model, batch_size, catalog, precision, input_shape, everything)
+    predictor = predictor_for(db_path, model, batch_size, catalog, precision, input_shape, everything, job)
     frame, refused = prediction_rows(predictor, catalog, batch_size, workers_per_instance, max_instances)
     request = {
         "model": model, "batch_size": batch_size, "input_shape": list(predictor.cost.input_shape),
         "precision": precision, "workers_per_instance": workers_per_instance or "all GPUs",
-        "max_instances": max_instances,
+        "max_instances": max_instances, **predictor.job.to_json(predictor.default_optimizer),
+        "habits": predictor.job.describe(predictor.cost.kind, predictor.default_optimizer),
     }  # fmt: skip
     return Prediction(request, frame, refused, expected_errors())
 

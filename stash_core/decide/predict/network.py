@@ -64,12 +64,13 @@ def comm_time(
 
 def comm_note(link: str, nodes: int) -> str:
     """The line a prediction prints about its all-reduce: the links and the held-out error of the step."""
-    error = comm_stated_error(nodes)
-    held_out = (
-        f"step time ±{error:.0%} on held-out multi-GPU training figures"
-        if error is not None
-        else "not validated: no comm_summary.json (bench/cross_instance.py --write)"
-    )
+    error, validated = comm_stated_error(nodes)
+    if error is None:
+        held_out = "not validated: no comm_summary.json (bench/comm_report.py --write)"
+    elif validated:
+        held_out = f"step time ±{error:.0%} on held-out multi-GPU training figures"
+    else:
+        held_out = f"step time ±{error:.0%}, unvalidated: too few held-out figures across machines"
     return f"all-reduce over {link}: published NCCL bus bandwidth, DDP's bucket overlap ({held_out})"
 
 
@@ -79,17 +80,16 @@ def comm_method_line() -> str:
 
     summary = load_comm_summary()
     if not summary:
-        return "communication: published NCCL bus bandwidths and DDP's bucket overlap (not validated: no comm_summary.json)"
+        return "communication: published NCCL bus bandwidths and DDP's bucket overlap (not validated)"
     params = summary.get("params") or {}
-    stated = summary.get("stated_error") or {}
+    counts = summary.get("stated_from_figures") or {}
     errors = ", ".join(
-        f"{scope} ±{value:.0%}"
-        if isinstance(value, int | float)
-        else f"{scope} not validated (too few figures)"
-        for scope, value in stated.items()
-    )
+        f"{scope} ±{value:.0%}" + ("" if (summary.get("validated") or {}).get(scope) else
+                                   f" (unvalidated: {counts.get(scope, 0)} held-out figures)")
+        for scope, value in (summary.get("stated_error") or {}).items() if isinstance(value, int | float)
+    )  # fmt: skip
     return (
-        f"communication: published NCCL bus bandwidth per interconnect class, DDP's buckets overlapping backward, "
-        f"contention {params.get('contention', 0):g} and jitter {params.get('jitter', 0):g} fitted on "
-        f"{summary.get('figures')} published multi-GPU figures; held-out error of the step: {errors}"
+        "communication: published NCCL bus bandwidth per interconnect class, DDP's buckets overlapping "
+        f"backward, contention {params.get('contention', 0):g} and jitter {params.get('jitter', 0):g} fitted "
+        f"on {summary.get('figures')} published multi-GPU figures; held-out error of the step: {errors}"
     )

@@ -87,10 +87,15 @@ class ComputeTime:
 
 
 def compute_time(
-    cost: StepCost, accelerator: Accelerator, precision: str, params: StepParams, optimizer: str | None = None
+    cost: StepCost,
+    accelerator: Accelerator,
+    precision: str,
+    params: StepParams,
+    optimizer: str | None = None,
+    memory_format: str = "nchw",
 ) -> ComputeTime:
     """Predicted seconds of one step (forward, backward, optimizer) on one accelerator."""
-    feats = features(cost, accelerator, precision, optimizer)
+    feats = features(cost, accelerator, precision, optimizer, memory_format)
     per_op = op_seconds(feats, params)
     forward_s = float((per_op * feats.forward).sum())
     backward_s = float(per_op.sum()) - forward_s

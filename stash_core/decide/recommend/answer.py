@@ -12,6 +12,8 @@ from stash_core.catalog import list_instances, stored_label_checks
 from stash_core.cells import plain_row
 from stash_core.decide.predict.configuration import profile_shape
 from stash_core.decide.predict.instances import check_precision, refusal_json
+from stash_core.decide.predict.job import TrainingJob
+from stash_core.zoo.batches import optimizer_name
 from stash_core.decide.recommend.candidates import OptionPlanner
 from stash_core.decide.recommend.costs import STALL_NAMES, RentalJob
 from stash_core.decide.recommend.explain import explanations, infeasible_reason
@@ -106,14 +108,19 @@ def recommend(
     max_instances: int = DEFAULT_MAX_INSTANCES,
     precision: str = "fp32",
     input_shape: tuple[int, ...] | None = None,
+    habits: TrainingJob | None = None,
 ) -> Recommendation:
     """Rank configurations for training `model` (per-worker `batch_size`, one sample of `input_shape`, in
-    `precision`) for `epochs` of `dataset_images` samples."""
+    `precision`, with `habits`: memory format, optimizer, attention) for `epochs` of `dataset_images`
+    samples."""
 
     _check_request(batch_size, epochs, dataset_images, budget_hours, max_usd, max_instances)
     check_precision(precision)
     _check_model(db_path, model)
     shape, default_shape = _job_shapes(model, input_shape)
+    habits = habits or TrainingJob()
+    kind = _model_kind(model, habits)
+    habits.check(kind, optimizer_name(kind))  # one line for a habit the model cannot have
     pricing = "spot" if spot else "on_demand"
     request = {
         "model": model,
@@ -127,14 +134,16 @@ def recommend(
         "max_usd": max_usd,
         "pricing": pricing,
         "max_instances": max_instances,
+        **habits.to_json(optimizer_name(kind)),
+        "habits": habits.describe(kind, optimizer_name(kind)),
     }
     catalog = _catalog(db_path, instances)
     measured, label_warnings, set_aside = _labelled_profiles(db_path, model, batch_size)
-    measured, other_jobs = _same_job(measured, shape, default_shape, precision)
+    measured, other_jobs = _same_job(measured, shape, default_shape, precision, habits.is_default(optimizer_name(kind)))
     set_aside += other_jobs
     measured = measured.drop_duplicates(["instance", "workers_per_node", "nodes"], keep="first")
     given = shape if input_shape else None  # the model's default needs no flag in the hints
-    job = RentalJob(model, batch_size, float(epochs), dataset_images, pricing, precision, given)
+    job = RentalJob(model, batch_size, float(epochs), dataset_images, pricing, precision, given, habits)
     planner = OptionPlanner(db_path, job, catalog, measured)
     planner.excluded.extend(set_aside)
     for name, instance in catalog.items():
@@ -200,16 +209,36 @@ def _job_shapes(
     return (describe_model(model, input_shape=given).input_shape if given else default), default
 
 
+def _model_kind(model: str, habits: TrainingJob) -> str:
+    """"image" or "tokens": what the model takes (a zoo model's from the registry, a file's from building it).
+    A model known only by its stored profiles has the zoo's habits, whichever kind it is."""
+    from stash_core.zoo import describe_model
+
+    try:
+        return describe_model(model).kind
+    except UsageError as error:
+        if habits.optimizer is None and habits.is_default(""):
+            return "image"
+        raise UsageError(f"--memory-format, --optimizer and --attention need a model Stash can build: {error}") from None
+
+
 def _same_job(
     measured: pd.DataFrame,
     shape: tuple[int, ...] | None,
     default_shape: tuple[int, ...] | None,
     precision: str,
+    default_habits: bool = True,
 ) -> tuple[pd.DataFrame, list[str]]:
-    """The profiles that measured this job (its input shape; profiles run in FP32), and a line for each set
-    aside because it measured another one."""
+    """The profiles that measured this job (its input shape; profiles run in FP32 with the zoo's habits), and
+    a line for each set aside because it measured another one."""
     if measured.empty:
         return measured, []
+    if not default_habits:
+        lines = [
+            f"profile {run_id} on {instance}: set aside, it ran the zoo's training habits and the job has others"
+            for run_id, instance in zip(measured["run_id"], measured["instance"], strict=True)
+        ]
+        return measured.iloc[0:0], lines
     if precision != "fp32":
         lines = [
             f"profile {run_id} on {instance}: set aside, it ran in fp32 and the job trains in {precision}"

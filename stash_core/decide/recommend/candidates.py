@@ -171,6 +171,7 @@ class OptionPlanner:
                     self.catalog,
                     self.job.precision,
                     self.job.input_shape,
+                    job=self.job.habits,
                 )
             except UserModelError:
                 raise  # the model itself cannot be built: one line for the command, not one per instance

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from stash_core.analysis.epochs import iterations_per_epoch
+from stash_core.decide.predict.job import TrainingJob
 from stash_core.units import STALLS
 
 STALL_NAMES = STALLS
@@ -58,6 +59,7 @@ class RentalJob:
     pricing: str  # "on_demand" | "spot"
     precision: str = "fp32"  # "fp32" | "tf32" | "amp"
     input_shape: tuple[int, ...] | None = None  # one sample; None: the model's default
+    habits: TrainingJob = field(default_factory=TrainingJob)  # memory format, optimizer, attention
 
 
 @dataclass

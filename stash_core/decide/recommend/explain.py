@@ -17,7 +17,8 @@ def job_headline(request: dict[str, Any]) -> str:
     shape_text = f", input {'x'.join(str(size) for size in shape)}" if shape else ""
     return (
         f"{request['model']}, batch {request['batch_size']} per worker{shape_text}, "
-        f"{request.get('precision', 'fp32')}, one worker per GPU, {request['epochs']:g} epochs of "
+        f"{request.get('precision', 'fp32')}, {request['habits'] + ', ' if request.get('habits') else ''}"
+        f"one worker per GPU, {request['epochs']:g} epochs of "
         f"{request['dataset_images']:,} samples, {pricing} prices"
     )
 

@@ -130,7 +130,7 @@ def test_recommend_json_restates_the_job_and_ranks_its_options(tmp_path, capsys)
     assert "within 1e-06 h" in answer["infeasible_reason"] and "no recommendation" in one_line(err)
     status, out, _ = run(capsys, *ask, "--budget-hours", "1000")
     headline = out.splitlines()[0]
-    assert headline.startswith("gpt2, batch 4 per worker, input 128, amp, one worker per GPU, 1 epochs")
+    assert headline.startswith("gpt2, batch 4 per worker, input 128, amp, adamw (foreach), fused attention, one worker per GPU, 1 epochs")
     assert "?/?" in out  # CPU and disk not predicted, not 0
 
 

@@ -1,0 +1,66 @@
+"""A job's training habits (memory format, optimizer and its implementation, attention) in the prediction:
+each moves the step as the step model says, is restated in the answer, and one a model cannot have is one
+line."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from stash_core.catalog.accelerators import find_accelerator
+from stash_core.cli.main import main
+from stash_core.decide.predict.configuration import Predictor
+from stash_core.decide.predict.job import TrainingJob
+from stash_core.errors import UsageError
+
+A100 = find_accelerator("A100")
+CATALOG = {"one": {"accelerator": "NVIDIA A100 SXM4 40 GB", "interconnect": "none"}}
+
+
+def step_s(model: str, batch: int, precision: str, job: TrainingJob, shape=None) -> float:
+    return Predictor(model, batch, CATALOG, precision=precision, input_shape=shape, job=job).compute(A100).step_s
+
+
+def test_channels_last_saves_the_layout_conversions_of_tensor_core_convolutions():
+    nchw = step_s("resnet18", 64, "amp", TrainingJob())
+    channels_last = step_s("resnet18", 64, "amp", TrainingJob(memory_format="channels_last"))
+    assert channels_last < 0.9 * nchw
+
+
+def test_the_optimizers_implementation_changes_its_kernels_and_adamw_moves_more_bytes_than_sgd():
+    steps = {impl: step_s("resnet18", 8, "fp32", TrainingJob(optimizer_impl=impl)) for impl in ("fused", "foreach", "loop")}
+    assert steps["fused"] <= steps["foreach"] < steps["loop"]
+    assert step_s("resnet18", 8, "fp32", TrainingJob(optimizer="adamw")) > steps["foreach"]
+
+
+def test_eager_attention_is_slower_than_fused():
+    fused = step_s("bert_base", 8, "amp", TrainingJob(), (512,))
+    eager = step_s("bert_base", 8, "amp", TrainingJob(attention="eager"), (512,))
+    assert eager > fused
+
+
+@pytest.mark.parametrize(
+    ("model", "job", "says"),
+    [
+        ("bert_base", TrainingJob(memory_format="channels_last"), "--memory-format is for image models"),
+        ("resnet18", TrainingJob(attention="eager"), "--attention is for transformers"),
+        ("resnet18", TrainingJob(optimizer="rmsprop", optimizer_impl="fused"), "rmsprop has no fused"),
+    ],
+)
+def test_a_habit_the_model_cannot_have_is_refused(model, job, says):
+    with pytest.raises(UsageError, match=says):
+        Predictor(model, 8, CATALOG, job=job)
+
+
+def test_the_answer_restates_the_job(tmp_path, capsys):
+    argv = ["predict", "--model", "resnet18", "--batch-size", "8", "--instances", "p3.2xlarge", "--memory-format",
+            "channels_last", "--optimizer-impl", "fused", "--format", "json", "--db", str(tmp_path / "x.duckdb")]  # fmt: skip
+    assert main(argv) == 0
+    job = json.loads(capsys.readouterr().out)["job"]
+    assert (job["memory_format"], job["optimizer"], job["optimizer_impl"]) == ("channels_last", "sgd", "fused")
+    assert job["habits"] == "channels_last, sgd (fused)"
+    argv[argv.index("resnet18")] = "gpt2"
+    assert main(argv) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.count("\n") == 1 and "--memory-format" in captured.err
