@@ -25,3 +25,25 @@ def plain(value: Any) -> Any:
 def plain_row(row: dict[str, Any]) -> dict[str, Any]:
     """A record (e.g. from DataFrame.to_dict(orient="records")) with every cell made plain."""
     return {key: plain(value) for key, value in row.items()}
+
+
+# A spreadsheet reads a cell that starts with one of these as a formula (OWASP's CSV injection rule): every
+# CSV Stash writes puts a single quote before such a text cell, so a name from a file stays a name.
+FORMULA_LEADS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def formula_safe(value: Any) -> Any:
+    """A text cell that a spreadsheet would run as a formula, prefixed with a quote; anything else as is."""
+    if isinstance(value, str) and value.startswith(FORMULA_LEADS):
+        return "'" + value
+    return value
+
+
+def csv_text(frame: pd.DataFrame) -> str:
+    """`frame` as CSV text (no index) with every text cell formula_safe: the one way Stash writes a CSV of
+    a table."""
+    safe = frame.copy()
+    for column in safe.columns:
+        if safe[column].dtype == object or pd.api.types.is_string_dtype(safe[column]):
+            safe[column] = safe[column].map(formula_safe)
+    return safe.to_csv(index=False)

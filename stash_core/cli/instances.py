@@ -19,6 +19,7 @@ from stash_core.cli.args import (
     positive_real,
 )
 from stash_core.errors import UsageError
+from stash_core.terminal import printable
 from stash_core.pathargs import input_text
 
 # The catalog is imported inside cmd_instances: building `stash --help` must not load pandas. The values are
@@ -124,7 +125,7 @@ def cmd_instances(args: argparse.Namespace) -> int:
     action = args.instances_action
     if action == "list":
         frame = list_instances(path)
-        print(frame[list(_LIST_COLUMNS)].rename(columns=_LIST_COLUMNS).to_string(index=False, na_rep="-"))
+        print(printable(frame[list(_LIST_COLUMNS)].rename(columns=_LIST_COLUMNS).to_string(index=False, na_rep="-")))
         print("prices in USD per hour; `stash instances show NAME` gives the source of each price")
         return 0
     if action == "import":
@@ -147,7 +148,7 @@ def cmd_instances(args: argparse.Namespace) -> int:
         if row is None:
             raise UsageError(f"unknown instance {args.name!r}: see `stash instances list`")
         for column in COLUMNS:
-            print(f"{column:<22}{'-' if row.get(column) is None else row[column]}")
+            print(printable(f"{column:<22}{'-' if row.get(column) is None else row[column]}"))
         return 0
     fields = {name: getattr(args, name) for name in INSTANCE_OPTIONS if getattr(args, name) is not None}
     if action == "add":

@@ -19,6 +19,7 @@ from stash_core.errors import StashError, UsageError, first_line
 from stash_core.interrupts import describe, exit_status, signals_as_interrupts
 from stash_core.spec import add_profile_arguments
 from stash_core.spec_parse import count
+from stash_core.terminal import printable
 
 # Imports inside the command functions are deliberate: `stash --help` and the commands that do not
 # measure must start fast, without torch, pandas or DuckDB.
@@ -133,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
             handler = all_commands()[args.command]
             return handler(args) or 0
     except StashError as error:
-        print(f"stash: {one_line(error)}", file=sys.stderr)
+        print(f"stash: {printable(one_line(error))}", file=sys.stderr)
         return error.exit_code
     except KeyboardInterrupt as interrupt:
         print(f"stash: {describe(exit_status(interrupt) - 128)}", file=sys.stderr)
@@ -142,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     except OSError as error:  # the machine's, not the input's: a full disk, a vanished folder
         where = f": {error.filename}" if error.filename else ""
-        print(f"stash: {error.strerror or first_line(error)}{where}", file=sys.stderr)
+        print(f"stash: {printable(f'{error.strerror or first_line(error)}{where}')}", file=sys.stderr)
         return 1
     except Exception as error:
         if not _is_database_io_error(error):
@@ -199,14 +200,14 @@ def cmd_runs(args) -> int:
     from stash_core.cli.show import runs_table
 
     table = runs_table(db_path(args), limit=args.limit)
-    print(table if table is not None else f"no runs in {db_path(args)}")
+    print(printable(table) if table is not None else f"no runs in {printable(str(db_path(args)))}")
     return 0
 
 
 def cmd_show(args) -> int:
     from stash_core.cli.show import show_run
 
-    print(show_run(db_path(args), args.run_id))
+    print(printable(show_run(db_path(args), args.run_id)))
     return 0
 
 

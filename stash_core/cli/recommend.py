@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from stash_core.cells import csv_text
 from stash_core.cli.args import (
     PRECISION_HELP,
     add_db_argument,
@@ -86,7 +87,7 @@ def cmd_recommend(args: argparse.Namespace) -> int:
         habits=job_from_args(args),
     )
     if args.csv is not None:
-        write_atomic(args.csv, result.options.to_csv(index=False), "CSV")  # never a half-written CSV
+        write_atomic(args.csv, csv_text(result.options), "CSV")  # never a half-written CSV
     if args.format == "json":
         print(json.dumps(result.to_json(), indent=2, allow_nan=False))
     else:

@@ -12,6 +12,7 @@ from typing import Any
 import pandas as pd
 
 from stash_core import __version__
+from stash_core.cells import csv_text
 from stash_core.errors import UsageError
 from stash_core.sched.fabric import Fabric
 from stash_core.sched.metrics import jct_cdf, queue_delay_over_time, sample_timeline, schedule_metrics
@@ -80,7 +81,7 @@ def save_simulation(doc: dict[str, Any], out_dir: Path, database: Path | None = 
         staged[-1].write(json_text(doc, indent=1))
         if per_job is not None and jobs_csv is not None:
             staged.append(StagedFile(jobs_csv, "per-job CSV"))
-            staged[-1].write(per_job.to_csv(index=False))
+            staged[-1].write(csv_text(per_job))
         if database is not None:
             simulations.ingest_simulation(database, doc, str(path.resolve()))
         for file in staged:

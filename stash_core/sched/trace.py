@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 
 from stash_core.errors import UsageError
+from stash_core.spec import unsafe_character
 from stash_core.sched.generate import ARRIVALS, arrival_times
 from stash_core.store.reads import network_shares, profiled_iteration_s
 
@@ -55,6 +56,9 @@ class TraceJob:
     iteration_s: float | None = None  # consolidated iteration: duration / iterations, when the trace says
 
 
+MAX_JOB_ID_CHARS = 256  # a trace's job ids are short; a longer one is not an id
+
+
 def jobs_from_frame(frame: pd.DataFrame, db_path: Path | None = None, what: str = "trace") -> list[TraceJob]:
     missing = [c for c in ("job_id", "num_gpu", "submit_time") if c not in frame.columns]
     if missing:
@@ -74,6 +78,11 @@ def jobs_from_frame(frame: pd.DataFrame, db_path: Path | None = None, what: str 
         if not _present(row["job_id"]):
             raise UsageError(f"{what}: job {number} (by position) has no job_id")
         job_id = str(row["job_id"])
+        character = unsafe_character(job_id)
+        if character:
+            raise UsageError(f"{what}: job {number} (by position): its job_id holds the control character {character}")
+        if len(job_id) > MAX_JOB_ID_CHARS:
+            raise UsageError(f"{what}: job {number} (by position): its job_id is longer than {MAX_JOB_ID_CHARS} characters")
         if job_id in rows_of:
             raise UsageError(f"{what}: job id {job_id} is given twice (jobs {rows_of[job_id]} and {number})")
         rows_of[job_id] = number

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import duckdb
 
+from stash_core.cells import FORMULA_LEADS
 from stash_core.errors import UsageError
 from stash_core.store.connection import connect
 
@@ -57,7 +58,8 @@ def export(db_path: Path | str, fmt: str, out_dir: Path | str) -> list[Path]:
                 target = staging / f"{name}.{suffix}"
                 literal = str(target).replace("'", "''")
                 try:
-                    con.execute(f"COPY (SELECT * FROM {name} ORDER BY {order}) TO '{literal}' ({options})")
+                    columns = _csv_safe_columns(con, name) if fmt == "csv" else "*"
+                    con.execute(f"COPY (SELECT {columns} FROM {name} ORDER BY {order}) TO '{literal}' ({options})")
                 except duckdb.Error as exc:
                     text = str(exc).strip()
                     raise UsageError(
@@ -76,3 +78,21 @@ def export(db_path: Path | str, fmt: str, out_dir: Path | str) -> list[Path]:
         shutil.rmtree(staging, ignore_errors=True)
         if created and not any(out_dir.iterdir()):
             out_dir.rmdir()
+
+
+def _csv_safe_columns(con: duckdb.DuckDBPyConnection, name: str) -> str:
+    """The select list of `name` for a CSV: every text column's formula-leading cells quoted
+    (cells.FORMULA_LEADS, as every CSV Stash writes)."""
+    leads = "".join(FORMULA_LEADS)
+    parts = []
+    for column, kind, *_ in con.execute(f"DESCRIBE SELECT * FROM {name}").fetchall():
+        quoted = '"' + column.replace('"', '""') + '"'
+        if kind == "VARCHAR":
+            first = f"left({quoted}, 1)"
+            parts.append(
+                f"CASE WHEN {first} <> '' AND strpos('{leads}', {first}) > 0 "
+                f"THEN chr(39) || {quoted} ELSE {quoted} END AS {quoted}"
+            )
+        else:
+            parts.append(quoted)
+    return ", ".join(parts)

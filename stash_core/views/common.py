@@ -10,6 +10,7 @@ from typing import Any
 import pandas as pd
 
 from stash_core import store
+from stash_core.cells import csv_text
 from stash_core.errors import UsageError
 from stash_core.store.import_export import plain_cell as plain  # noqa: F401  (one definition, re-exported)
 from stash_core.store.import_export import plain_records as records  # noqa: F401
@@ -70,8 +71,8 @@ def db_signature(db_path: Path | str) -> tuple[str, int, int, int]:
 
 
 def frame_to_csv(frame: pd.DataFrame) -> bytes:
-    """A frame as CSV bytes (for download buttons)."""
-    return frame.to_csv(index=False).encode("utf-8")
+    """A frame as CSV bytes (for download buttons), formula-leading text cells quoted (cells.csv_text)."""
+    return csv_text(frame).encode("utf-8")
 
 
 def frame_to_parquet(frame: pd.DataFrame) -> bytes:

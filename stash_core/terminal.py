@@ -1,0 +1,18 @@
+"""Text from files and users shown on a terminal: control characters as visible escapes, never run.
+
+A name, job id or warning read from a file may hold an escape sequence (ESC [ 2 J clears a screen, others
+set a window title or a hyperlink): printed raw, it acts on the user's terminal. Every line Stash prints from
+stored or given text goes through `printable`.
+"""
+
+from __future__ import annotations
+
+import re
+
+# C0 and C1 controls (but newline and tab, which lay out a table) and the bidirectional overrides.
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def printable(text: str) -> str:
+    """`text` with every control character written as \\xNN or \\uNNNN (newlines and tabs kept)."""
+    return _CONTROL.sub(lambda match: match.group().encode("unicode_escape").decode("ascii"), text)

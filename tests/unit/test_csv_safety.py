@@ -1,0 +1,83 @@
+"""Every CSV Stash writes quotes a text cell that a spreadsheet would run as a formula (=, +, -, @, tab,
+carriage return at its start): the export, recommend --csv, schedule --jobs-csv and the download buttons."""
+
+from __future__ import annotations
+
+import csv
+import io
+
+import pandas as pd
+import pytest
+
+from stash_core.catalog.catalog import add_instance
+from stash_core.cells import FORMULA_LEADS, csv_text, formula_safe
+from stash_core.cli.main import main
+from stash_core.store.export import export
+from stash_core.views.common import frame_to_csv
+
+NAMES = [f"{lead}cmd|' /C calc'!A0" for lead in ("=", "+", "-", "@")] + ["\tTAB", "\rCR", "plain", "a=b"]
+
+
+def _cells(text: str) -> list[str]:
+    return [cell for row in csv.reader(io.StringIO(text, newline="")) for cell in row]
+
+
+def _assert_no_formula(cells: list[str]) -> None:
+    assert not [cell for cell in cells if cell.startswith(FORMULA_LEADS)], cells
+
+
+def test_one_function_quotes_formula_leading_text_and_leaves_the_rest():
+    assert [formula_safe(name) for name in NAMES[:4]] == [f"'{name}" for name in NAMES[:4]]
+    assert formula_safe("plain") == "plain" and formula_safe("a=b") == "a=b" and formula_safe(-5) == -5
+    text = csv_text(pd.DataFrame({"name": NAMES, "value": range(len(NAMES))}))
+    _assert_no_formula(_cells(text))
+    assert _cells(text)[-4:] == ["plain", "6", "a=b", "7"]
+
+
+def test_download_buttons_write_safe_csv():
+    frame = pd.DataFrame({"instance": NAMES, "iteration_s": [-0.5] * len(NAMES)})
+    cells = _cells(frame_to_csv(frame).decode())
+    _assert_no_formula([cell for cell in cells if cell != "-0.5"])
+    assert "-0.5" in cells  # a negative number is a number, not a formula
+
+
+@pytest.fixture()
+def catalog_db(tmp_path):
+    db = tmp_path / "x.duckdb"
+    for name in ("=evil", "+evil", "@evil"):
+        add_instance(db, name=name, accelerator="NVIDIA V100 SXM2 16 GB", accelerator_count=1,
+                     on_demand_usd_per_h=1.0)  # fmt: skip
+    return db
+
+
+def test_the_csv_export_quotes_formula_leading_names(catalog_db, tmp_path):
+    export(catalog_db, "csv", tmp_path / "out")
+    cells = _cells((tmp_path / "out" / "instances.csv").read_text())
+    assert {"'=evil", "'+evil", "'@evil"} <= set(cells)
+    _assert_no_formula(cells)
+
+
+def test_recommend_csv_quotes_formula_leading_names(catalog_db, tmp_path, capsys):
+    out = tmp_path / "options.csv"
+    status = main(["recommend", "--model", "resnet18", "--batch-size", "8", "--epochs", "1", "--dataset-images",
+                   "1000", "--budget-hours", "100", "--db", str(catalog_db), "--csv", str(out)])  # fmt: skip
+    capsys.readouterr()
+    assert status == 0
+    cells = _cells(out.read_text())
+    assert "'=evil" in " ".join(cells)
+    _assert_no_formula(cells)
+
+
+def test_schedule_jobs_csv_quotes_formula_leading_job_ids(tmp_path, capsys):
+    trace = tmp_path / "trace.csv"
+    leads = ("=", "+", "-", "@") * 3
+    rows = [f"{lead}job{index},1,{index * 10},100" for index, lead in enumerate(leads)]
+    trace.write_text("job_id,num_gpu,submit_time,duration\n" + "\n".join(rows) + "\n")
+    out = tmp_path / "jobs.csv"
+    status = main(["schedule", "--trace", str(trace), "--jobs-csv", str(out), "--no-store",
+                   "--out", str(tmp_path / "sims"), "--tuning", "online"])  # fmt: skip
+    capsys.readouterr()
+    assert status == 0, capsys.readouterr()
+    cells = _cells(out.read_text())
+    assert "'=job0" in cells and "'-job2" in cells
+    _assert_no_formula(cells)

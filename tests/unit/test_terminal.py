@@ -1,0 +1,27 @@
+"""Text from files and users reaches the terminal as text: escape sequences shown, never run."""
+
+from __future__ import annotations
+
+from stash_core.cli.main import main
+from stash_core.terminal import printable
+
+
+def test_control_characters_are_shown_as_escapes_and_layout_is_kept():
+    assert printable("a\x1b[2Jb") == "a\\x1b[2Jb"
+    assert printable("bell\x07 c1\x9b rtl\u202e") == "bell\\x07 c1\\x9b rtl\\u202e"
+    assert printable("table\n\trow") == "table\n\trow"
+
+
+def test_a_one_line_error_never_carries_an_escape_sequence(tmp_path, capsys):
+    assert main(["show", "run\x1b]0;owned\x07", "--db", str(tmp_path / "x.duckdb")]) == 2
+    err = capsys.readouterr().err
+    assert "\x1b" not in err and "\x07" not in err and "\\x1b]0;owned\\x07" in err
+
+
+def test_a_trace_job_id_with_a_control_character_is_refused_by_position(tmp_path, capsys):
+    trace = tmp_path / "trace.csv"
+    trace.write_text('job_id,num_gpu,submit_time,duration\n"a\x1b[2Jb",1,0,100\n')
+    assert main(["schedule", "--trace", str(trace), "--no-store", "--out", str(tmp_path / "sims")]) == 2
+    err = capsys.readouterr().err
+    assert "job 1 (by position)" in err and "U+001B" in err and "\x1b" not in err
+    assert not (tmp_path / "sims").exists()
