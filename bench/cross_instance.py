@@ -10,14 +10,18 @@ fitted on every figure and the stated errors are written to validation_summary.j
 (the README's figures are this output).
 With --timing, only the time to predict every catalog instance for one job (the step counted once, then
 each instance): PYTHONPATH=. .venv/bin/python bench/cross_instance.py --timing
+Then the communication model against published multi-GPU figures (bench/comm_report.py, with --write its
+comm_summary.json too) and the kernel model against NeuSight's measured kernels (bench/kernels.py).
 Run: PYTHONPATH=. .venv/bin/python bench/cross_instance.py [--write] [--rows]
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import time
 from collections import Counter
+from pathlib import Path
 
 import pandas as pd
 
@@ -150,6 +154,19 @@ def main() -> None:
     if args.write:
         write_summary(result)
         print("wrote stash_core/decide/predict/validation_summary.json")
+    # Communication (multi-GPU figures held out by source) and the kernel model (held out by GPU).
+    _bench_module("comm_report").report(args.write, args.rows)
+    print("\n== kernels (NeuSight's measured kernels, each GPU held out in turn)")
+    _bench_module("kernels").report()
+
+
+def _bench_module(name: str):
+    """Another bench script of this folder, imported (bench/ is not a package)."""
+    path = Path(__file__).resolve().with_name(f"{name}.py")
+    spec = importlib.util.spec_from_file_location(f"bench_{name}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 if __name__ == "__main__":

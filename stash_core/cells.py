@@ -7,6 +7,8 @@ from typing import Any
 
 import pandas as pd
 
+from stash_core.terminal import formula_safe
+
 
 def is_missing(value: Any) -> bool:
     """None, pandas' NA or a float NaN (numpy's float64 included)."""
@@ -25,18 +27,6 @@ def plain(value: Any) -> Any:
 def plain_row(row: dict[str, Any]) -> dict[str, Any]:
     """A record (e.g. from DataFrame.to_dict(orient="records")) with every cell made plain."""
     return {key: plain(value) for key, value in row.items()}
-
-
-# A spreadsheet reads a cell that starts with one of these as a formula (OWASP's CSV injection rule): every
-# CSV Stash writes puts a single quote before such a text cell, so a name from a file stays a name.
-FORMULA_LEADS = ("=", "+", "-", "@", "\t", "\r")
-
-
-def formula_safe(value: Any) -> Any:
-    """A text cell that a spreadsheet would run as a formula, prefixed with a quote; anything else as is."""
-    if isinstance(value, str) and value.startswith(FORMULA_LEADS):
-        return "'" + value
-    return value
 
 
 def csv_text(frame: pd.DataFrame) -> str:

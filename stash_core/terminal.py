@@ -1,8 +1,9 @@
-"""Text from files and users shown on a terminal: control characters as visible escapes, never run.
+"""Text from files and users written out as text: on a terminal and in a CSV, never run.
 
 A name, job id or warning read from a file may hold an escape sequence (ESC [ 2 J clears a screen, others
 set a window title or a hyperlink): printed raw, it acts on the user's terminal. Every line Stash prints from
-stored or given text goes through `printable`.
+stored or given text goes through `printable`. A CSV cell that starts like a formula runs in a spreadsheet:
+every CSV Stash writes passes its text cells through `formula_safe` (cells.csv_text, the DuckDB export).
 """
 
 from __future__ import annotations
@@ -16,3 +17,14 @@ _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u20
 def printable(text: str) -> str:
     """`text` with every control character written as \\xNN or \\uNNNN (newlines and tabs kept)."""
     return _CONTROL.sub(lambda match: match.group().encode("unicode_escape").decode("ascii"), text)
+
+
+# A spreadsheet reads a cell that starts with one of these as a formula (OWASP's CSV injection rule).
+FORMULA_LEADS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def formula_safe(value: object) -> object:
+    """A text cell that a spreadsheet would run as a formula, prefixed with a quote; anything else as is."""
+    if isinstance(value, str) and value.startswith(FORMULA_LEADS):
+        return "'" + value
+    return value

@@ -13,6 +13,7 @@ import functools
 import sys
 from pathlib import Path
 
+from stash_core import containment
 from stash_core.cli.args import add_db_argument, db_path
 from stash_core.pathargs import check_outputs, input_path, output_path
 from stash_core.errors import StashError, UsageError, first_line
@@ -130,6 +131,7 @@ def main(argv: list[str] | None = None) -> int:
             argv = sys.argv[1:] if argv is None else argv
             refuse_undecodable(argv)
             args = parse_command(argv)
+            containment.enable()  # a user's model code runs in a child process (zoo/contained.py)
             check_outputs(_parser(), args, db_path(args) if hasattr(args, "db") else None)
             handler = all_commands()[args.command]
             return handler(args) or 0

@@ -53,7 +53,7 @@ def add_commands(subparsers: Any, parser_class: type[argparse.ArgumentParser] | 
 
 def add_job_arguments(parser: argparse.ArgumentParser) -> None:
     """How the job trains, as the step model tells it apart (decide/predict/job.py)."""
-    from stash_core.decide.predict.job import ATTENTIONS, MEMORY_FORMATS, OPTIMIZER_IMPLS, OPTIMIZERS
+    from stash_core.habits import ATTENTIONS, MEMORY_FORMATS, OPTIMIZER_IMPLS, OPTIMIZERS
 
     parser.add_argument(
         "--memory-format", choices=MEMORY_FORMATS, default="nchw",
@@ -74,7 +74,7 @@ def add_job_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def job_from_args(args: argparse.Namespace):
-    from stash_core.decide.predict.job import TrainingJob
+    from stash_core.habits import TrainingJob
 
     return TrainingJob(args.memory_format, args.optimizer, args.optimizer_impl, args.attention)
 

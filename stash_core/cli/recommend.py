@@ -8,7 +8,6 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from stash_core.cells import csv_text
 from stash_core.cli.args import (
     PRECISION_HELP,
     add_db_argument,
@@ -87,6 +86,8 @@ def cmd_recommend(args: argparse.Namespace) -> int:
         habits=job_from_args(args),
     )
     if args.csv is not None:
+        from stash_core.cells import csv_text
+
         write_atomic(args.csv, csv_text(result.options), "CSV")  # never a half-written CSV
     if args.format == "json":
         print(json.dumps(result.to_json(), indent=2, allow_nan=False))

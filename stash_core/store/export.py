@@ -9,9 +9,9 @@ from pathlib import Path
 
 import duckdb
 
-from stash_core.cells import FORMULA_LEADS
 from stash_core.errors import UsageError
 from stash_core.store.connection import connect
+from stash_core.terminal import FORMULA_LEADS
 
 # DuckDB COPY options per format. JSON is newline-delimited (one object per line, "JSON Lines"), which
 # streams and appends well; read it with pandas.read_json(path, lines=True) or DuckDB read_json.

@@ -127,7 +127,7 @@ def save_catalog_edits(
 
 def recommendation(db_path: Path | str, request: RecommendRequest) -> Recommendation:
     """Every configuration of the catalog evaluated for `request`, the feasible ones ranked by cost."""
-    from stash_core.decide.predict.job import TrainingJob
+    from stash_core.habits import TrainingJob
 
     arguments = asdict(request)
     arguments["instances"] = list(request.instances) if request.instances else None

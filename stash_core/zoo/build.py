@@ -17,6 +17,7 @@ from stash_core.zoo.compiler_guards import compiler_unimported
 from stash_core.zoo.info import ModelInfo, describe
 from stash_core.zoo.outputs import config_vocab_size, has_loss, logits_of
 from stash_core.zoo.registry import ZOO, ZooEntry
+from stash_core.zoo.contained import contained
 from stash_core.zoo.user import call_user_factory, one_line
 
 DEFAULT_IMAGE_SHAPE = (3, 224, 224)
@@ -99,6 +100,13 @@ def describe_model(
     # A zoo model's constructors initialise embeddings through guarded kernels that would import torch's
     # compiler (~1.3 CPU-s, paid by `stash models`, recommend, fit, spot-memory); zoo models compile
     # nothing. A user factory is built with the compiler importable (it may call torch.compile itself).
+    in_zoo = str(ref).strip().lower() in ZOO
+    if not in_zoo and ":" in str(ref):  # a user's factory: its code runs in a child process (contained.py)
+        return contained(f"model factory {str(ref).strip()}", _described, ref, num_classes, input_shape)
+    return _described(ref, num_classes, input_shape)
+
+
+def _described(ref: str, num_classes: int | None, input_shape: tuple[int, ...] | None) -> ModelInfo:
     in_zoo = str(ref).strip().lower() in ZOO
     try:
         with torch.device("meta"), compiler_unimported() if in_zoo else contextlib.nullcontext():

@@ -10,7 +10,8 @@ import pandas as pd
 import pytest
 
 from stash_core.catalog.catalog import add_instance
-from stash_core.cells import FORMULA_LEADS, csv_text, formula_safe
+from stash_core.cells import csv_text
+from stash_core.terminal import FORMULA_LEADS, formula_safe
 from stash_core.cli.main import main
 from stash_core.store.export import export
 from stash_core.views.common import frame_to_csv

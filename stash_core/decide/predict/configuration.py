@@ -25,7 +25,7 @@ from stash_core.decide.predict.network import CommTime, comm_note, comm_time
 from stash_core.decide.predict.roofline import ComputeTime, StepParams, compute_time
 from stash_core.decide.predict.stated_error import fitted_params, is_stale, load_summary, stated_error
 from stash_core.decide.predict.features import default_optimizer
-from stash_core.decide.predict.job import TrainingJob
+from stash_core.habits import TrainingJob
 from stash_core.decide.predict.step_cost import StepCost, default_input_shape, step_cost
 
 

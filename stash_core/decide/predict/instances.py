@@ -15,7 +15,7 @@ from stash_core.catalog import list_instances
 from stash_core.catalog.accelerators import PRECISIONS, Accelerator, accelerator_table, find_accelerator
 from stash_core.cells import plain_row
 from stash_core.decide.predict.configuration import ConfigPrediction, Predictor
-from stash_core.decide.predict.job import TrainingJob
+from stash_core.habits import TrainingJob
 from stash_core.decide.predict.script import ScriptPredictor, script_run
 from stash_core.decide.predict.validation import expected_errors
 from stash_core.errors import UsageError

@@ -231,6 +231,14 @@ def _decoded(data: dict) -> StepCost:
 
 
 def _counted(model: str, batch_size: int, shape: tuple[int, ...] | None, attention: str) -> StepCost:
+    if ":" in model:  # a user's factory: its code runs in a child process of its own (zoo/contained.py)
+        from stash_core.zoo.contained import contained
+
+        return contained(f"model factory {model}", _counted_quietly, model, batch_size, shape, attention)
+    return _counted_quietly(model, batch_size, shape, attention)
+
+
+def _counted_quietly(model: str, batch_size: int, shape: tuple[int, ...] | None, attention: str) -> StepCost:
     with compiler_unimported():
         return _counted_here(model, batch_size, shape, attention)
 

@@ -12,7 +12,7 @@ from stash_core.catalog import list_instances, stored_label_checks
 from stash_core.cells import plain_row
 from stash_core.decide.predict.configuration import profile_shape
 from stash_core.decide.predict.instances import check_precision, refusal_json
-from stash_core.decide.predict.job import TrainingJob
+from stash_core.habits import TrainingJob
 from stash_core.zoo.batches import optimizer_name
 from stash_core.decide.recommend.candidates import OptionPlanner
 from stash_core.decide.recommend.costs import STALL_NAMES, RentalJob

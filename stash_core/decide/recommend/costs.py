@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from stash_core.analysis.epochs import iterations_per_epoch
-from stash_core.decide.predict.job import TrainingJob
+from stash_core.habits import TrainingJob
 from stash_core.units import STALLS
 
 STALL_NAMES = STALLS

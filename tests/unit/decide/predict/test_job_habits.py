@@ -11,7 +11,7 @@ import pytest
 from stash_core.catalog.accelerators import find_accelerator
 from stash_core.cli.main import main
 from stash_core.decide.predict.configuration import Predictor
-from stash_core.decide.predict.job import TrainingJob
+from stash_core.habits import TrainingJob
 from stash_core.errors import UsageError
 
 A100 = find_accelerator("A100")

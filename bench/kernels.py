@@ -1,0 +1,68 @@
+"""Held-out error of the per-kernel model (stash_core/decide/predict/kernels.py) on NeuSight's kernels.
+
+Two splits: leave one GPU out (fit every op class on the other GPUs' kernels, predict the held-out GPU's), and
+NeuSight's own (fit on its training GPUs' training kernels: P100, P4, T4, V100, A100 PCIe 40 GB; predict its
+test GPUs: H100 SXM, L4, A100 PCIe 80 GB). Prints mean and median absolute percentage error and the count per
+op class and held-out GPU. --rebuild GIT_DIR first rewrites kernel_data/ from a fetched NeuSight snapshot.
+Run: PYTHONPATH=. .venv/bin/python bench/kernels.py [--rebuild GIT_DIR] [--params-json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import pandas as pd
+
+from stash_core.decide.predict.kernel_table import build_kernel_data, load_kernels
+from stash_core.decide.predict.kernels import error_table, fit, leave_one_gpu_out, neusight_split
+
+SHORT = {
+    "NVIDIA A100 PCIe 40 GB": "A100-40", "NVIDIA A100 PCIe 80 GB": "A100-80", "NVIDIA H100 SXM 80 GB": "H100",
+    "NVIDIA L4 24 GB": "L4", "NVIDIA P100 PCIe 16 GB": "P100", "NVIDIA T4 16 GB": "T4",
+    "NVIDIA Tesla P4 8 GB": "P4", "NVIDIA V100 PCIe 32 GB": "V100",
+}  # fmt: skip
+
+
+def _cells(table: pd.DataFrame) -> pd.DataFrame:
+    """One 'mean / median (n)' cell per op class (rows) and GPU (columns)."""
+    cell = table.apply(lambda r: f"{r['mape_%']:.1f} / {r['median_%']:.1f} ({int(r['n'])})", axis=1)
+    wide = cell.unstack("gpu").rename(columns=SHORT).fillna("-")
+    return wide[[c for c in SHORT.values() if c in wide.columns]]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rebuild", metavar="GIT_DIR", help="rewrite kernel_data/ from a NeuSight git dir")
+    parser.add_argument("--params-json", action="store_true", help="print the fit on every GPU as JSON")
+    args = parser.parse_args()
+    if args.rebuild:
+        build_kernel_data(args.rebuild)
+    report(args.params_json)
+
+
+def report(params_json: bool = False) -> None:
+    """The held-out kernel errors, printed."""
+    start = time.perf_counter()
+    frame = load_kernels()
+    print(
+        f"{len(frame)} kernels, {frame['gpu'].nunique()} GPUs, classes {sorted(frame['op_class'].unique())}"
+    )
+    pd.set_option("display.width", 200)
+    logo = leave_one_gpu_out(frame)
+    print("\nLeave one GPU out: absolute % error, mean / median (count), per op class and held-out GPU")
+    print(_cells(error_table(logo)).to_string())
+    print("\nAll held-out GPUs together, per op class:")
+    print(error_table(logo, ("op_class",)).to_string())
+    split = neusight_split(frame)
+    print(
+        "\nNeuSight's split (fit on P100, P4, T4, V100, A100-40 training kernels; predict H100, L4, A100-80):"
+    )
+    print(_cells(error_table(split)).to_string())
+    if params_json:
+        print(fit(frame).to_json())
+    print(f"\n({time.perf_counter() - start:.1f} s)")
+
+
+if __name__ == "__main__":
+    main()

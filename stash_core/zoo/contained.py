@@ -1,0 +1,170 @@
+"""A user's model code run in a child process, so that nothing it does reaches what Stash prints or writes.
+
+The child is forked (torch and the step model already imported: no second start-up) into a process group of
+its own. Its standard output and error go to a pipe that the parent forwards to its own standard error, line
+by line and marked as the model's, so a factory that prints cannot break `--format json`; its working
+folder, signal handlers, threads and forks are its own. It sends back one pickled answer (the value, or the
+StashError to raise) and ends with os._exit, so a thread the factory left running cannot keep the command
+alive. The parent waits at most the user-code time limit plus a grace, then kills the child's whole group.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import selectors
+import signal
+import sys
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from stash_core import containment
+from stash_core.errors import StashError, UsageError
+from stash_core.zoo.user_limits import LIMIT_VAR, UserModelError, user_code_limit_s
+
+T = TypeVar("T")
+GRACE_S = 2.0  # beyond the user-code limit: the answer's pickling and sending
+MAX_FORWARDED_BYTES = 64 * 1024  # of the model's own output; more is cut (a factory printing in a loop)
+
+
+HEADER_BYTES = 8
+
+
+def contained(what: str, function: Callable[..., T], *args: Any) -> T:
+    """function(*args) run in a child process (in this process where containment is off); its value, or the
+    StashError it raised (one line); a UserModelError when the child dies, exits or runs past the limit."""
+    if not containment.ENABLED:  # the dashboard's server (stash_core/containment.py)
+        return function(*args)
+    limit_s = user_code_limit_s()
+    answer_read, answer_write = os.pipe()
+    output_read, output_write = os.pipe()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns
+        _child(function, args, answer_write, output_write, (answer_read, output_read))
+    os.close(answer_write)
+    os.close(output_write)
+    try:
+        answer = _wait(answer_read, output_read, limit_s + GRACE_S, what)
+        status = None if answer is not None else _reaped(pid)
+    finally:
+        os.close(answer_read)
+        os.close(output_read)
+        _kill_group(pid)
+    if answer is None:
+        if status is None:
+            raise UserModelError(f"{what} did not finish within {limit_s:g} s (time limit; {LIMIT_VAR})")
+        raise UserModelError(f"{what} ended its process ({_status_text(status)}) before giving an answer")
+    kind, value = answer
+    if kind == "error":
+        raise value
+    return value
+
+
+def _child(function: Callable[..., Any], args: tuple, answer_write: int, output_write: int, unused: tuple) -> None:
+    code = 0
+    me = os.getpid()
+    try:
+        os.setpgid(0, 0)
+        for fd in unused:
+            os.close(fd)
+        os.dup2(output_write, 1)
+        os.dup2(output_write, 2)
+        devnull = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(devnull, 0)
+        # Python's own streams onto those descriptors (a caller may have replaced them with buffers)
+        sys.stdout = open(1, "w", buffering=1, closefd=False, errors="replace")  # noqa: SIM115
+        sys.stderr = open(2, "w", buffering=1, closefd=False, errors="replace")  # noqa: SIM115
+        try:
+            answer: tuple[str, Any] = ("value", function(*args))
+        except StashError as error:
+            answer = ("error", error)
+        except BaseException as error:  # anything the user's code raised, GeneratorExit and SystemExit too
+            text = " ".join(str(error).split())[:300]
+            answer = ("error", UsageError(f"the model's code raised {type(error).__name__}: {text}"))
+        if os.getpid() != me:  # a process the user's code forked: only the child answers
+            os._exit(0)
+        try:
+            data = pickle.dumps(answer)
+        except Exception as error:
+            data = pickle.dumps(("error", UsageError(f"the model's answer could not be sent back: {error}")))
+        view = memoryview(len(data).to_bytes(HEADER_BYTES, "big") + data)
+        while view:
+            view = view[os.write(answer_write, view) :]
+    except BaseException:
+        code = 70
+    finally:
+        os._exit(code)
+
+
+def _wait(answer_fd: int, output_fd: int, timeout_s: float, what: str) -> Any:
+    """The child's answer, or None when it closed its pipe without one or ran past `timeout_s`; the model's
+    own output forwarded meanwhile."""
+    selector = selectors.DefaultSelector()
+    selector.register(answer_fd, selectors.EVENT_READ, "answer")
+    selector.register(output_fd, selectors.EVENT_READ, "output")
+    received = bytearray()
+    forwarded = 0
+    deadline = time.monotonic() + timeout_s
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return None
+        for key, _ in selector.select(left):
+            data = os.read(key.fd, 65536)
+            if key.data == "output":
+                if not data:
+                    selector.unregister(key.fd)
+                elif forwarded < MAX_FORWARDED_BYTES:
+                    forwarded += len(data)
+                    _forward(data, what)
+                continue
+            if not data:
+                return None  # the child ended without an answer
+            received += data
+        if len(received) >= HEADER_BYTES:
+            size = int.from_bytes(received[:HEADER_BYTES], "big")
+            if len(received) >= HEADER_BYTES + size:
+                return pickle.loads(bytes(received[HEADER_BYTES : HEADER_BYTES + size]))
+
+
+def _reaped(pid: int) -> int | None:
+    """The child's exit status once it has ended (waiting up to a second), None while it runs."""
+    for _ in range(20):
+        try:
+            done, status = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            return 0
+        if done:
+            return status
+        time.sleep(0.05)
+    return None
+
+
+def _forward(data: bytes, what: str) -> None:
+    """The model's own output on Stash's standard error, as text with control characters escaped."""
+    from stash_core.terminal import printable
+
+    for line in data.decode("utf-8", "replace").splitlines():
+        if line.strip():
+            print(f"[{what}] {printable(line)}", file=sys.stderr)
+
+
+def _kill_group(pid: int) -> None:
+    for target in (-pid, pid):
+        try:
+            os.kill(target, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    try:
+        os.waitpid(pid, 0)
+    except ChildProcessError:
+        pass
+
+
+def _status_text(status: int) -> str:
+    if os.WIFSIGNALED(status):
+        return f"signal {os.WTERMSIG(status)}"
+    return f"exit code {os.WEXITSTATUS(status)}"
