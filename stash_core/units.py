@@ -116,3 +116,14 @@ def json_safe(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [json_safe(item) for item in value]
     return value
+
+
+def duration_words(seconds: float | None) -> str:
+    """A duration in the unit that reads best: '42 s', '3.5 min', '1.3 h', '2.1 d'; '-' when unknown."""
+    if seconds is None or not math.isfinite(seconds) or seconds < 0:
+        return "-"
+    for unit, size in (("d", 86400.0), ("h", 3600.0), ("min", 60.0)):
+        if seconds >= size:
+            value = seconds / size
+            return f"{value:.1f} {unit}" if value < 100 else f"{value:,.0f} {unit}"
+    return f"{seconds:.0f} s" if seconds >= 1 else f"{seconds:.2f} s"

@@ -125,7 +125,8 @@ def cmd_instances(args: argparse.Namespace) -> int:
     action = args.instances_action
     if action == "list":
         frame = list_instances(path)
-        print(printable(frame[list(_LIST_COLUMNS)].rename(columns=_LIST_COLUMNS).to_string(index=False, na_rep="-")))
+        table = frame[list(_LIST_COLUMNS)].rename(columns=_LIST_COLUMNS).astype(object)
+        print(printable(table.where(table.notna(), "-").to_string(index=False)))
         print("prices in USD per hour; `stash instances show NAME` gives the source of each price")
         return 0
     if action == "import":

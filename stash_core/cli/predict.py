@@ -200,8 +200,10 @@ def _header(request: dict, errors: dict) -> list[str]:
         f"{request['model']}, batch {request['batch_size']} per GPU{shape}, {request['precision']}, "
         f"{request['habits'] + ', ' if request.get('habits') else ''}{per_instance}; ±err: the held-out error "
         "of each row's compute path and batch regime on "
-        "published figures it was not fitted to (its GPU's own where that runs wider)"
-    ]
+        "published figures it was not fitted to (its GPU's own where that runs wider)",
+        *([f"GPUs: {', '.join(name.removeprefix('NVIDIA ') for name in request['gpus'])}"]
+          if request.get("gpus") else []),
+    ]  # fmt: skip
 
 
 COMMANDS = {"predict": cmd_predict}

@@ -22,7 +22,7 @@ from stash_core.pathargs import output_path
 from stash_core.cli.predict import add_format_argument, add_job_arguments, job_from_args
 from stash_core.spec_parse import BATCH_SIZE, parse_input_shape
 from stash_core.units import STALLS as STALL_NAMES
-from stash_core.units import finite_float
+from stash_core.units import duration_words, finite_float
 from stash_core.userfiles import check_output, write_atomic
 
 if TYPE_CHECKING:
@@ -110,14 +110,15 @@ def format_recommendation(result: Recommendation, show_all: bool = False) -> str
     if len(options):
         lines.append("")
         lines.append(
-            f"  {'#':>2} {'configuration':<34}{'workers':>8}  {'source':<11}{'epoch h':>8}{'hours':>8}"
-            f"{'USD':>11}{'USD/h':>8}"
+            f"  {'#':>2} {'configuration':<34}{'workers':>8}  {'source':<11}{'epoch':>9}{'training':>10}"
+            f"{'USD':>11}{'USD/h':>8}{'price of':>12}"
             f"{'±err':>7}  stalls per iteration (compute/interconnect/network/cpu/disk, ms)"
         )
         lines += [_option_line(row) for row in options.to_dict(orient="records")]
         lines.append(
-            "  workers: GPUs used of each instance's GPUs; ?: not predicted (CPU and disk stalls need a "
-            "profile with real data); *: unvalidated error"
+            "  workers: GPUs used of each instance's GPUs; price of: the date of the catalog's price (its source: "
+            "`stash instances show NAME`); ?: not predicted (CPU and disk stalls need a profile with real data); "
+            "*: unvalidated error"
         )
     if result.explanations:
         lines.append("")
@@ -158,7 +159,8 @@ def _option_line(row: dict[str, Any]) -> str:
     return (
         f"  {'' if rank is None else str(int(rank)):>2} {row['config']:<34}{_workers(row):>8}  "
         f"{row['source']:<11}"
-        f"{row['epoch_s'] / 3600:>8.2f}{row['training_h']:>8.1f}{usd:>11}{usd_per_h:>8}{error:>7}"
+        f"{duration_words(row['epoch_s']):>9}{duration_words(row['training_h'] * 3600):>10}{usd:>11}"
+        f"{usd_per_h:>8}{str(row.get('price_date') or '-')[:10]:>12}{error:>7}"
         f"  {stalls}{pareto}"
     )
 

@@ -12,7 +12,13 @@ from typing import Any, Protocol
 import pandas as pd
 
 from stash_core.catalog import list_instances
-from stash_core.catalog.accelerators import PRECISIONS, Accelerator, accelerator_table, find_accelerator
+from stash_core.catalog.accelerators import (
+    PRECISIONS,
+    Accelerator,
+    accelerator_table,
+    find_accelerator,
+    match_accelerator,
+)
 from stash_core.cells import plain_row
 from stash_core.decide.predict.configuration import ConfigPrediction, Predictor
 from stash_core.habits import TrainingJob
@@ -105,7 +111,7 @@ def catalog_rows(
             raise UsageError(f"unknown instance(s) {', '.join(unknown)}: see `stash instances list`")
         rows = {name: rows[name] for name in instances}
     if gpus:
-        wanted = {_known_gpu(name).name for name in gpus}
+        wanted = {variant for name in gpus for variant in gpu_variants(name)}
         rows = {
             name: row
             for name, row in rows.items()
@@ -117,6 +123,15 @@ def catalog_rows(
                 f"{' or '.join(sorted(wanted))}: see `stash instances list`"
             )
     return rows
+
+
+def gpu_variants(name: str) -> tuple[str, ...]:
+    """Every accelerator a GPU name means: a family (A100, H100, V100) means all its variants (memory sizes, SXM,
+    PCIe, NVL); a full name, its one row. UsageError for a name the table does not know."""
+    _known_gpu(name)
+    found = match_accelerator(name)
+    assert found is not None
+    return found.candidates
 
 
 def _known_gpu(name: str) -> Accelerator:
@@ -185,6 +200,7 @@ def predict_instances(
         "model": model, "batch_size": batch_size, "input_shape": list(predictor.cost.input_shape),
         "precision": precision, "workers_per_instance": workers_per_instance or "all GPUs",
         "max_instances": max_instances, **predictor.job.to_json(predictor.default_optimizer),
+        **({"gpus": sorted({variant for name in gpus for variant in gpu_variants(name)})} if gpus else {}),
         "habits": predictor.job.describe(predictor.cost.kind, predictor.default_optimizer),
     }  # fmt: skip
     return Prediction(request, frame, refused, expected_errors())

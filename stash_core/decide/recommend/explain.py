@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from datetime import date
 from typing import Any
 
 import pandas as pd
 
 from stash_core.decide.recommend.costs import STALL_NAMES
-from stash_core.units import finite_float
+from stash_core.units import duration_words, finite_float
 
 
 def job_headline(request: dict[str, Any]) -> str:
@@ -42,11 +43,64 @@ def explanations(options: pd.DataFrame, best: dict[str, Any], request: dict[str,
     """Why `best` wins, then a line for each of the (at most five) cheaper-looking options on why it loses."""
     lines = [
         f"{best['config']} ({best['source']}) is the cheapest configuration that meets the constraints: "
-        f"{best['training_h']:.1f} h and ${best['training_usd']:,.2f} for {request['epochs']:g} epochs"
+        f"{duration_words(best['training_h'] * 3600)} and ${best['training_usd']:,.2f} for "
+        f"{request['epochs']:g} epochs"
     ]
+    tie = _tie(options, best)
+    if tie:
+        lines.append(tie)
     for option in _alternatives(options, best).head(5).to_dict(orient="records"):
         lines.append(_why_not(option, best, request))
+    stale = _stale_prices(options[options["feasible"]] if "feasible" in options else options)
+    if stale:
+        lines.append(stale)
     return lines
+
+
+PRICE_AGE_DAYS = 90
+
+
+def _tie(options: pd.DataFrame, best: dict[str, Any]) -> str:
+    """A line when the runners-up cost within the predictions' stated error of the best: no winner among them."""
+    feasible = options[options["feasible"] & (options["config"] != best["config"])] if "feasible" in options else options
+    error = finite_float(best.get("expected_error")) or 0.0
+    if feasible.empty or not error:
+        return ""
+    gap = feasible["training_usd"] / best["training_usd"] - 1.0
+    close = feasible[gap <= error].sort_values("training_usd")
+    if close.empty:
+        return ""
+    names = ", ".join(close["config"].head(3))
+    more = f" and {len(close) - 3} more" if len(close) > 3 else ""
+    return (
+        f"a tie: {names}{more} cost{'s' if len(close) == 1 else ''} within {gap[close.index].max():.1%} of it, inside "
+        f"the predictions' stated error (±{error:.0%}); the ranking among them is not a measurement"
+    )
+
+
+def _stale_prices(options: pd.DataFrame) -> str:
+    """A line when a price the answer rests on is older than PRICE_AGE_DAYS, or has no date."""
+    if options.empty or "price_date" not in options:
+        return ""
+    today = date.today()
+    old = set()
+    for value in options["price_date"].dropna():
+        try:
+            day = date.fromisoformat(str(value)[:10])
+        except ValueError:
+            continue
+        if (today - day).days > PRICE_AGE_DAYS:
+            old.add(day.isoformat())
+    undated = int(options["usd_per_h"].notna().sum() - options["price_date"].notna().sum())
+    parts = []
+    if old:
+        parts.append(f"prices dated {', '.join(sorted(old)[:4])}{' ...' if len(old) > 4 else ''} are older than "
+                     f"{PRICE_AGE_DAYS} days")  # fmt: skip
+    if undated > 0:
+        parts.append(f"{undated} price(s) have no date")
+    if not parts:
+        return ""
+    return "; ".join(parts) + ": `stash instances import --skypilot` refreshes them (`stash instances show NAME` gives each source)"
 
 
 def _alternatives(options: pd.DataFrame, best: dict[str, Any]) -> pd.DataFrame:

@@ -141,3 +141,14 @@ def test_recommend_refuses_a_shape_the_model_cannot_take_in_one_line(tmp_path, c
         "--db", str(tmp_path / "x.duckdb"),
     )  # fmt: skip
     assert status == 2 and out == "" and "one sequence length" in one_line(err)
+
+
+def test_a_gpu_family_means_every_variant_and_the_answer_lists_them(tmp_path, capsys):
+    status, out, _ = run(capsys, "predict", "--model", "resnet18", "--batch-size", "8", "--gpu", "A100,H100",
+                         "--format", "json", "--db", str(tmp_path / "x.duckdb"))  # fmt: skip
+    assert status == 0
+    answer = json.loads(out)
+    gpus = set(answer["job"]["gpus"])
+    assert {"NVIDIA A100 SXM4 80 GB", "NVIDIA A100 PCIe 40 GB", "NVIDIA H100 NVL 94 GB"} <= gpus
+    predicted = {row["accelerator"] for row in answer["predictions"]}
+    assert "NVIDIA A100 SXM4 80 GB" in predicted and "NVIDIA A100 SXM4 40 GB" in predicted

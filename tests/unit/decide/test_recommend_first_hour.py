@@ -1,0 +1,45 @@
+"""What a recommendation says besides its ranking: each price with its date, region and source, prices older
+than 90 days named, options within the stated error of the best called a tie, durations in readable units."""
+
+from __future__ import annotations
+
+from datetime import date, timedelta
+
+import pandas as pd
+
+from stash_core.decide.recommend.explain import PRICE_AGE_DAYS, _stale_prices, _tie
+from stash_core.units import duration_words
+
+
+def test_durations_read_in_their_own_unit():
+    assert [duration_words(s) for s in (0.5, 42, 180, 4680, 2 * 86400)] == ["0.50 s", "42 s", "3.0 min", "1.3 h", "2.0 d"]
+    assert duration_words(None) == "-" and duration_words(float("nan")) == "-"
+
+
+def _options(**columns) -> pd.DataFrame:
+    base = {"config": ["1 x a", "1 x b", "1 x c"], "training_usd": [10.0, 10.5, 20.0], "usd_per_h": [1.0, 1.0, 2.0],
+            "feasible": [True, True, True], "expected_error": [0.2, 0.2, 0.2],
+            "price_date": [date.today()] * 3}  # fmt: skip
+    return pd.DataFrame({**base, **columns})
+
+
+def test_options_within_the_stated_error_of_the_best_are_a_tie_and_others_are_not():
+    options = _options()
+    line = _tie(options, options.iloc[0].to_dict())
+    assert line.startswith("a tie: 1 x b cost") and "1 x c" not in line and "±20%" in line
+    assert _tie(_options(expected_error=[0.01] * 3), _options(expected_error=[0.01] * 3).iloc[0].to_dict()) == ""
+
+
+def test_old_and_undated_prices_are_named():
+    old = date.today() - timedelta(days=PRICE_AGE_DAYS + 1)
+    line = _stale_prices(_options(price_date=[old, date.today(), None]))
+    assert old.isoformat() in line and "1 price(s) have no date" in line
+    assert _stale_prices(_options()) == ""
+
+
+def test_every_option_carries_its_prices_date_region_and_source(tmp_path):
+    from stash_core.decide.recommend import recommend
+
+    result = recommend(tmp_path / "x.duckdb", "resnet18", 32, 1, 10_000, budget_hours=10, instances=["g5.xlarge"])
+    option = result.to_json()["options"][0]
+    assert option["price_date"] and option["price_source"] and "price_region" in option
