@@ -483,8 +483,14 @@ def unsafe_character(text: str) -> str | None:
     return f"U+{ord(match.group()):04X}" if match else None
 
 
+MAX_NAME_CHARS = 200  # a name is shown in tables and stored; 100,000 characters are not a name
+
+
 def identifier(text: str) -> str:
-    """argparse type of a name (an instance, a label): non-empty, no control or bidirectional characters."""
+    """argparse type of a name (an instance, a label): non-empty, at most MAX_NAME_CHARS characters, no
+    control or bidirectional characters."""
+    if len(text) > MAX_NAME_CHARS:
+        raise argparse.ArgumentTypeError(f"a name of {len(text):,} characters: at most {MAX_NAME_CHARS}")
     character = unsafe_character(text)
     if character:
         raise argparse.ArgumentTypeError(f"{text!r} holds the control character {character}")

@@ -171,8 +171,10 @@ def _validate_body(doc: dict) -> None:
     _check_choice("status", doc["status"], RUN_STATUSES)
     _check_timestamp("started_at", doc["started_at"], required=True)
     _check_timestamp("finished_at", doc.get("finished_at"), required=False)
+    _check_order(doc["started_at"], doc.get("finished_at"))
     if not isinstance(doc["spec"], dict):
         raise UsageError("result file: spec must be an object")
+    _check_spec_counts(doc["spec"])
     for key in ("model", "fingerprint"):
         if doc.get(key) is not None and not isinstance(doc[key], dict):
             raise UsageError(f"result file: {key} must be an object or null")
@@ -207,6 +209,8 @@ def _validate_phase(index: int, phase: Any, seen: set[str]) -> None:
         if key in SAMPLE_KEYS and values:
             lengths[key] = len(values)
             _check_numbers(f"phase {name} samples.{key}", values)
+            if key != "slowest_rank" and any(isinstance(v, int | float) and v < 0 for v in values):
+                raise UsageError(f"result file: phase {name} samples.{key} holds a negative time")
     if len(set(lengths.values())) > 1:
         counts = ", ".join(f"{key}={count}" for key, count in lengths.items())
         raise UsageError(f"result file: phase {name} sample lists differ in length ({counts})")
@@ -248,6 +252,30 @@ def _validate_breakdown(breakdown: Any) -> None:
 def _check_choice(what: str, value: Any, allowed: tuple[str, ...]) -> None:
     if value not in allowed:
         raise UsageError(f"result file: {what} is {value!r}; expected one of {', '.join(allowed)}")
+
+
+# A run's machines and workers, as `stash profile` takes them (spec_parse.WORKERS): more is not a real run.
+MAX_WORKERS_PER_NODE = MAX_NODES = 1024
+
+
+def _check_order(started: str, finished: str | None) -> None:
+    """finished_at may not come before started_at (both already checked as ISO 8601 times)."""
+    if finished is None:
+        return
+    start, end = datetime.fromisoformat(started), datetime.fromisoformat(finished)
+    if (start.tzinfo is None) != (end.tzinfo is None):
+        start, end = start.replace(tzinfo=None), end.replace(tzinfo=None)
+    if end < start:
+        raise UsageError(f"result file: finished_at {finished!r} is before started_at {started!r}")
+
+
+def _check_spec_counts(spec: dict) -> None:
+    for key, most in (("workers_per_node", MAX_WORKERS_PER_NODE), ("nodes", MAX_NODES)):
+        value = spec.get(key)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= most:
+            raise UsageError(f"result file: spec.{key} is {value!r:.40}; expected a whole number from 1 to {most}")
 
 
 def _check_timestamp(key: str, value: Any, required: bool) -> None:

@@ -3,6 +3,9 @@ arrivals and drawn network sensitivity every model-less trace gets."""
 
 from __future__ import annotations
 
+import csv
+import io
+
 import zlib
 
 import numpy as np
@@ -44,6 +47,19 @@ def shown_value(value: object) -> str:
     if isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool):
         return f"{float(value):.15g}"
     return repr(value)
+
+
+def refuse_duplicate_columns(text: io.StringIO, where: str) -> io.StringIO:
+    """A header that names a column twice is refused (pandas would keep the first as it is and rename the
+    second "name.1", so one of them would be read silently); the text is returned rewound."""
+    header = next(csv.reader([text.readline()]), [])
+    text.seek(0)
+    seen: set[str] = set()
+    for name in (cell.strip() for cell in header):
+        if name and name in seen:
+            raise UsageError(f"{where}: the header names the column {name!r} twice; keep one")
+        seen.add(name)
+    return text
 
 
 def refuse_extra_fields(frame: pd.DataFrame, where: str, expected: int) -> None:

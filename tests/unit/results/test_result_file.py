@@ -298,3 +298,19 @@ def test_nan_stays_unknown_and_is_not_refused() -> None:
     doc = small_doc()
     doc["phases"][0]["samples"]["iteration_s"][1] = math.nan
     validate_result(doc)
+
+
+@pytest.mark.parametrize(
+    ("change", "says"),
+    [
+        (lambda doc: doc["phases"][0]["samples"].update(iteration_s=[0.2, -0.21, 0.22]), "negative time"),
+        (lambda doc: doc.update(finished_at="2026-11-22T10:40:00+00:00"), "before started_at"),
+        (lambda doc: doc["spec"].update(workers_per_node=1_000_000), "spec.workers_per_node is 1000000"),
+        (lambda doc: doc["spec"].update(nodes=0), "spec.nodes is 0"),
+    ],
+)
+def test_values_no_run_can_have_are_refused(change, says) -> None:
+    doc = small_doc()
+    change(doc)
+    with pytest.raises(UsageError, match=says):
+        resultfile.validate_result(doc)
