@@ -10,9 +10,14 @@ limit of the link (2(n-1)/n x gradient bytes / rate); the probe's ring lower bou
 2(n-1)/n x gradient bytes / wire bus bandwidth); the probe's measured gradient all-reduce; the alpha-beta
 prediction of the stall, with alpha (per all-reduce call) and beta (per byte) least-squares fitted to the
 probe's all-reduce sizes on R1n minus the same on R1 (the reference's own all-reduce); and
-measured/predicted. Latency is not emulated on a kernel without netem (sch_netem); the table says so.
+measured/predicted. Then the catalog predictor's formulas (decide/predict/ddp_overlap.py: DDP's buckets
+made as backward runs, one collective at a time, what is left after backward exposed), each bucket timed at
+the bus bandwidth the R1n probe measured at its size (Stash's own probe in place of the published table),
+backward from R1's measured parts, no fitted factor (contention and jitter 0: those are GPU figures), beside
+the measured stall. Several models with --models. Latency is not emulated on a kernel without netem
+(sch_netem); the table says so.
 
-    sudo python bench/network.py [--model resnet10] [--input-shape 3,32,32] [--bandwidths 100mbit,200mbit,...]
+    sudo python bench/network.py [--models resnet10,resnet18] [--input-shape 3,32,32] [--bandwidths 200mbit,...]
 """
 
 from __future__ import annotations
@@ -31,12 +36,14 @@ sys.path.insert(0, str(REPO))
 
 from stash_core.analysis.comm import alpha_beta_allreduce_s, probe_alpha_beta  # noqa: E402
 from stash_core.cli.probe_text import format_size, format_time  # noqa: E402
+from stash_core.decide.predict.collectives import BusCurve, Fabric  # noqa: E402
+from stash_core.decide.predict.ddp_overlap import CommParams, ddp_overlap  # noqa: E402
 from stash_core.launch import cluster  # noqa: E402
 
 
-def profile(args, rate: str, state: Path, out: Path) -> dict:
+def profile(args, model: str, rate: str, state: Path, out: Path) -> dict:
     argv = [
-        sys.executable, "-m", "stash_core", "profile", "--model", args.model,
+        sys.executable, "-m", "stash_core", "profile", "--model", model,
         "--input-shape", args.input_shape, "--num-classes", "10", "--batch-size", str(args.batch_size),
         "--workers", "1", "--nodes", "2",
         "--cluster", "emulated", "--cluster-state", str(state), "--cluster-bandwidth", rate,
@@ -46,8 +53,26 @@ def profile(args, rate: str, state: Path, out: Path) -> dict:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     result = subprocess.run(argv, capture_output=True, text=True, env=env)
     if result.returncode != 0:
-        raise SystemExit(f"profile at {rate} failed: {result.stderr.strip().splitlines()[-1]}")
+        raise SystemExit(f"profile of {model} at {rate} failed: {result.stderr.strip().splitlines()[-1]}")
     return json.loads(out.read_text())
+
+
+def scheduled_stall_s(doc: dict) -> float | None:
+    """The network stall the catalog predictor's schedule gives for this run: its gradient buckets over the
+    R1n probe's measured bus bandwidth by size, beside R1's measured backward."""
+    probes = {probe["phase"]: probe for probe in doc.get("probes") or []}
+    rows = [row for row in (probes.get("R1n") or {}).get("allreduce") or [] if row.get("busbw_gbps")]
+    phases = {phase["name"]: phase for phase in doc["phases"]}
+    reference = phases.get("R1") or {}
+    step_s = (reference.get("iteration_s") or {}).get("mean")
+    backward_s = (reference.get("parts_mean_s") or {}).get("backward_s")
+    if not rows or not step_s or backward_s is None:
+        return None
+    rows.sort(key=lambda row: row["size_bytes"])
+    curve = BusCurve("probe", tuple(float(r["size_bytes"]) for r in rows), tuple(r["busbw_gbps"] / 8 for r in rows), ("probe",))
+    links = Fabric(None, curve, 1.0, 1, 2, "probe")
+    grad_bytes = doc["model"]["grad_bytes"]
+    return ddp_overlap(grad_bytes, step_s, backward_s, links.allreduce_s, 2, CommParams(), 0).added_s
 
 
 def predicted_stall_s(doc: dict) -> tuple[float | None, tuple[float, float] | None]:
@@ -66,7 +91,7 @@ def predicted_stall_s(doc: dict) -> tuple[float | None, tuple[float, float] | No
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", default="resnet10")
+    parser.add_argument("--models", default="resnet10", help="comma list of zoo models")
     parser.add_argument("--input-shape", default="3,32,32")
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--iterations", type=int, default=12)
@@ -83,14 +108,29 @@ def main() -> None:
         try:
             where = args.keep or Path(tmp)
             where.mkdir(parents=True, exist_ok=True)
-            docs = {rate: profile(args, rate, state, where / f"{rate}.json") for rate in rates}
+            models = [model.strip() for model in args.models.split(",") if model.strip()]
+            runs = {
+                model: {rate: profile(args, model, rate, state, where / f"{model}-{rate}.json") for rate in rates}
+                for model in models
+            }
         finally:
             cluster.cluster_down(state)
+    errors = []
+    for model, docs in runs.items():
+        errors += report(args, model, docs, status)
+    if errors:
+        mean = sum(abs(error) for error in errors) / len(errors)
+        print(f"\nschedule prediction against the measured network stall: mean absolute error {mean:.1%} over "
+              f"{len(errors)} runs, largest {max(errors, key=abs):+.1%}")  # fmt: skip
+
+
+def report(args, model: str, docs: dict, status: dict) -> list[float]:
+    """The table of one model; the schedule prediction's relative errors."""
     first = next(iter(docs.values()))
     grad_bytes = first["model"]["grad_bytes"]
     buckets = first["breakdown"]["communication"]["network"]["buckets"]
     print(
-        f"{args.model} ({args.input_shape}, batch {args.batch_size}): {format_size(grad_bytes)} of gradients "
+        f"\n{model} ({args.input_shape}, batch {args.batch_size}): {format_size(grad_bytes)} of gradients "
         f"in {buckets} DDP buckets, 1 worker on each of 2 nodes; network = t(R1n) - t(R1), "
         f"{first['breakdown']['network_reference']}"
     )
@@ -98,23 +138,31 @@ def main() -> None:
         print("kernel without netem: only the link rate is emulated (no added latency)")
     header = (
         f"{'bandwidth':>10} {'stall (95% CI)':>19} {'link limit':>11} {'ring bound':>11} {'all-reduce':>11} "
-        f"{'alpha':>8} {'beta->rate':>11} {'predicted':>10} {'meas/pred':>10} {'hidden':>7}"
+        f"{'alpha':>8} {'beta->rate':>11} {'predicted':>10} {'meas/pred':>10} {'hidden':>7} {'schedule':>9} "
+        f"{'error':>7}"
     )
     print(header)
+    errors = []
     for rate, doc in docs.items():
         stall = doc["breakdown"]["stalls"]["network"]
         network = doc["breakdown"]["communication"]["network"]
         predicted, fit = predicted_stall_s(doc)
         ratio = stall["seconds"] / predicted if predicted else None
         hidden = network.get("overlap_share")
+        scheduled = scheduled_stall_s(doc)
+        error = scheduled / stall["seconds"] - 1 if scheduled is not None and stall["seconds"] > 0 else None
+        if error is not None:
+            errors.append(error)
         print(
             f"{rate:>10} {format_time(stall['seconds']):>10} ± {format_time(stall['ci95_s']):>6} "
             f"{format_time(network.get('link_lower_bound_s')):>11} "
             f"{format_time(network.get('lower_bound_s')):>11} "
             f"{format_time(network.get('allreduce_s')):>11} {format_time(fit[0] if fit else None):>8} "
             f"{(f'{8 / fit[1] / 1e6:.0f} Mbit/s' if fit else '-'):>11} {format_time(predicted):>10} "
-            f"{(f'{ratio:.2f}' if ratio else '-'):>10} {(f'{hidden:.0%}' if hidden is not None else '-'):>7}"
+            f"{(f'{ratio:.2f}' if ratio else '-'):>10} {(f'{hidden:.0%}' if hidden is not None else '-'):>7} "
+            f"{format_time(scheduled):>9} {(f'{error:+.0%}' if error is not None else '-'):>7}"
         )
+    return errors
 
 
 if __name__ == "__main__":
