@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import posix
 import selectors
 import signal
 import sys
@@ -47,14 +48,15 @@ def contained(what: str, function: Callable[..., T], *args: Any) -> T:
     os.close(answer_write)
     os.close(output_write)
     try:
-        answer = _wait(answer_read, output_read, limit_s + GRACE_S, what)
-        status = None if answer is not None else _reaped(pid)
+        # Twice the limit: a factory is built on the meta device first and, failing there, for real.
+        answer, timed_out = _wait(answer_read, output_read, 2 * limit_s + GRACE_S, what)
+        status = None if answer is not None or timed_out else _reaped(pid)
     finally:
         os.close(answer_read)
         os.close(output_read)
         _kill_group(pid)
     if answer is None:
-        if status is None:
+        if timed_out or status is None:
             raise UserModelError(f"{what} did not finish within {limit_s:g} s (time limit; {LIMIT_VAR})")
         raise UserModelError(f"{what} ended its process ({_status_text(status)}) before giving an answer")
     kind, value = answer
@@ -85,7 +87,7 @@ def _child(function: Callable[..., Any], args: tuple, answer_write: int, output_
             text = " ".join(str(error).split())[:300]
             answer = ("error", UsageError(f"the model's code raised {type(error).__name__}: {text}"))
         if os.getpid() != me:  # a process the user's code forked: only the child answers
-            os._exit(0)
+            posix._exit(0)
         try:
             data = pickle.dumps(answer)
         except Exception as error:
@@ -96,12 +98,12 @@ def _child(function: Callable[..., Any], args: tuple, answer_write: int, output_
     except BaseException:
         code = 70
     finally:
-        os._exit(code)
+        posix._exit(code)  # not os._exit: the user's code, or a limit around it, may have replaced it
 
 
-def _wait(answer_fd: int, output_fd: int, timeout_s: float, what: str) -> Any:
-    """The child's answer, or None when it closed its pipe without one or ran past `timeout_s`; the model's
-    own output forwarded meanwhile."""
+def _wait(answer_fd: int, output_fd: int, timeout_s: float, what: str) -> tuple[Any, bool]:
+    """(the child's answer or None, whether it ran past `timeout_s`); the model's own output forwarded
+    meanwhile."""
     selector = selectors.DefaultSelector()
     selector.register(answer_fd, selectors.EVENT_READ, "answer")
     selector.register(output_fd, selectors.EVENT_READ, "output")
@@ -111,7 +113,7 @@ def _wait(answer_fd: int, output_fd: int, timeout_s: float, what: str) -> Any:
     while True:
         left = deadline - time.monotonic()
         if left <= 0:
-            return None
+            return None, True
         for key, _ in selector.select(left):
             data = os.read(key.fd, 65536)
             if key.data == "output":
@@ -122,12 +124,12 @@ def _wait(answer_fd: int, output_fd: int, timeout_s: float, what: str) -> Any:
                     _forward(data, what)
                 continue
             if not data:
-                return None  # the child ended without an answer
+                return None, False  # the child ended without an answer
             received += data
         if len(received) >= HEADER_BYTES:
             size = int.from_bytes(received[:HEADER_BYTES], "big")
             if len(received) >= HEADER_BYTES + size:
-                return pickle.loads(bytes(received[HEADER_BYTES : HEADER_BYTES + size]))
+                return pickle.loads(bytes(received[HEADER_BYTES : HEADER_BYTES + size])), False
 
 
 def _reaped(pid: int) -> int | None:
