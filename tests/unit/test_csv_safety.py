@@ -61,7 +61,8 @@ def test_the_csv_export_quotes_formula_leading_names(catalog_db, tmp_path):
 def test_recommend_csv_quotes_formula_leading_names(catalog_db, tmp_path, capsys):
     out = tmp_path / "options.csv"
     status = main(["recommend", "--model", "resnet18", "--batch-size", "8", "--epochs", "1", "--dataset-images",
-                   "1000", "--budget-hours", "100", "--db", str(catalog_db), "--csv", str(out)])  # fmt: skip
+                   "1000", "--budget-hours", "100", "--db", str(catalog_db), "--csv", str(out),
+                   "--instances", "=evil,+evil,@evil"])  # fmt: skip
     capsys.readouterr()
     assert status == 0
     cells = _cells(out.read_text())
