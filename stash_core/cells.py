@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from stash_core.terminal import formula_safe
@@ -30,10 +31,42 @@ def plain_row(row: dict[str, Any]) -> dict[str, Any]:
 
 
 def csv_text(frame: pd.DataFrame) -> str:
-    """`frame` as CSV text (no index) with every text cell formula_safe: the one way Stash writes a CSV of
-    a table."""
+    """`frame` as CSV text (no index) with every text cell formula_safe, bytes as 0x-hex, and timestamps
+    beyond Python's dates (DuckDB's 'infinity') written as DuckDB writes them: the one way Stash writes a
+    CSV of a table."""
     safe = frame.copy()
     for column in safe.columns:
-        if safe[column].dtype == object or pd.api.types.is_string_dtype(safe[column]):
-            safe[column] = safe[column].map(formula_safe)
+        series = safe[column]
+        if pd.api.types.is_datetime64_any_dtype(series):
+            safe[column] = _timestamps_text(series)
+        elif series.dtype == object or pd.api.types.is_string_dtype(series):
+            safe[column] = series.map(_cell_text)
     return safe.to_csv(index=False)
+
+
+def _cell_text(value: Any) -> Any:
+    if isinstance(value, bytes | bytearray | memoryview):
+        return "0x" + bytes(value).hex()
+    return formula_safe(value)
+
+
+INT64_MAX = 2**63 - 1
+
+
+def _timestamps_text(series: pd.Series) -> list[str]:
+    """ISO 8601 text of each timestamp; DuckDB's infinities as 'infinity' and '-infinity', NaT as empty."""
+    unit = series.array.unit
+    ticks = series.array.asi8
+    texts = np.datetime_as_string(ticks.astype(f"datetime64[{unit}]"), unit=unit)
+    suffix = "+00:00" if getattr(series.dtype, "tz", None) is not None else ""
+    out = []
+    for tick, text in zip(ticks.tolist(), texts.tolist(), strict=True):
+        if tick == INT64_MAX:
+            out.append("infinity")
+        elif tick == -INT64_MAX:
+            out.append("-infinity")
+        elif tick == -INT64_MAX - 1:  # NaT
+            out.append("")
+        else:
+            out.append(text.replace("T", " ") + suffix)
+    return out

@@ -83,3 +83,16 @@ def test_schedule_jobs_csv_quotes_formula_leading_job_ids(tmp_path, capsys):
     cells = _cells(out.read_text())
     assert "'=job0" in cells and "'-job2" in cells
     _assert_no_formula(cells)
+
+
+def test_what_a_query_returns_downloads_as_csv_whatever_its_types():
+    """The SQL console's download: DuckDB's infinite timestamps, BLOBs and intervals are written, not lost."""
+    import duckdb
+
+    con = duckdb.connect()
+    frame = con.execute(
+        "SELECT 'infinity'::TIMESTAMPTZ AS t, '-infinity'::TIMESTAMP AS u, TIMESTAMP '2024-01-02 03:04:05' AS v, "
+        "NULL::TIMESTAMP AS w, 'ab'::BLOB AS b, INTERVAL 3 DAY AS i, '=x' AS s"
+    ).df()
+    cells = _cells(frame_to_csv(frame).decode())
+    assert cells[7:] == ["infinity", "-infinity", "2024-01-02 03:04:05.000000", "", "0x6162", "3 days", "'=x"]
