@@ -148,7 +148,7 @@ def _check_file(name: str, data: bytes) -> UploadCheck:
         if suffix == ".json":
             return _check_json(name, data)
         if suffix in (".parquet", ".pq"):
-            return _check_table(name, pd.read_parquet(io.BytesIO(data)))
+            return _check_table(name, _read_parquet_bounded(data))
         if suffix == ".csv":
             return _check_table(name, pd.read_csv(io.BytesIO(data)))
     except UsageError as exc:
@@ -158,6 +158,28 @@ def _check_file(name: str, data: bytes) -> UploadCheck:
     reason = f"unsupported file type {suffix or '(none)'}; upload .json, .parquet or .csv"
     return UploadCheck(name, False, reason,
                        kind="unknown")  # fmt: skip
+
+
+# A Parquet file is compressed: a few hundred bytes can declare gigabytes of rows. Its footer says how much it
+# expands to; more than this is refused before anything is decompressed in the dashboard's process.
+MAX_PARQUET_EXPANDED_BYTES = 1 << 30
+MAX_PARQUET_ROWS = 20_000_000
+
+
+def _read_parquet_bounded(data: bytes) -> pd.DataFrame:
+    import pyarrow.parquet as pq
+
+    meta = pq.ParquetFile(io.BytesIO(data)).metadata
+    # the footer's uncompressed size, or 8 bytes a cell where its encoding (runs of one value) is smaller
+    stored = sum(meta.row_group(index).total_byte_size for index in range(meta.num_row_groups))
+    expanded = max(stored, meta.num_rows * meta.num_columns * 8)
+    if expanded > MAX_PARQUET_EXPANDED_BYTES or meta.num_rows > MAX_PARQUET_ROWS:
+        raise UsageError(
+            f"it expands to about {expanded / 2**20:,.0f} MiB ({meta.num_rows:,} rows x {meta.num_columns} "
+            f"columns); at most {MAX_PARQUET_EXPANDED_BYTES >> 20:,} MiB and {MAX_PARQUET_ROWS:,} rows are read "
+            "here (`stash ingest` takes result files of any size)"
+        )
+    return pd.read_parquet(io.BytesIO(data))
 
 
 def _check_json(name: str, data: bytes) -> UploadCheck:

@@ -96,3 +96,20 @@ def test_what_a_query_returns_downloads_as_csv_whatever_its_types():
     ).df()
     cells = _cells(frame_to_csv(frame).decode())
     assert cells[7:] == ["infinity", "-infinity", "2024-01-02 03:04:05.000000", "", "0x6162", "3 days", "'=x"]
+
+
+def test_a_small_parquet_upload_that_expands_to_gigabytes_is_refused_before_it_is_read():
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from stash_core.views import upload
+
+    buffer = io.BytesIO()
+    import numpy as np
+
+    pq.write_table(pa.table({"x": np.zeros(21_000_000, dtype=np.int8)}), buffer, compression="zstd",
+                   row_group_size=21_000_000)  # fmt: skip
+    data = buffer.getvalue()
+    assert len(data) < 1_000_000
+    check = upload._check_file("bomb.parquet", data)
+    assert not check.ok and "21,000,000 rows" in check.reason and check.frame is None
