@@ -74,21 +74,48 @@ def share_findings(breakdown: dict) -> list[str]:
     return found
 
 
-def impossible_warning(findings: list[str], per_process: list[str]) -> str | None:
+LOAD_TO_DO = (
+    "profile again when the machine is quiet (nothing else running), or with more rounds of launches "
+    "(--launches) so that one disturbed launch weighs less; the code needs no change"
+)
+
+
+def impossible_warning(findings: list[str], per_process: list[str], same_work: str = "") -> str | None:
     """The one warning line for an impossible breakdown: what, the likely cause, what to do. Runs that did
     different work per process are warned about even when their differences look possible: each stall
-    then mixes that change with what it names."""
+    then mixes that change with what it names. `same_work`: what was measured the same in every run's
+    processes (threads, batch size); then the work did not change and other load is the likely cause."""
     if not findings and not per_process:
         return None
-    cause = (
-        "the runs did different work per process: " + "; ".join(per_process)
-        if per_process
-        else "likely work per process that depends on the world size (threads, batch size per process, data "
-        "sharding), or other load on the machine during one run"
-    )
+    if per_process:
+        cause = "the runs did different work per process: " + "; ".join(per_process)
+    elif same_work:
+        return (
+            f"{IMPOSSIBLE}: {'; '.join(findings)}. Cause: the work per process was the same in every run "
+            f"({same_work} in each run's processes), so most likely other load on the machine slowed one "
+            f"run, or its launches disagreed. To do: {LOAD_TO_DO}"
+        )
+    else:
+        cause = (
+            "likely work per process that depends on the world size (threads, batch size per process, data "
+            "sharding), or other load on the machine during one run"
+        )
     if not findings:
         return f"{DIFFERENT_WORK}: {cause}. To do: {WHAT_TO_DO}"
     return f"{IMPOSSIBLE}: {'; '.join(findings)}. Cause: {cause}. To do: {WHAT_TO_DO}"
+
+
+def same_work(runs: dict[str, dict]) -> str:
+    """'threads 1, batch size 16' when every run measured both and they agree; '' otherwise."""
+    if not runs:
+        return ""
+    parts = []
+    for key, label in (("threads", "threads"), ("batch_size", "batch size")):
+        values = {run.get(key) for run in runs.values()}
+        if None in values or len(values) != 1:
+            return ""
+        parts.append(f"{label} {values.pop()}")
+    return ", ".join(parts)
 
 
 def impossible_of_stored(warnings: list | None, stalls: list[dict] | dict | None) -> str | None:

@@ -9,7 +9,12 @@ import time
 from dataclasses import replace
 
 from stash_core import __version__
-from stash_core.analysis.coherence import impossible_findings, impossible_warning, per_process_differences
+from stash_core.analysis.coherence import (
+    impossible_findings,
+    impossible_warning,
+    per_process_differences,
+    same_work,
+)
 from stash_core.analysis.comm import communication_bounds
 from stash_core.analysis.stalls import PhaseTime, breakdown
 from stash_core.engine.data_setup import DataSetup, iterations_per_epoch
@@ -330,7 +335,7 @@ def add_impossible_warning(result: dict, completed: list[dict], times: dict, cha
         }
         for record in completed
     }
-    warning = impossible_warning(findings, per_process_differences(runs))
+    warning = impossible_warning(findings, per_process_differences(runs), same_work(runs))
     if warning:
         result["impossible"] = bool(findings)
         result["warnings"].insert(0, warning)

@@ -59,3 +59,16 @@ def test_the_input_pipeline_is_r2_minus_the_last_synthetic_run_with_both_interva
     seconds, ci95_s, reference = input_pipeline({"R0": (0.1, 0.01), "R1": (0.2, 0.03), "R2": (0.3, 0.04)})
     assert reference == "R1" and abs(seconds - 0.1) < 1e-12 and abs(ci95_s - 0.05) < 1e-12
     assert input_pipeline({"R0": (0.1, 0.01)}) is None
+
+
+def test_when_every_run_measured_the_same_work_other_load_is_the_cause_and_the_code_needs_no_change():
+    from stash_core.analysis.coherence import same_work
+
+    runs = {"R0": {"threads": 1, "batch_size": 16}, "R1": {"threads": 1, "batch_size": 16}}
+    measured = same_work(runs)
+    assert measured == "threads 1, batch size 16"
+    text = impossible_warning(["R0 took 0.09 s per iteration and R1 0.07 s"], [], measured)
+    assert text.startswith(IMPOSSIBLE) and "other load on the machine" in text and "needs no change" in text
+    assert "torch.set_num_threads" not in text
+    assert same_work({"R0": {"threads": 1, "batch_size": 16}, "R1": {"threads": None, "batch_size": 16}}) == ""
+    assert same_work({"R0": {"threads": 1, "batch_size": 16}, "R1": {"threads": 2, "batch_size": 16}}) == ""
