@@ -20,6 +20,12 @@ ATTENTIONS = ("fused", "eager")
 FUSED_OPTIMIZERS = ("sgd", "adamw")
 
 
+def optimizer_name(kind: str) -> str:
+    """What a job of a model of this kind trains with, as profiled and as predicted: AdamW for token models
+    (transformers), SGD with momentum for image models."""
+    return "adamw" if kind == "tokens" else "sgd"
+
+
 @dataclass(frozen=True)
 class TrainingJob:
     memory_format: str = "nchw"

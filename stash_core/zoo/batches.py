@@ -10,6 +10,7 @@ import torch
 from torch import nn
 
 from stash_core.errors import UsageError
+from stash_core.habits import optimizer_name
 from stash_core.zoo.info import ModelInfo
 from stash_core.zoo.outputs import training_loss
 
@@ -62,12 +63,6 @@ def loss_fn(info: ModelInfo) -> Callable[[Any, torch.Tensor], torch.Tensor]:
     if info.kind not in ("image", "tokens"):
         raise UsageError(f"unknown model kind {info.kind!r}; expected 'image' or 'tokens'")
     return functools.partial(training_loss, loss_fn=nn.CrossEntropyLoss())
-
-
-def optimizer_name(kind: str) -> str:
-    """What a job of a model of this kind trains with, as profiled and as predicted: AdamW for token models
-    (transformers), SGD with momentum for image models."""
-    return "adamw" if kind == "tokens" else "sgd"
 
 
 def make_optimizer(model: nn.Module, kind: str) -> torch.optim.Optimizer:

@@ -15,18 +15,19 @@ once per accelerator, so predicting every instance of a catalog costs a few mill
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass, field
 from typing import Any
 
 from stash_core.catalog.accelerators import Accelerator, find_accelerator
+from stash_core.decide.predict.features import default_optimizer
 from stash_core.decide.predict.memory import memory_check
 from stash_core.decide.predict.network import CommTime, comm_note, comm_time
 from stash_core.decide.predict.roofline import ComputeTime, StepParams, compute_time
 from stash_core.decide.predict.stated_error import fitted_params, is_stale, load_summary, stated_error
-from stash_core.decide.predict.features import default_optimizer
-from stash_core.habits import TrainingJob
 from stash_core.decide.predict.step_cost import StepCost, default_input_shape, step_cost
+from stash_core.habits import TrainingJob
 
 
 @dataclass
@@ -71,8 +72,7 @@ class Predictor:
         self.cost: StepCost = step_cost(model, batch_size, input_shape, attention=self.job.step_attention)
         self.default_optimizer = default_optimizer(self.cost)
         self.job.check(self.cost.kind, self.default_optimizer)  # UsageError for a habit the model cannot have
-        # A profile that names no input shape ran with the model's default one.
-        self.default_shape = default_input_shape(model) if input_shape else self.cost.input_shape
+        self._input_given = bool(input_shape)
         self.model, self.batch_size, self.catalog, self.precision = model, batch_size, catalog, precision
         self.profiles = profiles or []
         self.params = params or fitted_params()
@@ -157,8 +157,16 @@ class Predictor:
             return "scaled", basis, scaled
         return "roofline", f"step model ({self.calibration_note})", model_s
 
+    @functools.cached_property
+    def default_shape(self) -> tuple[int, ...]:
+        """The model's default input shape, which a profile that names none ran with (built only when a
+        profile is compared: it loads torch)."""
+        return default_input_shape(self.model) if self._input_given else self.cost.input_shape
+
     def _same_model(self) -> list[dict[str, Any]]:
         """Profiles of this model at this batch size and input shape."""
+        if not self.profiles:
+            return []
         return [
             row
             for row in self.profiles

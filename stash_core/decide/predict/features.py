@@ -48,7 +48,7 @@ import numpy as np
 
 from stash_core.catalog.accelerators import Accelerator
 from stash_core.decide.predict.step_cost import StepCost
-from stash_core.zoo import optimizer_name
+from stash_core.habits import optimizer_name
 
 CLASSES = ("matmul", "attention", "elementwise", "reduction", "normalisation")
 PEAK_KINDS = ("fp32", "tf32", "fp16")

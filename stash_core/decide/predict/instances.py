@@ -21,10 +21,10 @@ from stash_core.catalog.accelerators import (
 )
 from stash_core.cells import plain_row
 from stash_core.decide.predict.configuration import ConfigPrediction, Predictor
-from stash_core.habits import TrainingJob
 from stash_core.decide.predict.script import ScriptPredictor, script_run
 from stash_core.decide.predict.validation import expected_errors
 from stash_core.errors import UsageError
+from stash_core.habits import TrainingJob
 from stash_core.store.reads import gpu_compute_profiles
 
 COLUMNS = (

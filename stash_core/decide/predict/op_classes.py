@@ -15,8 +15,10 @@ over the GPU's streaming multiprocessors (SMs); gemm dims (rows, cols, groups) g
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
-import torch
+if TYPE_CHECKING:
+    import torch
 
 MATMUL_OPS = frozenset(
     {"aten.convolution", "aten.convolution_backward", "aten.mm", "aten.addmm", "aten.bmm", "aten.baddbmm",
@@ -64,6 +66,8 @@ def kernel_count(name: str) -> int:
 
 def gemm_dims(name: str, args: tuple, out: object) -> tuple[float, float, float]:
     """(rows, cols, groups) of a matrix operator's output as a GEMM; () for any other operator."""
+    import torch  # loaded by the tracer already; here only to tell tensors apart
+
     tensors = [leaf for leaf in args if isinstance(leaf, torch.Tensor)]
     if name in ("aten.mm", "aten.addmm") and isinstance(out, torch.Tensor) and out.dim() == 2:
         return (float(out.shape[0]), float(out.shape[1]), 1.0)
@@ -87,6 +91,8 @@ def leading_alignment(name: str, args: tuple, out: object) -> float:
     """Of a cuBLAS matrix product: the largest power of two, up to MAX_ALIGNMENT elements, that divides the
     leading dimension (the stride between rows or columns in memory) of every operand and of the output; 0
     for any other operator. A vocabulary of 50,257 tokens makes it 1; the hidden sizes of common models 16."""
+    import torch  # loaded by the tracer already; here only to tell tensors apart
+
     if name not in GEMM_OPS:
         return 0.0
     tensors = [leaf for leaf in (*args, out) if isinstance(leaf, torch.Tensor) and leaf.dim() >= 2]
@@ -127,6 +133,8 @@ def pointwise_conv(name: str, args: tuple) -> bool:
     without converting them to NHWC first (measured on an H200, docs/measurements/h200-convolutions.txt).
     The weight is the second tensor of convolution(input, weight, ...) and the third of
     convolution_backward(grad_output, input, weight, ...)."""
+    import torch  # loaded by the tracer already; here only to tell tensors apart
+
     if name not in ("aten.convolution", "aten.convolution_backward"):
         return False
     tensors = [leaf for leaf in args if isinstance(leaf, torch.Tensor)]

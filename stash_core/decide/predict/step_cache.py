@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import importlib.metadata
 import json
 import os
 import tempfile
@@ -20,10 +21,8 @@ from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 
-import torch
-
 FORMAT = 1
-_COUNTING_CODE = ("step_cost.py", "attention.py", "op_classes.py")
+_COUNTING_CODE = ("step_cost.py", "step_trace.py", "step_types.py", "attention.py", "op_classes.py")
 
 
 def cache_dir() -> Path:
@@ -36,11 +35,10 @@ def cache_dir() -> Path:
 
 @functools.lru_cache(maxsize=1)
 def _code_digest() -> str:
-    from stash_core import zoo
-
-    digest = hashlib.sha256(torch.__version__.encode())
+    digest = hashlib.sha256(importlib.metadata.version("torch").encode())  # without importing torch
     here = Path(__file__).resolve().parent
-    sources = sorted(Path(zoo.__file__).resolve().parent.glob("*.py")) + [
+    zoo_folder = here.parents[1] / "zoo"
+    sources = sorted(zoo_folder.glob("*.py")) + [
         here / name for name in _COUNTING_CODE
     ]
     for path in sources:
@@ -50,10 +48,10 @@ def _code_digest() -> str:
 
 
 def cached(key: tuple, count: Callable[[], object], decode: Callable[[dict], object]) -> object:
-    """The count for `key` (model, batch, shape, attention) from disk, else count() written there."""
-    from stash_core.zoo import list_models
-
-    if key[0] not in list_models():
+    """The count for `key` (model, batch, shape, attention) from disk, else count() written there. A user's
+    FILE.py:FACTORY is counted afresh (its file may change); a zoo name is kept (an unknown name fails in
+    count(), and nothing is written)."""
+    if ":" in str(key[0]):
         return count()
     name = hashlib.sha256(json.dumps([FORMAT, _code_digest(), *key], default=list).encode()).hexdigest()
     path = cache_dir() / f"{name[:32]}.json"

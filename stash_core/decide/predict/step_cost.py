@@ -18,135 +18,16 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
-from contextlib import nullcontext
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
-import torch
-from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_leaves
-from torch.utils.flop_counter import flop_registry
-
-from stash_core.decide.predict.attention import fused_attention
-from stash_core.decide.predict.op_classes import (
-    FREE_OPS,
-    gemm_dims,
-    kernel_count,
-    leading_alignment,
-    op_class,
-    pointwise_conv,
-    tile_count,
-)
 from stash_core.decide.predict.step_cache import cached
+from stash_core.decide.predict.step_types import OpCost, StepCost
 from stash_core.errors import UsageError
-from stash_core.zoo.compiler_guards import compiler_unimported
+
+__all__ = ["ATTENTION_KINDS", "OpCost", "StepCost", "default_input_shape", "step_cost"]
 
 TRACE_BATCHES = (2, 4)  # the two batches every other batch is interpolated from
 ATTENTION_KINDS = ("fused", "decomposed")
-
-
-@dataclass(frozen=True)
-class OpCost:
-    name: str
-    flops: float
-    bytes: float
-    phase: str  # "forward" | "backward"
-    op_class: str = "elementwise"  # "matmul" | "attention" | "reduction" | "normalisation" | "elementwise"
-    kernels: int = 1
-    gemm: tuple[float, ...] = ()  # (rows, cols, groups) of a matrix operator's output
-    alignment: float = 0.0  # elements every operand's leading dimension is a multiple of (cuBLAS products)
-    pointwise: bool = False  # a 1x1 convolution: no NCHW to NHWC conversion (op_classes.pointwise_conv)
-
-    @property
-    def matrix(self) -> bool:
-        return self.op_class in ("matmul", "attention")
-
-    @property
-    def tiles(self) -> float:
-        return tile_count(self.gemm)
-
-
-@dataclass(frozen=True)
-class StepCost:
-    """One training step of `model` at `batch_size` per worker (optimizer step not included in ops)."""
-
-    model: str
-    batch_size: int
-    ops: tuple[OpCost, ...]
-    param_count: int
-    activation_bytes: float
-    device: str  # "meta" or "cpu"
-    note: str = ""
-    extra: dict = field(default_factory=dict)
-    input_shape: tuple[int, ...] = ()  # of one sample: (C, H, W) or (seq_len,)
-    param_tensors: int = 0
-    kind: str = "image"  # the zoo's input kind: "image" | "tokens"
-
-    @property
-    def forward_flops(self) -> float:
-        return sum(op.flops for op in self.ops if op.phase == "forward")
-
-    @property
-    def total_flops(self) -> float:
-        return sum(op.flops for op in self.ops)
-
-    @property
-    def total_bytes(self) -> float:
-        return sum(op.bytes for op in self.ops)
-
-    @property
-    def kernel_count(self) -> int:
-        return sum(op.kernels for op in self.ops)
-
-    @property
-    def param_bytes(self) -> float:
-        return 4.0 * self.param_count  # fp32 master weights (also under mixed precision)
-
-
-class _OpRecorder(TorchDispatchMode):
-    def __init__(self) -> None:
-        super().__init__()
-        self.ops: list[OpCost] = []
-        self.phase = "forward"
-        self.paused = False
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        out = func(*args, **kwargs)
-        name = str(func._overloadpacket)
-        if self.paused or func.is_view or name in FREE_OPS:
-            return out
-        formula = flop_registry.get(func._overloadpacket)
-        flops = float(formula(*args, **kwargs, out_val=out)) if formula is not None else 0.0
-        moved = sum(
-            leaf.numel() * leaf.element_size()
-            for leaf in tree_leaves((args, kwargs, out))
-            if isinstance(leaf, torch.Tensor)
-        )
-        dims = gemm_dims(name, args, out)
-        aligned = leading_alignment(name, args, out)
-        self.ops.append(
-            OpCost(
-                name, flops, float(moved), self.phase, op_class(name), kernel_count(name), dims, aligned,
-                pointwise_conv(name, args),
-            )
-        )  # fmt: skip
-        return out
-
-    def record(self, name: str, cost: dict) -> None:
-        self.ops.append(
-            OpCost(
-                name,
-                cost["flops"],
-                cost["bytes"],
-                self.phase,
-                op_class(name),
-                kernel_count(name),
-                cost["gemm"],
-            )
-        )
-
-    def pause(self, paused: bool) -> None:
-        self.paused = paused
 
 
 def step_cost(
@@ -239,65 +120,18 @@ def _counted(model: str, batch_size: int, shape: tuple[int, ...] | None, attenti
 
 
 def _counted_quietly(model: str, batch_size: int, shape: tuple[int, ...] | None, attention: str) -> StepCost:
+    # torch, the zoo and the tracer load here, when a step is counted: a cached step needs none of them
+    from stash_core.decide.predict.step_trace import counted_here
+    from stash_core.zoo.compiler_guards import compiler_unimported
+
     with compiler_unimported():
-        return _counted_here(model, batch_size, shape, attention)
+        return counted_here(model, batch_size, shape, attention)
 
 
-def _counted_here(model: str, batch_size: int, shape: tuple[int, ...] | None, attention: str) -> StepCost:
-    from stash_core.zoo import build_model
+def __getattr__(name: str):
+    """The tracer's recorder, for those who reach it here (it loads torch: decide/predict/step_trace.py)."""
+    if name == "_OpRecorder":
+        from stash_core.decide.predict.step_trace import OpRecorder
 
-    try:
-        with torch.device("meta"):
-            net, info = build_model(model, input_shape=shape)
-        return _trace(model, net, info, batch_size, "meta", batch_size, "", attention)
-    except UsageError:
-        raise
-    except Exception:  # noqa: BLE001 - a user model that needs real tensors: measure on the CPU at batch 1
-        net, info = build_model(model, input_shape=shape)
-        note = "counted on the CPU at batch 1, scaled"
-        return _trace(model, net, info, 1, "cpu", batch_size, note, attention)
-
-
-def _trace(
-    model, net, info, run_batch: int, device: str, batch_size: int, note: str, attention: str = "fused"
-) -> StepCost:
-    from stash_core.zoo import loss_fn, synthetic_batch
-
-    inputs, targets = synthetic_batch(info, run_batch, device)
-    saved = {"bytes": 0.0}
-    seen: dict[int, torch.Tensor] = {}  # a tensor saved by two operators is held once (kept alive: ids stay)
-    weights = {id(parameter) for parameter in net.parameters()}
-
-    def pack(tensor: torch.Tensor) -> torch.Tensor:
-        # A weight saved as a view (a linear layer's transposed weight) is a weight, not an activation.
-        base = tensor._base if tensor._base is not None else tensor
-        if id(tensor) not in seen and id(base) not in weights:
-            seen[id(tensor)] = tensor
-            saved["bytes"] += tensor.numel() * tensor.element_size()
-        return tensor
-
-    recorder = _OpRecorder()
-    counting = fused_attention(recorder.record, recorder.pause) if attention == "fused" else nullcontext()
-    with counting, recorder:
-        with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
-            loss = loss_fn(info)(net(inputs), targets)
-        recorder.phase = "backward"
-        loss.backward()
-    scale = batch_size / run_batch
-    ops = recorder.ops
-    if scale != 1:  # per-sample costs scale with the batch; weight-sized traffic is overstated slightly
-        ops = [
-            replace(op, flops=op.flops * scale, bytes=op.bytes * scale, gemm=_scaled_gemm(op.gemm, scale))
-            for op in ops
-        ]
-    parameters = list(net.parameters())
-    shape = tuple(int(size) for size in info.input_shape)
-    params = int(sum(p.numel() for p in parameters))
-    return StepCost(
-        model, batch_size, tuple(ops), params, saved["bytes"] * scale, device, note, input_shape=shape,
-        param_tensors=len(parameters), kind=str(getattr(info, "kind", "image")),
-    )  # fmt: skip
-
-
-def _scaled_gemm(dims: tuple[float, ...], scale: float) -> tuple[float, ...]:
-    return (dims[0] * scale, *dims[1:]) if dims else dims
+        return OpRecorder
+    raise AttributeError(name)

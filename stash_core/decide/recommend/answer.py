@@ -12,13 +12,12 @@ from stash_core.catalog import list_instances, stored_label_checks
 from stash_core.cells import plain_row
 from stash_core.decide.predict.configuration import profile_shape
 from stash_core.decide.predict.instances import check_precision, refusal_json
-from stash_core.habits import TrainingJob
-from stash_core.zoo.batches import optimizer_name
 from stash_core.decide.recommend.candidates import OptionPlanner
 from stash_core.decide.recommend.costs import STALL_NAMES, RentalJob
 from stash_core.decide.recommend.explain import explanations, infeasible_reason
 from stash_core.decide.recommend.pareto import rank_options
 from stash_core.errors import UsageError
+from stash_core.habits import TrainingJob, optimizer_name
 from stash_core.store.reads import measured_profiles, stored_model_counts
 from stash_core.units import finite_float
 

@@ -107,3 +107,14 @@ def test_runs_and_show_print_the_stored_figures(stored):
     # A label the catalog holds is still checked against the machine (that check may load pandas).
     contradicted = run(["show", "bbbb0002", "--db", str(stored)])["help"]
     assert "label g4dn.xlarge of run 20261124T110000Z-bbbb0002 does not fit the machine" in contradicted
+
+
+def test_a_prediction_from_a_counted_step_does_not_load_torch(tmp_path, monkeypatch):
+    """The step of a zoo model is counted once (torch, on the meta device) and kept on disk; predicting from
+    it again needs the store and the step model, not torch (some 2.5 s of start-up on 2 cores)."""
+    monkeypatch.setenv("STASH_CACHE_DIR", str(tmp_path / "cache"))
+    argv = ["predict", "--model", "resnet18", "--batch-size", "8", "--input-shape", "3,64,64",
+            "--instances", "p3.2xlarge", "--db", str(tmp_path / "x.duckdb")]  # fmt: skip
+    first, again = run(argv), run(argv)
+    assert first["status"] == 0 and "torch" in first["loaded"]
+    assert again["status"] == 0 and "torch" not in again["loaded"]
