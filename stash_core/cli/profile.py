@@ -110,6 +110,12 @@ def profile_from_args(args, db_path: Path) -> int:
     spec, cluster_state = checked_spec(args)
     check_writable(db_path, args.out, not args.no_store)
     args.db_was_new = not db_path.exists()
+    if args.db_was_new and not args.no_store:  # said before minutes of measuring, not only after
+        print(
+            f"note: {db_path} does not exist yet: this profile starts a new database there (the dashboard opens "
+            f"it with STASH_DB={db_path.resolve()} ./run.sh, or its sidebar)",
+            file=sys.stderr,
+        )
     batch = f"batch {spec.batch_size}" if spec.batch_size else "the script's batch"
     label = f"{spec.model} · {batch} · {spec.workers_per_node} worker(s)" + (
         f" · {spec.instance}" if spec.instance else ""
