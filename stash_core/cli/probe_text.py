@@ -124,3 +124,23 @@ def _overlap_cells(reading: dict) -> tuple[str, str]:
     if reading["state"] == "negative":
         return "not resolved", "-"
     return "-", "-"
+
+
+def core_sharing_note(doc: dict) -> str | None:
+    """On the CPU, when the workers' threads take every core of the machine: the interconnect stall then also
+    holds the workers' (and gloo's) competition for the cores, beside what the probe's all-reduce alone took."""
+    spec, fingerprint = doc.get("spec") or {}, doc.get("fingerprint") or {}
+    breakdown = doc.get("breakdown") or {}
+    workers, threads = int(spec.get("workers_per_node") or 1), int(spec.get("threads_per_worker") or 1)
+    cores = fingerprint.get("cpu_cores_logical") or fingerprint.get("cpu_cores_physical")
+    if spec.get("device") != "cpu" or workers < 2 or not cores or workers * threads < int(cores):
+        return None
+    stall = ((breakdown.get("stalls") or {}).get("interconnect") or {}).get("seconds")
+    if stall is None:
+        return None
+    allreduce = ((breakdown.get("communication") or {}).get("interconnect") or {}).get("allreduce_s")
+    probe = f"; the probe's all-reduce of the gradients alone took {format_time(allreduce)}" if allreduce else ""
+    return (
+        f"note: the {workers} workers x {threads} thread(s) share this machine's {cores} cores: the interconnect "
+        f"stall ({format_time(stall)}) also holds their competition for the cores{probe}"
+    )

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from stash_core import store
 from stash_core.catalog import check_document
-from stash_core.cli.probe_text import format_communication
+from stash_core.cli.probe_text import core_sharing_note, format_communication
 from stash_core.cli.report import format_breakdown
 from stash_core.engine.data_setup import prepare_data
 from stash_core.engine.jobs import register_profile
@@ -247,6 +247,9 @@ def report_result(
     print(format_breakdown(doc["breakdown"], doc["spec"].get("dataset_images")))
     for line in format_communication(doc["breakdown"]):
         print(line)
+    sharing = core_sharing_note(doc)
+    if sharing:
+        print(sharing)
     if problem:
         raise SaveError(problem)
     warning = check_document(db_path, doc).warning

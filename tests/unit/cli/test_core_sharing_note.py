@@ -1,0 +1,26 @@
+"""On the CPU, a profile whose workers take every core says that its interconnect stall holds their
+competition for the cores, beside the probe's all-reduce time."""
+
+from __future__ import annotations
+
+from stash_core.cli.probe_text import core_sharing_note
+
+
+def _doc(workers: int, threads: int, cores: int, device: str = "cpu") -> dict:
+    return {
+        "spec": {"device": device, "workers_per_node": workers, "threads_per_worker": threads},
+        "fingerprint": {"cpu_cores_logical": cores},
+        "breakdown": {"stalls": {"interconnect": {"seconds": 0.181}},
+                      "communication": {"interconnect": {"allreduce_s": 0.0031}}},
+    }  # fmt: skip
+
+
+def test_workers_that_take_every_core_are_said_to_share_them_with_the_probes_time():
+    note = core_sharing_note(_doc(2, 1, 2))
+    assert note is not None and "share this machine's 2 cores" in note and "181" in note and "3.1" in note
+
+
+def test_no_note_where_the_cores_are_not_all_taken_or_on_a_gpu():
+    assert core_sharing_note(_doc(2, 1, 8)) is None
+    assert core_sharing_note(_doc(2, 4, 8, device="cuda")) is None
+    assert core_sharing_note(_doc(1, 2, 2)) is None
