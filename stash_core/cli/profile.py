@@ -110,12 +110,6 @@ def profile_from_args(args, db_path: Path) -> int:
     spec, cluster_state = checked_spec(args)
     check_writable(db_path, args.out, not args.no_store)
     args.db_was_new = not db_path.exists()
-    if args.db_was_new and not args.no_store:  # said before minutes of measuring, not only after
-        print(
-            f"note: {db_path} does not exist yet: this profile starts a new database there (the dashboard opens "
-            f"it with STASH_DB={db_path.resolve()} ./run.sh, or its sidebar)",
-            file=sys.stderr,
-        )
     batch = f"batch {spec.batch_size}" if spec.batch_size else "the script's batch"
     label = f"{spec.model} · {batch} · {spec.workers_per_node} worker(s)" + (
         f" · {spec.instance}" if spec.instance else ""
@@ -141,6 +135,12 @@ def profile_from_args(args, db_path: Path) -> int:
 def run_and_save(spec, model_info: dict, data, args, db_path: Path, cluster_state, record, reporter) -> int:
     """Measure, save (file and database), print: a failed or interrupted profile is saved too."""
     error: BaseException | None = None
+    if getattr(args, "db_was_new", False) and not args.no_store:  # said before the measuring, not only after
+        print(
+            f"note: {db_path} does not exist yet: this profile starts a new database there (the dashboard opens "
+            f"it with STASH_DB={db_path.resolve()} ./run.sh, or its sidebar)",
+            flush=True,
+        )
     try:
         with emulated_bandwidth(spec, cluster_state):
             remote = remote_hosts(spec, cluster_state)  # again: the emulated link may have changed
