@@ -75,29 +75,36 @@ def dashboard(tmp_path_factory: pytest.TempPathFactory, browser_binary: str) -> 
     )  # fmt: skip
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                with urllib.request.urlopen(f"{base}/_stcore/health", timeout=2) as response:
-                    if response.status == 200:
-                        break
-            except OSError:
-                pass
-            if server.poll() is not None or time.monotonic() > deadline:
-                log.flush()
-                raise AssertionError(
-                    f"streamlit did not start: {(folder / 'streamlit.log').read_text()[-2000:]}"
-                )
-            time.sleep(0.3)
+        wait_healthy(base, server, log, folder / "streamlit.log", 60)
         yield base, db
     finally:
-        # Stop the server we started, by its own pid (it leads its own session).
-        os.killpg(server.pid, signal.SIGTERM)
+        stop(server)
+
+
+def wait_healthy(base: str, server: subprocess.Popen, log, log_path: Path, timeout_s: float) -> None:
+    """Until the dashboard at `base` answers its health check; AssertionError with its log if it dies first."""
+    deadline = time.monotonic() + timeout_s
+    while True:
         try:
-            server.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            os.killpg(server.pid, signal.SIGKILL)
-            server.wait()
+            with urllib.request.urlopen(f"{base}/_stcore/health", timeout=2) as response:
+                if response.status == 200:
+                    return
+        except OSError:
+            pass
+        if server.poll() is not None or time.monotonic() > deadline:
+            log.flush()
+            raise AssertionError(f"streamlit did not start: {log_path.read_text()[-2000:]}")
+        time.sleep(0.3)
+
+
+def stop(server: subprocess.Popen) -> None:
+    """Stop a server we started, by its own pid (it leads its own session)."""
+    os.killpg(server.pid, signal.SIGTERM)
+    try:
+        server.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        os.killpg(server.pid, signal.SIGKILL)
+        server.wait()
         log.close()
 
 
@@ -254,24 +261,10 @@ def run_sh(folder: Path, *args: str, token: str | None = None) -> Iterator[str]:
         )  # fmt: skip
         base = f"http://{listen}:{port}"
         try:
-            deadline = time.monotonic() + 90
-            while True:
-                try:
-                    with urllib.request.urlopen(f"{base}/_stcore/health", timeout=2) as response:
-                        if response.status == 200:
-                            break
-                except OSError:
-                    pass
-                assert server.poll() is None and time.monotonic() < deadline, log_path.read_text()[-2000:]
-                time.sleep(0.3)
+            wait_healthy(base, server, log, log_path, 90)
             yield base
         finally:
-            os.killpg(server.pid, signal.SIGTERM)
-            try:
-                server.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                os.killpg(server.pid, signal.SIGKILL)
-                server.wait()
+            stop(server)
 
 
 def listening_addresses(port: int) -> set[str]:
