@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 from typing import Any
 
 from stash_core.cli.args import add_db_argument, comma_list, count, db_path, identifier

@@ -11,7 +11,6 @@ import argparse
 import copy
 import functools
 import sys
-from pathlib import Path
 
 from stash_core import containment
 from stash_core.cli.args import add_db_argument, db_path

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 from typing import Any
 
 from stash_core.cli.args import add_db_argument, count, db_path, non_negative, positive_real
