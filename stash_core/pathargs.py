@@ -46,6 +46,12 @@ input_path = PathArg(INPUT)
 input_text = PathArg(INPUT, as_text=True)
 
 
+def default_db() -> Path:
+    """The database when none is named: $STASH_DB (`~` expanded, as the dashboard reads it), else
+    ./results.duckdb (for the command line and the Python API alike)."""
+    return Path(os.environ.get("STASH_DB") or "results.duckdb").expanduser()
+
+
 def role_of(action: argparse.Action) -> str | None:
     return action.type.role if isinstance(action.type, PathArg) else None
 

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import os
 from collections.abc import Callable
 from datetime import date
 from pathlib import Path
 from typing import Any
 
-from stash_core.pathargs import input_path
 from stash_core.errors import UsageError
+from stash_core.pathargs import default_db, input_path
 from stash_core.spec import identifier
 from stash_core.spec_parse import INT32_MAX, Number, count, parse_input_shape, positive_int, positive_real
 from stash_core.units import GIB, finite_float, parse_duration_s, parse_size_bytes, rate_bps
@@ -147,11 +146,6 @@ def comma_list(rule: Callable[[str], Any], most: int = 64) -> Callable[[str], li
         return [rule(part) for part in parts]
 
     return read
-
-
-def default_db() -> Path:
-    """$STASH_DB (`~` expanded, as the dashboard reads it), else ./results.duckdb."""
-    return Path(os.environ.get("STASH_DB") or "results.duckdb").expanduser()
 
 
 def db_path(args: argparse.Namespace) -> Path:

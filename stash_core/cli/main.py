@@ -14,9 +14,9 @@ import sys
 
 from stash_core import containment
 from stash_core.cli.args import add_db_argument, db_path
-from stash_core.pathargs import check_outputs, input_path, output_path
 from stash_core.errors import StashError, UsageError, first_line
-from stash_core.interrupts import describe, exit_status, signals_as_interrupts
+from stash_core.exits import refuse_undecodable, run_command
+from stash_core.pathargs import check_outputs, input_path, output_path
 from stash_core.spec import add_profile_arguments
 from stash_core.spec_parse import count
 from stash_core.terminal import printable
@@ -126,62 +126,18 @@ def command_groups() -> list:
 
 def main(argv: list[str] | None = None) -> int:
     """Run one `stash` command; its exit status. SIGTERM and SIGHUP stop a command as Ctrl-C does (a profile
-    saves what it measured and ends its workers), with 143 and 129 instead of 130."""
-    try:
-        with signals_as_interrupts():
-            argv = sys.argv[1:] if argv is None else argv
-            refuse_undecodable(argv)
-            args = parse_command(argv)
-            containment.enable()  # a user's model code runs in a child process (zoo/contained.py)
-            check_outputs(_parser(), args, db_path(args) if hasattr(args, "db") else None)
-            handler = all_commands()[args.command]
-            return handler(args) or 0
-    except StashError as error:
-        print(f"stash: {printable(one_line(error))}", file=sys.stderr)
-        return error.exit_code
-    except KeyboardInterrupt as interrupt:
-        print(f"stash: {describe(exit_status(interrupt) - 128)}", file=sys.stderr)
-        return exit_status(interrupt)
-    except BrokenPipeError:
-        return 0
-    except OSError as error:  # the machine's, not the input's: a full disk, a vanished folder
-        where = f": {error.filename}" if error.filename else ""
-        print(f"stash: {printable(f'{error.strerror or first_line(error)}{where}')}", file=sys.stderr)
-        return 1
-    except Exception as error:
-        if not _is_database_io_error(error):
-            raise
-        # DuckDB could not write (a full disk at commit or checkpoint): its transaction left the file as it
-        # was; the machine's problem, so exit 1 with one line.
-        print(f"stash: the database could not be written: {one_line(error)}", file=sys.stderr)
-        return 1
+    saves what it measured and ends its workers), with 143 and 129 instead of 130 (exits.run_command)."""
 
+    def command() -> int:
+        given = sys.argv[1:] if argv is None else argv
+        refuse_undecodable(given)
+        args = parse_command(given)
+        containment.enable()  # a user's model code runs in a child process (zoo/contained.py)
+        check_outputs(_parser(), args, db_path(args) if hasattr(args, "db") else None)
+        handler = all_commands()[args.command]
+        return handler(args) or 0
 
-def _is_database_io_error(error: BaseException) -> bool:
-    """A DuckDB I/O or commit failure (without importing duckdb, which not every command needs)."""
-    kind = type(error)
-    return kind.__module__.lstrip("_").startswith("duckdb") and kind.__name__ in (
-        "IOException", "TransactionException", "FatalException", "OutOfMemoryException"
-    )  # fmt: skip
-
-
-def refuse_undecodable(argv: list[str]) -> None:
-    """Arguments that are not UTF-8 (bytes Python keeps as surrogates) are refused before anything reads
-    them: names and paths end up in the database and result files, which hold text."""
-    for position, arg in enumerate(argv, start=1):
-        try:
-            arg.encode("utf-8")
-        except UnicodeEncodeError:
-            shown = arg.encode("utf-8", "surrogateescape")[:60]
-            raise UsageError(
-                f"argument {position} is not UTF-8 text ({shown!r}): give names and paths in UTF-8"
-            ) from None
-
-
-def one_line(error: BaseException) -> str:
-    """An error's message on one line (a usage error is exactly one line on stderr)."""
-    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
-    return "; ".join(lines) or type(error).__name__
+    return run_command(command)
 
 
 def cmd_profile(args) -> int:

@@ -1,0 +1,72 @@
+"""How an entry point ends: its exit status, and an error as one line on stderr (never a traceback).
+
+Shared by the `stash` command (cli/main.py) and the profile child (api/child.py), so that a profile started
+by the dashboard or a campaign fails with the same line and status as one typed in a terminal.
+
+Exit status: 0 success, 1 failed measurement (or a run that could not be saved whole), 2 bad usage or bad
+input, 130 interrupted (Ctrl-C), 143 terminated (SIGTERM), 129 hung up (SIGHUP).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+
+from stash_core.errors import StashError, UsageError, first_line
+from stash_core.interrupts import describe, exit_status, signals_as_interrupts
+from stash_core.terminal import printable
+
+
+def run_command(body: Callable[[], int | None]) -> int:
+    """Run `body` and return its exit status. SIGTERM and SIGHUP stop it as Ctrl-C does (a profile saves
+    what it measured and ends its workers); a Stash error, an interrupt, a machine's OSError or a DuckDB
+    write failure is one line on stderr with its status."""
+    try:
+        with signals_as_interrupts():
+            return body() or 0
+    except StashError as error:
+        print(f"stash: {printable(one_line(error))}", file=sys.stderr)
+        return error.exit_code
+    except KeyboardInterrupt as interrupt:
+        print(f"stash: {describe(exit_status(interrupt) - 128)}", file=sys.stderr)
+        return exit_status(interrupt)
+    except BrokenPipeError:
+        return 0
+    except OSError as error:  # the machine's, not the input's: a full disk, a vanished folder
+        where = f": {error.filename}" if error.filename else ""
+        print(f"stash: {printable(f'{error.strerror or first_line(error)}{where}')}", file=sys.stderr)
+        return 1
+    except Exception as error:
+        if not is_database_io_error(error):
+            raise
+        # DuckDB could not write (a full disk at commit or checkpoint): its transaction left the file as it
+        # was; the machine's problem, so exit 1 with one line.
+        print(f"stash: the database could not be written: {one_line(error)}", file=sys.stderr)
+        return 1
+
+
+def is_database_io_error(error: BaseException) -> bool:
+    """A DuckDB I/O or commit failure (without importing duckdb, which not every command needs)."""
+    kind = type(error)
+    return kind.__module__.lstrip("_").startswith("duckdb") and kind.__name__ in (
+        "IOException", "TransactionException", "FatalException", "OutOfMemoryException"
+    )  # fmt: skip
+
+
+def refuse_undecodable(argv: list[str]) -> None:
+    """Arguments that are not UTF-8 (bytes Python keeps as surrogates) are refused before anything reads
+    them: names and paths end up in the database and result files, which hold text."""
+    for position, arg in enumerate(argv, start=1):
+        try:
+            arg.encode("utf-8")
+        except UnicodeEncodeError:
+            shown = arg.encode("utf-8", "surrogateescape")[:60]
+            raise UsageError(
+                f"argument {position} is not UTF-8 text ({shown!r}): give names and paths in UTF-8"
+            ) from None
+
+
+def one_line(error: BaseException) -> str:
+    """An error's message on one line (a usage error is exactly one line on stderr)."""
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    return "; ".join(lines) or type(error).__name__
