@@ -33,6 +33,7 @@ _NAMES = {
     "query_readonly": "stash_core.store.queries",
     "relation_frame": "stash_core.store.queries",
     "resolve_run_id": "stash_core.store.queries",
+    "stalls_frame": "stash_core.store.queries",
     "telemetry_frame": "stash_core.store.queries",
     "DB_SCHEMA_VERSION": "stash_core.store.schema",
     "TABLES": "stash_core.store.schema",
@@ -76,5 +77,6 @@ __all__ = [
     "relation_frame",
     "resolve_run_id",
     "simulations_frame",
+    "stalls_frame",
     "telemetry_frame",
 ]

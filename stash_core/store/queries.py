@@ -177,6 +177,16 @@ def get_run(db_path: Path | str, run_id: str) -> dict[str, Any] | None:
     return run
 
 
+def stalls_frame(db_path: Path | str, run_id: str) -> pd.DataFrame | None:
+    """The stalls rows of one run (`run_id` any unique part of its id, see resolve_run_id) in stall order,
+    with the table's columns and types even when the run has none; None when no run matches."""
+    with connect(db_path, read_only=True) as con:
+        full_id = _resolve(con, run_id)
+        if full_id is None:
+            return None
+        return relation_frame(con.sql(_STALLS_SQL, params=[full_id]))
+
+
 def iterations_frame(db_path: Path | str, run_id: str, phase: str | None = None) -> pd.DataFrame:
     """Per-iteration samples (slowest rank) of one run, optionally one phase, in phase and iteration order."""
     sql = (
