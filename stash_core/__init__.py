@@ -1,17 +1,51 @@
 """Stash: where does the time of a distributed training iteration go, and what should you rent?
 
 The flow is spec -> launch -> measure -> result file -> store -> decisions; the CLI (cli/) and the pages
-(views/) call the module that owns each step. `import stash_core` stays cheap (no torch, no DuckDB) for the
-worker processes and the command line. The map of the package is docs/architecture.md.
+(views/) call the module that owns each step, the Python API (api/) the same. The map of the package is
+docs/architecture.md.
+
+    import stash_core as stash
+    stash.profile(model="resnet10", batch_size=8, input_shape=(3, 32, 32), max_phase_seconds=4).to_frame()
+
+The API's names (profile, predict, runs, ...; docs/api.md) load on first use: `import stash_core` stays
+cheap (no torch, pandas or DuckDB) for the worker processes and the command line.
 """
 
 from __future__ import annotations
 
+import importlib as _importlib
 from pathlib import Path as _Path
+from typing import Any as _Any
 
 __version__ = "0.1.0"
 
 # The folder that holds the stash_core package: put on PYTHONPATH of every worker and helper process.
 PACKAGE_PARENT = str(_Path(__file__).resolve().parent.parent)
 
-__all__ = ["PACKAGE_PARENT", "__version__"]
+# The Python API (stash_core/api/) and the errors it raises, each imported when first used.
+_API = (
+    "profile", "profile_script", "predict", "recommend", "plan_spot", "simulate_schedule", "runs",
+    "breakdown", "load_result", "Result", "Predictions", "Recommendation", "SpotPlan", "Schedule",
+)  # fmt: skip
+_ERRORS = ("StashError", "UsageError", "MeasurementError", "SaveError")
+
+
+def __getattr__(name: str) -> _Any:
+    # By name, not an import statement: every layer imports this package (PACKAGE_PARENT, __version__), and
+    # the API sits near the top of them (.importlinter); nothing is loaded until a name is asked for.
+    if name in _API:
+        module = "stash_core.api"
+    elif name in _ERRORS:
+        module = "stash_core.errors"
+    else:
+        raise AttributeError(f"module 'stash_core' has no attribute {name!r}")
+    value = getattr(_importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_API, *_ERRORS])
+
+
+__all__ = ["PACKAGE_PARENT", "__version__", *_API, *_ERRORS]

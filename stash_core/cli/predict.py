@@ -11,10 +11,10 @@ from typing import Any
 
 from stash_core.cli.args import PRECISION_HELP, add_db_argument, comma_list, db_path, identifier
 from stash_core.cli.figures import fixed, percent
-from stash_core.errors import UsageError
 from stash_core.spec_parse import BATCH_SIZE, count, parse_input_shape
 
-# The predictions are imported inside cmd_predict: building `stash --help` must not load torch or pandas.
+# The predictions (api/predicting.py) are imported inside cmd_predict: building `stash --help` must not
+# load torch or pandas.
 
 
 def add_commands(subparsers: Any, parser_class: type[argparse.ArgumentParser] | None = None) -> None:
@@ -92,35 +92,18 @@ def instance_selection(text: str) -> list[str] | None:
 
 
 def cmd_predict(args: argparse.Namespace) -> int:
-    from stash_core.decide.predict import predict_instances
+    from stash_core.api.predicting import predict
 
-    common = {
-        "instances": args.instances,
-        "workers_per_instance": args.workers_per_instance,
-        "max_instances": args.max_instances,
-        "precision": args.precision,
-    }
-    if args.script_run:
-        if args.batch_size is not None or args.input_shape is not None:
-            raise UsageError(
-                "--batch-size and --input-shape come from the run with --script-run; leave them out"
-            )
-        from stash_core.decide.predict.instances import predict_script_run
-
-        if args.gpu:
-            raise UsageError("--gpu selects catalog instances for --model; with --script-run use --instances")
-        result = predict_script_run(db_path(args), args.script_run, **common)
-    else:
-        if args.batch_size is None:
-            raise UsageError("--batch-size is required with --model")
-        shape = tuple(args.input_shape) if args.input_shape else None
-        result = predict_instances(
-            db_path(args), args.model, args.batch_size, input_shape=shape, gpus=args.gpu, job=job_from_args(args),
-            **common,
-        )  # fmt: skip
+    result = predict(
+        args.model, args.batch_size, script_run=args.script_run, input_shape=args.input_shape,
+        instances=args.instances, workers_per_instance=args.workers_per_instance,
+        max_instances=args.max_instances, gpu=args.gpu, precision=args.precision,
+        memory_format=args.memory_format, optimizer=args.optimizer, optimizer_impl=args.optimizer_impl,
+        attention=args.attention, db=db_path(args),
+    )  # fmt: skip
     # Everything is computed before anything is printed: an error leaves stdout empty.
     if args.format == "json":
-        print(json.dumps(result.to_json(), indent=2, allow_nan=False))
+        print(json.dumps(result.to_dict(), indent=2, allow_nan=False))
     else:
         print(format_prediction(result))
     if not len(result.frame):

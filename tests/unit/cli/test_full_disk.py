@@ -12,7 +12,6 @@ import json
 import os
 import shutil
 import subprocess
-import types
 import uuid
 from pathlib import Path
 
@@ -21,7 +20,7 @@ import pytest
 from result_docs import result_doc
 from support import ONE_RUN, REPO, one_line_error, replay_launches, stash_main
 
-from stash_core.cli.profile import save_result
+from stash_core.api.profile_flow import save_result
 
 pytestmark = pytest.mark.launches  # measured_launch starts real measuring processes
 
@@ -125,8 +124,7 @@ def test_a_result_file_on_a_full_disk_is_named_and_the_run_stored_in_the_databas
 
 def test_nothing_writable_says_the_run_could_not_be_saved(full_disk):
     doc = result_doc("resnet18", run_id="lost-run", samples=True, telemetry=True)
-    args = types.SimpleNamespace(out=full_disk / "run.json", no_store=False, progress="none")
-    out_path, interrupted, problem = save_result(doc, args, full_disk / "r.duckdb")
+    out_path, interrupted, problem = save_result(doc, full_disk / "run.json", False, full_disk / "r.duckdb")
     assert out_path is None and interrupted == []
     assert problem.startswith("run lost-run could not be saved: cannot write result file")
     assert "\n" not in problem and str(full_disk / "r.duckdb") in problem
@@ -141,8 +139,7 @@ def test_a_database_with_room_for_the_file_only_is_left_as_it_was(full_disk, tmp
     assert stash_main("ingest", *map(str, examples), "--db", str(db)).returncode == 0
     fill(full_disk)
     doc = result_doc("resnet18", run_id="late-run", samples=True, telemetry=True)
-    args = types.SimpleNamespace(out=tmp_path / "run.json", no_store=False, progress="none")
-    out_path, _, problem = save_result(doc, args, db)
+    out_path, _, problem = save_result(doc, tmp_path / "run.json", False, db)
     assert out_path == tmp_path / "run.json" and json.loads(out_path.read_text())["run_id"] == "late-run"
     assert problem is not None and f"stash ingest {out_path}" in problem and "\n" not in problem
     (full_disk / "filler").unlink()

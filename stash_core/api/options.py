@@ -1,0 +1,157 @@
+"""Keyword options of the Python API as the command's arguments, checked by the command's own rules.
+
+A profile's options are `stash profile`'s flags with underscores (batch_size=8 for --batch-size 8), or the
+ProfileSpec fields they set (workers_per_node=2 for --workers 2): they are written as the argument list the
+command would get and parsed by the same parser (spec.add_profile_arguments), so a value the command refuses
+is refused here with the same one-line UsageError, and a profile from Python is the command's profile.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from stash_core.errors import UsageError
+from stash_core.pathargs import check_outputs, default_db
+from stash_core.spec import OPTIONS, Option, ProfileSpec, add_profile_arguments, default_of, identifier
+
+
+class OptionParser(argparse.ArgumentParser):
+    """argparse whose errors are UsageErrors that name the command ("profile: argument --batch-size: ..."),
+    as the `stash` command's parser words them; it never prints or exits."""
+
+    def __init__(self, command: str) -> None:
+        super().__init__(prog=f"stash {command}", add_help=False, allow_abbrev=False)
+        self.command = command
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise UsageError(f"{self.command}: {message}")
+
+
+def profile_parser() -> OptionParser:
+    """The parser of `stash profile`'s arguments (the profile child's command line and the API's options)."""
+    parser = OptionParser("profile")
+    add_profile_arguments(parser)
+    return parser
+
+
+def _options_by_name() -> dict[str, Option]:
+    names: dict[str, Option] = {}
+    for option in OPTIONS:
+        if option.flag != "--":
+            names[option.dest] = option
+    for option in OPTIONS:  # a field's name too, where it differs from the flag's (workers_per_node)
+        if option.attr and option.flag != "--":
+            names.setdefault(option.attr, option)
+    return names
+
+
+def profile_argv(spec: ProfileSpec | None, options: Mapping[str, Any]) -> list[str]:
+    """The `stash profile` arguments of `spec` (its fields away from their defaults) with `options` on top.
+    UsageError for a name that is no option, or a spec that is not a ProfileSpec."""
+    if spec is not None and not isinstance(spec, ProfileSpec):
+        raise UsageError(f"profile: spec must be a ProfileSpec, not {type(spec).__name__}")
+    head, script_args = _split_script_args(spec.to_argv() if spec is not None else [])
+    names = _options_by_name()
+    for name, value in options.items():
+        if name == "script_args":
+            script_args = [str(arg) for arg in _as_list(name, value)]
+            continue
+        option = names.get(name)
+        if option is None:
+            raise UsageError(f"profile: unknown option {name!r}{_suggestion(name, [*names, 'script_args'])}")
+        head += _option_argv(name, option, value)
+    return head + (["--", *script_args] if script_args else [])
+
+
+def parse_profile(argv: list[str]) -> tuple[argparse.Namespace, Path]:
+    """`stash profile` arguments parsed and their database (--db, else $STASH_DB, else ./results.duckdb); an
+    output that would replace what the profile reads (the database, a model file) is refused, as the command
+    refuses it."""
+    parser = profile_parser()
+    args = parser.parse_args(argv)
+    db = Path(args.db) if args.db is not None else default_db()
+    check_outputs(parser, args, db)
+    return args, db
+
+
+def checked(name: str, value: Any, rule: Callable[[str], Any]) -> Any:
+    """`value` through the rule its command-line flag has (Python values written as the flag's text first):
+    the same value the command would get, or UsageError "name: reason"; None stays None."""
+    if value is None:
+        return None
+    try:
+        return rule(as_text(value))
+    except (argparse.ArgumentTypeError, ValueError, TypeError) as error:
+        raise UsageError(f"{name}: {error}") from None
+
+
+def choice(name: str, value: Any, allowed: tuple[str, ...]) -> Any:
+    """`value` when it is one of `allowed` (or None), else UsageError naming the choices."""
+    if value is not None and value not in allowed:
+        raise UsageError(f"{name}: {value!r} is not one of {', '.join(allowed)}")
+    return value
+
+
+def names(name: str, value: Any, most: int) -> list[str] | None:
+    """A list of names (instances, GPUs): a list, or one comma-separated text as the command takes it; each
+    a name the command would take (spec.identifier), at least one and at most `most`. None stays None."""
+    if value is None:
+        return None
+    parts = [part.strip() for part in value.split(",")] if isinstance(value, str) else value
+    if not isinstance(parts, list | tuple) or not parts or len(parts) > most:
+        raise UsageError(f"{name}: expected a list of 1 to {most} names, got {value!r}")
+    return [checked(name, part, identifier) for part in parts]
+
+
+def as_text(value: Any) -> str:
+    """A Python value as the command line writes it: a sequence comma separated, a float in its shortest
+    exact form, a path as its text."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list | tuple):
+        return ",".join(as_text(item) for item in value)
+    if isinstance(value, float):
+        short = f"{value:g}"
+        return short if float(short) == value else repr(value)
+    return str(value)
+
+
+def database(db: Path | str | None) -> Path:
+    """The database an API call reads or writes: `db`, else $STASH_DB, else ./results.duckdb."""
+    if db is None:
+        return default_db()
+    if not isinstance(db, str | Path) or not str(db).strip():
+        raise UsageError(f"db: expected a path, got {db!r}")
+    return Path(db).expanduser()
+
+
+def _option_argv(name: str, option: Option, value: Any) -> list[str]:
+    if option.switch:
+        # by its flag (no_store=True) it is set when true; by its field (probes=False) when away from default
+        wanted = bool(value) if name == option.dest else value != default_of(option.attr or "")
+        return [option.flag] if wanted else []
+    if value is None or value is False:
+        return []
+    return [f"{option.flag}={as_text(value)}"]  # "=": a value that starts with "-" stays a value
+
+
+def _split_script_args(argv: list[str]) -> tuple[list[str], list[str]]:
+    if "--" in argv:
+        at = argv.index("--")
+        return argv[:at], argv[at + 1 :]
+    return argv, []
+
+
+def _as_list(name: str, value: Any) -> list[Any]:
+    if isinstance(value, str) or not isinstance(value, list | tuple):
+        raise UsageError(f"profile: {name} must be a list of the script's arguments")
+    return list(value)
+
+
+def _suggestion(name: str, known: list[str]) -> str:
+    close = difflib.get_close_matches(name, known, n=1)
+    return f" (did you mean {close[0]!r}?)" if close else f"; the options are {', '.join(sorted(set(known)))}"

@@ -1,0 +1,110 @@
+"""`stash_core.predict()`: the predicted training-step time of a model on every catalog instance, without a
+profile (`stash predict`; cli/predict.py formats what this returns).
+
+The step model is loaded inside the function: importing the API loads no pandas; a prediction from a step
+counted before loads no torch either (decide/predict/step_cache.py).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from stash_core.api.options import checked, database, names
+from stash_core.api.results import Predictions
+from stash_core.errors import UsageError
+from stash_core.habits import TrainingJob
+from stash_core.spec import identifier
+from stash_core.spec_parse import BATCH_SIZE, count, parse_input_shape
+
+MAX_INSTANCE_NAMES = 1000  # as `stash predict --instances` takes them
+MAX_GPU_NAMES = 100
+
+
+def predict(
+    model: str | None = None,
+    batch_size: int | None = None,
+    *,
+    script_run: str | None = None,
+    input_shape: tuple[int, ...] | list[int] | str | None = None,
+    instances: list[str] | str | None = None,
+    workers_per_instance: int | None = None,
+    max_instances: int = 1,
+    gpu: list[str] | str | None = None,
+    precision: str = "fp32",
+    memory_format: str = "nchw",
+    optimizer: str | None = None,
+    optimizer_impl: str = "foreach",
+    attention: str = "fused",
+    db: Path | str | None = None,
+) -> Predictions:
+    """Predict the training-step time of `model` at `batch_size` per GPU on catalog instances, split into
+    compute, interconnect and network, each with its expected error (`stash predict`).
+
+    Args:
+        model: a zoo name ("resnet50") or FILE.py:FACTORY; or give `script_run` instead.
+        batch_size: samples per worker (GPU); required with `model`.
+        script_run: a run of `stash profile --script` on a GPU to scale from, instead of `model` (its batch
+            and input come from the run).
+        input_shape: one sample: (C, H, W) for images or (sequence length,) for tokens; default the model's.
+        instances: "all" (the default) or a list of catalog instance names.
+        workers_per_instance: GPUs used per instance (default all of them).
+        max_instances: also 2..N instances of each type (1: one of each).
+        gpu: only instances with these GPUs (names as NVML, SkyPilot or datasheets give them).
+        precision: "fp32", "tf32" or "amp".
+        memory_format, optimizer, optimizer_impl, attention: how the job trains, as the step model tells
+            it apart ("nchw"/"channels_last"; "sgd"/"adamw"/"rmsprop"; "foreach"/"fused"/"loop";
+            "fused"/"eager").
+        db: the database whose catalog and profiles are used (default $STASH_DB, else ./results.duckdb).
+
+    Returns:
+        Predictions: `.to_frame()` has one row per predicted configuration (one per instance unless
+        max_instances > 1); `.not_predictable` says why the others were left out.
+
+    Raises:
+        UsageError: a bad value, both or neither of model and script_run, or a model, run or instance
+            that does not exist.
+    """
+    if (model is None) == (script_run is None):
+        raise UsageError("predict: give one of model and script_run")
+    common = {
+        "instances": _instance_selection(instances),
+        "workers_per_instance": checked("workers_per_instance", workers_per_instance, count(1024)),
+        "max_instances": checked("max_instances", max_instances, count(64)),
+        "precision": precision,
+    }
+    db_path = database(db)
+    if script_run is not None:
+        script_run = checked("script_run", script_run, identifier)
+        if batch_size is not None or input_shape is not None:
+            raise UsageError(
+                "--batch-size and --input-shape come from the run with --script-run; leave them out"
+            )
+        from stash_core.decide.predict.instances import predict_script_run
+
+        if gpu:
+            raise UsageError("--gpu selects catalog instances for --model; with --script-run use --instances")
+        answer = predict_script_run(db_path, script_run, **common)
+    else:
+        model = checked("model", model, identifier)
+        batch_size = checked("batch_size", batch_size, BATCH_SIZE)
+        if batch_size is None:
+            raise UsageError("--batch-size is required with --model")
+        shape = checked("input_shape", input_shape, parse_input_shape)
+        from stash_core.decide.predict import predict_instances
+
+        job = TrainingJob(memory_format, optimizer, optimizer_impl, attention)
+        answer = predict_instances(
+            db_path, model, batch_size, input_shape=tuple(shape) if shape else None,
+            gpus=names("gpu", gpu, MAX_GPU_NAMES), job=job, **common,
+        )  # fmt: skip
+    return Predictions(
+        request=answer.request, frame=answer.frame, not_predictable=answer.not_predictable,
+        expected_errors=answer.expected_errors, answer=answer,
+    )  # fmt: skip
+
+
+def _instance_selection(value: list[str] | str | None) -> list[str] | None:
+    """None for every instance ("all", as the command's default), else the names."""
+    if value is None or (isinstance(value, str) and value.strip().lower() == "all"):
+        return None
+    return names("instances", value, MAX_INSTANCE_NAMES)

@@ -1,0 +1,293 @@
+"""One profile from its checked arguments to its stored result: check the spec and where it will be saved,
+build the model, prepare the data, run (engine/profiler.py), write the result file, store it.
+
+The one flow behind `stash profile` (cli/profile.py prints around it), the profile child that the dashboard
+and campaigns start (api/child.py) and `stash_core.profile()` (api/profiling.py). It prints nothing itself:
+what each front end shows goes through `report`, called once the run is saved, and `notify`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from stash_core import store
+from stash_core.catalog import check_document
+from stash_core.engine.data_setup import prepare_data
+from stash_core.engine.jobs import register_profile
+from stash_core.engine.machine import cuda_device_count, resolve_device, validate
+from stash_core.engine.profiler import run_profile
+from stash_core.engine.progress import BarReporter, JsonReporter, Reporter
+from stash_core.engine.script_job import finish_script_doc, script_model_info
+from stash_core.errors import ProfileEnded, StashError, UsageError, first_line
+from stash_core.interrupts import held_interrupts, stop_exception
+from stash_core.launch import cluster
+from stash_core.launch.hosts import cluster_name_of, default_cluster_state_dir, remote_hosts
+from stash_core.measure import protocol
+from stash_core.results.file import default_result_path, write_result_atomic
+from stash_core.spec import ProfileSpec
+from stash_core.store.connection import DatabaseLocked, check_database_path
+from stash_core.units import json_safe
+from stash_core.zoo import build_model
+
+
+@dataclass
+class ProfileRun:
+    """What one profile left: its document, where it was saved, and what went wrong on the way."""
+
+    doc: dict[str, Any]
+    out_path: Path | None  # the result file; None when it could not be written
+    db_path: Path
+    stored: bool  # whether it was meant for the database (no --no-store)
+    db_was_new: bool  # the database did not exist before this profile
+    error: BaseException | None = None  # what ended the profile early (raised once it is saved)
+    problem: str | None = None  # what could not be saved, one line
+    warning: str | None = None  # the instance label contradicted by the machine
+
+    @property
+    def where(self) -> str:
+        """The result file, and the database when the run went there too."""
+        return f"{self.out_path}" + ("" if not self.stored else f" and {self.db_path}")
+
+    def early_end_line(self) -> str:
+        """What a failed or interrupted run says before its error: where it is saved, or what could not be."""
+        if self.problem:
+            return self.problem
+        return f"saved the {self.doc['status']} run {self.doc['run_id']} to {self.where}"
+
+
+def new_database_note(db_path: Path, at_start: bool) -> str:
+    """The note that a profile starts a new database (at its start) or made one (at its end)."""
+    if at_start:
+        return (
+            f"note: {db_path} does not exist yet: this profile starts a new database there (the dashboard "
+            f"opens it with STASH_DB={db_path.resolve()} ./run.sh, or its sidebar)"
+        )
+    return (
+        f"note: {db_path} is a new database: the dashboard shows it when opened on it "
+        f"(STASH_DB={db_path.resolve()} ./run.sh, or its sidebar); --db or $STASH_DB chooses the database"
+    )
+
+
+Report = Callable[[ProfileRun], None]
+
+
+def run_profile_flow(
+    args: argparse.Namespace, db_path: Path, command: list[str], report: Report, notify: Callable[[str], None]
+) -> ProfileRun:
+    """Check, measure, save: the profile of parsed `stash profile` arguments, registered next to its database
+    under `command` (so that the dashboard follows it). `notify` gets the new-database note before anything
+    is measured; `report` gets the saved run and may raise (the registry then records that exit status).
+
+    A bad input raises UsageError before anything runs. A failed or interrupted profile is saved too:
+    `report` sees it in `error` (the front end raises it)."""
+    spec, cluster_state = checked_spec(args)
+    check_writable(db_path, args.out, not args.no_store)
+    db_was_new = not db_path.exists()
+    batch = f"batch {spec.batch_size}" if spec.batch_size else "the script's batch"
+    label = f"{spec.model} · {batch} · {spec.workers_per_node} worker(s)" + (
+        f" · {spec.instance}" if spec.instance else ""
+    )
+    # Registered next to the database, so the dashboard's Run page and Overview follow it too.
+    with register_profile(db_path, command, label) as record:
+        reporter = record.reporter(make_reporter(args.progress))
+        if spec.script:
+            data = prepare_data(spec, "script", reporter)
+            if data.not_separable_reason and spec.data_dir is None:
+                reporter.message(f"note: {data.not_separable_reason}")
+            model_info = script_model_info(spec)
+        else:
+            _, info = build_model(spec.model, num_classes=spec.num_classes, input_shape=_shape(spec))
+            data = prepare_data(spec, info.kind, reporter)
+            if data.classes > info.num_classes:
+                # Labels must index the model's outputs: size the classifier to the data set's classes.
+                if spec.num_classes is not None:
+                    raise UsageError(
+                        f"--num-classes {spec.num_classes}: the data set has {data.classes} class folders"
+                    )
+                spec.num_classes = data.classes
+                _, info = build_model(spec.model, num_classes=spec.num_classes, input_shape=_shape(spec))
+            model_info = info.to_dict()
+        if db_was_new and not args.no_store:  # said before the measuring, not only after
+            notify(new_database_note(db_path, at_start=True))
+        run = _measure_and_save(spec, model_info, data, args, db_path, cluster_state, reporter)
+        run.db_was_new = db_was_new
+        run_id, status, result_file = run.doc["run_id"], run.doc["status"], run.out_path and str(run.out_path)
+        record.done(run_id, status, result_file, run.doc["error"])
+        if args.progress == "json":
+            done = {"run_id": run_id, "status": status, "result_file": result_file}
+            protocol.emit("DONE", {**done, "error": run.doc["error"]})
+        if run.error is None and run.problem is None:
+            run.warning = check_document(db_path, run.doc).warning
+        report(run)
+    return run
+
+
+def _measure_and_save(
+    spec: ProfileSpec, model_info: dict, data, args, db_path: Path, cluster_state, reporter: Reporter
+) -> ProfileRun:
+    """Measure and save (file and database): a failed or interrupted profile is saved too."""
+    error: BaseException | None = None
+    try:
+        with emulated_bandwidth(spec, cluster_state):
+            remote = remote_hosts(spec, cluster_state)  # again: the emulated link may have changed
+            doc = run_profile(spec, model_info, data, reporter, remote)
+    except ProfileEnded as ended:
+        doc, error = ended.doc, ended.cause
+    if spec.script:
+        finish_script_doc(doc)
+    out_path, interrupted, problem = save_result(doc, args.out, args.no_store, db_path)
+    if interrupted and error is None:
+        error = stop_exception(interrupted[0])
+    return ProfileRun(doc, out_path, db_path, not args.no_store, False, error, problem)
+
+
+def checked_spec(args: argparse.Namespace) -> tuple[ProfileSpec, Path | None]:
+    """The spec of the arguments and the emulated cluster's state folder, checked before anything runs."""
+    spec = ProfileSpec.from_args(args)
+    cuda_devices = cuda_device_count()
+    validate(spec, cuda_devices)
+    resolve_device(spec, cuda_devices)
+    cluster_state = Path(args.cluster_state) if getattr(args, "cluster_state", None) else None
+    remote_hosts(spec, cluster_state)  # host names, user, key, paths: refused before anything runs
+    if spec.disk_read_mbps is not None:
+        from stash_core.data.diskcap import disk_cap_unsupported_reason
+
+        probe_path = Path(spec.dataset) if spec.dataset else Path.home()
+        reason = disk_cap_unsupported_reason(probe_path)
+        if reason:
+            raise UsageError(f"--disk-read-mbps: {reason}")
+    return spec, cluster_state
+
+
+def results_dir_of(db_path: Path) -> Path:
+    """Where result files go by default: `results/` next to the database they are stored in, so that a
+    profile started from any folder keeps its files with its database (the dashboard's, or --db's)."""
+    return Path(db_path).parent / "results"
+
+
+def check_writable(db_path: Path, out_path: Path | None, store_db: bool) -> None:
+    """Refuse before measuring anything if the results could not be saved: --out a directory or in a place
+    that cannot be written, --db a directory, not a DuckDB file, corrupt, too new or not writable."""
+    if store_db:
+        try:
+            check_database_path(db_path)
+            if db_path.exists():  # intact and of a schema this Stash can take (a busy one is fine)
+                with store.connect(db_path, read_only=True, lock_timeout_s=0.5):
+                    pass
+        except DatabaseLocked:
+            pass
+        except UsageError as error:
+            raise UsageError(f"--db {db_path}: {error}") from None
+    # The database first: the result files' default folder is beside it, so a bad --db explains both.
+    if out_path is not None and out_path.is_dir():
+        raise UsageError(f"--out {out_path} is a directory; give the result file's name")
+    directory = out_path.parent if out_path else results_dir_of(db_path)
+    existing = directory
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
+        what = "--out " + str(out_path) if out_path else "the result file"
+        raise UsageError(f"{what}: cannot write to {directory} (permission denied or not a directory)")
+    if out_path is not None and out_path.exists() and not os.access(out_path, os.W_OK):
+        raise UsageError(f"--out {out_path}: the file is not writable")
+
+
+def make_reporter(mode: str) -> Reporter:
+    """The progress of --progress MODE: protocol lines (json), nothing (none), else a bar per run."""
+    if mode == "json":
+        return JsonReporter()
+    if mode == "none":
+        return Reporter()
+    return BarReporter()
+
+
+class emulated_bandwidth:
+    """Set every emulated link to --cluster-bandwidth for the profile; put the old rates back after."""
+
+    def __init__(self, spec: ProfileSpec, state_dir: Path | None) -> None:
+        self.spec, self.state_dir = spec, state_dir
+        self.before: list[tuple[int, str]] = []
+
+    def __enter__(self) -> None:
+        if self.spec.cluster != "emulated" or not self.spec.cluster_bandwidth:
+            return
+
+        self.state_dir = self.state_dir or default_cluster_state_dir(cluster_name_of(self.spec))
+        status = cluster.cluster_status(self.state_dir)
+        if not status["nodes"]:
+            raise UsageError("no emulated cluster is up (sudo stash cluster up --nodes N)")
+        cluster.parse_bandwidth_bps(self.spec.cluster_bandwidth)  # a bad rate fails before any change
+        try:
+            for node in status["nodes"]:
+                rate_bps = node["shaping"]["rate_bps"]
+                self.before.append((node["index"], f"{rate_bps}bit" if rate_bps else "unlimited"))
+                rate = self.spec.cluster_bandwidth
+                cluster.set_link(node["index"], bandwidth=rate, state_dir=self.state_dir)
+        except BaseException:
+            self.__exit__(None, None, None)  # put back the links already changed
+            raise
+
+    def __exit__(self, *exc_info) -> None:
+        for index, rate in self.before:
+            try:
+                cluster.set_link(index, bandwidth=rate, state_dir=self.state_dir)
+            except StashError:
+                pass  # the cluster went away meanwhile: nothing to restore
+
+
+def save_result(
+    doc: dict, out: Path | None, no_store: bool, db_path: Path
+) -> tuple[Path | None, list[int], str | None]:
+    """Write the result file (`out`, else results/RUN_ID.json beside the database) and store it. Returns the
+    file's path (None when it could not be written), the stop signals received meanwhile, and what could
+    not be saved (one line) or None."""
+
+    out_path = out or default_result_path(doc["run_id"], results_dir_of(db_path))
+    file_error = db_error = None
+    # A Ctrl-C, SIGTERM or SIGHUP now lets the save finish (DuckDB would also swallow it into a retried
+    # statement); the interrupt is raised afterwards. A full disk or a broken database loses one of the two
+    # copies, never both while either can be written.
+    with held_interrupts() as interrupted:
+        try:
+            write_result_atomic(out_path, doc)
+        except StashError as error:
+            file_error = error
+        if not no_store:
+            try:
+                # the document as its file holds it: NaN and infinities (no figure) become null
+                stored = json_safe(doc)
+                store.ingest_result(db_path, stored, source_file=None if file_error else str(out_path))
+            except Exception as error:  # a full disk can surface as any DuckDB or OS error: keep the file
+                db_error = error
+    return (
+        (None if file_error else out_path),
+        interrupted,
+        _save_problem(doc["run_id"], out_path, db_path, file_error, db_error, no_store),
+    )
+
+
+def _save_problem(
+    run_id: str, out_path: Path, db_path: Path, file_error, db_error, no_store: bool
+) -> str | None:
+    """One line: what could not be written, where the run is, and how to store it later."""
+    if file_error is None and db_error is None:
+        return None
+    if file_error is None:
+        return (
+            f"could not store run {run_id}: {first_line(db_error)}; it is kept in {out_path}: store it later "
+            f"with `stash ingest {out_path} --db {db_path}`"
+        )
+    if no_store:
+        return f"{first_line(file_error)}; run {run_id} was not saved"
+    if db_error is None:
+        return f"{first_line(file_error)}; run {run_id} is stored in {db_path} (`stash export` gets it back)"
+    return f"run {run_id} could not be saved: {first_line(db_error)}; {first_line(file_error)}"
+
+
+def _shape(spec: ProfileSpec):
+    return tuple(spec.input_shape) if spec.input_shape else None

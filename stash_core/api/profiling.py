@@ -1,0 +1,81 @@
+"""`stash_core.profile()` and `stash_core.profile_script()`: `stash profile` from Python.
+
+The options go through the command's own parser (api/options.py) and the same flow (api/profile_flow.py):
+a profile from a notebook stores the same rows as one from the terminal, and the dashboard follows it.
+"""
+
+from __future__ import annotations
+
+import sys
+import warnings
+from pathlib import Path
+from typing import Any
+
+from stash_core.api.options import parse_profile, profile_argv
+from stash_core.api.profile_flow import ProfileRun, run_profile_flow
+from stash_core.api.results import Result
+from stash_core.spec import ProfileSpec
+
+
+def profile(spec: ProfileSpec | None = None, **options: Any) -> Result:
+    """Profile a training job by differential runs, write its result file and store it (`stash profile`).
+
+    Args:
+        spec: a ProfileSpec to start from (its fields away from their defaults); `options` override it.
+        **options: `stash profile`'s options by flag name with underscores, e.g. model="resnet10",
+            batch_size=8, input_shape=(3, 32, 32), workers=2, max_phase_seconds=4, launches=1,
+            db="x.duckdb" (default $STASH_DB, else ./results.duckdb), out=PATH, no_store=True,
+            progress="none" (default "auto": a line per run on stderr; "json": protocol lines on stdout);
+            or by the ProfileSpec field they set (workers_per_node=2, max_phase_s=4). Sequences are given
+            as lists or tuples; script_args is the list after `--`.
+
+    Returns:
+        Result: the run id, status, iteration time, result file, database and the whole document;
+        `.to_frame()` has one row per stall.
+
+    Raises:
+        UsageError: an unknown option or a value `stash profile` refuses, before anything runs (the same
+            one line the command prints).
+        MeasurementError: a run failed; what was measured is saved first (the exception's note says where).
+        KeyboardInterrupt: interrupted (Ctrl-C); saved first likewise.
+    """
+    argv = profile_argv(spec, options)
+    args, db_path = parse_profile(argv)
+    run = run_profile_flow(args, db_path, ["stash", "profile", *argv], _raise_early_end, _note)
+    return Result.from_document(
+        run.doc, result_file=run.out_path, db=run.db_path if run.stored else None, warning=run.warning,
+        save_problem=run.problem,
+    )  # fmt: skip
+
+
+def profile_script(script: str | Path, *args: str, **options: Any) -> Result:
+    """Profile your own training script, run unmodified under torchrun in each run (`stash profile
+    --script`); its batch size is measured from its first batch.
+
+    Args:
+        script: the training script's path.
+        *args: the script's own arguments (what follows `--` on the command line).
+        **options: as for `profile()`, e.g. workers=2, data_dir=PATH (the files it reads), db=PATH.
+
+    Returns:
+        Result: as `profile()` returns it; the model is named "script:NAME".
+
+    Raises:
+        UsageError: a bad option, or a script that cannot be read, before anything runs.
+        MeasurementError: a run failed (saved first, as by `profile()`).
+    """
+    return profile(script=str(script), script_args=[str(arg) for arg in args], **options)
+
+
+def _raise_early_end(run: ProfileRun) -> None:
+    """A failed or interrupted profile raises its error, noted with where it is saved; a save that lost a
+    copy is a warning beside the result (the run itself is measured)."""
+    if run.error is not None:
+        run.error.add_note(run.early_end_line())
+        raise run.error
+    if run.problem:
+        warnings.warn(run.problem, RuntimeWarning, stacklevel=4)
+
+
+def _note(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)  # beside the progress lines, never in the caller's output

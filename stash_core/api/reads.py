@@ -1,0 +1,85 @@
+"""`stash_core.runs()`, `breakdown()` and `load_result()`: stored runs and result files as DataFrames and
+Results (what `stash runs`, `stash show` and `stash ingest` read)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from stash_core.api.options import database
+from stash_core.api.results import Result
+from stash_core.errors import UsageError
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+
+def runs(db: Path | str | None = None) -> pd.DataFrame:
+    """Every stored run with its stall breakdown, newest first (the stall_breakdown view, docs/schema.md).
+
+    Args:
+        db: the database (default $STASH_DB, else ./results.duckdb).
+
+    Returns:
+        pandas.DataFrame: one row per run: run_id, started_at, status, model, batch_size, workers_per_node,
+        instance, iteration_s, and per stall its seconds, interval and share (compute_s, compute_ci95_s,
+        compute_share, ...).
+
+    Raises:
+        UsageError: `db` is not a Stash database (missing, another program's, too new).
+    """
+    from stash_core import store
+
+    return store.list_runs(_existing(database(db)))
+
+
+def breakdown(run_id: str, db: Path | str | None = None) -> pd.DataFrame:
+    """The stall breakdown of one stored run, one row per stall (the stalls table, docs/schema.md).
+
+    Args:
+        run_id: the run id, or any unique part of it (the short suffix the pages show).
+        db: the database (default $STASH_DB, else ./results.duckdb).
+
+    Returns:
+        pandas.DataFrame: run_id, stall, seconds, ci95_s, share, epoch_s, status, note, in the order
+        compute, interconnect, network, cpu, disk; the same rows `Result.to_frame()` gives.
+
+    Raises:
+        UsageError: no stored run matches `run_id`, or several do.
+    """
+    from stash_core import store
+
+    if not isinstance(run_id, str) or not run_id.strip():
+        raise UsageError(f"run_id: expected a run id, got {run_id!r}")
+    db_path = _existing(database(db))
+    frame = store.stalls_frame(db_path, run_id)
+    if frame is None:
+        raise UsageError(f"no run matches {run_id!r} in {db_path}")
+    return frame
+
+
+def load_result(path: Path | str) -> Result:
+    """Read one result file (migrated to the current version and checked, as `stash ingest` reads it).
+
+    Args:
+        path: a result file a profile wrote (results/RUN_ID.json).
+
+    Returns:
+        Result: its run id, status, iteration time and document; `result_file` is `path`, `db` None.
+
+    Raises:
+        UsageError: the file is missing, unreadable, not a Stash result, too new or incomplete.
+    """
+    from stash_core.results.file import load_result as load_document
+
+    if not isinstance(path, str | Path) or not str(path).strip():
+        raise UsageError(f"path: expected a result file's path, got {path!r}")
+    path = Path(path).expanduser()
+    return Result.from_document(load_document(path), result_file=path)
+
+
+def _existing(db_path: Path) -> Path:
+    """A database to read must exist: reading would otherwise create an empty one."""
+    if not db_path.exists():
+        raise UsageError(f"no database at {db_path}: profile into it first (db={str(db_path)!r})")
+    return db_path

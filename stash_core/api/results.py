@@ -1,0 +1,166 @@
+"""What the Python API returns: one dataclass per answer, each with `.to_frame()` (a pandas DataFrame, the
+rows a table would show) and `.to_dict()` (plain JSON values, as the command's --format json prints them).
+
+pandas is imported by the methods that build frames, not here: `import stash_core` stays light.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from stash_core.units import json_safe
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+
+@dataclass
+class Result:
+    """One profile: its result document (the versioned JSON file, docs/schema.md) and where it was saved.
+
+    `error` is the reason a failed or interrupted run stopped; `warning` says when the instance label
+    does not fit the machine; `save_problem` what could not be saved (a full disk), or None.
+    """
+
+    run_id: str
+    status: str  # completed, failed or interrupted
+    iteration_s: float | None  # one training iteration of the whole configuration, seconds
+    error: str | None = None
+    result_file: Path | None = None  # None when the file could not be written
+    db: Path | None = None  # the database that stores the run; None when it was not stored
+    warning: str | None = None
+    save_problem: str | None = None
+    doc: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def from_document(cls, doc: dict[str, Any], **where: Any) -> Result:
+        """A Result of a result document; `where` sets result_file, db, warning, save_problem."""
+        breakdown = doc.get("breakdown") or {}
+        return cls(
+            run_id=doc["run_id"], status=doc["status"], iteration_s=breakdown.get("iteration_s"),
+            error=doc.get("error"), doc=doc, **where,
+        )  # fmt: skip
+
+    @property
+    def breakdown(self) -> dict[str, Any]:
+        """The stall breakdown of the document ({} for a run that failed before it had one)."""
+        return self.doc.get("breakdown") or {}
+
+    @property
+    def spec(self) -> dict[str, Any]:
+        """The profile's configuration as the document records it (model, batch_size, workers_per_node...)."""
+        return self.doc.get("spec") or {}
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row per stall, as the database's stalls table holds it (`stash_core.breakdown(run_id)` reads
+        the same rows back): run_id, stall, seconds, ci95_s, share, epoch_s, status, note."""
+        from stash_core.store.ingest_rows import prepare_run
+
+        return prepare_run(json_safe(self.doc), None).stalls
+
+    def to_dict(self) -> dict[str, Any]:
+        """The result document as its file holds it (NaN and infinities as None)."""
+        return json_safe(copy.deepcopy(self.doc))
+
+
+@dataclass
+class Predictions:
+    """Predicted training-step times without a profile: the job asked (`request`), one row per predicted
+    configuration (`frame`: instance, workers, step time, compute/interconnect/network, expected error,
+    memory), and one 'NAME: reason' line per instance that could not be predicted."""
+
+    request: dict[str, Any]
+    frame: pd.DataFrame = field(repr=False)
+    not_predictable: list[str] = field(default_factory=list)
+    expected_errors: dict[str, Any] = field(default_factory=dict)
+    answer: Any = field(default=None, repr=False, compare=False)  # decide.predict's Prediction
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row per configuration (one per instance unless max_instances > 1), fastest first."""
+        return self.frame.copy()
+
+    def to_dict(self) -> dict[str, Any]:
+        """{"job", "predictions", "not_predicted"}: what `stash predict --format json` prints."""
+        return self.answer.to_json()
+
+
+@dataclass
+class Recommendation:
+    """What to rent: every configuration evaluated (`options`), the cheapest that meets the constraints
+    (`best`, None when none does, with `infeasible_reason`), why others lose, what was not evaluated."""
+
+    request: dict[str, Any]
+    options: pd.DataFrame = field(repr=False)
+    best: dict[str, Any] | None
+    explanations: list[str] = field(default_factory=list)
+    infeasible_reason: str | None = None
+    excluded: list[str] = field(default_factory=list)
+    label_warnings: list[str] = field(default_factory=list)
+    answer: Any = field(default=None, repr=False, compare=False)  # decide.recommend's Recommendation
+
+    @property
+    def ranked(self) -> pd.DataFrame:
+        """The configurations that meet every constraint, cheapest first."""
+        return self.answer.ranked
+
+    def to_frame(self) -> pd.DataFrame:
+        """Every configuration evaluated, one row each (`feasible`, `rank`, `pareto` say how it placed)."""
+        return self.options.copy()
+
+    def to_dict(self) -> dict[str, Any]:
+        """What `stash recommend --format json` prints."""
+        return self.answer.to_json()
+
+
+@dataclass
+class SpotPlan:
+    """The cheapest spot (or on-demand) cluster that reaches a target loss within a time budget (spotDNN):
+    the best candidate (None with `infeasible_reason`), the candidates, the coefficients the plan is
+    fragile to, and its risk under revocations (spot prices only)."""
+
+    pricing: str  # spot or on_demand
+    best: dict[str, Any] | None
+    candidates: list[dict[str, Any]] = field(default_factory=list)
+    bounds: dict[str, Any] = field(default_factory=dict)
+    infeasible_reason: str | None = None
+    fragile: list[str] = field(default_factory=list)
+    risk: dict[str, Any] | None = None
+    plan: Any = field(default=None, repr=False, compare=False)  # spot.planner's PlanResult
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row per candidate cluster, cheapest first."""
+        import pandas as pd
+
+        return pd.DataFrame(self.candidates)
+
+    def to_dict(self) -> dict[str, Any]:
+        """What `stash spot --json` prints."""
+        return {
+            "pricing": self.pricing, "best": self.best, "candidates": self.candidates, "bounds": self.bounds,
+            "infeasible_reason": self.infeasible_reason, "fragile": self.fragile, "risk": self.risk,
+        }  # fmt: skip
+
+
+@dataclass
+class Schedule:
+    """One simulation of a shared GPU cluster: the simulation document (settings, one entry per policy with
+    its metrics) and where it was saved."""
+
+    simulation_id: str
+    result_file: Path
+    db: Path | None  # None when it was not stored
+    doc: dict[str, Any] = field(repr=False)
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row per policy: its label and metrics (makespan_s, avg_jct_s, p95_jct_s, avg_queue_s, ...)."""
+        import pandas as pd
+
+        rows = [{"policy": entry["settings"]["label"], **entry["metrics"]} for entry in self.doc["policies"]]
+        return pd.DataFrame(rows)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The simulation document as its file holds it."""
+        return json_safe(copy.deepcopy(self.doc))
