@@ -1,11 +1,12 @@
 """`stash campaign`: plan a sweep of profiles, run the ones not stored yet, show progress and time left.
 
 A campaign is the product models x batch sizes x workers per node x nodes (x link bandwidths, for multi-node
-configurations on the emulated cluster). Each configuration is one `stash profile` run in a child process
-(`python -m stash_core profile ... --progress json --db DB`), so a crash of one profile cannot take the
-campaign down and every finished profile is already in the database. Re-running the same command skips
-the configurations stored as completed (same model, batch size, workers per node, nodes and instance label),
-which makes a campaign resumable after Ctrl-C, a reboot or a failed profile.
+configurations on the emulated cluster). Each configuration is one profile in a child process
+(`python -m stash_core.api.child ARGS --db DB --progress json`, ARGS being `stash profile`'s), so a crash of
+one profile cannot take the campaign down and every finished profile is already in the database.
+Re-running the same command skips the configurations stored as completed (same model, batch size, workers
+per node, nodes and instance label), which makes a campaign resumable after Ctrl-C, a reboot or a failed
+profile.
 
 Emulated bandwidths are recorded in the instance label ("<instance>@<bandwidth>", e.g. "local@1gbit"), which
 is how resume tells them apart and how the stall fits read the bandwidth back.
@@ -213,7 +214,7 @@ def profile_args(item: CampaignItem, settings: CampaignSettings) -> list[str]:
 
 
 def profile_argv(item: CampaignItem, settings: CampaignSettings) -> list[str]:
-    """The `stash profile` command line of one configuration."""
+    """The command line of one configuration's profile child (`stash profile`'s arguments)."""
     return profile_command(settings.db_path, profile_args(item, settings), settings.python)
 
 
@@ -223,8 +224,8 @@ Runner = Callable[[CampaignItem, CampaignSettings, Callable[[dict[str, Any]], No
 def subprocess_runner(
     item: CampaignItem, settings: CampaignSettings, on_event: Callable[[dict[str, Any]], None]
 ) -> dict[str, Any]:
-    """Run one profile as `python -m stash_core profile` (engine/profile_child.py); returns status, run_id,
-    error, exit_code."""
+    """Run one profile in a child process (engine/profile_child.py); returns status, run_id, error,
+    exit_code."""
     return run_profile_child(settings.db_path, profile_args(item, settings), on_event, settings.python)
 
 

@@ -11,12 +11,13 @@ from typing import Any
 
 import psutil
 
+from stash_core.engine.profile_child import PROFILE_CHILD_MODULE
 from stash_core.measure import protocol
 
-# Commands that measure: `stash profile|campaign|probe` (or `python -m stash_core ...`), and the worker
-# processes of a measurement, whatever started them.
+# Commands that measure: `stash profile|campaign|probe` (or `python -m stash_core ...`), the profile child
+# (`python -m stash_core.api.child`) and the worker processes of a measurement, whatever started them.
 _MEASURING_COMMANDS = ("profile", "campaign", "probe")
-_WORKER_MODULES = ("stash_core.measure.worker", "stash_core.measure.probe_worker")
+_WORKER_MODULES = ("stash_core.measure.worker", "stash_core.measure.probe_worker", PROFILE_CHILD_MODULE)
 
 _TEXT_TAIL_LINES = 40
 

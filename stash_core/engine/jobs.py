@@ -62,7 +62,8 @@ def start_profile_job(
     python: str | None = None,
     env: dict[str, str] | None = None,
 ) -> str:
-    """Start `stash profile ARGS --db DB --progress json` in the background; returns the job id.
+    """Start the profile of `stash profile` ARGS in the background (the profile child of profile_command,
+    with --db DB --progress json); returns the job id.
 
     The run's working folder is the database's folder, so its result file lands in `<that folder>/results/`;
     paths in `profile_args` should be absolute. UsageError when `profile_args` sets --db or --progress itself

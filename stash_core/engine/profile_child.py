@@ -1,8 +1,10 @@
-"""The one way Stash starts `stash profile` as a child process: its command line and environment, and a run in
-the foreground read by its protocol lines (measure/protocol.py).
+"""The one way Stash starts a profile as a child process: its command line and environment, and a run in the
+foreground read by its protocol lines (measure/protocol.py).
 
-Background runs for the dashboard (engine/jobs.py) start the same command under a wrapper that records its
-exit status; a campaign (decide/campaign.py) runs one configuration after the other through run_profile_child.
+The child is `python -m stash_core.api.child` with `stash profile`'s arguments: the profile flow itself, not
+the `stash` command (whose parsing of every other command it does not need). Background runs for the
+dashboard (engine/jobs.py) start it under a wrapper that records its exit status; a campaign
+(decide/campaign.py) runs one configuration after the other through run_profile_child.
 """
 
 from __future__ import annotations
@@ -21,20 +23,22 @@ from stash_core.errors import UsageError
 from stash_core.measure import protocol
 from stash_core.proc import end_tree
 
+# The module a child runs (a name, not an import: it sits in a higher layer, api/, as it stores the result).
+PROFILE_CHILD_MODULE = "stash_core.api.child"
 STOP_GRACE_S = 10.0  # how long a stopped profile gets to save its result before its tree is ended
 _KEPT_OUTPUT_LINES = 30
 
 
 def profile_command(db_path: Path | str, profile_args: list[str], python: str | None = None) -> list[str]:
-    """`python -m stash_core profile ARGS --db DB --progress json`: the command of every profile Stash starts
-    as a child. UsageError when ARGS set --db or --progress themselves."""
+    """`python -m stash_core.api.child ARGS --db DB --progress json`: the command of every profile Stash
+    starts as a child (ARGS are `stash profile`'s). UsageError when ARGS set --db or --progress themselves."""
     for arg in profile_args:
         flag = arg.split("=", 1)[0]
         if flag in ("--db", "--progress"):
             raise UsageError(
                 f"{flag} is set by Stash for this profile; leave it out of the profile arguments"
             )
-    return [python or sys.executable, "-m", "stash_core", "profile", *profile_args,
+    return [python or sys.executable, "-m", PROFILE_CHILD_MODULE, *profile_args,
             "--db", str(Path(db_path).resolve()), "--progress", "json"]  # fmt: skip
 
 
@@ -45,7 +49,7 @@ def run_profile_child(
     python: str | None = None,
     stop_grace_s: float = STOP_GRACE_S,
 ) -> dict[str, Any]:
-    """Run one `stash profile` as a child in the foreground (profile_command) and read its protocol lines:
+    """Run one profile as a child in the foreground (profile_command) and read its protocol lines:
     each message but the last goes to `on_message` as {"kind": ..., **payload}; returns status, run_id, error
     and exit_code (the error from the DONE line, else the last error line of the output).
 

@@ -22,7 +22,7 @@ from stash_core.engine.progress import Reporter
 from stash_core.errors import UsageError
 
 FAKE_PROFILE = r"""#!/bin/sh
-# Stands in for `python -m stash_core profile ...`: speaks the progress protocol according to $FAKE_MODE.
+# Stands in for `python -m stash_core.api.child ...`: speaks the progress protocol according to $FAKE_MODE.
 echo "$@" > "$FAKE_ARGS"
 phase() { echo "STASH-PHASE $1"; }
 case "$FAKE_MODE" in
@@ -99,7 +99,7 @@ def test_progress_is_read_from_the_job_folder_and_the_run_completes(
     assert 0.5 <= state.fraction_done < 1.0
     # The command got the dashboard's --db and --progress json after the form's arguments.
     args = (tmp_path / "args.txt").read_text().split()
-    assert args[:4] == ["-m", "stash_core", "profile", "--model"]
+    assert args[:3] == ["-m", "stash_core.api.child", "--model"]  # the profile child, not the `stash` command
     assert args[-4:] == ["--db", str(db.resolve()), "--progress", "json"]
 
     (tmp_path / "go").touch()
