@@ -1,0 +1,81 @@
+"""The API's keyword options are `stash profile`'s arguments: written as the command would get them and read
+by the same parser, so the same values are refused with the same line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from stash_core.api.options import as_text, checked, database, names, parse_profile, profile_argv
+from stash_core.errors import UsageError
+from stash_core.spec import ProfileSpec
+from stash_core.spec_parse import BATCH_SIZE
+
+
+def test_flag_names_and_field_names_give_the_same_arguments():
+    common = {"model": "resnet10", "batch_size": 8}
+    by_flag = profile_argv(None, {**common, "workers": 2, "max_phase_seconds": 4})
+    by_field = profile_argv(None, {**common, "workers_per_node": 2, "max_phase_s": 4})
+    expected = ["--model=resnet10", "--batch-size=8", "--workers=2", "--max-phase-seconds=4"]
+    assert by_flag == by_field == expected
+
+
+def test_python_values_are_written_as_the_command_line_writes_them():
+    argv = profile_argv(None, {"input_shape": (3, 32, 32), "stalls": ["compute", "cpu"], "target_ci": 0.05,
+                               "out": Path("/tmp/r.json"), "seed": None})  # fmt: skip
+    assert argv == ["--input-shape=3,32,32", "--stalls=compute,cpu", "--target-ci=0.05", "--out=/tmp/r.json"]
+    assert as_text(0.1 + 0.2) == repr(0.1 + 0.2)  # no digit lost
+
+
+def test_switches_by_flag_and_by_field():
+    assert profile_argv(None, {"no_store": True, "no_probes": False}) == ["--no-store"]
+    assert profile_argv(None, {"probes": False}) == ["--no-probes"]  # the field away from its default
+    assert profile_argv(None, {"probes": True}) == []
+
+
+def test_a_spec_is_the_start_and_options_override_it():
+    spec = ProfileSpec(model="resnet10", batch_size=8, workers_per_node=2)
+    args, _ = parse_profile(profile_argv(spec, {"batch_size": 16, "db": "x.duckdb"}))
+    assert (args.model, args.batch_size, args.workers) == ("resnet10", 16, 2)
+    assert args.db == Path("x.duckdb")
+
+
+def test_script_arguments_come_after_the_separator():
+    argv = profile_argv(None, {"script": "train.py", "script_args": ["--epochs", "1"], "workers": 2})
+    assert argv == ["--script=train.py", "--workers=2", "--", "--epochs", "1"]
+    args, _ = parse_profile(argv)
+    assert args.script_args == ["--epochs", "1"]
+
+
+def test_an_unknown_option_names_the_closest_one():
+    with pytest.raises(UsageError, match=r"unknown option 'batch_sise' \(did you mean 'batch_size'\?\)"):
+        profile_argv(None, {"batch_sise": 8})
+    with pytest.raises(UsageError, match="spec must be a ProfileSpec, not dict"):
+        profile_argv({"model": "resnet10"}, {})  # type: ignore[arg-type]
+
+
+def test_a_bad_value_is_the_commands_own_line():
+    line = "^profile: argument --batch-size: must be a positive integer, got 0$"
+    with pytest.raises(UsageError, match=line):
+        parse_profile(profile_argv(None, {"model": "resnet10", "batch_size": 0}))
+    with pytest.raises(UsageError, match="--out .* is the database"):
+        parse_profile(["--model=resnet10", "--batch-size=8", "--db=x.duckdb", "--out=x.duckdb"])
+
+
+def test_a_value_starting_with_a_dash_stays_a_value():
+    with pytest.raises(UsageError, match="--seed: .*-1"):
+        parse_profile(profile_argv(None, {"model": "resnet10", "batch_size": 8, "seed": -1}))
+
+
+def test_checked_values_and_names(monkeypatch, tmp_path):
+    assert checked("batch_size", 8, BATCH_SIZE) == 8 and checked("batch_size", None, BATCH_SIZE) is None
+    with pytest.raises(UsageError, match="^batch_size: must be a positive integer, got 0$"):
+        checked("batch_size", 0, BATCH_SIZE)
+    assert names("gpu", "A100, H100", 5) == ["A100", "H100"] and names("gpu", ["T4"], 5) == ["T4"]
+    with pytest.raises(UsageError, match="gpu: expected a list of 1 to 2 names"):
+        names("gpu", ["a", "b", "c"], 2)
+    monkeypatch.setenv("STASH_DB", str(tmp_path / "env.duckdb"))
+    assert database(None) == tmp_path / "env.duckdb" and database("~/x.duckdb") == Path.home() / "x.duckdb"
+    with pytest.raises(UsageError, match="db: expected a path"):
+        database("  ")

@@ -1,0 +1,105 @@
+"""stash_core.profile() is `stash profile`: one tiny profile through each (real launches, a real DuckDB file)
+stores the same kind of rows; a bad input is refused before anything runs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from support import stash_main
+
+import stash_core as stash
+from stash_core import store
+from stash_core.api.profile_flow import ProfileRun
+from stash_core.api.profiling import _raise_early_end
+from stash_core.engine import jobs
+from stash_core.errors import MeasurementError
+
+TINY = {"model": "resnet10", "batch_size": 8, "input_shape": (3, 32, 32), "workers": 2,
+        "max_phase_seconds": 4, "launches": 1}  # fmt: skip
+TINY_ARGV = ["--model", "resnet10", "--batch-size", "8", "--input-shape", "3,32,32", "--workers", "2",
+             "--max-phase-seconds", "4", "--launches", "1"]  # fmt: skip
+SAME_IN_BOTH = ["status", "model", "model_kind", "batch_size", "workers_per_node", "nodes", "device",
+                "backend", "reference_phase", "dataset", "iterations_per_epoch"]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def profiled(tmp_path_factory) -> tuple[stash.Result, Path, Path]:
+    """The same tiny profile from Python and from the command line, each into a database (and folder) of its
+    own: its result files and its registry beside it."""
+    api_db = tmp_path_factory.mktemp("api") / "api.duckdb"
+    cli_db = tmp_path_factory.mktemp("cli") / "cli.duckdb"
+    result = stash.profile(**TINY, db=api_db, progress="none")
+    done = stash_main("profile", *TINY_ARGV, "--db", str(cli_db), cwd=cli_db.parent)
+    assert done.returncode == 0, done.stderr
+    return result, api_db, cli_db
+
+
+@pytest.mark.launches
+@pytest.mark.slow
+def test_the_api_stores_the_rows_the_command_stores(profiled):
+    result, api_db, cli_db = profiled
+    from_api, from_cli = stash.runs(api_db), stash.runs(cli_db)
+    assert len(from_api) == len(from_cli) == 1
+    pd.testing.assert_series_equal(from_api.dtypes, from_cli.dtypes)  # the same columns, the same types
+    assert from_api.iloc[0][SAME_IN_BOTH].to_dict() == from_cli.iloc[0][SAME_IN_BOTH].to_dict()
+    api_stalls = stash.breakdown(result.run_id, api_db)
+    cli_stalls = stash.breakdown(from_cli.iloc[0]["run_id"], cli_db)
+    # The same stalls measured (a noisy one may be clamped to zero in one run and not the other).
+    assert list(api_stalls["stall"]) == list(cli_stalls["stall"])
+    assert list(api_stalls["status"] != "not_measured") == list(cli_stalls["status"] != "not_measured")
+    api_spec, cli_spec = (store.get_run(db, run)["spec"] for db, run in
+                          ((api_db, result.run_id), (cli_db, from_cli.iloc[0]["run_id"])))  # fmt: skip
+    assert api_spec == cli_spec  # the same options made the same spec
+
+
+@pytest.mark.launches
+@pytest.mark.slow
+def test_the_result_is_its_file_and_its_stored_run(profiled):
+    result, api_db, _ = profiled
+    assert result.status == "completed" and result.error is None and result.iteration_s > 0
+    assert result.db == api_db and result.result_file == api_db.parent / "results" / f"{result.run_id}.json"
+    assert stash.load_result(result.result_file).to_dict() == json.loads(result.result_file.read_text())
+    stored = stash.breakdown(result.run_id, api_db)
+    pd.testing.assert_frame_equal(result.to_frame(), stored, check_dtype=False)
+    assert result.spec["workers_per_node"] == 2 and result.spec["input_shape"] == [3, 32, 32]
+
+
+@pytest.mark.launches
+@pytest.mark.slow
+def test_the_dashboard_follows_a_profile_from_python(profiled):
+    result, api_db, _ = profiled
+    (job,) = jobs.list_jobs(api_db)
+    assert job.origin == "cli" and job.status == "completed" and job.run_id == result.run_id
+    assert job.argv[:2] == ["stash", "profile"] and "--model=resnet10" in job.argv
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({**TINY, "workers": 0}, "profile: argument --workers: "),
+        ({**TINY, "batch_sise": 8}, "unknown option 'batch_sise'"),
+        ({**TINY, "progress": "loud"}, "argument --progress: invalid choice: 'loud'"),
+        ({key: value for key, value in TINY.items() if key != "batch_size"}, "--batch-size is required"),
+    ],
+    ids=["workers", "unknown", "progress", "no-batch"],
+)
+def test_a_bad_input_is_refused_before_anything_runs(options, message, tmp_path):
+    with pytest.raises(stash.UsageError, match=message):
+        stash.profile(**options, db=tmp_path / "x.duckdb")
+    assert list(tmp_path.iterdir()) == []  # no database, no result file, no job folder
+
+
+def test_a_failed_profile_raises_with_where_it_is_saved_and_a_lost_copy_warns(tmp_path):
+    out, db = tmp_path / "r1.json", tmp_path / "x.duckdb"
+    error = MeasurementError("R1 died")
+    failed = ProfileRun({"run_id": "r1", "status": "failed"}, out, db, True, False, error)
+    with pytest.raises(MeasurementError, match="R1 died") as raised:
+        _raise_early_end(failed)
+    assert raised.value.__notes__ == [f"saved the failed run r1 to {out} and {db}"]
+    problem = "cannot write result file: disk full; run r2 is stored in x.duckdb"
+    kept = ProfileRun({"run_id": "r2", "status": "completed"}, None, db, True, False, problem=problem)
+    with pytest.warns(RuntimeWarning, match="run r2 is stored in x.duckdb"):
+        _raise_early_end(kept)

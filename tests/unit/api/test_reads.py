@@ -1,0 +1,66 @@
+"""runs(), breakdown() and load_result(): stored runs as frames, a result file as a Result; the stall rows of
+a Result and of its stored run are the same rows."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+from result_docs import result_doc
+
+import stash_core as stash
+from stash_core import store
+
+
+@pytest.fixture()
+def stored(tmp_path):
+    """A database with a completed and a failed run, and the completed one's result file."""
+    db = tmp_path / "r.duckdb"
+    done = result_doc("resnet18", run_id="20261124T100000Z-aaaa0001")
+    failed = result_doc("resnet18", run_id="20261124T110000Z-bbbb0002", status="failed")
+    for doc in (done, failed):
+        store.ingest_result(db, doc)
+    path = tmp_path / "done.json"
+    path.write_text(json.dumps(done))
+    return db, path, done, failed
+
+
+def test_runs_lists_every_stored_run_newest_first(stored):
+    db, *_ = stored
+    frame = stash.runs(db)
+    assert list(frame["run_id"]) == ["20261124T110000Z-bbbb0002", "20261124T100000Z-aaaa0001"]
+    assert {"iteration_s", "compute_s", "compute_share"} <= set(frame.columns)
+
+
+def test_a_breakdown_is_the_results_own_rows(stored):
+    db, path, done, _ = stored
+    result = stash.load_result(path)
+    assert (result.run_id, result.status, result.result_file) == (done["run_id"], "completed", path)
+    assert result.db is None  # read from its file
+    assert result.iteration_s == pytest.approx(done["breakdown"]["iteration_s"])
+    read = stash.breakdown("aaaa0001", db)  # any unique part of the id
+    assert list(read["stall"]) == ["compute", "interconnect", "network", "cpu", "disk"]
+    pd.testing.assert_frame_equal(read, result.to_frame(), check_dtype=False)
+    assert read.loc[read["stall"] == "compute", "seconds"].item() == pytest.approx(0.2)
+
+
+def test_a_failed_run_has_no_stall_rows_but_the_columns(stored):
+    db, _, _, failed = stored
+    read = stash.breakdown(failed["run_id"], db)
+    assert read.empty and list(read.columns) == list(stash.Result.from_document(failed).to_frame().columns)
+
+
+def test_what_cannot_be_read_is_a_usage_error(stored, tmp_path):
+    db, *_ = stored
+    with pytest.raises(stash.UsageError, match="no run matches 'zzzz'"):
+        stash.breakdown("zzzz", db)
+    with pytest.raises(stash.UsageError, match="matches several runs"):
+        stash.breakdown("2026", db)
+    with pytest.raises(stash.UsageError, match="no database at"):
+        stash.runs(tmp_path / "missing.duckdb")
+    (tmp_path / "bad.json").write_text("{}")
+    with pytest.raises(stash.UsageError, match="bad.json"):
+        stash.load_result(tmp_path / "bad.json")
+    with pytest.raises(stash.UsageError, match="run_id: expected a run id"):
+        stash.breakdown("", db)

@@ -1,0 +1,104 @@
+"""Typed results: each answer is a dataclass with .to_frame() and .to_dict(); to_dict is what the command's
+JSON output holds, so a notebook and the command line read the same figures."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+from result_docs import result_doc
+from support import REPO, stash_here
+
+import stash_core as stash
+from stash_core import store
+
+WORKLOAD = REPO / "examples" / "workload.json"
+OFFERS = {"g3.8xlarge": 5, "g3.16xlarge": 3}
+JOB = {"model": "resnet18", "batch_size": 8, "input_shape": (3, 64, 64)}
+
+
+def test_a_result_of_a_document(tmp_path):
+    doc = result_doc("resnet18", run_id="20261124T100000Z-aaaa0001", stalls={"compute": 0.2, "cpu": 0.05})
+    result = stash.Result.from_document(doc, result_file=tmp_path / "r.json")
+    assert (result.run_id, result.status, result.error) == (doc["run_id"], "completed", None)
+    assert result.spec["model"] == "resnet18" and result.breakdown["iteration_s"] == pytest.approx(0.25)
+    frame = result.to_frame()
+    columns = ["run_id", "stall", "seconds", "ci95_s", "share", "epoch_s", "status", "note"]
+    assert list(frame.columns) == columns
+    measured = frame.set_index("stall")["seconds"].dropna().to_dict()
+    assert measured == pytest.approx({"compute": 0.2, "cpu": 0.05})
+    assert result.to_dict() == json.loads(json.dumps(doc)) and result.to_dict() is not doc
+    assert "doc=" not in repr(result)  # the document is long: the repr shows where and what
+
+
+def test_predictions_have_one_row_per_instance(tmp_path):
+    predictions = stash.predict(**JOB, instances=["p3.2xlarge", "g5.xlarge"], db=tmp_path / "x.duckdb")
+    frame = predictions.to_frame()
+    assert isinstance(frame, pd.DataFrame) and sorted(frame["instance"]) == ["g5.xlarge", "p3.2xlarge"]
+    assert (frame["iteration_s"] > 0).all() and predictions.request["model"] == "resnet18"
+    as_dict = predictions.to_dict()
+    assert [row["instance"] for row in as_dict["predictions"]] == list(frame["instance"])
+    frame.loc[:, "iteration_s"] = 0.0
+    assert (predictions.frame["iteration_s"] > 0).all()  # to_frame is a copy
+
+
+def test_a_recommendation(tmp_path):
+    answer = stash.recommend(**JOB, epochs=1, dataset_images=10_000, budget_hours=100,
+                             instances="p3.2xlarge,g5.xlarge", db=tmp_path / "x.duckdb")  # fmt: skip
+    frame = answer.to_frame()
+    assert set(frame["instance"]) <= {"p3.2xlarge", "g5.xlarge"} and len(frame) >= 2
+    assert answer.best is not None and answer.best["config"] == answer.ranked.iloc[0]["config"]
+    assert answer.to_dict()["recommended"]["config"] == answer.best["config"]
+
+
+def test_a_spot_plan_is_what_stash_spot_prints(tmp_path, capsys, monkeypatch):
+    db = tmp_path / "x.duckdb"
+    plan = stash.plan_spot(WORKLOAD, OFFERS, 0.8, 2600, db=db)
+    assert plan.best is not None and plan.pricing == "spot" and plan.risk is not None
+    assert len(plan.to_frame()) == len(plan.candidates) >= 1
+    printed = stash_here(capsys, monkeypatch, "spot", "--workload", str(WORKLOAD), "--instances",
+                         "g3.8xlarge:5,g3.16xlarge:3", "--target-loss", "0.8", "--budget-s", "2600", "--json",
+                         "--db", str(db))  # fmt: skip
+    assert printed.returncode == 0, printed.stderr
+    assert json.loads(printed.stdout) == json.loads(json.dumps(plan.to_dict()))
+
+
+def test_a_schedule_is_saved_and_stored(tmp_path, capsys, monkeypatch):
+    db = tmp_path / "s.duckdb"
+    schedule = stash.simulate_schedule(synthetic_jobs=30, seed=1, policies=["fifo", "consolidate"],
+                                       out=tmp_path / "results", db=db)  # fmt: skip
+    frame = schedule.to_frame()
+    assert list(frame["policy"]) == ["fifo", "consolidate"] and (frame["makespan_s"] > 0).all()
+    assert schedule.result_file.is_file() and schedule.db == db
+    assert set(store.simulations_frame(db)["simulation_id"]) == {schedule.simulation_id}
+    assert schedule.to_dict()["simulation_id"] == schedule.simulation_id
+    alone = stash.simulate_schedule(synthetic_jobs=30, seed=1, policies="fifo,consolidate", no_store=True,
+                                    out=tmp_path / "alone", db=tmp_path / "none.duckdb")  # fmt: skip
+    assert alone.db is None and not (tmp_path / "none.duckdb").exists()
+    pd.testing.assert_frame_equal(alone.to_frame(), frame)  # the same seed, the same simulation
+    argv = ["--synthetic-jobs", "30", "--seed", "1", "--policies", "fifo,consolidate", "--no-store"]
+    printed = stash_here(capsys, monkeypatch, "schedule", *argv, "--out", str(tmp_path / "cli"))
+    assert printed.returncode == 0, printed.stderr
+    cli_doc = json.loads(next((tmp_path / "cli").glob("sim-*.json")).read_text())
+    metrics = frame.drop(columns="policy").to_dict("records")
+    assert [entry["metrics"] for entry in cli_doc["policies"]] == metrics
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda db: stash.predict(model="resnet18", batch_size=0, db=db), "batch_size: must be a positive"),
+        (lambda db: stash.predict(script_run="x", model="resnet18", db=db), "one of model and script_run"),
+        (lambda db: stash.recommend("resnet18", 8, 0, 100, db=db), "epochs: must be positive"),
+        (lambda db: stash.plan_spot(WORKLOAD, {"nope": 1}, 0.8, 2600, db=db), "'nope' is not in the catalog"),
+        (lambda db: stash.plan_spot(WORKLOAD, OFFERS, -1, 2600, db=db), "target_loss: must be positive"),
+        (lambda db: stash.simulate_schedule(db=db), "one of trace and synthetic_jobs"),
+        (lambda db: stash.simulate_schedule(synthetic_jobs=5, policies=["x"], db=db), "unknown policy x"),
+        (lambda db: stash.simulate_schedule(synthetic_jobs=5, cluster=(2, 0, 8), db=db), "cluster: "),
+    ],
+    ids=["batch", "both", "epochs", "instance", "loss", "neither", "policy", "cluster"],
+)
+def test_bad_input_is_a_usage_error(call, message, tmp_path):
+    with pytest.raises(stash.UsageError, match=message):
+        call(tmp_path / "x.duckdb")
