@@ -69,6 +69,8 @@ class ProfileSpec:
     backend: str | None = None
     instance: str | None = None
     threads_per_worker: int | None = None
+    # CPU workers pinned each to its own cores (engine/phase.worker_cores), the same in every launch.
+    pin_workers: bool = True
     disk_read_mbps: float | None = None
     input_shape: list[int] | None = None
     num_classes: int | None = None
@@ -262,6 +264,8 @@ OPTIONS: tuple[Option, ...] = (
            Number(1, 100, what="an integer from 1 to 100")),
     Option("--device", "device", "where the workers run", choices=DEVICES),
     Option("--threads-per-worker", "threads_per_worker", "torch threads per CPU worker", count(1024)),
+    Option("--no-pin", "pin_workers", "leave CPU workers free to move between cores (default: each pinned "
+           "to its own)", switch=True),
     Option("--instance", "instance", "label of the machine or cloud instance type"),
     Option("--input-shape", "input_shape", "C,H,W for images or a sequence length for tokens",
            parse=parse_input_shape),

@@ -82,13 +82,14 @@ def breakdown(
     chain: list[str],
     iterations_per_epoch: int | None,
     not_separable: dict[str, str] | None = None,
-    rounds: dict[str, list[tuple[float, float]]] | None = None,
+    rounds: dict | None = None,
 ) -> dict:
     """Stalls per iteration and per epoch, with 95% intervals and shares of the last run's time.
 
-    rounds: each run's (mean_s, ci95_s) per round when it was launched several times (the same rounds for
-    every run, and `times` their pooled figures). A stall's interval then comes from its paired per-round
-    differences (stats.pool_rounds); without rounds, from its two runs' intervals in quadrature.
+    rounds: each run's (mean_s, ci95_s) per round when it was launched several times (a list from round 0,
+    or a dict by round; `times` their pooled figures). A stall whose runs share their rounds takes its
+    interval from its paired per-round differences (stats.pool_rounds); otherwise from its two runs'
+    intervals in quadrature.
 
     The five named stalls and the signed remainder `unattributed` (see remainder_of) add up to the
     iteration time exactly, and their shares to 1. The remainder holds what no named stall can claim:
@@ -156,7 +157,7 @@ def _closing_remainder(
     terms: dict[str, dict[str, int]],
     parts: list[dict],
     iterations_per_epoch: int | None,
-    rounds: dict[str, list[tuple[float, float]]] | None = None,
+    rounds: dict | None = None,
 ) -> dict:
     """The remainder of a fresh breakdown: t2 minus the named stalls, its interval that of the same
     combination of run times (t2 minus each stall's runs: what is left has nonzero coefficients)."""
@@ -177,16 +178,34 @@ def _closing_remainder(
 def _combination_ci95(
     coefficients: dict[str, int],
     times: dict[str, PhaseTime],
-    rounds: dict[str, list[tuple[float, float]]] | None,
+    rounds: dict[str, list[tuple[float, float]] | dict[int, tuple[float, float]]] | None,
 ) -> float:
     """The 95% half-width of sum(c_k * t_k): from the paired rounds when every run in it has the same rounds,
     else from the runs' own intervals in quadrature (independent launches)."""
     used = [key for key, c in coefficients.items() if c]
     if not used:
         return 0.0
-    if rounds and all(rounds.get(key) for key in used) and len({len(rounds[key]) for key in used}) == 1:
-        return pool_rounds(*combination_by_round(coefficients, rounds)).ci95
+    paired = _paired_rounds(rounds, used)
+    if paired is not None:
+        return pool_rounds(*combination_by_round(coefficients, paired)).ci95
     return linear_combination_ci95(coefficients, {p: t.ci95_s for p, t in times.items()})
+
+
+def _paired_rounds(rounds, used: list[str]) -> dict[str, list[tuple[float, float]]] | None:
+    """The runs' figures round by round when every run in `used` has figures for the same rounds (a list is
+    rounds 0, 1, ...), else None."""
+    if not rounds:
+        return None
+    by_round = []
+    for key in used:
+        figures = rounds.get(key)
+        if not figures:
+            return None
+        by_round.append(dict(enumerate(figures)) if isinstance(figures, list) else figures)
+    order = sorted(by_round[0])
+    if any(sorted(figures) != order for figures in by_round):
+        return None
+    return {key: [figures[r] for r in order] for key, figures in zip(used, by_round, strict=True)}
 
 
 def _difference(

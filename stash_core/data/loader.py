@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import random
 
 import numpy as np
@@ -11,8 +12,15 @@ from torch.utils.data import DataLoader, Dataset, DistributedSampler, RandomSamp
 from stash_core.analysis.epochs import iterations_per_epoch  # noqa: F401  (re-exported for the loader's users)
 from stash_core.errors import UsageError
 
+# The cores a pinned trainer could use before it was pinned (measure/worker.py): its loader processes get
+# them back.
+LOADER_CORES_ENV = "STASH_LOADER_CORES"
+
 
 def _seed_worker(worker_id: int) -> None:
+    cores = os.environ.get(LOADER_CORES_ENV)
+    if cores and hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, {int(core) for core in cores.split(",")})
     # DataLoader already seeds torch (and `random`) per worker from its base seed; numpy it does not.
     worker_seed = torch.initial_seed() % 2**32
     np.random.seed(worker_seed)

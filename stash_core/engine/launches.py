@@ -5,12 +5,9 @@ figures under `launches` and, where it always had them, the pooled ones: `iterat
 mean of the launches' means and `iteration_s.ci95` the interval of stats.pool_rounds (the rounds and the
 iterations); the samples are the launches' kept samples one after the other, and so is the telemetry, its
 times on the profile's clock (seconds since the first launch started). Only rounds that every run
-completed are pooled, so that every stall's runs have the same rounds to pair; a profile ended during its
-first round pools the first launch of each run that has one (one launch per run, as before rounds).
-
-With --iterations auto, rounds go on past the planned ones while a run's pooled interval is short of the
-target (next_round): up to plan.max_rounds_of and while the next round fits in the time budget, the runs'
---max-phase-seconds together, start-up included. A run short of its target says which of the two ended it.
+completed are pooled (a round past the planned ones launches only the runs still needed: engine/rounds.py),
+so that a stall's runs have the same rounds to pair; a profile ended during its first round pools the first
+launch of each run that has one (one launch per run, as before rounds).
 """
 
 from __future__ import annotations
@@ -34,32 +31,45 @@ class LaunchedRuns:
         self.launches = launches
         self.outcomes: dict[str, list[tuple[int, dict]]] = {name: [] for name in names}
         self.stopped_by: str | None = None  # ROUNDS_BY_TIME or ROUNDS_BY_COUNT when runs were left short
+        self.planned: dict[int, list[str]] = {}  # round -> the runs it launches (every run when not given)
 
     def add(self, name: str, round_index: int, outcome: dict) -> None:
         self.outcomes[name].append((round_index, outcome))
 
-    def pooled_rounds(self) -> list[int]:
-        """The rounds every run completed; [0] when none was (a profile ended in its first round)."""
-        per_run = [{round_index for round_index, _ in self.outcomes[name]} for name in self.names]
-        common = sorted(set.intersection(*per_run)) if per_run else []
-        return common or [0]
+    def plan_round(self, round_index: int, names: list[str]) -> None:
+        """The runs a round launches: all of them in the planned rounds, those still needed after."""
+        self.planned[round_index] = list(names)
+
+    def pooled_rounds(self, name: str | None = None) -> list[int]:
+        """The complete rounds (every run planned for them completed it), or those of one run; [0] when no
+        round is complete (a profile ended in its first round keeps the first launch of each run)."""
+        done = {n: {round_index for round_index, _ in self.outcomes[n]} for n in self.names}
+        seen = sorted(set().union(*done.values())) if done else []
+        complete = [r for r in seen if all(r in done[n] for n in self.planned.get(r, self.names))]
+        complete = complete or [0]
+        return complete if name is None else [r for r in complete if r in done.get(name, set())]
+
+    def round_figures(self, name: str) -> dict[int, tuple[float, float]]:
+        """A run's (mean_s, ci95_s) in each of its pooled rounds, for the paired intervals of its stalls."""
+        rounds = set(self.pooled_rounds(name))
+        return {
+            r: (outcome["iteration_s"]["mean"], outcome["iteration_s"]["ci95"])
+            for r, outcome in self.outcomes[name]
+            if r in rounds
+        }
 
     def pooled(self, name: str) -> Pooled | None:
-        """A run's figure over the pooled rounds, or None when it has no launch in them."""
-        rounds = set(self.pooled_rounds())
+        """A run's figure over its pooled rounds, or None when it has no launch in them."""
+        rounds = set(self.pooled_rounds(name))
         used = [outcome["iteration_s"] for r, outcome in self.outcomes[name] if r in rounds]
         if not used:
             return None
         return pool_rounds([x["mean"] for x in used], [x["ci95"] for x in used])
 
-    def short_of_target(self, target_relative_ci: float) -> list[str]:
-        """The runs whose pooled interval is wider than the target (relative to their mean)."""
-        short = []
-        for name in self.names:
-            pooled = self.pooled(name)
-            if pooled is None or not pooled.mean > 0 or pooled.ci95 > target_relative_ci * pooled.mean:
-                short.append(name)
-        return short
+    def launch_wall_s(self, name: str) -> float:
+        """The mean wall time of a run's launches so far, start-up included (0 before its first)."""
+        walls = [outcome.get("wall_s") or 0.0 for _, outcome in self.outcomes.get(name, [])]
+        return math.fsum(walls) / len(walls) if walls else 0.0
 
     def wall_s(self, round_index: int | None = None) -> float:
         """Wall time of the launches so far (start-up included), or of one round's."""
@@ -92,29 +102,11 @@ class LaunchedRuns:
         left_s = (max_phase_s - self.run_wall_s(name)) / max(launches_left, 1) - self.startup_s(name)
         return max(MIN_LAUNCH_CAP_S, min(planned_cap_s, left_s))
 
-    def next_round(
-        self, rounds_done: int, max_rounds: int, target_relative_ci: float, budget_s: float
-    ) -> list[str]:
-        """The runs still short of the target when one more round is due (a sequential rule: rounds go on
-        until every run reaches the target), [] when the rounds are over. The rounds end short of the target
-        at max_rounds, or when one more round like the last would take the launches past budget_s; which of
-        the two is kept in stopped_by."""
-        short = self.short_of_target(target_relative_ci)
-        if not short:
-            return []
-        if rounds_done >= max_rounds:
-            self.stopped_by = ROUNDS_BY_COUNT
-            return []
-        if self.wall_s() + self.wall_s(rounds_done - 1) > budget_s:
-            self.stopped_by = ROUNDS_BY_TIME
-            return []
-        return short
-
     def pool_into(self, records: list[dict]) -> None:
         """Fill each record (not failed) that has launches in the pooled rounds with their pooled figures,
         and keep every launch's own figures under `launches`."""
-        rounds = set(self.pooled_rounds())
         for record in records:
+            rounds = set(self.pooled_rounds(record["name"]))
             outcomes = self.outcomes.get(record["name"]) or []
             if not outcomes:
                 continue
@@ -140,7 +132,15 @@ def launch_entry(round_index: int, outcome: dict, pooled: bool) -> dict:
         "wall_s": outcome.get("wall_s"),
         "started_s": outcome.get("started_s"),
         "resident_fraction_start": outcome.get("resident_fraction_start"),
+        "other_cores": other_cores(outcome.get("machine_load")),
     }
+
+
+def other_cores(load: dict | None) -> float | None:
+    """Cores other processes kept busy during a launch, on average (engine/machine_load.py); None unknown."""
+    if not load or not load.get("wall_s"):
+        return None
+    return round((load["other_cpu_s"] + load["steal_s"]) / load["wall_s"], 3)
 
 
 def pool_record(record: dict, used: list[dict]) -> None:
@@ -217,12 +217,12 @@ def _mean_parts(parts: list[dict]) -> dict:
     }
 
 
-def rounds_of(record: dict) -> list[tuple[float, float]] | None:
-    """A pooled run's (mean_s, ci95_s) per pooled round, for the paired intervals of its stalls."""
+def rounds_of(record: dict) -> dict[int, tuple[float, float]] | None:
+    """A pooled run's (mean_s, ci95_s) by pooled round, for the paired intervals of its stalls."""
     launches = [launch for launch in record.get("launches") or [] if launch.get("pooled")]
     if not launches:
         return None
-    return [(launch["mean_s"], launch["ci95_s"]) for launch in sorted(launches, key=lambda x: x["round"])]
+    return {launch["round"]: (launch["mean_s"], launch["ci95_s"]) for launch in launches}
 
 
 def pooled_warnings(
@@ -232,38 +232,23 @@ def pooled_warnings(
     max_phase_s: float,
     launches: int,
     stopped_by: str | None = None,
+    shortfalls: list | None = None,
 ) -> list[str]:
-    """What a reader must know of the pooled runs: a run short of its target (why, and what to do), and a
-    profile that ended before all its planned rounds."""
+    """What a reader must know of the pooled runs: a stall (or the iteration time) short of its target, with
+    the rounds it would still need, what the measurements say of why and what to do (engine/rounds.py
+    Shortfall); and a profile that ended before all its planned rounds."""
     warnings: list[str] = []
     completed = [r for r in records if r.get("status") == "completed" and r.get("launches")]
-    for record in completed:
-        summary = record["iteration_s"]
-        relative = summary["ci95"] / summary["mean"] if summary["mean"] > 0 else math.inf
-        if fixed or relative <= target_relative_ci:
-            continue
-        used = [launch for launch in record["launches"] if launch["pooled"]]
-        count = f"{len(used)} launch{'es' if len(used) != 1 else ''}"
-        target = f"target ± {target_relative_ci:.0%}"
-        reached = f"± {relative:.1%} after {summary['n']} kept iterations over {count} ({target})"
-        pooled = record.get("pooled") or {}
-        disagree = (pooled.get("between_ci95") or 0.0) > (pooled.get("within_ci95") or 0.0)
-        more_time = f"more time (--max-phase-seconds, now {max_phase_s:g} s per run)"
-        if disagree:
-            why = {
-                ROUNDS_BY_TIME: f"the rounds stopped at the time budget: {more_time} allows more rounds",
-                ROUNDS_BY_COUNT: "the rounds stopped at their cap: a quieter machine would narrow it",
-            }.get(stopped_by or "", "more launches (--launches) would narrow it")
-            warnings.append(
-                f"{record['name']}: {reached}: its launches disagree more than their iterations do (other "
-                f"load on the machine); {why}; or accept a wider --target-ci"
-            )
-        elif record["stop_reason"] in CAP_REASONS:
-            cap = "iteration" if record["stop_reason"] == "max_iterations" else "time"
-            warnings.append(
-                f"{record['name']}: stopped at the {cap} cap with {reached}; to reach the target give it "
-                f"{more_time}, measure fewer stalls (--stalls), or accept a wider --target-ci"
-            )
+    by_name = {record["name"]: record for record in completed}
+    more_time = f"more time (--max-phase-seconds, now {max_phase_s:g} s per run)"
+    why = {
+        ROUNDS_BY_TIME: f"the rounds stopped at the time budget: {more_time} allows more",
+        ROUNDS_BY_COUNT: "the rounds stopped at their cap",
+    }.get(stopped_by or "", "more launches (--launches) would narrow it")
+    for shortfall in [] if fixed else shortfalls or []:
+        cause = spread_cause([by_name[run] for run in shortfall.runs if run in by_name])
+        text = shortfall.text(target_relative_ci)
+        warnings.append(f"{text}: {cause}; {why}; or accept a wider --target-ci")
     rounds = {launch["round"] for record in completed for launch in record["launches"] if launch["pooled"]}
     if completed and len(rounds) < launches:
         warnings.append(
@@ -271,6 +256,61 @@ def pooled_warnings(
             "others"
         )
     return warnings
+
+
+# Other processes busy on this many cores on average during a run's launches (or on this many in one launch)
+# are other load worth naming as the cause of a spread.
+OTHER_LOAD_MEAN_CORES = 0.25
+OTHER_LOAD_PEAK_CORES = 0.5
+
+
+def spread_cause(records: list[dict]) -> str:
+    """What the runs' launches say about why their interval is wide: measured other load, launches that
+    disagree without it (a first launch apart, a drift, or spread from launch to launch), or iterations
+    that vary within launches that agree."""
+    launches = [launch for record in records for launch in record.get("launches") or [] if launch["pooled"]]
+    loads = [launch["other_cores"] for launch in launches if launch.get("other_cores") is not None]
+    mean_load = sum(loads) / len(loads) if loads else None
+    load_text = (f"other processes kept {mean_load:.2f} cores busy on average during its launches (up to "
+                 f"{max(loads):.2f})") if loads else "other load could not be measured there"  # fmt: skip
+    if loads and (mean_load >= OTHER_LOAD_MEAN_CORES or max(loads) >= OTHER_LOAD_PEAK_CORES):
+        return f"other load on the machine: {load_text}; a quieter machine would narrow it"
+    disagree = [r for r in records if (r.get("pooled") or {}).get("between_ci95", 0) > (r.get("pooled") or {})
+                .get("within_ci95", 0)]  # fmt: skip
+    if not disagree:
+        caps = sorted({launch["stop_reason"] for launch in launches} & set(CAP_REASONS))
+        if caps:
+            cap = "iteration" if caps == ["max_iterations"] else "time"
+            return f"its launches stopped at the {cap} cap with their iterations still varying ({load_text})"
+        return f"its iterations vary within launches that agree ({load_text}): longer launches narrow it"
+    record = disagree[0]
+    means = [launch["mean_s"] for launch in record["launches"] if launch["pooled"]]
+    finding = launch_spread_finding(means)
+    return (
+        f"{record['name']}'s launches disagree more than their iterations do ({finding}), and not from other "
+        f"load ({load_text})"
+    )
+
+
+def launch_spread_finding(means: list[float]) -> str:
+    """The shape of the spread of a run's launch means: a first launch apart from the rest, a drift over the
+    profile, or launch-to-launch spread."""
+    if len(means) < 3:
+        return f"{len(means)} launches"
+    rest = means[1:]
+    rest_mean = sum(rest) / len(rest)
+    rest_sd = math.sqrt(sum((m - rest_mean) ** 2 for m in rest) / max(len(rest) - 1, 1))
+    first = means[0] / rest_mean - 1
+    if abs(means[0] - rest_mean) > 3 * rest_sd:
+        return f"its first launch was {first:+.0%} off the others: a warm-up left in it"
+    n = len(means)
+    x_mean, y_mean = (n - 1) / 2, sum(means) / n
+    slope = sum((i - x_mean) * (m - y_mean) for i, m in enumerate(means)) / sum((i - x_mean) ** 2 for i in
+                                                                             range(n))  # fmt: skip
+    spread = math.sqrt(sum((m - y_mean) ** 2 for m in means) / (n - 1)) / y_mean
+    if abs(slope) * (n - 1) > 2 * spread * y_mean:
+        return f"they drift by {slope / y_mean:+.1%} a launch over the profile (clocks, caches)"
+    return f"they vary by {spread:.0%} from one to the next"
 
 
 def epoch_boundary_warning(records: list[dict], iterations_per_epoch: int | None) -> str | None:

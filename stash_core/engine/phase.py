@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import re
 import time
 
 from stash_core.analysis.stats import summarise
 from stash_core.engine.data_setup import DataSetup, check_remote_cache_state, disk_cap, set_cache_state
+from stash_core.engine.machine_load import LoadMeter
 from stash_core.engine.plan import PhasePlan
 from stash_core.engine.progress import Reporter
 from stash_core.engine.script_job import MODULE as SCRIPT_MODULE
@@ -34,12 +36,17 @@ def run_phase(
     warnings: list[str],
     remote: RemoteHosts | None = None,
     grad_bytes: int | None = None,
+    min_loop_s: float = 0.0,
 ) -> dict:
+    """One launch of `plan`; min_loop_s: the timed loop runs at least this long before its interval may end
+    it (a cap still ends it)."""
     record = {**plan.to_dict(), "status": "running", "error": None, "resident_fraction_start": None}
     record["name"] = plan.name
     if plan.nodes > 1 and remote is None:
         raise UsageError(f"{plan.name} spreads workers over {plan.nodes} machines: use --hosts or --cluster")
     job = script_job(plan, spec) if spec.script else job_for(plan, spec, data)
+    if min_loop_s > 0:
+        job["min_loop_s"] = round(min_loop_s, 3)
     if plan.data != "synthetic" and (data.files or not spec.script):
         if remote is None:
             record["resident_fraction_start"] = set_cache_state(plan, data, warnings)
@@ -75,9 +82,11 @@ def run_phase(
 
     started = time.monotonic()
     sampler = TelemetrySampler() if remote is None else None
+    meter = LoadMeter() if remote is None else None
     failure: str | None = None
     if sampler is not None:
         sampler.start()
+        meter.start()
     try:
         with disk_cap(spec, plan, data) as preexec:
             failure = run_workers(
@@ -92,6 +101,8 @@ def run_phase(
     finally:
         if sampler is not None:
             record["telemetry"] = sampler.stop()
+            load = meter.stop()
+            record["machine_load"] = load.to_dict() if load is not None else None
     record["wall_s"] = time.monotonic() - started
     if errors or failure or "result" not in results:
         record["status"] = "failed"
@@ -141,6 +152,7 @@ def job_for(plan: PhasePlan, spec: ProfileSpec, data: DataSetup) -> dict:
         "device": spec.device,
         "backend": spec.backend,
         "threads_per_worker": spec.threads_per_worker,
+        "cpu_cores": worker_cores(plan, spec),
         "data": plan.data,
         "dataset": str(data.root) if data.root else None,
         "exclude_files": data.bad_files,
@@ -151,6 +163,19 @@ def job_for(plan: PhasePlan, spec: ProfileSpec, data: DataSetup) -> dict:
         "max_phase_s": spec.max_phase_s,
         "seed": spec.seed,
     }
+
+
+def worker_cores(plan: PhasePlan, spec: ProfileSpec) -> list[list[int]] | None:
+    """The cores each local worker of a CPU run is pinned to, the same in every run and launch: worker i
+    gets the i-th block of threads_per_worker cores this process may use. None on a GPU, across machines
+    (each has its own --cpu-sets) or when the workers' threads outnumber the cores."""
+    if spec.device != "cpu" or plan.nodes > 1 or not spec.pin_workers:
+        return None
+    threads = spec.threads_per_worker or 1
+    cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+    if plan.workers_per_node * threads > len(cores):
+        return None
+    return [cores[i * threads : (i + 1) * threads] for i in range(plan.workers_per_node)]
 
 
 def fill_record(record: dict, result: dict, spec: ProfileSpec, warnings: list[str]) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime
-import re
 import secrets
 import time
 from dataclasses import replace
@@ -28,6 +27,8 @@ from stash_core.engine.launches import (
 from stash_core.engine.phase import run_phase
 from stash_core.engine.plan import PhasePlan, launch_spec, launches_of, max_rounds_of, plan_phases, round_runs
 from stash_core.engine.progress import Reporter
+from stash_core.engine.retry import aborted, transient
+from stash_core.engine.rounds import current_shortfalls, decide_next_round
 from stash_core.errors import MeasurementError, ProfileEnded, StashError, UsageError
 from stash_core.interrupts import reason as interrupt_reason
 from stash_core.launch.hosts import RemoteHosts, check_hosts, version_warnings
@@ -97,7 +98,7 @@ def run_profile(
             plans = [plan for plan in plans if plan.name != "R3"]
             doc["_not_separable"] = {"cpu": data.not_separable_reason, "disk": data.not_separable_reason}
         launched = LaunchedRuns([plan.name for plan in plans], launches_of(spec))
-        run_launches(plans, spec, data, reporter, warnings, remote, doc, model_info, launched)
+        run_launches(plans, spec, data, reporter, warnings, remote, doc, model_info, launched, chain)
         doc["status"] = "completed"
     except KeyboardInterrupt as error:  # Ctrl-C, or SIGTERM / SIGHUP (interrupts.Stopped)
         doc["status"] = "interrupted"
@@ -115,7 +116,7 @@ def run_profile(
         # A failed or interrupted profile keeps its launches, pooled over the rounds every run completed,
         # and the breakdown of the runs that did complete.
         launched.pool_into(doc["phases"])
-        warnings += launch_warnings(doc, spec, launched)
+        warnings += launch_warnings(doc, spec, launched, chain)
         doc["breakdown"] = breakdown_of_completed(doc, chain, spec, warnings)
     return doc
 
@@ -130,10 +131,11 @@ def run_launches(
     doc: dict,
     model_info: dict,
     launched: LaunchedRuns,
+    chain: list[str] | None = None,
 ) -> None:
     """Every launch of every run, round by round (plan.round_runs), each run's record made at its first
-    launch: the planned rounds, then, with --iterations auto, more while a run is short of its target
-    (LaunchedRuns.next_round). A launch that fails ends the profile, as a failed run always did."""
+    launch: the planned rounds, then, with --iterations auto, more for the runs of the stalls still short of
+    their target (engine/rounds.py). A launch that fails ends the profile, as a failed run always did."""
     launches = launched.launches
     max_rounds = max_rounds_of(spec, launches)
     budget_s = spec.max_phase_s * len(plans)
@@ -141,11 +143,14 @@ def run_launches(
     records: dict[str, dict] = {}
     clock_start_s = time.monotonic()  # the profile's clock: every launch's telemetry is timed from here
 
-    def timed_launch(plan: PhasePlan, this_spec: ProfileSpec, launch_warnings_: list[str]) -> dict:
+    def timed_launch(
+        plan: PhasePlan, this_spec: ProfileSpec, launch_warnings_: list[str], min_loop_s: float = 0.0
+    ) -> dict:
         started_s = time.monotonic() - clock_start_s
         outcome = run_phase(
-            plan, this_spec, data, reporter, launch_warnings_, remote, model_info.get("grad_bytes")
-        )
+            plan, this_spec, data, reporter, launch_warnings_, remote, model_info.get("grad_bytes"),
+            min_loop_s,
+        )  # fmt: skip
         return on_profile_clock(outcome, started_s)
 
     def launch(plan: PhasePlan, index: int, round_index: int) -> None:
@@ -156,13 +161,16 @@ def run_launches(
         record = records[plan.name]
         # The bandwidth probe once per run, in its first launch. The later planned launches of a run share
         # what its budget has left, start-up included (launches.launch_cap_s).
-        this_spec = per_launch
+        # A later launch also iterates at least as long as the run's start-up takes (half its cap at most):
+        # a launch's fixed cost is paid anyway, and its iterations are what narrow the interval.
+        this_spec, min_loop_s = per_launch, 0.0
         if round_index > 0:
             cap_s = launched.launch_cap_s(plan.name, spec.max_phase_s, max(launches - round_index, 1),
                                           per_launch.max_phase_s)  # fmt: skip
             this_spec = replace(per_launch, probes=False, max_phase_s=cap_s)
+            min_loop_s = min(launched.startup_s(plan.name), cap_s / 2)
         launch_warnings_: list[str] = []
-        outcome = timed_launch(plan, this_spec, launch_warnings_)
+        outcome = timed_launch(plan, this_spec, launch_warnings_, min_loop_s)
         error = outcome.get("error")
         retry = not outcome.get("usage_error") and (
             (remote is None and transient(error)) or (plan.nodes == 1 and aborted(error))
@@ -171,7 +179,7 @@ def run_launches(
             # A peer connection lost, or a rank aborted, on one busy machine: one more try, said out loud.
             # (Across machines a lost connection is a node or link failure, reported as it is.)
             warnings.append(f"{plan.name}: a launch failed ({outcome['error']}) and was run again")
-            outcome = timed_launch(plan, this_spec, launch_warnings_)
+            outcome = timed_launch(plan, this_spec, launch_warnings_, min_loop_s)
         # The cap warnings of one launch are replaced by the pooled run's (launches.pooled_warnings).
         stopped = f"{plan.name}: stopped at the "
         warnings.extend(w for w in launch_warnings_ if w not in warnings and not w.startswith(stopped))
@@ -189,44 +197,41 @@ def run_launches(
             raise failure(f"run {plan.name} ({plan.description}) failed: {outcome['error']}")
         launched.add(plan.name, round_index, outcome)
 
-    round_index, short = 0, []
-    while round_index < launches or short:
-        order = round_runs(plans, round_index)
-        reporter.round_started(round_index, launches, max_rounds, [plan.name for plan in order], short)
+    chain = chain or [plan.name for plan in plans]
+    round_index, needed, short_names = 0, None, []
+    said: set[str] = set()
+    while True:
+        order = [plan for plan in round_runs(plans, round_index) if needed is None or plan.name in needed]
+        launched.plan_round(round_index, [plan.name for plan in order])
+        reporter.round_started(round_index, launches, max_rounds, [plan.name for plan in order], short_names)
         for index, plan in enumerate(order):
             launch(plan, index, round_index)
         round_index += 1
-        if round_index >= launches and max_rounds > launches:  # the sequential rule, with auto only
-            short = launched.next_round(round_index, max_rounds, spec.target_relative_ci, budget_s)
+        if round_index < launches:
+            continue
+        if max_rounds <= launches:  # a fixed count, or one launch per run: no sequential rule
+            break
+        needed, short, hopeless = decide_next_round(
+            launched, chain, spec.target_relative_ci, round_index, max_rounds, budget_s
+        )
+        for shortfall in hopeless:
+            if shortfall.stall not in said:  # said once, as soon as it is known
+                said.add(shortfall.stall)
+                reporter.message(f"note: {shortfall.text(spec.target_relative_ci)}: more than the time left "
+                                 f"({max(budget_s - launched.wall_s(), 0):.0f} s)")  # fmt: skip
+        if not needed:
+            break
+        short_names = [s.stall for s in short if s not in hopeless]
 
 
-# Failures of the machine rather than of the job: gloo connections lost or timed out, a port taken between
-# choosing and binding it. A worker ended by a signal (killed, out of memory) is not tried again.
-_TRANSIENT = re.compile(
-    r"connection (closed|reset|refused)|pair closure|timed out waiting|address already in use|EADDRINUSE",
-    re.IGNORECASE,
-)
-
-
-def transient(error: str | None) -> bool:
-    """Whether a failed launch is worth one more try: the same launch may well succeed."""
-    if not error or re.search(r"exited with code -\d+", error):  # a rank ended by a signal
-        return False
-    return _TRANSIENT.search(error) is not None
-
-
-def aborted(error: str | None) -> bool:
-    """Whether a rank ended by SIGABRT: gloo's transport aborts the process on a socket failure of a busy
-    machine. Unlike a rank killed from outside (SIGKILL, the out-of-memory killer), worth one more try."""
-    return bool(error) and re.search(r"exited with code -6\b", error) is not None
-
-
-def launch_warnings(doc: dict, spec: ProfileSpec, launched: LaunchedRuns) -> list[str]:
+def launch_warnings(doc: dict, spec: ProfileSpec, launched: LaunchedRuns, chain: list[str]) -> list[str]:
     records = doc["phases"]
     fixed = spec.fixed_iterations is not None
+    short = current_shortfalls(launched, chain, spec.target_relative_ci) if launched.names else []
     warnings = pooled_warnings(
-        records, spec.target_relative_ci, fixed, spec.max_phase_s, launched.launches, launched.stopped_by
-    )
+        records, spec.target_relative_ci, fixed, spec.max_phase_s, launched.launches, launched.stopped_by,
+        short,
+    )  # fmt: skip
     boundary = epoch_boundary_warning(records, iterations_per_epoch(spec, doc["spec"].get("dataset_images")))
     return warnings + ([boundary] if boundary else [])
 

@@ -31,7 +31,7 @@ import torch.distributed as dist
 from stash_core.analysis.stats import converged, mser_truncation
 from stash_core.data import pagecache
 from stash_core.data.jpeg_dataset import ImageFolderDataset
-from stash_core.data.loader import make_loader
+from stash_core.data.loader import LOADER_CORES_ENV, make_loader
 from stash_core.data.transforms import TrainTransform
 from stash_core.measure import protocol
 from stash_core.measure.rank_sync import MIN_WARMUP_ITERATIONS, all_reduce_max, report_progress
@@ -83,6 +83,7 @@ def run_job(job: dict, rank: int) -> dict:
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     torch.manual_seed(job["seed"] + rank)
+    pin_to_cores(job, local_rank)
     torch.set_num_threads(job["threads_per_worker"])
     device = torch.device(f"cuda:{local_rank}" if job["device"] == "cuda" else "cpu")
     if device.type == "cuda":
@@ -100,6 +101,17 @@ def run_job(job: dict, rank: int) -> dict:
     # workers start anew and import it as torch does. A model whose factory loaded it keeps the real one.
     with compiler_unimported(when=device.type == "cpu"):
         return train(job, model, info, device, rank, world_size, local_rank)
+
+
+def pin_to_cores(job: dict, local_rank: int) -> None:
+    """Keep this worker on its own cores (engine/phase.worker_cores) before torch starts its threads, so
+    that every launch of every run places its workers alike and none moves onto a peer's core."""
+    cores = job.get("cpu_cores")
+    if cores and local_rank < len(cores) and hasattr(os, "sched_setaffinity"):
+        # The data loader's processes (forked from here) go back to every core (data/loader.py), as the
+        # loaders of a training run are free to.
+        os.environ[LOADER_CORES_ENV] = ",".join(map(str, sorted(os.sched_getaffinity(0))))
+        os.sched_setaffinity(0, cores[local_rank])
 
 
 def train(job: dict, model, info, device: torch.device, rank: int, world_size: int, local_rank: int) -> dict:
@@ -218,7 +230,12 @@ def run_until_done(job, model, optimizer, loss, batches, device, times, slowest_
     """Step in chunks; between chunks, agree on the slowest times and decide whether to stop."""
     fixed = job.get("iterations")
     target = job["target_relative_ci"]
-    deadline = time.monotonic() + job["max_phase_s"]
+    started_s = time.monotonic()
+    deadline = started_s + job["max_phase_s"]
+    # A launch that paid a start-up iterates at least as long (engine/profiler.py): ending it at the first
+    # interval that reaches the target would leave most of its time to the start-up and its mean to a few
+    # iterations.
+    min_loop_s = job.get("min_loop_s") or 0.0
     chunk = first_chunk(fixed)
     while True:
         run_steps(model, optimizer, loss, batches, device, chunk, times, clock)
@@ -230,7 +247,7 @@ def run_until_done(job, model, optimizer, loss, batches, device, times, slowest_
         if fixed is not None:
             if kept >= fixed:
                 return "fixed"
-        elif converged(series, target):
+        elif converged(series, target) and time.monotonic() - started_s >= min_loop_s:
             return "converged"
         if len(slowest_s) >= job["max_iterations"]:
             return "max_iterations"

@@ -58,7 +58,9 @@ first machine.
 A run launched several times (`--launches K`, in rounds) keeps `launches_planned` (K) and `launches`: per
 launch its `round` (from 0), `pooled` (whether its round is in the pooled figures: only rounds every run
 completed are), `mean_s`, `ci95_s` (its own iterations' interval), `iterations`, `warmup_iterations`,
-`stop_reason`, `wall_s`, `started_s` (when it started, on the profile's clock), `resident_fraction_start`. Its
+`stop_reason`, `wall_s`, `started_s` (when it started, on the profile's clock), `resident_fraction_start`,
+`other_cores` (other processes' CPU time over the launch's wall time, steal included: the cores they kept
+busy on average; measured from /proc/stat on the machine that launched it, null elsewhere). Its
 `iteration_s.mean` is then the plain mean of the pooled launches' means and `iteration_s.ci95` the pooled
 interval; `pooled` repeats them with `between_ci95` (Student t over the rounds; null with one), `within_ci95`
 (the iterations' own) and `rounds`. `samples` holds the pooled launches' kept samples one after the other

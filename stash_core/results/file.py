@@ -34,7 +34,8 @@ PHASE_STATUSES = ("completed", "failed", "skipped", "interrupted")
 STALL_STATUSES = ("measured", "clamped_zero", "negative", "not_measured", "not_separable")
 STALL_NAMES = STALLS
 SAMPLE_KEYS = ("iteration_s", "data_s", "forward_s", "backward_s", "optimizer_s", "slowest_rank")
-LAUNCH_NUMBERS = ("mean_s", "ci95_s", "iterations", "warmup_iterations", "wall_s", "resident_fraction_start")
+LAUNCH_NUMBERS = ("mean_s", "ci95_s", "iterations", "warmup_iterations", "wall_s", "resident_fraction_start",
+                  "other_cores")
 
 REQUIRED_KEYS = ("schema_version", "kind", "run_id", "status", "started_at", "spec", "phases")
 MAX_DEPTH = 32  # objects and lists within each other; a result nests about 7 deep

@@ -8,7 +8,6 @@ import math
 import pytest
 
 from stash_core.engine.launches import (
-    ROUNDS_BY_COUNT,
     ROUNDS_BY_TIME,
     LaunchedRuns,
     epoch_boundary_warning,
@@ -25,7 +24,8 @@ from stash_core.engine.plan import (
     round_order,
     round_runs,
 )
-from stash_core.engine.profiler import aborted, transient
+from stash_core.engine.retry import aborted, transient
+from stash_core.engine.rounds import current_shortfalls
 from stash_core.spec import ProfileSpec
 
 
@@ -71,35 +71,6 @@ def test_rounds_past_the_planned_ones_only_with_auto_and_several_launches() -> N
 def _add_round(launched: LaunchedRuns, round_index: int, means: dict, ci95_s: float = 0.001) -> None:
     for name, mean_s in means.items():
         launched.add(name, round_index, _outcome(mean_s, ci95_s))
-
-
-def test_rounds_go_on_while_a_run_is_short_of_its_target() -> None:
-    launched = LaunchedRuns(["R0", "R1"], 3)
-    for r, r0 in enumerate([0.10, 0.12, 0.10]):  # R0's launches disagree by 10%, R1's agree
-        _add_round(launched, r, {"R0": r0, "R1": 0.20})
-    # R0 over 3 rounds: 4.303 * 0.0115 / sqrt(3) = 0.029, 28% of its mean: short of 5%; R1 is at its target
-    assert launched.short_of_target(0.05) == ["R0"]
-    assert launched.next_round(3, 12, 0.05, budget_s=1000.0) == ["R0"] and launched.stopped_by is None
-    for r in range(3, 8):
-        _add_round(launched, r, {"R0": 0.107, "R1": 0.20})
-    assert launched.next_round(8, 12, 0.05, budget_s=1000.0) == []  # every run at its target: the rounds end
-    assert launched.stopped_by is None and launched.pooled("R0").rounds == 8
-
-
-def test_the_rounds_end_short_of_the_target_at_their_cap_or_the_time_budget() -> None:
-    launched = LaunchedRuns(["R0"], 2)
-    for r, r0 in enumerate([0.10, 0.14]):
-        _add_round(launched, r, {"R0": r0})  # every launch takes wall_s 5 s (_outcome)
-    assert launched.wall_s() == 10.0 and launched.wall_s(1) == 5.0
-    assert launched.next_round(2, 2, 0.05, budget_s=1000.0) == [] and launched.stopped_by == ROUNDS_BY_COUNT
-    assert launched.next_round(2, 8, 0.05, budget_s=14.0) == [] and launched.stopped_by == ROUNDS_BY_TIME
-    records = _records("R0")
-    launched.pool_into(records)
-    (warning,) = pooled_warnings(records, 0.05, False, 7.0, 2, ROUNDS_BY_TIME)
-    assert "launches disagree" in warning and "stopped at the time budget" in warning
-    assert "--max-phase-seconds, now 7 s per run" in warning and "--target-ci" in warning
-    (warning,) = pooled_warnings(records, 0.05, False, 7.0, 2, ROUNDS_BY_COUNT)
-    assert "stopped at their cap" in warning
 
 
 def test_the_later_launches_of_a_run_keep_its_budget_start_up_included() -> None:
@@ -148,11 +119,14 @@ def test_runs_are_pooled_over_the_rounds_every_run_completed() -> None:
         (1, True),
         (2, False),
     ]
-    assert rounds_of(r1) == [(0.13, 0.003), (0.15, 0.003)]
+    assert rounds_of(r1) == {0: (0.13, 0.003), 1: (0.15, 0.003)}
     assert r0["iteration_s"]["ci95"] == pytest.approx(12.706 * 0.01 * math.sqrt(2) / math.sqrt(2))
-    warnings = pooled_warnings(records, 0.02, False, 120.0, 3)
+    short = current_shortfalls(launched, ["R0", "R1"], 0.02)
+    warnings = pooled_warnings(records, 0.02, False, 120.0, 3, shortfalls=short)
     assert warnings[-1].startswith("intervals from 2 of 3 rounds")
-    assert any("launches disagree" in w for w in warnings)
+    assert warnings[0].startswith("compute: ± 116% after 2 rounds (target ± 2%); about 160 more rounds of R0 (800 s)")
+    assert "R0's launches disagree more than their iterations do" in warnings[0]
+    assert "not from other load (other load could not be measured there)" in warnings[0]
 
 
 def test_a_profile_ended_in_its_first_round_keeps_the_runs_it_measured() -> None:
@@ -171,9 +145,10 @@ def test_a_run_at_its_cap_says_what_to_do() -> None:
     records = _records("R0")
     launched.pool_into(records)
     assert records[0]["stop_reason"] == "max_time"
-    (warning,) = pooled_warnings(records, 0.02, False, 60.0, 2)
+    short = current_shortfalls(launched, ["R0"], 0.02)
+    (warning,) = pooled_warnings(records, 0.02, False, 60.0, 2, ROUNDS_BY_TIME, short)
     assert "stopped at the time cap" in warning and "--max-phase-seconds, now 60 s per run" in warning
-    assert pooled_warnings(records, 0.02, True, 60.0, 2) == []  # a fixed --iterations N has no target
+    assert pooled_warnings(records, 0.02, True, 60.0, 2, None, short) == []  # a fixed --iterations N: no target
 
 
 def test_real_data_runs_say_whether_a_launch_crossed_an_epoch() -> None:

@@ -1,0 +1,161 @@
+"""After the planned rounds: which runs the next round launches, from the stalls still short of the target.
+
+The target (--target-ci) holds for the iteration time and for every stall of at least that share of it (at
+± 10%, a stall of 10% of the iteration or more); a smaller stall is reported at the precision the rounds
+reach, since holding it to its own ± 10% could take more time than the whole profile. A round past the
+planned ones launches only the runs of the stalls still short: the time goes where the intervals are widest,
+not to runs whose stalls are done. It goes only to the stalls that can reach the target in the time left:
+from the interval reached so far and how a Student-t interval over the rounds narrows (t(k-1) / sqrt(k) at
+the spread seen), the rounds each still needs and their time; one that cannot is said at once, with the
+time it would need, and the rounds go to the others.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from stash_core.analysis.stalls import STALL_OF_PHASE, PhaseTime, breakdown
+from stash_core.analysis.stats import t_quantile_975
+from stash_core.engine.launches import ROUNDS_BY_COUNT, ROUNDS_BY_TIME
+
+ITERATION = "iteration"  # the iteration time (the last run of the chain), held to the target like a stall
+MAX_ROUNDS_ESTIMATED = 1000
+
+
+@dataclass(frozen=True)
+class Shortfall:
+    """A stall (or the iteration time) whose interval is still wider than its goal."""
+
+    stall: str
+    runs: tuple[str, ...]  # the runs its figure is made of
+    value_s: float
+    ci95_s: float
+    goal_s: float  # target x value
+    rounds: int  # rounds its figure pools so far
+    rounds_needed: int | None  # total rounds to reach the goal at the spread seen; None: not within 1000
+    seconds_needed: float | None  # wall time of the rounds still needed, its runs' launches only
+
+    @property
+    def relative_ci(self) -> float:
+        return self.ci95_s / abs(self.value_s) if self.value_s else math.inf
+
+    def text(self, target: float) -> str:
+        """'interconnect: ± 18% after 3 rounds (target ± 10%); about 6 more rounds of R0 R1 (50 s)'."""
+        label = "the iteration time" if self.stall == ITERATION else self.stall
+        head = f"{label}: ± {self.relative_ci:.0%} after {self.rounds} rounds (target ± {target:.0%})"
+        if self.rounds_needed is None or self.seconds_needed is None:
+            return f"{head}; more than {MAX_ROUNDS_ESTIMATED} rounds would be needed at this spread"
+        more = self.rounds_needed - self.rounds
+        return f"{head}; about {more} more round{'s' if more != 1 else ''} of {' '.join(self.runs)} " \
+               f"({self.seconds_needed:.0f} s)"  # fmt: skip
+
+
+def rounds_needed(ci95_s: float, goal_s: float, rounds: int) -> int | None:
+    """Rounds for an interval of ci95_s over `rounds` rounds to narrow to goal_s at the same spread: the
+    Student-t interval over k rounds is t(k-1) * sd / sqrt(k). None when more than MAX_ROUNDS_ESTIMATED."""
+    if ci95_s <= goal_s:
+        return rounds
+    if rounds < 2:  # no spread over rounds yet: take the launch's own interval as one round's
+        spread = ci95_s / 1.96
+    else:
+        spread = ci95_s * math.sqrt(rounds) / t_quantile_975(rounds - 1)
+    for k in range(max(rounds + 1, 2), MAX_ROUNDS_ESTIMATED + 1):
+        if t_quantile_975(k - 1) * spread / math.sqrt(k) <= goal_s:
+            return k
+    return None
+
+
+def stall_runs(chain: list[str], measured: list[str]) -> dict[str, tuple[str, ...]]:
+    """Each stall's runs, as the breakdown differences them: the first measured run alone (compute), then
+    each run with the measured run before it when they are next to each other in the chain."""
+    found: dict[str, tuple[str, ...]] = {}
+    previous = None
+    for phase in [p for p in chain if p in measured]:
+        if previous is None:
+            if phase == "R0":
+                found[STALL_OF_PHASE[phase]] = (phase,)
+        elif chain.index(phase) - chain.index(previous) == 1:
+            found[STALL_OF_PHASE[phase]] = (previous, phase)
+        previous = phase
+    return found
+
+
+def shortfalls(
+    breakdown: dict,
+    chain: list[str],
+    target: float,
+    rounds_by_run: dict[str, int],
+    launch_wall_s: dict[str, float],
+) -> list[Shortfall]:
+    """The iteration time and the stalls of at least `target` of it whose interval is wider than target x
+    their value, with the rounds and time each would still need (launch_wall_s: a run's mean launch time)."""
+    iteration_s = breakdown.get("iteration_s") or 0.0
+    measured = [name for name in chain if name in rounds_by_run]
+    figures: list[tuple[str, tuple[str, ...], float, float | None]] = []
+    runs_of = stall_runs(chain, measured)
+    for stall, runs in runs_of.items():
+        entry = (breakdown.get("stalls") or {}).get(stall) or {}
+        value_s = entry.get("raw_s") if entry.get("raw_s") is not None else entry.get("seconds")
+        if entry.get("status") in (None, "not_measured", "not_separable") or value_s is None:
+            continue
+        if abs(value_s) < target * iteration_s:
+            continue  # a small stall: reported at the precision reached
+        figures.append((stall, runs, value_s, entry.get("ci95_s")))
+    if measured and (measured[-1],) not in runs_of.values():  # R0 alone is the compute stall already
+        figures.append((ITERATION, (measured[-1],), iteration_s, breakdown.get("iteration_ci95_s")))
+    found = []
+    for stall, runs, value_s, ci95_s in figures:
+        goal_s = target * abs(value_s)
+        if ci95_s is None or not value_s or ci95_s <= goal_s:
+            continue
+        done = min(rounds_by_run.get(run, 0) for run in runs)
+        needed = rounds_needed(ci95_s, goal_s, done)
+        seconds = None
+        if needed is not None:
+            seconds = (needed - done) * math.fsum(launch_wall_s.get(run, 0.0) for run in runs)
+        found.append(Shortfall(stall, runs, value_s, ci95_s, goal_s, done, needed, seconds))
+    return found
+
+
+def next_runs(short: list[Shortfall], time_left_s: float) -> tuple[list[str], list[Shortfall]]:
+    """The runs of the next round (those of the shortfalls that can reach their goal in time_left_s, in
+    chain order as the caller orders them) and the shortfalls that cannot."""
+    feasible = [s for s in short if s.seconds_needed is not None and s.seconds_needed <= time_left_s]
+    hopeless = [s for s in short if s not in feasible]
+    runs = list(dict.fromkeys(run for s in feasible for run in s.runs))
+    return runs, hopeless
+
+
+def current_shortfalls(launched, chain: list[str], target: float) -> list[Shortfall]:
+    """The shortfalls of the launches so far (engine/launches.LaunchedRuns), each run over its pooled rounds
+    and each stall over its runs' paired rounds, as the profile's breakdown will take them."""
+    times, rounds = {}, {}
+    for name in launched.names:
+        pooled = launched.pooled(name)
+        if pooled is None or not pooled.mean > 0:
+            continue
+        times[name] = PhaseTime(pooled.mean, pooled.ci95)
+        rounds[name] = launched.round_figures(name)
+    if not times:
+        return []
+    result = breakdown(times, chain, None, None, rounds)
+    walls = {name: launched.launch_wall_s(name) for name in times}
+    return shortfalls(result, chain, target, {name: len(rounds[name]) for name in times}, walls)
+
+
+def decide_next_round(
+    launched, chain: list[str], target: float, rounds_done: int, max_rounds: int, budget_s: float
+) -> tuple[list[str], list[Shortfall], list[Shortfall]]:
+    """(the runs of the next round, every shortfall, those that cannot reach the target in the time left).
+    No runs: the rounds are over, with launched.stopped_by saying why when something is still short."""
+    short = current_shortfalls(launched, chain, target)
+    if not short:
+        return [], [], []
+    if rounds_done >= max_rounds:
+        launched.stopped_by = ROUNDS_BY_COUNT
+        return [], short, []
+    runs, hopeless = next_runs(short, budget_s - launched.wall_s())
+    if not runs:
+        launched.stopped_by = ROUNDS_BY_TIME
+    return runs, short, hopeless

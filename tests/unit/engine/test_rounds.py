@@ -1,0 +1,119 @@
+"""After the planned rounds: the stalls held to the target, the rounds each still needs, and which runs the
+next round launches; and what a profile short of its target blames, from what it measured."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from stash_core.analysis.stats import t_quantile_975
+from stash_core.engine.launches import ROUNDS_BY_COUNT, ROUNDS_BY_TIME, LaunchedRuns, spread_cause
+from stash_core.engine.rounds import (
+    ITERATION,
+    Shortfall,
+    current_shortfalls,
+    decide_next_round,
+    next_runs,
+    rounds_needed,
+    stall_runs,
+)
+
+
+def _outcome(
+    mean_s: float, ci95_s: float = 1e-4, wall_s: float = 5.0, other_cores: float | None = None
+) -> dict:
+    return {
+        "status": "completed", "error": None, "iteration_s": {"mean": mean_s, "ci95": ci95_s}, "iterations": 10,
+        "warmup_iterations": 2, "samples": {"iteration_s": [mean_s] * 10}, "parts_mean_s": {"forward_s": mean_s},
+        "rank_skew_s": 0.0, "stop_reason": "converged", "wall_s": wall_s,
+        "machine_load": None if other_cores is None else {
+            "wall_s": wall_s, "other_cpu_s": other_cores * wall_s, "steal_s": 0.0},
+    }  # fmt: skip
+
+
+def _launched(means: dict[str, list[float]], other_cores: float | None = None) -> LaunchedRuns:
+    launched = LaunchedRuns(list(means), 3)
+    for name, values in means.items():
+        for round_index, mean_s in enumerate(values):
+            launched.add(name, round_index, _outcome(mean_s, other_cores=other_cores))
+    return launched
+
+
+def test_rounds_needed_follows_the_student_interval_over_the_rounds() -> None:
+    # 3 rounds at ± 0.029: the spread is 0.029 * sqrt(3) / t(2); k rounds give t(k-1) * spread / sqrt(k)
+    spread = 0.029 * math.sqrt(3) / t_quantile_975(2)
+    k = rounds_needed(0.029, 0.0055, 3)
+    assert (
+        t_quantile_975(k - 1) * spread / math.sqrt(k)
+        <= 0.0055
+        < t_quantile_975(k - 2) * spread / math.sqrt(k - 1)
+    )
+    assert rounds_needed(0.004, 0.005, 3) == 3  # already there
+    assert rounds_needed(1.0, 1e-6, 3) is None  # not within 1000 rounds
+
+
+def test_each_stall_is_made_of_its_runs_and_a_gap_makes_none() -> None:
+    chain = ["R0", "R1", "R3", "R2"]
+    assert stall_runs(chain, chain) == {
+        "compute": ("R0",), "interconnect": ("R0", "R1"), "cpu": ("R1", "R3"), "disk": ("R3", "R2")}  # fmt: skip
+    assert stall_runs(chain, ["R0", "R1", "R2"]) == {"compute": ("R0",), "interconnect": ("R0", "R1")}
+
+
+def test_only_stalls_of_at_least_the_target_share_are_held_to_it() -> None:
+    # R0 drifts between rounds; R1 and R3 agree. compute (0.10) and interconnect (0.04) are >= 10% of the
+    # iteration (0.16); cpu (0.02 = 12.5%) is too; R3 -> R2 differ by 0.001 (a small stall, never held).
+    launched = _launched({"R0": [0.09, 0.11, 0.10], "R1": [0.14] * 3, "R3": [0.16] * 3, "R2": [0.161] * 3})
+    short = current_shortfalls(launched, ["R0", "R1", "R3", "R2"], 0.10)
+    assert [(s.stall, s.runs, s.rounds) for s in short] == [
+        ("compute", ("R0",), 3), ("interconnect", ("R0", "R1"), 3)]  # fmt: skip
+    compute = short[0]
+    assert compute.value_s == pytest.approx(0.10) and compute.goal_s == pytest.approx(0.01)
+    assert compute.seconds_needed == pytest.approx((compute.rounds_needed - 3) * 5.0)
+    assert short[1].seconds_needed == pytest.approx((short[1].rounds_needed - 3) * 10.0)  # two runs a round
+
+
+def test_the_next_round_launches_only_the_runs_of_stalls_that_can_reach_the_target_in_time() -> None:
+    quick = Shortfall("compute", ("R0",), 0.1, 0.02, 0.01, 3, 6, 15.0)
+    slow = Shortfall("cpu", ("R1", "R3"), 0.02, 0.02, 0.002, 3, 60, 570.0)
+    runs, hopeless = next_runs([quick, slow], time_left_s=100.0)
+    assert runs == ["R0"] and hopeless == [slow]
+    assert "about 57 more rounds of R1 R3 (570 s)" in slow.text(0.1)
+    assert next_runs([slow], 100.0) == ([], [slow])
+
+
+def test_the_rounds_end_at_their_cap_or_when_nothing_short_fits_the_time_left() -> None:
+    launched = _launched({"R0": [0.09, 0.11, 0.10]})  # 3 launches of 5 s
+    runs, short, hopeless = decide_next_round(launched, ["R0"], 0.05, 3, 12, budget_s=1000.0)
+    assert runs == ["R0"] and [s.stall for s in short] == ["compute"] and launched.stopped_by is None
+    assert decide_next_round(launched, ["R0"], 0.05, 12, 12, 1000.0)[0] == []
+    assert launched.stopped_by == ROUNDS_BY_COUNT
+    runs, _, hopeless = decide_next_round(launched, ["R0"], 0.05, 3, 12, budget_s=16.0)
+    assert runs == [] and hopeless and launched.stopped_by == ROUNDS_BY_TIME
+    assert decide_next_round(_launched({"R0": [0.1] * 3}), ["R0"], 0.05, 3, 12, 1000.0) == ([], [], [])
+
+
+def _records(launched: LaunchedRuns) -> list[dict]:
+    records = [{"name": name, "status": "interrupted", "error": "x"} for name in launched.names]
+    launched.pool_into(records)
+    return records
+
+
+def test_other_load_is_blamed_only_when_it_was_measured() -> None:
+    busy = _records(_launched({"R0": [0.09, 0.11, 0.10]}, other_cores=0.9))
+    assert spread_cause(busy).startswith("other load on the machine: other processes kept 0.90 cores busy")
+    quiet = _records(_launched({"R0": [0.13, 0.100, 0.101, 0.099, 0.100]}, other_cores=0.02))
+    cause = spread_cause(quiet)
+    assert "its first launch was +30% off the others: a warm-up left in it" in cause
+    assert "not from other load (other processes kept 0.02 cores busy" in cause
+    drifting = _records(_launched({"R0": [0.10, 0.11, 0.12, 0.13, 0.14]}, other_cores=0.0))
+    assert "drift by +8.3% a launch" in spread_cause(drifting)
+    unknown = _records(_launched({"R0": [0.09, 0.11, 0.10]}))
+    assert "other load could not be measured there" in spread_cause(unknown)
+
+
+def test_the_iteration_time_is_held_to_the_target_unless_it_is_the_compute_run() -> None:
+    launched = _launched({"R0": [0.05] * 3, "R1": [0.09, 0.12, 0.15]})
+    short = current_shortfalls(launched, ["R0", "R1"], 0.05)
+    assert [s.stall for s in short] == ["interconnect", ITERATION]
+    assert short[-1].text(0.05).startswith("the iteration time: ± ")
