@@ -286,7 +286,7 @@ def _save_problem(
         return f"{first_line(file_error)}; run {run_id} was not saved"
     if db_error is None:
         return f"{first_line(file_error)}; run {run_id} is stored in {db_path} (`stash export` gets it back)"
-    return f"run {run_id} could not be saved: {first_line(db_error)}; {first_line(file_error)}"
+    return f"run {run_id} could not be saved: {first_line(file_error)}; {first_line(db_error)}"
 
 
 def _shape(spec: ProfileSpec):
