@@ -12,6 +12,7 @@ on the README's first example (resnet10, batch 16, 3x32x32, 2 workers). Per run 
   trend %/l     least-squares slope of the launch means per launch (drift over the profile)
   others        other processes' CPU during the launches, in cores (mean and most), measured
   kept          iterations kept per launch (mean)
+  lag1          lag-1 autocorrelation of the iterations within a launch (near 1: the level shifts inside it)
 and per variant the interconnect stall (R1 - R0 over the paired rounds) with its interval, and the wall time.
 
     .venv/bin/python bench/launch_variance.py [--launches 6] [--variants unpinned,pinned,pinned-long]
@@ -32,6 +33,10 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from stash_core.engine.launches import within_launch_lag1  # noqa: E402
+
 BASE = ["--model", "resnet10", "--batch-size", "16", "--input-shape", "3,32,32", "--workers", "2",
         "--stalls", "compute,interconnect", "--target-ci", "0.1", "--progress", "none", "--no-probes"]  # fmt: skip
 # name -> the options that make the variant (K rounds are added: --launches K)
@@ -77,6 +82,7 @@ def run_rows(doc: dict) -> list[dict]:
                 "first": means[0] / (sum(means[1:]) / len(means[1:])) - 1,
                 "trend": slope(means) / mean_s,
                 "kept": sum(launch["iterations"] for launch in launches) / len(launches),
+                "lag1": within_launch_lag1(phase) or float("nan"),
                 "loads": [launch.get("other_cores") for launch in launches],
             }
         )
@@ -114,7 +120,7 @@ def main() -> int:
         f"load average before: {os.getloadavg()[0]:.2f}; {os.cpu_count()} cores; {args.launches} rounds each"
     )
     header = (f"{'variant':<14} {'run':<4} {'mean_s':>8} {'between':>8} {'sampling':>9} {'launch':>7} "
-              f"{'first':>7} {'trend/l':>8} {'others':>12} {'kept':>5}")  # fmt: skip
+              f"{'first':>7} {'trend/l':>8} {'others':>12} {'kept':>5} {'lag1':>5}")  # fmt: skip
     with tempfile.TemporaryDirectory(prefix="stash-launch-variance-") as tmp:
         for name in names:
             doc, wall_s = run_variant(name, args.launches, Path(tmp))
@@ -124,7 +130,7 @@ def main() -> int:
                 others = f"{sum(loads) / len(loads):.2f}/{max(loads):.2f}" if loads else "-"
                 print(f"{name:<14} {row['run']:<4} {row['mean_s']:8.4f} {row['between']:8.1%} "
                       f"{row['sampling']:9.1%} {row['launch']:7.1%} {row['first']:+7.1%} {row['trend']:+8.2%} "
-                      f"{others:>12} {row['kept']:5.0f}")  # fmt: skip
+                      f"{others:>12} {row['kept']:5.0f} {row['lag1']:5.2f}")  # fmt: skip
             print(f"{name:<14} {interconnect_of(doc)}; wall {wall_s:.0f} s")
     print(f"load average after: {os.getloadavg()[0]:.2f}")
     return 0

@@ -286,10 +286,33 @@ def spread_cause(records: list[dict]) -> str:
     record = disagree[0]
     means = [launch["mean_s"] for launch in record["launches"] if launch["pooled"]]
     finding = launch_spread_finding(means)
+    lag1 = within_launch_lag1(record)
+    if lag1 is not None and lag1 >= LEVEL_SHIFT_LAG1:
+        finding = (f"the machine's speed shifts within its launches too: its iterations' lag-1 autocorrelation "
+                   f"is {lag1:.2f}, as on a CPU shared with other machines or throttled; {finding}")  # fmt: skip
     return (
         f"{record['name']}'s launches disagree more than their iterations do ({finding}), and not from other "
         f"load ({load_text})"
     )
+
+
+# Iterations this correlated with the one before (within a launch) move in levels, not about one level.
+LEVEL_SHIFT_LAG1 = 0.5
+
+
+def within_launch_lag1(record: dict) -> float | None:
+    """The mean lag-1 autocorrelation of the iteration times within a run's pooled launches: near 0 when they
+    scatter about one level, near 1 when the level itself shifts inside a launch. None when unknown."""
+    samples = (record.get("samples") or {}).get("iteration_s") or []
+    found, at = [], 0
+    for launch in [launch for launch in record.get("launches") or [] if launch.get("pooled")]:
+        series = samples[at : at + launch["iterations"]]
+        at += launch["iterations"]
+        mean_s = sum(series) / len(series) if len(series) >= 4 else 0.0
+        var = sum((x - mean_s) ** 2 for x in series)
+        if len(series) >= 4 and var > (1e-9 * mean_s) ** 2 * len(series):  # not rounding alone
+            found.append(sum((a - mean_s) * (b - mean_s) for a, b in zip(series, series[1:])) / var)
+    return sum(found) / len(found) if found else None
 
 
 def launch_spread_finding(means: list[float]) -> str:

@@ -153,8 +153,8 @@ def run_launches(
         )  # fmt: skip
         return on_profile_clock(outcome, started_s)
 
-    def launch(plan: PhasePlan, index: int, round_index: int) -> None:
-        reporter.phase_started(plan, index, len(plans))
+    def launch(plan: PhasePlan, index: int, round_index: int, total: int) -> None:
+        reporter.phase_started(plan, index, total)
         if plan.name not in records:
             records[plan.name] = {**plan.to_dict(), "status": "interrupted", "error": "interrupted"}
             doc["phases"].append(records[plan.name])
@@ -205,7 +205,7 @@ def run_launches(
         launched.plan_round(round_index, [plan.name for plan in order])
         reporter.round_started(round_index, launches, max_rounds, [plan.name for plan in order], short_names)
         for index, plan in enumerate(order):
-            launch(plan, index, round_index)
+            launch(plan, index, round_index, len(order))
         round_index += 1
         if round_index < launches:
             continue

@@ -8,7 +8,13 @@ import math
 import pytest
 
 from stash_core.analysis.stats import t_quantile_975
-from stash_core.engine.launches import ROUNDS_BY_COUNT, ROUNDS_BY_TIME, LaunchedRuns, spread_cause
+from stash_core.engine.launches import (
+    ROUNDS_BY_COUNT,
+    ROUNDS_BY_TIME,
+    LaunchedRuns,
+    spread_cause,
+    within_launch_lag1,
+)
 from stash_core.engine.rounds import (
     ITERATION,
     Shortfall,
@@ -117,3 +123,16 @@ def test_the_iteration_time_is_held_to_the_target_unless_it_is_the_compute_run()
     short = current_shortfalls(launched, ["R0", "R1"], 0.05)
     assert [s.stall for s in short] == ["interconnect", ITERATION]
     assert short[-1].text(0.05).startswith("the iteration time: ± ")
+
+
+def test_a_speed_that_shifts_within_launches_is_named() -> None:
+    launched = LaunchedRuns(["R0"], 3)
+    for round_index, (low, high) in enumerate([(0.08, 0.11), (0.10, 0.10), (0.07, 0.09)]):
+        outcome = _outcome((low + high) / 2, other_cores=0.01)
+        outcome["samples"] = {"iteration_s": [low] * 5 + [high] * 5}  # two levels in one launch
+        launched.add("R0", round_index, outcome)
+    records = _records(launched)
+    assert within_launch_lag1(records[0]) == pytest.approx(0.7)  # 0.7 in two launches; the flat one has none
+    cause = spread_cause(records)
+    assert "the machine's speed shifts within its launches too: its iterations' lag-1 autocorrelation is 0.70" in cause
+    assert "not from other load" in cause
