@@ -1,0 +1,54 @@
+"""`stash --help` lists every command with its one-line description, and every command and subcommand has one
+(README.md sends readers to `stash --help` for the list of commands)."""
+
+from __future__ import annotations
+
+import argparse
+import re
+
+import pytest
+
+from stash_core.cli.main import build_parser, main
+
+Command = tuple[tuple[str, ...], str]
+
+
+def _commands(parser: argparse.ArgumentParser, prefix: tuple[str, ...] = ()) -> list[Command]:
+    """(command words, help) of every subcommand under `parser`, nested ones included."""
+    found = []
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            helps = {choice.dest: choice.help for choice in action._choices_actions}
+            for name, sub in action.choices.items():
+                found.append(((*prefix, name), helps.get(name) or ""))
+                found.extend(_commands(sub, (*prefix, name)))
+    return found
+
+
+COMMANDS = _commands(build_parser())
+
+
+def test_there_are_commands_and_subcommands() -> None:
+    names = {words for words, _ in COMMANDS}
+    assert {("profile",), ("predict",), ("recommend",), ("spot",), ("schedule",)} <= names
+    assert ("cluster", "up") in names and ("instances", "seed") in names
+
+
+@pytest.mark.parametrize("words,help_text", COMMANDS, ids=[" ".join(words) for words, _ in COMMANDS])
+def test_every_command_has_a_one_line_description(words: tuple[str, ...], help_text: str) -> None:
+    assert help_text.strip(), f"stash {' '.join(words)}: add help= to its add_parser"
+    assert "\n" not in help_text and len(help_text) <= 120, help_text
+
+
+def test_stash_help_lists_every_command_on_a_line_with_its_description(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "400")  # a wide terminal: argparse wraps nothing
+    with pytest.raises(SystemExit) as exited:
+        main(["--help"])
+    assert exited.value.code == 0
+    lines = [line.strip() for line in capsys.readouterr().out.splitlines()]
+    for words, help_text in COMMANDS:
+        if len(words) == 1:
+            line_of_it = rf"{re.escape(words[0])}\s+{re.escape(help_text)}"
+            assert any(re.fullmatch(line_of_it, line) for line in lines), words[0]
