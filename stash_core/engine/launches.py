@@ -275,8 +275,7 @@ def spread_cause(records: list[dict]) -> str:
                  f"{max(loads):.2f})") if loads else "other load could not be measured there"  # fmt: skip
     if loads and (mean_load >= OTHER_LOAD_MEAN_CORES or max(loads) >= OTHER_LOAD_PEAK_CORES):
         return f"other load on the machine: {load_text}; a quieter machine would narrow it"
-    disagree = [r for r in records if (r.get("pooled") or {}).get("between_ci95", 0) > (r.get("pooled") or {})
-                .get("within_ci95", 0)]  # fmt: skip
+    disagree = [record for record in records if launches_disagree(record)]
     if not disagree:
         caps = sorted({launch["stop_reason"] for launch in launches} & set(CAP_REASONS))
         if caps:
@@ -294,6 +293,12 @@ def spread_cause(records: list[dict]) -> str:
         f"{record['name']}'s launches disagree more than their iterations do ({finding}), and not from other "
         f"load ({load_text})"
     )
+
+
+def launches_disagree(record: dict) -> bool:
+    """Whether a run's launches disagree more than their iterations do (one launch never does)."""
+    pooled = record.get("pooled") or {}
+    return (pooled.get("between_ci95") or 0.0) > (pooled.get("within_ci95") or 0.0)
 
 
 # Iterations this correlated with the one before (within a launch) move in levels, not about one level.

@@ -29,7 +29,7 @@ def report_progress(job: dict, series: list[float], kept: int, target: float) ->
         "PROGRESS",
         {
             "phase": job["phase"],
-            "iterations": len(series) + MIN_WARMUP_ITERATIONS,
+            "iterations": len(series) + MIN_WARMUP_ITERATIONS if series else 0,
             "kept": kept,
             "mean_s": mean_s if tail else None,
             "relative_ci": (ci_s / mean_s) if tail and mean_s > 0 and ci_s != float("inf") else None,

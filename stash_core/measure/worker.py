@@ -236,6 +236,8 @@ def run_until_done(job, model, optimizer, loss, batches, device, times, slowest_
     # interval that reaches the target would leave most of its time to the start-up and its mean to a few
     # iterations.
     min_loop_s = job.get("min_loop_s") or 0.0
+    if rank == 0:  # the launcher times the loop from here: a rank that hangs from now on is stopped sooner
+        report_progress(job, [], 0, target)
     chunk = first_chunk(fixed)
     while True:
         run_steps(model, optimizer, loss, batches, device, chunk, times, clock)

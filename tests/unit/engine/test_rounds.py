@@ -136,3 +136,11 @@ def test_a_speed_that_shifts_within_launches_is_named() -> None:
     cause = spread_cause(records)
     assert "the machine's speed shifts within its launches too: its iterations' lag-1 autocorrelation is 0.70" in cause
     assert "not from other load" in cause
+
+
+def test_a_run_of_one_launch_has_no_disagreement_to_blame() -> None:
+    launched = LaunchedRuns(["R0"], 1)
+    launched.add("R0", 0, {**_outcome(0.1, ci95_s=0.05), "stop_reason": "max_time"})
+    records = _records(launched)
+    assert records[0]["pooled"]["between_ci95"] is None
+    assert spread_cause(records).startswith("its launches stopped at the time cap")
