@@ -7,7 +7,7 @@ stack and across); and by the matrix peaks alone ("script"). Errors by source, G
 batch regime; the stated error of each path (80th percentile of its held-out errors) and how many held-out
 figures it covers (a die whose own held-out errors run wider states its own). With --write, the step model
 fitted on every figure and the stated errors are written to validation_summary.json, which predictions read
-(the README's figures are this output).
+(docs/validation.md's figures are this output).
 With --timing, only the time to predict every catalog instance for one job (the step counted once, then
 each instance): PYTHONPATH=. .venv/bin/python bench/cross_instance.py --timing
 Then the communication model against published multi-GPU figures (bench/comm_report.py, with --write its

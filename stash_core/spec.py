@@ -274,7 +274,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("--disk-read-mbps", "disk_read_mbps", "cap read throughput (block-I/O cgroup)",
            positive_real(1e6)),
     Option("--seed", "seed", "seed of the synthetic data and the model", SEED),
-    # The user's own training script (see README "Profile your own training script").
+    # The user's own training script (see docs/scripts.md).
     Option("--script", "script", "your training script, run unmodified under torchrun (instead of --model)",
            input_text),
     Option("--data-dir", "data_dir", "the files your script reads (for the cached and cold runs)",

@@ -177,7 +177,7 @@ def sign_verdict(value: float, ci95: float | None) -> str:
 
 
 # ---------------------------------------------------------------------------------------------------------
-# Several launches of each run, in rounds (see engine/plan.py round_order and README "How it measures").
+# Several launches of each run, in rounds (see engine/plan.py round_order and docs/profiling.md).
 #
 # Each run is launched once per round. A figure (a run's time, or a stall = a difference of two runs) has one
 # estimate per round, x_r, each with its within-launch 95% half-width w_r (for a difference: the two launches'

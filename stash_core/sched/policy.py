@@ -43,7 +43,7 @@ from stash_core.errors import UsageError
 
 POLICIES = ("fifo", "sjf", "las", "fifo-consolidate", "consolidate", "spread", "delay", "network-delay",
             "network-preempt")  # fmt: skip
-# one line each, for --help, the page and the README
+# one line each, for --help, the page and docs/scheduling.md
 DEFINITIONS = {
     "fifo": "arrival order, start anywhere; the head of the queue blocks everyone behind it",
     "sjf": "shortest estimated job first, start anywhere; a job that does not fit is passed",
