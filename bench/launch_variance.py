@@ -13,7 +13,8 @@ on the README's first example (resnet10, batch 16, 3x32x32, 2 workers). Per run 
   others        other processes' CPU during the launches, in cores (mean and most), measured
   kept          iterations kept per launch (mean)
   lag1          lag-1 autocorrelation of the iterations within a launch (near 1: the level shifts inside it)
-and per variant the interconnect stall (R1 - R0 over the paired rounds) with its interval, and the wall time.
+and per variant the interconnect stall (R1 - R0 over the paired rounds) with its interval and the wall time;
+last, the same fixed work (a pure-Python loop) timed 25 times: the machine's own steadiness, without Stash.
 
     .venv/bin/python bench/launch_variance.py [--launches 6] [--variants unpinned,pinned,pinned-long]
 
@@ -110,6 +111,21 @@ def interconnect_of(doc: dict) -> str:
     return f"interconnect {value:.4f} s ± {ci:.4f} ({ci / value:.1%})"
 
 
+def fixed_work_spread(repeats: int = 25) -> str:
+    """The machine's own steadiness, without Stash: the same pure-Python loop timed `repeats` times. A spread
+    here is the machine's (a shared or throttled CPU), and no launch order or placement removes it."""
+    times = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        total = 0
+        for i in range(2_000_000):
+            total += i
+        times.append(time.perf_counter() - started)
+    mean_s = sum(times) / len(times)
+    return (f"fixed work (a pure-Python loop, {repeats} times): mean {mean_s:.3f} s, sd "
+            f"{statistics_sd(times) / mean_s:.1%}, min {min(times):.3f} s, max {max(times):.3f} s")  # fmt: skip
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--launches", type=int, default=6)
@@ -132,6 +148,7 @@ def main() -> int:
                       f"{row['sampling']:9.1%} {row['launch']:7.1%} {row['first']:+7.1%} {row['trend']:+8.2%} "
                       f"{others:>12} {row['kept']:5.0f} {row['lag1']:5.2f}")  # fmt: skip
             print(f"{name:<14} {interconnect_of(doc)}; wall {wall_s:.0f} s")
+    print(fixed_work_spread())
     print(f"load average after: {os.getloadavg()[0]:.2f}")
     return 0
 

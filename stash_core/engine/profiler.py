@@ -161,14 +161,14 @@ def run_launches(
         record = records[plan.name]
         # The bandwidth probe once per run, in its first launch. The later planned launches of a run share
         # what its budget has left, start-up included (launches.launch_cap_s).
-        # A later launch also iterates at least as long as the run's start-up takes (half its cap at most):
-        # a launch's fixed cost is paid anyway, and its iterations are what narrow the interval.
+        # A later launch iterates at least as long as narrows the run's interval most per second, from how
+        # its launches so far split their variance (launches.loop_floor_s), half its cap at most.
         this_spec, min_loop_s = per_launch, 0.0
         if round_index > 0:
             cap_s = launched.launch_cap_s(plan.name, spec.max_phase_s, max(launches - round_index, 1),
                                           per_launch.max_phase_s)  # fmt: skip
             this_spec = replace(per_launch, probes=False, max_phase_s=cap_s)
-            min_loop_s = min(launched.startup_s(plan.name), cap_s / 2)
+            min_loop_s = min(launched.loop_floor_s(plan.name), cap_s / 2)
         launch_warnings_: list[str] = []
         outcome = timed_launch(plan, this_spec, launch_warnings_, min_loop_s)
         error = outcome.get("error")
