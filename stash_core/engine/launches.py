@@ -274,6 +274,7 @@ def pooled_warnings(
         cause = spread_cause([by_name[run] for run in shortfall.runs if run in by_name])
         text = shortfall.text(target_relative_ci)
         warnings.append(f"{text}: {cause}; {why}; or accept a wider --target-ci")
+    warnings.extend(filter(None, (script_end_warning(record) for record in completed)))
     rounds = {launch["round"] for record in completed for launch in record["launches"] if launch["pooled"]}
     if completed and len(rounds) < launches:
         warnings.append(
@@ -281,6 +282,23 @@ def pooled_warnings(
             "others"
         )
     return warnings
+
+
+SCRIPT_ENDED = "script_ended"  # a profiled script's own loop ran out (measure/script_stop.py)
+
+
+def script_end_warning(record: dict) -> str | None:
+    """A run of a user's script whose launches ended because the script did: it is said, with what to do."""
+    launches = record.get("launches") or []
+    ended = [launch for launch in launches if launch.get("stop_reason") == SCRIPT_ENDED]
+    if not ended:
+        return None
+    steps = max(launch["iterations"] + launch["warmup_iterations"] for launch in ended)
+    return (
+        f"{record['name']}: the script ended by itself in {len(ended)} of its {len(launches)} launches (after "
+        f"{steps} steps at most), so those launches timed only the steps it had; to let each run go on to its "
+        "target or --max-phase-seconds, give the script more to do (more epochs or steps after --)"
+    )
 
 
 # Other processes busy on this many cores on average during a run's launches (or on this many in one launch)
@@ -294,6 +312,8 @@ def spread_cause(records: list[dict]) -> str:
     disagree without it (a first launch apart, a drift, or spread from launch to launch), or iterations
     that vary within launches that agree."""
     launches = [launch for record in records for launch in record.get("launches") or [] if launch["pooled"]]
+    if any(launch.get("stop_reason") == SCRIPT_ENDED for launch in launches):
+        return "the script ended by itself before its launches reached the target (see the warning on it)"
     loads = [launch["other_cores"] for launch in launches if launch.get("other_cores") is not None]
     mean_load = sum(loads) / len(loads) if loads else None
     load_text = (f"other processes kept {mean_load:.2f} cores busy on average during its launches (up to "

@@ -12,6 +12,7 @@ from stash_core.engine.launches import (
     ROUNDS_BY_COUNT,
     ROUNDS_BY_TIME,
     LaunchedRuns,
+    pooled_warnings,
     spread_cause,
     within_launch_lag1,
 )
@@ -144,3 +145,16 @@ def test_a_run_of_one_launch_has_no_disagreement_to_blame() -> None:
     records = _records(launched)
     assert records[0]["pooled"]["between_ci95"] is None
     assert spread_cause(records).startswith("its launches stopped at the time cap")
+
+
+def test_a_script_that_ended_by_itself_is_said_to_have_ended_with_what_to_pass() -> None:
+    launched = LaunchedRuns(["R0"], 2)
+    for round_index, mean_s in enumerate([0.10, 0.13]):
+        launched.add("R0", round_index, {**_outcome(mean_s, ci95_s=0.02), "stop_reason": "script_ended"})
+    records = _records(launched)
+    short = current_shortfalls(launched, ["R0"], 0.05)
+    warnings = pooled_warnings(records, 0.05, False, 60.0, 2, None, short)
+    assert any(w.startswith("compute: ") and "the script ended by itself before" in w for w in warnings)
+    (ended,) = [w for w in warnings if w.startswith("R0: the script ended by itself in 2 of its 2 launches")]
+    assert "(after 12 steps at most)" in ended and "more epochs or steps after --" in ended
+    assert not any("other load" in w for w in warnings)
