@@ -46,6 +46,10 @@ def add_commands(subparsers: Any, parser_class: type[argparse.ArgumentParser] | 
         help="only instances with this GPU (comma list; names as NVML, SkyPilot or datasheets give them)",
     )  # fmt: skip
     pred.add_argument("--precision", choices=("fp32", "tf32", "amp"), default="fp32", help=PRECISION_HELP)
+    pred.add_argument(
+        "--rows", type=rows_shown, default=DEFAULT_ROWS,
+        help=f"table rows shown, in order ('all' for every one; default {DEFAULT_ROWS}); JSON has every row",
+    )  # fmt: skip
     add_job_arguments(pred)
     add_format_argument(pred)
     add_db_argument(pred)
@@ -86,6 +90,19 @@ def add_format_argument(parser: argparse.ArgumentParser) -> None:
     )  # fmt: skip
 
 
+DEFAULT_ROWS = 100  # a table a terminal can hold; a catalog of 100,000 instances prints its first rows
+
+
+def rows_shown(text: str) -> int | None:
+    """--rows: a positive count, or 'all' (None)."""
+    if text.strip().lower() == "all":
+        return None
+    try:
+        return count(10**9)(text)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(f"expected a whole number of rows or 'all', got {text!r}") from None
+
+
 def instance_selection(text: str) -> list[str] | None:
     """argparse type of --instances: None for 'all', else the names (a comma list of identifiers)."""
     return None if text.strip().lower() == "all" else comma_list(identifier, 1000)(text)
@@ -105,7 +122,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
     if args.format == "json":
         print(json.dumps(result.to_dict(), indent=2, allow_nan=False))
     else:
-        print(format_prediction(result))
+        print(format_prediction(result, getattr(args, "rows", DEFAULT_ROWS)))
     if not len(result.frame):
         where = "in the JSON's not_predicted" if args.format == "json" else "above"
         print(f"stash: no configuration could be predicted: {nothing_predicted(result.not_predictable)} "
@@ -125,7 +142,7 @@ def nothing_predicted(reasons: list[str]) -> str:
     return f"{len(reasons)} instance(s) refused"
 
 
-def format_prediction(result: Any) -> str:
+def format_prediction(result: Any, rows: int | None = DEFAULT_ROWS) -> str:
     from stash_core.decide.predict.network import comm_method_line
 
     lines = [*_header(result.request, result.expected_errors), ""]
@@ -133,7 +150,8 @@ def format_prediction(result: Any) -> str:
         f"  {'configuration':<28}{'workers':>8}  {'accelerator':<20}{'source':<11}{'path':<10}{'step ms':>9}"
         f"{'±err':>9}{'samples/s':>11}{'mem GB':>13}  compute/interconnect/network ms",
     ]
-    for row in result.frame.to_dict(orient="records"):
+    shown = result.frame if rows is None else result.frame.head(rows)
+    for row in shown.to_dict(orient="records"):
         parts = "/".join(
             fixed(row[f"{part}_s"] * 1e3, ".1f") for part in ("compute", "interconnect", "network")
         )
@@ -146,11 +164,16 @@ def format_prediction(result: Any) -> str:
             f"{row['source']:<11}{row['path']:<10}{row['iteration_s'] * 1e3:>9.1f}{error:>9}"
             f"{speed:>11}{memory:>13}  {parts}"
         )
+    if len(shown) < len(result.frame):
+        lines.append(f"  ... {len(result.frame) - len(shown):,} more rows (--rows all, or --format json)")
     if len(result.frame) and result.frame["unvalidated"].any():
         lines.append("  * unvalidated: no held-out published figure of this GPU; its error is a wider guess")
     if result.not_predictable:
         lines += ["", f"not predicted ({len(result.not_predictable)}):"]
-        lines += [f"  {line}" for line in result.not_predictable]
+        listed = result.not_predictable if rows is None else result.not_predictable[:rows]
+        lines += [f"  {line}" for line in listed]
+        if len(listed) < len(result.not_predictable):
+            lines.append(f"  ... {len(result.not_predictable) - len(listed):,} more (--rows all, or --format json)")
     lines += [
         "",
         "workers: GPUs used of each instance's GPUs, one worker each (--workers-per-instance for fewer)",

@@ -152,3 +152,19 @@ def test_a_gpu_family_means_every_variant_and_the_answer_lists_them(tmp_path, ca
     assert {"NVIDIA A100 SXM4 80 GB", "NVIDIA A100 PCIe 40 GB", "NVIDIA H100 NVL 94 GB"} <= gpus
     predicted = {row["accelerator"] for row in answer["predictions"]}
     assert "NVIDIA A100 SXM4 80 GB" in predicted and "NVIDIA A100 SXM4 40 GB" in predicted
+
+
+def test_a_large_catalog_prints_its_first_rows_and_says_how_many_more(tmp_path, capsys):
+    db = str(tmp_path / "r.duckdb")
+    assert main(["predict", "--model", "resnet50", "--batch-size", "64", "--rows", "3", "--db", db]) == 0
+    table = capsys.readouterr().out
+    rows = [line for line in table.splitlines() if line.startswith("  1 x ") and " ms" not in line]
+    assert "more rows (--rows all, or --format json)" in table
+    assert main(["predict", "--model", "resnet50", "--batch-size", "64", "--rows", "all", "--db", db]) == 0
+    everything = capsys.readouterr().out
+    assert "more rows" not in everything and len(everything.splitlines()) > len(table.splitlines())
+    shown = int(table.split("  ... ")[1].split(" more rows")[0].replace(",", ""))
+    listed = [line for line in everything.splitlines() if line.startswith("  1 x ") and "predictable" not in line]
+    assert shown + 3 == len(listed) and rows  # the first 3 and the rest add up to every predicted row
+    assert main(["predict", "--model", "resnet50", "--batch-size", "64", "--rows", "none", "--db", db]) == 2
+    assert "--rows: expected a whole number of rows or 'all', got 'none'" in capsys.readouterr().err
