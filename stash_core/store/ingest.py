@@ -18,7 +18,7 @@ import duckdb
 import pandas as pd
 import pyarrow as pa
 
-from stash_core.errors import UsageError
+from stash_core.errors import StashError, UsageError
 from stash_core.results.file import PROBE_KIND, ResultDocument, load_document, upgrade_result
 from stash_core.store.connection import connect
 from stash_core.store.ingest_rows import PreparedRun, prepare_probe, prepare_run
@@ -178,6 +178,9 @@ def _insert_probe(con: duckdb.DuckDBPyConnection, probe_id: str, frame: pd.DataF
     return _insert_once(con, "probes", "probe_id", probe_id, lambda: _insert_probe_frame(con, frame))
 
 
+NO_SPACE = "No space left on device"  # the OS's words (ENOSPC), as DuckDB passes them on
+
+
 def _insert_once(
     con: duckdb.DuckDBPyConnection,
     table: str,
@@ -201,6 +204,11 @@ def _insert_once(
     except duckdb.Error as exc:
         _rollback(con)
         message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        if NO_SPACE in message:  # the machine's fault, not the input's: not a usage error
+            raise StashError(
+                f"cannot store {what} {key}: the disk holding the database is full ({NO_SPACE}); the database "
+                "is as it was before this one; free some space and run the same command again"
+            ) from None
         raise UsageError(f"cannot store {what} {key}: {message}") from None
     except BaseException:
         _rollback(con)

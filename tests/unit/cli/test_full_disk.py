@@ -145,3 +145,16 @@ def test_a_database_with_room_for_the_file_only_is_left_as_it_was(full_disk, tmp
     (full_disk / "filler").unlink()
     with duckdb.connect(str(db), read_only=True) as con:
         assert con.execute("SELECT count(*) FROM runs WHERE run_id = 'late-run'").fetchone()[0] == 0
+
+
+def test_ingest_on_a_full_disk_says_the_disk_is_full_and_fails_as_the_machine_did(full_disk):
+    db = full_disk / "r.duckdb"
+    (full_disk / "filler").unlink()
+    examples = sorted((REPO / "examples" / "results").glob("*.json"))
+    assert stash_main("ingest", str(examples[0]), "--db", str(db)).returncode == 0
+    fill(full_disk)
+    result = stash_main("ingest", *map(str, examples[1:]), "--db", str(db))
+    assert result.returncode == 1  # the machine's failure, not a bad input (2)
+    line = one_line_error(result)
+    assert "the disk holding the database is full (No space left on device)" in line
+    assert "free some space and run the same command again" in line and "rollback" not in line
