@@ -10,7 +10,8 @@ fitted on every figure and the stated errors are written to validation_summary.j
 (docs/validation.md's figures are this output).
 With --timing, only the time to predict every catalog instance for one job (the step counted once, then
 each instance): PYTHONPATH=. .venv/bin/python bench/cross_instance.py --timing
-Then the communication model against published multi-GPU figures (bench/comm_report.py, with --write its
+Then the step model on single-GPU figures from sources never used (bench/single_gpu_holdout.py), the
+communication model against published multi-GPU figures (bench/comm_report.py, with --write its
 comm_summary.json too) and the kernel model against NeuSight's measured kernels (bench/kernels.py).
 Run: PYTHONPATH=. .venv/bin/python bench/cross_instance.py [--write] [--rows]
 """
@@ -154,7 +155,10 @@ def main() -> None:
     if args.write:
         write_summary(result)
         print("wrote stash_core/decide/predict/validation_summary.json")
-    # Communication (multi-GPU figures held out by source) and the kernel model (held out by GPU).
+    # Single-GPU figures of sources never used in any choice, communication (multi-GPU figures held out by
+    # source) and the kernel model (held out by GPU).
+    print("\n== single GPU, four sources never used (docs/single-gpu-holdout.md)")
+    _bench_module("single_gpu_holdout").report(args.rows)
     _bench_module("comm_report").report(args.write, args.rows)
     print("\n== kernels (NeuSight's measured kernels, each GPU held out in turn)")
     _bench_module("kernels").report()

@@ -72,9 +72,14 @@ def table(found: list[dict], key: str) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", action="store_true", help="print every figure's error")
-    args = parser.parse_args()
+    report(parser.parse_args().rows)
+    return 0
+
+
+def report(print_rows: bool = False) -> None:
+    """Every held-out figure's error (with print_rows), then the summaries (bench/cross_instance.py runs it)."""
     found = rows()
-    if args.rows:
+    if print_rows:
         for r in found:
             print(
                 f"{r['source']:<17} {r['framework']:<12} {r['model']:<13} {r['gpu']:<31} {r['precision']:<4} "
@@ -91,7 +96,6 @@ def main() -> int:
         )
     for key in ("framework", "source", "gpu", "regime", "layout"):
         table(pytorch if key != "framework" else found, key)
-    return 0
 
 
 if __name__ == "__main__":
