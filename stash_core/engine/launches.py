@@ -375,7 +375,7 @@ def launch_spread_finding(means: list[float]) -> str:
     rest_sd = math.sqrt(sum((m - rest_mean) ** 2 for m in rest) / max(len(rest) - 1, 1))
     first = means[0] / rest_mean - 1
     if abs(means[0] - rest_mean) > 3 * rest_sd:
-        return f"its first launch was {first:+.0%} off the others: a warm-up left in it"
+        return f"its first launch was {first:+.0%} off the others (a warm-up left in it, or the machine's speed then)"
     n = len(means)
     x_mean, y_mean = (n - 1) / 2, sum(means) / n
     slope = sum((i - x_mean) * (m - y_mean) for i, m in enumerate(means)) / sum((i - x_mean) ** 2 for i in
