@@ -15,9 +15,10 @@ from pathlib import Path
 
 from stash_core import PACKAGE_PARENT
 from stash_core.errors import MeasurementError, UsageError
-from stash_core.launch import cluster, cluster_gone
-from stash_core.launch.cluster_names import DEFAULT_NAME, check_name, cluster_option, state_dir_for
-from stash_core.launch.cluster_state import resolve
+from stash_core.launch import cluster
+from stash_core.launch.cluster.gone import gone_reason, require_present
+from stash_core.launch.cluster.names import DEFAULT_NAME, check_name, cluster_option, state_dir_for
+from stash_core.launch.cluster.state import resolve
 from stash_core.launch.ssh import SshTarget, parse_target, remote_check, validate_user
 from stash_core.spec import ProfileSpec
 
@@ -155,7 +156,7 @@ def hosts_from_cluster(
     the one line "the emulated cluster NAME is gone (...)" when it has no state or lost its namespaces.
     """
     name, state_dir = resolve(name, state_dir)
-    cluster_gone.require_present(name, state_dir)
+    require_present(name, state_dir)
     targets = cluster.cluster_hosts(state_dir, name)
     if nodes > len(targets):
         raise UsageError(f"--nodes {nodes}: the emulated cluster {name} has {len(targets)} node(s)")
@@ -187,7 +188,7 @@ def check_hosts(remote: RemoteHosts, timeout_s: float = HOST_CHECK_TIMEOUT_S) ->
         try:
             info = remote_check(target, python=remote.python, workdir=remote.workdir, timeout_s=timeout_s)
         except (UsageError, MeasurementError):
-            gone = cluster_gone.gone_reason(target)  # say so when the cluster went away meanwhile
+            gone = gone_reason(target)  # say so when the cluster went away meanwhile
             if gone:
                 raise UsageError(gone) from None
             raise

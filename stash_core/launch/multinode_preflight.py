@@ -12,7 +12,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from stash_core.errors import MeasurementError, UsageError
-from stash_core.launch import cluster_gone, remote_preflight
+from stash_core.launch import remote_preflight
+from stash_core.launch.cluster.gone import gone_reason
 from stash_core.launch.node_failure import node_label
 from stash_core.launch.ssh import HostUnreachableError, SshTarget, last_line, run_remote
 
@@ -100,7 +101,7 @@ def _check_node(
     try:
         completed = run_remote(target, argv, PREFLIGHT_TIMEOUT_S)
     except (UsageError, MeasurementError) as exc:
-        gone = cluster_gone.gone_reason(target)  # an emulated cluster taken down: say that, in one line
+        gone = gone_reason(target)  # an emulated cluster taken down: say that, in one line
         if gone:
             raise UsageError(gone) from None
         if isinstance(exc, HostUnreachableError):

@@ -12,7 +12,8 @@ import re
 from collections.abc import Iterable
 
 from stash_core.errors import UsageError
-from stash_core.launch import cluster_gone, supervisor
+from stash_core.launch import supervisor
+from stash_core.launch.cluster.gone import gone_reason
 from stash_core.launch.ssh import SshTarget, last_line, raise_for_ssh_failure
 from stash_core.launch.torchrun_failure import root_cause
 
@@ -49,7 +50,7 @@ def failure_reason(target: SshTarget, returncode: int | None, stderr_lines: list
     """What went wrong on a node whose ssh ended with returncode, e.g. "exited with code 1: ValueError: x"."""
     text = "\n".join(stderr_lines)
     if returncode == SSH_FAILED:
-        reason = cluster_gone.gone_reason(target) or lost_connection_reason(target, stderr_lines)
+        reason = gone_reason(target) or lost_connection_reason(target, stderr_lines)
         return f"lost its ssh connection: {reason}"
     if returncode == supervisor.EXIT_WORKDIR:
         return last_line(text)

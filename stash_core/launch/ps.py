@@ -11,8 +11,9 @@ from __future__ import annotations
 from collections import defaultdict
 
 from stash_core.errors import MeasurementError
-from stash_core.launch import cluster, cluster_gone
-from stash_core.launch.cluster_state import resolve
+from stash_core.launch import cluster
+from stash_core.launch.cluster.gone import require_present
+from stash_core.launch.cluster.state import resolve
 from stash_core.launch.hosts import RemoteHosts, hosts_from_cluster
 from stash_core.launch.local import run_local, torchrun_argv
 from stash_core.launch.multinode import free_port, launch_torchrun_over_ssh
@@ -46,7 +47,7 @@ def ps_argv(counts: list[int], model: str, batch: int, duration_s: float, num_cl
 def cluster_machines(name: str) -> RemoteHosts:
     """Every node of emulated cluster `name` (UsageError in one line when it is gone or not up)."""
     name, state_dir = resolve(name, None)
-    cluster_gone.require_present(name, state_dir)
+    require_present(name, state_dir)
     return hosts_from_cluster(len(cluster.cluster_hosts(state_dir, name)), state_dir, name=name)
 
 

@@ -24,8 +24,8 @@ import psutil
 import pytest
 
 from stash_core.launch import cluster
-from stash_core.launch.cluster_names import Layout, check_name, state_dir_for
-from stash_core.launch.cluster_state import load_state
+from stash_core.launch.cluster.names import Layout, check_name, state_dir_for
+from stash_core.launch.cluster.state import load_state
 from stash_core.measure.protocol import WORKER_NAME
 
 LAUNCH_TAG_VAR = "STASH_LAUNCH_ID"

@@ -11,7 +11,8 @@ import pytest
 from clusterkit import cluster_name, leftovers, stash_argv, stash_env
 
 from stash_core.errors import MeasurementError, UsageError
-from stash_core.launch import cluster, cluster_sshd
+from stash_core.launch import cluster
+from stash_core.launch.cluster import sshd as cluster_sshd
 
 pytestmark = pytest.mark.cluster
 

@@ -25,8 +25,9 @@ from clusterkit import (
 )
 
 from stash_core.errors import UsageError
-from stash_core.launch import cluster, cluster_net
-from stash_core.launch.cluster_names import gone_message
+from stash_core.launch import cluster
+from stash_core.launch.cluster import net as cluster_net
+from stash_core.launch.cluster.names import gone_message
 from stash_core.launch.ssh import run_remote
 from stash_core.measure import protocol
 

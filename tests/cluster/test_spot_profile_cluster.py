@@ -15,7 +15,7 @@ from clusterkit import cluster_name
 
 from stash_core.cli.main import main
 from stash_core.launch import cluster
-from stash_core.launch.cluster_names import state_dir_for
+from stash_core.launch.cluster.names import state_dir_for
 
 pytestmark = pytest.mark.cluster
 

@@ -13,9 +13,9 @@ import time
 from pathlib import Path
 
 from stash_core.errors import UsageError
-from stash_core.launch import cluster_net
-from stash_core.launch.cluster_names import Layout, gone_message
-from stash_core.launch.cluster_state import load_state
+from stash_core.launch.cluster import net
+from stash_core.launch.cluster.names import Layout, gone_message
+from stash_core.launch.cluster.state import load_state
 from stash_core.launch.ssh import SshTarget
 
 SETTLE_S = 2.0
@@ -30,10 +30,10 @@ def is_gone(state_dir: Path) -> bool:
         return True
     layout = Layout.of_state(state)
     recorded = {layout.hub_namespace} | {node["namespace"] for node in state["nodes"]}
-    if not recorded <= set(cluster_net.live_namespaces(layout)):
+    if not recorded <= set(net.live_namespaces(layout)):
         return True
-    owner = cluster_net.hub_owner(layout)  # None: made before owners were recorded
-    return owner is not None and owner != cluster_net.owner_token(Path(state_dir))
+    owner = net.hub_owner(layout)  # None: made before owners were recorded
+    return owner is not None and owner != net.owner_token(Path(state_dir))
 
 
 def require_present(name: str, state_dir: Path) -> None:

@@ -1,7 +1,7 @@
-"""Emulated clusters on this one machine: network namespaces, veth links, tc shaping, sshd.
+"""Emulated clusters brought up and taken down: namespaces, veth links, tc shaping and an sshd per node.
 
 Topology of the cluster called "default" (a cluster called NAME has stash-NAME-hub, stash-NAME-n<i>,
-svh-NAME and its own 10.213.K.0/24; see cluster_names):
+svh-NAME and its own 10.213.K.0/24; see names.py):
 
     root namespace              stash-hub namespace                  stash-n<i> namespace
     stash-vh 10.213.0.1/24 <-veth-> stash-vhb -+
@@ -17,12 +17,6 @@ through the root veth (10.213.0.1), which is its own address on the cluster's su
 Each cluster touches only its own parts: `down` removes the namespaces and link of its name, and
 only when the hub's bridge names its state folder as owner (or names none, or an owner whose
 state is gone). `up` refuses a name or an address range in use; ups on one machine take turns.
-
-This module brings clusters up and down; the parts live next to it:
-    cluster_names     names and addresses          cluster_state    state.json and the state dir
-    cluster_net       namespaces and veth links    cluster_shaping  rate, latency and loss (tc)
-    cluster_sshd      an sshd per node, client config
-    cluster_gone      is a cluster still there     cluster_status   status, link changes, ssh targets
 state.json in state_dir records what was made, written after each step, so that a setup
 interrupted half-way can still be taken down.
 """
@@ -37,33 +31,28 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from stash_core.errors import UsageError
-from stash_core.launch import cluster_net, cluster_sshd
-from stash_core.launch.cluster_names import (
+from stash_core.launch.cluster import net, sshd
+from stash_core.launch.cluster.names import (
     DEFAULT_NAME,
     DEFAULT_STATE_DIR,
     DEFAULT_SUBNET,
-    HUB_NAMESPACE,
     MAX_NODES,
     NAMED_SUBNETS,
-    NODE_IFNAME,
     ROOT_VETH_PEER,
-    WORKER_ENV,
     Layout,
     check_name,
     cluster_option,
-    node_address,
-    node_namespace,
     parse_subnet,
     state_dir_for,
 )
-from stash_core.launch.cluster_shaping import (
+from stash_core.launch.cluster.shaping import (
     check_loss,
     netem_supported,
     parse_bandwidth_bps,
     parse_latency_us,
     shape_node,
 )
-from stash_core.launch.cluster_state import (
+from stash_core.launch.cluster.state import (
     load_state,
     new_node,
     new_state,
@@ -72,35 +61,10 @@ from stash_core.launch.cluster_state import (
     save_state,
     state_path,
 )
-from stash_core.launch.cluster_status import (
-    cluster_cpu_sets,
-    cluster_hosts,
+from stash_core.launch.cluster.status import (
     cluster_status,
-    set_link,
 )
 from stash_core.proc import end_pids
-
-__all__ = [
-    "DEFAULT_NAME",
-    "DEFAULT_STATE_DIR",
-    "HUB_NAMESPACE",
-    "MAX_NODES",
-    "NODE_IFNAME",
-    "WORKER_ENV",
-    "Layout",
-    "cluster_cpu_sets",
-    "cluster_down",
-    "cluster_hosts",
-    "cluster_status",
-    "cluster_support_problem",
-    "cluster_up",
-    "node_address",
-    "node_cpu_sets",
-    "node_namespace",
-    "parse_bandwidth_bps",
-    "parse_latency_us",
-    "set_link",
-]
 
 _KILL_GRACE_S = 2.0
 
@@ -122,10 +86,10 @@ def cluster_support_problem(probe_namespace: bool = False) -> str | None:
                           ("ssh-keygen", "openssh-client")):  # fmt: skip
         if shutil.which(tool) is None:
             return f"'{tool}' not found (apt-get install {package})"
-    if cluster_sshd.sshd_path() is None:
+    if sshd.sshd_path() is None:
         return "'sshd' not found (apt-get install openssh-server)"
     if probe_namespace:
-        return cluster_net.namespace_problem()
+        return net.namespace_problem()
     return None
 
 
@@ -182,7 +146,7 @@ def cluster_up(
     with _machine_lock():  # two ups at once would pick the same free address range
         _refuse_taken(name, state_dir)
         layout = Layout(name, subnet or _free_subnet(name))
-        cluster_net.check_subnet_free(layout)
+        net.check_subnet_free(layout)
         state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         state = new_state(state_dir, cpu_sets, layout)
         save_state(state_dir, state)
@@ -217,7 +181,7 @@ def _refuse_taken(name: str, state_dir: Path) -> None:
             f"first (stash cluster down{cluster_option(other)}{where})"
         )
     layout = Layout(name)
-    existing = cluster_net.live_namespaces(layout) + cluster_net.root_links(layout)
+    existing = net.live_namespaces(layout) + net.root_links(layout)
     if existing:
         raise UsageError(
             f"an emulated cluster {name} already exists ({', '.join(existing)}); take it down first "
@@ -231,7 +195,7 @@ def _free_subnet(name: str) -> str:
         return DEFAULT_SUBNET
     for index in range(1, 255):
         candidate = NAMED_SUBNETS.format(index)
-        if not cluster_net.subnet_users(Layout(name, candidate).network):
+        if not net.subnet_users(Layout(name, candidate).network):
             return candidate
     raise UsageError("no free address range 10.213.1.0/24 .. 10.213.254.0/24; choose one with --subnet")
 
@@ -239,26 +203,26 @@ def _free_subnet(name: str) -> str:
 def _build(
     state_dir: Path, state: dict, layout: Layout, nodes: int, shaping: dict, cpu_sets: list[list[int]] | None
 ) -> None:
-    state["key_path"] = str(cluster_sshd.make_client_key(state_dir))
+    state["key_path"] = str(sshd.make_client_key(state_dir))
     _build_hub(state_dir, state, layout)
     for index in range(nodes):
         _add_node(state_dir, state, layout, index, shaping, cpu_sets[index] if cpu_sets else None)
     for index in range(nodes):
-        state["nodes"][index]["sshd_pid"] = cluster_sshd.start_sshd(state_dir, index, layout)
+        state["nodes"][index]["sshd_pid"] = sshd.start_sshd(state_dir, index, layout)
         save_state(state_dir, state)
-    state["ssh_config"] = str(cluster_sshd.write_client_config(state_dir, nodes, layout))
+    state["ssh_config"] = str(sshd.write_client_config(state_dir, nodes, layout))
     save_state(state_dir, state)
 
 
 def _build_hub(state_dir: Path, state: dict, layout: Layout) -> None:
     """The hub namespace with its bridge, and the launcher's link into it; each part recorded once made."""
-    cluster_net.add_namespace(layout.hub_namespace)
+    net.add_namespace(layout.hub_namespace)
     state["hub_namespace"] = layout.hub_namespace
     save_state(state_dir, state)
-    cluster_net.add_bridge_and_root_veth(layout, state_dir)
+    net.add_bridge_and_root_veth(layout, state_dir)
     state["root_veth"] = layout.root_veth
     save_state(state_dir, state)
-    cluster_net.connect_root_veth(layout)
+    net.connect_root_veth(layout)
     state["netem"] = netem_supported(layout.hub_namespace, ROOT_VETH_PEER)
 
 
@@ -266,13 +230,13 @@ def _add_node(
     state_dir: Path, state: dict, layout: Layout, index: int, shaping: dict, cpus: list[int] | None
 ) -> None:
     """Node index's namespace, its shaped link into the hub; each part recorded once made."""
-    cluster_net.add_namespace(layout.node_namespace(index))
+    net.add_namespace(layout.node_namespace(index))
     node = new_node(index, shaping, cpus, layout)
     state["nodes"].append(node)
     save_state(state_dir, state)
-    node["hub_veth"] = cluster_net.add_node_veth(layout, index)
+    node["hub_veth"] = net.add_node_veth(layout, index)
     save_state(state_dir, state)
-    cluster_net.connect_node_veth(layout, index)
+    net.connect_node_veth(layout, index)
     shape_node(state, index)
     save_state(state_dir, state)
 
@@ -297,7 +261,7 @@ def cluster_down(state_dir: Path | None = None, name: str | None = None) -> list
             save_state(state_dir, {**state, "taken_down": True})
     for node in state.get("nodes", []):
         pid = node.get("sshd_pid")
-        if cluster_sshd.is_our_sshd(pid, state_dir, node["index"]):  # only if still ours: pids get reused
+        if sshd.is_our_sshd(pid, state_dir, node["index"]):  # only if still ours: pids get reused
             _end_processes([pid], f"sshd of {node['namespace']}", actions)
     owner = _foreign_owner(layout, state_dir)
     if owner is not None:
@@ -306,18 +270,18 @@ def cluster_down(state_dir: Path | None = None, name: str | None = None) -> list
             f"state is in {owner}"
         )
     else:
-        for namespace in cluster_net.live_namespaces(layout):
-            _end_processes(cluster_net.namespace_pids(namespace), namespace, actions)
-            actions.append(cluster_net.delete_namespace(namespace))
-        actions += cluster_net.delete_root_links(layout)
+        for namespace in net.live_namespaces(layout):
+            _end_processes(net.namespace_pids(namespace), namespace, actions)
+            actions.append(net.delete_namespace(namespace))
+        actions += net.delete_root_links(layout)
     actions += remove_state_files(state_dir)
     return actions
 
 
 def _foreign_owner(layout: Layout, state_dir: Path) -> str | None:
     """The state folder of another live cluster that owns the hub of this name, or None."""
-    owner = cluster_net.hub_owner(layout)
-    if owner is None or owner == cluster_net.owner_token(state_dir):
+    owner = net.hub_owner(layout)
+    if owner is None or owner == net.owner_token(state_dir):
         return None
     if not owner.startswith("/") or state_path(Path(owner)).exists():
         return owner

@@ -1,4 +1,4 @@
-"""Names and addresses of an emulated cluster's parts (the topology is drawn in cluster.py).
+"""Names and addresses of an emulated cluster's parts (the topology is drawn in lifecycle.py).
 
 Several clusters can live on one machine, each under its own name: its own namespaces, its own
 address range (a /24), its own link in the root namespace and its own state folder. The cluster

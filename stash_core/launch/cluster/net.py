@@ -1,6 +1,6 @@
 """Network namespaces and veth links of an emulated cluster: the hub and its bridge, one namespace per node.
 
-Nothing here records anything: cluster.py writes state.json between these steps, so that a setup
+Nothing here records anything: lifecycle.py writes state.json between these steps, so that a setup
 interrupted half-way can be taken down again.
 """
 
@@ -13,8 +13,8 @@ import os
 from pathlib import Path
 
 from stash_core.errors import UsageError
-from stash_core.launch.cluster_cmd import run_cmd
-from stash_core.launch.cluster_names import (
+from stash_core.launch.cluster.cmd import run_cmd
+from stash_core.launch.cluster.names import (
     ANY_NAMESPACE_RE,
     BRIDGE,
     DEFAULT_NAME,

@@ -12,8 +12,8 @@ A shaping is a dict: rate_bps (None: unlimited), latency_us (one way), loss_pct.
 from __future__ import annotations
 
 from stash_core.errors import UsageError
-from stash_core.launch.cluster_cmd import run_cmd
-from stash_core.launch.cluster_names import NODE_IFNAME, Layout
+from stash_core.launch.cluster.cmd import run_cmd
+from stash_core.launch.cluster.names import NODE_IFNAME, Layout
 from stash_core.units import DURATION_UNITS_S, RATE_UNITS_BPS, number_and_unit
 
 # tc's units: *bit are bits per second, *bps are BYTES per second (SI prefixes).

@@ -15,8 +15,8 @@ import time
 from pathlib import Path
 
 from stash_core.errors import MeasurementError, UsageError
-from stash_core.launch.cluster_cmd import run_cmd
-from stash_core.launch.cluster_names import DEFAULT_LAYOUT, SSH_USER, WORKER_ENV, Layout, node_dir
+from stash_core.launch.cluster.cmd import run_cmd
+from stash_core.launch.cluster.names import DEFAULT_LAYOUT, SSH_USER, WORKER_ENV, Layout, node_dir
 from stash_core.proc import pid_alive
 
 SSHD_START_TIMEOUT_S = 10.0

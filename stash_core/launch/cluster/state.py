@@ -15,7 +15,7 @@ import shutil
 from pathlib import Path
 
 from stash_core.errors import UsageError
-from stash_core.launch.cluster_names import (
+from stash_core.launch.cluster.names import (
     BRIDGE,
     DEFAULT_LAYOUT,
     DEFAULT_NAME,

@@ -1,7 +1,7 @@
 """What an emulated cluster is now, changes to its links, and the ssh targets of its nodes.
 
 Every function takes the cluster's state folder and, optionally, its name: a folder records the
-name of the cluster it holds, and a name alone means that name's own folder (cluster_names).
+name of the cluster it holds, and a name alone means that name's own folder (names.py).
 """
 
 from __future__ import annotations
@@ -9,16 +9,16 @@ from __future__ import annotations
 from pathlib import Path
 
 from stash_core.errors import UsageError
-from stash_core.launch import cluster_gone, cluster_net
-from stash_core.launch.cluster_names import NODE_IFNAME, SSH_USER, WORKER_ENV, Layout, cluster_option
-from stash_core.launch.cluster_shaping import (
+from stash_core.launch.cluster import gone, net
+from stash_core.launch.cluster.names import NODE_IFNAME, SSH_USER, WORKER_ENV, Layout, cluster_option
+from stash_core.launch.cluster.shaping import (
     check_loss,
     live_qdiscs,
     parse_bandwidth_bps,
     parse_latency_us,
     shape_node,
 )
-from stash_core.launch.cluster_state import load_state, require_state, resolve, save_state
+from stash_core.launch.cluster.state import load_state, require_state, resolve, save_state
 from stash_core.launch.ssh import SshTarget
 from stash_core.proc import pid_alive
 
@@ -28,14 +28,14 @@ def cluster_status(state_dir: Path | None = None, name: str | None = None) -> di
     name, state_dir = resolve(name, state_dir)
     state = load_state(state_dir) or {}
     layout = Layout.of_state(state) if state else Layout(name)
-    live = set(cluster_net.live_namespaces(layout))
+    live = set(net.live_namespaces(layout))
     nodes = [_node_status(layout, node, node["namespace"] in live) for node in state.get("nodes", [])]
     recorded = {node["namespace"] for node in state.get("nodes", [])} | {layout.hub_namespace}
     warnings = sorted({node["warning"] for node in state.get("nodes", []) if node.get("warning")})
     return {
         "name": layout.name,
         "up": bool(nodes) and all(n["exists"] and n["sshd_alive"] for n in nodes),
-        "gone": bool(state.get("nodes")) and cluster_gone.is_gone(state_dir),
+        "gone": bool(state.get("nodes")) and gone.is_gone(state_dir),
         "state_dir": str(state_dir),
         "subnet": state.get("subnet") or (layout.subnet if state else None),
         "root_veth": state.get("root_veth"),
@@ -49,7 +49,7 @@ def cluster_status(state_dir: Path | None = None, name: str | None = None) -> di
         "worker_env": dict(WORKER_ENV),
         "warnings": warnings,
         "unrecorded_namespaces": sorted(live - recorded),
-        "other_clusters": [other for other in cluster_net.live_cluster_names() if other != layout.name],
+        "other_clusters": [other for other in net.live_cluster_names() if other != layout.name],
     }
 
 
@@ -63,7 +63,7 @@ def _node_status(layout: Layout, node: dict, exists: bool) -> dict:
         "exists": exists,
         "sshd_pid": pid,
         "sshd_alive": bool(pid) and pid_alive(pid),
-        "link_up": cluster_net.link_up(layout.hub_namespace, hub_end) if hub_end else None,
+        "link_up": net.link_up(layout.hub_namespace, hub_end) if hub_end else None,
         "shaping": node["shaping"],
         # what the node sends is shaped on its own end, what it receives on the bridge end
         "qdiscs": live_qdiscs(node["namespace"], NODE_IFNAME) if exists else [],
@@ -89,7 +89,7 @@ def set_link(
     state = require_state(state_dir, name)
     if isinstance(node, bool) or not isinstance(node, int) or not 0 <= node < len(state["nodes"]):
         raise UsageError(f"no node {node!r} in the cluster (nodes 0..{len(state['nodes']) - 1})")
-    cluster_gone.require_present(name, state_dir)
+    gone.require_present(name, state_dir)
     record = state["nodes"][node]
     shaping = dict(record["shaping"])
     if bandwidth is not None:
@@ -101,7 +101,7 @@ def set_link(
     if shaping != record["shaping"]:
         record["shaping"] = shaping
         shape_node(state, node)
-    cluster_net.set_hub_veth(Layout.of_state(state), record["hub_veth"], up=not down)
+    net.set_hub_veth(Layout.of_state(state), record["hub_veth"], up=not down)
     record["down"] = bool(down)
     save_state(state_dir, state)
     return {**shaping, "down": record["down"], "warning": record.get("warning")}
@@ -125,7 +125,7 @@ def cluster_hosts(state_dir: Path | None = None, name: str | None = None) -> lis
         )
         for node in state["nodes"]
     ]
-    cluster_gone.remember(targets, name, state_dir)
+    gone.remember(targets, name, state_dir)
     return targets
 
 

@@ -7,8 +7,10 @@ from pathlib import Path
 import pytest
 
 from stash_core.errors import UsageError
-from stash_core.launch import cluster_gone, cluster_net, cluster_state
-from stash_core.launch.cluster_names import (
+from stash_core.launch.cluster import gone as cluster_gone
+from stash_core.launch.cluster import net as cluster_net
+from stash_core.launch.cluster import state as cluster_state
+from stash_core.launch.cluster.names import (
     ANY_NAMESPACE_RE,
     DEFAULT_LAYOUT,
     Layout,

@@ -7,10 +7,11 @@ import json
 import pytest
 
 from stash_core.errors import UsageError
-from stash_core.launch import cluster, cluster_state
-from stash_core.launch.cluster_names import DEFAULT_LAYOUT, Layout, hub_veth, node_address, node_namespace
-from stash_core.launch.cluster_shaping import check_loss, qdisc_args, shaping_warning, tbf_args
-from stash_core.launch.cluster_sshd import write_client_config, write_sshd_config
+from stash_core.launch import cluster
+from stash_core.launch.cluster import state as cluster_state
+from stash_core.launch.cluster.names import DEFAULT_LAYOUT, Layout, hub_veth, node_address, node_namespace
+from stash_core.launch.cluster.shaping import check_loss, qdisc_args, shaping_warning, tbf_args
+from stash_core.launch.cluster.sshd import write_client_config, write_sshd_config
 
 SHAPING = {"rate_bps": 200_000_000, "latency_us": 1000, "loss_pct": 0.5}
 
