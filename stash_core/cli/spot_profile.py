@@ -67,15 +67,15 @@ def add_commands(subparsers: Any) -> None:
 
 def cmd_spot_profile(args: argparse.Namespace) -> int:
     from stash_core.catalog import get_instance
-    from stash_core.engine.spot_profile import measure_contention
     from stash_core.spot.contention import fit_contention, stored_compute_times, workload_fields
     from stash_core.spot.inputs import check_writable, update_workload
+    from stash_core.spot.workload_profile import measure_contention
 
     counts = sorted(set(args.workers))
     if 1 not in counts or len([n for n in counts if n >= 2]) < 2:
         raise UsageError("--workers: give 1 (for B_req) and at least two counts of 2 or more, e.g. 1,2,4,7")
     existing = check_writable(args.workload)  # unwritable or broken: refused before minutes of measuring
-    from stash_core.spec import parse_input_shape
+    from stash_core.spec_parse import parse_input_shape
     from stash_core.zoo.build import describe_model
 
     # An unknown model, a factory that fails, hangs or exits: one line, before any process starts.

@@ -66,7 +66,7 @@ def bandwidth_errors(fit: ContentionFit, solo_Bps: float, ps_Bps: float,
 
 
 def workload_fields(profile: Any, fit: ContentionFit) -> dict[str, Any]:
-    """The workload file's fields from a contention profile (engine/spot_profile.ContentionProfile)."""
+    """The workload file's fields from a contention profile (spot/workload_profile.ContentionProfile)."""
     solo = next((m for m in profile.counts if m.workers == 1), None)
     if solo is None:
         raise UsageError("B_req needs a run with one worker alone: include 1 in the worker counts")

@@ -1,4 +1,4 @@
-"""The measures of one asynchronous parameter-server training from its records (engine/spot_profile.py
+"""The measures of one asynchronous parameter-server training from its records (spot/workload_profile.py
 runs it).
 
 Per worker count (spotDNN, Shang et al., IWQoS 2023):

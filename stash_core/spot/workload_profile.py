@@ -8,7 +8,7 @@ Each worker count is one real asynchronous PS training (launch/ps.py); its recor
                  eq. 9, observed)
   ps_Bps         bytes the PS moved per second it spent serving (receive, update, reply): B_ps
   compute_s      a worker's forward and backward at its batch here (T_comp on this machine)
-The arithmetic of a training's records is analysis/ps_exchanges.py's; the fit of a1, b1 and the workload file
+The arithmetic of a training's records is spot/ps_exchanges.py's; the fit of a1, b1 and the workload file
 are spot/contention.py's.
 """
 
@@ -17,9 +17,9 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-from stash_core.analysis.ps_exchanges import BYTES_PER_PARAM, CountMeasure, summarise_ps_training
 from stash_core.errors import MeasurementError, UsageError
 from stash_core.launch.ps import cluster_machines, run_ps_training
+from stash_core.spot.ps_exchanges import BYTES_PER_PARAM, CountMeasure, summarise_ps_training
 
 PROCESS_BYTES = 400e6  # an imported torch with gloo, before the model
 LOOPBACK = "this machine over loopback"

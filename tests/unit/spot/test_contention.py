@@ -7,10 +7,10 @@ import math
 import numpy as np
 import pytest
 
-from stash_core.analysis.ps_exchanges import CountMeasure
-from stash_core.engine.spot_profile import ContentionProfile
 from stash_core.errors import UsageError
 from stash_core.spot.contention import bandwidth_errors, fit_contention, workload_fields
+from stash_core.spot.ps_exchanges import CountMeasure
+from stash_core.spot.workload_profile import ContentionProfile
 
 
 def test_the_fit_recovers_known_coefficients_from_synthetic_observations():

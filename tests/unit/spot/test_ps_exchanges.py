@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from stash_core.analysis.ps_exchanges import summarise_ps_training
 from stash_core.errors import MeasurementError
+from stash_core.spot.ps_exchanges import summarise_ps_training
 
 
 def _results():

@@ -1,8 +1,8 @@
-"""Which worker counts a spot profile runs here (the measures of a training: analysis/ps_exchanges.py)."""
+"""Which worker counts a spot profile runs here (the measures of a training: spot/ps_exchanges.py)."""
 
 from __future__ import annotations
 
-from stash_core.engine.spot_profile import holdable_counts
+from stash_core.spot.workload_profile import holdable_counts
 
 
 def test_counts_beyond_the_memory_are_left_out_with_a_note():
