@@ -42,6 +42,7 @@ from stash_core.spec_parse import (
     shape_error,
     shape_fits,
 )
+from stash_core.terminal import unsafe_character
 from stash_core.units import STALLS
 from stash_core.userfiles import read_user_bytes
 
@@ -475,16 +476,6 @@ def _check_ssh(spec: ProfileSpec) -> None:
     if spec.ssh_key and not Path(spec.ssh_key).is_file():
         message = f"--ssh-key: ssh key {spec.ssh_key!r} does not exist or is not a file"
         raise FieldError(message, "ssh_key", spec.ssh_key)
-
-
-# Control characters (C0, DEL, C1) and the bidirectional controls that reorder what a terminal shows.
-_UNSAFE_CHARACTERS_RE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
-
-
-def unsafe_character(text: str) -> str | None:
-    """The first control or bidirectional-control character of `text` (as U+XXXX), or None."""
-    match = _UNSAFE_CHARACTERS_RE.search(text)
-    return f"U+{ord(match.group()):04X}" if match else None
 
 
 MAX_NAME_CHARS = 200  # a name is shown in tables and stored; 100,000 characters are not a name

@@ -14,6 +14,17 @@ import re
 _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
 
+# Control characters (C0, DEL, C1) and the bidirectional controls that reorder what a terminal shows.
+_UNSAFE_CHARACTERS_RE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def unsafe_character(text: str) -> str | None:
+    """The first control or bidirectional-control character of `text` (as U+XXXX), or None: names, labels
+    and ids are refused with it before they are stored or printed."""
+    match = _UNSAFE_CHARACTERS_RE.search(text)
+    return f"U+{ord(match.group()):04X}" if match else None
+
+
 def printable(text: str) -> str:
     """`text` with every control character written as \\xNN or \\uNNNN (newlines and tabs kept)."""
     return _CONTROL.sub(lambda match: match.group().encode("unicode_escape").decode("ascii"), text)

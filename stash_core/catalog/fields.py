@@ -13,8 +13,8 @@ import pandas as pd
 
 from stash_core.cells import is_missing
 from stash_core.errors import UsageError
-from stash_core.spec import unsafe_character
 from stash_core.store.instances import COLUMNS
+from stash_core.terminal import unsafe_character
 from stash_core.units import finite_float
 
 TEXT = ("name", "provider", "accelerator", "interconnect", "source", "region", "origin")

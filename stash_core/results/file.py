@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, TypeAlias
 
 from stash_core.errors import UsageError
-from stash_core.spec import unsafe_character
+from stash_core.terminal import unsafe_character
 from stash_core.units import STALLS, json_safe  # noqa: F401 - json_safe re-exported
 from stash_core.userfiles import read_user_bytes, write_json_atomic
 

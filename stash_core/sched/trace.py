@@ -22,9 +22,9 @@ import numpy as np
 import pandas as pd
 
 from stash_core.errors import UsageError
-from stash_core.spec import unsafe_character
 from stash_core.sched.generate import ARRIVALS, arrival_times
 from stash_core.store.reads import network_shares, profiled_iteration_s
+from stash_core.terminal import unsafe_character
 
 # Blox (msr-fiddle/blox): speed multiplier when a job spans machines; slowdown = 1 / multiplier.
 BLOX_SPEED = {"resnet50": 0.9, "resnet18": 0.8, "alexnet": 0.6, "shufflenet": 0.7}
