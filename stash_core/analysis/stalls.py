@@ -1,4 +1,5 @@
-"""Run times -> stall breakdown with confidence intervals (the telescoping differences of DESIGN.md).
+"""Run times -> stall breakdown with confidence intervals (the telescoping differences of docs/profiling.md,
+"The differential runs").
 
 Runs form a chain; each stall is the difference between a run and the one before it:
 
