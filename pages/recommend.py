@@ -18,7 +18,7 @@ from pages._shared import (
 from stash_core import views
 from stash_core.decide.recommend import Recommendation
 from stash_core.errors import StashError
-from stash_core.spec import parse_input_shape
+from stash_core.spec_parse import parse_input_shape
 from stash_core.views.recommend import RecommendRequest
 
 REQUEST_KEY = "rec-request"

@@ -189,9 +189,9 @@ def format_prediction(answer: dict[str, Any]) -> str:
 def _shape(text: str | None) -> tuple[int, ...] | None:
     if not text:
         return None
-    from stash_core.zoo import parse_input_shape
+    from stash_core.spec_parse import parse_input_shape
 
-    return parse_input_shape(text)
+    return tuple(parse_input_shape(text))
 
 
 COMMANDS = {"fit": cmd_fit}

@@ -7,6 +7,9 @@ inputs, targets = synthetic_batch(info, batch_size=32, device="cuda")
 loss = loss_fn(info)(model(inputs), targets)
 """
 
+# The one parser of an input shape is the spec's (bounded, a list), named here too for scripts that build a
+# zoo model from a command line's text.
+from stash_core.spec_parse import parse_input_shape
 from stash_core.zoo.batches import loss_fn, make_optimizer, optimizer_name, synthetic_batch
 from stash_core.zoo.build import (
     DEFAULT_IMAGE_CLASSES,
@@ -17,7 +20,6 @@ from stash_core.zoo.build import (
     build_model,
     describe_model,
     list_models,
-    parse_input_shape,
 )
 from stash_core.zoo.info import ModelInfo
 

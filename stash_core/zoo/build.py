@@ -12,7 +12,7 @@ import torch
 from torch import nn
 
 from stash_core.errors import UsageError
-from stash_core.units import shape_parts
+from stash_core.spec_parse import parse_input_shape
 from stash_core.zoo.compiler_guards import compiler_unimported
 from stash_core.zoo.info import ModelInfo, describe
 from stash_core.zoo.outputs import config_vocab_size, has_loss, logits_of
@@ -37,19 +37,9 @@ def format_shape(shape: Iterable[int]) -> str:
     return ",".join(str(size) for size in shape)
 
 
-def parse_input_shape(text: str) -> tuple[int, ...]:
-    """'3,224,224' (or '3x224x224', '(3, 224, 224)') -> (3, 224, 224); '128' -> (128,)."""
-    parts = shape_parts(text)
-    if not parts:
-        raise UsageError(
-            f"input shape must be positive integers like 3,224,224 (image) or 128 (tokens); got {text!r}"
-        )
-    return check_input_shape(tuple(int(part) for part in parts))
-
-
 def check_input_shape(shape: Iterable[int] | str) -> tuple[int, ...]:
-    if isinstance(shape, str):  # "3,224,224" straight from a flag or a form
-        return parse_input_shape(shape)
+    if isinstance(shape, str):  # "3,224,224" straight from a flag or a form: the spec's parser and bounds
+        return tuple(parse_input_shape(shape))
     try:
         sizes = tuple(operator.index(size) for size in shape)
     except TypeError:

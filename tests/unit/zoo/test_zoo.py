@@ -12,6 +12,7 @@ import pytest
 import torch
 from torch import nn
 
+from stash_core import spec_parse
 from stash_core.errors import UsageError
 from stash_core.zoo import (
     ModelInfo,
@@ -516,21 +517,28 @@ def test_minimum_image_side_holds_for_real_tensors() -> None:
 @pytest.mark.parametrize(
     "text,expected",
     [
-        ("3,224,224", (3, 224, 224)),
-        ("128", (128,)),
-        (" 3 x 32 x 32 ", (3, 32, 32)),
-        ("(1, 28, 28)", (1, 28, 28)),
+        ("3,224,224", [3, 224, 224]),
+        ("128", [128]),
+        (" 3 x 32 x 32 ", [3, 32, 32]),
+        ("(1, 28, 28)", [1, 28, 28]),
     ],
 )
-def test_parse_input_shape(text: str, expected: tuple[int, ...]) -> None:
+def test_parse_input_shape(text: str, expected: list[int]) -> None:
+    """The zoo names the spec's parser (one parser of an input shape), and a model takes its text too."""
     assert parse_input_shape(text) == expected
+    assert parse_input_shape is spec_parse.parse_input_shape
 
 
-@pytest.mark.parametrize("text", ["", "abc", "3,,a", "0,224,224", "-1", "3.5,2"])
+@pytest.mark.parametrize(
+    "text", ["", "abc", "3,,a", "0,224,224", "-1", "3.5,2", "1,1,1,1,1", "3,65536,65536"]
+)
 def test_parse_input_shape_rejects_garbage(text: str) -> None:
+    """Garbage, and shapes beyond the spec's bounds (more than four dimensions, a sample beyond memory)."""
     with pytest.raises(UsageError) as excinfo:
         parse_input_shape(text)
-    assert "input shape" in usage_error(excinfo)
+    assert "--input-shape" in usage_error(excinfo)
+    with pytest.raises(UsageError):
+        build_model("resnet18", input_shape=text)  # type: ignore[arg-type]
 
 
 def test_synthetic_batch_is_on_device_deterministic_and_in_range() -> None:
