@@ -7,7 +7,7 @@ import streamlit as st
 
 from pages._shared import current_db, load
 from stash_core import views
-from stash_core.engine import jobs
+from stash_core.userfiles import save_model_file
 
 MODEL_SOURCES = {"zoo": "Model zoo", "file": "Python file on this machine", "upload": "Upload a Python file",
                  "script": "Your training script"}  # fmt: skip
@@ -57,7 +57,7 @@ def script_fields() -> dict:
     else:
         uploaded = st.file_uploader("Training script (.py)", type=["py"], key="run-script-upload")
         if uploaded is not None:
-            script = str(jobs.save_model_file(current_db(), uploaded.name, uploaded.getvalue()))
+            script = str(save_model_file(current_db(), uploaded.name, uploaded.getvalue()))
     script_args = st.text_input(
         "Script arguments",
         placeholder="--epochs 1 --lr 3e-4",
@@ -110,5 +110,5 @@ def _model_reference(source: str) -> str:
     factory = right.text_input("Factory function", value="make", key="run-model-factory")
     if uploaded is None:
         return ""
-    path = jobs.save_model_file(current_db(), uploaded.name, uploaded.getvalue())
+    path = save_model_file(current_db(), uploaded.name, uploaded.getvalue())
     return f"{path}:{factory.strip()}"

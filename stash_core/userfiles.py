@@ -8,10 +8,14 @@ Writing: atomically (a temporary file beside the target, fsync, rename, fsync of
 links (a symlinked target keeps its link; the file it points at is replaced); a target that exists and is
 not a regular file (/dev/full, a FIFO, a directory) is refused, never replaced; JSON is written without NaN
 or infinities (null instead), which are not JSON.
+
+Uploads: a model file or training script uploaded to the dashboard is checked as Python and kept, named by
+its content, next to the database (save_model_file).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import stat
@@ -25,6 +29,9 @@ from stash_core.units import json_safe
 MIB = 1024 * 1024
 DEFAULT_MAX_BYTES = 256 * MIB  # a cluster trace of a few million jobs; far beyond any workload or script
 DEFAULT_MAX_DEPTH = 64  # workloads and traces nest a handful of levels
+# The folder next to a database where the dashboard keeps its files: its background jobs (engine/jobs.py)
+# and, in models/, the model files and training scripts uploaded to it.
+DASHBOARD_DIRNAME = ".stash-jobs"
 
 
 def file_kind(mode: int) -> str:
@@ -265,3 +272,29 @@ def _fsync_directory(directory: Path) -> None:
         pass
     finally:
         os.close(fd)
+
+
+def save_model_file(db_path: Path | str, file_name: str, source: bytes) -> Path:
+    """Keep a model file (or training script) uploaded to the dashboard for its runs:
+    `<database folder>/.stash-jobs/models/<name>_<hash>.py`; returns its path.
+
+    UsageError when it is not a Python file or is not valid Python (checked by compiling, not running it).
+    """
+    name = Path(file_name).name
+    if not name.endswith(".py"):
+        raise UsageError(f"{name}: a model file must be a Python file (.py) with a factory function")
+    try:
+        compile(source, name, "exec")
+    except (SyntaxError, ValueError) as exc:
+        raise UsageError(f"{name}: not valid Python ({exc.__class__.__name__}: {exc})") from None
+    stem = "".join(c if c.isalnum() or c == "_" else "_" for c in Path(name).stem) or "model"
+    digest = hashlib.sha256(source).hexdigest()[:10]
+    folder = Path(db_path).resolve().parent / DASHBOARD_DIRNAME / "models"
+    path = folder / f"{stem}_{digest}.py"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        if not path.exists():
+            path.write_bytes(source)
+    except OSError as exc:
+        raise UsageError(f"cannot keep the model file in {folder}: {exc.strerror or exc}") from None
+    return path

@@ -20,7 +20,6 @@ descendant (the local launcher starts workers in sessions of their own).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import secrets
@@ -39,8 +38,9 @@ from stash_core.engine.progress import JsonReporter, Reporter, TeeReporter
 from stash_core.errors import UsageError
 from stash_core.measure import protocol
 from stash_core.proc import end_tree
+from stash_core.userfiles import DASHBOARD_DIRNAME
 
-JOBS_DIRNAME = ".stash-jobs"
+JOBS_DIRNAME = DASHBOARD_DIRNAME  # shared with the files uploaded to the dashboard (userfiles.py)
 CANCEL_GRACE_S = 3.0
 _STDERR_TAIL_LINES = 20
 # Popen objects of runs started by this process, so that finished children are reaped (no zombies) and
@@ -342,31 +342,6 @@ def _write_json(path: Path, value: dict[str, Any]) -> None:
     except BaseException:
         tmp.unlink(missing_ok=True)  # a full disk leaves no argv.tmp
         raise
-
-
-def save_model_file(db_path: Path | str, file_name: str, source: bytes) -> Path:
-    """Keep an uploaded model file for runs: `<jobs folder>/models/<hash>-<name>.py`; returns its path.
-
-    UsageError when it is not a Python file or is not valid Python (checked by compiling, not running it).
-    """
-    name = Path(file_name).name
-    if not name.endswith(".py"):
-        raise UsageError(f"{name}: a model file must be a Python file (.py) with a factory function")
-    try:
-        compile(source, name, "exec")
-    except (SyntaxError, ValueError) as exc:
-        raise UsageError(f"{name}: not valid Python ({exc.__class__.__name__}: {exc})") from None
-    stem = "".join(c if c.isalnum() or c == "_" else "_" for c in Path(name).stem) or "model"
-    digest = hashlib.sha256(source).hexdigest()[:10]
-    folder = jobs_dir(db_path) / "models"
-    path = folder / f"{stem}_{digest}.py"
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        if not path.exists():
-            path.write_bytes(source)
-    except OSError as exc:
-        raise UsageError(f"cannot keep the model file in {folder}: {exc.strerror or exc}") from None
-    return path
 
 
 def wait_for_job(db_path: Path | str, job_id: str, timeout_s: float, poll_s: float = 0.2) -> JobState:

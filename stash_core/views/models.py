@@ -9,8 +9,8 @@ from typing import Any
 import pandas as pd
 
 from stash_core.decide.fit import FitReport, fit_stall_models, model_counts, predict_stall
-from stash_core.engine.jobs import save_model_file
 from stash_core.units import finite_float
+from stash_core.userfiles import save_model_file
 
 MODELLED_STALLS = ("interconnect", "network")
 FEATURE_LABELS = {
@@ -168,7 +168,7 @@ def prediction_frame(report: FitReport, counts: dict[str, Any], stalls: list[str
 
 
 def uploaded_model_reference(db_path: Path | str, file_name: str, content: bytes, factory: str) -> str:
-    """Keep an uploaded model file where the Run page keeps them (engine/jobs.py save_model_file: checked as
+    """Keep an uploaded model file where the Run page keeps them (userfiles.save_model_file: checked as
     Python, named by its content); FILE.py:FACTORY for gradient_counts (factory `make` when blank).
     UsageError when it is not a Python file."""
     path = save_model_file(db_path, file_name, content)

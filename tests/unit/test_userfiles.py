@@ -9,6 +9,7 @@ import stat
 
 import pytest
 
+from stash_core.engine import jobs
 from stash_core.errors import UsageError
 from stash_core.userfiles import (
     StagedFile,
@@ -17,6 +18,7 @@ from stash_core.userfiles import (
     read_user_bytes,
     read_user_json,
     read_user_text,
+    save_model_file,
     write_atomic,
     write_json_atomic,
 )
@@ -121,3 +123,18 @@ def test_an_output_in_a_folder_that_cannot_be_written_is_refused_first(tmp_path)
             check_output(folder / "x.csv", "CSV")
     finally:
         os.chmod(folder, 0o700)
+
+
+def test_uploaded_model_files_are_checked_and_kept_by_content(tmp_path):
+    """Beside the dashboard's job folders (engine/jobs.py), named by their content; never run to check."""
+    db = tmp_path / "results.duckdb"
+    source = b"from torch import nn\n\ndef make(num_classes=10):\n    return nn.Linear(4, num_classes)\n"
+    first = save_model_file(db, "my net.py", source)
+    assert first.read_bytes() == source and first.parent == jobs.jobs_dir(db) / "models"
+    assert first.name.startswith("my_net_")
+    assert save_model_file(db, "my net.py", source) == first
+    assert save_model_file(db, "my net.py", source + b"\n# v2\n") != first
+    with pytest.raises(UsageError, match="not valid Python"):
+        save_model_file(db, "broken.py", b"def make(:\n")
+    with pytest.raises(UsageError, match=r"\.py"):
+        save_model_file(db, "model.txt", source)

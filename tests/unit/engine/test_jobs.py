@@ -178,19 +178,6 @@ def test_dashboard_owned_flags_and_unknown_jobs_are_refused(tmp_path: Path) -> N
     assert jobs.list_jobs(db) == []
 
 
-def test_uploaded_model_files_are_checked_and_kept_by_content(tmp_path: Path) -> None:
-    db = tmp_path / "results.duckdb"
-    source = b"from torch import nn\n\ndef make(num_classes=10):\n    return nn.Linear(4, num_classes)\n"
-    first = jobs.save_model_file(db, "my net.py", source)
-    assert first.read_bytes() == source and first.parent == jobs.jobs_dir(db) / "models"
-    assert jobs.save_model_file(db, "my net.py", source) == first
-    assert jobs.save_model_file(db, "my net.py", source + b"\n# v2\n") != first
-    with pytest.raises(UsageError, match="not valid Python"):
-        jobs.save_model_file(db, "broken.py", b"def make(:\n")
-    with pytest.raises(UsageError, match=r"\.py"):
-        jobs.save_model_file(db, "model.txt", source)
-
-
 @pytest.mark.launches
 @pytest.mark.slow
 def test_a_real_small_profile_runs_in_the_background_and_is_stored(tmp_path: Path) -> None:
