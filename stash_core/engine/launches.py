@@ -95,31 +95,6 @@ class LaunchedRuns:
             found.append(max(0.0, (outcome.get("wall_s") or 0.0) - loop_s))
         return max(found)
 
-    def loop_floor_s(self, name: str) -> float:
-        """How long the next launch of a run should iterate at least: the length that narrows the run's
-        pooled interval most per second spent, given what a launch costs to start (S) and how its variance
-        splits between the launches' own sampling (sigma_w^2 / n per launch) and a launch-to-launch effect
-        that no length removes (sigma_L^2): n* = sqrt(S sigma_w^2 / (tau sigma_L^2)) iterations of tau
-        seconds. Long launches where launches agree, short ones (more rounds) where they do not; 0 (the
-        launch stops at its own target) before two launches show the split."""
-        outcomes = [outcome for _, outcome in self.outcomes.get(name, [])]
-        if len(outcomes) < 2:
-            return 0.0
-        means = [o["iteration_s"]["mean"] for o in outcomes]
-        sampling = [(o["iteration_s"]["ci95"] / 1.96) ** 2 for o in outcomes]  # each launch mean's variance
-        mean_s = sum(means) / len(means)
-        between = sum((m - mean_s) ** 2 for m in means) / (len(means) - 1)
-        launch_effect = between - sum(sampling) / len(sampling)
-        per_iteration = sum(v * max(o.get("iterations") or 1, 1) for v, o in zip(sampling, outcomes)) / len(
-            outcomes
-        )
-        if mean_s <= 0:
-            return 0.0
-        if launch_effect <= 0:
-            return math.inf  # sampling explains the spread: as long as the cap allows
-        iterations = math.sqrt(self.startup_s(name) * per_iteration / (mean_s * launch_effect))
-        return iterations * mean_s
-
     def launch_cap_s(self, name: str, max_phase_s: float, launches_left: int, planned_cap_s: float) -> float:
         """The time cap of a run's next planned launch, so that its launches keep to --max-phase-seconds in
         all, start-up included: what the run has left, shared over its launches still due, less a start-up

@@ -42,17 +42,12 @@ def run_phase(
     warnings: list[str],
     remote: RemoteHosts | None = None,
     grad_bytes: int | None = None,
-    min_loop_s: float = 0.0,
 ) -> dict:
-    """One launch of `plan`; min_loop_s: the timed loop runs at least this long before its interval may end
-    it (a cap still ends it)."""
     record = {**plan.to_dict(), "status": "running", "error": None, "resident_fraction_start": None}
     record["name"] = plan.name
     if plan.nodes > 1 and remote is None:
         raise UsageError(f"{plan.name} spreads workers over {plan.nodes} machines: use --hosts or --cluster")
     job = script_job(plan, spec) if spec.script else job_for(plan, spec, data)
-    if min_loop_s > 0:
-        job["min_loop_s"] = round(min_loop_s, 3)
     if plan.data != "synthetic" and (data.files or not spec.script):
         if remote is None:
             record["resident_fraction_start"] = set_cache_state(plan, data, warnings)

@@ -143,14 +143,11 @@ def run_launches(
     records: dict[str, dict] = {}
     clock_start_s = time.monotonic()  # the profile's clock: every launch's telemetry is timed from here
 
-    def timed_launch(
-        plan: PhasePlan, this_spec: ProfileSpec, launch_warnings_: list[str], min_loop_s: float = 0.0
-    ) -> dict:
+    def timed_launch(plan: PhasePlan, this_spec: ProfileSpec, launch_warnings_: list[str]) -> dict:
         started_s = time.monotonic() - clock_start_s
         outcome = run_phase(
-            plan, this_spec, data, reporter, launch_warnings_, remote, model_info.get("grad_bytes"),
-            min_loop_s,
-        )  # fmt: skip
+            plan, this_spec, data, reporter, launch_warnings_, remote, model_info.get("grad_bytes")
+        )
         return on_profile_clock(outcome, started_s)
 
     def launch(plan: PhasePlan, index: int, round_index: int, total: int) -> None:
@@ -161,16 +158,13 @@ def run_launches(
         record = records[plan.name]
         # The bandwidth probe once per run, in its first launch. The later planned launches of a run share
         # what its budget has left, start-up included (launches.launch_cap_s).
-        # A later launch iterates at least as long as narrows the run's interval most per second, from how
-        # its launches so far split their variance (launches.loop_floor_s), half its cap at most.
-        this_spec, min_loop_s = per_launch, 0.0
+        this_spec = per_launch
         if round_index > 0:
             cap_s = launched.launch_cap_s(plan.name, spec.max_phase_s, max(launches - round_index, 1),
                                           per_launch.max_phase_s)  # fmt: skip
             this_spec = replace(per_launch, probes=False, max_phase_s=cap_s)
-            min_loop_s = min(launched.loop_floor_s(plan.name), cap_s / 2)
         launch_warnings_: list[str] = []
-        outcome = timed_launch(plan, this_spec, launch_warnings_, min_loop_s)
+        outcome = timed_launch(plan, this_spec, launch_warnings_)
         error = outcome.get("error")
         retry = not outcome.get("usage_error") and (
             (remote is None and transient(error)) or (plan.nodes == 1 and aborted(error))
@@ -179,7 +173,7 @@ def run_launches(
             # A peer connection lost, or a rank aborted, on one busy machine: one more try, said out loud.
             # (Across machines a lost connection is a node or link failure, reported as it is.)
             warnings.append(f"{plan.name}: a launch failed ({outcome['error']}) and was run again")
-            outcome = timed_launch(plan, this_spec, launch_warnings_, min_loop_s)
+            outcome = timed_launch(plan, this_spec, launch_warnings_)
         # The cap warnings of one launch are replaced by the pooled run's (launches.pooled_warnings).
         stopped = f"{plan.name}: stopped at the "
         warnings.extend(w for w in launch_warnings_ if w not in warnings and not w.startswith(stopped))

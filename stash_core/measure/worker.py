@@ -230,12 +230,7 @@ def run_until_done(job, model, optimizer, loss, batches, device, times, slowest_
     """Step in chunks; between chunks, agree on the slowest times and decide whether to stop."""
     fixed = job.get("iterations")
     target = job["target_relative_ci"]
-    started_s = time.monotonic()
-    deadline = started_s + job["max_phase_s"]
-    # A launch that paid a start-up iterates at least as long (engine/profiler.py): ending it at the first
-    # interval that reaches the target would leave most of its time to the start-up and its mean to a few
-    # iterations.
-    min_loop_s = job.get("min_loop_s") or 0.0
+    deadline = time.monotonic() + job["max_phase_s"]
     if rank == 0:  # the launcher times the loop from here: a rank that hangs from now on is stopped sooner
         report_progress(job, [], 0, target)
     chunk = first_chunk(fixed)
@@ -249,7 +244,7 @@ def run_until_done(job, model, optimizer, loss, batches, device, times, slowest_
         if fixed is not None:
             if kept >= fixed:
                 return "fixed"
-        elif converged(series, target) and time.monotonic() - started_s >= min_loop_s:
+        elif converged(series, target):
             return "converged"
         if len(slowest_s) >= job["max_iterations"]:
             return "max_iterations"

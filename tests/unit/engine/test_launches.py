@@ -198,19 +198,3 @@ def test_only_failures_of_the_machine_are_tried_again(error, again) -> None:
 def test_a_rank_that_aborted_is_tried_again_but_not_one_killed(error, again) -> None:
     assert aborted(error) is again
 
-
-def test_launches_are_long_where_they_agree_and_short_where_they_do_not() -> None:
-    launched = LaunchedRuns(["R0", "R1"], 3)
-    assert launched.loop_floor_s("R0") == 0.0  # one launch cannot show how its variance splits
-    # every launch: 10 iterations in 5 s of wall -> start-up 5 - 12 * mean (warm-up included)
-    for r, (r0, r1) in enumerate([(0.10, 0.20), (0.12, 0.2001)]):
-        launched.add("R0", r, _outcome(r0, 0.004))
-        launched.add("R1", r, _outcome(r1, 0.004))
-    assert launched.loop_floor_s("R1") == math.inf  # they agree within their sampling: long launches
-    # R0: between-launch variance 0.0002, sampling (0.004 / 1.96)^2 each: the launch effect dominates
-    sampling = (0.004 / 1.96) ** 2
-    effect = 0.01**2 * 2 - sampling
-    startup = 5.0 - 0.10 * 12  # the larger of the two launches' start-ups
-    expected = math.sqrt(startup * sampling * 10 / (0.11 * effect)) * 0.11
-    assert launched.loop_floor_s("R0") == pytest.approx(expected)
-    assert expected < 1.0  # about 5 iterations: more rounds, not longer launches

@@ -61,7 +61,7 @@ def _fake_run_phase(means: dict[str, list[float]], seen: list[str]):
     """A stand-in for phase.run_phase: each launch of a run takes the next of its means, and reports half-way
     progress, as a worker does."""
 
-    def run_phase(plan, spec, data, reporter, warnings, remote=None, grad_bytes=None, min_loop_s=0.0) -> dict:
+    def run_phase(plan, spec, data, reporter, warnings, remote=None, grad_bytes=None) -> dict:
         seen.append(plan.name)
         reporter.progress({"phase": plan.name, "iterations": 6, "kept": 4, "max_iterations": 12,
                            "target_relative_ci": spec.target_relative_ci, "relative_ci": 0.1})  # fmt: skip
