@@ -103,10 +103,7 @@ def main() -> None:
         )
         st.page_link("pages/overview.py", label="Go to the Overview", icon=":material/dashboard:")
         return
-    jobs = [
-        {column: views.common.plain(row[column]) for column in views.compare.JOB_COLUMNS}
-        for row in choices.to_dict(orient="records")
-    ]
+    jobs = [views.compare.job_of(row) for row in choices.to_dict(orient="records")]
     labels = {
         index: f"{views.compare.job_label({**job, 'model': views.breakdown.short_model(job['model'])})} — "
         f"{row['configurations']} instance(s), {row['runs']} run(s)"

@@ -1,4 +1,5 @@
-"""Plain Python values from DataFrame cells: None for a missing value, numpy scalars unwrapped."""
+"""Plain Python values from DataFrame cells, the one conversion Stash makes of them (None for a missing
+value, numpy scalars unwrapped, timestamps as the caller asks), and a frame as CSV text."""
 
 from __future__ import annotations
 
@@ -16,18 +17,40 @@ def is_missing(value: Any) -> bool:
     return value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value))
 
 
-def plain(value: Any) -> Any:
-    """None for None, pandas' NA and NaN; a numpy scalar as its Python value; anything else unchanged."""
-    if is_missing(value):
+def plain(value: Any, times: str = "keep", finite: bool = False) -> Any:
+    """A DataFrame cell as a plain Python value.
+
+    Args:
+        value: the cell.
+        times: a pandas Timestamp kept as it is ("keep"), as a datetime.datetime ("datetime") or as ISO 8601
+            text ("iso", for JSON).
+        finite: an infinity is None too (for a result document, which holds no infinities).
+
+    Returns:
+        None for a missing value (None, pandas' NA and NaT, a NaN of any float type); a numpy scalar as its
+        Python value; a Timestamp as `times` says; anything else (text, Decimal, date, dict) unchanged.
+    """
+    if value is None or value is pd.NA or value is pd.NaT:
         return None
-    if hasattr(value, "item"):
-        return value.item()
+    if isinstance(value, pd.Timestamp):
+        if times == "datetime":
+            return value.to_pydatetime()
+        return value.isoformat() if times == "iso" else value
+    if isinstance(value, np.generic):  # numpy's int64, float32, bool_, datetime64 ...
+        value = value.item()
+    if isinstance(value, float) and (math.isnan(value) or (finite and math.isinf(value))):
+        return None
     return value
 
 
-def plain_row(row: dict[str, Any]) -> dict[str, Any]:
-    """A record (e.g. from DataFrame.to_dict(orient="records")) with every cell made plain."""
-    return {key: plain(value) for key, value in row.items()}
+def plain_row(row: dict[str, Any], times: str = "keep", finite: bool = False) -> dict[str, Any]:
+    """A record (e.g. from DataFrame.to_dict(orient="records")) with every cell made plain (see plain)."""
+    return {key: plain(value, times, finite) for key, value in row.items()}
+
+
+def plain_records(frame: pd.DataFrame, times: str = "keep", finite: bool = False) -> list[dict[str, Any]]:
+    """A frame's rows, each a dict of plain values (see plain)."""
+    return [plain_row(row, times, finite) for row in frame.to_dict(orient="records")]
 
 
 def csv_text(frame: pd.DataFrame) -> str:

@@ -21,7 +21,7 @@ from typing import Any
 
 import pandas as pd
 
-from stash_core.catalog.fields import INT_MIN, POSITIVE, PRICES, clean, db_value, plain_row, today
+from stash_core.catalog.fields import INT_MIN, POSITIVE, PRICES, clean, db_value, today, typed_row
 from stash_core.errors import UsageError
 from stash_core.store import connect
 from stash_core.store.catalog_seed import BUILTIN_CATALOG_CSV, builtin_catalog_rows
@@ -82,7 +82,7 @@ def list_instances(db_path: Path | str) -> pd.DataFrame:
     names = {row["name"] for row in rows}
     for row in builtin_instances().to_dict(orient="records"):
         if row["name"] not in names:
-            rows.append({**plain_row(row), "stored": False})
+            rows.append({**typed_row(row), "stored": False})
     frame = _frame(rows, extra=("stored",))
     return frame.sort_values(["provider", "name"], na_position="last", kind="stable").reset_index(drop=True)
 
@@ -96,7 +96,7 @@ def get_instance(db_path: Path | str, name: str) -> dict[str, Any] | None:
         return _row_from_db(found[0])
     builtin = builtin_instances()
     match = builtin[builtin["name"] == name]
-    return plain_row(match.iloc[0].to_dict()) if len(match) else None
+    return typed_row(match.iloc[0].to_dict()) if len(match) else None
 
 
 def add_instance(db_path: Path | str, **fields: Any) -> dict[str, Any]:
@@ -167,11 +167,11 @@ def apply_catalog_edits(
     Every value is checked first, so a bad one (UsageError, naming the instance) stores nothing.
     Returns (names changed, names added).
     """
-    old = {row["name"]: plain_row(row) for row in before.to_dict(orient="records")}
+    old = {row["name"]: typed_row(row) for row in before.to_dict(orient="records")}
     edits: list[tuple[str, dict[str, Any]]] = []
     additions: list[dict[str, Any]] = []
     for raw in after.to_dict(orient="records"):
-        row = plain_row({column: raw.get(column) for column in COLUMNS})
+        row = typed_row({column: raw.get(column) for column in COLUMNS})
         if not row["name"]:
             continue
         try:
@@ -205,7 +205,7 @@ def _unknown(fields: dict[str, Any]) -> dict[str, Any]:
 
 
 def _row_from_db(values: tuple[Any, ...]) -> dict[str, Any]:
-    return plain_row(dict(zip(COLUMNS, values, strict=True)))
+    return typed_row(dict(zip(COLUMNS, values, strict=True)))
 
 
 def _frame(rows: list[dict[str, Any]], extra: tuple[str, ...] = ()) -> pd.DataFrame:

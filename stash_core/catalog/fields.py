@@ -11,7 +11,7 @@ from typing import Any
 
 import pandas as pd
 
-from stash_core.cells import is_missing
+from stash_core.cells import is_missing, plain_row
 from stash_core.errors import UsageError
 from stash_core.store.instances import COLUMNS
 from stash_core.terminal import unsafe_character
@@ -57,15 +57,15 @@ def clean(fields: dict[str, Any], partial: bool) -> dict[str, Any]:
     return cleaned
 
 
-def plain_row(row: dict[str, Any]) -> dict[str, Any]:
-    """A catalog row with None for missing values, whole numbers as int and dates as datetime.date."""
-    out = {}
-    for key, value in row.items():
-        if key in INT_MIN and not is_missing(value):
-            value = int(value)
+def typed_row(row: dict[str, Any]) -> dict[str, Any]:
+    """A catalog row of plain values (cells.plain: None for missing values), whole numbers as int and dates
+    as datetime.date."""
+    out = plain_row(row)
+    for key, value in out.items():
+        if key in INT_MIN and value is not None:
+            out[key] = int(value)
         elif key == "price_date" and isinstance(value, pd.Timestamp):
-            value = value.date()
-        out[key] = None if is_missing(value) else value
+            out[key] = value.date()
     return out
 
 

@@ -8,12 +8,11 @@ results.file.upgrade_result). Exports made before the later runs columns existed
 from __future__ import annotations
 
 import json
-import math
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
+from stash_core.cells import plain, plain_records
 from stash_core.errors import UsageError
 from stash_core.results import RESULT_KIND, SCHEMA_VERSION
 from stash_core.units import finite_float
@@ -31,7 +30,7 @@ def docs_from_export(tables: dict[str, pd.DataFrame]) -> list[dict[str, Any]]:
     runs = tables["runs"]
     rows_by_table = {name: _rows_by_run(tables.get(name)) for name in COMPANION_TABLES}
     docs = []
-    for row in plain_records(runs):
+    for row in _rows(runs):
         run_id = row.get("run_id")
         if not run_id:
             raise UsageError("a row has no run_id")
@@ -45,7 +44,7 @@ def doc_from_rows(run_id: str, run: dict[str, Any], parts: dict[str, pd.DataFram
     spec = _json_value(run.get("spec"), f"run {run_id} spec") or {}
     phases = []
     if parts["phases"] is not None:
-        for phase in sorted(plain_records(parts["phases"]), key=lambda p: p.get("phase_index") or 0):
+        for phase in sorted(_rows(parts["phases"]), key=lambda p: p.get("phase_index") or 0):
             phases.append(_phase_entry(phase, parts["iterations"], parts["telemetry"]))
     stalls = _stalls(parts["stalls"])
     breakdown = _breakdown(run_id, run, stalls)
@@ -96,14 +95,14 @@ def _phase_entry(
         mine = iterations[iterations["phase"] == name].sort_values("iteration")
         for key in SAMPLE_COLUMNS:
             if key in mine.columns:
-                entry["samples"][key] = [plain_cell(value) for value in mine[key].tolist()]
+                entry["samples"][key] = [_cell(value) for value in mine[key].tolist()]
     if telemetry is not None:
         mine = telemetry[telemetry["phase"] == name]
         if not mine.empty:
             wide = mine.pivot_table(index="t_s", columns="metric", values="value", aggfunc="first")
             entry["telemetry"]["t_s"] = [float(t) for t in wide.index]
             entry["telemetry"]["metrics"] = {
-                str(metric): [plain_cell(v) for v in wide[metric].tolist()] for metric in wide.columns
+                str(metric): [_cell(v) for v in wide[metric].tolist()] for metric in wide.columns
             }
     return entry
 
@@ -111,7 +110,7 @@ def _phase_entry(
 def _stalls(stall_rows: pd.DataFrame | None) -> dict[str, dict[str, Any]]:
     stalls: dict[str, dict[str, Any]] = {}
     if stall_rows is not None:
-        for stall in plain_records(stall_rows):
+        for stall in _rows(stall_rows):
             stalls[stall["stall"]] = {key: stall.get(key) for key in STALL_FIELDS}
             stalls[stall["stall"]]["note"] = stall.get("note") or ""
     return stalls
@@ -152,22 +151,13 @@ def _rows_by_run(frame: pd.DataFrame | None) -> dict[str, pd.DataFrame]:
     return {str(key): group for key, group in frame.groupby("run_id", sort=False)}
 
 
-def plain_records(frame: pd.DataFrame) -> list[dict[str, Any]]:
-    """A frame's rows with every cell made plain (plain_cell)."""
-    return [{key: plain_cell(value) for key, value in row.items()} for row in frame.to_dict(orient="records")]
+def _rows(frame: pd.DataFrame) -> list[dict[str, Any]]:
+    """A table's rows as a result document holds them: times as ISO text, no NaN or infinities (None)."""
+    return plain_records(frame, times="iso", finite=True)
 
 
-def plain_cell(value: Any) -> Any:
-    """A cell as a plain Python value: None for missing and non-finite, ISO text for a time."""
-    if value is None or value is pd.NA or value is pd.NaT:
-        return None
-    if isinstance(value, pd.Timestamp):
-        return value.isoformat()
-    if isinstance(value, np.generic):
-        value = value.item()
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
+def _cell(value: Any) -> Any:
+    return plain(value, times="iso", finite=True)
 
 
 def _json_value(value: Any, what: str) -> Any:

@@ -333,24 +333,9 @@ def _resolve(con: duckdb.DuckDBPyConnection, run_id: str) -> str | None:
 
 def _records(frame: pd.DataFrame) -> list[dict[str, Any]]:
     """Rows as plain Python values: None for missing, datetime for timestamps."""
-    records = []
-    for row in frame.to_dict(orient="records"):
-        records.append({key: _plain(value) for key, value in row.items()})
-    return records
+    from stash_core.cells import plain_records  # pandas: only where a frame is read
 
-
-def _plain(value: Any) -> Any:
-    import pandas as pd
-
-    if isinstance(value, pd.Timestamp):
-        return None if pd.isna(value) else value.to_pydatetime()
-    if value is pd.NaT or value is pd.NA:
-        return None
-    if isinstance(value, float) and math.isnan(value):
-        return None
-    if hasattr(value, "item"):  # numpy scalar
-        return value.item()
-    return value
+    return plain_records(frame, times="datetime")
 
 
 def _count(value: int, what: str) -> int:

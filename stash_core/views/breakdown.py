@@ -13,6 +13,7 @@ import pandas as pd
 
 from stash_core import store
 from stash_core.analysis.coherence import impossible_of_stored
+from stash_core.cells import plain_records
 from stash_core.decide.whatif import whatif as answer
 from stash_core.results.file import STALL_NAMES
 from stash_core.store import queries_breakdown
@@ -22,7 +23,6 @@ from stash_core.views.common import (
     MAX_TELEMETRY_POINTS_PER_METRIC,
     NO_INSTANCE,
     as_int,
-    records,
 )
 from stash_core.views.stall_frames import stall_long_frame, with_remainder_columns
 from stash_core.views.telemetry import phase_spans, telemetry_frame, telemetry_spans
@@ -180,19 +180,24 @@ def _run_detail(
         return None
     runs, phases, stalls = frames["runs"], frames["phases"], frames["stalls"]
     samples, telemetry = frames["samples"], frames["telemetry"]
-    run = records(runs)[0]
+    run = _records(runs)[0]
     for column in ("spec", "fingerprint", "warnings"):
         if isinstance(run.get(column), str):
             run[column] = json.loads(run[column])
     for column in ("started_at", "finished_at", "ingested_at"):
         if isinstance(run.get(column), str):
             run[column] = datetime.fromisoformat(run[column])
-    run["phases"] = records(phases)
-    run["stalls"] = records(stalls)
+    run["phases"] = _records(phases)
+    run["stalls"] = _records(stalls)
     run["impossible"] = impossible_of_stored(run.get("warnings"), run["stalls"])  # headlined, not a share
     run["samples"] = samples
     run["telemetry"] = telemetry_frame(telemetry, run["phases"])
     return run
+
+
+def _records(frame: pd.DataFrame) -> list[dict[str, Any]]:
+    """Rows of plain values as a result document holds them: times as ISO text, no NaN or infinities."""
+    return plain_records(frame, times="iso", finite=True)
 
 
 def headline_stall(run: dict[str, Any]) -> dict[str, Any] | None:

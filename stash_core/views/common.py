@@ -12,8 +12,6 @@ import pandas as pd
 from stash_core import store
 from stash_core.cells import csv_text
 from stash_core.errors import UsageError
-from stash_core.store.import_export import plain_cell as plain  # noqa: F401  (one definition, re-exported)
-from stash_core.store.import_export import plain_records as records  # noqa: F401
 from stash_core.units import finite_float
 
 STALL_LABELS = {

@@ -173,7 +173,12 @@ def _chosen_job(db_path: Path | str, given: dict[str, Any]) -> dict[str, Any] | 
         choices = choices[choices[column].map(lambda cell, value=value: _same(cell, value))]
     if choices.empty:
         return None
-    return {column: plain(choices.iloc[0][column]) for column in JOB_COLUMNS}
+    return job_of(choices.iloc[0])
+
+
+def job_of(row: Any) -> dict[str, Any]:
+    """A compare_choices row's job (JOB_COLUMNS) as plain Python values."""
+    return {column: plain(row[column]) for column in JOB_COLUMNS}
 
 
 def _same(cell: Any, value: Any) -> bool:
