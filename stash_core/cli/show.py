@@ -1,7 +1,7 @@
 """`stash show`: a stored run as header lines plus the breakdown table, and a warning when the machine the run
 measured does not fit its instance label (catalog/labels.py); `stash runs`: the table of stored runs.
 
-Both read plain rows (store/queries.py run_record, run_rows), not frames, so that they start without pandas;
+Both read plain rows (store/runs.py run_record, run_rows), not frames, so that they start without pandas;
 the catalog code (which needs pandas) is imported inside _label_check, only for a label the catalog knows.
 """
 
@@ -14,7 +14,8 @@ from stash_core.cli.probe_text import format_communication
 from stash_core.cli.report import format_breakdown
 from stash_core.errors import UsageError
 from stash_core.store.catalog_seed import BUILTIN_CATALOG_CSV, builtin_catalog_rows
-from stash_core.store.queries import catalog_names, run_record, run_rows
+from stash_core.store.runs import run_record, run_rows
+from stash_core.store.summary import catalog_names
 
 RUNS_COLUMNS = (
     "run_id", "started_at", "status", "model", "batch_size", "workers_per_node", "nodes", "instance",

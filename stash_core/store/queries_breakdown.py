@@ -13,7 +13,7 @@ from typing import Any
 
 import pandas as pd
 
-from stash_core.store.queries import relation_frame
+from stash_core.store.relations import relation_frame
 
 # Conditions on runs, each (SQL, parameters).
 COMPLETED_RUNS: tuple[str, list[Any]] = ("status = 'completed'", [])

@@ -13,7 +13,7 @@ from typing import Any
 import pandas as pd
 
 from stash_core.store.connection import connect
-from stash_core.store.queries import relation_frame
+from stash_core.store.relations import relation_frame
 
 # The job of every completed run, as columns next to its stall_breakdown row.
 _INPUT_SHAPE = (

@@ -9,7 +9,7 @@ from typing import Any
 import pandas as pd
 
 from stash_core.store.connection import connect
-from stash_core.store.queries import relation_frame
+from stash_core.store.relations import relation_frame
 
 
 def stored_run_ids(db_path: Path | str, run_ids: list[str]) -> set[str]:

@@ -3,7 +3,7 @@ each one query returning a DataFrame.
 
 The fits, predictions and recommendations work on these frames and hold no SQL of their own. Every function
 opens the database read-only through stash_core.store, runs its query and closes it again. (The instance
-catalog's SQL is in store/instances.py; whole runs come from store.get_run.)
+catalog's SQL is in store/instances.py; a run, and the runs as listed, are store/runs.py's.)
 """
 
 from __future__ import annotations

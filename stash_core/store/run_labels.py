@@ -9,7 +9,7 @@ from typing import Any
 import pandas as pd
 
 from stash_core.store.connection import connect
-from stash_core.store.queries import query_readonly
+from stash_core.store.relations import query_readonly
 
 
 def label_rows(db_path: Path | str, run_ids: list[str]) -> pd.DataFrame:

@@ -84,7 +84,7 @@ def stored(tmp_path_factory) -> Path:
     "argv", [["runs"], ["show", "aaaa0001"], ["show", "nothing-like-this"]], ids=["runs", "show", "show-none"]
 )
 def test_commands_that_read_the_store_start_without_pandas_torch_or_the_ingest(argv, stored):
-    """`stash runs` and `stash show` read plain rows (store/queries.py run_rows, run_record): DuckDB only,
+    """`stash runs` and `stash show` read plain rows (store/runs.py run_rows, run_record): DuckDB only,
     not pandas, numpy or torch, and not the ingest (the store's names load on first use)."""
     outcome = run([*argv, "--db", str(stored)])
     assert outcome["status"] in (0, 2)

@@ -149,7 +149,7 @@ def test_query_readonly(populated) -> None:
 
 def test_plain_rows_are_the_frames_rows(populated) -> None:
     """run_rows and run_record (the CLI's, without pandas) hold what list_runs and get_run hold."""
-    from stash_core.store.queries import run_record, run_rows
+    from stash_core.store.runs import run_record, run_rows
 
     path, _ = populated
     rows = run_rows(path, limit=2)
