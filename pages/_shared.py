@@ -25,6 +25,7 @@ import streamlit as st
 
 from stash_core import views
 from stash_core.errors import StashError, UsageError
+from stash_core.pathargs import default_db_text
 from stash_core.units import finite_float
 
 P = ParamSpec("P")
@@ -46,10 +47,6 @@ STATUS_ICONS = {
 
 # ---------------------------------------------------------------------------------------------------------
 # The database setting
-
-
-def default_db_text() -> str:
-    return os.environ.get("STASH_DB") or "results.duckdb"
 
 
 def database_setting() -> Path | None:

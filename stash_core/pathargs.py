@@ -46,10 +46,19 @@ input_path = PathArg(INPUT)
 input_text = PathArg(INPUT, as_text=True)
 
 
+DEFAULT_DB_NAME = "results.duckdb"
+
+
+def default_db_text() -> str:
+    """The database when none is named, as text (the dashboard's setting shows it as given): $STASH_DB, else
+    results.duckdb."""
+    return os.environ.get("STASH_DB") or DEFAULT_DB_NAME
+
+
 def default_db() -> Path:
-    """The database when none is named: $STASH_DB (`~` expanded, as the dashboard reads it), else
-    ./results.duckdb (for the command line and the Python API alike)."""
-    return Path(os.environ.get("STASH_DB") or "results.duckdb").expanduser()
+    """The database when none is named, for the command line, the Python API and the dashboard alike:
+    $STASH_DB (`~` expanded), else ./results.duckdb."""
+    return Path(default_db_text()).expanduser()
 
 
 def role_of(action: argparse.Action) -> str | None:

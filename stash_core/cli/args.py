@@ -15,7 +15,7 @@ from stash_core.spec_parse import INT32_MAX, Number, count, parse_input_shape, p
 from stash_core.units import GIB, finite_float, parse_duration_s, parse_size_bytes, rate_bps
 
 __all__ = [
-    "INT32_MAX", "Number", "add_db_argument", "clearable", "comma_list", "count", "db_path", "default_db",
+    "INT32_MAX", "Number", "add_db_argument", "clearable", "comma_list", "count", "db_path",
     "duration_text", "fraction", "gbps_text", "identifier", "iso_date", "non_negative", "positive_int",
     "positive_real", "rate_text", "seed", "shape_text", "size_text",
 ]  # fmt: skip

@@ -282,9 +282,9 @@ def format_cluster_status(status: dict) -> str:
 
 
 def cmd_probe(args) -> int:
-    from stash_core.cli.args import default_db
     from stash_core.cli.probe_text import format_probe
     from stash_core.engine.probes import run_probe_command
+    from stash_core.pathargs import default_db
     from stash_core.store.ingest import ingest_probe
 
     if args.workers < 1 or args.nodes < 1:

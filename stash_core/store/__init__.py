@@ -16,7 +16,6 @@ from stash_core.store.export import EXPORT_FORMATS, export
 # Each name from its module on first use: a command that only lists runs does not pay for the ingest's
 # pandas, numpy and Arrow imports (and `import stash_core.store` itself stays cheap).
 _NAMES = {
-    "DEFAULT_DB_PATH": "stash_core.store.connection",
     "LOCK_TIMEOUT_S": "stash_core.store.connection",
     "connect": "stash_core.store.connection",
     "ingest_files": "stash_core.store.ingest",
@@ -55,7 +54,6 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "DB_MIGRATIONS",
     "DB_SCHEMA_VERSION",
-    "DEFAULT_DB_PATH",
     "EXPORT_FORMATS",
     "LATER_RUN_COLUMNS",
     "LOCK_TIMEOUT_S",

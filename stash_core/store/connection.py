@@ -32,7 +32,6 @@ from stash_core.store.dbfile import check_database_file, refuse_foreign
 from stash_core.store.migrations import check_reader_can_take, ensure_schema, stored_schema_version
 from stash_core.store.schema_template import copy_schema
 
-DEFAULT_DB_PATH = Path("results.duckdb")
 LOCK_TIMEOUT_S = 10.0
 READER_YIELD_S = 2.0
 _FIRST_WAIT_S = 0.02

@@ -9,9 +9,9 @@ from typing import Any
 
 import pandas as pd
 
-from stash_core import store
 from stash_core.cells import csv_text
 from stash_core.errors import UsageError
+from stash_core.pathargs import default_db
 from stash_core.units import finite_float
 
 STALL_LABELS = {
@@ -38,11 +38,10 @@ MAX_TELEMETRY_POINTS_PER_METRIC = 600
 
 
 def resolve_db_path(text: str | os.PathLike | None) -> Path:
-    """The database file a setting names: STASH_DB, then ./results.duckdb; `~` expanded, made absolute."""
+    """The database file a setting names (pathargs.default_db when it names none); `~` expanded, made
+    absolute."""
     chosen = str(text).strip() if text else ""
-    if not chosen:
-        chosen = os.environ.get("STASH_DB") or str(store.DEFAULT_DB_PATH)
-    path = Path(chosen).expanduser()
+    path = Path(chosen).expanduser() if chosen else default_db()
     if path.exists() and path.is_dir():
         raise UsageError(f"{path} is a folder; give the path of a .duckdb file")
     return path.resolve()

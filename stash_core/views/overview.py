@@ -11,6 +11,7 @@ from typing import Any
 import pandas as pd
 
 from stash_core import store
+from stash_core.pathargs import DEFAULT_DB_NAME
 from stash_core.store import queries_breakdown
 from stash_core.views.breakdown import breakdown_rows
 from stash_core.views.common import NO_INSTANCE
@@ -34,7 +35,7 @@ def stash_command() -> str:
 def terminal_commands(db_path: Path | str) -> str:
     """The Overview's terminal block: commands that work as shown, on this database."""
     stash = stash_command()
-    db = "" if Path(db_path).resolve() == Path("results.duckdb").resolve() else f" --db {db_path}"
+    db = "" if Path(db_path).resolve() == Path(DEFAULT_DB_NAME).resolve() else f" --db {db_path}"
     return (
         f"{stash} profile --model resnet10 --batch-size 16 --input-shape 3,32,32 --workers 2 \\\n"
         f"    --synthetic-images 256 --image-px 64 --target-ci 0.1 --max-phase-seconds 40{db}\n"
