@@ -7,6 +7,7 @@ profile runs on this machine (registered or not), the form says so before starti
 """
 
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import streamlit as st
@@ -28,8 +29,9 @@ from stash_core import views
 from stash_core.engine import jobs
 from stash_core.engine.job_state import JobState, PhaseProgress, measuring_processes
 from stash_core.errors import UsageError
+from stash_core.spec import default_of
 from stash_core.views.common import STALL_LABELS
-from stash_core.views.run_form import RunForm
+from stash_core.views.run_form import FIRST_BATCH_SIZE, FIRST_SYNTHETIC_IMAGES, RunForm, number_range
 
 POLL_S = 1.0
 DATA_SOURCES = {
@@ -65,23 +67,32 @@ def busy_notice(running: list[JobState]) -> bool:
     return not st.checkbox("Start anyway", key="run-start-anyway")
 
 
+def number_field(
+    place: Any, label: str, attr: str, first: int | None = None, key: str = "", help: str | None = None
+) -> int:
+    """A whole-number input for spec field `attr`: the spec's bounds (views.run_form.number_range), and its
+    default unless the spec has none (then `first`)."""
+    low, high = number_range(attr)
+    value = int(default_of(attr)) if first is None else first
+    return place.number_input(label, min_value=low, max_value=high, value=value, key=key, help=help)
+
+
 def profile_form(running: list[JobState]) -> None:
     with st.container(border=True):
         st.markdown("##### :material/tune: New profile")
         model, script = model_field()
         cols = st.columns(3)
-        batch_size = cols[0].number_input(
-            "Batch size (per worker)", min_value=1, max_value=65536, value=32, key="run-batch"
+        batch_size = number_field(
+            cols[0], "Batch size (per worker)", "batch_size", FIRST_BATCH_SIZE, key="run-batch"
         )
-        workers = cols[1].number_input(
+        workers = number_field(
+            cols[1],
             "Workers per machine",
-            min_value=1,
-            max_value=64,
-            value=2,
+            "workers_per_node",
             key="run-workers",
             help="GPUs per machine; on a CPU-only machine, worker processes",
         )
-        nodes = cols[2].number_input("Machines (nodes)", min_value=1, max_value=64, value=1, key="run-nodes")
+        nodes = number_field(cols[2], "Machines (nodes)", "nodes", key="run-nodes")
         stall_options = list(STALL_LABELS)
         default_stalls = ["compute", "interconnect", "cpu", "disk"] + (["network"] if nodes > 1 else [])
         stalls = st.pills(
@@ -93,10 +104,10 @@ def profile_form(running: list[JobState]) -> None:
             key="run-stalls",
         )
         data_source = st.radio("Data", list(DATA_SOURCES), format_func=DATA_SOURCES.get, key="run-data")
-        synthetic_images, dataset = 512, ""
+        synthetic_images, dataset = FIRST_SYNTHETIC_IMAGES, ""
         if data_source == "synthetic":
-            synthetic_images = st.number_input(
-                "Number of images", min_value=1, max_value=10_000_000, value=512, key="run-images"
+            synthetic_images = number_field(
+                st, "Number of images", "synthetic_images", FIRST_SYNTHETIC_IMAGES, key="run-images"
             )
         elif data_source == "dataset":
             dataset = st.text_input("Data set folder", placeholder="/data/imagenet/train", key="run-dataset")
@@ -109,13 +120,11 @@ def profile_form(running: list[JobState]) -> None:
         )
         iterations = cols[1].text_input(
             "Iterations per phase",
-            value="auto",
+            value=default_of("iterations"),
             key="run-iterations",
             help="'auto': until the 95% interval is within ±2%; or a number",
         )
-        max_phase_s = cols[2].number_input(
-            "Time limit per phase (s)", min_value=5, max_value=3600, value=60, key="run-maxs"
-        )
+        max_phase_s = number_field(cols[2], "Time limit per phase (s)", "max_phase_s", key="run-maxs")
         device = cols[3].selectbox("Device", ["auto", "cpu", "cuda"], key="run-device")
         cols = st.columns(2)
         instance = cols[0].text_input(

@@ -193,6 +193,15 @@ def default_of(attr: str) -> Any:
 _FIELDS = {spec_field.name: spec_field for spec_field in fields(ProfileSpec)}
 
 
+def option_rule(attr: str) -> Number:
+    """The rule (whole or real, and its range) of the numeric option that sets field `attr`: with default_of,
+    the one table of the options' bounds and defaults, which the dashboard's Run page reads too."""
+    for option in OPTIONS:
+        if option.attr == attr and isinstance(option.type, Number):
+            return option.type
+    raise KeyError(f"no numeric option sets {attr!r}")
+
+
 def _resolved(text: str) -> str | None:
     return str(Path(text).resolve()) if text else None
 

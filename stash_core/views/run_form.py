@@ -6,13 +6,22 @@ words the spec's errors for the form's fields and makes relative paths absolute.
 
 from __future__ import annotations
 
+import math
 import re
 import shlex
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from stash_core.errors import UsageError
-from stash_core.spec import ProfileSpec, check_fields, check_label, script_model_name, script_sha256
+from stash_core.spec import (
+    ProfileSpec,
+    check_fields,
+    check_label,
+    default_of,
+    option_rule,
+    script_model_name,
+    script_sha256,
+)
 from stash_core.spec_parse import FieldError, parse_input_shape, parse_iterations, parse_stalls
 
 # How the form words a wrong spec value: by field, or "field/rule" where a field has several checks. Fields
@@ -41,33 +50,49 @@ FIELD_MESSAGES = {
 }
 
 
+# The form's first values where the spec has no default: a profile names its batch size, and generates a
+# synthetic data set only when asked (the form's data source "synthetic" asks for this many images).
+FIRST_BATCH_SIZE = 32
+FIRST_SYNTHETIC_IMAGES = 512
+
+
 @dataclass
 class RunForm:
-    """What the Run page's form asks for; `profile_args` turns it into `stash profile` arguments."""
+    """What the Run page's form asks for; `profile_args` turns it into `stash profile` arguments. Its
+    defaults are the spec's (stash_core/spec.py), as are the bounds of its numbers (number_range)."""
 
     model: str
     batch_size: int
-    workers: int = 1
-    nodes: int = 1
+    workers: int = default_of("workers_per_node")
+    nodes: int = default_of("nodes")
     stalls: list[str] = field(default_factory=lambda: ["compute", "interconnect", "cpu", "disk"])
     data_source: str = "synthetic"  # synthetic (generated JPEG files) | dataset (a folder) | none
-    synthetic_images: int = 512
+    synthetic_images: int = FIRST_SYNTHETIC_IMAGES
     dataset: str = ""
     input_shape: str = ""
     num_classes: int | None = None
-    iterations: str = "auto"
-    max_phase_s: float = 60.0
+    iterations: str = default_of("iterations")
+    max_phase_s: float = default_of("max_phase_s")
     instance: str = ""
     where: str = "local"  # local | hosts | cluster
     hosts: str = ""
     ssh_user: str = ""
     ssh_key: str = ""
-    device: str = "auto"
+    device: str = default_of("device")
     # Your own training script instead of a model (then model, batch size and data source are not used).
     use_script: bool = False
     script: str = ""
     script_args: str = ""  # as typed after `--` in a shell
     data_dir: str = ""
+
+
+def number_range(attr: str) -> tuple[int, int]:
+    """The whole numbers that the spec's option for field `attr` allows, (lowest, highest): the range the
+    Run page's number inputs offer (a time limit in whole seconds)."""
+    rule = option_rule(attr)
+    low = math.floor(rule.low) + 1 if rule.low_open else math.ceil(rule.low)
+    high = math.ceil(rule.high) - 1 if rule.high_open else math.floor(rule.high)
+    return int(low), int(high)
 
 
 def profile_args(

@@ -16,7 +16,10 @@ from streamlit.testing.v1 import AppTest
 from support import REPO
 
 from stash_core.engine import jobs
+from stash_core.spec import default_of
+from stash_core.spec_parse import BATCH_SIZE
 from stash_core.store import examples
+from stash_core.views.run_form import number_range
 
 APP = str(REPO / "app.py")
 PAGES = {
@@ -175,6 +178,21 @@ def test_run_form_refuses_bad_input_and_starts_nothing(empty_db: Path) -> None:
     app.button(key="run-start").click().run()
     assert app.error[0].value.startswith("Model: no file")
     assert jobs.list_jobs(empty_db) == []
+
+
+def test_run_form_offers_the_specs_bounds_and_defaults(empty_db: Path) -> None:
+    """The Run page's numbers come from the spec's one table of options: its ranges and its defaults."""
+    app = open_page("Run")
+    assert not app.exception
+    fields = {"run-batch": "batch_size", "run-workers": "workers_per_node", "run-nodes": "nodes",
+              "run-images": "synthetic_images", "run-maxs": "max_phase_s"}  # fmt: skip
+    for key, attr in fields.items():
+        field = app.number_input(key=key)
+        assert (field.min, field.max) == number_range(attr), key
+    assert app.number_input(key="run-batch").max == BATCH_SIZE.high
+    assert app.number_input(key="run-workers").value == default_of("workers_per_node")
+    assert app.number_input(key="run-maxs").value == default_of("max_phase_s")
+    assert app.text_input(key="run-iterations").value == default_of("iterations")
 
 
 def test_run_form_offers_a_training_script_and_names_a_missing_one(empty_db: Path) -> None:

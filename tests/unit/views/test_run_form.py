@@ -9,9 +9,9 @@ import pytest
 
 from stash_core.cli.main import build_parser
 from stash_core.errors import UsageError
-from stash_core.spec import ProfileSpec, check_fields
-from stash_core.spec_parse import FieldError
-from stash_core.views.run_form import FIELD_MESSAGES, RunForm, form_message, profile_args
+from stash_core.spec import ProfileSpec, check_fields, option_rule
+from stash_core.spec_parse import BATCH_SIZE, WORKERS, FieldError
+from stash_core.views.run_form import FIELD_MESSAGES, RunForm, form_message, number_range, profile_args
 
 
 def form(**changes) -> RunForm:
@@ -37,8 +37,7 @@ def test_the_command_runs_what_the_form_says(tmp_path: Path) -> None:
     )
     assert spec == ProfileSpec(
         model="resnet18", batch_size=32, workers_per_node=2, stalls=["compute", "interconnect", "cpu"],
-        synthetic_images=512, input_shape=[3, 64, 64], iterations="40", max_phase_s=60.0,
-        instance="p3.8xlarge",
+        synthetic_images=512, input_shape=[3, 64, 64], iterations="40", instance="p3.8xlarge",
     )  # fmt: skip
 
 
@@ -66,9 +65,26 @@ def test_the_emulated_cluster_and_ssh_fields_of_other_places() -> None:
 
 
 def test_options_at_their_default_are_left_out() -> None:
-    args = profile_args(form(workers=1, stalls=["disk", "cpu", "network", "interconnect", "compute"]))
-    assert args == ["--model", "resnet18", "--batch-size", "32", "--synthetic-images", "512",
-                    "--max-phase-seconds", "60"]  # fmt: skip
+    """The form's defaults are the spec's: a form left at them says only what the spec has no default for."""
+    args = profile_args(
+        RunForm(model="resnet18", batch_size=32, stalls=["disk", "cpu", "network", "interconnect", "compute"])
+    )
+    assert args == ["--model", "resnet18", "--batch-size", "32", "--synthetic-images", "512"]
+    args = profile_args(form(max_phase_s=60.0))
+    assert args[args.index("--max-phase-seconds") + 1] == "60"
+
+
+def test_the_forms_numbers_are_bounded_by_the_spec() -> None:
+    """The Run page offers the spec's ranges: the batch sizes and worker counts the command takes, and a
+    time limit in whole seconds above zero."""
+    assert number_range("batch_size") == (1, int(BATCH_SIZE.high))
+    assert number_range("workers_per_node") == number_range("nodes") == (1, int(WORKERS.high))
+    assert number_range("max_phase_s") == (1, int(option_rule("max_phase_s").high))
+    for attr in ("batch_size", "workers_per_node", "nodes", "synthetic_images", "max_phase_s"):
+        low, high = number_range(attr)
+        for value in (low, high):
+            assert option_rule(attr).problem(value) is None, (attr, value)
+        assert option_rule(attr).problem(high + 1) is not None
 
 
 @pytest.mark.parametrize(
