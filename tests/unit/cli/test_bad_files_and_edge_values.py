@@ -1,6 +1,7 @@
-"""A second round of bad inputs, on every command: special files where a file is read or written (FIFOs,
+"""Bad files and edge values on every command: special files where a file is read or written (FIFOs,
 devices, folders, links to /dev/zero), another program's database, byte-order marks and bad encodings,
-JSON nested too deeply, numbers at the edge of a double, model factories that hang or exit.
+JSON nested too deeply, numbers at the edge of a double, model factories that hang or exit (the plainer bad
+values of every option are test_bad_inputs.py's).
 
 Each case runs `stash` in-process against one seeded database and must end with exit status 2 and one line
 on stderr that says the reason, the database's rows unchanged, no file of the world replaced or changed
@@ -138,7 +139,7 @@ SPECIALS = ("fifo", "zero", "null", "folder", "urandom")
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory) -> dict[str, str]:
-    root = tmp_path_factory.mktemp("round2")
+    root = tmp_path_factory.mktemp("bad-files")
     db = root / "seeded.duckdb"
     assert stash("ingest", *map(str, EXAMPLES), "--db", str(db)).returncode == 0
     places = {"db": str(db), "tmp": str(root)}
@@ -418,7 +419,7 @@ def seeded(world):
     return (_rows(world["db"]), _foreign_rows(world["foreign"])), _file_states(world)
 
 
-def test_the_round_has_200_cases_each_named_once():
+def test_the_table_has_200_cases_each_named_once():
     assert len(CASES) >= 200 and len({case_id for case_id, _, _ in CASES}) == len(CASES)
 
 
