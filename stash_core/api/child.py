@@ -1,5 +1,5 @@
 """`python -m stash_core.api.child PROFILE_ARGS`: one profile in a process of its own, the way the dashboard's
-background runs (engine/jobs.py) and a campaign's profiles (decide/campaign.py) start it
+background runs (engine/jobs.py) and a campaign's profiles (campaign/local.py) start it
 (engine/profile_child.py builds the command).
 
 The arguments are `stash profile`'s, parsed by the same parser; the flow is the command's

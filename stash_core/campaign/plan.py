@@ -1,12 +1,10 @@
-"""`stash campaign`: plan a sweep of profiles, run the ones not stored yet, show progress and time left.
+"""A campaign's plan: the configurations of a sweep of profiles, which of them are stored already, and the
+`stash profile` arguments of each (run here or over SSH by local.py, on rented machines by cloud.py).
 
 A campaign is the product models x batch sizes x workers per node x nodes (x link bandwidths, for multi-node
-configurations on the emulated cluster). Each configuration is one profile in a child process
-(`python -m stash_core.api.child ARGS --db DB --progress json`, ARGS being `stash profile`'s), so a crash of
-one profile cannot take the campaign down and every finished profile is already in the database.
-Re-running the same command skips the configurations stored as completed (same model, batch size, workers
-per node, nodes and instance label), which makes a campaign resumable after Ctrl-C, a reboot or a failed
-profile.
+configurations on the emulated cluster). Re-running the same campaign skips the configurations stored as
+completed (same model, batch size, workers per node, nodes and instance label), which makes a campaign
+resumable after Ctrl-C, a reboot or a failed profile.
 
 Emulated bandwidths are recorded in the instance label ("<instance>@<bandwidth>", e.g. "local@1gbit"), which
 is how resume tells them apart and how the stall fits read the bandwidth back.
@@ -18,12 +16,11 @@ import re
 import socket
 import sys
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from stash_core.engine.profile_child import profile_command, run_profile_child
+from stash_core.engine.profile_child import profile_command
 from stash_core.errors import UsageError
 from stash_core.spec import ProfileSpec
 from stash_core.spec_parse import parse_input_shape, parse_iterations, parse_stalls
@@ -70,17 +67,6 @@ class CampaignSettings:
     results_dir: Path | None = None
     extra_args: list[str] = field(default_factory=list)
     python: str = sys.executable
-
-
-@dataclass
-class CampaignOutcome:
-    """What happened to each configuration."""
-
-    planned: list[CampaignItem]
-    skipped: list[CampaignItem] = field(default_factory=list)
-    completed: list[tuple[CampaignItem, str]] = field(default_factory=list)  # (item, run_id)
-    failed: list[tuple[CampaignItem, str]] = field(default_factory=list)  # (item, reason)
-    elapsed_s: float = 0.0
 
 
 def family_models(family: str, depths: list[int] | None = None) -> list[str]:
@@ -139,17 +125,20 @@ def plan_campaign(
     nodes: list[int],
     bandwidths: list[str] | None = None,
     instance: str | None = None,
+    check_models: bool = True,
 ) -> list[CampaignItem]:
     """Every configuration of the sweep, in a stable order (small models first within each setting).
 
-    Bandwidths apply to multi-node configurations only; a one-node configuration is planned once.
+    Bandwidths apply to multi-node configurations only; a one-node configuration is planned once. The model
+    names are checked (check_model_names) unless the caller checked them already.
     """
     for values, what in ((batch_sizes, "batch sizes"), (workers, "workers"), (nodes, "nodes")):
         if not values or any(isinstance(v, bool) or not isinstance(v, int) or v <= 0 for v in values):
             raise UsageError(f"{what} must be a list of positive whole numbers, got {values!r}")
     if not models:
         raise UsageError("a campaign needs at least one model")
-    check_model_names(models)
+    if check_models:
+        check_model_names(models)
     plan: list[CampaignItem] = []
     for node_count in _unique(nodes):
         rates = _unique(bandwidths or []) if node_count > 1 else []
@@ -216,58 +205,6 @@ def profile_args(item: CampaignItem, settings: CampaignSettings) -> list[str]:
 def profile_argv(item: CampaignItem, settings: CampaignSettings) -> list[str]:
     """The command line of one configuration's profile child (`stash profile`'s arguments)."""
     return profile_command(settings.db_path, profile_args(item, settings), settings.python)
-
-
-Runner = Callable[[CampaignItem, CampaignSettings, Callable[[dict[str, Any]], None]], dict[str, Any]]
-
-
-def subprocess_runner(
-    item: CampaignItem, settings: CampaignSettings, on_event: Callable[[dict[str, Any]], None]
-) -> dict[str, Any]:
-    """Run one profile in a child process (engine/profile_child.py); returns status, run_id, error,
-    exit_code."""
-    return run_profile_child(settings.db_path, profile_args(item, settings), on_event, settings.python)
-
-
-def run_campaign(
-    plan: list[CampaignItem],
-    settings: CampaignSettings,
-    runner: Runner = subprocess_runner,
-    report: Callable[[str], None] | None = None,
-    on_event: Callable[[dict[str, Any]], None] | None = None,
-) -> CampaignOutcome:
-    """Run every configuration of `plan` not stored yet, one after the other; returns what happened.
-
-    `report` gets one line per step with progress and the estimated time left; `on_event` gets the protocol
-    messages of the running profile (for a live progress display). A profile that fails is recorded and the
-    campaign goes on; a profile refused as bad usage (exit status 2) stops it, as every other one would be
-    refused the same way.
-    """
-    report = report or (lambda line: None)
-    on_event = on_event or (lambda event: None)
-    todo, stored = split_done(plan, settings.db_path)
-    outcome = CampaignOutcome(planned=list(plan), skipped=stored)
-    if stored:
-        report(f"{len(stored)} of {len(plan)} configuration(s) already stored in {settings.db_path}: skipped")
-    started = time.monotonic()
-    durations: list[float] = []
-    for index, item in enumerate(todo):
-        report(f"[{index + 1}/{len(todo)}] {item.describe()}  {eta_text(durations, len(todo) - index)}")
-        item_started = time.monotonic()
-        result = runner(item, settings, on_event)
-        durations.append(time.monotonic() - item_started)
-        if result.get("status") == "completed":
-            outcome.completed.append((item, result.get("run_id") or ""))
-            report(f"      done in {durations[-1]:.0f} s: run {result.get('run_id')}")
-        else:
-            reason = result.get("error") or result.get("status") or "failed"
-            outcome.failed.append((item, reason))
-            report(f"      {result.get('status') or 'failed'} after {durations[-1]:.0f} s: {reason}")
-            if result.get("exit_code") == 2:
-                outcome.elapsed_s = time.monotonic() - started
-                raise UsageError(f"campaign stopped: stash profile refused {item.describe()}: {reason}")
-    outcome.elapsed_s = time.monotonic() - started
-    return outcome
 
 
 def eta_text(durations: list[float], remaining: int) -> str:

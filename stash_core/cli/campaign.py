@@ -7,8 +7,9 @@ import sys
 from typing import Any
 
 from stash_core.cli.args import add_db_argument, comma_list, count, db_path, identifier
-from stash_core.pathargs import output_path
+from stash_core.cli.campaign_cloud import add_cloud_arguments, check_cloud_options, cmd_cloud
 from stash_core.errors import UsageError
+from stash_core.pathargs import output_path
 from stash_core.spec_parse import (
     BATCH_SIZE,
     WORKERS,
@@ -48,7 +49,8 @@ def add_commands(subparsers: Any, parser_class: type[argparse.ArgumentParser] | 
     )
     camp.add_argument("--batch-sizes", type=comma_list(BATCH_SIZE), default="32", help="comma list")
     camp.add_argument(
-        "--workers", type=comma_list(WORKERS), default="2", help="comma list of workers per node"
+        "--workers", type=comma_list(WORKERS), default=None,
+        help="comma list of workers per node (default 2; with --cloud, every GPU of the instance type)",
     )
     camp.add_argument("--nodes", type=comma_list(WORKERS), default="1", help="comma list of node counts")
     camp.add_argument(
@@ -68,16 +70,18 @@ def add_commands(subparsers: Any, parser_class: type[argparse.ArgumentParser] | 
     )
     camp.add_argument("--results-dir", type=output_path, default=None, help="where result files go")
     camp.add_argument("--dry-run", action="store_true", help="print the plan and what is stored, run nothing")
+    add_cloud_arguments(camp)
     add_db_argument(camp)
 
 
 def cmd_campaign(args: argparse.Namespace) -> int:
-    from stash_core.decide.campaign import CampaignSettings, plan_campaign, run_campaign
+    from stash_core.campaign.local import run_campaign
+    from stash_core.campaign.plan import CampaignSettings, plan_campaign
 
     models = _models(args)
+    check_cloud_options(args)
     if args.bandwidths and max(args.nodes) <= 1:
         raise UsageError("--bandwidths needs --nodes with at least one count above 1")
-    plan = plan_campaign(models, args.batch_sizes, args.workers, args.nodes, args.bandwidths, args.instance)
     if args.results_dir is not None and args.results_dir.exists() and not args.results_dir.is_dir():
         raise UsageError(f"--results-dir {args.results_dir} is not a directory")
     settings = CampaignSettings(
@@ -89,6 +93,10 @@ def cmd_campaign(args: argparse.Namespace) -> int:
         device=args.device,
         results_dir=args.results_dir,
     )
+    if args.cloud:
+        return cmd_cloud(args, models, settings)
+    workers = args.workers or [2]
+    plan = plan_campaign(models, args.batch_sizes, workers, args.nodes, args.bandwidths, args.instance)
     if args.dry_run:
         _print_plan(plan, settings)
         return 0
@@ -107,7 +115,7 @@ def cmd_campaign(args: argparse.Namespace) -> int:
 
 
 def _models(args: argparse.Namespace) -> list[str]:
-    from stash_core.decide.campaign import family_models
+    from stash_core.campaign.plan import family_models
 
     if args.family:
         return family_models(args.family, args.depths)
@@ -117,7 +125,7 @@ def _models(args: argparse.Namespace) -> list[str]:
 
 
 def _print_plan(plan: list, settings: Any) -> None:
-    from stash_core.decide.campaign import split_done
+    from stash_core.campaign.plan import split_done
 
     todo, stored = split_done(plan, settings.db_path)
     stored_keys = {item.key for item in stored}

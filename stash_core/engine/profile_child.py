@@ -4,7 +4,7 @@ foreground read by its protocol lines (measure/protocol.py).
 The child is `python -m stash_core.api.child` with `stash profile`'s arguments: the profile flow itself, not
 the `stash` command (whose parsing of every other command it does not need). Background runs for the
 dashboard (engine/jobs.py) start it under a wrapper that records its exit status; a campaign
-(decide/campaign.py) runs one configuration after the other through run_profile_child.
+(campaign/local.py) runs one configuration after the other through run_profile_child.
 """
 
 from __future__ import annotations

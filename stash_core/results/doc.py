@@ -75,6 +75,11 @@ path only, never its contents), `remote_python`, `remote_workdir`, `cluster` (`"
 (`kind` `"emulated"`, `bandwidth_bps`, `rate_bps`, `latency_us`, `loss_pct`, `netem`: whether the kernel
 could emulate latency and loss at all).
 
+A run that a cloud campaign (`stash campaign --cloud`) brought back has `cloud` in its spec: `provider`,
+`region`, `instance_type` (also its `instance` label), `pricing` (`on-demand` or `spot`), `usd_per_h` (the
+catalog's hourly price the plan used), `price_date`, `price_region` (the region of that price, when the
+catalog says) and `cluster` (the SkyPilot cluster it ran on).
+
 Each probe set: `probe_id`, `run_id`, `phase`, `instance`, `link_gbps`, `started_at`, `hostname`, `backend`,
 `device`, `world_size`, `nodes`, `workers_per_node`, `allreduce` (list of `size_bytes`, `repetitions`,
 `time_s`, `time_min_s`, `algbw_gbps`, `busbw_gbps`), `skipped_sizes_bytes` (sizes left out because one call

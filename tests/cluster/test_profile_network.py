@@ -16,7 +16,8 @@ import duckdb
 import pytest
 from clusterkit import NET_MODEL, cluster_fixture, net_profile, stash_argv, stash_env
 
-from stash_core.decide.campaign import CampaignSettings, plan_campaign, run_campaign
+from stash_core.campaign.local import run_campaign
+from stash_core.campaign.plan import CampaignSettings, plan_campaign
 from stash_core.decide.fit import fit_stall_models, parse_rate_gbps, predict_stall
 
 pytestmark = [pytest.mark.cluster, pytest.mark.quiet]  # measured stalls and probes against the link's rate

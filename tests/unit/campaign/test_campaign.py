@@ -9,7 +9,8 @@ import pytest
 from result_docs import result_doc
 
 from stash_core.api.options import parse_profile
-from stash_core.decide.campaign import (
+from stash_core.campaign.local import run_campaign, subprocess_runner
+from stash_core.campaign.plan import (
     CampaignSettings,
     eta_text,
     family_models,
@@ -17,9 +18,7 @@ from stash_core.decide.campaign import (
     plan_campaign,
     profile_argv,
     profile_spec,
-    run_campaign,
     split_done,
-    subprocess_runner,
 )
 from stash_core.errors import UsageError
 from stash_core.spec import ProfileSpec

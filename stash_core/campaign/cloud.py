@@ -1,0 +1,270 @@
+"""`stash campaign --cloud`: each instance type of a priced plan (cloud_plan.py) on a cluster of its own,
+through SkyPilot's Python API, and always torn down.
+
+Per instance type: SkyPilot launches the cluster with the task of skypilot_task.py (the instance type in its
+region, spot or not, autostop with teardown as a safety net, this checkout as the workdir, the set-up of
+Stash, the profiles not stored yet); the job's log is followed, and each profile the run script announces as
+finished is copied back over SSH at once (`ssh CLUSTER`, as SkyPilot names its clusters for ssh) and stored
+with the instance type as its label and the cloud, region, pricing and price date in its spec
+(`spec.cloud`). Then the cluster is torn down. Several instance types run at once with `parallel`.
+
+Whatever happens, each cluster is torn down: a launch that fails (no capacity, quota: SkyPilot's exceptions),
+a machine lost mid-profile (spot preemption), profiles that fail there, Ctrl-C (or SIGTERM, SIGHUP) and errors
+here. A teardown that fails leaves the cluster to its autostop and names it in one line with the command that
+removes it. Only a crash of this process (SIGKILL, power) skips the teardown: autostop removes the cluster
+once it is idle, and re-running the campaign finds the cluster by its name, cancels what it still runs and
+uses it.
+Finished results are stored as they arrive, so a re-run runs only what is not stored.
+
+`sky` is SkyPilot's module, or an object with the same functions (tests).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from stash_core.campaign.cloud_plan import CloudPlan, InstancePlan
+from stash_core.campaign.cloud_results import COPY_TIMEOUT_S, ResultCopier
+from stash_core.campaign.plan import CampaignItem, CampaignSettings
+from stash_core.campaign.remote import parse_finished, parse_setting_up, parse_started
+from stash_core.campaign.skypilot_task import task_config
+from stash_core.errors import first_line
+from stash_core.interrupts import held_interrupts
+
+DEFAULT_IDLE_MINUTES = 15
+END_WAIT_S = 120.0  # after Ctrl-C and the teardowns, how long the workers get to end
+
+
+@dataclass
+class TypeOutcome:
+    """What happened on one instance type."""
+
+    plan: InstancePlan
+    state: str = "waiting"  # waiting, provisioning, profiling, down, launch failed, left running, skipped
+    completed: list[tuple[CampaignItem, str]] = field(default_factory=list)
+    failed: list[tuple[CampaignItem, str]] = field(default_factory=list)
+    error: str | None = None
+    left_running: str | None = None  # the one line that names a cluster not torn down
+    started: float | None = None
+    ended: float | None = None
+    # held while a finished profile's result is copied back and stored: a teardown waits for it
+    copying: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def spent_usd(self) -> float:
+        if self.started is None:
+            return 0.0
+        seconds = (self.ended or time.monotonic()) - self.started
+        return seconds / 3600.0 * self.plan.offer.usd_per_h
+
+    @property
+    def lost(self) -> list[CampaignItem]:
+        """The configurations that ran (or were to run) here and came back neither completed nor failed."""
+        done = {item.key for item, _ in self.completed} | {item.key for item, _ in self.failed}
+        return [item for item in self.plan.items if item.key not in done]
+
+
+class _Clusters:
+    """The clusters this campaign may have started, each torn down once (by its worker or on Ctrl-C)."""
+
+    def __init__(self, sky: Any, idle_minutes: int) -> None:
+        self.sky, self.idle_minutes = sky, idle_minutes
+        self.lock = threading.Lock()
+        self.live: dict[str, TypeOutcome] = {}
+
+    def add(self, outcome: TypeOutcome) -> None:
+        with self.lock:
+            self.live[outcome.plan.cluster] = outcome
+
+    def down(self, outcome: TypeOutcome) -> None:
+        """Tear the cluster down (once); on failure, name it and the command that removes it."""
+        cluster = outcome.plan.cluster
+        with self.lock:
+            if self.live.pop(cluster, None) is None:
+                return
+        # a result being copied back is kept: its copy ends first (ssh gives up within COPY_TIMEOUT_S)
+        copied = outcome.copying.acquire(timeout=COPY_TIMEOUT_S + 10)
+        with held_interrupts():
+            try:
+                self.sky.get(self.sky.down(cluster))
+                if outcome.state != "launch failed":
+                    outcome.state = "down"
+            except Exception as error:  # noqa: BLE001 - SkyPilot's errors, or none left to remove
+                if _no_such_cluster(error):
+                    outcome.ended = outcome.ended or time.monotonic()
+                    return
+                outcome.left_running = (
+                    f"{cluster} ({outcome.plan.offer.name}) may still be running (its autostop removes it "
+                    f"after {self.idle_minutes} idle minutes): remove it now with `sky down {cluster}` "
+                    f"(teardown failed: {first_line(str(error))})"
+                )
+                outcome.state = "left running"
+            finally:
+                outcome.ended = outcome.ended or time.monotonic()
+                if copied:
+                    outcome.copying.release()
+
+    def down_all(self) -> None:
+        for outcome in list(self.live.values()):
+            self.down(outcome)
+
+
+def _no_such_cluster(error: BaseException) -> bool:
+    return type(error).__name__ == "ClusterDoesNotExist"
+
+
+def run_cloud_campaign(
+    plan: CloudPlan,
+    settings: CampaignSettings,
+    sky: Any,
+    report: Callable[[str], None] | None = None,
+    idle_minutes: int = DEFAULT_IDLE_MINUTES,
+    results_dir: Path | None = None,
+) -> list[TypeOutcome]:
+    """Run every instance type of `plan` that has profiles to run, `plan.parallel` at a time; returns one
+    outcome per instance type. Ctrl-C tears every cluster down, then raises KeyboardInterrupt."""
+    report = report or (lambda line: None)
+    outcomes = [TypeOutcome(item) for item in plan.instances]
+    clusters = _Clusters(sky, idle_minutes)
+    copier = ResultCopier(settings.db_path, Path(results_dir or settings.results_dir or "results"))
+    stop = threading.Event()
+    lock = threading.Lock()
+
+    def say(outcome: TypeOutcome, text: str) -> None:
+        with lock:
+            spent = sum(item.spent_usd for item in outcomes)
+        report(f"{outcome.plan.offer.name:<14} {text}  (${spent:.2f} spent so far at catalog prices)")
+
+    for outcome in outcomes:
+        if not outcome.plan.todo:
+            outcome.state = "skipped"
+            say(outcome, f"all {len(outcome.plan.stored)} configuration(s) stored: not launched")
+    todo = [outcome for outcome in outcomes if outcome.plan.todo]
+    pool = ThreadPoolExecutor(max_workers=max(1, plan.parallel), thread_name_prefix="stash-cloud")
+    futures = []
+    try:
+        futures += [
+            pool.submit(_run_type, outcome, settings, sky, clusters, copier, idle_minutes, stop, say)
+            for outcome in todo
+        ]
+        pending = set(futures)
+        while pending:
+            done, pending = wait(pending, timeout=0.2, return_when=FIRST_EXCEPTION)
+            for future in done:
+                future.result()  # an error here: raised, after every cluster is down (below)
+    except BaseException as error:
+        stop.set()
+        if clusters.live:
+            why = "interrupted" if isinstance(error, KeyboardInterrupt) else first_line(str(error))
+            report(f"stopping ({why}): tearing down {', '.join(sorted(clusters.live))} first")
+        clusters.down_all()
+        pool.shutdown(wait=False, cancel_futures=True)
+        wait(futures, timeout=END_WAIT_S)  # the workers end as their clusters go
+        raise
+    finally:
+        for outcome in outcomes:
+            if outcome.left_running:
+                report(outcome.left_running)
+    pool.shutdown(wait=True)
+    return outcomes
+
+
+def _run_type(outcome, settings, sky, clusters, copier, idle_minutes, stop, say) -> None:
+    """One instance type: launch, follow the profiles (copying each back as it finishes), tear down."""
+    plan = outcome.plan
+    if stop.is_set():
+        outcome.state = "skipped"
+        return
+    offer = plan.offer
+    outcome.state = "provisioning"
+    outcome.started = time.monotonic()
+    clusters.add(outcome)
+    if stop.is_set():  # stopped while this one was being registered: the main thread may have missed it
+        clusters.down(outcome)
+        return
+    try:
+        _reuse_left_cluster(sky, plan.cluster, say, outcome)
+        say(outcome, f"provisioning {plan.cluster} ({offer.provider} {offer.region}, {offer.pricing} "
+                     f"${offer.usd_per_h:g}/h), then setting up Stash")  # fmt: skip
+        task = sky.Task.from_yaml_config(task_config(plan, settings, idle_minutes))
+        request = sky.launch(task, cluster_name=plan.cluster, idle_minutes_to_autostop=idle_minutes,
+                             down=True, retry_until_up=False)  # fmt: skip
+        setting_up = LineStream(lambda line: parse_setting_up(line) and say(outcome, "setting up Stash"))
+        job_id, _ = sky.stream_and_get(request, output_stream=setting_up)
+    except Exception as error:  # noqa: BLE001 - SkyPilot's launch errors (capacity, quota, credentials)
+        outcome.state, outcome.error = "launch failed", f"{type(error).__name__}: {first_line(str(error))}"
+        say(outcome, f"launch failed: {outcome.error}")
+        clusters.down(outcome)
+        return
+    outcome.state = "profiling"
+    total = len(plan.items)
+    say(outcome, f"set up: profiling 0 of {total}")
+    by_name = {copier.file_name(item): item for item in plan.items}
+
+    def on_line(line: str) -> None:
+        started = parse_started(line)
+        if started:
+            say(outcome, f"profiling {started[0]} of {started[1]}")
+        finished = parse_finished(line)
+        if not finished or finished.file_name not in by_name:
+            return
+        item = by_name[finished.file_name]
+        with outcome.copying:
+            if stop.is_set() or plan.cluster not in clusters.live:  # being torn down: nothing to copy
+                return
+            status, text = copier.fetch(plan, item, finished)
+            (outcome.completed if status == "completed" else outcome.failed).append((item, text))
+            say(outcome, f"copied back {finished.index} of {finished.total}: {item.describe()} {status}"
+                         f"{'' if status == 'completed' else ': ' + text}")  # fmt: skip
+
+    try:
+        exit_code = sky.tail_logs(plan.cluster, job_id, follow=True, output_stream=LineStream(on_line))
+        if exit_code and outcome.lost and not stop.is_set():
+            outcome.error = f"the job ended (exit {exit_code}) before {len(outcome.lost)} profile(s) finished"
+    except Exception as error:  # noqa: BLE001 - the cluster went away (preemption) or SkyPilot failed
+        if not stop.is_set():
+            outcome.error = f"{type(error).__name__}: {first_line(str(error))}"
+    if outcome.lost and not stop.is_set():
+        say(
+            outcome, f"{len(outcome.lost)} profile(s) not finished: {outcome.error or 'the machine was lost'}"
+        )
+    say(outcome, f"tearing down {plan.cluster}")
+    clusters.down(outcome)
+    if outcome.state == "down":
+        say(outcome, f"down: {len(outcome.completed)} completed, {len(outcome.failed)} failed, "
+                     f"{len(outcome.lost)} not finished")  # fmt: skip
+
+
+def _reuse_left_cluster(sky, cluster: str, say, outcome) -> None:
+    """A cluster of this name left by an earlier run that did not end (a crash): its jobs cancelled, so
+    that the launch reuses it for the profiles not stored."""
+    records = sky.get(sky.status(cluster_names=[cluster]))
+    if records:
+        say(outcome, f"found {cluster}, left by an earlier run: cancelling its jobs and using it")
+        sky.get(sky.cancel(cluster, all=True))
+
+
+class LineStream:
+    """A text stream for SkyPilot's output_stream: each complete line to `on_line`."""
+
+    def __init__(self, on_line: Callable[[str], None]) -> None:
+        self.on_line, self.buffer = on_line, ""
+
+    def write(self, text: str) -> int:
+        self.buffer += text
+        *lines, self.buffer = self.buffer.split("\n")
+        for line in lines:
+            self.on_line(line.rstrip("\r"))
+        return len(text)
+
+    def flush(self) -> None:
+        pass
+
+    def writable(self) -> bool:
+        return True

@@ -1,0 +1,313 @@
+"""The plan of a cloud campaign, priced before anything starts: per instance type, its catalog row (price,
+price date, region), the configurations to run there and those stored already, and the predicted time of
+each profile (the step model's iteration time and the campaign's settings), start-up included.
+
+Time on a rented machine runs from its launch to its teardown:
+    launch (PROVISION_S) + set-up of Stash and its pinned packages (SETUP_S) + every profile not stored yet
+    + copying back and teardown (FINISH_S);
+a profile is its start (PROFILE_START_S: the process, the model, the data) and, per run of its chain
+(engine/plan.py), each launch's start (LAUNCH_START_S) and its iterations at the predicted step time, never
+more than the run's time cap (--max-phase-seconds). With --iterations auto a run is counted at its cap: it
+stops at --max-iterations iterations or at the cap, whichever comes first (often earlier, at its target
+interval). A model the step model cannot predict is counted at the cap of each run. Cost = time x the
+catalog's hourly price (on-demand, or spot with --spot), as the clouds bill it by the second. An instance
+type whose configurations are all stored costs nothing: it is not launched.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import stash_core
+from stash_core.campaign.plan import (
+    CampaignItem,
+    CampaignSettings,
+    check_model_names,
+    plan_campaign,
+    profile_spec,
+    split_done,
+)
+from stash_core.catalog import get_instance
+from stash_core.catalog.prices import hourly_price
+from stash_core.engine.plan import launches_of, plan_phases
+from stash_core.errors import UsageError
+from stash_core.units import finite_float
+
+PROVISION_S = 300.0  # a VM started and SkyPilot's runtime on it (typically 2 to 5 minutes)
+SETUP_S = 300.0  # a Python 3.11 environment and the pinned packages, CUDA torch included (some 3 GB)
+FINISH_S = 60.0  # the last results copied back, and the teardown until billing stops
+PROFILE_START_S = 30.0  # a profile's process, model and data before its first launch
+LAUNCH_START_S = 8.0  # each launch's workers started (torchrun, CUDA context)
+PROBE_S = 10.0  # the bandwidth probe after a run of several workers
+DEFAULT_REGIONS = {"aws": "us-east-1", "gcp": "us-central1", "azure": "eastus"}
+CLOUDS = tuple(DEFAULT_REGIONS)
+_SOURCE_REGION = re.compile(r"\bregion ([a-z][a-z0-9-]*[a-z0-9])\b")
+MAX_INSTANCE_TYPES = 50
+
+
+@dataclass(frozen=True)
+class Offer:
+    """One instance type as the catalog prices it."""
+
+    name: str
+    provider: str
+    region: str  # where it is launched: --region, else the region of its price, else the cloud's default
+    price_region: str | None  # the region the catalog's price is for, when the catalog says
+    gpus: int
+    accelerator: str | None
+    usd_per_h: float
+    spot: bool
+    price_date: str | None
+
+    @property
+    def pricing(self) -> str:
+        return "spot" if self.spot else "on-demand"
+
+
+@dataclass(frozen=True)
+class ProfileEstimate:
+    item: CampaignItem
+    seconds: float
+    basis: str  # "step model", or "time cap": every run at its cap (or no prediction of this model here)
+
+
+@dataclass
+class InstancePlan:
+    """One instance type: its offer, cluster name, the profiles to run there and those already stored."""
+
+    offer: Offer
+    cluster: str
+    todo: list[ProfileEstimate]
+    stored: list[CampaignItem]
+
+    @property
+    def overhead_s(self) -> float:
+        return PROVISION_S + SETUP_S + FINISH_S if self.todo else 0.0
+
+    @property
+    def profiles_s(self) -> float:
+        return sum(estimate.seconds for estimate in self.todo)
+
+    @property
+    def seconds(self) -> float:
+        return self.overhead_s + self.profiles_s
+
+    @property
+    def cost_usd(self) -> float:
+        return self.seconds / 3600.0 * self.offer.usd_per_h
+
+    @property
+    def items(self) -> list[CampaignItem]:
+        return [estimate.item for estimate in self.todo]
+
+
+@dataclass
+class CloudPlan:
+    instances: list[InstancePlan]
+    spot: bool
+    parallel: int = 1
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def cost_usd(self) -> float:
+        return sum(plan.cost_usd for plan in self.instances)
+
+    @property
+    def machine_s(self) -> float:
+        return sum(plan.seconds for plan in self.instances)
+
+    @property
+    def wall_s(self) -> float:
+        """The campaign's duration with --parallel N: the longest instance types first, each to the first
+        free slot."""
+        slots = [0.0] * max(1, self.parallel)
+        for seconds in sorted((plan.seconds for plan in self.instances if plan.todo), reverse=True):
+            slots[slots.index(min(slots))] += seconds
+        return max(slots)
+
+    @property
+    def price_dates(self) -> list[str]:
+        return sorted({plan.offer.price_date or "undated" for plan in self.instances})
+
+
+# (model, batch size, workers, instance names) -> {instance: (iteration_s, compute_s)}, plus notes
+Predict = Callable[[str, int, int, list[str]], tuple[dict[str, tuple[float, float]], list[str]]]
+
+
+def offer_of(db_path: Path | str, name: str, spot: bool = False, region: str | None = None) -> Offer:
+    """The catalog's row of `name` as an Offer; UsageError (one line) when it is not in the catalog, is not
+    on a cloud SkyPilot launches here, or has no price of the kind asked."""
+    row = get_instance(db_path, name)
+    if row is None:
+        raise UsageError(
+            f"instance type {name} is not in the catalog (see `stash instances list`; add it with "
+            "`stash instances add` or import SkyPilot's prices with `stash instances import --skypilot`)"
+        )
+    provider = str(row.get("provider") or "").lower()
+    if provider not in CLOUDS:
+        raise UsageError(f"instance type {name} is on {provider or 'no cloud'}: --cloud launches on "
+                         f"{', '.join(CLOUDS)}")  # fmt: skip
+    price, why = hourly_price(row, name, "spot" if spot else "on_demand")
+    if price is None:
+        raise UsageError(f"--spot: {why}" if spot else why)
+    price_region = row.get("region") or _source_region(row.get("source"))
+    gpus = finite_float(row.get("accelerator_count"))
+    return Offer(
+        name=name, provider=provider, region=region or price_region or DEFAULT_REGIONS[provider],
+        price_region=price_region, gpus=int(gpus or 0), accelerator=row.get("accelerator") or None,
+        usd_per_h=float(price), spot=spot,
+        price_date=str(row["price_date"]) if row.get("price_date") else None,
+    )  # fmt: skip
+
+
+def _source_region(source: object) -> str | None:
+    found = _SOURCE_REGION.search(str(source or ""))
+    return found.group(1) if found else None
+
+
+def cluster_name(instance: str, db_path: Path | str) -> str:
+    """The SkyPilot cluster of one instance type for one database: the same name on every run of the same
+    campaign, so a re-run after a crash finds (and reuses, or removes) the cluster it left."""
+    slug = re.sub(r"[^a-z0-9]+", "-", instance.lower()).strip("-")[:24].strip("-")
+    digest = hashlib.sha256(f"{Path(db_path).resolve()}\0{instance}".encode()).hexdigest()[:6]
+    return f"stash-{slug}-{digest}"
+
+
+def plan_cloud(
+    instances: list[str],
+    models: list[str],
+    batch_sizes: list[int],
+    workers: list[int] | None,
+    settings: CampaignSettings,
+    spot: bool = False,
+    region: str | None = None,
+    parallel: int = 1,
+    predict: Predict | None = None,
+) -> CloudPlan:
+    """Every instance type's offer, configurations (workers: the given counts, else all its GPUs) and the
+    predicted time of each profile not stored yet."""
+    names = list(dict.fromkeys(name.strip() for name in instances if name.strip()))
+    if not names:
+        raise UsageError("--cloud needs --instances: a comma list of catalog instance types")
+    if len(names) > MAX_INSTANCE_TYPES:
+        raise UsageError(f"--instances: at most {MAX_INSTANCE_TYPES} instance types, got {len(names)}")
+    models = workdir_models(models)
+    offers = [offer_of(settings.db_path, name, spot, region) for name in names]
+    sweeps = []
+    for offer in offers:
+        counts = list(workers) if workers else [max(offer.gpus, 1)]
+        too_many = [count for count in counts if offer.gpus and count > offer.gpus]
+        if too_many:
+            raise UsageError(f"--workers {max(too_many)}: {offer.name} has {offer.gpus} GPU(s)")
+        sweep = plan_campaign(models, batch_sizes, counts, [1], instance=offer.name, check_models=False)
+        sweeps.append((offer, *split_done(sweep, settings.db_path)))
+    steps, notes = _predicted(sweeps, predict or predict_steps(settings))
+    plans = []
+    for offer, todo, stored in sweeps:
+        estimates = []
+        for item in todo:
+            seconds, basis = profile_seconds(
+                profile_spec(item, settings), steps.get((_config(item), offer.name))
+            )
+            estimates.append(ProfileEstimate(item, seconds, basis))
+        plans.append(InstancePlan(offer, cluster_name(offer.name, settings.db_path), estimates, stored))
+    return CloudPlan(plans, spot, parallel, notes)
+
+
+def workdir_models(models: list[str]) -> list[str]:
+    """The models as the rented machine finds them: a model file (FILE.py:FACTORY) must lie in this checkout,
+    which SkyPilot copies there as the workdir, and is named by its path inside it."""
+    check_model_names(models)
+    root = Path(stash_core.PACKAGE_PARENT).resolve()
+    named = []
+    for model in models:
+        location, _, factory = model.rpartition(":")
+        if not location.endswith(".py"):
+            named.append(model)
+            continue
+        path = Path(location).expanduser().resolve()
+        if not path.is_relative_to(root):
+            raise UsageError(f"--models {model}: with --cloud a model file must lie in {root} (copied to "
+                             "each machine as the workdir), or give package.module:FACTORY")  # fmt: skip
+        named.append(f"{path.relative_to(root).as_posix()}:{factory}")
+    return named
+
+
+def _config(item: CampaignItem) -> tuple[str, int, int]:
+    return (item.model, item.batch_size, item.workers_per_node)
+
+
+def _predicted(sweeps: list, predict: Predict) -> tuple[dict, list[str]]:
+    """{(configuration, instance): (iteration_s, compute_s)} from one prediction per configuration over every
+    instance type that runs it, and the notes of what could not be predicted."""
+    wanted: dict[tuple[str, int, int], list[str]] = {}
+    for offer, todo, _ in sweeps:
+        for item in todo:
+            wanted.setdefault(_config(item), []).append(offer.name)
+    steps, notes = {}, []
+    for config, names in wanted.items():
+        found, why = predict(*config, names)
+        steps.update({(config, name): value for name, value in found.items()})
+        notes += [line for line in why if line not in notes]
+    return steps, notes
+
+
+def profile_seconds(spec, steps: tuple[float, float] | None) -> tuple[float, str]:
+    """(seconds, basis) of one profile: its start, and each run of its chain at the predicted step time
+    (iteration_s, compute_s for R0), never above the run's cap; every run at its cap when not predicted.
+    The basis is "time cap" when every run is at its cap, else "step model"."""
+    _, runs = plan_phases(spec)
+    launches = launches_of(spec)
+    iterations = spec.fixed_iterations if spec.fixed_iterations is not None else spec.max_iterations
+    total, capped = PROFILE_START_S, True
+    for run in runs:
+        run_s = spec.max_phase_s
+        if steps is not None:
+            step_s = steps[1] if run.name == "R0" else steps[0]
+            run_s = min(run_s, launches * LAUNCH_START_S + iterations * step_s)
+        capped = capped and run_s >= spec.max_phase_s
+        total += run_s + (PROBE_S if run.workers > 1 and spec.probes else 0.0)
+    return total, "time cap" if capped else "step model"
+
+
+def predict_steps(settings: CampaignSettings) -> Predict:
+    """The step model's (iteration_s, compute_s) per instance for one configuration (decide/predict/); a
+    model or instance it cannot predict has none, with the reason as a note."""
+    from stash_core.decide.predict import predict_instances
+
+    shape = tuple(int(part) for part in settings.input_shape.split(",")) if settings.input_shape else None
+    root = Path(stash_core.PACKAGE_PARENT)
+
+    def predict(model: str, batch_size: int, workers: int, names: list[str]):
+        location = model.rpartition(":")[0]
+        ref = str(root / model) if location.endswith(".py") and not Path(location).is_absolute() else model
+        try:
+            answer = predict_instances(settings.db_path, ref, batch_size, instances=names,
+                                       workers_per_instance=workers, input_shape=shape)  # fmt: skip
+        except UsageError as error:
+            return {}, [f"{model}: no prediction ({error}); its runs are counted at their time cap"]
+        steps = {
+            str(row["instance"]): (float(row["iteration_s"]), float(row["compute_s"]))
+            for row in answer.frame.to_dict(orient="records")
+            if finite_float(row.get("iteration_s")) is not None
+            and finite_float(row.get("compute_s")) is not None
+        }
+        notes = [
+            f"{model} batch {batch_size}: {line}; counted at its time cap" for line in answer.not_predictable
+        ]
+        return steps, notes
+
+    return predict
+
+
+def check_budget(plan: CloudPlan, budget_usd: float | None) -> None:
+    """UsageError (one line) when the plan costs more than --budget-usd."""
+    if budget_usd is not None and plan.cost_usd > budget_usd:
+        raise UsageError(
+            f"the plan costs ${plan.cost_usd:.2f} at catalog prices, above --budget-usd {budget_usd:g}: "
+            "fewer instance types, models or batch sizes, or a fixed --iterations, cost less"
+        )

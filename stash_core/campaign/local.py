@@ -1,0 +1,81 @@
+"""`stash campaign` here or over SSH: run every configuration of a plan not stored yet, one after the other,
+with progress and the time left.
+
+Each configuration is one profile in a child process (`python -m stash_core.api.child ARGS --db DB --progress
+json`, ARGS being `stash profile`'s), so a crash of one profile cannot take the campaign down and every
+finished profile is already in the database.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from stash_core.campaign.plan import CampaignItem, CampaignSettings, eta_text, profile_args, split_done
+from stash_core.engine.profile_child import run_profile_child
+from stash_core.errors import UsageError
+
+
+@dataclass
+class CampaignOutcome:
+    """What happened to each configuration."""
+
+    planned: list[CampaignItem]
+    skipped: list[CampaignItem] = field(default_factory=list)
+    completed: list[tuple[CampaignItem, str]] = field(default_factory=list)  # (item, run_id)
+    failed: list[tuple[CampaignItem, str]] = field(default_factory=list)  # (item, reason)
+    elapsed_s: float = 0.0
+
+
+Runner = Callable[[CampaignItem, CampaignSettings, Callable[[dict[str, Any]], None]], dict[str, Any]]
+
+
+def subprocess_runner(
+    item: CampaignItem, settings: CampaignSettings, on_event: Callable[[dict[str, Any]], None]
+) -> dict[str, Any]:
+    """Run one profile in a child process (engine/profile_child.py); returns status, run_id, error,
+    exit_code."""
+    return run_profile_child(settings.db_path, profile_args(item, settings), on_event, settings.python)
+
+
+def run_campaign(
+    plan: list[CampaignItem],
+    settings: CampaignSettings,
+    runner: Runner = subprocess_runner,
+    report: Callable[[str], None] | None = None,
+    on_event: Callable[[dict[str, Any]], None] | None = None,
+) -> CampaignOutcome:
+    """Run every configuration of `plan` not stored yet, one after the other; returns what happened.
+
+    `report` gets one line per step with progress and the estimated time left; `on_event` gets the protocol
+    messages of the running profile (for a live progress display). A profile that fails is recorded and the
+    campaign goes on; a profile refused as bad usage (exit status 2) stops it, as every other one would be
+    refused the same way.
+    """
+    report = report or (lambda line: None)
+    on_event = on_event or (lambda event: None)
+    todo, stored = split_done(plan, settings.db_path)
+    outcome = CampaignOutcome(planned=list(plan), skipped=stored)
+    if stored:
+        report(f"{len(stored)} of {len(plan)} configuration(s) already stored in {settings.db_path}: skipped")
+    started = time.monotonic()
+    durations: list[float] = []
+    for index, item in enumerate(todo):
+        report(f"[{index + 1}/{len(todo)}] {item.describe()}  {eta_text(durations, len(todo) - index)}")
+        item_started = time.monotonic()
+        result = runner(item, settings, on_event)
+        durations.append(time.monotonic() - item_started)
+        if result.get("status") == "completed":
+            outcome.completed.append((item, result.get("run_id") or ""))
+            report(f"      done in {durations[-1]:.0f} s: run {result.get('run_id')}")
+        else:
+            reason = result.get("error") or result.get("status") or "failed"
+            outcome.failed.append((item, reason))
+            report(f"      {result.get('status') or 'failed'} after {durations[-1]:.0f} s: {reason}")
+            if result.get("exit_code") == 2:
+                outcome.elapsed_s = time.monotonic() - started
+                raise UsageError(f"campaign stopped: stash profile refused {item.describe()}: {reason}")
+    outcome.elapsed_s = time.monotonic() - started
+    return outcome

@@ -1,0 +1,178 @@
+"""The SkyPilot task of one instance type, built as plain data (what `sky launch` reads from a YAML file), its
+YAML text, and its check by SkyPilot's own Task and Resources classes where SkyPilot is installed.
+
+SkyPilot checks an instance type against its catalog of prices. So that no catalog is downloaded while a plan
+is made, the check reads a catalog written from Stash's own (catalog/instances.csv, and the rows of the
+database): SkyPilot's vms.csv format, one row per instance type in the region of its price, in a folder of
+its own (SkyPilot reads ~/.sky/catalogs/<version>/ of the home it is given, and uses a file it did not fetch
+itself as it is).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import stash_core
+from stash_core.campaign.cloud_plan import CloudPlan, InstancePlan
+from stash_core.campaign.plan import CampaignSettings
+from stash_core.campaign.remote import SETUP_SCRIPT, run_script
+from stash_core.errors import UsageError, first_line
+
+INSTALL_HINT = (
+    "SkyPilot is not installed: pip install -r requirements-cloud.txt (then `sky check` for your cloud)"
+)
+DISK_GB = 100  # the pinned packages with CUDA torch take some 15 GB; data sets are generated on the disk
+_PLAIN = re.compile(r"^[A-Za-z0-9_./@:-]+$")
+CHECK_TIMEOUT_S = 120.0
+_YAML_WORDS = {"true", "false", "yes", "no", "on", "off", "null", "none", "~"}
+
+
+def skypilot_installed() -> bool:
+    """Whether SkyPilot can be imported here (without importing it)."""
+    return importlib.util.find_spec("sky") is not None
+
+
+def task_config(plan: InstancePlan, settings: CampaignSettings, idle_minutes: int) -> dict[str, Any]:
+    """The task of one instance type as SkyPilot's YAML has it: the instance type in its region (spot or
+    not), autostop with teardown after `idle_minutes` idle as a safety net, this checkout as the workdir, the
+    set-up of Stash and the profiles not stored yet."""
+    offer = plan.offer
+    return {
+        "name": plan.cluster,
+        "workdir": stash_core.PACKAGE_PARENT,
+        "resources": {
+            "infra": f"{offer.provider}/{offer.region}",
+            "instance_type": offer.name,
+            "use_spot": offer.spot,
+            "disk_size": DISK_GB,
+            "autostop": {"idle_minutes": int(idle_minutes), "down": True},
+        },
+        "setup": SETUP_SCRIPT,
+        "run": run_script(plan.items, settings, plan.cluster),
+    }
+
+
+def to_yaml(value: Any) -> str:
+    """YAML text of plain data (dicts, lists, text, numbers, booleans); text of several lines as a block. The
+    document ends with a line break (the last block's own)."""
+    return _yaml(value, 0) + "\n"
+
+
+def _yaml(value: Any, indent: int) -> str:
+    pad = " " * indent
+    if isinstance(value, dict):
+        lines = []
+        for key, item in value.items():
+            if isinstance(item, dict | list) and item:
+                lines.append(f"{pad}{key}:\n{_yaml(item, indent + 2)}")
+            elif isinstance(item, str) and "\n" in item:
+                body = "\n".join(f"{pad}  {line}" if line else "" for line in item.rstrip("\n").split("\n"))
+                lines.append(f"{pad}{key}: |\n{body}")
+            else:
+                lines.append(f"{pad}{key}: {_scalar(item)}")
+        return "\n".join(lines)
+    if isinstance(value, list):
+        return "\n".join(f"{pad}- {_scalar(item)}" for item in value)
+    return f"{pad}{_scalar(value)}"
+
+
+def _scalar(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, dict | list):
+        return json.dumps(value)
+    text = str(value)
+    if _PLAIN.match(text) and text.lower() not in _YAML_WORDS and not _number_like(text):
+        return text
+    return json.dumps(text)  # a JSON string is a YAML double-quoted scalar
+
+
+def _number_like(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+class SkyCheck:
+    """SkyPilot's check of the tasks (sky_check.py) in a process of its own, started before the plan is made
+    so that its import of SkyPilot (some seconds) runs beside the planning; its home (HOME) is a folder of
+    its own, where it writes the SkyPilot catalog it checks against."""
+
+    def __init__(self) -> None:
+        if not skypilot_installed():
+            raise UsageError(INSTALL_HINT)
+        import subprocess
+
+        self.home = tempfile.TemporaryDirectory(prefix="stash-sky-")
+        path = os.pathsep.join(filter(None, [stash_core.PACKAGE_PARENT, os.environ.get("PYTHONPATH")]))
+        env = {**os.environ, "HOME": self.home.name, "PYTHONPATH": path}
+        env["SKYPILOT_DISABLE_USAGE_COLLECTION"] = "1"
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "stash_core.campaign.sky_check"], stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=self.home.name,
+        )  # fmt: skip
+
+    def check(self, plan: CloudPlan, configs: dict[str, dict[str, Any]], db_path: Path | str) -> list[str]:
+        """One line per task: 'CLUSTER: ok (...)' or 'CLUSTER: the reason SkyPilot gives'."""
+        request = json.dumps({"configs": configs, "catalog": catalog_rows(plan, db_path)})
+        out, err = self.process.communicate(request, timeout=CHECK_TIMEOUT_S)
+        if self.process.returncode != 0 or not out.strip():
+            raise UsageError(f"SkyPilot's check of the tasks failed: {first_line(err or out or 'no answer')}")
+        return json.loads(out.strip().splitlines()[-1])["lines"]
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait()
+        for stream in (self.process.stdin, self.process.stdout, self.process.stderr):
+            if stream is not None:
+                stream.close()
+        self.home.cleanup()
+
+
+def check_tasks(plan: CloudPlan, configs: dict[str, dict[str, Any]], db_path: Path | str) -> list[str]:
+    """Each task built by SkyPilot's Task (its YAML schema) and checked by Resources against a SkyPilot
+    catalog written from Stash's rows (instance type, region, spot); UsageError without SkyPilot."""
+    checker = SkyCheck()
+    try:
+        return checker.check(plan, configs, db_path)
+    finally:
+        checker.close()
+
+
+def catalog_rows(plan: CloudPlan, db_path: Path | str) -> dict[str, list[dict[str, Any]]]:
+    """SkyPilot's vms.csv rows (VMS_COLUMNS) per cloud for the plan's instance types, from Stash's catalog
+    rows: one row each, in the region of the plan."""
+    from stash_core.catalog import get_instance
+
+    rows: dict[str, list[dict[str, Any]]] = {}
+    for offer in (item.offer for item in plan.instances):
+        row = get_instance(db_path, offer.name) or {}
+        rows.setdefault(offer.provider, []).append({
+            "InstanceType": offer.name, "AcceleratorName": _short_gpu(offer.accelerator),
+            "AcceleratorCount": float(offer.gpus) if offer.gpus else "", "vCPUs": row.get("vcpus") or "",
+            "MemoryGiB": row.get("memory_gib") or "", "GpuInfo": "",
+            "Price": row.get("on_demand_usd_per_h") or "", "SpotPrice": row.get("spot_usd_per_h") or "",
+            "Region": offer.region,
+            "AvailabilityZone": f"{offer.region}a" if offer.provider != "azure" else "",
+        })  # fmt: skip
+    return rows
+
+
+def _short_gpu(accelerator: str | None) -> str:
+    """SkyPilot's short accelerator name ("A10G" of "NVIDIA A10G 24 GB")."""
+    words = [word for word in str(accelerator or "").split() if word not in ("NVIDIA", "AMD", "Tesla")]
+    return words[0] if words else ""

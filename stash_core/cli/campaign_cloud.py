@@ -1,0 +1,169 @@
+"""`stash campaign --cloud`: the plan of every instance type priced and printed first (with --dry-run, also
+the SkyPilot task each gets, checked by SkyPilot where it is installed), then run through SkyPilot."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from stash_core.cli.args import comma_list, count, positive_real
+from stash_core.errors import UsageError
+from stash_core.spec import identifier
+
+# The campaign is imported inside the functions: building `stash --help` must not load pandas.
+
+
+def add_cloud_arguments(camp: argparse.ArgumentParser) -> None:
+    """The options of a campaign on rented instance types."""
+    cloud = camp.add_argument_group("instance types rented through SkyPilot (docs/cloud.md)")
+    cloud.add_argument(
+        "--cloud", action="store_true", help="run on each of --instances, rented through SkyPilot"
+    )
+    cloud.add_argument(
+        "--instances",
+        type=comma_list(identifier, 50),
+        default=None,
+        help="comma list of catalog instance types",
+    )
+    cloud.add_argument(
+        "--spot", action="store_true", help="spot instances, priced at the catalog's spot price"
+    )
+    cloud.add_argument("--region", type=identifier, default=None, help="region (default: the price's region)")
+    cloud.add_argument("--budget-usd", type=positive_real(1e7), default=None,
+                       help="refuse a plan that costs more, at catalog prices")  # fmt: skip
+    cloud.add_argument("--parallel", type=count(50), default=1, help="instance types at once (default 1)")
+    cloud.add_argument("--idle-minutes", type=count(10_000), default=15,
+                       help="a cluster left idle this long tears itself down (default 15)")  # fmt: skip
+
+
+def check_cloud_options(args: argparse.Namespace) -> None:
+    """Options that belong to --cloud only, or do not go with it."""
+    cloud_only = [flag for flag, value in (("--instances", args.instances), ("--spot", args.spot),
+                  ("--region", args.region), ("--budget-usd", args.budget_usd)) if value]  # fmt: skip
+    if not args.cloud:
+        if cloud_only:
+            raise UsageError(f"{cloud_only[0]} goes with --cloud")
+        return
+    if not args.instances:
+        raise UsageError("--cloud needs --instances: a comma list of catalog instance types")
+    if args.instance:
+        raise UsageError("--instance does not go with --cloud: each run is labelled with its instance type")
+    if max(args.nodes) > 1 or args.bandwidths:
+        raise UsageError("--cloud profiles one machine per instance type: leave out --nodes and --bandwidths")
+
+
+def cmd_cloud(args: argparse.Namespace, models: list[str], settings: Any) -> int:
+    """Plan, print, and (without --dry-run) run the cloud campaign."""
+    from stash_core.campaign.skypilot_task import INSTALL_HINT, SkyCheck, skypilot_installed
+
+    if args.dry_run:
+        # SkyPilot's check starts first: its import runs beside the planning
+        checker = SkyCheck() if skypilot_installed() else None
+        try:
+            plan = _plan(args, models, settings)
+            print_tasks(plan, settings, args.idle_minutes, checker)
+        finally:
+            if checker is not None:
+                checker.close()
+        return 0
+    plan = _plan(args, models, settings)
+    if not skypilot_installed():
+        raise UsageError(INSTALL_HINT)
+    if not any(item.todo for item in plan.instances):
+        print("nothing to run: every configuration is stored")
+        return 0
+    return run(plan, settings, args.idle_minutes)
+
+
+def _plan(args: argparse.Namespace, models: list[str], settings: Any) -> Any:
+    """The plan, printed, and refused above --budget-usd."""
+    from stash_core.campaign.cloud_plan import check_budget, plan_cloud
+
+    plan = plan_cloud(args.instances, models, args.batch_sizes, args.workers, settings, spot=args.spot,
+                      region=args.region, parallel=args.parallel)  # fmt: skip
+    print_plan(plan, args.budget_usd)
+    check_budget(plan, args.budget_usd)
+    return plan
+
+
+def print_plan(plan: Any, budget_usd: float | None) -> None:
+    """One line per instance type (price and its date, region, what runs, time and cost), the total."""
+    from stash_core.campaign import cloud_plan as cp
+
+    pricing = "spot" if plan.spot else "on-demand"
+    print(f"cloud campaign: {len(plan.instances)} instance type(s), {pricing} prices from the catalog")
+    for item in plan.instances:
+        offer = item.offer
+        basis = ", ".join(sorted({estimate.basis for estimate in item.todo})) or "-"
+        price = f"${offer.usd_per_h:g}/h ({offer.price_date or 'undated'})"
+        print(
+            f"  {offer.name:<14} {offer.provider} {offer.region:<12} {price}  {len(item.todo)} to run, "
+            f"{len(item.stored)} stored  {_minutes(item.profiles_s)} profiling ({basis}) + "
+            f"{_minutes(item.overhead_s)} start-up = {_minutes(item.seconds)}  ${item.cost_usd:.2f}"
+        )
+    budget = f"; budget ${budget_usd:g}" if budget_usd is not None else ""
+    dates = ", ".join(plan.price_dates)
+    print(
+        f"total: {_minutes(plan.machine_s)} of machine time, ${plan.cost_usd:.2f} at catalog prices (prices "
+        f"of {dates}); about {_minutes(plan.wall_s)} with --parallel {plan.parallel}{budget}"
+    )
+    print(
+        f"  start-up per instance type (assumed): launch {cp.PROVISION_S / 60:g} min, set-up "
+        f"{cp.SETUP_S / 60:g} min, copy back and teardown {cp.FINISH_S / 60:g} min; a run of --iterations "
+        "auto is counted at its cap (--max-iterations or --max-phase-seconds)"
+    )
+    for note in plan.notes:
+        print(f"  note: {note}")
+
+
+def print_tasks(plan: Any, settings: Any, idle_minutes: int, checker: Any = None) -> None:
+    """The SkyPilot task of every instance type with profiles to run, as YAML; checked by SkyPilot's Task and
+    Resources where SkyPilot is installed (`checker`, skypilot_task.SkyCheck)."""
+    from stash_core.campaign.skypilot_task import task_config, to_yaml
+
+    configs = {
+        item.cluster: task_config(item, settings, idle_minutes) for item in plan.instances if item.todo
+    }
+    for cluster, config in configs.items():
+        print(f"\n# SkyPilot task of {config['resources']['instance_type']} (cluster {cluster})")
+        print(to_yaml(config), end="")
+    if not configs:
+        print("no task: every configuration is stored")
+    elif checker is not None:
+        print("\nchecked by SkyPilot (Task, Resources; its catalog written from Stash's):")
+        for line in checker.check(plan, configs, settings.db_path):
+            print(f"  {line}")
+    else:
+        print("\nnot checked by SkyPilot: it is not installed here (pip install -r requirements-cloud.txt)")
+
+
+def run(plan: Any, settings: Any, idle_minutes: int) -> int:
+    from stash_core.campaign.cloud import run_cloud_campaign
+    from stash_core.errors import first_line
+
+    try:
+        import sky
+    except Exception as error:  # noqa: BLE001 - a broken installation, said in one line
+        raise UsageError(f"SkyPilot could not be loaded: {first_line(str(error))}") from None
+
+    def report(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
+    outcomes = run_cloud_campaign(plan, settings, sky, report=report, idle_minutes=idle_minutes)
+    completed = sum(len(outcome.completed) for outcome in outcomes)
+    failed = sum(len(outcome.failed) for outcome in outcomes)
+    lost = sum(len(outcome.lost) for outcome in outcomes if outcome.state != "skipped")
+    spent = sum(outcome.spent_usd for outcome in outcomes)
+    print(f"cloud campaign: {completed} profiled, {failed} failed, {lost} not finished, "
+          f"${spent:.2f} at catalog prices")  # fmt: skip
+    for outcome in outcomes:
+        if outcome.error:
+            print(f"  {outcome.plan.offer.name}: {outcome.error}")
+        for item, reason in outcome.failed:
+            print(f"  failed on {outcome.plan.offer.name}: {item.describe()}: {reason}")
+    return 0 if not failed and not lost and not any(outcome.error for outcome in outcomes) else 1
+
+
+def _minutes(seconds: float) -> str:
+    return f"{seconds / 60:.1f} min"

@@ -1,0 +1,164 @@
+"""The plan of a cloud campaign: prices, regions and dates from the catalog, the predicted time of each
+profile against a hand computation, resume, the budget, and the refusals (one line each)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from result_docs import result_doc
+from support import REPO
+
+from stash_core.campaign import cloud_plan
+from stash_core.campaign.cloud_plan import check_budget, cluster_name, offer_of, plan_cloud, workdir_models
+from stash_core.campaign.plan import CampaignSettings
+from stash_core.errors import UsageError
+from stash_core.store import ingest_result
+
+STEP_S, COMPUTE_S = 0.5, 0.4
+
+
+def fixed_steps(model, batch_size, workers, names):
+    """A stand-in step model: the same iteration time everywhere."""
+    return {name: (STEP_S, COMPUTE_S) for name in names}, []
+
+
+def no_steps(model, batch_size, workers, names):
+    return {}, [f"{model}: no prediction"]
+
+
+@pytest.fixture
+def settings(tmp_path):
+    return CampaignSettings(db_path=tmp_path / "c.duckdb", iterations="20", stalls=["compute"])
+
+
+def test_prices_regions_and_dates_come_from_the_catalog(settings):
+    offer = offer_of(settings.db_path, "g6.xlarge")
+    assert (offer.provider, offer.region, offer.price_region, offer.gpus) == (
+        "aws",
+        "us-east-1",
+        "us-east-1",
+        1,
+    )
+    assert (offer.usd_per_h, offer.price_date, offer.pricing) == (0.8048, "2026-11-25", "on-demand")
+    spot = offer_of(settings.db_path, "g6.xlarge", spot=True, region="us-west-2")
+    assert (spot.usd_per_h, spot.region, spot.price_region, spot.pricing) == (
+        0.3879,
+        "us-west-2",
+        "us-east-1",
+        "spot",
+    )
+    # a hand-checked row without a region: the cloud's default region
+    assert offer_of(settings.db_path, "g4dn.xlarge").region == "us-east-1"
+    assert offer_of(settings.db_path, "a2-highgpu-1g").region == "us-central1"
+
+
+def test_plan_time_and_cost_by_hand(settings):
+    plan = plan_cloud(
+        ["g4dn.xlarge", "p3.2xlarge"], ["resnet18"], [32, 64], None, settings, predict=fixed_steps
+    )
+    g4dn, p3 = plan.instances
+    # one worker, stalls compute, --iterations 20: one run (R0), one launch of 20 iterations at compute_s
+    profile_s = 30.0 + (8.0 + 20 * COMPUTE_S)
+    assert [estimate.seconds for estimate in g4dn.todo] == [pytest.approx(profile_s)] * 2
+    assert {estimate.basis for estimate in g4dn.todo} == {"step model"}
+    start_s = 300.0 + 300.0 + 60.0
+    assert g4dn.seconds == pytest.approx(start_s + 2 * profile_s)  # 736 s
+    assert g4dn.cost_usd == pytest.approx((660 + 2 * 46) / 3600 * 0.526)
+    assert p3.cost_usd == pytest.approx((660 + 2 * 46) / 3600 * 3.06)
+    assert plan.cost_usd == pytest.approx(752 / 3600 * (0.526 + 3.06))
+    assert plan.machine_s == pytest.approx(2 * 752) and plan.wall_s == pytest.approx(2 * 752)
+    plan.parallel = 2
+    assert plan.wall_s == pytest.approx(752)
+    assert plan.price_dates == ["2023-01-01", "2025-01-01"]
+    # a run of --iterations auto counts at its cap: --max-iterations 2000 x 0.4 s = 800 s > 120 s
+    auto = plan_cloud(
+        ["g4dn.xlarge"],
+        ["resnet18"],
+        [32],
+        None,
+        CampaignSettings(settings.db_path, stalls=["compute"]),
+        predict=fixed_steps,
+    )
+    assert auto.instances[0].todo[0].seconds == pytest.approx(30.0 + 120.0)
+    capped = plan_cloud(["g4dn.xlarge"], ["resnet18"], [32], None, settings, predict=no_steps)
+    assert capped.instances[0].todo[0].seconds == pytest.approx(30.0 + 120.0)
+    assert capped.instances[0].todo[0].basis == "time cap" and capped.notes == ["resnet18: no prediction"]
+
+
+def test_several_gpus_and_workers(settings):
+    plan = plan_cloud(
+        ["g5.12xlarge"],
+        ["resnet18"],
+        [32],
+        None,
+        CampaignSettings(settings.db_path, iterations="20"),
+        predict=fixed_steps,
+    )
+    (estimate,) = plan.instances[0].todo
+    assert estimate.item.workers_per_node == 4  # every GPU of the instance type by default
+    # R0 (1 worker) and R1 (4 workers, with its probe)
+    assert estimate.seconds == pytest.approx(30 + (8 + 20 * COMPUTE_S) + (8 + 20 * STEP_S) + 10)
+    with pytest.raises(UsageError, match=r"--workers 8: g5.12xlarge has 4 GPU\(s\)"):
+        plan_cloud(["g5.12xlarge"], ["resnet18"], [32], [2, 8], settings, predict=fixed_steps)
+
+
+def test_stored_configurations_are_not_planned(settings):
+    ingest_result(
+        settings.db_path, result_doc("resnet18", batch_size=32, workers=1, nodes=1, instance="g4dn.xlarge")
+    )
+    plan = plan_cloud(["g4dn.xlarge", "g5.xlarge"], ["resnet18"], [32], None, settings, predict=fixed_steps)
+    g4dn, g5 = plan.instances
+    assert g4dn.todo == [] and len(g4dn.stored) == 1 and g4dn.cost_usd == 0.0  # not launched
+    assert len(g5.todo) == 1
+
+
+def test_refusals_are_one_line(settings):
+    cases = {
+        r"instance type m9.huge is not in the catalog": dict(instances=["m9.huge"]),
+        r"--spot: no spot price for instance g5.xlarge": dict(instances=["g5.xlarge"], spot=True),
+        r"--cloud needs --instances": dict(instances=[" "]),
+    }
+    for message, kwargs in cases.items():
+        with pytest.raises(UsageError, match=message) as error:
+            plan_cloud(
+                models=["resnet18"],
+                batch_sizes=[32],
+                workers=None,
+                settings=settings,
+                predict=fixed_steps,
+                **kwargs,
+            )
+        assert "\n" not in str(error.value)
+    plan = plan_cloud(["g4dn.xlarge"], ["resnet18"], [32], None, settings, predict=fixed_steps)
+    check_budget(plan, 1.0)
+    with pytest.raises(
+        UsageError, match=r"the plan costs \$0\.10 at catalog prices, above --budget-usd 0.05"
+    ):
+        check_budget(plan, 0.05)
+
+
+def test_model_files_are_named_inside_the_workdir(tmp_path):
+    inside = f"{REPO}/examples/models/tiny_cnn.py:make"
+    assert workdir_models(["resnet18", inside]) == ["resnet18", "examples/models/tiny_cnn.py:make"]
+    outside = tmp_path / "model.py"
+    outside.write_text("def make():\n    pass\n")
+    with pytest.raises(UsageError, match="with --cloud a model file must lie in"):
+        workdir_models([f"{outside}:make"])
+
+
+def test_cluster_names_are_stable_and_valid(tmp_path):
+    name = cluster_name("Standard_NC24ads_A100_v4", tmp_path / "a.duckdb")
+    assert name == cluster_name("Standard_NC24ads_A100_v4", tmp_path / "a.duckdb")
+    assert name != cluster_name("Standard_NC24ads_A100_v4", tmp_path / "b.duckdb")
+    assert re.fullmatch(r"stash-[a-z0-9-]+-[0-9a-f]{6}", name) and len(name) <= 40
+    assert cluster_name("g5.xlarge", tmp_path / "a.duckdb").startswith("stash-g5-xlarge-")
+
+
+def test_the_step_model_predicts_the_plan(settings):
+    """The real step model (a zoo model whose step is counted and cached): a time per instance type."""
+    plan = plan_cloud(["g4dn.xlarge", "p3.2xlarge"], ["resnet50"], [64], None, settings)
+    times = [item.todo[0].seconds for item in plan.instances]
+    assert all(item.todo[0].basis == "step model" for item in plan.instances)
+    assert times[0] > times[1] > 30 + 8  # a T4 is slower than a V100
+    assert cloud_plan.PROVISION_S + cloud_plan.SETUP_S + cloud_plan.FINISH_S == plan.instances[0].overhead_s

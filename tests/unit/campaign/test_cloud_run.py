@@ -1,0 +1,149 @@
+"""A cloud campaign's faults before any machine runs (no root, nothing launched for real): a launch that
+raises SkyPilot's exception, a teardown that fails, a cluster left by a crashed run; and `stash campaign
+--cloud`'s refusals, one line each, exit 2, nothing launched."""
+
+from __future__ import annotations
+
+import pytest
+from fake_skypilot import ClusterDoesNotExist, FakeCluster, FakeSky, ResourcesUnavailableError
+from result_docs import result_doc
+from support import stash_here
+
+from stash_core.campaign import cloud_plan, skypilot_task
+from stash_core.campaign.cloud import run_cloud_campaign
+from stash_core.campaign.cloud_plan import plan_cloud
+from stash_core.campaign.plan import CampaignSettings
+from stash_core.store import ingest_result
+
+
+def steps(model, batch_size, workers, names):
+    return {name: (0.2, 0.2) for name in names}, []
+
+
+@pytest.fixture
+def settings(tmp_path):
+    return CampaignSettings(db_path=tmp_path / "c.duckdb", iterations="4", stalls=["compute"])
+
+
+def test_a_launch_that_fails_is_named_and_torn_down(settings, tmp_path):
+    plan = plan_cloud(
+        ["g5.xlarge", "g4dn.xlarge"], ["resnet18"], [8], None, settings, parallel=2, predict=steps
+    )
+    sky = FakeSky(
+        tmp_path,
+        tmp_path,
+        fail_launch={
+            "g5.xlarge": ResourcesUnavailableError("Failed to acquire resources in all zones in us-east-1"),
+            "g4dn.xlarge": ResourcesUnavailableError("quota exceeded: 0 vCPUs for G instances"),
+        },
+    )
+    lines = []
+    outcomes = run_cloud_campaign(plan, settings, sky, report=lines.append)
+    assert [outcome.state for outcome in outcomes] == ["launch failed", "launch failed"]
+    assert (
+        outcomes[0].error
+        == "ResourcesUnavailableError: Failed to acquire resources in all zones in us-east-1"
+    )
+    assert sorted(call for call, _ in sky.calls) == [
+        "down",
+        "down",
+        "launch",
+        "launch",
+    ]  # teardown tried anyway
+    assert sky.clusters == {} and not any(outcome.left_running for outcome in outcomes)
+    assert any(
+        "g4dn.xlarge" in line and "launch failed: ResourcesUnavailableError: quota" in line for line in lines
+    )
+    assert all("spent so far at catalog prices" in line for line in lines)
+
+
+class DownFails(FakeSky):
+    def _down(self, name):
+        raise RuntimeError("the cloud's API timed out")
+
+
+def test_a_teardown_that_fails_names_the_cluster_and_the_command(settings, tmp_path):
+    plan = plan_cloud(["g5.xlarge"], ["resnet18"], [8], None, settings, predict=steps)
+    sky = DownFails(tmp_path, tmp_path, fail_launch={"g5.xlarge": ResourcesUnavailableError("no capacity")})
+    lines = []
+    (outcome,) = run_cloud_campaign(plan, settings, sky, report=lines.append, idle_minutes=20)
+    cluster = plan.instances[0].cluster
+    assert outcome.left_running.startswith(
+        f"{cluster} (g5.xlarge) may still be running (its autostop removes "
+        "it after 20 idle minutes): remove it now with `sky down "
+    )
+    assert lines[-1] == outcome.left_running and "\n" not in outcome.left_running
+
+
+def test_a_cluster_left_by_a_crashed_run_is_found_and_its_jobs_cancelled(settings, tmp_path):
+    plan = plan_cloud(["g5.xlarge"], ["resnet18"], [8], None, settings, predict=steps)
+    cluster = plan.instances[0].cluster
+    sky = FakeSky(tmp_path, tmp_path, fail_launch={"g5.xlarge": ResourcesUnavailableError("no capacity")})
+    sky.clusters[cluster] = FakeCluster(cluster)
+    lines = []
+    run_cloud_campaign(plan, settings, sky, report=lines.append)
+    assert [call for call, _ in sky.calls] == ["cancel", "launch", "down"]
+    assert any(f"found {cluster}, left by an earlier run" in line for line in lines)
+    with pytest.raises(ClusterDoesNotExist):
+        sky.get(sky.down(cluster))
+
+
+def test_an_instance_type_with_everything_stored_is_not_launched(settings, tmp_path):
+    ingest_result(
+        settings.db_path, result_doc("resnet18", batch_size=8, workers=1, nodes=1, instance="g5.xlarge")
+    )
+    plan = plan_cloud(["g5.xlarge"], ["resnet18"], [8], None, settings, predict=steps)
+    sky = FakeSky(tmp_path, tmp_path)
+    lines = []
+    (outcome,) = run_cloud_campaign(plan, settings, sky, report=lines.append)
+    assert outcome.state == "skipped" and sky.calls == [] and "not launched" in lines[0]
+
+
+CLOUD = ["campaign", "--cloud", "--models", "resnet18", "--batch-sizes", "8"]
+
+
+def _one_line_refusal(result, text):
+    assert result.returncode == 2, result
+    assert text in result.stderr and len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_bad_input_is_one_line_and_launches_nothing(capsys, monkeypatch, tmp_path):
+    monkeypatch.setattr(skypilot_task, "skypilot_installed", lambda: False)
+    db = ["--db", str(tmp_path / "c.duckdb")]
+    cases = {
+        "instance type m9.huge is not in the catalog": ["--instances", "m9.huge"],
+        "--spot: no spot price for instance g5.xlarge": ["--instances", "g6.xlarge,g5.xlarge", "--spot"],
+        "above --budget-usd 0.01": ["--instances", "g4dn.xlarge", "--budget-usd", "0.01"],
+        "SkyPilot is not installed: pip install -r requirements-cloud.txt": ["--instances", "g4dn.xlarge"],
+        "--cloud profiles one machine per instance type": ["--instances", "g4dn.xlarge", "--nodes", "2"],
+        "--cloud needs --instances": [],
+    }
+    for text, args in cases.items():
+        _one_line_refusal(stash_here(capsys, monkeypatch, *CLOUD, *args, *db), text)
+    _one_line_refusal(
+        stash_here(capsys, monkeypatch, "campaign", "--models", "resnet18", "--spot", *db),
+        "--spot goes with --cloud",
+    )
+
+
+def test_dry_run_without_skypilot_prints_the_plan_and_the_tasks(capsys, monkeypatch, tmp_path):
+    monkeypatch.setattr(skypilot_task, "skypilot_installed", lambda: False)
+    monkeypatch.setattr(cloud_plan, "predict_steps", lambda settings: steps)
+    result = stash_here(
+        capsys,
+        monkeypatch,
+        *CLOUD,
+        "--instances",
+        "g5.xlarge,g4dn.xlarge",
+        "--dry-run",
+        "--db",
+        str(tmp_path / "c.duckdb"),
+    )
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert out.splitlines()[0] == "cloud campaign: 2 instance type(s), on-demand prices from the catalog"
+    assert "g5.xlarge      aws us-east-1    $1.006/h (2025-01-01)  1 to run, 0 stored" in out
+    assert "at catalog prices (prices of 2025-01-01)" in out
+    assert out.count("# SkyPilot task of") == 2 and "instance_type: g4dn.xlarge" in out
+    assert "not checked by SkyPilot: it is not installed here" in out
