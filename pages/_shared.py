@@ -181,14 +181,51 @@ WRAPPED_ROW_HEIGHT_PX = 66
 
 def show_table(data: Any, **options: Any) -> Any:
     """st.dataframe as every page shows a table: as wide as the page, no index, a missing value as "—",
-    and (`wrap=True`) long text wrapped over a taller row instead of cut off at the column's edge. Other
-    options go to st.dataframe; its return value (a selection state with on_select) is returned."""
+    headings in words with their units (views.labels), columns narrowed to keep the table inside the page
+    (fit_to_page), and (`wrap=True`) long text wrapped over a taller row instead of cut off at the column's
+    edge. `labels=False, fit=False` show a frame as it is (a user's own query, its names as written, as wide
+    as it asks). Other options go to st.dataframe; its return value (a selection state with on_select) is
+    returned."""
     if options.pop("wrap", False):
         options.setdefault("row_height", WRAPPED_ROW_HEIGHT_PX)
+    if options.pop("labels", True) and isinstance(data, pd.DataFrame):
+        options["column_config"] = views.labels.labelled_config(data.columns, options.get("column_config"))
+    if (
+        options.pop("fit", True)
+        and isinstance(data, pd.DataFrame)
+        and options.get("width") in (None, "stretch")
+    ):
+        fit_to_page(data, options)
     options.setdefault("hide_index", True)
     options.setdefault("width", "stretch")
     options.setdefault("placeholder", MISSING_TEXT)
     return st.dataframe(data, **options)
+
+
+def fit_to_page(data: pd.DataFrame, options: dict[str, Any], editor: bool = False) -> None:
+    """Column widths that keep a table inside the page (views.table_fit), its text wrapped when they had to
+    narrow it: no table scrolls sideways with its right-hand columns cut off."""
+    config = dict(options.get("column_config") or {})
+    shown = [column for column in data.columns if config.get(str(column), ...) is not None]
+    headings = {column: _heading(config.get(str(column)), column) for column in shown}
+    extra = views.table_fit.EDITOR_ICON_PX if editor else 0
+    widths, wrap = views.table_fit.fitted_widths(data[shown], headings, heading_extra_px=extra)
+    for column, width in widths.items():
+        given = config.get(str(column))
+        config[str(column)] = {
+            **(given if isinstance(given, dict) else {"label": headings[column]}),
+            "width": width,
+        }
+    if widths:
+        options["column_config"] = config
+    if wrap:
+        options.setdefault("row_height", WRAPPED_ROW_HEIGHT_PX)
+
+
+def _heading(given: Any, column: Any) -> str:
+    if isinstance(given, str):
+        return given
+    return str((given.get("label") if isinstance(given, dict) else None) or column)
 
 
 def chart_with_download(chart: alt.TopLevelMixin, data: pd.DataFrame, name: str, key: str) -> None:

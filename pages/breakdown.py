@@ -22,6 +22,7 @@ from stash_core import views
 from stash_core.errors import StashError
 from stash_core.views.breakdown import RunFilter
 from stash_core.views.common import STALL_LABELS
+from stash_core.views.stall_frames import PART_LABELS
 
 DETAIL_SECTIONS = ["Stalls", "What if", "Iteration times", "Telemetry", "Phases", "Machine and spec"]
 
@@ -106,20 +107,38 @@ def comparison(runs: pd.DataFrame, total: int) -> None:
         st.caption(CAPTION)
     with st.expander("Table of these runs", icon=":material/table:"):
         table = views.breakdown.breakdown_table(runs)
-        show_table(table, column_config=breakdown_columns(table))
+        shown, config = runs_table(table, measure)
+        show_table(shown, column_config=config)
+        st.caption(
+            f"{MEASURES[measure][0]} of each part, as the chart shows them; the download has them all."
+        )
         download_buttons(table, "stall_breakdown", "bd-table")
 
 
-def breakdown_columns(table: pd.DataFrame) -> dict:
-    """Figures rounded to what they resolve (full floats made every column wide) and the run's label
-    pinned, so that each row stays readable while the table scrolls sideways."""
-    config: dict = {"run_label": st.column_config.TextColumn("run", pinned=True)}
-    for column in table.columns:
-        if column.endswith("_share"):
-            config[column] = st.column_config.NumberColumn(format="percent")
-        elif column.endswith("_s"):
-            config[column] = st.column_config.NumberColumn(format="%.4f")
-    return config
+# Headings of the table of runs, short enough for every part to fit beside the run.
+SHORT_LABELS = {"cpu": "CPU", "disk": "Disk", "unattributed": "Not separated"}
+
+
+def runs_table(table: pd.DataFrame, measure: str) -> tuple[pd.DataFrame, dict]:
+    """The table of runs as the page shows it: each run's iteration time and its parts in the chosen
+    measure (stalls never measured in these runs left out), so that it fits the page; figures rounded to
+    what they resolve."""
+    suffix, unit = {"seconds": ("_s", "s"), "epoch_s": ("_epoch_s", "s"), "share": ("_share", "%")}[measure]
+    shown = pd.DataFrame({"run": table["run_label"]})
+    shown["iteration"] = [seconds_text(v, c) for v, c in zip(table["iteration_s"], table["iteration_ci95_s"],
+                                                                strict=True)]  # fmt: skip
+    config: dict = {"run": st.column_config.TextColumn("run", pinned=True)}
+    number = st.column_config.NumberColumn
+    for part in (*STALL_LABELS, "unattributed"):
+        column = f"{part}{suffix}"
+        if column not in table.columns and measure == "epoch_s" and f"{part}_s" in table.columns:
+            table = table.assign(**{column: table[f"{part}_s"] * table["epoch_s"] / table["iteration_s"]})
+        if column not in table.columns or table[column].isna().all():
+            continue
+        label = f"{SHORT_LABELS.get(part, PART_LABELS.get(part, part))} ({unit})"
+        shown[column] = table[column]
+        config[column] = number(label, format="percent" if unit == "%" else "%.4f")
+    return shown, config
 
 
 def run_detail(run: dict | None) -> None:
@@ -224,10 +243,8 @@ def what_if(run: dict) -> None:
             st.markdown(f"- {assumption}")
 
 
-PHASE_COLUMNS = (
-    "phase", "description", "workers", "nodes", "data", "status", "iterations", "mean_s", "ci95_s",
-    "median_s", "p5_s", "p95_s", "rank_skew_s", "resident_fraction_start", "wall_s", "error",
-)  # fmt: skip
+# The columns a phase's row shows (the download has every one).
+PHASE_COLUMNS = ("phase", "description", "workers", "iterations", "mean_s", "ci95_s", "p95_s", "status")
 
 
 def phase_table(run: dict) -> None:
@@ -235,7 +252,17 @@ def phase_table(run: dict) -> None:
     if phases.empty:
         st.info("No phases recorded.", icon=":material/info:")
         return
-    show_table(phases[[c for c in PHASE_COLUMNS if c in phases.columns]])
+    shown = phases.assign(
+        workers=[f"{w} × {n}" for w, n in zip(phases["workers"], phases["nodes"], strict=True)]
+    )
+    number = st.column_config.NumberColumn
+    show_table(
+        shown[[c for c in PHASE_COLUMNS if c in shown.columns]],
+        column_config={
+            "workers": "workers × nodes",
+            **{c: number(format="%.4f") for c in ("mean_s", "ci95_s", "p95_s")},
+        },
+    )
     download_buttons(phases, f"phases_{run['run_id']}", "bd-phases")
 
 

@@ -181,8 +181,11 @@ def fits_table(report: FitReport, stall: str, group: dict) -> None:
         column_config={
             "best": st.column_config.CheckboxColumn("best"),
             "r2": st.column_config.TextColumn("R²"),
-            "lomo_mape": st.column_config.TextColumn("leave-one-model-out MAPE"),
-            "lobo_mape": st.column_config.TextColumn("leave-one-bandwidth-out MAPE"),
+            # Short headings (the table fits the page), the whole name on hovering them.
+            "lomo_mape": st.column_config.TextColumn("error, model out", help="leave-one-model-out MAPE"),
+            "lobo_mape": st.column_config.TextColumn(
+                "error, bandwidth out", help="leave-one-bandwidth-out MAPE"
+            ),
         },
     )
     st.caption(

@@ -9,6 +9,7 @@ from pages._shared import (
     chart_with_download,
     current_db,
     download_buttons,
+    fit_to_page,
     load,
     page_guard,
     page_header,
@@ -250,7 +251,6 @@ def ranked_view(ranked: pd.DataFrame) -> None:
             "training_h",
             "training_usd",
             "usd_per_h",
-            "expected_error",
             "iteration_s",
             "basis",
             "note",
@@ -262,7 +262,6 @@ def ranked_view(ranked: pd.DataFrame) -> None:
             "training_h": st.column_config.NumberColumn("hours", format="%.1f"),
             "training_usd": st.column_config.NumberColumn("USD", format="dollar"),
             "usd_per_h": st.column_config.NumberColumn("USD/h", format="%.2f"),
-            "expected_error": st.column_config.NumberColumn("expected error", format="percent"),
             "iteration_s": st.column_config.NumberColumn("iteration (s)", format="%.4f"),
         },
     )
@@ -309,13 +308,23 @@ def catalog_editor() -> None:
     with st.expander("Instance catalog: shapes and prices (editable)", icon=":material/sell:"):
         st.caption(
             "Prices in USD per hour. A price you change is dated today and marked as your edit unless you "
-            "set the date and source yourself. Add a row for an instance type that is missing. A row you "
-            "edit or add is yours (origin user): `stash instances import` never overwrites it."
+            "set the date and source yourself. Add a row for an instance type that is missing (its shape, "
+            "links and prices: save before switching columns). A row you edit or add is yours (origin user): "
+            "`stash instances import` never overwrites it."
         )
         before = load(views.recommend.instance_catalog)
-        after = st.data_editor(
-            before, num_rows="add", key="rec-catalog-editor", width="stretch", disabled=["origin"]
+        # One group of columns at a time, so that every column is in view (save before switching).
+        group = st.segmented_control(
+            "Columns", list(views.recommend.CATALOG_GROUPS), default="Shapes", key="rec-catalog-columns"
         )
+        shown = before[views.recommend.CATALOG_GROUPS[group or "Shapes"]]
+        options = {"column_config": views.labels.labelled_config(shown.columns)}
+        fit_to_page(shown, options, editor=True)
+        edited = st.data_editor(
+            shown, num_rows="add", key=f"rec-catalog-editor-{group}", width="stretch", disabled=["origin"],
+            **options,
+        )  # fmt: skip
+        after = views.recommend.with_catalog_edits(before, edited)
         if st.button("Save catalog changes", icon=":material/save:", key="rec-catalog-save"):
             try:
                 edited, added = views.recommend.save_catalog_edits(current_db(), before, after)

@@ -8,6 +8,7 @@ import streamlit as st
 from pages._shared import (
     chart_with_download,
     current_db,
+    download_buttons,
     empty_state,
     forget_cached_queries,
     load,
@@ -171,7 +172,8 @@ with page_guard():
     if past.empty:
         empty_state("No simulation stored yet: run one above, or `stash schedule --synthetic-jobs 500`.")
     else:
-        show_table(past.drop(columns=["jct_cdf", "timeline", "fabric", "settings"]))
+        show_table(view.past_table(past))
+        download_buttons(past.drop(columns=["jct_cdf", "timeline"]), "simulations", "sched-past")
         ids = list(dict.fromkeys(past["simulation_id"]))
         picked = st.selectbox("Show a past simulation", ids, index=None, placeholder="choose a simulation")
         if picked:

@@ -91,7 +91,7 @@ def query_result() -> None:
         st.caption(
             f"{len(frame):,} row{'s' if len(frame) != 1 else ''}{more} in {result.elapsed_s * 1000:.0f} ms"
         )
-        show_table(frame)
+        show_table(frame, labels=False, fit=False)  # the query's own names and widths
         if not frame.empty:
             download_buttons(frame, "query_result", "sql-result")
 

@@ -4,6 +4,7 @@ from stash_core.views import (
     breakdown,
     common,
     compare,
+    labels,
     models,
     overview,
     recommend,
@@ -11,8 +12,9 @@ from stash_core.views import (
     schedule,
     spot,
     sql,
+    table_fit,
     upload,
 )
 
-__all__ = ["breakdown", "common", "compare", "models", "overview", "recommend", "run_form", "schedule",
-           "spot", "sql", "upload"]  # fmt: skip
+__all__ = ["breakdown", "common", "compare", "labels", "models", "overview", "recommend", "run_form",
+           "schedule", "spot", "sql", "table_fit", "upload"]  # fmt: skip

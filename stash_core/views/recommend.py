@@ -117,6 +117,28 @@ def instance_catalog(db_path: Path | str) -> pd.DataFrame:
     return list_instances(db_path)[list(COLUMNS)]
 
 
+# The catalog's columns edited together (the whole table would not fit the page): name first in each.
+CATALOG_GROUPS = {
+    "Shapes": ["name", "accelerator", "accelerator_count", "vcpus", "memory_gib"],
+    "Links": ["name", "provider", "network_gbps", "interconnect"],
+    "Prices": ["name", "on_demand_usd_per_h", "spot_usd_per_h", "price_date", "source", "region", "origin"],
+}
+
+
+def with_catalog_edits(before: pd.DataFrame, edited: pd.DataFrame) -> pd.DataFrame:
+    """The whole catalog table with the edits of one group of its columns (`edited`, rows by the index of
+    `before`, added rows after them): the other columns of an existing row unchanged, empty for a new one."""
+    after = before.copy()
+    kept = edited.index.intersection(before.index)
+    for column in edited.columns:
+        after[column] = after[column].astype(object)
+        after.loc[kept, column] = edited.loc[kept, column].astype(object)
+    added = edited.loc[edited.index.difference(before.index)]
+    if added.empty:
+        return after
+    return pd.concat([after, added.reindex(columns=before.columns).astype(object)], ignore_index=True)
+
+
 def save_catalog_edits(
     db_path: Path | str, before: pd.DataFrame, after: pd.DataFrame
 ) -> tuple[list[str], list[str]]:

@@ -1,0 +1,87 @@
+"""Column widths that keep a table inside the page: a table whose columns would be wider than the space a
+page gives it (about 780 px in a 1280 px window) gets its text columns narrowed to share what is left, and
+their text wrapped over taller rows, instead of scrolling sideways with its right-hand columns cut off.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import pandas as pd
+
+# The width a page's table is given in a 1280 px window, less a margin for the grid's own borders.
+TABLE_BUDGET_PX = 760
+CHAR_PX = 6.6  # one character of the grid's font, on average (measured on its headings and cells)
+PAD_PX = 22  # a cell's padding
+MIN_TEXT_PX = 80  # a narrowed text column is never narrower, nor narrower than its heading
+EDITOR_ICON_PX = 22  # an editable table's headings start with an icon
+WRAP_LINES = 3  # lines a wrapped row holds (pages/_shared.WRAPPED_ROW_HEIGHT_PX)
+SAMPLE_ROWS = 200
+
+
+def natural_width(frame: pd.DataFrame, column: Any, heading: str, heading_extra_px: int = 0) -> int:
+    """About how wide the grid draws a column: its heading or its longest cell (of the first rows)."""
+    cells = frame[column].head(SAMPLE_ROWS)
+    longest = max((len(_cell_text(value)) for value in cells), default=0)
+    return int(max(len(heading) * CHAR_PX + heading_extra_px, longest * CHAR_PX) + PAD_PX)
+
+
+def heading_width(heading: str, heading_extra_px: int = 0) -> int:
+    return int(len(heading) * CHAR_PX + heading_extra_px + PAD_PX)
+
+
+def fitted_widths(
+    frame: pd.DataFrame,
+    headings: Mapping[Any, str],
+    budget_px: int = TABLE_BUDGET_PX,
+    heading_extra_px: int = 0,
+) -> tuple[dict[Any, int], bool]:
+    """Pixel widths for the columns of a table that would not fit `budget_px`, and whether its text must
+    wrap; ({}, False) for one that fits as it is. Number columns keep their width and the widest text
+    columns are narrowed to one width that makes the table fit (narrow ones keep theirs), never below
+    MIN_TEXT_PX; when that is not enough, the widest columns of any kind are (their headings may then be
+    cut, never a column)."""
+    named = {column: headings.get(column, str(column)) for column in frame}
+    widths = {column: natural_width(frame, column, named[column], heading_extra_px) for column in frame}
+    if sum(widths.values()) <= budget_px:
+        return {}, False
+    text = {column: widths[column] for column in frame if _is_text(frame[column])}
+    floors = {column: max(MIN_TEXT_PX, heading_width(named[column], heading_extra_px)) for column in text}
+    room = budget_px - sum(width for column, width in widths.items() if column not in text)
+    cap = _level(list(text.values()), room, list(floors.values()))
+    fitted = {column: min(width, max(cap, floors[column])) for column, width in text.items()}
+    if text and sum(fitted.values()) <= room:
+        return {**widths, **fitted}, True
+    cap = _level(list(widths.values()), budget_px)
+    narrowed = {column: max(40, min(width, cap)) for column, width in widths.items()}
+    return narrowed, any(text[column] > cap for column in text)
+
+
+def _level(widths: list[int], room: float, floors: list[int] | None = None) -> int:
+    """The largest width C such that the widths, each cut to C (but not below its floor), add up to at most
+    `room` (0 when none does)."""
+    floors = floors or [0] * len(widths)
+
+    def total(cap: int) -> int:
+        return sum(min(width, max(cap, floor)) for width, floor in zip(widths, floors, strict=True))
+
+    low, high = 0, max(widths, default=0)
+    while low < high:
+        middle = (low + high + 1) // 2
+        if total(middle) <= room:
+            low = middle
+        else:
+            high = middle - 1
+    return low
+
+
+def _is_text(series: pd.Series) -> bool:
+    return not (pd.api.types.is_numeric_dtype(series) or pd.api.types.is_bool_dtype(series))
+
+
+def _cell_text(value: Any) -> str:
+    if isinstance(value, float):
+        return "" if math.isnan(value) else f"{value:.4g}"
+    return "" if value is None else str(value)

