@@ -141,6 +141,8 @@ def stall_table(run: dict) -> None:
 def stall_figure(row: dict) -> str:
     """Seconds ± interval; for a stall not resolved, that it was not, instead of a figure like 0 ± 3 s."""
     seconds, ci = row.get("seconds"), row.get("ci95_s")
+    if row.get("stall") == REMAINDER and row.get("status") == "none":
+        return "0 s"  # the named stalls add up to the iteration time
     if row.get("stall") == REMAINDER or row.get("resolved") is not False:
         return seconds_text(seconds, ci)
     spread = f" (± {seconds_text(ci)})" if ci is not None else ""
@@ -150,6 +152,8 @@ def stall_figure(row: dict) -> str:
 
 
 def status_text(row: dict) -> str:
+    if row.get("stall") == REMAINDER and row.get("status") == "none":
+        return "nothing left over"
     if row.get("stall") != REMAINDER and row.get("resolved") is False:
         return "not resolved"
     return (row.get("status") or "").replace("_", " ")

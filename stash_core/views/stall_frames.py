@@ -150,7 +150,8 @@ def _lay_end_to_end(record: dict[str, Any], parts: list[tuple], total: float | N
 
 def stall_detail_rows(run: dict[str, Any]) -> list[dict[str, Any]]:
     """One run's stall rows (the `stalls` of run_detail) plus its remainder, each with `label`, `resolved`
-    (False: not resolved, None: no figure) and, for the remainder, what it holds in `note`."""
+    (False: not resolved, None: no figure) and, for the remainder, what it holds in `note`. The remainder's
+    row is there whenever the run has an iteration time, 0 included, so that the rows add up to it."""
     named = [row for row in run.get("stalls") or [] if row.get("stall") in STALL_NAMES]
     rows = [{**row, "label": STALL_LABELS[row["stall"]], "resolved": stall_resolved(row)} for row in named]
     breakdown = {
@@ -161,7 +162,7 @@ def stall_detail_rows(run: dict[str, Any]) -> list[dict[str, Any]]:
         "stalls": {row["stall"]: row for row in named},
     }
     remainder = remainder_of(breakdown)
-    if remainder is not None and remainder["status"] != "none":
+    if remainder is not None:
         rows.append(
             {**remainder, "stall": REMAINDER, "label": REMAINDER_LABEL, "resolved": stall_resolved(remainder)}
         )

@@ -33,6 +33,16 @@ def headings(element) -> list[str]:
     return [(config.get(str(name)) or {}).get("label") or str(name) for name in element.value.columns]
 
 
+def test_the_stalls_table_shows_not_separated_when_the_stalls_add_up(empty_db: Path) -> None:
+    doc = result_doc(stalls={"compute": 0.30, "interconnect": 0.08})  # adds up to t2: a remainder of 0
+    store.ingest_result(empty_db, doc)
+    app = open_run(doc["run_id"])
+    table = next(frame.value for frame in app.dataframe if "Stall" in frame.value.columns)
+    row = table[table["Stall"] == "Not separated"]
+    assert len(row) == 1, list(table["Stall"])
+    assert row["Per iteration"].iloc[0] == "0 s" and row["Status"].iloc[0] == "nothing left over"
+
+
 def test_every_table_on_the_breakdown_page_has_headings_in_words(empty_db: Path) -> None:
     doc = result_doc(stalls={"compute": 0.30, "interconnect": 0.08}, samples=True)
     store.ingest_result(empty_db, doc)
