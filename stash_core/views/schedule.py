@@ -18,6 +18,7 @@ from stash_core.sched.detect import detect_format
 from stash_core.sched.generate import philly_like_trace
 from stash_core.sched.report import run_simulation, save_simulation
 from stash_core.store.simulations import simulations_frame
+from stash_core.units import duration_words
 
 MAX_PAGE_JOBS = 20_000  # keeps a page's simulation to seconds
 MODELS = list(d.MODELS)
@@ -134,17 +135,35 @@ def timeline_frame(doc: dict[str, Any]) -> pd.DataFrame:
 
 
 def winners(doc: dict[str, Any]) -> list[str]:
-    """Which policy is lowest on each metric, and by how much against the next best."""
+    """Which policy is lowest on each metric, and by how much against the next best; policies within
+    TIE_S or TIE_SHARE of the lowest are said to be tied with it (no percentage of rounding noise)."""
     frame = summary_frame(doc)
     lines = []
     for column, label in SUMMARY.items():
         ranked = frame.sort_values(column, kind="stable")
-        best = ranked.iloc[0]
-        text = f"{label}: {best['label']} ({best[column] / 3600:.2f} h)"
-        if len(ranked) > 1 and ranked.iloc[1][column] > 0:
-            text += f", {1 - best[column] / ranked.iloc[1][column]:.1%} below {ranked.iloc[1]['label']}"
+        values = [float(value) for value in ranked[column]]
+        labels = list(ranked["label"])
+        tied = sum(1 for value in values if _tied(values[0], value))  # sorted: the tied ones come first
+        if tied > 1:
+            text = (f"{label}: {', '.join(labels[:tied])} tied (about {duration_words(values[0])}, within "
+                    f"{TIE_S:.0f} s or {TIE_SHARE:.0%} of each other)")  # fmt: skip
+        else:
+            text = f"{label}: {labels[0]} ({duration_words(values[0])})"
+        if tied < len(values) and values[tied] > 0:
+            text += (f", {1 - values[0] / values[tied]:.1%} below {labels[tied]} "
+                     f"({duration_words(values[tied])})")  # fmt: skip
         lines.append(text)
     return lines
+
+
+# Two policies' times closer than this are a tie: a minute of a simulated schedule that runs for hours, or a
+# share of the larger one that the simulation's own rounding of job times can move.
+TIE_S = 60.0
+TIE_SHARE = 0.01
+
+
+def _tied(best_s: float, other_s: float) -> bool:
+    return abs(other_s - best_s) < max(TIE_S, TIE_SHARE * max(abs(best_s), abs(other_s)))
 
 
 def past_simulations(db_path: Path | str) -> pd.DataFrame:

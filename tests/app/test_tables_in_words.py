@@ -66,6 +66,35 @@ def test_headings_say_their_units() -> None:
     assert column_label("Stall") == "Stall"
 
 
+def _simulation(values: list[tuple[str, float, float]]) -> dict:
+    return {
+        "policies": [
+            {
+                "policy": name,
+                "settings": {"label": name},
+                "metrics": {
+                    "makespan_s": makespan,
+                    "avg_jct_s": makespan,
+                    "p95_jct_s": makespan,
+                    "avg_queue_s": makespan,
+                    "comm_overhead_s": overhead,
+                },
+            }  # fmt: skip
+            for name, makespan, overhead in values
+        ]
+    }
+
+
+def test_times_within_rounding_are_a_tie_not_a_percentage() -> None:
+    from stash_core.views.schedule import winners
+
+    lines = winners(_simulation([("consolidate", 36_000.0, 10.0), ("fifo", 40_000.0, 11.4)]))
+    overhead = next(line for line in lines if line.startswith("communication overhead"))
+    assert "consolidate, fifo tied" in overhead and "% below" not in overhead and "0.00 h" not in overhead
+    makespan = next(line for line in lines if line.startswith("makespan"))
+    assert makespan == "makespan: consolidate (10.0 h), 10.0% below fifo (11.1 h)"
+
+
 def test_a_catalog_edit_of_one_group_of_columns_keeps_the_others(tmp_path: Path) -> None:
     from stash_core import views
 
