@@ -134,8 +134,9 @@ def plan_box(answer: SpotAnswer, deadline_s: float) -> None:
             st.caption(f"No on-demand plan: {reason}")
     if answer.fragile:
         st.warning(
-            f"Fragile plan: it changes when {', '.join(answer.fragile)} (a fitted coefficient moved by about "
-            "its error). Refit the workload with more data before renting on it.",
+            f"Fragile plan: another cluster (or none) is chosen when "
+            f"{views.spot.fragile_text(answer.fragile)}, a move of about the fit's own error. Refit the "
+            "workload with more data before renting on it.",
             icon=":material/warning:",
         )
 

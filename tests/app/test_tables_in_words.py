@@ -95,6 +95,19 @@ def test_times_within_rounding_are_a_tie_not_a_percentage() -> None:
     assert makespan == "makespan: consolidate (10.0 h), 10.0% below fifo (11.1 h)"
 
 
+def test_a_fragile_spot_plan_says_which_coefficient_moved(tmp_path: Path, monkeypatch) -> None:
+    db = tmp_path / "fresh.duckdb"
+    monkeypatch.setenv("STASH_DB", str(db))
+    app = AppTest.from_file(str(REPO / "pages" / "spot.py"), default_timeout=60)
+    app.session_state["stash_db_path"] = str(db)
+    app = app.run().button(key="spot-plan").click().run()
+    assert not app.exception
+    fragile = next(w.value for w in app.warning if "Fragile plan" in w.value)
+    assert (
+        "g3 +5%" not in fragile and "the loss model's loss-scale constant g3 is 5% higher or lower" in fragile
+    )
+
+
 def test_a_catalog_edit_of_one_group_of_columns_keeps_the_others(tmp_path: Path) -> None:
     from stash_core import views
 
