@@ -127,10 +127,14 @@ def pareto_chart(data: pd.DataFrame, budget_hours: float | None) -> alt.LayerCha
     points = base.mark_point(filled=True, size=90).encode(
         x=alt.X("training_h:Q", title="Training time (hours)", scale=alt.Scale(type="log")),
         y=alt.Y("training_usd:Q", title="Training cost (USD)", scale=alt.Scale(type="log")),
+        # Those that meet the constraints in colour, the others grey: the domain is given, so that the
+        # colours do not follow the labels' alphabetical order.
         color=alt.Color(
             "kind:N",
             title=None,
-            scale=alt.Scale(range=["#4C78A8", "#bab0ac"]),
+            scale=alt.Scale(
+                domain=list(views.recommend.MEETS_CONSTRAINTS.values()), range=["#4C78A8", "#bab0ac"]
+            ),
             legend=alt.Legend(orient="top"),
         ),
         shape=alt.Shape("source:N", title="Iteration time", legend=alt.Legend(orient="top")),

@@ -18,7 +18,7 @@ from stash_core.results.file import STALL_NAMES
 from stash_core.store import reads
 from stash_core.views.common import STALL_LABELS
 
-MEETS_CONSTRAINTS = {True: "meets the constraints", False: "does not"}
+MEETS_CONSTRAINTS = {True: "meets the constraints", False: "does not meet them"}
 # Why a configuration was not predicted: a phrase of the reason (decide/predict, decide/recommend, the
 # Compare view) and what the pages call it.
 NOT_PREDICTED_KINDS = (
@@ -168,9 +168,11 @@ def headline(result: Recommendation) -> str:
 
 
 def pareto_points(options: pd.DataFrame) -> pd.DataFrame:
-    """The priced options of a recommendation, with `kind` telling whether each meets the constraints."""
-    return options.dropna(subset=["training_usd"]).assign(
-        kind=lambda frame: frame["feasible"].map(MEETS_CONSTRAINTS)
+    """The priced options of a recommendation, with `kind` telling whether each meets the constraints; those
+    that do come last, so that they are drawn over the others."""
+    priced = options.dropna(subset=["training_usd"])
+    return priced.assign(kind=priced["feasible"].map(MEETS_CONSTRAINTS)).sort_values(
+        "feasible", kind="stable", key=lambda column: column.astype(bool)
     )
 
 

@@ -108,6 +108,25 @@ def test_a_fragile_spot_plan_says_which_coefficient_moved(tmp_path: Path, monkey
     )
 
 
+def test_the_recommend_chart_colours_what_meets_the_constraints(tmp_path: Path, monkeypatch) -> None:
+    priced = tmp_path / "rec.duckdb"
+    monkeypatch.setenv("STASH_DB", str(priced))
+    app = AppTest.from_file(str(REPO / "pages" / "recommend.py"), default_timeout=120)
+    app.session_state["stash_db_path"] = str(priced)
+    app = app.run()
+    app.number_input(key="rec-budget").set_value(24.0)
+    app.multiselect(key="rec-inst").set_value(["p3.2xlarge", "p3.8xlarge", "g4dn.xlarge"])
+    app = next(button for button in app.button if button.label == "Recommend").click().run()
+    assert not app.exception
+    spec = next(json.loads(chart.proto.spec) for chart in app.get("vega_lite_chart")
+                if "training_usd" in chart.proto.spec)  # fmt: skip
+    colour = [layer["encoding"]["color"] for layer in spec["layer"] if "color" in layer.get("encoding", {})]
+    scales = [encoding["scale"] for encoding in colour if encoding.get("field") == "kind"]
+    assert scales, spec["layer"]
+    colours = dict(zip(scales[0]["domain"], scales[0]["range"], strict=True))
+    assert colours["meets the constraints"] != "#bab0ac" and colours["does not meet them"] == "#bab0ac"
+
+
 def test_a_catalog_edit_of_one_group_of_columns_keeps_the_others(tmp_path: Path) -> None:
     from stash_core import views
 
