@@ -16,6 +16,7 @@ TABLE_BUDGET_PX = 760
 CHAR_PX = 6.6  # one character of the grid's font, on average (measured on its headings and cells)
 PAD_PX = 22  # a cell's padding
 MIN_TEXT_PX = 80  # a narrowed text column is never narrower, nor narrower than its heading
+NARROWEST_TEXT_PX = 50  # ... unless the table has too many text columns for that
 EDITOR_ICON_PX = 22  # an editable table's headings start with an icon
 WRAP_LINES = 3  # lines a wrapped row holds (pages/_shared.WRAPPED_ROW_HEIGHT_PX)
 SAMPLE_ROWS = 200
@@ -40,20 +41,21 @@ def fitted_widths(
 ) -> tuple[dict[Any, int], bool]:
     """Pixel widths for the columns of a table that would not fit `budget_px`, and whether its text must
     wrap; ({}, False) for one that fits as it is. Number columns keep their width and the widest text
-    columns are narrowed to one width that makes the table fit (narrow ones keep theirs), never below
-    MIN_TEXT_PX; when that is not enough, the widest columns of any kind are (their headings may then be
-    cut, never a column)."""
+    columns are narrowed to one width that makes the table fit (narrow ones keep theirs), never below their
+    heading nor MIN_TEXT_PX (NARROWEST_TEXT_PX when that is too wide); when that is not enough, the widest
+    columns of any kind are (their headings may then be cut, never a column)."""
     named = {column: headings.get(column, str(column)) for column in frame}
     widths = {column: natural_width(frame, column, named[column], heading_extra_px) for column in frame}
     if sum(widths.values()) <= budget_px:
         return {}, False
     text = {column: widths[column] for column in frame if _is_text(frame[column])}
-    floors = {column: max(MIN_TEXT_PX, heading_width(named[column], heading_extra_px)) for column in text}
     room = budget_px - sum(width for column, width in widths.items() if column not in text)
-    cap = _level(list(text.values()), room, list(floors.values()))
-    fitted = {column: min(width, max(cap, floors[column])) for column, width in text.items()}
-    if text and sum(fitted.values()) <= room:
-        return {**widths, **fitted}, True
+    for least in (MIN_TEXT_PX, NARROWEST_TEXT_PX):  # as narrow as a heading allows, if it must be
+        floors = {column: max(least, heading_width(named[column], heading_extra_px)) for column in text}
+        cap = _level(list(text.values()), room, list(floors.values()))
+        fitted = {column: min(width, max(cap, floors[column])) for column, width in text.items()}
+        if text and sum(fitted.values()) <= room:
+            return {**widths, **fitted}, True
     cap = _level(list(widths.values()), budget_px)
     narrowed = {column: max(40, min(width, cap)) for column, width in widths.items()}
     return narrowed, any(text[column] > cap for column in text)
