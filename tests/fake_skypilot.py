@@ -3,9 +3,9 @@ node of an emulated cluster (tests/cluster/) instead of a VM.
 
 Everything after provisioning is real: the task's set-up and run scripts run on the node over SSH, from the
 workdir (the nodes share this machine's files, so this checkout is the workdir as SkyPilot's copy of it would
-be, and its environment: STASH_VENV is this checkout's .venv, PIP_NO_INDEX keeps pip from the network); the
-run's log is streamed to tail_logs' output stream; a teardown takes the node's cluster down, with every
-process on it and its results folder (the machine's disk). Like SkyPilot, the fake names each cluster for ssh
+be, and STASH_VENV is the environment the tests run in; PIP_NO_INDEX keeps pip from the network); the run's
+log is streamed to tail_logs' output stream; a teardown takes the node's cluster down, with every process on
+it and its results folder (the machine's disk). Like SkyPilot, the fake names each cluster for ssh
 in ~/.sky/generated/ssh/CLUSTER (under the HOME the test sets).
 
 A launch can be made to fail with an exception (SkyPilot's own types where SkyPilot is installed, else
@@ -25,8 +25,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
-
-REPO = Path(__file__).resolve().parent.parent
 
 try:  # SkyPilot's own exception types where it is installed
     from sky.exceptions import ClusterDoesNotExist, ResourcesUnavailableError  # type: ignore
@@ -170,7 +168,7 @@ class FakeSky:
     def _ssh_argv(self, record: FakeCluster, config: dict[str, Any], script: str) -> list[str]:
         env = {
             **config.get("envs", {}),
-            "STASH_VENV": str(REPO / ".venv"),
+            "STASH_VENV": sys.prefix,  # this environment: the nodes share this machine's files
             "PIP_NO_INDEX": "1",
             "PYTHONDONTWRITEBYTECODE": "1",
         }
