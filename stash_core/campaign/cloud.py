@@ -247,7 +247,10 @@ def _reuse_left_cluster(sky, cluster: str, say, outcome) -> None:
     records = sky.get(sky.status(cluster_names=[cluster]))
     if records:
         say(outcome, f"found {cluster}, left by an earlier run: cancelling its jobs and using it")
-        sky.get(sky.cancel(cluster, all=True))
+        try:
+            sky.get(sky.cancel(cluster, all=True))
+        except Exception as error:  # noqa: BLE001 - a stopped cluster has no jobs to cancel; the launch restarts it
+            say(outcome, f"its jobs were not cancelled ({type(error).__name__}: {first_line(str(error))})")
 
 
 class LineStream:

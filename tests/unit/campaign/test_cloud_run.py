@@ -147,3 +147,21 @@ def test_dry_run_without_skypilot_prints_the_plan_and_the_tasks(capsys, monkeypa
     assert "at catalog prices (prices of 2025-01-01)" in out
     assert out.count("# SkyPilot task of") == 2 and "instance_type: g4dn.xlarge" in out
     assert "not checked by SkyPilot: it is not installed here" in out
+
+
+class StoppedCluster(FakeSky):
+    def cancel(self, cluster_name, all=False):  # noqa: A002 - SkyPilot's name
+        self.calls.append(("cancel", cluster_name))
+        return self._request(lambda _: (_ for _ in ()).throw(RuntimeError("cluster is STOPPED")))
+
+
+def test_a_stopped_cluster_left_behind_is_launched_again(settings, tmp_path):
+    plan = plan_cloud(["g5.xlarge"], ["resnet18"], [8], None, settings, predict=steps)
+    cluster = plan.instances[0].cluster
+    no_capacity = {"g5.xlarge": ResourcesUnavailableError("no capacity")}
+    sky = StoppedCluster(tmp_path, tmp_path, fail_launch=no_capacity)
+    sky.clusters[cluster] = FakeCluster(cluster)
+    lines = []
+    run_cloud_campaign(plan, settings, sky, report=lines.append)
+    assert [call for call, _ in sky.calls] == ["cancel", "launch", "down"]
+    assert any("its jobs were not cancelled (RuntimeError: cluster is STOPPED)" in line for line in lines)
