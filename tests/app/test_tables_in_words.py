@@ -144,3 +144,21 @@ def test_a_catalog_edit_of_one_group_of_columns_keeps_the_others(tmp_path: Path)
     )
     edited, added = views.recommend.save_catalog_edits(db, before, after)
     assert edited == [before.loc[first, "name"]] and added == []
+
+
+def test_no_page_shows_a_stored_column_name_as_a_heading(populated_db: Path) -> None:
+    from stash_core.store import examples
+
+    examples.import_examples(populated_db)
+    app = AppTest.from_file(str(REPO / "app.py"), default_timeout=120).run()
+    shown = {}
+    pages = [("overview", None), ("breakdown", None), ("compare", None), ("models", None),
+             ("recommend", "Recommend"), ("schedule", "Simulate"), ("spot", "Plan")]  # fmt: skip
+    for page, button in pages:
+        app.switch_page(f"pages/{page}.py").run()
+        if button:
+            next(b for b in app.button if b.label == button).click().run()
+        assert not app.exception, (page, [e.value for e in app.exception])
+        shown[page] = [heading for frame in app.dataframe for heading in headings(frame)]
+    raw = {page: [h for h in found if SNAKE_NAME.match(h)] for page, found in shown.items()}
+    assert all(shown.values()) and not any(raw.values()), raw
