@@ -37,27 +37,11 @@ def preview_view(report: views.upload.UploadReport) -> None:
     if preview.empty:
         return
     st.subheader("Preview")
-    shown = [
-        c
-        for c in (
-            "source",
-            "run_label",
-            "run_id",
-            "status",
-            "started_at",
-            "model",
-            "batch_size",
-            "workers_per_node",
-            "nodes",
-            "instance",
-            "iteration_s",
-            "epoch_s",
-        )
-        if c in preview.columns
-    ]
-    table = preview[shown].copy()
+    # The run's label says its model, batch, workers x nodes, instance and id: one column for them all.
+    columns = ("source", "run_label", "status", "started_at", "iteration_s", "epoch_s")
+    table = preview[[c for c in columns if c in preview.columns]].copy()
     table.insert(
-        0, "in database", table["run_id"].isin(report.already_stored).map({True: "yes", False: "no"})
+        0, "in database", preview["run_id"].isin(report.already_stored).map({True: "yes", False: "no"})
     )
     show_table(
         table,
@@ -65,14 +49,8 @@ def preview_view(report: views.upload.UploadReport) -> None:
             "in database": st.column_config.TextColumn("In database"),
             "source": st.column_config.TextColumn("File"),
             "run_label": st.column_config.TextColumn("Run"),
-            "run_id": st.column_config.TextColumn("Run id"),
             "status": st.column_config.TextColumn("Status"),
             "started_at": st.column_config.DatetimeColumn("Started (UTC)", format="YYYY-MM-DD HH:mm"),
-            "model": st.column_config.TextColumn("Model"),
-            "batch_size": st.column_config.NumberColumn("Batch"),
-            "workers_per_node": st.column_config.NumberColumn("Workers"),
-            "nodes": st.column_config.NumberColumn("Nodes"),
-            "instance": st.column_config.TextColumn("Instance"),
             "iteration_s": st.column_config.NumberColumn("Iteration (s)", format="%.4f"),
             "epoch_s": st.column_config.NumberColumn("Epoch (s)", format="%.1f"),
         },

@@ -152,6 +152,12 @@ def test_no_table_is_clipped_at_1280_px(examples_dashboard: str, small_tab) -> N
     ):
         open_page(tab, nav, name, title)
         found += clipped(tab, name)
+        if name == "Upload":  # the preview of the shipped example files
+            files = [str(path) for path in examples.example_result_files()]
+            tab.locator('[data-testid="stFileUploaderDropzoneInput"]').set_input_files(files)
+            tab.locator('[data-testid="stDataFrame"] >> visible=true').first.wait_for()
+            settle(tab, "Upload")
+            found += clipped(tab, "Upload, preview")
     for name, button, answer in (
         ("Recommend", "Recommend", '[data-testid="stDataFrame"]'),
         ("Schedule", "Simulate", '[data-testid="stVegaLiteChart"]'),
