@@ -2,8 +2,8 @@
 brings up an emulated-cluster node; the task's set-up and run scripts run there over SSH, the result files
 come back over SSH (`ssh CLUSTER`, as SkyPilot names clusters), and are stored with the instance type as the
 label. SIGINT half-way, then the same campaign again: every configuration stored exactly once, nothing left
-running. A node lost mid-profile and a profile that fails there: both said, the cluster torn down, nothing
-left."""
+running. A profile that fails there, then the node lost mid-profile: both said, the cluster torn down,
+nothing left."""
 
 from __future__ import annotations
 
@@ -118,22 +118,24 @@ def test_sigint_half_way_then_resume_stores_each_configuration_once(tmp_path, ho
     assert all(line.endswith("spent so far at catalog prices)") for line in progress)
 
 
-def test_a_lost_node_and_a_failed_profile_end_with_everything_down(tmp_path, home):
+def test_a_failed_profile_then_a_lost_node_end_with_everything_down(tmp_path, home):
     settings = settings_for(tmp_path)
-    broken = Path(__file__).resolve().parents[2] / "examples" / "models" / "tiny_cnn.py"
-    models = [f"{broken}:no_such_factory"]  # refused there (exit 2, no result), after the machine is set up
-    failing = plan_cloud(["g4dn.xlarge"], models, [4], None, settings, predict=steps)
-    losing = plan_cloud(["g5.xlarge"], [TINY_CNN], [4], None, settings, predict=steps)
-    failing.instances += losing.instances
-    failing.parallel = 2
-    both = FakeSky(tmp_path, home, lose_node_on=("g5.xlarge", "stash-campaign: profiling 1 of 1"))
+    model_file = Path(__file__).resolve().parents[2] / "examples" / "models" / "tiny_cnn.py"
+    broken = f"{model_file}:no_such_factory"  # refused there (exit 2, no result), after the machine is set up
+    plan = plan_cloud(["g5.xlarge"], [broken, TINY_CNN], [4], None, settings, predict=steps)
+    assert [estimate.item.model for estimate in plan.instances[0].todo][
+        1
+    ] == "examples/models/tiny_cnn.py:make"
+    # the node disappears as the second profile starts (a preempted spot machine)
+    sky = FakeSky(tmp_path, home, lose_node_on=("g5.xlarge", "stash-campaign: profiling 2 of 2"))
     lines: list[str] = []
-    outcomes = run_cloud_campaign(failing, settings, both, report=lines.append, idle_minutes=5)
-    failed, gone = outcomes
-    assert failed.state == "down" and len(failed.failed) == 1 and failed.completed == [], "\n".join(lines)
-    assert failed.failed[0][1] == "no result file (the profile exited with status 2)"
-    assert gone.state == "down" and gone.completed == [] and len(gone.lost) == 1, "\n".join(lines)
-    assert any("g5.xlarge" in line and "1 profile(s) not finished" in line for line in lines)
-    assert ("lost", gone.plan.cluster) in both.calls
-    nothing_left(both, failing)
+    (outcome,) = run_cloud_campaign(plan, settings, sky, report=lines.append, idle_minutes=5)
+    assert outcome.state == "down" and outcome.completed == [], "\n".join(lines)
+    assert outcome.failed == [
+        (plan.instances[0].todo[0].item, "no result file (the profile exited with status 2)")
+    ]
+    assert [item.model for item in outcome.lost] == ["examples/models/tiny_cnn.py:make"]
+    assert any("1 profile(s) not finished" in line for line in lines), "\n".join(lines)
+    assert ("lost", outcome.plan.cluster) in sky.calls
+    nothing_left(sky, plan)
     assert not settings.db_path.exists()  # nothing finished: nothing stored
