@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import importlib.util
+import shutil
 import stat
 import subprocess
 
@@ -12,7 +13,14 @@ import pytest
 import stash_core
 from stash_core.campaign.cloud_plan import plan_cloud
 from stash_core.campaign.plan import CampaignSettings
-from stash_core.campaign.remote import SETUP_SCRIPT, parse_finished, parse_started, results_dir, run_script
+from stash_core.campaign.remote import (
+    REMOTE_ROOT,
+    SETUP_SCRIPT,
+    parse_finished,
+    parse_started,
+    results_dir,
+    run_script,
+)
 from stash_core.campaign.skypilot_task import (
     check_tasks,
     skypilot_installed,
@@ -59,7 +67,9 @@ def test_yaml_text(plan):
     assert "resources:\n  infra: aws/us-east-1\n  instance_type: g5.xlarge\n  use_spot: false\n" in text
     assert "  autostop:\n    idle_minutes: 15\n    down: true\n" in text
     assert "setup: |\n  set -euo pipefail\n" in text and "run: |\n  set -u\n" in text
-    assert to_yaml({"a": "yes", "b": "1.5", "c": "x y", "d": None}) == 'a: "yes"\nb: "1.5"\nc: "x y"\nd: null\n'
+    assert (
+        to_yaml({"a": "yes", "b": "1.5", "c": "x y", "d": None}) == 'a: "yes"\nb: "1.5"\nc: "x y"\nd: null\n'
+    )
     if importlib.util.find_spec("yaml"):  # with SkyPilot installed, PyYAML reads it back as the same data
         import yaml
 
@@ -80,13 +90,16 @@ def test_the_run_script_announces_each_profile_and_goes_on_after_a_failure(plan,
     item = cloud.instances[0]
     # a profile of resnet34 fails; the other runs; the script exits 1
     venv = _fake_python(tmp_path, 'case "$*" in *resnet34*) echo "it broke" >&2; exit 1;; esac\necho ok\n')
-    done = subprocess.run(
-        ["bash", "-c", run_script(item.items, settings, item.cluster)],
-        capture_output=True,
-        text=True,
-        env={"STASH_VENV": venv, "PATH": "/usr/bin:/bin"},
-        timeout=30,
-    )
+    try:
+        done = subprocess.run(
+            ["bash", "-c", run_script(item.items, settings, item.cluster)],
+            capture_output=True,
+            text=True,
+            env={"STASH_VENV": venv, "PATH": "/usr/bin:/bin"},
+            timeout=30,
+        )
+    finally:  # the folder the script makes for the results, here as on a rented machine
+        shutil.rmtree(f"{REMOTE_ROOT}/{item.cluster}", ignore_errors=True)
     assert done.returncode == 1
     lines = done.stdout.splitlines()
     assert [parse_started(line) for line in lines if parse_started(line)] == [(1, 2), (2, 2)]
