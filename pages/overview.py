@@ -136,21 +136,24 @@ def main() -> None:
 
     st.subheader("Recent runs")
     recent = info["recent"].assign(error=info["recent"]["error"].fillna(""))
+    # Workers and machines in one column, and no Error column while no run failed: the table fits the page.
+    scale = [f"{w} × {n}" for w, n in zip(recent["workers_per_node"], recent["nodes"], strict=True)]
+    recent = recent.assign(workers_per_node=scale)
+    hidden = ["nodes"] + (["error"] if not recent["error"].any() else [])
     show_table(
-        recent,
+        recent.drop(columns=hidden),
         column_config={
             "run_id": st.column_config.TextColumn("Run"),
             "started_at": st.column_config.DatetimeColumn("Started (UTC)", format="YYYY-MM-DD HH:mm"),
             "status": st.column_config.TextColumn("Status"),
             "model": "Model",
             "batch_size": st.column_config.NumberColumn("Batch"),
-            "workers_per_node": st.column_config.NumberColumn("Workers"),
-            "nodes": st.column_config.NumberColumn("Nodes"),
+            "workers_per_node": st.column_config.TextColumn("Workers × nodes"),
             "instance": "Instance",
             "device": "Device",
             "iteration_s": st.column_config.NumberColumn("Iteration (s)", format="%.4f"),
             "epoch_s": st.column_config.NumberColumn("Epoch (s)", format="%.1f"),
-            "error": "Error",
+            **({} if "error" in hidden else {"error": "Error"}),
         },
     )
 

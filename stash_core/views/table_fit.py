@@ -1,5 +1,5 @@
 """Column widths that keep a table inside the page: a table whose columns would be wider than the space a
-page gives it (about 780 px in a 1280 px window) gets its text columns narrowed to share what is left, and
+page gives it (784 px or more in a 1280 px window) gets its text columns narrowed to share what is left, and
 their text wrapped over taller rows, instead of scrolling sideways with its right-hand columns cut off.
 """
 
@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any
 
 import pandas as pd
 
 # The width a page's table is given in a 1280 px window, less a margin for the grid's own borders.
-TABLE_BUDGET_PX = 760
-CHAR_PX = 6.6  # one character of the grid's font, on average (measured on its headings and cells)
+TABLE_BUDGET_PX = 770
+CHAR_PX = 6.2  # one character of the grid's font, on average (measured on its headings and cells)
 PAD_PX = 22  # a cell's padding
 MIN_TEXT_PX = 80  # a narrowed text column is never narrower, nor narrower than its heading
 NARROWEST_TEXT_PX = 50  # ... unless the table has too many text columns for that
@@ -84,6 +85,8 @@ def _is_text(series: pd.Series) -> bool:
 
 
 def _cell_text(value: Any) -> str:
+    if isinstance(value, (pd.Timestamp, datetime)):
+        return "2026-01-01 00:00"  # as the pages show times: to the minute
     if isinstance(value, float):
         return "" if math.isnan(value) else f"{value:.4g}"
     return "" if value is None else str(value)
