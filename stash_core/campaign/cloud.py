@@ -35,7 +35,7 @@ from stash_core.campaign.plan import CampaignItem, CampaignSettings
 from stash_core.campaign.remote import parse_finished, parse_setting_up, parse_started
 from stash_core.campaign.skypilot_task import task_config
 from stash_core.errors import first_line
-from stash_core.interrupts import held_interrupts
+from stash_core.interrupts import held_interrupts, stop_exception
 
 DEFAULT_IDLE_MINUTES = 15
 END_WAIT_S = 120.0  # after Ctrl-C and the teardowns, how long the workers get to end
@@ -149,10 +149,13 @@ def run_cloud_campaign(
     pool = ThreadPoolExecutor(max_workers=max(1, plan.parallel), thread_name_prefix="stash-cloud")
     futures = []
     try:
-        futures += [
-            pool.submit(_run_type, outcome, settings, sky, clusters, copier, idle_minutes, stop, say)
-            for outcome in todo
-        ]
+        with held_interrupts() as received:  # every worker known before a Ctrl-C is acted on
+            futures += [
+                pool.submit(_run_type, outcome, settings, sky, clusters, copier, idle_minutes, stop, say)
+                for outcome in todo
+            ]
+        if received:
+            raise stop_exception(received[0])
         pending = set(futures)
         while pending:
             done, pending = wait(pending, timeout=0.2, return_when=FIRST_EXCEPTION)
@@ -200,6 +203,9 @@ def _run_type(outcome, settings, sky, clusters, copier, idle_minutes, stop, say)
     except Exception as error:  # noqa: BLE001 - SkyPilot's launch errors (capacity, quota, credentials)
         outcome.state, outcome.error = "launch failed", f"{type(error).__name__}: {first_line(str(error))}"
         say(outcome, f"launch failed: {outcome.error}")
+        clusters.down(outcome)
+        return
+    if stop.is_set():  # stopped while it launched: the main thread tears it down
         clusters.down(outcome)
         return
     outcome.state = "profiling"

@@ -4,6 +4,11 @@ raises SkyPilot's exception, a teardown that fails, a cluster left by a crashed 
 
 from __future__ import annotations
 
+import os
+import signal
+import sys
+import time
+
 import pytest
 from fake_skypilot import ClusterDoesNotExist, FakeCluster, FakeSky, ResourcesUnavailableError
 from result_docs import result_doc
@@ -165,3 +170,27 @@ def test_a_stopped_cluster_left_behind_is_launched_again(settings, tmp_path):
     run_cloud_campaign(plan, settings, sky, report=lines.append)
     assert [call for call, _ in sky.calls] == ["cancel", "launch", "down"]
     assert any("its jobs were not cancelled (RuntimeError: cluster is STOPPED)" in line for line in lines)
+
+
+class SlowLaunch(FakeSky):
+    """A launch that takes a while (provisioning), during which the user presses Ctrl-C."""
+
+    def _launch(self, config, name, stream):
+        self.clusters.setdefault(name, FakeCluster(name, config["resources"]["instance_type"]))
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(1.0)  # the main thread tears the cluster down meanwhile
+        return 1, None
+
+
+def test_ctrl_c_through_the_command_tears_down_and_exits_130(capsys, monkeypatch, tmp_path):
+    sky = SlowLaunch(tmp_path, tmp_path)
+    monkeypatch.setitem(sys.modules, "sky", sky)
+    monkeypatch.setattr(skypilot_task, "skypilot_installed", lambda: True)
+    monkeypatch.setattr(cloud_plan, "predict_steps", lambda settings: steps)
+    result = stash_here(
+        capsys, monkeypatch, *CLOUD, "--instances", "g5.xlarge", "--db", str(tmp_path / "c.db")
+    )
+    assert result.returncode == 130, result
+    assert result.stderr.splitlines()[-1] == "stash: interrupted"
+    assert "stopping (interrupted): tearing down stash-g5-xlarge-" in result.stderr
+    assert sky.clusters == {} and [call for call, _ in sky.calls] == ["launch", "down"]
