@@ -30,7 +30,8 @@ import pandas as pd
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from stash_core.decide.campaign import CampaignSettings, family_models, plan_campaign, run_campaign  # noqa: E402
+from stash_core.campaign.local import run_campaign  # noqa: E402
+from stash_core.campaign.plan import CampaignSettings, family_models, plan_campaign  # noqa: E402
 from stash_core.decide.fit import ALPHA_BETA, fit_stall_models  # noqa: E402
 
 PUBLISHED = "Habitat 11.8% across GPUs, Srifty 8%, dPRO and Ceer under 5%, Lumos 3.3%"
