@@ -150,7 +150,9 @@ def cmd_spot(args: argparse.Namespace) -> int:
         return 0 if result.best is not None else 1
     print(format_plan(result, rows, pricing, args.target_loss, args.budget_s, risk))
     if fragile:
-        print(f"fragile plan: it changes when {', '.join(fragile)} (a fitted coefficient moved by its "
+        from stash_core.spot.fragility import fragile_text
+
+        print(f"fragile plan: it changes when {fragile_text(fragile)} (a fitted coefficient moved by its "
               "error): refit the workload with more data before renting on it")  # fmt: skip
     return 0 if result.best is not None else 1
 

@@ -59,3 +59,29 @@ def _nudged_workloads(workload: Workload, nudge: float):
             loss_g = list(workload.loss_g)
             loss_g[index] = value * (1 + sign * nudge)
             yield f"g{index + 1} {sign * nudge:+.0%}", dataclasses.replace(workload, loss_g=tuple(loss_g))
+
+
+COEFFICIENT_WORDS = {
+    "a1": "the contention model's slope a1",
+    "b1": "the contention model's offset b1",
+    "g1": "the loss model's iteration offset g1",
+    "g2": "the loss model's batch-size slope g2",
+    "g3": "the loss model's loss-scale constant g3",
+    "g4": "the loss model's worker offset g4",
+    "g5": "the loss model's loss floor g5",
+}
+
+
+def fragile_text(nudges: list[str]) -> str:
+    """The nudges of spot.fragility ("g3 +5%", "g3 -5%") in words: "the loss model's loss-scale constant g3
+    is 5% higher or lower, or the contention model's slope a1 is 5% lower"."""
+    changes: dict[tuple[str, str], list[str]] = {}
+    for nudge in nudges:
+        name, _, change = nudge.partition(" ")
+        directions = changes.setdefault((name, change.lstrip("+-")), [])
+        directions.append("lower" if change.startswith("-") else "higher")
+    phrases = []
+    for (name, size), directions in changes.items():
+        what = COEFFICIENT_WORDS.get(name, f"the fitted coefficient {name}")
+        phrases.append(f"{what} is {size} {' or '.join(dict.fromkeys(directions))}" if size else what)
+    return ", or ".join(phrases)

@@ -15,7 +15,7 @@ import pandas as pd
 from stash_core.catalog import list_instances
 from stash_core.errors import UsageError
 from stash_core.spot import PlanResult, plan_spot_cluster, plan_table
-from stash_core.spot.fragility import fragile_coefficients
+from stash_core.spot.fragility import fragile_coefficients, fragile_text
 from stash_core.spot.inputs import build_offers, load_workload, ps_bandwidth_Bps
 from stash_core.spot.planner import searched_workers
 from stash_core.spot.simulate import PlanRisk, plan_risk, simulate
@@ -96,32 +96,6 @@ class SpotAnswer:
 
 # What each fitted coefficient of the workload's model is (spot/model.py), for a fragility warning that
 # would otherwise read "g3 +5%" like the name of an instance.
-COEFFICIENT_WORDS = {
-    "a1": "the contention model's slope a1",
-    "b1": "the contention model's offset b1",
-    "g1": "the loss model's iteration offset g1",
-    "g2": "the loss model's batch-size slope g2",
-    "g3": "the loss model's loss-scale constant g3",
-    "g4": "the loss model's worker offset g4",
-    "g5": "the loss model's loss floor g5",
-}
-
-
-def fragile_text(nudges: list[str]) -> str:
-    """The nudges of spot.fragility ("g3 +5%", "g3 -5%") in words: "the loss model's loss-scale constant g3
-    is 5% higher or lower, or the contention model's slope a1 is 5% lower"."""
-    changes: dict[tuple[str, str], list[str]] = {}
-    for nudge in nudges:
-        name, _, change = nudge.partition(" ")
-        directions = changes.setdefault((name, change.lstrip("+-")), [])
-        directions.append("lower" if change.startswith("-") else "higher")
-    phrases = []
-    for (name, size), directions in changes.items():
-        what = COEFFICIENT_WORDS.get(name, f"the fitted coefficient {name}")
-        phrases.append(f"{what} is {size} {' or '.join(dict.fromkeys(directions))}" if size else what)
-    return ", or ".join(phrases)
-
-
 def plan(db_path: Path | str, text: str, offers: tuple[tuple[str, int], ...], target_loss: float,
          budget_s: float, pcie_gbps: float = 80.0, revocation_s: float = 0.0) -> SpotAnswer:  # fmt: skip
     """The cheapest spot cluster for the workload `text` (JSON), and the cheapest on-demand one beside it.
