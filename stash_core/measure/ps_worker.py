@@ -15,7 +15,7 @@ Per count, rank 0 prints one protocol RESULT line per rank in the count (gathere
 never interleave): a worker's per-exchange compute time, push start (wall clock), exchange time (push +
 pull, queueing at the PS included) and the loss with the PS's update count at the pull; the PS's services
 (worker, when its receive was posted, received, reply sent).
-engine/spot_profile.py turns them into bandwidths and the share of pushes that met a busy PS. It compares
+spot/workload_profile.py turns them into bandwidths and the share of pushes that met a busy PS. It compares
 the PS's and the workers' wall clocks, so their machines must share one clock: this machine, or the nodes
 of an emulated cluster (launch/ps.py starts one process per node there, rank i on node i).
 """
@@ -144,7 +144,8 @@ def _run(args: argparse.Namespace) -> int:
     import torch
     import torch.distributed as dist
 
-    from stash_core.zoo.build import build_model, parse_input_shape
+    from stash_core.spec_parse import parse_input_shape
+    from stash_core.zoo.build import build_model
 
     torch.set_num_threads(1)  # one core per process: the processes of a run share the machine
     torch.manual_seed(0)  # every rank starts from the same parameters
