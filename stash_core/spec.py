@@ -487,22 +487,6 @@ def _check_ssh(spec: ProfileSpec) -> None:
         raise FieldError(message, "ssh_key", spec.ssh_key)
 
 
-MAX_NAME_CHARS = 200  # a name is shown in tables and stored; 100,000 characters are not a name
-
-
-def identifier(text: str) -> str:
-    """argparse type of a name (an instance, a label): non-empty, at most MAX_NAME_CHARS characters, no
-    control or bidirectional characters."""
-    if len(text) > MAX_NAME_CHARS:
-        raise argparse.ArgumentTypeError(f"a name of {len(text):,} characters: at most {MAX_NAME_CHARS}")
-    character = unsafe_character(text)
-    if character:
-        raise argparse.ArgumentTypeError(f"{text!r} holds the control character {character}")
-    if not text.strip():
-        raise argparse.ArgumentTypeError("must not be empty")
-    return text
-
-
 def check_label(label: str | None) -> None:
     """The dashboard's rule for --instance: letters, digits and . _ - : @ + (the command takes any label)."""
     if label is not None and not _LABEL_RE.fullmatch(label):

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from stash_core.errors import UsageError
+from stash_core.terminal import unsafe_character
 from stash_core.units import STALLS, finite_float, rate_bps, shape_parts
 
 _STALL_ALIASES = {"cpu-prep": "cpu", "prep": "cpu", "fetch": "disk", "net": "network"}
@@ -194,3 +195,19 @@ def check_stalls(names: list[str]) -> None:
             ", ".join(unknown),
             "unknown" if unknown else "empty",
         )
+
+
+MAX_NAME_CHARS = 200  # a name is shown in tables and stored; 100,000 characters are not a name
+
+
+def identifier(text: str) -> str:
+    """argparse type of a name (an instance, a label): non-empty, at most MAX_NAME_CHARS characters, no
+    control or bidirectional characters."""
+    if len(text) > MAX_NAME_CHARS:
+        raise argparse.ArgumentTypeError(f"a name of {len(text):,} characters: at most {MAX_NAME_CHARS}")
+    character = unsafe_character(text)
+    if character:
+        raise argparse.ArgumentTypeError(f"{text!r} holds the control character {character}")
+    if not text.strip():
+        raise argparse.ArgumentTypeError("must not be empty")
+    return text

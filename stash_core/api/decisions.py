@@ -14,7 +14,7 @@ from stash_core.api.options import checked, choice, database, names
 from stash_core.api.results import Recommendation, Schedule, SpotPlan
 from stash_core.errors import UsageError
 from stash_core.habits import TrainingJob
-from stash_core.spec import identifier
+from stash_core.spec_parse import identifier
 from stash_core.spec_parse import BATCH_SIZE, Number, count, parse_input_shape, positive_real
 
 YEAR_S = 365 * 86400.0

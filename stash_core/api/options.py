@@ -16,7 +16,8 @@ from typing import Any
 
 from stash_core.errors import UsageError
 from stash_core.pathargs import check_outputs, default_db
-from stash_core.spec import OPTIONS, Option, ProfileSpec, add_profile_arguments, default_of, identifier
+from stash_core.spec import OPTIONS, Option, ProfileSpec, add_profile_arguments, default_of
+from stash_core.spec_parse import identifier
 
 
 class OptionParser(argparse.ArgumentParser):
@@ -98,7 +99,7 @@ def choice(name: str, value: Any, allowed: tuple[str, ...]) -> Any:
 
 def names(name: str, value: Any, most: int) -> list[str] | None:
     """A list of names (instances, GPUs): a list, or one comma-separated text as the command takes it; each
-    a name the command would take (spec.identifier), at least one and at most `most`. None stays None."""
+    a name the command would take (spec_parse.identifier), at least one and at most `most`. None stays None."""
     if value is None:
         return None
     parts = [part.strip() for part in value.split(",")] if isinstance(value, str) else value

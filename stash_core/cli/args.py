@@ -10,7 +10,7 @@ from typing import Any
 
 from stash_core.errors import UsageError
 from stash_core.pathargs import default_db, input_path
-from stash_core.spec import identifier
+from stash_core.spec_parse import identifier
 from stash_core.spec_parse import INT32_MAX, Number, count, parse_input_shape, positive_int, positive_real
 from stash_core.units import GIB, finite_float, parse_duration_s, parse_size_bytes, rate_bps
 

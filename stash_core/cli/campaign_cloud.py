@@ -9,7 +9,7 @@ from typing import Any
 
 from stash_core.cli.args import comma_list, count, positive_real
 from stash_core.errors import UsageError
-from stash_core.spec import identifier
+from stash_core.spec_parse import identifier
 
 # The campaign is imported inside the functions: building `stash --help` must not load pandas.
 
