@@ -48,6 +48,8 @@ def run_phase(
     if plan.nodes > 1 and remote is None:
         raise UsageError(f"{plan.name} spreads workers over {plan.nodes} machines: use --hosts or --cluster")
     job = script_job(plan, spec) if spec.script else job_for(plan, spec, data)
+    if remote is not None:
+        job["cpu_cores"] = None  # this machine's cores say nothing of the hosts' (they have --cpu-sets)
     if plan.data != "synthetic" and (data.files or not spec.script):
         if remote is None:
             record["resident_fraction_start"] = set_cache_state(plan, data, warnings)
@@ -179,7 +181,8 @@ def job_for(plan: PhasePlan, spec: ProfileSpec, data: DataSetup) -> dict:
 def worker_cores(plan: PhasePlan, spec: ProfileSpec) -> list[list[int]] | None:
     """The cores each local worker of a CPU run is pinned to, the same in every run and launch: worker i
     gets the i-th block of threads_per_worker cores this process may use. None on a GPU, across machines
-    (each has its own --cpu-sets) or when the workers' threads outnumber the cores."""
+    (each has its own --cpu-sets; run_phase also drops it for any run on remote hosts) or when the workers'
+    threads outnumber the cores."""
     if spec.device != "cpu" or plan.nodes > 1 or not spec.pin_workers:
         return None
     threads = spec.threads_per_worker or 1
