@@ -36,7 +36,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from stash_core.engine.launches import within_launch_lag1  # noqa: E402
+from stash_core.engine.launches import slope, within_launch_lag1  # noqa: E402
 
 BASE = ["--model", "resnet10", "--batch-size", "16", "--input-shape", "3,32,32", "--workers", "2",
         "--stalls", "compute,interconnect", "--target-ci", "0.1", "--progress", "none", "--no-probes"]  # fmt: skip
@@ -93,14 +93,6 @@ def run_rows(doc: dict) -> list[dict]:
 def statistics_sd(values: list[float]) -> float:
     m = sum(values) / len(values)
     return math.sqrt(sum((v - m) ** 2 for v in values) / (len(values) - 1))
-
-
-def slope(values: list[float]) -> float:
-    n = len(values)
-    x_mean = (n - 1) / 2
-    y_mean = sum(values) / n
-    sxx = sum((i - x_mean) ** 2 for i in range(n))
-    return sum((i - x_mean) * (v - y_mean) for i, v in enumerate(values)) / sxx
 
 
 def interconnect_of(doc: dict) -> str:

@@ -122,7 +122,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
     if args.format == "json":
         print(json.dumps(result.to_dict(), indent=2, allow_nan=False))
     else:
-        print(format_prediction(result, getattr(args, "rows", DEFAULT_ROWS)))
+        print(format_prediction(result, args.rows))
     if not len(result.frame):
         where = "in the JSON's not_predicted" if args.format == "json" else "above"
         print(f"stash: no configuration could be predicted: {nothing_predicted(result.not_predictable)} "

@@ -340,6 +340,14 @@ def within_launch_lag1(record: dict) -> float | None:
     return sum(found) / len(found) if found else None
 
 
+def slope(values: list[float]) -> float:
+    """The least-squares slope of values against their index (at least two values): the drift per launch."""
+    n = len(values)
+    x_mean, y_mean = (n - 1) / 2, sum(values) / n
+    sxx = sum((i - x_mean) ** 2 for i in range(n))
+    return sum((i - x_mean) * (v - y_mean) for i, v in enumerate(values)) / sxx
+
+
 def launch_spread_finding(means: list[float]) -> str:
     """The shape of the spread of a run's launch means: a first launch apart from the rest, a drift over the
     profile, or launch-to-launch spread."""
@@ -352,12 +360,11 @@ def launch_spread_finding(means: list[float]) -> str:
     if abs(means[0] - rest_mean) > 3 * rest_sd:
         return f"its first launch was {first:+.0%} off the others (a warm-up left in it, or the machine's speed then)"
     n = len(means)
-    x_mean, y_mean = (n - 1) / 2, sum(means) / n
-    slope = sum((i - x_mean) * (m - y_mean) for i, m in enumerate(means)) / sum((i - x_mean) ** 2 for i in
-                                                                             range(n))  # fmt: skip
+    y_mean = sum(means) / n
+    drift = slope(means)
     spread = math.sqrt(sum((m - y_mean) ** 2 for m in means) / (n - 1)) / y_mean
-    if abs(slope) * (n - 1) > 2 * spread * y_mean:
-        return f"they drift by {slope / y_mean:+.1%} a launch over the profile (clocks, caches)"
+    if abs(drift) * (n - 1) > 2 * spread * y_mean:
+        return f"they drift by {drift / y_mean:+.1%} a launch over the profile (clocks, caches)"
     return f"they vary by {spread:.0%} from one to the next"
 
 
