@@ -27,10 +27,11 @@ STARTUP_ALLOWANCE_S = 180.0
 # ... and for the probe after the timed loop of a multi-worker run.
 PROBE_ALLOWANCE_S = 120.0
 # Once the timed loop has begun (its first progress line), a local run ends within its cap and a grace: the
-# chunk of iterations that may run past the cap (a fifth of the loop at most), the result's assembly. A rank
-# that hangs is stopped there, not after the start-up allowance.
-LOOP_GRACE_S = 10.0
-LOOP_GRACE_SHARE = 0.25
+# chunk of iterations that may run past the cap (a fifth of the loop at most), the result's assembly, and as
+# long again as the cap for a machine starved of CPU. A rank that hangs is stopped there, not after the
+# start-up allowance.
+LOOP_GRACE_S = 30.0
+LOOP_GRACE_SHARE = 1.0
 PROBE_PHASES = ("R1", "R1n")
 
 

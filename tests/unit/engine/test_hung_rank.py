@@ -43,6 +43,6 @@ def test_a_hung_rank_ends_its_launch_within_the_loop_cap_and_its_grace(tmp_path)
     )  # fmt: skip
     elapsed_s = time.monotonic() - started
     assert result.returncode != 0
-    assert "the timed loop ran more than 11 s past its 4 s cap (a rank stopped answering)" in result.stderr
-    # R0 (one worker) and R1's start-up, then 4 s of loop and 11 s of grace: far from the 184 s allowance
-    assert elapsed_s < 60, elapsed_s
+    assert "the timed loop ran more than 34 s past its 4 s cap (a rank stopped answering)" in result.stderr
+    # R0 (one worker) and R1's start-up, then 4 s of loop and 34 s of grace: far from the 184 s allowance
+    assert elapsed_s < 100, elapsed_s
