@@ -43,6 +43,12 @@ class BusCurve:
     values: tuple[float, ...]
     sources: tuple[str, ...]
 
+    def scaled(self, share: float) -> BusCurve:
+        """The same curve at `share` of its bandwidth (fewer links of the same kind)."""
+        if share == 1.0:
+            return self
+        return BusCurve(self.name, self.sizes, tuple(value * share for value in self.values), self.sources)
+
     def at(self, size_bytes: float) -> float:
         """The curve at `size_bytes`: log-linear between points; the smallest size's time below it."""
         sizes, values = self.sizes, self.values
@@ -56,6 +62,24 @@ class BusCurve:
                 share = (math.log(size_bytes) - low) / (high - low)
                 return values[index - 1] + share * (values[index] - values[index - 1])
         return values[-1]
+
+
+# A V100 hybrid cube mesh (DGX-1, HGX-1) gives each GPU 6 NVLink 2 links, all of them used by NCCL's rings over 8
+# GPUs; the published curves are of 8. The first k GPUs of the board (as CUDA numbers them, as a job on k of them
+# gets them) are joined by fewer: GPU 0 has 1 link to GPU 1, and 1 + 1 + 2 to GPUs 1-3 of its quad. A job on k of
+# the 8 reaches the 8-GPU bus bandwidth times the share of the links it has (nvidia-smi topo of a DGX-1V:
+# GPU0-GPU1 NV1, GPU0-GPU2 NV1, GPU0-GPU3 NV2, GPU0-GPU4 NV2).
+CUBEMESH_LINKS = {2: 1, 3: 2, 4: 4, 8: 6}
+CUBEMESH_CLASS = "nvlink2_cubemesh"
+
+
+def subset_share(klass: str, gpus: int) -> float:
+    """The share of the class's published (8-GPU) bus bandwidth that `gpus` GPUs of one machine reach: below 1
+    only for a cube mesh, where fewer GPUs have fewer links between them."""
+    if klass != CUBEMESH_CLASS or gpus >= 8:
+        return 1.0
+    links = max((count for size, count in CUBEMESH_LINKS.items() if size <= gpus), default=CUBEMESH_LINKS[2])
+    return links / CUBEMESH_LINKS[8]
 
 
 def _float(text: str | None) -> float | None:
@@ -233,6 +257,7 @@ def fabric(
         intra = intra_curve(klass, exclude_source)
         if intra is None:
             return f"{named}: no published all-reduce figure for this class (docs/collective-bandwidth.md)"
+        intra = intra.scaled(subset_share(klass, gpus_per_node))
         parts.append(named)
     if nodes > 1:
         gbps = _float(str(instance.get("network_gbps") or ""))

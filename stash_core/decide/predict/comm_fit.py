@@ -1,7 +1,8 @@
 """What the communication model was fitted to and how far off it is on sources it never saw.
 
-bench/cross_instance.py checks the all-reduce model against published multi-GPU training figures
-(comm_validation.py) and writes comm_summary.json: the contention and jitter factors fitted on every source
+bench/comm_report.py (also run from bench/cross_instance.py) checks the all-reduce model against published
+multi-GPU training figures (comm_validation.py: published_multi_gpu.csv and published_multi_gpu_holdout.csv, the
+latter looked at before the model was last changed, so fitted) and writes comm_summary.json: the contention and jitter factors fitted on every source
 (ddp_overlap.CommParams), and the
 stated communication error, per scope (one machine, several machines): the 80th percentile of the held-out
 errors of the step time when each source's figures were predicted with the factor fitted on the others.
@@ -33,7 +34,7 @@ def comm_data_digest() -> str:
     """Of the figures the summary was made from: the bandwidth table and the multi-GPU training figures."""
     here = Path(__file__).resolve().parent
     digest = hashlib.sha256()
-    for name in ("collective_bandwidth.csv", "published_multi_gpu.csv"):
+    for name in ("collective_bandwidth.csv", "published_multi_gpu.csv", "published_multi_gpu_holdout.csv"):
         path = here / name
         digest.update(path.read_bytes() if path.exists() else b"")
     return digest.hexdigest()[:16]

@@ -1,6 +1,6 @@
 """The communication model checked against published data-parallel training figures, held out by source.
 
-Each row of published_multi_gpu.csv gives a source's throughput on n GPUs and on one GPU (same table, model,
+Each row of published_multi_gpu.csv (and of published_multi_gpu_holdout.csv, fitted alike) gives a source's throughput on n GPUs and on one GPU (same table, model,
 precision and batch per GPU). The one-GPU figure is the compute (its step time, batch / samples per second),
 so the check is of communication alone: the predicted step on n GPUs is that step plus what DDP adds over the
 row's links (network.added_s), and the predicted scaling efficiency is one-GPU step / n-GPU step. The
@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 
 from stash_core.catalog.accelerators import find_accelerator
-from stash_core.decide.predict.collectives import Fabric, family_of, intra_curve, network_curve
+from stash_core.decide.predict.collectives import Fabric, family_of, intra_curve, network_curve, subset_share
 from stash_core.decide.predict.comm_fit import SCOPES, comm_data_digest
 from stash_core.decide.predict.ddp_overlap import CommParams, ddp_overlap
 from stash_core.decide.predict.roofline import compute_time
@@ -36,6 +36,9 @@ from stash_core.decide.predict.step_cost import step_cost
 
 MULTI_GPU_CSV = Path(__file__).with_name("published_multi_gpu.csv")
 HOLDOUT_CSV = Path(__file__).with_name("published_multi_gpu_holdout.csv")
+# Figures collected after the model's last change and before any prediction for them: no fit or choice uses them.
+FINAL_CSV = Path(__file__).with_name("published_multi_gpu_final.csv")
+FITTED_CSVS = (MULTI_GPU_CSV, HOLDOUT_CSV)
 NIC_GBPS = {"edr": 100.0, "hdr": 200.0, "ndr": 400.0}
 CONTENTION_GRID = np.arange(0.0, 3.0001, 0.1)
 JITTER_GRID = np.arange(0.0, 0.080001, 0.0025)
@@ -111,8 +114,10 @@ def network_of(inter_node: str) -> tuple[str, float] | None:
 
 
 # Aliases of intra-machine classes that are the same links: 4 V100 SXM2 joined pairwise by NVLink 2 are one
-# fully connected quad of the cube mesh.
-CLASS_ALIASES = {"nvlink2_mesh4": "nvlink2_cubemesh"}
+# fully connected quad of the cube mesh; 4 A100 SXM4 joined pairwise by 4 NVLink 3 links each give every GPU its
+# 12 links (300 GB/s out), as the NVSwitch board does, and NCCL's rings over a full mesh use them all (a judgement:
+# no published all-reduce figure of the 4-GPU board was found).
+CLASS_ALIASES = {"nvlink2_mesh4": "nvlink2_cubemesh", "nvlink3_mesh4": "nvswitch_a100"}
 # A model outside the zoo: its parameter count from the row ("params=N" in `measured`), backward taken as
 # twice the forward (the share the script path uses).
 OTHER_MODEL_BACKWARD_SHARE = 2.0 / 3.0
@@ -144,6 +149,8 @@ def build_case(row: dict, exclude_source: str | None = None) -> Case | str:
     intra = intra_curve(klass, exclude_source) if per_node > 1 else None
     if per_node > 1 and intra is None:
         return f"no all-reduce figure for {row['intra_node']}"
+    if intra is not None:
+        intra = intra.scaled(subset_share(row["intra_node"], per_node))
     network, line_gbs = None, 0.0
     if nodes > 1:
         found = network_of(row.get("inter_node", ""))
@@ -303,6 +310,12 @@ def stated_errors(frame: pd.DataFrame) -> tuple[dict[str, float | None], dict[st
     return stated, counts
 
 
+def fitted_figures() -> list[dict]:
+    """The figures the factors are fitted to and the stated error is taken from: both published sets (the
+    held-out one was looked at before the model's last change, so it counts as fitted)."""
+    return [figure for path in FITTED_CSVS for figure in load_figures(path)]
+
+
 def build_comm_summary(figures: list[dict]) -> tuple[dict, pd.DataFrame, dict[str, int]]:
     """(comm_summary.json's content, the held-out frame, rows left out by reason) over `figures`: the
     factors fitted on every PyTorch source, the held-out errors with each source left out in turn."""
@@ -314,6 +327,7 @@ def build_comm_summary(figures: list[dict]) -> tuple[dict, pd.DataFrame, dict[st
     summary = {
         "params": {"contention": params.contention, "jitter": params.jitter},
         "fitted_on": sorted(pytorch_sources),
+        "fitted_sets": [path.name for path in FITTED_CSVS],
         "held_out_params": {source: vars(value) for source, value in factors.items()},
         "stated_error": stated,
         "stated_from_figures": counts,

@@ -1,0 +1,78 @@
+"""The communication model's data sets and the cube mesh's fewer links: the fitted sets are both published
+files, the fresh set shares no source with them and every figure of it can be predicted, and a job on part of a
+V100 cube mesh gets the share of the links its GPUs have."""
+
+from __future__ import annotations
+
+import csv
+
+import pytest
+
+from stash_core.catalog.accelerators import find_accelerator
+from stash_core.decide.predict.collectives import BusCurve, Fabric, fabric, subset_share
+from stash_core.decide.predict.comm_fit import load_comm_summary
+from stash_core.decide.predict.comm_validation import (
+    FINAL_CSV,
+    FITTED_CSVS,
+    HOLDOUT_CSV,
+    MULTI_GPU_CSV,
+    Case,
+    build_case,
+    cases,
+    fitted_figures,
+    load_figures,
+)
+
+MIB = 2**20
+V100 = find_accelerator("V100")
+
+
+def _sources(path) -> set[tuple[str, str]]:
+    with path.open(newline="", encoding="utf-8") as handle:
+        return {(row["source_id"], row["source"]) for row in csv.DictReader(handle)}
+
+
+def test_a_job_on_part_of_a_cube_mesh_gets_the_share_of_the_links_its_gpus_have():
+    assert subset_share("nvlink2_cubemesh", 2) == pytest.approx(1 / 6)
+    assert subset_share("nvlink2_cubemesh", 4) == pytest.approx(4 / 6)
+    assert subset_share("nvlink2_cubemesh", 8) == 1.0
+    assert subset_share("nvswitch_a100", 2) == 1.0 and subset_share("pcie_gen4", 2) == 1.0
+    curve = BusCurve("x", (1 * MIB, 16 * MIB), (10.0, 50.0), ("s",))
+    assert curve.scaled(0.5).at(16 * MIB) == pytest.approx(25.0) and curve.scaled(1.0) is curve
+    two, eight = fabric(2, 1, "NVLink", V100, {}), fabric(8, 1, "NVLink", V100, {})
+    assert isinstance(two, Fabric) and isinstance(eight, Fabric)
+    assert two.busbw_gbs(25 * MIB) == pytest.approx(eight.busbw_gbs(25 * MIB) / 6)
+
+
+def test_the_fitted_sets_are_both_published_files_and_the_summary_says_so():
+    assert FITTED_CSVS == (MULTI_GPU_CSV, HOLDOUT_CSV)
+    sources = {figure["source_id"] for figure in fitted_figures()}
+    assert {"lambda-pytorch", "csc-ml-benchmarks", "nvidia-dle-pytorch-other"} <= sources
+    summary = load_comm_summary()
+    assert summary is not None and summary["fitted_sets"] == [path.name for path in FITTED_CSVS]
+    assert "csc-ml-benchmarks" in summary["fitted_on"] and summary["validated"]["several machines"]
+
+
+def test_the_fresh_set_shares_no_source_with_the_fitted_sets_and_every_figure_is_predictable():
+    fresh = _sources(FINAL_CSV)
+    fitted = set().union(*(_sources(path) for path in FITTED_CSVS))
+    assert len({source_id for source_id, _ in fresh}) >= 2
+    assert not {source for _, source in fresh} & {source for _, source in fitted}
+    assert not {source_id for source_id, _ in fresh} & {source_id for source_id, _ in fitted}
+    built, skipped = cases(load_figures(FINAL_CSV))
+    assert len(built) >= 30 and not skipped, skipped
+    for case in built:  # efficiencies of weak scaling, each against its own one-GPU figure
+        assert 0.5 < case.published_efficiency <= 1.05
+
+
+def test_a_four_gpu_nvlink3_board_is_read_as_the_nvswitch_boards_links():
+    row = {
+        "model": "m", "input_shape": "", "accelerator": "NVIDIA A100 SXM4 40 GB", "precision": "tf32",
+        "batch_size": "64", "gpus": "4", "nodes": "1", "samples_per_s": "3000", "samples_per_s_1gpu": "800",
+        "intra_node": "nvlink3_mesh4", "inter_node": "", "framework": "pytorch", "source_id": "s",
+        "measured": "params=25000000",
+    }  # fmt: skip
+    case = build_case(row)
+    assert isinstance(case, Case)
+    board = build_case({**row, "intra_node": "nvswitch_a100"})
+    assert case.links.busbw_gbs(25 * MIB) == pytest.approx(board.links.busbw_gbs(25 * MIB))
