@@ -122,11 +122,16 @@ def check_outputs(parser: argparse.ArgumentParser, args: argparse.Namespace, db:
     for action in actions:
         if role_of(action) != OUTPUT:
             continue
+        flag = action.option_strings[0] if action.option_strings else action.dest
         for value in _values(getattr(args, action.dest, None)):
-            for what, read in reads:
-                if _same(Path(value), read):
-                    flag = action.option_strings[0] if action.option_strings else action.dest
-                    raise UsageError(
-                        f"{flag} {value} is {what} ({read}) of this command: writing there would replace "
-                        "what it reads; choose another path"
-                    )
+            refuse_overwrite(flag, value, reads)
+
+
+def refuse_overwrite(flag: str, output: str | Path, reads: list[tuple[str, Path]]) -> None:
+    """UsageError when `output` is (through links) one of the (what, path) the command reads."""
+    for what, read in reads:
+        if _same(Path(output), read):
+            raise UsageError(
+                f"{flag} {output} is {what} ({read}) of this command: writing there would replace "
+                "what it reads; choose another path"
+            )

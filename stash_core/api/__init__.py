@@ -23,7 +23,7 @@ _WHERE = {
     "predict": "stash_core.api.predicting",
     "recommend": "stash_core.api.decisions",
     "plan_spot": "stash_core.api.decisions",
-    "simulate_schedule": "stash_core.api.decisions",
+    "simulate_schedule": "stash_core.api.scheduling",
     "runs": "stash_core.api.reads",
     "breakdown": "stash_core.api.reads",
     "load_result": "stash_core.api.reads",

@@ -13,8 +13,7 @@ from stash_core.api.options import checked, database, names
 from stash_core.api.results import Predictions
 from stash_core.errors import UsageError
 from stash_core.habits import TrainingJob
-from stash_core.spec_parse import identifier
-from stash_core.spec_parse import BATCH_SIZE, count, parse_input_shape
+from stash_core.spec_parse import BATCH_SIZE, count, identifier, parse_input_shape
 
 MAX_INSTANCE_NAMES = 1000  # as `stash predict --instances` takes them
 MAX_GPU_NAMES = 100

@@ -153,6 +153,10 @@ class Schedule:
     result_file: Path
     db: Path | None  # None when it was not stored
     doc: dict[str, Any] = field(repr=False)
+    jobs: list[Any] = field(default_factory=list, repr=False)  # the trace's jobs (sched.TraceJob)
+    source: str = ""  # how the trace is named: its path and format, or the generator's settings
+    cluster: Any = None  # sched.Cluster
+    fabric: Any = None  # sched.Fabric of the shared links, None without a link model
 
     def to_frame(self) -> pd.DataFrame:
         """One row per policy: its label and metrics (makespan_s, avg_jct_s, p95_jct_s, avg_queue_s, ...)."""

@@ -77,12 +77,6 @@ def add_job_arguments(parser: argparse.ArgumentParser) -> None:
     )  # fmt: skip
 
 
-def job_from_args(args: argparse.Namespace):
-    from stash_core.habits import TrainingJob
-
-    return TrainingJob(args.memory_format, args.optimizer, args.optimizer_impl, args.attention)
-
-
 def add_format_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--format", choices=("table", "json"), default="table",

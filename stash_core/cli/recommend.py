@@ -17,8 +17,8 @@ from stash_core.cli.args import (
     positive_real,
 )
 from stash_core.cli.figures import fixed, percent
+from stash_core.cli.predict import add_format_argument, add_job_arguments
 from stash_core.pathargs import output_path
-from stash_core.cli.predict import add_format_argument, add_job_arguments, job_from_args
 from stash_core.spec_parse import BATCH_SIZE, parse_input_shape
 from stash_core.units import STALLS as STALL_NAMES
 from stash_core.units import duration_words, finite_float
@@ -64,26 +64,17 @@ def add_commands(subparsers: Any, parser_class: type[argparse.ArgumentParser] | 
 
 
 def cmd_recommend(args: argparse.Namespace) -> int:
-    from stash_core.decide.recommend import recommend
+    from stash_core.api.decisions import recommend
 
-    instances = args.instances or None
     if args.csv is not None:
         check_output(args.csv, "CSV")  # a device, FIFO or folder is refused before the work
     result = recommend(
-        db_path(args),
-        args.model,
-        args.batch_size,
-        args.epochs,
-        args.dataset_images,
-        budget_hours=args.budget_hours,
-        max_usd=args.max_usd,
-        spot=args.spot,
-        instances=instances,
-        max_instances=args.max_instances,
-        precision=args.precision,
-        input_shape=tuple(args.input_shape) if args.input_shape else None,
-        habits=job_from_args(args),
-    )
+        args.model, args.batch_size, args.epochs, args.dataset_images, input_shape=args.input_shape,
+        budget_hours=args.budget_hours, max_usd=args.max_usd, spot=args.spot, instances=args.instances or None,
+        max_instances=args.max_instances, precision=args.precision, memory_format=args.memory_format,
+        optimizer=args.optimizer, optimizer_impl=args.optimizer_impl, attention=args.attention,
+        db=db_path(args),
+    ).answer  # fmt: skip
     if args.csv is not None:
         from stash_core.cells import csv_text
 

@@ -13,7 +13,6 @@ from typing import Any
 
 from stash_core.cli.args import Number, add_db_argument, count, db_path, non_negative, positive_real, seed
 from stash_core.pathargs import input_path, output_path
-from stash_core.errors import UsageError
 from stash_core.sched import defaults
 from stash_core.sched.detect import FORMATS
 from stash_core.sched.policy import DEFINITIONS, POLICIES
@@ -66,7 +65,6 @@ def las_limits_text(text: str) -> str:
     return text
 
 
-DEFAULT_MODELS = list(defaults.MODELS)
 POLICY_HELP = "policies (--policies):\n" + "\n".join(f"  {name:<17}{DEFINITIONS[name]}" for name in POLICIES)
 
 
@@ -184,107 +182,31 @@ def add_commands(subparsers: Any, parser_class: type[argparse.ArgumentParser] | 
 
 
 def cmd_schedule(args: argparse.Namespace) -> int:
-    import pandas as pd
+    from stash_core.api.scheduling import simulate_schedule
 
-    from stash_core.cli.sched_output import check_outputs
-    from stash_core.sched import Policy
-    from stash_core.sched.report import run_simulation, save_simulation
-
-    cluster = parse_cluster(args.cluster)
-    fabric = parse_fabric(args, cluster)
-    names = [name.strip() for name in args.policies.split(",") if name.strip()]
-    tuning = args.tuning or ("given" if args.delay_s is not None or args.scale is not None else "split")
-    if tuning != "given" and (args.delay_s is not None or args.scale is not None):
-        raise UsageError("--delay-s and --scale set the timers: use them with --tuning given")
     database = db_path(args)
-    check_outputs(args.out, args.jobs_csv, database, store=not args.no_store)  # before any work
-    jobs, source, trace_format = read_jobs(args, database)
-    given = {"delay_s": defaults.DELAY_S if args.delay_s is None else args.delay_s,
-             "scale": defaults.SCALE if args.scale is None else args.scale}  # fmt: skip
-    las_limits = tuple(3600.0 * float(value) for value in args.las_limits_gpu_h.split(","))
-    bases = [Policy(name, checkpoint_s=args.checkpoint_s, min_run_s=args.min_run_s,
-                    max_preemptions=int(args.max_preemptions), las_limits_gpu_s=las_limits,
-                    starve_factor=args.starve_factor, **given) for name in names]  # fmt: skip
-    doc, outcomes = run_simulation(
-        jobs, cluster, bases, tuning=tuning, fraction=args.tune_fraction, uplink_factor=args.uplink_factor,
-        fabric=fabric, trace=source, trace_format=trace_format,
+    schedule = simulate_schedule(
+        args.trace, synthetic_jobs=args.synthetic_jobs, trace_format=args.trace_format,
+        generator=args.generator, arrivals=args.arrivals, seed=args.seed, mean_gap_s=args.mean_gap_s,
+        cluster=args.cluster, policies=args.policies, tuning=args.tuning, tune_fraction=args.tune_fraction,
+        delay_s=args.delay_s, scale=args.scale, checkpoint_s=args.checkpoint_s, min_run_s=args.min_run_s,
+        max_preemptions=args.max_preemptions, las_limits_gpu_h=args.las_limits_gpu_h,
+        starve_factor=args.starve_factor, uplink_factor=args.uplink_factor, node_gbps=args.node_gbps,
+        uplink_gbps=args.uplink_gbps, oversubscription=args.oversubscription,
+        reference_gbps=args.reference_gbps, out=args.out, jobs_csv=args.jobs_csv, no_store=args.no_store,
+        db=database,
     )  # fmt: skip
-    per_job = None
-    if args.jobs_csv is not None:
-        per_job = pd.DataFrame([
-            {"policy": name, "job_id": o.job.job_id, "gpus": o.job.gpus, "submit_s": o.job.submit_s,
-             "start_s": o.start_s, "finish_s": o.finish_s, "level": o.level, "nodes": o.nodes,
-             "preemptions": o.preemptions, "slowdown": o.job.slowdown,
-             "slowdown_source": o.job.slowdown_source}
-            for name, result in outcomes.items() for o in result
-        ])  # fmt: skip
-    path = save_simulation(doc, args.out, None if args.no_store else database, per_job, args.jobs_csv)
-    if fabric is not None:
-        source += f"\nlinks shared max-min fairly: {fabric.label()}"
+    source = schedule.source
+    if schedule.fabric is not None:
+        source += f"\nlinks shared max-min fairly: {schedule.fabric.label()}"
     else:
         factor = f"{args.uplink_factor:g}"
         source += f"\nno link model: crossing more switches than needed multiplies the stall by {factor}"
         # (give --node-gbps for links shared by bandwidth)
-    rows = [{"policy": entry["settings"]["label"], **entry["metrics"]} for entry in doc["policies"]]
-    print(format_comparison(rows, jobs, cluster, source, doc["tuning"]))
-    print(f"result: {path}" + ("" if args.no_store else f"; stored in {database}"))
+    rows = [{"policy": entry["settings"]["label"], **entry["metrics"]} for entry in schedule.doc["policies"]]
+    print(format_comparison(rows, schedule.jobs, schedule.cluster, source, schedule.doc["tuning"]))
+    print(f"result: {schedule.result_file}" + ("" if args.no_store else f"; stored in {database}"))
     return 0
-
-
-def read_jobs(args: argparse.Namespace, database: Path) -> tuple[list, str, str]:
-    """The jobs (trace or synthetic, arrivals applied), a name for their source, and their format."""
-    from dataclasses import replace
-
-    from stash_core.sched import jobs_from_frame, load_trace, synthetic_trace
-    from stash_core.sched.detect import detect_format
-    from stash_core.sched.generate import philly_like_trace
-
-    if args.trace is not None:
-        if args.arrivals not in (None, "batch"):
-            raise UsageError(f"--arrivals {args.arrivals} makes synthetic arrivals; a trace takes only batch")
-        trace_format = detect_format(args.trace) if args.trace_format == "auto" else args.trace_format
-        jobs = load_trace(args.trace, database, trace_format)
-        source = f"{args.trace} ({trace_format})"
-        if args.arrivals == "batch":
-            jobs = [replace(job, submit_s=0.0) for job in jobs]
-            source += ", all submitted at 0"
-        return jobs, source, trace_format
-    arrivals = args.arrivals or defaults.ARRIVALS
-    if args.generator == "philly":
-        frame = philly_like_trace(args.synthetic_jobs, args.seed, args.mean_gap_s, arrivals)
-    else:
-        frame = synthetic_trace(args.synthetic_jobs, args.seed, DEFAULT_MODELS, args.mean_gap_s, arrivals)
-    jobs = jobs_from_frame(frame, database, "synthetic trace")
-    kind = "Philly-like" if args.generator == "philly" else "synthetic"
-    return jobs, f"{kind}({len(jobs)} jobs, seed {args.seed}, {arrivals} arrivals)", "synthetic"
-
-
-def parse_cluster(text: str):
-    from stash_core.sched import Cluster
-
-    match = re.fullmatch(r"\s*(\d+)\s*x\s*(\d+)\s*x\s*(\d+)\s*", text or "")
-    if not match or min(int(v) for v in match.groups()) < 1:
-        raise UsageError(f"--cluster {text!r}: give SWITCHESxNODESxGPUS with positive numbers, e.g. 2x4x8")
-    switches, nodes, gpus = (int(v) for v in match.groups())
-    return Cluster(switches, nodes, gpus)
-
-
-def parse_fabric(args: argparse.Namespace, cluster: Any):
-    """The shared links of --node-gbps with --uplink-gbps or --oversubscription; None without --node-gbps."""
-    from stash_core.sched.fabric import Fabric
-
-    node_gbps = getattr(args, "node_gbps", None)
-    reference = getattr(args, "reference_gbps", None) or defaults.REFERENCE
-    uplink_gbps, ratio = getattr(args, "uplink_gbps", None), getattr(args, "oversubscription", None)
-    if node_gbps is None:
-        if uplink_gbps is not None or ratio is not None:
-            raise UsageError("--uplink-gbps and --oversubscription need --node-gbps")
-        return None
-    if uplink_gbps is not None:
-        return Fabric(node_gbps, uplink_gbps, reference)
-    return Fabric.oversubscribed(
-        node_gbps, ratio or defaults.OVERSUBSCRIPTION, cluster.nodes_per_switch, reference
-    )
 
 
 SOURCE_WORDS = {

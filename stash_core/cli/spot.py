@@ -21,12 +21,11 @@ from stash_core.cli.args import (
     positive_real,
     shape_text,
 )
-from stash_core.pathargs import input_path, output_path
 from stash_core.errors import UsageError
+from stash_core.pathargs import input_path, output_path
 
 # The planner is imported inside cmd_spot: building `stash --help` must not load pandas.
 
-GBPS = 1e9 / 8  # bytes per second in one Gbit/s
 YEAR_S = 365 * 86400.0
 QUOTA = count(10_000)
 
@@ -108,53 +107,30 @@ def add_commands(subparsers: Any, parser_class: type[argparse.ArgumentParser] | 
     cli_spot_replan.add_commands(subparsers, offers_text)
 
 
-def ps_Bps(args: argparse.Namespace, doc: dict[str, Any]) -> float:
-    from stash_core.spot.inputs import ps_bandwidth_Bps
-
-    return ps_bandwidth_Bps(args.ps_gbps, doc)
-
-
 def cmd_spot(args: argparse.Namespace) -> int:
-    from stash_core.spot import plan_spot_cluster, plan_table
-    from stash_core.spot.inputs import build_offers, load_workload, parse_offers
+    from stash_core.api.decisions import plan_spot
 
-    try:
-        workload, doc = load_workload(args.workload)
-    except (ValueError, TypeError, RecursionError) as error:  # numbers too long, nesting too deep, text
-        raise UsageError(f"workload file {args.workload}: {error}") from None
-    pricing = "on_demand" if args.on_demand else "spot"
-    offers = build_offers(db_path(args), parse_offers(args.instances), doc, pricing)
-    result = plan_spot_cluster(
-        offers, workload, args.target_loss, args.budget_s,
-        ps_Bps=ps_Bps(args, doc), pcie_Bps=args.pcie_gbps * GBPS, revocation_s=args.revocation_s,
+    plan = plan_spot(
+        args.workload, args.instances, args.target_loss, args.budget_s, ps_gbps=args.ps_gbps,
+        pcie_gbps=args.pcie_gbps, revocation_s=args.revocation_s, on_demand=args.on_demand,
+        rate_per_h=args.rate_per_h, top=args.top, db=db_path(args),
     )  # fmt: skip
-    rows = plan_table(result, args.top)
-    fragile = []
-    if result.best is not None:
-        from stash_core.spot.fragility import fragile_coefficients
-
-        links = (ps_Bps(args, doc), args.pcie_gbps * GBPS, args.revocation_s)
-        fragile = fragile_coefficients(result, offers, workload, args.target_loss, args.budget_s, *links)
-    risk = None
-    if result.best is not None and pricing == "spot":  # on-demand instances are never revoked
-        from stash_core.spot.simulate import DEFAULT_RATE_PER_H, plan_risk
-
-        rate = DEFAULT_RATE_PER_H if args.rate_per_h is None else args.rate_per_h
-        risk = plan_risk(offers, workload, args.target_loss, args.budget_s, ps_Bps(args, doc),
-                         args.pcie_gbps * GBPS, rate_per_h=rate)  # fmt: skip
+    feasible = 0 if plan.best is not None else 1
     if args.json:
-        best = rows[0] if result.best is not None else None
-        print(json.dumps({"pricing": pricing, "best": best, "candidates": rows, "bounds": result.bounds,
-                          "infeasible_reason": result.infeasible_reason, "fragile": fragile,
-                          "risk": None if risk is None else vars(risk)}, indent=2))  # fmt: skip
-        return 0 if result.best is not None else 1
-    print(format_plan(result, rows, pricing, args.target_loss, args.budget_s, risk))
-    if fragile:
+        print(json.dumps(plan.to_dict(), indent=2))
+        return feasible
+    risk = None
+    if plan.risk is not None:
+        from stash_core.spot.simulate import PlanRisk
+
+        risk = PlanRisk(**plan.risk)
+    print(format_plan(plan.plan, plan.candidates, plan.pricing, args.target_loss, args.budget_s, risk))
+    if plan.fragile:
         from stash_core.spot.fragility import fragile_text
 
-        print(f"fragile plan: it changes when {fragile_text(fragile)} (a fitted coefficient moved by its "
+        print(f"fragile plan: it changes when {fragile_text(plan.fragile)} (a fitted coefficient moved by its "
               "error): refit the workload with more data before renting on it")  # fmt: skip
-    return 0 if result.best is not None else 1
+    return feasible
 
 
 def format_plan(result: Any, rows: list[dict[str, Any]], pricing: str, target_loss: float,

@@ -1,5 +1,5 @@
-"""What `stash schedule` writes (the result file sim-*.json, --jobs-csv, the database row), checked before
-simulating (cli/sched.py); sched/report.py's save_simulation then writes them all or none."""
+"""What a simulation writes (the result file sim-*.json, --jobs-csv, the database row), checked before it
+simulates (api/scheduling.py); sched/report.py's save_simulation then writes them all or none."""
 
 from __future__ import annotations
 

@@ -1,0 +1,231 @@
+"""`stash_core.simulate_schedule()`: how a shared GPU cluster places network-sensitive jobs, policy by policy
+(`stash schedule` and the Schedule page call it).
+
+Each value is checked by the rule of its command-line flag (api/options.py); the simulator (sched/) is
+imported inside the function (it loads pandas and numpy).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from stash_core.api.options import checked, choice, database
+from stash_core.api.results import Schedule
+from stash_core.errors import UsageError
+from stash_core.pathargs import refuse_overwrite
+from stash_core.sched import defaults
+from stash_core.spec_parse import Number, count, positive_real
+
+YEAR_S = 365 * 86400.0
+MAX_CLUSTER_GPUS = 1_000_000
+NON_NEGATIVE = Number(0, 1e6, whole=False, what="a number >= 0")
+NON_NEGATIVE_YEAR = Number(0, YEAR_S, whole=False, what="a number >= 0")
+
+
+def simulate_schedule(
+    trace: Path | str | None = None, *, synthetic_jobs: int | None = None, trace_format: str = "auto",
+    generator: str = "basic", arrivals: str | None = None, seed: int = 0, mean_gap_s: float | None = None,
+    cluster: tuple[int, int, int] | str = (2, 4, 8), policies: list[str] | str | None = None,
+    tuning: str | None = None, tune_fraction: float = defaults.TUNE_FRACTION, delay_s: float | None = None,
+    scale: float | None = None, checkpoint_s: float = defaults.CHECKPOINT_S,
+    min_run_s: float = defaults.MIN_RUN_S, max_preemptions: int = defaults.MAX_PREEMPTIONS,
+    las_limits_gpu_h: tuple[float, ...] | str = defaults.LAS_LIMITS_GPU_H,
+    starve_factor: float = defaults.STARVE_FACTOR, uplink_factor: float = defaults.UPLINK_FACTOR,
+    node_gbps: float | None = None, uplink_gbps: float | None = None, oversubscription: float | None = None,
+    reference_gbps: float = defaults.REFERENCE, out: Path | str = "results",
+    jobs_csv: Path | str | None = None, no_store: bool = False, max_jobs: int | None = None,
+    trace_label: str | None = None,
+    db: Path | str | None = None,
+) -> Schedule:  # fmt: skip
+    """Simulate how a shared GPU cluster places network-sensitive jobs, policy by policy (`stash schedule`);
+    the result file sim-*.json is written to `out` and stored in the database.
+
+    Args:
+        trace: a trace file (docs/traces.md), or None with `synthetic_jobs`.
+        synthetic_jobs: generate a trace of this many jobs (with `generator`, `arrivals`, `seed`,
+            `mean_gap_s`) instead of reading one.
+        trace_format: "auto" (told from the file's columns) or the trace's format.
+        cluster: (switches, nodes per switch, GPUs per node), or "2x4x8".
+        policies: the policies to compare (default all: fifo, sjf, las, consolidate, delay, ...).
+        tuning: "split" (the default; tuned on the first `tune_fraction` of the jobs), "online" or "given"
+            (with `delay_s`, `scale`).
+        checkpoint_s, min_run_s, max_preemptions: preemption's save + restore time and its guards.
+        las_limits_gpu_h, starve_factor: las's queue limits (GPU-hours, increasing) and its promotion.
+        uplink_factor: without a link model, the network stall multiplier across switches.
+        node_gbps: node uplink bandwidth, Gbit/s: links shared max-min fairly (default: no link model), with
+            `uplink_gbps` or `oversubscription` for the switches' uplinks; `reference_gbps` the bandwidth a
+            trace's slowdowns hold for.
+        out: the folder of the result file; jobs_csv: also each job's outcome per policy, as CSV;
+            no_store: write the file only, not the database.
+        max_jobs: refuse a trace of more jobs than this (default: no limit).
+        trace_label: how the result names the trace (default: its path and format).
+        db: the database (default $STASH_DB, else ./results.duckdb).
+
+    Returns:
+        Schedule: `.to_frame()` one row per policy with its metrics; `.doc` the whole simulation.
+
+    Raises:
+        UsageError: a bad value, both or neither of trace and synthetic_jobs, an output that would replace
+            an input, or an unreadable trace.
+    """
+    from stash_core.sched import Cluster, Policy
+    from stash_core.sched.outputs import check_outputs
+    from stash_core.sched.report import run_simulation, save_simulation
+
+    if (trace is None) == (synthetic_jobs is None):
+        raise UsageError("simulate_schedule: give one of trace and synthetic_jobs")
+    shape = Cluster(*cluster_shape(cluster))
+    chosen = _policies(policies, defaults.POLICY_NAMES)
+    if tuning is None:
+        tuning = "given" if delay_s is not None or scale is not None else defaults.TUNING
+    choice("tuning", tuning, ("split", "online", "given"))
+    if tuning != "given" and (delay_s is not None or scale is not None):
+        raise UsageError("--delay-s and --scale set the timers: use them with --tuning given")
+    fraction_rule = Number(0, 1, whole=False, low_open=True, high_open=True, what="a fraction from 0 to 1")
+    fraction = checked("tune_fraction", tune_fraction, fraction_rule)
+    fabric = _fabric(node_gbps, uplink_gbps, oversubscription, reference_gbps, shape)
+    db_path, out_dir = database(db), checked("out", out, Path)
+    jobs_csv = checked("jobs_csv", jobs_csv, Path)
+    trace_path = checked("trace", trace, Path)
+    _refuse_overwrites(out_dir, jobs_csv, db_path, trace_path)
+    check_outputs(out_dir, jobs_csv, db_path, store=not no_store)  # before any work
+    jobs, source, trace_format = _jobs(trace_path, synthetic_jobs, trace_format, generator, arrivals, seed,
+                                       mean_gap_s, db_path)  # fmt: skip
+    most = checked("max_jobs", max_jobs, count(10**9))
+    if most is not None and len(jobs) > most:
+        raise UsageError(f"the trace has {len(jobs):,} jobs; at most {most:,} are simulated here")
+    delay_s, scale = checked("delay_s", delay_s, NON_NEGATIVE_YEAR), checked("scale", scale, NON_NEGATIVE)
+    given = {"delay_s": defaults.DELAY_S if delay_s is None else delay_s,
+             "scale": defaults.SCALE if scale is None else scale}  # fmt: skip
+    bases = [Policy(name, checkpoint_s=checked("checkpoint_s", checkpoint_s, NON_NEGATIVE_YEAR),
+                    min_run_s=checked("min_run_s", min_run_s, NON_NEGATIVE_YEAR),
+                    max_preemptions=int(checked("max_preemptions", max_preemptions,
+                                                Number(0, 1000, what="an integer from 0 to 1000"))),
+                    las_limits_gpu_s=_las_limits_s(las_limits_gpu_h),
+                    starve_factor=checked("starve_factor", starve_factor, NON_NEGATIVE), **given)
+             for name in chosen]  # fmt: skip
+    uplink_factor = checked("uplink_factor", uplink_factor, Number(1, 1000, whole=False, what="a number >= 1"))
+    doc, outcomes = run_simulation(
+        jobs, shape, bases, tuning=tuning, fraction=fraction, uplink_factor=uplink_factor, fabric=fabric,
+        trace=trace_label or source, trace_format=trace_format,
+    )  # fmt: skip
+    stored = None if no_store else db_path
+    per_job = None if jobs_csv is None else _per_job(outcomes)
+    path = save_simulation(doc, out_dir, stored, per_job, jobs_csv)
+    return Schedule(simulation_id=doc["simulation_id"], result_file=path, db=stored, doc=doc, jobs=jobs,
+                    source=trace_label or source, cluster=shape, fabric=fabric)  # fmt: skip
+
+
+def cluster_shape(value: tuple[int, int, int] | str) -> tuple[int, int, int]:
+    """(switches, nodes per switch, GPUs per node) of (2, 4, 8) or "2x4x8": positive, at most a million GPUs
+    in all."""
+    text = value if isinstance(value, str) else "x".join(str(part) for part in value)
+    match = re.fullmatch(r"\s*(\d{1,7})\s*x\s*(\d{1,7})\s*x\s*(\d{1,7})\s*", text or "")
+    if not match or min(int(part) for part in match.groups()) < 1:
+        raise UsageError(f"cluster: {text!r}: give SWITCHESxNODESxGPUS with positive numbers, e.g. 2x4x8")
+    switches, nodes, gpus = (int(part) for part in match.groups())
+    if switches * nodes * gpus > MAX_CLUSTER_GPUS:
+        raise UsageError(f"cluster: {text!r}: more than {MAX_CLUSTER_GPUS:,} GPUs in all")
+    return switches, nodes, gpus
+
+
+def _refuse_overwrites(out_dir: Path, jobs_csv: Path | None, db_path: Path, trace: Path | None) -> None:
+    reads = [("the database", db_path), ("the database's write-ahead log", Path(f"{db_path}.wal"))]
+    reads += [("--trace", trace)] if trace is not None else []
+    refuse_overwrite("--out", out_dir, reads)
+    if jobs_csv is not None:
+        refuse_overwrite("--jobs-csv", jobs_csv, reads)
+
+
+def _jobs(
+    trace: Path | None, synthetic_jobs: int | None, trace_format: str, generator: str, arrivals: str | None,
+    seed: int, mean_gap_s: float | None, db_path: Path,
+) -> tuple[list, str, str]:  # fmt: skip
+    """The jobs (trace or synthetic, arrivals applied), a name for their source, and their format."""
+    from dataclasses import replace
+
+    from stash_core.sched import jobs_from_frame, load_trace, synthetic_trace
+    from stash_core.sched.detect import FORMATS, detect_format
+    from stash_core.sched.generate import philly_like_trace
+
+    if trace is not None:
+        if arrivals not in (None, "batch"):
+            raise UsageError(f"--arrivals {arrivals} makes synthetic arrivals; a trace takes only batch")
+        choice("trace_format", trace_format, ("auto", *FORMATS))
+        trace_format = detect_format(trace) if trace_format == "auto" else trace_format
+        jobs, source = load_trace(trace, db_path, trace_format), f"{trace} ({trace_format})"
+        if arrivals == "batch":
+            jobs, source = [replace(job, submit_s=0.0) for job in jobs], f"{source}, all submitted at 0"
+        return jobs, source, trace_format
+    jobs_count = checked("synthetic_jobs", synthetic_jobs, count(100_000))
+    arrivals = arrivals or defaults.ARRIVALS
+    choice("arrivals", arrivals, defaults.ARRIVAL_KINDS)
+    gap_s = checked("mean_gap_s", mean_gap_s, positive_real(YEAR_S)) or defaults.MEAN_GAP_S
+    seed = checked("seed", seed, Number(0, 2**31 - 1, what="an integer >= 0"))
+    if choice("generator", generator, ("basic", "philly")) == "philly":
+        frame = philly_like_trace(jobs_count, seed, gap_s, arrivals)
+    else:
+        frame = synthetic_trace(jobs_count, seed, list(defaults.MODELS), gap_s, arrivals)
+    jobs = jobs_from_frame(frame, db_path, "synthetic trace")
+    kind = "Philly-like" if generator == "philly" else "synthetic"
+    return jobs, f"{kind}({len(jobs)} jobs, seed {seed}, {arrivals} arrivals)", "synthetic"
+
+
+def _fabric(node_gbps: float | None, uplink_gbps: float | None, oversubscription: float | None,
+            reference_gbps: float, shape: object):  # fmt: skip
+    """The shared links of `node_gbps` with `uplink_gbps` or `oversubscription`; None without `node_gbps`."""
+    from stash_core.sched.fabric import Fabric
+
+    node_gbps = checked("node_gbps", node_gbps, positive_real(1e6))
+    uplink_gbps = checked("uplink_gbps", uplink_gbps, positive_real(1e6))
+    ratio = checked("oversubscription", oversubscription, positive_real(1e6))
+    reference = checked("reference_gbps", reference_gbps, positive_real(1e6)) or defaults.REFERENCE
+    if node_gbps is None:
+        if uplink_gbps is not None or ratio is not None:
+            raise UsageError("--uplink-gbps and --oversubscription need --node-gbps")
+        return None
+    if uplink_gbps is not None and ratio is not None:
+        raise UsageError("give one of --uplink-gbps and --oversubscription")
+    if uplink_gbps is not None:
+        return Fabric(node_gbps, uplink_gbps, reference)
+    ratio = ratio or defaults.OVERSUBSCRIPTION
+    return Fabric.oversubscribed(node_gbps, ratio, shape.nodes_per_switch, reference)
+
+
+def _las_limits_s(value: tuple[float, ...] | str) -> tuple[float, ...]:
+    """las's limits in GPU-seconds from GPU-hours ("1,10" or (1, 10)): positive and increasing."""
+    try:
+        limits = [float(part) for part in (value.split(",") if isinstance(value, str) else value)]
+    except (TypeError, ValueError):
+        limits = []
+    if not limits or not all(0 < limit < 1e9 for limit in limits) or limits != sorted(set(limits)):
+        raise UsageError(f"las_limits_gpu_h: {value!r}: give positive, increasing GPU-hours, e.g. 1,10")
+    return tuple(3600.0 * limit for limit in limits)
+
+
+def _per_job(outcomes: dict) -> object:
+    """Each job's outcome under each policy (the --jobs-csv table)."""
+    import pandas as pd
+
+    return pd.DataFrame([
+        {"policy": name, "job_id": o.job.job_id, "gpus": o.job.gpus, "submit_s": o.job.submit_s,
+         "start_s": o.start_s, "finish_s": o.finish_s, "level": o.level, "nodes": o.nodes,
+         "preemptions": o.preemptions, "slowdown": o.job.slowdown, "slowdown_source": o.job.slowdown_source}
+        for name, result in outcomes.items() for o in result
+    ])  # fmt: skip
+
+
+def _policies(value: list[str] | str | None, known: tuple[str, ...]) -> list[str]:
+    chosen = list(known) if value is None else [name.strip() for name in _split(value) if name.strip()]
+    unknown = [name for name in chosen if name not in known]
+    if unknown or not chosen:
+        unknown_text = ", ".join(unknown) or "(none)"
+        raise UsageError(f"policies: unknown policy {unknown_text}; choose from {', '.join(known)}")
+    if len(set(chosen)) < len(chosen):
+        raise UsageError("policies: give each policy once")
+    return chosen
+
+
+def _split(value: list[str] | str) -> list[str]:
+    return value.split(",") if isinstance(value, str) else [str(name) for name in value]

@@ -1,0 +1,67 @@
+"""simulate_schedule() takes every option `stash schedule` has, refuses an output that would replace what it
+reads, and writes the per-job CSV the command writes (the command is a printer of this call)."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+import stash_core as stash
+from stash_core.errors import UsageError
+
+from tests.support import stash_here
+
+
+def test_every_command_option_reaches_the_simulation(tmp_path, capsys, monkeypatch):
+    options = dict(synthetic_jobs=40, seed=3, cluster="1x4x8", policies="fifo,delay,las", tuning="given",
+                   delay_s=100, checkpoint_s=45, min_run_s=300, max_preemptions=2, las_limits_gpu_h="2,20",
+                   starve_factor=4, node_gbps=10, oversubscription=4)  # fmt: skip
+    schedule = stash.simulate_schedule(**options, out=tmp_path / "api", jobs_csv=tmp_path / "api.csv",
+                                       no_store=True)  # fmt: skip
+    settings = {entry["policy"]: entry["settings"] for entry in schedule.doc["policies"]}
+    assert settings["delay"]["delay_s"] == 100 and settings["las"]["checkpoint_s"] == 45
+    assert settings["las"]["las_thresholds_gpu_s"] == [7200.0, 72000.0] and settings["las"]["starve_factor"] == 4
+    assert schedule.fabric is not None and schedule.cluster.total_gpus == 32 and len(schedule.jobs) == 40
+    per_job = pd.read_csv(tmp_path / "api.csv")
+    assert len(per_job) == 3 * 40 and set(per_job["policy"]) == {"fifo", "delay", "las"}
+    argv = ["--synthetic-jobs", "40", "--seed", "3", "--cluster", "1x4x8", "--policies", "fifo,delay,las",
+            "--tuning", "given", "--delay-s", "100", "--checkpoint-s", "45", "--min-run-s", "300",
+            "--max-preemptions", "2", "--las-limits-gpu-h", "2,20", "--starve-factor", "4", "--node-gbps", "10",
+            "--oversubscription", "4", "--no-store", "--out", str(tmp_path / "cli"),
+            "--jobs-csv", str(tmp_path / "cli.csv")]  # fmt: skip
+    printed = stash_here(capsys, monkeypatch, "schedule", *argv)
+    assert printed.returncode == 0, printed.stderr
+    assert (tmp_path / "cli.csv").read_bytes() == (tmp_path / "api.csv").read_bytes()
+
+
+@pytest.mark.parametrize("output", ["out", "jobs_csv"])
+def test_an_output_on_the_database_is_refused_before_any_work(tmp_path, output):
+    db = tmp_path / "runs.duckdb"
+    db.write_bytes(b"not touched")
+    target = {"out": {"out": db}, "jobs_csv": {"jobs_csv": db, "out": tmp_path / "results"}}[output]
+    with pytest.raises(UsageError, match="would replace what it reads"):
+        stash.simulate_schedule(synthetic_jobs=5, db=db, **target)
+    assert db.read_bytes() == b"not touched" and not (tmp_path / "results").exists()
+
+
+def test_a_trace_over_the_job_limit_is_refused(tmp_path):
+    with pytest.raises(UsageError, match="the trace has 30 jobs; at most 10"):
+        stash.simulate_schedule(synthetic_jobs=30, max_jobs=10, no_store=True, out=tmp_path / "r")
+    assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"las_limits_gpu_h": "10,1"}, "las_limits_gpu_h: "),
+        ({"cluster": "1000x1000x8"}, "more than 1,000,000 GPUs"),
+        ({"uplink_gbps": 10}, "need --node-gbps"),
+        ({"node_gbps": 10, "uplink_gbps": 10, "oversubscription": 2}, "give one of --uplink-gbps"),
+        ({"tune_fraction": 1.0}, "tune_fraction: "),
+        ({"max_preemptions": -1}, "max_preemptions: "),
+    ],
+    ids=["las", "cluster", "uplink", "both-links", "fraction", "preemptions"],
+)
+def test_bad_options_are_one_line(tmp_path, options, message):
+    with pytest.raises(UsageError, match=message):
+        stash.simulate_schedule(synthetic_jobs=5, no_store=True, out=tmp_path / "r", **options)
