@@ -246,3 +246,74 @@ def fake_sky(tmp: Path, home: Path, **kwargs: Any) -> FakeSky:
 
 
 __all__ = ["ClusterDoesNotExist", "FakeSky", "ResourcesUnavailableError", "SimpleNamespace", "fake_sky"]
+
+
+# An installed SkyPilot as `stash campaign --cloud --dry-run` finds it: a `sky` package on the path, with the
+# version in its metadata, whose Task and Resources check a task against the catalog written in its home
+# (campaign/sky_check.py writes it there) the way SkyPilot's do: an instance type not in that catalog, or not
+# in the task's region, is refused. Each task checked is a line of the file $FAKE_SKY_LOG.
+_FAKE_SKY_INIT = """
+import csv, json, os
+from pathlib import Path
+
+from sky import clouds, exceptions  # noqa: F401 - as SkyPilot's own package has them
+
+
+def _log(what):
+    if os.environ.get("FAKE_SKY_LOG"):
+        with open(os.environ["FAKE_SKY_LOG"], "a") as handle:
+            handle.write(what + "\\n")
+
+
+class Resources:
+    def __init__(self, infra, instance_type, use_spot=False, **_):
+        from sky.skylet import constants
+
+        self.cloud, _, self.region = infra.partition("/")
+        self.instance_type, self.use_spot = instance_type, use_spot
+        catalogs = Path.home() / ".sky" / "catalogs" / constants.CATALOG_SCHEMA_VERSION
+        catalog = catalogs / self.cloud / "vms.csv"
+        rows = list(csv.DictReader(catalog.open())) if catalog.exists() else []
+        found = [row for row in rows if (row["InstanceType"], row["Region"]) == (instance_type, self.region)]
+        if not found:
+            where = f"cloud {self.cloud} in {self.region}"
+            raise ValueError(f"Invalid instance type {instance_type!r} for {where}.")
+        self.row = found[0]
+
+    def get_cost(self, seconds):
+        return float(self.row["SpotPrice" if self.use_spot else "Price"]) * seconds / 3600
+
+    def __str__(self):
+        return f"{self.cloud.upper()}({self.instance_type})"
+
+
+class Task:
+    def __init__(self, config):
+        self.resources = [Resources(**config["resources"])]
+
+    @classmethod
+    def from_yaml_config(cls, config):
+        missing = {"name", "workdir", "resources", "setup", "run"} - set(config)
+        if missing:
+            raise ValueError(f"Invalid task: missing {sorted(missing)}")
+        _log(json.dumps(config["resources"]["instance_type"]))
+        return cls(config)
+"""
+
+_FAKE_SKY_FILES = {
+    "sky/__init__.py": _FAKE_SKY_INIT,
+    "sky/exceptions.py": "class CloudUserIdentityError(Exception):\n    pass\n",
+    "sky/clouds.py": "class AWS:\n    @classmethod\n    def get_user_identities(cls):\n        return None\n",
+    "sky/skylet/__init__.py": "",
+    "sky/skylet/constants.py": "CATALOG_SCHEMA_VERSION = 'v8'\n",
+    "skypilot-0.0.1.dist-info/METADATA": "Metadata-Version: 2.1\nName: skypilot\nVersion: 0.0.1\n",
+}
+
+
+def install_fake_skypilot(folder: Path) -> Path:
+    """A fake installed SkyPilot in `folder` (put it on sys.path and PYTHONPATH); returns the folder."""
+    for name, text in _FAKE_SKY_FILES.items():
+        path = folder / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return folder

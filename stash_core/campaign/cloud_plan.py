@@ -27,6 +27,7 @@ from stash_core.campaign.plan import (
     CampaignItem,
     CampaignSettings,
     check_model_names,
+    completed_keys,
     plan_campaign,
     profile_spec,
     split_done,
@@ -197,6 +198,7 @@ def plan_cloud(
         raise UsageError(f"--instances: at most {MAX_INSTANCE_TYPES} instance types, got {len(names)}")
     models = workdir_models(models)
     offers = [offer_of(settings.db_path, name, spot, region) for name in names]
+    done = completed_keys(settings.db_path)  # read once for every instance type
     sweeps = []
     for offer in offers:
         counts = list(workers) if workers else [max(offer.gpus, 1)]
@@ -204,7 +206,7 @@ def plan_cloud(
         if too_many:
             raise UsageError(f"--workers {max(too_many)}: {offer.name} has {offer.gpus} GPU(s)")
         sweep = plan_campaign(models, batch_sizes, counts, [1], instance=offer.name, check_models=False)
-        sweeps.append((offer, *split_done(sweep, settings.db_path)))
+        sweeps.append((offer, *split_done(sweep, settings.db_path, done)))
     steps, notes = _predicted(sweeps, predict or predict_steps(settings))
     plans = []
     for offer, todo, stored in sweeps:

@@ -20,11 +20,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from stash_core.engine.profile_child import profile_command
+from stash_core.campaign.zoo_names import ZOO_NAMES
 from stash_core.errors import UsageError
 from stash_core.spec import ProfileSpec
 from stash_core.spec_parse import parse_input_shape, parse_iterations, parse_stalls
-from stash_core.store.reads import completed_configurations
+
+# The store (pandas, duckdb) and the profile child are imported where they are used: a plan and its check of
+# the model names need neither, nor torch (zoo_names.py).
 
 FAMILIES = {"resnet": "resnet{depth}", "vgg": "vgg{depth}"}
 DEFAULT_DEPTHS = {"resnet": (10, 12, 16, 18, 34, 50, 101, 152), "vgg": (11, 13, 16, 19)}
@@ -71,14 +73,11 @@ class CampaignSettings:
 
 def family_models(family: str, depths: list[int] | None = None) -> list[str]:
     """Zoo names of a family at the given depths (resnet 10..152, vgg 11..19); UsageError for unknown ones."""
-    from stash_core.zoo import list_models
-
     if family not in FAMILIES:
         raise UsageError(f"unknown model family {family!r}: choose {', '.join(FAMILIES)}")
     depths = list(depths) if depths else list(DEFAULT_DEPTHS[family])
     names = [FAMILIES[family].format(depth=depth) for depth in depths]
-    known = set(list_models())
-    missing = [name for name in names if name not in known]
+    missing = [name for name in names if name not in ZOO_NAMES]
     if missing:
         valid = ", ".join(str(depth) for depth in DEFAULT_DEPTHS[family])
         raise UsageError(f"no zoo model {', '.join(missing)}: {family} depths are {valid}")
@@ -91,12 +90,9 @@ _MODULE_RE = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
 def check_model_names(models: list[str]) -> None:
     """Every model a zoo name, FILE.py:FACTORY (an existing file) or package.module:FACTORY; a bare path or
     anything else is refused before anything runs (it would otherwise become part of result file names)."""
-    from stash_core.zoo import list_models
-
-    known = set(list_models())
     for name in models:
         text = str(name).strip()
-        if text.lower() in known:
+        if text.lower() in ZOO_NAMES:
             continue
         location, colon, factory = text.rpartition(":")
         if colon and factory.isidentifier():
@@ -155,6 +151,8 @@ def plan_campaign(
 
 def completed_keys(db_path: Path | str) -> set[tuple[str, int, int, int, str]]:
     """(model, batch_size, workers_per_node, nodes, instance) of every completed run in the database."""
+    from stash_core.store.reads import completed_configurations
+
     frame = completed_configurations(db_path)
     return {
         (str(row.model), int(row.batch_size), int(row.workers_per_node), int(row.nodes), str(row.instance))
@@ -164,10 +162,10 @@ def completed_keys(db_path: Path | str) -> set[tuple[str, int, int, int, str]]:
 
 
 def split_done(
-    plan: list[CampaignItem], db_path: Path | str
+    plan: list[CampaignItem], db_path: Path | str, done: set[tuple] | None = None
 ) -> tuple[list[CampaignItem], list[CampaignItem]]:
-    """(to run, already stored) for a plan."""
-    done = completed_keys(db_path)
+    """(to run, already stored) for a plan; `done`: completed_keys(db_path) when read already."""
+    done = completed_keys(db_path) if done is None else done
     todo = [item for item in plan if item.key not in done]
     stored = [item for item in plan if item.key in done]
     return todo, stored
@@ -204,6 +202,8 @@ def profile_args(item: CampaignItem, settings: CampaignSettings) -> list[str]:
 
 def profile_argv(item: CampaignItem, settings: CampaignSettings) -> list[str]:
     """The command line of one configuration's profile child (`stash profile`'s arguments)."""
+    from stash_core.engine.profile_child import profile_command
+
     return profile_command(settings.db_path, profile_args(item, settings), settings.python)
 
 

@@ -52,9 +52,26 @@ def check(config: dict[str, Any]) -> str:
         return f"{type(error).__name__}: {text[0] if text else ''}".rstrip(": ")
 
 
+def consult_no_account() -> None:
+    """Before it answers about an instance type, SkyPilot's AWS catalog asks the user's account which zones
+    it has (`aws configure list`, then AWS's STS and EC2 APIs: seconds, and the network). A plan's check is
+    of the tasks against the catalog written here, never of an account: the identity is refused at once, as
+    without credentials, and SkyPilot takes the catalog's zones as they are."""
+    from sky import clouds, exceptions
+
+    def no_identity(cls: Any) -> None:
+        raise exceptions.CloudUserIdentityError("a plan's check consults no cloud account")
+
+    aws = getattr(clouds, "AWS", None)
+    if aws is not None and hasattr(aws, "get_user_identities"):
+        aws.get_user_identities = classmethod(no_identity)
+
+
 def main() -> int:
     import sky  # noqa: F401 - first, while the campaign plans: the request comes once the plan is made
     from sky.skylet import constants
+
+    consult_no_account()
 
     text = sys.stdin.read()
     if not text.strip():  # the plan was refused: nothing to check

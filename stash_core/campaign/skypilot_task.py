@@ -6,10 +6,18 @@ is made, the check reads a catalog written from Stash's own (catalog/instances.c
 database): SkyPilot's vms.csv format, one row per instance type in the region of its price, in a folder of
 its own (SkyPilot reads ~/.sky/catalogs/<version>/ of the home it is given, and uses a file it did not fetch
 itself as it is).
+
+SkyPilot's answer depends only on its version, the tasks and those catalog rows (its home is a fresh folder),
+so it is kept on disk under a digest of the three (and of sky_check.py): a plan checked before is answered
+from there without importing SkyPilot (seconds). The folder is $STASH_CACHE_DIR/sky-checks, else
+$XDG_CACHE_HOME/stash/sky-checks, else ~/.cache/stash/sky-checks; one that cannot be written only costs time.
 """
 
 from __future__ import annotations
 
+import datetime
+import hashlib
+import importlib.metadata
 import importlib.util
 import json
 import os
@@ -31,6 +39,7 @@ INSTALL_HINT = (
 DISK_GB = 100  # the pinned packages with CUDA torch take some 15 GB; data sets are generated on the disk
 _PLAIN = re.compile(r"^[A-Za-z0-9_./@:-]+$")
 CHECK_TIMEOUT_S = 120.0
+CHECK_FORMAT = 1  # of the answers kept on disk
 _YAML_WORDS = {"true", "false", "yes", "no", "on", "off", "null", "none", "~"}
 
 
@@ -106,16 +115,77 @@ def _number_like(text: str) -> bool:
     return True
 
 
+def skypilot_version() -> str | None:
+    """The installed SkyPilot's version (without importing it); None when its metadata cannot be read."""
+    for distribution in ("skypilot", "skypilot-nightly"):
+        try:
+            return importlib.metadata.version(distribution)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return None
+
+
+def check_cache_dir() -> Path:
+    """Where SkyPilot's answers are kept (see the module's text)."""
+    explicit = os.environ.get("STASH_CACHE_DIR")
+    if explicit:
+        return Path(explicit) / "sky-checks"
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "stash" / "sky-checks"
+
+
+def _cache_path(version: str | None, request: str) -> Path | None:
+    if version is None:
+        return None
+    checker = (Path(__file__).resolve().parent / "sky_check.py").read_bytes()
+    digest = hashlib.sha256(json.dumps([CHECK_FORMAT, version, hashlib.sha256(checker).hexdigest(),
+                                        request]).encode())  # fmt: skip
+    return check_cache_dir() / f"{digest.hexdigest()[:32]}.json"
+
+
+def _read_answer(path: Path | None) -> dict[str, Any] | None:
+    if path is None:
+        return None
+    try:
+        answer = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    lines = answer.get("lines") if isinstance(answer, dict) else None
+    if not isinstance(lines, list) or not all(isinstance(line, str) for line in lines):
+        return None
+    return {"lines": lines, "date": str(answer.get("date") or "")}
+
+
+def _keep_answer(path: Path | None, lines: list[str]) -> None:
+    if path is None:
+        return
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle, temporary = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+    except OSError:
+        return  # a read-only or full disk: the next dry run asks SkyPilot again
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            json.dump({"lines": lines, "date": datetime.date.today().isoformat()}, out)
+        os.replace(temporary, path)
+    except OSError:
+        Path(temporary).unlink(missing_ok=True)
+
+
 class SkyCheck:
     """SkyPilot's check of the tasks (sky_check.py) in a process of its own, started before the plan is made
     so that its import of SkyPilot (some seconds) runs beside the planning; its home (HOME) is a folder of
-    its own, where it writes the SkyPilot catalog it checks against."""
+    its own, where it writes the SkyPilot catalog it checks against. An answer kept from an earlier check of
+    the same tasks by the same SkyPilot is used instead (the process is then stopped unused): `kept_on` is
+    its date."""
 
     def __init__(self) -> None:
         if not skypilot_installed():
             raise UsageError(INSTALL_HINT)
         import subprocess
 
+        self.version = skypilot_version()
+        self.kept_on: str | None = None
         self.home = tempfile.TemporaryDirectory(prefix="stash-sky-")
         path = os.pathsep.join(filter(None, [stash_core.PACKAGE_PARENT, os.environ.get("PYTHONPATH")]))
         env = {**os.environ, "HOME": self.home.name, "PYTHONPATH": path}
@@ -128,10 +198,17 @@ class SkyCheck:
     def check(self, plan: CloudPlan, configs: dict[str, dict[str, Any]], db_path: Path | str) -> list[str]:
         """One line per task: 'CLUSTER: ok (...)' or 'CLUSTER: the reason SkyPilot gives'."""
         request = json.dumps({"configs": configs, "catalog": catalog_rows(plan, db_path)})
+        kept = _cache_path(self.version, request)
+        answer = _read_answer(kept)
+        if answer is not None:
+            self.kept_on = answer["date"] or "an earlier day"
+            return answer["lines"]
         out, err = self.process.communicate(request, timeout=CHECK_TIMEOUT_S)
         if self.process.returncode != 0 or not out.strip():
             raise UsageError(f"SkyPilot's check of the tasks failed: {first_line(err or out or 'no answer')}")
-        return json.loads(out.strip().splitlines()[-1])["lines"]
+        lines = json.loads(out.strip().splitlines()[-1])["lines"]
+        _keep_answer(kept, lines)
+        return lines
 
     def close(self) -> None:
         if self.process.poll() is None:

@@ -51,7 +51,7 @@ def add_commands(subparsers: Any, parser_class: type[argparse.ArgumentParser] | 
     camp.add_argument(
         "--workers", type=comma_list(WORKERS), default=None,
         help="comma list of workers per node (default 2; with --cloud, every GPU of the instance type)",
-    )
+    )  # fmt: skip
     camp.add_argument("--nodes", type=comma_list(WORKERS), default="1", help="comma list of node counts")
     camp.add_argument(
         "--bandwidths", type=comma_list(_checked(parse_rate)), default=None,
@@ -75,7 +75,6 @@ def add_commands(subparsers: Any, parser_class: type[argparse.ArgumentParser] | 
 
 
 def cmd_campaign(args: argparse.Namespace) -> int:
-    from stash_core.campaign.local import run_campaign
     from stash_core.campaign.plan import CampaignSettings, plan_campaign
 
     models = _models(args)
@@ -100,6 +99,8 @@ def cmd_campaign(args: argparse.Namespace) -> int:
     if args.dry_run:
         _print_plan(plan, settings)
         return 0
+
+    from stash_core.campaign.local import run_campaign
 
     def report(line: str) -> None:
         print(line, file=sys.stderr, flush=True)

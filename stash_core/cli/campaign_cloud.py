@@ -120,6 +120,7 @@ def print_plan(plan: Any, budget_usd: float | None) -> None:
 def print_tasks(plan: Any, settings: Any, idle_minutes: int, checker: Any = None) -> None:
     """The SkyPilot task of every instance type with profiles to run, as YAML; checked by SkyPilot's Task and
     Resources where SkyPilot is installed (`checker`, skypilot_task.SkyCheck)."""
+    from stash_core.campaign.skypilot_task import check_cache_dir as checker_dir
     from stash_core.campaign.skypilot_task import task_config, to_yaml
 
     configs = {
@@ -131,8 +132,13 @@ def print_tasks(plan: Any, settings: Any, idle_minutes: int, checker: Any = None
     if not configs:
         print("no task: every configuration is stored")
     elif checker is not None:
-        print("\nchecked by SkyPilot (Task, Resources; its catalog written from Stash's):")
-        for line in checker.check(plan, configs, settings.db_path):
+        lines = checker.check(plan, configs, settings.db_path)
+        version = f" {checker.version}" if checker.version else ""
+        kept = ""
+        if checker.kept_on:
+            kept = f", these same tasks on {checker.kept_on} (answer kept in {checker_dir()})"
+        print(f"\nchecked by SkyPilot{version} (Task, Resources; its catalog written from Stash's){kept}:")
+        for line in lines:
             print(f"  {line}")
     else:
         print("\nnot checked by SkyPilot: it is not installed here (pip install -r requirements-cloud.txt)")

@@ -128,7 +128,8 @@ def test_the_set_up_script_uses_an_existing_environment(tmp_path):
 
 
 @pytest.mark.skipif(not skypilot_installed(), reason="SkyPilot is not installed (requirements-cloud.txt)")
-def test_skypilot_checks_each_task(plan):
+def test_skypilot_checks_each_task(plan, tmp_path, monkeypatch):
+    monkeypatch.setenv("STASH_CACHE_DIR", str(tmp_path / "cache"))  # SkyPilot's own answers, none kept
     settings, cloud = plan
     configs = {item.cluster: task_config(item, settings, 15) for item in cloud.instances}
     lines = check_tasks(cloud, configs, settings.db_path)

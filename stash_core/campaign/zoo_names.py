@@ -1,0 +1,18 @@
+"""The zoo's model names without importing the zoo: importing stash_core.zoo loads torch (seconds on a small
+machine), which a campaign's plan does not need to tell a zoo name from a user's model. The names are the
+keys of zoo/registry.py's ZOO; tests/unit/campaign/test_zoo_names.py keeps the two the same."""
+
+from __future__ import annotations
+
+ZOO_NAMES: frozenset[str] = frozenset({
+    "alexnet", "mobilenet_v2", "shufflenet_v2", "shufflenet_v2_x0_5", "shufflenet_v2_x1_0", "squeezenet1_0",
+    "resnet10", "resnet12", "resnet16", "resnet18", "resnet34", "resnet50", "resnet101", "resnet152",
+    "vgg11", "vgg13", "vgg16", "vgg19",
+    "bert_tiny", "bert_base", "bert_large",
+    "gpt2_tiny", "gpt2", "gpt2_medium", "gpt2_large", "gpt2_xl", "llama_tiny", "tinyllama_1b", "llama2_7b",
+})  # fmt: skip
+
+
+def zoo_models() -> list[str]:
+    """The zoo's model names, sorted (what stash_core.zoo.list_models() returns)."""
+    return sorted(ZOO_NAMES)

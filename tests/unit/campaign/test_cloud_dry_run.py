@@ -1,0 +1,108 @@
+"""`stash campaign --cloud --dry-run` with SkyPilot installed (a fake one with SkyPilot's check: an instance
+type must be in the catalog written for it): each task checked by it, its answer kept so that the same plan
+is answered again without starting SkyPilot; and a dry run that loads no torch once the step model's count is
+kept (the must-show: the plan and tasks in seconds)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+from fake_skypilot import install_fake_skypilot
+from support import REPO, stash_here
+
+from stash_core.campaign import cloud_plan, skypilot_task
+
+DRY_RUN = ["campaign", "--cloud", "--dry-run", "--models", "resnet18", "--batch-sizes", "8"]
+
+
+def steps(model, batch_size, workers, names):
+    return {name: (0.2, 0.2) for name in names}, []
+
+
+@pytest.fixture
+def fake_skypilot(tmp_path, monkeypatch):
+    """A fake SkyPilot installed for this process and the check's; its log of checked tasks."""
+    folder = install_fake_skypilot(tmp_path / "site")
+    monkeypatch.syspath_prepend(str(folder))
+    monkeypatch.setenv("PYTHONPATH", str(folder))
+    monkeypatch.setenv("STASH_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("FAKE_SKY_LOG", str(tmp_path / "checked.log"))
+    monkeypatch.setattr(cloud_plan, "predict_steps", lambda settings: steps)
+    assert skypilot_task.skypilot_installed() and skypilot_task.skypilot_version() == "0.0.1"
+    return tmp_path / "checked.log"
+
+
+def test_skypilot_checks_each_task_once_and_the_answer_is_kept(capsys, monkeypatch, tmp_path, fake_skypilot):
+    args = [*DRY_RUN, "--instances", "g5.xlarge,g4dn.xlarge", "--db", str(tmp_path / "c.duckdb")]
+    first = stash_here(capsys, monkeypatch, *args)
+    assert first.returncode == 0, first.stderr
+    header = "\nchecked by SkyPilot 0.0.1 (Task, Resources; its catalog written from Stash's):\n"
+    assert header in first.stdout
+    checks = first.stdout.split("its catalog written from Stash's):\n")[1].splitlines()
+    assert [line.split(": ", 1)[1] for line in checks] == ["ok (AWS(g5.xlarge), $1.006/h)",
+                                                           "ok (AWS(g4dn.xlarge), $0.526/h)"]  # fmt: skip
+    assert fake_skypilot.read_text().split() == ['"g5.xlarge"', '"g4dn.xlarge"']
+
+    again = stash_here(capsys, monkeypatch, *args)
+    assert again.returncode == 0, again.stderr
+    assert fake_skypilot.read_text().split() == ['"g5.xlarge"', '"g4dn.xlarge"']  # SkyPilot not asked again
+    assert again.stdout.split("\nchecked by")[0] == first.stdout.split("\nchecked by")[0]
+    assert "its catalog written from Stash's), these same tasks on 20" in again.stdout
+    assert again.stdout.endswith("\n".join(checks) + "\n")
+
+    other = stash_here(capsys, monkeypatch, *args, "--region", "us-west-2")  # other tasks: asked again
+    assert other.returncode == 0, other.stderr
+    assert len(fake_skypilot.read_text().split()) == 4 and "these same tasks" not in other.stdout
+
+
+def test_a_task_skypilot_refuses_is_said_on_its_line(capsys, monkeypatch, tmp_path, fake_skypilot):
+    real = skypilot_task.catalog_rows
+
+    def without_g5(plan, db_path):  # the catalog SkyPilot checks against lacks one instance type
+        rows = real(plan, db_path)
+        return {cloud: [row for row in found if row["InstanceType"] != "g5.xlarge"]
+                for cloud, found in rows.items()}  # fmt: skip
+
+    monkeypatch.setattr(skypilot_task, "catalog_rows", without_g5)
+    args = [*DRY_RUN, "--instances", "g5.xlarge,g4dn.xlarge", "--db", str(tmp_path / "c.duckdb")]
+    result = stash_here(capsys, monkeypatch, *args)
+    assert result.returncode == 0, result.stderr
+    g5, g4dn = result.stdout.split("its catalog written from Stash's):\n")[1].splitlines()
+    assert "ValueError: Invalid instance type 'g5.xlarge' for cloud aws in us-east-1." in g5
+    assert g4dn.endswith(": ok (AWS(g4dn.xlarge), $0.526/h)")
+
+
+def test_a_budget_refusal_stops_the_check_unused(capsys, monkeypatch, tmp_path, fake_skypilot):
+    args = [*DRY_RUN, "--instances", "g5.xlarge", "--budget-usd", "0.01", "--db", str(tmp_path / "c.duckdb")]
+    result = stash_here(capsys, monkeypatch, *args)
+    assert result.returncode == 2 and "above --budget-usd 0.01" in result.stderr
+    assert "# SkyPilot task" not in result.stdout and not fake_skypilot.exists()
+
+
+WATCH = """
+import sys
+from stash_core.cli import main
+code = main(sys.argv[1:])
+print("LOADED", [name for name in ("torch", "sky") if name in sys.modules], file=sys.stderr)
+sys.exit(code)
+"""
+
+
+def test_a_dry_run_loads_no_torch_once_the_step_is_counted(tmp_path):
+    """The model names are checked without the zoo, and the step model's count of a zoo model is kept on
+    disk: only the first plan of a model and batch counts its step (with torch)."""
+    env = {"PYTHONPATH": str(REPO), "STASH_CACHE_DIR": str(tmp_path / "cache"), "PATH": "/usr/bin:/bin",
+           "HOME": str(tmp_path)}  # fmt: skip
+    args = [*DRY_RUN, "--instances", "g4dn.xlarge,p3.2xlarge", "--db", str(tmp_path / "c.duckdb")]
+    command = [sys.executable, "-c", WATCH, *args]
+    runs = [
+        subprocess.run(command, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
+        for _ in range(2)
+    ]
+    for run in runs:
+        assert run.returncode == 0, run.stderr
+        assert "(step model)" in run.stdout and "not checked by SkyPilot" in run.stdout
+    assert runs[0].stdout == runs[1].stdout
+    assert runs[1].stderr.splitlines()[-1] == "LOADED []", runs[1].stderr  # the first counted with torch
