@@ -132,6 +132,24 @@ def test_bad_input_is_one_line_and_launches_nothing(capsys, monkeypatch, tmp_pat
     )
 
 
+def test_bad_input_launches_nothing_where_skypilot_is_installed(capsys, monkeypatch, tmp_path):
+    """The refusals of the plan come before SkyPilot is called at all: no status, launch or teardown."""
+    sky = FakeSky(tmp_path, tmp_path)
+    monkeypatch.setitem(sys.modules, "sky", sky)
+    monkeypatch.setattr(skypilot_task, "skypilot_installed", lambda: True)
+    monkeypatch.setattr(cloud_plan, "predict_steps", lambda settings: steps)
+    db = ["--db", str(tmp_path / "c.duckdb")]
+    cases = {
+        "instance type m9.huge is not in the catalog": ["--instances", "g4dn.xlarge,m9.huge"],
+        "--spot: no spot price for instance g5.xlarge": ["--instances", "g6.xlarge,g5.xlarge", "--spot"],
+        "above --budget-usd 0.01": ["--instances", "g4dn.xlarge", "--budget-usd", "0.01"],
+    }
+    for text, args in cases.items():
+        _one_line_refusal(stash_here(capsys, monkeypatch, *CLOUD, *args, *db), text)
+        assert sky.calls == [] and sky.clusters == {}, (text, sky.calls)
+    assert next(sky.counter) == 0  # not one request made of SkyPilot
+
+
 def test_dry_run_without_skypilot_prints_the_plan_and_the_tasks(capsys, monkeypatch, tmp_path):
     monkeypatch.setattr(skypilot_task, "skypilot_installed", lambda: False)
     monkeypatch.setattr(cloud_plan, "predict_steps", lambda settings: steps)
