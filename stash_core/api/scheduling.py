@@ -94,7 +94,8 @@ def simulate_schedule(
                                        mean_gap_s, db_path)  # fmt: skip
     most = checked("max_jobs", max_jobs, count(10**9))
     if most is not None and len(jobs) > most:
-        raise UsageError(f"the trace has {len(jobs):,} jobs; at most {most:,} are simulated here")
+        raise UsageError(f"the trace has {len(jobs):,} jobs; at most {most:,} are simulated here (`stash schedule` "
+                         "takes more)")  # fmt: skip
     delay_s, scale = checked("delay_s", delay_s, NON_NEGATIVE_YEAR), checked("scale", scale, NON_NEGATIVE)
     given = {"delay_s": defaults.DELAY_S if delay_s is None else delay_s,
              "scale": defaults.SCALE if scale is None else scale}  # fmt: skip

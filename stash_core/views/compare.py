@@ -23,9 +23,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from stash_core.api.predicting import predict
 from stash_core.catalog import check_runs, list_instances
 from stash_core.cells import plain, plain_row
-from stash_core.decide.predict import predict_instances
 from stash_core.errors import UsageError
 from stash_core.results.file import STALL_NAMES
 from stash_core.store import queries_compare
@@ -101,9 +101,9 @@ def compare_with_predictions(db_path: Path | str, model: str, batch_size: int, *
     attrs = dict(measured.attrs)
     workers, nodes = int(chosen["workers_per_node"] or 1), int(chosen["nodes"] or 1)
     try:
-        predicted = predict_instances(
-            db_path, model, int(batch_size), workers_per_instance=workers, max_instances=nodes,
-            input_shape=_shape_of(chosen.get("input_shape")),
+        predicted = predict(
+            model, int(batch_size), workers_per_instance=workers, max_instances=nodes,
+            input_shape=_shape_of(chosen.get("input_shape")), db=db_path,
         )  # fmt: skip
     except UsageError as exc:
         attrs.update(prediction_note=f"no predictions: {exc}", not_predictable=[])
@@ -133,7 +133,7 @@ def compare_with_predictions(db_path: Path | str, model: str, batch_size: int, *
 
 
 def _instance_of(reason: str) -> str:
-    """The instance a reason of predict_instances names: 'NAME: ...' or 'COUNT x NAME: ...'."""
+    """The instance a reason of predict() names: 'NAME: ...' or 'COUNT x NAME: ...'."""
     head = reason.split(":", 1)[0]
     return head.split(" x ", 1)[1] if " x " in head else head
 

@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pandas as pd
 
+from stash_core.api.decisions import recommend
 from stash_core.catalog import COLUMNS, apply_catalog_edits, list_instances
 from stash_core.cells import is_missing
-from stash_core.decide.recommend import DEFAULT_MAX_INSTANCES, Recommendation, recommend
+from stash_core.decide.recommend import DEFAULT_MAX_INSTANCES, Recommendation
 from stash_core.decide.recommend.explain import job_headline
 from stash_core.results.file import STALL_NAMES
 from stash_core.store import reads
@@ -149,12 +150,9 @@ def save_catalog_edits(
 
 def recommendation(db_path: Path | str, request: RecommendRequest) -> Recommendation:
     """Every configuration of the catalog evaluated for `request`, the feasible ones ranked by cost."""
-    from stash_core.habits import TrainingJob
-
     arguments = asdict(request)
     arguments["instances"] = list(request.instances) if request.instances else None
-    habits = [arguments.pop(name) for name in ("memory_format", "optimizer", "optimizer_impl", "attention")]
-    return recommend(db_path, **arguments, habits=TrainingJob(*habits))
+    return recommend(**arguments, db=db_path).answer
 
 
 def stalls_not_predicted(option: dict) -> list[str]:

@@ -5,18 +5,15 @@ from __future__ import annotations
 
 import json
 import tempfile
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from stash_core.api.scheduling import simulate_schedule
 from stash_core.errors import UsageError
-from stash_core.sched import Cluster, Fabric, Policy, jobs_from_frame, load_trace, synthetic_trace
 from stash_core.sched import defaults as d
 from stash_core.sched.detect import detect_format
-from stash_core.sched.generate import philly_like_trace
-from stash_core.sched.report import run_simulation, save_simulation
 from stash_core.store.simulations import simulations_frame
 from stash_core.units import duration_words
 
@@ -41,51 +38,41 @@ def simulate(
     policies = list(d.POLICY_NAMES) if policies is None else policies
     if not policies:
         raise UsageError("choose at least one policy")
-    try:
-        shape = Cluster(*(int(v) for v in cluster))
-    except (TypeError, ValueError):
-        raise UsageError("the cluster needs at least one switch, node and GPU") from None
-    fabric = (Fabric.oversubscribed(node_gbps, oversubscription, shape.nodes_per_switch, reference_gbps)
-              if node_gbps else None)  # fmt: skip
+    options = dict(
+        cluster=tuple(cluster), policies=policies, tuning=tuning, delay_s=delay_s, scale=scale,
+        checkpoint_s=checkpoint_s, min_run_s=min_run_s, uplink_factor=uplink_factor,
+        node_gbps=node_gbps or None, oversubscription=oversubscription if node_gbps else None,
+        reference_gbps=reference_gbps,
+        out=Path(out_dir), max_jobs=MAX_PAGE_JOBS, db=db_path,
+    )  # fmt: skip
+    if tuning != "given":  # the page always sends its timers; they count only when given
+        options.update(delay_s=None, scale=None)
     if files:
-        jobs, trace, trace_format = _uploaded_jobs(files, trace_format, db_path)
-        if arrivals == "batch":
-            jobs, trace = [replace(job, submit_s=0.0) for job in jobs], f"{trace}, all submitted at 0"
-    else:
-        if not 1 <= synthetic_jobs <= MAX_PAGE_JOBS or not mean_gap_s > 0:
-            raise UsageError(f"a synthetic trace needs 1 to {MAX_PAGE_JOBS:,} jobs and a positive mean gap")
-        if generator == "philly":
-            frame = philly_like_trace(synthetic_jobs, seed, mean_gap_s, arrivals)
-        else:
-            frame = synthetic_trace(synthetic_jobs, seed, MODELS, mean_gap_s, arrivals)
-        kind = "Philly-like" if generator == "philly" else "synthetic"
-        jobs, trace, trace_format = jobs_from_frame(frame, None, "synthetic trace"), \
-            f"{kind}({synthetic_jobs} jobs, seed {seed}, {arrivals} arrivals)", "synthetic"  # fmt: skip
-    if len(jobs) > MAX_PAGE_JOBS:
-        raise UsageError(f"the trace has {len(jobs):,} jobs; the page simulates up to {MAX_PAGE_JOBS:,} "
-                         "(use `stash schedule` for more)")  # fmt: skip
-    bases = [Policy(name, delay_s=delay_s, scale=scale, checkpoint_s=checkpoint_s, min_run_s=min_run_s)
-             for name in policies]  # fmt: skip
-    doc, _ = run_simulation(jobs, shape, bases, tuning=tuning, uplink_factor=uplink_factor, fabric=fabric,
-                            trace=trace, trace_format=trace_format)  # fmt: skip
-    save_simulation(doc, Path(out_dir), Path(db_path))
-    return doc
+        with tempfile.TemporaryDirectory(prefix="stash-trace-") as folder:
+            main, trace_format = _uploaded_trace(files, trace_format, Path(folder))
+            batch = arrivals == "batch"  # the page's other arrivals are for synthetic traces
+            label = f"{main.name} (read as {trace_format})" + (", all submitted at 0" if batch else "")
+            schedule = simulate_schedule(main, trace_format=trace_format, arrivals="batch" if batch else None,
+                                         trace_label=label, **options)  # fmt: skip
+        return schedule.doc
+    if not 1 <= synthetic_jobs <= MAX_PAGE_JOBS or not mean_gap_s > 0:
+        raise UsageError(f"a synthetic trace needs 1 to {MAX_PAGE_JOBS:,} jobs and a positive mean gap")
+    schedule = simulate_schedule(synthetic_jobs=synthetic_jobs, seed=seed, mean_gap_s=mean_gap_s,
+                                 arrivals=arrivals, generator=generator, **options)  # fmt: skip
+    return schedule.doc
 
 
-def _uploaded_jobs(
-    files: list[tuple[str, bytes]], trace_format: str, db_path: Path | str
-) -> tuple[list, str, str]:
-    """The uploaded trace's jobs, its name with the format it was read as, and that format."""
-    with tempfile.TemporaryDirectory(prefix="stash-trace-") as folder:
-        paths = []
-        for name, content in files:
-            path = Path(folder) / Path(name).name
-            path.write_bytes(content)
-            paths.append(path)
-        tables = [p for p in paths if "job_table" in p.name]
-        main = tables[0] if tables and trace_format in ("auto", "pai2020") else paths[0]
-        fmt = detect_format(main) if trace_format == "auto" else trace_format
-        return load_trace(main, Path(db_path), fmt), f"{main.name} (read as {fmt})", fmt
+def _uploaded_trace(files: list[tuple[str, bytes]], trace_format: str, folder: Path) -> tuple[Path, str]:
+    """The uploaded files written to `folder`: the trace's main file (a PAI job table beside its task table)
+    and the format it is read as."""
+    paths = []
+    for name, content in files:
+        path = folder / Path(name).name
+        path.write_bytes(content)
+        paths.append(path)
+    tables = [p for p in paths if "job_table" in p.name]
+    main = tables[0] if tables and trace_format in ("auto", "pai2020") else paths[0]
+    return main, detect_format(main) if trace_format == "auto" else trace_format
 
 
 def summary_frame(doc: dict[str, Any]) -> pd.DataFrame:

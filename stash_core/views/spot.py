@@ -12,13 +12,14 @@ from typing import Any
 
 import pandas as pd
 
+from stash_core.api.decisions import plan_spot
 from stash_core.catalog import list_instances
 from stash_core.errors import UsageError
-from stash_core.spot import PlanResult, plan_spot_cluster, plan_table
-from stash_core.spot.fragility import fragile_coefficients, fragile_text
+from stash_core.spot import PlanResult
+from stash_core.spot.fragility import fragile_text  # noqa: F401  (the page words a fragile plan with it)
 from stash_core.spot.inputs import build_offers, load_workload, ps_bandwidth_Bps
 from stash_core.spot.planner import searched_workers
-from stash_core.spot.simulate import PlanRisk, plan_risk, simulate
+from stash_core.spot.simulate import PlanRisk, simulate
 
 EXAMPLE_NAME = "spotDNN paper workload (public figures)"
 GBPS = 1e9 / 8  # bytes per second in one Gbit/s
@@ -100,29 +101,23 @@ def plan(db_path: Path | str, text: str, offers: tuple[tuple[str, int], ...], ta
          budget_s: float, pcie_gbps: float = 80.0, revocation_s: float = 0.0) -> SpotAnswer:  # fmt: skip
     """The cheapest spot cluster for the workload `text` (JSON), and the cheapest on-demand one beside it.
     UsageError (with a readable message) on a bad workload, offer or target."""
-    workload, doc = _workload(text)
-    offers_list = _offers(offers)
-    ps_Bps, pcie_Bps = ps_bandwidth_Bps(None, doc), pcie_gbps * GBPS
-    links = {"ps_Bps": ps_Bps, "pcie_Bps": pcie_Bps, "revocation_s": revocation_s}
-    spot_offers = build_offers(Path(db_path), offers_list, doc, "spot")
-    spot = plan_spot_cluster(spot_offers, workload, target_loss, budget_s, **links)
-    on_demand, reason = None, None
-    try:
-        on_demand = plan_spot_cluster(build_offers(Path(db_path), offers_list, doc, "on_demand"), workload,
-                                      target_loss, budget_s, **links)  # fmt: skip
-    except UsageError as exc:  # e.g. no on-demand price in the catalog: the spot plan still stands
-        reason = str(exc)
-    fragile = []
-    if spot.best is not None:
-        fragile = fragile_coefficients(spot, spot_offers, workload, target_loss, budget_s, ps_Bps, pcie_Bps,
-                                       revocation_s)  # fmt: skip
-    risk = None
-    if spot.best is not None:
-        risk = plan_risk(spot_offers, workload, target_loss, budget_s, ps_Bps, pcie_Bps)
-    return SpotAnswer(spot=spot, on_demand=on_demand, candidates=pd.DataFrame(plan_table(spot, 10)),
-                      windows=window_search(spot), points=window_points(spot), fragile=fragile,
-                      ps_gbps=ps_Bps / GBPS, on_demand_reason=reason, risk=risk,
-                      searched=searched_workers(spot))  # fmt: skip
+    _, doc = _workload(text)  # its faults said of the text, before the file the planner reads is written
+    quotas = dict(_offers(offers))
+    with tempfile.TemporaryDirectory(prefix="stash-spot-") as folder:
+        path = Path(folder) / "workload.json"
+        path.write_text(text)
+        options = {"pcie_gbps": pcie_gbps, "revocation_s": revocation_s, "top": 10, "db": db_path}
+        spot = plan_spot(path, quotas, target_loss, budget_s, **options)
+        on_demand, reason = None, None
+        try:
+            on_demand = plan_spot(path, quotas, target_loss, budget_s, on_demand=True, **options).plan
+        except UsageError as exc:  # e.g. no on-demand price in the catalog: the spot plan still stands
+            reason = str(exc)
+    return SpotAnswer(spot=spot.plan, on_demand=on_demand, candidates=pd.DataFrame(spot.candidates),
+                      windows=window_search(spot.plan), points=window_points(spot.plan), fragile=spot.fragile,
+                      ps_gbps=ps_bandwidth_Bps(None, doc) / GBPS, on_demand_reason=reason,
+                      risk=None if spot.risk is None else PlanRisk(**spot.risk),
+                      searched=searched_workers(spot.plan))  # fmt: skip
 
 
 def window_points(result: PlanResult) -> pd.DataFrame:
