@@ -68,8 +68,6 @@ def run_phase(
             return
         kind, payload = message
         if kind == "PROGRESS":
-            if payload.get("iterations") == 0:  # the timed loop begins: nothing to show yet
-                return
             reporter.progress(payload)
         elif kind == "RESULT":
             results["result"] = payload

@@ -38,31 +38,16 @@ def torchrun_argv(
     ]  # fmt: skip
 
 
-class Deadline:
-    """When a local run is stopped: at first after its whole time limit; a caller that learns more (its timed
-    loop has begun) may bring it closer, never later, with the reason it will give."""
-
-    def __init__(self, limit_s: float) -> None:
-        self.at_s = time.monotonic() + limit_s
-        self.reason = f"run did not finish within {limit_s:.0f} s"
-
-    def tighten(self, in_s: float, reason: str) -> None:
-        if time.monotonic() + in_s < self.at_s:
-            self.at_s, self.reason = time.monotonic() + in_s, reason
-
-
 def run_local(
     argv: list[str],
     on_line: Callable[[str], None],
     timeout_s: float,
     env: dict[str, str] | None = None,
     preexec: Callable[[], None] | None = None,
-    deadline: Deadline | None = None,
 ) -> list[str]:
     """Run argv, feeding each stdout/stderr line to on_line; return stderr's last lines on failure.
 
-    Raises MeasurementError when the process fails or runs past timeout_s (or `deadline`, which on_line may
-    bring closer).
+    Raises MeasurementError when the process fails or runs past timeout_s.
     """
     tag = f"local-{os.getpid()}-{secrets.token_hex(4)}"
     supervised = [sys.executable, supervisor.__file__, "run", tag, os.getcwd(), "--", *argv]
@@ -78,16 +63,16 @@ def run_local(
         preexec_fn=preexec,
     )
     stderr_tail: list[str] = []
-    deadline = deadline or Deadline(timeout_s)
+    deadline_s = time.monotonic() + timeout_s
     try:
         with selectors.DefaultSelector() as selector:
             selector.register(process.stdout, selectors.EVENT_READ, "out")
             selector.register(process.stderr, selectors.EVENT_READ, "err")
             open_streams = 2
             while open_streams:
-                remaining = deadline.at_s - time.monotonic()
+                remaining = deadline_s - time.monotonic()
                 if remaining <= 0:
-                    raise MeasurementError(f"{deadline.reason}; stopped it")
+                    raise MeasurementError(f"run did not finish within {timeout_s:.0f} s; stopped it")
                 for key, _ in selector.select(timeout=min(remaining, 1.0)):
                     line = key.fileobj.readline()
                     if not line:
@@ -97,7 +82,7 @@ def run_local(
                     if key.data == "err":
                         stderr_tail = (stderr_tail + [line.rstrip()])[-40:]
                     on_line(line.rstrip("\n"))
-        process.wait(timeout=max(deadline.at_s - time.monotonic(), 1.0))
+        process.wait(timeout=max(deadline_s - time.monotonic(), 1.0))
     finally:
         # Ctrl-C, SIGTERM or SIGHUP arriving now must not cut the cleanup short and leave workers behind.
         with held_interrupts() as interrupted:

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from stash_core import PACKAGE_PARENT
 from stash_core.errors import MeasurementError
 from stash_core.launch.hosts import RemoteHosts
-from stash_core.launch.local import Deadline, run_local, torchrun_argv
+from stash_core.launch.local import run_local, torchrun_argv
 from stash_core.launch.multinode import free_port, launch_torchrun_over_ssh
 from stash_core.launch.torchrun_failure import root_cause
 from stash_core.measure.worker_job import encode_worker_job
@@ -30,7 +30,6 @@ def run_workers(
     timeout_s: float,
     env: dict[str, str],
     preexec: Callable[[], None] | None = None,
-    deadline: Deadline | None = None,
 ) -> str | None:
     """Run module with `job` on `nodes` machines x nproc_per_node workers; the failure reason or None.
 
@@ -46,7 +45,7 @@ def run_workers(
             raise MeasurementError(f"a local run has one machine, not {nodes}")
         failure = run_local(
             torchrun_argv(nproc_per_node, module, module_args, on_cpu=on_cpu),
-            on_line, timeout_s, env=env, preexec=preexec, deadline=deadline,
+            on_line, timeout_s, env=env, preexec=preexec,
         )  # fmt: skip
         return None if not failure else root_cause(failure)
 

@@ -231,8 +231,6 @@ def run_until_done(job, model, optimizer, loss, batches, device, times, slowest_
     fixed = job.get("iterations")
     target = job["target_relative_ci"]
     deadline = time.monotonic() + job["max_phase_s"]
-    if rank == 0:  # the launcher times the loop from here: a rank that hangs from now on is stopped sooner
-        report_progress(job, [], 0, target)
     chunk = first_chunk(fixed)
     while True:
         run_steps(model, optimizer, loss, batches, device, chunk, times, clock)
