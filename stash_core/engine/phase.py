@@ -19,6 +19,7 @@ from stash_core.launch.runner import run_workers, worker_env
 from stash_core.measure import protocol
 from stash_core.measure.probe_plan import probe_settings
 from stash_core.measure.telemetry import TelemetrySampler
+from stash_core.measure.worker_job import WorkerJob
 from stash_core.spec import ProfileSpec
 
 # Time allowed on top of the measurement cap for start-up (imports, process group, data loaders).
@@ -139,7 +140,7 @@ def empty_telemetry() -> dict:
     return {"interval_s": None, "gpu_status": None, "t_s": [], "metrics": {}}
 
 
-def job_for(plan: PhasePlan, spec: ProfileSpec, data: DataSetup) -> dict:
+def job_for(plan: PhasePlan, spec: ProfileSpec, data: DataSetup) -> WorkerJob:
     return {
         "phase": plan.name,
         "model": spec.model,

@@ -15,6 +15,7 @@ from stash_core.launch.runner import run_workers, worker_env
 from stash_core.measure import protocol
 from stash_core.measure.fingerprint import machine_fingerprint
 from stash_core.measure.probe_plan import probe_settings, probe_sizes
+from stash_core.measure.worker_job import WorkerJob
 from stash_core.results import PROBE_KIND, SCHEMA_VERSION
 from stash_core.spec import ProfileSpec
 from stash_core.spec_parse import parse_hosts
@@ -66,7 +67,7 @@ def run_probe_command(
         unit = "GPU(s)" if device == "cuda" else "CPU core(s)"
         raise UsageError(f"--workers {workers_per_node}: a machine here has {capacity} {unit}")
     max_op_s = remote.comm_timeout_s / 3 if remote is not None else None
-    job = {
+    job: WorkerJob = {
         "device": device,
         "backend": "nccl" if device == "cuda" else "gloo",
         "threads_per_worker": threads_per_worker,

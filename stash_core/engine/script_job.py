@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from stash_core.analysis.pipeline import input_pipeline as pipeline_difference
 from stash_core.engine.plan import PhasePlan
+from stash_core.measure.worker_job import WorkerJob
 from stash_core.spec import ProfileSpec
 
 MODULE = "stash_core.measure.script_entry"
@@ -23,7 +24,7 @@ NO_LOADER = (
 )
 
 
-def script_job(plan: PhasePlan, spec: ProfileSpec) -> dict:
+def script_job(plan: PhasePlan, spec: ProfileSpec) -> WorkerJob:
     return {
         "phase": plan.name,
         "script": spec.script,

@@ -15,14 +15,14 @@ from stash_core.launch.hosts import RemoteHosts
 from stash_core.launch.local import run_local, torchrun_argv
 from stash_core.launch.multinode import free_port, launch_torchrun_over_ssh
 from stash_core.launch.torchrun_failure import root_cause
-from stash_core.measure.worker_job import encode_worker_job
+from stash_core.measure.worker_job import WorkerJob, encode_worker_job
 
 LOOPBACK = "127.0.0.1"
 
 
 def run_workers(
     module: str,
-    job: dict,
+    job: WorkerJob,
     nproc_per_node: int,
     nodes: int,
     remote: RemoteHosts | None,

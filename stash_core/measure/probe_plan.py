@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from stash_core.measure.worker_job import ProbeSettings
 from stash_core.units import KIB, MIB
 
 # `stash probe`: 4 KiB .. 256 MiB in steps of 4x.
@@ -32,7 +33,7 @@ def probe_settings(
     budget_s_per_size: float = DEFAULT_BUDGET_S_PER_SIZE,
     max_repetitions: int = DEFAULT_MAX_REPETITIONS,
     max_op_s: float | None = None,
-) -> dict:
+) -> ProbeSettings:
     """The `probe` part of a worker job. max_op_s: skip sizes whose first all-reduce is predicted to take
     longer than this (so a slow link cannot run into the process-group timeout)."""
     return {

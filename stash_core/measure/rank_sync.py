@@ -8,6 +8,7 @@ import torch.distributed as dist
 
 from stash_core.analysis.stats import mean_ci95
 from stash_core.measure import protocol
+from stash_core.measure.worker_job import WorkerJob
 
 MIN_WARMUP_ITERATIONS = 2  # always dropped before MSER-5 looks at the rest: the first steps build caches
 
@@ -21,7 +22,7 @@ def all_reduce_max(values: list[float], device: torch.device) -> list[float]:
     return tensor.tolist()
 
 
-def report_progress(job: dict, series: list[float], kept: int, target: float) -> None:
+def report_progress(job: WorkerJob, series: list[float], kept: int, target: float) -> None:
     """A PROGRESS line: iterations so far, those kept after the warm-up, their mean and relative interval."""
     tail = series[len(series) - kept :] if kept else []
     mean_s, ci_s = mean_ci95(tail) if len(tail) > 1 else (float("nan"), float("inf"))

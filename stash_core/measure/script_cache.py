@@ -18,6 +18,7 @@ from pathlib import Path
 
 from stash_core.data import pagecache
 from stash_core.data.evicting_open import evict_after_read
+from stash_core.measure.worker_job import WorkerJob
 
 MIN_EVICT_PERIOD_S = 1.0
 EVICT_DUTY = 0.1  # at most this share of one core on eviction passes
@@ -57,7 +58,7 @@ class CacheKeeper:
         return self.fraction
 
 
-def cache_state_thread(job: dict) -> CacheKeeper | None:
+def cache_state_thread(job: WorkerJob) -> CacheKeeper | None:
     """The first worker of each machine keeps the data directory's page-cache state; None elsewhere."""
     if not job.get("data_dir") or job["data"] == "synthetic" or int(os.environ.get("LOCAL_RANK", "0")) != 0:
         return None
@@ -65,7 +66,7 @@ def cache_state_thread(job: dict) -> CacheKeeper | None:
     return CacheKeeper(files, job.get("cache_action"), keep_evicting=job["data"] == "cold")
 
 
-def evict_each_read(job: dict) -> Callable[[], None]:
+def evict_each_read(job: WorkerJob) -> Callable[[], None]:
     """In a cold run with --data-dir, each data file read by this process leaves the page cache when closed;
     returns the function that ends it (a no-op elsewhere)."""
     if not job.get("data_dir") or job["data"] != "cold":

@@ -29,7 +29,7 @@ from stash_core.measure import protocol
 from stash_core.measure.script_cache import cache_state_thread, evict_each_read
 from stash_core.measure.script_hooks import StepClock, install
 from stash_core.measure.script_stop import StopRule, StopScript
-from stash_core.measure.worker_job import read_worker_job
+from stash_core.measure.worker_job import WorkerJob, read_worker_job
 from stash_core.zoo.compiler_guards import compiler_unimported
 
 STDERR_TAIL_LINES = 20
@@ -109,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def run_script(job: dict, clock: StepClock, rule: StopRule) -> dict:
+def run_script(job: WorkerJob, clock: StepClock, rule: StopRule) -> dict:
     path = Path(job["script"])
     try:
         code = compile(path.read_bytes(), str(path), "exec")
@@ -143,7 +143,7 @@ def run_script(job: dict, clock: StepClock, rule: StopRule) -> dict:
     return rule.ended_by_script()
 
 
-def cpu_only(job: dict) -> bool:
+def cpu_only(job: WorkerJob) -> bool:
     """Whether the script can only run on the CPU: asked for, or no GPU to be had."""
     asked = job.get("device") or "auto"
     return asked == "cpu" or (asked == "auto" and not torch.cuda.is_available())
@@ -170,7 +170,7 @@ def where(clock: StepClock) -> str:
     return f"after {clock.iterations + 1} optimizer steps"
 
 
-def start_watchdog(job: dict, clock: StepClock, rank: int, stderr: StderrTail) -> threading.Timer:
+def start_watchdog(job: WorkerJob, clock: StepClock, rank: int, stderr: StderrTail) -> threading.Timer:
     """End this process when the script has not stepped in time (a hang before its first step)."""
     timeout_s = float(job.get("start_timeout_s", 120.0))
 

@@ -19,6 +19,7 @@ import torch.distributed as dist
 from stash_core.analysis.stats import converged, mser_truncation
 from stash_core.measure.rank_sync import MIN_WARMUP_ITERATIONS, all_reduce_max, report_progress
 from stash_core.measure.script_hooks import PARTS, StepClock
+from stash_core.measure.worker_job import WorkerJob
 
 SPLIT = (
     "data wait, forward (the outermost module calls), optimizer step; backward_s is the rest of the step "
@@ -39,7 +40,7 @@ class StopScript(BaseException):
 
 
 class StopRule:
-    def __init__(self, job: dict, clock: StepClock, rank: int) -> None:
+    def __init__(self, job: WorkerJob, clock: StepClock, rank: int) -> None:
         self.job, self.clock, self.rank = job, clock, rank
         self.fixed = job.get("iterations")
         self.deadline: float | None = None  # from the first step: the script's start-up does not count
@@ -103,7 +104,7 @@ def collective_device() -> torch.device:
     return torch.device("cpu")
 
 
-def summarise(job: dict, clock: StepClock, slowest_s: list[float], reason: str, gather: bool) -> dict:
+def summarise(job: WorkerJob, clock: StepClock, slowest_s: list[float], reason: str, gather: bool) -> dict:
     """The result of the run (as worker.py's): the slowest rank per iteration, its data wait, and skew."""
     count = len(slowest_s)
     rows = [clock.iteration_s[:count], *(clock.parts[part][:count] for part in PARTS)]

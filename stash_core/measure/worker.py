@@ -36,7 +36,7 @@ from stash_core.data.transforms import TrainTransform
 from stash_core.measure import protocol
 from stash_core.measure.rank_sync import MIN_WARMUP_ITERATIONS, all_reduce_max, report_progress
 from stash_core.measure.timed_loop import PARTS, StepTimes, make_clock, run_steps
-from stash_core.measure.worker_job import read_worker_job
+from stash_core.measure.worker_job import WorkerJob, read_worker_job
 from stash_core.zoo import build_model, loss_fn, make_optimizer
 from stash_core.zoo.compiler_guards import compiler_unimported
 
@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def run_job(job: dict, rank: int) -> dict:
+def run_job(job: WorkerJob, rank: int) -> dict:
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     torch.manual_seed(job["seed"] + rank)
@@ -103,7 +103,7 @@ def run_job(job: dict, rank: int) -> dict:
         return train(job, model, info, device, rank, world_size, local_rank)
 
 
-def pin_to_cores(job: dict, local_rank: int) -> None:
+def pin_to_cores(job: WorkerJob, local_rank: int) -> None:
     """Keep this worker on its own cores (engine/phase.worker_cores) before torch starts its threads, so
     that every launch of every run places its workers alike and none moves onto a peer's core."""
     cores = job.get("cpu_cores")
@@ -114,7 +114,7 @@ def pin_to_cores(job: dict, local_rank: int) -> None:
         os.sched_setaffinity(0, cores[local_rank])
 
 
-def train(job: dict, model, info, device: torch.device, rank: int, world_size: int, local_rank: int) -> dict:
+def train(job: WorkerJob, model, info, device: torch.device, rank: int, world_size: int, local_rank: int) -> dict:
     """The timed loop of the built model (DDP across ranks), then the probe a job asks for: the result."""
     if world_size > 1:
         from torch.nn.parallel import DistributedDataParallel
@@ -139,7 +139,7 @@ def train(job: dict, model, info, device: torch.device, rank: int, world_size: i
     return result
 
 
-def make_batches(job: dict, info, device: torch.device, rank: int, world_size: int):
+def make_batches(job: WorkerJob, info, device: torch.device, rank: int, world_size: int):
     """An endless iterator of (inputs, targets): the same on-device batch, or real data epochs."""
     if job["data"] == "synthetic":
         from stash_core.zoo import synthetic_batch
@@ -183,7 +183,7 @@ class _Batches:
         return next(self.iterator)
 
 
-def set_cache_state(job: dict, files: list, device: torch.device, world_size: int) -> float | None:
+def set_cache_state(job: WorkerJob, files: list, device: torch.device, world_size: int) -> float | None:
     """On remote hosts: the first worker of each machine makes the data set resident (cached run) or
     evicts it (cold run) in its machine's page cache; returns the worst resident fraction over machines."""
     action = job.get("cache_action")
@@ -209,7 +209,7 @@ def set_cache_state(job: dict, files: list, device: torch.device, world_size: in
     return float(-leaders[1].item()) if action == "resident" else float(leaders[1].item())
 
 
-def open_dataset(job: dict, info):
+def open_dataset(job: WorkerJob, info):
     evict = job["data"] == "cold"
     if info.kind == "tokens":
         from stash_core.data.text_dataset import TextFolderDataset
@@ -226,7 +226,7 @@ def open_dataset(job: dict, info):
     return dataset
 
 
-def run_until_done(job, model, optimizer, loss, batches, device, times, slowest_s, clock, rank) -> str:
+def run_until_done(job: WorkerJob, model, optimizer, loss, batches, device, times, slowest_s, clock, rank) -> str:
     """Step in chunks; between chunks, agree on the slowest times and decide whether to stop."""
     fixed = job.get("iterations")
     target = job["target_relative_ci"]
@@ -255,7 +255,7 @@ def run_until_done(job, model, optimizer, loss, batches, device, times, slowest_
         chunk = min(chunk, job["max_iterations"] - len(slowest_s))
 
 
-def summarise_ranks(job, times: StepTimes, slowest_s, stop_reason, world_size, bad_files, device) -> dict:
+def summarise_ranks(job: WorkerJob, times: StepTimes, slowest_s, stop_reason, world_size, bad_files, device) -> dict:
     """Gather every rank's timings to rank 0: the slowest rank per iteration, its parts, and skew."""
     local = torch.tensor(
         [times.iteration_s, times.data_s, times.forward_s, times.backward_s, times.optimizer_s],

@@ -1,4 +1,8 @@
-"""A worker's job on its command line: the JSON that says what one run measures, inline or compressed."""
+"""A worker's job on its command line: the JSON that says what one run measures, inline or compressed.
+
+WorkerJob names every key a job may hold; the host writes it (engine/phase.py job_for, engine/script_job.py,
+engine/probes.py) and the workers read it (measure/worker.py, script_entry.py, probe_worker.py).
+"""
 
 from __future__ import annotations
 
@@ -6,9 +10,56 @@ import argparse
 import base64
 import json
 import zlib
+from typing import Any, TypedDict
 
 
-def encode_worker_job(job: dict) -> list[str]:
+class ProbeSettings(TypedDict):
+    """The `probe` part of a job: the collectives a run's workers time after it (measure/probe_plan.py)."""
+
+    sizes_bytes: list[int]  # all-reduce message sizes
+    p2p_sizes_bytes: list[int]  # send/recv sizes: latency, then bandwidth
+    grad_bytes: int | None  # the model's gradients, also timed as one all-reduce
+    budget_s_per_size: float
+    max_repetitions: int
+    max_op_s: float | None  # skip sizes predicted to take longer (a slow link vs. the group's timeout)
+
+
+class WorkerJob(TypedDict, total=False):
+    """What one launch of workers measures. A model's run has the model keys, a script's run the script keys,
+    a probe alone only device, backend, threads_per_worker and probe."""
+
+    phase: str  # the run: R0, R1, R1n, R3 or R2
+    device: str  # cpu or cuda
+    backend: str  # gloo or nccl
+    threads_per_worker: int | None  # torch threads of a CPU worker (None: torch's default)
+    cpu_cores: list[list[int]] | None  # the cores each local worker is pinned to (None: not pinned)
+    data: str  # synthetic (made on the device), cached or cold
+    iterations: int | None  # a fixed count of timed iterations (None: until the target or a cap)
+    target_relative_ci: float  # stop when the 95% interval of the mean is this share of it
+    max_iterations: int
+    max_phase_s: float  # the timed loop's cap, seconds
+    seed: int
+    # a zoo or user model
+    model: str
+    num_classes: int | None
+    input_shape: list[int] | None
+    batch_size: int
+    dataset: str | None  # the folder of the run's files (None: synthetic)
+    exclude_files: list[str]  # files found unreadable before the run
+    loader_workers: int
+    # a user's training script
+    script: str
+    script_args: list[str]
+    data_dir: str | None  # the files the script reads (their page-cache state is set per run)
+    start_timeout_s: float  # the script's start-up before its first step
+    # set for some runs only
+    cache_action: str  # on remote hosts: each machine makes its files resident or evicts them
+    telemetry: bool  # rank 0 samples CPU/GPU telemetry (remote runs)
+    probe: ProbeSettings
+    pg_timeout_s: float  # the process group's timeout (default 120 s)
+
+
+def encode_worker_job(job: WorkerJob | dict[str, Any]) -> list[str]:
     """Worker arguments carrying `job`: inline JSON, compressed when long (an argument holds <= 128 KiB)."""
     text = json.dumps(job, separators=(",", ":"))
     if len(text) <= 32_000:
@@ -17,7 +68,7 @@ def encode_worker_job(job: dict) -> list[str]:
     return ["--job-zb64", packed]
 
 
-def read_worker_job(argv: list[str] | None = None) -> dict:
+def read_worker_job(argv: list[str] | None = None) -> WorkerJob:
     parser = argparse.ArgumentParser(prog="stash_core.measure")
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--job", help="JSON file describing the run")
