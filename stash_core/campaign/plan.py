@@ -151,6 +151,8 @@ def plan_campaign(
 
 def completed_keys(db_path: Path | str) -> set[tuple[str, int, int, int, str]]:
     """(model, batch_size, workers_per_node, nodes, instance) of every completed run in the database."""
+    if not Path(db_path).exists():
+        return set()  # no database yet: nothing stored (and no empty one made to say so)
     from stash_core.store.reads import completed_configurations
 
     frame = completed_configurations(db_path)
