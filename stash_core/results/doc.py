@@ -48,7 +48,11 @@ Each phase: `name` (R0, R1, R1n, R3, R2; unique), `description`, `workers`, `nod
 `median`, `p5`, `p95`, `n`), `parts_mean_s` (`data_s`, `forward_s`, `backward_s`, `optimizer_s`), `samples`
 (lists `iteration_s`, `data_s`, `forward_s`, `backward_s`, `optimizer_s`, `slowest_rank`, one value per kept
 iteration of the slowest rank; non-empty lists must have equal length, an empty list means "not recorded"),
-`rank_skew_s`, `wall_s`, `telemetry` (`interval_s`, `gpu_status`, `t_s` list: when each sample was taken, in
+`rank_skew_s`, `wall_s`, `started_s` (when its first launch started, seconds after the profile's first
+launch started), `machine_load` (what this machine's /proc/stat measured over its first launch: `wall_s`,
+`other_cpu_s` and `steal_s`, the CPU seconds other processes used and the hypervisor took, and `cores`, its
+logical cores; null
+where it cannot be read), `telemetry` (`interval_s`, `gpu_status`, `t_s` list: when each sample was taken, in
 seconds since the profile's first launch started (files written before this held seconds since the run's own
 start), `metrics` mapping each metric name to a list with one value per `t_s`). A run over several machines
 also has `ranks`: per rank its `rank`, `hostname`, `node` and its own mean `iteration_s`, `data_s`,

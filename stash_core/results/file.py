@@ -14,9 +14,10 @@ import math
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
-from typing import Any, TypeAlias
+from typing import Any
 
 from stash_core.errors import UsageError
+from stash_core.results.document import ResultDocument
 from stash_core.terminal import unsafe_character
 from stash_core.units import STALLS, json_safe  # noqa: F401 - json_safe re-exported
 from stash_core.userfiles import read_user_bytes, write_json_atomic
@@ -26,8 +27,8 @@ SCHEMA_VERSION = 1
 RESULT_KIND = "stash-profile"
 PROBE_KIND = "stash-probe"
 
-# A parsed result or probe document (JSON object); upgrade_result and validate_result check its shape.
-ResultDocument: TypeAlias = dict[str, Any]
+# A parsed result or probe document (results/document.py names its keys); upgrade_result and validate_result
+# check its shape.
 
 RUN_STATUSES = ("completed", "failed", "interrupted")
 PHASE_STATUSES = ("completed", "failed", "skipped", "interrupted")

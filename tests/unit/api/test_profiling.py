@@ -103,3 +103,16 @@ def test_a_failed_profile_raises_with_where_it_is_saved_and_a_lost_copy_warns(tm
     kept = ProfileRun({"run_id": "r2", "status": "completed"}, None, db, True, False, problem=problem)
     with pytest.warns(RuntimeWarning, match="run r2 is stored in x.duckdb"):
         _raise_early_end(kept)
+
+
+@pytest.mark.launches
+def test_the_result_file_has_the_declared_shape(profiled):
+    from stash_core.results.document import Breakdown, Phase, ResultDocument, Stall
+
+    doc = json.loads(profiled[0].result_file.read_text())
+    assert set(doc) <= set(ResultDocument.__annotations__), set(doc) - set(ResultDocument.__annotations__)
+    for phase in doc["phases"]:
+        assert set(phase) <= set(Phase.__annotations__), set(phase) - set(Phase.__annotations__)
+    assert set(doc["breakdown"]) <= set(Breakdown.__annotations__)
+    for stall in doc["breakdown"]["stalls"].values():
+        assert set(stall) <= set(Stall.__annotations__), set(stall) - set(Stall.__annotations__)

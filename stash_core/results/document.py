@@ -1,0 +1,106 @@
+"""The result document's shape as types: the keys a result file holds at its top, in each phase and in its
+breakdown (docs/schema.md, "Result file", says what each means; results/doc.py renders that section).
+
+results/file.py writes and reads documents of this shape; a test holds these keys and the documented ones
+the same, and a real profile's file to them.
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypedDict
+
+
+class IterationStats(TypedDict):
+    """Statistics of a run's iteration times, seconds."""
+
+    mean: float
+    ci95: float
+    std: float
+    median: float
+    p5: float
+    p95: float
+    n: int
+
+
+class Phase(TypedDict, total=False):
+    """One run of the profile (R0, R1, R1n, R3, R2)."""
+
+    name: str
+    description: str
+    workers: int
+    workers_per_node: int
+    nodes: int
+    data: str  # synthetic, cached or cold
+    status: str  # completed, failed, skipped or interrupted
+    error: str | None
+    resident_fraction_start: float | None
+    warmup_iterations: int
+    iterations: int
+    iteration_s: IterationStats
+    parts_mean_s: dict[str, float | None]  # data_s, forward_s, backward_s, optimizer_s
+    samples: dict[str, list[float]]  # one value per kept iteration of the slowest rank
+    rank_skew_s: float | None
+    stop_reason: str
+    wall_s: float
+    started_s: float  # when its (first) launch started, seconds on the profile's clock
+    machine_load: dict[str, Any] | None  # its (first) launch's measured load: wall_s, other_cpu_s, steal_s, cores
+    telemetry: dict[str, Any]  # interval_s, gpu_status, t_s, metrics
+    ranks: list[dict[str, Any]]  # several machines: each rank's own means
+    launches_planned: int
+    launches: list[dict[str, Any]]  # one per launch, in rounds
+    pooled: dict[str, Any]
+    epoch_boundary_crossed: bool
+    script: dict[str, Any]  # a script's run: what it found (batch size, threads, loader)
+    stderr_tail: list[str]
+
+
+class Stall(TypedDict, total=False):
+    """One stall of the breakdown, seconds per iteration."""
+
+    seconds: float | None
+    ci95_s: float | None
+    share: float | None
+    epoch_s: float | None
+    status: str  # measured, clamped_zero, negative, not_measured or not_separable
+    note: str | None
+    raw_s: float  # clamped_zero: the signed difference reported as 0
+
+
+class Breakdown(TypedDict, total=False):
+    """The stall breakdown: five stalls and the remainder, which add up to iteration_s."""
+
+    iteration_s: float
+    iteration_ci95_s: float
+    iterations_per_epoch: int | None
+    epoch_s: float | None
+    reference_phase: str
+    stalls: dict[str, Stall]  # compute, interconnect, network, cpu, disk
+    unattributed: dict[str, Any]
+    unattributed_s: float
+    unattributed_ci95_s: float
+    warnings: list[str]
+    network_reference: str
+    communication: dict[str, dict[str, Any]]  # per stall: the probe's figures against the stall
+
+
+class ResultDocument(TypedDict, total=False):
+    """A result file (or, with kind "stash-probe", a probe file: its probe set's keys at the top)."""
+
+    schema_version: int
+    kind: str
+    run_id: str
+    status: str  # completed, failed or interrupted
+    error: str | None
+    started_at: str
+    finished_at: str | None
+    stash_version: str
+    spec: dict[str, Any]  # the run's configuration (ProfileSpec's fields, and a remote run's hosts)
+    model: dict[str, Any] | None
+    fingerprint: dict[str, Any]
+    phases: list[Phase]
+    breakdown: Breakdown | None
+    probes: list[dict[str, Any]]
+    hosts: list[dict[str, Any]]
+
+
+TOP_KEYS = tuple(ResultDocument.__annotations__)
