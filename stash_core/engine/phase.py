@@ -14,6 +14,7 @@ from stash_core.engine.progress import Reporter
 from stash_core.engine.script_job import MODULE as SCRIPT_MODULE
 from stash_core.engine.script_job import script_job
 from stash_core.errors import MeasurementError, UsageError
+from stash_core.launch.hang_watch import HangWatch
 from stash_core.launch.hosts import RemoteHosts
 from stash_core.launch.runner import run_workers, worker_env
 from stash_core.measure import protocol
@@ -62,6 +63,9 @@ def run_phase(
         job["telemetry"] = True  # sampled by rank 0 on the first machine, where R0 and R1 run too
     results: dict = {}
     errors: list[str] = []
+    # Stash's own loop on this machine: a rank that hangs ends the launch soon after the loop's limit (a
+    # script's steps are its own, and remote ranks' schedulers cannot be read from here).
+    watch = HangWatch(spec.max_phase_s) if remote is None and not spec.script else None
 
     def on_line(line: str) -> None:
         message = protocol.parse(line)
@@ -69,7 +73,11 @@ def run_phase(
             return
         kind, payload = message
         if kind == "PROGRESS":
+            if watch is not None:
+                watch.loop_started()
             reporter.progress(payload)
+        elif kind == "LOOP_END" and watch is not None:
+            watch.loop_ended()
         elif kind == "RESULT":
             results["result"] = payload
         elif kind == "ERROR" and isinstance(payload, dict):  # a script's error, with its last stderr lines
@@ -89,9 +97,9 @@ def run_phase(
         with disk_cap(spec, plan, data) as preexec:
             failure = run_workers(
                 module, job, plan.workers_per_node, plan.nodes, remote, on_line,
-                timeout_s, worker_env(spec.threads_per_worker), preexec,
+                timeout_s, worker_env(spec.threads_per_worker), preexec, watch,
             )  # fmt: skip
-    except MeasurementError as error:  # a local run past its time limit
+    except MeasurementError as error:  # a local run past its time limit, or hung
         failure = str(error)
     except UsageError as error:  # e.g. the master port is taken: the user has to change something
         failure = str(error)

@@ -185,7 +185,7 @@ def run_launches(
         if outcome["status"] != "completed":
             record.update(
                 status="failed", error=outcome["error"], telemetry=outcome.get("telemetry"),
-                stderr_tail=outcome.get("stderr_tail"),
+                stderr_tail=outcome.get("stderr_tail"), wall_s=outcome.get("wall_s"),
             )  # fmt: skip
             failure = UsageError if usage_error else MeasurementError
             raise failure(f"run {plan.name} ({plan.description}) failed: {outcome['error']}")

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from stash_core.errors import MeasurementError
 from stash_core.interrupts import held_interrupts, stop_exception
 from stash_core.launch import supervisor, torchrun
+from stash_core.launch.hang_watch import HangWatch
 from stash_core.proc import end_tree
 
 KILL_GRACE_S = 5.0
@@ -44,10 +45,12 @@ def run_local(
     timeout_s: float,
     env: dict[str, str] | None = None,
     preexec: Callable[[], None] | None = None,
+    watch: HangWatch | None = None,
 ) -> list[str]:
     """Run argv, feeding each stdout/stderr line to on_line; return stderr's last lines on failure.
 
-    Raises MeasurementError when the process fails or runs past timeout_s.
+    Raises MeasurementError when the process fails, runs past timeout_s, or `watch` (which on_line arms and
+    disarms) finds its timed loop hung.
     """
     tag = f"local-{os.getpid()}-{secrets.token_hex(4)}"
     supervised = [sys.executable, supervisor.__file__, "run", tag, os.getcwd(), "--", *argv]
@@ -82,6 +85,9 @@ def run_local(
                     if key.data == "err":
                         stderr_tail = (stderr_tail + [line.rstrip()])[-40:]
                     on_line(line.rstrip("\n"))
+                reason = watch.check(process.pid) if watch is not None else None
+                if reason:
+                    raise MeasurementError(reason)
         process.wait(timeout=max(deadline_s - time.monotonic(), 1.0))
     finally:
         # Ctrl-C, SIGTERM or SIGHUP arriving now must not cut the cleanup short and leave workers behind.

@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 from stash_core import PACKAGE_PARENT
 from stash_core.errors import MeasurementError
+from stash_core.launch.hang_watch import HangWatch
 from stash_core.launch.hosts import RemoteHosts
 from stash_core.launch.local import run_local, torchrun_argv
 from stash_core.launch.multinode import free_port, launch_torchrun_over_ssh
@@ -30,6 +31,7 @@ def run_workers(
     timeout_s: float,
     env: dict[str, str],
     preexec: Callable[[], None] | None = None,
+    watch: HangWatch | None = None,
 ) -> str | None:
     """Run module with `job` on `nodes` machines x nproc_per_node workers; the failure reason or None.
 
@@ -45,7 +47,7 @@ def run_workers(
             raise MeasurementError(f"a local run has one machine, not {nodes}")
         failure = run_local(
             torchrun_argv(nproc_per_node, module, module_args, on_cpu=on_cpu),
-            on_line, timeout_s, env=env, preexec=preexec,
+            on_line, timeout_s, env=env, preexec=preexec, watch=watch,
         )  # fmt: skip
         return None if not failure else root_cause(failure)
 

@@ -23,7 +23,7 @@ MARKER = "STASH-"
 WORKER_NAME, PROBE_NAME, PS_NAME = "stash-worker", "stash-probe", "stash-ps-worker"
 _PR_SET_NAME = 15
 FAILED_FORKED_EXIT_DELAY_S = 1.0
-KINDS = ("PROGRESS", "RESULT", "ERROR", "PHASE", "DONE")
+KINDS = ("PROGRESS", "LOOP_END", "RESULT", "ERROR", "PHASE", "DONE")
 
 
 def emit(kind: str, payload, stream=None) -> None:

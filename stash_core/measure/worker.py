@@ -130,6 +130,8 @@ def train(job: WorkerJob, model, info, device: torch.device, rank: int, world_si
         job, model, optimizer, loss_fn(info), batches, device, times, slowest_s, clock, rank
     )
     result = summarise_ranks(job, times, slowest_s, stop_reason, world_size, bad_files, device)
+    if rank == 0:  # the launcher's hang watch stands down: the probe has an allowance of its own
+        protocol.emit("LOOP_END", {"phase": job["phase"], "stop_reason": stop_reason})
     result["resident_fraction_start"] = getattr(batches, "resident_fraction_start", None)
     if job.get("probe") and world_size > 1:
         from stash_core.measure.probe_worker import run_probe_suite

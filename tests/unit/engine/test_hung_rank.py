@@ -1,0 +1,58 @@
+"""A rank that hangs in the timed loop ends its launch soon after the loop's limit, said as a hung rank, not
+after the start-up allowance (180 s past a 4 s limit before the hang watch)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from support import stash_main
+
+from stash_core.engine.phase import STARTUP_ALLOWANCE_S
+from stash_core.launch.hang_watch import grace_s
+
+HANGS = '''
+import time
+
+import torch
+import torch.distributed as dist
+
+
+class HangsOnRankOne(torch.nn.Module):
+    """Trains normally, but rank 1 sleeps for an hour in its 30th forward: a hung rank."""
+
+    def __init__(self, num_classes=10):
+        super().__init__()
+        self.fc = torch.nn.Linear(3 * 8 * 8, num_classes)
+        self.calls = 0
+
+    def forward(self, x):
+        self.calls += 1
+        if dist.is_initialized() and dist.get_rank() == 1 and self.calls == 30:
+            time.sleep(3600)
+        return self.fc(x.flatten(1))
+
+
+def make(num_classes=10):
+    return HangsOnRankOne(num_classes)
+'''
+
+
+@pytest.mark.launches
+def test_a_hung_rank_ends_its_launch_soon_after_the_loop_s_limit(tmp_path):
+    model = tmp_path / "hangs.py"
+    model.write_text(HANGS)
+    done = stash_main(
+        "profile", "--model", f"{model}:make", "--batch-size", "4", "--input-shape", "3,8,8",
+        "--workers", "2", "--stalls", "compute,interconnect", "--max-phase-seconds", "4", "--launches", "1",
+        "--no-probes", "--db", str(tmp_path / "runs.duckdb"), "--out", str(tmp_path / "result.json"),
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode != 0
+    assert "a rank is hung" in done.stderr and "Traceback" not in done.stderr, done.stderr
+    doc = json.loads((tmp_path / "result.json").read_text())
+    hung = {phase["name"]: phase for phase in doc["phases"]}["R1"]
+    assert hung["status"] == "failed" and "a rank is hung" in hung["error"]
+    # Start-up and the hang watch's budget, well inside the allowance a hung launch used to wait out.
+    assert hung["wall_s"] < STARTUP_ALLOWANCE_S, hung["wall_s"]
+    assert 4 + grace_s(4) < hung["wall_s"]
