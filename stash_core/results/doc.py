@@ -105,7 +105,9 @@ when the stalls add up, `within_noise` when its size is within `ci95_s`, else `n
 difference across a run missing from the chain, which mixes several stalls, `not_separable` for a stall that
 cannot be told apart, `no_compute_run` when R0 did not run; `what` and signed `seconds`) and `estimated` (true
 when the interval was estimated because the file had none); `unattributed_s` and `unattributed_ci95_s` repeat
-its `seconds` and `ci95_s`; and `warnings` (list of strings). A file written before the remainder existed has
+its `seconds` and `ci95_s`; and `warnings` (list of strings; when the first says the breakdown is
+physically impossible, for example a run with more workers faster than one with fewer, `impossible` is true,
+and false when it says only that the runs did different work per process). A file written before the remainder existed has
 none of the three: readers compute it from the stalls (`stash_core.analysis.stalls.remainder_of`, the interval
 estimated from the within-noise stalls' intervals in quadrature, else `iteration_ci95_s`), and the store keeps
 the recomputed one for every file (`runs.unattributed_s`, `runs.unattributed_ci95_s`). A multi-machine profile

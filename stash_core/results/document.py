@@ -79,6 +79,7 @@ class Breakdown(TypedDict, total=False):
     unattributed_s: float
     unattributed_ci95_s: float
     warnings: list[str]
+    impossible: bool  # present with a warning on a breakdown: whether a stall came out physically impossible
     network_reference: str
     communication: dict[str, dict[str, Any]]  # per stall: the probe's figures against the stall
 
