@@ -1,16 +1,18 @@
 """Held-out error of Stash's predicted training step against published single-GPU figures.
 
-Over stash_core/decide/predict/published_throughputs.csv (every row with its source, revision and table):
-leave one source (software stack) out and leave one GPU die out for the step model alone ("roofline"); a
+Over stash_core/decide/predict/published_throughputs.csv (every row with its source, revision and table)
+and the PyTorch rows of published_single_gpu_holdout.csv, pooled with them (published.load_pool; declared in
+docs/single-gpu-holdout.md): leave one source (software stack) out and leave one GPU die out for the step model alone ("roofline"); a
 figure scaled from another GPU's figure of the same work by the step model's ratio ("scaled", within one
 stack and across); and by the matrix peaks alone ("script"). Errors by source, GPU, model, precision and
 batch regime; the stated error of each path (80th percentile of its held-out errors) and how many held-out
-figures it covers (a die whose own held-out errors run wider states its own). With --write, the step model
+figures it covers (a die whose own held-out errors run wider states its own), and per source how often the
+error stated from every other source's held-out figures covers its own (a source never seen). With --write, the step model
 fitted on every figure and the stated errors are written to validation_summary.json, which predictions read
 (docs/validation.md's figures are this output).
 With --timing, only the time to predict every catalog instance for one job (the step counted once, then
 each instance): PYTHONPATH=. .venv/bin/python bench/cross_instance.py --timing
-Then the step model on single-GPU figures from sources never used (bench/single_gpu_holdout.py), the
+Then the step model on the four later single-GPU sources, each held out (bench/single_gpu_holdout.py), the
 communication model against published multi-GPU figures (bench/comm_report.py, with --write its
 comm_summary.json too) and the kernel model against NeuSight's measured kernels (bench/kernels.py).
 Run: PYTHONPATH=. .venv/bin/python bench/cross_instance.py [--write] [--rows]
@@ -27,8 +29,8 @@ from pathlib import Path
 import pandas as pd
 
 from stash_core.decide.predict.calibration import fit_params
-from stash_core.decide.predict.published import load_published
-from stash_core.decide.predict.stated_error import build_summary, write_summary
+from stash_core.decide.predict.published import HOLDOUT_CSV, load_pool
+from stash_core.decide.predict.stated_error import build_summary, coverage_by_source, write_summary
 from stash_core.decide.predict.validation import (
     other_sources_same_work,
     script_share,
@@ -47,7 +49,7 @@ def _report(title: str, frame: pd.DataFrame, show_rows: bool) -> None:
     print(f"\n== {title}: mean absolute error {_mae(frame)}")
     if frame.empty:
         return
-    for by in ("source_id", "gpu", "model", "precision", "regime"):
+    for by in ("source_id", "gpu", "model", "precision", "regime", "layout"):
         print(summary(frame, (by,)).to_string(index=False))
     if show_rows:
         columns = ["model", "input_shape", "accelerator", "precision", "batch_size", "source_id", "base",
@@ -107,10 +109,12 @@ def main() -> None:
         return
     pd.set_option("display.width", 200)
     started = time.perf_counter()
-    published = load_published()
+    published = load_pool()
     points = published.points
+    pooled = [p for p in points if p.source_id in _holdout_sources()]
     print(
-        f"{len(points)} usable single-GPU figures from {len({p.source_id for p in points})} sources, "
+        f"{len(points)} usable single-GPU figures ({len(pooled)} of them the PyTorch rows of "
+        f"{HOLDOUT_CSV.name}, pooled) from {len({p.source_id for p in points})} sources, "
         f"{len({p.accelerator for p in points})} GPU variants, "
         f"models {', '.join(sorted({p.model for p in points}))}"
     )
@@ -119,6 +123,15 @@ def main() -> None:
     frames = validation_frames(points)
     roofline, scaled = frames["roofline"], frames["scaled"]
     _report("roofline, leave one source out", roofline[roofline["held_out"] == "source"], args.rows)
+    loso_rows = roofline[roofline["held_out"] == "source"]
+    print("by memory format and source (bias above 0: predicted faster than measured):")
+    print(summary(loso_rows[loso_rows["layout"] != "-"], ("layout", "source_id")).to_string(index=False))
+    later = loso_rows["source_id"].isin(_holdout_sources())
+    print(
+        f"leave one source out: the {loso_rows.loc[~later, 'source_id'].nunique()} sources of "
+        f"published_throughputs.csv {_mae(loso_rows[~later])}; the later sources' PyTorch figures "
+        f"{_mae(loso_rows[later])}"
+    )
     _report("roofline, leave one GPU die out", roofline[roofline["held_out"] == "gpu"], args.rows)
     _report("scaled, within one software stack", scaled[scaled["held_out"] == "within"], args.rows)
     _report("scaled, across software stacks", scaled[scaled["held_out"] == "across"], False)
@@ -127,15 +140,36 @@ def main() -> None:
     ratio_params = fit_params(points, ratios=True)
     share = script_share(points)
     result = build_summary(frames, params, len(points), published.skipped, share, ratio_params)
-    print("\n== stated error (80th percentile of held-out absolute errors) and its coverage")
+    print("\n== stated error (a percentile of held-out absolute errors) and its coverage")
     for path, table in result["stated_error"].items():
         cells = ", ".join(f"{name} {value:.1%}" for name, value in table.items() if value is not None)
-        print(f"{path}: {cells}; covers {result['coverage'][path]:.1%} of its held-out figures")
+        level = result["stated_quantile"][path]
+        print(
+            f"{path}: {level:.0%} percentile: {cells}; covers {result['coverage'][path]:.1%} of its held-out "
+            "figures"
+        )
         dies = result["stated_error_by_gpu"][path]
         wider = ", ".join(f"{gpu} {value:.1%}" for gpu, value in dies.items() if value > table["all"])
         if wider:
             print(f"  dies whose own held-out errors run wider state them: {wider}")
     print(f"validated GPU dies: {', '.join(result['validated_gpus'])}")
+    level = result["stated_quantile"]["roofline"]
+    for shown in sorted({0.8, level}):
+        by_source = coverage_by_source(roofline, shown)
+        never_seen = by_source[by_source["regime"] == "all"]
+        covered = (never_seen["covered"] * never_seen["figures"]).sum() / never_seen["figures"].sum()
+        print(
+            f"\nroofline's {shown:.0%} percentile on a source never seen (each source's held-out figures against "
+            f"the error stated from the other sources' alone): covers {covered:.1%} of "
+            f"{never_seen['figures'].sum()} figures, {never_seen['covered'].mean():.1%} averaged over the "
+            f"{len(never_seen)} sources"
+        )
+        table = by_source.pivot(index="source_id", columns="regime", values="covered")
+        counts = by_source.pivot(index="source_id", columns="regime", values="figures")
+        cells = table.apply(lambda col: col.map(lambda v: "" if pd.isna(v) else f"{v:.0%}")) + counts.apply(
+            lambda col: col.map(lambda n: "" if pd.isna(n) else f" ({int(n)})")
+        )
+        print(cells.fillna("").to_string())
     print("parameters fitted on every figure: " + ", ".join(f"{k} {v:.3g}" for k, v in params.values.items()))
     print(
         "and also on the ratios between GPUs (the scaled path's): "
@@ -155,13 +189,50 @@ def main() -> None:
     if args.write:
         write_summary(result)
         print("wrote stash_core/decide/predict/validation_summary.json")
+    _measured_steps_check()  # the shipped summary's model and stated errors (just written with --write)
     # Single-GPU figures of sources never used in any choice, communication (multi-GPU figures held out by
     # source) and the kernel model (held out by GPU).
-    print("\n== single GPU, four sources never used (docs/single-gpu-holdout.md)")
+    print("\n== single GPU, the four later sources, each held out (docs/single-gpu-holdout.md)")
     _bench_module("single_gpu_holdout").report(args.rows)
     _bench_module("comm_report").report(args.write, args.rows)
     print("\n== kernels (NeuSight's measured kernels, each GPU held out in turn)")
     _bench_module("kernels").report()
+
+
+H100_STEPS = Path(__file__).resolve().parent.parent / "docs/measurements/h100-gpu-steps-2026-11-26-clocks.csv"
+
+
+def _measured_steps_check() -> None:
+    """Stash's own steps timed on a lent H100 SXM (bench/gpu_steps.py; in no fit), predicted again by the
+    model just fitted, as gpu_steps.py predicts them: mean error and how many the stated error covers."""
+    import csv
+
+    from stash_core.decide.predict.calibration import Point, predicted_s
+    from stash_core.decide.predict.stated_error import fitted_params, stated_error
+
+    params, errors, covered = fitted_params(), [], 0
+    with open(H100_STEPS, encoding="utf-8", newline="") as handle:
+        for row in csv.DictReader(handle):
+            shape = tuple(int(size) for size in row["input"].split("x")) if row["input"] != "default" else ()
+            layout = "" if row["layout"] == "-" else row["layout"]
+            batch, accelerator = int(row["batch"]), "NVIDIA H100 SXM 80 GB"
+            point = Point(row["model"], batch, accelerator, row["precision"], 1.0, "device", input_shape=shape,
+                          memory_format=layout)  # fmt: skip
+            error = float(row["measured_step_s"]) / predicted_s(point, params) - 1.0
+            stated = stated_error("roofline", batch, accelerator).error
+            errors.append(abs(error))
+            covered += stated is not None and abs(error) <= stated
+    print(
+        f"\nStash's {len(errors)} steps timed on an H100 SXM ({H100_STEPS.name}; in no fit), predicted again: "
+        f"mean absolute error {sum(errors) / len(errors):.1%}, {covered} of {len(errors)} within the stated error"
+    )
+
+
+def _holdout_sources() -> set[str]:
+    import csv
+
+    with open(HOLDOUT_CSV, encoding="utf-8", newline="") as handle:
+        return {row["source_id"] for row in csv.DictReader(handle)}
 
 
 def _bench_module(name: str):

@@ -3,7 +3,11 @@
 Two splits: leave one GPU out (fit every op class on the other GPUs' kernels, predict the held-out GPU's), and
 NeuSight's own (fit on its training GPUs' training kernels: P100, P4, T4, V100, A100 PCIe 40 GB; predict its
 test GPUs: H100 SXM, L4, A100 PCIe 80 GB). Prints mean and median absolute percentage error and the count per
-op class and held-out GPU. --rebuild GIT_DIR first rewrites kernel_data/ from a fetched NeuSight snapshot.
+op class and held-out GPU. Then the step model's own terms (roofline.py, the shipped validation_summary.json)
+on the memory-bound kernels, none of which it was fitted to: element-wise (the kernel model's share of the
+bandwidth, which the step model takes, with the step model's launch cost), softmax (its reduction share) and
+layer norm (its normalisation share). --rebuild GIT_DIR first rewrites kernel_data/ from a fetched NeuSight
+snapshot.
 Run: PYTHONPATH=. .venv/bin/python bench/kernels.py [--rebuild GIT_DIR] [--params-json]
 """
 
@@ -59,9 +63,41 @@ def report(params_json: bool = False) -> None:
         "\nNeuSight's split (fit on P100, P4, T4, V100, A100-40 training kernels; predict H100, L4, A100-80):"
     )
     print(_cells(error_table(split)).to_string())
+    step_terms(frame)
     if params_json:
         print(fit(frame).to_json())
     print(f"\n({time.perf_counter() - start:.1f} s)")
+
+
+def step_terms(frame: pd.DataFrame) -> None:
+    """The step model's seconds for each memory-bound kernel (its bytes at the class's share of the bandwidth,
+    no faster than sm_gbs per SM, plus launch_s), against the measured ones, per class and GPU."""
+    import numpy as np
+
+    from stash_core.decide.predict.kernel_table import accelerator_for
+    from stash_core.decide.predict.roofline import memory_seconds
+    from stash_core.decide.predict.stated_error import fitted_params
+
+    params = fitted_params()
+    rows = frame[frame["op_class"].isin(["elementwise", "softmax", "layernorm"])].copy()
+    accelerators = {device: accelerator_for(device) for device in rows["device"].unique()}
+    bandwidth = rows["device"].map(lambda d: accelerators[d].memory_gbs * 1e9).to_numpy()
+    per_sm = rows["device"].map(lambda d: accelerators[d].memory_gbs / accelerators[d].sm_count).to_numpy()
+    at_bandwidth = rows["bytes"].to_numpy() / bandwidth
+    y = rows["bytes"].to_numpy() / (bandwidth / per_sm / 1e9) / params["elementwise_b_half"]
+    share = np.select(
+        [rows["op_class"] == "elementwise", rows["op_class"] == "softmax"],
+        [params["elementwise_m_max"] * y / (1 + y), np.full(len(rows), params["reduction"])],
+        params["normalisation"],
+    )
+    predicted = memory_seconds(at_bandwidth, share, per_sm, params) + params["launch_s"]
+    rows["ape"] = np.abs(predicted - rows["latency_s"].to_numpy()) / rows["latency_s"].to_numpy()
+    print(
+        "\nThe step model's terms on the same kernels (its shares of the bandwidth, sm_gbs and launch_s; "
+        "in no fit of the step model but the element-wise share):"
+    )
+    print(_cells(error_table(rows)).to_string())
+    print(error_table(rows, ("op_class",)).to_string())
 
 
 if __name__ == "__main__":

@@ -1,10 +1,13 @@
-"""Single-GPU predictions on published figures that played no part in any choice of the step model.
+"""Single-GPU predictions on the four sources collected after the step model was fitted, each held out.
 
 stash_core/decide/predict/published_single_gpu_holdout.csv holds training throughputs from four sources
-never used to fit, tune or choose anything (docs/single-gpu-holdout.md). This prints, for the step model as
-shipped (fitted on published_throughputs.csv), the error of each figure's predicted throughput, the mean
-absolute error by framework, source, GPU and batch regime, and how often the printed ± error covers it.
-A PyTorch figure is one whose 'measured' column starts with PyTorch; the others are reported beside them.
+(docs/single-gpu-holdout.md). They were evaluated once as shipped; their PyTorch rows have since been pooled
+with published_throughputs.csv (published.load_pool), so each figure here is predicted by the step model
+fitted on the pool without its source, and checked against the ± error stated from every other source's
+held-out errors (stated_error.stated_without): what a user bringing a source Stash never saw gets. This
+prints each figure's error, the mean absolute error by framework, source, GPU, batch regime and layout, and
+how often the stated error covers it. A PyTorch figure is one whose 'measured' column starts with PyTorch;
+the others (never fitted) are reported beside them.
 
     .venv/bin/python bench/single_gpu_holdout.py [--rows]
 """
@@ -18,27 +21,52 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from stash_core.decide.predict.calibration import predicted_s  # noqa: E402
-from stash_core.decide.predict.published import load_published, regime  # noqa: E402
-from stash_core.decide.predict.stated_error import fitted_params, stated_error  # noqa: E402
+from stash_core.decide.predict.calibration import fit_params, predicted_s  # noqa: E402
+from stash_core.decide.predict.published import (  # noqa: E402
+    HOLDOUT_CSV,
+    chip,
+    framework,
+    load_pool,
+    load_published,
+    regime,
+)
+from stash_core.decide.predict.roofline import StepParams  # noqa: E402
+from stash_core.decide.predict.stated_error import (  # noqa: E402
+    UNVALIDATED_FACTOR,
+    load_summary,
+    stated_without,
+)
 
-HOLDOUT_CSV = ROOT / "stash_core" / "decide" / "predict" / "published_single_gpu_holdout.csv"
 
-
-def framework(measured: str) -> str:
-    return (measured.split(",")[0].split(" ") or ["?"])[0] or "?"
+def held_out_stated(source: str, batch_size: int, accelerator: str) -> float | None:
+    """The roofline path's stated error for a figure of `source` with every figure of it left out: its
+    regime's, or its die's where wider, widened for a die no other source validated."""
+    table, dies = stated_without(source)
+    error = table.get(regime(batch_size)) or table.get("all")
+    if error is None:
+        return None
+    die = chip(accelerator)
+    if die not in dies and die not in ((load_summary() or {}).get("validated_gpus") or []):
+        return error * UNVALIDATED_FACTOR
+    return max(error, dies.get(die, 0.0))
 
 
 def rows() -> list[dict]:
     published = load_published(HOLDOUT_CSV)
     for reason in published.skipped:
         print(f"skipped: {reason}")
-    params = fitted_params()
+    pool = load_pool().points
+    fits = {
+        source: fit_params([point for point in pool if point.source_id != source])
+        for source in sorted({point.source_id for point in published.points})
+    }
     found = []
     for point in published.points:
+        params = fits[point.source_id]
         step_s = predicted_s(point, params)
+        unconverted = StepParams({**params.values, "nchw_relayout": 0.0})
         error = point.step_s / step_s - 1.0  # predicted throughput over measured, less one
-        stated = stated_error("roofline", point.batch_size, point.accelerator).error
+        stated = held_out_stated(point.source_id, point.batch_size, point.accelerator)
         found.append(
             {
                 "model": point.model,
@@ -52,6 +80,10 @@ def rows() -> list[dict]:
                 "error": error,
                 "stated": stated,
                 "covered": stated is not None and abs(error) <= stated,
+                "revision": point.revision,
+                "measured_s": point.step_s,
+                "predicted_s": step_s,
+                "unconverted_s": predicted_s(point, unconverted),  # without the NCHW conversion
             }
         )
     return found
@@ -96,6 +128,35 @@ def report(print_rows: bool = False) -> None:
         )
     for key in ("framework", "source", "gpu", "regime", "layout"):
         table(pytorch if key != "framework" else found, key)
+    layouts(found)
+
+
+def layouts(found: list[dict]) -> None:
+    """Where one source timed a model in both memory formats (same revision, GPU and precision): NCHW's time a
+    sample over channels last's, measured, predicted, and predicted without the NCHW conversion (what is left
+    is the norms' FP32-sized traffic in NCHW), mean over the source's revisions."""
+    pairs: dict[tuple, dict[str, dict]] = {}
+    for r in found:
+        if r["layout"] in ("nchw", "nhwc"):
+            key = (r["source"], r["model"], r["gpu"], r["precision"], r["revision"])
+            pairs.setdefault(key, {})[r["layout"]] = r
+    ratios: dict[tuple, list[tuple[float, float, float]]] = {}
+    for (source, model, gpu, precision, _), both in pairs.items():
+        if len(both) < 2:
+            continue
+        nchw, nhwc = both["nchw"], both["nhwc"]
+        per_sample = nhwc["batch"] / nchw["batch"]  # the two formats may run at different batches
+        measured = nchw["measured_s"] / nhwc["measured_s"] * per_sample
+        predicted = nchw["predicted_s"] / nhwc["predicted_s"] * per_sample
+        unconverted = nchw["unconverted_s"] / nhwc["predicted_s"] * per_sample
+        ratios.setdefault((source, model, gpu, precision), []).append((measured, predicted, unconverted))
+    if not ratios:
+        return
+    print(f"\n{'NCHW over channels last, time a sample':<56} {'measured':>9} {'predicted':>9} {'no conv.':>9}")
+    for (source, model, gpu, precision), values in sorted(ratios.items()):
+        mean = [sum(v[i] for v in values) / len(values) for i in range(3)]
+        label = f"{source} {model} {precision} ({len(values)})"
+        print(f"{label:<56} {mean[0]:9.2f} {mean[1]:9.2f} {mean[2]:9.2f}")
 
 
 if __name__ == "__main__":

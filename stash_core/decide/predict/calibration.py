@@ -110,11 +110,12 @@ class _Stack:
         self.gbs_per_sm = np.array([f.gbs_per_sm for f in feats])
         base_clock_share = np.array([f.base_clock_share for f in feats])
         lane_ratio = np.array([f.fp32_lane_ratio for f in feats])
+        desktop = np.array([f.desktop for f in feats])
         self.segment = np.repeat(np.arange(len(feats)), [len(f.count) for f in feats])
         self.rows = Features(
             *(concat([getattr(f, name) for f in feats]) for name in ARRAYS),
             0.0, 0.0, 0.0, self.gbs_per_sm[self.segment], base_clock_share[self.segment],
-            lane_ratio[self.segment],
+            lane_ratio[self.segment], desktop[self.segment],
         )  # fmt: skip
         self.optimizer_memory_s = np.array([f.optimizer_memory_s for f in feats])
         self.optimizer_kernels = np.array([f.optimizer_kernels for f in feats])
@@ -170,11 +171,19 @@ def same_work_pairs(points: list[Point]) -> tuple[np.ndarray, np.ndarray]:
     return np.array([p[0] for p in pairs], dtype=int), np.array([p[1] for p in pairs], dtype=int)
 
 
-def fit_params(points: list[Point], ratios: bool = False) -> StepParams:
+def fit_params(
+    points: list[Point], ratios: bool = False, kernel_terms: dict[str, float] | None = None
+) -> StepParams:
     """The parameters that best explain the points (ValueError without points); with ratios, also the ratios
-    between GPUs of the same work timed by one stack (the module's docstring)."""
+    between GPUs of the same work timed by one stack (the module's docstring). kernel_terms: the parameters
+    taken from the kernel model, not fitted here (roofline.KERNEL_TERMS; None: kernels.elementwise_terms()
+    on every GPU's kernels)."""
     if not points:
         raise ValueError("no measured steps to calibrate on")
+    if kernel_terms is None:
+        from stash_core.decide.predict.kernels import elementwise_terms
+
+        kernel_terms = elementwise_terms()
     stack = _Stack([arrays_for(point) for point in points])
     measured = np.log([point.step_s for point in points])
     first, second = same_work_pairs(points) if ratios else (np.zeros(0, int), np.zeros(0, int))
@@ -184,7 +193,7 @@ def fit_params(points: list[Point], ratios: bool = False) -> StepParams:
     weight = np.sqrt([PRIOR_WEIGHTS[name] for name in PARAMETERS])
 
     def residual(vector: np.ndarray) -> np.ndarray:
-        predicted = np.log(stack.step_s(_to_params(vector)))
+        predicted = np.log(stack.step_s(StepParams({**_to_params(vector).values, **kernel_terms})))
         pair_ratio = predicted[first] - predicted[second] - measured_ratio
         return np.concatenate(
             [huber(predicted - measured), pair_weight * huber(pair_ratio), weight * (vector - start)]
@@ -214,6 +223,6 @@ def fit_params(points: list[Point], ratios: bool = False) -> StepParams:
         if not improved or gain < 1e-9:
             break
     sources = len({point.source_id or point.source for point in points})
-    fitted = _to_params(vector)
+    fitted = StepParams({**_to_params(vector).values, **kernel_terms})
     ratio_note = f" and {len(first)} ratios between GPUs" if len(first) else ""
     return StepParams(fitted.values, f"{len(points)} published figures{ratio_note} from {sources} sources")

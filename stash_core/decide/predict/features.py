@@ -109,6 +109,7 @@ class Features:
     gbs_per_sm: float | np.ndarray  # the GPU's memory bandwidth per SM, GB/s (per row once stacked)
     base_clock_share: float | np.ndarray = 1.0  # base over boost clock (per row once stacked)
     fp32_lane_ratio: float | np.ndarray = 1.0  # FP32 lanes per SM over 64 (per row once stacked)
+    desktop: float | np.ndarray = 0.0  # 1.0 on a desktop part (desktop_part; per row once stacked)
 
 
 def optimizer_kind(optimizer: str, cost: StepCost) -> tuple[str, str]:
@@ -123,6 +124,13 @@ def optimizer_kind(optimizer: str, cost: StepCost) -> tuple[str, str]:
 def default_optimizer(cost: StepCost) -> str:
     """What a job of this model trains with, as `stash profile` runs it (zoo.optimizer_name)."""
     return optimizer_name(cost.kind)
+
+
+def desktop_part(accelerator: Accelerator) -> bool:
+    """A GeForce or RTX workstation card: actively cooled, its GPU Boost runs past the boost clock its
+    datasheet rates (a typical clock, not the ceiling a data-centre part's boost clock is)."""
+    name = accelerator.name.upper()
+    return "GEFORCE" in name or " RTX " in f" {name} "
 
 
 def sm_count(accelerator: Accelerator) -> int:
@@ -255,5 +263,5 @@ def _features(
         relayout_s=rows[:, 6], optimizer_memory_s=optimizer_bytes / bandwidth,
         optimizer_kernels=float(optimizer_kernels), total_kernels=op_kernels + optimizer_kernels,
         gbs_per_sm=accelerator.memory_gbs / sms, base_clock_share=accelerator.base_clock_share,
-        fp32_lane_ratio=fp32_lane_ratio(accelerator),
+        fp32_lane_ratio=fp32_lane_ratio(accelerator), desktop=1.0 if desktop_part(accelerator) else 0.0,
     )  # fmt: skip

@@ -18,6 +18,7 @@ the environment), every GPU weighted equally within a class.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from dataclasses import asdict, dataclass, field
@@ -33,6 +34,7 @@ from stash_core.decide.predict.kernel_table import (
     NEUSIGHT_TRAIN,
     TILE,
     accelerator_for,
+    load_kernels,
 )
 from stash_core.decide.predict.roofline import PRIOR as ROOFLINE_PRIOR
 
@@ -260,3 +262,21 @@ def error_table(held: pd.DataFrame, by: tuple[str, ...] = ("op_class", "gpu")) -
     table = pd.DataFrame({"mape_%": grouped.mean() * 100, "median_%": grouped.median() * 100,
                           "n": grouped.size()})  # fmt: skip
     return table.round(1)
+
+
+@functools.lru_cache(maxsize=16)
+def elementwise_terms(exclude: tuple[str, ...] = ()) -> dict[str, float]:
+    """The element-wise class's fitted bandwidth share and half-saturation bytes per SM (m_max, b_half), as the
+    step model takes them (roofline.KERNEL_TERMS): fitted on NeuSight's element-wise kernels of every GPU
+    but those named in `exclude` (accelerator names), so that a step held out by its GPU die is predicted
+    without that die's kernels too."""
+    frame = load_kernels()
+    frame = frame[(frame["op_class"] == "elementwise") & ~frame["gpu"].isin(exclude)]
+    theta = fit(frame, ("elementwise",)).values["elementwise"]
+    return {"elementwise_m_max": theta["m_max"], "elementwise_b_half": theta["b_half"]}
+
+
+@functools.lru_cache(maxsize=1)
+def kernel_gpus() -> tuple[str, ...]:
+    """The accelerator names of the GPUs whose kernels the data set holds."""
+    return tuple(sorted(load_kernels()["gpu"].unique()))

@@ -5,7 +5,14 @@ Per operator: max(FLOPs / (efficiency of its class x matrix peak of the precisio
 / (memory efficiency of its class x bandwidth)) + launch_s per kernel. Matrix products and convolutions run at
 the matrix peak of the precision (FP32 cores; TF32 or FP16/BF16 tensor cores under tf32 and amp), attention at
 its own share of it; element-wise operators, normalisation (batch, layer and group norm), reductions and the
-optimizer step are bandwidth-bound, each with its own efficiency. Wave utilisation: a GEMM of T output tiles
+optimizer step are bandwidth-bound, each with its own efficiency. The element-wise operators' efficiency is
+not fitted to step times: it is the kernel model's memory term (kernels.py) fitted on NeuSight's measured
+element-wise kernels of seven GPUs, m_max y / (1 + y) with y the kernel's bytes per SM over b_half
+(KERNEL_TERMS; fitted, b_half is so small that the share is m_max, 0.86, for any kernel of a training step,
+where the step times alone had given 0.85). The kernel model's fixed cost per kernel (28 us in NeuSight's
+timing of single kernels) is not taken: in a step, kernels queue behind each other and the step model's
+launch and dispatch costs stand for it. "elementwise" is the memory efficiency of the matrix operators'
+traffic and of the NCHW conversion kernels. Wave utilisation: a GEMM of T output tiles
 on a GPU of S SMs fills T / (ceil(T / S) x S) of it, so a GEMM too small for the GPU runs below the efficiency
 of a large one (features.py). Eager PyTorch dispatches every kernel from the host, so a step also takes at
 least dispatch_s per kernel: GPU and host time are combined as a soft maximum (a p-norm, p = 6). Mixed
@@ -29,6 +36,13 @@ way to boost (a 72 W L4 has a base clock of 795 MHz against 2,040 boost; a 700 W
 V100's or A100's does (fp32_issue_share). Both fitted on the published figures: without them the K80 and the
 L4, the two parts with the most lanes per SM or the least power per peak FLOP, were predicted 47% too fast
 held out, and the scaled path's FP32 pairs between an L4 or an A100 PCIe and a V100 were 20-75% off.
+A desktop part (GeForce and RTX workstation cards, features.desktop_part) is not held to its base clock: its
+datasheet boost clock is a typical one, which GPU Boost passes with the power and cooling a desktop card has
+(a data-centre part's boost clock is its ceiling). Its compute runs at desktop_speed times the peak at its
+rated boost, fitted (prior 1: the rated boost): 1.44 on the published figures and the later sources' PyTorch
+rows, more than a clock alone reaches (a 3090 would hold 2.4 GHz), so it also carries what else sets the
+GeForce and RTX figures apart from the data-centre ones (without it the RTX 3090, 4090 and A6000 were
+predicted 13-30% too slow with their source held out, docs/single-gpu-holdout.md).
 """
 
 from __future__ import annotations
@@ -45,9 +59,11 @@ from stash_core.decide.predict.step_cost import StepCost
 PARAMETERS = (
     "matmul_fp32", "matmul_tf32", "matmul_fp16", "attention", "elementwise", "reduction", "optimizer",
     "launch_s", "dispatch_s", "wave_exponent", "amp_memory", "nchw_relayout", "normalisation", "sm_gbs",
-    "boost_share", "wide_fp32",
+    "boost_share", "wide_fp32", "desktop_speed",
 )  # fmt: skip
-FRACTIONS = frozenset(PARAMETERS) - {"launch_s", "dispatch_s", "amp_memory", "nchw_relayout", "sm_gbs"}
+FRACTIONS = frozenset(PARAMETERS) - {
+    "launch_s", "dispatch_s", "amp_memory", "nchw_relayout", "sm_gbs", "desktop_speed"
+}
 # Where the fit starts and what it is pulled towards when the data say little (calibration.py's prior):
 # a large GEMM near 70% of peak, a kernel launch of a few microseconds, eager dispatch ~10 us per kernel; a
 # norm at a third of the bandwidth its bytes need (measured on an H200, forward and backward: batch norm
@@ -59,8 +75,12 @@ PRIOR = {
     "matmul_fp32": 0.7, "matmul_tf32": 0.5, "matmul_fp16": 0.5, "attention": 0.5, "elementwise": 0.7,
     "reduction": 0.5, "optimizer": 0.7, "launch_s": 4e-6, "dispatch_s": 1e-5, "wave_exponent": 0.5,
     "amp_memory": 1.0, "nchw_relayout": 5.0, "normalisation": 0.33, "sm_gbs": 30.0, "boost_share": 0.5,
-    "wide_fp32": 0.3,
+    "wide_fp32": 0.3, "desktop_speed": 1.0,
 }  # fmt: skip
+# Not fitted to step times: the element-wise kernels' share of the bandwidth (m_max) and the bytes per SM at
+# which they reach half of it (b_half), from the kernel model fitted on NeuSight's measured element-wise
+# kernels (kernels.elementwise_terms). Without a fit (no summary), the kernel fit's starting point.
+KERNEL_TERMS = {"elementwise_m_max": 0.8, "elementwise_b_half": 2e5}
 SOFT_MAX_P = 6.0
 
 
@@ -72,7 +92,7 @@ class StepParams:
     fitted_on: str = "prior (not fitted)"
 
     def __getitem__(self, name: str) -> float:
-        return float(self.values.get(name, PRIOR[name]))
+        return float(self.values.get(name, PRIOR.get(name, KERNEL_TERMS.get(name))))
 
 
 @dataclass(frozen=True)
@@ -111,10 +131,11 @@ def op_seconds(feats: Features, params: StepParams) -> np.ndarray:
     matmul = np.array([params["matmul_fp32"], params["matmul_tf32"], params["matmul_fp16"]])[feats.peak_kind]
     compute_eff = np.where(feats.op_class == 1, matmul * params["attention"], matmul)
     memory_eff = np.where(feats.op_class == 3, params["reduction"], params["elementwise"])
+    memory_eff = np.where(feats.op_class == 2, elementwise_share(feats, params), memory_eff)
     memory_eff = memory_eff * params["amp_memory"] ** feats.half
     memory_eff = np.where(feats.op_class == 4, params["normalisation"], memory_eff)
     wave = feats.utilisation ** params["wave_exponent"]
-    compute_eff = compute_eff * sustained_clock_share(feats.base_clock_share, params)
+    compute_eff = compute_eff * sustained_clock_share(feats.base_clock_share, params, feats.desktop)
     compute_eff = compute_eff * fp32_issue_share(feats.fp32_lane_ratio, feats.peak_kind, params)
     memory_s = memory_seconds(feats.memory_s, memory_eff, feats.gbs_per_sm, params)
     seconds = np.maximum(feats.compute_s / (compute_eff * wave), memory_s)
@@ -123,10 +144,24 @@ def op_seconds(feats: Features, params: StepParams) -> np.ndarray:
     return (seconds + params["launch_s"] * feats.kernels) * feats.count
 
 
-def sustained_clock_share(base_clock_share: float | np.ndarray, params: StepParams) -> float | np.ndarray:
+def elementwise_share(feats: Features, params: StepParams) -> np.ndarray:
+    """Of the bandwidth, the share an element-wise kernel reaches, by its size (the kernel model's memory term,
+    kernels.py): m_max y / (1 + y), y its bytes per SM over b_half; per row of any class (op_seconds uses it
+    for the element-wise rows only)."""
+    kernels = np.maximum(np.asarray(feats.kernels, dtype=float), 1.0)
+    per_sm_bytes = np.asarray(feats.memory_s) * np.asarray(feats.gbs_per_sm) * 1e9 / kernels
+    y = per_sm_bytes / params["elementwise_b_half"]
+    return params["elementwise_m_max"] * y / (1.0 + y)
+
+
+def sustained_clock_share(
+    base_clock_share: float | np.ndarray, params: StepParams, desktop: float | np.ndarray = 0.0
+) -> float | np.ndarray:
     """The share of the boost clock (at which datasheet peaks are counted) a GPU holds under training's
-    sustained load: its base clock (guaranteed at the power limit) plus boost_share of the way to boost."""
-    return base_clock_share + params["boost_share"] * (1.0 - base_clock_share)
+    sustained load: its base clock (guaranteed at the power limit) plus boost_share of the way to boost; a
+    desktop part (features.desktop_part) desktop_speed times its rated boost (the module's docstring)."""
+    data_centre = base_clock_share + params["boost_share"] * (1.0 - base_clock_share)
+    return np.where(np.asarray(desktop) > 0, params["desktop_speed"], data_centre)
 
 
 def fp32_issue_share(

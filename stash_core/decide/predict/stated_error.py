@@ -1,12 +1,18 @@
 """The error a prediction prints, taken from held-out validation of its path and batch regime.
 
-bench/cross_instance.py runs the held-out checks (validation.py) over the published figures and writes
-validation_summary.json: the step model's parameters fitted on every figure, and per path the 80th percentile
-of the held-out absolute errors, overall and per batch regime (a regime with fewer than MIN_FIGURES held-out
-figures takes its path's), with the dies that had held-out figures. Roofline: leave one source out and leave
+bench/cross_instance.py runs the held-out checks (validation.py) over the published figures (published_
+throughputs.csv and the pooled PyTorch rows of the later sources, published.load_pool) and writes
+validation_summary.json: the step model's parameters fitted on every figure, and per path a percentile of the
+held-out absolute errors, overall and per batch regime (a regime with fewer than MIN_FIGURES held-out figures
+takes its path's), with the dies that had held-out figures. Scaled and script state the 80th percentile.
+Roofline states the percentile at which a source never seen is covered 80% of the time (source_level): each
+source's held-out figures checked against the error stated from the other sources' alone, the sources'
+coverage averaged with each source counted once; an 80th percentile over figures covers a source far from
+the others (another framework, a GeForce card, a training loop of its own) much less often than 80%, since
+the many figures of sources like the rest carry it. Roofline's rows: leave one source out and leave
 one GPU out together; scaled and script (GPU ratio, gpu_ratio.py): pairs within one software stack (what a
 user's own profile and its target share). A GPU die whose own held-out errors run wider (at least MIN_FIGURES
-of them, their 80th percentile above its regime's) prints its own 80th percentile and says so: a path's
+of them, their percentile above its regime's) prints its own and says so: a path's
 percentile covers most figures, not those of a GPU the model misses (a K80, an L4). A GPU with no held-out
 figure gets its regime's error times UNVALIDATED_FACTOR and says "unvalidated". Predictions read the file
 instead of refitting, so they take milliseconds.
@@ -25,12 +31,13 @@ import pandas as pd
 
 from stash_core.catalog.accelerators import ACCELERATORS_CSV
 from stash_core.decide.predict.gpu_ratio import DEFAULT_SHARE
-from stash_core.decide.predict.published import PUBLISHED_CSV, REGIMES, chip, regime
+from stash_core.decide.predict.published import HOLDOUT_CSV, PUBLISHED_CSV, REGIMES, chip, regime
 from stash_core.decide.predict.roofline import StepParams
 
 SUMMARY_JSON = Path(__file__).resolve().parent / "validation_summary.json"
 STATED_QUANTILE = 0.8
 MIN_FIGURES = 5
+LEVELS = tuple(round(0.80 + 0.01 * step, 2) for step in range(16))  # the percentiles source_level tries
 UNVALIDATED_FACTOR = 1.5  # a GPU never checked: wider than any validated one (a judgement, not a fit)
 
 
@@ -43,24 +50,27 @@ class StatedError:
 
 
 def data_digest(csv_path: Path = PUBLISHED_CSV) -> str:
-    """Of the figures and of the accelerator table they are predicted with: either changing makes the
-    summary stale."""
+    """Of the figures (the published ones and the pooled holdout) and of the accelerator table they are
+    predicted with: any changing makes the summary stale."""
     digest = hashlib.sha256(csv_path.read_bytes())
+    digest.update(HOLDOUT_CSV.read_bytes())
     digest.update(ACCELERATORS_CSV.read_bytes())
     return digest.hexdigest()[:16]
 
 
-def quantile(errors: pd.Series | list[float]) -> float | None:
+def quantile(errors: pd.Series | list[float], level: float = STATED_QUANTILE) -> float | None:
     values = np.asarray(list(errors), dtype=float)
-    # "higher": an error that is a held-out figure's, so that at least STATED_QUANTILE of them are within it
-    return float(np.quantile(values, STATED_QUANTILE, method="higher")) if len(values) else None
+    # "higher": an error that is a held-out figure's, so that at least `level` of them are within it
+    return float(np.quantile(values, level, method="higher")) if len(values) else None
 
 
-def stated_table(frame: pd.DataFrame) -> dict[str, float | None]:
-    table: dict[str, float | None] = {"all": quantile(frame["abs_error"])} if len(frame) else {"all": None}
+def stated_table(frame: pd.DataFrame, level: float = STATED_QUANTILE) -> dict[str, float | None]:
+    table: dict[str, float | None] = (
+        {"all": quantile(frame["abs_error"], level)} if len(frame) else {"all": None}
+    )
     for name in REGIMES:
         errors = frame.loc[frame["regime"] == name, "abs_error"] if len(frame) else []
-        table[name] = quantile(errors) if len(errors) >= MIN_FIGURES else table["all"]
+        table[name] = quantile(errors, level) if len(errors) >= MIN_FIGURES else table["all"]
     return table
 
 
@@ -75,12 +85,13 @@ def stated_frames(frames: dict[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
     return chosen
 
 
-def die_table(frame: pd.DataFrame) -> dict[str, float]:
-    """Each GPU die's own 80th percentile of held-out errors, where it has at least MIN_FIGURES of them."""
+def die_table(frame: pd.DataFrame, level: float = STATED_QUANTILE) -> dict[str, float]:
+    """Each GPU die's own 80th percentile (or `level`'s) of held-out errors, where it has at least MIN_FIGURES
+    of them."""
     if not len(frame):
         return {}
     grouped = frame.groupby("gpu")["abs_error"]
-    return {gpu: quantile(errors) for gpu, errors in grouped if len(errors) >= MIN_FIGURES}
+    return {gpu: quantile(errors, level) for gpu, errors in grouped if len(errors) >= MIN_FIGURES}
 
 
 def coverage(
@@ -95,6 +106,48 @@ def coverage(
     return float((frame["abs_error"] <= np.maximum(stated, widened) + 1e-12).mean())
 
 
+def coverage_by_source(frame: pd.DataFrame, level: float = STATED_QUANTILE) -> pd.DataFrame:
+    """How often the stated error holds for a source never seen: each source's leave-one-source-out figures
+    against the error stated from every other source's held-out figures alone (their regime's percentile at
+    `level`, or their die's where wider; frame: the roofline path's rows, leave one source out and leave one
+    GPU out). One row per source and regime ("all" first): figures and the share covered."""
+    rows = []
+    for source in sorted(set(frame["source_id"])):
+        others = frame[frame["source_id"] != source]
+        table, dies = stated_table(others, level), die_table(others, level)
+        own = frame[(frame["source_id"] == source) & (frame["held_out"] == "source")]
+        for name, members in [("all", own), *own.groupby("regime")]:
+            rows.append(
+                {"source_id": source, "regime": name, "figures": len(members),
+                 "covered": coverage(members, table, dies)}
+            )  # fmt: skip
+    return pd.DataFrame(rows, columns=["source_id", "regime", "figures", "covered"])
+
+
+def source_level(frame: pd.DataFrame) -> float:
+    """The percentile the roofline path states, so that a source never seen is covered STATED_QUANTILE of the
+    time: the lowest of LEVELS at which the sources' coverage (coverage_by_source, each source counted once,
+    whatever its number of figures) averages at least STATED_QUANTILE; the highest of LEVELS if none does."""
+    for level in LEVELS:
+        by_source = coverage_by_source(frame, level)
+        if by_source.loc[by_source["regime"] == "all", "covered"].mean() >= STATED_QUANTILE:
+            return level
+    return LEVELS[-1]
+
+
+def stated_without(source: str, path: str = "roofline") -> tuple[dict[str, float | None], dict[str, float]]:
+    """The stated error per regime and per die as the shipped summary's held-out figures give it with every
+    figure of one source left out: what a figure of that source is checked against when it is held out."""
+    summary = load_summary() or {}
+    rows = (summary.get("held_out") or {}).get(path) or []
+    sources = (summary.get("held_out_source") or {}).get(path) or [""] * len(rows)
+    frame = pd.DataFrame(rows, columns=["regime", "gpu", "abs_error"])
+    if len(frame):
+        frame = frame[[name != source for name in sources]]
+    level = float((summary.get("stated_quantile") or {}).get(path, STATED_QUANTILE))
+    return stated_table(frame, level), die_table(frame, level)
+
+
 def build_summary(
     frames: dict[str, pd.DataFrame],
     params: StepParams,
@@ -104,9 +157,13 @@ def build_summary(
     ratio_params: StepParams | None = None,
 ) -> dict:
     chosen = stated_frames(frames)
-    tables = {path: stated_table(frame) for path, frame in chosen.items()}
-    dies = {path: die_table(frame) for path, frame in chosen.items()}
+    levels = {path: STATED_QUANTILE for path in chosen}
+    if len(chosen.get("roofline", [])):
+        levels["roofline"] = source_level(chosen["roofline"])
+    tables = {path: stated_table(frame, levels[path]) for path, frame in chosen.items()}
+    dies = {path: die_table(frame, levels[path]) for path, frame in chosen.items()}
     return {
+        "stated_quantile": levels,
         "data_sha256": data_digest(),
         "figures": figures,
         "skipped": skipped,
@@ -120,6 +177,7 @@ def build_summary(
         "coverage": {path: coverage(chosen[path], tables[path], dies[path]) for path in chosen},
         "validated_gpus": sorted(set(frames["roofline"]["gpu"])) if len(frames["roofline"]) else [],
         "held_out": {path: chosen[path][["regime", "gpu", "abs_error"]].values.tolist() for path in chosen},
+        "held_out_source": {path: chosen[path]["source_id"].tolist() for path in chosen},
     }
 
 
@@ -172,7 +230,7 @@ def stated_error(path: str, batch_size: int | None, accelerator_name: str | None
         return StatedError(error * UNVALIDATED_FACTOR, False, name, note)
     own = ((summary.get("stated_error_by_gpu") or {}).get(path) or {}).get(die)
     if own is not None and own > error:
-        return StatedError(own, True, name, f"wider for {die}: 80th percentile of its own held-out figures")
+        return StatedError(own, True, name, f"wider for {die}: from its own held-out figures")
     return StatedError(error, True, name)
 
 

@@ -26,6 +26,7 @@ import pandas as pd
 
 from stash_core.decide.predict.calibration import Point, fit_params, predicted_s
 from stash_core.decide.predict.gpu_ratio import fit_share, gpu_ratio
+from stash_core.decide.predict.kernels import elementwise_terms, kernel_gpus
 from stash_core.decide.predict.published import chip, regime
 from stash_core.decide.predict.roofline import StepParams
 
@@ -46,7 +47,7 @@ def _held_out(points: list[Point], group: Callable[[Point], str], held_out: str)
         train = [point for point in points if group(point) != key]
         if not train:
             continue
-        params = fit_params(train)
+        params = fit_params(train, kernel_terms=_kernel_terms(key if held_out == "gpu" else ""))
         for point in points:
             if group(point) == key:
                 rows.append(_row(point, predicted_s(point, params), "roofline", held_out))
@@ -64,7 +65,8 @@ def scaled_from_other_gpu(points: list[Point]) -> pd.DataFrame:
         key = (chip(target.accelerator), target.source_id)
         if key not in fits:
             train = [p for p in points if chip(p.accelerator) != key[0] and p.source_id != key[1]]
-            fits[key] = fit_params(train, ratios=True) if train else None
+            terms = _kernel_terms(key[0])
+            fits[key] = fit_params(train, ratios=True, kernel_terms=terms) if train else None
         params = fits[key]
         if params is None:
             continue
@@ -135,6 +137,11 @@ def validation_frames(points: list[Point]) -> dict[str, pd.DataFrame]:
     }
 
 
+def _kernel_terms(die: str) -> dict[str, float]:
+    """The kernel model's element-wise terms, fitted without the kernels of GPU die `die` ("" for none)."""
+    return elementwise_terms(tuple(gpu for gpu in kernel_gpus() if die and chip(gpu) == die))
+
+
 def _stack(base: Point, target: Point) -> str:
     """ "within" one software stack: the same source and revision (one container, one framework version)."""
     return "within" if (base.source_id, base.revision) == (target.source_id, target.revision) else "across"
@@ -156,7 +163,7 @@ def _same_work_elsewhere(points: list[Point], target: Point) -> list[Point]:
 
 COLUMNS = [
     "model", "input_shape", "accelerator", "gpu", "precision", "batch_size", "regime", "source_id", "path",
-    "held_out", "base", "measured_samples_per_s", "predicted_samples_per_s", "error", "abs_error",
+    "held_out", "base", "measured_samples_per_s", "predicted_samples_per_s", "error", "abs_error", "layout",
 ]  # fmt: skip
 
 
@@ -179,16 +186,21 @@ def _row(point: Point, predicted_step_s: float, path: str, held_out: str, base: 
         "predicted_samples_per_s": predicted,
         "error": predicted / measured - 1.0,
         "abs_error": abs(predicted / measured - 1.0),
+        "layout": point.memory_format or "-",
     }
 
 
 def summary(frame: pd.DataFrame, by: tuple[str, ...] = ("model", "accelerator")) -> pd.DataFrame:
-    """Mean absolute error, its 80th percentile and the count per group."""
+    """Mean absolute error, its 80th percentile, the mean error (bias: above 0, predicted faster than measured)
+    and the count per group."""
     if frame.empty:
         return frame
-    grouped = frame.groupby(list(by), as_index=False)["abs_error"]
-    table = grouped.agg(mape="mean", p80=lambda errors: float(np.quantile(errors, 0.8)), count="count")
-    return table.assign(mape=lambda f: np.round(f["mape"], 4), p80=lambda f: np.round(f["p80"], 4))
+    grouped = frame.groupby(list(by), as_index=False)
+    table = grouped.agg(
+        mape=("abs_error", "mean"), p80=("abs_error", lambda errors: float(np.quantile(errors, 0.8))),
+        bias=("error", "mean"), count=("abs_error", "count"),
+    )  # fmt: skip
+    return table.round({"mape": 4, "p80": 4, "bias": 4})
 
 
 # instances.py reads the stated errors through this module.

@@ -21,6 +21,7 @@ from stash_core.decide.predict.features import (
 from stash_core.decide.predict.memory import memory_check
 from stash_core.decide.predict.op_classes import leading_alignment
 from stash_core.decide.predict.roofline import (
+    KERNEL_TERMS,
     PRIOR,
     StepParams,
     compute_time,
@@ -163,7 +164,7 @@ def test_calibration_recovers_the_step_times_of_synthetic_measurements():
         for layout in ("nchw", "nhwc")
     ]
     points = [replace(p, step_s=predicted_s(p, truth)) for p in probes]
-    fitted = fit_params(points)
+    fitted = fit_params(points, kernel_terms={name: truth[name] for name in KERNEL_TERMS})
     # The weak prior pulls a little towards roofline.PRIOR; the fit still explains every point closely.
     errors = [abs(predicted_s(point, fitted) / point.step_s - 1) for point in points]
     assert max(errors) < 0.06 and sum(errors) / len(errors) < 0.02
@@ -409,3 +410,47 @@ def test_compute_counts_at_the_sustained_clock_and_wide_sms_keep_less_of_their_f
     narrower = StepParams({**params.values, "wide_fp32": 0.8})
     base_s = op_seconds(feats, params).sum()
     assert op_seconds(feats, slower_clock).sum() > base_s and op_seconds(feats, narrower).sum() > base_s
+
+
+def test_a_desktop_part_runs_at_desktop_speed_of_its_rated_boost_and_a_data_centre_part_does_not():
+    from stash_core.decide.predict.features import desktop_part
+
+    rtx3090, a6000, a10, a100 = (find_accelerator(name) for name in ("RTX3090", "A6000", "A10", "A100"))
+    assert desktop_part(rtx3090) and desktop_part(a6000) and not desktop_part(a10) and not desktop_part(a100)
+    params = StepParams({**StepParams().values, "desktop_speed": 1.1})
+    share = rtx3090.base_clock_share
+    assert sustained_clock_share(share, params, 1.0) == pytest.approx(1.1)
+    assert sustained_clock_share(share, params, 0.0) == pytest.approx(
+        share + params["boost_share"] * (1 - share)
+    )
+    # and so it reaches the step: a faster desktop clock speeds the 3090's matrix work, not the A10's
+    cost = step_cost("resnet18", 32)
+    for accelerator, faster in ((rtx3090, True), (a10, False)):
+        feats = features(cost, accelerator, "amp", None)
+        assert feats.desktop == (1.0 if faster else 0.0)
+        quicker = op_seconds(feats, params).sum() < op_seconds(feats, StepParams()).sum()
+        assert quicker == faster
+
+
+
+def test_element_wise_kernels_take_the_kernel_models_share_of_the_bandwidth_not_a_fitted_one():
+    from stash_core.decide.predict.roofline import elementwise_share
+
+    cost = step_cost("resnet18", 32)
+    feats = features(cost, find_accelerator("A100"), "fp32", None)
+    rows = feats.op_class == CLASSES.index("elementwise")
+    terms = {"elementwise_m_max": 0.6, "elementwise_b_half": 1e5}
+    params = StepParams({**StepParams().values, **terms})
+    share = elementwise_share(feats, params)[rows]
+    # m_max y / (1 + y), y the bytes each kernel moves per SM over b_half: below m_max, nearer it when larger
+    assert (share < 0.6).all() and (share > 0).all()
+    per_kernel = (feats.memory_s / feats.kernels)[rows]
+    assert share[per_kernel.argmax()] > share[per_kernel.argmin()]
+    # the step fit leaves them as given
+    points = [
+        Point("resnet18", batch, gpu, "fp32", 1.0, "synthetic")
+        for gpu in ("V100", "A100") for batch in (2, 32)
+    ]  # fmt: skip
+    points = [replace(p, step_s=predicted_s(p, params)) for p in points]
+    fitted = fit_params(points, kernel_terms=terms)
+    assert {name: fitted[name] for name in terms} == terms and set(KERNEL_TERMS) == set(terms)

@@ -1,12 +1,11 @@
-"""The single-GPU held-out figures: every row usable, every source new to the step model's own data."""
+"""The later single-GPU sources: every row usable, every source new to published_throughputs.csv, and only
+their PyTorch rows pooled with it (published.load_pool)."""
 
 from __future__ import annotations
 
 import csv
 
-from stash_core.decide.predict.published import PUBLISHED_CSV, load_published
-
-HOLDOUT_CSV = PUBLISHED_CSV.parent / "published_single_gpu_holdout.csv"
+from stash_core.decide.predict.published import HOLDOUT_CSV, PUBLISHED_CSV, framework, load_pool, load_published
 
 
 def test_every_held_out_row_is_a_usable_single_gpu_figure() -> None:
@@ -15,7 +14,16 @@ def test_every_held_out_row_is_a_usable_single_gpu_figure() -> None:
     assert all(point.step_s > 0 and point.batch_size > 0 for point in published.points)
 
 
-def test_no_held_out_source_is_in_the_data_the_model_was_fitted_on() -> None:
+def test_the_pool_adds_the_later_sources_pytorch_rows_and_nothing_else() -> None:
+    published = load_published(PUBLISHED_CSV, count=False).points
+    holdout = load_published(HOLDOUT_CSV, count=False).points
+    pool = load_pool(count=False).points
+    pytorch = [point for point in holdout if framework(point.measured) == "PyTorch"]
+    assert len(pytorch) == 75 and pool == published + pytorch
+    assert {point.source_id for point in pytorch} == {"timm-train-bench", "dlperf", "paddle-perf"}
+
+
+def test_no_later_source_is_in_the_published_figures() -> None:
     with open(HOLDOUT_CSV, encoding="utf-8", newline="") as handle:
         held_out = {row["source_id"] for row in csv.DictReader(handle)}
     with open(PUBLISHED_CSV, encoding="utf-8", newline="") as handle:
