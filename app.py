@@ -24,6 +24,7 @@ sections = {
     "Measure": [
         st.Page("pages/overview.py", title="Overview", icon=":material/dashboard:", default=True),
         st.Page("pages/run.py", title="Run", icon=":material/play_circle:"),
+        st.Page("pages/campaign.py", title="Campaign", icon=":material/cloud:"),
     ],
     "Analyse": [
         st.Page("pages/breakdown.py", title="Stall breakdown", icon=":material/stacked_bar_chart:"),

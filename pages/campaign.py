@@ -1,0 +1,176 @@
+"""Campaign: `stash campaign --cloud` from the dashboard. The plan first (per instance type the predicted time
+and cost at the catalog's dated price, the total, a refusal above the budget, each SkyPilot task), then the
+launch: the same command, to run in a terminal, when SkyPilot is installed."""
+
+import streamlit as st
+
+from pages._shared import current_db, load, page_guard, page_header, show_table, usd_text
+from stash_core.errors import StashError
+from stash_core.views import campaign as view
+from stash_core.views.campaign import CampaignPlan, CampaignRequest
+
+REQUEST_KEY = "campaign-request"
+PRICINGS = {"on-demand": "On-demand", "spot": "Spot"}
+INSTANCE_COLUMNS = {
+    "where": "cloud/region",
+    "usd_per_h": st.column_config.NumberColumn("USD/h", format="%.3f"),
+    "runs": "profiles",
+    "time_min": st.column_config.TextColumn(
+        "time (min)", help="profiling + start-up (launch, set-up, copy back and teardown) = machine time"
+    ),
+    "basis": st.column_config.TextColumn(
+        "estimate", help="the profiling time: 'step model' predicted, 'time cap' each run at its limit"
+    ),
+    "cost_usd": st.column_config.NumberColumn("cost (USD)", format="%.2f"),
+    # the same figures as numbers: hidden, so that the table fits the page
+    **{column: None for column in view.NUMBER_COLUMNS},
+}
+NOT_TESTED = (
+    "Launching on a real cloud cannot be tested here: the plan and the SkyPilot tasks are checked, the "
+    "launch is not. On a real account, plan first, then launch one cheap instance type (docs/cloud.md)."
+)
+
+
+def request_form() -> CampaignRequest | None:
+    """The campaign's options; the request is kept in the session when Plan is pressed."""
+    catalog = load(view.gpu_instances)
+    names = list(catalog["name"])
+    with st.container(border=True):
+        st.markdown("##### :material/cloud: Instance types and profiles")
+        chosen = st.multiselect(
+            "Instance types (the catalog's GPU instance types on AWS, GCP and Azure)",
+            names,
+            default=[name for name in view.DEFAULT_INSTANCES if name in names],
+            key="campaign-instances",
+        )
+        other = st.text_input(
+            "Other instance types (comma list, optional)",
+            key="campaign-other",
+            help="Instance types typed by name, e.g. ones added with `stash instances add`",
+        )
+        models = st.multiselect(
+            "Models (zoo names)", view.zoo_models(), default=list(view.DEFAULT_MODELS), key="campaign-models"
+        )
+        cols = st.columns(4)
+        batch_text = cols[0].text_input("Batch sizes per worker (comma list)", "64", key="campaign-batch")
+        pricing = cols[1].radio(
+            "Price", list(PRICINGS), format_func=PRICINGS.get, horizontal=True, key="campaign-pricing"
+        )
+        region = cols[2].text_input(
+            "Region (optional)", placeholder="the price's region", key="campaign-region",
+            help="Where every instance type is launched; empty: its price's region, else the cloud's default",
+        )  # fmt: skip
+        budget = cols[3].number_input(
+            "Budget (USD, optional)", min_value=0.01, max_value=1e7, value=None, step=1.0,
+            key="campaign-budget", help="A plan that costs more at catalog prices is refused",
+        )  # fmt: skip
+        cols = st.columns(3)
+        iterations = cols[0].text_input(
+            "Iterations per phase", "auto", key="campaign-iterations",
+            help="'auto': each run is counted at its cap; a number: that many iterations",
+        )  # fmt: skip
+        parallel = cols[1].number_input("Instance types at once", 1, 50, 1, key="campaign-parallel")
+        idle = cols[2].number_input(
+            "Idle minutes before a cluster tears itself down", 1, 10_000, view.DEFAULT_IDLE_MINUTES,
+            key="campaign-idle",
+        )  # fmt: skip
+        pressed = st.button("Plan", type="primary", icon=":material/request_quote:", key="campaign-plan")
+    if pressed:
+        try:
+            request = CampaignRequest(
+                instances=view.instance_names(chosen, other), models=tuple(models),
+                batch_sizes=view.batch_sizes(batch_text), spot=pricing == "spot",
+                region=region.strip() or None, budget_usd=None if budget is None else float(budget),
+                iterations=iterations.strip() or "auto", parallel=int(parallel), idle_minutes=int(idle),
+            )  # fmt: skip
+            view.check_request(request)
+        except StashError as exc:
+            st.session_state.pop(REQUEST_KEY, None)
+            st.error(str(exc), icon=":material/error:")
+            return None
+        st.session_state[REQUEST_KEY] = request
+    return st.session_state.get(REQUEST_KEY)
+
+
+def plan_view(answer: CampaignPlan) -> None:
+    pricing = "spot" if answer.spot else "on-demand"
+    st.subheader("Plan")
+    st.caption(
+        f"{len(answer.instances)} instance type(s) at {pricing} prices from the catalog: what `stash "
+        "campaign --cloud --dry-run` prints. Predicted, not measured."
+    )
+    show_table(answer.instances, column_config=INSTANCE_COLUMNS)
+    cols = st.columns(4)
+    cols[0].metric("Machine time", f"{answer.machine_s / 60:,.1f} min")
+    cols[1].metric("Cost at catalog prices", usd_text(answer.cost_usd))
+    at_once = f"{answer.parallel} instance type(s) at once"
+    cols[2].metric(
+        "Start to end", f"{answer.wall_s / 60:,.1f} min", at_once, delta_color="off", delta_arrow="off"
+    )
+    cols[3].metric("Prices of", ", ".join(answer.price_dates))
+    st.markdown(answer.total_text)
+    if answer.refusal:
+        st.error(answer.refusal, icon=":material/block:")
+    for note in answer.notes:
+        st.caption(f":material/info: {note}")
+    st.caption(answer.assumptions)
+    with st.expander("Where each price comes from", icon=":material/sell:"):
+        show_table(answer.prices, wrap=True)
+    if answer.tasks:
+        st.markdown("**SkyPilot tasks** (instance type, region, spot or not, autostop, set-up, profiles)")
+    for task in answer.tasks:
+        label = f"SkyPilot task of {task.instance} (cluster {task.cluster})"
+        with st.expander(label, icon=":material/code:"):
+            st.code(task.yaml, language="yaml")
+
+
+def launch_view(answer: CampaignPlan, request: CampaignRequest) -> None:
+    st.subheader("Launch")
+    st.caption(NOT_TESTED)
+    installed = view.skypilot_installed()
+    if not installed:
+        st.info(view.install_hint(), icon=":material/download:")
+    elif answer.refusal:
+        st.caption("Nothing launches above the budget.")
+    elif not answer.tasks:
+        st.caption("Nothing to launch: every configuration of this plan is stored.")
+    command = view.command(current_db(), request)
+    st.caption(
+        "The same campaign from a terminal (run again, it resumes: stored configurations are skipped):"
+    )
+    st.code(command, language="bash")
+    pressed = st.button(
+        "Launch", icon=":material/rocket_launch:", disabled=not installed or not answer.launchable,
+        key="campaign-launch",
+    )  # fmt: skip
+    if pressed:
+        st.info(
+            "Run the command above in a terminal: the dashboard does not start a cloud campaign in the "
+            "background yet (its background jobs run single profiles). The terminal shows each instance "
+            "type's progress and the money spent; every stored run shows on the Overview and on Compare "
+            "instances, labelled with its instance type.",
+            icon=":material/terminal:",
+        )
+
+
+def main() -> None:
+    page_header(
+        "Campaign",
+        "Profile models on rented cloud instance types through SkyPilot: the plan, priced before anything "
+        "starts (docs/cloud.md).",
+    )
+    request = request_form()
+    if request is None:
+        return
+    try:
+        with st.spinner("Planning…"):
+            answer = load(view.plan, request)
+    except StashError as exc:  # not in the catalog, no spot price, a bad name: one line, no plan
+        st.error(str(exc), icon=":material/error:")
+        return
+    plan_view(answer)
+    launch_view(answer, request)
+
+
+with page_guard():
+    main()

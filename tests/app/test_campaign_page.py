@@ -1,0 +1,161 @@
+"""The Campaign page in Streamlit's AppTest: the plan of three instance types with its total and price dates,
+a budget below the plan refused, an unknown instance type or a missing spot price as one message, and the
+launch disabled with the install line where SkyPilot is not installed (enabled, with the command, where it
+is).
+
+Launching on a real cloud is not tested: nothing here rents a machine."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from stash_core.campaign import skypilot_task
+
+REPO = Path(__file__).resolve().parents[2]
+PAGE = REPO / "pages" / "campaign.py"
+THREE = ["g5.xlarge", "g4dn.xlarge", "p3.2xlarge"]
+
+
+@pytest.fixture()
+def without_skypilot(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(skypilot_task, "skypilot_installed", lambda: False)
+
+
+def _page(db: Path) -> AppTest:
+    app = AppTest.from_file(str(PAGE), default_timeout=90)
+    app.session_state["stash_db_path"] = str(db)
+    return app.run()
+
+
+def _plan(app: AppTest, instances: tuple[str, ...] = tuple(THREE), models: tuple[str, ...] = ("resnet50",),
+          batch: str = "64", **fields) -> AppTest:  # fmt: skip
+    app.multiselect(key="campaign-instances").set_value(list(instances))
+    app.multiselect(key="campaign-models").set_value(list(models))
+    app.text_input(key="campaign-batch").set_value(batch)
+    for key, value in fields.items():
+        widget = app.number_input if key == "budget" else app.radio if key == "pricing" else app.text_input
+        widget(key=f"campaign-{key}").set_value(value)
+    return app.button(key="campaign-plan").click().run()
+
+
+def _plan_table(app: AppTest):
+    return next(frame.value for frame in app.dataframe if "machine_min" in frame.value.columns)
+
+
+def _texts(app: AppTest) -> str:
+    return "\n".join(e.value for kind in ("markdown", "caption", "info") for e in getattr(app, kind))
+
+
+def test_the_plan_of_three_instance_types_with_its_total_and_price_dates(empty_db: Path, without_skypilot):
+    app = _page(empty_db)
+    assert not app.exception and not app.error
+    assert app.multiselect(key="campaign-instances").value == THREE  # the page opens on this plan
+    app = _plan(app)
+    assert not app.exception, [e.value for e in app.exception]
+    assert not app.error, [e.value for e in app.error]
+    table = _plan_table(app).set_index("instance")
+    assert list(table.index) == THREE
+    assert dict(table["price_date"]) == {"g5.xlarge": "2025-01-01", "g4dn.xlarge": "2025-01-01",
+                                         "p3.2xlarge": "2023-01-01"}  # fmt: skip
+    assert dict(table["usd_per_h"]) == {"g5.xlarge": 1.006, "g4dn.xlarge": 0.526, "p3.2xlarge": 3.06}
+    total = table["cost_usd"].sum()
+    assert total == pytest.approx((table["machine_min"] / 60 * table["usd_per_h"]).sum())
+    metrics = {metric.label: metric.value for metric in app.metric}
+    assert metrics["Cost at catalog prices"] == f"${total:.2f}"
+    assert metrics["Machine time"] == f"{table['machine_min'].sum():.1f} min"
+    assert metrics["Prices of"] == "2023-01-01, 2025-01-01"
+    assert f"Total: {table['machine_min'].sum():.1f} min of machine time, ${total:.2f} at catalog prices " \
+           "(prices of 2023-01-01, 2025-01-01)" in _texts(app)  # fmt: skip
+    prices = next(frame.value for frame in app.dataframe if "source" in frame.value.columns)
+    assert list(prices["instance"]) == THREE and prices["source"].str.len().min() > 10
+    tasks = [e for e in app.expander if e.label.startswith("SkyPilot task of ")]
+    assert [e.label.split()[3] for e in tasks] == THREE
+    yaml = [code.value for code in app.code if code.language == "yaml"]
+    shown = [next(line for line in text.splitlines() if "instance_type:" in line) for text in yaml]
+    assert [line.split()[-1] for line in shown] == THREE
+    command = next(code.value for code in app.code if code.language == "bash")
+    assert command.startswith("stash campaign --cloud --instances g5.xlarge,g4dn.xlarge,p3.2xlarge --models "
+                              "resnet50 --batch-sizes 64 --db ")  # fmt: skip
+    assert not empty_db.exists()  # a plan stores nothing
+
+
+def test_a_budget_below_the_plan_is_refused(empty_db: Path, without_skypilot):
+    app = _plan(_page(empty_db), budget=0.5)
+    assert not app.exception
+    assert len(app.error) == 1, [e.value for e in app.error]
+    refusal = app.error[0].value
+    total = _plan_table(app)["cost_usd"].sum()
+    assert refusal.startswith(f"Refused: the plan costs ${total:.2f} at catalog prices, above the budget of")
+    assert "above the budget of $0.5." in refusal
+    assert not [e for e in app.expander if e.label.startswith("SkyPilot task of ")]  # nothing to launch
+    assert app.button(key="campaign-launch").disabled
+    assert "--budget-usd 0.5" in next(code.value for code in app.code if code.language == "bash")
+    # a budget above the plan: no refusal
+    app = _plan(app, budget=round(total + 1, 2))
+    assert not app.error and len([e for e in app.expander if e.label.startswith("SkyPilot task of ")]) == 3
+
+
+def test_an_unknown_instance_type_is_one_message(empty_db: Path, without_skypilot):
+    app = _plan(_page(empty_db), other="nope.xlarge")
+    assert not app.exception
+    assert [e.value for e in app.error] == [
+        "instance type nope.xlarge is not in the catalog (see `stash instances list`; add it with `stash "
+        "instances add` or import SkyPilot's prices with `stash instances import --skypilot`)"
+    ]
+    assert not app.dataframe or not any("machine_min" in f.value.columns for f in app.dataframe)
+    assert not app.get("button") or not [b for b in app.button if b.key == "campaign-launch"]
+
+
+def test_no_spot_price_and_a_bad_batch_size_are_one_message_each(empty_db: Path, without_skypilot):
+    app = _plan(_page(empty_db), pricing="spot")
+    assert not app.exception
+    assert [e.value for e in app.error] == ["Spot: no spot price for instance g5.xlarge (set one with "
+                                            "`stash instances set`)"]  # fmt: skip
+    app = _plan(app, batch="64,zero")
+    assert not app.exception
+    assert [e.value for e in app.error] == ["batch size must be a positive integer, got 'zero'"]
+
+
+def test_without_skypilot_the_launch_is_disabled_with_the_install_line(empty_db: Path, without_skypilot):
+    app = _plan(_page(empty_db))
+    assert not app.exception and not app.error
+    launch = app.button(key="campaign-launch")
+    assert launch.disabled
+    assert [info.value for info in app.info] == [skypilot_task.INSTALL_HINT]
+    assert "pip install -r requirements-cloud.txt" in app.info[0].value
+    assert "Launching on a real cloud cannot be tested here" in _texts(app)
+
+
+def test_with_skypilot_the_launch_gives_the_command_to_run(empty_db: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr(skypilot_task, "skypilot_installed", lambda: True)
+    app = _plan(_page(empty_db))
+    assert not app.exception and not app.error
+    assert not app.button(key="campaign-launch").disabled
+    assert skypilot_task.INSTALL_HINT not in _texts(app)
+    app = app.button(key="campaign-launch").click().run()
+    assert not app.exception
+    assert any("Run the command above in a terminal" in info.value for info in app.info)
+    assert not empty_db.exists()  # the page itself launched nothing and stored nothing
+
+
+def test_a_populated_database_offers_only_rentable_gpu_types(populated_db: Path, without_skypilot):
+    app = _page(populated_db)
+    assert not app.exception and not app.error
+    options = app.multiselect(key="campaign-instances").options
+    assert set(THREE) <= set(options)
+    assert not {"big-vm", "small-vm"} & set(options)  # the fixture's own instance types, on no cloud
+    app = _plan(app, other="big-vm")
+    assert not app.exception
+    assert [e.value for e in app.error] == [
+        "instance type big-vm is on test: --cloud launches on aws, gcp, azure"
+    ]
+
+
+def test_the_page_is_in_the_navigation(empty_db: Path):
+    app = AppTest.from_file(str(REPO / "app.py"), default_timeout=90).run()
+    app.switch_page("pages/campaign.py").run()
+    assert not app.exception and not app.error
+    assert app.title[0].value == "Campaign"
