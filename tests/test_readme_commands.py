@@ -13,8 +13,8 @@ What is not run, each with its reason in the skip message:
   - `./run.sh` (opens the dashboard and stays) and `./test.sh` (the suite itself), and `export` (the test
     applies it: the copy's .venv/bin is on PATH for every command);
   - benchmarks (bench/..., minutes on a quiet machine) unless STASH_README_FULL=1;
-  - profiles (`stash profile`, `stash campaign`) anywhere but README.md: the README's first profile is the one
-    that runs.
+  - profiles (`stash profile`, `stash campaign` but its `--dry-run`) anywhere but README.md: the README's first
+    profile is the one that runs.
 That one runs as written with `--max-phase-seconds 4 --launches 1` appended (a later option wins), to keep
 the test to a minute, unless STASH_README_FULL=1; it is marked slow. The fresh copy holds the files git tracks
 (and untracked ones not ignored); its `.venv/bin` holds `stash` and `python` that run this Python on the copy,
@@ -153,7 +153,8 @@ def is_synopsis(command: str) -> bool:
 
 
 def _is_profile(words: list[str]) -> bool:
-    return "profile" in words[:3] or "campaign" in words[:3]
+    """A command that profiles: `stash profile`, `stash campaign` but a dry run (which only plans)."""
+    return ("profile" in words[:3] or "campaign" in words[:3]) and "--dry-run" not in words
 
 
 def _user_file(word: str) -> bool:
