@@ -26,8 +26,10 @@ INSTANCE_COLUMNS = {
     **{column: None for column in view.NUMBER_COLUMNS},
 }
 NOT_TESTED = (
-    "Launching on a real cloud cannot be tested here: the plan and the SkyPilot tasks are checked, the "
-    "launch is not. On a real account, plan first, then launch one cheap instance type (docs/cloud.md)."
+    "Launching on a real cloud cannot be tested here: no test rents a machine. The tasks above are not "
+    "checked by SkyPilot on this page (the command's --dry-run checks them where SkyPilot is installed). "
+    "On a real account, run the command with --dry-run first, then launch one cheap instance type "
+    "(docs/cloud.md)."
 )
 
 
