@@ -2,6 +2,7 @@
 
 from stash_core.views import (
     breakdown,
+    campaign,
     common,
     compare,
     labels,
@@ -16,5 +17,5 @@ from stash_core.views import (
     upload,
 )
 
-__all__ = ["breakdown", "common", "compare", "labels", "models", "overview", "recommend", "run_form",
+__all__ = ["breakdown", "campaign", "common", "compare", "labels", "models", "overview", "recommend", "run_form",
            "schedule", "spot", "sql", "table_fit", "upload"]  # fmt: skip

@@ -25,6 +25,7 @@ APP = str(REPO / "app.py")
 PAGES = {
     "Overview": "pages/overview.py",
     "Run": "pages/run.py",
+    "Campaign": "pages/campaign.py",
     "Stall breakdown": "pages/breakdown.py",
     "Compare instances": "pages/compare.py",
     "Models": "pages/models.py",
