@@ -34,7 +34,10 @@ class PathArg:
             raise argparse.ArgumentTypeError("expected a path, got an empty text")
         if any(ord(char) < 32 or ord(char) == 127 for char in text):
             raise argparse.ArgumentTypeError("a path may not hold control characters")
-        path = Path(text).expanduser()
+        try:
+            path = expand_home(text)
+        except UsageError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
         return str(path) if self.as_text else path
 
     def __repr__(self) -> str:
@@ -49,16 +52,45 @@ input_text = PathArg(INPUT, as_text=True)
 DEFAULT_DB_NAME = "results.duckdb"
 
 
+# What a file system takes (Linux): a name of at most 255 bytes, a path of at most 4096.
+MAX_NAME_BYTES, MAX_PATH_BYTES = 255, 4096
+
+
+def expand_home(text: str) -> Path:
+    """`text` as a Path with `~` or `~user` expanded; UsageError (one line) for a `~user` of no user and for a
+    path the file system cannot hold (a name over 255 bytes, a path over 4096), before anything opens it."""
+    try:
+        path = Path(text).expanduser()
+    except RuntimeError:  # ~user of no user, or ~ without a home
+        raise UsageError(
+            f"cannot expand {text.split('/')[0]!r} in {text!r}: no such user's home folder"
+        ) from None
+    encoded = os.fsencode(str(path))
+    longest = max((len(part) for part in encoded.split(b"/")), default=0)
+    if longest > MAX_NAME_BYTES or len(encoded) > MAX_PATH_BYTES:
+        shown = text if len(text) <= 60 else f"{text[:40]}...{text[-12:]}"
+        raise UsageError(
+            f"File name too long: {shown!r} ({len(encoded):,} bytes; a name in a path may have at most "
+            f"{MAX_NAME_BYTES}, a path {MAX_PATH_BYTES:,})"
+        )
+    return path
+
+
 def default_db_text() -> str:
     """The database when none is named, as text (the dashboard's setting shows it as given): $STASH_DB, else
-    results.duckdb."""
-    return os.environ.get("STASH_DB") or DEFAULT_DB_NAME
+    results.duckdb. UsageError for a STASH_DB of only spaces or with control characters."""
+    text = os.environ.get("STASH_DB") or DEFAULT_DB_NAME
+    if not text.strip():
+        raise UsageError("STASH_DB holds only spaces: unset it, or name a .duckdb file")
+    if any(ord(char) < 32 or ord(char) == 127 for char in text):
+        raise UsageError(f"STASH_DB {text!r} holds a control character: name a .duckdb file without one")
+    return text
 
 
 def default_db() -> Path:
     """The database when none is named, for the command line, the Python API and the dashboard alike:
     $STASH_DB (`~` expanded), else ./results.duckdb."""
-    return Path(default_db_text()).expanduser()
+    return expand_home(default_db_text())
 
 
 def role_of(action: argparse.Action) -> str | None:
@@ -87,7 +119,12 @@ def _model_file(model: object) -> Path | None:
     if not isinstance(model, str) or ":" not in model:
         return None
     file_part = model.rsplit(":", 1)[0]
-    return Path(file_part).expanduser() if file_part.endswith(".py") else None
+    if not file_part.endswith(".py"):
+        return None
+    try:
+        return expand_home(file_part)
+    except UsageError:
+        return None  # the model's reader says what is wrong with it
 
 
 def _same(one: Path, other: Path) -> bool:

@@ -11,7 +11,7 @@ import pandas as pd
 
 from stash_core.cells import csv_text
 from stash_core.errors import UsageError
-from stash_core.pathargs import default_db
+from stash_core.pathargs import default_db, expand_home
 from stash_core.units import finite_float
 
 STALL_LABELS = {
@@ -41,7 +41,9 @@ def resolve_db_path(text: str | os.PathLike | None) -> Path:
     """The database file a setting names (pathargs.default_db when it names none); `~` expanded, made
     absolute."""
     chosen = str(text).strip() if text else ""
-    path = Path(chosen).expanduser() if chosen else default_db()
+    if any(ord(char) < 32 or ord(char) == 127 for char in chosen):
+        raise UsageError(f"the database path {chosen!r} holds a control character; give a .duckdb file")
+    path = expand_home(chosen) if chosen else default_db()
     if path.exists() and path.is_dir():
         raise UsageError(f"{path} is a folder; give the path of a .duckdb file")
     return path.resolve()
