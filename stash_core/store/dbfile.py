@@ -21,6 +21,9 @@ DUCKDB_MAGIC = b"DUCK"  # bytes 8..12 of every DuckDB database file
 SQLITE_MAGIC = b"SQLite format 3\x00"
 
 
+_TEXT_BYTES = frozenset(range(32, 127)) | {9, 10, 13}  # printable ASCII, tab, newlines
+
+
 def check_database_file(path: Path) -> None:
     """Refuse an existing `path` that is not a regular file or whose header is not DuckDB's (a file too
     short to have a header is left to DuckDB: it may be a database another process is creating)."""
@@ -37,6 +40,11 @@ def check_database_file(path: Path) -> None:
             head = handle.read(16)
     except OSError:
         return
+    if 0 < len(head) < 12 and all(byte in _TEXT_BYTES for byte in head):
+        # DuckDB opens a short text file named like a CSV as an in-memory database: every write lost.
+        raise UsageError(
+            f"cannot open database {path}: it is corrupt or not a DuckDB database (a short text file)"
+        )
     if len(head) < 12 or head[8:12] == DUCKDB_MAGIC:
         return
     what = "an SQLite database" if head == SQLITE_MAGIC else "corrupt or not a DuckDB database"

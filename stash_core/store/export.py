@@ -45,6 +45,7 @@ def export(db_path: Path | str, fmt: str, out_dir: Path | str) -> list[Path]:
         raise UsageError(f"unknown export format {fmt!r}; choose one of {', '.join(EXPORT_FORMATS)}")
     suffix, options = EXPORT_FORMATS[fmt]
     out_dir = Path(out_dir)
+    _refuse_replacing_the_database(Path(db_path), out_dir, suffix)
     created = not out_dir.exists()  # removed again when nothing is exported (a database refused)
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
@@ -59,7 +60,9 @@ def export(db_path: Path | str, fmt: str, out_dir: Path | str) -> list[Path]:
                 literal = str(target).replace("'", "''")
                 try:
                     columns = _csv_safe_columns(con, name) if fmt == "csv" else "*"
-                    con.execute(f"COPY (SELECT {columns} FROM {name} ORDER BY {order}) TO '{literal}' ({options})")
+                    con.execute(
+                        f"COPY (SELECT {columns} FROM {name} ORDER BY {order}) TO '{literal}' ({options})"
+                    )
                 except duckdb.Error as exc:
                     text = str(exc).strip()
                     raise UsageError(
@@ -78,6 +81,19 @@ def export(db_path: Path | str, fmt: str, out_dir: Path | str) -> list[Path]:
         shutil.rmtree(staging, ignore_errors=True)
         if created and not any(out_dir.iterdir()):
             out_dir.rmdir()
+
+
+def _refuse_replacing_the_database(db_path: Path, out_dir: Path, suffix: str) -> None:
+    """UsageError, before anything is written, when a file of the export (say runs.csv) is the database or
+    its write-ahead log, by name or through a link: moving the export into place would replace it."""
+    guarded = {os.path.realpath(db_path), os.path.realpath(f"{db_path}.wal")}
+    for name in EXPORTED:
+        target = out_dir / f"{name}.{suffix}"
+        if os.path.realpath(target) in guarded:
+            raise UsageError(
+                f"cannot export into {out_dir}: its {target.name} would replace the database {db_path}; "
+                "choose another folder"
+            )
 
 
 def _csv_safe_columns(con: duckdb.DuckDBPyConnection, name: str) -> str:
