@@ -25,6 +25,9 @@ FLOAT_MAX = 1e12  # beyond any machine or price: a typo, not a value
 DATE_RANGE = (date(1970, 1, 1), date(2262, 4, 11))  # what the dashboard (pandas) can represent
 POSITIVE = ("memory_gib", "network_gbps")
 PRICES = ("on_demand_usd_per_h", "spot_usd_per_h")
+# A name (instance, GPU, region) is shown in tables and stored: at most as long as spec_parse.MAX_NAME_CHARS
+# lets one be typed; a price's source names a file and a region, so it may be longer.
+MAX_NAME_CHARS, MAX_SOURCE_CHARS = 200, 1000
 
 
 def clean(fields: dict[str, Any], partial: bool) -> dict[str, Any]:
@@ -39,6 +42,9 @@ def clean(fields: dict[str, Any], partial: bool) -> dict[str, Any]:
     for key, value in fields.items():
         if key in TEXT:
             cleaned[key] = None if is_missing(value) else (str(value).strip() or None)
+            limit = MAX_SOURCE_CHARS if key == "source" else MAX_NAME_CHARS
+            if len(cleaned[key] or "") > limit:
+                raise UsageError(f"{key}: a text of {len(cleaned[key]):,} characters, at most {limit}")
             character = unsafe_character(cleaned[key] or "")
             if character:
                 raise UsageError(f"{key} holds the control character {character}")
@@ -62,8 +68,8 @@ def typed_row(row: dict[str, Any]) -> dict[str, Any]:
     as datetime.date."""
     out = plain_row(row)
     for key, value in out.items():
-        if key in INT_MIN and value is not None:
-            out[key] = int(value)
+        if key in INT_MIN and isinstance(value, int | float) and float(value).is_integer():
+            out[key] = int(value)  # 8.0 from an editor is 8; 1.5 stays, for clean() to refuse
         elif key == "price_date" and isinstance(value, pd.Timestamp):
             out[key] = value.date()
     return out

@@ -65,9 +65,12 @@ def simulate(
 def _uploaded_trace(files: list[tuple[str, bytes]], trace_format: str, folder: Path) -> tuple[Path, str]:
     """The uploaded files written to `folder`: the trace's main file (a PAI job table beside its task table)
     and the format it is read as."""
-    paths = []
-    for name, content in files:
-        path = folder / Path(name).name
+    paths: list[Path] = []
+    for position, (name, content) in enumerate(files, start=1):
+        base = Path(name).name
+        path = folder / (base if base not in ("", ".", "..") else f"upload-{position}")
+        if path in paths:
+            raise UsageError(f"two uploaded files are named {path.name}: upload each file once")
         path.write_bytes(content)
         paths.append(path)
     tables = [p for p in paths if "job_table" in p.name]
