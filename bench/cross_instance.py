@@ -1,15 +1,15 @@
 """Held-out error of Stash's predicted training step against published single-GPU figures.
 
-Over stash_core/decide/predict/published_throughputs.csv (every row with its source, revision and table)
-and the PyTorch rows of published_single_gpu_holdout.csv, pooled with them (published.load_pool; declared in
-docs/single-gpu-holdout.md): leave one source (software stack) out and leave one GPU die out for the step model alone ("roofline"); a
-figure scaled from another GPU's figure of the same work by the step model's ratio ("scaled", within one
-stack and across); and by the matrix peaks alone ("script"). Errors by source, GPU, model, precision and
-batch regime; the stated error of each path (80th percentile of its held-out errors) and how many held-out
-figures it covers (a die whose own held-out errors run wider states its own), and per source how often the
-error stated from every other source's held-out figures covers its own (a source never seen). With --write, the step model
-fitted on every figure and the stated errors are written to validation_summary.json, which predictions read
-(docs/validation.md's figures are this output).
+Over stash_core/decide/predict/published_throughputs.csv (every row with its source, revision and table) and
+the PyTorch rows of published_single_gpu_holdout.csv, pooled with them (published.load_pool; declared in
+docs/single-gpu-holdout.md): leave one source (software stack) out and leave one GPU die out for the step
+model alone ("roofline"); a figure scaled from another GPU's figure of the same work by the step model's ratio
+("scaled", within one stack and across); and by the matrix peaks alone ("script"). Errors by source, GPU,
+model, precision and batch regime; the stated error of each path (a percentile of its held-out errors,
+stated_error.py) and how many held-out figures it covers (a die whose own held-out errors run wider states its
+own), and per source how often the error stated from every other source's held-out figures covers its own (a
+source never seen). With --write, the step model fitted on every figure and the stated errors are written to
+validation_summary.json, which predictions read (docs/validation.md's figures are this output).
 With --timing, only the time to predict every catalog instance for one job (the step counted once, then
 each instance): PYTHONPATH=. .venv/bin/python bench/cross_instance.py --timing
 Then the step model on the four later single-GPU sources, each held out (bench/single_gpu_holdout.py), the
@@ -159,8 +159,8 @@ def main() -> None:
         never_seen = by_source[by_source["regime"] == "all"]
         covered = (never_seen["covered"] * never_seen["figures"]).sum() / never_seen["figures"].sum()
         print(
-            f"\nroofline's {shown:.0%} percentile on a source never seen (each source's held-out figures against "
-            f"the error stated from the other sources' alone): covers {covered:.1%} of "
+            f"\nroofline's {shown:.0%} percentile on a source never seen (each source's held-out figures "
+            f"against the error stated from the other sources' alone): covers {covered:.1%} of "
             f"{never_seen['figures'].sum()} figures, {never_seen['covered'].mean():.1%} averaged over the "
             f"{len(never_seen)} sources"
         )
@@ -216,15 +216,18 @@ def _measured_steps_check() -> None:
             shape = tuple(int(size) for size in row["input"].split("x")) if row["input"] != "default" else ()
             layout = "" if row["layout"] == "-" else row["layout"]
             batch, accelerator = int(row["batch"]), "NVIDIA H100 SXM 80 GB"
-            point = Point(row["model"], batch, accelerator, row["precision"], 1.0, "device", input_shape=shape,
-                          memory_format=layout)  # fmt: skip
+            point = Point(
+                row["model"], batch, accelerator, row["precision"], 1.0, "device", input_shape=shape,
+                memory_format=layout,
+            )  # fmt: skip
             error = float(row["measured_step_s"]) / predicted_s(point, params) - 1.0
             stated = stated_error("roofline", batch, accelerator).error
             errors.append(abs(error))
             covered += stated is not None and abs(error) <= stated
     print(
-        f"\nStash's {len(errors)} steps timed on an H100 SXM ({H100_STEPS.name}; in no fit), predicted again: "
-        f"mean absolute error {sum(errors) / len(errors):.1%}, {covered} of {len(errors)} within the stated error"
+        f"\nStash's {len(errors)} steps timed on an H100 SXM ({H100_STEPS.name}; in no fit), predicted "
+        f"again: mean absolute error {sum(errors) / len(errors):.1%}, {covered} of {len(errors)} within the "
+        "stated error"
     )
 
 

@@ -109,7 +109,8 @@ def main() -> int:
 
 
 def report(print_rows: bool = False) -> None:
-    """Every held-out figure's error (with print_rows), then the summaries (bench/cross_instance.py runs it)."""
+    """Every held-out figure's error (with print_rows), then the summaries (bench/cross_instance.py runs
+    it)."""
     found = rows()
     if print_rows:
         for r in found:
@@ -123,8 +124,8 @@ def report(print_rows: bool = False) -> None:
         covered = sum(r["covered"] for r in members) / len(members)
         optimistic = sum(r["error"] > 0 for r in members) / len(members)
         print(
-            f"{label}: {len(members)} figures, mean absolute error {mae:.1%}, stated error covers {covered:.0%}, "
-            f"{optimistic:.0%} predicted faster than measured"
+            f"{label}: {len(members)} figures, mean absolute error {mae:.1%}, stated error covers "
+            f"{covered:.0%}, {optimistic:.0%} predicted faster than measured"
         )
     for key in ("framework", "source", "gpu", "regime", "layout"):
         table(pytorch if key != "framework" else found, key)
@@ -141,7 +142,7 @@ def layouts(found: list[dict]) -> None:
             key = (r["source"], r["model"], r["gpu"], r["precision"], r["revision"])
             pairs.setdefault(key, {})[r["layout"]] = r
     ratios: dict[tuple, list[tuple[float, float, float]]] = {}
-    for (source, model, gpu, precision, _), both in pairs.items():
+    for (source, model, _, precision, _), both in pairs.items():
         if len(both) < 2:
             continue
         nchw, nhwc = both["nchw"], both["nhwc"]
@@ -149,11 +150,12 @@ def layouts(found: list[dict]) -> None:
         measured = nchw["measured_s"] / nhwc["measured_s"] * per_sample
         predicted = nchw["predicted_s"] / nhwc["predicted_s"] * per_sample
         unconverted = nchw["unconverted_s"] / nhwc["predicted_s"] * per_sample
-        ratios.setdefault((source, model, gpu, precision), []).append((measured, predicted, unconverted))
+        ratios.setdefault((source, model, precision), []).append((measured, predicted, unconverted))
     if not ratios:
         return
-    print(f"\n{'NCHW over channels last, time a sample':<56} {'measured':>9} {'predicted':>9} {'no conv.':>9}")
-    for (source, model, gpu, precision), values in sorted(ratios.items()):
+    heading = f"{'NCHW over channels last, time a sample':<56} {'measured':>9} {'predicted':>9}"
+    print(f"\n{heading} {'no conv.':>9}")
+    for (source, model, precision), values in sorted(ratios.items()):
         mean = [sum(v[i] for v in values) / len(values) for i in range(3)]
         label = f"{source} {model} {precision} ({len(values)})"
         print(f"{label:<56} {mean[0]:9.2f} {mean[1]:9.2f} {mean[2]:9.2f}")

@@ -2,14 +2,14 @@
 
 A point is one measured step: a model at a batch size (and input shape, e.g. BERT's sequence length) on an
 accelerator in a precision, and its seconds, with the source it comes from. The fit is least squares on the
-log ratio of predicted to measured step time, Huber-weighted beyond 20% so that a figure no model explains
-pulls less (Levenberg-Marquardt, numeric Jacobian), plus a weak prior that
-pulls each parameter towards roofline.PRIOR so that a parameter the training points say nothing about (TF32
-when no TF32 figure is left, the host dispatch cost when every step is large) stays sensible; the GPU's
-kernel launch cost, a hardware constant, and the normalisation kernels' measured share of the bandwidth are
-held near their priors (PRIOR_WEIGHTS). Efficiencies
-are fitted as logits (kept in (0, 1)), times as logarithms. Every point's operators are merged per identical
-row (features.py), so a fit over a few hundred figures takes a second or two.
+log ratio of predicted to measured step time, every source weighing alike (source_weights), Huber-weighted
+beyond 20% so that a figure no model explains pulls less (Levenberg-Marquardt, numeric Jacobian), plus a weak
+prior that pulls each parameter towards roofline.PRIOR so that a parameter the training points say nothing
+about (TF32 when no TF32 figure is left, the host dispatch cost when every step is large) stays sensible; the
+GPU's kernel launch cost, a hardware constant, and the normalisation kernels' measured share of the bandwidth
+are held near their priors (PRIOR_WEIGHTS). Efficiencies are fitted as logits (kept in (0, 1)), times as
+logarithms. Every point's operators are merged per identical row (features.py), so a fit over a few hundred
+figures takes a second or two.
 
 A fit for ratios (`ratios=True`, what the scaled path uses: a profile on one GPU times the ratio of two
 predicted steps) also fits the log ratio between every two figures of the same work timed by one software
@@ -21,6 +21,7 @@ of figures over pairs), so that neither what a step takes nor how it moves betwe
 from __future__ import annotations
 
 import functools
+from collections import Counter
 from dataclasses import dataclass
 
 import numpy as np
@@ -152,6 +153,16 @@ def huber(log_ratio: np.ndarray) -> np.ndarray:
     return np.where(size <= HUBER_DELTA, log_ratio, np.sign(log_ratio) * outer)
 
 
+def source_weights(points: list[Point]) -> np.ndarray:
+    """Each figure's weight on its residual, so that every source's squared residuals weigh alike (sqrt(N / (S
+    n)) for a source of n of N figures from S sources): a stack that published many figures (Lambda's 138,
+    timm's 60 over three PyTorch versions) does not set the efficiencies every other stack shares, and a
+    prediction is for a stack the fit has not seen."""
+    sources = [point.source_id or point.source for point in points]
+    counts = Counter(sources)
+    return np.sqrt([len(points) / (len(counts) * counts[source]) for source in sources])
+
+
 def same_work_pairs(points: list[Point]) -> tuple[np.ndarray, np.ndarray]:
     """Index pairs (first < second) of figures of the same work by one source and revision on two GPUs."""
     groups: dict[tuple, list[int]] = {}
@@ -186,6 +197,7 @@ def fit_params(
         kernel_terms = elementwise_terms()
     stack = _Stack([arrays_for(point) for point in points])
     measured = np.log([point.step_s for point in points])
+    figure_weight = source_weights(points)
     first, second = same_work_pairs(points) if ratios else (np.zeros(0, int), np.zeros(0, int))
     measured_ratio = measured[first] - measured[second]
     pair_weight = np.sqrt(len(points) / len(first)) if len(first) else 0.0
@@ -195,9 +207,8 @@ def fit_params(
     def residual(vector: np.ndarray) -> np.ndarray:
         predicted = np.log(stack.step_s(StepParams({**_to_params(vector).values, **kernel_terms})))
         pair_ratio = predicted[first] - predicted[second] - measured_ratio
-        return np.concatenate(
-            [huber(predicted - measured), pair_weight * huber(pair_ratio), weight * (vector - start)]
-        )
+        figures = figure_weight * huber(predicted - measured)
+        return np.concatenate([figures, pair_weight * huber(pair_ratio), weight * (vector - start)])
 
     vector, damping = start.copy(), 1e-2
     current = residual(vector)

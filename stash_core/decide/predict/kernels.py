@@ -54,9 +54,6 @@ START = {
 FIT_ROWS_PER_GPU = 1500
 
 
-
-
-
 @dataclass(frozen=True)
 class KernelParams:
     """Fitted parameters per op class (GEMM_PARAMS or MEMORY_PARAMS), and what they were fitted on."""
@@ -266,8 +263,8 @@ def error_table(held: pd.DataFrame, by: tuple[str, ...] = ("op_class", "gpu")) -
 
 @functools.lru_cache(maxsize=16)
 def elementwise_terms(exclude: tuple[str, ...] = ()) -> dict[str, float]:
-    """The element-wise class's fitted bandwidth share and half-saturation bytes per SM (m_max, b_half), as the
-    step model takes them (roofline.KERNEL_TERMS): fitted on NeuSight's element-wise kernels of every GPU
+    """The element-wise class's fitted bandwidth share and half-saturation bytes per SM (m_max, b_half), as
+    the step model takes them (roofline.KERNEL_TERMS): fitted on NeuSight's element-wise kernels of every GPU
     but those named in `exclude` (accelerator names), so that a step held out by its GPU die is predicted
     without that die's kernels too."""
     frame = load_kernels()

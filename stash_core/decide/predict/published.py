@@ -15,8 +15,9 @@ from stash_core.decide.predict.calibration import Point, arrays_for
 from stash_core.decide.predict.features import STEP_EXTRAS
 
 PUBLISHED_CSV = Path(__file__).resolve().parent / "published_throughputs.csv"
-# Four sources collected after the model was fitted and evaluated once as shipped (docs/single-gpu-holdout.md);
-# their PyTorch rows have since been pooled with the published figures: fitted on, and each held out in turn.
+# Four sources collected after the model was fitted and evaluated once as shipped
+# (docs/single-gpu-holdout.md); their PyTorch rows have since been pooled with the published figures:
+# fitted on, and each held out in turn.
 HOLDOUT_CSV = Path(__file__).resolve().parent / "published_single_gpu_holdout.csv"
 # Batch regimes of the reported errors: small batches are launch- and dispatch-bound, large ones not.
 SMALL_BATCH_MAX, MEDIUM_BATCH_MAX = 16, 64

@@ -39,7 +39,7 @@ held out, and the scaled path's FP32 pairs between an L4 or an A100 PCIe and a V
 A desktop part (GeForce and RTX workstation cards, features.desktop_part) is not held to its base clock: its
 datasheet boost clock is a typical one, which GPU Boost passes with the power and cooling a desktop card has
 (a data-centre part's boost clock is its ceiling). Its compute runs at desktop_speed times the peak at its
-rated boost, fitted (prior 1: the rated boost): 1.44 on the published figures and the later sources' PyTorch
+rated boost, fitted (prior 1: the rated boost): 1.39 on the published figures and the later sources' PyTorch
 rows, more than a clock alone reaches (a 3090 would hold 2.4 GHz), so it also carries what else sets the
 GeForce and RTX figures apart from the data-centre ones (without it the RTX 3090, 4090 and A6000 were
 predicted 13-30% too slow with their source held out, docs/single-gpu-holdout.md).
@@ -61,9 +61,8 @@ PARAMETERS = (
     "launch_s", "dispatch_s", "wave_exponent", "amp_memory", "nchw_relayout", "normalisation", "sm_gbs",
     "boost_share", "wide_fp32", "desktop_speed",
 )  # fmt: skip
-FRACTIONS = frozenset(PARAMETERS) - {
-    "launch_s", "dispatch_s", "amp_memory", "nchw_relayout", "sm_gbs", "desktop_speed"
-}
+TIMES_AND_FACTORS = ("launch_s", "dispatch_s", "amp_memory", "nchw_relayout", "sm_gbs", "desktop_speed")
+FRACTIONS = frozenset(PARAMETERS) - set(TIMES_AND_FACTORS)
 # Where the fit starts and what it is pulled towards when the data say little (calibration.py's prior):
 # a large GEMM near 70% of peak, a kernel launch of a few microseconds, eager dispatch ~10 us per kernel; a
 # norm at a third of the bandwidth its bytes need (measured on an H200, forward and backward: batch norm
@@ -145,9 +144,9 @@ def op_seconds(feats: Features, params: StepParams) -> np.ndarray:
 
 
 def elementwise_share(feats: Features, params: StepParams) -> np.ndarray:
-    """Of the bandwidth, the share an element-wise kernel reaches, by its size (the kernel model's memory term,
-    kernels.py): m_max y / (1 + y), y its bytes per SM over b_half; per row of any class (op_seconds uses it
-    for the element-wise rows only)."""
+    """Of the bandwidth, the share an element-wise kernel reaches, by its size (the kernel model's memory
+    term, kernels.py): m_max y / (1 + y), y its bytes per SM over b_half; per row of any class (op_seconds
+    uses it for the element-wise rows only)."""
     kernels = np.maximum(np.asarray(feats.kernels, dtype=float), 1.0)
     per_sm_bytes = np.asarray(feats.memory_s) * np.asarray(feats.gbs_per_sm) * 1e9 / kernels
     y = per_sm_bytes / params["elementwise_b_half"]

@@ -191,8 +191,8 @@ def _row(point: Point, predicted_step_s: float, path: str, held_out: str, base: 
 
 
 def summary(frame: pd.DataFrame, by: tuple[str, ...] = ("model", "accelerator")) -> pd.DataFrame:
-    """Mean absolute error, its 80th percentile, the mean error (bias: above 0, predicted faster than measured)
-    and the count per group."""
+    """Mean absolute error, its 80th percentile, the mean error (bias: above 0, predicted faster than
+    measured) and the count per group."""
     if frame.empty:
         return frame
     grouped = frame.groupby(list(by), as_index=False)

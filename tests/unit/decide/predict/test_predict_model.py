@@ -432,7 +432,6 @@ def test_a_desktop_part_runs_at_desktop_speed_of_its_rated_boost_and_a_data_cent
         assert quicker == faster
 
 
-
 def test_element_wise_kernels_take_the_kernel_models_share_of_the_bandwidth_not_a_fitted_one():
     from stash_core.decide.predict.roofline import elementwise_share
 

@@ -14,8 +14,8 @@ from stash_core.decide.predict.stated_error import (
     coverage,
     coverage_by_source,
     die_table,
-    source_level,
     load_summary,
+    source_level,
     stated_error,
     stated_table,
 )
@@ -141,7 +141,9 @@ def test_the_stated_error_covers_most_held_out_figures_of_the_shipped_data():
         assert summary["stated_error"][path] == pytest.approx(expected)
         assert stated_table(frame, level) == pytest.approx(expected)
         dies = {
-            die: _percentile_80(errors, hundredths) for die, errors in by_die.items() if len(errors) >= MIN_FIGURES
+            die: _percentile_80(errors, hundredths)
+            for die, errors in by_die.items()
+            if len(errors) >= MIN_FIGURES
         }
         assert dies and summary["stated_error_by_gpu"][path] == pytest.approx(dies)
         assert die_table(frame, level) == pytest.approx(dies)

@@ -5,7 +5,13 @@ from __future__ import annotations
 
 import csv
 
-from stash_core.decide.predict.published import HOLDOUT_CSV, PUBLISHED_CSV, framework, load_pool, load_published
+from stash_core.decide.predict.published import (
+    HOLDOUT_CSV,
+    PUBLISHED_CSV,
+    framework,
+    load_pool,
+    load_published,
+)
 
 
 def test_every_held_out_row_is_a_usable_single_gpu_figure() -> None:
