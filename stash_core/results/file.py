@@ -18,6 +18,7 @@ from typing import Any
 
 from stash_core.errors import UsageError
 from stash_core.results.document import ResultDocument
+from stash_core.results.ranges import check_ranges
 from stash_core.terminal import unsafe_character
 from stash_core.units import STALLS, json_safe  # noqa: F401 - json_safe re-exported
 from stash_core.userfiles import read_user_bytes, write_json_atomic
@@ -35,8 +36,15 @@ PHASE_STATUSES = ("completed", "failed", "skipped", "interrupted")
 STALL_STATUSES = ("measured", "clamped_zero", "negative", "not_measured", "not_separable")
 STALL_NAMES = STALLS
 SAMPLE_KEYS = ("iteration_s", "data_s", "forward_s", "backward_s", "optimizer_s", "slowest_rank")
-LAUNCH_NUMBERS = ("mean_s", "ci95_s", "iterations", "warmup_iterations", "wall_s", "resident_fraction_start",
-                  "other_cores")
+LAUNCH_NUMBERS = (
+    "mean_s",
+    "ci95_s",
+    "iterations",
+    "warmup_iterations",
+    "wall_s",
+    "resident_fraction_start",
+    "other_cores",
+)
 
 REQUIRED_KEYS = ("schema_version", "kind", "run_id", "status", "started_at", "spec", "phases")
 MAX_DEPTH = 32  # objects and lists within each other; a result nests about 7 deep
@@ -188,6 +196,7 @@ def _validate_body(doc: dict) -> None:
     breakdown = doc.get("breakdown")
     if breakdown is not None:
         _validate_breakdown(breakdown)
+    check_ranges(doc)
 
 
 def _validate_phase(index: int, phase: Any, seen: set[str]) -> None:
@@ -277,7 +286,9 @@ def _check_spec_counts(spec: dict) -> None:
         if value is None:
             continue
         if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= most:
-            raise UsageError(f"result file: spec.{key} is {value!r:.40}; expected a whole number from 1 to {most}")
+            raise UsageError(
+                f"result file: spec.{key} is {value!r:.40}; expected a whole number from 1 to {most}"
+            )
 
 
 def _check_timestamp(key: str, value: Any, required: bool) -> None:

@@ -1,0 +1,150 @@
+"""A hostile or broken result file given to `stash ingest`: fields out of range, of the wrong type, paths as
+run ids, escape sequences in free text. A figure no run can have is refused in one line (exit 2) naming the
+field, and the database is as it was; free text that is merely odd is stored and shown escaped, never raw.
+Cases beyond tests/unit/results/test_result_file.py and tests/unit/cli/test_bad_inputs.py."""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+from support import REPO, stash_main
+
+EXAMPLE = json.loads((REPO / "examples" / "results" / "resnet10-b8-2workers-vm-2vcpu.json").read_text())
+
+
+def _set(path: str, value):
+    def change(doc: dict) -> None:
+        *parents, last = path.split(".")
+        place = doc
+        for key in parents:
+            place = place[int(key)] if isinstance(place, list) else place[key]
+        place[int(last) if isinstance(place, list) else last] = value
+
+    return change
+
+
+def _drop(key: str):
+    return lambda doc: doc.pop(key)
+
+
+# (id, change of the example, what the one line says)
+REFUSED = [
+    ("phase-wall-negative", _set("phases.0.wall_s", -5.0), "wall_s"),
+    ("phase-workers-zero", _set("phases.0.workers", 0), "workers"),
+    ("phase-workers-per-node-zero", _set("phases.0.workers_per_node", 0), "workers_per_node"),
+    ("phase-resident-fraction-five", _set("phases.0.resident_fraction_start", 5.0), "resident_fraction"),
+    ("phase-iteration-not-object", _set("phases.0.iteration_s", -0.5), "iteration_s"),
+    ("phase-iterations-negative", _set("phases.0.iterations", -3), "iterations"),
+    ("phase-warmup-negative", _set("phases.0.warmup_iterations", -1), "warmup_iterations"),
+    ("phase-name-empty", _set("phases.0.name", ""), "no name"),
+    ("phase-name-5000", _set("phases.0.name", "R" * 5000), "phase"),
+    ("breakdown-iteration-negative", _set("breakdown.iteration_s", -1.0), "breakdown.iteration_s"),
+    ("breakdown-epoch-negative", _set("breakdown.epoch_s", -100.0), "breakdown.epoch_s"),
+    ("breakdown-ci-negative", _set("breakdown.iteration_ci95_s", -0.1), "iteration_ci95_s"),
+    ("breakdown-epoch-text-inf", _set("breakdown.epoch_s", "inf"), "epoch_s"),
+    ("breakdown-per-epoch-negative", _set("breakdown.iterations_per_epoch", -2), "iterations_per_epoch"),
+    ("breakdown-warnings-text", _set("breakdown.warnings", "one warning"), "warnings"),
+    ("spec-batch-true", _set("spec.batch_size", True), "spec.batch_size"),
+    ("spec-workers-zero", _set("spec.workers_per_node", 0), "spec.workers_per_node"),
+    ("spec-shape-negative", _set("spec.input_shape", [-3, 32, 32]), "spec.input_shape"),
+    ("spec-image-px-zero", _set("spec.image_px", 0), "spec.image_px"),
+    ("spec-threads-negative", _set("spec.threads_per_worker", -1), "spec.threads_per_worker"),
+    ("spec-max-phase-negative", _set("spec.max_phase_s", -4), "spec.max_phase_s"),
+    ("spec-seed-beyond-64-bits", _set("spec.seed", 2**70), "spec.seed"),
+    ("spec-instance-5000", _set("spec.instance", "i" * 5000), "spec.instance"),
+    ("spec-loader-negative", _set("spec.loader_workers", -1), "spec.loader_workers"),
+    ("model-params-fraction", _set("model.param_count", 1.5), "model.param_count"),
+    ("model-layers-text", _set("model.layer_count", "many"), "model.layer_count"),
+    ("model-grad-bytes-negative", _set("model.grad_bytes", -1), "model.grad_bytes"),
+    ("run-id-path-up", _set("run_id", "../../etc/passwd"), "run_id"),
+    ("run-id-dotdot", _set("run_id", ".."), "run_id"),
+    ("run-id-backslash", _set("run_id", "a\\b"), "run_id"),
+    ("run-id-number", _set("run_id", 12345), "run_id"),
+    ("fingerprint-list", _set("fingerprint", [1, 2]), "fingerprint"),
+    ("schema-version-true", _set("schema_version", True), "schema_version"),
+    ("schema-version-float", _set("schema_version", 1.0), "schema_version"),
+    ("kind-probe-with-run-fields", _set("kind", "stash-probe"), "probe_id"),
+    ("started-february-30", _set("started_at", "2026-02-30T10:00:00+00:00"), "started_at"),
+    ("started-epoch-number", _set("started_at", 1764400000), "started_at"),
+    ("telemetry-times-dropped", _set("phases.0.telemetry.t_s", None), "telemetry"),
+]  # fmt: skip
+
+# (id, change): odd but possible, stored, and `stash show` prints it without an escape sequence.
+STORED = [
+    ("phase-sample-1e308", _set("phases.0.samples.iteration_s.0", 1e308)),
+    ("phase-stop-reason-escape", _set("phases.0.stop_reason", "done\x1b[2J")),
+    ("phase-description-osc", _set("phases.0.description", "x\x1b]0;title\x07")),
+    ("phase-error-escape", _set("phases.0.error", "boom\x1b[31m")),
+    ("breakdown-warning-escape", _set("breakdown.warnings", ["a\x1b[2Jb"])),
+    ("breakdown-unattributed-1e300", _set("breakdown.unattributed_s", 1e300)),
+    ("breakdown-reference-unknown", _set("breakdown.reference_phase", "R99")),
+    ("spec-device-unknown", _set("spec.device", "quantum")),
+    ("spec-hosts-shell", _set("spec.hosts", ["a;rm -rf /"])),
+    ("spec-dataset-escape", _set("spec.dataset", "/data/\x1b[2J")),
+    ("spec-instance-formula", _set("spec.instance", "=cmd|'/C calc'!A0")),
+    ("run-id-spaces", _set("run_id", "a b c")),
+    ("run-id-formula", _set("run_id", "=1+1")),
+    ("run-id-sql", _set("run_id", "x'; DROP TABLE runs; --")),
+    ("fingerprint-missing", _drop("fingerprint")),
+    ("error-escape-on-completed", _set("error", "x\x1b[2J")),
+    ("started-offset-plus-14", _set("started_at", "2026-11-22T11:06:00+14:00")),
+    ("stash-version-escape", _set("stash_version", "0.1\x1b[2J")),
+]  # fmt: skip
+
+
+def test_the_cases_are_named_once():
+    ids = [case[0] for case in REFUSED + STORED]
+    assert len(ids) == len(set(ids)) >= 50
+
+
+@pytest.fixture(scope="module")
+def seeded(tmp_path_factory) -> Path:
+    db = tmp_path_factory.mktemp("hostile-results") / "seeded.duckdb"
+    path = db.with_name("example.json")
+    path.write_text(json.dumps(EXAMPLE))
+    assert stash_main("ingest", str(path), "--db", str(db)).returncode == 0
+    return db
+
+
+def _file(tmp_path: Path, case_id: str, change) -> tuple[Path, dict]:
+    doc = copy.deepcopy(EXAMPLE)
+    doc["run_id"] = f"20261122T110600Z-{hashlib.sha256(case_id.encode()).hexdigest()[:8]}"
+    change(doc)
+    path = tmp_path / f"{case_id}.json"
+    path.write_text(json.dumps(doc))
+    return path, doc
+
+
+@pytest.mark.parametrize(("case_id", "change", "says"), REFUSED, ids=[case[0] for case in REFUSED])
+def test_a_figure_no_run_can_have_is_refused(case_id, change, says, seeded, tmp_path, capsys):
+    from stash_core.cli.main import main
+
+    path, _ = _file(tmp_path, case_id, change)
+    before = hashlib.sha256(seeded.read_bytes()).hexdigest()
+    capsys.readouterr()
+    status = main(["ingest", str(path), "--db", str(seeded)])
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert status == 2 and len(lines) == 1 and "Traceback" not in err, err
+    assert says in lines[0]
+    assert hashlib.sha256(seeded.read_bytes()).hexdigest() == before
+
+
+@pytest.mark.parametrize(("case_id", "change"), STORED, ids=[case[0] for case in STORED])
+def test_odd_text_is_stored_and_shown_escaped(case_id, change, seeded, tmp_path, capsys):
+    from stash_core.cli.main import main
+
+    db = tmp_path / "own.duckdb"
+    db.write_bytes(seeded.read_bytes())
+    path, doc = _file(tmp_path, case_id, change)
+    assert main(["ingest", str(path), "--db", str(db)]) == 0, capsys.readouterr().err
+    capsys.readouterr()
+    assert main(["show", doc["run_id"], "--db", str(db)]) == 0
+    captured = capsys.readouterr()
+    assert "\x1b" not in captured.out + captured.err and "\x07" not in captured.out
+    assert main(["runs", "--db", str(db)]) == 0
+    assert "\x1b" not in capsys.readouterr().out
