@@ -69,18 +69,38 @@ def export(db_path: Path | str, fmt: str, out_dir: Path | str) -> list[Path]:
                         f"cannot export {name}: {text.splitlines()[0] if text else type(exc).__name__}"
                     ) from None
                 staged.append(target)
-        written = []
-        for path in staged:
-            final = out_dir / path.name
-            os.replace(path, final)
-            written.append(final)
-        return written
+        return _move_into_place(staged, out_dir, staging)
     except OSError as exc:
         raise UsageError(f"cannot write export to {out_dir}: {exc.strerror or exc}") from None
     finally:
         shutil.rmtree(staging, ignore_errors=True)
         if created and not any(out_dir.iterdir()):
             out_dir.rmdir()
+
+
+def _move_into_place(staged: list[Path], out_dir: Path, staging: Path) -> list[Path]:
+    """Move the staged files over those of `out_dir`, all or none: a failure or an interrupt part of the way
+    puts back the files they replaced (kept aside in `staging` meanwhile) and removes the new ones."""
+    for path in staged:
+        if (out_dir / path.name).is_dir() and not (out_dir / path.name).is_symlink():
+            raise UsageError(f"cannot write export to {out_dir}: {path.name} there is a folder")
+    previous = staging / ".previous"
+    previous.mkdir()
+    written: list[Path] = []
+    try:
+        for path in staged:
+            final = out_dir / path.name
+            if final.is_symlink() or final.exists():
+                os.replace(final, previous / path.name)
+            os.replace(path, final)
+            written.append(final)
+    except BaseException:
+        for final in written:
+            final.unlink(missing_ok=True)
+        for old in previous.iterdir():
+            os.replace(old, out_dir / old.name)
+        raise
+    return written
 
 
 def _refuse_replacing_the_database(db_path: Path, out_dir: Path, suffix: str) -> None:
