@@ -106,6 +106,17 @@ def read_user_json(path: Path | str, what: str = "file", max_bytes: int = DEFAUL
     return parse_json(text, f"{path}: {what}", max_depth)
 
 
+def refuse_repeated_columns(names: list[str] | None, where: str, fold_case: bool = False) -> None:
+    """A CSV header that names a column twice is refused: csv.DictReader would keep the last of them and
+    drop the other without a word."""
+    seen: set[str] = set()
+    for name in names or []:
+        key = name.strip().lower() if fold_case else name.strip()
+        if key and key in seen:
+            raise UsageError(f"{where}: the header names the column {name.strip()!r} twice; keep one")
+        seen.add(key)
+
+
 def parse_json(text: str, where: str, max_depth: int = DEFAULT_MAX_DEPTH) -> Any:
     """JSON text parsed with the checks of read_user_json; `where` begins each message."""
     if not text.strip():

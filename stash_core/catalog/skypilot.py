@@ -34,7 +34,7 @@ from stash_core.catalog.families import variant_for
 from stash_core.catalog.fields import clean
 from stash_core.errors import UsageError
 from stash_core.store.catalog_import import ImportOutcome, write_imported_rows
-from stash_core.userfiles import file_kind, read_user_text
+from stash_core.userfiles import file_kind, read_user_text, refuse_repeated_columns
 
 MAX_CATALOG_BYTES = 1024 * 1024 * 1024  # all clouds' vms.csv together are tens of MB
 MAX_GPU_MEMORY_MIB = 16 * 2**20  # 16 TiB: far above any GPU, below what breaks arithmetic
@@ -116,6 +116,7 @@ def _read_file(
             raise UsageError(
                 f"{file}: no column {', '.join(missing)}; a SkyPilot vms.csv has {', '.join(REQUIRED)}"
             )
+        refuse_repeated_columns(reader.fieldnames, str(file))
         records = [(reader.line_num, record) for record in reader]
         day = price_date or datetime.fromtimestamp(file.stat().st_mtime, UTC).date()
     except (OSError, UnicodeDecodeError, csv.Error, OverflowError, ValueError) as exc:

@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from stash_core.errors import UsageError
-from stash_core.userfiles import read_user_text
+from stash_core.userfiles import read_user_text, refuse_repeated_columns
 
 MAX_LOSS_CSV_BYTES = 256 * 1024 * 1024  # loss curves are thousands of rows, not millions
 MAX_FIT_ERROR = 0.12  # mean relative error: the paper's worst loss prediction error is 11.7%
@@ -117,15 +117,20 @@ def read_loss_csv(path: Path) -> LossCurves:
     """Loss curves from a CSV with a header: iteration, loss, batch_size, workers (and optionally R)."""
     text = read_user_text(path, "loss curves", MAX_LOSS_CSV_BYTES)
     try:
-        rows = list(csv.DictReader(io.StringIO(text, newline="")))
+        reader = csv.DictReader(io.StringIO(text, newline=""))
+        rows = list(reader)
     except csv.Error as exc:
         raise UsageError(f"loss curves {path} is not a readable CSV: {exc}") from None
+    refuse_repeated_columns(reader.fieldnames, f"loss curves {path}", fold_case=True)
     if not rows:
         raise UsageError(f"loss curves {path}: no rows (a header with iteration, loss, batch_size, workers)")
     header = {name.strip().lower(): name for name in rows[0] if name is not None}
     found = {}
     for key, names in _COLUMNS.items():
-        match = next((header[name] for name in names if name in header), None)
+        matches = [header[name] for name in names if name in header]
+        if len(matches) > 1:
+            raise UsageError(f"loss curves {path}: columns {', '.join(matches)} all name the {key}; keep one")
+        match = matches[0] if matches else None
         if match is None and key != "R":
             raise UsageError(f"loss curves {path}: no {key} column (one of: {', '.join(names)})")
         found[key] = match

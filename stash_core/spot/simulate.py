@@ -27,7 +27,7 @@ from stash_core.errors import UsageError
 from stash_core.spot.model import Worker, Workload
 from stash_core.spot.planner import InstanceOffer, PlanResult, plan_spot_cluster
 from stash_core.spot.replan import loss_after, remaining_plan, replan, workers_of
-from stash_core.userfiles import read_user_text
+from stash_core.userfiles import read_user_text, refuse_repeated_columns
 
 MAX_TRACE_BYTES = 256 * 1024 * 1024  # a revocation trace is a few lines per instance and hour
 MAX_SIMULATED_REVOCATIONS = 5_000  # per strategy, over all its runs: seconds (a replan takes milliseconds)
@@ -52,6 +52,7 @@ def read_trace(path: Path) -> list[tuple[float, str]]:
         raise UsageError(f"cannot read revocation trace {path}: {exc}") from None
     if "time_s" not in header or "instance" not in header:
         raise UsageError(f"revocation trace {path}: needs a header line time_s,instance")
+    refuse_repeated_columns(header, f"revocation trace {path}")
     events = []
     for line, row in enumerate(rows, start=2):
         row = {str(key).strip(): value for key, value in row.items()}
