@@ -24,6 +24,7 @@ from stash_core.spec_parse import (
     DAY_S,
     LOADER_WORKERS,
     MAX_ITERATIONS,
+    MAX_NAME_CHARS,
     PORT,
     SEED,
     TARGET_CI,
@@ -409,6 +410,12 @@ def _check_text_fields(spec: ProfileSpec) -> None:
         character = unsafe_character(value) if isinstance(value, str) else None
         if character:
             raise FieldError(f"{flag} {value!r} holds the control character {character}", attr, value)
+    label = spec.instance  # stored and shown as the run's machine: a name, as result files hold it
+    if isinstance(label, str) and not 1 <= len(label.strip()) <= len(label) <= MAX_NAME_CHARS:
+        what = "an empty label" if not label.strip() else f"a label of {len(label):,} characters"
+        raise FieldError(
+            f"--instance: {what}; give a name of 1 to {MAX_NAME_CHARS} characters", "instance", label
+        )
 
 
 def _check_script(spec: ProfileSpec) -> None:
@@ -461,6 +468,9 @@ def validate_machines(spec: ProfileSpec) -> None:
             raise FieldError(
                 f"--hosts: invalid host name {host!r}: expected [user@]host[:port]", "hosts", host
             )
+    twice = next((host for index, host in enumerate(spec.hosts) if host in spec.hosts[:index]), None)
+    if twice is not None:
+        raise FieldError(f"--hosts names {twice} twice: give each node its own machine", "hosts", twice)
     if spec.hosts and len(spec.hosts) != spec.nodes:
         message = f"--hosts names {len(spec.hosts)} host(s) for --nodes {spec.nodes}; give one per node"
         raise FieldError(message, "hosts", len(spec.hosts), "count")

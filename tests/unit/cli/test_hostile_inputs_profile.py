@@ -1,0 +1,115 @@
+"""A hostile user's `stash profile`: labels the store would refuse after the run, a host named twice, files
+where folders belong, the database or a FIFO as the script or model. Each is refused in one line before any
+worker starts; what is odd but usable starts the profile (the launch is replaced by a stand-in here, so no
+case measures anything). Cases beyond tests/unit/cli/test_bad_inputs.py."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+PROFILE = ["profile", "--model", "resnet10", "--batch-size", "4", "--db", "{tmp}/p.duckdb"]
+SCRIPT = ["profile", "--script", "{tmp}/train.py", "--db", "{tmp}/p.duckdb"]
+MODEL = ["profile", "--model"]
+LEAVES_A_JOB_FOLDER = pytest.mark.xfail(
+    strict=True,
+    reason="api/profile_flow.py registers the profile (engine/jobs.register_profile makes .stash-jobs/<id>/ "
+    "beside the database) before the model file is checked: a refused profile leaves that folder behind",
+)
+
+
+class Started(Exception):
+    """The profile got as far as launching its first run."""
+
+
+@pytest.fixture()
+def world(tmp_path, monkeypatch) -> dict[str, str]:
+    from stash_core.engine import profiler
+
+    def launch(*_, **__):
+        raise Started
+
+    monkeypatch.setattr(profiler, "run_phase", launch)
+    root = tmp_path / "w"
+    root.mkdir()
+    os.mkfifo(root / "fifo")
+    (root / "train.py").write_text("print(1)\n")
+    (root / "t.csv").write_text("a,b\n1,2\n")
+    (root / "db.duckdb").write_bytes(b"\x00" * 16 + b"DUCK")
+    (root / "dsdir").mkdir()
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    monkeypatch.chdir(cwd)
+    return {"tmp": str(root)}
+
+
+REFUSED = [
+    ("instance-300-characters", [*PROFILE, "--instance", "i" * 300], "--instance"),
+    ("instance-empty-for-a-script", [*SCRIPT, "--instance", ""], "--instance"),
+    ("instance-blank", [*PROFILE, "--instance", "   "], "--instance"),
+    ("hosts-one-machine-twice", [*PROFILE, "--nodes", "2", "--hosts", "a,a"], "twice"),
+    ("hosts-a-thousand", [*PROFILE, "--nodes", "2", "--hosts", ",".join(f"h{i}" for i in range(999))], "999"),
+    ("dataset-fifo", [*PROFILE, "--dataset", "{tmp}/fifo"], "--dataset"),
+    ("dataset-a-file", [*PROFILE, "--dataset", "{tmp}/t.csv"], "--dataset"),
+    ("dataset-without-classes", [*PROFILE, "--dataset", "{tmp}/dsdir"], "class"),
+    ("out-a-folder", [*PROFILE, "--out", "{tmp}/dsdir"], "directory"),
+    pytest.param("model-the-database", [*MODEL, "{tmp}/db.duckdb:make", "--batch-size", "4"], ".py",
+                 marks=LEAVES_A_JOB_FOLDER),
+    pytest.param("model-missing-py", [*MODEL, "{tmp}/fifo.py:make", "--batch-size", "4"], "not found",
+                 marks=LEAVES_A_JOB_FOLDER),
+    ("script-the-database", ["profile", "--script", "{tmp}/db.duckdb", "--db", "{tmp}/p.duckdb"], "--script"),
+    ("script-fifo", ["profile", "--script", "{tmp}/fifo", "--db", "{tmp}/p.duckdb"], "FIFO"),
+    ("script-is-out", [*SCRIPT, "--out", "{tmp}/train.py"], "would replace"),
+    ("script-is-db", ["profile", "--script", "{tmp}/train.py", "--db", "{tmp}/train.py"], "DuckDB"),
+    ("data-dir-a-file", [*SCRIPT, "--data-dir", "{tmp}/t.csv"], "--data-dir"),
+    ("launches-zero", [*PROFILE, "--launches", "0"], "--launches"),
+    ("launches-huge", [*PROFILE, "--launches", "100000"], "--launches"),
+    ("iterations-negative", [*PROFILE, "--iterations", "-5"], "--iterations"),
+    ("ssh-key-fifo", [*PROFILE, "--ssh-key", "{tmp}/fifo", "--nodes", "2", "--hosts", "a,b"], "--ssh-key"),
+    ("image-px-nan", [*PROFILE, "--image-px", "nan"], "--image-px"),
+    ("disk-read-1e308", [*PROFILE, "--disk-read-mbps", "1e308"], "--disk-read-mbps"),
+    ("out-is-db-by-another-name", ["profile", "--model", "resnet10", "--batch-size", "4", "--db",
+                                   "{tmp}/dsdir/../p.duckdb", "--out", "{tmp}/p.duckdb"], "is the database"),
+]  # fmt: skip
+
+STARTED = [
+    ("instance-formula", [*PROFILE, "--instance", "=cmd|'/C calc'!A0"]),
+    ("stalls-twice", [*PROFILE, "--stalls", "compute,compute"]),
+    ("stalls-upper-case", [*PROFILE, "--stalls", "COMPUTE"]),
+    ("iterations-auto", [*PROFILE, "--iterations", "auto"]),
+    ("one-class", [*PROFILE, "--input-shape", "3,32,32", "--num-classes", "1"]),
+    ("instance-of-200", [*PROFILE, "--instance", "i" * 200]),
+]
+
+
+def _id(case) -> str:
+    return case.values[0] if hasattr(case, "values") else case[0]
+
+
+def _run(argv, world, capsys):
+    from stash_core.cli.main import main
+
+    capsys.readouterr()
+    return main([arg.format(**world) for arg in argv])
+
+
+def test_the_cases_are_named_once():
+    ids = [_id(case) for case in REFUSED + STARTED]
+    assert len(ids) == len(set(ids)) >= 29
+
+
+@pytest.mark.parametrize(("case_id", "argv", "says"), REFUSED, ids=[_id(case) for case in REFUSED])
+def test_a_hostile_profile_is_refused_before_it_starts(case_id, argv, says, world, capsys, tmp_path):
+    status = _run(argv, world, capsys)
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert status == 2 and len(lines) == 1 and "Traceback" not in err, err
+    assert says in lines[0]
+    assert not (tmp_path / "w" / "p.duckdb").exists() and not list((tmp_path / "cwd").iterdir())
+
+
+@pytest.mark.parametrize(("case_id", "argv"), STARTED, ids=[case[0] for case in STARTED])
+def test_an_odd_but_usable_profile_starts(case_id, argv, world, capsys):
+    with pytest.raises(Started):
+        _run(argv, world, capsys)
