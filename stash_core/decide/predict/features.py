@@ -34,9 +34,10 @@ their own. `relayout_s` is that traffic (the convolution's bytes at the memory b
 NCHW; NHWC jobs, FP32 convolutions and 1x1 convolutions (which cuDNN runs on NCHW tensors as a matrix product:
 no conversion kernel in their time, docs/measurements/h200-convolutions.txt) have none. Measured on an H200
 (docs/measurements/h200-layouts.txt): NCHW over NHWC costs ResNet-50 at batch 128 20.5 ms a step in amp, 17.6
-ms in tf32 and nothing in fp32 (VGG-16 at 64: 9.4, 10.1 and none); tf32's conversion takes about the time of
-amp's although its tensors are twice the bytes, so it is counted at amp's bytes (half its own). A prediction
-for a user's job assumes NCHW, PyTorch's default.
+ms in tf32 and nothing in fp32 (VGG-16 at 64: 9.4, 10.1 and none). A tf32 conversion is counted at its own
+tensors' bytes, twice an amp one's: counted at amp's bytes, as the H200's VGG-16 suggests, the published TF32
+figures in NCHW came out too fast with their source held out, six sources of seven
+(docs/validation-history.md). A prediction for a user's job assumes NCHW, PyTorch's default.
 """
 
 from __future__ import annotations
@@ -210,7 +211,6 @@ def _features(
     byte_scale = 0.5 if amp else 1.0
     units = peak_kind(accelerator, precision)
     relayout = memory_format != "nhwc" and units in (FP16_UNITS, TF32_UNITS)
-    relayout_scale = 0.5 / byte_scale  # of the moved bytes: a tf32 conversion costs what an amp one does
     sms = sm_count(accelerator)
     merged: dict[tuple, int] = {}
     for op in cost.ops:
@@ -226,7 +226,7 @@ def _features(
             op.flops / op_peak / alignment_factor(op.alignment, op_units) if op.matrix else 0.0, moved_s,
             utilisation(op.tiles, sms) if op.matrix else 1.0, op.kernels,
             1.0 if op.phase == "forward" else 0.0,
-            moved_s * relayout_scale if relayout and "convolution" in op.name and not op.pointwise else 0.0,
+            moved_s if relayout and "convolution" in op.name and not op.pointwise else 0.0,
             op_units,
         )  # fmt: skip
         merged[key] = merged.get(key, 0) + 1
