@@ -19,7 +19,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import stash_core
@@ -29,6 +29,7 @@ from stash_core.campaign.plan import (
     check_model_names,
     completed_keys,
     plan_campaign,
+    plan_script_campaign,
     profile_spec,
     split_done,
 )
@@ -188,15 +189,19 @@ def plan_cloud(
     region: str | None = None,
     parallel: int = 1,
     predict: Predict | None = None,
+    script: str | None = None,
+    script_args: list[str] | None = None,
 ) -> CloudPlan:
     """Every instance type's offer, configurations (workers: the given counts, else all its GPUs) and the
-    predicted time of each profile not stored yet."""
+    predicted time of each profile not stored yet; with `script`, the user's training script (its
+    arguments `script_args`) instead of models, each profile counted at its time cap."""
     names = list(dict.fromkeys(name.strip() for name in instances if name.strip()))
     if not names:
         raise UsageError("--cloud needs --instances: a comma list of catalog instance types")
     if len(names) > MAX_INSTANCE_TYPES:
         raise UsageError(f"--instances: at most {MAX_INSTANCE_TYPES} instance types, got {len(names)}")
-    models = workdir_models(models)
+    models = workdir_models(models) if script is None else []
+    named_script = workdir_file(script, "--script") if script is not None else None
     offers = [offer_of(settings.db_path, name, spot, region) for name in names]
     done = completed_keys(settings.db_path)  # read once for every instance type
     sweeps = []
@@ -205,7 +210,11 @@ def plan_cloud(
         too_many = [count for count in counts if offer.gpus and count > offer.gpus]
         if too_many:
             raise UsageError(f"--workers {max(too_many)}: {offer.name} has {offer.gpus} GPU(s)")
-        sweep = plan_campaign(models, batch_sizes, counts, [1], instance=offer.name, check_models=False)
+        if script is not None:  # read here, named on the rented machine by its place in the workdir
+            read = plan_script_campaign(script, script_args or [], counts, [1], offer.name)
+            sweep = [replace(item, script=named_script) for item in read]
+        else:
+            sweep = plan_campaign(models, batch_sizes, counts, [1], instance=offer.name, check_models=False)
         sweeps.append((offer, *split_done(sweep, settings.db_path, done)))
     steps, notes = _predicted(sweeps, predict or predict_steps(settings))
     plans = []
@@ -218,6 +227,16 @@ def plan_cloud(
             estimates.append(ProfileEstimate(item, seconds, basis))
         plans.append(InstancePlan(offer, cluster_name(offer.name, settings.db_path), estimates, stored))
     return CloudPlan(plans, spot, parallel, notes)
+
+
+def workdir_file(path: str, flag: str) -> str:
+    """A file's path inside this checkout, which SkyPilot copies to each machine as the workdir."""
+    root = Path(stash_core.PACKAGE_PARENT).resolve()
+    resolved = Path(path).expanduser().resolve()
+    if not resolved.is_relative_to(root):
+        raise UsageError(f"{flag} {path}: with --cloud it must lie in {root} (copied to each machine as the "
+                         "workdir)")  # fmt: skip
+    return resolved.relative_to(root).as_posix()
 
 
 def workdir_models(models: list[str]) -> list[str]:
@@ -249,7 +268,8 @@ def _predicted(sweeps: list, predict: Predict) -> tuple[dict, list[str]]:
     wanted: dict[tuple[str, int, int], list[str]] = {}
     for offer, todo, _ in sweeps:
         for item in todo:
-            wanted.setdefault(_config(item), []).append(offer.name)
+            if item.script is None:  # a script's operators are its own: no step model
+                wanted.setdefault(_config(item), []).append(offer.name)
     steps, notes = {}, []
     for config, names in wanted.items():
         found, why = predict(*config, names)

@@ -2,9 +2,11 @@
 `stash profile` arguments of each (run here or over SSH by local.py, on rented machines by cloud.py).
 
 A campaign is the product models x batch sizes x workers per node x nodes (x link bandwidths, for multi-node
-configurations on the emulated cluster). Re-running the same campaign skips the configurations stored as
-completed (same model, batch size, workers per node, nodes and instance label), which makes a campaign
-resumable after Ctrl-C, a reboot or a failed profile.
+configurations on the emulated cluster), or a user's training script (with its arguments) x workers per node
+x nodes. Re-running the same campaign skips the configurations stored as completed (same model, batch size,
+workers per node, nodes and instance label; for a script the same contents and arguments instead of the
+batch, which the script chooses), which makes a campaign resumable after Ctrl-C, a reboot or a failed
+profile.
 
 Emulated bandwidths are recorded in the instance label ("<instance>@<bandwidth>", e.g. "local@1gbit"), which
 is how resume tells them apart and how the stall fits read the bandwidth back.
@@ -12,6 +14,7 @@ is how resume tells them apart and how the stall fits read the bandwidth back.
 
 from __future__ import annotations
 
+import json
 import re
 import socket
 import sys
@@ -22,32 +25,43 @@ from typing import Any
 
 from stash_core.campaign.zoo_names import ZOO_NAMES
 from stash_core.errors import UsageError
-from stash_core.spec import ProfileSpec
+from stash_core.spec import ProfileSpec, script_model_name, script_sha256
 from stash_core.spec_parse import parse_input_shape, parse_iterations, parse_stalls
 
 # The store (pandas, duckdb) and the profile child are imported where they are used: a plan and its check of
 # the model names need neither, nor torch (zoo_names.py).
 
 FAMILIES = {"resnet": "resnet{depth}", "vgg": "vgg{depth}"}
+SCRIPT_PREFIX = script_model_name("x")[: -len("x")]  # how a script's runs are named: "script:"
 DEFAULT_DEPTHS = {"resnet": (10, 12, 16, 18, 34, 50, 101, 152), "vgg": (11, 13, 16, 19)}
 
 
 @dataclass(frozen=True)
 class CampaignItem:
-    """One configuration of the sweep, i.e. one `stash profile` run."""
+    """One configuration of the sweep, i.e. one `stash profile` run: of a model at a batch size, or of a
+    training script (its path as the profile is given it; model is then its stored name, batch None)."""
 
     model: str
-    batch_size: int
+    batch_size: int | None
     workers_per_node: int
     nodes: int
     instance: str  # the label stored with the run; carries "@bandwidth" for emulated links
     bandwidth: str | None = None  # tc-style rate for the emulated cluster, e.g. "1gbit"
+    script: str | None = None
+    script_args: tuple[str, ...] = ()
+    script_sha256: str | None = None  # of its contents when planned: a changed script is a new configuration
 
     @property
-    def key(self) -> tuple[str, int, int, int, str]:
-        return (self.model, self.batch_size, self.workers_per_node, self.nodes, self.instance)
+    def key(self) -> tuple:
+        """What a stored run must match to count as this configuration."""
+        return (self.model, self.batch_size, self.workers_per_node, self.nodes, self.instance,
+                self.script_sha256, self.script_args)  # fmt: skip
 
     def describe(self) -> str:
+        if self.script is not None:
+            args = f" -- {' '.join(self.script_args)}" if self.script_args else ""
+            text = f"script {self.script}{args}, {self.workers_per_node} worker(s)"
+            return text + (f" x {self.nodes} nodes" if self.nodes > 1 else "")
         text = f"{self.model} batch {self.batch_size}, {self.workers_per_node} worker(s)"
         if self.nodes > 1:
             text += f" x {self.nodes} nodes"
@@ -149,18 +163,53 @@ def plan_campaign(
     return plan
 
 
-def completed_keys(db_path: Path | str) -> set[tuple[str, int, int, int, str]]:
-    """(model, batch_size, workers_per_node, nodes, instance) of every completed run in the database."""
+def completed_keys(db_path: Path | str) -> set[tuple]:
+    """CampaignItem.key of every completed run in the database: a script's with its contents' sha256 and its
+    arguments in place of the batch size it measured."""
     if not Path(db_path).exists():
         return set()  # no database yet: nothing stored (and no empty one made to say so)
+    from stash_core.cells import is_missing
     from stash_core.store.reads import completed_configurations
 
-    frame = completed_configurations(db_path)
-    return {
-        (str(row.model), int(row.batch_size), int(row.workers_per_node), int(row.nodes), str(row.instance))
-        for row in frame.itertuples(index=False)
-        if row.batch_size is not None and row.workers_per_node is not None and row.nodes is not None
-    }
+    keys = set()
+    for row in completed_configurations(db_path).itertuples(index=False):
+        if is_missing(row.workers_per_node) or is_missing(row.nodes):
+            continue
+        sizes = (int(row.workers_per_node), int(row.nodes), str(row.instance))
+        if str(row.model).startswith(SCRIPT_PREFIX):  # its batch is what it measured (or none): not the key
+            if not is_missing(row.script_sha256):
+                arguments = _script_args(row.script_args)
+                keys.add((str(row.model), None, *sizes, str(row.script_sha256), arguments))
+        elif not is_missing(row.batch_size):
+            keys.add((str(row.model), int(row.batch_size), *sizes, None, ()))
+    return keys
+
+
+def _script_args(text: object) -> tuple[str, ...]:
+    try:
+        value = json.loads(str(text)) if text is not None else []
+    except json.JSONDecodeError:
+        return ()
+    return tuple(str(arg) for arg in value) if isinstance(value, list) else ()
+
+
+def plan_script_campaign(
+    script: str, script_args: list[str], workers: list[int], nodes: list[int], instance: str | None = None
+) -> list[CampaignItem]:
+    """The configurations of a training script: workers per node x nodes (the script sets its own batch)."""
+    for values, what in ((workers, "workers"), (nodes, "nodes")):
+        if not values or any(isinstance(v, bool) or not isinstance(v, int) or v <= 0 for v in values):
+            raise UsageError(f"{what} must be a list of positive whole numbers, got {values!r}")
+    digest = script_sha256(script)
+    if digest is None:
+        raise UsageError(f"--script {script}: not a readable file")
+    label = instance_label(instance, None)
+    return [
+        CampaignItem(script_model_name(script), None, worker_count, node_count, label, script=script,
+                     script_args=tuple(script_args), script_sha256=digest)  # fmt: skip
+        for node_count in _unique(nodes)
+        for worker_count in _unique(workers)
+    ]
 
 
 def split_done(
@@ -176,6 +225,13 @@ def split_done(
 def profile_spec(item: CampaignItem, settings: CampaignSettings) -> ProfileSpec:
     """The profile of one configuration: the item's model and sizes with the campaign's shared settings."""
     names = [*(settings.stalls or ["compute", "interconnect"]), *(["network"] if item.nodes > 1 else [])]
+    if item.script is not None:
+        return ProfileSpec(
+            model=item.model, batch_size=None, workers_per_node=item.workers_per_node, nodes=item.nodes,
+            stalls=parse_stalls(",".join(names)), iterations=parse_iterations(str(settings.iterations)),
+            instance=item.instance, device=settings.device or "auto", script=item.script,
+            script_args=list(item.script_args), script_sha256=item.script_sha256,
+        )  # fmt: skip
     return ProfileSpec(
         model=item.model,
         batch_size=item.batch_size,
@@ -197,9 +253,18 @@ def profile_args(item: CampaignItem, settings: CampaignSettings) -> list[str]:
     engine/profile_child.py)."""
     args = profile_spec(item, settings).to_argv()
     if settings.results_dir is not None:
-        safe = "_".join(str(part) for part in item.key).replace("/", "-").replace("@", "_at_")
-        args += ["--out", str(Path(settings.results_dir) / f"{safe}-{int(time.time())}.json")]
-    return args + list(settings.extra_args)
+        parts = item.key[:5] if item.script is None else (*item.key[:5], f"s{str(item.script_sha256)[:12]}")
+        safe = "_".join(str(part) for part in parts).replace("/", "-").replace("@", "_at_").replace(":", "-")
+        args = with_options(args, "--out", str(Path(settings.results_dir) / f"{safe}-{int(time.time())}.json"))
+    return with_options(args, *settings.extra_args)
+
+
+def with_options(args: list[str], *options: str) -> list[str]:
+    """`stash profile` arguments with more options: before a script's own arguments (after `--`), if any."""
+    if "--" not in args:
+        return [*args, *options]
+    cut = args.index("--")
+    return [*args[:cut], *options, *args[cut:]]
 
 
 def profile_argv(item: CampaignItem, settings: CampaignSettings) -> list[str]:

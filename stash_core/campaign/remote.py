@@ -10,7 +10,7 @@ import re
 import shlex
 from dataclasses import dataclass, replace
 
-from stash_core.campaign.plan import CampaignItem, CampaignSettings, profile_args
+from stash_core.campaign.plan import CampaignItem, CampaignSettings, profile_args, with_options
 
 MARKER = "stash-campaign:"
 REMOTE_ROOT = "/tmp/stash-campaign"  # REMOTE_ROOT/<cluster>/runs/<file>.json on the rented machine
@@ -58,7 +58,8 @@ def results_dir(cluster: str) -> str:
 
 def result_file_name(item: CampaignItem) -> str:
     """A configuration's result file name (letters, digits, '.', '_' and '-' only)."""
-    key = f"{item.model}_b{item.batch_size}_w{item.workers_per_node}_n{item.nodes}"
+    what = f"b{item.batch_size}" if item.script is None else f"s{str(item.script_sha256)[:8]}"
+    key = f"{item.model}_{what}_w{item.workers_per_node}_n{item.nodes}"
     return re.sub(r"[^A-Za-z0-9._-]+", "-", key).strip("-") + ".json"
 
 
@@ -66,7 +67,7 @@ def remote_profile_args(item: CampaignItem, settings: CampaignSettings, cluster:
     """`stash profile`'s arguments for one configuration on the rented machine: the campaign's settings,
     the result file in the cluster's folder there."""
     args = profile_args(item, replace(settings, results_dir=None))
-    return [*args, "--out", f"{results_dir(cluster)}/{result_file_name(item)}"]
+    return with_options(args, "--out", f"{results_dir(cluster)}/{result_file_name(item)}")
 
 
 def run_script(items: list[CampaignItem], settings: CampaignSettings, cluster: str) -> str:
@@ -81,11 +82,13 @@ def run_script(items: list[CampaignItem], settings: CampaignSettings, cluster: s
     ]
     total = len(items)
     for index, item in enumerate(items, 1):
-        args = " ".join(shlex.quote(arg) for arg in remote_profile_args(item, settings, cluster))
-        database = shlex.quote(f"{REMOTE_ROOT}/{cluster}/profiles.duckdb")
+        database = f"{REMOTE_ROOT}/{cluster}/profiles.duckdb"
+        argv = remote_profile_args(item, settings, cluster)
+        argv = with_options(argv, "--db", database, "--progress", "none")
+        args = " ".join(shlex.quote(arg) for arg in argv)
         lines += [
             f'echo "{MARKER} profiling {index} of {total}"',
-            f'"$venv/bin/python" -m stash_core.api.child {args} --db {database} --progress none',
+            f'"$venv/bin/python" -m stash_core.api.child {args}',
             "status=$?",
             '[ "$status" = 0 ] || failed=$((failed + 1))',
             f'echo "{MARKER} profiled {index} of {total} exit $status {result_file_name(item)}"',

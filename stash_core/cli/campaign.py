@@ -9,7 +9,7 @@ from typing import Any
 from stash_core.cli.args import add_db_argument, comma_list, count, db_path, identifier
 from stash_core.cli.campaign_cloud import add_cloud_arguments, check_cloud_options, cmd_cloud
 from stash_core.errors import UsageError
-from stash_core.pathargs import output_path
+from stash_core.pathargs import input_path, output_path
 from stash_core.spec_parse import (
     BATCH_SIZE,
     WORKERS,
@@ -44,10 +44,16 @@ def add_commands(subparsers: Any, parser_class: type[argparse.ArgumentParser] | 
         "--models", type=comma_list(identifier), default=None,
         help="comma list of zoo names or FILE.py:FACTORY / package.module:FACTORY",
     )  # fmt: skip
+    models.add_argument(
+        "--script", type=input_path, default=None,
+        help="your own training script instead of models (its arguments after --); it sets its own batch",
+    )  # fmt: skip
     camp.add_argument(
         "--depths", type=comma_list(count(1000)), default=None, help="comma list, e.g. 10,18,50"
     )
-    camp.add_argument("--batch-sizes", type=comma_list(BATCH_SIZE), default="32", help="comma list")
+    camp.add_argument(
+        "--batch-sizes", type=comma_list(BATCH_SIZE), default=None, help="comma list (default 32)"
+    )
     camp.add_argument(
         "--workers", type=comma_list(WORKERS), default=None,
         help="comma list of workers per node (default 2; with --cloud, every GPU of the instance type)",
@@ -72,12 +78,15 @@ def add_commands(subparsers: Any, parser_class: type[argparse.ArgumentParser] | 
     camp.add_argument("--dry-run", action="store_true", help="print the plan and what is stored, run nothing")
     add_cloud_arguments(camp)
     add_db_argument(camp)
+    camp.add_argument("script_args", nargs="*", default=[], metavar="-- SCRIPT_ARGS",
+                      help="after --: your script's own arguments (with --script)")  # fmt: skip
 
 
 def cmd_campaign(args: argparse.Namespace) -> int:
-    from stash_core.campaign.plan import CampaignSettings, plan_campaign
+    from stash_core.campaign.plan import CampaignSettings, plan_campaign, plan_script_campaign
 
     models = _models(args)
+    check_script_options(args)
     check_cloud_options(args)
     if args.bandwidths and max(args.nodes) <= 1:
         raise UsageError("--bandwidths needs --nodes with at least one count above 1")
@@ -95,7 +104,13 @@ def cmd_campaign(args: argparse.Namespace) -> int:
     if args.cloud:
         return cmd_cloud(args, models, settings)
     workers = args.workers or [2]
-    plan = plan_campaign(models, args.batch_sizes, workers, args.nodes, args.bandwidths, args.instance)
+    if args.script is not None:
+        script = str(args.script)
+        plan = plan_script_campaign(script, args.script_args, workers, args.nodes, args.instance)
+        if args.bandwidths:
+            raise UsageError("--bandwidths goes with models: a script's campaign runs on this machine's links")
+    else:
+        plan = plan_campaign(models, args.batch_sizes, workers, args.nodes, args.bandwidths, args.instance)
     if args.dry_run:
         _print_plan(plan, settings)
         return 0
@@ -115,9 +130,26 @@ def cmd_campaign(args: argparse.Namespace) -> int:
     return 1 if outcome.failed else 0
 
 
+def check_script_options(args: argparse.Namespace) -> None:
+    """What goes with --script and what does not: a script chooses its own batch, input and classes."""
+    if args.script is None:
+        if args.script_args:
+            first = args.script_args[0]
+            raise UsageError(f"arguments after -- are the script's: they need --script (got {first!r})")
+        args.batch_sizes = args.batch_sizes or [32]
+        return
+    options = (("--batch-sizes", args.batch_sizes), ("--input-shape", args.input_shape),
+               ("--num-classes", args.num_classes), ("--depths", args.depths))  # fmt: skip
+    given = [flag for flag, value in options if value]
+    if given:
+        raise UsageError(f"{given[0]} does not go with --script: the script sets its own batch and data")
+
+
 def _models(args: argparse.Namespace) -> list[str]:
     from stash_core.campaign.plan import family_models
 
+    if args.script is not None:
+        return []
     if args.family:
         return family_models(args.family, args.depths)
     if args.depths:

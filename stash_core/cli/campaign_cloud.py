@@ -80,8 +80,10 @@ def _plan(args: argparse.Namespace, models: list[str], settings: Any) -> Any:
     """The plan, printed, and refused above --budget-usd."""
     from stash_core.campaign.cloud_plan import check_budget, plan_cloud
 
+    script = str(args.script) if args.script is not None else None
     plan = plan_cloud(args.instances, models, args.batch_sizes, args.workers, settings, spot=args.spot,
-                      region=args.region, parallel=args.parallel)  # fmt: skip
+                      region=args.region, parallel=args.parallel, script=script,
+                      script_args=args.script_args)  # fmt: skip
     print_plan(plan, args.budget_usd)
     check_budget(plan, args.budget_usd)
     return plan

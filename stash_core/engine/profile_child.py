@@ -32,14 +32,16 @@ _KEPT_OUTPUT_LINES = 30
 def profile_command(db_path: Path | str, profile_args: list[str], python: str | None = None) -> list[str]:
     """`python -m stash_core.api.child ARGS --db DB --progress json`: the command of every profile Stash
     starts as a child (ARGS are `stash profile`'s). UsageError when ARGS set --db or --progress themselves."""
-    for arg in profile_args:
+    cut = profile_args.index("--") if "--" in profile_args else len(profile_args)
+    options, script_args = profile_args[:cut], profile_args[cut:]  # a script's own arguments are its own
+    for arg in options:
         flag = arg.split("=", 1)[0]
         if flag in ("--db", "--progress"):
             raise UsageError(
                 f"{flag} is set by Stash for this profile; leave it out of the profile arguments"
             )
-    return [python or sys.executable, "-m", PROFILE_CHILD_MODULE, *profile_args,
-            "--db", str(Path(db_path).resolve()), "--progress", "json"]  # fmt: skip
+    return [python or sys.executable, "-m", PROFILE_CHILD_MODULE, *options,
+            "--db", str(Path(db_path).resolve()), "--progress", "json", *script_args]  # fmt: skip
 
 
 def run_profile_child(

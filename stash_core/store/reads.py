@@ -155,11 +155,13 @@ def profiled_iteration_s(db_path: Path | str) -> dict[str, float]:
 
 
 def completed_configurations(db_path: Path | str) -> pd.DataFrame:
-    """model, batch_size, workers_per_node, nodes, instance of every completed run (distinct)."""
+    """model, batch_size, workers_per_node, nodes, instance of every completed run (distinct); for a
+    script's run also the script's sha256 and its arguments (a JSON list), null otherwise."""
     return query_readonly(
         db_path,
-        "SELECT DISTINCT model, batch_size, workers_per_node, nodes, instance FROM runs "
-        "WHERE status = 'completed' AND model IS NOT NULL",
+        "SELECT DISTINCT model, batch_size, workers_per_node, nodes, instance, "
+        "spec->>'script_sha256' AS script_sha256, CAST(spec->'script_args' AS VARCHAR) AS script_args "
+        "FROM runs WHERE status = 'completed' AND model IS NOT NULL",
     )
 
 
