@@ -17,8 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from stash_core.errors import UsageError
-from stash_core.results.document import ResultDocument
-from stash_core.results.ranges import check_ranges
+from stash_core.results.document import ResultDocument, check_ranges
 from stash_core.terminal import unsafe_character
 from stash_core.units import STALLS, json_safe  # noqa: F401 - json_safe re-exported
 from stash_core.userfiles import read_user_bytes, write_json_atomic
