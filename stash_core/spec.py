@@ -414,7 +414,10 @@ def _check_text_fields(spec: ProfileSpec) -> None:
     if isinstance(label, str) and not 1 <= len(label.strip()) <= len(label) <= MAX_NAME_CHARS:
         what = "an empty label" if not label.strip() else f"a label of {len(label):,} characters"
         raise FieldError(
-            f"--instance: {what}; give a name of 1 to {MAX_NAME_CHARS} characters", "instance", label
+            f"--instance: {what}; give a name of 1 to {MAX_NAME_CHARS} characters",
+            "instance",
+            label,
+            "length",
         )
 
 
@@ -470,7 +473,9 @@ def validate_machines(spec: ProfileSpec) -> None:
             )
     twice = next((host for index, host in enumerate(spec.hosts) if host in spec.hosts[:index]), None)
     if twice is not None:
-        raise FieldError(f"--hosts names {twice} twice: give each node its own machine", "hosts", twice)
+        raise FieldError(
+            f"--hosts names {twice} twice: give each node its own machine", "hosts", twice, "twice"
+        )
     if spec.hosts and len(spec.hosts) != spec.nodes:
         message = f"--hosts names {len(spec.hosts)} host(s) for --nodes {spec.nodes}; give one per node"
         raise FieldError(message, "hosts", len(spec.hosts), "count")

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from stash_core.errors import UsageError
+from stash_core.pathargs import expand_home
 from stash_core.spec import (
     ProfileSpec,
     check_fields,
@@ -184,7 +185,11 @@ def _script_spec(form: RunForm, base: Path, hosts: list[str]) -> ProfileSpec:
 def form_message(error: FieldError, form: RunForm) -> str:
     """The form's wording of a spec error (the command's message for the checks the form does not word)."""
     template = FIELD_MESSAGES.get(f"{error.attr}/{error.rule}" if error.rule else error.attr)
-    return str(error) if template is None else template.format(value=error.value, nodes=form.nodes)
+    value = error.value
+    beyond = isinstance(value, int | float) and not isinstance(value, bool) and value >= 1
+    if template is None or (beyond and template.endswith("at least 1")):  # too large: the command says so
+        return str(error)
+    return template.format(value=value, nodes=form.nodes)
 
 
 def _model(text: str, base: Path) -> str:
@@ -192,7 +197,7 @@ def _model(text: str, base: Path) -> str:
     model = (text or "").strip()
     if ":" in model and model.split(":", 1)[0].endswith(".py"):
         file_part, factory = model.split(":", 1)
-        path = Path(file_part).expanduser()
+        path = _local_path(file_part, "Model")
         path = path if path.is_absolute() else base / path
         if not path.is_file():
             raise UsageError(f"Model: no file {path}")
@@ -230,8 +235,16 @@ def _input_shape(text: str) -> list[int] | None:
 def _absolute(text: str, base: Path) -> str | None:
     if not text.strip():
         return None
-    path = Path(text.strip()).expanduser()
+    path = _local_path(text.strip(), "Path")
     return str(path if path.is_absolute() else base / path)
+
+
+def _local_path(text: str, what: str) -> Path:
+    """`text` as a path, `~` expanded; UsageError for control characters, a `~user` of no user or a name
+    the file system cannot hold (each raised an exception of its own further on)."""
+    if any(ord(char) < 32 or ord(char) == 127 for char in text):
+        raise UsageError(f"{what}: {text!r} holds a control character; give the path without it")
+    return expand_home(text)
 
 
 def _require_flag(flag: str, supported: set[str] | None, what: str) -> None:
