@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from stash_core.errors import UsageError
-from stash_core.pathargs import check_outputs, default_db
+from stash_core.pathargs import check_outputs, default_db, expand_home
 from stash_core.spec import OPTIONS, Option, ProfileSpec, add_profile_arguments, default_of
 from stash_core.spec_parse import identifier
 
@@ -127,7 +127,7 @@ def database(db: Path | str | None) -> Path:
         return default_db()
     if not isinstance(db, str | Path) or not str(db).strip():
         raise UsageError(f"db: expected a path, got {db!r}")
-    return Path(db).expanduser()
+    return expand_home(str(db))
 
 
 def _option_argv(name: str, option: Option, value: Any) -> list[str]:

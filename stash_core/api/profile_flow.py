@@ -92,16 +92,17 @@ def run_profile_flow(
     label = f"{spec.model} · {batch} · {spec.workers_per_node} worker(s)" + (
         f" · {spec.instance}" if spec.instance else ""
     )
+    # A model that cannot be built is refused before the run is registered: it leaves nothing behind.
+    info = None if spec.script else build_model(spec.model, spec.num_classes, input_shape=_shape(spec))[1]
     # Registered next to the database, so the dashboard's Run page and Overview follow it too.
     with register_profile(db_path, command, label) as record:
         reporter = record.reporter(make_reporter(args.progress))
-        if spec.script:
+        if info is None:
             data = prepare_data(spec, "script", reporter)
             if data.not_separable_reason and spec.data_dir is None:
                 reporter.message(f"note: {data.not_separable_reason}")
             model_info = script_model_info(spec)
         else:
-            _, info = build_model(spec.model, num_classes=spec.num_classes, input_shape=_shape(spec))
             data = prepare_data(spec, info.kind, reporter)
             if data.classes > info.num_classes:
                 # Labels must index the model's outputs: size the classifier to the data set's classes.

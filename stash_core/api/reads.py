@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from stash_core.api.options import database
 from stash_core.api.results import Result
 from stash_core.errors import UsageError
+from stash_core.pathargs import expand_home
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -74,7 +75,7 @@ def load_result(path: Path | str) -> Result:
 
     if not isinstance(path, str | Path) or not str(path).strip():
         raise UsageError(f"path: expected a result file's path, got {path!r}")
-    path = Path(path).expanduser()
+    path = expand_home(str(path))
     return Result.from_document(load_document(path), result_file=path)
 
 

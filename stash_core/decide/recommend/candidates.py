@@ -60,6 +60,11 @@ class OptionPlanner:
             worker_counts = [accelerators]
         else:  # a CPU machine: workers are processes, so only counts that were profiled make sense
             worker_counts = sorted({int(workers) for workers in runs["workers_per_node"]})
+            if not worker_counts:
+                self._exclude(
+                    f"{name}: no GPU and no profile of this job on it (a CPU machine is measured, never "
+                    f"predicted: profile the job there with --instance {name})"
+                )
         for workers in worker_counts:
             for count in range(1, max_instances + 1):
                 if (workers, count) not in seen:

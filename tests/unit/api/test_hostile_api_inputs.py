@@ -56,10 +56,6 @@ def _schedule(**kw):
     )
 
 
-TILDE_DEFECT = (
-    "api/options.py expands db with Path.expanduser: RuntimeError('Could not determine home "
-    "directory.') reaches the caller"
-)
 # (id, call, what the UsageError says)
 CASES = [
     ("predict-batch-true", _predict(batch_size=True), "batch_size"),
@@ -82,8 +78,7 @@ CASES = [
     ("predict-gpu-number", _predict(gpu=7), "gpu"),
     ("predict-db-folder", _predict(db="/tmp"), "directory"),
     ("predict-db-number", _predict(db=5), "db"),
-    pytest.param("predict-db-tilde-of-no-user", _predict(db="~nosuchuser-stash/x.duckdb"), "nosuchuser",
-                 marks=pytest.mark.xfail(strict=True, reason=TILDE_DEFECT)),
+    ("predict-db-tilde-of-no-user", _predict(db="~nosuchuser-stash/x.duckdb"), "nosuchuser"),
     ("recommend-epochs-zero", _recommend(epochs=0), "epochs"),
     ("recommend-epochs-inf", _recommend(epochs=math.inf), "epochs"),
     ("recommend-no-limit", _recommend(budget_hours=None), "budget"),

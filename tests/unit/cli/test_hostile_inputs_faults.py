@@ -164,11 +164,6 @@ def test_without_home_commands_still_answer(case_id, argv, says, tmp_path, monke
     assert not list(tmp_path.iterdir())
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="decide/: recommend over named instances that have no accelerator says 'the catalog has no "
-    "instances to consider' instead of naming them and why they cannot be predicted",
-)
 def test_a_recommendation_over_instances_without_gpus_names_them(seeded, tmp_path, capsys):
     from stash_core.cli.main import main
 
