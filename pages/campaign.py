@@ -1,6 +1,7 @@
 """Campaign: `stash campaign --cloud` from the dashboard. The plan first (per instance type the predicted time
 and cost at the catalog's dated price, the total, a refusal above the budget, each SkyPilot task), then the
-launch: the same command, to run in a terminal, when SkyPilot is installed."""
+launch: the campaign in the background where SkyPilot is installed (or the same command for a terminal), and
+the campaigns started here, each with its last lines and a Stop."""
 
 import streamlit as st
 
@@ -146,13 +147,32 @@ def launch_view(answer: CampaignPlan, request: CampaignRequest) -> None:
         key="campaign-launch",
     )  # fmt: skip
     if pressed:
-        st.info(
-            "Run the command above in a terminal: the dashboard does not start a cloud campaign in the "
-            "background yet (its background jobs run single profiles). The terminal shows each instance "
-            "type's progress and the money spent; every stored run shows on the Overview and on Compare "
-            "instances, labelled with its instance type.",
-            icon=":material/terminal:",
-        )
+        try:
+            job_id = view.launch(current_db(), request)
+        except StashError as exc:
+            st.error(str(exc), icon=":material/error:")
+        else:
+            st.success(f"Started in the background (job {job_id}): its progress is below.",
+                       icon=":material/check:")  # fmt: skip
+
+
+def campaigns_view() -> None:
+    """The campaigns started here: status and last lines of each, and a Stop for a running one."""
+    started = view.campaign_jobs(current_db())
+    if started.empty:
+        return
+    st.subheader("Campaigns started here")
+    st.caption("Stop tears every cluster of the campaign down before it ends; reload the page to follow it.")
+    for row in started.to_dict(orient="records"):
+        title = f"{row['label']} · {row['status']}"
+        with st.expander(title, expanded=bool(row["running"]), icon=":material/cloud:"):
+            if row["error"]:
+                st.error(row["error"], icon=":material/error:")
+            st.code(row["log"] or "(no output yet)", language="text")
+            key = f"campaign-stop-{row['job_id']}"
+            if row["running"] and st.button("Stop", key=key, icon=":material/stop:"):
+                view.stop(current_db(), row["job_id"])
+                st.info("Stopping: the clusters are torn down first.", icon=":material/hourglass:")
 
 
 def main() -> None:
@@ -162,16 +182,16 @@ def main() -> None:
         "starts (docs/cloud.md).",
     )
     request = request_form()
-    if request is None:
-        return
-    try:
-        with st.spinner("Planning…"):
-            answer = load(view.plan, request)
-    except StashError as exc:  # not in the catalog, no spot price, a bad name: one line, no plan
-        st.error(str(exc), icon=":material/error:")
-        return
-    plan_view(answer)
-    launch_view(answer, request)
+    if request is not None:
+        try:
+            with st.spinner("Planning…"):
+                answer = load(view.plan, request)
+        except StashError as exc:  # not in the catalog, no spot price, a bad name: one line, no plan
+            st.error(str(exc), icon=":material/error:")
+        else:
+            plan_view(answer)
+            launch_view(answer, request)
+    campaigns_view()
 
 
 with page_guard():

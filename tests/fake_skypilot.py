@@ -251,7 +251,8 @@ __all__ = ["ClusterDoesNotExist", "FakeSky", "ResourcesUnavailableError", "Simpl
 # An installed SkyPilot as `stash campaign --cloud --dry-run` finds it: a `sky` package on the path, with the
 # version in its metadata, whose Task and Resources check a task against the catalog written in its home
 # (campaign/sky_check.py writes it there) the way SkyPilot's do: an instance type not in that catalog, or not
-# in the task's region, is refused. Each task checked is a line of the file $FAKE_SKY_LOG.
+# in the task's region, is refused. Each task checked is a line of the file $FAKE_SKY_LOG; a launch finds no
+# capacity (logged too).
 _FAKE_SKY_INIT = """
 import csv, json, os
 from pathlib import Path
@@ -273,7 +274,10 @@ class Resources:
         self.instance_type, self.use_spot = instance_type, use_spot
         catalogs = Path.home() / ".sky" / "catalogs" / constants.CATALOG_SCHEMA_VERSION
         catalog = catalogs / self.cloud / "vms.csv"
-        rows = list(csv.DictReader(catalog.open())) if catalog.exists() else []
+        if not catalog.exists():  # no catalog written (a launch, not a plan's check): SkyPilot's own is used
+            self.row = {"Price": "0", "SpotPrice": "0"}
+            return
+        rows = list(csv.DictReader(catalog.open()))
         found = [row for row in rows if (row["InstanceType"], row["Region"]) == (instance_type, self.region)]
         if not found:
             where = f"cloud {self.cloud} in {self.region}"
@@ -298,11 +302,33 @@ class Task:
             raise ValueError(f"Invalid task: missing {sorted(missing)}")
         _log(json.dumps(config["resources"]["instance_type"]))
         return cls(config)
+
+
+# A launch as a cloud without capacity answers it: nothing provisioned, so nothing to tear down.
+def get(request):
+    return request
+
+
+def status(cluster_names=None, **_):
+    return []
+
+
+def launch(task, cluster_name=None, **_):
+    _log("launch " + json.dumps(cluster_name))
+    raise exceptions.ResourcesUnavailableError(f"no capacity for {cluster_name} (a stand-in SkyPilot)")
+
+
+def down(cluster_name, **_):
+    raise exceptions.ClusterDoesNotExist(f"cluster {cluster_name} does not exist")
 """
 
 _FAKE_SKY_FILES = {
     "sky/__init__.py": _FAKE_SKY_INIT,
-    "sky/exceptions.py": "class CloudUserIdentityError(Exception):\n    pass\n",
+    "sky/exceptions.py": (
+        "class CloudUserIdentityError(Exception):\n    pass\n\n\n"
+        "class ResourcesUnavailableError(Exception):\n    pass\n\n\n"
+        "class ClusterDoesNotExist(ValueError):\n    pass\n"
+    ),
     "sky/clouds.py": "class AWS:\n    @classmethod\n    def get_user_identities(cls):\n        return None\n",
     "sky/skylet/__init__.py": "",
     "sky/skylet/constants.py": "CATALOG_SCHEMA_VERSION = 'v8'\n",

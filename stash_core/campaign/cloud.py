@@ -115,6 +115,24 @@ class _Clusters:
             self.down(outcome)
 
 
+def summary(outcomes: list[TypeOutcome]) -> tuple[int, list[str]]:
+    """The exit status of a finished campaign (0: every profile completed) and the lines that say how it
+    went: what was profiled, failed or not finished, the money spent at catalog prices, each failure."""
+    completed = sum(len(outcome.completed) for outcome in outcomes)
+    failed = sum(len(outcome.failed) for outcome in outcomes)
+    lost = sum(len(outcome.lost) for outcome in outcomes if outcome.state != "skipped")
+    spent = sum(outcome.spent_usd for outcome in outcomes)
+    lines = [f"cloud campaign: {completed} profiled, {failed} failed, {lost} not finished, "
+             f"${spent:.2f} at catalog prices"]  # fmt: skip
+    for outcome in outcomes:
+        if outcome.error:
+            lines.append(f"  {outcome.plan.offer.name}: {outcome.error}")
+        for item, reason in outcome.failed:
+            lines.append(f"  failed on {outcome.plan.offer.name}: {item.describe()}: {reason}")
+    ok = not failed and not lost and not any(outcome.error for outcome in outcomes)
+    return (0 if ok else 1), lines
+
+
 def _no_such_cluster(error: BaseException) -> bool:
     return type(error).__name__ == "ClusterDoesNotExist"
 

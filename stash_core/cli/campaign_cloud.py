@@ -147,7 +147,7 @@ def print_tasks(plan: Any, settings: Any, idle_minutes: int, checker: Any = None
 
 
 def run(plan: Any, settings: Any, idle_minutes: int) -> int:
-    from stash_core.campaign.cloud import run_cloud_campaign
+    from stash_core.campaign.cloud import run_cloud_campaign, summary
     from stash_core.errors import first_line
 
     try:
@@ -159,18 +159,9 @@ def run(plan: Any, settings: Any, idle_minutes: int) -> int:
         print(line, file=sys.stderr, flush=True)
 
     outcomes = run_cloud_campaign(plan, settings, sky, report=report, idle_minutes=idle_minutes)
-    completed = sum(len(outcome.completed) for outcome in outcomes)
-    failed = sum(len(outcome.failed) for outcome in outcomes)
-    lost = sum(len(outcome.lost) for outcome in outcomes if outcome.state != "skipped")
-    spent = sum(outcome.spent_usd for outcome in outcomes)
-    print(f"cloud campaign: {completed} profiled, {failed} failed, {lost} not finished, "
-          f"${spent:.2f} at catalog prices")  # fmt: skip
-    for outcome in outcomes:
-        if outcome.error:
-            print(f"  {outcome.plan.offer.name}: {outcome.error}")
-        for item, reason in outcome.failed:
-            print(f"  failed on {outcome.plan.offer.name}: {item.describe()}: {reason}")
-    return 0 if not failed and not lost and not any(outcome.error for outcome in outcomes) else 1
+    code, lines = summary(outcomes)
+    print("\n".join(lines))
+    return code
 
 
 def _minutes(seconds: float) -> str:

@@ -62,6 +62,7 @@ class JobState:
     stderr_tail: list[str] = field(default_factory=list)
     label: str = ""
     origin: str = "dashboard"  # dashboard (started by the Run page) | cli (`stash profile` in a terminal)
+    kind: str = "profile"  # profile | campaign (a cloud campaign started by the Campaign page)
     rounds: RoundsProgress | None = None  # the rounds of launches, when the profile announced them
 
     @property

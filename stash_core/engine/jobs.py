@@ -1,6 +1,7 @@
 """Background `stash profile` runs for the dashboard: start, follow, cancel; state lives on disk. Also the run
 registry: a `stash profile` started from a terminal records itself in the same place (register_profile), so
-the Run page and the Overview show it as it progresses, and can tell that the machine is busy.
+the Run page and the Overview show it as it progresses, and can tell that the machine is busy. A job of
+another kind (a cloud campaign, start_command_job) lives beside them, listed only by its kind.
 
 A page reload (or a restart of the dashboard) must not lose a run, so nothing is kept in memory that matters.
 Each job has a folder `<database folder>/.stash-jobs/<job_id>/` holding:
@@ -24,6 +25,7 @@ import json
 import os
 import secrets
 import shutil
+import signal
 import subprocess
 import time
 from datetime import UTC, datetime
@@ -69,12 +71,30 @@ def start_profile_job(
     paths in `profile_args` should be absolute. UsageError when `profile_args` sets --db or --progress itself
     or the job folder cannot be written.
     """
-    argv = profile_command(db_path, profile_args, python)
+    return _start_job(db_path, profile_command(db_path, profile_args, python), label, env, "profile")
+
+
+def start_command_job(
+    db_path: Path | str, argv: list[str], label: str, kind: str, files: dict[str, str] | None = None
+) -> str:
+    """Start `argv` in the background as a job of `kind` (not a profile: the Run page and the Overview do
+    not list it), `files` written into its folder first (`{JOB_DIR}` in argv names that folder); the job id.
+    Its output is kept as a profile's is; stop_job interrupts it."""
+    if kind == "profile":
+        raise UsageError("a profile job is started by start_profile_job")
+    return _start_job(db_path, argv, label, None, kind, files or {})
+
+
+def _start_job(db_path: Path | str, argv: list[str], label: str, env: dict[str, str] | None, kind: str,
+               files: dict[str, str] | None = None) -> str:  # fmt: skip
     db = Path(db_path).resolve()
     job_dir = jobs_dir(db) / _new_job_id()
+    argv = [arg.replace("{JOB_DIR}", str(job_dir)) for arg in argv]
     try:
         job_dir.mkdir(parents=True)
-        _write_meta(job_dir, argv, label, db, "dashboard")
+        for name, text in (files or {}).items():
+            (job_dir / name).write_text(text)
+        _write_meta(job_dir, argv, label, db, "dashboard", kind)
         stdout = open(job_dir / "stdout.log", "wb")  # noqa: SIM115 - handed to the child
         stderr = open(job_dir / "stderr.log", "wb")  # noqa: SIM115
     except OSError as exc:
@@ -93,7 +113,7 @@ def start_profile_job(
             start_new_session=True,  # a group of its own: survives the page and can be ended as a whole
         )
     except OSError as exc:
-        raise UsageError(f"cannot start stash profile: {exc.strerror or exc}") from None
+        raise UsageError(f"cannot start {argv[0]}: {exc.strerror or exc}") from None
     finally:
         stdout.close()
         stderr.close()
@@ -179,19 +199,40 @@ def read_job(db_path: Path | str, job_id: str) -> JobState:
     return _read_state(job_dir)
 
 
-def list_jobs(db_path: Path | str, limit: int = 20) -> list[JobState]:
-    """The newest `limit` jobs of a database, newest first (an unreadable job folder is skipped)."""
+def list_jobs(db_path: Path | str, limit: int = 20, kind: str = "profile") -> list[JobState]:
+    """The newest `limit` jobs of `kind` of a database, newest first (an unreadable job folder is skipped)."""
     folder = jobs_dir(db_path)
     if not folder.is_dir():
         return []
     names = sorted((p.name for p in folder.iterdir() if (p / "argv.json").is_file()), reverse=True)
     states = []
-    for name in names[:limit]:
+    for name in names:
+        if len(states) >= limit:
+            break
         try:
-            states.append(_read_state(folder / name))
+            state = _read_state(folder / name)
         except (OSError, ValueError):
             continue
+        if state.kind == kind:
+            states.append(state)
     return states
+
+
+def stop_job(db_path: Path | str, job_id: str) -> bool:
+    """Interrupt a running job as Ctrl-C would (SIGINT to its command, not to the wrapper, which then records
+    the exit status), without waiting: a campaign tears its clusters down before it ends. True when it was
+    running; it then reads as "cancelled" once it has ended."""
+    state = read_job(db_path, job_id)
+    wrapper = None if state.finished else _own_process(state.job_dir)
+    if wrapper is None:
+        return False
+    (state.job_dir / "cancelled").write_text(datetime.now(UTC).isoformat() + "\n")
+    try:
+        for child in wrapper.children():
+            child.send_signal(signal.SIGINT)
+    except psutil.Error:
+        return False
+    return True
 
 
 def cancel_job(db_path: Path | str, job_id: str, grace_s: float = CANCEL_GRACE_S) -> bool:
@@ -228,6 +269,7 @@ def _read_state(job_dir: Path) -> JobState:
         status="starting",
         label=meta.get("label") or "",
         origin=meta.get("origin") or "dashboard",
+        kind=meta.get("kind") or "profile",
     )
     # Read the exit status before the output, so that output written just before the end is not missed.
     running = _own_process(job_dir) is not None
@@ -239,7 +281,8 @@ def _read_state(job_dir: Path) -> JobState:
     state.exit_code = exit_code
     cancelled = (job_dir / "cancelled").exists()
     if running and exit_code is None:
-        state.status = "running" if state.phases or state.messages else "starting"
+        started = state.phases or state.messages or state.kind != "profile"  # a command job says no phases
+        state.status = "running" if started else "starting"
     elif cancelled:
         state.status = "cancelled"
         state.error = "cancelled by the user"
@@ -317,8 +360,10 @@ def _new_job_id() -> str:
     return datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ") + "-" + secrets.token_hex(3)
 
 
-def _write_meta(job_dir: Path, argv: list[str], label: str, db: Path, origin: str) -> None:
-    meta = {"argv": argv, "label": label, "db_path": str(db), "origin": origin,
+def _write_meta(
+    job_dir: Path, argv: list[str], label: str, db: Path, origin: str, kind: str = "profile"
+) -> None:
+    meta = {"argv": argv, "label": label, "db_path": str(db), "origin": origin, "kind": kind,
             "started_at": datetime.now(UTC).isoformat()}  # fmt: skip
     _write_json(job_dir / "argv.json", meta)
 

@@ -8,7 +8,9 @@ task_config and to_yaml): the page and the command cannot disagree."""
 
 from __future__ import annotations
 
+import json
 import shlex
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -18,6 +20,7 @@ from stash_core.campaign import cloud_plan, skypilot_task
 from stash_core.campaign.plan import CampaignSettings
 from stash_core.campaign.zoo_names import zoo_models  # noqa: F401  (the page's model list)
 from stash_core.catalog import list_instances
+from stash_core.engine import jobs
 from stash_core.errors import UsageError
 from stash_core.spec_parse import BATCH_SIZE, MAX_NAME_CHARS, parse_iterations
 from stash_core.terminal import unsafe_character
@@ -248,6 +251,48 @@ def skypilot_installed() -> bool:
 def install_hint() -> str:
     """The one line that says how to install SkyPilot (the command's own words)."""
     return skypilot_task.INSTALL_HINT
+
+
+CHILD_MODULE = "stash_core.campaign.child"  # the campaign run in the background (campaign/child.py)
+JOB_KIND = "campaign"
+
+
+def launch(db_path: Path | str, request: CampaignRequest) -> str:
+    """Start the campaign of `request` in the background (a job beside the database); its job id. UsageError
+    (one line) when SkyPilot is not installed, the plan cannot be made or it is above the budget."""
+    if not skypilot_installed():
+        raise UsageError(install_hint())
+    found = plan(db_path, request)  # the page's own checks, and the budget, before anything starts
+    if found.refusal:
+        raise UsageError(found.refusal)
+    options = {
+        "db": str(Path(db_path).resolve()), "instances": list(request.instances), "models": list(request.models),
+        "batch_sizes": list(request.batch_sizes), "spot": request.spot, "region": request.region,
+        "budget_usd": request.budget_usd, "iterations": request.iterations, "parallel": request.parallel,
+        "idle_minutes": request.idle_minutes,
+    }  # fmt: skip
+    label = f"{', '.join(request.instances)} · {', '.join(request.models)}"
+    argv = [sys.executable, "-m", CHILD_MODULE, "{JOB_DIR}/request.json"]
+    return jobs.start_command_job(db_path, argv, label, JOB_KIND, {"request.json": json.dumps(options)})
+
+
+def campaign_jobs(db_path: Path | str, limit: int = 5) -> pd.DataFrame:
+    """The newest campaigns started from the page: job id, what they run, when, status, their last lines."""
+    rows = []
+    for state in jobs.list_jobs(db_path, limit=limit, kind=JOB_KIND):
+        stopping = not state.finished and (state.job_dir / "cancelled").exists()
+        rows.append({
+            "job_id": state.job_id, "label": state.label, "started_at": state.started_at,
+            "status": "stopping (tearing down)" if stopping else state.status,
+            "running": not state.finished, "error": state.error,
+            "log": "\n".join([*state.output_tail, *state.stderr_tail][-30:]),
+        })  # fmt: skip
+    return pd.DataFrame(rows, columns=["job_id", "label", "started_at", "status", "running", "error", "log"])
+
+
+def stop(db_path: Path | str, job_id: str) -> bool:
+    """Stop a running campaign as Ctrl-C would: it tears its clusters down, then ends."""
+    return jobs.stop_job(db_path, job_id)
 
 
 def command(db_path: Path | str, request: CampaignRequest) -> str:

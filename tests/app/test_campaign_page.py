@@ -1,18 +1,23 @@
 """The Campaign page in Streamlit's AppTest: the plan of three instance types with its total and price dates,
 a budget below the plan refused, an unknown instance type or a missing spot price as one message, and the
-launch disabled with the install line where SkyPilot is not installed (enabled, with the command, where it
-is).
+launch disabled with the install line where SkyPilot is not installed; where it is, the launch starts the
+campaign in the background and the page shows its last lines.
 
-Launching on a real cloud is not tested: nothing here rents a machine."""
+Launching on a real cloud is not tested: nothing here rents a machine (a stand-in SkyPilot finds no
+capacity)."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
+from fake_skypilot import install_fake_skypilot
 from streamlit.testing.v1 import AppTest
 
 from stash_core.campaign import skypilot_task
+from stash_core.engine import jobs
+from stash_core.views import campaign as view
 
 REPO = Path(__file__).resolve().parents[2]
 PAGE = REPO / "pages" / "campaign.py"
@@ -129,16 +134,27 @@ def test_without_skypilot_the_launch_is_disabled_with_the_install_line(empty_db:
     assert "Launching on a real cloud cannot be tested here" in _texts(app)
 
 
-def test_with_skypilot_the_launch_gives_the_command_to_run(empty_db: Path, monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.setattr(skypilot_task, "skypilot_installed", lambda: True)
-    app = _plan(_page(empty_db))
+def test_with_skypilot_the_launch_starts_the_campaign_in_the_background(
+    empty_db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    site = install_fake_skypilot(tmp_path / "site")  # a SkyPilot whose launches find no capacity
+    monkeypatch.syspath_prepend(str(site))
+    monkeypatch.setenv("PYTHONPATH", str(site))
+    app = _plan(_page(empty_db), instances=("g5.xlarge",), models=("resnet18",), batch="32")
     assert not app.exception and not app.error
     assert not app.button(key="campaign-launch").disabled
     assert skypilot_task.INSTALL_HINT not in _texts(app)
     app = app.button(key="campaign-launch").click().run()
-    assert not app.exception
-    assert any("Run the command above in a terminal" in info.value for info in app.info)
-    assert not empty_db.exists()  # the page itself launched nothing and stored nothing
+    assert not app.exception and not app.error, [e.value for e in app.error]
+    assert any("Started in the background" in item.value for item in app.success)
+    job_id = view.campaign_jobs(empty_db).iloc[0]["job_id"]
+    deadline = time.monotonic() + 120
+    while jobs.read_job(empty_db, job_id).status in ("starting", "running") and time.monotonic() < deadline:
+        time.sleep(0.3)
+    app = app.run()  # the page reloaded: the campaign's last lines under "Campaigns started here"
+    assert any(e.label.startswith("g5.xlarge · resnet18 · failed") for e in app.expander)
+    assert "launch failed: ResourcesUnavailableError" in "\n".join(code.value for code in app.code)
+    assert jobs.list_jobs(empty_db) == []  # the Run page's list of profiles does not hold it
 
 
 def test_a_populated_database_offers_only_rentable_gpu_types(populated_db: Path, without_skypilot):
