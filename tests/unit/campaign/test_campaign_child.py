@@ -70,8 +70,7 @@ def test_a_bad_request_is_one_line(tmp_path, capsys, request_text, says):
     assert code == 2 and says in err and len(err.splitlines()) == 1 and not out
 
 
-def test_the_child_refuses_as_the_command_does(tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr(child, "run_command", child.run_command)
+def test_the_child_refuses_as_the_command_does(tmp_path, capsys):
     db = tmp_path / "runs.duckdb"
     code, _, err = run_child(tmp_path, capsys, options(db, budget_usd=0.01))
     assert code == 2 and "above --budget-usd" in err and len(err.splitlines()) == 1
