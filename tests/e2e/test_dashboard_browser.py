@@ -192,6 +192,8 @@ def test_every_page_upload_and_query_in_a_real_browser(
     tab.get_by_text(re.compile(r"\d rows? in \d+ ms")).wait_for()
     settle(tab, "SQL")
     no_exception(tab, "SQL select")
+    # The rows' caption may reach the browser before the table beside it: wait for the table itself.
+    tab.locator('[data-testid="stDataFrame"]').first.wait_for()
     assert tab.locator('[data-testid="stDataFrame"]').count() >= 1
     shot(tab, "sql_select")
     editor.fill("DROP TABLE runs")
