@@ -76,7 +76,7 @@ def simulate_schedule(
     if (trace is None) == (synthetic_jobs is None):
         raise UsageError("simulate_schedule: give one of trace and synthetic_jobs")
     shape = Cluster(*cluster_shape(cluster))
-    chosen = _policies(policies, defaults.POLICY_NAMES)
+    chosen = chosen_policies(policies, defaults.POLICY_NAMES)
     if tuning is None:
         tuning = "given" if delay_s is not None or scale is not None else defaults.TUNING
     choice("tuning", tuning, ("split", "online", "given"))
@@ -103,7 +103,7 @@ def simulate_schedule(
                     min_run_s=checked("min_run_s", min_run_s, NON_NEGATIVE_YEAR),
                     max_preemptions=int(checked("max_preemptions", max_preemptions,
                                                 Number(0, 1000, what="an integer from 0 to 1000"))),
-                    las_limits_gpu_s=_las_limits_s(las_limits_gpu_h),
+                    las_limits_gpu_s=las_limits_s(las_limits_gpu_h),
                     starve_factor=checked("starve_factor", starve_factor, NON_NEGATIVE), **given)
              for name in chosen]  # fmt: skip
     uplink_factor = checked("uplink_factor", uplink_factor, Number(1, 1000, whole=False, what="a number >= 1"))
@@ -194,7 +194,7 @@ def _fabric(node_gbps: float | None, uplink_gbps: float | None, oversubscription
     return Fabric.oversubscribed(node_gbps, ratio, shape.nodes_per_switch, reference)
 
 
-def _las_limits_s(value: tuple[float, ...] | str) -> tuple[float, ...]:
+def las_limits_s(value: tuple[float, ...] | str) -> tuple[float, ...]:
     """las's limits in GPU-seconds from GPU-hours ("1,10" or (1, 10)): positive and increasing."""
     try:
         limits = [float(part) for part in (value.split(",") if isinstance(value, str) else value)]
@@ -217,14 +217,15 @@ def _per_job(outcomes: dict) -> object:
     ])  # fmt: skip
 
 
-def _policies(value: list[str] | str | None, known: tuple[str, ...]) -> list[str]:
+def chosen_policies(value: list[str] | str | None, known: tuple[str, ...]) -> list[str]:
     chosen = list(known) if value is None else [name.strip() for name in _split(value) if name.strip()]
     unknown = [name for name in chosen if name not in known]
     if unknown or not chosen:
         unknown_text = ", ".join(unknown) or "(none)"
         raise UsageError(f"policies: unknown policy {unknown_text}; choose from {', '.join(known)}")
-    if len(set(chosen)) < len(chosen):
-        raise UsageError("policies: give each policy once")
+    twice = sorted({name for name in chosen if chosen.count(name) > 1})
+    if twice:
+        raise UsageError(f"policies: {', '.join(twice)} given more than once; give each policy once")
     return chosen
 
 

@@ -36,7 +36,7 @@ def read_request(path: Path) -> dict[str, Any]:
 
 def run_request(request: dict[str, Any]) -> int:
     """Plan, refuse above the budget, run; the exit status."""
-    from stash_core.campaign.cloud import run_cloud_campaign, summary
+    from stash_core.campaign.cloud import load_sky, run_cloud_campaign, summary
     from stash_core.campaign.cloud_plan import check_budget, plan_cloud
     from stash_core.campaign.plan import CampaignSettings
     from stash_core.campaign.skypilot_task import INSTALL_HINT, skypilot_installed
@@ -55,11 +55,8 @@ def run_request(request: dict[str, Any]) -> int:
     if not todo:
         say("nothing to run: every configuration is stored")
         return 0
-    try:
-        import sky
-    except Exception as error:  # noqa: BLE001 - a broken installation, said in one line
-        raise UsageError(f"SkyPilot could not be loaded: {first_line(str(error))}") from None
-    outcomes = run_cloud_campaign(plan, settings, sky, report=say, idle_minutes=int(request["idle_minutes"]))
+    idle_minutes = int(request["idle_minutes"])
+    outcomes = run_cloud_campaign(plan, settings, load_sky(), report=say, idle_minutes=idle_minutes)
     code, lines = summary(outcomes)
     for line in lines:
         say(line)

@@ -34,7 +34,7 @@ from stash_core.campaign.cloud_results import COPY_TIMEOUT_S, ResultCopier
 from stash_core.campaign.plan import CampaignItem, CampaignSettings
 from stash_core.campaign.remote import parse_finished, parse_setting_up, parse_started
 from stash_core.campaign.skypilot_task import task_config
-from stash_core.errors import first_line
+from stash_core.errors import UsageError, first_line
 from stash_core.interrupts import held_interrupts, stop_exception
 
 DEFAULT_IDLE_MINUTES = 15
@@ -113,6 +113,15 @@ class _Clusters:
     def down_all(self) -> None:
         for outcome in list(self.live.values()):
             self.down(outcome)
+
+
+def load_sky() -> Any:
+    """SkyPilot's `sky` module; UsageError (one line) for an installation that cannot be loaded."""
+    try:
+        import sky
+    except Exception as error:  # noqa: BLE001 - a broken installation, said in one line
+        raise UsageError(f"SkyPilot could not be loaded: {first_line(str(error))}") from None
+    return sky
 
 
 def summary(outcomes: list[TypeOutcome]) -> tuple[int, list[str]]:

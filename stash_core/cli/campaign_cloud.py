@@ -147,13 +147,9 @@ def print_tasks(plan: Any, settings: Any, idle_minutes: int, checker: Any = None
 
 
 def run(plan: Any, settings: Any, idle_minutes: int) -> int:
-    from stash_core.campaign.cloud import run_cloud_campaign, summary
-    from stash_core.errors import first_line
+    from stash_core.campaign.cloud import load_sky, run_cloud_campaign, summary
 
-    try:
-        import sky
-    except Exception as error:  # noqa: BLE001 - a broken installation, said in one line
-        raise UsageError(f"SkyPilot could not be loaded: {first_line(str(error))}") from None
+    sky = load_sky()
 
     def report(line: str) -> None:
         print(line, file=sys.stderr, flush=True)

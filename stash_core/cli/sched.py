@@ -6,12 +6,13 @@ cli/main.py wires it in with `add_commands(subparsers, parser_class)` and dispat
 from __future__ import annotations
 
 import argparse
-import re
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from stash_core.api.scheduling import chosen_policies, cluster_shape, las_limits_s
 from stash_core.cli.args import Number, add_db_argument, count, db_path, non_negative, positive_real, seed
+from stash_core.errors import UsageError
 from stash_core.pathargs import input_path, output_path
 from stash_core.sched import defaults
 from stash_core.sched.detect import FORMATS
@@ -23,46 +24,26 @@ from stash_core.sched.policy import DEFINITIONS, POLICIES
 TUNINGS = ("split", "online", "given")
 GENERATORS = ("basic", "philly")
 YEAR_S = 365 * 86400.0
-MAX_CLUSTER_GPUS = 1_000_000
 
 
-def cluster_text(text: str) -> str:
-    """argparse type of --cluster SWITCHESxNODESxGPUS: positive numbers, at most a million GPUs in all."""
-    match = re.fullmatch(r"\s*(\d{1,7})\s*x\s*(\d{1,7})\s*x\s*(\d{1,7})\s*", text or "")
-    if not match or min(int(v) for v in match.groups()) < 1:
-        raise argparse.ArgumentTypeError(
-            f"{text!r}: give SWITCHESxNODESxGPUS with positive numbers, e.g. 2x4x8"
-        )
-    switches, nodes, gpus = (int(v) for v in match.groups())
-    if switches * nodes * gpus > MAX_CLUSTER_GPUS:
-        raise argparse.ArgumentTypeError(f"{text!r}: more than {MAX_CLUSTER_GPUS:,} GPUs in all")
-    return text
+def _api_rule(check: Any, what: str) -> Any:
+    """argparse type from the Python API's own check (api/scheduling.py): the same rule and words, less the
+    API's parameter name, which the parser puts as the flag."""
+
+    def read(text: str) -> str:
+        try:
+            check(text)
+        except UsageError as error:
+            raise argparse.ArgumentTypeError(str(error).split(": ", 1)[-1]) from None
+        return text
+
+    read.__name__ = what  # argparse names a failed type by it
+    return read
 
 
-def policies_text(text: str) -> str:
-    """argparse type of --policies: a comma list of known policies."""
-    names = [name.strip() for name in text.split(",") if name.strip()]
-    unknown = [name for name in names if name not in POLICIES]
-    if unknown or not names:
-        raise argparse.ArgumentTypeError(
-            f"unknown policy {', '.join(unknown) or '(none)'}; choose from {', '.join(POLICIES)}"
-        )
-    twice = sorted({name for name in names if names.count(name) > 1})
-    if twice:
-        raise argparse.ArgumentTypeError(f"{', '.join(twice)} given more than once; give each policy once")
-    return text
-
-
-def las_limits_text(text: str) -> str:
-    """argparse type of --las-limits-gpu-h: positive, increasing GPU-hours, comma separated."""
-    try:
-        limits = [float(value) for value in text.split(",")]
-    except ValueError:
-        limits = []
-    finite = all(0 < value < 1e9 for value in limits)  # also refuses nan and inf
-    if not limits or not finite or limits != sorted(set(limits)):
-        raise argparse.ArgumentTypeError(f"{text!r}: give positive, increasing GPU-hours, e.g. 1,10")
-    return text
+cluster_text = _api_rule(cluster_shape, "cluster")  # SWITCHESxNODESxGPUS, at most a million GPUs in all
+policies_text = _api_rule(lambda text: chosen_policies(text, POLICIES), "policies")  # known, each once
+las_limits_text = _api_rule(las_limits_s, "las_limits")  # positive, increasing GPU-hours
 
 
 POLICY_HELP = "policies (--policies):\n" + "\n".join(f"  {name:<17}{DEFINITIONS[name]}" for name in POLICIES)
