@@ -180,6 +180,14 @@ def test_the_fit_finds_the_factors_that_made_the_figures_and_holds_each_source_o
     assert (frame[frame["source_id"] == "a"]["error_points"] > 0).all()  # predicted with b's smaller factors
 
 
+def test_every_source_weighs_alike_in_the_fit_whatever_its_number_of_figures():
+    shapes = [_row(samples_per_s_1gpu=str(rate), intra_node=link) for rate in (300, 1100, 4000)
+              for link in ("nvswitch_a100", "pcie_gen4", "nvlink2_cubemesh")]  # fmt: skip
+    many = _synthetic("many", CommParams(0.0, 0.0), shapes * 5)  # 45 figures of one stack
+    few = _synthetic("a", CommParams(0.7, 0.02), shapes) + _synthetic("b", CommParams(0.7, 0.02), shapes)
+    assert fit_params(many + few) == CommParams(0.7, 0.02)  # two sources of three, though 18 figures of 63
+
+
 def test_the_shipped_summary_is_current_and_its_stated_error_covers_most_held_out_figures():
     summary = load_comm_summary()
     assert summary is not None and not comm_summary_is_stale(), "rerun bench/comm_report.py --write"

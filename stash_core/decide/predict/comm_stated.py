@@ -1,0 +1,92 @@
+"""The communication error a prediction states, chosen so that it holds for a source never seen.
+
+The held-out step-time errors (each source predicted with the factors fitted on the others) give, per scope
+(one machine, several machines), a percentile of their absolute values. Which percentile: the lowest of LEVELS
+at which a source's figures, checked against the error stated from every other source's held-out figures
+alone, are covered STATED_SHARE of the time on average over the sources, each source counted once whatever
+its number of figures. A pooled 80th percentile is set by the source with most figures (Lambda's 327) and
+covered 60% of the figures of a source collected later (docs/validation.md).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from stash_core.decide.predict.comm_fit import SCOPES
+
+PYTORCH = "pytorch"
+MIN_FIGURES = 5
+UNVALIDATED_FACTOR = 1.5  # a scope with too few held-out figures: one machine's error, wider (a judgement)
+STATED_SHARE = 0.8
+LEVELS = tuple(round(0.80 + 0.01 * step, 2) for step in range(20))  # the percentiles tried, 80th to 99th
+
+
+def stated_quantile(errors: pd.Series, level: float = STATED_SHARE) -> float | None:
+    values = np.abs(np.asarray(errors, dtype=float))
+    values = values[np.isfinite(values)]
+    return float(np.quantile(values, level, method="higher")) if len(values) else None
+
+
+def _in_scope(frame: pd.DataFrame, scope: str) -> pd.DataFrame:
+    return frame[(frame["nodes"] > 1) == (scope == SCOPES[1])] if not frame.empty else frame
+
+
+def stated_at(frame: pd.DataFrame, level: float) -> tuple[dict[str, float | None], dict[str, int]]:
+    """Per scope, the `level` percentile of the PyTorch figures' held-out step-time errors, and how many
+    figures it is taken from. A scope with fewer than MIN_FIGURES takes one machine's error times
+    UNVALIDATED_FACTOR (its count says it is unvalidated)."""
+    pytorch = frame[frame["framework"] == PYTORCH]
+    stated: dict[str, float | None] = {}
+    counts: dict[str, int] = {}
+    for scope in SCOPES:
+        rows = _in_scope(pytorch, scope)
+        counts[scope] = len(rows)
+        stated[scope] = stated_quantile(rows["step_error"], level) if len(rows) >= MIN_FIGURES else None
+    if stated[SCOPES[1]] is None and stated[SCOPES[0]] is not None:
+        stated[SCOPES[1]] = round(stated[SCOPES[0]] * UNVALIDATED_FACTOR, 4)
+    return stated, counts
+
+
+def covered(frame: pd.DataFrame, stated: dict[str, float | None]) -> np.ndarray:
+    """Per row of `frame`, whether its step error is within its scope's stated error (False: none stated)."""
+    limits = np.array([stated.get(SCOPES[1] if nodes > 1 else SCOPES[0]) or 0.0 for nodes in frame["nodes"]])
+    return np.abs(frame["step_error"].to_numpy(dtype=float)) <= np.where(limits > 0, limits, -1.0)
+
+
+def coverage(frame: pd.DataFrame, stated: dict[str, float | None]) -> dict[str, float | None]:
+    """Per scope, the share of its rows whose step error is within its stated error (None: no rows)."""
+    shares: dict[str, float | None] = {}
+    for scope in SCOPES:
+        rows = _in_scope(frame, scope)
+        shares[scope] = float(covered(rows, stated).mean()) if len(rows) and stated.get(scope) else None
+    return shares
+
+
+def coverage_by_source(frame: pd.DataFrame, level: float) -> pd.DataFrame:
+    """Each PyTorch source's held-out figures against the error stated at `level` from the other sources'
+    held-out figures alone: one row per source with its figures and the share covered."""
+    pytorch = frame[frame["framework"] == PYTORCH]
+    rows = []
+    for source in sorted(set(pytorch["source_id"])):
+        own = pytorch[pytorch["source_id"] == source]
+        stated, _ = stated_at(pytorch[pytorch["source_id"] != source], level)
+        rows.append({"source_id": source, "figures": len(own), "covered": float(covered(own, stated).mean())})
+    return pd.DataFrame(rows, columns=["source_id", "figures", "covered"])
+
+
+def source_level(frame: pd.DataFrame) -> float:
+    """The lowest of LEVELS at which a source never seen is covered STATED_SHARE of the time on average (each
+    source counted once); the highest of LEVELS if none is."""
+    for level in LEVELS:
+        by_source = coverage_by_source(frame, level)
+        if len(by_source) and by_source["covered"].mean() >= STATED_SHARE:
+            return level
+    return LEVELS[-1]
+
+
+def stated_errors(frame: pd.DataFrame) -> tuple[dict[str, float | None], dict[str, int], float]:
+    """(the stated error per scope, the figures behind each, the percentile chosen by source_level)."""
+    level = source_level(frame)
+    stated, counts = stated_at(frame, level)
+    return stated, counts, level

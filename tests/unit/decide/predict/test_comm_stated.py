@@ -1,0 +1,59 @@
+"""The stated communication error: a percentile of the held-out errors chosen so that a source never seen is
+covered 80% of the time on average, each source counted once, and each figure checked against its scope's."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from stash_core.decide.predict.comm_stated import (
+    LEVELS,
+    UNVALIDATED_FACTOR,
+    coverage,
+    coverage_by_source,
+    covered,
+    source_level,
+    stated_at,
+    stated_errors,
+)
+
+
+def _frame(errors_by_source: dict[str, list[float]], nodes: int = 1) -> pd.DataFrame:
+    rows = [
+        {"source_id": source, "framework": "pytorch", "nodes": nodes, "step_error": error}
+        for source, errors in errors_by_source.items() for error in errors
+    ]  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def test_each_figure_is_checked_against_its_scopes_error_and_none_stated_covers_nothing():
+    frame = pd.DataFrame({"nodes": [1, 1, 2, 2], "step_error": [0.04, -0.06, 0.07, 0.09]})
+    stated = {"one machine": 0.05, "several machines": 0.08}
+    assert covered(frame, stated).tolist() == [True, False, True, False]
+    assert coverage(frame, stated) == {"one machine": 0.5, "several machines": 0.5}
+    assert not covered(frame, {"one machine": None, "several machines": None}).any()
+
+
+def test_a_scope_with_too_few_figures_takes_one_machines_error_wider():
+    frame = pd.concat([_frame({"a": [0.01 * k for k in range(1, 11)]}), _frame({"a": [0.5]}, nodes=2)])
+    stated, counts = stated_at(frame, 0.8)
+    assert counts == {"one machine": 10, "several machines": 1}
+    assert stated["one machine"] == pytest.approx(0.09)  # the 80th percentile, a figure that exists
+    assert stated["several machines"] == pytest.approx(0.09 * UNVALIDATED_FACTOR)
+
+
+def test_the_percentile_is_the_lowest_at_which_sources_never_seen_are_covered_80_percent_on_average():
+    rng = np.random.default_rng(3)
+    tight = {f"t{k}": list(rng.normal(0, 0.02, 200)) for k in range(3)}  # many figures, small errors
+    wide = {"w": list(rng.normal(0, 0.08, 20))}  # few figures, large errors
+    frame = _frame({**tight, **wide})
+    pooled_80 = float(np.quantile(np.abs(frame["step_error"]), 0.8))
+    assert coverage(_frame(wide), {"one machine": pooled_80})["one machine"] < 0.5  # the pooled 80th misses it
+    stated, _, level = stated_errors(frame)
+    assert level == source_level(frame) and level in LEVELS
+    assert coverage_by_source(frame, level)["covered"].mean() >= 0.8
+    if level > LEVELS[0]:
+        lower = LEVELS[LEVELS.index(level) - 1]
+        assert coverage_by_source(frame, lower)["covered"].mean() < 0.8
+    assert stated["one machine"] > pooled_80
