@@ -9,6 +9,10 @@ prints each figure's error, the mean absolute error by framework, source, GPU, b
 how often the stated error covers it. A PyTorch figure is one whose 'measured' column starts with PyTorch;
 the others (never fitted) are reported beside them.
 
+Then, once, the fresh set (published_single_gpu_fresh.csv, docs/single-gpu-fresh.md): sources collected after
+the step model's last change, used in no fit or choice, each figure predicted as a user gets it (the shipped
+fit, the shipped stated error) and reported the same way.
+
     .venv/bin/python bench/single_gpu_holdout.py [--rows]
 """
 
@@ -23,6 +27,7 @@ sys.path.insert(0, str(ROOT))
 
 from stash_core.decide.predict.calibration import fit_params, predicted_s  # noqa: E402
 from stash_core.decide.predict.published import (  # noqa: E402
+    FRESH_CSV,
     HOLDOUT_CSV,
     chip,
     framework,
@@ -33,7 +38,9 @@ from stash_core.decide.predict.published import (  # noqa: E402
 from stash_core.decide.predict.roofline import StepParams  # noqa: E402
 from stash_core.decide.predict.stated_error import (  # noqa: E402
     UNVALIDATED_FACTOR,
+    fitted_params,
     load_summary,
+    stated_error,
     stated_without,
 )
 
@@ -62,31 +69,44 @@ def rows() -> list[dict]:
     }
     found = []
     for point in published.points:
-        params = fits[point.source_id]
-        step_s = predicted_s(point, params)
-        unconverted = StepParams({**params.values, "nchw_relayout": 0.0})
-        error = point.step_s / step_s - 1.0  # predicted throughput over measured, less one
         stated = held_out_stated(point.source_id, point.batch_size, point.accelerator)
-        found.append(
-            {
-                "model": point.model,
-                "gpu": point.accelerator,
-                "precision": point.precision,
-                "layout": point.memory_format or "-",
-                "batch": point.batch_size,
-                "regime": regime(point.batch_size),
-                "source": point.source_id,
-                "framework": framework(point.measured),
-                "error": error,
-                "stated": stated,
-                "covered": stated is not None and abs(error) <= stated,
-                "revision": point.revision,
-                "measured_s": point.step_s,
-                "predicted_s": step_s,
-                "unconverted_s": predicted_s(point, unconverted),  # without the NCHW conversion
-            }
-        )
+        found.append(_row(point, fits[point.source_id], stated))
     return found
+
+
+def fresh_rows() -> list[dict]:
+    """The fresh set's figures as a user gets them: the shipped fit and the shipped stated error."""
+    published = load_published(FRESH_CSV)
+    for reason in published.skipped:
+        print(f"skipped: {reason}")
+    params = fitted_params()
+    return [
+        _row(point, params, stated_error("roofline", point.batch_size, point.accelerator).error)
+        for point in published.points
+    ]
+
+
+def _row(point, params: StepParams, stated: float | None) -> dict:
+    step_s = predicted_s(point, params)
+    unconverted = StepParams({**params.values, "nchw_relayout": 0.0})
+    error = point.step_s / step_s - 1.0  # predicted throughput over measured, less one
+    return {
+        "model": point.model,
+        "gpu": point.accelerator,
+        "precision": point.precision,
+        "layout": point.memory_format or "-",
+        "batch": point.batch_size,
+        "regime": regime(point.batch_size),
+        "source": point.source_id,
+        "framework": framework(point.measured),
+        "error": error,
+        "stated": stated,
+        "covered": stated is not None and abs(error) <= stated,
+        "revision": point.revision,
+        "measured_s": point.step_s,
+        "predicted_s": step_s,
+        "unconverted_s": predicted_s(point, unconverted),  # without the NCHW conversion
+    }
 
 
 def table(found: list[dict], key: str) -> None:
@@ -109,9 +129,17 @@ def main() -> int:
 
 
 def report(print_rows: bool = False) -> None:
-    """Every held-out figure's error (with print_rows), then the summaries (bench/cross_instance.py runs
-    it)."""
-    found = rows()
+    """Every held-out figure's error (with print_rows), then the summaries; then the fresh set's, when there
+    is one (bench/cross_instance.py runs it)."""
+    summarise(rows(), print_rows)
+    if FRESH_CSV.exists():
+        print(f"\n== fresh set ({FRESH_CSV.name}), used in no fit or choice, predicted as shipped")
+        summarise(fresh_rows(), print_rows)
+    else:
+        print(f"\nno fresh set ({FRESH_CSV.name} is missing)")
+
+
+def summarise(found: list[dict], print_rows: bool) -> None:
     if print_rows:
         for r in found:
             print(
@@ -120,6 +148,9 @@ def report(print_rows: bool = False) -> None:
             )
     pytorch = [r for r in found if r["framework"] == "PyTorch"]
     for label, members in (("PyTorch", pytorch), ("all frameworks", found)):
+        if not members:
+            print(f"{label}: no figures")
+            continue
         mae = sum(abs(r["error"]) for r in members) / len(members)
         covered = sum(r["covered"] for r in members) / len(members)
         optimistic = sum(r["error"] > 0 for r in members) / len(members)

@@ -19,6 +19,8 @@ PUBLISHED_CSV = Path(__file__).resolve().parent / "published_throughputs.csv"
 # (docs/single-gpu-holdout.md); their PyTorch rows have since been pooled with the published figures:
 # fitted on, and each held out in turn.
 HOLDOUT_CSV = Path(__file__).resolve().parent / "published_single_gpu_holdout.csv"
+# Collected after the step model's last change and before any prediction for them: no fit or choice uses them.
+FRESH_CSV = Path(__file__).resolve().parent / "published_single_gpu_fresh.csv"
 # Batch regimes of the reported errors: small batches are launch- and dispatch-bound, large ones not.
 SMALL_BATCH_MAX, MEDIUM_BATCH_MAX = 16, 64
 REGIMES = ("small", "medium", "large")

@@ -49,7 +49,7 @@ def test_the_percentile_is_the_lowest_at_which_sources_never_seen_are_covered_80
     wide = {"w": list(rng.normal(0, 0.08, 20))}  # few figures, large errors
     frame = _frame({**tight, **wide})
     pooled_80 = float(np.quantile(np.abs(frame["step_error"]), 0.8))
-    assert coverage(_frame(wide), {"one machine": pooled_80})["one machine"] < 0.5  # the pooled 80th misses it
+    assert coverage(_frame(wide), {"one machine": pooled_80})["one machine"] < 0.5  # pooled 80th misses it
     stated, _, level = stated_errors(frame)
     assert level == source_level(frame) and level in LEVELS
     assert coverage_by_source(frame, level)["covered"].mean() >= 0.8
