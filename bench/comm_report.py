@@ -1,11 +1,11 @@
 """Held-out error of Stash's predicted communication against published multi-GPU training figures.
 
-Over the fitted figures (stash_core/decide/predict/published_multi_gpu.csv, published_multi_gpu_holdout.csv and
-published_multi_gpu_final.csv, the latter two looked at before the model's last change, so fitted too): each n-GPU figure with its source's one-GPU
+Over the fitted figures (stash_core/decide/predict/published_multi_gpu.csv and the later sets: holdout, final
+and fresh, each looked at before the model's last change, so fitted too): each n-GPU figure with its source's one-GPU
 figure of the same work, the predicted scaling efficiency (one-GPU step over the predicted n-GPU step, the
 one-GPU step taken as published) against the published one, each source predicted with the factors fitted on the
 other PyTorch sources; errors in efficiency points by source, interconnect class and node count, and how often
-the prediction is the optimistic one. Then, once, the fresh set (published_multi_gpu_fresh.csv: figures collected
+the prediction is the optimistic one. Then, once, the test set (published_multi_gpu_fresh2.csv: figures collected
 after the model's last change, used in no fit or choice) with the stated error's coverage there. With --write,
 the factors fitted on every PyTorch source and the stated errors go to comm_summary.json, which predictions read.
 Run alone or from bench/cross_instance.py: PYTHONPATH=. .venv/bin/python bench/comm_report.py [--write] [--rows]
@@ -21,7 +21,7 @@ import pandas as pd
 
 from stash_core.decide.predict.comm_fit import write_comm_summary
 from stash_core.decide.predict.comm_validation import (
-    FRESH_CSV,
+    TEST_CSV,
     PYTORCH,
     build_comm_summary,
     cases,
@@ -69,18 +69,18 @@ def _tables(frame: pd.DataFrame, label: str) -> None:
 
 
 def _final(params: CommParams, stated: dict, show_rows: bool) -> None:
-    figures = load_figures(FRESH_CSV)
+    figures = load_figures(TEST_CSV)
     if not figures:
-        print(f"\nno fresh set ({FRESH_CSV.name} is missing)")
+        print(f"\nno test set ({TEST_CSV.name} is missing)")
         return
     built, skipped = cases(figures)
     frame = pd.DataFrame([predict_case(case, params) for case in built])
-    print(f"\n== fresh set, used in no fit or choice: {len(figures)} figures, {len(built)} predictable; left out: {skipped}")
+    print(f"\n== test set, used in no fit or choice: {len(figures)} figures, {len(built)} predictable; left out: {skipped}")
     if frame.empty:
         return
-    _tables(frame, "fresh set:")
+    _tables(frame, "test set:")
     pytorch = frame[frame["framework"] == PYTORCH]
-    print("stated error's coverage of the fresh PyTorch figures: " + _shares(coverage(pytorch, stated), pytorch))
+    print("stated error's coverage of the test set's PyTorch figures: " + _shares(coverage(pytorch, stated), pytorch))
     if show_rows:
         print(frame.round(3).to_string(index=False))
 
@@ -101,9 +101,11 @@ def report(write: bool = False, show_rows: bool = False) -> dict:
         for scope, value in stated.items() if value is not None
     )  # fmt: skip
     print(f"\nstated communication error ({summary['stated_percentile']:.0%} percentile of held-out step-time errors, "
-          f"chosen so that a source never seen is covered 80% of the time on average): {cells}")
-    print("each source's coverage by the error stated from the other sources alone: "
-          + ", ".join(f"{source} {share:.0%}" for source, share in summary["source_coverage"].items()))
+          f"chosen so that a job never seen, a source's model, is covered 80% of the time on average): {cells}")
+    shares = summary["codebase_coverage"]
+    print(f"each of the {len(shares)} jobs' coverage by the error stated from the other jobs alone: mean "
+          f"{np.mean(list(shares.values())):.0%}; below 80%: "
+          + ", ".join(f"{name} {share:.0%}" for name, share in sorted(shares.items(), key=lambda i: i[1]) if share < 0.8))
     pytorch = frame[frame["framework"] == PYTORCH]
     print("its coverage of the held-out PyTorch figures: " + _shares(summary["coverage"], pytorch))
     if show_rows:

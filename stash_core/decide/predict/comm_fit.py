@@ -1,12 +1,12 @@
 """What the communication model was fitted to and how far off it is on sources it never saw.
 
 bench/comm_report.py (also run from bench/cross_instance.py) checks the all-reduce model against published
-multi-GPU training figures (comm_validation.py: published_multi_gpu.csv, published_multi_gpu_holdout.csv and
-published_multi_gpu_final.csv, the latter two looked at before the model was last changed, so fitted) and writes comm_summary.json: the contention and jitter factors fitted on every source
-(ddp_overlap.CommParams), and the
-stated communication error, per scope (one machine, several machines): a percentile of the held-out errors of
-the step time when each source's figures were predicted with the factors fitted on the others, chosen so that a
-source never seen is covered 80% of the time (comm_stated.py).
+multi-GPU training figures (comm_validation.py: published_multi_gpu.csv and the later sets, each looked at
+before the model was last changed, so fitted) and writes comm_summary.json: the contention and jitter factors
+fitted on every source (ddp_overlap.CommParams), and the stated communication error, per scope (one machine,
+several machines): a percentile of the held-out errors of the step time when each source's figures were
+predicted with the factors fitted on the others, chosen so that a job never seen (a source's model, its
+codebase) is covered 80% of the time (comm_stated.py).
 Predictions read the file; without it the factors are the prior (0, 0) and the error is unstated.
 """
 
@@ -36,7 +36,7 @@ def comm_data_digest() -> str:
     here = Path(__file__).resolve().parent
     digest = hashlib.sha256()
     names = ("collective_bandwidth.csv", "published_multi_gpu.csv", "published_multi_gpu_holdout.csv",
-             "published_multi_gpu_final.csv")
+             "published_multi_gpu_final.csv", "published_multi_gpu_fresh.csv")
     for name in names:
         path = here / name
         digest.update(path.read_bytes() if path.exists() else b"")

@@ -1,7 +1,6 @@
 """The communication model checked against published data-parallel training figures, held out by source.
 
-Each row of published_multi_gpu.csv (and of published_multi_gpu_holdout.csv and published_multi_gpu_final.csv,
-fitted alike) gives a source's throughput on n GPUs and on one GPU (same table, model,
+Each row of published_multi_gpu.csv (and of the later sets, fitted alike: FITTED_CSVS) gives a source's throughput on n GPUs and on one GPU (same table, model,
 precision and batch per GPU). The one-GPU figure is the compute (its step time, batch / samples per second),
 so the check is of communication alone: the predicted step on n GPUs is that step plus what DDP adds over the
 row's links (network.added_s), and the predicted scaling efficiency is one-GPU step / n-GPU step. The
@@ -34,7 +33,7 @@ from stash_core.decide.predict.comm_stated import (
     MIN_FIGURES,
     PYTORCH,
     coverage,
-    coverage_by_source,
+    coverage_by_codebase,
     stated_errors,
 )
 from stash_core.decide.predict.ddp_overlap import CommParams, ddp_overlap
@@ -44,11 +43,13 @@ from stash_core.decide.predict.step_cost import step_cost
 
 MULTI_GPU_CSV = Path(__file__).with_name("published_multi_gpu.csv")
 HOLDOUT_CSV = Path(__file__).with_name("published_multi_gpu_holdout.csv")
-# Collected as a test set, then looked at before the model's last change (docs/multi-gpu-final.md): fitted now.
+# Each collected as a test set, evaluated once, then looked at before the model's last change: fitted now
+# (docs/multi-gpu-final.md, docs/multi-gpu-fresh.md).
 FINAL_CSV = Path(__file__).with_name("published_multi_gpu_final.csv")
-# Figures collected after the model's last change and before any prediction for them: no fit or choice uses them.
 FRESH_CSV = Path(__file__).with_name("published_multi_gpu_fresh.csv")
-FITTED_CSVS = (MULTI_GPU_CSV, HOLDOUT_CSV, FINAL_CSV)
+FITTED_CSVS = (MULTI_GPU_CSV, HOLDOUT_CSV, FINAL_CSV, FRESH_CSV)
+# Figures collected after the model's last change and before any prediction for them: no fit or choice uses them.
+TEST_CSV = Path(__file__).with_name("published_multi_gpu_fresh2.csv")
 NIC_GBPS = {"edr": 100.0, "hdr": 200.0, "ndr": 400.0}
 CONTENTION_GRID = np.arange(0.0, 3.0001, 0.1)
 JITTER_GRID = np.arange(0.0, 0.080001, 0.0025)
@@ -293,8 +294,8 @@ def summary_table(frame: pd.DataFrame, by: list[str]) -> pd.DataFrame:
 
 
 def fitted_figures() -> list[dict]:
-    """The figures the factors are fitted to and the stated error is taken from: the three published sets (the
-    later two were looked at before the model's last change, so they count as fitted)."""
+    """The figures the factors are fitted to and the stated error is taken from: every published set but the
+    test set (the later ones were looked at before the model's last change, so they count as fitted)."""
     return [figure for path in FITTED_CSVS for figure in load_figures(path)]
 
 
@@ -306,7 +307,7 @@ def build_comm_summary(figures: list[dict]) -> tuple[dict, pd.DataFrame, dict[st
     frame, factors = leave_one_source_out(built, pytorch_sources)
     params = fit_params([case for case in built if case.row["source_id"] in pytorch_sources])
     stated, counts, level = stated_errors(frame)
-    by_source = coverage_by_source(frame, level)
+    by_codebase = coverage_by_codebase(frame, level)
     summary = {
         "params": {"contention": params.contention, "jitter": params.jitter},
         "fitted_on": sorted(pytorch_sources),
@@ -315,7 +316,7 @@ def build_comm_summary(figures: list[dict]) -> tuple[dict, pd.DataFrame, dict[st
         "stated_error": stated,
         "stated_from_figures": counts,
         "stated_percentile": level,
-        "source_coverage": dict(zip(by_source["source_id"], by_source["covered"].round(4), strict=True)),
+        "codebase_coverage": dict(zip(by_codebase["codebase"], by_codebase["covered"].round(4), strict=True)),
         "validated": {scope: counts[scope] >= MIN_FIGURES for scope in SCOPES},
         "coverage": coverage(frame[frame["framework"] == PYTORCH], stated),
         "figures": len(built),

@@ -1,5 +1,5 @@
-"""The communication model's data sets and the cube mesh's fewer links: the fitted sets are the three published
-files, the fresh set shares no source with them and every figure of it can be predicted, and a job on part of a
+"""The communication model's data sets and the cube mesh's fewer links: the fitted sets are the four published
+files, the test set shares no source with them and every figure of it can be predicted, and a job on part of a
 V100 cube mesh gets the share of the links its GPUs have."""
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from stash_core.decide.predict.comm_validation import (
     FRESH_CSV,
     HOLDOUT_CSV,
     MULTI_GPU_CSV,
+    TEST_CSV,
     Case,
     build_case,
     cases,
@@ -45,8 +46,8 @@ def test_a_job_on_part_of_a_cube_mesh_gets_the_share_of_the_links_its_gpus_have(
     assert two.busbw_gbs(25 * MIB) == pytest.approx(eight.busbw_gbs(25 * MIB) / 6)
 
 
-def test_the_fitted_sets_are_the_three_published_files_and_the_summary_says_so():
-    assert FITTED_CSVS == (MULTI_GPU_CSV, HOLDOUT_CSV, FINAL_CSV)
+def test_the_fitted_sets_are_the_four_published_files_and_the_summary_says_so():
+    assert FITTED_CSVS == (MULTI_GPU_CSV, HOLDOUT_CSV, FINAL_CSV, FRESH_CSV)
     sources = {figure["source_id"] for figure in fitted_figures()}
     assert {"lambda-pytorch", "csc-ml-benchmarks", "nvidia-dle-pytorch-other", "kempner-resnet50"} <= sources
     summary = load_comm_summary()
@@ -54,14 +55,14 @@ def test_the_fitted_sets_are_the_three_published_files_and_the_summary_says_so()
     assert "csc-ml-benchmarks" in summary["fitted_on"] and summary["validated"]["several machines"]
 
 
-@pytest.mark.skipif(not FRESH_CSV.exists(), reason="no fresh multi-GPU set")
-def test_the_fresh_set_shares_no_source_with_the_fitted_sets_and_every_figure_is_predictable():
-    fresh = _sources(FRESH_CSV)
+@pytest.mark.skipif(not TEST_CSV.exists(), reason="no multi-GPU test set")
+def test_the_test_set_shares_no_source_with_the_fitted_sets_and_every_figure_is_predictable():
+    fresh = _sources(TEST_CSV)
     fitted = set().union(*(_sources(path) for path in FITTED_CSVS))
     assert len({source_id for source_id, _ in fresh}) >= 2
     assert not {source for _, source in fresh} & {source for _, source in fitted}
     assert not {source_id for source_id, _ in fresh} & {source_id for source_id, _ in fitted}
-    built, skipped = cases(load_figures(FRESH_CSV))
+    built, skipped = cases(load_figures(TEST_CSV))
     assert len(built) >= 30 and not skipped, skipped
     for case in built:  # efficiencies of weak scaling, each against its own one-GPU figure
         assert 0.5 < case.published_efficiency <= 1.05

@@ -1,5 +1,6 @@
-"""The stated communication error: a percentile of the held-out errors chosen so that a source never seen is
-covered 80% of the time on average, each source counted once, and each figure checked against its scope's."""
+"""The stated communication error: a percentile of the held-out errors chosen so that a job never seen (a
+source's model) is covered 80% of the time on average, each counted once, and each figure checked against its
+scope's."""
 
 from __future__ import annotations
 
@@ -10,18 +11,18 @@ import pytest
 from stash_core.decide.predict.comm_stated import (
     LEVELS,
     UNVALIDATED_FACTOR,
+    codebase_level,
     coverage,
-    coverage_by_source,
+    coverage_by_codebase,
     covered,
-    source_level,
     stated_at,
     stated_errors,
 )
 
 
-def _frame(errors_by_source: dict[str, list[float]], nodes: int = 1) -> pd.DataFrame:
+def _frame(errors_by_source: dict[str, list[float]], nodes: int = 1, model: str = "m") -> pd.DataFrame:
     rows = [
-        {"source_id": source, "framework": "pytorch", "nodes": nodes, "step_error": error}
+        {"source_id": source, "model": model, "framework": "pytorch", "nodes": nodes, "step_error": error}
         for source, errors in errors_by_source.items() for error in errors
     ]  # fmt: skip
     return pd.DataFrame(rows)
@@ -43,7 +44,7 @@ def test_a_scope_with_too_few_figures_takes_one_machines_error_wider():
     assert stated["several machines"] == pytest.approx(0.09 * UNVALIDATED_FACTOR)
 
 
-def test_the_percentile_is_the_lowest_at_which_sources_never_seen_are_covered_80_percent_on_average():
+def test_the_percentile_is_the_lowest_at_which_jobs_never_seen_are_covered_80_percent_on_average():
     rng = np.random.default_rng(3)
     tight = {f"t{k}": list(rng.normal(0, 0.02, 200)) for k in range(3)}  # many figures, small errors
     wide = {"w": list(rng.normal(0, 0.08, 20))}  # few figures, large errors
@@ -51,9 +52,20 @@ def test_the_percentile_is_the_lowest_at_which_sources_never_seen_are_covered_80
     pooled_80 = float(np.quantile(np.abs(frame["step_error"]), 0.8))
     assert coverage(_frame(wide), {"one machine": pooled_80})["one machine"] < 0.5  # pooled 80th misses it
     stated, _, level = stated_errors(frame)
-    assert level == source_level(frame) and level in LEVELS
-    assert coverage_by_source(frame, level)["covered"].mean() >= 0.8
+    assert level == codebase_level(frame) and level in LEVELS
+    assert coverage_by_codebase(frame, level)["covered"].mean() >= 0.8
     if level > LEVELS[0]:
         lower = LEVELS[LEVELS.index(level) - 1]
-        assert coverage_by_source(frame, lower)["covered"].mean() < 0.8
+        assert coverage_by_codebase(frame, lower)["covered"].mean() < 0.8
     assert stated["one machine"] > pooled_80
+
+
+def test_a_codebase_is_one_sources_one_model_and_each_counts_once():
+    frame = pd.concat([
+        _frame({"s": [0.01] * 50}, model="resnet"), _frame({"s": [0.3] * 2}, model="bart"),
+        _frame({"t": [0.02] * 5}, model="resnet"),
+    ])  # fmt: skip
+    by = coverage_by_codebase(frame, 0.8).set_index("codebase")
+    assert list(by.index) == ["s/bart", "s/resnet", "t/resnet"]
+    assert by.loc["s/bart", "covered"] == 0.0 and by.loc["s/bart", "figures"] == 2
+    assert by.loc["s/resnet", "covered"] == 1.0
