@@ -1,6 +1,7 @@
 """The communication model checked against published data-parallel training figures, held out by source.
 
-Each row of published_multi_gpu.csv (and of the later sets, fitted alike: FITTED_CSVS) gives a source's throughput on n GPUs and on one GPU (same table, model,
+Each row of published_multi_gpu.csv (and of the later sets, fitted alike: FITTED_CSVS) gives a source's
+throughput on n GPUs and on one GPU (same table, model,
 precision and batch per GPU). The one-GPU figure is the compute (its step time, batch / samples per second),
 so the check is of communication alone: the predicted step on n GPUs is that step plus what DDP adds over the
 row's links (network.added_s), and the predicted scaling efficiency is one-GPU step / n-GPU step. The
@@ -43,13 +44,14 @@ from stash_core.decide.predict.step_cost import step_cost
 
 MULTI_GPU_CSV = Path(__file__).with_name("published_multi_gpu.csv")
 HOLDOUT_CSV = Path(__file__).with_name("published_multi_gpu_holdout.csv")
-# Each collected as a test set, evaluated once, then looked at before the model's last change: fitted now
-# (docs/multi-gpu-final.md, docs/multi-gpu-fresh.md).
+# Each collected as a test set and evaluated once, then fitted like the others (docs/multi-gpu-final.md,
+# docs/multi-gpu-fresh.md, docs/multi-gpu-fresh2.md say what each showed before it was).
 FINAL_CSV = Path(__file__).with_name("published_multi_gpu_final.csv")
 FRESH_CSV = Path(__file__).with_name("published_multi_gpu_fresh.csv")
-FITTED_CSVS = (MULTI_GPU_CSV, HOLDOUT_CSV, FINAL_CSV, FRESH_CSV)
-# Figures collected after the model's last change and before any prediction for them: no fit or choice uses them.
-TEST_CSV = Path(__file__).with_name("published_multi_gpu_fresh2.csv")
+FRESH2_CSV = Path(__file__).with_name("published_multi_gpu_fresh2.csv")
+FITTED_CSVS = (MULTI_GPU_CSV, HOLDOUT_CSV, FINAL_CSV, FRESH_CSV, FRESH2_CSV)
+# The next figures collected after the model's last change and before any prediction for them, when there are.
+TEST_CSV = Path(__file__).with_name("published_multi_gpu_fresh3.csv")
 NIC_GBPS = {"edr": 100.0, "hdr": 200.0, "ndr": 400.0}
 CONTENTION_GRID = np.arange(0.0, 3.0001, 0.1)
 JITTER_GRID = np.arange(0.0, 0.080001, 0.0025)
