@@ -12,9 +12,10 @@ prediction of the stall, with alpha (per all-reduce call) and beta (per byte) le
 probe's all-reduce sizes on R1n minus the same on R1 (the reference's own all-reduce); and
 measured/predicted. Then the catalog predictor's formulas (decide/predict/ddp_overlap.py: DDP's buckets
 made as backward runs, one collective at a time, what is left after backward exposed), each bucket timed at
-the bus bandwidth the R1n probe measured at its size (Stash's own probe in place of the published table),
-backward from R1's measured parts, no fitted factor (contention and jitter 0: those are GPU figures), beside
-the measured stall. Several models with --models. Latency is not emulated on a kernel without netem
+the bus bandwidth the R1n probe measured at its size (Stash's own probe in place of the published table), less
+the same over the R1 probe's (the reference's own all-reduce, as decide/predict/network.py takes one machine's
+communication from the whole), backward from R1's measured parts, no fitted factor (contention and jitter 0:
+those are GPU figures), beside the measured stall. Several models with --models. Latency is not emulated on a kernel without netem
 (sch_netem); the table says so.
 
     sudo python bench/network.py [--models resnet10,resnet18] [--input-shape 3,32,32] [--bandwidths 200mbit,...]
@@ -57,22 +58,39 @@ def profile(args, model: str, rate: str, state: Path, out: Path) -> dict:
     return json.loads(out.read_text())
 
 
+def _probe_links(probe: dict | None, nodes: int) -> Fabric | None:
+    """The links a probe of 2 ranks measured, as a bus-bandwidth curve by message size: between 2 machines
+    (nodes=2) or inside one (nodes=1); None without its figures."""
+    rows = [row for row in (probe or {}).get("allreduce") or [] if row.get("busbw_gbps")]
+    if not rows:
+        return None
+    rows.sort(key=lambda row: row["size_bytes"])
+    sizes = tuple(float(row["size_bytes"]) for row in rows)
+    curve = BusCurve("probe", sizes, tuple(row["busbw_gbps"] / 8 for row in rows), ("probe",))
+    if nodes > 1:
+        return Fabric(None, curve, 1.0, 1, nodes, "probe")
+    return Fabric(curve, None, 0.0, 2, 1, "probe")
+
+
 def scheduled_stall_s(doc: dict) -> float | None:
-    """The network stall the catalog predictor's schedule gives for this run: its gradient buckets over the
-    R1n probe's measured bus bandwidth by size, beside R1's measured backward."""
+    """The network stall the catalog predictor's formula gives for this run (decide/predict/network.py: what
+    the machines add to one machine's communication): DDP's buckets over the R1n probe's measured bus
+    bandwidth, less the same buckets over the R1 probe's (the reference's own all-reduce, inside t(R1)), each
+    beside R1's measured backward."""
     probes = {probe["phase"]: probe for probe in doc.get("probes") or []}
-    rows = [row for row in (probes.get("R1n") or {}).get("allreduce") or [] if row.get("busbw_gbps")]
     phases = {phase["name"]: phase for phase in doc["phases"]}
     reference = phases.get("R1") or {}
     step_s = (reference.get("iteration_s") or {}).get("mean")
     backward_s = (reference.get("parts_mean_s") or {}).get("backward_s")
-    if not rows or not step_s or backward_s is None:
+    far, near = _probe_links(probes.get("R1n"), 2), _probe_links(probes.get("R1"), 1)
+    if far is None or near is None or not step_s or backward_s is None:
         return None
-    rows.sort(key=lambda row: row["size_bytes"])
-    curve = BusCurve("probe", tuple(float(r["size_bytes"]) for r in rows), tuple(r["busbw_gbps"] / 8 for r in rows), ("probe",))
-    links = Fabric(None, curve, 1.0, 1, 2, "probe")
     grad_bytes = doc["model"]["grad_bytes"]
-    return ddp_overlap(grad_bytes, step_s, backward_s, links.allreduce_s, 2, CommParams(), 0).added_s
+
+    def added(links: Fabric) -> float:
+        return ddp_overlap(grad_bytes, step_s, backward_s, links.allreduce_s, 2, CommParams(), 0).added_s
+
+    return added(far) - added(near)
 
 
 def predicted_stall_s(doc: dict) -> tuple[float | None, tuple[float, float] | None]:
