@@ -1,11 +1,11 @@
 """Held-out error of Stash's predicted communication against published multi-GPU training figures.
 
 Over the fitted figures (stash_core/decide/predict/published_multi_gpu.csv and the later sets: holdout, final,
-fresh and fresh2, each evaluated once as a test set and fitted since): each n-GPU figure with its source's one-GPU
+fresh, fresh2 and fresh3, each evaluated once as a test set and fitted since): each n-GPU figure with its source's one-GPU
 figure of the same work, the predicted scaling efficiency (one-GPU step over the predicted n-GPU step, the
 one-GPU step taken as published) against the published one, each source predicted with the factors fitted on the
 other PyTorch sources; errors in efficiency points by source, interconnect class and node count, and how often
-the prediction is the optimistic one. Then, once, the next test set (published_multi_gpu_fresh3.csv, when there
+the prediction is the optimistic one. Then, once, the next test set (published_multi_gpu_fresh4.csv, when there
 is one: figures collected after the model's last change, used in no fit or choice) with the stated error's
 coverage there. With --write,
 the factors fitted on every PyTorch source and the stated errors go to comm_summary.json, which predictions read.

@@ -38,6 +38,7 @@ def comm_data_digest() -> str:
     names = (
         "collective_bandwidth.csv", "published_multi_gpu.csv", "published_multi_gpu_holdout.csv",
         "published_multi_gpu_final.csv", "published_multi_gpu_fresh.csv", "published_multi_gpu_fresh2.csv",
+        "published_multi_gpu_fresh3.csv",
     )  # fmt: skip
     for name in names:
         path = here / name

@@ -45,13 +45,14 @@ from stash_core.decide.predict.step_cost import step_cost
 MULTI_GPU_CSV = Path(__file__).with_name("published_multi_gpu.csv")
 HOLDOUT_CSV = Path(__file__).with_name("published_multi_gpu_holdout.csv")
 # Each collected as a test set and evaluated once, then fitted like the others (docs/multi-gpu-final.md,
-# docs/multi-gpu-fresh.md, docs/multi-gpu-fresh2.md say what each showed before it was).
+# docs/multi-gpu-fresh.md, docs/multi-gpu-fresh2.md, docs/multi-gpu-fresh3.md say what each showed before).
 FINAL_CSV = Path(__file__).with_name("published_multi_gpu_final.csv")
 FRESH_CSV = Path(__file__).with_name("published_multi_gpu_fresh.csv")
 FRESH2_CSV = Path(__file__).with_name("published_multi_gpu_fresh2.csv")
-FITTED_CSVS = (MULTI_GPU_CSV, HOLDOUT_CSV, FINAL_CSV, FRESH_CSV, FRESH2_CSV)
+FRESH3_CSV = Path(__file__).with_name("published_multi_gpu_fresh3.csv")
+FITTED_CSVS = (MULTI_GPU_CSV, HOLDOUT_CSV, FINAL_CSV, FRESH_CSV, FRESH2_CSV, FRESH3_CSV)
 # The next figures collected after the model's last change and before any prediction for them, when there are.
-TEST_CSV = Path(__file__).with_name("published_multi_gpu_fresh3.csv")
+TEST_CSV = Path(__file__).with_name("published_multi_gpu_fresh4.csv")
 NIC_GBPS = {"edr": 100.0, "hdr": 200.0, "ndr": 400.0}
 CONTENTION_GRID = np.arange(0.0, 3.0001, 0.1)
 JITTER_GRID = np.arange(0.0, 0.080001, 0.0025)

@@ -1,4 +1,4 @@
-"""The communication model's data sets and the cube mesh's fewer links: the fitted sets are the five published
+"""The communication model's data sets and the cube mesh's fewer links: the fitted sets are the six published
 files, the test set shares no source with them and every figure of it can be predicted, and a job on part of a
 V100 cube mesh gets the share of the links its GPUs have."""
 
@@ -15,6 +15,7 @@ from stash_core.decide.predict.comm_validation import (
     FINAL_CSV,
     FITTED_CSVS,
     FRESH2_CSV,
+    FRESH3_CSV,
     FRESH_CSV,
     HOLDOUT_CSV,
     MULTI_GPU_CSV,
@@ -47,8 +48,8 @@ def test_a_job_on_part_of_a_cube_mesh_gets_the_share_of_the_links_its_gpus_have(
     assert two.busbw_gbs(25 * MIB) == pytest.approx(eight.busbw_gbs(25 * MIB) / 6)
 
 
-def test_the_fitted_sets_are_the_five_published_files_and_the_summary_says_so():
-    assert FITTED_CSVS == (MULTI_GPU_CSV, HOLDOUT_CSV, FINAL_CSV, FRESH_CSV, FRESH2_CSV)
+def test_the_fitted_sets_are_the_six_published_files_and_the_summary_says_so():
+    assert FITTED_CSVS == (MULTI_GPU_CSV, HOLDOUT_CSV, FINAL_CSV, FRESH_CSV, FRESH2_CSV, FRESH3_CSV)
     sources = {figure["source_id"] for figure in fitted_figures()}
     assert {"lambda-pytorch", "csc-ml-benchmarks", "nvidia-dle-pytorch-other", "kempner-resnet50"} <= sources
     summary = load_comm_summary()
