@@ -1,0 +1,173 @@
+"""Would pairing R0 and R1 inside one launch narrow the interconnect stall's interval on a drifting machine?
+
+The interconnect stall is t(R1) - t(R0): two workers with DDP's all-reduce against one worker alone.
+Launched separately, each launch lands on whatever speed the machine has then, and on a virtual machine
+that speed moves by 10-20% in level shifts of seconds (bench/launch_variance.py), so the difference of two
+launches' means carries both launches' drift. Here both are timed in one launch of two gloo workers, in
+alternating blocks:
+
+- block A (R1): both ranks step the DDP-wrapped model (forward, backward with its all-reduce, optimizer);
+- block B (R0): rank 0 steps the bare model alone while rank 1 sleeps in a blocking receive.
+
+Each pair of blocks (their order alternating) gives one difference A - B, and the drift within a pair is
+small. Printed: per-block means, the mean difference with its 95% interval from the pairs (paired), the same
+from the A and B blocks taken as independent samples (unpaired, what separate launches give at best), and how
+many pairs the paired interval needs for the target. Then one worker alone in a launch of its own, for B's
+level. Stall formulas are not touched: this measures whether the pairing would help, on this machine.
+
+    .venv/bin/python bench/paired_blocks.py [--model resnet10] [--batch-size 16] [--block 8] [--pairs 12]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+import torch.multiprocessing as mp  # noqa: E402
+
+from stash_core.analysis.stats import mean_ci95  # noqa: E402
+from stash_core.zoo.build import build_model  # noqa: E402
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _model(args):
+    torch.manual_seed(0)
+    shape = tuple(int(size) for size in args.input_shape.split(","))
+    model, _ = build_model(args.model, num_classes=10, input_shape=shape)
+    inputs = torch.randn(args.batch_size, *shape)
+    labels = torch.randint(0, 10, (args.batch_size,))
+    return model, inputs, labels
+
+
+def _steps(model, optimizer, inputs, labels, count: int) -> float:
+    """Seconds per step over `count` steps."""
+    loss_fn = torch.nn.CrossEntropyLoss()
+    start = time.perf_counter()
+    for _ in range(count):
+        optimizer.zero_grad(set_to_none=True)
+        loss_fn(model(inputs), labels).backward()
+        optimizer.step()
+    return (time.perf_counter() - start) / count
+
+
+def _worker(rank: int, world: int, port: int, args, results) -> None:
+    torch.set_num_threads(1)  # Stash's CPU workers: one thread each on this machine's cores
+    os.sched_setaffinity(0, {rank % os.cpu_count()})
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+    model, inputs, labels = _model(args)
+    if world == 1:
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+        _steps(model, optimizer, inputs, labels, args.warmup)
+        alone = [_steps(model, optimizer, inputs, labels, args.block) for _ in range(args.pairs)]
+        results.put(("alone", alone))
+        dist.destroy_process_group()
+        return
+    ddp = torch.nn.parallel.DistributedDataParallel(model)
+    optimizer = torch.optim.SGD(ddp.parameters(), lr=0.01, momentum=0.9)
+    _steps(ddp, optimizer, inputs, labels, args.warmup)
+    token = torch.zeros(1)
+    blocks: list[tuple[str, float]] = []
+    for pair in range(args.pairs):
+        for kind in "AB" if pair % 2 == 0 else "BA":
+            if kind == "A":
+                blocks.append(("A", _steps(ddp, optimizer, inputs, labels, args.block)))
+            elif rank == 0:  # R0: the bare module, so no all-reduce hook fires
+                blocks.append(("B", _steps(ddp.module, optimizer, inputs, labels, args.block)))
+                dist.send(token, dst=1)
+            else:
+                dist.recv(token, src=0)  # sleeps in a blocking read until rank 0 is done
+    if rank == 0:
+        results.put(("paired", blocks))
+    dist.destroy_process_group()
+
+
+def _run(world: int, args) -> list:
+    context = mp.get_context("spawn")
+    results = context.Queue()
+    port = _free_port()
+    processes = [
+        context.Process(target=_worker, args=(rank, world, port, args, results)) for rank in range(world)
+    ]
+    for process in processes:
+        process.start()
+    found = results.get(timeout=600)
+    for process in processes:
+        process.join()
+    return found[1]
+
+
+def _interval(values: list[float]) -> tuple[float, float]:
+    mean, half = mean_ci95(values)
+    return mean, half
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="resnet10")
+    parser.add_argument("--input-shape", default="3,32,32")
+    parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--block", type=int, default=8, help="steps per block")
+    parser.add_argument("--pairs", type=int, default=12)
+    parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument("--target", type=float, default=0.10, help="relative half-width aimed for")
+    args = parser.parse_args()
+    load_before = os.getloadavg()[0]
+    started = time.perf_counter()
+    blocks = _run(2, args)
+    paired_s = time.perf_counter() - started
+    a_blocks = [seconds for kind, seconds in blocks if kind == "A"]
+    b_blocks = [seconds for kind, seconds in blocks if kind == "B"]
+    differences = [a - b for a, b in zip(a_blocks, b_blocks, strict=True)]
+    alone = _run(1, args)
+    print(
+        f"{args.model} {args.input_shape} batch {args.batch_size}: {args.pairs} pairs of {args.block}-step "
+        f"blocks in one launch of 2 gloo workers ({paired_s:.0f} s, load {load_before:.2f} before, "
+        f"{os.getloadavg()[0]:.2f} after)"
+    )
+    a_mean, a_half = _interval(a_blocks)
+    b_mean, b_half = _interval(b_blocks)
+    print(
+        f"  A (R1, two workers, all-reduce)  {a_mean * 1e3:7.1f} ms ± {a_half / a_mean:5.1%}  "
+        f"blocks vary {statistics.stdev(a_blocks) / a_mean:.1%} (sd)"
+    )
+    print(
+        f"  B (R0, rank 0 alone)             {b_mean * 1e3:7.1f} ms ± {b_half / b_mean:5.1%}  "
+        f"blocks vary {statistics.stdev(b_blocks) / b_mean:.1%} (sd)"
+    )
+    alone_mean, alone_half = _interval(alone)
+    print(
+        f"  one worker in a launch of its own {alone_mean * 1e3:6.1f} ms ± {alone_half / alone_mean:5.1%}  "
+        f"(B / alone {b_mean / alone_mean:.2f})"
+    )
+    diff_mean, diff_half = _interval(differences)
+    unpaired_half = (a_half**2 + b_half**2) ** 0.5
+    print(f"  interconnect A - B, paired       {diff_mean * 1e3:7.1f} ms ± {diff_half / diff_mean:5.1%}")
+    print(f"  interconnect A - B, unpaired     {diff_mean * 1e3:7.1f} ms ± {unpaired_half / diff_mean:5.1%}")
+    correlation = statistics.correlation(a_blocks, b_blocks) if len(a_blocks) > 2 else float("nan")
+    print(f"  A and B blocks of one pair correlate {correlation:+.2f}")
+    spread = statistics.stdev(differences)
+    needed = (2.0 * spread / (args.target * diff_mean)) ** 2  # normal approximation
+    block_s = needed * args.block * (a_mean + b_mean)
+    print(
+        f"  pairs for ± {args.target:.0%} on the interconnect stall: about {needed:.0f} "
+        f"({block_s:.0f} s of blocks)"
+    )
+
+
+if __name__ == "__main__":
+    main()
