@@ -103,6 +103,9 @@ def report(write: bool = False, show_rows: bool = False) -> dict:
     )  # fmt: skip
     print(f"\nstated communication error ({summary['stated_percentile']:.0%} percentile of held-out step-time errors, "
           f"chosen so that a job never seen, a source's model, is covered 80% of the time on average): {cells}")
+    wider = summary.get("stated_error_by_class") or {}
+    print("wider on one machine for an interconnect class whose own held-out errors run wider: "
+          + (", ".join(f"{klass} ±{value:.1%}" for klass, value in sorted(wider.items())) or "none"))
     shares = summary["codebase_coverage"]
     print(f"each of the {len(shares)} jobs' coverage by the error stated from the other jobs alone: mean "
           f"{np.mean(list(shares.values())):.0%}; below 80%: "

@@ -6,7 +6,8 @@ before the model was last changed, so fitted) and writes comm_summary.json: the 
 fitted on every source (ddp_overlap.CommParams), and the stated communication error, per scope (one machine,
 several machines): a percentile of the held-out errors of the step time when each source's figures were
 predicted with the factors fitted on the others, chosen so that a job never seen (a source's model, its
-codebase) is covered 80% of the time (comm_stated.py).
+codebase) is covered 80% of the time (comm_stated.py); on one machine, an interconnect class whose own
+held-out errors run wider states its own.
 Predictions read the file; without it the factors are the prior (0, 0) and the error is unstated.
 """
 
@@ -61,14 +62,18 @@ def fitted_comm_params() -> CommParams:
     return CommParams(**values)
 
 
-def comm_stated_error(nodes: int) -> tuple[float | None, bool]:
-    """(the held-out 80th percentile error of the step time of a multi-GPU prediction, a fraction; whether
-    enough held-out figures of its scope stand behind it)."""
+def comm_stated_error(nodes: int, link_class: str | None = None) -> tuple[float | None, bool, str]:
+    """(the held-out error of the step time of a multi-GPU prediction, a fraction; whether enough held-out
+    figures of its scope stand behind it; a note when its interconnect class's own, wider, is stated)."""
     summary = load_comm_summary() or {}
     scope = SCOPES[1] if nodes > 1 else SCOPES[0]
     value = (summary.get("stated_error") or {}).get(scope)
     validated = bool((summary.get("validated") or {}).get(scope))
-    return (float(value) if isinstance(value, int | float) else None), validated
+    error = float(value) if isinstance(value, int | float) else None
+    own = (summary.get("stated_error_by_class") or {}).get(link_class or "")
+    if nodes == 1 and error is not None and isinstance(own, int | float) and own > error:
+        return float(own), validated, f"wider for {link_class}: from its own held-out figures"
+    return error, validated, ""
 
 
 def write_comm_summary(summary: dict, path: Path = COMM_SUMMARY_JSON) -> None:

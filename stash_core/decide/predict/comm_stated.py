@@ -94,6 +94,22 @@ def codebase_level(frame: pd.DataFrame) -> float:
     return LEVELS[-1]
 
 
+def class_errors(frame: pd.DataFrame, level: float, stated: dict[str, float | None]) -> dict[str, float]:
+    """One machine's stated error per interconnect class, where a class's own held-out figures (at least
+    MIN_FIGURES, of at least two codebases) run wider than the scope's at the same percentile: PCIe Gen3's
+    misses are not NVSwitch H100's. `frame` holds rows' classes as the predictor names them."""
+    pytorch = frame[(frame["framework"] == PYTORCH) & (frame["nodes"] == 1)]
+    scope = stated.get(SCOPES[0]) or 0.0
+    found: dict[str, float] = {}
+    for klass, rows in pytorch.groupby("link_class"):
+        if len(rows) < MIN_FIGURES or codebases(rows).nunique() < 2:
+            continue
+        error = stated_quantile(rows["step_error"], level)
+        if error is not None and error > scope:
+            found[str(klass)] = round(error, 4)
+    return found
+
+
 def stated_errors(frame: pd.DataFrame) -> tuple[dict[str, float | None], dict[str, int], float]:
     """(the stated error per scope, the figures behind each, the percentile chosen by codebase_level)."""
     level = codebase_level(frame)

@@ -33,6 +33,7 @@ from stash_core.decide.predict.comm_fit import SCOPES, comm_data_digest
 from stash_core.decide.predict.comm_stated import (
     MIN_FIGURES,
     PYTORCH,
+    class_errors,
     coverage,
     coverage_by_codebase,
     stated_errors,
@@ -60,8 +61,8 @@ KEY = ("source_id", "accelerator", "model", "input_shape", "precision", "batch_s
        "inter_node", "measured")  # fmt: skip
 COLUMNS = [
     "source_id", "framework", "model", "accelerator", "precision", "batch_size", "gpus", "nodes", "intra_node",
-    "inter_node", "step_1_s", "comm_s", "published_efficiency", "predicted_efficiency", "error_points",
-    "step_error",
+    "inter_node", "link_class", "step_1_s", "comm_s", "published_efficiency", "predicted_efficiency",
+    "error_points", "step_error",
 ]  # fmt: skip
 
 
@@ -219,11 +220,13 @@ def predict_case(case: Case, params: CommParams) -> dict:
     predicted = case.step_1_s / (case.step_1_s + comm_s)
     published = case.published_efficiency
     row = case.row
+    link_class = CLASS_ALIASES.get(row["intra_node"], row["intra_node"])
     return {
         "source_id": row["source_id"], "framework": row.get("framework", ""), "model": row["model"],
         "accelerator": row["accelerator"], "precision": row["precision"], "batch_size": int(row["batch_size"]),
         "gpus": int(row["gpus"]), "nodes": int(row.get("nodes") or 1), "intra_node": row["intra_node"],
-        "inter_node": row.get("inter_node", ""), "step_1_s": case.step_1_s, "comm_s": comm_s,
+        "inter_node": row.get("inter_node", ""), "link_class": link_class, "step_1_s": case.step_1_s,
+        "comm_s": comm_s,
         "published_efficiency": published, "predicted_efficiency": predicted,
         "error_points": 100.0 * (predicted - published), "step_error": published / predicted - 1.0,
     }  # fmt: skip
@@ -310,6 +313,7 @@ def build_comm_summary(figures: list[dict]) -> tuple[dict, pd.DataFrame, dict[st
     frame, factors = leave_one_source_out(built, pytorch_sources)
     params = fit_params([case for case in built if case.row["source_id"] in pytorch_sources])
     stated, counts, level = stated_errors(frame)
+    by_class = class_errors(frame, level, stated)
     by_codebase = coverage_by_codebase(frame, level)
     summary = {
         "params": {"contention": params.contention, "jitter": params.jitter},
@@ -319,6 +323,7 @@ def build_comm_summary(figures: list[dict]) -> tuple[dict, pd.DataFrame, dict[st
         "stated_error": stated,
         "stated_from_figures": counts,
         "stated_percentile": level,
+        "stated_error_by_class": by_class,
         "codebase_coverage": dict(zip(by_codebase["codebase"], by_codebase["covered"].round(4), strict=True)),
         "validated": {scope: counts[scope] >= MIN_FIGURES for scope in SCOPES},
         "coverage": coverage(frame[frame["framework"] == PYTORCH], stated),

@@ -134,7 +134,7 @@ class Predictor:
         if compute.host_s >= compute.gpu_s and path != "measured":
             notes.append(f"overhead-bound: {compute.kernels} kernels dispatched from the host")
         if comm.link:
-            notes.append(comm_note(comm.link, count))
+            notes.append(comm_note(comm.link, count, comm.link_class))
         return ConfigPrediction(
             name, accelerator.name, count, workers, path, basis, compute_s, comm.interconnect_s,
             comm.network_s, stated.error if stated else None, memory.needed_gb, memory.available_gb, notes,

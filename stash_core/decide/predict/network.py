@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from stash_core.catalog.accelerators import Accelerator
-from stash_core.decide.predict.collectives import Fabric, fabric
+from stash_core.decide.predict.collectives import Fabric, fabric, intra_class
 from stash_core.decide.predict.comm_fit import comm_stated_error, fitted_comm_params
 from stash_core.decide.predict.ddp_overlap import CommParams, ddp_overlap
 
@@ -22,6 +22,7 @@ class CommTime:
     interconnect_s: float
     network_s: float
     link: str
+    link_class: str | None = None  # the GPUs' link inside one instance (collectives.intra_class), if any
 
 
 def added_s(
@@ -59,16 +60,19 @@ def comm_time(
         assert not isinstance(one_machine, str)  # its part of `whole` was found above
         interconnect_s = added_s(grad_bytes, one_machine, step_s, backward_s, params, accelerator.memory_gbs)
     total_s = added_s(grad_bytes, whole, step_s, backward_s, params, accelerator.memory_gbs)
-    return CommTime(interconnect_s, max(0.0, total_s - interconnect_s), whole.description)
+    link_class = intra_class(interconnect, accelerator)[0] if workers > 1 else None
+    return CommTime(interconnect_s, max(0.0, total_s - interconnect_s), whole.description, link_class)
 
 
-def comm_note(link: str, nodes: int) -> str:
-    """The line a prediction prints about its all-reduce: the links and the held-out error of the step."""
-    error, validated = comm_stated_error(nodes)
+def comm_note(link: str, nodes: int, link_class: str | None = None) -> str:
+    """The line a prediction prints about its all-reduce: the links and the held-out error of the step (its
+    interconnect class's own where that runs wider)."""
+    error, validated, wider = comm_stated_error(nodes, link_class)
     if error is None:
         held_out = "not validated: no comm_summary.json (bench/comm_report.py --write)"
     elif validated:
         held_out = f"step time ±{error:.0%} on held-out multi-GPU training figures"
+        held_out += f", {wider}" if wider else ""
     else:
         held_out = f"step time ±{error:.0%}, unvalidated: too few held-out figures across machines"
     return f"all-reduce over {link}: published NCCL bus bandwidth, DDP's bucket overlap ({held_out})"
@@ -88,8 +92,11 @@ def comm_method_line() -> str:
                                    f" (unvalidated: {counts.get(scope, 0)} held-out figures)")
         for scope, value in (summary.get("stated_error") or {}).items() if isinstance(value, int | float)
     )  # fmt: skip
+    by_class = summary.get("stated_error_by_class") or {}
+    wider = ", ".join(f"{klass} ±{value:.0%}" for klass, value in sorted(by_class.items()))
     return (
         "communication: published NCCL bus bandwidth per interconnect class, DDP's buckets overlapping "
         f"backward, contention {params.get('contention', 0):g} and jitter {params.get('jitter', 0):g} fitted "
         f"on {summary.get('figures')} published multi-GPU figures; held-out error of the step: {errors}"
+        + (f" (wider on one machine of {wider})" if wider else "")
     )

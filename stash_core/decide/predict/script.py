@@ -133,7 +133,7 @@ class ScriptPredictor:
         if not isinstance(comm, CommTime):
             return f"{count} x {name}: communication not predictable - {comm}"
         if comm.link:
-            notes.append(comm_note(comm.link, count))
+            notes.append(comm_note(comm.link, count, comm.link_class))
         stated = stated_error("script", base.batch_size, accelerator.name)
         notes += [stated.note] if stated.note else []
         peaks = "/".join(f"{gpu.matrix_tflops(self.precision):g}" for gpu in (base.accelerator, accelerator))

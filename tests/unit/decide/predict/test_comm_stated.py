@@ -11,6 +11,7 @@ import pytest
 from stash_core.decide.predict.comm_stated import (
     LEVELS,
     UNVALIDATED_FACTOR,
+    class_errors,
     codebase_level,
     coverage,
     coverage_by_codebase,
@@ -69,3 +70,29 @@ def test_a_codebase_is_one_sources_one_model_and_each_counts_once():
     assert list(by.index) == ["s/bart", "s/resnet", "t/resnet"]
     assert by.loc["s/bart", "covered"] == 0.0 and by.loc["s/bart", "figures"] == 2
     assert by.loc["s/resnet", "covered"] == 1.0
+
+
+def test_a_class_whose_own_figures_run_wider_states_its_own_error_on_one_machine():
+    wide = _frame({"a": [0.3] * 5, "b": [0.3] * 5}).assign(link_class="pcie_gen3")
+    narrow = _frame({"c": [0.01] * 20, "d": [0.01] * 20}).assign(link_class="nvswitch_h100")
+    lone = _frame({"e": [0.5] * 9}).assign(link_class="pcie_gen5")  # one codebase: no class error of its own
+    across = _frame({"f": [0.9] * 6}, nodes=2).assign(link_class="nvswitch_a100")  # across machines: scope's
+    frame = pd.concat([wide, narrow, lone, across])
+    stated = {"one machine": 0.05, "several machines": 0.2}
+    assert class_errors(frame, 0.8, stated) == {"pcie_gen3": 0.3}
+
+
+def test_a_prediction_states_its_classs_wider_error_and_says_so(monkeypatch):
+    from stash_core.decide.predict import comm_fit, network
+
+    summary = {
+        "stated_error": {"one machine": 0.08, "several machines": 0.2}, "validated": {"one machine": True},
+        "stated_error_by_class": {"pcie_gen3": 0.37},
+    }  # fmt: skip
+    monkeypatch.setattr(comm_fit, "load_comm_summary", lambda: summary)
+    assert comm_fit.comm_stated_error(1, "pcie_gen3") == (0.37, True, "wider for pcie_gen3: from its own "
+                                                                       "held-out figures")  # fmt: skip
+    assert comm_fit.comm_stated_error(1, "nvswitch_h100") == (0.08, True, "")
+    assert comm_fit.comm_stated_error(2, "pcie_gen3")[0] == 0.2  # across machines: the scope's
+    note = network.comm_note("PCIe Gen3 (pcie_gen3)", 1, "pcie_gen3")
+    assert "±37%" in note and "wider for pcie_gen3" in note
