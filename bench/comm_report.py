@@ -101,7 +101,7 @@ def report(write: bool = False, show_rows: bool = False) -> dict:
         f"{scope} ±{value:.1%} from {counts[scope]} figures" + ("" if validated[scope] else " (unvalidated)")
         for scope, value in stated.items() if value is not None
     )  # fmt: skip
-    print(f"\nstated communication error ({summary['stated_percentile']:.0%} percentile of held-out step-time errors, "
+    print(f"\nstated communication error (the {round(summary['stated_percentile'] * 100)}th percentile of held-out step-time errors, "
           f"chosen so that a job never seen, a source's model, is covered 80% of the time on average): {cells}")
     wider = summary.get("stated_error_by_class") or {}
     print("wider on one machine for an interconnect class whose own held-out errors run wider: "

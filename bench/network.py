@@ -90,7 +90,7 @@ def scheduled_stall_s(doc: dict) -> float | None:
     def added(links: Fabric) -> float:
         return ddp_overlap(grad_bytes, step_s, backward_s, links.allreduce_s, 2, CommParams(), 0).added_s
 
-    return added(far) - added(near)
+    return max(0.0, added(far) - added(near))  # as the predictor clamps the network stall
 
 
 def predicted_stall_s(doc: dict) -> tuple[float | None, tuple[float, float] | None]:

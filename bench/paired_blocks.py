@@ -105,7 +105,12 @@ def _run(world: int, args) -> list:
     ]
     for process in processes:
         process.start()
-    found = results.get(timeout=600)
+    try:
+        found = results.get(timeout=300)
+    except Exception:  # a worker died: stop the others rather than leave them waiting in a collective
+        for process in processes:
+            process.terminate()
+        raise SystemExit("a worker stopped without its result (its error is above)") from None
     for process in processes:
         process.join()
     return found[1]
@@ -126,6 +131,8 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--target", type=float, default=0.10, help="relative half-width aimed for")
     args = parser.parse_args()
+    if args.pairs < 3 or args.block < 1:
+        raise SystemExit("--pairs must be at least 3 and --block at least 1")
     load_before = os.getloadavg()[0]
     started = time.perf_counter()
     blocks = _run(2, args)
@@ -160,6 +167,9 @@ def main() -> None:
     print(f"  interconnect A - B, unpaired     {diff_mean * 1e3:7.1f} ms ± {unpaired_half / diff_mean:5.1%}")
     correlation = statistics.correlation(a_blocks, b_blocks) if len(a_blocks) > 2 else float("nan")
     print(f"  A and B blocks of one pair correlate {correlation:+.2f}")
+    if diff_mean <= 0:
+        print("  A - B is not positive here: no interconnect stall to aim a target at")
+        return
     spread = statistics.stdev(differences)
     needed = (2.0 * spread / (args.target * diff_mean)) ** 2  # normal approximation
     block_s = needed * args.block * (a_mean + b_mean)

@@ -22,6 +22,12 @@ from stash_core.decide.predict.ddp_overlap import CommParams
 
 COMM_SUMMARY_JSON = Path(__file__).resolve().parent / "comm_summary.json"
 SCOPES = ("one machine", "several machines")
+# The published multi-GPU sets the factors are fitted to, in order (comm_validation.FITTED_CSVS); the later
+# ones were each collected as a test set and evaluated once before they were fitted.
+FITTED_SET_NAMES = (
+    "published_multi_gpu.csv", "published_multi_gpu_holdout.csv", "published_multi_gpu_final.csv",
+    "published_multi_gpu_fresh.csv", "published_multi_gpu_fresh2.csv", "published_multi_gpu_fresh3.csv",
+)  # fmt: skip
 
 
 @functools.cache
@@ -36,12 +42,7 @@ def comm_data_digest() -> str:
     """Of the figures the summary was made from: the bandwidth table and the multi-GPU training figures."""
     here = Path(__file__).resolve().parent
     digest = hashlib.sha256()
-    names = (
-        "collective_bandwidth.csv", "published_multi_gpu.csv", "published_multi_gpu_holdout.csv",
-        "published_multi_gpu_final.csv", "published_multi_gpu_fresh.csv", "published_multi_gpu_fresh2.csv",
-        "published_multi_gpu_fresh3.csv",
-    )  # fmt: skip
-    for name in names:
+    for name in ("collective_bandwidth.csv", *FITTED_SET_NAMES):
         path = here / name
         digest.update(path.read_bytes() if path.exists() else b"")
     return digest.hexdigest()[:16]
@@ -71,8 +72,9 @@ def comm_stated_error(nodes: int, link_class: str | None = None) -> tuple[float 
     validated = bool((summary.get("validated") or {}).get(scope))
     error = float(value) if isinstance(value, int | float) else None
     own = (summary.get("stated_error_by_class") or {}).get(link_class or "")
-    if nodes == 1 and error is not None and isinstance(own, int | float) and own > error:
-        return float(own), validated, f"wider for {link_class}: from its own held-out figures"
+    # a class's own error, taken on one machine, bounds it across machines too: more links, no fewer misses
+    if error is not None and isinstance(own, int | float) and own > error:
+        return float(own), validated, f"wider for {link_class}: from its own held-out figures on one machine"
     return error, validated, ""
 
 

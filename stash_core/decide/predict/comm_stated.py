@@ -6,8 +6,8 @@ LEVELS at which a job never seen is covered STATED_SHARE of the time on average.
 source's one model (its training script, its extra collectives, its data loading). Each codebase's figures are
 checked against the error stated from every other codebase's held-out figures alone, and each codebase counts
 once whatever its number of figures. A pooled 80th percentile is set by the source with most figures (Lambda's
-327) and covered 60% and 56% of the figures of two sets collected later (docs/validation.md); a percentile
-chosen source by source still covered 56% of the second, whose seven models each behave their own way.
+327) and covered 60% of a set collected later (docs/multi-gpu-final.md); a percentile chosen source by source
+covered 56% of the next one (docs/multi-gpu-fresh.md), whose eight models each behave their own way.
 """
 
 from __future__ import annotations

@@ -322,6 +322,7 @@ def build_comm_summary(figures: list[dict]) -> tuple[dict, pd.DataFrame, dict[st
         "held_out_params": {source: vars(value) for source, value in factors.items()},
         "stated_error": stated,
         "stated_from_figures": counts,
+        "fitted_figures": len([case for case in built if case.row["source_id"] in pytorch_sources]),
         "stated_percentile": level,
         "stated_error_by_class": by_class,
         "codebase_coverage": dict(zip(by_codebase["codebase"], by_codebase["covered"].round(4), strict=True)),

@@ -71,10 +71,10 @@ def comm_note(link: str, nodes: int, link_class: str | None = None) -> str:
     if error is None:
         held_out = "not validated: no comm_summary.json (bench/comm_report.py --write)"
     elif validated:
-        held_out = f"step time ±{error:.0%} on held-out multi-GPU training figures"
+        held_out = f"step time ±{error:.1%} on held-out multi-GPU training figures"
         held_out += f", {wider}" if wider else ""
     else:
-        held_out = f"step time ±{error:.0%}, unvalidated: too few held-out figures across machines"
+        held_out = f"step time ±{error:.1%}, unvalidated: too few held-out figures across machines"
     return f"all-reduce over {link}: published NCCL bus bandwidth, DDP's bucket overlap ({held_out})"
 
 
@@ -88,15 +88,15 @@ def comm_method_line() -> str:
     params = summary.get("params") or {}
     counts = summary.get("stated_from_figures") or {}
     errors = ", ".join(
-        f"{scope} ±{value:.0%}" + ("" if (summary.get("validated") or {}).get(scope) else
+        f"{scope} ±{value:.1%}" + ("" if (summary.get("validated") or {}).get(scope) else
                                    f" (unvalidated: {counts.get(scope, 0)} held-out figures)")
         for scope, value in (summary.get("stated_error") or {}).items() if isinstance(value, int | float)
     )  # fmt: skip
     by_class = summary.get("stated_error_by_class") or {}
-    wider = ", ".join(f"{klass} ±{value:.0%}" for klass, value in sorted(by_class.items()))
+    wider = ", ".join(f"{klass} ±{value:.1%}" for klass, value in sorted(by_class.items()))
     return (
         "communication: published NCCL bus bandwidth per interconnect class, DDP's buckets overlapping "
         f"backward, contention {params.get('contention', 0):g} and jitter {params.get('jitter', 0):g} fitted "
-        f"on {summary.get('figures')} published multi-GPU figures; held-out error of the step: {errors}"
-        + (f" (wider on one machine of {wider})" if wider else "")
+        f"on {summary.get('fitted_figures', summary.get('figures'))} published multi-GPU PyTorch figures; "
+        f"held-out error of the step: {errors}" + (f" (wider for {wider})" if wider else "")
     )

@@ -10,7 +10,7 @@ import pytest
 
 from stash_core.catalog.accelerators import find_accelerator
 from stash_core.decide.predict.collectives import BusCurve, Fabric, fabric, subset_share
-from stash_core.decide.predict.comm_fit import load_comm_summary
+from stash_core.decide.predict.comm_fit import FITTED_SET_NAMES, load_comm_summary
 from stash_core.decide.predict.comm_validation import (
     FINAL_CSV,
     FITTED_CSVS,
@@ -50,6 +50,7 @@ def test_a_job_on_part_of_a_cube_mesh_gets_the_share_of_the_links_its_gpus_have(
 
 def test_the_fitted_sets_are_the_six_published_files_and_the_summary_says_so():
     assert FITTED_CSVS == (MULTI_GPU_CSV, HOLDOUT_CSV, FINAL_CSV, FRESH_CSV, FRESH2_CSV, FRESH3_CSV)
+    assert tuple(path.name for path in FITTED_CSVS) == FITTED_SET_NAMES  # the files the summary's digest reads
     sources = {figure["source_id"] for figure in fitted_figures()}
     assert {"lambda-pytorch", "csc-ml-benchmarks", "nvidia-dle-pytorch-other", "kempner-resnet50"} <= sources
     summary = load_comm_summary()

@@ -90,9 +90,27 @@ def test_a_prediction_states_its_classs_wider_error_and_says_so(monkeypatch):
         "stated_error_by_class": {"pcie_gen3": 0.37},
     }  # fmt: skip
     monkeypatch.setattr(comm_fit, "load_comm_summary", lambda: summary)
-    assert comm_fit.comm_stated_error(1, "pcie_gen3") == (0.37, True, "wider for pcie_gen3: from its own "
-                                                                       "held-out figures")  # fmt: skip
+    wider = "wider for pcie_gen3: from its own held-out figures on one machine"
+    assert comm_fit.comm_stated_error(1, "pcie_gen3") == (0.37, True, wider)
     assert comm_fit.comm_stated_error(1, "nvswitch_h100") == (0.08, True, "")
-    assert comm_fit.comm_stated_error(2, "pcie_gen3")[0] == 0.2  # across machines: the scope's
+    assert comm_fit.comm_stated_error(2, "nvswitch_h100")[0] == 0.2  # across machines: the scope's
+    assert comm_fit.comm_stated_error(2, "pcie_gen3")[0] == 0.37  # never narrower than one machine's class
     note = network.comm_note("PCIe Gen3 (pcie_gen3)", 1, "pcie_gen3")
-    assert "±37%" in note and "wider for pcie_gen3" in note
+    assert "±37.0%" in note and "wider for pcie_gen3" in note
+
+
+def test_a_prediction_knows_its_link_class_and_the_shipped_class_errors_are_classes_it_can_name():
+    from stash_core.catalog.accelerators import find_accelerator
+    from stash_core.decide.predict.collectives import load_rows
+    from stash_core.decide.predict.comm_fit import load_comm_summary
+    from stash_core.decide.predict.network import CommTime, comm_time
+
+    v100, t4 = find_accelerator("V100"), find_accelerator("T4")
+    nvlink = comm_time(1e8, 8, 1, "NVLink", None, v100, 0.3, 0.2)
+    pcie = comm_time(1e8, 4, 1, "PCIe", None, t4, 0.3, 0.2)
+    alone = comm_time(1e8, 1, 1, "PCIe", None, t4, 0.3, 0.2)
+    assert isinstance(nvlink, CommTime) and nvlink.link_class == "nvlink2_cubemesh"
+    assert isinstance(pcie, CommTime) and pcie.link_class == "pcie_gen3"
+    assert isinstance(alone, CommTime) and alone.link_class is None
+    classes = {row["interconnect_class"] for row in load_rows()}
+    assert set((load_comm_summary() or {}).get("stated_error_by_class") or {}) <= classes
