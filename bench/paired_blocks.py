@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import socket
 import statistics
 import sys
 import time
@@ -36,13 +35,8 @@ import torch.distributed as dist  # noqa: E402
 import torch.multiprocessing as mp  # noqa: E402
 
 from stash_core.analysis.stats import mean_ci95  # noqa: E402
+from stash_core.launch.multinode import free_port  # noqa: E402
 from stash_core.zoo.build import build_model  # noqa: E402
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _model(args):
@@ -99,7 +93,7 @@ def _worker(rank: int, world: int, port: int, args, results) -> None:
 def _run(world: int, args) -> list:
     context = mp.get_context("spawn")
     results = context.Queue()
-    port = _free_port()
+    port = free_port()
     processes = [
         context.Process(target=_worker, args=(rank, world, port, args, results)) for rank in range(world)
     ]
@@ -114,11 +108,6 @@ def _run(world: int, args) -> list:
     for process in processes:
         process.join()
     return found[1]
-
-
-def _interval(values: list[float]) -> tuple[float, float]:
-    mean, half = mean_ci95(values)
-    return mean, half
 
 
 def main() -> None:
@@ -146,8 +135,8 @@ def main() -> None:
         f"blocks in one launch of 2 gloo workers ({paired_s:.0f} s, load {load_before:.2f} before, "
         f"{os.getloadavg()[0]:.2f} after)"
     )
-    a_mean, a_half = _interval(a_blocks)
-    b_mean, b_half = _interval(b_blocks)
+    a_mean, a_half = mean_ci95(a_blocks)
+    b_mean, b_half = mean_ci95(b_blocks)
     print(
         f"  A (R1, two workers, all-reduce)  {a_mean * 1e3:7.1f} ms ± {a_half / a_mean:5.1%}  "
         f"blocks vary {statistics.stdev(a_blocks) / a_mean:.1%} (sd)"
@@ -156,12 +145,12 @@ def main() -> None:
         f"  B (R0, rank 0 alone)             {b_mean * 1e3:7.1f} ms ± {b_half / b_mean:5.1%}  "
         f"blocks vary {statistics.stdev(b_blocks) / b_mean:.1%} (sd)"
     )
-    alone_mean, alone_half = _interval(alone)
+    alone_mean, alone_half = mean_ci95(alone)
     print(
         f"  one worker in a launch of its own {alone_mean * 1e3:6.1f} ms ± {alone_half / alone_mean:5.1%}  "
         f"(B / alone {b_mean / alone_mean:.2f})"
     )
-    diff_mean, diff_half = _interval(differences)
+    diff_mean, diff_half = mean_ci95(differences)
     unpaired_half = (a_half**2 + b_half**2) ** 0.5
     print(f"  interconnect A - B, paired       {diff_mean * 1e3:7.1f} ms ± {diff_half / diff_mean:5.1%}")
     print(f"  interconnect A - B, unpaired     {diff_mean * 1e3:7.1f} ms ± {unpaired_half / diff_mean:5.1%}")

@@ -29,7 +29,7 @@ import pandas as pd
 
 from stash_core.catalog.accelerators import find_accelerator
 from stash_core.decide.predict.collectives import Fabric, family_of, intra_curve, network_curve, subset_share
-from stash_core.decide.predict.comm_fit import SCOPES, comm_data_digest
+from stash_core.decide.predict.comm_fit import FITTED_SET_NAMES, SCOPES, comm_data_digest
 from stash_core.decide.predict.comm_stated import (
     MIN_FIGURES,
     PYTORCH,
@@ -51,7 +51,7 @@ FINAL_CSV = Path(__file__).with_name("published_multi_gpu_final.csv")
 FRESH_CSV = Path(__file__).with_name("published_multi_gpu_fresh.csv")
 FRESH2_CSV = Path(__file__).with_name("published_multi_gpu_fresh2.csv")
 FRESH3_CSV = Path(__file__).with_name("published_multi_gpu_fresh3.csv")
-FITTED_CSVS = (MULTI_GPU_CSV, HOLDOUT_CSV, FINAL_CSV, FRESH_CSV, FRESH2_CSV, FRESH3_CSV)
+FITTED_CSVS = tuple(Path(__file__).with_name(name) for name in FITTED_SET_NAMES)  # one list: comm_fit.py
 # The next figures collected after the model's last change and before any prediction for them, when there are.
 TEST_CSV = Path(__file__).with_name("published_multi_gpu_fresh4.csv")
 NIC_GBPS = {"edr": 100.0, "hdr": 200.0, "ndr": 400.0}
