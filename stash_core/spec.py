@@ -49,6 +49,7 @@ from stash_core.userfiles import read_user_bytes
 
 MAX_SCRIPT_BYTES = 16 * 1024 * 1024  # a training script is kilobytes; a link to /dev/zero never ends
 DEVICES = ("auto", "cpu", "cuda")
+PAIRED_CHOICES = ("auto", "on", "off")
 # A first look at host names (the launcher checks DNS names and addresses): [user@]host[:port], [v6]:port.
 _HOST_RE = re.compile(r"(?:[A-Za-z0-9_.-]+@)?(?:\[[0-9A-Za-z:.%]+\](?::\d+)?|(?!-)[A-Za-z0-9_.:%-]+)")
 _USER_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,31}")  # as the launcher's (launch.ssh)
@@ -73,6 +74,8 @@ class ProfileSpec:
     threads_per_worker: int | None = None
     # CPU workers pinned each to its own cores (engine/phase.worker_cores), the same in every launch.
     pin_workers: bool = True
+    # R0 and R1 timed in one launch, in alternating blocks (engine/paired.py): auto, on or off.
+    paired: str = "auto"
     disk_read_mbps: float | None = None
     input_shape: list[int] | None = None
     num_classes: int | None = None
@@ -277,6 +280,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("--threads-per-worker", "threads_per_worker", "torch threads per CPU worker", count(1024)),
     Option("--no-pin", "pin_workers", "leave CPU workers free to move between cores (default: each pinned "
            "to its own)", switch=True),
+    Option("--paired", "paired", "time R0 and R1 in one launch, in alternating blocks, so that both see the "
+           "same machine (auto: CPU runs of Stash's own loop on this machine)", choices=PAIRED_CHOICES),
     Option("--instance", "instance", "label of the machine or cloud instance type"),
     Option("--input-shape", "input_shape", "C,H,W for images or a sequence length for tokens",
            parse=parse_input_shape),
@@ -375,6 +380,8 @@ def check_fields(spec: ProfileSpec) -> None:
         raise shape_error(spec.input_shape)
     if spec.device not in DEVICES:
         raise FieldError(f"--device must be auto, cpu or cuda, got {spec.device!r}", "device", spec.device)
+    if spec.paired not in PAIRED_CHOICES:
+        raise FieldError(f"--paired must be auto, on or off, got {spec.paired!r}", "paired", spec.paired)
     _check_data(spec)
     _check_script(spec)
     _check_text_fields(spec)

@@ -15,8 +15,16 @@ from __future__ import annotations
 import math
 
 from stash_core.analysis.stats import Pooled, pool_rounds, summarise
+from stash_core.engine.paired import PAIRED_RUNS, group_rounds
+from stash_core.engine.spread_cause import (  # noqa: F401 - where the rounds' warnings and tests find them
+    CAP_REASONS,
+    SCRIPT_ENDED,
+    launch_spread_finding,
+    slope,
+    spread_cause,
+    within_launch_lag1,
+)
 
-CAP_REASONS = ("max_time", "max_iterations")
 # Why the rounds ended before every run reached its target (LaunchedRuns.stopped_by).
 ROUNDS_BY_TIME = "time"
 ROUNDS_BY_COUNT = "rounds"
@@ -32,6 +40,7 @@ class LaunchedRuns:
         self.outcomes: dict[str, list[tuple[int, dict]]] = {name: [] for name in names}
         self.stopped_by: str | None = None  # ROUNDS_BY_TIME or ROUNDS_BY_COUNT when runs were left short
         self.planned: dict[int, list[str]] = {}  # round -> the runs it launches (every run when not given)
+        self.paired = False  # R0 and R1 timed in one launch (engine/paired.py)
 
     def add(self, name: str, round_index: int, outcome: dict) -> None:
         self.outcomes[name].append((round_index, outcome))
@@ -50,26 +59,37 @@ class LaunchedRuns:
         return complete if name is None else [r for r in complete if r in done.get(name, set())]
 
     def round_figures(self, name: str) -> dict[int, tuple[float, float]]:
-        """A run's (mean_s, ci95_s) in each of its pooled rounds, for the paired intervals of its stalls."""
+        """A run's (mean_s, ci95_s) in each of its pooled rounds, for the paired intervals of its stalls (a
+        launch of R0 and R1 together gives one sub-round per group of blocks: engine/paired.py)."""
         rounds = set(self.pooled_rounds(name))
-        return {
-            r: (outcome["iteration_s"]["mean"], outcome["iteration_s"]["ci95"])
-            for r, outcome in self.outcomes[name]
-            if r in rounds
-        }
+        return figures_by_round([(r, outcome) for r, outcome in self.outcomes[name] if r in rounds])
 
     def pooled(self, name: str) -> Pooled | None:
         """A run's figure over its pooled rounds, or None when it has no launch in them."""
-        rounds = set(self.pooled_rounds(name))
-        used = [outcome["iteration_s"] for r, outcome in self.outcomes[name] if r in rounds]
-        if not used:
+        figures = list(self.round_figures(name).values())
+        if not figures:
             return None
-        return pool_rounds([x["mean"] for x in used], [x["ci95"] for x in used])
+        return pool_rounds([mean_s for mean_s, _ in figures], [ci95_s for _, ci95_s in figures])
 
     def launch_wall_s(self, name: str) -> float:
         """The mean wall time of a run's launches so far, start-up included (0 before its first)."""
         walls = [outcome.get("wall_s") or 0.0 for _, outcome in self.outcomes.get(name, [])]
         return math.fsum(walls) / len(walls) if walls else 0.0
+
+    def grouped(self, name: str) -> bool:
+        """Whether a run's rounds are groups of blocks (R0 and R1 timed in one launch)."""
+        return any("groups_s" in outcome for _, outcome in self.outcomes.get(name, []))
+
+    def round_cost_s(self, runs: tuple[str, ...]) -> float:
+        """The wall time of one more round of `runs`: a launch of each; runs timed in one launch in groups
+        of blocks count once, at their launches' time per group (start-up included)."""
+        grouped = [name for name in runs if self.grouped(name)]
+        cost = math.fsum(self.launch_wall_s(name) for name in runs if name not in grouped)
+        if grouped:
+            together = [name for name in self.names if name in grouped or name in PAIRED_RUNS]
+            groups = sum(len(o.get("groups_s") or []) for _, o in self.outcomes.get(grouped[0], []))
+            cost += math.fsum(self.run_wall_s(name) for name in together) / max(groups, 1)
+        return cost
 
     def wall_s(self, round_index: int | None = None) -> float:
         """Wall time of the launches so far (start-up included), or of one round's."""
@@ -102,6 +122,10 @@ class LaunchedRuns:
         left_s = (max_phase_s - self.run_wall_s(name)) / max(launches_left, 1) - self.startup_s(name)
         return max(MIN_LAUNCH_CAP_S, min(planned_cap_s, left_s))
 
+    def rounds_expected(self) -> int:
+        """The planned rounds that launch something: one when R0 and R1, timed together, are all there is."""
+        return 1 if self.paired and set(self.names) <= set(PAIRED_RUNS) else self.launches
+
     def pool_into(self, records: list[dict]) -> None:
         """Fill each record (not failed) that has launches in the pooled rounds with their pooled figures,
         and keep every launch's own figures under `launches`."""
@@ -112,16 +136,31 @@ class LaunchedRuns:
                 continue
             record["launches_planned"] = self.launches
             record["launches"] = [launch_entry(r, outcome, r in rounds) for r, outcome in outcomes]
-            used = [outcome for r, outcome in outcomes if r in rounds]
+            used = [(r, outcome) for r, outcome in outcomes if r in rounds]
             if record.get("status") == "failed" or not used:
                 continue
             pool_record(record, used)
 
 
+def figures_by_round(launched: list[tuple[int, dict]]) -> dict[int, tuple[float, float]]:
+    """(mean_s, ci95_s) by round of a run's launches (round, outcome): one per launch, or one per group of
+    blocks of a launch that timed R0 and R1 together (engine/paired.py)."""
+    figures: dict[int, tuple[float, float]] = {}
+    for round_index, outcome in launched:
+        if outcome.get("groups_s"):
+            figures.update(group_rounds(round_index, outcome))
+        else:
+            figures[round_index] = (outcome["iteration_s"]["mean"], outcome["iteration_s"]["ci95"])
+    return figures
+
+
 def launch_entry(round_index: int, outcome: dict, pooled: bool) -> dict:
-    """One launch as the record keeps it: its own mean and interval, iterations and why it stopped."""
+    """One launch as the record keeps it: its own mean and interval, iterations and why it stopped (and the
+    means of its groups of blocks when R0 and R1 were timed together)."""
     summary = outcome["iteration_s"]
+    groups = {"groups_s": outcome["groups_s"]} if outcome.get("groups_s") else {}
     return {
+        **groups,
         "round": round_index,
         "pooled": pooled,
         "mean_s": summary["mean"],
@@ -143,17 +182,20 @@ def other_cores(load: dict | None) -> float | None:
     return round((load["other_cpu_s"] + load["steal_s"]) / load["wall_s"], 3)
 
 
-def pool_record(record: dict, used: list[dict]) -> None:
-    """The run's figures from its launches `used` (one per pooled round, in round order)."""
+def pool_record(record: dict, launched: list[tuple[int, dict]]) -> None:
+    """The run's figures from its launches (round, outcome), one per pooled round, in round order."""
+    used = [outcome for _, outcome in launched]
     samples: dict[str, list] = {key: [] for key in used[0]["samples"]}
     for outcome in used:
         for key in samples:
             samples[key].extend(outcome["samples"].get(key) or [])
-    pooled = pool_rounds([o["iteration_s"]["mean"] for o in used], [o["iteration_s"]["ci95"] for o in used])
+    figures = list(figures_by_round(launched).values())
+    pooled = pool_rounds([mean_s for mean_s, _ in figures], [ci95_s for _, ci95_s in figures])
     summary = summarise(samples["iteration_s"]).to_dict()
     summary.update(mean=pooled.mean, ci95=pooled.ci95)  # the rounds' mean, as every stall pairs them
     first = used[0]
-    record.update({key: value for key, value in first.items() if key not in ("name", "status", "error")})
+    own = ("name", "status", "error", "groups_s")  # groups_s stays with each launch's entry
+    record.update({key: value for key, value in first.items() if key not in own})
     record.update(
         {
             "status": "completed",
@@ -222,7 +264,10 @@ def rounds_of(record: dict) -> dict[int, tuple[float, float]] | None:
     launches = [launch for launch in record.get("launches") or [] if launch.get("pooled")]
     if not launches:
         return None
-    return {launch["round"]: (launch["mean_s"], launch["ci95_s"]) for launch in launches}
+    return figures_by_round(
+        [(launch["round"], {**launch, "iteration_s": {"mean": launch["mean_s"], "ci95": launch["ci95_s"]}})
+         for launch in launches]
+    )  # fmt: skip
 
 
 def pooled_warnings(
@@ -259,7 +304,6 @@ def pooled_warnings(
     return warnings
 
 
-SCRIPT_ENDED = "script_ended"  # a profiled script's own loop ran out (measure/script_stop.py)
 
 
 def script_end_warning(record: dict) -> str | None:
@@ -274,98 +318,6 @@ def script_end_warning(record: dict) -> str | None:
         f"{steps} steps at most), so those launches timed only the steps it had; to let each run go on to its "
         "target or --max-phase-seconds, give the script more to do (more epochs or steps after --)"
     )
-
-
-# Other processes busy on this many cores on average during a run's launches (or on this many in one launch)
-# are other load worth naming as the cause of a spread.
-OTHER_LOAD_MEAN_CORES = 0.25
-OTHER_LOAD_PEAK_CORES = 0.5
-
-
-def spread_cause(records: list[dict]) -> str:
-    """What the runs' launches say about why their interval is wide: measured other load, launches that
-    disagree without it (a first launch apart, a drift, or spread from launch to launch), or iterations
-    that vary within launches that agree."""
-    launches = [launch for record in records for launch in record.get("launches") or [] if launch["pooled"]]
-    if any(launch.get("stop_reason") == SCRIPT_ENDED for launch in launches):
-        return "the script ended by itself before its launches reached the target (see the warning on it)"
-    loads = [launch["other_cores"] for launch in launches if launch.get("other_cores") is not None]
-    mean_load = sum(loads) / len(loads) if loads else None
-    load_text = (f"other processes kept {mean_load:.2f} cores busy on average during its launches (up to "
-                 f"{max(loads):.2f})") if loads else "other load could not be measured there"  # fmt: skip
-    if loads and (mean_load >= OTHER_LOAD_MEAN_CORES or max(loads) >= OTHER_LOAD_PEAK_CORES):
-        return f"other load on the machine: {load_text}; a quieter machine would narrow it"
-    disagree = [record for record in records if launches_disagree(record)]
-    if not disagree:
-        caps = sorted({launch["stop_reason"] for launch in launches} & set(CAP_REASONS))
-        if caps:
-            cap = "iteration" if caps == ["max_iterations"] else "time"
-            return f"its launches stopped at the {cap} cap with their iterations still varying ({load_text})"
-        return f"its iterations vary within launches that agree ({load_text}): longer launches narrow it"
-    record = disagree[0]
-    means = [launch["mean_s"] for launch in record["launches"] if launch["pooled"]]
-    finding = launch_spread_finding(means)
-    lag1 = within_launch_lag1(record)
-    if lag1 is not None and lag1 >= LEVEL_SHIFT_LAG1:
-        finding = (f"the machine's speed shifts within its launches too: its iterations' lag-1 autocorrelation "
-                   f"is {lag1:.2f}, as on a CPU shared with other machines or throttled; {finding}")  # fmt: skip
-    return (
-        f"{record['name']}'s launches disagree more than their iterations do ({finding}), and not from other "
-        f"load ({load_text})"
-    )
-
-
-def launches_disagree(record: dict) -> bool:
-    """Whether a run's launches disagree more than their iterations do (one launch never does)."""
-    pooled = record.get("pooled") or {}
-    return (pooled.get("between_ci95") or 0.0) > (pooled.get("within_ci95") or 0.0)
-
-
-# Iterations this correlated with the one before (within a launch) move in levels, not about one level.
-LEVEL_SHIFT_LAG1 = 0.5
-
-
-def within_launch_lag1(record: dict) -> float | None:
-    """The mean lag-1 autocorrelation of the iteration times within a run's pooled launches: near 0 when they
-    scatter about one level, near 1 when the level itself shifts inside a launch. None when unknown."""
-    samples = (record.get("samples") or {}).get("iteration_s") or []
-    found, at = [], 0
-    for launch in [launch for launch in record.get("launches") or [] if launch.get("pooled")]:
-        series = samples[at : at + launch["iterations"]]
-        at += launch["iterations"]
-        mean_s = sum(series) / len(series) if len(series) >= 4 else 0.0
-        var = sum((x - mean_s) ** 2 for x in series)
-        if len(series) >= 4 and var > (1e-9 * mean_s) ** 2 * len(series):  # not rounding alone
-            found.append(sum((a - mean_s) * (b - mean_s) for a, b in zip(series, series[1:])) / var)
-    return sum(found) / len(found) if found else None
-
-
-def slope(values: list[float]) -> float:
-    """The least-squares slope of values against their index (at least two values): the drift per launch."""
-    n = len(values)
-    x_mean, y_mean = (n - 1) / 2, sum(values) / n
-    sxx = sum((i - x_mean) ** 2 for i in range(n))
-    return sum((i - x_mean) * (v - y_mean) for i, v in enumerate(values)) / sxx
-
-
-def launch_spread_finding(means: list[float]) -> str:
-    """The shape of the spread of a run's launch means: a first launch apart from the rest, a drift over the
-    profile, or launch-to-launch spread."""
-    if len(means) < 3:
-        return f"{len(means)} launches"
-    rest = means[1:]
-    rest_mean = sum(rest) / len(rest)
-    rest_sd = math.sqrt(sum((m - rest_mean) ** 2 for m in rest) / max(len(rest) - 1, 1))
-    first = means[0] / rest_mean - 1
-    if abs(means[0] - rest_mean) > 3 * rest_sd:
-        return f"its first launch was {first:+.0%} off the others (a warm-up left in it, or the machine's speed then)"
-    n = len(means)
-    y_mean = sum(means) / n
-    drift = slope(means)
-    spread = math.sqrt(sum((m - y_mean) ** 2 for m in means) / (n - 1)) / y_mean
-    if abs(drift) * (n - 1) > 2 * spread * y_mean:
-        return f"they drift by {drift / y_mean:+.1%} a launch over the profile (clocks, caches)"
-    return f"they vary by {spread:.0%} from one to the next"
 
 
 def epoch_boundary_warning(records: list[dict], iterations_per_epoch: int | None) -> str | None:

@@ -49,7 +49,7 @@ def validate(spec: ProfileSpec, cuda_devices: int) -> None:
 def resolve_device(spec: ProfileSpec, cuda_devices: int) -> None:
     """Fill in device, backend and threads so that every run of the profile uses the same.
 
-    On remote machines this waits for the hosts to answer (profiler.settle_on_hosts)."""
+    On remote machines this waits for the hosts to answer (host_setup.settle_on_hosts)."""
     if spec.remote:
         return
     if spec.device == "auto":

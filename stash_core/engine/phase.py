@@ -38,12 +38,16 @@ def run_phase(
     warnings: list[str],
     remote: RemoteHosts | None = None,
     grad_bytes: int | None = None,
+    paired: dict | None = None,
 ) -> dict:
+    """One launch of a run, as its record; `paired`: R1's launch also times R0 (engine/paired.py)."""
     record = {**plan.to_dict(), "status": "running", "error": None, "resident_fraction_start": None}
     record["name"] = plan.name
     if plan.nodes > 1 and remote is None:
         raise UsageError(f"{plan.name} spreads workers over {plan.nodes} machines: use --hosts or --cluster")
     job = script_job(plan, spec) if spec.script else job_for(plan, spec, data)
+    if paired:
+        job["paired"] = paired
     if remote is not None:
         job["cpu_cores"] = None  # this machine's cores say nothing of the hosts' (they have --cpu-sets)
     if plan.data != "synthetic" and (data.files or not spec.script):
@@ -121,8 +125,9 @@ def run_phase(
         record["resident_fraction_start"] = result.get("resident_fraction_start")
         check_remote_cache_state(plan, record["resident_fraction_start"], warnings)
     fill_record(record, result, spec, warnings)
-    if result.get("probe"):
-        record["probe"] = result["probe"]
+    for key in ("probe", "paired"):
+        if result.get(key):
+            record[key] = result[key]
     if result.get("script"):
         record["script"] = result["script"]
     return record

@@ -17,12 +17,22 @@ from stash_core.analysis.coherence import (
 from stash_core.analysis.comm import communication_bounds
 from stash_core.analysis.stalls import PhaseTime, breakdown
 from stash_core.engine.data_setup import DataSetup, iterations_per_epoch
+from stash_core.engine.host_setup import settle_on_hosts
 from stash_core.engine.launches import (
     LaunchedRuns,
     epoch_boundary_warning,
     on_profile_clock,
     pooled_warnings,
     rounds_of,
+)
+from stash_core.engine.paired import (
+    BLOCK_STEPS,
+    launches_of_round,
+    loop_cap_s,
+    paired_job,
+    pairs_runs,
+    record_names,
+    split_outcome,
 )
 from stash_core.engine.phase import run_phase
 from stash_core.engine.plan import PhasePlan, launch_spec, launches_of, max_rounds_of, plan_phases, round_runs
@@ -31,7 +41,7 @@ from stash_core.engine.retry import aborted, transient
 from stash_core.engine.rounds import current_shortfalls, decide_next_round
 from stash_core.errors import MeasurementError, ProfileEnded, StashError, UsageError
 from stash_core.interrupts import reason as interrupt_reason
-from stash_core.launch.hosts import RemoteHosts, check_hosts, version_warnings
+from stash_core.launch.hosts import RemoteHosts
 from stash_core.measure.fingerprint import machine_fingerprint
 from stash_core.results import RESULT_KIND, SCHEMA_VERSION
 from stash_core.spec import ProfileSpec
@@ -143,23 +153,36 @@ def run_launches(
     records: dict[str, dict] = {}
     clock_start_s = time.monotonic()  # the profile's clock: every launch's telemetry is timed from here
 
+    paired = launched.paired = pairs_runs(spec, [plan.name for plan in plans], remote)
+    plan_of = {plan.name: plan for plan in plans}
+    if paired:
+        reporter.message(f"R0 and R1 in one launch, in alternating blocks of {BLOCK_STEPS} steps, so that both "
+                         "see the same machine (--paired off: separate launches)")  # fmt: skip
+
     def timed_launch(plan: PhasePlan, this_spec: ProfileSpec, launch_warnings_: list[str]) -> dict:
         started_s = time.monotonic() - clock_start_s
+        extra = {"paired": paired_job(spec)} if paired and plan.name == "R1" else {}
         outcome = run_phase(
-            plan, this_spec, data, reporter, launch_warnings_, remote, model_info.get("grad_bytes")
+            plan, this_spec, data, reporter, launch_warnings_, remote, model_info.get("grad_bytes"), **extra
         )
         return on_profile_clock(outcome, started_s)
 
     def launch(plan: PhasePlan, index: int, round_index: int, total: int) -> None:
         reporter.phase_started(plan, index, total)
-        if plan.name not in records:
-            records[plan.name] = {**plan.to_dict(), "status": "interrupted", "error": "interrupted"}
-            doc["phases"].append(records[plan.name])
-        record = records[plan.name]
+        names = record_names([plan.name], paired)
+        for name in names:
+            if name not in records:
+                records[name] = {**plan_of[name].to_dict(), "status": "interrupted", "error": "interrupted"}
+                doc["phases"].append(records[name])
         # The bandwidth probe once per run, in its first launch. The later planned launches of a run share
-        # what its budget has left, start-up included (launches.launch_cap_s).
+        # what its budget has left, start-up included (launches.launch_cap_s); R0 and R1 timed together
+        # share both runs' time (paired.loop_cap_s).
         this_spec = per_launch
-        if round_index > 0:
+        if len(names) > 1:
+            walls_s = sum(launched.run_wall_s(name) for name in names)
+            cap_s = loop_cap_s(spec, walls_s)
+            this_spec = replace(spec, max_phase_s=cap_s, probes=spec.probes and round_index == 0)
+        elif round_index > 0:
             cap_s = launched.launch_cap_s(plan.name, spec.max_phase_s, max(launches - round_index, 1),
                                           per_launch.max_phase_s)  # fmt: skip
             this_spec = replace(per_launch, probes=False, max_phase_s=cap_s)
@@ -181,23 +204,31 @@ def run_launches(
         probe = outcome.pop("probe", None)
         if probe is not None:
             doc["probes"].append(probe_record(probe, doc, plan, remote))
-        reporter.phase_finished(outcome)
         if outcome["status"] != "completed":
-            record.update(
-                status="failed", error=outcome["error"], telemetry=outcome.get("telemetry"),
-                stderr_tail=outcome.get("stderr_tail"), wall_s=outcome.get("wall_s"),
-            )  # fmt: skip
+            reporter.phase_finished(outcome)
+            for name in names:
+                records[name].update(
+                    status="failed", error=outcome["error"], telemetry=outcome.get("telemetry"),
+                    stderr_tail=outcome.get("stderr_tail"), wall_s=outcome.get("wall_s"),
+                )  # fmt: skip
             failure = UsageError if usage_error else MeasurementError
             raise failure(f"run {plan.name} ({plan.description}) failed: {outcome['error']}")
-        launched.add(plan.name, round_index, outcome)
+        outcomes = split_outcome(outcome) if len(names) > 1 else (outcome,)
+        for name, this_outcome in zip(names, outcomes, strict=True):
+            reporter.phase_finished(this_outcome)
+            launched.add(name, round_index, this_outcome)
 
     chain = chain or [plan.name for plan in plans]
     round_index, needed, short_names = 0, None, []
     said: set[str] = set()
     while True:
-        order = [plan for plan in round_runs(plans, round_index) if needed is None or plan.name in needed]
-        launched.plan_round(round_index, [plan.name for plan in order])
-        reporter.round_started(round_index, launches, max_rounds, [plan.name for plan in order], short_names)
+        order = launches_of_round(round_runs(plans, round_index), paired, needed)
+        if paired and needed is None and round_index > 0:  # R0 and R1 timed together: later only if short
+            order = [plan for plan in order if plan.name != "R1"]
+        launched.plan_round(round_index, record_names([plan.name for plan in order], paired))
+        if order:
+            names = record_names([plan.name for plan in order], paired)
+            reporter.round_started(round_index, launches, max_rounds, names, short_names)
         for index, plan in enumerate(order):
             launch(plan, index, round_index, len(order))
         round_index += 1
@@ -223,7 +254,7 @@ def launch_warnings(doc: dict, spec: ProfileSpec, launched: LaunchedRuns, chain:
     fixed = spec.fixed_iterations is not None
     short = current_shortfalls(launched, chain, spec.target_relative_ci) if launched.names else []
     warnings = pooled_warnings(
-        records, spec.target_relative_ci, fixed, spec.max_phase_s, launched.launches, launched.stopped_by,
+        records, spec.target_relative_ci, fixed, spec.max_phase_s, launched.rounds_expected(), launched.stopped_by,
         short,
     )  # fmt: skip
     boundary = epoch_boundary_warning(records, iterations_per_epoch(spec, doc["spec"].get("dataset_images")))
@@ -242,44 +273,6 @@ def spec_record(spec: ProfileSpec, data: DataSetup, remote: RemoteHosts | None) 
             link = remote.link
             record["network"] = {"kind": "emulated", "bandwidth_bps": link.get("rate_bps"), **link}
     return record
-
-
-def settle_on_hosts(
-    spec: ProfileSpec, remote: RemoteHosts, doc: dict, reporter: Reporter, warnings: list[str]
-) -> int:
-    """Check every host (reachable, python, torch, Stash), pick device, backend and threads from the
-    first one, and return how many workers the single-machine reference R1 gets."""
-
-    reporter.message(f"checking {len(remote.targets)} host(s): {', '.join(remote.host_names)}")
-    infos = check_hosts(remote)
-    doc["hosts"] = [
-        {key: info.get(key) for key in ("host", "hostname", "python_version", "torch_version",
-                                        "stash_version", "cpu_count", "gpu_count", "gpu_status")}
-        for info in infos
-    ]  # fmt: skip
-    warnings.extend(version_warnings(infos))
-    first = infos[0]
-    if spec.device == "auto":
-        spec.device = "cuda" if first.get("cuda_available") and first.get("gpu_count") else "cpu"
-    if spec.device == "cuda" and not first.get("gpu_count"):
-        raise UsageError(f"--device cuda: host {first['host']} has no usable GPU ({first.get('gpu_status')})")
-    if spec.backend is None:
-        spec.backend = "nccl" if spec.device == "cuda" else "gloo"
-    for index, info in enumerate(infos):
-        capacity = remote.capacity(info, spec.device, index)
-        if spec.workers_per_node > capacity:
-            unit = "GPU(s)" if spec.device == "cuda" else "CPU core(s)"
-            raise UsageError(
-                f"--workers {spec.workers_per_node}: host {info['host']} has {capacity} {unit}; "
-                "one worker per GPU or core"
-            )
-    capacity = remote.capacity(first, spec.device)
-    reference_workers = spec.workers_total if capacity >= spec.workers_total else spec.workers_per_node
-    if spec.threads_per_worker is None:
-        cores = len(remote.cpu_sets[0]) if remote.cpu_sets else int(first.get("cpu_count") or 1)
-        # the same threads in every run, so R0, R1 and R1n compare like with like
-        spec.threads_per_worker = max(1, cores // max(reference_workers, spec.workers_per_node))
-    return reference_workers
 
 
 def probe_record(probe: dict, doc: dict, plan: PhasePlan, remote: RemoteHosts | None) -> dict:

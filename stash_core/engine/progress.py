@@ -97,7 +97,7 @@ class BarReporter(Reporter):
         if record.get("status") == "completed":
             summary = record["iteration_s"]
             self.stream.write(
-                f"      {summary['n']} iterations kept ({record['warmup_iterations']} warm-up), "
+                f"      {record['name']}: {summary['n']} iterations kept ({record['warmup_iterations']} warm-up), "
                 f"{summary['mean']:.4f} s ± {summary['ci95'] / summary['mean']:.1%}  [{elapsed:.0f} s]\n"
             )
         else:

@@ -124,6 +124,13 @@ def train(job: WorkerJob, model, info, device: torch.device, rank: int, world_si
     optimizer = make_optimizer(model, info.kind)
     batches, bad_files = make_batches(job, info, device, rank, world_size)
     clock = make_clock(device)
+    if job.get("paired") and world_size > 1:  # R0 and R1 in one launch (engine/paired.py)
+        from stash_core.measure.paired_loop import run_paired
+
+        result = run_paired(job, model, optimizer, loss_fn(info), batches, device, clock, rank, world_size)
+        if rank == 0:
+            protocol.emit("LOOP_END", {"phase": job["phase"], "stop_reason": result["stop_reason"]})
+        return finish(job, result, model, optimizer, batches, device, world_size)
     times = StepTimes()
     slowest_s: list[float] = []
     stop_reason = run_until_done(
@@ -132,6 +139,11 @@ def train(job: WorkerJob, model, info, device: torch.device, rank: int, world_si
     result = summarise_ranks(job, times, slowest_s, stop_reason, world_size, bad_files, device)
     if rank == 0:  # the launcher's hang watch stands down: the probe has an allowance of its own
         protocol.emit("LOOP_END", {"phase": job["phase"], "stop_reason": stop_reason})
+    return finish(job, result, model, optimizer, batches, device, world_size)
+
+
+def finish(job: WorkerJob, result: dict, model, optimizer, batches, device, world_size: int) -> dict:
+    """The result with the page-cache state the run started from and the probe a job asks for."""
     result["resident_fraction_start"] = getattr(batches, "resident_fraction_start", None)
     if job.get("probe") and world_size > 1:
         from stash_core.measure.probe_worker import run_probe_suite

@@ -56,6 +56,7 @@ class WorkerJob(TypedDict, total=False):
     cache_action: str  # on remote hosts: each machine makes its files resident or evicts them
     telemetry: bool  # rank 0 samples CPU/GPU telemetry (remote runs)
     probe: ProbeSettings
+    paired: dict  # R0 and R1 in one launch, in blocks of {"block_steps": n} (measure/paired_loop.py)
     pg_timeout_s: float  # the process group's timeout (default 120 s)
 
 

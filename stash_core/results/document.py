@@ -50,6 +50,7 @@ class Phase(TypedDict, total=False):
     ranks: list[dict[str, Any]]  # several machines: each rank's own means
     launches_planned: int
     launches: list[dict[str, Any]]  # one per launch, in rounds
+    paired_blocks: dict[str, Any]  # R0 and R1 timed in one launch: block_steps, groups, warmup_groups
     pooled: dict[str, Any]
     epoch_boundary_crossed: bool
     script: dict[str, Any]  # a script's run: what it found (batch size, threads, loader)

@@ -1,0 +1,46 @@
+"""Before a profile on remote hosts: check every host; device, backend and threads from the first one."""
+
+from __future__ import annotations
+
+from stash_core.engine.progress import Reporter
+from stash_core.errors import UsageError
+from stash_core.launch.hosts import RemoteHosts, check_hosts, version_warnings
+from stash_core.spec import ProfileSpec
+
+
+def settle_on_hosts(
+    spec: ProfileSpec, remote: RemoteHosts, doc: dict, reporter: Reporter, warnings: list[str]
+) -> int:
+    """Check every host (reachable, python, torch, Stash), pick device, backend and threads from the
+    first one, and return how many workers the single-machine reference R1 gets."""
+
+    reporter.message(f"checking {len(remote.targets)} host(s): {', '.join(remote.host_names)}")
+    infos = check_hosts(remote)
+    doc["hosts"] = [
+        {key: info.get(key) for key in ("host", "hostname", "python_version", "torch_version",
+                                        "stash_version", "cpu_count", "gpu_count", "gpu_status")}
+        for info in infos
+    ]  # fmt: skip
+    warnings.extend(version_warnings(infos))
+    first = infos[0]
+    if spec.device == "auto":
+        spec.device = "cuda" if first.get("cuda_available") and first.get("gpu_count") else "cpu"
+    if spec.device == "cuda" and not first.get("gpu_count"):
+        raise UsageError(f"--device cuda: host {first['host']} has no usable GPU ({first.get('gpu_status')})")
+    if spec.backend is None:
+        spec.backend = "nccl" if spec.device == "cuda" else "gloo"
+    for index, info in enumerate(infos):
+        capacity = remote.capacity(info, spec.device, index)
+        if spec.workers_per_node > capacity:
+            unit = "GPU(s)" if spec.device == "cuda" else "CPU core(s)"
+            raise UsageError(
+                f"--workers {spec.workers_per_node}: host {info['host']} has {capacity} {unit}; "
+                "one worker per GPU or core"
+            )
+    capacity = remote.capacity(first, spec.device)
+    reference_workers = spec.workers_total if capacity >= spec.workers_total else spec.workers_per_node
+    if spec.threads_per_worker is None:
+        cores = len(remote.cpu_sets[0]) if remote.cpu_sets else int(first.get("cpu_count") or 1)
+        # the same threads in every run, so R0, R1 and R1n compare like with like
+        spec.threads_per_worker = max(1, cores // max(reference_workers, spec.workers_per_node))
+    return reference_workers

@@ -1,0 +1,125 @@
+"""R0 and R1 timed in one launch (measure/paired_loop.py): whether a profile pairs them, the launch that
+does, and its outcome split into the two runs' launches, whose groups of blocks are sub-rounds of both.
+
+Separate launches of R0 and R1 land on whatever speed the machine has at each start, and on a virtual
+machine that speed moves by 10-20% in level shifts of seconds: the interconnect stall, their difference,
+then carries the spread of two launches (bench/launch_variance.py). Paired, both runs are timed in the same
+seconds, and the stall's interval comes from the groups' paired differences (bench/paired_blocks.py). No
+stall formula changes: compute is still t(R0), the interconnect stall t(R1) - t(R0).
+
+It applies to Stash's own loop on this machine's CPU (gloo) with R0 and R1 both planned; a GPU, a script,
+or remote hosts launch the runs separately, as does --paired off.
+"""
+
+from __future__ import annotations
+
+from stash_core.analysis.stats import pool_rounds, summarise
+from stash_core.engine.plan import PhasePlan
+from stash_core.errors import UsageError
+from stash_core.measure.paired_loop import BLOCK_STEPS
+from stash_core.spec import ProfileSpec
+
+PAIRED_RUNS = ("R0", "R1")
+GROUP_KEY = 100_000  # sub-round key: launch round x GROUP_KEY + group, so every group has its own round
+STARTUP_ESTIMATE_S = 5.0  # kept out of the paired launch's loop cap, for its start-up
+
+
+def why_not_paired(spec: ProfileSpec, names: list[str], remote) -> str | None:
+    """Why R0 and R1 are launched separately (None: they are paired)."""
+    if not all(name in names for name in PAIRED_RUNS):
+        return "R0 and R1 are not both planned"
+    if spec.script:
+        return "a script's own loop cannot alternate blocks"
+    if remote is not None:
+        return "runs on remote hosts are launched separately"
+    if spec.device != "cpu" or (spec.backend or "gloo") != "gloo":
+        return "pairing runs on this machine's CPU with gloo only"
+    if spec.fixed_iterations is not None:
+        return "a fixed --iterations count times each run alone"
+    return None
+
+
+def pairs_runs(spec: ProfileSpec, names: list[str], remote) -> bool:
+    """Whether this profile times R0 and R1 in one launch: --paired auto where it applies, on (or a clear
+    error where it cannot), off never."""
+    if spec.paired == "off":
+        return False
+    reason = why_not_paired(spec, names, remote)
+    if reason is not None and spec.paired == "on":
+        raise UsageError(f"--paired on: {reason}")
+    return reason is None
+
+
+def launch_plans(plans: list[PhasePlan], paired: bool) -> list[PhasePlan]:
+    """The launches of a round: R0 folds into R1's launch when paired."""
+    if not paired or not any(plan.name == "R1" for plan in plans):
+        return list(plans)
+    return [plan for plan in plans if plan.name != "R0"]
+
+
+def launches_of_round(plans: list[PhasePlan], paired: bool, needed: list[str] | None) -> list[PhasePlan]:
+    """A later round's launches: the runs still needed, R0 or R1 needed meaning the paired launch."""
+    if needed is None:
+        return launch_plans(plans, paired)
+    wanted = set(needed)
+    if paired and wanted & set(PAIRED_RUNS):
+        wanted |= {"R1"}
+    return [plan for plan in launch_plans(plans, paired) if plan.name in wanted]
+
+
+def record_names(launch_names: list[str], paired: bool) -> list[str]:
+    """The runs a round's launches measure (R0 and R1 for the paired one)."""
+    if not paired:
+        return list(launch_names)
+    found: list[str] = []
+    for name in launch_names:
+        found.extend(PAIRED_RUNS if name == "R1" else (name,))
+    return found
+
+
+def paired_job(spec: ProfileSpec) -> dict:
+    return {"block_steps": BLOCK_STEPS}
+
+
+def loop_cap_s(spec: ProfileSpec, run_wall_s: float) -> float:
+    """The paired launch's loop cap: the time of both runs (--max-phase-seconds each) less what their
+    launches took so far and a start-up."""
+    return max(2.0, 2 * spec.max_phase_s - run_wall_s - STARTUP_ESTIMATE_S)
+
+
+def split_outcome(outcome: dict) -> tuple[dict, dict]:
+    """(R0's outcome, R1's outcome) from a paired launch's: each with its kept steps, its mean and interval
+    over the groups, and the groups themselves; the launch's wall time split by the B blocks' share."""
+    paired = outcome.pop("paired")
+    r1 = dict(outcome)
+    r1["groups_s"] = paired["groups_a_s"]
+    r0 = {key: value for key, value in outcome.items() if key not in ("probe", "ranks")}
+    r0.update(
+        name="R0", workers_per_node=1, workers=1, nodes=1,
+        description="1 worker, synthetic data on the device (in R1's launch, rank 1 asleep)",
+        samples={**paired["b_samples"], "slowest_rank": [0] * len(paired["b_samples"]["iteration_s"])},
+        rank_skew_s=0.0, groups_s=paired["groups_b_s"],
+    )  # fmt: skip
+    wall_s = outcome.get("wall_s") or 0.0
+    r0["wall_s"] = min(paired["b_loop_s"], wall_s)
+    r1["wall_s"] = wall_s - r0["wall_s"]
+    for run, groups in ((r0, paired["groups_b_s"]), (r1, paired["groups_a_s"])):
+        figure = pool_rounds(groups, [0.0] * len(groups))  # the groups' mean is the kept steps' mean
+        run["iteration_s"] = {**summarise(run["samples"]["iteration_s"]).to_dict(), "ci95": figure.ci95}
+        run["iterations"] = len(run["samples"]["iteration_s"])
+    r0["parts_mean_s"] = {
+        part: sum(values) / len(values) if values else None
+        for part, values in paired["b_samples"].items()
+        if part != "iteration_s"
+    }
+    r0["warmup_iterations"] = outcome["warmup_iterations"]
+    r1["paired_blocks"] = r0["paired_blocks"] = {
+        "block_steps": paired["block_steps"], "groups": len(paired["groups_a_s"]),
+        "warmup_groups": paired["warmup_groups"],
+    }  # fmt: skip
+    return r0, r1
+
+
+def group_rounds(round_index: int, outcome: dict) -> dict[int, tuple[float, float]]:
+    """A paired launch's groups as sub-rounds of its run: key round x GROUP_KEY + group, no within part."""
+    return {round_index * GROUP_KEY + i: (mean_s, 0.0) for i, mean_s in enumerate(outcome["groups_s"])}

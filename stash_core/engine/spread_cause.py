@@ -1,0 +1,101 @@
+"""Why a run's interval is wide, from what its launches measured: other load, launches that disagree (a
+first launch apart, a drift, spread from launch to launch, a speed that shifts inside launches), or
+iterations that vary within launches that agree."""
+
+from __future__ import annotations
+
+import math
+
+CAP_REASONS = ("max_time", "max_iterations")
+SCRIPT_ENDED = "script_ended"  # a profiled script's own loop ran out (measure/script_stop.py)
+
+# Other processes busy on this many cores on average during a run's launches (or on this many in one launch)
+# are other load worth naming as the cause of a spread.
+OTHER_LOAD_MEAN_CORES = 0.25
+OTHER_LOAD_PEAK_CORES = 0.5
+
+
+def spread_cause(records: list[dict]) -> str:
+    """What the runs' launches say about why their interval is wide: measured other load, launches that
+    disagree without it (a first launch apart, a drift, or spread from launch to launch), or iterations
+    that vary within launches that agree."""
+    launches = [launch for record in records for launch in record.get("launches") or [] if launch["pooled"]]
+    if any(launch.get("stop_reason") == SCRIPT_ENDED for launch in launches):
+        return "the script ended by itself before its launches reached the target (see the warning on it)"
+    loads = [launch["other_cores"] for launch in launches if launch.get("other_cores") is not None]
+    mean_load = sum(loads) / len(loads) if loads else None
+    load_text = (f"other processes kept {mean_load:.2f} cores busy on average during its launches (up to "
+                 f"{max(loads):.2f})") if loads else "other load could not be measured there"  # fmt: skip
+    if loads and (mean_load >= OTHER_LOAD_MEAN_CORES or max(loads) >= OTHER_LOAD_PEAK_CORES):
+        return f"other load on the machine: {load_text}; a quieter machine would narrow it"
+    disagree = [record for record in records if launches_disagree(record)]
+    if not disagree:
+        caps = sorted({launch["stop_reason"] for launch in launches} & set(CAP_REASONS))
+        if caps:
+            cap = "iteration" if caps == ["max_iterations"] else "time"
+            return f"its launches stopped at the {cap} cap with their iterations still varying ({load_text})"
+        return f"its iterations vary within launches that agree ({load_text}): longer launches narrow it"
+    record = disagree[0]
+    means = [launch["mean_s"] for launch in record["launches"] if launch["pooled"]]
+    finding = launch_spread_finding(means)
+    lag1 = within_launch_lag1(record)
+    if lag1 is not None and lag1 >= LEVEL_SHIFT_LAG1:
+        finding = (f"the machine's speed shifts within its launches too: its iterations' lag-1 autocorrelation "
+                   f"is {lag1:.2f}, as on a CPU shared with other machines or throttled; {finding}")  # fmt: skip
+    return (
+        f"{record['name']}'s launches disagree more than their iterations do ({finding}), and not from other "
+        f"load ({load_text})"
+    )
+
+
+def launches_disagree(record: dict) -> bool:
+    """Whether a run's launches disagree more than their iterations do (one launch never does)."""
+    pooled = record.get("pooled") or {}
+    return (pooled.get("between_ci95") or 0.0) > (pooled.get("within_ci95") or 0.0)
+
+
+# Iterations this correlated with the one before (within a launch) move in levels, not about one level.
+LEVEL_SHIFT_LAG1 = 0.5
+
+
+def within_launch_lag1(record: dict) -> float | None:
+    """The mean lag-1 autocorrelation of the iteration times within a run's pooled launches: near 0 when they
+    scatter about one level, near 1 when the level itself shifts inside a launch. None when unknown."""
+    samples = (record.get("samples") or {}).get("iteration_s") or []
+    found, at = [], 0
+    for launch in [launch for launch in record.get("launches") or [] if launch.get("pooled")]:
+        series = samples[at : at + launch["iterations"]]
+        at += launch["iterations"]
+        mean_s = sum(series) / len(series) if len(series) >= 4 else 0.0
+        var = sum((x - mean_s) ** 2 for x in series)
+        if len(series) >= 4 and var > (1e-9 * mean_s) ** 2 * len(series):  # not rounding alone
+            found.append(sum((a - mean_s) * (b - mean_s) for a, b in zip(series, series[1:])) / var)
+    return sum(found) / len(found) if found else None
+
+
+def slope(values: list[float]) -> float:
+    """The least-squares slope of values against their index (at least two values): the drift per launch."""
+    n = len(values)
+    x_mean, y_mean = (n - 1) / 2, sum(values) / n
+    sxx = sum((i - x_mean) ** 2 for i in range(n))
+    return sum((i - x_mean) * (v - y_mean) for i, v in enumerate(values)) / sxx
+
+
+def launch_spread_finding(means: list[float]) -> str:
+    """The shape of the spread of a run's launch means: a first launch apart from the rest, a drift over the
+    profile, or launch-to-launch spread."""
+    if len(means) < 3:
+        return f"{len(means)} launches"
+    rest = means[1:]
+    rest_mean = sum(rest) / len(rest)
+    rest_sd = math.sqrt(sum((m - rest_mean) ** 2 for m in rest) / max(len(rest) - 1, 1))
+    first = means[0] / rest_mean - 1
+    if abs(means[0] - rest_mean) > 3 * rest_sd:
+        return f"its first launch was {first:+.0%} off the others (a warm-up left in it, or the machine's speed then)"
+    n = len(means)
+    y_mean = sum(means) / n
+    drift = slope(means)
+    spread = math.sqrt(sum((m - y_mean) ** 2 for m in means) / (n - 1)) / y_mean
+    if abs(drift) * (n - 1) > 2 * spread * y_mean:
+        return f"they drift by {drift / y_mean:+.1%} a launch over the profile (clocks, caches)"
+    return f"they vary by {spread:.0%} from one to the next"

@@ -1,0 +1,117 @@
+"""R0 and R1 timed in one launch: when a profile pairs them, how the launch's groups become both runs' rounds,
+and that the interconnect stall's interval is the groups' paired one."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+
+from stash_core.analysis.stats import pool_rounds
+from stash_core.engine import paired as pairing
+from stash_core.engine.launches import LaunchedRuns
+from stash_core.engine.plan import PhasePlan
+from stash_core.engine.progress import JsonReporter
+from stash_core.errors import UsageError
+from stash_core.spec import ProfileSpec
+
+PLANS = [PhasePlan("R0", 1, 1, "synthetic"), PhasePlan("R1", 2, 1, "synthetic")]
+
+
+def _spec(**fields) -> ProfileSpec:
+    fields.setdefault("device", "cpu")
+    return ProfileSpec(model="m", batch_size=2, target_relative_ci=0.10, max_phase_s=30.0, **fields)
+
+
+def test_pairing_applies_to_this_machines_cpu_runs_only_and_on_says_why_not() -> None:
+    names = ["R0", "R1", "R3", "R2"]
+    assert pairing.pairs_runs(_spec(), names, None)
+    assert not pairing.pairs_runs(_spec(paired="off"), names, None)
+    assert not pairing.pairs_runs(_spec(), ["R0", "R3"], None)
+    assert not pairing.pairs_runs(_spec(iterations="20"), names, None)
+    gpu = _spec(device="cuda")
+    assert not pairing.pairs_runs(gpu, names, None)
+    with pytest.raises(UsageError, match="--paired on: pairing runs on this machine's CPU with gloo only"):
+        pairing.pairs_runs(_spec(device="cuda", paired="on"), names, None)
+    assert pairing.why_not_paired(_spec(), names, object()) == "runs on remote hosts are launched separately"
+
+
+def test_a_rounds_launches_fold_r0_into_r1s() -> None:
+    plans = [*PLANS, PhasePlan("R3", 2, 1, "cached")]
+    assert [p.name for p in pairing.launch_plans(plans, True)] == ["R1", "R3"]
+    assert [p.name for p in pairing.launches_of_round(plans, True, ["R0"])] == ["R1"]
+    assert [p.name for p in pairing.launches_of_round(plans, False, ["R0"])] == ["R0"]
+    assert pairing.record_names(["R3", "R1"], True) == ["R3", "R0", "R1"]
+
+
+def _paired_outcome(plan: PhasePlan, a_groups: list[float], b_groups: list[float]) -> dict:
+    """What run_phase returns for a paired launch (measure/paired_loop.py's result in a run's record)."""
+    steps = 6 * len(a_groups)
+    a_steps = [mean for mean in a_groups for _ in range(6)]
+    b_steps = [mean for mean in b_groups for _ in range(6)]
+    return {
+        **plan.to_dict(), "status": "completed", "error": None, "warmup_iterations": 2, "iterations": steps,
+        "iteration_s": {"mean": sum(a_steps) / steps, "ci95": 1e-4}, "samples": {"iteration_s": a_steps},
+        "parts_mean_s": {"forward_s": 0.01}, "rank_skew_s": 0.0, "stop_reason": "converged", "wall_s": 10.0,
+        "paired": {
+            "block_steps": 3, "groups_a_s": a_groups, "groups_b_s": b_groups, "warmup_groups": 0,
+            "b_loop_s": 4.0, "b_samples": {"iteration_s": b_steps, "forward_s": b_steps},
+        },
+    }  # fmt: skip
+
+
+def _run(monkeypatch, groups: list[tuple[list[float], list[float]]], spec: ProfileSpec):
+    from stash_core.engine import profiler
+
+    seen: list[tuple[str, dict | None, float]] = []
+
+    def run_phase(plan, this_spec, data, reporter, warnings, remote=None, grad_bytes=None, paired=None):
+        seen.append((plan.name, paired, this_spec.max_phase_s))
+        assert len(seen) <= len(groups), launched.planned
+        a_groups, b_groups = groups[len(seen) - 1]
+        return _paired_outcome(plan, a_groups, b_groups)
+
+    monkeypatch.setattr(profiler, "run_phase", run_phase)
+    doc = {"phases": [], "probes": [], "spec": {}}
+    launched = LaunchedRuns(["R0", "R1"], 3)
+    warnings: list[str] = []
+    profiler.run_launches(PLANS, spec, None, JsonReporter(io.StringIO()), warnings, None, doc, {}, launched)
+    launched.pool_into(doc["phases"])
+    return seen, doc, launched, warnings
+
+
+def test_one_paired_launch_gives_both_runs_and_the_stall_its_paired_interval(monkeypatch) -> None:
+    from stash_core.engine.profiler import breakdown_of_completed, launch_warnings
+
+    a = [0.115, 0.125, 0.116, 0.124, 0.115, 0.126, 0.114, 0.125]  # the machine's speed moves by 10%
+    b = [x - 0.04 + (0.001 if i % 2 else -0.001) for i, x in enumerate(a)]
+    spec = _spec()
+    seen, doc, launched, warnings = _run(monkeypatch, [(a, b)], spec)
+    assert [(name, job) for name, job, _ in seen] == [("R1", {"block_steps": 3})]  # one launch, no rounds 2, 3
+    assert seen[0][2] == pytest.approx(2 * 30.0 - pairing.STARTUP_ESTIMATE_S)  # both runs' time, less a start-up
+    r0, r1 = doc["phases"]
+    assert (r0["name"], r1["name"]) == ("R0", "R1")
+    assert r0["iteration_s"]["mean"] == pytest.approx(sum(b) / len(b))
+    assert r0["iteration_s"]["ci95"] == pytest.approx(pool_rounds(b, [0.0] * 8).ci95)
+    assert r0["launches"][0]["groups_s"] == b and r1["launches"][0]["groups_s"] == a
+    assert r0["wall_s"] == 4.0 and r1["wall_s"] == 6.0  # the launch's time, split by R0's blocks
+    result = breakdown_of_completed(doc, ["R0", "R1"], spec, [])
+    stall = result["stalls"]["interconnect"]
+    differences = [x - y for x, y in zip(a, b, strict=True)]
+    assert stall["raw_s"] == pytest.approx(sum(differences) / 8)
+    assert stall["ci95_s"] == pytest.approx(pool_rounds(differences, [0.0] * 8).ci95)
+    assert stall["ci95_s"] < 0.25 * pool_rounds(a, [0.0] * 8).ci95  # the drift cancels in the pairs
+    assert launched.rounds_expected() == 1
+    assert not any("rounds of launches" in w for w in launch_warnings(doc, spec, launched, ["R0", "R1"]))
+
+
+def test_a_paired_launch_short_of_the_target_is_followed_by_another(monkeypatch) -> None:
+    noisy_a = [0.120, 0.130] * 4
+    noisy_b = [0.085, 0.085] * 4  # a difference of 35 or 45 ms: +- 11% over 8 groups, short of 10%
+    quiet_a, quiet_b = [0.125] * 8, [0.085] * 8
+    seen, doc, launched, _ = _run(monkeypatch, [(noisy_a, noisy_b), (quiet_a, quiet_b)], _spec())
+    assert [name for name, _, _ in seen] == ["R1", "R1"]
+    assert seen[1][2] < seen[0][2]  # the second launch has what both runs' time left
+    r0 = doc["phases"][0]
+    assert [launch["round"] for launch in r0["launches"]] == [0, 3]
+    assert len(launched.round_figures("R0")) == 16  # both launches' groups, each its own round
