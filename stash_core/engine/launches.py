@@ -18,6 +18,7 @@ from stash_core.analysis.stats import Pooled, pool_rounds, summarise
 from stash_core.engine.paired import PAIRED_RUNS, group_rounds
 from stash_core.engine.spread_cause import (  # noqa: F401 - where the rounds' warnings and tests find them
     CAP_REASONS,
+    OTHER_LOAD_MEAN_CORES,
     SCRIPT_ENDED,
     launch_spread_finding,
     slope,
@@ -301,9 +302,23 @@ def pooled_warnings(
             f"intervals from {len(rounds)} of {launches} rounds of launches: the profile ended before the "
             "others"
         )
-    return warnings
+    said = any("other load on the machine" in warning for warning in warnings)
+    load = None if said else load_warning([launch for record in completed for launch in record["launches"]])
+    return warnings + ([load] if load else [])
 
 
+def load_warning(launches: list[dict]) -> str | None:
+    """Other load measured during the launches, said even where every target was met: the figures then hold
+    its competition for the cores (the multi-worker runs' most), not the job alone."""
+    loads = [launch["other_cores"] for launch in launches if launch.get("other_cores") is not None]
+    if not loads or sum(loads) / len(loads) < OTHER_LOAD_MEAN_CORES:
+        return None
+    mean_cores = sum(loads) / len(loads)
+    return (
+        f"other load on the machine: other processes kept {mean_cores:.2f} cores busy on average during the "
+        f"launches (up to {max(loads):.2f}); the figures hold their competition for the cores (the runs with "
+        "more workers the most), so a quieter machine would measure the job alone"
+    )
 
 
 def script_end_warning(record: dict) -> str | None:

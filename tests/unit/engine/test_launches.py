@@ -151,6 +151,23 @@ def test_a_run_at_its_cap_says_what_to_do() -> None:
     assert pooled_warnings(records, 0.02, True, 60.0, 2, None, short) == []  # a fixed --iterations N: no target
 
 
+def test_other_load_is_said_even_where_every_target_was_met() -> None:
+    busy, quiet = _outcome(0.10, 0.001), _outcome(0.10, 0.001)
+    busy["machine_load"] = {"wall_s": 5.0, "other_cpu_s": 4.0, "steal_s": 0.0}  # 0.8 cores kept busy
+    quiet["machine_load"] = {"wall_s": 5.0, "other_cpu_s": 0.1, "steal_s": 0.0}
+    for outcome, said in ((busy, True), (quiet, False)):
+        launched = LaunchedRuns(["R0"], 1)
+        launched.add("R0", 0, outcome)
+        records = _records("R0")
+        launched.pool_into(records)
+        warnings = pooled_warnings(records, 0.10, False, 60.0, 1, None, [])
+        assert warnings == ([
+            "other load on the machine: other processes kept 0.80 cores busy on average during the launches "
+            "(up to 0.80); the figures hold their competition for the cores (the runs with more workers the "
+            "most), so a quieter machine would measure the job alone"
+        ] if said else [])  # fmt: skip
+
+
 def test_real_data_runs_say_whether_a_launch_crossed_an_epoch() -> None:
     records = [
         {"name": "R3", "data": "cached", "launches": [{"iterations": 30, "warmup_iterations": 2}]},
