@@ -206,8 +206,16 @@ class Pooled:
         return asdict(self)
 
 
+# From this many rounds on (in time order), a positive lag-1 autocorrelation counts them fewer, as it does the
+# iterations within a launch (mean_ci95): many rounds are groups of blocks of a few launches
+# (engine/paired.py), and groups of one launch share its level. Fewer rounds would make the lag-1 estimate
+# itself too noisy to correct by.
+AUTOCORRELATED_ROUNDS = 16
+
+
 def pool_rounds(values: list[float], within_ci95s: list[float]) -> Pooled:
-    """The mean of per-round estimates and its 95% half-width, from the rounds and from the iterations."""
+    """The mean of per-round estimates (in time order) and its 95% half-width, from the rounds and from the
+    iterations."""
     if not values or len(values) != len(within_ci95s):
         raise ValueError("one within-launch interval per round is needed")
     rounds = len(values)
@@ -216,7 +224,11 @@ def pool_rounds(values: list[float], within_ci95s: list[float]) -> Pooled:
     if rounds == 1:
         return Pooled(m, within, None, within, 1)
     var = math.fsum((v - m) ** 2 for v in values) / (rounds - 1)
-    between = t_quantile_975(rounds - 1) * math.sqrt(var / rounds)
+    n_eff = float(rounds)
+    if rounds >= AUTOCORRELATED_ROUNDS:
+        r1 = min(max(lag1_autocorrelation(values), 0.0), 0.9)
+        n_eff = max(rounds * (1 - r1) / (1 + r1), 2.0)
+    between = t_quantile_975(n_eff - 1) * math.sqrt(var / n_eff)
     return Pooled(m, max(between, within), between, within, rounds)
 
 

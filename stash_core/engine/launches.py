@@ -41,7 +41,6 @@ class LaunchedRuns:
         self.outcomes: dict[str, list[tuple[int, dict]]] = {name: [] for name in names}
         self.stopped_by: str | None = None  # ROUNDS_BY_TIME or ROUNDS_BY_COUNT when runs were left short
         self.planned: dict[int, list[str]] = {}  # round -> the runs it launches (every run when not given)
-        self.paired = False  # R0 and R1 timed in one launch (engine/paired.py)
 
     def add(self, name: str, round_index: int, outcome: dict) -> None:
         self.outcomes[name].append((round_index, outcome))
@@ -122,10 +121,6 @@ class LaunchedRuns:
         like its largest so far; never above the planned share, nor below MIN_LAUNCH_CAP_S."""
         left_s = (max_phase_s - self.run_wall_s(name)) / max(launches_left, 1) - self.startup_s(name)
         return max(MIN_LAUNCH_CAP_S, min(planned_cap_s, left_s))
-
-    def rounds_expected(self) -> int:
-        """The planned rounds that launch something: one when R0 and R1, timed together, are all there is."""
-        return 1 if self.paired and set(self.names) <= set(PAIRED_RUNS) else self.launches
 
     def pool_into(self, records: list[dict]) -> None:
         """Fill each record (not failed) that has launches in the pooled rounds with their pooled figures,

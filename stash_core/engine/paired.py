@@ -77,14 +77,23 @@ def record_names(launch_names: list[str], paired: bool) -> list[str]:
     return found
 
 
-def paired_job(spec: ProfileSpec) -> dict:
-    return {"block_steps": BLOCK_STEPS}
+def paired_job(launched) -> dict:
+    """The paired part of R1's job: its blocks, and the groups of the earlier paired launches (in time order)
+    that the launch's stop rule pools with its own (launched: engine/launches.LaunchedRuns)."""
+    job: dict = {"block_steps": BLOCK_STEPS}
+    prior = {
+        run: [g for _, o in launched.outcomes.get(run, []) for g in o.get("groups_s") or []]
+        for run in PAIRED_RUNS
+    }
+    if prior["R1"]:
+        job.update(prior_a_s=prior["R1"], prior_b_s=prior["R0"])
+    return job
 
 
-def loop_cap_s(spec: ProfileSpec, run_wall_s: float) -> float:
-    """The paired launch's loop cap: the time of both runs (--max-phase-seconds each) less what their
-    launches took so far and a start-up."""
-    return max(2.0, 2 * spec.max_phase_s - run_wall_s - STARTUP_ESTIMATE_S)
+def loop_cap_s(spec: ProfileSpec, run_wall_s: float, launches_left: int) -> float:
+    """A paired launch's loop cap: the time of both runs (--max-phase-seconds each) less what their launches
+    took so far, shared over the launches still due, less a start-up."""
+    return max(2.0, (2 * spec.max_phase_s - run_wall_s) / max(launches_left, 1) - STARTUP_ESTIMATE_S)
 
 
 def split_outcome(outcome: dict) -> tuple[dict, dict]:

@@ -153,15 +153,15 @@ def run_launches(
     records: dict[str, dict] = {}
     clock_start_s = time.monotonic()  # the profile's clock: every launch's telemetry is timed from here
 
-    paired = launched.paired = pairs_runs(spec, [plan.name for plan in plans], remote)
+    paired = pairs_runs(spec, [plan.name for plan in plans], remote)
     plan_of = {plan.name: plan for plan in plans}
     if paired:
-        reporter.message(f"R0 and R1 in one launch, in alternating blocks of {BLOCK_STEPS} steps, so that both "
-                         "see the same machine (--paired off: separate launches)")  # fmt: skip
+        reporter.message(f"R0 and R1 timed together, in alternating blocks of {BLOCK_STEPS} steps of one launch "
+                         "a round (--paired off: separate launches)")  # fmt: skip
 
     def timed_launch(plan: PhasePlan, this_spec: ProfileSpec, launch_warnings_: list[str]) -> dict:
         started_s = time.monotonic() - clock_start_s
-        extra = {"paired": paired_job(spec)} if paired and plan.name == "R1" else {}
+        extra = {"paired": paired_job(launched)} if paired and plan.name == "R1" else {}
         outcome = run_phase(
             plan, this_spec, data, reporter, launch_warnings_, remote, model_info.get("grad_bytes"), **extra
         )
@@ -180,7 +180,7 @@ def run_launches(
         this_spec = per_launch
         if len(names) > 1:
             walls_s = sum(launched.run_wall_s(name) for name in names)
-            cap_s = loop_cap_s(spec, walls_s)
+            cap_s = loop_cap_s(spec, walls_s, max(launches - round_index, 1))
             this_spec = replace(spec, max_phase_s=cap_s, probes=spec.probes and round_index == 0)
         elif round_index > 0:
             cap_s = launched.launch_cap_s(plan.name, spec.max_phase_s, max(launches - round_index, 1),
@@ -223,8 +223,6 @@ def run_launches(
     said: set[str] = set()
     while True:
         order = launches_of_round(round_runs(plans, round_index), paired, needed)
-        if paired and needed is None and round_index > 0:  # R0 and R1 timed together: later only if short
-            order = [plan for plan in order if plan.name != "R1"]
         launched.plan_round(round_index, record_names([plan.name for plan in order], paired))
         if order:
             names = record_names([plan.name for plan in order], paired)
@@ -254,7 +252,7 @@ def launch_warnings(doc: dict, spec: ProfileSpec, launched: LaunchedRuns, chain:
     fixed = spec.fixed_iterations is not None
     short = current_shortfalls(launched, chain, spec.target_relative_ci) if launched.names else []
     warnings = pooled_warnings(
-        records, spec.target_relative_ci, fixed, spec.max_phase_s, launched.rounds_expected(), launched.stopped_by,
+        records, spec.target_relative_ci, fixed, spec.max_phase_s, launched.launches, launched.stopped_by,
         short,
     )  # fmt: skip
     boundary = epoch_boundary_warning(records, iterations_per_epoch(spec, doc["spec"].get("dataset_images")))

@@ -96,9 +96,9 @@ class BarReporter(Reporter):
             self.stream.write("\r" + " " * 60 + "\r")
         if record.get("status") == "completed":
             summary = record["iteration_s"]
+            kept = f"{summary['n']} iterations kept ({record['warmup_iterations']} warm-up)"
             self.stream.write(
-                f"      {record['name']}: {summary['n']} iterations kept ({record['warmup_iterations']} warm-up), "
-                f"{summary['mean']:.4f} s ± {summary['ci95'] / summary['mean']:.1%}  [{elapsed:.0f} s]\n"
+                f"      {record['name']}: {kept}, {summary['mean']:.4f} s ± {summary['ci95'] / summary['mean']:.1%}  [{elapsed:.0f} s]\n"
             )
         else:
             self.stream.write(f"      failed: {record.get('error')}\n")

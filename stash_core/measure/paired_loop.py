@@ -115,7 +115,12 @@ def decide(job, a_times: StepTimes, b_times: StepTimes, block: int, group: int, 
     """Rank 0's decision after a group: "" to go on, else why the loop stops. It reports progress too."""
     a_means, b_means = group_means(a_times, block), group_means(b_times, block)
     cut = warmup_groups(a_means, b_means)
-    ratio = worst_ratio(a_means[cut:], b_means[cut:], target)
+    # The figures pool the groups of the profile's earlier paired launches too (engine/paired.py): a later
+    # launch stops once the pooled figures reach the target, after MIN_GROUPS of its own.
+    prior = job["paired"]
+    a_pooled = list(prior.get("prior_a_s") or []) + a_means[cut:]
+    b_pooled = list(prior.get("prior_b_s") or []) + b_means[cut:]
+    ratio = worst_ratio(a_pooled, b_pooled, target)
     steps = len(a_times) + len(b_times)
     protocol.emit(
         "PROGRESS",

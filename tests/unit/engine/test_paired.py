@@ -4,6 +4,7 @@ and that the interconnect stall's interval is the groups' paired one."""
 from __future__ import annotations
 
 import io
+from dataclasses import replace
 
 import pytest
 
@@ -73,45 +74,50 @@ def _run(monkeypatch, groups: list[tuple[list[float], list[float]]], spec: Profi
 
     monkeypatch.setattr(profiler, "run_phase", run_phase)
     doc = {"phases": [], "probes": [], "spec": {}}
-    launched = LaunchedRuns(["R0", "R1"], 3)
+    launched = LaunchedRuns(["R0", "R1"], spec.launches or 3)
     warnings: list[str] = []
     profiler.run_launches(PLANS, spec, None, JsonReporter(io.StringIO()), warnings, None, doc, {}, launched)
     launched.pool_into(doc["phases"])
     return seen, doc, launched, warnings
 
 
-def test_one_paired_launch_gives_both_runs_and_the_stall_its_paired_interval(monkeypatch) -> None:
+def test_paired_launches_in_every_round_give_both_runs_and_the_stall_its_paired_interval(monkeypatch) -> None:
     from stash_core.engine.profiler import breakdown_of_completed, launch_warnings
 
     a = [0.115, 0.125, 0.116, 0.124, 0.115, 0.126, 0.114, 0.125]  # the machine's speed moves by 10%
     b = [x - 0.04 + (0.001 if i % 2 else -0.001) for i, x in enumerate(a)]
     spec = _spec()
-    seen, doc, launched, warnings = _run(monkeypatch, [(a, b)], spec)
-    assert [(name, job) for name, job, _ in seen] == [("R1", {"block_steps": 3})]  # one launch, no rounds 2, 3
-    assert seen[0][2] == pytest.approx(2 * 30.0 - pairing.STARTUP_ESTIMATE_S)  # both runs' time, less a start-up
+    seen, doc, launched, warnings = _run(monkeypatch, [(a, b)] * 3, spec)
+    assert [name for name, _, _ in seen] == ["R1", "R1", "R1"]  # one launch a round, R0 inside it
+    assert seen[0][1] == {"block_steps": 3}
+    # the later launches pool the earlier groups into their stop rule, in time order
+    assert seen[2][1] == {"block_steps": 3, "prior_a_s": a + a, "prior_b_s": b + b}
+    # both runs' time over the rounds still due, less a start-up: 60 / 3 - 5, then (60 - 10) / 2 - 5
+    assert [cap for _, _, cap in seen[:2]] == pytest.approx([15.0, 20.0])
     r0, r1 = doc["phases"]
     assert (r0["name"], r1["name"]) == ("R0", "R1")
     assert r0["iteration_s"]["mean"] == pytest.approx(sum(b) / len(b))
-    assert r0["iteration_s"]["ci95"] == pytest.approx(pool_rounds(b, [0.0] * 8).ci95)
-    assert r0["launches"][0]["groups_s"] == b and r1["launches"][0]["groups_s"] == a
-    assert r0["wall_s"] == 4.0 and r1["wall_s"] == 6.0  # the launch's time, split by R0's blocks
+    assert r0["iteration_s"]["ci95"] == pytest.approx(pool_rounds(b * 3, [0.0] * 24).ci95)
+    assert r0["launches"][0]["groups_s"] == b and r1["launches"][2]["groups_s"] == a
+    assert r0["wall_s"] == 12.0 and r1["wall_s"] == 18.0  # each launch's time, split by R0's blocks
     result = breakdown_of_completed(doc, ["R0", "R1"], spec, [])
     stall = result["stalls"]["interconnect"]
-    differences = [x - y for x, y in zip(a, b, strict=True)]
-    assert stall["raw_s"] == pytest.approx(sum(differences) / 8)
-    assert stall["ci95_s"] == pytest.approx(pool_rounds(differences, [0.0] * 8).ci95)
-    assert stall["ci95_s"] < 0.25 * pool_rounds(a, [0.0] * 8).ci95  # the drift cancels in the pairs
-    assert launched.rounds_expected() == 1
+    differences = [x - y for x, y in zip(a, b, strict=True)] * 3
+    assert stall["raw_s"] == pytest.approx(sum(differences) / 24)
+    assert stall["ci95_s"] == pytest.approx(pool_rounds(differences, [0.0] * 24).ci95)
+    assert stall["ci95_s"] < 0.25 * pool_rounds(a * 3, [0.0] * 24).ci95  # the drift cancels in the pairs
     assert not any("rounds of launches" in w for w in launch_warnings(doc, spec, launched, ["R0", "R1"]))
 
 
-def test_a_paired_launch_short_of_the_target_is_followed_by_another(monkeypatch) -> None:
+def test_a_paired_run_short_of_the_target_after_the_planned_rounds_gets_another_launch(monkeypatch) -> None:
     noisy_a = [0.120, 0.130] * 4
-    noisy_b = [0.085, 0.085] * 4  # a difference of 35 or 45 ms: +- 11% over 8 groups, short of 10%
-    quiet_a, quiet_b = [0.125] * 8, [0.085] * 8
-    seen, doc, launched, _ = _run(monkeypatch, [(noisy_a, noisy_b), (quiet_a, quiet_b)], _spec())
-    assert [name for name, _, _ in seen] == ["R1", "R1"]
-    assert seen[1][2] < seen[0][2]  # the second launch has what both runs' time left
+    noisy_b = [0.100, 0.070] * 4  # a difference of 20 or 60 ms: about +- 27% over 16 groups
+    quiet_a, quiet_b = [0.125] * 40, [0.085] * 40
+    spec = replace(_spec(), launches=2, max_phase_s=300.0)  # time for the groups it needs
+    groups = [(noisy_a, noisy_b), (noisy_a, noisy_b), (quiet_a, quiet_b)]
+    seen, doc, launched, _ = _run(monkeypatch, groups, spec)
+    assert [name for name, _, _ in seen] == ["R1", "R1", "R1"]
+    assert seen[2][2] == pytest.approx(600.0 - 20.0 - 5.0)  # past the planned rounds: all the time left
     r0 = doc["phases"][0]
-    assert [launch["round"] for launch in r0["launches"]] == [0, 3]
-    assert len(launched.round_figures("R0")) == 16  # both launches' groups, each its own round
+    assert [launch["round"] for launch in r0["launches"]] == [0, 1, 2]
+    assert len(launched.round_figures("R0")) == 56  # every launch's groups, each its own round
