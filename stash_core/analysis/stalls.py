@@ -20,7 +20,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from stash_core.analysis.stats import combination_by_round, linear_combination_ci95, pool_rounds, resolved
+from stash_core.analysis.stats import (
+    combination_by_round,
+    launch_of_rounds,
+    linear_combination_ci95,
+    pool_rounds,
+    resolved,
+)
 from stash_core.units import STALLS, finite_float
 
 # The signed remainder of a breakdown: t2 minus the named stalls. Its key in the breakdown, and its label.
@@ -188,8 +194,13 @@ def _combination_ci95(
         return 0.0
     paired = _paired_rounds(rounds, used)
     if paired is not None:
-        return pool_rounds(*combination_by_round(coefficients, paired)).ci95
+        keys = sorted(_as_dict(rounds[used[0]]))
+        return pool_rounds(*combination_by_round(coefficients, paired), launch_of_rounds(keys)).ci95
     return linear_combination_ci95(coefficients, {p: t.ci95_s for p, t in times.items()})
+
+
+def _as_dict(figures) -> dict:
+    return dict(enumerate(figures)) if isinstance(figures, list) else figures
 
 
 def _paired_rounds(rounds, used: list[str]) -> dict[str, list[tuple[float, float]]] | None:
@@ -202,7 +213,7 @@ def _paired_rounds(rounds, used: list[str]) -> dict[str, list[tuple[float, float
         figures = rounds.get(key)
         if not figures:
             return None
-        by_round.append(dict(enumerate(figures)) if isinstance(figures, list) else figures)
+        by_round.append(_as_dict(figures))
     order = sorted(by_round[0])
     if any(sorted(figures) != order for figures in by_round):
         return None

@@ -213,11 +213,30 @@ class Pooled:
 AUTOCORRELATED_ROUNDS = 16
 
 
-def pool_rounds(values: list[float], within_ci95s: list[float]) -> Pooled:
+# A launch that times two runs in groups of blocks (engine/paired.py) gives each group a round of its own,
+# keyed launch round x GROUP_ROUND_KEY + group, so that the groups of one launch can be told by their key.
+GROUP_ROUND_KEY = 100_000
+
+
+def launch_of_rounds(keys: list[int]) -> list[int] | None:
+    """The launch round of each round key, where the keys are groups of blocks (None where they are not)."""
+    return [key // GROUP_ROUND_KEY for key in keys] if any(key >= GROUP_ROUND_KEY for key in keys) else None
+
+
+def pool_rounds(values: list[float], within_ci95s: list[float], launches: list[int] | None = None) -> Pooled:
     """The mean of per-round estimates (in time order) and its 95% half-width, from the rounds and from the
-    iterations."""
+    iterations. launches: where the rounds are groups of blocks, the launch of each; the interval is then
+    never narrower than Student's t over the launches' own means (their rounds pooled), so that it holds
+    from one launch to the next as the rounds of separate launches do."""
     if not values or len(values) != len(within_ci95s):
         raise ValueError("one within-launch interval per round is needed")
+    if launches is not None and len(set(launches)) > 1:
+        pooled = pool_rounds(values, within_ci95s)
+        means = [mean([v for v, at in zip(values, launches, strict=True) if at == launch])
+                 for launch in dict.fromkeys(launches)]  # fmt: skip
+        across = pool_rounds(means, [0.0] * len(means)).between_ci95 or 0.0
+        between = max(pooled.between_ci95 or 0.0, across)
+        return Pooled(pooled.mean, max(pooled.ci95, across), between, pooled.within_ci95, pooled.rounds)
     rounds = len(values)
     m = mean(values)
     within = math.sqrt(math.fsum(ci**2 for ci in within_ci95s)) / rounds

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 
-from stash_core.analysis.stats import Pooled, pool_rounds, summarise
+from stash_core.analysis.stats import Pooled, launch_of_rounds, pool_rounds, summarise
 from stash_core.engine.paired import PAIRED_RUNS, group_rounds
 from stash_core.engine.spread_cause import (  # noqa: F401 - where the rounds' warnings and tests find them
     CAP_REASONS,
@@ -66,10 +66,10 @@ class LaunchedRuns:
 
     def pooled(self, name: str) -> Pooled | None:
         """A run's figure over its pooled rounds, or None when it has no launch in them."""
-        figures = list(self.round_figures(name).values())
-        if not figures:
+        by_round = self.round_figures(name)
+        if not by_round:
             return None
-        return pool_rounds([mean_s for mean_s, _ in figures], [ci95_s for _, ci95_s in figures])
+        return pooled_figures(by_round)
 
     def launch_wall_s(self, name: str) -> float:
         """The mean wall time of a run's launches so far, start-up included (0 before its first)."""
@@ -81,15 +81,20 @@ class LaunchedRuns:
         return any("groups_s" in outcome for _, outcome in self.outcomes.get(name, []))
 
     def round_cost_s(self, runs: tuple[str, ...]) -> float:
-        """The wall time of one more round of `runs`: a launch of each; runs timed in one launch in groups
-        of blocks count once, at their launches' time per group (start-up included)."""
+        """The wall time of one more round of `runs`: a launch of each; runs timed in one launch (R0 and R1,
+        paired) count once, at that launch's mean time (start-up included)."""
         grouped = [name for name in runs if self.grouped(name)]
         cost = math.fsum(self.launch_wall_s(name) for name in runs if name not in grouped)
         if grouped:
-            together = [name for name in self.names if name in grouped or name in PAIRED_RUNS]
-            groups = sum(len(o.get("groups_s") or []) for _, o in self.outcomes.get(grouped[0], []))
-            cost += math.fsum(self.run_wall_s(name) for name in together) / max(groups, 1)
+            cost += math.fsum(self.launch_wall_s(name) for name in self.names if name in PAIRED_RUNS)
         return cost
+
+    def rounds_done(self, name: str) -> int:
+        """A run's pooled launches: the rounds a further one adds to (for paired runs too, whose groups of
+        blocks are their rounds within a launch, since more launches, not longer ones, narrow what launches
+        disagree by)."""
+        rounds = set(self.pooled_rounds(name))
+        return sum(1 for r, _ in self.outcomes[name] if r in rounds)
 
     def wall_s(self, round_index: int | None = None) -> float:
         """Wall time of the launches so far (start-up included), or of one round's."""
@@ -150,6 +155,12 @@ def figures_by_round(launched: list[tuple[int, dict]]) -> dict[int, tuple[float,
     return figures
 
 
+def pooled_figures(by_round: dict[int, tuple[float, float]]) -> Pooled:
+    """A run's figure over its rounds in time order (groups of blocks never narrower than their launches)."""
+    keys = sorted(by_round)
+    return pool_rounds([by_round[k][0] for k in keys], [by_round[k][1] for k in keys], launch_of_rounds(keys))
+
+
 def launch_entry(round_index: int, outcome: dict, pooled: bool) -> dict:
     """One launch as the record keeps it: its own mean and interval, iterations and why it stopped (and the
     means of its groups of blocks when R0 and R1 were timed together)."""
@@ -185,8 +196,7 @@ def pool_record(record: dict, launched: list[tuple[int, dict]]) -> None:
     for outcome in used:
         for key in samples:
             samples[key].extend(outcome["samples"].get(key) or [])
-    figures = list(figures_by_round(launched).values())
-    pooled = pool_rounds([mean_s for mean_s, _ in figures], [ci95_s for _, ci95_s in figures])
+    pooled = pooled_figures(figures_by_round(launched))
     summary = summarise(samples["iteration_s"]).to_dict()
     summary.update(mean=pooled.mean, ci95=pooled.ci95)  # the rounds' mean, as every stall pairs them
     first = used[0]

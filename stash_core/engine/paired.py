@@ -7,20 +7,21 @@ then carries the spread of two launches (bench/launch_variance.py). Paired, both
 seconds, and the stall's interval comes from the groups' paired differences (bench/paired_blocks.py). No
 stall formula changes: compute is still t(R0), the interconnect stall t(R1) - t(R0).
 
+The paired launch takes R0's and R1's place in every round, so that its groups come from across the
+profile; each stops once the groups of all paired launches so far reach the target (measure/paired_loop.py).
 It applies to Stash's own loop on this machine's CPU (gloo) with R0 and R1 both planned; a GPU, a script,
 or remote hosts launch the runs separately, as does --paired off.
 """
 
 from __future__ import annotations
 
-from stash_core.analysis.stats import pool_rounds, summarise
+from stash_core.analysis.stats import GROUP_ROUND_KEY, pool_rounds, summarise
 from stash_core.engine.plan import PhasePlan
 from stash_core.errors import UsageError
 from stash_core.measure.paired_loop import BLOCK_STEPS
 from stash_core.spec import ProfileSpec
 
 PAIRED_RUNS = ("R0", "R1")
-GROUP_KEY = 100_000  # sub-round key: launch round x GROUP_KEY + group, so every group has its own round
 STARTUP_ESTIMATE_S = 5.0  # kept out of the paired launch's loop cap, for its start-up
 
 
@@ -78,11 +79,11 @@ def record_names(launch_names: list[str], paired: bool) -> list[str]:
 
 
 def paired_job(launched) -> dict:
-    """The paired part of R1's job: its blocks, and the groups of the earlier paired launches (in time order)
-    that the launch's stop rule pools with its own (launched: engine/launches.LaunchedRuns)."""
+    """The paired part of R1's job: its blocks, and the groups of the earlier paired launches (one list per
+    launch, in time order) that the launch's stop rule pools with its own (launched: LaunchedRuns)."""
     job: dict = {"block_steps": BLOCK_STEPS}
     prior = {
-        run: [g for _, o in launched.outcomes.get(run, []) for g in o.get("groups_s") or []]
+        run: [o["groups_s"] for _, o in launched.outcomes.get(run, []) if o.get("groups_s")]
         for run in PAIRED_RUNS
     }
     if prior["R1"]:
@@ -130,5 +131,5 @@ def split_outcome(outcome: dict) -> tuple[dict, dict]:
 
 
 def group_rounds(round_index: int, outcome: dict) -> dict[int, tuple[float, float]]:
-    """A paired launch's groups as sub-rounds of its run: key round x GROUP_KEY + group, no within part."""
-    return {round_index * GROUP_KEY + i: (mean_s, 0.0) for i, mean_s in enumerate(outcome["groups_s"])}
+    """A paired launch's groups as rounds of its run: key round x GROUP_ROUND_KEY + group, no within part."""
+    return {round_index * GROUP_ROUND_KEY + i: (mean_s, 0.0) for i, mean_s in enumerate(outcome["groups_s"])}

@@ -35,7 +35,6 @@ class Shortfall:
     rounds: int  # rounds its figure pools so far
     rounds_needed: int | None  # total rounds to reach the goal at the spread seen; None: not within 1000
     seconds_needed: float | None  # wall time of the rounds still needed, its runs' launches only
-    unit: str = "round"  # what a round is: a round of launches, or a group of blocks (engine/paired.py)
 
     @property
     def relative_ci(self) -> float:
@@ -44,13 +43,12 @@ class Shortfall:
     def text(self, target: float) -> str:
         """'interconnect: ± 18% after 3 rounds (target ± 10%); about 6 more rounds of R0 R1 (50 s)'."""
         label = "the iteration time" if self.stall == ITERATION else self.stall
-        units = "groups of blocks" if self.unit == "group" else "rounds"
-        head = f"{label}: ± {self.relative_ci:.0%} after {self.rounds} {units} (target ± {target:.0%})"
+        head = f"{label}: ± {self.relative_ci:.0%} after {self.rounds} rounds (target ± {target:.0%})"
         if self.rounds_needed is None or self.seconds_needed is None:
-            return f"{head}; more than {MAX_ROUNDS_ESTIMATED} {units} would be needed at this spread"
+            return f"{head}; more than {MAX_ROUNDS_ESTIMATED} rounds would be needed at this spread"
         more = self.rounds_needed - self.rounds
-        unit = units if more != 1 else units.replace("groups", "group").replace("rounds", "round")
-        return f"{head}; about {more} more {unit} of {' '.join(self.runs)} ({self.seconds_needed:.0f} s)"
+        return f"{head}; about {more} more round{'s' if more != 1 else ''} of {' '.join(self.runs)} " \
+               f"({self.seconds_needed:.0f} s)"  # fmt: skip
 
 
 def rounds_needed(ci95_s: float, goal_s: float, rounds: int) -> int | None:
@@ -90,12 +88,10 @@ def shortfalls(
     rounds_by_run: dict[str, int],
     launch_wall_s: dict[str, float],
     round_cost_s=None,
-    grouped: tuple[str, ...] = (),
 ) -> list[Shortfall]:
     """The iteration time and the stalls of at least `target` of it whose interval is wider than target x
     their value, with the rounds and time each would still need (launch_wall_s: a run's mean launch time;
-    round_cost_s(runs), where given: one more round of the runs, e.g. LaunchedRuns.round_cost_s; grouped: the
-    runs whose rounds are groups of blocks of one launch)."""
+    round_cost_s(runs), where given: one more round of the runs, e.g. LaunchedRuns.round_cost_s)."""
     if round_cost_s is None:
         round_cost_s = lambda runs: math.fsum(launch_wall_s.get(run, 0.0) for run in runs)  # noqa: E731
     iteration_s = breakdown.get("iteration_s") or 0.0
@@ -122,8 +118,7 @@ def shortfalls(
         seconds = None
         if needed is not None:
             seconds = (needed - done) * round_cost_s(runs)
-        unit = "group" if set(runs) <= set(grouped) else "round"
-        found.append(Shortfall(stall, runs, value_s, ci95_s, goal_s, done, needed, seconds, unit))
+        found.append(Shortfall(stall, runs, value_s, ci95_s, goal_s, done, needed, seconds))
     return found
 
 
@@ -150,9 +145,8 @@ def current_shortfalls(launched, chain: list[str], target: float) -> list[Shortf
         return []
     result = breakdown(times, chain, None, None, rounds)
     walls = {name: launched.launch_wall_s(name) for name in times}
-    counts = {name: len(rounds[name]) for name in times}
-    grouped = tuple(name for name in times if launched.grouped(name))
-    return shortfalls(result, chain, target, counts, walls, launched.round_cost_s, grouped)
+    counts = {name: launched.rounds_done(name) for name in times}
+    return shortfalls(result, chain, target, counts, walls, launched.round_cost_s)
 
 
 def decide_next_round(

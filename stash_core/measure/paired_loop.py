@@ -11,7 +11,8 @@ drift (bench/launch_variance.py, bench/paired_blocks.py). Here:
 Blocks go in groups A B B A, then B A A B, so that a drift linear in time cancels inside each group. Each
 group is one sub-round of both runs: its A steps' mean and its B steps' mean. The intervals are Student-t
 intervals over the groups (stats.pool_rounds), the interconnect stall's from the groups' paired differences
-(engine/paired.py). Rank 0 decides when to stop after each group and tells the others with one broadcast.
+(engine/paired.py). Rank 0 decides when to stop after each group, over its groups and those of the profile's
+earlier paired launches, and tells the others with one broadcast.
 """
 
 from __future__ import annotations
@@ -28,28 +29,31 @@ from stash_core.measure.timed_loop import PARTS, StepTimes, run_steps
 
 BLOCK_STEPS = 3  # steps per block: long enough to hold a step's parts, short enough to pair within a shift
 MIN_GROUPS = 8  # groups before a stop is considered (a t-interval over fewer is too wide to trust its spread)
+# ... in a later launch, whose groups pool with the earlier launches' (it is there to sample its launch's level)
+MIN_GROUPS_LATER = 4
 GROUP_ORDERS = ("ABBA", "BAAB")
 STOP_CODES = ("", "converged", "max_time", "max_iterations")
 
 
-def group_figures(a_means_s: list[float], b_means_s: list[float]) -> dict:
-    """R1's, R0's and their difference's mean with its 95% half-width over the groups (each group one
-    sub-round, its spread the only one: pool_rounds with no within-group part)."""
+def group_figures(a_means_s: list[float], b_means_s: list[float], launches: list[int] | None = None) -> dict:
+    """R1's, R0's and their difference's mean with its 95% half-width over the groups (each group a round,
+    its spread the only one: pool_rounds with no within-group part; launches: the launch of each group, where
+    they come from several)."""
     zeros = [0.0] * len(a_means_s)
     differences = [a - b for a, b in zip(a_means_s, b_means_s, strict=True)]
     return {
-        "R1": pool_rounds(a_means_s, zeros),
-        "R0": pool_rounds(b_means_s, zeros),
-        "difference": pool_rounds(differences, zeros),
+        "R1": pool_rounds(a_means_s, zeros, launches),
+        "R0": pool_rounds(b_means_s, zeros, launches),
+        "difference": pool_rounds(differences, zeros, launches),
     }
 
 
-def worst_ratio(a_means_s: list[float], b_means_s: list[float], target: float) -> float:
+def worst_ratio(a_means_s: list[float], b_means_s: list[float], target: float, launches=None) -> float:
     """The widest interval over its goal among R1, R0 and their difference (<= 1: all at the target). The
     difference counts only when it is at least `target` of R1's time, as a stall does (engine/rounds.py)."""
     if len(a_means_s) < 2:
         return float("inf")
-    figures = group_figures(a_means_s, b_means_s)
+    figures = group_figures(a_means_s, b_means_s, launches)
     runs = [figures[run] for run in ("R1", "R0") if figures[run].mean > 0]
     ratios = [figure.ci95 / (target * figure.mean) for figure in runs]
     difference = figures["difference"]
@@ -117,9 +121,11 @@ def decide(job, a_times: StepTimes, b_times: StepTimes, block: int, group: int, 
     cut = warmup_groups(a_means, b_means)
     # The figures pool the groups of the profile's earlier paired launches too (engine/paired.py): a later
     # launch stops once the pooled figures reach the target, after MIN_GROUPS of its own.
-    prior = job["paired"]
-    a_pooled = list(prior.get("prior_a_s") or []) + a_means[cut:]
-    b_pooled = list(prior.get("prior_b_s") or []) + b_means[cut:]
+    # What launches disagree by is not narrowed by a longer launch (the engine adds launches for that), so
+    # the rule looks at the groups alone.
+    prior_a, prior_b = job["paired"].get("prior_a_s") or [], job["paired"].get("prior_b_s") or []
+    a_pooled = [g for groups in prior_a for g in groups] + a_means[cut:]
+    b_pooled = [g for groups in prior_b for g in groups] + b_means[cut:]
     ratio = worst_ratio(a_pooled, b_pooled, target)
     steps = len(a_times) + len(b_times)
     protocol.emit(
@@ -135,7 +141,7 @@ def decide(job, a_times: StepTimes, b_times: StepTimes, block: int, group: int, 
             "max_iterations": job["max_iterations"],
         },
     )
-    if group - cut >= MIN_GROUPS and ratio <= 1.0:
+    if group - cut >= (MIN_GROUPS_LATER if prior_a else MIN_GROUPS) and ratio <= 1.0:
         return "converged"
     if steps >= job["max_iterations"]:
         return "max_iterations"

@@ -90,8 +90,8 @@ def test_paired_launches_in_every_round_give_both_runs_and_the_stall_its_paired_
     seen, doc, launched, warnings = _run(monkeypatch, [(a, b)] * 3, spec)
     assert [name for name, _, _ in seen] == ["R1", "R1", "R1"]  # one launch a round, R0 inside it
     assert seen[0][1] == {"block_steps": 3}
-    # the later launches pool the earlier groups into their stop rule, in time order
-    assert seen[2][1] == {"block_steps": 3, "prior_a_s": a + a, "prior_b_s": b + b}
+    # the later launches pool the earlier launches' groups into their stop rule, launch by launch
+    assert seen[2][1] == {"block_steps": 3, "prior_a_s": [a, a], "prior_b_s": [b, b]}
     # both runs' time over the rounds still due, less a start-up: 60 / 3 - 5, then (60 - 10) / 2 - 5
     assert [cap for _, _, cap in seen[:2]] == pytest.approx([15.0, 20.0])
     r0, r1 = doc["phases"]
@@ -107,6 +107,19 @@ def test_paired_launches_in_every_round_give_both_runs_and_the_stall_its_paired_
     assert stall["ci95_s"] == pytest.approx(pool_rounds(differences, [0.0] * 24).ci95)
     assert stall["ci95_s"] < 0.25 * pool_rounds(a * 3, [0.0] * 24).ci95  # the drift cancels in the pairs
     assert not any("rounds of launches" in w for w in launch_warnings(doc, spec, launched, ["R0", "R1"]))
+
+
+def test_groups_of_launches_that_disagree_are_never_narrower_than_the_launches_means() -> None:
+    same = [0.100, 0.102, 0.098, 0.101, 0.099, 0.100, 0.101, 0.099]
+    shifted = [x + 0.02 for x in same]  # the second launch on a slower machine: its groups agree among them
+    launches = [0] * 8 + [1] * 8
+    groups = pool_rounds(same + shifted, [0.0] * 16)
+    held = pool_rounds(same + shifted, [0.0] * 16, launches)
+    means = pool_rounds([sum(same) / 8, sum(shifted) / 8], [0.0, 0.0])
+    assert held.ci95 == pytest.approx(means.ci95) and held.ci95 >= groups.ci95
+    assert pool_rounds(same + same, [0.0] * 16, launches).ci95 == pytest.approx(
+        pool_rounds(same + same, [0.0] * 16).ci95
+    )
 
 
 def test_a_paired_run_short_of_the_target_after_the_planned_rounds_gets_another_launch(monkeypatch) -> None:
