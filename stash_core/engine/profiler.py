@@ -156,8 +156,8 @@ def run_launches(
     paired = pairs_runs(spec, [plan.name for plan in plans], remote)
     plan_of = {plan.name: plan for plan in plans}
     if paired:
-        reporter.message(f"R0 and R1 timed together, in alternating blocks of {BLOCK_STEPS} steps of one launch "
-                         "a round (--paired off: separate launches)")  # fmt: skip
+        reporter.message(f"R0 and R1 timed together: alternating blocks of {BLOCK_STEPS} steps, one launch a "
+                         "round (--paired off: separate launches)")  # fmt: skip
 
     def timed_launch(plan: PhasePlan, this_spec: ProfileSpec, launch_warnings_: list[str]) -> dict:
         started_s = time.monotonic() - clock_start_s

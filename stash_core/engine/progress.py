@@ -97,9 +97,8 @@ class BarReporter(Reporter):
         if record.get("status") == "completed":
             summary = record["iteration_s"]
             kept = f"{summary['n']} iterations kept ({record['warmup_iterations']} warm-up)"
-            self.stream.write(
-                f"      {record['name']}: {kept}, {summary['mean']:.4f} s ± {summary['ci95'] / summary['mean']:.1%}  [{elapsed:.0f} s]\n"
-            )
+            figure = f"{summary['mean']:.4f} s ± {summary['ci95'] / summary['mean']:.1%}"
+            self.stream.write(f"      {record['name']}: {kept}, {figure}  [{elapsed:.0f} s]\n")
         else:
             self.stream.write(f"      failed: {record.get('error')}\n")
         self.stream.flush()
