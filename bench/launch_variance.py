@@ -39,7 +39,8 @@ sys.path.insert(0, str(ROOT))
 from stash_core.engine.launches import slope, within_launch_lag1  # noqa: E402
 
 BASE = ["--model", "resnet10", "--batch-size", "16", "--input-shape", "3,32,32", "--workers", "2",
-        "--stalls", "compute,interconnect", "--target-ci", "0.1", "--progress", "none", "--no-probes"]  # fmt: skip
+        "--stalls", "compute,interconnect", "--target-ci", "0.1", "--progress", "none", "--no-probes",
+        "--paired", "off"]  # fmt: skip  (R0 and R1 launched apart: how their launches disagree is measured)
 # name -> the options that make the variant (K rounds are added: --launches K)
 VARIANTS = {
     "unpinned": ["--no-pin"],
