@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 
+from stash_core.engine.paired import why_not_paired
+from stash_core.engine.plan import plan_phases
 from stash_core.errors import UsageError
 from stash_core.spec import ProfileSpec, check_fields, default_of
 
@@ -18,10 +21,11 @@ def usable_cpu_count() -> int:
 def validate(spec: ProfileSpec, cuda_devices: int) -> None:
     """Check what can be checked before launching anything; raise UsageError with one line."""
     check_fields(spec)
-    if spec.remote:
-        return  # devices and cores are those of the hosts, checked once they answer
     # --device auto is checked as the device it will resolve to.
     device = spec.device if spec.device != "auto" else ("cuda" if cuda_devices > 0 else "cpu")
+    check_paired(spec, device)
+    if spec.remote:
+        return  # devices and cores are those of the hosts, checked once they answer
     if device == "cuda" and cuda_devices == 0:
         raise UsageError("--device cuda: no CUDA device is visible on this machine")
     if device == "cuda" and spec.workers_per_node > cuda_devices:
@@ -44,6 +48,16 @@ def validate(spec: ProfileSpec, cuda_devices: int) -> None:
         raise UsageError(
             f"--threads-per-worker {spec.threads_per_worker}: this machine has {cores} usable CPU core(s)"
         )
+
+
+def check_paired(spec: ProfileSpec, device: str) -> None:
+    """--paired on where R0 and R1 cannot be timed together: one line, before anything is launched or kept."""
+    if spec.paired != "on":
+        return
+    names = [plan.name for plan in plan_phases(spec)[1]]
+    reason = why_not_paired(replace(spec, device=device), names, bool(spec.remote))
+    if reason is not None:
+        raise UsageError(f"--paired on: {reason}")
 
 
 def resolve_device(spec: ProfileSpec, cuda_devices: int) -> None:

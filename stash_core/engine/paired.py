@@ -25,13 +25,13 @@ PAIRED_RUNS = ("R0", "R1")
 STARTUP_ESTIMATE_S = 5.0  # kept out of the paired launch's loop cap, for its start-up
 
 
-def why_not_paired(spec: ProfileSpec, names: list[str], remote) -> str | None:
-    """Why R0 and R1 are launched separately (None: they are paired)."""
+def why_not_paired(spec: ProfileSpec, names: list[str], on_remote_hosts: bool) -> str | None:
+    """Why R0 and R1 are launched separately (None: they are paired); names: the planned runs."""
     if not all(name in names for name in PAIRED_RUNS):
         return "R0 and R1 are not both planned"
     if spec.script:
         return "a script's own loop cannot alternate blocks"
-    if remote is not None:
+    if on_remote_hosts:
         return "runs on remote hosts are launched separately"
     if spec.device != "cpu" or (spec.backend or "gloo") != "gloo":
         return "pairing runs on this machine's CPU with gloo only"
@@ -45,7 +45,7 @@ def pairs_runs(spec: ProfileSpec, names: list[str], remote) -> bool:
     error where it cannot), off never."""
     if spec.paired == "off":
         return False
-    reason = why_not_paired(spec, names, remote)
+    reason = why_not_paired(spec, names, remote is not None)
     if reason is not None and spec.paired == "on":
         raise UsageError(f"--paired on: {reason}")
     return reason is None
@@ -122,7 +122,6 @@ def split_outcome(outcome: dict) -> tuple[dict, dict]:
         for part, values in paired["b_samples"].items()
         if part != "iteration_s"
     }
-    r0["warmup_iterations"] = outcome["warmup_iterations"]
     r1["paired_blocks"] = r0["paired_blocks"] = {
         "block_steps": paired["block_steps"], "groups": len(paired["groups_a_s"]),
         "warmup_groups": paired["warmup_groups"],

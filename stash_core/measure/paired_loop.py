@@ -24,36 +24,35 @@ import torch.distributed as dist
 
 from stash_core.analysis.stats import mser_truncation, pool_rounds
 from stash_core.measure import protocol
-from stash_core.measure.rank_sync import MIN_WARMUP_ITERATIONS
+from stash_core.measure.rank_sync import MIN_WARMUP_ITERATIONS, slowest_by_step
 from stash_core.measure.timed_loop import PARTS, StepTimes, run_steps
 
 BLOCK_STEPS = 3  # steps per block: long enough to hold a step's parts, short enough to pair within a shift
 MIN_GROUPS = 8  # groups before a stop is considered (a t-interval over fewer is too wide to trust its spread)
-# ... in a later launch, whose groups pool with the earlier launches' (it is there to sample its launch's level)
+# ... in a later launch, whose groups pool with the earlier launches' (it is there to sample its level)
 MIN_GROUPS_LATER = 4
 GROUP_ORDERS = ("ABBA", "BAAB")
 STOP_CODES = ("", "converged", "max_time", "max_iterations")
 
 
-def group_figures(a_means_s: list[float], b_means_s: list[float], launches: list[int] | None = None) -> dict:
+def group_figures(a_means_s: list[float], b_means_s: list[float]) -> dict:
     """R1's, R0's and their difference's mean with its 95% half-width over the groups (each group a round,
-    its spread the only one: pool_rounds with no within-group part; launches: the launch of each group, where
-    they come from several)."""
+    its spread the only one: pool_rounds with no within-group part)."""
     zeros = [0.0] * len(a_means_s)
     differences = [a - b for a, b in zip(a_means_s, b_means_s, strict=True)]
     return {
-        "R1": pool_rounds(a_means_s, zeros, launches),
-        "R0": pool_rounds(b_means_s, zeros, launches),
-        "difference": pool_rounds(differences, zeros, launches),
+        "R1": pool_rounds(a_means_s, zeros),
+        "R0": pool_rounds(b_means_s, zeros),
+        "difference": pool_rounds(differences, zeros),
     }
 
 
-def worst_ratio(a_means_s: list[float], b_means_s: list[float], target: float, launches=None) -> float:
+def worst_ratio(a_means_s: list[float], b_means_s: list[float], target: float) -> float:
     """The widest interval over its goal among R1, R0 and their difference (<= 1: all at the target). The
     difference counts only when it is at least `target` of R1's time, as a stall does (engine/rounds.py)."""
     if len(a_means_s) < 2:
         return float("inf")
-    figures = group_figures(a_means_s, b_means_s, launches)
+    figures = group_figures(a_means_s, b_means_s)
     runs = [figures[run] for run in ("R1", "R0") if figures[run].mean > 0]
     ratios = [figure.ci95 / (target * figure.mean) for figure in runs]
     difference = figures["difference"]
@@ -119,10 +118,10 @@ def decide(job, a_times: StepTimes, b_times: StepTimes, block: int, group: int, 
     """Rank 0's decision after a group: "" to go on, else why the loop stops. It reports progress too."""
     a_means, b_means = group_means(a_times, block), group_means(b_times, block)
     cut = warmup_groups(a_means, b_means)
-    # The figures pool the groups of the profile's earlier paired launches too (engine/paired.py): a later
-    # launch stops once the pooled figures reach the target, after MIN_GROUPS of its own.
-    # What launches disagree by is not narrowed by a longer launch (the engine adds launches for that), so
-    # the rule looks at the groups alone.
+    # The figures pool the groups of the profile's earlier paired launches too (engine/paired.py), and a
+    # later launch stops once they reach the target, after MIN_GROUPS_LATER of its own. What launches
+    # disagree by is not narrowed by a longer launch (the engine adds launches for that), so the rule looks
+    # at the groups alone.
     prior_a, prior_b = job["paired"].get("prior_a_s") or [], job["paired"].get("prior_b_s") or []
     a_pooled = [g for groups in prior_a for g in groups] + a_means[cut:]
     b_pooled = [g for groups in prior_b for g in groups] + b_means[cut:]
@@ -151,34 +150,21 @@ def decide(job, a_times: StepTimes, b_times: StepTimes, block: int, group: int, 
 def paired_result(job, a_times, b_times, block, stop_reason, b_loop_s, device, rank, world_size) -> dict:
     """R1's kept samples (the slowest rank per step, as in every multi-worker run), R0's (rank 0's own), and
     the groups' means after the warm-up groups, on rank 0 (the other ranks return their part of nothing)."""
-    local = torch.tensor(
-        [a_times.iteration_s, *(getattr(a_times, part) for part in PARTS)], dtype=torch.float64, device=device
-    )
-    gathered = [torch.empty_like(local) for _ in range(world_size)]
-    dist.all_gather(gathered, local)
-    per_rank = torch.stack(gathered).cpu()  # (ranks, 5, steps)
-    slowest_rank = per_rank[:, 0, :].argmax(dim=0)
-    columns = torch.arange(per_rank.shape[2])
-    a_slowest = StepTimes()
-    a_slowest.iteration_s = per_rank[:, 0, :].max(dim=0).values.tolist()
-    for index, part in enumerate(PARTS, start=1):
-        setattr(a_slowest, part, per_rank[slowest_rank, index, columns].tolist())
-    skew = (per_rank[:, 0, :].max(dim=0).values - per_rank[:, 0, :].min(dim=0).values).tolist()
+    _, slowest = slowest_by_step(a_times, world_size, device)
     if rank != 0:
         return {}
+    a_slowest = StepTimes()
+    a_slowest.iteration_s = slowest["iteration_s"]
     a_means, b_means = group_means(a_slowest, block), group_means(b_times, block)
     cut = warmup_groups(a_means, b_means)
     first_step = 2 * block * cut
-    kept_skew = skew[first_step:]
+    kept_skew = slowest.pop("skew_s")[first_step:]
     return {
         "phase": job["phase"],
         "world_size": world_size,
         "warmup_iterations": MIN_WARMUP_ITERATIONS + first_step,
         "stop_reason": stop_reason,
-        "samples": {
-            **{name: getattr(a_slowest, name)[first_step:] for name in ("iteration_s", *PARTS)},
-            "slowest_rank": slowest_rank.tolist()[first_step:],
-        },
+        "samples": {name: values[first_step:] for name, values in slowest.items()},
         "rank_skew_s": sum(kept_skew) / max(len(kept_skew), 1),
         "bad_files": None,
         "paired": {

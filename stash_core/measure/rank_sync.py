@@ -8,6 +8,7 @@ import torch.distributed as dist
 
 from stash_core.analysis.stats import mean_ci95
 from stash_core.measure import protocol
+from stash_core.measure.timed_loop import PARTS, StepTimes
 from stash_core.measure.worker_job import WorkerJob
 
 MIN_WARMUP_ITERATIONS = 2  # always dropped before MSER-5 looks at the rest: the first steps build caches
@@ -20,6 +21,29 @@ def all_reduce_max(values: list[float], device: torch.device) -> list[float]:
     tensor = torch.tensor(values, dtype=torch.float64, device=device)
     dist.all_reduce(tensor, op=dist.ReduceOp.MAX)
     return tensor.tolist()
+
+
+def slowest_by_step(times: StepTimes, world_size: int, device: torch.device) -> tuple[torch.Tensor, dict]:
+    """Every rank's step times gathered (ranks, 5, steps: the iteration, then PARTS) and, per step, the
+    slowest rank's: its iteration time, its parts, which rank it was and the skew (slowest - fastest)."""
+    local = torch.tensor(
+        [times.iteration_s, *(getattr(times, part) for part in PARTS)], dtype=torch.float64, device=device
+    )
+    if world_size > 1:
+        gathered = [torch.empty_like(local) for _ in range(world_size)]
+        dist.all_gather(gathered, local)
+        per_rank = torch.stack(gathered).cpu()
+    else:
+        per_rank = local.cpu().unsqueeze(0)
+    iteration_by_rank = per_rank[:, 0, :]
+    slowest_rank = iteration_by_rank.argmax(dim=0)
+    columns = torch.arange(per_rank.shape[2])
+    slowest = {"iteration_s": iteration_by_rank.max(dim=0).values.tolist()}
+    for index, part in enumerate(PARTS, start=1):
+        slowest[part] = per_rank[slowest_rank, index, columns].tolist()
+    slowest["slowest_rank"] = slowest_rank.tolist()
+    slowest["skew_s"] = (iteration_by_rank.max(dim=0).values - iteration_by_rank.min(dim=0).values).tolist()
+    return per_rank, slowest
 
 
 def report_progress(job: WorkerJob, series: list[float], kept: int, target: float) -> None:

@@ -34,7 +34,12 @@ from stash_core.data.jpeg_dataset import ImageFolderDataset
 from stash_core.data.loader import LOADER_CORES_ENV, make_loader
 from stash_core.data.transforms import TrainTransform
 from stash_core.measure import protocol
-from stash_core.measure.rank_sync import MIN_WARMUP_ITERATIONS, all_reduce_max, report_progress
+from stash_core.measure.rank_sync import (
+    MIN_WARMUP_ITERATIONS,
+    all_reduce_max,
+    report_progress,
+    slowest_by_step,
+)
 from stash_core.measure.timed_loop import PARTS, StepTimes, make_clock, run_steps
 from stash_core.measure.worker_job import WorkerJob, read_worker_job
 from stash_core.zoo import build_model, loss_fn, make_optimizer
@@ -128,22 +133,15 @@ def train(job: WorkerJob, model, info, device: torch.device, rank: int, world_si
         from stash_core.measure.paired_loop import run_paired
 
         result = run_paired(job, model, optimizer, loss_fn(info), batches, device, clock, rank, world_size)
-        if rank == 0:
-            protocol.emit("LOOP_END", {"phase": job["phase"], "stop_reason": result["stop_reason"]})
-        return finish(job, result, model, optimizer, batches, device, world_size)
-    times = StepTimes()
-    slowest_s: list[float] = []
-    stop_reason = run_until_done(
-        job, model, optimizer, loss_fn(info), batches, device, times, slowest_s, clock, rank
-    )
-    result = summarise_ranks(job, times, slowest_s, stop_reason, world_size, bad_files, device)
+    else:
+        times = StepTimes()
+        slowest_s: list[float] = []
+        stop_reason = run_until_done(
+            job, model, optimizer, loss_fn(info), batches, device, times, slowest_s, clock, rank
+        )
+        result = summarise_ranks(job, times, slowest_s, stop_reason, world_size, bad_files, device)
     if rank == 0:  # the launcher's hang watch stands down: the probe has an allowance of its own
-        protocol.emit("LOOP_END", {"phase": job["phase"], "stop_reason": stop_reason})
-    return finish(job, result, model, optimizer, batches, device, world_size)
-
-
-def finish(job: WorkerJob, result: dict, model, optimizer, batches, device, world_size: int) -> dict:
-    """The result with the page-cache state the run started from and the probe a job asks for."""
+        protocol.emit("LOOP_END", {"phase": job["phase"], "stop_reason": result["stop_reason"]})
     result["resident_fraction_start"] = getattr(batches, "resident_fraction_start", None)
     if job.get("probe") and world_size > 1:
         from stash_core.measure.probe_worker import run_probe_suite
@@ -271,32 +269,15 @@ def run_until_done(job: WorkerJob, model, optimizer, loss, batches, device, time
 
 def summarise_ranks(job: WorkerJob, times: StepTimes, slowest_s, stop_reason, world_size, bad_files, device) -> dict:
     """Gather every rank's timings to rank 0: the slowest rank per iteration, its parts, and skew."""
-    local = torch.tensor(
-        [times.iteration_s, times.data_s, times.forward_s, times.backward_s, times.optimizer_s],
-        dtype=torch.float64,
-        device=device,
-    )
-    if world_size > 1:
-        gathered = [torch.empty_like(local) for _ in range(world_size)]
-        dist.all_gather(gathered, local)
-        per_rank = torch.stack(gathered).cpu()  # (ranks, 5, iterations)
-    else:
-        per_rank = local.cpu().unsqueeze(0)
-    iteration_by_rank = per_rank[:, 0, :]
-    slowest_rank = iteration_by_rank.argmax(dim=0)
-    skew = (iteration_by_rank.max(dim=0).values - iteration_by_rank.min(dim=0).values).tolist()
+    per_rank, slowest = slowest_by_step(times, world_size, device)
     warmup = MIN_WARMUP_ITERATIONS + mser_truncation(slowest_s[MIN_WARMUP_ITERATIONS:])
-    columns = torch.arange(per_rank.shape[2])
-    samples = {"iteration_s": iteration_by_rank.max(dim=0).values.tolist()[warmup:]}
-    for index, part in enumerate(PARTS, start=1):
-        samples[part] = per_rank[slowest_rank, index, columns].tolist()[warmup:]
-    samples["slowest_rank"] = slowest_rank.tolist()[warmup:]
+    skew = slowest.pop("skew_s")
     return {
         "phase": job["phase"],
         "world_size": world_size,
         "warmup_iterations": warmup,
         "stop_reason": stop_reason,
-        "samples": samples,
+        "samples": {name: values[warmup:] for name, values in slowest.items()},
         "rank_skew_s": sum(skew[warmup:]) / max(len(skew) - warmup, 1),
         "bad_files": bad_files_count(bad_files),
         "ranks": rank_summaries(per_rank[:, :, warmup:], world_size),

@@ -34,7 +34,7 @@ def test_pairing_applies_to_this_machines_cpu_runs_only_and_on_says_why_not() ->
     assert not pairing.pairs_runs(gpu, names, None)
     with pytest.raises(UsageError, match="--paired on: pairing runs on this machine's CPU with gloo only"):
         pairing.pairs_runs(_spec(device="cuda", paired="on"), names, None)
-    assert pairing.why_not_paired(_spec(), names, object()) == "runs on remote hosts are launched separately"
+    assert pairing.why_not_paired(_spec(), names, True) == "runs on remote hosts are launched separately"
 
 
 def test_a_rounds_launches_fold_r0_into_r1s() -> None:
@@ -134,3 +134,16 @@ def test_a_paired_run_short_of_the_target_after_the_planned_rounds_gets_another_
     r0 = doc["phases"][0]
     assert [launch["round"] for launch in r0["launches"]] == [0, 1, 2]
     assert len(launched.round_figures("R0")) == 56  # every launch's groups, each its own round
+
+
+def test_paired_on_where_it_cannot_apply_is_one_line_before_anything_is_written(tmp_path) -> None:
+    from support import stash_main
+
+    done = stash_main(
+        "profile", "--model", "resnet10", "--batch-size", "4", "--input-shape", "3,32,32", "--workers", "2",
+        "--stalls", "interconnect", "--iterations", "10", "--paired", "on", "--db", str(tmp_path / "r.duckdb"),
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert done.stderr.strip() == "stash: --paired on: a fixed --iterations count times each run alone"
+    assert sorted(path.name for path in tmp_path.iterdir()) == []  # no database, no result file
