@@ -225,9 +225,9 @@ def launch_of_rounds(keys: list[int]) -> list[int] | None:
 
 def pool_rounds(values: list[float], within_ci95s: list[float], launches: list[int] | None = None) -> Pooled:
     """The mean of per-round estimates (in time order) and its 95% half-width, from the rounds and from the
-    iterations. launches: where the rounds are groups of blocks, the launch of each; the interval is then
-    never narrower than Student's t over the launches' own means (their rounds pooled), so that it holds
-    from one launch to the next as the rounds of separate launches do."""
+    iterations. launches: where the rounds are groups of blocks, the launch of each; the mean is then the
+    launches' own means' mean (their rounds pooled), and its interval never narrower than Student's t over
+    them, so that it holds from one launch to the next as the rounds of separate launches do."""
     if not values or len(values) != len(within_ci95s):
         raise ValueError("one within-launch interval per round is needed")
     if launches is not None and len(set(launches)) > 1:
@@ -236,7 +236,9 @@ def pool_rounds(values: list[float], within_ci95s: list[float], launches: list[i
                  for launch in dict.fromkeys(launches)]  # fmt: skip
         across = pool_rounds(means, [0.0] * len(means)).between_ci95 or 0.0
         between = max(pooled.between_ci95 or 0.0, across)
-        return Pooled(pooled.mean, max(pooled.ci95, across), between, pooled.within_ci95, pooled.rounds)
+        # The mean of the launches' means, whose spread the interval is: launches of unequal length weigh
+        # alike, as they vary alike around the true value when what launches disagree by dominates.
+        return Pooled(mean(means), max(pooled.ci95, across), between, pooled.within_ci95, pooled.rounds)
     rounds = len(values)
     m = mean(values)
     within = math.sqrt(math.fsum(ci**2 for ci in within_ci95s)) / rounds

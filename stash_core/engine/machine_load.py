@@ -1,7 +1,8 @@
 """What else ran on this machine during a launch: other processes' CPU time, the hypervisor's steal, the load.
 
 A launch's workers, torchrun and the supervisor are all descendants of this process and have been waited for
-when the launch ends, so their CPU time is in this process's RUSAGE_CHILDREN. Whatever busy time the machine
+when the launch ends, so their CPU time is in this process's RUSAGE_CHILDREN (or, for launches forked by the
+warm starter, in what it reports: launch/warm_start.py). Whatever busy time the machine
 counted beyond that (and beyond this process's own threads) belongs to other processes: that is the measured
 "other load" a profile may blame a disagreement between its launches on. Linux only; elsewhere None.
 """
@@ -12,6 +13,8 @@ import os
 import resource
 import time
 from dataclasses import asdict, dataclass
+
+from stash_core.launch import warm_start
 
 PROC_STAT = "/proc/stat"
 # /proc/stat's cpu line: user nice system idle iowait irq softirq steal (guest time is inside user).
@@ -55,7 +58,7 @@ def _cpu_jiffies() -> tuple[int, int] | None:
 def _own_cpu_s() -> float:
     own = resource.getrusage(resource.RUSAGE_SELF)
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime + warm_start.server_cpu_s()
 
 
 def _load_avg() -> float:

@@ -8,12 +8,16 @@ seconds, and the stall's interval comes from the groups' paired differences (ben
 stall formula changes: compute is still t(R0), the interconnect stall t(R1) - t(R0).
 
 The paired launch takes R0's and R1's place in every round, so that its groups come from across the
-profile; each stops once the groups of all paired launches so far reach the target (measure/paired_loop.py).
+profile; each stops once the groups of all paired launches so far reach the target (measure/paired_loop.py),
+or, where rounds may follow, after as many groups as what launches disagree by makes worth it
+(launch_groups): more launches, not longer ones, narrow that.
 It applies to Stash's own loop on this machine's CPU (gloo) with R0 and R1 both planned; a GPU, a script,
 or remote hosts launch the runs separately, as does --paired off.
 """
 
 from __future__ import annotations
+
+import math
 
 from stash_core.analysis.stats import GROUP_ROUND_KEY, pool_rounds, summarise
 from stash_core.engine.plan import PhasePlan
@@ -22,7 +26,10 @@ from stash_core.measure.paired_loop import BLOCK_STEPS
 from stash_core.spec import ProfileSpec
 
 PAIRED_RUNS = ("R0", "R1")
-STARTUP_ESTIMATE_S = 5.0  # kept out of the paired launch's loop cap, for its start-up
+STARTUP_ESTIMATE_S = 5.0
+FIRST_LAUNCH_GROUPS = 8  # the first paired launch's groups: enough to show how groups vary
+LATER_LAUNCH_GROUPS = 4  # the second's, before two launches show how launches disagree
+MIN_LAUNCH_GROUPS = 3  # fewer would leave a launch's own mean too loose to tell launches apart  # kept out of the paired launch's loop cap, for its start-up
 
 
 def why_not_paired(spec: ProfileSpec, names: list[str], on_remote_hosts: bool) -> str | None:
@@ -78,9 +85,10 @@ def record_names(launch_names: list[str], paired: bool) -> list[str]:
     return found
 
 
-def paired_job(launched) -> dict:
-    """The paired part of R1's job: its blocks, and the groups of the earlier paired launches (one list per
-    launch, in time order) that the launch's stop rule pools with its own (launched: LaunchedRuns)."""
+def paired_job(launched, target: float | None = None) -> dict:
+    """The paired part of R1's job: its blocks, the groups of the earlier paired launches (one list per
+    launch, in time order) that the launch's stop rule pools with its own (launched: LaunchedRuns), and,
+    where the profile's rounds may add launches (target given), how many groups this launch keeps."""
     job: dict = {"block_steps": BLOCK_STEPS}
     prior = {
         run: [o["groups_s"] for _, o in launched.outcomes.get(run, []) if o.get("groups_s")]
@@ -88,7 +96,55 @@ def paired_job(launched) -> dict:
     }
     if prior["R1"]:
         job.update(prior_a_s=prior["R1"], prior_b_s=prior["R0"])
+    if target is not None:
+        job["launch_groups"] = launch_groups(prior["R1"], prior["R0"], launched.startup_s("R1"), target)
     return job
+
+
+def launch_groups(prior_a_s: list[list[float]], prior_b_s: list[list[float]], startup_s: float,
+                  target: float) -> int:
+    """Groups the next paired launch keeps: two-stage sampling's optimum m = sqrt(w C / (b c)), where w is
+    the variance of one group, b the variance of what launches disagree by, C a launch's start-up and c a
+    group's time, for whichever of R1, R0 and their difference is furthest from its target over the
+    launches so far. Launches narrow b, groups only w: when launches disagree, shorter launches and more of
+    them reach the target sooner. FIRST_LAUNCH_GROUPS before two launches can show b."""
+    if len(prior_a_s) < 2:
+        return FIRST_LAUNCH_GROUPS if not prior_a_s else LATER_LAUNCH_GROUPS
+    differences = [[a - b for a, b in zip(la, lb, strict=True)] for la, lb in zip(prior_a_s, prior_b_s)]
+    group_s = 2 * BLOCK_STEPS * (mean_of(prior_a_s) + mean_of(prior_b_s))
+    widest, groups = -1.0, LATER_LAUNCH_GROUPS
+    for series in (prior_a_s, prior_b_s, differences):
+        means = [sum(launch) / len(launch) for launch in series]
+        level = abs(sum(means) / len(means))
+        spread = pool_rounds(means, [0.0] * len(means)).ci95
+        if level <= 0 or spread / (target * level) <= widest:
+            continue
+        widest = spread / (target * level)
+        within = within_variance(series)
+        between = max(variance(means) - within * sum(1 / len(launch) for launch in series) / len(series), 0.0)
+        if between <= 0 or group_s <= 0:  # launches agree as far as their groups tell: longer launches
+            groups = FIRST_LAUNCH_GROUPS
+            continue
+        optimum = math.sqrt(within * max(startup_s, 0.0) / (between * group_s))
+        groups = int(min(max(round(optimum), MIN_LAUNCH_GROUPS), FIRST_LAUNCH_GROUPS))
+    return groups
+
+
+def mean_of(launches: list[list[float]]) -> float:
+    values = [value for launch in launches for value in launch]
+    return sum(values) / len(values) if values else 0.0
+
+
+def variance(values: list[float]) -> float:
+    centre = sum(values) / len(values)
+    return sum((value - centre) ** 2 for value in values) / max(len(values) - 1, 1)
+
+
+def within_variance(launches: list[list[float]]) -> float:
+    """The groups' variance within a launch, pooled over the launches."""
+    spread = sum(variance(launch) * (len(launch) - 1) for launch in launches if len(launch) > 1)
+    freedom = sum(len(launch) - 1 for launch in launches if len(launch) > 1)
+    return spread / freedom if freedom else 0.0
 
 
 def loop_cap_s(spec: ProfileSpec, run_wall_s: float, launches_left: int) -> float:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import secrets
 import time
@@ -42,6 +43,8 @@ from stash_core.engine.rounds import current_shortfalls, decide_next_round
 from stash_core.errors import MeasurementError, ProfileEnded, StashError, UsageError
 from stash_core.interrupts import reason as interrupt_reason
 from stash_core.launch.hosts import RemoteHosts
+from stash_core.launch.runner import worker_env
+from stash_core.launch.warm_start import warm_launches
 from stash_core.measure.fingerprint import machine_fingerprint
 from stash_core.results import RESULT_KIND, SCHEMA_VERSION
 from stash_core.spec import ProfileSpec
@@ -108,7 +111,8 @@ def run_profile(
             plans = [plan for plan in plans if plan.name != "R3"]
             doc["_not_separable"] = {"cpu": data.not_separable_reason, "disk": data.not_separable_reason}
         launched = LaunchedRuns([plan.name for plan in plans], launches_of(spec))
-        run_launches(plans, spec, data, reporter, warnings, remote, doc, model_info, launched, chain)
+        with warm_starter(spec, remote):
+            run_launches(plans, spec, data, reporter, warnings, remote, doc, model_info, launched, chain)
         doc["status"] = "completed"
     except KeyboardInterrupt as error:  # Ctrl-C, or SIGTERM / SIGHUP (interrupts.Stopped)
         doc["status"] = "interrupted"
@@ -129,6 +133,14 @@ def run_profile(
         warnings += launch_warnings(doc, spec, launched, chain)
         doc["breakdown"] = breakdown_of_completed(doc, chain, spec, warnings)
     return doc
+
+
+def warm_starter(spec: ProfileSpec, remote: RemoteHosts | None) -> contextlib.AbstractContextManager:
+    """Where every launch forks Stash's own workers on this machine's CPU, one server imports torch for all
+    of them (launch/warm_start.py); elsewhere nothing."""
+    if remote is None and not spec.script and spec.device == "cpu":
+        return warm_launches(worker_env(spec.threads_per_worker))
+    return contextlib.nullcontext()
 
 
 def run_launches(
@@ -161,7 +173,9 @@ def run_launches(
 
     def timed_launch(plan: PhasePlan, this_spec: ProfileSpec, launch_warnings_: list[str]) -> dict:
         started_s = time.monotonic() - clock_start_s
-        extra = {"paired": paired_job(launched)} if paired and plan.name == "R1" else {}
+        # Where rounds may follow, each paired launch keeps as many groups as launches' disagreement allows.
+        target = spec.target_relative_ci if max_rounds > launches else None
+        extra = {"paired": paired_job(launched, target)} if paired and plan.name == "R1" else {}
         outcome = run_phase(
             plan, this_spec, data, reporter, launch_warnings_, remote, model_info.get("grad_bytes"), **extra
         )

@@ -20,11 +20,13 @@ from collections.abc import Callable
 
 from stash_core.errors import MeasurementError
 from stash_core.interrupts import held_interrupts, stop_exception
-from stash_core.launch import supervisor, torchrun
+from stash_core.launch import supervisor, torchrun, warm_start
 from stash_core.launch.hang_watch import HangWatch
+from stash_core.launch.warm_start import WarmLaunch
 from stash_core.proc import end_tree
 
 KILL_GRACE_S = 5.0
+TORCHRUN_MODULE = "stash_core.launch.torchrun"
 
 
 def torchrun_argv(
@@ -33,7 +35,7 @@ def torchrun_argv(
     """The command line of `nproc_per_node` processes of `module` under torchrun on this machine alone
     (Stash's own workers forked from torchrun when they run on the CPU: launch/torchrun.py)."""
     return [
-        sys.executable, "-m", "stash_core.launch.torchrun", "--standalone", "--nnodes", "1",
+        sys.executable, "-m", TORCHRUN_MODULE, "--standalone", "--nnodes", "1",
         "--nproc-per-node", str(nproc_per_node), "--max-restarts", "0", *torchrun.entry(module, on_cpu),
         *module_args,
     ]  # fmt: skip
@@ -52,19 +54,7 @@ def run_local(
     Raises MeasurementError when the process fails, runs past timeout_s, or `watch` (which on_line arms and
     disarms) finds its timed loop hung.
     """
-    tag = f"local-{os.getpid()}-{secrets.token_hex(4)}"
-    supervised = [sys.executable, supervisor.__file__, "run", tag, os.getcwd(), "--", *argv]
-    process = subprocess.Popen(
-        supervised,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        stdin=subprocess.PIPE,  # never written: its EOF (this process gone) ends the run
-        text=True,
-        bufsize=1,
-        start_new_session=True,
-        env={**os.environ, **(env or {})},
-        preexec_fn=preexec,
-    )
+    process = _start(argv, env, preexec)
     stderr_tail: list[str] = []
     deadline_s = time.monotonic() + timeout_s
     try:
@@ -92,14 +82,41 @@ def run_local(
     finally:
         # Ctrl-C, SIGTERM or SIGHUP arriving now must not cut the cleanup short and leave workers behind.
         with held_interrupts() as interrupted:
-            stop_process_group(process)
-            if process.stdin is not None:
-                process.stdin.close()
+            if isinstance(process, WarmLaunch):
+                process.stop()
+            else:
+                stop_process_group(process)
+                if process.stdin is not None:
+                    process.stdin.close()
         if interrupted:
             raise stop_exception(interrupted[0])
     if process.returncode != 0:
         return stderr_tail or [f"exit status {process.returncode}"]
     return []
+
+
+def _start(argv: list[str], env: dict[str, str] | None, preexec) -> subprocess.Popen | WarmLaunch:
+    """The launch forked by the profile's warm starter where it serves it (launch/warm_start.py), else
+    argv started anew under the supervisor."""
+    starter = warm_start.active()
+    forked = argv[1:3] == ["-m", TORCHRUN_MODULE] and torchrun.FORK_OPTION in argv
+    if starter is not None and forked and starter.serves(env, preexec):
+        launch = starter.launch(argv[3:])
+        if launch is not None:
+            return launch
+    tag = f"local-{os.getpid()}-{secrets.token_hex(4)}"
+    supervised = [sys.executable, supervisor.__file__, "run", tag, os.getcwd(), "--", *argv]
+    return subprocess.Popen(
+        supervised,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.PIPE,  # never written: its EOF (this process gone) ends the run
+        text=True,
+        bufsize=1,
+        start_new_session=True,
+        env={**os.environ, **(env or {})},
+        preexec_fn=preexec,
+    )
 
 
 def stop_process_group(process: subprocess.Popen) -> None:

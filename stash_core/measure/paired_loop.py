@@ -32,7 +32,7 @@ MIN_GROUPS = 8  # groups before a stop is considered (a t-interval over fewer is
 # ... in a later launch, whose groups pool with the earlier launches' (it is there to sample its level)
 MIN_GROUPS_LATER = 4
 GROUP_ORDERS = ("ABBA", "BAAB")
-STOP_CODES = ("", "converged", "max_time", "max_iterations")
+STOP_CODES = ("", "converged", "max_time", "max_iterations", "launch_groups")
 
 
 def group_figures(a_means_s: list[float], b_means_s: list[float]) -> dict:
@@ -142,6 +142,9 @@ def decide(job, a_times: StepTimes, b_times: StepTimes, block: int, group: int, 
     )
     if group - cut >= (MIN_GROUPS_LATER if prior_a else MIN_GROUPS) and ratio <= 1.0:
         return "converged"
+    launch_groups = job["paired"].get("launch_groups")
+    if launch_groups and group - cut >= launch_groups:
+        return "launch_groups"  # the engine adds launches: they narrow what launches disagree by
     if steps >= job["max_iterations"]:
         return "max_iterations"
     return "max_time" if time.monotonic() > deadline else ""

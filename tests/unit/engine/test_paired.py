@@ -89,9 +89,11 @@ def test_paired_launches_in_every_round_give_both_runs_and_the_stall_its_paired_
     spec = _spec()
     seen, doc, launched, warnings = _run(monkeypatch, [(a, b)] * 3, spec)
     assert [name for name, _, _ in seen] == ["R1", "R1", "R1"]  # one launch a round, R0 inside it
-    assert seen[0][1] == {"block_steps": 3}
-    # the later launches pool the earlier launches' groups into their stop rule, launch by launch
-    assert seen[2][1] == {"block_steps": 3, "prior_a_s": [a, a], "prior_b_s": [b, b]}
+    assert seen[0][1] == {"block_steps": 3, "launch_groups": 8}
+    # the later launches pool the earlier launches' groups into their stop rule, launch by launch; launches
+    # that agree (the same groups each time) keep the longest launches
+    assert seen[1][1]["launch_groups"] == 4
+    assert seen[2][1] == {"block_steps": 3, "prior_a_s": [a, a], "prior_b_s": [b, b], "launch_groups": 8}
     # both runs' time over the rounds still due, less a start-up: 60 / 3 - 5, then (60 - 10) / 2 - 5
     assert [cap for _, _, cap in seen[:2]] == pytest.approx([15.0, 20.0])
     r0, r1 = doc["phases"]
@@ -147,3 +149,35 @@ def test_paired_on_where_it_cannot_apply_is_one_line_before_anything_is_written(
     assert done.returncode == 2
     assert done.stderr.strip() == "stash: --paired on: a fixed --iterations count times each run alone"
     assert sorted(path.name for path in tmp_path.iterdir()) == []  # no database, no result file
+
+
+def test_each_paired_launch_keeps_as_many_groups_as_what_launches_disagree_by_makes_worth_it() -> None:
+    from stash_core.engine.paired import (
+        FIRST_LAUNCH_GROUPS,
+        LATER_LAUNCH_GROUPS,
+        MIN_LAUNCH_GROUPS,
+        launch_groups,
+    )
+
+    wobble = [0.002, -0.002, 0.001, -0.001]  # the groups' own spread inside a launch
+    assert launch_groups([], [], 2.0, 0.1) == FIRST_LAUNCH_GROUPS
+    assert launch_groups([[0.1 + w for w in wobble]], [[0.06] * 4], 2.0, 0.1) == LATER_LAUNCH_GROUPS
+    # launches that agree: longer launches
+    same = [[0.1 + w for w in wobble]] * 3
+    assert launch_groups(same, [[0.06] * 4] * 3, 2.0, 0.1) == FIRST_LAUNCH_GROUPS
+    # launches that land 10% apart, the groups inside each close together: short launches, more of them
+    shifted = [[level + w for w in wobble] for level in (0.10, 0.11, 0.095)]
+    assert launch_groups(shifted, [[0.06] * 4] * 3, 2.0, 0.1) == MIN_LAUNCH_GROUPS
+    # in between, two-stage sampling's optimum for the series furthest from its target
+    wide = [0.03, -0.03, 0.035, -0.035]
+    levels = (0.10, 0.14, 0.08)
+    a = [[level + w for w in wide] for level in levels]
+    b = [[0.06] * 4] * 3
+    within = sum(w * w for w in wide) / 3
+    means = [sum(x) / 4 for x in a]
+    centre = sum(means) / 3
+    between = sum((m - centre) ** 2 for m in means) / 2 - within / 4
+    group_s = 6 * (sum(means) / 3 + 0.06)
+    expected = round((within * 8.0 / (between * group_s)) ** 0.5)
+    assert MIN_LAUNCH_GROUPS < expected < FIRST_LAUNCH_GROUPS
+    assert launch_groups(a, b, 8.0, 0.1) == expected
