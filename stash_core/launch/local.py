@@ -59,22 +59,22 @@ def run_local(
     deadline_s = time.monotonic() + timeout_s
     try:
         with selectors.DefaultSelector() as selector:
-            selector.register(process.stdout, selectors.EVENT_READ, "out")
-            selector.register(process.stderr, selectors.EVENT_READ, "err")
+            selector.register(process.stdout.fileno(), selectors.EVENT_READ, _Lines("out"))
+            selector.register(process.stderr.fileno(), selectors.EVENT_READ, _Lines("err"))
             open_streams = 2
             while open_streams:
                 remaining = deadline_s - time.monotonic()
                 if remaining <= 0:
                     raise MeasurementError(f"run did not finish within {timeout_s:.0f} s; stopped it")
                 for key, _ in selector.select(timeout=min(remaining, 1.0)):
-                    line = key.fileobj.readline()
-                    if not line:
-                        selector.unregister(key.fileobj)
+                    lines, ended = key.data.read(key.fd)
+                    for line in lines:
+                        if key.data.stream == "err":
+                            stderr_tail = (stderr_tail + [line.rstrip()])[-40:]
+                        on_line(line)
+                    if ended:
+                        selector.unregister(key.fd)
                         open_streams -= 1
-                        continue
-                    if key.data == "err":
-                        stderr_tail = (stderr_tail + [line.rstrip()])[-40:]
-                    on_line(line.rstrip("\n"))
                 reason = watch.check(process.pid) if watch is not None else None
                 if reason:
                     raise MeasurementError(reason)
@@ -95,6 +95,24 @@ def run_local(
     return []
 
 
+class _Lines:
+    """The whole lines of one pipe as they arrive. Read raw: a buffered reader keeps lines that select()
+    no longer sees, and a loop's end (LOOP_END) held back would look like a hung rank to the hang watch."""
+
+    def __init__(self, stream: str) -> None:
+        self.stream = stream
+        self.partial = b""
+
+    def read(self, fd: int) -> tuple[list[str], bool]:
+        """(the complete lines now readable, whether the pipe ended); the last one may lack its newline."""
+        data = os.read(fd, 65536)
+        if not data:
+            rest, self.partial = self.partial, b""
+            return ([rest.decode(errors="replace")] if rest else []), True
+        *lines, self.partial = (self.partial + data).split(b"\n")
+        return [line.decode(errors="replace") for line in lines], False
+
+
 def _start(argv: list[str], env: dict[str, str] | None, preexec) -> subprocess.Popen | WarmLaunch:
     """The launch forked by the profile's warm starter where it serves it (launch/warm_start.py), else
     argv started anew under the supervisor."""
@@ -111,8 +129,6 @@ def _start(argv: list[str], env: dict[str, str] | None, preexec) -> subprocess.P
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         stdin=subprocess.PIPE,  # never written: its EOF (this process gone) ends the run
-        text=True,
-        bufsize=1,
         start_new_session=True,
         env={**os.environ, **(env or {})},
         preexec_fn=preexec,

@@ -220,8 +220,8 @@ class WarmLaunch:
     def __init__(self, starter: WarmStarter, pid: int, out_fd: int, err_fd: int) -> None:
         self.starter = starter
         self.pid = pid
-        self.stdout = open(out_fd, encoding="utf-8", errors="replace", buffering=1)  # noqa: SIM115
-        self.stderr = open(err_fd, encoding="utf-8", errors="replace", buffering=1)  # noqa: SIM115
+        self.stdout = open(out_fd, "rb", buffering=0)  # noqa: SIM115 - read raw by run_local, closed by stop()
+        self.stderr = open(err_fd, "rb", buffering=0)  # noqa: SIM115
         self.returncode: int | None = None
 
     def wait(self, timeout: float | None = None) -> int:
