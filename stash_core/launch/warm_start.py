@@ -79,6 +79,7 @@ def _run_torchrun(connection: socket.socket, message: dict, fds: list[int]) -> N
     try:
         connection.close()
         os.setsid()  # a session of its own, as a launch under the supervisor has
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # not the server's: as a process anew
         random.seed()  # not the server's sequence, shared by every launch
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)
