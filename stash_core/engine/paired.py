@@ -26,10 +26,10 @@ from stash_core.measure.paired_loop import BLOCK_STEPS
 from stash_core.spec import ProfileSpec
 
 PAIRED_RUNS = ("R0", "R1")
-STARTUP_ESTIMATE_S = 5.0
+STARTUP_ESTIMATE_S = 5.0  # kept out of the paired launch's loop cap, for its start-up
 FIRST_LAUNCH_GROUPS = 8  # the first paired launch's groups: enough to show how groups vary
 LATER_LAUNCH_GROUPS = 4  # the second's, before two launches show how launches disagree
-MIN_LAUNCH_GROUPS = 3  # fewer would leave a launch's own mean too loose to tell launches apart  # kept out of the paired launch's loop cap, for its start-up
+MIN_LAUNCH_GROUPS = 3  # fewer would leave a launch's own mean too loose to tell launches apart
 
 
 def why_not_paired(spec: ProfileSpec, names: list[str], on_remote_hosts: bool) -> str | None:
@@ -110,14 +110,19 @@ def launch_groups(prior_a_s: list[list[float]], prior_b_s: list[list[float]], st
     them reach the target sooner. FIRST_LAUNCH_GROUPS before two launches can show b."""
     if len(prior_a_s) < 2:
         return FIRST_LAUNCH_GROUPS if not prior_a_s else LATER_LAUNCH_GROUPS
-    differences = [[a - b for a, b in zip(la, lb, strict=True)] for la, lb in zip(prior_a_s, prior_b_s)]
+    differences = [
+        [a - b for a, b in zip(la, lb, strict=True)] for la, lb in zip(prior_a_s, prior_b_s, strict=True)
+    ]
     group_s = 2 * BLOCK_STEPS * (mean_of(prior_a_s) + mean_of(prior_b_s))
     widest, groups = -1.0, LATER_LAUNCH_GROUPS
+    r1_level = mean_of(prior_a_s)
     for series in (prior_a_s, prior_b_s, differences):
         means = [sum(launch) / len(launch) for launch in series]
         level = abs(sum(means) / len(means))
         spread = pool_rounds(means, [0.0] * len(means)).ci95
-        if level <= 0 or spread / (target * level) <= widest:
+        # the difference counts where it is a stall held to the target (at least the target's share of R1)
+        small = series is differences and level < target * r1_level
+        if level <= 0 or small or spread / (target * level) <= widest:
             continue
         widest = spread / (target * level)
         within = within_variance(series)

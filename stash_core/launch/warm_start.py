@@ -32,6 +32,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import traceback
 from collections.abc import Iterator
 
@@ -43,7 +44,7 @@ MESSAGE_BYTES = 1 << 20  # a launch's arguments carry the job, compressed: well 
 STOP_REPLY_S = 3 * supervisor.SWEEP_WAIT_S + 5.0  # a stop's sweep: TERM, then KILL, each waited for
 _POLL_S = 0.2  # how often a launch's exit is looked at where the kernel has no pidfd
 
-_active: WarmStarter | None = None
+_local = threading.local()  # the server of the profile running in this thread (warm_launches)
 
 
 def serve(fd: int) -> int:
@@ -260,29 +261,29 @@ class WarmLaunch:
 @contextlib.contextmanager
 def warm_launches(env: dict[str, str]) -> Iterator[WarmStarter]:
     """Within the block, local launches of forked workers (run_local) fork from one server."""
-    global _active
     with WarmStarter(env) as starter:
-        previous, _active = _active, starter
+        previous, _local.starter = active(), starter
         try:
             yield starter
         finally:
-            _active = previous
+            _local.starter = previous
 
 
 def active() -> WarmStarter | None:
-    return _active
+    return getattr(_local, "starter", None)
 
 
 def server_cpu_s() -> float:
     """CPU seconds of the active server itself and of the launches it reaped (0 without one)."""
-    if _active is None:
+    starter = active()
+    if starter is None:
         return 0.0
     server_s = 0.0
-    if _active._process is not None:
+    if starter._process is not None:
         with contextlib.suppress(psutil.Error):
-            times = psutil.Process(_active._process.pid).cpu_times()
+            times = psutil.Process(starter._process.pid).cpu_times()
             server_s = times.user + times.system
-    return _active.reaped_cpu_s + server_s
+    return starter.reaped_cpu_s + server_s
 
 
 if __name__ == "__main__":

@@ -181,3 +181,13 @@ def test_each_paired_launch_keeps_as_many_groups_as_what_launches_disagree_by_ma
     expected = round((within * 8.0 / (between * group_s)) ** 0.5)
     assert MIN_LAUNCH_GROUPS < expected < FIRST_LAUNCH_GROUPS
     assert launch_groups(a, b, 8.0, 0.1) == expected
+
+
+def test_a_difference_too_small_to_be_held_to_the_target_does_not_set_the_launch_length() -> None:
+    from stash_core.engine.paired import FIRST_LAUNCH_GROUPS, launch_groups
+
+    wobble = [0.002, -0.002, 0.001, -0.001]
+    a = [[0.1 + w for w in wobble]] * 3  # R1's launches agree
+    # R0 sits 0.4-0.8 ms below R1, launch to launch apart: a 0.6% stall, under the 10% target's share
+    b = [[x - gap for x in a[0]] for gap in (0.0004, 0.0008, 0.0005)]
+    assert launch_groups(a, b, 2.0, 0.1) == FIRST_LAUNCH_GROUPS
