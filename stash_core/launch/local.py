@@ -5,7 +5,9 @@ an error, a timeout, Ctrl-C, SIGTERM or SIGHUP (interrupts.Stopped) ends every o
 leaving no orphans. They run under the supervisor of multi-node launches (launch/supervisor.py), which tags
 every process below it and ends each tagged one when the command exits (a training script's leftover
 children, a double-forked daemon that holds the output pipe) and when its stdin, a pipe only this process
-holds, reaches EOF: so even a SIGKILL of `stash` ends the whole run.
+holds, reaches EOF: so even a SIGKILL of `stash` ends the whole run. Within a profile of Stash's own CPU
+workers, torchrun is instead forked from the profile's warm starter (launch/warm_start.py), which gives the
+same guarantees with its own tag and socket.
 """
 
 from __future__ import annotations
