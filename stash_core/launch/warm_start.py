@@ -166,17 +166,25 @@ class WarmStarter:
     def __enter__(self) -> WarmStarter:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         with theirs:
-            self._process = subprocess.Popen(
-                [sys.executable, "-m", "stash_core.launch.warm_start", str(theirs.fileno())],
-                env={**os.environ, **self.env, supervisor.LAUNCH_TAG_VAR: self.tag},
-                pass_fds=(theirs.fileno(),),
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,  # a server that fails is a launch started anew, not a traceback
-                start_new_session=True,  # Ctrl-C reaches `stash`, which stops the launch and then this
-            )
+            try:
+                self._process = self._start_server(theirs)
+            except OSError:  # no server: every launch starts anew, as without one
+                self.broken = True
+                ours.close()
+                return self
         self._connection = ours
         return self
+
+    def _start_server(self, theirs: socket.socket) -> subprocess.Popen:
+        return subprocess.Popen(
+            [sys.executable, "-m", "stash_core.launch.warm_start", str(theirs.fileno())],
+            env={**os.environ, **self.env, supervisor.LAUNCH_TAG_VAR: self.tag},
+            pass_fds=(theirs.fileno(),),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,  # a server that fails is a launch started anew, not a traceback
+            start_new_session=True,  # Ctrl-C reaches `stash`, which stops the launch and then this
+        )
 
     def __exit__(self, *_exc) -> None:
         if self._connection is not None:
@@ -191,8 +199,9 @@ class WarmStarter:
 
     def serves(self, env: dict[str, str] | None, preexec) -> bool:
         """Whether a launch with this environment and set-up can be forked here."""
-        return not self.broken and preexec is None and {**os.environ, **(env or {})} == {
-            **os.environ, **self.env}  # fmt: skip
+        if self.broken or self._connection is None or preexec is not None:
+            return False
+        return {**os.environ, **(env or {})} == {**os.environ, **self.env}
 
     def launch(self, args: list[str]) -> WarmLaunch | None:
         """A launch of torchrun with `args` (launch/torchrun.py's), or None when the server is gone (the
@@ -288,4 +297,5 @@ def server_cpu_s() -> float:
 
 if __name__ == "__main__":
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # stopped by its socket, never by a terminal's Ctrl-C
-    sys.exit(serve(int(sys.argv[1])))
+    code = serve(int(sys.argv[1]))
+    os._exit(code)  # without the teardown of an interpreter that imported torch (launch/torchrun.py)

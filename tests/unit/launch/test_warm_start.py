@@ -75,10 +75,10 @@ def test_a_launch_past_its_time_is_stopped_with_everything_it_started(tmp_path):
 
 
 def test_another_environment_starts_anew(tmp_path):
-    starter = warm_start.WarmStarter({"OMP_NUM_THREADS": "1"})
-    assert starter.serves({"OMP_NUM_THREADS": "1"}, None)
-    assert not starter.serves({"OMP_NUM_THREADS": "2"}, None)
-    assert not starter.serves({"OMP_NUM_THREADS": "1"}, lambda: None)  # a set-up to run before exec
+    with warm_start.warm_launches({"OMP_NUM_THREADS": "1"}) as starter:
+        assert starter.serves({"OMP_NUM_THREADS": "1"}, None)
+        assert not starter.serves({"OMP_NUM_THREADS": "2"}, None)
+        assert not starter.serves({"OMP_NUM_THREADS": "1"}, lambda: None)  # a set-up to run before exec
 
 
 def test_a_sigkill_of_the_launching_process_ends_the_server_and_the_run(tmp_path):
@@ -128,3 +128,15 @@ def _servers_of(pid: int) -> list[psutil.Process]:
         except psutil.Error:  # a zombie, or gone
             continue
     return found
+
+
+def test_a_server_that_cannot_start_leaves_launches_to_start_anew(monkeypatch):
+    def refuse(self, theirs):
+        raise OSError("no such interpreter")
+
+    monkeypatch.setattr(warm_start.WarmStarter, "_start_server", refuse)
+    with warm_start.warm_launches({}) as starter:
+        assert starter.broken and not starter.serves({}, None)
+        got: list[str] = []
+        assert run_local([sys.executable, "-c", "print('anew')"], got.append, timeout_s=60) == []
+        assert got == ["anew"]
