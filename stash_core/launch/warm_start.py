@@ -60,6 +60,10 @@ def serve(fd: int) -> int:
         if request is None:
             return 0
         message, fds = request
+        if "args" not in message:  # a "stop" that crossed its launch's exit: nothing runs to stop
+            for descriptor in fds:
+                os.close(descriptor)
+            continue
         pid = os.fork()
         if pid == 0:
             _run_torchrun(connection, message, fds)  # never returns

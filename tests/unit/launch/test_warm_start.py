@@ -140,3 +140,15 @@ def test_a_server_that_cannot_start_leaves_launches_to_start_anew(monkeypatch):
         got: list[str] = []
         assert run_local([sys.executable, "-c", "print('anew')"], got.append, timeout_s=60) == []
         assert got == ["anew"]
+
+
+def test_a_stop_that_crosses_its_launchs_exit_does_not_start_anything(tmp_path):
+    token = f"stash-warm-{uuid.uuid4().hex[:8]}"
+    env, argv = _module(tmp_path, token, "sys.exit(0)")
+    with warm_start.warm_launches(env) as starter:
+        assert run_local(argv, lambda line: None, timeout_s=120, env=env) == []
+        warm_start._send(starter._connection, {"stop": True})  # late: the launch has ended
+        lines: list[str] = []
+        assert run_local(argv, lines.append, timeout_s=120, env=env) == []  # the next launch is its own
+        assert "started" in lines and not starter.broken
+        assert _wait_until_none(token) == []
