@@ -97,24 +97,41 @@ def paired_job(launched, target: float | None = None) -> dict:
     if prior["R1"]:
         job.update(prior_a_s=prior["R1"], prior_b_s=prior["R0"])
     if target is not None:
-        job["launch_groups"] = launch_groups(prior["R1"], prior["R0"], launched.startup_s("R1"), target)
+        groups = launch_groups(prior["R1"], prior["R0"], latest_startup_s(launched), target)
+        if groups is not None:
+            job["launch_groups"] = groups
     return job
 
 
+def latest_startup_s(launched) -> float:
+    """The last paired launch's cost beyond its timed groups (start-up, warm-up steps and cut groups): what
+    another launch costs. Not the first launch's, which also ran the probe and waited for the warm start."""
+    found = launched.outcomes.get("R1") or []
+    if not found:
+        return 0.0
+    _, last = found[-1]
+    _, last_r0 = (launched.outcomes.get("R0") or [(None, {})])[-1]
+    timed_s = BLOCK_STEPS * 2 * (sum(last.get("groups_s") or []) + sum(last_r0.get("groups_s") or []))
+    wall_s = (last.get("wall_s") or 0.0) + (last_r0.get("wall_s") or 0.0)
+    return max(wall_s - timed_s, 0.0)
+
+
 def launch_groups(prior_a_s: list[list[float]], prior_b_s: list[list[float]], startup_s: float,
-                  target: float) -> int:
+                  target: float) -> int | None:
     """Groups the next paired launch keeps: two-stage sampling's optimum m = sqrt(w C / (b c)), where w is
     the variance of one group, b the variance of what launches disagree by, C a launch's start-up and c a
     group's time, for whichever of R1, R0 and their difference is furthest from its target over the
     launches so far. Launches narrow b, groups only w: when launches disagree, shorter launches and more of
-    them reach the target sooner. FIRST_LAUNCH_GROUPS before two launches can show b."""
+    them reach the target sooner. FIRST_LAUNCH_GROUPS in the first launch and LATER_LAUNCH_GROUPS in the
+    second, before two launches can show b; None (no cap: the stop rule's target decides) where launches
+    agree as far as their groups tell, or the optimum is above FIRST_LAUNCH_GROUPS."""
     if len(prior_a_s) < 2:
         return FIRST_LAUNCH_GROUPS if not prior_a_s else LATER_LAUNCH_GROUPS
     differences = [
         [a - b for a, b in zip(la, lb, strict=True)] for la, lb in zip(prior_a_s, prior_b_s, strict=True)
     ]
     group_s = 2 * BLOCK_STEPS * (mean_of(prior_a_s) + mean_of(prior_b_s))
-    widest, groups = -1.0, LATER_LAUNCH_GROUPS
+    widest, groups = -1.0, LATER_LAUNCH_GROUPS  # type: float, int | None
     r1_level = mean_of(prior_a_s)
     for series in (prior_a_s, prior_b_s, differences):
         means = [sum(launch) / len(launch) for launch in series]
@@ -128,10 +145,10 @@ def launch_groups(prior_a_s: list[list[float]], prior_b_s: list[list[float]], st
         within = within_variance(series)
         between = max(variance(means) - within * sum(1 / len(launch) for launch in series) / len(series), 0.0)
         if between <= 0 or group_s <= 0:  # launches agree as far as their groups tell: longer launches
-            groups = FIRST_LAUNCH_GROUPS
+            groups = None
             continue
         optimum = math.sqrt(within * max(startup_s, 0.0) / (between * group_s))
-        groups = int(min(max(round(optimum), MIN_LAUNCH_GROUPS), FIRST_LAUNCH_GROUPS))
+        groups = None if optimum > FIRST_LAUNCH_GROUPS else max(round(optimum), MIN_LAUNCH_GROUPS)
     return groups
 
 

@@ -171,13 +171,14 @@ def run_launches(
         reporter.message(f"R0 and R1 timed together: alternating blocks of {BLOCK_STEPS} steps, one launch a "
                          "round (--paired off: separate launches)")  # fmt: skip
 
-    def timed_launch(plan: PhasePlan, this_spec: ProfileSpec, launch_warnings_: list[str]) -> dict:
+    def timed_launch(plan: PhasePlan, this_spec: ProfileSpec, warnings_: list[str], round_index: int) -> dict:
         started_s = time.monotonic() - clock_start_s
-        # Where rounds may follow, each paired launch keeps as many groups as launches' disagreement allows.
-        target = spec.target_relative_ci if max_rounds > launches else None
+        # Where rounds may follow, each paired launch keeps as many groups as launches' disagreement allows
+        # (the last round's runs to its target).
+        target = spec.target_relative_ci if round_index + 1 < max_rounds else None
         extra = {"paired": paired_job(launched, target)} if paired and plan.name == "R1" else {}
         outcome = run_phase(
-            plan, this_spec, data, reporter, launch_warnings_, remote, model_info.get("grad_bytes"), **extra
+            plan, this_spec, data, reporter, warnings_, remote, model_info.get("grad_bytes"), **extra
         )
         return on_profile_clock(outcome, started_s)
 
@@ -201,7 +202,7 @@ def run_launches(
                                           per_launch.max_phase_s)  # fmt: skip
             this_spec = replace(per_launch, probes=False, max_phase_s=cap_s)
         launch_warnings_: list[str] = []
-        outcome = timed_launch(plan, this_spec, launch_warnings_)
+        outcome = timed_launch(plan, this_spec, launch_warnings_, round_index)
         error = outcome.get("error")
         retry = not outcome.get("usage_error") and (
             (remote is None and transient(error)) or (plan.nodes == 1 and aborted(error))
@@ -210,7 +211,7 @@ def run_launches(
             # A peer connection lost, or a rank aborted, on one busy machine: one more try, said out loud.
             # (Across machines a lost connection is a node or link failure, reported as it is.)
             warnings.append(f"{plan.name}: a launch failed ({outcome['error']}) and was run again")
-            outcome = timed_launch(plan, this_spec, launch_warnings_)
+            outcome = timed_launch(plan, this_spec, launch_warnings_, round_index)
         # The cap warnings of one launch are replaced by the pooled run's (launches.pooled_warnings).
         stopped = f"{plan.name}: stopped at the "
         warnings.extend(w for w in launch_warnings_ if w not in warnings and not w.startswith(stopped))

@@ -13,6 +13,7 @@ same guarantees with its own tag and socket.
 from __future__ import annotations
 
 import os
+import re
 import secrets
 import selectors
 import subprocess
@@ -28,6 +29,7 @@ from stash_core.launch.warm_start import WarmLaunch
 from stash_core.proc import end_tree
 
 KILL_GRACE_S = 5.0
+LINE_END = re.compile(rb"\r\n|\r|\n")
 TORCHRUN_MODULE = "stash_core.launch.torchrun"
 
 
@@ -80,7 +82,10 @@ def run_local(
                 reason = watch.check(process.pid) if watch is not None else None
                 if reason:
                     raise MeasurementError(reason)
-        process.wait(timeout=max(deadline_s - time.monotonic(), 1.0))
+        try:
+            process.wait(timeout=max(deadline_s - time.monotonic(), 1.0))
+        except subprocess.TimeoutExpired:
+            raise MeasurementError(f"run did not finish within {timeout_s:.0f} s; stopped it") from None
     finally:
         # Ctrl-C, SIGTERM or SIGHUP arriving now must not cut the cleanup short and leave workers behind.
         with held_interrupts() as interrupted:
@@ -109,9 +114,14 @@ class _Lines:
         """(the complete lines now readable, whether the pipe ended); the last one may lack its newline."""
         data = os.read(fd, 65536)
         if not data:
-            rest, self.partial = self.partial, b""
+            rest, self.partial = self.partial.rstrip(b"\r"), b""
             return ([rest.decode(errors="replace")] if rest else []), True
-        *lines, self.partial = (self.partial + data).split(b"\n")
+        # "\r" ends a line too (a progress bar redraws with it), "\r\n" once: a "\r" at the end waits for
+        # what follows it.
+        text = self.partial + data
+        cut = len(text) - 1 if text.endswith(b"\r") else len(text)
+        *lines, rest = LINE_END.split(text[:cut])
+        self.partial = rest + text[cut:]
         return [line.decode(errors="replace") for line in lines], False
 
 

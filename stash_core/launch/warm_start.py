@@ -6,7 +6,9 @@ server process, started once per profile, imports torch.distributed.run and Stas
 forks each launch's torchrun from itself: the same main() with the same arguments, output and exit status
 (launch/torchrun.py), with nothing imported again. It applies where the workers themselves are forked from
 torchrun (Stash's own workers on the CPU: torchrun.FORKED), so a launch's processes start from the same
-state as before, one fork further down.
+state as before, one fork further down. Unlike interpreters started anew, every launch then shares the
+server's address-space layout and string-hash seed; bench/launch_variance.py, run before and after, found
+launches disagreeing by as much as before (docs/measurements/launch-variance.txt).
 
 Nothing is left behind, as under the supervisor (launch/supervisor.py):
 - the server runs with STASH_LAUNCH_ID=TAG, a tag of its own that every process forked below it inherits;
@@ -22,6 +24,7 @@ launch's exit status, so machine_load still counts it as the launch's own (serve
 from __future__ import annotations
 
 import contextlib
+import errno
 import importlib
 import json
 import os
@@ -40,7 +43,8 @@ import psutil
 
 from stash_core.launch import supervisor, torchrun
 
-MESSAGE_BYTES = 1 << 20  # a launch's arguments carry the job, compressed: well under this
+MESSAGE_BYTES = 1 << 20  # read buffer; a message over the socket's send buffer (~200 KiB) is refused
+SERVER_REPLY_S = 120.0  # a launch request's answer, the server's own import included
 STOP_REPLY_S = 3 * supervisor.SWEEP_WAIT_S + 5.0  # a stop's sweep: TERM, then KILL, each waited for
 _POLL_S = 0.2  # how often a launch's exit is looked at where the kernel has no pidfd
 
@@ -55,6 +59,14 @@ def serve(fd: int) -> int:
     for module in torchrun.FORKED:  # the workers' modules too: torchrun runs them from sys.modules' state
         importlib.import_module(module)
     tag = os.environ[supervisor.LAUNCH_TAG_VAR]
+    try:
+        return _serve_launches(connection, tag)
+    finally:  # whatever ends the server (EOF, a reply that cannot be sent): nothing it forked stays
+        supervisor.sweep(tag)
+
+
+def _serve_launches(connection: socket.socket, tag: str) -> int:
+    """One launch at a time, for each request on the socket, until its EOF."""
     while True:
         request = _receive(connection, with_fds=True)
         if request is None:
@@ -212,19 +224,29 @@ class WarmStarter:
         caller then starts one anew)."""
         out_read, out_write = os.pipe()
         err_read, err_write = os.pipe()
+        message: dict = {}
         try:
-            _send(self._connection, {"args": args, "cwd": os.getcwd()}, [out_write, err_write])
-            reply = _receive(self._connection, with_fds=False)
+            try:
+                _send(self._connection, {"args": args, "cwd": os.getcwd()}, [out_write, err_write])
+            except OSError as error:  # too large a message: this launch alone starts anew
+                if error.errno != errno.EMSGSIZE:
+                    raise
+                return None
+            # The first launch waits for the server's import; one that never answers is given up on.
+            if select.select([self._connection], [], [], SERVER_REPLY_S)[0]:
+                reply = _receive(self._connection, with_fds=False)
+                message = reply[0] if reply is not None else {}
         except OSError:
-            reply = None
+            message = {}
         finally:
             os.close(out_write)
             os.close(err_write)
-        message = reply[0] if reply is not None else {}
-        if "pid" not in message:
+            if "pid" not in message:
+                os.close(out_read)
+                os.close(err_read)
+        if "pid" not in message:  # the server is gone or stuck: end what it may have started
             self.broken = True
-            os.close(out_read)
-            os.close(err_read)
+            supervisor.sweep(self.tag)
             return None
         return WarmLaunch(self, int(message["pid"]), out_read, err_read)
 

@@ -93,7 +93,7 @@ def test_paired_launches_in_every_round_give_both_runs_and_the_stall_its_paired_
     # the later launches pool the earlier launches' groups into their stop rule, launch by launch; launches
     # that agree (the same groups each time) keep the longest launches
     assert seen[1][1]["launch_groups"] == 4
-    assert seen[2][1] == {"block_steps": 3, "prior_a_s": [a, a], "prior_b_s": [b, b], "launch_groups": 8}
+    assert seen[2][1] == {"block_steps": 3, "prior_a_s": [a, a], "prior_b_s": [b, b]}  # no cap: they agree
     # both runs' time over the rounds still due, less a start-up: 60 / 3 - 5, then (60 - 10) / 2 - 5
     assert [cap for _, _, cap in seen[:2]] == pytest.approx([15.0, 20.0])
     r0, r1 = doc["phases"]
@@ -162,9 +162,9 @@ def test_each_paired_launch_keeps_as_many_groups_as_what_launches_disagree_by_ma
     wobble = [0.002, -0.002, 0.001, -0.001]  # the groups' own spread inside a launch
     assert launch_groups([], [], 2.0, 0.1) == FIRST_LAUNCH_GROUPS
     assert launch_groups([[0.1 + w for w in wobble]], [[0.06] * 4], 2.0, 0.1) == LATER_LAUNCH_GROUPS
-    # launches that agree: longer launches
+    # launches that agree: no cap, the stop rule's target decides
     same = [[0.1 + w for w in wobble]] * 3
-    assert launch_groups(same, [[0.06] * 4] * 3, 2.0, 0.1) == FIRST_LAUNCH_GROUPS
+    assert launch_groups(same, [[0.06] * 4] * 3, 2.0, 0.1) is None
     # launches that land 10% apart, the groups inside each close together: short launches, more of them
     shifted = [[level + w for w in wobble] for level in (0.10, 0.11, 0.095)]
     assert launch_groups(shifted, [[0.06] * 4] * 3, 2.0, 0.1) == MIN_LAUNCH_GROUPS
@@ -184,10 +184,10 @@ def test_each_paired_launch_keeps_as_many_groups_as_what_launches_disagree_by_ma
 
 
 def test_a_difference_too_small_to_be_held_to_the_target_does_not_set_the_launch_length() -> None:
-    from stash_core.engine.paired import FIRST_LAUNCH_GROUPS, launch_groups
+    from stash_core.engine.paired import launch_groups
 
     wobble = [0.002, -0.002, 0.001, -0.001]
     a = [[0.1 + w for w in wobble]] * 3  # R1's launches agree
     # R0 sits 0.4-0.8 ms below R1, launch to launch apart: a 0.6% stall, under the 10% target's share
     b = [[x - gap for x in a[0]] for gap in (0.0004, 0.0008, 0.0005)]
-    assert launch_groups(a, b, 2.0, 0.1) == FIRST_LAUNCH_GROUPS
+    assert launch_groups(a, b, 2.0, 0.1) is None  # set by R1 and R0, which agree: no cap

@@ -24,6 +24,18 @@ def test_lines_read_together_are_all_given_at_once() -> None:
     os.close(read)
 
 
+def test_a_carriage_return_ends_a_line_and_crlf_ends_one() -> None:
+    read, write = os.pipe()
+    lines = _Lines("err")
+    os.write(write, b"10%\r20%\r")  # a progress bar; the last "\r" may be the first half of a "\r\n"
+    assert lines.read(read) == (["10%"], False)
+    os.write(write, b"\ndone\r\n")
+    assert lines.read(read) == (["20%", "done"], False)
+    os.close(write)
+    assert lines.read(read) == ([], True)
+    os.close(read)
+
+
 def test_a_last_line_without_newline_and_both_streams_come_through() -> None:
     code = "import sys; sys.stdout.write('one\\ntwo\\nthree'); sys.stderr.write('oops\\n')"
     got: list[str] = []

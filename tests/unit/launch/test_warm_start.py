@@ -152,3 +152,9 @@ def test_a_stop_that_crosses_its_launchs_exit_does_not_start_anything(tmp_path):
         assert run_local(argv, lines.append, timeout_s=120, env=env) == []  # the next launch is its own
         assert "started" in lines and not starter.broken
         assert _wait_until_none(token) == []
+
+
+def test_a_request_too_large_for_the_socket_starts_that_launch_anew_only():
+    with warm_start.warm_launches({}) as starter:
+        assert starter.launch(["x" * 400_000]) is None  # over the socket's send buffer
+        assert not starter.broken
