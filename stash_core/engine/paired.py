@@ -18,8 +18,9 @@ or remote hosts launch the runs separately, as does --paired off.
 from __future__ import annotations
 
 import math
+import statistics
 
-from stash_core.analysis.stats import GROUP_ROUND_KEY, pool_rounds, summarise
+from stash_core.analysis.stats import GROUP_ROUND_KEY, mean, pool_rounds, summarise
 from stash_core.engine.plan import PhasePlan
 from stash_core.errors import UsageError
 from stash_core.measure.paired_loop import BLOCK_STEPS
@@ -130,12 +131,12 @@ def launch_groups(prior_a_s: list[list[float]], prior_b_s: list[list[float]], st
     differences = [
         [a - b for a, b in zip(la, lb, strict=True)] for la, lb in zip(prior_a_s, prior_b_s, strict=True)
     ]
-    group_s = 2 * BLOCK_STEPS * (mean_of(prior_a_s) + mean_of(prior_b_s))
-    widest, groups = -1.0, LATER_LAUNCH_GROUPS  # type: float, int | None
-    r1_level = mean_of(prior_a_s)
+    r1_level = mean([g for launch in prior_a_s for g in launch])
+    group_s = 2 * BLOCK_STEPS * (r1_level + mean([g for launch in prior_b_s for g in launch]))
+    widest, groups = -1.0, LATER_LAUNCH_GROUPS
     for series in (prior_a_s, prior_b_s, differences):
-        means = [sum(launch) / len(launch) for launch in series]
-        level = abs(sum(means) / len(means))
+        means = [mean(launch) for launch in series]
+        level = abs(mean(means))
         spread = pool_rounds(means, [0.0] * len(means)).ci95
         # the difference counts where it is a stall held to the target (at least the target's share of R1)
         small = series is differences and level < target * r1_level
@@ -143,7 +144,7 @@ def launch_groups(prior_a_s: list[list[float]], prior_b_s: list[list[float]], st
             continue
         widest = spread / (target * level)
         within = within_variance(series)
-        between = max(variance(means) - within * sum(1 / len(launch) for launch in series) / len(series), 0.0)
+        between = statistics.variance(means) - within * mean([1 / len(launch) for launch in series])
         if between <= 0 or group_s <= 0:  # launches agree as far as their groups tell: longer launches
             groups = None
             continue
@@ -152,19 +153,9 @@ def launch_groups(prior_a_s: list[list[float]], prior_b_s: list[list[float]], st
     return groups
 
 
-def mean_of(launches: list[list[float]]) -> float:
-    values = [value for launch in launches for value in launch]
-    return sum(values) / len(values) if values else 0.0
-
-
-def variance(values: list[float]) -> float:
-    centre = sum(values) / len(values)
-    return sum((value - centre) ** 2 for value in values) / max(len(values) - 1, 1)
-
-
 def within_variance(launches: list[list[float]]) -> float:
     """The groups' variance within a launch, pooled over the launches."""
-    spread = sum(variance(launch) * (len(launch) - 1) for launch in launches if len(launch) > 1)
+    spread = sum(statistics.variance(launch) * (len(launch) - 1) for launch in launches if len(launch) > 1)
     freedom = sum(len(launch) - 1 for launch in launches if len(launch) > 1)
     return spread / freedom if freedom else 0.0
 
