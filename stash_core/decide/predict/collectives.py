@@ -4,11 +4,14 @@ collective_bandwidth.csv holds nccl-tests' bus bandwidth (busbw, GB/s) by messag
 source (docs/collective-bandwidth.md). Inside a machine, a class's curve is the median busbw of its rows at
 each size, interpolated in log(size); below the smallest size the time of that size is kept (latency-bound),
 above the largest its bandwidth. Across machines, a network family's curve is the achieved fraction of the
-nodes' NIC line rate (busbw / line rate) at each size, so that one curve serves 1 x 100 Gb/s and 8 x 200 Gb/s.
+nodes' NIC line rate at each size, so that one curve serves 1 x 100 Gb/s and 8 x 200 Gb/s.
 
-A hierarchical all-reduce of S bytes over n GPUs on each of N machines (NCCL's rings and trees: the
-intra-machine links and the NICs carry their parts at once) is limited by the slower of the two:
-busbw = min(intra-machine busbw, NIC fraction x line rate), and takes S x 2(k-1)/k / busbw for k = n N ranks.
+A hierarchical all-reduce of S bytes over n GPUs on each of N machines (NCCL's trees, or rings through each
+machine's GPUs: the intra-machine links and the NICs carry their parts at once) moves 2(N-1)/N x S through
+each machine's NICs, where the ranks' bus bandwidth counts 2(k-1)/k x S for k = n N ranks: a published
+2-machine busbw above the NICs' line rate says so. So the NIC fraction is busbw x (2(N-1)/N) / (2(k-1)/k) /
+line rate, and the all-reduce is limited by the slower part: busbw = min(intra-machine busbw, NIC fraction x
+line rate x (2(k-1)/k) / (2(N-1)/N)), taking S x 2(k-1)/k / busbw.
 """
 
 from __future__ import annotations
@@ -160,9 +163,10 @@ def network_curve(family: str, exclude_source: str | None = None) -> BusCurve | 
         if family_of(row["interconnect_class"]) != family:
             continue
         line_gbs = nics * nic_gbps / 8.0
-        points.append(
-            (float(row["message_bytes"]), min(1.0, float(row["busbw_gbs"]) / line_gbs), row["source_id"])
-        )
+        ranks = int(nodes) * int(_float(row.get("gpus_per_node")) or 1)
+        # the NICs carry the machines' all-reduce (2(N-1)/N of the bytes), not the ranks' (busbw's 2(k-1)/k)
+        node_gbs = float(row["busbw_gbs"]) * ring_factor(int(nodes)) / ring_factor(ranks)
+        points.append((float(row["message_bytes"]), min(1.0, node_gbs / line_gbs), row["source_id"]))
     return _curve(family, points)
 
 
@@ -230,7 +234,8 @@ class Fabric:
         if self.intra is not None and self.gpus_per_node > 1:
             rates.append(self.intra.at(size_bytes))
         if self.network is not None and self.nodes > 1:
-            rates.append(self.network.at(size_bytes) * self.network_line_gbs)
+            node_gbs = self.network.at(size_bytes) * self.network_line_gbs
+            rates.append(node_gbs * ring_factor(self.gpus_per_node * self.nodes) / ring_factor(self.nodes))
         return min(rates) if rates else math.inf
 
     def allreduce_s(self, size_bytes: float) -> float:

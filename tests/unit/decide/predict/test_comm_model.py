@@ -70,9 +70,33 @@ def test_across_machines_the_slower_of_the_links_and_the_nics_sets_the_rate():
     two = fabric(8, 2, "NVSwitch", A100, {"network_gbps": 400, "provider": "aws"})
     size = 25 * MIB
     efa = network_curve("efa")
-    assert two.busbw_gbs(size) == pytest.approx(min(one.busbw_gbs(size), efa.at(size) * 400 / 8))
+    # the NICs carry the 2 machines' all-reduce (2(2-1)/2 of the bytes), the ranks' bus bandwidth 2(16-1)/16
+    nics = efa.at(size) * 400 / 8 * ring_factor(16) / ring_factor(2)
+    assert two.busbw_gbs(size) == pytest.approx(min(one.busbw_gbs(size), nics))
     assert two.allreduce_s(size) == pytest.approx(size * ring_factor(16) / (two.busbw_gbs(size) * 1e9))
     assert two.allreduce_s(size) > one.allreduce_s(size)
+
+
+def test_more_machines_put_more_of_the_bytes_through_each_nic():
+    """2(N-1)/N of the bytes cross each machine's NICs: 1 on 2 machines, 1.75 on 8, so 8 machines of one GPU
+    each (the NICs alone) take 1.75 times as long as 2 for the same bytes, where the ranks' ring factor alone
+    would give 1.75 / 1."""
+    instance = {"network_gbps": 400, "provider": "aws"}
+    size = 25 * MIB
+    two, eight = fabric(1, 2, "", A100, instance), fabric(1, 8, "", A100, instance)
+    assert eight.allreduce_s(size) / two.allreduce_s(size) == pytest.approx(1.75)
+    two_full, eight_full = fabric(8, 2, "NVSwitch", A100, instance), fabric(8, 8, "NVSwitch", A100, instance)
+    # 8 GPUs a machine: the ranks' factor barely moves (1.875 to 1.969); the NICs' moves 1 to 1.75
+    assert eight_full.allreduce_s(size) / two_full.allreduce_s(size) == pytest.approx(1.75, rel=0.01)
+
+
+def test_the_nic_fraction_is_of_the_machines_all_reduce():
+    """A published 2-machine run whose bus bandwidth tops the NICs' line rate is not capped at the line rate:
+    its NICs carried half of what a ring of the ranks would put through them."""
+    for family in ("infiniband", "gpudirect-tcp", "efa"):
+        curve = network_curve(family)
+        assert curve is not None and max(curve.values) <= 1.0
+    assert max(network_curve("infiniband").values) < 0.95  # 156 GB/s over 4 x 200 Gb/s of 2 x 4 GPUs: 0.89
 
 
 def test_a_link_with_no_figure_at_ddps_message_sizes_is_refused_with_its_reason():
