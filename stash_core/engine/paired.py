@@ -27,7 +27,7 @@ from stash_core.measure.paired_loop import BLOCK_STEPS
 from stash_core.spec import ProfileSpec
 
 PAIRED_RUNS = ("R0", "R1")
-STARTUP_ESTIMATE_S = 5.0  # kept out of the paired launch's loop cap, for its start-up
+FIRST_STARTUP_ESTIMATE_S = 5.0  # kept out of the first paired launch's loop cap: its start-up and probe
 FIRST_LAUNCH_GROUPS = 8  # the first paired launch's groups: enough to show how groups vary
 LATER_LAUNCH_GROUPS = 4  # the second's, before two launches show how launches disagree
 MIN_LAUNCH_GROUPS = 3  # fewer would leave a launch's own mean too loose to tell launches apart
@@ -160,10 +160,13 @@ def within_variance(launches: list[list[float]]) -> float:
     return spread / freedom if freedom else 0.0
 
 
-def loop_cap_s(spec: ProfileSpec, run_wall_s: float, launches_left: int) -> float:
+def loop_cap_s(spec: ProfileSpec, run_wall_s: float, launches_left: int, launched=None) -> float:
     """A paired launch's loop cap: the time of both runs (--max-phase-seconds each) less what their launches
-    took so far, shared over the launches still due, less a start-up."""
-    return max(2.0, (2 * spec.max_phase_s - run_wall_s) / max(launches_left, 1) - STARTUP_ESTIMATE_S)
+    took so far, shared over the launches still due, less a start-up: the last paired launch's where there
+    is one (latest_startup_s; a forked launch starts in under a second), else FIRST_STARTUP_ESTIMATE_S."""
+    startup_s = latest_startup_s(launched) if launched is not None and launched.outcomes.get("R1") else None
+    startup_s = FIRST_STARTUP_ESTIMATE_S if startup_s is None else startup_s
+    return max(2.0, (2 * spec.max_phase_s - run_wall_s) / max(launches_left, 1) - startup_s)
 
 
 def split_outcome(outcome: dict) -> tuple[dict, dict]:

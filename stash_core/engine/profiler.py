@@ -195,7 +195,7 @@ def run_launches(
         this_spec = per_launch
         if len(names) > 1:
             walls_s = sum(launched.run_wall_s(name) for name in names)
-            cap_s = loop_cap_s(spec, walls_s, max(launches - round_index, 1))
+            cap_s = loop_cap_s(spec, walls_s, max(launches - round_index, 1), launched)
             this_spec = replace(spec, max_phase_s=cap_s, probes=spec.probes and round_index == 0)
         elif round_index > 0:
             cap_s = launched.launch_cap_s(plan.name, spec.max_phase_s, max(launches - round_index, 1),
