@@ -9,9 +9,10 @@ prints each figure's error, the mean absolute error by framework, source, GPU, b
 how often the stated error covers it. A PyTorch figure is one whose 'measured' column starts with PyTorch;
 the others (never fitted) are reported beside them.
 
-Then, once, the fresh set (published_single_gpu_fresh.csv, docs/single-gpu-fresh.md): sources collected after
-the step model's last change, used in no fit or choice, each figure predicted as a user gets it (the shipped
-fit, the shipped stated error) and reported the same way.
+Then, once each, the fresh sets (published_single_gpu_fresh.csv and published_single_gpu_fresh2.csv,
+docs/single-gpu-fresh.md and docs/single-gpu-fresh2.md): sources collected after the step model's last change,
+used in no fit or choice, each figure predicted as a user gets it (the shipped fit, the shipped stated error)
+and reported the same way.
 
     .venv/bin/python bench/single_gpu_holdout.py [--rows]
 """
@@ -27,6 +28,7 @@ sys.path.insert(0, str(ROOT))
 
 from stash_core.decide.predict.calibration import fit_params, predicted_s  # noqa: E402
 from stash_core.decide.predict.published import (  # noqa: E402
+    FRESH2_CSV,
     FRESH_CSV,
     HOLDOUT_CSV,
     chip,
@@ -74,9 +76,9 @@ def rows() -> list[dict]:
     return found
 
 
-def fresh_rows() -> list[dict]:
-    """The fresh set's figures as a user gets them: the shipped fit and the shipped stated error."""
-    published = load_published(FRESH_CSV)
+def fresh_rows(path: Path = FRESH_CSV) -> list[dict]:
+    """A fresh set's figures as a user gets them: the shipped fit and the shipped stated error."""
+    published = load_published(path)
     for reason in published.skipped:
         print(f"skipped: {reason}")
     params = fitted_params()
@@ -132,11 +134,12 @@ def report(print_rows: bool = False) -> None:
     """Every held-out figure's error (with print_rows), then the summaries; then the fresh set's, when there
     is one (bench/cross_instance.py runs it)."""
     summarise(rows(), print_rows)
-    if FRESH_CSV.exists():
-        print(f"\n== fresh set ({FRESH_CSV.name}), used in no fit or choice, predicted as shipped")
-        summarise(fresh_rows(), print_rows)
-    else:
-        print(f"\nno fresh set ({FRESH_CSV.name} is missing)")
+    for path in (FRESH_CSV, FRESH2_CSV):
+        if path.exists():
+            print(f"\n== fresh set ({path.name}), used in no fit or choice, predicted as shipped")
+            summarise(fresh_rows(path), print_rows)
+        else:
+            print(f"\nno fresh set ({path.name} is missing)")
 
 
 def summarise(found: list[dict], print_rows: bool) -> None:
