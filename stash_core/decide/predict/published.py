@@ -21,7 +21,7 @@ PUBLISHED_CSV = Path(__file__).resolve().parent / "published_throughputs.csv"
 HOLDOUT_CSV = Path(__file__).resolve().parent / "published_single_gpu_holdout.csv"
 # Collected after the step model's last change and before any prediction for them: no fit or choice uses them.
 FRESH_CSV = Path(__file__).resolve().parent / "published_single_gpu_fresh.csv"
-# The next such set (docs/single-gpu-fresh2.md), collected after the first was evaluated; no fit or choice uses it.
+# The next such set (docs/single-gpu-fresh2.md), collected after the first was evaluated; in no fit or choice.
 FRESH2_CSV = Path(__file__).resolve().parent / "published_single_gpu_fresh2.csv"
 # Batch regimes of the reported errors: small batches are launch- and dispatch-bound, large ones not.
 SMALL_BATCH_MAX, MEDIUM_BATCH_MAX = 16, 64

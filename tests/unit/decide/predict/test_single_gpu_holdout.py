@@ -6,6 +6,8 @@ from __future__ import annotations
 import csv
 
 from stash_core.decide.predict.published import (
+    FRESH2_CSV,
+    FRESH_CSV,
     HOLDOUT_CSV,
     PUBLISHED_CSV,
     framework,
@@ -50,3 +52,17 @@ def test_a_later_sources_figure_is_checked_against_the_error_stated_without_that
     without, dies = stated_without("timm-train-bench")
     assert without["large"] < pooled["large"]
     assert dies.get("GA102", 0.0) < pooled_dies["GA102"]
+
+
+def test_the_fresh_sets_load_whole_and_share_no_source_with_what_is_fitted() -> None:
+    """Every row of the two untouched sets reaches the step model (a row the loader refused would drop out of
+    their one evaluation unseen), and none of their sources is in the pool or the other set."""
+    fitted = {point.source_id for point in load_pool(count=False).points}
+    seen: set[str] = set()
+    for path, rows, pytorch in ((FRESH_CSV, 81, 24), (FRESH2_CSV, 41, 2)):
+        published = load_published(path, count=False)
+        assert published.skipped == [] and len(published.points) == rows
+        assert sum(framework(point.measured) == "PyTorch" for point in published.points) == pytorch
+        sources = {point.source_id for point in published.points}
+        assert not sources & fitted and not sources & seen
+        seen |= sources
