@@ -22,7 +22,7 @@ import pandas as pd
 
 from stash_core.decide.predict.comm_fit import write_comm_summary
 from stash_core.decide.predict.comm_validation import (
-    TEST_CSV,
+    TEST_CSVS,
     PYTORCH,
     build_comm_summary,
     cases,
@@ -70,13 +70,19 @@ def _tables(frame: pd.DataFrame, label: str) -> None:
 
 
 def _final(params: CommParams, stated: dict, show_rows: bool) -> None:
-    figures = load_figures(TEST_CSV)
+    for path in TEST_CSVS:
+        _test_set(path, params, stated, show_rows)
+
+
+def _test_set(path, params: CommParams, stated: dict, show_rows: bool) -> None:
+    figures = load_figures(path)
     if not figures:
-        print(f"\nno test set ({TEST_CSV.name} is missing)")
+        print(f"\nno test set ({path.name} is missing)")
         return
     built, skipped = cases(figures)
     frame = pd.DataFrame([predict_case(case, params) for case in built])
-    print(f"\n== test set, used in no fit or choice: {len(figures)} figures, {len(built)} predictable; left out: {skipped}")
+    print(f"\n== test set {path.name}, used in no fit or choice: {len(figures)} figures, {len(built)} predictable; "
+          f"left out: {skipped}")  # fmt: skip
     if frame.empty:
         return
     _tables(frame, "test set:")
