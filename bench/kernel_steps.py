@@ -1,0 +1,142 @@
+"""FP32 training steps predicted by summing the kernel model over the step's operators, beside the roofline.
+
+The kernel model (stash_core/decide/predict/kernels.py) is fitted on NeuSight's measured FP32 kernels; here it
+times every operator of a published FP32 step (the meta-device trace the step model counts): convolutions
+(forward and backward) by its conv class, mm/addmm by linear, bmm by bmm, softmax by softmax, layer and batch
+norm by layernorm, every other operator by elementwise. Its fixed cost per kernel (CUDA events around one
+kernel) is left out: the step model's launch cost per kernel stands for it, as in the roofline. What the
+kernels do not cover comes from the step model fitted to the published steps with the figure's source left
+out: the optimizer step, the per-step extras of the source's loop, the launch and the host's dispatch cost
+(combined with the GPU time as the roofline does). So the comparison is of the operators' GPU time alone:
+the step model's fitted efficiencies against kernels measured one at a time.
+
+Variants, on every published FP32 figure of the fitted pool (TF32 and AMP steps run their matrix work on
+tensor cores, which NeuSight's kernels do not time):
+  roofline      the step model, the figure's source left out (what ships, as validation.py holds it out)
+  kernels       the kernel model fitted on every GPU's kernels
+  kernels-die   the kernel model fitted without the figure's GPU die's kernels
+
+    PYTHONPATH=. .venv/bin/python bench/kernel_steps.py [--rows]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+import pandas as pd
+
+from stash_core.catalog.accelerators import find_accelerator
+from stash_core.decide.predict.calibration import arrays_for, fit_params, predicted_s
+from stash_core.decide.predict.features import features
+from stash_core.decide.predict.kernel_table import load_kernels
+from stash_core.decide.predict.kernels import KernelParams, fit, predict_kernel_s
+from stash_core.decide.predict.published import chip, load_pool
+from stash_core.decide.predict.roofline import op_seconds, optimizer_seconds, soft_max
+from stash_core.decide.predict.step_cost import step_cost
+
+SOFTMAX_OPS = ("softmax",)
+NORM_OPS = ("layer_norm", "batch_norm")
+
+
+def kernel_class(name: str) -> str:
+    """The kernel model's class of a traced operator."""
+    if "convolution" in name:
+        return "conv"
+    if name in ("aten.mm", "aten.addmm"):
+        return "linear"
+    if name == "aten.bmm":
+        return "bmm"
+    if any(part in name for part in SOFTMAX_OPS):
+        return "softmax"
+    if any(part in name for part in NORM_OPS):
+        return "layernorm"
+    return "elementwise"
+
+
+def kernel_ops_s(point, accelerator, kernels: KernelParams) -> tuple[float, int]:
+    """(seconds of the step's operators by the kernel model, no fixed cost per kernel; their kernels)."""
+    cost = step_cost(point.model, point.batch_size, point.input_shape, interpolate=True,
+                     attention=point.attention or "fused")  # fmt: skip
+    total_s, count = 0.0, 0
+    for op in cost.ops:
+        klass = kernel_class(op.name)
+        split = max(op.kernels, 1)  # a convolution's backward is two kernels: input and weight gradients
+        outputs = float(np.prod(op.gemm)) / split if op.gemm else None
+        one_s = predict_kernel_s(klass, op.flops / split, op.bytes / split, op.tiles / split, accelerator,
+                                 kernels, outputs)  # fmt: skip
+        total_s += split * (one_s - kernels.values[klass]["launch_s"])  # the fixed cost is additive
+        count += op.kernels
+    return total_s, count
+
+
+def kernel_step_s(point, params, kernels: KernelParams) -> float:
+    """The step with its operators timed by the kernel model and the rest by the step model (params)."""
+    accelerator = find_accelerator(point.accelerator)
+    with_extras = arrays_for(point)
+    cost = step_cost(point.model, point.batch_size, point.input_shape, interpolate=True,
+                     attention=point.attention or "fused")  # fmt: skip
+    plain = features(cost, accelerator, point.precision, point.optimizer or None,
+                     point.memory_format or "nchw")  # fmt: skip
+    extras_s = float(op_seconds(with_extras, params).sum() - op_seconds(plain, params).sum())
+    ops_s, op_kernels = kernel_ops_s(point, accelerator, kernels)
+    gpu_s = ops_s + params["launch_s"] * op_kernels + extras_s + optimizer_seconds(with_extras, params)
+    return float(soft_max(gpu_s, params["dispatch_s"] * with_extras.total_kernels))
+
+
+def summary(frame: pd.DataFrame, by: str | None) -> pd.DataFrame:
+    groups = frame.groupby(["variant", by]) if by else frame.groupby("variant")
+    table = pd.DataFrame({
+        "figures": groups.size(),
+        "mae_%": groups["error"].apply(lambda e: 100 * float(np.mean(np.abs(e)))),
+        "bias_%": groups["error"].apply(lambda e: 100 * float(np.mean(e))),
+    }).round(1)  # fmt: skip
+    return table.reset_index()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", action="store_true", help="print every figure's errors")
+    args = parser.parse_args()
+    started = time.monotonic()
+    pool = load_pool(count=False).points
+    points = [point for point in pool if point.precision == "fp32"]
+    frame = load_kernels()
+    every_gpu = fit(frame)
+    by_die: dict[str, KernelParams] = {}
+    step_fits = {}
+    rows = []
+    for point in points:
+        if point.source_id not in step_fits:
+            step_fits[point.source_id] = fit_params([p for p in pool if p.source_id != point.source_id])
+        params = step_fits[point.source_id]
+        die = chip(point.accelerator)
+        if die not in by_die:
+            kept = frame[frame["gpu"].map(chip) != die]
+            by_die[die] = fit(kept) if len(kept) < len(frame) else every_gpu
+        predictions = {
+            "roofline": predicted_s(point, params),
+            "kernels": kernel_step_s(point, params, every_gpu),
+            "kernels-die": kernel_step_s(point, params, by_die[die]),
+        }
+        for variant, step_s in predictions.items():
+            rows.append({
+                "variant": variant, "source": point.source_id, "die": die, "model": point.model,
+                "batch": point.batch_size, "error": point.step_s / step_s - 1.0,
+            })  # fmt: skip
+    found = pd.DataFrame(rows)
+    if args.rows:
+        wide = found.pivot_table(index=["source", "die", "model", "batch"], columns="variant", values="error")
+        print((100 * wide).round(1).to_string())
+    print(f"\n{len(points)} FP32 figures of the fitted pool, each source held out of the step model's fit; "
+          "error = predicted throughput / published - 1")  # fmt: skip
+    for by in (None, "die", "model", "source"):
+        print()
+        print(summary(found, by).to_string(index=False))
+    print(f"\n({time.monotonic() - started:.0f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
