@@ -42,9 +42,11 @@ def spread_cause(records: list[dict]) -> str:
     if lag1 is not None and lag1 >= LEVEL_SHIFT_LAG1:
         finding = (f"the machine's speed shifts within its launches too: its iterations' lag-1 autocorrelation "
                    f"is {lag1:.2f}, as on a CPU shared with other machines or throttled; {finding}")  # fmt: skip
+    subject = f"{record['name']}'s launches"
+    if record.get("paired_blocks"):  # R0 and R1 timed in alternating blocks of one launch (engine/paired.py)
+        subject = f"the paired launches of R0 and R1 ({record['name']}'s blocks in them)"
     return (
-        f"{record['name']}'s launches disagree more than their iterations do ({finding}), and not from other "
-        f"load ({load_text})"
+        f"{subject} disagree more than their iterations do ({finding}), and not from other load ({load_text})"
     )
 
 

@@ -158,3 +158,12 @@ def test_a_script_that_ended_by_itself_is_said_to_have_ended_with_what_to_pass()
     (ended,) = [w for w in warnings if w.startswith("R0: the script ended by itself in 2 of its 2 launches")]
     assert "(after 12 steps at most)" in ended and "more epochs or steps after --" in ended
     assert not any("other load" in w for w in warnings)
+
+
+def test_a_paired_runs_spread_is_put_on_the_paired_launches() -> None:
+    """R0 timed in blocks inside R1's launches has no launches of its own: the cause names the paired ones."""
+    records = _records(_launched({"R0": [0.13, 0.100, 0.101, 0.099, 0.100]}, other_cores=0.02))
+    records[0]["paired_blocks"] = {"block_steps": 3, "groups": 8, "warmup_groups": 0}
+    cause = spread_cause(records)
+    assert cause.startswith("the paired launches of R0 and R1 (R0's blocks in them) disagree more than")
+    assert "its first launch was +30% off the others" in cause
