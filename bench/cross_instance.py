@@ -14,7 +14,8 @@ With --timing, only the time to predict every catalog instance for one job (the 
 each instance): PYTHONPATH=. .venv/bin/python bench/cross_instance.py --timing
 Then the step model on the four later single-GPU sources, each held out (bench/single_gpu_holdout.py), the
 communication model against published multi-GPU figures (bench/comm_report.py, with --write its
-comm_summary.json too) and the kernel model against NeuSight's measured kernels (bench/kernels.py).
+comm_summary.json too), the kernel model against NeuSight's measured kernels (bench/kernels.py) and summed over
+the published FP32 steps (bench/kernel_steps.py).
 Run: PYTHONPATH=. .venv/bin/python bench/cross_instance.py [--write] [--rows]
 """
 
@@ -197,6 +198,8 @@ def main() -> None:
     _bench_module("comm_report").report(args.write, args.rows)
     print("\n== kernels (NeuSight's measured kernels, each GPU held out in turn)")
     _bench_module("kernels").report()
+    print("\n== kernels summed over a step: the published FP32 steps (bench/kernel_steps.py)")
+    _bench_module("kernel_steps").report(args.rows)
 
 
 H100_STEPS = Path(__file__).resolve().parent.parent / "docs/measurements/h100-gpu-steps-2026-11-26-clocks.csv"

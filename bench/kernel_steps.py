@@ -98,7 +98,12 @@ def summary(frame: pd.DataFrame, by: str | None) -> pd.DataFrame:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", action="store_true", help="print every figure's errors")
-    args = parser.parse_args()
+    report(parser.parse_args().rows)
+    return 0
+
+
+def report(show_rows: bool = False) -> None:
+    """The three variants' errors on the pool's FP32 figures (bench/cross_instance.py runs it too)."""
     started = time.monotonic()
     pool = load_pool(count=False).points
     points = [point for point in pool if point.precision == "fp32"]
@@ -126,7 +131,7 @@ def main() -> int:
                 "batch": point.batch_size, "error": point.step_s / step_s - 1.0,
             })  # fmt: skip
     found = pd.DataFrame(rows)
-    if args.rows:
+    if show_rows:
         wide = found.pivot_table(index=["source", "die", "model", "batch"], columns="variant", values="error")
         print((100 * wide).round(1).to_string())
     print(f"\n{len(points)} FP32 figures of the fitted pool, each source held out of the step model's fit; "
@@ -135,7 +140,6 @@ def main() -> int:
         print()
         print(summary(found, by).to_string(index=False))
     print(f"\n({time.monotonic() - started:.0f} s)")
-    return 0
 
 
 if __name__ == "__main__":
