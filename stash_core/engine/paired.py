@@ -162,10 +162,11 @@ def within_variance(launches: list[list[float]]) -> float:
 
 def loop_cap_s(spec: ProfileSpec, run_wall_s: float, launches_left: int, launched=None) -> float:
     """A paired launch's loop cap: the time of both runs (--max-phase-seconds each) less what their launches
-    took so far, shared over the launches still due, less a start-up: the last paired launch's where there
-    is one (latest_startup_s; a forked launch starts in under a second), else FIRST_STARTUP_ESTIMATE_S."""
-    startup_s = latest_startup_s(launched) if launched is not None and launched.outcomes.get("R1") else None
-    startup_s = FIRST_STARTUP_ESTIMATE_S if startup_s is None else startup_s
+    took so far, shared over the launches still due, less a start-up: the last paired launch's once there
+    have been two (latest_startup_s; a forked launch starts in under a second), else
+    FIRST_STARTUP_ESTIMATE_S (the first launch's own also ran the probe and waited for the warm start)."""
+    later = launched is not None and len(launched.outcomes.get("R1") or []) >= 2
+    startup_s = latest_startup_s(launched) if later else FIRST_STARTUP_ESTIMATE_S
     return max(2.0, (2 * spec.max_phase_s - run_wall_s) / max(launches_left, 1) - startup_s)
 
 

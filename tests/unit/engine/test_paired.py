@@ -94,11 +94,12 @@ def test_paired_launches_in_every_round_give_both_runs_and_the_stall_its_paired_
     # that agree (the same groups each time) keep the longest launches
     assert seen[1][1]["launch_groups"] == 4
     assert seen[2][1] == {"block_steps": 3, "prior_a_s": [a, a], "prior_b_s": [b, b]}  # no cap: they agree
-    # both runs' time over the rounds still due, less a start-up: 60 / 3 - 5 before any launch, then
-    # (60 - 10) / 2 less the first launch's time beyond its timed groups (10 s less 2 x 3 steps a group)
-    first_startup_s = 10.0 - 2 * 3 * (sum(a) + sum(b))
-    assert 0 < first_startup_s < 1
-    assert [cap for _, _, cap in seen[:2]] == pytest.approx([15.0, 25.0 - first_startup_s])
+    # both runs' time over the rounds still due, less a start-up: 60 / 3 - 5 and (60 - 10) / 2 - 5 while
+    # only the first launch (with its probe) has run, then (60 - 20) / 1 less the second launch's time
+    # beyond its timed groups (10 s less 2 x 3 steps a group)
+    later_startup_s = 10.0 - 2 * 3 * (sum(a) + sum(b))
+    assert 0 < later_startup_s < 1
+    assert [cap for _, _, cap in seen] == pytest.approx([15.0, 20.0, 40.0 - later_startup_s])
     r0, r1 = doc["phases"]
     assert (r0["name"], r1["name"]) == ("R0", "R1")
     assert r0["iteration_s"]["mean"] == pytest.approx(sum(b) / len(b))
@@ -135,9 +136,9 @@ def test_a_paired_run_short_of_the_target_after_the_planned_rounds_gets_another_
     groups = [(noisy_a, noisy_b), (noisy_a, noisy_b), (quiet_a, quiet_b)]
     seen, doc, launched, _ = _run(monkeypatch, groups, spec)
     assert [name for name, _, _ in seen] == ["R1", "R1", "R1"]
-    # past the planned rounds: all the time left, less the last launch's start-up (none here: its 10 s are
-    # all timed groups)
-    assert seen[2][2] == pytest.approx(600.0 - 20.0 - pairing.latest_startup_s(launched))
+    # past the planned rounds: all the time left, less the second launch's start-up (none: its 10 s are all
+    # timed groups)
+    assert seen[2][2] == pytest.approx(600.0 - 20.0)
     r0 = doc["phases"][0]
     assert [launch["round"] for launch in r0["launches"]] == [0, 1, 2]
     assert len(launched.round_figures("R0")) == 56  # every launch's groups, each its own round
