@@ -5,9 +5,10 @@ fresh, fresh2 and fresh3, each evaluated once as a test set and fitted since): e
 figure of the same work, the predicted scaling efficiency (one-GPU step over the predicted n-GPU step, the
 one-GPU step taken as published) against the published one, each source predicted with the factors fitted on the
 other PyTorch sources; errors in efficiency points by source, interconnect class and node count, and how often
-the prediction is the optimistic one. Then, once, the next test set (published_multi_gpu_fresh4.csv, when there
-is one: figures collected after the model's last change, used in no fit or choice) with the stated error's
-coverage there. With --write,
+the prediction is the optimistic one. Then the test sets (published_multi_gpu_fresh4.csv and fresh5.csv:
+figures collected before any prediction for them and in no fit, each first predicted once on the model as it
+then stood; docs/multi-gpu-fresh4.md, docs/multi-gpu-fresh5.md) with the stated error's coverage there. With
+--write,
 the factors fitted on every PyTorch source and the stated errors go to comm_summary.json, which predictions read.
 Run alone or from bench/cross_instance.py: PYTHONPATH=. .venv/bin/python bench/comm_report.py [--write] [--rows]
 """
@@ -81,7 +82,7 @@ def _test_set(path, params: CommParams, stated: dict, show_rows: bool) -> None:
         return
     built, skipped = cases(figures)
     frame = pd.DataFrame([predict_case(case, params) for case in built])
-    print(f"\n== test set {path.name}, used in no fit or choice: {len(figures)} figures, {len(built)} predictable; "
+    print(f"\n== test set {path.name}, in no fit: {len(figures)} figures, {len(built)} predictable; "
           f"left out: {skipped}")  # fmt: skip
     if frame.empty:
         return

@@ -6,10 +6,11 @@ each size, interpolated in log(size); below the smallest size the time of that s
 above the largest its bandwidth. Across machines, a network family's curve is the achieved fraction of the
 nodes' NIC line rate at each size, so that one curve serves 1 x 100 Gb/s and 8 x 200 Gb/s.
 
-A hierarchical all-reduce of S bytes over n GPUs on each of N machines (NCCL's trees, or rings through each
-machine's GPUs: the intra-machine links and the NICs carry their parts at once) moves 2(N-1)/N x S through
-each machine's NICs, where the ranks' bus bandwidth counts 2(k-1)/k x S for k = n N ranks: a published
-2-machine busbw above the NICs' line rate says so. So the NIC fraction is busbw x (2(N-1)/N) / (2(k-1)/k) /
+A hierarchical all-reduce of S bytes over n GPUs on each of N machines (NCCL's trees or collective network:
+the intra-machine links and the NICs carry their parts at once) moves 2(N-1)/N x S through each machine's
+NICs, where the ranks' bus bandwidth counts 2(k-1)/k x S for k = n N ranks (a flat ring through the NICs
+carries the ranks' 2(k-1)/k): a published 2-machine busbw above the NICs' line rate says the runs were of the
+hierarchical kind. So the NIC fraction is busbw x (2(N-1)/N) / (2(k-1)/k) /
 line rate, and the all-reduce is limited by the slower part: busbw = min(intra-machine busbw, NIC fraction x
 line rate x (2(k-1)/k) / (2(N-1)/N)), taking S x 2(k-1)/k / busbw.
 """

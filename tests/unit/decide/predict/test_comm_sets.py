@@ -73,7 +73,7 @@ def test_the_test_sets_share_no_source_with_the_fitted_sets_or_each_other():
 def test_the_fourth_test_set_is_predictable_but_for_what_it_says():
     built, skipped = cases(load_figures(TEST_CSVS[0]))
     # the GH200 boards (four GPUs joined by NVLink 4, no switch) have no intra-machine class: said
-    assert len(built) >= 20 and skipped == {"no all-reduce figure for ": 6}, skipped
+    assert len(built) >= 20 and skipped == {"no class for the GPUs' links inside a machine": 6}, skipped
     # efficiencies of weak scaling, each against its own one-GPU figure: Ray's separate multi-node runs top
     # linear, one HDR link between 4-GPU boards falls far below it
     for case in built:
