@@ -14,8 +14,8 @@ With --timing, only the time to predict every catalog instance for one job (the 
 each instance): PYTHONPATH=. .venv/bin/python bench/cross_instance.py --timing
 Then the step model on the four later single-GPU sources, each held out (bench/single_gpu_holdout.py), the
 communication model against published multi-GPU figures (bench/comm_report.py, with --write its
-comm_summary.json too), the kernel model against NeuSight's measured kernels (bench/kernels.py) and summed over
-the published FP32 steps (bench/kernel_steps.py).
+comm_summary.json too), the kernel model against NeuSight's measured kernels (bench/kernels.py) and summed
+over the published FP32 steps (bench/kernel_steps.py).
 Run: PYTHONPATH=. .venv/bin/python bench/cross_instance.py [--write] [--rows]
 """
 

@@ -6,9 +6,10 @@ times every operator of a published FP32 step (the meta-device trace the step mo
 softmax by softmax, layer and batch norm by layernorm, every other operator by elementwise. A convolution's
 backward is timed as two kernels of half its FLOPs, bytes and tiles each (its input and weight gradients;
 their real shapes differ). Its fixed cost per kernel (CUDA events around one kernel) is left out: the step
-model's launch cost per kernel stands for it, as in the roofline. What the kernels do not cover comes from the step model fitted to the published steps with the figure's source left
-out: the optimizer step, the per-step extras of the source's loop, the launch and the host's dispatch cost
-(combined with the GPU time as the roofline does). So the comparison is of the operators' GPU time alone:
+model's launch cost per kernel stands for it, as in the roofline. What the kernels do not cover comes from
+the step model fitted to the published steps with the figure's source left out: the optimizer step, the
+per-step extras of the source's loop, the launch and the host's dispatch cost (combined with the GPU time as
+the roofline does). So the comparison is of the operators' GPU time alone:
 the step model's fitted efficiencies against kernels measured one at a time. The shared terms were fitted
 together with the step model's efficiencies, so the comparison leans towards the step model.
 
