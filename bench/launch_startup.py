@@ -66,9 +66,8 @@ def main() -> None:
             for index in range(args.launches):
                 for way in (("anew", "forked") if index % 2 == 0 else ("forked", "anew")):
                     if way == "anew":
-                        warm_start._local.starter = None  # this launch starts torchrun anew
-                        anew.append(launch_s(argv, env))
-                        warm_start._local.starter = starter
+                        with warm_start.launches_anew():
+                            anew.append(launch_s(argv, env))
                     else:
                         forked.append(launch_s(argv, env))
                     print(f"launch {index + 1} {way:>6}: {(anew if way == 'anew' else forked)[-1]:.2f} s")

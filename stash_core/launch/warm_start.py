@@ -308,6 +308,16 @@ def active() -> WarmStarter | None:
     return getattr(_local, "starter", None)
 
 
+@contextlib.contextmanager
+def launches_anew() -> Iterator[None]:
+    """Within the block, local launches start torchrun anew even inside warm_launches (a bench's baseline)."""
+    previous, _local.starter = active(), None
+    try:
+        yield
+    finally:
+        _local.starter = previous
+
+
 def server_cpu_s() -> float:
     """CPU seconds of the active server itself and of the launches it reaped (0 without one)."""
     starter = active()

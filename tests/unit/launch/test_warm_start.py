@@ -81,6 +81,14 @@ def test_another_environment_starts_anew(tmp_path):
         assert not starter.serves({"OMP_NUM_THREADS": "1"}, lambda: None)  # a set-up to run before exec
 
 
+def test_launches_in_a_launches_anew_block_start_anew_and_the_server_serves_after_it(tmp_path):
+    with warm_start.warm_launches({"OMP_NUM_THREADS": "1"}) as starter:
+        with warm_start.launches_anew():
+            assert warm_start.active() is None  # run_local starts torchrun anew
+        assert warm_start.active() is starter
+    assert warm_start.active() is None
+
+
 def test_a_sigkill_of_the_launching_process_ends_the_server_and_the_run(tmp_path):
     token = f"stash-warm-kill-{uuid.uuid4().hex[:8]}"
     env, argv = _module(tmp_path, token, "time.sleep(300)")
