@@ -146,6 +146,34 @@ def cpu_answer(run: dict[str, Any], times: dict[str, float], stalls: dict[str, d
     }
 
 
+def cpu_stall_elsewhere(
+    run: dict[str, Any], cores_per_worker: float, sync_s: float, profiled_per_worker: float | None = None
+) -> tuple[float, float] | None:
+    """(the CPU stall, the CPU seconds per sample) of a run's job on a machine with `cores_per_worker` cores
+    for each worker and a step of `sync_s` with the data ready, by the model above: the run's loader workers,
+    as many of them in parallel as there are cores, each as fast as the profiled machine's cores. The
+    profiled machine's cores per worker: `profiled_per_worker` (say, its catalog vCPUs, to count both
+    machines alike), else its fingerprint's. None when the run measured no CPU stall (no R3 or no synchronous
+    phase)."""
+    phases = {p["phase"]: p for p in run.get("phases") or [] if p.get("status") == "completed"}
+    times = {name: phase["mean_s"] for name, phase in phases.items() if phase.get("mean_s") is not None}
+    t_sync = times.get("R1n") or times.get("R1") or times.get("R0")
+    if "R3" not in times or t_sync is None or cores_per_worker <= 0:
+        return None
+    batch = int(run["batch_size"])
+    loaders = int(run.get("loader_workers") if run.get("loader_workers") is not None else 0)
+    if loaders == 0:  # the main process loads serially: more cores do not help
+        sample_cpu_s = max(0.0, times["R3"] - t_sync) / batch
+        return batch * sample_cpu_s, sample_cpu_s
+    cores = _logical_cores(run)
+    workers = int(run.get("workers_per_node") or 1)
+    profiled = profiled_per_worker or (cores / workers if cores else None)
+    parallel = min(loaders, profiled) if profiled else loaders
+    sample_cpu_s = parallel * times["R3"] / batch
+    loading_s = batch * sample_cpu_s / min(loaders, cores_per_worker)
+    return max(0.0, loading_s - sync_s), sample_cpu_s
+
+
 def disk_answer(
     run: dict[str, Any], phases: dict[str, dict], times: dict[str, float], stalls: dict[str, dict], telemetry
 ) -> dict[str, Any]:

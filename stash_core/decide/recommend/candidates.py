@@ -3,8 +3,9 @@
 Per catalog instance: every stored profile of the model at the batch size on it (any worker and node count)
 is a measured option; every other count of 1..max_instances of it (all its accelerators as workers; on a CPU
 machine the worker counts that were profiled) is a predicted option. A prediction takes compute, CPU and disk
-stall from a profile of the model on the same instance (or another one with the same accelerator) and
-interconnect and network stall from the fitted stall models of stash_core.decide.fit. Without such a
+stall from a profile of the model on the same instance (or another one with the same accelerator; its CPU
+stall then for the instance's vCPUs per worker, whatif.cpu_stall_elsewhere) and interconnect and network
+stall from the fitted stall models of stash_core.decide.fit. Without such a
 profile, stash_core.decide.predict predicts the whole step from the model's FLOPs and bytes and the
 instance's accelerator and links (scaled from a profile on another GPU where there is one).
 """
@@ -22,7 +23,9 @@ from stash_core.decide.fit import FitReport, fit_stall_models, model_counts, pre
 from stash_core.decide.predict.configuration import Predictor
 from stash_core.decide.predict.instances import predictor_for
 from stash_core.decide.recommend.costs import STALL_NAMES, Estimate, RentalJob, option_row
+from stash_core.decide.whatif import cpu_stall_elsewhere
 from stash_core.errors import UsageError
+from stash_core.store import get_run
 from stash_core.store.reads import stored_model_counts
 from stash_core.units import finite_float
 from stash_core.zoo.user_limits import UserModelError
@@ -45,6 +48,7 @@ class OptionPlanner:
         self._predictor: Predictor | str | None = None
         # each (instance, workers)'s base run, asked for once per node count: found once
         self._bases: dict[tuple[str, int], dict[str, Any] | None] = {}
+        self._runs: dict[str, dict[str, Any] | None] = {}  # base profiles' stored runs, read once
 
     def add_instance_options(self, name: str, instance: dict[str, Any], max_instances: int) -> None:
         price, price_status = hourly_price(instance, name, self.job.pricing)
@@ -121,11 +125,41 @@ class OptionPlanner:
                 notes.append(f"{stall} stall {prediction['status']}")
             else:
                 weighted_error += prediction["expected_mape"] * prediction["stall_s"]
+        if stalls["cpu"] and not same_machine:
+            elsewhere = self._cpu_elsewhere(base, instance, workers, stalls)
+            if elsewhere is not None:
+                stalls["cpu"], note = elsewhere
+                notes.append(note)
         iteration_s = sum(value for value in stalls.values() if value is not None)
         # The expected error covers the modelled stalls; compute/CPU/disk come from a measured profile.
         expected = weighted_error / iteration_s if modelled and error_known and iteration_s > 0 else None
         return Estimate(
             "predicted", None, "; ".join(basis), iteration_s, stalls, expected, notes, path="profile"
+        )
+
+    def _cpu_elsewhere(
+        self, base: dict[str, Any], instance: dict[str, Any], workers: int, stalls: dict[str, float | None]
+    ) -> tuple[float, str] | None:
+        """The base profile's CPU stall on this instance (its vCPUs per worker, its step), and a note; None
+        where the profile cannot tell (no cached real-data phase, an instance without a vCPU count)."""
+        vcpus = finite_float(instance.get("vcpus"))
+        if not vcpus:
+            return None
+        if base["run_id"] not in self._runs:
+            self._runs[base["run_id"]] = get_run(self.db_path, base["run_id"])
+        run = self._runs[base["run_id"]]
+        sync_s = sum(stalls.get(name) or 0.0 for name in ("compute", "interconnect", "network"))
+        # the profiled machine's cores counted as this one's are, by the catalog, where it has the instance
+        profiled_vcpus = finite_float((self.catalog.get(base["instance"]) or {}).get("vcpus"))
+        profiled = profiled_vcpus / int(base["workers_per_node"]) if profiled_vcpus else None
+        found = cpu_stall_elsewhere(run, vcpus / workers, sync_s, profiled) if run else None
+        if found is None:
+            return None
+        stall_s, sample_s = found
+        return stall_s, (
+            f"CPU stall for {vcpus / workers:g} vCPUs per worker from {base['run_id']}'s "
+            f"{sample_s * 1e3:.2f} ms of CPU per sample (its loader workers, each vCPU as fast as a core of "
+            "the profiled machine)"
         )
 
     def _spec_estimate(self, name: str, workers: int, count: int) -> Estimate | None:
