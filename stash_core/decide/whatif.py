@@ -153,18 +153,24 @@ def cpu_stall_elsewhere(
     for each worker and a step of `sync_s` with the data ready, by the model above: the run's loader workers,
     as many of them in parallel as there are cores, each as fast as the profiled machine's cores. The
     profiled machine's cores per worker: `profiled_per_worker` (say, its catalog vCPUs, to count both
-    machines alike), else its fingerprint's. None when the run measured no CPU stall (no R3 or no synchronous
-    phase)."""
+    machines alike), else its fingerprint's. None where the run cannot tell: no R3 or no synchronous phase, a
+    CPU stall hidden or within the noise (R3 is then not the loaders' time), or loading in the main process
+    (0 loader workers: serial, whatever the cores)."""
     phases = {p["phase"]: p for p in run.get("phases") or [] if p.get("status") == "completed"}
     times = {name: phase["mean_s"] for name, phase in phases.items() if phase.get("mean_s") is not None}
     t_sync = times.get("R1n") or times.get("R1") or times.get("R0")
     if "R3" not in times or t_sync is None or cores_per_worker <= 0:
         return None
+    entry = next((stall for stall in run.get("stalls") or [] if stall.get("stall") == "cpu"), {})
+    stall_s = max(0.0, times["R3"] - t_sync)
+    seconds, ci95_s = entry.get("seconds") or 0.0, entry.get("ci95_s")
+    measured = entry.get("status") == "measured" and resolved(seconds, ci95_s)
+    if not measured or _hidden(stall_s, entry, times["R3"]):
+        return None
     batch = int(run["batch_size"])
     loaders = int(run.get("loader_workers") if run.get("loader_workers") is not None else 0)
-    if loaders == 0:  # the main process loads serially: more cores do not help
-        sample_cpu_s = max(0.0, times["R3"] - t_sync) / batch
-        return batch * sample_cpu_s, sample_cpu_s
+    if loaders == 0:
+        return None
     cores = _logical_cores(run)
     workers = int(run.get("workers_per_node") or 1)
     profiled = profiled_per_worker or (cores / workers if cores else None)

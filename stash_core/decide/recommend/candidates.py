@@ -4,8 +4,8 @@ Per catalog instance: every stored profile of the model at the batch size on it 
 is a measured option; every other count of 1..max_instances of it (all its accelerators as workers; on a CPU
 machine the worker counts that were profiled) is a predicted option. A prediction takes compute, CPU and disk
 stall from a profile of the model on the same instance (or another one with the same accelerator; its CPU
-stall then for the instance's vCPUs per worker, whatif.cpu_stall_elsewhere) and interconnect and network
-stall from the fitted stall models of stash_core.decide.fit. Without such a
+stall for this option's vCPUs per worker and step where the profile can tell, whatif.cpu_stall_elsewhere)
+and interconnect and network stall from the fitted stall models of stash_core.decide.fit. Without such a
 profile, stash_core.decide.predict predicts the whole step from the model's FLOPs and bytes and the
 instance's accelerator and links (scaled from a profile on another GPU where there is one).
 """
@@ -125,16 +125,19 @@ class OptionPlanner:
                 notes.append(f"{stall} stall {prediction['status']}")
             else:
                 weighted_error += prediction["expected_mape"] * prediction["stall_s"]
-        if stalls["cpu"] and not same_machine:
-            elsewhere = self._cpu_elsewhere(base, instance, workers, stalls)
-            if elsewhere is not None:
-                stalls["cpu"], note = elsewhere
-                notes.append(note)
+        # Another machine or step: the profile's CPU stall for this one's vCPUs per worker (whatif's model)
+        elsewhere = self._cpu_elsewhere(base, instance, workers, stalls) if stalls["cpu"] else None
+        if elsewhere is not None:
+            stalls["cpu"], note = elsewhere
+            notes.append(note)
         iteration_s = sum(value for value in stalls.values() if value is not None)
-        # The expected error covers the modelled stalls; compute/CPU/disk come from a measured profile.
+        # The expected error covers the modelled stalls; compute and disk come from a measured profile, and so
+        # does CPU unless recomputed for this machine, which no published figure validates.
         expected = weighted_error / iteration_s if modelled and error_known and iteration_s > 0 else None
+        unvalidated = bool(elsewhere and elsewhere[0] > 0)
+        basis_text = "; ".join(basis)
         return Estimate(
-            "predicted", None, "; ".join(basis), iteration_s, stalls, expected, notes, path="profile"
+            "predicted", None, basis_text, iteration_s, stalls, expected, notes, unvalidated, path="profile"
         )
 
     def _cpu_elsewhere(

@@ -8,9 +8,9 @@ import pytest
 from result_docs import result_doc
 from support import TINY_CNN, stash_main
 
-from stash_core.decide.whatif import format_whatif, whatif
+from stash_core.decide.whatif import cpu_stall_elsewhere, format_whatif, whatif
 from stash_core.errors import UsageError
-from stash_core.store import ingest_result
+from stash_core.store import get_run, ingest_result
 
 DATA_STALLS = {"compute": 0.2, "interconnect": 0.05, "cpu": 0.25, "disk": 0.2}
 
@@ -164,3 +164,17 @@ def test_as_many_cores_as_ran_or_more_never_predict_a_slower_step(tmp_path):
         if row["cores_per_worker"] >= 2:
             assert row["iteration_s"] <= measured_s + 1e-12, row
     assert answer["cpu"]["predicted_iteration_s"] <= measured_s + 1e-12
+
+
+def test_a_cpu_stall_elsewhere_only_from_loader_workers_that_bound_the_step(tmp_path):
+    """R3 = 0.5 s with one loader worker on 8 cores (R1 0.25 s): 0.5 / 32 s of CPU a sample, and one loader
+    uses one core however many there are. Serial loading in the main process, or a stall hidden in the noise,
+    says nothing of other cores: None."""
+    db = tmp_path / "w.duckdb"
+    loader = get_run(db, _store(db, loader_workers=1, cpu_cores=8, batch_size=32, stalls=DATA_STALLS))
+    stall_s, sample_s = cpu_stall_elsewhere(loader, cores_per_worker=2, sync_s=0.2)
+    assert sample_s == pytest.approx(0.5 / 32) and stall_s == pytest.approx(0.5 - 0.2)
+    serial = get_run(db, _store(db, loader_workers=0, stalls=DATA_STALLS))
+    assert cpu_stall_elsewhere(serial, cores_per_worker=8, sync_s=0.2) is None
+    hidden = get_run(db, _store(db, loader_workers=1, cpu_cores=8, stalls={**DATA_STALLS, "cpu": 0.0}))
+    assert cpu_stall_elsewhere(hidden, cores_per_worker=1, sync_s=0.2) is None
