@@ -52,8 +52,7 @@ def whatif(db_path: Path | str, run_id: str, target_share: float = DEFAULT_TARGE
         raise UsageError(f"no run {run_id!r} in {db_path}")
     if run.get("status") != "completed" or run.get("iteration_s") is None:
         raise UsageError(f"run {run['run_id']} did not complete ({run.get('status')}): nothing to ask of it")
-    phases = {phase["phase"]: phase for phase in run["phases"] if phase.get("status") == "completed"}
-    times = {name: phase["mean_s"] for name, phase in phases.items() if phase.get("mean_s") is not None}
+    phases, times = _phase_times(run)
     stalls = {stall["stall"]: stall for stall in run["stalls"]}
     telemetry = None
     if "R2" in phases:
@@ -77,23 +76,17 @@ def cpu_answer(run: dict[str, Any], times: dict[str, float], stalls: dict[str, d
     entry = stalls.get("cpu") or {}
     if entry.get("status") not in ("measured", "clamped_zero") or "R3" not in times:
         return _unanswered("not measured: the run has no cached real-data phase (R3)")
-    t_sync = times.get("R1n") or times.get("R1") or times.get("R0")
+    t_sync = _sync_s(times)
     if t_sync is None:
         return _unanswered("not measured: no synthetic-data phase to compare with")
     t3 = times["R3"]
     batch = int(run["batch_size"])
     workers = int(run.get("workers_per_node") or 1)
-    loaders = int(run.get("loader_workers") if run.get("loader_workers") is not None else 0)
     cores = _logical_cores(run)
     cores_per_worker = cores / workers if cores else None
     disk_s = _seconds(stalls.get("disk")) or 0.0
     cpu_s = max(0.0, t3 - t_sync)
-    if loaders > 0:
-        parallel = min(loaders, cores_per_worker) if cores_per_worker else loaders
-        sample_cpu_s = parallel * t3 / batch
-    else:
-        parallel = 0
-        sample_cpu_s = cpu_s / batch
+    loaders, parallel, sample_cpu_s = _loader_cost(run, t3, cpu_s, cores_per_worker)
     base = {
         "loader_workers": loaders,
         "cores_per_worker_available": cores_per_worker,
@@ -156,9 +149,8 @@ def cpu_stall_elsewhere(
     machines alike), else its fingerprint's. None where the run cannot tell: no R3 or no synchronous phase, a
     CPU stall hidden or within the noise (R3 is then not the loaders' time), or loading in the main process
     (0 loader workers: serial, whatever the cores)."""
-    phases = {p["phase"]: p for p in run.get("phases") or [] if p.get("status") == "completed"}
-    times = {name: phase["mean_s"] for name, phase in phases.items() if phase.get("mean_s") is not None}
-    t_sync = times.get("R1n") or times.get("R1") or times.get("R0")
+    _, times = _phase_times(run)
+    t_sync = _sync_s(times)
     if "R3" not in times or t_sync is None or cores_per_worker <= 0:
         return None
     entry = next((stall for stall in run.get("stalls") or [] if stall.get("stall") == "cpu"), {})
@@ -167,17 +159,38 @@ def cpu_stall_elsewhere(
     measured = entry.get("status") == "measured" and resolved(seconds, ci95_s)
     if not measured or _hidden(stall_s, entry, times["R3"]):
         return None
+    if not profiled_per_worker:
+        cores = _logical_cores(run)
+        profiled_per_worker = cores / int(run.get("workers_per_node") or 1) if cores else None
+    loaders, _, sample_cpu_s = _loader_cost(run, times["R3"], stall_s, profiled_per_worker)
+    if loaders == 0:
+        return None
+    loading_s = int(run["batch_size"]) * sample_cpu_s / min(loaders, cores_per_worker)
+    return max(0.0, loading_s - sync_s), sample_cpu_s
+
+
+def _phase_times(run: dict[str, Any]) -> tuple[dict[str, dict], dict[str, float]]:
+    """The run's completed phases by name, and their mean iteration seconds."""
+    phases = {p["phase"]: p for p in run.get("phases") or [] if p.get("status") == "completed"}
+    return phases, {name: p["mean_s"] for name, p in phases.items() if p.get("mean_s") is not None}
+
+
+def _sync_s(times: dict[str, float]) -> float | None:
+    """The step with the data ready: the synthetic-data run nearest to R3 (R1n, R1, else R0)."""
+    return times.get("R1n") or times.get("R1") or times.get("R0")
+
+
+def _loader_cost(
+    run: dict[str, Any], t3: float, cpu_s: float, cores_per_worker: float | None
+) -> tuple[int, float, float]:
+    """(loader workers, how many of them ran at once, CPU seconds per sample): loader workers in parallel up
+    to the cores per worker give t3 = B c / parallel; the main process alone loads serially, cpu_s a batch."""
     batch = int(run["batch_size"])
     loaders = int(run.get("loader_workers") if run.get("loader_workers") is not None else 0)
     if loaders == 0:
-        return None
-    cores = _logical_cores(run)
-    workers = int(run.get("workers_per_node") or 1)
-    profiled = profiled_per_worker or (cores / workers if cores else None)
-    parallel = min(loaders, profiled) if profiled else loaders
-    sample_cpu_s = parallel * times["R3"] / batch
-    loading_s = batch * sample_cpu_s / min(loaders, cores_per_worker)
-    return max(0.0, loading_s - sync_s), sample_cpu_s
+        return 0, 0, cpu_s / batch
+    parallel = min(loaders, cores_per_worker) if cores_per_worker else loaders
+    return loaders, parallel, parallel * t3 / batch
 
 
 def disk_answer(
