@@ -38,21 +38,19 @@ from stash_core.decide.predict.published import chip, load_pool
 from stash_core.decide.predict.roofline import optimizer_seconds, soft_max
 from stash_core.decide.predict.step_cost import step_cost
 
-SOFTMAX_OPS = ("softmax",)
-NORM_OPS = ("layer_norm", "batch_norm")
 
-
-def kernel_class(name: str) -> str:
-    """The kernel model's class of a traced operator."""
+def kernel_class(name: str, step_class: str) -> str:
+    """The kernel model's class of a traced operator, from its name and the step model's class of it
+    (op_classes.op_class, kept in the trace)."""
     if "convolution" in name:
         return "conv"
     if name in ("aten.mm", "aten.addmm"):
         return "linear"
-    if name in ("aten.bmm", "aten.baddbmm") or "attention" in name:
+    if step_class in ("matmul", "attention"):  # bmm, baddbmm, fused attention
         return "bmm"
-    if any(part in name for part in SOFTMAX_OPS):
+    if "softmax" in name:
         return "softmax"
-    if any(part in name for part in NORM_OPS):
+    if step_class == "normalisation":  # layer, batch and group norm
         return "layernorm"
     return "elementwise"
 
@@ -63,7 +61,7 @@ def kernel_ops_s(point, accelerator, kernels: KernelParams) -> tuple[float, int]
                      attention=point.attention or "fused")  # fmt: skip
     total_s, count = 0.0, 0
     for op in cost.ops:
-        klass = kernel_class(op.name)
+        klass = kernel_class(op.name, op.op_class)
         split = max(op.kernels, 1)  # a convolution's backward is two kernels: input and weight gradients
         outputs = float(np.prod(op.gemm)) / split if op.gemm else None
         one_s = predict_kernel_s(klass, op.flops / split, op.bytes / split, op.tiles / split, accelerator,
