@@ -79,6 +79,8 @@ def cpu_answer(run: dict[str, Any], times: dict[str, float], stalls: dict[str, d
     t_sync = _sync_s(times)
     if t_sync is None:
         return _unanswered("not measured: no synthetic-data phase to compare with")
+    if run.get("loader_workers") is None:
+        return _unanswered("not measured: the run does not record how many loader workers it ran")
     t3 = times["R3"]
     batch = int(run["batch_size"])
     workers = int(run.get("workers_per_node") or 1)
@@ -148,10 +150,11 @@ def cpu_stall_elsewhere(
     profiled machine's cores per worker: `profiled_per_worker` (say, its catalog vCPUs, to count both
     machines alike), else its fingerprint's. None where the run cannot tell: no R3 or no synchronous phase, a
     CPU stall hidden or within the noise (R3 is then not the loaders' time), or loading in the main process
-    (0 loader workers: serial, whatever the cores)."""
+    (0 loader workers: serial, whatever the cores), or loader workers not recorded (a script's runs that
+    disagree)."""
     _, times = _phase_times(run)
     t_sync = _sync_s(times)
-    if "R3" not in times or t_sync is None or cores_per_worker <= 0:
+    if "R3" not in times or t_sync is None or cores_per_worker <= 0 or run.get("loader_workers") is None:
         return None
     entry = next((stall for stall in run.get("stalls") or [] if stall.get("stall") == "cpu"), {})
     stall_s = max(0.0, times["R3"] - t_sync)
@@ -186,7 +189,7 @@ def _loader_cost(
     """(loader workers, how many of them ran at once, CPU seconds per sample): loader workers in parallel up
     to the cores per worker give t3 = B c / parallel; the main process alone loads serially, cpu_s a batch."""
     batch = int(run["batch_size"])
-    loaders = int(run.get("loader_workers") if run.get("loader_workers") is not None else 0)
+    loaders = int(run["loader_workers"])
     if loaders == 0:
         return 0, 0, cpu_s / batch
     parallel = min(loaders, cores_per_worker) if cores_per_worker else loaders

@@ -62,12 +62,16 @@ def script_model_info(spec: ProfileSpec) -> dict:
 
 
 def finish_script_doc(doc: dict) -> None:
-    """What a script's runs found, into the document: the batch size measured from its first batch, and why
-    CPU and disk are not separate stalls (no --data-dir, or no DataLoader at all)."""
+    """What a script's runs found, into the document: the batch size measured from its first batch, its
+    loader workers, and why CPU and disk are not separate stalls (no --data-dir, or no DataLoader at all)."""
     found = [record["script"] for record in doc["phases"] if isinstance(record.get("script"), dict)]
     if doc["spec"].get("batch_size") is None:
         sizes = [info["batch_size"] for info in found if info.get("batch_size")]
         doc["spec"]["batch_size"] = sizes[0] if sizes else None
+    # The script's own DataLoader workers, not Stash's --loader-workers (which a script never sees); None
+    # without a DataLoader, or where runs disagree (each run keeps its own in phases[].script).
+    workers = {info.get("loader_workers") for info in found if info.get("loader_used")}
+    doc["spec"]["loader_workers"] = workers.pop() if len(workers) == 1 else None
     threads = {info["threads"] for info in found if info.get("threads")}
     if threads:
         # As the script ran them (it may set its own); runs that differ have their own in phases[].script.

@@ -53,6 +53,7 @@ class StepClock:
         self.closure_seen = False  # the optimizer step ran the forward (a closure): not split from backward
         self.in_loader = False  # module calls inside a loader are not the forward pass
         self.batch_size: int | None = None
+        self.loader_workers: int | None = None  # the first loader's worker processes, as the script made it
         self.threads: list[int] = []  # torch threads at each optimizer step, each value once, in order
         self.on_boundary: Callable[[], None] | None = None
         self.narrow_hooks: Callable[[], bool] | None = None
@@ -141,6 +142,7 @@ def install(clock: StepClock, replay: bool, replay_batches: int = REPLAY_BATCHES
         if not clock.loader_used:
             clock.loader_used = True
             clock.batch_size = leading_dim(batch)
+            clock.loader_workers = getattr(self, "_num_workers", None)
         return batch
 
     def replay_iter(self):

@@ -157,6 +157,7 @@ def summarise(job: WorkerJob, clock: StepClock, slowest_s: list[float], reason: 
         "script": {
             "loader_used": clock.loader_used,
             "batch_size": clock.batch_size,
+            "loader_workers": clock.loader_workers,
             "threads": max(clock.threads) if clock.threads else None,
             "threads_seen": list(clock.threads),
             "optimizer_steps": clock.iterations + (clock.first_step_at is not None),

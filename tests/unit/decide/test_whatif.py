@@ -178,3 +178,15 @@ def test_a_cpu_stall_elsewhere_only_from_loader_workers_that_bound_the_step(tmp_
     assert cpu_stall_elsewhere(serial, cores_per_worker=8, sync_s=0.2) is None
     hidden = get_run(db, _store(db, loader_workers=1, cpu_cores=8, stalls={**DATA_STALLS, "cpu": 0.0}))
     assert cpu_stall_elsewhere(hidden, cores_per_worker=1, sync_s=0.2) is None
+
+
+def test_a_run_that_does_not_record_its_loader_workers_gets_no_cpu_answer(tmp_path):
+    """A script's runs that disagree on their DataLoader workers leave the count unknown: no core count and no
+    stall elsewhere is derived from a guess."""
+    db = tmp_path / "w.duckdb"
+    doc = result_doc(loader_workers=1, cpu_cores=8, batch_size=32, stalls=DATA_STALLS)
+    doc["spec"]["loader_workers"] = None
+    ingest_result(db, doc)
+    cpu = whatif(db, doc["run_id"])["cpu"]
+    assert cpu["status"] != "answered" and "loader workers" in cpu["summary"]
+    assert cpu_stall_elsewhere(get_run(db, doc["run_id"]), cores_per_worker=2, sync_s=0.2) is None

@@ -111,6 +111,7 @@ def test_a_plain_loop_with_a_costly_dataset_gives_a_cpu_stall_of_that_cost(tmp_p
     cost_s = sample_cost_s(tmp_path)
     assert [phase["name"] for phase in doc["phases"]] == ["R0", "R3"]
     assert doc["spec"]["batch_size"] == BATCH and doc["model"]["kind"] == "script"
+    assert doc["spec"]["loader_workers"] == 0  # the script's own num_workers, not Stash's default of 2
     assert doc["spec"]["script_args"] == [str(data)] and len(doc["spec"]["script_sha256"]) == 64
     breakdown = doc["breakdown"]
     check_identity(breakdown)
@@ -135,6 +136,7 @@ def test_a_ddp_script_with_two_workers_gives_an_interconnect_stall(tmp_path: Pat
     assert interconnect["status"] == "measured" and interconnect["seconds"] > 0
     # The module passed to DDP is hooked through the DDP wrapper: forward and backward are split.
     assert all(phase["parts_mean_s"]["forward_s"] > 0 for phase in doc["phases"])
+    assert doc["spec"]["loader_workers"] is None  # no DataLoader, so no loader workers to record
     # No DataLoader: CPU and disk are marked, not guessed.
     for name in ("cpu", "disk"):
         assert breakdown["stalls"][name]["status"] == "not_separable"

@@ -130,6 +130,7 @@ def test_tuple_batches_collate_clipping_scheduler_and_autocast_stop_at_the_itera
     assert result["stop_reason"] == "fixed"
     assert len(result["samples"]["iteration_s"]) == 15
     assert result["script"]["batch_size"] == 8 and result["script"]["loader_used"]
+    assert result["script"]["loader_workers"] == 0  # the script's DataLoader loads in its own process
     assert result["script"]["split"].startswith("data wait, forward")
     samples = result["samples"]
     for index, total_s in enumerate(samples["iteration_s"]):  # the parts of the step add up to it
@@ -216,3 +217,4 @@ def test_a_cold_run_evicts_each_file_the_scripts_loader_workers_read(tmp_path) -
     assert status == 0, stderr
     # Read whole after each epoch, the files would be resident until the once-a-second sweep came by.
     assert max(json.loads(seen.read_text())) < 0.05
+    assert messages["RESULT"]["script"]["loader_workers"] == 2  # as the script made its DataLoader

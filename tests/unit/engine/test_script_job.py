@@ -1,0 +1,23 @@
+"""What a script's runs found goes into its result: its batch size, threads and loader workers."""
+
+from stash_core.engine.script_job import finish_script_doc
+
+
+def doc_of(*found: dict) -> dict:
+    phases = [{"name": f"R{i}", "status": "completed", "script": info} for i, info in enumerate(found)]
+    return {"spec": {"batch_size": None, "loader_workers": 2, "data_dir": "/data"}, "phases": phases,
+            "breakdown": None}  # fmt: skip
+
+
+def test_the_spec_keeps_the_loader_workers_the_script_ran_not_the_default() -> None:
+    doc = doc_of(*[{"loader_used": True, "batch_size": 32, "loader_workers": 6, "threads": 4}] * 2)
+    finish_script_doc(doc)
+    assert doc["spec"]["loader_workers"] == 6 and doc["spec"]["batch_size"] == 32
+
+
+def test_runs_that_disagree_or_use_no_loader_leave_the_loader_workers_unknown() -> None:
+    disagree = doc_of({"loader_used": True, "loader_workers": 4}, {"loader_used": True, "loader_workers": 0})
+    no_loader = doc_of({"loader_used": False, "loader_workers": None})
+    for doc in (disagree, no_loader):
+        finish_script_doc(doc)
+        assert doc["spec"]["loader_workers"] is None
