@@ -23,6 +23,8 @@ HOLDOUT_CSV = Path(__file__).resolve().parent / "published_single_gpu_holdout.cs
 FRESH_CSV = Path(__file__).resolve().parent / "published_single_gpu_fresh.csv"
 # The next such set (docs/single-gpu-fresh2.md), collected after the first was evaluated; in no fit or choice.
 FRESH2_CSV = Path(__file__).resolve().parent / "published_single_gpu_fresh2.csv"
+# The third (docs/single-gpu-fresh3.md), collected after the second was evaluated; in no fit or choice.
+FRESH3_CSV = Path(__file__).resolve().parent / "published_single_gpu_fresh3.csv"
 # Batch regimes of the reported errors: small batches are launch- and dispatch-bound, large ones not.
 SMALL_BATCH_MAX, MEDIUM_BATCH_MAX = 16, 64
 REGIMES = ("small", "medium", "large")
