@@ -54,7 +54,7 @@ FRESH3_CSV = Path(__file__).with_name("published_multi_gpu_fresh3.csv")
 FITTED_CSVS = tuple(Path(__file__).with_name(name) for name in FITTED_SET_NAMES)  # one list: comm_fit.py
 # Figures collected before any prediction for them and in no fit: each evaluated once, on the model as it then
 # stood (docs/multi-gpu-fresh4.md, docs/multi-gpu-fresh5.md), and shown by bench/comm_report.py since.
-TEST_CSVS = tuple(Path(__file__).with_name(f"published_multi_gpu_fresh{n}.csv") for n in (4, 5))
+TEST_CSVS = tuple(Path(__file__).with_name(f"published_multi_gpu_fresh{n}.csv") for n in (4, 5, 6))
 NIC_GBPS = {"edr": 100.0, "hdr": 200.0, "ndr": 400.0}
 CONTENTION_GRID = np.arange(0.0, 3.0001, 0.1)
 JITTER_GRID = np.arange(0.0, 0.080001, 0.0025)
@@ -111,7 +111,7 @@ def skip_reason(row: dict) -> str | None:
         return "parameter server"
     if "replicated without nccl" in measured:
         return "no NCCL all-reduce"
-    if "accumulat" in measured:
+    if "accumulat" in measured.replace("no gradient accumulation", ""):
         return "gradient accumulation (all-reduces per micro-batch not given or varying)"
     return None
 

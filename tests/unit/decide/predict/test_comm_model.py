@@ -168,6 +168,8 @@ def _row(**values) -> dict:
 def test_rows_the_allreduce_model_does_not_describe_are_left_out_with_their_reason():
     assert skip_reason(_row(measured="gradient exchange: parameter_server on the CPU")) == "parameter server"
     assert "accumulation" in skip_reason(_row(measured="pre-training, printed accumulation steps"))
+    # a row that says it has none is described (one all-reduce per optimizer step)
+    assert skip_reason(_row(measured="DDP over NCCL, no gradient accumulation; AdamW")) is None
     assert build_case(_row(model="not_a_zoo_model")) == "a model outside the zoo without its parameter count"
     assert "no all-reduce figure" in build_case(_row(intra_node="nvlink9_unknown"))
     assert network_of("infiniband_hdr x8") == ("infiniband", 200.0)
