@@ -80,7 +80,10 @@ def cpu_answer(run: dict[str, Any], times: dict[str, float], stalls: dict[str, d
     if t_sync is None:
         return _unanswered("not measured: no synthetic-data phase to compare with")
     if run.get("loader_workers") is None:
-        return _unanswered("not measured: the run does not record how many loader workers it ran")
+        return _unanswered(
+            "not measured: the run's loader workers are unknown (a script's runs read DataLoaders with "
+            "different worker counts, or a script profiled before Stash recorded them)"
+        )
     t3 = times["R3"]
     batch = int(run["batch_size"])
     workers = int(run.get("workers_per_node") or 1)

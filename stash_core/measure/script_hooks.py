@@ -53,7 +53,9 @@ class StepClock:
         self.closure_seen = False  # the optimizer step ran the forward (a closure): not split from backward
         self.in_loader = False  # module calls inside a loader are not the forward pass
         self.batch_size: int | None = None
-        self.loader_workers: int | None = None  # the first loader's worker processes, as the script made it
+        self.loader_workers: int | None = None  # worker processes of the loader the steps read, as made
+        self.read_workers: int | None = None  # of the loader read last (a number: holding its iterator
+        # would keep its worker processes alive)
         self.threads: list[int] = []  # torch threads at each optimizer step, each value once, in order
         self.on_boundary: Callable[[], None] | None = None
         self.narrow_hooks: Callable[[], bool] | None = None
@@ -88,6 +90,8 @@ class StepClock:
             if self.narrow_hooks is not None and self.narrow_hooks():
                 self.narrow_hooks = None
         self.last_boundary = now
+        if self.data_pairs:  # the loader this step read (not one read before training, e.g. a sanity check)
+            self.loader_workers = self.read_workers
         self.data_pairs, self.forward_pairs, self.optimizer_start = [], [], None
         if self.on_boundary is not None:
             self.on_boundary()
@@ -139,10 +143,10 @@ def install(clock: StepClock, replay: bool, replay_batches: int = REPLAY_BATCHES
         finally:
             clock.in_loader = False
             clock.data_pairs.append((start, clock.stamp()))
+            clock.read_workers = self._num_workers
         if not clock.loader_used:
             clock.loader_used = True
             clock.batch_size = leading_dim(batch)
-            clock.loader_workers = getattr(self, "_num_workers", None)
         return batch
 
     def replay_iter(self):

@@ -77,6 +77,7 @@ class BatchReplay:
             if clock.batch_size is None and loader._stash_replay:
                 clock.batch_size = leading_dim(loader._stash_replay[0])
         self.batches = loader._stash_replay
+        self.workers = loader.num_workers  # the steps read this loader, though its workers no longer run
         try:
             self.remaining = len(loader)
         except TypeError:
@@ -98,6 +99,7 @@ class BatchReplay:
             return batch
         finally:
             self.clock.data_pairs.append((start, self.clock.stamp()))
+            self.clock.read_workers = self.workers
 
     def __len__(self):
         return self.remaining or 0

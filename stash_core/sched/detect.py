@@ -4,7 +4,8 @@
   tiresias  a CSV header with job_id, num_gpu and submit_time
   helios    a CSV header with job_id, gpu_num, submit_time and duration
   pai2020   no header: the first line holds 6 fields whose last two are numbers (pai_job_table.csv)
-A file that fits none, or more than one, is refused with the list of formats (give --trace-format).
+A file that fits none, or more than one, is refused with the list of formats (give --trace-format); a binary
+file (a NUL byte in its head) is refused as such.
 """
 
 from __future__ import annotations
@@ -23,9 +24,12 @@ MAX_TRACE_BYTES = 2 * 1024**3  # Philly's cluster_job_log is about 0.5 GB; a FIF
 def detect_format(path: Path) -> str:
     """The format of the trace at `path`; UsageError if its content says none or several."""
     # The one reader of user files: a FIFO or a device is refused by name, a missing file said so.
-    head = read_user_bytes(path, "trace", MAX_TRACE_BYTES, head_bytes=SNIFF_BYTES).decode(
-        "utf-8", errors="replace"
-    )
+    raw = read_user_bytes(path, "trace", MAX_TRACE_BYTES, head_bytes=SNIFF_BYTES)
+    if b"\0" in raw:  # a database or an archive, whatever its first byte happens to be (never a text trace)
+        raise UsageError(
+            f"cannot tell the format of trace {path}: it is binary (a NUL byte at {raw.index(0)})"
+        )
+    head = raw.decode("utf-8", errors="replace")
     if not head.strip("\ufeff \t\r\n"):
         raise UsageError(f"trace {path} is empty")
     fits = formats_of(head)

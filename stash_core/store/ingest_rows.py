@@ -122,7 +122,7 @@ def _run_row(doc: ResultDocument, source_file: str | None) -> dict[str, Any]:
         "iterations_per_epoch": integer(
             breakdown.get("iterations_per_epoch"), "breakdown.iterations_per_epoch", INT64_MAX
         ),
-        "loader_workers": integer(spec.get("loader_workers"), "spec.loader_workers"),
+        "loader_workers": _loader_workers(doc),
         **{
             column: integer(model.get(column), f"model.{column}", _BIGINT.get(column, INT32_MAX))
             for column in _MODEL_COLUMNS[2:]
@@ -143,6 +143,16 @@ def _run_row(doc: ResultDocument, source_file: str | None) -> dict[str, Any]:
         "source_file": source_file,
         "ingested_at": datetime.now(UTC).isoformat(),
     }
+
+
+def _loader_workers(doc: ResultDocument) -> int | None:
+    """spec.loader_workers; for a script's result, only where its runs recorded their own DataLoader's:
+    results made before they did hold the --loader-workers default, which a script never sees."""
+    phases = [phase for phase in doc.get("phases") or [] if isinstance(phase, dict)]
+    found = [phase["script"] for phase in phases if isinstance(phase.get("script"), dict)]
+    if found and not any("loader_workers" in info for info in found):
+        return None
+    return integer(doc["spec"].get("loader_workers"), "spec.loader_workers")
 
 
 def _remainder_columns(breakdown: dict[str, Any]) -> dict[str, float | None]:

@@ -184,9 +184,13 @@ def test_a_run_that_does_not_record_its_loader_workers_gets_no_cpu_answer(tmp_pa
     """A script's runs that disagree on their DataLoader workers leave the count unknown: no core count and no
     stall elsewhere is derived from a guess."""
     db = tmp_path / "w.duckdb"
-    doc = result_doc(loader_workers=1, cpu_cores=8, batch_size=32, stalls=DATA_STALLS)
-    doc["spec"]["loader_workers"] = None
-    ingest_result(db, doc)
-    cpu = whatif(db, doc["run_id"])["cpu"]
-    assert cpu["status"] != "answered" and "loader workers" in cpu["summary"]
-    assert cpu_stall_elsewhere(get_run(db, doc["run_id"]), cores_per_worker=2, sync_s=0.2) is None
+    known = result_doc(loader_workers=1, cpu_cores=8, batch_size=32, stalls=DATA_STALLS)
+    unknown = result_doc(loader_workers=1, cpu_cores=8, batch_size=32, stalls=DATA_STALLS)
+    unknown["spec"]["loader_workers"] = None
+    for doc in (known, unknown):
+        ingest_result(db, doc)
+    assert whatif(db, known["run_id"])["cpu"]["status"] == "answered"
+    assert cpu_stall_elsewhere(get_run(db, known["run_id"]), cores_per_worker=2, sync_s=0.2) is not None
+    cpu = whatif(db, unknown["run_id"])["cpu"]
+    assert cpu["status"] != "answered" and "loader workers are unknown" in cpu["summary"]
+    assert cpu_stall_elsewhere(get_run(db, unknown["run_id"]), cores_per_worker=2, sync_s=0.2) is None

@@ -84,6 +84,46 @@ for epoch in range(5):
 Path(sys.argv[2]).write_text(json.dumps(after_epochs))
 """
 
+# A sanity pass over a validation loader (no workers) before training from a loader with one worker.
+SANITY_FIRST = """
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+data = TensorDataset(torch.randn(32, 4), torch.randn(32, 1))
+check = DataLoader(data, batch_size=8)
+train = DataLoader(data, batch_size=8, num_workers=1, persistent_workers=True)
+model = torch.nn.Linear(4, 1)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+with torch.no_grad():
+    for inputs, targets in check:
+        model(inputs)
+for epoch in range(50):
+    for inputs, targets in train:
+        ((model(inputs) - targets) ** 2).mean().backward()
+        optimizer.step()
+        optimizer.zero_grad()
+"""
+
+# An IterableDataset read by one worker: synthetic runs replay its first batches after its workers end.
+ITERABLE = """
+import torch
+from torch.utils.data import DataLoader, IterableDataset
+
+class Stream(IterableDataset):
+    def __iter__(self):
+        for _ in range(64):
+            yield torch.randn(4), torch.randn(1)
+
+loader = DataLoader(Stream(), batch_size=8, num_workers=1)
+model = torch.nn.Linear(4, 1)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+for epoch in range(50):
+    for inputs, targets in loader:
+        ((model(inputs) - targets) ** 2).mean().backward()
+        optimizer.step()
+        optimizer.zero_grad()
+"""
+
 STEP = """
 import torch
 model = torch.nn.Linear(2, 1)
@@ -218,3 +258,12 @@ def test_a_cold_run_evicts_each_file_the_scripts_loader_workers_read(tmp_path) -
     # Read whole after each epoch, the files would be resident until the once-a-second sweep came by.
     assert max(json.loads(seen.read_text())) < 0.05
     assert messages["RESULT"]["script"]["loader_workers"] == 2  # as the script made its DataLoader
+
+
+def test_the_loader_workers_are_those_of_the_loader_the_steps_read(tmp_path) -> None:
+    """A validation pass read before the first step does not stand for the training loader, and a replayed
+    IterableDataset's loader (its workers ended after its first batches) keeps its own count."""
+    for source in (SANITY_FIRST, ITERABLE):
+        status, messages, stderr = run_entry(tmp_path, source, iterations=10)
+        assert status == 0, stderr
+        assert messages["RESULT"]["script"]["loader_workers"] == 1, source

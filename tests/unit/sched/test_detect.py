@@ -46,3 +46,12 @@ def test_an_empty_file_is_said_to_be_empty(tmp_path):
     path.write_text("\ufeff\n")
     with pytest.raises(UsageError, match="is empty"):
         detect_format(path)
+
+
+@pytest.mark.parametrize("first_byte", [b"[", b"{", b"j", b"\x8f"])
+def test_a_binary_file_is_refused_whatever_its_first_byte(tmp_path, first_byte):
+    """A database file starts with a checksum: its first byte may be '[' or '{', as a JSON trace's is."""
+    path = tmp_path / "results.duckdb"
+    path.write_bytes(first_byte + b"\x17\x03\x00\x00\x00\x00\x00DUCK" + bytes(64))
+    with pytest.raises(UsageError, match="cannot tell the format of trace .*: it is binary"):
+        detect_format(path)

@@ -288,3 +288,21 @@ def test_values_the_store_cannot_hold_name_their_field(
     with pytest.raises(UsageError, match=message) as caught:
         store.ingest_result(db_path, doc)
     assert "\n" not in str(caught.value) and row_counts(db_path) == before
+
+
+def test_a_scripts_loader_workers_are_stored_only_where_its_runs_recorded_them(db_path, result_doc) -> None:
+    """A script's result made before its runs recorded their DataLoader's workers holds the --loader-workers
+    default, which the script never saw: stored as unknown, not as 2."""
+    recorded = result_doc(run_id="script-now")
+    old = result_doc(run_id="script-before")
+    for doc, info in ((recorded, {"loader_used": True, "loader_workers": 3}), (old, {"loader_used": True})):
+        doc["spec"]["loader_workers"] = 3 if doc is recorded else 2
+        for phase in doc["phases"]:
+            phase["script"] = dict(info)
+        store.ingest_result(db_path, doc)
+    assert store.get_run(db_path, "script-now")["loader_workers"] == 3
+    assert store.get_run(db_path, "script-before")["loader_workers"] is None
+    plain = result_doc(run_id="zoo-model")  # Stash's own loader: its --loader-workers, as given
+    store.ingest_result(db_path, plain)
+    given = plain["spec"]["loader_workers"]
+    assert given is not None and store.get_run(db_path, "zoo-model")["loader_workers"] == given

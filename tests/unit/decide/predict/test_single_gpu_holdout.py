@@ -57,7 +57,7 @@ def test_a_later_sources_figure_is_checked_against_the_error_stated_without_that
 
 def test_the_fresh_sets_load_whole_and_share_no_source_with_what_is_fitted() -> None:
     """Every row of the untouched sets reaches the step model (a row the loader refused would drop out of
-    their one evaluation unseen), and none of their sources is in the pool or the other set."""
+    their one evaluation unseen), and none of their sources is in the pool or another of the sets."""
     fitted = {point.source_id for point in load_pool(count=False).points}
     seen: set[str] = set()
     for path, rows, pytorch in ((FRESH_CSV, 81, 24), (FRESH2_CSV, 41, 2), (FRESH3_CSV, 8, 8)):
