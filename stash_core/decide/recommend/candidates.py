@@ -130,6 +130,11 @@ class OptionPlanner:
         if elsewhere is not None:
             stalls["cpu"], note = elsewhere
             notes.append(note)
+        elif stalls["cpu"] and not same_machine and self._run(base).get("loader_workers", 0) is None:
+            notes.append(
+                f"CPU stall as profiled on {base['instance']}: {base['run_id']}'s loader workers are "
+                "unknown, so it is not recomputed for this machine's vCPUs"
+            )
         iteration_s = sum(value for value in stalls.values() if value is not None)
         # The expected error covers the modelled stalls; compute and disk come from a measured profile, and so
         # does CPU unless recomputed for this machine, which no published figure validates.
@@ -140,6 +145,12 @@ class OptionPlanner:
             "predicted", None, basis_text, iteration_s, stalls, expected, notes, unvalidated, path="profile"
         )
 
+    def _run(self, base: dict[str, Any]) -> dict[str, Any]:
+        """The base profile's stored run (read once), or {} if it is gone."""
+        if base["run_id"] not in self._runs:
+            self._runs[base["run_id"]] = get_run(self.db_path, base["run_id"]) or {}
+        return self._runs[base["run_id"]]
+
     def _cpu_elsewhere(
         self, base: dict[str, Any], instance: dict[str, Any], workers: int, stalls: dict[str, float | None]
     ) -> tuple[float, str] | None:
@@ -148,9 +159,7 @@ class OptionPlanner:
         vcpus = finite_float(instance.get("vcpus"))
         if not vcpus:
             return None
-        if base["run_id"] not in self._runs:
-            self._runs[base["run_id"]] = get_run(self.db_path, base["run_id"])
-        run = self._runs[base["run_id"]]
+        run = self._run(base)
         sync_s = sum(stalls.get(name) or 0.0 for name in ("compute", "interconnect", "network"))
         # the profiled machine's cores counted as this one's are, by the catalog, where it has the instance
         profiled_vcpus = finite_float((self.catalog.get(base["instance"]) or {}).get("vcpus"))

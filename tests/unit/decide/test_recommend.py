@@ -419,3 +419,22 @@ def test_a_cpu_stall_profiled_on_few_vcpus_shrinks_on_an_instance_with_more(tmp_
     assert cpu["1 x large8"] == pytest.approx(0.0)
     note = result.options.set_index("config")["note"]
     assert "CPU stall for 3 vCPUs per worker" in note["1 x mid3"] and "vCPUs" not in note["1 x small2"]
+
+
+def test_a_cpu_stall_of_unknown_loader_workers_is_kept_as_profiled_and_said(tmp_path):
+    """A script's profile whose loader workers are unknown: its CPU stall is not recomputed for another
+    machine's vCPUs, and the row says so."""
+    db = tmp_path / "cpu.duckdb"
+    for name, vcpus in (("small2", 2), ("large8", 8)):
+        add_instance(db, name=name, accelerator=GPU, accelerator_count=1, vcpus=vcpus, network_gbps=10,
+                     on_demand_usd_per_h=1.0)  # fmt: skip
+    doc = result_doc("resnet50", instance="small2", workers=1, device="cuda", batch_size=64, loader_workers=8,
+                     stalls={"compute": 0.2, "cpu": 0.2, "disk": 0.0})  # fmt: skip
+    doc["spec"]["loader_workers"] = None
+    ingest_result(db, doc)
+    result = recommend(db, "resnet50", 64, 1, IMAGES, budget_hours=1000.0,
+                       instances=["small2", "large8"], max_instances=1)  # fmt: skip
+    rows = result.options.set_index("config")
+    assert rows["cpu_s"]["1 x large8"] == pytest.approx(0.2)  # as profiled, not the 0 of 8 vCPUs
+    assert "loader workers are unknown" in rows["note"]["1 x large8"]
+    assert "loader workers" not in rows["note"]["1 x small2"]
