@@ -91,7 +91,8 @@ RUNS = RelationDoc(
         dataset_images | samples | number of samples in the data set
         iterations_per_epoch | | iterations of one epoch over the data set with this batch size and worker
             count
-        loader_workers | | data-loader processes per training worker
+        loader_workers | | data-loader processes per training worker (a script's own DataLoader's; NULL when
+            not known)
         param_count | | trainable parameters of the model
         grad_tensor_count | | gradient tensors synchronised per iteration
         layer_count | | layers with parameters
