@@ -128,30 +128,28 @@ def stalls_frame(db_path: Path | str, run_id: str) -> pd.DataFrame | None:
 
 def iterations_frame(db_path: Path | str, run_id: str, phase: str | None = None) -> pd.DataFrame:
     """Per-iteration samples (slowest rank) of one run, optionally one phase, in phase and iteration order."""
+    return _per_phase_rows(db_path, "iterations", "i.iteration", run_id, phase)
+
+
+def telemetry_frame(db_path: Path | str, run_id: str, phase: str | None = None) -> pd.DataFrame:
+    """Telemetry of one run in long format (run_id, phase, t_s, metric, value), optionally one phase."""
+    return _per_phase_rows(db_path, "telemetry", "i.metric, i.t_s", run_id, phase)
+
+
+def _per_phase_rows(
+    db_path: Path | str, table: str, order: str, run_id: str, phase: str | None
+) -> pd.DataFrame:
+    """The rows of a per-phase table (a constant name, never user text) of one run, optionally one phase, in
+    the phases' order, then `order`."""
     sql = (
-        "SELECT i.* FROM iterations AS i LEFT JOIN phases AS p ON p.run_id = i.run_id AND p.phase = i.phase "
+        f"SELECT i.* FROM {table} AS i LEFT JOIN phases AS p ON p.run_id = i.run_id AND p.phase = i.phase "
         "WHERE i.run_id = ?"
     )
     params: list[Any] = [run_id]
     if phase is not None:
         sql += " AND i.phase = ?"
         params.append(phase)
-    sql += " ORDER BY p.phase_index, i.phase, i.iteration"
-    with connect(db_path, read_only=True) as con:
-        return relation_frame(con.sql(sql, params=params))
-
-
-def telemetry_frame(db_path: Path | str, run_id: str, phase: str | None = None) -> pd.DataFrame:
-    """Telemetry of one run in long format (run_id, phase, t_s, metric, value), optionally one phase."""
-    sql = (
-        "SELECT t.* FROM telemetry AS t LEFT JOIN phases AS p ON p.run_id = t.run_id AND p.phase = t.phase "
-        "WHERE t.run_id = ?"
-    )
-    params: list[Any] = [run_id]
-    if phase is not None:
-        sql += " AND t.phase = ?"
-        params.append(phase)
-    sql += " ORDER BY p.phase_index, t.phase, t.metric, t.t_s"
+    sql += f" ORDER BY p.phase_index, i.phase, {order}"
     with connect(db_path, read_only=True) as con:
         return relation_frame(con.sql(sql, params=params))
 
