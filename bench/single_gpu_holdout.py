@@ -9,8 +9,8 @@ prints each figure's error, the mean absolute error by framework, source, GPU, b
 how often the stated error covers it. A PyTorch figure is one whose 'measured' column starts with PyTorch;
 the others (never fitted) are reported beside them.
 
-Then, once each, the fresh sets (published_single_gpu_fresh.csv, _fresh2.csv and _fresh3.csv,
-docs/single-gpu-fresh.md, docs/single-gpu-fresh2.md and docs/single-gpu-fresh3.md): sources collected after
+Then, once each, the fresh sets (published_single_gpu_fresh.csv and _fresh2.csv to _fresh4.csv,
+docs/single-gpu-fresh.md and docs/single-gpu-fresh2.md to docs/single-gpu-fresh4.md): sources collected after
 the step model's last change, used in no fit or choice, each figure predicted as a user gets it (the shipped
 fit, the shipped stated error) and reported the same way.
 
@@ -30,6 +30,7 @@ from stash_core.decide.predict.calibration import fit_params, predicted_s  # noq
 from stash_core.decide.predict.published import (  # noqa: E402
     FRESH2_CSV,
     FRESH3_CSV,
+    FRESH4_CSV,
     FRESH_CSV,
     HOLDOUT_CSV,
     chip,
@@ -135,7 +136,7 @@ def report(print_rows: bool = False) -> None:
     """Every held-out figure's error (with print_rows), then the summaries; then the fresh set's, when there
     is one (bench/cross_instance.py runs it)."""
     summarise(rows(), print_rows)
-    for path in (FRESH_CSV, FRESH2_CSV, FRESH3_CSV):
+    for path in (FRESH_CSV, FRESH2_CSV, FRESH3_CSV, FRESH4_CSV):
         if path.exists():
             print(f"\n== fresh set ({path.name}), used in no fit or choice, predicted as shipped")
             summarise(fresh_rows(path), print_rows)

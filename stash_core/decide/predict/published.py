@@ -25,6 +25,8 @@ FRESH_CSV = Path(__file__).resolve().parent / "published_single_gpu_fresh.csv"
 FRESH2_CSV = Path(__file__).resolve().parent / "published_single_gpu_fresh2.csv"
 # The third (docs/single-gpu-fresh3.md), collected after the second was evaluated; in no fit or choice.
 FRESH3_CSV = Path(__file__).resolve().parent / "published_single_gpu_fresh3.csv"
+# The fourth (docs/single-gpu-fresh4.md), collected after the third was evaluated; in no fit or choice.
+FRESH4_CSV = Path(__file__).resolve().parent / "published_single_gpu_fresh4.csv"
 # Batch regimes of the reported errors: small batches are launch- and dispatch-bound, large ones not.
 SMALL_BATCH_MAX, MEDIUM_BATCH_MAX = 16, 64
 REGIMES = ("small", "medium", "large")
