@@ -28,10 +28,8 @@ sys.path.insert(0, str(ROOT))
 
 from stash_core.decide.predict.calibration import fit_params, predicted_s  # noqa: E402
 from stash_core.decide.predict.published import (  # noqa: E402
-    FRESH2_CSV,
-    FRESH3_CSV,
-    FRESH4_CSV,
     FRESH_CSV,
+    FRESH_CSVS,
     HOLDOUT_CSV,
     chip,
     framework,
@@ -136,7 +134,7 @@ def report(print_rows: bool = False) -> None:
     """Every held-out figure's error (with print_rows), then the summaries; then the fresh set's, when there
     is one (bench/cross_instance.py runs it)."""
     summarise(rows(), print_rows)
-    for path in (FRESH_CSV, FRESH2_CSV, FRESH3_CSV, FRESH4_CSV):
+    for path in FRESH_CSVS:
         if path.exists():
             print(f"\n== fresh set ({path.name}), used in no fit or choice, predicted as shipped")
             summarise(fresh_rows(path), print_rows)

@@ -162,9 +162,9 @@ def build_case(row: dict, exclude_source: str | None = None) -> Case | str:
     gpus, nodes = int(row["gpus"]), int(row.get("nodes") or 1)
     per_node = gpus // nodes
     klass = CLASS_ALIASES.get(row["intra_node"], row["intra_node"])
-    intra = intra_curve(klass, exclude_source) if per_node > 1 else None
     if per_node > 1 and not row["intra_node"]:
         return "no class for the GPUs' links inside a machine"
+    intra = intra_curve(klass, exclude_source) if per_node > 1 else None
     if per_node > 1 and intra is None:
         return f"no all-reduce figure for {row['intra_node']}"
     if intra is not None:

@@ -48,7 +48,7 @@ class OptionPlanner:
         self._predictor: Predictor | str | None = None
         # each (instance, workers)'s base run, asked for once per node count: found once
         self._bases: dict[tuple[str, int], dict[str, Any] | None] = {}
-        self._runs: dict[str, dict[str, Any] | None] = {}  # base profiles' stored runs, read once
+        self._runs: dict[str, dict[str, Any]] = {}  # base profiles' stored runs ({} if gone), read once
 
     def add_instance_options(self, name: str, instance: dict[str, Any], max_instances: int) -> None:
         price, price_status = hourly_price(instance, name, self.job.pricing)
@@ -130,7 +130,7 @@ class OptionPlanner:
         if elsewhere is not None:
             stalls["cpu"], note = elsewhere
             notes.append(note)
-        elif stalls["cpu"] and not same_machine and self._run(base).get("loader_workers", 0) is None:
+        elif stalls["cpu"] and not same_machine and self._loader_workers_unknown(base):
             notes.append(
                 f"CPU stall as profiled on {base['instance']}: {base['run_id']}'s loader workers are "
                 "unknown, so it is not recomputed for this machine's vCPUs"
@@ -150,6 +150,11 @@ class OptionPlanner:
         if base["run_id"] not in self._runs:
             self._runs[base["run_id"]] = get_run(self.db_path, base["run_id"]) or {}
         return self._runs[base["run_id"]]
+
+    def _loader_workers_unknown(self, base: dict[str, Any]) -> bool:
+        """The base profile is stored but its loader workers are not (a script's runs that disagreed)."""
+        run = self._run(base)
+        return bool(run) and run.get("loader_workers") is None
 
     def _cpu_elsewhere(
         self, base: dict[str, Any], instance: dict[str, Any], workers: int, stalls: dict[str, float | None]
