@@ -162,6 +162,7 @@ class DatabaseLocked(UsageError):
 # configuration": this process holds it (e.g. another thread of a Streamlit server) with the other read_only
 # setting. The word "lock" alone, not "block": a corrupt file's message names the block it failed on.
 _LOCK_RE = re.compile(r"\block(ed)?\b|different configuration")
+_SAME_PROCESS_RE = re.compile(r"different configuration")
 _CORRUPT_RE = re.compile(r"corrupt|checksum|not a valid duckdb|invalid|magic|serializ", re.IGNORECASE)
 DUCKDB_MAGIC = b"DUCK"  # bytes 8..12 of every DuckDB database file
 
@@ -223,12 +224,12 @@ def _open_with_retry(path: Path, read_only: bool, timeout_s: float) -> duckdb.Du
             except duckdb.Error as exc:
                 if not _is_lock_conflict(exc):
                     raise _open_error(path, exc) from None
+                shared = _join_this_process(path, read_only, exc)
+                if shared is not None:
+                    return shared
                 remaining_s = deadline - time.monotonic()
                 if remaining_s <= 0:
-                    raise DatabaseLocked(
-                        f"database {path} is locked by another process{_holder(exc)} - gave up after "
-                        f"{timeout_s:g} s; try again when it has finished"
-                    ) from None
+                    raise DatabaseLocked(_locked_message(path, exc, timeout_s)) from None
                 if not read_only and announcement is None:
                     announcement = _announce_waiting_writer(path)
                 longest_s = _ANNOUNCED_WRITER_WAIT_S if announcement is not None else _LONGEST_WAIT_S
@@ -285,6 +286,31 @@ def _step_aside_for_waiting_writer(path: Path, deadline: float) -> None:
             return
     finally:
         os.close(fd)
+
+
+def _join_this_process(path: Path, read_only: bool, exc: duckdb.Error) -> duckdb.DuckDBPyConnection | None:
+    """A reader's connection to a file this process already holds open read-only under DuckDB's default
+    configuration (a `duckdb.connect(path, read_only=True)` of the user's, as docs/database.md shows):
+    DuckDB shares one database per file and process, so it refuses Stash's own configuration but takes the
+    default one. None when that is not the case (a writer, or the other connection writes)."""
+    if not read_only or not _SAME_PROCESS_RE.search(str(exc)):
+        return None
+    try:
+        return duckdb.connect(str(path), read_only=True)
+    except duckdb.Error:
+        return None
+
+
+def _locked_message(path: Path, exc: duckdb.Error, timeout_s: float) -> str:
+    if _SAME_PROCESS_RE.search(str(exc)):
+        return (
+            f"database {path} is open in this process with another mode (a duckdb connection of your own?) - "
+            f"gave up after {timeout_s:g} s; close that connection first"
+        )
+    return (
+        f"database {path} is locked by another process{_holder(exc)} - gave up after {timeout_s:g} s; try "
+        "again when it has finished"
+    )
 
 
 def _holder(exc: duckdb.Error) -> str:
