@@ -9,7 +9,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from stash_core.api.options import checked, database, names
+from stash_core.api.options import (
+    checked,
+    database,
+    instance_selection,
+    path_value,
+    required,
+    switch,
+    text_value,
+)
 from stash_core.api.results import Recommendation, SpotPlan
 from stash_core.errors import UsageError
 from stash_core.habits import TrainingJob
@@ -39,7 +47,7 @@ def recommend(
         input_shape: one sample, (C, H, W) or (sequence length,); default the model's.
         budget_hours: the time budget; max_usd: the cost limit (one of them at least).
         spot: price with spot instead of on-demand prices.
-        instances: catalog instances to consider (default all); max_instances: most of one type.
+        instances: "all" (the default) or catalog instance names; max_instances: most of one type.
         precision, memory_format, optimizer, optimizer_impl, attention: how the job trains (as predict()).
         db: the database (default $STASH_DB, else ./results.duckdb).
 
@@ -54,12 +62,12 @@ def recommend(
 
     shape = checked("input_shape", input_shape, parse_input_shape)
     answer = recommend_answer(
-        database(db), checked("model", model, identifier), checked("batch_size", batch_size, BATCH_SIZE),
-        checked("epochs", epochs, positive_real(1e6)),
-        checked("dataset_images", dataset_images, count(10**12)),
+        database(db), text_value("model", model, identifier), required("batch_size", batch_size, BATCH_SIZE),
+        required("epochs", epochs, positive_real(1e6)),
+        required("dataset_images", dataset_images, count(10**12)),
         budget_hours=checked("budget_hours", budget_hours, positive_real(1e6)),
-        max_usd=checked("max_usd", max_usd, positive_real(1e12)), spot=bool(spot),
-        instances=names("instances", instances, 1000), max_instances=checked("max_instances", max_instances,
+        max_usd=checked("max_usd", max_usd, positive_real(1e12)), spot=switch("spot", spot),
+        instances=instance_selection(instances, 1000), max_instances=required("max_instances", max_instances,
         count(64)), precision=precision, input_shape=tuple(shape) if shape else None,
         habits=TrainingJob(memory_format, optimizer, optimizer_impl, attention),
     )  # fmt: skip
@@ -98,21 +106,24 @@ def plan_spot(
     from stash_core.spot.inputs import build_offers, load_workload, parse_offers, ps_bandwidth_Bps
     from stash_core.spot.simulate import DEFAULT_RATE_PER_H, plan_risk
 
-    target_loss = checked("target_loss", target_loss, positive_real(1e6))
-    budget_s = checked("budget_s", budget_s, positive_real(YEAR_S))
-    pcie_Bps = checked("pcie_gbps", pcie_gbps, positive_real(1e5)) * GBPS
-    revocation_s = checked("revocation_s", revocation_s, NON_NEGATIVE_YEAR)
+    target_loss = required("target_loss", target_loss, positive_real(1e6))
+    budget_s = required("budget_s", budget_s, positive_real(YEAR_S))
+    pcie_Bps = required("pcie_gbps", pcie_gbps, positive_real(1e5)) * GBPS
+    revocation_s = required("revocation_s", revocation_s, NON_NEGATIVE_YEAR)
     rate = checked("rate_per_h", rate_per_h, Number(0, 3600.0, whole=False, what="a number >= 0"))
+    pricing = "on_demand" if switch("on_demand", on_demand) else "spot"
+    workload_path = path_value("workload", workload)
+    if workload_path is None:
+        raise UsageError("workload: a value is required, got None")
     try:
-        loaded, doc = load_workload(checked("workload", workload, Path))
+        loaded, doc = load_workload(workload_path)
     except (ValueError, TypeError, RecursionError) as error:  # numbers too long, nesting too deep, text
         raise UsageError(f"workload file {workload}: {error}") from None
     ps_Bps = ps_bandwidth_Bps(checked("ps_gbps", ps_gbps, positive_real(1e5)), doc)
-    pricing = "on_demand" if on_demand else "spot"
     offers = build_offers(database(db), parse_offers(_offers_text(instances)), doc, pricing)
     result = plan_spot_cluster(offers, loaded, target_loss, budget_s, ps_Bps=ps_Bps, pcie_Bps=pcie_Bps,
                                revocation_s=revocation_s)  # fmt: skip
-    rows = plan_table(result, checked("top", top, count(10_000)))
+    rows = plan_table(result, required("top", top, count(10_000)))
     fragile, risk = [], None
     if result.best is not None:
         links = (ps_Bps, pcie_Bps, revocation_s)

@@ -90,6 +90,47 @@ def checked(name: str, value: Any, rule: Callable[[str], Any]) -> Any:
         raise UsageError(f"{name}: {error}") from None
 
 
+def required(name: str, value: Any, rule: Callable[[str], Any]) -> Any:
+    """As `checked`, for an argument that has no "not given": None is refused like any bad value."""
+    if value is None:
+        raise UsageError(f"{name}: a value is required, got None")
+    return checked(name, value, rule)
+
+
+def text_value(name: str, value: Any, rule: Callable[[str], Any]) -> Any:
+    """As `required`, for an argument that is one text (a model's or a run's name): a list is refused rather
+    than joined with commas into a name that was never given."""
+    if not isinstance(value, str):
+        raise UsageError(f"{name}: expected a text, got {type(value).__name__} {value!r}"[:200])
+    return checked(name, value, rule)
+
+
+def switch(name: str, value: Any) -> bool:
+    """A yes/no argument: True or False only (bool("no") would be True)."""
+    if not isinstance(value, bool):
+        raise UsageError(f"{name}: expected True or False, got {value!r}"[:200])
+    return value
+
+
+def path_value(name: str, value: Any) -> Path | None:
+    """A file or folder argument as the command line takes it: `~` expanded (pathargs.expand_home), no
+    control character; None stays None."""
+    if value is None:
+        return None
+    if not isinstance(value, str | Path) or not str(value).strip():
+        raise UsageError(f"{name}: expected a path, got {value!r}"[:200])
+    if any(ord(char) < 32 or ord(char) == 127 for char in str(value)):
+        raise UsageError(f"{name}: a path may not hold control characters, got {str(value)!r}"[:200])
+    return expand_home(str(value))
+
+
+def instance_selection(value: list[str] | str | None, most: int) -> list[str] | None:
+    """None for every instance ("all", as the commands' default), else the names."""
+    if value is None or (isinstance(value, str) and value.strip().lower() == "all"):
+        return None
+    return names("instances", value, most)
+
+
 def choice(name: str, value: Any, allowed: tuple[str, ...]) -> Any:
     """`value` when it is one of `allowed` (or None), else UsageError naming the choices."""
     if value is not None and value not in allowed:
@@ -98,8 +139,9 @@ def choice(name: str, value: Any, allowed: tuple[str, ...]) -> Any:
 
 
 def names(name: str, value: Any, most: int) -> list[str] | None:
-    """A list of names (instances, GPUs): a list, or one comma-separated text as the command takes it; each
-    a name the command would take (spec_parse.identifier), at least one and at most `most`. None stays None."""
+    """A list of names (instances, GPUs): a list, or one comma-separated text as the command takes it;
+    each a name the command would take (spec_parse.identifier), at least one and at most `most`. None stays
+    None."""
     if value is None:
         return None
     parts = [part.strip() for part in value.split(",")] if isinstance(value, str) else value
@@ -125,9 +167,7 @@ def database(db: Path | str | None) -> Path:
     """The database an API call reads or writes: `db`, else $STASH_DB, else ./results.duckdb."""
     if db is None:
         return default_db()
-    if not isinstance(db, str | Path) or not str(db).strip():
-        raise UsageError(f"db: expected a path, got {db!r}")
-    return expand_home(str(db))
+    return path_value("db", db) or default_db()
 
 
 def _option_argv(name: str, option: Option, value: Any) -> list[str]:

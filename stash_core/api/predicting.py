@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from stash_core.api.options import checked, database, names
+from stash_core.api.options import checked, database, instance_selection, names, required, text_value
 from stash_core.api.results import Predictions
 from stash_core.errors import UsageError
 from stash_core.habits import TrainingJob
@@ -66,14 +66,14 @@ def predict(
     if (model is None) == (script_run is None):
         raise UsageError("predict: give one of model and script_run")
     common = {
-        "instances": _instance_selection(instances),
+        "instances": instance_selection(instances, MAX_INSTANCE_NAMES),
         "workers_per_instance": checked("workers_per_instance", workers_per_instance, count(1024)),
-        "max_instances": checked("max_instances", max_instances, count(64)),
+        "max_instances": required("max_instances", max_instances, count(64)),
         "precision": precision,
     }
     db_path = database(db)
     if script_run is not None:
-        script_run = checked("script_run", script_run, identifier)
+        script_run = text_value("script_run", script_run, identifier)
         if batch_size is not None or input_shape is not None:
             raise UsageError(
                 "--batch-size and --input-shape come from the run with --script-run; leave them out"
@@ -84,7 +84,7 @@ def predict(
             raise UsageError("--gpu selects catalog instances for --model; with --script-run use --instances")
         answer = predict_script_run(db_path, script_run, **common)
     else:
-        model = checked("model", model, identifier)
+        model = text_value("model", model, identifier)
         batch_size = checked("batch_size", batch_size, BATCH_SIZE)
         if batch_size is None:
             raise UsageError("--batch-size is required with --model")
@@ -100,10 +100,3 @@ def predict(
         request=answer.request, frame=answer.frame, not_predictable=answer.not_predictable,
         expected_errors=answer.expected_errors, answer=answer,
     )  # fmt: skip
-
-
-def _instance_selection(value: list[str] | str | None) -> list[str] | None:
-    """None for every instance ("all", as the command's default), else the names."""
-    if value is None or (isinstance(value, str) and value.strip().lower() == "all"):
-        return None
-    return names("instances", value, MAX_INSTANCE_NAMES)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from stash_core.api.options import checked, choice, database
+from stash_core.api.options import checked, choice, database, path_value, required, switch
 from stash_core.api.results import Schedule
 from stash_core.errors import UsageError
 from stash_core.pathargs import refuse_overwrite
@@ -83,30 +83,34 @@ def simulate_schedule(
     if tuning != "given" and (delay_s is not None or scale is not None):
         raise UsageError("--delay-s and --scale set the timers: use them with --tuning given")
     fraction_rule = Number(0, 1, whole=False, low_open=True, high_open=True, what="a fraction from 0 to 1")
-    fraction = checked("tune_fraction", tune_fraction, fraction_rule)
+    fraction = required("tune_fraction", tune_fraction, fraction_rule)
     fabric = _fabric(node_gbps, uplink_gbps, oversubscription, reference_gbps, shape)
-    db_path, out_dir = database(db), checked("out", out, Path)
-    jobs_csv = checked("jobs_csv", jobs_csv, Path)
-    trace_path = checked("trace", trace, Path)
+    db_path, out_dir = database(db), path_value("out", out)
+    if out_dir is None:
+        raise UsageError("out: a value is required, got None")
+    jobs_csv = path_value("jobs_csv", jobs_csv)
+    trace_path = path_value("trace", trace)
+    no_store = switch("no_store", no_store)
     _refuse_overwrites(out_dir, jobs_csv, db_path, trace_path)
     check_outputs(out_dir, jobs_csv, db_path, store=not no_store)  # before any work
     jobs, source, trace_format = _jobs(trace_path, synthetic_jobs, trace_format, generator, arrivals, seed,
                                        mean_gap_s, db_path)  # fmt: skip
     most = checked("max_jobs", max_jobs, count(10**9))
     if most is not None and len(jobs) > most:
-        raise UsageError(f"the trace has {len(jobs):,} jobs; at most {most:,} are simulated here (`stash schedule` "
-                         "takes more)")  # fmt: skip
+        raise UsageError(f"the trace has {len(jobs):,} jobs; at most {most:,} are simulated here "
+                         "(`stash schedule` takes more)")  # fmt: skip
     delay_s, scale = checked("delay_s", delay_s, NON_NEGATIVE_YEAR), checked("scale", scale, NON_NEGATIVE)
     given = {"delay_s": defaults.DELAY_S if delay_s is None else delay_s,
              "scale": defaults.SCALE if scale is None else scale}  # fmt: skip
-    bases = [Policy(name, checkpoint_s=checked("checkpoint_s", checkpoint_s, NON_NEGATIVE_YEAR),
-                    min_run_s=checked("min_run_s", min_run_s, NON_NEGATIVE_YEAR),
-                    max_preemptions=int(checked("max_preemptions", max_preemptions,
-                                                Number(0, 1000, what="an integer from 0 to 1000"))),
+    bases = [Policy(name, checkpoint_s=required("checkpoint_s", checkpoint_s, NON_NEGATIVE_YEAR),
+                    min_run_s=required("min_run_s", min_run_s, NON_NEGATIVE_YEAR),
+                    max_preemptions=int(required("max_preemptions", max_preemptions,
+                                                 Number(0, 1000, what="an integer from 0 to 1000"))),
                     las_limits_gpu_s=las_limits_s(las_limits_gpu_h),
-                    starve_factor=checked("starve_factor", starve_factor, NON_NEGATIVE), **given)
+                    starve_factor=required("starve_factor", starve_factor, NON_NEGATIVE), **given)
              for name in chosen]  # fmt: skip
-    uplink_factor = checked("uplink_factor", uplink_factor, Number(1, 1000, whole=False, what="a number >= 1"))
+    at_least_one = Number(1, 1000, whole=False, what="a number >= 1")
+    uplink_factor = required("uplink_factor", uplink_factor, at_least_one)
     doc, outcomes = run_simulation(
         jobs, shape, bases, tuning=tuning, fraction=fraction, uplink_factor=uplink_factor, fabric=fabric,
         trace=trace_label or source, trace_format=trace_format,
@@ -121,6 +125,8 @@ def simulate_schedule(
 def cluster_shape(value: tuple[int, int, int] | str) -> tuple[int, int, int]:
     """(switches, nodes per switch, GPUs per node) of (2, 4, 8) or "2x4x8": positive, at most a million GPUs
     in all."""
+    if not isinstance(value, str | tuple | list):
+        raise UsageError(f"cluster: {value!r}: give SWITCHESxNODESxGPUS, e.g. 2x4x8 or (2, 4, 8)"[:200])
     text = value if isinstance(value, str) else "x".join(str(part) for part in value)
     match = re.fullmatch(r"\s*(\d{1,7})\s*x\s*(\d{1,7})\s*x\s*(\d{1,7})\s*", text or "")
     if not match or min(int(part) for part in match.groups()) < 1:
@@ -163,7 +169,7 @@ def _jobs(
     arrivals = arrivals or defaults.ARRIVALS
     choice("arrivals", arrivals, defaults.ARRIVAL_KINDS)
     gap_s = checked("mean_gap_s", mean_gap_s, positive_real(YEAR_S)) or defaults.MEAN_GAP_S
-    seed = checked("seed", seed, Number(0, 2**31 - 1, what="an integer >= 0"))
+    seed = required("seed", seed, Number(0, 2**31 - 1, what="an integer >= 0"))
     if choice("generator", generator, ("basic", "philly")) == "philly":
         frame = philly_like_trace(jobs_count, seed, gap_s, arrivals)
     else:
@@ -181,7 +187,7 @@ def _fabric(node_gbps: float | None, uplink_gbps: float | None, oversubscription
     node_gbps = checked("node_gbps", node_gbps, positive_real(1e6))
     uplink_gbps = checked("uplink_gbps", uplink_gbps, positive_real(1e6))
     ratio = checked("oversubscription", oversubscription, positive_real(1e6))
-    reference = checked("reference_gbps", reference_gbps, positive_real(1e6)) or defaults.REFERENCE
+    reference = required("reference_gbps", reference_gbps, positive_real(1e6))
     if node_gbps is None:
         if uplink_gbps is not None or ratio is not None:
             raise UsageError("--uplink-gbps and --oversubscription need --node-gbps")
@@ -230,4 +236,6 @@ def chosen_policies(value: list[str] | str | None, known: tuple[str, ...]) -> li
 
 
 def _split(value: list[str] | str) -> list[str]:
+    if not isinstance(value, str | tuple | list):
+        raise UsageError(f"policies: expected a list of policy names, got {value!r}"[:200])
     return value.split(",") if isinstance(value, str) else [str(name) for name in value]
