@@ -76,6 +76,27 @@ def expand_home(text: str) -> Path:
     return path
 
 
+def path_argument(name: str, value: object) -> Path | None:
+    """A file or folder given from Python (the API, the store's functions) as the command line would take
+    it: `~` expanded (expand_home), no control character; UsageError "name: reason" for another type, an
+    empty text or a control character (a NUL byte included). None stays None."""
+    if value is None:
+        return None
+    if not isinstance(value, str | Path) or not str(value).strip():
+        raise UsageError(f"{name}: expected a path, got {value!r}"[:200])
+    if any(ord(char) < 32 or ord(char) == 127 for char in str(value)):
+        raise UsageError(f"{name}: a path may not hold control characters, got {str(value)!r}"[:200])
+    return expand_home(str(value))
+
+
+def required_path(name: str, value: object) -> Path:
+    """As path_argument, for a path that must be given."""
+    path = path_argument(name, value)
+    if path is None:
+        raise UsageError(f"{name}: a value is required, got None")
+    return path
+
+
 def default_db_text() -> str:
     """The database when none is named, as text (the dashboard's setting shows it as given): $STASH_DB, else
     results.duckdb. UsageError for a STASH_DB of only spaces or with control characters."""

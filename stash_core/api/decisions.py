@@ -13,8 +13,8 @@ from stash_core.api.options import (
     checked,
     database,
     instance_selection,
-    path_value,
     required,
+    required_path_value,
     switch,
     text_value,
 )
@@ -112,9 +112,7 @@ def plan_spot(
     revocation_s = required("revocation_s", revocation_s, NON_NEGATIVE_YEAR)
     rate = checked("rate_per_h", rate_per_h, Number(0, 3600.0, whole=False, what="a number >= 0"))
     pricing = "on_demand" if switch("on_demand", on_demand) else "spot"
-    workload_path = path_value("workload", workload)
-    if workload_path is None:
-        raise UsageError("workload: a value is required, got None")
+    workload_path = required_path_value("workload", workload)
     try:
         loaded, doc = load_workload(workload_path)
     except (ValueError, TypeError, RecursionError) as error:  # numbers too long, nesting too deep, text

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from stash_core.errors import UsageError
-from stash_core.pathargs import check_outputs, default_db, expand_home
+from stash_core.pathargs import check_outputs, default_db, path_argument, required_path
 from stash_core.spec import OPTIONS, Option, ProfileSpec, add_profile_arguments, default_of
 from stash_core.spec_parse import identifier
 
@@ -113,15 +113,13 @@ def switch(name: str, value: Any) -> bool:
 
 
 def path_value(name: str, value: Any) -> Path | None:
-    """A file or folder argument as the command line takes it: `~` expanded (pathargs.expand_home), no
-    control character; None stays None."""
-    if value is None:
-        return None
-    if not isinstance(value, str | Path) or not str(value).strip():
-        raise UsageError(f"{name}: expected a path, got {value!r}"[:200])
-    if any(ord(char) < 32 or ord(char) == 127 for char in str(value)):
-        raise UsageError(f"{name}: a path may not hold control characters, got {str(value)!r}"[:200])
-    return expand_home(str(value))
+    """A file or folder argument as the command line takes it (pathargs.path_argument); None stays None."""
+    return path_argument(name, value)
+
+
+def required_path_value(name: str, value: Any) -> Path:
+    """As path_value, for a path that must be given."""
+    return required_path(name, value)
 
 
 def instance_selection(value: list[str] | str | None, most: int) -> list[str] | None:

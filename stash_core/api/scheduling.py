@@ -10,7 +10,15 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from stash_core.api.options import checked, choice, database, path_value, required, switch
+from stash_core.api.options import (
+    checked,
+    choice,
+    database,
+    path_value,
+    required,
+    required_path_value,
+    switch,
+)
 from stash_core.api.results import Schedule
 from stash_core.errors import UsageError
 from stash_core.pathargs import refuse_overwrite
@@ -85,9 +93,7 @@ def simulate_schedule(
     fraction_rule = Number(0, 1, whole=False, low_open=True, high_open=True, what="a fraction from 0 to 1")
     fraction = required("tune_fraction", tune_fraction, fraction_rule)
     fabric = _fabric(node_gbps, uplink_gbps, oversubscription, reference_gbps, shape)
-    db_path, out_dir = database(db), path_value("out", out)
-    if out_dir is None:
-        raise UsageError("out: a value is required, got None")
+    db_path, out_dir = database(db), required_path_value("out", out)
     jobs_csv = path_value("jobs_csv", jobs_csv)
     trace_path = path_value("trace", trace)
     no_store = switch("no_store", no_store)

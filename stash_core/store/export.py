@@ -10,6 +10,7 @@ from pathlib import Path
 import duckdb
 
 from stash_core.errors import UsageError
+from stash_core.pathargs import required_path
 from stash_core.store.connection import connect
 from stash_core.terminal import FORMULA_LEADS
 
@@ -44,8 +45,8 @@ def export(db_path: Path | str, fmt: str, out_dir: Path | str) -> list[Path]:
     if fmt not in EXPORT_FORMATS:
         raise UsageError(f"unknown export format {fmt!r}; choose one of {', '.join(EXPORT_FORMATS)}")
     suffix, options = EXPORT_FORMATS[fmt]
-    out_dir = Path(out_dir)
-    _refuse_replacing_the_database(Path(db_path), out_dir, suffix)
+    db_path, out_dir = required_path("db_path", db_path), required_path("out_dir", out_dir)
+    _refuse_replacing_the_database(db_path, out_dir, suffix)
     created = not out_dir.exists()  # removed again when nothing is exported (a database refused)
     try:
         out_dir.mkdir(parents=True, exist_ok=True)

@@ -19,6 +19,7 @@ import pandas as pd
 import pyarrow as pa
 
 from stash_core.errors import StashError, UsageError
+from stash_core.pathargs import required_path
 from stash_core.results.file import PROBE_KIND, ResultDocument, load_document, upgrade_result
 from stash_core.store.connection import connect
 from stash_core.store.ingest_rows import PreparedRun, prepare_probe, prepare_run
@@ -52,8 +53,11 @@ def ingest_files(db_path: Path | str, paths: list[Path] | list[str]) -> list[tup
     per file made a folder of runs slow to store); ingesting the same files again inserts nothing, and a
     run_id stored with different content is refused.
     """
+    db_path = required_path("db_path", db_path)
+    if isinstance(paths, str | Path) or not isinstance(paths, list | tuple):
+        raise UsageError(f"paths: expected a list of result files, got {paths!r}"[:200])
     prepared: list[tuple[Path, PreparedRun | tuple[str, pd.DataFrame]]] = []
-    for path in map(Path, paths):
+    for path in [required_path("paths", item) for item in paths]:
         doc = load_document(path)
         try:
             item = (

@@ -65,3 +65,15 @@ def test_a_trace_over_the_job_limit_is_refused(tmp_path):
 def test_bad_options_are_one_line(tmp_path, options, message):
     with pytest.raises(UsageError, match=message):
         stash.simulate_schedule(synthetic_jobs=5, no_store=True, out=tmp_path / "r", **options)
+
+
+def test_home_folder_paths_are_expanded_as_the_command_line_expands_them(tmp_path, monkeypatch):
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(tmp_path)
+    schedule = stash.simulate_schedule(synthetic_jobs=5, policies="fifo", out="~/sim", jobs_csv="~/jobs.csv",
+                                       db="~/h.duckdb")  # fmt: skip
+    assert schedule.result_file.parent == home / "sim" and schedule.result_file.is_file()
+    assert (home / "jobs.csv").is_file() and (home / "h.duckdb").is_file()
+    assert not (tmp_path / "~").exists()
