@@ -91,7 +91,9 @@ class Predictor:
         )
         self._compute: dict[tuple[str, bool, bool], ComputeTime] = {}
 
-    def compute(self, accelerator: Accelerator, ratios: bool = False, as_profiled: bool = False) -> ComputeTime:
+    def compute(
+        self, accelerator: Accelerator, ratios: bool = False, as_profiled: bool = False
+    ) -> ComputeTime:
         """The step model's compute time of the job on one GPU (cached per accelerator), with the parameters
         fitted to ratios between GPUs where it is one side of a ratio; as_profiled: of the job as `stash
         profile` runs it (the zoo's habits), the other side of a ratio from a profile."""
@@ -117,7 +119,9 @@ class Predictor:
         if accelerator is None:
             what = instance.get("accelerator") or "no accelerator"
             return f"{name}: not predictable - {what} has no entry in the accelerator table"
-        memory = memory_check(self.cost, accelerator, self.precision)
+        memory = memory_check(
+            self.cost, accelerator, self.precision, self.job.optimizer or self.default_optimizer
+        )
         if not memory.fits:
             return f"{name}: does not fit - {memory.note}"
         compute = self.compute(accelerator)

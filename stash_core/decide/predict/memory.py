@@ -1,8 +1,9 @@
 """Does one training step fit the accelerator's memory: weights, gradients, optimizer state, activations.
 
 FP32 weights and gradients (4 bytes each per parameter; mixed precision keeps FP32 master weights and
-gradients too), SGD momentum as Stash's worker trains (4 more; Adam would need 8), and the activations
-autograd saves for backward at the batch size (halved under mixed precision). The CUDA context and the
+gradients too), the optimizer's state (SGD's momentum 4 bytes a parameter, RMSprop's mean square 4, AdamW's
+two moments 8), and the activations autograd saves for backward at the batch size (halved under mixed
+precision). The CUDA context and the
 allocator's fragmentation come on top and are not modelled, so a verdict near the limit is marked.
 """
 
@@ -15,7 +16,11 @@ from stash_core.decide.predict.step_cost import StepCost
 
 GB = 1e9
 NEAR_LIMIT = 0.9  # above this share of the memory: fits on paper, but context and fragmentation may not
-WEIGHT_BYTES = GRADIENT_BYTES = MOMENTUM_BYTES = 4  # per parameter, FP32
+WEIGHT_BYTES = GRADIENT_BYTES = 4  # per parameter, FP32
+# The optimizer's FP32 state per parameter: PyTorch's SGD with momentum keeps one buffer, RMSprop (without
+# momentum) its mean square, AdamW its two moments.
+STATE_BYTES = {"sgd": 4, "rmsprop": 4, "adamw": 8}
+STATE_NAMES = {"sgd": "momentum", "rmsprop": "mean square", "adamw": "two moments"}
 
 
 @dataclass(frozen=True)
@@ -24,21 +29,28 @@ class MemoryCheck:
     available_gb: float
     fits: bool
     note: str
-    weights_gb: float = 0.0  # each of weights, gradients and momentum (the same FP32 size)
+    weights_gb: float = 0.0  # each of weights and gradients (the same FP32 size)
     activations_gb: float = 0.0
+    optimizer_gb: float = 0.0  # the optimizer's state
 
 
-def memory_check(cost: StepCost, accelerator: Accelerator, precision: str) -> MemoryCheck:
-    """Whether `cost`'s step fits one `accelerator` in `precision`, with the reason when it does not."""
+def memory_check(
+    cost: StepCost, accelerator: Accelerator, precision: str, optimizer: str = "sgd"
+) -> MemoryCheck:
+    """Whether `cost`'s step fits one `accelerator` in `precision` trained with `optimizer` (sgd, adamw,
+    rmsprop), with the reason when it does not."""
+    if optimizer not in STATE_BYTES:
+        raise ValueError(f"no optimizer state known for {optimizer!r}")
     weights_gb = cost.param_count * WEIGHT_BYTES / GB
-    state_gb = cost.param_count * (WEIGHT_BYTES + GRADIENT_BYTES + MOMENTUM_BYTES) / GB
+    optimizer_gb = cost.param_count * STATE_BYTES[optimizer] / GB
+    state_gb = cost.param_count * (WEIGHT_BYTES + GRADIENT_BYTES) / GB + optimizer_gb
     activations_gb = cost.activation_bytes * (0.5 if precision == "amp" else 1.0) / GB
     needed = state_gb + activations_gb
     available = accelerator.memory_gb
     if needed > available:
         parts = (
-            f"weights {weights_gb:.1f} + gradients {weights_gb:.1f} + momentum {weights_gb:.1f} "
-            f"+ activations {activations_gb:.1f}"
+            f"weights {weights_gb:.1f} + gradients {weights_gb:.1f} + {optimizer} {STATE_NAMES[optimizer]} "
+            f"{optimizer_gb:.1f} + activations {activations_gb:.1f}"
         )
         if state_gb > available:
             why = "the model alone does not fit, whatever the batch"
@@ -48,7 +60,7 @@ def memory_check(cost: StepCost, accelerator: Accelerator, precision: str) -> Me
             f"batch {cost.batch_size} in {precision} needs {needed:.1f} GB ({parts}) but {accelerator.name} "
             f"has {available:g} GB: {why}"
         )
-        return MemoryCheck(needed, available, False, note, weights_gb, activations_gb)
+        return MemoryCheck(needed, available, False, note, weights_gb, activations_gb, optimizer_gb)
     near = needed > NEAR_LIMIT * available
     note = f"needs {needed:.1f} of {available:g} GB: near the limit" if near else ""
-    return MemoryCheck(needed, available, True, note, weights_gb, activations_gb)
+    return MemoryCheck(needed, available, True, note, weights_gb, activations_gb, optimizer_gb)

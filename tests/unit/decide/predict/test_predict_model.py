@@ -182,6 +182,20 @@ def test_roofline_is_faster_on_a_faster_gpu_and_memory_check_refuses():
     assert memory_check(step_cost("resnet50", 64), T4, "fp32").fits
 
 
+def test_the_memory_check_counts_the_optimizers_state():
+    cost = step_cost("resnet50", 64)
+    sgd, adamw = memory_check(cost, T4, "fp32", "sgd"), memory_check(cost, T4, "fp32", "adamw")
+    assert adamw.optimizer_gb == pytest.approx(2 * sgd.optimizer_gb)
+    assert adamw.needed_gb - sgd.needed_gb == pytest.approx(cost.param_count * 4 / 1e9)
+    assert memory_check(cost, T4, "fp32", "rmsprop").needed_gb == pytest.approx(sgd.needed_gb)
+    # a step that fits with SGD's one buffer but not with AdamW's two moments
+    budget_gb = (sgd.needed_gb + adamw.needed_gb) / 2
+    tight = replace(T4, memory_gb=budget_gb)
+    assert memory_check(cost, tight, "fp32", "sgd").fits
+    refused = memory_check(cost, tight, "fp32", "adamw")
+    assert not refused.fits and "adamw two moments" in refused.note
+
+
 def test_more_workers_per_instance_than_gpus_is_a_reason_not_a_silent_cap(tmp_path):
     from stash_core.decide.predict import predict_instances
 
