@@ -25,6 +25,10 @@ def unsafe_character(text: str) -> str | None:
     return f"U+{ord(match.group()):04X}" if match else None
 
 
+# Every character `printable` escapes (for writers that cannot call it per cell: the DuckDB CSV export).
+ESCAPED_CHARACTERS = tuple(chr(code) for code in range(0x2070) if _CONTROL.match(chr(code)))
+
+
 def printable(text: str) -> str:
     """`text` with every control character written as \\xNN or \\uNNNN (newlines and tabs kept)."""
     return _CONTROL.sub(lambda match: match.group().encode("unicode_escape").decode("ascii"), text)

@@ -75,8 +75,15 @@ def load_result(path: Path | str) -> Result:
 
     if not isinstance(path, str | Path) or not str(path).strip():
         raise UsageError(f"path: expected a result file's path, got {path!r}")
+    from stash_core.store.ingest_rows import prepare_run
+
     path = expand_home(str(path))
-    return Result.from_document(load_document(path), result_file=path)
+    doc = load_document(path)
+    try:
+        prepare_run(doc, str(path))  # every value checked as ingest checks it; nothing is stored
+    except UsageError as exc:
+        raise UsageError(f"{path}: {exc}") from None
+    return Result.from_document(doc, result_file=path)
 
 
 def _existing(db_path: Path) -> Path:

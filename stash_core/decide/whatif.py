@@ -50,8 +50,10 @@ def whatif(db_path: Path | str, run_id: str, target_share: float = DEFAULT_TARGE
     run = get_run(db_path, run_id)
     if run is None:
         raise UsageError(f"no run {run_id!r} in {db_path}")
-    if run.get("status") != "completed" or run.get("iteration_s") is None:
+    if run.get("status") != "completed":
         raise UsageError(f"run {run['run_id']} did not complete ({run.get('status')}): nothing to ask of it")
+    if run.get("iteration_s") is None:
+        raise UsageError(f"run {run['run_id']} has no iteration time: nothing to ask of it")
     phases, times = _phase_times(run)
     stalls = {stall["stall"]: stall for stall in run["stalls"]}
     telemetry = None

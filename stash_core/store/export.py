@@ -12,7 +12,7 @@ import duckdb
 from stash_core.errors import UsageError
 from stash_core.pathargs import required_path
 from stash_core.store.connection import connect
-from stash_core.terminal import FORMULA_LEADS
+from stash_core.terminal import ESCAPED_CHARACTERS, FORMULA_LEADS, printable
 
 # DuckDB COPY options per format. JSON is newline-delimited (one object per line, "JSON Lines"), which
 # streams and appends well; read it with pandas.read_json(path, lines=True) or DuckDB read_json.
@@ -118,18 +118,31 @@ def _refuse_replacing_the_database(db_path: Path, out_dir: Path, suffix: str) ->
 
 
 def _csv_safe_columns(con: duckdb.DuckDBPyConnection, name: str) -> str:
-    """The select list of `name` for a CSV: every text column's formula-leading cells quoted
-    (cells.FORMULA_LEADS, as every CSV Stash writes)."""
+    """The select list of `name` for a CSV: in every text column, control characters written as \\xNN
+    (terminal.printable: an error text holding a terminal escape stays text when the CSV is printed), then
+    formula-leading cells quoted (cells.FORMULA_LEADS, as every CSV Stash writes)."""
     leads = "".join(FORMULA_LEADS)
     parts = []
     for column, kind, *_ in con.execute(f"DESCRIBE SELECT * FROM {name}").fetchall():
         quoted = '"' + column.replace('"', '""') + '"'
         if kind == "VARCHAR":
-            first = f"left({quoted}, 1)"
+            cell = _visible_controls(quoted)
+            first = f"left({cell}, 1)"
             parts.append(
                 f"CASE WHEN {first} <> '' AND strpos('{leads}', {first}) > 0 "
-                f"THEN chr(39) || {quoted} ELSE {quoted} END AS {quoted}"
+                f"THEN chr(39) || {cell} ELSE {cell} END AS {quoted}"
             )
         else:
             parts.append(quoted)
     return ", ".join(parts)
+
+
+def _visible_controls(column: str) -> str:
+    """SQL of `column` with each of terminal.ESCAPED_CHARACTERS replaced by its printable escape; the
+    replacements run only on the cells that hold one."""
+    escaped = column
+    for char in ESCAPED_CHARACTERS:
+        visible = printable(char).replace("'", "''")
+        escaped = f"replace({escaped}, chr({ord(char)}), '{visible}')"
+    pattern = "".join(f"\\x{{{ord(char):x}}}" for char in ESCAPED_CHARACTERS)
+    return f"(CASE WHEN regexp_matches({column}, '[{pattern}]') THEN {escaped} ELSE {column} END)"

@@ -82,14 +82,16 @@ def prepare_run(doc: ResultDocument, source_file: str | None) -> PreparedRun:
         series = telemetry_table(phase)
         if series is not None:
             telemetry.append((phase["name"], series))
-    stalls = (doc.get("breakdown") or {}).get("stalls") or {}
+    breakdown = doc.get("breakdown") or {}
+    stalls = breakdown.get("stalls") or {}
+    iteration_s = run_row["iteration_s"]
     return PreparedRun(
         run_id=run_id,
         run_row=run_row,
         model_row=model_row,
         phases=typed_frame(phase_rows, _PHASE_COLUMNS),
         stalls=typed_frame(
-            [_stall_row(run_id, stall, entry) for stall, entry in stalls.items()], _STALL_COLUMNS
+            [_stall_row(run_id, stall, entry, iteration_s) for stall, entry in stalls.items()], _STALL_COLUMNS
         ),
         iterations=iterations,
         telemetry=telemetry,
@@ -160,6 +162,9 @@ def _remainder_columns(breakdown: dict[str, Any]) -> dict[str, float | None]:
     (analysis.stalls.remainder_of), so that a file written before the remainder existed, or one whose
     figures no longer add up, is stored with the remainder that closes the breakdown. NULL without an
     iteration time."""
+    for stall, entry in (breakdown.get("stalls") or {}).items():  # a bad stall named before their sum
+        if isinstance(entry, dict):
+            number(entry.get("seconds"), f"stall {stall} seconds")
     remainder = remainder_of(breakdown) if breakdown else None
     if remainder is None:
         return {"unattributed_s": None, "unattributed_ci95_s": None}
@@ -195,15 +200,22 @@ def _phase_row(run_id: str, index: int, phase: dict[str, Any]) -> dict[str, Any]
     return row
 
 
-def _stall_row(run_id: str, stall: str, entry: dict[str, Any]) -> dict[str, Any]:
+def _stall_row(run_id: str, stall: str, entry: dict[str, Any], iteration_s: float | None) -> dict[str, Any]:
+    """A stall's row; its share is its seconds over the run's iteration time wherever both are known (the
+    file's own share otherwise), so that the stored shares and seconds never disagree."""
     seconds = number(entry.get("seconds"), f"stall {stall} seconds")
     status = text(entry.get("status")) or ("measured" if seconds is not None else "not_measured")
+    share = number(entry.get("share"), f"stall {stall} share")
+    if seconds is not None and iteration_s:
+        share = seconds / iteration_s
+    elif seconds is None:
+        share = None  # no share of an unknown stall
     return {
         "run_id": run_id,
         "stall": stall,
         "seconds": seconds,
         "ci95_s": number(entry.get("ci95_s"), f"stall {stall} ci95_s"),
-        "share": number(entry.get("share"), f"stall {stall} share"),
+        "share": share,
         "epoch_s": number(entry.get("epoch_s"), f"stall {stall} epoch_s"),
         "status": status,
         "note": text(entry.get("note")),

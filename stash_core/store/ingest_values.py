@@ -44,8 +44,13 @@ def integer(value: Any, what: str, high: int = INT32_MAX) -> int | None:
     return value
 
 
+# Beyond any figure a profile measures (seconds, shares, bytes a second): a larger one is a broken file, and
+# its sums (a breakdown's remainder, a share) would overflow to an infinity that no JSON export can hold.
+LARGEST_NUMBER = 1e15
+
+
 def number(value: Any, what: str) -> float | None:
-    """A finite float; NaN (unknown) is None; an infinity is refused."""
+    """A finite float of magnitude at most LARGEST_NUMBER; NaN (unknown) is None; an infinity is refused."""
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -54,8 +59,8 @@ def number(value: Any, what: str) -> float | None:
         result = float(value)
     except OverflowError:
         raise UsageError(f"result file: {what} is a number too large to store") from None
-    if np.isinf(result):
-        raise UsageError(f"result file: {what} is a number too large to store")
+    if np.isinf(result) or abs(result) > LARGEST_NUMBER:
+        raise UsageError(f"result file: {what} is a number too large to store ({value!r})"[:200])
     return None if np.isnan(result) else result
 
 

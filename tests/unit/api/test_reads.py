@@ -64,3 +64,12 @@ def test_what_cannot_be_read_is_a_usage_error(stored, tmp_path):
         stash.load_result(tmp_path / "bad.json")
     with pytest.raises(stash.UsageError, match="run_id: expected a run id"):
         stash.breakdown("", db)
+
+
+@pytest.mark.parametrize(("where", "value"), [("batch_size", "8"), ("batch_size", 8.5), ("batch_size", -8)])
+def test_load_result_refuses_what_ingest_refuses(stored, tmp_path, where, value):
+    _, _, done, _ = stored
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps({**done, "spec": {**done["spec"], where: value}}))
+    with pytest.raises(stash.UsageError, match=f"spec.{where} must be an integer"):
+        stash.load_result(path)

@@ -109,6 +109,11 @@ def test_unmeasured_and_single_machine_answers(tmp_path):
         whatif(db, failed)
     with pytest.raises(UsageError, match="no run"):
         whatif(db, "missing")
+    unknown = result_doc(run_id="no-iteration-time")
+    unknown["breakdown"]["iteration_s"] = float("nan")  # a file's "unknown"
+    ingest_result(db, unknown)
+    with pytest.raises(UsageError, match="has no iteration time: nothing to ask of it"):
+        whatif(db, "no-iteration-time")
 
 
 @pytest.mark.quiet

@@ -64,3 +64,19 @@ def test_failed_export_leaves_nothing(populated, tmp_path, monkeypatch) -> None:
     with pytest.raises(UsageError, match="cannot export no_such_table"):
         store.export(populated, "csv", out_dir)
     assert not out_dir.exists()  # the folder it made is removed again
+
+
+def test_csv_export_writes_control_characters_as_text_and_quotes_formulas(result_doc, tmp_path) -> None:
+    db = tmp_path / "results.duckdb"
+    hostile = "\x1b[2J\x1b]0;title\x07 boom\r\u202e\x9b =x"
+    for run_id, error in (("hostile", hostile), ("formula", '=HYPERLINK("http://x")')):
+        store.ingest_result(db, {**result_doc(run_id=run_id, status="failed"), "error": error})
+    store.export(db, "csv", tmp_path / "out")
+    text = (tmp_path / "out" / "runs.csv").read_text()
+    assert not any(char in text for char in "\x1b\x07\r\u202e\x9b")
+    assert "\\x1b[2J\\x1b]0;title\\x07 boom\\r\\u202e\\x9b =x" in text
+    assert "'=HYPERLINK" in text
+    with duckdb.connect() as con:  # the cells still read back as one row each
+        query = f"SELECT run_id, error FROM read_csv('{tmp_path / 'out' / 'runs.csv'}')"
+        errors = dict(con.execute(query).fetchall())
+    assert errors["formula"].startswith("'=") and errors["hostile"].startswith("\\x1b[2J")

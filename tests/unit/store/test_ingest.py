@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import duckdb
 import pandas as pd
 import pytest
 
@@ -306,3 +307,21 @@ def test_a_scripts_loader_workers_are_stored_only_where_its_runs_recorded_them(d
     store.ingest_result(db_path, plain)
     given = plain["spec"]["loader_workers"]
     assert given is not None and store.get_run(db_path, "zoo-model")["loader_workers"] == given
+
+
+def test_an_impossible_number_is_refused_and_shares_follow_the_seconds(db_path, result_doc):
+    doc = result_doc(run_id="huge")
+    doc["breakdown"]["stalls"]["cpu"]["seconds"] = 1e308
+    with pytest.raises(UsageError, match="stall cpu seconds is a number too large to store"):
+        store.ingest_result(db_path, doc)
+    assert not db_path.exists()
+    doc = result_doc(run_id="wrong-share")
+    doc["breakdown"]["stalls"]["compute"]["share"] = 0.9  # the file's share disagrees with its seconds
+    store.ingest_result(db_path, doc)
+    with duckdb.connect(str(db_path), read_only=True) as con:
+        row = con.execute(
+            "SELECT compute_s / iteration_s, compute_share, compute_share + coalesce(interconnect_share, 0)"
+            " + coalesce(network_share, 0) + coalesce(cpu_share, 0) + coalesce(disk_share, 0)"
+            " + unattributed_share FROM stall_breakdown"
+        ).fetchall()[0]
+    assert row[1] == pytest.approx(row[0]) and row[2] == pytest.approx(1.0)
