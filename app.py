@@ -14,7 +14,9 @@ st.set_page_config(page_title="Stash", page_icon=":material/timer:", layout="wid
 if not st.session_state.get("stash_admitted"):
     allowed, reason = admitted(st.context.ip_address, st.query_params.get("token"), expected_token())
     if not allowed:  # one hidden page: no list of the others either
-        st.navigation([st.Page(lambda: st.error(reason, icon=":material/lock:"), title="Stash")], position="hidden").run()
+        st.navigation(
+            [st.Page(lambda: st.error(reason, icon=":material/lock:"), title="Stash")], position="hidden"
+        ).run()
         st.stop()
     st.session_state["stash_admitted"] = True
     if "token" in st.query_params:  # not left in the address bar, the history or a screenshot

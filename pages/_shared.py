@@ -27,6 +27,7 @@ from stash_core import views
 from stash_core.errors import StashError, UsageError
 from stash_core.pathargs import default_db_text
 from stash_core.units import finite_float
+from stash_core.views.common import plain
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -49,10 +50,18 @@ STATUS_ICONS = {
 # The database setting
 
 
+# Why $STASH_DB could not be the default; shown while the field is empty.
+BAD_DEFAULT_KEY = "stash_bad_default_db"
+
+
 def database_setting() -> Path | None:
     """The sidebar field choosing the database file; returns the resolved path (None when the text is bad)."""
     if DB_SETTING_KEY not in st.session_state:
-        st.session_state[DB_SETTING_KEY] = default_db_text()
+        try:
+            st.session_state[DB_SETTING_KEY] = default_db_text()
+        except UsageError as exc:  # a STASH_DB of spaces or control characters: said, and the field empty
+            st.session_state[DB_SETTING_KEY] = ""
+            st.session_state[BAD_DEFAULT_KEY] = str(exc)
     with st.sidebar:
         st.text_input(
             "Database file",
@@ -60,15 +69,20 @@ def database_setting() -> Path | None:
             help="The DuckDB file with your results. Default: $STASH_DB, else results.duckdb in the folder "
             "the dashboard was started from. A file that does not exist yet is created by the first run.",
         )
+        bad_default = st.session_state.get(BAD_DEFAULT_KEY)
+        if bad_default and not st.session_state[DB_SETTING_KEY].strip():
+            st.error(plain(bad_default), icon=":material/error:")
+            return None
         try:
             path = views.common.resolve_db_path(st.session_state[DB_SETTING_KEY])
         except UsageError as exc:
-            st.error(str(exc), icon=":material/error:")
+            st.error(plain(exc), icon=":material/error:")
             return None
         if path.exists():
-            st.caption(f":material/database: {path.name} · {_size_text(path.stat().st_size)}")
+            st.caption(f":material/database: {plain(path.name)} · {_size_text(path.stat().st_size)}")
         else:
-            st.caption(f":material/database: {path.name} · not created yet (the first run creates it)")
+            name = plain(path.name)
+            st.caption(f":material/database: {name} · not created yet (the first run creates it)")
     st.session_state["stash_db_path"] = str(path)
     return path
 
@@ -149,7 +163,7 @@ def page_guard() -> Iterator[None]:
     try:
         yield
     except StashError as exc:
-        st.error(str(exc), icon=":material/error:")
+        st.error(plain(exc), icon=":material/error:")
     except Exception as exc:  # a bug: keep the page usable, put the details in the server log
         LOG.exception("dashboard page failed")
         text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""

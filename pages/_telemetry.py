@@ -6,6 +6,7 @@ import streamlit as st
 
 from pages._shared import download_buttons, show_chart
 from stash_core import views
+from stash_core.views.common import plain
 
 PHASE_COLORS = ["#9ecae9", "#ffbf79", "#ff9d98", "#88d27a", "#d6a5c9", "#bab0ac"]
 
@@ -37,7 +38,7 @@ def telemetry(run: dict) -> None:
             data = data[~data["metric"].str.fullmatch(r"cpu\d+_util_pct")]
         if data.empty:
             continue
-        st.markdown(f"**{group}**")
+        st.markdown(f"**{plain(group)}**")
         show_chart(telemetry_chart(data, spans, group))
         download_buttons(
             data, f"telemetry_{run['run_id']}_{index}", f"bd-tel-{index}", parquet=False, label="Chart data"

@@ -21,7 +21,7 @@ from pages._telemetry import telemetry
 from stash_core import views
 from stash_core.errors import StashError
 from stash_core.views.breakdown import RunFilter
-from stash_core.views.common import STALL_LABELS
+from stash_core.views.common import STALL_LABELS, plain
 from stash_core.views.stall_frames import PART_LABELS
 
 DETAIL_SECTIONS = ["Stalls", "What if", "Iteration times", "Telemetry", "Phases", "Machine and spec"]
@@ -146,22 +146,22 @@ def run_detail(run: dict | None) -> None:
         st.warning("This run is not in the database.", icon=":material/search_off:")
         return
     title = (
-        f"{views.breakdown.short_model(run.get('model'))} · batch {run.get('batch_size')} · "
+        f"{plain(views.breakdown.short_model(run.get('model')))} · batch {run.get('batch_size')} · "
         f"{run.get('workers_per_node')} worker(s) × {run.get('nodes')} node(s)"
     )
     st.markdown(f"#### {title}")
     started = run.get("started_at")
     instance = run.get("instance") or views.common.NO_INSTANCE
     st.caption(
-        f"Run `{run['run_id']}` · {run.get('status')} · instance **{instance}**"
-        f" · {run.get('device') or '?'} / {run.get('backend') or '?'} · started "
+        f"Run {plain(run['run_id'])} · {run.get('status')} · instance **{plain(instance)}**"
+        f" · {plain(run.get('device') or '?')} / {plain(run.get('backend') or '?')} · started "
         f"{started:%Y-%m-%d %H:%M UTC}"
         if started
-        else f"Run `{run['run_id']}`"
+        else f"Run {plain(run['run_id'])}"
     )
     if run.get("status") != "completed":
         st.error(
-            f"This run {run.get('status')}: {run.get('error') or 'no reason recorded'}",
+            f"This run {run.get('status')}: {plain(run.get('error') or 'no reason recorded')}",
             icon=":material/error:",
         )
     stalls = [s for s in run.get("stalls", []) if s.get("seconds") is not None]
@@ -189,10 +189,10 @@ def run_detail(run: dict | None) -> None:
         cols[2].metric("Largest stall", "none resolved", help="every stall is within its 95% interval")
     cols[3].metric("Reference phase", run.get("reference_phase") or "–")
     if run.get("impossible"):  # the headline: the figures below are not a breakdown of the iteration
-        st.error(run["impossible"], icon=":material/report:")
+        st.error(plain(run["impossible"]), icon=":material/report:")
     for warning in run.get("warnings") or []:
         if warning != run.get("impossible"):
-            st.warning(str(warning), icon=":material/warning:")
+            st.warning(plain(warning), icon=":material/warning:")
 
     # Only the chosen section is built (tabs would build all of them on every rerun).
     section = st.segmented_control(
@@ -227,7 +227,7 @@ def what_if(run: dict) -> None:
     try:
         answer = load(views.breakdown.whatif, run["run_id"])
     except StashError as error:
-        st.info(str(error))
+        st.info(plain(error))
         return
     cols = st.columns(3)
     for col, key in zip(cols, ("cpu", "disk", "network"), strict=True):
@@ -237,10 +237,10 @@ def what_if(run: dict) -> None:
             seconds_text(item.get("predicted_iteration_s")) if item.get("predicted_iteration_s") else "–",
             help="Predicted iteration time with that resource",
         )
-        col.caption(str(item.get("summary") or item.get("status") or ""))
+        col.caption(plain(item.get("summary") or item.get("status") or ""))
     with st.expander("Assumptions"):
         for assumption in answer.get("assumptions") or []:
-            st.markdown(f"- {assumption}")
+            st.markdown(f"- {plain(assumption)}")
 
 
 # The columns a phase's row shows (the download has every one).
@@ -327,7 +327,7 @@ def main() -> None:
         return
     run_filter_form(options)
     if page["missing"]:
-        st.warning(f"No run {page['missing']} in this database.", icon=":material/search_off:")
+        st.warning(f"No run {plain(page['missing'])} in this database.", icon=":material/search_off:")
     if runs.empty:
         st.info("No run matches these filters.", icon=":material/filter_alt_off:")
     else:

@@ -18,6 +18,7 @@ from pages._shared import (
 )
 from pages._stalls import stall_bars
 from stash_core import views
+from stash_core.views.common import plain
 
 NORMALISED = {
     "samples_per_s": ("Throughput", "samples/s", ",.1f"),
@@ -34,17 +35,18 @@ def verdict(frame: pd.DataFrame) -> None:
     left, right = st.columns(2)
     with left.container(border=True):
         st.markdown(":material/speed: **Fastest**")
-        st.markdown(f"### {result['fastest']}")
+        st.markdown(f"### {plain(result['fastest'])}")
         if result.get("slowest") and result["slowest"] != result["runner_up"]:
             st.markdown(
                 f"{result['fastest_samples_per_s']:,.1f} samples/s — "
                 f"**{result['lead_over_runner_up']:.2f}×** the throughput of the runner-up "
-                f"({result['runner_up']}) and **{result['speedup']:.2f}×** the slowest ({result['slowest']})."
+                f"({plain(result['runner_up'])}) and **{result['speedup']:.2f}×** the slowest "
+                f"({plain(result['slowest'])})."
             )
         elif result.get("slowest"):
             st.markdown(
                 f"{result['fastest_samples_per_s']:,.1f} samples/s — **{result['speedup']:.2f}×** the "
-                f"throughput of {result['slowest']}."
+                f"throughput of {plain(result['slowest'])}."
             )
         else:
             st.markdown(f"{result['fastest_samples_per_s']:,.1f} samples/s — the only configuration so far.")
@@ -57,10 +59,12 @@ def verdict(frame: pd.DataFrame) -> None:
                 "(the `instances` table). Label runs with a catalog name (`--instance`) to see costs."
             )
         else:
-            st.markdown(f"### {result['cheapest']}")
+            st.markdown(f"### {plain(result['cheapest'])}")
             text = f"{usd_text(result['cheapest_usd_per_million_samples'])} per million samples (on demand)"
             if result.get("next_cheapest"):
-                text += f" — **{result['saving']:.0%} cheaper** than the next ({result['next_cheapest']})."
+                text += (
+                    f" — **{result['saving']:.0%} cheaper** than the next ({plain(result['next_cheapest'])})."
+                )
             st.markdown(text)
 
 
@@ -238,7 +242,7 @@ def predictions(everything: pd.DataFrame, measured: pd.DataFrame) -> pd.DataFram
         if len(predicted):
             best = predicted.sort_values("samples_per_s", ascending=False).iloc[0]
             speed = number_text(best["samples_per_s"])
-            st.caption(f"Fastest predicted: {best['configuration']} at {speed} samples/s.")
+            st.caption(f"Fastest predicted: {plain(best['configuration'])} at {speed} samples/s.")
         not_predicted(everything.attrs.get("not_predictable") or [])
     return everything if show else measured
 

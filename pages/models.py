@@ -20,6 +20,7 @@ from pages._shared import (
 from stash_core import views
 from stash_core.decide.fit import FitReport, StallModel
 from stash_core.errors import UsageError
+from stash_core.views.common import plain
 from stash_core.views.models import FEATURE_LABELS
 
 PUBLISHED = "Habitat 11.8% across GPUs, Srifty 8%, dPRO and Ceer under 5%, Lumos 3.3%"
@@ -108,7 +109,7 @@ def prediction_form(report: FitReport, stalls: list[str]) -> None:
                 current_db(), uploaded.name, uploaded.getvalue(), factory
             )
         except UsageError as exc:
-            st.error(str(exc), icon=":material/error:")
+            st.error(plain(exc), icon=":material/error:")
             return
         label = uploaded.name
     else:
@@ -121,10 +122,10 @@ def prediction_form(report: FitReport, stalls: list[str]) -> None:
         with st.spinner("Counting the model's gradients…"):
             counts = views.models.gradient_counts(reference)
     except UsageError as exc:
-        st.error(str(exc), icon=":material/error:")
+        st.error(plain(exc), icon=":material/error:")
         return
     st.markdown(
-        f"**{label}**: {counts['grad_bytes'] / 1e6:,.1f} MB of gradients in "
+        f"**{plain(label)}**: {counts['grad_bytes'] / 1e6:,.1f} MB of gradients in "
         f"{counts['grad_tensor_count']} tensors, {counts['layer_count']} layers"
     )
     predictions = views.models.prediction_frame(report, counts, stalls)

@@ -19,6 +19,7 @@ from stash_core import views
 from stash_core.engine import jobs
 from stash_core.engine.job_state import measuring_processes
 from stash_core.store import examples
+from stash_core.views.common import plain
 
 
 def first_steps() -> None:
@@ -84,7 +85,9 @@ def active_jobs_notice() -> None:
     for job in running:
         with st.container(border=True):
             where = " (started from a terminal)" if job.origin == "cli" else ""
-            st.markdown(f"{STATUS_ICONS['running']} **Profile running**{where} · {job.label or job.job_id}")
+            st.markdown(
+                f"{STATUS_ICONS['running']} **Profile running**{where} · {plain(job.label or job.job_id)}"
+            )
             st.progress(job.fraction_done)
             st.page_link("pages/run.py", label="Follow it on the Run page", query_params={"job": job.job_id})
 

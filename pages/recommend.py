@@ -20,6 +20,7 @@ from stash_core import views
 from stash_core.decide.recommend import Recommendation
 from stash_core.errors import StashError
 from stash_core.spec_parse import parse_input_shape
+from stash_core.views.common import plain
 from stash_core.views.recommend import RecommendRequest
 
 REQUEST_KEY = "rec-request"
@@ -188,12 +189,12 @@ def composition_chart(long: pd.DataFrame, order: list[str]) -> alt.Chart:
 def recommended_box(result: Recommendation) -> None:
     """The cheapest configuration that meets the constraints, and why; or why none does."""
     if result.best is None:
-        st.error(f"No recommendation: {result.infeasible_reason}", icon=":material/block:")
+        st.error(f"No recommendation: {plain(result.infeasible_reason)}", icon=":material/block:")
         return
     best = result.best
     with st.container(border=True):
         st.markdown(":material/recommend: **Recommended**")
-        st.markdown(f"### {best['config']}")
+        st.markdown(f"### {plain(best['config'])}")
         error = best.get("expected_error")
         marked = best["source"] + (
             f", ±{error:.0%} expected error" if error is not None and not pd.isna(error) else ""
@@ -333,7 +334,7 @@ def catalog_editor() -> None:
             try:
                 edited, added = views.recommend.save_catalog_edits(current_db(), before, after)
             except StashError as exc:  # a bad value: say which, keep the page
-                st.error(str(exc), icon=":material/error:")
+                st.error(plain(exc), icon=":material/error:")
                 return
             st.success(f"Saved {len(edited)} changed and {len(added)} new instance(s).")
 

@@ -30,7 +30,7 @@ from stash_core.engine import jobs
 from stash_core.engine.job_state import JobState, PhaseProgress, measuring_processes
 from stash_core.errors import UsageError
 from stash_core.spec import default_of
-from stash_core.views.common import STALL_LABELS
+from stash_core.views.common import STALL_LABELS, plain
 from stash_core.views.run_form import FIRST_BATCH_SIZE, FIRST_SYNTHETIC_IMAGES, RunForm, number_range
 
 POLL_S = 1.0
@@ -173,7 +173,7 @@ def profile_form(running: list[JobState]) -> None:
     try:
         args = views.run_form.profile_args(form, base_dir=Path.cwd())
     except UsageError as exc:
-        st.error(str(exc), icon=":material/error:")
+        st.error(plain(exc), icon=":material/error:")
         return
     what = f"script {Path(form.script).name}" if form.use_script else views.breakdown.short_model(form.model)
     batch = "" if form.use_script else f" · batch {form.batch_size}"
@@ -224,11 +224,11 @@ def job_view(state: JobState) -> None:
         box.markdown(f"{STATUS_ICONS[state.status]} **{title}**")
     with box:
         if not state.phases:
-            st.caption(state.messages[-1] if state.messages else "Preparing the model and data…")
+            st.caption(plain(state.messages[-1]) if state.messages else "Preparing the model and data…")
         for phase in state.phases:
             st.progress(min(max(phase.fraction_done, 0.0), 1.0), text=phase_text(phase))
         for message in state.messages[-3:] if state.phases else []:
-            st.caption(message)
+            st.caption(plain(message))
     if not state.finished:
         st.progress(state.fraction_done, text=f"Overall {state.fraction_done:.0%}")
         if st.button("Cancel run", icon=":material/cancel:", key=f"cancel-{state.job_id}"):
@@ -329,7 +329,7 @@ def main() -> None:
         try:
             jobs.read_job(db, wanted)
         except UsageError:
-            st.warning(f"No profile job {wanted} next to this database.", icon=":material/search_off:")
+            st.warning(f"No profile job {plain(wanted)} next to this database.", icon=":material/search_off:")
             wanted = None
     if not wanted and running:
         wanted = running[0].job_id

@@ -23,6 +23,7 @@ from stash_core.sched.detect import FORMATS
 from stash_core.sched.generate import ARRIVALS
 from stash_core.sched.policy import DEFINITIONS, POLICIES
 from stash_core.views import schedule as view
+from stash_core.views.common import plain
 
 FORMAT_NAMES = {
     "auto": "told from the file's columns",
@@ -118,7 +119,7 @@ def form() -> None:
 
 
 def show(doc: dict, key: str) -> None:
-    st.subheader(f"{doc['trace']} · {doc['jobs']} jobs reported")
+    st.subheader(f"{plain(doc['trace'])} · {doc['jobs']} jobs reported")
     tuning = str(doc["tuning"])
     st.caption(f"{tuning[:1].upper()}{tuning[1:]}. A simulation, not a measurement.")
     for line in view.winners(doc):

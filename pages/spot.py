@@ -8,6 +8,7 @@ import streamlit as st
 from pages._shared import chart_with_download, load, page_guard, page_header, show_table, usd_text
 from stash_core import views
 from stash_core.errors import StashError
+from stash_core.views.common import plain
 from stash_core.views.spot import SpotAnswer
 
 REQUEST_KEY = "spot-request"
@@ -77,7 +78,7 @@ def request_form() -> dict | None:
     try:
         text = workload_source()
     except StashError as exc:
-        st.error(str(exc), icon=":material/error:")
+        st.error(plain(exc), icon=":material/error:")
         return None
     if text is None:
         st.info("Upload a workload file, or choose the paper's workload.", icon=":material/info:")
@@ -104,12 +105,12 @@ def plan_box(answer: SpotAnswer, deadline_s: float) -> None:
     st.caption(f"Worker counts searched: {answer.searched}; parameter server "
                f"{answer.ps_gbps:.3g} Gbit/s. Predicted by the spotDNN model, not measured.")  # fmt: skip
     if best is None:
-        st.error(f"No spot plan: {answer.spot.infeasible_reason}", icon=":material/block:")
+        st.error(f"No spot plan: {plain(answer.spot.infeasible_reason)}", icon=":material/block:")
         return
     on_demand = answer.on_demand.best if answer.on_demand is not None else None
     with st.container(border=True):
         st.markdown(":material/savings: **Cheapest spot cluster**")
-        st.markdown(f"### {best.label()}")
+        st.markdown(f"### {plain(best.label())}")
         if answer.risk is not None:  # the headline states the plan's risk, not only its price
             st.markdown(f"**Risk:** {answer.risk.text()}.")
         cols = st.columns(4)
@@ -235,7 +236,7 @@ def main() -> None:
         answer = load(views.spot.plan, request["text"], request["offers"], request["target_loss"],
                       request["deadline_s"], request["pcie_gbps"], request["revocation_s"])  # fmt: skip
     except StashError as exc:  # a bad workload, offer or target: say what, keep the page
-        st.error(str(exc), icon=":material/error:")
+        st.error(plain(exc), icon=":material/error:")
         return
     plan_box(answer, request["deadline_s"])
     if not answer.candidates.empty:

@@ -17,6 +17,7 @@ from pages._shared import (
 )
 from pages._stalls import breakdown_chart
 from stash_core import views
+from stash_core.views.common import plain
 
 LOG = logging.getLogger(__name__)
 
@@ -27,9 +28,11 @@ def verdicts_view(report: views.upload.UploadReport) -> None:
         if check.ok:
             stored = [r for r in check.run_ids if r in report.already_stored]
             note = f" · {len(stored)} already stored" if stored else ""
-            st.success(f"**{check.name}** — {check.reason}{note}", icon=":material/check_circle:")
+            st.success(
+                f"**{plain(check.name)}** — {plain(check.reason)}{note}", icon=":material/check_circle:"
+            )
         else:
-            st.error(f"**{check.name}** — refused: {check.reason}", icon=":material/block:")
+            st.error(f"**{plain(check.name)}** — refused: {plain(check.reason)}", icon=":material/block:")
 
 
 def preview_view(report: views.upload.UploadReport) -> None:

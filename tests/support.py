@@ -83,3 +83,10 @@ def one_line_error(result) -> str:
     assert len(lines) == 1, result.stderr
     assert "Traceback" not in result.stderr
     return lines[0]
+
+
+def shown(markdown: str) -> str:
+    """What a reader sees of a page's Markdown text: its backslash escapes (views.common.plain) undone."""
+    import re
+
+    return re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", markdown)

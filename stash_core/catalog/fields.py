@@ -48,6 +48,8 @@ def clean(fields: dict[str, Any], partial: bool) -> dict[str, Any]:
             character = unsafe_character(cleaned[key] or "")
             if character:
                 raise UsageError(f"{key} holds the control character {character}")
+            if key == "name" and "," in (cleaned[key] or ""):  # commands take lists of names, comma separated
+                raise UsageError(f"name {cleaned[key]!r} holds a comma, which separates names in --instances")
             if key == "origin" and cleaned[key] not in (None, *ORIGINS):
                 raise UsageError(f"origin must be one of {', '.join(ORIGINS)}, got {value!r}")
             continue

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,7 @@ import pandas as pd
 from stash_core.cells import csv_text
 from stash_core.errors import UsageError
 from stash_core.pathargs import default_db, expand_home
+from stash_core.terminal import printable
 from stash_core.units import finite_float
 
 STALL_LABELS = {
@@ -37,6 +39,29 @@ MAX_TELEMETRY_POINTS_PER_METRIC = 600
 # Database identity (for caches)
 
 
+# The characters that make Markdown (or Streamlit's extensions of it) out of text anywhere in a line:
+# emphasis, code, links and images, HTML and entities, LaTeX ($...$), colour directives and emoji (:red[x],
+# :smile:), tables and headings. A backslash before one shows it as itself (CommonMark's escapes).
+_INLINE_MARKUP = frozenset("\\`*_[]<>$:~|#&")
+# At a line's start, these begin a list, a quote or a heading's underline.
+_LINE_START_RE = re.compile(r"^(\s*)([-+=>]|\d+(?=[.)]))", re.MULTILINE)
+
+
+def plain(value: object) -> str:
+    """Text from a file, the database, a URL or an upload, to be shown inside a page's Markdown (a caption,
+    a heading, an error): its Markdown characters escaped and control characters written as \\xNN, so it
+    reads as the data it is."""
+    text = printable(str(value))
+    escaped = "".join(f"\\{char}" if char in _INLINE_MARKUP else char for char in text)
+    return _LINE_START_RE.sub(_escape_line_start, escaped)
+
+
+def _escape_line_start(match: re.Match[str]) -> str:
+    """A list's bullet escaped before it ("\\- a"), an ordered list's number after it ("1\\. a")."""
+    indent, marker = match.groups()
+    return f"{indent}{marker}\\" if marker[0].isdigit() else f"{indent}\\{marker}"
+
+
 def resolve_db_path(text: str | os.PathLike | None) -> Path:
     """The database file a setting names (pathargs.default_db when it names none); `~` expanded, made
     absolute."""
@@ -46,6 +71,11 @@ def resolve_db_path(text: str | os.PathLike | None) -> Path:
     path = expand_home(chosen) if chosen else default_db()
     if path.exists() and path.is_dir():
         raise UsageError(f"{path} is a folder; give the path of a .duckdb file")
+    above = path.parent
+    while not above.exists() and above != above.parent:
+        above = above.parent
+    if not path.exists() and not above.is_dir():  # the first write could only fail, with "File exists"
+        raise UsageError(f"cannot create database {path}: {above} is a file, not a folder")
     return path.resolve()
 
 

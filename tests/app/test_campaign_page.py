@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from fake_skypilot import install_fake_skypilot
 from streamlit.testing.v1 import AppTest
+from support import shown
 
 from stash_core.campaign import skypilot_task
 from stash_core.engine import jobs
@@ -91,7 +92,7 @@ def test_a_budget_below_the_plan_is_refused(empty_db: Path, without_skypilot):
     app = _plan(_page(empty_db), budget=0.5)
     assert not app.exception
     assert len(app.error) == 1, [e.value for e in app.error]
-    refusal = app.error[0].value
+    refusal = shown(app.error[0].value)
     total = _plan_table(app)["cost_usd"].sum()
     assert refusal.startswith(f"Refused: the plan costs ${total:.2f} at catalog prices, above the budget of")
     assert "above the budget of $0.5." in refusal
@@ -106,7 +107,7 @@ def test_a_budget_below_the_plan_is_refused(empty_db: Path, without_skypilot):
 def test_an_unknown_instance_type_is_one_message(empty_db: Path, without_skypilot):
     app = _plan(_page(empty_db), other="nope.xlarge")
     assert not app.exception
-    assert [e.value for e in app.error] == [
+    assert [shown(e.value) for e in app.error] == [
         "instance type nope.xlarge is not in the catalog (see `stash instances list`; add it with `stash "
         "instances add` or import SkyPilot's prices with `stash instances import --skypilot`)"
     ]
@@ -117,11 +118,11 @@ def test_an_unknown_instance_type_is_one_message(empty_db: Path, without_skypilo
 def test_no_spot_price_and_a_bad_batch_size_are_one_message_each(empty_db: Path, without_skypilot):
     app = _plan(_page(empty_db), pricing="spot")
     assert not app.exception
-    assert [e.value for e in app.error] == ["Spot: no spot price for instance g5.xlarge (set one with "
+    assert [shown(e.value) for e in app.error] == ["Spot: no spot price for instance g5.xlarge (set one with "
                                             "`stash instances set`)"]  # fmt: skip
     app = _plan(app, batch="64,zero")
     assert not app.exception
-    assert [e.value for e in app.error] == ["batch size must be a positive integer, got 'zero'"]
+    assert [shown(e.value) for e in app.error] == ["batch size must be a positive integer, got 'zero'"]
 
 
 def test_without_skypilot_the_launch_is_disabled_with_the_install_line(empty_db: Path, without_skypilot):
@@ -165,7 +166,7 @@ def test_a_populated_database_offers_only_rentable_gpu_types(populated_db: Path,
     assert not {"big-vm", "small-vm"} & set(options)  # the fixture's own instance types, on no cloud
     app = _plan(app, other="big-vm")
     assert not app.exception
-    assert [e.value for e in app.error] == [
+    assert [shown(e.value) for e in app.error] == [
         "instance type big-vm is on test: --cloud launches on aws, gcp, azure"
     ]
 

@@ -13,7 +13,7 @@ import duckdb
 import pytest
 from result_docs import result_doc, run_count
 from streamlit.testing.v1 import AppTest
-from support import REPO
+from support import REPO, shown
 
 from stash_core.engine import jobs
 from stash_core.spec import default_of
@@ -167,17 +167,17 @@ def test_run_form_refuses_bad_input_and_starts_nothing(empty_db: Path) -> None:
     app.text_input(key="run-dataset").input("/no/such/folder").run()
     app.button(key="run-start").click().run()
     assert not app.exception
-    assert [e.value for e in app.error] == ["Data set: no folder /no/such/folder"]
+    assert [shown(e.value) for e in app.error] == ["Data set: no folder /no/such/folder"]
     assert jobs.list_jobs(empty_db) == []
 
     app.radio(key="run-data").set_value("none").run()
     app.button(key="run-start").click().run()
-    assert "CPU and disk stalls need real data" in app.error[0].value
+    assert "CPU and disk stalls need real data" in shown(app.error[0].value)
 
     app.radio(key="run-model-src").set_value("file").run()
     app.text_input(key="run-model-file").input("missing_model.py:make").run()
     app.button(key="run-start").click().run()
-    assert app.error[0].value.startswith("Model: no file")
+    assert shown(app.error[0].value).startswith("Model: no file")
     assert jobs.list_jobs(empty_db) == []
 
 
@@ -203,7 +203,7 @@ def test_run_form_offers_a_training_script_and_names_a_missing_one(empty_db: Pat
     app.text_input(key="run-script-args").input("--epochs 1").run()
     app.button(key="run-start").click().run()
     assert not app.exception
-    assert app.error[0].value.startswith("Script: no file")
+    assert shown(app.error[0].value).startswith("Script: no file")
     assert jobs.list_jobs(empty_db) == []
 
 
@@ -223,7 +223,7 @@ def test_run_page_follows_a_job_from_its_files(empty_db: Path, tmp_path: Path) -
     assert jobs.wait_for_job(empty_db, job_id, timeout_s=30).finished
     app = open_page("Run", {"job": job_id})
     assert not app.exception
-    assert [e.value for e in app.error] == ["phase R1 failed: worker 1 exited with code 1"]
+    assert [shown(e.value) for e in app.error] == ["phase R1 failed: worker 1 exited with code 1"]
     assert any("R0" in str(p.proto.text) for p in app.get("progress"))
 
 
@@ -288,7 +288,7 @@ def test_upload_of_only_bad_files_offers_nothing_to_store(populated_db: Path) ->
     app = open_page("Upload")
     app.file_uploader[0].set_value(("notes.csv", b"a,b\n1,2\n", "text/csv")).run()
     assert not app.exception
-    assert "not a Stash export" in app.error[0].value
+    assert "not a Stash export" in shown(app.error[0].value)
     assert not [b for b in app.button if b.key == "upload-store"]
     assert run_count(populated_db) == 5
 
@@ -308,7 +308,7 @@ def test_sql_refuses_drop_table_runs_and_the_table_stays(populated_db: Path) -> 
     app.text_area(key="sql-text").input("DROP TABLE runs")
     app.button[[b.label for b in app.button].index("Run query")].click().run()
     assert not app.exception
-    assert "DROP" in app.error[0].value and "read-only" in app.error[0].value
+    assert "DROP" in shown(app.error[0].value) and "read-only" in shown(app.error[0].value)
     assert table_exists(populated_db, "runs")
     assert run_count(populated_db) == 5
 
@@ -326,6 +326,15 @@ def test_a_bad_database_path_is_a_message_not_a_traceback(
     app = open_page("Overview")
     assert not app.exception
     assert any("cannot open database" in e.value for e in app.error)
+    monkeypatch.setenv("STASH_DB", str(not_duckdb / "x.duckdb"))  # below a file
+    app = open_page("Overview")
+    assert not app.exception
+    assert any("is a file, not a folder" in shown(e.value) for e in app.error), [e.value for e in app.error]
+    for bad in ("   ", f"{tmp_path}/\x1b[31m.duckdb"):  # spaces only, a control character
+        monkeypatch.setenv("STASH_DB", bad)
+        app = open_page("Overview")
+        assert not app.exception, [e.value for e in app.exception]
+        assert any("STASH_DB" in shown(e.value) for e in app.error), [e.value for e in app.error]
 
 
 def test_the_app_holds_no_connection_while_stash_ingest_writes(populated_db: Path, tmp_path: Path) -> None:

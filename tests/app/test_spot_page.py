@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from streamlit.testing.v1 import AppTest
+from support import shown
 
 from stash_core.views import spot as view
 
@@ -34,7 +35,7 @@ def _upload(app: AppTest, name: str, data: bytes) -> AppTest:
 
 
 def _errors(app: AppTest) -> str:
-    return " ".join(error.value for error in app.error)
+    return " ".join(shown(error.value) for error in app.error)
 
 
 def test_the_papers_workload_gives_table_one_against_on_demand(tmp_path, monkeypatch):

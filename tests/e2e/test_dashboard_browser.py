@@ -15,6 +15,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -79,6 +80,7 @@ def dashboard(tmp_path_factory: pytest.TempPathFactory, browser_binary: str) -> 
         yield base, db
     finally:
         stop(server)
+        log.close()
 
 
 def wait_healthy(base: str, server: subprocess.Popen, log, log_path: Path, timeout_s: float) -> None:
@@ -105,7 +107,6 @@ def stop(server: subprocess.Popen) -> None:
     except subprocess.TimeoutExpired:
         os.killpg(server.pid, signal.SIGKILL)
         server.wait()
-        log.close()
 
 
 @pytest.fixture()
@@ -246,6 +247,21 @@ def test_the_decision_pages_answer_in_a_real_browser(dashboard: tuple[str, Path]
         settle(tab, name)
         no_exception(tab, f"{name} after {button}")
         shot(tab, f"{name.lower()}_answer")
+
+
+def test_text_from_a_link_is_shown_as_text_in_a_real_browser(dashboard: tuple[str, Path], page) -> None:
+    """A ?run= of Markdown, a colour directive, LaTeX and HTML: the warning shows those characters, and the
+    browser made no link, bold, colour, formula or element of them (views.common.plain)."""
+    base, _ = dashboard
+    hostile = "**bold** [click](javascript:alert(1)) :red[x] $x^2$ <b>tag</b>"
+    tab = page
+    tab.goto(f"{base}/breakdown?run={urllib.parse.quote(hostile)}")
+    settle(tab, "Stall breakdown")
+    box = tab.locator('[data-testid="stAlert"]').filter(has_text="No run").first
+    assert hostile in box.inner_text(), box.inner_text()
+    made = box.evaluate("e => [...e.querySelectorAll('a, strong, b, .katex, span[style*=color]')].length")
+    assert made == 0, box.inner_html()[:1000]
+    no_exception(tab, "Stall breakdown with a hostile ?run=")
 
 
 @contextlib.contextmanager

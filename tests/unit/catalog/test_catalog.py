@@ -144,6 +144,13 @@ def test_bad_edits_are_usage_errors_and_change_nothing(tmp_path, fields, message
     assert get_instance(db, "p3.2xlarge") == before
 
 
+def test_a_name_with_a_comma_is_refused_as_no_command_could_select_it(tmp_path):
+    db = tmp_path / "cat.duckdb"
+    with pytest.raises(UsageError, match="holds a comma"):
+        add_instance(db, name='=HYPERLINK("http://x","y")', vcpus=8)
+    assert not db.exists()
+
+
 def test_unknown_and_duplicate_instances(tmp_path):
     db = tmp_path / "cat.duckdb"
     with pytest.raises(UsageError, match="unknown instance 'p9.huge'"):

@@ -1,0 +1,36 @@
+"""views.common.plain: text from a file shown inside a page's Markdown reads as itself; no emphasis, link,
+heading, HTML, colour directive or LaTeX made of it, and no terminal escape."""
+
+from __future__ import annotations
+
+import html
+import re
+
+import pytest
+
+from stash_core.terminal import printable
+from stash_core.views.common import plain
+
+HOSTILE = [
+    "<script>alert(1)</script>**bold** [click](javascript:alert(1))",
+    '=HYPERLINK("http://x","y") :red[x] $x^2$ `code` ~~gone~~',
+    "# heading\n- item\n> quote | a | b |\n1. first\n  2) second\n+ plus\n===",
+    "\x1b[2J\x1b]0;title\x07 boom \u202e",
+    "resnet50 · batch 32 · 1.5 ms (x_1 * y_2) \\ back",
+]
+
+
+@pytest.mark.parametrize("text", HOSTILE)
+def test_plain_text_renders_as_itself(text: str) -> None:
+    markdown_it = pytest.importorskip("markdown_it")
+    rendered = markdown_it.MarkdownIt("commonmark").render(plain(text))
+    tags = set(re.findall(r"<(\w+)", rendered)) - {"p"}
+    assert not tags, rendered  # no a, em, strong, code, h1, ul, blockquote, script
+    shown = html.unescape(re.sub(r"<[^>]+>", "", rendered)).strip()
+    assert shown.split() == printable(text).split()  # the same words; a newline may be a space
+    assert not re.search("[\x00-\x08\x0b-\x1f\x7f-\x9f]", plain(text))
+
+
+def test_plain_keeps_ordinary_text_readable() -> None:
+    assert plain("p3.2xlarge") == "p3.2xlarge" and plain("a_b: c") == "a\\_b\\: c"
+    assert plain(None) == "None" and plain(42) == "42"
