@@ -23,7 +23,7 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
-from stash_core import views
+from stash_core import containment, views
 from stash_core.errors import StashError, UsageError
 from stash_core.pathargs import default_db_text
 from stash_core.units import finite_float
@@ -32,6 +32,9 @@ from stash_core.views.common import plain
 P = ParamSpec("P")
 R = TypeVar("R")
 LOG = logging.getLogger("stash.dashboard")
+# A user's model code runs in a new interpreter, never in the server every user shares.
+containment.enable_fresh_process()
+
 DB_SETTING_KEY = "stash_db_setting"
 CACHE_TTL_S = 20  # short: the signature catches changes; the TTL bounds memory of stale entries
 STATUS_ICONS = {

@@ -33,9 +33,13 @@ HEADER_BYTES = 8
 
 
 def contained(what: str, function: Callable[..., T], *args: Any) -> T:
-    """function(*args) run in a child process (in this process where containment is off); its value, or the
-    StashError it raised (one line); a UserModelError when the child dies, exits or runs past the limit."""
-    if not containment.ENABLED:  # the dashboard's server (stash_core/containment.py)
+    """function(*args) run in a child process (in a new interpreter first in the dashboard's server, in this
+    process where containment is off: stash_core/containment.py); its value, or the StashError it raised (one
+    line); a UserModelError when the child dies, exits or runs past the limit. `function` is a module's own
+    function and `args` can be pickled (both cross to a new interpreter)."""
+    if containment.FRESH_PROCESS and not containment.ENABLED:
+        return _in_new_interpreter(what, function, args)
+    if not containment.ENABLED:
         return function(*args)
     limit_s = user_code_limit_s()
     answer_read, answer_write = os.pipe()
@@ -65,7 +69,9 @@ def contained(what: str, function: Callable[..., T], *args: Any) -> T:
     return value
 
 
-def _child(function: Callable[..., Any], args: tuple, answer_write: int, output_write: int, unused: tuple) -> None:
+def _child(
+    function: Callable[..., Any], args: tuple, answer_write: int, output_write: int, unused: tuple
+) -> None:
     code = 0
     me = os.getpid()
     try:
@@ -181,3 +187,63 @@ def _status_text(status: int) -> str:
     if os.WIFSIGNALED(status):
         return f"signal {os.WTERMSIG(status)}"
     return f"exit code {os.WEXITSTATUS(status)}"
+
+
+# A new interpreter imports torch and Stash before it forks the child: seconds, on top of the code's limit.
+INTERPRETER_START_S = 60.0
+
+
+def _in_new_interpreter(what: str, function: Callable[..., T], args: tuple) -> T:
+    """contained() run by a new interpreter (answer_a_call) with containment on: the
+    call goes to it pickled on its standard input, the answer comes back on its standard output."""
+    import subprocess
+
+    from stash_core import PACKAGE_PARENT
+
+    limit_s = user_code_limit_s()
+    call = pickle.dumps((what, function.__module__, function.__qualname__, args))
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [PACKAGE_PARENT, os.environ.get("PYTHONPATH")])),
+    }
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", "from stash_core.zoo.contained import answer_a_call; answer_a_call()"],
+            input=call, capture_output=True, env=env,
+            timeout=2 * limit_s + GRACE_S + INTERPRETER_START_S,
+        )  # fmt: skip
+    except subprocess.TimeoutExpired:
+        raise UserModelError(
+            f"{what} did not finish within {limit_s:g} s (time limit; {LIMIT_VAR})"
+        ) from None
+    from stash_core.terminal import printable
+
+    for line in done.stderr[-MAX_FORWARDED_BYTES:].decode("utf-8", "replace").splitlines():
+        if line.strip():  # the model's output, already marked as the model's by the interpreter's contained()
+            print(printable(line), file=sys.stderr)
+    try:
+        kind, value = pickle.loads(done.stdout)
+    except Exception:  # no answer: the interpreter ended first
+        raise UserModelError(
+            f"{what} ended its process (exit code {done.returncode}) before giving an answer"
+        ) from None
+    if kind == "error":
+        raise value
+    return value
+
+
+def answer_a_call() -> None:
+    """The new interpreter's side: read the pickled call, run it contained, write the pickled answer."""
+    import importlib
+
+    what, module, name, args = pickle.loads(sys.stdin.buffer.read())
+    containment.enable()
+    function = importlib.import_module(module)
+    for part in name.split("."):
+        function = getattr(function, part)
+    try:
+        answer: tuple[str, Any] = ("value", contained(what, function, *args))
+    except StashError as error:
+        answer = ("error", error)
+    sys.stdout.buffer.write(pickle.dumps(answer))
+    sys.stdout.flush()

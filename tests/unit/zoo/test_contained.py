@@ -61,7 +61,10 @@ def test_the_csv_lands_where_it_was_asked_even_when_the_file_changes_folder(tmp_
     [
         ("def make(num_classes=10):\n    raise GeneratorExit('bye')\n", "raised GeneratorExit: bye"),
         ("def make(num_classes=10):\n    raise SystemExit(3)\n", "raised SystemExit"),
-        ("import os\ndef make(num_classes=10):\n    os.kill(os.getpid(), 9)\n", "ended its process (signal 9)"),
+        (
+            "import os\ndef make(num_classes=10):\n    os.kill(os.getpid(), 9)\n",
+            "ended its process (signal 9)",
+        ),
     ],
 )
 def test_a_file_that_raises_exits_or_dies_is_one_line(body, says, tmp_path, capsys):
@@ -105,3 +108,25 @@ def _is_zombie_free(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
     except OSError:
         return False
+
+
+def test_in_the_dashboards_server_a_model_file_runs_in_a_new_interpreter(tmp_path, monkeypatch):
+    """What pages/_shared.py turns on: os.abort in a factory ends only its own processes (this one goes on);
+    a good file's counts and a factory's error come back as in-process ones would."""
+    from stash_core import containment
+    from stash_core.zoo import describe_model
+    from stash_core.zoo.user_limits import UserModelError
+
+    monkeypatch.setattr(containment, "ENABLED", False)
+    monkeypatch.setattr(containment, "FRESH_PROCESS", True)
+    (tmp_path / "good.py").write_text(FILES["printing"])
+    (tmp_path / "aborts.py").write_text("import os\ndef make(num_classes=10):\n    os.abort()\n")
+    (tmp_path / "raises.py").write_text(
+        "def make(num_classes=10):\n    raise RuntimeError('no model today')\n"
+    )
+    info = describe_model(f"{tmp_path}/good.py:make", input_shape=(3, 32, 32))
+    assert info.param_count == 3 * 32 * 32 * 1000 + 1000 and info.layer_count == 1
+    with pytest.raises(UserModelError, match="ended its process"):
+        describe_model(f"{tmp_path}/aborts.py:make", input_shape=(3, 32, 32))
+    with pytest.raises(Exception, match="no model today"):
+        describe_model(f"{tmp_path}/raises.py:make", input_shape=(3, 32, 32))
