@@ -12,7 +12,7 @@ import argparse
 import json
 from typing import Any
 
-from stash_core.cli.args import add_db_argument, count, db_path, non_negative, positive_real
+from stash_core.cli.args import add_db_argument, count, db_path, non_negative, positive_real, seed
 from stash_core.errors import UsageError
 from stash_core.pathargs import input_path
 
@@ -70,7 +70,7 @@ def add_commands(subparsers: Any, offers_text: Any) -> None:
     simulate.add_argument(
         "--runs", type=count(100_000), default=None, help="Monte Carlo runs with --rate-per-h (200)"
     )
-    simulate.add_argument("--seed", type=count(2**31), default=None, help="random seed with --rate-per-h (1)")
+    simulate.add_argument("--seed", type=seed, default=None, help="random seed with --rate-per-h (1)")
 
 
 def _inputs(args: argparse.Namespace, pricing: str) -> tuple[Any, dict, list, float, float]:

@@ -102,10 +102,11 @@ def run_once(first: PlanResult, offers: list[InstanceOffer], plan_workload: Work
     t = cost = 0.0
     loss = math.inf  # nothing trained yet
     revocations = 0
+    replayed: set[int] = set()  # the trace's rows already applied, or passed while no such instance ran
     while True:
         truth = remaining_plan(cluster, true_workload, target_loss, loss, math.inf, **links)
         left = truth.training_s
-        wait, victim = _next_revocation(cluster, t, rng, rate_per_h, trace)
+        wait, victim = _next_revocation(cluster, t, rng, rate_per_h, trace, replayed)
         if wait >= left or not math.isfinite(left) and not math.isfinite(wait):
             t, cost = t + left, cost + left / 3600 * truth.usd_per_h
             break
@@ -125,13 +126,24 @@ def run_once(first: PlanResult, offers: list[InstanceOffer], plan_workload: Work
             "first_plan": (first.best or chosen).label()}  # fmt: skip
 
 
-def _next_revocation(cluster, t, rng, rate_per_h, trace) -> tuple[float, int]:
-    """Seconds to the next revocation of an instance of `cluster` and its index (inf when none comes)."""
+def _next_revocation(
+    cluster, t, rng, rate_per_h, trace, replayed: set[int] | None = None
+) -> tuple[float, int]:
+    """Seconds to the next revocation of an instance of `cluster` and its index (inf when none comes). A
+    trace's rows are replayed once each, in time order: a row at the same time as the last revocation, or
+    during its restart, revokes at once (wait 0); a row passed while no instance of its type ran revokes
+    nothing. `replayed` holds the rows used up (one set per training)."""
     if trace is not None:
+        replayed = set() if replayed is None else replayed
         names = [w.instance for w in cluster]
-        for time_s, instance in trace:
-            if time_s > t and instance in names:
-                return time_s - t, names.index(instance)
+        for row, (time_s, instance) in enumerate(trace):
+            if row in replayed:
+                continue
+            if instance in names:
+                replayed.add(row)
+                return max(time_s - t, 0.0), names.index(instance)
+            if time_s <= t:
+                replayed.add(row)
         return math.inf, -1
     if rate_per_h <= 0 or rng is None or not cluster:
         return math.inf, -1

@@ -39,6 +39,20 @@ def test_a_trace_revocation_is_replanned_from_the_loss_reached(tmp_path):
     assert on_demand["mean_cost_usd"] == pytest.approx(300 / 3600, rel=1e-4)
 
 
+@pytest.mark.parametrize("second_s", [50, 55])
+def test_a_revocation_at_the_same_time_or_during_the_restart_is_replayed_too(tmp_path, second_s):
+    """The hand-worked trace with a second revocation at 50 s (the same time) or 55 s (during the 10 s
+    restart): the instance rented at 60 s is revoked at once, 10 s more of restart, then 50 s: 120 s."""
+    path = tmp_path / "trace.csv"
+    path.write_text(f"time_s,instance\n50,A\n{second_s},A\n")
+    rows = simulate([InstanceOffer(A, 2)], [InstanceOffer(A_ON_DEMAND, 2)], NEGLIGIBLE, 0.1, 200.0, **LINKS,
+                    revocation_s=10.0, trace=read_trace(path))  # fmt: skip
+    spot = rows[0]
+    assert spot["mean_revocations"] == 2
+    assert spot["mean_time_s"] == pytest.approx(120.0, rel=1e-4)
+    assert spot["mean_cost_usd"] == pytest.approx(100 / 3600, rel=1e-4)
+
+
 def test_without_revocations_spot_costs_a_third_of_on_demand():
     rows = simulate([InstanceOffer(A, 2)], [InstanceOffer(A_ON_DEMAND, 2)], NEGLIGIBLE, 0.1, 200.0, **LINKS)
     assert rows[0]["mean_cost_usd"] * 3 == pytest.approx(rows[2]["mean_cost_usd"])
