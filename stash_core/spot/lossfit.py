@@ -146,6 +146,10 @@ def read_loss_csv(path: Path) -> LossCurves:
     return curves(values["batch"], values["workers"], values["iteration"], values["loss"], values.get("R"))
 
 
+# A fitted loss that rises less than this share of the loss above its floor anywhere on the curves is flat.
+FLAT_SHARE = 1e-6
+
+
 def predict(g, data: LossCurves) -> np.ndarray:
     g1, g2, g3, g4, g5 = g
     return (g2 * data.batch + g3) * np.sqrt((data.r + g4) * data.workers) / (data.iteration + g1) + g5
@@ -178,6 +182,21 @@ def fit_loss(data: LossCurves) -> LossFit:
         batches=batches,
         worker_counts=counts,
     )
+
+
+def falls(fit: LossFit, data: LossCurves) -> str | None:
+    """Why a fit the planner cannot use matches its curves, or None: a loss scale g2 x batch + g3 that is
+    not positive at a batch of the curves, or a fitted loss that rises above its floor g5 by less than
+    FLAT_SHARE of the loss anywhere (flat curves are matched exactly by such a fit)."""
+    g = np.array(fit.g)
+    for batch in fit.batches:
+        scale = g[1] * batch + g[2]
+        if not scale > 0:
+            return f"the fit gives g2 x batch + g3 = {scale:.3g} at batch {batch}; it must be positive"
+    above_floor = float(np.max(predict(g, data) - g[4]))
+    if not above_floor > FLAT_SHARE * float(np.max(np.abs(data.loss))):
+        return f"the fitted loss stays at its floor g5 = {g[4]:.6g}"
+    return None
 
 
 def _linear_part(g1: float, g4: float, data: LossCurves) -> tuple[np.ndarray, float]:

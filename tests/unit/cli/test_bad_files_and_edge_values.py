@@ -100,6 +100,7 @@ FILES: dict[str, str | bytes] = {
     "workload_fit_list.json": _workload(loss_fit=[1]),
     "loss_bom_bad.csv": "\ufeffiteration,loss,batch_size,workers\n1,nan,32,1\n",
     "loss_nul.csv": "iteration,loss,batch_size,workers\n1,\x00,32,1\n",
+    "loss_flat.csv": "iteration,loss,batch_size,workers\n100,5.0,256,1\n100,5.0,256,2\n100,5.0,512,1\n100,5.0,512,2\n500,5.0,256,1\n500,5.0,256,2\n500,5.0,512,1\n500,5.0,512,2\n1000,5.0,256,1\n1000,5.0,256,2\n1000,5.0,512,1\n1000,5.0,512,2\n",  # a loss that never falls
     "loss_latin1.csv": "it\u00e9ration,loss\n".encode("latin-1"),
     "loss_empty.csv": "",
     "loss_header_only.csv": "iteration,loss,batch_size,workers\n",
@@ -312,6 +313,8 @@ CASES += [
     ("simulate-workload-deep", [*SIM, "--workload", "{workload_deep}", "--rate-per-h", "1"], "deeper than"),
     ("fit-loss-bom-nan", ["spot-fit-loss", "--csv", "{loss_bom_bad}", "--workload", "{tmp}/f.json"], "loss"),
     ("fit-loss-nul", ["spot-fit-loss", "--csv", "{loss_nul}", "--workload", "{tmp}/f.json"], "NUL"),
+    ("fit-loss-flat", ["spot-fit-loss", "--csv", "{loss_flat}", "--workload", "{tmp}/f.json"],
+     "the loss must fall with training"),
     ("fit-loss-latin1", ["spot-fit-loss", "--csv", "{loss_latin1}", "--workload", "{tmp}/f.json"], "UTF-8"),
     ("fit-loss-empty", ["spot-fit-loss", "--csv", "{loss_empty}", "--workload", "{tmp}/f.json"], "no rows"),
     ("fit-loss-header-only", ["spot-fit-loss", "--csv", "{loss_header_only}", "--workload", "{tmp}/f.json"],
