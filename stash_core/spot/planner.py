@@ -252,6 +252,8 @@ def plan_table(result: PlanResult, limit: int = 10) -> list[dict[str, Any]]:
 def searched_workers(result: PlanResult) -> str:
     """The worker counts searched: eqs. 15-16's bounds, and where the offered quotas hold fewer, those."""
     lower, upper = result.bounds
+    if lower > upper:  # the budget is too short for any count: the bounds cross
+        return f"none (eqs. 15-16 need at least {lower} workers within the budget but allow at most {upper})"
     most = max((plan.workers for plan in result.candidates), default=None)
     if most is not None and most < upper:
         return f"{lower} to {most} (eqs. 15-16 allow up to {upper}; the offered instances hold {most})"

@@ -200,3 +200,11 @@ def test_each_distinct_window_is_evaluated_once_and_gives_what_evaluate_gives(mo
     assert len(calls) == len({tuple(w.instance for w in window) for window in windows})
     for got, window in zip(result.candidates, windows, strict=True):
         assert got == real(window, workload, 0.8, 1e6, **LINKS)
+
+
+def test_crossed_worker_bounds_are_said_as_none_searched():
+    from stash_core.spot.planner import PlanResult, searched_workers
+
+    text = searched_workers(PlanResult(best=None, bounds=(4815, 13)))
+    assert text.startswith("none") and "at least 4815" in text and "at most 13" in text
+    assert searched_workers(PlanResult(best=None, bounds=(2, 13))) == "2 to 13 (eqs. 15-16)"
