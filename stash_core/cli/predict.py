@@ -142,7 +142,7 @@ def format_prediction(result: Any, rows: int | None = DEFAULT_ROWS) -> str:
     lines = [*_header(result.request, result.expected_errors), ""]
     lines += [
         f"  {'configuration':<28}{'workers':>8}  {'accelerator':<20}{'source':<11}{'path':<10}{'step ms':>9}"
-        f"{'±err':>9}{'samples/s':>11}{'mem GB':>13}  compute/interconnect/network ms",
+        f"{'±err':>9}{'±comm':>8}{'samples/s':>11}{'mem GB':>13}  compute/interconnect/network ms",
     ]
     shown = result.frame if rows is None else result.frame.head(rows)
     for row in shown.to_dict(orient="records"):
@@ -153,9 +153,10 @@ def format_prediction(result: Any, rows: int | None = DEFAULT_ROWS) -> str:
         memory = f"{needed if needed != '-' else '?'}/{row['memory_gb']:g}"
         speed = fixed(row["samples_per_s"], ",.0f")
         error = percent(row["expected_error"]) + ("*" if row.get("unvalidated") else "")
+        comm = percent(row["comm_error"]) if row.get("workers", 1) > 1 else "-"
         lines.append(
             f"  {row['config']:<28}{workers_cell(row):>8}  {row['accelerator'].removeprefix('NVIDIA '):<20}"
-            f"{row['source']:<11}{row['path']:<10}{row['iteration_s'] * 1e3:>9.1f}{error:>9}"
+            f"{row['source']:<11}{row['path']:<10}{row['iteration_s'] * 1e3:>9.1f}{error:>9}{comm:>8}"
             f"{speed:>11}{memory:>13}  {parts}"
         )
     if len(shown) < len(result.frame):
@@ -200,7 +201,9 @@ def _header(request: dict, errors: dict) -> list[str]:
         f"{request['model']}, batch {request['batch_size']} per GPU{shape}, {request['precision']}, "
         f"{request['habits'] + ', ' if request.get('habits') else ''}{per_instance}; ±err: the held-out error "
         "of each row's compute path and batch regime on "
-        "published figures it was not fitted to (its GPU's own where that runs wider)",
+        "published figures it was not fitted to (its GPU's own where that runs wider); ±comm: the held-out "
+        "error of the step's communication on several GPUs (one machine, several machines, or the links' "
+        "own where wider), a share of the step",
         *([f"GPUs: {', '.join(name.removeprefix('NVIDIA ') for name in request['gpus'])}"]
           if request.get("gpus") else []),
     ]  # fmt: skip

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from stash_core.catalog.accelerators import Accelerator, find_accelerator
+from stash_core.decide.predict.comm_fit import comm_stated_error
 from stash_core.decide.predict.features import default_optimizer
 from stash_core.decide.predict.memory import memory_check
 from stash_core.decide.predict.network import CommTime, comm_note, comm_time
@@ -46,6 +47,8 @@ class ConfigPrediction:
     memory_gb: float
     notes: list[str] = field(default_factory=list)
     validated: bool = True  # False: no held-out figure of this GPU (the expected error is widened)
+    # the held-out error of the step's communication, a fraction of the step (None: one worker, none to make)
+    comm_error: float | None = None
 
     @property
     def iteration_s(self) -> float:
@@ -139,10 +142,11 @@ class Predictor:
             notes.append(f"overhead-bound: {compute.kernels} kernels dispatched from the host")
         if comm.link:
             notes.append(comm_note(comm.link, count, comm.link_class))
+        comm_error = comm_stated_error(count, comm.link_class)[0] if workers * count > 1 else None
         return ConfigPrediction(
             name, accelerator.name, count, workers, path, basis, compute_s, comm.interconnect_s,
             comm.network_s, stated.error if stated else None, memory.needed_gb, memory.available_gb, notes,
-            stated.validated if stated else True,
+            stated.validated if stated else True, comm_error,
         )  # fmt: skip
 
     def _compute_path(self, name: str, accelerator: Accelerator, model_s: float) -> tuple[str, str, float]:

@@ -30,7 +30,7 @@ from stash_core.store.reads import gpu_compute_profiles
 COLUMNS = (
     "config", "instance", "accelerator", "instance_count", "gpus_per_instance", "workers_per_instance",
     "workers", "path", "source", "compute_s", "interconnect_s", "network_s", "iteration_s", "samples_per_s",
-    "expected_error", "unvalidated", "memory_needed_gb", "memory_gb", "basis", "note",
+    "expected_error", "unvalidated", "comm_error", "memory_needed_gb", "memory_gb", "basis", "note",
 )  # fmt: skip
 NO_ACCELERATOR = "not predictable - no accelerator (CPU instances need a profile)"
 
@@ -73,6 +73,7 @@ def _json_prediction(row: dict[str, Any]) -> dict[str, Any]:
         "samples_per_s": row["samples_per_s"],
         "expected_error": row["expected_error"],
         "unvalidated": bool(row["unvalidated"]),
+        "comm_expected_error": row["comm_error"],
         "memory_gb": row["memory_gb"],
         "memory_needed_gb": row["memory_needed_gb"],
         "compute_s": row["compute_s"],
@@ -284,6 +285,7 @@ def _row(result: ConfigPrediction, gpus: int, batch_size: int | None) -> dict[st
         "samples_per_s": samples,
         "expected_error": result.expected_error,
         "unvalidated": not getattr(result, "validated", True),
+        "comm_error": getattr(result, "comm_error", None),
         "memory_needed_gb": result.memory_needed_gb,
         "memory_gb": result.memory_gb,
         "basis": result.basis,

@@ -79,6 +79,7 @@ def _json_option(row: dict[str, Any]) -> dict[str, Any]:
         "samples_per_s": row.get("samples_per_s"),
         "expected_error": row["expected_error"],
         "unvalidated": bool(row.get("unvalidated")),
+        "comm_expected_error": row.get("comm_error"),
         "memory_gb": row.get("memory_gb"),
         "memory_needed_gb": row.get("memory_needed_gb"),
         **{f"{stall}_s": row[f"{stall}_s"] for stall in STALL_NAMES},

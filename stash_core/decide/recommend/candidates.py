@@ -214,7 +214,7 @@ class OptionPlanner:
         unvalidated = not getattr(result, "validated", True)
         return Estimate(
             source, None, basis, result.iteration_s, stalls, result.expected_error, notes, unvalidated,
-            result.path, result.memory_needed_gb, result.memory_gb,
+            result.path, result.memory_needed_gb, result.memory_gb, getattr(result, "comm_error", None),
         )  # fmt: skip
 
     def _spec_predictor(self) -> Predictor | str:

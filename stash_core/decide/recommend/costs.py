@@ -38,6 +38,7 @@ OPTION_COLUMNS = (
     "training_usd",
     "expected_error",
     "unvalidated",
+    "comm_error",
     "memory_needed_gb",
     "memory_gb",
     *(f"{stall}_s" for stall in STALL_NAMES),
@@ -80,6 +81,7 @@ class Estimate:
     path: str = ""  # how compute was had: "measured", "profile" (of this GPU), "scaled", "roofline"
     memory_needed_gb: float | None = None  # of one GPU, where the step model checked it
     memory_gb: float | None = None
+    comm_error: float | None = None  # the step's communication's held-out error (several GPUs, predicted)
 
 
 def option_row(
@@ -122,6 +124,7 @@ def option_row(
         "training_usd": None if usd_per_h is None else training_h * usd_per_h,
         "expected_error": estimate.expected_error,
         "unvalidated": estimate.unvalidated,
+        "comm_error": estimate.comm_error,
         "memory_needed_gb": estimate.memory_needed_gb,
         "memory_gb": estimate.memory_gb,
         **{f"{stall}_s": estimate.stalls.get(stall) for stall in STALL_NAMES},

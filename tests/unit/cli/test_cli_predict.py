@@ -12,7 +12,7 @@ from stash_core.cli.main import main
 
 FIELDS = {
     "instance", "accelerator", "gpus", "workers", "path", "step_s", "samples_per_s", "expected_error",
-    "memory_gb", "compute_s", "interconnect_s", "network_s", "unvalidated",
+    "memory_gb", "compute_s", "interconnect_s", "network_s", "unvalidated", "comm_expected_error",
 }  # fmt: skip
 
 
@@ -53,6 +53,22 @@ def test_json_answers_the_job_with_every_figure(tmp_path, capsys):
         assert 0 < row["expected_error"] < 2  # a fraction, not a percentage
     assert (by_instance["p3.8xlarge"]["gpus"], by_instance["p3.8xlarge"]["workers"]) == (4, 4)
     assert by_instance["p3.8xlarge"]["interconnect_s"] > 0 == by_instance["g5.xlarge"]["interconnect_s"]
+    # the communication's own held-out error: on several GPUs only, a fraction of the step
+    assert by_instance["g5.xlarge"]["comm_expected_error"] is None
+    assert 0 < by_instance["p3.8xlarge"]["comm_expected_error"] < 1
+
+
+def test_a_row_across_machines_states_its_communications_error_beside_the_computes(tmp_path, capsys):
+    db = str(tmp_path / "x.duckdb")
+    status, out, _ = run(capsys, "predict", "--model", "resnet50", "--batch-size", "8", "--instances",
+                         "p3.16xlarge", "--max-instances", "2", "--format", "json", "--db", db)  # fmt: skip
+    rows = {row["instance_count"]: row for row in json.loads(out)["predictions"]}
+    assert status == 0 and rows[2]["comm_expected_error"] > rows[1]["comm_expected_error"]  # several machines
+    status, out, _ = run(capsys, "predict", "--model", "resnet50", "--batch-size", "8", "--instances",
+                         "p3.16xlarge", "--max-instances", "2", "--db", db)  # fmt: skip
+    assert "±comm" in out
+    two = next(line for line in out.splitlines() if "2 x p3.16xlarge" in line)
+    assert f"{rows[2]['comm_expected_error']:.1%}" in two
 
 
 def test_the_table_says_how_many_of_the_instances_gpus_are_used(tmp_path, capsys):
