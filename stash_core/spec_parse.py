@@ -5,6 +5,7 @@ that every check of a spec raises (stash_core/spec.py holds the spec and its opt
 from __future__ import annotations
 
 import argparse
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -198,6 +199,18 @@ def check_stalls(names: list[str]) -> None:
 
 
 MAX_NAME_CHARS = 200  # a name is shown in tables and stored; 100,000 characters are not a name
+
+
+_REGION_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
+
+
+def region(text: str) -> str:
+    """argparse type of a cloud region (us-east-1, us-central1, eastus): letters, digits, '-' and '_', as
+    every cloud names them; it goes into the task a campaign hands to SkyPilot."""
+    if not _REGION_RE.fullmatch(text or ""):
+        shown = text if len(text or "") <= 40 else f"{text[:40]}..."
+        raise argparse.ArgumentTypeError(f"{shown!r} is not a region name (letters, digits, '-', '_')")
+    return text
 
 
 def identifier(text: str) -> str:

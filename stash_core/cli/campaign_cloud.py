@@ -9,7 +9,7 @@ from typing import Any
 
 from stash_core.cli.args import comma_list, count, positive_real
 from stash_core.errors import UsageError
-from stash_core.spec_parse import identifier
+from stash_core.spec_parse import identifier, region
 
 # The campaign is imported inside the functions: building `stash --help` must not load pandas.
 
@@ -29,7 +29,7 @@ def add_cloud_arguments(camp: argparse.ArgumentParser) -> None:
     cloud.add_argument(
         "--spot", action="store_true", help="spot instances, priced at the catalog's spot price"
     )
-    cloud.add_argument("--region", type=identifier, default=None, help="region (default: the price's region)")
+    cloud.add_argument("--region", type=region, default=None, help="region (default: the price's region)")
     cloud.add_argument("--budget-usd", type=positive_real(1e7), default=None,
                        help="refuse a plan that costs more, at catalog prices")  # fmt: skip
     cloud.add_argument("--parallel", type=count(50), default=1, help="instance types at once (default 1)")

@@ -8,6 +8,7 @@ task_config and to_yaml): the page and the command cannot disagree."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import shlex
 import sys
@@ -22,7 +23,7 @@ from stash_core.campaign.zoo_names import zoo_models  # noqa: F401  (the page's 
 from stash_core.catalog import list_instances
 from stash_core.engine import jobs
 from stash_core.errors import UsageError
-from stash_core.spec_parse import BATCH_SIZE, MAX_NAME_CHARS, parse_iterations
+from stash_core.spec_parse import BATCH_SIZE, MAX_NAME_CHARS, parse_iterations, region
 from stash_core.terminal import unsafe_character
 
 DEFAULT_INSTANCES = ("g5.xlarge", "g4dn.xlarge", "p3.2xlarge")  # the issue's example plan
@@ -133,7 +134,10 @@ def check_request(request: CampaignRequest) -> None:
     if not request.batch_sizes:
         raise UsageError("batch sizes: give at least one, e.g. 64 or 32,64")
     if request.region is not None:
-        _check_name(request.region, "region")
+        try:
+            region(request.region)
+        except argparse.ArgumentTypeError as error:
+            raise UsageError(f"region: {error}") from None
     if request.budget_usd is not None and not request.budget_usd > 0:
         raise UsageError(f"the budget must be above $0, got ${request.budget_usd:g}")
     parse_iterations(request.iterations)

@@ -180,3 +180,9 @@ def test_skypilot_installed_is_the_commands_answer(monkeypatch: pytest.MonkeyPat
     monkeypatch.setattr(skypilot_task, "skypilot_installed", lambda: True)
     assert view.skypilot_installed() is True
     assert "requirements-cloud.txt" in view.install_hint()
+
+
+@pytest.mark.parametrize("bad", ["**bold**", "us-east-1; rm -rf /", "us east", "-x", "é"])
+def test_a_region_that_no_cloud_names_so_is_refused_before_any_task(db: Path, bad: str) -> None:
+    with pytest.raises(UsageError, match="is not a region name"):
+        view.plan(db, request(region=bad))
