@@ -119,9 +119,11 @@ def store_view(report: views.upload.UploadReport) -> None:
         inserted = sum(1 for _, _, added in outcomes if added)
         files = len({name for name, _, _ in outcomes})
         forget_cached_queries()
-        st.session_state["upload-stored"] = f"Stored {inserted} run(s) from {files} file(s)."
+        stored = f"Stored {inserted} run(s) from {files} file(s)."
+        st.session_state["upload-stored"] = stored if outcomes else None  # no "Stored 0" beside the reason
         st.session_state["upload-refused"] = [
-            f"**{name}** — run {run_id} was not stored: {reason}" for name, run_id, reason in outcomes.refused
+            f"**{plain(name)}** — run {plain(run_id)} was not stored: {plain(reason)}"
+            for name, run_id, reason in outcomes.refused
         ]
         st.session_state["upload-generation"] = st.session_state.get("upload-generation", 0) + 1
         st.rerun()

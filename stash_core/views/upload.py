@@ -296,9 +296,8 @@ def _dry_run(checks: list[UploadCheck]) -> pd.DataFrame:
             if not check.ok or check.kind == "export:stall_breakdown":
                 continue
             for doc in check.docs:
-                if doc["run_id"] in seen:
-                    continue
-                try:
+                try:  # a run already seen in another file goes in again: the same content is a no-op, other
+                    # content is refused, as the database would refuse it at Store
                     store.ingest_result(scratch, doc)
                 except UsageError as exc:  # one file's values refuse that file only
                     _refuse(check, _reason(exc))

@@ -10,7 +10,7 @@ import duckdb
 import pytest
 from result_docs import result_doc, run_count
 from streamlit.testing.v1 import AppTest
-from support import REPO
+from support import REPO, shown
 
 from stash_core import store, views
 from stash_core.errors import UsageError
@@ -101,3 +101,32 @@ def test_a_run_the_database_refuses_at_store_time_leaves_the_others_stored(
     assert _stored_ids(populated_db) >= {GOOD_ID} and BAD_ID not in _stored_ids(populated_db)
     errors = [e.value for e in app.error]
     assert any("other.json" in e and "stored with other content" in e for e in errors), errors
+
+
+def test_two_files_of_one_run_with_other_content_are_told_apart_at_the_check(populated_db: Path) -> None:
+    first = result_doc("resnet18", run_id=BAD_ID, seed=7)
+    second = {
+        **first,
+        "spec": {**first["spec"], "batch_size": 32 if first["spec"]["batch_size"] != 32 else 16},
+    }
+    app = _open_upload()
+    _upload(app, [("a.json", json.dumps(first).encode()), ("b.json", json.dumps(second).encode())])
+    assert not app.exception
+    refused = [shown(e.value) for e in app.error]
+    assert any("b.json" in e and BAD_ID in e for e in refused), refused  # not both "can be stored"
+    assert any("a.json" in shown(s.value) for s in app.success)
+
+
+def test_a_store_the_database_refuses_whole_says_no_stored_count(
+    populated_db: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def refusing(db_path, doc, source_file=None):
+        raise UsageError("cannot create database: it is a file, not a folder")
+
+    app = _open_upload()
+    _upload(app, [("good.json", _good())])
+    monkeypatch.setattr(store, "ingest_result", refusing)
+    app.button(key="upload-store").click().run()
+    assert not app.exception
+    assert not app.success, [s.value for s in app.success]  # no "Stored 0 run(s)" beside the reason
+    assert any("not a folder" in shown(e.value) for e in app.error)
