@@ -171,7 +171,20 @@ def stored_meta(con: duckdb.DuckDBPyConnection) -> dict[str, str] | None:
 def stored_schema_version(con: duckdb.DuckDBPyConnection) -> int | None:
     """The schema version recorded in the open database, or None when it has no Stash schema yet."""
     meta = stored_meta(con)
-    return None if meta is None or "schema_version" not in meta else int(meta["schema_version"])
+    return None if meta is None else _version(meta, "the database")
+
+
+def _version(meta: dict[str, str], db_label: str) -> int | None:
+    """schema_meta's schema_version as a number (None when there is none); UsageError for another text."""
+    if "schema_version" not in meta:
+        return None
+    try:
+        return int(meta["schema_version"])
+    except (TypeError, ValueError):
+        shown = str(meta["schema_version"])[:40]
+        raise UsageError(
+            f"{db_label} has schema_version {shown!r}, which no Stash wrote: not a Stash database"
+        ) from None
 
 
 def ensure_schema(con: duckdb.DuckDBPyConnection, db_label: str) -> None:
@@ -181,7 +194,7 @@ def ensure_schema(con: duckdb.DuckDBPyConnection, db_label: str) -> None:
     """
     stored = stored_meta(con)
     meta = stored or {}
-    version = int(meta["schema_version"]) if "schema_version" in meta else None
+    version = _version(meta, f"database {db_label}")
     if version == DB_SCHEMA_VERSION and meta.get("comments_digest") == COMMENTS_DIGEST:
         return
     check_readable_version(version, db_label)

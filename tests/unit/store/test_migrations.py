@@ -407,3 +407,12 @@ def test_version_5_marks_where_each_catalog_row_comes_from(v2_path) -> None:
     assert origins[edited[0]] == "user" and origins["my-box"] == "user"
     assert {origins[row[0]] for row in shipped[2:]} == {"builtin"}  # seeded after the step
     assert get_instance(v2_path, edited[0])["on_demand_usd_per_h"] == 0.01
+
+
+def test_a_schema_version_that_is_no_number_is_one_line_for_readers_and_writers(db_path, result_doc) -> None:
+    store.ingest_result(db_path, result_doc(run_id="run-a"))
+    with duckdb.connect(str(db_path)) as con:
+        con.execute("UPDATE schema_meta SET value = 'abc' WHERE key = 'schema_version'")
+    for call in (lambda: store.list_runs(db_path), lambda: store.ingest_result(db_path, result_doc(run_id="b"))):
+        with pytest.raises(UsageError, match="schema_version 'abc', which no Stash wrote"):
+            call()
