@@ -18,6 +18,16 @@ from streamlit.components.v2 import manifest_scanner
 manifest_scanner.scan_component_manifests = functools.cache(manifest_scanner.scan_component_manifests)
 
 
+@pytest.fixture(autouse=True)
+def _model_code_as_the_server_runs_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A page runs a user's model code in a new interpreter (pages/_shared.py turns it on when first
+    imported); every page test does so, and the setting goes back afterwards, so that the tests of other
+    files that this process runs next keep their own."""
+    from stash_core import containment
+
+    monkeypatch.setattr(containment, "FRESH_PROCESS", True)
+
+
 @pytest.fixture()
 def empty_db(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     db = tmp_path / "empty" / "results.duckdb"
