@@ -131,7 +131,10 @@ def _run_row(doc: ResultDocument, source_file: str | None) -> dict[str, Any]:
         },
         "iteration_s": number(breakdown.get("iteration_s"), "breakdown.iteration_s"),
         "iteration_ci95_s": number(breakdown.get("iteration_ci95_s"), "breakdown.iteration_ci95_s"),
-        "epoch_s": number(breakdown.get("epoch_s"), "breakdown.epoch_s"),
+        # an epoch of iterations of unknown time is unknown too (a file's NaN iteration time)
+        "epoch_s": _known_with(
+            breakdown.get("iteration_s"), number(breakdown.get("epoch_s"), "breakdown.epoch_s")
+        ),
         "reference_phase": text(breakdown.get("reference_phase")),
         "hostname": text(fingerprint.get("hostname")),
         "stash_version": text(doc.get("stash_version")),
@@ -145,6 +148,16 @@ def _run_row(doc: ResultDocument, source_file: str | None) -> dict[str, Any]:
         "source_file": source_file,
         "ingested_at": datetime.now(UTC).isoformat(),
     }
+
+
+def _known_with(iteration_s: Any, value: float | None) -> float | None:
+    """`value`, or None where the iteration time it follows from is not known (None or NaN)."""
+    known = (
+        isinstance(iteration_s, int | float)
+        and not isinstance(iteration_s, bool)
+        and iteration_s == iteration_s
+    )
+    return value if known else None
 
 
 def _loader_workers(doc: ResultDocument) -> int | None:
@@ -201,15 +214,12 @@ def _phase_row(run_id: str, index: int, phase: dict[str, Any]) -> dict[str, Any]
 
 
 def _stall_row(run_id: str, stall: str, entry: dict[str, Any], iteration_s: float | None) -> dict[str, Any]:
-    """A stall's row; its share is its seconds over the run's iteration time wherever both are known (the
-    file's own share otherwise), so that the stored shares and seconds never disagree."""
+    """A stall's row; its share is its seconds over the run's iteration time (None where either is not
+    known), so that the stored shares and seconds never disagree."""
     seconds = number(entry.get("seconds"), f"stall {stall} seconds")
     status = text(entry.get("status")) or ("measured" if seconds is not None else "not_measured")
-    share = number(entry.get("share"), f"stall {stall} share")
-    if seconds is not None and iteration_s:
-        share = seconds / iteration_s
-    elif seconds is None:
-        share = None  # no share of an unknown stall
+    number(entry.get("share"), f"stall {stall} share")  # checked as every number is, then recomputed
+    share = seconds / iteration_s if seconds is not None and iteration_s else None
     return {
         "run_id": run_id,
         "stall": stall,

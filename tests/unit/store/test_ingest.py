@@ -325,3 +325,13 @@ def test_an_impossible_number_is_refused_and_shares_follow_the_seconds(db_path, 
             " + unattributed_share FROM stall_breakdown"
         ).fetchall()[0]
     assert row[1] == pytest.approx(row[0]) and row[2] == pytest.approx(1.0)
+
+
+def test_an_unknown_iteration_time_leaves_the_epoch_and_the_shares_unknown(db_path, result_doc):
+    doc = result_doc(run_id="no-iteration-time")
+    doc["breakdown"]["iteration_s"] = float("nan")  # a file's "unknown"
+    store.ingest_result(db_path, doc)
+    with duckdb.connect(str(db_path), read_only=True) as con:
+        run = con.execute("SELECT iteration_s, epoch_s FROM runs").fetchall()[0]
+        shares = con.execute("SELECT count(*) FROM stalls WHERE share IS NOT NULL").fetchall()[0][0]
+    assert run == (None, None) and shares == 0  # no epoch or share shown beside an unknown iteration
