@@ -88,7 +88,7 @@ def format_stored_run(run: dict, db_path: Path | str | None = None) -> str:
     workers = f"{run.get('workers_per_node')} worker(s) x {run.get('nodes')} node(s)"
     lines = [
         f"run {run['run_id']}  {run.get('status')}  started {run.get('started_at')}",
-        f"model {run.get('model')}, batch {run.get('batch_size')} per worker, {workers}, "
+        f"model {run.get('model')}, batch {run.get('batch_size') or 'unknown'} per worker, {workers}, "
         f"{run.get('device')} ({run.get('backend')}), instance {run.get('instance') or '-'}",
     ]
     label_warning = _label_check(run, db_path).warning

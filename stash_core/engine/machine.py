@@ -5,10 +5,12 @@ from __future__ import annotations
 import os
 from dataclasses import replace
 
+from stash_core.analysis.stalls import PHASE_OF_STALL
 from stash_core.engine.paired import why_not_paired
 from stash_core.engine.plan import plan_phases
 from stash_core.errors import UsageError
 from stash_core.spec import ProfileSpec, check_fields, default_of
+from stash_core.units import STALLS
 
 
 def usable_cpu_count() -> int:
@@ -18,9 +20,19 @@ def usable_cpu_count() -> int:
         return os.cpu_count() or 1
 
 
+# What a stall's run needs of the setup, said when a --stalls list asks for one the setup cannot measure.
+STALL_NEEDS = {
+    "interconnect": "--workers 2 or more",
+    "network": "--nodes 2 or more",
+    "cpu": "real data (--dataset DIR or --synthetic-images N)",
+    "disk": "real data (--dataset DIR or --synthetic-images N)",
+}
+
+
 def validate(spec: ProfileSpec, cuda_devices: int) -> None:
     """Check what can be checked before launching anything; raise UsageError with one line."""
     check_fields(spec)
+    check_measurable(spec)
     # --device auto is checked as the device it will resolve to.
     device = spec.device if spec.device != "auto" else ("cuda" if cuda_devices > 0 else "cpu")
     check_paired(spec, device)
@@ -48,6 +60,18 @@ def validate(spec: ProfileSpec, cuda_devices: int) -> None:
         raise UsageError(
             f"--threads-per-worker {spec.threads_per_worker}: this machine has {cores} usable CPU core(s)"
         )
+
+
+def check_measurable(spec: ProfileSpec) -> None:
+    """A --stalls list that names a stall this setup has no run for: one line, before anything is launched
+    or kept (the default, every stall, measures what the setup can)."""
+    if set(spec.stalls) >= set(STALLS):
+        return
+    chain = plan_phases(spec)[0]
+    missing = [stall for stall in dict.fromkeys(spec.stalls) if PHASE_OF_STALL[stall] not in chain]
+    if missing:
+        needs = "; ".join(f"{stall} needs {STALL_NEEDS[stall]}" for stall in missing)
+        raise UsageError(f"--stalls {','.join(missing)}: not measurable in this setup: {needs}")
 
 
 def check_paired(spec: ProfileSpec, device: str) -> None:

@@ -7,6 +7,7 @@ import time
 
 from stash_core.engine.plan import PhasePlan
 from stash_core.measure import protocol
+from stash_core.terminal import printable
 
 BAR_WIDTH = 24
 
@@ -70,7 +71,7 @@ class BarReporter(Reporter):
         self.tty = self.stream.isatty()
 
     def message(self, text: str) -> None:
-        self.stream.write(f"{text}\n")
+        self.stream.write(f"{printable(text)}\n")
         self.stream.flush()
 
     def phase_started(self, plan, index: int, total: int) -> None:
@@ -100,7 +101,8 @@ class BarReporter(Reporter):
             figure = f"{summary['mean']:.4f} s ± {summary['ci95'] / summary['mean']:.1%}"
             self.stream.write(f"      {record['name']}: {kept}, {figure}  [{elapsed:.0f} s]\n")
         else:
-            self.stream.write(f"      failed: {record.get('error')}\n")
+            # a script's error text is the script's: its escapes written out, never acted on by the terminal
+            self.stream.write(f"      failed: {printable(str(record.get('error')))}\n")
         self.stream.flush()
 
 

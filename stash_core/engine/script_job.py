@@ -62,11 +62,22 @@ def script_model_info(spec: ProfileSpec) -> dict:
 
 
 def finish_script_doc(doc: dict) -> None:
-    """What a script's runs found, into the document: the batch size measured from its first batch, its
+    """What a script's runs found, into the document: the batch size measured from its first batch (over a
+    --batch-size that disagrees with it, with a warning), its
     loader workers, and why CPU and disk are not separate stalls (no --data-dir, or no DataLoader at all)."""
     found = [record["script"] for record in doc["phases"] if isinstance(record.get("script"), dict)]
-    if doc["spec"].get("batch_size") is None:
-        sizes = [info["batch_size"] for info in found if info.get("batch_size")]
+    sizes = [info["batch_size"] for info in found if info.get("batch_size")]
+    given = doc["spec"].get("batch_size")
+    if sizes and given is not None and given != sizes[0]:
+        # --batch-size stands for a batch the runs cannot see (no DataLoader); the measured one is the truth
+        doc["spec"]["batch_size"] = sizes[0]
+        breakdown = doc.get("breakdown")
+        if breakdown is not None:
+            breakdown.setdefault("warnings", []).append(
+                f"--batch-size {given} was given, but the script's runs read batches of {sizes[0]} per "
+                f"process: the run is recorded with {sizes[0]}"
+            )
+    elif given is None:
         doc["spec"]["batch_size"] = sizes[0] if sizes else None
     # The script's own DataLoader workers, not Stash's --loader-workers (which a script never sees); None
     # without a DataLoader, or where runs disagree (each run keeps its own in phases[].script).

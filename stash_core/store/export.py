@@ -46,6 +46,8 @@ def export(db_path: Path | str, fmt: str, out_dir: Path | str) -> list[Path]:
         raise UsageError(f"unknown export format {fmt!r}; choose one of {', '.join(EXPORT_FORMATS)}")
     suffix, options = EXPORT_FORMATS[fmt]
     db_path, out_dir = required_path("db_path", db_path), required_path("out_dir", out_dir)
+    if not db_path.exists():  # a mistyped --db would otherwise export the empty tables of no database
+        raise UsageError(f"no database at {db_path}: nothing to export")
     _refuse_replacing_the_database(db_path, out_dir, suffix)
     created = not out_dir.exists()  # removed again when nothing is exported (a database refused)
     try:

@@ -64,6 +64,10 @@ REFUSED = [
     ("disk-read-1e308", [*PROFILE, "--disk-read-mbps", "1e308"], "--disk-read-mbps"),
     ("out-is-db-by-another-name", ["profile", "--model", "resnet10", "--batch-size", "4", "--db",
                                    "{tmp}/dsdir/../p.duckdb", "--out", "{tmp}/p.duckdb"], "is the database"),
+    ("stalls-network-on-one-machine", [*PROFILE, "--stalls", "network"], "network needs --nodes 2"),
+    ("stalls-cpu-disk-without-data", [*PROFILE, "--stalls", "cpu,disk"], "cpu needs real data"),
+    ("stalls-interconnect-one-worker", [*PROFILE, "--workers", "1", "--stalls", "interconnect"],
+     "interconnect needs --workers 2"),
 ]  # fmt: skip
 
 STARTED = [

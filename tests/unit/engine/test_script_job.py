@@ -21,3 +21,16 @@ def test_runs_that_disagree_or_use_no_loader_leave_the_loader_workers_unknown() 
     for doc in (disagree, no_loader):
         finish_script_doc(doc)
         assert doc["spec"]["loader_workers"] is None
+
+
+def test_a_given_batch_size_the_runs_contradict_gives_way_to_the_measured_one_with_a_warning() -> None:
+    doc = doc_of(*[{"loader_used": True, "batch_size": 8, "loader_workers": 1}] * 2)
+    doc["spec"]["batch_size"], doc["breakdown"] = 4, {"warnings": [], "stalls": {}}
+    finish_script_doc(doc)
+    assert doc["spec"]["batch_size"] == 8
+    assert any("--batch-size 4 was given" in warning and "batches of 8" in warning
+               for warning in doc["breakdown"]["warnings"])  # fmt: skip
+    unseen = doc_of({"loader_used": False, "loader_workers": None})  # no DataLoader: the given batch stands
+    unseen["spec"]["batch_size"] = 4
+    finish_script_doc(unseen)
+    assert unseen["spec"]["batch_size"] == 4

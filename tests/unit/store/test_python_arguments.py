@@ -55,3 +55,9 @@ def test_a_home_folder_path_is_expanded_for_ingest_and_export(tmp_path, monkeypa
     written = store.export("~/r.duckdb", "csv", "~/exported")
     assert written and all(path.parent == home / "exported" for path in written)
     assert not (tmp_path / "~").exists()  # no folder literally named "~" where the call ran
+
+
+def test_exporting_a_database_that_does_not_exist_is_refused(tmp_path):
+    with pytest.raises(UsageError, match="no database at .*nothing to export"):
+        store.export(tmp_path / "typo.duckdb", "csv", tmp_path / "out")
+    assert not list(tmp_path.iterdir())

@@ -1,0 +1,19 @@
+"""The progress lines on a terminal carry a script's own text (its error, a warning) as text: escapes
+written out (terminal.printable), never acted on, and nothing after a carriage return lost."""
+
+from __future__ import annotations
+
+import io
+
+from stash_core.engine.progress import BarReporter
+
+
+def test_a_failed_runs_error_and_a_message_are_printed_as_text() -> None:
+    stream = io.StringIO()
+    reporter = BarReporter(stream)
+    reporter.phase_finished({"name": "R0", "status": "failed",
+                             "error": "the script raised RuntimeError: boom \x1b[31mred\x1b[0m \r\x08 end"})  # fmt: skip
+    reporter.message("warning: \x1b]0;title\x07 from the script")
+    text = stream.getvalue()
+    assert "\x1b" not in text and "\r" not in text and "\x07" not in text and "\x08" not in text
+    assert "boom \\x1b[31mred\\x1b[0m \\r\\x08 end" in text and "\\x1b]0;title\\x07" in text
