@@ -111,6 +111,12 @@ def breakdown(
     reference = measured[-1]
     reference_s = times[reference].mean_s
     warnings: list[str] = []
+    if reference != chain[-1]:  # the stalls asked for, or an interrupted profile, stopped short of the job
+        warnings.append(
+            f"the iteration time is {reference}'s: {chain[-1]}, the job as set up, was not timed (its "
+            "stall not asked for, or the profile ended first), so the iteration and the shares are of "
+            f"{reference}"
+        )
     stalls: dict[str, dict] = {
         name: _stall(None, None, reference_s, iterations_per_epoch, "not_measured", "") for name in STALLS
     }

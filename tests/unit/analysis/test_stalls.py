@@ -144,3 +144,13 @@ def test_a_stored_breakdown_without_a_remainder_gets_one_on_the_fly():
     assert stall_resolved(stored["stalls"]["cpu"]) is True
     assert stall_resolved({"seconds": 0.02, "ci95_s": 0.03, "status": "measured"}) is False
     assert stall_resolved({"seconds": None, "status": "not_measured"}) is None
+
+
+def test_an_iteration_time_short_of_the_job_says_whose_it_is():
+    chain = applicable_chain(workers_total=2, nodes=1, real_data=True)
+    only_compute = breakdown({"R0": PhaseTime(0.200, 0.004)}, chain, iterations_per_epoch=31)
+    assert only_compute["iteration_s"] == pytest.approx(0.200)
+    assert any(warning.startswith("the iteration time is R0's: R2, the job as set up, was not timed")
+               for warning in only_compute["warnings"])  # fmt: skip
+    whole = breakdown(full_times(), chain, iterations_per_epoch=31)
+    assert not any("the job as set up" in warning for warning in whole["warnings"])
