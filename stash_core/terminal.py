@@ -8,6 +8,7 @@ every CSV Stash writes passes its text cells through `formula_safe` (cells.csv_t
 
 from __future__ import annotations
 
+import functools
 import re
 
 # C0 and C1 controls (but newline and tab, which lay out a table) and the bidirectional overrides.
@@ -25,8 +26,11 @@ def unsafe_character(text: str) -> str | None:
     return f"U+{ord(match.group()):04X}" if match else None
 
 
-# Every character `printable` escapes (for writers that cannot call it per cell: the DuckDB CSV export).
-ESCAPED_CHARACTERS = tuple(chr(code) for code in range(0x2070) if _CONTROL.match(chr(code)))
+@functools.cache
+def escaped_characters() -> tuple[str, ...]:
+    """Every character `printable` escapes, for a writer that cannot call it per cell (the DuckDB CSV
+    export); found once, when first asked, not at every start-up."""
+    return tuple(chr(code) for code in range(0x2070) if _CONTROL.match(chr(code)))
 
 
 def printable(text: str) -> str:

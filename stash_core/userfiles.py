@@ -170,13 +170,18 @@ def writable_target(path: Path | str, what: str = "file") -> Path:
     return real
 
 
+def nearest_existing(path: Path) -> Path:
+    """`path`, or its nearest ancestor that exists (where a write that creates the missing folders starts)."""
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    return path
+
+
 def check_output(path: Path | str, what: str = "file") -> Path:
     """writable_target, and a folder this process may write in (the nearest existing one, since a write
     creates the missing ones): for an output path checked before minutes of work. The file to replace."""
     target = writable_target(path, what)
-    folder = target.parent
-    while not folder.exists() and folder != folder.parent:
-        folder = folder.parent
+    folder = nearest_existing(target.parent)
     if not folder.is_dir() or not os.access(folder, os.W_OK | os.X_OK):
         raise UsageError(f"cannot write {what} {path}: {folder} is not a folder this user can write in")
     if target.exists() and not os.access(target, os.W_OK):

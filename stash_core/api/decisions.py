@@ -14,13 +14,13 @@ from stash_core.api.options import (
     database,
     instance_selection,
     required,
-    required_path_value,
     switch,
     text_value,
 )
 from stash_core.api.results import Recommendation, SpotPlan
 from stash_core.errors import UsageError
 from stash_core.habits import TrainingJob
+from stash_core.pathargs import required_path
 from stash_core.spec_parse import BATCH_SIZE, Number, count, identifier, parse_input_shape, positive_real
 
 YEAR_S = 365 * 86400.0
@@ -112,7 +112,7 @@ def plan_spot(
     revocation_s = required("revocation_s", revocation_s, NON_NEGATIVE_YEAR)
     rate = checked("rate_per_h", rate_per_h, Number(0, 3600.0, whole=False, what="a number >= 0"))
     pricing = "on_demand" if switch("on_demand", on_demand) else "spot"
-    workload_path = required_path_value("workload", workload)
+    workload_path = required_path("workload", workload)
     try:
         loaded, doc = load_workload(workload_path)
     except (ValueError, TypeError, RecursionError) as error:  # numbers too long, nesting too deep, text

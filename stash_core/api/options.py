@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from stash_core.errors import UsageError
-from stash_core.pathargs import check_outputs, default_db, path_argument, required_path
+from stash_core.pathargs import check_outputs, default_db, required_path
 from stash_core.spec import OPTIONS, Option, ProfileSpec, add_profile_arguments, default_of
 from stash_core.spec_parse import identifier
 
@@ -112,16 +112,6 @@ def switch(name: str, value: Any) -> bool:
     return value
 
 
-def path_value(name: str, value: Any) -> Path | None:
-    """A file or folder argument as the command line takes it (pathargs.path_argument); None stays None."""
-    return path_argument(name, value)
-
-
-def required_path_value(name: str, value: Any) -> Path:
-    """As path_value, for a path that must be given."""
-    return required_path(name, value)
-
-
 def instance_selection(value: list[str] | str | None, most: int) -> list[str] | None:
     """None for every instance ("all", as the commands' default), else the names."""
     if value is None or (isinstance(value, str) and value.strip().lower() == "all"):
@@ -165,7 +155,7 @@ def database(db: Path | str | None) -> Path:
     """The database an API call reads or writes: `db`, else $STASH_DB, else ./results.duckdb."""
     if db is None:
         return default_db()
-    return path_value("db", db) or default_db()
+    return required_path("db", db)
 
 
 def _option_argv(name: str, option: Option, value: Any) -> list[str]:

@@ -32,6 +32,7 @@ from stash_core.results.file import default_result_path, write_result_atomic
 from stash_core.spec import ProfileSpec
 from stash_core.store.connection import DatabaseLocked, check_database_path
 from stash_core.units import json_safe
+from stash_core.userfiles import nearest_existing
 from stash_core.zoo import build_model
 
 
@@ -188,9 +189,7 @@ def check_writable(db_path: Path, out_path: Path | None, store_db: bool) -> None
     if out_path is not None and out_path.is_dir():
         raise UsageError(f"--out {out_path} is a directory; give the result file's name")
     directory = out_path.parent if out_path else results_dir_of(db_path)
-    existing = directory
-    while not existing.exists() and existing != existing.parent:
-        existing = existing.parent
+    existing = nearest_existing(directory)
     if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
         what = "--out " + str(out_path) if out_path else "the result file"
         raise UsageError(f"{what}: cannot write to {directory} (permission denied or not a directory)")

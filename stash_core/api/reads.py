@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from stash_core.api.options import database
 from stash_core.api.results import Result
 from stash_core.errors import UsageError
-from stash_core.pathargs import expand_home
+from stash_core.pathargs import required_path
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -72,12 +72,9 @@ def load_result(path: Path | str) -> Result:
         UsageError: the file is missing, unreadable, not a Stash result, too new or incomplete.
     """
     from stash_core.results.file import load_result as load_document
-
-    if not isinstance(path, str | Path) or not str(path).strip():
-        raise UsageError(f"path: expected a result file's path, got {path!r}")
     from stash_core.store.ingest_rows import prepare_run
 
-    path = expand_home(str(path))
+    path = required_path("path", path)
     doc = load_document(path)
     try:
         prepare_run(doc, str(path))  # every value checked as ingest checks it; nothing is stored

@@ -14,14 +14,12 @@ from stash_core.api.options import (
     checked,
     choice,
     database,
-    path_value,
     required,
-    required_path_value,
     switch,
 )
 from stash_core.api.results import Schedule
 from stash_core.errors import UsageError
-from stash_core.pathargs import refuse_overwrite
+from stash_core.pathargs import path_argument, refuse_overwrite, required_path
 from stash_core.sched import defaults
 from stash_core.spec_parse import Number, count, positive_real
 
@@ -93,9 +91,9 @@ def simulate_schedule(
     fraction_rule = Number(0, 1, whole=False, low_open=True, high_open=True, what="a fraction from 0 to 1")
     fraction = required("tune_fraction", tune_fraction, fraction_rule)
     fabric = _fabric(node_gbps, uplink_gbps, oversubscription, reference_gbps, shape)
-    db_path, out_dir = database(db), required_path_value("out", out)
-    jobs_csv = path_value("jobs_csv", jobs_csv)
-    trace_path = path_value("trace", trace)
+    db_path, out_dir = database(db), required_path("out", out)
+    jobs_csv = path_argument("jobs_csv", jobs_csv)
+    trace_path = path_argument("trace", trace)
     no_store = switch("no_store", no_store)
     _refuse_overwrites(out_dir, jobs_csv, db_path, trace_path)
     check_outputs(out_dir, jobs_csv, db_path, store=not no_store)  # before any work

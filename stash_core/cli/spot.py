@@ -167,7 +167,7 @@ def format_plan(result: Any, rows: list[dict[str, Any]], pricing: str, target_lo
 
 def cmd_spot_fit_loss(args: argparse.Namespace) -> int:
     from stash_core.spot.inputs import check_writable, update_workload
-    from stash_core.spot.lossfit import MAX_FIT_ERROR, falls, fit_loss, read_loss_csv
+    from stash_core.spot.lossfit import MAX_FIT_ERROR, fit_loss, flat_fit_reason, read_loss_csv
 
     check_writable(args.workload)
     curves = read_loss_csv(args.csv)
@@ -178,7 +178,7 @@ def cmd_spot_fit_loss(args: argparse.Namespace) -> int:
             f"the loss fit's mean error {fit.mean_rel_error:.1%} is beyond {MAX_FIT_ERROR:.0%} (max "
             f"{fit.max_rel_error:.1%}); {args.workload} is left as it was"
         )
-    flat = falls(fit, curves)
+    flat = flat_fit_reason(fit, curves)
     if flat:  # the planner refuses it: no loss left to lose
         raise UsageError(
             f"{flat} (the loss must fall with training): do the curves fall? {args.workload} is left as "

@@ -32,6 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from stash_core.errors import UsageError
+from stash_core.spot.model import loss_scale
 from stash_core.userfiles import read_user_text, refuse_repeated_columns
 
 MAX_LOSS_CSV_BYTES = 256 * 1024 * 1024  # loss curves are thousands of rows, not millions
@@ -184,13 +185,13 @@ def fit_loss(data: LossCurves) -> LossFit:
     )
 
 
-def falls(fit: LossFit, data: LossCurves) -> str | None:
-    """Why a fit the planner cannot use matches its curves, or None: a loss scale g2 x batch + g3 that is
-    not positive at a batch of the curves, or a fitted loss that rises above its floor g5 by less than
-    FLAT_SHARE of the loss anywhere (flat curves are matched exactly by such a fit)."""
+def flat_fit_reason(fit: LossFit, data: LossCurves) -> str | None:
+    """Why a fit matches its curves but the planner cannot use it, or None: a loss scale (model.loss_scale)
+    that is not positive at a batch of the curves, or a fitted loss that rises above its floor g5 by less
+    than FLAT_SHARE of the loss anywhere (flat curves are matched exactly by such a fit)."""
     g = np.array(fit.g)
     for batch in fit.batches:
-        scale = g[1] * batch + g[2]
+        scale = loss_scale(batch, fit.g)
         if not scale > 0:
             return f"the fit gives g2 x batch + g3 = {scale:.3g} at batch {batch}; it must be positive"
     above_floor = float(np.max(predict(g, data) - g[4]))

@@ -31,6 +31,7 @@ from stash_core.errors import UsageError, first_line
 from stash_core.store.dbfile import check_database_file, refuse_foreign
 from stash_core.store.migrations import check_reader_can_take, ensure_schema, stored_schema_version
 from stash_core.store.schema_template import copy_schema
+from stash_core.userfiles import nearest_existing
 
 LOCK_TIMEOUT_S = 10.0
 READER_YIELD_S = 2.0
@@ -191,9 +192,7 @@ def check_database_path(path: Path | str) -> None:
         if not os.access(path, os.W_OK):
             raise UsageError(f"database {path} is not writable")
         return
-    existing = path.parent
-    while not existing.exists() and existing != existing.parent:
-        existing = existing.parent
+    existing = nearest_existing(path.parent)
     if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
         raise UsageError(f"cannot create database {path}: {existing} is not a writable directory")
 

@@ -12,7 +12,7 @@ import duckdb
 from stash_core.errors import UsageError
 from stash_core.pathargs import required_path
 from stash_core.store.connection import connect
-from stash_core.terminal import ESCAPED_CHARACTERS, FORMULA_LEADS, printable
+from stash_core.terminal import FORMULA_LEADS, escaped_characters, printable
 
 # DuckDB COPY options per format. JSON is newline-delimited (one object per line, "JSON Lines"), which
 # streams and appends well; read it with pandas.read_json(path, lines=True) or DuckDB read_json.
@@ -140,11 +140,11 @@ def _csv_safe_columns(con: duckdb.DuckDBPyConnection, name: str) -> str:
 
 
 def _visible_controls(column: str) -> str:
-    """SQL of `column` with each of terminal.ESCAPED_CHARACTERS replaced by its printable escape; the
+    """SQL of `column` with each of terminal.escaped_characters() replaced by its printable escape; the
     replacements run only on the cells that hold one."""
     escaped = column
-    for char in ESCAPED_CHARACTERS:
+    for char in escaped_characters():
         visible = printable(char).replace("'", "''")
         escaped = f"replace({escaped}, chr({ord(char)}), '{visible}')"
-    pattern = "".join(f"\\x{{{ord(char):x}}}" for char in ESCAPED_CHARACTERS)
+    pattern = "".join(f"\\x{{{ord(char):x}}}" for char in escaped_characters())
     return f"(CASE WHEN regexp_matches({column}, '[{pattern}]') THEN {escaped} ELSE {column} END)"

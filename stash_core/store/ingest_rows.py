@@ -68,6 +68,13 @@ class PreparedRun:
 def prepare_run(doc: ResultDocument, source_file: str | None) -> PreparedRun:
     """The rows of a migrated, validated result document (see stash_core.results.upgrade_result)."""
     run_id = doc["run_id"]
+    breakdown = doc.get("breakdown") or {}
+    iteration_s = number(breakdown.get("iteration_s"), "breakdown.iteration_s")
+    # the stalls first: a bad stall is named as itself, not as the remainder their sum overflows
+    stall_rows = [
+        _stall_row(run_id, stall, entry, iteration_s)
+        for stall, entry in (breakdown.get("stalls") or {}).items()
+    ]
     run_row = _run_row(doc, source_file)
     model_row = None
     if run_row["model"]:
@@ -82,17 +89,12 @@ def prepare_run(doc: ResultDocument, source_file: str | None) -> PreparedRun:
         series = telemetry_table(phase)
         if series is not None:
             telemetry.append((phase["name"], series))
-    breakdown = doc.get("breakdown") or {}
-    stalls = breakdown.get("stalls") or {}
-    iteration_s = run_row["iteration_s"]
     return PreparedRun(
         run_id=run_id,
         run_row=run_row,
         model_row=model_row,
         phases=typed_frame(phase_rows, _PHASE_COLUMNS),
-        stalls=typed_frame(
-            [_stall_row(run_id, stall, entry, iteration_s) for stall, entry in stalls.items()], _STALL_COLUMNS
-        ),
+        stalls=typed_frame(stall_rows, _STALL_COLUMNS),
         iterations=iterations,
         telemetry=telemetry,
         probes=_run_probes(doc, run_row["instance"]),
@@ -105,6 +107,8 @@ def _run_row(doc: ResultDocument, source_file: str | None) -> dict[str, Any]:
     model = doc.get("model") or {}
     fingerprint = doc.get("fingerprint") or {}
     breakdown = doc.get("breakdown") or {}
+    iteration_s = number(breakdown.get("iteration_s"), "breakdown.iteration_s")
+    epoch_s = number(breakdown.get("epoch_s"), "breakdown.epoch_s")
     return {
         "run_id": doc["run_id"],
         "started_at": utc_text(doc["started_at"]),
@@ -129,12 +133,10 @@ def _run_row(doc: ResultDocument, source_file: str | None) -> dict[str, Any]:
             column: integer(model.get(column), f"model.{column}", _BIGINT.get(column, INT32_MAX))
             for column in _MODEL_COLUMNS[2:]
         },
-        "iteration_s": number(breakdown.get("iteration_s"), "breakdown.iteration_s"),
+        "iteration_s": iteration_s,
         "iteration_ci95_s": number(breakdown.get("iteration_ci95_s"), "breakdown.iteration_ci95_s"),
         # an epoch of iterations of unknown time is unknown too (a file's NaN iteration time)
-        "epoch_s": _known_with(
-            breakdown.get("iteration_s"), number(breakdown.get("epoch_s"), "breakdown.epoch_s")
-        ),
+        "epoch_s": None if iteration_s is None else epoch_s,
         "reference_phase": text(breakdown.get("reference_phase")),
         "hostname": text(fingerprint.get("hostname")),
         "stash_version": text(doc.get("stash_version")),
@@ -148,16 +150,6 @@ def _run_row(doc: ResultDocument, source_file: str | None) -> dict[str, Any]:
         "source_file": source_file,
         "ingested_at": datetime.now(UTC).isoformat(),
     }
-
-
-def _known_with(iteration_s: Any, value: float | None) -> float | None:
-    """`value`, or None where the iteration time it follows from is not known (None or NaN)."""
-    known = (
-        isinstance(iteration_s, int | float)
-        and not isinstance(iteration_s, bool)
-        and iteration_s == iteration_s
-    )
-    return value if known else None
 
 
 def _loader_workers(doc: ResultDocument) -> int | None:
@@ -175,9 +167,6 @@ def _remainder_columns(breakdown: dict[str, Any]) -> dict[str, float | None]:
     (analysis.stalls.remainder_of), so that a file written before the remainder existed, or one whose
     figures no longer add up, is stored with the remainder that closes the breakdown. NULL without an
     iteration time."""
-    for stall, entry in (breakdown.get("stalls") or {}).items():  # a bad stall named before their sum
-        if isinstance(entry, dict):
-            number(entry.get("seconds"), f"stall {stall} seconds")
     remainder = remainder_of(breakdown) if breakdown else None
     if remainder is None:
         return {"unattributed_s": None, "unattributed_ci95_s": None}

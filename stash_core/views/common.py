@@ -15,6 +15,7 @@ from stash_core.errors import UsageError
 from stash_core.pathargs import default_db, expand_home
 from stash_core.terminal import printable
 from stash_core.units import finite_float
+from stash_core.userfiles import nearest_existing
 
 STALL_LABELS = {
     "compute": "Compute",
@@ -71,9 +72,7 @@ def resolve_db_path(text: str | os.PathLike | None) -> Path:
     path = expand_home(chosen) if chosen else default_db()
     if path.exists() and path.is_dir():
         raise UsageError(f"{path} is a folder; give the path of a .duckdb file")
-    above = path.parent
-    while not above.exists() and above != above.parent:
-        above = above.parent
+    above = nearest_existing(path.parent)
     if not path.exists() and not above.is_dir():  # the first write could only fail, with "File exists"
         raise UsageError(f"cannot create database {path}: {above} is a file, not a folder")
     return path.resolve()

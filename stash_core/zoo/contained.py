@@ -162,13 +162,15 @@ def _reaped(pid: int) -> int | None:
     return None
 
 
-def _forward(data: bytes, what: str) -> None:
-    """The model's own output on Stash's standard error, as text with control characters escaped."""
+def _forward(data: bytes, what: str | None) -> None:
+    """The model's own output on Stash's standard error, as text with control characters escaped, each line
+    marked as the model's (None: marked already, by the interpreter that ran it)."""
     from stash_core.terminal import printable
 
+    mark = f"[{what}] " if what is not None else ""
     for line in data.decode("utf-8", "replace").splitlines():
         if line.strip():
-            print(f"[{what}] {printable(line)}", file=sys.stderr)
+            print(f"{mark}{printable(line)}", file=sys.stderr)
 
 
 def _kill_group(pid: int) -> None:
@@ -216,11 +218,7 @@ def _in_new_interpreter(what: str, function: Callable[..., T], args: tuple) -> T
         raise UserModelError(
             f"{what} did not finish within {limit_s:g} s (time limit; {LIMIT_VAR})"
         ) from None
-    from stash_core.terminal import printable
-
-    for line in done.stderr[-MAX_FORWARDED_BYTES:].decode("utf-8", "replace").splitlines():
-        if line.strip():  # the model's output, already marked as the model's by the interpreter's contained()
-            print(printable(line), file=sys.stderr)
+    _forward(done.stderr[-MAX_FORWARDED_BYTES:], None)
     try:
         kind, value = pickle.loads(done.stdout)
     except Exception:  # no answer: the interpreter ended first
