@@ -12,7 +12,7 @@ import duckdb
 from stash_core.errors import UsageError
 from stash_core.pathargs import required_path
 from stash_core.store.connection import connect
-from stash_core.terminal import FORMULA_LEADS, escaped_characters, printable
+from stash_core.terminal import FORMULA_LEADS, escaped_characters
 
 # DuckDB COPY options per format. JSON is newline-delimited (one object per line, "JSON Lines"), which
 # streams and appends well; read it with pandas.read_json(path, lines=True) or DuckDB read_json.
@@ -122,29 +122,37 @@ def _refuse_replacing_the_database(db_path: Path, out_dir: Path, suffix: str) ->
 def _csv_safe_columns(con: duckdb.DuckDBPyConnection, name: str) -> str:
     """The select list of `name` for a CSV: in every text column, control characters written as \\xNN
     (terminal.printable: an error text holding a terminal escape stays text when the CSV is printed), then
-    formula-leading cells quoted (cells.FORMULA_LEADS, as every CSV Stash writes)."""
-    leads = "".join(FORMULA_LEADS)
+    formula-leading cells quoted (cells.FORMULA_LEADS, as every CSV Stash writes). Each column's expression
+    names the column and each character class once: a replace() per escaped character, nested, made a
+    statement of some 100 KB that took DuckDB half a second per table to bind."""
+    leads = _character_class(FORMULA_LEADS)
     parts = []
     for column, kind, *_ in con.execute(f"DESCRIBE SELECT * FROM {name}").fetchall():
         quoted = '"' + column.replace('"', '""') + '"'
         if kind == "VARCHAR":
-            cell = _visible_controls(quoted)
-            first = f"left({cell}, 1)"
-            parts.append(
-                f"CASE WHEN {first} <> '' AND strpos('{leads}', {first}) > 0 "
-                f"THEN chr(39) || {cell} ELSE {cell} END AS {quoted}"
-            )
+            quoted_lead = f"regexp_replace({_visible_controls(quoted)}, '^({leads})', chr(39) || '\\1')"
+            parts.append(f"{quoted_lead} AS {quoted}")
         else:
             parts.append(quoted)
     return ", ".join(parts)
 
 
 def _visible_controls(column: str) -> str:
-    """SQL of `column` with each of terminal.escaped_characters() replaced by its printable escape; the
-    replacements run only on the cells that hold one."""
-    escaped = column
-    for char in escaped_characters():
-        visible = printable(char).replace("'", "''")
-        escaped = f"replace({escaped}, chr({ord(char)}), '{visible}')"
-    pattern = "".join(f"\\x{{{ord(char):x}}}" for char in escaped_characters())
-    return f"(CASE WHEN regexp_matches({column}, '[{pattern}]') THEN {escaped} ELSE {column} END)"
+    """SQL of `column` with each of terminal.escaped_characters() written as terminal.printable writes it
+    (\\r, \\xNN below U+0100, \\uNNNN above); only the cells that hold one are taken apart."""
+    controls = _character_class(escaped_characters())
+    code = "unicode(character)"
+    escape = (
+        f"CASE WHEN NOT regexp_matches(character, '{controls}') THEN character "
+        "WHEN character = chr(13) THEN '\\r' "
+        f"WHEN {code} < 256 THEN '\\x' || lpad(lower(hex({code})), 2, '0') "
+        f"ELSE '\\u' || lpad(lower(hex({code})), 4, '0') END"
+    )
+    each_character = f"list_transform(string_split({column}, ''), lambda character: {escape})"
+    taken_apart = f"array_to_string({each_character}, '')"
+    return f"(CASE WHEN regexp_matches({column}, '{controls}') THEN {taken_apart} ELSE {column} END)"
+
+
+def _character_class(characters) -> str:
+    """A regular expression's class of `characters`, each written as \\x{..} (none read as syntax)."""
+    return "[" + "".join(f"\\x{{{ord(char):x}}}" for char in characters) + "]"

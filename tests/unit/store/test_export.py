@@ -80,3 +80,21 @@ def test_csv_export_writes_control_characters_as_text_and_quotes_formulas(result
         query = f"SELECT run_id, error FROM read_csv('{tmp_path / 'out' / 'runs.csv'}')"
         errors = dict(con.execute(query).fetchall())
     assert errors["formula"].startswith("'=") and errors["hostile"].startswith("\\x1b[2J")
+
+
+def test_the_csv_cells_are_written_as_printable_writes_them(tmp_path) -> None:
+    """Every character terminal.printable escapes, alone, between letters and leading a cell, comes out of
+    the CSV select list exactly as printable (then the formula quote) writes it; a cell without one as is."""
+    from stash_core.terminal import escaped_characters, formula_safe, printable
+
+    cells = ["plain é 👩", "", "-1", "=x", "\tlead", "\rlead", "a\u200eb\u0301"]
+    for char in escaped_characters():
+        cells += [char, f"a{char}b{char}", f"{char}=x"]
+    with duckdb.connect() as con:
+        con.execute("CREATE TABLE t (cell VARCHAR, n INTEGER)")
+        con.executemany("INSERT INTO t VALUES (?, 1)", [[cell] for cell in cells])
+        con.execute("INSERT INTO t VALUES (NULL, 2)")
+        select = export_module._csv_safe_columns(con, "t")
+        written = con.execute(f"SELECT {select} FROM t").fetchall()
+    assert written[:-1] == [(formula_safe(printable(cell)), 1) for cell in cells]
+    assert written[-1] == (None, 2)
