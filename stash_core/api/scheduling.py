@@ -27,6 +27,7 @@ YEAR_S = 365 * 86400.0
 MAX_CLUSTER_GPUS = 1_000_000
 NON_NEGATIVE = Number(0, 1e6, whole=False, what="a number >= 0")
 NON_NEGATIVE_YEAR = Number(0, YEAR_S, whole=False, what="a number >= 0")
+MAX_SYNTHETIC_SPAN_S = 10 * YEAR_S  # jobs x mean gap: the drawn arrivals stay far inside a trace's 100 years
 
 
 def simulate_schedule(
@@ -142,8 +143,12 @@ def cluster_shape(value: tuple[int, int, int] | str) -> tuple[int, int, int]:
 
 
 def _refuse_overwrites(out_dir: Path, jobs_csv: Path | None, db_path: Path, trace: Path | None) -> None:
+    from stash_core.sched.pai import task_table_of
+
     reads = [("the database", db_path), ("the database's write-ahead log", Path(f"{db_path}.wal"))]
     reads += [("--trace", trace)] if trace is not None else []
+    if trace is not None and task_table_of(trace) != trace:  # a PAI job table's companion, read with it
+        reads.append(("the PAI task table", task_table_of(trace)))
     refuse_overwrite("--out", out_dir, reads)
     if jobs_csv is not None:
         refuse_overwrite("--jobs-csv", jobs_csv, reads)
@@ -160,10 +165,16 @@ def _jobs(
     from stash_core.sched.detect import FORMATS, detect_format
     from stash_core.sched.generate import philly_like_trace
 
+    # Every value is checked, also those the source at hand does not use, as the command line checks them.
+    choice("trace_format", trace_format, ("auto", *FORMATS))
+    choice("generator", generator, ("basic", "philly"))
+    if arrivals is not None:
+        choice("arrivals", arrivals, defaults.ARRIVAL_KINDS)
+    gap_s = checked("mean_gap_s", mean_gap_s, positive_real(YEAR_S)) or defaults.MEAN_GAP_S
+    seed = required("seed", seed, Number(0, 2**31 - 1, what="an integer >= 0"))
     if trace is not None:
         if arrivals not in (None, "batch"):
             raise UsageError(f"--arrivals {arrivals} makes synthetic arrivals; a trace takes only batch")
-        choice("trace_format", trace_format, ("auto", *FORMATS))
         trace_format = detect_format(trace) if trace_format == "auto" else trace_format
         jobs, source = load_trace(trace, db_path, trace_format), f"{trace} ({trace_format})"
         if arrivals == "batch":
@@ -171,10 +182,13 @@ def _jobs(
         return jobs, source, trace_format
     jobs_count = checked("synthetic_jobs", synthetic_jobs, count(100_000))
     arrivals = arrivals or defaults.ARRIVALS
-    choice("arrivals", arrivals, defaults.ARRIVAL_KINDS)
-    gap_s = checked("mean_gap_s", mean_gap_s, positive_real(YEAR_S)) or defaults.MEAN_GAP_S
-    seed = required("seed", seed, Number(0, 2**31 - 1, what="an integer >= 0"))
-    if choice("generator", generator, ("basic", "philly")) == "philly":
+    if (jobs_count - 1) * gap_s > MAX_SYNTHETIC_SPAN_S:  # the arrivals would pass the traces' 100-year bound
+        raise UsageError(
+            f"--synthetic-jobs {jobs_count} x --mean-gap-s {gap_s:g} spreads the arrivals over about "
+            f"{(jobs_count - 1) * gap_s / YEAR_S:,.0f} years; keep it within "
+            f"{MAX_SYNTHETIC_SPAN_S / YEAR_S:.0f}"
+        )
+    if generator == "philly":
         frame = philly_like_trace(jobs_count, seed, gap_s, arrivals)
     else:
         frame = synthetic_trace(jobs_count, seed, list(defaults.MODELS), gap_s, arrivals)

@@ -59,7 +59,9 @@ def add_commands(subparsers: Any, parser_class: type[argparse.ArgumentParser] | 
         "ScheduleHelp", (argparse.RawDescriptionHelpFormatter, sched.formatter_class), {}
     )
     source = sched.add_mutually_exclusive_group(required=True)
-    source.add_argument("--trace", type=input_path, help="trace file (docs/traces.md); format: --trace-format")
+    source.add_argument(
+        "--trace", type=input_path, help="trace file (docs/traces.md); format: --trace-format"
+    )
     source.add_argument("--synthetic-jobs", type=count(100_000), help="generate a trace of N jobs")
     sched.add_argument(
         "--trace-format", choices=("auto", *FORMATS), default=defaults.TRACE_FORMAT,
@@ -154,7 +156,9 @@ def add_commands(subparsers: Any, parser_class: type[argparse.ArgumentParser] | 
         "--oversubscription", type=positive_real(1e6), default=None,
         help=f"switch uplink = nodes per switch x --node-gbps / this (default {defaults.OVERSUBSCRIPTION:g})",
     )  # fmt: skip
-    sched.add_argument("--jobs-csv", type=output_path, default=None, help="write each job's outcome per policy here")
+    sched.add_argument(
+        "--jobs-csv", type=output_path, default=None, help="write each job's outcome per policy here"
+    )
     sched.add_argument(
         "--out", type=output_path, default=Path("results"), help="folder of the result file sim-*.json"
     )
@@ -199,6 +203,13 @@ SOURCE_WORDS = {
 }
 
 
+# The comparison's columns after the policy: heading and narrowest width.
+COLUMNS = (("makespan h", 11), ("avg JCT h", 11), ("p95 JCT h", 11), ("queue h", 9), ("comm h", 9),
+           ("spread", 8), ("preempt", 9), ("GPU busy", 10))  # fmt: skip
+# The first five columns, in hours.
+HOURS_KEYS = ("makespan_s", "avg_jct_s", "p95_jct_s", "avg_queue_s", "comm_overhead_s")
+
+
 def format_comparison(rows: list[dict[str, Any]], jobs: list, cluster: Any, source: str, tuning: str) -> str:
     sources = Counter(job.slowdown_source for job in jobs)
     first, _, rest = source.partition("\n")
@@ -210,15 +221,22 @@ def format_comparison(rows: list[dict[str, Any]], jobs: list, cluster: Any, sour
         "network sensitivity (slowdown when spread) of the jobs: "
         + "; ".join(f"{n} {SOURCE_WORDS.get(kind, kind)}" for kind, n in sources.most_common()),
         "",
-        f"  {'policy':<{width}}{'makespan h':>11}{'avg JCT h':>11}{'p95 JCT h':>11}{'queue h':>9}"
-        f"{'comm h':>9}{'spread':>8}{'preempt':>9}{'GPU busy':>10}",
     ]
-    for row in rows:
+    cells = [
+        [*(f"{row[key] / 3600:.2f}" for key in HOURS_KEYS), str(row["spread_jobs"]), str(row["preemptions"]),
+         f"{row['gpu_busy_share']:.0%}"]
+        for row in rows
+    ]  # fmt: skip
+    # Each column as wide as its widest cell and two spaces: hours summed over a large trace never touch.
+    widths = [max(minimum, *(len(line[i]) + 2 for line in cells)) for i, (_, minimum) in enumerate(COLUMNS)]
+    lines.append(
+        f"  {'policy':<{width}}"
+        + "".join(f"{name:>{w}}" for (name, _), w in zip(COLUMNS, widths, strict=True))
+    )
+    for row, line in zip(rows, cells, strict=True):
         lines.append(
-            f"  {row['policy']:<{width}}{row['makespan_s'] / 3600:>11.2f}{row['avg_jct_s'] / 3600:>11.2f}"
-            f"{row['p95_jct_s'] / 3600:>11.2f}{row['avg_queue_s'] / 3600:>9.2f}"
-            f"{row['comm_overhead_s'] / 3600:>9.2f}{row['spread_jobs']:>8}{row['preemptions']:>9}"
-            f"{row['gpu_busy_share']:>10.0%}"
+            f"  {row['policy']:<{width}}"
+            + "".join(f"{cell:>{w}}" for cell, w in zip(line, widths, strict=True))
         )
     lines.append(f"tuning: {tuning}")
     lines.append(

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import csv
 import io
-
 import zlib
 
 import numpy as np
@@ -35,9 +34,19 @@ def numeric_column(
     for rows, reason in problems:
         if rows.any():
             row = int(np.flatnonzero(rows)[0])
-            shown = "" if reason == "is empty" else f" {shown_value(raw[row])}"
+            shown = "" if reason == "is empty" else f" {shown_value(_number_as_written(raw[row]))}"
             raise UsageError(f"{where} line {first_line + row}, column {column}:{shown} {reason}")
     return values.set_axis(frame.index)
+
+
+def _number_as_written(value: object) -> object:
+    """A cell read as text that holds a number: as the number (shown as written), else the text."""
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            return value
+    return value
 
 
 def shown_value(value: object) -> str:
@@ -49,17 +58,23 @@ def shown_value(value: object) -> str:
     return repr(value)
 
 
-def refuse_duplicate_columns(text: io.StringIO, where: str) -> io.StringIO:
-    """A header that names a column twice is refused (pandas would keep the first as it is and rename the
-    second "name.1", so one of them would be read silently); the text is returned rewound."""
+def read_header_csv(text: io.StringIO, where: str) -> pd.DataFrame:
+    """A trace CSV with a header: column names as format detection reads them (spaces around them dropped,
+    lower case; one named twice refused), every cell as its text (an id `007` stays `007`, a `true` is not a
+    number) and only an empty cell missing; rows longer than the header refused."""
     header = next(csv.reader([text.readline()]), [])
     text.seek(0)
+    names = [cell.strip().lower() for cell in header]
     seen: set[str] = set()
-    for name in (cell.strip() for cell in header):
+    for name in names:
         if name and name in seen:
             raise UsageError(f"{where}: the header names the column {name!r} twice; keep one")
         seen.add(name)
-    return text
+    frame = pd.read_csv(text, dtype=str, keep_default_na=False, na_values=[""])
+    refuse_extra_fields(frame, where, len(frame.columns))
+    if len(names) != len(frame.columns):  # a header pandas read otherwise (a quoted line break): its names
+        names = [str(column).strip().lower() for column in frame.columns]
+    return frame.set_axis([name or column for name, column in zip(names, frame.columns, strict=True)], axis=1)
 
 
 def refuse_extra_fields(frame: pd.DataFrame, where: str, expected: int) -> None:

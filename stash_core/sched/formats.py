@@ -31,7 +31,7 @@ from pathlib import Path
 import pandas as pd
 
 from stash_core.errors import UsageError
-from stash_core.sched.columns import refuse_duplicate_columns, refuse_extra_fields
+from stash_core.sched.columns import read_header_csv
 from stash_core.sched.detect import MAX_TRACE_BYTES
 from stash_core.sched.helios import helios_frame
 from stash_core.sched.pai import read_pai
@@ -59,18 +59,16 @@ def read_trace_frame(path: Path, fmt: str) -> pd.DataFrame:
     try:
         if fmt == "tiresias":
             try:
-                frame = pd.read_csv(refuse_duplicate_columns(_text(path), str(path)))
+                frame = read_header_csv(_text(path), str(path))
             except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
                 raise UsageError(f"trace {path} is not a CSV file: {str(exc).splitlines()[0]}") from None
-            refuse_extra_fields(frame, str(path), len(frame.columns))
-            return frame
+            # Where a slowdown came from is Stash's to say (trace, measured, drawn), never the file's.
+            return frame.drop(columns=["slowdown_source"], errors="ignore")
         if fmt == "philly":
             return philly_frame(read_user_json(path, "philly trace", MAX_TRACE_BYTES))
         if fmt == "pai2020":
             return read_pai(Path(path))
-        log = pd.read_csv(refuse_duplicate_columns(_text(path), str(path)))
-        refuse_extra_fields(log, str(path), len(log.columns))
-        return helios_frame(log, str(path))
+        return helios_frame(read_header_csv(_text(path), str(path)), str(path))
     except OSError as exc:
         raise UsageError(f"cannot read trace {path}: {exc.strerror or exc}") from None
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, ValueError) as exc:

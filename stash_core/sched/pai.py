@@ -20,9 +20,14 @@ PAI_TASK_COLUMNS = ["job_name", "task_name", "inst_num", "status", "start_time",
                     "plan_mem", "plan_gpu", "gpu_type"]  # fmt: skip
 
 
+def task_table_of(job_path: Path) -> Path:
+    """Where the task table of a PAI job table is read from: beside it, `job_table` named `task_table`."""
+    return Path(job_path).with_name(Path(job_path).name.replace("job_table", "task_table"))
+
+
 def read_pai(job_path: Path) -> pd.DataFrame:
     """pai_job_table.csv with pai_task_table.csv beside it."""
-    task_path = Path(job_path).with_name(Path(job_path).name.replace("job_table", "task_table"))
+    task_path = task_table_of(job_path)
     if task_path == Path(job_path) or not task_path.exists():
         raise UsageError(f"{job_path}: the PAI task table is read from pai_task_table.csv beside it")
     return pai_frame(_table(job_path, PAI_JOB_COLUMNS), _table(task_path, PAI_TASK_COLUMNS),

@@ -34,7 +34,9 @@ def philly_frame(log: object) -> pd.DataFrame:
             gpus = max(gpus, sum(_gpus(machine, name) for machine in _list(attempt.get("detail"),
                                                                              f"{name} detail")))  # fmt: skip
         submit = _when(job.get("submitted_time"), name)
-        if gpus and run_s > 0 and submit is not None:
+        if submit is None:  # not among the jobs left out (docs/traces.md): refused, as the other fields
+            raise UsageError(f"{name}: submitted_time is empty; give YYYY-MM-DD HH:MM:SS")
+        if gpus and run_s > 0:
             rows.append({"job_id": job_id, "num_gpu": gpus, "submit_time": submit, "duration": run_s,
                          "user": job.get("user")})  # fmt: skip
     return finish(pd.DataFrame(rows), "Philly")

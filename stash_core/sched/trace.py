@@ -80,9 +80,13 @@ def jobs_from_frame(frame: pd.DataFrame, db_path: Path | None = None, what: str 
         job_id = str(row["job_id"])
         character = unsafe_character(job_id)
         if character:
-            raise UsageError(f"{what}: job {number} (by position): its job_id holds the control character {character}")
+            raise UsageError(
+                f"{what}: job {number} (by position): its job_id holds the control character {character}"
+            )
         if len(job_id) > MAX_JOB_ID_CHARS:
-            raise UsageError(f"{what}: job {number} (by position): its job_id is longer than {MAX_JOB_ID_CHARS} characters")
+            raise UsageError(
+                f"{what}: job {number} (by position): its job_id is longer than {MAX_JOB_ID_CHARS} characters"
+            )
         if job_id in rows_of:
             raise UsageError(f"{what}: job id {job_id} is given twice (jobs {rows_of[job_id]} and {number})")
         rows_of[job_id] = number
@@ -106,9 +110,11 @@ def jobs_from_frame(frame: pd.DataFrame, db_path: Path | None = None, what: str 
             if _present(row.get("estimate_s"))
             else None
         )
+        if _present(row.get("iteration_s")):  # checked also where the duration wins over it
+            _positive(row["iteration_s"], f"{name} iteration_s", most=MAX_DURATION_S)
         iterations = row.get("iterations")
-        iteration_s = duration_s / float(iterations) if _present(iterations) and _is_positive(iterations) \
-            else None  # fmt: skip
+        per_run = _positive(iterations, f"{name} iterations") if _present(iterations) else None
+        iteration_s = None if per_run is None else duration_s / per_run
         jobs.append(TraceJob(job_id, int(gpus), submit_s, duration_s, model, slowdown, source, grad_bytes,
                              estimate_s, iteration_s))  # fmt: skip
     jobs.sort(key=lambda job: (job.submit_s, job.job_id))
@@ -135,7 +141,7 @@ def _duration(row: dict, name: str, profiled_s: float | None = None) -> float:
     if not duration_s <= MAX_DURATION_S:  # also inf
         raise UsageError(
             f"{name} iterations x iteration_s must be at most {MAX_DURATION_S:.0f} s (10 years), got "
-            f"{row.get('iterations')!r} x {iteration_s!r}"
+            f"{_as_written(row.get('iterations'))} x {_as_written(iteration_s)}"
         )
     return duration_s
 
@@ -186,28 +192,33 @@ def _present(value: object) -> bool:
     return value is not None and not (isinstance(value, float) and math.isnan(value)) and value != ""
 
 
-def _is_positive(value: object) -> bool:
-    try:
-        return math.isfinite(float(value)) and float(value) > 0  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        return False
-
-
 def _number(value: object, what: str) -> float:
     try:
         number = float(value)  # type: ignore[arg-type]
     except (TypeError, ValueError):
-        raise UsageError(f"{what} must be a number, got {value!r}") from None
+        raise UsageError(f"{what} must be a number, got {_as_written(value)}") from None
     if not math.isfinite(number):
-        raise UsageError(f"{what} must be a finite number, got {value!r}")
+        raise UsageError(f"{what} must be a finite number, got {_as_written(value)}")
     return number
 
 
 def _positive(value: object, what: str, whole: bool = False, most: float | None = None) -> float:
     number = _number(value, what)
     if number <= 0 or (whole and number != int(number)):
-        raise UsageError(f"{what} must be a positive {'whole ' if whole else ''}number, got {value!r}")
+        kind = "whole number" if whole else "number"
+        raise UsageError(f"{what} must be a positive {kind}, got {_as_written(value)}")
     if most is not None and number > most:
         years = f" s ({most / YEAR_S:.0f} years)" if most == MAX_DURATION_S else ""
-        raise UsageError(f"{what} must be at most {most:.15g}{years}, got {value!r}")
+        raise UsageError(f"{what} must be at most {most:.15g}{years}, got {_as_written(value)}")
     return number
+
+
+def _as_written(value: object) -> str:
+    """A cell in a message: a number as the trace wrote it (1e+30, not '1e+30'), anything else quoted."""
+    if isinstance(value, str):
+        try:
+            float(value)
+        except ValueError:
+            return repr(value)
+        return value.strip()
+    return repr(value)

@@ -69,8 +69,10 @@ def plan_policies(
     if mode not in TUNING_MODES:
         raise UsageError(f"unknown tuning {mode!r}: choose {', '.join(TUNING_MODES)}")
     timed = [p for p in bases if p.name in TIMED]
-    if mode == "given" or not timed:
+    if mode == "given":
         return bases, jobs, "timers as given"
+    if not timed:
+        return bases, jobs, f"no timed policy chosen, none tuned: every policy on all {len(jobs)} jobs"
     if mode == "online":
         policies = [replace(p, online=True, by_busy=True) if p.name == "delay" else
                     replace(p, scale=1.0, by_busy=True) if p.name in TIMED else p for p in bases]  # fmt: skip
@@ -85,6 +87,11 @@ def plan_policies(
         )
     first, rest = split_jobs(jobs, fraction)
     known = finished_by(first, rest[0].submit_s, cluster, uplink_factor, fabric)
+    if not known and all(job.submit_s == first[0].submit_s for job in jobs):
+        raise UsageError(
+            f"all {len(jobs)} jobs are submitted at once (as with --arrivals batch), so none finishes before "
+            "another arrives and there is nothing to tune on: use --tuning online or given"
+        )
     if not known:
         raise UsageError(
             f"none of the first {len(first)} jobs had finished when job {rest[0].job_id} arrived, so there "

@@ -147,13 +147,13 @@ PAI_TASK = "j1,worker,4,Terminated,1010,2010,600,29.3,100,V100\n"
     "jobs, tasks, message",
     [
         (PAI_JOB, PAI_TASK.replace(",100,", ",inf,"),
-         "pai_task_table.csv line 1, column plan_gpu: 'inf' is not a finite number"),
+         "pai_task_table.csv line 1, column plan_gpu: inf is not a finite number"),
         (PAI_JOB, PAI_TASK + "j1,ps,-4,Terminated,1010,2010,600,29.3,100,V100\n",
-         "pai_task_table.csv line 2, column inst_num: '-4' is below 0"),
+         "pai_task_table.csv line 2, column inst_num: -4 is below 0"),
         (PAI_JOB, PAI_TASK.replace("V100", "V100,x,y"), "pai_task_table.csv: 12 columns, expected 10"),
         (PAI_JOB.replace("5000", "5000,x"), PAI_TASK, "pai_job_table.csv: 7 columns, expected 6"),
         (PAI_JOB.replace("1000", "-inf"), PAI_TASK,
-         "pai_job_table.csv line 1, column start_time: '-inf' is not a finite number"),
+         "pai_job_table.csv line 1, column start_time: -inf is not a finite number"),
         (PAI_JOB, PAI_TASK.replace("1010", "soon"), "pai_task_table.csv line 1, column start_time: 'soon' is "
          "not a number"),
     ],
