@@ -114,9 +114,12 @@ def fit_alpha_beta_rows(rows: list[dict], world_size: int) -> tuple[float, float
     usable = [row for row in rows if row.get("time_s") and row.get("size_bytes")]
     if len({row["size_bytes"] for row in usable}) < 2:
         return None
-    smallest = min(usable, key=lambda row: row["size_bytes"])
-    fastest_small_s = smallest.get("time_min_s") or smallest["time_s"]
-    small_bytes = smallest["size_bytes"] * factor
+    small_size = min(row["size_bytes"] for row in usable)
+    # Rows of several probes: the fastest call of the smallest size in any of them, not the first listed.
+    fastest_small_s = min(
+        row.get("time_min_s") or row["time_s"] for row in usable if row["size_bytes"] == small_size
+    )
+    small_bytes = small_size * factor
     link_bytes = [row["size_bytes"] * factor for row in usable]
     alpha_s = fastest_small_s
     beta = 0.0

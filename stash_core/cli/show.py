@@ -98,7 +98,8 @@ def format_stored_run(run: dict, db_path: Path | str | None = None) -> str:
         lines.append(f"error: {run['error']}")
     for phase in run.get("phases") or []:
         mean_s, ci_s = phase.get("mean_s"), phase.get("ci95_s")
-        timing = f"{mean_s:.4f} s ± {ci_s:.4f} over {phase.get('iterations')} iterations" if mean_s else "-"
+        spread = f"± {ci_s:.4f}" if ci_s is not None and ci_s == ci_s else "(no interval: too few iterations)"
+        timing = f"{mean_s:.4f} s {spread} over {phase.get('iterations')} iterations" if mean_s else "-"
         lines.append(f"  {phase['phase']:<4}{phase.get('status', ''):<12}{timing}")
     breakdown = breakdown_from_stored(run)
     if breakdown is not None:

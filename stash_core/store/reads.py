@@ -18,7 +18,7 @@ from stash_core.store import connect, query_readonly
 # The columns of the probes table that the alpha-beta fits read, in this order.
 PROBE_COLUMNS = (
     "probe_id", "run_id", "started_at", "hostname", "instance", "backend", "device", "world_size", "nodes",
-    "kind", "size_bytes", "time_s", "algbw_gbps", "busbw_gbps",
+    "kind", "size_bytes", "time_s", "time_min_s", "algbw_gbps", "busbw_gbps",
 )  # fmt: skip
 
 _COMMUNICATION_STALLS_SQL = """

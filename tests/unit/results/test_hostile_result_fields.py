@@ -76,6 +76,7 @@ REFUSED = [
 # (id, change): odd but possible, stored, and `stash show` prints it without an escape sequence.
 STORED = [
     ("phase-sample-1e308", _set("phases.0.samples.iteration_s.0", 1e308)),
+    ("phase-ci-null-one-sample", _set("phases.0.iteration_s.ci95", None)),  # a one-sample phase's inf CI
     ("phase-stop-reason-escape", _set("phases.0.stop_reason", "done\x1b[2J")),
     ("phase-description-osc", _set("phases.0.description", "x\x1b]0;title\x07")),
     ("phase-error-escape", _set("phases.0.error", "boom\x1b[31m")),

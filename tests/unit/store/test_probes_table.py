@@ -122,3 +122,24 @@ def test_a_version_1_database_made_before_the_probes_table_gets_it(tmp_path):
         assert con.execute("SELECT count(*) FROM probes").fetchall()[0][0] == 4
         version = con.execute("SELECT value FROM schema_meta WHERE key = 'schema_version'").fetchall()
         assert version == [(str(DB_SCHEMA_VERSION),)]
+
+
+def test_a_stored_probe_gives_the_fits_the_alpha_and_beta_the_probe_itself_gives(tmp_path):
+    """The probes table read for the fits holds each size's fastest repetition, so `stash fit` takes alpha
+    from it as `stash probe` does (it took the smallest message's mean: 40x the wire time, beta collapsed);
+    with two probes of one configuration, the fastest of either, not the first listed."""
+    from stash_core.analysis.comm import probe_alpha_beta
+    from stash_core.decide.fit.physics import link_from_probes
+    from stash_core.store.reads import bandwidth_probes
+
+    db = tmp_path / "r.duckdb"
+    slow, fast = probe_set("R1", 1), probe_set("R1n", 1)
+    slow["allreduce"] = [{**allreduce(4096, 0.004), "time_min_s": 0.0005}, allreduce(MIB, 0.045)]
+    ingest_result(db, profile_doc(probes=[slow]))
+    link = link_from_probes(bandwidth_probes(db))
+    assert (link.alpha_s, link.beta_s_per_byte) == pytest.approx(probe_alpha_beta(slow), rel=1e-9)
+    fast["allreduce"] = [{**allreduce(4096, 0.003), "time_min_s": 0.0002}, allreduce(MIB, 0.045)]
+    ingest_result(db, profile_doc("run-2", probes=[{**fast, "probe_id": "run-2-R1", "run_id": "run-2"}]))
+    both = link_from_probes(bandwidth_probes(db))
+    # alpha: the fastest smallest call (0.2 ms, the second probe's) less its wire time (ring factor 1)
+    assert both.alpha_s < link.alpha_s and both.alpha_s == pytest.approx(0.0002 - 4096 * both.beta_s_per_byte)
