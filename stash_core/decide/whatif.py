@@ -113,18 +113,19 @@ def cpu_answer(run: dict[str, Any], times: dict[str, float], stalls: dict[str, d
             "summary": "the CPU stall is within the noise of this run: more cores per worker cannot be told "
             "to make it faster (measure with a smaller --target-ci to resolve it)",
         }
+    # The step as measured: R3 and the disk stall, or the run's own iteration where R3 came out slower (noise)
+    now_s = min(t3 + disk_s, float(run["iteration_s"]))
     if _hidden(cpu_s, entry, t3):
         return {
             **base,
             "status": "hidden already",
             "cores_per_worker_needed": max(parallel, 1) if loaders else 1,
-            "predicted_iteration_s": t3 + disk_s,
+            "predicted_iteration_s": now_s,
             "predictions": [],
             "summary": f"CPU stall is already hidden with {loaders} loader worker(s) per worker",
         }
     needed = max(1, math.ceil(batch * sample_cpu_s / t_sync - 1e-9))
     predictions = []
-    now_s = t3 + disk_s
     for k in sorted({1, max(parallel, 1), needed, needed + 1, *range(1, min(needed, 16) + 1)}):
         predicted_s = max(t_sync, batch * sample_cpu_s / k) + disk_s
         if k >= max(parallel, 1):  # as many cores as ran, or more, never make the step slower than measured
@@ -261,6 +262,11 @@ def network_answer(
     iteration_s = float(run["iteration_s"])
     network_s = max(0.0, _seconds(entry) or 0.0)
     rest_s = iteration_s - network_s
+    if rest_s <= 0:  # a stored stall the iteration cannot hold: no bandwidth can be told from it
+        return _unanswered(
+            f"not answerable: the stored network stall ({network_s:.4g} s) is not less than the iteration "
+            f"({iteration_s:.4g} s)"
+        )
     base_label, label_gbps = split_instance_label(run.get("instance"))
     gbps = spec_bandwidth_gbps(run.get("spec")) or label_gbps
     how = "emulated link" if gbps else None

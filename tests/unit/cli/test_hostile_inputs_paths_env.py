@@ -110,6 +110,7 @@ REFUSED = [
      "is the database"),
     ("probe-out-link-to-db", ["probe", "--out", "{link}", *DB], {}, "is the database"),
     ("probe-out-fifo", ["probe", "--out", "{fifo}", *DB], {}, "FIFO"),
+    ("probe-out-below-a-file", ["probe", "--out", "{t}/p.json", *DB], {}, "Not a directory"),
     # ---- ~ of a user that does not exist, names too long, STASH_DB odd values
     ("db-tilde-of-no-user", ["runs", "--db", "~nosuchuser-stash/x.duckdb"], {}, "~nosuchuser-stash"),
     ("csv-tilde-of-no-user", [*RECOMMEND, "--csv", "~nosuchuser-stash/x.csv"], {}, "~nosuchuser-stash"),

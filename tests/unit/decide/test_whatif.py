@@ -199,3 +199,26 @@ def test_a_run_that_does_not_record_its_loader_workers_gets_no_cpu_answer(tmp_pa
     cpu = whatif(db, unknown["run_id"])["cpu"]
     assert cpu["status"] != "answered" and "loader workers are unknown" in cpu["summary"]
     assert cpu_stall_elsewhere(get_run(db, unknown["run_id"]), cores_per_worker=2, sync_s=0.2) is None
+
+
+def test_the_cores_that_ran_predict_no_slower_step_than_the_runs_own_where_r3_came_out_slower(tmp_path):
+    """R3 slower than R2 by noise (the disk stall then clamped to 0): the step with the cores that ran is
+    the run's own iteration (R2), not R3 (1 core a worker was 0.3369 s beside a measured 0.3258 s)."""
+    db = tmp_path / "w.duckdb"
+    doc = result_doc(loader_workers=1, cpu_cores=2, stalls={**DATA_STALLS, "disk": 0.0})
+    phases = {phase["name"]: phase for phase in doc["phases"]}
+    phases["R3"]["iteration_s"]["mean"] = phases["R2"]["iteration_s"]["mean"] + 0.011
+    ingest_result(db, doc)
+    answer = whatif(db, doc["run_id"])
+    assert answer["cpu"]["status"] == "answered"
+    ran = next(row for row in answer["cpu"]["predictions"] if row["cores_per_worker"] == 1)
+    assert ran["iteration_s"] <= answer["iteration_s"] + 1e-12
+
+
+def test_a_stored_network_stall_as_long_as_the_iteration_is_no_answer_not_a_division_by_zero(tmp_path):
+    db = tmp_path / "w.duckdb"
+    doc = result_doc(nodes=2, instance="lab@1gbit", stalls={"compute": 0.2, "network": 0.3})
+    doc["breakdown"]["stalls"]["network"]["seconds"] = doc["breakdown"]["iteration_s"]
+    ingest_result(db, doc)
+    answer = whatif(db, doc["run_id"])["network"]
+    assert answer["predicted_iteration_s"] is None and "not less than the iteration" in answer["summary"]
