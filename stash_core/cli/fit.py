@@ -19,7 +19,7 @@ from stash_core.cli.args import (
 )
 from stash_core.cli.figures import fixed, percent
 from stash_core.errors import UsageError
-from stash_core.spec_parse import WORKERS
+from stash_core.spec_parse import WORKERS, Number
 from stash_core.units import finite_float
 
 if TYPE_CHECKING:
@@ -43,7 +43,11 @@ def add_commands(subparsers: Any, parser_class: type[argparse.ArgumentParser] | 
         "--beta-s-per-byte", type=positive_real(1.0), default=None, help="seconds per byte of the link"
     )
     beta.add_argument(
-        "--link-gbps", type=positive_real(1e5), default=None, help="link bandwidth instead of beta"
+        "--link-gbps",
+        type=Number(1e-6, 1e5, whole=False, what="from 1e-06 (1 kbit/s) to 1e+05"),
+        default=None,
+        help="link bandwidth instead of beta (either one link for every configuration, in place of its "
+        "probes and known bandwidth)",
     )
     fit.add_argument("--all-models", action="store_true", help="show every model, not only the best two")
     fit.add_argument("--residuals", action="store_true", help="print every point's residual")
@@ -83,7 +87,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
         by_batch_size=args.by_batch_size,
     )
     if args.predict:
-        _print_predictions(args, report, stalls)
+        _print_predictions(args, report, stalls, beta)
         return 0
     print(format_fit_report(report, all_models=args.all_models))
     if args.residuals:
@@ -95,7 +99,9 @@ def cmd_fit(args: argparse.Namespace) -> int:
     return 0
 
 
-def _print_predictions(args: argparse.Namespace, report: FitReport, stalls: tuple[str, ...]) -> None:
+def _print_predictions(
+    args: argparse.Namespace, report: FitReport, stalls: tuple[str, ...], beta_s_per_byte: float | None
+) -> None:
     from stash_core.decide.fit import parse_rate_gbps, predict_stall
 
     if args.workers is None:
@@ -108,6 +114,8 @@ def _print_predictions(args: argparse.Namespace, report: FitReport, stalls: tupl
     shape = _shape(args.input_shape)
     for stall in stalls:
         if stall == "network" and args.nodes <= 1:
+            if args.stall == "network":  # asked for, so said: nothing printed looked like a failure
+                print(f"network stall of {args.predict}: none on one machine (give --nodes 2 or more)")
             continue
         answer = predict_stall(
             model=args.predict,
@@ -120,6 +128,8 @@ def _print_predictions(args: argparse.Namespace, report: FitReport, stalls: tupl
             report=report,
             num_classes=args.num_classes,
             input_shape=shape,
+            alpha_s=args.alpha_s,
+            beta_s_per_byte=beta_s_per_byte,
         )
         print(format_prediction(answer))
 
@@ -179,10 +189,14 @@ def format_prediction(answer: dict[str, Any]) -> str:
     if answer["stall_s"] is None:
         return f"{answer['stall']} stall of {answer['model']}: {answer['status'] or 'no prediction'}"
     error = answer["expected_mape"]
-    expected = f", expected error {percent(error)} ({answer['validated_by']})" if error is not None else ""
+    if error is not None:
+        expected = f", expected error {percent(error)} ({answer['validated_by']})"
+    else:  # said, not left out: a prediction no held-out figure stands behind
+        expected = f", {answer['validated_by'] or 'not validated'}"
+    note = f"\n  warning: {answer['note']}" if answer.get("note") else ""
     return (
         f"{answer['stall']} stall of {answer['model']}: {answer['stall_s'] * 1e3:.2f} ms per iteration "
-        f"[{answer['status']}; {answer['method'] or '-'}; {answer['group'] or '-'}{expected}]"
+        f"[{answer['status']}; {answer['method'] or '-'}; {answer['group'] or '-'}{expected}]{note}"
     )
 
 

@@ -16,8 +16,8 @@ import sys
 from pathlib import Path
 
 from stash_core.cli.args import Number, count, duration_text, identifier, positive_real, rate_text, size_text
-from stash_core.pathargs import input_path, input_text, output_path
 from stash_core.errors import UsageError
+from stash_core.pathargs import input_path, input_text, output_path
 from stash_core.spec import add_machine_arguments
 from stash_core.spec_parse import WORKERS
 from stash_core.units import parse_size_bytes

@@ -161,7 +161,7 @@ def prediction_frame(report: FitReport, counts: dict[str, Any], stalls: list[str
                     "by": answer["method"],
                     "expected_error": answer["expected_mape"],
                     "validated_by": answer["validated_by"],
-                    "status": answer["status"],
+                    "status": "; ".join(filter(None, [answer["status"], answer.get("note")])),
                 }
             )
     return pd.DataFrame(rows, columns=PREDICTION_COLUMNS)

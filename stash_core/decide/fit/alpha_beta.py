@@ -75,7 +75,7 @@ def alpha_beta_stall_model(
 ) -> StallModel:
     """The calibrated alpha-beta model of one group; without a link, a row saying why it is not available."""
     y = frame["stall_s"].to_numpy(dtype=float)
-    models = frame["model"].nunique()
+    models = frame["dnn"].nunique()
     common = {
         "stall": stall,
         "group": group,
@@ -91,7 +91,7 @@ def alpha_beta_stall_model(
     comm = comm_s(frame, link)
     scale = calibrate_scale(y, comm)
     fitted = (1.0 if scale is None else scale) * comm
-    heldout = lomo_scaled(frame["model"], y, comm)
+    heldout = lomo_scaled(frame["dnn"], y, comm)
     notes = [link.note] if link.note else []
     if scale is not None and scale > 1:
         notes.append(f"stall is {scale:.2g}x the wire time: contention or a slower link than assumed")

@@ -18,7 +18,7 @@ def fit_linear_model(
     """Least squares of the stall on `features` over one group; None with fewer DNNs than parameters."""
     x = frame[list(features)].to_numpy(dtype=float)
     y = frame["stall_s"].to_numpy(dtype=float)
-    models = frame["model"].nunique()
+    models = frame["dnn"].nunique()
     fit = fit_linear(x, y, features) if models >= len(features) + 1 else None
     if fit is None:
         return None

@@ -112,6 +112,16 @@ def load_observations(db_path: Path | str) -> pd.DataFrame:
     return frame[list(_empty_observations().columns)].reset_index(drop=True)
 
 
+def with_dnn(frame: pd.DataFrame) -> pd.DataFrame:
+    """`frame` with a column `dnn`: which network a row is, told by its counts (FEATURES), which are all a fit
+    learns from. Two zoo names of one network (shufflenet_v2 and shufflenet_v2_x1_0) are one DNN: held out
+    apart they would each be predicted from the other, and count as two where the data holds one."""
+    if "dnn" in frame.columns:
+        return frame
+    keys = frame[list(FEATURES)].astype(str).agg("/".join, axis=1) if len(frame) else pd.Series(dtype=object)
+    return frame.assign(dnn=keys)
+
+
 def load_probes(db_path: Path | str) -> pd.DataFrame:
     """The probes table (bandwidth probes), or an empty frame with its columns when there is none yet."""
     return bandwidth_probes(db_path)

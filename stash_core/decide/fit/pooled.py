@@ -90,7 +90,7 @@ def _alpha_beta_lobo(pooled: pd.DataFrame, member: np.ndarray) -> float | None:
 
 def _pooled_models(stall: str, usable: list[Member], pooled: pd.DataFrame) -> list[StallModel]:
     x, y = _xy(pooled)
-    full_fit = fit_linear(x, y, POOLED_FEATURES) if pooled["model"].nunique() >= 3 else None
+    full_fit = fit_linear(x, y, POOLED_FEATURES) if pooled["dnn"].nunique() >= 3 else None
     if full_fit is None:
         return []
     bandwidths = pooled["_member"].nunique()
@@ -107,7 +107,7 @@ def _pooled_models(stall: str, usable: list[Member], pooled: pd.DataFrame) -> li
                 kind="pooled-linear",
                 features=POOLED_FEATURES,
                 points=int(member.sum()),
-                models=frame["model"].nunique(),
+                models=frame["dnn"].nunique(),
                 r2=r2(y[member], fitted),
                 lomo_mape=heldout_mape(lomo, y[member]),
                 lobo_mape=_pooled_lobo(pooled, member, bandwidths),
@@ -125,10 +125,10 @@ def _pooled_lomo(pooled: pd.DataFrame, member: np.ndarray, frame: pd.DataFrame) 
     """One group's points, each predicted by the pooled fit without any run of its DNN at any bandwidth."""
     x, y = _xy(pooled)
     lomo = np.full(member.sum(), np.nan)
-    for dnn in frame["model"].unique():
-        test_all = (pooled["model"] == dnn).to_numpy()
+    for dnn in frame["dnn"].unique():
+        test_all = (pooled["dnn"] == dnn).to_numpy()
         train = ~test_all
-        if pooled.loc[train, "model"].nunique() < 3:
+        if pooled.loc[train, "dnn"].nunique() < 3:
             continue
         fit = _fit(x[train], y[train])
         here = test_all[member]
@@ -139,7 +139,7 @@ def _pooled_lomo(pooled: pd.DataFrame, member: np.ndarray, frame: pd.DataFrame) 
 
 def _pooled_lobo(pooled: pd.DataFrame, member: np.ndarray, bandwidths: int) -> float | None:
     """MAPE on one group's points of the pooled fit on the other bandwidths only."""
-    if bandwidths < 2 or pooled.loc[~member, "model"].nunique() < 3:
+    if bandwidths < 2 or pooled.loc[~member, "dnn"].nunique() < 3:
         return None
     x, y = _xy(pooled)
     fit = _fit(x[~member], y[~member])

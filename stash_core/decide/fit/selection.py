@@ -17,7 +17,13 @@ import pandas as pd
 from stash_core.cells import plain
 from stash_core.decide.fit.alpha_beta import alpha_beta_stall_model, group_link
 from stash_core.decide.fit.counts_linear import fit_linear_model
-from stash_core.decide.fit.observations import GROUP_COLUMNS, MODELLED_STALLS, load_observations, load_probes
+from stash_core.decide.fit.observations import (
+    GROUP_COLUMNS,
+    MODELLED_STALLS,
+    load_observations,
+    load_probes,
+    with_dnn,
+)
 from stash_core.decide.fit.physics import LinkParameters
 from stash_core.decide.fit.pooled import fit_over_bandwidths
 from stash_core.decide.fit.report import FitReport
@@ -44,6 +50,7 @@ def fit_stall_models(
         if db_path is None:
             raise ValueError("give db_path or observations")
         observations = load_observations(db_path)
+    observations = with_dnn(observations)
     if probes is None:
         probes = load_probes(db_path) if db_path is not None else pd.DataFrame()
     given = _given_link(alpha_s, beta_s_per_byte)
@@ -110,7 +117,8 @@ def mark_best(models: list[StallModel]) -> None:
         if model.shortfall and model.shortfall not in model.note:
             model.note = "; ".join(filter(None, [model.shortfall, model.note]))
     for group_models in by_group.values():
-        candidates = [model for model in group_models if model.enough_points]
+        # A fit whose features are collinear here splits the stall between them arbitrarily: never best.
+        candidates = [model for model in group_models if model.enough_points and not _collinear(model)]
         scored = [model for model in candidates if model.lomo_mape is not None]
         if scored:
             # Fewer parameters win a tie: the simpler model generalises at least as well.
@@ -125,3 +133,7 @@ def mark_best(models: list[StallModel]) -> None:
                 filter(None, [best.note, "best by default: too few models for a held-out error"])
             )
         best.best = True
+
+
+def _collinear(model: StallModel) -> bool:
+    return model.linear is not None and model.linear.rank_deficient

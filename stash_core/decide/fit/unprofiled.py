@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from stash_core.decide.fit.extrapolation import extrapolation_note
 from stash_core.decide.fit.observations import format_gbps
 from stash_core.decide.fit.physics import LinkParameters, allreduce_time_s, beta_from_gbps, calibrate_scale
 from stash_core.decide.fit.report import FitReport
@@ -28,9 +29,12 @@ def from_other_bandwidth(
     bandwidth_gbps: float,
 ) -> dict[str, Any]:
     """A bandwidth never profiled: calibrate on every bandwidth of the configuration, swap in the new beta."""
-    models = [model for group in family for model in report.models_for(stall, group)]
+    every = [model for group in family for model in report.models_for(stall, group)]
+    # As at a profiled bandwidth: a fit on fewer DNNs than it needs answers nothing at another one either.
+    models = [model for model in every if model.enough_points]
     alpha_beta = [model for model in models if model.name == ALPHA_BETA and model.link is not None]
     pooled = [model for model in models if model.kind == "pooled-linear"]
+    short = next((model.shortfall for model in every if model.name == ALPHA_BETA and model.shortfall), "")
     alpha = float(np.median([model.link.alpha_s for model in alpha_beta])) if alpha_beta else 0.0
     link = LinkParameters(alpha, beta_from_gbps(bandwidth_gbps), "nominal bandwidth")
     label = (
@@ -48,7 +52,8 @@ def from_other_bandwidth(
             _bandwidth_candidate(pooled[0].name, pooled[0].predict(counts, world, link=link), pooled)
         )
     if not candidates:
-        result["status"] = "no model: the profiled bandwidths of this configuration have no alpha-beta link"
+        why = short or "the profiled bandwidths of this configuration have no alpha-beta link"
+        result["status"] = f"no model: {why}"
         return result
     scored = [row for row in candidates if row["lobo_mape"] is not None]
     best = min(scored, key=lambda row: row["lobo_mape"]) if scored else candidates[0]
@@ -62,6 +67,9 @@ def from_other_bandwidth(
         validated_by="leave-one-bandwidth-out"
         if best["lobo_mape"] is not None
         else "not validated (one bandwidth profiled)",
+        note=extrapolation_note(
+            bandwidth_gbps, [group.get("bandwidth_gbps") for group in family], "bandwidth", format_gbps
+        ),  # fmt: skip
     )
     return result
 

@@ -21,10 +21,10 @@ from stash_core.decide.fit.stall_model import group_label
 def lomo_linear(frame: pd.DataFrame, features: tuple[str, ...]) -> np.ndarray:
     """Each point predicted by a least-squares fit on the other DNNs (NaN where too few are left)."""
     predictions = np.full(len(frame), np.nan)
-    for model in frame["model"].unique():
-        test = (frame["model"] == model).to_numpy()
+    for model in frame["dnn"].unique():
+        test = (frame["dnn"] == model).to_numpy()
         train = frame[~test]
-        if train["model"].nunique() < len(features) + 1:
+        if train["dnn"].nunique() < len(features) + 1:
             continue
         fit = fit_linear(
             train[list(features)].to_numpy(dtype=float), train["stall_s"].to_numpy(dtype=float), features

@@ -129,6 +129,14 @@ def test_fit_whatif_and_campaign_dry_run(tmp_path, capsys):
     assert "interconnect stall" in out and "* linear: bytes" in out and "published predictors" in out
     assert stash("fit", "--predict", "resnet18", "--workers", "2", "--instance", "lab", "--db", db) == 0
     assert "interconnect stall of resnet18" in capsys.readouterr().out
+    far = ("fit", "--predict", "resnet18", "--num-classes", "10000000", "--workers", "2", "--instance", "lab")
+    assert stash(*far, "--db", db) == 0  # some 20 GB of gradients against 10 to 50 MB profiled
+    assert "\n  warning: extrapolated: gradient bytes" in capsys.readouterr().out
+    given = ("fit", "--predict", "resnet18", "--workers", "2", "--instance", "elsewhere", "--alpha-s", "1e-4")
+    assert stash(*given, "--beta-s-per-byte", "1e-9", "--stall", "interconnect", "--db", db) == 0
+    assert "alpha-beta (uncalibrated" in capsys.readouterr().out  # the link given, not "no link bandwidth"
+    assert stash("fit", "--predict", "resnet18", "--workers", "2", "--stall", "network", "--db", db) == 0
+    assert "none on one machine (give --nodes 2 or more)" in capsys.readouterr().out
     run_id = result_doc("x")["run_id"]
     ingest_result(
         db, result_doc("x", run_id=run_id, stalls={"compute": 0.2, "interconnect": 0.05, "cpu": 0.2})

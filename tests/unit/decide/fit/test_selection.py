@@ -71,3 +71,56 @@ def test_alpha_beta_calibrates_overlap_and_predicts_a_held_out_bandwidth():
     assert answer["stall_s"] == pytest.approx(truth, rel=1e-6)
     alpha_beta_answer = next(row for row in answer["candidates"] if row["fit"] == ALPHA_BETA)
     assert alpha_beta_answer["stall_s"] == pytest.approx(truth, rel=0.1)
+
+
+def test_names_of_one_network_count_once_and_a_fit_they_cannot_tell_apart_is_never_best():
+    """Six names with the same counts (shufflenet_v2 and shufflenet_v2_x1_0 are one network) are one DNN:
+    no fit has enough DNNs, none is best, and a prediction says so (it was 'best', 0.0% expected error)."""
+    observations = stall_observations(lambda b, t, n: 0.5)
+    for column, value in (("grad_bytes", 10e6), ("grad_tensor_count", 20.0), ("layer_count", 15.0)):
+        observations[column] = value
+    report = fit_stall_models(observations=observations, probes=pd.DataFrame(), stalls=("interconnect",))
+    summary = report.summary()
+    assert not summary["best"].any() and (summary["models"] <= 1).all()
+    counts = {"grad_bytes": 100e6, "grad_tensor_count": 161, "layer_count": 50}
+    answer = predict_stall(counts=counts, stall="interconnect", workers_per_node=2, report=report)
+    assert answer["stall_s"] is None and "not enough profiles" in answer["status"]
+
+
+def test_a_bandwidth_never_profiled_is_not_predicted_from_fewer_dnns_than_a_profiled_one_needs():
+    """One DNN profiled at 1 Gbit/s: refused there (1 of 3 DNNs), and so at 0.999 Gbit/s (it answered there
+    with a bare 'predicted', its scale calibrated on the one DNN)."""
+    one = stall_observations(lambda b, t, n: 1e-9 * b, "network", nodes=2, bandwidth_gbps=1.0, instance="emu")
+    report = fit_stall_models(observations=one.iloc[:1], probes=pd.DataFrame(), stalls=("network",))
+    counts = {"grad_bytes": 60e6, "grad_tensor_count": 50, "layer_count": 40}
+    for gbps in (1.0, 0.999):
+        answer = predict_stall(counts=counts, stall="network", workers_per_node=2, nodes=2, instance="emu",
+                               bandwidth_gbps=gbps, report=report)  # fmt: skip
+        assert answer["stall_s"] is None and "not enough profiles (1 of 3" in answer["status"], answer
+
+
+def test_a_prediction_far_outside_the_profiled_models_or_bandwidths_says_it_extrapolates():
+    observations = stall_observations(lambda b, t, n: 0.002 + 1e-9 * b + 1e-4 * t)  # 10 to 200 MB
+    report = fit_stall_models(observations=observations, probes=pd.DataFrame(), stalls=("interconnect",))
+    inside = {"grad_bytes": 60e6, "grad_tensor_count": 50, "layer_count": 40}
+    answer = predict_stall(counts=inside, stall="interconnect", workers_per_node=2, report=report)
+    assert answer["stall_s"] is not None and answer["note"] is None
+    far = {**inside, "grad_bytes": 82e9}
+    answer = predict_stall(counts=far, stall="interconnect", workers_per_node=2, report=report)
+    assert (
+        "extrapolated: gradient bytes 8.2e+04 MB is far outside the profiled 10 MB to 200 MB"
+        in answer["note"]
+    )
+
+    def stall_at(gbps):
+        return lambda b, t, n: 0.7 * ring_factor(4) * b * beta_from_gbps(gbps) + 1e-3 * bucket_count(b)
+
+    network = pd.concat(
+        [stall_observations(stall_at(gbps), "network", nodes=2, bandwidth_gbps=gbps, instance="emu")
+         for gbps in (1, 2, 4)], ignore_index=True
+    )  # fmt: skip
+    report = fit_stall_models(observations=network, probes=pd.DataFrame(), stalls=("network",))
+    for gbps, extrapolated in ((3.0, False), (8e-6, True), (400.0, True)):
+        answer = predict_stall(counts=inside, stall="network", workers_per_node=2, nodes=2, instance="emu",
+                               bandwidth_gbps=gbps, report=report)  # fmt: skip
+        assert answer["stall_s"] is not None and (answer["note"] is not None) == extrapolated, answer["note"]
