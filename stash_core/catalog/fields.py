@@ -20,8 +20,10 @@ from stash_core.units import finite_float
 TEXT = ("name", "provider", "accelerator", "interconnect", "source", "region", "origin")
 ORIGINS = ("builtin", "import", "user")
 INT_MIN = {"accelerator_count": 0, "vcpus": 1}
-INT_MAX = 2**31 - 1  # the INTEGER columns
-FLOAT_MAX = 1e12  # beyond any machine or price: a typo, not a value
+# Beyond these, a typo or a broken catalog row, not a machine or a price: the bounds `stash instances add` and
+# `set` read their options with (cli/instances.py), held also for imports and the dashboard's editor.
+MAXIMA = {"accelerator_count": 1024, "vcpus": 100_000, "memory_gib": 1e7, "network_gbps": 1e5,
+          "on_demand_usd_per_h": 1e6, "spot_usd_per_h": 1e6}  # fmt: skip
 DATE_RANGE = (date(1970, 1, 1), date(2262, 4, 11))  # what the dashboard (pandas) can represent
 POSITIVE = ("memory_gib", "network_gbps")
 PRICES = ("on_demand_usd_per_h", "spot_usd_per_h")
@@ -110,8 +112,8 @@ def _whole(key: str, value: Any, minimum: int) -> int | None:
     number = _checked_float(key, value, "a whole number")
     if number is None or not number.is_integer() or number < minimum:
         raise UsageError(f"{key} must be a whole number >= {minimum}, got {value!r}")
-    if number > INT_MAX:
-        raise UsageError(f"{key} must be at most {INT_MAX:,}, got {value!r}")
+    if number > MAXIMA[key]:
+        raise UsageError(f"{key} must be at most {MAXIMA[key]:,}, got {value!r}")
     return int(number)
 
 
@@ -125,8 +127,8 @@ def _number(key: str, value: Any, strictly_positive: bool) -> float | None:
         raise UsageError(f"{key} must be positive, got {value!r}")
     if number < 0:
         raise UsageError(f"{key} must not be negative, got {value!r}")
-    if number > FLOAT_MAX:
-        raise UsageError(f"{key} must be at most {FLOAT_MAX:g}, got {value!r}")
+    if number > MAXIMA[key]:
+        raise UsageError(f"{key} must be at most {MAXIMA[key]:g}, got {value!r}")
     return number
 
 

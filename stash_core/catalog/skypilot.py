@@ -31,7 +31,7 @@ from typing import Any
 
 from stash_core.catalog.catalog import builtin_instances
 from stash_core.catalog.families import variant_for
-from stash_core.catalog.fields import clean
+from stash_core.catalog.fields import MAXIMA, clean
 from stash_core.errors import UsageError
 from stash_core.store.catalog_import import ImportOutcome, write_imported_rows
 from stash_core.userfiles import file_kind, read_user_text, refuse_repeated_columns
@@ -41,6 +41,8 @@ MAX_GPU_MEMORY_MIB = 16 * 2**20  # 16 TiB: far above any GPU, below what breaks 
 REQUIRED = ("InstanceType", "AcceleratorName", "AcceleratorCount", "vCPUs", "MemoryGiB", "Price", "SpotPrice",
             "Region")  # fmt: skip
 _NUMBERS = ("AcceleratorCount", "vCPUs", "MemoryGiB", "Price", "SpotPrice")
+_FIELD_OF = {"AcceleratorCount": "accelerator_count", "vCPUs": "vcpus", "MemoryGiB": "memory_gib",
+             "Price": "on_demand_usd_per_h", "SpotPrice": "spot_usd_per_h"}  # fmt: skip
 MIB_PER_GB = 1024  # GpuInfo gives MiB; GPU memory is marketed in GiB-sized "GB" (16384 MiB is a 16 GB V100)
 
 
@@ -163,6 +165,9 @@ def _values(file: Path, line: int, record: dict[str, str]) -> dict[str, Any]:
             raise UsageError(f"{file} row {line}, column {column}: {text!r} must be a number >= 0")
         if number == 0 and column in ("vCPUs", "MemoryGiB"):  # a machine has some; empty means unknown
             raise UsageError(f"{file} row {line}, column {column}: {text!r} must be above 0 (or left empty)")
+        most = MAXIMA[_FIELD_OF[column]]
+        if number > most:  # every row, not only the one imported: a broken row says the file is broken
+            raise UsageError(f"{file} row {line}, column {column}: {text!r} must be at most {most:,g}")
         values[column] = number
     for column in ("AcceleratorCount", "vCPUs"):
         if values[column] is not None and not float(values[column]).is_integer():

@@ -39,7 +39,7 @@ INSTANCE_OPTIONS = {
     "on_demand_usd_per_h": (clearable(non_negative(1e6)), "on-demand price, USD per hour ('none' clears it)"),
     "spot_usd_per_h": (clearable(non_negative(1e6)), "spot price, USD per hour ('none' clears it)"),
     "price_date": (iso_date, "date of the prices, YYYY-MM-DD (default: today when a price changes)"),
-    "source": (identifier, "where the prices come from (default: 'user edit')"),
+    "source": (identifier, "where the prices come from (default: 'user entry' for add, 'user edit' for set)"),
     "region": (identifier, "cloud region the prices are for"),
 }
 _LIST_COLUMNS = {

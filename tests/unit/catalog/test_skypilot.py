@@ -98,6 +98,9 @@ def test_import_keeps_user_rows_and_predicts_what_the_table_knows(catalog, tmp_p
         (ROWS[0].replace(",8.0,61.0,", ",8.0,0,"), "row 3, column MemoryGiB"),
         (ROWS[0].replace("16384", "1e999"), "row 3, column GpuInfo"),
         (ROWS[0].replace("16384", "-5"), "row 3, column GpuInfo"),
+        # beyond what `stash instances add` takes (1,024 GPUs, $1e6 an hour): a broken row, not a machine
+        (ROWS[0].replace(",V100,1.0,", ",V100,99999.0,"), "row 3, column AcceleratorCount: '99999.0' must be at"),
+        (ROWS[0].replace("3.06", "1e7"), "row 3, column Price"),
     ],
 )
 def test_a_malformed_file_names_row_and_column_and_writes_nothing(catalog, tmp_path, row, says) -> None:
