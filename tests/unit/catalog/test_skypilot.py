@@ -99,7 +99,7 @@ def test_import_keeps_user_rows_and_predicts_what_the_table_knows(catalog, tmp_p
         (ROWS[0].replace("16384", "1e999"), "row 3, column GpuInfo"),
         (ROWS[0].replace("16384", "-5"), "row 3, column GpuInfo"),
         # beyond what `stash instances add` takes (1,024 GPUs, $1e6 an hour): a broken row, not a machine
-        (ROWS[0].replace(",V100,1.0,", ",V100,99999.0,"), "row 3, column AcceleratorCount: '99999.0' must be at"),
+        (ROWS[0].replace(",V100,1.0,", ",V100,99999.0,"), "row 3, column AcceleratorCount"),
         (ROWS[0].replace("3.06", "1e7"), "row 3, column Price"),
     ],
 )
