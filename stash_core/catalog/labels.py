@@ -33,9 +33,8 @@ from stash_core.catalog.accelerators import find_accelerator, match_accelerator
 from stash_core.catalog.catalog import get_instance
 from stash_core.errors import UsageError
 from stash_core.store import get_run
-from stash_core.store.run_labels import label_rows, merge_into_spec
+from stash_core.store.run_labels import CONFIRMED_KEY, label_rows, merge_into_spec
 
-CONFIRMED_KEY = "instance_confirmed"
 # status of a label: fits | contradicted | confirmed (contradicted, but the user confirmed it) | not_checked
 USABLE = ("fits", "confirmed", "not_checked")
 _MODEL_TOKEN = re.compile(r"[A-Z]+[0-9]+[A-Z]*")

@@ -23,6 +23,7 @@ from stash_core.pathargs import required_path
 from stash_core.results.file import PROBE_KIND, ResultDocument, load_document, upgrade_result
 from stash_core.store.connection import connect
 from stash_core.store.ingest_rows import PreparedRun, prepare_probe, prepare_run
+from stash_core.store.run_labels import CONFIRMED_KEY
 
 # A batch of files holds the database for at most this long before readers get a turn.
 READER_TURN_S = 0.5
@@ -144,9 +145,15 @@ def _same(column: str, stored: Any, new: Any) -> bool:
         moment = datetime.fromisoformat(new)
         moment = moment if moment.tzinfo else moment.replace(tzinfo=UTC)
         return stored == (moment - _EPOCH) // timedelta(microseconds=1)
+    if column == "spec":  # a label the user confirmed after storing the run (stash instances confirm)
+        return _without_confirmation(json.loads(stored)) == _without_confirmation(json.loads(new))
     if column in _JSON_COLUMNS:
         return json.loads(stored) == json.loads(new)
     return stored == new
+
+
+def _without_confirmation(spec: Any) -> Any:
+    return {k: v for k, v in spec.items() if k != CONFIRMED_KEY} if isinstance(spec, dict) else spec
 
 
 def _conflict_text(run_id: str, differ: list[str]) -> str:

@@ -11,6 +11,10 @@ import pandas as pd
 from stash_core.store.connection import connect
 from stash_core.store.relations import query_readonly
 
+# The user's word that a run's instance label is right, merged into its stored spec by `stash instances
+# confirm`: the database's, not the result file's, so a file ingested again is still the same run.
+CONFIRMED_KEY = "instance_confirmed"
+
 
 def label_rows(db_path: Path | str, run_ids: list[str]) -> pd.DataFrame:
     """(run_id, instance, spec, fingerprint) of the stored runs among `run_ids`, spec and fingerprint as JSON

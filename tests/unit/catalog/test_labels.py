@@ -102,6 +102,8 @@ def test_confirming_a_stored_label_is_kept_with_the_run(tmp_path) -> None:
     run = get_run(db, doc["run_id"])
     assert run["spec"]["instance_confirmed"] is True and run["spec"]["model"] == "resnet18"
     assert check_stored_run(db, run).status == "confirmed"
+    assert ingest_result(db, doc) is False  # the same file again: the same run, stored once, still confirmed
+    assert get_run(db, doc["run_id"])["spec"]["instance_confirmed"] is True
     unlabelled = result_doc("resnet18", instance=None)
     ingest_result(db, unlabelled)
     with pytest.raises(UsageError, match="no instance label"):
