@@ -60,6 +60,9 @@ def add_commands(subparsers: Any, parser_class: type[argparse.ArgumentParser] | 
     )
     fit.add_argument("--device", choices=["cpu", "cuda"], default=None, help="with --predict: cpu or cuda")
     fit.add_argument(
+        "--batch-size", type=count(2**20), default=None, help="with --predict and --by-batch-size: per worker"
+    )
+    fit.add_argument(
         "--num-classes", type=count(10**7), default=None, help="with --predict: the model's classes"
     )
     fit.add_argument(
@@ -125,6 +128,7 @@ def _print_predictions(
             device=args.device,
             instance=args.instance,
             bandwidth_gbps=bandwidth,
+            batch_size=args.batch_size,
             report=report,
             num_classes=args.num_classes,
             input_shape=shape,

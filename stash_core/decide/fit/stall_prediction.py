@@ -71,10 +71,20 @@ def predict_stall(
         if db_path is None:
             raise UsageError("give a database or a fit report")
         report = fit_stall_models(db_path, stalls=(stall,), alpha_s=alpha_s, beta_s_per_byte=beta_s_per_byte)
+    base_label, label_gbps = split_instance_label(instance)
+    if (
+        stall == "network" and label_gbps is not None
+    ):  # emulated@1gbit names its bandwidth, as campaigns write
+        if bandwidth_gbps is not None and not math.isclose(bandwidth_gbps, label_gbps, rel_tol=1e-6):
+            raise UsageError(
+                f"instance {instance} is at {label_gbps:g} Gbit/s and the bandwidth given is "
+                f"{bandwidth_gbps:g} Gbit/s: give one of them"
+            )
+        bandwidth_gbps = label_gbps
     wanted = {
         "device": device,
         "workers_per_node": workers_per_node,
-        "instance": split_instance_label(instance)[0],
+        "instance": base_label,
         "batch_size": batch_size,
     }
     if stall == "network":
@@ -137,7 +147,8 @@ def _from_profiled(
     exact = _matching_groups(report, stall, wanted)
     if len(exact) > 1:
         labels = "; ".join(group_label(stall, group) for group in exact[:4])
-        raise UsageError(f"several profiled configurations match ({labels}): name the instance or bandwidth")
+        which = "instance, bandwidth or batch size" if "batch_size" in exact[0] else "instance or bandwidth"
+        raise UsageError(f"several profiled configurations match ({labels}): name the {which}")
     if exact:
         return _from_group(result, report, stall, exact[0], counts, world)
     if stall != "network" or bandwidth_gbps is None:

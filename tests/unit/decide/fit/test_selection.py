@@ -15,6 +15,7 @@ from stash_core.decide.fit import (
     predict_stall,
     ring_factor,
 )
+from stash_core.errors import UsageError
 
 
 def test_fit_marks_the_true_feature_set_best_and_reports_held_out_error():
@@ -124,3 +125,28 @@ def test_a_prediction_far_outside_the_profiled_models_or_bandwidths_says_it_extr
         answer = predict_stall(counts=inside, stall="network", workers_per_node=2, nodes=2, instance="emu",
                                bandwidth_gbps=gbps, report=report)  # fmt: skip
         assert answer["stall_s"] is not None and (answer["note"] is not None) == extrapolated, answer["note"]
+
+
+def test_an_instance_label_with_a_rate_picks_its_bandwidth_and_a_batch_size_picks_its_group():
+    """emulated@1gbit (as campaigns label runs) is the 1 Gbit/s configuration; with a bandwidth that says
+    otherwise it is refused. Groups by batch size are told apart by the batch size."""
+    network = pd.concat(
+        [stall_observations(lambda b, t, n, g=gbps: 1e-9 * b / g, "network", nodes=2, bandwidth_gbps=gbps,
+                            instance="emulated") for gbps in (0.2, 1.0)], ignore_index=True
+    )  # fmt: skip
+    report = fit_stall_models(observations=network, probes=pd.DataFrame(), stalls=("network",))
+    counts = {"grad_bytes": 60e6, "grad_tensor_count": 50, "layer_count": 40}
+    common = {"counts": counts, "stall": "network", "workers_per_node": 2, "nodes": 2, "report": report}
+    labelled = predict_stall(instance="emulated@1gbit", **common)
+    assert labelled["group"].endswith("1 Gbit/s") and labelled["stall_s"] is not None
+    with pytest.raises(UsageError, match="is at 1 Gbit/s and the bandwidth given is 0.2 Gbit/s"):
+        predict_stall(instance="emulated@1gbit", bandwidth_gbps=0.2, **common)
+    sizes = (8, 16)
+    by_batch = pd.concat([stall_observations(lambda b, t, n: 1e-9 * b).assign(batch_size=s) for s in sizes])
+    report = fit_stall_models(observations=by_batch.reset_index(drop=True), probes=pd.DataFrame(),
+                              stalls=("interconnect",), by_batch_size=True)  # fmt: skip
+    with pytest.raises(UsageError, match="name the instance, bandwidth or batch size"):
+        predict_stall(counts=counts, stall="interconnect", workers_per_node=2, report=report)
+    answer = predict_stall(counts=counts, stall="interconnect", workers_per_node=2, batch_size=8,
+                           report=report)  # fmt: skip
+    assert "batch 8" in answer["group"] and answer["stall_s"] is not None
