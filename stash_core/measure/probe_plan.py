@@ -7,6 +7,8 @@ from collections.abc import Iterable
 from stash_core.measure.worker_job import ProbeSettings
 from stash_core.units import KIB, MIB
 
+FLOAT_BYTES = 4  # the probe sends float32 buffers (probe_worker.py)
+
 # `stash probe`: 4 KiB .. 256 MiB in steps of 4x.
 PROBE_SIZES_BYTES = tuple(4 * KIB * 4**step for step in range(9))
 # The probe every multi-worker profile runs: a few sizes, enough for latency and bandwidth.
@@ -47,9 +49,10 @@ def probe_settings(
 
 
 def probe_sizes(min_size_bytes: int, max_size_bytes: int) -> list[int]:
-    """Message sizes from min to max in steps of 4x, max included."""
+    """Message sizes from min to max in steps of 4x, max included, each a whole number of float32 values (as
+    the probe sends them: 3 B and 6 B are both one float, measured once, not two rows of 4 B)."""
     sizes, size = [], min_size_bytes
     while size < max_size_bytes:
         sizes.append(size)
         size *= 4
-    return [*sizes, max_size_bytes]
+    return sorted({max(FLOAT_BYTES, size // FLOAT_BYTES * FLOAT_BYTES) for size in [*sizes, max_size_bytes]})

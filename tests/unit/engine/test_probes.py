@@ -78,6 +78,8 @@ def test_probe_sizes_span_4kib_to_256mib():
     assert PROBE_SIZES_BYTES[0] == 4096 and PROBE_SIZES_BYTES[-1] == 256 * MIB
     assert probe_sizes(4096, 256 * MIB) == list(PROBE_SIZES_BYTES)
     assert probe_sizes(4096, 100_000) == [4096, 16384, 65536, 100_000]
+    assert probe_sizes(3, 6) == [4]  # whole float32 values as sent: one row, not two rows of 4 B
+    assert probe_sizes(5, 22) == [4, 20]
 
 
 def test_alpha_beta_fit_recovers_the_link():
