@@ -56,6 +56,7 @@ from stash_core.launch.cluster.state import (
     load_state,
     new_node,
     new_state,
+    refuse_foreign_files,
     remove_state_files,
     resolve,
     save_state,
@@ -145,6 +146,7 @@ def cluster_up(
     state_dir = Path(state_dir) if state_dir is not None else state_dir_for(name)
     with _machine_lock():  # two ups at once would pick the same free address range
         _refuse_taken(name, state_dir)
+        refuse_foreign_files(state_dir)
         layout = Layout(name, subnet or _free_subnet(name))
         net.check_subnet_free(layout)
         state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -152,10 +154,10 @@ def cluster_up(
         save_state(state_dir, state)
         try:
             _build(state_dir, state, layout, nodes, shaping, cpu_sets)
+            return cluster_status(state_dir)  # inside: a Ctrl-C while it reads the cluster takes it down too
         except BaseException:
             cluster_down(state_dir)
             raise
-    return cluster_status(state_dir)
 
 
 @contextlib.contextmanager

@@ -120,9 +120,27 @@ def new_node(index: int, shaping: dict, cpus: list[int] | None, layout: Layout =
     }
 
 
-def remove_state_files(state_dir: Path) -> list[str]:
-    """Remove only the files cluster_up writes, then the directory if that left it empty."""
+def refuse_foreign_files(state_dir: Path) -> None:
+    """UsageError when `state_dir` is not a folder cluster_up may fill: a file, or a folder that already holds
+    a file of the names it writes (a user's ~/.ssh: its key would be overwritten, then removed by down)."""
+    if state_dir.exists() and not state_dir.is_dir():
+        raise UsageError(f"--state-dir {state_dir} is a file; give a folder (new, or without SSH files)")
     if not state_dir.is_dir():
+        return
+    present = [name for name in _STATE_FILES if (state_dir / name).exists()]
+    present += sorted(path.name for path in state_dir.glob("n*") if _NODE_DIR_RE.fullmatch(path.name))
+    if present:
+        raise UsageError(
+            f"--state-dir {state_dir} already holds {', '.join(present)}, which a cluster's setup writes: "
+            "give a new folder (nothing in it is touched)"
+        )
+
+
+def remove_state_files(state_dir: Path) -> list[str]:
+    """Remove only the files cluster_up writes, then the directory if that left it empty; only from a folder
+    that holds a cluster's state.json (removed last, so a removal cut short can be run again): another
+    folder's files of the same names are the user's."""
+    if not state_dir.is_dir() or not _is_cluster_state(load_state(state_dir)):
         return []
     removed = 0
     for name in _STATE_FILES:
@@ -139,3 +157,7 @@ def remove_state_files(state_dir: Path) -> list[str]:
     except OSError:
         pass
     return [f"removed {removed} state file(s) from {state_dir}"] if removed else []
+
+
+def _is_cluster_state(state: dict | None) -> bool:
+    return isinstance(state, dict) and state.get("version") == STATE_VERSION and "name" in state

@@ -52,7 +52,8 @@ def test_state_is_written_atomically_and_read_back(tmp_path):
 def test_removing_state_files_spares_what_is_not_ours(tmp_path):
     state_dir = tmp_path / "state"
     state_dir.mkdir()
-    for name in ("state.json", "ssh_config", "id_ed25519"):
+    cluster_state.save_state(state_dir, cluster_state.new_state(state_dir, None))
+    for name in ("ssh_config", "id_ed25519"):
         (state_dir / name).write_text("x")
     (state_dir / "n0").mkdir()
     (state_dir / "n0" / "sshd_config").write_text("x")
@@ -60,11 +61,33 @@ def test_removing_state_files_spares_what_is_not_ours(tmp_path):
     assert not state_dir.exists()
 
     state_dir.mkdir()
-    (state_dir / "state.json").write_text("x")
+    cluster_state.save_state(state_dir, cluster_state.new_state(state_dir, None))
     (state_dir / "notes.txt").write_text("the user's")
     cluster_state.remove_state_files(state_dir)
     assert [path.name for path in state_dir.iterdir()] == ["notes.txt"]
     assert cluster_state.remove_state_files(tmp_path / "missing") == []
+
+
+def test_a_folder_that_holds_no_clusters_state_is_never_emptied_nor_filled(tmp_path):
+    """A user's ~/.ssh given as --state-dir: `cluster down` removed its key pair, authorized_keys, known_hosts
+    and node-like folders; `cluster up` made ssh-keygen ask to overwrite the key, then its roll-back removed
+    them. Now down removes nothing there and up refuses the folder before it writes anything."""
+    ssh = tmp_path / "ssh"
+    (ssh / "n1").mkdir(parents=True)
+    for name in ("id_ed25519", "id_ed25519.pub", "authorized_keys", "known_hosts", "config", "state.json"):
+        (ssh / name).write_text("the user's")
+    (ssh / "n1" / "notes.txt").write_text("the user's")
+    before = sorted(str(path.relative_to(ssh)) for path in ssh.rglob("*"))
+    assert cluster_state.remove_state_files(ssh) == []
+    assert sorted(str(path.relative_to(ssh)) for path in ssh.rglob("*")) == before
+    with pytest.raises(UsageError, match="already holds known_hosts, id_ed25519, id_ed25519.pub"):
+        cluster_state.refuse_foreign_files(ssh)
+    (tmp_path / "a-file").write_text("x")
+    with pytest.raises(UsageError, match="is a file"):
+        cluster_state.refuse_foreign_files(tmp_path / "a-file")
+    cluster_state.refuse_foreign_files(tmp_path / "new")  # a new folder, or an empty one, is taken
+    (tmp_path / "empty").mkdir()
+    cluster_state.refuse_foreign_files(tmp_path / "empty")
 
 
 def test_qdiscs_with_netem_put_the_rate_below_the_delay():
