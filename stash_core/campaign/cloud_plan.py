@@ -215,7 +215,7 @@ def plan_cloud(
             sweep = [replace(item, script=named_script) for item in read]
         else:
             sweep = plan_campaign(models, batch_sizes, counts, [1], instance=offer.name, check_models=False)
-        sweeps.append((offer, *split_done(sweep, settings.db_path, done)))
+        sweeps.append((offer, *split_done(sweep, settings, done)))
     steps, notes = _predicted(sweeps, predict or predict_steps(settings))
     plans = []
     for offer, todo, stored in sweeps:

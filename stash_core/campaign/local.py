@@ -56,7 +56,7 @@ def run_campaign(
     """
     report = report or (lambda line: None)
     on_event = on_event or (lambda event: None)
-    todo, stored = split_done(plan, settings.db_path)
+    todo, stored = split_done(plan, settings)
     outcome = CampaignOutcome(planned=list(plan), skipped=stored)
     if stored:
         report(f"{len(stored)} of {len(plan)} configuration(s) already stored in {settings.db_path}: skipped")

@@ -5,8 +5,8 @@ A campaign is the product models x batch sizes x workers per node x nodes (x lin
 configurations on the emulated cluster), or a user's training script (with its arguments) x workers per node
 x nodes. Re-running the same campaign skips the configurations stored as completed (same model, batch size,
 workers per node, nodes and instance label; for a script the same contents and arguments instead of the
-batch, which the script chooses), which makes a campaign resumable after Ctrl-C, a reboot or a failed
-profile.
+batch, which the script chooses) where the stored run measured what the campaign asks (covers: device, input
+shape, classes, stalls), which makes a campaign resumable after Ctrl-C, a reboot or a failed profile.
 
 Emulated bandwidths are recorded in the instance label ("<instance>@<bandwidth>", e.g. "local@1gbit"), which
 is how resume tells them apart and how the stall fits read the bandwidth back.
@@ -163,29 +163,52 @@ def plan_campaign(
     return plan
 
 
-def completed_keys(db_path: Path | str) -> set[tuple]:
-    """CampaignItem.key of every completed run in the database: a script's with its contents' sha256 and its
-    arguments in place of the batch size it measured."""
+def completed_keys(db_path: Path | str) -> dict[tuple, list[dict[str, Any]]]:
+    """CampaignItem.key of every completed run in the database (a script's with its contents' sha256 and its
+    arguments in place of the batch size it measured), each with what its runs measured on (device, input
+    shape, classes, stalls: see covers)."""
     if not Path(db_path).exists():
-        return set()  # no database yet: nothing stored (and no empty one made to say so)
+        return {}  # no database yet: nothing stored (and no empty one made to say so)
     from stash_core.cells import is_missing
     from stash_core.store.reads import completed_configurations
 
-    keys = set()
+    keys: dict[tuple, list[dict[str, Any]]] = {}
     for row in completed_configurations(db_path).itertuples(index=False):
         if is_missing(row.workers_per_node) or is_missing(row.nodes):
             continue
         sizes = (int(row.workers_per_node), int(row.nodes), str(row.instance))
         if str(row.model).startswith(SCRIPT_PREFIX):  # its batch is what it measured (or none): not the key
-            if not is_missing(row.script_sha256):
-                arguments = _script_args(row.script_args)
-                keys.add((str(row.model), None, *sizes, str(row.script_sha256), arguments))
+            if is_missing(row.script_sha256):
+                continue
+            key = (str(row.model), None, *sizes, str(row.script_sha256), _json_list(row.script_args))
         elif not is_missing(row.batch_size):
-            keys.add((str(row.model), int(row.batch_size), *sizes, None, ()))
+            key = (str(row.model), int(row.batch_size), *sizes, None, ())
+        else:
+            continue
+        shape = _json_list(row.input_shape)
+        keys.setdefault(key, []).append({
+            "device": None if is_missing(row.device) else str(row.device),
+            "input_shape": tuple(int(float(size)) for size in shape) if shape else None,
+            "num_classes": None if is_missing(row.num_classes) else int(float(row.num_classes)),
+            "stalls": set(_json_list(row.stalls)),
+        })  # fmt: skip
     return keys
 
 
-def _script_args(text: object) -> tuple[str, ...]:
+def covers(measured: dict[str, Any], item: CampaignItem, settings: CampaignSettings) -> bool:
+    """Whether a stored run of `item`'s key measured what the campaign asks now: its device, input shape and
+    classes where the campaign names them, and at least the stalls it asks for (a run of more stalls
+    covers fewer; the number of iterations only changes how precise it is)."""
+    if settings.device not in (None, "auto") and measured["device"] != settings.device:
+        return False
+    if settings.input_shape and measured["input_shape"] != tuple(parse_input_shape(settings.input_shape)):
+        return False
+    if settings.num_classes and measured["num_classes"] != settings.num_classes:
+        return False
+    return set(profile_spec(item, settings).stalls) <= measured["stalls"]
+
+
+def _json_list(text: object) -> tuple[str, ...]:
     try:
         value = json.loads(str(text)) if text is not None else []
     except json.JSONDecodeError:
@@ -213,13 +236,14 @@ def plan_script_campaign(
 
 
 def split_done(
-    plan: list[CampaignItem], db_path: Path | str, done: set[tuple] | None = None
+    plan: list[CampaignItem], settings: CampaignSettings, done: dict[tuple, list[dict]] | None = None
 ) -> tuple[list[CampaignItem], list[CampaignItem]]:
-    """(to run, already stored) for a plan; `done`: completed_keys(db_path) when read already."""
-    done = completed_keys(db_path) if done is None else done
-    todo = [item for item in plan if item.key not in done]
-    stored = [item for item in plan if item.key in done]
-    return todo, stored
+    """(to run, already stored) for a plan: stored where a completed run of the item's key covers what the
+    campaign asks (covers); `done`: completed_keys(settings.db_path) when read already."""
+    done = completed_keys(settings.db_path) if done is None else done
+    is_stored = [any(covers(runs, item, settings) for runs in done.get(item.key, [])) for item in plan]
+    todo = [item for item, stored in zip(plan, is_stored, strict=True) if not stored]
+    return todo, [item for item, stored in zip(plan, is_stored, strict=True) if stored]
 
 
 def profile_spec(item: CampaignItem, settings: CampaignSettings) -> ProfileSpec:

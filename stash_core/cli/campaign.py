@@ -160,7 +160,7 @@ def _models(args: argparse.Namespace) -> list[str]:
 def _print_plan(plan: list, settings: Any) -> None:
     from stash_core.campaign.plan import split_done
 
-    todo, stored = split_done(plan, settings.db_path)
+    todo, stored = split_done(plan, settings)
     stored_keys = {item.key for item in stored}
     for item in plan:
         mark = "stored" if item.key in stored_keys else "to run"

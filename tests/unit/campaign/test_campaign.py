@@ -123,7 +123,7 @@ def test_resume_skips_stored_configurations_and_retries_failures(tmp_path):
     third = FakeRunner()
     run_campaign(plan, settings, runner=third)
     assert third.calls == []
-    todo, stored = split_done(plan, settings.db_path)
+    todo, stored = split_done(plan, settings)
     assert todo == [] and len(stored) == 3
 
 
@@ -131,10 +131,10 @@ def test_resume_tells_configurations_apart(tmp_path):
     settings = CampaignSettings(db_path=tmp_path / "c.duckdb")
     run_campaign(plan_campaign(["resnet10"], [8], [2], [1], instance="lab"), settings, runner=FakeRunner())
     wider = plan_campaign(["resnet10"], [8, 16], [1, 2], [1], instance="lab")
-    todo, stored = split_done(wider, settings.db_path)
+    todo, stored = split_done(wider, settings)
     assert len(stored) == 1 and len(todo) == 3
     other_box = plan_campaign(["resnet10"], [8], [2], [1], instance="other")
-    assert len(split_done(other_box, settings.db_path)[0]) == 1
+    assert len(split_done(other_box, settings)[0]) == 1
 
 
 def test_a_refused_profile_stops_the_campaign(tmp_path):
@@ -182,3 +182,23 @@ def test_subprocess_runner_reports_the_last_error_line(tmp_path):
     result = subprocess_runner(item, settings, lambda event: None)
     assert result["status"] == "failed" and result["exit_code"] == 2
     assert result["error"] == "--cluster: unrecognized arguments"
+
+
+def test_a_stored_run_counts_only_where_it_measured_what_the_campaign_asks_now(tmp_path):
+    """Stored: resnet10 on the CPU, 3x224x224, 1000 classes, compute and interconnect. Resumed on CUDA, at
+    another input shape or class count, or with more stalls, it is profiled again (it was 'stored'); with
+    fewer stalls, or no device named, the stored run covers it."""
+    settings = CampaignSettings(db_path=tmp_path / "c.duckdb")
+    plan = plan_campaign(["resnet10"], [8], [2], [1], instance="lab")
+    stored = result_doc("resnet10", batch_size=8, workers=2, instance="lab",
+                        stalls={"compute": 0.2, "interconnect": 0.05})  # fmt: skip
+    ingest_result(settings.db_path, stored)
+    covered = [settings, replace(settings, device="cpu"), replace(settings, stalls=["compute"]),
+               replace(settings, input_shape="3,224,224", num_classes=1000)]  # fmt: skip
+    for same in covered:
+        assert split_done(plan, same) == ([], plan), same
+    more_stalls = replace(settings, stalls=["compute", "interconnect", "cpu"])
+    asks_more = [replace(settings, device="cuda"), replace(settings, input_shape="3,32,32"),
+                 replace(settings, num_classes=10), more_stalls]  # fmt: skip
+    for other in asks_more:
+        assert split_done(plan, other) == (plan, []), other
