@@ -37,6 +37,7 @@ from stash_core.catalog import get_instance
 from stash_core.catalog.prices import hourly_price
 from stash_core.engine.plan import launches_of, plan_phases
 from stash_core.errors import UsageError
+from stash_core.spec_parse import parse_input_shape
 from stash_core.units import finite_float
 
 PROVISION_S = 300.0  # a VM started and SkyPilot's runtime on it (typically 2 to 5 minutes)
@@ -301,7 +302,7 @@ def predict_steps(settings: CampaignSettings) -> Predict:
     model or instance it cannot predict has none, with the reason as a note."""
     from stash_core.decide.predict import predict_instances
 
-    shape = tuple(int(part) for part in settings.input_shape.split(",")) if settings.input_shape else None
+    shape = tuple(parse_input_shape(settings.input_shape)) if settings.input_shape else None
     root = Path(stash_core.PACKAGE_PARENT)
 
     def predict(model: str, batch_size: int, workers: int, names: list[str]):

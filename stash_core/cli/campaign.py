@@ -18,6 +18,7 @@ from stash_core.spec_parse import (
     parse_rate,
     parse_stalls,
 )
+from stash_core.userfiles import nearest_existing
 
 # The campaign is imported inside the functions: building `stash --help` must not load pandas.
 
@@ -90,8 +91,16 @@ def cmd_campaign(args: argparse.Namespace) -> int:
     check_cloud_options(args)
     if args.bandwidths and max(args.nodes) <= 1:
         raise UsageError("--bandwidths needs --nodes with at least one count above 1")
-    if args.results_dir is not None and args.results_dir.exists() and not args.results_dir.is_dir():
-        raise UsageError(f"--results-dir {args.results_dir} is not a directory")
+    if args.results_dir is not None:  # what each profile's --out check would refuse, refused before any
+        nearest = nearest_existing(args.results_dir)
+        if not nearest.is_dir():
+            raise UsageError(f"--results-dir {args.results_dir}: {nearest} is not a directory")
+    if not args.cloud and max(args.nodes) > 1 and not args.bandwidths:
+        what = (
+            "a script's campaign runs on this machine: leave out --nodes" if args.script is not None
+            else "several nodes are the emulated cluster's here: give --bandwidths (e.g. 1gbit) for its links"
+        )  # fmt: skip
+        raise UsageError(f"--nodes {max(args.nodes)}: {what}")
     settings = CampaignSettings(
         db_path=db_path(args),
         stalls=_split(args.stalls),

@@ -32,15 +32,20 @@ def add_cloud_arguments(camp: argparse.ArgumentParser) -> None:
     cloud.add_argument("--region", type=region, default=None, help="region (default: the price's region)")
     cloud.add_argument("--budget-usd", type=positive_real(1e7), default=None,
                        help="refuse a plan that costs more, at catalog prices")  # fmt: skip
-    cloud.add_argument("--parallel", type=count(50), default=1, help="instance types at once (default 1)")
-    cloud.add_argument("--idle-minutes", type=count(10_000), default=15,
-                       help="a cluster left idle this long tears itself down (default 15)")  # fmt: skip
+    cloud.add_argument("--parallel", type=count(50), default=PARALLEL, help="instance types at once")
+    cloud.add_argument("--idle-minutes", type=count(10_000), default=IDLE_MINUTES,
+                       help="a cluster left idle this long tears itself down")  # fmt: skip
+
+
+PARALLEL, IDLE_MINUTES = 1, 15  # the defaults: instance types at once, minutes a cluster may idle
 
 
 def check_cloud_options(args: argparse.Namespace) -> None:
     """Options that belong to --cloud only, or do not go with it."""
     cloud_only = [flag for flag, value in (("--instances", args.instances), ("--spot", args.spot),
-                  ("--region", args.region), ("--budget-usd", args.budget_usd)) if value]  # fmt: skip
+                  ("--region", args.region), ("--budget-usd", args.budget_usd),
+                  ("--parallel", args.parallel != PARALLEL),
+                  ("--idle-minutes", args.idle_minutes != IDLE_MINUTES)) if value]  # fmt: skip
     if not args.cloud:
         if cloud_only:
             raise UsageError(f"{cloud_only[0]} goes with --cloud")

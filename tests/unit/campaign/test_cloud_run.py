@@ -130,6 +130,16 @@ def test_bad_input_is_one_line_and_launches_nothing(capsys, monkeypatch, tmp_pat
         stash_here(capsys, monkeypatch, "campaign", "--models", "resnet18", "--spot", *db),
         "--spot goes with --cloud",
     )
+    for flag, value in (("--parallel", "4"), ("--idle-minutes", "3")):  # they were taken and ignored
+        local = ("campaign", "--models", "resnet18", flag, value, "--dry-run")
+        _one_line_refusal(stash_here(capsys, monkeypatch, *local, *db), f"{flag} goes with --cloud")
+
+
+@pytest.mark.parametrize("shape", ["3x32x32", "(3, 32, 32)"])
+def test_the_cloud_plan_reads_every_input_shape_the_option_takes(tmp_path, shape):
+    """--input-shape 3x32x32 was a ValueError traceback in the cloud plan's step prediction."""
+    predict = cloud_plan.predict_steps(CampaignSettings(db_path=tmp_path / "c.duckdb", input_shape=shape))
+    assert callable(predict)
 
 
 def test_bad_input_launches_nothing_where_skypilot_is_installed(capsys, monkeypatch, tmp_path):
@@ -212,3 +222,19 @@ def test_ctrl_c_through_the_command_tears_down_and_exits_130(capsys, monkeypatch
     assert result.stderr.splitlines()[-1] == "stash: interrupted"
     assert "stopping (interrupted): tearing down stash-g5-xlarge-" in result.stderr
     assert sky.clusters == {} and [call for call, _ in sky.calls] == ["launch", "down"]
+
+
+def test_a_local_campaign_that_no_profile_could_run_is_refused_before_it_plans(capsys, monkeypatch, tmp_path):
+    """Several nodes without --bandwidths (models) or with a script, and a --results-dir below a file: each
+    profile would have been refused in turn (the dry run listed them 'to run')."""
+    (tmp_path / "afile").write_text("x")
+    db = ["--db", str(tmp_path / "c.duckdb"), "--dry-run"]
+    script = ["--script", "examples/scripts/train_ddp.py", "--workers", "1"]
+    cases = {
+        "the emulated cluster's here: give --bandwidths": ["--models", "resnet10", "--nodes", "2"],
+        "--nodes 2: a script's campaign runs on this machine": [*script, "--nodes", "2"],
+        "is not a directory": ["--models", "resnet10", "--results-dir", str(tmp_path / "afile" / "sub")],
+    }  # fmt: skip
+    for text, args in cases.items():
+        _one_line_refusal(stash_here(capsys, monkeypatch, "campaign", *args, *db), text)
+    assert not (tmp_path / "c.duckdb").exists()
