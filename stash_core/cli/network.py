@@ -22,7 +22,7 @@ from stash_core.spec import add_machine_arguments
 from stash_core.spec_parse import WORKERS
 from stash_core.units import parse_size_bytes
 
-MAX_NODES = 240  # one /24 of addresses from .10 on
+MAX_NODES = 16  # launch/cluster/names.MAX_NODES, not imported: building `stash --help` loads no cluster code
 LOSS = Number(0, 100, whole=False, what="a percentage from 0 to 100")
 
 
@@ -160,6 +160,13 @@ def cmd_remote(args) -> int:
 
 
 def format_remote_info(host: str, info: dict) -> str:
+    """What a host offers, as lines; every text the host sent printed as text (its escapes as \\xNN)."""
+    from stash_core.terminal import printable
+
+    return printable(_remote_lines(host, info))
+
+
+def _remote_lines(host: str, info: dict) -> str:
     gpus = info.get("gpus") or []
     gpu_text = ", ".join(str(gpu.get("name")) for gpu in gpus) if gpus else info.get("gpu_status") or "none"
     torch_text = info.get("torch_version") or f"not usable ({info.get('torch_error')})"

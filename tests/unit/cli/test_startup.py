@@ -118,3 +118,24 @@ def test_a_prediction_from_a_counted_step_does_not_load_torch(tmp_path, monkeypa
     first, again = run(argv), run(argv)
     assert first["status"] == 0 and "torch" in first["loaded"]
     assert again["status"] == 0 and "torch" not in again["loaded"]
+
+
+def test_a_ctrl_c_while_the_command_loads_is_exit_130_and_no_traceback():
+    """The command line's imports take a few tenths of a second; a Ctrl-C then printed a KeyboardInterrupt
+    traceback through the console script and ended with 1."""
+    code = (
+        "import builtins, sys\n"
+        "real = builtins.__import__\n"
+        "def interrupted(name, *args, **kwargs):\n"
+        "    if name == 'stash_core.cli.main':\n"
+        "        raise KeyboardInterrupt\n"
+        "    return real(name, *args, **kwargs)\n"
+        "builtins.__import__ = interrupted\n"
+        "sys.argv = ['stash', 'runs']\n"
+        "from stash_core.command import run\n"
+        "run()\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 130 and done.stderr == "stash: interrupted\n", done.stderr
+    entry = (REPO / "pyproject.toml").read_text()
+    assert 'stash = "stash_core.command:run"' in entry  # the console script goes through it

@@ -155,3 +155,11 @@ def test_a_named_cluster_has_its_own_ssh_names_and_addresses(tmp_path):
     assert (state["name"], state["root_address"]) == ("bench", "10.213.4.1")
     assert (state["nodes"][0]["namespace"], state["nodes"][0]["address"]) == ("stash-bench-n0", "10.213.4.10")
     assert Layout.of_state(state) == layout
+
+
+def test_the_command_line_takes_the_node_counts_and_indexes_the_cluster_has():
+    """`cluster up --nodes 17` passed the option check (240) and failed later; `set --node` said 0 .. 239."""
+    from stash_core.cli import network
+    from stash_core.launch.cluster.names import MAX_NODES
+
+    assert network.MAX_NODES == MAX_NODES

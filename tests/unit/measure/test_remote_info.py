@@ -25,3 +25,16 @@ def test_main_prints_one_json_line(capsys):
     lines = capsys.readouterr().out.strip().splitlines()
     assert len(lines) == 1
     assert json.loads(lines[0])["torch_version"] == torch.__version__
+
+
+def test_what_a_host_sends_is_printed_as_text():
+    """A host's name, Python and GPU names reached the terminal raw: colour, title and clear-screen escapes
+    acted on it (the JSON output escaped them already)."""
+    from stash_core.cli.network import format_remote_info
+
+    info = {"hostname": "evil\x1b[31mRED\x1b]0;title\x07", "python_version": "3.11\x1b[2J",
+            "python_executable": "/x", "torch_version": "2.13", "stash_version": "0.1", "cpu_count": 2,
+            "gpus": [{"name": "GPU\x1b[5m"}]}  # fmt: skip
+    text = format_remote_info("10.0.0.1", info)
+    assert "\x1b" not in text and "\x07" not in text
+    assert "evil\\x1b[31mRED\\x1b]0;title\\x07" in text and "GPU\\x1b[5m" in text
