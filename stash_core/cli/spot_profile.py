@@ -25,8 +25,8 @@ from stash_core.cli.args import (
     positive_real,
     shape_text,
 )
-from stash_core.pathargs import input_path, output_path
 from stash_core.errors import UsageError
+from stash_core.pathargs import output_path, refuse_overwrite
 from stash_core.userfiles import check_output, write_atomic
 
 # The engine and the fit are imported inside the command: `stash --help` must not load torch or pandas.
@@ -58,7 +58,7 @@ def add_commands(subparsers: Any) -> None:
         help="run on emulated cluster NAME (stash cluster up --name NAME): PS on node 0, a node per worker",
     )  # fmt: skip
     profile.add_argument(
-        "--loss-csv", type=input_path,
+        "--loss-csv", type=output_path,
         help="also write the loss curves (fixed synthetic batches: memorisation, not a data set's curve)",
     )  # fmt: skip
     profile.add_argument("--json", action="store_true", help="print the profile as JSON")
@@ -67,7 +67,12 @@ def add_commands(subparsers: Any) -> None:
 
 def cmd_spot_profile(args: argparse.Namespace) -> int:
     from stash_core.catalog import get_instance
-    from stash_core.spot.contention import fit_contention, stored_compute_times, workload_fields
+    from stash_core.spot.contention import (
+        fit_contention,
+        merged_compute_s,
+        stored_compute_times,
+        workload_fields,
+    )
     from stash_core.spot.inputs import check_writable, update_workload
     from stash_core.spot.workload_profile import measure_contention
 
@@ -83,6 +88,7 @@ def cmd_spot_profile(args: argparse.Namespace) -> int:
     describe_model(args.model, args.num_classes, shape)
     if args.loss_csv is not None:
         check_output(args.loss_csv, "loss curves CSV")
+        refuse_overwrite("--loss-csv", args.loss_csv, [("the workload file", args.workload)])
     instances = []
     for name in args.instances:
         instance = get_instance(db_path(args), name)
@@ -95,7 +101,7 @@ def cmd_spot_profile(args: argparse.Namespace) -> int:
     fit = fit_contention([(m.workers, m.p_bottleneck) for m in profile.counts])
     fields = {**workload_fields(profile, fit), "source": profile.source}
     found, missing = stored_compute_times(db_path(args), args.model, args.batch, instances)
-    fields["compute_s"] = {**(existing.get("compute_s") or {}), **found}
+    fields["compute_s"] = merged_compute_s(existing, profile.model, profile.batch, found)
     if args.loss_csv is not None:
         _write_loss_csv(args.loss_csv, [row for m in profile.counts for row in m.loss_rows])
     update_workload(args.workload, fields)

@@ -96,6 +96,14 @@ def workload_fields(profile: Any, fit: ContentionFit) -> dict[str, Any]:
     }
 
 
+def merged_compute_s(existing: dict[str, Any], model: str, batch_per_gpu: int, found: dict) -> dict:
+    """The workload's compute times after a profile of `model` at `batch_per_gpu`: those `found` in stored
+    profiles, over the file's own only where the file was of this model at this batch. Another job's would be
+    taken as this one's by `stash spot`, where a file's compute times win over stored profiles."""
+    same_job = existing.get("model") == model and existing.get("batch_per_gpu") == batch_per_gpu
+    return {**((existing.get("compute_s") or {}) if same_job else {}), **found}
+
+
 def stored_compute_times(db_path: Path, model: str, batch_per_gpu: int,
                          instances: list[tuple[str, int]]) -> tuple[dict[str, float], list[str]]:  # fmt: skip
     """T_comp of each (instance, GPUs) from Stash's stored profiles, and the instances without one."""

@@ -111,6 +111,12 @@ REFUSED = [
     ("probe-out-link-to-db", ["probe", "--out", "{link}", *DB], {}, "is the database"),
     ("probe-out-fifo", ["probe", "--out", "{fifo}", *DB], {}, "FIFO"),
     ("probe-out-below-a-file", ["probe", "--out", "{t}/p.json", *DB], {}, "Not a directory"),
+    # --loss-csv was taken as an input: the database was overwritten by the loss curves, after the training
+    ("spot-profile-loss-csv-is-db", ["spot-profile", "--model", "resnet10", "--workload", "{tmp}/w.json",
+                                     "--loss-csv", "{db}", *DB], {}, "is the database"),
+    ("spot-profile-loss-csv-is-workload",
+     ["spot-profile", "--model", "resnet10", "--workload", "{tmp}/w.json", "--loss-csv", "{tmp}/w.json", *DB],
+     {}, "is the workload file"),
     # ---- ~ of a user that does not exist, names too long, STASH_DB odd values
     ("db-tilde-of-no-user", ["runs", "--db", "~nosuchuser-stash/x.duckdb"], {}, "~nosuchuser-stash"),
     ("csv-tilde-of-no-user", [*RECOMMEND, "--csv", "~nosuchuser-stash/x.csv"], {}, "~nosuchuser-stash"),

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from stash_core.errors import UsageError
-from stash_core.spot.contention import bandwidth_errors, fit_contention, workload_fields
+from stash_core.spot.contention import bandwidth_errors, fit_contention, merged_compute_s, workload_fields
 from stash_core.spot.ps_exchanges import CountMeasure
 from stash_core.spot.workload_profile import ContentionProfile
 
@@ -62,3 +62,15 @@ def test_contention_that_does_not_grow_is_refused():
     without_solo = ContentionProfile("m", 16, 10, [_measure(2, 5e6, 0.3), _measure(4, 4e6, 0.6)], [])
     with pytest.raises(UsageError, match="one worker alone"):
         workload_fields(without_solo, fit_contention([(2, 0.3), (4, 0.6)]))
+
+
+def test_a_profile_of_another_model_or_batch_keeps_none_of_the_files_compute_times():
+    """The example's ResNet-110 times at batch 512 were kept (and printed as T_comp) after a profile of a tiny
+    model at batch 8; `stash spot` then planned with them."""
+    times = {"g3.8xlarge": 0.839, "g3.16xlarge": 0.855}
+    old = {"model": "resnet110", "batch_per_gpu": 512, "compute_s": times}
+    found = {"g3.8xlarge": 0.01}
+    assert merged_compute_s(old, "tiny.py:make", 8, found) == found
+    assert merged_compute_s(old, "resnet110", 8, found) == found
+    assert merged_compute_s(old, "resnet110", 512, found) == {"g3.8xlarge": 0.01, "g3.16xlarge": 0.855}
+    assert merged_compute_s({}, "resnet110", 512, {}) == {}
