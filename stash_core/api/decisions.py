@@ -128,7 +128,8 @@ def plan_spot(
         fragile = fragile_coefficients(result, offers, loaded, target_loss, budget_s, *links)
         if pricing == "spot":  # on-demand instances are never revoked
             risk = plan_risk(offers, loaded, target_loss, budget_s, ps_Bps, pcie_Bps,
-                             rate_per_h=DEFAULT_RATE_PER_H if rate is None else rate)  # fmt: skip
+                             rate_per_h=DEFAULT_RATE_PER_H if rate is None else rate,
+                             revocation_s=revocation_s, first=result)  # fmt: skip
     return SpotPlan(
         pricing=pricing, best=rows[0] if result.best is not None else None, candidates=rows,
         bounds=result.bounds, infeasible_reason=result.infeasible_reason, fragile=fragile,

@@ -6,7 +6,6 @@ cli/main.py wires it in with `add_commands(subparsers, parser_class)` and dispat
 from __future__ import annotations
 
 import argparse
-import json
 from typing import Any
 
 from stash_core.cli import spot_profile as cli_spot_profile
@@ -23,6 +22,7 @@ from stash_core.cli.args import (
 )
 from stash_core.errors import UsageError
 from stash_core.pathargs import input_path, output_path
+from stash_core.userfiles import json_text
 
 # The planner is imported inside cmd_spot: building `stash --help` must not load pandas.
 
@@ -117,7 +117,7 @@ def cmd_spot(args: argparse.Namespace) -> int:
     )  # fmt: skip
     feasible = 0 if plan.best is not None else 1
     if args.json:
-        print(json.dumps(plan.to_dict(), indent=2))
+        print(json_text(plan.to_dict(), indent=2))
         return feasible
     risk = None
     if plan.risk is not None:
@@ -151,7 +151,7 @@ def format_plan(result: Any, rows: list[dict[str, Any]], pricing: str, target_lo
         )
         if risk is not None:
             lines.append(
-                f"risk: {risk.text()} (never revoked: ${best.cost_usd:.2f}, {best.training_s:.0f} s)"
+                f"risk: {risk.text()} (as planned: ${best.cost_usd:.2f}, {best.training_s:.0f} s)"
             )
     lines.append("")
     width = max([len("cluster"), *(len(row["cluster"]) for row in rows)]) + 2
@@ -191,7 +191,7 @@ def cmd_spot_fit_loss(args: argparse.Namespace) -> int:
         )
     update_workload(args.workload, {"g": list(fit.g), "loss_fit": {**fit.as_dict(), "source": str(args.csv)}})
     if args.json:
-        print(json.dumps(report, indent=2))
+        print(json_text(report, indent=2))
         return 0
     g = ", ".join(f"g{i + 1} = {v:.6g}" for i, v in enumerate(fit.g))
     print(f"{g}\nfit over {fit.rows} points (batches {list(fit.batches)}, "
@@ -225,7 +225,7 @@ def cmd_spot_memory(args: argparse.Namespace) -> int:
     if args.workload is not None:
         update_workload(args.workload, {"a2": fit.a2, "b2": fit.b2, "memory_fit": fit.as_dict()})
     if args.json:
-        print(json.dumps({**fit.as_dict(), "batch_per_gpu": rows}, indent=2))
+        print(json_text({**fit.as_dict(), "batch_per_gpu": rows}, indent=2))
         return 0
     peaks = ", ".join(f"{b}: {p / 2**20:.0f} MiB" for b, p in zip(fit.batches, fit.peak_bytes, strict=True))
     where = "GPU allocation" if fit.device != "cpu" else "CPU peak resident set, a stand-in for a GPU's"

@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import csv
 import io
-import json
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +26,7 @@ from stash_core.cli.args import (
 )
 from stash_core.errors import UsageError
 from stash_core.pathargs import output_path, refuse_overwrite
-from stash_core.userfiles import check_output, write_atomic
+from stash_core.userfiles import check_output, json_text, write_atomic
 
 # The engine and the fit are imported inside the command: `stash --help` must not load torch or pandas.
 
@@ -107,7 +106,7 @@ def cmd_spot_profile(args: argparse.Namespace) -> int:
     update_workload(args.workload, fields)
     report = {**fields, "compute_s_missing": missing, "workload": str(args.workload)}
     if args.json:
-        print(json.dumps(report, indent=2))
+        print(json_text(report, indent=2))
         return 0
     print(format_profile(fields, missing, args.workload))
     return 0

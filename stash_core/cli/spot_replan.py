@@ -9,12 +9,12 @@ revocation trace. cli/spot.py adds the commands.
 from __future__ import annotations
 
 import argparse
-import json
 from typing import Any
 
 from stash_core.cli.args import add_db_argument, count, db_path, non_negative, positive_real, seed
 from stash_core.errors import UsageError
 from stash_core.pathargs import input_path
+from stash_core.userfiles import json_text
 
 # The planner is imported inside the commands: building `stash --help` must not load pandas.
 
@@ -114,7 +114,7 @@ def cmd_spot_replan(args: argparse.Namespace) -> int:
         "tried": len(result.candidates),
     }  # fmt: skip
     if args.json:
-        print(json.dumps(answer, indent=2))
+        print(json_text(answer, indent=2))
     elif best is None:
         print(f"no plan: {result.infeasible_reason}")
     else:
@@ -137,7 +137,7 @@ def cmd_spot_simulate(args: argparse.Namespace) -> int:
                     rate_per_h=args.rate_per_h or 0.0, revocation_s=args.revocation_s, runs=args.runs or 200,
                     seed=1 if args.seed is None else args.seed, trace=trace)  # fmt: skip
     if args.json:
-        print(json.dumps({"deadline_s": args.deadline_s, "strategies": rows}, indent=2))
+        print(json_text({"deadline_s": args.deadline_s, "strategies": rows}, indent=2))
         return 0
     source = f"trace {args.trace}" if trace is not None else f"{args.rate_per_h:g} revocations/h per instance"
     lines = [f"target loss {args.target_loss:g} by {args.deadline_s:.0f} s; {source}; "

@@ -205,22 +205,34 @@ class PlanRisk:
     p_deadline: float
     mean_cost_usd: float
     mean_revocations: float
+    revocation_s: float = 0.0  # the overhead each revocation cost in the simulation
+    unfinished: int = 0  # runs stopped at MAX_REVOCATIONS: their cost until then is in the mean
 
     def text(self) -> str:
+        never = (
+            f"; {self.unfinished} never finished (stopped after {MAX_REVOCATIONS} revocations; their cost "
+            "until then is in the expected cost)"
+            if self.unfinished
+            else ""
+        )
         return (
-            f"at {self.rate_per_h:g} revocations per instance per hour ({self.runs} simulated runs): "
-            f"meets the deadline in {self.p_deadline:.0%} of runs, expected cost "
-            f"${self.mean_cost_usd:,.2f} with revocations"
+            f"at {self.rate_per_h:g} revocations per instance per hour ({self.runs} simulated runs, "
+            f"{self.revocation_s:g} s lost a revocation): meets the deadline in {self.p_deadline:.0%} of "
+            f"runs, expected cost ${self.mean_cost_usd:,.2f} with revocations{never}"
         )
 
 
 def plan_risk(spot_offers: list[InstanceOffer], workload: Workload, target_loss: float, deadline_s: float,
               ps_Bps: float, pcie_Bps: float, rate_per_h: float = DEFAULT_RATE_PER_H,
-              revocation_s: float = 30.0, runs: int = RISK_RUNS, seed: int = 0) -> PlanRisk:  # fmt: skip
-    """The spotDNN plan's risk at `rate_per_h` (the simulation's spotDNN strategy alone)."""
+              revocation_s: float = 30.0, runs: int = RISK_RUNS, seed: int = 0,
+              first: PlanResult | None = None) -> PlanRisk:  # fmt: skip
+    """The spotDNN plan's risk at `rate_per_h` (the simulation's spotDNN strategy alone), from `first`: the
+    plan as printed (planned with its revocation overhead), else planned here."""
     rng = np.random.default_rng(seed)
     links = {"ps_Bps": ps_Bps, "pcie_Bps": pcie_Bps}
-    first = starting_plan(spot_offers, workload, target_loss, deadline_s, links)
+    first = first if first is not None and first.candidates else starting_plan(
+        spot_offers, workload, target_loss, deadline_s, links
+    )
     outcomes = [
         run_once(first, spot_offers, workload, workload, target_loss, deadline_s, links, revocation_s, rng,
                  rate_per_h)
@@ -228,7 +240,8 @@ def plan_risk(spot_offers: list[InstanceOffer], workload: Workload, target_loss:
     ]  # fmt: skip
     return PlanRisk(rate_per_h, len(outcomes), float(np.mean([o["met"] for o in outcomes])),
                     float(np.mean([o["cost_usd"] for o in outcomes])),
-                    float(np.mean([o["revocations"] for o in outcomes])))  # fmt: skip
+                    float(np.mean([o["revocations"] for o in outcomes])), revocation_s,
+                    sum(not math.isfinite(o["time_s"]) for o in outcomes))  # fmt: skip
 
 
 def _p90(times: list[float]) -> float:

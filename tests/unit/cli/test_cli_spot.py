@@ -232,3 +232,20 @@ def test_a_measured_ps_bandwidth_is_the_default(tmp_path, capsys):
     fast = _spot(tmp_path, capsys, "--budget-s", "3000", "--json")[1]
     assert json.loads(out.out)["candidates"] == json.loads(given.out)["candidates"]  # 20 MB/s = 0.16 Gbit/s
     assert json.loads(out.out)["candidates"] != json.loads(fast.out)["candidates"]
+
+
+def test_the_json_of_a_plan_with_candidates_that_never_reach_the_target_is_strict_json(tmp_path, capsys):
+    """A batch the loss model never trains to the target gives infinite iterations, time and cost: printed
+    as Infinity (not JSON) by --json; null now, as every other command prints them."""
+    from support import REPO
+
+    workload = json.loads((REPO / "examples" / "workload.json").read_text())
+    workload["batch_per_gpu"] = {"g3.8xlarge": 8000, "g3.16xlarge": 64}
+    path = tmp_path / "w.json"
+    path.write_text(json.dumps(workload))
+    db = ["--db", str(tmp_path / "r.duckdb")]
+    argv = ["spot", "--workload", str(path), "--instances", "g3.8xlarge:2,g3.16xlarge:1", "--target-loss",
+            "0.8", "--budget-s", "2600", "--json", "--rate-per-h", "0", *db]  # fmt: skip
+    main(argv)
+    out = capsys.readouterr().out
+    json.loads(out, parse_constant=lambda name: pytest.fail(f"{name} in the JSON"))

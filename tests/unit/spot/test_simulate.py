@@ -9,6 +9,7 @@ instance left (free); the re-plan rents one A again, which has 50 iterations lef
 from __future__ import annotations
 
 import pytest
+from support import REPO
 
 from stash_core.spot import InstanceOffer, Worker, Workload
 from stash_core.spot.simulate import read_trace, simulate
@@ -119,3 +120,19 @@ def test_a_trace_that_revokes_without_end_never_finishes_and_warns_nothing():
     assert spot["never_finishes"] == 1 and spot["p_deadline"] == 0.0
     assert spot["mean_time_s"] is None and spot["p90_time_s"] is None
     assert rows[2]["never_finishes"] == 0 and rows[2]["mean_time_s"] == pytest.approx(100.0, rel=1e-4)
+
+
+def test_the_risk_is_of_the_plan_as_printed_with_its_revocation_overhead(tmp_path):
+    """--revocation-s 100 plans 3 x g3.16xlarge + 5 x g3.8xlarge; the risk simulated the plan made without
+    the overhead (4 x g3.8xlarge) at 30 s a revocation. Without revocations the printed plan costs its
+    training without the one expected overhead; the risk says the overhead it used."""
+    import shutil
+
+    import stash_core as stash
+
+    shutil.copy(REPO / "examples" / "workload.json", tmp_path / "w.json")
+    plan = stash.plan_spot(tmp_path / "w.json", "g3.8xlarge:5,g3.16xlarge:3", 0.8, 2700, revocation_s=100,
+                           rate_per_h=0, db=tmp_path / "r.duckdb")  # fmt: skip
+    best, risk = plan.best, plan.risk
+    assert best["cluster"] == "3 x g3.16xlarge + 5 x g3.8xlarge" and risk["revocation_s"] == 100
+    assert risk["mean_cost_usd"] == pytest.approx(best["usd_per_h"] * (best["training_s"] - 100) / 3600)
