@@ -53,7 +53,7 @@ class Plan:
     usd_per_h: float
     cost_usd: float
     meets_budget: bool
-    outside_loss_model: bool = False  # g2 b_w + g3 <= 0: the loss model does not hold at this batch
+    outside_loss_model: bool = False  # g2 b_w + g3 <= 0, or no iteration needed: the model does not hold
 
     def label(self) -> str:
         return " + ".join(f"{count} x {name}" for name, count in sorted(self.counts.items()))
@@ -184,9 +184,12 @@ def evaluate(
     t_exp = cluster_iteration_s(times)
     b_w = weighted_batch(batches, times)
     r = convergence_coefficient(batches, times)
-    # Outside the loss model's range no plan is free: it is refused, not trained in zero seconds.
+    # Outside the loss model's range no plan is free: it is refused, not trained in zero seconds. That is
+    # also a batch at which the model says the target is reached untrained (j <= 0: a $0, 0 s "plan").
     outside = loss_scale(b_w, workload.loss_g) <= 0
-    j = math.inf if outside else max(0.0, iterations_to_loss(b_w, r, n, target_loss, workload.loss_g))
+    j = math.inf if outside else iterations_to_loss(b_w, r, n, target_loss, workload.loss_g)
+    outside = outside or j <= 0
+    j = math.inf if outside else j
     training_s = j * t_exp + revocation_s
     usd_per_h = sum(w.usd_per_h for w in cluster)
     return Plan(
@@ -212,8 +215,8 @@ def _why_none(result: PlanResult, offered: int, lower: int, upper: int, budget_s
         return f"the budget needs at least {lower} workers but {limit} allow(s) at most {min(upper, offered)}"
     if all(plan.outside_loss_model for plan in result.candidates):
         return (
-            "the loss model (g2 x batch + g3 <= 0) does not hold at the batch sizes on offer: "
-            "refit g1..g5 over these batch sizes"
+            "the loss model does not hold at the batch sizes on offer (g2 x batch + g3 <= 0, or the target "
+            "reached with no training): refit g1..g5 over these batch sizes"
         )
     fastest = min(result.candidates, key=lambda plan: plan.training_s)
     return (

@@ -249,3 +249,20 @@ def test_the_json_of_a_plan_with_candidates_that_never_reach_the_target_is_stric
     main(argv)
     out = capsys.readouterr().out
     json.loads(out, parse_constant=lambda name: pytest.fail(f"{name} in the JSON"))
+
+
+def test_a_batch_at_which_the_loss_model_needs_no_training_is_never_a_plan(tmp_path, capsys):
+    """g3.16xlarge at batch 2000 reaches loss 1.5 'before any training': it was offered as the cheapest plan,
+    0 s and $0.00, beside a refusal of the same case when it is the only type."""
+    from support import REPO
+
+    workload = json.loads((REPO / "examples" / "workload.json").read_text())
+    workload["batch_per_gpu"] = {"g3.8xlarge": 64, "g3.16xlarge": 2000}
+    path = tmp_path / "w.json"
+    path.write_text(json.dumps(workload))
+    db = ["--db", str(tmp_path / "r.duckdb")]
+    argv = ["spot", "--workload", str(path), "--instances", "g3.8xlarge:5,g3.16xlarge:3", "--target-loss",
+            "1.5", "--budget-s", "2600", "--rate-per-h", "0", *db]  # fmt: skip
+    main(argv)
+    cheapest = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("cheapest:"))
+    assert "g3.16xlarge" not in cheapest and "- 0 s, $0.00" not in cheapest, cheapest
