@@ -104,7 +104,7 @@ def plan_spot(
     from stash_core.spot import plan_spot_cluster, plan_table
     from stash_core.spot.fragility import fragile_coefficients
     from stash_core.spot.inputs import build_offers, load_workload, parse_offers, ps_bandwidth_Bps
-    from stash_core.spot.simulate import DEFAULT_RATE_PER_H, plan_risk
+    from stash_core.spot.simulate import DEFAULT_RATE_PER_H, RESTART_S, plan_risk
 
     target_loss = required("target_loss", target_loss, positive_real(1e6))
     budget_s = required("budget_s", budget_s, positive_real(YEAR_S))
@@ -129,7 +129,7 @@ def plan_spot(
         if pricing == "spot":  # on-demand instances are never revoked
             risk = plan_risk(offers, loaded, target_loss, budget_s, ps_Bps, pcie_Bps,
                              rate_per_h=DEFAULT_RATE_PER_H if rate is None else rate,
-                             revocation_s=revocation_s, first=result)  # fmt: skip
+                             revocation_s=revocation_s or RESTART_S, first=result)  # fmt: skip
     return SpotPlan(
         pricing=pricing, best=rows[0] if result.best is not None else None, candidates=rows,
         bounds=result.bounds, infeasible_reason=result.infeasible_reason, fragile=fragile,

@@ -78,6 +78,8 @@ def cmd_spot_profile(args: argparse.Namespace) -> int:
     counts = sorted(set(args.workers))
     if 1 not in counts or len([n for n in counts if n >= 2]) < 2:
         raise UsageError("--workers: give 1 (for B_req) and at least two counts of 2 or more, e.g. 1,2,4,7")
+    if args.loss_csv is not None:
+        refuse_overwrite("--loss-csv", args.loss_csv, [("the workload file", args.workload)])
     existing = check_writable(args.workload)  # unwritable or broken: refused before minutes of measuring
     from stash_core.spec_parse import parse_input_shape
     from stash_core.zoo.build import describe_model
@@ -87,7 +89,6 @@ def cmd_spot_profile(args: argparse.Namespace) -> int:
     describe_model(args.model, args.num_classes, shape)
     if args.loss_csv is not None:
         check_output(args.loss_csv, "loss curves CSV")
-        refuse_overwrite("--loss-csv", args.loss_csv, [("the workload file", args.workload)])
     instances = []
     for name in args.instances:
         instance = get_instance(db_path(args), name)

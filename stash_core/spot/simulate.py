@@ -32,6 +32,9 @@ from stash_core.userfiles import read_user_text, refuse_repeated_columns
 MAX_TRACE_BYTES = 256 * 1024 * 1024  # a revocation trace is a few lines per instance and hour
 MAX_SIMULATED_REVOCATIONS = 5_000  # per strategy, over all its runs: seconds (a replan takes milliseconds)
 MAX_REVOCATIONS = 500  # per run: beyond it the run is counted as missing its deadline
+# What a revocation costs the risk's simulation where the plan was made with no overhead (--revocation-s 0):
+# a restart is never free (the risk line says the overhead it used).
+RESTART_S = 30.0
 DEFAULT_RATE_PER_H = 0.5  # revocations per spot instance per hour, the rate a plan's risk is stated at
 RISK_RUNS = 200  # Monte Carlo runs behind a plan's stated risk
 
@@ -153,7 +156,7 @@ def _next_revocation(
 
 def simulate(spot_offers: list[InstanceOffer], on_demand_offers: list[InstanceOffer], workload: Workload,
              target_loss: float, deadline_s: float, ps_Bps: float, pcie_Bps: float, rate_per_h: float = 0.0,
-             revocation_s: float = 30.0, runs: int = 200, seed: int = 0,
+             revocation_s: float = RESTART_S, runs: int = 200, seed: int = 0,
              trace: list[tuple[float, str]] | None = None) -> list[dict]:  # fmt: skip
     """Per strategy: probability of meeting the deadline, mean and 90th-percentile time, mean cost."""
     if runs < 1 or rate_per_h < 0 or not math.isfinite(rate_per_h):
@@ -224,7 +227,7 @@ class PlanRisk:
 
 def plan_risk(spot_offers: list[InstanceOffer], workload: Workload, target_loss: float, deadline_s: float,
               ps_Bps: float, pcie_Bps: float, rate_per_h: float = DEFAULT_RATE_PER_H,
-              revocation_s: float = 30.0, runs: int = RISK_RUNS, seed: int = 0,
+              revocation_s: float = RESTART_S, runs: int = RISK_RUNS, seed: int = 0,
               first: PlanResult | None = None) -> PlanRisk:  # fmt: skip
     """The spotDNN plan's risk at `rate_per_h` (the simulation's spotDNN strategy alone), from `first`: the
     plan as printed (planned with its revocation overhead), else planned here."""

@@ -30,8 +30,10 @@ def from_other_bandwidth(
 ) -> dict[str, Any]:
     """A bandwidth never profiled: calibrate on every bandwidth of the configuration, swap in the new beta."""
     every = [model for group in family for model in report.models_for(stall, group)]
-    # As at a profiled bandwidth: a fit on fewer DNNs than it needs answers nothing at another one either.
-    models = [model for model in every if model.enough_points]
+    # Judged by leaving a bandwidth out where two or more were profiled; from one, only a fit on as many
+    # DNNs as a profiled bandwidth's answer needs may answer (one profile answered with a bare "predicted").
+    judged = len(family) >= 2
+    models = [model for model in every if judged or model.enough_points]
     alpha_beta = [model for model in models if model.name == ALPHA_BETA and model.link is not None]
     pooled = [model for model in models if model.kind == "pooled-linear"]
     short = next((model.shortfall for model in every if model.name == ALPHA_BETA and model.shortfall), "")

@@ -29,7 +29,8 @@ def test_the_headline_states_the_chance_of_the_deadline_and_the_expected_cost(tm
     assert status == 0, out.err
     lines = out.out.splitlines()
     assert lines[1].startswith("cheapest: 3 x g3.16xlarge + 5 x g3.8xlarge")
-    assert lines[2].startswith("risk: at 0.5 revocations per instance per hour (200 simulated runs): ")
+    headline = "risk: at 0.5 revocations per instance per hour (200 simulated runs, 30 s lost a revocation): "
+    assert lines[2].startswith(headline)
     assert "meets the deadline in " in lines[2]
     assert "expected cost $" in lines[2]
     # the quotas hold 8 workers although eqs. 15-16 allow 13: the output says which were searched
