@@ -149,9 +149,13 @@ def plan_campaign(
         raise UsageError("a campaign needs at least one model")
     if check_models:
         check_model_names(models)
+    # A zoo name in any case is the zoo's (ResNet10 and resnet10: one model, stored as resnet10), and a rate
+    # in any case one rate: each configuration once, and a resume finds what was stored under the name.
+    models = [model.strip().lower() if model.strip().lower() in ZOO_NAMES else model for model in models]
+    bandwidths = [rate.strip().lower() for rate in bandwidths or []]
     plan: list[CampaignItem] = []
     for node_count in _unique(nodes):
-        rates = _unique(bandwidths or []) if node_count > 1 else []
+        rates = _unique(bandwidths) if node_count > 1 else []
         for bandwidth in rates or [None]:
             for worker_count in _unique(workers):
                 for batch_size in _unique(batch_sizes):

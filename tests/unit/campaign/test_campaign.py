@@ -202,3 +202,12 @@ def test_a_stored_run_counts_only_where_it_measured_what_the_campaign_asks_now(t
                  replace(settings, num_classes=10), more_stalls]  # fmt: skip
     for other in asks_more:
         assert split_done(plan, other) == (plan, []), other
+
+
+def test_names_and_rates_that_differ_only_in_case_are_one_configuration():
+    """`--models resnet10,RESNET10` profiled one model twice, and `--bandwidths 1gbit,1GBIT` planned two
+    configurations labelled lab@1gbit; ResNet10 was stored under that spelling, which a resume of resnet10
+    did not find."""
+    models = ["resnet10", "RESNET10", "ResNet10"]
+    plan = plan_campaign(models, [8], [2], [2], ["1gbit", "1GBIT"], instance="lab")
+    assert [(item.model, item.instance) for item in plan] == [("resnet10", "lab@1gbit")]
