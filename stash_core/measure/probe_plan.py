@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from stash_core.measure.worker_job import ProbeSettings
 from stash_core.units import KIB, MIB
 
-FLOAT_BYTES = 4  # the probe sends float32 buffers (probe_worker.py)
+FLOAT_BYTES = 4  # the probe sends float32 buffers (probe_worker.py sizes its buffers by it)
 
 # `stash probe`: 4 KiB .. 256 MiB in steps of 4x.
 PROBE_SIZES_BYTES = tuple(4 * KIB * 4**step for step in range(9))

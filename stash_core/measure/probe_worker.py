@@ -20,10 +20,8 @@ import torch.distributed as dist
 
 from stash_core.analysis.comm import algbw_gbps, busbw_gbps, ddp_bucket_sizes
 from stash_core.measure import protocol
-from stash_core.measure.probe_plan import repetitions_for
+from stash_core.measure.probe_plan import FLOAT_BYTES, repetitions_for
 from stash_core.measure.worker_job import read_worker_job
-
-_FLOAT_BYTES = 4
 
 
 def _sync(device: torch.device) -> None:
@@ -79,11 +77,11 @@ def measure_allreduce(
         if max_op_s and previous and previous[1] * size / previous[0] > max_op_s:
             skipped.append(size)
             continue
-        numel = max(1, size // _FLOAT_BYTES)
+        numel = max(1, size // FLOAT_BYTES)
         buffer = torch.zeros(numel, dtype=torch.float32, device=device)
         times, _ = _repeat(lambda b=buffer: dist.all_reduce(b), device, settings["budget_s_per_size"],
                            settings["max_repetitions"])  # fmt: skip
-        row = _summary(times, numel * _FLOAT_BYTES, world, device)
+        row = _summary(times, numel * FLOAT_BYTES, world, device)
         rows.append(row)
         previous = (row["size_bytes"], row["time_s"])
         del buffer
@@ -93,9 +91,7 @@ def measure_allreduce(
 def measure_gradient_allreduce(grad_bytes: int, device: torch.device, settings: dict) -> dict:
     """The gradient bytes all-reduced in DDP's bucket sizes, one bucket after the other."""
     sizes = ddp_bucket_sizes(grad_bytes)
-    buckets = [
-        torch.zeros(max(1, size // _FLOAT_BYTES), dtype=torch.float32, device=device) for size in sizes
-    ]
+    buckets = [torch.zeros(max(1, size // FLOAT_BYTES), dtype=torch.float32, device=device) for size in sizes]
 
     def all_buckets() -> None:
         for bucket in buckets:
@@ -126,7 +122,7 @@ def measure_p2p(peer: int, sizes_bytes: list[int], device: torch.device, setting
     rank = dist.get_rank()
     rows = []
     for size in sizes_bytes:
-        numel = max(1, size // _FLOAT_BYTES) if size >= _FLOAT_BYTES else 1
+        numel = max(1, size // FLOAT_BYTES) if size >= FLOAT_BYTES else 1
         buffer = torch.zeros(numel, dtype=torch.float32, device=device)
         count = torch.zeros(1, dtype=torch.int64, device=device)
         if rank == 0:
@@ -142,12 +138,12 @@ def measure_p2p(peer: int, sizes_bytes: list[int], device: torch.device, setting
             one_way_s = sum(times) / len(times) / 2
             rows.append(
                 {
-                    "size_bytes": numel * _FLOAT_BYTES,
+                    "size_bytes": numel * FLOAT_BYTES,
                     "repetitions": len(times),
                     "time_s": one_way_s,
                     "time_min_s": min(times) / 2,
-                    "algbw_gbps": algbw_gbps(numel * _FLOAT_BYTES, one_way_s),
-                    "busbw_gbps": algbw_gbps(numel * _FLOAT_BYTES, one_way_s),
+                    "algbw_gbps": algbw_gbps(numel * FLOAT_BYTES, one_way_s),
+                    "busbw_gbps": algbw_gbps(numel * FLOAT_BYTES, one_way_s),
                     "peer_rank": peer,
                 }
             )

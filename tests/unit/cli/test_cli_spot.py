@@ -234,35 +234,31 @@ def test_a_measured_ps_bandwidth_is_the_default(tmp_path, capsys):
     assert json.loads(out.out)["candidates"] != json.loads(fast.out)["candidates"]
 
 
+def _example_spot(tmp_path, capsys, batch_per_gpu: dict, instances: str, target_loss: str, *extra) -> str:
+    """`stash spot` on the example workload with its batches per instance type changed; its stdout."""
+    from support import REPO
+
+    example = json.loads((REPO / "examples" / "workload.json").read_text())
+    workload = {**example, "batch_per_gpu": batch_per_gpu}
+    path = tmp_path / "w.json"
+    path.write_text(json.dumps(workload))
+    main(["spot", "--workload", str(path), "--instances", instances, "--target-loss", target_loss,
+          "--budget-s", "2600", "--rate-per-h", "0", "--db", str(tmp_path / "r.duckdb"), *extra])  # fmt: skip
+    return capsys.readouterr().out
+
+
 def test_the_json_of_a_plan_with_candidates_that_never_reach_the_target_is_strict_json(tmp_path, capsys):
     """A batch the loss model never trains to the target gives infinite iterations, time and cost: printed
     as Infinity (not JSON) by --json; null now, as every other command prints them."""
-    from support import REPO
-
-    workload = json.loads((REPO / "examples" / "workload.json").read_text())
-    workload["batch_per_gpu"] = {"g3.8xlarge": 8000, "g3.16xlarge": 64}
-    path = tmp_path / "w.json"
-    path.write_text(json.dumps(workload))
-    db = ["--db", str(tmp_path / "r.duckdb")]
-    argv = ["spot", "--workload", str(path), "--instances", "g3.8xlarge:2,g3.16xlarge:1", "--target-loss",
-            "0.8", "--budget-s", "2600", "--json", "--rate-per-h", "0", *db]  # fmt: skip
-    main(argv)
-    out = capsys.readouterr().out
+    batches = {"g3.8xlarge": 8000, "g3.16xlarge": 64}
+    out = _example_spot(tmp_path, capsys, batches, "g3.8xlarge:2,g3.16xlarge:1", "0.8", "--json")
     json.loads(out, parse_constant=lambda name: pytest.fail(f"{name} in the JSON"))
 
 
 def test_a_batch_at_which_the_loss_model_needs_no_training_is_never_a_plan(tmp_path, capsys):
     """g3.16xlarge at batch 2000 reaches loss 1.5 'before any training': it was offered as the cheapest plan,
     0 s and $0.00, beside a refusal of the same case when it is the only type."""
-    from support import REPO
-
-    workload = json.loads((REPO / "examples" / "workload.json").read_text())
-    workload["batch_per_gpu"] = {"g3.8xlarge": 64, "g3.16xlarge": 2000}
-    path = tmp_path / "w.json"
-    path.write_text(json.dumps(workload))
-    db = ["--db", str(tmp_path / "r.duckdb")]
-    argv = ["spot", "--workload", str(path), "--instances", "g3.8xlarge:5,g3.16xlarge:3", "--target-loss",
-            "1.5", "--budget-s", "2600", "--rate-per-h", "0", *db]  # fmt: skip
-    main(argv)
-    cheapest = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("cheapest:"))
+    batches = {"g3.8xlarge": 64, "g3.16xlarge": 2000}
+    out = _example_spot(tmp_path, capsys, batches, "g3.8xlarge:5,g3.16xlarge:3", "1.5")
+    cheapest = next(line for line in out.splitlines() if line.startswith("cheapest:"))
     assert "g3.16xlarge" not in cheapest and "- 0 s, $0.00" not in cheapest, cheapest

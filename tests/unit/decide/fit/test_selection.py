@@ -150,3 +150,22 @@ def test_an_instance_label_with_a_rate_picks_its_bandwidth_and_a_batch_size_pick
     answer = predict_stall(counts=counts, stall="interconnect", workers_per_node=2, batch_size=8,
                            report=report)  # fmt: skip
     assert "batch 8" in answer["group"] and answer["stall_s"] is not None
+
+
+def test_a_fit_whose_features_are_collinear_is_never_best_even_with_the_lowest_held_out_error():
+    """Its coefficients split the stall between collinear features arbitrarily, so a model off that line is
+    predicted arbitrarily: the next-best fit is marked best instead."""
+    from stash_core.decide.fit.linear import LinearFit
+    from stash_core.decide.fit.selection import mark_best
+    from stash_core.decide.fit.stall_model import StallModel
+
+    def model(name, features, lomo, rank_deficient):
+        fit = LinearFit(features, 0.0, tuple(0.0 for _ in features), 1.0, rank_deficient)
+        return StallModel(stall="interconnect", group={"device": "cpu"}, name=name, kind="linear",
+                          features=features, points=6, models=6, r2=1.0, lomo_mape=lomo,
+                          linear=fit)  # fmt: skip
+
+    collinear = model("linear: tensors+layers", ("grad_tensor_count", "layer_count"), 0.01, True)
+    plain = model("linear: bytes", ("grad_bytes",), 0.05, False)
+    mark_best([collinear, plain])
+    assert (collinear.best, plain.best) == (False, True)
