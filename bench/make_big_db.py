@@ -136,7 +136,7 @@ def build(db_path: Path, runs: int, iterations_per_phase: int, telemetry_points:
             "INSERT INTO models SELECT name, CASE WHEN name LIKE 'bert%' THEN 'tokens' ELSE 'image' END, "
             "params, grads, layers, params * 4 FROM model_list"
         )
-        rows = [(*row, "2026-01-15", "bench") for row in INSTANCES]
+        rows = [(*row, "2026-01-15", "bench", None, "user") for row in INSTANCES]  # and region, origin
         con.execute(f"INSERT OR REPLACE INTO instances VALUES {_values(rows)}")
         timings["runs"] = time.perf_counter() - start
 

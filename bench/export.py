@@ -1,0 +1,66 @@
+"""`stash export` in each format on the shipped examples and on a large synthetic database (make_big_db.py):
+wall time of each, best of three, with the CSV's cost over JSON's. The CSV export escapes the control
+characters of every text cell (terminal.printable) and quotes formula-leading cells; this shows what that
+costs. Run alone on a quiet machine:
+
+    PYTHONPATH=. .venv/bin/python bench/export.py [--runs 1000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from stash_core import store
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "bench"))
+from make_big_db import build  # noqa: E402 - bench/ is not a package
+
+FORMATS = ("csv", "json", "parquet")
+REPEATS = 3
+
+
+def timed_exports(db: Path, folder: Path) -> dict[str, list[float]]:
+    times: dict[str, list[float]] = {fmt: [] for fmt in FORMATS}
+    for _ in range(REPEATS):
+        for fmt in FORMATS:
+            out = folder / f"export-{fmt}"
+            started = time.perf_counter()
+            store.export(db, fmt, out)
+            times[fmt].append(time.perf_counter() - started)
+            shutil.rmtree(out)
+    return times
+
+
+def report(label: str, times: dict[str, list[float]]) -> None:
+    best = {fmt: min(values) for fmt, values in times.items()}
+    print(f"{label}:")
+    for fmt in FORMATS:
+        spread = statistics.pstdev(times[fmt])
+        print(f"  {fmt:<8} best {best[fmt]:7.3f} s  (of {REPEATS}: mean {statistics.mean(times[fmt]):.3f} s, "
+              f"sd {spread:.3f} s)")  # fmt: skip
+    print(f"  csv / json: {best['csv'] / best['json']:.2f}x")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=1000, help="profiles in the large database")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as folder_text:
+        folder = Path(folder_text)
+        examples = folder / "examples.duckdb"
+        store.ingest_files(examples, sorted((REPO / "examples" / "results").glob("*.json")))
+        report("shipped examples (3 runs)", timed_exports(examples, folder))
+        big = folder / "big.duckdb"
+        build(big, args.runs, iterations_per_phase=250, telemetry_points=20)
+        report(f"synthetic database ({args.runs:,} runs, 250 iterations a phase)", timed_exports(big, folder))
+
+
+if __name__ == "__main__":
+    main()
