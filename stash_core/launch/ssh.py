@@ -32,7 +32,8 @@ _USER_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,31}$")
 # ssh exits with 255 when ssh itself (not the remote command) failed.
 _SSH_FAILED = 255
 _SHELL_COMMAND_NOT_FOUND = 127
-_NOT_FOUND_RE = re.compile(r"([^\s:]+): (?:command )?not found")
+# bash names a missing program "command not found", or, given a path, "No such file or directory".
+_NOT_FOUND_RE = re.compile(r"([^\s:]+): (?:(?:command )?not found|No such file or directory)")
 
 
 class HostUnreachableError(UsageError):
@@ -217,7 +218,7 @@ def raise_for_ssh_failure(target: SshTarget, returncode: int, stderr: str, comma
     if returncode == _SHELL_COMMAND_NOT_FOUND:
         # bash: "bash: line 1: X: command not found"; dash: "sh: 1: exec: X: not found"
         missing = _NOT_FOUND_RE.search(stderr)
-        if missing or "not found" in stderr.lower():
+        if missing or "not found" in stderr.lower() or "no such file" in stderr.lower():
             name = missing.group(1) if missing else command
             raise UsageError(f"command {name!r} not found on host {target.host}")
 
