@@ -232,7 +232,8 @@ def _cluster_set(args, state_dir: Path | None, name: str | None) -> int:
             index, bandwidth=args.bandwidth, latency=args.latency, loss_pct=args.loss, down=keep_down,
             state_dir=state_dir, name=name,
         )  # fmt: skip
-        print(f"node {index}: {format_shaping(shaping)}{'  LINK DOWN' if shaping['down'] else ''}")
+        shown = format_shaping(shaping, status.get("netem"))
+        print(f"node {index}: {shown}{'  LINK DOWN' if shaping['down'] else ''}")
         if shaping.get("warning"):
             print(f"warning: {shaping['warning']}", file=sys.stderr)
     return 0

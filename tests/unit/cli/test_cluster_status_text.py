@@ -25,3 +25,15 @@ def test_without_netem_the_delay_is_said_as_not_emulated() -> None:
     assert "rate 1gbit (delay 1000us, loss 0.5% asked, not emulated: no netem)" in text
     assert ", delay 1000us" not in text and "no netem qdisc" in text
     assert format_shaping({"rate_bps": 2e8, "latency_us": 0, "loss_pct": 0}, netem=False) == "rate 200mbit"
+
+
+def test_cluster_set_without_netem_says_the_delay_is_not_emulated(monkeypatch, capsys) -> None:
+    from stash_core.cli.main import main
+    from stash_core.launch import cluster
+
+    monkeypatch.setattr(cluster, "cluster_status", lambda state_dir=None, name=None: status(netem=False))
+    monkeypatch.setattr(cluster, "set_link", lambda index, **kw: {**SHAPED, "warning": "no netem qdisc"})
+    assert main(["cluster", "set", "--node", "0", "--latency", "1ms", "--loss", "0.5"]) == 0
+    out = capsys.readouterr().out
+    assert "node 0: rate 1gbit (delay 1000us, loss 0.5% asked, not emulated: no netem)" in out
+    assert ", delay 1000us" not in out
