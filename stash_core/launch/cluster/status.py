@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from stash_core.errors import UsageError
+from stash_core.interrupts import held_interrupts, stop_exception
 from stash_core.launch.cluster import gone, net
 from stash_core.launch.cluster.names import NODE_IFNAME, SSH_USER, WORKER_ENV, Layout, cluster_option
 from stash_core.launch.cluster.shaping import (
@@ -98,12 +99,16 @@ def set_link(
         shaping["latency_us"] = parse_latency_us(latency)
     if loss_pct is not None:
         shaping["loss_pct"] = check_loss(loss_pct)
-    if shaping != record["shaping"]:
-        record["shaping"] = shaping
-        shape_node(state, node)
-    net.set_hub_veth(Layout.of_state(state), record["hub_veth"], up=not down)
-    record["down"] = bool(down)
-    save_state(state_dir, state)
+    # A Ctrl-C between the tc calls and the state's save would leave the link shaped unlike its record.
+    with held_interrupts() as received:
+        if shaping != record["shaping"]:
+            record["shaping"] = shaping
+            shape_node(state, node)
+        net.set_hub_veth(Layout.of_state(state), record["hub_veth"], up=not down)
+        record["down"] = bool(down)
+        save_state(state_dir, state)
+    if received:
+        raise stop_exception(received[0])
     return {**shaping, "down": record["down"], "warning": record.get("warning")}
 
 

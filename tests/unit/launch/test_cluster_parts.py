@@ -163,3 +163,25 @@ def test_the_command_line_takes_the_node_counts_and_indexes_the_cluster_has():
     from stash_core.launch.cluster.names import MAX_NODES
 
     assert network.MAX_NODES == MAX_NODES
+
+
+def test_a_ctrl_c_while_a_link_is_shaped_lets_the_state_record_it_first(tmp_path, monkeypatch):
+    import os
+    import signal
+
+    from stash_core.launch.cluster import status as cluster_status_module
+
+    state = cluster_state.new_state(tmp_path, None)
+    state["nodes"].append(cluster_state.new_node(0, SHAPING, [0, 1]))
+    cluster_state.save_state(tmp_path, state)
+
+    def shape_then_interrupted(state, node):  # the Ctrl-C lands between the tc calls
+        os.kill(os.getpid(), signal.SIGINT)
+
+    monkeypatch.setattr(cluster_status_module, "shape_node", shape_then_interrupted)
+    monkeypatch.setattr(cluster_status_module.gone, "require_present", lambda name, state_dir: None)
+    monkeypatch.setattr(cluster_status_module.net, "set_hub_veth", lambda layout, veth, up: None)
+    with pytest.raises(KeyboardInterrupt):
+        cluster.set_link(0, bandwidth="5mbit", down=True, state_dir=tmp_path)
+    saved = cluster_state.require_state(tmp_path)["nodes"][0]
+    assert (saved["shaping"]["rate_bps"], saved["down"]) == (5e6, True)
