@@ -204,11 +204,16 @@ def cmd_spot_fit_loss(args: argparse.Namespace) -> int:
 def cmd_spot_memory(args: argparse.Namespace) -> int:
     from stash_core.catalog import list_instances
     from stash_core.spec_parse import parse_input_shape
-    from stash_core.spot.batch_memory import MAX_FIT_ERROR, MIN_BATCHES, batch_table, profile_memory
+    from stash_core.spot.batch_memory import (
+        MAX_FIT_ERROR,
+        MIN_BATCHES,
+        batch_table,
+        check_device,
+        profile_memory,
+    )
     from stash_core.spot.inputs import check_writable, update_workload
 
-    if args.device != "cpu" and not args.device.startswith("cuda"):
-        raise UsageError(f"--device {args.device!r}: give cpu or cuda[:N]")
+    check_device(args.device)
     if len(set(args.batches)) < MIN_BATCHES:
         raise UsageError(f"--batches: give {MIN_BATCHES} or more different batch sizes (two always fit a "
                          "line, so the linearity check could not fire), e.g. 8,32,128")  # fmt: skip

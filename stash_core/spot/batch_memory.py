@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -135,6 +136,25 @@ def measure_peak_bytes(model: str, batch: int, device: str = "cpu", num_classes:
     return int(json.loads(done.stdout.strip().splitlines()[-1])["peak_bytes"])
 
 
+DEVICE_RE = re.compile(r"cpu|cuda(?::(\d+))?")
+
+
+def check_device(device: str) -> None:
+    """Refuse a device that is not cpu or cuda[:N], or a GPU that this machine's torch cannot use."""
+    match = DEVICE_RE.fullmatch(device) if isinstance(device, str) else None
+    if match is None:
+        raise UsageError(f"device {device!r}: give cpu or cuda[:N]")
+    if device == "cpu":
+        return
+    import torch
+
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    index = int(match.group(1) or 0)
+    if index >= count:
+        have = "no CUDA GPU torch can use" if count == 0 else f"{count} CUDA GPU(s), cuda:0..cuda:{count - 1}"
+        raise UsageError(f"device {device}: this machine has {have}")
+
+
 def profile_memory(model: str, batches: list[int], device: str = "cpu", num_classes: int | None = None,
                    input_shape: tuple[int, ...] | None = None) -> MemoryFit:  # fmt: skip
     """Measure each batch size in its own process and fit eq. 10."""
@@ -143,5 +163,6 @@ def profile_memory(model: str, batches: list[int], device: str = "cpu", num_clas
     from stash_core.zoo.build import describe_model
 
     describe_model(model, num_classes, input_shape)  # an unknown model or shape, before any probe starts
+    check_device(device)
     peaks = [measure_peak_bytes(model, b, device, num_classes, input_shape) for b in batches]
     return fit_memory(batches, peaks, device)

@@ -182,6 +182,8 @@ def test_a_workload_that_cannot_be_written_is_refused_before_any_work(tmp_path, 
         (["--model", "resnet10", "--batches", "4,4,8"], "--batches: give 3 or more different batch sizes"),
         (["--model", "nosuchnet"], "unknown model 'nosuchnet'"),
         (["--model", "resnet10", "--input-shape", "7"], "resnet10 takes images: input shape must be C,H,W"),
+        (["--model", "resnet10", "--device", "cudaXYZ"], "device 'cudaXYZ': give cpu or cuda[:N]"),
+        (["--model", "resnet10", "--device", "cuda:99"], "device cuda:99: this machine has"),
     ],
 )
 def test_spot_memory_refuses_before_a_probe_starts(tmp_path, capsys, monkeypatch, extra, message):
