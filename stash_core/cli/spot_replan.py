@@ -9,6 +9,7 @@ revocation trace. cli/spot.py adds the commands.
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
 from stash_core.cli.args import add_db_argument, count, db_path, non_negative, positive_real, seed
@@ -86,6 +87,7 @@ def _inputs(args: argparse.Namespace, pricing: str) -> tuple[Any, dict, list, fl
 
 def cmd_spot_replan(args: argparse.Namespace) -> int:
     from stash_core.spot.inputs import parse_offers
+    from stash_core.spot.model import most_workers
     from stash_core.spot.replan import replan
 
     pricing = "on_demand" if args.on_demand else "spot"
@@ -105,8 +107,10 @@ def cmd_spot_replan(args: argparse.Namespace) -> int:
     result = replan(running, offers, workload, args.target_loss, args.current_loss, args.budget_s, ps, pcie,
                     args.revocation_s)  # fmt: skip
     best = result.best
+    upper = most_workers(workload)
     answer = {
         "running": len(running), "pricing": pricing, "infeasible_reason": result.infeasible_reason,
+        "most_workers": upper,
         "best": None if best is None else {
             "cluster": best.label(), "workers": best.workers, "added": best.workers - len(running),
             "training_s": best.training_s, "cost_usd": best.cost_usd, "usd_per_h": best.usd_per_h,
@@ -122,6 +126,10 @@ def cmd_spot_replan(args: argparse.Namespace) -> int:
               f"{best.training_s:.0f} s left of {args.budget_s:.0f} s (revocation overhead "
               f"{args.revocation_s:.0f} s included), ${best.cost_usd:.2f} more ({len(result.candidates)} "
               "clusters tried)\npredicted by the spotDNN model; not a measurement")  # fmt: skip
+    if len(running) > upper and not args.json:
+        # Eq. 15 plans no cluster this large: the parameter server saturates, outside the contention model.
+        print(f"warning: the {len(running)} running workers are more than the {upper} the parameter server "
+              "serves before it saturates (eq. 15); consider stopping some", file=sys.stderr)  # fmt: skip
     return 0 if best is not None else 1
 
 

@@ -262,3 +262,17 @@ def test_a_batch_at_which_the_loss_model_needs_no_training_is_never_a_plan(tmp_p
     out = _example_spot(tmp_path, capsys, batches, "g3.8xlarge:5,g3.16xlarge:3", "1.5")
     cheapest = next(line for line in out.splitlines() if line.startswith("cheapest:"))
     assert "g3.16xlarge" not in cheapest and "- 0 s, $0.00" not in cheapest, cheapest
+
+
+def test_replan_says_when_the_running_workers_saturate_the_parameter_server(tmp_path, capsys):
+    saturating = {**WORKLOAD, "a1": 0.5}  # P = 0.5 sqrt(n) + 0.2 < 1 up to n = 2 (eq. 15)
+    status, out = _run(tmp_path, capsys, "spot-replan", "--running", "g3.8xlarge:4", "--current-loss", "1.5",
+                       "--budget-s", "100000", workload=saturating)  # fmt: skip
+    assert status == 0, out.err
+    assert "the 4 running workers are more than the 2 the parameter server serves" in out.err
+    status, out = _run(tmp_path, capsys, "spot-replan", "--running", "g3.8xlarge:4", "--current-loss", "1.5",
+                       "--budget-s", "100000", "--json", workload=saturating)  # fmt: skip
+    assert json.loads(out.out)["most_workers"] == 2
+    status, out = _run(tmp_path, capsys, "spot-replan", "--running", "g3.8xlarge:2", "--current-loss", "1.5",
+                       "--budget-s", "100000", workload=saturating)  # fmt: skip
+    assert status == 0 and "warning" not in out.err
