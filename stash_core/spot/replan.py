@@ -28,10 +28,11 @@ from stash_core.spot.planner import InstanceOffer, Plan, PlanResult, check_candi
 
 
 def remaining_plan(cluster: list[Worker], workload: Workload, target_loss: float, current_loss: float,
-                   budget_s: float, ps_Bps: float, pcie_Bps: float,
-                   revocation_s: float = 0.0) -> Plan:  # fmt: skip
-    """The plan of `cluster` from `current_loss` on: iterations, time and cost of what is left."""
-    plan = evaluate(cluster, workload, target_loss, budget_s, ps_Bps, pcie_Bps, 0.0)
+                   budget_s: float, ps_Bps: float, pcie_Bps: float, revocation_s: float = 0.0, *,
+                   times: list[float] | None = None) -> Plan:  # fmt: skip
+    """The plan of `cluster` from `current_loss` on: iterations, time and cost of what is left (`times`: each
+    worker's iteration time at this cluster size, where the caller has it)."""
+    plan = evaluate(cluster, workload, target_loss, budget_s, ps_Bps, pcie_Bps, 0.0, times=times)
     if plan.outside_loss_model or current_loss <= target_loss:
         left = 0.0 if current_loss <= target_loss and not plan.outside_loss_model else plan.iterations
     else:
@@ -89,13 +90,21 @@ def replan(running: list[Worker], offers: list[InstanceOffer], workload: Workloa
     # Windows over identical instances are one cluster: each distinct one is evaluated once (a simulation
     # re-plans after every revocation, and a quota of one type gives many windows and few clusters).
     plans: dict[tuple[int, ...], Plan] = {}
+    # A worker's iteration time depends only on its instance and the cluster's size (eqs. 6-7).
+    seconds: dict[tuple[int, int], float] = {}
     for extra in range(0 if running else 1, most_new + 1):
+        n = len(running) + extra
         for start in range(len(pool) - extra + 1 if extra else 1):
             window = pool[start : start + extra]
             key = tuple(map(id, window))
             if key not in plans:
-                plans[key] = remaining_plan([*running, *window], workload, target_loss, current_loss,
-                                            budget_s, ps_Bps, pcie_Bps, revocation_s)  # fmt: skip
+                cluster = [*running, *window]
+                for w in cluster:
+                    if (id(w), n) not in seconds:
+                        seconds[id(w), n] = worker_iteration_s(w, n, workload, ps_Bps, pcie_Bps)
+                plans[key] = remaining_plan(cluster, workload, target_loss, current_loss, budget_s, ps_Bps,
+                                            pcie_Bps, revocation_s,
+                                            times=[seconds[id(w), n] for w in cluster])  # fmt: skip
             plan = plans[key]
             result.candidates.append(plan)
             if plan.meets_budget and (result.best is None or plan.cost_usd < result.best.cost_usd):

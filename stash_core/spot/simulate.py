@@ -30,13 +30,17 @@ from stash_core.spot.replan import loss_after, remaining_plan, replan, workers_o
 from stash_core.userfiles import read_user_text, refuse_repeated_columns
 
 MAX_TRACE_BYTES = 256 * 1024 * 1024  # a revocation trace is a few lines per instance and hour
-MAX_SIMULATED_REVOCATIONS = 5_000  # per strategy, over all its runs: seconds (a replan takes milliseconds)
+# Per strategy, over all its runs: a replan takes 10-30 ms at quotas of tens (2 cores), so about a minute.
+MAX_SIMULATED_REVOCATIONS = 2_000
 MAX_REVOCATIONS = 500  # per run: beyond it the run is counted as missing its deadline
 # What a revocation costs the risk's simulation where the plan was made with no overhead (--revocation-s 0):
 # a restart is never free (the risk line says the overhead it used).
 RESTART_S = 30.0
 DEFAULT_RATE_PER_H = 0.5  # revocations per spot instance per hour, the rate a plan's risk is stated at
 RISK_RUNS = 200  # Monte Carlo runs behind a plan's stated risk
+# Bounded work for a plan's risk, some 10-30 s: a long training at a high rate asks for 200 runs of hundreds
+# of revocations each (an hour); the runs done by then are the risk's. Above MAX_REVOCATIONS: one run fits.
+MAX_RISK_REPLANS = 1_000
 
 
 def without_contention(workload: Workload) -> Workload:
@@ -97,9 +101,10 @@ def starting_plan(offers: list[InstanceOffer], plan_workload: Workload, target_l
 def run_once(first: PlanResult, offers: list[InstanceOffer], plan_workload: Workload, true_workload: Workload,
              target_loss: float, deadline_s: float, links: dict, revocation_s: float,
              rng: np.random.Generator | None, rate_per_h: float = 0.0,
-             trace: list[tuple[float, str]] | None = None) -> dict:  # fmt: skip
+             trace: list[tuple[float, str]] | None = None,
+             replans_left: float = math.inf) -> dict | None:  # fmt: skip
     """One training from the starting plan `first` to target: time, cost, revocations and whether it met the
-    deadline."""
+    deadline; None where it needs more than `replans_left` re-plans (a work limit: the run is not counted)."""
     chosen = first.best or min(first.candidates, key=lambda plan: plan.training_s)
     cluster: list[Worker] = workers_of(chosen, offers)
     t = cost = 0.0
@@ -120,6 +125,8 @@ def run_once(first: PlanResult, offers: list[InstanceOffer], plan_workload: Work
         if revocations > MAX_REVOCATIONS:
             t = math.inf
             break
+        if revocations > replans_left:
+            return None
         t += revocation_s
         cost += revocation_s / 3600 * sum(w.usd_per_h for w in cluster)
         again = replan(cluster, offers, plan_workload, target_loss, loss, deadline_s - t, **links)
@@ -210,6 +217,7 @@ class PlanRisk:
     mean_revocations: float
     revocation_s: float = 0.0  # the overhead each revocation cost in the simulation
     unfinished: int = 0  # runs stopped at MAX_REVOCATIONS: their cost until then is in the mean
+    runs_asked: int | None = None  # more than `runs` where the work limit stopped the simulation
 
     def text(self) -> str:
         never = (
@@ -218,10 +226,13 @@ class PlanRisk:
             if self.unfinished
             else ""
         )
+        runs = f"{self.runs} simulated runs"
+        if self.runs_asked and self.runs < self.runs_asked:
+            runs = f"{self.runs} of {self.runs_asked} simulated runs, at most {MAX_RISK_REPLANS:,} re-plans"
         return (
-            f"at {self.rate_per_h:g} revocations per instance per hour ({self.runs} simulated runs, "
-            f"{self.revocation_s:g} s lost a revocation): meets the deadline in {self.p_deadline:.0%} of "
-            f"runs, expected cost ${self.mean_cost_usd:,.2f} with revocations{never}"
+            f"at {self.rate_per_h:g} revocations per instance per hour ({runs}, {self.revocation_s:g} s "
+            f"lost a revocation): meets the deadline in {self.p_deadline:.0%} of runs, expected cost "
+            f"${self.mean_cost_usd:,.2f} with revocations{never}"
         )
 
 
@@ -236,15 +247,21 @@ def plan_risk(spot_offers: list[InstanceOffer], workload: Workload, target_loss:
     first = first if first is not None and first.candidates else starting_plan(
         spot_offers, workload, target_loss, deadline_s, links
     )
-    outcomes = [
-        run_once(first, spot_offers, workload, workload, target_loss, deadline_s, links, revocation_s, rng,
-                 rate_per_h)
-        for _ in range(runs if rate_per_h > 0 else 1)
-    ]  # fmt: skip
+    asked = runs if rate_per_h > 0 else 1
+    outcomes: list[dict] = []
+    replans = 0
+    while len(outcomes) < asked:
+        left = MAX_RISK_REPLANS - replans
+        outcome = run_once(first, spot_offers, workload, workload, target_loss, deadline_s, links,
+                           revocation_s, rng, rate_per_h, replans_left=left)  # fmt: skip
+        if outcome is None:  # the work limit: the runs done are the risk's (the first always fits)
+            break
+        outcomes.append(outcome)
+        replans += outcome["revocations"]
     return PlanRisk(rate_per_h, len(outcomes), float(np.mean([o["met"] for o in outcomes])),
                     float(np.mean([o["cost_usd"] for o in outcomes])),
                     float(np.mean([o["revocations"] for o in outcomes])), revocation_s,
-                    sum(not math.isfinite(o["time_s"]) for o in outcomes))  # fmt: skip
+                    sum(not math.isfinite(o["time_s"]) for o in outcomes), runs_asked=asked)  # fmt: skip
 
 
 def _p90(times: list[float]) -> float:

@@ -52,3 +52,20 @@ def test_the_risk_in_json_and_none_revoked_at_rate_zero(tmp_path, capsys) -> Non
 def test_on_demand_prices_state_no_revocation_risk(tmp_path, capsys) -> None:
     status, out = _spot(tmp_path, capsys, "--on-demand")
     assert status == 0 and "risk:" not in out.out
+
+
+def test_a_long_training_at_a_high_rate_states_its_risk_from_the_runs_the_work_limit_allows(
+    tmp_path, capsys
+) -> None:
+    # About 450 revocations a run at 100 an hour: 200 runs were some 90,000 re-plans (half an hour and more).
+    status = main(["spot", "--workload", str(EXAMPLE), "--instances", "g3.8xlarge:2,g3.16xlarge:1",
+                   "--target-loss", "0.6", "--budget-s", "3e7", "--rate-per-h", "100", "--json",
+                   "--db", str(tmp_path / "r.duckdb")])  # fmt: skip
+    out = capsys.readouterr()
+    assert status == 0, out.err
+    risk = json.loads(out.out)["risk"]
+    assert 1 <= risk["runs"] < risk["runs_asked"] == 200
+    assert risk["runs"] * risk["mean_revocations"] <= 1_000
+    from stash_core.spot.simulate import PlanRisk
+
+    assert f"({risk['runs']} of 200 simulated runs, at most 1,000 re-plans" in PlanRisk(**risk).text()

@@ -91,8 +91,8 @@ def test_each_distinct_window_is_planned_once_and_every_candidate_is_its_remaini
                         loss_g=(100.0, -0.01, 1000.0, 1.0, 0.3))  # fmt: skip
     calls = []
     real = replanning.remaining_plan
-    monkeypatch.setattr(replanning, "remaining_plan", lambda cluster, *a: calls.append(cluster) or real(
-        cluster, *a))  # fmt: skip
+    monkeypatch.setattr(replanning, "remaining_plan", lambda cluster, *a, **k: calls.append(cluster) or real(
+        cluster, *a, **k))  # fmt: skip
     result = replan([A], [InstanceOffer(A, 30), InstanceOffer(B, 2)], workload, 0.8, 2.0, 1e6, **LINKS)
     distinct = {tuple(w.instance for w in cluster) for cluster in calls}
     assert len(calls) == len(distinct) and 2 * len(calls) < len(result.candidates)
