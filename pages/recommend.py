@@ -314,8 +314,8 @@ def catalog_editor() -> None:
         st.caption(
             "Prices in USD per hour. A price you change is dated today and marked as your edit unless you "
             "set the date and source yourself. Add a row for an instance type that is missing (its shape, "
-            "links and prices: save before switching columns). A row you edit or add is yours (origin user): "
-            "`stash instances import` never overwrites it."
+            "links and prices: save before switching columns); a stored row keeps its name. A row you edit "
+            "or add is yours (origin user): `stash instances import` never overwrites it."
         )
         before = load(views.recommend.instance_catalog)
         # One group of columns at a time, so that every column is in view (save before switching).

@@ -105,6 +105,17 @@ def add_instance(db_path: Path | str, **fields: Any) -> dict[str, Any]:
 
     Without price_date the row is dated today; without source it says "user entry".
     """
+    row = _new_row(fields)
+    if get_instance(db_path, row["name"]) is not None:  # refused before the database is opened for writing
+        raise _already_there(row["name"])
+    with connect(db_path) as con, transaction(con):
+        _seed(con, builtin_instances().to_dict(orient="records"))
+        _insert_new(con, row)
+    return row
+
+
+def _new_row(fields: dict[str, Any]) -> dict[str, Any]:
+    """A checked row for add_instance: origin user, dated today where a price has no date."""
     row = clean({column: fields.get(column) for column in COLUMNS} | _unknown(fields), partial=False)
     row["origin"] = "user"
     if not row["name"]:
@@ -115,18 +126,17 @@ def add_instance(db_path: Path | str, **fields: Any) -> dict[str, Any]:
         row["price_date"] = today()
     if row["source"] is None:
         row["source"] = "user entry"
-    if get_instance(db_path, row["name"]) is not None:  # refused before the database is opened for writing
-        raise UsageError(
-            f"instance {row['name']} is already in the catalog; change it with `stash instances set`"
-        )
-    with connect(db_path) as con, transaction(con):
-        _seed(con, builtin_instances().to_dict(orient="records"))
-        if count_rows(con, row["name"]):
-            raise UsageError(
-                f"instance {row['name']} is already in the catalog; change it with `stash instances set`"
-            )
-        insert_row(con, [db_value(row[column]) for column in COLUMNS])
     return row
+
+
+def _already_there(name: str) -> UsageError:
+    return UsageError(f"instance {name} is already in the catalog; change it with `stash instances set`")
+
+
+def _insert_new(con: Any, row: dict[str, Any]) -> None:
+    if count_rows(con, row["name"]):
+        raise _already_there(row["name"])
+    insert_row(con, [db_value(row[column]) for column in COLUMNS])
 
 
 def set_instance(db_path: Path | str, name: str, **fields: Any) -> dict[str, Any]:
@@ -140,21 +150,29 @@ def set_instance(db_path: Path | str, name: str, **fields: Any) -> dict[str, Any
         raise UsageError("nothing to change: give at least one field")
     changes = clean(fields, partial=True)
     if get_instance(db_path, name) is None:  # refused before the database is opened for writing
-        raise UsageError(f"unknown instance {name!r}: see `stash instances list`, or add it")
+        raise _unknown_instance(name)
     with connect(db_path) as con, transaction(con):
         _seed(con, builtin_instances().to_dict(orient="records"))
-        found = select_rows(con, name)
-        if not found:
-            raise UsageError(f"unknown instance {name!r}: see `stash instances list`, or add it")
-        row = _row_from_db(found[0])
-        price_changed = any(key in changes and changes[key] != row[key] for key in PRICES)
-        row.update(changes)
-        if price_changed and "price_date" not in changes:
-            row["price_date"] = today()
-        if price_changed and "source" not in changes:
-            row["source"] = "user edit"
-        row["origin"] = "user"
-        update_row(con, name, [row[column] for column in EDITABLE])
+        return _update(con, name, changes)
+
+
+def _unknown_instance(name: str) -> UsageError:
+    return UsageError(f"unknown instance {name!r}: see `stash instances list`, or add it")
+
+
+def _update(con: Any, name: str, changes: dict[str, Any]) -> dict[str, Any]:
+    found = select_rows(con, name)
+    if not found:
+        raise _unknown_instance(name)
+    row = _row_from_db(found[0])
+    price_changed = any(key in changes and changes[key] != row[key] for key in PRICES)
+    row.update(changes)
+    if price_changed and "price_date" not in changes:
+        row["price_date"] = today()
+    if price_changed and "source" not in changes:
+        row["source"] = "user edit"
+    row["origin"] = "user"
+    update_row(con, name, [row[column] for column in EDITABLE])
     return row
 
 
@@ -163,34 +181,56 @@ def apply_catalog_edits(
 ) -> tuple[list[str], list[str]]:
     """Store the differences between two versions of the catalog table (e.g. from a dashboard editor).
 
-    Rows whose name was in `before` get set_instance with the changed fields; new names get add_instance.
-    Every value is checked first, so a bad one (UsageError, naming the instance) stores nothing.
-    Returns (names changed, names added).
+    Rows are matched by their index: a row of `after` whose index is in `before` is that instance (its
+    changed fields are set; its name cannot change, so a retyped name never overwrites another instance),
+    any other row with a name is added. Every value and name is checked first and all is written in one
+    transaction, so a bad one (UsageError, naming the instance) stores nothing. Returns (changed, added).
     """
-    old = {row["name"]: typed_row(row) for row in before.to_dict(orient="records")}
     edits: list[tuple[str, dict[str, Any]]] = []
     additions: list[dict[str, Any]] = []
-    for raw in after.to_dict(orient="records"):
+    for label, raw in zip(after.index, after.to_dict(orient="records"), strict=True):
         row = typed_row({column: raw.get(column) for column in COLUMNS})
-        if not row["name"]:
+        if label not in before.index:
+            if any(value is not None for value in row.values()):
+                additions.append(_added(row))
             continue
+        name = typed_row(before.loc[label].to_dict())["name"]
+        if row["name"] != name:
+            raise UsageError(f"instance {name}: a name cannot be changed here (add a row for {row['name']!r} "
+                             "instead)" if row["name"] else f"instance {name}: its name cannot be emptied")
         try:
-            if row["name"] not in old:
-                additions.append(clean({key: value for key, value in row.items() if value is not None}, True))
-                continue
             # Compare cleaned values, so that a date shown as text or 8 shown as 8.0 is no change.
-            previous = clean({key: old[row["name"]].get(key) for key in EDITABLE}, partial=True)
+            previous = clean({key: typed_row(before.loc[label].to_dict()).get(key) for key in EDITABLE}, True)
             current = clean({key: row[key] for key in EDITABLE}, partial=True)
-            changed = {key: value for key, value in current.items() if value != previous[key]}
-            if changed:
-                edits.append((row["name"], changed))
         except UsageError as exc:
-            raise UsageError(f"instance {row['name']}: {exc}") from None
-    for name, fields in edits:
-        set_instance(db_path, name, **fields)
-    for fields in additions:
-        add_instance(db_path, **fields)
-    return [name for name, _ in edits], [fields["name"] for fields in additions]
+            raise UsageError(f"instance {name}: {exc}") from None
+        changed = {key: value for key, value in current.items() if value != previous[key]}
+        if changed:
+            edits.append((name, changed))
+    names = [row["name"] for row in additions]
+    for name in names:
+        if names.count(name) > 1:
+            raise UsageError(f"instance {name}: added twice (one row a name)")
+        if name in set(before["name"]) or get_instance(db_path, name) is not None:
+            raise _already_there(name)
+    if edits or additions:
+        with connect(db_path) as con, transaction(con):
+            _seed(con, builtin_instances().to_dict(orient="records"))
+            for name, fields in edits:
+                _update(con, name, fields)
+            for row in additions:
+                _insert_new(con, row)
+    return [name for name, _ in edits], names
+
+
+def _added(row: dict[str, Any]) -> dict[str, Any]:
+    """A new row of an editor, checked (its name first: a row with values and no name is refused)."""
+    if not row["name"]:
+        raise UsageError("a new row needs a name")
+    try:
+        return _new_row({key: value for key, value in row.items() if value is not None})
+    except UsageError as exc:
+        raise UsageError(f"instance {row['name']}: {exc}") from None
 
 
 def _seed(con: Any, rows: list[dict[str, Any]]) -> int:

@@ -55,6 +55,16 @@ def _edit(column, value):
     return change
 
 
+def _edit_and_add_twice(w):
+    """A price change and two new rows of one name: refused whole, the price change too."""
+    before = views.recommend.instance_catalog(w["db"])
+    after = before.copy().astype(object)
+    after.loc[after.index[0], "on_demand_usd_per_h"] = 2.0
+    twice = pd.DataFrame([{"name": "x1", "vcpus": 4}, {"name": "x1", "vcpus": 8}]).reindex(columns=before.columns)
+    after = pd.concat([after, twice.astype(object)], ignore_index=True)
+    return views.recommend.save_catalog_edits(w["db"], before, after)
+
+
 def _add(**values):
     def change(w):
         before = views.recommend.instance_catalog(w["db"])
@@ -113,6 +123,10 @@ REFUSED = [
     ("catalog-gpus-fraction", _edit("accelerator_count", 1.5), "accelerator_count"),
     ("catalog-gpus-huge", _edit("accelerator_count", 10**12), "accelerator_count"),
     ("catalog-new-name-escape", _add(name="bad\x1bname", vcpus=4), "U+001B"),
+    ("catalog-new-row-without-name", _add(vcpus=4), "a new row needs a name"),
+    ("catalog-rename-onto-another", _edit("name", "g3.4xlarge"), "a name cannot be changed here"),
+    ("catalog-name-emptied", _edit("name", None), "its name cannot be emptied"),
+    ("catalog-edit-and-a-name-added-twice", _edit_and_add_twice, "instance x1: added twice"),
     ("catalog-new-name-100000", _add(name="n" * 100_000, vcpus=4), "at most 200"),
     ("catalog-new-gpus-fraction", _add(name="box", accelerator="T4", accelerator_count=2.5),
      "accelerator_count"),
@@ -139,7 +153,7 @@ ANSWERED = [
     ("catalog-source-formula-kept-as-text", _edit("source", "=HYPERLINK(1)"), lambda r: len(r[0]) == 1),
     ("catalog-sql-like-name-is-a-name", _add(name="x'); DROP TABLE instances; --", vcpus=4),
      lambda r: r[1] == ["x'); DROP TABLE instances; --"]),
-    ("catalog-row-without-name-ignored", _add(vcpus=4), lambda r: r == ([], [])),
+    ("catalog-empty-new-row-ignored", _add(), lambda r: r == ([], [])),
 ]  # fmt: skip
 
 
