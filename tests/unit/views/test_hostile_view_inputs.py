@@ -60,7 +60,8 @@ def _edit_and_add_twice(w):
     before = views.recommend.instance_catalog(w["db"])
     after = before.copy().astype(object)
     after.loc[after.index[0], "on_demand_usd_per_h"] = 2.0
-    twice = pd.DataFrame([{"name": "x1", "vcpus": 4}, {"name": "x1", "vcpus": 8}]).reindex(columns=before.columns)
+    twice = pd.DataFrame([{"name": "x1", "vcpus": 4}, {"name": "x1", "vcpus": 8}])
+    twice = twice.reindex(columns=before.columns)
     after = pd.concat([after, twice.astype(object)], ignore_index=True)
     return views.recommend.save_catalog_edits(w["db"], before, after)
 
