@@ -7,6 +7,7 @@ import streamlit as st
 from pages._shared import current_db, download_buttons, load, page_guard, show_table
 from stash_core import views
 from stash_core.errors import UsageError
+from stash_core.views.common import plain
 
 EDITOR_KEY = "sql-text"
 SCHEMA_PANEL_HEIGHT_PX = 560
@@ -22,11 +23,11 @@ def schema_panel() -> None:
         count = info.get("rows") if exists else None
         rows = f" · {count:,} row{'s' if count != 1 else ''}" if count is not None else ""
         with st.expander(
-            f"{name} ({info['kind']}{rows})",
+            f"{plain(name)} ({info['kind']}{rows})",
             icon=":material/table:" if info["kind"] == "table" else ":material/view_list:",
         ):
             if info.get("about"):
-                st.caption(info["about"])
+                st.caption(plain(info["about"]))  # the database's comment: data, not Markdown
             st.markdown(views.sql.columns_markdown(info["columns"]))
     st.caption("Column meanings are the database's own comments; docs/schema.md is made of them.")
 
@@ -84,7 +85,7 @@ def query_result() -> None:
     error = st.session_state.get("sql-error")
     result = st.session_state.get("sql-result")
     if error:
-        st.error(error, icon=":material/block:")
+        st.error(plain(error), icon=":material/block:")  # it quotes values of the database
     elif result is not None:
         frame = result.frame
         more = " (row limit reached: there are more)" if result.truncated else ""

@@ -37,3 +37,19 @@ def test_one_row_is_one_row(empty_db: Path) -> None:
     app = sql_page()
     assert any(label.startswith("runs (table · 1 row)") for label in labels(app)), labels(app)
     assert not any(re.search(r"(?<![\d,])1 rows", label) for label in labels(app))  # 71 rows is fine
+
+
+def test_text_of_the_database_is_shown_as_text_not_markdown(empty_db: Path) -> None:
+    import duckdb
+
+    store.ingest_result(empty_db, result_doc())
+    with duckdb.connect(str(empty_db)) as con:
+        con.execute("COMMENT ON TABLE runs IS '**Pwned** [log in again](http://example.invalid/login)'")
+    app = sql_page()
+    about = [caption.value for expander in app.expander for caption in expander.caption]
+    assert r"\*\*Pwned\*\* \[log in again\](http\://example.invalid/login)" in about, about
+    app.session_state["sql-error"] = "query failed: could not convert '**bold** [x](javascript:alert(1))'"
+    app.run()
+    assert [error.value for error in app.error] == [
+        r"query failed\: could not convert '\*\*bold\*\* \[x\](javascript\:alert(1))'"
+    ]
