@@ -28,11 +28,11 @@ from stash_core.interrupts import held_interrupts, stop_exception
 from stash_core.launch import cluster
 from stash_core.launch.hosts import cluster_name_of, default_cluster_state_dir, remote_hosts
 from stash_core.measure import protocol
-from stash_core.results.file import default_result_path, write_result_atomic
+from stash_core.results.file import check_replaceable, default_result_path, write_result_atomic
 from stash_core.spec import ProfileSpec
 from stash_core.store.connection import DatabaseLocked, check_database_path
 from stash_core.units import json_safe
-from stash_core.userfiles import nearest_existing
+from stash_core.userfiles import nearest_existing, writable_target
 from stash_core.zoo import build_model
 
 
@@ -195,6 +195,9 @@ def check_writable(db_path: Path, out_path: Path | None, store_db: bool) -> None
         raise UsageError(f"{what}: cannot write to {directory} (permission denied or not a directory)")
     if out_path is not None and out_path.exists() and not os.access(out_path, os.W_OK):
         raise UsageError(f"--out {out_path}: the file is not writable")
+    if out_path is not None:
+        writable_target(out_path, "result file")  # a device or a pipe: found now, not after the runs
+        check_replaceable(out_path, "--out")  # a database or a script there is not replaced by the result
 
 
 def make_reporter(mode: str) -> Reporter:

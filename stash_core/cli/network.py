@@ -309,9 +309,11 @@ def cmd_probe(args) -> int:
     if args.out is not None and args.out.is_dir():
         raise UsageError(f"--out {args.out} is a directory; give the probe file's name")
     if args.out is not None:
+        from stash_core.results.file import check_replaceable
         from stash_core.userfiles import check_output
 
         check_output(args.out, "probe file")  # below a file, a device, a folder it may not write in
+        check_replaceable(args.out, "--out")  # a file other than a result or probe is not replaced
     if not args.no_store:
         from stash_core.store.connection import check_database_path
 

@@ -72,6 +72,24 @@ def write_result_atomic(path: Path, doc: ResultDocument) -> Path:
     return write_json_atomic(path, doc, "result file")
 
 
+def check_replaceable(path: Path, flag: str) -> None:
+    """Refuse (one line) an output path that holds a file other than a Stash result or probe file: `--out`
+    would replace it (a database, a script, a CSV). An empty file, or none, is fine; a special file is
+    refused by writable_target."""
+    path = Path(path)
+    if not path.is_file() or path.stat().st_size == 0:
+        return
+    try:
+        doc = _read_json(path)
+    except UsageError:
+        doc = None
+    if not (isinstance(doc, dict) and doc.get("kind") in (RESULT_KIND, PROBE_KIND) and "run_id" in doc):
+        raise UsageError(
+            f"{flag} {path} holds a file that is not a Stash result file; writing there would replace it: "
+            "choose another path"
+        )
+
+
 def load_result(path: Path) -> ResultDocument:
     """Read, migrate to the current schema version and validate one result file; UsageError "<path>:
     <problem>" for a missing, unreadable, truncated, foreign, too new or incomplete file."""

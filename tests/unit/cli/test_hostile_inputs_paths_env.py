@@ -60,6 +60,9 @@ def digest(path: str) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
+PROFILE = ["profile", "--model", "resnet10", "--batch-size", "2", "--input-shape", "3,8,8", "--iterations", "3",
+           "--stalls", "compute"]  # fmt: skip
+
 # (id, arguments, environment, what the one line must say): refused with exit 2.
 REFUSED = [
     # ---- the database is not a database
@@ -111,6 +114,10 @@ REFUSED = [
     ("probe-out-link-to-db", ["probe", "--out", "{link}", *DB], {}, "is the database"),
     ("probe-out-fifo", ["probe", "--out", "{fifo}", *DB], {}, "FIFO"),
     ("probe-out-below-a-file", ["probe", "--out", "{t}/p.json", *DB], {}, "Not a directory"),
+    # --out replaced any file with the result (another database: every run in it lost)
+    ("probe-out-other-file", ["probe", "--out", "{t}", *DB], {}, "not a Stash result file"),
+    ("profile-out-other-file", [*PROFILE, "--out", "{t}", *DB], {}, "not a Stash result file"),
+    ("profile-out-dev-null", [*PROFILE, "--out", "/dev/null", *DB], {}, "character device"),
     # --loss-csv was taken as an input: the database was overwritten by the loss curves, after the training
     ("spot-profile-loss-csv-is-db", ["spot-profile", "--model", "resnet10", "--workload", "{tmp}/w.json",
                                      "--loss-csv", "{db}", *DB], {}, "is the database"),
