@@ -41,9 +41,37 @@ def parse(line: str) -> tuple[str, object] | None:
     if head not in KINDS:
         return None
     try:
-        return head, json.loads(body)
-    except json.JSONDecodeError:
+        payload = json.loads(body)
+    except (json.JSONDecodeError, RecursionError):
         return None
+    return (head, payload) if well_formed(head, payload) else None
+
+
+def _count(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def well_formed(kind: str, payload: object) -> bool:
+    """Whether `payload` has the shape of a `kind` message: a line of a script's own output that happens to
+    hold the marker (print("STASH-PROGRESS {}")) is output, never a message that stops the profile."""
+    if kind == "ERROR":
+        return isinstance(payload, dict | str)
+    if not isinstance(payload, dict):
+        return False
+    if kind == "PROGRESS":
+        relative = payload.get("relative_ci")
+        fixed = payload.get("fixed_iterations")
+        return (
+            all(_count(payload.get(key)) for key in ("iterations", "kept", "max_iterations"))
+            and _number(payload.get("target_relative_ci"))
+            and (relative is None or _number(relative))
+            and (fixed is None or _count(fixed))
+        )
+    return True
 
 
 def start_worker(name: str) -> None:

@@ -11,10 +11,10 @@ from stash_core.measure import protocol
 
 def test_round_trip_with_a_launcher_prefix_and_non_finite_numbers():
     stream = io.StringIO()
-    protocol.emit("PROGRESS", {"mean_s": 0.5, "ci": math.inf, "xs": [math.nan, 1.0]}, stream)
+    protocol.emit("RESULT", {"mean_s": 0.5, "ci": math.inf, "xs": [math.nan, 1.0]}, stream)
     line = "[rank0]: " + stream.getvalue().strip()
     kind, payload = protocol.parse(line)
-    assert kind == "PROGRESS"
+    assert kind == "RESULT"
     assert payload == {"mean_s": 0.5, "ci": None, "xs": [None, 1.0]}
 
 
@@ -22,6 +22,38 @@ def test_ordinary_and_malformed_lines_are_ignored():
     assert protocol.parse("epoch 3 done") is None
     assert protocol.parse("STASH-RESULT {not json") is None
     assert protocol.parse("STASH-UNKNOWN {}") is None
+
+
+PROGRESS = {"phase": "R0", "iterations": 12, "kept": 7, "mean_s": 0.1, "relative_ci": 0.2,
+            "target_relative_ci": 0.05, "fixed_iterations": None, "max_iterations": 500}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "STASH-PROGRESS {}",  # a script's own print: it crashed the profile with a KeyError
+        'STASH-PROGRESS "x"',
+        "STASH-PROGRESS []",
+        'STASH-PROGRESS {"iterations": "3", "kept": 1, "max_iterations": 5, "target_relative_ci": 0.1}',
+        'STASH-PROGRESS {"iterations": true, "kept": 1, "max_iterations": 5, "target_relative_ci": 0.1}',
+        'STASH-PROGRESS {"iterations": 3, "kept": 1, "max_iterations": -5, "target_relative_ci": 0.1}',
+        'STASH-PROGRESS {"iterations": 3, "kept": 1, "max_iterations": 5, "target_relative_ci": "a"}',
+        "STASH-RESULT 3",
+        "STASH-PHASE null",
+        "STASH-DONE []",
+        "STASH-ERROR 7",
+        "STASH-PROGRESS " + "[" * 100_000,
+    ],
+)
+def test_a_line_that_holds_the_marker_but_not_a_message_is_output(line):
+    assert protocol.parse(line) is None
+
+
+def test_the_messages_the_workers_send_are_taken():
+    for kind, payload in [("PROGRESS", PROGRESS), ("ERROR", "boom"), ("ERROR", {"message": "boom"})]:
+        stream = io.StringIO()
+        protocol.emit(kind, payload, stream)
+        assert protocol.parse(stream.getvalue().strip()) == (kind, payload)
 
 
 def _report_start(queue) -> None:
