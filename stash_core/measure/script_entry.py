@@ -36,7 +36,12 @@ STDERR_TAIL_LINES = 20
 
 
 class ScriptFailed(Exception):
-    """What went wrong with the script, as one line."""
+    """What went wrong with the script, as one line; `says_why`: the script's last line on stderr tells
+    why (argparse's "error: unrecognized arguments"), so the report ends with it."""
+
+    def __init__(self, message: str, says_why: bool = False) -> None:
+        super().__init__(message)
+        self.says_why = says_why
 
 
 class StderrTail:
@@ -90,7 +95,8 @@ def main(argv: list[str] | None = None) -> int:
 
             result["probe"] = run_probe_suite(job["probe"], collective_device())
     except ScriptFailed as error:
-        emit_error(rank, str(error), stderr)
+        why = stderr.tail()[-1:] if error.says_why else []
+        emit_error(rank, ": ".join([str(error), *(line.strip()[:300] for line in why)]), stderr)
         return 1
     except Exception as error:  # noqa: BLE001 - Stash's own side (cache state, summary, probe): one line
         emit_error(rank, f"{type(error).__name__}: {error}".splitlines()[0], stderr)
@@ -128,8 +134,11 @@ def run_script(job: WorkerJob, clock: StepClock, rule: StopRule) -> dict:
     except StopScript:
         return rule.result
     except SystemExit as error:
-        if error.code not in (None, 0):
-            raise ScriptFailed(f"the script exited with status {error.code} {where(clock)}") from None
+        if isinstance(error.code, int) and error.code != 0:
+            raise ScriptFailed(f"the script exited with status {error.code} {where(clock)}", True) from None
+        if error.code is not None and not isinstance(error.code, int):  # sys.exit("message"): status 1
+            message = str(error.code).splitlines()[0][:300] if str(error.code).strip() else "(no message)"
+            raise ScriptFailed(f"the script exited with status 1 {where(clock)}: {message}") from None
     except Exception as error:  # noqa: BLE001 - the script's own error, reported as one line
         traceback.print_exc()  # the user sees where, and it lands in the stderr tail
         message = f"{type(error).__name__}: {error}".splitlines()[0][:300]
