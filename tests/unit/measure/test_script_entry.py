@@ -227,8 +227,10 @@ def test_on_the_cpu_the_compiler_is_imported_only_by_a_script_that_compiles(tmp_
         ("never steps", "print('hello')\n", "ended without an optimizer step"),
         ("exits non-zero", STEP + "step()\nstep()\nraise SystemExit(3)\n", "exited with status 3"),
         # argparse says why on stderr, then exits 2: the reason ends the line (it was only in the file)
-        ("bad arguments", "import argparse\nargparse.ArgumentParser(prog='train.py').parse_args(['--bogus'])\n",
-         "exited with status 2 before its first optimizer step: train.py: error: unrecognized arguments: --bogus"),
+        ("bad arguments",
+         "import argparse\nargparse.ArgumentParser(prog='train.py').parse_args(['--bogus'])\n",
+         "exited with status 2 before its first optimizer step: train.py: error: unrecognized arguments: "
+         "--bogus"),
         # sys.exit("text") is status 1 with the text (it was reported as "status text")
         ("exits with a message", "import sys\nsys.exit('no data folder')\n",
          "exited with status 1 before its first optimizer step: no data folder"),
