@@ -333,6 +333,14 @@ def script_end_warning(record: dict) -> str | None:
     if not ended:
         return None
     steps = max(launch["iterations"] + launch["warmup_iterations"] for launch in ended)
+    after = (record.get("script") or {}).get("other_steps_after") or 0
+    if after > 1:  # the script trained on with another optimizer while keeping the timed one
+        return (
+            f"{record['name']}: the optimizer timed stopped stepping after {steps} steps, but the script "
+            f"went on stepping another one ({after} steps after it, to its end): it makes a new optimizer "
+            "and keeps the old one, so its launches timed only the first one's steps; let the old optimizer "
+            "go (no list or other reference holding it) and Stash times its successor"
+        )
     return (
         f"{record['name']}: the script ended by itself in {len(ended)} of its {len(launches)} launches (after "
         f"{steps} steps at most), so those launches timed only the steps it had; to let each run go on to its "

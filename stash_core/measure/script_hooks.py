@@ -19,6 +19,7 @@ durations at a check of the stopping rule (script_stop.py), after one synchronis
 from __future__ import annotations
 
 import time
+import weakref
 from collections.abc import Callable
 
 import torch
@@ -47,6 +48,10 @@ class StepClock:
         self.optimizer_start = None
         self.last_boundary = None
         self.optimizer_id: int | None = None
+        self.optimizer_ref: Callable[[], object] = lambda: None  # a weak reference: a script may drop it
+        # Steps of other optimizers since the timed one's last step: a script that makes a new optimizer per
+        # stage and keeps the old ones goes on training where the timed one has stopped.
+        self.other_steps_after = 0
         self.first_step_at: float | None = None
         self.loader_used = False
         self.forward_seen = False
@@ -73,10 +78,15 @@ class StepClock:
 
     def boundary(self, optimizer) -> None:
         if self.optimizer_id is None:
-            self.optimizer_id = id(optimizer)
             self.choose_clock(optimizer)
+            self.follow(optimizer)
         elif id(optimizer) != self.optimizer_id:
-            return  # a second optimizer of the same iteration (GANs): one boundary per iteration
+            if self.optimizer_ref() is not None:
+                self.other_steps_after += 1
+                return  # a second optimizer of the same iteration (GANs): one boundary per iteration
+            # The timed optimizer is gone (`optimizer = SGD(...)` again, a new stage): its successor times on.
+            self.follow(optimizer)
+        self.other_steps_after = 0
         now = self.stamp()
         threads = torch.get_num_threads()  # as the script set them (it may change them after Stash did)
         if threads not in self.threads:
@@ -95,6 +105,14 @@ class StepClock:
         self.data_pairs, self.forward_pairs, self.optimizer_start = [], [], None
         if self.on_boundary is not None:
             self.on_boundary()
+
+    def follow(self, optimizer) -> None:
+        """Time the steps of `optimizer`: each one ends an iteration."""
+        self.optimizer_id = id(optimizer)
+        try:
+            self.optimizer_ref = weakref.ref(optimizer)
+        except TypeError:  # an object without weak references: taken as alive for good
+            self.optimizer_ref = lambda: optimizer
 
     def choose_clock(self, optimizer) -> None:
         """CUDA events on the device of the optimizer's parameters, if there is one (never before the first

@@ -161,6 +161,7 @@ def summarise(job: WorkerJob, clock: StepClock, slowest_s: list[float], reason: 
             "threads": max(clock.threads) if clock.threads else None,
             "threads_seen": list(clock.threads),
             "optimizer_steps": clock.iterations + (clock.first_step_at is not None),
+            "other_steps_after": clock.other_steps_after,
             "split": split,
             "ranks_gathered": len(hosts) == world_size,
         },

@@ -167,3 +167,14 @@ def test_a_paired_runs_spread_is_put_on_the_paired_launches() -> None:
     cause = spread_cause(records)
     assert cause.startswith("the paired launches of R0 and R1 (R0's blocks in them) disagree more than")
     assert "its first launch was +30% off the others" in cause
+
+
+def test_a_script_that_trained_on_with_another_optimizer_is_told_why_its_steps_ended() -> None:
+    from stash_core.engine.launches import script_end_warning
+
+    launched = LaunchedRuns(["R0"], 1)
+    launched.add("R0", 0, {**_outcome(0.10, ci95_s=0.02), "stop_reason": "script_ended"})
+    record = {**_records(launched)[0], "script": {"other_steps_after": 980}}
+    warning = script_end_warning(record)
+    assert "the optimizer timed stopped stepping after 12 steps" in warning
+    assert "980 steps after it" in warning and "more epochs" not in warning

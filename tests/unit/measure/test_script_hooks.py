@@ -154,6 +154,37 @@ def test_a_second_optimizer_of_the_same_iteration_is_not_a_boundary() -> None:
     assert len(clock.iteration_s) == 4
 
 
+def stages(keep_old: bool, stages: int = 3, steps: int = 5) -> StepClock:
+    """A new optimizer per stage (a learning-rate schedule by hand), the old ones kept or let go."""
+    clock = StepClock()
+    remove = install(clock, replay=False)
+    kept = []
+    try:
+        model = torch.nn.Linear(2, 2)
+        for stage in range(stages):
+            optimizer = torch.optim.SGD(model.parameters(), lr=0.1 / (stage + 1))
+            if keep_old:
+                kept.append(optimizer)
+            for _ in range(steps):
+                model(torch.ones(1, 2)).sum().backward()
+                optimizer.step()
+                optimizer.zero_grad()
+    finally:
+        remove()
+        clock.settle()
+    return clock
+
+
+def test_a_new_optimizer_that_replaces_the_timed_one_is_timed_on() -> None:
+    clock = stages(keep_old=False)
+    assert len(clock.iteration_s) == 3 * 5 - 1 and clock.other_steps_after == 0  # it timed 4 before
+
+
+def test_steps_of_another_optimizer_after_the_timed_one_stopped_are_counted() -> None:
+    clock = stages(keep_old=True)  # the first one is still held: it may yet step (a GAN's would)
+    assert len(clock.iteration_s) == 5 - 1 and clock.other_steps_after == 2 * 5
+
+
 class Holder:
     def __init__(self) -> None:
         self.ids = torch.zeros(6, 3)
