@@ -143,6 +143,7 @@ def breakdown(
             terms[name] = {phase: 1, previous: -1}
         previous = phase
     for name, reason in not_separable.items():
+        warnings = [w for w in warnings if not w.startswith(f"{name} stall ")]  # its figure is not one
         if name in terms:
             parts.append(_part("not_separable", name, stalls[name]["raw_s"]))
             terms.pop(name)

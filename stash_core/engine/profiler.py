@@ -16,7 +16,7 @@ from stash_core.analysis.coherence import (
     same_work,
 )
 from stash_core.analysis.comm import communication_bounds
-from stash_core.analysis.stalls import PhaseTime, breakdown
+from stash_core.analysis.stalls import STALL_OF_PHASE, PhaseTime, breakdown
 from stash_core.engine.data_setup import DataSetup, iterations_per_epoch
 from stash_core.engine.host_setup import settle_on_hosts
 from stash_core.engine.launches import (
@@ -312,6 +312,8 @@ def breakdown_of_completed(
     completed = [record for record in doc["phases"] if record.get("status") == "completed"]
     if not completed:
         return None
+    apart = uncommunicating(completed)
+    not_separable.update(apart)
     times = {
         record["name"]: PhaseTime(record["iteration_s"]["mean"], record["iteration_s"]["ci95"])
         for record in completed
@@ -325,9 +327,25 @@ def breakdown_of_completed(
         {name: value for name, value in rounds.items() if value} or None,
     )
     result["warnings"] = warnings + result["warnings"]
-    add_impossible_warning(result, completed, times, chain)
+    if not apart:  # workers that train apart do no more in R1 than R0's one: no order between them
+        add_impossible_warning(result, completed, times, chain)
     add_communication(result, doc, chain)
     return result
+
+
+def uncommunicating(completed: list[dict]) -> dict[str, str]:
+    """The communication stalls of runs whose script set up no process group: its workers train apart, so
+    what their run adds over the one before is no communication (stall name -> why)."""
+    apart = [
+        record["name"] for record in completed
+        if (record.get("workers") or 1) > 1 and (record.get("script") or {}).get("process_group") is False
+    ]  # fmt: skip
+    reason = (
+        f"the script sets up no process group (torch.distributed) in {', '.join(apart)}: its workers train "
+        "apart and never communicate, so there is no communication to measure"
+    )
+    stalls = {STALL_OF_PHASE.get(name) for name in apart} & {"interconnect", "network"}
+    return {stall: reason for stall in sorted(stalls)}
 
 
 def add_impossible_warning(result: dict, completed: list[dict], times: dict, chain: list[str]) -> None:

@@ -52,6 +52,9 @@ class StepClock:
         # Steps of other optimizers since the timed one's last step: a script that makes a new optimizer per
         # stage and keeps the old ones goes on training where the timed one has stopped.
         self.other_steps_after = 0
+        # Whether the script set up a process group by a step: without one its workers never communicate
+        # (read at the steps: a script may destroy its group before it ends).
+        self.process_group = False
         self.first_step_at: float | None = None
         self.loader_used = False
         self.forward_seen = False
@@ -87,6 +90,8 @@ class StepClock:
             # The timed optimizer is gone (`optimizer = SGD(...)` again, a new stage): its successor times on.
             self.follow(optimizer)
         self.other_steps_after = 0
+        if not self.process_group:
+            self.process_group = torch.distributed.is_available() and torch.distributed.is_initialized()
         now = self.stamp()
         threads = torch.get_num_threads()  # as the script set them (it may change them after Stash did)
         if threads not in self.threads:

@@ -162,6 +162,7 @@ def summarise(job: WorkerJob, clock: StepClock, slowest_s: list[float], reason: 
             "threads_seen": list(clock.threads),
             "optimizer_steps": clock.iterations + (clock.first_step_at is not None),
             "other_steps_after": clock.other_steps_after,
+            "process_group": bool(clock.process_group),
             "split": split,
             "ranks_gathered": len(hosts) == world_size,
         },

@@ -34,3 +34,33 @@ def test_a_given_batch_size_the_runs_contradict_gives_way_to_the_measured_one_wi
     unseen["spec"]["batch_size"] = 4
     finish_script_doc(unseen)
     assert unseen["spec"]["batch_size"] == 4
+
+
+def _apart_doc(process_group: bool) -> dict:
+    """A script's R0 (one worker) and R1 (two), R1 faster beyond the noise (two processes, no talk)."""
+    script = {"process_group": process_group, "threads": 1, "batch_size": 16}
+    phases = [
+        {"name": "R0", "status": "completed", "workers": 1, "iteration_s": {"mean": 0.00085, "ci95": 0.00006},
+         "script": script},
+        {"name": "R1", "status": "completed", "workers": 2, "iteration_s": {"mean": 0.00061, "ci95": 0.00005},
+         "script": script},
+    ]  # fmt: skip
+    return {"phases": phases, "spec": {}}
+
+
+def test_workers_that_set_up_no_process_group_have_no_communication_stall_and_blame_no_load() -> None:
+    from stash_core.engine.profiler import breakdown_of_completed
+    from stash_core.spec import ProfileSpec
+
+    spec = ProfileSpec(model="script", script="train.py", batch_size=16, workers_per_node=2, device="cpu")
+    result = breakdown_of_completed(_apart_doc(False), ["R0", "R1"], spec, [])
+    interconnect = result["stalls"]["interconnect"]
+    assert interconnect["status"] == "not_separable" and "no process group" in interconnect["note"]
+    assert result["stalls"]["network"]["status"] == "not_measured"  # one machine: not asked, not excused
+    assert not any(w.startswith(("impossible", "interconnect stall is")) for w in result["warnings"])
+    assert result["iteration_s"] == sum(s["seconds"] or 0 for s in result["stalls"].values()) + result[
+        "unattributed_s"]  # fmt: skip
+    # With a process group the difference is the interconnect's, and a faster R1 is impossible, said so.
+    result = breakdown_of_completed(_apart_doc(True), ["R0", "R1"], spec, [])
+    assert result["stalls"]["interconnect"]["status"] != "not_separable"
+    assert any(w.startswith("impossible") for w in result["warnings"])
