@@ -41,3 +41,12 @@ def first_line(error: BaseException) -> str:
     """The first line of an error's message (its type's name when it has none): what a user is shown."""
     text = str(error).strip()
     return text.splitlines()[0] if text else type(error).__name__
+
+
+def no_run_error(run_id: str, db_path: object) -> UsageError:
+    """No run matches `run_id`: said as the database not existing where that is why (a mistyped --db)."""
+    from pathlib import Path
+
+    if not Path(str(db_path)).exists():
+        return UsageError(f"no database {db_path} (check --db or $STASH_DB): no run {run_id!r} there")
+    return UsageError(f"no run {run_id!r} in {db_path}")

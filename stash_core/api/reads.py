@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from stash_core.api.options import database
 from stash_core.api.results import Result
-from stash_core.errors import UsageError
+from stash_core.errors import UsageError, no_run_error
 from stash_core.pathargs import required_path
 
 if TYPE_CHECKING:
@@ -55,7 +55,7 @@ def breakdown(run_id: str, db: Path | str | None = None) -> pd.DataFrame:
     db_path = _existing(database(db))
     frame = store.stalls_frame(db_path, run_id)
     if frame is None:
-        raise UsageError(f"no run matches {run_id!r} in {db_path}")
+        raise no_run_error(run_id, db_path)
     return frame
 
 

@@ -31,7 +31,7 @@ from typing import Any
 
 from stash_core.catalog.accelerators import find_accelerator, match_accelerator
 from stash_core.catalog.catalog import get_instance
-from stash_core.errors import UsageError
+from stash_core.errors import UsageError, no_run_error
 from stash_core.store import get_run
 from stash_core.store.run_labels import CONFIRMED_KEY, label_rows, merge_into_spec
 
@@ -168,7 +168,7 @@ def confirm_label(db_path: Path | str, run_id: str) -> LabelCheck:
     """
     run = get_run(db_path, run_id)
     if run is None:
-        raise UsageError(f"no run {run_id!r} in {db_path}")
+        raise no_run_error(run_id, db_path)
     if not run.get("instance"):
         raise UsageError(f"run {run['run_id']} has no instance label to confirm")
     merge_into_spec(db_path, run["run_id"], {CONFIRMED_KEY: True})

@@ -12,7 +12,7 @@ from pathlib import Path
 from stash_core.analysis.stalls import REMAINDER, STALLS, with_remainder
 from stash_core.cli.probe_text import format_communication
 from stash_core.cli.report import format_breakdown
-from stash_core.errors import UsageError
+from stash_core.errors import no_run_error
 from stash_core.store.catalog_seed import BUILTIN_CATALOG_CSV, builtin_catalog_rows
 from stash_core.store.runs import run_record, run_rows
 from stash_core.store.summary import catalog_names
@@ -28,7 +28,7 @@ def show_run(db_path: Path | str, run_id: str) -> str:
     pages show included). UsageError when no run or several runs match."""
     run = run_record(db_path, run_id)
     if run is None:
-        raise UsageError(f"no run {run_id!r} in {db_path}")
+        raise no_run_error(run_id, db_path)
     return format_stored_run(run, db_path)
 
 

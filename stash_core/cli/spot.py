@@ -213,7 +213,10 @@ def cmd_spot_memory(args: argparse.Namespace) -> int:
     )
     from stash_core.spot.inputs import check_writable, update_workload
 
-    check_device(args.device)
+    try:
+        check_device(args.device)
+    except UsageError as error:  # "device ...": the option's name
+        raise UsageError(f"--{error}") from None
     if len(set(args.batches)) < MIN_BATCHES:
         raise UsageError(f"--batches: give {MIN_BATCHES} or more different batch sizes (two always fit a "
                          "line, so the linearity check could not fire), e.g. 8,32,128")  # fmt: skip

@@ -30,7 +30,7 @@ from typing import Any
 from stash_core.analysis.stats import resolved
 from stash_core.catalog import get_instance
 from stash_core.decide.fit.observations import spec_bandwidth_gbps, split_instance_label
-from stash_core.errors import UsageError
+from stash_core.errors import UsageError, no_run_error
 from stash_core.store import get_run, telemetry_frame
 from stash_core.units import finite_float
 
@@ -49,7 +49,7 @@ def whatif(db_path: Path | str, run_id: str, target_share: float = DEFAULT_TARGE
         raise UsageError(f"target share must be between 0 and 1, got {target_share!r}")
     run = get_run(db_path, run_id)
     if run is None:
-        raise UsageError(f"no run {run_id!r} in {db_path}")
+        raise no_run_error(run_id, db_path)
     if run.get("status") != "completed":
         raise UsageError(f"run {run['run_id']} did not complete ({run.get('status')}): nothing to ask of it")
     if run.get("iteration_s") is None:
