@@ -44,7 +44,10 @@ class StopRule:
         self.job, self.clock, self.rank = job, clock, rank
         self.fixed = job.get("iterations")
         self.deadline: float | None = None  # from the first step: the script's start-up does not count
-        self.chunk = FIRST_CHECK_AFTER
+        # The first check comes as soon as a fixed count or the iteration cap could be met, and no later.
+        self.chunk = min(FIRST_CHECK_AFTER, job["max_iterations"])
+        if self.fixed is not None:
+            self.chunk = max(1, min(self.chunk, MIN_WARMUP_ITERATIONS + self.fixed))
         self.checked = 0  # iterations already all-reduced
         self.slowest_s: list[float] = []
         self.result: dict | None = None

@@ -275,3 +275,12 @@ def test_the_loader_workers_are_those_of_the_loader_the_steps_read(tmp_path) -> 
         status, messages, stderr = run_entry(tmp_path, source, iterations=10)
         assert status == 0, stderr
         assert messages["RESULT"]["script"]["loader_workers"] == 1, source
+
+
+@pytest.mark.parametrize(("job", "steps"), [({"iterations": 2}, 1 + 2 + 2), ({"max_iterations": 3}, 1 + 3)])
+def test_a_small_fixed_count_or_cap_stops_the_script_there(tmp_path, job, steps) -> None:
+    # The first check came after 10 iterations whatever was asked: --iterations 2 timed 8 (of slow steps).
+    source = STEP + "for _ in range(1000):\n    step()\n"
+    status, messages, stderr = run_entry(tmp_path, source, **job)
+    assert status == 0, stderr
+    assert messages["RESULT"]["script"]["optimizer_steps"] == steps  # the first step starts the clock
