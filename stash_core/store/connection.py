@@ -30,6 +30,7 @@ except ImportError:  # not on POSIX: no writer announcement, plain retries only
 from stash_core.errors import UsageError, first_line
 from stash_core.store.dbfile import check_database_file, refuse_foreign
 from stash_core.store.migrations import check_reader_can_take, ensure_schema, stored_schema_version
+from stash_core.store.schema import DB_SCHEMA_VERSION, missing_objects
 from stash_core.store.schema_template import copy_schema
 from stash_core.userfiles import nearest_existing
 
@@ -145,6 +146,13 @@ def _checked_reader(con: duckdb.DuckDBPyConnection, path: Path) -> duckdb.DuckDB
         con.close()
         return _empty_database()
     check_reader_can_take(version, str(path))  # an older but readable version is read as it is
+    missing = missing_objects(con) if version == DB_SCHEMA_VERSION else []
+    if missing:
+        con.close()
+        raise UsageError(
+            f"database {path} lacks {', '.join(missing)} of its schema (dropped or damaged): a command that "
+            f"writes to it makes them again, e.g. `stash instances seed --db {path}`"
+        )
     return con
 
 

@@ -16,7 +16,7 @@ import duckdb
 from stash_core.errors import UsageError
 from stash_core.store.catalog_seed import BUILTIN_CATALOG_CSV, builtin_catalog_rows
 from stash_core.store.dbfile import refuse_foreign
-from stash_core.store.schema import DB_SCHEMA_VERSION, create_schema
+from stash_core.store.schema import DB_SCHEMA_VERSION, create_schema, missing_objects
 from stash_core.store.schema_docs import COMMENTS_DIGEST
 from stash_core.store.schema_template import copy_schema
 
@@ -196,6 +196,14 @@ def ensure_schema(con: duckdb.DuckDBPyConnection, db_label: str) -> None:
     meta = stored or {}
     version = _version(meta, f"database {db_label}")
     if version == DB_SCHEMA_VERSION and meta.get("comments_digest") == COMMENTS_DIGEST:
+        if missing_objects(con):  # a table or view dropped by hand: made again (empty), the rest kept
+            con.execute("BEGIN TRANSACTION")
+            try:
+                create_schema(con)
+                con.execute("COMMIT")
+            except BaseException:
+                con.execute("ROLLBACK")
+                raise
         return
     check_readable_version(version, db_label)
     if stored is None:

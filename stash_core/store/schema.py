@@ -247,6 +247,17 @@ GROUP BY ALL
 """
 
 
+def missing_objects(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """The tables and views of the current schema that the database lacks (dropped by hand, or damaged)."""
+    present = {
+        name for (name,) in con.execute(
+            "SELECT table_name FROM duckdb_tables() WHERE schema_name = 'main' UNION ALL "
+            "SELECT view_name FROM duckdb_views() WHERE schema_name = 'main' AND NOT internal"
+        ).fetchall()
+    }  # fmt: skip
+    return [name for name in (*TABLES, *VIEWS) if name not in present]
+
+
 def create_schema(con: duckdb.DuckDBPyConnection) -> None:
     """Create every table and view of the current version (tables that exist are kept), comment every table,
     view and column, store the shipped instance catalog's rows not stored yet (store/catalog_seed.py), and

@@ -416,3 +416,19 @@ def test_a_schema_version_that_is_no_number_is_one_line_for_readers_and_writers(
     for call in (lambda: store.list_runs(db_path), lambda: store.ingest_result(db_path, result_doc(run_id="b"))):
         with pytest.raises(UsageError, match="schema_version 'abc', which no Stash wrote"):
             call()
+
+
+def test_a_table_or_view_dropped_by_hand_is_said_to_readers_and_made_again_by_a_writer(
+    db_path, result_doc
+) -> None:
+    store.ingest_result(db_path, result_doc(run_id="20261122T080000Z-aaaa0001"))
+    with duckdb.connect(str(db_path)) as con:
+        con.execute("DROP VIEW stall_breakdown")
+        con.execute("DROP TABLE stalls")
+    # It was a CatalogException traceback from `stash runs`, `stash.runs()` and the pages.
+    with pytest.raises(UsageError, match="lacks stalls, stall_breakdown of its schema") as raised:
+        store.list_runs(db_path)
+    assert len(str(raised.value).splitlines()) == 1
+    with store.connect(db_path):  # a writer: the schema made whole, the runs kept
+        pass
+    assert list(store.list_runs(db_path)["run_id"]) == ["20261122T080000Z-aaaa0001"]
