@@ -80,7 +80,7 @@ def request_form() -> RecommendRequest | None:
         )  # fmt: skip
         second = st.columns(4)
         budget = second[0].number_input(
-            "Time budget (hours)", min_value=0.0, value=24.0, step=1.0, key="rec-budget"
+            "Time budget (hours, 0 = none)", min_value=0.0, value=24.0, step=1.0, key="rec-budget"
         )
         max_usd = second[1].number_input(
             "Cost limit (USD, 0 = none)", min_value=0.0, value=0.0, step=100.0, key="rec-max-usd"
