@@ -121,6 +121,18 @@ def check_ranges(doc: dict[str, Any]) -> None:
     breakdown = doc.get("breakdown") or {}
     for key in ("iteration_s", "iteration_ci95_s", "epoch_s"):
         _at_least(f"breakdown.{key}", breakdown.get(key), 0)
+    iteration_s = breakdown.get("iteration_s")
+    if doc.get("status") == "completed" and _number(iteration_s) and iteration_s == 0:
+        # a completed run took time: a zero would be averaged into the run's instance as the fastest
+        raise UsageError("result file: breakdown.iteration_s is 0 in a completed run; expected its time")
+    for stall, entry in (breakdown.get("stalls") or {}).items():
+        entry = entry if isinstance(entry, dict) else {}
+        seconds = entry.get("seconds")
+        if entry.get("status") == "measured" and _number(seconds) and seconds < 0:
+            raise UsageError(
+                f"result file: stall {stall} is measured at {seconds!r} s; a negative difference has status "
+                "'negative'"
+            )
     spec = doc["spec"]
     for key in ("threads_per_worker", "image_px"):
         _at_least(f"spec.{key}", spec.get(key), 1)

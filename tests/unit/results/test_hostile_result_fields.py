@@ -44,6 +44,10 @@ REFUSED = [
     ("phase-name-5000", _set("phases.0.name", "R" * 5000), "phase"),
     ("breakdown-iteration-negative", _set("breakdown.iteration_s", -1.0), "breakdown.iteration_s"),
     ("breakdown-epoch-negative", _set("breakdown.epoch_s", -100.0), "breakdown.epoch_s"),
+    # a completed run of 0 s was stored and averaged into its instance as the fastest
+    ("breakdown-iteration-zero-completed", _set("breakdown.iteration_s", 0.0), "is 0 in a completed run"),
+    ("breakdown-stall-measured-negative", _set("breakdown.stalls.compute.seconds", -1.0),
+     "stall compute is measured at -1.0 s"),
     ("breakdown-ci-negative", _set("breakdown.iteration_ci95_s", -0.1), "iteration_ci95_s"),
     ("breakdown-epoch-text-inf", _set("breakdown.epoch_s", "inf"), "epoch_s"),
     ("breakdown-per-epoch-negative", _set("breakdown.iterations_per_epoch", -2), "iterations_per_epoch"),
