@@ -42,8 +42,20 @@ def printable(text: str) -> str:
 FORMULA_LEADS = ("=", "+", "-", "@", "\t", "\r")
 
 
+# A formula's lead after any quotes: such a cell gets one quote more, so that reading one off gives it back
+# whole ("'=x", a value of its own, is written "''=x").
+_QUOTED_FORMULA_RE = re.compile("^'*[" + re.escape("".join(FORMULA_LEADS)) + "]")
+
+
 def formula_safe(value: object) -> object:
     """A text cell that a spreadsheet would run as a formula, prefixed with a quote; anything else as is."""
-    if isinstance(value, str) and value.startswith(FORMULA_LEADS):
+    if isinstance(value, str) and _QUOTED_FORMULA_RE.match(value):
         return "'" + value
+    return value
+
+
+def formula_unquoted(value: object) -> object:
+    """A cell of a CSV that Stash wrote, as it was before formula_safe quoted it."""
+    if isinstance(value, str) and value.startswith("'") and _QUOTED_FORMULA_RE.match(value):
+        return value[1:]
     return value

@@ -130,7 +130,8 @@ def _csv_safe_columns(con: duckdb.DuckDBPyConnection, name: str) -> str:
     for column, kind, *_ in con.execute(f"DESCRIBE SELECT * FROM {name}").fetchall():
         quoted = '"' + column.replace('"', '""') + '"'
         if kind == "VARCHAR":
-            quoted_lead = f"regexp_replace({_visible_controls(quoted)}, '^({leads})', chr(39) || '\\1')"
+            # quotes before a lead too (terminal.formula_safe): "'=x" is written "''=x", read back whole
+            quoted_lead = f"regexp_replace({_visible_controls(quoted)}, '^(''*{leads})', chr(39) || '\\1')"
             parts.append(f"{quoted_lead} AS {quoted}")
         else:
             parts.append(quoted)

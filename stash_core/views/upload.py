@@ -17,6 +17,7 @@ from stash_core.errors import UsageError, first_line
 from stash_core.results.file import upgrade_result
 from stash_core.store import queries_upload
 from stash_core.store.import_export import COMPANION_TABLES, docs_from_export
+from stash_core.terminal import formula_unquoted
 from stash_core.views.breakdown import add_run_labels
 
 # ---------------------------------------------------------------------------------------------------------
@@ -150,7 +151,7 @@ def _check_file(name: str, data: bytes) -> UploadCheck:
         if suffix in (".parquet", ".pq"):
             return _check_table(name, _read_parquet_bounded(data))
         if suffix == ".csv":
-            return _check_table(name, pd.read_csv(io.BytesIO(data)))
+            return _check_table(name, _read_csv(data))
     except UsageError as exc:
         return UploadCheck(name, False, str(exc), kind="unknown")
     except Exception as exc:  # pandas/pyarrow raise many kinds for a corrupt file
@@ -158,6 +159,15 @@ def _check_file(name: str, data: bytes) -> UploadCheck:
     reason = f"unsupported file type {suffix or '(none)'}; upload .json, .parquet or .csv"
     return UploadCheck(name, False, reason,
                        kind="unknown")  # fmt: skip
+
+
+def _read_csv(data: bytes) -> pd.DataFrame:
+    """A CSV table as `stash export` wrote it: the quote put before a formula-leading cell taken off."""
+    frame = pd.read_csv(io.BytesIO(data))
+    for column in frame.columns:
+        if pd.api.types.is_string_dtype(frame[column]) or frame[column].dtype == object:
+            frame[column] = frame[column].map(formula_unquoted)
+    return frame
 
 
 # A Parquet file is compressed: a few hundred bytes can declare gigabytes of rows. Its footer says how much it

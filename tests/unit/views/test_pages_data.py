@@ -285,3 +285,22 @@ def test_database_path_setting(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
     first = views.common.db_signature(tmp_path / "x.duckdb")
     store.ingest_result(tmp_path / "x.duckdb", result_doc(run_id="20261120T090000Z-aaaa0001"))
     assert views.common.db_signature(tmp_path / "x.duckdb") != first  # a write changes the cache key
+
+
+def test_formula_leading_names_come_back_whole_through_a_csv_export(tmp_path: Path) -> None:
+    from result_docs import result_doc
+
+    from stash_core.terminal import formula_unquoted
+
+    db, target = tmp_path / "a.duckdb", tmp_path / "b.duckdb"
+    names = {"model": "@SUM(A1)", "instance": "'=HYPERLINK(1)"}  # the second one holds a quote of its own
+    doc = result_doc(run_id="20261122T080000Z-ffff0001", instance=names["instance"])
+    doc["spec"]["model"] = doc["model"]["name"] = names["model"]
+    store.ingest_result(db, doc)
+    paths = store.export(db, "csv", tmp_path / "export")
+    report = views.upload.check_uploads(None, [(path.name, path.read_bytes()) for path in paths])
+    views.upload.store_uploads(target, report)
+    row = store.list_runs(target).iloc[0]
+    assert (row["model"], row["instance"]) == (names["model"], names["instance"])  # '@SUM(A1) before
+    assert [formula_unquoted(formula_safe) for formula_safe in ("'=x", "''=x", "'plain", "=x")] == [
+        "=x", "'=x", "'plain", "=x"]  # fmt: skip
