@@ -438,6 +438,13 @@ def _check_script(spec: ProfileSpec) -> None:
     if spec.dataset or spec.synthetic_images:
         message = "--script reads its own data: give --data-dir, not --dataset"
         raise FieldError(message, "dataset", spec.dataset)
+    # What the script makes itself (its model's input and classes, its DataLoader): an option for it would
+    # be taken and never used.
+    for attr, flag in (("input_shape", "--input-shape"), ("num_classes", "--num-classes"),
+                       ("image_px", "--image-px"), ("loader_workers", "--loader-workers")):  # fmt: skip
+        if getattr(spec, attr) != default_of(attr):
+            message = f"{flag} does not go with --script: the script makes its own model, data and loader"
+            raise FieldError(message, attr, getattr(spec, attr))
     path = Path(spec.script)
     try:
         exists = path.exists()

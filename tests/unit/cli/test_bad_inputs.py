@@ -633,6 +633,11 @@ CASES: list[tuple[str, list[str], str]] = [
     ("script-args-without-script", [*PROFILE, "--", "--epochs", "1"], "need --script"),
     ("no-model-no-script", ["profile", "--batch-size", "4", "--db", "{db}"], "--model is required"),
     ("data-dir-without-script", [*PROFILE, "--data-dir", "{folder}"], "--data-dir applies to --script"),
+    # what the script makes itself: taken and never used before (--loader-workers 5 met the core check)
+    *[(f"script-with{flag}", ["profile", "--script", "{tmp}/ok_train.py", flag, value, "--db", "{db}"],
+       f"{flag} does not go with --script")
+      for flag, value in (("--input-shape", "3,32,32"), ("--num-classes", "10"), ("--image-px", "64"),
+                          ("--loader-workers", "5"))],
     (
         "script-data-dir-missing",
         ["profile", "--script", "{tmp}/ok_train.py", "--data-dir", "{tmp}/none", "--db", "{db}"],
