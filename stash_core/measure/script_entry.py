@@ -18,6 +18,7 @@ import os
 import socket
 import sys
 import threading
+import time
 import traceback
 import types
 from pathlib import Path
@@ -102,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
         emit_error(rank, f"{type(error).__name__}: {error}".splitlines()[0], stderr)
         return 1
     finally:
-        watchdog.cancel()
+        watchdog.set()
         stop_evicting()
         remove()
         fraction = cache.stop() if cache is not None else None
@@ -179,24 +180,37 @@ def where(clock: StepClock) -> str:
     return f"after {clock.iterations + 1} optimizer steps"
 
 
-def start_watchdog(job: WorkerJob, clock: StepClock, rank: int, stderr: StderrTail) -> threading.Timer:
-    """End this process when the script has not stepped in time (a hang before its first step)."""
+# How long past the run's time (or its last step, if later) a script may go without an optimizer step: a
+# step then ends the run, so a script that makes none hangs (a deadlock, a blocked read) or pauses longer.
+STALL_GRACE_S = 60.0
+WATCH_EVERY_S = 1.0
+
+
+def start_watchdog(job: WorkerJob, clock: StepClock, rank: int, stderr: StderrTail) -> threading.Event:
+    """End this process when the script has not stepped in time: a hang before its first step, or no step
+    for STALL_GRACE_S past the run's time. Set the returned event to stop watching."""
     timeout_s = float(job.get("start_timeout_s", 120.0))
+    run_s, grace_s = float(job["max_phase_s"]), float(job.get("stall_grace_s", STALL_GRACE_S))
+    started = time.perf_counter()
+    stop = threading.Event()
 
-    def expire() -> None:
-        if clock.first_step_at is None:
-            emit_error(
-                rank,
-                f"no optimizer step within {timeout_s:g} s of the start: the script hangs before its first "
-                "step, or needs longer (--script-start-timeout)",
-                stderr,
-            )
-            os._exit(3)  # torchrun ends the other ranks; the launcher ends the whole process tree
+    def fail(message: str) -> None:
+        emit_error(rank, message, stderr)
+        os._exit(3)  # torchrun ends the other ranks; the launcher ends the whole process tree
 
-    timer = threading.Timer(timeout_s, expire)
-    timer.daemon = True
-    timer.start()
-    return timer
+    def watch() -> None:
+        while not stop.wait(WATCH_EVERY_S):
+            now, first, last = time.perf_counter(), clock.first_step_at, clock.last_step_at
+            if first is None and now - started > timeout_s:
+                fail(f"no optimizer step within {timeout_s:g} s of the start: the script hangs before its "
+                     "first step, or needs longer (--script-start-timeout)")  # fmt: skip
+            if first is not None and last is not None and now > max(first + run_s, last) + grace_s:
+                fail(f"no optimizer step for {now - last:.0f} s after step {clock.iterations + 1}, past the "
+                     f"run's {run_s:g} s: the script hangs (a deadlock, a blocked read) or pauses longer "
+                     "than that between steps")  # fmt: skip
+
+    threading.Thread(target=watch, name="stash-script-watch", daemon=True).start()
+    return stop
 
 
 def emit_error(rank: int, message: str, stderr: StderrTail) -> None:

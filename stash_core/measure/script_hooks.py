@@ -56,6 +56,7 @@ class StepClock:
         # (read at the steps: a script may destroy its group before it ends).
         self.process_group = False
         self.first_step_at: float | None = None
+        self.last_step_at: float | None = None
         self.loader_used = False
         self.forward_seen = False
         self.closure_seen = False  # the optimizer step ran the forward (a closure): not split from backward
@@ -96,8 +97,9 @@ class StepClock:
         threads = torch.get_num_threads()  # as the script set them (it may change them after Stash did)
         if threads not in self.threads:
             self.threads.append(threads)
+        self.last_step_at = time.perf_counter()  # a script that stops stepping is found by its age
         if self.last_boundary is None:
-            self.first_step_at = time.perf_counter()  # before the first step is start-up, not an iteration
+            self.first_step_at = self.last_step_at  # before the first step is start-up, not an iteration
         else:
             stamps = (self.last_boundary, now, self.data_pairs, self.forward_pairs, self.optimizer_start)
             self.pending.append(stamps)

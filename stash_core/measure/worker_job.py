@@ -52,6 +52,7 @@ class WorkerJob(TypedDict, total=False):
     script_args: list[str]
     data_dir: str | None  # the files the script reads (their page-cache state is set per run)
     start_timeout_s: float  # the script's start-up before its first step
+    stall_grace_s: float  # how long past the run's time a script may go without a step (default 60 s)
     # set for some runs only
     cache_action: str  # on remote hosts: each machine makes its files resident or evicts them
     telemetry: bool  # rank 0 samples CPU/GPU telemetry (remote runs)

@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -284,3 +285,15 @@ def test_a_small_fixed_count_or_cap_stops_the_script_there(tmp_path, job, steps)
     status, messages, stderr = run_entry(tmp_path, source, **job)
     assert status == 0, stderr
     assert messages["RESULT"]["script"]["optimizer_steps"] == steps  # the first step starts the clock
+
+
+def test_a_script_that_stops_stepping_past_the_runs_time_is_stopped_with_where(tmp_path) -> None:
+    # It was stopped only by the launch's time limit, minutes later, saying no more than that.
+    source = STEP + "import time\nfor i in range(100000):\n    step()\n    if i == 3:\n"
+    source += "        time.sleep(600)\n"
+    started = time.monotonic()
+    status, messages, _ = run_entry(tmp_path, source, max_phase_s=1.0, timeout_s=120, stall_grace_s=2.0)
+    assert status != 0 and "RESULT" not in messages
+    assert "no optimizer step for " in messages["ERROR"]["message"]
+    assert "after step 4, past the run's 1 s" in messages["ERROR"]["message"]
+    assert time.monotonic() - started < 60
