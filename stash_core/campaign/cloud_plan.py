@@ -47,6 +47,13 @@ PROFILE_START_S = 30.0  # a profile's process, model and data before its first l
 LAUNCH_START_S = 8.0  # each launch's workers started (torchrun, CUDA context)
 PROBE_S = 10.0  # the bandwidth probe after a run of several workers
 DEFAULT_REGIONS = {"aws": "us-east-1", "gcp": "us-central1", "azure": "eastus"}
+# How each cloud names its regions (us-east-1, europe-west4, westeurope): a region of another cloud, or of
+# none, is refused before a task names it (SkyPilot would fail at launch, after the plan's figures).
+REGION_SHAPES = {
+    "aws": re.compile(r"[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-\d+"),
+    "gcp": re.compile(r"[a-z]+-[a-z]+\d+"),
+    "azure": re.compile(r"[a-z]+[a-z0-9]*"),
+}
 CLOUDS = tuple(DEFAULT_REGIONS)
 _SOURCE_REGION = re.compile(r"\bregion ([a-z][a-z0-9-]*[a-z0-9])\b")
 MAX_INSTANCE_TYPES = 50
@@ -154,6 +161,9 @@ def offer_of(db_path: Path | str, name: str, spot: bool = False, region: str | N
     if provider not in CLOUDS:
         raise UsageError(f"instance type {name} is on {provider or 'no cloud'}: --cloud launches on "
                          f"{', '.join(CLOUDS)}")  # fmt: skip
+    if region is not None and not REGION_SHAPES[provider].fullmatch(region):
+        raise UsageError(f"--region {region}: not a region of {provider}, where {name} is (its regions are "
+                         f"named like {DEFAULT_REGIONS[provider]})")  # fmt: skip
     price, why = hourly_price(row, name, "spot" if spot else "on_demand")
     if price is None:
         raise UsageError(f"--spot: {why}" if spot else why)

@@ -53,6 +53,14 @@ def test_prices_regions_and_dates_come_from_the_catalog(settings):
     assert offer_of(settings.db_path, "a2-highgpu-1g").region == "us-central1"
 
 
+@pytest.mark.parametrize(("name", "region"), [("g6.xlarge", "mars-1"), ("g6.xlarge", "europe-west4"),
+                                              ("a2-highgpu-1g", "us-east-1")])  # fmt: skip
+def test_a_region_that_is_not_of_the_instances_cloud_is_refused(settings, name, region):
+    # every region was taken and written into the task (aws/mars-1), with the catalog's prices beside it
+    with pytest.raises(UsageError, match=f"--region {region}: not a region of"):
+        offer_of(settings.db_path, name, region=region)
+
+
 def test_plan_time_and_cost_by_hand(settings):
     plan = plan_cloud(
         ["g4dn.xlarge", "p3.2xlarge"], ["resnet18"], [32, 64], None, settings, predict=fixed_steps
