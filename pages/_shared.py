@@ -27,7 +27,7 @@ from stash_core import containment, views
 from stash_core.errors import StashError, UsageError
 from stash_core.pathargs import default_db_text
 from stash_core.units import finite_float
-from stash_core.views.common import plain
+from stash_core.views.common import in_page_words, plain
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -160,13 +160,14 @@ def _run_through_the_frame() -> None:
 
 
 @contextmanager
-def page_guard() -> Iterator[None]:
-    """Show what goes wrong in a page as a readable message instead of a traceback."""
+def page_guard(words: dict[str, str] | None = None) -> Iterator[None]:
+    """Show what goes wrong in a page as a readable message instead of a traceback (the command's options it
+    names written as the page's `words` for them)."""
     _run_through_the_frame()
     try:
         yield
     except StashError as exc:
-        st.error(plain(exc), icon=":material/error:")
+        st.error(plain(in_page_words(str(exc), words)), icon=":material/error:")
     except Exception as exc:  # a bug: keep the page usable, put the details in the server log
         LOG.exception("dashboard page failed")
         text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""

@@ -20,7 +20,7 @@ from stash_core import views
 from stash_core.decide.recommend import Recommendation
 from stash_core.errors import StashError
 from stash_core.spec_parse import parse_input_shape
-from stash_core.views.common import plain
+from stash_core.views.common import in_page_words, plain
 from stash_core.views.recommend import RecommendRequest
 
 REQUEST_KEY = "rec-request"
@@ -189,7 +189,8 @@ def composition_chart(long: pd.DataFrame, order: list[str]) -> alt.Chart:
 def recommended_box(result: Recommendation) -> None:
     """The cheapest configuration that meets the constraints, and why; or why none does."""
     if result.best is None:
-        st.error(f"No recommendation: {plain(result.infeasible_reason)}", icon=":material/block:")
+        reason = in_page_words(result.infeasible_reason, WORDS)
+        st.error(f"No recommendation: {plain(reason)}", icon=":material/block:")
         return
     best = result.best
     with st.container(border=True):
@@ -358,5 +359,12 @@ def main() -> None:
     show_result(result)
 
 
-with page_guard():
+# The command's options in this page's words.
+WORDS = {
+    "raise --budget-hours or allow more instances (--max-instances)":
+        "raise the time budget or the most instances of one type",
+    "(set one with `stash instances set`)": "(set one in the instance catalog below)",
+}
+
+with page_guard(WORDS):
     main()

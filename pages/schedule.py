@@ -163,7 +163,15 @@ def show(doc: dict, key: str) -> None:
             chart_with_download(chart, timeline, f"schedule-{column}", f"{key}-{column}")
 
 
-with page_guard():
+# The commands' options in this page's words (it has no control for a tuning share).
+WORDS = {
+    "use --tuning online or given, or a larger --tune-fraction": "choose timers online or given, or more jobs",
+    "use --tuning online or given": "choose timers online or given",
+    "(as with --arrivals batch)": "(as with batch arrivals)",
+    "give --trace-format": "choose the trace's format",
+}
+
+with page_guard(WORDS):
     page_header("Schedule", "Network-sensitive GPU cluster scheduling, simulated policy by policy")
     form()
     if "schedule_doc" in st.session_state:

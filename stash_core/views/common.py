@@ -48,6 +48,14 @@ _INLINE_MARKUP = frozenset("\\`*_[]<>$:~|#&")
 _LINE_START_RE = re.compile(r"^(\s*)([-+=>]|\d+(?=[.)]))", re.MULTILINE)
 
 
+def in_page_words(text: str, words: dict[str, str] | None) -> str:
+    """A command's message in a page's words: each option (`--budget-hours`) written as the page's control
+    for it, the longest first, so that a page never asks for a flag it has no control for."""
+    for option in sorted(words or {}, key=len, reverse=True):
+        text = text.replace(option, (words or {})[option])
+    return text
+
+
 def plain(value: object) -> str:
     """Text from a file, the database, a URL or an upload, to be shown inside a page's Markdown (a caption,
     a heading, an error): its Markdown characters escaped and control characters written as \\xNN, so it

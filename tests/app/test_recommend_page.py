@@ -106,6 +106,8 @@ def test_budget_that_cannot_be_met_is_explained(populated, monkeypatch):
     assert not app.exception
     errors = " ".join(error.value for error in app.error)
     assert "no configuration finishes 90 epochs of 1,281,167 samples within 1 h" in errors
+    # in the page's words: it has no --budget-hours or --max-instances to raise
+    assert "raise the time budget or the most instances of one type" in errors and "--" not in errors
 
 
 def test_configurations_left_out_say_why(tmp_path, monkeypatch):

@@ -304,3 +304,13 @@ def test_formula_leading_names_come_back_whole_through_a_csv_export(tmp_path: Pa
     assert (row["model"], row["instance"]) == (names["model"], names["instance"])  # '@SUM(A1) before
     assert [formula_unquoted(formula_safe) for formula_safe in ("'=x", "''=x", "'plain", "=x")] == [
         "=x", "'=x", "'plain", "=x"]  # fmt: skip
+
+
+def test_a_commands_message_is_put_in_a_pages_words() -> None:
+    from stash_core.views.common import in_page_words
+
+    words = {"--tuning": "the timers", "use --tuning online": "choose timers online"}
+    assert in_page_words("x: use --tuning online or --tuning given", words) == (
+        "x: choose timers online or the timers given"
+    )  # the longest first
+    assert in_page_words("no option here", None) == "no option here"
