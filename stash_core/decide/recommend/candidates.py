@@ -105,6 +105,7 @@ class OptionPlanner:
             notes.append("CPU and disk stalls not profiled (synthetic data only), left out of the time")
         basis = [f"compute from {base['run_id']} on {base['instance']}"]
         weighted_error, error_known, modelled = 0.0, True, False
+        published_error: float | None = None  # the step's error where communication is `predict`'s
         same_machine = base["instance"] == name and int(base["workers_per_node"]) == workers
         for stall in ("interconnect", "network"):
             if stall == "interconnect" and (workers == 1 or same_machine):
@@ -114,6 +115,20 @@ class OptionPlanner:
                 stalls[stall] = 0.0
                 continue
             prediction = self._predict(stall, name, instance, workers, count, base.get("device"))
+            if prediction["expected_mape"] is None:
+                # No profile of this stall stands behind the fitted model (none, or an uncalibrated
+                # alpha-beta at the line rate): the communication `stash predict` gives, from the
+                # bandwidths collectives reach, with its held-out error. A profile adds what it measured and
+                # takes nothing away.
+                published = self._published_comm(name, workers, count)
+                if published is not None:
+                    stalls[stall] = getattr(published, f"{stall}_s")
+                    modelled = True
+                    basis.append(f"{stall} from published collective bandwidths")
+                    published_error = published.comm_error
+                    if published_error is None:
+                        error_known = False
+                    continue
             if prediction["stall_s"] is None:
                 self._exclude(f"{count} x {name}: {stall} stall cannot be predicted - {prediction['status']}")
                 return None
@@ -139,11 +154,23 @@ class OptionPlanner:
         # The expected error covers the modelled stalls; compute and disk come from a measured profile, and so
         # does CPU unless recomputed for this machine, which no published figure validates.
         expected = weighted_error / iteration_s if modelled and error_known and iteration_s > 0 else None
+        if expected is not None and published_error is not None:
+            expected += published_error  # a fraction of the step already
         unvalidated = bool(elsewhere and elsewhere[0] > 0)
         basis_text = "; ".join(basis)
         return Estimate(
-            "predicted", None, basis_text, iteration_s, stalls, expected, notes, unvalidated, path="profile"
+            "predicted", None, basis_text, iteration_s, stalls, expected, notes, unvalidated, path="profile",
+            comm_error=published_error,
         )
+
+    def _published_comm(self, name: str, workers: int, count: int) -> Any | None:
+        """`stash predict`'s prediction of this configuration (its communication is what is wanted), or None
+        where it has none."""
+        predictor = self._spec_predictor()
+        if isinstance(predictor, str):
+            return None
+        result = predictor.predict(name, workers, count)
+        return None if isinstance(result, str) else result
 
     def _run(self, base: dict[str, Any]) -> dict[str, Any]:
         """The base profile's stored run (read once), or {} if it is gone."""

@@ -438,3 +438,24 @@ def test_a_cpu_stall_of_unknown_loader_workers_is_kept_as_profiled_and_said(tmp_
     assert rows["cpu_s"]["1 x large8"] == pytest.approx(0.2)  # as profiled, not the 0 of 8 vCPUs
     assert "loader workers are unknown" in rows["note"]["1 x large8"]
     assert "loader workers" not in rows["note"]["1 x small2"]
+
+
+def test_a_one_gpu_profile_takes_no_configuration_away_and_leaves_communication_to_the_bandwidths(tmp_path):
+    """With a V100 profile of one GPU, the multi-GPU V100 instances were 'not evaluated' (no profiled
+    interconnect), and two machines' network came from an uncalibrated line-rate model with no error, half
+    of what the empty database predicted."""
+    asked = dict(epochs=1, dataset_images=IMAGES, budget_hours=1000, max_instances=2,
+                 instances=["p3.2xlarge", "p3.8xlarge", "p3.16xlarge"])  # fmt: skip
+    empty = recommend(tmp_path / "empty.duckdb", "resnet50", 64, **asked)
+    db = tmp_path / "r.duckdb"
+    _profiled_v100(db)
+    profiled = recommend(db, "resnet50", 64, **asked)
+    by_config = {option["config"]: option for option in profiled.options.to_dict(orient="records")}
+    spec = {option["config"]: option for option in empty.options.to_dict(orient="records")}
+    assert set(by_config) == set(spec)
+    assert not any("cannot be predicted" in line for line in profiled.excluded)
+    for config in ("1 x p3.8xlarge", "2 x p3.2xlarge", "2 x p3.16xlarge"):
+        for stall in ("interconnect_s", "network_s"):
+            # the same model; its overlap with backward follows the compute, which the profile measured
+            assert by_config[config][stall] == pytest.approx(spec[config][stall], rel=0.1), (config, stall)
+        assert by_config[config]["expected_error"] is not None
