@@ -196,7 +196,10 @@ def read_job(db_path: Path | str, job_id: str) -> JobState:
     job_dir = jobs_dir(db_path) / job_id
     if not _valid_job_id(job_id) or not (job_dir / "argv.json").is_file():
         raise UsageError(f"no job {job_id!r} in {jobs_dir(db_path)}")
-    return _read_state(job_dir)
+    try:
+        return _read_state(job_dir)
+    except _UNREADABLE as error:
+        raise UsageError(f"job {job_id} cannot be read ({job_dir}): {error}") from None
 
 
 def list_jobs(db_path: Path | str, limit: int = 20, kind: str = "profile") -> list[JobState]:
@@ -211,11 +214,21 @@ def list_jobs(db_path: Path | str, limit: int = 20, kind: str = "profile") -> li
             break
         try:
             state = _read_state(folder / name)
-        except (OSError, ValueError):
+        except _UNREADABLE:
             continue
-        if state.kind == kind:
+        if state.kind == kind and _of_database(folder / name, db_path):
             states.append(state)
     return states
+
+
+def _of_database(job_dir: Path, db_path: Path | str) -> bool:
+    """Whether a job ran on this database: databases of one folder share the folder of jobs."""
+    try:
+        meta = json.loads((job_dir / "argv.json").read_text())
+    except (OSError, ValueError):
+        return False
+    recorded = meta.get("db_path") if isinstance(meta, dict) else None
+    return recorded is None or Path(str(recorded)) == Path(db_path).resolve()
 
 
 def stop_job(db_path: Path | str, job_id: str) -> bool:
@@ -246,7 +259,10 @@ def cancel_job(db_path: Path | str, job_id: str, grace_s: float = CANCEL_GRACE_S
     (state.job_dir / "cancelled").write_text(datetime.now(UTC).isoformat() + "\n")
     wrapper = _own_process(state.job_dir)
     if wrapper is None:
-        return False
+        orphans = _orphans(state.job_dir, state.origin)
+        for process in orphans:  # the wrapper was killed: what it started goes on, and is ended here
+            end_tree(process.pid, grace_s)
+        return bool(orphans)
     end_tree(wrapper.pid, grace_s)
     child = _CHILDREN.pop(wrapper.pid, None)
     if child is not None:
@@ -257,8 +273,17 @@ def cancel_job(db_path: Path | str, job_id: str, grace_s: float = CANCEL_GRACE_S
     return True
 
 
+# The exit statuses of Ctrl-C (130), SIGTERM (143) and SIGHUP (129), after which a profile saves what it
+# measured; a SIGKILL (137) or a crash saves nothing.
+SAVED_STOPS = (129, 130, 143)
+# What a job folder edited by hand or cut short raises when read: the job is skipped or said unreadable.
+_UNREADABLE = (OSError, ValueError, TypeError, AttributeError, KeyError)
+
+
 def _read_state(job_dir: Path) -> JobState:
     meta = json.loads((job_dir / "argv.json").read_text())
+    if not isinstance(meta, dict):
+        raise ValueError("argv.json holds no object")
     started = meta.get("started_at")
     state = JobState(
         job_id=job_dir.name,
@@ -272,8 +297,10 @@ def _read_state(job_dir: Path) -> JobState:
         kind=meta.get("kind") or "profile",
     )
     # Read the exit status before the output, so that output written just before the end is not missed.
-    running = _own_process(job_dir) is not None
-    exit_code = _exit_code(job_dir, state.pid)
+    orphaned = bool(_orphans(job_dir, state.origin))
+    running = _own_process(job_dir) is not None or orphaned
+    # a killed wrapper's own status is not the job's: the processes it started run on
+    exit_code = None if orphaned else _exit_code(job_dir, state.pid)
     parse_output(state, _read_text(job_dir / "stdout.log"))
     state.stderr_tail = [line for line in _read_text(job_dir / "stderr.log").splitlines() if line.strip()][
         -_STDERR_TAIL_LINES:
@@ -286,12 +313,14 @@ def _read_state(job_dir: Path) -> JobState:
     elif cancelled:
         state.status = "cancelled"
         state.error = "cancelled by the user"
+    elif exit_code is None and state.run_status in ("completed", "failed", "interrupted"):
+        state.status = state.run_status  # its own last word: the wrapper that records the status was killed
     elif exit_code is None:
         state.status = "lost"
         state.error = "the run ended without an exit status (killed, or the machine restarted)"
     elif exit_code == 0:
         state.status = "completed"
-    elif exit_code > 128:  # Ctrl-C (130), SIGTERM (143), SIGHUP (129): what was measured is saved
+    elif exit_code in SAVED_STOPS:  # what was measured is saved
         state.status = "interrupted"
         state.error = failure_reason(state, exit_code)
     else:
@@ -338,15 +367,39 @@ def _own_process(job_dir: Path) -> psutil.Process | None:
         return None
     if pid in _CHILDREN and _CHILDREN[pid].poll() is not None:
         return None
+    if not created > 0:  # without its creation time a pid may be anyone's now: never signalled as the job
+        return None
     try:
         process = psutil.Process(pid)
-        if created and abs(process.create_time() - created) > 1.0:
+        if abs(process.create_time() - created) > 1.0:
             return None
         if process.status() == psutil.STATUS_ZOMBIE:
             return None
         return process
     except (psutil.NoSuchProcess, psutil.AccessDenied):
         return None
+
+
+def _orphans(job_dir: Path, origin: str) -> list[psutil.Process]:
+    """The processes left in a dashboard job's process group once its wrapper is gone (a `kill -9` of the
+    pid the job folder names): the profile goes on in them. None for a job that has its exit status."""
+    pid = _pid_of(job_dir)
+    if origin != "dashboard" or pid is None or (job_dir / "rc").exists() or _own_process(job_dir):
+        return []
+    rc_file = str(job_dir / "rc")
+    found = []
+    for process in psutil.process_iter(["pid"]):
+        try:
+            # the job's own (a group id can be reused): its environment names this job's status file
+            if (
+                os.getpgid(process.pid) == pid
+                and process.status() != psutil.STATUS_ZOMBIE
+                and process.environ().get("STASH_JOB_RC") == rc_file
+            ):
+                found.append(process)
+        except (OSError, psutil.Error):
+            continue
+    return found
 
 
 def _create_time(pid: int) -> float | None:

@@ -304,3 +304,66 @@ def test_measurements_on_this_machine_are_found_registered_or_not() -> None:
         sleeper.kill()
         sleeper.wait()
     assert all(p["pid"] != sleeper.pid for p in measuring_processes())
+
+
+def test_a_killed_wrapper_leaves_a_running_job_that_cancel_ends(tmp_path: Path, fake_python: Path) -> None:
+    """`kill -9` of the pid the job folder names (the wrapper) left the profile running while the job read
+    "lost", with no Cancel to stop it."""
+    db = tmp_path / "results.duckdb"
+    job_id = _start(db, fake_python, "hang", tmp_path)
+    pids_file = tmp_path / "pids.txt"
+    _wait(lambda: pids_file.exists() and len(pids_file.read_text().split()) == 2)
+    wrapper_pid = jobs.read_job(db, job_id).pid
+    left = [int(pid) for pid in pids_file.read_text().split()]
+    os.kill(wrapper_pid, 9)
+    _wait(lambda: not _alive(wrapper_pid))
+    assert jobs.read_job(db, job_id).status == "running"
+    assert jobs.cancel_job(db, job_id, grace_s=2.0) is True
+    _wait(lambda: not any(_alive(pid) for pid in left), timeout_s=10)
+    assert jobs.read_job(db, job_id).status == "cancelled"
+
+
+def _job_folder(db: Path, name: str, meta: object, pid_text: str = "", rc: str | None = None) -> Path:
+    import json
+
+    folder = jobs.jobs_dir(db) / name
+    folder.mkdir(parents=True)
+    (folder / "argv.json").write_text(json.dumps(meta))
+    (folder / "pid").write_text(pid_text)
+    if rc is not None:
+        (folder / "rc").write_text(rc)
+    return folder
+
+
+def test_job_folders_of_another_database_or_made_by_hand_are_read_safely(tmp_path: Path) -> None:
+    db, other = tmp_path / "c.duckdb", tmp_path / "d2.duckdb"
+    meta = {"argv": [], "label": "", "origin": "cli", "kind": "profile", "started_at": "2026-11-30T08:00:00"}
+    _job_folder(db, "20261130T080000Z-aaaaaa", {**meta, "db_path": str(other.resolve())}, rc="0")
+    _job_folder(db, "20261130T080001Z-bbbbbb", [1, 2])  # valid JSON, no object: the pages crashed on it
+    _job_folder(db, "20261130T080002Z-cccccc", {**meta, "started_at": "yesterday"})
+    # a bare pid with no creation time is not the job: Cancel signalled whatever process had that pid
+    sleeper = subprocess.Popen(["sleep", "30"], start_new_session=True)
+    try:
+        _job_folder(db, "20261130T080003Z-dddddd", {**meta, "db_path": str(db.resolve()),
+                                                     "origin": "dashboard"}, f"{sleeper.pid}\n")  # fmt: skip
+        assert [job.job_id for job in jobs.list_jobs(db)] == ["20261130T080003Z-dddddd"]
+        assert [job.job_id for job in jobs.list_jobs(other)] == ["20261130T080000Z-aaaaaa"]
+        for job_id in ("20261130T080001Z-bbbbbb", "20261130T080002Z-cccccc"):
+            with pytest.raises(UsageError, match=f"job {job_id} cannot be read"):
+                jobs.read_job(db, job_id)
+        assert jobs.read_job(db, "20261130T080003Z-dddddd").status == "lost"
+        assert jobs.cancel_job(db, "20261130T080003Z-dddddd") is False
+        assert sleeper.poll() is None  # untouched
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+
+
+def test_a_run_killed_outright_is_failed_not_interrupted(tmp_path: Path) -> None:
+    db = tmp_path / "results.duckdb"
+    meta = {"argv": [], "label": "", "origin": "cli", "kind": "profile", "db_path": str(db.resolve()),
+            "started_at": "2026-11-30T08:00:00"}  # fmt: skip
+    _job_folder(db, "20261130T080000Z-aaaaaa", meta, rc="137\n")
+    _job_folder(db, "20261130T080001Z-bbbbbb", meta, rc="130\n")
+    assert jobs.read_job(db, "20261130T080000Z-aaaaaa").status == "failed"  # SIGKILL: nothing was saved
+    assert jobs.read_job(db, "20261130T080001Z-bbbbbb").status == "interrupted"
