@@ -36,7 +36,9 @@ def rank_options(
 def pareto_mask(frame: pd.DataFrame) -> pd.Series:
     """True for the options with a time and a cost that no other option beats on both."""
     known = (frame["training_usd"].notna() & frame["training_h"].notna()).to_numpy()
-    hours = frame["training_h"].to_numpy(dtype=float)[known]
+    # Times equal to six significant figures are one time: two steps on one host-overhead floor differ in
+    # the last bits, and the dearer of them is not a choice (it was marked on the front).
+    hours = np.array([float(f"{h:.6g}") for h in frame["training_h"].to_numpy(dtype=float)[known]])
     usd = frame["training_usd"].to_numpy(dtype=float)[known]
     # One sweep by time (a catalog of thousands of instances makes too many pairs to compare each): an
     # option is beaten by a faster one that costs no more, or by an equally fast one that costs less.

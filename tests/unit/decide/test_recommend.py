@@ -399,6 +399,11 @@ def test_the_pareto_mask_keeps_exactly_the_options_nothing_beats_on_both() -> No
     expected = [point is not None and not beaten(point) for point in known]
     assert pareto_mask(frame).tolist() == expected
     assert any(expected) and not all(expected)
+    # Times equal but for their last bits (two steps on one host-overhead floor) are one time: the dearer
+    # option, 53% above, was on the front.
+    floor = pd.DataFrame({"training_h": [0.14844690619580767, 0.14844697490093633],
+                          "training_usd": [0.12, 0.08]})  # fmt: skip
+    assert pareto_mask(floor).tolist() == [False, True]
 
 
 def test_a_cpu_stall_profiled_on_few_vcpus_shrinks_on_an_instance_with_more(tmp_path):
