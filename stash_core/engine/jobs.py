@@ -34,6 +34,15 @@ from typing import Any
 
 import psutil
 
+from stash_core.engine.job_process import (
+    CHILDREN,
+    create_time,
+    exit_code_of,
+    orphans,
+    own_process,
+    pid_of,
+    read_text,
+)
 from stash_core.engine.job_state import JobState, failure_reason, parse_output
 from stash_core.engine.profile_child import child_env, profile_command
 from stash_core.engine.progress import JsonReporter, Reporter, TeeReporter
@@ -45,9 +54,6 @@ from stash_core.userfiles import DASHBOARD_DIRNAME
 JOBS_DIRNAME = DASHBOARD_DIRNAME  # shared with the files uploaded to the dashboard (userfiles.py)
 CANCEL_GRACE_S = 3.0
 _STDERR_TAIL_LINES = 20
-# Popen objects of runs started by this process, so that finished children are reaped (no zombies) and
-# their exit status is known even before the wrapper has written it.
-_CHILDREN: dict[int, subprocess.Popen] = {}
 # The wrapper runs the command, then writes its exit status; `exec` is not used so that the shell survives.
 _WRAPPER = '"$@"; echo $? > "$STASH_JOB_RC"'
 
@@ -117,8 +123,8 @@ def _start_job(db_path: Path | str, argv: list[str], label: str, env: dict[str, 
     finally:
         stdout.close()
         stderr.close()
-    _CHILDREN[process.pid] = process
-    (job_dir / "pid").write_text(f"{process.pid} {_create_time(process.pid) or 0}\n")
+    CHILDREN[process.pid] = process
+    (job_dir / "pid").write_text(f"{process.pid} {create_time(process.pid) or 0}\n")
     return job_dir.name
 
 
@@ -184,7 +190,7 @@ def register_profile(db_path: Path | str, argv: list[str], label: str = "") -> P
     try:
         job_dir.mkdir(parents=True)
         _write_meta(job_dir, list(argv), label, db, "cli")
-        (job_dir / "pid").write_text(f"{os.getpid()} {_create_time(os.getpid()) or 0}\n")
+        (job_dir / "pid").write_text(f"{os.getpid()} {create_time(os.getpid()) or 0}\n")
     except OSError:
         shutil.rmtree(job_dir, ignore_errors=True)  # a full disk: no half-made job folder left behind
         return ProfileRecord(None)
@@ -236,7 +242,7 @@ def stop_job(db_path: Path | str, job_id: str) -> bool:
     the exit status), without waiting: a campaign tears its clusters down before it ends. True when it was
     running; it then reads as "cancelled" once it has ended."""
     state = read_job(db_path, job_id)
-    wrapper = None if state.finished else _own_process(state.job_dir)
+    wrapper = None if state.finished else own_process(state.job_dir)
     if wrapper is None:
         return False
     (state.job_dir / "cancelled").write_text(datetime.now(UTC).isoformat() + "\n")
@@ -257,14 +263,14 @@ def cancel_job(db_path: Path | str, job_id: str, grace_s: float = CANCEL_GRACE_S
     if state.finished or state.pid is None:
         return False
     (state.job_dir / "cancelled").write_text(datetime.now(UTC).isoformat() + "\n")
-    wrapper = _own_process(state.job_dir)
+    wrapper = own_process(state.job_dir)
     if wrapper is None:
-        orphans = _orphans(state.job_dir, state.origin)
-        for process in orphans:  # the wrapper was killed: what it started goes on, and is ended here
+        left = orphans(state.job_dir, state.origin)
+        for process in left:  # the wrapper was killed: what it started goes on, and is ended here
             end_tree(process.pid, grace_s)
-        return bool(orphans)
+        return bool(left)
     end_tree(wrapper.pid, grace_s)
-    child = _CHILDREN.pop(wrapper.pid, None)
+    child = CHILDREN.pop(wrapper.pid, None)
     if child is not None:
         try:
             child.wait(timeout=grace_s)
@@ -290,19 +296,19 @@ def _read_state(job_dir: Path) -> JobState:
         job_dir=job_dir,
         argv=list(meta.get("argv") or []),
         started_at=datetime.fromisoformat(started) if started else None,
-        pid=_pid_of(job_dir),
+        pid=pid_of(job_dir),
         status="starting",
         label=meta.get("label") or "",
         origin=meta.get("origin") or "dashboard",
         kind=meta.get("kind") or "profile",
     )
     # Read the exit status before the output, so that output written just before the end is not missed.
-    orphaned = bool(_orphans(job_dir, state.origin))
-    running = _own_process(job_dir) is not None or orphaned
+    orphaned = bool(orphans(job_dir, state.origin))
+    running = own_process(job_dir) is not None or orphaned
     # a killed wrapper's own status is not the job's: the processes it started run on
-    exit_code = None if orphaned else _exit_code(job_dir, state.pid)
-    parse_output(state, _read_text(job_dir / "stdout.log"))
-    state.stderr_tail = [line for line in _read_text(job_dir / "stderr.log").splitlines() if line.strip()][
+    exit_code = None if orphaned else exit_code_of(job_dir, state.pid)
+    parse_output(state, read_text(job_dir / "stdout.log"))
+    state.stderr_tail = [line for line in read_text(job_dir / "stderr.log").splitlines() if line.strip()][
         -_STDERR_TAIL_LINES:
     ]
     state.exit_code = exit_code
@@ -332,83 +338,6 @@ def _read_state(job_dir: Path) -> JobState:
     return state
 
 
-def _exit_code(job_dir: Path, pid: int | None) -> int | None:
-    if pid is not None and pid in _CHILDREN:
-        _CHILDREN[pid].poll()  # reaps a finished child of this process
-    text = _read_text(job_dir / "rc").strip()
-    if text:
-        try:
-            return int(text)
-        except ValueError:
-            return None
-    child = _CHILDREN.get(pid) if pid is not None else None
-    if child is not None and child.returncode is not None:
-        # The wrapper itself was killed before it could write the status.
-        return child.returncode if child.returncode >= 0 else 128 - child.returncode
-    return None
-
-
-def _pid_of(job_dir: Path) -> int | None:
-    parts = _read_text(job_dir / "pid").split()
-    try:
-        return int(parts[0]) if parts else None
-    except ValueError:
-        return None
-
-
-def _own_process(job_dir: Path) -> psutil.Process | None:
-    """The job's live wrapper process; None when it has ended (or its pid now belongs to another process)."""
-    parts = _read_text(job_dir / "pid").split()
-    if not parts:
-        return None
-    try:
-        pid, created = int(parts[0]), float(parts[1]) if len(parts) > 1 else 0.0
-    except ValueError:
-        return None
-    if pid in _CHILDREN and _CHILDREN[pid].poll() is not None:
-        return None
-    if not created > 0:  # without its creation time a pid may be anyone's now: never signalled as the job
-        return None
-    try:
-        process = psutil.Process(pid)
-        if abs(process.create_time() - created) > 1.0:
-            return None
-        if process.status() == psutil.STATUS_ZOMBIE:
-            return None
-        return process
-    except (psutil.NoSuchProcess, psutil.AccessDenied):
-        return None
-
-
-def _orphans(job_dir: Path, origin: str) -> list[psutil.Process]:
-    """The processes left in a dashboard job's process group once its wrapper is gone (a `kill -9` of the
-    pid the job folder names): the profile goes on in them. None for a job that has its exit status."""
-    pid = _pid_of(job_dir)
-    if origin != "dashboard" or pid is None or (job_dir / "rc").exists() or _own_process(job_dir):
-        return []
-    rc_file = str(job_dir / "rc")
-    found = []
-    for process in psutil.process_iter(["pid"]):
-        try:
-            # the job's own (a group id can be reused): its environment names this job's status file
-            if (
-                os.getpgid(process.pid) == pid
-                and process.status() != psutil.STATUS_ZOMBIE
-                and process.environ().get("STASH_JOB_RC") == rc_file
-            ):
-                found.append(process)
-        except (OSError, psutil.Error):
-            continue
-    return found
-
-
-def _create_time(pid: int) -> float | None:
-    try:
-        return psutil.Process(pid).create_time()
-    except psutil.Error:
-        return None
-
-
 def _new_job_id() -> str:
     return datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ") + "-" + secrets.token_hex(3)
 
@@ -423,13 +352,6 @@ def _write_meta(
 
 def _valid_job_id(job_id: str) -> bool:
     return bool(job_id) and all(c.isalnum() or c in "-_" for c in job_id)
-
-
-def _read_text(path: Path) -> str:
-    try:
-        return path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return ""
 
 
 def _write_json(path: Path, value: dict[str, Any]) -> None:

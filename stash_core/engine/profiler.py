@@ -16,7 +16,7 @@ from stash_core.analysis.coherence import (
     same_work,
 )
 from stash_core.analysis.comm import communication_bounds
-from stash_core.analysis.stalls import STALL_OF_PHASE, PhaseTime, breakdown
+from stash_core.analysis.stalls import PhaseTime, breakdown
 from stash_core.engine.data_setup import DataSetup, iterations_per_epoch
 from stash_core.engine.host_setup import settle_on_hosts
 from stash_core.engine.launches import (
@@ -40,6 +40,7 @@ from stash_core.engine.plan import PhasePlan, launch_spec, launches_of, max_roun
 from stash_core.engine.progress import Reporter
 from stash_core.engine.retry import aborted, transient
 from stash_core.engine.rounds import current_shortfalls, decide_next_round
+from stash_core.engine.script_job import uncommunicating
 from stash_core.errors import MeasurementError, ProfileEnded, StashError, UsageError
 from stash_core.interrupts import reason as interrupt_reason
 from stash_core.launch.hosts import RemoteHosts
@@ -331,21 +332,6 @@ def breakdown_of_completed(
         add_impossible_warning(result, completed, times, chain)
     add_communication(result, doc, chain)
     return result
-
-
-def uncommunicating(completed: list[dict]) -> dict[str, str]:
-    """The communication stalls of runs whose script set up no process group: its workers train apart, so
-    what their run adds over the one before is no communication (stall name -> why)."""
-    apart = [
-        record["name"] for record in completed
-        if (record.get("workers") or 1) > 1 and (record.get("script") or {}).get("process_group") is False
-    ]  # fmt: skip
-    reason = (
-        f"the script sets up no process group (torch.distributed) in {', '.join(apart)}: its workers train "
-        "apart and never communicate, so there is no communication to measure"
-    )
-    stalls = {STALL_OF_PHASE.get(name) for name in apart} & {"interconnect", "network"}
-    return {stall: reason for stall in sorted(stalls)}
 
 
 def add_impossible_warning(result: dict, completed: list[dict], times: dict, chain: list[str]) -> None:

@@ -9,6 +9,7 @@ are one input-pipeline stall (R2 minus the run before it, kept in "not separated
 from __future__ import annotations
 
 from stash_core.analysis.pipeline import input_pipeline as pipeline_difference
+from stash_core.analysis.stalls import STALL_OF_PHASE
 from stash_core.engine.plan import PhasePlan
 from stash_core.measure.worker_job import WorkerJob
 from stash_core.spec import ProfileSpec
@@ -118,3 +119,18 @@ def input_pipeline(doc: dict) -> tuple[float, float, str] | None:
         if record.get("status") == "completed"
     }
     return pipeline_difference(times)
+
+
+def uncommunicating(completed: list[dict]) -> dict[str, str]:
+    """The communication stalls of runs whose script set up no process group: its workers train apart, so
+    what their run adds over the one before is no communication (stall name -> why)."""
+    apart = [
+        record["name"] for record in completed
+        if (record.get("workers") or 1) > 1 and (record.get("script") or {}).get("process_group") is False
+    ]  # fmt: skip
+    reason = (
+        f"the script sets up no process group (torch.distributed) in {', '.join(apart)}: its workers train "
+        "apart and never communicate, so there is no communication to measure"
+    )
+    stalls = {STALL_OF_PHASE.get(name) for name in apart} & {"interconnect", "network"}
+    return {stall: reason for stall in sorted(stalls)}

@@ -50,7 +50,7 @@ ORDER BY started_at DESC, run_id DESC
 
 _GPU_COMPUTE_SQL = """
 SELECT b.run_id, b.model, b.model_kind, b.batch_size, b.instance, b.workers_per_node, b.nodes, b.compute_s,
-       CAST(json_extract(r.spec, '$.input_shape') AS VARCHAR) AS input_shape
+       b.interconnect_s, b.network_s, CAST(json_extract(r.spec, '$.input_shape') AS VARCHAR) AS input_shape
 FROM stall_breakdown AS b JOIN runs AS r ON r.run_id = b.run_id
 WHERE b.status = 'completed' AND b.compute_s > 0 AND b.device LIKE 'cuda%' AND b.instance IS NOT NULL
 ORDER BY b.started_at DESC, b.run_id DESC

@@ -49,6 +49,9 @@ class ConfigPrediction:
     validated: bool = True  # False: no held-out figure of this GPU (the expected error is widened)
     # the held-out error of the step's communication, a fraction of the step (None: one worker, none to make)
     comm_error: float | None = None
+    # the whole step as a profile measured it: this configuration's compute and communication (a "measured"
+    # compute with predicted communication is a prediction)
+    measured: bool = False
 
     @property
     def iteration_s(self) -> float:
@@ -143,11 +146,33 @@ class Predictor:
         if comm.link:
             notes.append(comm_note(comm.link, count, comm.link_class))
         comm_error = comm_stated_error(count, comm.link_class)[0] if workers * count > 1 else None
+        interconnect_s, network_s = comm.interconnect_s, comm.network_s
+        exact = self._exact_profile(name, workers, count) if path == "measured" else None
+        if exact is not None:  # this very configuration was profiled: its communication too is measured
+            interconnect_s, network_s, comm_error = exact
+            basis = f"{basis}, communication as profiled"
         return ConfigPrediction(
-            name, accelerator.name, count, workers, path, basis, compute_s, comm.interconnect_s,
-            comm.network_s, stated.error if stated else None, memory.needed_gb, memory.available_gb, notes,
+            name, accelerator.name, count, workers, path, basis, compute_s, interconnect_s, network_s,
+            stated.error if stated else None, memory.needed_gb, memory.available_gb, notes,
             stated.validated if stated else True, comm_error,
+            path == "measured" and (exact is not None or workers * count == 1),
         )  # fmt: skip
+
+    def _exact_profile(self, name: str, workers: int, count: int) -> tuple[float, float, None] | None:
+        """The measured interconnect and network of a profile of this very configuration, or None."""
+        for row in self._same_model():
+            shape = (row["instance"], int(row.get("workers_per_node") or 1), int(row.get("nodes") or 1))
+            if shape != (name, workers, count):
+                continue
+            stalls = []
+            measured = ((row.get("interconnect_s"), workers > 1), (row.get("network_s"), count > 1))
+            for value, made in measured:
+                known = value is not None and value == value  # NaN: a stall the profile did not measure
+                if made and not known:
+                    return None  # not measured there: the model's figure stands
+                stalls.append(float(value) if known else 0.0)
+            return stalls[0], stalls[1], None
+        return None
 
     def _compute_path(self, name: str, accelerator: Accelerator, model_s: float) -> tuple[str, str, float]:
         same = [row for row in self._same_model() if row["instance"] == name]

@@ -277,7 +277,7 @@ def _row(result: ConfigPrediction, gpus: int, batch_size: int | None) -> dict[st
         "workers_per_instance": workers,
         "workers": workers * count,
         "path": result.path,
-        "source": "measured" if result.path == "measured" else "predicted",
+        "source": "measured" if getattr(result, "measured", False) else "predicted",
         "compute_s": result.compute_s,
         "interconnect_s": result.interconnect_s,
         "network_s": result.network_s,

@@ -236,7 +236,7 @@ class OptionPlanner:
             "CPU and disk stalls not predicted (they need a profile with real data), left out of the time",
             *result.notes,
         ]
-        source = "measured" if result.path == "measured" else "predicted"
+        source = "measured" if getattr(result, "measured", False) else "predicted"
         basis = f"{result.path}: {result.basis}"
         unvalidated = not getattr(result, "validated", True)
         return Estimate(

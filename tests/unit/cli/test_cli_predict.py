@@ -184,3 +184,22 @@ def test_a_large_catalog_prints_its_first_rows_and_says_how_many_more(tmp_path, 
     assert shown + 3 == len(listed) and rows  # the first 3 and the rest add up to every predicted row
     assert main(["predict", "--model", "resnet50", "--batch-size", "64", "--rows", "none", "--db", db]) == 2
     assert "--rows: expected a whole number of rows or 'all', got 'none'" in capsys.readouterr().err
+
+
+def test_a_profiled_configuration_is_measured_whole_and_the_others_are_predictions(tmp_path, capsys):
+    """The profiled 4-GPU machine showed the model's interconnect, not its own 15 ms, and two machines (their
+    network predicted) were labelled measured."""
+    from result_docs import result_doc
+
+    from stash_core.store import ingest_result
+
+    db = tmp_path / "r.duckdb"
+    doc = result_doc("resnet50", instance="p3.8xlarge", workers=4, device="cuda", batch_size=64,
+                     stalls={"compute": 0.20, "interconnect": 0.015})  # fmt: skip
+    ingest_result(db, doc)
+    assert main(["predict", "--model", "resnet50", "--batch-size", "64", "--instances", "p3.8xlarge",
+                 "--max-instances", "2", "--format", "json", "--db", str(db)]) == 0  # fmt: skip
+    rows = {row["instance_count"]: row for row in json.loads(capsys.readouterr().out)["predictions"]}
+    one, two = rows[1], rows[2]
+    assert one["source"] == "measured" and one["interconnect_s"] == pytest.approx(0.015)
+    assert two["source"] == "predicted" and two["path"] == "measured" and two["network_s"] > 0

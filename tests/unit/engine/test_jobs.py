@@ -117,7 +117,9 @@ def test_state_survives_a_restart_of_the_dashboard(tmp_path: Path, fake_python: 
     job_id = _start(db, fake_python, "ok", tmp_path)
     _wait(lambda: len(jobs.read_job(db, job_id).phases) == 2)
     # A new dashboard process knows nothing of the child it did not start.
-    monkeypatch.setattr(jobs, "_CHILDREN", {})
+    from stash_core.engine import job_process
+
+    monkeypatch.setattr(job_process, "CHILDREN", {})
     assert jobs.read_job(db, job_id).status == "running"
     (tmp_path / "go").touch()
     _wait(lambda: (jobs.jobs_dir(db) / job_id / "rc").exists())
