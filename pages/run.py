@@ -235,6 +235,12 @@ def job_view(state: JobState) -> None:
             jobs.cancel_job(current_db(), state.job_id)
             st.rerun()
         return
+    if state.run_id and not state.stored:  # measured, but the database could not take it
+        missing = state.error or "The run is not in the database (--no-store)."
+        st.error(plain(missing), icon=":material/error:")
+        if state.result_file:
+            st.caption(f"It is kept in its result file {plain(state.result_file)}: `stash ingest` stores it.")
+        return
     if state.status == "completed" and state.run_id:
         st.success(f"Run {state.run_id} finished and is stored.", icon=":material/check_circle:")
         mine = load(views.overview.run_breakdowns, [state.run_id])

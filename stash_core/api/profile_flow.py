@@ -119,10 +119,13 @@ def run_profile_flow(
         run = _measure_and_save(spec, model_info, data, args, db_path, cluster_state, reporter)
         run.db_was_new = db_was_new
         run_id, status, result_file = run.doc["run_id"], run.doc["status"], run.out_path and str(run.out_path)
-        record.done(run_id, status, result_file, run.doc["error"])
+        # what could not be saved is the line to show where the run did not reach the database
+        stored = run.stored and run.problem is None
+        error = run.doc["error"] or run.problem
+        record.done(run_id, status, result_file, error, stored)
         if args.progress == "json":
-            done = {"run_id": run_id, "status": status, "result_file": result_file}
-            protocol.emit("DONE", {**done, "error": run.doc["error"]})
+            done = {"run_id": run_id, "status": status, "result_file": result_file, "stored": stored}
+            protocol.emit("DONE", {**done, "error": error})
         if run.error is None and run.problem is None:
             run.warning = check_document(db_path, run.doc).warning
         report(run)

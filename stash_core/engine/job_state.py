@@ -56,6 +56,7 @@ class JobState:
     run_id: str | None = None
     run_status: str | None = None
     result_file: str | None = None
+    stored: bool = True  # whether the run reached the database (its DONE line says where it is otherwise)
     phases: list[PhaseProgress] = field(default_factory=list)
     messages: list[str] = field(default_factory=list)
     output_tail: list[str] = field(default_factory=list)
@@ -143,6 +144,7 @@ def parse_output(state: JobState, text: str) -> None:
             state.run_id = payload.get("run_id")
             state.run_status = payload.get("status")
             state.result_file = payload.get("result_file")
+            state.stored = payload.get("stored") is not False
             if payload.get("error"):
                 state.error = str(payload["error"])
     state.phases = sorted(phases.values(), key=lambda phase: phase.index)

@@ -149,9 +149,12 @@ class ProfileRecord:
         """`inner` (the terminal's progress) plus the log the dashboard reads."""
         return inner if self._log is None else TeeReporter(inner, JsonReporter(self._log))
 
-    def done(self, run_id: str, status: str, result_file: str | None, error: str | None = None) -> None:
-        """Record the run id, status and result file (the DONE line of --progress json)."""
-        done = {"run_id": run_id, "status": status, "result_file": result_file, "error": error}
+    def done(self, run_id: str, status: str, result_file: str | None, error: str | None = None,
+             stored: bool = True) -> None:  # fmt: skip
+        """Record the run id, status, result file and whether the database has it (the DONE line of
+        --progress json)."""
+        done = {"run_id": run_id, "status": status, "result_file": result_file, "error": error,
+                "stored": stored}  # fmt: skip
         self._quietly(lambda: protocol.emit("DONE", done, self._log))
 
     def __exit__(self, kind, error, traceback) -> None:

@@ -369,3 +369,14 @@ def test_a_run_killed_outright_is_failed_not_interrupted(tmp_path: Path) -> None
     _job_folder(db, "20261130T080001Z-bbbbbb", meta, rc="130\n")
     assert jobs.read_job(db, "20261130T080000Z-aaaaaa").status == "failed"  # SIGKILL: nothing was saved
     assert jobs.read_job(db, "20261130T080001Z-bbbbbb").status == "interrupted"
+
+
+def test_a_run_the_database_could_not_take_says_so_not_stored(tmp_path: Path, monkeypatch) -> None:
+    """A locked database: the run was in its result file only, and the Run page said it was stored."""
+    monkeypatch.delenv("STASH_JOB_RC", raising=False)
+    db = tmp_path / "results.duckdb"
+    with jobs.register_profile(db, ["stash", "profile"]) as record:
+        problem = "could not store run: locked"
+        record.done("20261130T083140Z-59f7270e", "completed", "/x/r.json", problem, False)
+    (job,) = jobs.list_jobs(db)
+    assert (job.run_status, job.stored, job.error) == ("completed", False, "could not store run: locked")
