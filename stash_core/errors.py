@@ -6,6 +6,8 @@ SaveError: the measurement was fine but could not be saved whole -> exit 1.
 ProfileEnded: a profile that stopped early (a failure or an interrupt), carrying what it measured.
 """
 
+from pathlib import Path
+
 
 class StashError(Exception):
     exit_code = 1
@@ -45,8 +47,6 @@ def first_line(error: BaseException) -> str:
 
 def no_run_error(run_id: str, db_path: object) -> UsageError:
     """No run matches `run_id`: said as the database not existing where that is why (a mistyped --db)."""
-    from pathlib import Path
-
     if not Path(str(db_path)).exists():
         return UsageError(f"no database {db_path} (check --db or $STASH_DB): no run {run_id!r} there")
     return UsageError(f"no run {run_id!r} in {db_path}")

@@ -194,13 +194,14 @@ def apply_catalog_edits(
             if any(value is not None for value in row.values()):
                 additions.append(_added(row))
             continue
-        name = typed_row(before.loc[label].to_dict())["name"]
+        old = typed_row(before.loc[label].to_dict())
+        name = old["name"]
         if row["name"] != name:
             raise UsageError(f"instance {name}: a name cannot be changed here (add a row for {row['name']!r} "
                              "instead)" if row["name"] else f"instance {name}: its name cannot be emptied")
         try:
             # Compare cleaned values, so that a date shown as text or 8 shown as 8.0 is no change.
-            previous = clean({key: typed_row(before.loc[label].to_dict()).get(key) for key in EDITABLE}, True)
+            previous = clean({key: old.get(key) for key in EDITABLE}, partial=True)
             current = clean({key: row[key] for key in EDITABLE}, partial=True)
         except UsageError as exc:
             raise UsageError(f"instance {name}: {exc}") from None
@@ -208,10 +209,11 @@ def apply_catalog_edits(
         if changed:
             edits.append((name, changed))
     names = [row["name"] for row in additions]
+    shown = set(before["name"])
     for name in names:
         if names.count(name) > 1:
             raise UsageError(f"instance {name}: added twice (one row a name)")
-        if name in set(before["name"]) or get_instance(db_path, name) is not None:
+        if name in shown or get_instance(db_path, name) is not None:
             raise _already_there(name)
     if edits or additions:
         with connect(db_path) as con, transaction(con):

@@ -33,22 +33,25 @@ def exit_code_of(job_dir: Path, pid: int | None) -> int | None:
 
 
 def pid_of(job_dir: Path) -> int | None:
+    found = _pid_file(job_dir)
+    return found[0] if found else None
+
+
+def _pid_file(job_dir: Path) -> tuple[int, float] | None:
+    """The pid file's pid and creation time (0.0 where it has none), or None."""
     parts = read_text(job_dir / "pid").split()
     try:
-        return int(parts[0]) if parts else None
+        return (int(parts[0]), float(parts[1]) if len(parts) > 1 else 0.0) if parts else None
     except ValueError:
         return None
 
 
 def own_process(job_dir: Path) -> psutil.Process | None:
     """The job's live wrapper process; None when it has ended (or its pid now belongs to another process)."""
-    parts = read_text(job_dir / "pid").split()
-    if not parts:
+    found = _pid_file(job_dir)
+    if found is None:
         return None
-    try:
-        pid, created = int(parts[0]), float(parts[1]) if len(parts) > 1 else 0.0
-    except ValueError:
-        return None
+    pid, created = found
     if pid in CHILDREN and CHILDREN[pid].poll() is not None:
         return None
     if not created > 0:  # without its creation time a pid may be anyone's now: never signalled as the job
@@ -66,9 +69,10 @@ def own_process(job_dir: Path) -> psutil.Process | None:
 
 def orphans(job_dir: Path, origin: str) -> list[psutil.Process]:
     """The processes left in a dashboard job's process group once its wrapper is gone (a `kill -9` of the
-    pid the job folder names): the profile goes on in them. None for a job that has its exit status."""
+    pid the job folder names; the caller has found no wrapper): the profile goes on in them. None for a job
+    that has its exit status."""
     pid = pid_of(job_dir)
-    if origin != "dashboard" or pid is None or (job_dir / "rc").exists() or own_process(job_dir):
+    if origin != "dashboard" or pid is None or (job_dir / "rc").exists():
         return []
     rc_file = str(job_dir / "rc")
     found = []
@@ -91,8 +95,6 @@ def create_time(pid: int) -> float | None:
         return psutil.Process(pid).create_time()
     except psutil.Error:
         return None
-
-
 
 
 def read_text(path: Path) -> str:

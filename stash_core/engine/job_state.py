@@ -57,6 +57,7 @@ class JobState:
     run_status: str | None = None
     result_file: str | None = None
     stored: bool = True  # whether the run reached the database (its DONE line says where it is otherwise)
+    db_path: str | None = None  # the database it ran on (a job folder of an older Stash does not say)
     phases: list[PhaseProgress] = field(default_factory=list)
     messages: list[str] = field(default_factory=list)
     output_tail: list[str] = field(default_factory=list)

@@ -225,19 +225,10 @@ def list_jobs(db_path: Path | str, limit: int = 20, kind: str = "profile") -> li
             state = _read_state(folder / name)
         except _UNREADABLE:
             continue
-        if state.kind == kind and _of_database(folder / name, db_path):
+        # databases of one folder share the folder of jobs: this database's only
+        if state.kind == kind and state.db_path in (None, str(Path(db_path).resolve())):
             states.append(state)
     return states
-
-
-def _of_database(job_dir: Path, db_path: Path | str) -> bool:
-    """Whether a job ran on this database: databases of one folder share the folder of jobs."""
-    try:
-        meta = json.loads((job_dir / "argv.json").read_text())
-    except (OSError, ValueError):
-        return False
-    recorded = meta.get("db_path") if isinstance(meta, dict) else None
-    return recorded is None or Path(str(recorded)) == Path(db_path).resolve()
 
 
 def stop_job(db_path: Path | str, job_id: str) -> bool:
@@ -304,10 +295,12 @@ def _read_state(job_dir: Path) -> JobState:
         label=meta.get("label") or "",
         origin=meta.get("origin") or "dashboard",
         kind=meta.get("kind") or "profile",
+        db_path=meta.get("db_path"),
     )
     # Read the exit status before the output, so that output written just before the end is not missed.
-    orphaned = bool(orphans(job_dir, state.origin))
-    running = own_process(job_dir) is not None or orphaned
+    wrapper = own_process(job_dir)
+    orphaned = wrapper is None and bool(orphans(job_dir, state.origin))
+    running = wrapper is not None or orphaned
     # a killed wrapper's own status is not the job's: the processes it started run on
     exit_code = None if orphaned else exit_code_of(job_dir, state.pid)
     parse_output(state, read_text(job_dir / "stdout.log"))

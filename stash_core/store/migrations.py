@@ -195,15 +195,8 @@ def ensure_schema(con: duckdb.DuckDBPyConnection, db_label: str) -> None:
     stored = stored_meta(con)
     meta = stored or {}
     version = _version(meta, f"database {db_label}")
-    if version == DB_SCHEMA_VERSION and meta.get("comments_digest") == COMMENTS_DIGEST:
-        if missing_objects(con):  # a table or view dropped by hand: made again (empty), the rest kept
-            con.execute("BEGIN TRANSACTION")
-            try:
-                create_schema(con)
-                con.execute("COMMIT")
-            except BaseException:
-                con.execute("ROLLBACK")
-                raise
+    current = version == DB_SCHEMA_VERSION and meta.get("comments_digest") == COMMENTS_DIGEST
+    if current and not missing_objects(con):  # one dropped by hand is made again below (empty), the rest kept
         return
     check_readable_version(version, db_label)
     if stored is None:

@@ -51,8 +51,9 @@ _LINE_START_RE = re.compile(r"^(\s*)([-+=>]|\d+(?=[.)]))", re.MULTILINE)
 def in_page_words(text: str, words: dict[str, str] | None) -> str:
     """A command's message in a page's words: each option (`--budget-hours`) written as the page's control
     for it, the longest first, so that a page never asks for a flag it has no control for."""
-    for option in sorted(words or {}, key=len, reverse=True):
-        text = text.replace(option, (words or {})[option])
+    words = words or {}
+    for option in sorted(words, key=len, reverse=True):
+        text = text.replace(option, words[option])
     return text
 
 
