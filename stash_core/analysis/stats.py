@@ -73,18 +73,25 @@ def mean_ci95(values: list[float]) -> tuple[float, float]:
 def mser_truncation(values: list[float], batch: int = MSER_BATCH) -> int:
     """Number of leading samples to discard as warm-up (MSER-5 on batch means).
 
-    The search is limited to the first half so that a late slow-down is never 'cut away'.
+    The search is limited to the first half so that a late slow-down is never 'cut away'. Each cut's score
+    comes from suffix sums, so the search is linear in the samples: the stopping rule runs it at every check
+    of a run that may reach tens of thousands of iterations.
     """
     n_batches = len(values) // batch
     if n_batches < 4:
         return 0
     means = [mean(values[i * batch : (i + 1) * batch]) for i in range(n_batches)]
+    centre = mean(means)  # centred, the sums of squares keep their precision (a constant series scores 0)
+    deviations = [x - centre for x in means]
+    suffix_sum, suffix_squares = [0.0] * (n_batches + 1), [0.0] * (n_batches + 1)
+    for i in range(n_batches - 1, -1, -1):
+        suffix_sum[i] = suffix_sum[i + 1] + deviations[i]
+        suffix_squares[i] = suffix_squares[i + 1] + deviations[i] ** 2
     best_d, best_score = 0, math.inf
     for d in range(n_batches // 2 + 1):
-        rest = means[d:]
-        k = len(rest)
-        m = mean(rest)
-        score = sum((x - m) ** 2 for x in rest) / k**2
+        k = n_batches - d
+        spread = max(suffix_squares[d] - suffix_sum[d] ** 2 / k, 0.0)  # sum of (x - mean)^2 over the rest
+        score = spread / k**2
         if score < best_score:
             best_d, best_score = d, score
     return best_d * batch

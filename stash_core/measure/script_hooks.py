@@ -66,7 +66,7 @@ class StepClock:
         self.read_workers: int | None = None  # of the loader read last (a number: holding its iterator
         # would keep its worker processes alive)
         self.threads: list[int] = []  # torch threads at each optimizer step, each value once, in order
-        self.on_boundary: Callable[[], None] | None = None
+        self.on_boundary: Callable[[], bool] | None = None  # True when it took time of its own
         self.narrow_hooks: Callable[[], bool] | None = None
         self.use_cuda_events, self.event_clock = use_cuda_events, event_clock
         self.device_clock = HostClock()
@@ -110,8 +110,9 @@ class StepClock:
         if self.data_pairs:  # the loader this step read (not one read before training, e.g. a sanity check)
             self.loader_workers = self.read_workers
         self.data_pairs, self.forward_pairs, self.optimizer_start = [], [], None
-        if self.on_boundary is not None:
-            self.on_boundary()
+        if self.on_boundary is not None and self.on_boundary():
+            # A check ran (a wait for the device, an all-reduce): its time is Stash's, not the next iteration's.
+            self.last_boundary = self.stamp()
 
     def follow(self, optimizer) -> None:
         """Time the steps of `optimizer`: each one ends an iteration."""

@@ -52,12 +52,14 @@ class StopRule:
         self.slowest_s: list[float] = []
         self.result: dict | None = None
 
-    def __call__(self) -> None:
-        """Called at every boundary: cheap unless a check is due."""
+    def __call__(self) -> bool:
+        """Called at every boundary: cheap unless a check is due. True when a check ran."""
         if self.deadline is None:
             self.deadline = time.monotonic() + self.job["max_phase_s"]
-        if self.clock.iterations - self.checked >= self.chunk:
-            self.check()
+        if self.clock.iterations - self.checked < self.chunk:
+            return False
+        self.check()
+        return True
 
     def check(self) -> None:
         self.clock.settle()

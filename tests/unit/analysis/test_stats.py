@@ -59,6 +59,34 @@ def test_mser_keeps_a_stationary_series():
     assert mser_truncation([1.0 + rng.gauss(0, 0.01) for _ in range(100)]) <= 10
 
 
+def quadratic_mser(values, batch=5):
+    """MSER-5 as its definition reads: every cut's score summed afresh."""
+    n_batches = len(values) // batch
+    if n_batches < 4:
+        return 0
+    means = [sum(values[i * batch : (i + 1) * batch]) / batch for i in range(n_batches)]
+    best_d, best_score = 0, math.inf
+    for d in range(n_batches // 2 + 1):
+        rest = means[d:]
+        m = sum(rest) / len(rest)
+        score = sum((x - m) ** 2 for x in rest) / len(rest) ** 2
+        if score < best_score:
+            best_d, best_score = d, score
+    return best_d * batch
+
+
+def test_mser_cuts_where_its_definition_does():
+    rng = random.Random(5)
+    for trial in range(200):
+        n = rng.randint(0, 400)
+        level = rng.choice([1e-4, 0.01, 1.0, 300.0])
+        drop = rng.choice([0.0, 0.5, 3.0]) * level
+        warm = rng.randint(0, n // 2 + 1)
+        values = [level + (drop if i < warm else 0.0) + rng.gauss(0, 0.02 * level) for i in range(n)]
+        assert mser_truncation(values) == quadratic_mser(values), trial
+    assert mser_truncation([0.003] * 1000) == 0  # a constant series keeps everything
+
+
 def test_converged_needs_enough_samples_and_a_tight_interval():
     rng = random.Random(5)
     tight = [1.0 + rng.gauss(0, 0.005) for _ in range(30)]

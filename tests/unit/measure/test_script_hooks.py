@@ -195,3 +195,27 @@ def test_the_batch_size_is_the_first_dimension_of_the_first_tensor() -> None:
     assert leading_dim((torch.tensor(1.0), torch.ones(5, 1))) == 5
     assert leading_dim(Holder()) == 6
     assert leading_dim(["text"]) is None
+
+
+def test_the_stopping_rules_own_check_is_not_an_iteration_of_the_script() -> None:
+    check_s, step_s = 0.2, 0.005
+    clock = StepClock()
+    checks = []
+
+    def check() -> bool:  # every third boundary a check that takes check_s (a sync, an all-reduce)
+        if clock.iterations == 0 or clock.iterations % 3:
+            return False
+        checks.append(clock.iterations)
+        time.sleep(check_s)
+        return True
+
+    clock.on_boundary = check
+    remove = install(clock, replay=False)
+    try:
+        train(DataLoader(Slow(40, 0.0), batch_size=4), epochs=1, step_s=step_s)  # 10 steps, 9 iterations
+    finally:
+        remove()
+        clock.settle()
+    assert len(checks) == 3 and len(clock.iteration_s) == 9
+    # However loaded the machine, an iteration that held a 0.2 s check would be at least that long.
+    assert max(clock.iteration_s) < check_s, clock.iteration_s
