@@ -406,6 +406,9 @@ def _check_counts(spec: ProfileSpec) -> None:
 def _check_data(spec: ProfileSpec) -> None:
     if spec.dataset and spec.synthetic_images:
         raise FieldError("give either --dataset or --synthetic-images, not both", "dataset", spec.dataset)
+    if spec.image_px != default_of("image_px") and not spec.synthetic_images and not spec.script:
+        # Only generated images have a side to choose; a --dataset's images are read as they are.
+        raise FieldError("--image-px applies to --synthetic-images only", "image_px", spec.image_px)
     if spec.dataset is not None and not Path(spec.dataset).is_dir():
         raise FieldError(f"--dataset {spec.dataset}: no such directory", "dataset", spec.dataset, "missing")
 
@@ -434,6 +437,9 @@ def _check_script(spec: ProfileSpec) -> None:
         for attr, flag in (("data_dir", "--data-dir"), ("script_args", "arguments after --")):
             if getattr(spec, attr):
                 raise FieldError(f"{flag} applies to --script only", attr, getattr(spec, attr))
+        if spec.script_start_timeout_s != default_of("script_start_timeout_s"):
+            value = spec.script_start_timeout_s
+            raise FieldError("--script-start-timeout applies to --script only", "script_start_timeout_s", value)
         return
     if spec.dataset or spec.synthetic_images:
         message = "--script reads its own data: give --data-dir, not --dataset"

@@ -633,6 +633,12 @@ CASES: list[tuple[str, list[str], str]] = [
     ("script-args-without-script", [*PROFILE, "--", "--epochs", "1"], "need --script"),
     ("no-model-no-script", ["profile", "--batch-size", "4", "--db", "{db}"], "--model is required"),
     ("data-dir-without-script", [*PROFILE, "--data-dir", "{folder}"], "--data-dir applies to --script"),
+    (
+        "start-timeout-without-script",
+        [*PROFILE, "--script-start-timeout", "30"],
+        "--script-start-timeout applies to --script only",
+    ),  # fmt: skip
+    ("image-px-without-synthetic", [*PROFILE, "--image-px", "32"], "--image-px applies to --synthetic-images"),
     # what the script makes itself: taken and never used before (--loader-workers 5 met the core check)
     *[(f"script-with{flag}", ["profile", "--script", "{tmp}/ok_train.py", flag, value, "--db", "{db}"],
        f"{flag} does not go with --script")
