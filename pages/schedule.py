@@ -17,6 +17,7 @@ from pages._shared import (
     show_table,
 )
 from stash_core import views
+from stash_core.results.file import results_dir_of
 from stash_core.sched import TUNING_MODES
 from stash_core.sched import defaults as d
 from stash_core.sched.detect import FORMATS
@@ -112,7 +113,7 @@ def form() -> None:
             checkpoint_s=float(checkpoint_s), min_run_s=float(min_run_s),
             uplink_factor=float(uplink_factor), node_gbps=float(node_gbps) or None,
             oversubscription=float(ratio), reference_gbps=float(reference),
-            out_dir=current_db().parent / "results",
+            out_dir=results_dir_of(current_db()),
         )  # fmt: skip
     st.session_state["schedule_doc"] = doc
     forget_cached_queries()

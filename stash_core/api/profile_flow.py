@@ -28,7 +28,12 @@ from stash_core.interrupts import held_interrupts, stop_exception
 from stash_core.launch import cluster
 from stash_core.launch.hosts import cluster_name_of, default_cluster_state_dir, remote_hosts
 from stash_core.measure import protocol
-from stash_core.results.file import check_replaceable, default_result_path, write_result_atomic
+from stash_core.results.file import (
+    check_replaceable,
+    default_result_path,
+    results_dir_of,
+    write_result_atomic,
+)
 from stash_core.spec import ProfileSpec
 from stash_core.store.connection import DatabaseLocked, check_database_path
 from stash_core.units import json_safe
@@ -167,12 +172,6 @@ def checked_spec(args: argparse.Namespace) -> tuple[ProfileSpec, Path | None]:
         if reason:
             raise UsageError(f"--disk-read-mbps: {reason}")
     return spec, cluster_state
-
-
-def results_dir_of(db_path: Path) -> Path:
-    """Where result files go by default: `results/` next to the database they are stored in, so that a
-    profile started from any folder keeps its files with its database (the dashboard's, or --db's)."""
-    return Path(db_path).parent / "results"
 
 
 def check_writable(db_path: Path, out_path: Path | None, store_db: bool) -> None:

@@ -58,6 +58,14 @@ EARLIEST, LATEST = datetime(1900, 1, 1), datetime(2262, 4, 11)
 MIGRATIONS: dict[int, Callable[[ResultDocument], ResultDocument]] = {}
 
 
+def results_dir_of(db_path: Path | str) -> Path:
+    """Where result files go by default: `results/` next to the database they are stored in, so that a
+    profile started from any folder keeps its files with its database (the dashboard's, or --db's); beside a
+    database itself named `results`, `results-files/` (the folder would be the database)."""
+    folder = Path(db_path).parent / "results"
+    return folder.with_name("results-files") if folder.name == Path(db_path).name else folder
+
+
 def default_result_path(run_id: str, results_dir: Path = Path("results")) -> Path:
     """Where the result file of `run_id` goes by default: `<results_dir>/<run_id>.json`."""
     if not run_id or "/" in run_id or "\\" in run_id or run_id in (".", ".."):

@@ -213,6 +213,13 @@ def test_default_result_path() -> None:
         default_result_path("../escape")
 
 
+def test_result_files_go_beside_their_database_and_never_onto_it() -> None:
+    assert resultfile.results_dir_of(Path("/data/runs.duckdb")) == Path("/data/results")
+    # A database itself named `results` cannot also be the folder of its result files.
+    assert resultfile.results_dir_of(Path("/data/results")) == Path("/data/results-files")
+    assert resultfile.results_dir_of("results") == Path("results-files")
+
+
 def probe_doc(probe_id: str = "probe-20261122T104100Z-0a1b2c3d") -> dict[str, Any]:
     return {"schema_version": SCHEMA_VERSION, "kind": PROBE_KIND, "probe_id": probe_id, "allreduce": []}
 
