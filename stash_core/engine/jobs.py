@@ -320,6 +320,10 @@ def _read_state(job_dir: Path) -> JobState:
     elif exit_code is None:
         state.status = "lost"
         state.error = "the run ended without an exit status (killed, or the machine restarted)"
+    elif exit_code == 0 and state.kind == "profile" and not state.run_id:
+        # A profile says what it saved (its DONE line) before it exits: without it nothing is known saved.
+        state.status = "failed"
+        state.error = "the profile ended (exit status 0) with no run saved: its output says why"
     elif exit_code == 0:
         state.status = "completed"
     elif exit_code in SAVED_STOPS:  # what was measured is saved

@@ -38,6 +38,10 @@ case "$FAKE_MODE" in
     echo 'STASH-DONE {"run_id": "20261122T104100Z-3f2a9c1b", "status": "completed", "error": null}'
     echo 'iteration 0.300 s'
     exit 0 ;;
+  silent-ok)
+    phase '{"event": "started", "index": 0, "total": 1, "name": "R0", "description": "1 worker"}'
+    echo 'some output'
+    exit 0 ;;
   bad-input)
     echo 'stash: --batch-size: must be a positive integer, got 0' >&2
     exit 2 ;;
@@ -110,6 +114,14 @@ def test_progress_is_read_from_the_job_folder_and_the_run_completes(
     assert state.fraction_done == 1.0
     assert state.output_tail[-1] == "iteration 0.300 s"
     assert [job.job_id for job in jobs.list_jobs(db)] == [job_id]
+
+
+def test_a_profile_that_exits_0_without_saying_what_it_saved_has_not_finished(tmp_path, fake_python):
+    db = tmp_path / "results.duckdb"
+    state = jobs.wait_for_job(db, _start(db, fake_python, "silent-ok", tmp_path), timeout_s=20)
+    assert state.exit_code == 0 and state.run_id is None
+    assert state.status == "failed"  # was "completed": the page said "Finished" above "The run failed"
+    assert "exit status 0" in state.error and "no run" in state.error
 
 
 def test_state_survives_a_restart_of_the_dashboard(tmp_path: Path, fake_python: Path, monkeypatch) -> None:
