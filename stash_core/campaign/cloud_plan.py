@@ -26,6 +26,7 @@ import stash_core
 from stash_core.campaign.plan import (
     CampaignItem,
     CampaignSettings,
+    check_measurable_plan,
     check_model_names,
     completed_keys,
     plan_campaign,
@@ -226,6 +227,7 @@ def plan_cloud(
             sweep = [replace(item, script=named_script) for item in read]
         else:
             sweep = plan_campaign(models, batch_sizes, counts, [1], instance=offer.name, check_models=False)
+        check_measurable_plan(sweep, settings)
         sweeps.append((offer, *split_done(sweep, settings, done)))
     steps, notes = _predicted(sweeps, predict or predict_steps(settings))
     plans = []

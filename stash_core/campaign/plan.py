@@ -252,7 +252,10 @@ def split_done(
 
 def profile_spec(item: CampaignItem, settings: CampaignSettings) -> ProfileSpec:
     """The profile of one configuration: the item's model and sizes with the campaign's shared settings."""
-    names = [*(settings.stalls or ["compute", "interconnect"]), *(["network"] if item.nodes > 1 else [])]
+    # The default asks what the configuration has: the interconnect of 2 or more workers a node, a network
+    # between nodes.
+    default = ["compute", *(["interconnect"] if item.workers_per_node > 1 else [])]
+    names = [*(settings.stalls or default), *(["network"] if item.nodes > 1 else [])]
     if item.script is not None:
         return ProfileSpec(
             model=item.model, batch_size=None, workers_per_node=item.workers_per_node, nodes=item.nodes,
@@ -274,6 +277,18 @@ def profile_spec(item: CampaignItem, settings: CampaignSettings) -> ProfileSpec:
         cluster="emulated" if item.bandwidth else None,
         cluster_bandwidth=item.bandwidth or None,
     )
+
+
+def check_measurable_plan(plan: list[CampaignItem], settings: CampaignSettings) -> None:
+    """Every configuration can measure the stalls the campaign asks for: one line before anything runs or
+    is rented (a profile refusing its --stalls would stop the campaign part way)."""
+    from stash_core.engine.plan import check_measurable  # torch-free: a dry run loads no torch
+
+    for item in plan:
+        try:
+            check_measurable(profile_spec(item, settings))
+        except UsageError as error:
+            raise UsageError(f"{item.describe()}: {error}") from None
 
 
 def profile_args(item: CampaignItem, settings: CampaignSettings) -> list[str]:

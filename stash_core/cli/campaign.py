@@ -84,7 +84,12 @@ def add_commands(subparsers: Any, parser_class: type[argparse.ArgumentParser] | 
 
 
 def cmd_campaign(args: argparse.Namespace) -> int:
-    from stash_core.campaign.plan import CampaignSettings, plan_campaign, plan_script_campaign
+    from stash_core.campaign.plan import (
+        CampaignSettings,
+        check_measurable_plan,
+        plan_campaign,
+        plan_script_campaign,
+    )
 
     models = _models(args)
     check_script_options(args)
@@ -120,6 +125,7 @@ def cmd_campaign(args: argparse.Namespace) -> int:
             raise UsageError("--bandwidths goes with models: a script's campaign runs on this machine's links")
     else:
         plan = plan_campaign(models, args.batch_sizes, workers, args.nodes, args.bandwidths, args.instance)
+    check_measurable_plan(plan, settings)
     if args.dry_run:
         _print_plan(plan, settings)
         return 0

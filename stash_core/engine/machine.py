@@ -5,12 +5,10 @@ from __future__ import annotations
 import os
 from dataclasses import replace
 
-from stash_core.analysis.stalls import PHASE_OF_STALL
 from stash_core.engine.paired import why_not_paired
-from stash_core.engine.plan import plan_phases
+from stash_core.engine.plan import check_measurable, plan_phases
 from stash_core.errors import UsageError
 from stash_core.spec import ProfileSpec, check_fields, default_of
-from stash_core.units import STALLS
 
 
 def usable_cpu_count() -> int:
@@ -18,15 +16,6 @@ def usable_cpu_count() -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
         return os.cpu_count() or 1
-
-
-# What a stall's run needs of the setup, said when a --stalls list asks for one the setup cannot measure.
-STALL_NEEDS = {
-    "interconnect": "--workers 2 or more",
-    "network": "--nodes 2 or more",
-    "cpu": "real data (--dataset DIR or --synthetic-images N)",
-    "disk": "real data (--dataset DIR or --synthetic-images N)",
-}
 
 
 def validate(spec: ProfileSpec, cuda_devices: int) -> None:
@@ -60,18 +49,6 @@ def validate(spec: ProfileSpec, cuda_devices: int) -> None:
         raise UsageError(
             f"--threads-per-worker {spec.threads_per_worker}: this machine has {cores} usable CPU core(s)"
         )
-
-
-def check_measurable(spec: ProfileSpec) -> None:
-    """A --stalls list that names a stall this setup has no run for: one line, before anything is launched
-    or kept (the default, every stall, measures what the setup can)."""
-    if set(spec.stalls) >= set(STALLS):
-        return
-    chain = plan_phases(spec)[0]
-    missing = [stall for stall in dict.fromkeys(spec.stalls) if PHASE_OF_STALL[stall] not in chain]
-    if missing:
-        needs = "; ".join(f"{stall} needs {STALL_NEEDS[stall]}" for stall in missing)
-        raise UsageError(f"--stalls {','.join(missing)}: not measurable in this setup: {needs}")
 
 
 def check_paired(spec: ProfileSpec, device: str) -> None:

@@ -5,8 +5,10 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, replace
 
-from stash_core.analysis.stalls import applicable_chain, phases_for_stalls
+from stash_core.analysis.stalls import PHASE_OF_STALL, applicable_chain, phases_for_stalls
+from stash_core.errors import UsageError
 from stash_core.spec import ProfileSpec
+from stash_core.units import STALLS
 
 # Launches per run with --iterations auto when --launches is not given: the first rounds, which always run.
 # Three rounds in the order forward, reverse, forward: linear drift of the machine cancels over the first two
@@ -116,3 +118,24 @@ def launch_spec(spec: ProfileSpec, launches: int) -> ProfileSpec:
         max_iterations=max(2, math.ceil(spec.max_iterations / launches)),
         max_phase_s=spec.max_phase_s / launches,
     )
+
+
+# What a stall's run needs of the setup, said when a --stalls list asks for one the setup cannot measure.
+STALL_NEEDS = {
+    "interconnect": "--workers 2 or more",
+    "network": "--nodes 2 or more",
+    "cpu": "real data (--dataset DIR or --synthetic-images N)",
+    "disk": "real data (--dataset DIR or --synthetic-images N)",
+}
+
+
+def check_measurable(spec: ProfileSpec) -> None:
+    """A --stalls list that names a stall this setup has no run for: one line, before anything is launched
+    or kept (the default, every stall, measures what the setup can)."""
+    if set(spec.stalls) >= set(STALLS):
+        return
+    chain = plan_phases(spec)[0]
+    missing = [stall for stall in dict.fromkeys(spec.stalls) if PHASE_OF_STALL[stall] not in chain]
+    if missing:
+        needs = "; ".join(f"{stall} needs {STALL_NEEDS[stall]}" for stall in missing)
+        raise UsageError(f"--stalls {','.join(missing)}: not measurable in this setup: {needs}")

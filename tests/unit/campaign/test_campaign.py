@@ -12,6 +12,7 @@ from stash_core.api.options import parse_profile
 from stash_core.campaign.local import run_campaign, subprocess_runner
 from stash_core.campaign.plan import (
     CampaignSettings,
+    check_measurable_plan,
     eta_text,
     family_models,
     instance_label,
@@ -100,6 +101,21 @@ def test_profile_command_line(tmp_path):
     assert (args.db, args.progress) == (settings.db_path, "json")
     with pytest.raises(UsageError, match="unknown stall gpu"):
         profile_argv(single, replace(settings, stalls=["compute", "gpu"]))
+
+
+def test_one_worker_goes_without_an_interconnect_and_what_cannot_be_measured_is_refused_first(tmp_path):
+    settings = CampaignSettings(db_path=tmp_path / "c.duckdb")
+    one, two = plan_campaign(["resnet10"], [8], [1, 2], [1])
+    # The default asks each configuration what it has (a profile of 1 worker refused --stalls interconnect,
+    # and the refusal stopped the campaign before its 2-worker configuration).
+    assert profile_spec(one, settings).stalls == ["compute"]
+    assert profile_spec(two, settings).stalls == ["compute", "interconnect"]
+    check_measurable_plan([one, two], settings)
+    asked = replace(settings, stalls=["compute", "interconnect"])
+    with pytest.raises(UsageError, match=r"^resnet10 batch 8, 1 worker\(s\).*interconnect needs --workers 2"):
+        check_measurable_plan([one, two], asked)
+    with pytest.raises(UsageError, match="cpu needs real data"):
+        check_measurable_plan([two], replace(settings, stalls=["cpu"]))
 
 
 def test_resume_skips_stored_configurations_and_retries_failures(tmp_path):
