@@ -607,6 +607,9 @@ CASES: list[tuple[str, list[str], str]] = [
     ("schedule-checkpoint-nan", [*SCHEDULE, "--checkpoint-s", "nan"], "--checkpoint-s"),
     ("schedule-max-preemptions-negative", [*SCHEDULE, "--max-preemptions", "-1"], "--max-preemptions"),
     ("schedule-timer-with-online", [*SCHEDULE, "--tuning", "online", "--scale", "2"], "--tuning given"),
+    *[(f"schedule-trace-with{flag}", ["schedule", "--trace", "{plain}", flag, value, "--db", "{db}"],
+       f"{flag} shapes a synthetic trace")
+      for flag, value in (("--generator", "philly"), ("--mean-gap-s", "5"))],
     (
         "schedule-philly-not-json",
         ["schedule", "--trace", "{plain}", "--trace-format", "philly", "--db", "{db}"],
@@ -638,7 +641,7 @@ CASES: list[tuple[str, list[str], str]] = [
         [*PROFILE, "--script-start-timeout", "30"],
         "--script-start-timeout applies to --script only",
     ),  # fmt: skip
-    ("image-px-without-synthetic", [*PROFILE, "--image-px", "32"], "--image-px applies to --synthetic-images"),
+    ("image-px-without-synthetic", [*PROFILE, "--image-px", "32"], "--image-px applies to --synthetic"),
     # what the script makes itself: taken and never used before (--loader-workers 5 met the core check)
     *[(f"script-with{flag}", ["profile", "--script", "{tmp}/ok_train.py", flag, value, "--db", "{db}"],
        f"{flag} does not go with --script")
