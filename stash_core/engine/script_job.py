@@ -99,6 +99,9 @@ def finish_script_doc(doc: dict) -> None:
         breakdown["warnings"] = [w for w in breakdown["warnings"] if not w.startswith(("cpu stall", "disk"))]
         breakdown["warnings"].append(f"cpu and disk stalls not measurable: {NO_LOADER}")
         return
+    unread = unread_data_dir(doc)
+    if unread:
+        breakdown["warnings"].append(unread)
     pipeline = input_pipeline(doc)
     if pipeline is not None:
         seconds, ci95_s, reference = pipeline
@@ -107,6 +110,22 @@ def finish_script_doc(doc: dict) -> None:
             f"input pipeline (CPU and disk together): {seconds:.6f} s ± {ci95_s:.6f} per iteration "
             f"(R2 - {reference}), shown in 'not separated'"
         )
+
+
+def unread_data_dir(doc: dict) -> str | None:
+    """A --data-dir the script opened no file under in its cached run: it reads its data from elsewhere."""
+    folder = doc["spec"].get("data_dir")
+    unread = [
+        record["name"] for record in doc["phases"]
+        if record.get("data") == "cached" and (record.get("script") or {}).get("data_dir_opens") == 0
+    ]  # fmt: skip
+    if not folder or not unread:
+        return None
+    return (
+        f"the script opened no file under --data-dir {folder} in {', '.join(unread)} (every read opens its "
+        "file, whatever reads it): it reads its data from elsewhere, so its cold and cached runs differ in "
+        "nothing the disk stall measures; give the folder it reads as --data-dir"
+    )
 
 
 def input_pipeline(doc: dict) -> tuple[float, float, str] | None:

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from stash_core.data import pagecache
 from stash_core.data.evicting_open import evict_after_read
+from stash_core.data.open_watch import OpenWatch
 from stash_core.measure.worker_job import WorkerJob
 
 MIN_EVICT_PERIOD_S = 1.0
@@ -29,9 +30,12 @@ def data_files(root: str) -> list[Path]:
 
 
 class CacheKeeper:
-    def __init__(self, files: list[Path], action: str | None, keep_evicting: bool) -> None:
+    def __init__(
+        self, files: list[Path], action: str | None, keep_evicting: bool, watch: str | None = None
+    ) -> None:
         self.files, self.action = files, action
         self.fraction: float | None = None
+        self.opens: int | None = None  # files the script opened under `watch` (None: not watched)
         self.stopped = threading.Event()
         self.thread: threading.Thread | None = None
         if action == "resident":
@@ -40,6 +44,8 @@ class CacheKeeper:
             pagecache.evict(files)
         if action:
             self.fraction = pagecache.resident_fraction(files)
+        # After Stash's own reads (residency above): from here on, every open is the script's.
+        self.watch = OpenWatch(watch) if watch else None
         if keep_evicting:
             self.thread = threading.Thread(target=self._evict_while_running, daemon=True)
             self.thread.start()
@@ -55,6 +61,8 @@ class CacheKeeper:
         self.stopped.set()
         if self.thread is not None:
             self.thread.join(timeout=5)
+        if self.watch is not None:
+            self.opens = self.watch.close()
         return self.fraction
 
 
@@ -63,7 +71,9 @@ def cache_state_thread(job: WorkerJob) -> CacheKeeper | None:
     if not job.get("data_dir") or job["data"] == "synthetic" or int(os.environ.get("LOCAL_RANK", "0")) != 0:
         return None
     files = data_files(job["data_dir"])
-    return CacheKeeper(files, job.get("cache_action"), keep_evicting=job["data"] == "cold")
+    # The cached run watches for the script's opens (the cold run's eviction passes open the files too).
+    watch = job["data_dir"] if job["data"] == "cached" else None
+    return CacheKeeper(files, job.get("cache_action"), keep_evicting=job["data"] == "cold", watch=watch)
 
 
 def evict_each_read(job: WorkerJob) -> Callable[[], None]:

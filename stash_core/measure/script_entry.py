@@ -109,6 +109,8 @@ def main(argv: list[str] | None = None) -> int:
         fraction = cache.stop() if cache is not None else None
     if rank == 0:
         result["resident_fraction_start"] = fraction
+        if cache is not None and cache.watch is not None:
+            result["script"]["data_dir_opens"] = cache.opens
         protocol.emit("RESULT", result, stream=_PROTOCOL[0])
     if dist.is_initialized():
         dist.destroy_process_group()

@@ -64,3 +64,15 @@ def test_workers_that_set_up_no_process_group_have_no_communication_stall_and_bl
     result = breakdown_of_completed(_apart_doc(True), ["R0", "R1"], spec, [])
     assert result["stalls"]["interconnect"]["status"] != "not_separable"
     assert any(w.startswith("impossible") for w in result["warnings"])
+
+
+def test_a_data_folder_the_script_opened_nothing_under_is_said() -> None:
+    def finished(opens):
+        doc = doc_of(*[{"loader_used": True, "batch_size": 8, "data_dir_opens": opens}] * 2)
+        doc["phases"][1].update(name="R3", data="cached")
+        doc["breakdown"] = {"warnings": [], "stalls": {}}
+        finish_script_doc(doc)
+        return " ".join(doc["breakdown"]["warnings"])
+
+    assert "opened no file under --data-dir /data in R3" in finished(0)
+    assert "opened no file" not in finished(12) and "opened no file" not in finished(None)  # None: not watched

@@ -297,3 +297,21 @@ def test_a_script_that_stops_stepping_past_the_runs_time_is_stopped_with_where(t
     assert "no optimizer step for " in messages["ERROR"]["message"]
     assert "after step 4, past the run's 1 s" in messages["ERROR"]["message"]
     assert time.monotonic() - started < 60
+
+
+def test_the_cached_run_counts_the_files_the_script_opens_under_its_data_folder(tmp_path) -> None:
+    """A --data-dir the script never reads (it reads elsewhere) is told from one it reads, whatever opens it."""
+    root = tmp_path / "data"
+    root.mkdir()
+    (root / "a.bin").write_bytes(b"x" * 1024)
+    elsewhere = tmp_path / "other.bin"
+    elsewhere.write_bytes(b"y" * 1024)
+    reads = STEP + "import sys\nfor _ in range(30):\n    step()\n    open(sys.argv[1], 'rb').read()\n"
+    opens = {}
+    for name, path in (("reads it", root / "a.bin"), ("reads elsewhere", elsewhere)):
+        status, messages, stderr = run_entry(
+            tmp_path, reads, [str(path)], data="cached", data_dir=str(root), iterations=5
+        )  # fmt: skip
+        assert status == 0, stderr
+        opens[name] = messages["RESULT"]["script"]["data_dir_opens"]
+    assert opens["reads it"] > 0 and opens["reads elsewhere"] == 0, opens
