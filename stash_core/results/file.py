@@ -59,9 +59,8 @@ MIGRATIONS: dict[int, Callable[[ResultDocument], ResultDocument]] = {}
 
 
 def results_dir_of(db_path: Path | str) -> Path:
-    """Where result files go by default: `results/` next to the database they are stored in, so that a
-    profile started from any folder keeps its files with its database (the dashboard's, or --db's); beside a
-    database itself named `results`, `results-files/` (the folder would be the database)."""
+    """`results/` beside the database (`results-files/` beside one named `results`): a profile started from
+    any folder keeps its files with its database."""
     folder = Path(db_path).parent / "results"
     return folder.with_name("results-files") if folder.name == Path(db_path).name else folder
 

@@ -300,7 +300,7 @@ def test_a_script_that_stops_stepping_past_the_runs_time_is_stopped_with_where(t
 
 
 def test_the_cached_run_counts_the_files_the_script_opens_under_its_data_folder(tmp_path) -> None:
-    """A --data-dir the script never reads (it reads elsewhere) is told from one it reads, whatever opens it."""
+    """A --data-dir the script never reads (it reads elsewhere) is told from one it reads."""
     root = tmp_path / "data"
     root.mkdir()
     (root / "a.bin").write_bytes(b"x" * 1024)
