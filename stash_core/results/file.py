@@ -59,8 +59,7 @@ MIGRATIONS: dict[int, Callable[[ResultDocument], ResultDocument]] = {}
 
 
 def results_dir_of(db_path: Path | str) -> Path:
-    """`results/` beside the database (`results-files/` beside one named `results`): a profile started from
-    any folder keeps its files with its database."""
+    """`results/` beside the database, whatever the folder a profile starts in (`results-files/` by one named so)."""
     folder = Path(db_path).parent / "results"
     return folder.with_name("results-files") if folder.name == Path(db_path).name else folder
 
