@@ -59,7 +59,7 @@ MIGRATIONS: dict[int, Callable[[ResultDocument], ResultDocument]] = {}
 
 
 def results_dir_of(db_path: Path | str) -> Path:
-    """`results/` beside the database (a profile started anywhere) (by one named so: `results-files/`)."""
+    """`results/` beside the database, wherever a profile starts (`results-files/` by one named results)."""
     folder = Path(db_path).parent / "results"
     return folder.with_name("results-files") if folder.name == Path(db_path).name else folder
 
