@@ -31,6 +31,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from stash_core.errors import UsageError
+from stash_core.interrupts import held_interrupts, stop_exception
 from stash_core.launch.cluster import net, sshd
 from stash_core.launch.cluster.names import (
     DEFAULT_NAME,
@@ -255,6 +256,16 @@ def cluster_down(state_dir: Path | None = None, name: str | None = None) -> list
     Returns what it did, one line per action.
     """
     name, state_dir = resolve(name, state_dir)
+    # A Ctrl-C part way would leave half a cluster (its links without their namespaces, state files gone):
+    # held until the whole cluster is down, then raised.
+    with held_interrupts() as received:
+        actions = _take_down(name, state_dir)
+    if received:
+        raise stop_exception(received[0])
+    return actions
+
+
+def _take_down(name: str, state_dir: Path) -> list[str]:
     actions: list[str] = []
     state = load_state(state_dir) or {}
     layout = Layout.of_state(state) if state else Layout(name)

@@ -185,3 +185,27 @@ def test_a_ctrl_c_while_a_link_is_shaped_lets_the_state_record_it_first(tmp_path
         cluster.set_link(0, bandwidth="5mbit", down=True, state_dir=tmp_path)
     saved = cluster_state.require_state(tmp_path)["nodes"][0]
     assert (saved["shaping"]["rate_bps"], saved["down"]) == (5e6, True)
+
+
+def test_a_ctrl_c_during_down_is_held_until_the_whole_cluster_is_down(tmp_path, monkeypatch):
+    import os
+    import signal
+
+    from stash_core.launch.cluster import lifecycle, net
+
+    deleted = []
+
+    def delete_namespace(namespace):
+        if not deleted:
+            os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C after the first namespace
+        deleted.append(namespace)
+        return f"deleted {namespace}"
+
+    monkeypatch.setattr(net, "live_namespaces", lambda layout: ["stash-x-n0", "stash-x-n1"])
+    monkeypatch.setattr(net, "namespace_pids", lambda namespace: [])
+    monkeypatch.setattr(net, "delete_namespace", delete_namespace)
+    monkeypatch.setattr(net, "delete_root_links", lambda layout: ["deleted the links"])
+    monkeypatch.setattr(net, "hub_owner", lambda layout: None)
+    with pytest.raises(KeyboardInterrupt):
+        lifecycle.cluster_down(tmp_path / "state", "x")
+    assert deleted == ["stash-x-n0", "stash-x-n1"]  # it went on to the end: no half cluster
