@@ -24,8 +24,10 @@ def numeric_column(
     raw = frame[column].reset_index(drop=True)
     values = pd.to_numeric(raw, errors="coerce")
     empty = (raw.isna() | (raw.astype(str).str.strip() == "")).to_numpy()
-    number = values.notna().to_numpy()
-    finite = np.isfinite(values.fillna(0.0).to_numpy())
+    # A written nan is a number that is not finite, as inf is (pandas reads both as floats).
+    nan_text = (raw.astype(str).str.strip().str.lower().str.lstrip("+-") == "nan").to_numpy() & ~empty
+    number = values.notna().to_numpy() | nan_text
+    finite = np.isfinite(values.fillna(0.0).to_numpy()) & ~nan_text
     problems = [(~number & ~empty, "is not a number"), (number & ~finite, "is not a finite number")]
     if minimum is not None:
         problems.append((number & (values.fillna(minimum).to_numpy() < minimum), f"is below {minimum:g}"))

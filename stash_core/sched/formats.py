@@ -12,8 +12,9 @@
             header: job_name, task_name, inst_num, status, start_time, end_time, plan_cpu, plan_mem,
             plan_gpu, gpu_type). Times are seconds. submit = the job's start_time; duration = its tasks'
             last end - first start; GPUs = ceil(sum over tasks of inst_num x plan_gpu / 100) (plan_gpu is
-            percent of one GPU); jobs without GPUs or times are left out; a value that is text, not
-            finite or negative (inst_num, plan_gpu) is refused with its file, line and column (pai.py)
+            percent of one GPU); jobs without GPUs or times are left out; every cell as written (a job NA
+            is a job); a value that is text, not finite or negative (inst_num, plan_gpu), an empty
+            job_name or a task ending before it starts is refused with its file, line and column (pai.py)
   helios    Helios cluster_log.csv (S-Lab-System-Group/HeliosData), header job_id, user, vc, gpu_num,
             cpu_num, node_num, state, submit_time, start_time, end_time (datetimes), duration (s), queue;
             submit_time is ISO 8601 (all with a UTC offset or none) or epoch seconds; CPU-only jobs

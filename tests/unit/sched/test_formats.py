@@ -156,6 +156,12 @@ PAI_TASK = "j1,worker,4,Terminated,1010,2010,600,29.3,100,V100\n"
          "pai_job_table.csv line 1, column start_time: -inf is not a finite number"),
         (PAI_JOB, PAI_TASK.replace("1010", "soon"), "pai_task_table.csv line 1, column start_time: 'soon' is "
          "not a number"),
+        (PAI_JOB, PAI_TASK.replace(",100,", ",nan,"),
+         "pai_task_table.csv line 1, column plan_gpu: nan is not a finite number"),
+        (PAI_JOB, PAI_TASK + "j1,ps,1,Terminated,3000,2500,600,29.3,100,V100\n",
+         "pai_task_table.csv line 2, column end_time: 2500 is before the task's start_time 3000"),
+        (PAI_JOB + ",inst2,u2,Terminated,1000,5000\n", PAI_TASK,
+         "pai_job_table.csv line 2, column job_name: is empty"),
     ],
 )  # fmt: skip
 def test_bad_pai_values_are_refused_naming_file_line_and_column(tmp_path, jobs, tasks, message):
@@ -164,6 +170,18 @@ def test_bad_pai_values_are_refused_naming_file_line_and_column(tmp_path, jobs, 
     with pytest.raises(UsageError) as refused:
         load_trace(tmp_path / "pai_job_table.csv", fmt="pai2020")
     assert message in str(refused.value)
+
+
+def test_pai_job_names_are_read_as_written(tmp_path):
+    (tmp_path / "pai_job_table.csv").write_text("NA,i1,u,Terminated,100,200\nnull,i2,u,Terminated,150,400\n")
+    (tmp_path / "pai_task_table.csv").write_text(
+        "NA,worker,2,Terminated,100,200,600,29,50,V100\nnull,worker,1,Terminated,150,400,600,29,100,V100\n"
+    )
+    jobs = load_trace(tmp_path / "pai_job_table.csv", fmt="pai2020")
+    assert [(j.job_id, j.gpus, j.submit_s, j.duration_s) for j in jobs] == [
+        ("NA", 1, 0.0, 100.0),
+        ("null", 1, 50.0, 250.0),
+    ]  # ids as written: pandas would read NA and null as missing and drop both jobs
 
 
 HELIOS = "job_id,user,vc,gpu_num,cpu_num,node_num,state,submit_time,start_time,end_time,duration,queue\n"
