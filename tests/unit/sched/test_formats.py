@@ -209,6 +209,15 @@ def test_helios_epoch_seconds_and_offsets_are_read_as_such(tmp_path):
         (helios_row() + helios_row("a2", submit=""), "line 3, column submit_time: is empty"),
         (helios_row() + helios_row("a2", submit="2020-04-01 00:00:00+08:00"),
          "line 3, column submit_time: '2020-04-01 00:00:00+08:00' mixes time zones with line 2"),
+        (helios_row() + helios_row("a2", submit="1585699200"),
+         "line 3, column submit_time: '1585699200' is epoch seconds but line 2 ('2020-04-01 00:00:10') is a "
+         "datetime: the file mixes the two forms"),
+        (helios_row(submit="1585699200") + helios_row("a2", submit="1585699260")
+         + helios_row("a3", submit="2020-04-01 00:00:10+08:00"),
+         "line 4, column submit_time: '2020-04-01 00:00:10+08:00' is a datetime but line 2 ('1585699200') is "
+         "epoch seconds"),
+        (helios_row(submit="1585699200") + helios_row("a2", submit="soon"),
+         "line 3, column submit_time: 'soon' is not a datetime"),
         (helios_row(gpus="2.5"), "job a1 num_gpu must be a positive whole number, got 2.5"),
         (helios_row(gpus="1e30"), "job a1 num_gpu must be at most 1000000, got 1e+30"),
         (helios_row(gpus="many"), "line 2, column gpu_num: 'many' is not a number"),
