@@ -88,10 +88,12 @@ def refuse_extra_fields(frame: pd.DataFrame, where: str, expected: int) -> None:
         )
 
 
-def finish(frame: pd.DataFrame, what: str) -> pd.DataFrame:
-    """Arrivals from 0, and a network sensitivity drawn from the job id for these model-less traces."""
+def finish(frame: pd.DataFrame, what: str, where: str | None = None) -> pd.DataFrame:
+    """Arrivals from 0, and a network sensitivity drawn from the job id for these model-less traces; a
+    trace without such jobs refused, naming its file `where`."""
     if frame.empty:
-        raise UsageError(f"the {what} trace has no job with GPUs and a run time")
+        named = f"{where}: " if where else ""
+        raise UsageError(f"{named}the {what} trace has no job with GPUs and a run time")
     frame = frame.assign(submit_time=frame["submit_time"] - frame["submit_time"].min()).reset_index(drop=True)
     speeds = list(BLOX_SPEED.values())
     drawn = [speeds[zlib.crc32(str(job_id).encode()) % len(speeds)] for job_id in frame["job_id"]]

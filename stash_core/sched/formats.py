@@ -66,7 +66,7 @@ def read_trace_frame(path: Path, fmt: str) -> pd.DataFrame:
             # Where a slowdown came from is Stash's to say (trace, measured, drawn), never the file's.
             return frame.drop(columns=["slowdown_source"], errors="ignore")
         if fmt == "philly":
-            return philly_frame(read_user_json(path, "philly trace", MAX_TRACE_BYTES))
+            return philly_frame(read_user_json(path, "philly trace", MAX_TRACE_BYTES), str(path))
         if fmt == "pai2020":
             return read_pai(Path(path))
         return helios_frame(read_header_csv(_text(path), str(path)), str(path))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 
 import pandas as pd
@@ -10,23 +11,28 @@ from stash_core.errors import UsageError
 from stash_core.sched.columns import finish
 
 
-def philly_frame(log: object) -> pd.DataFrame:
-    """One row per job with GPUs and a timed attempt; UsageError naming the job and field of a bad one."""
+def philly_frame(log: object, where: str = "cluster_job_log") -> pd.DataFrame:
+    """One row per job with GPUs and a timed attempt; UsageError naming the file (`where`), the job and the
+    field of a bad one, values shown as JSON writes them (null, not Python's None)."""
     if not isinstance(log, list):
-        raise UsageError("a Philly cluster_job_log is a JSON list of jobs")
+        raise UsageError(f"{where}: a Philly cluster_job_log is a JSON list of jobs")
     rows, seen = [], {}
     for number, job in enumerate(log, start=1):
         if not isinstance(job, dict) or "submitted_time" not in job:
-            raise UsageError(f"Philly job {number} (by position): give jobid, submitted_time and attempts")
-        job_id = _job_id(job.get("jobid"), number)
+            raise UsageError(
+                f"{where}: Philly job {number} (by position): give jobid, submitted_time and attempts"
+            )
+        job_id = _job_id(job.get("jobid"), f"{where}: Philly job {number} (by position)")
         if job_id in seen:
-            raise UsageError(f"Philly jobid {job_id} is given twice (jobs {seen[job_id]} and {number})")
+            raise UsageError(
+                f"{where}: Philly jobid {_id(job_id)} is given twice (jobs {seen[job_id]} and {number})"
+            )
         seen[job_id] = number
-        name = f"Philly job {job_id}"
+        name = f"{where}: Philly job {_id(job_id)}"
         gpus, run_s = 0, 0.0
         for attempt in _list(job.get("attempts"), f"{name} attempts"):
             if not isinstance(attempt, dict):
-                raise UsageError(f"{name} attempts: each attempt must be an object, got {attempt!r:.60}")
+                raise UsageError(f"{name} attempts: each attempt must be an object, got {_shown(attempt)}")
             start, end = _when(attempt.get("start_time"), name), _when(attempt.get("end_time"), name)
             if start is None or end is None or end <= start:
                 continue
@@ -39,12 +45,26 @@ def philly_frame(log: object) -> pd.DataFrame:
         if gpus and run_s > 0:
             rows.append({"job_id": job_id, "num_gpu": gpus, "submit_time": submit, "duration": run_s,
                          "user": job.get("user")})  # fmt: skip
-    return finish(pd.DataFrame(rows), "Philly")
+    return finish(pd.DataFrame(rows), "Philly", where)
 
 
-def _job_id(value: object, number: int) -> str:
+def _shown(value: object) -> str:
+    """A value of the file in a message: as JSON writes it (null, true, "text"), cut at 60 characters."""
+    try:
+        text = json.dumps(value)
+    except (TypeError, ValueError):
+        text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _id(job_id: str) -> str:
+    """A job id in a message: as written where it is short printable text, else as JSON writes it."""
+    return job_id if job_id.isprintable() and len(job_id) <= 60 else _shown(job_id)
+
+
+def _job_id(value: object, where: str) -> str:
     if isinstance(value, bool) or not isinstance(value, (str, int)) or not str(value).strip():
-        raise UsageError(f"Philly job {number} (by position): jobid must be text, got {value!r:.60}")
+        raise UsageError(f"{where}: jobid must be text, got {_shown(value)}")
     return str(value).strip()
 
 
@@ -53,14 +73,14 @@ def _list(value: object, what: str) -> list:
     if value is None:
         return []
     if not isinstance(value, list):
-        raise UsageError(f"{what} must be a list, got {value!r:.60}")
+        raise UsageError(f"{what} must be a list, got {_shown(value)}")
     return value
 
 
 def _gpus(machine: object, name: str) -> int:
     """The GPUs one machine of an attempt held: len of its gpus list."""
     if not isinstance(machine, dict):
-        raise UsageError(f"{name} detail: each entry must be an object {{ip, gpus}}, got {machine!r:.60}")
+        raise UsageError(f"{name} detail: each entry must be an object {{ip, gpus}}, got {_shown(machine)}")
     return len(_list(machine.get("gpus"), f"{name} detail gpus"))
 
 
@@ -69,13 +89,13 @@ def _when(text: object, name: str) -> float | None:
     if text is None or (isinstance(text, str) and text.strip() in ("", "None")):
         return None
     if not isinstance(text, str):
-        raise UsageError(f"{name}: times must be text YYYY-MM-DD HH:MM:SS, got {text!r:.60}")
+        raise UsageError(f"{name}: times must be text YYYY-MM-DD HH:MM:SS, got {_shown(text)}")
     # A date and time as written, never pandas' words ("now", "today") nor an offset: Philly's times are
     # all local times of one cluster, so an offset among them would shift one job by hours.
     try:
         stamp = datetime.fromisoformat(text.strip())
     except ValueError:
-        raise UsageError(f"{name}: {text!r:.60} is not a time YYYY-MM-DD HH:MM:SS") from None
+        raise UsageError(f"{name}: {_shown(text)} is not a time YYYY-MM-DD HH:MM:SS") from None
     if stamp.tzinfo is not None:
-        raise UsageError(f"{name}: {text!r:.60} has a UTC offset; Philly times are given without one")
+        raise UsageError(f"{name}: {_shown(text)} has a UTC offset; Philly times are given without one")
     return stamp.replace(tzinfo=UTC).timestamp()

@@ -120,15 +120,21 @@ def timed(detail):
 @pytest.mark.parametrize(
     "log, message",
     [
-        ([philly_job(attempts="xyz")], "Philly job app_1 attempts must be a list, got 'xyz'"),
+        ([philly_job(attempts="xyz")], "Philly job app_1 attempts must be a list, got \"xyz\""),
         ([philly_job(attempts=[5])], "Philly job app_1 attempts: each attempt must be an object, got 5"),
+        ([philly_job(attempts=[None])],
+         "Philly job app_1 attempts: each attempt must be an object, got null"),
         ([philly_job(attempts=timed([5]))], "Philly job app_1 detail: each entry must be an object"),
         ([philly_job(attempts=timed({"ip": "m1"}))], "Philly job app_1 detail must be a list"),
         ([philly_job(attempts=timed([{"ip": "m1", "gpus": "abcdefgh"}]))],
-         "Philly job app_1 detail gpus must be a list, got 'abcdefgh'"),
-        ([philly_job(jobid=None), philly_job(jobid=None)], "Philly job 1 (by position): jobid must be text"),
+         "Philly job app_1 detail gpus must be a list, got \"abcdefgh\""),
+        ([philly_job(jobid=None), philly_job(jobid=None)],
+         "Philly job 1 (by position): jobid must be text, got null"),
         ([philly_job(), philly_job()], "Philly jobid app_1 is given twice (jobs 1 and 2)"),
-        ([philly_job(submitted_time=5)], "Philly job app_1: times must be text"),
+        ([philly_job(submitted_time=5)], "Philly job app_1: times must be text YYYY-MM-DD HH:MM:SS, got 5"),
+        ([philly_job(submitted_time="2017-13-01")], "Philly job app_1: \"2017-13-01\" is not a time"),
+        ([philly_job(jobid="a\nb", attempts="x")], "Philly job \"a\\nb\" attempts must be a list"),
+        ([philly_job(attempts=[])], "the Philly trace has no job with GPUs and a run time"),
     ],
 )  # fmt: skip
 def test_bad_philly_jobs_are_refused_naming_job_and_field(tmp_path, log, message):
@@ -136,7 +142,7 @@ def test_bad_philly_jobs_are_refused_naming_job_and_field(tmp_path, log, message
     path.write_text(json.dumps(log))
     with pytest.raises(UsageError) as refused:
         load_trace(path, fmt="philly")
-    assert message in str(refused.value)
+    assert str(refused.value).startswith(f"{path}: {message}")  # the file named first, values as JSON
 
 
 PAI_JOB = "j1,inst1,u1,Terminated,1000,5000\n"
