@@ -98,7 +98,8 @@ def jobs_from_frame(frame: pd.DataFrame, db_path: Path | None = None, what: str 
                 f"{name} submit_time must be within +-{MAX_ABS_SUBMIT_S:.0e} s, got {submit_s!r}"
             )
         model = str(row["model_name"]) if _present(row.get("model_name")) else None
-        duration_s = _duration(row, name, profiled.get(model) if model is not None else None)
+        duration_s = _duration(row, name, profiled.get(model) if model is not None else None,
+                               _no_profile(model, db_path))  # fmt: skip
         slowdown, source = _slowdown(row, model, measured, name)
         grad_bytes = (
             _positive(row["grad_bytes"], f"{name} grad_bytes", most=MAX_GRAD_BYTES)
@@ -127,13 +128,15 @@ def jobs_from_frame(frame: pd.DataFrame, db_path: Path | None = None, what: str 
     return jobs
 
 
-def _duration(row: dict, name: str, profiled_s: float | None = None) -> float:
+def _duration(row: dict, name: str, profiled_s: float | None = None, no_profile: str = "") -> float:
     """The row's duration, else iterations x iteration_s, else iterations x `profiled_s` (its model's
-    iteration in a Stash profile); finite and at most MAX_DURATION_S."""
+    iteration in a Stash profile; `no_profile` says why there is none); finite and at most MAX_DURATION_S."""
     if "duration" in row and (_present(row["duration"]) or not _present(row.get("iterations"))):
         return _positive(row["duration"], f"{name} duration", most=MAX_DURATION_S)
     iterations = _positive(row.get("iterations"), f"{name} iterations")
-    if _present(row.get("iteration_s")) or profiled_s is None:
+    if not _present(row.get("iteration_s")) and profiled_s is None:
+        raise UsageError(f"{name} gives neither duration nor iteration_s{no_profile}")
+    if _present(row.get("iteration_s")):
         iteration_s = _positive(row.get("iteration_s"), f"{name} iteration_s")
     else:
         iteration_s = profiled_s
@@ -144,6 +147,19 @@ def _duration(row: dict, name: str, profiled_s: float | None = None) -> float:
             f"{_as_written(row.get('iterations'))} x {_as_written(iteration_s)}"
         )
     return duration_s
+
+
+def _no_profile(model: str | None, db_path: Path | None) -> str:
+    """Why a job without duration and iteration_s has no iteration from a Stash profile (docs/traces.md)."""
+    if model is None:
+        return ", nor a model_name whose completed one-node profile in the database gives its iteration time"
+    shown = model if model.isprintable() and len(model) <= 60 else repr(model[:60])
+    if db_path is None:
+        return f", and no database is read to take the iteration time of {shown} from"
+    return (
+        f", and the database {db_path} holds no completed one-node profile of {shown} to take its iteration "
+        "time from"
+    )
 
 
 def measured_slowdowns(db_path: Path) -> dict[str, float]:

@@ -101,11 +101,22 @@ def test_a_jobs_compute_can_come_from_a_stash_profile_of_its_model(tmp_path):
     jobs = {job.job_id: job for job in load_trace(path, db)}
     assert jobs["1"].duration_s == pytest.approx(250.0) and jobs["1"].iteration_s == pytest.approx(0.25)
     assert jobs["2"].duration_s == pytest.approx(500.0)  # the trace's own iteration_s wins
-    with pytest.raises(UsageError, match="job 1 iteration_s"):  # no database: nothing to take it from
+    with pytest.raises(UsageError) as refused:  # no database: nothing to take it from
         load_trace(path)
+    assert str(refused.value).endswith(
+        "job 1 gives neither duration nor iteration_s, and no database is read to take the iteration time of "
+        "resnet50 from"
+    )
     unprofiled = write(tmp_path, trace.assign(model_name="vgg16").drop(columns="iteration_s"))
-    with pytest.raises(UsageError, match="job 1 iteration_s"):
+    with pytest.raises(UsageError) as refused:
         load_trace(unprofiled, db)
+    assert str(refused.value) == (
+        f"{unprofiled}: job 1 gives neither duration nor iteration_s, and the database {db} holds no "
+        "completed one-node profile of vgg16 to take its iteration time from"
+    )
+    modelless = write(tmp_path, trace.drop(columns="model_name"))
+    with pytest.raises(UsageError, match="job 1 gives neither duration nor iteration_s, nor a model_name"):
+        load_trace(modelless, db)
 
 
 def one_job(**fields):
