@@ -1,11 +1,13 @@
 """Child process of the memory profile (memory.py): peak memory of training steps of a model at one batch.
 
-    python -m stash_core.measure.memprobe MODEL BATCH DEVICE [NUM_CLASSES INPUT_SHAPE]
+    python -m stash_core.measure.memprobe MODEL BATCH DEVICE [NUM_CLASSES INPUT_SHAPE [RESULT_FILE]]
 
-prints one JSON line {"peak_bytes": ...}. On a GPU: torch.cuda.max_memory_allocated over two steps (forward,
-backward, SGD with momentum, so the momentum buffers exist). On the CPU: the process's peak resident set
-(ru_maxrss) less what it held before the model was built (the interpreter and torch), the closest a CPU gets
-to the memory a training step allocates. One process per batch size, so the peaks of batches do not mix.
+writes one JSON object {"peak_bytes": ...} to RESULT_FILE (printed when there is none). The result has a
+file of its own because the model's code runs in this process and may print to stdout, at any time.
+On a GPU: torch.cuda.max_memory_allocated over two steps (forward, backward, SGD with momentum, so the
+momentum buffers exist). On the CPU: the process's peak resident set (ru_maxrss) less what it held before
+the model was built (the interpreter and torch), the closest a CPU gets to the memory a training step
+allocates. One process per batch size, so the peaks of batches do not mix.
 """
 
 from __future__ import annotations
@@ -82,7 +84,12 @@ def main(argv: list[str]) -> int:
     model_name, batch, device = argv[0], int(argv[1]), argv[2]
     num_classes = int(argv[3]) if len(argv) > 3 and argv[3] != "-" else None
     shape = tuple(int(v) for v in argv[4].split(",")) if len(argv) > 4 and argv[4] != "-" else None
-    print(json.dumps({"peak_bytes": peak_step_bytes(model_name, batch, device, num_classes, shape)}))
+    reply = json.dumps({"peak_bytes": peak_step_bytes(model_name, batch, device, num_classes, shape)})
+    if len(argv) > 5:
+        with open(argv[5], "w") as handle:
+            handle.write(reply)
+    else:
+        print(reply)
     return 0
 
 

@@ -20,7 +20,9 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -117,23 +119,42 @@ def measure_peak_bytes(model: str, batch: int, device: str = "cpu", num_classes:
                        input_shape: tuple[int, ...] | None = None) -> int:  # fmt: skip
     """Peak memory of two training steps at `batch`, in a process of its own (memprobe.py)."""
     shape = ",".join(str(v) for v in input_shape) if input_shape else "-"
-    command = [sys.executable, "-m", "stash_core.measure.memprobe", model, str(batch), device,
-               "-" if num_classes is None else str(num_classes), shape]  # fmt: skip
-    try:
-        done = subprocess.run(
-            command,
-            capture_output=True,
-            text=True,
-            timeout=PROBE_TIMEOUT_S,
-            check=False,
-            env={**os.environ, **CPU_MALLOC_ENV},
+    with tempfile.TemporaryDirectory(prefix="stash-memprobe-") as folder:
+        # the reply comes in a file: the user's model shares the probe's stdout and may print anything there
+        reply = Path(folder) / "peak.json"
+        command = [sys.executable, "-m", "stash_core.measure.memprobe", model, str(batch), device,
+                   "-" if num_classes is None else str(num_classes), shape, str(reply)]  # fmt: skip
+        try:
+            done = subprocess.run(
+                command,
+                capture_output=True,
+                text=True,
+                timeout=PROBE_TIMEOUT_S,
+                check=False,
+                env={**os.environ, **CPU_MALLOC_ENV},
+            )
+        except subprocess.TimeoutExpired:
+            took = f"took over {PROBE_TIMEOUT_S} s"
+            raise UsageError(f"memory probe of {model} at batch {batch} {took}") from None
+        if done.returncode != 0:
+            last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+            raise UsageError(f"memory probe of {model} at batch {batch} on {device} failed: {last}")
+        peak = _read_peak(reply)
+    if peak is None:
+        raise UsageError(
+            f"memory probe of {model} at batch {batch} on {device} ended without a readable result "
+            "(did the model's code end the process early?)"
         )
-    except subprocess.TimeoutExpired:
-        raise UsageError(f"memory probe of {model} at batch {batch} took over {PROBE_TIMEOUT_S} s") from None
-    if done.returncode != 0:
-        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        raise UsageError(f"memory probe of {model} at batch {batch} on {device} failed: {last}")
-    return int(json.loads(done.stdout.strip().splitlines()[-1])["peak_bytes"])
+    return peak
+
+
+def _read_peak(reply: Path) -> int | None:
+    """The probe's peak in bytes, or None when its reply is missing or not {"peak_bytes": N >= 0}."""
+    try:
+        peak = json.loads(reply.read_text())["peak_bytes"]
+    except (OSError, ValueError, TypeError, KeyError):
+        return None
+    return peak if isinstance(peak, int) and not isinstance(peak, bool) and peak >= 0 else None
 
 
 DEVICE_RE = re.compile(r"cpu|cuda(?::(\d+))?")

@@ -84,3 +84,53 @@ def test_a_real_tiny_model_on_the_cpu(tmp_path, capsys):
     m60 = next(row for row in out["batch_per_gpu"] if row["instance"] == "g3.4xlarge")
     assert m60["gpu_memory_gib"] == 8 and m60["batch_per_gpu"] >= 128  # 128 fit in far less than 8 GiB
     assert json.loads(workload.read_text())["a2"] == pytest.approx(out["a2"])
+
+
+CHATTY_MODEL = """
+import atexit
+import os
+
+from torch import nn
+
+atexit.register(lambda: print("bye"))
+
+
+class Chatty(nn.Module):
+    def __init__(self, num_classes=10):
+        super().__init__()
+        self.body = nn.Sequential(nn.Flatten(), nn.Linear(3 * 8 * 8, num_classes))
+
+    def forward(self, x):
+        print("forward", tuple(x.shape))
+        if os.environ.get("CHATTY_EXIT") and x.shape[0] == 4:
+            os._exit(0)  # ends the probe before it can reply, with a success status
+        return self.body(x)
+
+
+def make(num_classes=10):
+    return Chatty(num_classes)
+"""
+
+
+@pytest.mark.launches
+def test_a_model_that_prints_does_not_break_the_probes_reply(tmp_path):
+    """The model prints from forward and at exit, in the probe's process: the peak still comes back."""
+    from stash_core.spot.batch_memory import measure_peak_bytes
+
+    (tmp_path / "chatty.py").write_text(CHATTY_MODEL)
+    peak = measure_peak_bytes(f"{tmp_path}/chatty.py:make", 4, "cpu", 10, (3, 8, 8))
+    assert isinstance(peak, int) and peak >= 0
+
+
+@pytest.mark.launches
+def test_a_probe_without_a_reply_is_one_line_naming_model_and_batch(tmp_path, monkeypatch):
+    from stash_core.spot.batch_memory import measure_peak_bytes
+
+    (tmp_path / "chatty.py").write_text(CHATTY_MODEL)
+    monkeypatch.setenv("CHATTY_EXIT", "1")
+    model = f"{tmp_path}/chatty.py:make"
+    with pytest.raises(UsageError) as caught:
+        measure_peak_bytes(model, 4, "cpu", 10, (3, 8, 8))
+    message = str(caught.value)
+    assert "\n" not in message and model in message and "batch 4" in message
+    assert "without a readable result" in message
