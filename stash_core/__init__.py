@@ -21,6 +21,10 @@ __version__ = "0.1.0"
 
 # The folder that holds the stash_core package: put on PYTHONPATH of every worker and helper process.
 PACKAGE_PARENT = str(_Path(__file__).resolve().parent.parent)
+# PYTHONSAFEPATH of the workers (launch/runner.py): torchrun starts them with `python -m`, which would put the
+# current folder first on sys.path, where a json.py would shadow the standard one. This value rather than "1"
+# tells a script's worker that Stash set it, so it drops it before the user's script runs (script_entry.py).
+SAFE_PATH_VALUE = "stash"
 
 # The Python API (stash_core/api/) and the errors it raises, each imported when first used.
 _API = (
@@ -48,4 +52,4 @@ def __dir__() -> list[str]:
     return sorted([*globals(), *_API, *_ERRORS])
 
 
-__all__ = ["PACKAGE_PARENT", "__version__", *_API, *_ERRORS]
+__all__ = ["PACKAGE_PARENT", "SAFE_PATH_VALUE", "__version__", *_API, *_ERRORS]

@@ -191,7 +191,7 @@ class SkyCheck:
         env = {**os.environ, "HOME": self.home.name, "PYTHONPATH": path}
         env["SKYPILOT_DISABLE_USAGE_COLLECTION"] = "1"
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "stash_core.campaign.sky_check"], stdin=subprocess.PIPE,
+            [sys.executable, "-P", "-m", "stash_core.campaign.sky_check"], stdin=subprocess.PIPE,
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=self.home.name,
         )  # fmt: skip
 

@@ -40,7 +40,8 @@ def profile_command(db_path: Path | str, profile_args: list[str], python: str | 
             raise UsageError(
                 f"{flag} is set by Stash for this profile; leave it out of the profile arguments"
             )
-    return [python or sys.executable, "-m", PROFILE_CHILD_MODULE, *options,
+    # -P: the current folder is not on the child's sys.path (a json.py there would shadow the standard one)
+    return [python or sys.executable, "-P", "-m", PROFILE_CHILD_MODULE, *options,
             "--db", str(Path(db_path).resolve()), "--progress", "json", *script_args]  # fmt: skip
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 
-from stash_core import PACKAGE_PARENT
+from stash_core import PACKAGE_PARENT, SAFE_PATH_VALUE
 from stash_core.errors import MeasurementError
 from stash_core.launch.hang_watch import HangWatch
 from stash_core.launch.hosts import RemoteHosts
@@ -80,9 +80,11 @@ def run_workers(
 
 
 def worker_env(threads_per_worker: int) -> dict[str, str]:
-    """Environment of a worker: fixed threads, unbuffered output, this checkout importable."""
+    """Environment of a worker: fixed threads, unbuffered output, this checkout importable, and no current
+    folder on sys.path of torchrun and its workers (SAFE_PATH_VALUE); a user's own PYTHONSAFEPATH is kept."""
     return {
         "OMP_NUM_THREADS": str(threads_per_worker),
         "PYTHONPATH": os.pathsep.join(filter(None, [PACKAGE_PARENT, os.environ.get("PYTHONPATH")])),
         "PYTHONUNBUFFERED": "1",
+        "PYTHONSAFEPATH": os.environ.get("PYTHONSAFEPATH") or SAFE_PATH_VALUE,
     }

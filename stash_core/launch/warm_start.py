@@ -193,7 +193,8 @@ class WarmStarter:
 
     def _start_server(self, theirs: socket.socket) -> subprocess.Popen:
         return subprocess.Popen(
-            [sys.executable, "-m", "stash_core.launch.warm_start", str(theirs.fileno())],
+            # -P: no current folder on sys.path, where a stray json.py would shadow the standard one
+            [sys.executable, "-P", "-m", "stash_core.launch.warm_start", str(theirs.fileno())],
             env={**os.environ, **self.env, supervisor.LAUNCH_TAG_VAR: self.tag},
             pass_fds=(theirs.fileno(),),
             stdin=subprocess.DEVNULL,

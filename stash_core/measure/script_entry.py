@@ -26,6 +26,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
+from stash_core import SAFE_PATH_VALUE
 from stash_core.measure import protocol
 from stash_core.measure.script_cache import cache_state_thread, evict_each_read
 from stash_core.measure.script_hooks import StepClock, install
@@ -127,7 +128,9 @@ def run_script(job: WorkerJob, clock: StepClock, rule: StopRule) -> dict:
     except (SyntaxError, ValueError) as error:
         raise ScriptFailed(f"the script {path.name} does not parse: {error}") from None
     sys.argv = [str(path), *job.get("script_args", [])]
-    sys.path.insert(0, str(path.parent))
+    sys.path.insert(0, str(path.parent))  # as `python script.py` has it: the script's folder, not the cwd
+    if os.environ.get("PYTHONSAFEPATH") == SAFE_PATH_VALUE:  # Stash's, for its worker: not the script's
+        del os.environ["PYTHONSAFEPATH"]  # the script's own `python helper.py` keeps helper's folder
     try:
         # As in Stash's own workers (worker.py): on the CPU, the optimizer's and DDP's reach for torch's
         # compiler is served without importing it (2-3 s of CPU a process); a script that compiles, or asks

@@ -26,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
+from stash_core import PACKAGE_PARENT
 from stash_core.catalog.accelerators import GIB_BYTES, find_accelerator
 from stash_core.errors import UsageError
 
@@ -122,8 +123,11 @@ def measure_peak_bytes(model: str, batch: int, device: str = "cpu", num_classes:
     with tempfile.TemporaryDirectory(prefix="stash-memprobe-") as folder:
         # the reply comes in a file: the user's model shares the probe's stdout and may print anything there
         reply = Path(folder) / "peak.json"
-        command = [sys.executable, "-m", "stash_core.measure.memprobe", model, str(batch), device,
+        # -P: no current folder on the probe's sys.path (a json.py there would run in place of the standard
+        # one); Stash comes from PYTHONPATH, a user's model file from its path
+        command = [sys.executable, "-P", "-m", "stash_core.measure.memprobe", model, str(batch), device,
                    "-" if num_classes is None else str(num_classes), shape, str(reply)]  # fmt: skip
+        path = os.pathsep.join(filter(None, [PACKAGE_PARENT, os.environ.get("PYTHONPATH")]))
         try:
             done = subprocess.run(
                 command,
@@ -131,7 +135,7 @@ def measure_peak_bytes(model: str, batch: int, device: str = "cpu", num_classes:
                 text=True,
                 timeout=PROBE_TIMEOUT_S,
                 check=False,
-                env={**os.environ, **CPU_MALLOC_ENV},
+                env={**os.environ, **CPU_MALLOC_ENV, "PYTHONPATH": path},
             )
         except subprocess.TimeoutExpired:
             took = f"took over {PROBE_TIMEOUT_S} s"

@@ -270,13 +270,14 @@ def launch(db_path: Path | str, request: CampaignRequest) -> str:
     if found.refusal:
         raise UsageError(found.refusal)
     options = {
-        "db": str(Path(db_path).resolve()), "instances": list(request.instances), "models": list(request.models),
+        "db": str(Path(db_path).resolve()), "instances": list(request.instances),
+        "models": list(request.models),
         "batch_sizes": list(request.batch_sizes), "spot": request.spot, "region": request.region,
         "budget_usd": request.budget_usd, "iterations": request.iterations, "parallel": request.parallel,
         "idle_minutes": request.idle_minutes,
     }  # fmt: skip
     label = f"{', '.join(request.instances)} · {', '.join(request.models)}"
-    argv = [sys.executable, "-m", CHILD_MODULE, "{JOB_DIR}/request.json"]
+    argv = [sys.executable, "-P", "-m", CHILD_MODULE, "{JOB_DIR}/request.json"]  # -P: no cwd on sys.path
     return jobs.start_command_job(db_path, argv, label, JOB_KIND, {"request.json": json.dumps(options)})
 
 

@@ -193,6 +193,7 @@ def _status_text(status: int) -> str:
 
 # A new interpreter imports torch and Stash before it forks the child: seconds, on top of the code's limit.
 INTERPRETER_START_S = 60.0
+ANSWER_A_CALL = "from stash_core.zoo.contained import answer_a_call; answer_a_call()"
 
 
 def _in_new_interpreter(what: str, function: Callable[..., T], args: tuple) -> T:
@@ -210,7 +211,8 @@ def _in_new_interpreter(what: str, function: Callable[..., T], args: tuple) -> T
     }
     try:
         done = subprocess.run(
-            [sys.executable, "-c", "from stash_core.zoo.contained import answer_a_call; answer_a_call()"],
+            # -P: no current folder on sys.path, where a stray json.py would shadow the standard one
+            [sys.executable, "-P", "-c", ANSWER_A_CALL],
             input=call, capture_output=True, env=env,
             timeout=2 * limit_s + GRACE_S + INTERPRETER_START_S,
         )  # fmt: skip

@@ -36,7 +36,7 @@ def test_the_grep_sees_the_bare_command_and_not_a_submodule():
 
 def test_the_child_command_and_that_it_counts_as_a_measurement(tmp_path):
     argv = profile_command(tmp_path / "x.duckdb", ["--model", "resnet10"], python="python3")
-    assert argv[:3] == ["python3", "-m", PROFILE_CHILD_MODULE]
+    assert argv[:4] == ["python3", "-P", "-m", PROFILE_CHILD_MODULE]  # -P: no current folder on sys.path
     assert argv[-4:] == ["--db", str((tmp_path / "x.duckdb").resolve()), "--progress", "json"]
     assert _measures(argv)  # the registry's "is something measuring here" sees it
 
@@ -48,3 +48,13 @@ def test_a_refused_profile_is_one_line_and_exit_2(tmp_path):
     assert done.returncode == 2
     assert done.stderr == "stash: profile: argument --batch-size: must be a positive integer, got 0\n"
     assert done.stdout == "" and not db.exists()
+
+
+def test_a_json_py_in_the_current_folder_is_not_the_childs_json(tmp_path):
+    ran = tmp_path / "stray-ran.txt"
+    (tmp_path / "json.py").write_text(f"open({str(ran)!r}, 'w').write('ran')\nraise SystemExit(7)\n")
+    db = tmp_path / "x.duckdb"
+    argv = profile_command(db, ["--model", "resnet10", "--batch-size", "0"], python=sys.executable)
+    done = subprocess.run(argv, capture_output=True, text=True, env=child_env(db), cwd=tmp_path, timeout=120)
+    assert done.stderr == "stash: profile: argument --batch-size: must be a positive integer, got 0\n"
+    assert done.returncode == 2 and not ran.exists()

@@ -86,7 +86,7 @@ def test_profile_command_line(tmp_path):
     )
     single, multi = plan_campaign(["resnet10"], [8], [2], [1, 2], ["1gbit"], instance="lab")
     argv = profile_argv(single, settings)
-    assert argv[:3] == ["python3", "-m", "stash_core.api.child"]  # the profile child
+    assert argv[:4] == ["python3", "-P", "-m", "stash_core.api.child"]  # the profile child
     joined = " ".join(argv)
     assert "--batch-size 8 --workers 2 --stalls compute,interconnect --iterations 20" in joined
     assert "--nodes" not in argv and "--device" not in argv  # defaults are left out
@@ -96,7 +96,7 @@ def test_profile_command_line(tmp_path):
     assert "--stalls compute,interconnect,network" in multi_argv
     assert "--cluster emulated --cluster-bandwidth 1gbit" in multi_argv
     assert "--instance lab@1gbit" in multi_argv
-    args, _ = parse_profile(profile_argv(multi, settings)[3:])  # what the child process reads
+    args, _ = parse_profile(profile_argv(multi, settings)[4:])  # what the child process reads
     assert ProfileSpec.from_args(args) == profile_spec(multi, settings)
     assert (args.db, args.progress) == (settings.db_path, "json")
     with pytest.raises(UsageError, match="unknown stall gpu"):

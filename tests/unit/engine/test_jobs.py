@@ -103,7 +103,8 @@ def test_progress_is_read_from_the_job_folder_and_the_run_completes(
     assert 0.5 <= state.fraction_done < 1.0
     # The command got the dashboard's --db and --progress json after the form's arguments.
     args = (tmp_path / "args.txt").read_text().split()
-    assert args[:3] == ["-m", "stash_core.api.child", "--model"]  # the profile child, not the `stash` command
+    # the profile child, not the `stash` command
+    assert args[:4] == ["-P", "-m", "stash_core.api.child", "--model"]
     assert args[-4:] == ["--db", str(db.resolve()), "--progress", "json"]
 
     (tmp_path / "go").touch()

@@ -134,3 +134,16 @@ def test_a_probe_without_a_reply_is_one_line_naming_model_and_batch(tmp_path, mo
     message = str(caught.value)
     assert "\n" not in message and model in message and "batch 4" in message
     assert "without a readable result" in message
+
+
+@pytest.mark.launches
+def test_a_json_py_in_the_current_folder_is_not_the_probes_json(tmp_path, monkeypatch):
+    """The probe runs from the user's folder; a user model file is still found by its path."""
+    from stash_core.spot.batch_memory import measure_peak_bytes
+
+    ran = tmp_path / "stray-ran.txt"
+    (tmp_path / "json.py").write_text(f"open({str(ran)!r}, 'w').write('ran')\nraise SystemExit(7)\n")
+    (tmp_path / "chatty.py").write_text(CHATTY_MODEL)
+    monkeypatch.chdir(tmp_path)
+    assert measure_peak_bytes("chatty.py:make", 4, "cpu", 10, (3, 8, 8)) >= 0
+    assert not ran.exists()

@@ -130,3 +130,18 @@ def test_in_the_dashboards_server_a_model_file_runs_in_a_new_interpreter(tmp_pat
         describe_model(f"{tmp_path}/aborts.py:make", input_shape=(3, 32, 32))
     with pytest.raises(Exception, match="no model today"):
         describe_model(f"{tmp_path}/raises.py:make", input_shape=(3, 32, 32))
+
+
+def test_the_new_interpreter_does_not_import_a_json_py_of_the_current_folder(tmp_path, monkeypatch):
+    from stash_core import containment
+    from stash_core.zoo import describe_model
+
+    monkeypatch.setattr(containment, "ENABLED", False)
+    monkeypatch.setattr(containment, "FRESH_PROCESS", True)
+    ran = tmp_path / "stray-ran.txt"
+    (tmp_path / "json.py").write_text(f"open({str(ran)!r}, 'w').write('ran')\nraise SystemExit(7)\n")
+    (tmp_path / "pickle.py").write_text(f"open({str(ran)!r}, 'w').write('ran')\nraise SystemExit(7)\n")
+    (tmp_path / "good.py").write_text(FILES["printing"])
+    monkeypatch.chdir(tmp_path)
+    info = describe_model(f"{tmp_path}/good.py:make", input_shape=(3, 32, 32))
+    assert info.layer_count == 1 and not ran.exists()
