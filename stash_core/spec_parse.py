@@ -224,3 +224,23 @@ def identifier(text: str) -> str:
     if not text.strip():
         raise argparse.ArgumentTypeError("must not be empty")
     return text
+
+
+QUOTA = count(10_000)
+
+
+def offers_text(text: str) -> str:
+    """argparse type of --instances NAME[:QUOTA],... (`stash spot`, and plan_spot()'s offers as that text):
+    names without control characters, quotas 1..10,000."""
+    parts = [part.strip() for part in text.split(",") if part.strip()]
+    if not parts:
+        raise argparse.ArgumentTypeError("give at least one NAME[:QUOTA]")
+    for part in parts:
+        name, colon, quota = part.partition(":")
+        identifier(name)
+        if colon:
+            try:
+                QUOTA(quota)
+            except argparse.ArgumentTypeError as error:
+                raise argparse.ArgumentTypeError(f"{part!r}: the quota {error}") from None
+    return text

@@ -10,6 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from stash_core.api.options import (
+    api_options,
+    as_text,
     checked,
     database,
     instance_selection,
@@ -21,13 +23,22 @@ from stash_core.api.results import Recommendation, SpotPlan
 from stash_core.errors import UsageError
 from stash_core.habits import TrainingJob
 from stash_core.pathargs import required_path
-from stash_core.spec_parse import BATCH_SIZE, Number, count, identifier, parse_input_shape, positive_real
+from stash_core.spec_parse import (
+    BATCH_SIZE,
+    Number,
+    count,
+    identifier,
+    offers_text,
+    parse_input_shape,
+    positive_real,
+)
 
 YEAR_S = 365 * 86400.0
 GBPS = 1e9 / 8  # bytes per second in one Gbit/s
 NON_NEGATIVE_YEAR = Number(0, YEAR_S, whole=False, what="a number >= 0")
 
 
+@api_options("recommend")
 def recommend(
     model: str, batch_size: int, epochs: float, dataset_images: int, *,
     input_shape: tuple[int, ...] | list[int] | str | None = None, budget_hours: float | None = None,
@@ -78,6 +89,7 @@ def recommend(
     )  # fmt: skip
 
 
+@api_options("plan_spot")
 def plan_spot(
     workload: Path | str, instances: dict[str, int] | str, target_loss: float, budget_s: float, *,
     ps_gbps: float | None = None, pcie_gbps: float = 80.0, revocation_s: float = 0.0, on_demand: bool = False,
@@ -138,11 +150,13 @@ def plan_spot(
 
 
 def _offers_text(instances: dict[str, int] | str) -> str:
-    """The offers as `stash spot --instances` takes them: NAME:QUOTA,..."""
+    """The offers as `stash spot --instances` takes them (NAME:QUOTA,...), checked by its rule."""
     if isinstance(instances, dict):
-        instances = ",".join(f"{name}:{quota}" for name, quota in instances.items())
+        for name in instances:
+            # joined into the command's text, a name with "," or ":" would become other offers or a quota
+            if not isinstance(name, str) or "," in name or ":" in name:
+                raise UsageError(f"instances: {name!r} is not an instance name (no ',' or ':')"[:200])
+        instances = ",".join(f"{name}:{as_text(quota)}" for name, quota in instances.items())
     if not isinstance(instances, str) or not instances.strip():
-        raise UsageError(f"instances: expected {{NAME: QUOTA}} or 'NAME:QUOTA,...', got {instances!r}")
-    for part in instances.split(","):
-        checked("instances", part.partition(":")[0].strip(), identifier)
-    return instances
+        raise UsageError(f"instances: expected {{NAME: QUOTA}} or 'NAME:QUOTA,...', got {instances!r}"[:200])
+    return checked("instances", instances, offers_text)

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import functools
+import inspect
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -66,6 +68,30 @@ def profile_argv(spec: ProfileSpec | None, options: Mapping[str, Any]) -> list[s
             raise UsageError(f"profile: unknown option {name!r}{_suggestion(name, [*names, 'script_args'])}")
         head += _option_argv(name, option, value)
     return head + (["--", *script_args] if script_args else [])
+
+
+def api_options(command: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """A decorator: an API function's unknown keyword ("profile: unknown option ..." words it), missing or
+    extra argument is a UsageError naming `command`, as for profile(), not Python's TypeError."""
+
+    def decorate(function: Callable[..., Any]) -> Callable[..., Any]:
+        signature = inspect.signature(function)
+        known = list(signature.parameters)
+
+        @functools.wraps(function)
+        def call(*args: Any, **kwargs: Any) -> Any:
+            for name in kwargs:
+                if name not in signature.parameters:
+                    raise UsageError(f"{command}: unknown option {name!r}{_suggestion(name, known)}")
+            try:
+                signature.bind(*args, **kwargs)
+            except TypeError as error:  # a missing argument, too many positional ones
+                raise UsageError(f"{command}: {error}") from None
+            return function(*args, **kwargs)
+
+        return call
+
+    return decorate
 
 
 def parse_profile(argv: list[str]) -> tuple[argparse.Namespace, Path]:

@@ -9,7 +9,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from stash_core.api.options import checked, database, instance_selection, names, required, text_value
+from stash_core.api.options import (
+    api_options,
+    checked,
+    database,
+    instance_selection,
+    names,
+    required,
+    text_value,
+)
 from stash_core.api.results import Predictions
 from stash_core.errors import UsageError
 from stash_core.habits import TrainingJob
@@ -19,6 +27,7 @@ MAX_INSTANCE_NAMES = 1000  # as `stash predict --instances` takes them
 MAX_GPU_NAMES = 100
 
 
+@api_options("predict")
 def predict(
     model: str | None = None,
     batch_size: int | None = None,

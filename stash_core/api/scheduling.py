@@ -11,6 +11,7 @@ import re
 from pathlib import Path
 
 from stash_core.api.options import (
+    api_options,
     checked,
     choice,
     database,
@@ -30,6 +31,7 @@ NON_NEGATIVE_YEAR = Number(0, YEAR_S, whole=False, what="a number >= 0")
 MAX_SYNTHETIC_SPAN_S = 10 * YEAR_S  # jobs x mean gap: the drawn arrivals stay far inside a trace's 100 years
 
 
+@api_options("simulate_schedule")
 def simulate_schedule(
     trace: Path | str | None = None, *, synthetic_jobs: int | None = None, trace_format: str = "auto",
     generator: str = "basic", arrivals: str | None = None, seed: int = 0, mean_gap_s: float | None = None,

@@ -22,28 +22,12 @@ from stash_core.cli.args import (
 )
 from stash_core.errors import UsageError
 from stash_core.pathargs import input_path, output_path
+from stash_core.spec_parse import offers_text
 from stash_core.userfiles import json_text
 
 # The planner is imported inside cmd_spot: building `stash --help` must not load pandas.
 
 YEAR_S = 365 * 86400.0
-QUOTA = count(10_000)
-
-
-def offers_text(text: str) -> str:
-    """argparse type of --instances NAME[:QUOTA],...: names without control characters, quotas 1..10,000."""
-    parts = [part.strip() for part in text.split(",") if part.strip()]
-    if not parts:
-        raise argparse.ArgumentTypeError("give at least one NAME[:QUOTA]")
-    for part in parts:
-        name, colon, quota = part.partition(":")
-        identifier(name)
-        if colon:
-            try:
-                QUOTA(quota)
-            except argparse.ArgumentTypeError as error:
-                raise argparse.ArgumentTypeError(f"{part!r}: the quota {error}") from None
-    return text
 
 
 def add_commands(subparsers: Any, parser_class: type[argparse.ArgumentParser] | None = None) -> None:
@@ -82,7 +66,10 @@ def add_commands(subparsers: Any, parser_class: type[argparse.ArgumentParser] | 
         help="fit spotDNN's loss model g1..g5 (eq. 3) to loss curves; write them to a workload",
     )
     fit_loss.add_argument(
-        "--csv", required=True, type=input_path, help="loss curves: iteration, loss, batch_size, workers [, R]"
+        "--csv",
+        required=True,
+        type=input_path,
+        help="loss curves: iteration, loss, batch_size, workers [, R]",
     )
     fit_loss.add_argument(
         "--workload", required=True, type=output_path, help="workload file to write g and the fit into"
@@ -128,8 +115,8 @@ def cmd_spot(args: argparse.Namespace) -> int:
     if plan.fragile:
         from stash_core.spot.fragility import fragile_text
 
-        print(f"fragile plan: it changes when {fragile_text(plan.fragile)} (a fitted coefficient moved by its "
-              "error): refit the workload with more data before renting on it")  # fmt: skip
+        print(f"fragile plan: it changes when {fragile_text(plan.fragile)} (a fitted coefficient moved by "
+              "its error): refit the workload with more data before renting on it")  # fmt: skip
     return feasible
 
 
@@ -150,9 +137,7 @@ def format_plan(result: Any, rows: list[dict[str, Any]], pricing: str, target_lo
             f"R {best.convergence:.2f})"
         )
         if risk is not None:
-            lines.append(
-                f"risk: {risk.text()} (as planned: ${best.cost_usd:.2f}, {best.training_s:.0f} s)"
-            )
+            lines.append(f"risk: {risk.text()} (as planned: ${best.cost_usd:.2f}, {best.training_s:.0f} s)")
     lines.append("")
     width = max([len("cluster"), *(len(row["cluster"]) for row in rows)]) + 2
     lines.append(f"  {'cluster':<{width}}{'workers':>8}{'time s':>10}{'cost $':>10}{'$/h':>8}  within budget")
