@@ -12,6 +12,7 @@ import math
 import os
 import signal
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -19,6 +20,8 @@ from stash_core.errors import UsageError
 
 USER_CODE_LIMIT_S = 120.0  # importing a model file and building the model: seconds, even for large models
 LIMIT_VAR = "STASH_USER_CODE_LIMIT_S"
+# A caller's alarm that came due while the user's code ran is re-armed this soon (0 would disarm it).
+OVERDUE_ALARM_S = 1e-3
 
 
 class UserModelError(UsageError):
@@ -62,6 +65,9 @@ def limited_user_code(what: str) -> Iterator[None]:
 
     previous = signal.signal(signal.SIGALRM, on_alarm) if on_main else None
     if on_main:
+        # the caller's own timer, if any: given back when the user's code is done
+        callers_delay, callers_interval = signal.getitimer(signal.ITIMER_REAL)
+        started = time.monotonic()
         signal.setitimer(signal.ITIMER_REAL, limit_s)
     os._exit = refuse_exit  # type: ignore[assignment]
     try:
@@ -77,3 +83,6 @@ def limited_user_code(what: str) -> Iterator[None]:
         if on_main:
             signal.setitimer(signal.ITIMER_REAL, 0)
             signal.signal(signal.SIGALRM, previous)
+            if callers_delay > 0:
+                left = callers_delay - (time.monotonic() - started)
+                signal.setitimer(signal.ITIMER_REAL, max(left, OVERDUE_ALARM_S), callers_interval)

@@ -1,0 +1,48 @@
+"""The time limit on a user's model code leaves the caller's own alarm as it found it, less the time spent."""
+
+from __future__ import annotations
+
+import signal
+import time
+
+import pytest
+
+from stash_core.zoo.user_limits import UserModelError, limited_user_code
+
+
+@pytest.fixture
+def callers_alarm():
+    """A SIGALRM handler of the caller's that counts its alarms; the timer disarmed afterwards."""
+    fired: list[float] = []
+    previous = signal.signal(signal.SIGALRM, lambda signum, frame: fired.append(time.monotonic()))
+    yield fired
+    signal.setitimer(signal.ITIMER_REAL, 0)
+    signal.signal(signal.SIGALRM, previous)
+
+
+def test_the_callers_timer_keeps_running_less_the_time_the_code_took(callers_alarm):
+    signal.setitimer(signal.ITIMER_REAL, 30.0)
+    with limited_user_code("model factory f.py:make"):
+        time.sleep(0.2)
+    left, interval = signal.getitimer(signal.ITIMER_REAL)
+    assert 29.0 < left < 29.85 and interval == 0
+    assert callers_alarm == []
+
+
+def test_a_callers_alarm_due_during_the_code_fires_right_after_it(callers_alarm):
+    signal.setitimer(signal.ITIMER_REAL, 0.05)
+    with limited_user_code("model factory f.py:make"):
+        time.sleep(0.2)  # the caller's alarm came due here: the limit's handler held the timer
+    assert callers_alarm == []
+    deadline = time.monotonic() + 2
+    while not callers_alarm and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert len(callers_alarm) == 1
+
+
+def test_without_a_callers_timer_none_is_left_and_the_limit_still_holds(callers_alarm, monkeypatch):
+    monkeypatch.setenv("STASH_USER_CODE_LIMIT_S", "0.1")
+    with pytest.raises(UserModelError, match="did not finish within 0.1 s"):
+        with limited_user_code("model factory f.py:make"):
+            time.sleep(5)
+    assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0) and callers_alarm == []
