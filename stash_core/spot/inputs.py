@@ -61,7 +61,7 @@ def load_workload(path: Path) -> tuple[Workload, dict[str, Any]]:
         contention_a1=_number(doc, "a1"),
         contention_b1=_number(doc, "b1"),
         loss_g=tuple(float(v) for v in g),  # type: ignore[arg-type]
-        contention_margin=float(doc.get("contention_margin", 0.0)),
+        contention_margin=_number(doc, "contention_margin") if "contention_margin" in doc else 0.0,
     )
     return workload, doc
 
@@ -230,7 +230,7 @@ def stored_compute_s(db_path: Path, model: str, instance: str, batch_per_gpu: in
 def _number(doc: dict[str, Any], key: str) -> float:
     value = doc.get(key)
     if not _is_number(value):
-        raise UsageError(f"workload file: {key} must be a number, got {value!r}")
+        raise UsageError(f"workload file: {key} must be a number, got {_short(value)}")
     return float(value)
 
 

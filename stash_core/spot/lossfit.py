@@ -98,9 +98,11 @@ def curves(batch, workers, iteration, loss, r=None) -> LossCurves:
     b, n, j, y = arrays
     if not all(np.all(np.isfinite(a)) for a in arrays):
         raise UsageError("loss curves: every value must be a finite number")
-    if np.any(b <= 0) or np.any(n < 1) or np.any(n != np.round(n)) or np.any(j < 0) or np.any(y <= 0):
+    # a batch of 0.5 would be taken as int(0.5) = 0 by the fit: whole, as the workers
+    whole = np.all(b == np.round(b)) and np.all(n == np.round(n))
+    if not whole or np.any(b < 1) or np.any(n < 1) or np.any(j < 0) or np.any(y <= 0):
         raise UsageError(
-            "loss curves: batch > 0, whole workers >= 1, iteration >= 0 and loss > 0 in every row"
+            "loss curves: whole batch >= 1, whole workers >= 1, iteration >= 0 and loss > 0 in every row"
         )
     for name, values in zip(("batch", "workers", "iteration", "loss"), arrays, strict=True):
         if np.any(values > LIMITS[name]):
@@ -139,11 +141,16 @@ def read_loss_csv(path: Path) -> LossCurves:
     for line, row in enumerate(rows, start=2):
         for key in values:
             try:
-                values[key].append(float(row[found[key]]))
+                value = float(row[found[key]])
             except (TypeError, ValueError):
                 raise UsageError(
                     f"loss curves {path} line {line}: {key} {row[found[key]]!r} is not a number"
                 ) from None
+            if key in ("batch", "workers") and math.isfinite(value) and value != round(value):
+                raise UsageError(
+                    f"loss curves {path} line {line}: {key} {row[found[key]]!r} is not a whole number"
+                )
+            values[key].append(value)
     return curves(values["batch"], values["workers"], values["iteration"], values["loss"], values.get("R"))
 
 

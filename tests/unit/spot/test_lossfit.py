@@ -121,3 +121,16 @@ def test_curves_at_the_bounds_fit_without_numpy_warnings():
         warnings.simplefilter("error")
         fit = fit_loss(data)
     assert all(np.isfinite(fit.g)) and fit.mean_rel_error < MAX_FIT_ERROR
+
+
+@pytest.mark.parametrize("batch", ["0.5", "1.5"])
+def test_a_fractional_batch_size_is_refused_on_its_line(tmp_path, batch):
+    path = tmp_path / "loss.csv"
+    path.write_text(f"step,loss,batch,workers\n0,2.5,64,1\n10,2.0,{batch},1\n")
+    with pytest.raises(UsageError, match=rf"line 3: batch '{batch}' is not a whole number"):
+        read_loss_csv(path)
+    b, n, j = _grid()
+    b = b.astype(float)
+    b[-1] = float(batch)
+    with pytest.raises(UsageError, match="whole batch >= 1"):
+        curves(b, n, j, np.ones_like(b))

@@ -1,0 +1,37 @@
+"""A workload file's fields: each a JSON number, refused by name and shown short when it is not."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from stash_core.errors import UsageError
+from stash_core.spot.inputs import load_workload
+
+DOC = {"param_mb": 1, "solo_bandwidth_mbps": 1, "a1": 0.1, "b1": 0.1, "g": [1, 2, 3, 4, 5]}
+
+
+def _load(tmp_path, **fields):
+    path = tmp_path / "w.json"
+    path.write_text(json.dumps({**DOC, **fields}))
+    return load_workload(path)[0]
+
+
+def test_the_contention_margin_is_a_number_like_the_other_fields(tmp_path):
+    assert _load(tmp_path).contention_margin == 0.0
+    assert _load(tmp_path, contention_margin=0.03).contention_margin == 0.03
+    with pytest.raises(UsageError, match=r'^workload file: contention_margin must be a number, got "abc"$'):
+        _load(tmp_path, contention_margin="abc")
+    with pytest.raises(UsageError, match=r'^workload file: contention_margin must be a number, got "0.1"$'):
+        _load(tmp_path, contention_margin="0.1")
+    with pytest.raises(UsageError, match="contention_margin must be a number, got null"):
+        _load(tmp_path, contention_margin=None)
+
+
+def test_a_400_digit_number_is_shown_short(tmp_path):
+    with pytest.raises(UsageError) as raised:
+        _load(tmp_path, a1=10**400)
+    message = str(raised.value)
+    assert message.startswith("workload file: a1 must be a number, got 1000") and message.endswith("...")
+    assert len(message) < 100
