@@ -65,7 +65,8 @@ def run_workers(
             module_args=module_args,
             master_addr=master_addr,
             master_port=machines.master_port or free_port(),
-            env={**machines.env, **{key: value for key, value in env.items() if key != "PYTHONPATH"}},
+            # A host imports Stash from its --workdir (a checkout there): its current folder stays on path.
+            env={**machines.env, **{key: value for key, value in env.items() if key not in REMOTE_OWN}},
             python=machines.python,
             workdir=machines.workdir,
             timeout_s=timeout_s,
@@ -77,6 +78,9 @@ def run_workers(
     except MeasurementError as error:
         return str(error)
     return None
+
+
+REMOTE_OWN = ("PYTHONPATH", "PYTHONSAFEPATH")  # what each remote host sets for itself
 
 
 def worker_env(threads_per_worker: int) -> dict[str, str]:

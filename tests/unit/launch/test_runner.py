@@ -35,3 +35,19 @@ def test_a_json_py_in_the_current_folder_is_not_imported_by_torchrun_or_its_work
     failure = run_local(torchrun_argv(1, "says_json", []), lines.append, timeout_s=120, env=env)
     assert failure == [], lines
     assert any('{"worker": "ok"}' in line for line in lines) and not ran.exists()
+
+
+def test_a_remote_host_keeps_its_workdir_on_sys_path(monkeypatch):
+    """A host that imports Stash from a checkout in its --workdir (its current folder) gets neither this
+    machine's PYTHONPATH nor its PYTHONSAFEPATH."""
+    from stash_core.launch import runner
+    from stash_core.launch.hosts import RemoteHosts
+    from stash_core.launch.ssh import SshTarget
+
+    sent = {}
+    monkeypatch.setattr(runner, "launch_torchrun_over_ssh", lambda **kwargs: sent.update(kwargs))
+    remote = RemoteHosts(targets=[SshTarget(host="gpu-a")], python="python3", workdir="/srv/stash")
+    job = {"phase": "R0", "device": "cpu"}
+    runner.run_workers("stash_core.measure.worker", job, 1, 1, remote, print, 10, env=worker_env(1))
+    assert sent["workdir"] == "/srv/stash"
+    assert "PYTHONSAFEPATH" not in sent["env"] and "PYTHONPATH" not in sent["env"]
