@@ -7,10 +7,8 @@ as the inserts take.
 from __future__ import annotations
 
 import collections
-import json
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -22,8 +20,15 @@ from stash_core.errors import StashError, UsageError
 from stash_core.pathargs import required_path
 from stash_core.results.file import PROBE_KIND, ResultDocument, load_document, upgrade_result
 from stash_core.store.connection import connect
+from stash_core.store.ingest_conflicts import (
+    difference_text,
+    differences,
+    probe_figures,
+    run_figures,
+    stored_probe_figures,
+    stored_run_figures,
+)
 from stash_core.store.ingest_rows import PreparedRun, prepare_probe, prepare_run
-from stash_core.store.run_labels import CONFIRMED_KEY
 
 # A batch of files holds the database for at most this long before readers get a turn.
 READER_TURN_S = 0.5
@@ -92,74 +97,48 @@ def ingest_probe(db_path: Path | str, doc: ResultDocument) -> bool:
         return _insert_probe(con, probe_id, frame)
 
 
-# The runs columns that say what a run is; ingesting a run_id again must bring the same values.
-_IDENTITY_COLUMNS = (
-    "status", "started_at", "finished_at", "model", "batch_size", "workers_per_node", "nodes", "instance",
-    "iteration_s", "spec",
-)  # fmt: skip
-
-
-_READ_AS = {"started_at": "epoch_us({})", "finished_at": "epoch_us({})", "spec": "CAST({} AS VARCHAR)"}
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-
-
 def _refuse_conflicts(db_path: Path | str, prepared: list[tuple[Path, Any]]) -> None:
-    """UsageError naming the file when a run_id is stored, or given twice, with different content."""
-    runs = [(path, item) for path, item in prepared if isinstance(item, PreparedRun)]
-    seen: dict[str, tuple[Path, PreparedRun]] = {}
-    for path, run in runs:
-        if run.run_id in seen:
-            first_path, first = seen[run.run_id]
-            differ = [c for c in _IDENTITY_COLUMNS if first.run_row.get(c) != run.run_row.get(c)]
-            if differ:
+    """UsageError naming the file when a run_id or probe_id is stored, or given twice, with other content."""
+    seen: dict[str, tuple[Path, dict[str, Any]]] = {}
+    for path, item in prepared:
+        key, figures = _figures_of(item)
+        if key in seen:
+            first_path, first = seen[key]
+            if differ := differences(first, figures):
                 raise UsageError(
-                    f"{path}: run {run.run_id} is also in {first_path} with other {', '.join(differ)}"
+                    f"{path}: {key} is also in {first_path} with other {difference_text(differ)}"
                 )
-        seen[run.run_id] = (path, run)
-    if not runs or not Path(db_path).exists():
+        seen[key] = (path, figures)
+    if not prepared or not Path(db_path).exists():
         return
     with connect(db_path, read_only=True) as con:
-        for path, run in runs:
-            differ = _differences(con, run)
-            if differ:
-                raise UsageError(f"{path}: {_conflict_text(run.run_id, differ)}")
+        for path, item in prepared:
+            if differ := _stored_differences(con, item):
+                raise UsageError(f"{path}: {_conflict_text(_figures_of(item)[0], differ)}")
 
 
-def _differences(con: duckdb.DuckDBPyConnection, run: PreparedRun) -> list[str]:
-    """The identity columns whose stored value differs from the run's (none when it is not stored)."""
-    columns = ", ".join(_READ_AS.get(c, "{}").format(c) for c in _IDENTITY_COLUMNS)
-    row = con.execute(f"SELECT {columns} FROM runs WHERE run_id = ?", [run.run_id]).fetchone()
-    if row is None:
-        return []
-    return [
-        column
-        for column, stored in zip(_IDENTITY_COLUMNS, row, strict=True)
-        if not _same(column, stored, run.run_row.get(column))
-    ]
+def _figures_of(item: PreparedRun | tuple[str, pd.DataFrame]) -> tuple[str, dict[str, Any]]:
+    """("run <id>" or "probe <id>", its figures)."""
+    if isinstance(item, PreparedRun):
+        return f"run {item.run_id}", run_figures(item)
+    return f"probe {item[0]}", probe_figures(item[1])
 
 
-def _same(column: str, stored: Any, new: Any) -> bool:
-    if stored is None or new is None:
-        return stored is None and new is None
-    if column in _TIME_COLUMNS:  # microseconds since the epoch, as DuckDB keeps them
-        moment = datetime.fromisoformat(new)
-        moment = moment if moment.tzinfo else moment.replace(tzinfo=UTC)
-        return stored == (moment - _EPOCH) // timedelta(microseconds=1)
-    if column == "spec":  # a label the user confirmed after storing the run (stash instances confirm)
-        return _without_confirmation(json.loads(stored)) == _without_confirmation(json.loads(new))
-    if column in _JSON_COLUMNS:
-        return json.loads(stored) == json.loads(new)
-    return stored == new
+def _stored_differences(
+    con: duckdb.DuckDBPyConnection, item: PreparedRun | tuple[str, pd.DataFrame]
+) -> list[str]:
+    """What differs between the item and the one stored under its id (nothing when none is)."""
+    if isinstance(item, PreparedRun):
+        stored = stored_run_figures(con, item.run_id)
+    else:
+        stored = stored_probe_figures(con, item[0])
+    return [] if stored is None else differences(stored, _figures_of(item)[1])
 
 
-def _without_confirmation(spec: Any) -> Any:
-    return {k: v for k, v in spec.items() if k != CONFIRMED_KEY} if isinstance(spec, dict) else spec
-
-
-def _conflict_text(run_id: str, differ: list[str]) -> str:
+def _conflict_text(key: str, differ: list[str]) -> str:
     return (
-        f"run {run_id} is already stored with other {', '.join(differ)}; refused, nothing was overwritten "
-        "(give this run another run_id to keep both)"
+        f"{key} is already stored with other {difference_text(differ)}; refused, nothing was overwritten "
+        f"(give it another {key.split()[0]}_id to keep both)"
     )
 
 
@@ -177,16 +156,21 @@ def _insert(con: duckdb.DuckDBPyConnection, run: PreparedRun) -> bool:
         if run.probes is not None:
             _insert_probe_frame(con, run.probes)
 
-    def refuse_other_content() -> None:
-        differ = _differences(con, run)
-        if differ:
-            raise UsageError(_conflict_text(run.run_id, differ))
-
-    return _insert_once(con, "runs", "run_id", run.run_id, write, refuse_other_content)
+    return _insert_once(con, "runs", "run_id", run.run_id, write, lambda: _refuse_stored(con, run))
 
 
 def _insert_probe(con: duckdb.DuckDBPyConnection, probe_id: str, frame: pd.DataFrame) -> bool:
-    return _insert_once(con, "probes", "probe_id", probe_id, lambda: _insert_probe_frame(con, frame))
+    def write() -> None:
+        _insert_probe_frame(con, frame)
+
+    return _insert_once(
+        con, "probes", "probe_id", probe_id, write, lambda: _refuse_stored(con, (probe_id, frame))
+    )
+
+
+def _refuse_stored(con: duckdb.DuckDBPyConnection, item: PreparedRun | tuple[str, pd.DataFrame]) -> None:
+    if differ := _stored_differences(con, item):
+        raise UsageError(_conflict_text(_figures_of(item)[0], differ))
 
 
 NO_SPACE = "No space left on device"  # the OS's words (ENOSPC), as DuckDB passes them on
@@ -217,8 +201,8 @@ def _insert_once(
         message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         if NO_SPACE in message:  # the machine's fault, not the input's: not a usage error
             raise StashError(
-                f"cannot store {what} {key}: the disk holding the database is full ({NO_SPACE}); the database "
-                "is as it was before this one; free some space and run the same command again"
+                f"cannot store {what} {key}: the disk holding the database is full ({NO_SPACE}); the "
+                "database is as it was before this one; free some space and run the same command again"
             ) from None
         raise UsageError(f"cannot store {what} {key}: {message}") from None
     except BaseException:

@@ -32,7 +32,9 @@ the schema, the migrations and stash_core/results/doc.py; edit those, not this f
 Stash keeps every profile twice: as a self-contained **result file** (JSON, one per run) and as rows in an
 embedded **DuckDB database** (default `results.duckdb`). Result files are the source of truth; the database is
 filled by ingesting them (`stash_core.store.ingest_files`), so a local run, a run on a remote VM and a file a
-colleague sends all enter the same way. Ingest is idempotent: a run id that is already stored is skipped.
+colleague sends all enter the same way. Ingest is idempotent: a run id that is already stored with the same
+content is skipped; one stored with other figures (its status or error, a phase's statistics, a stall) is
+refused with one line naming them, and so is a probe id stored with other figures.
 
 This document is a public interface: people query the tables directly (DuckDB CLI, Python, the SQL page of the
 dashboard, exports). Columns are only added or changed together with a new schema version and a migration.

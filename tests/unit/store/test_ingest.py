@@ -267,6 +267,45 @@ def test_a_run_id_stored_with_other_content_is_refused_and_the_same_content_is_n
     assert row_counts(db_path) == stored and store.get_run(db_path, "the-run")["status"] == "completed"
 
 
+def _stall_seconds(doc: dict) -> None:
+    doc["breakdown"]["stalls"]["compute"]["seconds"] += 0.01
+
+
+def _phase_mean(doc: dict) -> None:
+    doc["phases"][0]["iteration_s"]["mean"] *= 1.5
+
+
+def _error(doc: dict) -> None:
+    doc["error"] = "the run died"
+
+
+@pytest.mark.parametrize(
+    ("change", "named"),
+    [(_stall_seconds, "stall compute seconds"), (_phase_mean, "phase R0 mean_s"), (_error, "error")],
+)
+def test_a_run_id_stored_with_other_figures_is_refused_naming_them(
+    tmp_path, db_path, result_doc, row_counts, change, named
+) -> None:
+    """Not only the run's identity: a stall, a phase statistic or the error that differs is other content
+    (such files were 'already stored', their figures silently dropped)."""
+    doc = result_doc(run_id="the-run")
+    first = write_result_atomic(tmp_path / "first.json", doc)
+    store.ingest_files(db_path, [first])
+    stored = row_counts(db_path)
+    other = json.loads(json.dumps(doc))
+    change(other)
+    with pytest.raises(UsageError, match=f"run the-run is already stored with other {named};"):
+        store.ingest_result(db_path, other)
+    changed = write_result_atomic(tmp_path / "changed.json", other)
+    with pytest.raises(UsageError, match=f"{changed}: run the-run is already stored with other {named};"):
+        store.ingest_files(db_path, [changed])
+    with pytest.raises(UsageError, match=f"{changed}: run the-run is also in {first} with other {named}$"):
+        store.ingest_files(tmp_path / "fresh.duckdb", [first, changed])
+    assert not (tmp_path / "fresh.duckdb").exists()
+    assert row_counts(db_path) == stored
+    assert store.ingest_files(db_path, [first, first]) == [(first, "the-run", False)] * 2
+
+
 @pytest.mark.parametrize(
     ("change", "message"),
     [

@@ -111,6 +111,27 @@ def test_stash_probe_documents_ingest_from_memory_and_files(tmp_path):
         ingest_probe(db, {**doc, "probe_id": "z", "schema_version": 9})
 
 
+def test_a_probe_id_stored_with_other_figures_is_refused(tmp_path):
+    """A probe file whose probe_id is stored with other figures was 'already stored', its figures dropped."""
+    db = tmp_path / "r.duckdb"
+    doc = {**probe_set("R1n", 2), "kind": "stash-probe", "schema_version": 1, "probe_id": "p1"}
+    other = json.loads(json.dumps(doc))
+    other["allreduce"][1]["time_s"] = 0.09
+    assert ingest_probe(db, doc) is True
+    assert ingest_probe(db, json.loads(json.dumps(doc))) is False
+    with pytest.raises(UsageError, match="probe p1 is already stored with other time_s; refused"):
+        ingest_probe(db, other)
+    same, changed = tmp_path / "same.json", tmp_path / "changed.json"
+    same.write_text(json.dumps(doc))
+    changed.write_text(json.dumps(other))
+    with pytest.raises(UsageError, match=f"{changed}: probe p1 is already stored with other time_s"):
+        ingest_files(db, [changed])
+    with pytest.raises(UsageError, match=f"{changed}: probe p1 is also in {same} with other time_s"):
+        ingest_files(tmp_path / "fresh.duckdb", [same, changed])
+    rows = query_readonly(db, "SELECT time_s FROM probes WHERE size_bytes = ? AND kind = 'allreduce'", [MIB])
+    assert list(rows["time_s"]) == [0.045]
+
+
 def test_a_version_1_database_made_before_the_probes_table_gets_it(tmp_path):
     db = tmp_path / "old.duckdb"
     ingest_result(db, profile_doc("run-0"))

@@ -1,0 +1,142 @@
+"""A run_id or probe_id given again: the same content is stored once (idempotent), other content is refused.
+
+A run is compared on what it is and what it measured: the runs columns that come from the file as it is
+(not the ones a migration fills in or a label confirmation changes), every phase's statistics and status,
+every stall's figures and status. A probe set is compared on every row it adds. The figures are compared as
+they are stored, so a file and its stored run compare equal exactly when nothing in them differs.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import duckdb
+import pandas as pd
+
+from stash_core.store.ingest_rows import PreparedRun
+from stash_core.store.run_labels import CONFIRMED_KEY
+
+# The runs columns a file gives as it is; the others are derived, or filled in by migrations for old runs.
+RUN_COLUMNS = (
+    "status", "error", "started_at", "finished_at", "model", "batch_size", "workers_per_node", "nodes",
+    "instance", "iteration_s", "iteration_ci95_s", "iterations_per_epoch", "epoch_s", "spec",
+)  # fmt: skip
+PHASE_COLUMNS = (
+    "phase_index", "description", "workers", "nodes", "data", "status", "error", "warmup_iterations",
+    "iterations", "mean_s", "ci95_s", "std_s", "median_s", "p5_s", "p95_s", "data_s", "forward_s",
+    "backward_s", "optimizer_s", "rank_skew_s", "resident_fraction_start", "wall_s", "telemetry_interval_s",
+)  # fmt: skip
+# A stall's share is left out: it is recomputed from its seconds (older versions stored the file's).
+STALL_COLUMNS = ("seconds", "ci95_s", "epoch_s", "status")
+PROBE_COLUMNS = (
+    "run_id", "phase", "started_at", "hostname", "instance", "backend", "device", "world_size", "nodes",
+    "workers_per_node", "kind", "scope", "size_bytes", "repetitions", "time_s", "time_min_s", "algbw_gbps",
+    "busbw_gbps", "link_gbps",
+)  # fmt: skip
+_TIMES = ("started_at", "finished_at")
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_SHOWN = 6  # differences named in a refusal; the rest are counted
+
+
+def run_figures(run: PreparedRun) -> dict[str, Any]:
+    """{what: value} of a run about to be stored, as stored_run_figures reads them back."""
+    figures = {column: _plain(column, run.run_row.get(column)) for column in RUN_COLUMNS}
+    for row in run.phases.to_dict("records"):
+        figures.update(_part(f"phase {row['phase']}", row, PHASE_COLUMNS))
+    for row in run.stalls.to_dict("records"):
+        figures.update(_part(f"stall {row['stall']}", row, STALL_COLUMNS))
+    return figures
+
+
+def stored_run_figures(con: duckdb.DuckDBPyConnection, run_id: str) -> dict[str, Any] | None:
+    """The figures of the stored run `run_id` (None when it is not stored)."""
+    columns = ", ".join(_read(column) for column in RUN_COLUMNS)
+    row = con.execute(f"SELECT {columns} FROM runs WHERE run_id = ?", [run_id]).fetchone()
+    if row is None:
+        return None
+    figures = {column: _plain(column, value) for column, value in zip(RUN_COLUMNS, row, strict=True)}
+    for table, key, columns in (("phases", "phase", PHASE_COLUMNS), ("stalls", "stall", STALL_COLUMNS)):
+        rows = con.execute(
+            f"SELECT {key}, {', '.join(columns)} FROM {table} WHERE run_id = ?", [run_id]
+        ).fetchall()
+        for values in rows:
+            figures.update(_part(f"{key} {values[0]}", dict(zip(columns, values[1:], strict=True)), columns))
+    return figures
+
+
+def probe_figures(frame: pd.DataFrame) -> dict[str, Any]:
+    """{column: its values in a canonical order} of a probe set's rows, and the rows themselves."""
+    rows = [
+        tuple(_plain(column, row.get(column)) for column in PROBE_COLUMNS) for row in frame.to_dict("records")
+    ]
+    return _probe_part(rows)
+
+
+def stored_probe_figures(con: duckdb.DuckDBPyConnection, probe_id: str) -> dict[str, Any] | None:
+    """The figures of the stored probe set `probe_id` (None when it is not stored)."""
+    columns = ", ".join(_read(column) for column in PROBE_COLUMNS)
+    try:
+        rows = con.execute(f"SELECT {columns} FROM probes WHERE probe_id = ?", [probe_id]).fetchall()
+    except duckdb.CatalogException:  # a database from before the probes table, read-only: none stored
+        return None
+    if not rows:
+        return None
+    return _probe_part([tuple(_plain(c, v) for c, v in zip(PROBE_COLUMNS, row, strict=True)) for row in rows])
+
+
+def differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """What differs between two sets of figures, in the order of `new` (then what only `old` has)."""
+    names = [name for name in new if name not in old or old[name] != new[name]]
+    names += [name for name in old if name not in new]
+    if "rows" in names:  # a probe set: name the columns that differ, or say only that the rows do
+        names = [name for name in names if name != "rows"] or ["rows"]
+    return names
+
+
+def difference_text(names: list[str]) -> str:
+    shown = ", ".join(names[:_SHOWN])
+    return shown if len(names) <= _SHOWN else f"{shown} and {len(names) - _SHOWN} more"
+
+
+def _part(prefix: str, row: dict[str, Any], columns: tuple[str, ...]) -> dict[str, Any]:
+    return {f"{prefix} {column}": _plain(column, row.get(column)) for column in columns}
+
+
+def _probe_part(rows: list[tuple]) -> dict[str, Any]:
+    figures = {
+        column: sorted((row[index] for row in rows), key=_order) for index, column in enumerate(PROBE_COLUMNS)
+    }
+    figures["rows"] = sorted(rows, key=_order)  # the same values in other rows still differ
+    return figures
+
+
+def _order(value: Any) -> str:
+    return json.dumps(value, default=str)
+
+
+def _read(column: str) -> str:
+    if column in _TIMES:
+        return f"epoch_us({column})"  # microseconds since the epoch, as DuckDB keeps a time
+    return f"CAST({column} AS VARCHAR)" if column == "spec" else column
+
+
+def _plain(column: str, value: Any) -> Any:
+    """A value as plain Python, the same whether it comes from a prepared row or the database."""
+    if value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value)):
+        return None
+    if hasattr(value, "item"):  # a numpy scalar
+        value = value.item()
+        if isinstance(value, float) and math.isnan(value):
+            return None
+    if column in _TIMES and isinstance(value, str):
+        moment = datetime.fromisoformat(value)
+        moment = moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+        return (moment - _EPOCH) // timedelta(microseconds=1)
+    if column == "spec" and isinstance(value, str):
+        spec = json.loads(value)
+        # a label the user confirmed after storing the run (stash instances confirm) is not new content
+        return {k: v for k, v in spec.items() if k != CONFIRMED_KEY} if isinstance(spec, dict) else spec
+    return value
