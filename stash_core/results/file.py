@@ -10,7 +10,6 @@ file) ends in a one-line UsageError.
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
@@ -18,7 +17,14 @@ from typing import Any
 
 from stash_core.errors import UsageError
 from stash_core.results.document import ResultDocument, check_ranges
-from stash_core.terminal import unsafe_character
+from stash_core.results.probe import check_probe_set
+from stash_core.results.values import (
+    MAX_DEPTH,
+    check_identifier,
+    check_numbers,
+    check_timestamp,
+    check_tree,
+)
 from stash_core.units import STALLS, json_safe  # noqa: F401 - json_safe re-exported
 from stash_core.userfiles import read_user_bytes, write_json_atomic
 
@@ -46,12 +52,7 @@ LAUNCH_NUMBERS = (
 )
 
 REQUIRED_KEYS = ("schema_version", "kind", "run_id", "status", "started_at", "spec", "phases")
-MAX_DEPTH = 32  # objects and lists within each other; a result nests about 7 deep
-INT64_MAX = 2**63 - 1
-MAX_ID_CHARS = 200
 MAX_RESULT_BYTES = 1024 * 1024 * 1024  # a long run with dense telemetry is tens of MB
-# Times a result may carry: what pandas (the dashboard) can represent, from 1900 on.
-EARLIEST, LATEST = datetime(1900, 1, 1), datetime(2262, 4, 11)
 
 # MIGRATIONS[v] turns a document of schema_version v into one of version v + 1. Version 1 is the first
 # version, so there is nothing to migrate yet; a future version 2 adds `MIGRATIONS[1] = _v1_to_v2`.
@@ -143,15 +144,20 @@ def _read_json(path: Path) -> Any:
 
 
 def check_probe(doc: Any) -> None:
-    """Raise UsageError (one line) unless `doc` is a probe document of `stash probe` this Stash can read."""
+    """Raise UsageError (one line) unless `doc` is a probe document of `stash probe` this Stash can read and
+    store: the checks of a result file's own fields, for its probe set (results/probe.py)."""
     if not isinstance(doc, dict) or doc.get("kind") != PROBE_KIND:
         raise UsageError(f'not a Stash probe (no "kind": "{PROBE_KIND}")')
     version = doc.get("schema_version")
     if isinstance(version, bool) or not isinstance(version, int) or version > SCHEMA_VERSION:
         raise UsageError(f"probe has schema_version {version!r}; this Stash reads up to {SCHEMA_VERSION}")
+    if version < 1:
+        raise UsageError(f"probe has schema_version {version}, which never existed")
     probe_id = doc.get("probe_id")
     if not isinstance(probe_id, str) or not probe_id.strip():
         raise UsageError("probe has an empty or non-text probe_id")
+    check_tree(doc, "probe")  # before anything walks it: a hostile nesting cannot exhaust the stack
+    check_probe_set(doc, "probe")
 
 
 def upgrade_result(doc: Any) -> ResultDocument:
@@ -202,8 +208,8 @@ def _validate_body(doc: dict) -> None:
     check_tree(doc)
     _check_identifiers(doc)
     _check_choice("status", doc["status"], RUN_STATUSES)
-    _check_timestamp("started_at", doc["started_at"], required=True)
-    _check_timestamp("finished_at", doc.get("finished_at"), required=False)
+    check_timestamp("started_at", doc["started_at"], required=True)
+    check_timestamp("finished_at", doc.get("finished_at"), required=False)
     _check_order(doc["started_at"], doc.get("finished_at"))
     if not isinstance(doc["spec"], dict):
         raise UsageError("result file: spec must be an object")
@@ -219,7 +225,18 @@ def _validate_body(doc: dict) -> None:
     breakdown = doc.get("breakdown")
     if breakdown is not None:
         _validate_breakdown(breakdown)
+    _check_probes(doc.get("probes"))
     check_ranges(doc)
+
+
+def _check_probes(probes: Any) -> None:
+    """A profile's probe sets: a list of objects, each held to what a probe file is."""
+    if probes is None:
+        return
+    if not isinstance(probes, list) or not all(isinstance(probe, dict) for probe in probes):
+        raise UsageError("result file: probes must be a list of objects")
+    for index, probe in enumerate(probes):
+        check_probe_set(probe, "result file", f"probes[{index}].")
 
 
 def _validate_phase(index: int, phase: Any, seen: set[str]) -> None:
@@ -231,7 +248,7 @@ def _validate_phase(index: int, phase: Any, seen: set[str]) -> None:
     seen.add(name)
     if "status" in phase:
         _check_choice(f"phase {name} status", phase["status"], PHASE_STATUSES)
-    _check_identifier(f"phase {name!r} name", name)
+    check_identifier(f"phase {name!r} name", name)
     for key in ("iteration_s", "parts_mean_s", "samples", "telemetry", "pooled"):
         if phase.get(key) is not None and not isinstance(phase[key], dict):
             raise UsageError(f"result file: phase {name} {key} must be an object or null")
@@ -242,7 +259,7 @@ def _validate_phase(index: int, phase: Any, seen: set[str]) -> None:
             raise UsageError(f"result file: phase {name} samples.{key} must be a list")
         if key in SAMPLE_KEYS and values:
             lengths[key] = len(values)
-            _check_numbers(f"phase {name} samples.{key}", values)
+            check_numbers(f"phase {name} samples.{key}", values)
             if key != "slowest_rank" and any(isinstance(v, int | float) and v < 0 for v in values):
                 raise UsageError(f"result file: phase {name} samples.{key} holds a negative time")
     if len(set(lengths.values())) > 1:
@@ -255,15 +272,15 @@ def _validate_phase(index: int, phase: Any, seen: set[str]) -> None:
     metrics = telemetry.get("metrics") or {}
     if not isinstance(metrics, dict):
         raise UsageError(f"result file: phase {name} telemetry.metrics must be an object")
-    _check_numbers(f"phase {name} telemetry.t_s", times)
+    check_numbers(f"phase {name} telemetry.t_s", times)
     for metric, values in metrics.items():
         if not isinstance(values, list) or len(values) != len(times):
             raise UsageError(
                 f"result file: phase {name} telemetry metric {metric} does not have one value per t_s "
                 f"({len(times)} times)"
             )
-        _check_identifier(f"phase {name} telemetry metric name", metric)
-        _check_numbers(f"phase {name} telemetry metric {metric}", values)
+        check_identifier(f"phase {name} telemetry metric name", metric)
+        check_numbers(f"phase {name} telemetry metric {metric}", values)
 
 
 def _validate_breakdown(breakdown: Any) -> None:
@@ -273,7 +290,7 @@ def _validate_breakdown(breakdown: Any) -> None:
     if not isinstance(stalls, dict):
         raise UsageError("result file: breakdown.stalls must be an object")
     for stall, entry in stalls.items():
-        _check_identifier("breakdown stall name", stall)
+        check_identifier("breakdown stall name", stall)
         if not isinstance(entry, dict):
             raise UsageError(f"result file: breakdown stall {stall} must be an object")
         if entry.get("status") is not None:
@@ -314,59 +331,15 @@ def _check_spec_counts(spec: dict) -> None:
             )
 
 
-def _check_timestamp(key: str, value: Any, required: bool) -> None:
-    if value is None and not required:
-        return
-    try:
-        moment = datetime.fromisoformat(value)
-    except (TypeError, ValueError):
-        raise UsageError(f"result file: {key} is not an ISO 8601 time ({value!r})") from None
-    if not EARLIEST <= moment.replace(tzinfo=None) < LATEST:
-        raise UsageError(f"result file: {key} {value!r} is outside the representable range (1900 .. 2262)")
-
-
-def check_tree(doc: Any, what: str = "result file") -> None:
-    """Refuse, naming the place, JSON nested deeper than MAX_DEPTH, integers beyond 64 bits, infinite numbers
-    (a number too large for a double, like 1e400) and keys that are not text. NaN stands for "unknown" and
-    is kept. Walks without recursion, so a hostile document cannot exhaust the stack."""
-    stack: list[tuple[Any, str, int]] = [(doc, "", 0)]
-    while stack:
-        value, where, depth = stack.pop()
-        if depth > MAX_DEPTH:
-            raise UsageError(f"{what}: {where} nests deeper than {MAX_DEPTH} levels")
-        items = value.items() if isinstance(value, dict) else enumerate(value)
-        for key, item in items:
-            kind = type(item)
-            if kind is float:
-                if item in _INFINITIES:
-                    raise UsageError(f"{what}: {_place(where, key)} is a number too large to store")
-            elif kind is int:
-                if not -INT64_MAX <= item <= INT64_MAX:
-                    raise UsageError(f"{what}: {_place(where, key)} is an integer beyond 64 bits")
-            elif isinstance(item, dict | list):
-                stack.append((item, _place(where, key), depth + 1))
-            if type(key) is not str and type(key) is not int:
-                raise UsageError(f"{what}: {where or 'the document'} has a key that is not text ({key!r})")
-
-
-_INFINITIES = (math.inf, -math.inf)
-
-
-def _place(where: str, key: str | int) -> str:
-    if isinstance(key, int):
-        return f"{where}[{key}]"
-    return f"{where}.{key}" if where else key
-
-
 def _check_identifiers(doc: dict) -> None:
     """The names a run is found and shown by: text of sensible length, no control or bidi characters."""
-    _check_identifier("run_id", doc["run_id"])
+    check_identifier("run_id", doc["run_id"])
     for section, keys in (("spec", ("model", "instance", "device", "backend")), ("model", ("name", "kind")),
                           ("fingerprint", ("hostname", "instance"))):  # fmt: skip
         values = doc.get(section)
         for key in keys if isinstance(values, dict) else ():
             if values.get(key) is not None:
-                _check_identifier(f"{section}.{key}", values[key])
+                check_identifier(f"{section}.{key}", values[key])
 
 
 def _validate_launches(name: str, launches: Any) -> None:
@@ -378,23 +351,6 @@ def _validate_launches(name: str, launches: Any) -> None:
         round_index = launch.get("round") if isinstance(launch, dict) else None
         if type(round_index) is not int or not 0 <= round_index <= 10**6:
             raise UsageError(f"result file: {where} must be an object whose round is a whole number from 0")
-        _check_numbers(f"{where} ({', '.join(LAUNCH_NUMBERS)})", [launch.get(key) for key in LAUNCH_NUMBERS])
+        check_numbers(f"{where} ({', '.join(LAUNCH_NUMBERS)})", [launch.get(key) for key in LAUNCH_NUMBERS])
 
 
-def _check_identifier(what: str, value: Any) -> None:
-    if not isinstance(value, str):
-        raise UsageError(f"result file: {what} must be text, got {value!r}")
-    character = unsafe_character(value)
-    if character:
-        raise UsageError(f"result file: {what} holds the control character {character}")
-    if len(value) > MAX_ID_CHARS:
-        raise UsageError(f"result file: {what} is longer than {MAX_ID_CHARS} characters")
-
-
-def _check_numbers(what: str, values: list) -> None:
-    """A flat list of numbers (None for a missing one): not nested, not text."""
-    for value in values:
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
-            raise UsageError(
-                f"result file: {what} holds non-numeric values ({value!r}): give a flat list of numbers"
-            )

@@ -50,6 +50,22 @@ def _set(path: str, value):
     return change
 
 
+# A probe file as `stash probe --out` writes one, and a change of it.
+PROBE = {"schema_version": 1, "kind": "stash-probe", "probe_id": "p1",
+         "started_at": "2026-11-22T11:00:00+00:00", "hostname": "vm", "world_size": 2,
+         "allreduce": [{"size_bytes": 1024, "repetitions": 10, "time_s": 0.001, "busbw_gbps": 0.008}]}  # fmt: skip
+
+
+def _probe(**change) -> str:
+    return json.dumps({**copy.deepcopy(PROBE), **change})
+
+
+def _nested(value, depth: int):
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
 # (file name, content): result, probe and workload files that must be refused.
 BAD_FILES: dict[str, str | bytes] = {
     "empty.json": "",
@@ -97,6 +113,21 @@ BAD_FILES: dict[str, str | bytes] = {
     "batch_text.json": json.dumps(_doc(_set("spec.batch_size", "thirty-two"))),
     "probe_no_id.json": json.dumps({"kind": "stash-probe", "schema_version": 1, "probe_id": " "}),
     "probe_newer.json": json.dumps({"kind": "stash-probe", "schema_version": 9, "probe_id": "p"}),
+    "other_stall.json": json.dumps(_doc(_set("breakdown.stalls.compute.seconds", 0.123))),
+    "other_error.json": json.dumps(_doc(_set("error", "it died"))),
+    "probe_entry_number.json": _probe(allreduce=[5]),
+    "probe_entry_empty.json": _probe(allreduce=[{"a": 1}]),
+    "probe_allreduce_object.json": _probe(allreduce={"a": 1}),
+    "probe_gradient_list.json": _probe(gradient_allreduce=[1, 2]),
+    "probe_in_result.json": json.dumps(_doc(_set("probes", [{"allreduce": [5]}]))),
+    "probe_deep_host.json": _probe(hostname=_nested("vm", 500)),
+    "probe_year1.json": _probe(started_at="0001-01-01T00:00:00+01:00"),
+    "probe_year9999.json": _probe(started_at="9999-12-31T23:00:00-05:00"),
+    "probe_ansi_id.json": _probe(probe_id="p\x1b[2J"),
+    "probe_ansi_host.json": _probe(hostname="vm\x1b[2J"),
+    "probe_version0.json": _probe(schema_version=0),
+    "probe_negative_time.json": _probe(allreduce=[{**PROBE["allreduce"][0], "time_s": -0.001}]),
+    "probe_negative_busbw.json": _probe(allreduce=[{**PROBE["allreduce"][0], "busbw_gbps": -0.008}]),
     "binary.json": b"\xff\xfe\x00garbage",
     "workload_deep.json": "{" + '"a":{' * 5000 + "}" * 5001,
     "workload_digits.json": '{"param_mb": ' + "9" * 5000 + "}",
@@ -292,6 +323,21 @@ CASES: list[tuple[str, list[str], str]] = [
     ("ingest-batch-text", ["ingest", "{batch_text}", "--db", "{db}"], "spec.batch_size"),
     ("ingest-probe-no-id", ["ingest", "{probe_no_id}", "--db", "{db}"], "probe_id"),
     ("ingest-probe-newer", ["ingest", "{probe_newer}", "--db", "{db}"], "schema_version"),
+    ("ingest-other-stall", ["ingest", "{other_stall}", "--db", "{db}"], "with other stall compute seconds"),
+    ("ingest-other-error", ["ingest", "{other_error}", "--db", "{db}"], "already stored with other error"),
+    ("ingest-probe-entry-number", ["ingest", "{probe_entry_number}", "--db", "{db}"], "allreduce[0] must be"),
+    ("ingest-probe-entry-empty", ["ingest", "{probe_entry_empty}", "--db", "{db}"], "measured nothing"),
+    ("ingest-probe-allreduce-object", ["ingest", "{probe_allreduce_object}", "--db", "{db}"], "allreduce"),
+    ("ingest-probe-gradient-list", ["ingest", "{probe_gradient_list}", "--db", "{db}"], "gradient_allreduce"),
+    ("ingest-probe-in-result", ["ingest", "{probe_in_result}", "--db", "{db}"], "probes[0].allreduce[0]"),
+    ("ingest-probe-deep-host", ["ingest", "{probe_deep_host}", "--db", "{db}"], "nests deeper"),
+    ("ingest-probe-year-1", ["ingest", "{probe_year1}", "--db", "{db}"], "started_at"),
+    ("ingest-probe-year-9999", ["ingest", "{probe_year9999}", "--db", "{db}"], "started_at"),
+    ("ingest-probe-ansi-id", ["ingest", "{probe_ansi_id}", "--db", "{db}"], "probe_id holds the control"),
+    ("ingest-probe-ansi-host", ["ingest", "{probe_ansi_host}", "--db", "{db}"], "hostname holds the control"),
+    ("ingest-probe-version-0", ["ingest", "{probe_version0}", "--db", "{db}"], "schema_version 0"),
+    ("ingest-probe-negative-time", ["ingest", "{probe_negative_time}", "--db", "{db}"], "time_s is -0.001"),
+    ("ingest-probe-negative-busbw", ["ingest", "{probe_negative_busbw}", "--db", "{db}"], "busbw_gbps"),
     ("ingest-good-then-bad", ["ingest", str(EXAMPLE), "{status}", "--db", "{db}"], "status"),
     ("ingest-garbage-db", ["ingest", str(EXAMPLE), "--db", "{garbage_db}"], "corrupt"),
     # ---- runs, show, export, models

@@ -245,12 +245,58 @@ def test_load_document_reads_results_and_probes(tmp_path: Path) -> None:
         ({"kind": "stash-profile"}, "not a Stash probe"),
         ({"schema_version": True}, "schema_version True"),
         ({"probe_id": " "}, "empty or non-text probe_id"),
+        ({"schema_version": 0}, "schema_version 0, which never existed"),
+        ({"allreduce": [5]}, r"probe: allreduce\[0\] must be an object"),
+        ({"allreduce": [{"a": 1}]}, r"allreduce\[0\] has no size_bytes or no time_s"),
+        ({"allreduce": {"a": 1}}, "allreduce must be a list of objects or null"),
+        ({"gradient_allreduce": [1, 2]}, "gradient_allreduce must be an object"),
+        ({"p2p": [{"size_bytes": 8, "time_s": 1e-4, "scope": "x\x1b[2J"}]}, "scope holds the control"),
+        ({"hostname": "x"}, None),
+        ({"started_at": "0001-01-01T00:00:00+01:00"}, "started_at .* outside the representable range"),
+        ({"started_at": "9999-12-31T23:00:00-05:00"}, "started_at .* outside the representable range"),
+        ({"started_at": "soon"}, "started_at is not an ISO 8601 time"),
+        ({"probe_id": "p\x1b[2J"}, "probe_id holds the control character U\\+001B"),
+        ({"probe_id": " p1"}, "probe_id ' p1' is empty or starts or ends with a space"),
+        ({"hostname": "vm\x1b[2J"}, "hostname holds the control character U\\+001B"),
+        ({"hostname": 5}, "hostname must be text"),
+        ({"world_size": 0}, "world_size is 0; expected a whole number from 1"),
+        ({"link_gbps": -1.0}, "link_gbps is -1.0; a time or a rate is not negative"),
+        ({"allreduce": [{"size_bytes": 1024, "time_s": -0.001}]}, r"allreduce\[0\].time_s is -0.001"),
+        ({"allreduce": [{"size_bytes": 8, "time_s": 0.001, "busbw_gbps": -0.008}]}, "busbw_gbps is -0.008"),
+        ({"allreduce": [{"size_bytes": 1024, "time_s": "fast"}]}, "time_s must be a number"),
+        ({"allreduce": [{"size_bytes": 1.5, "time_s": 0.1}]}, "size_bytes is 1.5; expected a whole number"),
     ],
 )
-def test_check_probe_refuses_what_it_cannot_read(change: dict[str, Any], message: str) -> None:
+def test_check_probe_refuses_what_it_cannot_read(change: dict[str, Any], message: str | None) -> None:
+    """A probe file gets the checks a result file gets (a bad entry was an AttributeError in ingest, a deep
+    or out-of-range value a RecursionError or OverflowError, an escape sequence stored and printed raw)."""
     check_probe(probe_doc())  # must not raise
-    with pytest.raises(UsageError, match=message):
+    if message is None:
         check_probe({**probe_doc(), **change})
+        return
+    with pytest.raises(UsageError, match=message) as caught:
+        check_probe({**probe_doc(), **change})
+    assert "\n" not in str(caught.value) and "\x1b" not in str(caught.value)
+
+
+def test_a_probe_nested_too_deep_is_refused_without_recursing() -> None:
+    hostname: Any = "vm"
+    for _ in range(5000):
+        hostname = [hostname]
+    with pytest.raises(UsageError, match="probe: hostname.* nests deeper than 32 levels"):
+        check_probe({**probe_doc(), "hostname": hostname})
+
+
+def test_a_results_probe_sets_get_the_checks_of_a_probe_file() -> None:
+    doc = small_doc()
+    doc["probes"] = [{"allreduce": [{"size_bytes": 8, "time_s": 0.1}]}]
+    upgrade_result(doc)  # must not raise
+    doc["probes"] = [{"allreduce": [5]}]
+    with pytest.raises(UsageError, match=r"probes\[0\].allreduce\[0\] must be an object"):
+        upgrade_result(doc)
+    doc["probes"] = [{"hostname": "vm\x1b[2J", "allreduce": []}]
+    with pytest.raises(UsageError, match=r"probes\[0\].hostname holds the control character"):
+        upgrade_result(doc)
 
 
 def test_the_package_is_the_api_with_one_schema_version() -> None:

@@ -1,0 +1,84 @@
+"""Checks that result files (results/file.py) and probe files (results/probe.py) share: the JSON tree's depth
+and numbers, names that are shown (no terminal escapes), times the store and the dashboard can hold. Each
+refusal is one UsageError line that names its document and field."""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime
+from typing import Any
+
+from stash_core.errors import UsageError
+from stash_core.terminal import unsafe_character
+
+MAX_DEPTH = 32  # objects and lists within each other; a result nests about 7 deep
+INT64_MAX = 2**63 - 1
+MAX_ID_CHARS = 200
+
+# Times a result may carry: what pandas (the dashboard) can represent, from 1900 on.
+EARLIEST, LATEST = datetime(1900, 1, 1), datetime(2262, 4, 11)
+
+
+def check_timestamp(key: str, value: Any, required: bool, document: str = "result file") -> None:
+    """An ISO 8601 time within EARLIEST .. LATEST (a time beyond them cannot be turned into UTC or shown)."""
+    if value is None and not required:
+        return
+    try:
+        moment = datetime.fromisoformat(value)
+    except (TypeError, ValueError):
+        raise UsageError(f"{document}: {key} is not an ISO 8601 time ({value!r})") from None
+    if not EARLIEST <= moment.replace(tzinfo=None) < LATEST:
+        raise UsageError(f"{document}: {key} {value!r} is outside the representable range (1900 .. 2262)")
+
+
+def check_tree(doc: Any, what: str = "result file") -> None:
+    """Refuse, naming the place, JSON nested deeper than MAX_DEPTH, integers beyond 64 bits, infinite numbers
+    (a number too large for a double, like 1e400) and keys that are not text. NaN stands for "unknown" and
+    is kept. Walks without recursion, so a hostile document cannot exhaust the stack."""
+    stack: list[tuple[Any, str, int]] = [(doc, "", 0)]
+    while stack:
+        value, where, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            raise UsageError(f"{what}: {where} nests deeper than {MAX_DEPTH} levels")
+        items = value.items() if isinstance(value, dict) else enumerate(value)
+        for key, item in items:
+            kind = type(item)
+            if kind is float:
+                if item in _INFINITIES:
+                    raise UsageError(f"{what}: {_place(where, key)} is a number too large to store")
+            elif kind is int:
+                if not -INT64_MAX <= item <= INT64_MAX:
+                    raise UsageError(f"{what}: {_place(where, key)} is an integer beyond 64 bits")
+            elif isinstance(item, dict | list):
+                stack.append((item, _place(where, key), depth + 1))
+            if type(key) is not str and type(key) is not int:
+                raise UsageError(f"{what}: {where or 'the document'} has a key that is not text ({key!r})")
+
+
+_INFINITIES = (math.inf, -math.inf)
+
+
+def _place(where: str, key: str | int) -> str:
+    if isinstance(key, int):
+        return f"{where}[{key}]"
+    return f"{where}.{key}" if where else key
+
+
+def check_identifier(what: str, value: Any, document: str = "result file") -> None:
+    """Text of sensible length without control or bidi characters: a name that is shown and searched for."""
+    if not isinstance(value, str):
+        raise UsageError(f"{document}: {what} must be text, got {value!r}")
+    character = unsafe_character(value)
+    if character:
+        raise UsageError(f"{document}: {what} holds the control character {character}")
+    if len(value) > MAX_ID_CHARS:
+        raise UsageError(f"{document}: {what} is longer than {MAX_ID_CHARS} characters")
+
+
+def check_numbers(what: str, values: list) -> None:
+    """A flat list of numbers (None for a missing one): not nested, not text."""
+    for value in values:
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
+            raise UsageError(
+                f"result file: {what} holds non-numeric values ({value!r}): give a flat list of numbers"
+            )
