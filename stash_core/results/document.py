@@ -45,7 +45,7 @@ class Phase(TypedDict, total=False):
     stop_reason: str
     wall_s: float
     started_s: float  # when its (first) launch started, seconds on the profile's clock
-    machine_load: dict[str, Any] | None  # its (first) launch's measured load: wall_s, other_cpu_s, steal_s, cores
+    machine_load: dict[str, Any] | None  # its (first) launch's load: wall_s, other_cpu_s, steal_s, cores
     telemetry: dict[str, Any]  # interval_s, gpu_status, t_s, metrics
     ranks: list[dict[str, Any]]  # several machines: each rank's own means
     launches_planned: int
@@ -118,6 +118,8 @@ def check_ranges(doc: dict[str, Any]) -> None:
     run_id = doc["run_id"]
     if "/" in run_id or "\\" in run_id or run_id.strip(".") == "":
         raise UsageError(f"result file: run_id {run_id[:80]!r} is a path, not a name (no '/', '\\\\', '..')")
+    if run_id != run_id.strip():  # " r1" would be a second run that prints as "r1"
+        raise UsageError(f"result file: run_id {run_id[:80]!r} starts or ends with a space")
     breakdown = doc.get("breakdown") or {}
     for key in ("iteration_s", "iteration_ci95_s", "epoch_s"):
         _at_least(f"breakdown.{key}", breakdown.get(key), 0)
@@ -133,8 +135,9 @@ def check_ranges(doc: dict[str, Any]) -> None:
                 f"result file: stall {stall} is measured at {seconds!r} s; a negative difference has status "
                 "'negative'"
             )
+    _check_consistent(doc, breakdown)
     spec = doc["spec"]
-    for key in ("threads_per_worker", "image_px"):
+    for key in ("batch_size", "threads_per_worker", "image_px"):
         _at_least(f"spec.{key}", spec.get(key), 1)
     limit = spec.get("max_phase_s")
     if _number(limit) and limit <= 0:
@@ -147,6 +150,11 @@ def check_ranges(doc: dict[str, Any]) -> None:
         _at_least(f"phase {name} wall_s", phase.get("wall_s"), 0)
         for key in ("workers", "workers_per_node", "nodes"):
             _at_least(f"phase {name} {key}", phase.get(key), 1)
+        for key, value in (phase.get("iteration_s") or {}).items():
+            if key != "n":
+                _at_least(f"phase {name} iteration_s.{key}", value, 0)
+        for key, value in (phase.get("parts_mean_s") or {}).items():
+            _at_least(f"phase {name} parts_mean_s.{key}", value, 0)
         fraction = phase.get("resident_fraction_start")
         if _number(fraction) and not 0 <= fraction <= 1:
             raise UsageError(
@@ -161,3 +169,39 @@ def _number(value: Any) -> bool:
 def _at_least(what: str, value: Any, least: float) -> None:
     if _number(value) and value < least:  # NaN compares false: unknown, not refused
         raise UsageError(f"result file: {what} is {value!r}; expected at least {least:g}")
+
+
+# How far a breakdown's figures may be from the ones they are made of: float rounding, not a measurement.
+_ROUNDING = 1e-6
+
+
+def _check_consistent(doc: dict[str, Any], breakdown: dict[str, Any]) -> None:
+    """The iteration time is the reference phase's mean and the epoch that many iterations
+    (analysis/stalls.breakdown makes them so); a file that says otherwise would be stored and shown with
+    figures no run measured."""
+    iteration_s = breakdown.get("iteration_s")
+    if not _known(iteration_s):
+        return
+    phases = {phase["name"]: phase for phase in doc["phases"]}
+    reference = breakdown.get("reference_phase")
+    known = isinstance(reference, str) and reference in phases
+    mean = (phases[reference].get("iteration_s") or {}).get("mean") if known else None
+    if _known(mean) and not _close(iteration_s, mean):
+        raise UsageError(
+            f"result file: breakdown.iteration_s is {iteration_s!r}, but its reference phase {reference} "
+            f"has a mean of {mean!r} s"
+        )
+    per_epoch, epoch_s = breakdown.get("iterations_per_epoch"), breakdown.get("epoch_s")
+    if _known(per_epoch) and _known(epoch_s) and not _close(epoch_s, iteration_s * per_epoch):
+        raise UsageError(
+            f"result file: breakdown.epoch_s is {epoch_s!r}, but {per_epoch!r} iterations of "
+            f"{iteration_s!r} s take {iteration_s * per_epoch!r} s"
+        )
+
+
+def _known(value: Any) -> bool:
+    return _number(value) and value == value  # NaN: unknown
+
+
+def _close(value: float, expected: float) -> bool:
+    return abs(value - expected) <= _ROUNDING * max(abs(value), abs(expected), 1e-9)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -199,7 +199,8 @@ def validate_result(doc: Any) -> None:
     except UsageError as error:
         # Name the run, so that one refused file among many is found (only an id that is safe to print).
         text = str(error)
-        if text.startswith("result file") and run_id.isascii() and run_id.isprintable() and len(run_id) <= 80:
+        printable = run_id.isascii() and run_id.isprintable() and run_id == run_id.strip()
+        if text.startswith("result file") and printable and len(run_id) <= 80:
             raise UsageError(text.replace("result file", f"result file of run {run_id}", 1)) from None
         raise
 
@@ -291,6 +292,8 @@ def _validate_breakdown(breakdown: Any) -> None:
         raise UsageError("result file: breakdown.stalls must be an object")
     for stall, entry in stalls.items():
         check_identifier("breakdown stall name", stall)
+        if stall not in STALL_NAMES:  # the store and the pages know these five only
+            raise UsageError(f"result file: breakdown stall {stall!r} is none of {', '.join(STALL_NAMES)}")
         if not isinstance(entry, dict):
             raise UsageError(f"result file: breakdown stall {stall} must be an object")
         if entry.get("status") is not None:
@@ -313,9 +316,9 @@ def _check_order(started: str, finished: str | None) -> None:
     """finished_at may not come before started_at (both already checked as ISO 8601 times)."""
     if finished is None:
         return
-    start, end = datetime.fromisoformat(started), datetime.fromisoformat(finished)
-    if (start.tzinfo is None) != (end.tzinfo is None):
-        start, end = start.replace(tzinfo=None), end.replace(tzinfo=None)
+    # as the store will hold them: a time without an offset is UTC (store/ingest_values.utc_text)
+    start, end = (datetime.fromisoformat(text) for text in (started, finished))
+    start, end = (moment if moment.tzinfo else moment.replace(tzinfo=UTC) for moment in (start, end))
     if end < start:
         raise UsageError(f"result file: finished_at {finished!r} is before started_at {started!r}")
 
@@ -352,5 +355,3 @@ def _validate_launches(name: str, launches: Any) -> None:
         if type(round_index) is not int or not 0 <= round_index <= 10**6:
             raise UsageError(f"result file: {where} must be an object whose round is a whole number from 0")
         check_numbers(f"{where} ({', '.join(LAUNCH_NUMBERS)})", [launch.get(key) for key in LAUNCH_NUMBERS])
-
-

@@ -108,7 +108,7 @@ BAD_FILES: dict[str, str | bytes] = {
     "status.json": json.dumps(_doc(_set("status", "done"))),
     "phase_status.json": json.dumps(_doc(_set("phases.0.status", "weird"))),
     "twice.json": json.dumps(_doc(lambda doc: doc["phases"].append(copy.deepcopy(doc["phases"][0])))),
-    "other_content.json": json.dumps(_doc(_set("breakdown.iteration_s", 123.0))),
+    "other_content.json": json.dumps(_doc(_set("breakdown.iteration_ci95_s", 0.5))),
     "rank_fraction.json": json.dumps(_doc(_set("phases.0.samples.slowest_rank.0", 0.5))),
     "batch_text.json": json.dumps(_doc(_set("spec.batch_size", "thirty-two"))),
     "probe_no_id.json": json.dumps({"kind": "stash-probe", "schema_version": 1, "probe_id": " "}),

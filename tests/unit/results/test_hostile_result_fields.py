@@ -53,6 +53,21 @@ REFUSED = [
     ("breakdown-per-epoch-negative", _set("breakdown.iterations_per_epoch", -2), "iterations_per_epoch"),
     ("breakdown-warnings-text", _set("breakdown.warnings", "one warning"), "warnings"),
     ("spec-batch-true", _set("spec.batch_size", True), "spec.batch_size"),
+    # stored before, with figures no run measured, or as a second run that prints as the first
+    ("phase-mean-negative", _set("phases.0.iteration_s.mean", -5), "phase R0 iteration_s.mean is -5"),
+    ("phase-part-negative", _set("phases.1.parts_mean_s.forward_s", -0.1), "parts_mean_s.forward_s"),
+    ("spec-batch-zero", _set("spec.batch_size", 0), "spec.batch_size is 0; expected at least 1"),
+    ("breakdown-epoch-contradicts", _set("breakdown", {**EXAMPLE["breakdown"], "iterations_per_epoch": 10,
+                                                       "epoch_s": 123.0}), "breakdown.epoch_s is 123.0"),
+    ("breakdown-iteration-off-reference", _set("breakdown.iteration_s", 1e14),
+     "breakdown.iteration_s is 100000000000000.0, but its reference phase R1"),
+    ("finished-before-started-in-utc", lambda doc: doc.update(started_at="2026-11-22T11:06:00-05:00",
+                                                              finished_at="2026-11-22T12:00:00"),
+     "finished_at '2026-11-22T12:00:00' is before started_at"),
+    ("run-id-padded", lambda doc: doc.update(run_id=f" {doc['run_id']}"), "starts or ends with a space"),
+    ("run-id-trailing-tab", lambda doc: doc.update(run_id=f"{doc['run_id']}\t"), "run_id"),
+    ("breakdown-stall-unknown", _set("breakdown.stalls.gpu_magic", {"seconds": 0.1, "status": "measured"}),
+     "breakdown stall 'gpu_magic' is none of compute, interconnect, network, cpu, disk"),
     ("spec-workers-zero", _set("spec.workers_per_node", 0), "spec.workers_per_node"),
     ("spec-shape-negative", _set("spec.input_shape", [-3, 32, 32]), "spec.input_shape"),
     ("spec-image-px-zero", _set("spec.image_px", 0), "spec.image_px"),
@@ -97,6 +112,11 @@ STORED = [
     ("fingerprint-missing", _drop("fingerprint")),
     ("error-escape-on-completed", _set("error", "x\x1b[2J")),
     ("started-offset-plus-14", _set("started_at", "2026-11-22T11:06:00+14:00")),
+    # in UTC, as stored, 05:06 then 10:00 (without the offsets, 11:06 then 10:00 was refused)
+    ("finished-naive-after-offset-start", lambda doc: doc.update(started_at="2026-11-22T11:06:00+06:00",
+                                                                 finished_at="2026-11-22T10:00:00")),
+    ("breakdown-epoch-rounded", _set("breakdown", {**EXAMPLE["breakdown"], "iterations_per_epoch": 7,
+                                                   "epoch_s": 0.6714073389333179 * 7 * (1 + 1e-9)})),
     ("stash-version-escape", _set("stash_version", "0.1\x1b[2J")),
 ]  # fmt: skip
 
