@@ -32,12 +32,13 @@ EXPORTED = {
     "models": "name",
     "instances": "name",
     "probes": "started_at, probe_id, kind, size_bytes",
+    "simulations": "created_at, simulation_id, policy",
     "stall_breakdown": "started_at, run_id",
 }
 
 
 def export(db_path: Path | str, fmt: str, out_dir: Path | str) -> list[Path]:
-    """Write every table and the stall_breakdown view to `out_dir/<name>.<fmt>`; returns the paths written.
+    """Write every table and view (EXPORTED) to `out_dir/<name>.<fmt>`; returns the paths written.
 
     Files are written into a temporary folder inside `out_dir` first and moved into place only when all
     of them succeeded, so a failure leaves no partial export behind. Files of the same name are replaced.
