@@ -53,7 +53,8 @@ def _set(path: str, value):
 # A probe file as `stash probe --out` writes one, and a change of it.
 PROBE = {"schema_version": 1, "kind": "stash-probe", "probe_id": "p1",
          "started_at": "2026-11-22T11:00:00+00:00", "hostname": "vm", "world_size": 2,
-         "allreduce": [{"size_bytes": 1024, "repetitions": 10, "time_s": 0.001, "busbw_gbps": 0.008}]}  # fmt: skip
+         "allreduce": [{"size_bytes": 1024, "repetitions": 10, "time_s": 0.001,
+                        "busbw_gbps": 0.008}]}  # fmt: skip
 
 
 def _probe(**change) -> str:
