@@ -134,6 +134,7 @@ _EXPORT_TABLES = (
     "models",
     "instances",
     "probes",
+    "simulations",
 )
 
 
@@ -230,13 +231,14 @@ def _check_table(name: str, frame: pd.DataFrame) -> UploadCheck:
         check.storable = False
         check.reason += " - for comparing here; upload runs (with phases, stalls, ...) to store runs"
         check.run_ids = [str(v) for v in frame["run_id"].dropna().unique()]
-    elif table in ("models", "instances", "probes"):
+    elif table in ("models", "instances", "probes", "simulations"):
         # Part of a whole export folder: nothing to store from it (models come with the runs; the instance
-        # catalog is edited on its own; probes are measured by `stash probe`), but no reason to refuse it.
+        # catalog is edited on its own; probes are measured by `stash probe`, simulations made by `stash
+        # schedule`), but no reason to refuse it.
         check.storable = False
         check.reason += (
             " - not stored from here (models come with their runs; the catalog is edited on its own;"
-            " probes come from `stash probe`)"
+            " probes come from `stash probe`, simulations from `stash schedule`)"
         )
     return check
 

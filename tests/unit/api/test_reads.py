@@ -66,10 +66,14 @@ def test_what_cannot_be_read_is_a_usage_error(stored, tmp_path):
         stash.breakdown("", db)
 
 
-@pytest.mark.parametrize(("where", "value"), [("batch_size", "8"), ("batch_size", 8.5), ("batch_size", -8)])
-def test_load_result_refuses_what_ingest_refuses(stored, tmp_path, where, value):
+@pytest.mark.parametrize(
+    ("where", "value", "says"),
+    [("batch_size", "8", "must be an integer"), ("batch_size", 8.5, "must be an integer"),
+     ("batch_size", -8, "is -8; expected at least 1"), ("batch_size", 0, "is 0; expected at least 1")],
+)  # fmt: skip
+def test_load_result_refuses_what_ingest_refuses(stored, tmp_path, where, value, says):
     _, _, done, _ = stored
     path = tmp_path / "bad.json"
     path.write_text(json.dumps({**done, "spec": {**done["spec"], where: value}}))
-    with pytest.raises(stash.UsageError, match=f"spec.{where} must be an integer"):
+    with pytest.raises(stash.UsageError, match=f"spec.{where} {says}"):
         stash.load_result(path)
