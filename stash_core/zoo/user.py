@@ -96,7 +96,16 @@ def _import_file(location: str) -> ModuleType:
 
 def _import_module(location: str) -> ModuleType:
     try:
-        return importlib.import_module(location)
+        try:
+            return importlib.import_module(location)
+        except ModuleNotFoundError as missing:
+            here = os.getcwd()
+            if missing.name != location.split(".")[0] or here in sys.path:
+                raise
+            # A package in the current folder, as `python -m` would find it; Stash's processes start without
+            # that folder on their path (-P), and it goes last, so no file there shadows a module elsewhere.
+            sys.path.append(here)
+            return importlib.import_module(location)
     except (Exception, SystemExit) as exc:
         raise UserModelError(f"cannot import model module {location}: {one_line(exc)}") from None
 

@@ -35,6 +35,19 @@ def test_every_table_and_view_is_exported() -> None:
     assert set(export_module.EXPORTED) == {*store.TABLES, *store.VIEWS}
 
 
+def test_a_database_older_than_a_table_exports_what_it_has(populated, tmp_path) -> None:
+    """A database of schema 3, which readers take as it is, predates the simulations table (schema 4)."""
+    import shutil
+
+    old = tmp_path / "old.duckdb"
+    shutil.copyfile(populated, old)
+    with duckdb.connect(str(old)) as con:
+        con.execute("DROP TABLE simulations")
+        con.execute("UPDATE schema_meta SET value = '3' WHERE key = 'schema_version'")
+    names = sorted(path.stem for path in store.export(old, "csv", tmp_path / "out"))
+    assert names == sorted(set(export_module.EXPORTED) - {"simulations"})
+
+
 @pytest.mark.parametrize("fmt", ["parquet", "csv", "json"])
 def test_export_round_trips_row_counts(populated, row_counts, tmp_path, fmt) -> None:
     out_dir = tmp_path / "export"
@@ -70,9 +83,10 @@ def test_unknown_format_is_a_usage_error(populated, tmp_path) -> None:
 
 def test_failed_export_leaves_nothing(populated, tmp_path, monkeypatch) -> None:
     # The last object fails after the others were written: none of them may appear.
-    monkeypatch.setitem(export_module.EXPORTED, "no_such_table", "1")
+    last = list(export_module.EXPORTED)[-1]
+    monkeypatch.setitem(export_module.EXPORTED, last, "no_such_column")
     out_dir = tmp_path / "out"
-    with pytest.raises(UsageError, match="cannot export no_such_table"):
+    with pytest.raises(UsageError, match=f"cannot export {last}"):
         store.export(populated, "csv", out_dir)
     assert not out_dir.exists()  # the folder it made is removed again
 

@@ -145,3 +145,21 @@ def test_the_new_interpreter_does_not_import_a_json_py_of_the_current_folder(tmp
     monkeypatch.chdir(tmp_path)
     info = describe_model(f"{tmp_path}/good.py:make", input_shape=(3, 32, 32))
     assert info.layer_count == 1 and not ran.exists()
+
+
+def test_a_package_of_the_current_folder_is_found_and_stray_files_shadow_nothing(tmp_path, monkeypatch):
+    """`package.module:FACTORY` in the current folder, as `python -m` found it before Stash's processes
+    started without that folder on their path (-P); it goes last, so its json.py still does not run."""
+    from stash_core import containment
+    from stash_core.zoo import describe_model
+
+    monkeypatch.setattr(containment, "ENABLED", False)
+    monkeypatch.setattr(containment, "FRESH_PROCESS", True)
+    ran = tmp_path / "stray-ran.txt"
+    (tmp_path / "json.py").write_text(f"open({str(ran)!r}, 'w').write('ran')\nraise SystemExit(7)\n")
+    (tmp_path / "mypkg").mkdir()
+    (tmp_path / "mypkg" / "__init__.py").write_text("")
+    (tmp_path / "mypkg" / "models.py").write_text(FILES["printing"])
+    monkeypatch.chdir(tmp_path)
+    info = describe_model("mypkg.models:make", input_shape=(3, 32, 32))
+    assert info.layer_count == 1 and not ran.exists()
