@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import builtins
 import collections
+import contextlib
 import gc
 import os
 import socket
@@ -21,6 +22,7 @@ import threading
 import time
 import traceback
 import types
+from collections.abc import Iterator
 from pathlib import Path
 
 import torch
@@ -135,10 +137,12 @@ def run_script(job: WorkerJob, clock: StepClock, rule: StopRule) -> dict:
         # As in Stash's own workers (worker.py): on the CPU, the optimizer's and DDP's reach for torch's
         # compiler is served without importing it (2-3 s of CPU a process); a script that compiles, or asks
         # the compiler anything else, loads the real one at that moment. On a GPU the script runs as it is.
-        with compiler_unimported(when=cpu_only(job)):
+        with compiler_unimported(when=cpu_only(job)), own_workers_refused():
             run_as_main(code, path)
     except StopScript:
         return rule.result
+    except OwnWorkers as error:
+        raise ScriptFailed(str(error)) from None
     except SystemExit as error:
         if isinstance(error.code, int) and error.code != 0:
             raise ScriptFailed(f"the script exited with status {error.code} {where(clock)}", True) from None
@@ -156,6 +160,40 @@ def run_script(job: WorkerJob, clock: StepClock, rule: StopRule) -> dict:
     if clock.iterations == 0:
         raise ScriptFailed("the script ended after its first optimizer step: no whole iteration to time")
     return rule.ended_by_script()
+
+
+class OwnWorkers(BaseException):
+    """The script started its own worker processes (torch.multiprocessing.spawn): refused at the call (a
+    BaseException, as StopScript: a script's `except Exception` lets it by)."""
+
+
+OWN_WORKERS = (
+    "the script starts its own worker processes (torch.multiprocessing.spawn), where Stash cannot time them: "
+    "Stash starts the workers itself (--workers N, with torchrun), so run the per-process function as the "
+    "script's body, its rank from the environment (RANK, LOCAL_RANK, WORLD_SIZE)"
+)
+
+
+@contextlib.contextmanager
+def own_workers_refused() -> Iterator[None]:
+    """torch.multiprocessing.spawn and start_processes raise OwnWorkers while the script runs: its
+    children would train without Stash's hooks while this process waited, until the start timeout."""
+    import torch.multiprocessing as torch_mp
+
+    saved = {name: getattr(torch_mp, name, None) for name in ("spawn", "start_processes")}
+
+    def refused(*args, **kwargs):
+        raise OwnWorkers(OWN_WORKERS)
+
+    for name, original in saved.items():
+        if original is not None:
+            setattr(torch_mp, name, refused)
+    try:
+        yield
+    finally:
+        for name, original in saved.items():
+            if original is not None:
+                setattr(torch_mp, name, original)
 
 
 def cpu_only(job: WorkerJob) -> bool:

@@ -343,3 +343,20 @@ def test_the_script_sees_its_own_folder_not_the_cwd_and_not_stashs_safe_path(tmp
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert seen.read_text() == "42 None"
+
+
+def test_a_script_that_spawns_its_own_workers_is_told_so_at_once(tmp_path) -> None:
+    """Its children would train where Stash cannot time them while this process waited for a first step
+    until the start timeout ("hangs before its first step"); its `except Exception` does not hide it."""
+    source = (
+        "import torch.multiprocessing as mp\n"
+        "def train(rank):\n    pass\n"
+        "if __name__ == '__main__':\n"
+        "    try:\n        mp.spawn(train, nprocs=2)\n    except Exception:\n        pass\n"
+    )
+    started = time.monotonic()
+    status, messages, _ = run_entry(tmp_path, source, start_timeout_s=60.0, timeout_s=90)
+    assert status != 0 and "RESULT" not in messages
+    message = messages["ERROR"]["message"]
+    assert "starts its own worker processes (torch.multiprocessing.spawn)" in message and "\n" not in message
+    assert time.monotonic() - started < 50  # not the start timeout
