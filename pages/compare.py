@@ -56,7 +56,8 @@ def verdict(frame: pd.DataFrame) -> None:
             st.markdown("### –")
             st.markdown(
                 "No configuration has a price: their instance labels are not in the instance catalog "
-                "(the `instances` table). Label runs with a catalog name (`--instance`) to see costs."
+                "(the `instances` table). Label runs with a catalog name (the Run page's Instance label, "
+                "`--instance`) to see costs."
             )
         else:
             st.markdown(f"### {plain(result['cheapest'])}")
@@ -123,7 +124,7 @@ def main() -> None:
         st.info("No completed run of this job.", icon=":material/info:")
         return
     for warning in everything.attrs.get("label_warnings") or []:
-        st.warning(warning, icon=":material/report:")
+        st.warning(plain(warning), icon=":material/report:")
     verdict(measured)
     frame = predictions(everything, measured)
 
@@ -238,7 +239,7 @@ def predictions(everything: pd.DataFrame, measured: pd.DataFrame) -> pd.DataFram
     )
     note = everything.attrs.get("prediction_note")
     if show and note:
-        st.caption(f"● measured: profiled on that instance. ◇ predicted (orange, faded): {note}.")
+        st.caption(f"● measured: profiled on that instance. ◇ predicted (orange, faded): {plain(note)}.")
         if len(predicted):
             best = predicted.sort_values("samples_per_s", ascending=False).iloc[0]
             speed = number_text(best["samples_per_s"])
@@ -253,12 +254,13 @@ def not_predicted(reasons: list[str]) -> None:
         return
     summary = views.recommend.not_predicted_summary(reasons)
     st.warning(
-        f"{len(reasons)} catalog instance(s) not predicted: {summary}. Each one's reason is listed below.",
+        f"{len(reasons)} catalog instance(s) not predicted: {plain(summary)}. Each one's reason is listed "
+        "below.",
         icon=":material/report:",
     )
     with st.expander(f"Not predicted ({len(reasons)})", icon=":material/help:"):
         for line in reasons:
-            st.markdown(f"- {line}")
+            st.markdown(f"- {plain(line)}")
 
 
 with page_guard():

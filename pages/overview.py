@@ -132,7 +132,7 @@ def main() -> None:
         st.caption(CAPTION)
         newest = latest.iloc[0]
         st.markdown(
-            f"Newest: **{newest['run_label']}** — iteration "
+            f"Newest: **{plain(newest['run_label'])}** — iteration "
             f"{seconds_text(newest['iteration_s'], newest['iteration_ci95_s'])}"
         )
         run_link(str(newest["run_id"]), "Open the newest run")

@@ -213,7 +213,7 @@ def recommended_box(result: Recommendation) -> None:
         left_out = f" Not predicted, so not in the time: {', '.join(unknown)} stall." if unknown else ""
         st.caption(f"Iteration time {marked}.{left_out}")
     for line in result.explanations[1:]:
-        st.markdown(f"- {line}")
+        st.markdown(f"- {plain(in_page_words(line, WORDS))}")
 
 
 def pareto_view(options: pd.DataFrame, budget_hours: float | None) -> None:
@@ -280,9 +280,9 @@ def ranked_view(ranked: pd.DataFrame) -> None:
 
 
 def show_result(result: Recommendation) -> None:
-    st.markdown(f"**Job:** {views.recommend.headline(result)}")
+    st.markdown(f"**Job:** {plain(views.recommend.headline(result))}")
     for warning in result.label_warnings:
-        st.warning(warning, icon=":material/report:")
+        st.warning(plain(warning), icon=":material/report:")
     recommended_box(result)
     options = result.options
     if not options.empty:
@@ -301,12 +301,12 @@ def not_evaluated(reasons: list[str]) -> None:
         return
     st.warning(
         f"{len(reasons)} instance(s) or configuration(s) not evaluated: "
-        f"{views.recommend.not_predicted_summary(reasons)}. Each one's reason is listed below.",
+        f"{plain(views.recommend.not_predicted_summary(reasons))}. Each one's reason is listed below.",
         icon=":material/report:",
     )
     with st.expander(f"Not evaluated ({len(reasons)})", icon=":material/help:"):
         for line in reasons:
-            st.markdown(f"- {line}")
+            st.markdown(f"- {plain(in_page_words(line, WORDS))}")
 
 
 def catalog_editor() -> None:
@@ -364,6 +364,8 @@ WORDS = {
     "raise --budget-hours or allow more instances (--max-instances)":
         "raise the time budget or the most instances of one type",
     "(set one with `stash instances set`)": "(set one in the instance catalog below)",
+    "profile the job there with --instance ": "profile the job there, the Run page's Instance label set to ",
+    "change it with `stash instances set`": "change its row instead",
 }
 
 with page_guard(WORDS):

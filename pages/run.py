@@ -212,7 +212,8 @@ HEADERS = {
 
 
 def job_view(state: JobState) -> None:
-    title = f"{HEADERS.get(state.status, state.status)} — {state.label or 'profile'} · job {state.job_id}"
+    label = plain(state.label or "profile")  # the form's text, or a terminal's command line
+    title = f"{HEADERS.get(state.status, state.status)} — {label} · job {plain(state.job_id)}"
     title += " · started from a terminal" if state.origin == "cli" else ""
     if state.finished:
         # st.status marks a finished run; while it runs, the page polls (and st.status would show its
@@ -260,7 +261,7 @@ def job_view(state: JobState) -> None:
                 )
         run_link(state.run_id)
         return
-    st.error(state.error or "The run failed.", icon=":material/error:")
+    st.error(plain(state.error) if state.error else "The run failed.", icon=":material/error:")
     if state.run_id:
         st.caption(
             f"What was measured before it stopped is stored as run {state.run_id} ({state.run_status})."

@@ -37,3 +37,44 @@ def test_a_stored_runs_texts_and_a_links_run_id_are_shown_as_data(empty_db: Path
     missing = breakdown_page(f"nothing {LINK}")
     warnings = [element.value for element in missing.warning]
     assert any(plain(f"nothing {LINK}") in warning for warning in warnings), warnings
+
+
+NAME = "q**bold** [click](evil.example) _it_"
+
+
+def test_names_on_the_overview_and_compare_pages_are_data(empty_db: Path) -> None:
+    """A model name holding Markdown reads as itself on the Overview's newest run and in the Compare page's
+    notes (it was a link and emphasis there)."""
+    store.ingest_result(empty_db, result_doc(NAME, run_id="20261130T010000Z-aaaa0002", instance=f"box{NAME}"))
+    app = AppTest.from_file(str(REPO / "app.py"), default_timeout=90)
+    app.run()
+    assert not app.exception, [e.value for e in app.exception]
+    newest = [element.value for element in app.markdown if "Newest:" in element.value]
+    assert newest and plain(NAME) in newest[0] and "[click](" not in newest[0], newest
+    app.switch_page("pages/compare.py").run()
+    assert not app.exception, [e.value for e in app.exception]
+    shown = [e.value for kind in (app.markdown, app.caption, app.warning) for e in kind]
+    assert not any("[click](" in text for text in shown), [t for t in shown if "click" in t]
+    assert any(plain(NAME) in text for text in shown), [t for t in shown if "bold" in t]
+
+
+def test_a_failed_jobs_error_and_label_on_the_run_page_are_data(empty_db: Path) -> None:
+    import json
+
+    from stash_core.engine import jobs
+
+    folder = jobs.jobs_dir(empty_db) / "20261130T120000Z-abc123"
+    folder.mkdir(parents=True)
+    meta = {"argv": [], "label": f"lbl {NAME}", "db_path": str(empty_db), "origin": "dashboard",
+            "kind": "profile"}  # fmt: skip
+    (folder / "argv.json").write_text(json.dumps(meta))
+    (folder / "stderr.log").write_text(f"stash: unknown model '{NAME}'; give a zoo model name\n")
+    (folder / "rc").write_text("2\n")
+    app = AppTest.from_file(str(REPO / "app.py"), default_timeout=90)
+    app.query_params["job"] = "20261130T120000Z-abc123"
+    app.run()
+    app.switch_page("pages/run.py").run()
+    assert not app.exception, [e.value for e in app.exception]
+    shown = [e.value for kind in (app.markdown, app.error, app.caption) for e in kind]
+    assert any(plain(NAME) in text for text in shown), shown
+    assert not any("[click](" in text for text in shown), [t for t in shown if "click" in t]
