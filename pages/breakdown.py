@@ -311,10 +311,13 @@ def main() -> None:
         "Compute, interconnect, network, CPU pre-processing and disk stalls of each run, with their "
         "95% confidence intervals."
     )
-    # A run in the URL that this session has not shown yet was opened by a link: show it whatever the filter.
+    # A run in the URL that this session has not shown yet was opened by a link: show it whatever the filter,
+    # and keep it (through other controls' reruns) until another run is picked.
     previous = st.session_state.get("bd-shown-run")
     linked = st.query_params.get("run")
-    linked_run = linked if linked != previous else None
+    if linked != previous:
+        st.session_state["bd-linked-run"] = linked
+    linked_run = linked if linked != previous or linked == st.session_state.get("bd-linked-run") else None
     page = load(views.breakdown.breakdown_page, filter_from_state(), linked_run, previous)
     options, runs = page["options"], page["runs"]
     if not options["models"]:

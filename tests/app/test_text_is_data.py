@@ -78,3 +78,20 @@ def test_a_failed_jobs_error_and_label_on_the_run_page_are_data(empty_db: Path) 
     shown = [e.value for kind in (app.markdown, app.error, app.caption) for e in kind]
     assert any(plain(NAME) in text for text in shown), shown
     assert not any("[click](" in text for text in shown), [t for t in shown if "click" in t]
+
+
+def test_a_run_opened_by_link_stays_through_the_pages_other_controls(empty_db: Path) -> None:
+    """A failed run (outside the default filter of completed runs) opened by link was replaced by the newest
+    run at the first click on any other control of the page."""
+    store.ingest_result(empty_db, result_doc(run_id="20261130T020000Z-aaaa0003", status="failed"))
+    store.ingest_result(empty_db, result_doc(run_id="20261130T030000Z-aaaa0004"))
+    app = breakdown_page("20261130T020000Z-aaaa0003")
+    shown = lambda: " ".join(element.value for element in app.caption)  # noqa: E731
+    assert "aaaa0003" in shown()
+    sections = app.get("segmented_control")
+    detail = next(control for control in sections if control.key == "bd-section")
+    detail.set_value(detail.options[-1]).run()
+    assert not app.exception, [e.value for e in app.exception]
+    assert "aaaa0003" in shown() and app.query_params["run"] == "20261130T020000Z-aaaa0003"
+    app.selectbox(key="bd-run").set_value("20261130T030000Z-aaaa0004").run()  # another run picked: it
+    assert "aaaa0004" in shown()
