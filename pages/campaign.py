@@ -9,7 +9,7 @@ from pages._shared import current_db, load, page_guard, page_header, show_table,
 from stash_core.errors import StashError
 from stash_core.views import campaign as view
 from stash_core.views.campaign import CampaignPlan, CampaignRequest
-from stash_core.views.common import plain
+from stash_core.views.common import in_page_words, plain
 
 REQUEST_KEY = "campaign-request"
 PRICINGS = {"on-demand": "On-demand", "spot": "Spot"}
@@ -90,7 +90,7 @@ def request_form() -> CampaignRequest | None:
             view.check_request(request)
         except StashError as exc:
             st.session_state.pop(REQUEST_KEY, None)
-            st.error(plain(exc), icon=":material/error:")
+            st.error(plain(in_page_words(str(exc), WORDS)), icon=":material/error:")
             return None
         st.session_state[REQUEST_KEY] = request
     return st.session_state.get(REQUEST_KEY)
@@ -151,7 +151,7 @@ def launch_view(answer: CampaignPlan, request: CampaignRequest) -> None:
         try:
             job_id = view.launch(current_db(), request)
         except StashError as exc:
-            st.error(plain(exc), icon=":material/error:")
+            st.error(plain(in_page_words(str(exc), WORDS)), icon=":material/error:")
         else:
             st.success(f"Started in the background (job {job_id}): its progress is below.",
                        icon=":material/check:")  # fmt: skip
@@ -188,12 +188,22 @@ def main() -> None:
             with st.spinner("Planning…"):
                 answer = load(view.plan, request)
         except StashError as exc:  # not in the catalog, no spot price, a bad name: one line, no plan
-            st.error(plain(exc), icon=":material/error:")
+            st.error(plain(in_page_words(str(exc), WORDS)), icon=":material/error:")
         else:
             plan_view(answer)
             launch_view(answer, request)
     campaigns_view()
 
 
-with page_guard():
+# The command's options in this page's words.
+WORDS = {
+    "--iterations": "Iterations per phase",
+    "--region": "Region",
+    "--instances": "Instance types",
+    "--batch-sizes": "Batch sizes per worker",
+    "--budget-usd": "Budget",
+    "--models": "Models",
+}
+
+with page_guard(WORDS):
     main()

@@ -100,7 +100,8 @@ def request_form() -> RecommendRequest | None:
         try:
             shape = parse_input_shape(shape_text) if shape_text.strip() else None
         except StashError as exc:
-            st.error(f"Input shape: {exc}", icon=":material/error:")
+            said = in_page_words(str(exc), {"--input-shape ": ""})  # the field is named first
+            st.error(f"Input shape: {plain(said)}", icon=":material/error:")
             return st.session_state.get(REQUEST_KEY)
         st.session_state[REQUEST_KEY] = RecommendRequest(
             model=model,

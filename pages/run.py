@@ -30,6 +30,7 @@ from stash_core.engine import jobs
 from stash_core.engine.job_state import JobState, PhaseProgress, measuring_processes
 from stash_core.errors import UsageError
 from stash_core.spec import default_of
+from stash_core.spec_parse import MAX_NAME_CHARS
 from stash_core.views.common import STALL_LABELS, plain
 from stash_core.views.run_form import FIRST_BATCH_SIZE, FIRST_SYNTHETIC_IMAGES, RunForm, number_range
 
@@ -129,6 +130,7 @@ def profile_form(running: list[JobState]) -> None:
         cols = st.columns(2)
         instance = cols[0].text_input(
             "Instance label",
+            max_chars=MAX_NAME_CHARS,
             placeholder="e.g. p3.8xlarge or my-laptop",
             key="run-instance",
             help="Name runs after the instance type to compare instances and costs",

@@ -170,6 +170,8 @@ WORDS = {
     "use --tuning online or given": "choose timers online or given",
     "(as with --arrivals batch)": "(as with batch arrivals)",
     "give --trace-format": "choose the trace's format",
+    "--db: ": "the database: ",
+    "--out ": "the result folder beside the database, ",
 }
 
 with page_guard(WORDS):
