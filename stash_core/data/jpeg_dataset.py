@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import multiprocessing
 import os
+import signal
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -66,6 +67,13 @@ def _class_name(label: int) -> str:
     return f"class_{label:03d}"
 
 
+def _quiet_worker() -> None:
+    """A pool worker ends on the pool's SIGTERM and leaves Ctrl-C to the command: forked, it had the command's
+    handlers, which turned both into tracebacks of its own (the pool's normal end sends SIGTERM)."""
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def _write_jpeg_range(args: tuple[Path, int, int, int, int, int]) -> int:
     tmp_dir, start, stop, image_px, num_classes, seed = args
     written_bytes = 0
@@ -113,7 +121,7 @@ def generate_synthetic_jpegs(
             total_bytes = sum(map(_write_jpeg_range, jobs))
         else:
             # fork: the workers only use numpy/Pillow, and fork needs no __main__ guard in the caller.
-            with multiprocessing.get_context("fork").Pool(workers) as pool:
+            with multiprocessing.get_context("fork").Pool(workers, initializer=_quiet_worker) as pool:
                 total_bytes = sum(pool.imap_unordered(_write_jpeg_range, jobs))
         return {"total_bytes": total_bytes, "generate_s": round(time.monotonic() - started_s, 3)}
 

@@ -356,3 +356,31 @@ def test_evict_after_read_leaves_files_cold_after_an_epoch(
         assert resident_fraction(dataset.files) < 0.2
     else:
         assert resident_fraction(dataset.files) > 0.95
+
+
+POOL_END = """
+import multiprocessing, signal, sys, time
+from stash_core.interrupts import signals_as_interrupts
+from stash_core.data.jpeg_dataset import _quiet_worker
+def handlers(_):
+    """Forked with the command's handlers, a writer could turn the pool's SIGTERM at its normal end into a
+with signals_as_interrupts():  # as the command has it while it prepares the images
+    with multiprocessing.get_context("fork").Pool(2, initializer=_quiet_worker) as pool:
+        print(all(all(pair) for pair in pool.map(handlers, range(8))))
+        time.sleep(0.5)  # the workers wait for work when the pool ends them (SIGTERM)
+"""
+
+
+def test_the_image_writers_end_without_a_word(tmp_path) -> None:
+    """Forked with the command's handlers, each writer could turn the pool's SIGTERM at its normal end into a
+    traceback of its own (and Ctrl-C into another): the writers take the default SIGTERM and leave SIGINT."""
+    import subprocess
+    import sys
+
+    from support import REPO
+
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    done = subprocess.run([sys.executable, "-c", POOL_END], capture_output=True, text=True, env=env,
+                          cwd=tmp_path, timeout=60)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "True" and "Traceback" not in done.stderr, (done.stdout, done.stderr)
