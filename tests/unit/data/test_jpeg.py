@@ -363,7 +363,8 @@ import multiprocessing, signal, sys, time
 from stash_core.interrupts import signals_as_interrupts
 from stash_core.data.jpeg_dataset import _quiet_worker
 def handlers(_):
-    """Forked with the command's handlers, a writer could turn the pool's SIGTERM at its normal end into a
+    term, interrupt = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
+    return term == signal.SIG_DFL, interrupt == signal.SIG_IGN
 with signals_as_interrupts():  # as the command has it while it prepares the images
     with multiprocessing.get_context("fork").Pool(2, initializer=_quiet_worker) as pool:
         print(all(all(pair) for pair in pool.map(handlers, range(8))))
@@ -372,7 +373,7 @@ with signals_as_interrupts():  # as the command has it while it prepares the ima
 
 
 def test_the_image_writers_end_without_a_word(tmp_path) -> None:
-    """Forked with the command's handlers, each writer could turn the pool's SIGTERM at its normal end into a
+    """Forked with the command's handlers, a writer could turn the pool's SIGTERM at its normal end into a
     traceback of its own (and Ctrl-C into another): the writers take the default SIGTERM and leave SIGINT."""
     import subprocess
     import sys
