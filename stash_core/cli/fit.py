@@ -20,6 +20,7 @@ from stash_core.cli.args import (
 from stash_core.cli.figures import fixed, percent
 from stash_core.errors import UsageError
 from stash_core.spec_parse import WORKERS, Number
+from stash_core.terminal import printable
 from stash_core.units import finite_float
 
 if TYPE_CHECKING:
@@ -92,7 +93,11 @@ def cmd_fit(args: argparse.Namespace) -> int:
     if args.predict:
         _print_predictions(args, report, stalls, beta)
         return 0
-    print(format_fit_report(report, all_models=args.all_models))
+    if report.summary().empty and not db_path(args).exists():
+        where = printable(str(db_path(args)))
+        print(f"no database at {where} (--db or $STASH_DB chooses one): nothing to fit")
+        return 0
+    print(format_fit_report(report, all_models=args.all_models, stalls=stalls))
     if args.residuals:
         residuals = report.residuals()
         if not residuals.empty:
@@ -138,15 +143,16 @@ def _print_predictions(
         print(format_prediction(answer))
 
 
-def format_fit_report(report: FitReport, all_models: bool = False) -> str:
+def format_fit_report(report: FitReport, all_models: bool = False, stalls: tuple[str, ...] = ()) -> str:
     """Per stall and configuration: each model's R², held-out errors and coefficients; best marked *.
 
     A model fitted from fewer points than its parameters plus two shows "not enough profiles (n of m
     needed)" instead of figures, and a configuration where every model is short has no best model."""
     summary = report.summary()
     if summary.empty:
+        asked = " or ".join(stalls or ("interconnect", "network"))
         return (
-            "no measured interconnect or network stalls in the database yet: run `stash campaign` "
+            f"no measured {asked} stalls in the database yet: run `stash campaign` "
             "(or several `stash profile` runs of different models) first"
         )
     lines = []

@@ -159,7 +159,9 @@ def cmd_runs(args) -> int:
     from stash_core.cli.show import runs_table
 
     table = runs_table(db_path(args), limit=args.limit)
-    print(printable(table) if table is not None else f"no runs in {printable(str(db_path(args)))}")
+    where = printable(str(db_path(args)))
+    missing = "" if db_path(args).exists() else " (no database there yet: --db or $STASH_DB chooses one)"
+    print(printable(table) if table is not None else f"no runs in {where}{missing}")
     return 0
 
 

@@ -180,3 +180,15 @@ def test_a_recommendation_over_instances_without_gpus_names_them(seeded, tmp_pat
     err = capsys.readouterr().err
     assert status in (1, 2) and len(err.strip().splitlines()) == 1
     assert "cpu-box-a" in err and "no instances to consider" not in err
+
+
+def test_a_database_that_is_not_there_is_said_by_runs_and_fit(tmp_path, capsys):
+    """A mistyped --db read as an empty database: "no runs", "no measured stalls" as if it held nothing."""
+    from stash_core.cli.main import main
+
+    missing = str(tmp_path / "typo.duckdb")
+    assert main(["runs", "--db", missing]) == 0
+    assert "no database there yet" in capsys.readouterr().out
+    assert main(["fit", "--db", missing]) == 0
+    assert f"no database at {missing}" in capsys.readouterr().out
+    assert not (tmp_path / "typo.duckdb").exists()
