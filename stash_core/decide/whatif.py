@@ -77,7 +77,7 @@ def whatif(db_path: Path | str, run_id: str, target_share: float = DEFAULT_TARGE
 def cpu_answer(run: dict[str, Any], times: dict[str, float], stalls: dict[str, dict]) -> dict[str, Any]:
     entry = stalls.get("cpu") or {}
     if entry.get("status") not in ("measured", "clamped_zero") or "R3" not in times:
-        return _unanswered("not measured: the run has no cached real-data phase (R3)")
+        return _unanswered(_why_not(entry, "cpu", "R3" in times, "cached real-data phase (R3)"))
     t_sync = _sync_s(times)
     if t_sync is None:
         return _unanswered("not measured: no synthetic-data phase to compare with")
@@ -91,7 +91,7 @@ def cpu_answer(run: dict[str, Any], times: dict[str, float], stalls: dict[str, d
     workers = int(run.get("workers_per_node") or 1)
     cores = _logical_cores(run)
     cores_per_worker = cores / workers if cores else None
-    disk_s = _seconds(stalls.get("disk")) or 0.0
+    disk_s = max(0.0, _seconds(stalls.get("disk")) or 0.0)  # a negative one measured nothing to add
     cpu_s = max(0.0, t3 - t_sync)
     loaders, parallel, sample_cpu_s = _loader_cost(run, t3, cpu_s, cores_per_worker)
     base = {
@@ -207,8 +207,8 @@ def disk_answer(
 ) -> dict[str, Any]:
     entry = stalls.get("disk") or {}
     if entry.get("status") not in ("measured", "clamped_zero") or "R2" not in times or "R3" not in times:
-        why = "not separable: " + (entry.get("note") or "") if entry.get("status") == "not_separable" else ""
-        return _unanswered(why or "not measured: the run has no cold real-data phase (R2)")
+        has = "R2" in times and "R3" in times
+        return _unanswered(_why_not(entry, "disk", has, "cold and cached real-data phases (R2, R3)"))
     t2, t3 = times["R2"], times["R3"]
     disk_s = max(0.0, t2 - t3)
     workers = int(run.get("workers_per_node") or 1)
@@ -221,6 +221,12 @@ def disk_answer(
         "sample_bytes_from": how,
         "dataset_images": images,
     }
+    if entry.get("status") == "measured" and not resolved(entry.get("seconds") or 0.0, entry.get("ci95_s")):
+        # Within the noise (an interval wider than the stall): neither hidden nor a size to cache can be told.
+        noise = "the disk stall is within the noise of this run: what caching would hide it cannot be told"
+        unknown = {"cache_fraction_needed": None, "cache_bytes_needed": None, "predicted_iteration_s": None}
+        return {**base, **unknown, "status": "within the noise",
+                "summary": f"{noise} (a smaller --target-ci resolves it)"}  # fmt: skip
     if _hidden(disk_s, entry, t2):
         return {
             **base,
@@ -327,6 +333,18 @@ def format_whatif(answer: dict[str, Any]) -> str:
         lines.append(f"      {row['cores_per_worker']:>3} cores/worker -> {row['iteration_s']:.4f} s")
     lines.append("  assumptions: " + "; ".join(answer["assumptions"]))
     return "\n".join(lines)
+
+
+def _why_not(entry: dict[str, Any], stall: str, has_phases: bool, phases: str) -> str:
+    """Why a stall's question has no answer: the runs missing, else its status (negative, not separable)."""
+    status, note = entry.get("status"), entry.get("note") or ""
+    if not has_phases:
+        return f"not measured: the run has no {phases}"
+    if status == "negative":
+        return f"not answered: the {stall} stall came out {note}, so the runs measured none to hide"
+    if status == "not_separable":
+        return f"not separable: {note}"
+    return f"not measured: the run did not measure the {stall} stall"
 
 
 def _unanswered(status: str) -> dict[str, Any]:

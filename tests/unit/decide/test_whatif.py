@@ -222,3 +222,28 @@ def test_a_stored_network_stall_as_long_as_the_iteration_is_no_answer_not_a_divi
     ingest_result(db, doc)
     answer = whatif(db, doc["run_id"])["network"]
     assert answer["predicted_iteration_s"] is None and "not less than the iteration" in answer["summary"]
+
+
+def _with_disk(db, seconds, ci95_s, status, note=""):
+    doc = result_doc(loader_workers=1, cpu_cores=8, batch_size=32, stalls={**DATA_STALLS, "disk": seconds})
+    doc["breakdown"]["stalls"]["disk"].update(ci95_s=ci95_s, status=status, note=note)
+    ingest_result(db, doc)
+    return doc["run_id"]
+
+
+def test_a_negative_disk_stall_is_no_time_to_add_and_its_own_reason(tmp_path):
+    """R2 faster than R3 beyond the noise: the CPU answer added the negative stall (a step faster than the
+    synthetic one), and the cache answer said the run had no R2."""
+    db = tmp_path / "w.duckdb"
+    note = "negative beyond the noise: -0.0500 s ± 0.0100 s"
+    answers = whatif(db, _with_disk(db, -0.05, 0.01, "negative", note))
+    assert answers["cpu"]["predicted_iteration_s"] >= 0.25  # never faster than the step with the data ready
+    said = answers["disk"]["summary"]
+    assert "negative beyond the noise" in said and "no cold" not in said
+
+
+def test_a_disk_stall_within_the_noise_is_not_called_hidden(tmp_path):
+    db = tmp_path / "w.duckdb"
+    disk = whatif(db, _with_disk(db, 0.2, 0.3, "measured"))["disk"]
+    assert disk["status"] == "within the noise" and disk["predicted_iteration_s"] is None
+    assert "hidden" not in disk["summary"]
