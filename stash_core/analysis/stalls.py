@@ -112,10 +112,16 @@ def breakdown(
     reference_s = times[reference].mean_s
     warnings: list[str] = []
     if reference != chain[-1]:  # the stalls asked for, or an interrupted profile, stopped short of the job
+        # R0 (one worker) below R1, or R1 (one machine) below R1n, runs fewer workers than the job: an epoch
+        # of the job's iterations at its step is no epoch that ran.
+        other_layout = (reference == "R0" and "R1" in chain) or (reference == "R1" and "R1n" in chain)
+        if other_layout:
+            iterations_per_epoch = None
         warnings.append(
             f"the iteration time is {reference}'s: {chain[-1]}, the job as set up, was not timed (its "
             "stall not asked for, or the profile ended first), so the iteration and the shares are of "
-            f"{reference}"
+            f"{reference}" + (f", and no epoch time is given ({reference} runs fewer workers)" if other_layout
+                              else "")
         )
     stalls: dict[str, dict] = {
         name: _stall(None, None, reference_s, iterations_per_epoch, "not_measured", "") for name in STALLS

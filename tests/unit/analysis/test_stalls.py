@@ -154,3 +154,19 @@ def test_an_iteration_time_short_of_the_job_says_whose_it_is():
                for warning in only_compute["warnings"])  # fmt: skip
     whole = breakdown(full_times(), chain, iterations_per_epoch=31)
     assert not any("the job as set up" in warning for warning in whole["warnings"])
+
+
+def test_no_epoch_from_a_run_of_fewer_workers_than_the_job():
+    """A 2-worker job timed only as R0 (one worker) had an epoch of the job's iterations at R0's step: no
+    epoch that ran. R3 short of R2 runs the job's workers: its epoch stands."""
+    chain = applicable_chain(workers_total=2, nodes=1, real_data=True)
+    only_r0 = breakdown({"R0": PhaseTime(0.200, 0.004)}, chain, iterations_per_epoch=31)
+    assert only_r0["epoch_s"] is None and only_r0["stalls"]["compute"]["epoch_s"] is None
+    assert any("no epoch time is given (R0 runs fewer workers)" in w for w in only_r0["warnings"])
+    times = full_times()
+    without_r2 = breakdown({name: times[name] for name in ("R0", "R1", "R3")}, chain, iterations_per_epoch=31)
+    assert without_r2["epoch_s"] == pytest.approx(times["R3"].mean_s * 31)
+    one_worker = applicable_chain(workers_total=1, nodes=1, real_data=True)
+    assert breakdown({"R0": PhaseTime(0.2, 0.004)}, one_worker, iterations_per_epoch=31)["epoch_s"] == (
+        pytest.approx(0.2 * 31)
+    )
