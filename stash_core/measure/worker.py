@@ -56,6 +56,21 @@ def first_chunk(fixed: int | None) -> int:
     return max(1, min(FIRST_CHECK_AFTER, MIN_WARMUP_ITERATIONS + fixed))
 
 
+UNUSED_PARAMETERS = (
+    "the model has trainable parameters that take no part in its loss, and DDP (which Stash wraps the model "
+    "in for more than one worker) needs every one in it: freeze the unused ones (requires_grad_(False)) or "
+    "leave them out of the model"
+)
+
+
+def error_text(error: BaseException) -> str:
+    """One line for the launcher; DDP's advice to pass an argument the user cannot (Stash makes the DDP)
+    becomes what they can do."""
+    if "find_unused_parameters" in str(error):
+        return UNUSED_PARAMETERS
+    return f"{type(error).__name__}: {error}".splitlines()[0]
+
+
 def main(argv: list[str] | None = None) -> int:
     job = read_worker_job(argv)
     rank = int(os.environ.get("RANK", "0"))
@@ -70,9 +85,7 @@ def main(argv: list[str] | None = None) -> int:
             result["telemetry"] = sampler.stop()
             sampler = None
     except Exception as error:  # noqa: BLE001 - reported as one line to the launcher
-        protocol.emit(
-            "ERROR", f"rank {rank} ({socket.gethostname()}): {type(error).__name__}: {error}".splitlines()[0]
-        )
+        protocol.emit("ERROR", f"rank {rank} ({socket.gethostname()}): {error_text(error)}")
         return 1
     finally:
         if sampler is not None:

@@ -170,6 +170,8 @@ def _build_user(
     kind = "tokens" if len(shape) == 1 else "image"
     default_classes = DEFAULT_TOKEN_CLASSES if kind == "tokens" else DEFAULT_IMAGE_CLASSES
     model, passed_classes = call_user_factory(ref, num_classes or default_classes)
+    if not any(parameter.requires_grad for parameter in model.parameters()):
+        raise UsageError(f"model {ref} has no trainable parameters: an optimizer would have nothing to train")
     vocab_size = None
     if kind == "tokens":
         vocab_size = config_vocab_size(model, DEFAULT_VOCAB_SIZE)

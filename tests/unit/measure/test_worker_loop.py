@@ -41,3 +41,15 @@ def test_a_larger_fixed_count_checks_first_after_ten_then_runs_what_is_missing(m
 def test_without_a_fixed_count_the_first_check_comes_after_ten_steps(monkeypatch):
     reason, chunks, _ = run_loop(monkeypatch, target_relative_ci=0.5)  # equal steps: converged at once
     assert reason == "converged" and chunks == [worker.FIRST_CHECK_AFTER]
+
+
+def test_ddps_advice_the_user_cannot_follow_becomes_what_they_can_do():
+    torch_says = RuntimeError(
+        "Expected to have finished reduction in the prior iteration before starting a new one. This error "
+        "indicates that your module has parameters that were not used in producing loss. You can enable "
+        "unused parameter detection by passing the keyword argument `find_unused_parameters=True` to "
+        "`torch.nn.parallel.DistributedDataParallel`"
+    )
+    said = worker.error_text(torch_says)
+    assert "find_unused_parameters" not in said and "requires_grad_(False)" in said
+    assert worker.error_text(ValueError("bad\nsecond line")) == "ValueError: bad"

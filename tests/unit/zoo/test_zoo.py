@@ -575,3 +575,11 @@ def test_model_info_round_trips_through_json() -> None:
     assert ModelInfo.from_dict({**data, "added_later": 1}) == info
     with pytest.raises(FrozenInstanceError):
         info.name = "other"  # type: ignore[misc]
+
+
+def test_a_user_model_without_trainable_parameters_is_refused_before_any_run(tmp_path):
+    """It was profiled: a new database, a failed run, and torch's 'optimizer got an empty parameter list'."""
+    body = "    return nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Flatten())\n"
+    (tmp_path / "pool.py").write_text("import torch.nn as nn\ndef make(num_classes=10):\n" + body)
+    with pytest.raises(UsageError, match="has no trainable parameters"):
+        build_model(f"{tmp_path}/pool.py:make", input_shape=(3, 32, 32))
