@@ -111,7 +111,7 @@ class StepClock:
             self.loader_workers = self.read_workers
         self.data_pairs, self.forward_pairs, self.optimizer_start = [], [], None
         if self.on_boundary is not None and self.on_boundary():
-            # A check ran (a wait for the device, an all-reduce): its time is Stash's, not the next iteration's.
+            # A check ran (a wait for the device, an all-reduce): its time is Stash's, not the next step's.
             self.last_boundary = self.stamp()
 
     def follow(self, optimizer) -> None:
