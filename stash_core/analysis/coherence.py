@@ -39,6 +39,30 @@ def per_process_differences(runs: dict[str, dict]) -> list[str]:
     return found
 
 
+def faster_pairs(times: dict[str, tuple[float, float]], chain: list[str]) -> list[tuple[str, str]]:
+    """(earlier, later) runs of the chain where the later one, which does more, is faster beyond the noise."""
+    measured = [name for name in chain if name in times]
+    pairs = []
+    for earlier, later in zip(measured, measured[1:], strict=False):
+        seconds, ci95_s = run_difference(times[later], times[earlier])
+        if seconds < 0 and -seconds > ci95_s:
+            pairs.append((earlier, later))
+    return pairs
+
+
+def same_processes_cause(times: dict[str, tuple], chain: list[str], runs: dict[str, dict]) -> str:
+    """Where every run faster than the one before it runs the same workers (R2 after R3), a cause other than
+    the world size; '' otherwise. runs: run name -> {"workers": int | None, ...}."""
+    pairs = faster_pairs(times, chain)
+    if not pairs or any(runs.get(a, {}).get("workers") is None or runs.get(a, {}).get("workers") !=
+                        runs.get(b, {}).get("workers") for a, b in pairs):  # fmt: skip
+        return ""
+    named = "; ".join(f"{a} and {b} run the same {runs[a]['workers']} worker(s)" for a, b in pairs)
+    cache = any(pair == ("R3", "R2") for pair in pairs)
+    why = "R2's data was still in the page cache when it read it (see its warning), or " if cache else ""
+    return f"{named}, so the world size is not the cause: {why}other load on the machine slowed one of them"
+
+
 def impossible_findings(
     breakdown: dict, times: dict[str, tuple[float, float]], chain: list[str]
 ) -> list[str]:
@@ -47,15 +71,12 @@ def impossible_findings(
     times: run name -> (mean_s, ci95_s) of the runs measured, in `chain` order.
     """
     findings = []
-    measured = [name for name in chain if name in times]
-    for earlier, later in zip(measured, measured[1:], strict=False):
-        seconds, ci95_s = run_difference(times[later], times[earlier])
-        if seconds < 0 and -seconds > ci95_s:
-            findings.append(
-                f"{earlier} took {times[earlier][0]:.4f} s per iteration and {later} "
-                f"{times[later][0]:.4f} s: "
-                f"{later} does more than {earlier} and cannot be faster beyond the noise (± {ci95_s:.4f} s)"
-            )
+    for earlier, later in faster_pairs(times, chain):
+        _, ci95_s = run_difference(times[later], times[earlier])
+        findings.append(
+            f"{earlier} took {times[earlier][0]:.4f} s per iteration and {later} {times[later][0]:.4f} s: "
+            f"{later} does more than {earlier} and cannot be faster beyond the noise (± {ci95_s:.4f} s)"
+        )
     findings += share_findings(breakdown)
     return findings
 
@@ -80,7 +101,9 @@ LOAD_TO_DO = (
 )
 
 
-def impossible_warning(findings: list[str], per_process: list[str], same_work: str = "") -> str | None:
+def impossible_warning(
+    findings: list[str], per_process: list[str], same_work: str = "", same_processes: str = ""
+) -> str | None:
     """The one warning line for an impossible breakdown: what, the likely cause, what to do. Runs that did
     different work per process are warned about even when their differences look possible: each stall
     then mixes that change with what it names. `same_work`: what was measured the same in every run's
@@ -89,6 +112,8 @@ def impossible_warning(findings: list[str], per_process: list[str], same_work: s
         return None
     if per_process:
         cause = "the runs did different work per process: " + "; ".join(per_process)
+    elif same_processes and findings:
+        return f"{IMPOSSIBLE}: {'; '.join(findings)}. Cause: {same_processes}. To do: {LOAD_TO_DO}"
     elif same_work:
         return (
             f"{IMPOSSIBLE}: {'; '.join(findings)}. Cause: the work per process was the same in every run "

@@ -13,6 +13,7 @@ from stash_core.analysis.coherence import (
     impossible_findings,
     impossible_warning,
     per_process_differences,
+    same_processes_cause,
     same_work,
 )
 from stash_core.analysis.comm import communication_bounds
@@ -336,15 +337,18 @@ def breakdown_of_completed(
 
 def add_impossible_warning(result: dict, completed: list[dict], times: dict, chain: list[str]) -> None:
     """A breakdown that is physically impossible says so first, naming the runs and what differed in them."""
-    findings = impossible_findings(result, {name: (t.mean_s, t.ci95_s) for name, t in times.items()}, chain)
+    pairs = {name: (t.mean_s, t.ci95_s) for name, t in times.items()}
+    findings = impossible_findings(result, pairs, chain)
     runs = {
         record["name"]: {
+            "workers": record.get("workers"),
             "threads": (record.get("script") or {}).get("threads") or record.get("threads_per_worker"),
             "batch_size": (record.get("script") or {}).get("batch_size") or record.get("batch_size"),
         }
         for record in completed
     }
-    warning = impossible_warning(findings, per_process_differences(runs), same_work(runs))
+    same = same_processes_cause(pairs, chain, runs)
+    warning = impossible_warning(findings, per_process_differences(runs), same_work(runs), same)
     if warning:
         result["impossible"] = bool(findings)
         result["warnings"].insert(0, warning)

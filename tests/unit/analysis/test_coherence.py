@@ -72,3 +72,17 @@ def test_when_every_run_measured_the_same_work_other_load_is_the_cause_and_the_c
     assert "torch.set_num_threads" not in text
     assert same_work({"R0": {"threads": 1, "batch_size": 16}, "R1": {"threads": None, "batch_size": 16}}) == ""
     assert same_work({"R0": {"threads": 1, "batch_size": 16}, "R1": {"threads": 2, "batch_size": 16}}) == ""
+
+
+def test_r2_faster_than_r3_with_the_same_workers_is_not_blamed_on_the_world_size():
+    from stash_core.analysis.coherence import same_processes_cause
+
+    times = {"R0": (0.05, 0.001), "R1": (0.06, 0.001), "R3": (0.0878, 0.002), "R2": (0.0766, 0.002)}
+    runs = {name: {"workers": 2} for name in times} | {"R0": {"workers": 1}}
+    cause = same_processes_cause(times, CHAIN, runs)
+    assert "R3 and R2 run the same 2 worker(s)" in cause and "page cache" in cause
+    text = impossible_warning(findings_of(times), [], "", cause)
+    assert "world size is not the cause" in text and "make each process do the same work" not in text
+    # R1 faster than R0: more workers, so the world size may well be the cause
+    slower_r0 = {"R0": (0.09, 0.001), "R1": (0.07, 0.001)}
+    assert same_processes_cause(slower_r0, CHAIN, runs) == ""
