@@ -95,6 +95,8 @@ def check_replaceable(path: Path, flag: str) -> None:
             f"{flag} {path} holds a file that is not a Stash result file; writing there would replace it: "
             "choose another path"
         )
+    if path.name == f"{doc['run_id']}.json":  # a run's own file, named after it: another run would lie there
+        raise UsageError(f"{flag} {path} is the result file of run {doc['run_id']}: choose another path")
 
 
 def load_result(path: Path) -> ResultDocument:

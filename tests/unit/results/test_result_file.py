@@ -367,3 +367,15 @@ def test_values_no_run_can_have_are_refused(change, says) -> None:
     change(doc)
     with pytest.raises(UsageError, match=says):
         resultfile.validate_result(doc)
+
+
+def test_an_output_may_replace_a_result_file_but_not_one_named_after_its_run(tmp_path: Path) -> None:
+    """`--out results/<another run>.json` replaced that run's own file with this one's (a file whose name lied
+    about its run); a result file of the user's own naming may be written over, as before."""
+    mine = tmp_path / "result.json"
+    mine.write_text(json.dumps({"kind": "stash-profile", "run_id": "20261130T010000Z-aaaa0001"}))
+    resultfile.check_replaceable(mine, "--out")
+    theirs = tmp_path / "20261130T010000Z-aaaa0001.json"
+    theirs.write_text(mine.read_text())
+    with pytest.raises(UsageError, match="is the result file of run 20261130T010000Z-aaaa0001"):
+        resultfile.check_replaceable(theirs, "--out")
