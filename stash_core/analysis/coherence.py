@@ -39,26 +39,27 @@ def per_process_differences(runs: dict[str, dict]) -> list[str]:
     return found
 
 
-def faster_pairs(times: dict[str, tuple[float, float]], chain: list[str]) -> list[tuple[str, str]]:
-    """(earlier, later) runs of the chain where the later one, which does more, is faster beyond the noise."""
+def faster_pairs(times: dict[str, tuple[float, float]], chain: list[str]) -> list[tuple[str, str, float]]:
+    """(earlier, later, the difference's ci95_s) of the chain's runs where the later one, which does more, is
+    faster beyond the noise."""
     measured = [name for name in chain if name in times]
     pairs = []
     for earlier, later in zip(measured, measured[1:], strict=False):
         seconds, ci95_s = run_difference(times[later], times[earlier])
         if seconds < 0 and -seconds > ci95_s:
-            pairs.append((earlier, later))
+            pairs.append((earlier, later, ci95_s))
     return pairs
 
 
 def same_processes_cause(times: dict[str, tuple], chain: list[str], runs: dict[str, dict]) -> str:
     """Where every run faster than the one before it runs the same workers (R2 after R3), a cause other than
     the world size; '' otherwise. runs: run name -> {"workers": int | None, ...}."""
-    pairs = faster_pairs(times, chain)
-    if not pairs or any(runs.get(a, {}).get("workers") is None or runs.get(a, {}).get("workers") !=
-                        runs.get(b, {}).get("workers") for a, b in pairs):  # fmt: skip
+    pairs = [(a, b) for a, b, _ in faster_pairs(times, chain)]
+    workers = {name: (runs.get(name) or {}).get("workers") for pair in pairs for name in pair}
+    if not pairs or any(workers[a] is None or workers[a] != workers[b] for a, b in pairs):
         return ""
-    named = "; ".join(f"{a} and {b} run the same {runs[a]['workers']} worker(s)" for a, b in pairs)
-    cache = any(pair == ("R3", "R2") for pair in pairs)
+    named = "; ".join(f"{a} and {b} run the same {workers[a]} worker(s)" for a, b in pairs)
+    cache = ("R3", "R2") in pairs
     why = "R2's data was still in the page cache when it read it (see its warning), or " if cache else ""
     return f"{named}, so the world size is not the cause: {why}other load on the machine slowed one of them"
 
@@ -71,8 +72,7 @@ def impossible_findings(
     times: run name -> (mean_s, ci95_s) of the runs measured, in `chain` order.
     """
     findings = []
-    for earlier, later in faster_pairs(times, chain):
-        _, ci95_s = run_difference(times[later], times[earlier])
+    for earlier, later, ci95_s in faster_pairs(times, chain):
         findings.append(
             f"{earlier} took {times[earlier][0]:.4f} s per iteration and {later} {times[later][0]:.4f} s: "
             f"{later} does more than {earlier} and cannot be faster beyond the noise (± {ci95_s:.4f} s)"
