@@ -191,11 +191,30 @@ def _check_consistent(doc: dict[str, Any], breakdown: dict[str, Any]) -> None:
             f"result file: breakdown.iteration_s is {iteration_s!r}, but its reference phase {reference} "
             f"has a mean of {mean!r} s"
         )
-    per_epoch, epoch_s = breakdown.get("iterations_per_epoch"), breakdown.get("epoch_s")
-    if _known(per_epoch) and _known(epoch_s) and not _close(epoch_s, iteration_s * per_epoch):
+    per_epoch = breakdown.get("iterations_per_epoch")
+    _check_epoch("breakdown.epoch_s", breakdown.get("epoch_s"), iteration_s, per_epoch)
+    for name, entry in (breakdown.get("stalls") or {}).items():
+        entry = entry if isinstance(entry, dict) else {}
+        what, seconds, epoch_s = f"stall {name}'s epoch_s", entry.get("seconds"), entry.get("epoch_s")
+        if _known(seconds):
+            _check_epoch(what, epoch_s, seconds, per_epoch)
+        elif _known(epoch_s):
+            raise UsageError(f"result file: {what} is {epoch_s!r}, but its seconds are {seconds!r}")
+
+
+def _check_epoch(what: str, epoch_s: Any, seconds: float, per_epoch: Any) -> None:
+    """An epoch is its iterations times one iteration's seconds; without the iterations there is none."""
+    if not _known(epoch_s):
+        return
+    if not _known(per_epoch):
         raise UsageError(
-            f"result file: breakdown.epoch_s is {epoch_s!r}, but {per_epoch!r} iterations of "
-            f"{iteration_s!r} s take {iteration_s * per_epoch!r} s"
+            f"result file: {what} is {epoch_s!r}, but breakdown.iterations_per_epoch is "
+            f"{per_epoch!r}; an epoch time needs the iterations of an epoch"
+        )
+    if not _close(epoch_s, seconds * per_epoch):
+        raise UsageError(
+            f"result file: {what} is {epoch_s!r}, but {per_epoch!r} iterations of "
+            f"{seconds!r} s take {seconds * per_epoch!r} s"
         )
 
 

@@ -271,7 +271,10 @@ def test_a_run_id_stored_with_other_content_is_refused_and_the_same_content_is_n
 
 
 def _stall_seconds(doc: dict) -> None:
-    doc["breakdown"]["stalls"]["compute"]["seconds"] += 0.01
+    compute = doc["breakdown"]["stalls"]["compute"]
+    compute["seconds"] += 0.01
+    if compute.get("epoch_s") is not None:  # a file's stall epoch is its seconds times the iterations
+        compute["epoch_s"] = compute["seconds"] * doc["breakdown"]["iterations_per_epoch"]
 
 
 def _phase_mean(doc: dict) -> None:
@@ -284,7 +287,11 @@ def _error(doc: dict) -> None:
 
 @pytest.mark.parametrize(
     ("change", "named"),
-    [(_stall_seconds, "stall compute seconds"), (_phase_mean, "phase R0 mean_s"), (_error, "error")],
+    [
+        (_stall_seconds, "stall compute seconds, stall compute epoch_s"),
+        (_phase_mean, "phase R0 mean_s"),
+        (_error, "error"),
+    ],
 )
 def test_a_run_id_stored_with_other_figures_is_refused_naming_them(
     tmp_path, db_path, result_doc, row_counts, change, named
