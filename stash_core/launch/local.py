@@ -39,9 +39,9 @@ def torchrun_argv(
     """The command line of `nproc_per_node` processes of `module` under torchrun on this machine alone
     (Stash's own workers forked from torchrun when they run on the CPU: launch/torchrun.py)."""
     return [
-        sys.executable, "-m", TORCHRUN_MODULE, "--standalone", "--nnodes", "1",
-        "--nproc-per-node", str(nproc_per_node), "--max-restarts", "0", *torchrun.entry(module, on_cpu),
-        *module_args,
+        sys.executable, "-m", TORCHRUN_MODULE, "--standalone", "--local-addr", torchrun.LOOPBACK,
+        "--nnodes", "1", "--nproc-per-node", str(nproc_per_node), "--max-restarts", "0",
+        *torchrun.entry(module, on_cpu), *module_args,
     ]  # fmt: skip
 
 

@@ -11,6 +11,10 @@ arguments, output and exit status. Two costs of every launch of every profile ar
   compiler without importing it (zoo/compiler_guards.py). On a GPU they are started
   anew (torchrun touches CUDA, which a forked process cannot use again), and so is any other module (a
   user's script, whose exit handlers a forked process would not run), as `-m module`, as torchrun does it.
+- Listening: a launch on this machine alone (`--standalone`) would have its rendezvous stores (torch's
+  TCPStore binds every interface) and its workers' gloo and NCCL sockets (on the address the host name
+  resolves to) reachable from other machines. They listen on loopback only (loopback_only): nothing a
+  single-machine profile starts can be reached from beyond this machine.
 - Teardown: an interpreter that imported torch spends about 0.6 s tearing itself down after torchrun's main()
   has returned (its workers gone, its rendezvous store closed). So once main() returns, the output is flushed
   and the process exits at once, as the workers do (measure/protocol.end_reported). A failure (an exception,
@@ -50,10 +54,45 @@ def torchrun_args(args: list[str]) -> list[str]:
     return [*args[:at], "--run-path", "--start-method", "fork", spec.origin, *args[at + 2 :]]
 
 
+LOOPBACK = "127.0.0.1"
+# The workers' collective sockets on loopback, unless the user chose an interface (their choice is kept).
+LOOPBACK_INTERFACES = {"GLOO_SOCKET_IFNAME": "lo", "NCCL_SOCKET_IFNAME": "lo"}
+
+
+def loopback_only() -> None:
+    """Make this torchrun's rendezvous stores and its workers' sockets listen on loopback alone."""
+    import socket
+
+    import torch.distributed as dist
+    from torch.distributed.elastic.rendezvous import c10d_rendezvous_backend, dynamic_rendezvous
+
+    for name, value in LOOPBACK_INTERFACES.items():
+        os.environ.setdefault(name, value)
+    listening: list[socket.socket] = []  # kept open for as long as their stores serve
+
+    class LoopbackStore(dist.TCPStore):
+        """A TCPStore whose server listens on a socket bound to loopback (TCPStore binds every interface)."""
+
+        def __init__(self, host_name: str, port: int, *args, is_master: bool = False, **kwargs) -> None:
+            if is_master and kwargs.get("master_listen_fd") is None:
+                bound = socket.create_server((LOOPBACK, port))
+                listening.append(bound)
+                port, kwargs["master_listen_fd"] = bound.getsockname()[1], bound.fileno()
+            super().__init__(host_name, port, *args, is_master=is_master, **kwargs)
+
+    def loopback_server(_handler, _master_addr, master_port) -> dist.TCPStore:
+        return LoopbackStore(LOOPBACK, master_port, is_master=True, multi_tenant=True)
+
+    c10d_rendezvous_backend.TCPStore = LoopbackStore  # the rendezvous's own store
+    dynamic_rendezvous.DynamicRendezvousHandler._create_tcp_store_server = loopback_server  # the workers'
+
+
 def main() -> None:
     from torch.distributed.run import main as torchrun_main  # here: `stash` imports entry() without torch
 
     sys.argv[1:] = torchrun_args(sys.argv[1:])
+    if "--standalone" in sys.argv[1:]:
+        loopback_only()
     try:
         torchrun_main()
     except SystemExit as exc:

@@ -1,0 +1,80 @@
+"""launch/torchrun.py on this machine alone (`--standalone`, as launch/local.torchrun_argv runs it): the
+rendezvous stores of torchrun and the gloo sockets of its workers listen on loopback only, so nothing a
+single-machine profile starts can be reached from another machine. A real launch of two gloo workers; the
+last one lists, from /proc, the listening TCP sockets of torchrun and of both workers."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from stash_core.launch import local
+
+pytestmark = pytest.mark.launches
+
+# The job: two gloo workers all-reduce once (their pair sockets then exist); rank 1 prints every listening
+# TCP socket (address:port in /proc/net/tcp's hex) held by torchrun or a worker, then both leave together.
+JOB = r"""
+import os, torch, torch.distributed as dist
+
+def inodes(pid):
+    found = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            found.add(target[8:-1])
+    return found
+
+dist.init_process_group("gloo")
+tensor = torch.ones(4)
+dist.all_reduce(tensor)
+dist.barrier()
+if dist.get_rank() == 0:
+    open(os.environ["RANK0_PID"], "w").write(str(os.getpid()))
+dist.barrier()
+if dist.get_rank() == 1:
+    mine = inodes(os.getpid()) | inodes(os.getppid()) | inodes(int(open(os.environ["RANK0_PID"]).read()))
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in open(table).read().splitlines()[1:]:
+            fields = line.split()
+            if fields[3] == "0A" and fields[9] in mine:  # 0A: LISTEN
+                print("LISTEN", table.rsplit("/", 1)[1], fields[1], flush=True)
+dist.barrier()
+dist.destroy_process_group()
+"""
+
+LOOPBACK_V4 = "0100007F"  # 127.0.0.1 as /proc/net/tcp writes it
+LOOPBACK_V6_ENDS = "00000000000000000000000001000000"  # ::1; ::ffff:127.0.0.1 ends in 0100007F
+
+
+def _listening(tmp_path: Path) -> list[str]:
+    (tmp_path / "job.py").write_text(JOB)
+    argv = local.torchrun_argv(2, "job", [])
+    at = argv.index("-m", 3)  # torchrun's `-m job` (argv[1:3] is `-m stash_core.launch.torchrun`)
+    argv[at : at + 2] = [str(tmp_path / "job.py")]  # the script itself, as torchrun runs a file
+    done = subprocess.run(
+        argv, capture_output=True, text=True, timeout=120, cwd=tmp_path,
+        env={**_env(), "RANK0_PID": str(tmp_path / "rank0.pid")},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    return [line.split()[2] for line in done.stdout.splitlines() if line.startswith("LISTEN ")]
+
+
+def _env() -> dict[str, str]:
+    from stash_core.launch.runner import worker_env
+
+    return {**os.environ, **worker_env(1)}
+
+
+def test_a_launch_on_this_machine_listens_on_loopback_only(tmp_path) -> None:
+    addresses = _listening(tmp_path)
+    assert len(addresses) >= 3, addresses  # the rendezvous store, the workers' store, gloo's pairs
+    for address in addresses:
+        host = address.split(":")[0]
+        assert host == LOOPBACK_V4 or host.endswith((LOOPBACK_V4, LOOPBACK_V6_ENDS)), addresses
