@@ -1,8 +1,13 @@
 """Importing an export: the tables of `stash export` turned back into result documents.
 
-The inverse of store/export.py for runs: a runs table (required) with its phases, stalls, iterations and
-telemetry tables (each optional) gives one version-1 result document per run, ready for ingest_result (after
+The inverse of store/export.py for runs: a runs table with its phases, stalls, iterations and telemetry
+tables gives one version-1 result document per run, ready for ingest_result (after
 results.file.upgrade_result). Exports made before the later runs columns existed read back without them.
+
+A completed run is its phases and stalls as much as its runs row: without them it would be stored as a run
+whose whole iteration time is "not separated", and its own result file would then be refused as other
+content. So completed runs need the phases and stalls tables (every export since the first schema version has
+them). Iterations and telemetry hold samples only, which the figures do not depend on: they may be left out.
 """
 
 from __future__ import annotations
@@ -18,6 +23,8 @@ from stash_core.results import RESULT_KIND, SCHEMA_VERSION
 from stash_core.units import finite_float
 
 COMPANION_TABLES = ("phases", "stalls", "iterations", "telemetry")
+# The companion tables a completed run cannot be read back without (its breakdown, its identity at ingest).
+BREAKDOWN_TABLES = ("phases", "stalls")
 SAMPLE_COLUMNS = ("iteration_s", "data_s", "forward_s", "backward_s", "optimizer_s", "slowest_rank")
 ITERATION_STATS = ("mean", "ci95", "std", "median", "p5", "p95")
 PART_COLUMNS = ("data_s", "forward_s", "backward_s", "optimizer_s")
@@ -25,8 +32,9 @@ STALL_FIELDS = ("seconds", "ci95_s", "share", "epoch_s", "status")
 
 
 def docs_from_export(tables: dict[str, pd.DataFrame]) -> list[dict[str, Any]]:
-    """Result documents rebuilt from exported tables (runs required; phases, stalls, iterations, telemetry
-    optional). UsageError when a row cannot be read back."""
+    """Result documents rebuilt from exported tables (runs required; phases and stalls too when a run is
+    completed; iterations and telemetry optional). UsageError when a row cannot be read back, or when a
+    completed run's phases and stalls are not there."""
     runs = tables["runs"]
     rows_by_table = {name: _rows_by_run(tables.get(name)) for name in COMPANION_TABLES}
     docs = []
@@ -35,8 +43,27 @@ def docs_from_export(tables: dict[str, pd.DataFrame]) -> list[dict[str, Any]]:
         if not run_id:
             raise UsageError("a row has no run_id")
         parts = {name: by_run.get(str(run_id)) for name, by_run in rows_by_table.items()}
+        if row.get("status") == "completed":
+            _require_breakdown(str(run_id), tables, parts)
         docs.append(doc_from_rows(str(run_id), row, parts))
     return docs
+
+
+def _require_breakdown(run_id: str, tables: dict[str, pd.DataFrame], parts: dict[str, Any]) -> None:
+    """UsageError when the completed run `run_id` would be stored without its breakdown: the phases or
+    stalls table is missing, or neither holds a row of the run (the tables of another export)."""
+    missing = [name for name in BREAKDOWN_TABLES if name not in tables]
+    if missing:
+        raise UsageError(
+            f"completed run {run_id} needs its {' and '.join(missing)}, or it would be stored with no "
+            f"breakdown; upload the {' and '.join(missing)} table{'s' if len(missing) > 1 else ''} of the "
+            "same export with it"
+        )
+    if all(parts[name] is None for name in BREAKDOWN_TABLES):
+        raise UsageError(
+            f"the phases and stalls tables hold no row of completed run {run_id}; upload them from the same "
+            "export as the runs table"
+        )
 
 
 def doc_from_rows(run_id: str, run: dict[str, Any], parts: dict[str, pd.DataFrame | None]) -> dict[str, Any]:

@@ -187,8 +187,8 @@ def _read_parquet_bounded(data: bytes) -> pd.DataFrame:
     if expanded > MAX_PARQUET_EXPANDED_BYTES or meta.num_rows > MAX_PARQUET_ROWS:
         raise UsageError(
             f"it expands to about {expanded / 2**20:,.0f} MiB ({meta.num_rows:,} rows x {meta.num_columns} "
-            f"columns); at most {MAX_PARQUET_EXPANDED_BYTES >> 20:,} MiB and {MAX_PARQUET_ROWS:,} rows are read "
-            "here (`stash ingest` takes result files of any size)"
+            f"columns); at most {MAX_PARQUET_EXPANDED_BYTES >> 20:,} MiB and {MAX_PARQUET_ROWS:,} rows are "
+            "read here (`stash ingest` takes result files of any size)"
         )
     return pd.read_parquet(io.BytesIO(data))
 
@@ -295,6 +295,9 @@ def _assemble_exports(checks: list[UploadCheck]) -> None:
                 if any(t in tables for t in companions)
                 else ""
             )
+            samples = [t for t in ("iterations", "telemetry") if t not in tables]
+            if samples and check.docs:  # the figures stand without them; the samples are not stored
+                check.reason += f" (no {' or '.join(samples)}: stored without those samples)"
 
 
 def _dry_run(checks: list[UploadCheck]) -> pd.DataFrame:

@@ -130,3 +130,16 @@ def test_a_store_the_database_refuses_whole_says_no_stored_count(
     assert not app.exception
     assert not app.success, [s.value for s in app.success]  # no "Stored 0 run(s)" beside the reason
     assert any("not a folder" in shown(e.value) for e in app.error)
+
+
+def test_a_runs_table_alone_is_refused_with_one_message_and_nothing_stored(
+    populated_db: Path, tmp_path: Path
+) -> None:
+    paths = {p.stem: p for p in store.export(populated_db, "csv", tmp_path / "export")}
+    app = _open_upload()
+    _upload(app, [("runs.csv", paths["runs"].read_bytes())])
+    assert not app.exception
+    errors = [e.value for e in app.error]
+    assert len(errors) == 1 and "runs.csv" in errors[0] and "needs its phases and stalls" in errors[0], errors
+    assert not [b for b in app.button if b.key == "upload-store"]
+    assert any("Nothing here can be stored." in c.value for c in app.caption)

@@ -209,6 +209,19 @@ def test_a_companion_table_alone_is_refused(db: Path, tmp_path: Path) -> None:
     assert not report.checks[0].ok and "together with the runs table" in report.checks[0].reason
 
 
+def test_a_runs_table_without_its_phases_and_stalls_is_refused_and_stores_nothing(
+    db: Path, tmp_path: Path
+) -> None:
+    paths = {p.stem: p for p in store.export(db, "csv", tmp_path / "export")}
+    report = views.upload.check_uploads(None, [("runs.csv", paths["runs"].read_bytes())])
+    (check,) = report.checks
+    assert not check.ok and "needs its phases and stalls" in check.reason, check.reason
+    assert report.storable_docs == []
+    files = [(f"{name}.csv", paths[name].read_bytes()) for name in ("runs", "phases", "stalls")]
+    runs = next(c for c in views.upload.check_uploads(None, files).checks if c.kind == "export:runs")
+    assert runs.ok and "no iterations or telemetry: stored without those samples" in runs.reason
+
+
 def _form(**changes) -> views.run_form.RunForm:
     form = views.run_form.RunForm(
         model="resnet18", batch_size=32, workers=2, stalls=["compute", "interconnect", "cpu"]
