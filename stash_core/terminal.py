@@ -2,8 +2,9 @@
 
 A name, job id or warning read from a file may hold an escape sequence (ESC [ 2 J clears a screen, others
 set a window title or a hyperlink): printed raw, it acts on the user's terminal. Every line Stash prints from
-stored or given text goes through `printable`. A CSV cell that starts like a formula runs in a spreadsheet:
-every CSV Stash writes passes its text cells through `formula_safe` (cells.csv_text, the DuckDB export).
+stored or given text goes through `printable`, and so does every text cell of a CSV Stash writes
+(cells.csv_text; the DuckDB export through `escaped_characters`). A CSV cell that starts like a formula runs
+in a spreadsheet: every CSV Stash writes passes its text cells through `formula_safe` after that.
 """
 
 from __future__ import annotations

@@ -11,9 +11,9 @@ import pytest
 
 from stash_core.catalog.catalog import add_instance
 from stash_core.cells import csv_text
-from stash_core.terminal import FORMULA_LEADS, formula_safe
 from stash_core.cli.main import main
 from stash_core.store.export import export
+from stash_core.terminal import FORMULA_LEADS, formula_safe
 from stash_core.views.common import frame_to_csv
 
 NAMES = [f"{lead}cmd|' /C calc'!A0" for lead in ("=", "+", "-", "@")] + ["\tTAB", "\rCR", "plain", "a=b"]
@@ -60,9 +60,9 @@ def test_the_csv_export_quotes_formula_leading_names(catalog_db, tmp_path):
 
 def test_recommend_csv_quotes_formula_leading_names(catalog_db, tmp_path, capsys):
     out = tmp_path / "options.csv"
-    status = main(["recommend", "--model", "resnet18", "--batch-size", "8", "--epochs", "1", "--dataset-images",
-                   "1000", "--budget-hours", "100", "--db", str(catalog_db), "--csv", str(out),
-                   "--instances", "=evil,+evil,@evil"])  # fmt: skip
+    status = main(["recommend", "--model", "resnet18", "--batch-size", "8", "--epochs", "1",
+                   "--dataset-images", "1000", "--budget-hours", "100", "--db", str(catalog_db), "--csv",
+                   str(out), "--instances", "=evil,+evil,@evil"])  # fmt: skip
     capsys.readouterr()
     assert status == 0
     cells = _cells(out.read_text())
@@ -91,8 +91,9 @@ def test_what_a_query_returns_downloads_as_csv_whatever_its_types():
 
     con = duckdb.connect()
     frame = con.execute(
-        "SELECT 'infinity'::TIMESTAMPTZ AS t, '-infinity'::TIMESTAMP AS u, TIMESTAMP '2024-01-02 03:04:05' AS v, "
-        "NULL::TIMESTAMP AS w, 'ab'::BLOB AS b, INTERVAL 3 DAY AS i, '=x' AS s"
+        "SELECT 'infinity'::TIMESTAMPTZ AS t, '-infinity'::TIMESTAMP AS u, "
+        "TIMESTAMP '2024-01-02 03:04:05' AS v, NULL::TIMESTAMP AS w, 'ab'::BLOB AS b, INTERVAL 3 DAY AS i, "
+        "'=x' AS s"
     ).df()
     cells = _cells(frame_to_csv(frame).decode())
     assert cells[7:] == ["infinity", "-infinity", "2024-01-02 03:04:05.000000", "", "0x6162", "3 days", "'=x"]
@@ -113,3 +114,26 @@ def test_a_small_parquet_upload_that_expands_to_gigabytes_is_refused_before_it_i
     assert len(data) < 1_000_000
     check = upload._check_file("bomb.parquet", data)
     assert not check.ok and "21,000,000 rows" in check.reason and check.frame is None
+
+
+def test_downloads_write_control_characters_escaped_as_the_export_does(tmp_path):
+    """A terminal escape in a stored text (a failed run's error) is written as \\xNN text by both the CSV
+    export and the dashboard's download, never as the raw bytes that act on a terminal printing the CSV."""
+    from result_docs import result_doc
+
+    from stash_core import store
+
+    doc = result_doc(run_id="20261122T110600Z-aaaaaaaa")
+    doc.update(status="failed", error="boom \x1b[31mRED\x1b[0m\r\u202e =x", phases=[], breakdown=None)
+    db = tmp_path / "x.duckdb"
+    store.ingest_result(db, doc)
+    export(db, "csv", tmp_path / "out")
+    exported = pd.read_csv(tmp_path / "out" / "runs.csv")["error"].tolist()
+    frame = store.query_readonly(db, "SELECT error FROM runs")
+    downloaded = pd.read_csv(io.BytesIO(frame_to_csv(frame)))["error"].tolist()
+    assert downloaded == exported == ["boom \\x1b[31mRED\\x1b[0m\\r\\u202e =x"]
+    assert _cells(csv_text(pd.DataFrame({"s": ["\x1b]0;title\x07", "\rCR", "tab\there"]})))[1:] == [
+        "\\x1b]0;title\\x07",
+        "\\rCR",
+        "tab\there",
+    ]
