@@ -221,8 +221,12 @@ def disk_answer(
         "sample_bytes_from": how,
         "dataset_images": images,
     }
-    if entry.get("status") == "measured" and not resolved(entry.get("seconds") or 0.0, entry.get("ci95_s")):
-        # Within the noise (an interval wider than the stall): neither hidden nor a size to cache can be told.
+    status, ci95_s = entry.get("status"), entry.get("ci95_s")
+    # Within the noise (an interval wider than the stall; for one clamped to 0, an interval that reaches past
+    # the share counted as hidden): neither hidden nor a size to cache can be told.
+    if (status == "measured" and not resolved(entry.get("seconds") or 0.0, ci95_s)) or (
+        status == "clamped_zero" and (ci95_s is None or t2 - t3 + ci95_s > _NOISE_SHARE * t2)
+    ):
         noise = "the disk stall is within the noise of this run: what caching would hide it cannot be told"
         unknown = {"cache_fraction_needed": None, "cache_bytes_needed": None, "predicted_iteration_s": None}
         return {**base, **unknown, "status": "within the noise",
@@ -245,11 +249,9 @@ def disk_answer(
         answer["read_mbps_needed_without_cache"] = sample_bytes * batch * workers / t3 / 1e6
         answer["read_mbps_measured"] = sample_bytes * batch * workers / t2 / 1e6
     answer["cache_bytes_needed"] = cache_bytes
-    size = (
-        f"{cache_bytes / 2**30:.2f} GiB ({fraction:.0%} of the data set)"
-        if cache_bytes
-        else f"{fraction:.0%}"
-    )
+    size = f"{fraction:.0%}"
+    if cache_bytes:
+        size = f"{cache_bytes / 2**30:.2f} GiB ({size} of the data set)"
     answer["summary"] = f"caching {size} in memory hides the disk stall"
     memory = (run.get("fingerprint") or {}).get("memory_bytes")
     if cache_bytes and memory:

@@ -218,7 +218,9 @@ def test_the_cores_that_ran_predict_no_slower_step_than_the_runs_own_where_r3_ca
 def test_a_stored_network_stall_as_long_as_the_iteration_is_no_answer_not_a_division_by_zero(tmp_path):
     db = tmp_path / "w.duckdb"
     doc = result_doc(nodes=2, instance="lab@1gbit", stalls={"compute": 0.2, "network": 0.3})
-    doc["breakdown"]["stalls"]["network"]["seconds"] = doc["breakdown"]["iteration_s"]
+    network = doc["breakdown"]["stalls"]["network"]
+    network["seconds"] = doc["breakdown"]["iteration_s"]
+    network["epoch_s"] = network["seconds"] * doc["breakdown"]["iterations_per_epoch"]  # as a file says
     ingest_result(db, doc)
     answer = whatif(db, doc["run_id"])["network"]
     assert answer["predicted_iteration_s"] is None and "not less than the iteration" in answer["summary"]
@@ -247,3 +249,14 @@ def test_a_disk_stall_within_the_noise_is_not_called_hidden(tmp_path):
     disk = whatif(db, _with_disk(db, 0.2, 0.3, "measured"))["disk"]
     assert disk["status"] == "within the noise" and disk["predicted_iteration_s"] is None
     assert "hidden" not in disk["summary"]
+
+
+def test_a_disk_stall_clamped_to_zero_within_a_wide_interval_is_within_the_noise_not_hidden(tmp_path):
+    """R2 came out 0.0136 s faster than R3, within ± 0.031 s: `stash show` says the disk stall is not
+    resolved, so what-if says it is within the noise, not that it is already hidden (cache fraction 0)."""
+    db = tmp_path / "w.duckdb"
+    disk = whatif(db, _with_disk(db, 0.0, 0.031, "clamped_zero", "within the noise"))["disk"]
+    assert disk["status"] == "within the noise" and disk["cache_fraction_needed"] is None
+    assert disk["predicted_iteration_s"] is None and "hidden" not in disk["summary"]
+    narrow = whatif(db, _with_disk(db, 0.0, 0.001, "clamped_zero", "within the noise"))["disk"]
+    assert narrow["status"] == "hidden already" and narrow["cache_fraction_needed"] == 0.0
