@@ -43,6 +43,8 @@ _REFUSED_FUNCTIONS = {
     "which_secret", "from_csv_auto",
 }  # fmt: skip
 _REFUSED_PREFIXES = ("read_", "parquet_", "iceberg_", "delta_", "sqlite_", "postgres_", "mysql_")
+# Keywords of a PIVOT statement or subquery.
+_PIVOT_KEYWORDS = {"pivot", "pivot_wider"}
 # Keywords after which a table reference follows.
 _TABLE_KEYWORDS = {"from", "join"}
 # Keywords that end a FROM clause (after them a comma no longer separates tables).
@@ -76,6 +78,12 @@ def check_sql(sql: str) -> str:
                 f"PRAGMA {name or ''} is refused: the console only runs informational PRAGMAs "
                 f"({', '.join(sorted(_READING_PRAGMAS))})"
             )
+    elif kind == "MULTI" and _PIVOT_KEYWORDS & set(words):
+        # A PIVOT without its values first creates an ENUM type of them (DuckDB's MULTI statement): a write.
+        raise UsageError(
+            "a PIVOT needs an explicit IN (...) list in the console, e.g. PIVOT runs ON status "
+            "IN ('completed', 'failed') USING count(*): without one DuckDB first creates a type of the values"
+        )
     elif kind not in _READING_TYPES:
         raise UsageError(f"{_statement_label(kind, words)} statements are refused: the console is read-only")
     for word in words:

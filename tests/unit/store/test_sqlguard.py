@@ -47,6 +47,8 @@ READING = [
     "EXPLAIN SELECT * FROM runs",
     "PRAGMA table_info('runs')",
     "SELECT count(*) FROM runs r, runs s WHERE r.run_id = s.run_id",
+    "PIVOT runs ON model IN ('resnet18', 'vgg16') USING count(*)",
+    "SELECT * FROM (PIVOT runs ON model IN ('resnet18') USING count(*))",
 ]
 
 
@@ -89,6 +91,10 @@ REFUSED = {
     'SELECT * FROM "/etc/passwd.csv"': "passwd",
     "SELECT * FROM runs JOIN '/tmp/x.csv' ON true": "/tmp/x.csv",
     "SELECT 1; DROP TABLE runs": "one statement",
+    # without its IN list, DuckDB makes a PIVOT a statement that creates a type first
+    "PIVOT runs ON model USING count(*)": "a PIVOT needs an explicit IN (...) list",
+    "SELECT * FROM (PIVOT runs ON model USING count(*))": "a PIVOT needs an explicit IN (...) list",
+    "PIVOT_WIDER runs ON model USING count(*)": "a PIVOT needs an explicit IN (...) list",
     "": "type a query",
     "SELEC 1": "syntax error",
 }
@@ -146,3 +152,10 @@ def test_a_missing_database_reads_as_empty(tmp_path: Path) -> None:
     result = run_readonly_query(tmp_path / "none.duckdb", "SELECT count(*) AS n FROM runs")
     assert int(result.frame["n"][0]) == 0
     assert not (tmp_path / "none.duckdb").exists()
+
+
+def test_a_pivot_with_its_in_list_runs(db: Path) -> None:
+    result = run_readonly_query(
+        db, "PIVOT (FROM runs SELECT model) ON model IN ('resnet18', 'vgg16') USING count(*)"
+    )
+    assert result.frame.to_dict("records") == [{"resnet18": 1, "vgg16": 1}]
