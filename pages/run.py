@@ -31,7 +31,7 @@ from stash_core.engine.job_state import JobState, PhaseProgress, measuring_proce
 from stash_core.errors import UsageError
 from stash_core.spec import default_of
 from stash_core.spec_parse import MAX_NAME_CHARS
-from stash_core.views.common import STALL_LABELS, plain
+from stash_core.views.common import STALL_LABELS, in_page_words, plain
 from stash_core.views.run_form import FIRST_BATCH_SIZE, FIRST_SYNTHETIC_IMAGES, RunForm, number_range
 
 POLL_S = 1.0
@@ -240,7 +240,7 @@ def job_view(state: JobState) -> None:
         return
     if state.run_id and not state.stored:  # measured, but the database could not take it
         missing = state.error or "The run is not in the database (--no-store)."
-        st.error(plain(missing), icon=":material/error:")
+        st.error(plain(in_page_words(missing, None)), icon=":material/error:")
         if state.result_file:
             st.caption(f"It is kept in its result file {plain(state.result_file)}: `stash ingest` stores it.")
         return
@@ -263,7 +263,8 @@ def job_view(state: JobState) -> None:
                 )
         run_link(state.run_id)
         return
-    st.error(plain(state.error) if state.error else "The run failed.", icon=":material/error:")
+    said = plain(in_page_words(state.error, None)) if state.error else "The run failed."
+    st.error(said, icon=":material/error:")
     if state.run_id:
         st.caption(
             f"What was measured before it stopped is stored as run {state.run_id} ({state.run_status})."

@@ -7,7 +7,7 @@ import streamlit as st
 from pages._shared import current_db, download_buttons, load, page_guard, show_table
 from stash_core import views
 from stash_core.errors import UsageError
-from stash_core.views.common import plain
+from stash_core.views.common import in_page_words, plain
 
 EDITOR_KEY = "sql-text"
 SCHEMA_PANEL_HEIGHT_PX = 560
@@ -85,7 +85,7 @@ def query_result() -> None:
     error = st.session_state.get("sql-error")
     result = st.session_state.get("sql-result")
     if error:
-        st.error(plain(error), icon=":material/block:")  # it quotes values of the database
+        st.error(plain(in_page_words(error, None)), icon=":material/block:")  # it quotes database values
     elif result is not None:
         frame = result.frame
         more = " (row limit reached: there are more)" if result.truncated else ""

@@ -17,7 +17,7 @@ from pages._shared import (
 )
 from pages._stalls import breakdown_chart
 from stash_core import views
-from stash_core.views.common import plain
+from stash_core.views.common import in_page_words, plain
 
 LOG = logging.getLogger(__name__)
 
@@ -122,7 +122,7 @@ def store_view(report: views.upload.UploadReport) -> None:
         stored = f"Stored {inserted} run(s) from {files} file(s)."
         st.session_state["upload-stored"] = stored if outcomes else None  # no "Stored 0" beside the reason
         st.session_state["upload-refused"] = [
-            f"**{plain(name)}** — run {plain(run_id)} was not stored: {plain(reason)}"
+            f"**{plain(name)}** — run {plain(run_id)} was not stored: {plain(in_page_words(reason, None))}"
             for name, run_id, reason in outcomes.refused
         ]
         st.session_state["upload-generation"] = st.session_state.get("upload-generation", 0) + 1

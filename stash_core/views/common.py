@@ -48,10 +48,20 @@ _INLINE_MARKUP = frozenset("\\`*_[]<>$:~|#&")
 _LINE_START_RE = re.compile(r"^(\s*)([-+=>]|\d+(?=[.)]))", re.MULTILINE)
 
 
+# The command line's ways of choosing the database, in every page's words: the dashboard has no --db, its
+# sidebar's Database file chooses (its default from $STASH_DB).
+DATABASE_WORDS = {
+    "give another --db": "choose another Database file in the sidebar",
+    "check --db or $STASH_DB": "check the Database file in the sidebar",
+    "--db or $STASH_DB chooses one": "the Database file in the sidebar chooses one",
+}
+
+
 def in_page_words(text: str, words: dict[str, str] | None) -> str:
     """A command's message in a page's words: each option (`--budget-hours`) written as the page's control
-    for it, the longest first, so that a page never asks for a flag it has no control for."""
-    words = words or {}
+    for it, the longest first, so that a page never asks for a flag it has no control for. The ways of
+    choosing the database (DATABASE_WORDS) are written as the sidebar's on every page."""
+    words = {**DATABASE_WORDS, **(words or {})}
     for option in sorted(words, key=len, reverse=True):
         text = text.replace(option, words[option])
     return text

@@ -337,6 +337,22 @@ def test_a_bad_database_path_is_a_message_not_a_traceback(
         assert any("STASH_DB" in shown(e.value) for e in app.error), [e.value for e in app.error]
 
 
+@pytest.mark.parametrize("title", ["Overview", "SQL"])
+def test_another_programs_database_is_refused_in_the_dashboards_words(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, title: str
+) -> None:
+    """The dashboard has no --db: its message names the sidebar's Database file instead."""
+    foreign = tmp_path / "other.duckdb"
+    with duckdb.connect(str(foreign)) as con:
+        con.execute("CREATE TABLE t AS SELECT 1 AS x")
+    monkeypatch.setenv("STASH_DB", str(foreign))
+    app = open_page(title)
+    assert not app.exception
+    said = [shown(e.value) for e in app.error if "not Stash's" in shown(e.value)]
+    assert said and all("choose another Database file in the sidebar" in e for e in said), said
+    assert not any("--db" in e for e in said), said
+
+
 def test_the_app_holds_no_connection_while_stash_ingest_writes(populated_db: Path, tmp_path: Path) -> None:
     app = open_page("Overview")
     assert {m.label: m.value for m in app.metric}["Runs"] == "5"

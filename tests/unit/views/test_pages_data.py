@@ -327,3 +327,5 @@ def test_a_commands_message_is_put_in_a_pages_words() -> None:
         "x: choose timers online or the timers given"
     )  # the longest first
     assert in_page_words("no option here", None) == "no option here"
+    said = "database x.duckdb is not Stash's: it holds other tables (t) and no schema_meta; give another --db"
+    assert in_page_words(said, None).endswith("; choose another Database file in the sidebar")  # every page
