@@ -25,6 +25,7 @@ from stash_core.catalog.fields import INT_MIN, POSITIVE, PRICES, clean, db_value
 from stash_core.errors import UsageError
 from stash_core.store import connect
 from stash_core.store.catalog_seed import BUILTIN_CATALOG_CSV, builtin_catalog_rows
+from stash_core.store.connection import is_stand_in
 from stash_core.store.instances import (
     COLUMNS,
     EDITABLE,
@@ -55,12 +56,13 @@ def builtin_instances() -> pd.DataFrame:
 def read_rows(db_path: Path | str, name: str | None = None) -> list[tuple[Any, ...]]:
     """Stored rows (values in COLUMNS order): all of them, or the one named; opens the store read-only.
 
-    A database file that does not exist stores nothing (its stand-in's seeded rows are not stored rows).
+    A database file that does not exist, or that nothing has written (a DuckDB file without the Stash
+    schema), stores nothing: its stand-in's seeded rows are not stored rows.
     """
     if not Path(db_path).exists():
         return []
     with connect(db_path, read_only=True) as con:
-        return select_rows(con, name)
+        return [] if is_stand_in(con) else select_rows(con, name)
 
 
 def seed_catalog(db_path: Path | str) -> int:
@@ -197,8 +199,11 @@ def apply_catalog_edits(
         old = typed_row(before.loc[label].to_dict())
         name = old["name"]
         if row["name"] != name:
-            raise UsageError(f"instance {name}: a name cannot be changed here (add a row for {row['name']!r} "
-                             "instead)" if row["name"] else f"instance {name}: its name cannot be emptied")
+            raise UsageError(
+                f"instance {name}: a name cannot be changed here (add a row for {row['name']!r} instead)"
+                if row["name"]
+                else f"instance {name}: its name cannot be emptied"
+            )
         try:
             # Compare cleaned values, so that a date shown as text or 8 shown as 8.0 is no change.
             previous = clean({key: old.get(key) for key in EDITABLE}, partial=True)

@@ -53,9 +53,10 @@ def connect(
 
     Writers create the schema on first use (and migrate an older one, see store/migrations.py). Readers take
     a database as it is (versions from READABLE_FROM_VERSION on); readers of a file that does not exist yet,
-    or that holds no Stash schema, get an empty in-memory database with the schema, so queries return empty
-    results. The session time zone is UTC. Raises UsageError when the file stays locked for
-    `lock_timeout_s` (default LOCK_TIMEOUT_S), is not a DuckDB database, or cannot be created.
+    or that holds no Stash schema, get an in-memory stand-in with the schema, as a new database has it (no
+    runs, the shipped instance catalog; is_stand_in tells it apart), so queries return empty results. The
+    session time zone is UTC. Raises UsageError when the file stays locked for `lock_timeout_s` (default
+    LOCK_TIMEOUT_S), is not a DuckDB database, or cannot be created.
     """
     path = Path(db_path)
     timeout_s = LOCK_TIMEOUT_S if lock_timeout_s is None else lock_timeout_s
@@ -124,6 +125,15 @@ def _remove_if_empty(path: Path) -> None:
                 leftover.unlink()
         except OSError:
             pass
+
+
+def is_stand_in(con: duckdb.DuckDBPyConnection) -> bool:
+    """Whether a reader's `con` is the in-memory stand-in of a database nothing has written (a file that does
+    not exist, or a DuckDB file without the Stash schema): its rows, the shipped catalog's, are no file's."""
+    rows = con.execute(
+        "SELECT path FROM duckdb_databases() WHERE database_name = current_database()"
+    ).fetchall()
+    return bool(rows) and rows[0][0] is None
 
 
 def _empty_database() -> duckdb.DuckDBPyConnection:

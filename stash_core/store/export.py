@@ -11,7 +11,7 @@ import duckdb
 
 from stash_core.errors import UsageError
 from stash_core.pathargs import required_path
-from stash_core.store.connection import connect
+from stash_core.store.connection import connect, is_stand_in
 from stash_core.terminal import FORMULA_LEADS, escaped_characters
 
 # DuckDB COPY options per format. JSON is newline-delimited (one object per line, "JSON Lines"), which
@@ -59,6 +59,9 @@ def export(db_path: Path | str, fmt: str, out_dir: Path | str) -> list[Path]:
     try:
         staged = []
         with connect(db_path, read_only=True) as con:
+            if is_stand_in(con):  # an empty DuckDB file, as a missing one: no Stash database to export
+                raise UsageError(f"database {db_path} holds no Stash tables (nothing was stored in it): "
+                                 "nothing to export")  # fmt: skip
             present = {row[0] for row in con.execute(
                 "SELECT table_name FROM duckdb_tables() UNION SELECT view_name FROM duckdb_views()"
             ).fetchall()}  # fmt: skip

@@ -65,8 +65,11 @@ blocks `stash` ingests for as long as it is open. In the same Python process (a 
 reads (`stash_core.runs`, `stash_core.breakdown`) share such a connection; a write (an ingest, a profile)
 cannot, and says so: close your connection first.
 
-A database file that does not exist yet reads as an empty database (all tables and the view exist and are
-empty); it is created, with the schema, by the first write.
+A database file that does not exist yet, or a DuckDB file without any table (a first write that stopped
+before the schema), reads as a new database: all tables and the view exist and are empty but for `instances`,
+which holds the shipped catalog as a new database does (`stash instances list` shows none of its rows as
+stored, and `stash export` refuses such a file: nothing was stored in it). The file is created, with the
+schema, by the first write.
 """
 
 

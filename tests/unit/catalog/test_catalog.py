@@ -75,6 +75,18 @@ def test_fresh_database_lists_builtin_rows_without_writing(tmp_path):
     assert get_instance(db, "no-such-box") is None
 
 
+def test_an_empty_duckdb_file_stores_no_row_of_the_catalog(tmp_path):
+    """A DuckDB file without any table (a first writer that stopped before the schema) reads as a missing
+    one: the built-in rows are listed, none of them stored (they were all `stored True`)."""
+    import duckdb
+
+    db = tmp_path / "empty.duckdb"
+    duckdb.connect(str(db)).close()
+    frame = list_instances(db)
+    assert len(frame) == len(builtin_instances()) and not frame["stored"].any()
+    assert get_instance(db, "g5.xlarge")["on_demand_usd_per_h"] == pytest.approx(1.006)
+
+
 def test_seed_inserts_once_and_never_overwrites_edits(tmp_path):
     db = tmp_path / "cat.duckdb"
     assert seed_catalog(db) == len(builtin_instances())

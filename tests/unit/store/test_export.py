@@ -81,6 +81,18 @@ def test_unknown_format_is_a_usage_error(populated, tmp_path) -> None:
     assert not (tmp_path / "out").exists()
 
 
+def test_an_empty_duckdb_file_is_refused_as_a_missing_one(tmp_path) -> None:
+    """Nothing was stored in a DuckDB file without any table: it exported the stand-in's tables, among them
+    the shipped catalog as if the file held it."""
+    empty = tmp_path / "empty.duckdb"
+    duckdb.connect(str(empty)).close()
+    with pytest.raises(UsageError, match="holds no Stash tables .*: nothing to export"):
+        store.export(empty, "csv", tmp_path / "out")
+    with pytest.raises(UsageError, match="no database at .*: nothing to export"):
+        store.export(tmp_path / "missing.duckdb", "csv", tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
 def test_failed_export_leaves_nothing(populated, tmp_path, monkeypatch) -> None:
     # The last object fails after the others were written: none of them may appear.
     last = list(export_module.EXPORTED)[-1]
