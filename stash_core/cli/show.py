@@ -48,7 +48,7 @@ def runs_table(db_path: Path | str, limit: int | None = None) -> str | None:
 
 def _cell(value) -> str:
     if value is None:
-        return "None"
+        return "-"  # as `stash show` and `stash instances list` write a missing value
     if isinstance(value, float):
         return f"{value:.4f}"
     return str(value)  # a datetime as "2026-11-24 09:50:03+00:00"

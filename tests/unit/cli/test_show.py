@@ -1,10 +1,12 @@
 """`stash show` and `stash whatif` of a run id: a database that does not exist is said to be missing (a
-mistyped --db), not as a run that is not there."""
+mistyped --db), not as a run that is not there. `stash runs` writes a missing value as the others do."""
 
 from __future__ import annotations
 
 import pytest
+from result_docs import result_doc
 
+from stash_core import store
 from stash_core.cli.main import main
 
 
@@ -15,3 +17,18 @@ def test_a_run_asked_of_a_database_that_does_not_exist_names_the_database(tmp_pa
     err = capsys.readouterr().err
     assert f"no database {missing} (check --db or $STASH_DB)" in err and len(err.splitlines()) == 1
     assert not missing.exists()
+
+
+def test_runs_writes_a_missing_value_as_a_dash(tmp_path, capsys) -> None:
+    db = tmp_path / "r.duckdb"
+    doc = result_doc(run_id="20261122T110600Z-2904421d", instance=None)
+    doc["breakdown"]["epoch_s"] = None  # no epoch: a synthetic-data run
+    for stall in doc["breakdown"]["stalls"].values():
+        stall["epoch_s"] = None
+    store.ingest_result(db, doc)
+    assert main(["runs", "--db", str(db)]) == 0
+    header, row = capsys.readouterr().out.splitlines()[:2]
+    values = row.split()
+    values[1:3] = [" ".join(values[1:3])]  # started_at: a date and a time
+    cells = dict(zip(header.split(), values, strict=True))
+    assert cells["instance"] == "-" and cells["epoch_s"] == "-" and "None" not in row
