@@ -234,8 +234,11 @@ STALLS = RelationDoc(
 MODELS = RelationDoc(
     "models",
     "one row per model name",
-    "Upserted from every ingested run; a run that does not know a value (e.g. failed before building the "
-    "model) never blanks a value another run stored.",
+    "Upserted from every ingested run: the counts of the run ingested last that knew them; a run that does "
+    "not know a value (e.g. failed before building the model) never blanks a value another run stored. A "
+    "model trained with other classes or another input has other counts: each run's own are in `runs` "
+    "(`param_count`, `grad_tensor_count`, `layer_count`, `grad_bytes`), which the fits read; `stash "
+    "recommend` counts the job's model itself where Stash can build it.",
     _table(
         """
         name | | model name as in `runs.model`

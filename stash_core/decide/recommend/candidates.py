@@ -161,7 +161,7 @@ class OptionPlanner:
         return Estimate(
             "predicted", None, basis_text, iteration_s, stalls, expected, notes, unvalidated, path="profile",
             comm_error=published_error,
-        )
+        )  # fmt: skip
 
     def _published_comm(self, name: str, workers: int, count: int) -> Any | None:
         """`stash predict`'s prediction of this configuration (its communication is what is wanted), or None
@@ -313,8 +313,18 @@ class OptionPlanner:
         return self._report
 
     def _model_counts(self) -> dict[str, Any]:
+        """The job's own gradient counts: its model built with the job's input shape (and the model's default
+        classes, as its step is predicted). The models table holds the counts of the run stored last under
+        the name, which may have had other classes or another input: they stand in only for a model Stash
+        cannot build here (a script's, a factory no longer there)."""
         if self._counts is None:
-            self._counts = stored_model_counts(self.db_path, self.job.model) or model_counts(self.job.model)
+            try:
+                self._counts = model_counts(self.job.model, input_shape=self.job.input_shape)
+            except UsageError:
+                stored = stored_model_counts(self.db_path, self.job.model)
+                if stored is None:
+                    raise
+                self._counts = stored
         return self._counts
 
 

@@ -246,6 +246,34 @@ def test_prediction_from_a_validated_stall_model_carries_its_expected_error(tmp_
     assert "interconnect by linear" in quad["basis"]
 
 
+def test_a_zoo_models_communication_is_predicted_from_its_own_counts_not_another_runs(tmp_path):
+    """The models table keeps the counts of the run stored last under a name: a resnet18 profiled with 25,000
+    classes there. The job (resnet18 at its default classes) has 46.8 MB of gradients, not that run's 97 MB:
+    its interconnect stall is predicted from its own."""
+    from stash_core.decide.fit import model_counts
+
+    db = tmp_path / "counts.duckdb"
+    for name, gpus, usd in (("quad", 4, 10.0), ("solo", 1, 2.0)):
+        add_instance(db, name=name, accelerator=GPU, accelerator_count=gpus, vcpus=8 * gpus, network_gbps=10,
+                     on_demand_usd_per_h=usd)  # fmt: skip
+    for index, grad_mb in enumerate((10, 30, 60, 90, 150, 220)):
+        stall_s = (0.004 + 0.4e-9 * grad_mb * 1e6) * (1.02, 0.97, 1.01, 0.99, 1.03, 0.98)[index]
+        ingest_result(db, result_doc(f"other{index}", instance="quad", workers=4, device="cuda",
+                                     grad_bytes=grad_mb * 10**6, grad_tensor_count=20 + 30 * index,
+                                     layer_count=15 + 20 * index,
+                                     stalls={"compute": 0.1, "interconnect": stall_s}))  # fmt: skip
+    own, wide = model_counts("resnet18"), model_counts("resnet18", num_classes=25_000)
+    counts = {key: wide[key] for key in ("grad_bytes", "grad_tensor_count", "layer_count")}
+    ingest_result(db, result_doc("resnet18", instance="solo", workers=1, device="cuda",
+                                 stalls={"compute": 0.3}, **counts))  # fmt: skip
+    result = recommend(
+        db, "resnet18", 32, 1, 100_000, budget_hours=100, instances=["quad", "solo"], max_instances=1
+    )
+    quad = result.options.set_index("config").loc["1 x quad"]
+    assert "interconnect by linear" in quad["basis"]
+    assert quad["interconnect_s"] == pytest.approx(0.004 + 0.4e-9 * own["grad_bytes"], rel=0.1)
+
+
 def test_bad_requests(db):
     with pytest.raises(UsageError, match="unknown instance"):
         _ask(db, instances=["nope"])
