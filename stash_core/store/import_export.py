@@ -59,10 +59,11 @@ def _require_breakdown(run_id: str, tables: dict[str, pd.DataFrame], parts: dict
             f"breakdown; upload the {' and '.join(missing)} table{'s' if len(missing) > 1 else ''} of the "
             "same export with it"
         )
-    if all(parts[name] is None for name in BREAKDOWN_TABLES):
+    without = [name for name in BREAKDOWN_TABLES if parts[name] is None]
+    if without:  # a completed run has phases and its five stalls: half of them would be a run no one measured
         raise UsageError(
-            f"the phases and stalls tables hold no row of completed run {run_id}; upload them from the same "
-            "export as the runs table"
+            f"the {' and '.join(without)} {'tables hold' if len(without) > 1 else 'table holds'} no row of "
+            f"completed run {run_id}; upload them from the same export as the runs table"
         )
 
 

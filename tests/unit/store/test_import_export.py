@@ -49,3 +49,11 @@ def test_a_failed_run_needs_no_breakdown_and_samples_may_be_left_out(tables) -> 
     completed = next(doc for doc in docs if doc["run_id"] == RUN_ID)
     assert set(completed["breakdown"]["stalls"]) == {"compute", "interconnect", "network", "cpu", "disk"}
     assert all(phase["samples"] == {} for phase in completed["phases"])
+
+
+def test_stalls_of_another_export_beside_the_runs_phases_are_refused(tables) -> None:
+    """Half a breakdown is no run either: the phases of the run without its stalls would be stored as a run
+    whose iteration is all 'not separated'."""
+    other_stalls = tables["stalls"].iloc[0:0]
+    with pytest.raises(UsageError, match=f"the stalls table holds no row of completed run {RUN_ID}"):
+        docs_from_export({"runs": tables["runs"], "phases": tables["phases"], "stalls": other_stalls})
