@@ -142,18 +142,20 @@ def _next_revocation(
     """Seconds to the next revocation of an instance of `cluster` and its index (inf when none comes). A
     trace's rows are replayed once each, in time order: a row at the same time as the last revocation, or
     during its restart, revokes at once (wait 0); a row passed while no instance of its type ran revokes
-    nothing. `replayed` holds the rows used up (one set per training)."""
+    nothing, even when an instance of its type is rented later. `replayed` holds the rows used up (one set per
+    training)."""
     if trace is not None:
         replayed = set() if replayed is None else replayed
         names = [w.instance for w in cluster]
+        passed = []  # rows of types not running before the next revocation: passed while this cluster runs
         for row, (time_s, instance) in enumerate(trace):
             if row in replayed:
                 continue
             if instance in names:
-                replayed.add(row)
+                replayed.update(passed, (row,))
                 return max(time_s - t, 0.0), names.index(instance)
-            if time_s <= t:
-                replayed.add(row)
+            passed.append(row)
+        replayed.update(row for row in passed if trace[row][0] <= t)
         return math.inf, -1
     if rate_per_h <= 0 or rng is None or not cluster:
         return math.inf, -1
@@ -244,8 +246,10 @@ def plan_risk(spot_offers: list[InstanceOffer], workload: Workload, target_loss:
     plan as printed (planned with its revocation overhead), else planned here."""
     rng = np.random.default_rng(seed)
     links = {"ps_Bps": ps_Bps, "pcie_Bps": pcie_Bps}
-    first = first if first is not None and first.candidates else starting_plan(
-        spot_offers, workload, target_loss, deadline_s, links
+    first = (
+        first
+        if first is not None and first.candidates
+        else starting_plan(spot_offers, workload, target_loss, deadline_s, links)
     )
     asked = runs if rate_per_h > 0 else 1
     outcomes: list[dict] = []

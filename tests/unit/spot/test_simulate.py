@@ -54,6 +54,20 @@ def test_a_revocation_at_the_same_time_or_during_the_restart_is_replayed_too(tmp
     assert spot["mean_cost_usd"] == pytest.approx(100 / 3600, rel=1e-4)
 
 
+def test_a_trace_row_passed_while_no_instance_of_its_type_ran_revokes_nothing_later():
+    """1 x A first (100 s of a 105 s deadline); A is revoked at 50 s and, with 45 s left, the re-plan rents
+    the faster B. The row "10,B" passed while no B ran: it must not revoke the B rented at 60 s."""
+    b = Worker("B", gpus=1, compute_s=0.5, batch=32, usd_per_h=3.0)
+    offers = [InstanceOffer(A, 1), InstanceOffer(b, 1)]
+
+    def replay(trace):
+        return simulate(offers, offers, NEGLIGIBLE, 0.1, 105.0, **LINKS, revocation_s=10.0, trace=trace)
+
+    alone, with_passed_row = replay([(50.0, "A")]), replay([(10.0, "B"), (50.0, "A")])
+    assert alone[0]["first_plan"] == "1 x A" and alone[0]["mean_revocations"] == 1
+    assert with_passed_row == alone
+
+
 def test_without_revocations_spot_costs_a_third_of_on_demand():
     rows = simulate([InstanceOffer(A, 2)], [InstanceOffer(A_ON_DEMAND, 2)], NEGLIGIBLE, 0.1, 200.0, **LINKS)
     assert rows[0]["mean_cost_usd"] * 3 == pytest.approx(rows[2]["mean_cost_usd"])
