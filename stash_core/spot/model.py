@@ -11,7 +11,8 @@ its GPUs). Equation numbers are the paper's:
   (3)    j = (g2 b_w + g3) sqrt((R + g4) n) / (L_obj - g5) - g1   iterations to reach the target loss
   (1)    T = j T_exp (+ a revocation overhead)
   (15)   n_upper = floor(((1 / (1 + margin) - b1) / a1)^2)         keeps P < 1, with the contention margin
-  (16)   n_lower = ceil(b_min ((g2 b_min + g3) sqrt(g4) / (L_obj - g5) - g1) / (v_max T_obj))
+  (16)   n_lower = ceil(min_b b ((g2 b + g3) sqrt(g4) / (L_obj - g5) - g1) / (v_max T_obj)), b over the
+         batches on offer (the paper takes b = b_min, which is no lower bound where g2 < 0: see worker_bounds)
 
 Units: bytes, bytes per second, seconds. The public spotDNN code differs from the paper (no R in the loss,
 a sign slip in the PCIe term, no bounds); this follows the paper.
@@ -147,18 +148,42 @@ def predicted_loss(weighted_batch_size: float, r: float, workers: int, iteration
 
 
 def worker_bounds(workload: Workload, target_loss: float, budget_s: float, smallest_batch: int,
-                  fastest_speed: float) -> tuple[int, int]:  # fmt: skip
+                  fastest_speed: float, largest_batch: int | None = None) -> tuple[int, int]:  # fmt: skip
     """Eqs. 15-16: the fewest workers that can meet the budget and the most before the PS saturates.
 
-    `fastest_speed` is v_max, the largest cluster speed (samples per second) of one worker.
+    `fastest_speed` is v_max, the largest cluster speed (samples per second) of one worker. A cluster of n
+    workers trains T = j b_w / v >= b_w j1(b_w) / (n v_max) with j1 eq. 3's iterations at R = 0, n = 1, so
+    n >= b_w j1(b_w) / (v_max T_obj). Its weighted batch b_w lies between the smallest and the largest batch
+    on offer, so the bound takes the least samples b j1(b) over that range. The paper's eq. 16 takes b_min
+    alone: with g2 < 0, b j1(b) can be larger there than at the batch a plan uses, and that bound would
+    exclude a feasible plan.
     """
     upper = most_workers(workload)
-    g1, g2, g3, g4, g5 = workload.loss_g
+    g5 = workload.loss_g[4]
     if target_loss <= g5:
         raise UsageError(f"target loss {target_loss:g} is at or below the loss model's floor g5 = {g5:g}")
-    samples = smallest_batch * ((g2 * smallest_batch + g3) * math.sqrt(g4) / (target_loss - g5) - g1)
+    samples = least_samples(workload.loss_g, target_loss, smallest_batch,
+                            smallest_batch if largest_batch is None else largest_batch)  # fmt: skip
     lower = max(1, _whole_bounded(samples / (fastest_speed * budget_s), math.ceil))
     return lower, upper
+
+
+def least_samples(loss_g: tuple[float, ...], target_loss: float, smallest_batch: float,
+                  largest_batch: float) -> float:  # fmt: skip
+    """The least of b j1(b) = b ((g2 b + g3) sqrt(g4) / (L_obj - g5) - g1) for b between the two batches:
+    a quadratic in b, so its least is at an end, or at its vertex where it curves upwards (g2 > 0)."""
+    g1, g2, g3, g4, g5 = loss_g
+    scale = math.sqrt(g4) / (target_loss - g5)
+
+    def samples(b: float) -> float:
+        return b * ((g2 * b + g3) * scale - g1)
+
+    batches = [smallest_batch, largest_batch]
+    if g2 * scale > 0:
+        vertex = (g1 - g3 * scale) / (2 * g2 * scale)
+        if smallest_batch < vertex < largest_batch:
+            batches.append(vertex)
+    return min(samples(b) for b in batches)
 
 
 def most_workers(workload: Workload) -> int:

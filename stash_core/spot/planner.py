@@ -90,8 +90,8 @@ def plan_spot_cluster(
         raise UsageError("every instance type has a quota of 0")
     solo_s = {id(o.worker): worker_iteration_s(o.worker, 1, workload, ps_Bps, pcie_Bps) for o in offered}
     fastest_speed = max(o.worker.batch / solo_s[id(o.worker)] for o in offered)
-    smallest_batch = min(o.worker.batch for o in offered)
-    check_loss_model(workload.loss_g, target_loss, smallest_batch, max(o.worker.batch for o in offered))
+    smallest_batch, largest_batch = min(o.worker.batch for o in offered), max(o.worker.batch for o in offered)
+    check_loss_model(workload.loss_g, target_loss, smallest_batch, largest_batch)
     if (
         loss_scale(smallest_batch, workload.loss_g) > 0
         and iterations_to_loss(smallest_batch, 0.0, 1, target_loss, workload.loss_g) <= 0
@@ -100,7 +100,8 @@ def plan_spot_cluster(
             f"the loss model (g1..g5) reaches loss {target_loss:g} before any training: "
             "check g and the target"
         )
-    lower, upper = worker_bounds(workload, target_loss, budget_s, smallest_batch, fastest_speed)
+    lower, upper = worker_bounds(workload, target_loss, budget_s, smallest_batch, fastest_speed,
+                                 largest_batch)  # fmt: skip
     # No cluster holds more than n_upper workers, so instances beyond it on a quota cannot matter.
     pool = [o.worker for o in offered for _ in range(min(o.quota, upper))]
     # Sort by each instance's iteration time alone with the PS (eq. 6 at n = 1), fastest first.

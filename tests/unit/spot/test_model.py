@@ -13,6 +13,7 @@ from stash_core.spot.model import (
     cluster_iteration_s,
     convergence_coefficient,
     iterations_to_loss,
+    least_samples,
     predicted_loss,
     ps_bottleneck_probability,
     weighted_batch,
@@ -88,6 +89,18 @@ def test_worker_bounds():
                       loss_g=(0.0, 0.0, 10.0, 1.0, 0.0))  # fmt: skip
     assert worker_bounds(simple, 0.1, budget_s=10.0, smallest_batch=32, fastest_speed=128.0) == (3, 100)
     assert worker_bounds(simple, 0.1, budget_s=100.0, smallest_batch=32, fastest_speed=128.0)[0] == 1
+
+
+def test_the_lower_bound_takes_the_least_samples_over_the_batches_on_offer():
+    # g2 < 0: b j1(b) = b (10 (-0.1 b + 10)) = b (100 - b): 2176 samples at batch 32 but 384 at batch 96.
+    # At 128 samples/s and 1 s, eq. 16 at b_min alone would ask 17 workers; a 96-batch worker needs 3.
+    falling = Workload(param_bytes=1, solo_bandwidth_Bps=1e6, contention_a1=0.1, contention_b1=0.0,
+                       loss_g=(0.0, -0.1, 10.0, 1.0, 0.0))  # fmt: skip
+    assert worker_bounds(falling, 0.1, 1.0, 32, 128.0)[0] == 17
+    assert worker_bounds(falling, 0.1, 1.0, 32, 128.0, largest_batch=96)[0] == 3
+    # g2 > 0: b (b - 50) curves upwards; its least between 10 and 40 is at its vertex, 25: -625
+    assert least_samples((50.0, 0.1, 0.0, 1.0, 0.0), 0.1, 10, 40) == pytest.approx(-625.0)
+    assert least_samples((50.0, 0.1, 0.0, 1.0, 0.0), 0.1, 30, 40) == pytest.approx(-600.0)
 
 
 def test_a_bad_workload_is_refused():

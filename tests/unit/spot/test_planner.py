@@ -111,6 +111,20 @@ def test_a_batch_outside_the_loss_model_is_refused_not_free():
         plan_spot_cluster([InstanceOffer(big, 2)], shrinking, 0.1, 1e6, **LINKS)
 
 
+def test_offering_a_smaller_batch_does_not_exclude_a_one_worker_plan():
+    """g2 < 0 (j = 10 (10 - 0.1 b), L = 0.1): 1 x BIG (batch 96, 1 s) needs 4 iterations, 4 s. Offering a
+    smaller type too must not raise the worker bound past it (eq. 16 at b_min alone asked 5 workers)."""
+    falling = Workload(param_bytes=1, solo_bandwidth_Bps=1e6, contention_a1=0.1, contention_b1=0.0,
+                       loss_g=(0.0, -0.1, 10.0, 1.0, 0.0))  # fmt: skip
+    big = Worker("BIG", gpus=1, compute_s=1.0, batch=96, usd_per_h=1.0)
+    small = Worker("SMALL", gpus=1, compute_s=1.0, batch=32, usd_per_h=1.0)
+    alone = plan_spot_cluster([InstanceOffer(big, 1)], falling, 0.1, 5.0, **LINKS)
+    both = plan_spot_cluster([InstanceOffer(big, 1), InstanceOffer(small, 4)], falling, 0.1, 5.0, **LINKS)
+    assert alone.best is not None and alone.best.counts == {"BIG": 1}
+    assert alone.best.training_s == pytest.approx(4.0, rel=1e-4)
+    assert both.bounds[0] == 1 and both.best is not None and both.best.label() == alone.best.label()
+
+
 def test_the_upper_bound_keeps_p_below_one_with_the_contention_margin():
     from stash_core.spot.model import ps_bottleneck_probability, worker_bounds
 
