@@ -5,7 +5,8 @@ Per worker count (spotDNN, Shang et al., IWQoS 2023):
   bandwidth      per worker, 2 S_parm / (push + pull time), queueing at the PS included (B_wk of eq. 8)
   p_bottleneck   the share of exchanges whose push began while the PS was serving another worker (P of
                  eq. 9, observed)
-  ps_Bps         bytes the PS moved per second it spent serving (receive, update, reply): B_ps
+  ps_Bps         bytes the PS moved per second it spent serving (receive, update, reply): B_ps, over the
+                 same exchanges as the bandwidth (each worker's warm-up services left out)
   compute_s      a worker's forward and backward at its batch (T_comp)
 """
 
@@ -53,11 +54,14 @@ def summarise_ps_training(results: list[dict], warmup: int = WARMUP) -> tuple[in
     pushes = {w["rank"]: [rec[1] for rec in w["records"]] for w in workers}
     served: dict[int, int] = {}
     busy = []  # (start, end, worker) of every service, in time order (the PS serves one at a time)
+    warm_s = []  # the services after each worker's warm-up: B_ps over the exchanges B_wk and B_req count
     for src, posted, _received, sent in ps["services"]:
         index = served.get(src, 0)
         served[src] = index + 1
         start = max(posted, pushes[src][index]) if index < len(pushes.get(src, [])) else posted
         busy.append((start, sent, src))
+        if index >= warmup:
+            warm_s.append(sent - start)
     busy.sort()
     starts = [b[0] for b in busy]
     per_worker_Bps, contended, total, compute = [], 0, 0, []
@@ -75,14 +79,14 @@ def summarise_ps_training(results: list[dict], warmup: int = WARMUP) -> tuple[in
         raise MeasurementError(
             f"no exchange after the first {warmup} of each worker: give a longer --duration-s"
         )
-    serving_s = sum(end - start for start, end, _ in busy)
+    serving_s = sum(warm_s)
     loss_rows = [(rec[4], rec[3], int(w["batch"]), len(workers)) for w in workers for rec in w["records"]]
     return int(ps["param_count"]), CountMeasure(
         workers=len(workers), exchanges=total,
         bandwidth_Bps=statistics.fmean(per_worker_Bps),
         bandwidth_spread_Bps=(min(per_worker_Bps), max(per_worker_Bps)),
         p_bottleneck=contended / total,
-        ps_Bps=2 * param_bytes * len(busy) / serving_s if serving_s > 0 else 0.0,
+        ps_Bps=2 * param_bytes * len(warm_s) / serving_s if serving_s > 0 else 0.0,
         compute_s=statistics.fmean(compute), loss_rows=sorted(loss_rows),
     )  # fmt: skip
 

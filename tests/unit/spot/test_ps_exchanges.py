@@ -42,6 +42,17 @@ def test_the_busy_share_bandwidth_and_ps_rate_of_a_hand_worked_run():
     assert measure.loss_rows[0] == (1, 2.3, 8, 2)
 
 
+def test_the_ps_bandwidth_leaves_out_the_warm_up_services_as_the_worker_bandwidth_does():
+    """One worker: a cold first exchange of 2 s, then 0.5 s. Without the warm-up, B_req = 8000 / 0.5 and the
+    PS served its 8000 bytes in 0.5 s; counting the cold service too gave B_ps 16000 / 2.5 < B_req."""
+    ps = {"role": "ps", "param_count": 1000, "services": [[1, 0.0, 1.5, 2.0], [1, 10.0, 10.2, 10.5]]}
+    worker = {"role": "worker", "rank": 1, "batch": 8,
+              "records": [[0.1, 0.0, 2.0, 2.3, 1], [0.1, 10.0, 0.5, 2.1, 2]]}  # fmt: skip
+    _, measure = summarise_ps_training([ps, worker], warmup=1)
+    assert measure.bandwidth_Bps == pytest.approx(8000 / 0.5)
+    assert measure.ps_Bps == pytest.approx(8000 / 0.5)
+
+
 def test_a_run_too_short_for_the_warmup_is_a_measurement_error():
     with pytest.raises(MeasurementError, match="longer --duration-s"):
         summarise_ps_training(_results(), warmup=5)
