@@ -15,6 +15,7 @@ from typing import Any
 
 from stash_core.errors import UsageError
 from stash_core.spot.model import (
+    MAX_WORKER_BOUND,
     Worker,
     Workload,
     check_loss_model,
@@ -259,6 +260,10 @@ def searched_workers(result: PlanResult) -> str:
     if lower > upper:  # the budget is too short for any count: the bounds cross
         return f"none (eqs. 15-16 need at least {lower} workers within the budget but allow at most {upper})"
     most = max((plan.workers for plan in result.candidates), default=None)
+    # At MAX_WORKER_BOUND eq. 15 is a cap, not a figure: the parameter server saturates beyond any quota.
+    allow = (
+        "set no upper bound that a quota reaches" if upper >= MAX_WORKER_BOUND else f"allow up to {upper:,}"
+    )
     if most is not None and most < upper:
-        return f"{lower} to {most} (eqs. 15-16 allow up to {upper}; the offered instances hold {most})"
+        return f"{lower} to {most} (eqs. 15-16 {allow}; the offered instances hold {most})"
     return f"{lower} to {upper} (eqs. 15-16)"

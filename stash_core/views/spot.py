@@ -130,13 +130,14 @@ def window_points(result: PlanResult) -> pd.DataFrame:
 
 
 def window_search(result: PlanResult) -> pd.DataFrame:
-    """Per worker count between the bounds: windows tried, how many met the budget, the cheapest of those
-    and the fastest window."""
+    """Per worker count searched: windows tried, how many met the budget, the cheapest of those and the
+    fastest window. The counts are those of the candidates (one pass over them): eq. 15's upper bound can be
+    beyond any quota (spot.model.MAX_WORKER_BOUND where the parameter server hardly saturates)."""
+    by_workers: dict[int, list] = {}
+    for p in result.candidates:
+        by_workers.setdefault(p.workers, []).append(p)
     rows = []
-    for n in range(result.bounds[0], result.bounds[1] + 1):
-        tried = [p for p in result.candidates if p.workers == n]
-        if not tried:
-            continue
+    for n, tried in sorted(by_workers.items()):
         inside = [p for p in tried if p.meets_budget]
         cheapest = min(inside, key=lambda p: p.cost_usd) if inside else None
         fastest = min(tried, key=lambda p: p.training_s)

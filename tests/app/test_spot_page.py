@@ -127,6 +127,19 @@ def test_an_uploaded_workload_plans_and_a_malformed_one_is_a_message(tmp_path, m
     assert "param_mb must be a number" in _errors(app)
 
 
+def test_a_workload_without_contention_plans_and_says_it_has_no_upper_bound(tmp_path, monkeypatch):
+    """a1 = 1e-6, b1 = -1: eq. 15 is beyond any quota; the window search lists the counts with windows."""
+    uncontended = {**view.example_workload(), "a1": 1e-6, "b1": -1.0}
+    app = _upload(_page(tmp_path / "fresh.duckdb", monkeypatch), "w.json", json.dumps(uncontended).encode())
+    app = _plan(app)
+    assert not app.exception and not app.error
+    assert any(
+        "Worker counts searched: 1 to 8 (eqs. 15-16 set no upper bound" in c.value for c in app.caption
+    )
+    windows = next(frame.value for frame in app.dataframe if "windows" in frame.value.columns)
+    assert list(windows["workers"]) == list(range(1, 9))
+
+
 @pytest.mark.parametrize(
     "data, message",
     [

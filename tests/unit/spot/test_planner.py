@@ -222,3 +222,15 @@ def test_crossed_worker_bounds_are_said_as_none_searched():
     text = searched_workers(PlanResult(best=None, bounds=(4815, 13)))
     assert text.startswith("none") and "at least 4815" in text and "at most 13" in text
     assert searched_workers(PlanResult(best=None, bounds=(2, 13))) == "2 to 13 (eqs. 15-16)"
+
+
+def test_an_upper_bound_at_its_cap_is_said_as_no_bound_not_as_the_cap():
+    from stash_core.spot.model import MAX_WORKER_BOUND
+    from stash_core.spot.planner import searched_workers
+
+    uncontended = Workload(param_bytes=1, solo_bandwidth_Bps=1e6, contention_a1=1e-6, contention_b1=-1.0,
+                           loss_g=(0.0, 0.0, 10.0, 1.0, 0.0))  # fmt: skip
+    result = plan_spot_cluster([InstanceOffer(A, 4)], uncontended, 0.1, 1e6, **LINKS)
+    assert result.bounds == (1, MAX_WORKER_BOUND)
+    text = searched_workers(result)
+    assert text == "1 to 4 (eqs. 15-16 set no upper bound that a quota reaches; the offered instances hold 4)"

@@ -1,0 +1,31 @@
+"""The Spot page's frames: the window search per worker count, whatever the bounds of eqs. 15-16."""
+
+from __future__ import annotations
+
+from stash_core.spot import InstanceOffer, Worker, Workload, plan_spot_cluster
+from stash_core.spot.model import MAX_WORKER_BOUND
+from stash_core.views.spot import window_search
+
+# eq. 9 with a1 = 1e-6, b1 = -1: the parameter server never saturates, eq. 15 is capped at MAX_WORKER_BOUND
+UNCONTENDED = Workload(param_bytes=1, solo_bandwidth_Bps=1e6, contention_a1=1e-6, contention_b1=-1.0,
+                       loss_g=(0.0, 0.0, 10.0, 1.0, 0.0))  # fmt: skip
+A = Worker("A", gpus=1, compute_s=1.0, batch=32, usd_per_h=1.0)
+
+
+class _Candidates(list):
+    """The planner's candidates, counting the passes over them (the search must not scan them per count)."""
+
+    passes = 0
+
+    def __iter__(self):
+        type(self).passes += 1
+        assert type(self).passes <= 3, "the candidates scanned once per worker count up to the bound"
+        return super().__iter__()
+
+
+def test_the_window_search_of_an_uncapped_bound_lists_the_counts_with_candidates_in_one_pass():
+    result = plan_spot_cluster([InstanceOffer(A, 3)], UNCONTENDED, 0.1, 1e6, ps_Bps=1e9, pcie_Bps=1e10)
+    assert result.bounds == (1, MAX_WORKER_BOUND)
+    result.candidates = _Candidates(result.candidates)
+    frame = window_search(result)
+    assert list(frame["workers"]) == [1, 2, 3] and list(frame["windows"]) == [3, 2, 1]
