@@ -213,8 +213,8 @@ def _why_none(result: PlanResult, offered: int, lower: int, upper: int, budget_s
     if upper < 1:
         return "the parameter server saturates even with one worker (a1, b1 give P >= 1 at n = 1)"
     if lower > min(upper, offered):
-        limit = "the parameter server's limit" if upper < offered else "the quotas"
-        return f"the budget needs at least {lower} workers but {limit} allow(s) at most {min(upper, offered)}"
+        limit = "the parameter server's limit allows" if upper < offered else "the quotas allow"
+        return f"the budget needs at least {lower} workers but {limit} at most {min(upper, offered)}"
     if all(plan.outside_loss_model for plan in result.candidates):
         return (
             "the loss model does not hold at the batch sizes on offer (g2 x batch + g3 <= 0, or the target "
@@ -257,13 +257,16 @@ def plan_table(result: PlanResult, limit: int = 10) -> list[dict[str, Any]]:
 def searched_workers(result: PlanResult) -> str:
     """The worker counts searched: eqs. 15-16's bounds, and where the offered quotas hold fewer, those."""
     lower, upper = result.bounds
+    # At MAX_WORKER_BOUND a bound is a cap, not a figure: it lies beyond any quota.
+    need = "more workers than any quota holds" if lower >= MAX_WORKER_BOUND else f"at least {lower} workers"
     if lower > upper:  # the budget is too short for any count: the bounds cross
-        return f"none (eqs. 15-16 need at least {lower} workers within the budget but allow at most {upper})"
-    most = max((plan.workers for plan in result.candidates), default=None)
-    # At MAX_WORKER_BOUND eq. 15 is a cap, not a figure: the parameter server saturates beyond any quota.
+        return f"none (eqs. 15-16 need {need} within the budget but allow at most {upper})"
+    if not result.candidates:  # the offered instances hold fewer workers than the budget needs
+        return f"none (eqs. 15-16 need {need} within the budget; the offered instances hold fewer)"
+    most = max(plan.workers for plan in result.candidates)
     allow = (
         "set no upper bound that a quota reaches" if upper >= MAX_WORKER_BOUND else f"allow up to {upper:,}"
     )
-    if most is not None and most < upper:
+    if most < upper:
         return f"{lower} to {most} (eqs. 15-16 {allow}; the offered instances hold {most})"
     return f"{lower} to {upper} (eqs. 15-16)"

@@ -221,7 +221,21 @@ def test_crossed_worker_bounds_are_said_as_none_searched():
 
     text = searched_workers(PlanResult(best=None, bounds=(4815, 13)))
     assert text.startswith("none") and "at least 4815" in text and "at most 13" in text
-    assert searched_workers(PlanResult(best=None, bounds=(2, 13))) == "2 to 13 (eqs. 15-16)"
+    searched = PlanResult(best=None, bounds=(2, 3), candidates=[evaluate([A] * n, WORKLOAD, 0.1, 1e9, **LINKS)
+                                                                for n in (2, 3)])  # fmt: skip
+    assert searched_workers(searched) == "2 to 3 (eqs. 15-16)"
+
+
+def test_no_count_searched_where_the_quotas_hold_fewer_workers_than_the_budget_needs():
+    """A budget of 30 s needs at least 4 workers of A (eq. 16) but 2 are offered: none is evaluated."""
+    from stash_core.spot.planner import searched_workers
+
+    result = plan(30.0, offers=[InstanceOffer(A, 2)])
+    assert result.bounds == (4, 100) and not result.candidates  # 3,200 samples at 32 samples/s: 100 s alone
+    assert searched_workers(result) == (
+        "none (eqs. 15-16 need at least 4 workers within the budget; the offered instances hold fewer)"
+    )
+    assert result.infeasible_reason == "the budget needs at least 4 workers but the quotas allow at most 2"
 
 
 def test_an_upper_bound_at_its_cap_is_said_as_no_bound_not_as_the_cap():
