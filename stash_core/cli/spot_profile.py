@@ -37,7 +37,9 @@ def add_commands(subparsers: Any) -> None:
         help="measure a workload for spotDNN: real async parameter-server trainings with 1, 2, 4, 7 workers",
     )
     profile.add_argument("--model", required=True, type=identifier, help="zoo model (or file.py:FACTORY)")
-    profile.add_argument("--workload", required=True, type=output_path, help="workload file to write (fields kept)")
+    profile.add_argument(
+        "--workload", required=True, type=output_path, help="workload file to write (fields kept)"
+    )
     profile.add_argument("--batch", type=count(1 << 16), default=32, help="batch per worker (default 32)")
     profile.add_argument(
         "--workers", type=comma_list(count(64), most=8), default=[1, 2, 4, 7],
@@ -109,7 +111,7 @@ def cmd_spot_profile(args: argparse.Namespace) -> int:
     if args.json:
         print(json_text(report, indent=2))
         return 0
-    print(format_profile(fields, missing, args.workload))
+    print(format_profile(fields, missing, args.workload, db_path(args)))
     return 0
 
 
@@ -121,7 +123,7 @@ def _print_count(measure: Any) -> None:
           flush=True)  # fmt: skip
 
 
-def format_profile(fields: dict[str, Any], missing: list[str], path: Path) -> str:
+def format_profile(fields: dict[str, Any], missing: list[str], path: Path, db: Path | None = None) -> str:
     fit = fields["contention_fit"]
     lines = [
         f"S_parm {fields['param_bytes'] / 1e6:.2f} MB; B_req {fields['solo_bandwidth_mbps']:.0f} MB/s; "
@@ -139,7 +141,10 @@ def format_profile(fields: dict[str, Any], missing: list[str], path: Path) -> st
     lines += [f"note: {note}" for note in fit["notes"]]
     if fields["compute_s"]:
         lines.append("T_comp: " + ", ".join(f"{k} {v:.3f} s" for k, v in sorted(fields["compute_s"].items())))
-    if missing:
+    if missing and db is not None and not Path(db).exists():  # a mistyped --db, not missing profiles
+        lines.append(f"no database at {db} (--db or $STASH_DB chooses one): no T_comp for "
+                     f"{', '.join(missing)}; give the database or add compute_s to the workload")  # fmt: skip
+    elif missing:
         lines.append(f"no stored profile for {', '.join(missing)} at batch {fields['batch_per_gpu']} "
                      "per GPU: profile them or add compute_s to the workload file")  # fmt: skip
     name = (fields.get("source") or {}).get("cluster")

@@ -212,6 +212,11 @@ def _compute_s(db_path: Path, doc: dict[str, Any], name: str, batch_per_gpu: int
     if not model:
         raise UsageError(f"no compute time for {name}: give compute_s in the workload file, or a model")
     measured = stored_compute_s(db_path, str(model), name, batch_per_gpu, gpus)
+    if measured is None and not Path(db_path).exists():  # a mistyped --db, not a missing profile
+        raise UsageError(
+            f"no compute time for {name}: no database at {db_path} (--db or $STASH_DB chooses one) to take "
+            f"the profile of {model} from; give compute_s in the workload file, or the database"
+        )
     if measured is None:
         raise UsageError(
             f"no compute time for {name}: no completed profile of {model} at batch {batch_per_gpu} per "

@@ -127,6 +127,14 @@ def _loss_csv(path, g=(876.5, -0.2, 300.0, 1.0, 0.5), wild=False):
     return path
 
 
+def test_a_missing_database_is_said_as_such_not_as_a_missing_profile(tmp_path, capsys):
+    workload = {key: value for key, value in WORKLOAD.items() if key != "compute_s"}
+    status, out = _spot(tmp_path, capsys, "--budget-s", "3000", workload={**workload, "model": "resnet18"})
+    assert status == 2
+    assert f"no database at {tmp_path / 'r.duckdb'}" in out.err and "no completed profile" not in out.err
+    assert len(out.err.strip().splitlines()) == 1
+
+
 def test_fit_loss_writes_g_into_the_workload_and_it_plans(tmp_path, capsys):
     workload = tmp_path / "workload.json"
     workload.write_text(json.dumps({**WORKLOAD, "g": [0, 0, 1, 1, 0]}))
