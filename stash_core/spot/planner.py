@@ -30,6 +30,11 @@ from stash_core.spot.model import (
 
 MAX_CANDIDATES = 200_000  # windows kept per plan (each a Plan in memory)
 MAX_WORKER_EVALUATIONS = 10_000_000  # workers over all windows: about 1 us each, so about 10 s
+# Why no plan, where every candidate is outside the loss model (the budget is not to blame)
+OUTSIDE_LOSS_MODEL = (
+    "the loss model does not hold at the batch sizes on offer (g2 x batch + g3 <= 0, or the target reached "
+    "with no training): refit g1..g5 over these batch sizes"
+)
 
 
 @dataclass(frozen=True)
@@ -216,10 +221,7 @@ def _why_none(result: PlanResult, offered: int, lower: int, upper: int, budget_s
         limit = "the parameter server's limit allows" if upper < offered else "the quotas allow"
         return f"the budget needs at least {lower} workers but {limit} at most {min(upper, offered)}"
     if all(plan.outside_loss_model for plan in result.candidates):
-        return (
-            "the loss model does not hold at the batch sizes on offer (g2 x batch + g3 <= 0, or the target "
-            "reached with no training): refit g1..g5 over these batch sizes"
-        )
+        return OUTSIDE_LOSS_MODEL
     fastest = min(result.candidates, key=lambda plan: plan.training_s)
     return (
         f"no cluster trains within {budget_s:.0f} s: the fastest, {fastest.label()}, "

@@ -24,7 +24,14 @@ from stash_core.spot.model import (
     predicted_loss,
     worker_iteration_s,
 )
-from stash_core.spot.planner import InstanceOffer, Plan, PlanResult, check_candidates, evaluate
+from stash_core.spot.planner import (
+    OUTSIDE_LOSS_MODEL,
+    InstanceOffer,
+    Plan,
+    PlanResult,
+    check_candidates,
+    evaluate,
+)
 
 
 def remaining_plan(cluster: list[Worker], workload: Workload, target_loss: float, current_loss: float,
@@ -109,7 +116,9 @@ def replan(running: list[Worker], offers: list[InstanceOffer], workload: Workloa
             result.candidates.append(plan)
             if plan.meets_budget and (result.best is None or plan.cost_usd < result.best.cost_usd):
                 result.best = plan
-    if result.best is None:
+    if result.best is None and all(plan.outside_loss_model for plan in result.candidates):
+        result.infeasible_reason = OUTSIDE_LOSS_MODEL
+    elif result.best is None:
         result.infeasible_reason = (
             f"no cluster with the {len(running)} running instance(s) reaches loss {target_loss:g} from "
             f"{current_loss:g} within the {budget_s:.0f} s left"

@@ -98,3 +98,16 @@ def test_each_distinct_window_is_planned_once_and_every_candidate_is_its_remaini
     assert len(calls) == len(distinct) and 2 * len(calls) < len(result.candidates)
     planned = [real(cluster, workload, 0.8, 2.0, 1e6, *LINKS.values(), 0.0) for cluster in calls]
     assert all(plan in planned for plan in result.candidates)
+
+
+def test_a_replan_outside_the_loss_model_says_so_not_that_time_ran_out():
+    """g2 b + g3 = 10 - 0.1 b: it holds at batch 32 but not at 200; three BIG (batch 200) running, with or
+    without a SMALL (b_w 158), are all outside the loss model: the budget is not what fails."""
+    shrinking = Workload(param_bytes=1, solo_bandwidth_Bps=1e6, contention_a1=0.1, contention_b1=0.0,
+                         loss_g=(0.0, -0.1, 10.0, 1.0, 0.0))  # fmt: skip
+    big = Worker("BIG", gpus=1, compute_s=1.0, batch=200, usd_per_h=1.0)
+    small = Worker("SMALL", gpus=1, compute_s=1.0, batch=32, usd_per_h=1.0)
+    offers = [InstanceOffer(big, 3), InstanceOffer(small, 1)]
+    result = replan([big] * 3, offers, shrinking, 0.1, 0.2, 1e6, **LINKS)
+    assert result.best is None and result.candidates
+    assert result.infeasible_reason.startswith("the loss model does not hold at the batch sizes on offer")
