@@ -241,10 +241,14 @@ def main() -> None:
     plan_box(answer, request["deadline_s"])
     if not answer.candidates.empty:
         st.subheader("Candidates")
-        shown = answer.candidates.assign(
-            within_budget=answer.candidates["within_budget"].map({True: "yes", False: "no"})
-        )
-        show_table(shown, column_config=CANDIDATE_COLUMNS)
+        frame = answer.candidates
+        # a cluster outside the loss model has blank time and cost: the column says why
+        within = [
+            "no: outside the loss model" if outside else ("yes" if inside else "no")
+            for inside, outside in zip(frame["within_budget"], frame["outside_loss_model"], strict=True)
+        ]
+        show_table(frame.drop(columns="outside_loss_model").assign(within_budget=within),
+                   column_config=CANDIDATE_COLUMNS)  # fmt: skip
     window_view(answer, request["deadline_s"])
     if answer.spot.best is not None:
         simulation_view(request)

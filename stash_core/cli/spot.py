@@ -138,16 +138,26 @@ def format_plan(result: Any, rows: list[dict[str, Any]], pricing: str, target_lo
         )
         if risk is not None:
             lines.append(f"risk: {risk.text()} (as planned: ${best.cost_usd:.2f}, {best.training_s:.0f} s)")
-    lines.append("")
-    width = max([len("cluster"), *(len(row["cluster"]) for row in rows)]) + 2
-    lines.append(f"  {'cluster':<{width}}{'workers':>8}{'time s':>10}{'cost $':>10}{'$/h':>8}  within budget")
-    for row in rows:
-        lines.append(
-            f"  {row['cluster']:<{width}}{row['workers']:>8}{row['training_s']:>10.0f}"
-            f"{row['cost_usd']:>10.2f}{row['usd_per_h']:>8.2f}  {'yes' if row['within_budget'] else 'no'}"
-        )
+    if rows:
+        lines += ["", *_candidate_lines(rows)]
     lines.append("predicted by the spotDNN model (asynchronous PS training); not a measurement")
     return "\n".join(lines)
+
+
+def _candidate_lines(rows: list[dict[str, Any]]) -> list[str]:
+    """The candidates as a table; a cluster outside the loss model has no time or cost (the model predicts
+    none there), said in words rather than as inf."""
+    width = max([len("cluster"), *(len(row["cluster"]) for row in rows)]) + 2
+    lines = [f"  {'cluster':<{width}}{'workers':>8}{'time s':>10}{'cost $':>10}{'$/h':>8}  within budget"]
+    for row in rows:
+        if row.get("outside_loss_model"):
+            time_s, cost, within = "-", "-", "no: outside the loss model"
+        else:
+            time_s, cost = f"{row['training_s']:.0f}", f"{row['cost_usd']:.2f}"
+            within = "yes" if row["within_budget"] else "no"
+        lines.append(f"  {row['cluster']:<{width}}{row['workers']:>8}{time_s:>10}{cost:>10}"
+                     f"{row['usd_per_h']:>8.2f}  {within}")  # fmt: skip
+    return lines
 
 
 def cmd_spot_fit_loss(args: argparse.Namespace) -> int:

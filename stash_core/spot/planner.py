@@ -95,6 +95,8 @@ def plan_spot_cluster(
     if not offered:
         raise UsageError("every instance type has a quota of 0")
     solo_s = {id(o.worker): worker_iteration_s(o.worker, 1, workload, ps_Bps, pcie_Bps) for o in offered}
+    for o in offered:
+        check_iteration_s(o.worker, solo_s[id(o.worker)])
     fastest_speed = max(o.worker.batch / solo_s[id(o.worker)] for o in offered)
     smallest_batch, largest_batch = min(o.worker.batch for o in offered), max(o.worker.batch for o in offered)
     check_loss_model(workload.loss_g, target_loss, smallest_batch, largest_batch)
@@ -125,6 +127,18 @@ def plan_spot_cluster(
     if result.best is None:
         result.infeasible_reason = _why_none(result, sum(o.quota for o in offered), lower, upper, budget_s)
     return result
+
+
+def check_iteration_s(worker: Worker, iteration_s: float) -> None:
+    """Refuse a worker whose iteration time (eqs. 6-7, alone) the model cannot compute with: so short that
+    its speed 1 / T overflows (compute_s and the model size near 1e-320), it gives T_exp = 0 and
+    b_w = 0 x inf, NaN; infinite, it makes every time and cost infinite."""
+    if not (math.isfinite(iteration_s) and iteration_s > 0 and math.isfinite(worker.batch / iteration_s)):
+        raise UsageError(
+            f"instance {worker.instance}: an iteration of {iteration_s:g} s (compute {worker.compute_s:g} s "
+            "plus push, pull and PCIe) is beyond what the model can compute with: check compute_s and the "
+            "model size"
+        )
 
 
 def check_candidates(lower: int, top: int, pool_size: int) -> None:
@@ -219,7 +233,7 @@ def _why_none(result: PlanResult, offered: int, lower: int, upper: int, budget_s
         return "the parameter server saturates even with one worker (a1, b1 give P >= 1 at n = 1)"
     if lower > min(upper, offered):
         limit = "the parameter server's limit allows" if upper < offered else "the quotas allow"
-        return f"the budget needs at least {lower} workers but {limit} at most {min(upper, offered)}"
+        return f"the budget needs {_needed(lower)} but {limit} at most {min(upper, offered)}"
     if all(plan.outside_loss_model for plan in result.candidates):
         return OUTSIDE_LOSS_MODEL
     fastest = min(result.candidates, key=lambda plan: plan.training_s)
@@ -251,6 +265,7 @@ def plan_table(result: PlanResult, limit: int = 10) -> list[dict[str, Any]]:
                 "usd_per_h": plan.usd_per_h,
                 "cost_usd": plan.cost_usd,
                 "within_budget": plan.meets_budget,
+                "outside_loss_model": plan.outside_loss_model,  # no time or cost: training_s, cost_usd inf
             }
         )
     return rows
@@ -259,12 +274,10 @@ def plan_table(result: PlanResult, limit: int = 10) -> list[dict[str, Any]]:
 def searched_workers(result: PlanResult) -> str:
     """The worker counts searched: eqs. 15-16's bounds, and where the offered quotas hold fewer, those."""
     lower, upper = result.bounds
-    # At MAX_WORKER_BOUND a bound is a cap, not a figure: it lies beyond any quota.
-    need = "more workers than any quota holds" if lower >= MAX_WORKER_BOUND else f"at least {lower} workers"
     if lower > upper:  # the budget is too short for any count: the bounds cross
-        return f"none (eqs. 15-16 need {need} within the budget but allow at most {upper})"
+        return f"none (eqs. 15-16 need {_needed(lower)} within the budget but allow at most {upper})"
     if not result.candidates:  # the offered instances hold fewer workers than the budget needs
-        return f"none (eqs. 15-16 need {need} within the budget; the offered instances hold fewer)"
+        return f"none (eqs. 15-16 need {_needed(lower)} within the budget; the offered instances hold fewer)"
     most = max(plan.workers for plan in result.candidates)
     allow = (
         "set no upper bound that a quota reaches" if upper >= MAX_WORKER_BOUND else f"allow up to {upper:,}"
@@ -272,3 +285,8 @@ def searched_workers(result: PlanResult) -> str:
     if most < upper:
         return f"{lower} to {most} (eqs. 15-16 {allow}; the offered instances hold {most})"
     return f"{lower} to {upper} (eqs. 15-16)"
+
+
+def _needed(lower: int) -> str:
+    """Eq. 16's workers in words: at MAX_WORKER_BOUND the bound is a cap, not a figure (beyond any quota)."""
+    return "more workers than any quota holds" if lower >= MAX_WORKER_BOUND else f"at least {lower} workers"

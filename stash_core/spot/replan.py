@@ -30,6 +30,7 @@ from stash_core.spot.planner import (
     Plan,
     PlanResult,
     check_candidates,
+    check_iteration_s,
     evaluate,
 )
 
@@ -90,6 +91,8 @@ def replan(running: list[Worker], offers: list[InstanceOffer], workload: Workloa
         for offer in offers
         for _ in range(min(max(offer.quota - in_use[offer.worker.instance], 0), room))
     ]
+    for worker in {id(w): w for w in [*running, *pool]}.values():
+        check_iteration_s(worker, worker_iteration_s(worker, 1, workload, ps_Bps, pcie_Bps))
     pool.sort(key=lambda w: (worker_iteration_s(w, 1, workload, ps_Bps, pcie_Bps), w.usd_per_h, w.instance))
     most_new = max(0, min(upper, len(running) + len(pool)) - len(running))
     check_candidates(1, most_new, len(pool))

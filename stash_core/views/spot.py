@@ -113,11 +113,22 @@ def plan(db_path: Path | str, text: str, offers: tuple[tuple[str, int], ...], ta
             on_demand = plan_spot(path, quotas, target_loss, budget_s, on_demand=True, **options).plan
         except UsageError as exc:  # e.g. no on-demand price in the catalog: the spot plan still stands
             reason = str(exc)
-    return SpotAnswer(spot=spot.plan, on_demand=on_demand, candidates=pd.DataFrame(spot.candidates),
+    return SpotAnswer(spot=spot.plan, on_demand=on_demand, candidates=candidates_frame(spot.candidates),
                       windows=window_search(spot.plan), points=window_points(spot.plan), fragile=spot.fragile,
                       ps_gbps=ps_bandwidth_Bps(None, doc) / GBPS, on_demand_reason=reason,
                       risk=None if spot.risk is None else PlanRisk(**spot.risk),
                       searched=searched_workers(spot.plan))  # fmt: skip
+
+
+def candidates_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
+    """The plan's candidates (plan_table rows); a cluster outside the loss model has no time, iterations or
+    cost (inf in the plan): blank cells, `outside_loss_model` saying why, never "inf" shown as a figure."""
+    frame = pd.DataFrame(rows)
+    if frame.empty:
+        return frame
+    floats = frame.select_dtypes("float").columns
+    frame[floats] = frame[floats].where(frame[floats].map(math.isfinite))
+    return frame
 
 
 def window_points(result: PlanResult) -> pd.DataFrame:
@@ -145,7 +156,8 @@ def window_search(result: PlanResult) -> pd.DataFrame:
         rows.append({"workers": n, "windows": len(tried), "within_budget": len(inside),
                      "cheapest": cheapest.label() if cheapest else "none within the deadline",
                      "cheapest_usd": cheapest.cost_usd if cheapest else None,
-                     "fastest": fastest.label(), "fastest_s": fastest_s})  # fmt: skip
+                     "fastest": fastest.label() if fastest_s is not None else "none: outside the loss model",
+                     "fastest_s": fastest_s})  # fmt: skip
     return pd.DataFrame(rows, columns=["workers", "windows", "within_budget", "cheapest", "cheapest_usd",
                                        "fastest", "fastest_s"])  # fmt: skip
 

@@ -140,6 +140,19 @@ def test_a_workload_without_contention_plans_and_says_it_has_no_upper_bound(tmp_
     assert list(windows["workers"]) == list(range(1, 9))
 
 
+def test_candidates_outside_the_loss_model_are_said_in_words(tmp_path, monkeypatch):
+    """g2 b + g3 = 1000 - 0.2 b: a g3.16xlarge's batch (4 x 2048) is outside the loss model."""
+    outside = {**view.example_workload(), "g": [876.5, -0.2, 1000, 1.0, 0.5], "batch_per_gpu": 2048,
+               "compute_s": {"g3.4xlarge": 1.0, "g3.16xlarge": 0.5}}  # fmt: skip
+    app = _upload(_page(tmp_path / "fresh.duckdb", monkeypatch), "w.json", json.dumps(outside).encode())
+    app = _plan(app)
+    assert not app.exception
+    candidates = next(frame.value for frame in app.dataframe if "cluster" in frame.value.columns)
+    out = candidates[candidates["within_budget"] == "no: outside the loss model"]
+    assert len(out) and out[["training_s", "cost_usd"]].isna().all().all()
+    assert "outside_loss_model" not in candidates.columns
+
+
 @pytest.mark.parametrize(
     "data, message",
     [

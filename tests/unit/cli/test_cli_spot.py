@@ -284,3 +284,30 @@ def test_replan_says_when_the_running_workers_saturate_the_parameter_server(tmp_
     status, out = _run(tmp_path, capsys, "spot-replan", "--running", "g3.8xlarge:2", "--current-loss", "1.5",
                        "--budget-s", "100000", workload=saturating)  # fmt: skip
     assert status == 0 and "warning" not in out.err
+
+
+# g2 b + g3 = 1000 - 0.2 b: it holds at a g3.4xlarge's batch (2048) but not a g3.16xlarge's (8192)
+OUTSIDE = {**WORKLOAD, "g": [876.5, -0.2, 1000, 1.0, 0.5], "batch_per_gpu": 2048,
+           "compute_s": {"g3.4xlarge": 1.0, "g3.16xlarge": 0.5}}  # fmt: skip
+
+
+def test_clusters_outside_the_loss_model_are_said_in_words_not_as_inf(tmp_path, capsys):
+    path = tmp_path / "workload.json"
+    path.write_text(json.dumps(OUTSIDE))
+    status = main(["spot", "--workload", str(path), "--instances", "g3.4xlarge:4,g3.16xlarge:4",
+                   "--target-loss", "0.8", "--budget-s", "2600", "--rate-per-h", "0", "--top", "20",
+                   "--db", str(tmp_path / "r.duckdb")])  # fmt: skip
+    out = capsys.readouterr().out
+    assert status == 0
+    outside = [line for line in out.splitlines() if line.startswith("  1 x g3.16xlarge  ")]
+    assert outside and outside[0].split()[4:] == ["-", "-", "1.37", "no:", "outside", "the", "loss", "model"]
+    assert "inf" not in out and "nan" not in out
+
+
+def test_a_speed_the_model_cannot_compute_with_is_refused_in_one_line(tmp_path, capsys):
+    # 1 / T overflows: T_exp = 0 and b_w = 0 x inf, NaN ("needs nan s")
+    seconds = {name: 1e-320 for name in ("g3.4xlarge", "g3.8xlarge", "g3.16xlarge")}
+    tiny = {**WORKLOAD, "param_mb": 1e-320, "compute_s": seconds}
+    status, out = _spot(tmp_path, capsys, "--budget-s", "3000", workload=tiny)
+    assert status == 2 and "beyond what the model can compute with" in out.err and "nan" not in out.out
+    assert len(out.err.strip().splitlines()) == 1

@@ -248,3 +248,28 @@ def test_an_upper_bound_at_its_cap_is_said_as_no_bound_not_as_the_cap():
     assert result.bounds == (1, MAX_WORKER_BOUND)
     text = searched_workers(result)
     assert text == "1 to 4 (eqs. 15-16 set no upper bound that a quota reaches; the offered instances hold 4)"
+
+
+def test_a_worker_bound_at_its_cap_is_said_in_words_and_an_overflowing_speed_is_refused():
+    from stash_core.spot.planner import searched_workers
+    from stash_core.spot.replan import replan
+
+    slow = Worker("SLOW", gpus=1, compute_s=1e300, batch=32, usd_per_h=1.0)  # eq. 16 asks beyond the cap
+    result = plan(3000.0, offers=[InstanceOffer(slow, 2)])
+    assert (
+        result.infeasible_reason
+        == "the budget needs more workers than any quota holds but the quotas allow at most 2"
+    )
+    assert searched_workers(result).startswith("none (eqs. 15-16 need more workers than any quota holds")
+    # 1 / T overflows: T_exp = 0 and b_w = 0 x inf, NaN: refused, never "needs nan s"
+    instant = Worker("INSTANT", gpus=1, compute_s=1e-320, batch=32, usd_per_h=1.0)
+    tiny = Workload(param_bytes=1e-314, solo_bandwidth_Bps=1e6, contention_a1=0.1, contention_b1=0.0,
+                    loss_g=(0.0, 0.0, 10.0, 1.0, 0.0))  # fmt: skip
+    with pytest.raises(
+        UsageError, match="INSTANT: an iteration of .* beyond what the model can compute with"
+    ):
+        plan_spot_cluster([InstanceOffer(instant, 2)], tiny, 0.1, 100.0, **LINKS)
+    with pytest.raises(
+        UsageError, match="INSTANT: an iteration of .* beyond what the model can compute with"
+    ):
+        replan([instant], [InstanceOffer(instant, 2)], tiny, 0.1, 0.2, 100.0, **LINKS)

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from stash_core.spot import InstanceOffer, Worker, Workload, plan_spot_cluster
+from stash_core.spot import InstanceOffer, Worker, Workload, plan_spot_cluster, plan_table
 from stash_core.spot.model import MAX_WORKER_BOUND
-from stash_core.views.spot import window_search
+from stash_core.views.spot import candidates_frame, window_search
 
 # eq. 9 with a1 = 1e-6, b1 = -1: the parameter server never saturates, eq. 15 is capped at MAX_WORKER_BOUND
 UNCONTENDED = Workload(param_bytes=1, solo_bandwidth_Bps=1e6, contention_a1=1e-6, contention_b1=-1.0,
@@ -29,3 +29,20 @@ def test_the_window_search_of_an_uncapped_bound_lists_the_counts_with_candidates
     result.candidates = _Candidates(result.candidates)
     frame = window_search(result)
     assert list(frame["workers"]) == [1, 2, 3] and list(frame["windows"]) == [3, 2, 1]
+
+
+def test_candidates_outside_the_loss_model_have_blank_time_and_cost_not_inf():
+    shrinking = Workload(param_bytes=1, solo_bandwidth_Bps=1e6, contention_a1=0.1, contention_b1=0.0,
+                         loss_g=(0.0, -0.1, 10.0, 1.0, 0.0))  # fmt: skip
+    big = Worker("BIG", gpus=1, compute_s=1.0, batch=200, usd_per_h=1.0)  # g2 b + g3 = -10: outside
+    result = plan_spot_cluster([InstanceOffer(A, 1), InstanceOffer(big, 1)], shrinking, 0.1, 1e6, ps_Bps=1e9,
+                               pcie_Bps=1e10)  # fmt: skip
+    frame = candidates_frame(plan_table(result))
+    outside = frame[frame["outside_loss_model"]]
+    assert len(outside) and outside[["training_s", "cost_usd", "iterations"]].isna().all().all()
+    assert frame["workers"].dtype.kind == "i" and frame["usd_per_h"].notna().all()
+    inside = frame[~frame["outside_loss_model"]]
+    assert len(inside) and inside["training_s"].notna().all()
+    windows = window_search(result).set_index("workers")  # A + BIG, b_w 116: outside too, no fastest
+    assert windows.loc[1, "fastest"] == "1 x A"
+    assert windows.loc[2, "fastest"] == "none: outside the loss model"
