@@ -33,19 +33,28 @@ class DefaultsFormatter(argparse.HelpFormatter):
     def _format_action(self, action: argparse.Action) -> str:
         if not action.help and _shows_default(action):
             action = copy.copy(action)
-            action.help = "default: %(default)s"
+            action.help = f"default: {_default_text(action)}"
         return super()._format_action(action)
 
     def _get_help_string(self, action: argparse.Action) -> str:
         text = action.help or ""
         if "%(default)" in text or not _shows_default(action):
             return text
-        return f"{text} (default: %(default)s)"
+        return f"{text} (default: {_default_text(action)})"
 
 
 def _shows_default(action: argparse.Action) -> bool:
     no_default = (None, False, True, argparse.SUPPRESS)  # by identity: 1 == True
+    if isinstance(action.default, (list, tuple)) and not action.default:  # an empty list: no default to say
+        return False
     return bool(action.option_strings) and not any(action.default is value for value in no_default)
+
+
+def _default_text(action: argparse.Action) -> str:
+    """The default as the option is typed: a list as 8,32,128 (not Python's [8, 32, 128])."""
+    if isinstance(action.default, (list, tuple)):
+        return ",".join(str(value) for value in action.default).replace("%", "%%")
+    return "%(default)s"
 
 
 class Parser(argparse.ArgumentParser):

@@ -82,9 +82,9 @@ def add_commands(subparsers: Any, parser_class: type[argparse.ArgumentParser] | 
     memory.add_argument("--model", required=True, type=identifier, help="zoo model (or file.py:FACTORY)")
     memory.add_argument(
         "--batches", type=comma_list(count(1 << 20), most=16), default=[8, 32, 128],
-        help="batch sizes to measure, one process each (default 8,32,128)",
+        help="batch sizes to measure, one process each",
     )  # fmt: skip
-    memory.add_argument("--device", default="cpu", help="cpu or cuda[:N] (default cpu)")
+    memory.add_argument("--device", default="cpu", help="cpu or cuda[:N]")
     memory.add_argument("--num-classes", type=count(10**7), default=None, help="classes of the output")
     memory.add_argument("--input-shape", type=shape_text, default=None, help="input shape, e.g. 3,32,32")
     memory.add_argument("--workload", type=output_path, help="workload file to write a2, b2 and the fit into")
@@ -234,13 +234,22 @@ def cmd_spot_memory(args: argparse.Namespace) -> int:
     where = "GPU allocation" if fit.device != "cpu" else "CPU peak resident set, a stand-in for a GPU's"
     lines = [f"peak memory of a training step ({where}): {peaks}",
              f"a2 = {fit.a2:.4g} samples/GiB, b2 = {fit.b2:.4g} (fit error {fit.max_rel_error:.1%})",
-             "largest batch per GPU, b_k = 2^floor(log2(a2 mem + b2)):"]  # fmt: skip
+             "largest batch per GPU, b_k = 2^floor(log2(a2 mem + b2)):", *batch_lines(rows)]  # fmt: skip
+    print("\n".join(lines))
+    return 0
+
+
+def batch_lines(rows: list[dict[str, Any]]) -> list[str]:
+    """eq. 10's batch per GPU of each instance, in columns as wide as their longest name (catalog names such
+    as Standard_NC24ads_A100_v4 are longer than any fixed width)."""
+    cells = []
     for row in rows:
         gib = "?" if row["gpu_memory_gib"] is None else f"{row['gpu_memory_gib']:g} GiB"
         batch = "unknown memory" if row["gpu_memory_gib"] is None else (row["batch_per_gpu"] or "none fits")
-        lines.append(f"  {row['instance']:<16}{row['accelerator'] or '':<20}{gib:>8}  {batch}")
-    print("\n".join(lines))
-    return 0
+        cells.append((row["instance"], row["accelerator"] or "", gib, str(batch)))
+    widths = [max((len(cell[i]) for cell in cells), default=0) for i in range(3)]
+    return [f"  {name:<{widths[0]}}  {accelerator:<{widths[1]}}  {gib:>{widths[2]}}  {batch}"
+            for name, accelerator, gib, batch in cells]  # fmt: skip
 
 
 COMMANDS = {

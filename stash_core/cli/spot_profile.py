@@ -40,10 +40,10 @@ def add_commands(subparsers: Any) -> None:
     profile.add_argument(
         "--workload", required=True, type=output_path, help="workload file to write (fields kept)"
     )
-    profile.add_argument("--batch", type=count(1 << 16), default=32, help="batch per worker (default 32)")
+    profile.add_argument("--batch", type=count(1 << 16), default=32, help="batch per worker")
     profile.add_argument(
         "--workers", type=comma_list(count(64), most=8), default=[1, 2, 4, 7],
-        help="worker counts, one training each (default 1,2,4,7; 1 gives B_req)",
+        help="worker counts, one training each (1 gives B_req)",
     )  # fmt: skip
     profile.add_argument(
         "--duration-s", type=positive_real(3600), default=5.0, help="training time per worker count"
@@ -128,7 +128,7 @@ def format_profile(fields: dict[str, Any], missing: list[str], path: Path, db: P
     lines = [
         f"S_parm {fields['param_bytes'] / 1e6:.2f} MB; B_req {fields['solo_bandwidth_mbps']:.0f} MB/s; "
         f"PS moved up to {fit['ps_mbps']:.0f} MB/s",
-        f"P = min({fields['a1']:.4g} sqrt(n) + {fields['b1']:.4g}, 1): "
+        f"P = min({fields['a1']:.4g} sqrt(n) {'-' if fields['b1'] < 0 else '+'} {abs(fields['b1']):.4g}, 1): "
         f"error in P rms {fit['rms_error']:.3f}, max {fit['max_error']:.3f}",
     ]
     if len(fit["points"]) == 2:

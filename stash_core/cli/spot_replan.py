@@ -52,7 +52,7 @@ def add_commands(subparsers: Any, offers_text: Any) -> None:
         "--budget-s", required=True, type=positive_real(YEAR_S), help="seconds of budget left"
     )
     replan.add_argument(
-        "--revocation-s", type=non_negative(YEAR_S), default=30.0, help="overhead of the revocation (30)"
+        "--revocation-s", type=non_negative(YEAR_S), default=30.0, help="overhead of the revocation"
     )
     replan.add_argument("--on-demand", action="store_true", help="price with on-demand instead of spot")
 
@@ -66,7 +66,7 @@ def add_commands(subparsers: Any, offers_text: Any) -> None:
     how.add_argument("--rate-per-h", type=non_negative(1e4), help="revocations per spot instance per hour")
     how.add_argument("--trace", type=input_path, help="revocation trace CSV: time_s,instance")
     simulate.add_argument(
-        "--revocation-s", type=non_negative(YEAR_S), default=30.0, help="overhead of each revocation (30)"
+        "--revocation-s", type=non_negative(YEAR_S), default=30.0, help="overhead of each revocation"
     )
     simulate.add_argument(
         "--runs", type=count(100_000), default=None, help="Monte Carlo runs with --rate-per-h (200)"
@@ -108,6 +108,7 @@ def cmd_spot_replan(args: argparse.Namespace) -> int:
                     args.revocation_s)  # fmt: skip
     best = result.best
     upper = most_workers(workload)
+    tried = len({plan.label() for plan in result.candidates})  # windows over identical instances: one cluster
     answer = {
         "running": len(running), "pricing": pricing, "infeasible_reason": result.infeasible_reason,
         "most_workers": upper,
@@ -115,17 +116,18 @@ def cmd_spot_replan(args: argparse.Namespace) -> int:
             "cluster": best.label(), "workers": best.workers, "added": best.workers - len(running),
             "training_s": best.training_s, "cost_usd": best.cost_usd, "usd_per_h": best.usd_per_h,
         },
-        "tried": len(result.candidates),
+        "tried": tried,
     }  # fmt: skip
     if args.json:
         print(json_text(answer, indent=2))
     elif best is None:
         print(f"no plan: {result.infeasible_reason}")
     else:
+        clusters = f"{tried} cluster{'' if tried == 1 else 's'} tried"
         print(f"keep {len(running)} running, add {best.workers - len(running)}: {best.label()}  - "
               f"{best.training_s:.0f} s left of {args.budget_s:.0f} s (revocation overhead "
-              f"{args.revocation_s:.0f} s included), ${best.cost_usd:.2f} more ({len(result.candidates)} "
-              "clusters tried)\npredicted by the spotDNN model; not a measurement")  # fmt: skip
+              f"{args.revocation_s:.0f} s included), ${best.cost_usd:.2f} more ({clusters})\n"
+              "predicted by the spotDNN model; not a measurement")  # fmt: skip
     if len(running) > upper and not args.json:
         # Eq. 15 plans no cluster this large: the parameter server saturates, outside the contention model.
         print(f"warning: the {len(running)} running workers are more than the {upper} the parameter server "

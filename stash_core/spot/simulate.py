@@ -228,7 +228,7 @@ class PlanRisk:
             if self.unfinished
             else ""
         )
-        runs = f"{self.runs} simulated runs"
+        runs = f"{self.runs} simulated run{'' if self.runs == 1 else 's'}"
         if self.runs_asked and self.runs < self.runs_asked:
             runs = f"{self.runs} of {self.runs_asked} simulated runs, at most {MAX_RISK_REPLANS:,} re-plans"
         return (

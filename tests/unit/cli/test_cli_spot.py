@@ -311,3 +311,44 @@ def test_a_speed_the_model_cannot_compute_with_is_refused_in_one_line(tmp_path, 
     status, out = _spot(tmp_path, capsys, "--budget-s", "3000", workload=tiny)
     assert status == 2 and "beyond what the model can compute with" in out.err and "nan" not in out.out
     assert len(out.err.strip().splitlines()) == 1
+
+
+def test_replan_counts_the_distinct_clusters_tried(tmp_path, capsys):
+    """2 g3.8xlarge running, 3 more on offer: 7 windows (0, 1, 2 or 3 added) but 4 distinct clusters."""
+    path = tmp_path / "workload.json"
+    path.write_text(json.dumps(WORKLOAD))
+    argv = ["spot-replan", "--workload", str(path), "--instances", "g3.8xlarge:5", "--running",
+            "g3.8xlarge:2", "--current-loss", "1.5", "--target-loss", "0.8", "--budget-s", "20000",
+            "--db", str(tmp_path / "r")]  # fmt: skip
+    assert main([*argv, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["tried"] == 4
+    assert main(argv) == 0
+    assert "(4 clusters tried)" in capsys.readouterr().out
+
+
+def test_the_batch_table_keeps_long_names_apart():
+    from stash_core.cli.spot import batch_lines
+
+    rows = [{"instance": "Standard_NC24ads_A100_v4", "accelerator": "A100-PCIE-80GB-long-name",
+             "gpu_memory_gib": 80.0, "batch_per_gpu": 512},
+            {"instance": "g3.4xlarge", "accelerator": "M60", "gpu_memory_gib": 8.0, "batch_per_gpu": None},
+            {"instance": "x", "accelerator": None, "gpu_memory_gib": None,
+             "batch_per_gpu": None}]  # fmt: skip
+    lines = batch_lines(rows)
+    assert lines[0].split() == ["Standard_NC24ads_A100_v4", "A100-PCIE-80GB-long-name", "80", "GiB", "512"]
+    assert lines[1].split() == ["g3.4xlarge", "M60", "8", "GiB", "none", "fits"]
+    assert lines[2].split() == ["x", "?", "unknown", "memory"]
+    assert len({line.index("GiB") for line in lines[:2]}) == 1  # the columns line up
+
+
+@pytest.mark.parametrize(
+    "command, shown",
+    [("spot-replan", "(default: 30.0)"), ("spot-simulate", "(default: 30.0)"),
+     ("spot-memory", "(default: 8,32,128)"), ("spot-profile", "(default: 1,2,4,7)")],
+)  # fmt: skip
+def test_help_says_each_default_once(capsys, command, shown):
+    with pytest.raises(SystemExit):
+        main([command, "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert shown in text and "(30)" not in text and "(default 32)" not in text and "(default cpu)" not in text
+    assert "(default: [" not in text  # a list as it is typed; none where it is empty

@@ -20,3 +20,8 @@ def test_a_missing_database_is_said_as_such_not_as_missing_profiles(tmp_path):
     existing_db.write_bytes(b"")
     text = format_profile(FIELDS, ["g3.4xlarge"], tmp_path / "w.json", existing_db)
     assert "no stored profile for g3.4xlarge at batch 32 per GPU" in text and "no database" not in text
+
+
+def test_a_negative_b1_is_written_as_a_subtraction():
+    text = format_profile(FIELDS, [], "w.json")
+    assert "P = min(0.5 sqrt(n) - 0.6, 1)" in text and "+ -" not in text

@@ -150,3 +150,11 @@ def test_the_risk_is_of_the_plan_as_printed_with_its_revocation_overhead(tmp_pat
     best, risk = plan.best, plan.risk
     assert best["cluster"] == "3 x g3.16xlarge + 5 x g3.8xlarge" and risk["revocation_s"] == 100
     assert risk["mean_cost_usd"] == pytest.approx(best["usd_per_h"] * (best["training_s"] - 100) / 3600)
+
+
+def test_one_simulated_run_is_said_in_the_singular():
+    from stash_core.spot.simulate import PlanRisk
+
+    text = PlanRisk(rate_per_h=0.0, runs=1, p_deadline=1.0, mean_cost_usd=1.0, mean_revocations=0.0).text()
+    assert "(1 simulated run, " in text
+    assert "(2 simulated runs, " in PlanRisk(0.5, 2, 1.0, 1.0, 0.0).text()
