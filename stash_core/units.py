@@ -54,11 +54,16 @@ def number_and_unit(text: object) -> tuple[float, str] | None:
 
 
 def parse_size_bytes(text: str, what: str = "size") -> int:
-    """'4KiB' -> 4096, '256MiB', '1GB' -> 10^9, '4096' -> 4096 bytes; UsageError naming `what` otherwise."""
+    """'4KiB' -> 4096, '256MiB', '1GB' -> 10^9, '4096' -> 4096 bytes (a fraction of a byte rounded down);
+    UsageError naming `what` otherwise, and for less than one byte (a size of 0 B would be measured, or
+    multiplied forever into the next size)."""
     parsed = number_and_unit(text.replace(" ", "") if isinstance(text, str) else text)
     if parsed is None or parsed[1] not in SIZE_UNITS_BYTES or parsed[0] <= 0:
         raise UsageError(f"invalid {what} {text!r}: expected e.g. 4KiB, 256MiB or 1GB")
-    return int(parsed[0] * SIZE_UNITS_BYTES[parsed[1]])
+    size_bytes = int(parsed[0] * SIZE_UNITS_BYTES[parsed[1]])
+    if size_bytes < 1:
+        raise UsageError(f"invalid {what} {text!r}: less than one byte; expected e.g. 4KiB, 256MiB or 1GB")
+    return size_bytes
 
 
 def rate_bps(text: object, bare_unit: str | None = None) -> float | None:

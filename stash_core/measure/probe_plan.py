@@ -51,7 +51,7 @@ def probe_settings(
 def probe_sizes(min_size_bytes: int, max_size_bytes: int) -> list[int]:
     """Message sizes from min to max in steps of 4x, max included, each a whole number of float32 values (as
     the probe sends them: 3 B and 6 B are both one float, measured once, not two rows of 4 B)."""
-    sizes, size = [], min_size_bytes
+    sizes, size = [], max(1, min_size_bytes)  # 0 B would stay 0 B when multiplied: the loop would not end
     while size < max_size_bytes:
         sizes.append(size)
         size *= 4

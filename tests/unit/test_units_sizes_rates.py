@@ -31,6 +31,12 @@ def test_bad_sizes_name_the_field(text):
         parse_size_bytes(text, "--max-size")
 
 
+@pytest.mark.parametrize("text", ["0.5B", "0.9b", "0.3", "0.0001KiB"])
+def test_less_than_one_byte_is_refused_not_rounded_down_to_nothing(text):
+    with pytest.raises(UsageError, match="less than one byte"):
+        parse_size_bytes(text, "--min-size")
+
+
 @pytest.mark.parametrize(
     ("text", "bare_unit", "bits_per_s"),
     [

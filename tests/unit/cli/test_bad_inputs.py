@@ -381,6 +381,23 @@ CASES: list[tuple[str, list[str], str]] = [
     ("probe-threads-zero", ["probe", "--threads-per-worker", "0"], "--threads-per-worker"),
     ("probe-p2p-text", ["probe", "--p2p-size", "abc"], "--p2p-size"),
     ("probe-gradient-negative", ["probe", "--gradient-size", "-1"], "--gradient-size"),
+    # under one byte: 0 B messages measured, multiplied forever (--min-size) or dropped (--gradient-size)
+    (
+        "probe-min-size-half-byte",
+        ["probe", "--min-size", "0.5B"],
+        "--min-size: invalid size '0.5B': less than one byte",
+    ),
+    (
+        "probe-max-size-fraction",
+        ["probe", "--max-size", "0.3"],
+        "--max-size: invalid size '0.3': less than one byte",
+    ),
+    (
+        "probe-p2p-under-byte",
+        ["probe", "--p2p-size", "0.9B"],
+        "--p2p-size: invalid size '0.9B': less than one byte",
+    ),
+    ("probe-gradient-half-byte", ["probe", "--gradient-size", "0.5B"], "less than one byte"),
     (
         "probe-sizes-swapped",
         ["probe", "--min-size", "1MiB", "--max-size", "4KiB", "--no-store"],
@@ -654,9 +671,14 @@ CASES: list[tuple[str, list[str], str]] = [
     ("schedule-checkpoint-nan", [*SCHEDULE, "--checkpoint-s", "nan"], "--checkpoint-s"),
     ("schedule-max-preemptions-negative", [*SCHEDULE, "--max-preemptions", "-1"], "--max-preemptions"),
     ("schedule-timer-with-online", [*SCHEDULE, "--tuning", "online", "--scale", "2"], "--tuning given"),
-    *[(f"schedule-trace-with{flag}", ["schedule", "--trace", "{plain}", flag, value, "--db", "{db}"],
-       f"{flag} shapes a synthetic trace")
-      for flag, value in (("--generator", "philly"), ("--mean-gap-s", "5"))],
+    *[
+        (
+            f"schedule-trace-with{flag}",
+            ["schedule", "--trace", "{plain}", flag, value, "--db", "{db}"],
+            f"{flag} shapes a synthetic trace",
+        )
+        for flag, value in (("--generator", "philly"), ("--mean-gap-s", "5"))
+    ],
     (
         "schedule-philly-not-json",
         ["schedule", "--trace", "{plain}", "--trace-format", "philly", "--db", "{db}"],
@@ -690,10 +712,19 @@ CASES: list[tuple[str, list[str], str]] = [
     ),  # fmt: skip
     ("image-px-without-synthetic", [*PROFILE, "--image-px", "32"], "--image-px applies to --synthetic"),
     # what the script makes itself: taken and never used before (--loader-workers 5 met the core check)
-    *[(f"script-with{flag}", ["profile", "--script", "{tmp}/ok_train.py", flag, value, "--db", "{db}"],
-       f"{flag} does not go with --script")
-      for flag, value in (("--input-shape", "3,32,32"), ("--num-classes", "10"), ("--image-px", "64"),
-                          ("--loader-workers", "5"))],
+    *[
+        (
+            f"script-with{flag}",
+            ["profile", "--script", "{tmp}/ok_train.py", flag, value, "--db", "{db}"],
+            f"{flag} does not go with --script",
+        )
+        for flag, value in (
+            ("--input-shape", "3,32,32"),
+            ("--num-classes", "10"),
+            ("--image-px", "64"),
+            ("--loader-workers", "5"),
+        )
+    ],
     (
         "script-data-dir-missing",
         ["profile", "--script", "{tmp}/ok_train.py", "--data-dir", "{tmp}/none", "--db", "{db}"],

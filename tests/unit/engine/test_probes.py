@@ -80,6 +80,7 @@ def test_probe_sizes_span_4kib_to_256mib():
     assert probe_sizes(4096, 100_000) == [4096, 16384, 65536, 100_000]
     assert probe_sizes(3, 6) == [4]  # whole float32 values as sent: one row, not two rows of 4 B
     assert probe_sizes(5, 22) == [4, 20]
+    assert probe_sizes(0, 16) == [4, 16]  # 0 B is not multiplied by 4 forever
 
 
 def test_alpha_beta_fit_recovers_the_link():
