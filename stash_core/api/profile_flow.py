@@ -26,7 +26,12 @@ from stash_core.engine.script_job import finish_script_doc, script_model_info
 from stash_core.errors import ProfileEnded, StashError, UsageError, first_line
 from stash_core.interrupts import held_interrupts, stop_exception
 from stash_core.launch import cluster
-from stash_core.launch.hosts import cluster_name_of, default_cluster_state_dir, remote_hosts
+from stash_core.launch.hosts import (
+    cluster_name_of,
+    default_cluster_state_dir,
+    link_change_warning,
+    remote_hosts,
+)
 from stash_core.measure import protocol
 from stash_core.results.file import (
     check_replaceable,
@@ -142,12 +147,17 @@ def _measure_and_save(
 ) -> ProfileRun:
     """Measure and save (file and database): a failed or interrupted profile is saved too."""
     error: BaseException | None = None
-    try:
-        with emulated_bandwidth(spec, cluster_state):
-            remote = remote_hosts(spec, cluster_state)  # again: the emulated link may have changed
+    with emulated_bandwidth(spec, cluster_state):
+        remote = remote_hosts(spec, cluster_state)  # again: the emulated link may have changed
+        try:
             doc = run_profile(spec, model_info, data, reporter, remote)
-    except ProfileEnded as ended:
-        doc, error = ended.doc, ended.cause
+        except ProfileEnded as ended:
+            doc, error = ended.doc, ended.cause
+        changed = link_change_warning(remote, spec, cluster_state)  # before the links are put back
+    if changed and doc.get("breakdown"):
+        doc["breakdown"]["warnings"].append(changed)
+    elif changed:
+        reporter.message(f"warning: {changed}")
     if spec.script:
         finish_script_doc(doc)
     out_path, interrupted, problem = save_result(doc, args.out, args.no_store, db_path)

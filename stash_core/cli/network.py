@@ -50,7 +50,9 @@ def add_commands(subparsers, parser_class: type[argparse.ArgumentParser] | None 
     check = remote_commands.add_parser("check", help="python, torch, Stash version and GPUs of a host")
     check.add_argument("host", help="[user@]host[:port]")
     check.add_argument("--ssh-user", default=None)
-    check.add_argument("--ssh-key", type=input_text, default=None, help="private key file (only its path is used)")
+    check.add_argument(
+        "--ssh-key", type=input_text, default=None, help="private key file (only its path is used)"
+    )
     check.add_argument("--python", default=None, help="python on the host (default python3)")
     check.add_argument("--workdir", default=None, help="directory to run from on the host")
     check.add_argument("--ssh-config", type=input_text, default=None, help="ssh_config file to use (ssh -F)")
@@ -333,6 +335,7 @@ def cmd_probe(args) -> int:
         threads_per_worker=args.threads_per_worker,
         instance=args.instance,
         machine_args=args,
+        warn=lambda text: print(f"warning: {text}", file=sys.stderr),
     )
     if args.out is not None:
         from stash_core.results.file import write_result_atomic

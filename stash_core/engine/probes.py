@@ -5,12 +5,13 @@ from __future__ import annotations
 import datetime
 import secrets
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from stash_core import __version__
 from stash_core.engine.machine import cuda_device_count, usable_cpu_count
 from stash_core.errors import MeasurementError, UsageError
-from stash_core.launch.hosts import check_hosts, cluster_name_of, remote_hosts
+from stash_core.launch.hosts import check_hosts, cluster_name_of, link_change_warning, remote_hosts
 from stash_core.launch.runner import run_workers, worker_env
 from stash_core.measure import protocol
 from stash_core.measure.fingerprint import machine_fingerprint
@@ -33,8 +34,10 @@ def run_probe_command(
     threads_per_worker: int,
     instance: str | None,
     machine_args,
+    warn: Callable[[str], None] = lambda text: None,
 ) -> dict:
-    """Launch a probe (here, or on --hosts / --cluster machines) and return it as a "stash-probe" document."""
+    """Launch a probe (here, or on --hosts / --cluster machines) and return it as a "stash-probe" document.
+    `warn` gets what the document cannot hold: the emulated links changed while the probe ran."""
     if workers_per_node * nodes < 2:
         raise UsageError("a probe needs at least two workers (--workers 2, or --nodes 2)")
     if budget_s <= 0 or threads_per_worker < 1:
@@ -100,6 +103,9 @@ def run_probe_command(
         if failure and errors:
             reason = f"{failure}; first worker error: {errors[0]}"
         raise MeasurementError(f"probe failed: {reason}")
+    changed = link_change_warning(remote, machines, state)
+    if changed:
+        warn(changed)
     link = (remote.link or {}) if remote is not None else {}
     return {
         "schema_version": SCHEMA_VERSION,

@@ -166,7 +166,6 @@ def hosts_from_cluster(
             f"the emulated cluster {name} is not completely up (see `stash cluster status"
             f"{cluster_option(name)}`)"
         )
-    shaping = status["nodes"][0]["shaping"]
     return RemoteHosts(
         targets=targets[:nodes],
         python=validate_python(python or sys.executable),
@@ -177,8 +176,49 @@ def hosts_from_cluster(
         master_port=_checked_port(master_port),
         comm_timeout_s=_checked_timeout(comm_timeout_s),
         label=f"emulated cluster {name} ({nodes} of {len(targets)} nodes)",
-        link={**shaping, "netem": bool(status.get("netem"))},
+        link=bottleneck_link(status, nodes),
     )
+
+
+def bottleneck_link(status: dict, nodes: int) -> dict:
+    """The link that limits a run on the first `nodes` nodes of a cluster (its status): the lowest rate among
+    them (None only when none is limited), the longest delay and the highest loss. Node 0's alone would
+    overstate the network when another node used is shaped slower."""
+    shapings = [node["shaping"] for node in status["nodes"][:nodes]]
+    rates_bps = [shaping["rate_bps"] for shaping in shapings if shaping.get("rate_bps")]
+    return {
+        "rate_bps": min(rates_bps) if rates_bps else None,
+        "latency_us": max((shaping.get("latency_us") or 0 for shaping in shapings), default=0),
+        "loss_pct": max((shaping.get("loss_pct") or 0.0 for shaping in shapings), default=0.0),
+        "netem": bool(status.get("netem")),
+    }
+
+
+def link_change_warning(
+    remote: RemoteHosts | None, spec: ProfileSpec, cluster_state: Path | None
+) -> str | None:
+    """A warning when the emulated links of `remote` are shaped otherwise now than when it was built (a
+    `stash cluster set` during the run): its figures then mix two networks. None when unchanged, for other
+    machines, or when the cluster can no longer be read (its own error says so)."""
+    if remote is None or remote.link is None or spec.cluster != "emulated":
+        return None
+    try:
+        name, state_dir = resolve(cluster_name_of(spec), cluster_state)
+        now = bottleneck_link(cluster.cluster_status(state_dir, name), len(remote.targets))
+    except (UsageError, MeasurementError, OSError):
+        return None
+    if now == remote.link:
+        return None
+    return (
+        f"the emulated cluster's links changed while it ran (from {_link_text(remote.link)} to "
+        f"{_link_text(now)}): its figures may mix both, and the first is the one recorded"
+    )
+
+
+def _link_text(link: dict) -> str:
+    rate = link.get("rate_bps")
+    rate_text = f"rate {rate / 1e6:g} Mbit/s" if rate else "no rate limit"
+    return f"{rate_text}, delay {link.get('latency_us') or 0} us, loss {link.get('loss_pct') or 0:g}%"
 
 
 def check_hosts(remote: RemoteHosts, timeout_s: float = HOST_CHECK_TIMEOUT_S) -> list[dict]:

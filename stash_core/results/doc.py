@@ -80,8 +80,9 @@ The spec of a multi-machine profile adds `hosts` (host names, one per node), `ss
 path only, never its contents), `remote_python`, `remote_workdir`, `cluster` (`"emulated"` or null),
 `cluster_bandwidth` (the rate the profile set on the emulated links, e.g. `"200mbit"`), `master_addr`,
 `master_port`, `comm_timeout_s`, `probes` (whether R1/R1n probed), and on the emulated cluster `network`
-(`kind` `"emulated"`, `bandwidth_bps`, `rate_bps`, `latency_us`, `loss_pct`, `netem`: whether the kernel
-could emulate latency and loss at all).
+(`kind` `"emulated"`, `bandwidth_bps`, `rate_bps`, `latency_us`, `loss_pct`: the bottleneck of the nodes used,
+their lowest rate, longest delay and highest loss; `netem`: whether the kernel could emulate latency and loss
+at all).
 
 A run that a cloud campaign (`stash campaign --cloud`) brought back has `cloud` in its spec: `provider`,
 `region`, `instance_type` (also its `instance` label), `pricing` (`on-demand` or `spot`), `usd_per_h` (the
@@ -109,23 +110,23 @@ when the stalls add up, `within_noise` when its size is within `ci95_s`, else `n
 difference across a run missing from the chain, which mixes several stalls, `not_separable` for a stall that
 cannot be told apart, `no_compute_run` when R0 did not run; `what` and signed `seconds`) and `estimated` (true
 when the interval was estimated because the file had none); `unattributed_s` and `unattributed_ci95_s` repeat
-its `seconds` and `ci95_s`; and `warnings` (list of strings; when the first says the breakdown is
-physically impossible, for example a run with more workers faster than one with fewer, `impossible` is true,
-and false when it says only that the runs did different work per process). A file written before the remainder existed has
-none of the three: readers compute it from the stalls (`stash_core.analysis.stalls.remainder_of`, the interval
-estimated from the within-noise stalls' intervals in quadrature, else `iteration_ci95_s`), and the store keeps
-the recomputed one for every file (`runs.unattributed_s`, `runs.unattributed_ci95_s`). A multi-machine profile
-adds `network_reference`, the pair of runs the network figure compares (e.g. `"R1 (4 workers, 1 machine) vs
-R1n (2x4 workers)"`; also the network stall's `note`), and a profile that probed adds `communication`: per
-stall (`interconnect` from R1's probe against R0, `network` from R1n's against the run before it)
-`grad_bytes`, `world_size`, `buckets` (DDP's), `busbw_gbps` (peak measured), `wire_busbw_gbps` (bus bandwidth
-with the call latency taken off), `latency_s` (fastest smallest all-reduce), `lower_bound_s` (ring all-reduce
-lower bound: buckets × latency + 2(n-1)/n × gradient bytes / wire bus bandwidth), `link_gbps` and
-`link_lower_bound_s` (2(n-1)/n × gradient bytes / the emulated link's rate; null elsewhere), `alpha_s`,
-`beta_s_per_byte` and `alpha_beta_s` (α-β fit of the probe and its prediction), `allreduce_s` (measured
-gradient all-reduce on this layout), `reference_allreduce_s` and `added_allreduce_s` (minus the reference
-run's), `exposed_s` (how much longer backward took than in the reference run), `overlap_share` (share of the
-added all-reduce time hidden behind backward: 1 − exposed / added, clamped to 0..1) and
+its `seconds` and `ci95_s`; and `warnings` (list of strings; when the first says the breakdown is physically
+impossible, for example a run with more workers faster than one with fewer, `impossible` is true, and false
+when it says only that the runs did different work per process). A file written before the remainder existed
+has none of the three: readers compute it from the stalls (`stash_core.analysis.stalls.remainder_of`, the
+interval estimated from the within-noise stalls' intervals in quadrature, else `iteration_ci95_s`), and the
+store keeps the recomputed one for every file (`runs.unattributed_s`, `runs.unattributed_ci95_s`). A
+multi-machine profile adds `network_reference`, the pair of runs the network figure compares (e.g. `"R1 (4
+workers, 1 machine) vs R1n (2x4 workers)"`; also the network stall's `note`), and a profile that probed adds
+`communication`: per stall (`interconnect` from R1's probe against R0, `network` from R1n's against the run
+before it) `grad_bytes`, `world_size`, `buckets` (DDP's), `busbw_gbps` (peak measured), `wire_busbw_gbps` (bus
+bandwidth with the call latency taken off), `latency_s` (fastest smallest all-reduce), `lower_bound_s` (ring
+all-reduce lower bound: buckets × latency + 2(n-1)/n × gradient bytes / wire bus bandwidth), `link_gbps` and
+`link_lower_bound_s` (2(n-1)/n × gradient bytes / the slowest emulated link's rate; null elsewhere),
+`alpha_s`, `beta_s_per_byte` and `alpha_beta_s` (α-β fit of the probe and its prediction), `allreduce_s`
+(measured gradient all-reduce on this layout), `reference_allreduce_s` and `added_allreduce_s` (minus the
+reference run's), `exposed_s` (how much longer backward took than in the reference run), `overlap_share`
+(share of the added all-reduce time hidden behind backward: 1 − exposed / added, clamped to 0..1) and
 `stall_over_lower_bound`.
 
 Reading a file (`stash_core.results.load_result`) fails with one line naming the file when it is missing,

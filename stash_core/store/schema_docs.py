@@ -355,8 +355,8 @@ PROBES = RelationDoc(
         algbw_gbps | Gbit/s | algorithm bandwidth, `size_bytes × 8 / time_s`
         busbw_gbps | Gbit/s | bus bandwidth: all-reduce `2(n-1)/n × algbw` with n = `world_size` (what each
             link of a ring carries; compare it with a link's rate); p2p: equal to `algbw_gbps`
-        link_gbps | Gbit/s | the emulated link's configured rate for probes across emulated-cluster nodes,
-            else NULL
+        link_gbps | Gbit/s | the emulated links' configured rate for probes across emulated-cluster nodes (the
+            slowest link among the nodes used), else NULL
         """
     ),
 )

@@ -1,0 +1,60 @@
+"""The measuring step of a profile (api/profile_flow.py) without machines: what it adds to the run saved."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import pytest
+
+from stash_core.api import profile_flow
+from stash_core.engine.progress import Reporter
+from stash_core.errors import MeasurementError, ProfileEnded
+from stash_core.spec import ProfileSpec
+
+CHANGED = "the emulated cluster's links changed while it ran (from ... to ...)"
+
+
+class Messages(Reporter):
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def message(self, text: str) -> None:
+        self.lines.append(text)
+
+
+@pytest.fixture
+def measured(monkeypatch, tmp_path: Path):
+    """_measure_and_save with the run replaced: returns (run, reporter) for a breakdown or a failed run."""
+    saved: list[dict] = []
+    monkeypatch.setattr(profile_flow, "remote_hosts", lambda spec, state: None)
+    monkeypatch.setattr(profile_flow, "link_change_warning", lambda remote, spec, state: CHANGED)
+    monkeypatch.setattr(
+        profile_flow, "save_result", lambda doc, out, no_store, db: (saved.append(doc), (None, [], None))[1]
+    )
+
+    def measure(breakdown: dict | None):
+        def run_profile(spec, model_info, data, reporter, remote):
+            doc = {"run_id": "r", "status": "completed", "breakdown": breakdown}
+            if breakdown is None:
+                raise ProfileEnded({**doc, "status": "failed"}, MeasurementError("lost"))
+            return doc
+
+        monkeypatch.setattr(profile_flow, "run_profile", run_profile)
+        reporter = Messages()
+        spec = ProfileSpec(model="resnet18", batch_size=2, nodes=2, cluster="emulated")
+        args = argparse.Namespace(out=None, no_store=True)
+        profile_flow._measure_and_save(spec, {}, None, args, tmp_path / "db.duckdb", None, reporter)
+        return saved[-1], reporter
+
+    return measure
+
+
+def test_links_changed_during_the_profile_are_a_warning_of_its_breakdown(measured):
+    doc, reporter = measured({"warnings": ["earlier"]})
+    assert doc["breakdown"]["warnings"] == ["earlier", CHANGED] and not reporter.lines
+
+
+def test_without_a_breakdown_the_change_is_said_as_the_run_ends(measured):
+    doc, reporter = measured(None)
+    assert doc["status"] == "failed" and reporter.lines == [f"warning: {CHANGED}"]

@@ -1,0 +1,72 @@
+"""The machines of an emulated-cluster run as launch/hosts.py builds them: the link it records is the
+bottleneck of the nodes used, and a change of the links during the run is said."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from stash_core.launch import cluster, hosts
+from stash_core.launch.hosts import bottleneck_link, hosts_from_cluster, link_change_warning
+from stash_core.launch.ssh import SshTarget
+from stash_core.spec import ProfileSpec
+
+
+def shaping(rate_bps: int | None, latency_us: int = 0, loss_pct: float = 0.0) -> dict:
+    return {"rate_bps": rate_bps, "latency_us": latency_us, "loss_pct": loss_pct}
+
+
+def status(*shapings: dict, netem: bool = True) -> dict:
+    nodes = [
+        {"index": index, "namespace": f"stash-n{index}", "address": f"10.213.0.{10 + index}", "shaping": link}
+        for index, link in enumerate(shapings)
+    ]
+    return {"up": True, "nodes": nodes, "netem": netem, "cpu_sets": None}
+
+
+def test_the_link_recorded_is_the_slowest_of_the_nodes_used():
+    uneven = status(shaping(10**9), shaping(2 * 10**8, 500), shaping(10**8, 2000, 1.0))
+    assert bottleneck_link(uneven, 1) == {"rate_bps": 10**9, "latency_us": 0, "loss_pct": 0.0, "netem": True}
+    assert bottleneck_link(uneven, 2) == {
+        "rate_bps": 2 * 10**8,
+        "latency_us": 500,
+        "loss_pct": 0.0,
+        "netem": True,
+    }
+    assert bottleneck_link(uneven, 3)["rate_bps"] == 10**8  # the third node limits a run on all three
+    # an unlimited node limits nothing; only all unlimited is no limit
+    assert bottleneck_link(status(shaping(None), shaping(3 * 10**8)), 2)["rate_bps"] == 3 * 10**8
+    assert bottleneck_link(status(shaping(None), shaping(None), netem=False), 2) == {
+        "rate_bps": None, "latency_us": 0, "loss_pct": 0.0, "netem": False,
+    }  # fmt: skip
+
+
+@pytest.fixture
+def two_nodes(monkeypatch):
+    """An emulated cluster of two nodes, as the cluster package would report it: node 1 is the slow one."""
+    current = {"status": status(shaping(10**9), shaping(2 * 10**8))}
+    targets = [SshTarget(f"10.213.0.{10 + index}", "root") for index in range(2)]
+    monkeypatch.setattr(hosts, "require_present", lambda name, state_dir: None)
+    monkeypatch.setattr(cluster, "cluster_hosts", lambda state_dir=None, name=None: targets)
+    monkeypatch.setattr(cluster, "cluster_status", lambda state_dir=None, name=None: current["status"])
+    return current
+
+
+def test_a_run_on_the_cluster_records_its_slowest_link_not_node_0s(two_nodes, tmp_path: Path):
+    remote = hosts_from_cluster(2, tmp_path)
+    assert remote.link["rate_bps"] == 2 * 10**8
+    assert hosts_from_cluster(1, tmp_path).link["rate_bps"] == 10**9
+
+
+def test_a_change_of_the_links_during_a_run_is_a_warning(two_nodes, tmp_path: Path):
+    spec = ProfileSpec(model="probe", batch_size=None, nodes=2, cluster="emulated")
+    remote = hosts_from_cluster(2, tmp_path)
+    assert link_change_warning(remote, spec, tmp_path) is None
+    two_nodes["status"] = status(shaping(10**9), shaping(5 * 10**7))  # `stash cluster set --node 1 ...`
+    warning = link_change_warning(remote, spec, tmp_path)
+    assert warning is not None and "changed while it ran" in warning
+    assert "from rate 200 Mbit/s" in warning and "to rate 50 Mbit/s" in warning
+    # named hosts have no emulated link to compare
+    named = ProfileSpec(model="probe", batch_size=None, nodes=2, hosts=["a", "b"])
+    assert link_change_warning(hosts.hosts_from_names(["a", "b"]), named, None) is None
