@@ -69,6 +69,20 @@ def test_failed_setup_is_rolled_back(state_dir, monkeypatch):
     assert not (state_dir / "state.json").exists()
 
 
+def test_a_failed_setup_leaves_a_folder_the_user_made(state_dir, monkeypatch):
+    """The roll-back removes the cluster's files, not the (empty) folder that was there before."""
+
+    def fail(*args):
+        raise MeasurementError("simulated failure while starting sshd")
+
+    state_dir.mkdir()
+    monkeypatch.setattr(cluster_sshd, "start_sshd", fail)
+    with pytest.raises(MeasurementError, match="simulated failure"):
+        cluster.cluster_up(1, state_dir=state_dir, name=NAME)
+    assert leftovers() == []
+    assert state_dir.is_dir() and list(state_dir.iterdir()) == []
+
+
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [

@@ -54,6 +54,7 @@ from stash_core.launch.cluster.shaping import (
     shape_node,
 )
 from stash_core.launch.cluster.state import (
+    check_state_dir_path,
     load_state,
     new_node,
     new_state,
@@ -141,17 +142,22 @@ def cluster_up(
     cpu_sets = node_cpu_sets(nodes) if split_cpus else None
     name = check_name(DEFAULT_NAME if name is None else name)
     subnet = parse_subnet(subnet) if subnet is not None else None
+    # the folder as the user knows it: the option that named it, else the cluster's own
+    label = f"--state-dir {state_dir}" if state_dir is not None else None
+    state_dir = Path(state_dir) if state_dir is not None else state_dir_for(name)
+    label = label or f"the state folder {state_dir} of the emulated cluster {name}"
+    check_state_dir_path(state_dir, label)
     problem = cluster_support_problem()
     if problem:
         raise UsageError(problem)
-    state_dir = Path(state_dir) if state_dir is not None else state_dir_for(name)
     with _machine_lock():  # two ups at once would pick the same free address range
         _refuse_taken(name, state_dir)
-        refuse_foreign_files(state_dir)
+        refuse_foreign_files(state_dir, label)
         layout = Layout(name, subnet or _free_subnet(name))
         net.check_subnet_free(layout)
+        made_state_dir = not state_dir.is_dir()  # a folder the user made is left in place by down
         state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-        state = new_state(state_dir, cpu_sets, layout)
+        state = new_state(state_dir, cpu_sets, layout, made_state_dir)
         save_state(state_dir, state)
         try:
             _build(state_dir, state, layout, nodes, shaping, cpu_sets)

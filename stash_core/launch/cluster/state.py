@@ -31,6 +31,10 @@ STATE_FILE = "state.json"
 STATE_VERSION = 1
 _STATE_FILES = ("ssh_config", "known_hosts", "id_ed25519", "id_ed25519.pub", "authorized_keys", STATE_FILE)
 _NODE_DIR_RE = re.compile(r"n\d+")
+# What ssh_config and sshd_config read otherwise than as part of a path (the paths of the state folder go
+# into both): a space splits it, % and ${ are expanded (%h: the host), quotes and \ are taken away, # starts a
+# comment.
+_SSH_UNSAFE_RE = re.compile(r"[\s%$\"'\\#]")
 
 
 def state_path(state_dir: Path) -> Path:
@@ -83,14 +87,21 @@ def require_state(state_dir: Path, name: str = DEFAULT_NAME) -> dict:
     return state
 
 
-def new_state(state_dir: Path, cpu_sets: list[list[int]] | None, layout: Layout = DEFAULT_LAYOUT) -> dict:
-    """The record of a cluster before anything is made: every part None/empty until it exists."""
+def new_state(
+    state_dir: Path,
+    cpu_sets: list[list[int]] | None,
+    layout: Layout = DEFAULT_LAYOUT,
+    made_state_dir: bool = True,
+) -> dict:
+    """The record of a cluster before anything is made: every part None/empty until it exists.
+    made_state_dir: whether the setup made the state folder (else `down` leaves it where it was)."""
     return {
         "version": STATE_VERSION,
         "name": layout.name,
         "subnet": layout.subnet,
         "created_at": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "state_dir": str(state_dir),
+        "made_state_dir": made_state_dir,
         "hub_namespace": None,
         "bridge": BRIDGE,
         "root_veth": None,
@@ -120,18 +131,32 @@ def new_node(index: int, shaping: dict, cpus: list[int] | None, layout: Layout =
     }
 
 
-def refuse_foreign_files(state_dir: Path) -> None:
+def check_state_dir_path(state_dir: Path, label: str) -> None:
+    """UsageError when the path of a state folder cannot go into ssh's config files as it is (`label` names
+    the folder: the option that gave it, or the cluster's own)."""
+    unsafe = _SSH_UNSAFE_RE.search(str(state_dir))
+    if unsafe:
+        what = "a space" if unsafe.group().isspace() else repr(unsafe.group())
+        raise UsageError(
+            f"{label} holds {what}, which ssh's config files do not take in a path: choose a folder whose "
+            "path has no spaces nor any of % $ \" ' \\ #"
+        )
+
+
+def refuse_foreign_files(state_dir: Path, label: str | None = None) -> None:
     """UsageError when `state_dir` is not a folder cluster_up may fill: a file, or a folder that already holds
-    a file of the names it writes (a user's ~/.ssh: its key would be overwritten, then removed by down)."""
+    a file of the names it writes (a user's ~/.ssh: its key would be overwritten, then removed by down).
+    `label` names the folder in the message (default: --state-dir and its path)."""
+    label = label or f"--state-dir {state_dir}"
     if state_dir.exists() and not state_dir.is_dir():
-        raise UsageError(f"--state-dir {state_dir} is a file; give a folder (new, or without SSH files)")
+        raise UsageError(f"{label} is a file; give a folder (new, or without SSH files)")
     if not state_dir.is_dir():
         return
     present = [name for name in _STATE_FILES if (state_dir / name).exists()]
     present += sorted(path.name for path in state_dir.glob("n*") if _NODE_DIR_RE.fullmatch(path.name))
     if present:
         raise UsageError(
-            f"--state-dir {state_dir} already holds {', '.join(present)}, which a cluster's setup writes: "
+            f"{label} already holds {', '.join(present)}, which a cluster's setup writes: "
             "give a new folder (nothing in it is touched)"
         )
 
@@ -139,8 +164,10 @@ def refuse_foreign_files(state_dir: Path) -> None:
 def remove_state_files(state_dir: Path) -> list[str]:
     """Remove only the files cluster_up writes, then the directory if that left it empty; only from a folder
     that holds a cluster's state.json (removed last, so a removal cut short can be run again): another
-    folder's files of the same names are the user's."""
-    if not state_dir.is_dir() or not _is_cluster_state(load_state(state_dir)):
+    folder's files of the same names are the user's. A folder that was there before the cluster (the state
+    records it) is kept, emptied of the cluster's files."""
+    state = load_state(state_dir) if state_dir.is_dir() else None
+    if not _is_cluster_state(state):
         return []
     removed = 0
     for name in _STATE_FILES:
@@ -152,10 +179,11 @@ def remove_state_files(state_dir: Path) -> list[str]:
         if node_dir.is_dir() and _NODE_DIR_RE.fullmatch(node_dir.name):
             shutil.rmtree(node_dir, ignore_errors=True)
             removed += 1
-    try:
-        state_dir.rmdir()
-    except OSError:
-        pass
+    if state.get("made_state_dir", True):  # states of older versions did not say: made by them
+        try:
+            state_dir.rmdir()
+        except OSError:
+            pass
     return [f"removed {removed} state file(s) from {state_dir}"] if removed else []
 
 

@@ -365,6 +365,13 @@ CASES: list[tuple[str, list[str], str]] = [
     ("cluster-latency-text", ["cluster", "up", "--nodes", "2", "--latency", "soon"], "--latency"),
     ("cluster-loss-over", ["cluster", "up", "--nodes", "2", "--loss", "150"], "--loss"),
     ("cluster-loss-nan", ["cluster", "up", "--nodes", "2", "--loss", "nan"], "--loss"),
+    # a path ssh_config and sshd_config would split (space) or expand (%h): refused before anything is made
+    (
+        "cluster-state-dir-space",
+        ["cluster", "up", "--nodes", "1", "--state-dir", "{tmp}/a b"],
+        "holds a space",
+    ),
+    ("cluster-state-dir-percent", ["cluster", "up", "--nodes", "1", "--state-dir", "{tmp}/a%h"], "holds '%'"),
     ("cluster-set-node-text", ["cluster", "set", "--node", "x"], "--node"),
     ("cluster-set-node-far", ["cluster", "set", "--node", "999"], "--node"),
     ("cluster-set-rate-zero", ["cluster", "set", "--bandwidth", "0mbit"], "--bandwidth"),

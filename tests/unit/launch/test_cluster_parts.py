@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import re
+from pathlib import Path
 
 import pytest
 
@@ -88,6 +90,36 @@ def test_a_folder_that_holds_no_clusters_state_is_never_emptied_nor_filled(tmp_p
     cluster_state.refuse_foreign_files(tmp_path / "new")  # a new folder, or an empty one, is taken
     (tmp_path / "empty").mkdir()
     cluster_state.refuse_foreign_files(tmp_path / "empty")
+
+
+@pytest.mark.parametrize(
+    ("path", "says"),
+    [("/tmp/a b", "holds a space"), ("/tmp/a%h", "holds '%'"), ("/tmp/${HOME}", "holds '$'"),
+     ('/tmp/a"b', "holds '\"'"), ("/tmp/a\\b", "holds '\\\\'"), ("/tmp/#x", "holds '#'")],
+)  # fmt: skip
+def test_a_state_folder_ssh_would_read_otherwise_is_refused(path, says):
+    """ssh_config and sshd_config hold the state folder's paths: a space split them (sshd -t failed), a %h
+    was expanded to the host (the cluster came up, but no node's host key was trusted)."""
+    with pytest.raises(UsageError, match=f"^--state-dir {re.escape(path)} {re.escape(says)}, which ssh"):
+        cluster_state.check_state_dir_path(Path(path), f"--state-dir {path}")
+    cluster_state.check_state_dir_path(Path("/run/stash-cluster-bench"), "the state folder")
+    cluster_state.check_state_dir_path(Path("/tmp/pytest-of-root/x_y-1.2+3@4,5=6~7:8"), "--state-dir")
+
+
+def test_a_state_folder_the_user_made_before_the_cluster_stays(tmp_path):
+    """A taken-down (or rolled-back) cluster empties the folder it was given of its files; the folder itself
+    goes only when the setup made it."""
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    cluster_state.save_state(mine, cluster_state.new_state(mine, None, made_state_dir=False))
+    (mine / "ssh_config").write_text("x")
+    assert cluster_state.remove_state_files(mine) == [f"removed 2 state file(s) from {mine}"]
+    assert mine.is_dir() and not list(mine.iterdir())
+    made = tmp_path / "made"
+    made.mkdir()
+    cluster_state.save_state(made, cluster_state.new_state(made, None, made_state_dir=True))
+    cluster_state.remove_state_files(made)
+    assert not made.exists()
 
 
 def test_qdiscs_with_netem_put_the_rate_below_the_delay():
