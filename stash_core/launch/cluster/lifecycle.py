@@ -144,7 +144,8 @@ def cluster_up(
     subnet = parse_subnet(subnet) if subnet is not None else None
     # the folder as the user knows it: the option that named it, else the cluster's own
     label = f"--state-dir {state_dir}" if state_dir is not None else None
-    state_dir = Path(state_dir) if state_dir is not None else state_dir_for(name)
+    # absolute: sshd reads a relative AuthorizedKeysFile from the home folder, ssh from where it runs
+    state_dir = (Path(state_dir) if state_dir is not None else state_dir_for(name)).absolute()
     label = label or f"the state folder {state_dir} of the emulated cluster {name}"
     check_state_dir_path(state_dir, label)
     problem = cluster_support_problem()

@@ -68,8 +68,8 @@ def resolve(name: str | None, state_dir: Path | None) -> tuple[str, Path]:
         check_name(name)
     if state_dir is None:
         name = name or DEFAULT_NAME
-        return name, state_dir_for(name)
-    state_dir = Path(state_dir)
+        return name, state_dir_for(name).absolute()
+    state_dir = Path(state_dir).absolute()  # as `up` recorded it (its ssh configs need absolute paths)
     recorded = (load_state(state_dir) or {}).get("name")
     if name is not None and recorded is not None and name != recorded:
         raise UsageError(f"{state_dir} holds the emulated cluster {recorded}, not {name}")

@@ -115,6 +115,15 @@ def test_state_folders(monkeypatch):
         default_cluster_state_dir("Bad")
 
 
+def test_a_relative_state_folder_is_taken_from_where_the_command_runs(tmp_path, monkeypatch):
+    """Its paths go into the nodes' sshd_config, where a relative AuthorizedKeysFile is read from the home
+    folder: a cluster brought up with --state-dir relstate said it was up and refused every connection."""
+    monkeypatch.chdir(tmp_path)
+    assert cluster_state.resolve("bench", Path("relstate")) == ("bench", tmp_path / "relstate")
+    monkeypatch.setenv("STASH_CLUSTER_STATE", "relstate")
+    assert cluster_state.resolve(None, None) == ("default", tmp_path / "relstate")
+
+
 def test_a_state_folder_names_its_cluster(tmp_path):
     assert cluster_state.resolve(None, tmp_path) == ("default", tmp_path)
     assert cluster_state.resolve("bench", tmp_path) == ("bench", tmp_path)
