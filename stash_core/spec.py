@@ -257,8 +257,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("--nodes", "nodes", "machines (with --hosts or --cluster)", WORKERS),
     Option("--stalls", "stalls", "comma list of compute,interconnect,network,cpu,disk (default: all)",
            parse=parse_stalls),
-    Option("--dataset", "dataset", "ImageFolder-style directory: one folder per class", input_text, parse=_resolved,
-           group=DATA),
+    Option("--dataset", "dataset", "ImageFolder-style directory: one folder per class", input_text,
+           parse=_resolved, group=DATA),
     Option("--synthetic-images", "synthetic_images", "generate N JPEG files once", count(10**8), group=DATA),
     Option("--dataset-images", "dataset_images", "epoch size for synthetic-only runs", count(10**12)),
     Option("--image-px", "image_px", "side of generated images (pixels)",
@@ -439,7 +439,9 @@ def _check_script(spec: ProfileSpec) -> None:
                 raise FieldError(f"{flag} applies to --script only", attr, getattr(spec, attr))
         if spec.script_start_timeout_s != default_of("script_start_timeout_s"):
             value = spec.script_start_timeout_s
-            raise FieldError("--script-start-timeout applies to --script only", "script_start_timeout_s", value)
+            raise FieldError(
+                "--script-start-timeout applies to --script only", "script_start_timeout_s", value
+            )
         return
     if spec.dataset or spec.synthetic_images:
         message = "--script reads its own data: give --data-dir, not --dataset"
@@ -508,6 +510,24 @@ def validate_machines(spec: ProfileSpec) -> None:
             "disk_read_mbps",
         )
     _check_ssh(spec)
+    _check_rendezvous(spec)
+
+
+def check_cluster_state(spec: ProfileSpec, cluster_state: object) -> None:
+    """--cluster-state (not a field: where this machine keeps the cluster's state) only with --cluster."""
+    if cluster_state and spec.cluster is None:
+        raise FieldError("--cluster-state applies to --cluster emulated only", "cluster", cluster_state)
+
+
+def _check_rendezvous(spec: ProfileSpec) -> None:
+    """The rendezvous options are for runs across machines: on this machine alone they were ignored."""
+    if spec.master_addr is not None and not spec.hosts:
+        message = "--master-addr applies to --hosts only (on the emulated cluster the rendezvous is node 0)"
+        raise FieldError(message, "master_addr", spec.master_addr)
+    timeout_given = spec.comm_timeout_s != default_of("comm_timeout_s")
+    if not spec.remote and (spec.master_port is not None or timeout_given):
+        message = "--master-port and --comm-timeout need --hosts (or --cluster)"
+        raise FieldError(message, "master_port", spec.master_port, "local")
 
 
 def _check_ssh(spec: ProfileSpec) -> None:

@@ -39,7 +39,7 @@ from stash_core.results.file import (
     results_dir_of,
     write_result_atomic,
 )
-from stash_core.spec import ProfileSpec
+from stash_core.spec import ProfileSpec, check_cluster_state
 from stash_core.store.connection import DatabaseLocked, check_database_path
 from stash_core.units import json_safe
 from stash_core.userfiles import nearest_existing, writable_target
@@ -172,6 +172,7 @@ def checked_spec(args: argparse.Namespace) -> tuple[ProfileSpec, Path | None]:
     cuda_devices = cuda_device_count()
     validate(spec, cuda_devices)
     resolve_device(spec, cuda_devices)
+    check_cluster_state(spec, getattr(args, "cluster_state", None))
     cluster_state = Path(args.cluster_state) if getattr(args, "cluster_state", None) else None
     remote_hosts(spec, cluster_state)  # host names, user, key, paths: refused before anything runs
     if spec.disk_read_mbps is not None:

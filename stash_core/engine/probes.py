@@ -18,7 +18,7 @@ from stash_core.measure.fingerprint import machine_fingerprint
 from stash_core.measure.probe_plan import probe_settings, probe_sizes
 from stash_core.measure.worker_job import WorkerJob
 from stash_core.results import PROBE_KIND, SCHEMA_VERSION
-from stash_core.spec import ProfileSpec
+from stash_core.spec import ProfileSpec, check_cluster_state, validate_machines
 from stash_core.spec_parse import parse_hosts
 
 
@@ -42,19 +42,17 @@ def run_probe_command(
         raise UsageError("a probe needs at least two workers (--workers 2, or --nodes 2)")
     if budget_s <= 0 or threads_per_worker < 1:
         raise UsageError("--budget must be positive and --threads-per-worker at least 1")
-    hosts = parse_hosts(machine_args.hosts)
-    if machine_args.cluster != "emulated" and hosts and len(hosts) != nodes:
-        raise UsageError(f"--hosts names {len(hosts)} host(s) for --nodes {nodes}; give one per node")
-    if machine_args.cluster != "emulated" and not hosts and nodes > 1:
-        raise UsageError(f"--nodes {nodes}: say which machines with --hosts or --cluster emulated")
-    # The machines, built the way a profile's are (launch/hosts.py remote_hosts of its spec).
+    # The machines, built and checked the way a profile's are (spec.validate_machines, then
+    # launch/hosts.py remote_hosts of its spec): an option that needs other machines is refused, not ignored.
     machines = ProfileSpec(
-        model="probe", batch_size=None, workers_per_node=workers_per_node, nodes=nodes, hosts=hosts,
-        ssh_user=machine_args.ssh_user, ssh_key=machine_args.ssh_key, remote_python=machine_args.python,
-        remote_workdir=machine_args.workdir, cluster=machine_args.cluster,
+        model="probe", batch_size=None, workers_per_node=workers_per_node, nodes=nodes,
+        hosts=parse_hosts(machine_args.hosts), ssh_user=machine_args.ssh_user, ssh_key=machine_args.ssh_key,
+        remote_python=machine_args.python, remote_workdir=machine_args.workdir, cluster=machine_args.cluster,
         cluster_name=cluster_name_of(machine_args), master_addr=machine_args.master_addr,
         master_port=machine_args.master_port, comm_timeout_s=machine_args.comm_timeout,
     )  # fmt: skip
+    validate_machines(machines)
+    check_cluster_state(machines, machine_args.cluster_state)
     state = Path(machine_args.cluster_state) if machine_args.cluster_state else None
     remote = remote_hosts(machines, state)
     if remote is not None:

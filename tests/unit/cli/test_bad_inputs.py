@@ -29,6 +29,8 @@ RECOMMEND = ["recommend", "--model", "resnet18", "--batch-size", "8", "--epochs"
 CAMPAIGN = ["campaign", "--dry-run", "--db", "{db}"]
 SPOT = ["spot", "--workload", "{workload}", "--instances", "g4dn.xlarge:2", "--db", "{db}"]
 SCHEDULE = ["schedule", "--synthetic-jobs", "5", "--db", "{db}"]
+# a probe that, were it not refused, would be short and stored nowhere
+PROBE_HERE = ["--max-size", "4KiB", "--budget", "0.01", "--no-store"]
 
 
 def _doc(change) -> dict:
@@ -260,6 +262,11 @@ CASES: list[tuple[str, list[str], str]] = [
     ("cluster-kind", [*PROFILE, "--cluster", "other"], "--cluster"),
     ("hosts-injection", [*PROFILE, "--nodes", "2", "--hosts", "a;touch x,b"], "invalid host name"),
     ("ssh-user-alone", [*PROFILE, "--ssh-user", "ubuntu"], "need --hosts"),
+    # options of other machines on this machine alone: ignored before, the run made here
+    ("cluster-state-alone", [*PROFILE, "--cluster-state", "{tmp}"], "--cluster-state applies to --cluster"),
+    ("master-addr-alone", [*PROFILE, "--master-addr", "10.0.0.1"], "--master-addr applies to --hosts only"),
+    ("master-port-alone", [*PROFILE, "--master-port", "29555"], "--master-port and --comm-timeout need"),
+    ("comm-timeout-alone", [*PROFILE, "--comm-timeout", "30"], "--master-port and --comm-timeout need"),
     ("progress-unknown", [*PROFILE, "--progress", "fancy"], "--progress"),
     ("model-empty", ["profile", "--model", " ", "--batch-size", "4", "--db", "{db}"], "--model"),
     (
@@ -411,6 +418,20 @@ CASES: list[tuple[str, list[str], str]] = [
         "--min-size",
     ),
     ("probe-port", ["probe", "--master-port", "99999"], "--master-port"),
+    # the options of other machines without them (the probe measured this machine), as `stash profile` says
+    *[
+        (f"probe{flag}-alone", ["probe", flag, value, *PROBE_HERE], says)
+        for flag, value, says in (
+            ("--cluster-name", "bench", "--cluster-name applies to --cluster emulated only"),
+            ("--cluster-state", "{tmp}", "--cluster-state applies to --cluster emulated only"),
+            ("--ssh-user", "ubuntu", "--ssh-user, --ssh-key, --python and --workdir need --hosts"),
+            ("--python", "python3", "--ssh-user, --ssh-key, --python and --workdir need --hosts"),
+            ("--workdir", "/srv", "--ssh-user, --ssh-key, --python and --workdir need --hosts"),
+            ("--master-addr", "10.0.0.1", "--master-addr applies to --hosts only"),
+            ("--master-port", "29555", "--master-port and --comm-timeout need --hosts"),
+        )
+    ],
+    ("probe-hosts-twice", ["probe", "--nodes", "2", "--hosts", "a,a", *PROBE_HERE], "names a twice"),
     ("probe-out-directory", ["probe", "--out", "{folder}"], "--out"),
     ("probe-db-garbage", ["probe", "--db", "{garbage_db}"], "corrupt"),
     # ---- stash fit

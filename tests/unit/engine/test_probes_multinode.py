@@ -14,7 +14,7 @@ from stash_core.errors import UsageError
 from stash_core.launch.hosts import RemoteHosts, hosts_from_names, validate_python, validate_workdir
 from stash_core.launch.ssh import SshTarget
 from stash_core.measure.worker_job import encode_worker_job, read_worker_job
-from stash_core.spec import ProfileSpec
+from stash_core.spec import ProfileSpec, check_cluster_state
 
 
 def spec(**changes) -> ProfileSpec:
@@ -53,11 +53,24 @@ def test_network_alone_needs_only_the_reference_and_the_spread_run():
         ({"cluster_bandwidth": "1gbit"}, "--cluster emulated only"),
         ({"nodes": 2, "hosts": ["a", "b"], "disk_read_mbps": 5.0}, "--disk-read-mbps"),
         ({"ssh_user": "ubuntu"}, "need --hosts"),
+        ({"master_addr": "10.0.0.1"}, "--master-addr applies to --hosts only"),
+        ({"nodes": 2, "cluster": "emulated", "master_addr": "10.0.0.1"}, "--master-addr applies to --hosts"),
+        ({"master_port": 29555}, "--master-port and --comm-timeout need --hosts"),
+        ({"comm_timeout_s": 30}, "--master-port and --comm-timeout need --hosts"),
     ],
 )
 def test_inconsistent_machine_options_are_refused(changes, message):
     with pytest.raises(UsageError, match=message):
         validate(spec(**changes), cuda_devices=0)
+
+
+def test_a_cluster_state_folder_needs_the_cluster():
+    """--cluster-state is no field of the spec: checked beside it, for `stash profile` and `stash probe`."""
+    with pytest.raises(UsageError, match="^--cluster-state applies to --cluster emulated only$"):
+        check_cluster_state(spec(), "/run/stash-cluster-bench")
+    check_cluster_state(spec(nodes=2, cluster="emulated"), "/run/stash-cluster-bench")
+    check_cluster_state(spec(), None)
+    validate(spec(nodes=2, hosts=["a", "b"], master_addr="10.0.0.1", master_port=29555), cuda_devices=0)
 
 
 def test_remote_specs_skip_this_machines_core_count():
