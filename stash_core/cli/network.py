@@ -226,6 +226,14 @@ def _cluster_set(args, state_dir: Path | None, name: str | None) -> int:
             indices = [int(part) for part in args.node.split(",")]
         except ValueError:
             raise UsageError(f"--node {args.node!r}: expected an index, a comma list or 'all'") from None
+    # every index checked before the first link changes: a bad one later in the list changes nothing
+    missing = [index for index in indices if index not in {node["index"] for node in nodes}]
+    if missing:
+        raise UsageError(
+            f"--node {args.node}: the emulated cluster {status['name']} has no node {missing[0]} "
+            f"(nodes 0..{len(nodes) - 1}); nothing was changed"
+        )
+    indices = list(dict.fromkeys(indices))  # --node 1,1 changes node 1 once
     down = True if args.down else False if args.up else None
     for index in indices:
         current = next((node for node in nodes if node["index"] == index), None)

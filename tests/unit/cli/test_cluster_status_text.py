@@ -37,3 +37,19 @@ def test_cluster_set_without_netem_says_the_delay_is_not_emulated(monkeypatch, c
     out = capsys.readouterr().out
     assert "node 0: rate 1gbit (delay 1000us, loss 0.5% asked, not emulated: no netem)" in out
     assert ", delay 1000us" not in out
+
+
+def test_cluster_set_checks_every_node_before_it_changes_one(monkeypatch, capsys) -> None:
+    """--node 0,5 on a cluster of one node changed node 0, then stopped at node 5."""
+    from stash_core.cli.main import main
+    from stash_core.launch import cluster
+
+    changed: list[int] = []
+    monkeypatch.setattr(cluster, "cluster_status", lambda state_dir=None, name=None: status(netem=True))
+    monkeypatch.setattr(cluster, "set_link", lambda index, **kw: (changed.append(index), SHAPED)[1])
+    assert main(["cluster", "set", "--node", "0,5", "--bandwidth", "200mbit"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert changed == [] and err.count("\n") == 0
+    assert "has no node 5 (nodes 0..0); nothing was changed" in err
+    assert main(["cluster", "set", "--node", "0,0", "--bandwidth", "200mbit"]) == 0
+    assert changed == [0]  # once
