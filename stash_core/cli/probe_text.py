@@ -63,6 +63,11 @@ def format_probe(probe: dict) -> str:
                 f"  p2p {row.get('scope', ''):<11} bandwidth {format_rate(row.get('algbw_gbps'))} "
                 f"({format_size(row['size_bytes'])} one-way in {format_time(row['time_s'])})"
             )
+    for skipped in probe.get("skipped_p2p") or []:
+        lines.append(
+            f"  p2p {skipped.get('scope', ''):<11} {format_size(skipped['size_bytes'])} skipped: would "
+            "exceed the time limit of one call"
+        )
     fit = probe_alpha_beta(probe)
     if fit:
         alpha_s, beta = fit
@@ -127,8 +132,9 @@ def _overlap_cells(reading: dict) -> tuple[str, str]:
 
 
 def core_sharing_note(doc: dict) -> str | None:
-    """On the CPU, when the workers' threads take every core of the machine: the interconnect stall then also
-    holds the workers' (and gloo's) competition for the cores, beside what the probe's all-reduce alone took."""
+    """On the CPU, when the workers' threads take every core of the machine: the interconnect stall then
+    also holds the workers' (and gloo's) competition for the cores, beside what the probe's all-reduce alone
+    took."""
     spec, fingerprint = doc.get("spec") or {}, doc.get("fingerprint") or {}
     breakdown = doc.get("breakdown") or {}
     workers, threads = int(spec.get("workers_per_node") or 1), int(spec.get("threads_per_worker") or 1)
@@ -139,8 +145,9 @@ def core_sharing_note(doc: dict) -> str | None:
     if stall is None:
         return None
     allreduce = ((breakdown.get("communication") or {}).get("interconnect") or {}).get("allreduce_s")
-    probe = f"; the probe's all-reduce of the gradients alone took {format_time(allreduce)}" if allreduce else ""
+    alone = f"; the probe's all-reduce of the gradients alone took {format_time(allreduce)}"
+    probe = alone if allreduce else ""
     return (
-        f"note: the {workers} workers x {threads} thread(s) share this machine's {cores} cores: the interconnect "
-        f"stall ({format_time(stall)}) also holds their competition for the cores{probe}"
+        f"note: the {workers} workers x {threads} thread(s) share this machine's {cores} cores: the "
+        f"interconnect stall ({format_time(stall)}) also holds their competition for the cores{probe}"
     )

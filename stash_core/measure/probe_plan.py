@@ -16,6 +16,10 @@ PROFILE_PROBE_SIZES_BYTES = (4 * KIB, 64 * KIB, 1 * MIB, 4 * MIB)
 P2P_LATENCY_BYTES = 8
 PROFILE_P2P_BANDWIDTH_BYTES = 1 * MIB
 PROBE_P2P_BANDWIDTH_BYTES = 16 * MIB
+# Sent ahead of a larger point-to-point message when one call has a time limit, to predict its time: small
+# enough to pass in seconds on the slowest link an emulated cluster takes (8 kbit/s), large enough to be
+# more than its latency on a slow one.
+P2P_ESTIMATE_BYTES = 4 * KIB
 # Time spent on one size, beyond its first (warm-up and estimate) repetition.
 DEFAULT_BUDGET_S_PER_SIZE = 0.3
 DEFAULT_MAX_REPETITIONS = 20
@@ -36,8 +40,9 @@ def probe_settings(
     max_repetitions: int = DEFAULT_MAX_REPETITIONS,
     max_op_s: float | None = None,
 ) -> ProbeSettings:
-    """The `probe` part of a worker job. max_op_s: skip sizes whose first all-reduce is predicted to take
-    longer than this (so a slow link cannot run into the process-group timeout)."""
+    """The `probe` part of a worker job. max_op_s: skip all-reduce sizes and point-to-point messages whose
+    one call is predicted to take longer than this (so a slow link cannot run into the process-group
+    timeout)."""
     return {
         "sizes_bytes": sorted({int(size) for size in sizes_bytes}),
         "p2p_sizes_bytes": [P2P_LATENCY_BYTES, int(p2p_bandwidth_bytes)],
@@ -46,6 +51,19 @@ def probe_settings(
         "max_repetitions": int(max_repetitions),
         "max_op_s": max_op_s,
     }
+
+
+def predicted_one_way_s(
+    size_bytes: int, estimate: tuple[int, float], latency: tuple[int, float] | None = None
+) -> float:
+    """The one-way time of a point-to-point message of size_bytes, from that of a smaller one (estimate: its
+    bytes and seconds) and of the latency message before it: the time per byte between the two, added to the
+    estimate's time. Without a latency message, all of the estimate's time counts as time per byte (which
+    can only overstate the prediction)."""
+    estimate_bytes, estimate_s = estimate
+    latency_bytes, latency_s = latency if latency is not None else (0, 0.0)
+    per_byte_s = max(estimate_s - latency_s, 0.0) / max(estimate_bytes - latency_bytes, 1)
+    return estimate_s + per_byte_s * max(size_bytes - estimate_bytes, 0)
 
 
 def probe_sizes(min_size_bytes: int, max_size_bytes: int) -> list[int]:

@@ -20,7 +20,12 @@ import torch.distributed as dist
 
 from stash_core.analysis.comm import algbw_gbps, busbw_gbps, ddp_bucket_sizes
 from stash_core.measure import protocol
-from stash_core.measure.probe_plan import FLOAT_BYTES, repetitions_for
+from stash_core.measure.probe_plan import (
+    FLOAT_BYTES,
+    P2P_ESTIMATE_BYTES,
+    predicted_one_way_s,
+    repetitions_for,
+)
 from stash_core.measure.worker_job import read_worker_job
 
 
@@ -117,48 +122,94 @@ def _peers(device: torch.device) -> dict[str, int]:
     return peers
 
 
-def measure_p2p(peer: int, sizes_bytes: list[int], device: torch.device, settings: dict) -> list[dict]:
-    """Ping-pong between rank 0 and peer; one-way time = round trip / 2. Other ranks just wait."""
+def measure_p2p(
+    peer: int, sizes_bytes: list[int], device: torch.device, settings: dict
+) -> tuple[list[dict], list[int]]:
+    """Ping-pong between rank 0 and peer; one-way time = round trip / 2. Other ranks just wait. With a time
+    limit per call (max_op_s), a message larger than P2P_ESTIMATE_BYTES is skipped (and returned) when its
+    time, predicted from a ping-pong of that size, would pass the limit."""
     rank = dist.get_rank()
-    rows = []
+    max_op_s = settings.get("max_op_s")
+    rows, skipped = [], []
     for size in sizes_bytes:
         numel = max(1, size // FLOAT_BYTES) if size >= FLOAT_BYTES else 1
-        buffer = torch.zeros(numel, dtype=torch.float32, device=device)
-        count = torch.zeros(1, dtype=torch.int64, device=device)
-        if rank == 0:
-
-            def ping(message: torch.Tensor = buffer) -> None:
-                dist.send(message, peer)
-                dist.recv(message, peer)
-
-            first_s = _timed(ping, device)
-            count[0] = repetitions_for(first_s, settings["budget_s_per_size"], settings["max_repetitions"])
-            dist.send(count, peer)
-            times = [_timed(ping, device) for _ in range(int(count.item()))]
-            one_way_s = sum(times) / len(times) / 2
-            rows.append(
-                {
-                    "size_bytes": numel * FLOAT_BYTES,
-                    "repetitions": len(times),
-                    "time_s": one_way_s,
-                    "time_min_s": min(times) / 2,
-                    "algbw_gbps": algbw_gbps(numel * FLOAT_BYTES, one_way_s),
-                    "busbw_gbps": algbw_gbps(numel * FLOAT_BYTES, one_way_s),
-                    "peer_rank": peer,
-                }
-            )
-        elif rank == peer:
-
-            def pong(message: torch.Tensor = buffer) -> None:
-                dist.recv(message, 0)
-                dist.send(message, 0)
-
-            pong()
-            dist.recv(count, 0)
-            for _ in range(int(count.item())):
-                pong()
+        if max_op_s and size > P2P_ESTIMATE_BYTES and rank in (0, peer):
+            # both ends know (same settings) that this message is announced, and whether it is sent
+            go = _p2p_fits(peer, numel * FLOAT_BYTES, rows[-1] if rows else None, max_op_s, device)
+            if not go:
+                skipped.append(numel * FLOAT_BYTES)
+        else:
+            go = True
+        if go and rank in (0, peer):
+            row = _ping_pong(peer, numel, device, settings)
+            if row is not None:
+                rows.append(row)
         dist.barrier()
-    return rows
+    return rows, skipped
+
+
+def _p2p_fits(
+    peer: int, size_bytes: int, latency: dict | None, max_op_s: float, device: torch.device
+) -> bool:
+    """Whether a message of size_bytes between rank 0 and peer is predicted to pass within max_op_s one way:
+    rank 0 times two ping-pongs of P2P_ESTIMATE_BYTES and tells peer what it decided."""
+    estimate = torch.zeros(P2P_ESTIMATE_BYTES // FLOAT_BYTES, dtype=torch.float32, device=device)
+    decision = torch.zeros(1, dtype=torch.int64, device=device)
+    if dist.get_rank() == 0:
+
+        def ping() -> None:
+            dist.send(estimate, peer)
+            dist.recv(estimate, peer)
+
+        estimate_s = min(_timed(ping, device) for _ in range(2)) / 2
+        smaller = latency is not None and latency["size_bytes"] < P2P_ESTIMATE_BYTES
+        known = (latency["size_bytes"], latency["time_min_s"]) if smaller else None
+        predicted_s = predicted_one_way_s(size_bytes, (P2P_ESTIMATE_BYTES, estimate_s), known)
+        decision[0] = 1 if predicted_s <= max_op_s else 0
+        dist.send(decision, peer)
+    else:
+        for _ in range(2):
+            dist.recv(estimate, 0)
+            dist.send(estimate, 0)
+        dist.recv(decision, 0)
+    return bool(decision.item())
+
+
+def _ping_pong(peer: int, numel: int, device: torch.device, settings: dict) -> dict | None:
+    """One message size between rank 0 and peer: a warm-up round trip, then as many as fit the budget. Rank 0
+    returns the row, peer None."""
+    buffer = torch.zeros(numel, dtype=torch.float32, device=device)
+    count = torch.zeros(1, dtype=torch.int64, device=device)
+    if dist.get_rank() != 0:
+
+        def pong(message: torch.Tensor = buffer) -> None:
+            dist.recv(message, 0)
+            dist.send(message, 0)
+
+        pong()
+        dist.recv(count, 0)
+        for _ in range(int(count.item())):
+            pong()
+        return None
+
+    def ping(message: torch.Tensor = buffer) -> None:
+        dist.send(message, peer)
+        dist.recv(message, peer)
+
+    first_s = _timed(ping, device)
+    count[0] = repetitions_for(first_s, settings["budget_s_per_size"], settings["max_repetitions"])
+    dist.send(count, peer)
+    times = [_timed(ping, device) for _ in range(int(count.item()))]
+    one_way_s = sum(times) / len(times) / 2
+    return {
+        "size_bytes": numel * FLOAT_BYTES,
+        "repetitions": len(times),
+        "time_s": one_way_s,
+        "time_min_s": min(times) / 2,
+        "algbw_gbps": algbw_gbps(numel * FLOAT_BYTES, one_way_s),
+        "busbw_gbps": algbw_gbps(numel * FLOAT_BYTES, one_way_s),
+        "peer_rank": peer,
+    }
 
 
 def run_probe_suite(settings: dict, device: torch.device) -> dict:
@@ -169,10 +220,11 @@ def run_probe_suite(settings: dict, device: torch.device) -> dict:
     gradient = None
     if settings.get("grad_bytes"):
         gradient = measure_gradient_allreduce(int(settings["grad_bytes"]), device, settings)
-    p2p = []
+    p2p, skipped_p2p = [], []
     for scope, peer in sorted(_peers(device).items()):
-        for row in measure_p2p(peer, settings["p2p_sizes_bytes"], device, settings):
-            p2p.append({**row, "scope": scope})
+        rows, too_slow = measure_p2p(peer, settings["p2p_sizes_bytes"], device, settings)
+        p2p += [{**row, "scope": scope} for row in rows]
+        skipped_p2p += [{"scope": scope, "size_bytes": size} for size in too_slow]
     per_node = int(os.environ.get("LOCAL_WORLD_SIZE", world))
     return {
         "started_at": started_at,
@@ -186,6 +238,7 @@ def run_probe_suite(settings: dict, device: torch.device) -> dict:
         "skipped_sizes_bytes": skipped,
         "gradient_allreduce": gradient,
         "p2p": p2p,
+        "skipped_p2p": skipped_p2p,
     }
 
 

@@ -93,7 +93,9 @@ Each probe set: `probe_id`, `run_id`, `phase`, `instance`, `link_gbps`, `started
 `device`, `world_size`, `nodes`, `workers_per_node`, `allreduce` (list of `size_bytes`, `repetitions`,
 `time_s`, `time_min_s`, `algbw_gbps`, `busbw_gbps`), `skipped_sizes_bytes` (sizes left out because one call
 would have taken longer than a third of the communication timeout), `gradient_allreduce` (same fields plus
-`buckets`, or null), `p2p` (list with `scope`, `peer_rank` and the same fields). `stash probe --out FILE`
+`buckets`, or null), `p2p` (list with `scope`, `peer_rank` and the same fields), `skipped_p2p` (list of
+`scope` and `size_bytes`: point-to-point messages left out by the same rule, their time predicted from a
+ping-pong of 4 KiB). `stash probe --out FILE`
 writes one probe set as its own document with `"kind": "{PROBE_KIND}"`, `schema_version` {SCHEMA_VERSION}
 and `probe_id`; `stash ingest` takes such files too.
 
