@@ -51,14 +51,26 @@ def check_name(name: object) -> str:
     return name
 
 
+# The private ranges of RFC 1918: ipaddress's is_private also counts loopback (127/8), "this network"
+# (0/8), link-local and reserved ranges, where a cluster either fails to come up or takes addresses no
+# machine should route.
+PRIVATE_RANGES = tuple(
+    ipaddress.IPv4Network(text) for text in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16")
+)
+
+
 def parse_subnet(text: object) -> str:
-    """An IPv4 /24 ("10.213.7.0/24", or "10.213.7.0") as "A.B.C.0/24"; UsageError otherwise."""
+    """A private IPv4 /24 ("10.213.7.0/24", or "10.213.7.0") as "A.B.C.0/24"; UsageError otherwise."""
     try:
         network = ipaddress.IPv4Network(str(text) if "/" in str(text) else f"{text}/24")
     except ValueError:
         network = None
-    if network is None or network.prefixlen != 24 or not network.is_private:
-        raise UsageError(f"invalid subnet {text!r}: expected a private IPv4 /24 such as 10.213.7.0/24")
+    private = network is not None and any(network.subnet_of(allowed) for allowed in PRIVATE_RANGES)
+    if network is None or network.prefixlen != 24 or not private:
+        raise UsageError(
+            f"invalid subnet {text!r}: expected a private IPv4 /24 (in 10.0.0.0/8, 172.16.0.0/12 or "
+            "192.168.0.0/16) such as 10.213.7.0/24"
+        )
     return str(network)
 
 

@@ -379,6 +379,16 @@ CASES: list[tuple[str, list[str], str]] = [
         "holds a space",
     ),
     ("cluster-state-dir-percent", ["cluster", "up", "--nodes", "1", "--state-dir", "{tmp}/a%h"], "holds '%'"),
+    (
+        "cluster-subnet-loopback",
+        ["cluster", "up", "--nodes", "1", "--subnet", "127.1.2.0/24"],
+        "invalid subnet",
+    ),
+    (
+        "cluster-subnet-reserved",
+        ["cluster", "up", "--nodes", "1", "--subnet", "240.0.0.0/24"],
+        "invalid subnet",
+    ),
     ("cluster-set-node-text", ["cluster", "set", "--node", "x"], "--node"),
     ("cluster-set-node-far", ["cluster", "set", "--node", "999"], "--node"),
     ("cluster-set-rate-zero", ["cluster", "set", "--bandwidth", "0mbit"], "--bandwidth"),

@@ -90,6 +90,7 @@ def test_bad_names_are_refused(name):
         ("10.213.9.0/24", "10.213.9.0/24"),
         ("10.213.9.0", "10.213.9.0/24"),
         ("192.168.77.0/24", "192.168.77.0/24"),
+        ("172.31.5.0/24", "172.31.5.0/24"),
     ],
 )
 def test_subnets(text, subnet):
@@ -99,6 +100,17 @@ def test_subnets(text, subnet):
 @pytest.mark.parametrize("text", ["10.213.9.0/16", "10.213.9.5/24", "8.8.8.0/24", "nonsense", "::1/120", ""])
 def test_bad_subnets_are_refused(text):
     with pytest.raises(UsageError, match="invalid subnet"):
+        parse_subnet(text)
+
+
+@pytest.mark.parametrize(
+    "text", ["127.1.2.0/24", "0.0.0.0/24", "240.0.0.0/24", "169.254.3.0/24", "192.0.2.0/24", "172.32.0.0/24"]
+)
+def test_only_the_private_ranges_of_rfc_1918_are_taken(text):
+    """Loopback (127.1.2.0/24 failed with sshd's "Server listening on ..." as its error), "this network",
+    reserved, link-local and documentation ranges count as private to ipaddress: 0.0.0.0/24 and
+    240.0.0.0/24 came up."""
+    with pytest.raises(UsageError, match=r"expected a private IPv4 /24 \(in 10.0.0.0/8, 172.16.0.0/12 or"):
         parse_subnet(text)
 
 
