@@ -215,6 +215,12 @@ def _cluster_set(args, state_dir: Path | None, name: str | None) -> int:
     status = cluster.cluster_status(state_dir, name)
     nodes = status["nodes"]
     if not nodes:
+        from stash_core.launch.cluster.gone import no_state_message
+
+        where = Path(status["state_dir"])
+        missing = no_state_message(status["name"], where, "--state-dir", state_dir is not None)
+        if missing:  # a wrong folder is not a cluster that is not up
+            raise UsageError(missing)
         option = "" if status["name"] == "default" else f" --name {status['name']}"
         raise UsageError(
             f"no emulated cluster {status['name']} is up (sudo stash cluster up{option} --nodes N)"

@@ -16,7 +16,7 @@ from pathlib import Path
 from stash_core import PACKAGE_PARENT
 from stash_core.errors import MeasurementError, UsageError
 from stash_core.launch import cluster
-from stash_core.launch.cluster.gone import gone_reason, require_present
+from stash_core.launch.cluster.gone import gone_reason, no_state_message, require_present
 from stash_core.launch.cluster.names import DEFAULT_NAME, check_name, cluster_option, state_dir_for
 from stash_core.launch.cluster.state import resolve
 from stash_core.launch.ssh import SshTarget, parse_target, remote_check, validate_user
@@ -153,9 +153,14 @@ def hosts_from_cluster(
     """RemoteHosts for the first `nodes` nodes of emulated cluster `name` (this python, this checkout).
 
     The cluster is the one state_dir records, else `name`'s own (None: "default"). UsageError with
-    the one line "the emulated cluster NAME is gone (...)" when it has no state or lost its namespaces.
+    the one line "the emulated cluster NAME is gone (...)" when it has no state or lost its namespaces;
+    one that names the folder when it holds no state while a cluster NAME exists (its state elsewhere).
     """
+    given = state_dir is not None
     name, state_dir = resolve(name, state_dir)
+    missing = no_state_message(name, state_dir, "--cluster-state", given)
+    if missing:  # a wrong folder is not a cluster gone
+        raise UsageError(missing)
     require_present(name, state_dir)
     targets = cluster.cluster_hosts(state_dir, name)
     if nodes > len(targets):

@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from stash_core.errors import UsageError
+from stash_core.errors import MeasurementError, UsageError
 from stash_core.launch.cluster import net
 from stash_core.launch.cluster.names import Layout, gone_message
 from stash_core.launch.cluster.state import load_state
@@ -40,6 +40,31 @@ def require_present(name: str, state_dir: Path) -> None:
     """UsageError with the one line of gone_message when the cluster is gone."""
     if is_gone(state_dir):
         raise UsageError(gone_message(name))
+
+
+def no_state_message(name: str, state_dir: Path, flag: str, given: bool) -> str | None:
+    """The one line for a state folder that holds no cluster's state while a cluster `name` exists (with its
+    state elsewhere): never "gone" or "not up" for a cluster that exists. None when the folder holds a state,
+    or when no cluster of that name exists (gone_message and "not up" are then true). `flag` is the option
+    that names a state folder in this command; `given`: whether the user gave state_dir with it (else it is
+    the cluster's own folder)."""
+    if load_state(state_dir) is not None:
+        return None
+    try:
+        up = bool(net.live_namespaces(Layout(name)))
+        owner = net.hub_owner(Layout(name)) if up else None
+    except (OSError, MeasurementError):  # no `ip` here: no cluster either
+        return None
+    if not up:
+        return None
+    elsewhere = Path(owner) if owner and owner.startswith("/") and Path(owner) != state_dir else None
+    where = f"its state is in {elsewhere}" if elsewhere else "its state is elsewhere"
+    if given:
+        return (
+            f"{flag} {state_dir} holds no emulated cluster (no state.json there); the emulated cluster "
+            f"{name} exists and {where}"
+        )
+    return f"the emulated cluster {name} exists but {where}, not in {state_dir}: give that folder with {flag}"
 
 
 def remember(targets: list[SshTarget], name: str, state_dir: Path) -> None:

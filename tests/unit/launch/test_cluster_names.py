@@ -170,6 +170,51 @@ def test_without_state_a_profile_hears_the_cluster_is_gone(tmp_path):
         hosts_from_cluster(2, name="nosuchclu")
 
 
+@pytest.fixture
+def bench_up_elsewhere(tmp_path, monkeypatch) -> Path:
+    """A cluster bench that exists, its state in a folder of its own (what its hub records)."""
+    real = tmp_path / "real"
+    real.mkdir()
+    state = cluster_state.new_state(real, None, Layout("bench", "10.213.3.0/24"))
+    state["nodes"].append(
+        cluster_state.new_node(0, {"rate_bps": None, "latency_us": 0, "loss_pct": 0.0}, None)
+    )
+    cluster_state.save_state(real, state)
+    monkeypatch.setattr(cluster_net, "all_namespaces", lambda: ["stash-bench-hub", "stash-bench-n0"])
+    monkeypatch.setattr(cluster_net, "hub_owner", lambda layout: str(real))
+    return real
+
+
+def test_a_wrong_state_folder_is_said_not_a_cluster_gone(bench_up_elsewhere, tmp_path):
+    """--cluster-state /run/nonexistent --cluster-name bench said "the emulated cluster bench is gone" while
+    it was up; the folder is named, and where the cluster keeps its state."""
+    with pytest.raises(UsageError) as raised:
+        hosts_from_cluster(1, tmp_path / "nothere", name="bench")
+    assert str(raised.value) == (
+        f"--cluster-state {tmp_path / 'nothere'} holds no emulated cluster (no state.json there); the "
+        f"emulated cluster bench exists and its state is in {bench_up_elsewhere}"
+    )
+    # its own folder (no --cluster-state) holds nothing either: where its state is
+    with pytest.raises(
+        UsageError, match=f"^the emulated cluster bench exists but its state is in {bench_up_elsewhere}"
+    ):
+        hosts_from_cluster(1, name="bench")
+    # no cluster of that name at all: gone (or never up), as before
+    assert cluster_gone.no_state_message("other", tmp_path / "nothere", "--cluster-state", True) is None
+    assert cluster_gone.no_state_message("bench", bench_up_elsewhere, "--cluster-state", True) is None
+
+
+def test_cluster_set_with_a_wrong_state_folder_names_it(bench_up_elsewhere, tmp_path, capsys):
+    from stash_core.cli.main import main
+
+    assert main(["cluster", "set", "--name", "bench", "--state-dir", str(tmp_path / "nothere")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (
+        f"stash: --state-dir {tmp_path / 'nothere'} holds no emulated cluster (no state.json there); the "
+        f"emulated cluster bench exists and its state is in {bench_up_elsewhere}"
+    )
+
+
 def test_state_without_namespaces_is_gone(tmp_path, monkeypatch):
     state = cluster_state.new_state(tmp_path, None, Layout("bench", "10.213.3.0/24"))
     state["nodes"].append(
