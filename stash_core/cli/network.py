@@ -298,7 +298,10 @@ def format_cluster_status(status: dict) -> str:
     if status.get("gone"):
         option = "" if name == "default" else f" --name {name}"
         lines.append(f"its namespaces are gone: stash cluster down{option}, then up again")
-    lines.append(f"ssh: ssh -F {status['ssh_config']} {status['nodes'][0]['namespace']}")
+    if status.get("ssh_config"):
+        lines.append(f"ssh: ssh -F {status['ssh_config']} {status['nodes'][0]['namespace']}")
+    else:  # written last by the setup: one cut short has none
+        lines.append("ssh: no client config (its setup did not finish): nodes cannot be reached by ssh")
     return "\n".join(lines) + other_text
 
 

@@ -53,3 +53,11 @@ def test_cluster_set_checks_every_node_before_it_changes_one(monkeypatch, capsys
     assert "has no node 5 (nodes 0..0); nothing was changed" in err
     assert main(["cluster", "set", "--node", "0,0", "--bandwidth", "200mbit"]) == 0
     assert changed == [0]  # once
+
+
+def test_a_half_built_cluster_has_no_ssh_command_to_show() -> None:
+    """The client config is written last: a setup cut short printed `ssh -F None stash-n0`."""
+    half = {**status(netem=True), "up": False, "ssh_config": None}
+    text = format_cluster_status(half)
+    assert "-F None" not in text and "ssh: no client config (its setup did not finish)" in text
+    assert "ssh: ssh -F /run/x/ssh_config stash-n0" in format_cluster_status(status(netem=True))
