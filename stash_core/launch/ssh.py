@@ -34,6 +34,8 @@ _SSH_FAILED = 255
 _SHELL_COMMAND_NOT_FOUND = 127
 # bash names a missing program "command not found", or, given a path, "No such file or directory".
 _NOT_FOUND_RE = re.compile(r"([^\s:]+): (?:(?:command )?not found|No such file or directory)")
+# ssh refusing its configuration: "FILE: terminating, 3 bad configuration options" after a line per option
+_BAD_CONFIG_RE = re.compile(r"^(.*): terminating, \d+ bad configuration options?$", re.MULTILINE)
 
 
 class HostUnreachableError(UsageError):
@@ -210,6 +212,15 @@ def raise_for_ssh_failure(target: SshTarget, returncode: int, stderr: str, comma
     if returncode == _SSH_FAILED:
         reason = last_line(stderr)
         lowered = stderr.lower()
+        bad_config = _BAD_CONFIG_RE.search(stderr)
+        if bad_config:  # ssh read no host at all: the file is not a config it takes
+            path = bad_config.group(1)
+            first = next(line.strip() for line in stderr.splitlines() if line.strip())
+            first = first.removeprefix(path).lstrip(": ")  # "FILE: line 1: Bad ..." or "FILE line 1: ..."
+            raise UsageError(
+                f"the ssh config file {path} is not one ssh can use ({first[:120]}); "
+                f"ssh did not try host {target.host}"
+            )
         if "permission denied" in lowered or "too many authentication failures" in lowered:
             raise AuthRefusedError(f"authentication refused by host {target.host}: {reason}")
         if "host key verification failed" in lowered or "host identification has changed" in lowered:

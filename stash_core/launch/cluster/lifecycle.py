@@ -157,7 +157,10 @@ def cluster_up(
         layout = Layout(name, subnet or _free_subnet(name))
         net.check_subnet_free(layout)
         made_state_dir = not state_dir.is_dir()  # a folder the user made is left in place by down
-        state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        try:
+            state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        except OSError as error:  # a read-only file system, a folder of another user
+            raise UsageError(f"{label}: cannot make the folder ({error.strerror or error})") from None
         state = new_state(state_dir, cpu_sets, layout, made_state_dir)
         save_state(state_dir, state)
         try:

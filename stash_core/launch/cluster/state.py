@@ -26,6 +26,7 @@ from stash_core.launch.cluster.names import (
     name_of_state_dir,
     state_dir_for,
 )
+from stash_core.userfiles import nearest_existing
 
 STATE_FILE = "state.json"
 STATE_VERSION = 1
@@ -147,9 +148,14 @@ def refuse_foreign_files(state_dir: Path, label: str | None = None) -> None:
     """UsageError when `state_dir` is not a folder cluster_up may fill: a file, or a folder that already holds
     a file of the names it writes (a user's ~/.ssh: its key would be overwritten, then removed by down).
     `label` names the folder in the message (default: --state-dir and its path)."""
+    given = label is None or label.startswith("--")
     label = label or f"--state-dir {state_dir}"
+    instead = "give a folder" if given else "remove it, or give the cluster another folder with --state-dir"
     if state_dir.exists() and not state_dir.is_dir():
-        raise UsageError(f"{label} is a file; give a folder (new, or without SSH files)")
+        raise UsageError(f"{label} is a file; {instead}" + (" (new, or without SSH files)" if given else ""))
+    above = nearest_existing(state_dir)
+    if not above.is_dir():  # a file on the way: the folder could never be made
+        raise UsageError(f"{label}: {above} is a file, not a folder; {instead}")
     if not state_dir.is_dir():
         return
     present = [name for name in _STATE_FILES if (state_dir / name).exists()]

@@ -389,6 +389,12 @@ CASES: list[tuple[str, list[str], str]] = [
         ["cluster", "up", "--nodes", "1", "--subnet", "240.0.0.0/24"],
         "invalid subnet",
     ),
+    # below a file: "stash: Not a directory", exit 1, from the folder's making
+    (
+        "cluster-state-dir-below-a-file",
+        ["cluster", "up", "--name", "fixcbad", "--nodes", "1", "--state-dir", "{plain}/sub"],
+        "is a file, not a folder",
+    ),
     ("cluster-set-node-text", ["cluster", "set", "--node", "x"], "--node"),
     ("cluster-set-node-far", ["cluster", "set", "--node", "999"], "--node"),
     ("cluster-set-rate-zero", ["cluster", "set", "--bandwidth", "0mbit"], "--bandwidth"),

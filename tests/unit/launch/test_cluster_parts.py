@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 from pathlib import Path
@@ -120,6 +121,34 @@ def test_a_state_folder_the_user_made_before_the_cluster_stays(tmp_path):
     cluster_state.save_state(made, cluster_state.new_state(made, None, made_state_dir=True))
     cluster_state.remove_state_files(made)
     assert not made.exists()
+
+
+def test_a_state_folder_below_a_file_is_refused_before_it_is_made(tmp_path):
+    (tmp_path / "a-file").write_text("x")
+    with pytest.raises(
+        UsageError, match=f"^--state-dir {tmp_path}/a-file/sub: {tmp_path}/a-file is a file, not"
+    ):
+        cluster_state.refuse_foreign_files(tmp_path / "a-file" / "sub")
+
+
+def test_the_clusters_own_state_folder_is_not_called_an_option(tmp_path, monkeypatch):
+    """Without --state-dir, a file where the cluster's own folder goes was called "--state-dir PATH"."""
+    from stash_core.launch.cluster import lifecycle
+
+    own = tmp_path / "stash-cluster-fixcown"
+    own.write_text("x")
+    monkeypatch.setattr(lifecycle, "state_dir_for", lambda name: own)
+    monkeypatch.setattr(lifecycle, "cluster_support_problem", lambda: None)
+    monkeypatch.setattr(lifecycle, "_machine_lock", contextlib.nullcontext)
+    monkeypatch.setattr(lifecycle.net, "live_namespaces", lambda layout: [])
+    monkeypatch.setattr(lifecycle.net, "root_links", lambda layout: [])
+    with pytest.raises(UsageError) as raised:
+        lifecycle.cluster_up(1, name="fixcown")
+    assert str(raised.value) == (
+        f"the state folder {own} of the emulated cluster fixcown is a file; remove it, or give the cluster "
+        "another folder with --state-dir"
+    )
+    assert own.read_text() == "x"
 
 
 def test_qdiscs_with_netem_put_the_rate_below_the_delay():
