@@ -311,6 +311,7 @@ def format_cluster_status(status: dict) -> str:
 def cmd_probe(args) -> int:
     from stash_core.cli.probe_text import format_probe
     from stash_core.engine.probes import run_probe_command
+    from stash_core.measure.probe_plan import FLOAT_BYTES, P2P_LATENCY_BYTES
     from stash_core.pathargs import default_db
     from stash_core.store.ingest import ingest_probe
 
@@ -323,6 +324,12 @@ def cmd_probe(args) -> int:
     if min_size > max_size:
         raise UsageError("--min-size is larger than --max-size")
     gradient_bytes = parse_size_bytes(args.gradient_size, "--gradient-size") if args.gradient_size else None
+    p2p_bytes = parse_size_bytes(args.p2p_size, "--p2p-size")
+    if p2p_bytes // FLOAT_BYTES * FLOAT_BYTES <= P2P_LATENCY_BYTES:  # as sent: whole float32 values
+        raise UsageError(
+            f"--p2p-size {args.p2p_size}: the bandwidth message must be larger than the "
+            f"{P2P_LATENCY_BYTES} B latency message (at least {P2P_LATENCY_BYTES + FLOAT_BYTES} B)"
+        )
     db_path = args.db or default_db()
     # Where the probe goes is checked before it measures (as for `stash profile`).
     if args.out is not None and args.out.is_dir():
@@ -346,7 +353,7 @@ def cmd_probe(args) -> int:
         device=args.device,
         min_size_bytes=min_size,
         max_size_bytes=max_size,
-        p2p_size_bytes=parse_size_bytes(args.p2p_size, "--p2p-size"),
+        p2p_size_bytes=p2p_bytes,
         gradient_bytes=gradient_bytes,
         budget_s=args.budget,
         threads_per_worker=args.threads_per_worker,
