@@ -34,11 +34,12 @@ class DefaultsFormatter(argparse.HelpFormatter):
         if not action.help and _shows_default(action):
             action = copy.copy(action)
             action.help = f"default: {_default_text(action)}"
+            action.default_said = True  # by the help itself: _get_help_string adds nothing
         return super()._format_action(action)
 
     def _get_help_string(self, action: argparse.Action) -> str:
         text = action.help or ""
-        if "%(default)" in text or not _shows_default(action):
+        if "%(default)" in text or getattr(action, "default_said", False) or not _shows_default(action):
             return text
         return f"{text} (default: {_default_text(action)})"
 

@@ -13,8 +13,8 @@ arguments, output and exit status. Two costs of every launch of every profile ar
   user's script, whose exit handlers a forked process would not run), as `-m module`, as torchrun does it.
 - Listening: a launch on this machine alone (`--standalone`) would have its rendezvous stores (torch's
   TCPStore binds every interface) and its workers' gloo and NCCL sockets (on the address the host name
-  resolves to) reachable from other machines. They listen on loopback only (loopback_only): nothing a
-  single-machine profile starts can be reached from beyond this machine.
+  resolves to) reachable from other machines. They listen on loopback only (loopback_only), and the workers
+  are told that address (`--local-addr`).
 - Teardown: an interpreter that imported torch spends about 0.6 s tearing itself down after torchrun's main()
   has returned (its workers gone, its rendezvous store closed). So once main() returns, the output is flushed
   and the process exits at once, as the workers do (measure/protocol.end_reported). A failure (an exception,
@@ -92,6 +92,10 @@ def main() -> None:
 
     sys.argv[1:] = torchrun_args(sys.argv[1:])
     if "--standalone" in sys.argv[1:]:
+        if not any(arg.split("=")[0] in ("--local-addr", "--local_addr") for arg in sys.argv[1:]):
+            # the workers are told this address for the stores, which listen on loopback alone (else the
+            # host name's address, which need not be loopback)
+            sys.argv[1:1] = ["--local-addr", LOOPBACK]
         loopback_only()
     try:
         torchrun_main()

@@ -119,7 +119,12 @@ def replan(running: list[Worker], offers: list[InstanceOffer], workload: Workloa
             result.candidates.append(plan)
             if plan.meets_budget and (result.best is None or plan.cost_usd < result.best.cost_usd):
                 result.best = plan
-    if result.best is None and all(plan.outside_loss_model for plan in result.candidates):
+    if result.best is None and not result.candidates and upper < max(1, len(running)):
+        result.infeasible_reason = (
+            f"the parameter server saturates before {max(1, len(running))} worker(s) (a1, b1 give P >= 1): "
+            "no cluster was evaluated"
+        )
+    elif result.best is None and result.candidates and all(p.outside_loss_model for p in result.candidates):
         result.infeasible_reason = OUTSIDE_LOSS_MODEL
     elif result.best is None:
         result.infeasible_reason = (

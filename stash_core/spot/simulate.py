@@ -151,8 +151,8 @@ def _next_revocation(
         for row, (time_s, instance) in enumerate(trace):
             if row in replayed:
                 continue
-            if instance in names:
-                replayed.update(passed, (row,))
+            if instance in names:  # rows at its own time still revoke at once after a re-plan (docstring)
+                replayed.update((r for r in passed if trace[r][0] < time_s), (row,))
                 return max(time_s - t, 0.0), names.index(instance)
             passed.append(row)
         replayed.update(row for row in passed if trace[row][0] <= t)

@@ -52,3 +52,15 @@ def test_stash_help_lists_every_command_on_a_line_with_its_description(
         if len(words) == 1:
             line_of_it = rf"{re.escape(words[0])}\s+{re.escape(help_text)}"
             assert any(re.fullmatch(line_of_it, line) for line in lines), words[0]
+
+
+@pytest.mark.parametrize("default", [[8, 32], 30.0, "auto"])
+def test_an_option_without_help_says_its_default_once(default) -> None:
+    from stash_core.cli.main import DefaultsFormatter
+
+    parser = argparse.ArgumentParser(formatter_class=DefaultsFormatter)
+    parser.add_argument("--value", default=default)
+    parser.add_argument("--said", default=default, help="with its own words")
+    text = " ".join(parser.format_help().split())
+    shown = "8,32" if isinstance(default, list) else f"{default}"
+    assert text.count(f"default: {shown}") == 2, text  # once for each option

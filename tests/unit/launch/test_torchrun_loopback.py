@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from stash_core.launch import local
+from stash_core.launch.runner import worker_env
 
 pytestmark = pytest.mark.launches
 
@@ -67,8 +69,6 @@ def _listening(tmp_path: Path) -> list[str]:
 
 
 def _env() -> dict[str, str]:
-    from stash_core.launch.runner import worker_env
-
     return {**os.environ, **worker_env(1)}
 
 
@@ -78,3 +78,30 @@ def test_a_launch_on_this_machine_listens_on_loopback_only(tmp_path) -> None:
     for address in addresses:
         host = address.split(":")[0]
         assert host == LOOPBACK_V4 or host.endswith((LOOPBACK_V4, LOOPBACK_V6_ENDS)), addresses
+
+
+def test_a_standalone_launch_without_a_local_address_still_joins_where_the_host_name_is_not_loopback(
+    tmp_path,
+) -> None:
+    """`python -m stash_core.launch.torchrun --standalone ...` as torchrun is run (no --local-addr), on a
+    machine whose name resolves to 127.0.1.1 (Debian's /etc/hosts) rather than to the stores' 127.0.0.1:
+    the workers are told the address the stores listen on."""
+    (tmp_path / "job.py").write_text(
+        "import torch, torch.distributed as dist\n"
+        "dist.init_process_group('gloo')\n"
+        "t = torch.ones(2)\n"
+        "dist.all_reduce(t)\n"
+        "print('sum', int(t[0].item()), flush=True)\n"
+        "dist.destroy_process_group()\n"
+    )
+    source = (
+        "import socket, runpy; socket.getfqdn = lambda *_: '127.0.1.1'; "
+        "runpy.run_module('stash_core.launch.torchrun', run_name='__main__', alter_sys=True)"
+    )
+    argv = [sys.executable, "-c", source, "--standalone", "--nnodes", "1", "--nproc-per-node", "2",
+            "--max-restarts", "0", "job.py"]  # fmt: skip
+    done = subprocess.run(
+        argv, capture_output=True, text=True, timeout=60, cwd=tmp_path, env={**os.environ, **worker_env(1)}
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.count("sum 2") == 2

@@ -111,3 +111,14 @@ def test_a_replan_outside_the_loss_model_says_so_not_that_time_ran_out():
     result = replan([big] * 3, offers, shrinking, 0.1, 0.2, 1e6, **LINKS)
     assert result.best is None and result.candidates
     assert result.infeasible_reason.startswith("the loss model does not hold at the batch sizes on offer")
+
+
+def test_a_replan_that_evaluates_no_cluster_does_not_blame_the_loss_model():
+    """A parameter server that saturates before one worker (eq. 15 allows none) leaves no candidate: the
+    loss model, which holds at the batch on offer (g2 b + g3 > 0), is not what fails."""
+    saturated = Workload(param_bytes=7e6, solo_bandwidth_Bps=1e9, contention_a1=0.1, contention_b1=1.0,
+                         loss_g=(10.0, 0.001, 1.0, 4.0, 0.1))  # fmt: skip
+    worker = Worker("W", gpus=2, compute_s=0.1, batch=64, usd_per_h=1.0)
+    result = replan([], [InstanceOffer(worker, 4)], saturated, 0.5, 2.0, 3600, **LINKS)
+    assert result.best is None and not result.candidates
+    assert result.infeasible_reason.startswith("the parameter server saturates before 1 worker(s)")

@@ -68,6 +68,20 @@ def test_a_trace_row_passed_while_no_instance_of_its_type_ran_revokes_nothing_la
     assert with_passed_row == alone
 
 
+def test_a_row_at_the_same_time_as_a_revocation_revokes_at_once_whatever_its_name():
+    """Rows at the same time revoke at once after the re-plan (the docstring), whichever sorts first: "50,B"
+    beside "50,A" revokes the B rented at 60 s, and so does the same row named so that it sorts before A."""
+    outcomes = []
+    for name in ("B", "0B"):  # "0B" < "A" < "B"
+        other = Worker(name, gpus=1, compute_s=0.5, batch=32, usd_per_h=3.0)
+        offers = [InstanceOffer(A, 1), InstanceOffer(other, 1)]
+        trace = sorted([(50.0, "A"), (50.0, name)])
+        rows = simulate(offers, offers, NEGLIGIBLE, 0.1, 105.0, **LINKS, revocation_s=10.0, trace=trace)
+        outcomes.append((rows[0]["mean_revocations"], rows[0]["mean_time_s"]))
+    assert outcomes[0] == outcomes[1]
+    assert outcomes[0][0] == 2
+
+
 def test_without_revocations_spot_costs_a_third_of_on_demand():
     rows = simulate([InstanceOffer(A, 2)], [InstanceOffer(A_ON_DEMAND, 2)], NEGLIGIBLE, 0.1, 200.0, **LINKS)
     assert rows[0]["mean_cost_usd"] * 3 == pytest.approx(rows[2]["mean_cost_usd"])
