@@ -99,12 +99,18 @@ def required_path(name: str, value: object) -> Path:
 
 def default_db_text() -> str:
     """The database when none is named, as text (the dashboard's setting shows it as given): $STASH_DB, else
-    results.duckdb. UsageError for a STASH_DB of only spaces or with control characters."""
+    results.duckdb. UsageError for a STASH_DB of only spaces, with control characters or not UTF-8 (DuckDB
+    cannot open such a name, and the dashboard cannot show it), before anything runs."""
     text = os.environ.get("STASH_DB") or DEFAULT_DB_NAME
     if not text.strip():
         raise UsageError("STASH_DB holds only spaces: unset it, or name a .duckdb file")
     if any(ord(char) < 32 or ord(char) == 127 for char in text):
         raise UsageError(f"STASH_DB {text!r} holds a control character: name a .duckdb file without one")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # bytes that are not UTF-8, which Python keeps as surrogates
+        shown = os.fsencode(text)[:60]
+        raise UsageError(f"STASH_DB is not UTF-8 text ({shown!r}): name the database in UTF-8") from None
     return text
 
 

@@ -330,7 +330,8 @@ def test_a_bad_database_path_is_a_message_not_a_traceback(
     app = open_page("Overview")
     assert not app.exception
     assert any("is a file, not a folder" in shown(e.value) for e in app.error), [e.value for e in app.error]
-    for bad in ("   ", f"{tmp_path}/\x1b[31m.duckdb"):  # spaces only, a control character
+    # spaces only, a control character, bytes that are not UTF-8 (each page's traceback before)
+    for bad in ("   ", f"{tmp_path}/\x1b[31m.duckdb", f"{tmp_path}/a\udcff.duckdb"):
         monkeypatch.setenv("STASH_DB", bad)
         app = open_page("Overview")
         assert not app.exception, [e.value for e in app.exception]

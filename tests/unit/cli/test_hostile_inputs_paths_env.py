@@ -133,6 +133,11 @@ REFUSED = [
     ("env-db-newline", ["runs"], {"STASH_DB": "a\nb.duckdb"}, "STASH_DB"),
     ("env-db-escape", ["runs"], {"STASH_DB": "\x1b[31m.duckdb"}, "STASH_DB"),
     ("env-db-blank", ["runs"], {"STASH_DB": "   "}, "STASH_DB"),
+    # bytes that are not UTF-8 (kept by Python as surrogates): DuckDB failed with std::bad_cast, a profile
+    # measured everything before it could not store it
+    ("env-db-not-utf8-ingest", ["ingest", str(EXAMPLES[0])], {"STASH_DB": "{tmp}/a\udcff.duckdb"}, "not UTF-8"),
+    ("env-db-not-utf8-runs", ["runs"], {"STASH_DB": "{tmp}/a\udcff.duckdb"}, "STASH_DB is not UTF-8"),
+    ("env-db-not-utf8-profile", PROFILE, {"STASH_DB": "{tmp}/a\udcff.duckdb"}, "STASH_DB is not UTF-8"),
     ("env-db-dev-null", ["instances", "list"], {"STASH_DB": "/dev/null"}, "character device"),
     ("env-db-fifo-predict", ["predict", "--model", "resnet18", "--batch-size", "8"], {"STASH_DB": "{fifo}"},
      "FIFO"),
