@@ -76,6 +76,14 @@ def expand_home(text: str) -> Path:
     return path
 
 
+def env_path(variable: str) -> Path | None:
+    """The file or folder an environment variable names ($STASH_CACHE_DIR, $STASH_CLUSTER_STATE,
+    $XDG_CACHE_HOME), `~` expanded as on the command line (a shell leaves `~` as is inside quotes:
+    STASH_CACHE_DIR='~/cache' must not make a folder named `~`); None when unset or empty."""
+    text = os.environ.get(variable)
+    return expand_home(text) if text else None
+
+
 def path_argument(name: str, value: object) -> Path | None:
     """A file or folder given from Python (the API, the store's functions) as the command line would take
     it: `~` expanded (expand_home), no control character; UsageError "name: reason" for another type, an

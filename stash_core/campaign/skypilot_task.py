@@ -32,6 +32,7 @@ from stash_core.campaign.cloud_plan import CloudPlan, InstancePlan
 from stash_core.campaign.plan import CampaignSettings
 from stash_core.campaign.remote import SETUP_SCRIPT, run_script
 from stash_core.errors import UsageError, first_line
+from stash_core.pathargs import env_path
 
 INSTALL_HINT = (
     "SkyPilot is not installed: pip install -r requirements-cloud.txt (then `sky check` for your cloud)"
@@ -127,11 +128,10 @@ def skypilot_version() -> str | None:
 
 def check_cache_dir() -> Path:
     """Where SkyPilot's answers are kept (see the module's text)."""
-    explicit = os.environ.get("STASH_CACHE_DIR")
+    explicit = env_path("STASH_CACHE_DIR")
     if explicit:
-        return Path(explicit) / "sky-checks"
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "stash" / "sky-checks"
+        return explicit / "sky-checks"
+    return (env_path("XDG_CACHE_HOME") or Path.home() / ".cache") / "stash" / "sky-checks"
 
 
 def _cache_path(version: str | None, request: str) -> Path | None:

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from stash_core.errors import UsageError
+from stash_core.pathargs import env_path
 from stash_core.proc import pid_alive
 
 MANIFEST_NAME = "MANIFEST.json"
@@ -20,8 +21,7 @@ _TMP_PREFIX = ".tmp-"
 
 def dataset_cache_root() -> Path:
     """Folder that holds generated data sets: $STASH_CACHE_DIR/datasets or ~/.cache/stash/datasets."""
-    base = os.environ.get("STASH_CACHE_DIR") or str(Path.home() / ".cache" / "stash")
-    return Path(base).expanduser() / "datasets"
+    return (env_path("STASH_CACHE_DIR") or Path.home() / ".cache" / "stash") / "datasets"
 
 
 def read_manifest(dataset_dir: Path) -> dict[str, Any] | None:

@@ -165,3 +165,35 @@ def test_an_output_that_names_what_the_command_reads_is_refused(case_id, argv, t
 def test_a_path_with_control_characters_is_refused(capsys) -> None:
     status, err = _refusal(["schedule", "--synthetic-jobs", "5", "--jobs-csv", "a\x1b[2Jb.csv"], capsys)
     assert status == 2 and "control characters" in err and "\x1b" not in err
+
+
+def _readers_of_path_variables():
+    """(variable, what reads it, the path it gives for a value of `~/chosen`, home being HOME)."""
+    from stash_core.campaign.skypilot_task import check_cache_dir
+    from stash_core.data.dataset_dir import dataset_cache_root
+    from stash_core.decide.predict.step_cache import cache_dir
+    from stash_core.launch.cluster.names import state_dir_for
+
+    return [
+        ("STASH_CACHE_DIR", cache_dir, lambda home: home / "chosen"),
+        ("STASH_CACHE_DIR", dataset_cache_root, lambda home: home / "chosen" / "datasets"),
+        ("STASH_CACHE_DIR", check_cache_dir, lambda home: home / "chosen" / "sky-checks"),
+        ("XDG_CACHE_HOME", cache_dir, lambda home: home / "chosen" / "stash" / "steps"),
+        ("XDG_CACHE_HOME", check_cache_dir, lambda home: home / "chosen" / "stash" / "sky-checks"),
+        ("STASH_CLUSTER_STATE", lambda: state_dir_for("default"), lambda home: home / "chosen"),
+    ]
+
+
+def test_a_tilde_in_a_path_variable_is_the_home_folder_not_a_folder_named_tilde(tmp_path, monkeypatch):
+    """STASH_CACHE_DIR='~/chosen' (quoted, so the shell left the ~) is ~/chosen, as --db ~/x is, wherever
+    it is read; a folder named `~` in the current folder was made before."""
+    home = tmp_path / "home"
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(tmp_path)
+    for variable in ("STASH_CACHE_DIR", "XDG_CACHE_HOME", "STASH_CLUSTER_STATE"):
+        monkeypatch.delenv(variable, raising=False)
+    for variable, reader, expected in _readers_of_path_variables():
+        monkeypatch.setenv(variable, "~/chosen")
+        assert reader() == expected(home), (variable, reader)
+        monkeypatch.delenv(variable)
+    assert not (tmp_path / "~").exists()

@@ -21,16 +21,17 @@ from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 
+from stash_core.pathargs import env_path
+
 FORMAT = 1
 _COUNTING_CODE = ("step_cost.py", "step_trace.py", "step_types.py", "attention.py", "op_classes.py")
 
 
 def cache_dir() -> Path:
-    explicit = os.environ.get("STASH_CACHE_DIR")
+    explicit = env_path("STASH_CACHE_DIR")
     if explicit:
-        return Path(explicit)
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "stash" / "steps"
+        return explicit
+    return (env_path("XDG_CACHE_HOME") or Path.home() / ".cache") / "stash" / "steps"
 
 
 @functools.lru_cache(maxsize=1)
@@ -38,9 +39,7 @@ def _code_digest() -> str:
     digest = hashlib.sha256(importlib.metadata.version("torch").encode())  # without importing torch
     here = Path(__file__).resolve().parent
     zoo_folder = here.parents[1] / "zoo"
-    sources = sorted(zoo_folder.glob("*.py")) + [
-        here / name for name in _COUNTING_CODE
-    ]
+    sources = sorted(zoo_folder.glob("*.py")) + [here / name for name in _COUNTING_CODE]
     for path in sources:
         digest.update(path.name.encode())
         digest.update(path.read_bytes())

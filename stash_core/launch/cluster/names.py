@@ -12,12 +12,12 @@ keep them apart. Nodes are numbered from 0.
 from __future__ import annotations
 
 import ipaddress
-import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from stash_core.errors import UsageError
+from stash_core.pathargs import env_path
 
 DEFAULT_NAME = "default"
 DEFAULT_STATE_DIR = Path("/run/stash-cluster")
@@ -77,7 +77,7 @@ def parse_subnet(text: object) -> str:
 def state_dir_for(name: str) -> Path:
     """Where cluster `name` keeps its state unless told otherwise."""
     if name == DEFAULT_NAME:
-        return Path(os.environ.get(STATE_DIR_ENV) or DEFAULT_STATE_DIR)
+        return env_path(STATE_DIR_ENV) or DEFAULT_STATE_DIR
     return DEFAULT_STATE_DIR.with_name(f"{DEFAULT_STATE_DIR.name}-{name}")
 
 
