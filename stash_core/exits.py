@@ -22,6 +22,7 @@ def run_command(body: Callable[[], int | None]) -> int:
     """Run `body` and return its exit status. SIGTERM and SIGHUP stop it as Ctrl-C does (a profile saves
     what it measured and ends its workers); a Stash error, an interrupt, a machine's OSError or a DuckDB
     write failure is one line on stderr with its status."""
+    tolerant_output()
     try:
         with signals_as_interrupts():
             return body() or 0
@@ -44,6 +45,15 @@ def run_command(body: Callable[[], int | None]) -> int:
         # was; the machine's problem, so exit 1 with one line.
         print(f"stash: the database could not be written: {one_line(error)}", file=sys.stderr)
         return 1
+
+
+def tolerant_output() -> None:
+    """stdout and stderr write a character their encoding lacks as an escape (\\xb1) instead of raising: under
+    an ASCII locale (LC_ALL=C with UTF-8 mode off) a ± or a name in another script ended in a traceback."""
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)  # a replaced stream (a test's) may lack it
+        if reconfigure is not None:
+            reconfigure(errors="backslashreplace")
 
 
 def is_database_io_error(error: BaseException) -> bool:

@@ -32,3 +32,24 @@ def test_runs_writes_a_missing_value_as_a_dash(tmp_path, capsys) -> None:
     values[1:3] = [" ".join(values[1:3])]  # started_at: a date and a time
     cells = dict(zip(header.split(), values, strict=True))
     assert cells["instance"] == "-" and cells["epoch_s"] == "-" and "None" not in row
+
+
+def test_show_under_an_ascii_locale_writes_what_it_cannot_encode_as_an_escape(tmp_path) -> None:
+    """LC_ALL=C with UTF-8 mode off: stdout is ASCII, and the breakdown's ± was a UnicodeEncodeError
+    traceback; the command now ends normally, the character written as \\xb1."""
+    import os
+    import subprocess
+    import sys
+
+    from support import REPO
+
+    db = tmp_path / "r.duckdb"
+    store.ingest_result(db, result_doc(run_id="20261122T110600Z-2904421d"))
+    env = {**os.environ, "PYTHONPATH": str(REPO), "LC_ALL": "C", "PYTHONUTF8": "0"}
+    env.pop("PYTHONIOENCODING", None)
+    done = subprocess.run(
+        [sys.executable, "-m", "stash_core", "show", "2904421d", "--db", str(db)],
+        capture_output=True, env=env, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0 and b"Traceback" not in done.stderr, done.stderr.decode(errors="replace")
+    assert b"\\xb1" in done.stdout and done.stdout.isascii()
