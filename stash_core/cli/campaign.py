@@ -18,6 +18,7 @@ from stash_core.spec_parse import (
     parse_rate,
     parse_stalls,
 )
+from stash_core.terminal import printable
 from stash_core.userfiles import nearest_existing
 
 # The campaign is imported inside the functions: building `stash --help` must not load pandas.
@@ -122,7 +123,9 @@ def cmd_campaign(args: argparse.Namespace) -> int:
         script = str(args.script)
         plan = plan_script_campaign(script, args.script_args, workers, args.nodes, args.instance)
         if args.bandwidths:
-            raise UsageError("--bandwidths goes with models: a script's campaign runs on this machine's links")
+            raise UsageError(
+                "--bandwidths goes with models: a script's campaign runs on this machine's links"
+            )
     else:
         plan = plan_campaign(models, args.batch_sizes, workers, args.nodes, args.bandwidths, args.instance)
     check_measurable_plan(plan, settings)
@@ -133,7 +136,7 @@ def cmd_campaign(args: argparse.Namespace) -> int:
     from stash_core.campaign.local import run_campaign
 
     def report(line: str) -> None:
-        print(line, file=sys.stderr, flush=True)
+        print(printable(line), file=sys.stderr, flush=True)
 
     outcome = run_campaign(plan, settings, report=report)
     print(
@@ -141,7 +144,7 @@ def cmd_campaign(args: argparse.Namespace) -> int:
         f"{len(outcome.failed)} failed, {outcome.elapsed_s / 60:.1f} min"
     )
     for item, reason in outcome.failed:
-        print(f"  failed: {item.describe()}: {reason}")
+        print(printable(f"  failed: {item.describe()}: {reason}"))
     return 1 if outcome.failed else 0
 
 
@@ -180,7 +183,8 @@ def _print_plan(plan: list, settings: Any) -> None:
     for item in plan:
         mark = "stored" if item.key in stored_keys else "to run"
         print(f"  {mark:<7} {item.describe()}  [{item.instance}]")
-    print(f"{len(plan)} configuration(s): {len(todo)} to run, {len(stored)} stored in {settings.db_path}")
+    where = printable(str(settings.db_path))
+    print(f"{len(plan)} configuration(s): {len(todo)} to run, {len(stored)} stored in {where}")
 
 
 def _split(text: str | None) -> list[str] | None:

@@ -10,6 +10,7 @@ from typing import Any
 from stash_core.cli.args import comma_list, count, positive_real
 from stash_core.errors import UsageError
 from stash_core.spec_parse import identifier, region
+from stash_core.terminal import printable
 
 # The campaign is imported inside the functions: building `stash --help` must not load pandas.
 
@@ -143,7 +144,7 @@ def print_tasks(plan: Any, settings: Any, idle_minutes: int, checker: Any = None
         version = f" {checker.version}" if checker.version else ""
         kept = ""
         if checker.kept_on:
-            kept = f", these same tasks on {checker.kept_on} (answer kept in {checker_dir()})"
+            kept = printable(f", these same tasks on {checker.kept_on} (answer kept in {checker_dir()})")
         print(f"\nchecked by SkyPilot{version} (Task, Resources; its catalog written from Stash's){kept}:")
         for line in lines:
             print(f"  {line}")
@@ -157,7 +158,7 @@ def run(plan: Any, settings: Any, idle_minutes: int) -> int:
     sky = load_sky()
 
     def report(line: str) -> None:
-        print(line, file=sys.stderr, flush=True)
+        print(printable(line), file=sys.stderr, flush=True)
 
     outcomes = run_cloud_campaign(plan, settings, sky, report=report, idle_minutes=idle_minutes)
     code, lines = summary(outcomes)

@@ -19,8 +19,8 @@ from stash_core.cli.args import (
     positive_real,
 )
 from stash_core.errors import UsageError
-from stash_core.terminal import printable
 from stash_core.pathargs import input_text
+from stash_core.terminal import printable
 
 # The catalog is imported inside cmd_instances: building `stash --help` must not load pandas. The values are
 # checked here when the command line is read, and again by the catalog (catalog/fields.py).
@@ -132,7 +132,7 @@ def cmd_instances(args: argparse.Namespace) -> int:
     if action == "import":
         return _import(path, args)
     if action == "seed":
-        print(f"stored {seed_catalog(path)} built-in instance(s) in {path}")
+        print(printable(f"stored {seed_catalog(path)} built-in instance(s) in {path}"))
         return 0
     if action == "confirm":
         check = confirm_label(path, args.run_id)
@@ -154,7 +154,7 @@ def cmd_instances(args: argparse.Namespace) -> int:
     fields = {name: getattr(args, name) for name in INSTANCE_OPTIONS if getattr(args, name) is not None}
     if action == "add":
         row = add_instance(path, name=args.name, **fields)
-        print(f"added {row['name']} to the catalog in {path}")
+        print(printable(f"added {row['name']} to the catalog in {path}"))
     else:
         row = set_instance(path, args.name, **fields)
         print(f"updated {row['name']}: " + ", ".join(f"{key}={row[key]}" for key in fields))

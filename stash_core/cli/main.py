@@ -161,7 +161,7 @@ def cmd_ingest(args) -> int:
 
     outcomes = store.ingest_files(db_path(args), args.files)
     for path, run_id, inserted in outcomes:
-        print(f"{'stored ' if inserted else 'already stored '} {run_id}  ({path})")
+        print(printable(f"{'stored ' if inserted else 'already stored '} {run_id}  ({path})"))
     return 0
 
 
@@ -192,7 +192,7 @@ def cmd_export(args) -> int:
     except duckdb.Error as error:  # a full disk while DuckDB writes the files
         raise StashError(f"cannot write the export to {args.out}: {first_line(error)}") from None
     for path in paths:
-        print(path)
+        print(printable(str(path)))
     return 0
 
 

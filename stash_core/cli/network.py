@@ -20,6 +20,7 @@ from stash_core.errors import UsageError
 from stash_core.pathargs import input_path, input_text, output_path
 from stash_core.spec import add_machine_arguments
 from stash_core.spec_parse import WORKERS
+from stash_core.terminal import printable
 from stash_core.units import parse_size_bytes
 
 MAX_NODES = 16  # launch/cluster/names.MAX_NODES, not imported: building `stash --help` loads no cluster code
@@ -163,8 +164,6 @@ def cmd_remote(args) -> int:
 
 def format_remote_info(host: str, info: dict) -> str:
     """What a host offers, as lines; every text the host sent printed as text (its escapes as \\xNN)."""
-    from stash_core.terminal import printable
-
     return printable(_remote_lines(host, info))
 
 
@@ -370,7 +369,7 @@ def cmd_probe(args) -> int:
     print(json.dumps(probe, indent=2) if args.json else format_probe(probe))
     if not args.json:
         where = [str(path) for path in (args.out, None if args.no_store else db_path) if path]
-        print(f"probe {probe['probe_id']}" + (f" saved to {' and '.join(where)}" if where else ""))
+        print(printable(f"probe {probe['probe_id']}" + (f" saved to {' and '.join(where)}" if where else "")))
     return 0
 
 

@@ -13,11 +13,12 @@ from stash_core.api.profile_flow import ProfileRun, new_database_note, run_profi
 from stash_core.cli.probe_text import core_sharing_note, format_communication
 from stash_core.cli.report import format_breakdown
 from stash_core.errors import SaveError
+from stash_core.terminal import printable
 
 
 def profile_from_args(args, db_path: Path) -> int:
     """Run the profile of parsed `stash profile` arguments and print it; its error raised once it is saved."""
-    run_profile_flow(args, db_path, sys.argv, report_result, lambda note: print(note, flush=True))
+    run_profile_flow(args, db_path, sys.argv, report_result, lambda note: print(printable(note), flush=True))
     return 0
 
 
@@ -26,7 +27,7 @@ def report_result(run: ProfileRun) -> None:
     is saved); a run that could not be saved whole raises SaveError after its breakdown."""
     doc = run.doc
     if run.error is not None:
-        print(f"stash: {run.early_end_line()}", file=sys.stderr)
+        print(f"stash: {printable(run.early_end_line())}", file=sys.stderr)
         raise run.error
     print(format_breakdown(doc["breakdown"], doc["spec"].get("dataset_images")))
     for line in format_communication(doc["breakdown"]):
@@ -37,7 +38,7 @@ def report_result(run: ProfileRun) -> None:
     if run.problem:
         raise SaveError(run.problem)
     if run.warning:
-        print(f"warning: {run.warning}")
-    print(f"run {doc['run_id']} saved to {run.where}")
+        print(printable(f"warning: {run.warning}"))
+    print(printable(f"run {doc['run_id']} saved to {run.where}"))
     if run.stored and run.db_was_new:
-        print(new_database_note(run.db_path, at_start=False))
+        print(printable(new_database_note(run.db_path, at_start=False)))

@@ -17,6 +17,7 @@ from stash_core.pathargs import input_path, output_path
 from stash_core.sched import defaults
 from stash_core.sched.detect import FORMATS
 from stash_core.sched.policy import DEFINITIONS, POLICIES
+from stash_core.terminal import printable
 
 # The simulator is imported inside the functions: building `stash --help` must not load pandas (the
 # modules above do not).
@@ -198,7 +199,7 @@ def cmd_schedule(args: argparse.Namespace) -> int:
         # (give --node-gbps for links shared by bandwidth)
     rows = [{"policy": entry["settings"]["label"], **entry["metrics"]} for entry in schedule.doc["policies"]]
     print(format_comparison(rows, schedule.jobs, schedule.cluster, source, schedule.doc["tuning"]))
-    print(f"result: {schedule.result_file}" + ("" if args.no_store else f"; stored in {database}"))
+    print(printable(f"result: {schedule.result_file}" + ("" if args.no_store else f"; stored in {database}")))
     return 0
 
 
