@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import re
+import shlex
 
 # C0 and C1 controls (but newline and tab, which lay out a table) and the bidirectional overrides.
 _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
@@ -37,6 +38,25 @@ def escaped_characters() -> tuple[str, ...]:
 def printable(text: str) -> str:
     """`text` with every control character written as \\xNN or \\uNNNN (newlines and tabs kept)."""
     return _CONTROL.sub(lambda match: match.group().encode("unicode_escape").decode("ascii"), text)
+
+
+def shell_word(text: str) -> str:
+    """`text` as one word of a shell command to copy and paste: quoted where a shell would split or expand
+    it (a space, $, a quote); with a control character (or a byte that is not UTF-8), a $'...' word (bash,
+    zsh) that writes it as \\xNN, so that the line stays printable and still names the same file."""
+    if not any(_unprintable_in_shell(char) for char in text):
+        return shlex.quote(text)
+    return "$'" + "".join(_in_dollar_quotes(char) for char in text) + "'"
+
+
+def _unprintable_in_shell(char: str) -> bool:
+    return bool(_CONTROL.match(char)) or char in "\n\t" or "\udc80" <= char <= "\udcff"
+
+
+def _in_dollar_quotes(char: str) -> str:
+    if _unprintable_in_shell(char):  # its bytes, each \\xNN
+        return "".join(f"\\x{byte:02x}" for byte in char.encode("utf-8", "surrogateescape"))
+    return "\\" + char if char in "\\'" else char
 
 
 # A spreadsheet reads a cell that starts with one of these as a formula (OWASP's CSV injection rule).

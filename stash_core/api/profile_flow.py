@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import stash_core
 from stash_core import store
 from stash_core.catalog import check_document
 from stash_core.engine.data_setup import prepare_data
@@ -41,6 +42,7 @@ from stash_core.results.file import (
 )
 from stash_core.spec import ProfileSpec, check_cluster_state
 from stash_core.store.connection import DatabaseLocked, check_database_path
+from stash_core.terminal import shell_word
 from stash_core.units import json_safe
 from stash_core.userfiles import nearest_existing, writable_target
 from stash_core.zoo import build_model
@@ -76,12 +78,23 @@ def new_database_note(db_path: Path, at_start: bool) -> str:
     if at_start:
         return (
             f"note: {db_path} does not exist yet: this profile starts a new database there (the dashboard "
-            f"opens it with STASH_DB={db_path.resolve()} ./run.sh, or its sidebar)"
+            f"opens it with {dashboard_command(db_path)}, or its sidebar)"
         )
     return (
         f"note: {db_path} is a new database: the dashboard shows it when opened on it "
-        f"(STASH_DB={db_path.resolve()} ./run.sh, or its sidebar); --db or $STASH_DB chooses the database"
+        f"({dashboard_command(db_path)}, or its sidebar); --db or $STASH_DB chooses the database"
     )
+
+
+def dashboard_command(db_path: Path) -> str:
+    """The command that opens the dashboard on `db_path`, to paste in any folder: the database's absolute
+    path (run.sh changes to its own folder, where a relative one would name another file) and run.sh's,
+    each quoted for the shell."""
+    database = f"STASH_DB={shell_word(os.path.abspath(db_path))}"
+    run_sh = Path(stash_core.PACKAGE_PARENT) / "run.sh"
+    if run_sh.is_file():
+        return f"{database} {shell_word(str(run_sh))}"
+    return f"{database} ./run.sh in a Stash checkout"  # installed without the repository
 
 
 Report = Callable[[ProfileRun], None]
@@ -294,9 +307,12 @@ def _save_problem(
     if file_error is None and db_error is None:
         return None
     if file_error is None:
+        # absolute: the line may be read in another folder (run.sh starts the dashboard in its own)
+        file_word, db_word = (shell_word(os.path.abspath(path)) for path in (out_path, db_path))
+        ingest = f"stash ingest {file_word} --db {db_word}"
         return (
             f"could not store run {run_id}: {first_line(db_error)}; it is kept in {out_path}: store it later "
-            f"with `stash ingest {out_path} --db {db_path}`"
+            f"with `{ingest}`"
         )
     if no_store:
         return f"{first_line(file_error)}; run {run_id} was not saved"

@@ -13,6 +13,7 @@ import pandas as pd
 from stash_core import store
 from stash_core.pathargs import DEFAULT_DB_NAME
 from stash_core.store import queries_breakdown
+from stash_core.terminal import shell_word
 from stash_core.views.breakdown import breakdown_rows
 from stash_core.views.common import NO_INSTANCE
 
@@ -28,14 +29,16 @@ def stash_command() -> str:
     if here.is_file() and on_path and Path(on_path).resolve() == here.resolve():
         return "stash"
     if here.is_file():
-        return str(here)
-    return f"{sys.executable} -m stash_core"
+        return shell_word(str(here))
+    return f"{shell_word(sys.executable)} -m stash_core"
 
 
 def terminal_commands(db_path: Path | str) -> str:
-    """The Overview's terminal block: commands that work as shown, on this database."""
+    """The Overview's terminal block: commands that work as shown (each path quoted for the shell), on this
+    database."""
     stash = stash_command()
-    db = "" if Path(db_path).resolve() == Path(DEFAULT_DB_NAME).resolve() else f" --db {db_path}"
+    default = Path(db_path).resolve() == Path(DEFAULT_DB_NAME).resolve()
+    db = "" if default else f" --db {shell_word(str(db_path))}"
     return (
         f"{stash} profile --model resnet10 --batch-size 16 --input-shape 3,32,32 --workers 2 \\\n"
         f"    --synthetic-images 256 --image-px 64 --target-ci 0.1 --max-phase-seconds 40{db}\n"

@@ -25,3 +25,18 @@ def test_a_trace_job_id_with_a_control_character_is_refused_by_position(tmp_path
     err = capsys.readouterr().err
     assert "job 1 (by position)" in err and "U+001B" in err and "\x1b" not in err
     assert not (tmp_path / "sims").exists()
+
+
+def test_a_shell_word_names_the_same_text_when_pasted_and_stays_printable():
+    import os
+    import subprocess
+
+    from stash_core.terminal import shell_word
+
+    for text in ("/tmp/sp ace/my $HOME.duckdb", "it's `here`", "c1\x9b rtl\u202e back\\slash 'q'", "a\nb\tc",
+                 "not-utf8-\udcff", "plain.duckdb"):  # fmt: skip
+        word = shell_word(text)
+        assert printable(word) == word and "\n" not in word, word
+        pasted = subprocess.run(["bash", "-c", f"printf %s {word}"], capture_output=True, check=True).stdout
+        assert pasted == os.fsencode(text), (text, word)
+    assert shell_word("plain.duckdb") == "plain.duckdb"

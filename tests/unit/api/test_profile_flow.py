@@ -1,13 +1,18 @@
-"""The measuring step of a profile (api/profile_flow.py) without machines: what it adds to the run saved."""
+"""The measuring step of a profile (api/profile_flow.py) without machines: what it adds to the run saved;
+and the lines a profile prints to paste into a shell: the dashboard's command and the ingest that stores a
+run later name the same files from any folder (absolute paths, quoted for the shell)."""
 
 from __future__ import annotations
 
 import argparse
+import shlex
 from pathlib import Path
 
 import pytest
+from support import REPO
 
 from stash_core.api import profile_flow
+from stash_core.api.profile_flow import _save_problem, new_database_note
 from stash_core.engine.progress import Reporter
 from stash_core.errors import MeasurementError, ProfileEnded
 from stash_core.spec import ProfileSpec
@@ -58,3 +63,27 @@ def test_links_changed_during_the_profile_are_a_warning_of_its_breakdown(measure
 def test_without_a_breakdown_the_change_is_said_as_the_run_ends(measured):
     doc, reporter = measured(None)
     assert doc["status"] == "failed" and reporter.lines == [f"warning: {CHANGED}"]
+
+
+ODD = "sp ace/my $HOME.duckdb"  # a space would split the word, $HOME would be expanded
+
+
+def test_the_dashboards_command_names_the_database_absolutely_and_run_sh_of_this_checkout(
+    tmp_path: Path, monkeypatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    for at_start, before, after in ((True, "opens it with ", ", or its sidebar)"),
+                                    (False, "opened on it (", ", or its sidebar)")):  # fmt: skip
+        note = new_database_note(Path(ODD), at_start=at_start)
+        command = note.split(before, 1)[1].split(after, 1)[0]
+        assignment, run_sh = shlex.split(command)
+        assert assignment == f"STASH_DB={tmp_path / ODD}", note
+        assert run_sh == str(REPO / "run.sh") and Path(run_sh).is_file(), note
+
+
+def test_the_ingest_that_stores_a_run_later_names_its_files_absolutely(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    out, db = Path("res ults/r $x.json"), Path(ODD)
+    line = _save_problem("r1", out, db, None, RuntimeError("No space left on device"), no_store=False)
+    command = line.split("store it later with `", 1)[1].rstrip("`")
+    assert shlex.split(command) == ["stash", "ingest", str(tmp_path / out), "--db", str(tmp_path / db)], line

@@ -28,6 +28,13 @@ def test_the_terminal_block_names_a_stash_that_exists(tmp_path: Path) -> None:
         assert (f"--db {db}" in text) == (db != Path("results.duckdb"))
 
 
+def test_the_terminal_block_quotes_a_database_path_for_the_shell(tmp_path: Path) -> None:
+    db = tmp_path / "sp ace" / "my $HOME.duckdb"
+    for line in views.overview.terminal_commands(db).replace("\\\n", " ").splitlines():
+        words = shlex.split(line, comments=True)
+        assert words[words.index("--db") + 1] == str(db), line
+
+
 def test_the_command_is_plain_stash_only_when_path_has_this_environments(monkeypatch, tmp_path: Path) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))  # nothing on PATH
     command = views.overview.stash_command()
