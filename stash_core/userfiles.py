@@ -15,6 +15,7 @@ its content, next to the database (save_model_file).
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -175,6 +176,39 @@ def nearest_existing(path: Path) -> Path:
     while not path.exists() and path != path.parent:
         path = path.parent
     return path
+
+
+def unreachable_reason(path: Path | str) -> str | None:
+    """Why nothing can be at `path`: a symlink loop on the way ("x is a symlink loop ...") or a file where a
+    folder must be ("x is a file, not a folder"); None when it exists or only its last parts are missing (a
+    write creates them). `exists()` says False for both, as for a file not made yet."""
+    try:
+        os.stat(path)
+        return None
+    except OSError as error:
+        if error.errno not in (errno.ELOOP, errno.ENOTDIR):
+            return None
+    walked, mode = Path(Path(path).anchor), 0
+    for part in Path(path).parts[len(walked.parts) :]:
+        above, walked = walked, walked / part
+        try:
+            mode = os.stat(walked).st_mode  # of the last part that exists, when the next fails
+        except OSError as error:
+            if error.errno == errno.ELOOP:
+                return f"{walked} is a symlink loop (or a chain of links too long to follow)"
+            if error.errno == errno.ENOTDIR:
+                kind = "file" if stat.S_ISREG(mode) else file_kind(mode)
+                return f"{above} is a {kind}, not a folder"
+            return None
+    return None
+
+
+def check_reachable(path: Path | str, what: str = "database") -> None:
+    """UsageError "cannot use WHAT PATH: REASON" for a path below a file or through a symlink loop
+    (unreachable_reason): a reader took it for a file not made yet, a writer failed with "File exists"."""
+    reason = unreachable_reason(path)
+    if reason is not None:
+        raise UsageError(f"cannot use {what} {path}: {reason}")
 
 
 def check_output(path: Path | str, what: str = "file") -> Path:

@@ -20,6 +20,7 @@ from stash_core.errors import UsageError
 from stash_core.pathargs import check_outputs, default_db, required_path
 from stash_core.spec import OPTIONS, Option, ProfileSpec, add_profile_arguments, default_of
 from stash_core.spec_parse import identifier
+from stash_core.userfiles import check_reachable
 
 
 class OptionParser(argparse.ArgumentParser):
@@ -178,10 +179,11 @@ def as_text(value: Any) -> str:
 
 
 def database(db: Path | str | None) -> Path:
-    """The database an API call reads or writes: `db`, else $STASH_DB, else ./results.duckdb."""
-    if db is None:
-        return default_db()
-    return required_path("db", db)
+    """The database an API call reads or writes: `db`, else $STASH_DB, else ./results.duckdb; UsageError for a
+    path below a file or through a symlink loop."""
+    path = default_db() if db is None else required_path("db", db)
+    check_reachable(path)
+    return path
 
 
 def _option_argv(name: str, option: Option, value: Any) -> list[str]:

@@ -20,6 +20,7 @@ from stash_core.pathargs import check_outputs, input_path, output_path
 from stash_core.spec import add_profile_arguments
 from stash_core.spec_parse import count
 from stash_core.terminal import printable
+from stash_core.userfiles import check_reachable
 
 # Imports inside the command functions are deliberate: `stash --help` and the commands that do not
 # measure must start fast, without torch, pandas or DuckDB.
@@ -143,7 +144,10 @@ def main(argv: list[str] | None = None) -> int:
         refuse_undecodable(given)
         args = parse_command(given)
         containment.enable()  # a user's model code runs in a child process (zoo/contained.py)
-        check_outputs(_parser(), args, db_path(args) if hasattr(args, "db") else None)
+        db = db_path(args) if hasattr(args, "db") else None
+        if db is not None:  # a command that finds no file there would answer as for a new database
+            check_reachable(db)
+        check_outputs(_parser(), args, db)
         handler = all_commands()[args.command]
         return handler(args) or 0
 

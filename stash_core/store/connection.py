@@ -32,7 +32,7 @@ from stash_core.store.dbfile import check_database_file, refuse_foreign
 from stash_core.store.migrations import check_reader_can_take, ensure_schema, stored_schema_version
 from stash_core.store.schema import DB_SCHEMA_VERSION, missing_objects
 from stash_core.store.schema_template import copy_schema
-from stash_core.userfiles import nearest_existing
+from stash_core.userfiles import check_reachable, nearest_existing
 
 LOCK_TIMEOUT_S = 10.0
 READER_YIELD_S = 2.0
@@ -62,6 +62,7 @@ def connect(
     timeout_s = LOCK_TIMEOUT_S if lock_timeout_s is None else lock_timeout_s
     if path.is_dir():
         raise UsageError(f"database {path} is a directory, not a DuckDB file")
+    check_reachable(path)
     wal = path.with_name(path.name + ".wal")
     wal_existed = read_only or wal.exists()  # readers never write a WAL
     if read_only and not path.exists():
@@ -193,9 +194,11 @@ def _is_lock_conflict(exc: duckdb.Error) -> bool:
 
 def check_database_path(path: Path | str) -> None:
     """Refuse, in one line, a database path that cannot be one: a directory, a file that is not a DuckDB
-    database (empty, garbage, another format), or a new file in a place that cannot be written. Reads at
-    most 16 bytes; whether a DuckDB file is intact is only known once it is opened (see connect)."""
+    database (empty, garbage, another format), a path below a file or through a symlink loop, or a new file
+    in a place that cannot be written. Reads at most 16 bytes; whether a DuckDB file is intact is only known
+    once it is opened (see connect)."""
     path = Path(path)
+    check_reachable(path)
     if path.is_dir():
         raise UsageError(f"database {path} is a directory, not a DuckDB file")
     if path.exists():

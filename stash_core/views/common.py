@@ -15,7 +15,7 @@ from stash_core.errors import UsageError
 from stash_core.pathargs import default_db, expand_home
 from stash_core.terminal import printable
 from stash_core.units import finite_float
-from stash_core.userfiles import nearest_existing
+from stash_core.userfiles import check_reachable
 
 STALL_LABELS = {
     "compute": "Compute",
@@ -91,9 +91,7 @@ def resolve_db_path(text: str | os.PathLike | None) -> Path:
     path = expand_home(chosen) if chosen else default_db()
     if path.exists() and path.is_dir():
         raise UsageError(f"{path} is a folder; give the path of a .duckdb file")
-    above = nearest_existing(path.parent)
-    if not path.exists() and not above.is_dir():  # the first write could only fail, with "File exists"
-        raise UsageError(f"cannot create database {path}: {above} is a file, not a folder")
+    check_reachable(path)  # below a file the first write could only fail; through a loop resolve() raises
     return path.resolve()
 
 

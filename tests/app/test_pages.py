@@ -330,6 +330,12 @@ def test_a_bad_database_path_is_a_message_not_a_traceback(
     app = open_page("Overview")
     assert not app.exception
     assert any("is a file, not a folder" in shown(e.value) for e in app.error), [e.value for e in app.error]
+    (tmp_path / "loop1").symlink_to(tmp_path / "loop2")
+    (tmp_path / "loop2").symlink_to(tmp_path / "loop1")
+    monkeypatch.setenv("STASH_DB", str(tmp_path / "loop1"))  # resolve() raised RuntimeError: a traceback
+    app = open_page("Overview")
+    assert not app.exception, [e.value for e in app.exception]
+    assert any("is a symlink loop" in shown(e.value) for e in app.error), [e.value for e in app.error]
     # spaces only, a control character, bytes that are not UTF-8 (each page's traceback before)
     for bad in ("   ", f"{tmp_path}/\x1b[31m.duckdb", f"{tmp_path}/a\udcff.duckdb"):
         monkeypatch.setenv("STASH_DB", bad)

@@ -138,3 +138,18 @@ def test_uploaded_model_files_are_checked_and_kept_by_content(tmp_path):
         save_model_file(db, "broken.py", b"def make(:\n")
     with pytest.raises(UsageError, match=r"\.py"):
         save_model_file(db, "model.txt", source)
+
+
+def test_a_path_below_a_file_or_through_a_symlink_loop_is_said_so(tmp_path):
+    from stash_core.userfiles import unreachable_reason as reason
+
+    (tmp_path / "run.json").write_text("{}")
+    (tmp_path / "loop1").symlink_to(tmp_path / "loop2")
+    (tmp_path / "loop2").symlink_to(tmp_path / "loop1")
+    os.mkfifo(tmp_path / "fifo")
+    assert reason(tmp_path / "run.json" / "x.duckdb") == f"{tmp_path}/run.json is a file, not a folder"
+    assert reason(tmp_path / "fifo" / "x") == f"{tmp_path}/fifo is a FIFO (named pipe), not a folder"
+    assert reason(tmp_path / "loop1").startswith(f"{tmp_path}/loop1 is a symlink loop")
+    assert reason(tmp_path / "loop2" / "a" / "b").startswith(f"{tmp_path}/loop2 is a symlink loop")
+    for fine in (tmp_path / "run.json", tmp_path / "new" / "x.duckdb", tmp_path):  # there, or to be made
+        assert reason(fine) is None

@@ -27,6 +27,8 @@ WORKLOAD = {"param_mb": 100, "solo_bandwidth_mbps": 900, "a1": 0.1, "b1": 0.2, "
             "compute_s": {"g4dn.xlarge": 0.2}}  # fmt: skip
 SPOT = ["--instances", "g4dn.xlarge:2", "--target-loss", "1", "--budget-s", "100", *DB]
 LONG = "x" * 5000
+NOT_UTF8 = {"STASH_DB": "{tmp}/a\udcff.duckdb"}  # a byte that is not UTF-8, kept by Python as a surrogate
+LOOP = {"link:loop1": "{tmp}/loop2", "link:loop2": "{tmp}/loop1"}
 
 
 @pytest.fixture(scope="module")
@@ -133,11 +135,19 @@ REFUSED = [
     ("env-db-newline", ["runs"], {"STASH_DB": "a\nb.duckdb"}, "STASH_DB"),
     ("env-db-escape", ["runs"], {"STASH_DB": "\x1b[31m.duckdb"}, "STASH_DB"),
     ("env-db-blank", ["runs"], {"STASH_DB": "   "}, "STASH_DB"),
-    # bytes that are not UTF-8 (kept by Python as surrogates): DuckDB failed with std::bad_cast, a profile
-    # measured everything before it could not store it
-    ("env-db-not-utf8-ingest", ["ingest", str(EXAMPLES[0])], {"STASH_DB": "{tmp}/a\udcff.duckdb"}, "not UTF-8"),
-    ("env-db-not-utf8-runs", ["runs"], {"STASH_DB": "{tmp}/a\udcff.duckdb"}, "STASH_DB is not UTF-8"),
-    ("env-db-not-utf8-profile", PROFILE, {"STASH_DB": "{tmp}/a\udcff.duckdb"}, "STASH_DB is not UTF-8"),
+    # not UTF-8: DuckDB failed with std::bad_cast, a profile measured everything before it could not store it
+    ("env-db-not-utf8-ingest", ["ingest", str(EXAMPLES[0])], NOT_UTF8, "not UTF-8"),
+    ("env-db-not-utf8-runs", ["runs"], NOT_UTF8, "STASH_DB is not UTF-8"),
+    ("env-db-not-utf8-profile", PROFILE, NOT_UTF8, "STASH_DB is not UTF-8"),
+    # below a file, through a symlink loop: "File exists" from a writer, "no database there yet" from a reader
+    ("ingest-env-db-below-a-file", ["ingest", str(EXAMPLES[0])], {"STASH_DB": "{plain}/x.duckdb"},
+     "{plain} is a file, not a folder"),
+    ("runs-db-below-a-file", ["runs", "--db", "{plain}/x.duckdb"], {}, "{plain} is a file, not a folder"),
+    ("runs-db-symlink-loop", ["runs", "--db", "{tmp}/loop1"], LOOP, "{tmp}/loop1 is a symlink loop"),
+    ("export-db-symlink-loop", ["export", "--format", "csv", "--out", "{tmp}/e", "--db", "{tmp}/loop1/x.db"],
+     LOOP, "{tmp}/loop1 is a symlink loop"),
+    ("instances-list-db-symlink-loop", ["instances", "list", "--db", "{tmp}/loop1"], LOOP, "symlink loop"),
+    ("profile-db-symlink-loop", [*PROFILE, "--db", "{tmp}/loop1"], LOOP, "symlink loop"),
     ("env-db-dev-null", ["instances", "list"], {"STASH_DB": "/dev/null"}, "character device"),
     ("env-db-fifo-predict", ["predict", "--model", "resnet18", "--batch-size", "8"], {"STASH_DB": "{fifo}"},
      "FIFO"),

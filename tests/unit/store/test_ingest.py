@@ -209,7 +209,7 @@ def test_a_bad_second_file_stops_the_whole_batch(
 def test_unusable_database_paths_are_usage_errors(tmp_path, result_doc) -> None:
     blocker = tmp_path / "plain-file"
     blocker.write_text("x")
-    with pytest.raises(UsageError, match="cannot create database"):
+    with pytest.raises(UsageError, match="plain-file is a file, not a folder"):  # it said "File exists"
         store.ingest_result(blocker / "results.duckdb", result_doc())
     junk = tmp_path / "junk.duckdb"
     junk.write_bytes(b"not a database" * 1000)
