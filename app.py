@@ -10,9 +10,10 @@ from stash_core.views.access import admitted, expected_token
 
 st.set_page_config(page_title="Stash", page_icon=":material/timer:", layout="wide")
 
-# Private unless asked: a session beyond this machine sees nothing without the token (stash_core/views/access.py).
+# Private unless asked: a session beyond this machine sees nothing without the token (views/access.py).
 if not st.session_state.get("stash_admitted"):
-    allowed, reason = admitted(st.context.ip_address, st.query_params.get("token"), expected_token())
+    port = st.get_option("server.port")
+    allowed, reason = admitted(st.context.ip_address, st.query_params.get("token"), expected_token(), port)
     if not allowed:  # one hidden page: no list of the others either
         st.navigation(
             [st.Page(lambda: st.error(reason, icon=":material/lock:"), title="Stash")], position="hidden"

@@ -2,7 +2,7 @@
 # Set up (first time) and open the dashboard on the default database (./results.duckdb).
 # Private by default: bound to 127.0.0.1. `./run.sh --listen ADDRESS` (or STASH_LISTEN=ADDRESS) binds it to
 # ADDRESS and requires a token, printed once in the URL (STASH_DASHBOARD_TOKEN sets one of your own).
-# Further arguments go to `streamlit run`.
+# Further arguments go to `streamlit run`, but --server.address (--listen chooses the address).
 set -euo pipefail
 cd "$(dirname "$0")"
 listen="${STASH_LISTEN:-127.0.0.1}"
@@ -12,6 +12,10 @@ while [ $# -gt 0 ]; do
         --listen) [ $# -ge 2 ] || { echo "run.sh: --listen needs an address, e.g. --listen 0.0.0.0" >&2; exit 2; }
                   listen="$2"; shift 2 ;;
         --listen=*) listen="${1#--listen=}"; shift ;;
+        # Streamlit takes the last --server.address: passed on, it would bind beyond this machine with no token.
+        --server.address | --server.address=*)
+            echo "run.sh: $1 is not taken: --listen ADDRESS chooses the address (beyond this machine, with a token)" >&2
+            exit 2 ;;
         *) passed+=("$1"); shift ;;
     esac
 done

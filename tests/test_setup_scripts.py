@@ -64,6 +64,17 @@ def test_run_sh_says_where_stash_is_and_how_to_put_it_on_path(tmp_path: Path) ->
     assert f'export PATH="{bin_dir}:$PATH"' in stdout
 
 
+@pytest.mark.parametrize("given", [["--server.address", "0.0.0.0"], ["--server.address=0.0.0.0"]])
+def test_run_sh_refuses_an_address_given_around_listen(tmp_path: Path, given: list[str]) -> None:
+    """Streamlit takes the last --server.address: passed on after run.sh's own, it bound the dashboard
+    beyond this machine with no warning and no token."""
+    root = stub_checkout(tmp_path)
+    done = subprocess.run(["bash", "run.sh", *given], cwd=root, capture_output=True, text=True,
+                          env=as_a_person_runs_it())  # fmt: skip
+    assert done.returncode == 2 and "ARGS:" not in done.stdout, done.stdout
+    assert "--listen ADDRESS" in done.stderr and len(done.stderr.splitlines()) == 1, done.stderr
+
+
 def test_test_sh_sets_up_unless_told_the_caller_did(tmp_path: Path) -> None:
     root = stub_checkout(tmp_path)
     (root / "scripts" / "setup.sh").write_text('#!/usr/bin/env bash\necho "SETUP $*"\n')
@@ -208,7 +219,9 @@ def test_setup_installs_with_uv_passing_on_pips_wheel_folders_and_constraints(tm
         assert "--compile-bytecode" not in install  # not every file: what Stash's processes load, below
     # byte-code for what Stash's processes load, by importing it in two processes, once per set of pins
     # (the two run at once: either may log first)
-    loads = sorted((line for line in lines if line.startswith("python -c import ")), key=lambda line: "torch" not in line)
+    loads = sorted(
+        (line for line in lines if line.startswith("python -c import ")), key=lambda line: "torch" not in line
+    )
     assert len(loads) == 2 and "import torch," in loads[0] and "stash_core.measure.worker" in loads[0]
     assert "import pandas," in loads[1] and "streamlit" in loads[1]
     assert list(root.glob(".venv/compiled-*"))

@@ -19,10 +19,12 @@ def expected_token() -> str | None:
     return os.environ.get(TOKEN_VARIABLE) or None
 
 
-def admitted(client_ip: object, given_token: str | None, token: str | None) -> tuple[bool, str]:
+def admitted(
+    client_ip: object, given_token: str | None, token: str | None, port: int = 8501
+) -> tuple[bool, str]:
     """(may this session see the pages, why not): with a token, the token; without, a local client only.
     `client_ip` is Streamlit's st.context.ip_address: an address text, or None for a local session (anything
-    else, as a test harness gives, counts as no address)."""
+    else, as a test harness gives, counts as no address); `port` is the dashboard's, for the SSH tunnel."""
     client_ip = client_ip if isinstance(client_ip, str) else None
     if token is not None:
         if given_token and hmac.compare_digest(given_token.encode(), token.encode()):
@@ -34,6 +36,6 @@ def admitted(client_ip: object, given_token: str | None, token: str | None) -> t
     if client_ip in LOOPBACK_CLIENTS:
         return True, ""
     return False, (
-        "This dashboard serves only its own machine. Reach it through an SSH tunnel "
-        "(ssh -L 8501:127.0.0.1:8501 HOST), or start it with `./run.sh --listen ADDRESS`, which sets a token."
+        f"This dashboard serves only its own machine. Reach it through an SSH tunnel (ssh -L "
+        f"{port}:127.0.0.1:{port} HOST), or start it with `./run.sh --listen ADDRESS`, which sets a token."
     )
