@@ -6,6 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 listen="${STASH_LISTEN:-127.0.0.1}"
+hosts=()  # Host names it answers: .streamlit/config.toml's (this machine's own) unless --listen
 passed=()
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -27,6 +28,7 @@ case "$listen" in
             STASH_DASHBOARD_TOKEN=$(python3 -c 'import secrets; print(secrets.token_urlsafe(24))')
         fi
         export STASH_DASHBOARD_TOKEN
+        hosts=(--server.allowedHosts "*")  # reached by whatever name the machine has; the token guards it
         echo "warning: the dashboard listens on $listen: anyone who can reach this port and has the token can run code here" >&2
         echo "open it with ?token=$STASH_DASHBOARD_TOKEN at the end of the URL below (an SSH tunnel needs no --listen)" >&2
         ;;
@@ -34,4 +36,4 @@ esac
 bash scripts/setup.sh
 # The stash command lives in the environment; a script cannot change its caller's PATH, so say how.
 echo "stash: $PWD/.venv/bin/stash  (to type just \"stash\": export PATH=\"$PWD/.venv/bin:\$PATH\")"
-exec .venv/bin/streamlit run app.py --server.address "$listen" ${passed[@]+"${passed[@]}"}
+exec .venv/bin/streamlit run app.py --server.address "$listen" ${hosts[@]+"${hosts[@]}"} ${passed[@]+"${passed[@]}"}

@@ -75,6 +75,18 @@ def test_run_sh_refuses_an_address_given_around_listen(tmp_path: Path, given: li
     assert "--listen ADDRESS" in done.stderr and len(done.stderr.splitlines()) == 1, done.stderr
 
 
+def test_run_sh_answers_any_host_name_only_with_listen(tmp_path: Path) -> None:
+    """Private, the names of .streamlit/config.toml (localhost, 127.0.0.1, ::1: no DNS rebinding); with
+    --listen, whatever name the machine is reached by (the token guards it)."""
+    root = stub_checkout(tmp_path)
+    args, _ = args_of(root, "run.sh")
+    assert "--server.allowedHosts" not in args
+    args, _ = args_of(root, "run.sh", "--listen", "0.0.0.0")
+    assert args[args.index("--server.allowedHosts") + 1] == "*"
+    config = (REPO / ".streamlit" / "config.toml").read_text()
+    assert 'allowedHosts = ["localhost", "127.0.0.1", "::1"]' in config
+
+
 def test_test_sh_sets_up_unless_told_the_caller_did(tmp_path: Path) -> None:
     root = stub_checkout(tmp_path)
     (root / "scripts" / "setup.sh").write_text('#!/usr/bin/env bash\necho "SETUP $*"\n')

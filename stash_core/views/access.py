@@ -4,6 +4,12 @@
 ADDRESS and sets STASH_DASHBOARD_TOKEN; then every session must open the URL with `?token=...` once (its
 Run page starts the user's code, so an open port must not be an open shell). A dashboard started by other
 means, bound beyond this machine without a token, serves only sessions from this machine.
+
+Without a token, "from this machine" is where the connection comes from: every account on the machine, and
+whoever a proxy on it lets through, counts. A web page elsewhere can make the user's own browser connect from
+here, by pointing its name at 127.0.0.1 (DNS rebinding): Streamlit's server.allowedHosts (.streamlit/
+config.toml: localhost, 127.0.0.1, ::1) refuses the WebSocket of a page that came by another name, before
+this code runs.
 """
 
 from __future__ import annotations

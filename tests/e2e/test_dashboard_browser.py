@@ -5,7 +5,6 @@ that no exception box appears anywhere. Screenshots go to test-artifacts/e2e/.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
@@ -262,51 +261,3 @@ def test_text_from_a_link_is_shown_as_text_in_a_real_browser(dashboard: tuple[st
     made = box.evaluate("e => [...e.querySelectorAll('a, strong, b, .katex, span[style*=color]')].length")
     assert made == 0, box.inner_html()[:1000]
     no_exception(tab, "Stall breakdown with a hostile ?run=")
-
-
-@contextlib.contextmanager
-def run_sh(folder: Path, *args: str, token: str | None = None) -> Iterator[str]:
-    """`./run.sh ARGS` on a free port, as a user starts it; yields its base URL, stops it by its own pid."""
-    port = free_port()
-    env = {key: value for key, value in os.environ.items() if key not in ("STASH_LISTEN", "STASH_DASHBOARD_TOKEN")}
-    env.update({"STASH_DB": str(folder / "results.duckdb"), **({"STASH_DASHBOARD_TOKEN": token} if token else {})})
-    listen = args[args.index("--listen") + 1] if "--listen" in args else "127.0.0.1"
-    log_path = folder / f"run-{port}.log"
-    with open(log_path, "w") as log:
-        server = subprocess.Popen(
-            ["bash", "run.sh", *args, "--server.headless", "true", "--server.port", str(port)],
-            cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-        )  # fmt: skip
-        base = f"http://{listen}:{port}"
-        try:
-            wait_healthy(base, server, log, log_path, 90)
-            yield base
-        finally:
-            stop(server)
-
-
-def listening_addresses(port: int) -> set[str]:
-    import psutil
-
-    return {conn.laddr.ip for conn in psutil.net_connections("tcp") if conn.laddr.port == port
-            and conn.status == psutil.CONN_LISTEN}  # fmt: skip
-
-
-def test_the_dashboard_is_private_unless_asked(page, tmp_path: Path) -> None:
-    """./run.sh listens on 127.0.0.1 only; with --listen it asks for a token, and a browser without it gets no
-    page (the lock message only); with it, the Overview."""
-    with run_sh(tmp_path) as base:
-        assert listening_addresses(int(base.rsplit(":", 1)[1])) == {"127.0.0.1"}
-        page.goto(base)
-        settle(page, "Overview")
-    token = "t0ken-of-this-test"
-    with run_sh(tmp_path, "--listen", "127.0.0.2", token=token) as base:
-        assert listening_addresses(int(base.rsplit(":", 1)[1])) == {"127.0.0.2"}
-        for url in (base, f"{base}/?token=wrong"):
-            page.goto(url)
-            page.get_by_text("needs its access token").wait_for()
-            assert page.locator("h1").count() == 0 and page.locator('[data-testid="stSidebarNav"]').count() == 0
-        page.goto(f"{base}/?token={token}")
-        settle(page, "Overview")
-        no_exception(page, "with the token")
-        assert "token=" not in page.url  # taken out of the address bar once read
