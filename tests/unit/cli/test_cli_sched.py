@@ -155,7 +155,7 @@ def not_a_database(tmp_path):
     [
         (lambda tmp: tmp, "is a directory"),
         (not_a_database, "no DuckDB header"),
-        (lambda tmp: not_a_database(tmp) / "r.duckdb", "not a writable directory"),
+        (lambda tmp: not_a_database(tmp) / "r.duckdb", "notes.txt is a file, not a folder"),
         (lambda tmp: tmp / ("d" * 300 + ".duckdb"), "File name too long"),
     ],
 )  # fmt: skip
