@@ -6,22 +6,33 @@ Pages live in pages/, one file each.
 import streamlit as st
 
 from pages._shared import database_setting
-from stash_core.views.access import admitted, expected_token
+from stash_core.views.access import admission_cookie, admitted, expected_token, remember_admission
 
 st.set_page_config(page_title="Stash", page_icon=":material/timer:", layout="wide")
 
+TOKEN_FIELD = "stash_token_field"
+
+
+def lock_page(reason: str, asks_token: bool) -> None:
+    """Why this browser sees nothing; with a token, a field for it (given there, no address keeps it)."""
+    st.error(reason, icon=":material/lock:")
+    if asks_token:
+        st.text_input("Access token", key=TOKEN_FIELD, type="password", help="printed by ./run.sh --listen")
+
+
 # Private unless asked: a session beyond this machine sees nothing without the token (views/access.py).
+port, token, opening = st.get_option("server.port"), expected_token(), False
 if not st.session_state.get("stash_admitted"):
-    port = st.get_option("server.port")
-    allowed, reason = admitted(st.context.ip_address, st.query_params.get("token"), expected_token(), port)
+    given = st.session_state.get(TOKEN_FIELD) or st.query_params.get("token")
+    kept = st.context.cookies.get(admission_cookie(port))
+    allowed, reason = admitted(st.context.ip_address, given, token, port, kept)
     if not allowed:  # one hidden page: no list of the others either
         st.navigation(
-            [st.Page(lambda: st.error(reason, icon=":material/lock:"), title="Stash")], position="hidden"
+            [st.Page(lambda: lock_page(reason, token is not None), title="Stash")], position="hidden"
         ).run()
         st.stop()
     st.session_state["stash_admitted"] = True
-    if "token" in st.query_params:  # not left in the address bar, the history or a screenshot
-        del st.query_params["token"]
+    opening = token is not None and bool(given)  # the token was just given: see below
 
 sections = {
     "Measure": [
@@ -46,6 +57,10 @@ sections = {
 page = st.navigation(sections)
 with st.sidebar:
     st.markdown("**Stash** · where the time of a training iteration goes")
+if opening:  # kept for the browser's session; the page reopens without ?token= (views/access.py)
+    st.html(remember_admission(token, port), unsafe_allow_javascript=True)
+    st.caption("Opening the dashboard...")
+    st.stop()  # no page runs with ?token= still in the address (one that sets a parameter would keep it)
 if database_setting() is None:
     st.error("Choose a database file in the sidebar to continue.", icon=":material/database:")
     st.stop()

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Set up (first time) and open the dashboard on the default database (./results.duckdb).
 # Private by default: bound to 127.0.0.1. `./run.sh --listen ADDRESS` (or STASH_LISTEN=ADDRESS) binds it to
-# ADDRESS and requires a token, printed once in the URL (STASH_DASHBOARD_TOKEN sets one of your own).
+# ADDRESS and requires a token, printed once (STASH_DASHBOARD_TOKEN sets one of your own).
 # Further arguments go to `streamlit run`, but --server.address (--listen chooses the address).
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -30,7 +30,8 @@ case "$listen" in
         export STASH_DASHBOARD_TOKEN
         hosts=(--server.allowedHosts "*")  # reached by whatever name the machine has; the token guards it
         echo "warning: the dashboard listens on $listen: anyone who can reach this port and has the token can run code here" >&2
-        echo "open it with ?token=$STASH_DASHBOARD_TOKEN at the end of the URL below (an SSH tunnel needs no --listen)" >&2
+        echo "open it with ?token=$STASH_DASHBOARD_TOKEN at the end of the URL below, or give the token in its page" >&2
+        echo "(a browser keeps it until it closes; an SSH tunnel needs no --listen)" >&2
         ;;
 esac
 bash scripts/setup.sh

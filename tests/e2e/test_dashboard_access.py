@@ -145,3 +145,49 @@ def test_with_listen_any_name_of_the_machine_reaches_the_token_check(chromium: s
         tab.goto(f"http://{OTHER_NAME}:{port}/?token={token}")
         settle(tab, "Overview")
         no_exception(tab, "by another name, with the token")
+
+
+REFUSE_COOKIES = "Object.defineProperty(document, 'cookie', {get: () => '', set: () => {}})"
+
+
+def test_a_browser_that_gave_the_token_keeps_its_admission_and_no_history_entry_holds_it(
+    chromium: str, tmp_path: Path
+) -> None:
+    """The token in the URL: the page reopens without it (Back does not show it: Streamlit had pushed the
+    address without it as a new entry), and a reload, another tab or a page opened later need no token (a
+    reload locked the user out, against a Run page's run that 'survives a page reload'). Given in the lock
+    page's field instead, no address holds it at all. A browser that refuses cookies keeps it for the open
+    page only, the address without it."""
+    token = "t0ken-of-this-test"
+    with run_sh(tmp_path, "--listen", "127.0.0.2", token=token) as base:
+        with browser_tab(chromium) as tab:
+            tab.goto(f"{base}/run?token={token}")
+            settle(tab, "Run a profile")
+            assert tab.url == f"{base}/run"
+            (kept,) = [
+                cookie for cookie in tab.context.cookies() if cookie["name"].startswith("stash_admission")
+            ]
+            assert token not in kept["value"] and kept["sameSite"] == "Strict", kept
+            tab.reload()
+            settle(tab, "Run a profile")
+            other = tab.context.new_page()
+            other.goto(base)
+            settle(other, "Overview")
+            tab.go_back()
+            tab.wait_for_timeout(1000)
+            assert "token=" not in tab.url, tab.url
+        with browser_tab(chromium) as tab:
+            tab.goto(base)
+            tab.get_by_text("needs its access token").wait_for()
+            tab.locator('input[type="password"]').fill(token)
+            tab.keyboard.press("Enter")
+            settle(tab, "Overview")
+            tab.reload()
+            settle(tab, "Overview")
+        with browser_tab(chromium) as tab:
+            tab.context.add_init_script(REFUSE_COOKIES)
+            tab.goto(f"{base}/run?token={token}")
+            settle(tab, "Run a profile")
+            assert tab.url == f"{base}/run"
+            tab.reload()
+            tab.get_by_text("needs its access token").wait_for()
