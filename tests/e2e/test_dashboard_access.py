@@ -16,7 +16,6 @@ from test_dashboard_browser import (
     ARTIFACTS,
     CHROMIUM_ARGS,
     REPO,
-    chromium_binary,
     free_port,
     no_exception,
     settle,
@@ -61,15 +60,6 @@ def listening_addresses(port: int) -> set[str]:
 
     return {conn.laddr.ip for conn in psutil.net_connections("tcp") if conn.laddr.port == port
             and conn.status == psutil.CONN_LISTEN}  # fmt: skip
-
-
-@pytest.fixture(scope="module")
-def chromium() -> str:
-    binary = chromium_binary()
-    if binary is None:
-        pytest.skip("no Chromium binary (/usr/bin/chromium): install Debian's chromium package")
-    pytest.importorskip("playwright.sync_api", reason="the playwright Python package is not installed")
-    return binary
 
 
 @contextlib.contextmanager

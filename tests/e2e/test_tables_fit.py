@@ -16,7 +16,6 @@ import pytest
 from test_dashboard_browser import (
     ARTIFACTS,
     CHROMIUM_ARGS,
-    chromium_binary,
     free_port,
     no_exception,
     settle,
@@ -46,15 +45,6 @@ OVERFLOW_JS = """
               .join(' < ')};
   })
 """
-
-
-@pytest.fixture(scope="module")
-def chromium() -> str:
-    binary = chromium_binary()
-    if binary is None:
-        pytest.skip("no Chromium binary (/usr/bin/chromium): install Debian's chromium package")
-    pytest.importorskip("playwright.sync_api", reason="the playwright Python package is not installed")
-    return binary
 
 
 @pytest.fixture(scope="module")
