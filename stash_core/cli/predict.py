@@ -48,7 +48,7 @@ def add_commands(subparsers: Any, parser_class: type[argparse.ArgumentParser] | 
     pred.add_argument("--precision", choices=("fp32", "tf32", "amp"), default="fp32", help=PRECISION_HELP)
     pred.add_argument(
         "--rows", type=rows_shown, default=DEFAULT_ROWS,
-        help=f"table rows shown, in order ('all' for every one; default {DEFAULT_ROWS}); JSON has every row",
+        help="table rows shown, in order ('all' for every one); JSON has every row",
     )  # fmt: skip
     add_job_arguments(pred)
     add_format_argument(pred)
@@ -69,7 +69,8 @@ def add_job_arguments(parser: argparse.ArgumentParser) -> None:
     )  # fmt: skip
     parser.add_argument(
         "--optimizer-impl", choices=OPTIMIZER_IMPLS, default="foreach",
-        help="PyTorch's implementation: foreach (its default), fused (fused=True) or loop (per parameter)",
+        help="PyTorch's implementation: foreach (what PyTorch picks when told none), fused (fused=True) or "
+        "loop (per parameter)",
     )  # fmt: skip
     parser.add_argument(
         "--attention", choices=ATTENTIONS, default="fused",
@@ -80,7 +81,7 @@ def add_job_arguments(parser: argparse.ArgumentParser) -> None:
 def add_format_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--format", choices=("table", "json"), default="table",
-        help="table (default) or one JSON object on stdout: {job, predictions, not_predicted}",
+        help="table or one JSON object on stdout: {job, predictions, not_predicted}",
     )  # fmt: skip
 
 

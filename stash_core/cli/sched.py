@@ -66,7 +66,7 @@ def add_commands(subparsers: Any, parser_class: type[argparse.ArgumentParser] | 
     source.add_argument("--synthetic-jobs", type=count(100_000), help="generate a trace of N jobs")
     sched.add_argument(
         "--trace-format", choices=("auto", *FORMATS), default=defaults.TRACE_FORMAT,
-        help="auto (told from the file's columns; the default), tiresias CSV, philly cluster_job_log, "
+        help="auto (told from the file's columns), tiresias CSV, philly cluster_job_log, "
         "pai2020 pai_job_table.csv (task table beside it), helios cluster_log.csv",
     )  # fmt: skip
     sched.add_argument(

@@ -64,3 +64,23 @@ def test_an_option_without_help_says_its_default_once(default) -> None:
     text = " ".join(parser.format_help().split())
     shown = "8,32" if isinstance(default, list) else f"{default}"
     assert text.count(f"default: {shown}") == 2, text  # once for each option
+
+
+def _parser_of(words: tuple[str, ...]) -> argparse.ArgumentParser:
+    parser = build_parser()
+    for word in words:
+        sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+        parser = sub.choices[word]
+    return parser
+
+
+@pytest.mark.parametrize("words", [words for words, _ in COMMANDS], ids=[" ".join(w) for w, _ in COMMANDS])
+def test_no_option_says_its_default_twice(words: tuple[str, ...]) -> None:
+    """The help appends "(default: X)" itself: an option's own text naming its default too says it twice."""
+    parser = _parser_of(words)
+    formatter = parser._get_formatter()
+    for action in parser._actions:
+        if not action.option_strings or action.help in (None, argparse.SUPPRESS):
+            continue
+        appended = formatter._get_help_string(action) != action.help
+        assert not (appended and re.search(r"\bdefault\b", action.help)), (words, action.help)
