@@ -2,8 +2,8 @@
 
 The run is a `stash profile` subprocess whose state lives in files next to the database (engine/jobs.py),
 so reloading the page, or opening it in another tab, finds it again (the job id is also in the URL). A
-`stash profile` started from a terminal registers itself there too: it shows here as it progresses. While a
-profile runs on this machine (registered or not), the form says so before starting a second one.
+profile started from a terminal or from Python registers itself there too: it shows here as it progresses.
+While a profile runs on this machine (registered or not), the form says so before starting a second one.
 """
 
 from pathlib import Path
@@ -47,7 +47,8 @@ def busy_notice(running: list[JobState]) -> bool:
     """Say what already measures on this machine; True when starting another profile needs a confirmation."""
     if running:
         where = ", ".join(
-            f"{job.label or job.job_id}{' (started from a terminal)' if job.origin == 'cli' else ''}"
+            (job.label or job.job_id)
+            + ("" if job.origin == "dashboard" else f" (started from {job.started_from})")
             for job in running
         )
         st.warning(
@@ -216,7 +217,7 @@ HEADERS = {
 def job_view(state: JobState) -> None:
     label = plain(state.label or "profile")  # the form's text, or a terminal's command line
     title = f"{HEADERS.get(state.status, state.status)} — {label} · job {plain(state.job_id)}"
-    title += " · started from a terminal" if state.origin == "cli" else ""
+    title += "" if state.origin == "dashboard" else f" · started from {state.started_from}"
     if state.finished:
         # st.status marks a finished run; while it runs, the page polls (and st.status would show its
         # "running" spinner as done between polls), so a plain box shows the live state.
@@ -298,7 +299,7 @@ def recent_jobs(jobs_list: list[JobState]) -> None:
             {
                 "job": job.job_id,
                 "status": job.status,
-                "from": "terminal" if job.origin == "cli" else "dashboard",
+                "from": {"cli": "terminal", "python": "Python"}.get(job.origin, "dashboard"),
                 "what": job.label,
                 "started (UTC)": job.started_at.strftime("%Y-%m-%d %H:%M:%S") if job.started_at else "",
                 "run": job.run_id or "",
@@ -320,7 +321,7 @@ def recent_jobs(jobs_list: list[JobState]) -> None:
             st.query_params["job"] = chosen
             st.rerun()
     st.caption(
-        "Profiles started here and `stash profile` runs started from a terminal on this database. "
+        "Profiles started here, and those started from a terminal or from Python, on this database. "
         "Select a row to show that profile."
     )
 

@@ -5,6 +5,10 @@ Python turns SIGINT into KeyboardInterrupt. `signals_as_interrupts` makes SIGTER
 dashboard's Cancel) and SIGHUP (a closed terminal or ssh session) raise `Stopped`, a KeyboardInterrupt too, so
 that every `except KeyboardInterrupt` and `finally` that ends worker trees and saves what was measured handles
 them alike; the command then exits with 128 + the signal's number (130, 143, 129).
+
+A profile run inside someone else's process (the Python API) cannot be stopped by a signal without stopping
+that process too: the dashboard's Cancel asks instead (a file in the run's job folder, `stop_requests`), and
+the launch loops raise `Cancelled`, a Stopped too, where they next check (`check_stop_request`).
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ from __future__ import annotations
 import contextlib
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 # SIGHUP does not exist on Windows.
 STOP_SIGNALS = tuple(getattr(signal, n) for n in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, n))
@@ -25,6 +29,39 @@ class Stopped(KeyboardInterrupt):
     def __init__(self, signum: int) -> None:
         super().__init__(describe(signum))
         self.signum = signum
+
+
+class Cancelled(Stopped):
+    """A stop asked for from outside the process without a signal (stop_requests); it ends the profile as
+    SIGTERM would, its launches ended and what was measured saved."""
+
+    def __init__(self) -> None:
+        KeyboardInterrupt.__init__(self, "cancelled from the dashboard")
+        self.signum = signal.SIGTERM
+
+
+# The stop request of the profile this thread runs (stop_requests): a check that says whether one came.
+_REQUESTS = threading.local()
+
+
+@contextlib.contextmanager
+def stop_requests(requested: Callable[[], bool]) -> Iterator[None]:
+    """While the block runs, check_stop_request() in this thread raises Cancelled once `requested()` says
+    a stop was asked for."""
+    before = getattr(_REQUESTS, "requested", None)
+    _REQUESTS.requested = requested
+    try:
+        yield
+    finally:
+        _REQUESTS.requested = before
+
+
+def check_stop_request() -> None:
+    """Raise Cancelled when a stop was asked for this thread's profile (stop_requests); cheap enough to call
+    about once a second from a loop that waits on launches."""
+    requested = getattr(_REQUESTS, "requested", None)
+    if requested is not None and requested():
+        raise Cancelled()
 
 
 def describe(signum: int) -> str:

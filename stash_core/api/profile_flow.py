@@ -101,11 +101,17 @@ Report = Callable[[ProfileRun], None]
 
 
 def run_profile_flow(
-    args: argparse.Namespace, db_path: Path, command: list[str], report: Report, notify: Callable[[str], None]
+    args: argparse.Namespace,
+    db_path: Path,
+    command: list[str],
+    report: Report,
+    notify: Callable[[str], None],
+    origin: str = "cli",
 ) -> ProfileRun:
     """Check, measure, save: the profile of parsed `stash profile` arguments, registered next to its database
-    under `command` (so that the dashboard follows it). `notify` gets the new-database note before anything
-    is measured; `report` gets the saved run and may raise (the registry then records that exit status).
+    under `command` as started from `origin` (so that the dashboard follows it). `notify` gets the
+    new-database note before anything is measured; `report` gets the saved run and may raise (the registry
+    then records that exit status).
 
     A bad input raises UsageError before anything runs. A failed or interrupted profile is saved too:
     `report` sees it in `error` (the front end raises it)."""
@@ -119,7 +125,7 @@ def run_profile_flow(
     # A model that cannot be built is refused before the run is registered: it leaves nothing behind.
     info = None if spec.script else build_model(spec.model, spec.num_classes, input_shape=_shape(spec))[1]
     # Registered next to the database, so the dashboard's Run page and Overview follow it too.
-    with register_profile(db_path, command, label) as record:
+    with register_profile(db_path, command, label, origin) as record:
         reporter = record.reporter(make_reporter(args.progress))
         if info is None:
             data = prepare_data(spec, "script", reporter)

@@ -37,11 +37,12 @@ def profile(spec: ProfileSpec | None = None, **options: Any) -> Result:
         UsageError: an unknown option or a value `stash profile` refuses, before anything runs (the same
             one line the command prints).
         MeasurementError: a run failed; what was measured is saved first (the exception's note says where).
-        KeyboardInterrupt: interrupted (Ctrl-C); saved first likewise.
+        KeyboardInterrupt: interrupted (Ctrl-C, or the dashboard's Cancel run, which ends only the
+            profile's own launches); saved first likewise.
     """
     argv = profile_argv(spec, options)
     args, db_path = parse_profile(argv)
-    run = run_profile_flow(args, db_path, ["stash", "profile", *argv], _raise_early_end, _note)
+    run = run_profile_flow(args, db_path, ["stash", "profile", *argv], _raise_early_end, _note, "python")
     return Result.from_document(
         run.doc, result_file=run.out_path, db=run.db_path if run.stored else None, warning=run.warning,
         save_problem=run.problem,

@@ -63,13 +63,19 @@ class JobState:
     output_tail: list[str] = field(default_factory=list)
     stderr_tail: list[str] = field(default_factory=list)
     label: str = ""
-    origin: str = "dashboard"  # dashboard (started by the Run page) | cli (`stash profile` in a terminal)
+    # dashboard (started by the Run page) | cli (`stash profile` in a terminal) | python (stash.profile())
+    origin: str = "dashboard"
     kind: str = "profile"  # profile | campaign (a cloud campaign started by the Campaign page)
     rounds: RoundsProgress | None = None  # the rounds of launches, when the profile announced them
 
     @property
     def finished(self) -> bool:
         return self.status not in ("starting", "running")
+
+    @property
+    def started_from(self) -> str:
+        """Where the profile was started, in words: "the dashboard", "a terminal" or "Python"."""
+        return {"cli": "a terminal", "python": "Python"}.get(self.origin, "the dashboard")
 
     @property
     def fraction_done(self) -> float:

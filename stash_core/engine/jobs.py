@@ -1,14 +1,14 @@
 """Background `stash profile` runs for the dashboard: start, follow, cancel; state lives on disk. Also the run
-registry: a `stash profile` started from a terminal records itself in the same place (register_profile), so
-the Run page and the Overview show it as it progresses, and can tell that the machine is busy. A job of
-another kind (a cloud campaign, start_command_job) lives beside them, listed only by its kind.
+registry: a `stash profile` started from a terminal or from Python records itself in the same place
+(register_profile), so the Run page and the Overview show it as it progresses, and can tell that the machine
+is busy. A job of another kind (a cloud campaign, start_command_job) lives beside them, listed by its kind.
 
 A page reload (or a restart of the dashboard) must not lose a run, so nothing is kept in memory that matters.
 Each job has a folder `<database folder>/.stash-jobs/<job_id>/` holding:
 
-    argv.json    the command, when it was started and by whom ("origin": "dashboard" or "cli")
-    pid          "<pid> <create_time>" of the wrapper process, or of the `stash profile` process itself for
-                 a run started from a terminal (create_time guards against pid reuse)
+    argv.json    the command, when it was started and by whom ("origin": "dashboard", "cli" or "python")
+    pid          "<pid> <create_time>" of the wrapper process, or of the process running the profile itself
+                 for a run started from a terminal or from Python (create_time guards against pid reuse)
     stdout.log   the run's output: protocol lines (STASH-PHASE / STASH-PROGRESS / STASH-DONE) and text
     stderr.log   its error output ("stash: ..." on a bad input)
     rc           the exit status, written by the wrapper when the run ends
@@ -16,7 +16,8 @@ Each job has a folder `<database folder>/.stash-jobs/<job_id>/` holding:
 
 The run is started in a new session under a tiny shell wrapper that records the exit status, so the state is
 complete even when the dashboard is gone by then. Cancelling ends the wrapper's process group and every
-descendant (the local launcher starts workers in sessions of their own).
+descendant (the local launcher starts workers in sessions of their own). A profile from Python runs in its
+caller, which no cancel may end: `cancelled` is its stop request instead (ProfileRecord).
 """
 
 from __future__ import annotations
@@ -47,12 +48,14 @@ from stash_core.engine.job_state import JobState, failure_reason, parse_output
 from stash_core.engine.profile_child import child_env, profile_command
 from stash_core.engine.progress import JsonReporter, Reporter, TeeReporter
 from stash_core.errors import UsageError
+from stash_core.interrupts import stop_requests
 from stash_core.measure import protocol
 from stash_core.proc import end_tree
 from stash_core.userfiles import DASHBOARD_DIRNAME
 
 JOBS_DIRNAME = DASHBOARD_DIRNAME  # shared with the files uploaded to the dashboard (userfiles.py)
 CANCEL_GRACE_S = 3.0
+CANCEL_CHECK_S = 0.5  # how often a profile from Python looks for the dashboard's stop request
 _STDERR_TAIL_LINES = 20
 # The wrapper runs the command, then writes its exit status; `exec` is not used so that the shell survives.
 _WRAPPER = '"$@"; echo $? > "$STASH_JOB_RC"'
@@ -129,13 +132,18 @@ def _start_job(db_path: Path | str, argv: list[str], label: str, env: dict[str, 
 
 
 class ProfileRecord:
-    """The registry entry of a `stash profile` started from a terminal (register_profile): a job folder with
-    origin "cli", this process's pid, its progress as protocol lines in stdout.log, the DONE line and the
-    exit status in rc. Every write is best effort: a folder that cannot be written never stops a profile."""
+    """The registry entry of a `stash profile` started from a terminal or from Python (register_profile): a
+    job folder with origin "cli" or "python", this process's pid, its progress as protocol lines in
+    stdout.log, the DONE line and the exit status in rc. Every write is best effort: a folder that cannot be
+    written never stops a profile. A profile from Python takes the folder's `cancelled` file as a request to
+    stop (the dashboard's Cancel, which sends it no signal)."""
 
-    def __init__(self, job_dir: Path | None) -> None:
+    def __init__(self, job_dir: Path | None, origin: str = "cli") -> None:
         self.job_dir = job_dir
+        self.origin = origin
         self._log = None
+        self._requests = None
+        self._checked_at = 0.0
 
     def __enter__(self) -> ProfileRecord:
         if self.job_dir is not None:
@@ -143,7 +151,17 @@ class ProfileRecord:
                 self._log = open(self.job_dir / "stdout.log", "a", encoding="utf-8")  # noqa: SIM115
             except OSError:
                 self.job_dir = None
+        if self.job_dir is not None and self.origin == "python":
+            self._requests = stop_requests(self._cancel_requested)
+            self._requests.__enter__()
         return self
+
+    def _cancel_requested(self) -> bool:
+        now = time.monotonic()
+        if now - self._checked_at < CANCEL_CHECK_S:  # launch loops ask often: the disk is looked at seldom
+            return False
+        self._checked_at = now
+        return (self.job_dir / "cancelled").exists()
 
     def reporter(self, inner: Reporter) -> Reporter:
         """`inner` (the terminal's progress) plus the log the dashboard reads."""
@@ -158,6 +176,8 @@ class ProfileRecord:
         self._quietly(lambda: protocol.emit("DONE", done, self._log))
 
     def __exit__(self, kind, error, traceback) -> None:
+        if self._requests is not None:
+            self._requests.__exit__(None, None, None)
         if error is None or (isinstance(error, SystemExit) and not error.code):
             code = 0
         elif isinstance(error, KeyboardInterrupt):  # Ctrl-C, or SIGTERM / SIGHUP raised as one
@@ -182,8 +202,11 @@ class ProfileRecord:
             pass
 
 
-def register_profile(db_path: Path | str, argv: list[str], label: str = "") -> ProfileRecord:
-    """Register a `stash profile` started from a terminal next to its database (see ProfileRecord).
+def register_profile(
+    db_path: Path | str, argv: list[str], label: str = "", origin: str = "cli"
+) -> ProfileRecord:
+    """Register a profile run in this process next to its database (see ProfileRecord): `stash profile` in a
+    terminal (origin "cli") or `stash_core.profile()` (origin "python").
 
     A run the dashboard started (it set STASH_JOB_RC) has its job folder already: nothing is registered."""
     if os.environ.get("STASH_JOB_RC"):
@@ -192,12 +215,12 @@ def register_profile(db_path: Path | str, argv: list[str], label: str = "") -> P
     job_dir = jobs_dir(db) / _new_job_id()
     try:
         job_dir.mkdir(parents=True)
-        _write_meta(job_dir, list(argv), label, db, "cli")
+        _write_meta(job_dir, list(argv), label, db, origin)
         (job_dir / "pid").write_text(f"{os.getpid()} {create_time(os.getpid()) or 0}\n")
     except OSError:
         shutil.rmtree(job_dir, ignore_errors=True)  # a full disk: no half-made job folder left behind
         return ProfileRecord(None)
-    return ProfileRecord(job_dir)
+    return ProfileRecord(job_dir, origin)
 
 
 def read_job(db_path: Path | str, job_id: str) -> JobState:
@@ -249,14 +272,17 @@ def stop_job(db_path: Path | str, job_id: str) -> bool:
 
 
 def cancel_job(db_path: Path | str, job_id: str, grace_s: float = CANCEL_GRACE_S) -> bool:
-    """End a running job and every process it started: TERM, then KILL after `grace_s`.
+    """End a running job and every process it started: TERM, then KILL after `grace_s`. A profile from
+    Python is asked to stop instead: it ends its own launches, saves what it measured and raises.
 
-    Returns True when something was running. The job then reads as "cancelled".
+    Returns True when something was running. The job then reads as "cancelled" (once it has ended).
     """
     state = read_job(db_path, job_id)
     if state.finished or state.pid is None:
         return False
     (state.job_dir / "cancelled").write_text(datetime.now(UTC).isoformat() + "\n")
+    if state.origin == "python":  # never a signal: it would end the notebook or script that runs it
+        return own_process(state.job_dir) is not None
     wrapper = own_process(state.job_dir)
     if wrapper is None:
         left = orphans(state.job_dir, state.origin)

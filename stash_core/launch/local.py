@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable
 
 from stash_core.errors import MeasurementError
-from stash_core.interrupts import held_interrupts, stop_exception
+from stash_core.interrupts import check_stop_request, held_interrupts, stop_exception
 from stash_core.launch import supervisor, torchrun, warm_start
 from stash_core.launch.hang_watch import HangWatch
 from stash_core.launch.warm_start import WarmLaunch
@@ -82,6 +82,7 @@ def run_local(
                 reason = watch.check(process.pid) if watch is not None else None
                 if reason:
                     raise MeasurementError(reason)
+                check_stop_request()  # the dashboard's Cancel of a profile run from Python
         try:
             process.wait(timeout=max(deadline_s - time.monotonic(), 1.0))
         except subprocess.TimeoutExpired:

@@ -25,7 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from stash_core.errors import MeasurementError, UsageError
-from stash_core.interrupts import held_interrupts
+from stash_core.interrupts import check_stop_request, held_interrupts
 from stash_core.launch import supervisor, torchrun
 from stash_core.launch.multinode_preflight import preflight, validate_launch
 from stash_core.launch.node_failure import SSH_FAILED, failure_reason, node_label, port_in_use
@@ -243,6 +243,7 @@ def _wait_for_nodes(
             _dispatch(lines.get(timeout=_POLL_S), on_line, on_stderr_line)
         except queue.Empty:
             pass
+        check_stop_request()  # the dashboard's Cancel of a profile run from Python
         for node in nodes:
             if node.process.poll() not in (None, 0):
                 node.join_readers(timeout_s=1.0)  # let its last words arrive for the message

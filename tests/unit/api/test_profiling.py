@@ -72,7 +72,7 @@ def test_the_result_is_its_file_and_its_stored_run(profiled):
 def test_the_dashboard_follows_a_profile_from_python(profiled):
     result, api_db, _ = profiled
     (job,) = jobs.list_jobs(api_db)
-    assert job.origin == "cli" and job.status == "completed" and job.run_id == result.run_id
+    assert job.origin == "python" and job.status == "completed" and job.run_id == result.run_id
     assert job.argv[:2] == ["stash", "profile"] and "--model=resnet10" in job.argv
 
 

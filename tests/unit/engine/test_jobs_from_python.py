@@ -1,0 +1,64 @@
+"""A profile run from Python (stash_core.profile()) runs inside its caller: the dashboard's Cancel asks it to
+stop instead of signalling the process, which is a notebook or a script that must go on. Real processes."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import psutil
+
+from stash_core.engine import jobs
+from stash_core.engine.job_state import JobState
+
+CALLER = """
+import sys, time
+from stash_core.engine import jobs
+from stash_core.launch.local import run_local
+launch = [sys.executable, "-c", "import time; print('up', flush=True); time.sleep(120)", sys.argv[2]]
+try:
+    with jobs.register_profile(sys.argv[1], ["stash", "profile"], origin="python"):
+        run_local(launch, lambda line: print(line.strip(), flush=True), 300)
+except KeyboardInterrupt as stop:
+    print(f"raised {type(stop).__name__}: {stop}", flush=True)
+print("the caller goes on", flush=True)
+"""
+
+
+def _carrying(token: str) -> list[psutil.Process]:
+    found = []
+    for process in psutil.process_iter(["cmdline", "status"]):
+        if token in (process.info["cmdline"] or []) and process.info["status"] != psutil.STATUS_ZOMBIE:
+            found.append(process)
+    return found
+
+
+def test_cancel_stops_only_the_profile_of_a_python_caller(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.delenv("STASH_JOB_RC", raising=False)
+    db, token = tmp_path / "results.duckdb", f"stash-test-{uuid.uuid4().hex}"
+    caller = subprocess.Popen(
+        [sys.executable, "-c", CALLER, str(db), token], stdout=subprocess.PIPE, text=True,
+        start_new_session=True,
+    )  # fmt: skip
+    try:
+        assert caller.stdout.readline().strip() == "up"  # the launch runs
+        [state] = jobs.list_jobs(db)
+        assert (state.origin, state.started_from, state.pid) == ("python", "Python", caller.pid)
+        assert jobs.cancel_job(db, state.job_id)
+        rest = caller.communicate(timeout=60)[0].splitlines()
+    finally:
+        if caller.poll() is None:
+            caller.kill()
+            caller.wait()
+    # the caller raised what an interrupt raises, went on and ended by itself; its launch was ended
+    assert rest == ["raised Cancelled: cancelled from the dashboard", "the caller goes on"]
+    assert caller.returncode == 0 and _carrying(token) == []
+    assert jobs.read_job(db, state.job_id).status == "cancelled"
+
+
+def test_the_run_page_says_where_a_profile_was_started() -> None:
+    words = [JobState(job_id="j", job_dir=Path("."), argv=[], started_at=None, pid=None, status="running",
+                      origin=origin).started_from for origin in ("dashboard", "cli", "python")]  # fmt: skip
+    assert words == ["the dashboard", "a terminal", "Python"]
