@@ -234,7 +234,8 @@ def pool_rounds(values: list[float], within_ci95s: list[float], launches: list[i
     """The mean of per-round estimates (in time order) and its 95% half-width, from the rounds and from the
     iterations. launches: where the rounds are groups of blocks, the launch of each; the mean is then the
     launches' own means' mean (their rounds pooled), and its interval never narrower than Student's t over
-    them, so that it holds from one launch to the next as the rounds of separate launches do."""
+    them, so that it holds from one launch to the next as the rounds of separate launches do. One round with
+    no interval of its own has an infinite one (never resolved: stats.resolved)."""
     if not values or len(values) != len(within_ci95s):
         raise ValueError("one within-launch interval per round is needed")
     if launches is not None and len(set(launches)) > 1:
@@ -249,8 +250,8 @@ def pool_rounds(values: list[float], within_ci95s: list[float], launches: list[i
     rounds = len(values)
     m = mean(values)
     within = math.sqrt(math.fsum(ci**2 for ci in within_ci95s)) / rounds
-    if rounds == 1:
-        return Pooled(m, within, None, within, 1)
+    if rounds == 1:  # one value and no interval of its own: its spread is unknown, never 0
+        return Pooled(m, math.inf if within == 0 else within, None, within, 1)
     var = math.fsum((v - m) ** 2 for v in values) / (rounds - 1)
     n_eff = float(rounds)
     if rounds >= AUTOCORRELATED_ROUNDS:

@@ -117,8 +117,9 @@ def latest_startup_s(launched) -> float:
     return max(wall_s - timed_s, 0.0)
 
 
-def launch_groups(prior_a_s: list[list[float]], prior_b_s: list[list[float]], startup_s: float,
-                  target: float) -> int | None:
+def launch_groups(
+    prior_a_s: list[list[float]], prior_b_s: list[list[float]], startup_s: float, target: float
+) -> int | None:
     """Groups the next paired launch keeps: two-stage sampling's optimum m = sqrt(w C / (b c)), where w is
     the variance of one group, b the variance of what launches disagree by, C a launch's start-up and c a
     group's time, for whichever of R1, R0 and their difference is furthest from its target over the
@@ -187,8 +188,11 @@ def split_outcome(outcome: dict) -> tuple[dict, dict]:
     r0["wall_s"] = min(paired["b_loop_s"], wall_s)
     r1["wall_s"] = wall_s - r0["wall_s"]
     for run, groups in ((r0, paired["groups_b_s"]), (r1, paired["groups_a_s"])):
-        figure = pool_rounds(groups, [0.0] * len(groups))  # the groups' mean is the kept steps' mean
-        run["iteration_s"] = {**summarise(run["samples"]["iteration_s"]).to_dict(), "ci95": figure.ci95}
+        own = summarise(run["samples"]["iteration_s"]).to_dict()  # the groups' mean is the kept steps' mean
+        # Groups vary among themselves from two on; a lone group gives no spread: its iterations' own
+        # interval then, as a launch of the run alone would give (never a spread of 0 from one value).
+        ci95 = pool_rounds(groups, [0.0] * len(groups)).ci95 if len(groups) > 1 else own["ci95"]
+        run["iteration_s"] = {**own, "ci95": ci95}
         run["iterations"] = len(run["samples"]["iteration_s"])
     r0["parts_mean_s"] = {
         part: sum(values) / len(values) if values else None
@@ -203,5 +207,9 @@ def split_outcome(outcome: dict) -> tuple[dict, dict]:
 
 
 def group_rounds(round_index: int, outcome: dict) -> dict[int, tuple[float, float]]:
-    """A paired launch's groups as rounds of its run: key round x GROUP_ROUND_KEY + group, no within part."""
-    return {round_index * GROUP_ROUND_KEY + i: (mean_s, 0.0) for i, mean_s in enumerate(outcome["groups_s"])}
+    """A paired launch's groups as rounds of its run: key round x GROUP_ROUND_KEY + group, no within part;
+    a launch of one group keeps its iterations' interval as that part (split_outcome): one value alone
+    tells nothing of its spread."""
+    groups = outcome["groups_s"]
+    within_s = outcome["iteration_s"]["ci95"] if len(groups) == 1 else 0.0
+    return {round_index * GROUP_ROUND_KEY + i: (mean_s, within_s) for i, mean_s in enumerate(groups)}

@@ -8,7 +8,7 @@ import math
 import pytest
 
 from stash_core.analysis.stalls import REMAINDER, PhaseTime, breakdown
-from stash_core.analysis.stats import combination_by_round, pool_rounds
+from stash_core.analysis.stats import combination_by_round, pool_rounds, resolved
 from stash_core.engine.plan import PhasePlan, round_order
 
 
@@ -116,3 +116,9 @@ def test_a_within_noise_stall_keeps_its_paired_interval_in_the_remainder() -> No
     )
     assert result[REMAINDER]["seconds"] == pytest.approx(sum(values) / 3)
     assert result[REMAINDER]["ci95_s"] == pytest.approx(stall["ci95_s"])
+
+
+def test_one_round_without_an_interval_of_its_own_is_never_certain() -> None:
+    pooled = pool_rounds([0.5], [0.0])  # one group of blocks: nothing tells its spread
+    assert pooled.ci95 == math.inf and pooled.between_ci95 is None
+    assert not resolved(pooled.mean, pooled.ci95)

@@ -115,6 +115,36 @@ def test_paired_launches_in_every_round_give_both_runs_and_the_stall_its_paired_
     assert not any("rounds of launches" in w for w in launch_warnings(doc, spec, launched, ["R0", "R1"]))
 
 
+def test_a_paired_launch_of_one_group_gives_its_iterations_interval_never_zero(monkeypatch) -> None:
+    from stash_core.analysis.stats import summarise
+    from stash_core.engine import profiler
+    from stash_core.engine.profiler import breakdown_of_completed
+
+    a_steps, b_steps = [0.12, 0.13, 0.11, 0.125, 0.118, 0.127], [0.08, 0.085, 0.075, 0.082, 0.079, 0.081]
+
+    def run_phase(plan, this_spec, data, reporter, warnings, remote=None, grad_bytes=None, paired=None):
+        outcome = _paired_outcome(plan, [sum(a_steps) / 6], [sum(b_steps) / 6])  # a short launch: one group
+        outcome["samples"]["iteration_s"] = a_steps
+        outcome["paired"]["b_samples"] = {"iteration_s": b_steps, "forward_s": b_steps}
+        return outcome
+
+    monkeypatch.setattr(profiler, "run_phase", run_phase)
+    spec = _spec(launches=1)
+    doc = {"phases": [], "probes": [], "spec": {}}
+    launched = LaunchedRuns(["R0", "R1"], 1)
+    profiler.run_launches(PLANS, spec, None, JsonReporter(io.StringIO()), [], None, doc, {}, launched)
+    launched.pool_into(doc["phases"])
+    r0, r1 = doc["phases"]
+    assert r0["paired_blocks"]["groups"] == 1
+    assert r0["iteration_s"]["ci95"] == pytest.approx(summarise(b_steps).ci95) and summarise(b_steps).ci95 > 0
+    assert r1["iteration_s"]["ci95"] == pytest.approx(summarise(a_steps).ci95) and summarise(a_steps).ci95 > 0
+    stalls = breakdown_of_completed(doc, ["R0", "R1"], spec, [])["stalls"]
+    assert stalls["compute"]["ci95_s"] == pytest.approx(r0["iteration_s"]["ci95"])
+    # the difference of two launches' means, each with its iterations' interval (no pairs to narrow it)
+    both = (r0["iteration_s"]["ci95"] ** 2 + r1["iteration_s"]["ci95"] ** 2) ** 0.5
+    assert stalls["interconnect"]["ci95_s"] == pytest.approx(both)
+
+
 def test_groups_of_launches_that_disagree_are_never_narrower_than_the_launches_means() -> None:
     same = [0.100, 0.102, 0.098, 0.101, 0.099, 0.100, 0.101, 0.099]
     shifted = [x + 0.02 for x in same]  # the second launch on a slower machine: its groups agree among them
