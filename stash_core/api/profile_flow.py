@@ -60,6 +60,7 @@ class ProfileRun:
     error: BaseException | None = None  # what ended the profile early (raised once it is saved)
     problem: str | None = None  # what could not be saved, one line
     warning: str | None = None  # the instance label contradicted by the machine
+    in_database: bool = False  # whether the database holds the run (stored and not lost to a failed write)
 
     @property
     def where(self) -> str:
@@ -149,7 +150,7 @@ def run_profile_flow(
         run.db_was_new = db_was_new
         run_id, status, result_file = run.doc["run_id"], run.doc["status"], run.out_path and str(run.out_path)
         # what could not be saved is the line to show where the run did not reach the database
-        stored = run.stored and run.problem is None
+        stored = run.in_database
         error = run.doc["error"] or run.problem
         record.done(run_id, status, result_file, error, stored)
         if args.progress == "json":
@@ -179,10 +180,12 @@ def _measure_and_save(
         reporter.message(f"warning: {changed}")
     if spec.script:
         finish_script_doc(doc)
-    out_path, interrupted, problem = save_result(doc, args.out, args.no_store, db_path)
+    out_path, interrupted, problem, in_database = save_result(doc, args.out, args.no_store, db_path)
     if interrupted and error is None:
         error = stop_exception(interrupted[0])
-    return ProfileRun(doc, out_path, db_path, not args.no_store, False, error, problem)
+    return ProfileRun(
+        doc, out_path, db_path, not args.no_store, False, error, problem, in_database=in_database
+    )
 
 
 def checked_spec(args: argparse.Namespace) -> tuple[ProfileSpec, Path | None]:
@@ -277,10 +280,10 @@ class emulated_bandwidth:
 
 def save_result(
     doc: dict, out: Path | None, no_store: bool, db_path: Path
-) -> tuple[Path | None, list[int], str | None]:
+) -> tuple[Path | None, list[int], str | None, bool]:
     """Write the result file (`out`, else results/RUN_ID.json beside the database) and store it. Returns the
-    file's path (None when it could not be written), the stop signals received meanwhile, and what could
-    not be saved (one line) or None."""
+    file's path (None when it could not be written), the stop signals received meanwhile, what could
+    not be saved (one line) or None, and whether the database holds the run."""
 
     out_path = out or default_result_path(doc["run_id"], results_dir_of(db_path))
     file_error = db_error = None
@@ -303,6 +306,7 @@ def save_result(
         (None if file_error else out_path),
         interrupted,
         _save_problem(doc["run_id"], out_path, db_path, file_error, db_error, no_store),
+        not no_store and db_error is None,
     )
 
 

@@ -44,7 +44,7 @@ def profile(spec: ProfileSpec | None = None, **options: Any) -> Result:
     args, db_path = parse_profile(argv)
     run = run_profile_flow(args, db_path, ["stash", "profile", *argv], _raise_early_end, _note, "python")
     return Result.from_document(
-        run.doc, result_file=run.out_path, db=run.db_path if run.stored else None, warning=run.warning,
+        run.doc, result_file=run.out_path, db=run.db_path if run.in_database else None, warning=run.warning,
         save_problem=run.problem,
     )  # fmt: skip
 

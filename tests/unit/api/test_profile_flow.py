@@ -34,8 +34,9 @@ def measured(monkeypatch, tmp_path: Path):
     saved: list[dict] = []
     monkeypatch.setattr(profile_flow, "remote_hosts", lambda spec, state: None)
     monkeypatch.setattr(profile_flow, "link_change_warning", lambda remote, spec, state: CHANGED)
+    saved_nowhere = (None, [], None, False)
     monkeypatch.setattr(
-        profile_flow, "save_result", lambda doc, out, no_store, db: (saved.append(doc), (None, [], None))[1]
+        profile_flow, "save_result", lambda doc, out, no_store, db: (saved.append(doc), saved_nowhere)[1]
     )
 
     def measure(breakdown: dict | None):

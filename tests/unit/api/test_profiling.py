@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from support import stash_main
+from support import REPO, stash_main
 
 import stash_core as stash
 from stash_core import store
@@ -116,3 +116,27 @@ def test_the_result_file_has_the_declared_shape(profiled):
     assert set(doc["breakdown"]) <= set(Breakdown.__annotations__)
     for stall in doc["breakdown"]["stalls"].values():
         assert set(stall) <= set(Stall.__annotations__), set(stall) - set(Stall.__annotations__)
+
+
+@pytest.mark.parametrize("lost", ["database", "file"])
+def test_the_result_names_a_database_only_when_it_holds_the_run(lost, tmp_path, monkeypatch):
+    from stash_core.api import profile_flow
+    from stash_core.errors import UsageError
+
+    example = json.loads((REPO / "examples" / "results" / "resnet10-b8-2workers-vm-2vcpu.json").read_text())
+    monkeypatch.setattr(profile_flow, "run_profile", lambda *args: example)
+
+    def refused(*args, **kwargs):
+        raise UsageError(f"cannot write {lost}")
+
+    if lost == "database":  # a database locked by another program, say
+        monkeypatch.setattr(profile_flow.store, "ingest_result", refused)
+    else:
+        monkeypatch.setattr(profile_flow, "write_result_atomic", refused)
+    db = tmp_path / "x.duckdb"
+    with pytest.warns(RuntimeWarning, match=f"cannot write {lost}"):
+        result = stash.profile(**TINY, db=db, progress="none")
+    assert result.save_problem is not None
+    assert result.db == (None if lost == "database" else db)
+    (job,) = jobs.list_jobs(db)
+    assert job.stored == (lost == "file")

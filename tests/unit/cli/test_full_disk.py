@@ -124,8 +124,10 @@ def test_a_result_file_on_a_full_disk_is_named_and_the_run_stored_in_the_databas
 
 def test_nothing_writable_says_the_run_could_not_be_saved(full_disk):
     doc = result_doc("resnet18", run_id="lost-run", samples=True, telemetry=True)
-    out_path, interrupted, problem = save_result(doc, full_disk / "run.json", False, full_disk / "r.duckdb")
-    assert out_path is None and interrupted == []
+    out_path, interrupted, problem, in_database = save_result(
+        doc, full_disk / "run.json", False, full_disk / "r.duckdb"
+    )
+    assert out_path is None and interrupted == [] and not in_database
     assert problem.startswith("run lost-run could not be saved: cannot write result file")
     assert "\n" not in problem and str(full_disk / "r.duckdb") in problem
 
@@ -139,7 +141,8 @@ def test_a_database_with_room_for_the_file_only_is_left_as_it_was(full_disk, tmp
     assert stash_main("ingest", *map(str, examples), "--db", str(db)).returncode == 0
     fill(full_disk)
     doc = result_doc("resnet18", run_id="late-run", samples=True, telemetry=True)
-    out_path, _, problem = save_result(doc, tmp_path / "run.json", False, db)
+    out_path, _, problem, in_database = save_result(doc, tmp_path / "run.json", False, db)
+    assert not in_database
     assert out_path == tmp_path / "run.json" and json.loads(out_path.read_text())["run_id"] == "late-run"
     assert problem is not None and f"stash ingest {out_path}" in problem and "\n" not in problem
     (full_disk / "filler").unlink()
