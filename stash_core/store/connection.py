@@ -180,9 +180,12 @@ class DatabaseLocked(UsageError):
 
 # "Could not set lock on file ... Conflicting lock is held": another process holds it. "different
 # configuration": this process holds it (e.g. another thread of a Streamlit server) with the other read_only
-# setting. The word "lock" alone, not "block": a corrupt file's message names the block it failed on.
-_LOCK_RE = re.compile(r"\block(ed)?\b|different configuration")
+# setting. "Unique file handle conflict ... already attached": another thread of this process is opening or
+# closing it this instant. The word "lock" alone, not "block": a corrupt file's message names the block it
+# failed on.
+_LOCK_RE = re.compile(r"\block(ed)?\b|different configuration|unique file handle conflict|already attached")
 _SAME_PROCESS_RE = re.compile(r"different configuration")
+_OTHER_THREAD_RE = re.compile(r"unique file handle conflict|already attached", re.IGNORECASE)
 _CORRUPT_RE = re.compile(r"corrupt|checksum|not a valid duckdb|invalid|magic|serializ", re.IGNORECASE)
 DUCKDB_MAGIC = b"DUCK"  # bytes 8..12 of every DuckDB database file
 
@@ -326,6 +329,10 @@ def _locked_message(path: Path, exc: duckdb.Error, timeout_s: float) -> str:
         return (
             f"database {path} is open in this process with another mode (a duckdb connection of your own?) - "
             f"gave up after {timeout_s:g} s; close that connection first"
+        )
+    if _OTHER_THREAD_RE.search(str(exc)):
+        return (
+            f"database {path} stayed in use by another thread of this process - gave up after {timeout_s:g} s"
         )
     return (
         f"database {path} is locked by another process{_holder(exc)} - gave up after {timeout_s:g} s; try "

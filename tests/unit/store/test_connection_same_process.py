@@ -36,3 +36,33 @@ def test_a_writer_beside_a_read_only_connection_of_the_users_names_it(db_path, r
     assert "another process" not in message and "\n" not in message
     store.ingest_result(db_path, result_doc(run_id="run-b"))  # once it is closed, writing works
     assert set(store.list_runs(db_path)["run_id"]) == {"run-a", "run-b"}
+
+
+def _attached_elsewhere(db_path) -> duckdb.Error:
+    return duckdb.Error(
+        f'Resource In Use Error: Unique file handle conflict: Cannot attach "stash" - the database file '
+        f'"{db_path}" is already attached by database "stash"'
+    )
+
+
+def test_another_thread_opening_the_same_file_this_instant_is_waited_for(db_path, result_doc, monkeypatch):
+    # Two threads of one process open one file at once: DuckDB refuses the second while the first attaches.
+    store.ingest_result(db_path, result_doc(run_id="run-a"))
+    real_connect, refusals = duckdb.connect, []
+
+    def busy_once(*args, **kwargs):
+        if not refusals:
+            refusals.append(args)
+            raise _attached_elsewhere(db_path)
+        return real_connect(*args, **kwargs)
+
+    monkeypatch.setattr(connection.duckdb, "connect", busy_once)
+    assert list(store.list_runs(db_path)["run_id"]) == ["run-a"] and len(refusals) == 1
+
+    def busy(*args, **kwargs):
+        raise _attached_elsewhere(db_path)
+
+    monkeypatch.setattr(connection.duckdb, "connect", busy)
+    with pytest.raises(connection.DatabaseLocked, match="in use by another thread of this process"):
+        with connection.connect(db_path, read_only=True, lock_timeout_s=0.2):
+            pass
