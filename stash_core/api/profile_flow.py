@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,8 +19,8 @@ from typing import Any
 import stash_core
 from stash_core import store
 from stash_core.catalog import check_document
-from stash_core.engine.data_setup import prepare_data
-from stash_core.engine.jobs import register_profile
+from stash_core.engine.data_setup import DataSetup, prepare_data
+from stash_core.engine.jobs import jobs_dir, register_profile
 from stash_core.engine.machine import cuda_device_count, resolve_device, validate
 from stash_core.engine.profiler import run_profile
 from stash_core.engine.progress import BarReporter, JsonReporter, Reporter
@@ -125,41 +126,71 @@ def run_profile_flow(
     )
     # A model that cannot be built is refused before the run is registered: it leaves nothing behind.
     info = None if spec.script else build_model(spec.model, spec.num_classes, input_shape=_shape(spec))[1]
-    # Registered next to the database, so the dashboard's Run page and Overview follow it too.
-    with register_profile(db_path, command, label, origin) as record:
-        reporter = record.reporter(make_reporter(args.progress))
-        if info is None:
-            data = prepare_data(spec, "script", reporter)
-            if data.not_separable_reason and spec.data_dir is None:
-                reporter.message(f"note: {data.not_separable_reason}")
-            model_info = script_model_info(spec)
-        else:
-            data = prepare_data(spec, info.kind, reporter)
-            if data.classes > info.num_classes:
-                # Labels must index the model's outputs: size the classifier to the data set's classes.
-                if spec.num_classes is not None:
-                    raise UsageError(
-                        f"--num-classes {spec.num_classes}: the data set has {data.classes} class folders"
-                    )
-                spec.num_classes = data.classes
-                _, info = build_model(spec.model, num_classes=spec.num_classes, input_shape=_shape(spec))
-            model_info = info.to_dict()
-        if db_was_new and not args.no_store:  # said before the measuring, not only after
-            notify(new_database_note(db_path, at_start=True))
-        run = _measure_and_save(spec, model_info, data, args, db_path, cluster_state, reporter)
-        run.db_was_new = db_was_new
-        run_id, status, result_file = run.doc["run_id"], run.doc["status"], run.out_path and str(run.out_path)
-        # what could not be saved is the line to show where the run did not reach the database
-        stored = run.in_database
-        error = run.doc["error"] or run.problem
-        record.done(run_id, status, result_file, error, stored)
-        if args.progress == "json":
-            done = {"run_id": run_id, "status": status, "result_file": result_file, "stored": stored}
-            protocol.emit("DONE", {**done, "error": error})
-        if run.error is None and run.problem is None:
-            run.warning = check_document(db_path, run.doc).warning
-        report(run)
+    # Registered next to the database, so the dashboard's Run page and Overview follow it too (its data
+    # set prepared there). A data set refused takes the registration back, and the folders it made.
+    existed, refused = nearest_existing(jobs_dir(db_path)), False
+    try:
+        with register_profile(db_path, command, label, origin) as record:
+            reporter = record.reporter(make_reporter(args.progress))
+            try:
+                data, model_info = _data_and_model(spec, info, reporter)
+            except UsageError:
+                refused = True
+                raise
+            if db_was_new and not args.no_store:  # said before the measuring, not only after
+                notify(new_database_note(db_path, at_start=True))
+            run = _measure_and_save(spec, model_info, data, args, db_path, cluster_state, reporter)
+            run.db_was_new = db_was_new
+            run_id, status, result_file = (
+                run.doc["run_id"],
+                run.doc["status"],
+                run.out_path and str(run.out_path),
+            )
+            # what could not be saved is the line to show where the run did not reach the database
+            stored = run.in_database
+            error = run.doc["error"] or run.problem
+            record.done(run_id, status, result_file, error, stored)
+            if args.progress == "json":
+                done = {"run_id": run_id, "status": status, "result_file": result_file, "stored": stored}
+                protocol.emit("DONE", {**done, "error": error})
+            if run.error is None and run.problem is None:
+                run.warning = check_document(db_path, run.doc).warning
+            report(run)
+    finally:
+        if refused and record.job_dir is not None:
+            _remove_made(record.job_dir, existed)
     return run
+
+
+def _remove_made(job_dir: Path, existed: Path) -> None:
+    """Remove a job folder and the folders made for it, up to the one that existed before."""
+    shutil.rmtree(job_dir, ignore_errors=True)
+    for folder in job_dir.parents:
+        if folder == existed:
+            return
+        try:
+            folder.rmdir()  # only while empty: what else is there stays
+        except OSError:
+            return
+
+
+def _data_and_model(spec: ProfileSpec, info, reporter: Reporter) -> tuple[DataSetup, dict]:
+    """The data set and the model's description (its classifier sized to the data set's classes)."""
+    if info is None:
+        data = prepare_data(spec, "script", reporter)
+        if data.not_separable_reason and spec.data_dir is None:
+            reporter.message(f"note: {data.not_separable_reason}")
+        return data, script_model_info(spec)
+    data = prepare_data(spec, info.kind, reporter)
+    if data.classes > info.num_classes:
+        # Labels must index the model's outputs: size the classifier to the data set's classes.
+        if spec.num_classes is not None:
+            raise UsageError(
+                f"--num-classes {spec.num_classes}: the data set has {data.classes} class folders"
+            )
+        spec.num_classes = data.classes
+        _, info = build_model(spec.model, num_classes=spec.num_classes, input_shape=_shape(spec))
+    return data, info.to_dict()
 
 
 def _measure_and_save(

@@ -140,3 +140,16 @@ def test_the_result_names_a_database_only_when_it_holds_the_run(lost, tmp_path, 
     assert result.db == (None if lost == "database" else db)
     (job,) = jobs.list_jobs(db)
     assert job.stored == (lost == "file")
+
+
+def test_a_refused_data_set_leaves_nothing_behind(tmp_path):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    db = tmp_path / "new" / "stash.duckdb"  # a folder that does not exist yet
+    with pytest.raises(stash.UsageError, match="has no class folders"):
+        stash.profile(**TINY, dataset=empty, db=db, progress="none")
+    assert not db.parent.exists()  # no database folder, no job folder in it
+    db.parent.mkdir()
+    with pytest.raises(stash.UsageError, match="has no class folders"):
+        stash.profile(**TINY, dataset=empty, db=db, progress="none")
+    assert list(db.parent.iterdir()) == []  # a folder that was there stays, empty as it was
