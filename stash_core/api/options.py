@@ -189,10 +189,15 @@ def database(db: Path | str | None) -> Path:
 def _option_argv(name: str, option: Option, value: Any) -> list[str]:
     if option.switch:
         # by its flag (no_store=True) it is set when true; by its field (probes=False) when away from default
-        wanted = bool(value) if name == option.dest else value != default_of(option.attr or "")
+        wanted = switch(name, value) if name == option.dest else value != default_of(option.attr or "")
         return [option.flag] if wanted else []
-    if value is None or value is False:
+    if value is None:
         return []
+    if isinstance(value, bool):
+        # a choice of on and off (paired="auto" | "on" | "off") takes True and False as those; others no bool
+        if option.choices is None or not {"on", "off"} <= set(option.choices):
+            raise UsageError(f"profile: {name} takes a value, not {value!r}")
+        value = "on" if value else "off"
     return [f"{option.flag}={as_text(value)}"]  # "=": a value that starts with "-" stays a value
 
 

@@ -79,3 +79,14 @@ def test_checked_values_and_names(monkeypatch, tmp_path):
     assert database(None) == tmp_path / "env.duckdb" and database("~/x.duckdb") == Path.home() / "x.duckdb"
     with pytest.raises(UsageError, match="db: expected a path"):
         database("  ")
+
+
+def test_true_and_false_are_checked_as_the_other_functions_check_them():
+    # a choice of on and off takes True and False as those: False no longer leaves pairing to auto
+    assert profile_argv(None, {"paired": False}) == ["--paired=off"]
+    assert profile_argv(None, {"paired": True}) == ["--paired=on"]
+    assert profile_argv(None, {"no_store": False}) == []
+    with pytest.raises(UsageError, match="no_store: expected True or False, got 'false'"):
+        profile_argv(None, {"no_store": "false"})  # a string is no switch: it stored nothing
+    with pytest.raises(UsageError, match="profile: batch_size takes a value, not False"):
+        profile_argv(None, {"batch_size": False})
