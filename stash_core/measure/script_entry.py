@@ -16,6 +16,7 @@ import collections
 import contextlib
 import gc
 import os
+import re
 import socket
 import sys
 import threading
@@ -37,6 +38,8 @@ from stash_core.measure.worker_job import WorkerJob, read_worker_job
 from stash_core.zoo.compiler_guards import compiler_unimported
 
 STDERR_TAIL_LINES = 20
+TAIL_LINE_CHARS = 2000  # of each kept line, its end: a progress line written without a line end grows
+LINE_END = re.compile(r"(\r\n|\r|\n)")
 
 
 class ScriptFailed(Exception):
@@ -49,17 +52,34 @@ class ScriptFailed(Exception):
 
 
 class StderrTail:
-    """sys.stderr, passed through, keeping its last lines (a failure reports them)."""
+    """sys.stderr, passed through, keeping its last lines (a failure reports them) in bounded memory and time
+    per write, however much the script writes: a progress line redrawn with "\r" every step is one line,
+    the latest, and no line is kept longer than TAIL_LINE_CHARS (its end)."""
 
     def __init__(self, stream) -> None:
         self.stream = stream
         self.lines: collections.deque[str] = collections.deque(maxlen=STDERR_TAIL_LINES)
         self.partial = ""
+        self.redrawn = False  # the last kept line ended with "\r": the next one is drawn over it
 
     def write(self, text: str) -> int:
-        *whole, self.partial = (self.partial + text).split("\n")
-        self.lines.extend(line for line in whole if line.strip())
+        if "\n" not in text and "\r" not in text:
+            self.partial = (self.partial + text)[-TAIL_LINE_CHARS:]
+        else:
+            *whole, self.partial = LINE_END.split(self.partial[-TAIL_LINE_CHARS:] + text)
+            for line, end in zip(whole[::2], whole[1::2], strict=True):
+                self.keep(line[-TAIL_LINE_CHARS:], redrawn=end == "\r")
+            self.partial = self.partial[-TAIL_LINE_CHARS:]
         return self.stream.write(text)
+
+    def keep(self, line: str, redrawn: bool) -> None:
+        if not line.strip():
+            self.redrawn = self.redrawn and redrawn  # a line end moves on: the line drawn last stays
+            return
+        if self.redrawn and self.lines:
+            self.lines.pop()  # a terminal shows only the line drawn over it
+        self.lines.append(line)
+        self.redrawn = redrawn
 
     def flush(self) -> None:
         self.stream.flush()
@@ -69,7 +89,10 @@ class StderrTail:
         self.flush()
 
     def tail(self) -> list[str]:
-        return [*self.lines, *([self.partial] if self.partial.strip() else [])]
+        if not self.partial.strip():
+            return list(self.lines)
+        kept = list(self.lines)[:-1] if self.redrawn else list(self.lines)
+        return [*kept, self.partial]
 
     def __getattr__(self, name: str):
         return getattr(self.stream, name)

@@ -360,3 +360,28 @@ def test_a_script_that_spawns_its_own_workers_is_told_so_at_once(tmp_path) -> No
     message = messages["ERROR"]["message"]
     assert "starts its own worker processes (torch.multiprocessing.spawn)" in message and "\n" not in message
     assert time.monotonic() - started < 50  # not the start timeout
+
+
+def test_the_stderr_tail_stays_small_however_much_progress_the_script_writes() -> None:
+    """A progress line redrawn with "\\r" each step grew one partial line without end, copied and split
+    again at every write: each step slower than the last, and the whole output kept as one tail line."""
+    import io
+
+    from stash_core.measure import script_entry
+    from stash_core.measure.script_entry import STDERR_TAIL_LINES, StderrTail
+
+    tail = StderrTail(io.StringIO())
+    tail.write("loading data\n")
+    for step in range(40_000):
+        tail.write(f"\rstep {step}/40000 loss=0.1234")
+    assert tail.tail() == ["loading data", "step 39999/40000 loss=0.1234"]  # as a terminal shows it
+    assert len(tail.partial) < 100
+    tail.write("\nTraceback (most recent call last):\nValueError: bad batch\n")
+    assert tail.tail() == ["loading data", "step 39999/40000 loss=0.1234", "Traceback (most recent call "
+                           "last):", "ValueError: bad batch"]  # fmt: skip
+    for _ in range(10_000):
+        tail.write("x" * 100)  # a line that never ends: only its end is kept
+    kept_chars = getattr(script_entry, "TAIL_LINE_CHARS", None)
+    assert kept_chars is not None and tail.tail()[-1] == "x" * kept_chars
+    tail.write("".join(f"line {n}\n" for n in range(100)))
+    assert tail.tail()[-1] == "line 99" and len(tail.tail()) == STDERR_TAIL_LINES
