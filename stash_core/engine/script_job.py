@@ -63,23 +63,29 @@ def script_model_info(spec: ProfileSpec) -> dict:
 
 
 def finish_script_doc(doc: dict) -> None:
-    """What a script's runs found, into the document: the batch size measured from its first batch (over a
-    --batch-size that disagrees with it, with a warning), its
-    loader workers, and why CPU and disk are not separate stalls (no --data-dir, or no DataLoader at all)."""
+    """What a script's runs found, into the document: the samples per process per iteration they read (over
+    a --batch-size that disagrees with it, with a warning; null when runs read different batches), its loader
+    workers, and why CPU and disk are not separate stalls (no --data-dir, or no
+    DataLoader at all)."""
     found = [record["script"] for record in doc["phases"] if isinstance(record.get("script"), dict)]
-    sizes = [info["batch_size"] for info in found if info.get("batch_size")]
+    sizes = {info["batch_size"] for info in found if info.get("batch_size")}
     given = doc["spec"].get("batch_size")
-    if sizes and given is not None and given != sizes[0]:
+    breakdown = doc.get("breakdown")
+    warnings = breakdown.setdefault("warnings", []) if breakdown is not None else []
+    if len(sizes) > 1:
+        # As threads_per_worker: no one batch stands for the profile; each run keeps its own, and the
+        # breakdown's first warning names the runs that did different work (analysis/coherence.py).
+        doc["spec"]["batch_size"] = None
+    elif sizes and given is not None and given not in sizes:
         # --batch-size stands for a batch the runs cannot see (no DataLoader); the measured one is the truth
-        doc["spec"]["batch_size"] = sizes[0]
-        breakdown = doc.get("breakdown")
-        if breakdown is not None:
-            breakdown.setdefault("warnings", []).append(
-                f"--batch-size {given} was given, but the script's runs read batches of {sizes[0]} per "
-                f"process: the run is recorded with {sizes[0]}"
-            )
+        (size,) = sizes
+        doc["spec"]["batch_size"] = size
+        warnings.append(
+            f"--batch-size {given} was given, but the script's runs read batches of {size} per process per "
+            f"iteration: the run is recorded with {size}"
+        )
     elif given is None:
-        doc["spec"]["batch_size"] = sizes[0] if sizes else None
+        doc["spec"]["batch_size"] = sizes.pop() if sizes else None
     # The script's own DataLoader workers, not Stash's --loader-workers (which a script never sees); None
     # without a DataLoader, or where runs disagree (each run keeps its own in phases[].script).
     workers = {info.get("loader_workers") for info in found if info.get("loader_used")}
@@ -88,7 +94,6 @@ def finish_script_doc(doc: dict) -> None:
     if threads:
         # As the script ran them (it may set its own); runs that differ have their own in phases[].script.
         doc["spec"]["threads_per_worker"] = threads.pop() if len(threads) == 1 else None
-    breakdown = doc.get("breakdown")
     if not breakdown or not found:
         return
     stalls = breakdown.get("stalls") or {}

@@ -3,7 +3,8 @@
 - Iteration boundaries: steps of the first optimizer that steps (torch's global optimizer step hooks), so
   gradient accumulation counts one iteration per optimizer step; the optimizer step itself is timed from
   its pre-hook.
-- Data wait: time inside `__next__` of any torch DataLoader iterator since the previous boundary.
+- Data wait: time inside `__next__` of any torch DataLoader iterator since the previous boundary; the samples
+  those calls return (each batch's first dimension) make the iteration's batch per process.
 - Forward: time inside the outermost module call(s) of the step (script_forward.py). The rest of the
   iteration (the loss, backward, gradient clipping, zero_grad, a scheduler) is reported as backward_s.
 - Replay (synthetic runs, script_replay.py): each map-style dataset's first samples, read once before the
@@ -18,6 +19,7 @@ durations at a check of the stopping rule (script_stop.py), after one synchronis
 
 from __future__ import annotations
 
+import collections
 import time
 import weakref
 from collections.abc import Callable
@@ -61,7 +63,10 @@ class StepClock:
         self.forward_seen = False
         self.closure_seen = False  # the optimizer step ran the forward (a closure): not split from backward
         self.in_loader = False  # module calls inside a loader are not the forward pass
-        self.batch_size: int | None = None
+        # Samples (the first dimension of each batch) read from torch DataLoaders since the last boundary,
+        # and how many iterations read each total: with gradient accumulation an iteration reads several.
+        self.samples_read = 0
+        self.samples_per_iteration: collections.Counter[int] = collections.Counter()
         self.loader_workers: int | None = None  # worker processes of the loader the steps read, as made
         self.read_workers: int | None = None  # of the loader read last (a number: holding its iterator
         # would keep its worker processes alive)
@@ -104,15 +109,29 @@ class StepClock:
             stamps = (self.last_boundary, now, self.data_pairs, self.forward_pairs, self.optimizer_start)
             self.pending.append(stamps)
             self.iterations += 1
+            if self.data_pairs:
+                self.samples_per_iteration[self.samples_read] += 1
             if self.narrow_hooks is not None and self.narrow_hooks():
                 self.narrow_hooks = None
         self.last_boundary = now
         if self.data_pairs:  # the loader this step read (not one read before training, e.g. a sanity check)
             self.loader_workers = self.read_workers
         self.data_pairs, self.forward_pairs, self.optimizer_start = [], [], None
+        self.samples_read = 0
         if self.on_boundary is not None and self.on_boundary():
             # A check ran (a wait for the device, an all-reduce): its time is Stash's, not the next step's.
             self.last_boundary = self.stamp()
+
+    def batch_read(self, batch) -> None:
+        self.loader_used = True
+        self.samples_read += leading_dim(batch) or 0
+
+    @property
+    def batch_size(self) -> int | None:
+        """Samples per iteration (optimizer step) of this process: the most common total read between two
+        steps (an epoch's last batch may be short); None when no whole iteration read a DataLoader."""
+        common = self.samples_per_iteration.most_common(1)
+        return (common[0][0] or None) if common else None
 
     def follow(self, optimizer) -> None:
         """Time the steps of `optimizer`: each one ends an iteration."""
@@ -170,9 +189,7 @@ def install(clock: StepClock, replay: bool, replay_batches: int = REPLAY_BATCHES
             clock.in_loader = False
             clock.data_pairs.append((start, clock.stamp()))
             clock.read_workers = self._num_workers
-        if not clock.loader_used:
-            clock.loader_used = True
-            clock.batch_size = leading_dim(batch)
+        clock.batch_read(batch)
         return batch
 
     def replay_iter(self):

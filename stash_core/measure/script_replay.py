@@ -74,8 +74,6 @@ class BatchReplay:
                 del source  # ends the loader's worker processes
             finally:
                 clock.in_loader = False
-            if clock.batch_size is None and loader._stash_replay:
-                clock.batch_size = leading_dim(loader._stash_replay[0])
         self.batches = loader._stash_replay
         self.workers = loader.num_workers  # the steps read this loader, though its workers no longer run
         try:
@@ -96,6 +94,7 @@ class BatchReplay:
                 self.remaining -= 1
             batch = self.batches[self.index % len(self.batches)]
             self.index += 1
+            self.clock.batch_read(batch)
             return batch
         finally:
             self.clock.data_pairs.append((start, self.clock.stamp()))

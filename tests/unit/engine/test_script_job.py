@@ -77,3 +77,12 @@ def test_a_data_folder_the_script_opened_nothing_under_is_said() -> None:
     assert "opened no file under --data-dir /data in R3" in finished(0)
     assert "opened no file" not in finished(12)
     assert "opened no file" not in finished(None)  # None: not watched
+
+
+def test_runs_that_read_different_batches_leave_the_batch_size_unknown() -> None:
+    # A global batch divided by the world size: R0 read 64 per process, R1 32; the spec kept R0's 64.
+    for given in (None, 64):
+        doc = doc_of({"loader_used": True, "batch_size": 64}, {"loader_used": True, "batch_size": 32})
+        doc["spec"]["batch_size"] = given
+        finish_script_doc(doc)
+        assert doc["spec"]["batch_size"] is None

@@ -85,6 +85,7 @@ def test_a_batch_size_that_depends_on_the_world_size_is_recorded_and_said(tmp_pa
     assert sizes == {"R0": 64, "R1": 32}
     assert {phase["script"]["threads"] for phase in doc["phases"]} == {1}
     assert doc["spec"]["threads_per_worker"] == 1  # as the script ran them
+    assert doc["spec"]["batch_size"] is None  # no single figure (it kept R0's 64)
     check_never_silent(doc, stdout)
     first = doc["breakdown"]["warnings"][0]
     assert first.startswith((IMPOSSIBLE, DIFFERENT_WORK)) and "batch size per process R0 64, R1 32" in first

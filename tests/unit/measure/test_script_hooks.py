@@ -66,7 +66,21 @@ def test_an_iteration_is_an_optimizer_step_and_gradient_accumulation_counts_once
         remove()
         clock.settle()
     assert len(clock.iteration_s) == 4 - 1  # the first step starts the clock
-    assert clock.loader_used and clock.batch_size == 4
+    # An iteration's batch is what it read between its optimizer steps: 3 batches of 4 (it was one, 4).
+    assert clock.loader_used and clock.batch_size == 3 * 4
+
+
+def test_the_batch_is_the_most_common_read_per_iteration_not_a_short_last_one_or_a_check_before() -> None:
+    clock = StepClock()
+    remove = install(clock, replay=False)
+    try:
+        for _ in DataLoader(Slow(6, 0.0), batch_size=6):  # a check before training: no step
+            pass
+        # 10 batches of 4 and one of 2 an epoch, a step every 2: the short batch joins the next epoch's first
+        train(DataLoader(Slow(42, 0.0), batch_size=4), epochs=2, accumulate=2)
+    finally:
+        remove()
+    assert clock.batch_size == 8 and dict(clock.samples_per_iteration) == {8: 4 + 4, 2 + 4 + 4: 1}
 
 
 def test_the_data_wait_is_the_time_inside_the_loader() -> None:
