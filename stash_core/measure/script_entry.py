@@ -182,7 +182,14 @@ def run_script(job: WorkerJob, clock: StepClock, rule: StopRule) -> dict:
         )
     if clock.iterations == 0:
         raise ScriptFailed("the script ended after its first optimizer step: no whole iteration to time")
-    return rule.ended_by_script()
+    result = rule.ended_by_script()
+    if not result["samples"]["iteration_s"]:  # every iteration was warm-up: no figure to give
+        raise ScriptFailed(
+            f"the script ended after {clock.iterations + 1} optimizer steps: no iteration is left after the "
+            f"warm-up ({result['warmup_iterations']} iterations; the first step starts the clock), so give "
+            "the script more steps"
+        )
+    return result
 
 
 class OwnWorkers(BaseException):

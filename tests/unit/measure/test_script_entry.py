@@ -385,3 +385,12 @@ def test_the_stderr_tail_stays_small_however_much_progress_the_script_writes() -
     assert kept_chars is not None and tail.tail()[-1] == "x" * kept_chars
     tail.write("".join(f"line {n}\n" for n in range(100)))
     assert tail.tail()[-1] == "line 99" and len(tail.tail()) == STDERR_TAIL_LINES
+
+
+def test_a_script_that_ends_within_the_warm_up_fails_with_one_line_and_no_nan(tmp_path) -> None:
+    # 3 steps are 2 iterations, both warm-up: the run "completed" with 0 iterations kept and NaN times.
+    status, messages, _ = run_entry(tmp_path, STEP + "for _ in range(3):\n    step()\n")
+    assert status != 0 and "RESULT" not in messages
+    message = messages["ERROR"]["message"]
+    assert "ended after 3 optimizer steps: no iteration is left after the warm-up" in message
+    assert "more steps" in message and "\n" not in message
