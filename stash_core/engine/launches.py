@@ -212,12 +212,18 @@ def pool_record(record: dict, launched: list[tuple[int, dict]]) -> None:
             "pooled": pooled.to_dict(),
             "parts_mean_s": _mean_parts([o["parts_mean_s"] for o in used]),
             "samples": samples,
-            "rank_skew_s": math.fsum(o["rank_skew_s"] for o in used) / len(used),
+            "rank_skew_s": mean_measured([o["rank_skew_s"] for o in used]),
             "stop_reason": stop_reason_of(used),
             "wall_s": math.fsum(o.get("wall_s") or 0.0 for o in used),
             "telemetry": joined_telemetry(used),
         }
     )
+
+
+def mean_measured(values: list[float | None]) -> float | None:
+    """The mean of the launches' figures that were measured (None: a launch that could not measure it)."""
+    measured = [value for value in values if value is not None]
+    return math.fsum(measured) / len(measured) if measured else None
 
 
 def on_profile_clock(outcome: dict, started_s: float) -> dict:
@@ -333,7 +339,16 @@ def script_end_warning(record: dict) -> str | None:
     if not ended:
         return None
     steps = max(launch["iterations"] + launch["warmup_iterations"] for launch in ended)
-    after = (record.get("script") or {}).get("other_steps_after") or 0
+    script = record.get("script") or {}
+    after = script.get("other_steps_after") or 0
+    alone = ""
+    processes = (record.get("workers") or 1) * (record.get("nodes") or 1)
+    if script.get("ranks_gathered") is False and processes > 1:
+        alone = (
+            "; it ended its process group first, so Stash could not gather the other ranks: the steps after "
+            "its last check of the ranks, and the split of every step, are rank 0's own times, not the "
+            "slowest rank's, and the rank skew is not measured"
+        )
     if after > 1:  # the script trained on with another optimizer while keeping the timed one
         return (
             f"{record['name']}: the optimizer timed stopped stepping after {steps} steps, but the script "
@@ -344,7 +359,7 @@ def script_end_warning(record: dict) -> str | None:
     return (
         f"{record['name']}: the script ended by itself in {len(ended)} of its {len(launches)} launches (after "
         f"{steps} steps at most), so those launches timed only the steps it had; to let each run go on to its "
-        "target or --max-phase-seconds, give the script more to do (more epochs or steps after --)"
+        f"target or --max-phase-seconds, give the script more to do (more epochs or steps after --){alone}"
     )
 
 

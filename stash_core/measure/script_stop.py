@@ -148,7 +148,8 @@ def summarise(job: WorkerJob, clock: StepClock, slowest_s: list[float], reason: 
         "warmup_iterations": warmup,
         "stop_reason": reason,
         "samples": samples,
-        "rank_skew_s": sum(skew[warmup:]) / max(count - warmup, 1),
+        # Not measured (None) when only this rank's times are at hand: the script ended its process group.
+        "rank_skew_s": sum(skew[warmup:]) / max(count - warmup, 1) if len(hosts) == world_size else None,
         "bad_files": None,
         "ranks": [
             {

@@ -13,6 +13,7 @@ from stash_core.engine.launches import (
     epoch_boundary_warning,
     pooled_warnings,
     rounds_of,
+    script_end_warning,
 )
 from stash_core.engine.plan import (
     DEFAULT_LAUNCHES,
@@ -215,3 +216,15 @@ def test_only_failures_of_the_machine_are_tried_again(error, again) -> None:
 def test_a_rank_that_aborted_is_tried_again_but_not_one_killed(error, again) -> None:
     assert aborted(error) is again
 
+
+
+def test_a_script_that_ended_its_process_group_has_no_rank_skew_and_says_whose_times_it_kept() -> None:
+    """Rank 0 alone after destroy_process_group(): its skew was stored as 0.0, as if the ranks agreed."""
+    launched = LaunchedRuns(["R1"], 1)
+    alone = {"rank_skew_s": None, "stop_reason": "script_ended", "script": {"ranks_gathered": False}}
+    launched.add("R1", 0, {**_outcome(0.10, 0.002), **alone})
+    (record,) = _records("R1")
+    launched.pool_into([record])
+    assert record["rank_skew_s"] is None
+    warning = script_end_warning(record)
+    assert "rank 0's own times, not the slowest rank's" in warning and "rank skew is not measured" in warning
