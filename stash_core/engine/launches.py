@@ -338,7 +338,8 @@ def script_end_warning(record: dict) -> str | None:
     ended = [launch for launch in launches if launch.get("stop_reason") == SCRIPT_ENDED]
     if not ended:
         return None
-    steps = max(launch["iterations"] + launch["warmup_iterations"] for launch in ended)
+    # Optimizer steps, as phases[].script.optimizer_steps counts them: the first step starts the clock.
+    steps = max(launch["iterations"] + launch["warmup_iterations"] for launch in ended) + 1
     script = record.get("script") or {}
     after = script.get("other_steps_after") or 0
     alone = ""
@@ -357,9 +358,10 @@ def script_end_warning(record: dict) -> str | None:
             "go (no list or other reference holding it) and Stash times its successor"
         )
     return (
-        f"{record['name']}: the script ended by itself in {len(ended)} of its {len(launches)} launches (after "
-        f"{steps} steps at most), so those launches timed only the steps it had; to let each run go on to its "
-        f"target or --max-phase-seconds, give the script more to do (more epochs or steps after --){alone}"
+        f"{record['name']}: the script ended by itself in {len(ended)} of its {len(launches)} launches "
+        f"(after {steps} steps at most), so those launches timed only the steps it had; to let each run go "
+        f"on to its target or --max-phase-seconds, give the script more to do (more epochs or steps after --)"
+        f"{alone}"
     )
 
 

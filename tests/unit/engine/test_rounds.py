@@ -156,7 +156,7 @@ def test_a_script_that_ended_by_itself_is_said_to_have_ended_with_what_to_pass()
     warnings = pooled_warnings(records, 0.05, False, 60.0, 2, None, short)
     assert any(w.startswith("compute: ") and "the script ended by itself before" in w for w in warnings)
     (ended,) = [w for w in warnings if w.startswith("R0: the script ended by itself in 2 of its 2 launches")]
-    assert "(after 12 steps at most)" in ended and "more epochs or steps after --" in ended
+    assert "(after 13 steps at most)" in ended and "more epochs or steps after --" in ended
     assert not any("other load" in w for w in warnings)
 
 
@@ -176,5 +176,5 @@ def test_a_script_that_trained_on_with_another_optimizer_is_told_why_its_steps_e
     launched.add("R0", 0, {**_outcome(0.10, ci95_s=0.02), "stop_reason": "script_ended"})
     record = {**_records(launched)[0], "script": {"other_steps_after": 980}}
     warning = script_end_warning(record)
-    assert "the optimizer timed stopped stepping after 12 steps" in warning
+    assert "the optimizer timed stopped stepping after 13 steps" in warning  # 2 + 10 iterations: 13 steps
     assert "980 steps after it" in warning and "more epochs" not in warning
