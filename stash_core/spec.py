@@ -120,6 +120,9 @@ class ProfileSpec:
                 value = not default_of(option.attr)
             values[option.attr] = option.parse(value) if option.parse else value
         if values.get("script"):
+            # A flag typed at its default value is refused too (the check of the fields sees only values).
+            typed = {option.attr for option in OPTIONS if option.dest in getattr(args, "typed", ())}
+            _check_script_makes(values, given=lambda attr, value: attr in typed)
             values["script_sha256"] = script_sha256(values["script"])
             values.setdefault("batch_size", None)  # the script's own, measured from its first batch
         return cls(**values)
@@ -357,7 +360,16 @@ def _add_option(parser: Any, option: Option) -> None:
     default = option.default if option.attr is None or option.parse else default_of(option.attr)
     required = option.attr is not None and default is MISSING
     parser.add_argument(option.flag, type=option.type, choices=option.choices, default=None if required
-                        else default, required=required, help=option.help)  # fmt: skip
+                        else default, required=required, help=option.help, action=_Typed)  # fmt: skip
+
+
+class _Typed(argparse.Action):
+    """Store the value, and note in `typed` that the option was on the command line: one typed at its
+    default value is no different otherwise."""
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        setattr(namespace, self.dest, values)
+        namespace.typed = {*getattr(namespace, "typed", ()), self.dest}
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -431,6 +443,26 @@ def _check_text_fields(spec: ProfileSpec) -> None:
         )
 
 
+# What a script makes itself (its data, its model's input and classes, its DataLoader): an option for it
+# would be taken and never used.
+SCRIPT_MAKES = (("dataset", "--dataset"), ("synthetic_images", "--synthetic-images"),
+                ("input_shape", "--input-shape"), ("num_classes", "--num-classes"),
+                ("image_px", "--image-px"), ("loader_workers", "--loader-workers"))  # fmt: skip
+
+
+def _check_script_makes(values: dict, given: Callable[[str, Any], bool]) -> None:
+    """Refuse an option for what the script makes itself; `given`: whether a value was given (on the command
+    line, any value there; in a spec made otherwise, one other than the default)."""
+    for attr, flag in SCRIPT_MAKES:
+        value = values.get(attr)
+        if attr not in values or value is None or not given(attr, value):
+            continue
+        if attr in ("dataset", "synthetic_images"):
+            raise FieldError(f"--script reads its own data: give --data-dir, not {flag}", attr, value)
+        message = f"{flag} does not go with --script: the script makes its own model, data and loader"
+        raise FieldError(message, attr, value)
+
+
 def _check_script(spec: ProfileSpec) -> None:
     """The script exists and parses; --data-dir is a directory and only for a script."""
     if spec.script is None:
@@ -443,16 +475,7 @@ def _check_script(spec: ProfileSpec) -> None:
                 "--script-start-timeout applies to --script only", "script_start_timeout_s", value
             )
         return
-    if spec.dataset or spec.synthetic_images:
-        message = "--script reads its own data: give --data-dir, not --dataset"
-        raise FieldError(message, "dataset", spec.dataset)
-    # What the script makes itself (its model's input and classes, its DataLoader): an option for it would
-    # be taken and never used.
-    for attr, flag in (("input_shape", "--input-shape"), ("num_classes", "--num-classes"),
-                       ("image_px", "--image-px"), ("loader_workers", "--loader-workers")):  # fmt: skip
-        if getattr(spec, attr) != default_of(attr):
-            message = f"{flag} does not go with --script: the script makes its own model, data and loader"
-            raise FieldError(message, attr, getattr(spec, attr))
+    _check_script_makes(asdict(spec), given=lambda attr, value: value != default_of(attr))
     path = Path(spec.script)
     try:
         exists = path.exists()

@@ -772,6 +772,21 @@ CASES: list[tuple[str, list[str], str]] = [
             ("--loader-workers", "5"),
         )
     ],
+    # given at their default values, they were taken without a word
+    *[
+        (
+            f"script-with{flag}-at-its-default",
+            ["profile", "--script", "{tmp}/ok_train.py", flag, value, "--db", "{db}"],
+            f"{flag} does not go with --script",
+        )
+        for flag, value in (("--image-px", "256"), ("--loader-workers", "2"))
+    ],
+    # the message named --dataset for --synthetic-images
+    (
+        "script-with-synthetic-images",
+        ["profile", "--script", "{tmp}/ok_train.py", "--synthetic-images", "10", "--db", "{db}"],
+        "--script reads its own data: give --data-dir, not --synthetic-images",
+    ),  # fmt: skip
     (
         "script-data-dir-missing",
         ["profile", "--script", "{tmp}/ok_train.py", "--data-dir", "{tmp}/none", "--db", "{db}"],
