@@ -21,10 +21,10 @@ MAX_ROUNDS_FACTOR = 4
 
 DESCRIPTIONS = {
     "R0": "1 worker, synthetic data on the device",
-    "R1": "{w} workers on one machine, synthetic data on the device",
-    "R1n": "{w} workers over {n} machines, synthetic data on the device",
-    "R3": "{w} workers, real data cached in memory",
-    "R2": "{w} workers, real data read cold from disk",
+    "R1": "{w} on one machine, synthetic data on the device",
+    "R1n": "{w} over {n} machines, synthetic data on the device",
+    "R3": "{w}, real data cached in memory",
+    "R2": "{w}, real data read cold from disk",
 }
 
 
@@ -41,7 +41,8 @@ class PhasePlan:
 
     @property
     def description(self) -> str:
-        return DESCRIPTIONS[self.name].format(w=self.workers, n=self.nodes)
+        workers = f"{self.workers} worker{'s' if self.workers != 1 else ''}"  # R2 and R3 of a 1-worker job
+        return DESCRIPTIONS[self.name].format(w=workers, n=self.nodes)
 
     def to_dict(self) -> dict:
         return {**asdict(self), "workers": self.workers, "description": self.description}

@@ -228,3 +228,10 @@ def test_a_script_that_ended_its_process_group_has_no_rank_skew_and_says_whose_t
     assert record["rank_skew_s"] is None
     warning = script_end_warning(record)
     assert "rank 0's own times, not the slowest rank's" in warning and "rank skew is not measured" in warning
+
+
+def test_a_run_of_one_worker_says_worker_not_workers() -> None:
+    # "[2/2] R2  1 workers, real data read cold from disk"
+    assert PhasePlan("R2", 1, 1, "cold").description == "1 worker, real data read cold from disk"
+    assert PhasePlan("R3", 2, 1, "cached").description == "2 workers, real data cached in memory"
+    assert PhasePlan("R1n", 1, 2, "synthetic").description.startswith("2 workers over 2 machines")
