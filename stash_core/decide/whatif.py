@@ -81,10 +81,10 @@ def cpu_answer(run: dict[str, Any], times: dict[str, float], stalls: dict[str, d
     t_sync = _sync_s(times)
     if t_sync is None:
         return _unanswered("not measured: no synthetic-data phase to compare with")
-    if run.get("loader_workers") is None:
+    if run.get("loader_workers") is None or not run.get("batch_size"):
         return _unanswered(
-            "not measured: the run's loader workers are unknown (a script's runs read DataLoaders with "
-            "different worker counts, or a script profiled before Stash recorded them)"
+            "not measured: the run's loader workers or batch are unknown (a script's runs read DataLoaders "
+            "with different worker counts or batches, or a script profiled before Stash recorded them)"
         )
     t3 = times["R3"]
     batch = int(run["batch_size"])
@@ -156,11 +156,12 @@ def cpu_stall_elsewhere(
     profiled machine's cores per worker: `profiled_per_worker` (say, its catalog vCPUs, to count both
     machines alike), else its fingerprint's. None where the run cannot tell: no R3 or no synchronous phase, a
     CPU stall hidden or within the noise (R3 is then not the loaders' time), or loading in the main process
-    (0 loader workers: serial, whatever the cores), or loader workers not recorded (a script's runs that
-    disagree)."""
+    (0 loader workers: serial, whatever the cores), or loader workers or batch not recorded (a script's runs
+    that disagree)."""
     _, times = _phase_times(run)
     t_sync = _sync_s(times)
-    if "R3" not in times or t_sync is None or cores_per_worker <= 0 or run.get("loader_workers") is None:
+    unknown = run.get("loader_workers") is None or not run.get("batch_size")
+    if "R3" not in times or t_sync is None or cores_per_worker <= 0 or unknown:
         return None
     entry = next((stall for stall in run.get("stalls") or [] if stall.get("stall") == "cpu"), {})
     stall_s = max(0.0, times["R3"] - t_sync)
@@ -212,7 +213,7 @@ def disk_answer(
     t2, t3 = times["R2"], times["R3"]
     disk_s = max(0.0, t2 - t3)
     workers = int(run.get("workers_per_node") or 1)
-    batch = int(run["batch_size"])
+    batch = int(run.get("batch_size") or 0)  # 0: unknown (a script's runs read different batches)
     sample_bytes, how = _sample_bytes(run, phases.get("R2"), telemetry)
     images = run.get("dataset_images")
     base = {
@@ -246,8 +247,8 @@ def disk_answer(
     if sample_bytes and images:
         cache_bytes = fraction * sample_bytes * images
         answer["dataset_bytes"] = sample_bytes * images
-        answer["read_mbps_needed_without_cache"] = sample_bytes * batch * workers / t3 / 1e6
-        answer["read_mbps_measured"] = sample_bytes * batch * workers / t2 / 1e6
+        answer["read_mbps_needed_without_cache"] = sample_bytes * batch * workers / t3 / 1e6 if batch else None
+        answer["read_mbps_measured"] = sample_bytes * batch * workers / t2 / 1e6 if batch else None
     answer["cache_bytes_needed"] = cache_bytes
     size = f"{fraction:.0%}"
     if cache_bytes:
@@ -388,7 +389,7 @@ def _sample_bytes(run: dict[str, Any], r2: dict | None, telemetry) -> tuple[floa
     interval = r2.get("telemetry_interval_s")
     samples = (
         ((r2.get("warmup_iterations") or 0) + (r2.get("iterations") or 0))
-        * int(run["batch_size"])
+        * int(run.get("batch_size") or 0)
         * int(run.get("workers_per_node") or 1)
     )
     if reads.empty or not interval or not samples:

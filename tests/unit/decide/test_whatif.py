@@ -197,8 +197,24 @@ def test_a_run_that_does_not_record_its_loader_workers_gets_no_cpu_answer(tmp_pa
     assert whatif(db, known["run_id"])["cpu"]["status"] == "answered"
     assert cpu_stall_elsewhere(get_run(db, known["run_id"]), cores_per_worker=2, sync_s=0.2) is not None
     cpu = whatif(db, unknown["run_id"])["cpu"]
-    assert cpu["status"] != "answered" and "loader workers are unknown" in cpu["summary"]
+    assert cpu["status"] != "answered" and "loader workers or batch are unknown" in cpu["summary"]
     assert cpu_stall_elsewhere(get_run(db, unknown["run_id"]), cores_per_worker=2, sync_s=0.2) is None
+
+
+def test_a_run_whose_runs_read_different_batches_gets_no_cpu_answer_and_a_disk_answer_without_read_rates(
+    tmp_path,
+):
+    """A script's runs that read different batches leave the batch unknown (null): no per-sample figure is
+    derived from it, and nothing fails on it."""
+    db = tmp_path / "w.duckdb"
+    doc = result_doc(loader_workers=1, cpu_cores=8, batch_size=32, stalls=DATA_STALLS)
+    doc["spec"]["batch_size"] = None
+    ingest_result(db, doc)
+    answer = whatif(db, doc["run_id"])
+    assert answer["cpu"]["status"] != "answered" and "batch are unknown" in answer["cpu"]["summary"]
+    assert answer["disk"]["status"] == "answered" and answer["disk"].get("read_mbps_measured") is None
+    assert cpu_stall_elsewhere(get_run(db, doc["run_id"]), cores_per_worker=2, sync_s=0.2) is None
+    format_whatif(answer)
 
 
 def test_the_cores_that_ran_predict_no_slower_step_than_the_runs_own_where_r3_came_out_slower(tmp_path):
