@@ -247,8 +247,8 @@ def disk_answer(
     if sample_bytes and images:
         cache_bytes = fraction * sample_bytes * images
         answer["dataset_bytes"] = sample_bytes * images
-        answer["read_mbps_needed_without_cache"] = sample_bytes * batch * workers / t3 / 1e6 if batch else None
-        answer["read_mbps_measured"] = sample_bytes * batch * workers / t2 / 1e6 if batch else None
+        answer["read_mbps_needed_without_cache"] = sample_bytes * batch * workers / t3 / 1e6 or None
+        answer["read_mbps_measured"] = sample_bytes * batch * workers / t2 / 1e6 or None
     answer["cache_bytes_needed"] = cache_bytes
     size = f"{fraction:.0%}"
     if cache_bytes:
