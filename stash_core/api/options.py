@@ -73,16 +73,18 @@ def profile_argv(spec: ProfileSpec | None, options: Mapping[str, Any]) -> list[s
 
 def api_options(command: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """A decorator: an API function's unknown keyword ("profile: unknown option ..." words it), missing or
-    extra argument is a UsageError naming `command`, as for profile(), not Python's TypeError."""
+    extra argument is a UsageError naming `command`, as for profile(), not Python's TypeError. A function
+    with **options checks their names itself."""
 
     def decorate(function: Callable[..., Any]) -> Callable[..., Any]:
         signature = inspect.signature(function)
         known = list(signature.parameters)
+        any_keyword = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in signature.parameters.values())
 
         @functools.wraps(function)
         def call(*args: Any, **kwargs: Any) -> Any:
             for name in kwargs:
-                if name not in signature.parameters:
+                if name not in signature.parameters and not any_keyword:
                     raise UsageError(f"{command}: unknown option {name!r}{_suggestion(name, known)}")
             try:
                 signature.bind(*args, **kwargs)

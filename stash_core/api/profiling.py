@@ -11,12 +11,14 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from stash_core.api.options import parse_profile, profile_argv
+from stash_core.api.options import api_options, parse_profile, profile_argv
 from stash_core.api.profile_flow import ProfileRun, run_profile_flow
 from stash_core.api.results import Result
+from stash_core.errors import UsageError
 from stash_core.spec import ProfileSpec
 
 
+@api_options("profile")
 def profile(spec: ProfileSpec | None = None, **options: Any) -> Result:
     """Profile a training job by differential runs, write its result file and store it (`stash profile`).
 
@@ -49,6 +51,7 @@ def profile(spec: ProfileSpec | None = None, **options: Any) -> Result:
     )  # fmt: skip
 
 
+@api_options("profile_script")
 def profile_script(script: str | Path, *args: str, **options: Any) -> Result:
     """Profile your own training script, run unmodified under torchrun in each run (`stash profile
     --script`); its batch size is measured from its first batch.
@@ -65,6 +68,10 @@ def profile_script(script: str | Path, *args: str, **options: Any) -> Result:
         UsageError: a bad option, or a script that cannot be read, before anything runs.
         MeasurementError: a run failed (saved first, as by `profile()`).
     """
+    for name in ("script", "script_args"):  # named by the arguments above; given twice they would clash
+        if name in options:
+            where = "its first argument" if name == "script" else "the arguments after the script"
+            raise UsageError(f"profile_script: give {name} as {where}, not as {name}=")
     return profile(script=str(script), script_args=[str(arg) for arg in args], **options)
 
 

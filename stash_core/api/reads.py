@@ -6,20 +6,25 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from stash_core.api.options import database
+from stash_core.api.options import api_options, checked, database
 from stash_core.api.results import Result
 from stash_core.errors import UsageError, no_run_error
 from stash_core.pathargs import required_path
+from stash_core.spec_parse import count
+
+MAX_LIMIT = 10**6  # as `stash runs --limit`
 
 if TYPE_CHECKING:
     import pandas as pd
 
 
-def runs(db: Path | str | None = None) -> pd.DataFrame:
+@api_options("runs")
+def runs(db: Path | str | None = None, limit: int | None = None) -> pd.DataFrame:
     """Every stored run with its stall breakdown, newest first (the stall_breakdown view, docs/schema.md).
 
     Args:
         db: the database (default $STASH_DB, else ./results.duckdb).
+        limit: at most this many runs, the newest (as `stash runs --limit`); default every run.
 
     Returns:
         pandas.DataFrame: one row per run: run_id, started_at, status, model, batch_size, workers_per_node,
@@ -27,13 +32,16 @@ def runs(db: Path | str | None = None) -> pd.DataFrame:
         compute_share, ...).
 
     Raises:
-        UsageError: `db` is not a Stash database (missing, another program's, too new).
+        UsageError: `db` is not a Stash database (missing, another program's, too new), or `limit` is not
+            a whole number from 1 to 1,000,000.
     """
     from stash_core import store
 
-    return store.list_runs(_existing(database(db)))
+    most = checked("limit", limit, count(MAX_LIMIT))
+    return store.list_runs(_existing(database(db)), limit=most)
 
 
+@api_options("breakdown")
 def breakdown(run_id: str, db: Path | str | None = None) -> pd.DataFrame:
     """The stall breakdown of one stored run, one row per stall (the stalls table, docs/schema.md).
 
@@ -59,6 +67,7 @@ def breakdown(run_id: str, db: Path | str | None = None) -> pd.DataFrame:
     return frame
 
 
+@api_options("load_result")
 def load_result(path: Path | str) -> Result:
     """Read one result file (migrated to the current version and checked, as `stash ingest` reads it).
 

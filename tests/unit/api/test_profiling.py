@@ -92,6 +92,20 @@ def test_a_bad_input_is_refused_before_anything_runs(options, message, tmp_path)
     assert list(tmp_path.iterdir()) == []  # no database, no result file, no job folder
 
 
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [(lambda db: stash.profile_script("train.py", script_args=["--steps", "5"], db=db),
+      "profile_script: give script_args as the arguments after the script"),
+     (lambda db: stash.profile_script(db=db), "profile_script: missing a required argument: 'script'"),
+     (lambda db: stash.profile(None, 3, db=db), "profile: too many positional arguments")],
+    ids=["script-args", "no-script", "extra"],
+)  # fmt: skip
+def test_a_wrong_argument_is_a_usage_error_not_a_type_error(call, message, tmp_path):
+    with pytest.raises(stash.UsageError, match=message):
+        call(tmp_path / "x.duckdb")
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_a_failed_profile_raises_with_where_it_is_saved_and_a_lost_copy_warns(tmp_path):
     out, db = tmp_path / "r1.json", tmp_path / "x.duckdb"
     error = MeasurementError("R1 died")

@@ -77,3 +77,23 @@ def test_load_result_refuses_what_ingest_refuses(stored, tmp_path, where, value,
     path.write_text(json.dumps({**done, "spec": {**done["spec"], where: value}}))
     with pytest.raises(stash.UsageError, match=f"spec.{where} {says}"):
         stash.load_result(path)
+
+
+def test_runs_takes_the_commands_limit(stored):
+    db, *_ = stored
+    assert list(stash.runs(db, limit=1)["run_id"]) == ["20261124T110000Z-bbbb0002"]  # the newest
+    with pytest.raises(stash.UsageError, match="limit: must be a positive integer"):
+        stash.runs(db, limit=0)
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [(lambda db: stash.breakdown("aaaa0001", db, foo=1), "breakdown: unknown option 'foo'"),
+     (lambda db: stash.runs(db, limt=1), "runs: unknown option 'limt' \\(did you mean 'limit'\\?\\)"),
+     (lambda db: stash.load_result(), "load_result: missing a required argument: 'path'"),
+     (lambda db: stash.breakdown(), "breakdown: missing a required argument: 'run_id'")],
+)  # fmt: skip
+def test_a_wrong_argument_is_a_usage_error_not_a_type_error(stored, call, message):
+    db, *_ = stored
+    with pytest.raises(stash.UsageError, match=message):
+        call(db)
