@@ -7,7 +7,8 @@ pandas is imported by the methods that build frames, not here: `import stash_cor
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass, field
+import math
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -15,6 +16,27 @@ from stash_core.units import json_safe
 
 if TYPE_CHECKING:
     import pandas as pd
+
+
+def _equal_fields(self: Any, other: Any) -> Any:
+    """== of two answers field by field (those compared): `frame == frame` is a frame of yes and no, and
+    NaN != NaN, so a dataclass's own == fails or says that an answer differs from itself."""
+    if type(other) is not type(self):
+        return NotImplemented
+    compared = [one.name for one in fields(self) if one.compare]
+    return all(_same(getattr(self, name), getattr(other, name)) for name in compared)
+
+
+def _same(mine: Any, theirs: Any) -> bool:
+    if hasattr(mine, "equals") and hasattr(theirs, "equals"):  # a DataFrame: pandas' own comparison
+        return bool(mine.equals(theirs))
+    if isinstance(mine, float) and isinstance(theirs, float) and math.isnan(mine) and math.isnan(theirs):
+        return True  # an unknown figure in both
+    if isinstance(mine, dict) and isinstance(theirs, dict):
+        return mine.keys() == theirs.keys() and all(_same(mine[key], theirs[key]) for key in mine)
+    if isinstance(mine, list | tuple) and isinstance(theirs, list | tuple):
+        return type(mine) is type(theirs) and len(mine) == len(theirs) and all(map(_same, mine, theirs))
+    return bool(mine == theirs)
 
 
 @dataclass
@@ -34,6 +56,8 @@ class Result:
     warning: str | None = None
     save_problem: str | None = None
     doc: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    __eq__ = _equal_fields
 
     @classmethod
     def from_document(cls, doc: dict[str, Any], **where: Any) -> Result:
@@ -78,6 +102,8 @@ class Predictions:
     expected_errors: dict[str, Any] = field(default_factory=dict)
     answer: Any = field(default=None, repr=False, compare=False)  # decide.predict's Prediction
 
+    __eq__ = _equal_fields
+
     def to_frame(self) -> pd.DataFrame:
         """One row per configuration (one per instance unless max_instances > 1), fastest first."""
         return self.frame.copy()
@@ -100,6 +126,8 @@ class Recommendation:
     excluded: list[str] = field(default_factory=list)
     label_warnings: list[str] = field(default_factory=list)
     answer: Any = field(default=None, repr=False, compare=False)  # decide.recommend's Recommendation
+
+    __eq__ = _equal_fields
 
     @property
     def ranked(self) -> pd.DataFrame:
@@ -129,6 +157,8 @@ class SpotPlan:
     fragile: list[str] = field(default_factory=list)
     risk: dict[str, Any] | None = None
     plan: Any = field(default=None, repr=False, compare=False)  # spot.planner's PlanResult
+
+    __eq__ = _equal_fields
 
     def to_frame(self) -> pd.DataFrame:
         """One row per candidate cluster, cheapest first."""

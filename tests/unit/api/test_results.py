@@ -52,6 +52,19 @@ def test_a_recommendation(tmp_path):
     assert answer.to_dict()["recommended"]["config"] == answer.best["config"]
 
 
+def test_answers_compare_by_their_values(tmp_path):
+    db = tmp_path / "x.duckdb"
+    predictions = [stash.predict(**JOB, instances=["p3.2xlarge", "g5.xlarge"], db=db) for _ in range(2)]
+    assert predictions[0] == predictions[1]
+    predictions[1].frame.loc[:, "iteration_s"] = 1.0
+    assert predictions[0] != predictions[1]  # the rows differ
+    answers = [stash.recommend(**JOB, epochs=1, dataset_images=10_000, budget_hours=100,
+                               instances="p3.2xlarge,g5.xlarge", db=db) for _ in range(2)]  # fmt: skip
+    assert answers[0] == answers[1] and answers[0] != predictions[0]
+    doc = {**result_doc("resnet18", run_id="20261124T100000Z-aaaa0001"), "unknown": float("nan")}
+    assert stash.Result.from_document(doc) == stash.Result.from_document(doc)  # NaN: unknown in both
+
+
 def test_a_spot_plan_is_what_stash_spot_prints(tmp_path, capsys, monkeypatch):
     db = tmp_path / "x.duckdb"
     plan = stash.plan_spot(WORKLOAD, OFFERS, 0.8, 2600, db=db)
