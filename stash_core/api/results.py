@@ -143,6 +143,11 @@ class Recommendation:
         return self.answer.to_json()
 
 
+# The columns of a spot plan's candidates (spot.planner.plan_table's rows), also when there are none.
+SPOT_COLUMNS = ("cluster", "workers", "iteration_s", "R", "iterations", "training_s", "usd_per_h", "cost_usd",
+                "within_budget", "outside_loss_model")  # fmt: skip
+
+
 @dataclass
 class SpotPlan:
     """The cheapest spot (or on-demand) cluster that reaches a target loss within a time budget (spotDNN):
@@ -152,7 +157,7 @@ class SpotPlan:
     pricing: str  # spot or on_demand
     best: dict[str, Any] | None
     candidates: list[dict[str, Any]] = field(default_factory=list)
-    bounds: dict[str, Any] = field(default_factory=dict)
+    bounds: tuple[int, int] = (0, 0)  # the fewest and most workers the budget allows (crossed: none)
     infeasible_reason: str | None = None
     fragile: list[str] = field(default_factory=list)
     risk: dict[str, Any] | None = None
@@ -161,15 +166,16 @@ class SpotPlan:
     __eq__ = _equal_fields
 
     def to_frame(self) -> pd.DataFrame:
-        """One row per candidate cluster, cheapest first."""
+        """One row per candidate cluster, cheapest first; no rows, the same columns, when none was found."""
         import pandas as pd
 
-        return pd.DataFrame(self.candidates)
+        return pd.DataFrame(self.candidates, columns=list(SPOT_COLUMNS))
 
     def to_dict(self) -> dict[str, Any]:
         """What `stash spot --json` prints."""
         return {
-            "pricing": self.pricing, "best": self.best, "candidates": self.candidates, "bounds": self.bounds,
+            "pricing": self.pricing, "best": self.best, "candidates": self.candidates,
+            "bounds": list(self.bounds),
             "infeasible_reason": self.infeasible_reason, "fragile": self.fragile, "risk": self.risk,
         }  # fmt: skip
 

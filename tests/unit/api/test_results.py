@@ -77,6 +77,17 @@ def test_a_spot_plan_is_what_stash_spot_prints(tmp_path, capsys, monkeypatch):
     assert json.loads(printed.stdout) == json.loads(json.dumps(plan.to_dict()))
 
 
+def test_an_infeasible_spot_plan_keeps_its_columns_and_its_bounds_are_the_commands_list(tmp_path):
+    feasible = stash.plan_spot(WORKLOAD, OFFERS, 0.8, 2600, db=tmp_path / "x.duckdb")
+    assert list(feasible.to_frame().columns) == list(feasible.candidates[0])  # every column of the rows
+    plan = stash.plan_spot(WORKLOAD, {"g3.8xlarge": 1}, 0.8, 2600, db=tmp_path / "x.duckdb")
+    assert plan.best is None and plan.infeasible_reason
+    frame = plan.to_frame()
+    assert frame.empty and list(frame.columns) == list(feasible.to_frame().columns)
+    bounds = plan.to_dict()["bounds"]
+    assert isinstance(bounds, list) and bounds == json.loads(json.dumps(bounds)) and len(bounds) == 2
+
+
 def test_a_schedule_is_saved_and_stored(tmp_path, capsys, monkeypatch):
     db = tmp_path / "s.duckdb"
     schedule = stash.simulate_schedule(synthetic_jobs=30, seed=1, policies=["fifo", "consolidate"],
