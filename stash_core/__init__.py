@@ -49,7 +49,7 @@ def __getattr__(name: str) -> _Any:
 
 
 def __dir__() -> list[str]:
-    return sorted([*globals(), *_API, *_ERRORS])
+    return sorted({*globals(), *_API, *_ERRORS})  # a name once used is in globals() too: listed once
 
 
 __all__ = ["PACKAGE_PARENT", "SAFE_PATH_VALUE", "__version__", *_API, *_ERRORS]

@@ -45,7 +45,7 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted([*globals(), *_WHERE])
+    return sorted({*globals(), *_WHERE})  # a name once used is in globals() too: listed once
 
 
 __all__ = sorted(_WHERE)

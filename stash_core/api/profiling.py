@@ -44,7 +44,8 @@ def profile(spec: ProfileSpec | None = None, **options: Any) -> Result:
     """
     argv = profile_argv(spec, options)
     args, db_path = parse_profile(argv)
-    run = run_profile_flow(args, db_path, ["stash", "profile", *argv], _raise_early_end, _note, "python")
+    notify = _quiet if args.progress == "none" else _note  # progress="none": nothing on stderr at all
+    run = run_profile_flow(args, db_path, ["stash", "profile", *argv], _raise_early_end, notify, "python")
     return Result.from_document(
         run.doc, result_file=run.out_path, db=run.db_path if run.in_database else None, warning=run.warning,
         save_problem=run.problem,
@@ -87,3 +88,7 @@ def _raise_early_end(run: ProfileRun) -> None:
 
 def _note(text: str) -> None:
     print(text, file=sys.stderr, flush=True)  # beside the progress lines, never in the caller's output
+
+
+def _quiet(text: str) -> None:
+    """A note dropped: what it says (a new database) is in the Result too."""

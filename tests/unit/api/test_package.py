@@ -47,6 +47,13 @@ def test_the_api_names_are_the_packages():
     assert stash_core.UsageError is errors.UsageError and stash_core.SaveError is errors.SaveError
 
 
+def test_a_name_once_used_is_listed_once():
+    stash_core.runs, api.runs, stash_core.UsageError  # noqa: B018  (each now in its module's globals)
+    for module in (stash_core, api):
+        listed = dir(module)
+        assert "runs" in listed and len(listed) == len(set(listed))
+
+
 def test_an_unknown_name_of_the_api_is_an_attribute_error():
     with pytest.raises(AttributeError, match="no attribute 'profiles'"):
         api.profiles  # noqa: B018

@@ -156,6 +156,18 @@ def test_the_result_names_a_database_only_when_it_holds_the_run(lost, tmp_path, 
     assert job.stored == (lost == "file")
 
 
+@pytest.mark.parametrize("progress", ["none", "json"])
+def test_progress_none_prints_nothing_not_even_the_new_database_note(progress, tmp_path, monkeypatch, capfd):
+    from stash_core.api import profile_flow
+
+    example = json.loads((REPO / "examples" / "results" / "resnet10-b8-2workers-vm-2vcpu.json").read_text())
+    monkeypatch.setattr(profile_flow, "run_profile", lambda *args: example)
+    result = stash.profile(**TINY, db=tmp_path / "new.duckdb", progress=progress)
+    assert result.db == tmp_path / "new.duckdb"
+    err = capfd.readouterr().err
+    assert ("starts a new database" in err) == (progress != "none"), err
+
+
 def test_a_refused_data_set_leaves_nothing_behind(tmp_path):
     empty = tmp_path / "empty"
     empty.mkdir()
