@@ -30,6 +30,7 @@ SAFE_PATH_VALUE = "stash"
 _API = (
     "profile", "profile_script", "predict", "recommend", "plan_spot", "simulate_schedule", "runs",
     "breakdown", "load_result", "Result", "Predictions", "Recommendation", "SpotPlan", "Schedule",
+    "ProfileSpec",
 )  # fmt: skip
 _ERRORS = ("StashError", "UsageError", "MeasurementError", "SaveError")
 

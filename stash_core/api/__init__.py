@@ -32,6 +32,7 @@ _WHERE = {
     "Recommendation": "stash_core.api.results",
     "SpotPlan": "stash_core.api.results",
     "Schedule": "stash_core.api.results",
+    "ProfileSpec": "stash_core.spec",  # what profile(spec=...) starts from
 }
 
 

@@ -23,7 +23,7 @@ def profile(spec: ProfileSpec | None = None, **options: Any) -> Result:
     """Profile a training job by differential runs, write its result file and store it (`stash profile`).
 
     Args:
-        spec: a ProfileSpec to start from (its fields away from their defaults); `options` override it.
+        spec: a stash.ProfileSpec to start from (its fields away from their defaults); `options` override it.
         **options: `stash profile`'s options by flag name with underscores, e.g. model="resnet10",
             batch_size=8, input_shape=(3, 32, 32), workers=2, max_phase_seconds=4, launches=1,
             db="x.duckdb" (default $STASH_DB, else ./results.duckdb), out=PATH, no_store=True,

@@ -10,7 +10,7 @@ import pytest
 from support import REPO
 
 import stash_core
-from stash_core import api, errors
+from stash_core import api, errors, spec
 
 HEAVY = ("torch", "pandas", "duckdb", "numpy")
 IMPORT_BUDGET_S = 0.3
@@ -45,6 +45,7 @@ def test_the_api_names_are_the_packages():
         assert getattr(stash_core, name) is getattr(api, name)
         assert name in dir(stash_core) and name in stash_core.__all__
     assert stash_core.UsageError is errors.UsageError and stash_core.SaveError is errors.SaveError
+    assert stash_core.ProfileSpec is spec.ProfileSpec  # what profile(spec=...) takes, as docs/api.md names it
 
 
 def test_a_name_once_used_is_listed_once():
