@@ -18,7 +18,7 @@ from stash_core.store.catalog_seed import BUILTIN_CATALOG_CSV, builtin_catalog_r
 from stash_core.store.dbfile import refuse_foreign
 from stash_core.store.schema import DB_SCHEMA_VERSION, create_schema, missing_objects
 from stash_core.store.schema_docs import COMMENTS_DIGEST
-from stash_core.store.schema_template import copy_schema
+from stash_core.store.schema_template import SCHEMA_CHANGE, copy_schema
 
 # Readers take a database of this version or newer as it is, without migrating it: every step since only
 # added tables and columns, which readers treat as optional. A step that changes or removes something raises
@@ -192,12 +192,26 @@ def ensure_schema(con: duckdb.DuckDBPyConnection, db_label: str) -> None:
 
     A database of the current version whose comments differ from this Stash's gets them re-applied.
     """
-    stored = stored_meta(con)
-    meta = stored or {}
-    version = _version(meta, f"database {db_label}")
-    current = version == DB_SCHEMA_VERSION and meta.get("comments_digest") == COMMENTS_DIGEST
-    if current and not missing_objects(con):  # one dropped by hand is made again below (empty), the rest kept
+    if _up_to_date(con, db_label):
         return
+    # Threads of this process that open one database share DuckDB's instance of it: one at a time creates or
+    # migrates a schema, and each looks again once its turn comes (another may have done it meanwhile).
+    # Processes never meet here: DuckDB lets one process at a time write a file.
+    with SCHEMA_CHANGE:
+        if not _up_to_date(con, db_label):
+            _create_or_migrate(con, db_label)
+
+
+def _up_to_date(con: duckdb.DuckDBPyConnection, db_label: str) -> bool:
+    meta = stored_meta(con) or {}
+    current = _version(meta, f"database {db_label}") == DB_SCHEMA_VERSION
+    # one dropped by hand is made again (empty), the rest kept
+    return current and meta.get("comments_digest") == COMMENTS_DIGEST and not missing_objects(con)
+
+
+def _create_or_migrate(con: duckdb.DuckDBPyConnection, db_label: str) -> None:
+    stored = stored_meta(con)
+    version = _version(stored or {}, f"database {db_label}")
     check_readable_version(version, db_label)
     if stored is None:
         refuse_foreign(con, db_label)  # another program's tables get no Stash tables beside them

@@ -27,6 +27,9 @@ _ALIAS = "stash_schema_template"
 _PREFIX = "stash-schema-"  # then this process's id: a folder of a process that is gone is removed
 _lock = threading.Lock()
 _template: Path | None = None
+# Held while a thread of this process creates or migrates a schema: threads on one database share its DuckDB
+# instance, where two would attach the template under the same name, or make one schema twice.
+SCHEMA_CHANGE = threading.RLock()
 
 
 def template_path() -> Path:
@@ -72,9 +75,10 @@ def copy_schema(con: duckdb.DuckDBPyConnection) -> None:
     target = con.execute("SELECT current_database()").fetchall()[0][0]
     literal = "'" + str(template).replace("'", "''") + "'"
     identifier = '"' + target.replace('"', '""') + '"'
-    con.execute(f"ATTACH {literal} AS {_ALIAS} (READ_ONLY)")  # outside the transaction: DuckDB detaches
-    try:  # a database only where no transaction has worked on it
-        with transaction(con):
-            con.execute(f"COPY FROM DATABASE {_ALIAS} TO {identifier}")
-    finally:
-        con.execute(f"DETACH {_ALIAS}")
+    with SCHEMA_CHANGE:  # the alias is the instance's: one attachment at a time
+        con.execute(f"ATTACH {literal} AS {_ALIAS} (READ_ONLY)")  # outside the transaction: DuckDB detaches
+        try:  # a database only where no transaction has worked on it
+            with transaction(con):
+                con.execute(f"COPY FROM DATABASE {_ALIAS} TO {identifier}")
+        finally:
+            con.execute(f"DETACH {_ALIAS}")

@@ -108,3 +108,35 @@ def test_the_templates_of_killed_processes_are_removed_by_the_next_one(
     made = schema_template.template_path()
     assert not gone.exists() and alive.exists()
     assert made.parent.name.startswith(f"stash-schema-{os.getpid()}-") and made.exists()
+
+
+def test_threads_that_make_one_new_database_at_once_all_open_it(tmp_path: Path) -> None:
+    """They share DuckDB's instance of the file: one attached the template under a name the other then found
+    taken ('database with name ... already exists'), or made the schema a second time."""
+    import threading
+
+    made = tmp_path / "made.duckdb"
+    with duckdb.connect(str(made)) as con:
+        con.execute("BEGIN TRANSACTION")
+        create_schema(con)
+        con.execute("COMMIT")
+    expected = described(made)
+    for attempt in range(5):
+        path = tmp_path / f"new{attempt}.duckdb"
+        start, failures = threading.Barrier(4), []
+
+        def open_it(path: Path = path, start: threading.Barrier = start, failures: list = failures) -> None:
+            start.wait()
+            try:
+                with connection.connect(path) as con:
+                    con.execute("SELECT count(*) FROM runs").fetchall()
+            except Exception as error:  # noqa: BLE001  (every failure is reported below)
+                failures.append(f"{type(error).__name__}: {error}")
+
+        threads = [threading.Thread(target=open_it) for _ in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert failures == []
+        assert described(path) == expected  # one schema, made once
