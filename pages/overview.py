@@ -79,12 +79,12 @@ def busy_elsewhere() -> bool:
 
 
 def active_jobs_notice() -> None:
-    """The profiles running on this database: started here or from a terminal (`stash profile` registers
-    itself next to the database, engine/jobs.py)."""
+    """The profiles running on this database: started here, from a terminal or from Python (`stash profile`
+    and `stash_core.profile()` register themselves next to the database, engine/jobs.py)."""
     running = [job for job in jobs.list_jobs(current_db(), limit=5) if not job.finished]
     for job in running:
         with st.container(border=True):
-            where = " (started from a terminal)" if job.origin == "cli" else ""
+            where = job.started_elsewhere
             st.markdown(
                 f"{STATUS_ICONS['running']} **Profile running**{where} · {plain(job.label or job.job_id)}"
             )

@@ -78,6 +78,12 @@ class JobState:
         return {"cli": "a terminal", "python": "Python"}.get(self.origin, "the dashboard")
 
     @property
+    def started_elsewhere(self) -> str:
+        """Where a job the pages did not start was started, as the words beside its name: " (started from a
+        terminal)" or " (started from Python)"; "" for the dashboard's own."""
+        return "" if self.origin == "dashboard" else f" (started from {self.started_from})"
+
+    @property
     def fraction_done(self) -> float:
         """Whole-profile progress: finished phases count fully, the running one by its own fraction."""
         if self.status == "completed":

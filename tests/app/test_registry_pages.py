@@ -59,6 +59,17 @@ def test_a_profile_from_a_terminal_shows_on_the_run_page_and_the_overview(
     assert jobs.list_jobs(empty_db)[0].status == "completed"
 
 
+def test_the_overview_says_a_profile_was_started_from_python(empty_db: Path, monkeypatch) -> None:
+    monkeypatch.delenv("STASH_JOB_RC", raising=False)
+    argv = ["stash", "profile", "--model", "tiny", "--batch-size", "8"]
+    with jobs.register_profile(empty_db, argv, label="tiny · batch 8", origin="python") as record:
+        record.reporter(Reporter()).phase_started(_Plan(), 0, 2)
+        overview = open_page(None)
+        assert not overview.exception
+        assert "Profile running** (started from Python) · tiny · batch 8" in texts(overview)
+        record.done("20261122T104100Z-3f2a9c1b", "completed", None)
+
+
 def test_a_measurement_not_registered_here_is_named_before_a_second_one_starts(
     empty_db: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -62,3 +62,7 @@ def test_the_run_page_says_where_a_profile_was_started() -> None:
     words = [JobState(job_id="j", job_dir=Path("."), argv=[], started_at=None, pid=None, status="running",
                       origin=origin).started_from for origin in ("dashboard", "cli", "python")]  # fmt: skip
     assert words == ["the dashboard", "a terminal", "Python"]
+    notes = [JobState(job_id="j", job_dir=Path("."), argv=[], started_at=None, pid=None, status="running",
+                      origin=origin).started_elsewhere
+             for origin in ("dashboard", "cli", "python")]  # fmt: skip
+    assert notes == ["", " (started from a terminal)", " (started from Python)"]
