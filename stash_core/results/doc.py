@@ -67,8 +67,9 @@ completed are), `mean_s`, `ci95_s` (its own iterations' interval), `iterations`,
 busy on average; measured from /proc/stat on the machine that launched it, null elsewhere). Where R0 and R1
 were timed in one launch, in alternating blocks (`--paired`, engine/paired.py), each of their launches also
 has `groups_s`, the mean step time of each group of blocks (A B B A or B A A B) after the warm-up groups; the
-groups are the rounds their intervals and the interconnect stall's paired interval are taken over, and the
-run has `paired_blocks` (`block_steps`, `groups`, `warmup_groups` of its first launch). Its
+groups are the rounds their intervals and the interconnect stall's paired interval are taken over (a launch of
+a single group gives its iterations' own interval instead: one group has no spread to take), and the run has
+`paired_blocks` (`block_steps`, `groups`, `warmup_groups` of its first launch). Its
 `iteration_s.mean` is then the plain mean of the pooled launches' means and `iteration_s.ci95` the pooled
 interval; `pooled` repeats them with `between_ci95` (Student t over the rounds; null with one), `within_ci95`
 (the iterations' own) and `rounds`. `samples` holds the pooled launches' kept samples one after the other
