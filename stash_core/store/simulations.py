@@ -72,8 +72,14 @@ def ingest_simulation(db_path: Path | str, doc: dict[str, Any], source_file: str
 
 
 def simulations_frame(db_path: Path | str, limit: int = 500) -> pd.DataFrame:
-    """Stored simulations, newest first, one row per policy (JSON columns as text)."""
+    """Stored simulations, newest first, one row per policy (JSON columns as text); no rows for a database
+    written before the simulations table existed (schema version 4)."""
     with connect(db_path, read_only=True) as con:
+        present = con.execute(
+            "SELECT count(*) FROM duckdb_tables() WHERE schema_name = 'main' AND table_name = 'simulations'"
+        ).fetchall()[0][0]
+        if not present:
+            return pd.DataFrame(columns=list(_COLUMNS))
         picked = [f"CAST({c} AS VARCHAR) AS {c}" if c.endswith("_at") else c for c in _COLUMNS]
         cursor = con.execute(
             f"SELECT {', '.join(picked)} FROM simulations ORDER BY created_at DESC, simulation_id, policy "

@@ -208,17 +208,25 @@ def _rows(runs: pd.DataFrame, catalog: dict[str, dict[str, Any]]) -> pd.DataFram
             "iterations_per_epoch",
             "unattributed_ci95_s",
         ):
-            row[column] = pd.to_numeric(group[column], errors="coerce").mean()
+            row[column] = _mean(group, column)
         for stall in STALL_NAMES:
             for suffix in ("share", "s", "ci95_s"):
-                row[f"{stall}_{suffix}"] = pd.to_numeric(group[f"{stall}_{suffix}"], errors="coerce").mean()
-            statuses = group[f"{stall}_status"].dropna()
+                row[f"{stall}_{suffix}"] = _mean(group, f"{stall}_{suffix}")
+            statuses = group.get(f"{stall}_status", pd.Series(dtype=object)).dropna()
             row[f"{stall}_status"] = statuses.mode().iloc[0] if len(statuses) else None
         priced = catalog.get(instance) if label_ok else None
         row.update({column: (priced or {}).get(column) for column in _PRICE_COLUMNS})
         rows.append(row)
     frame = pd.DataFrame(rows)
     return frame.sort_values("iteration_s", kind="stable").reset_index(drop=True)
+
+
+def _mean(group: pd.DataFrame, column: str) -> Any:
+    """The mean of a numeric column; NaN for a column the database's stall_breakdown lacks (a version-1 or
+    version-2 database is read as it is)."""
+    if column not in group.columns:
+        return np.nan
+    return pd.to_numeric(group[column], errors="coerce").mean()
 
 
 def _empty_frame() -> pd.DataFrame:

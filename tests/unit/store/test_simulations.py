@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import duckdb
 import pytest
 
 from stash_core.errors import UsageError
@@ -46,4 +47,13 @@ def test_bad_documents_are_refused_and_store_nothing(tmp_path, change, message):
     db = tmp_path / "r.duckdb"
     with pytest.raises(UsageError, match=message):
         ingest_simulation(db, {**doc(), **change})
+    assert simulations_frame(db).empty
+
+
+def test_a_database_written_before_the_simulations_table_has_no_stored_simulations(tmp_path):
+    db = tmp_path / "r.duckdb"
+    assert ingest_simulation(db, doc()) is True
+    with duckdb.connect(str(db)) as con:  # the layout of version 3, which had no simulations table
+        con.execute("DROP TABLE simulations")
+        con.execute("UPDATE schema_meta SET value = '3' WHERE key = 'schema_version'")
     assert simulations_frame(db).empty
