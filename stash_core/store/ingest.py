@@ -7,8 +7,9 @@ as the inserts take.
 from __future__ import annotations
 
 import collections
+import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -259,12 +260,9 @@ def _insert_frame(
     columns = [*constants, *names]
     select = ", ".join(["?" for _ in constants] + [f'"{column}"' for column in names])
     view = f"_stash_ingest_{table}"
-    con.register(view, frame)
-    try:
+    with _registered(con, view, frame):
         sql = f"INSERT INTO {table} ({', '.join(columns)}) SELECT {select} FROM {view}"
         con.execute(sql, list(constants.values()))
-    finally:
-        con.unregister(view)
 
 
 def _insert_probe_frame(con: duckdb.DuckDBPyConnection, frame: pd.DataFrame) -> None:
@@ -275,8 +273,20 @@ def _insert_probe_frame(con: duckdb.DuckDBPyConnection, frame: pd.DataFrame) -> 
     select = ", ".join(
         f'CAST("{column}" AS TIMESTAMPTZ)' if column == "started_at" else f'"{column}"' for column in columns
     )
+    with _registered(con, view, frame):
+        con.execute(f"INSERT INTO probes ({', '.join(columns)}) SELECT {select} FROM {view}")
+
+
+@contextlib.contextmanager
+def _registered(con: duckdb.DuckDBPyConnection, view: str, frame: pd.DataFrame | pa.Table) -> Iterator[None]:
+    """`frame` as the view `view` while the block runs. After a failed insert the transaction is aborted and
+    unregistering fails too; that failure must not hide the insert's own error (the next register of the
+    name replaces the view)."""
     con.register(view, frame)
     try:
-        con.execute(f"INSERT INTO probes ({', '.join(columns)}) SELECT {select} FROM {view}")
-    finally:
-        con.unregister(view)
+        yield
+    except BaseException:
+        with contextlib.suppress(duckdb.Error):
+            con.unregister(view)
+        raise
+    con.unregister(view)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 
@@ -10,7 +11,7 @@ import pandas as pd
 import pytest
 
 from stash_core import store
-from stash_core.errors import UsageError
+from stash_core.errors import StashError, UsageError
 from stash_core.results.file import write_result_atomic
 from stash_core.store import ingest as ingest_module
 
@@ -384,3 +385,51 @@ def test_an_unknown_iteration_time_leaves_the_epoch_and_the_shares_unknown(db_pa
         run = con.execute("SELECT iteration_s, epoch_s FROM runs").fetchall()[0]
         shares = con.execute("SELECT count(*) FROM stalls WHERE share IS NOT NULL").fetchall()[0][0]
     assert run == (None, None) and shares == 0  # no epoch or share shown beside an unknown iteration
+
+
+def test_a_failed_insert_of_samples_names_its_own_cause(db_path, result_doc, row_counts) -> None:
+    # A column the database lacks fails the phases insert inside the transaction; the error says so (it was
+    # hidden behind 'Current transaction is aborted' from cleaning up after it).
+    store.ingest_result(db_path, result_doc(run_id="20261122T100000Z-00000001"))
+    with duckdb.connect(str(db_path)) as con:
+        con.execute("ALTER TABLE phases DROP COLUMN telemetry_interval_s")
+    before = row_counts(db_path)
+    with pytest.raises(UsageError, match='cannot store run .*Binder Error: .*"telemetry_interval_s"') as err:
+        store.ingest_result(db_path, result_doc(run_id="20261122T100000Z-00000002"))
+    assert "aborted" not in str(err.value)
+    assert row_counts(db_path) == before
+
+
+class _DiskFullsAtPhases:
+    """A connection whose insert of phases fails as a full disk does, leaving the transaction aborted."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
+        self._con = con
+
+    def execute(self, sql: str, *args, **kwargs):
+        if sql.startswith("INSERT INTO phases"):
+            with pytest.raises(duckdb.Error):
+                self._con.execute("SELECT CAST('x' AS INTEGER)")  # aborts the transaction
+            raise duckdb.IOException("IO Error: Could not write file: No space left on device")
+        return self._con.execute(sql, *args, **kwargs)
+
+    def __getattr__(self, name: str):
+        return getattr(self._con, name)
+
+
+def test_a_full_disk_during_the_samples_insert_says_the_disk_is_full(
+    db_path, result_doc, monkeypatch
+) -> None:
+    store.ingest_result(db_path, result_doc(run_id="20261122T100000Z-00000001"))
+    real_connect = ingest_module.connect
+
+    @contextlib.contextmanager
+    def disk_fills(path):
+        with real_connect(path) as con:
+            yield _DiskFullsAtPhases(con)
+
+    monkeypatch.setattr(ingest_module, "connect", disk_fills)
+    with pytest.raises(
+        StashError, match=r"the disk holding the database is full \(No space left on device\)"
+    ):
+        store.ingest_result(db_path, result_doc(run_id="20261122T100000Z-00000002"))
