@@ -13,6 +13,7 @@ import pandas as pd
 import streamlit as st
 
 from pages._shared import MEASURES, download_buttons, seconds_text, share_text, show_table
+from stash_core.analysis.stalls import stall_fault
 from stash_core.views.common import STALL_COLORS, STALL_LABELS
 from stash_core.views.stall_frames import (
     REMAINDER,
@@ -119,8 +120,8 @@ def stall_table(run: dict) -> None:
         {
             "Stall": row["label"],
             "Per iteration": stall_figure(row),
-            "Share": share_text(row.get("share")),
-            "Per epoch": seconds_text(row.get("epoch_s")) if row.get("seconds") else "–",
+            "Share": "–" if _fault(row) else share_text(row.get("share")),
+            "Per epoch": seconds_text(row.get("epoch_s")) if row.get("seconds") and not _fault(row) else "–",
             "Status": status_text(row),
             "Note": stall_note(row),
         }
@@ -141,6 +142,8 @@ def stall_table(run: dict) -> None:
 def stall_figure(row: dict) -> str:
     """Seconds ± interval; for a stall not resolved, that it was not, instead of a figure like 0 ± 3 s."""
     seconds, ci = row.get("seconds"), row.get("ci95_s")
+    if _fault(row):
+        return "not valid"
     if row.get("stall") == REMAINDER and row.get("status") == "none":
         return "0 s"  # the named stalls add up to the iteration time
     if row.get("stall") == REMAINDER or row.get("resolved") is not False:
@@ -154,6 +157,8 @@ def stall_figure(row: dict) -> str:
 def status_text(row: dict) -> str:
     if row.get("stall") == REMAINDER and row.get("status") == "none":
         return "nothing left over"
+    if _fault(row):
+        return "not valid"
     if row.get("stall") != REMAINDER and row.get("resolved") is False:
         return "not resolved"
     return (row.get("status") or "").replace("_", " ")
@@ -161,7 +166,14 @@ def status_text(row: dict) -> str:
 
 def stall_note(row: dict) -> str:
     note = row.get("note") or ""
+    if fault := _fault(row):
+        return f"stored data: the {row['label']} stall {fault}; its time is in {REMAINDER_LABEL}"
     if row.get("stall") != REMAINDER and row.get("resolved") is False:
         hint = f"to resolve: {RESOLVE_HINT}"
         return f"{note}; {hint}" if note else hint
     return note
+
+
+def _fault(row: dict) -> str | None:
+    """What makes a named stall's stored figure no figure (no value, or below 0 unless 'negative')."""
+    return None if row.get("stall") == REMAINDER else stall_fault(row)

@@ -19,6 +19,7 @@ from pages._shared import (
 from pages._stalls import CAPTION, breakdown_chart, stall_table
 from pages._telemetry import telemetry
 from stash_core import views
+from stash_core.analysis.stalls import stall_fault
 from stash_core.errors import StashError
 from stash_core.views.breakdown import RunFilter
 from stash_core.views.common import STALL_LABELS, plain
@@ -176,8 +177,13 @@ def run_detail(run: dict | None) -> None:
         help="the realistic iteration time (the reference phase), with its 95% confidence interval",
     )
     cols[1].metric("Epoch", seconds_text(run.get("epoch_s")), help="per iteration × iterations per epoch")
-    largest = views.breakdown.headline_stall(run)
-    if largest is not None:
+    faulty = [
+        STALL_LABELS.get(s.get("stall"), s.get("stall")) for s in run.get("stalls", []) if stall_fault(s)
+    ]
+    largest = None if faulty else views.breakdown.headline_stall(run)
+    if faulty and not run.get("impossible"):  # a stall without a valid figure could be the largest one
+        cols[2].metric("Largest stall", "unknown", help=f"no valid stored figure for: {', '.join(faulty)}")
+    elif largest is not None:
         cols[2].metric(
             "Largest stall",
             STALL_LABELS.get(largest["stall"], largest["stall"]),

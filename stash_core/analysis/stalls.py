@@ -45,7 +45,10 @@ _PART_TEXT = {
     "not_separable": "{what} {seconds:+.4f} s (not separable)",
     "no_compute_run": "{what} {seconds:+.4f} s (the first run measured, with no R0 to split it)",
     "other": "{seconds:+.4f} s of runs that were not split into named stalls",
+    "unusable": "{seconds:+.4f} s not split into named stalls: {what}",
 }
+# Statuses of a stall that has a figure: one stored without it is not valid, as is a 'measured' one below 0.
+_WITH_FIGURE = ("measured", "clamped_zero", "negative")
 
 STALL_OF_PHASE = {"R0": "compute", "R1": "interconnect", "R1n": "network", "R3": "cpu", "R2": "disk"}
 PHASE_OF_STALL = {stall: phase for phase, stall in STALL_OF_PHASE.items()}
@@ -120,8 +123,8 @@ def breakdown(
         warnings.append(
             f"the iteration time is {reference}'s: {chain[-1]}, the job as set up, was not timed (its "
             "stall not asked for, or the profile ended first), so the iteration and the shares are of "
-            f"{reference}" + (f", and no epoch time is given ({reference} runs fewer workers)" if other_layout
-                              else "")
+            f"{reference}"
+            + (f", and no epoch time is given ({reference} runs fewer workers)" if other_layout else "")
         )
     stalls: dict[str, dict] = {
         name: _stall(None, None, reference_s, iterations_per_epoch, "not_measured", "") for name in STALLS
@@ -196,9 +199,7 @@ def _closing_remainder(
 
 
 def _combination_ci95(
-    coefficients: dict[str, int],
-    times: dict[str, PhaseTime],
-    rounds: dict[str, list[tuple[float, float]] | dict[int, tuple[float, float]]] | None,
+    coefficients: dict[str, int], times: dict[str, PhaseTime], rounds: dict | None
 ) -> float:
     """The 95% half-width of sum(c_k * t_k): from the paired rounds when every run in it has the same rounds,
     else from the runs' own intervals in quadrature (independent launches)."""
@@ -233,15 +234,8 @@ def _paired_rounds(rounds, used: list[str]) -> dict[str, list[tuple[float, float
     return {key: [figures[r] for r in order] for key, figures in zip(used, by_round, strict=True)}
 
 
-def _difference(
-    name: str,
-    later: PhaseTime,
-    earlier: PhaseTime,
-    ci95_s: float,
-    reference_s: float,
-    iterations_per_epoch: int | None,
-    warnings: list[str],
-) -> dict:
+def _difference(name: str, later: PhaseTime, earlier: PhaseTime, ci95_s: float, reference_s: float,
+                iterations_per_epoch: int | None, warnings: list[str]) -> dict:  # fmt: skip
     seconds = later.mean_s - earlier.mean_s
     if seconds >= 0:
         return _stall(seconds, ci95_s, reference_s, iterations_per_epoch, "measured", "")
@@ -259,26 +253,12 @@ def _difference(
     return _stall(seconds, ci95_s, reference_s, iterations_per_epoch, "negative", note)
 
 
-def _stall(
-    seconds: float | None,
-    ci95_s: float | None,
-    reference_s: float,
-    iterations_per_epoch: int | None,
-    status: str,
-    note: str,
-    raw_s: float | None = None,
-) -> dict:
+def _stall(seconds: float | None, ci95_s: float | None, reference_s: float, iterations_per_epoch: int | None,
+           status: str, note: str, raw_s: float | None = None) -> dict:  # fmt: skip
     share = seconds / reference_s if seconds is not None and reference_s > 0 else None
     epoch_s = seconds * iterations_per_epoch if seconds is not None and iterations_per_epoch else None
-    return {
-        "seconds": seconds,
-        "ci95_s": ci95_s,
-        "share": share,
-        "epoch_s": epoch_s,
-        "status": status,
-        "note": note,
-        "raw_s": seconds if raw_s is None else raw_s,
-    }
+    return {"seconds": seconds, "ci95_s": ci95_s, "share": share, "epoch_s": epoch_s, "status": status,
+            "note": note, "raw_s": seconds if raw_s is None else raw_s}  # fmt: skip
 
 
 def _part(kind: str, what: str, seconds: float) -> dict:
@@ -324,7 +304,8 @@ def remainder_of(breakdown: dict) -> dict | None:
     if iteration_s is None:
         return None
     stalls = breakdown.get("stalls") or {}
-    named = [finite_float((stalls.get(name) or {}).get("seconds")) for name in STALLS]
+    valid = [stalls.get(name) or {} for name in STALLS if not stall_fault(stalls.get(name))]
+    named = [finite_float(entry.get("seconds")) for entry in valid]
     seconds = iteration_s - math.fsum(value for value in named if value is not None)
     if abs(seconds) <= _ROUNDING_SHARE * abs(iteration_s):
         seconds = 0.0
@@ -359,11 +340,26 @@ def with_remainder(breakdown: dict) -> dict:
 def stall_resolved(entry: dict | None) -> bool | None:
     """Whether a stall was resolved: False when it is within the noise or its 95% interval is wider than its
     value (it could be zero); None when it has no figure (not measured, not separable)."""
-    if not entry or finite_float(entry.get("seconds")) is None:
+    if not entry or finite_float(entry.get("seconds")) is None or stall_fault(entry):
         return None
     if entry.get("status") == "clamped_zero" or entry.get("status") == "within_noise":
         return False
     return resolved(entry["seconds"], finite_float(entry.get("ci95_s")))
+
+
+def stall_fault(entry: dict | None) -> str | None:
+    """What is wrong with a stored stall whose status says it has a figure: "has no value stored" (NULL or
+    not a number), or that a 'measured' one is below 0 (a negative difference has status 'negative'); None
+    for a valid one. Such a stall is no part of the named stalls: its time is in the remainder."""
+    status = (entry or {}).get("status")
+    seconds = finite_float((entry or {}).get("seconds"))
+    if seconds is None:
+        return "has no value stored" if status in _WITH_FIGURE else None
+    return (
+        f"is stored as {seconds:+.4f} s, not valid for 'measured'"
+        if status == "measured" and seconds < 0
+        else None
+    )
 
 
 def _estimated_ci95(stalls: dict, iteration_ci95_s: float | None) -> float | None:
@@ -384,6 +380,7 @@ def _parts_from_stalls(stalls: dict, seconds: float) -> list[dict]:
     if seconds == 0.0:
         return []
     parts, known, unknown = [], 0.0, []
+    faults = [f"the {name} stall {fault}" for name in STALLS if (fault := stall_fault(stalls.get(name)))]
     for name in STALLS:
         entry = stalls.get(name) or {}
         raw_s = finite_float(entry.get("raw_s"))
@@ -394,6 +391,8 @@ def _parts_from_stalls(stalls: dict, seconds: float) -> list[dict]:
             unknown.append(name)
     rest = seconds - known
     if abs(rest) > _ROUNDING_SHARE * max(abs(seconds), 1e-12):
-        # Stored rows keep a within-noise stall as 0 without its difference: name them together.
-        parts.append(_part("within_noise", ", ".join(unknown), rest) if unknown else _part("other", "", rest))
+        # Stored rows keep a within-noise stall as 0 without its difference: name them together; but a rest
+        # that holds a faulty stall's time is not theirs.
+        what = "; ".join(faults) or ", ".join(unknown)
+        parts.append(_part("unusable" if faults else "within_noise" if unknown else "other", what, rest))
     return parts

@@ -3,7 +3,9 @@
 Every line with a figure reads `label  seconds s  share%`: the named stalls and the signed remainder ("not
 separated") add up to the iteration time on the first line, and their shares to 100%. A stall whose 95%
 interval is wider than its value is marked "not resolved", with what would resolve it; one within the
-noise (reported as 0) shows its difference instead of a figure, since that difference is in the remainder.
+noise (reported as 0) shows its difference instead of a figure, since that difference is in the remainder. A
+stored stall without a valid figure (no value, or below 0 without status 'negative') says so, and its time is
+in the remainder.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from stash_core.analysis.stalls import (
     RESOLVE_HINT,
     STALLS,
     remainder_of,
+    stall_fault,
     stall_resolved,
 )
 
@@ -67,6 +70,9 @@ def format_breakdown(breakdown: dict, dataset_images: int | None = None) -> str:
 def stall_line(label: str, stall: dict, iteration_s: float, digits: int) -> str | None:
     """One stall's line, or None for a stall that was not measured."""
     status = stall.get("status", "not_measured")
+    fault = stall_fault(stall)
+    if fault is not None:  # stored data that is no figure: said, not shown as one
+        return f'  {label:<{LABEL_WIDTH}}{fault}; its time is counted in "{REMAINDER_LABEL}"'
     if status == "not_measured" or (status != "not_separable" and stall.get("seconds") is None):
         return None
     head = f"  {label:<{LABEL_WIDTH}}"

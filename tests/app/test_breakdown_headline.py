@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import duckdb
 from result_docs import result_doc
 from streamlit.testing.v1 import AppTest
 from support import REPO
@@ -57,3 +58,15 @@ def test_a_possible_breakdown_headlines_its_largest_resolved_stall(empty_db: Pat
     store.ingest_result(empty_db, doc)
     app = open_run(doc["run_id"])
     assert largest_stall(app) == "Compute" and not app.error
+
+
+def test_a_stall_stored_without_a_value_leaves_the_largest_stall_unknown(empty_db: Path) -> None:
+    doc = result_doc(stalls={"compute": 0.30, "interconnect": 0.08})
+    store.ingest_result(empty_db, doc)
+    with duckdb.connect(str(empty_db)) as con:  # a hand-edited row: the largest stall lost its figure
+        con.execute("UPDATE stalls SET seconds = NULL WHERE stall = 'compute'")
+    app = open_run(doc["run_id"])
+    assert largest_stall(app) == "unknown"  # not "Interconnect"
+    table = app.dataframe[-1].value
+    compute = table[table["Stall"] == "Compute"].iloc[0]
+    assert compute["Status"] == "not valid" and "has no value stored" in compute["Note"]

@@ -7,6 +7,7 @@ from stash_core.analysis.stalls import (
     breakdown,
     phases_for_stalls,
     remainder_of,
+    stall_fault,
     stall_resolved,
     with_remainder,
 )
@@ -170,3 +171,33 @@ def test_no_epoch_from_a_run_of_fewer_workers_than_the_job():
     assert breakdown({"R0": PhaseTime(0.2, 0.004)}, one_worker, iterations_per_epoch=31)["epoch_s"] == (
         pytest.approx(0.2 * 31)
     )
+
+
+def stored_stalls(compute_s):
+    """Stored rows of a one-worker real-data run: compute (as given), CPU measured, disk within the noise
+    (stored as 0 without its difference)."""
+    return {
+        "compute": {"seconds": compute_s, "ci95_s": 0.016, "status": "measured"},
+        "cpu": {"seconds": 0.039, "ci95_s": 0.032, "status": "measured"},
+        "disk": {"seconds": 0.0, "ci95_s": 0.031, "status": "clamped_zero"},
+    }
+
+
+@pytest.mark.parametrize(
+    ("compute_s", "fault"), [(None, "has no value stored"), (-0.5, "is stored as -0.5000 s, not valid")]
+)
+def test_a_stall_stored_without_a_valid_figure_is_no_named_stall_and_no_other_stall_takes_its_time(
+    compute_s, fault
+):
+    stalls = stored_stalls(compute_s)
+    remainder = remainder_of({"iteration_s": 0.205, "unattributed_ci95_s": 0.031, "stalls": stalls})
+    assert remainder["seconds"] == pytest.approx(0.205 - 0.039)  # the compute time is in the remainder
+    assert [part["kind"] for part in remainder["parts"]] == ["unusable"]  # not "disk, within the noise"
+    assert f"the compute stall {fault}" in remainder["note"] and "disk" not in remainder["note"]
+    assert stall_fault(stalls["compute"]).startswith(fault) and stall_resolved(stalls["compute"]) is None
+
+
+def test_a_stall_negative_beyond_the_noise_is_a_valid_figure():
+    entry = {"seconds": -0.02, "ci95_s": 0.005, "status": "negative"}
+    assert stall_fault(entry) is None and stall_fault({"seconds": None, "status": "not_measured"}) is None
+    assert stall_fault({"seconds": 0.01, "status": "measured"}) is None

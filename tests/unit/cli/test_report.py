@@ -1,0 +1,35 @@
+"""The breakdown table of `stash show`: a stored stall without a valid figure is said to be one, and the
+remainder that holds its time is not explained away as another stall's noise."""
+
+from __future__ import annotations
+
+import pytest
+
+from stash_core.cli.report import format_breakdown
+
+
+@pytest.mark.parametrize(
+    ("compute_s", "said"),
+    [
+        (None, "compute        has no value stored"),
+        (-0.5, "compute        is stored as -0.5000 s, not valid"),
+    ],
+)
+def test_a_stall_without_a_valid_figure_is_said_and_its_time_is_not_put_on_the_disk(compute_s, said) -> None:
+    breakdown = {
+        "iteration_s": 0.205,
+        "iteration_ci95_s": 0.015,
+        "unattributed_ci95_s": 0.031,
+        "stalls": {
+            "compute": {"seconds": compute_s, "ci95_s": 0.016, "status": "measured"},
+            "cpu": {"seconds": 0.039, "ci95_s": 0.032, "status": "measured"},
+            "disk": {"seconds": 0.0, "ci95_s": 0.031, "status": "clamped_zero"},
+        },
+    }
+    text = format_breakdown(breakdown)
+    assert said in text and "-243" not in text
+    remainder = next(line for line in text.splitlines() if line.startswith("      = "))
+    assert (
+        "the compute stall" in remainder and "disk" not in remainder and "within the noise" not in remainder
+    )
+    assert "not separated    0.166 s    81.0%" in text
