@@ -40,6 +40,12 @@ def printable(text: str) -> str:
     return _CONTROL.sub(lambda match: match.group().encode("unicode_escape").decode("ascii"), text)
 
 
+def one_line(value: object) -> str:
+    """`value` as a cell or field of a line (a table row, a header): `printable`, and a newline or tab written
+    as \\n or \\t too, so that a stored value can neither start a line of its own nor shift the columns."""
+    return printable(str(value)).replace("\n", "\\n").replace("\t", "\\t")
+
+
 def shell_word(text: str) -> str:
     """`text` as one word of a shell command to copy and paste: quoted where a shell would split or expand
     it (a space, $, a quote); with a control character (or a byte that is not UTF-8), a $'...' word (bash,

@@ -21,6 +21,7 @@ from stash_core.analysis.stalls import (
     stall_fault,
     stall_resolved,
 )
+from stash_core.terminal import one_line
 
 LABELS = {
     "compute": "compute",
@@ -49,7 +50,7 @@ def format_breakdown(breakdown: dict, dataset_images: int | None = None) -> str:
     lines = [head]
     headline = impossible_of_stored(breakdown.get("warnings"), breakdown.get("stalls"))
     if headline:  # said before any figure: the figures below are not a breakdown of the iteration
-        lines.append(f"warning: {headline}")
+        lines.append(f"warning: {one_line(headline)}")
     unresolved = []
     for name in STALLS:
         stall = breakdown["stalls"].get(name) or {}
@@ -63,7 +64,7 @@ def format_breakdown(breakdown: dict, dataset_images: int | None = None) -> str:
         lines.append(f"not resolved: {', '.join(unresolved)}; to resolve: {RESOLVE_HINT}")
     for warning in breakdown.get("warnings") or []:
         if warning != headline:
-            lines.append(f"warning: {warning}")
+            lines.append(f"warning: {one_line(warning)}")
     return "\n".join(lines)
 
 

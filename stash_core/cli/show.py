@@ -16,6 +16,7 @@ from stash_core.errors import no_run_error
 from stash_core.store.catalog_seed import BUILTIN_CATALOG_CSV, builtin_catalog_rows
 from stash_core.store.runs import run_record, run_rows
 from stash_core.store.summary import catalog_names
+from stash_core.terminal import one_line
 
 RUNS_COLUMNS = (
     "run_id", "started_at", "status", "model", "batch_size", "workers_per_node", "nodes", "instance",
@@ -51,7 +52,7 @@ def _cell(value) -> str:
         return "-"  # as `stash show` and `stash instances list` write a missing value
     if isinstance(value, float):
         return f"{value:.4f}"
-    return str(value)  # a datetime as "2026-11-24 09:50:03+00:00"
+    return one_line(value)  # a datetime as "2026-11-24 09:50:03+00:00"; a newline as \n, not a row of its own
 
 
 def breakdown_from_stored(run: dict) -> dict | None:
@@ -84,28 +85,39 @@ def breakdown_from_stored(run: dict) -> dict | None:
 
 def format_stored_run(run: dict, db_path: Path | str | None = None) -> str:
     """Header, phases, breakdown; the instance label is checked against the database's catalog (the
-    built-in one without `db_path`)."""
-    workers = f"{run.get('workers_per_node')} worker(s) x {run.get('nodes')} node(s)"
+    built-in one without `db_path`). Stored text is written on one line (terminal.one_line), so that a
+    newline in a value cannot make a line that looks like Stash's; a missing value is "-" (a count "unknown"),
+    as `stash runs` writes it."""
+    workers = (
+        f"{_field(run, 'workers_per_node', 'unknown')} worker(s) x {_field(run, 'nodes', 'unknown')} node(s)"
+    )
     lines = [
-        f"run {run['run_id']}  {run.get('status')}  started {run.get('started_at')}",
-        f"model {run.get('model')}, batch {run.get('batch_size') or 'unknown'} per worker, {workers}, "
-        f"{run.get('device')} ({run.get('backend')}), instance {run.get('instance') or '-'}",
+        f"run {_field(run, 'run_id')}  {_field(run, 'status')}  started {_field(run, 'started_at')}",
+        f"model {_field(run, 'model')}, batch {_field(run, 'batch_size', 'unknown')} per worker, {workers}, "
+        f"{_field(run, 'device')} ({_field(run, 'backend')}), instance {_field(run, 'instance')}",
     ]
     label_warning = _label_check(run, db_path).warning
     if label_warning:
-        lines.append(f"warning: {label_warning}")
+        lines.append(f"warning: {one_line(label_warning)}")
     if run.get("error"):
-        lines.append(f"error: {run['error']}")
+        lines.append(f"error: {one_line(run['error'])}")
     for phase in run.get("phases") or []:
-        mean_s, ci_s = phase.get("mean_s"), phase.get("ci95_s")
+        mean_s, ci_s, iterations = phase.get("mean_s"), phase.get("ci95_s"), phase.get("iterations")
         spread = f"± {ci_s:.4f}" if ci_s is not None and ci_s == ci_s else "(no interval: too few iterations)"
-        timing = f"{mean_s:.4f} s {spread} over {phase.get('iterations')} iterations" if mean_s else "-"
-        lines.append(f"  {phase['phase']:<4}{phase.get('status', ''):<12}{timing}")
+        over = f" over {iterations} iterations" if iterations is not None else ""
+        timing = f"{mean_s:.4f} s {spread}{over}" if mean_s else "-"
+        lines.append(f"  {_field(phase, 'phase'):<4}{_field(phase, 'status'):<12}{timing}")
     breakdown = breakdown_from_stored(run)
     if breakdown is not None:
         lines.append(format_breakdown(breakdown, run.get("dataset_images")))
         lines.extend(format_communication(breakdown))
     return "\n".join(lines)
+
+
+def _field(row: dict, key: str, missing: str = "-") -> str:
+    """A stored value on one line; `missing` for NULL or empty text."""
+    value = row.get(key)
+    return missing if value is None or value == "" else one_line(value)
 
 
 def _label_check(run: dict, db_path: Path | str | None):

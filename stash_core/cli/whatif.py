@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 from stash_core.cli.args import add_db_argument, db_path, fraction
+from stash_core.terminal import printable
 
 # The what-if answers are imported inside cmd_whatif: building `stash --help` must not load pandas.
 
@@ -29,7 +30,7 @@ def cmd_whatif(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(answer, indent=2, default=str))
     else:
-        print(format_whatif(answer))
+        print(printable(format_whatif(answer)))  # the run's stored model name and labels, never run
     return 0
 
 

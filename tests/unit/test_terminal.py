@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from stash_core.cli.main import main
-from stash_core.terminal import printable
+from stash_core.terminal import one_line, printable
 
 
 def test_control_characters_are_shown_as_escapes_and_layout_is_kept():
@@ -40,3 +40,8 @@ def test_a_shell_word_names_the_same_text_when_pasted_and_stays_printable():
         pasted = subprocess.run(["bash", "-c", f"printf %s {word}"], capture_output=True, check=True).stdout
         assert pasted == os.fsencode(text), (text, word)
     assert shell_word("plain.duckdb") == "plain.duckdb"
+
+
+def test_one_line_keeps_a_value_on_its_line_and_in_its_column() -> None:
+    assert one_line("a\nb\tc\r\x1b[2J") == "a\\nb\\tc\\r\\x1b[2J"
+    assert one_line(16) == "16" and one_line("plain text") == "plain text"

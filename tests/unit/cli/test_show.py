@@ -53,3 +53,48 @@ def test_show_under_an_ascii_locale_writes_what_it_cannot_encode_as_an_escape(tm
     )  # fmt: skip
     assert done.returncode == 0 and b"Traceback" not in done.stderr, done.stderr.decode(errors="replace")
     assert b"\\xb1" in done.stdout and done.stdout.isascii()
+
+
+def _edited(tmp_path, sql: str):
+    """A database of one run whose row was then changed by hand (`sql`)."""
+    import duckdb
+
+    db = tmp_path / "r.duckdb"
+    store.ingest_result(db, result_doc(run_id="20261122T110600Z-2904421d", instance="vm-2vcpu"))
+    with duckdb.connect(str(db)) as con:
+        con.execute(sql)
+    return db
+
+
+FORGED = "line1' || chr(10) || 'FAKE 20261122T000000Z-deadbeef completed"
+
+
+@pytest.mark.parametrize("command", [["runs"], ["show", "2904421d"]])
+def test_a_newline_in_stored_text_cannot_make_a_line_of_its_own(tmp_path, capsys, command) -> None:
+    db = _edited(tmp_path, f"UPDATE runs SET model = '{FORGED}', instance = 'a' || chr(9) || 'b'")
+    assert main([*command, "--db", str(db)]) == 0
+    out = capsys.readouterr().out
+    assert not any(line.startswith("FAKE") for line in out.splitlines())
+    assert "line1\\nFAKE 20261122T000000Z-deadbeef completed" in out and "a\\tb" in out and "\t" not in out
+
+
+def test_show_writes_a_missing_value_as_runs_does(tmp_path, capsys) -> None:
+    db = _edited(
+        tmp_path,
+        "UPDATE runs SET status = NULL, started_at = NULL, model = NULL, batch_size = NULL, "
+        "workers_per_node = NULL, nodes = NULL; UPDATE phases SET iterations = NULL WHERE phase = 'R0'",
+    )
+    assert main(["show", "2904421d", "--db", str(db)]) == 0
+    out = capsys.readouterr().out
+    assert "None" not in out, out
+    head = out.splitlines()[:3]
+    assert head[0] == "run 20261122T110600Z-2904421d  -  started -"
+    assert head[1].startswith("model -, batch unknown per worker, unknown worker(s) x unknown node(s), ")
+    assert head[2].startswith("  R0  ") and "iterations" not in head[2]
+
+
+def test_whatif_writes_a_control_character_of_a_stored_name_as_text(tmp_path, capsys) -> None:
+    db = _edited(tmp_path, "UPDATE runs SET model = 'resnet18' || chr(27) || '[2J'")
+    assert main(["whatif", "2904421d", "--db", str(db)]) == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "resnet18\\x1b[2J" in out
