@@ -71,7 +71,8 @@ def export(db_path: Path | str, fmt: str, out_dir: Path | str) -> list[Path]:
                 target = staging / f"{name}.{suffix}"
                 literal = str(target).replace("'", "''")
                 try:
-                    columns = _csv_safe_columns(con, name) if fmt == "csv" else "*"
+                    columns = {"csv": _csv_safe_columns, "json": _json_safe_columns}.get(fmt)
+                    columns = columns(con, name) if columns else "*"
                     con.execute(
                         f"COPY (SELECT {columns} FROM {name} ORDER BY {order}) TO '{literal}' ({options})"
                     )
@@ -144,6 +145,17 @@ def _csv_safe_columns(con: duckdb.DuckDBPyConnection, name: str) -> str:
             parts.append(f"{quoted_lead} AS {quoted}")
         else:
             parts.append(quoted)
+    return ", ".join(parts)
+
+
+def _json_safe_columns(con: duckdb.DuckDBPyConnection, name: str) -> str:
+    """The select list of `name` for JSON: a number that is not finite (NaN, Infinity) as null, as result
+    files write it; DuckDB would write NaN and Infinity, which no JSON reader takes."""
+    parts = []
+    for column, kind, *_ in con.execute(f"DESCRIBE SELECT * FROM {name}").fetchall():
+        quoted = '"' + column.replace('"', '""') + '"'
+        finite = kind in ("DOUBLE", "FLOAT", "REAL")
+        parts.append(f"CASE WHEN isfinite({quoted}) THEN {quoted} END AS {quoted}" if finite else quoted)
     return ", ".join(parts)
 
 

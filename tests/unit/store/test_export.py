@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import json
 
 import duckdb
 import pytest
@@ -73,6 +74,25 @@ def test_json_export_is_one_object_per_line(populated, tmp_path) -> None:
     store.export(populated, "json", tmp_path)
     lines = (tmp_path / "runs.json").read_text().splitlines()
     assert len(lines) == 2 and all(line.startswith("{") and line.endswith("}") for line in lines)
+
+
+def test_json_export_writes_a_number_that_is_not_finite_as_null(populated, tmp_path) -> None:
+    # NaN and Infinity are no JSON: a reader refused the whole file. Result files write them as null.
+    db = tmp_path / "edited.duckdb"
+    db.write_bytes(populated.read_bytes())
+    with duckdb.connect(str(db)) as con:
+        con.execute(
+            "UPDATE runs SET iteration_s = 'nan'::DOUBLE, epoch_s = 'inf'::DOUBLE WHERE run_id = 'done'"
+        )
+        con.execute("UPDATE stalls SET seconds = '-inf'::DOUBLE WHERE run_id = 'done' AND stall = 'compute'")
+    out = tmp_path / "out"
+    for path in store.export(db, "json", out):
+        for line in path.read_text().splitlines():
+            json.loads(
+                line, parse_constant=lambda word, name=path.name: pytest.fail(f"{name}: {word} is not JSON")
+            )
+    done = next(json.loads(line) for line in (out / "runs.json").read_text().splitlines() if '"done"' in line)
+    assert done["iteration_s"] is None and done["epoch_s"] is None and done["model"] == "resnet18"
 
 
 def test_unknown_format_is_a_usage_error(populated, tmp_path) -> None:
