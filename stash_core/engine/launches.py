@@ -346,9 +346,10 @@ def script_end_warning(record: dict) -> str | None:
     processes = (record.get("workers") or 1) * (record.get("nodes") or 1)
     if script.get("ranks_gathered") is False and processes > 1:
         alone = (
-            "; it ended its process group first, so Stash could not gather the other ranks: the steps after "
-            "its last check of the ranks, and the split of every step, are rank 0's own times, not the "
-            "slowest rank's, and the rank skew is not measured"
+            "; Stash could not gather the other ranks at its end (it ended its process group, or left "
+            "through os._exit, or stepped again after the last check of the ranks): the steps after that "
+            "check, and the split of every step, are rank 0's own times, not the slowest rank's, and the "
+            "rank skew is not measured"
         )
     if after > 1:  # the script trained on with another optimizer while keeping the timed one
         return (

@@ -113,14 +113,49 @@ def main(argv: list[str] | None = None) -> int:
     stop_evicting = evict_each_read(job)
     watchdog = start_watchdog(job, clock, rank, stderr)
     cache = None
-    try:
+
+    def wind_up() -> tuple[float | None, int | None]:
+        """Stash's own threads and hooks stopped: (the data's resident fraction at the start, the files
+        opened under --data-dir, or None where not counted)."""
+        watchdog.set()
+        stop_evicting()
+        remove()
+        if cache is None:
+            return None, None
+        return cache.stop(), (cache.opens if cache.watch is not None else None)
+
+    def left(status: int) -> None:
+        """The script's os._exit(status): its run reported as one that ended by itself, then the process
+        ends with that status (or 1 where the run failed), its own finally blocks and atexit hooks skipped
+        as os._exit does. The other ranks are not gathered: they may not be exiting."""
+        code = conclude(rank, stderr, lambda: script_end(clock, rule, status, gather=False), wind_up)
+        REAL_EXIT(status or code)
+
+    def measure() -> dict:
+        nonlocal cache
         cache = cache_state_thread(job)
-        result = run_script(job, clock, rule)
+        with os_exit_reported(left):
+            result = run_script(job, clock, rule)
         if job.get("probe") and dist.is_initialized() and dist.get_world_size() > 1 and rule.result:
             from stash_core.measure.probe_worker import run_probe_suite
             from stash_core.measure.script_stop import collective_device
 
             result["probe"] = run_probe_suite(job["probe"], collective_device())
+        return result
+
+    if conclude(rank, stderr, measure, wind_up):
+        return 1
+    if dist.is_initialized():
+        dist.destroy_process_group()
+    gc.collect()  # the script's loaders end their worker processes
+    return 0
+
+
+def conclude(rank: int, stderr: StderrTail, measure, wind_up) -> int:
+    """The run's end reported: rank 0's result (0), or this rank's failure as one STASH-ERROR line (1).
+    `measure` gives the result; `wind_up` stops Stash's own work after it, giving what it adds."""
+    try:
+        result = measure()
     except ScriptFailed as error:
         why = stderr.tail()[-1:] if error.says_why else []
         emit_error(rank, ": ".join([str(error), *(line.strip()[:300] for line in why)]), stderr)
@@ -129,19 +164,36 @@ def main(argv: list[str] | None = None) -> int:
         emit_error(rank, f"{type(error).__name__}: {error}".splitlines()[0], stderr)
         return 1
     finally:
-        watchdog.set()
-        stop_evicting()
-        remove()
-        fraction = cache.stop() if cache is not None else None
+        fraction, opens = wind_up()
     if rank == 0:
         result["resident_fraction_start"] = fraction
-        if cache is not None and cache.watch is not None:
-            result["script"]["data_dir_opens"] = cache.opens
+        if opens is not None:
+            result["script"]["data_dir_opens"] = opens
         protocol.emit("RESULT", result, stream=_PROTOCOL[0])
-    if dist.is_initialized():
-        dist.destroy_process_group()
-    gc.collect()  # the script's loaders end their worker processes
     return 0
+
+
+REAL_EXIT = os._exit  # the process's own exit: Stash's watchdog, and the script's os._exit once reported
+
+
+@contextlib.contextmanager
+def os_exit_reported(report) -> Iterator[None]:
+    """While the script runs, its os._exit(status) in this process calls report(status) first: os._exit
+    skips the finally blocks and atexit hooks that would report the run. Processes forked from this one
+    (DataLoader workers, which end with os._exit) exit as they would; so does a second caller (a thread)."""
+    pid, once = os.getpid(), threading.Lock()
+
+    def exit_reported(status):
+        if os.getpid() == pid and isinstance(status, int) and once.acquire(blocking=False):
+            os._exit = REAL_EXIT
+            report(status)
+        REAL_EXIT(status)
+
+    os._exit = exit_reported
+    try:
+        yield
+    finally:
+        os._exit = REAL_EXIT
 
 
 def run_script(job: WorkerJob, clock: StepClock, rule: StopRule) -> dict:
@@ -167,22 +219,32 @@ def run_script(job: WorkerJob, clock: StepClock, rule: StopRule) -> dict:
     except OwnWorkers as error:
         raise ScriptFailed(str(error)) from None
     except SystemExit as error:
-        if isinstance(error.code, int) and error.code != 0:
-            raise ScriptFailed(f"the script exited with status {error.code} {where(clock)}", True) from None
-        if error.code is not None and not isinstance(error.code, int):  # sys.exit("message"): status 1
-            message = str(error.code).splitlines()[0][:300] if str(error.code).strip() else "(no message)"
-            raise ScriptFailed(f"the script exited with status 1 {where(clock)}: {message}") from None
+        return script_end(clock, rule, error.code)
     except Exception as error:  # noqa: BLE001 - the script's own error, reported as one line
         traceback.print_exc()  # the user sees where, and it lands in the stderr tail
         message = f"{type(error).__name__}: {error}".splitlines()[0][:300]
         raise ScriptFailed(f"the script raised {message} {where(clock)}") from None
+    return script_end(clock, rule, None)
+
+
+def script_end(clock: StepClock, rule: StopRule, status: object, gather: bool = True) -> dict:
+    """What a script that ended by itself measured, `status` its exit status (sys.exit's code, os._exit's
+    status; None: it returned); ScriptFailed where it failed or left nothing to time. `gather`: whether the
+    other ranks may be gathered (not where this rank alone may be ending)."""
+    if isinstance(status, int) and status != 0:
+        raise ScriptFailed(f"the script exited with status {status} {where(clock)}", True)
+    if status is not None and not isinstance(status, int):  # sys.exit("message"): status 1
+        message = str(status).splitlines()[0][:300] if str(status).strip() else "(no message)"
+        raise ScriptFailed(f"the script exited with status 1 {where(clock)}: {message}")
+    if rule.result is not None:  # Stash stopped it, and it exited from its own finally or except
+        return rule.result
     if clock.first_step_at is None:
         raise ScriptFailed(
             "the script ended without an optimizer step (Stash counts iterations by optimizer.step())"
         )
     if clock.iterations == 0:
         raise ScriptFailed("the script ended after its first optimizer step: no whole iteration to time")
-    result = rule.ended_by_script()
+    result = rule.ended_by_script(gather)
     if not result["samples"]["iteration_s"]:  # every iteration was warm-up: no figure to give
         raise ScriptFailed(
             f"the script ended after {clock.iterations + 1} optimizer steps: no iteration is left after the "
@@ -269,7 +331,7 @@ def start_watchdog(job: WorkerJob, clock: StepClock, rank: int, stderr: StderrTa
 
     def fail(message: str) -> None:
         emit_error(rank, message, stderr)
-        os._exit(3)  # torchrun ends the other ranks; the launcher ends the whole process tree
+        REAL_EXIT(3)  # torchrun ends the other ranks; the launcher ends the whole process tree
 
     def watch() -> None:
         while not stop.wait(WATCH_EVERY_S):

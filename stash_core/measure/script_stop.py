@@ -93,12 +93,13 @@ class StopRule:
             return "max_iterations"
         return "max_time" if over_time else None
 
-    def ended_by_script(self) -> dict:
+    def ended_by_script(self, gather: bool = True) -> dict:
         """The script ended by itself: what it measured. The times after the last check are this rank's own
-        (the process group may be gone by now)."""
+        (the process group may be gone by now); `gather` False: the ranks are not gathered at all (this
+        rank may be ending alone)."""
         self.clock.settle()
         slowest = self.slowest_s + self.clock.iteration_s[self.checked :]
-        gather = dist.is_initialized() and self.checked == len(self.clock.iteration_s)
+        gather = gather and dist.is_initialized() and self.checked == len(self.clock.iteration_s)
         return summarise(self.job, self.clock, slowest, "script_ended", gather=gather)
 
 
@@ -148,7 +149,8 @@ def summarise(job: WorkerJob, clock: StepClock, slowest_s: list[float], reason: 
         "warmup_iterations": warmup,
         "stop_reason": reason,
         "samples": samples,
-        # Not measured (None) when only this rank's times are at hand: the script ended its process group.
+        # Not measured (None) when only this rank's times are at hand (the script ended its process group,
+        # left through os._exit, or stepped after the last check).
         "rank_skew_s": sum(skew[warmup:]) / max(count - warmup, 1) if len(hosts) == world_size else None,
         "bad_files": None,
         "ranks": [

@@ -228,6 +228,7 @@ def test_a_script_that_ended_its_process_group_has_no_rank_skew_and_says_whose_t
     assert record["rank_skew_s"] is None
     warning = script_end_warning(record)
     assert "rank 0's own times, not the slowest rank's" in warning and "rank skew is not measured" in warning
+    assert "ended its process group, or left through os._exit" in warning  # not the process group alone
 
 
 def test_a_run_of_one_worker_says_worker_not_workers() -> None:

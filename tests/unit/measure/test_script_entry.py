@@ -394,3 +394,46 @@ def test_a_script_that_ends_within_the_warm_up_fails_with_one_line_and_no_nan(tm
     message = messages["ERROR"]["message"]
     assert "ended after 3 optimizer steps: no iteration is left after the warm-up" in message
     assert "more steps" in message and "\n" not in message
+
+
+# A loop of 30 steps with a loader worker (forked: it ends with os._exit too), then os._exit(status).
+OS_EXIT = """
+import os, sys, torch
+from torch.utils.data import DataLoader, TensorDataset
+
+loader = DataLoader(TensorDataset(torch.randn(240, 2)), batch_size=8, num_workers=1)
+model = torch.nn.Linear(2, 1)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+for (inputs,) in loader:
+    model(inputs).sum().backward()
+    optimizer.step()
+    optimizer.zero_grad()
+print("bye", file=sys.stderr, flush=True)
+os._exit(int(sys.argv[1]))
+"""
+
+
+def test_a_script_leaving_through_os_exit_with_a_status_says_so_with_its_last_stderr_line(tmp_path) -> None:
+    # os._exit skipped Stash's report: the launcher said only "rank 0 exited with code 4", and no stderr tail.
+    status, messages, _ = run_entry(tmp_path, OS_EXIT, args=["4"])
+    assert status == 4 and "RESULT" not in messages
+    said = "the script exited with status 4 after 30 optimizer steps: bye"
+    assert messages["ERROR"]["message"].endswith(said)
+    assert messages["ERROR"]["stderr_tail"][-1] == "bye"
+
+
+def test_a_script_that_leaves_through_os_exit_0_has_ended_by_itself(tmp_path) -> None:
+    # It said "the run exited without a result" after 30 timed steps; its loader worker's own os._exit
+    # reports nothing.
+    status, messages, stderr = run_entry(tmp_path, OS_EXIT, args=["0"])
+    assert status == 0 and "ERROR" not in messages, stderr
+    result = messages["RESULT"]
+    assert result["stop_reason"] == "script_ended" and result["script"]["optimizer_steps"] == 30
+    assert result["script"]["loader_workers"] == 1 and result["samples"]["iteration_s"]
+
+
+def test_a_script_stopped_by_stash_leaving_through_os_exit_in_its_finally_keeps_its_result(tmp_path) -> None:
+    source = STEP + "import os\ntry:\n    for _ in range(1000):\n        step()\nfinally:\n    os._exit(0)\n"
+    status, messages, stderr = run_entry(tmp_path, source, iterations=2)
+    assert status == 0 and "ERROR" not in messages, stderr
+    assert messages["RESULT"]["stop_reason"] == "fixed"
