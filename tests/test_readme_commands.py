@@ -353,6 +353,24 @@ def test_a_documented_stash_command_is_read_by_the_command_line(command: Command
     parser.parse_args(argv)  # a usage error raises UsageError with the line `stash` would print
 
 
+def test_the_synopses_of_profile_name_every_option_it_has_and_the_script_form() -> None:
+    """docs/commands.md showed only the --model form: no --script, --data-dir, --script-start-timeout."""
+    from stash_core.cli.main import build_parser
+
+    commands = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)).choices
+    synopses = [
+        argv for command in COMMANDS
+        if command.page == "docs/commands.md" and is_synopsis(command.text)
+        and (argv := stash_argv(command.text)) is not None and argv[0] == "profile"
+    ]  # fmt: skip
+    named = {option for argv in synopses for option in _documented_options(argv[1:])}
+    named |= set(re.findall(r"`(--[a-z][\w-]*)`", TEXTS["docs/commands.md"]))  # the options both forms take
+    missing = _options([commands["profile"]]) - named - {"-h", "--help"}
+    assert not missing, f"docs/commands.md names no {', '.join(sorted(missing))} of stash profile"
+    script_forms = [argv for argv in synopses if "--script" in argv]
+    assert script_forms and "SCRIPT_ARGS" in " ".join(script_forms[0])
+
+
 def test_the_readme_python_calls_the_api_with_options_it_takes() -> None:
     import stash_core
     from stash_core.api.options import parse_profile, profile_argv
