@@ -9,6 +9,7 @@ import json
 import sys
 from typing import Any
 
+from stash_core.cells import is_missing
 from stash_core.cli.args import PRECISION_HELP, add_db_argument, comma_list, db_path, identifier
 from stash_core.cli.figures import fixed, percent
 from stash_core.spec_parse import BATCH_SIZE, count, parse_input_shape
@@ -61,7 +62,8 @@ def add_job_arguments(parser: argparse.ArgumentParser) -> None:
 
     parser.add_argument(
         "--memory-format", choices=MEMORY_FORMATS, default="nchw",
-        help="image models: the tensors' layout (channels_last runs tensor-core convolutions without conversions)",
+        help="image models: the tensors' layout (channels_last runs tensor-core convolutions without "
+        "conversions)",
     )  # fmt: skip
     parser.add_argument(
         "--optimizer", choices=OPTIMIZERS, default=None,
@@ -151,12 +153,16 @@ def format_prediction(result: Any, rows: int | None = DEFAULT_ROWS) -> str:
             fixed(row[f"{part}_s"] * 1e3, ".1f") for part in ("compute", "interconnect", "network")
         )
         needed = fixed(row["memory_needed_gb"], ".1f")
-        memory = f"{needed if needed != '-' else '?'}/{row['memory_gb']:g}"
+        # a CPU machine's row (a profile's) has no GPU memory to check
+        if is_missing(row["memory_gb"]):
+            memory = "-"
+        else:
+            memory = f"{needed if needed != '-' else '?'}/{row['memory_gb']:g}"
         speed = fixed(row["samples_per_s"], ",.0f")
         error = percent(row["expected_error"]) + ("*" if row.get("unvalidated") else "")
         comm = percent(row["comm_error"]) if row.get("workers", 1) > 1 else "-"
         lines.append(
-            f"  {row['config']:<28}{workers_cell(row):>8}  {row['accelerator'].removeprefix('NVIDIA '):<20}"
+            f"  {row['config']:<28}{workers_cell(row):>8}  {accelerator_cell(row):<20}"
             f"{row['source']:<11}{row['path']:<10}{row['iteration_s'] * 1e3:>9.1f}{error:>9}{comm:>8}"
             f"{speed:>11}{memory:>13}  {parts}"
         )
@@ -169,18 +175,27 @@ def format_prediction(result: Any, rows: int | None = DEFAULT_ROWS) -> str:
         listed = result.not_predictable if rows is None else result.not_predictable[:rows]
         lines += [f"  {line}" for line in listed]
         if len(listed) < len(result.not_predictable):
-            lines.append(f"  ... {len(result.not_predictable) - len(listed):,} more (--rows all, or --format json)")
+            more = len(result.not_predictable) - len(listed)
+            lines.append(f"  ... {more:,} more (--rows all, or --format json)")
     lines += [
         "",
-        "workers: GPUs used of each instance's GPUs, one worker each (--workers-per-instance for fewer)",
+        "workers: GPUs used of each instance's GPUs, one worker each (--workers-per-instance for fewer); "
+        "CPU: the worker processes a profile ran on a CPU machine",
         comm_method_line(),
     ]
     return "\n".join(lines)
 
 
+def accelerator_cell(row: dict) -> str:
+    """The row's GPU without the vendor's name; 'CPU' for a CPU machine (a profile's row)."""
+    return "CPU" if is_missing(row["accelerator"]) else str(row["accelerator"]).removeprefix("NVIDIA ")
+
+
 def workers_cell(row: dict) -> str:
-    """GPUs used of the instance's GPUs, times the instances: '8/8', '1/8', '2x8/8'."""
-    used = f"{row['workers_per_instance']}/{row['gpus_per_instance']}"
+    """GPUs used of the instance's GPUs, times the instances: '8/8', '1/8', '2x8/8'; a CPU machine's worker
+    processes: '2 CPU'."""
+    gpus = row["gpus_per_instance"]
+    used = f"{row['workers_per_instance']}/{gpus}" if gpus else f"{row['workers_per_instance']} CPU"
     return used if row["instance_count"] == 1 else f"{row['instance_count']}x{used}"
 
 
@@ -200,8 +215,8 @@ def _header(request: dict, errors: dict) -> list[str]:
     per_instance = "one worker per GPU" if workers == "all GPUs" else f"{workers} worker(s) per instance"
     return [
         f"{request['model']}, batch {request['batch_size']} per GPU{shape}, {request['precision']}, "
-        f"{request['habits'] + ', ' if request.get('habits') else ''}{per_instance}; ±err: the held-out error "
-        "of each row's compute path and batch regime on "
+        f"{request['habits'] + ', ' if request.get('habits') else ''}{per_instance}; ±err: the held-out "
+        "error of each row's compute path and batch regime on "
         "published figures it was not fitted to (its GPU's own where that runs wider); ±comm: the held-out "
         "error of the step's communication on several GPUs (one machine, several machines, or the links' "
         "own where wider), a share of the step",

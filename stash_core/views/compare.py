@@ -113,6 +113,7 @@ def compare_with_predictions(db_path: Path | str, model: str, batch_size: int, *
     have = set(measured.loc[measured["label_ok"].astype(bool), "instance"])
     too_small = frame[frame["workers_per_instance"] < workers].drop_duplicates("instance")
     frame = frame[(frame["instance_count"] == nodes) & (frame["workers_per_instance"] == workers)]
+    frame = frame[frame["gpus_per_instance"] > 0]  # a CPU machine's rows are profiles, measured or not shown
     frame = frame[~frame["instance"].isin(have)]
     # Instances measured for the job are not missing; every other one that has no row says why.
     refused = [line for line in predicted.not_predictable if _instance_of(line) not in have] + [

@@ -11,7 +11,7 @@ from typing import Any, Protocol
 
 import pandas as pd
 
-from stash_core.catalog import list_instances
+from stash_core.catalog import list_instances, stored_label_checks
 from stash_core.catalog.accelerators import (
     PRECISIONS,
     Accelerator,
@@ -20,19 +20,31 @@ from stash_core.catalog.accelerators import (
     match_accelerator,
 )
 from stash_core.cells import plain_row
-from stash_core.decide.predict.configuration import ConfigPrediction, Predictor
+from stash_core.decide.predict.configuration import ConfigPrediction, Predictor, profile_shape
 from stash_core.decide.predict.script import ScriptPredictor, script_run
 from stash_core.decide.predict.validation import expected_errors
 from stash_core.errors import UsageError
 from stash_core.habits import TrainingJob
-from stash_core.store.reads import gpu_compute_profiles
+from stash_core.store.reads import gpu_compute_profiles, measured_profiles
+from stash_core.terminal import shell_word
+from stash_core.units import finite_float
 
 COLUMNS = (
     "config", "instance", "accelerator", "instance_count", "gpus_per_instance", "workers_per_instance",
     "workers", "path", "source", "compute_s", "interconnect_s", "network_s", "iteration_s", "samples_per_s",
     "expected_error", "unvalidated", "comm_error", "memory_needed_gb", "memory_gb", "basis", "note",
 )  # fmt: skip
-NO_ACCELERATOR = "not predictable - no accelerator (CPU instances need a profile)"
+# A CPU machine's step is measured, never predicted: the phrase both `predict` and `recommend` give, which the
+# pages count as "no GPU" (views/recommend.py)
+NO_GPU = "no GPU and no profile of this job on it"
+
+
+def no_gpu_reason(name: str) -> str:
+    """Why a CPU instance without a profile of the job has no row, and the profile that would give it one."""
+    return (
+        f"{name}: {NO_GPU} (a CPU machine is measured, never predicted: profile the job there with "
+        f"--instance {shell_word(name)})"
+    )
 
 
 class ConfigurationPredictor(Protocol):
@@ -127,8 +139,8 @@ def catalog_rows(
 
 
 def gpu_variants(name: str) -> tuple[str, ...]:
-    """Every accelerator a GPU name means: a family (A100, H100, V100) means all its variants (memory sizes, SXM,
-    PCIe, NVL); a full name, its one row. UsageError for a name the table does not know."""
+    """Every accelerator a GPU name means: a family (A100, H100, V100) means all its variants (memory sizes,
+    SXM, PCIe, NVL); a full name, its one row. UsageError for a name the table does not know."""
     _known_gpu(name)
     found = match_accelerator(name)
     assert found is not None
@@ -196,7 +208,10 @@ def predict_instances(
     everything = all_catalog_rows(db_path)  # read once for the selection and the profiles' instances
     catalog = catalog_rows(db_path, instances, gpus, everything)
     predictor = predictor_for(db_path, model, batch_size, catalog, precision, input_shape, everything, job)
-    frame, refused = prediction_rows(predictor, catalog, batch_size, workers_per_instance, max_instances)
+    on_cpus = cpu_profiles(db_path, predictor, catalog, everything)
+    frame, refused = prediction_rows(
+        predictor, catalog, batch_size, workers_per_instance, max_instances, on_cpus
+    )
     request = {
         "model": model, "batch_size": batch_size, "input_shape": list(predictor.cost.input_shape),
         "precision": precision, "workers_per_instance": workers_per_instance or "all GPUs",
@@ -236,14 +251,31 @@ def prediction_rows(
     batch_size: int | None,
     workers_per_instance: int | None,
     max_instances: int,
+    on_cpus: dict[str, list[ConfigPrediction]] | None = None,
 ) -> tuple[pd.DataFrame, list[str]]:
     """The predicted configurations of each catalog instance (1..max_instances of it), fastest first, and a
-    line for every instance that could not be predicted, with the reason."""
+    line for every instance that could not be predicted, with the reason. A CPU instance has the rows its
+    profiles of the job measured (`on_cpus`, by instance), never a prediction."""
     rows, refused = [], []
     for name, instance in catalog.items():
         gpus = instance.get("accelerator_count") or 0
         if gpus <= 0:
-            refused.append(f"{name}: {NO_ACCELERATOR}")
+            profiled = (on_cpus or {}).get(name, [])
+            kept = [
+                found
+                for found in profiled
+                if found.instance_count <= max_instances
+                and workers_per_instance in (None, found.workers_per_instance)
+            ]
+            rows += [_row(found, 0, batch_size) for found in kept]
+            if profiled and not kept:
+                shapes = ", ".join(sorted({_shape(found) for found in profiled}))
+                refused.append(
+                    f"{name}: not predicted - a CPU machine is measured, never predicted, and no profile of "
+                    f"this job on it has the workers and machines asked (it ran {shapes})"
+                )
+            elif not profiled:
+                refused.append(no_gpu_reason(name))
             continue
         if workers_per_instance is not None and workers_per_instance > gpus:
             asked = workers_per_instance
@@ -262,6 +294,57 @@ def prediction_rows(
         order = "samples_per_s" if frame["samples_per_s"].notna().all() else "iteration_s"
         frame = frame.sort_values(order, ascending=order == "iteration_s").reset_index(drop=True)
     return frame, refused
+
+
+def cpu_profiles(
+    db_path: Path | str, predictor: Predictor, catalog: dict[str, dict], everything: dict[str, dict]
+) -> dict[str, list[ConfigPrediction]]:
+    """The configurations of the catalog's CPU instances that a stored profile of the predictor's job
+    measured (its model, batch, input shape; in FP32 with the zoo's habits, as profiles run), newest first
+    and one per worker and machine count, by instance. Profiles whose machine contradicts their instance
+    label are left out, as `recommend` leaves them out."""
+    names = {name for name, row in catalog.items() if (row.get("accelerator_count") or 0) <= 0}
+    job_as_profiled = predictor.precision == "fp32" and predictor.job.is_default(predictor.default_optimizer)
+    if not names or not job_as_profiled or not Path(db_path).exists():
+        return {}
+    stored = measured_profiles(db_path, predictor.model, predictor.batch_size)
+    stored = stored[stored["instance"].isin(names)]
+    if stored.empty:
+        return {}
+    checks = stored_label_checks(db_path, list(stored["run_id"]), everything)
+    found: dict[str, list[ConfigPrediction]] = {}
+    seen = set()
+    for row in stored.to_dict(orient="records"):
+        key = (row["instance"], int(row["workers_per_node"]), int(row["nodes"]))
+        same_shape = (profile_shape(row) or predictor.default_shape) == predictor.cost.input_shape
+        if key in seen or not same_shape or not checks[row["run_id"]].usable:
+            continue
+        measured = _measured_on_cpu(row, key[1], key[2])
+        if measured is not None:
+            seen.add(key)
+            found.setdefault(key[0], []).append(measured)
+    return found
+
+
+def _measured_on_cpu(row: dict[str, Any], workers: int, count: int) -> ConfigPrediction | None:
+    """A CPU profile's configuration as a row: compute, interconnect and network as it measured them (one
+    worker has no interconnect stall, one machine no network stall); None when one it needs is missing."""
+    compute_s = finite_float(row.get("compute_s"))
+    interconnect_s = finite_float(row.get("interconnect_s")) if workers > 1 else 0.0
+    network_s = finite_float(row.get("network_s")) if count > 1 else 0.0
+    if compute_s is None or interconnect_s is None or network_s is None:
+        return None
+    notes = ["CPU machine: compute, interconnect and network as profiled, CPU and disk stalls left out as on "
+             "every row, memory not checked"]  # fmt: skip
+    return ConfigPrediction(
+        row["instance"], None, count, workers, "measured", f"profile {row['run_id']}", compute_s,
+        interconnect_s, network_s, None, None, None, notes, measured=True,
+    )  # fmt: skip
+
+
+def _shape(found: ConfigPrediction) -> str:
+    workers = f"{found.workers_per_instance} worker(s) per machine"
+    return workers if found.instance_count == 1 else f"{workers} on {found.instance_count} machines"
 
 
 def _row(result: ConfigPrediction, gpus: int, batch_size: int | None) -> dict[str, Any]:

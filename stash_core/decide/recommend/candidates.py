@@ -21,7 +21,7 @@ import pandas as pd
 from stash_core.catalog.prices import hourly_price
 from stash_core.decide.fit import FitReport, fit_stall_models, model_counts, predict_stall
 from stash_core.decide.predict.configuration import Predictor
-from stash_core.decide.predict.instances import predictor_for
+from stash_core.decide.predict.instances import no_gpu_reason, predictor_for
 from stash_core.decide.recommend.costs import STALL_NAMES, Estimate, RentalJob, option_row
 from stash_core.decide.whatif import cpu_stall_elsewhere
 from stash_core.errors import UsageError
@@ -65,10 +65,7 @@ class OptionPlanner:
         else:  # a CPU machine: workers are processes, so only counts that were profiled make sense
             worker_counts = sorted({int(workers) for workers in runs["workers_per_node"]})
             if not worker_counts:
-                self._exclude(
-                    f"{name}: no GPU and no profile of this job on it (a CPU machine is measured, never "
-                    f"predicted: profile the job there with --instance {name})"
-                )
+                self._exclude(no_gpu_reason(name))
         for workers in worker_counts:
             for count in range(1, max_instances + 1):
                 if (workers, count) not in seen:

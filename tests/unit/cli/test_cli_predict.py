@@ -146,7 +146,10 @@ def test_recommend_json_restates_the_job_and_ranks_its_options(tmp_path, capsys)
     assert "within 1e-06 h" in answer["infeasible_reason"] and "no recommendation" in one_line(err)
     status, out, _ = run(capsys, *ask, "--budget-hours", "1000")
     headline = out.splitlines()[0]
-    assert headline.startswith("gpt2, batch 4 per worker, input 128, amp, adamw (foreach), fused attention, one worker per GPU, 1 epochs")
+    assert headline.startswith(
+        "gpt2, batch 4 per worker, input 128, amp, adamw (foreach), fused attention, one worker per GPU, "
+        "1 epochs"
+    )
     assert "?/?" in out  # CPU and disk not predicted, not 0
 
 
@@ -180,7 +183,9 @@ def test_a_large_catalog_prints_its_first_rows_and_says_how_many_more(tmp_path, 
     everything = capsys.readouterr().out
     assert "more rows" not in everything and len(everything.splitlines()) > len(table.splitlines())
     shown = int(table.split("  ... ")[1].split(" more rows")[0].replace(",", ""))
-    listed = [line for line in everything.splitlines() if line.startswith("  1 x ") and "predictable" not in line]
+    listed = [
+        line for line in everything.splitlines() if line.startswith("  1 x ") and "predictable" not in line
+    ]
     assert shown + 3 == len(listed) and rows  # the first 3 and the rest add up to every predicted row
     assert main(["predict", "--model", "resnet50", "--batch-size", "64", "--rows", "none", "--db", db]) == 2
     assert "--rows: expected a whole number of rows or 'all', got 'none'" in capsys.readouterr().err
@@ -203,3 +208,21 @@ def test_a_profiled_configuration_is_measured_whole_and_the_others_are_predictio
     one, two = rows[1], rows[2]
     assert one["source"] == "measured" and one["interconnect_s"] == pytest.approx(0.015)
     assert two["source"] == "predicted" and two["path"] == "measured" and two["network_s"] > 0
+
+
+def test_a_cpu_machines_profiled_row_shows_its_worker_processes_and_no_gpu_memory(tmp_path, capsys):
+    from result_docs import result_doc
+
+    from stash_core.catalog import add_instance
+    from stash_core.store import ingest_result
+
+    db = tmp_path / "r.duckdb"
+    add_instance(db, name="cpu4", accelerator_count=0, vcpus=4, network_gbps=10, on_demand_usd_per_h=0.2)
+    ingest_result(db, result_doc("resnet18", instance="cpu4", workers=2, batch_size=8, cpu_cores=4,
+                                 stalls={"compute": 0.30, "interconnect": 0.12}))  # fmt: skip
+    status, out, _ = run(capsys, "predict", "--model", "resnet18", "--batch-size", "8", "--instances",
+                         "cpu4,g5.xlarge", "--db", str(db))  # fmt: skip
+    assert status == 0
+    row = next(line for line in out.splitlines() if "1 x cpu4" in line).split()
+    assert row[3:9] == ["2", "CPU", "CPU", "measured", "measured", "420.0"]
+    assert row[-2:] == ["-", "300.0/120.0/0.0"]  # no GPU memory; compute/interconnect/network as profiled

@@ -1,0 +1,57 @@
+"""Predictions over a catalog (decide/predict/instances.py): which rows a catalog's instances get, and why
+the others get none."""
+
+from __future__ import annotations
+
+import pytest
+from result_docs import result_doc
+
+from stash_core.catalog import add_instance
+from stash_core.decide.predict import predict_instances
+from stash_core.store import ingest_result
+
+
+def _cpu_catalog(db):
+    add_instance(db, name="cpu4", accelerator_count=0, vcpus=4, network_gbps=10, on_demand_usd_per_h=0.2)
+    add_instance(db, name="cpu8", accelerator_count=0, vcpus=8, network_gbps=10, on_demand_usd_per_h=0.4)
+
+
+def test_a_cpu_machine_with_a_profile_of_the_job_has_its_measured_row(tmp_path):
+    """A CPU instance was refused ("CPU instances need a profile") although a profile of the job was stored
+    on it, one `recommend` ranked as measured."""
+    db = tmp_path / "r.duckdb"
+    _cpu_catalog(db)
+    ingest_result(db, result_doc("resnet18", instance="cpu4", workers=2, batch_size=8, cpu_cores=4,
+                                 stalls={"compute": 0.30, "interconnect": 0.12}))  # fmt: skip
+    answer = predict_instances(db, "resnet18", 8, instances=["cpu4", "cpu8"])
+    rows = answer.frame.to_dict(orient="records")
+    assert len(rows) == 1
+    row = rows[0]
+    assert (row["instance"], row["source"], row["path"]) == ("cpu4", "measured", "measured")
+    assert (row["workers_per_instance"], row["gpus_per_instance"], row["instance_count"]) == (2, 0, 1)
+    assert row["compute_s"] == pytest.approx(0.30) and row["interconnect_s"] == pytest.approx(0.12)
+    assert row["network_s"] == 0.0 and row["iteration_s"] == pytest.approx(0.42)
+    assert row["samples_per_s"] == pytest.approx(8 * 2 / 0.42)
+    # the machine without a profile says what is missing, in recommend's words
+    assert answer.not_predictable == [
+        "cpu8: no GPU and no profile of this job on it (a CPU machine is measured, never predicted: profile "
+        "the job there with --instance cpu8)"
+    ]
+
+
+def test_a_cpu_profile_of_another_job_or_other_workers_gives_no_row(tmp_path):
+    db = tmp_path / "r.duckdb"
+    _cpu_catalog(db)
+    ingest_result(db, result_doc("resnet18", instance="cpu4", workers=2, batch_size=8, cpu_cores=4,
+                                 spec_extra={"input_shape": [3, 64, 64]}))  # fmt: skip
+    other_shape = predict_instances(db, "resnet18", 8, instances=["cpu4"])
+    assert other_shape.frame.empty and "no GPU and no profile of this job" in other_shape.not_predictable[0]
+    fewer = predict_instances(db, "resnet18", 8, instances=["cpu4"], input_shape=(3, 64, 64),
+                              workers_per_instance=1)  # fmt: skip
+    assert fewer.frame.empty
+    assert fewer.not_predictable == [
+        "cpu4: not predicted - a CPU machine is measured, never predicted, and no profile of this job on it "
+        "has the workers and machines asked (it ran 2 worker(s) per machine)"
+    ]
+    amp = predict_instances(db, "resnet18", 8, instances=["cpu4"], input_shape=(3, 64, 64), precision="amp")
+    assert amp.frame.empty  # profiles run in FP32
