@@ -301,11 +301,11 @@ def not_evaluated(reasons: list[str]) -> None:
     if not reasons:
         return
     st.warning(
-        f"{len(reasons)} instance(s) or configuration(s) not evaluated: "
+        f"{len(reasons)} instance(s) or configuration(s) not evaluated or not ranked: "
         f"{plain(views.recommend.not_predicted_summary(reasons))}. Each one's reason is listed below.",
         icon=":material/report:",
     )
-    with st.expander(f"Not evaluated ({len(reasons)})", icon=":material/help:"):
+    with st.expander(f"Not evaluated or not ranked ({len(reasons)})", icon=":material/help:"):
         for line in reasons:
             st.markdown(f"- {plain(in_page_words(line, WORDS))}")
 
@@ -367,6 +367,7 @@ WORDS = {
     "(set one with `stash instances set`)": "(set one in the instance catalog below)",
     "profile the job there with --instance ": "profile the job there, the Run page's Instance label set to ",
     "change it with `stash instances set`": "change its row instead",
+    "(listed with --all)": "(in the download of all configurations)",
 }
 
 with page_guard(WORDS):

@@ -115,7 +115,7 @@ def format_recommendation(result: Recommendation, show_all: bool = False) -> str
         lines += [f"- {line}" for line in result.explanations]
     if result.excluded:
         lines.append("")
-        lines.append(f"not evaluated ({len(result.excluded)}):")
+        lines.append(f"not evaluated or not ranked ({len(result.excluded)}):")
         lines += [f"  {line}" for line in result.excluded[:8]]
         if len(result.excluded) > 8:
             lines.append(f"  ... and {len(result.excluded) - 8} more")

@@ -14,6 +14,7 @@ from stash_core.api.decisions import recommend
 from stash_core.catalog import COLUMNS, apply_catalog_edits, list_instances
 from stash_core.cells import is_missing
 from stash_core.decide.recommend import DEFAULT_MAX_INSTANCES, Recommendation
+from stash_core.decide.recommend.answer import UNPRICED
 from stash_core.decide.recommend.explain import job_headline
 from stash_core.results.file import STALL_NAMES
 from stash_core.store import reads
@@ -28,6 +29,7 @@ NOT_PREDICTED_KINDS = (
     ("no accelerator", "no GPU (CPU instances need a profile)"),
     ("the job uses", "fewer GPUs than the job's workers"),
     ("communication not predictable", "communication not predictable"),
+    (UNPRICED, "no price of the kind asked"),
 )
 
 

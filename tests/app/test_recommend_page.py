@@ -130,7 +130,7 @@ def test_configurations_left_out_say_why(tmp_path, monkeypatch):
     warning = " ".join(w.value for w in app.warning)
     # names and reasons are shown as data (views.common.plain): the page's Markdown escapes them
     summary = "batch does not fit the GPU's memory: 2, accelerator not in Stash's table: 1"
-    assert f"not evaluated: {plain(summary)}" in warning
+    assert f"not evaluated or not ranked: {plain(summary)}" in warning
     listed = " ".join(m.value for m in app.expander[-1].markdown)
     assert plain("g4dn.xlarge: does not fit - batch 256 in fp32 needs") in listed and "has 16 GB" in listed
     assert plain("tpu-box: not predictable - Google TPU v9 has no entry in the accelerator table") in listed

@@ -22,6 +22,9 @@ from stash_core.store.reads import measured_profiles, stored_model_counts
 from stash_core.units import finite_float
 
 DEFAULT_MAX_INSTANCES = 4
+# An instance evaluated without a price of the kind asked: the phrase its line has, which the Recommend page
+# counts by (views/recommend.py)
+UNPRICED = "have no cost and are not ranked"
 
 
 @dataclass
@@ -159,6 +162,7 @@ def recommend(
                 f"profiles on {', '.join(unknown)}: not in the instance catalog, so no price "
                 "(add them with `stash instances add NAME --on-demand-usd-per-h ...`)"
             )
+    planner.excluded.extend(_unpriced(planner.options, catalog, pricing))
     options = rank_options(planner.options, budget_hours, max_usd)
     ranked = options[options["feasible"]].sort_values("rank")
     best = ranked.iloc[0].to_dict() if len(ranked) else None
@@ -168,6 +172,22 @@ def recommend(
     else:
         result.explanations = explanations(options, best, request)
     return result
+
+
+def _unpriced(options: list[dict[str, Any]], catalog: dict[str, dict[str, Any]], pricing: str) -> list[str]:
+    """A line for each instance whose configurations were evaluated but cannot be ranked: it has no price of
+    the kind asked (a spot price, most often), so no cost."""
+    counts: dict[str, int] = {}
+    for option in options:
+        if option["usd_per_h"] is None:
+            counts[option["instance"]] = counts.get(option["instance"], 0) + 1
+    kind = "spot price" if pricing == "spot" else "on-demand price"
+    return [
+        f"{name}: no {kind} in the catalog (set one with `stash instances set`), so its {count} "
+        f"configuration(s) {UNPRICED} (listed with --all)"
+        for name, count in counts.items()
+        if name in catalog
+    ]
 
 
 def _labelled_profiles(

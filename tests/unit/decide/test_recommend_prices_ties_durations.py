@@ -43,3 +43,27 @@ def test_every_option_carries_its_prices_date_region_and_source(tmp_path):
     result = recommend(tmp_path / "x.duckdb", "resnet18", 32, 1, 10_000, budget_hours=10, instances=["g5.xlarge"])
     option = result.to_json()["options"][0]
     assert option["price_date"] and option["price_source"] and "price_region" in option
+
+
+def test_an_instance_without_a_spot_price_is_named_not_dropped(tmp_path):
+    """With --spot, instances asked for that had no spot price vanished from the table and from
+    not_predicted without a word."""
+    from stash_core.catalog import add_instance
+    from stash_core.decide.recommend import recommend
+
+    db = tmp_path / "x.duckdb"
+    for name, spot in (("priced", 0.5), ("unpriced", None)):
+        add_instance(db, name=name, accelerator="NVIDIA A10G 24 GB", accelerator_count=1, vcpus=4,
+                     network_gbps=10, on_demand_usd_per_h=1.0, spot_usd_per_h=spot)  # fmt: skip
+    both = ["priced", "unpriced"]
+    result = recommend(db, "resnet18", 32, 1, 10_000, budget_hours=10, spot=True, instances=both,
+                       max_instances=2)  # fmt: skip
+    assert set(result.ranked["instance"]) == {"priced"}
+    assert result.excluded == [
+        "unpriced: no spot price in the catalog (set one with `stash instances set`), so its 2 "
+        "configuration(s) have no cost and are not ranked (listed with --all)"
+    ]
+    refused = result.to_json()["not_predicted"]
+    assert [row["instance"] for row in refused] == ["unpriced"]
+    on_demand = recommend(db, "resnet18", 32, 1, 10_000, budget_hours=10, instances=both)
+    assert on_demand.excluded == []
