@@ -327,6 +327,11 @@ class OptionPlanner:
 
 def _measured_estimate(row: dict[str, Any]) -> Estimate:
     stalls = {stall: finite_float(row.get(f"{stall}_s")) for stall in STALL_NAMES}
+    # One machine has no network stall and one worker no interconnect stall: 0, not "not measured"
+    if int(row.get("nodes") or 1) == 1 and stalls["network"] is None:
+        stalls["network"] = 0.0
+    if int(row.get("workers_per_node") or 1) == 1 and stalls["interconnect"] is None:
+        stalls["interconnect"] = 0.0
     notes = ["data stalls not profiled (synthetic data only)"] if _data_not_profiled(row) else []
     iteration_s = float(row["iteration_s"])
     named_s = sum(value for value in stalls.values() if value is not None)

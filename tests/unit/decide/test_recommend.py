@@ -505,3 +505,13 @@ def test_a_measured_option_says_what_its_stalls_leave_of_its_step():
                for note in estimate.notes), estimate.notes  # fmt: skip
     row["disk_s"] = 0.0051  # they add up to the step
     assert not any("add up to" in note for note in _measured_estimate(row).notes)
+
+
+def test_a_measured_option_on_one_machine_has_no_network_stall_not_an_unknown_one(db):
+    """A measured one-machine option showed its network stall as '?' (null in JSON), predicted ones 0."""
+    result = _ask(db)
+    measured = result.options.set_index("config").loc["1 x big8"]
+    assert measured["source"] == "measured" and measured["network_s"] == 0.0
+    assert measured["interconnect_s"] == pytest.approx(0.03)
+    option = next(row for row in result.to_json()["predictions"] if row["config"] == "1 x big8")
+    assert option["network_s"] == 0.0
