@@ -223,6 +223,13 @@ def pareto_view(options: pd.DataFrame, budget_hours: float | None) -> None:
         "Every configuration evaluated; the dashed line is the Pareto front (nothing else is both faster "
         "and cheaper)" + (", the red rule the time budget." if budget_hours else ".")
     )
+    free = views.recommend.free_options(options)
+    if free:
+        st.caption(
+            f"{free} configuration(s) cost $0 (an instance priced at 0 per hour) and are not drawn: the cost "
+            "axis is logarithmic and has no 0. They are in the chart's data and, where they meet the "
+            "constraints, in the table below."
+        )
     columns = [
         "config",
         "source",

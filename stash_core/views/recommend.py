@@ -168,12 +168,19 @@ def headline(result: Recommendation) -> str:
 
 
 def pareto_points(options: pd.DataFrame) -> pd.DataFrame:
-    """The priced options of a recommendation, with `kind` telling whether each meets the constraints; those
-    that do come last, so that they are drawn over the others."""
-    priced = options.dropna(subset=["training_usd"])
+    """The options of a recommendation a log-log chart can draw (priced, costing more than $0), with `kind`
+    telling whether each meets the constraints; those that do come last, so that they are drawn over the
+    others."""
+    priced = options[options["training_usd"].notna() & (options["training_usd"] > 0)]
     return priced.assign(kind=priced["feasible"].map(MEETS_CONSTRAINTS)).sort_values(
         "feasible", kind="stable", key=lambda column: column.astype(bool)
     )
+
+
+def free_options(options: pd.DataFrame) -> int:
+    """How many options cost $0 (an instance priced at 0 per hour, e.g. hardware already owned): a log axis
+    has no place for them."""
+    return int((options["training_usd"] == 0).sum())
 
 
 def stall_seconds_long(ranked: pd.DataFrame) -> pd.DataFrame:

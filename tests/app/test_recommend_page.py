@@ -182,3 +182,20 @@ def test_the_jobs_training_habits_change_the_answer_and_a_habit_it_cannot_have_i
     app = _submit(app, 1000)
     assert not app.exception
     assert any("rmsprop has no fused implementation" in error.value for error in app.error)
+
+
+def test_a_free_instance_is_named_beside_the_chart_not_drawn_at_zero_on_its_log_axis(tmp_path, monkeypatch):
+    from stash_core.catalog import add_instance
+
+    db = tmp_path / "free.duckdb"
+    add_instance(db, name="owned", accelerator="NVIDIA A10G 24 GB", accelerator_count=1, vcpus=4,
+                 network_gbps=10, interconnect="none", on_demand_usd_per_h=0.0)  # fmt: skip
+    app = _page(db, monkeypatch)
+    app.selectbox(key="rec-model").set_value("resnet18")
+    app.number_input(key="rec-budget").set_value(1000.0)
+    app.multiselect(key="rec-inst").set_value(["owned", "g5.xlarge"])
+    next(button for button in app.button if button.label == "Recommend").click()
+    app = app.run()
+    assert not app.exception
+    captions = " ".join(caption.value for caption in app.caption)
+    assert "configuration(s) cost $0" in captions and "has no 0" in captions

@@ -265,3 +265,17 @@ def test_predicted_options_say_unvalidated_and_which_stalls_are_not_predicted() 
         "disk_s": float("nan"),
     }
     assert views.recommend.stalls_not_predicted(option) == ["cpu", "disk"]
+
+
+def test_a_free_option_is_left_off_the_log_cost_axis_and_counted() -> None:
+    """A $0/h catalog row put 0 on the Recommend chart's log cost axis, and the axis vanished."""
+    options = pd.DataFrame(
+        {
+            "config": ["1 x owned", "1 x rented", "1 x unpriced"],
+            "training_usd": [0.0, 12.5, None],
+            "feasible": [True, True, False],
+        }
+    )
+    points = views.recommend.pareto_points(options)
+    assert points["config"].tolist() == ["1 x rented"]
+    assert views.recommend.free_options(options) == 1
