@@ -30,6 +30,9 @@ from stash_core.decide.predict.stated_error import fitted_params, is_stale, load
 from stash_core.decide.predict.step_cost import StepCost, default_input_shape, step_cost
 from stash_core.habits import TrainingJob
 
+# Why a configuration has no prediction, as its reason says it (counted by the pages, views/recommend.py)
+DOES_NOT_FIT = "does not fit"  # the job's memory is more than the GPU's
+
 
 @dataclass
 class ConfigPrediction:
@@ -129,7 +132,7 @@ class Predictor:
             self.cost, accelerator, self.precision, self.job.optimizer or self.default_optimizer
         )
         if not memory.fits:
-            return f"{name}: does not fit - {memory.note}"
+            return f"{name}: {DOES_NOT_FIT} - {memory.note}"
         compute = self.compute(accelerator)
         path, basis, compute_s = self._compute_path(name, accelerator, compute.step_s)
         stated = stated_error(path, self.batch_size, accelerator.name) if path != "measured" else None

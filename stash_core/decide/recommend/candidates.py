@@ -20,13 +20,14 @@ import pandas as pd
 
 from stash_core.catalog.prices import hourly_price
 from stash_core.decide.fit import FitReport, fit_stall_models, model_counts, predict_stall
-from stash_core.decide.predict.configuration import Predictor
+from stash_core.decide.predict.configuration import DOES_NOT_FIT, Predictor
 from stash_core.decide.predict.instances import no_gpu_reason, predictor_for
 from stash_core.decide.recommend.costs import STALL_NAMES, Estimate, RentalJob, option_row
 from stash_core.decide.whatif import cpu_stall_elsewhere
 from stash_core.errors import UsageError
 from stash_core.store import get_run
 from stash_core.store.reads import stored_model_counts
+from stash_core.terminal import shell_word
 from stash_core.units import finite_float
 from stash_core.zoo.user_limits import UserModelError
 
@@ -212,12 +213,15 @@ class OptionPlanner:
             return None
         result = predictor.predict(name, workers, count)
         if isinstance(result, str):
-            model, batch = self.job.model, self.job.batch_size
+            if f": {DOES_NOT_FIT} - " in result:  # a profile of this batch there would not fit either
+                self._exclude(result)
+                return None
+            model, batch = shell_word(self.job.model), self.job.batch_size
             shape = self.job.input_shape
             shape_flag = f" --input-shape {','.join(map(str, shape))}" if shape else ""
             self._exclude(
                 f"{result} (a profile there makes it measured: `stash profile --model {model} "
-                f"--batch-size {batch}{shape_flag} --instance {name}`)"
+                f"--batch-size {batch}{shape_flag} --instance {shell_word(name)}`)"
             )
             return None
         # CPU and disk stalls depend on the data pipeline and the machine: without a profile they are not

@@ -515,3 +515,19 @@ def test_a_measured_option_on_one_machine_has_no_network_stall_not_an_unknown_on
     assert measured["interconnect_s"] == pytest.approx(0.03)
     option = next(row for row in result.to_json()["predictions"] if row["config"] == "1 x big8")
     assert option["network_s"] == 0.0
+
+
+def test_a_suggested_profile_is_one_shell_word_per_name_and_never_one_that_cannot_fit(tmp_path):
+    """'my inst' was pasted unquoted into `stash profile ... --instance my inst`, and a batch the line said
+    does not fit was suggested for a profile."""
+    db = tmp_path / "r.duckdb"
+    add_instance(db, name="my inst", accelerator="Google TPU v9", accelerator_count=4, vcpus=8,
+                 on_demand_usd_per_h=1.0)  # fmt: skip
+    odd = recommend(db, "resnet18", 32, 1, 10_000, budget_hours=10, instances=["my inst"])
+    assert odd.excluded == [
+        "my inst: not predictable - Google TPU v9 has no entry in the accelerator table (a profile there "
+        "makes it measured: `stash profile --model resnet18 --batch-size 32 --instance 'my inst'`)"
+    ]
+    huge = recommend(db, "resnet50", 100_000, 1, 10**6, budget_hours=10, instances=["g5.xlarge"])
+    assert len(huge.excluded) == 1 and "g5.xlarge: does not fit - " in huge.excluded[0]
+    assert "stash profile" not in huge.excluded[0]
