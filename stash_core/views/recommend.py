@@ -13,6 +13,8 @@ import pandas as pd
 from stash_core.api.decisions import recommend
 from stash_core.catalog import COLUMNS, apply_catalog_edits, list_instances
 from stash_core.cells import is_missing
+from stash_core.decide.predict.configuration import DOES_NOT_FIT
+from stash_core.decide.predict.instances import CPU_MEASURED
 from stash_core.decide.recommend import DEFAULT_MAX_INSTANCES, Recommendation
 from stash_core.decide.recommend.answer import UNPRICED
 from stash_core.decide.recommend.explain import job_headline
@@ -22,11 +24,12 @@ from stash_core.views.common import STALL_LABELS
 
 MEETS_CONSTRAINTS = {True: "meets the constraints", False: "does not meet them"}
 # Why a configuration was not predicted: a phrase of the reason (decide/predict, decide/recommend, the
-# Compare view) and what the pages call it.
+# Compare view; the decisions' own constants where they have one, so that `predict` and `recommend` are
+# counted alike) and what the pages call it.
 NOT_PREDICTED_KINDS = (
     ("no entry in the accelerator table", "accelerator not in Stash's table"),
-    ("does not fit", "batch does not fit the GPU's memory"),
-    ("no accelerator", "no GPU (CPU instances need a profile)"),
+    (DOES_NOT_FIT, "batch does not fit the GPU's memory"),
+    (CPU_MEASURED, "no GPU (CPU instances need a profile)"),
     ("the job uses", "fewer GPUs than the job's workers"),
     ("communication not predictable", "communication not predictable"),
     (UNPRICED, "no price of the kind asked"),

@@ -34,15 +34,15 @@ COLUMNS = (
     "workers", "path", "source", "compute_s", "interconnect_s", "network_s", "iteration_s", "samples_per_s",
     "expected_error", "unvalidated", "comm_error", "memory_needed_gb", "memory_gb", "basis", "note",
 )  # fmt: skip
-# A CPU machine's step is measured, never predicted: the phrase both `predict` and `recommend` give, which the
-# pages count as "no GPU" (views/recommend.py)
-NO_GPU = "no GPU and no profile of this job on it"
+# A CPU machine's step is measured, never predicted: the phrase every reason of a CPU instance without a row
+# has, in `predict` and `recommend`, which the pages count as "no GPU" (views/recommend.py)
+CPU_MEASURED = "a CPU machine is measured, never predicted"
 
 
 def no_gpu_reason(name: str) -> str:
     """Why a CPU instance without a profile of the job has no row, and the profile that would give it one."""
     return (
-        f"{name}: {NO_GPU} (a CPU machine is measured, never predicted: profile the job there with "
+        f"{name}: no GPU and no profile of this job on it ({CPU_MEASURED}: profile the job there with "
         f"--instance {shell_word(name)})"
     )
 
@@ -271,8 +271,8 @@ def prediction_rows(
             if profiled and not kept:
                 shapes = ", ".join(sorted({_shape(found) for found in profiled}))
                 refused.append(
-                    f"{name}: not predicted - a CPU machine is measured, never predicted, and no profile of "
-                    f"this job on it has the workers and machines asked (it ran {shapes})"
+                    f"{name}: not predicted - {CPU_MEASURED}, and no profile of this job on it has the "
+                    f"workers and machines asked (it ran {shapes})"
                 )
             elif not profiled:
                 refused.append(no_gpu_reason(name))

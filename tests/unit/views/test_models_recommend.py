@@ -279,3 +279,19 @@ def test_a_free_option_is_left_off_the_log_cost_axis_and_counted() -> None:
     points = views.recommend.pareto_points(options)
     assert points["config"].tolist() == ["1 x rented"]
     assert views.recommend.free_options(options) == 1
+
+
+def test_a_cpu_instance_counts_as_no_gpu_whichever_decision_left_it_out(tmp_path: Path) -> None:
+    """recommend's reason for a CPU machine ('no GPU and no profile of this job on it') was counted under
+    'other reasons': only predict's wording matched."""
+    from stash_core.catalog import add_instance
+    from stash_core.decide.predict import predict_instances
+    from stash_core.decide.recommend import recommend
+
+    db = tmp_path / "cpu.duckdb"
+    add_instance(db, name="vm", accelerator_count=0, vcpus=2, on_demand_usd_per_h=0.1)
+    recommended = recommend(db, "resnet18", 8, 1, 1000, budget_hours=1, instances=["vm"])
+    predicted = predict_instances(db, "resnet18", 8, instances=["vm"])
+    reasons = [*recommended.excluded, *predicted.not_predictable]
+    assert len(reasons) == 2
+    assert views.recommend.not_predicted_summary(reasons) == "no GPU (CPU instances need a profile): 2"
