@@ -24,7 +24,7 @@ from stash_core.decide.predict.configuration import ConfigPrediction
 from stash_core.decide.predict.gpu_ratio import gpu_ratio
 from stash_core.decide.predict.network import CommTime, comm_note, comm_time
 from stash_core.decide.predict.stated_error import fitted_script_share, stated_error
-from stash_core.errors import UsageError
+from stash_core.errors import UsageError, no_run_error
 from stash_core.store import get_run
 
 BACKWARD_SHARE = 2.0 / 3.0  # backward's share of a step's compute: twice the forward's FLOPs
@@ -52,6 +52,8 @@ def script_run(db_path: Path | str, run_id: str, catalog: dict[str, dict[str, An
     """The stored run `run_id` as a base for predictions; UsageError says why it cannot be one."""
     run = get_run(db_path, run_id)
     if run is None:
+        if not Path(db_path).exists():  # a mistyped --db: say that, not that the run is missing
+            raise no_run_error(run_id, db_path)
         raise UsageError(f"no run {run_id!r} in the database: see `stash runs`")
     full_id = run["run_id"]
     if run.get("model_kind") != "script":

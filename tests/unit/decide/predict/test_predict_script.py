@@ -81,6 +81,13 @@ def test_runs_that_cannot_be_scaled_are_refused_with_the_reason(db):
         predict_script_run(db, "no-such-run")
 
 
+def test_a_database_that_does_not_exist_is_said_as_such_not_as_a_missing_run(tmp_path):
+    missing = tmp_path / "typo.duckdb"
+    with pytest.raises(UsageError, match=r"no database .*typo\.duckdb \(check --db or \$STASH_DB\)"):
+        predict_script_run(missing, "some-run")
+    assert not missing.exists()  # nothing written by asking
+
+
 def test_a_gpu_not_in_the_table_is_refused(tmp_path):
     path = tmp_path / "stash.duckdb"
     store.ingest_result(path, _script_doc(run_id="odd", gpu="Radeon Instinct MI50", instance="mybox"))
