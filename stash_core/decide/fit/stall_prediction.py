@@ -90,9 +90,17 @@ def predict_stall(
     if stall == "network":
         wanted |= {"nodes": nodes, "bandwidth_gbps": bandwidth_gbps}
     answer = _from_profiled(result, report, stall, wanted, counts, world, bandwidth_gbps)
-    if answer is not None:
+    link_given = beta_s_per_byte is not None and beta_s_per_byte > 0
+    if answer is not None and (answer["stall_s"] is not None or not link_given):
         return answer
-    return uncalibrated(result, stall, counts, world, bandwidth_gbps, alpha_s, beta_s_per_byte)
+    # Nothing profiled speaks to this configuration, or too little to fit a model: the link's wire time,
+    # said as uncalibrated (a link given by the user is one link for every configuration)
+    group, why = (answer["group"], answer["status"].removeprefix("no model: ")) if answer else (None, "")
+    found = uncalibrated(result, stall, counts, world, bandwidth_gbps, alpha_s, beta_s_per_byte)
+    if group and found["stall_s"] is not None:
+        found["group"] = group
+        found["note"] = f"no model of this profiled configuration yet ({why}): the link given answers"
+    return found
 
 
 def _check_configuration(stall: str, workers_per_node: int, nodes: int) -> None:

@@ -62,3 +62,22 @@ def test_another_node_count_borrows_the_alpha_beta_scale():
     )
     assert answer["stall_s"] == pytest.approx(0.6 * ring_factor(8) * 1e8 * beta_from_gbps(10), rel=1e-6)
     assert answer["expected_mape"] is None and "other node counts" in answer["status"]
+
+
+def test_a_link_given_answers_where_too_few_profiles_fit_a_model():
+    """With the user's link (--alpha-s and --link-gbps), a configuration with two profiles said 'no model:
+    not enough profiles' while one with none got the link's uncalibrated answer."""
+    counts = {"grad_bytes": 5e7, "grad_tensor_count": 10, "layer_count": 10}
+    observations = stall_observations(lambda b, t, n: 1e-9 * b + 0.01, instance="a").head(2)
+    link = {"alpha_s": 0.001, "beta_s_per_byte": beta_from_gbps(1.0)}
+    report = fit_stall_models(
+        observations=observations, probes=pd.DataFrame(), stalls=("interconnect",), **link
+    )
+    asked = dict(counts=counts, stall="interconnect", workers_per_node=2, instance="a", report=report)
+    bare = predict_stall(**asked)  # no link given: nothing to say
+    assert bare["stall_s"] is None and bare["status"].startswith("no model")
+    answer = predict_stall(**asked, **link)
+    unprofiled = predict_stall(**{**asked, "workers_per_node": 3}, **link)
+    assert answer["stall_s"] > 0 and "uncalibrated" in answer["status"] and answer["expected_mape"] is None
+    assert "no model of this profiled configuration yet" in answer["note"]
+    assert "uncalibrated" in unprofiled["status"] and unprofiled["stall_s"] > answer["stall_s"]
