@@ -80,10 +80,12 @@ def add_job_arguments(parser: argparse.ArgumentParser) -> None:
     )  # fmt: skip
 
 
-def add_format_argument(parser: argparse.ArgumentParser) -> None:
+def add_format_argument(
+    parser: argparse.ArgumentParser, keys: str = "job, predictions, not_predicted"
+) -> None:
     parser.add_argument(
         "--format", choices=("table", "json"), default="table",
-        help="table or one JSON object on stdout: {job, predictions, not_predicted}",
+        help=f"table or one JSON object on stdout: {{{keys}}}",
     )  # fmt: skip
 
 

@@ -57,9 +57,14 @@ def add_commands(subparsers: Any, parser_class: type[argparse.ArgumentParser] | 
         help="comma list of catalog instances to consider",
     )  # fmt: skip
     rec.add_argument("--max-instances", type=count(64), default=4, help="most instances of one type")
-    rec.add_argument("--all", action="store_true", help="list every evaluated configuration")
+    rec.add_argument(
+        "--all", action="store_true",
+        help="list every evaluated configuration, also those that miss the constraints (JSON: predictions; "
+        "its options are those that meet them)",
+    )  # fmt: skip
     rec.add_argument("--csv", type=output_path, default=None, help="write every evaluated configuration to a CSV")
-    add_format_argument(rec)
+    keys = "job, recommended, options, predictions, not_predicted, explanations, infeasible_reason, warnings"
+    add_format_argument(rec, keys)
     add_db_argument(rec)
 
 

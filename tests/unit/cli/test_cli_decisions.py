@@ -203,3 +203,24 @@ def test_a_contradicted_instance_label_is_warned_about_until_confirmed(tmp_path,
     assert "confirmed by the user" in show_run(db, suffix)
     with pytest.raises(UsageError, match="no run"):
         stash("instances", "confirm", "nope", "--db", db)
+
+
+def test_recommends_help_names_every_key_of_its_json_and_what_all_lists(tmp_path, capsys):
+    """recommend --help gave predict's {job, predictions, not_predicted}, and --all did not say the JSON's
+    options hold only the configurations that meet the constraints."""
+    import json
+
+    from stash_core.cli.main import main
+
+    assert main(["recommend", "--model", "resnet18", "--batch-size", "8", "--epochs", "1", "--dataset-images",
+                 "100", "--budget-hours", "1", "--instances", "g5.xlarge", "--format", "json", "--db",
+                 str(tmp_path / "x.duckdb")]) == 0  # fmt: skip
+    keys = list(json.loads(capsys.readouterr().out))
+    with pytest.raises(SystemExit):
+        main(["recommend", "--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert "{" + ", ".join(keys) + "}" in help_text
+    all_help = (
+        "also those that miss the constraints (JSON: predictions; its options are those that meet them)"
+    )
+    assert all_help in help_text
