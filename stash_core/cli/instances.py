@@ -5,6 +5,7 @@ its machine's fingerprint says otherwise."""
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Any
 
 from stash_core.cli.args import (
@@ -152,12 +153,16 @@ def cmd_instances(args: argparse.Namespace) -> int:
             print(printable(f"{column:<22}{'-' if row.get(column) is None else row[column]}"))
         return 0
     fields = {name: getattr(args, name) for name in INSTANCE_OPTIONS if getattr(args, name) is not None}
+    new = not Path(path).exists()
     if action == "add":
         row = add_instance(path, name=args.name, **fields)
-        print(printable(f"added {row['name']} to the catalog in {path}"))
+        said = f"added {row['name']} to the catalog in {path}"
     else:
         row = set_instance(path, args.name, **fields)
-        print(f"updated {row['name']}: " + ", ".join(f"{key}={row[key]}" for key in fields))
+        said = f"updated {row['name']} in {path}: " + ", ".join(f"{key}={row[key]}" for key in fields)
+    print(printable(said))
+    if new:  # a mistyped --db would otherwise go unnoticed
+        print(printable(f"note: {path} did not exist: it is a new database, holding the built-in catalog"))
     return 0
 
 

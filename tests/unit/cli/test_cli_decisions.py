@@ -37,6 +37,19 @@ def stash(*argv: str) -> int:
     return cli_decisions.COMMANDS[args.command](args)
 
 
+def test_instances_set_names_its_database_and_says_when_it_is_new(tmp_path, capsys):
+    """`instances set` on a mistyped --db made a new database without a word and named none."""
+    db = tmp_path / "typo.duckdb"
+    assert stash("instances", "set", "g5.xlarge", "--vcpus", "8", "--db", str(db)) == 0
+    first = capsys.readouterr().out.splitlines()
+    assert first == [
+        f"updated g5.xlarge in {db}: vcpus=8",
+        f"note: {db} did not exist: it is a new database, holding the built-in catalog",
+    ]
+    assert stash("instances", "set", "g5.xlarge", "--vcpus", "4", "--db", str(db)) == 0
+    assert capsys.readouterr().out.splitlines() == [f"updated g5.xlarge in {db}: vcpus=4"]
+
+
 def test_instances_list_set_show(tmp_path, capsys):
     db = str(tmp_path / "c.duckdb")
     assert stash("instances", "list", "--db", db) == 0
