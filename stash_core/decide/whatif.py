@@ -50,8 +50,8 @@ def whatif(db_path: Path | str, run_id: str, target_share: float = DEFAULT_TARGE
     run = get_run(db_path, run_id)
     if run is None:
         raise no_run_error(run_id, db_path)
-    if run.get("status") != "completed":
-        raise UsageError(f"run {run['run_id']} did not complete ({run.get('status')}): nothing to ask of it")
+    if (status := run.get("status")) != "completed":
+        raise UsageError(f"run {run['run_id']} did not complete ({status or '-'}): nothing to ask of it")
     if run.get("iteration_s") is None:
         raise UsageError(f"run {run['run_id']} has no iteration time: nothing to ask of it")
     phases, times = _phase_times(run)
@@ -322,7 +322,7 @@ def network_answer(
 
 def format_whatif(answer: dict[str, Any]) -> str:
     """Plain-text report for `stash whatif`."""
-    lines = [f"run {answer['run_id']} ({answer.get('model')}): iteration {answer['iteration_s']:.4f} s"]
+    lines = [f"run {answer['run_id']} ({answer['model'] or '-'}): iteration {answer['iteration_s']:.4f} s"]
     for key, title in (("cpu", "CPU cores"), ("disk", "cache"), ("network", "network bandwidth")):
         item = answer[key]
         if item["status"] in ("answered", "hidden already"):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import duckdb
 import pytest
 from result_docs import result_doc
 from support import TINY_CNN, stash_main
@@ -276,3 +277,15 @@ def test_a_disk_stall_clamped_to_zero_within_a_wide_interval_is_within_the_noise
     assert disk["predicted_iteration_s"] is None and "hidden" not in disk["summary"]
     narrow = whatif(db, _with_disk(db, 0.0, 0.001, "clamped_zero", "within the noise"))["disk"]
     assert narrow["status"] == "hidden already" and narrow["cache_fraction_needed"] == 0.0
+
+
+def test_a_run_without_a_status_or_model_is_said_with_a_dash_not_none(tmp_path):
+    db = tmp_path / "w.duckdb"
+    run_id = _store(db, loader_workers=1, cpu_cores=8, batch_size=32, stalls=DATA_STALLS)
+    answer = whatif(db, run_id)
+    text = format_whatif({**answer, "model": None})
+    assert "(-)" in text and "None" not in text
+    with duckdb.connect(str(db)) as con:
+        con.execute("UPDATE runs SET status = NULL")
+    with pytest.raises(UsageError, match=r"did not complete \(-\)"):
+        whatif(db, run_id)
