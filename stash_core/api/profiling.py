@@ -91,4 +91,4 @@ def _note(text: str) -> None:
 
 
 def _quiet(text: str) -> None:
-    """A note dropped: what it says (a new database) is in the Result too."""
+    """A note dropped (progress="none" prints nothing): the new database it names is Result.db."""

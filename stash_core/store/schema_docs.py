@@ -159,7 +159,8 @@ PHASES = RelationDoc(
         forward_s | s | mean forward pass
         backward_s | s | mean backward pass, including gradient synchronisation
         optimizer_s | s | mean optimizer step
-        rank_skew_s | s | mean over iterations of (slowest - fastest rank iteration time); 0 with one worker
+        rank_skew_s | s | mean over iterations of (slowest - fastest rank iteration time); 0 with one worker;
+            null where not measured (a script's ranks not gathered at its end)
         resident_fraction_start | fraction | share of the data set in the page cache when the phase started
             (real-data phases only)
         wall_s | s | wall-clock time of the whole phase incl. start-up and warm-up

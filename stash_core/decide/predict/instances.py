@@ -315,6 +315,8 @@ def cpu_profiles(
     found: dict[str, list[ConfigPrediction]] = {}
     seen = set()
     for row in stored.to_dict(orient="records"):
+        if pd.isna(row["workers_per_node"]) or pd.isna(row["nodes"]):
+            continue  # a row edited or imported without its counts: no configuration to name
         key = (row["instance"], int(row["workers_per_node"]), int(row["nodes"]))
         same_shape = (profile_shape(row) or predictor.default_shape) == predictor.cost.input_shape
         if key in seen or not same_shape or not checks[row["run_id"]].usable:

@@ -66,3 +66,16 @@ def test_the_run_page_says_where_a_profile_was_started() -> None:
                       origin=origin).started_elsewhere
              for origin in ("dashboard", "cli", "python")]  # fmt: skip
     assert notes == ["", " (started from a terminal)", " (started from Python)"]
+
+
+def test_a_cancel_that_comes_after_the_last_launch_leaves_a_run_that_ended_well_as_it_ended(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """No launch is left to look at the request: the run ends well (exit 0) and is not said to be cancelled."""
+    monkeypatch.delenv("STASH_JOB_RC", raising=False)
+    db = tmp_path / "results.duckdb"
+    with jobs.register_profile(db, ["stash", "profile"], origin="python"):
+        [state] = jobs.list_jobs(db)
+        assert jobs.cancel_job(db, state.job_id)  # after the last launch: nothing raises
+    ended = jobs.read_job(db, state.job_id)
+    assert ended.exit_code == 0 and ended.status != "cancelled"

@@ -55,3 +55,16 @@ def test_a_cpu_profile_of_another_job_or_other_workers_gives_no_row(tmp_path):
     ]
     amp = predict_instances(db, "resnet18", 8, instances=["cpu4"], input_shape=(3, 64, 64), precision="amp")
     assert amp.frame.empty  # profiles run in FP32
+
+
+def test_a_cpu_profile_stored_without_its_counts_gives_no_row_and_no_error(tmp_path):
+    import duckdb
+
+    db = tmp_path / "r.duckdb"
+    _cpu_catalog(db)
+    ingest_result(db, result_doc("resnet18", instance="cpu4", workers=2, batch_size=8, cpu_cores=4,
+                                 stalls={"compute": 0.30, "interconnect": 0.12}))  # fmt: skip
+    with duckdb.connect(str(db)) as con:
+        con.execute("UPDATE runs SET nodes = NULL")  # a row edited by hand
+    answer = predict_instances(db, "resnet18", 8, instances=["cpu4"])
+    assert answer.frame.empty and "no GPU and no profile of this job" in answer.not_predictable[0]
