@@ -71,7 +71,7 @@ def test_the_run_page_says_where_a_profile_was_started() -> None:
 def test_a_cancel_that_comes_after_the_last_launch_leaves_a_run_that_ended_well_as_it_ended(
     tmp_path: Path, monkeypatch
 ) -> None:
-    """No launch is left to look at the request: the run ends well (exit 0) and is not said to be cancelled."""
+    """No launch is left to look at the request: the run ends well (exit 0), not said to be cancelled."""
     monkeypatch.delenv("STASH_JOB_RC", raising=False)
     db = tmp_path / "results.duckdb"
     with jobs.register_profile(db, ["stash", "profile"], origin="python"):
