@@ -9,7 +9,6 @@ import json
 import sys
 from typing import Any
 
-from stash_core.cells import is_missing
 from stash_core.cli.args import PRECISION_HELP, add_db_argument, comma_list, db_path, identifier
 from stash_core.cli.figures import fixed, percent
 from stash_core.spec_parse import BATCH_SIZE, count, parse_input_shape
@@ -149,6 +148,8 @@ def format_prediction(result: Any, rows: int | None = DEFAULT_ROWS) -> str:
         f"  {'configuration':<28}{'workers':>8}  {'accelerator':<20}{'source':<11}{'path':<10}{'step ms':>9}"
         f"{'±err':>9}{'±comm':>8}{'samples/s':>11}{'mem GB':>13}  compute/interconnect/network ms",
     ]
+    from stash_core.cells import is_missing  # pandas: imported when a table is printed, not for --help
+
     shown = result.frame if rows is None else result.frame.head(rows)
     for row in shown.to_dict(orient="records"):
         parts = "/".join(
@@ -190,6 +191,8 @@ def format_prediction(result: Any, rows: int | None = DEFAULT_ROWS) -> str:
 
 def accelerator_cell(row: dict) -> str:
     """The row's GPU without the vendor's name; 'CPU' for a CPU machine (a profile's row)."""
+    from stash_core.cells import is_missing
+
     return "CPU" if is_missing(row["accelerator"]) else str(row["accelerator"]).removeprefix("NVIDIA ")
 
 
