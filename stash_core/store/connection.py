@@ -145,7 +145,11 @@ def _empty_database() -> duckdb.DuckDBPyConnection:
 
 
 def _checked_reader(con: duckdb.DuckDBPyConnection, path: Path) -> duckdb.DuckDBPyConnection:
-    version = stored_schema_version(con)
+    try:
+        version = stored_schema_version(con, f"database {path}")
+    except BaseException:
+        con.close()
+        raise
     if version is None:
         # A DuckDB file without the Stash schema (e.g. created by a crashed first writer) reads as empty;
         # one with tables of its own is another program's.

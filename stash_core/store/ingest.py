@@ -73,11 +73,15 @@ def ingest_files(db_path: Path | str, paths: list[Path] | list[str]) -> list[tup
         except UsageError as exc:
             raise UsageError(f"{path}: {exc}") from None
         prepared.append((path, item))
-    _refuse_conflicts(db_path, prepared)
+    _refuse_conflicts(prepared)
     outcomes = []
     waiting = collections.deque(prepared)
+    checked = False
     while waiting:
         with connect(db_path) as con:
+            if not checked:  # in the first writer's connection, before anything is inserted
+                _refuse_stored_conflicts(con, prepared)
+                checked = True
             turn_ends = time.monotonic() + READER_TURN_S
             while waiting:  # at least one file a connection
                 path, item = waiting.popleft()
@@ -98,8 +102,8 @@ def ingest_probe(db_path: Path | str, doc: ResultDocument) -> bool:
         return _insert_probe(con, probe_id, frame)
 
 
-def _refuse_conflicts(db_path: Path | str, prepared: list[tuple[Path, Any]]) -> None:
-    """UsageError naming the file when a run_id or probe_id is stored, or given twice, with other content."""
+def _refuse_conflicts(prepared: list[tuple[Path, Any]]) -> None:
+    """UsageError naming the file when a run_id or probe_id is given twice with other content."""
     seen: dict[str, tuple[Path, dict[str, Any]]] = {}
     for path, item in prepared:
         key, figures = _figures_of(item)
@@ -110,12 +114,14 @@ def _refuse_conflicts(db_path: Path | str, prepared: list[tuple[Path, Any]]) -> 
                     f"{path}: {key} is also in {first_path} with other {difference_text(differ)}"
                 )
         seen[key] = (path, figures)
-    if not prepared or not Path(db_path).exists():
-        return
-    with connect(db_path, read_only=True) as con:
-        for path, item in prepared:
-            if differ := _stored_differences(con, item):
-                raise UsageError(f"{path}: {_conflict_text(_figures_of(item)[0], differ)}")
+
+
+def _refuse_stored_conflicts(con, prepared: list[tuple[Path, Any]]) -> None:
+    """UsageError naming the file when a run_id or probe_id is stored with other content (checked as the
+    writer, whose connection has made any schema part dropped by hand again)."""
+    for path, item in prepared:
+        if differ := _stored_differences(con, item):
+            raise UsageError(f"{path}: {_conflict_text(_figures_of(item)[0], differ)}")
 
 
 def _figures_of(item: PreparedRun | tuple[str, pd.DataFrame]) -> tuple[str, dict[str, Any]]:

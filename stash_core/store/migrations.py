@@ -168,16 +168,19 @@ def stored_meta(con: duckdb.DuckDBPyConnection) -> dict[str, str] | None:
     return dict(rows)
 
 
-def stored_schema_version(con: duckdb.DuckDBPyConnection) -> int | None:
+def stored_schema_version(con: duckdb.DuckDBPyConnection, db_label: str = "the database") -> int | None:
     """The schema version recorded in the open database, or None when it has no Stash schema yet."""
     meta = stored_meta(con)
-    return None if meta is None else _version(meta, "the database")
+    return None if meta is None else _version(meta, db_label)
 
 
-def _version(meta: dict[str, str], db_label: str) -> int | None:
-    """schema_meta's schema_version as a number (None when there is none); UsageError for another text."""
+def _version(meta: dict[str, str], db_label: str) -> int:
+    """schema_meta's schema_version as a number; UsageError where it is missing (every Stash writes it with
+    the table, in one transaction) or another text."""
     if "schema_version" not in meta:
-        return None
+        raise UsageError(
+            f"{db_label} has a schema_meta table without its schema_version: damaged, or not a Stash database"
+        )
     try:
         return int(meta["schema_version"])
     except (TypeError, ValueError):
@@ -203,7 +206,9 @@ def ensure_schema(con: duckdb.DuckDBPyConnection, db_label: str) -> None:
 
 
 def _up_to_date(con: duckdb.DuckDBPyConnection, db_label: str) -> bool:
-    meta = stored_meta(con) or {}
+    meta = stored_meta(con)
+    if meta is None:
+        return False
     current = _version(meta, f"database {db_label}") == DB_SCHEMA_VERSION
     # one dropped by hand is made again (empty), the rest kept
     return current and meta.get("comments_digest") == COMMENTS_DIGEST and not missing_objects(con)
@@ -211,7 +216,7 @@ def _up_to_date(con: duckdb.DuckDBPyConnection, db_label: str) -> bool:
 
 def _create_or_migrate(con: duckdb.DuckDBPyConnection, db_label: str) -> None:
     stored = stored_meta(con)
-    version = _version(stored or {}, f"database {db_label}")
+    version = None if stored is None else _version(stored, f"database {db_label}")
     check_readable_version(version, db_label)
     if stored is None:
         refuse_foreign(con, db_label)  # another program's tables get no Stash tables beside them
@@ -244,6 +249,8 @@ def check_reader_can_take(version: int, db_label: str) -> None:
     """Refuse to read, without migrating, a database older than READABLE_FROM_VERSION or newer than this
     Stash."""
     check_readable_version(version, db_label)
+    if version < min(DB_MIGRATIONS, default=DB_SCHEMA_VERSION):  # below the first version any Stash wrote
+        raise UsageError(f"database {db_label} has schema_version {version}, which no Stash wrote")
     if version < READABLE_FROM_VERSION:
         raise UsageError(
             f"database {db_label} has schema_version {version}; run a writing command (e.g. ingest) once"

@@ -162,7 +162,7 @@ def test_files_share_a_connection_until_readers_are_due_a_turn(
     monkeypatch.setattr(ingest_module, "connect", counting)
     outcome = store.ingest_files(db_path, paths)
     assert [inserted for _, _, inserted in outcome] == [True] * 4
-    assert opened.count(False) == connections  # writers (the conflict check before them only reads)
+    assert opened.count(False) == connections  # writers (the first also checks for conflicts)
     assert [store.get_run(db_path, f"run-{i}")["run_id"] for i in range(4)] == [f"run-{i}" for i in range(4)]
 
 

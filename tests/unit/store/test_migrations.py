@@ -432,3 +432,46 @@ def test_a_table_or_view_dropped_by_hand_is_said_to_readers_and_made_again_by_a_
     with store.connect(db_path):  # a writer: the schema made whole, the runs kept
         pass
     assert list(store.list_runs(db_path)["run_id"]) == ["20261122T080000Z-aaaa0001"]
+    # ingest too is a writer: it makes them again rather than refusing with the message above
+    with duckdb.connect(str(db_path)) as con:
+        con.execute("DROP VIEW stall_breakdown")
+    store.ingest_files(db_path, [_written(db_path.parent, result_doc(run_id="20261122T080000Z-aaaa0002"))])
+    assert len(store.list_runs(db_path)) == 2
+
+
+def _written(folder: Path, doc: dict) -> Path:
+    import json
+
+    path = folder / f"{doc['run_id']}.json"
+    path.write_text(json.dumps(doc))
+    return path
+
+
+@pytest.mark.parametrize("version", ["0", "-3"])
+def test_a_schema_version_below_any_stash_s_is_said_so_by_readers_and_writers_alike(
+    db_path, result_doc, version
+) -> None:
+    """Readers told the user to migrate it with a writer, which then refused it as no Stash's."""
+    store.ingest_result(db_path, result_doc(run_id="run-a"))
+    with duckdb.connect(str(db_path)) as con:
+        con.execute(f"UPDATE schema_meta SET value = '{version}' WHERE key = 'schema_version'")
+    calls = (lambda: store.list_runs(db_path), lambda: store.ingest_result(db_path, result_doc(run_id="b")))
+    for call in calls:
+        with pytest.raises(UsageError, match=f"schema_version {version}, which no Stash wrote"):
+            call()
+
+
+def test_a_schema_meta_without_its_version_is_refused_by_readers_and_writers_alike(
+    db_path, result_doc
+) -> None:
+    """Readers called it a database with no schema_meta; a writer stamped it current without migrating it."""
+    store.ingest_result(db_path, result_doc(run_id="run-a"))
+    with duckdb.connect(str(db_path)) as con:
+        con.execute("DELETE FROM schema_meta WHERE key = 'schema_version'")
+    calls = (lambda: store.list_runs(db_path), lambda: store.ingest_result(db_path, result_doc(run_id="b")))
+    for call in calls:
+        with pytest.raises(UsageError, match="schema_meta table without its schema_version") as raised:
+            call()
+        assert str(db_path) in str(raised.value)
+    with duckdb.connect(str(db_path), read_only=True) as con:
+        assert "schema_version" not in dict(con.execute("SELECT key, value FROM schema_meta").fetchall())
