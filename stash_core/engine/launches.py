@@ -218,6 +218,10 @@ def pool_record(record: dict, launched: list[tuple[int, dict]]) -> None:
             "telemetry": joined_telemetry(used),
         }
     )
+    scripts = [o["script"] for o in used if isinstance(o.get("script"), dict)]
+    if scripts:  # the ranks were gathered only if every launch gathered them, not as the first one did
+        gathered = [s.get("ranks_gathered") for s in scripts]
+        record["script"] = {**scripts[0], "ranks_gathered": False if False in gathered else gathered[0]}
 
 
 def mean_measured(values: list[float | None]) -> float | None:

@@ -231,6 +231,19 @@ def test_a_script_that_ended_its_process_group_has_no_rank_skew_and_says_whose_t
     assert "ended its process group, or left through os._exit" in warning  # not the process group alone
 
 
+def test_a_later_launch_whose_ranks_were_not_gathered_is_said_though_the_first_gathered_them() -> None:
+    """The pooled run kept the first launch's script record, so a second launch's rank-0-alone end went unsaid."""
+    launched = LaunchedRuns(["R1"], 2)
+    gathered = {"rank_skew_s": 0.001, "stop_reason": "converged", "script": {"ranks_gathered": True}}
+    alone = {"rank_skew_s": None, "stop_reason": "script_ended", "script": {"ranks_gathered": False}}
+    launched.add("R1", 0, {**_outcome(0.10, 0.002), **gathered})
+    launched.add("R1", 1, {**_outcome(0.10, 0.002), **alone})
+    (record,) = _records("R1")
+    launched.pool_into([record])
+    assert record["script"]["ranks_gathered"] is False
+    assert "rank 0's own times" in script_end_warning(record)
+
+
 def test_a_run_of_one_worker_says_worker_not_workers() -> None:
     # "[2/2] R2  1 workers, real data read cold from disk"
     assert PhasePlan("R2", 1, 1, "cold").description == "1 worker, real data read cold from disk"
