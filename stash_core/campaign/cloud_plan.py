@@ -39,6 +39,7 @@ from stash_core.catalog.prices import hourly_price
 from stash_core.engine.plan import launches_of, plan_phases
 from stash_core.errors import UsageError
 from stash_core.spec_parse import parse_input_shape
+from stash_core.store.catalog_seed import source_region
 from stash_core.units import finite_float
 
 PROVISION_S = 300.0  # a VM started and SkyPilot's runtime on it (typically 2 to 5 minutes)
@@ -56,7 +57,6 @@ REGION_SHAPES = {
     "azure": re.compile(r"[a-z]+[a-z0-9]*"),
 }
 CLOUDS = tuple(DEFAULT_REGIONS)
-_SOURCE_REGION = re.compile(r"\bregion ([a-z][a-z0-9-]*[a-z0-9])\b")
 MAX_INSTANCE_TYPES = 50
 
 
@@ -168,7 +168,7 @@ def offer_of(db_path: Path | str, name: str, spot: bool = False, region: str | N
     price, why = hourly_price(row, name, "spot" if spot else "on_demand")
     if price is None:
         raise UsageError(f"--spot: {why}" if spot else why)
-    price_region = row.get("region") or _source_region(row.get("source"))
+    price_region = row.get("region") or source_region(row.get("source"))
     gpus = finite_float(row.get("accelerator_count"))
     return Offer(
         name=name, provider=provider, region=region or price_region or DEFAULT_REGIONS[provider],
@@ -177,10 +177,6 @@ def offer_of(db_path: Path | str, name: str, spot: bool = False, region: str | N
         price_date=str(row["price_date"]) if row.get("price_date") else None,
     )  # fmt: skip
 
-
-def _source_region(source: object) -> str | None:
-    found = _SOURCE_REGION.search(str(source or ""))
-    return found.group(1) if found else None
 
 
 def cluster_name(instance: str, db_path: Path | str) -> str:

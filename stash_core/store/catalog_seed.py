@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import csv
 import functools
+import re
 from datetime import date
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,15 @@ ORIGINS = ("builtin", "import", "user")
 # How a CSV cell becomes a value of each column of the instances table (text when not named here).
 _WHOLE = ("accelerator_count", "vcpus")
 _NUMBER = ("memory_gib", "network_gbps", "on_demand_usd_per_h", "spot_usd_per_h")
+# A price read from a provider's catalog names its region in the source ("..., region us-east-1 (default
+# region); ..."): the row's region, where the row gives none of its own.
+_SOURCE_REGION = re.compile(r"\bregion ([a-z][a-z0-9-]*[a-z0-9])\b")
+
+
+def source_region(source: object) -> str | None:
+    """The region a price's source text names ("region us-east-1"), or None."""
+    found = _SOURCE_REGION.search(str(source or ""))
+    return found.group(1) if found else None
 
 
 def seed_builtin_catalog(con: Any, csv_path: Path | None = None) -> int:
@@ -62,6 +72,8 @@ def builtin_catalog_rows(csv_path: Path) -> list[tuple[Any, ...]]:
         if not (record.get("name") or "").strip():
             continue
         record = {**record, "origin": "builtin"}
+        if not (record.get("region") or "").strip():
+            record["region"] = source_region(record.get("source")) or ""
         rows.append(tuple(_typed(column, record.get(column)) for column in CATALOG_COLUMNS))
     return rows
 

@@ -11,6 +11,7 @@ from typing import Any
 
 from stash_core.analysis.epochs import iterations_per_epoch
 from stash_core.habits import TrainingJob
+from stash_core.store.catalog_seed import source_region
 from stash_core.units import STALLS
 
 STALL_NAMES = STALLS
@@ -100,6 +101,7 @@ def option_row(
     training_h = epoch_s * job.epochs / 3600.0
     usd_per_h = None if price is None else price * count
     notes = estimate.notes if price is not None else [*estimate.notes, price_status]
+    region = instance.get("region") or source_region(instance.get("source"))  # an older database: none stored
     return {
         "config": config_label(name, instance, count, workers),
         "instance": name,
@@ -119,7 +121,7 @@ def option_row(
         "training_h": training_h,
         "usd_per_h": usd_per_h,
         "price_date": None if price is None else instance.get("price_date"),
-        "price_region": None if price is None else instance.get("region"),
+        "price_region": None if price is None else region,
         "price_source": None if price is None else instance.get("source"),
         "training_usd": None if usd_per_h is None else training_h * usd_per_h,
         "expected_error": estimate.expected_error,

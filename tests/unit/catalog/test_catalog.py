@@ -192,3 +192,14 @@ def test_dashboard_edits_are_applied_as_differences(tmp_path):
     with pytest.raises(UsageError, match="instance p3.2xlarge: on_demand_usd_per_h must not be negative"):
         apply_catalog_edits(db, bad, broken)
     assert get_instance(db, "g5.xlarge")["spot_usd_per_h"] == 0.35  # nothing stored
+
+
+def test_a_shipped_row_priced_from_a_providers_catalog_has_the_region_its_source_names(tmp_path):
+    """instances list showed '-' and recommend's JSON a null price_region beside 'region us-east-1 (default
+    region)' in the price's source."""
+    from stash_core.catalog import get_instance
+
+    db = tmp_path / "c.duckdb"
+    row = get_instance(db, "g6.12xlarge")
+    assert "region us-east-1" in row["source"] and row["region"] == "us-east-1"
+    assert get_instance(db, "p2.xlarge")["region"] is None  # its source names no region

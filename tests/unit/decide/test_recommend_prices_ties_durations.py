@@ -43,6 +43,11 @@ def test_every_option_carries_its_prices_date_region_and_source(tmp_path):
     result = recommend(tmp_path / "x.duckdb", "resnet18", 32, 1, 10_000, budget_hours=10, instances=["g5.xlarge"])
     option = result.to_json()["options"][0]
     assert option["price_date"] and option["price_source"] and "price_region" in option
+    # a price from a provider's catalog: the region its source names (it was null beside "region us-east-1")
+    result = recommend(tmp_path / "x.duckdb", "resnet18", 32, 1, 10_000, budget_hours=10,
+                       instances=["g6.12xlarge"])  # fmt: skip
+    option = result.to_json()["options"][0]
+    assert "region us-east-1" in option["price_source"] and option["price_region"] == "us-east-1"
 
 
 def test_an_instance_without_a_spot_price_is_named_not_dropped(tmp_path):
