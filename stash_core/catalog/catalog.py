@@ -173,6 +173,8 @@ def _update(con: Any, name: str, changes: dict[str, Any]) -> dict[str, Any]:
         row["price_date"] = today()
     if price_changed and "source" not in changes:
         row["source"] = "user edit"
+    if price_changed and "region" not in changes:
+        row["region"] = None  # the region was the old price's; the user's own is for the region they give
     row["origin"] = "user"
     update_row(con, name, [row[column] for column in EDITABLE])
     return row

@@ -78,7 +78,7 @@ def stall_line(label: str, stall: dict, iteration_s: float, digits: int) -> str 
         return None
     head = f"  {label:<{LABEL_WIDTH}}"
     if status == "not_separable":
-        return f"{head}not separable: {stall.get('note', '')}"
+        return f"{head}not separable: {one_line(stall.get('note') or '')}"
     ci = stall.get("ci95_s")
     # Reported as 0: the difference itself is in the remainder, so the line gives it instead of a figure.
     if status == "clamped_zero" and not stall.get("seconds"):

@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 from stash_core.cli.args import add_db_argument, db_path, fraction
-from stash_core.terminal import printable
+from stash_core.terminal import one_line, printable
 
 # The what-if answers are imported inside cmd_whatif: building `stash --help` must not load pandas.
 
@@ -30,7 +30,9 @@ def cmd_whatif(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(answer, indent=2, default=str))
     else:
-        print(printable(format_whatif(answer)))  # the run's stored model name and labels, never run
+        # the run's stored model name kept on its line, and labels never run
+        model = answer.get("model")
+        print(printable(format_whatif({**answer, "model": one_line(model) if model else model})))
     return 0
 
 

@@ -54,7 +54,8 @@ def ingest_files(db_path: Path | str, paths: list[Path] | list[str]) -> list[tup
     """Ingest result files and `stash probe` files; returns (path, run_id or probe_id, inserted) per file.
 
     Every file is loaded and validated, and checked against the runs already stored, before anything is
-    written, so one bad file (named in the UsageError) leaves the database unchanged. Each run then goes in
+    written, so one bad file (named in the UsageError) leaves the database's runs unchanged (its schema may
+    have been brought up to date: the check is the writer's, as the writes would). Each run then goes in
     with its own short transaction; a connection takes the files that go in within READER_TURN_S and is then
     closed, so readers get a turn at least that often (opening DuckDB costs some 30 ms of CPU: a connection
     per file made a folder of runs slow to store); ingesting the same files again inserts nothing, and a

@@ -26,6 +26,7 @@ import pandas as pd
 from stash_core.api.predicting import predict
 from stash_core.catalog import check_runs, list_instances
 from stash_core.cells import plain, plain_row
+from stash_core.decide.predict.instances import CPU_MEASURED
 from stash_core.errors import UsageError
 from stash_core.results.file import STALL_NAMES
 from stash_core.store import queries_compare
@@ -113,14 +114,22 @@ def compare_with_predictions(db_path: Path | str, model: str, batch_size: int, *
     have = set(measured.loc[measured["label_ok"].astype(bool), "instance"])
     too_small = frame[frame["workers_per_instance"] < workers].drop_duplicates("instance")
     frame = frame[(frame["instance_count"] == nodes) & (frame["workers_per_instance"] == workers)]
+    on_cpus = frame[(frame["gpus_per_instance"] <= 0) & ~frame["instance"].isin(have)]
     frame = frame[frame["gpus_per_instance"] > 0]  # a CPU machine's rows are profiles, measured or not shown
     frame = frame[~frame["instance"].isin(have)]
     # Instances measured for the job are not missing; every other one that has no row says why.
-    refused = [line for line in predicted.not_predictable if _instance_of(line) not in have] + [
-        f"{name}: not predicted - it has {gpus} GPU(s), the job uses {workers} per machine"
-        for name, gpus in zip(too_small["instance"], too_small["workers_per_instance"], strict=True)
-        if name not in have
-    ]
+    refused = (
+        [line for line in predicted.not_predictable if _instance_of(line) not in have]
+        + [
+            f"{name}: not predicted - it has {gpus} GPU(s), the job uses {workers} per machine"
+            for name, gpus in zip(too_small["instance"], too_small["workers_per_instance"], strict=True)
+            if name not in have
+        ]
+        + [
+            f"{name}: not shown - {CPU_MEASURED} ({basis}: compare that run)"
+            for name, basis in zip(on_cpus["instance"], on_cpus["basis"], strict=True)
+        ]
+    )
     rows = _predicted_rows(frame, measured, db_path)
     combined = pd.concat([measured, rows], ignore_index=True) if len(rows) else measured
     note = (

@@ -14,7 +14,7 @@ from typing import Any
 
 import pandas as pd
 
-from stash_core.analysis.stalls import REMAINDER, RESOLVE_HINT, remainder_of, stall_resolved
+from stash_core.analysis.stalls import REMAINDER, RESOLVE_HINT, remainder_of, stall_fault, stall_resolved
 from stash_core.errors import UsageError
 from stash_core.results.file import STALL_NAMES
 from stash_core.units import finite_float
@@ -88,9 +88,9 @@ def _record_rows(record: dict[str, Any], measure: str) -> list[dict[str, Any]]:
                 value = seconds * per_epoch
         else:
             value = finite_float(record.get(f"{stall}_share"))
-        if value is None:
-            continue
         status = record.get(f"{stall}_status")
+        if value is None or stall_fault({"seconds": seconds, "status": status}):
+            continue  # a stall stored without a valid figure: its time is in the remainder, as the table says
         resolved = stall_resolved({"seconds": seconds, "ci95_s": ci_s, "status": status})
         note = UNRESOLVED_NOTE if resolved is False else ""
         ci = ci_s * scale if ci_s is not None and scale else None

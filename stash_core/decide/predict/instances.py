@@ -268,7 +268,15 @@ def prediction_rows(
                 and workers_per_instance in (None, found.workers_per_instance)
             ]
             rows += [_row(found, 0, batch_size) for found in kept]
-            if profiled and not kept:
+            if on_cpus is None:  # a script's run: its profiles on CPU machines are not read here
+                refused.append(f"{name}: not predicted - {CPU_MEASURED}")
+            elif name in on_cpus and not profiled:
+                refused.append(
+                    f"{name}: not predicted - {CPU_MEASURED}, and its profiles of this job lack a figure a "
+                    "row needs (compute, or the interconnect or network stall of their workers and "
+                    "machines): profile it with those stalls"
+                )
+            elif profiled and not kept:
                 shapes = ", ".join(sorted({_shape(found) for found in profiled}))
                 refused.append(
                     f"{name}: not predicted - {CPU_MEASURED}, and no profile of this job on it has the "
@@ -322,9 +330,10 @@ def cpu_profiles(
         if key in seen or not same_shape or not checks[row["run_id"]].usable:
             continue
         measured = _measured_on_cpu(row, key[1], key[2])
+        found.setdefault(key[0], [])  # profiled: a profile lacking a figure it needs still is one
         if measured is not None:
             seen.add(key)
-            found.setdefault(key[0], []).append(measured)
+            found[key[0]].append(measured)
     return found
 
 
@@ -334,7 +343,7 @@ def _measured_on_cpu(row: dict[str, Any], workers: int, count: int) -> ConfigPre
     compute_s = finite_float(row.get("compute_s"))
     interconnect_s = finite_float(row.get("interconnect_s")) if workers > 1 else 0.0
     network_s = finite_float(row.get("network_s")) if count > 1 else 0.0
-    if compute_s is None or interconnect_s is None or network_s is None:
+    if compute_s is None or compute_s <= 0 or interconnect_s is None or network_s is None:
         return None
     notes = ["CPU machine: compute, interconnect and network as profiled, CPU and disk stalls left out as on "
              "every row, memory not checked"]  # fmt: skip

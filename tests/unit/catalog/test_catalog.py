@@ -203,3 +203,15 @@ def test_a_shipped_row_priced_from_a_providers_catalog_has_the_region_its_source
     row = get_instance(db, "g6.12xlarge")
     assert "region us-east-1" in row["source"] and row["region"] == "us-east-1"
     assert get_instance(db, "p2.xlarge")["region"] is None  # its source names no region
+
+
+def test_a_price_the_user_sets_is_not_said_to_be_for_the_old_prices_region(tmp_path):
+    from stash_core.catalog import get_instance
+
+    db = tmp_path / "c.duckdb"
+    set_instance(db, "g6.12xlarge", on_demand_usd_per_h=4.0)
+    assert get_instance(db, "g6.12xlarge")["region"] is None
+    set_instance(db, "g6.16xlarge", on_demand_usd_per_h=3.0, region="eu-west-1")
+    assert get_instance(db, "g6.16xlarge")["region"] == "eu-west-1"
+    set_instance(db, "g6.24xlarge", vcpus=96)  # no price changed: its region stays
+    assert get_instance(db, "g6.24xlarge")["region"] == "us-east-1"

@@ -33,3 +33,19 @@ def test_a_stall_without_a_valid_figure_is_said_and_its_time_is_not_put_on_the_d
         "the compute stall" in remainder and "disk" not in remainder and "within the noise" not in remainder
     )
     assert "not separated    0.166 s    81.0%" in text
+
+
+def test_a_stored_note_stays_on_its_line() -> None:
+    """A not-separable stall's stored note was printed as stored: a newline in it forged a line of `show`."""
+    breakdown = {
+        "iteration_s": 0.2,
+        "stalls": {
+            "compute": {"seconds": 0.2, "ci95_s": 0.01, "status": "measured"},
+            "cpu": {"seconds": None, "status": "not_separable", "note": "x\n  disk  0.100 s  10.0%"},
+            "disk": {"seconds": None, "status": "not_separable", "note": None},
+        },
+    }
+    text = format_breakdown(breakdown)
+    assert "x\\n  disk  0.100 s" in text
+    assert not any(line.startswith("  disk  0.100") for line in text.splitlines())
+    assert "None" not in text

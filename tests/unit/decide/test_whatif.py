@@ -289,3 +289,17 @@ def test_a_run_without_a_status_or_model_is_said_with_a_dash_not_none(tmp_path):
         con.execute("UPDATE runs SET status = NULL")
     with pytest.raises(UsageError, match=r"did not complete \(-\)"):
         whatif(db, run_id)
+
+
+def test_the_command_keeps_a_stored_model_name_on_its_line(tmp_path, capsys):
+    import argparse
+
+    from stash_core.cli.whatif import cmd_whatif
+
+    db = tmp_path / "w.duckdb"
+    run_id = _store(db, loader_workers=1, cpu_cores=8, batch_size=32, stalls=DATA_STALLS)
+    with duckdb.connect(str(db)) as con:
+        con.execute("UPDATE runs SET model = 'm' || chr(10) || 'FAKE line'")
+    cmd_whatif(argparse.Namespace(db=str(db), run_id=run_id, target_share=0.05, json=False))
+    out = capsys.readouterr().out
+    assert "m\\nFAKE line" in out and not any(line.startswith("FAKE") for line in out.splitlines())

@@ -154,3 +154,19 @@ def test_pages_say_not_resolved_instead_of_zero_plus_minus() -> None:
     for measure in MEASURES:
         spec = _stalls.breakdown_chart(views.breakdown.stall_long_frame(frame, measure), measure).to_dict()
         assert len(spec["layer"]) == 3
+
+
+def test_a_stall_stored_without_a_valid_figure_is_no_bar_and_the_bars_agree_with_the_table() -> None:
+    """The table and `stash show` count a 'measured' stall below 0 in the remainder; the bars drew it at
+    -0.2 s and a remainder of 0.7 s beside the table's 0.5 s."""
+    row = {"run_id": "r", "run_label": "r", "iteration_s": 1.0, "iteration_ci95_s": 0.01,
+           "epoch_s": None, "iterations_per_epoch": None, "unattributed_ci95_s": 0.02}  # fmt: skip
+    for stall in STALLS:
+        row.update({f"{stall}_s": None, f"{stall}_ci95_s": None, f"{stall}_share": None,
+                    f"{stall}_epoch_s": None, f"{stall}_status": "not_measured"})  # fmt: skip
+    row.update(compute_s=0.5, compute_ci95_s=0.01, compute_share=0.5, compute_status="measured")
+    row.update(disk_s=-0.2, disk_ci95_s=0.01, disk_share=-0.2, disk_status="measured")
+    bars = views.breakdown.stall_long_frame(pd.DataFrame([row]), "seconds")
+    assert "disk" not in set(bars["stall"])
+    remainder = bars[bars["stall"] == REMAINDER]["value"].iloc[0]
+    assert remainder == pytest.approx(0.5) and bars["bar_end"].iloc[-1] == pytest.approx(1.0)

@@ -122,3 +122,23 @@ def test_instances_not_measured_are_predicted_and_a_measurement_wins(tmp_path: P
     assert frame.attrs["prediction_note"].startswith(
         f"{len(predicted)} instance(s) predicted for 1 GPU(s) x 1"
     )
+
+
+def test_a_cpu_machine_with_a_profile_of_the_model_is_said_when_a_gpu_job_is_compared(tmp_path: Path) -> None:
+    """Its profile is another job (another device): its row was dropped and the machine named nowhere."""
+    from stash_core.catalog import add_instance
+
+    db = tmp_path / "fresh.duckdb"
+    add_instance(db, name="cpu-box", accelerator_count=0, vcpus=8, network_gbps=10, on_demand_usd_per_h=0.3)
+    gpu = run("p3.2xlarge", {"synthetic_images": None, "dataset_images": None}, ON_DEVICE, workers=1,
+              device="cuda")  # fmt: skip
+    gpus = [{"index": 0, "name": "Tesla V100-SXM2-16GB"}]
+    gpu["fingerprint"].update(gpu_count=1, gpus=gpus, gpu_status="1")
+    cpu = run("cpu-box", {"synthetic_images": None, "dataset_images": None}, {"compute": 0.9}, workers=1,
+              cpu_cores=8)  # fmt: skip
+    for doc in (gpu, cpu):
+        store.ingest_result(db, doc)
+    frame = views.compare.compare_with_predictions(db, "resnet18", 32, device="cuda")
+    assert "cpu-box" not in set(frame["instance"])
+    [line] = [line for line in frame.attrs["not_predictable"] if line.startswith("cpu-box")]
+    assert "a CPU machine is measured, never predicted" in line and cpu["run_id"] in line

@@ -68,3 +68,23 @@ def test_a_cpu_profile_stored_without_its_counts_gives_no_row_and_no_error(tmp_p
         con.execute("UPDATE runs SET nodes = NULL")  # a row edited by hand
     answer = predict_instances(db, "resnet18", 8, instances=["cpu4"])
     assert answer.frame.empty and "no GPU and no profile of this job" in answer.not_predictable[0]
+
+
+@pytest.mark.parametrize(
+    "edit", ["DELETE FROM stalls WHERE stall = 'interconnect'", "UPDATE stalls SET seconds = 0"]
+)
+def test_a_cpu_profile_lacking_a_figure_is_said_so_not_said_missing(tmp_path, edit):
+    """A profile of 2 workers without its interconnect stall (or with a compute of 0, which divided by
+    zero) was said to be no profile at all ("profile the job there")."""
+    import duckdb
+
+    db = tmp_path / "r.duckdb"
+    _cpu_catalog(db)
+    ingest_result(db, result_doc("resnet18", instance="cpu4", workers=2, batch_size=8, cpu_cores=4,
+                                 stalls={"compute": 0.30, "interconnect": 0.12}))  # fmt: skip
+    with duckdb.connect(str(db)) as con:
+        con.execute(edit)
+    answer = predict_instances(db, "resnet18", 8, instances=["cpu4"])
+    assert answer.frame.empty
+    [line] = answer.not_predictable
+    assert line.startswith("cpu4: not predicted - a CPU machine is measured") and "lack a figure" in line

@@ -102,3 +102,13 @@ def test_stash_predict_prints_the_scaled_rows_and_their_path(db, capsys):
     out = capsys.readouterr().out
     assert f"script script:train (run script-gpu on {find_accelerator('V100').name})" in out
     assert "1 x g5.xlarge" in out and "GPU ratio" in out and "memory not checked" in out
+
+
+def test_a_cpu_machine_is_said_measured_never_predicted_not_to_lack_a_profile(db):
+    """A script's prediction does not read CPU profiles, so it cannot say none exists ("no profile of this job
+    on it") as it did."""
+    from stash_core.catalog import add_instance
+
+    add_instance(db, name="cpu-box", accelerator_count=0, vcpus=8, network_gbps=10, on_demand_usd_per_h=0.3)
+    result = predict_script_run(db, "script-gpu", instances=["g5.xlarge", "cpu-box"])
+    assert result.not_predictable == ["cpu-box: not predicted - a CPU machine is measured, never predicted"]
