@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import psutil
+
 REPO = Path(__file__).resolve().parents[1]
 TINY_CNN = f"{REPO}/examples/models/tiny_cnn.py:make"
 # A model and input small enough that a run's cost is mostly process start-up.
@@ -90,3 +92,12 @@ def shown(markdown: str) -> str:
     import re
 
     return re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", markdown)
+
+
+def processes_carrying(token: str) -> list[psutil.Process]:
+    """Live (not zombie) processes whose command line holds `token` as one of its words."""
+    found = []
+    for process in psutil.process_iter(["cmdline", "status"]):
+        if token in (process.info["cmdline"] or []) and process.info["status"] != psutil.STATUS_ZOMBIE:
+            found.append(process)
+    return found

@@ -8,7 +8,7 @@ import sys
 import uuid
 from pathlib import Path
 
-import psutil
+from support import processes_carrying
 
 from stash_core.engine import jobs
 from stash_core.engine.job_state import JobState
@@ -25,14 +25,6 @@ except KeyboardInterrupt as stop:
     print(f"raised {type(stop).__name__}: {stop}", flush=True)
 print("the caller goes on", flush=True)
 """
-
-
-def _carrying(token: str) -> list[psutil.Process]:
-    found = []
-    for process in psutil.process_iter(["cmdline", "status"]):
-        if token in (process.info["cmdline"] or []) and process.info["status"] != psutil.STATUS_ZOMBIE:
-            found.append(process)
-    return found
 
 
 def test_cancel_stops_only_the_profile_of_a_python_caller(tmp_path: Path, monkeypatch) -> None:
@@ -54,7 +46,7 @@ def test_cancel_stops_only_the_profile_of_a_python_caller(tmp_path: Path, monkey
             caller.wait()
     # the caller raised what an interrupt raises, went on and ended by itself; its launch was ended
     assert rest == ["raised Cancelled: cancelled from the dashboard", "the caller goes on"]
-    assert caller.returncode == 0 and _carrying(token) == []
+    assert caller.returncode == 0 and processes_carrying(token) == []
     assert jobs.read_job(db, state.job_id).status == "cancelled"
 
 

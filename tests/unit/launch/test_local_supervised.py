@@ -12,7 +12,7 @@ import time
 import uuid
 
 import psutil
-from support import REPO
+from support import REPO, processes_carrying
 
 from stash_core.launch.local import run_local
 
@@ -36,19 +36,11 @@ def _spawner(token: str, then: str) -> list[str]:
     return [sys.executable, "-c", code]
 
 
-def _carrying(token: str) -> list[psutil.Process]:
-    found = []
-    for process in psutil.process_iter(["cmdline", "status"]):
-        if token in (process.info["cmdline"] or []) and process.info["status"] != psutil.STATUS_ZOMBIE:
-            found.append(process)
-    return found
-
-
 def _wait_until_none(token: str) -> list[psutil.Process]:
     deadline = time.monotonic() + LEFT_S
-    while _carrying(token) and time.monotonic() < deadline:
+    while processes_carrying(token) and time.monotonic() < deadline:
         time.sleep(0.2)
-    return _carrying(token)
+    return processes_carrying(token)
 
 
 def test_leftover_children_and_a_daemon_end_with_the_command(tmp_path):
@@ -72,13 +64,13 @@ def test_a_sigkill_of_the_launching_process_ends_the_whole_run(tmp_path):
     try:
         assert parent.stdout is not None and parent.stdout.readline().strip() == "started"
         deadline = time.monotonic() + 30
-        while len(_carrying(token)) < 4 and time.monotonic() < deadline:
+        while len(processes_carrying(token)) < 4 and time.monotonic() < deadline:
             time.sleep(0.1)
-        assert len(_carrying(token)) >= 4  # 3 children and the daemon
+        assert len(processes_carrying(token)) >= 4  # 3 children and the daemon
         parent.send_signal(signal.SIGKILL)
         parent.wait()
         assert _wait_until_none(token) == []
     finally:
         parent.kill()
-        for process in _carrying(token):
+        for process in processes_carrying(token):
             process.kill()
