@@ -14,8 +14,8 @@ import uuid
 
 import psutil
 import pytest
-from support import REPO
-from test_local_supervised import LEFT_S, _carrying, _wait_until_none
+from support import REPO, processes_carrying
+from test_local_supervised import LEFT_S, _wait_until_none
 
 from stash_core.errors import MeasurementError
 from stash_core.launch import warm_start
@@ -102,9 +102,9 @@ def test_a_sigkill_of_the_launching_process_ends_the_server_and_the_run(tmp_path
     try:
         assert parent.stdout is not None
         deadline = time.monotonic() + 60
-        while len(_carrying(token)) < 3 and time.monotonic() < deadline:
+        while len(processes_carrying(token)) < 3 and time.monotonic() < deadline:
             time.sleep(0.1)
-        assert len(_carrying(token)) >= 3  # 2 children and the daemon
+        assert len(processes_carrying(token)) >= 3  # 2 children and the daemon
         servers = _servers_of(parent.pid)
         assert servers, "the launch did not go through the warm starter"
         parent.send_signal(signal.SIGKILL)
