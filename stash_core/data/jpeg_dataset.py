@@ -23,11 +23,13 @@ from stash_core.data.dataset_dir import (
     total_size_bytes,
 )
 from stash_core.errors import UsageError
+from stash_core.interrupts import check_stop_request
 
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".webp")
 JPEG_QUALITY = 90
 _GENERATOR_VERSION = 1
 _POOL_MIN_COUNT = 400  # below this, starting worker processes costs more than it saves
+_STOP_CHECK_EVERY = 200  # files checked between looks for a Cancel (each look is one stat)
 
 
 _noise_tiles: dict[int, Image.Image] = {}
@@ -117,12 +119,17 @@ def generate_synthetic_jpegs(
             (tmp_dir, start, min(start + chunk, count), image_px, num_classes, seed)
             for start in range(0, count, chunk)
         ]
+        total_bytes = 0
         if workers == 1:
-            total_bytes = sum(map(_write_jpeg_range, jobs))
+            for job in jobs:
+                check_stop_request()  # a Cancel of a profile run from Python, between chunks
+                total_bytes += _write_jpeg_range(job)
         else:
             # fork: the workers only use numpy/Pillow, and fork needs no __main__ guard in the caller.
             with multiprocessing.get_context("fork").Pool(workers, initializer=_quiet_worker) as pool:
-                total_bytes = sum(pool.imap_unordered(_write_jpeg_range, jobs))
+                for written_bytes in pool.imap_unordered(_write_jpeg_range, jobs):
+                    check_stop_request()
+                    total_bytes += written_bytes
         return {"total_bytes": total_bytes, "generate_s": round(time.monotonic() - started_s, 3)}
 
     return build_dataset_dir(final_dir, manifest, write_files)
@@ -180,6 +187,8 @@ def validate_images(dataset: ImageFolderDataset, max_bad_fraction: float = 0.05)
     bad_indices: list[int] = []
     bad_example = ""
     for index, path in enumerate(dataset.files):
+        if index % _STOP_CHECK_EVERY == 0:
+            check_stop_request()  # a Cancel of a profile run from Python
         try:
             with Image.open(path) as image:
                 image.verify()

@@ -18,6 +18,7 @@ from stash_core.data.dataset_dir import (
     total_size_bytes,
 )
 from stash_core.errors import UsageError
+from stash_core.interrupts import check_stop_request
 
 TEXT_SUFFIXES = (".txt",)
 _GENERATOR_VERSION = 1
@@ -64,6 +65,8 @@ def generate_synthetic_text(count_docs: int, root: Path | None = None, seed: int
         for label in range(num_classes):
             (tmp_dir / f"label_{label:02d}").mkdir()
         for index in range(count_docs):
+            if index % 200 == 0:
+                check_stop_request()  # a Cancel of a profile run from Python
             label = index % num_classes
             draws = rng.random(int(rng.integers(200, 500)))
             word_ids = np.minimum(np.searchsorted(class_cdfs[label], draws), len(vocabulary) - 1).tolist()

@@ -18,6 +18,7 @@ from stash_core.data.loader import iterations_per_epoch, make_loader
 from stash_core.data.pagecache import make_resident, resident_fraction
 from stash_core.data.transforms import IMAGENET_MEAN, IMAGENET_STD, TrainTransform, random_resized_crop_box
 from stash_core.errors import UsageError
+from stash_core.interrupts import Cancelled, stop_requests
 
 MEAN = torch.tensor(IMAGENET_MEAN).view(3, 1, 1)
 STD = torch.tensor(IMAGENET_STD).view(3, 1, 1)
@@ -385,3 +386,19 @@ def test_the_image_writers_end_without_a_word(tmp_path) -> None:
                           cwd=tmp_path, timeout=60)  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "True" and "Traceback" not in done.stderr, (done.stdout, done.stderr)
+
+
+@pytest.mark.parametrize("count", [120, 500])  # one process, and the pool of two
+def test_a_cancel_asked_while_the_images_are_written_stops_the_build_and_leaves_nothing(
+    tmp_path: Path, count: int
+) -> None:
+    """A profile run from Python is stopped by a request, not a signal: the generator looks for it."""
+    with stop_requests(lambda: True), pytest.raises(Cancelled):
+        generate_synthetic_jpegs(count, image_px=16, root=tmp_path)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_cancel_asked_while_the_images_are_checked_stops_the_check(jpeg_root: Path) -> None:
+    dataset = ImageFolderDataset(jpeg_root, transform=None)
+    with stop_requests(lambda: True), pytest.raises(Cancelled):
+        validate_images(dataset)

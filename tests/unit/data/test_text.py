@@ -11,6 +11,7 @@ import torch
 from stash_core.data.loader import make_loader
 from stash_core.data.text_dataset import TextFolderDataset, generate_synthetic_text, hash_tokenise
 from stash_core.errors import UsageError
+from stash_core.interrupts import Cancelled, stop_requests
 
 
 @pytest.fixture(scope="module")
@@ -93,3 +94,11 @@ def test_dataset_rejects_bad_sizes(text_root: Path) -> None:
         TextFolderDataset(text_root, seq_len=0, vocab_size=100)
     with pytest.raises(UsageError):
         TextFolderDataset(text_root, seq_len=16, vocab_size=1)
+
+
+def test_a_cancel_asked_while_the_documents_are_written_stops_the_build_and_leaves_nothing(
+    tmp_path: Path,
+) -> None:
+    with stop_requests(lambda: True), pytest.raises(Cancelled):
+        generate_synthetic_text(40, root=tmp_path)
+    assert list(tmp_path.iterdir()) == []
