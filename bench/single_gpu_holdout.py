@@ -9,8 +9,8 @@ prints each figure's error, the mean absolute error by framework, source, GPU, b
 how often the stated error covers it. A PyTorch figure is one whose 'measured' column starts with PyTorch;
 the others (never fitted) are reported beside them.
 
-Then, once each, the fresh sets (published_single_gpu_fresh.csv and _fresh2.csv to _fresh4.csv,
-docs/single-gpu-fresh.md and docs/single-gpu-fresh2.md to docs/single-gpu-fresh4.md): sources collected after
+Then, once each, the fresh sets (published_single_gpu_fresh.csv and _fresh2.csv to _fresh5.csv,
+docs/single-gpu-fresh.md and docs/single-gpu-fresh2.md to docs/single-gpu-fresh5.md): sources collected after
 the step model's last change, used in no fit or choice, each figure predicted as a user gets it (the shipped
 fit, the shipped stated error) and reported the same way.
 

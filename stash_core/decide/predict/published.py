@@ -27,7 +27,10 @@ FRESH2_CSV = Path(__file__).resolve().parent / "published_single_gpu_fresh2.csv"
 FRESH3_CSV = Path(__file__).resolve().parent / "published_single_gpu_fresh3.csv"
 # The fourth (docs/single-gpu-fresh4.md), collected after the third was evaluated; in no fit or choice.
 FRESH4_CSV = Path(__file__).resolve().parent / "published_single_gpu_fresh4.csv"
-FRESH_CSVS = (FRESH_CSV, FRESH2_CSV, FRESH3_CSV, FRESH4_CSV)  # every untouched set, in the order collected
+# The fifth (docs/single-gpu-fresh5.md), collected after the fourth was evaluated; in no fit or choice.
+FRESH5_CSV = Path(__file__).resolve().parent / "published_single_gpu_fresh5.csv"
+# every untouched set, in the order collected
+FRESH_CSVS = (FRESH_CSV, FRESH2_CSV, FRESH3_CSV, FRESH4_CSV, FRESH5_CSV)
 # Batch regimes of the reported errors: small batches are launch- and dispatch-bound, large ones not.
 SMALL_BATCH_MAX, MEDIUM_BATCH_MAX = 16, 64
 REGIMES = ("small", "medium", "large")

@@ -9,6 +9,7 @@ from stash_core.decide.predict.published import (
     FRESH2_CSV,
     FRESH3_CSV,
     FRESH4_CSV,
+    FRESH5_CSV,
     FRESH_CSV,
     HOLDOUT_CSV,
     PUBLISHED_CSV,
@@ -61,7 +62,10 @@ def test_the_fresh_sets_load_whole_and_share_no_source_with_what_is_fitted() -> 
     their one evaluation unseen), and none of their sources is in the pool or another of the sets."""
     fitted = {point.source_id for point in load_pool(count=False).points}
     seen: set[str] = set()
-    sets = ((FRESH_CSV, 81, 24), (FRESH2_CSV, 41, 2), (FRESH3_CSV, 8, 8), (FRESH4_CSV, 8, 8))
+    sets = (
+        (FRESH_CSV, 81, 24), (FRESH2_CSV, 41, 2), (FRESH3_CSV, 8, 8), (FRESH4_CSV, 8, 8),
+        (FRESH5_CSV, 26, 26),
+    )  # fmt: skip
     for path, rows, pytorch in sets:
         published = load_published(path, count=False)
         assert published.skipped == [] and len(published.points) == rows
