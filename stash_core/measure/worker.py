@@ -259,7 +259,12 @@ def run_until_done(job: WorkerJob, model, optimizer, loss, batches, device, time
     chunk = first_chunk(fixed)
     while True:
         run_steps(model, optimizer, loss, batches, device, chunk, times, clock)
-        slowest_s.extend(all_reduce_max(times.iteration_s[-chunk:], device))
+        # The ranks' clocks start apart (each scans its data first), so the time limit is agreed on with the
+        # times: a rank leaving alone would leave the others waiting in their next step's collective.
+        *chunk_slowest_s, past_deadline = all_reduce_max(
+            [*times.iteration_s[-chunk:], float(time.monotonic() > deadline)], device
+        )
+        slowest_s.extend(chunk_slowest_s)
         series = slowest_s[MIN_WARMUP_ITERATIONS:]
         kept = len(series) - mser_truncation(series)
         if rank == 0:
@@ -271,7 +276,7 @@ def run_until_done(job: WorkerJob, model, optimizer, loss, batches, device, time
             return "converged"
         if len(slowest_s) >= job["max_iterations"]:
             return "max_iterations"
-        if time.monotonic() > deadline:
+        if past_deadline:
             return "max_time"
         # Check less often as the run grows: the check costs O(n) and the decision changes slowly.
         chunk = max(FIRST_CHECK_AFTER, len(slowest_s) // 5)

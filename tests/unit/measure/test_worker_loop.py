@@ -53,3 +53,47 @@ def test_ddps_advice_the_user_cannot_follow_becomes_what_they_can_do():
     said = worker.error_text(torch_says)
     assert "find_unused_parameters" not in said and "requires_grad_(False)" in said
     assert worker.error_text(ValueError("bad\nsecond line")) == "ValueError: bad"
+
+
+def _rank_loop(rank: int, store_path: str, limits_s: list[float], results) -> None:
+    import time
+
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", init_method=f"file://{store_path}", rank=rank, world_size=2)
+    try:
+
+        def steps(model, optimizer, loss, batches, device, count, times, clock) -> None:
+            time.sleep(0.002 * count)
+            times.iteration_s.extend([0.001, 0.003][i % 2] for i in range(count))  # never converges
+
+        worker.run_steps = steps
+        worker.report_progress = lambda *args: None
+        job = {"iterations": None, "target_relative_ci": 1e-9, "max_phase_s": limits_s[rank],
+               "max_iterations": 100_000}  # fmt: skip
+        times = StepTimes()
+        reason = worker.run_until_done(job, None, None, None, None, "cpu", times, [], None, rank)
+        results[rank] = (reason, len(times))
+    finally:
+        dist.destroy_process_group()
+
+
+def test_ranks_whose_clocks_started_apart_stop_together_at_the_time_limit(tmp_path):
+    """Rank 0's limit is long past when rank 1's starts (as when rank 1 scanned its data set slower): both
+    leave the loop after the same step, on the time limit; alone, rank 0 would have left rank 1 waiting in a
+    collective (a profile failed as 'a rank is hung')."""
+    import torch.multiprocessing as mp
+
+    context = mp.get_context("spawn")
+    results = context.Manager().dict()
+    ranks = [context.Process(target=_rank_loop, args=(rank, str(tmp_path / "store"), [0.0, 60.0], results))
+             for rank in range(2)]  # fmt: skip
+    for process in ranks:
+        process.start()
+    for process in ranks:
+        process.join(timeout=60)
+    for process in ranks:
+        if process.is_alive():  # waiting in a collective its peer never joins
+            process.kill()
+            process.join()
+    assert dict(results) == {0: ("max_time", 10), 1: ("max_time", 10)}
