@@ -12,8 +12,23 @@ if [ "$with_system_packages" = "--system" ]; then
     apt_pid=$!
 fi
 
-if [ ! -x .venv/bin/python ]; then
-    python3 -m venv .venv
+# An environment without pip is one whose making failed part-way (python3 without its venv package, Debian's
+# python3-venv, leaves .venv/bin/python and no pip): made again.
+if [ ! -x .venv/bin/python ] || [ ! -x .venv/bin/pip ]; then
+    rm -rf .venv
+    if ! python3 -c 'import ensurepip' 2>/dev/null; then
+        # Debian splits ensurepip (what gives a new environment its pip) off into python3.X-venv
+        venv_package="python3.$(python3 -c 'import sys; print(sys.version_info.minor)')-venv"
+        if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null; then
+            echo "installing $venv_package (python3 cannot make an environment with pip without it)"
+            { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$venv_package"; } \
+                >/dev/null || { echo "apt-get could not install $venv_package (above)" >&2; exit 1; }
+        else
+            echo "python3 cannot make an environment with pip: install $venv_package (as root: apt-get install $venv_package), then run this again" >&2
+            exit 1
+        fi
+    fi
+    python3 -m venv .venv || { rm -rf .venv; echo "python3 -m venv .venv failed (above)" >&2; exit 1; }
 fi
 # The pinned packages by uv (UV_VERSION, from the package registry by pip): it fetches and unpacks in
 # parallel, some 15 s for a fresh environment on 2 cores where pip took 80-90 s; once installed, a second

@@ -249,3 +249,61 @@ def test_setup_installs_with_uv_passing_on_pips_wheel_folders_and_constraints(tm
 def test_setup_falls_back_to_pip_when_uv_fails(tmp_path: Path) -> None:
     lines = _setup_log(_setup_checkout(tmp_path, uv_fails=True))
     assert "pip install -q -r requirements-dev.txt" in lines and "pip install -q --no-deps -e ." in lines
+
+
+def _fresh_machine(root: Path, has_ensurepip: bool, root_user: bool) -> dict[str, str]:
+    """A PATH whose python3 makes a stub .venv (with pip only once ensurepip is there, as Debian's does),
+    whose apt-get installs ensurepip, and whose id says root or not."""
+    tools = root / "tools"
+    tools.mkdir()
+    marker = root / "ensurepip-installed"
+    if has_ensurepip:
+        marker.touch()
+    programs = {
+        # venv-stub NAME: a .venv/bin/NAME that logs its arguments
+        "venv-stub": 'mkdir -p .venv/bin\nprintf \'#!/usr/bin/env bash\\necho "%s $*" >> "$LOG"\\n\' "$1"'
+        ' > ".venv/bin/$1"\nchmod +x ".venv/bin/$1"',
+        "python3": 'echo "python3 $*" >> "$LOG"\n'
+        f'[ "$1 $2" = "-c import ensurepip" ] && {{ [ -e "{marker}" ]; exit; }}\n'
+        '[ "$1" = -c ] && { echo 11; exit 0; }\n'
+        "venv-stub python && venv-stub uv\n"
+        f'[ -e "{marker}" ] || {{ echo "ensurepip is not available" >&2; exit 1; }}\n'
+        "venv-stub pip",
+        "apt-get": f'echo "apt-get $*" >> "$LOG"\n[ "$1" = install ] && touch "{marker}"\nexit 0',
+        "id": f"echo {0 if root_user else 1000}",
+    }
+    for program, body in programs.items():
+        (tools / program).write_text(f"#!/usr/bin/env bash\n{body}\n")
+        (tools / program).chmod(0o755)
+    return {"PATH": f"{tools}:/usr/bin:/bin", "LOG": str(root / "log")}
+
+
+def test_setup_makes_again_an_environment_left_without_pip(tmp_path: Path) -> None:
+    """python3 without Debian's venv package left .venv/bin/python and no pip: the next run, with the package
+    there, failed at .venv/bin/pip instead of making the environment again."""
+    root = _setup_checkout(tmp_path)
+    (root / ".venv" / "bin" / "pip").unlink()
+    env = _fresh_machine(root, has_ensurepip=True, root_user=False)
+    done = subprocess.run(["bash", "scripts/setup.sh"], cwd=root, capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stderr
+    log = (root / "log").read_text().splitlines()
+    assert "python3 -m venv .venv" in log and any(line.startswith("uv pip install") for line in log)
+
+
+def test_setup_installs_the_venv_package_as_root_and_says_what_to_install_otherwise(tmp_path: Path) -> None:
+    root = _setup_checkout(tmp_path / "root")
+    shutil.rmtree(root / ".venv")
+    env = _fresh_machine(root, has_ensurepip=False, root_user=True)
+    done = subprocess.run(["bash", "scripts/setup.sh"], cwd=root, capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stderr
+    log = (root / "log").read_text().splitlines()
+    assert any(line.startswith("apt-get install") and "python3.11-venv" in line for line in log), log
+    assert (root / ".venv" / "bin" / "pip").exists()
+    # without root: one line naming the package, and no half-made environment left behind
+    user = _setup_checkout(tmp_path / "user")
+    shutil.rmtree(user / ".venv")
+    env = _fresh_machine(user, has_ensurepip=False, root_user=False)
+    done = subprocess.run(["bash", "scripts/setup.sh"], cwd=user, capture_output=True, text=True, env=env)
+    assert done.returncode == 1 and len(done.stderr.splitlines()) == 1, done.stderr
+    assert "python3.11-venv" in done.stderr and not (user / ".venv").exists()
+    assert "apt-get" not in (user / "log").read_text()
