@@ -12,7 +12,7 @@ import copy
 import functools
 import sys
 
-from stash_core import containment
+from stash_core import __version__, containment
 from stash_core.cli.args import add_db_argument, db_path
 from stash_core.errors import StashError, UsageError, first_line
 from stash_core.exits import refuse_undecodable, run_command
@@ -66,14 +66,34 @@ class Parser(argparse.ArgumentParser):
         kwargs.setdefault("formatter_class", DefaultsFormatter)
         super().__init__(*args, **kwargs)
 
+    def parse_known_args(self, args=None, namespace=None):  # type: ignore[override]
+        # argparse asks for the missing command before it looks at an unknown option in front of it
+        # (`stash --bogus` said "the following arguments are required: command"): name the option
+        given = sys.argv[1:] if args is None else list(args)
+        if self._command_choices() and given and given[0].startswith("-"):
+            option = given[0].split("=", 1)[0]
+            if not any(known.startswith(option) for known in self._option_string_actions):
+                self.error(f"unrecognized option {given[0]} (a command's options go after the command)")
+        return super().parse_known_args(args, namespace)
+
+    def _command_choices(self) -> list[str]:
+        """The subcommands this parser takes, as typed (none for a parser without any)."""
+        return [name for action in self._actions if isinstance(action, argparse._SubParsersAction)
+                for name in action.choices]  # fmt: skip
+
     def error(self, message: str) -> None:  # type: ignore[override]
         # main() prints "stash: " before every error: name the subcommand only ("recommend: ...")
         command = self.prog.removeprefix("stash").strip()
+        choices = self._command_choices()
+        if choices and message.startswith("the following arguments are required"):
+            # argparse names the missing command by its internal dest (instances_action): say what to type
+            message = f"a command is required: one of {', '.join(choices)}"
         raise UsageError(f"{command}: {message}" if command else message)
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = Parser(prog="stash", description="Where does the time of a distributed training iteration go?")
+    parser.add_argument("--version", action="version", version=f"stash {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
 
     profile = commands.add_parser("profile", help="profile a training job by differential runs")

@@ -46,3 +46,31 @@ def test_ingest_and_export_print_a_paths_control_characters_as_escapes(tmp_path)
         assert done.returncode == 0, done.stderr
         assert "\u009b" not in done.stdout and "\u202e" not in done.stdout, done.stdout
         assert "r\\x9b2J\\u202egnp." in done.stdout, done.stdout
+
+
+def _refusal(argv: list[str], capsys) -> tuple[int, str]:
+    status = cli_main.main(argv)
+    return status, capsys.readouterr().err.strip()
+
+
+def test_version_unknown_options_and_missing_subcommands_are_said_as_typed(capsys) -> None:
+    """`stash --version` and `stash --bogus` said "the following arguments are required: command", and a group
+    without its subcommand named argparse's internal dest (instances_action) instead of what to type."""
+    import pytest
+
+    from stash_core import __version__
+
+    with pytest.raises(SystemExit) as done:
+        cli_main.build_parser().parse_args(["--version"])
+    assert done.value.code == 0 and capsys.readouterr().out.strip() == f"stash {__version__}"
+    status, said = _refusal(["--bogus"], capsys)
+    assert status == 2 and "unrecognized option --bogus" in said and len(said.splitlines()) == 1
+    for group, choices, internal in (
+        ("instances", "list, show, seed", "instances_action"),
+        ("cluster", "up, down, status, set", "cluster_command"),
+        ("remote", "check", "remote_command"),
+    ):
+        status, said = _refusal([group], capsys)
+        assert status == 2 and f"one of {choices}" in said and internal not in said, said
+    status, said = _refusal([], capsys)
+    assert status == 2 and "one of profile, ingest, runs" in said and "command" in said
