@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 from collections import Counter
-from pathlib import Path
 from typing import Any
 
 from stash_core.api.scheduling import chosen_policies, cluster_shape, las_limits_s
@@ -162,16 +161,19 @@ def add_commands(subparsers: Any, parser_class: type[argparse.ArgumentParser] | 
         "--jobs-csv", type=output_path, default=None, help="write each job's outcome per policy here"
     )
     sched.add_argument(
-        "--out", type=output_path, default=Path("results"), help="folder of the result file sim-*.json"
-    )
+        "--out", type=output_path, default=None,
+        help="folder of the result file sim-*.json (default: results/ next to the database, as a profile's)",
+    )  # fmt: skip
     sched.add_argument("--no-store", action="store_true", help="write the result file only, not the database")
     add_db_argument(sched)
 
 
 def cmd_schedule(args: argparse.Namespace) -> int:
     from stash_core.api.scheduling import simulate_schedule
+    from stash_core.results.file import results_dir_of
 
     database = db_path(args)
+    out = args.out if args.out is not None else results_dir_of(database)
     shaping = [flag for flag, value in (("--generator", args.generator), ("--mean-gap-s", args.mean_gap_s))
                if value is not None]  # fmt: skip
     if args.trace is not None and shaping:
@@ -187,7 +189,7 @@ def cmd_schedule(args: argparse.Namespace) -> int:
         max_preemptions=args.max_preemptions, las_limits_gpu_h=args.las_limits_gpu_h,
         starve_factor=args.starve_factor, uplink_factor=args.uplink_factor, node_gbps=args.node_gbps,
         uplink_gbps=args.uplink_gbps, oversubscription=args.oversubscription,
-        reference_gbps=args.reference_gbps, out=args.out, jobs_csv=args.jobs_csv, no_store=args.no_store,
+        reference_gbps=args.reference_gbps, out=out, jobs_csv=args.jobs_csv, no_store=args.no_store,
         db=database,
     )  # fmt: skip
     source = schedule.source

@@ -213,3 +213,19 @@ def test_the_comparison_table_keeps_its_columns_under_a_long_policy_label():
     for label in labels:
         row = next(line for line in lines if line.strip().startswith(label))
         assert row[:end].endswith("1.00") and row[end - 5] == " "  # the makespan ends under its header
+
+
+def test_the_result_file_goes_next_to_the_database_as_a_profiles_does(tmp_path, capsys, monkeypatch):
+    """Without --out the result file went to results/ in the working folder, and a database named results
+    was refused as "--out results is the database" though no --out was given."""
+    work, data = tmp_path / "work", tmp_path / "data"
+    work.mkdir()
+    data.mkdir()
+    monkeypatch.chdir(work)
+    status = main(["schedule", "--synthetic-jobs", "5", "--policies", "fifo", "--db", str(data / "r.duckdb")])
+    assert status == 0, capsys.readouterr().err
+    assert len(list((data / "results").glob("sim-*.json"))) == 1 and not (work / "results").exists()
+    status = main(["schedule", "--synthetic-jobs", "5", "--policies", "fifo", "--db", "results"])
+    err = capsys.readouterr().err
+    assert status == 0 and "--out" not in err, err
+    assert len(list((work / "results-files").glob("sim-*.json"))) == 1
