@@ -16,7 +16,7 @@ fi
 # python3-venv, leaves .venv/bin/python and no pip): made again.
 if [ ! -x .venv/bin/python ] || [ ! -x .venv/bin/pip ]; then
     rm -rf .venv
-    if ! python3 -c 'import ensurepip' 2>/dev/null; then
+    if ! python3 -c 'import ensurepip; ensurepip.version()' 2>/dev/null; then
         # Debian splits ensurepip (what gives a new environment its pip) off into python3.X-venv
         venv_package="python3.$(python3 -c 'import sys; print(sys.version_info.minor)')-venv"
         if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null; then

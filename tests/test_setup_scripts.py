@@ -264,7 +264,7 @@ def _fresh_machine(root: Path, has_ensurepip: bool, root_user: bool) -> dict[str
         "venv-stub": 'mkdir -p .venv/bin\nprintf \'#!/usr/bin/env bash\\necho "%s $*" >> "$LOG"\\n\' "$1"'
         ' > ".venv/bin/$1"\nchmod +x ".venv/bin/$1"',
         "python3": 'echo "python3 $*" >> "$LOG"\n'
-        f'[ "$1 $2" = "-c import ensurepip" ] && {{ [ -e "{marker}" ]; exit; }}\n'
+        f'[ "$1" = -c ] && [[ "$2" == *ensurepip* ]] && {{ [ -e "{marker}" ]; exit; }}\n'
         '[ "$1" = -c ] && { echo 11; exit 0; }\n'
         "venv-stub python && venv-stub uv\n"
         f'[ -e "{marker}" ] || {{ echo "ensurepip is not available" >&2; exit 1; }}\n'
