@@ -4,7 +4,7 @@ registry: a `stash profile` started from a terminal or from Python records itsel
 is busy. A job of another kind (a cloud campaign, start_command_job) lives beside them, listed by its kind.
 
 A page reload (or a restart of the dashboard) must not lose a run, so nothing is kept in memory that matters.
-Each job has a folder `<database folder>/.stash-jobs/<job_id>/` holding:
+Each job has a folder `<database folder>/.stash-jobs/<job_id>/` (finished ones pruned: job_prune.py) holding:
 
     argv.json    the command, when it was started and by whom ("origin": "dashboard", "cli" or "python")
     pid          "<pid> <create_time>" of the wrapper process, or of the process running the profile itself
@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
 import shutil
 import signal
 import subprocess
@@ -44,6 +43,7 @@ from stash_core.engine.job_process import (
     pid_of,
     read_text,
 )
+from stash_core.engine.job_prune import new_job_id
 from stash_core.engine.job_state import JobState, failure_reason, parse_output
 from stash_core.engine.profile_child import child_env, profile_command
 from stash_core.engine.progress import JsonReporter, Reporter, TeeReporter
@@ -97,7 +97,7 @@ def start_command_job(
 def _start_job(db_path: Path | str, argv: list[str], label: str, env: dict[str, str] | None, kind: str,
                files: dict[str, str] | None = None) -> str:  # fmt: skip
     db = Path(db_path).resolve()
-    job_dir = jobs_dir(db) / _new_job_id()
+    job_dir = jobs_dir(db) / new_job_id(jobs_dir(db))
     argv = [arg.replace("{JOB_DIR}", str(job_dir)) for arg in argv]
     try:
         job_dir.mkdir(parents=True)
@@ -212,7 +212,7 @@ def register_profile(
     if os.environ.get("STASH_JOB_RC"):
         return ProfileRecord(None)
     db = Path(db_path).resolve()
-    job_dir = jobs_dir(db) / _new_job_id()
+    job_dir = jobs_dir(db) / new_job_id(jobs_dir(db))
     try:
         job_dir.mkdir(parents=True)
         _write_meta(job_dir, list(argv), label, db, origin)
@@ -362,10 +362,6 @@ def _read_state(job_dir: Path) -> JobState:
         if state.finished and phase.status == "running":
             phase.status = "interrupted" if state.status != "completed" else "completed"
     return state
-
-
-def _new_job_id() -> str:
-    return datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ") + "-" + secrets.token_hex(3)
 
 
 def _write_meta(
