@@ -10,12 +10,13 @@ warm cache (a rerun within the cache TTL), and AppTest's wall time of the cold r
 
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
 import sys
 import time
 from pathlib import Path
+
+from bench_args import bench_parser, positive_int
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -31,9 +32,11 @@ PAGES = {
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = bench_parser(__doc__)
     parser.add_argument("db", type=Path)
-    parser.add_argument("--repeat", type=int, default=3, help="cold and warm runs per page (median reported)")
+    parser.add_argument(
+        "--repeat", type=positive_int, default=3, help="cold and warm runs per page (median reported)"
+    )
     args = parser.parse_args()
     if not args.db.is_file():
         raise SystemExit(f"{args.db}: no such database; make one with bench/make_big_db.py")

@@ -8,7 +8,6 @@ costs. Run alone on a quiet machine:
 
 from __future__ import annotations
 
-import argparse
 import shutil
 import statistics
 import sys
@@ -20,6 +19,7 @@ from stash_core import store
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "bench"))
+from bench_args import bench_parser, positive_int  # noqa: E402
 from make_big_db import build  # noqa: E402 - bench/ is not a package
 
 FORMATS = ("csv", "json", "parquet")
@@ -49,8 +49,8 @@ def report(label: str, times: dict[str, list[float]]) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=1000, help="profiles in the large database")
+    parser = bench_parser(__doc__)
+    parser.add_argument("--runs", type=positive_int, default=1000, help="profiles in the large database")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as folder_text:
         folder = Path(folder_text)

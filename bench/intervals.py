@@ -21,7 +21,6 @@ profiling time each setting costs. Timing-sensitive: run it alone on the machine
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import os
@@ -35,6 +34,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+
+from bench_args import bench_parser, positive_float, positive_int  # noqa: E402
 
 from stash_core.engine.plan import DEFAULT_LAUNCHES  # noqa: E402
 
@@ -94,9 +95,13 @@ def profile(setting: str, max_phase_s: float, folder: Path, index: int) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repetitions", type=int, default=7, help="profiles per setting (default: 7)")
-    parser.add_argument("--max-phase-seconds", type=float, default=6.0, help="cap per run (default: 6)")
+    parser = bench_parser(__doc__)
+    parser.add_argument(
+        "--repetitions", type=positive_int, default=7, help="profiles per setting (default: 7)"
+    )
+    parser.add_argument(
+        "--max-phase-seconds", type=positive_float, default=6.0, help="cap per run (default: 6)"
+    )
     parser.add_argument("--with-one-launch", action="store_true", help="also one launch per run")
     args = parser.parse_args()
     settings = ("separate", "paired", *(("one launch",) if args.with_one_launch else ()))

@@ -12,7 +12,6 @@ Timing-sensitive: run it alone on the machine.
 
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
 import sys
@@ -22,6 +21,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+
+from bench_args import bench_parser, positive_int, spread_text  # noqa: E402
 
 from stash_core.launch import warm_start  # noqa: E402
 from stash_core.launch.local import TORCHRUN_MODULE, run_local  # noqa: E402
@@ -48,8 +49,8 @@ def launch_s(argv: list[str], env: dict[str, str]) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--launches", type=int, default=8, help="launches of each way (default 8)")
+    parser = bench_parser(__doc__)
+    parser.add_argument("--launches", type=positive_int, default=8, help="launches of each way (default 8)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="stash-startup-") as folder:
         Path(folder, "startup_worker.py").write_text(WORKER)
@@ -64,7 +65,7 @@ def main() -> None:
             print(f"server's first launch (its import included): {first:.2f} s, "
                   f"{time.monotonic() - server_s:.2f} s after the server started")  # fmt: skip
             for index in range(args.launches):
-                for way in (("anew", "forked") if index % 2 == 0 else ("forked", "anew")):
+                for way in ("anew", "forked") if index % 2 == 0 else ("forked", "anew"):
                     if way == "anew":
                         with warm_start.launches_anew():
                             anew.append(launch_s(argv, env))
@@ -77,9 +78,9 @@ def main() -> None:
     print(f"\n{args.launches} launches each way, 2 forked workers (gloo), alternating; "
           f"load average {load:.2f}")  # fmt: skip
     for way, values in (("anew", anew), ("forked", forked)):
-        spread = statistics.stdev(values) if len(values) > 1 else 0.0
+        spread = spread_text(values) + (" s" if len(values) > 1 else "")  # one launch: n/a, not 0.00
         print(f"  {way:>6}: median {statistics.median(values):.2f} s, mean {statistics.mean(values):.2f} "
-              f"s, sd {spread:.2f} s, range {min(values):.2f}-{max(values):.2f} s")  # fmt: skip
+              f"s, sd {spread}, range {min(values):.2f}-{max(values):.2f} s")  # fmt: skip
     saving = statistics.median(anew) - statistics.median(forked)
     print(f"  saving per launch: {saving:.2f} s (median against median)")
 

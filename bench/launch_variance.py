@@ -23,7 +23,6 @@ Run it alone on the machine (2 cores): any other load is in its figures, and it 
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import os
@@ -36,11 +35,29 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench_args import bench_parser, choice_list, positive_int  # noqa: E402
+
 from stash_core.engine.launches import slope, within_launch_lag1  # noqa: E402
 
-BASE = ["--model", "resnet10", "--batch-size", "16", "--input-shape", "3,32,32", "--workers", "2",
-        "--stalls", "compute,interconnect", "--target-ci", "0.1", "--progress", "none", "--no-probes",
-        "--paired", "off"]  # fmt: skip  (R0 and R1 launched apart: how their launches disagree is measured)
+BASE = [
+    "--model",
+    "resnet10",
+    "--batch-size",
+    "16",
+    "--input-shape",
+    "3,32,32",
+    "--workers",
+    "2",
+    "--stalls",
+    "compute,interconnect",
+    "--target-ci",
+    "0.1",
+    "--progress",
+    "none",
+    "--no-probes",
+    "--paired",
+    "off",
+]  # fmt: skip  (R0 and R1 launched apart: how their launches disagree is measured)
 # name -> the options that make the variant (K rounds are added: --launches K)
 VARIANTS = {
     "unpinned": ["--no-pin"],
@@ -120,9 +137,9 @@ def fixed_work_spread(repeats: int = 25) -> str:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--launches", type=int, default=6)
-    parser.add_argument("--variants", default=",".join(VARIANTS))
+    parser = bench_parser(__doc__)
+    parser.add_argument("--launches", type=positive_int, default=6)
+    parser.add_argument("--variants", type=choice_list(VARIANTS), default=",".join(VARIANTS))
     args = parser.parse_args()
     names = [name for name in args.variants.split(",") if name]
     print(

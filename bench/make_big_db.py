@@ -10,12 +10,13 @@ stash_core.store.
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench_args import bench_parser, positive_int  # noqa: E402
 
 from stash_core import store  # noqa: E402
 
@@ -193,11 +194,13 @@ def build(db_path: Path, runs: int, iterations_per_phase: int, telemetry_points:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = bench_parser(__doc__)
     parser.add_argument("db", type=Path)
-    parser.add_argument("--runs", type=int, default=10_000)
-    parser.add_argument("--iterations-per-phase", type=int, default=250)
-    parser.add_argument("--telemetry-points", type=int, default=20, help="samples per metric and phase")
+    parser.add_argument("--runs", type=positive_int, default=10_000)
+    parser.add_argument("--iterations-per-phase", type=positive_int, default=250)
+    parser.add_argument(
+        "--telemetry-points", type=positive_int, default=20, help="samples per metric and phase"
+    )
     args = parser.parse_args()
     started = time.perf_counter()
     timings = build(args.db, args.runs, args.iterations_per_phase, args.telemetry_points)

@@ -23,7 +23,6 @@ those are GPU figures), beside the measured stall. Several models with --models.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import subprocess
@@ -34,6 +33,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 BENCH_CLUSTER = "benchnet"  # its own cluster: a user's "default" one may be up beside it
 sys.path.insert(0, str(REPO))
+
+from bench_args import bench_parser, positive_int, shape  # noqa: E402
 
 from stash_core.analysis.comm import alpha_beta_allreduce_s, probe_alpha_beta  # noqa: E402
 from stash_core.cli.probe_text import format_size, format_time  # noqa: E402
@@ -108,11 +109,11 @@ def predicted_stall_s(doc: dict) -> tuple[float | None, tuple[float, float] | No
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = bench_parser(__doc__)
     parser.add_argument("--models", default="resnet10", help="comma list of zoo models")
-    parser.add_argument("--input-shape", default="3,32,32")
-    parser.add_argument("--batch-size", type=int, default=8)
-    parser.add_argument("--iterations", type=int, default=12)
+    parser.add_argument("--input-shape", type=shape, default="3,32,32")
+    parser.add_argument("--batch-size", type=positive_int, default=8)
+    parser.add_argument("--iterations", type=positive_int, default=12)
     parser.add_argument("--bandwidths", default="100mbit,200mbit,400mbit,800mbit")
     parser.add_argument("--keep", type=Path, default=None, help="keep the result files in this directory")
     args = parser.parse_args()
@@ -128,7 +129,9 @@ def main() -> None:
             where.mkdir(parents=True, exist_ok=True)
             models = [model.strip() for model in args.models.split(",") if model.strip()]
             runs = {
-                model: {rate: profile(args, model, rate, state, where / f"{model}-{rate}.json") for rate in rates}
+                model: {
+                    rate: profile(args, model, rate, state, where / f"{model}-{rate}.json") for rate in rates
+                }
                 for model in models
             }
         finally:

@@ -10,10 +10,10 @@ over block pairs.
 
 from __future__ import annotations
 
-import argparse
 import itertools
 
 import torch
+from bench_args import bench_parser, model_name, positive_int, shape
 from interleaved import interleaved_blocks, print_comparison
 
 from stash_core.measure.timed_loop import StepTimes, make_sync, run_steps
@@ -29,13 +29,13 @@ def plain_loop(model, optimizer, loss, batches, count: int) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--model", default="resnet18")
-    parser.add_argument("--input-shape", default="3,64,64")
-    parser.add_argument("--batch-size", type=int, default=16)
-    parser.add_argument("--block", type=int, default=10, help="iterations per block")
-    parser.add_argument("--pairs", type=int, default=20, help="interleaved plain/timed block pairs")
-    parser.add_argument("--threads", type=int, default=1)
+    parser = bench_parser(__doc__)
+    parser.add_argument("--model", type=model_name, default="resnet18")
+    parser.add_argument("--input-shape", type=shape, default="3,64,64")
+    parser.add_argument("--batch-size", type=positive_int, default=16)
+    parser.add_argument("--block", type=positive_int, default=10, help="iterations per block")
+    parser.add_argument("--pairs", type=positive_int, default=20, help="interleaved plain/timed block pairs")
+    parser.add_argument("--threads", type=positive_int, default=1)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     device = torch.device("cpu")

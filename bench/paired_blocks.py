@@ -20,7 +20,6 @@ level. Stall formulas are not touched: this measures whether the pairing would h
 
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
 import sys
@@ -33,6 +32,7 @@ sys.path.insert(0, str(ROOT))
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 import torch.multiprocessing as mp  # noqa: E402
+from bench_args import bench_parser, model_name, positive_float, positive_int, shape  # noqa: E402
 
 from stash_core.analysis.stats import mean_ci95  # noqa: E402
 from stash_core.launch.multinode import free_port  # noqa: E402
@@ -111,14 +111,14 @@ def _run(world: int, args) -> list:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", default="resnet10")
-    parser.add_argument("--input-shape", default="3,32,32")
-    parser.add_argument("--batch-size", type=int, default=16)
-    parser.add_argument("--block", type=int, default=8, help="steps per block")
-    parser.add_argument("--pairs", type=int, default=12)
+    parser = bench_parser(__doc__)
+    parser.add_argument("--model", type=model_name, default="resnet10")
+    parser.add_argument("--input-shape", type=shape, default="3,32,32")
+    parser.add_argument("--batch-size", type=positive_int, default=16)
+    parser.add_argument("--block", type=positive_int, default=8, help="steps per block")
+    parser.add_argument("--pairs", type=positive_int, default=12)
     parser.add_argument("--warmup", type=int, default=5)
-    parser.add_argument("--target", type=float, default=0.10, help="relative half-width aimed for")
+    parser.add_argument("--target", type=positive_float, default=0.10, help="relative half-width aimed for")
     args = parser.parse_args()
     if args.pairs < 3 or args.block < 1:
         raise SystemExit("--pairs must be at least 3 and --block at least 1")

@@ -12,25 +12,51 @@ Prints figures; asserts nothing (a timing depends on the machine and its load).
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+from bench_args import bench_parser, model_name, positive_int, shape
+
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from stash_core.errors import StashError, first_line  # noqa: E402
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", default="resnet50")
-    parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--input-shape", default=None, help="e.g. 512 for a token model")
-    parser.add_argument("--repeat", type=int, default=3)
+
+def main() -> int:
+    parser = bench_parser(__doc__)
+    parser.add_argument("--model", type=model_name, default="resnet50")
+    parser.add_argument("--batch-size", type=positive_int, default=32)
+    parser.add_argument("--input-shape", type=shape, default=None, help="e.g. 512 for a token model")
+    parser.add_argument("--repeat", type=positive_int, default=3)
     args = parser.parse_args()
-    shape = tuple(int(size) for size in args.input_shape.split(",")) if args.input_shape else None
+    input_shape = tuple(int(size) for size in args.input_shape.split(",")) if args.input_shape else None
+    try:
+        timings, instances, import_s, command_s = time_predictions(args, input_shape)
+    except StashError as error:  # a model or shape Stash refuses: its one line, as `stash predict` says it
+        sys.exit(f"predict_catalog.py: {first_line(error)}")
+    if command_s is None:
+        return 1
+    print(f"{args.model}, batch {args.batch_size}{f', input {args.input_shape}' if input_shape else ''}: "
+          f"{instances} catalog instances")  # fmt: skip
+    print("  (wall seconds, and CPU seconds of this process: on a busy machine the second is nearer what a")
+    print("  quiet one takes)")
+    print(f"  {'import (torch included)':<24} {import_s[0]:6.2f} s wall {import_s[1]:6.2f} s CPU")
+    for label, (wall_s, cpu_s), predicted, refused in timings:
+        refusals = "" if refused is None else f", {refused} not predicted"
+        print(f"  {label:<24} {wall_s:6.2f} s wall {cpu_s:6.2f} s CPU  ({predicted} predicted{refusals})")
+    print(f"  `stash predict` in a fresh process:  {command_s:6.2f} s (start-up included)")
 
+    return 0
+
+
+def time_predictions(args: argparse.Namespace, input_shape: tuple[int, ...] | None) -> tuple:
+    """The in-process timings, the catalog's size, the import's seconds and the fresh command's (None when
+    it failed: said on stderr)."""
     started, started_cpu = time.perf_counter(), time.process_time()
     from stash_core.catalog import list_instances
     from stash_core.decide.predict import predict_instances
@@ -45,12 +71,12 @@ def main() -> None:
             ("another batch", args.batch_size * 2),
         ):
             began, cpu = time.perf_counter(), time.process_time()
-            result = predict_instances(db, args.model, batch, input_shape=shape)
+            result = predict_instances(db, args.model, batch, input_shape=input_shape)
             seconds = (time.perf_counter() - began, time.process_time() - cpu)
             timings.append((label, seconds, len(result.frame), len(result.not_predictable)))
         for _ in range(args.repeat):
             began, cpu = time.perf_counter(), time.process_time()
-            result = predict_instances(db, args.model, args.batch_size, input_shape=shape)
+            result = predict_instances(db, args.model, args.batch_size, input_shape=input_shape)
             seconds = (time.perf_counter() - began, time.process_time() - cpu)
             timings.append(("again (step known)", seconds, len(result.frame), None))
         command = [sys.executable, "-m", "stash_core", "predict", "--model", args.model, "--batch-size",
@@ -58,19 +84,17 @@ def main() -> None:
         if args.input_shape:
             command += ["--input-shape", args.input_shape]
         began = time.perf_counter()
-        subprocess.run(command, capture_output=True, check=False, cwd=REPO, env={"PYTHONPATH": str(REPO)})
+        # from the caller's folder, as a user types it (a model file's relative path is theirs)
+        done = subprocess.run(
+            command, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(REPO)}
+        )
         command_s = time.perf_counter() - began
-
-    print(f"{args.model}, batch {args.batch_size}{f', input {args.input_shape}' if shape else ''}: "
-          f"{instances} catalog instances")  # fmt: skip
-    print("  (wall seconds, and CPU seconds of this process: on a busy machine the second is nearer what a")
-    print("  quiet one takes)")
-    print(f"  {'import (torch included)':<24} {import_s[0]:6.2f} s wall {import_s[1]:6.2f} s CPU")
-    for label, (wall_s, cpu_s), predicted, refused in timings:
-        refusals = "" if refused is None else f", {refused} not predicted"
-        print(f"  {label:<24} {wall_s:6.2f} s wall {cpu_s:6.2f} s CPU  ({predicted} predicted{refusals})")
-    print(f"  `stash predict` in a fresh process:  {command_s:6.2f} s (start-up included)")
+        if done.returncode != 0:  # a failure is not a timing
+            said = (done.stderr.strip().splitlines() or ["no error output"])[-1]
+            print(f"`stash predict` failed (exit status {done.returncode}): {said}", file=sys.stderr)
+            return timings, instances, import_s, None
+    return timings, instances, import_s, command_s
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

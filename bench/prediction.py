@@ -30,6 +30,8 @@ import pandas as pd
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from bench_args import bench_parser, positive_int, shape  # noqa: E402
+
 from stash_core.campaign.local import run_campaign  # noqa: E402
 from stash_core.campaign.plan import CampaignSettings, family_models, plan_campaign  # noqa: E402
 from stash_core.decide.fit import ALPHA_BETA, fit_stall_models  # noqa: E402
@@ -156,17 +158,17 @@ def per_model(db: str, by_batch_size: bool = False) -> pd.DataFrame:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = bench_parser(__doc__)
     parser.add_argument("--db", default=str(REPO / "results" / "prediction-campaign.duckdb"))
     parser.add_argument("--run", action="store_true", help="run (or resume) the campaign before scoring")
     parser.add_argument("--single-node", action="store_true", help="do not try the emulated cluster")
     parser.add_argument("--family", default="resnet")
     parser.add_argument("--depths", default="10,12,16,18,34,50")
     parser.add_argument("--models", default=None, help="zoo models instead of a family, comma-separated")
-    parser.add_argument("--batch-size", type=int, default=8)
-    parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--iterations", type=int, default=30)
-    parser.add_argument("--input-shape", default="3,32,32")
+    parser.add_argument("--batch-size", type=positive_int, default=8)
+    parser.add_argument("--workers", type=positive_int, default=2)
+    parser.add_argument("--iterations", type=positive_int, default=30)
+    parser.add_argument("--input-shape", type=shape, default="3,32,32")
     parser.add_argument("--bandwidths", default="1gbit,400mbit,200mbit")
     parser.add_argument("--by-batch-size", action="store_true", help="a configuration per batch size")
     args = parser.parse_args()

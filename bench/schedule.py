@@ -20,7 +20,6 @@ and the network-aware policies.
 
 from __future__ import annotations
 
-import argparse
 import math
 import sys
 import time
@@ -29,6 +28,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
+
+from bench_args import bench_parser, choice_list, cluster_shape, positive_float, positive_int, share  # noqa: E402
 
 from stash_core.sched import POLICIES, Cluster, Policy, jobs_from_frame, simulate, synthetic_trace  # noqa: E402
 from stash_core.sched.fabric import Fabric  # noqa: E402
@@ -41,16 +42,27 @@ MEAN_DURATION_S = 1800 * math.exp(0.5)
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--jobs", type=int, default=100_000)
-    parser.add_argument("--cluster", default="16x8x8", help="SWITCHESxNODESxGPUS")
-    parser.add_argument("--load", type=float, default=0.85, help="offered load, 0-1")
+    parser = bench_parser(__doc__)
+    parser.add_argument("--jobs", type=positive_int, default=100_000)
+    parser.add_argument("--cluster", type=cluster_shape, default="16x8x8", help="SWITCHESxNODESxGPUS")
+    parser.add_argument("--load", type=share, default=0.85, help="offered load, 0-1")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--policies", default=",".join(POLICIES))
-    parser.add_argument("--scenarios", default="plain,congested", help="plain (no fabric), congested")
-    parser.add_argument("--node-gbps", type=float, default=100.0, help="congested: node uplink Gbit/s")
-    parser.add_argument("--oversubscription", type=float, default=4.0, help="congested: switch uplinks")
-    parser.add_argument("--reference-gbps", type=float, default=10.0, help="slowdowns are read at this")
+    parser.add_argument("--policies", type=choice_list(POLICIES), default=",".join(POLICIES))
+    parser.add_argument(
+        "--scenarios",
+        type=choice_list(["plain", "congested"]),
+        default="plain,congested",
+        help="plain (no fabric), congested",
+    )
+    parser.add_argument(
+        "--node-gbps", type=positive_float, default=100.0, help="congested: node uplink Gbit/s"
+    )
+    parser.add_argument(
+        "--oversubscription", type=positive_float, default=4.0, help="congested: switch uplinks"
+    )
+    parser.add_argument(
+        "--reference-gbps", type=positive_float, default=10.0, help="slowdowns are read at this"
+    )
     parser.add_argument("--paper", action="store_true", help="the seed paper's experiment (sched_paper.py)")
     args = parser.parse_args()
     if args.paper:

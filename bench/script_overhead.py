@@ -12,10 +12,10 @@ the time added per iteration.
 
 from __future__ import annotations
 
-import argparse
 import itertools
 
 import torch
+from bench_args import bench_parser, positive_int
 from interleaved import interleaved_blocks, print_comparison
 from torch.utils.data import DataLoader, TensorDataset
 
@@ -45,13 +45,17 @@ def make_loop(width: int, layers: int, batch_size: int):
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--width", type=int, default=512)
-    parser.add_argument("--layers", type=int, default=1, help="hidden layers (more modules per forward)")
-    parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--block", type=int, default=50, help="iterations per block")
-    parser.add_argument("--pairs", type=int, default=20, help="interleaved plain/instrumented block pairs")
-    parser.add_argument("--threads", type=int, default=1)
+    parser = bench_parser(__doc__)
+    parser.add_argument("--width", type=positive_int, default=512)
+    parser.add_argument(
+        "--layers", type=positive_int, default=1, help="hidden layers (more modules per forward)"
+    )
+    parser.add_argument("--batch-size", type=positive_int, default=32)
+    parser.add_argument("--block", type=positive_int, default=50, help="iterations per block")
+    parser.add_argument(
+        "--pairs", type=positive_int, default=20, help="interleaved plain/instrumented block pairs"
+    )
+    parser.add_argument("--threads", type=positive_int, default=1)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     steps = make_loop(args.width, args.layers, args.batch_size)

@@ -1,0 +1,65 @@
+"""The benchmarks refuse a bad argument in one line with exit status 2, before anything is timed (a count of 0
+or less ran nothing or ended in a traceback), and --help prints the whole docstring. Nothing is timed here."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+from support import REPO
+
+BAD = [
+    ("make_big_db.py", ["/tmp/x.duckdb", "--runs", "0"]),
+    ("make_big_db.py", ["/tmp/x.duckdb", "--iterations-per-phase", "-3"]),
+    ("export.py", ["--runs", "0"]),
+    ("dashboard.py", ["/tmp/x.duckdb", "--repeat", "0"]),
+    ("overhead.py", ["--pairs", "0"]),
+    ("overhead.py", ["--block", "-1"]),
+    ("overhead.py", ["--model", "nosuchmodel"]),
+    ("overhead.py", ["--input-shape", "3,x,32"]),
+    ("script_overhead.py", ["--pairs", "0"]),
+    ("paired_blocks.py", ["--block", "0"]),
+    ("launch_startup.py", ["--launches", "0"]),
+    ("launch_variance.py", ["--launches", "0"]),
+    ("launch_variance.py", ["--variants", "nosuchvariant"]),
+    ("intervals.py", ["--repetitions", "0"]),
+    ("predict_catalog.py", ["--repeat", "0"]),
+    ("predict_catalog.py", ["--batch-size", "0"]),
+    ("predict_catalog.py", ["--model", "nosuchmodel"]),
+    ("schedule.py", ["--jobs", "0"]),
+    ("schedule.py", ["--load", "0"]),
+    ("schedule.py", ["--cluster", "16x8"]),
+    ("schedule.py", ["--policies", "fifo,nosuchpolicy"]),
+    ("prediction.py", ["--batch-size", "0"]),
+    ("network.py", ["--batch-size", "-2"]),
+]
+
+
+@pytest.mark.parametrize(("script", "argv"), BAD, ids=[f"{s} {' '.join(a)}" for s, a in BAD])
+def test_a_bad_argument_is_one_line_and_exit_2(script: str, argv: list[str]) -> None:
+    done = subprocess.run([sys.executable, str(REPO / "bench" / script), *argv], capture_output=True,
+                          text=True, cwd=REPO, timeout=120)  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr, done.stderr
+    assert done.stdout == ""
+
+
+@pytest.mark.parametrize(
+    "script", ["make_big_db.py", "predict_catalog.py", "schedule.py", "launch_variance.py"]
+)
+def test_help_prints_the_whole_docstring(script: str) -> None:
+    import ast
+
+    path = REPO / "bench" / script
+    doc = ast.get_docstring(ast.parse(path.read_text()), clean=False)
+    done = subprocess.run([sys.executable, str(path), "--help"], capture_output=True, text=True, cwd=REPO,
+                          timeout=120)  # fmt: skip
+    assert done.returncode == 0 and doc.strip().splitlines()[-1].strip() in done.stdout, done.stdout
+
+
+def test_one_value_has_no_spread() -> None:
+    sys.path.insert(0, str(REPO / "bench"))
+    from bench_args import spread_text
+
+    assert spread_text([1.5]) == "n/a" and spread_text([1.0, 3.0]) == "1.41"
