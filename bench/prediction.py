@@ -172,6 +172,9 @@ def main() -> int:
     parser.add_argument("--bandwidths", default="1gbit,400mbit,200mbit")
     parser.add_argument("--by-batch-size", action="store_true", help="a configuration per batch size")
     args = parser.parse_args()
+    if not args.run and not Path(args.db).is_file():  # else it would read as a database without stalls
+        print(f"prediction.py: no database at {args.db}: --db names one, or --run makes it", file=sys.stderr)
+        return 2
     scope = run_campaign_for_bench(args) if args.run else f"campaign stored in {args.db}"
     table = score(args.db, args.by_batch_size)
     if table.empty:

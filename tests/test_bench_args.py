@@ -33,6 +33,7 @@ BAD = [
     ("schedule.py", ["--policies", "fifo,nosuchpolicy"]),
     ("prediction.py", ["--batch-size", "0"]),
     ("network.py", ["--batch-size", "-2"]),
+    ("prediction.py", ["--db", "/nonexistent/campaign.duckdb"]),  # said "run with --run first"
 ]
 
 
