@@ -42,7 +42,7 @@ def simulate_schedule(
     las_limits_gpu_h: tuple[float, ...] | str = defaults.LAS_LIMITS_GPU_H,
     starve_factor: float = defaults.STARVE_FACTOR, uplink_factor: float = defaults.UPLINK_FACTOR,
     node_gbps: float | None = None, uplink_gbps: float | None = None, oversubscription: float | None = None,
-    reference_gbps: float = defaults.REFERENCE, out: Path | str = "results",
+    reference_gbps: float = defaults.REFERENCE, out: Path | str | None = None,
     jobs_csv: Path | str | None = None, no_store: bool = False, max_jobs: int | None = None,
     trace_label: str | None = None,
     db: Path | str | None = None,
@@ -65,7 +65,8 @@ def simulate_schedule(
         node_gbps: node uplink bandwidth, Gbit/s: links shared max-min fairly (default: no link model), with
             `uplink_gbps` or `oversubscription` for the switches' uplinks; `reference_gbps` the bandwidth a
             trace's slowdowns hold for.
-        out: the folder of the result file; jobs_csv: also each job's outcome per policy, as CSV;
+        out: the folder of the result file (default: results/ next to the database); jobs_csv: also each
+            job's outcome per policy, as CSV;
             no_store: write the file only, not the database.
         max_jobs: refuse a trace of more jobs than this (default: no limit).
         trace_label: how the result names the trace (default: its path and format).
@@ -94,7 +95,10 @@ def simulate_schedule(
     fraction_rule = Number(0, 1, whole=False, low_open=True, high_open=True, what="a fraction from 0 to 1")
     fraction = required("tune_fraction", tune_fraction, fraction_rule)
     fabric = _fabric(node_gbps, uplink_gbps, oversubscription, reference_gbps, shape)
-    db_path, out_dir = database(db), required_path("out", out)
+    from stash_core.results.file import results_dir_of
+
+    db_path = database(db)
+    out_dir = results_dir_of(db_path) if out is None else required_path("out", out)
     jobs_csv = path_argument("jobs_csv", jobs_csv)
     trace_path = path_argument("trace", trace)
     no_store = switch("no_store", no_store)

@@ -3,12 +3,13 @@ reads, and writes the per-job CSV the command writes (the command is a printer o
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pandas as pd
 import pytest
 
 import stash_core as stash
 from stash_core.errors import UsageError
-
 from tests.support import stash_here
 
 
@@ -77,3 +78,12 @@ def test_home_folder_paths_are_expanded_as_the_command_line_expands_them(tmp_pat
     assert schedule.result_file.parent == home / "sim" and schedule.result_file.is_file()
     assert (home / "jobs.csv").is_file() and (home / "h.duckdb").is_file()
     assert not (tmp_path / "~").exists()
+
+
+def test_the_result_file_goes_next_to_the_database_as_the_command_s_does(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    db = tmp_path / "sub" / "x.duckdb"
+    db.parent.mkdir()
+    schedule = stash.simulate_schedule(synthetic_jobs=5, tuning="online", db=db)
+    assert [path.parent for path in (db.parent / "results").glob("sim-*.json")] == [db.parent / "results"]
+    assert not (tmp_path / "results").exists() and schedule.doc is not None
