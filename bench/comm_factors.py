@@ -17,6 +17,7 @@ import time
 
 import numpy as np
 import pandas as pd
+from bench_args import bench_parser
 
 from stash_core.decide.predict.comm_validation import (
     PYTORCH,
@@ -106,4 +107,5 @@ def main() -> int:
 
 
 if __name__ == "__main__":
+    bench_parser(__doc__).parse_args()  # no options: --help, or a refusal of any argument
     raise SystemExit(main())

@@ -16,6 +16,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from bench_args import bench_parser
+
 REPO = Path(__file__).resolve().parent.parent
 PAIRS = 5
 ROUNDS, ITERATIONS = 15, 300
@@ -83,4 +85,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    bench_parser(__doc__).parse_args()  # no options: --help, or a refusal of any argument
     main()

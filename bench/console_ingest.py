@@ -14,6 +14,8 @@ import threading
 import time
 from pathlib import Path
 
+from bench_args import bench_parser
+
 from stash_core import store
 from stash_core.store.console import run_readonly_query
 
@@ -58,4 +60,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    bench_parser(__doc__).parse_args()  # no options: --help, or a refusal of any argument
     main()

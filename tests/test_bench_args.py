@@ -34,6 +34,10 @@ BAD = [
     ("prediction.py", ["--batch-size", "0"]),
     ("network.py", ["--batch-size", "-2"]),
     ("prediction.py", ["--db", "/nonexistent/campaign.duckdb"]),  # said "run with --run first"
+    # no options of their own: an argument is refused, and --help is not a run
+    ("console_ingest.py", ["--bogus"]),
+    ("comm_factors.py", ["--bogus"]),
+    ("compiler_stand_in.py", ["--bogus"]),
 ]
 
 
@@ -47,7 +51,16 @@ def test_a_bad_argument_is_one_line_and_exit_2(script: str, argv: list[str]) -> 
 
 
 @pytest.mark.parametrize(
-    "script", ["make_big_db.py", "predict_catalog.py", "schedule.py", "launch_variance.py"]
+    "script",
+    [
+        "make_big_db.py",
+        "predict_catalog.py",
+        "schedule.py",
+        "launch_variance.py",
+        "console_ingest.py",
+        "comm_factors.py",
+        "compiler_stand_in.py",
+    ],
 )
 def test_help_prints_the_whole_docstring(script: str) -> None:
     import ast
