@@ -24,11 +24,16 @@ sys.path.insert(0, str(REPO))
 PAGES = {
     "Overview": "pages/overview.py",
     "Run": "pages/run.py",
+    "Campaign": "pages/campaign.py",
     "Stall breakdown": "pages/breakdown.py",
     "Compare instances": "pages/compare.py",
+    "Models": "pages/models.py",
+    "Recommend": "pages/recommend.py",
+    "Schedule": "pages/schedule.py",
+    "Spot": "pages/spot.py",
     "Upload": "pages/upload.py",
     "SQL": "pages/sql.py",
-}
+}  # every page of app.py's navigation (tests/test_bench_args.py checks)
 
 
 def main() -> None:

@@ -77,3 +77,13 @@ def test_one_value_has_no_spread() -> None:
     from bench_args import spread_text
 
     assert spread_text([1.5]) == "n/a" and spread_text([1.0, 3.0]) == "1.41"
+
+
+def test_the_dashboard_benchmark_times_every_page_of_the_navigation() -> None:
+    import re
+
+    sys.path.insert(0, str(REPO / "bench"))
+    from dashboard import PAGES
+
+    navigation = re.findall(r'st\.Page\("(pages/[a-z_]+\.py)"', (REPO / "app.py").read_text())
+    assert sorted(PAGES.values()) == sorted(navigation) and len(navigation) >= 11
