@@ -134,6 +134,8 @@ def report(results: list[dict], settings: tuple[str, ...], args) -> None:
     if failed:
         print(f"\nfailed profiles (left out): {len(failed)}: {failed}")
     results = [r for r in results if not r.get("failed")]
+    if not results:
+        raise SystemExit("every profile failed: no figures to report")
     truth = {name: statistics.fmean(r[name][0] for r in results) for name in STALLS}
     print(
         f"\n{args.repetitions} repetitions per setting ({DEFAULT_LAUNCHES} rounds of launches by default), "

@@ -87,3 +87,11 @@ def test_the_dashboard_benchmark_times_every_page_of_the_navigation() -> None:
 
     navigation = re.findall(r'st\.Page\("(pages/[a-z_]+\.py)"', (REPO / "app.py").read_text())
     assert sorted(PAGES.values()) == sorted(navigation) and len(navigation) >= 11
+
+
+def test_intervals_says_every_profile_failed_instead_of_a_traceback() -> None:
+    sys.path.insert(0, str(REPO / "bench"))
+    from intervals import report
+
+    with pytest.raises(SystemExit, match="every profile failed"):
+        report([{"setting": "paired", "wall_s": 1.0, "failed": True}], ("paired",), None)
