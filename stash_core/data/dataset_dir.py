@@ -3,7 +3,6 @@ scanning a class tree, and reading a sample's bytes (optionally dropping them fr
 
 from __future__ import annotations
 
-import ctypes
 import json
 import os
 import shutil
@@ -11,6 +10,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from stash_core.data.pagecache import sync_filesystem_of
 from stash_core.errors import UsageError
 from stash_core.pathargs import env_path
 from stash_core.proc import pid_alive
@@ -41,17 +41,10 @@ def _remove_stale_tmp_dirs(parent: Path, name: str) -> None:
 
 
 def sync_filesystem(any_path: Path) -> None:
-    """Flush dirty pages of the file system holding `any_path`, so they are durable and evictable.
-
-    Pages that are still dirty are skipped by POSIX_FADV_DONTNEED, so a freshly generated set would
-    otherwise not go cold when asked to."""
+    """Flush dirty pages of the file system holding `any_path`, so they are durable and evictable."""
     fd = os.open(any_path, os.O_RDONLY)
     try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        if libc.syncfs(fd) != 0:
-            os.sync()
-    except (AttributeError, OSError):
-        os.sync()
+        sync_filesystem_of(fd)
     finally:
         os.close(fd)
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import ctypes
 import mmap
 import os
+import re
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -86,14 +87,54 @@ def resident_fraction(paths: Iterable[Path]) -> float:
     return resident_bytes / total_bytes if total_bytes else 1.0
 
 
+def sync_filesystem_of(fd: int) -> None:
+    """Flush the dirty pages of the file system holding the open file `fd` (syncfs; sync where it fails)."""
+    syncfs = getattr(_libc, "syncfs", None)  # glibc 2.14 and later
+    if syncfs is None or syncfs(fd) != 0:
+        os.sync()
+
+
 def evict(paths: Iterable[Path]) -> None:
-    """Ask the kernel to drop these files' clean pages from the page cache (dirty pages stay)."""
+    """Drop these files' pages from the page cache: each file system that holds them is synced first, as
+    POSIX_FADV_DONTNEED skips dirty pages (a data set just copied or written would stay cached)."""
+    synced_devices: set[int] = set()
     for path in paths:
         fd = _open_readonly(path)
         try:
+            device = os.fstat(fd).st_dev
+            if device not in synced_devices:
+                sync_filesystem_of(fd)
+                synced_devices.add(device)
             os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
         finally:
             os.close(fd)
+
+
+# File systems whose files live in memory: nothing can be evicted from them to a disk.
+_MEMORY_FILESYSTEMS = ("tmpfs", "ramfs")
+_OCTAL_ESCAPE = re.compile(r"\\([0-7]{3})")
+
+
+def memory_filesystem(path: Path | str) -> str | None:
+    """The type of the file system holding `path` when it keeps its files in memory (tmpfs, ramfs), else None
+    (also when /proc/self/mountinfo cannot be read)."""
+    target = os.path.realpath(path)
+    try:
+        lines = Path("/proc/self/mountinfo").read_text().splitlines()
+    except OSError:
+        return None
+    best_mount, best_type = "", None
+    for line in lines:
+        fields, _, after = line.partition(" - ")
+        parts = fields.split()
+        if len(parts) < 5 or not after:
+            continue
+        # Mount points escape space, tab, newline and backslash as octal (\040 ...).
+        mount = _OCTAL_ESCAPE.sub(lambda match: chr(int(match.group(1), 8)), parts[4])
+        inside = target == mount or target.startswith(mount.rstrip("/") + "/")
+        if inside and len(mount) >= len(best_mount):  # the last of equal mounts is the one on top
+            best_mount, best_type = mount, after.split()[0]
+    return best_type if best_type in _MEMORY_FILESYSTEMS else None
 
 
 def make_resident(paths: Iterable[Path]) -> None:

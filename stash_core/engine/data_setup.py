@@ -16,6 +16,8 @@ from stash_core.spec import ProfileSpec
 
 # A cached run needs (almost) all of the data set in memory to measure the CPU stall alone.
 MIN_CACHED_RESIDENT_FRACTION = 0.95
+# A cold run that starts with more than this share of the data set cached times memory, not the disk.
+MAX_COLD_RESIDENT_FRACTION = 0.5
 
 
 @dataclass
@@ -150,3 +152,31 @@ def check_remote_cache_state(plan: PhasePlan, fraction: float | None, warnings: 
         warnings.append(f"{plan.name}: only {fraction:.0%} of the data set stayed in the page cache")
     if plan.data == "cold" and fraction > 1 - MIN_CACHED_RESIDENT_FRACTION:
         warnings.append(f"{plan.name}: {fraction:.0%} of the data set was still cached after eviction")
+
+
+def cold_run_not_separable(doc: dict) -> dict[str, str]:
+    """{"disk": why} when the cold run R2 started (mostly) with its data in the page cache, in any launch:
+    its time is then that of reads from memory, and the disk stall would be a figure of nothing."""
+    launches = [
+        launch.get("resident_fraction_start")
+        for record in doc.get("phases") or []
+        if record.get("name") == "R2" and record.get("status") == "completed"
+        for launch in record.get("launches") or [record]
+        if launch.get("pooled", True)
+    ]
+    fractions = [fraction for fraction in launches if isinstance(fraction, (int, float))]
+    if not fractions or max(fractions) <= MAX_COLD_RESIDENT_FRACTION:
+        return {}
+    dataset = (doc.get("spec") or {}).get("dataset")
+    local = "hosts" not in doc
+    filesystem = pagecache.memory_filesystem(dataset) if dataset and local else None
+    cause = (
+        f"the data set is on {filesystem}, which keeps its files in memory"
+        if filesystem
+        else "its pages could not be evicted (held by another process, or a file system that keeps them "
+        "in memory)"
+    )
+    return {
+        "disk": f"the cold run (R2) started with {max(fractions):.0%} of the data set in the page cache: "
+        f"{cause}, so R2 read from memory, not from the disk"
+    }

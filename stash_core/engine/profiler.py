@@ -18,7 +18,7 @@ from stash_core.analysis.coherence import (
 )
 from stash_core.analysis.comm import communication_bounds
 from stash_core.analysis.stalls import PhaseTime, breakdown
-from stash_core.engine.data_setup import DataSetup, iterations_per_epoch
+from stash_core.engine.data_setup import DataSetup, cold_run_not_separable, iterations_per_epoch
 from stash_core.engine.host_setup import settle_on_hosts
 from stash_core.engine.launches import (
     LaunchedRuns,
@@ -310,7 +310,7 @@ def chain_for(spec: ProfileSpec) -> list[str]:
 def breakdown_of_completed(
     doc: dict, chain: list[str], spec: ProfileSpec, warnings: list[str]
 ) -> dict | None:
-    not_separable = doc.pop("_not_separable", None) or {}
+    not_separable = {**cold_run_not_separable(doc), **(doc.pop("_not_separable", None) or {})}
     completed = [record for record in doc["phases"] if record.get("status") == "completed"]
     if not completed:
         return None

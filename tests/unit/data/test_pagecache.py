@@ -13,6 +13,7 @@ from stash_core.data.pagecache import (
     evict,
     fits_in_memory,
     make_resident,
+    memory_filesystem,
     resident_fraction,
 )
 from stash_core.errors import UsageError
@@ -81,3 +82,28 @@ def test_available_memory_and_fit() -> None:
     assert not fits_in_memory(int(available * 0.5), safety=0.25)
     assert fits_in_memory(int(available * 0.5), safety=1.0)
     assert not fits_in_memory(10**18)
+
+
+def test_freshly_written_files_are_evicted_too(tmp_path: Path) -> None:
+    """Dirty pages (a data set just copied, not yet written back) are skipped by DONTNEED alone."""
+    if memory_filesystem(tmp_path):
+        pytest.skip("the temporary folder is in memory: nothing can be evicted from it")
+    paths = []
+    for index in range(8):
+        path = tmp_path / f"fresh{index}.bin"
+        path.write_bytes(os.urandom(256 * 1024))  # no fsync: its pages are dirty
+        paths.append(path)
+    evict(paths)
+    assert resident_fraction(paths) < 0.2
+
+
+def test_memory_filesystem_names_tmpfs_only(tmp_path: Path) -> None:
+    assert memory_filesystem("/proc/self") is None  # proc: not a file system that holds data in memory
+    if Path("/dev/shm").is_dir() and "tmpfs" in Path("/proc/self/mountinfo").read_text():
+        shm_type = next(
+            line.split(" - ")[1].split()[0]
+            for line in Path("/proc/self/mountinfo").read_text().splitlines()
+            if line.split()[4] == "/dev/shm"
+        )
+        assert memory_filesystem("/dev/shm") == (shm_type if shm_type in ("tmpfs", "ramfs") else None)
+    assert memory_filesystem(tmp_path) in (None, "tmpfs", "ramfs")

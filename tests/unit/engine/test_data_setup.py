@@ -1,0 +1,64 @@
+"""The data side of a profile: a cold run that could not be made cold leaves the disk stall not separable."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from stash_core.engine.data_setup import cold_run_not_separable
+
+
+def _doc(dataset: str, r2_resident: float | None, remote: bool = False) -> dict:
+    """A real-data profile's runs: R0, R3 (cached) and R2 (cold), R2 slower than R3 by 0.2 s."""
+    phases = [
+        {"name": name, "status": "completed", "workers": 1, "resident_fraction_start": resident,
+         "iteration_s": {"mean": mean_s, "ci95": 0.001}}
+        for name, mean_s, resident in (("R0", 1.0, None), ("R3", 1.1, 1.0), ("R2", 1.3, r2_resident))
+    ]  # fmt: skip
+    doc = {"phases": phases, "spec": {"dataset": dataset}}
+    if remote:
+        doc["hosts"] = []
+    return doc
+
+
+def test_a_cold_run_that_started_cold_leaves_the_disk_stall_measured(tmp_path: Path) -> None:
+    assert cold_run_not_separable(_doc(str(tmp_path), 0.02)) == {}
+    assert cold_run_not_separable(_doc(str(tmp_path), None)) == {}
+
+
+def test_a_cold_run_that_started_cached_makes_the_disk_stall_not_separable(tmp_path: Path) -> None:
+    from stash_core.engine.profiler import breakdown_of_completed
+    from stash_core.spec import ProfileSpec
+
+    doc = _doc(str(tmp_path), 0.98)
+    reason = cold_run_not_separable(doc)["disk"]
+    assert "98%" in reason and "read from memory" in reason
+    spec = ProfileSpec(model="resnet18", batch_size=8, device="cpu", dataset="/data", dataset_images=80)
+    result = breakdown_of_completed(doc, ["R0", "R3", "R2"], spec, [])
+    disk = result["stalls"]["disk"]
+    assert disk["status"] == "not_separable" and disk["seconds"] is None and "98%" in disk["note"]
+    assert result["stalls"]["cpu"]["status"] == "measured"
+    assert any(w.startswith("disk stall not separable") for w in result["warnings"])
+
+
+def test_the_reason_names_a_file_system_kept_in_memory() -> None:
+    shm = Path("/dev/shm")
+    from stash_core.data.pagecache import memory_filesystem
+
+    if not shm.is_dir() or memory_filesystem(shm) != "tmpfs":
+        pytest.skip("no tmpfs at /dev/shm")
+    assert "on tmpfs" in cold_run_not_separable(_doc(str(shm), 1.0))["disk"]
+    # Remote machines' file systems are not this one's: the reason stays general.
+    remote = cold_run_not_separable(_doc(str(shm), 1.0, remote=True))["disk"]
+    assert "tmpfs" not in remote and "could not be evicted" in remote
+
+
+def test_any_launch_of_the_cold_run_that_started_cached_counts() -> None:
+    doc = _doc("/nonexistent", 0.0)
+    doc["phases"][2]["launches"] = [
+        {"pooled": True, "resident_fraction_start": 0.0},
+        {"pooled": True, "resident_fraction_start": 0.9},
+        {"pooled": False, "resident_fraction_start": 1.0},
+    ]
+    assert "90%" in cold_run_not_separable(doc)["disk"]
