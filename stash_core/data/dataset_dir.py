@@ -96,20 +96,44 @@ def scan_class_folders(
     if not root.is_dir():
         raise UsageError(f"data set path {root} is not a folder")
     wanted = {suffix.lower() for suffix in suffixes}
-    classes = sorted(p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
+    classes = sorted(p.name for p in _listed(root) if p.is_dir() and not p.name.startswith("."))
     if not classes:
         raise UsageError(f"data set folder {root} has no class folders (expected one sub-folder per class)")
     files: list[Path] = []
     labels: list[int] = []
     for label, class_name in enumerate(classes):
-        class_files = sorted(
-            p for p in (root / class_name).rglob("*") if p.suffix.lower() in wanted and p.is_file()
-        )
+        class_files = sorted(p for p in _files_under(root / class_name) if p.suffix.lower() in wanted)
         files.extend(class_files)
         labels.extend([label] * len(class_files))
     if not files:
         raise UsageError(f"data set folder {root} has no {kind} files ({', '.join(sorted(wanted))})")
     return classes, files, labels
+
+
+def _cannot_list(folder: Path | str, exc: OSError) -> UsageError:
+    return UsageError(f"cannot list data set folder {folder}: {(exc.strerror or str(exc)).lower()}")
+
+
+def _listed(folder: Path) -> list[Path]:
+    try:
+        return list(folder.iterdir())
+    except OSError as exc:
+        raise _cannot_list(folder, exc) from exc
+
+
+def _files_under(folder: Path) -> list[Path]:
+    """Every file under `folder`, at any depth. A sub-folder that cannot be listed is refused: skipped
+    quietly (as rglob does), its images would vanish while its class still counts."""
+
+    def refuse(exc: OSError) -> None:
+        raise _cannot_list(exc.filename or folder, exc) from exc
+
+    return [
+        Path(parent) / name
+        for parent, _, names in os.walk(folder, onerror=refuse)
+        for name in names
+        if (Path(parent) / name).is_file()
+    ]
 
 
 def total_size_bytes(files: Iterable[Path]) -> int:

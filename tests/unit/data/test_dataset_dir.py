@@ -1,0 +1,59 @@
+"""Scanning a folder-per-class tree: a folder that cannot be listed is refused, never skipped in silence."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from stash_core.data.dataset_dir import scan_class_folders
+from stash_core.errors import UsageError
+
+
+def _tree(root: Path) -> Path:
+    for class_name in ("cats", "dogs"):
+        (root / class_name / "inner").mkdir(parents=True)
+        (root / class_name / "a.jpg").write_bytes(b"x")
+        (root / class_name / "inner" / "b.jpg").write_bytes(b"x")
+    return root
+
+
+def _locked(monkeypatch: pytest.MonkeyPatch, locked: Path) -> None:
+    """Listing `locked` fails as it does for a user without read permission on it (root can list anything)."""
+    real_scandir = os.scandir
+
+    def scandir(path=".", *args):
+        if Path(path) == locked:
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_scandir(path, *args)
+
+    monkeypatch.setattr(os, "scandir", scandir)
+    real_iterdir = Path.iterdir
+
+    def iterdir(self):
+        if self == locked:
+            raise PermissionError(13, "Permission denied", str(self))
+        return real_iterdir(self)
+
+    monkeypatch.setattr(Path, "iterdir", iterdir)
+
+
+def test_every_file_of_every_class_at_any_depth(tmp_path: Path) -> None:
+    classes, files, labels = scan_class_folders(_tree(tmp_path), [".jpg"], "image")
+    assert classes == ["cats", "dogs"] and labels == [0, 0, 1, 1]
+    assert [p.relative_to(tmp_path).as_posix() for p in files] == [
+        "cats/a.jpg", "cats/inner/b.jpg", "dogs/a.jpg", "dogs/inner/b.jpg",
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize("where", ["dogs", "dogs/inner", "."])
+def test_a_folder_that_cannot_be_listed_is_refused_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    root = _tree(tmp_path)
+    locked = (root / where).resolve() if where != "." else root
+    _locked(monkeypatch, locked)
+    with pytest.raises(UsageError) as caught:
+        scan_class_folders(root, [".jpg"], "image")
+    assert str(caught.value) == f"cannot list data set folder {locked}: permission denied"
