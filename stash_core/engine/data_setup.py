@@ -29,6 +29,7 @@ class DataSetup:
     bad_files: list[str] = field(default_factory=list)
     not_separable_reason: str | None = None
     classes: int = 0  # class folders of the data set (labels run 0..classes-1)
+    warnings: list[str] = field(default_factory=list)  # what the data set's check found, for the result
 
 
 def prepare_data(spec: ProfileSpec, model_kind: str, reporter: Reporter) -> DataSetup:
@@ -56,14 +57,15 @@ def prepare_data(spec: ProfileSpec, model_kind: str, reporter: Reporter) -> Data
 
         dataset = TextFolderDataset(root, seq_len=8, vocab_size=100)
     else:
-        from stash_core.data.jpeg_dataset import ImageFolderDataset, validate_images
+        from stash_core.data.image_check import validate_images
+        from stash_core.data.jpeg_dataset import ImageFolderDataset
 
         dataset = ImageFolderDataset(root, transform=None)
-        before = set(map(str, dataset.files))
-        skipped = validate_images(dataset)
-        if skipped:
-            setup.bad_files = sorted(before - set(map(str, dataset.files)))
-            reporter.message(f"skipping {skipped} corrupt image file(s) of {len(before)}")
+        check = validate_images(dataset)
+        setup.bad_files = sorted(str(path) for paths in check.dropped.values() for path in paths)
+        for line in check.messages():  # said now, and kept in the result's warnings
+            reporter.message(line)
+            setup.warnings.append(line)
     setup.files = list(dataset.files)
     setup.classes = len(dataset.classes)
     setup.images = len(setup.files)

@@ -95,7 +95,7 @@ def run_profile(
         doc["hosts"] = []
     if spec.nodes > 1 or spec.workers_total > 1:
         doc["probes"] = []
-    warnings: list[str] = []
+    warnings: list[str] = list(data.warnings)  # what the data set's check found
     chain = chain_for(spec)
     launched = LaunchedRuns([], launches_of(spec))
     try:

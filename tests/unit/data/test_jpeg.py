@@ -13,7 +13,7 @@ import torch
 from PIL import Image
 
 from stash_core.data import jpeg_dataset
-from stash_core.data.jpeg_dataset import ImageFolderDataset, generate_synthetic_jpegs, validate_images
+from stash_core.data.jpeg_dataset import ImageFolderDataset, generate_synthetic_jpegs
 from stash_core.data.loader import iterations_per_epoch, make_loader
 from stash_core.data.pagecache import make_resident, resident_fraction
 from stash_core.data.transforms import IMAGENET_MEAN, IMAGENET_STD, TrainTransform, random_resized_crop_box
@@ -197,36 +197,6 @@ def test_corrupt_reads_in_loader_workers_are_visible_to_the_parent(jpeg_root: Pa
     assert dataset.corrupt_reads == 2  # each bad file is hit once per epoch, in a worker process
 
 
-def test_validate_images_drops_bad_files(jpeg_root: Path, tmp_path: Path) -> None:
-    root = _copy_tree(jpeg_root, tmp_path / "data")
-    dataset = ImageFolderDataset(root, transform=None)
-    bad = dataset.files[5]
-    bad_original_bytes = bad.stat().st_size
-    bytes_before = dataset.total_bytes
-    bad.write_bytes(b"\x00" * 1000)
-    assert validate_images(dataset, max_bad_fraction=0.05) == 1
-    assert len(dataset) == len(dataset.labels) == 199
-    assert bad not in dataset.files
-    assert dataset.total_bytes == bytes_before - bad_original_bytes
-
-
-def test_validate_images_refuses_too_many_bad_files(jpeg_root: Path, tmp_path: Path) -> None:
-    root = _copy_tree(jpeg_root, tmp_path / "data")
-    dataset = ImageFolderDataset(root, transform=None)
-    for path in dataset.files[:11]:  # 11 of 200 = 5.5% > 5%
-        path.write_bytes(b"not a picture")
-    with pytest.raises(UsageError, match="unreadable"):
-        validate_images(dataset, max_bad_fraction=0.05)
-    assert len(dataset) == 200  # nothing dropped on refusal
-    assert validate_images(dataset, max_bad_fraction=0.10) == 11
-
-
-def test_validate_clean_set_returns_zero(jpeg_root: Path) -> None:
-    dataset = ImageFolderDataset(jpeg_root, transform=None)
-    assert validate_images(dataset) == 0
-    assert len(dataset) == 200
-
-
 # --- TrainTransform ------------------------------------------------------------------------------------
 
 
@@ -396,9 +366,3 @@ def test_a_cancel_asked_while_the_images_are_written_stops_the_build_and_leaves_
     with stop_requests(lambda: True), pytest.raises(Cancelled):
         generate_synthetic_jpegs(count, image_px=16, root=tmp_path)
     assert list(tmp_path.iterdir()) == []
-
-
-def test_a_cancel_asked_while_the_images_are_checked_stops_the_check(jpeg_root: Path) -> None:
-    dataset = ImageFolderDataset(jpeg_root, transform=None)
-    with stop_requests(lambda: True), pytest.raises(Cancelled):
-        validate_images(dataset)

@@ -62,3 +62,22 @@ def test_any_launch_of_the_cold_run_that_started_cached_counts() -> None:
         {"pooled": False, "resident_fraction_start": 1.0},
     ]
     assert "90%" in cold_run_not_separable(doc)["disk"]
+
+
+def test_truncated_images_are_left_out_and_said_in_the_result(tmp_path: Path) -> None:
+    from stash_core.data.jpeg_dataset import generate_synthetic_jpegs
+    from stash_core.engine.data_setup import prepare_data
+    from stash_core.engine.progress import Reporter
+    from stash_core.spec import ProfileSpec
+
+    root = generate_synthetic_jpegs(40, image_px=32, root=tmp_path / "data")
+    victim = sorted(root.rglob("*.jpg"))[3]
+    victim.write_bytes(victim.read_bytes()[:-50])  # its header whole: Image.verify passes it
+    said: list[str] = []
+    reporter = Reporter()
+    reporter.message = said.append
+    spec = ProfileSpec(model="resnet10", batch_size=4, workers_per_node=2, dataset=str(root))
+    data = prepare_data(spec, "image", reporter)
+    assert data.bad_files == [str(victim)] and data.images == 39
+    assert data.warnings == said and len(said) == 1
+    assert said[0].startswith("skipping 1 of 40 image files: 1 corrupt or truncated (")
