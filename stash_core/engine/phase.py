@@ -209,6 +209,11 @@ def fill_record(record: dict, result: dict, spec: ProfileSpec, warnings: list[st
             "stop_reason": result["stop_reason"],
         }
     )
+    if result.get("bad_files"):  # images that failed to decode in the run, though they passed the check
+        warnings.append(
+            f"{record['name']}: {result['bad_files']} read(s) of images that could not be decoded were "
+            "replaced by other samples (files changed or unreadable since the data set was checked)"
+        )
     if record["nodes"] > 1 and result.get("ranks"):
         record["ranks"] = result["ranks"]  # every rank's own means, with the machine it ran on
     if result["stop_reason"] in ("max_iterations", "max_time") and spec.fixed_iterations is None:

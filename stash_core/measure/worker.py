@@ -65,9 +65,15 @@ UNUSED_PARAMETERS = (
 
 def error_text(error: BaseException) -> str:
     """One line for the launcher; DDP's advice to pass an argument the user cannot (Stash makes the DDP)
-    becomes what they can do."""
+    becomes what they can do, and an error of a DataLoader process says its own message."""
     if "find_unused_parameters" in str(error):
         return UNUSED_PARAMETERS
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    if lines and lines[0].startswith("Caught ") and " in DataLoader worker process " in lines[0]:
+        # torch re-raises it as "Caught X in DataLoader worker process N." + the traceback, whose last line
+        # is "module.X: message".
+        name, _, message = lines[-1].partition(": ")
+        return f"{name.rsplit('.', 1)[-1]}: {message} (in a data loader process)"
     return f"{type(error).__name__}: {error}".splitlines()[0]
 
 
@@ -132,7 +138,9 @@ def pin_to_cores(job: WorkerJob, local_rank: int) -> None:
         os.sched_setaffinity(0, cores[local_rank])
 
 
-def train(job: WorkerJob, model, info, device: torch.device, rank: int, world_size: int, local_rank: int) -> dict:
+def train(
+    job: WorkerJob, model, info, device: torch.device, rank: int, world_size: int, local_rank: int
+) -> dict:
     """The timed loop of the built model (DDP across ranks), then the probe a job asks for: the result."""
     if world_size > 1:
         from torch.nn.parallel import DistributedDataParallel
@@ -140,7 +148,7 @@ def train(job: WorkerJob, model, info, device: torch.device, rank: int, world_si
         model = DistributedDataParallel(model, device_ids=[local_rank] if device.type == "cuda" else None)
     model.train()
     optimizer = make_optimizer(model, info.kind)
-    batches, bad_files = make_batches(job, info, device, rank, world_size)
+    batches, dataset = make_batches(job, info, device, rank, world_size)
     clock = make_clock(device)
     if job.get("paired") and world_size > 1:  # R0 and R1 in one launch (engine/paired.py)
         from stash_core.measure.paired_loop import run_paired
@@ -152,7 +160,7 @@ def train(job: WorkerJob, model, info, device: torch.device, rank: int, world_si
         stop_reason = run_until_done(
             job, model, optimizer, loss_fn(info), batches, device, times, slowest_s, clock, rank
         )
-        result = summarise_ranks(job, times, slowest_s, stop_reason, world_size, bad_files, device)
+        result = summarise_ranks(job, times, slowest_s, stop_reason, world_size, dataset, device)
     if rank == 0:  # the launcher's hang watch stands down: the probe has an allowance of its own
         protocol.emit("LOOP_END", {"phase": job["phase"], "stop_reason": result["stop_reason"]})
     result["resident_fraction_start"] = getattr(batches, "resident_fraction_start", None)
@@ -165,7 +173,8 @@ def train(job: WorkerJob, model, info, device: torch.device, rank: int, world_si
 
 
 def make_batches(job: WorkerJob, info, device: torch.device, rank: int, world_size: int):
-    """An endless iterator of (inputs, targets): the same on-device batch, or real data epochs."""
+    """An endless iterator of (inputs, targets): the same on-device batch, or real data epochs; and the data
+    set they come from (None for the synthetic batch)."""
     if job["data"] == "synthetic":
         from stash_core.zoo import synthetic_batch
 
@@ -191,7 +200,7 @@ def make_batches(job: WorkerJob, info, device: torch.device, rank: int, world_si
                 sampler.set_epoch(epoch)
             yield from loader
 
-    return _Batches(epochs(), resident_fraction), getattr(dataset, "bad_files", None)
+    return _Batches(epochs(), resident_fraction), dataset
 
 
 class _Batches:
@@ -251,7 +260,9 @@ def open_dataset(job: WorkerJob, info):
     return dataset
 
 
-def run_until_done(job: WorkerJob, model, optimizer, loss, batches, device, times, slowest_s, clock, rank) -> str:
+def run_until_done(
+    job: WorkerJob, model, optimizer, loss, batches, device, times, slowest_s, clock, rank
+) -> str:
     """Step in chunks; between chunks, agree on the slowest times and decide whether to stop."""
     fixed = job.get("iterations")
     target = job["target_relative_ci"]
@@ -285,7 +296,9 @@ def run_until_done(job: WorkerJob, model, optimizer, loss, batches, device, time
         chunk = min(chunk, job["max_iterations"] - len(slowest_s))
 
 
-def summarise_ranks(job: WorkerJob, times: StepTimes, slowest_s, stop_reason, world_size, bad_files, device) -> dict:
+def summarise_ranks(
+    job: WorkerJob, times: StepTimes, slowest_s, stop_reason, world_size, dataset, device
+) -> dict:
     """Gather every rank's timings to rank 0: the slowest rank per iteration, its parts, and skew."""
     per_rank, slowest = slowest_by_step(times, world_size, device)
     warmup = MIN_WARMUP_ITERATIONS + mser_truncation(slowest_s[MIN_WARMUP_ITERATIONS:])
@@ -297,7 +310,7 @@ def summarise_ranks(job: WorkerJob, times: StepTimes, slowest_s, stop_reason, wo
         "stop_reason": stop_reason,
         "samples": {name: values[warmup:] for name, values in slowest.items()},
         "rank_skew_s": sum(skew[warmup:]) / max(len(skew) - warmup, 1),
-        "bad_files": bad_files_count(bad_files),
+        "bad_files": corrupt_reads(dataset, device),
         "ranks": rank_summaries(per_rank[:, :, warmup:], world_size),
     }
 
@@ -321,11 +334,15 @@ def rank_summaries(per_rank: torch.Tensor, world_size: int) -> list[dict]:
     ]
 
 
-def bad_files_count(bad_files) -> int | None:
-    if bad_files is None:
-        return None
-    value = getattr(bad_files, "value", bad_files)
-    return int(value) if isinstance(value, int) else None
+def corrupt_reads(dataset, device: torch.device) -> int | None:
+    """Reads of undecodable images that another sample stood in for, summed over the ranks (every rank
+    calls it); None where the data set does not count them (synthetic batches, text)."""
+    count = getattr(dataset, "corrupt_reads", None)  # None on every rank alike: they run the same job
+    if count is None or not dist.is_initialized() or dist.get_world_size() == 1:
+        return count
+    total = torch.tensor([float(count)], dtype=torch.float64, device=device)
+    dist.all_reduce(total, op=dist.ReduceOp.SUM)
+    return int(total.item())
 
 
 if __name__ == "__main__":

@@ -97,3 +97,38 @@ def test_ranks_whose_clocks_started_apart_stop_together_at_the_time_limit(tmp_pa
             process.kill()
             process.join()
     assert dict(results) == {0: ("max_time", 10), 1: ("max_time", 10)}
+
+
+def test_an_error_in_a_data_loader_process_says_its_own_message(tmp_path):
+    from stash_core.data.jpeg_dataset import ImageFolderDataset, generate_synthetic_jpegs
+    from stash_core.data.loader import make_loader
+
+    root = generate_synthetic_jpegs(8, image_px=16, num_classes=2, root=tmp_path)
+    dataset = ImageFolderDataset(root, transform=None)
+    for path in dataset.files:
+        path.write_bytes(b"no longer an image")
+    loader = make_loader(dataset, batch_size=2, loader_workers=1, rank=0, world_size=1, pin_memory=False)
+    with pytest.raises(Exception) as caught:
+        next(iter(loader))
+    said = worker.error_text(caught.value)
+    assert said.startswith(f"UsageError: none of the 8 images under {root} could be decoded, e.g. class_00")
+    assert said.endswith("(in a data loader process)") and "\n" not in said
+
+
+def test_reads_replaced_by_another_sample_are_counted_in_the_result(tmp_path):
+    import itertools
+    from types import SimpleNamespace
+
+    import torch
+
+    from stash_core.data.jpeg_dataset import generate_synthetic_jpegs
+
+    root = generate_synthetic_jpegs(8, image_px=16, num_classes=2, root=tmp_path)
+    victim = sorted(root.rglob("*.jpg"))[0]
+    victim.write_bytes(b"garbage")  # after the check: the run reads it and takes another sample
+    job = {"data": "cached", "dataset": str(root), "batch_size": 2, "loader_workers": 0, "seed": 0}
+    info = SimpleNamespace(kind="image", input_shape=(3, 16, 16))
+    batches, dataset = worker.make_batches(job, info, torch.device("cpu"), 0, 1)
+    list(itertools.islice(batches, 4))  # one epoch: every file read once
+    assert worker.corrupt_reads(dataset, torch.device("cpu")) == 1
+    assert worker.corrupt_reads(None, torch.device("cpu")) is None  # synthetic batches count nothing
