@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -156,18 +157,24 @@ def check_remote_cache_state(plan: PhasePlan, fraction: float | None, warnings: 
         warnings.append(f"{plan.name}: {fraction:.0%} of the data set was still cached after eviction")
 
 
+def cold_start_cached(fractions: Iterable[float | None]) -> float | None:
+    """The largest share of the data set cached at the start of the cold run's launches, when it is more than
+    MAX_COLD_RESIDENT_FRACTION (the disk stall is then not separable); else None."""
+    known = [fraction for fraction in fractions if isinstance(fraction, (int, float))]
+    return max(known) if known and max(known) > MAX_COLD_RESIDENT_FRACTION else None
+
+
 def cold_run_not_separable(doc: dict) -> dict[str, str]:
     """{"disk": why} when the cold run R2 started (mostly) with its data in the page cache, in any launch:
     its time is then that of reads from memory, and the disk stall would be a figure of nothing."""
-    launches = [
+    cached = cold_start_cached(
         launch.get("resident_fraction_start")
         for record in doc.get("phases") or []
         if record.get("name") == "R2" and record.get("status") == "completed"
         for launch in record.get("launches") or [record]
         if launch.get("pooled", True)
-    ]
-    fractions = [fraction for fraction in launches if isinstance(fraction, (int, float))]
-    if not fractions or max(fractions) <= MAX_COLD_RESIDENT_FRACTION:
+    )
+    if cached is None:
         return {}
     dataset = (doc.get("spec") or {}).get("dataset")
     local = "hosts" not in doc
@@ -179,6 +186,6 @@ def cold_run_not_separable(doc: dict) -> dict[str, str]:
         "in memory)"
     )
     return {
-        "disk": f"the cold run (R2) started with {max(fractions):.0%} of the data set in the page cache: "
+        "disk": f"the cold run (R2) started with {cached:.0%} of the data set in the page cache: "
         f"{cause}, so R2 read from memory, not from the disk"
     }

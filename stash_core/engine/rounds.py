@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from stash_core.analysis.stalls import STALL_OF_PHASE, PhaseTime, breakdown
 from stash_core.analysis.stats import t_quantile_975
+from stash_core.engine.data_setup import cold_start_cached
 from stash_core.engine.launches import ROUNDS_BY_COUNT, ROUNDS_BY_TIME
 
 ITERATION = "iteration"  # the iteration time (the last run of the chain), held to the target like a stall
@@ -143,7 +144,13 @@ def current_shortfalls(launched, chain: list[str], target: float) -> list[Shortf
         rounds[name] = launched.round_figures(name)
     if not times:
         return []
-    result = breakdown(times, chain, None, None, rounds)
+    # A cold run that started cached has no disk stall to narrow: no round goes to it, no advice is given.
+    cached = cold_start_cached(
+        outcome.get("resident_fraction_start") for _, outcome in launched.outcomes.get("R2", [])
+    )
+    result = breakdown(
+        times, chain, None, {"disk": "R2 started cached"} if cached is not None else None, rounds
+    )
     walls = {name: launched.launch_wall_s(name) for name in times}
     counts = {name: launched.rounds_done(name) for name in times}
     return shortfalls(result, chain, target, counts, walls, launched.round_cost_s)

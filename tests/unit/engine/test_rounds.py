@@ -178,3 +178,15 @@ def test_a_script_that_trained_on_with_another_optimizer_is_told_why_its_steps_e
     warning = script_end_warning(record)
     assert "the optimizer timed stopped stepping after 13 steps" in warning  # 2 + 10 iterations: 13 steps
     assert "980 steps after it" in warning and "more epochs" not in warning
+
+
+def test_a_cold_run_that_started_cached_gets_no_rounds_for_its_disk_stall() -> None:
+    # R2 spreads round to round (a disk stall held to the target would need more rounds) ...
+    means = {"R0": [0.05] * 3, "R3": [0.10] * 3, "R2": [0.15, 0.19, 0.17]}
+    cold = _launched(means)
+    assert [s.stall for s in current_shortfalls(cold, ["R0", "R3", "R2"], 0.10)] == ["disk", ITERATION]
+    # ... but where it started with its data in the page cache (tmpfs) there is no disk stall to narrow.
+    cached = _launched(means)
+    for _, outcome in cached.outcomes["R2"]:
+        outcome["resident_fraction_start"] = 1.0
+    assert [s.stall for s in current_shortfalls(cached, ["R0", "R3", "R2"], 0.10)] == [ITERATION]
