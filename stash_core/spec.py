@@ -288,8 +288,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("--instance", "instance", "label of the machine or cloud instance type"),
     Option("--input-shape", "input_shape", "C,H,W for images or a sequence length for tokens",
            parse=parse_input_shape),
-    Option("--num-classes", "num_classes", "classes of the model's output (default: the data set's)",
-           count(10**7)),
+    Option("--num-classes", "num_classes", "classes of the model's output (default: the class folders of "
+           "--dataset, else the model's own)", count(10**7)),
     Option("--disk-read-mbps", "disk_read_mbps", "cap read throughput (block-I/O cgroup)",
            positive_real(1e6)),
     Option("--seed", "seed", "seed of the synthetic data and the model", SEED),

@@ -182,15 +182,36 @@ def _data_and_model(spec: ProfileSpec, info, reporter: Reporter) -> tuple[DataSe
             reporter.message(f"note: {data.not_separable_reason}")
         return data, script_model_info(spec)
     data = prepare_data(spec, info.kind, reporter)
-    if data.classes > info.num_classes:
-        # Labels must index the model's outputs: size the classifier to the data set's classes.
-        if spec.num_classes is not None:
+    return data, _sized_to_classes(spec, info, data.classes).to_dict()
+
+
+def _sized_to_classes(spec: ProfileSpec, info, data_classes: int):
+    """The model's description with its classifier sized to the data set's classes: labels must index its
+    outputs, and a user's --dataset sets how many there are (its gradients, and so the communication, follow
+    them) unless --num-classes says otherwise. A generated set's classes only stand in for the user's: its
+    model keeps its own count when that is enough. A model that takes no class count (a language model, a
+    factory without num_classes) keeps its outputs when the labels fit them."""
+    if not data_classes or data_classes == info.num_classes:
+        return info
+    if spec.num_classes is not None:
+        if data_classes > spec.num_classes:
             raise UsageError(
-                f"--num-classes {spec.num_classes}: the data set has {data.classes} class folders"
+                f"--num-classes {spec.num_classes}: the data set has {data_classes} class folders"
             )
-        spec.num_classes = data.classes
-        _, info = build_model(spec.model, num_classes=spec.num_classes, input_shape=_shape(spec))
-    return data, info.to_dict()
+        return info
+    if data_classes < info.num_classes and not spec.dataset:
+        return info
+    try:
+        _, sized = build_model(spec.model, num_classes=data_classes, input_shape=_shape(spec))
+    except UsageError:  # it takes no class count
+        if data_classes > info.num_classes:
+            raise UsageError(
+                f"the data set has {data_classes} class folders and model {spec.model} returns "
+                f"{info.num_classes} classes (it takes no num_classes)"
+            ) from None
+        return info
+    spec.num_classes = data_classes
+    return sized
 
 
 def _measure_and_save(
