@@ -262,8 +262,10 @@ OPTIONS: tuple[Option, ...] = (
            parse=parse_stalls),
     Option("--dataset", "dataset", "ImageFolder-style directory: one folder per class", input_text,
            parse=_resolved, group=DATA),
-    Option("--synthetic-images", "synthetic_images", "generate N JPEG files once", count(10**8), group=DATA),
-    Option("--dataset-images", "dataset_images", "epoch size for synthetic-only runs", count(10**12)),
+    Option("--synthetic-images", "synthetic_images", "generate N files once: JPEG images for an image model, "
+           "text documents for a token model", count(10**8), group=DATA),
+    Option("--dataset-images", "dataset_images", "samples in an epoch, for runs without --dataset or "
+           "--synthetic-images (whose epoch is their files)", count(10**12)),
     Option("--image-px", "image_px", "side of generated images (pixels)",
            Number(8, 8192, what="an integer from 8 to 8192")),
     Option("--loader-workers", "loader_workers", "DataLoader processes per worker", LOADER_WORKERS),
@@ -418,6 +420,11 @@ def _check_counts(spec: ProfileSpec) -> None:
 def _check_data(spec: ProfileSpec) -> None:
     if spec.dataset and spec.synthetic_images:
         raise FieldError("give either --dataset or --synthetic-images, not both", "dataset", spec.dataset)
+    if spec.dataset_images is not None and (spec.dataset or spec.synthetic_images):
+        # A data set's epoch is its files: a second epoch size would be stored and never used.
+        flag = "--dataset" if spec.dataset else "--synthetic-images"
+        message = f"--dataset-images sets the epoch of runs without a data set; {flag}'s epoch is its files"
+        raise FieldError(message, "dataset_images", spec.dataset_images)
     if spec.image_px != default_of("image_px") and not spec.synthetic_images and not spec.script:
         # Only generated images have a side to choose; a --dataset's images are read as they are.
         raise FieldError("--image-px applies to --synthetic-images only", "image_px", spec.image_px)

@@ -41,7 +41,7 @@ from stash_core.results.file import (
     results_dir_of,
     write_result_atomic,
 )
-from stash_core.spec import ProfileSpec, check_cluster_state
+from stash_core.spec import ProfileSpec, check_cluster_state, default_of
 from stash_core.store.connection import DatabaseLocked, check_database_path
 from stash_core.terminal import shell_word
 from stash_core.units import json_safe
@@ -126,6 +126,12 @@ def run_profile_flow(
     )
     # A model that cannot be built is refused before the run is registered: it leaves nothing behind.
     info = None if spec.script else build_model(spec.model, spec.num_classes, input_shape=_shape(spec))[1]
+    image_px_given = spec.image_px != default_of("image_px") or "image_px" in getattr(args, "typed", ())
+    if info is not None and info.kind == "tokens" and image_px_given:
+        raise UsageError(
+            f"--image-px sets the side of generated images; {spec.model} takes token ids, and its "
+            "--synthetic-images are text documents"
+        )
     # Registered next to the database, so the dashboard's Run page and Overview follow it too (its data
     # set prepared there). A data set refused takes the registration back, and the folders it made.
     existed, refused = nearest_existing(jobs_dir(db_path)), False

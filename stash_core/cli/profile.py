@@ -29,7 +29,8 @@ def report_result(run: ProfileRun) -> None:
     if run.error is not None:
         print(f"stash: {printable(run.early_end_line())}", file=sys.stderr)
         raise run.error
-    print(format_breakdown(doc["breakdown"], doc["spec"].get("dataset_images")))
+    kind = (doc.get("model") or {}).get("kind")
+    print(format_breakdown(doc["breakdown"], doc["spec"].get("dataset_images"), kind))
     for line in format_communication(doc["breakdown"]):
         print(line)
     sharing = core_sharing_note(doc)

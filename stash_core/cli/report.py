@@ -33,7 +33,13 @@ LABELS = {
 LABEL_WIDTH = 15
 
 
-def format_breakdown(breakdown: dict, dataset_images: int | None = None) -> str:
+# What one sample of an epoch is, by the model's kind (a script's or an unknown kind's: samples).
+SAMPLE_WORDS = {"image": "images", "tokens": "documents"}
+
+
+def format_breakdown(
+    breakdown: dict, dataset_images: int | None = None, model_kind: str | None = None
+) -> str:
     """The breakdown table: iteration time with its interval, then one line per stall and the remainder."""
     iteration_s = breakdown["iteration_s"]
     digits = decimals(iteration_s)
@@ -42,7 +48,7 @@ def format_breakdown(breakdown: dict, dataset_images: int | None = None) -> str:
     head = f"iteration {iteration_s:.{digits}f} s{relative}"
     if breakdown.get("epoch_s") is not None:
         images = (
-            f"{dataset_images} images"
+            f"{dataset_images} {SAMPLE_WORDS.get(model_kind or '', 'samples')}"
             if dataset_images
             else f"{breakdown['iterations_per_epoch']} iterations"
         )

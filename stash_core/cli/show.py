@@ -109,7 +109,7 @@ def format_stored_run(run: dict, db_path: Path | str | None = None) -> str:
         lines.append(f"  {_field(phase, 'phase'):<4}{_field(phase, 'status'):<12}{timing}")
     breakdown = breakdown_from_stored(run)
     if breakdown is not None:
-        lines.append(format_breakdown(breakdown, run.get("dataset_images")))
+        lines.append(format_breakdown(breakdown, run.get("dataset_images"), run.get("model_kind")))
         lines.extend(format_communication(breakdown))
     return "\n".join(lines)
 

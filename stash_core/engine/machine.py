@@ -6,7 +6,7 @@ import os
 from dataclasses import replace
 
 from stash_core.engine.paired import why_not_paired
-from stash_core.engine.plan import check_measurable, plan_phases
+from stash_core.engine.plan import check_disk_cap, check_measurable, plan_phases
 from stash_core.errors import UsageError
 from stash_core.spec import ProfileSpec, check_fields, default_of
 
@@ -22,6 +22,7 @@ def validate(spec: ProfileSpec, cuda_devices: int) -> None:
     """Check what can be checked before launching anything; raise UsageError with one line."""
     check_fields(spec)
     check_measurable(spec)
+    check_disk_cap(spec)
     # --device auto is checked as the device it will resolve to.
     device = spec.device if spec.device != "auto" else ("cuda" if cuda_devices > 0 else "cpu")
     check_paired(spec, device)

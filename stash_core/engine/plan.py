@@ -130,6 +130,18 @@ STALL_NEEDS = {
 }
 
 
+def check_disk_cap(spec: ProfileSpec) -> None:
+    """--disk-read-mbps caps what the cold run reads from disk: refused where the profile has no cold run
+    (no real data, or --stalls without disk), where it would be stored and never applied."""
+    if spec.disk_read_mbps is None:
+        return
+    if not any(plan.data == "cold" for plan in plan_phases(spec)[1]):
+        raise UsageError(
+            "--disk-read-mbps caps the disk reads of the cold run, and this profile has none: it needs real "
+            "data (--dataset DIR or --synthetic-images N) and the disk stall"
+        )
+
+
 def check_measurable(spec: ProfileSpec) -> None:
     """A --stalls list that names a stall this setup has no run for: one line, before anything is launched
     or kept (the default, every stall, measures what the setup can)."""

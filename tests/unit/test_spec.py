@@ -39,10 +39,11 @@ def folders(tmp_path: Path) -> dict[str, str]:
 
 def every_option(folders: dict[str, str]) -> ProfileSpec:
     """A spec with every field that has an option away from its default (but --image-px, which goes with
-    --synthetic-images only: the "synthetic images" spec has it)."""
+    --synthetic-images only, and --dataset-images, which goes without a data set: the "synthetic images" and
+    "no data set" specs have them)."""
     return ProfileSpec(
         model="examples/models/tiny_cnn.py:make", batch_size=48, workers_per_node=3, nodes=2,
-        stalls=["compute", "network", "disk"], dataset=folders["dataset"], dataset_images=5000,
+        stalls=["compute", "network", "disk"], dataset=folders["dataset"],
         loader_workers=0, iterations="40", device="cpu", instance="p3.8xlarge", threads_per_worker=2,
         pin_workers=False, paired="off",
         input_shape=[3, 64, 48], num_classes=7, target_relative_ci=0.05,
@@ -60,6 +61,7 @@ def specs(folders: dict[str, str]) -> dict[str, ProfileSpec]:
         "every option": every_option(folders),
         "synthetic images": replace(base, synthetic_images=256, image_px=32, stalls=["cpu"]),
         "data set": replace(base, dataset=folders["dataset"], disk_read_mbps=35.5),
+        "no data set": replace(base, dataset_images=5000),
         "emulated cluster": replace(
             base, nodes=2, cluster="emulated", cluster_bandwidth="200mbit", cluster_name="bench"
         ),
@@ -84,7 +86,7 @@ def specs(folders: dict[str, str]) -> dict[str, ProfileSpec]:
 
 @pytest.mark.parametrize(
     "name",
-    ["defaults", "every option", "synthetic images", "data set", "emulated cluster", "hosts",
+    ["defaults", "every option", "synthetic images", "data set", "no data set", "emulated cluster", "hosts",
      "image shape", "token shape", "awkward float", "zeros", "launches", "script"],
 )  # fmt: skip
 def test_a_spec_survives_its_command_line(folders: dict[str, str], name: str) -> None:

@@ -68,6 +68,17 @@ REFUSED = [
     ("stalls-cpu-disk-without-data", [*PROFILE, "--stalls", "cpu,disk"], "cpu needs real data"),
     ("stalls-interconnect-one-worker", [*PROFILE, "--workers", "1", "--stalls", "interconnect"],
      "interconnect needs --workers 2"),
+    # options that would be stored and never used
+    ("dataset-images-with-a-dataset", [*PROFILE, "--dataset", "{tmp}/dsdir", "--dataset-images", "1000"],
+     "--dataset's epoch is its files"),
+    ("dataset-images-with-generated-files", [*PROFILE, "--synthetic-images", "64", "--dataset-images", "9"],
+     "--synthetic-images's epoch is its files"),
+    ("disk-read-without-data", [*PROFILE, "--disk-read-mbps", "5"], "this profile has none"),
+    ("disk-read-compute-only", [*PROFILE, "--synthetic-images", "64", "--stalls", "compute",
+                                "--disk-read-mbps", "5"], "this profile has none"),
+    ("image-px-of-a-token-model", ["profile", "--model", "bert_tiny", "--batch-size", "4", "--db",
+                                   "{tmp}/p.duckdb", "--synthetic-images", "64", "--image-px", "64"],
+     "bert_tiny takes token ids"),
 ]  # fmt: skip
 
 STARTED = [

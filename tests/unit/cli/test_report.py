@@ -49,3 +49,13 @@ def test_a_stored_note_stays_on_its_line() -> None:
     assert "x\\n  disk  0.100 s" in text
     assert not any(line.startswith("  disk  0.100") for line in text.splitlines())
     assert "None" not in text
+
+
+@pytest.mark.parametrize(
+    ("kind", "word"),
+    [("image", "64 images"), ("tokens", "64 documents"), ("script", "64 samples"), (None, "64 samples")],
+)
+def test_an_epoch_is_counted_in_what_the_model_reads(kind, word) -> None:
+    """A token model's epoch was said to be of images; a script's samples are neither."""
+    breakdown = {"iteration_s": 0.2, "epoch_s": 3.2, "iterations_per_epoch": 16, "stalls": {}}
+    assert f"(epoch of {word}: " in format_breakdown(breakdown, 64, kind)
