@@ -18,13 +18,13 @@ from typing import Any
 
 import stash_core
 from stash_core import store
+from stash_core.api.profile_inputs import built_model, data_and_model, data_folder
 from stash_core.catalog import check_document
-from stash_core.engine.data_setup import DataSetup, prepare_data
 from stash_core.engine.jobs import jobs_dir, register_profile
 from stash_core.engine.machine import cuda_device_count, resolve_device, validate
 from stash_core.engine.profiler import run_profile
 from stash_core.engine.progress import BarReporter, JsonReporter, Reporter
-from stash_core.engine.script_job import finish_script_doc, script_model_info
+from stash_core.engine.script_job import finish_script_doc
 from stash_core.errors import ProfileEnded, StashError, UsageError, first_line
 from stash_core.interrupts import held_interrupts, stop_exception
 from stash_core.launch import cluster
@@ -41,12 +41,11 @@ from stash_core.results.file import (
     results_dir_of,
     write_result_atomic,
 )
-from stash_core.spec import ProfileSpec, check_cluster_state, default_of
+from stash_core.spec import ProfileSpec, check_cluster_state
 from stash_core.store.connection import DatabaseLocked, check_database_path
 from stash_core.terminal import shell_word
 from stash_core.units import json_safe
 from stash_core.userfiles import nearest_existing, writable_target
-from stash_core.zoo import build_model
 
 
 @dataclass
@@ -125,13 +124,7 @@ def run_profile_flow(
         f" · {spec.instance}" if spec.instance else ""
     )
     # A model that cannot be built is refused before the run is registered: it leaves nothing behind.
-    info = None if spec.script else build_model(spec.model, spec.num_classes, input_shape=_shape(spec))[1]
-    image_px_given = spec.image_px != default_of("image_px") or "image_px" in getattr(args, "typed", ())
-    if info is not None and info.kind == "tokens" and image_px_given:
-        raise UsageError(
-            f"--image-px sets the side of generated images; {spec.model} takes token ids, and its "
-            "--synthetic-images are text documents"
-        )
+    info = None if spec.script else built_model(spec, getattr(args, "typed", ()))
     # Registered next to the database, so the dashboard's Run page and Overview follow it too (its data
     # set prepared there). A data set refused takes the registration back, and the folders it made.
     existed, refused = nearest_existing(jobs_dir(db_path)), False
@@ -139,7 +132,7 @@ def run_profile_flow(
         with register_profile(db_path, command, label, origin) as record:
             reporter = record.reporter(make_reporter(args.progress))
             try:
-                data, model_info = _data_and_model(spec, info, reporter)
+                data, model_info = data_and_model(spec, info, reporter)
             except UsageError:
                 refused = True
                 raise
@@ -180,46 +173,6 @@ def _remove_made(job_dir: Path, existed: Path) -> None:
             return
 
 
-def _data_and_model(spec: ProfileSpec, info, reporter: Reporter) -> tuple[DataSetup, dict]:
-    """The data set and the model's description (its classifier sized to the data set's classes)."""
-    if info is None:
-        data = prepare_data(spec, "script", reporter)
-        if data.not_separable_reason and spec.data_dir is None:
-            reporter.message(f"note: {data.not_separable_reason}")
-        return data, script_model_info(spec)
-    data = prepare_data(spec, info.kind, reporter)
-    return data, _sized_to_classes(spec, info, data.classes).to_dict()
-
-
-def _sized_to_classes(spec: ProfileSpec, info, data_classes: int):
-    """The model's description with its classifier sized to the data set's classes: labels must index its
-    outputs, and a user's --dataset sets how many there are (its gradients, and so the communication, follow
-    them) unless --num-classes says otherwise. A generated set's classes only stand in for the user's: its
-    model keeps its own count when that is enough. A model that takes no class count (a language model, a
-    factory without num_classes) keeps its outputs when the labels fit them."""
-    if not data_classes or data_classes == info.num_classes:
-        return info
-    if spec.num_classes is not None:
-        if data_classes > spec.num_classes:
-            raise UsageError(
-                f"--num-classes {spec.num_classes}: the data set has {data_classes} class folders"
-            )
-        return info
-    if data_classes < info.num_classes and not spec.dataset:
-        return info
-    try:
-        _, sized = build_model(spec.model, num_classes=data_classes, input_shape=_shape(spec))
-    except UsageError:  # it takes no class count
-        if data_classes > info.num_classes:
-            raise UsageError(
-                f"the data set has {data_classes} class folders and model {spec.model} returns "
-                f"{info.num_classes} classes (it takes no num_classes)"
-            ) from None
-        return info
-    spec.num_classes = data_classes
-    return sized
-
-
 def _measure_and_save(
     spec: ProfileSpec, model_info: dict, data, args, db_path: Path, cluster_state, reporter: Reporter
 ) -> ProfileRun:
@@ -258,8 +211,7 @@ def checked_spec(args: argparse.Namespace) -> tuple[ProfileSpec, Path | None]:
     if spec.disk_read_mbps is not None:
         from stash_core.data.diskcap import disk_cap_unsupported_reason
 
-        probe_path = Path(spec.dataset) if spec.dataset else Path.home()
-        reason = disk_cap_unsupported_reason(probe_path)
+        reason = disk_cap_unsupported_reason(data_folder(spec))
         if reason:
             raise UsageError(f"--disk-read-mbps: {reason}")
     return spec, cluster_state
@@ -387,7 +339,3 @@ def _save_problem(
     if db_error is None:
         return f"{first_line(file_error)}; run {run_id} is stored in {db_path} (`stash export` gets it back)"
     return f"run {run_id} could not be saved: {first_line(file_error)}; {first_line(db_error)}"
-
-
-def _shape(spec: ProfileSpec):
-    return tuple(spec.input_shape) if spec.input_shape else None

@@ -52,7 +52,11 @@ def run_phase(
         job["cpu_cores"] = None  # this machine's cores say nothing of the hosts' (they have --cpu-sets)
     if plan.data != "synthetic" and (data.files or not spec.script):
         if remote is None:
-            record["resident_fraction_start"] = set_cache_state(plan, data, warnings)
+            try:
+                record["resident_fraction_start"] = set_cache_state(plan, data, warnings)
+            except UsageError as error:  # a file of the data set gone since it was scanned: a failed run
+                failed = {"status": "failed", "wall_s": 0.0, "telemetry": empty_telemetry()}
+                return {**record, **failed, "error": f"the data set changed during the profile: {error}"}
         else:  # each machine's own page cache, by the first worker on it
             job["cache_action"] = "resident" if plan.data == "cached" else "evict"
     timeout_s = spec.max_phase_s + STARTUP_ALLOWANCE_S

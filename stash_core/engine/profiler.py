@@ -117,15 +117,16 @@ def run_profile(
             run_launches(plans, spec, data, reporter, warnings, remote, doc, model_info, launched, chain)
         doc["status"] = "completed"
     except KeyboardInterrupt as error:  # Ctrl-C, or SIGTERM / SIGHUP (interrupts.Stopped)
-        doc["status"] = "interrupted"
-        doc["error"] = interrupt_reason(error)
+        doc["status"], doc["error"] = "interrupted", interrupt_reason(error)
         for record in doc["phases"]:
             if record.get("status") == "interrupted":
                 record["error"] = doc["error"]
         raise ProfileEnded(doc, error) from error  # the caller still saves what was measured
     except StashError as error:
-        doc["status"] = "failed"
-        doc["error"] = str(error)
+        doc["status"], doc["error"] = "failed", str(error)
+        for record in doc["phases"]:  # a run whose launch never got under way: nobody interrupted it
+            if record.get("status") == "interrupted":
+                record.update(status="skipped", error=f"not run: {doc['error']}")
         raise ProfileEnded(doc, error) from error
     finally:
         doc["finished_at"] = utc_now().isoformat()
@@ -356,7 +357,6 @@ def add_impossible_warning(result: dict, completed: list[dict], times: dict, cha
 
 def add_communication(result: dict, doc: dict, chain: list[str]) -> None:
     """Which runs the network figure compares, and each communication stall beside its lower bound."""
-
     phases = {record["name"]: record for record in doc["phases"] if record.get("status") == "completed"}
     if "R1n" in chain and chain.index("R1n") > 0:
         reference = chain[chain.index("R1n") - 1]

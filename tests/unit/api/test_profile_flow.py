@@ -14,7 +14,7 @@ from support import REPO
 from stash_core.api import profile_flow
 from stash_core.api.profile_flow import _save_problem, new_database_note
 from stash_core.engine.progress import Reporter
-from stash_core.errors import MeasurementError, ProfileEnded, UsageError
+from stash_core.errors import MeasurementError, ProfileEnded
 from stash_core.spec import ProfileSpec
 
 CHANGED = "the emulated cluster's links changed while it ran (from ... to ...)"
@@ -88,43 +88,3 @@ def test_the_ingest_that_stores_a_run_later_names_its_files_absolutely(tmp_path:
     line = _save_problem("r1", out, db, None, RuntimeError("No space left on device"), no_store=False)
     command = line.split("store it later with `", 1)[1].rstrip("`")
     assert shlex.split(command) == ["stash", "ingest", str(tmp_path / out), "--db", str(tmp_path / db)], line
-
-
-TINY_CNN = f"{REPO}/examples/models/tiny_cnn.py:make"
-
-
-def _model_of(monkeypatch, tmp_path: Path, model: str, classes: int, dataset: bool, num_classes=None):
-    """_data_and_model over a data set of `classes` class folders (--dataset, else a generated one)."""
-    from stash_core.engine.data_setup import DataSetup
-    from stash_core.zoo import build_model
-
-    monkeypatch.setattr(profile_flow, "prepare_data", lambda spec, kind, reporter: DataSetup(classes=classes))
-    spec = ProfileSpec(model=model, batch_size=2, input_shape=[3, 32, 32], num_classes=num_classes)
-    spec.dataset = str(tmp_path) if dataset else None
-    info = build_model(model, num_classes, input_shape=(3, 32, 32))[1]
-    return profile_flow._data_and_model(spec, info, Messages())[1], spec
-
-
-def test_a_datasets_classes_size_the_classifier_when_none_are_given(monkeypatch, tmp_path: Path) -> None:
-    info, spec = _model_of(monkeypatch, tmp_path, TINY_CNN, classes=2, dataset=True)
-    # 2 outputs, not the default 1000: the gradients (and the communication) are the data set's model's
-    assert info["num_classes"] == 2 and spec.num_classes == 2
-    assert info["param_count"] == _model_of(monkeypatch, tmp_path, TINY_CNN, 2, False, 2)[0]["param_count"]
-
-
-def test_given_classes_and_a_generated_sets_classes_keep_the_model(monkeypatch, tmp_path: Path) -> None:
-    assert _model_of(monkeypatch, tmp_path, TINY_CNN, 2, True, num_classes=5)[0]["num_classes"] == 5
-    assert _model_of(monkeypatch, tmp_path, TINY_CNN, 2, False)[0]["num_classes"] == 1000
-    with pytest.raises(UsageError, match="the data set has 12 class folders"):
-        _model_of(monkeypatch, tmp_path, TINY_CNN, 12, True, num_classes=5)
-
-
-def test_a_model_that_takes_no_class_count_keeps_its_outputs(monkeypatch, tmp_path: Path) -> None:
-    factory = tmp_path / "fixed.py"
-    factory.write_text(
-        "from torch import nn\n\ndef make():\n    return nn.Sequential(nn.Flatten(), nn.Linear(3072, 7))\n"
-    )
-    info, spec = _model_of(monkeypatch, tmp_path, f"{factory}:make", classes=2, dataset=True)
-    assert info["num_classes"] == 7 and spec.num_classes is None
-    with pytest.raises(UsageError, match="9 class folders and model .* returns 7 classes"):
-        _model_of(monkeypatch, tmp_path, f"{factory}:make", classes=9, dataset=True)

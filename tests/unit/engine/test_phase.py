@@ -1,8 +1,16 @@
-"""One launch's record: what the worker's result says goes into the record and the warnings."""
+"""One launch of a run (engine/phase.py): what the worker's result says goes into the record and the warnings;
+a data set that lost a file since it was scanned fails the run, a measurement failure, not a refusal of the
+user's input."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from stash_core.engine import phase
+from stash_core.engine.data_setup import DataSetup
 from stash_core.engine.phase import fill_record
+from stash_core.engine.plan import PhasePlan
+from stash_core.engine.progress import Reporter
 from stash_core.spec import ProfileSpec
 
 
@@ -24,3 +32,19 @@ def test_reads_of_images_that_could_not_be_decoded_in_the_run_are_said() -> None
         warnings = []
         fill_record({"name": "R3", "nodes": 1}, _result(clean), spec, warnings)
         assert warnings == []
+
+
+def test_a_data_file_gone_before_the_cold_run_fails_that_run(tmp_path: Path, monkeypatch) -> None:
+    kept, gone = tmp_path / "a.jpg", tmp_path / "b.jpg"
+    kept.write_bytes(b"x" * 100)
+    monkeypatch.setattr(phase, "run_workers", lambda *args, **kwargs: pytest_fail())
+    data = DataSetup(root=tmp_path, files=[kept, gone], total_bytes=200, images=2, classes=1)
+    spec = ProfileSpec(model="resnet18", batch_size=1, dataset=str(tmp_path))
+    record = phase.run_phase(PhasePlan("R2", 1, 1, "cold"), spec, data, Reporter(), [])
+    assert record["status"] == "failed" and not record.get("usage_error")
+    assert record["error"].startswith("the data set changed during the profile: cannot open data file")
+    assert str(gone) in record["error"]
+
+
+def pytest_fail():
+    raise AssertionError("no worker starts for a run whose data set is gone")

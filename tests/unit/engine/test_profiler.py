@@ -6,7 +6,7 @@ import pytest
 
 from stash_core.data import pagecache
 from stash_core.data.jpeg_dataset import generate_synthetic_jpegs
-from stash_core.engine.data_setup import iterations_per_epoch, prepare_data
+from stash_core.engine.data_setup import DataSetup, iterations_per_epoch, prepare_data
 from stash_core.engine.plan import plan_phases
 from stash_core.engine.progress import Reporter
 from stash_core.errors import UsageError
@@ -54,3 +54,23 @@ def test_plan_measures_what_the_stalls_need():
     ]  # fmt: skip
     spec.stalls = ["disk"]
     assert [p.name for p in plan_phases(spec)[1]] == ["R3", "R2"]
+
+
+def test_a_run_whose_launch_never_got_under_way_is_not_said_interrupted(monkeypatch):
+    """A failure raised while a run was being prepared left its record 'interrupted', though nobody
+    interrupted it: it is a run not run, with the reason."""
+    from stash_core.engine import profiler
+    from stash_core.errors import MeasurementError, ProfileEnded
+
+    def run_phase(*args, **kwargs):
+        raise MeasurementError("the machine went away")
+
+    monkeypatch.setattr(profiler, "run_phase", run_phase)
+    spec = ProfileSpec(model="m", batch_size=2, stalls=["compute"])
+    with pytest.raises(ProfileEnded) as ended:
+        profiler.run_profile(spec, {}, DataSetup())
+    doc = ended.value.doc
+    assert doc["status"] == "failed" and isinstance(ended.value.cause, MeasurementError)
+    assert [(r["name"], r["status"], r["error"]) for r in doc["phases"]] == [
+        ("R0", "skipped", "not run: the machine went away")
+    ]
