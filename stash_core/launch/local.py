@@ -16,8 +16,10 @@ import os
 import re
 import secrets
 import selectors
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 
@@ -58,7 +60,14 @@ def run_local(
     Raises MeasurementError when the process fails, runs past timeout_s, or `watch` (which on_line arms and
     disarms) finds its timed loop hung.
     """
-    process = _start(argv, env, preexec)
+    # torchrun's log folder (a torchelastic_* folder per launch in $TMPDIR otherwise) and its children's
+    # $TMPDIR: one private folder per launch, removed when the launch ends, however it ends.
+    temp_dir = tempfile.mkdtemp(prefix="stash-launch-")
+    try:
+        process = _start(with_log_dir(argv, temp_dir), env, preexec, temp_dir)
+    except BaseException:
+        shutil.rmtree(temp_dir, ignore_errors=True)
+        raise
     stderr_tail: list[str] = []
     deadline_s = time.monotonic() + timeout_s
     try:
@@ -96,6 +105,7 @@ def run_local(
                 stop_process_group(process)
                 if process.stdin is not None:
                     process.stdin.close()
+            shutil.rmtree(temp_dir, ignore_errors=True)
         if interrupted:
             raise stop_exception(interrupted[0])
     if process.returncode != 0:
@@ -126,9 +136,18 @@ class _Lines:
         return [line.decode(errors="replace") for line in lines], False
 
 
-def _start(argv: list[str], env: dict[str, str] | None, preexec) -> subprocess.Popen | WarmLaunch:
+def with_log_dir(argv: list[str], folder: str) -> list[str]:
+    """A torchrun argv (torchrun_argv's) with its log folder in `folder`; any other argv as it is."""
+    if argv[1:3] != ["-m", TORCHRUN_MODULE]:
+        return argv
+    return [*argv[:3], "--log-dir", folder, *argv[3:]]
+
+
+def _start(
+    argv: list[str], env: dict[str, str] | None, preexec, temp_dir: str
+) -> subprocess.Popen | WarmLaunch:
     """The launch forked by the profile's warm starter where it serves it (launch/warm_start.py), else
-    argv started anew under the supervisor."""
+    argv started anew under the supervisor, with `temp_dir` as its $TMPDIR."""
     starter = warm_start.active()
     forked = argv[1:3] == ["-m", TORCHRUN_MODULE] and torchrun.FORK_OPTION in argv
     if starter is not None and forked and starter.serves(env, preexec):
@@ -143,7 +162,7 @@ def _start(argv: list[str], env: dict[str, str] | None, preexec) -> subprocess.P
         stderr=subprocess.PIPE,
         stdin=subprocess.PIPE,  # never written: its EOF (this process gone) ends the run
         start_new_session=True,
-        env={**os.environ, **(env or {})},
+        env={**os.environ, **(env or {}), "TMPDIR": temp_dir},
         preexec_fn=preexec,
     )
 

@@ -58,6 +58,21 @@ def _node_tag(tag: str, index: int) -> str:
     return f"{tag}-n{index}"
 
 
+# The node's command in a private temporary folder, its $TMPDIR (torchrun's torchelastic_* log folder goes
+# there), removed by the same remote command when the command ends or the shell is signalled.
+PRIVATE_TEMP_SH = (
+    'd=$(mktemp -d "${TMPDIR:-/tmp}/stash-launch-XXXXXX") || exit 1; '
+    "trap 'rm -rf \"$d\"; exit 129' HUP; trap 'rm -rf \"$d\"; exit 130' INT; "
+    "trap 'rm -rf \"$d\"; exit 143' TERM; "
+    'TMPDIR=$d "$@"; status=$?; rm -rf "$d"; exit $status'
+)
+
+
+def in_private_temp(remote_argv: list[str]) -> list[str]:
+    """remote_argv run by sh with a private $TMPDIR that is removed when it ends."""
+    return ["sh", "-c", PRIVATE_TEMP_SH, "sh", *remote_argv]
+
+
 def _node_argv(
     index: int,
     nodes: int,
@@ -192,7 +207,7 @@ def launch_torchrun_over_ssh(
                 master_addr, master_port, worker_env, python, workdir,
                 cpu_sets[index] if cpu_sets else None, rdzv_timeout_s, on_cpu,
             )  # fmt: skip
-            node = _Node(index, target, _ssh_popen(target, remote))
+            node = _Node(index, target, _ssh_popen(target, in_private_temp(remote)))
             nodes.append(node)
             node.start_readers(lines)
         _wait_for_nodes(nodes, lines, on_line, on_stderr_line, deadline, timeout_s, master_port)
