@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from stash_core.analysis.epochs import per_epoch
 from stash_core.analysis.stats import (
     combination_by_round,
     launch_of_rounds,
@@ -118,8 +119,7 @@ def breakdown(
         # R0 (one worker) below R1, or R1 (one machine) below R1n, runs fewer workers than the job: an epoch
         # of the job's iterations at its step is no epoch that ran.
         other_layout = (reference == "R0" and "R1" in chain) or (reference == "R1" and "R1n" in chain)
-        if other_layout:
-            iterations_per_epoch = None
+        iterations_per_epoch = None if other_layout else iterations_per_epoch
         warnings.append(
             f"the iteration time is {reference}'s: {chain[-1]}, the job as set up, was not timed (its "
             "stall not asked for, or the profile ended first), so the iteration and the shares are of "
@@ -163,7 +163,8 @@ def breakdown(
         "iteration_s": reference_s,
         "iteration_ci95_s": times[reference].ci95_s,
         "iterations_per_epoch": iterations_per_epoch,
-        "epoch_s": reference_s * iterations_per_epoch if iterations_per_epoch else None,
+        "epoch_s": per_epoch(reference_s, iterations_per_epoch),
+        "epoch_ci95_s": per_epoch(times[reference].ci95_s, iterations_per_epoch),
         "reference_phase": reference,
         "unattributed_s": remainder["seconds"],
         "unattributed_ci95_s": remainder["ci95_s"],
@@ -256,9 +257,10 @@ def _difference(name: str, later: PhaseTime, earlier: PhaseTime, ci95_s: float, 
 def _stall(seconds: float | None, ci95_s: float | None, reference_s: float, iterations_per_epoch: int | None,
            status: str, note: str, raw_s: float | None = None) -> dict:  # fmt: skip
     share = seconds / reference_s if seconds is not None and reference_s > 0 else None
-    epoch_s = seconds * iterations_per_epoch if seconds is not None and iterations_per_epoch else None
-    return {"seconds": seconds, "ci95_s": ci95_s, "share": share, "epoch_s": epoch_s, "status": status,
-            "note": note, "raw_s": seconds if raw_s is None else raw_s}  # fmt: skip
+    epoch_s, epoch_ci95_s = (per_epoch(value, iterations_per_epoch) for value in (seconds, ci95_s))
+    return {"seconds": seconds, "ci95_s": ci95_s, "share": share, "epoch_s": epoch_s,
+            "epoch_ci95_s": epoch_ci95_s, "status": status, "note": note,
+            "raw_s": seconds if raw_s is None else raw_s}  # fmt: skip
 
 
 def _part(kind: str, what: str, seconds: float) -> dict:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 
 from stash_core.analysis.coherence import impossible_of_stored
+from stash_core.analysis.epochs import per_epoch
 from stash_core.analysis.stalls import (
     REMAINDER_LABEL,
     RESOLVE_HINT,
@@ -52,7 +53,10 @@ def format_breakdown(
             if dataset_images
             else f"{breakdown['iterations_per_epoch']} iterations"
         )
-        head += f"  (epoch of {images}: {format_seconds(breakdown['epoch_s'])})"
+        # the iteration's interval times the iterations of an epoch (analysis/epochs.per_epoch)
+        epoch_ci = per_epoch(ci, breakdown.get("iterations_per_epoch"))
+        spread = "" if epoch_ci is None else f" ± {format_seconds(epoch_ci)}"
+        head += f"  (epoch of {images}: {format_seconds(breakdown['epoch_s'])}{spread})"
     lines = [head]
     headline = impossible_of_stored(breakdown.get("warnings"), breakdown.get("stalls"))
     if headline:  # said before any figure: the figures below are not a breakdown of the iteration
@@ -133,6 +137,8 @@ def decimals(iteration_s: float) -> int:
 
 
 def format_seconds(seconds: float) -> str:
+    if seconds < 0.05:  # two significant figures, not a 0.0 (a small interval)
+        return f"{seconds:.2g} s"
     if seconds < 120:
         return f"{seconds:.1f} s"
     if seconds < 7200:

@@ -100,37 +100,39 @@ ping-pong of 4 KiB). `stash probe --out FILE`
 writes one probe set as its own document with `"kind": "{PROBE_KIND}"`, `schema_version` {SCHEMA_VERSION}
 and `probe_id`; `stash ingest` takes such files too.
 
-`breakdown`: `iteration_s`, `iteration_ci95_s`, `iterations_per_epoch`, `epoch_s`, `reference_phase`, `stalls`
-(`compute`, `interconnect`, `network`, `cpu`, `disk`, each with `seconds`, `ci95_s`, `share`, `epoch_s`,
-`status`, `note`; a stall entry without `status` is stored as `measured` when it has seconds, else
-`not_measured`; a stall within the noise has status `clamped_zero`, seconds 0 and its signed difference in
-`raw_s`), `unattributed`, the signed remainder (label `"not separated"`): what the named stalls cannot claim,
-so that compute + interconnect + network + cpu + disk + unattributed = `iteration_s` exactly and the shares
-add up to 1, with `label`, `seconds` (`iteration_s` minus the five stalls, null stalls counting as 0; may be
-negative), `ci95_s` (the interval of the combination of run times it is), `share`, `epoch_s`, `status` (`none`
-when the stalls add up, `within_noise` when its size is within `ci95_s`, else `not_separated`), `note`,
-`parts` (what it holds, each with `kind`: `within_noise` for a difference reported as 0, `gap` for the
-difference across a run missing from the chain, which mixes several stalls, `not_separable` for a stall that
-cannot be told apart, `no_compute_run` when R0 did not run; `what` and signed `seconds`) and `estimated` (true
-when the interval was estimated because the file had none); `unattributed_s` and `unattributed_ci95_s` repeat
-its `seconds` and `ci95_s`; and `warnings` (list of strings; when the first says the breakdown is physically
-impossible, for example a run with more workers faster than one with fewer, `impossible` is true, and false
-when it says only that the runs did different work per process). A file written before the remainder existed
-has none of the three: readers compute it from the stalls (`stash_core.analysis.stalls.remainder_of`, the
-interval estimated from the within-noise stalls' intervals in quadrature, else `iteration_ci95_s`), and the
-store keeps the recomputed one for every file (`runs.unattributed_s`, `runs.unattributed_ci95_s`). A
-multi-machine profile adds `network_reference`, the pair of runs the network figure compares (e.g. `"R1 (4
-workers, 1 machine) vs R1n (2x4 workers)"`; also the network stall's `note`), and a profile that probed adds
-`communication`: per stall (`interconnect` from R1's probe against R0, `network` from R1n's against the run
-before it) `grad_bytes`, `world_size`, `buckets` (DDP's), `busbw_gbps` (peak measured), `wire_busbw_gbps` (bus
-bandwidth with the call latency taken off), `latency_s` (fastest smallest all-reduce), `lower_bound_s` (ring
-all-reduce lower bound: buckets × latency + 2(n-1)/n × gradient bytes / wire bus bandwidth), `link_gbps` and
-`link_lower_bound_s` (2(n-1)/n × gradient bytes / the slowest emulated link's rate; null elsewhere),
-`alpha_s`, `beta_s_per_byte` and `alpha_beta_s` (α-β fit of the probe and its prediction), `allreduce_s`
-(measured gradient all-reduce on this layout), `reference_allreduce_s` and `added_allreduce_s` (minus the
-reference run's), `exposed_s` (how much longer backward took than in the reference run), `overlap_share`
-(share of the added all-reduce time hidden behind backward: 1 − exposed / added, clamped to 0..1) and
-`stall_over_lower_bound`.
+`breakdown`: `iteration_s`, `iteration_ci95_s`, `iterations_per_epoch`, `epoch_s`, `epoch_ci95_s`,
+`reference_phase`, `stalls` (`compute`, `interconnect`, `network`, `cpu`, `disk`, each with `seconds`,
+`ci95_s`, `share`, `epoch_s`, `epoch_ci95_s`, `status`, `note`; an `epoch_ci95_s` is the per-iteration
+`ci95_s` times `iterations_per_epoch`: an epoch's time is estimated as its iterations times their mean, so
+this is the interval of that estimate; a stall entry without `status` is stored as `measured` when it has
+seconds, else `not_measured`; a stall within the noise has status `clamped_zero`, seconds 0 and its signed
+difference in `raw_s`), `unattributed`, the signed remainder (label `"not separated"`): what the named stalls
+cannot claim, so that compute + interconnect + network + cpu + disk + unattributed = `iteration_s` exactly and
+the shares add up to 1, with `label`, `seconds` (`iteration_s` minus the five stalls, null stalls counting as
+0; may be negative), `ci95_s` (the interval of the combination of run times it is), `share`, `epoch_s`,
+`epoch_ci95_s`, `status` (`none` when the stalls add up, `within_noise` when its size is within `ci95_s`, else
+`not_separated`), `note`, `parts` (what it holds, each with `kind`: `within_noise` for a difference reported
+as 0, `gap` for the difference across a run missing from the chain, which mixes several stalls,
+`not_separable` for a stall that cannot be told apart, `no_compute_run` when R0 did not run; `what` and signed
+`seconds`) and `estimated` (true when the interval was estimated because the file had none); `unattributed_s`
+and `unattributed_ci95_s` repeat its `seconds` and `ci95_s`; and `warnings` (list of strings; when the first
+says the breakdown is physically impossible, for example a run with more workers faster than one with fewer,
+`impossible` is true, and false when it says only that the runs did different work per process). A file
+written before the remainder existed has none of the three: readers compute it from the stalls
+(`stash_core.analysis.stalls.remainder_of`, the interval estimated from the within-noise stalls' intervals in
+quadrature, else `iteration_ci95_s`), and the store keeps the recomputed one for every file
+(`runs.unattributed_s`, `runs.unattributed_ci95_s`). A multi-machine profile adds `network_reference`, the
+pair of runs the network figure compares (e.g. `"R1 (4 workers, 1 machine) vs R1n (2x4 workers)"`; also the
+network stall's `note`), and a profile that probed adds `communication`: per stall (`interconnect` from R1's
+probe against R0, `network` from R1n's against the run before it) `grad_bytes`, `world_size`, `buckets`
+(DDP's), `busbw_gbps` (peak measured), `wire_busbw_gbps` (bus bandwidth with the call latency taken off),
+`latency_s` (fastest smallest all-reduce), `lower_bound_s` (ring all-reduce lower bound: buckets × latency +
+2(n-1)/n × gradient bytes / wire bus bandwidth), `link_gbps` and `link_lower_bound_s` (2(n-1)/n × gradient
+bytes / the slowest emulated link's rate; null elsewhere), `alpha_s`, `beta_s_per_byte` and `alpha_beta_s`
+(α-β fit of the probe and its prediction), `allreduce_s` (measured gradient all-reduce on this layout),
+`reference_allreduce_s` and `added_allreduce_s` (minus the reference run's), `exposed_s` (how much longer
+backward took than in the reference run), `overlap_share` (share of the added all-reduce time hidden behind
+backward: 1 − exposed / added, clamped to 0..1) and `stall_over_lower_bound`.
 
 Reading a file (`stash_core.results.load_result`) fails with one line naming the file when it is missing,
 empty, not UTF-8, not JSON or truncated, not a Stash result (no `"kind": "{RESULT_KIND}"`), of a newer

@@ -64,6 +64,7 @@ class Stall(TypedDict, total=False):
     ci95_s: float | None
     share: float | None
     epoch_s: float | None
+    epoch_ci95_s: float | None  # ci95_s x iterations per epoch: the interval of epoch_s
     status: str  # measured, clamped_zero, negative, not_measured or not_separable
     note: str | None
     raw_s: float  # clamped_zero: the signed difference reported as 0
@@ -76,6 +77,7 @@ class Breakdown(TypedDict, total=False):
     iteration_ci95_s: float
     iterations_per_epoch: int | None
     epoch_s: float | None
+    epoch_ci95_s: float | None  # iteration_ci95_s x iterations_per_epoch: the interval of epoch_s
     reference_phase: str
     stalls: dict[str, Stall]  # compute, interconnect, network, cpu, disk
     unattributed: dict[str, Any]
@@ -121,7 +123,7 @@ def check_ranges(doc: dict[str, Any]) -> None:
     if run_id != run_id.strip():  # " r1" would be a second run that prints as "r1"
         raise UsageError(f"result file: run_id {run_id[:80]!r} starts or ends with a space")
     breakdown = doc.get("breakdown") or {}
-    for key in ("iteration_s", "iteration_ci95_s", "epoch_s"):
+    for key in ("iteration_s", "iteration_ci95_s", "epoch_s", "epoch_ci95_s"):
         _at_least(f"breakdown.{key}", breakdown.get(key), 0)
     iteration_s = breakdown.get("iteration_s")
     if doc.get("status") == "completed" and _number(iteration_s) and iteration_s == 0:
@@ -193,13 +195,20 @@ def _check_consistent(doc: dict[str, Any], breakdown: dict[str, Any]) -> None:
         )
     per_epoch = breakdown.get("iterations_per_epoch")
     _check_epoch("breakdown.epoch_s", breakdown.get("epoch_s"), iteration_s, per_epoch)
+    ci95_s = breakdown.get("iteration_ci95_s")
+    if _known(ci95_s):
+        _check_epoch("breakdown.epoch_ci95_s", breakdown.get("epoch_ci95_s"), ci95_s, per_epoch)
     for name, entry in (breakdown.get("stalls") or {}).items():
         entry = entry if isinstance(entry, dict) else {}
-        what, seconds, epoch_s = f"stall {name}'s epoch_s", entry.get("seconds"), entry.get("epoch_s")
-        if _known(seconds):
-            _check_epoch(what, epoch_s, seconds, per_epoch)
-        elif _known(epoch_s):
-            raise UsageError(f"result file: {what} is {epoch_s!r}, but its seconds are {seconds!r}")
+        for key, per_iteration, said in (
+            ("epoch_s", "seconds", "seconds are"),
+            ("epoch_ci95_s", "ci95_s", "ci95_s is"),
+        ):
+            what, seconds, epoch_s = f"stall {name}'s {key}", entry.get(per_iteration), entry.get(key)
+            if _known(seconds):
+                _check_epoch(what, epoch_s, seconds, per_epoch)
+            elif _known(epoch_s):
+                raise UsageError(f"result file: {what} is {epoch_s!r}, but its {said} {seconds!r}")
 
 
 def _check_epoch(what: str, epoch_s: Any, seconds: float, per_epoch: Any) -> None:

@@ -209,6 +209,8 @@ def _stall_columns() -> str:
             f"max(s.ci95_s) {picked} AS {stall}_ci95_s",
             f"max(coalesce(s.share, s.seconds / nullif(r.iteration_s, 0))) {picked} AS {stall}_share",
             f"max(s.epoch_s) {picked} AS {stall}_epoch_s",
+            # the interval per epoch: ci95_s times the iterations of an epoch, as analysis/epochs.per_epoch
+            f"max(s.ci95_s) {picked} * any_value(r.iterations_per_epoch) AS {stall}_epoch_ci95_s",
             f"max(s.status) {picked} AS {stall}_status",
         ]
     return ",\n    ".join(parts)
@@ -227,6 +229,7 @@ def _remainder_columns() -> str:
             "any_value(r.unattributed_ci95_s) AS unattributed_ci95_s",
             f"{remainder} / nullif({iteration}, 0) AS unattributed_share",
             f"{remainder} * any_value(r.iterations_per_epoch) AS unattributed_epoch_s",
+            "any_value(r.unattributed_ci95_s * r.iterations_per_epoch) AS unattributed_epoch_ci95_s",
         ]
     )
 
@@ -239,6 +242,7 @@ SELECT
     r.run_id, r.started_at, r.finished_at, r.status, r.error, r.model, r.model_kind, r.batch_size,
     r.workers_per_node, r.nodes, r.instance, r.device, r.backend, r.dataset, r.dataset_images,
     r.iteration_s, r.iteration_ci95_s, r.epoch_s, r.iterations_per_epoch, r.reference_phase,
+    r.iteration_ci95_s * r.iterations_per_epoch AS epoch_ci95_s,
     {_stall_columns()},
     {_remainder_columns()}
 FROM runs AS r

@@ -379,10 +379,14 @@ STALL_BREAKDOWN = RelationDoc(
         *(ColumnDoc(name, borrowed_from="runs") for name in _FROM_RUNS),
         *_table(
             """
+            epoch_ci95_s | s | 95 % CI half-width of `epoch_s`: `iteration_ci95_s × iterations_per_epoch` (an
+                epoch's time is estimated as its iterations times their mean; the interval of that estimate)
             <stall>_s | s | stall per iteration (`stalls.seconds`); NULL where not measured or not separable
             <stall>_ci95_s | s | 95 % CI half-width of the stall
             <stall>_share | fraction | stall / `iteration_s`
             <stall>_epoch_s | s | stall per epoch
+            <stall>_epoch_ci95_s | s | 95 % CI half-width of the stall per epoch,
+                `<stall>_ci95_s × iterations_per_epoch`
             <stall>_status | | `stalls.status` of that stall
             unattributed_s | s | signed remainder ("not separated"): `iteration_s` minus the five stalls
                 (NULL stalls count as 0), computed here from `stalls`, so that the stalls and it add up to
@@ -391,6 +395,8 @@ STALL_BREAKDOWN = RelationDoc(
             unattributed_share | fraction | `unattributed_s / iteration_s`; with the five `<stall>_share`
                 it adds up to 1
             unattributed_epoch_s | s | remainder per epoch, `unattributed_s × iterations_per_epoch`
+            unattributed_epoch_ci95_s | s | 95 % CI half-width of the remainder per epoch,
+                `unattributed_ci95_s × iterations_per_epoch`
             """
         ),
     ),

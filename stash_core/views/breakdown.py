@@ -143,7 +143,8 @@ def short_model(model: Any) -> str:
 def breakdown_table(breakdown: pd.DataFrame) -> pd.DataFrame:
     """A readable per-run table: seconds and share of each stall next to the run's identity, and the signed
     remainder (`unattributed_*`: t2 minus the named stalls), so that each row's parts add up to t2."""
-    columns = ["run_label", "run_id", "started_at", "status", "iteration_s", "iteration_ci95_s", "epoch_s"]
+    columns = ["run_label", "run_id", "started_at", "status", "iteration_s", "iteration_ci95_s", "epoch_s",
+               "epoch_ci95_s"]  # fmt: skip
     table = breakdown[[c for c in columns if c in breakdown.columns]].copy()
     for stall in STALL_NAMES:
         if f"{stall}_s" in breakdown.columns:

@@ -19,3 +19,24 @@ def test_the_loader_uses_the_same_definition():
 def test_bad_sizes_are_refused(images, batch, workers):
     with pytest.raises(UsageError):
         iterations_per_epoch(images, batch, workers)
+
+
+def test_a_figure_over_an_epoch_is_its_iterations_times_it():
+    from stash_core.analysis.epochs import per_epoch
+
+    assert per_epoch(0.25, 8) == 2.0 and per_epoch(None, 8) is None and per_epoch(0.25, None) is None
+
+
+def test_every_epoch_figure_of_a_breakdown_has_its_interval():
+    """The README promised each stall's interval per epoch too: the epoch figures had none."""
+    from stash_core.analysis.stalls import PhaseTime, breakdown
+
+    times = {"R0": PhaseTime(0.10, 0.004), "R1": PhaseTime(0.15, 0.006)}
+    result = breakdown(times, ["R0", "R1"], 31)
+    assert result["epoch_s"] == pytest.approx(0.15 * 31)
+    assert result["epoch_ci95_s"] == pytest.approx(0.006 * 31)
+    for name in ("compute", "interconnect"):
+        stall = result["stalls"][name]
+        assert stall["epoch_ci95_s"] == pytest.approx(stall["ci95_s"] * 31)
+    assert result["stalls"]["disk"]["epoch_ci95_s"] is None  # not measured: no figure, no interval
+    assert breakdown(times, ["R0", "R1"], None)["epoch_ci95_s"] is None

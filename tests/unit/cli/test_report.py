@@ -59,3 +59,11 @@ def test_an_epoch_is_counted_in_what_the_model_reads(kind, word) -> None:
     """A token model's epoch was said to be of images; a script's samples are neither."""
     breakdown = {"iteration_s": 0.2, "epoch_s": 3.2, "iterations_per_epoch": 16, "stalls": {}}
     assert f"(epoch of {word}: " in format_breakdown(breakdown, 64, kind)
+
+
+def test_the_epoch_time_is_shown_with_its_interval() -> None:
+    figures = {"iteration_s": 0.157, "iteration_ci95_s": 0.0141, "epoch_s": 1.256, "iterations_per_epoch": 8}
+    breakdown = {**figures, "stalls": {}}
+    assert "(epoch of 256 images: 1.3 s ± 0.1 s)" in format_breakdown(breakdown, 256, "image")
+    breakdown["iteration_ci95_s"] = 0.001
+    assert "(epoch of 8 iterations: 1.3 s ± 0.008 s)" in format_breakdown(breakdown)

@@ -31,6 +31,14 @@ def _drop(key: str):
     return lambda doc: doc.pop(key)
 
 
+# An epoch of one iteration whose compute stall's epoch interval is not its interval.
+ONE_ITERATION_EPOCH = {
+    **EXAMPLE["breakdown"],
+    "iterations_per_epoch": 1,
+    "epoch_s": EXAMPLE["breakdown"]["iteration_s"],
+    "stalls": {"compute": {"seconds": 0.1, "ci95_s": 0.01, "epoch_ci95_s": 1e6}},
+}
+
 # (id, change of the example, what the one line says)
 REFUSED = [
     ("phase-wall-negative", _set("phases.0.wall_s", -5.0), "wall_s"),
@@ -66,6 +74,10 @@ REFUSED = [
      "stall compute's epoch_s is 9.0, but breakdown.iterations_per_epoch is None"),
     ("stall-epoch-without-seconds", _set("breakdown.stalls.network.epoch_s", 4.0),
      "stall network's epoch_s is 4.0, but its seconds are None"),
+    # an epoch's interval other than the iteration's (or a stall's) times the iterations of an epoch
+    ("breakdown-epoch-interval-without-iterations", _set("breakdown.epoch_ci95_s", 5.0),
+     "breakdown.epoch_ci95_s is 5.0, but breakdown.iterations_per_epoch is None"),
+    ("stall-epoch-interval-contradicts", _set("breakdown", ONE_ITERATION_EPOCH), "compute's epoch_ci95_s"),
     ("stall-epoch-contradicts", _set("breakdown", {**EXAMPLE["breakdown"], "iterations_per_epoch": 10,
                                                    "epoch_s": EXAMPLE["breakdown"]["iteration_s"] * 10,
                                                    "stalls": {**EXAMPLE["breakdown"]["stalls"], "compute": {

@@ -151,3 +151,19 @@ def test_an_export_read_back_gives_the_same_remainder(stored, tmp_path, fmt) -> 
 
 def _list(run_ids: list[str]) -> str:
     return "[" + ", ".join(f"'{run_id}'" for run_id in run_ids) + "]"
+
+
+@pytest.mark.slow  # its module's stored runs take seconds to make
+def test_the_exported_epoch_figures_have_their_intervals(stored) -> None:
+    """stall_breakdown had `*_epoch_s` columns and no interval for them."""
+    view = _view(stored[0])
+    rows = view[view["iterations_per_epoch"].notna()]
+    assert len(rows) > 0
+    per_epoch = rows["iterations_per_epoch"]
+    pairs = [("epoch_ci95_s", "iteration_ci95_s"), ("unattributed_epoch_ci95_s", "unattributed_ci95_s")]
+    pairs += [(f"{stall}_epoch_ci95_s", f"{stall}_ci95_s") for stall in STALLS]
+    for epoch_column, column in pairs:
+        expected = rows[column] * per_epoch
+        assert (rows[epoch_column].isna() == expected.isna()).all(), epoch_column
+        known = expected.notna()
+        assert rows.loc[known, epoch_column].to_numpy() == pytest.approx(expected[known].to_numpy())
