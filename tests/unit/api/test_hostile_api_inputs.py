@@ -159,7 +159,6 @@ CASES = [
     ("schedule-cluster-none", _schedule(cluster=None), "cluster"),
     ("schedule-cluster-number", _schedule(cluster=8), "cluster"),
     ("schedule-policies-number", _schedule(policies=5), "policies"),
-    ("schedule-out-none", _schedule(out=None), "out: a value is required"),
     ("schedule-no-store-text", _schedule(no_store="no"), "no_store: expected True or False"),
     ("schedule-node-gbps-nan", _schedule(node_gbps=math.nan), "node_gbps"),
     ("schedule-trace-missing", _schedule(synthetic_jobs=None, trace="/nonexistent/t.csv"), "does not exist"),
