@@ -105,8 +105,8 @@ def form() -> None:
     if source == "upload" and not uploads:
         st.error("Upload a trace file, or choose the synthetic trace.", icon=":material/error:")
         return
-    with st.spinner("Simulating…"):
-        doc = view.simulate(
+    with st.spinner(f"Simulating (stopped after {view.PAGE_TIME_LIMIT_S:.0f} s)…"):
+        doc = view.simulate_within_limit(
             current_db(), files=uploads, trace_format=fmt, synthetic_jobs=int(jobs), seed=int(seed),
             mean_gap_s=float(gap), arrivals=arrivals, generator=generator, cluster=(switches, nodes, gpus),
             policies=policies, tuning=tuning, delay_s=float(delay_s), scale=float(scale),
@@ -166,7 +166,9 @@ def show(doc: dict, key: str) -> None:
 
 # The commands' options in this page's words (it has no control for a tuning share).
 WORDS = {
-    "use --tuning online or given, or a larger --tune-fraction": "choose timers online or given, or more jobs",
+    "use --tuning online or given, or a larger --tune-fraction": (
+        "choose timers online or given, or more jobs"
+    ),
     "use --tuning online or given": "choose timers online or given",
     "(as with --arrivals batch)": "(as with batch arrivals)",
     "give --trace-format": "choose the trace's format",

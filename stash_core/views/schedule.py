@@ -4,6 +4,9 @@ frames behind the page's charts; past simulations from the database."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -17,7 +20,17 @@ from stash_core.sched.detect import detect_format
 from stash_core.store.simulations import simulations_frame
 from stash_core.units import duration_words
 
-MAX_PAGE_JOBS = 20_000  # keeps a page's simulation to seconds
+MAX_PAGE_JOBS = 20_000
+# A simulation's cost grows with its jobs and with the nodes each placement looks at: measured on 2 busy
+# cores, 20,000 synthetic jobs on the default 2x4x8 cluster took 49 s, 500 jobs on 10,000 nodes 14 s,
+# 50 jobs on 100,000 nodes 8 s and 50 jobs on 1,000,000 nodes 87 s. A synthetic trace of more jobs x nodes
+# than this is refused before it starts (about 15 s at the rates above)...
+MAX_PAGE_JOB_NODES = 5_000_000
+# ...and every simulation, an uploaded trace's too, runs in a process of its own that is stopped at this
+# limit (a page's request keeps no process running after it; the largest accepted case runs at most this
+# long plus the worker's start, about 2 s).
+PAGE_TIME_LIMIT_S = 120.0
+BEYOND_THE_PAGE = "run it with `stash schedule` (docs/scheduling.md), which has no such limit"
 MODELS = list(d.MODELS)
 SUMMARY = {"makespan_s": "makespan", "avg_jct_s": "average JCT", "p95_jct_s": "p95 JCT",
            "avg_queue_s": "average queueing delay", "comm_overhead_s": "communication overhead"}  # fmt: skip
@@ -60,6 +73,47 @@ def simulate(
     schedule = simulate_schedule(synthetic_jobs=synthetic_jobs, seed=seed, mean_gap_s=mean_gap_s,
                                  arrivals=arrivals, generator=generator, **options)  # fmt: skip
     return schedule.doc
+
+
+def simulate_within_limit(
+    db_path: Path | str, *, files: list[tuple[str, bytes]] | None, time_limit_s: float = PAGE_TIME_LIMIT_S,
+    **options: Any,
+) -> dict[str, Any]:  # fmt: skip
+    """simulate() in a process of its own (views/schedule_worker.py), stopped after `time_limit_s`: its
+    document, or UsageError (one line) for bad input, a simulation too large for the page or one that ran
+    past the limit. Nothing keeps running after it returns."""
+    cluster = tuple(options.get("cluster", d.CLUSTER))
+    jobs = int(options.get("synthetic_jobs", d.SYNTHETIC_JOBS))
+    nodes = int(cluster[0]) * int(cluster[1])
+    if not files and jobs * nodes > MAX_PAGE_JOB_NODES:
+        raise UsageError(f"{jobs:,} jobs on {nodes:,} nodes is more than the page simulates (jobs x nodes at "
+                         f"most {MAX_PAGE_JOB_NODES:,}): {BEYOND_THE_PAGE}")  # fmt: skip
+    with tempfile.TemporaryDirectory(prefix="stash-schedule-") as folder:
+        paths = []
+        for position, (name, content) in enumerate(files or [], start=1):
+            path = Path(folder) / f"upload-{position}"
+            path.write_bytes(content)
+            paths.append((name, str(path)))
+        request = {"db": str(db_path), "files": paths or None, **options, "cluster": list(cluster)}
+        request["out_dir"] = str(request.get("out_dir", "results"))
+        env = dict(os.environ)
+        package_root = str(Path(__file__).resolve().parents[2])
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
+        try:
+            done = subprocess.run([sys.executable, "-m", "stash_core.views.schedule_worker"],
+                                  input=json.dumps(request).encode(), capture_output=True, env=env,
+                                  timeout=time_limit_s, check=False)  # fmt: skip
+        except subprocess.TimeoutExpired:  # run() has killed the worker
+            raise UsageError(f"the simulation ran past the page's {time_limit_s:.0f} s limit and was "
+                             f"stopped: {BEYOND_THE_PAGE}") from None  # fmt: skip
+    lines = done.stdout.decode("utf-8", "replace").strip().splitlines()
+    answer = json.loads(lines[-1]) if done.returncode == 0 and lines else {}
+    if "error" in answer:
+        raise UsageError(answer["error"])
+    if "doc" not in answer:
+        detail = (done.stderr.decode("utf-8", "replace").strip().splitlines() or [""])[-1]  # the error's line
+        raise UsageError(f"the simulation stopped: {detail or f'exit status {done.returncode}'}")
+    return answer["doc"]
 
 
 def _uploaded_trace(files: list[tuple[str, bytes]], trace_format: str, folder: Path) -> tuple[Path, str]:

@@ -106,3 +106,14 @@ def test_an_upload_is_read_as_the_format_its_columns_say(tmp_path, monkeypatch):
     app = _simulate(app)
     assert not app.exception and not app.error
     assert "jobs.csv (read as tiresias)" in app.subheader[0].value
+
+
+def test_a_simulation_too_large_for_the_page_is_refused_with_the_command_named(tmp_path, monkeypatch):
+    db = tmp_path / "r.duckdb"
+    app = _page(db, monkeypatch)
+    app.number_input(key="sched-switches").set_value(100)
+    app.number_input(key="sched-nodes").set_value(200)
+    app.number_input(key="sched-gpus").set_value(1)
+    app = _simulate(app)
+    assert not app.exception and "stash schedule" in app.error[0].value
+    assert "20,000 nodes" in app.error[0].value and not db.exists()

@@ -1,0 +1,45 @@
+"""The Schedule page's simulation has bounds: a synthetic trace too large for the page is refused before it
+starts, and any simulation is stopped at the page's time limit, leaving no process behind."""
+
+from __future__ import annotations
+
+import time
+
+import psutil
+import pytest
+
+from stash_core.errors import UsageError
+from stash_core.views import schedule
+
+
+def test_a_synthetic_trace_on_too_many_nodes_is_refused_at_once(tmp_path):
+    started = time.monotonic()
+    with pytest.raises(UsageError, match="stash schedule") as refused:
+        schedule.simulate_within_limit(tmp_path / "r.duckdb", files=None, synthetic_jobs=50,
+                                       cluster=(1000, 1000, 1), out_dir=tmp_path / "out")  # fmt: skip
+    assert time.monotonic() - started < 2 and "1,000,000 nodes" in str(refused.value)
+    assert not (tmp_path / "r.duckdb").exists()
+
+
+def test_a_simulation_past_the_time_limit_is_stopped(tmp_path):
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
+    started = time.monotonic()
+    with pytest.raises(UsageError, match=r"ran past the page's 2 s limit.*stash schedule"):
+        schedule.simulate_within_limit(tmp_path / "r.duckdb", files=None, synthetic_jobs=5000,
+                                       node_gbps=100.0, time_limit_s=2.0,
+                                       out_dir=tmp_path / "out")  # fmt: skip
+    assert time.monotonic() - started < 10
+    assert {p.pid for p in psutil.Process().children(recursive=True)} <= before
+    assert not list((tmp_path / "out").glob("sim-*.json"))
+
+
+def test_within_the_limit_the_document_comes_back_and_is_stored(tmp_path):
+    doc = schedule.simulate_within_limit(tmp_path / "r.duckdb", files=None, synthetic_jobs=20,
+                                         policies=["fifo"], out_dir=tmp_path / "out")  # fmt: skip
+    assert doc["jobs"] > 0 and [e["policy"] for e in doc["policies"]] == ["fifo"]
+    assert (tmp_path / "out" / f"{doc['simulation_id']}.json").exists()
+
+
+def test_bad_input_is_one_line(tmp_path):
+    with pytest.raises(UsageError, match="choose at least one policy"):
+        schedule.simulate_within_limit(tmp_path / "r.duckdb", files=None, policies=[], out_dir=tmp_path)
