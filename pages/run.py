@@ -32,7 +32,13 @@ from stash_core.errors import UsageError
 from stash_core.spec import default_of
 from stash_core.spec_parse import MAX_NAME_CHARS
 from stash_core.views.common import STALL_LABELS, in_page_words, plain
-from stash_core.views.run_form import FIRST_BATCH_SIZE, FIRST_SYNTHETIC_IMAGES, RunForm, number_range
+from stash_core.views.run_form import (
+    FIRST_BATCH_SIZE,
+    FIRST_SYNTHETIC_IMAGES,
+    RunForm,
+    default_stalls,
+    number_range,
+)
 
 POLL_S = 1.0
 DATA_SOURCES = {
@@ -72,11 +78,14 @@ def busy_notice(running: list[JobState]) -> bool:
 def number_field(
     place: Any, label: str, attr: str, first: int | None = None, key: str = "", help: str | None = None
 ) -> int:
-    """A whole-number input for spec field `attr`: the spec's bounds (views.run_form.number_range), and its
-    default unless the spec has none (then `first`)."""
+    """A whole-number input for spec field `attr`, with its default unless the spec has none (then `first`).
+    It has no bounds of its own: Streamlit would keep the last value in range while showing the one typed,
+    and start a profile with a value nobody sees. What is typed is checked by the spec's rules on Start
+    (views.run_form.profile_args), and the range (number_range) is said in the help."""
     low, high = number_range(attr)
     value = int(default_of(attr)) if first is None else first
-    return place.number_input(label, min_value=low, max_value=high, value=value, key=key, help=help)
+    said = f"{low:,} to {high:,}"
+    return place.number_input(label, value=value, step=1, key=key, help=f"{help}; {said}" if help else said)
 
 
 def profile_form(running: list[JobState]) -> None:
@@ -96,14 +105,15 @@ def profile_form(running: list[JobState]) -> None:
         )
         nodes = number_field(cols[2], "Machines (nodes)", "nodes", key="run-nodes")
         stall_options = list(STALL_LABELS)
-        default_stalls = ["compute", "interconnect", "cpu", "disk"] + (["network"] if nodes > 1 else [])
         stalls = st.pills(
             "Stalls to measure",
             stall_options,
             selection_mode="multi",
-            default=default_stalls,
+            default=default_stalls(workers, nodes),
             format_func=STALL_LABELS.get,
-            key="run-stalls",
+            # A key per setup: a choice of stalls stays while the setup stays, and the setup's own defaults
+            # come back when it changes (a keyed widget would keep its first default).
+            key=f"run-stalls-{min(workers, 2)}-{min(nodes, 2)}",
         )
         data_source = st.radio("Data", list(DATA_SOURCES), format_func=DATA_SOURCES.get, key="run-data")
         synthetic_images, dataset = FIRST_SYNTHETIC_IMAGES, ""

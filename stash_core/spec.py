@@ -51,9 +51,13 @@ MAX_SCRIPT_BYTES = 16 * 1024 * 1024  # a training script is kilobytes; a link to
 DEVICES = ("auto", "cpu", "cuda")
 PAIRED_CHOICES = ("auto", "on", "off")
 # A first look at host names (the launcher checks DNS names and addresses): [user@]host[:port], [v6]:port.
-_HOST_RE = re.compile(r"(?:[A-Za-z0-9_.-]+@)?(?:\[[0-9A-Za-z:.%]+\](?::\d+)?|(?!-)[A-Za-z0-9_.:%-]+)")
 _USER_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,31}")  # as the launcher's (launch.ssh)
-_LABEL_RE = re.compile(r"[\w.:@+-]+")
+# [user@]host[:port]: neither user nor host starts with "-" (ssh would read an option), and no port stands
+# without its host (":22"; "::1" is an IPv6 address); the port's range is checked apart (_port_in_range).
+_HOST_RE = re.compile(
+    rf"(?:{_USER_RE.pattern}@)?(?:\[[0-9A-Za-z:.%]+\](?::\d+)?|(?!-|:[^:]*$)[A-Za-z0-9_.:%-]+)"
+)
+_LABEL_RE = re.compile(r"(?!-)[\w.:@+-]+")  # no leading "-": a label is never read as an option
 
 
 @dataclass
@@ -135,7 +139,7 @@ class ProfileSpec:
             if self.script and option.attr == "model" and value == script_model_name(self.script):
                 continue  # derived from the script
             if option.attr and option.flag != "--" and value is not None and value != default_of(option.attr):
-                argv += [option.flag] if option.switch else [option.flag, _text(value)]
+                argv += [option.flag] if option.switch else _flag_and_value(option.flag, _text(value))
         return argv + (["--", *self.script_args] if self.script_args else [])
 
     def to_dict(self) -> dict:
@@ -215,6 +219,11 @@ def _resolved(text: str) -> str | None:
 
 def _expanded(text: str) -> str | None:
     return str(Path(text).expanduser()) if text else None
+
+
+def _flag_and_value(flag: str, text: str) -> list[str]:
+    """`--flag value`; `--flag=-value` where the value starts with "-", so that it is never read as a flag."""
+    return [f"{flag}={text}"] if text.startswith("-") else [flag, text]
 
 
 def _text(value: Any) -> str:
@@ -508,6 +517,19 @@ def _check_script(spec: ProfileSpec) -> None:
         raise FieldError(message, "data_dir", spec.data_dir, "missing")
 
 
+def _port_in_range(host: str) -> bool:
+    """A host's port, when it names one ("h:2222", "[v6]:2222"; a bare IPv6 address has none): 1..65535."""
+    address = host.rsplit("@", 1)[-1]
+    if address.startswith("["):
+        rest = address.partition("]")[2]
+    elif address.count(":") == 1:
+        rest = address[address.index(":") :]
+    else:
+        return True  # a name, an IPv4 or a bare IPv6 address: ssh's port 22
+    port = rest[1:]
+    return not rest or (port.isdigit() and 1 <= int(port) <= 65535)
+
+
 def validate_machines(spec: ProfileSpec) -> None:
     """The multi-machine options: consistent with --nodes, and no option that needs one machine."""
     if spec.hosts and spec.cluster is not None:
@@ -519,7 +541,7 @@ def validate_machines(spec: ProfileSpec) -> None:
     if spec.cluster_name is not None and spec.cluster is None:
         raise FieldError("--cluster-name applies to --cluster emulated only", "cluster_name")
     for host in spec.hosts:
-        if not _HOST_RE.fullmatch(host):
+        if not _HOST_RE.fullmatch(host) or not _port_in_range(host):
             raise FieldError(
                 f"--hosts: invalid host name {host!r}: expected [user@]host[:port]", "hosts", host
             )
@@ -573,6 +595,8 @@ def _check_ssh(spec: ProfileSpec) -> None:
 
 
 def check_label(label: str | None) -> None:
-    """The dashboard's rule for --instance: letters, digits and . _ - : @ + (the command takes any label)."""
+    """The dashboard's rule for --instance: letters, digits and . _ - : @ +, not starting with - (the command
+    takes any label)."""
     if label is not None and not _LABEL_RE.fullmatch(label):
-        raise FieldError(f"--instance {label!r}: letters, digits and . _ - : @ + only", "instance", label)
+        message = f"--instance {label!r}: letters, digits and . _ - : @ + only, not starting with -"
+        raise FieldError(message, "instance", label)

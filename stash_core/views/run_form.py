@@ -12,7 +12,9 @@ import shlex
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from stash_core.engine.plan import check_measurable
 from stash_core.errors import UsageError
+from stash_core.launch.ssh import parse_target
 from stash_core.pathargs import expand_home
 from stash_core.spec import (
     ProfileSpec,
@@ -41,7 +43,7 @@ FIELD_MESSAGES = {
     "num_classes": "Classes must be a whole number of at least 1",
     "iterations": "Iterations: 'auto' or a whole number of at least 2",
     "max_phase_s": "Time limit per phase must be positive",
-    "instance": "Instance label: letters, digits and . _ - : @ + only",
+    "instance": "Instance label: letters, digits and . _ - : @ + only, not starting with -",
     "hosts": "Remote hosts: {value!r} is not a host name (user@host[:port])",
     "hosts/count": "Remote hosts: {value} host(s) for {nodes} node(s); give one host per node",
     "ssh_user": "SSH user: {value!r} is not a user name",
@@ -66,7 +68,7 @@ class RunForm:
     batch_size: int
     workers: int = default_of("workers_per_node")
     nodes: int = default_of("nodes")
-    stalls: list[str] = field(default_factory=lambda: ["compute", "interconnect", "cpu", "disk"])
+    stalls: list[str] = field(default_factory=lambda: default_stalls(1, 1))  # the defaults' 1 worker, 1 node
     data_source: str = "synthetic"  # synthetic (generated JPEG files) | dataset (a folder) | none
     synthetic_images: int = FIRST_SYNTHETIC_IMAGES
     dataset: str = ""
@@ -85,6 +87,22 @@ class RunForm:
     script: str = ""
     script_args: str = ""  # as typed after `--` in a shell
     data_dir: str = ""
+
+
+def default_stalls(workers: int, nodes: int) -> list[str]:
+    """The stalls the form first offers for this many workers and nodes: those the setup has a run for
+    (interconnect needs 2 workers, network 2 nodes; engine/plan.py's STALL_NEEDS)."""
+    return ["compute"] + (["interconnect"] if workers > 1 else []) + (["network"] if nodes > 1 else []) + [
+        "cpu", "disk"]  # fmt: skip
+
+
+# A stall the setup cannot measure, in the form's words (engine/plan.py's STALL_NEEDS names the flags).
+MEASURABLE_WORDS = {
+    "--stalls ": "Stalls: ",
+    "--workers 2 or more": "2 or more workers per machine",
+    "--nodes 2 or more": "2 or more machines",
+    "real data (--dataset DIR or --synthetic-images N)": "real data (synthetic images or a data set)",
+}
 
 
 def number_range(attr: str) -> tuple[int, int]:
@@ -112,6 +130,18 @@ def profile_args(
         check_label(spec.instance)
     except FieldError as error:
         raise UsageError(form_message(error, form)) from None
+    for host in spec.hosts:  # as the launcher will read it: a port in range, a host name ssh takes
+        try:
+            parse_target(host)
+        except UsageError as error:
+            raise UsageError(f"Remote hosts: {host!r}: {error}") from None
+    try:
+        check_measurable(spec)
+    except UsageError as error:
+        text = str(error)
+        for option, words in MEASURABLE_WORDS.items():
+            text = text.replace(option, words)
+        raise UsageError(text) from None
     if spec.hosts:
         _require_flag("--hosts", supported_flags, "remote hosts")
     if spec.cluster:

@@ -182,15 +182,17 @@ def test_run_form_refuses_bad_input_and_starts_nothing(empty_db: Path) -> None:
 
 
 def test_run_form_offers_the_specs_bounds_and_defaults(empty_db: Path) -> None:
-    """The Run page's numbers come from the spec's one table of options: its ranges and its defaults."""
+    """The Run page's numbers come from the spec's one table of options: its ranges (said in the help and
+    checked on Start: a bounded input would start with its last value in range) and its defaults."""
     app = open_page("Run")
     assert not app.exception
     fields = {"run-batch": "batch_size", "run-workers": "workers_per_node", "run-nodes": "nodes",
               "run-images": "synthetic_images", "run-maxs": "max_phase_s"}  # fmt: skip
     for key, attr in fields.items():
         field = app.number_input(key=key)
-        assert (field.min, field.max) == number_range(attr), key
-    assert app.number_input(key="run-batch").max == BATCH_SIZE.high
+        low, high = number_range(attr)
+        assert (field.min, field.max) == (None, None) and f"{low:,} to {high:,}" in field.help, key
+    assert f"to {int(BATCH_SIZE.high):,}" in app.number_input(key="run-batch").help
     assert app.number_input(key="run-workers").value == default_of("workers_per_node")
     assert app.number_input(key="run-maxs").value == default_of("max_phase_s")
     assert app.text_input(key="run-iterations").value == default_of("iterations")

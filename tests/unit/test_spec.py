@@ -250,3 +250,21 @@ def test_instance_labels_of_the_dashboard() -> None:
     check_label(None)
     with pytest.raises(FieldError, match="--instance 'a b'"):
         check_label("a b")
+
+
+@pytest.mark.parametrize("host", [":22", "127.0.0.1:99999", "h:0", "-F@127.0.0.1", "-oProxyCommand=x", "a:b"])
+def test_hosts_that_ssh_would_misread_or_refuse_are_refused(host):
+    with pytest.raises(FieldError, match="--hosts"):
+        check_fields(ProfileSpec(model="resnet18", batch_size=8, hosts=[host]))
+
+
+@pytest.mark.parametrize("host", ["gpu-a", "ubuntu@gpu-b:2222", "::1", "[::1]:22", "10.0.0.2:65535"])
+def test_hosts_ssh_takes_pass(host):
+    check_fields(ProfileSpec(model="resnet18", batch_size=8, hosts=[host]))
+
+
+def test_a_value_that_starts_with_a_dash_is_joined_to_its_flag():
+    argv = ProfileSpec(model="resnet18", batch_size=8, instance="--no-store").to_argv()
+    assert argv == ["--model", "resnet18", "--batch-size", "8", "--instance=--no-store"]
+    with pytest.raises(FieldError, match="not starting with -"):
+        check_label("--no-store")

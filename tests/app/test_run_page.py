@@ -1,0 +1,93 @@
+"""The Run page in AppTest: what its form starts is what it shows, and what the profile would refuse (or
+the launcher fail on) is refused in the form, before any job exists."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+from support import REPO, shown
+
+from stash_core.engine import jobs
+
+PAGE = REPO / "pages" / "run.py"
+
+
+@pytest.fixture()
+def started(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
+    """The argv of each profile the page starts (none is launched)."""
+    argvs: list[list[str]] = []
+    monkeypatch.setattr(jobs, "start_profile_job", lambda db, args, label="": argvs.append(args) or "job1")
+    return argvs
+
+
+def _page(db: Path) -> AppTest:
+    app = AppTest.from_file(str(PAGE), default_timeout=90)
+    app.session_state["stash_db_path"] = str(db)
+    return app.run()
+
+
+def _start(app: AppTest) -> AppTest:
+    return app.button(key="run-start").click().run()
+
+
+def test_the_defaults_start_a_profile_that_measures_what_one_worker_can(empty_db, started):
+    app = _page(empty_db)
+    assert app.get("button_group")[0].value == ["compute", "cpu", "disk"]
+    app = _start(app)
+    assert not app.exception and not app.error
+    assert started == [["--model", "resnet18", "--batch-size", "32", "--stalls", "compute,cpu,disk",
+                        "--synthetic-images", "512"]]  # fmt: skip
+
+
+def test_a_stall_the_setup_cannot_measure_is_refused_in_the_form(empty_db, started):
+    app = _page(empty_db)
+    app.get("button_group")[0].set_value(["compute", "interconnect"]).run()
+    app = _start(app)
+    assert not app.exception and started == []
+    assert "interconnect needs 2 or more workers per machine" in shown(app.error[0].value)
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "said"),
+    [
+        ("run-batch", 0, "Batch size must be a whole number of at least 1"),
+        ("run-batch", -4, "Batch size must be a whole number of at least 1"),
+        ("run-maxs", 0, "Time limit per phase must be positive"),
+        ("run-images", 0, "Synthetic images must be a whole number of at least 1"),
+        ("run-workers", 100_000, "--workers"),
+    ],
+)
+def test_a_number_out_of_range_is_refused_not_replaced(empty_db, started, key, value, said):
+    app = _page(empty_db)
+    app.number_input(key=key).set_value(value).run()
+    app = _start(app)
+    assert not app.exception and started == []
+    assert said in shown(app.error[0].value)
+
+
+@pytest.mark.parametrize("hosts", [":22", "127.0.0.1:99999", "-F@127.0.0.1"])
+def test_a_host_the_launcher_would_refuse_is_refused_in_the_form(empty_db, started, hosts):
+    app = _page(empty_db)
+    app.radio(key="run-where").set_value("hosts").run()
+    app.text_input(key="run-hosts").input(hosts).run()
+    app = _start(app)
+    assert not app.exception and started == []
+    assert shown(app.error[0].value).startswith("Remote hosts:")
+
+
+def test_an_instance_label_that_reads_as_an_option_is_refused(empty_db, started):
+    app = _page(empty_db)
+    app.text_input(key="run-instance").input("--no-store").run()
+    app = _start(app)
+    assert not app.exception and started == []
+    assert "not starting with -" in shown(app.error[0].value)
+
+
+def test_the_stalls_offered_follow_the_workers_and_machines(empty_db, started):
+    app = _page(empty_db)
+    app.number_input(key="run-workers").set_value(2).run()
+    assert app.get("button_group")[0].value == ["compute", "interconnect", "cpu", "disk"]
+    app.number_input(key="run-workers").set_value(1).run()
+    assert app.get("button_group")[0].value == ["compute", "cpu", "disk"]
