@@ -338,6 +338,8 @@ def _read_state(job_dir: Path) -> JobState:
     if running and exit_code is None:
         started = state.phases or state.messages or state.kind != "profile"  # a command job says no phases
         state.status = "running" if started else "starting"
+    elif cancelled and state.run_status == "completed":  # stored before the Cancel came: it changed nothing
+        state.status = "completed"
     elif cancelled and exit_code != 0:  # a Cancel that came after the run ended well changed nothing
         state.status = "cancelled"
         state.error = "cancelled by the user"
