@@ -2,12 +2,15 @@
 training script with its arguments and the folder of its data."""
 
 import threading
+from pathlib import Path
 
 import streamlit as st
 
 from pages._shared import current_db, load
 from stash_core import views
+from stash_core.errors import UsageError
 from stash_core.userfiles import save_model_file
+from stash_core.views.common import plain
 
 MODEL_SOURCES = {"zoo": "Model zoo", "file": "Python file on this machine", "upload": "Upload a Python file",
                  "script": "Your training script"}  # fmt: skip
@@ -56,8 +59,8 @@ def script_fields() -> dict:
         )
     else:
         uploaded = st.file_uploader("Training script (.py)", type=["py"], key="run-script-upload")
-        if uploaded is not None:
-            script = str(save_model_file(current_db(), uploaded.name, uploaded.getvalue()))
+        kept = _kept(uploaded, st)
+        script = str(kept) if kept is not None else ""
     script_args = st.text_input(
         "Script arguments",
         placeholder="--epochs 1 --lr 3e-4",
@@ -108,7 +111,17 @@ def _model_reference(source: str) -> str:
     left, right = st.columns([3, 1])
     uploaded = left.file_uploader("Model file (.py)", type=["py"], key="run-model-upload")
     factory = right.text_input("Factory function", value="make", key="run-model-factory")
+    path = _kept(uploaded, left)
+    return "" if path is None else f"{path}:{factory.strip()}"
+
+
+def _kept(uploaded, place) -> Path | None:
+    """The kept copy of an uploaded Python file (a Path), or None: none uploaded, or one that is not valid
+    Python, said under its uploader (the rest of the form stays)."""
     if uploaded is None:
-        return ""
-    path = save_model_file(current_db(), uploaded.name, uploaded.getvalue())
-    return f"{path}:{factory.strip()}"
+        return None
+    try:
+        return save_model_file(current_db(), uploaded.name, uploaded.getvalue())
+    except UsageError as exc:
+        place.error(plain(exc), icon=":material/error:")
+        return None

@@ -91,3 +91,17 @@ def test_the_stalls_offered_follow_the_workers_and_machines(empty_db, started):
     assert app.get("button_group")[0].value == ["compute", "interconnect", "cpu", "disk"]
     app.number_input(key="run-workers").set_value(1).run()
     assert app.get("button_group")[0].value == ["compute", "cpu", "disk"]
+
+
+@pytest.mark.parametrize(("source", "key"), [("upload", "run-model-upload"), ("script", "run-script-upload")])
+def test_an_invalid_python_upload_is_said_under_its_uploader(empty_db, started, source, key):
+    app = _page(empty_db)
+    app.radio(key="run-model-src").set_value(source).run()
+    if source == "script":
+        app.radio(key="run-script-src").set_value("upload").run()
+    app.get("file_uploader")[0].set_value(("bad.py", b"def make(:\n", "text/x-python")).run()
+    assert not app.exception
+    assert "bad.py: not valid Python (SyntaxError" in shown(app.error[0].value)
+    assert app.button(key="run-start") and app.number_input(key="run-workers")  # the rest of the form
+    app = _start(app)
+    assert not app.exception and started == []
