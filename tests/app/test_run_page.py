@@ -3,6 +3,8 @@ the launcher fail on) is refused in the form, before any job exists."""
 
 from __future__ import annotations
 
+import json
+import time
 from pathlib import Path
 
 import pytest
@@ -105,3 +107,25 @@ def test_an_invalid_python_upload_is_said_under_its_uploader(empty_db, started, 
     assert app.button(key="run-start") and app.number_input(key="run-workers")  # the rest of the form
     app = _start(app)
     assert not app.exception and started == []
+
+
+def test_progress_counts_the_measured_iterations_apart_from_the_warm_up(empty_db, tmp_path):
+    fake = tmp_path / "fake-python"
+    phase = {"event": "started", "index": 0, "total": 1, "name": "R0", "description": "1 worker"}
+    progress = {"phase": "R0", "iterations": 32, "kept": 20, "max_iterations": 99, "target_relative_ci": 0.1}
+    fake.write_text(
+        f"#!/bin/sh\necho 'STASH-PHASE {json.dumps(phase)}'\necho 'STASH-PROGRESS {json.dumps(progress)}'\n"
+        "sleep 300\n"
+    )
+    fake.chmod(0o755)
+    job_id = jobs.start_profile_job(empty_db, ["--model", "resnet18", "--batch-size", "8"], python=str(fake))
+    try:
+        deadline = time.monotonic() + 20
+        while not jobs.read_job(empty_db, job_id).phases and time.monotonic() < deadline:
+            time.sleep(0.1)
+        time.sleep(0.3)
+        app = _page(empty_db)
+        text = " ".join(str(p.proto.text) for p in app.get("progress"))
+        assert "20 iterations measured, 12 warm-up" in text and "32 iterations" not in text
+    finally:
+        jobs.cancel_job(empty_db, job_id, grace_s=1.0)
