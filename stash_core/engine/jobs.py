@@ -338,9 +338,7 @@ def _read_state(job_dir: Path) -> JobState:
     if running and exit_code is None:
         started = state.phases or state.messages or state.kind != "profile"  # a command job says no phases
         state.status = "running" if started else "starting"
-    elif cancelled and state.run_status == "completed":  # stored before the Cancel came: it changed nothing
-        state.status = "completed"
-    elif cancelled and exit_code != 0:  # a Cancel that came after the run ended well changed nothing
+    elif cancelled and exit_code != 0 and state.run_status != "completed":  # not after the run stored itself
         state.status = "cancelled"
         state.error = "cancelled by the user"
     elif exit_code is None and state.run_status in ("completed", "failed", "interrupted"):
@@ -352,7 +350,7 @@ def _read_state(job_dir: Path) -> JobState:
         # A profile says what it saved (its DONE line) before it exits: without it nothing is known saved.
         state.status = "failed"
         state.error = "the profile ended (exit status 0) with no run saved: its output says why"
-    elif exit_code == 0:
+    elif exit_code == 0 or cancelled:  # a Cancel that came after the run ended well changed nothing
         state.status = "completed"
     elif exit_code in SAVED_STOPS:  # what was measured is saved
         state.status = "interrupted"
