@@ -19,6 +19,7 @@ from stash_core.store import queries_upload
 from stash_core.store.import_export import COMPANION_TABLES, docs_from_export
 from stash_core.terminal import formula_unquoted
 from stash_core.views.breakdown import add_run_labels
+from stash_core.views.upload_conflicts import stored_conflict, upload_conflict
 
 # ---------------------------------------------------------------------------------------------------------
 # Upload
@@ -78,6 +79,10 @@ def check_uploads(db_path: Path | str | None, files: Sequence[tuple[str, bytes]]
     run_ids = list(dict.fromkeys(run_id for check in checks if check.ok for run_id in check.run_ids))
     if db_path is not None and run_ids:
         stored = queries_upload.stored_run_ids(db_path, run_ids)
+        for check in (check for check in checks if check.ok and check.storable):  # as Store would refuse it
+            conflicts = (stored_conflict(db_path, doc) for doc in check.docs if doc["run_id"] in stored)
+            if reason := next((text for text in conflicts if text), None):
+                _refuse(check, reason)
     return UploadReport(checks=checks, preview=preview, already_stored=stored)
 
 
@@ -306,13 +311,17 @@ def _dry_run(checks: list[UploadCheck]) -> pd.DataFrame:
     stored = pd.DataFrame(columns=["run_id"])
     with tempfile.TemporaryDirectory(prefix="stash-upload-") as folder:
         scratch = Path(folder) / "scratch.duckdb"
-        seen: set[str] = set()
+        seen: dict[str, tuple[str, dict[str, Any]]] = {}  # run_id: the first file holding it, its document
         for check in checks:
             if not check.ok or check.kind == "export:stall_breakdown":
                 continue
             for doc in check.docs:
-                try:  # a run already seen in another file goes in again: the same content is a no-op, other
-                    # content is refused, as the database would refuse it at Store
+                first = seen.get(doc["run_id"])
+                if first is not None and first[0] != check.name:  # the same content is a no-op at Store
+                    if conflict := upload_conflict(first[0], first[1], doc):
+                        _refuse(check, conflict)
+                        break
+                try:
                     store.ingest_result(scratch, doc)
                 except UsageError as exc:  # one file's values refuse that file only
                     _refuse(check, _reason(exc))
@@ -320,7 +329,7 @@ def _dry_run(checks: list[UploadCheck]) -> pd.DataFrame:
                 except Exception as exc:
                     _refuse(check, f"cannot store run {doc['run_id']}: {_reason(exc)}")
                     break
-                seen.add(doc["run_id"])
+                seen.setdefault(doc["run_id"], (check.name, doc))
         if seen:
             stored, unreadable = _scratch_breakdown(scratch, sorted(seen))
             for check in checks:

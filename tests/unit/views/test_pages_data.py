@@ -159,7 +159,7 @@ def test_compare_without_prices_names_no_cheapest(tmp_path: Path) -> None:
 
 def test_upload_checks_each_file_and_changes_nothing(db: Path, tmp_path: Path) -> None:
     good = result_doc(run_id="20261122T080000Z-eeee0006", samples=True, telemetry=True, seed=6)
-    stored = result_doc(run_id="20261120T090000Z-aaaa0001", samples=True, telemetry=True, seed=1)
+    stored = populate_dashboard_db(tmp_path / "same.duckdb")[0]  # the stored run, the same content again
     bad_sample = result_doc(run_id="20261122T090000Z-ffff0007", samples=True, telemetry=True, seed=7)
     bad_sample["phases"][0]["samples"]["iteration_s"][3] = "fast"
     files = [

@@ -1,0 +1,39 @@
+"""Upload: a run that Store would refuse for its content, found at the check: one stored with other content,
+or one that two uploaded files hold with other content (store/ingest_conflicts.py compares them)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from stash_core import store
+from stash_core.results.file import upgrade_result
+from stash_core.store.ingest_conflicts import difference_text, differences, run_figures, stored_run_figures
+from stash_core.store.ingest_rows import prepare_run
+
+
+def figures(doc: dict[str, Any]) -> dict[str, Any]:
+    """A result document's figures as the store compares them."""
+    return run_figures(prepare_run(upgrade_result(doc), None))
+
+
+def stored_conflict(db_path: Path | str, doc: dict[str, Any]) -> str | None:
+    """Why Store would refuse `doc` for a run stored under its run_id with other content; None when it would
+    not (not stored, or stored with the same content)."""
+    with store.connect(db_path, read_only=True) as con:
+        stored = stored_run_figures(con, doc["run_id"])
+    differ = [] if stored is None else differences(stored, figures(doc))
+    if not differ:
+        return None
+    return (f"run {doc['run_id']} is stored with other content ({difference_text(differ)}): Store would "
+            "refuse it (give it another run_id to keep both)")  # fmt: skip
+
+
+def upload_conflict(first_file: str, first: dict[str, Any], doc: dict[str, Any]) -> str | None:
+    """Why `doc` cannot go in beside the same run_id of another uploaded file (`first_file`'s `first`): other
+    content; None when both hold the same."""
+    differ = differences(figures(first), figures(doc))
+    if not differ:
+        return None
+    return (f"run {doc['run_id']} is also in {first_file} with other content ({difference_text(differ)}): "
+            "upload one of them, or give one another run_id")  # fmt: skip

@@ -1,0 +1,42 @@
+"""Upload: a file passes the check only when it also stores. A run stored with other content, and one that
+two uploaded files hold with other content, are refused at the check with what differs, said as such."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+
+from result_docs import result_doc
+
+from stash_core import store, views
+
+RUN_ID = "20261122T080000Z-eeee0006"
+STARTED = datetime(2026, 11, 22, 8, tzinfo=UTC)
+
+
+def _file(seed: int, iterations: int = 40) -> bytes:
+    doc = result_doc("mobilenet_v2", run_id=RUN_ID, started_at=STARTED, seed=seed, iterations=iterations)
+    return json.dumps(doc).encode()
+
+
+def test_a_run_stored_with_other_content_is_refused_at_the_check(tmp_path: Path) -> None:
+    db = tmp_path / "r.duckdb"
+    store.ingest_result(db, json.loads(_file(1)))
+    same = views.upload.check_uploads(db, [("same.json", _file(1))])
+    assert same.checks[0].ok and RUN_ID in same.already_stored  # the same content: already stored, a no-op
+    report = views.upload.check_uploads(db, [("other.json", _file(1, iterations=41))])
+    other = report.checks[0]
+    assert not other.ok and f"run {RUN_ID} is stored with other content" in other.reason
+    assert "already stored" not in other.reason and report.storable_docs == []
+
+
+def test_two_uploaded_files_with_one_run_id_and_other_content_are_named_as_such(tmp_path: Path) -> None:
+    db = tmp_path / "r.duckdb"  # nothing stored
+    report = views.upload.check_uploads(db, [("a.json", _file(1)), ("b.json", _file(1, iterations=41))])
+    first, second = report.checks
+    assert first.ok and not second.ok
+    assert f"run {RUN_ID} is also in a.json with other content" in second.reason
+    assert "stored" not in second.reason
+    twice = views.upload.check_uploads(db, [("a.json", _file(1)), ("copy.json", _file(1))])
+    assert all(check.ok for check in twice.checks)  # the same content twice stores once
