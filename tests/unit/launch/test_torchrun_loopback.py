@@ -91,7 +91,7 @@ def test_a_standalone_launch_without_a_local_address_still_joins_where_the_host_
         "dist.init_process_group('gloo')\n"
         "t = torch.ones(2)\n"
         "dist.all_reduce(t)\n"
-        "print('sum', int(t[0].item()), flush=True)\n"
+        "print(f'sum {int(t[0].item())}', flush=True)  # one write: the two ranks share the pipe\n"
         "dist.destroy_process_group()\n"
     )
     source = (
