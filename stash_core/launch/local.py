@@ -12,6 +12,7 @@ same guarantees with its own tag and socket.
 
 from __future__ import annotations
 
+import getpass
 import os
 import re
 import secrets
@@ -162,9 +163,22 @@ def _start(
         stderr=subprocess.PIPE,
         stdin=subprocess.PIPE,  # never written: its EOF (this process gone) ends the run
         start_new_session=True,
-        env={**os.environ, **(env or {}), "TMPDIR": temp_dir},
+        env={**os.environ, **compile_cache_env(), **(env or {}), "TMPDIR": temp_dir},
         preexec_fn=preexec,
     )
+
+
+def compile_cache_env() -> dict[str, str]:
+    """torch.compile's cache where it is without a private $TMPDIR ($TMPDIR/torchinductor_<user>), so that a
+    compiling script or model does not compile anew in every launch; nothing where the user has set one."""
+    if "TORCHINDUCTOR_CACHE_DIR" in os.environ:
+        return {}
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):  # no name for this uid (a container's)
+        user = str(os.getuid())
+    user = re.sub(r'[\\/:*?"<>|]', "_", user)  # as torch makes the name
+    return {"TORCHINDUCTOR_CACHE_DIR": os.path.join(tempfile.gettempdir(), f"torchinductor_{user}")}
 
 
 def stop_process_group(process: subprocess.Popen) -> None:

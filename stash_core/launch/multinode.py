@@ -62,6 +62,8 @@ def _node_tag(tag: str, index: int) -> str:
 # there), removed by the same remote command when the command ends or the shell is signalled.
 PRIVATE_TEMP_SH = (
     'd=$(mktemp -d "${TMPDIR:-/tmp}/stash-launch-XXXXXX") || exit 1; '
+    # torch.compile's cache stays where it is without the private folder: not compiled anew every launch
+    'export TORCHINDUCTOR_CACHE_DIR="${TORCHINDUCTOR_CACHE_DIR:-${TMPDIR:-/tmp}/torchinductor_$(id -un)}"; '
     "trap 'rm -rf \"$d\"; exit 129' HUP; trap 'rm -rf \"$d\"; exit 130' INT; "
     "trap 'rm -rf \"$d\"; exit 143' TERM; "
     'TMPDIR=$d "$@"; status=$?; rm -rf "$d"; exit $status'

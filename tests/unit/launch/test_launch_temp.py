@@ -86,3 +86,25 @@ def test_a_signalled_nodes_command_removes_its_folder(temp_root: Path) -> None:
     while list(temp_root.iterdir()) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert list(temp_root.iterdir()) == []
+
+
+SAYS_COMPILE_CACHE = "import os; print(os.environ['TORCHINDUCTOR_CACHE_DIR'])"
+
+
+def test_a_local_launch_keeps_torch_compile_s_cache_where_it_was(temp_root: Path, monkeypatch) -> None:
+    """The private $TMPDIR would have moved torch.compile's cache into the folder removed after each
+    launch: a compiling job would compile anew in every launch."""
+    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)
+    lines: list[str] = []
+    assert run_local([sys.executable, "-c", SAYS_COMPILE_CACHE], lines.append, timeout_s=60) == []
+    assert Path(lines[-1]).parent == temp_root and Path(lines[-1]).name.startswith("torchinductor_")
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", "/srv/cache")  # the user's own stays theirs
+    assert run_local([sys.executable, "-c", SAYS_COMPILE_CACHE], lines.append, timeout_s=60) == []
+    assert lines[-1] == "/srv/cache"
+
+
+def test_a_nodes_command_keeps_torch_compile_s_cache_where_it_was(temp_root: Path, monkeypatch) -> None:
+    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)
+    node = _on_a_node([sys.executable, "-c", SAYS_COMPILE_CACHE], temp_root)
+    out, _ = node.communicate(timeout=60)
+    assert Path(out.strip()).parent == temp_root and Path(out.strip()).name.startswith("torchinductor_")
