@@ -44,10 +44,10 @@ def simulate(
     scale: float = d.SCALE, checkpoint_s: float = d.CHECKPOINT_S, min_run_s: float = d.MIN_RUN_S,
     uplink_factor: float = d.UPLINK_FACTOR, node_gbps: float | None = d.NODE_GBPS,
     oversubscription: float = d.OVERSUBSCRIPTION, reference_gbps: float = d.REFERENCE,
-    out_dir: Path | str = "results",
+    out_dir: Path | str | None = None,
 ) -> dict[str, Any]:  # fmt: skip
-    """Run, write (results/sim-*.json) and store one simulation; its document. UsageError on bad input.
-    Every default is the command's (sched/defaults.py)."""
+    """Run, write (sim-*.json in `out_dir`, by default results/ next to the database) and store one
+    simulation; its document. UsageError on bad input. Every default is the command's (sched/defaults.py)."""
     policies = list(d.POLICY_NAMES) if policies is None else policies
     if not policies:
         raise UsageError("choose at least one policy")
@@ -56,7 +56,7 @@ def simulate(
         checkpoint_s=checkpoint_s, min_run_s=min_run_s, uplink_factor=uplink_factor,
         node_gbps=node_gbps or None, oversubscription=oversubscription if node_gbps else None,
         reference_gbps=reference_gbps,
-        out=Path(out_dir), max_jobs=MAX_PAGE_JOBS, db=db_path,
+        out=None if out_dir is None else Path(out_dir), max_jobs=MAX_PAGE_JOBS, db=db_path,
     )  # fmt: skip
     if tuning != "given":  # the page always sends its timers; they count only when given
         options.update(delay_s=None, scale=None)
@@ -95,7 +95,8 @@ def simulate_within_limit(
             path.write_bytes(content)
             paths.append((name, str(path)))
         request = {"db": str(db_path), "files": paths or None, **options, "cluster": list(cluster)}
-        request["out_dir"] = str(request.get("out_dir", "results"))
+        if request.get("out_dir") is not None:
+            request["out_dir"] = str(request["out_dir"])
         env = dict(os.environ)
         package_root = str(Path(__file__).resolve().parents[2])
         env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)

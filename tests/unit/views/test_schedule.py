@@ -43,3 +43,11 @@ def test_within_the_limit_the_document_comes_back_and_is_stored(tmp_path):
 def test_bad_input_is_one_line(tmp_path):
     with pytest.raises(UsageError, match="choose at least one policy"):
         schedule.simulate_within_limit(tmp_path / "r.duckdb", files=None, policies=[], out_dir=tmp_path)
+
+
+def test_without_an_out_dir_the_result_file_goes_next_to_the_database(tmp_path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    db = tmp_path / "sub" / "r.duckdb"
+    db.parent.mkdir()
+    schedule.simulate_within_limit(db, files=None, synthetic_jobs=5, tuning="online", policies=["fifo"])
+    assert len(list((db.parent / "results").glob("sim-*.json"))) == 1 and not (tmp_path / "results").exists()
