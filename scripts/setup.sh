@@ -15,7 +15,7 @@ fi
 # An environment without pip is one whose making failed part-way (python3 without its venv package, Debian's
 # python3-venv, leaves .venv/bin/python and no pip): made again.
 if [ ! -x .venv/bin/python ] || [ ! -x .venv/bin/pip ]; then
-    rm -rf .venv
+    # checked before the old one goes: where no new environment can be made, the old one stays
     if ! python3 -c 'import ensurepip; ensurepip.version()' 2>/dev/null; then
         # Debian splits ensurepip (what gives a new environment its pip) off into python3.X-venv
         venv_package="python3.$(python3 -c 'import sys; print(sys.version_info.minor)')-venv"
@@ -28,6 +28,7 @@ if [ ! -x .venv/bin/python ] || [ ! -x .venv/bin/pip ]; then
             exit 1
         fi
     fi
+    rm -rf .venv
     python3 -m venv .venv || { rm -rf .venv; echo "python3 -m venv .venv failed (above)" >&2; exit 1; }
 fi
 # The pinned packages by uv (UV_VERSION, from the package registry by pip): it fetches and unpacks in

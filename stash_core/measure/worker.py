@@ -22,6 +22,7 @@ from __future__ import annotations
 import datetime
 import itertools
 import os
+import re
 import socket
 import time
 
@@ -70,10 +71,20 @@ def error_text(error: BaseException) -> str:
         return UNUSED_PARAMETERS
     lines = [line.strip() for line in str(error).splitlines() if line.strip()]
     if lines and lines[0].startswith("Caught ") and " in DataLoader worker process " in lines[0]:
-        # torch re-raises it as "Caught X in DataLoader worker process N." + the traceback, whose last line
-        # is "module.X: message".
-        name, _, message = lines[-1].partition(": ")
-        return f"{name.rsplit('.', 1)[-1]}: {message} (in a data loader process)"
+        # torch re-raises it as "Caught X in DataLoader worker process N." + the traceback, which ends with
+        # "module.X: message" (a message of several lines after it) or a bare "module.X".
+        for line in reversed(lines[1:]):
+            said = re.match(
+                r"([A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit|Warning))(?::\s*(.*))?$", line
+            )
+            if said:
+                name, message = said.group(1).rsplit(".", 1)[-1], said.group(2)
+                return (
+                    f"{name}: {message} (in a data loader process)"
+                    if message
+                    else f"{name} (in a data loader process)"
+                )
+        return f"{lines[-1]} (in a data loader process)"
     return f"{type(error).__name__}: {error}".splitlines()[0]
 
 

@@ -132,3 +132,15 @@ def test_reads_replaced_by_another_sample_are_counted_in_the_result(tmp_path):
     list(itertools.islice(batches, 4))  # one epoch: every file read once
     assert worker.corrupt_reads(dataset, torch.device("cpu")) == 1
     assert worker.corrupt_reads(None, torch.device("cpu")) is None  # synthetic batches count nothing
+
+
+def test_a_data_loader_error_of_several_lines_or_none_is_said_by_its_name_and_first_line():
+    def caught(traceback_end: str) -> RuntimeError:
+        head = (
+            "Caught ValueError in DataLoader worker process 0.\nOriginal Traceback (most recent call last):"
+        )
+        return RuntimeError(f'{head}\n  File "x.py", line 1, in f\n{traceback_end}')
+
+    said = worker.error_text(caught("ValueError: bad\nsee a: b"))
+    assert said == "ValueError: bad (in a data loader process)"
+    assert worker.error_text(caught("KeyError")) == "KeyError (in a data loader process)"
