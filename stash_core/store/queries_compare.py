@@ -20,13 +20,15 @@ _INPUT_SHAPE = (
     "coalesce(nullif(replace(replace(replace(CAST(json_extract(r.spec, '$.input_shape') AS VARCHAR), "
     "'[', ''), ']', ''), ',', 'x'), 'null'), 'model default')"
 )
+# A token model (model kind 'tokens') reads text documents, which have no pixel size.
+_SAMPLES = "CASE WHEN r.model_kind = 'tokens' THEN 'documents' ELSE 'images' END"
 _SOURCE = (
     "CASE WHEN json_extract_string(r.spec, '$.synthetic_images') IS NOT NULL THEN 'generated ' || "
-    "CASE WHEN r.model_kind = 'text' THEN 'documents' ELSE 'images' END || ': ' || "
-    "json_extract_string(r.spec, '$.synthetic_images') || "
-    "coalesce(', ' || json_extract_string(r.spec, '$.image_px') || ' px', '') "
+    f"{_SAMPLES} || ': ' || json_extract_string(r.spec, '$.synthetic_images') || "
+    "CASE WHEN r.model_kind = 'tokens' THEN '' "
+    "ELSE coalesce(', ' || json_extract_string(r.spec, '$.image_px') || ' px', '') END "
     "ELSE 'data set ' || coalesce(regexp_extract(r.dataset, '([^/]+/[^/]+|[^/]+)/*$', 1), '?') || "
-    "coalesce(' (' || r.dataset_images || ' images)', '') END"
+    f"coalesce(' (' || r.dataset_images || ' ' || {_SAMPLES} || ')', '') END"
 )
 _DATA = (
     "CASE WHEN r.reference_phase IN ('R2', 'R3') OR (r.reference_phase IS NULL AND r.dataset IS NOT NULL) "

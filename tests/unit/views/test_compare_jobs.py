@@ -142,3 +142,13 @@ def test_a_cpu_machine_with_a_profile_of_the_model_is_said_when_a_gpu_job_is_com
     assert "cpu-box" not in set(frame["instance"])
     [line] = [line for line in frame.attrs["not_predictable"] if line.startswith("cpu-box")]
     assert "a CPU machine is measured, never predicted" in line and cpu["run_id"] in line
+
+
+def test_a_token_model_s_generated_data_is_documents_without_a_pixel_size(tmp_path: Path) -> None:
+    db = tmp_path / "results.duckdb"
+    doc = result_doc("gpt2_tiny", batch_size=8, instance="box", stalls=WITH_DATA,
+                     spec_extra={"synthetic_images": 64, "image_px": 256, "input_shape": [128]})  # fmt: skip
+    doc["model"]["kind"] = "tokens"
+    assert store.ingest_result(db, doc)
+    [data] = views.compare.compare_choices(db)["data"]
+    assert data.endswith("generated documents: 64"), data
