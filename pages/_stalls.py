@@ -14,6 +14,7 @@ import streamlit as st
 
 from pages._shared import MEASURES, download_buttons, seconds_text, share_text, show_table
 from stash_core.analysis.stalls import stall_fault
+from stash_core.units import finite_float
 from stash_core.views.common import STALL_COLORS, STALL_LABELS
 from stash_core.views.stall_frames import (
     REMAINDER,
@@ -114,6 +115,12 @@ TABLE_CAPTION = (
 NOTE_LINE_CHARS = 60  # about what one line of the Note column holds
 
 
+def epoch_text(row: dict, iterations_per_epoch) -> str:
+    """The stall per epoch with its interval: the per-iteration half-width x the iterations of an epoch."""
+    ci_s, per_epoch = finite_float(row.get("ci95_s")), finite_float(iterations_per_epoch)
+    return seconds_text(row.get("epoch_s"), ci_s * per_epoch if ci_s is not None and per_epoch else None)
+
+
 def stall_table(run: dict) -> None:
     """One run's stalls and remainder: figure with interval (or "not resolved"), share, per epoch, notes."""
     rows = [
@@ -121,7 +128,9 @@ def stall_table(run: dict) -> None:
             "Stall": row["label"],
             "Per iteration": stall_figure(row),
             "Share": "–" if _fault(row) else share_text(row.get("share")),
-            "Per epoch": seconds_text(row.get("epoch_s")) if row.get("seconds") and not _fault(row) else "–",
+            "Per epoch": epoch_text(row, run.get("iterations_per_epoch"))
+            if row.get("seconds") and not _fault(row)
+            else "–",
             "Status": status_text(row),
             "Note": stall_note(row),
         }

@@ -21,6 +21,7 @@ from pages._telemetry import telemetry
 from stash_core import views
 from stash_core.analysis.stalls import stall_fault
 from stash_core.errors import StashError
+from stash_core.units import finite_float
 from stash_core.views.breakdown import RunFilter
 from stash_core.views.common import STALL_LABELS, plain
 from stash_core.views.stall_frames import PART_LABELS
@@ -176,7 +177,21 @@ def run_detail(run: dict | None) -> None:
         delta_arrow="off",
         help="the realistic iteration time (the reference phase), with its 95% confidence interval",
     )
-    cols[1].metric("Epoch", seconds_text(run.get("epoch_s")), help="per iteration × iterations per epoch")
+    iteration_ci_s, per_epoch = (
+        finite_float(run.get("iteration_ci95_s")),
+        finite_float(run.get("iterations_per_epoch")),
+    )
+    epoch_ci_s = iteration_ci_s * per_epoch if iteration_ci_s is not None and per_epoch else None
+    cols[1].metric(
+        "Epoch",
+        seconds_text(run.get("epoch_s")),
+        f"± {seconds_text(epoch_ci_s)} (95%)"
+        if epoch_ci_s is not None and run.get("epoch_s") is not None
+        else None,
+        delta_color="off",
+        delta_arrow="off",
+        help="per iteration × iterations per epoch, its interval likewise",
+    )
     faulty = [
         STALL_LABELS.get(s.get("stall"), s.get("stall")) for s in run.get("stalls", []) if stall_fault(s)
     ]

@@ -70,3 +70,13 @@ def test_a_stall_stored_without_a_value_leaves_the_largest_stall_unknown(empty_d
     table = app.dataframe[-1].value
     compute = table[table["Stall"] == "Compute"].iloc[0]
     assert compute["Status"] == "not valid" and "has no value stored" in compute["Note"]
+
+
+def test_epoch_figures_carry_their_interval(empty_db: Path) -> None:
+    doc = result_doc(stalls={"compute": 0.10, "interconnect": 0.02})
+    store.ingest_result(empty_db, doc)
+    app = open_run(doc["run_id"])
+    [epoch] = [metric for metric in app.metric if metric.label == "Epoch"]
+    assert epoch.value != "–" and str(epoch.proto.delta).startswith("± ") and "(95%)" in epoch.proto.delta
+    tables = [frame.value for frame in app.dataframe if "Per epoch" in frame.value.columns]
+    assert tables and all(" ± " in text for text in tables[0]["Per epoch"] if text != "–")
