@@ -13,6 +13,7 @@ import pandas as pd
 import streamlit as st
 
 from pages._shared import MEASURES, download_buttons, seconds_text, share_text, show_table
+from stash_core.analysis.epochs import per_epoch
 from stash_core.analysis.stalls import stall_fault
 from stash_core.units import finite_float
 from stash_core.views.common import STALL_COLORS, STALL_LABELS
@@ -117,8 +118,8 @@ NOTE_LINE_CHARS = 60  # about what one line of the Note column holds
 
 def epoch_text(row: dict, iterations_per_epoch) -> str:
     """The stall per epoch with its interval: the per-iteration half-width x the iterations of an epoch."""
-    ci_s, per_epoch = finite_float(row.get("ci95_s")), finite_float(iterations_per_epoch)
-    return seconds_text(row.get("epoch_s"), ci_s * per_epoch if ci_s is not None and per_epoch else None)
+    ci_s = per_epoch(finite_float(row.get("ci95_s")), finite_float(iterations_per_epoch))
+    return seconds_text(row.get("epoch_s"), ci_s)
 
 
 def stall_table(run: dict) -> None:

@@ -19,6 +19,7 @@ from pages._shared import (
 from pages._stalls import CAPTION, breakdown_chart, stall_table
 from pages._telemetry import telemetry
 from stash_core import views
+from stash_core.analysis.epochs import per_epoch
 from stash_core.analysis.stalls import stall_fault
 from stash_core.errors import StashError
 from stash_core.units import finite_float
@@ -177,11 +178,9 @@ def run_detail(run: dict | None) -> None:
         delta_arrow="off",
         help="the realistic iteration time (the reference phase), with its 95% confidence interval",
     )
-    iteration_ci_s, per_epoch = (
-        finite_float(run.get("iteration_ci95_s")),
-        finite_float(run.get("iterations_per_epoch")),
+    epoch_ci_s = per_epoch(
+        finite_float(run.get("iteration_ci95_s")), finite_float(run.get("iterations_per_epoch"))
     )
-    epoch_ci_s = iteration_ci_s * per_epoch if iteration_ci_s is not None and per_epoch else None
     cols[1].metric(
         "Epoch",
         seconds_text(run.get("epoch_s")),

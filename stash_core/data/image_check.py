@@ -14,6 +14,7 @@ from typing import Any, BinaryIO
 from PIL import Image
 
 from stash_core.data.dataset_dir import total_size_bytes
+from stash_core.data.evicting_open import drop_pages
 from stash_core.errors import UsageError
 from stash_core.interrupts import check_stop_request
 
@@ -157,6 +158,6 @@ def _evict(path: Path) -> None:
     except OSError:
         return
     try:
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        drop_pages(fd)
     finally:
         os.close(fd)
