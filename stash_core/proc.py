@@ -34,6 +34,17 @@ def pid_alive(pid: int) -> bool:
         return False
 
 
+def end_with_parent() -> None:
+    """Linux: this process (a child) is killed when the thread that started it ends, its parent killed
+    included, before it could end the child (prctl PR_SET_PDEATHSIG); nothing elsewhere."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1: PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
 def descendants(pid: int) -> list[psutil.Process]:
     """Every process below pid (any depth); [] when pid is gone."""
     try:

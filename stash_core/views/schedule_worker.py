@@ -9,10 +9,12 @@ import sys
 from pathlib import Path
 
 from stash_core.errors import UsageError
+from stash_core.proc import end_with_parent
 from stash_core.views import schedule
 
 
 def main() -> int:
+    end_with_parent()  # a dashboard server that dies (or is killed) takes its simulation with it
     request = json.loads(sys.stdin.read())
     files = request.pop("files")
     uploads = None if files is None else [(name, Path(path).read_bytes()) for name, path in files]

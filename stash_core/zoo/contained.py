@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 
 from stash_core import containment
 from stash_core.errors import StashError, UsageError
+from stash_core.proc import end_with_parent
 from stash_core.zoo.user_limits import LIMIT_VAR, UserModelError, user_code_limit_s
 
 T = TypeVar("T")
@@ -76,7 +77,7 @@ def _child(
     me = os.getpid()
     try:
         os.setpgid(0, 0)
-        _end_with_parent()
+        end_with_parent()
         for fd in unused:
             os.close(fd)
         os.dup2(output_write, 1)
@@ -106,16 +107,6 @@ def _child(
         code = 70
     finally:
         posix._exit(code)  # not os._exit: the user's code, or a limit around it, may have replaced it
-
-
-def _end_with_parent() -> None:
-    """Linux: this child is killed if the command dies before it can kill it (prctl PR_SET_PDEATHSIG)."""
-    try:
-        import ctypes
-
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1: PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
 
 
 def _wait(answer_fd: int, output_fd: int, timeout_s: float, what: str) -> tuple[Any, bool]:

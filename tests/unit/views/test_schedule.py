@@ -51,3 +51,32 @@ def test_without_an_out_dir_the_result_file_goes_next_to_the_database(tmp_path, 
     db.parent.mkdir()
     schedule.simulate_within_limit(db, files=None, synthetic_jobs=5, tuning="online", policies=["fifo"])
     assert len(list((db.parent / "results").glob("sim-*.json"))) == 1 and not (tmp_path / "results").exists()
+
+
+PARENT_DIES = """
+import json, os, subprocess, sys, time
+worker = subprocess.Popen([sys.executable, "-m", "stash_core.views.schedule_worker"], stdin=subprocess.PIPE,
+                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+request = {"db": sys.argv[1], "files": None, "synthetic_jobs": 50, "cluster": [1000, 1000, 1],
+           "tuning": "online", "out_dir": sys.argv[2]}
+worker.stdin.write(json.dumps(request).encode())
+worker.stdin.close()
+print(worker.pid, flush=True)
+time.sleep(6)  # the worker has started its simulation (some 90 s on 2 cores)
+os._exit(0)  # as a killed dashboard server: no chance to stop it
+"""
+
+
+def test_the_simulation_s_process_ends_with_the_server_that_started_it(tmp_path):
+    import subprocess
+    import sys
+
+    argv = [sys.executable, "-c", PARENT_DIES, str(tmp_path / "r.duckdb"), str(tmp_path / "out")]
+    parent = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    worker_pid = int(parent.stdout.split()[0])
+    deadline = time.monotonic() + 10
+    while psutil.pid_exists(worker_pid) and psutil.Process(worker_pid).status() != psutil.STATUS_ZOMBIE:
+        if time.monotonic() > deadline:
+            psutil.Process(worker_pid).kill()
+            raise AssertionError("the simulation went on after its server died")
+        time.sleep(0.1)
