@@ -42,6 +42,26 @@ CONFIGS = [
     ("tinyllama_1b", 4, (1024,), "amp", ""),
 ]
 QUICK = {0, 2, 8, 12}  # indices run with --quick
+# Configurations no fit or choice has seen on any GPU Stash measured, written down with their predictions
+# (docs/measurements/h200-unseen-predicted-2026-11-30.csv) before they were first timed: a held-out check of
+# the step model on configurations, though not on a GPU it never saw.
+UNSEEN_CONFIGS = [
+    ("resnet18", 64, (3, 32, 32), "fp32", "nchw"),
+    ("resnet34", 64, (3, 32, 32), "fp32", "nchw"),
+    ("resnet101", 64, (3, 32, 32), "fp32", "nchw"),
+    ("resnet101", 128, (), "amp", "nchw"),
+    ("resnet152", 64, (), "amp", "nhwc"),
+    ("resnet34", 256, (), "tf32", "nchw"),
+    ("mobilenet_v2", 128, (), "amp", "nchw"),
+    ("vgg11", 64, (), "tf32", "nchw"),
+    ("alexnet", 256, (), "amp", "nchw"),
+    ("shufflenet_v2", 128, (), "amp", "nchw"),
+    ("squeezenet1_0", 128, (), "fp32", "nchw"),
+    ("bert_base", 8, (128,), "amp", ""),
+    ("bert_large", 16, (384,), "tf32", ""),
+    ("gpt2_medium", 4, (1024,), "amp", ""),
+    ("gpt2", 16, (512,), "tf32", ""),
+]
 
 
 def _set_precision(precision: str) -> None:
@@ -112,9 +132,18 @@ def main() -> int:
     parser.add_argument("--budget-s", type=float, default=2.0, help="timed seconds per configuration")
     parser.add_argument("--csv", help="also write the rows to this CSV file")
     parser.add_argument(
+        "--set", choices=["fitted", "unseen"], default="fitted",
+        help="fitted: the 15 configurations the step model was fitted on; unseen: 15 it never saw",
+    )  # fmt: skip
+    parser.add_argument(
+        "--predict-only", action="store_true", help="print the predictions for --cpu-as's GPU, time nothing"
+    )
+    parser.add_argument(
         "--cpu-as", help="run on the CPU as if it were this GPU (checks the bench, measures nothing)"
     )
     args = parser.parse_args()
+    if args.predict_only and not args.cpu_as:
+        parser.error("--predict-only needs --cpu-as GPU (the GPU whose predictions to print)")
     device = "cpu" if args.cpu_as else "cuda"
     if device == "cuda" and not torch.cuda.is_available():
         print("no CUDA GPU here: nothing to measure", file=sys.stderr)
@@ -130,35 +159,41 @@ def main() -> int:
               "predicted_step_s", "error_pct", "stated_error_pct"]  # fmt: skip
     rows = []
     print(" ".join(f"{h:>16}" for h in header))
-    for index, (model, batch, shape, precision, layout) in enumerate(CONFIGS):
+    configs = UNSEEN_CONFIGS if args.set == "unseen" else CONFIGS
+    for index, (model, batch, shape, precision, layout) in enumerate(configs):
         if args.quick and index not in QUICK:
             continue
-        try:
-            times = measure(model, batch, shape, precision, layout, args.budget_s, device)
-            if device == "cuda":
-                torch.cuda.empty_cache()
-        except torch.OutOfMemoryError:  # a configuration bigger than this GPU: the others still run
-            print(f"{model} batch {batch}: out of GPU memory, skipped")
-            torch.cuda.empty_cache()
-            continue
-        measured = statistics.median(times)
-        deciles = statistics.quantiles(times, n=10)
-        spread = (deciles[-1] - deciles[0]) / measured  # p10 to p90
         point = Point(model, batch, accelerator.name, precision, 1.0, "device", input_shape=tuple(shape),
                       memory_format=layout)  # fmt: skip
         predicted = predicted_s(point, params)
-        error = measured / predicted - 1.0  # throughput error: predicted samples/s over measured, less one
         stated = stated_error("roofline", batch, accelerator.name).error
-        row = [model, batch, "x".join(map(str, shape)) or "default", precision, layout or "-",
-               f"{measured:.5f}", f"{100 * spread:.1f}", len(times), f"{predicted:.5f}",
-               f"{100 * error:+.1f}", f"{100 * stated:.1f}" if stated is not None else "-"]  # fmt: skip
+        row = [model, batch, "x".join(map(str, shape)) or "default", precision, layout or "-", "-", "-", 0,
+               f"{predicted:.5f}", "-", f"{100 * stated:.1f}" if stated is not None else "-"]  # fmt: skip
+        if not args.predict_only:
+            try:
+                times = measure(model, batch, shape, precision, layout, args.budget_s, device)
+                if device == "cuda":
+                    torch.cuda.empty_cache()
+            except torch.OutOfMemoryError:  # a configuration bigger than this GPU: the others still run
+                print(f"{model} batch {batch}: out of GPU memory, skipped")
+                torch.cuda.empty_cache()
+                continue
+            measured = statistics.median(times)
+            deciles = statistics.quantiles(times, n=10)
+            spread = (deciles[-1] - deciles[0]) / measured  # p10 to p90
+            error = measured / predicted - 1.0  # throughput error: predicted samples/s over measured, less one
+            row[5:8] = [f"{measured:.5f}", f"{100 * spread:.1f}", len(times)]
+            row[9] = f"{100 * error:+.1f}"
         rows.append(row)
         print(" ".join(f"{str(cell):>16}" for cell in row), flush=True)
-    errors = [abs(float(row[9])) for row in rows]
+    errors = [abs(float(row[9])) for row in rows if row[9] != "-"]
     if errors:
         print(
             f"mean absolute throughput error {statistics.mean(errors):.1f}% over {len(errors)} configurations"
         )
+        stated_pct = [float(row[10]) for row in rows if row[9] != "-" and row[10] != "-"]
+        covered = sum(abs(float(row[9])) <= float(row[10]) for row in rows if row[9] != "-" and row[10] != "-")
+        print(f"{covered} of {len(stated_pct)} within the stated error")
     if args.csv:
         with open(args.csv, "w", newline="", encoding="utf-8") as handle:
             writer = csv.writer(handle)
