@@ -181,7 +181,7 @@ def main() -> int:
             measured = statistics.median(times)
             deciles = statistics.quantiles(times, n=10)
             spread = (deciles[-1] - deciles[0]) / measured  # p10 to p90
-            error = measured / predicted - 1.0  # throughput error: predicted samples/s over measured, less one
+            error = measured / predicted - 1.0  # throughput error: predicted samples/s over measured less one
             row[5:8] = [f"{measured:.5f}", f"{100 * spread:.1f}", len(times)]
             row[9] = f"{100 * error:+.1f}"
         rows.append(row)
@@ -191,9 +191,9 @@ def main() -> int:
         print(
             f"mean absolute throughput error {statistics.mean(errors):.1f}% over {len(errors)} configurations"
         )
-        stated_pct = [float(row[10]) for row in rows if row[9] != "-" and row[10] != "-"]
-        covered = sum(abs(float(row[9])) <= float(row[10]) for row in rows if row[9] != "-" and row[10] != "-")
-        print(f"{covered} of {len(stated_pct)} within the stated error")
+        judged = [row for row in rows if row[9] != "-" and row[10] != "-"]
+        covered = sum(abs(float(row[9])) <= float(row[10]) for row in judged)
+        print(f"{covered} of {len(judged)} within the stated error")
     if args.csv:
         with open(args.csv, "w", newline="", encoding="utf-8") as handle:
             writer = csv.writer(handle)
