@@ -25,6 +25,11 @@ from stash_core.decide.predict.comm_fit import comm_stated_error
 from stash_core.decide.predict.features import default_optimizer
 from stash_core.decide.predict.memory import memory_check
 from stash_core.decide.predict.network import CommTime, comm_note, comm_time
+from stash_core.decide.predict.profile_arithmetic import (
+    convolution_share,
+    profile_accelerator,
+    profile_precisions,
+)
 from stash_core.decide.predict.roofline import ComputeTime, StepParams, compute_time
 from stash_core.decide.predict.stated_error import fitted_params, is_stale, load_summary, stated_error
 from stash_core.decide.predict.step_cost import StepCost, default_input_shape, step_cost
@@ -117,10 +122,6 @@ class Predictor:
             )  # fmt: skip
         return found
 
-    def _accelerator(self, instance: Any) -> Accelerator | None:
-        row = self.catalog.get(str(instance)) if instance else None
-        return find_accelerator(row.get("accelerator")) if row else None
-
     def predict(self, name: str, workers: int, count: int) -> ConfigPrediction | str:
         """The prediction for `count` x `name` with `workers` GPUs each, or why there is none."""
         instance = self.catalog[name]
@@ -183,7 +184,7 @@ class Predictor:
             row = same[0]
             return "measured", f"compute of profile {row['run_id']}", float(row["compute_s"])
         for row in self._same_model():
-            base = self._accelerator(row["instance"])
+            base = profile_accelerator(row, self.catalog)
             if base is None:
                 continue
             # the profile ran the zoo's habits: the ratio also carries the job's own (memory format, optimizer)
@@ -200,7 +201,7 @@ class Predictor:
         return default_input_shape(self.model) if self._input_given else self.cost.input_shape
 
     def _same_model(self) -> list[dict[str, Any]]:
-        """Profiles of this model at this batch size and input shape."""
+        """Profiles of this model at this batch size, input shape and precision (profile_arithmetic.py)."""
         if not self.profiles:
             return []
         return [
@@ -209,7 +210,12 @@ class Predictor:
             if row.get("model") == self.model
             and int(row.get("batch_size") or 0) == self.batch_size
             and (profile_shape(row) or self.default_shape) == self.cost.input_shape
+            and self.precision in profile_precisions(profile_accelerator(row, self.catalog), self.conv_share)
         ]
+
+    @functools.cached_property
+    def conv_share(self) -> float:
+        return convolution_share(self.cost)
 
 
 def profile_shape(row: dict[str, Any]) -> tuple[int, ...]:

@@ -181,9 +181,9 @@ def predictor_for(
 ) -> Predictor:
     """The Predictor of one job (its step counted once) over `catalog` and the stored GPU profiles."""
     check_precision(precision)
-    # Stash profiles train in FP32: their compute times measure (or anchor a scaling of) an FP32 job only.
+    # Each profile stands for the precision it ran in (profile_arithmetic.py; the Predictor sorts them).
     # No database file: no profiles (reading one would build an empty database in memory first).
-    stored = precision == "fp32" and Path(db_path).exists()
+    stored = Path(db_path).exists()
     profiles = gpu_compute_profiles(db_path).to_dict(orient="records") if stored else []
     rows = whole_catalog(db_path, catalog, everything)
     return Predictor(model, batch_size, rows, profiles, precision, input_shape=input_shape, job=job)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,12 @@ from stash_core.catalog import list_instances, stored_label_checks
 from stash_core.cells import plain_row
 from stash_core.decide.predict.configuration import profile_shape
 from stash_core.decide.predict.instances import check_precision, refusal_json
+from stash_core.decide.predict.profile_arithmetic import (
+    convolution_share,
+    profile_accelerator,
+    profile_precisions,
+    ran_as,
+)
 from stash_core.decide.recommend.candidates import OptionPlanner
 from stash_core.decide.recommend.costs import STALL_NAMES, RentalJob
 from stash_core.decide.recommend.explain import explanations, infeasible_reason
@@ -145,7 +152,10 @@ def recommend(
     }
     catalog = _catalog(db_path, instances)
     measured, label_warnings, set_aside = _labelled_profiles(db_path, model, batch_size)
-    measured, other_jobs = _same_job(measured, shape, default_shape, precision, habits.is_default(optimizer_name(kind)))
+    ran = _profile_precisions(db_path, model, batch_size, shape)
+    measured, other_jobs = _same_job(
+        measured, shape, default_shape, precision, habits.is_default(optimizer_name(kind)), ran
+    )
     set_aside += other_jobs
     measured = measured.drop_duplicates(["instance", "workers_per_node", "nodes"], keep="first")
     given = shape if input_shape else None  # the model's default needs no flag in the hints
@@ -215,6 +225,28 @@ def _labelled_profiles(
     return measured[~measured["run_id"].isin(unusable)].reset_index(drop=True), warnings, set_aside
 
 
+def _profile_precisions(
+    db_path: Path | str, model: str, batch_size: int, shape: tuple[int, ...] | None
+) -> Callable[[dict[str, Any]], tuple[str, ...]]:
+    """The precisions a stored profile row of this job stands for (profile_arithmetic.py); the step is
+    counted only when a profile on a GPU with TF32 asks for its convolutions' share."""
+    everything = {row["name"]: plain_row(row) for row in list_instances(db_path).to_dict(orient="records")}
+    share: list[float | None] = []
+
+    def precisions(row: dict[str, Any]) -> tuple[str, ...]:
+        accelerator = profile_accelerator(row, everything)
+        if accelerator is not None and accelerator.tf32_tflops and not share:
+            from stash_core.decide.predict.step_cost import step_cost
+
+            try:
+                share.append(convolution_share(step_cost(model, batch_size, shape)))
+            except UsageError:  # a model known only by its profiles: its arithmetic unknown
+                share.append(None)
+        return profile_precisions(accelerator, share[0] if share else None)
+
+    return precisions
+
+
 def _job_shapes(
     model: str, input_shape: tuple[int, ...] | None
 ) -> tuple[tuple[int, ...] | None, tuple[int, ...] | None]:
@@ -251,9 +283,11 @@ def _same_job(
     default_shape: tuple[int, ...] | None,
     precision: str,
     default_habits: bool = True,
+    ran: Callable[[dict[str, Any]], tuple[str, ...]] | None = None,
 ) -> tuple[pd.DataFrame, list[str]]:
-    """The profiles that measured this job (its input shape; profiles run in FP32 with the zoo's habits), and
-    a line for each set aside because it measured another one."""
+    """The profiles that measured this job (its input shape; its precision, `ran` giving those a profile row
+    stands for, fp32 alone where not given; profiles run with the zoo's habits), and a line for each set aside
+    because it measured another one."""
     if measured.empty:
         return measured, []
     if not default_habits:
@@ -262,12 +296,19 @@ def _same_job(
             for run_id, instance in zip(measured["run_id"], measured["instance"], strict=True)
         ]
         return measured.iloc[0:0], lines
-    if precision != "fp32":
+    ran_in = [ran(row) if ran else ("fp32",) for row in measured.to_dict(orient="records")]
+    same_arithmetic = pd.Series([precision in found for found in ran_in], index=measured.index)
+    if not same_arithmetic.all():
         lines = [
-            f"profile {run_id} on {instance}: set aside, it ran in fp32 and the job trains in {precision}"
-            for run_id, instance in zip(measured["run_id"], measured["instance"], strict=True)
+            f"profile {run_id} on {instance}: set aside, it ran in {ran_as(found)} and the job trains in "
+            f"{precision}"
+            for run_id, instance, found in zip(measured["run_id"], measured["instance"], ran_in, strict=True)
+            if precision not in found
         ]
-        return measured.iloc[0:0], lines
+        kept, more = _same_job(
+            measured[same_arithmetic].reset_index(drop=True), shape, default_shape, precision
+        )
+        return kept, lines + more
     if shape is None or "input_shape" not in measured:
         return measured, []
     # A profile that names no input shape ran with the model's default one.

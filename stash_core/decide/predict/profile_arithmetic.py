@@ -1,0 +1,62 @@
+"""Which precision a stored profile measured, so that its time stands only for jobs that train so.
+
+Stash's measuring worker leaves PyTorch's defaults: cuDNN convolutions in TF32 where the GPU has TF32 tensor
+cores (Ampere and newer), matrix products in FP32. So a profile of a convolutional model on such a GPU
+measured what `--precision tf32` names (the published figures of such loops are labelled tf32 the same way;
+a CNN's few fully connected layers, in FP32 there, are about 1% of its matrix work), and one of a model of
+matrix products (a transformer) what `fp32` names. On a GPU without TF32 units (a V100, a T4) both run
+alike, so the profile stands for either; a CPU profile, or one on a GPU Stash has no row for, for fp32.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from stash_core.catalog.accelerators import Accelerator, find_accelerator
+from stash_core.decide.predict.step_types import StepCost
+
+# a step whose convolutions do at least this share of its matrix work ran, as profiled, at the TF32 rate
+CONVOLUTION_MAJORITY = 0.5
+
+
+def convolution_share(cost: StepCost) -> float:
+    """The convolutions' share of the step's matrix-operator FLOPs (0 for a step without matrix work)."""
+    matrix = [op for op in cost.ops if op.op_class in ("matmul", "attention")]
+    total = sum(op.flops for op in matrix)
+    return sum(op.flops for op in matrix if "convolution" in op.name) / total if total > 0 else 0.0
+
+
+def profile_accelerator(row: dict[str, Any], catalog: dict[str, dict[str, Any]]) -> Accelerator | None:
+    """A GPU profile's accelerator: its instance label's in the catalog, else the GPU its machine reported
+    (NVML's name in the run's fingerprint), else None."""
+    if not str(row.get("device") or "cuda").startswith("cuda"):
+        return None
+    label = catalog.get(str(row.get("instance"))) if row.get("instance") else None
+    found = find_accelerator(label.get("accelerator")) if label else None
+    gpu_name = row.get("gpu_name")
+    if found is None and isinstance(gpu_name, str) and gpu_name:
+        found = find_accelerator(gpu_name)
+    return found
+
+
+def profile_precisions(accelerator: Accelerator | None, conv_share: float | None) -> tuple[str, ...]:
+    """The precisions whose jobs a profile on `accelerator` (None: a CPU or an unknown GPU) measured, for a
+    step whose convolutions do `conv_share` of the matrix work (None: not counted, so unknown)."""
+    if accelerator is None:
+        return ("fp32",)
+    if not accelerator.tf32_tflops:
+        return ("fp32", "tf32")
+    if conv_share is None:
+        return ()
+    return ("tf32",) if conv_share >= CONVOLUTION_MAJORITY else ("fp32",)
+
+
+def ran_as(precisions: tuple[str, ...]) -> str:
+    """How a set-aside line says what a profile measured."""
+    if precisions == ("tf32",):
+        return "tf32 (PyTorch's default on this GPU: TF32 convolutions)"
+    if precisions == ("fp32",):
+        return "fp32"
+    if not precisions:
+        return "an arithmetic Stash cannot tell (the model's step could not be counted)"
+    return " or ".join(precisions)

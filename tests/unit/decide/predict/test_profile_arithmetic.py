@@ -1,0 +1,86 @@
+"""A stored GPU profile stands for the precision it ran in (PyTorch's defaults: TF32 convolutions where the
+GPU has TF32, FP32 matrix products), and a profile on a machine whose label is not a catalog instance still
+anchors the scaled path through the GPU its machine reported."""
+
+from __future__ import annotations
+
+import pytest
+from result_docs import result_doc
+
+from stash_core.catalog.accelerators import find_accelerator
+from stash_core.decide.predict import predict_instances
+from stash_core.decide.predict.profile_arithmetic import convolution_share, profile_precisions, ran_as
+from stash_core.decide.predict.step_cost import step_cost
+from stash_core.decide.recommend import recommend
+from stash_core.store import ingest_result
+
+A100 = find_accelerator("NVIDIA A100-SXM4-40GB")
+V100 = find_accelerator("Tesla V100-SXM2-16GB")
+
+
+def _gpu_profile(db, model: str, instance: str, gpu_name: str, compute_s: float, batch: int = 8) -> str:
+    shape = {"input_shape": [3, 64, 64] if model.startswith("resnet") else None}
+    doc = result_doc(model, instance=instance, workers=1, device="cuda", batch_size=batch, spec_extra=shape,
+                     stalls={"compute": compute_s, "cpu": 0.001, "disk": 0.001})  # fmt: skip
+    doc["fingerprint"].update(gpu_count=1, gpus=[{"index": 0, "name": gpu_name}], gpu_status="1 GPU(s)")
+    ingest_result(db, doc)
+    return doc["run_id"]
+
+
+def test_the_precisions_a_profile_stands_for():
+    assert A100 is not None and V100 is not None
+    assert profile_precisions(A100, 0.99) == ("tf32",)  # convolutions in TF32 by PyTorch's default
+    assert profile_precisions(A100, 0.0) == ("fp32",)  # matrix products stay FP32 by default
+    assert profile_precisions(V100, 0.99) == ("fp32", "tf32")  # no TF32 units: both run alike
+    assert profile_precisions(None, 0.99) == ("fp32",)  # a CPU
+    assert profile_precisions(A100, None) == ()  # the step could not be counted
+    assert ran_as(("tf32",)).startswith("tf32 (PyTorch's default")
+
+
+def test_a_convolutional_steps_matrix_work_is_its_convolutions_and_a_transformers_is_not():
+    assert convolution_share(step_cost("resnet18", 8, (3, 64, 64))) > 0.95
+    assert convolution_share(step_cost("bert_tiny", 4)) == 0.0
+
+
+def test_a_cnn_profile_on_an_a100_measures_the_tf32_job_not_the_fp32_one(tmp_path):
+    db = tmp_path / "r.duckdb"
+    run_id = _gpu_profile(db, "resnet18", "a2-highgpu-1g", "NVIDIA A100-SXM4-40GB", 0.05, batch=8)
+    asked = dict(instances=["a2-highgpu-1g"], workers_per_instance=1, input_shape=(3, 64, 64))
+    tf32 = predict_instances(db, "resnet18", 8, precision="tf32", **asked).frame.iloc[0]
+    assert tf32["path"] == "measured" and run_id in tf32["basis"]
+    assert tf32["compute_s"] == pytest.approx(0.05)
+    fp32 = predict_instances(db, "resnet18", 8, precision="fp32", **asked).frame.iloc[0]
+    assert fp32["path"] == "roofline"  # TF32 convolutions are no measurement of an FP32 job
+
+
+def test_a_transformer_profile_on_an_a100_measures_the_fp32_job(tmp_path):
+    db = tmp_path / "r.duckdb"
+    _gpu_profile(db, "bert_tiny", "a2-highgpu-1g", "NVIDIA A100-SXM4-40GB", 0.02, batch=4)
+    asked = dict(instances=["a2-highgpu-1g"], workers_per_instance=1)
+    frames = {precision: predict_instances(db, "bert_tiny", 4, precision=precision, **asked).frame
+              for precision in ("fp32", "tf32")}  # fmt: skip
+    paths = {precision: frame.iloc[0]["path"] for precision, frame in frames.items()}
+    assert paths == {"fp32": "measured", "tf32": "roofline"}
+
+
+def test_a_profile_on_an_uncatalogued_machine_is_scaled_from_the_gpu_it_reported(tmp_path):
+    db = tmp_path / "r.duckdb"
+    run_id = _gpu_profile(db, "resnet18", "lab-box-7", "NVIDIA H200", 0.05, batch=8)
+    asked = dict(gpus=["H100"], workers_per_instance=1, max_instances=1, input_shape=(3, 64, 64))
+    frame = predict_instances(db, "resnet18", 8, precision="tf32", **asked).frame
+    assert len(frame) and (frame["path"] == "scaled").all()
+    assert frame["basis"].str.contains(f"{run_id} on lab-box-7").all()
+
+
+def test_recommend_sets_an_a100_cnn_profile_aside_for_an_fp32_job_with_what_it_ran(tmp_path):
+    db = tmp_path / "r.duckdb"
+    run_id = _gpu_profile(db, "resnet18", "a2-highgpu-1g", "NVIDIA A100-SXM4-40GB", 0.05, batch=8)
+    asked = dict(epochs=1, dataset_images=10_000, budget_hours=1000, instances=["a2-highgpu-1g"],
+                 input_shape=(3, 64, 64))  # fmt: skip
+    fp32 = recommend(db, "resnet18", 8, **asked)
+    line = f"profile {run_id} on a2-highgpu-1g: set aside, it ran in tf32 (PyTorch's default on this GPU"
+    assert any(excluded.startswith(line) for excluded in fp32.excluded)
+    assert any(excluded.endswith("and the job trains in fp32") for excluded in fp32.excluded)
+    tf32 = recommend(db, "resnet18", 8, precision="tf32", **asked)
+    assert not any(run_id in excluded for excluded in tf32.excluded)
+    assert (tf32.options["source"] == "measured").any()
