@@ -107,5 +107,5 @@ def predict(
         )  # fmt: skip
     return Predictions(
         request=answer.request, frame=answer.frame, not_predictable=answer.not_predictable,
-        expected_errors=answer.expected_errors, answer=answer,
+        expected_errors=answer.expected_errors, answer=answer, profiles_set_aside=answer.profiles_set_aside,
     )  # fmt: skip

@@ -94,13 +94,15 @@ class Result:
 class Predictions:
     """Predicted training-step times without a profile: the job asked (`request`), one row per predicted
     configuration (`frame`: instance, workers, step time, compute/interconnect/network, expected error,
-    memory), and one 'NAME: reason' line per instance that could not be predicted."""
+    memory), one 'NAME: reason' line per instance that could not be predicted, and one line per stored
+    profile of the job that measured another precision (`profiles_set_aside`)."""
 
     request: dict[str, Any]
     frame: pd.DataFrame = field(repr=False)
     not_predictable: list[str] = field(default_factory=list)
     expected_errors: dict[str, Any] = field(default_factory=dict)
     answer: Any = field(default=None, repr=False, compare=False)  # decide.predict's Prediction
+    profiles_set_aside: list[str] = field(default_factory=list)
 
     __eq__ = _equal_fields
 
@@ -109,7 +111,8 @@ class Predictions:
         return self.frame.copy()
 
     def to_dict(self) -> dict[str, Any]:
-        """{"job", "predictions", "not_predicted"}: what `stash predict --format json` prints."""
+        """{"job", "predictions", "not_predicted", "profiles_set_aside"}: what `stash predict --format json`
+        prints."""
         return self.answer.to_json()
 
 

@@ -180,6 +180,12 @@ def format_prediction(result: Any, rows: int | None = DEFAULT_ROWS) -> str:
         if len(listed) < len(result.not_predictable):
             more = len(result.not_predictable) - len(listed)
             lines.append(f"  ... {more:,} more (--rows all, or --format json)")
+    set_aside = getattr(result, "profiles_set_aside", [])
+    if set_aside:
+        from stash_core.terminal import printable
+
+        lines += ["", f"stored profiles of this job set aside ({len(set_aside)}):"]
+        lines += [f"  {printable(line)}" for line in set_aside]
     lines += [
         "",
         "workers: GPUs used of each instance's GPUs, one worker each (--workers-per-instance for fewer); "

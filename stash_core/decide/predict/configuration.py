@@ -29,6 +29,7 @@ from stash_core.decide.predict.profile_arithmetic import (
     convolution_share,
     profile_accelerator,
     profile_precisions,
+    ran_as,
 )
 from stash_core.decide.predict.roofline import ComputeTime, StepParams, compute_time
 from stash_core.decide.predict.stated_error import fitted_params, is_stale, load_summary, stated_error
@@ -202,6 +203,19 @@ class Predictor:
 
     def _same_model(self) -> list[dict[str, Any]]:
         """Profiles of this model at this batch size, input shape and precision (profile_arithmetic.py)."""
+        return [row for row in self._same_work() if self.precision in self._ran_in(row)]
+
+    def set_aside(self) -> list[str]:
+        """A line for each stored profile of this model, batch and input shape that measured another
+        precision, and so anchors no prediction here."""
+        return [
+            f"profile {row['run_id']} on {row['instance']}: set aside, it ran in {ran_as(self._ran_in(row))} "
+            f"and the job trains in {self.precision}"
+            for row in self._same_work()
+            if self.precision not in self._ran_in(row)
+        ]
+
+    def _same_work(self) -> list[dict[str, Any]]:
         if not self.profiles:
             return []
         return [
@@ -210,8 +224,10 @@ class Predictor:
             if row.get("model") == self.model
             and int(row.get("batch_size") or 0) == self.batch_size
             and (profile_shape(row) or self.default_shape) == self.cost.input_shape
-            and self.precision in profile_precisions(profile_accelerator(row, self.catalog), self.conv_share)
         ]
+
+    def _ran_in(self, row: dict[str, Any]) -> tuple[str, ...]:
+        return profile_precisions(profile_accelerator(row, self.catalog), self.conv_share)
 
     @functools.cached_property
     def conv_share(self) -> float:

@@ -60,14 +60,17 @@ class Prediction:
     frame: pd.DataFrame
     not_predictable: list[str] = field(default_factory=list)
     expected_errors: dict = field(default_factory=dict)
+    # the job's stored profiles that measured another precision, each with why
+    profiles_set_aside: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
-        """{"job": ..., "predictions": [...], "not_predicted": [{"instance", "reason"}]}: plain JSON values,
-        None for a figure that is not known (never NaN)."""
+        """{"job": ..., "predictions": [...], "not_predicted": [{"instance", "reason"}], "profiles_set_aside":
+        [line]}: plain JSON values, None for a figure that is not known (never NaN)."""
         return {
             "job": dict(self.request),
             "predictions": [_json_prediction(plain_row(row)) for row in self.frame.to_dict(orient="records")],
             "not_predicted": [refusal_json(line) for line in self.not_predictable],
+            "profiles_set_aside": list(self.profiles_set_aside),
         }
 
 
@@ -219,7 +222,7 @@ def predict_instances(
         **({"gpus": sorted({variant for name in gpus for variant in gpu_variants(name)})} if gpus else {}),
         "habits": predictor.job.describe(predictor.cost.kind, predictor.default_optimizer),
     }  # fmt: skip
-    return Prediction(request, frame, refused, expected_errors())
+    return Prediction(request, frame, refused, expected_errors(), predictor.set_aside())
 
 
 def predict_script_run(

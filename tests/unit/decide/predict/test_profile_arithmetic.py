@@ -84,3 +84,21 @@ def test_recommend_sets_an_a100_cnn_profile_aside_for_an_fp32_job_with_what_it_r
     tf32 = recommend(db, "resnet18", 8, precision="tf32", **asked)
     assert not any(run_id in excluded for excluded in tf32.excluded)
     assert (tf32.options["source"] == "measured").any()
+
+
+def test_predict_says_which_stored_profile_of_the_job_it_set_aside_and_why(tmp_path, capsys):
+    from stash_core.cli.main import main
+
+    db = tmp_path / "r.duckdb"
+    run_id = _gpu_profile(db, "resnet18", "a2-highgpu-1g", "NVIDIA A100-SXM4-40GB", 0.05)
+    asked = dict(instances=["a2-highgpu-1g"], workers_per_instance=1, input_shape=(3, 64, 64))
+    fp32 = predict_instances(db, "resnet18", 8, precision="fp32", **asked)
+    line = f"profile {run_id} on a2-highgpu-1g: set aside, it ran in tf32 (PyTorch's default on this GPU"
+    assert len(fp32.profiles_set_aside) == 1 and fp32.profiles_set_aside[0].startswith(line)
+    assert fp32.to_json()["profiles_set_aside"] == fp32.profiles_set_aside
+    assert predict_instances(db, "resnet18", 8, precision="tf32", **asked).profiles_set_aside == []
+    argv = ["predict", "--model", "resnet18", "--batch-size", "8", "--input-shape", "3,64,64",
+            "--instances", "a2-highgpu-1g", "--db", str(db)]  # fmt: skip
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "stored profiles of this job set aside (1):" in out and line in out
