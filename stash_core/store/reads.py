@@ -55,7 +55,7 @@ SELECT b.run_id, b.model, b.model_kind, b.batch_size, b.instance, b.workers_per_
        b.interconnect_s, b.network_s, CAST(json_extract(r.spec, '$.input_shape') AS VARCHAR) AS input_shape,
        json_extract_string(r.fingerprint, '$.gpus[0].name') AS gpu_name, b.device
 FROM stall_breakdown AS b JOIN runs AS r ON r.run_id = b.run_id
-WHERE b.status = 'completed' AND b.compute_s > 0 AND b.device LIKE 'cuda%' AND b.instance IS NOT NULL
+WHERE b.status = 'completed' AND b.compute_s > 0 AND b.device LIKE 'cuda%'
 ORDER BY b.started_at DESC, b.run_id DESC
 """
 
@@ -99,9 +99,9 @@ def measured_profiles(db_path: Path | str, model: str, batch_size: int) -> pd.Da
 
 
 def gpu_compute_profiles(db_path: Path | str) -> pd.DataFrame:
-    """Completed GPU profiles with a compute time and an instance label, any model, newest first: the
-    measured steps that calibrate and anchor the predictions for instances never profiled (input_shape is
-    the spec's, as JSON text, or None)."""
+    """Completed GPU profiles with a compute time, any model, newest first: the measured steps that anchor the
+    predictions for instances never profiled (input_shape is the spec's, as JSON text, or None; gpu_name the
+    first GPU its machine reported, for a profile without a catalog instance label)."""
     return query_readonly(db_path, _GPU_COMPUTE_SQL)
 
 

@@ -27,6 +27,7 @@ from stash_core.decide.predict.memory import memory_check
 from stash_core.decide.predict.network import CommTime, comm_note, comm_time
 from stash_core.decide.predict.profile_arithmetic import (
     convolution_share,
+    machine_name,
     profile_accelerator,
     profile_precisions,
     ran_as,
@@ -90,6 +91,7 @@ class Predictor:
         self._input_given = bool(input_shape)
         self.model, self.batch_size, self.catalog, self.precision = model, batch_size, catalog, precision
         self.profiles = profiles or []
+        self.mislabelled: list[str] = []  # a line per profile of the job whose machine contradicts its label
         self.params = params or fitted_params()
         # the scaled path predicts a ratio of two steps: the parameters fitted to ratios too (calibration.py)
         self.ratio_params = params or fitted_params(ratios=True)
@@ -184,14 +186,17 @@ class Predictor:
         if same and self.job.is_default(self.default_optimizer):
             row = same[0]
             return "measured", f"compute of profile {row['run_id']}", float(row["compute_s"])
-        for row in self._same_model():
-            base = profile_accelerator(row, self.catalog)
+        # a profile on this very GPU first (the ratio is then one: no model error), else the newest on any
+        anchored = [(row, profile_accelerator(row, self.catalog)) for row in self._same_model()]
+        anchored.sort(key=lambda pair: pair[1] is None or pair[1].name != accelerator.name)  # stable sort
+        for row, base in anchored:
             if base is None:
                 continue
             # the profile ran the zoo's habits: the ratio also carries the job's own (memory format, optimizer)
             ratio = self.compute(accelerator, ratios=True).step_s / self.compute(base, True, True).step_s
             scaled = float(row["compute_s"]) * ratio
-            basis = f"compute of profile {row['run_id']} on {row['instance']} x step-model ratio"
+            machine = machine_name(row["instance"])
+            basis = f"compute of profile {row['run_id']} on {machine} x step-model ratio"
             return "scaled", basis, scaled
         return "roofline", f"step model ({self.calibration_note})", model_s
 
@@ -209,8 +214,8 @@ class Predictor:
         """A line for each stored profile of this model, batch and input shape that measured another
         precision, and so anchors no prediction here."""
         return [
-            f"profile {row['run_id']} on {row['instance']}: set aside, it ran in {ran_as(self._ran_in(row))} "
-            f"and the job trains in {self.precision}"
+            f"profile {row['run_id']} on {machine_name(row['instance'])}: set aside, it ran in "
+            f"{ran_as(self._ran_in(row))} and the job trains in {self.precision}"
             for row in self._same_work()
             if self.precision not in self._ran_in(row)
         ]

@@ -21,6 +21,7 @@ from stash_core.catalog.accelerators import (
 )
 from stash_core.cells import plain_row
 from stash_core.decide.predict.configuration import ConfigPrediction, Predictor, profile_shape
+from stash_core.decide.predict.profile_checks import labels_that_hold
 from stash_core.decide.predict.script import ScriptPredictor, script_run
 from stash_core.decide.predict.validation import expected_errors
 from stash_core.errors import UsageError
@@ -189,7 +190,10 @@ def predictor_for(
     stored = Path(db_path).exists()
     profiles = gpu_compute_profiles(db_path).to_dict(orient="records") if stored else []
     rows = whole_catalog(db_path, catalog, everything)
-    return Predictor(model, batch_size, rows, profiles, precision, input_shape=input_shape, job=job)
+    profiles, mislabelled = labels_that_hold(db_path, model, batch_size, profiles, rows)
+    predictor = Predictor(model, batch_size, rows, profiles, precision, input_shape=input_shape, job=job)
+    predictor.mislabelled = mislabelled
+    return predictor
 
 
 def predict_instances(
@@ -222,7 +226,8 @@ def predict_instances(
         **({"gpus": sorted({variant for name in gpus for variant in gpu_variants(name)})} if gpus else {}),
         "habits": predictor.job.describe(predictor.cost.kind, predictor.default_optimizer),
     }  # fmt: skip
-    return Prediction(request, frame, refused, expected_errors(), predictor.set_aside())
+    set_aside = predictor.mislabelled + predictor.set_aside()
+    return Prediction(request, frame, refused, expected_errors(), set_aside)
 
 
 def predict_script_run(

@@ -51,6 +51,13 @@ def profile_precisions(accelerator: Accelerator | None, conv_share: float | None
     return ("tf32",) if conv_share >= CONVOLUTION_MAJORITY else ("fp32",)
 
 
+def machine_name(instance: Any) -> str:
+    """A profile's instance label as a line names it; a profile run without --instance has none."""
+    if instance is None or instance != instance or not str(instance).strip():  # None, NaN or empty
+        return "an unlabelled machine"
+    return str(instance)
+
+
 def ran_as(precisions: tuple[str, ...]) -> str:
     """How a set-aside line says what a profile measured."""
     if precisions == ("tf32",):

@@ -15,10 +15,12 @@ from stash_core.decide.predict.configuration import profile_shape
 from stash_core.decide.predict.instances import check_precision, refusal_json
 from stash_core.decide.predict.profile_arithmetic import (
     convolution_share,
+    machine_name,
     profile_accelerator,
     profile_precisions,
     ran_as,
 )
+from stash_core.decide.predict.profile_checks import mislabelled_line
 from stash_core.decide.recommend.candidates import OptionPlanner
 from stash_core.decide.recommend.costs import STALL_NAMES, RentalJob
 from stash_core.decide.recommend.explain import explanations, infeasible_reason
@@ -152,6 +154,8 @@ def recommend(
     }
     catalog = _catalog(db_path, instances)
     measured, label_warnings, set_aside = _labelled_profiles(db_path, model, batch_size)
+    measured, on_cpus = _on_the_instances_gpus(db_path, measured)
+    set_aside += on_cpus
     ran = _profile_precisions(db_path, model, batch_size, shape)
     measured, other_jobs = _same_job(
         measured, shape, default_shape, precision, habits.is_default(optimizer_name(kind)), ran
@@ -216,13 +220,28 @@ def _labelled_profiles(
     checks = stored_label_checks(db_path, list(measured["run_id"]), everything)
     warnings = [check.warning for check in checks.values() if check.warning]
     unusable = {run_id for run_id, check in checks.items() if not check.usable}
-    set_aside = [
-        f"profile {run_id} on {checks[run_id].instance}: set aside, its machine does not fit the label "
-        f"({'; '.join(checks[run_id].problems)}); `stash instances confirm {run_id}` if the label is right"
-        for run_id in measured["run_id"]
-        if run_id in unusable
-    ]
+    set_aside = [mislabelled_line(run_id, check) for run_id, check in checks.items() if run_id in unusable]
     return measured[~measured["run_id"].isin(unusable)].reset_index(drop=True), warnings, set_aside
+
+
+def _on_the_instances_gpus(db_path: Path | str, measured: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
+    """The profiles that ran where their instance's job runs: a CPU profile (--device cpu) of an instance
+    with GPUs measured another job, so it is set aside with a line."""
+    if measured.empty:
+        return measured, []
+    catalog = list_instances(db_path).to_dict(orient="records")
+    gpus = {row["name"]: row.get("accelerator_count") or 0 for row in catalog}
+    off = [
+        str(device or "").startswith("cpu") and (gpus.get(instance) or 0) > 0
+        for device, instance in zip(measured["device"], measured["instance"], strict=True)
+    ]
+    lines = [
+        f"profile {run_id} on {machine_name(instance)}: set aside, it ran on the CPU (--device cpu) and the "
+        "instance's job runs on its GPUs"
+        for run_id, instance, cpu in zip(measured["run_id"], measured["instance"], off, strict=True)
+        if cpu
+    ]
+    return measured[[not cpu for cpu in off]].reset_index(drop=True), lines
 
 
 def _profile_precisions(
@@ -292,7 +311,9 @@ def _same_job(
         return measured, []
     if not default_habits:
         lines = [
-            f"profile {run_id} on {instance}: set aside, it ran the zoo's training habits and the job has others"
+            f"profile {run_id} on {machine_name(instance)}: not taken as this job's measurement, it ran the "
+            "zoo's training habits and the job has others (predictions may still scale from it by the step "
+            "model's ratio of the two)"
             for run_id, instance in zip(measured["run_id"], measured["instance"], strict=True)
         ]
         return measured.iloc[0:0], lines
@@ -300,14 +321,15 @@ def _same_job(
     same_arithmetic = pd.Series([precision in found for found in ran_in], index=measured.index)
     if not same_arithmetic.all():
         lines = [
-            f"profile {run_id} on {instance}: set aside, it ran in {ran_as(found)} and the job trains in "
-            f"{precision}"
+            f"profile {run_id} on {machine_name(instance)}: set aside, it ran in {ran_as(found)} and the job "
+            f"trains in {precision}"
             for run_id, instance, found in zip(measured["run_id"], measured["instance"], ran_in, strict=True)
             if precision not in found
         ]
         kept, more = _same_job(
-            measured[same_arithmetic].reset_index(drop=True), shape, default_shape, precision
-        )
+            measured[same_arithmetic].reset_index(drop=True),
+            shape, default_shape, precision, default_habits, ran,
+        )  # fmt: skip
         return kept, lines + more
     if shape is None or "input_shape" not in measured:
         return measured, []
@@ -315,7 +337,7 @@ def _same_job(
     shapes = [profile_shape(row) or default_shape or shape for row in measured.to_dict(orient="records")]
     keep = pd.Series([tuple(found) == tuple(shape) for found in shapes], index=measured.index)
     lines = [
-        f"profile {row['run_id']} on {row['instance']}: set aside, it ran with input "
+        f"profile {row['run_id']} on {machine_name(row['instance'])}: set aside, it ran with input "
         f"{'x'.join(map(str, found))}, the job's is {'x'.join(map(str, shape))}"
         for row, found, kept in zip(measured.to_dict(orient="records"), shapes, keep, strict=True)
         if not kept

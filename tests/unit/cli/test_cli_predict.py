@@ -201,6 +201,8 @@ def test_a_profiled_configuration_is_measured_whole_and_the_others_are_predictio
     db = tmp_path / "r.duckdb"
     doc = result_doc("resnet50", instance="p3.8xlarge", workers=4, device="cuda", batch_size=64,
                      stalls={"compute": 0.20, "interconnect": 0.015})  # fmt: skip
+    gpus = [{"index": index, "name": "Tesla V100-SXM2-16GB"} for index in range(4)]  # the machine fits its label
+    doc["fingerprint"].update(gpu_count=4, gpus=gpus, gpu_status="4 GPU(s)")
     ingest_result(db, doc)
     assert main(["predict", "--model", "resnet50", "--batch-size", "64", "--instances", "p3.8xlarge",
                  "--max-instances", "2", "--format", "json", "--db", str(db)]) == 0  # fmt: skip

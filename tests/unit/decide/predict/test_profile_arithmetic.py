@@ -102,3 +102,58 @@ def test_predict_says_which_stored_profile_of_the_job_it_set_aside_and_why(tmp_p
     assert main(argv) == 0
     out = capsys.readouterr().out
     assert "stored profiles of this job set aside (1):" in out and line in out
+
+
+def test_a_profile_whose_machine_contradicts_its_label_anchors_no_prediction(tmp_path):
+    """Labelled p3.2xlarge (a V100) but run on an A100: neither measured nor scaled from, and said why."""
+    db = tmp_path / "r.duckdb"
+    run_id = _gpu_profile(db, "resnet18", "p3.2xlarge", "NVIDIA A100-SXM4-40GB", 0.05)
+    asked = dict(instances=["p3.2xlarge", "g4dn.xlarge"], workers_per_instance=1, input_shape=(3, 64, 64))
+    result = predict_instances(db, "resnet18", 8, precision="tf32", **asked)
+    assert set(result.frame["path"]) == {"roofline"}
+    line = f"profile {run_id} on p3.2xlarge: set aside, its machine does not fit the label"
+    assert any(found.startswith(line) for found in result.profiles_set_aside)
+
+
+def test_scaling_takes_a_profile_on_the_same_gpu_before_a_newer_one_on_another(tmp_path):
+    db = tmp_path / "r.duckdb"
+    older = _gpu_profile(db, "resnet18", "a2-highgpu-1g", "NVIDIA A100-SXM4-40GB", 0.05)
+    _gpu_profile(db, "resnet18", "g4dn.xlarge", "Tesla T4", 0.02)
+    asked = dict(instances=["a2-highgpu-2g"], workers_per_instance=1, input_shape=(3, 64, 64))
+    row = predict_instances(db, "resnet18", 8, precision="tf32", **asked).frame.iloc[0]
+    assert row["path"] == "scaled" and older in row["basis"]
+    assert row["compute_s"] == pytest.approx(0.05)  # the same GPU: a ratio of one
+
+
+def test_a_gpu_profile_without_an_instance_label_scales_from_its_gpu_and_is_named_as_such(tmp_path):
+    db = tmp_path / "r.duckdb"
+    run_id = _gpu_profile(db, "resnet18", None, "NVIDIA A100-SXM4-40GB", 0.05)
+    asked = dict(instances=["a2-highgpu-1g"], workers_per_instance=1, input_shape=(3, 64, 64))
+    tf32 = predict_instances(db, "resnet18", 8, precision="tf32", **asked).frame.iloc[0]
+    assert tf32["path"] == "scaled" and f"{run_id} on an unlabelled machine" in tf32["basis"]
+    fp32 = predict_instances(db, "resnet18", 8, precision="fp32", **asked)
+    assert fp32.profiles_set_aside[0].startswith(f"profile {run_id} on an unlabelled machine: set aside")
+
+
+def test_recommend_keeps_a_tf32_profile_beside_a_set_aside_one_and_never_prices_a_gpu_by_a_cpu_run(tmp_path):
+    db = tmp_path / "r.duckdb"
+    on_gpu = _gpu_profile(db, "resnet18", "a2-highgpu-1g", "NVIDIA A100-SXM4-40GB", 0.05)
+    laptop = result_doc("resnet18", instance="laptop", workers=1, device="cpu", batch_size=8,
+                        spec_extra={"input_shape": [3, 64, 64]}, stalls={"compute": 0.9})  # fmt: skip
+    on_cpu = result_doc("resnet18", instance="g4dn.xlarge", workers=1, device="cpu", batch_size=8,
+                        spec_extra={"input_shape": [3, 64, 64]}, stalls={"compute": 0.9})  # fmt: skip
+    on_cpu["fingerprint"].update(gpu_count=1, gpus=[{"index": 0, "name": "Tesla T4"}], gpu_status="1 GPU(s)")
+    for doc in (laptop, on_cpu):
+        ingest_result(db, doc)
+    instances = ["a2-highgpu-1g", "g4dn.xlarge"]
+    asked = dict(
+        epochs=1, dataset_images=10_000, budget_hours=1000, instances=instances, input_shape=(3, 64, 64)
+    )
+    tf32 = recommend(db, "resnet18", 8, precision="tf32", **asked)
+    assert not any(on_gpu in line for line in tf32.excluded)  # kept beside the CPU one set aside
+    assert any(line.startswith(f"profile {laptop['run_id']} on laptop: set aside, it ran in fp32")
+               for line in tf32.excluded)  # fmt: skip
+    measured = tf32.options[tf32.options["source"] == "measured"]
+    assert set(measured["instance"]) == {"a2-highgpu-1g"}
+    line = f"profile {on_cpu['run_id']} on g4dn.xlarge: set aside, it ran on the CPU (--device cpu)"
+    assert any(excluded.startswith(line) for excluded in tf32.excluded)
