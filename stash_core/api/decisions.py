@@ -85,7 +85,7 @@ def recommend(
     return Recommendation(
         request=answer.request, options=answer.options, best=answer.best, explanations=answer.explanations,
         infeasible_reason=answer.infeasible_reason, excluded=answer.excluded,
-        label_warnings=answer.label_warnings, answer=answer,
+        label_warnings=answer.label_warnings, answer=answer, profiles_set_aside=answer.profiles_set_aside,
     )  # fmt: skip
 
 

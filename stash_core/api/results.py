@@ -129,6 +129,7 @@ class Recommendation:
     excluded: list[str] = field(default_factory=list)
     label_warnings: list[str] = field(default_factory=list)
     answer: Any = field(default=None, repr=False, compare=False)  # decide.recommend's Recommendation
+    profiles_set_aside: list[str] = field(default_factory=list)  # the job's stored profiles not used, and why
 
     __eq__ = _equal_fields
 

@@ -80,7 +80,7 @@ def add_job_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def add_format_argument(
-    parser: argparse.ArgumentParser, keys: str = "job, predictions, not_predicted"
+    parser: argparse.ArgumentParser, keys: str = "job, predictions, not_predicted, profiles_set_aside"
 ) -> None:
     parser.add_argument(
         "--format", choices=("table", "json"), default="table",

@@ -63,7 +63,8 @@ def add_commands(subparsers: Any, parser_class: type[argparse.ArgumentParser] | 
         "its options are those that meet them)",
     )  # fmt: skip
     rec.add_argument("--csv", type=output_path, default=None, help="write every evaluated configuration to a CSV")
-    keys = "job, recommended, options, predictions, not_predicted, explanations, infeasible_reason, warnings"
+    keys = "job, recommended, options, predictions, not_predicted, profiles_set_aside, explanations, "
+    keys += "infeasible_reason, warnings"
     add_format_argument(rec, keys)
     add_db_argument(rec)
 
@@ -124,6 +125,11 @@ def format_recommendation(result: Recommendation, show_all: bool = False) -> str
         lines += [f"  {line}" for line in result.excluded[:8]]
         if len(result.excluded) > 8:
             lines.append(f"  ... and {len(result.excluded) - 8} more")
+    if result.profiles_set_aside:
+        from stash_core.terminal import printable
+
+        lines += ["", f"stored profiles of this job set aside ({len(result.profiles_set_aside)}):"]
+        lines += [f"  {printable(line)}" for line in result.profiles_set_aside]
     return "\n".join(lines)
 
 

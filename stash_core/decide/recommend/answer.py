@@ -47,6 +47,7 @@ class Recommendation:
     infeasible_reason: str | None = None
     excluded: list[str] = field(default_factory=list)
     label_warnings: list[str] = field(default_factory=list)
+    profiles_set_aside: list[str] = field(default_factory=list)  # the job's stored profiles not used, and why
 
     @property
     def ranked(self) -> pd.DataFrame:
@@ -61,14 +62,16 @@ class Recommendation:
 
     def to_json(self) -> dict[str, Any]:
         """{"job", "recommended", "options" (feasible, cheapest first), "predictions" (every configuration
-        evaluated), "not_predicted", "explanations", "infeasible_reason", "warnings"}: plain JSON values,
-        None for a figure that is not known (a CPU or disk stall not predicted, a missing price)."""
+        evaluated), "not_predicted" (instances), "profiles_set_aside" (the job's stored profiles not used,
+        each with why), "explanations", "infeasible_reason", "warnings"}: plain JSON values, None for a figure
+        that is not known (a CPU or disk stall not predicted, a missing price)."""
         return {
             "job": dict(self.request),
             "recommended": None if self.best is None else _json_option(plain_row(self.best)),
             "options": [_json_option(plain_row(row)) for row in self.ranked.to_dict(orient="records")],
             "predictions": [_json_option(plain_row(row)) for row in self.options.to_dict(orient="records")],
             "not_predicted": [refusal_json(line) for line in self.excluded],
+            "profiles_set_aside": list(self.profiles_set_aside),
             "explanations": list(self.explanations),
             "infeasible_reason": self.infeasible_reason,
             "warnings": list(self.label_warnings),
@@ -165,7 +168,6 @@ def recommend(
     given = shape if input_shape else None  # the model's default needs no flag in the hints
     job = RentalJob(model, batch_size, float(epochs), dataset_images, pricing, precision, given, habits)
     planner = OptionPlanner(db_path, job, catalog, measured)
-    planner.excluded.extend(set_aside)
     for name, instance in catalog.items():
         planner.add_instance_options(name, instance, max_instances)
     if not instances:
@@ -181,6 +183,7 @@ def recommend(
     ranked = options[options["feasible"]].sort_values("rank")
     best = ranked.iloc[0].to_dict() if len(ranked) else None
     result = Recommendation(request, options, best, excluded=planner.excluded, label_warnings=label_warnings)
+    result.profiles_set_aside = set_aside
     if best is None:
         result.infeasible_reason = infeasible_reason(options, request, planner.excluded)
     else:

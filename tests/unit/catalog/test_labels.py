@@ -129,9 +129,9 @@ def test_recommend_sets_a_contradicted_profile_aside_until_it_is_confirmed(tmp_p
     measured = result.options[result.options["source"] == "measured"]
     assert list(measured["run_id"]) == [fitting["run_id"]]
     assert len(result.label_warnings) == 1 and wrong["run_id"] in result.label_warnings[0]
-    assert any(wrong["run_id"] in line and "set aside" in line for line in result.excluded)
+    assert any(wrong["run_id"] in line and "set aside" in line for line in result.profiles_set_aside)
     confirm_label(db, wrong["run_id"])
     again = recommend(db, "resnet50", 64, max_instances=1, **ask)
     assert "confirmed by the user" in again.label_warnings[0]
-    assert not any("set aside" in line for line in again.excluded)
+    assert not any("set aside" in line for line in again.profiles_set_aside)
     assert get_instance(db, "p3.8xlarge")["accelerator_count"] == 4

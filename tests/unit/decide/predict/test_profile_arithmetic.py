@@ -79,10 +79,12 @@ def test_recommend_sets_an_a100_cnn_profile_aside_for_an_fp32_job_with_what_it_r
                  input_shape=(3, 64, 64))  # fmt: skip
     fp32 = recommend(db, "resnet18", 8, **asked)
     line = f"profile {run_id} on a2-highgpu-1g: set aside, it ran in tf32 (PyTorch's default on this GPU"
-    assert any(excluded.startswith(line) for excluded in fp32.excluded)
-    assert any(excluded.endswith("and the job trains in fp32") for excluded in fp32.excluded)
+    assert any(excluded.startswith(line) for excluded in fp32.profiles_set_aside)
+    assert any(excluded.endswith("and the job trains in fp32") for excluded in fp32.profiles_set_aside)
     tf32 = recommend(db, "resnet18", 8, precision="tf32", **asked)
-    assert not any(run_id in excluded for excluded in tf32.excluded)
+    assert not any(run_id in excluded for excluded in tf32.profiles_set_aside)
+    assert not any(line.startswith("profile ") for line in fp32.excluded)  # instances only (JSON not_predicted)
+    assert fp32.to_json()["profiles_set_aside"] == fp32.profiles_set_aside
     assert (tf32.options["source"] == "measured").any()
 
 
@@ -150,10 +152,10 @@ def test_recommend_keeps_a_tf32_profile_beside_a_set_aside_one_and_never_prices_
         epochs=1, dataset_images=10_000, budget_hours=1000, instances=instances, input_shape=(3, 64, 64)
     )
     tf32 = recommend(db, "resnet18", 8, precision="tf32", **asked)
-    assert not any(on_gpu in line for line in tf32.excluded)  # kept beside the CPU one set aside
+    assert not any(on_gpu in line for line in tf32.profiles_set_aside)  # kept beside the CPU one set aside
     assert any(line.startswith(f"profile {laptop['run_id']} on laptop: set aside, it ran in fp32")
-               for line in tf32.excluded)  # fmt: skip
+               for line in tf32.profiles_set_aside)  # fmt: skip
     measured = tf32.options[tf32.options["source"] == "measured"]
     assert set(measured["instance"]) == {"a2-highgpu-1g"}
     line = f"profile {on_cpu['run_id']} on g4dn.xlarge: set aside, it ran on the CPU (--device cpu)"
-    assert any(excluded.startswith(line) for excluded in tf32.excluded)
+    assert any(excluded.startswith(line) for excluded in tf32.profiles_set_aside)
