@@ -18,10 +18,12 @@ from typing import Any
 
 import pandas as pd
 
+from stash_core.catalog.accelerators import find_accelerator
 from stash_core.catalog.prices import hourly_price
 from stash_core.decide.fit import FitReport, fit_stall_models, model_counts, predict_stall
 from stash_core.decide.predict.configuration import DOES_NOT_FIT, Predictor
-from stash_core.decide.predict.instances import no_gpu_reason, predictor_for
+from stash_core.decide.predict.instances import all_catalog_rows, no_gpu_reason, predictor_for
+from stash_core.decide.predict.profile_arithmetic import profile_accelerator
 from stash_core.decide.recommend.costs import STALL_NAMES, Estimate, RentalJob, option_row
 from stash_core.decide.whatif import cpu_stall_elsewhere
 from stash_core.errors import UsageError
@@ -57,6 +59,8 @@ class OptionPlanner:
         seen = set()
         for row in runs.to_dict(orient="records"):
             key = (int(row["workers_per_node"]), int(row["nodes"]))
+            if _communication_unmeasured(row):
+                continue  # its step lacks the collectives this configuration runs: predicted below from it
             seen.add(key)
             estimate = _measured_estimate(row)
             self._add(name, instance, key[1], key[0], estimate, price, price_status)
@@ -105,8 +109,10 @@ class OptionPlanner:
         weighted_error, error_known, modelled = 0.0, True, False
         published_error: float | None = None  # the step's error where communication is `predict`'s
         same_machine = base["instance"] == name and int(base["workers_per_node"]) == workers
+        # the profile's own interconnect where it measured one (a compute-only profile did not: predicted)
+        measured_interconnect = same_machine and finite_float(base.get("interconnect_s")) is not None
         for stall in ("interconnect", "network"):
-            if stall == "interconnect" and (workers == 1 or same_machine):
+            if stall == "interconnect" and (workers == 1 or measured_interconnect):
                 stalls[stall] = 0.0 if workers == 1 else (finite_float(base.get("interconnect_s")) or 0.0)
                 continue
             if stall == "network" and count == 1:
@@ -301,12 +307,24 @@ class OptionPlanner:
             return same.iloc[0].to_dict()
         if len(here):
             return here.iloc[0].to_dict()
+        # else a profile on the same GPU: its instance label's in the whole catalog, or the one its machine
+        # reported where the label is none (a lab machine)
         accelerator = instance.get("accelerator")
         if not accelerator:
             return None
-        twins = [other for other, row in self.catalog.items() if row.get("accelerator") == accelerator]
-        there = ordered[ordered["instance"].isin(twins)]
-        return there.iloc[0].to_dict() if len(there) else None
+        target = find_accelerator(accelerator)
+        for row in ordered.to_dict(orient="records"):
+            label = self._whole_catalog.get(str(row.get("instance"))) or {}
+            if label.get("accelerator") == accelerator:
+                return row
+            base = profile_accelerator(row, self._whole_catalog)
+            if target is not None and base is not None and base.name == target.name:
+                return row
+        return None
+
+    @functools.cached_property
+    def _whole_catalog(self) -> dict[str, dict[str, Any]]:
+        return {**all_catalog_rows(self.db_path), **self.catalog}
 
     def _fit_report(self) -> FitReport:
         if self._report is None:
@@ -347,6 +365,15 @@ def _measured_estimate(row: dict[str, Any]) -> Estimate:
 
 
 REMAINDER_SAID = 0.01  # a share of the step below which the stalls' sum and the step are taken as one
+
+
+def _communication_unmeasured(row: dict[str, Any]) -> bool:
+    """A profile of several workers or machines whose interconnect or network stall it did not measure (e.g.
+    --stalls compute): its step is one worker's, not the configuration's."""
+    workers, nodes = int(row.get("workers_per_node") or 1), int(row.get("nodes") or 1)
+    return (workers > 1 and finite_float(row.get("interconnect_s")) is None) or (
+        nodes > 1 and finite_float(row.get("network_s")) is None
+    )
 
 
 def _data_not_profiled(row: dict[str, Any]) -> bool:

@@ -1,0 +1,40 @@
+"""Which stored profile an option of recommend stands on: a profile on the same GPU found by the GPU its
+machine reported (a lab machine's label is no catalog instance), and a profile of several workers that did
+not measure their communication is no measurement of that configuration."""
+
+from __future__ import annotations
+
+from result_docs import result_doc
+
+from stash_core.decide.recommend import recommend
+from stash_core.store import ingest_result
+
+
+def _profile(db, instance: str, gpu: str, gpus: int, stalls: dict[str, float]) -> str:
+    doc = result_doc("resnet18", instance=instance, workers=gpus, device="cuda", batch_size=8,
+                     spec_extra={"input_shape": [3, 64, 64]}, stalls=stalls)  # fmt: skip
+    names = [{"index": index, "name": gpu} for index in range(gpus)]
+    doc["fingerprint"].update(gpu_count=gpus, gpus=names, gpu_status=f"{gpus} GPU(s)")
+    ingest_result(db, doc)
+    return doc["run_id"]
+
+
+ASKED = dict(epochs=1, dataset_images=10_000, budget_hours=1000, input_shape=(3, 64, 64), precision="tf32")
+
+
+def test_a_lab_machines_profile_gives_its_cpu_stall_to_instances_of_the_same_gpu(tmp_path):
+    db = tmp_path / "r.duckdb"
+    run_id = _profile(db, "h200-lab", "NVIDIA H200", 1, {"compute": 0.0134, "cpu": 0.0387, "disk": 0.0016})
+    result = recommend(db, "resnet18", 8, instances=["p5en.48xlarge"], max_instances=1, **ASKED)
+    row = result.options.iloc[0]
+    assert row["cpu_s"] is not None and row["cpu_s"] > 0.03 and run_id in row["basis"]  # (for its vCPUs)
+    assert "not predicted" not in str(row["note"])
+
+
+def test_a_compute_only_profile_of_eight_workers_is_no_measurement_of_their_step(tmp_path):
+    db = tmp_path / "r.duckdb"
+    _profile(db, "p4d.24xlarge", "NVIDIA A100-SXM4-40GB", 8, {"compute": 0.05})
+    result = recommend(db, "resnet18", 8, instances=["p4d.24xlarge"], max_instances=1, **ASKED)
+    row = result.options.iloc[0]
+    assert row["workers_per_instance"] == 8 and row["source"] == "predicted"
+    assert row["interconnect_s"] > 0  # the collectives it never measured are predicted, not left out
