@@ -1,6 +1,7 @@
 """Compare instances: one job (model, batch per worker, input shape, data, workers, machines, device) across
 instances - speed, cost, stalls; runs whose machine contradicts their instance label are marked, not
-priced; catalog instances not measured are shown predicted, marked apart from the measured ones."""
+priced; catalog instances not measured are shown predicted, marked apart from the measured ones, in the
+precision the measured job trained in."""
 
 import altair as alt
 import pandas as pd
@@ -244,8 +245,20 @@ def predictions(everything: pd.DataFrame, measured: pd.DataFrame) -> pd.DataFram
             best = predicted.sort_values("samples_per_s", ascending=False).iloc[0]
             speed = number_text(best["samples_per_s"])
             st.caption(f"Fastest predicted: {plain(best['configuration'])} at {speed} samples/s.")
+            precision(
+                everything.attrs.get("precision_note"), everything.attrs.get("profiles_set_aside") or []
+            )
         not_predicted(everything.attrs.get("not_predictable") or [])
     return everything if show else measured
+
+
+def precision(note: str | None, set_aside: list[str]) -> None:
+    """Which precision the predictions are for and why (the one the measured job trained in), and each stored
+    profile of the job they set aside for having measured another."""
+    if note:
+        st.caption(f":material/memory: {plain(note[:1].upper() + note[1:])}.")
+    for line in set_aside:
+        st.caption(f":material/filter_alt_off: {plain(line[:1].upper() + line[1:])}.")
 
 
 def not_predicted(reasons: list[str]) -> None:

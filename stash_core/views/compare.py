@@ -13,10 +13,14 @@ confirmed.
 compare_with_predictions adds, beside the measured rows, a predicted row for every catalog instance not
 measured for the job (decide/predict: compute from the model's FLOPs and bytes, interconnect and network from
 the alpha-beta model), marked `source` = 'predicted' with its expected error; a measurement always wins.
+They are predicted in the precision the measured job trained in (job_precision): Stash's GPU profiles keep
+PyTorch's defaults, so a CNN profiled on a GPU with TF32 units ran its convolutions in TF32.
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
 from pathlib import Path
 from typing import Any
 
@@ -25,8 +29,17 @@ import pandas as pd
 
 from stash_core.api.predicting import predict
 from stash_core.catalog import check_runs, list_instances
+from stash_core.catalog.accelerators import find_accelerator
 from stash_core.cells import plain, plain_row
 from stash_core.decide.predict.instances import CPU_MEASURED
+from stash_core.decide.predict.profile_arithmetic import (
+    convolution_share,
+    machine_name,
+    profile_accelerator,
+    profile_precisions,
+    ran_as,
+)
+from stash_core.decide.predict.step_cost import step_cost
 from stash_core.errors import UsageError
 from stash_core.results.file import STALL_NAMES
 from stash_core.store import queries_compare
@@ -85,7 +98,51 @@ def compare_configurations(db_path: Path | str, model: str, batch_size: int, **j
     frame = _rows(runs, catalog)
     frame.attrs["job"] = chosen
     frame.attrs["label_warnings"] = [check.warning for check in checks.values() if check.warning]
+    frame.attrs["machines"] = [  # each run's GPU, for the precision it trained in (job_precision)
+        {"run_id": run["run_id"], "machine": machine_name(run["instance"]), "device": run["device"],
+         "gpu": _gpu(run, catalog)}
+        for run in runs.to_dict(orient="records")
+    ]  # fmt: skip
     return add_costs(frame, int(batch_size))
+
+
+def _gpu(run: dict[str, Any], catalog: dict[str, dict[str, Any]]) -> str | None:
+    """A run's GPU as Stash's table names it (profile_accelerator: its label's, else the first its machine
+    reported; a contradicted label names none), None for a CPU or a GPU not in the table."""
+    try:
+        name = (json.loads(run["fingerprint_json"]).get("gpus") or [{}])[0].get("name")
+    except (TypeError, ValueError, AttributeError, IndexError, KeyError):
+        name = None
+    labelled = run["instance"] if run["label_ok"] else None
+    found = profile_accelerator({"device": run["device"], "instance": labelled, "gpu_name": name}, catalog)
+    return found.name if found else None
+
+
+def job_precision(
+    machines: list[dict[str, Any]], model: str, batch_size: int, shape: tuple[int, ...] | None
+) -> tuple[str, str]:
+    """The precision a job's measured runs (compare_configurations' attrs["machines"]) trained in, as
+    `stash predict --precision` names it, and why: tf32 when its GPU runs all stand for tf32 and not fp32
+    (profile_arithmetic.profile_precisions: PyTorch's default TF32 convolutions), else fp32."""
+    gpu_runs = [row for row in machines if str(row.get("device") or "").startswith("cuda")]
+    if not gpu_runs:
+        return "fp32", "the measured runs trained on CPUs, in FP32"
+    accelerators = [find_accelerator(row["gpu"]) if row.get("gpu") else None for row in gpu_runs]
+    share = None  # counted for GPUs with TF32 units only; predict says why a step cannot be
+    if any(found is not None and found.tf32_tflops for found in accelerators):
+        with contextlib.suppress(UsageError):
+            share = convolution_share(step_cost(model, int(batch_size), shape))
+    stands = [profile_precisions(found, share) for found in accelerators]
+    common = tuple(precision for precision in ("fp32", "tf32") if all(precision in ran for ran in stands))
+    if common:  # ("fp32", "tf32"): GPUs without TF32 units, where both run alike
+        alike = " (alike on GPUs without TF32 units)" if len(common) > 1 else ""
+        why = f"the GPU profile(s) ran in {ran_as(common)}{alike}"
+        return ("tf32" if common == ("tf32",) else "fp32"), why
+    each = "; ".join(
+        f"{row['run_id']} on {row['machine']} ran in {ran_as(ran)}"
+        for row, ran in zip(gpu_runs, stands, strict=True)
+    )
+    return "fp32", f"PyTorch's default precision, as the GPU profiles do not agree ({each})"
 
 
 def compare_with_predictions(db_path: Path | str, model: str, batch_size: int, **job: Any) -> pd.DataFrame:
@@ -93,7 +150,8 @@ def compare_with_predictions(db_path: Path | str, model: str, batch_size: int, *
     has the job's GPUs per machine and was not measured (`source` 'predicted', `expected_error`, `runs` 0,
     cost columns from the catalog). The same workers and machines as the job, on GPUs; compute, interconnect
     and network only (no CPU or disk stalls). frame.attrs["prediction_note"] says what was predicted or why
-    nothing was, frame.attrs["not_predictable"] the instances that could not be."""
+    nothing was, ["not_predictable"] the instances that could not be, ["precision"] and ["precision_note"] the
+    precision predicted and why (job_precision), ["profiles_set_aside"] the profiles of another precision."""
     measured = compare_configurations(db_path, model, batch_size, **job)
     measured["source"], measured["expected_error"] = "measured", np.nan
     chosen = measured.attrs.get("job")
@@ -101,13 +159,16 @@ def compare_with_predictions(db_path: Path | str, model: str, batch_size: int, *
         return measured
     attrs = dict(measured.attrs)
     workers, nodes = int(chosen["workers_per_node"] or 1), int(chosen["nodes"] or 1)
+    shape = _shape_of(chosen.get("input_shape"))
+    precision, why = job_precision(attrs.get("machines") or [], model, int(batch_size), shape)
+    attrs.update(precision=precision, precision_note=f"predicted for {precision}: {why}")
     try:
         predicted = predict(
-            model, int(batch_size), workers_per_instance=workers, max_instances=nodes,
-            input_shape=_shape_of(chosen.get("input_shape")), db=db_path,
+            model, int(batch_size), workers_per_instance=workers, max_instances=nodes, input_shape=shape,
+            precision=precision, db=db_path,
         )  # fmt: skip
     except UsageError as exc:
-        attrs.update(prediction_note=f"no predictions: {exc}", not_predictable=[])
+        attrs.update(prediction_note=f"no predictions: {exc}", not_predictable=[], profiles_set_aside=[])
         measured.attrs.update(attrs)
         return measured
     frame = predicted.frame
@@ -138,6 +199,7 @@ def compare_with_predictions(db_path: Path | str, model: str, batch_size: int, *
         + ("" if str(chosen.get("data", "")).startswith("synthetic") else " (data loading is not predicted)")
     )
     attrs.update(prediction_note=note, not_predictable=refused)
+    attrs["profiles_set_aside"] = list(getattr(predicted, "profiles_set_aside", None) or [])
     combined.attrs.update(attrs)
     return combined
 
@@ -244,7 +306,7 @@ def _empty_frame() -> pd.DataFrame:
                "iteration_s", "iteration_ci95_s", "epoch_s", "iterations_per_epoch",
                *_PRICE_COLUMNS]  # fmt: skip
     frame = pd.DataFrame(columns=columns)
-    frame.attrs.update(job=None, label_warnings=[])
+    frame.attrs.update(job=None, label_warnings=[], machines=[])
     return add_costs(frame, 1)
 
 

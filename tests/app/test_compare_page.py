@@ -1,12 +1,15 @@
 """The Compare page in Streamlit's AppTest: catalog instances not measured are shown predicted, beside the
-measured ones and marked apart; the verdict stays with the measured runs."""
+measured ones and marked apart, in the precision the measured job trained in (which, and why, is said); the
+verdict stays with the measured runs."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from result_docs import result_doc
 from streamlit.testing.v1 import AppTest
 
+from stash_core.store import ingest_result
 from stash_core.views.common import plain
 
 REPO = Path(__file__).resolve().parents[2]
@@ -55,3 +58,42 @@ def test_instances_without_a_prediction_say_why(populated_db: Path) -> None:
     assert plain("tpu-box: not predictable - Google TPU v9 has no entry in the accelerator table") in listed
     assert plain("g4dn.xlarge: not predicted - it has 1 GPU(s), the job uses 2 per machine") in listed
     assert "small-vm" not in listed  # measured for this job: not missing
+
+
+def _gpu_profile(db: Path, instance: str, gpu_name: str, compute_s: float) -> str:
+    doc = result_doc("resnet18", instance=instance, workers=1, device="cuda", batch_size=8,
+                     spec_extra={"input_shape": [3, 64, 64]},
+                     stalls={"compute": compute_s, "cpu": 0.001, "disk": 0.001})  # fmt: skip
+    doc["fingerprint"].update(gpu_count=1, gpus=[{"index": 0, "name": gpu_name}], gpu_status="1 GPU(s)")
+    assert ingest_result(db, doc)
+    return doc["run_id"]
+
+
+def test_predictions_say_their_precision_and_scale_a_tf32_profile(empty_db: Path) -> None:
+    """A CNN profiled on an H200 ran PyTorch's default TF32 convolutions: another H200 instance is predicted
+    at the profile's 50 ms of compute (an FP32 prediction set a roofline 1.6x slower beside it)."""
+    _gpu_profile(empty_db, "lab-box-7", "NVIDIA H200", 0.05)
+    app = AppTest.from_file(str(REPO / "pages" / "compare.py"), default_timeout=120)
+    app.run()
+    assert not app.exception and not app.error
+    captions = " ".join(c.value for c in app.caption)
+    assert (
+        plain("Predicted for tf32: the GPU profile(s) ran in tf32 (PyTorch's default on this GPU") in captions
+    )
+    table = app.dataframe[0].value.set_index("Configuration")
+    assert table.loc["p5en.48xlarge · 1w · predicted", "Iteration"] == "50 ms"
+
+
+def test_gpu_profiles_that_disagree_are_predicted_in_fp32_and_the_set_aside_one_is_named(
+    empty_db: Path,
+) -> None:
+    a100 = _gpu_profile(empty_db, "a2-highgpu-1g", "NVIDIA A100-SXM4-40GB", 0.05)
+    _gpu_profile(empty_db, "lab-box", "Mystery GPU 9000", 0.08)
+    app = AppTest.from_file(str(REPO / "pages" / "compare.py"), default_timeout=120)
+    app.run()
+    assert not app.exception and not app.error
+    captions = " ".join(c.value for c in app.caption)
+    assert (
+        plain("Predicted for fp32: PyTorch's default precision, as the GPU profiles do not agree") in captions
+    )
+    assert plain(f"Profile {a100} on a2-highgpu-1g: set aside, it ran in tf32") in captions
