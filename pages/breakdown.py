@@ -21,6 +21,7 @@ from pages._telemetry import telemetry
 from stash_core import views
 from stash_core.analysis.epochs import per_epoch
 from stash_core.analysis.stalls import stall_fault
+from stash_core.cells import is_missing
 from stash_core.errors import StashError
 from stash_core.units import finite_float
 from stash_core.views.breakdown import RunFilter
@@ -148,8 +149,10 @@ def run_detail(run: dict | None) -> None:
     if run is None:
         st.warning("This run is not in the database.", icon=":material/search_off:")
         return
+    batch = run.get("batch_size")
+    batch_text = "unknown" if is_missing(batch) else int(batch)  # a script's batch is not always measured
     title = (
-        f"{plain(views.breakdown.short_model(run.get('model')))} · batch {run.get('batch_size')} · "
+        f"{plain(views.breakdown.short_model(run.get('model')))} · batch {batch_text} · "
         f"{run.get('workers_per_node')} worker(s) × {run.get('nodes')} node(s)"
     )
     st.markdown(f"#### {title}")

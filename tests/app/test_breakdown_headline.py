@@ -14,6 +14,7 @@ from stash_core import store
 from stash_core.analysis.coherence import IMPOSSIBLE
 from stash_core.views.common import plain
 
+MEASUREMENTS = REPO / "docs" / "measurements"
 WARNING = f"{IMPOSSIBLE}: R0 took 0.92 s per iteration and R1 0.22 s. Cause: threads. To do: fix them"
 
 
@@ -80,3 +81,11 @@ def test_epoch_figures_carry_their_interval(empty_db: Path) -> None:
     assert epoch.value != "–" and str(epoch.proto.delta).startswith("± ") and "(95%)" in epoch.proto.delta
     tables = [frame.value for frame in app.dataframe if "Per epoch" in frame.value.columns]
     assert tables and all(" ± " in text for text in tables[0]["Per epoch"] if text != "–")
+
+
+def test_a_scripts_unknown_batch_is_said_in_words_not_as_none(empty_db: Path) -> None:
+    """The example DDP script profiled on an H200 (docs/measurements): its batch was not measured."""
+    [(_, run_id, _)] = store.ingest_files(empty_db, [MEASUREMENTS / "h200-script-profile-2026-11-30.json"])
+    app = open_run(run_id)
+    [heading] = [markdown.value for markdown in app.markdown if markdown.value.startswith("#### ")]
+    assert "batch unknown" in heading and "None" not in heading
