@@ -43,9 +43,11 @@ def request_form() -> RecommendRequest | None:
     defaults = views.recommend.job_defaults(model)
     with st.form("recommend-form"):
         first = st.columns(5)
+        # The model's own profiled batch, kept per model (as its input shape): switching models proposes the
+        # new one's batch, and a batch typed for this model stays while it is chosen.
         sizes = views.recommend.batch_sizes_of(profiled, model) or [32]
         batch_size = first[0].number_input(
-            "Batch size per worker", min_value=1, value=int(sizes[0]), step=1, key="rec-batch"
+            "Batch size per worker", min_value=1, value=int(sizes[0]), step=1, key=f"rec-batch-{model}"
         )
         shape_text = first[1].text_input(
             "Input shape", value=defaults.input_shape, key=f"rec-shape-{model}",
@@ -300,7 +302,20 @@ def show_result(result: Recommendation) -> None:
         ranked_view(ranked)
     if not options.empty:
         download_buttons(options, "recommendation_options", "rec-options", label="All configurations")
-    not_evaluated(result.excluded)
+    set_aside, excluded = views.recommend.set_aside_and_not_evaluated(result)
+    profiles_set_aside(set_aside)
+    not_evaluated(excluded)
+
+
+def profiles_set_aside(lines: list[str]) -> None:
+    """Stored profiles of the job that the recommendation did not take as measurements, and why: they are
+    no instance left out, so they are not counted with those."""
+    if not lines:
+        return
+    title = f"Stored profiles of this job set aside ({len(lines)})"
+    with st.expander(title, icon=":material/filter_alt_off:"):
+        for line in lines:
+            st.markdown(f"- {plain(in_page_words(line, WORDS))}")
 
 
 def not_evaluated(reasons: list[str]) -> None:
@@ -353,9 +368,9 @@ def main() -> None:
         "Recommend",
         "The cheapest instance type, count and workers that train a model within a time budget. Measured "
         "profiles where they exist; elsewhere predicted from the model's FLOPs and the GPU's specs, each "
-        "with its own expected error or marked unvalidated. Communication from published NCCL bandwidths and "
-        "DDP's overlap, checked on held-out multi-GPU figures; CPU and disk stalls are not predicted without a "
-        "profile.",
+        "with its own expected error or marked unvalidated. Communication from published NCCL bandwidths "
+        "and DDP's overlap, checked on held-out multi-GPU figures; CPU and disk stalls are not predicted "
+        "without a profile.",
     )
     catalog_editor()
     request = request_form()
@@ -368,6 +383,7 @@ def main() -> None:
 
 
 # The command's options in this page's words.
+# fmt: off
 WORDS = {
     "raise --budget-hours or allow more instances (--max-instances)":
         "raise the time budget or the most instances of one type",
@@ -376,6 +392,7 @@ WORDS = {
     "change it with `stash instances set`": "change its row instead",
     "(listed with --all)": "(in the download of all configurations)",
 }
+# fmt: on
 
 with page_guard(WORDS):
     main()

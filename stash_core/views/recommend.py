@@ -18,7 +18,9 @@ from stash_core.decide.predict.instances import CPU_MEASURED
 from stash_core.decide.recommend import DEFAULT_MAX_INSTANCES, Recommendation
 from stash_core.decide.recommend.answer import UNPRICED
 from stash_core.decide.recommend.explain import job_headline
+from stash_core.errors import UsageError
 from stash_core.results.file import STALL_NAMES
+from stash_core.spec import script_model_name
 from stash_core.store import reads
 from stash_core.views.common import STALL_LABELS
 
@@ -70,19 +72,26 @@ class JobDefaults:
 IMAGENET_IMAGES = 1_281_167
 TOKEN_EPOCH_SEQUENCES = 1_000_000  # a round number of sequences: no data set is implied
 DEFAULT_MODEL = "resnet50"
+SCRIPT_PREFIX = script_model_name("x")[: -len("x")]  # how a profiled script's runs are named: "script:"
 
 
 def model_choices(profiled: pd.DataFrame, current: str | None = None) -> list[str]:
     """The models the form offers: the zoo and every profiled model, in a fixed order (the zoo's, then the
     profiled ones by name), and the one chosen now even when it is neither: a new profile never reorders
-    or replaces the choice."""
+    or replaces the choice. A profiled script is not offered: Stash has no model of it to recommend from."""
     from stash_core.zoo import list_models
 
     names = list(list_models())
-    names += sorted({str(name) for name in profiled["model"].dropna()} - set(names))
+    profiled_names = {str(name) for name in profiled["model"].dropna()}
+    names += sorted({name for name in profiled_names if not is_script(name)} - set(names))
     if current and current not in names:
         names.append(current)
     return names
+
+
+def is_script(model: str) -> bool:
+    """Whether `model` names a profiled script's runs ("script:train.py"), not a model."""
+    return model.startswith(SCRIPT_PREFIX)
 
 
 def job_defaults(model: str) -> JobDefaults:
@@ -154,7 +163,13 @@ def save_catalog_edits(
 
 
 def recommendation(db_path: Path | str, request: RecommendRequest) -> Recommendation:
-    """Every configuration of the catalog evaluated for `request`, the feasible ones ranked by cost."""
+    """Every configuration of the catalog evaluated for `request`, the feasible ones ranked by cost; a
+    profiled script (UsageError) is predicted from its run instead."""
+    if is_script(request.model):
+        raise UsageError(
+            f"{request.model} is a profiled script, not a model: predict it from its run with "
+            "`stash predict --script-run RUN`"
+        )
     arguments = asdict(request)
     arguments["instances"] = list(request.instances) if request.instances else None
     return recommend(**arguments, db=db_path).answer
@@ -215,10 +230,27 @@ def marked_source(frame: pd.DataFrame) -> pd.Series:
     return pd.Series([mark(row) for row in frame.to_dict(orient="records")], index=frame.index, dtype=object)
 
 
+SET_ASIDE_PREFIX = "profile "  # "profile RUN on MACHINE: set aside, ..." (decide/recommend/answer.py)
+
+
+def set_aside_and_not_evaluated(result: Recommendation) -> tuple[list[str], list[str]]:
+    """(the stored profiles of the job that the recommendation set aside, the instances and configurations it
+    did not evaluate or rank): a profile set aside is no instance left out, wherever the result lists it."""
+    set_aside = list(getattr(result, "profiles_set_aside", None) or [])
+    excluded = []
+    for line in result.excluded:
+        if not line.startswith(SET_ASIDE_PREFIX):
+            excluded.append(line)
+        elif line not in set_aside:
+            set_aside.append(line)
+    return set_aside, excluded
+
+
 def not_predicted_summary(reasons: Iterable[str]) -> str:
     """The reasons configurations were not predicted, counted by kind: "batch does not fit the GPU's memory:
-    3, accelerator not in Stash's table: 1"; '' for none."""
-    counts = Counter(_kind(reason) for reason in reasons)
+    3, accelerator not in Stash's table: 1"; '' for none. A stored profile set aside ("profile RUN on
+    MACHINE: ...") is not a configuration, and is not counted."""
+    counts = Counter(_kind(reason) for reason in reasons if not reason.startswith(SET_ASIDE_PREFIX))
     return ", ".join(f"{kind}: {count}" for kind, count in counts.most_common())
 
 

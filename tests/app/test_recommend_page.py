@@ -91,7 +91,7 @@ def test_empty_database_shows_the_form(tmp_path, monkeypatch):
 def test_recommendation_with_pareto_chart_and_explanation(populated, monkeypatch):
     app = _page(populated, monkeypatch)
     assert app.selectbox(key="rec-model").value == "resnet50"
-    assert app.number_input(key="rec-batch").value == 64
+    assert app.number_input(key="rec-batch-resnet50").value == 64
     app = _submit(app, 24.0)
     assert not app.exception
     assert any(markdown.value == "### 1 x p3.16xlarge" for markdown in app.markdown)
@@ -122,7 +122,8 @@ def test_configurations_left_out_say_why(tmp_path, monkeypatch):
         )
     app = _page(db, monkeypatch)
     app.selectbox(key="rec-model").set_value("resnet50")
-    app.number_input(key="rec-batch").set_value(256)  # ~22 GB of activations: not on a 16 GB T4 or V100
+    # ~22 GB of activations: not on a 16 GB T4 or V100
+    app.number_input(key="rec-batch-resnet50").set_value(256)
     app.multiselect(key="rec-inst").set_value(["g4dn.xlarge", "p3.2xlarge", "p5.48xlarge", "tpu-box"])
     next(button for button in app.button if button.label == "Recommend").click()
     app = app.run()
@@ -150,14 +151,15 @@ def test_the_page_keeps_the_users_model_and_answers_its_job(populated, monkeypat
     assert samples.label == "Sequences in one epoch" and samples.value != 1_281_167
     app.text_input(key="rec-shape-gpt2").set_value("256")
     app.selectbox(key="rec-precision").set_value("amp")
-    app.number_input(key="rec-batch").set_value(8)
+    app.number_input(key="rec-batch-gpt2").set_value(8)
     app.number_input(key="rec-epochs").set_value(1.0)
     app.multiselect(key="rec-inst").set_value(["g5.xlarge", "p3.8xlarge"])
     next(button for button in app.button if button.label == "Recommend").click()
     app = app.run()
     assert not app.exception
     text = " ".join(markdown.value for markdown in app.markdown)
-    assert "gpt2, batch 8 per worker, input 256, amp, adamw (foreach), fused attention, one worker per GPU" in text
+    job = "gpt2, batch 8 per worker, input 256, amp, adamw (foreach), fused attention, one worker per GPU"
+    assert job in text
     captions = " ".join(caption.value for caption in app.caption)
     assert "Not predicted, so not in the time: cpu, disk stall" in captions
     ingest_result(populated, result_doc("resnet18", instance="p3.2xlarge", device="cuda", batch_size=32))
@@ -167,7 +169,9 @@ def test_the_page_keeps_the_users_model_and_answers_its_job(populated, monkeypat
     assert "validated stall models" not in page_text
 
 
-def test_the_jobs_training_habits_change_the_answer_and_a_habit_it_cannot_have_is_a_message(tmp_path, monkeypatch):
+def test_the_jobs_training_habits_change_the_answer_and_a_habit_it_cannot_have_is_a_message(
+    tmp_path, monkeypatch
+):
     app = _page(tmp_path / "habits.duckdb", monkeypatch)
     app.selectbox(key="rec-precision").set_value("amp")
     app = _submit(app, 1000)
@@ -199,3 +203,58 @@ def test_a_free_instance_is_named_beside_the_chart_not_drawn_at_zero_on_its_log_
     assert not app.exception
     captions = " ".join(caption.value for caption in app.caption)
     assert "configuration(s) cost $0" in captions and "has no 0" in captions
+
+
+MEASUREMENTS = REPO / "docs" / "measurements"
+
+
+@pytest.fixture
+def h200(tmp_path):
+    """ResNet-18 at batch 64 and the example DDP script, both profiled on an H200 (docs/measurements)."""
+    from stash_core.store import ingest_files
+
+    db = tmp_path / "h200.duckdb"
+    names = ("h200-resnet18-profile-2026-11-30.json", "h200-script-profile-2026-11-30.json")
+    ingest_files(db, [MEASUREMENTS / name for name in names])
+    return db
+
+
+def test_a_profiled_script_is_not_offered_as_a_model_and_typed_is_one_line(h200, monkeypatch):
+    app = _page(h200, monkeypatch)
+    options = app.selectbox(key="rec-model").options
+    assert "resnet18" in options and not any(option.startswith("script:") for option in options)
+    app = AppTest.from_file(str(PAGE), default_timeout=120)
+    app.session_state["stash_db_path"] = str(h200)
+    app.session_state["rec-model"] = "script:train_ddp.py"  # typed: the select accepts new names
+    app = _submit(app.run(), 24.0)
+    assert not app.exception
+    errors = [error.value for error in app.error]
+    assert len(errors) == 1 and "stash predict --script-run RUN" in errors[0] and "import" not in errors[0]
+
+
+def test_the_batch_follows_the_model_chosen_and_keeps_one_typed_for_it(h200, monkeypatch):
+    app = _page(h200, monkeypatch)
+    assert app.number_input(key="rec-batch-resnet50").value == 32  # no profile of resnet50
+    app.selectbox(key="rec-model").set_value("resnet18")
+    app = app.run()
+    assert app.number_input(key="rec-batch-resnet18").value == 64  # its only profile's batch
+    app.number_input(key="rec-batch-resnet18").set_value(48)
+    app = _submit(app, 24.0)
+    assert app.number_input(key="rec-batch-resnet18").value == 48
+    assert "resnet18, batch 48 per worker" in " ".join(markdown.value for markdown in app.markdown)
+
+
+def test_a_profile_set_aside_is_listed_apart_not_counted_as_an_instance(h200, monkeypatch):
+    """The H200 profile ran in TF32 (PyTorch's default there); the job asked is fp32, so it is set aside."""
+    app = _page(h200, monkeypatch)
+    app.selectbox(key="rec-model").set_value("resnet18")
+    app = app.run()
+    app.number_input(key="rec-budget").set_value(24.0)
+    app.multiselect(key="rec-inst").set_value(["g5.xlarge"])
+    next(button for button in app.button if button.label == "Recommend").click()
+    app = app.run()
+    assert not app.exception
+    [set_aside] = [e for e in app.expander if e.label.startswith("Stored profiles of this job set aside")]
+    assert set_aside.label.endswith("(1)")
+    assert "set aside, it ran in tf32" in " ".join(markdown.value for markdown in set_aside.markdown)
+    assert not any("not evaluated or not ranked" in warning.value for warning in app.warning)

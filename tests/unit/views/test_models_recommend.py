@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 
 import pandas as pd
 import pytest
@@ -295,3 +296,22 @@ def test_a_cpu_instance_counts_as_no_gpu_whichever_decision_left_it_out(tmp_path
     reasons = [*recommended.excluded, *predicted.not_predictable]
     assert len(reasons) == 2
     assert views.recommend.not_predicted_summary(reasons) == "no GPU (CPU instances need a profile): 2"
+
+
+def test_a_profiled_script_is_no_model_choice_and_is_refused_in_one_line(tmp_path: Path) -> None:
+    profiled = pd.DataFrame({"model": ["resnet18", "script:train_ddp.py"], "batch_size": [64, None]})
+    assert "script:train_ddp.py" not in views.recommend.model_choices(profiled, "resnet50")
+    request = RecommendRequest(model="script:train_ddp.py", batch_size=32, epochs=1, dataset_images=1000)
+    with pytest.raises(UsageError, match=r"predict it from its run with `stash predict --script-run RUN`$"):
+        views.recommend.recommendation(tmp_path / "none.duckdb", request)
+
+
+def test_a_profile_set_aside_is_not_counted_as_an_instance_left_out() -> None:
+    set_aside = "profile R1 on h200: set aside, it ran in tf32 and the job trains in fp32"
+    refusal = "tpu-box: not predictable - Google TPU v9 has no entry in the accelerator table"
+    summary = views.recommend.not_predicted_summary([set_aside, refusal])
+    assert summary == "accelerator not in Stash's table: 1"
+    old = views.recommend.Recommendation({}, pd.DataFrame(), None, excluded=[set_aside, refusal])
+    assert views.recommend.set_aside_and_not_evaluated(old) == ([set_aside], [refusal])
+    new = SimpleNamespace(profiles_set_aside=[set_aside], excluded=[refusal])  # the lines kept apart
+    assert views.recommend.set_aside_and_not_evaluated(new) == ([set_aside], [refusal])
