@@ -23,8 +23,13 @@ from stash_core.catalog.accelerators import Accelerator, find_accelerator
 from stash_core.decide.predict.configuration import ConfigPrediction
 from stash_core.decide.predict.gpu_ratio import gpu_ratio
 from stash_core.decide.predict.network import CommTime, comm_note, comm_time
+from stash_core.decide.predict.profile_arithmetic import (
+    convolution_share,
+    profile_accelerator,
+    profile_precisions,
+)
 from stash_core.decide.predict.stated_error import fitted_script_share, stated_error
-from stash_core.errors import UsageError, no_run_error
+from stash_core.errors import StashError, UsageError, no_run_error
 from stash_core.store import get_run
 
 BACKWARD_SHARE = 2.0 / 3.0  # backward's share of a step's compute: twice the forward's FLOPs
@@ -57,10 +62,9 @@ def script_run(db_path: Path | str, run_id: str, catalog: dict[str, dict[str, An
         raise UsageError(f"no run {run_id!r} in the database: see `stash runs`")
     full_id = run["run_id"]
     if run.get("model_kind") != "script":
-        model, batch = run.get("model"), run.get("batch_size")
+        command = model_command(run, catalog)
         raise UsageError(
-            f"run {full_id} profiled the model {model}, not a script: "
-            f"use `stash predict --model {model} --batch-size {batch}`"
+            f"run {full_id} profiled the model {run.get('model')}, not a script: use `{command}`"
         )
     if run.get("status") != "completed":
         raise UsageError(f"run {full_id} did not complete ({run.get('status')}): it measured no compute time")
@@ -87,6 +91,39 @@ def script_run(db_path: Path | str, run_id: str, catalog: dict[str, dict[str, An
         int(run.get("workers_per_node") or 1), int(run.get("nodes") or 1), float(compute_s),
         stalls.get("interconnect"), stalls.get("network"), float(grad_bytes) if grad_bytes else None,
     )  # fmt: skip
+
+
+def model_command(run: dict[str, Any], catalog: dict[str, dict[str, Any]]) -> str:
+    """The `stash predict --model` command of the job a model's run profiled: its batch, its input shape and,
+    for a run that measured TF32 convolutions (PyTorch's default on a GPU with TF32 units, for a model whose
+    convolutions do most of its matrix work: profile_arithmetic.py), --precision tf32, so that the command's
+    predictions take that very run instead of setting it aside as another precision."""
+    model, batch = run.get("model"), run.get("batch_size")
+    command = f"stash predict --model {model} --batch-size {batch}"
+    shape = (run.get("spec") or {}).get("input_shape")
+    if shape:
+        command += " --input-shape " + ",".join(str(size) for size in shape)
+    if _measured_tf32(run, catalog, tuple(shape) if shape else None):
+        command += " --precision tf32"
+    return command
+
+
+def _measured_tf32(
+    run: dict[str, Any], catalog: dict[str, dict[str, Any]], shape: tuple[int, ...] | None
+) -> bool:
+    gpus = (run.get("fingerprint") or {}).get("gpus") or []
+    gpu_name = gpus[0].get("name") if gpus and isinstance(gpus[0], dict) else None
+    row = {"device": run.get("device"), "instance": run.get("instance"), "gpu_name": gpu_name}
+    accelerator = profile_accelerator(row, catalog)
+    if accelerator is None or not accelerator.tf32_tflops:
+        return False  # fp32 measured (a CPU, an unknown GPU) or the same either way (no TF32 units)
+    from stash_core.decide.predict.step_cost import step_cost  # loads torch: only on this path
+
+    try:
+        share = convolution_share(step_cost(str(run.get("model")), int(run.get("batch_size") or 0), shape))
+    except StashError:  # the model's step cannot be counted: its precision is not known
+        return False
+    return profile_precisions(accelerator, share) == ("tf32",)
 
 
 def run_accelerator(

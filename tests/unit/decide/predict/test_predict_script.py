@@ -2,6 +2,7 @@
 
 import pytest
 from result_docs import result_doc
+from support import REPO
 
 from stash_core import store
 from stash_core.catalog.accelerators import find_accelerator
@@ -112,3 +113,34 @@ def test_a_cpu_machine_is_said_measured_never_predicted_not_to_lack_a_profile(db
     add_instance(db, name="cpu-box", accelerator_count=0, vcpus=8, network_gbps=10, on_demand_usd_per_h=0.3)
     result = predict_script_run(db, "script-gpu", instances=["g5.xlarge", "cpu-box"])
     assert result.not_predictable == ["cpu-box: not predicted - a CPU machine is measured, never predicted"]
+
+
+def test_a_model_run_is_answered_by_the_predict_command_that_takes_it(tmp_path, capsys):
+    """ResNet-18 profiled on an H200 (docs/measurements) ran PyTorch's default TF32 convolutions: the command
+    suggested asks tf32, whose predictions scale from that very run (fp32 would set it aside)."""
+    from stash_core.cli.main import main
+
+    path = tmp_path / "stash.duckdb"
+    [(_, run_id, _)] = store.ingest_files(
+        path, [REPO / "docs/measurements/h200-resnet18-profile-2026-11-30.json"]
+    )
+    with pytest.raises(UsageError) as refused:
+        predict_script_run(path, run_id)
+    command = "stash predict --model resnet18 --batch-size 64 --precision tf32"
+    assert str(refused.value).endswith(f"not a script: use `{command}`")
+    assert main([*command.split()[1:], "--instances", "p5en.48xlarge", "--db", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert " scaled " in out and "set aside" not in out  # from its only profile, that run
+
+
+def test_a_model_runs_input_shape_is_in_the_command_and_a_gpu_without_tf32_asks_no_precision(tmp_path):
+    path = tmp_path / "stash.duckdb"
+    doc = result_doc("resnet18", run_id="v100-run", device="cuda", instance="p3.2xlarge")
+    doc["spec"]["input_shape"] = [3, 128, 128]
+    doc["fingerprint"].update(gpu_count=1, gpus=[{"index": 0, "name": "Tesla V100-SXM2-16GB"}])
+    store.ingest_result(path, doc)
+    with pytest.raises(UsageError) as refused:
+        predict_script_run(path, "v100-run")
+    assert str(refused.value).endswith(
+        "use `stash predict --model resnet18 --batch-size 32 --input-shape 3,128,128`"
+    )
