@@ -57,7 +57,8 @@ def predict(
         instances: "all" (the default) or a list of catalog instance names.
         workers_per_instance: GPUs used per instance (default all of them).
         max_instances: also 2..N instances of each type (1: one of each).
-        gpu: only instances with these GPUs (names as NVML, SkyPilot or datasheets give them).
+        gpu: only instances with these GPUs (names as NVML, SkyPilot or datasheets give them); with `model`
+            only: refused with `script_run`, whose instances `instances` names.
         precision: "fp32", "tf32" or "amp".
         memory_format, optimizer, optimizer_impl, attention: how the job trains, as the step model tells
             it apart ("nchw"/"channels_last"; "sgd"/"adamw"/"rmsprop"; "foreach"/"fused"/"loop";
@@ -69,8 +70,8 @@ def predict(
         max_instances > 1); `.not_predictable` says why the others were left out.
 
     Raises:
-        UsageError: a bad value, both or neither of model and script_run, or a model, run or instance
-            that does not exist.
+        UsageError: a bad value, both or neither of model and script_run, batch_size, input_shape or gpu
+            with script_run, or a model, run or instance that does not exist.
     """
     if (model is None) == (script_run is None):
         raise UsageError("predict: give one of model and script_run")
