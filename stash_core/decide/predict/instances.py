@@ -22,7 +22,7 @@ from stash_core.catalog.accelerators import (
 from stash_core.cells import plain_row
 from stash_core.decide.predict.configuration import ConfigPrediction, Predictor, profile_shape
 from stash_core.decide.predict.profile_checks import labels_that_hold
-from stash_core.decide.predict.script import ScriptPredictor, script_run
+from stash_core.decide.predict.script import ScriptPredictor, refuse_profiled_script, script_run
 from stash_core.decide.predict.validation import expected_errors
 from stash_core.errors import UsageError
 from stash_core.habits import TrainingJob
@@ -185,6 +185,7 @@ def predictor_for(
 ) -> Predictor:
     """The Predictor of one job (its step counted once) over `catalog` and the stored GPU profiles."""
     check_precision(precision)
+    refuse_profiled_script(model)
     # Each profile stands for the precision it ran in (profile_arithmetic.py; the Predictor sorts them).
     # No database file: no profiles (reading one would build an empty database in memory first).
     stored = Path(db_path).exists()

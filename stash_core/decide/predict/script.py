@@ -30,6 +30,7 @@ from stash_core.decide.predict.profile_arithmetic import (
 )
 from stash_core.decide.predict.stated_error import fitted_script_share, stated_error
 from stash_core.errors import StashError, UsageError, no_run_error
+from stash_core.spec import script_model_name
 from stash_core.store import get_run
 
 BACKWARD_SHARE = 2.0 / 3.0  # backward's share of a step's compute: twice the forward's FLOPs
@@ -200,3 +201,13 @@ class ScriptPredictor:
         if accelerator.memory_gb < ran_gb:
             note += f": it ran on a {ran_gb:g} GB GPU, this one has {accelerator.memory_gb:g} GB"
         return note
+
+
+def refuse_profiled_script(model: str) -> None:
+    """UsageError for a profiled script's runs ("script:train.py") asked for as a model: they are predicted
+    from a run, and the name is no importable model (it failed as 'cannot import model module script')."""
+    if str(model or "").strip().startswith(script_model_name("")):
+        raise UsageError(
+            f"{str(model).strip()} is a profiled script, not a model: predict it from its run with "
+            "`stash predict --script-run RUN`"
+        )

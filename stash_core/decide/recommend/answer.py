@@ -21,6 +21,7 @@ from stash_core.decide.predict.profile_arithmetic import (
     ran_as,
 )
 from stash_core.decide.predict.profile_checks import mislabelled_line
+from stash_core.decide.predict.script import refuse_profiled_script
 from stash_core.decide.recommend.candidates import OptionPlanner
 from stash_core.decide.recommend.costs import STALL_NAMES, RentalJob
 from stash_core.decide.recommend.explain import explanations, infeasible_reason
@@ -363,6 +364,7 @@ def _check_model(db_path: Path | str, model: str) -> None:
     """UsageError unless `model` is one a recommendation can be made for: a zoo model, a user model
     (FILE.py:FACTORY, package.module:FACTORY) or a model with stored profiles."""
     name = str(model or "").strip()
+    refuse_profiled_script(name)
     if ":" in name or (name and stored_model_counts(db_path, name) is not None):
         return
     from stash_core.zoo import list_models  # torch: only when the name is not in the store

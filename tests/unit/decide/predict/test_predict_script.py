@@ -1,5 +1,7 @@
 """Predictions for a profiled user script from a stored run: compute scaled by gpu_ratio.py."""
 
+import re
+
 import pytest
 from result_docs import result_doc
 from support import REPO
@@ -144,3 +146,15 @@ def test_a_model_runs_input_shape_is_in_the_command_and_a_gpu_without_tf32_asks_
     assert str(refused.value).endswith(
         "use `stash predict --model resnet18 --batch-size 32 --input-shape 3,128,128`"
     )
+
+
+def test_a_profiled_scripts_runs_asked_for_as_a_model_are_refused_in_one_line(tmp_path):
+    from stash_core.decide.predict import predict_instances
+    from stash_core.decide.recommend import recommend
+    from stash_core.errors import UsageError
+
+    said = "script:train_ddp.py is a profiled script, not a model: predict it from its run with `stash predict"
+    with pytest.raises(UsageError, match="^" + re.escape(said)):
+        predict_instances(tmp_path / "r.duckdb", "script:train_ddp.py", 8)
+    with pytest.raises(UsageError, match="^" + re.escape(said)):
+        recommend(tmp_path / "r.duckdb", "script:train_ddp.py", 8, 1, 100, budget_hours=1)
