@@ -151,9 +151,8 @@ def test_a_model_runs_input_shape_is_in_the_command_and_a_gpu_without_tf32_asks_
 def test_a_profiled_scripts_runs_asked_for_as_a_model_are_refused_in_one_line(tmp_path):
     from stash_core.decide.predict import predict_instances
     from stash_core.decide.recommend import recommend
-    from stash_core.errors import UsageError
 
-    said = "script:train_ddp.py is a profiled script, not a model: predict it from its run with `stash predict"
+    said = "script:train_ddp.py is a profiled script, not a model: predict it from its run with `stash"
     with pytest.raises(UsageError, match="^" + re.escape(said)):
         predict_instances(tmp_path / "r.duckdb", "script:train_ddp.py", 8)
     with pytest.raises(UsageError, match="^" + re.escape(said)):
