@@ -158,12 +158,27 @@ class Predictor:
         if exact is not None:  # this very configuration was profiled: its communication too is measured
             interconnect_s, network_s, comm_error = exact
             basis = f"{basis}, communication as profiled"
+        elif path == "measured" and workers > 1:  # more machines of a profiled one: its interconnect measured
+            intra_s = self._measured_interconnect(name, workers)
+            if intra_s is not None:
+                interconnect_s = intra_s
+                basis = f"{basis}, interconnect as profiled on {workers} GPUs of one machine"
         return ConfigPrediction(
             name, accelerator.name, count, workers, path, basis, compute_s, interconnect_s, network_s,
             stated.error if stated else None, memory.needed_gb, memory.available_gb, notes,
             stated.validated if stated else True, comm_error,
             path == "measured" and (exact is not None or workers * count == 1),
         )  # fmt: skip
+
+    def _measured_interconnect(self, name: str, workers: int) -> float | None:
+        """The interconnect stall a profile measured on `workers` GPUs of this instance (on any number of
+        machines: R1 - R0 is one machine's either way), or None."""
+        for row in self._same_model():
+            if row["instance"] == name and int(row.get("workers_per_node") or 1) == workers:
+                value = row.get("interconnect_s")
+                if value is not None and value == value:  # NaN: not measured
+                    return float(value)
+        return None
 
     def _exact_profile(self, name: str, workers: int, count: int) -> tuple[float, float, None] | None:
         """The measured interconnect and network of a profile of this very configuration, or None."""

@@ -83,7 +83,9 @@ def test_recommend_sets_an_a100_cnn_profile_aside_for_an_fp32_job_with_what_it_r
     assert any(excluded.endswith("and the job trains in fp32") for excluded in fp32.profiles_set_aside)
     tf32 = recommend(db, "resnet18", 8, precision="tf32", **asked)
     assert not any(run_id in excluded for excluded in tf32.profiles_set_aside)
-    assert not any(line.startswith("profile ") for line in fp32.excluded)  # instances only (JSON not_predicted)
+    assert not any(
+        line.startswith("profile ") for line in fp32.excluded
+    )  # instances only (JSON not_predicted)
     assert fp32.to_json()["profiles_set_aside"] == fp32.profiles_set_aside
     assert (tf32.options["source"] == "measured").any()
 
@@ -159,3 +161,26 @@ def test_recommend_keeps_a_tf32_profile_beside_a_set_aside_one_and_never_prices_
     assert set(measured["instance"]) == {"a2-highgpu-1g"}
     line = f"profile {on_cpu['run_id']} on g4dn.xlarge: set aside, it ran on the CPU (--device cpu)"
     assert any(excluded.startswith(line) for excluded in tf32.profiles_set_aside)
+
+
+def test_more_machines_of_a_profiled_one_keep_its_measured_interconnect(tmp_path):
+    """One p4d measured 50 ms of compute and 20 ms of interconnect: two of them were predicted at 3 ms of
+    interconnect, faster per step than the one measured (2.4 times the throughput on twice the GPUs)."""
+    db = tmp_path / "r.duckdb"
+    doc = result_doc(
+        "resnet18",
+        instance="p4d.24xlarge",
+        workers=8,
+        device="cuda",
+        batch_size=8,
+        spec_extra={"input_shape": [3, 64, 64]},
+        stalls={"compute": 0.05, "interconnect": 0.02},
+    )
+    gpus = [{"index": index, "name": "NVIDIA A100-SXM4-40GB"} for index in range(8)]
+    doc["fingerprint"].update(gpu_count=8, gpus=gpus, gpu_status="8 GPU(s)")
+    ingest_result(db, doc)
+    asked = dict(instances=["p4d.24xlarge"], max_instances=2, input_shape=(3, 64, 64))
+    rows = predict_instances(db, "resnet18", 8, precision="tf32", **asked).frame.set_index("instance_count")
+    assert rows.loc[1, "interconnect_s"] == pytest.approx(0.02)
+    assert rows.loc[2, "interconnect_s"] == pytest.approx(0.02) and rows.loc[2, "network_s"] > 0
+    assert rows.loc[2, "iteration_s"] > rows.loc[1, "iteration_s"]
