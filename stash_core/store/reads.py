@@ -44,7 +44,9 @@ SELECT run_id, CAST(started_at AS TIMESTAMP) AS started_at, instance, workers_pe
        (SELECT CAST(json_extract(r.spec, '$.input_shape') AS VARCHAR) FROM runs AS r
         WHERE r.run_id = stall_breakdown.run_id) AS input_shape,
        (SELECT json_extract_string(r.fingerprint, '$.gpus[0].name') FROM runs AS r
-        WHERE r.run_id = stall_breakdown.run_id) AS gpu_name
+        WHERE r.run_id = stall_breakdown.run_id) AS gpu_name,
+       (SELECT CAST(json_extract(r.spec, '$.hosts') AS VARCHAR) FROM runs AS r
+        WHERE r.run_id = stall_breakdown.run_id) AS hosts
 FROM stall_breakdown
 WHERE status = 'completed' AND model = ? AND batch_size = ? AND iteration_s IS NOT NULL
 ORDER BY started_at DESC, run_id DESC
@@ -53,7 +55,8 @@ ORDER BY started_at DESC, run_id DESC
 _GPU_COMPUTE_SQL = """
 SELECT b.run_id, b.model, b.model_kind, b.batch_size, b.instance, b.workers_per_node, b.nodes, b.compute_s,
        b.interconnect_s, b.network_s, CAST(json_extract(r.spec, '$.input_shape') AS VARCHAR) AS input_shape,
-       json_extract_string(r.fingerprint, '$.gpus[0].name') AS gpu_name, b.device
+       json_extract_string(r.fingerprint, '$.gpus[0].name') AS gpu_name, b.device,
+       CAST(json_extract(r.spec, '$.hosts') AS VARCHAR) AS hosts
 FROM stall_breakdown AS b JOIN runs AS r ON r.run_id = b.run_id
 WHERE b.status = 'completed' AND b.compute_s > 0 AND b.device LIKE 'cuda%'
 ORDER BY b.started_at DESC, b.run_id DESC

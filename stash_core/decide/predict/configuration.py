@@ -191,9 +191,10 @@ class Predictor:
             for value, made in measured:
                 known = value is not None and value == value  # NaN: a stall the profile did not measure
                 if made and not known:
-                    return None  # not measured there: the model's figure stands
+                    break  # not measured there: an older profile of it may have, else the model's figure
                 stalls.append(float(value) if known else 0.0)
-            return stalls[0], stalls[1], None
+            else:
+                return stalls[0], stalls[1], None
         return None
 
     def _compute_path(self, name: str, accelerator: Accelerator, model_s: float) -> tuple[str, str, float]:

@@ -28,26 +28,29 @@ def convolution_share(cost: StepCost) -> float:
 
 def profile_accelerator(row: dict[str, Any], catalog: dict[str, dict[str, Any]]) -> Accelerator | None:
     """A GPU profile's accelerator: its instance label's in the catalog, else the GPU its machine reported
-    (NVML's name in the run's fingerprint), else None."""
+    (NVML's name in the run's fingerprint; not for a run on remote hosts, whose fingerprint is the launching
+    machine's), else None."""
     if not str(row.get("device") or "cuda").startswith("cuda"):
         return None
     label = catalog.get(str(row.get("instance"))) if row.get("instance") else None
     found = find_accelerator(label.get("accelerator")) if label else None
     gpu_name = row.get("gpu_name")
-    if found is None and isinstance(gpu_name, str) and gpu_name:
+    remote = str(row.get("hosts") or "null") not in ("null", "[]")  # the fingerprint is the launcher's then
+    if found is None and not remote and isinstance(gpu_name, str) and gpu_name:
         found = find_accelerator(gpu_name)
     return found
 
 
 def profile_precisions(accelerator: Accelerator | None, conv_share: float | None) -> tuple[str, ...]:
     """The precisions whose jobs a profile on `accelerator` (None: a CPU or an unknown GPU) measured, for a
-    step whose convolutions do `conv_share` of the matrix work (None: not counted, so unknown)."""
+    step whose convolutions do `conv_share` of the matrix work (None: a step that could not be counted, a
+    model known only by its profiles, taken as FP32)."""
     if accelerator is None:
         return ("fp32",)
     if not accelerator.tf32_tflops:
         return ("fp32", "tf32")
-    if conv_share is None:
-        return ()
+    if conv_share is None:  # the step could not be counted: taken as FP32, its arithmetic unknown
+        return ("fp32",)
     return ("tf32",) if conv_share >= CONVOLUTION_MAJORITY else ("fp32",)
 
 
@@ -64,6 +67,4 @@ def ran_as(precisions: tuple[str, ...]) -> str:
         return "tf32 (PyTorch's default on this GPU: TF32 convolutions)"
     if precisions == ("fp32",):
         return "fp32"
-    if not precisions:
-        return "an arithmetic Stash cannot tell (the model's step could not be counted)"
     return " or ".join(precisions)

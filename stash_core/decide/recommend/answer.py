@@ -22,7 +22,7 @@ from stash_core.decide.predict.profile_arithmetic import (
 )
 from stash_core.decide.predict.profile_checks import mislabelled_line
 from stash_core.decide.predict.script import refuse_profiled_script
-from stash_core.decide.recommend.candidates import OptionPlanner
+from stash_core.decide.recommend.candidates import OptionPlanner, communication_unmeasured
 from stash_core.decide.recommend.costs import STALL_NAMES, RentalJob
 from stash_core.decide.recommend.explain import explanations, infeasible_reason
 from stash_core.decide.recommend.pareto import rank_options
@@ -160,11 +160,14 @@ def recommend(
     measured, label_warnings, set_aside = _labelled_profiles(db_path, model, batch_size)
     measured, on_cpus = _on_the_instances_gpus(db_path, measured)
     set_aside += on_cpus
-    ran = _profile_precisions(db_path, model, batch_size, shape)
+    ran = _profile_precisions(db_path, model, batch_size, shape if input_shape else None)
     measured, other_jobs = _same_job(
         measured, shape, default_shape, precision, habits.is_default(optimizer_name(kind)), ran
     )
     set_aside += other_jobs
+    unmeasured = [communication_unmeasured(row) for row in measured.to_dict(orient="records")]
+    measured = measured.assign(_unmeasured=unmeasured).sort_values("_unmeasured", kind="stable")
+    measured = measured.drop(columns="_unmeasured").reset_index(drop=True)
     measured = measured.drop_duplicates(["instance", "workers_per_node", "nodes"], keep="first")
     given = shape if input_shape else None  # the model's default needs no flag in the hints
     job = RentalJob(model, batch_size, float(epochs), dataset_images, pricing, precision, given, habits)
@@ -313,12 +316,13 @@ def _same_job(
     because it measured another one."""
     if measured.empty:
         return measured, []
-    if not default_habits:
-        lines = [
+    if not default_habits:  # what passes precision and input shape may still anchor a scaled prediction
+        same, lines = _same_job(measured, shape, default_shape, precision, True, ran)
+        lines += [
             f"profile {run_id} on {machine_name(instance)}: not taken as this job's measurement, it ran the "
             "zoo's training habits and the job has others (predictions may still scale from it by the step "
             "model's ratio of the two)"
-            for run_id, instance in zip(measured["run_id"], measured["instance"], strict=True)
+            for run_id, instance in zip(same["run_id"], same["instance"], strict=True)
         ]
         return measured.iloc[0:0], lines
     ran_in = [ran(row) if ran else ("fp32",) for row in measured.to_dict(orient="records")]

@@ -23,7 +23,7 @@ from stash_core.catalog.prices import hourly_price
 from stash_core.decide.fit import FitReport, fit_stall_models, model_counts, predict_stall
 from stash_core.decide.predict.configuration import DOES_NOT_FIT, Predictor
 from stash_core.decide.predict.instances import all_catalog_rows, no_gpu_reason, predictor_for
-from stash_core.decide.predict.profile_arithmetic import profile_accelerator
+from stash_core.decide.predict.profile_arithmetic import machine_name, profile_accelerator
 from stash_core.decide.recommend.costs import STALL_NAMES, Estimate, RentalJob, option_row
 from stash_core.decide.whatif import cpu_stall_elsewhere
 from stash_core.errors import UsageError
@@ -59,7 +59,7 @@ class OptionPlanner:
         seen = set()
         for row in runs.to_dict(orient="records"):
             key = (int(row["workers_per_node"]), int(row["nodes"]))
-            if _communication_unmeasured(row):
+            if communication_unmeasured(row):
                 continue  # its step lacks the collectives this configuration runs: predicted below from it
             seen.add(key)
             estimate = _measured_estimate(row)
@@ -105,7 +105,7 @@ class OptionPlanner:
             stalls[stall] = None if found is None and _data_not_profiled(base) else (found or 0.0)
         if _data_not_profiled(base):
             notes.append("CPU and disk stalls not profiled (synthetic data only), left out of the time")
-        basis = [f"compute from {base['run_id']} on {base['instance']}"]
+        basis = [f"compute from {base['run_id']} on {machine_name(base['instance'])}"]
         weighted_error, error_known, modelled = 0.0, True, False
         published_error: float | None = None  # the step's error where communication is `predict`'s
         same_machine = base["instance"] == name and int(base["workers_per_node"]) == workers
@@ -151,8 +151,8 @@ class OptionPlanner:
             notes.append(note)
         elif stalls["cpu"] and not same_machine and self._loader_workers_unknown(base):
             notes.append(
-                f"CPU stall as profiled on {base['instance']}: {base['run_id']}'s loader workers are "
-                "unknown, so it is not recomputed for this machine's vCPUs"
+                f"CPU stall as profiled on {machine_name(base['instance'])}: {base['run_id']}'s loader "
+                "workers are unknown, so it is not recomputed for this machine's vCPUs"
             )
         iteration_s = sum(value for value in stalls.values() if value is not None)
         # The expected error covers the modelled stalls; compute and disk come from a measured profile, and so
@@ -367,7 +367,7 @@ def _measured_estimate(row: dict[str, Any]) -> Estimate:
 REMAINDER_SAID = 0.01  # a share of the step below which the stalls' sum and the step are taken as one
 
 
-def _communication_unmeasured(row: dict[str, Any]) -> bool:
+def communication_unmeasured(row: dict[str, Any]) -> bool:
     """A profile of several workers or machines whose interconnect or network stall it did not measure (e.g.
     --stalls compute): its step is one worker's, not the configuration's."""
     workers, nodes = int(row.get("workers_per_node") or 1), int(row.get("nodes") or 1)

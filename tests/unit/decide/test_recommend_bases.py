@@ -38,3 +38,28 @@ def test_a_compute_only_profile_of_eight_workers_is_no_measurement_of_their_step
     row = result.options.iloc[0]
     assert row["workers_per_instance"] == 8 and row["source"] == "predicted"
     assert row["interconnect_s"] > 0  # the collectives it never measured are predicted, not left out
+
+
+def test_an_older_full_profile_stands_before_a_newer_compute_only_one_of_the_same_configuration(tmp_path):
+    db = tmp_path / "r.duckdb"
+    full = _profile(db, "p4d.24xlarge", "NVIDIA A100-SXM4-40GB", 8, {"compute": 0.05, "interconnect": 0.02})
+    _profile(db, "p4d.24xlarge", "NVIDIA A100-SXM4-40GB", 8, {"compute": 0.05})
+    result = recommend(db, "resnet18", 8, instances=["p4d.24xlarge"], max_instances=2, **ASKED)
+    rows = result.options.set_index("instance_count")
+    assert rows.loc[1, "source"] == "measured" and rows.loc[1, "run_id"] == full
+    assert rows.loc[2, "interconnect_s"] == 0.02 and "interconnect from published" not in rows.loc[2, "basis"]
+
+
+def test_a_remote_hosts_profile_does_not_scale_from_the_launching_machines_gpu(tmp_path):
+    from stash_core.decide.predict import predict_instances
+
+    db = tmp_path / "r.duckdb"
+    doc = result_doc("resnet18", instance="lab-cluster", workers=1, device="cuda", batch_size=8,
+                     spec_extra={"input_shape": [3, 64, 64], "hosts": ["u@node1", "u@node2"]},
+                     stalls={"compute": 0.05})  # fmt: skip
+    doc["fingerprint"].update(gpu_count=1, gpus=[{"index": 0, "name": "NVIDIA GeForce RTX 3090"}])
+    ingest_result(db, doc)
+    frame = predict_instances(
+        db, "resnet18", 8, gpus=["H100"], precision="tf32", input_shape=(3, 64, 64)
+    ).frame
+    assert set(frame["path"]) == {"roofline"}

@@ -33,7 +33,6 @@ def test_the_precisions_a_profile_stands_for():
     assert profile_precisions(A100, 0.0) == ("fp32",)  # matrix products stay FP32 by default
     assert profile_precisions(V100, 0.99) == ("fp32", "tf32")  # no TF32 units: both run alike
     assert profile_precisions(None, 0.99) == ("fp32",)  # a CPU
-    assert profile_precisions(A100, None) == ()  # the step could not be counted
     assert ran_as(("tf32",)).startswith("tf32 (PyTorch's default")
 
 
@@ -184,3 +183,7 @@ def test_more_machines_of_a_profiled_one_keep_its_measured_interconnect(tmp_path
     assert rows.loc[1, "interconnect_s"] == pytest.approx(0.02)
     assert rows.loc[2, "interconnect_s"] == pytest.approx(0.02) and rows.loc[2, "network_s"] > 0
     assert rows.loc[2, "iteration_s"] > rows.loc[1, "iteration_s"]
+
+
+def test_a_step_that_cannot_be_counted_leaves_its_profiles_standing_for_fp32():
+    assert profile_precisions(A100, None) == ("fp32",)
