@@ -63,3 +63,16 @@ def test_a_remote_hosts_profile_does_not_scale_from_the_launching_machines_gpu(t
         db, "resnet18", 8, gpus=["H100"], precision="tf32", input_shape=(3, 64, 64)
     ).frame
     assert set(frame["path"]) == {"roofline"}
+
+
+def test_an_instances_answer_does_not_depend_on_which_other_instances_are_asked(tmp_path):
+    """A profile on a2-highgpu-1g (an A100) stands behind p4d.24xlarge (A100s) whether or not a2-highgpu-1g
+    is among --instances: the same-GPU profile was searched among the asked instances only."""
+    db = tmp_path / "r.duckdb"
+    run_id = _profile(db, "a2-highgpu-1g", "NVIDIA A100-SXM4-40GB", 1, {"compute": 0.05, "cpu": 0.001})
+    rows = []
+    for instances in (["p4d.24xlarge"], ["p4d.24xlarge", "a2-highgpu-1g"]):
+        options = recommend(db, "resnet18", 8, instances=instances, max_instances=1, **ASKED).options
+        rows.append(options.set_index("instance").loc["p4d.24xlarge"])
+    assert rows[0]["path"] == rows[1]["path"] == "profile" and run_id in rows[0]["basis"]
+    assert rows[0]["iteration_s"] == rows[1]["iteration_s"]
