@@ -180,7 +180,7 @@ def format_prediction(result: Any, rows: int | None = DEFAULT_ROWS) -> str:
         if len(listed) < len(result.not_predictable):
             more = len(result.not_predictable) - len(listed)
             lines.append(f"  ... {more:,} more (--rows all, or --format json)")
-    set_aside = getattr(result, "profiles_set_aside", [])
+    set_aside = result.profiles_set_aside
     if set_aside:
         from stash_core.terminal import printable
 

@@ -128,7 +128,7 @@ def job_precision(
     if not gpu_runs:
         return "fp32", "the measured runs trained on CPUs, in FP32"
     accelerators = [find_accelerator(row["gpu"]) if row.get("gpu") else None for row in gpu_runs]
-    share = None  # counted for GPUs with TF32 units only; predict says why a step cannot be
+    share = None  # counted for GPUs with TF32 units only; a step that cannot be counted is taken as FP32
     if any(found is not None and found.tf32_tflops for found in accelerators):
         with contextlib.suppress(UsageError):
             share = convolution_share(step_cost(model, int(batch_size), shape))
@@ -199,7 +199,7 @@ def compare_with_predictions(db_path: Path | str, model: str, batch_size: int, *
         + ("" if str(chosen.get("data", "")).startswith("synthetic") else " (data loading is not predicted)")
     )
     attrs.update(prediction_note=note, not_predictable=refused)
-    attrs["profiles_set_aside"] = list(getattr(predicted, "profiles_set_aside", None) or [])
+    attrs["profiles_set_aside"] = list(predicted.profiles_set_aside)
     combined.attrs.update(attrs)
     return combined
 

@@ -82,6 +82,7 @@ class Predictor:
         input_shape: tuple[int, ...] | None = None,
         params: StepParams | None = None,
         job: TrainingJob | None = None,
+        mislabelled: list[str] | None = None,
     ) -> None:
         self.job = job or TrainingJob()
         # UsageError for an unknown model or a shape it cannot take
@@ -91,7 +92,8 @@ class Predictor:
         self._input_given = bool(input_shape)
         self.model, self.batch_size, self.catalog, self.precision = model, batch_size, catalog, precision
         self.profiles = profiles or []
-        self.mislabelled: list[str] = []  # a line per profile of the job whose machine contradicts its label
+        # a line per profile of the job whose machine contradicts its label
+        self.mislabelled = mislabelled or []
         self.params = params or fitted_params()
         # the scaled path predicts a ratio of two steps: the parameters fitted to ratios too (calibration.py)
         self.ratio_params = params or fitted_params(ratios=True)

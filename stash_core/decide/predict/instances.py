@@ -192,9 +192,8 @@ def predictor_for(
     profiles = gpu_compute_profiles(db_path).to_dict(orient="records") if stored else []
     rows = whole_catalog(db_path, catalog, everything)
     profiles, mislabelled = labels_that_hold(db_path, model, batch_size, profiles, rows)
-    predictor = Predictor(model, batch_size, rows, profiles, precision, input_shape=input_shape, job=job)
-    predictor.mislabelled = mislabelled
-    return predictor
+    return Predictor(model, batch_size, rows, profiles, precision, input_shape=input_shape, job=job,
+                     mislabelled=mislabelled)  # fmt: skip
 
 
 def predict_instances(

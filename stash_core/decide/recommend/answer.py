@@ -9,10 +9,10 @@ from typing import Any
 
 import pandas as pd
 
-from stash_core.catalog import list_instances, stored_label_checks
+from stash_core.catalog import stored_label_checks
 from stash_core.cells import plain_row
 from stash_core.decide.predict.configuration import profile_shape
-from stash_core.decide.predict.instances import check_precision, refusal_json
+from stash_core.decide.predict.instances import all_catalog_rows, check_precision, refusal_json
 from stash_core.decide.predict.profile_arithmetic import (
     convolution_share,
     machine_name,
@@ -156,11 +156,12 @@ def recommend(
         **habits.to_json(optimizer_name(kind)),
         "habits": habits.describe(kind, optimizer_name(kind)),
     }
-    catalog = _catalog(db_path, instances)
-    measured, label_warnings, set_aside = _labelled_profiles(db_path, model, batch_size)
-    measured, on_cpus = _on_the_instances_gpus(db_path, measured)
+    everything = all_catalog_rows(db_path)  # read once: the selection, the labels, the profiles' GPUs
+    catalog = _catalog(everything, instances)
+    measured, label_warnings, set_aside = _labelled_profiles(db_path, model, batch_size, everything)
+    measured, on_cpus = _on_the_instances_gpus(measured, everything)
     set_aside += on_cpus
-    ran = _profile_precisions(db_path, model, batch_size, shape if input_shape else None)
+    ran = _profile_precisions(model, batch_size, shape if input_shape else None, everything)
     measured, other_jobs = _same_job(
         measured, shape, default_shape, precision, habits.is_default(optimizer_name(kind)), ran
     )
@@ -212,7 +213,7 @@ def _unpriced(options: list[dict[str, Any]], catalog: dict[str, dict[str, Any]],
 
 
 def _labelled_profiles(
-    db_path: Path | str, model: str, batch_size: int
+    db_path: Path | str, model: str, batch_size: int, everything: dict[str, dict[str, Any]]
 ) -> tuple[pd.DataFrame, list[str], list[str]]:
     """The measured profiles that may stand for their instance, the warnings of every profile whose machine
     does not fit its label (confirmed or not), and a line per profile set aside for that reason.
@@ -223,7 +224,6 @@ def _labelled_profiles(
     measured = measured_profiles(db_path, model, batch_size)
     if measured.empty:
         return measured, [], []
-    everything = {row["name"]: plain_row(row) for row in list_instances(db_path).to_dict(orient="records")}
     checks = stored_label_checks(db_path, list(measured["run_id"]), everything)
     warnings = [check.warning for check in checks.values() if check.warning]
     unusable = {run_id for run_id, check in checks.items() if not check.usable}
@@ -231,13 +231,14 @@ def _labelled_profiles(
     return measured[~measured["run_id"].isin(unusable)].reset_index(drop=True), warnings, set_aside
 
 
-def _on_the_instances_gpus(db_path: Path | str, measured: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
+def _on_the_instances_gpus(
+    measured: pd.DataFrame, everything: dict[str, dict[str, Any]]
+) -> tuple[pd.DataFrame, list[str]]:
     """The profiles that ran where their instance's job runs: a CPU profile (--device cpu) of an instance
     with GPUs measured another job, so it is set aside with a line."""
     if measured.empty:
         return measured, []
-    catalog = list_instances(db_path).to_dict(orient="records")
-    gpus = {row["name"]: row.get("accelerator_count") or 0 for row in catalog}
+    gpus = {name: row.get("accelerator_count") or 0 for name, row in everything.items()}
     off = [
         str(device or "").startswith("cpu") and (gpus.get(instance) or 0) > 0
         for device, instance in zip(measured["device"], measured["instance"], strict=True)
@@ -252,11 +253,10 @@ def _on_the_instances_gpus(db_path: Path | str, measured: pd.DataFrame) -> tuple
 
 
 def _profile_precisions(
-    db_path: Path | str, model: str, batch_size: int, shape: tuple[int, ...] | None
+    model: str, batch_size: int, shape: tuple[int, ...] | None, everything: dict[str, dict[str, Any]]
 ) -> Callable[[dict[str, Any]], tuple[str, ...]]:
     """The precisions a stored profile row of this job stands for (profile_arithmetic.py); the step is
     counted only when a profile on a GPU with TF32 asks for its convolutions' share."""
-    everything = {row["name"]: plain_row(row) for row in list_instances(db_path).to_dict(orient="records")}
     share: list[float | None] = []
 
     def precisions(row: dict[str, Any]) -> tuple[str, ...]:
@@ -353,15 +353,14 @@ def _same_job(
     return measured[keep].reset_index(drop=True), lines
 
 
-def _catalog(db_path: Path | str, instances: list[str] | None) -> dict[str, dict[str, Any]]:
+def _catalog(everything: dict[str, dict[str, Any]], instances: list[str] | None) -> dict[str, dict[str, Any]]:
     """The catalog rows to consider, by name: all, or the named ones (UsageError for an unknown name)."""
-    catalog = list_instances(db_path)
-    if instances:
-        unknown = sorted(set(instances) - set(catalog["name"]))
-        if unknown:
-            raise UsageError(f"unknown instance(s) {', '.join(unknown)}: see `stash instances list`")
-        catalog = catalog[catalog["name"].isin(instances)]
-    return {row["name"]: plain_row(row) for row in catalog.to_dict(orient="records")}
+    if not instances:
+        return dict(everything)
+    unknown = sorted(set(instances) - set(everything))
+    if unknown:
+        raise UsageError(f"unknown instance(s) {', '.join(unknown)}: see `stash instances list`")
+    return {name: row for name, row in everything.items() if name in instances}
 
 
 def _check_model(db_path: Path | str, model: str) -> None:
