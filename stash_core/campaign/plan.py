@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from stash_core.campaign.zoo_names import ZOO_NAMES
+from stash_core.zoo_names import ZOO_NAMES
 from stash_core.errors import UsageError
 from stash_core.spec import ProfileSpec, script_model_name, script_sha256
 from stash_core.spec_parse import parse_input_shape, parse_iterations, parse_stalls

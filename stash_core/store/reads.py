@@ -14,6 +14,7 @@ from typing import Any
 import pandas as pd
 
 from stash_core.store import connect, query_readonly
+from stash_core.zoo_names import canonical_model
 
 # The columns of the probes table that the alpha-beta fits read, in this order.
 PROBE_COLUMNS = (
@@ -98,7 +99,7 @@ def bandwidth_probes(db_path: Path | str) -> pd.DataFrame:
 def measured_profiles(db_path: Path | str, model: str, batch_size: int) -> pd.DataFrame:
     """Completed profiles of `model` at per-worker `batch_size` with their stall breakdown and input shape
     (the spec's, as JSON text, or None), newest first."""
-    return query_readonly(db_path, _MEASURED_PROFILES_SQL, [model, batch_size])
+    return query_readonly(db_path, _MEASURED_PROFILES_SQL, [canonical_model(model), batch_size])
 
 
 def gpu_compute_profiles(db_path: Path | str) -> pd.DataFrame:
@@ -110,7 +111,7 @@ def gpu_compute_profiles(db_path: Path | str) -> pd.DataFrame:
 
 def stored_model_counts(db_path: Path | str, model: str) -> dict[str, Any] | None:
     """grad_bytes, grad_tensor_count and layer_count of a model as stored; None unless all three are."""
-    found = query_readonly(db_path, _MODEL_COUNTS_SQL, [model])
+    found = query_readonly(db_path, _MODEL_COUNTS_SQL, [canonical_model(model)])
     if len(found) and not found.iloc[0].isna().any():
         return {key: float(value) for key, value in found.iloc[0].to_dict().items()}
     return None
@@ -129,7 +130,7 @@ def latest_compute_s(
             "WHERE r.status = 'completed' AND r.model = ? AND r.instance = ? AND r.batch_size = ? "
             "AND r.workers_per_node = ? AND r.nodes = 1 "
             "AND s.stall = 'compute' AND s.seconds > 0 ORDER BY r.started_at DESC LIMIT 1",
-            [model, instance, batch_per_worker, workers_per_node],
+            [canonical_model(model), instance, batch_per_worker, workers_per_node],
         ).fetchall()
     return float(rows[0][0]) if rows else None
 

@@ -19,7 +19,7 @@ import pandas as pd
 
 from stash_core.campaign import cloud_plan, skypilot_task
 from stash_core.campaign.plan import CampaignSettings
-from stash_core.campaign.zoo_names import zoo_models  # noqa: F401  (the page's model list)
+from stash_core.zoo_names import zoo_models  # noqa: F401  (the page's model list)
 from stash_core.catalog import list_instances
 from stash_core.engine import jobs
 from stash_core.errors import UsageError

@@ -29,6 +29,7 @@ from stash_core.habits import TrainingJob
 from stash_core.store.reads import gpu_compute_profiles, measured_profiles
 from stash_core.terminal import shell_word
 from stash_core.units import finite_float
+from stash_core.zoo_names import canonical_model
 
 COLUMNS = (
     "config", "instance", "accelerator", "instance_count", "gpus_per_instance", "workers_per_instance",
@@ -212,6 +213,7 @@ def predict_instances(
 
     The step is counted once (Predictor: model, batch, input shape, precision) and reused for every
     instance; UsageError for an unknown model, instance or GPU, or a shape the model cannot take."""
+    model = canonical_model(model)  # `ResNet18` finds the profiles of resnet18
     everything = all_catalog_rows(db_path)  # read once for the selection and the profiles' instances
     catalog = catalog_rows(db_path, instances, gpus, everything)
     predictor = predictor_for(db_path, model, batch_size, catalog, precision, input_shape, everything, job)

@@ -30,6 +30,7 @@ from stash_core.errors import UsageError
 from stash_core.habits import TrainingJob, optimizer_name
 from stash_core.store.reads import measured_profiles, stored_model_counts
 from stash_core.units import finite_float
+from stash_core.zoo_names import canonical_model
 
 DEFAULT_MAX_INSTANCES = 4
 # An instance evaluated without a price of the kind asked: the phrase its line has, which the Recommend page
@@ -136,6 +137,7 @@ def recommend(
     _check_request(batch_size, epochs, dataset_images, budget_hours, max_usd, max_instances)
     check_precision(precision)
     _check_model(db_path, model)
+    model = canonical_model(model)  # `ResNet18` finds the profiles of resnet18
     shape, default_shape = _job_shapes(model, input_shape)
     habits = habits or TrainingJob()
     kind = _model_kind(model, habits)

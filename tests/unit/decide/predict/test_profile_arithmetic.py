@@ -187,3 +187,14 @@ def test_more_machines_of_a_profiled_one_keep_its_measured_interconnect(tmp_path
 
 def test_a_step_that_cannot_be_counted_leaves_its_profiles_standing_for_fp32():
     assert profile_precisions(A100, None) == ("fp32",)
+
+
+def test_a_zoo_model_typed_in_another_case_finds_its_profiles_in_predict_and_recommend(tmp_path):
+    db = tmp_path / "r.duckdb"
+    run_id = _gpu_profile(db, "resnet18", "a2-highgpu-1g", "NVIDIA A100-SXM4-40GB", 0.05, batch=8)
+    shape = dict(input_shape=(3, 64, 64), precision="tf32", instances=["a2-highgpu-1g"])
+    row = predict_instances(db, " ResNet18", 8, workers_per_instance=1, **shape).frame.iloc[0]
+    assert row["path"] == "measured" and run_id in row["basis"]  # the zoo builds ResNet18 as resnet18
+    answer = recommend(db, "RESNET18", 8, epochs=1, dataset_images=10_000, budget_hours=1000, **shape)
+    assert (answer.options["source"] == "measured").any()
+    assert answer.to_json()["job"]["model"] == "resnet18"

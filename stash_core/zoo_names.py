@@ -1,6 +1,7 @@
 """The zoo's model names without importing the zoo: importing stash_core.zoo loads torch (seconds on a small
-machine), which a campaign's plan does not need to tell a zoo name from a user's model. The names are the
-keys of zoo/registry.py's ZOO; tests/unit/campaign/test_zoo_names.py keeps the two the same."""
+machine), which a campaign's plan and the stored profiles' lookups do not need to tell a zoo name from a
+user's model. The names are the keys of zoo/registry.py's ZOO; tests/unit/test_zoo_names.py keeps the two the
+same."""
 
 from __future__ import annotations
 
@@ -16,3 +17,11 @@ ZOO_NAMES: frozenset[str] = frozenset({
 def zoo_models() -> list[str]:
     """The zoo's model names, sorted (what stash_core.zoo.list_models() returns)."""
     return sorted(ZOO_NAMES)
+
+
+def canonical_model(ref: str) -> str:
+    """The name a model's profiles are stored under: a zoo name in lower case, as the zoo builds it (the zoo
+    takes `ResNet18` for `resnet18`), anything else (a user's FILE.py:FACTORY, a script run) as given."""
+    if not isinstance(ref, str):
+        return ref  # not a name: the caller's own check refuses it
+    return ref.strip().lower() if ref.strip().lower() in ZOO_NAMES else ref
