@@ -302,9 +302,8 @@ def show_result(result: Recommendation) -> None:
         ranked_view(ranked)
     if not options.empty:
         download_buttons(options, "recommendation_options", "rec-options", label="All configurations")
-    set_aside, excluded = views.recommend.set_aside_and_not_evaluated(result)
-    profiles_set_aside(set_aside)
-    not_evaluated(excluded)
+    profiles_set_aside(list(result.profiles_set_aside))
+    not_evaluated(list(result.excluded))
 
 
 def profiles_set_aside(lines: list[str]) -> None:

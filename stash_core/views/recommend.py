@@ -230,27 +230,11 @@ def marked_source(frame: pd.DataFrame) -> pd.Series:
     return pd.Series([mark(row) for row in frame.to_dict(orient="records")], index=frame.index, dtype=object)
 
 
-SET_ASIDE_PREFIX = "profile "  # "profile RUN on MACHINE: set aside, ..." (decide/recommend/answer.py)
-
-
-def set_aside_and_not_evaluated(result: Recommendation) -> tuple[list[str], list[str]]:
-    """(the stored profiles of the job that the recommendation set aside, the instances and configurations it
-    did not evaluate or rank): a profile set aside is no instance left out, wherever the result lists it."""
-    set_aside = list(getattr(result, "profiles_set_aside", None) or [])
-    excluded = []
-    for line in result.excluded:
-        if not line.startswith(SET_ASIDE_PREFIX):
-            excluded.append(line)
-        elif line not in set_aside:
-            set_aside.append(line)
-    return set_aside, excluded
-
-
 def not_predicted_summary(reasons: Iterable[str]) -> str:
     """The reasons configurations were not predicted, counted by kind: "batch does not fit the GPU's memory:
-    3, accelerator not in Stash's table: 1"; '' for none. A stored profile set aside ("profile RUN on
-    MACHINE: ...") is not a configuration, and is not counted."""
-    counts = Counter(_kind(reason) for reason in reasons if not reason.startswith(SET_ASIDE_PREFIX))
+    3, accelerator not in Stash's table: 1"; '' for none. (A stored profile set aside is no configuration:
+    the results list those apart, in profiles_set_aside.)"""
+    counts = Counter(_kind(reason) for reason in reasons)
     return ", ".join(f"{kind}: {count}" for kind, count in counts.most_common())
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from types import SimpleNamespace
 
 import pandas as pd
 import pytest
@@ -306,12 +305,6 @@ def test_a_profiled_script_is_no_model_choice_and_is_refused_in_one_line(tmp_pat
         views.recommend.recommendation(tmp_path / "none.duckdb", request)
 
 
-def test_a_profile_set_aside_is_not_counted_as_an_instance_left_out() -> None:
-    set_aside = "profile R1 on h200: set aside, it ran in tf32 and the job trains in fp32"
+def test_the_instances_not_evaluated_are_counted_by_their_reason() -> None:
     refusal = "tpu-box: not predictable - Google TPU v9 has no entry in the accelerator table"
-    summary = views.recommend.not_predicted_summary([set_aside, refusal])
-    assert summary == "accelerator not in Stash's table: 1"
-    old = views.recommend.Recommendation({}, pd.DataFrame(), None, excluded=[set_aside, refusal])
-    assert views.recommend.set_aside_and_not_evaluated(old) == ([set_aside], [refusal])
-    new = SimpleNamespace(profiles_set_aside=[set_aside], excluded=[refusal])  # the lines kept apart
-    assert views.recommend.set_aside_and_not_evaluated(new) == ([set_aside], [refusal])
+    assert views.recommend.not_predicted_summary([refusal]) == "accelerator not in Stash's table: 1"
