@@ -174,7 +174,7 @@ def recommend(
     measured = measured.drop_duplicates(["instance", "workers_per_node", "nodes"], keep="first")
     given = shape if input_shape else None  # the model's default needs no flag in the hints
     job = RentalJob(model, batch_size, float(epochs), dataset_images, pricing, precision, given, habits)
-    planner = OptionPlanner(db_path, job, catalog, measured)
+    planner = OptionPlanner(db_path, job, catalog, measured, set_aside=len(set_aside))
     for name, instance in catalog.items():
         planner.add_instance_options(name, instance, max_instances)
     if not instances:

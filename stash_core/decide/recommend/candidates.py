@@ -38,12 +38,18 @@ class OptionPlanner:
     """Builds one option row per configuration; remembers why configurations could not be evaluated."""
 
     def __init__(
-        self, db_path: Path | str, job: RentalJob, catalog: dict[str, dict[str, Any]], measured: pd.DataFrame
+        self,
+        db_path: Path | str,
+        job: RentalJob,
+        catalog: dict[str, dict[str, Any]],
+        measured: pd.DataFrame,
+        set_aside: int = 0,
     ) -> None:
         self.db_path = db_path
         self.job = job
         self.catalog = catalog
         self.measured = measured
+        self.set_aside = set_aside  # how many stored profiles of the job stand for none of its rows
         self.options: list[dict[str, Any]] = []
         self.excluded: list[str] = []
         self._report: FitReport | None = None
@@ -266,7 +272,10 @@ class OptionPlanner:
             except UserModelError:
                 raise  # the model itself cannot be built: one line for the command, not one per instance
             except UsageError as exc:
-                self._predictor = f"no profile and no prediction from specs ({exc})"
+                # a model known only by its profiles, all of them set aside, is not one with no profile
+                held = f"no profile that stands for this job ({self.set_aside} set aside, each said with why)"
+                held = held if self.set_aside else "no profile"
+                self._predictor = f"{held} and no prediction from specs ({exc})"
         return self._predictor
 
     def _predict(

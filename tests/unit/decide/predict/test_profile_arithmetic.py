@@ -198,3 +198,17 @@ def test_a_zoo_model_typed_in_another_case_finds_its_profiles_in_predict_and_rec
     answer = recommend(db, "RESNET18", 8, epochs=1, dataset_images=10_000, budget_hours=1000, **shape)
     assert (answer.options["source"] == "measured").any()
     assert answer.to_json()["job"]["model"] == "resnet18"
+
+
+def test_a_model_known_only_by_profiles_all_set_aside_is_not_said_to_have_none(tmp_path):
+    db = tmp_path / "r.duckdb"
+    on_cpu = result_doc("mynet", instance="g4dn.xlarge", workers=1, device="cpu", batch_size=8,
+                        stalls={"compute": 0.9})  # fmt: skip
+    on_cpu["fingerprint"].update(gpu_count=1, gpus=[{"index": 0, "name": "Tesla T4"}], gpu_status="1 GPU(s)")
+    ingest_result(db, on_cpu)
+    asked = dict(epochs=1, dataset_images=10_000, budget_hours=9, instances=["g4dn.xlarge"])
+    answer = recommend(db, "mynet", 8, **asked)
+    assert any(on_cpu["run_id"] in line for line in answer.profiles_set_aside)
+    assert answer.excluded[0].startswith(
+        "g4dn.xlarge: no profile that stands for this job (1 set aside, each said with why) and no prediction"
+    )
