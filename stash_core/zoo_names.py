@@ -21,7 +21,9 @@ def zoo_models() -> list[str]:
 
 def canonical_model(ref: str) -> str:
     """The name a model's profiles are stored under: a zoo name in lower case, as the zoo builds it (the zoo
-    takes `ResNet18` for `resnet18`), anything else (a user's FILE.py:FACTORY, a script run) as given."""
+    takes `ResNet18` for `resnet18`), anything else (a user's FILE.py:FACTORY, a script run) as given; both
+    without the spaces around them."""
     if not isinstance(ref, str):
         return ref  # not a name: the caller's own check refuses it
-    return ref.strip().lower() if ref.strip().lower() in ZOO_NAMES else ref
+    name = ref.strip()  # as the zoo and `stash profile` take it
+    return name.lower() if name.lower() in ZOO_NAMES else name

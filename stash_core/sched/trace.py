@@ -25,6 +25,7 @@ from stash_core.errors import UsageError
 from stash_core.sched.generate import ARRIVALS, arrival_times
 from stash_core.store.reads import network_shares, profiled_iteration_s
 from stash_core.terminal import unsafe_character
+from stash_core.zoo_names import canonical_model
 
 # Blox (msr-fiddle/blox): speed multiplier when a job spans machines; slowdown = 1 / multiplier.
 BLOX_SPEED = {"resnet50": 0.9, "resnet18": 0.8, "alexnet": 0.6, "shufflenet": 0.7}
@@ -97,7 +98,8 @@ def jobs_from_frame(frame: pd.DataFrame, db_path: Path | None = None, what: str 
             raise UsageError(
                 f"{name} submit_time must be within +-{MAX_ABS_SUBMIT_S:.0e} s, got {submit_s!r}"
             )
-        model = str(row["model_name"]) if _present(row.get("model_name")) else None
+        # the name the model's profiles are stored under: a trace's ResNet50 is the zoo's resnet50
+        model = canonical_model(str(row["model_name"])) if _present(row.get("model_name")) else None
         duration_s = _duration(row, name, profiled.get(model) if model is not None else None,
                                _no_profile(model, db_path))  # fmt: skip
         slowdown, source = _slowdown(row, model, measured, name)

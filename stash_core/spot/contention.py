@@ -17,6 +17,7 @@ import numpy as np
 
 from stash_core.errors import UsageError
 from stash_core.store.reads import latest_compute_s
+from stash_core.zoo_names import canonical_model
 
 MB = 1e6
 
@@ -100,7 +101,8 @@ def merged_compute_s(existing: dict[str, Any], model: str, batch_per_gpu: int, f
     """The workload's compute times after a profile of `model` at `batch_per_gpu`: those `found` in stored
     profiles, over the file's own only where the file was of this model at this batch. Another job's would be
     taken as this one's by `stash spot`, where a file's compute times win over stored profiles."""
-    same_job = existing.get("model") == model and existing.get("batch_per_gpu") == batch_per_gpu
+    same_model = canonical_model(str(existing.get("model"))) == canonical_model(model)  # ResNet18 is resnet18
+    same_job = same_model and existing.get("batch_per_gpu") == batch_per_gpu
     return {**((existing.get("compute_s") or {}) if same_job else {}), **found}
 
 

@@ -12,6 +12,7 @@ import torch
 from torch import nn
 
 from stash_core.errors import UsageError
+from stash_core.spec import script_model_name
 from stash_core.spec_parse import parse_input_shape
 from stash_core.zoo.compiler_guards import compiler_unimported
 from stash_core.zoo.info import ModelInfo, describe
@@ -65,6 +66,16 @@ def check_num_classes(num_classes: int | None) -> int | None:
     return classes
 
 
+def refuse_script_name(name: str) -> None:
+    """UsageError for a profiled script's name ("script:train.py", runs.model of a --script profile) given
+    as a model: no module is named `script`; a script is profiled with --script, predicted from its run."""
+    if name.startswith(script_model_name("")):
+        raise UsageError(
+            f"{name} is a profiled script, not a model: profile a script with `stash profile --script "
+            "FILE.py`, predict it from its run with `stash predict --script-run RUN`"
+        )
+
+
 def build_model(
     ref: str, num_classes: int | None = None, input_shape: tuple[int, ...] | None = None
 ) -> tuple[nn.Module, ModelInfo]:
@@ -72,6 +83,7 @@ def build_model(
     num_classes = check_num_classes(num_classes)
     shape = None if input_shape is None else check_input_shape(input_shape)
     name = str(ref).strip()
+    refuse_script_name(name)
     if name.lower() in ZOO:
         return _build_zoo(name.lower(), num_classes, shape)
     if ":" in name:
@@ -90,6 +102,7 @@ def describe_model(
     # A zoo model's constructors initialise embeddings through guarded kernels that would import torch's
     # compiler (~1.3 CPU-s, paid by `stash models`, recommend, fit, spot-memory); zoo models compile
     # nothing. A user factory is built with the compiler importable (it may call torch.compile itself).
+    refuse_script_name(str(ref).strip())
     in_zoo = str(ref).strip().lower() in ZOO
     if not in_zoo and ":" in str(ref):  # a user's factory: its code runs in a child process (contained.py)
         return contained(f"model factory {str(ref).strip()}", _described, ref, num_classes, input_shape)

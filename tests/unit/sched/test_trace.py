@@ -76,12 +76,13 @@ def test_stash_measurements_give_the_sensitivity_of_profiled_models(tmp_path):
     stalls = {"compute": 0.2, "interconnect": 0.05, "network": 0.1}
     ingest_result(db, result_doc("resnet50", nodes=2, stalls=stalls))
     ingest_result(db, result_doc("resnet50", nodes=1, stalls={"compute": 0.2, "interconnect": 0.05}))
-    trace = pd.DataFrame({"job_id": [1, 2], "num_gpu": [8, 8], "submit_time": [0, 1],
-                          "duration": [60, 60], "model_name": ["resnet50", "vgg16"]})  # fmt: skip
+    trace = pd.DataFrame({"job_id": [1, 2, 3], "num_gpu": [8, 8, 8], "submit_time": [0, 1, 2],
+                          "duration": [60, 60, 60], "model_name": ["resnet50", "vgg16", "ResNet50"]})  # fmt: skip
     path = write(tmp_path, trace)
     jobs = {job.job_id: job for job in load_trace(path, db)}
     assert jobs["1"].slowdown == pytest.approx(1.4) and jobs["1"].slowdown_source == "measured"
     assert jobs["2"].slowdown_source == "blox default"
+    assert jobs["3"].slowdown_source == "measured"  # the zoo's resnet50, as its profiles are stored
 
 
 def test_a_jobs_compute_can_come_from_a_stash_profile_of_its_model(tmp_path):

@@ -74,3 +74,5 @@ def test_a_profile_of_another_model_or_batch_keeps_none_of_the_files_compute_tim
     assert merged_compute_s(old, "resnet110", 8, found) == found
     assert merged_compute_s(old, "resnet110", 512, found) == {"g3.8xlarge": 0.01, "g3.16xlarge": 0.855}
     assert merged_compute_s({}, "resnet110", 512, {}) == {}
+    zoo = {"model": "resnet18", "batch_per_gpu": 32, "compute_s": {"g3.8xlarge": 0.8}}
+    assert merged_compute_s(zoo, " ResNet18", 32, {}) == {"g3.8xlarge": 0.8}  # the zoo builds it as resnet18

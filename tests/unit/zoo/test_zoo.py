@@ -215,6 +215,13 @@ def test_zoo_names_are_case_insensitive_and_aliases_agree() -> None:
     assert describe_model("shufflenet_v2").param_count == describe_model("shufflenet_v2_x1_0").param_count
 
 
+@pytest.mark.parametrize("build", [build_model, describe_model])
+def test_a_profiled_scripts_name_is_refused_as_a_model_in_one_line(build) -> None:
+    # runs.model of a --script profile: no module `script` to import, whichever command names it
+    with pytest.raises(UsageError, match=r"^script:train.py is a profiled script, not a model: profile a"):
+        build(" script:train.py")
+
+
 # --- user models -------------------------------------------------------------------------------------------
 
 
