@@ -23,7 +23,9 @@ from stash_core.cli.args import (
 from stash_core.errors import UsageError
 from stash_core.pathargs import input_path, output_path
 from stash_core.spec_parse import offers_text
+from stash_core.terminal import printable
 from stash_core.userfiles import json_text
+from stash_core.zoo_names import canonical_model
 
 # The planner is imported inside cmd_spot: building `stash --help` must not load pandas.
 
@@ -216,7 +218,7 @@ def cmd_spot_memory(args: argparse.Namespace) -> int:
         raise UsageError(f"--batches: give {MIN_BATCHES} or more different batch sizes (two always fit a "
                          "line, so the linearity check could not fire), e.g. 8,32,128")  # fmt: skip
     if args.workload is not None:
-        check_writable(args.workload)
+        _same_model(check_writable(args.workload), args.model, args.workload)
     shape = parse_input_shape(args.input_shape) if args.input_shape else None
     fit = profile_memory(args.model, sorted(set(args.batches)), args.device, args.num_classes, shape)
     if fit.max_rel_error > MAX_FIT_ERROR:
@@ -226,7 +228,8 @@ def cmd_spot_memory(args: argparse.Namespace) -> int:
         )
     rows = batch_table(fit, list_instances(db_path(args)).to_dict(orient="records"))
     if args.workload is not None:
-        update_workload(args.workload, {"a2": fit.a2, "b2": fit.b2, "memory_fit": fit.as_dict()})
+        memory_fit = {**fit.as_dict(), "model": canonical_model(args.model)}
+        update_workload(args.workload, {"a2": fit.a2, "b2": fit.b2, "memory_fit": memory_fit})
     if args.json:
         print(json_text({**fit.as_dict(), "batch_per_gpu": rows}, indent=2))
         return 0
@@ -237,6 +240,17 @@ def cmd_spot_memory(args: argparse.Namespace) -> int:
              "largest batch per GPU, b_k = 2^floor(log2(a2 mem + b2)):", *batch_lines(rows)]  # fmt: skip
     print("\n".join(lines))
     return 0
+
+
+def _same_model(workload: dict, model: str, path: object) -> None:
+    """UsageError when the workload file is of another model: its a2 and b2 would size that model's batches
+    from this one's memory."""
+    written = workload.get("model")
+    if isinstance(written, str) and canonical_model(written) != canonical_model(model):
+        raise UsageError(
+            f"--workload {path} is of model {printable(written)}, not {printable(model)}: give a workload "
+            "file of this model (or a new one)"
+        )
 
 
 def batch_lines(rows: list[dict[str, Any]]) -> list[str]:

@@ -197,6 +197,29 @@ def test_spot_memory_refuses_before_a_probe_starts(tmp_path, capsys, monkeypatch
     _one_line(status, capsys.readouterr(), message)
 
 
+def test_spot_memory_refuses_a_workload_of_another_model_before_a_probe_starts(tmp_path, capsys, monkeypatch):
+    import stash_core.spot.batch_memory as batch_memory
+
+    monkeypatch.setattr(batch_memory, "measure_peak_bytes", lambda *_a, **_k: pytest.fail("a probe started"))
+    workload = tmp_path / "w.json"
+    workload.write_text(json.dumps({"model": "resnet18", "batch_per_gpu": 32}))
+    status = main(["spot-memory", "--model", "resnet10", "--workload", str(workload)])
+    _one_line(status, capsys.readouterr(), f"--workload {workload} is of model resnet18, not resnet10")
+    assert json.loads(workload.read_text()) == {"model": "resnet18", "batch_per_gpu": 32}
+
+
+def test_spot_memory_writes_its_fit_with_the_model_it_measured(tmp_path, capsys, monkeypatch):
+    import stash_core.spot.batch_memory as batch_memory
+
+    monkeypatch.setattr(batch_memory, "measure_peak_bytes", lambda _m, batch, *_a: 2**28 + batch * 2**26)
+    workload = tmp_path / "w.json"
+    workload.write_text(json.dumps({"model": "resnet10", "batch_per_gpu": 32}))
+    argv = ["spot-memory", "--model", "ResNet10", "--batches", "2,4,8", "--workload", str(workload)]
+    assert main(argv) == 0
+    written = json.loads(workload.read_text())
+    assert written["memory_fit"]["model"] == "resnet10" and written["model"] == "resnet10"
+
+
 def test_fit_loss_does_not_write_a_negative_g4_the_planner_would_refuse(tmp_path, capsys):
     g = (876.5, -0.2, 300.0, -0.5, 0.5)  # fits curves of 2, 4 and 8 workers (R >= 0.71), not of one
     lines = ["iteration,loss,batch_size,workers"]
