@@ -23,10 +23,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from stash_core.zoo_names import ZOO_NAMES
 from stash_core.errors import UsageError
 from stash_core.spec import ProfileSpec, script_model_name, script_sha256
 from stash_core.spec_parse import parse_input_shape, parse_iterations, parse_stalls
+from stash_core.zoo_names import ZOO_NAMES
 
 # The store (pandas, duckdb) and the profile child are imported where they are used: a plan and its check of
 # the model names need neither, nor torch (zoo_names.py).
@@ -298,7 +298,9 @@ def profile_args(item: CampaignItem, settings: CampaignSettings) -> list[str]:
     if settings.results_dir is not None:
         parts = item.key[:5] if item.script is None else (*item.key[:5], f"s{str(item.script_sha256)[:12]}")
         safe = "_".join(str(part) for part in parts).replace("/", "-").replace("@", "_at_").replace(":", "-")
-        args = with_options(args, "--out", str(Path(settings.results_dir) / f"{safe}-{int(time.time())}.json"))
+        safe = safe.lstrip(".-") or "model"  # ./m.py:make, /abs/m.py: no hidden file, no option-like name
+        out = Path(settings.results_dir) / f"{safe}-{int(time.time())}.json"
+        args = with_options(args, "--out", str(out))
     return with_options(args, *settings.extra_args)
 
 

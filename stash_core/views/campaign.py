@@ -19,12 +19,12 @@ import pandas as pd
 
 from stash_core.campaign import cloud_plan, skypilot_task
 from stash_core.campaign.plan import CampaignSettings
-from stash_core.zoo_names import zoo_models  # noqa: F401  (the page's model list)
 from stash_core.catalog import list_instances
 from stash_core.engine import jobs
 from stash_core.errors import UsageError
 from stash_core.spec_parse import BATCH_SIZE, MAX_NAME_CHARS, parse_iterations, region
 from stash_core.terminal import unsafe_character
+from stash_core.zoo_names import zoo_models  # noqa: F401  (the page's model list)
 
 DEFAULT_INSTANCES = ("g5.xlarge", "g4dn.xlarge", "p3.2xlarge")  # the example plan
 DEFAULT_MODELS = ("resnet50",)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import stat
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 from result_docs import result_doc
@@ -11,12 +12,14 @@ from result_docs import result_doc
 from stash_core.api.options import parse_profile
 from stash_core.campaign.local import run_campaign, subprocess_runner
 from stash_core.campaign.plan import (
+    CampaignItem,
     CampaignSettings,
     check_measurable_plan,
     eta_text,
     family_models,
     instance_label,
     plan_campaign,
+    profile_args,
     profile_argv,
     profile_spec,
     split_done,
@@ -227,3 +230,11 @@ def test_names_and_rates_that_differ_only_in_case_are_one_configuration():
     models = ["resnet10", "RESNET10", "ResNet10"]
     plan = plan_campaign(models, [8], [2], [2], ["1gbit", "1GBIT"], instance="lab")
     assert [(item.model, item.instance) for item in plan] == [("resnet10", "lab@1gbit")]
+
+
+@pytest.mark.parametrize("model", ["./m.py:make", "/tmp/x/m.py:make", "../a/m.py:make"])
+def test_a_result_file_is_named_neither_hidden_nor_like_an_option(tmp_path, model):
+    settings = CampaignSettings(db_path=tmp_path / "r.duckdb", results_dir=tmp_path / "res")
+    args = profile_args(CampaignItem(model, 8, 1, 1, "box"), settings)
+    name = Path(args[args.index("--out") + 1]).name
+    assert name[0] not in ".-" and "m.py-make_8_1_1_box-" in name and name.endswith(".json")
