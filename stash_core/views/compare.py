@@ -3,8 +3,8 @@
 Two runs are the same job only when everything that decides the work of an iteration is the same
 (JOB_COLUMNS): the model, the batch size per worker, the input shape, the data (synthetic batches made on the
 device, or real data - cached or cold - from generated images or a data set), the workers per machine, the
-machines and the device. The page picks one job (compare_choices) and compares its instances; runs of
-different jobs are never averaged together or ranked against each other.
+machines, the device and, for a script, its code (a hash). The page picks one job (compare_choices)
+and compares its instances; runs of different jobs are never averaged together or ranked against each other.
 
 An instance label that the run's machine contradicts (catalog/labels.py) keeps its run out of that
 instance's row: such runs form a row of their own, marked, without the instance's price, until the label is
@@ -46,7 +46,7 @@ from stash_core.store import queries_compare
 from stash_core.views.common import NO_INSTANCE
 from stash_core.views.stall_frames import stall_long_frame
 
-JOB_COLUMNS = ("model", "batch_size", "input_shape", "data", "workers_per_node", "nodes", "device")
+JOB_COLUMNS = ("model", "batch_size", "input_shape", "data", "workers_per_node", "nodes", "device", "code")
 UNVERIFIED = "label contradicted"
 _PRICE_COLUMNS = ("provider", "accelerator", "accelerator_count", "on_demand_usd_per_h", "spot_usd_per_h")
 
@@ -68,7 +68,7 @@ def job_label(job: dict[str, Any]) -> str:
     where = f"{workers} worker(s)" + (f" x {nodes} machines" if nodes and nodes > 1 else "")
     device, shape = job.get("device") or "?", job.get("input_shape")
     parts = [str(job.get("model")), f"batch {job.get('batch_size')} per worker", where, str(device),
-             f"input {shape}", str(job.get("data"))]  # fmt: skip
+             f"input {shape}", str(job.get("data"))] + ([f"script {job['code']}"] if job.get("code") else [])
     return " · ".join(parts)
 
 

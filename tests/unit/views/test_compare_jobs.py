@@ -152,3 +152,18 @@ def test_a_token_model_s_generated_data_is_documents_without_a_pixel_size(tmp_pa
     assert store.ingest_result(db, doc)
     [data] = views.compare.compare_choices(db)["data"]
     assert data.endswith("generated documents: 64"), data
+
+
+def test_two_scripts_of_one_name_are_two_jobs_never_averaged(tmp_path: Path) -> None:
+    db = tmp_path / "scripts.duckdb"
+    for sha, compute_s in (("a" * 64, 0.5), ("b" * 64, 0.07)):
+        spec = {"script": "train.py", "script_sha256": sha, "input_shape": [3, 64, 64]}
+        doc = result_doc("script:train.py", batch_size=32, instance="box", stalls={"compute": compute_s},
+                         spec_extra=spec)  # fmt: skip
+        assert store.ingest_result(db, doc)
+    choices = views.compare.compare_choices(db)
+    assert sorted(choices["code"]) == ["aaaaaaaaaaaa", "bbbbbbbbbbbb"] and set(choices["runs"]) == {1}
+    assert choices.iloc[0]["job_label"].endswith(f" · script {choices.iloc[0]['code']}")
+    job = views.compare.job_of(choices.iloc[0])
+    frame = views.compare.compare_configurations(db, job.pop("model"), job.pop("batch_size"), **job)
+    assert frame.iloc[0]["runs"] == 1
