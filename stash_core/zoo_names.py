@@ -5,6 +5,8 @@ same."""
 
 from __future__ import annotations
 
+import os
+
 ZOO_NAMES: frozenset[str] = frozenset({
     "alexnet", "mobilenet_v2", "shufflenet_v2", "shufflenet_v2_x0_5", "shufflenet_v2_x1_0", "squeezenet1_0",
     "resnet10", "resnet12", "resnet16", "resnet18", "resnet34", "resnet50", "resnet101", "resnet152",
@@ -27,3 +29,17 @@ def canonical_model(ref: str) -> str:
         return ref  # not a name: the caller's own check refuses it
     name = ref.strip()  # as the zoo and `stash profile` take it
     return name.lower() if name.lower() in ZOO_NAMES else name
+
+
+def model_file_stamp(ref: str) -> tuple[int, int] | None:
+    """(modification time in ns, size in bytes) of a user model's FILE.py (FILE.py:FACTORY); None for a zoo
+    name, a module path or a file that is not there. Part of an in-process cache's key: an edited file is
+    counted afresh in a process that lives on (the dashboard)."""
+    file, colon, _ = str(ref).strip().rpartition(":")
+    if not colon or not file.endswith(".py"):
+        return None
+    try:
+        status = os.stat(os.path.expanduser(file))
+    except (OSError, ValueError):
+        return None
+    return status.st_mtime_ns, status.st_size

@@ -4,16 +4,21 @@ from __future__ import annotations
 
 import functools
 
+from stash_core.zoo_names import model_file_stamp
+
 
 def model_counts(
     model: str, num_classes: int | None = None, input_shape: tuple[int, ...] | None = None
 ) -> dict:
     """Gradient bytes, gradient-tensor count and layer count of a zoo model or FILE.py:FACTORY."""
-    return dict(_counts(model, num_classes, None if input_shape is None else tuple(input_shape)))
+    shape = None if input_shape is None else tuple(input_shape)
+    return dict(_counts(model, num_classes, shape, model_file_stamp(model)))  # an edited file: counted afresh
 
 
 @functools.lru_cache(maxsize=64)
-def _counts(model: str, num_classes: int | None, input_shape: tuple[int, ...] | None) -> dict:
+def _counts(
+    model: str, num_classes: int | None, input_shape: tuple[int, ...] | None, _stamp: tuple | None
+) -> dict:
     # Built on the meta device (no weights allocated); cached, as a page may ask again on every rerun.
     from stash_core.zoo import describe_model
 

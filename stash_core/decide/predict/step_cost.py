@@ -23,6 +23,7 @@ from dataclasses import replace
 from stash_core.decide.predict.step_cache import cached
 from stash_core.decide.predict.step_types import OpCost, StepCost
 from stash_core.errors import UsageError
+from stash_core.zoo_names import model_file_stamp
 
 __all__ = ["ATTENTION_KINDS", "OpCost", "StepCost", "default_input_shape", "step_cost"]
 
@@ -50,14 +51,19 @@ def step_cost(
     shape = tuple(int(size) for size in input_shape) if input_shape else None
     if attention not in ATTENTION_KINDS:
         raise UsageError(f"attention must be one of {', '.join(ATTENTION_KINDS)}, got {attention!r}")
+    stamp = model_file_stamp(model)  # a user's file edited since: counted afresh
     if not interpolate:
-        return _traced(str(model).strip(), batch_size, shape, attention)
-    return _cached_step_cost(str(model).strip(), batch_size, shape, attention)
+        return _traced(str(model).strip(), batch_size, shape, attention, stamp)
+    return _cached_step_cost(str(model).strip(), batch_size, shape, attention, stamp)
+
+
+def default_input_shape(model: str) -> tuple[int, ...]:
+    """The input shape a model takes when none is given (built on the meta device: no step traced)."""
+    return _default_input_shape(model, model_file_stamp(model))  # a user's file edited since: built afresh
 
 
 @functools.lru_cache(maxsize=64)
-def default_input_shape(model: str) -> tuple[int, ...]:
-    """The input shape a model takes when none is given (built on the meta device: no step traced)."""
+def _default_input_shape(model: str, _stamp: tuple | None) -> tuple[int, ...]:
     from stash_core.zoo import describe_model
 
     try:
@@ -70,13 +76,16 @@ def default_input_shape(model: str) -> tuple[int, ...]:
 
 
 @functools.lru_cache(maxsize=256)
-def _cached_step_cost(model: str, batch_size: int, shape: tuple[int, ...] | None, attention: str) -> StepCost:
+def _cached_step_cost(
+    model: str, batch_size: int, shape: tuple[int, ...] | None, attention: str, stamp: tuple | None = None
+) -> StepCost:
     low, high = TRACE_BATCHES
     if batch_size in TRACE_BATCHES or batch_size < low:
-        return _traced(model, batch_size, shape, attention)
-    first, second = _traced(model, low, shape, attention), _traced(model, high, shape, attention)
+        return _traced(model, batch_size, shape, attention, stamp)
+    first = _traced(model, low, shape, attention, stamp)
+    second = _traced(model, high, shape, attention, stamp)
     if first.device != "meta" or [op.name for op in first.ops] != [op.name for op in second.ops]:
-        return _traced(model, batch_size, shape, attention)  # the operators change with the batch
+        return _traced(model, batch_size, shape, attention, stamp)  # the operators change with the batch
     return _interpolated(first, second, batch_size)
 
 
@@ -101,7 +110,14 @@ def _interpolated(first: StepCost, second: StepCost, batch_size: int) -> StepCos
 
 
 @functools.lru_cache(maxsize=128)
-def _traced(model: str, batch_size: int, shape: tuple[int, ...] | None, attention: str = "fused") -> StepCost:
+def _traced(
+    model: str,
+    batch_size: int,
+    shape: tuple[int, ...] | None,
+    attention: str = "fused",
+    stamp: tuple | None = None,
+) -> StepCost:
+    """The counted step; `stamp` (a user file's model_file_stamp) only keys this process's cache."""
     key = (model, batch_size, list(shape) if shape else None, attention)
     return cached(key, lambda: _counted(model, batch_size, shape, attention), _decoded)
 

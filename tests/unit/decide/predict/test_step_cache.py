@@ -66,3 +66,17 @@ def test_a_model_outside_the_zoo_is_never_kept(cache, tmp_path):
     cost = step_cost(f"{model_file}:build_model", 4, (3, 8, 8))
     assert cost.total_flops > 0
     assert not cache.exists() or not list(cache.glob("*.json"))
+
+
+def test_a_user_models_file_edited_in_a_process_that_lives_on_is_counted_afresh(cache, tmp_path):
+    from stash_core.decide.fit.counts import model_counts
+
+    model_file = tmp_path / "grows.py"
+    layer = "torch.nn.Linear(3 * 8 * 8, {width}), torch.nn.Linear({width}, num_classes)"
+    source = "import torch\ndef make(num_classes=10):\n    return torch.nn.Sequential(torch.nn.Flatten(), {})\n"
+    model_file.write_text(source.format(layer.format(width=4)))
+    ref = f"{model_file}:make"
+    small_flops, small_bytes = step_cost(ref, 4, (3, 8, 8)).total_flops, model_counts(ref)["grad_bytes"]
+    model_file.write_text(source.format(layer.format(width=400)))  # a new size: a new stamp
+    assert step_cost(ref, 4, (3, 8, 8)).total_flops > 50 * small_flops  # the dashboard kept the old count
+    assert model_counts(ref)["grad_bytes"] > 50 * small_bytes
