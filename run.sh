@@ -1,9 +1,16 @@
 #!/usr/bin/env bash
-# Set up (first time) and open the dashboard on the default database (./results.duckdb).
+# Set up (first time) and open the dashboard on the default database (results.duckdb here, or $STASH_DB).
 # Private by default: bound to 127.0.0.1. `./run.sh --listen ADDRESS` (or STASH_LISTEN=ADDRESS) binds it to
 # ADDRESS and requires a token, printed once (STASH_DASHBOARD_TOKEN sets one of your own).
 # Further arguments go to `streamlit run`, but --server.address (--listen chooses the address).
 set -euo pipefail
+case "${1:-}" in
+    -h | --help) sed -n '2,5s/^# \{0,1\}//p' "$0"; exit 0 ;;  # its own usage, before any set-up
+esac
+# A relative STASH_DB names a file where the command was typed, as for `stash`; the dashboard runs from here.
+if [ -n "${STASH_DB:-}" ] && [ "${STASH_DB#/}" = "$STASH_DB" ]; then
+    export STASH_DB="$PWD/$STASH_DB"
+fi
 cd "$(dirname "$0")"
 listen="${STASH_LISTEN:-127.0.0.1}"
 hosts=()  # Host names it answers: .streamlit/config.toml's (this machine's own) unless --listen
@@ -22,8 +29,13 @@ while [ $# -gt 0 ]; do
 done
 case "$listen" in
     127.0.0.1 | localhost | ::1) unset STASH_DASHBOARD_TOKEN ;;
-    *[!0-9A-Za-z.:-]* | "") echo "run.sh: --listen $listen is not an address" >&2; exit 2 ;;
+    -* | *[!0-9A-Za-z.:-]* | "") echo "run.sh: --listen $listen is not an address" >&2; exit 2 ;;
     *)
+        # One line, not the server's traceback, for a name that does not resolve or an address not on this machine.
+        python3 -c 'import socket, sys
+family, kind, _, _, where = socket.getaddrinfo(sys.argv[1], 0, type=socket.SOCK_STREAM)[0]
+socket.socket(family, kind).bind(where)' "$listen" 2>/dev/null ||
+            { echo "run.sh: --listen $listen: not an address of this machine" >&2; exit 2; }
         if [ -z "${STASH_DASHBOARD_TOKEN:-}" ]; then
             STASH_DASHBOARD_TOKEN=$(python3 -c 'import secrets; print(secrets.token_urlsafe(24))')
         fi

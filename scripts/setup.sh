@@ -48,7 +48,8 @@ for file in $(pip_setting constraint); do uv_options+=(--constraint "$file"); do
 installed_uv=$(.venv/bin/uv --version 2>/dev/null || true)
 # The project itself (editable): again only when pyproject.toml changed (uv rebuilds it every time, ~3 s).
 project_stamp=".venv/project-$(sha256sum pyproject.toml | cut -c1-16)"
-if { [ "$installed_uv" = "uv $UV_VERSION" ] || .venv/bin/pip install -q "uv==$UV_VERSION"; } &&
+if { [[ "$installed_uv" == "uv $UV_VERSION" || "$installed_uv" == "uv $UV_VERSION "* ]] ||
+    .venv/bin/pip install -q "uv==$UV_VERSION"; } &&
     .venv/bin/uv pip install -q "${uv_options[@]}" -r requirements-dev.txt &&
     { [ -e "$project_stamp" ] || .venv/bin/uv pip install -q "${uv_options[@]}" --no-deps -e .; }; then
     touch "$project_stamp"

@@ -75,6 +75,37 @@ def test_run_sh_refuses_an_address_given_around_listen(tmp_path: Path, given: li
     assert "--listen ADDRESS" in done.stderr and len(done.stderr.splitlines()) == 1, done.stderr
 
 
+@pytest.mark.parametrize("given", [["--listen", "--server.port", "8598"], ["--listen", "192.0.2.1"]])
+def test_run_sh_refuses_a_listen_address_it_cannot_bind_in_one_line_before_set_up(tmp_path, given) -> None:
+    """The next option taken as the address, or an address not on this machine (192.0.2.1, a documentation
+    address), ended in the server's traceback after set-up."""
+    root = stub_checkout(tmp_path)
+    (root / "scripts" / "setup.sh").write_text('#!/usr/bin/env bash\necho "SET UP"\n')
+    done = subprocess.run(["bash", "run.sh", *given], cwd=root, capture_output=True, text=True,
+                          env=as_a_person_runs_it())  # fmt: skip
+    assert done.returncode == 2 and done.stdout == "", done.stdout
+    assert done.stderr.startswith(f"run.sh: --listen {given[1]}") and len(done.stderr.splitlines()) == 1
+
+
+def test_run_sh_help_is_its_own_usage_without_set_up(tmp_path: Path) -> None:
+    root = stub_checkout(tmp_path)
+    (root / "scripts" / "setup.sh").write_text('#!/usr/bin/env bash\necho "SET UP"\n')
+    done = subprocess.run(["bash", "run.sh", "--help"], cwd=root, capture_output=True, text=True,
+                          env=as_a_person_runs_it(), check=True)  # fmt: skip
+    assert "--listen ADDRESS" in done.stdout and "SET UP" not in done.stdout and "ARGS" not in done.stdout
+
+
+def test_run_sh_takes_a_relative_stash_db_from_where_it_is_typed(tmp_path: Path) -> None:
+    root = stub_checkout(tmp_path)
+    stub = root / ".venv" / "bin" / "streamlit"
+    stub.write_text('#!/usr/bin/env bash\necho "ARGS: $STASH_DB"\n')
+    elsewhere = tmp_path / "work"
+    elsewhere.mkdir()
+    done = subprocess.run(["bash", str(root / "run.sh")], cwd=elsewhere, capture_output=True, text=True,
+                          env={**as_a_person_runs_it(), "STASH_DB": "mine.duckdb"}, check=True)  # fmt: skip
+    assert f"ARGS: {elsewhere}/mine.duckdb" in done.stdout.splitlines()
+
+
 def test_run_sh_answers_any_host_name_only_with_listen(tmp_path: Path) -> None:
     """Private, the names of .streamlit/config.toml (localhost, 127.0.0.1, ::1: no DNS rebinding); with
     --listen, whatever name the machine is reached by (the token guards it)."""
@@ -244,6 +275,16 @@ def test_setup_installs_with_uv_passing_on_pips_wheel_folders_and_constraints(tm
     assert "--find-links /from/pip/config" in next(
         line for line in lines if line.startswith("uv pip install")
     )
+
+
+def test_setup_keeps_the_pinned_uv_that_names_its_platform(tmp_path: Path) -> None:
+    root = _setup_checkout(tmp_path)
+    pinned = re.search(r"^UV_VERSION=(\S+)$", (REPO / "scripts" / "setup.sh").read_text(), re.M)
+    uv = root / ".venv" / "bin" / "uv"  # uv's own answer: "uv 0.13.9 (x86_64-unknown-linux-gnu)"
+    answer = f'&& echo "uv {pinned[1]} (x86_64-unknown-linux-gnu)" && exit 0'
+    uv.write_text(uv.read_text().replace("&& exit 1", answer))
+    lines = _setup_log(root)
+    assert not any(line.startswith("pip install -q uv==") for line in lines)  # 2 s a set-up, every time
 
 
 def test_setup_falls_back_to_pip_when_uv_fails(tmp_path: Path) -> None:
