@@ -9,6 +9,7 @@ from typing import Any
 
 from stash_core.cli.args import comma_list, count, positive_real
 from stash_core.errors import UsageError
+from stash_core.spec import default_of
 from stash_core.spec_parse import identifier, region
 from stash_core.terminal import printable
 
@@ -119,7 +120,8 @@ def print_plan(plan: Any, budget_usd: float | None) -> None:
     print(
         f"  start-up per instance type (assumed): launch {cp.PROVISION_S / 60:g} min, set-up "
         f"{cp.SETUP_S / 60:g} min, copy back and teardown {cp.FINISH_S / 60:g} min; a run of --iterations "
-        "auto is counted at its cap (--max-iterations or --max-phase-seconds)"
+        f"auto is counted at its cap ({default_of('max_iterations')} iterations or "
+        f"{default_of('max_phase_s'):g} s, stash profile's defaults, which a campaign's profiles keep)"
     )
     for note in plan.notes:
         print(f"  note: {note}")
