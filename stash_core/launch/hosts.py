@@ -153,7 +153,7 @@ def hosts_from_cluster(
     """RemoteHosts for the first `nodes` nodes of emulated cluster `name` (this python, this checkout).
 
     The cluster is the one state_dir records, else `name`'s own (None: "default"). UsageError with
-    the one line "the emulated cluster NAME is gone (...)" when it has no state or lost its namespaces;
+    the one line "the emulated cluster NAME is not up (...)" when it has no state or lost its namespaces;
     one that names the folder when it holds no state while a cluster NAME exists (its state elsewhere).
     """
     given = state_dir is not None

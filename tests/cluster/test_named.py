@@ -1,6 +1,6 @@
 """Several named emulated clusters on one machine: each has its own namespaces, addresses, link and state;
 `down` takes only its own; `up` refuses a name or an address range in use; a profile or probe whose
-cluster vanished says "the emulated cluster NAME is gone" in one line.
+cluster vanished says "the emulated cluster NAME is not up" in one line.
 
 The clusters here are this process's "a", "b", "c", "d" and "x" (clusterkit.cluster_name), called ta ... tx
 below.

@@ -161,4 +161,4 @@ def test_cli_cluster_status_without_a_cluster_and_a_missing_cluster(tmp_path, ca
         capsys, monkeypatch, "profile", *SMALL, "--nodes", "2", "--cluster", "emulated", "--cluster-state",
         str(tmp_path / "none"), "--db", str(tmp_path / "r.duckdb"),
     )  # fmt: skip
-    assert profile.returncode == 2 and "the emulated cluster default is gone" in one_line_error(profile)
+    assert profile.returncode == 2 and "the emulated cluster default is not up" in one_line_error(profile)

@@ -159,14 +159,15 @@ def test_the_owner_token_is_the_state_folder_or_a_digest(tmp_path):
 
 
 def test_gone_is_one_line_that_says_how_to_bring_it_back():
-    assert gone_message("bench") == "the emulated cluster bench is gone (stash cluster up --name bench)"
+    said = "the emulated cluster bench is not up (start it: stash cluster up --nodes N --name bench)"
+    assert gone_message("bench") == said
 
 
 def test_without_state_a_profile_hears_the_cluster_is_gone(tmp_path):
     with pytest.raises(UsageError) as raised:
         hosts_from_cluster(2, tmp_path / "never-up")
     assert str(raised.value) == gone_message("default")
-    with pytest.raises(UsageError, match="^the emulated cluster nosuchclu is gone"):
+    with pytest.raises(UsageError, match="^the emulated cluster nosuchclu is not up"):
         hosts_from_cluster(2, name="nosuchclu")
 
 
@@ -225,7 +226,7 @@ def test_state_without_namespaces_is_gone(tmp_path, monkeypatch):
     monkeypatch.setattr(cluster_net, "all_namespaces", lambda: list(live))
     monkeypatch.setattr(cluster_net, "hub_owner", lambda layout: str(tmp_path))
     assert cluster_gone.is_gone(tmp_path)
-    with pytest.raises(UsageError, match="^the emulated cluster bench is gone"):
+    with pytest.raises(UsageError, match="^the emulated cluster bench is not up"):
         hosts_from_cluster(1, tmp_path)
     live += ["stash-bench-hub", "stash-n0", "stash-bench-n0"]
     state["nodes"][0]["namespace"] = "stash-bench-n0"
