@@ -313,7 +313,7 @@ OPTIONS: tuple[Option, ...] = (
            "first optimizer step (s)", positive_real(DAY_S)),
     Option("--", "script_args", "after --: your script's own arguments"),
     # How to run and where the results go: not part of the spec.
-    Option("--out", None, "result file (default: results/RUN_ID.json)", output_path),
+    Option("--out", None, "result file (default: results/RUN_ID.json beside the database)", output_path),
     Option("--no-store", None, "write the result file only, not the database", switch=True),
     Option("--progress", None, "how to show progress", choices=("auto", "bar", "json", "none"),
            default="auto"),

@@ -70,13 +70,16 @@ def add_commands(subparsers: Any, parser_class: type[argparse.ArgumentParser] | 
         help="default compute,interconnect (+network on nodes > 1)",
     )  # fmt: skip
     camp.add_argument("--iterations", type=_checked(parse_iterations), default="auto")
-    camp.add_argument("--input-shape", type=_checked(parse_input_shape), default=None)
-    camp.add_argument("--num-classes", type=count(10**7), default=None)
-    camp.add_argument("--device", choices=["auto", "cpu", "cuda"], default=None)
+    camp.add_argument("--input-shape", type=_checked(parse_input_shape), default=None,
+                      help="one sample, e.g. 3,64,64 (default: each model's own)")  # fmt: skip
+    camp.add_argument("--num-classes", type=count(10**7), default=None, help="(default: each model's own)")
+    camp.add_argument("--device", choices=["auto", "cpu", "cuda"], default=None,
+                      help="(default: auto, the GPU where there is one)")  # fmt: skip
     camp.add_argument(
         "--instance", type=identifier, default=None, help="instance label (default: this host's name)"
     )
-    camp.add_argument("--results-dir", type=output_path, default=None, help="where result files go")
+    camp.add_argument("--results-dir", type=output_path, default=None,
+                      help="where result files go (default: results/ beside the database)")  # fmt: skip
     camp.add_argument("--dry-run", action="store_true", help="print the plan and what is stored, run nothing")
     add_cloud_arguments(camp)
     add_db_argument(camp)
