@@ -12,6 +12,8 @@ from stash_core.errors import UsageError
 
 # The five stalls in the order the differential runs add them.
 STALLS = ("compute", "interconnect", "network", "cpu", "disk")
+# What a measured stall whose interval is wider than its value says of itself (stalls.note, the pages' bars).
+UNRESOLVED_NOTE = "not resolved: its 95% interval is wider than its value"
 
 KIB = 1024
 MIB = 1024 * 1024

@@ -10,7 +10,7 @@ from typing import Any
 import pandas as pd
 import pyarrow as pa
 
-from stash_core.analysis.stalls import remainder_of
+from stash_core.analysis.stalls import remainder_of, stall_resolved
 from stash_core.errors import UsageError
 from stash_core.results.file import SCHEMA_VERSION, ResultDocument, check_probe
 from stash_core.store.ingest_values import (
@@ -27,6 +27,7 @@ from stash_core.store.ingest_values import (
     utc_text,
 )
 from stash_core.store.probe_rows import probe_rows
+from stash_core.units import UNRESOLVED_NOTE
 
 _PHASE_COLUMNS = {
     "run_id": "str", "phase": "str", "phase_index": "Int32", "description": "str", "workers": "Int32",
@@ -209,6 +210,9 @@ def _stall_row(run_id: str, stall: str, entry: dict[str, Any], iteration_s: floa
     status = text(entry.get("status")) or ("measured" if seconds is not None else "not_measured")
     number(entry.get("share"), f"stall {stall} share")  # checked as every number is, then recomputed
     share = seconds / iteration_s if seconds is not None and iteration_s else None
+    note = text(entry.get("note"))
+    if not note and status == "measured" and stall_resolved({**entry, "seconds": seconds}) is False:
+        note = UNRESOLVED_NOTE  # said where the row is read (the API, SQL), as `stash show` says it
     return {
         "run_id": run_id,
         "stall": stall,
@@ -217,7 +221,7 @@ def _stall_row(run_id: str, stall: str, entry: dict[str, Any], iteration_s: floa
         "share": share,
         "epoch_s": number(entry.get("epoch_s"), f"stall {stall} epoch_s"),
         "status": status,
-        "note": text(entry.get("note")),
+        "note": note,
     }
 
 

@@ -14,10 +14,16 @@ from typing import Any
 
 import pandas as pd
 
-from stash_core.analysis.stalls import REMAINDER, RESOLVE_HINT, remainder_of, stall_fault, stall_resolved
+from stash_core.analysis.stalls import (
+    REMAINDER,
+    RESOLVE_HINT,
+    remainder_of,
+    stall_fault,
+    stall_resolved,
+)
 from stash_core.errors import UsageError
 from stash_core.results.file import STALL_NAMES
-from stash_core.units import finite_float
+from stash_core.units import UNRESOLVED_NOTE, finite_float
 from stash_core.views.common import STALL_LABELS
 
 __all__ = ["REMAINDER", "RESOLVE_HINT", "stall_detail_rows", "stall_long_frame", "with_remainder_columns"]
@@ -28,7 +34,6 @@ REMAINDER_ORDER = len(STALL_NAMES)
 PART_LABELS = {**STALL_LABELS, REMAINDER: REMAINDER_LABEL}
 # A part smaller than this share of the total is float rounding, not a remainder to draw.
 ROUNDING_SHARE = 1e-9
-UNRESOLVED_NOTE = "not resolved: its 95% interval is wider than its value"
 LONG_COLUMNS = ["run_id", "run_label", "stall", "stall_label", "stall_order", "status", "value", "ci95",
                 "bar_start", "bar_end", "error_low", "error_high", "resolved", "note"]  # fmt: skip
 

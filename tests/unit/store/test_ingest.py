@@ -25,6 +25,16 @@ def test_ingesting_twice_stores_once(db_path, result_doc, row_counts) -> None:
     assert first["runs"] == 1 and first["stalls"] == 5 and first["phases"] == 4
 
 
+def test_a_stall_wider_than_its_value_says_so_in_its_stored_note(db_path, result_doc) -> None:
+    doc = result_doc()
+    interconnect = doc["breakdown"]["stalls"]["interconnect"]
+    interconnect["ci95_s"] = 2 * interconnect["seconds"]
+    store.ingest_result(db_path, doc)
+    notes = dict(store.stalls_frame(db_path, doc["run_id"])[["stall", "note"]].itertuples(index=False))
+    assert notes["interconnect"] == "not resolved: its 95% interval is wider than its value"  # as stash show
+    assert notes["compute"] == ""  # resolved: nothing to say
+
+
 def test_rows_match_the_document(db_path, result_doc) -> None:
     # 1024 images per worker make 32 full batches of 32.
     doc = result_doc(dataset_images=2048, warnings=["R2: page cache held 3% of the data set at phase start"])
