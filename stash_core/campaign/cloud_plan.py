@@ -9,7 +9,8 @@ a profile is its start (PROFILE_START_S: the process, the model, the data) and, 
 (engine/plan.py), each launch's start (LAUNCH_START_S) and its iterations at the predicted step time, never
 more than the run's time cap (`stash profile`'s default --max-phase-seconds, which a campaign's profiles
 keep). With --iterations auto a run is counted at its cap: it stops at the default --max-iterations
-iterations or at the cap, whichever comes first (often earlier, at its target interval). A model the step model cannot predict is counted at the cap of each run. Cost = time x the
+iterations or at the cap, whichever comes first (often earlier, at its target interval). A model the step
+model cannot predict is counted at the cap of each run. Cost = time x the
 catalog's hourly price (on-demand, or spot with --spot), as the clouds bill it by the second. An instance
 type whose configurations are all stored costs nothing: it is not launched.
 """
