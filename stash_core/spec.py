@@ -46,6 +46,7 @@ from stash_core.spec_parse import (
 from stash_core.terminal import unsafe_character
 from stash_core.units import STALLS
 from stash_core.userfiles import read_user_bytes
+from stash_core.zoo_names import SCRIPT_PREFIX
 
 MAX_SCRIPT_BYTES = 16 * 1024 * 1024  # a training script is kilobytes; a link to /dev/zero never ends
 DEVICES = ("auto", "cpu", "cuda")
@@ -166,7 +167,7 @@ class ProfileSpec:
 
 def script_model_name(script: str) -> str:
     """How a script is named where a model's name goes (runs.model): "script:train.py"."""
-    return f"script:{Path(script).name}"
+    return f"{SCRIPT_PREFIX}{Path(script).name}"
 
 
 def script_sha256(script: str) -> str | None:

@@ -7,6 +7,11 @@ from __future__ import annotations
 
 import os
 
+from stash_core.errors import UsageError
+
+SCRIPT_PREFIX = "script:"  # where a model's name goes, a profiled script's runs are "script:train.py"
+SCRIPT_HINT = "predict it from its run with `stash predict --script-run RUN`"
+
 ZOO_NAMES: frozenset[str] = frozenset({
     "alexnet", "mobilenet_v2", "shufflenet_v2", "shufflenet_v2_x0_5", "shufflenet_v2_x1_0", "squeezenet1_0",
     "resnet10", "resnet12", "resnet16", "resnet18", "resnet34", "resnet50", "resnet101", "resnet152",
@@ -43,3 +48,13 @@ def model_file_stamp(ref: str) -> tuple[int, int] | None:
     except (OSError, ValueError):
         return None
     return status.st_mtime_ns, status.st_size
+
+
+PROFILE_HINT = f"profile a script with `stash profile --script FILE.py`, {SCRIPT_HINT}"
+
+
+def refuse_script_name(ref: str, hint: str = PROFILE_HINT) -> None:
+    """UsageError, with `hint`, for a profiled script's name ("script:train.py") given as a model: no module
+    is named `script`, and a script's runs are predicted from a run."""
+    if str(ref or "").strip().startswith(SCRIPT_PREFIX):
+        raise UsageError(f"{str(ref).strip()} is a profiled script, not a model: {hint}")

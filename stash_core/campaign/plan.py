@@ -26,13 +26,12 @@ from typing import Any
 from stash_core.errors import UsageError
 from stash_core.spec import ProfileSpec, script_model_name, script_sha256
 from stash_core.spec_parse import parse_input_shape, parse_iterations, parse_stalls
-from stash_core.zoo_names import ZOO_NAMES
+from stash_core.zoo_names import SCRIPT_PREFIX, ZOO_NAMES
 
 # The store (pandas, duckdb) and the profile child are imported where they are used: a plan and its check of
 # the model names need neither, nor torch (zoo_names.py).
 
 FAMILIES = {"resnet": "resnet{depth}", "vgg": "vgg{depth}"}
-SCRIPT_PREFIX = script_model_name("x")[: -len("x")]  # how a script's runs are named: "script:"
 DEFAULT_DEPTHS = {"resnet": (10, 12, 16, 18, 34, 50, 101, 152), "vgg": (11, 13, 16, 19)}
 
 

@@ -20,9 +20,9 @@ from stash_core.decide.recommend.answer import UNPRICED
 from stash_core.decide.recommend.explain import job_headline
 from stash_core.errors import UsageError
 from stash_core.results.file import STALL_NAMES
-from stash_core.spec import script_model_name
 from stash_core.store import reads
 from stash_core.views.common import STALL_LABELS
+from stash_core.zoo_names import SCRIPT_PREFIX
 
 MEETS_CONSTRAINTS = {True: "meets the constraints", False: "does not meet them"}
 # Why a configuration was not predicted: a phrase of the reason (decide/predict, decide/recommend, the
@@ -72,7 +72,6 @@ class JobDefaults:
 IMAGENET_IMAGES = 1_281_167
 TOKEN_EPOCH_SEQUENCES = 1_000_000  # a round number of sequences: no data set is implied
 DEFAULT_MODEL = "resnet50"
-SCRIPT_PREFIX = script_model_name("x")[: -len("x")]  # how a profiled script's runs are named: "script:"
 
 
 def model_choices(profiled: pd.DataFrame, current: str | None = None) -> list[str]:

@@ -12,7 +12,6 @@ import torch
 from torch import nn
 
 from stash_core.errors import UsageError
-from stash_core.spec import script_model_name
 from stash_core.spec_parse import parse_input_shape
 from stash_core.zoo.compiler_guards import compiler_unimported
 from stash_core.zoo.info import ModelInfo, describe
@@ -20,6 +19,7 @@ from stash_core.zoo.outputs import config_vocab_size, has_loss, logits_of
 from stash_core.zoo.registry import ZOO, ZooEntry
 from stash_core.zoo.contained import contained
 from stash_core.zoo.user import call_user_factory, one_line
+from stash_core.zoo_names import refuse_script_name
 
 DEFAULT_IMAGE_SHAPE = (3, 224, 224)
 DEFAULT_SEQ_LEN = 128
@@ -64,16 +64,6 @@ def check_num_classes(num_classes: int | None) -> int | None:
     if classes <= 0:
         raise UsageError(f"num_classes must be at least 1; got {classes}")
     return classes
-
-
-def refuse_script_name(name: str) -> None:
-    """UsageError for a profiled script's name ("script:train.py", runs.model of a --script profile) given
-    as a model: no module is named `script`; a script is profiled with --script, predicted from its run."""
-    if name.startswith(script_model_name("")):
-        raise UsageError(
-            f"{name} is a profiled script, not a model: profile a script with `stash profile --script "
-            "FILE.py`, predict it from its run with `stash predict --script-run RUN`"
-        )
 
 
 def build_model(

@@ -15,10 +15,20 @@ from stash_core.views.common import plain
 REPO = Path(__file__).resolve().parents[2]
 
 
-def test_predicted_instances_sit_beside_the_measured_ones(populated_db: Path) -> None:
+def _shown_page() -> AppTest:
+    """The Compare page run once on the database the fixture set, shown without an exception or error."""
     app = AppTest.from_file(str(REPO / "pages" / "compare.py"), default_timeout=120)
     app.run()
     assert not app.exception and not app.error
+    return app
+
+
+def _captions(app: AppTest) -> str:
+    return " ".join(c.value for c in app.caption)
+
+
+def test_predicted_instances_sit_beside_the_measured_ones(populated_db: Path) -> None:
+    app = _shown_page()
     table = app.dataframe[0].value
     sources = table["Source"].tolist()
     measured = [s for s in sources if s.startswith("● measured")]
@@ -28,7 +38,7 @@ def test_predicted_instances_sit_beside_the_measured_ones(populated_db: Path) ->
     assert all(name.endswith("· predicted") for name, s in zip(names, sources, strict=True) if s in predicted)
     assert any("p4d.24xlarge" in name for name in names)  # the job has 2 workers: no 1-GPU instance
     assert not any("g4dn.xlarge" in name for name in names)
-    captions = " ".join(c.value for c in app.caption)
+    captions = _captions(app)
     assert "◇ predicted" in captions and "Fastest predicted" in captions
     fastest = " ".join(m.value for m in app.markdown).split("Fastest")[1].split("Cheapest")[0]
     assert "predicted" not in fastest  # the verdict compares measurements only
@@ -46,9 +56,7 @@ def test_instances_without_a_prediction_say_why(populated_db: Path) -> None:
             "INSERT INTO instances (name, provider, accelerator, accelerator_count, vcpus, memory_gib, "
             "on_demand_usd_per_h) VALUES ('tpu-box', 'test', 'Google TPU v9', 4, 8, 32, 1.0)"
         )
-    app = AppTest.from_file(str(REPO / "pages" / "compare.py"), default_timeout=120)
-    app.run()
-    assert not app.exception and not app.error
+    app = _shown_page()
     warning = " ".join(w.value for w in app.warning)
     # The job runs 2 workers per machine: 1-GPU instances and the unknown accelerator are named, not dropped.
     assert "catalog instance(s) not predicted" in warning
@@ -73,10 +81,8 @@ def test_predictions_say_their_precision_and_scale_a_tf32_profile(empty_db: Path
     """A CNN profiled on an H200 ran PyTorch's default TF32 convolutions: another H200 instance is predicted
     at the profile's 50 ms of compute (an FP32 prediction set a roofline 1.6x slower beside it)."""
     _gpu_profile(empty_db, "lab-box-7", "NVIDIA H200", 0.05)
-    app = AppTest.from_file(str(REPO / "pages" / "compare.py"), default_timeout=120)
-    app.run()
-    assert not app.exception and not app.error
-    captions = " ".join(c.value for c in app.caption)
+    app = _shown_page()
+    captions = _captions(app)
     assert (
         plain("Predicted for tf32: the GPU profile(s) ran in tf32 (PyTorch's default on this GPU") in captions
     )
@@ -89,10 +95,8 @@ def test_gpu_profiles_that_disagree_are_predicted_in_fp32_and_the_set_aside_one_
 ) -> None:
     a100 = _gpu_profile(empty_db, "a2-highgpu-1g", "NVIDIA A100-SXM4-40GB", 0.05)
     _gpu_profile(empty_db, "lab-box", "Mystery GPU 9000", 0.08)
-    app = AppTest.from_file(str(REPO / "pages" / "compare.py"), default_timeout=120)
-    app.run()
-    assert not app.exception and not app.error
-    captions = " ".join(c.value for c in app.caption)
+    app = _shown_page()
+    captions = _captions(app)
     assert (
         plain("Predicted for fp32: PyTorch's default precision, as the GPU profiles do not agree") in captions
     )

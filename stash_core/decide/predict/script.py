@@ -30,8 +30,8 @@ from stash_core.decide.predict.profile_arithmetic import (
 )
 from stash_core.decide.predict.stated_error import fitted_script_share, stated_error
 from stash_core.errors import StashError, UsageError, no_run_error
-from stash_core.spec import script_model_name
 from stash_core.store import get_run
+from stash_core.zoo_names import SCRIPT_HINT, refuse_script_name
 
 BACKWARD_SHARE = 2.0 / 3.0  # backward's share of a step's compute: twice the forward's FLOPs
 PATH = "GPU ratio"
@@ -205,9 +205,5 @@ class ScriptPredictor:
 
 def refuse_profiled_script(model: str) -> None:
     """UsageError for a profiled script's runs ("script:train.py") asked for as a model: they are predicted
-    from a run, and the name is no importable model (it failed as 'cannot import model module script')."""
-    if str(model or "").strip().startswith(script_model_name("")):
-        raise UsageError(
-            f"{str(model).strip()} is a profiled script, not a model: predict it from its run with "
-            "`stash predict --script-run RUN`"
-        )
+    from a run (the name is no importable model)."""
+    refuse_script_name(model, SCRIPT_HINT)
