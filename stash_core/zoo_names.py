@@ -5,7 +5,9 @@ same."""
 
 from __future__ import annotations
 
+import hashlib
 import os
+import stat
 
 from stash_core.errors import UsageError
 
@@ -28,26 +30,57 @@ def zoo_models() -> list[str]:
 
 def canonical_model(ref: str) -> str:
     """The name a model's profiles are stored under: a zoo name in lower case, as the zoo builds it (the zoo
-    takes `ResNet18` for `resnet18`), anything else (a user's FILE.py:FACTORY, a script run) as given; both
-    without the spaces around them."""
+    takes `ResNet18` for `resnet18`); a user's FILE.py:FACTORY with its path written one way (`./m.py` and
+    `m.py` are one file); anything else (a module's factory, a script run) as given; all without the spaces
+    around them. Which file a FILE.py name stood for is its contents' hash (model_file_sha256)."""
     if not isinstance(ref, str):
         return ref  # not a name: the caller's own check refuses it
     name = ref.strip()  # as the zoo and `stash profile` take it
-    return name.lower() if name.lower() in ZOO_NAMES else name
+    if name.lower() in ZOO_NAMES:
+        return name.lower()
+    file = model_file(name)
+    return f"{os.path.normpath(file)}:{name.rpartition(':')[2]}" if file else name
+
+
+def model_file(ref: str) -> str | None:
+    """The FILE.py of a user's model FILE.py:FACTORY, as written; None for anything else."""
+    file, colon, _ = str(ref).strip().rpartition(":")
+    return file if colon and file.endswith(".py") else None
 
 
 def model_file_stamp(ref: str) -> tuple[int, int] | None:
     """(modification time in ns, size in bytes) of a user model's FILE.py (FILE.py:FACTORY); None for a zoo
     name, a module path or a file that is not there. Part of an in-process cache's key: an edited file is
     counted afresh in a process that lives on (the dashboard)."""
-    file, colon, _ = str(ref).strip().rpartition(":")
-    if not colon or not file.endswith(".py"):
-        return None
+    file = model_file(ref)
     try:
-        status = os.stat(os.path.expanduser(file))
+        status = os.stat(os.path.expanduser(file)) if file else None
     except (OSError, ValueError):
         return None
-    return status.st_mtime_ns, status.st_size
+    return (status.st_mtime_ns, status.st_size) if status else None
+
+
+MODEL_FILE_MAX_BYTES = 64 * 2**20  # a model file is code: anything larger is not hashed (no identity kept)
+
+
+def model_file_sha256(ref: str) -> str | None:
+    """The sha256 of a user model's FILE.py contents (FILE.py:FACTORY), which a profile keeps: two files of
+    one name (an edited file, another folder's) are two models; None for a zoo name, a module's factory or a
+    file that cannot be read."""
+    file = model_file(ref)
+    if file is None:
+        return None
+    path = os.path.expanduser(file)
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):  # a pipe or a device would block or never end
+            return None
+        with open(path, "rb") as handle:
+            source = handle.read(MODEL_FILE_MAX_BYTES + 1)
+    except (OSError, ValueError):
+        return None
+    if len(source) > MODEL_FILE_MAX_BYTES:
+        return None
+    return hashlib.sha256(source).hexdigest()
 
 
 PROFILE_HINT = f"profile a script with `stash profile --script FILE.py`, {SCRIPT_HINT}"

@@ -39,6 +39,7 @@ from stash_core.engine.paired import (
 from stash_core.engine.phase import run_phase
 from stash_core.engine.plan import PhasePlan, launch_spec, launches_of, max_rounds_of, plan_phases, round_runs
 from stash_core.engine.progress import Reporter
+from stash_core.engine.records import probe_record, spec_record
 from stash_core.engine.retry import aborted, transient
 from stash_core.engine.rounds import current_shortfalls, decide_next_round
 from stash_core.engine.script_job import uncommunicating
@@ -50,6 +51,7 @@ from stash_core.launch.warm_start import warm_launches
 from stash_core.measure.fingerprint import machine_fingerprint
 from stash_core.results import RESULT_KIND, SCHEMA_VERSION
 from stash_core.spec import ProfileSpec
+from stash_core.zoo_names import canonical_model
 
 
 def new_run_id(now: datetime.datetime) -> str:
@@ -86,7 +88,7 @@ def run_profile(
         "finished_at": None,
         "stash_version": __version__,
         "spec": spec_record(spec, data, remote),
-        "model": model_info,
+        "model": {**model_info, "name": canonical_model(model_info.get("name") or spec.model)},
         "fingerprint": machine_fingerprint(spec.instance),
         "phases": [],
         "breakdown": None,
@@ -275,33 +277,6 @@ def launch_warnings(doc: dict, spec: ProfileSpec, launched: LaunchedRuns, chain:
     )  # fmt: skip
     boundary = epoch_boundary_warning(records, iterations_per_epoch(spec, doc["spec"].get("dataset_images")))
     return warnings + ([boundary] if boundary else [])
-
-
-def spec_record(spec: ProfileSpec, data: DataSetup, remote: RemoteHosts | None) -> dict:
-    """The spec as the result file keeps it: the data set as used and, on an emulated cluster, its link."""
-    record = spec.to_dict()
-    record["dataset_images"] = data.images
-    record["dataset"] = str(data.root) if data.root else None
-    if remote is not None:
-        record["hosts"] = remote.host_names
-        if remote.link is not None:
-            # spec.network is where the stall fits read a link's rate from
-            link = remote.link
-            record["network"] = {"kind": "emulated", "bandwidth_bps": link.get("rate_bps"), **link}
-    return record
-
-
-def probe_record(probe: dict, doc: dict, plan: PhasePlan, remote: RemoteHosts | None) -> dict:
-    """A probe set as the result file keeps it (section "probes")."""
-    link = (remote.link or {}) if remote is not None else {}
-    return {
-        "probe_id": f"{doc['run_id']}-{plan.name}",
-        "run_id": doc["run_id"],
-        "phase": plan.name,
-        "instance": doc["spec"].get("instance") or doc["fingerprint"].get("instance"),
-        "link_gbps": link["rate_bps"] / 1e9 if plan.nodes > 1 and link.get("rate_bps") else None,
-        **probe,
-    }
 
 
 def chain_for(spec: ProfileSpec) -> list[str]:

@@ -28,6 +28,7 @@ from stash_core.store.ingest_values import (
 )
 from stash_core.store.probe_rows import probe_rows
 from stash_core.units import UNRESOLVED_NOTE
+from stash_core.zoo_names import canonical_model
 
 _PHASE_COLUMNS = {
     "run_id": "str", "phase": "str", "phase_index": "Int32", "description": "str", "workers": "Int32",
@@ -116,7 +117,7 @@ def _run_row(doc: ResultDocument, source_file: str | None) -> dict[str, Any]:
         "finished_at": utc_text(doc.get("finished_at")),
         "status": doc["status"],
         "error": text(doc.get("error")),
-        "model": text(model.get("name")) or text(spec.get("model")),
+        "model": canonical_model(text(model.get("name")) or text(spec.get("model"))),  # ./m.py is m.py
         "model_kind": text(model.get("kind")),
         "batch_size": integer(spec.get("batch_size"), "spec.batch_size"),
         "workers_per_node": integer(spec.get("workers_per_node"), "spec.workers_per_node"),

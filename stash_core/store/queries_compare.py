@@ -35,8 +35,11 @@ _DATA = (
     "THEN CASE r.reference_phase WHEN 'R2' THEN 'real data, cold' WHEN 'R3' THEN 'real data, cached' "
     f"ELSE 'real data' END || ' · ' || {_SOURCE} ELSE 'synthetic (made on the device)' END"
 )
-# A script's runs are one job only while the script is the same file: the start of its contents' hash.
-_CODE = "left(json_extract_string(r.spec, '$.script_sha256'), 12)"
+# A script's runs, or a model file's, are one job only while the file is the same: the start of its hash.
+_CODE = (
+    "left(coalesce(json_extract_string(r.spec, '$.script_sha256'), "
+    "json_extract_string(r.spec, '$.model_sha256')), 12)"
+)
 _JOB_RUNS = f"""
 WITH job_runs AS (
     SELECT b.*, {_INPUT_SHAPE} AS input_shape, {_DATA} AS data, {_CODE} AS code,

@@ -14,7 +14,7 @@ from typing import Any
 import pandas as pd
 
 from stash_core.store import connect, query_readonly
-from stash_core.zoo_names import canonical_model
+from stash_core.zoo_names import canonical_model, model_file_sha256
 
 # The columns of the probes table that the alpha-beta fits read, in this order.
 PROBE_COLUMNS = (
@@ -47,7 +47,9 @@ SELECT run_id, CAST(started_at AS TIMESTAMP) AS started_at, instance, workers_pe
        (SELECT json_extract_string(r.fingerprint, '$.gpus[0].name') FROM runs AS r
         WHERE r.run_id = stall_breakdown.run_id) AS gpu_name,
        (SELECT CAST(json_extract(r.spec, '$.hosts') AS VARCHAR) FROM runs AS r
-        WHERE r.run_id = stall_breakdown.run_id) AS hosts
+        WHERE r.run_id = stall_breakdown.run_id) AS hosts,
+       (SELECT json_extract_string(r.spec, '$.model_sha256') FROM runs AS r
+        WHERE r.run_id = stall_breakdown.run_id) AS model_sha256
 FROM stall_breakdown
 WHERE status = 'completed' AND model = ? AND batch_size = ? AND iteration_s IS NOT NULL
 ORDER BY started_at DESC, run_id DESC
@@ -57,7 +59,8 @@ _GPU_COMPUTE_SQL = """
 SELECT b.run_id, b.model, b.model_kind, b.batch_size, b.instance, b.workers_per_node, b.nodes, b.compute_s,
        b.interconnect_s, b.network_s, CAST(json_extract(r.spec, '$.input_shape') AS VARCHAR) AS input_shape,
        json_extract_string(r.fingerprint, '$.gpus[0].name') AS gpu_name, b.device,
-       CAST(json_extract(r.spec, '$.hosts') AS VARCHAR) AS hosts
+       CAST(json_extract(r.spec, '$.hosts') AS VARCHAR) AS hosts,
+       json_extract_string(r.spec, '$.model_sha256') AS model_sha256
 FROM stall_breakdown AS b JOIN runs AS r ON r.run_id = b.run_id
 WHERE b.status = 'completed' AND b.compute_s > 0 AND b.device LIKE 'cuda%'
 ORDER BY b.started_at DESC, b.run_id DESC
@@ -97,8 +100,9 @@ def bandwidth_probes(db_path: Path | str) -> pd.DataFrame:
 
 
 def measured_profiles(db_path: Path | str, model: str, batch_size: int) -> pd.DataFrame:
-    """Completed profiles of `model` at per-worker `batch_size` with their stall breakdown and input shape
-    (the spec's, as JSON text, or None), newest first."""
+    """Completed profiles of `model` at per-worker `batch_size` with their stall breakdown, input shape (the
+    spec's, as JSON text, or None) and, for a user's model file, the sha256 of the file that ran (None
+    before profiles kept it), newest first."""
     return query_readonly(db_path, _MEASURED_PROFILES_SQL, [canonical_model(model), batch_size])
 
 
@@ -121,16 +125,20 @@ def latest_compute_s(
     db_path: Path | str, model: str, instance: str, batch_per_worker: int, workers_per_node: int
 ) -> float | None:
     """Compute seconds per iteration of the latest completed profile of the model on that instance, with
-    `batch_per_worker` samples per worker process (per GPU) and `workers_per_node` workers on one machine."""
+    `batch_per_worker` samples per worker process (per GPU) and `workers_per_node` workers on one machine; a
+    user's model file only from profiles of its contents as they are now (or of before profiles kept them)."""
     if not Path(db_path).exists():
         return None
+    sha256 = model_file_sha256(model)
     with connect(db_path, read_only=True) as con:
         rows = con.execute(
             "SELECT s.seconds FROM runs r JOIN stalls s USING (run_id) "
             "WHERE r.status = 'completed' AND r.model = ? AND r.instance = ? AND r.batch_size = ? "
             "AND r.workers_per_node = ? AND r.nodes = 1 "
-            "AND s.stall = 'compute' AND s.seconds > 0 ORDER BY r.started_at DESC LIMIT 1",
-            [canonical_model(model), instance, batch_per_worker, workers_per_node],
+            "AND s.stall = 'compute' AND s.seconds > 0 "
+            "AND (? IS NULL OR r.spec->>'model_sha256' IS NULL OR r.spec->>'model_sha256' = ?) "
+            "ORDER BY r.started_at DESC LIMIT 1",
+            [canonical_model(model), instance, batch_per_worker, workers_per_node, *[sha256] * 2],
         ).fetchall()
     return float(rows[0][0]) if rows else None
 

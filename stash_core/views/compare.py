@@ -3,8 +3,8 @@
 Two runs are the same job only when everything that decides the work of an iteration is the same
 (JOB_COLUMNS): the model, the batch size per worker, the input shape, the data (synthetic batches made on the
 device, or real data - cached or cold - from generated images or a data set), the workers per machine, the
-machines, the device and, for a script, its code (a hash). The page picks one job (compare_choices)
-and compares its instances; runs of different jobs are never averaged together or ranked against each other.
+machines, the device and, for a script or a model file, its code (a hash). The page picks one job
+(compare_choices) and compares its instances; runs of different jobs are never averaged or ranked together.
 
 An instance label that the run's machine contradicts (catalog/labels.py) keeps its run out of that
 instance's row: such runs form a row of their own, marked, without the instance's price, until the label is
@@ -45,6 +45,7 @@ from stash_core.results.file import STALL_NAMES
 from stash_core.store import queries_compare
 from stash_core.views.common import NO_INSTANCE
 from stash_core.views.stall_frames import stall_long_frame
+from stash_core.zoo_names import SCRIPT_PREFIX
 
 JOB_COLUMNS = ("model", "batch_size", "input_shape", "data", "workers_per_node", "nodes", "device", "code")
 UNVERIFIED = "label contradicted"
@@ -67,8 +68,9 @@ def job_label(job: dict[str, Any]) -> str:
     workers, nodes = job.get("workers_per_node"), job.get("nodes")
     where = f"{workers} worker(s)" + (f" x {nodes} machines" if nodes and nodes > 1 else "")
     device, shape = job.get("device") or "?", job.get("input_shape")
+    code = "script" if str(job.get("model")).startswith(SCRIPT_PREFIX) else "model file"
     parts = [str(job.get("model")), f"batch {job.get('batch_size')} per worker", where, str(device),
-             f"input {shape}", str(job.get("data"))] + ([f"script {job['code']}"] if job.get("code") else [])
+             f"input {shape}", str(job.get("data"))] + ([f"{code} {job['code']}"] if job.get("code") else [])
     return " · ".join(parts)
 
 
@@ -84,8 +86,7 @@ def compare_configurations(db_path: Path | str, model: str, batch_size: int, **j
     Derived: samples_per_s, time per million samples, cost per epoch, per million samples, throughput per
     GPU and samples per dollar.
     """
-    unknown = sorted(set(job) - set(JOB_COLUMNS))
-    if unknown:
+    if unknown := sorted(set(job) - set(JOB_COLUMNS)):
         raise TypeError(f"unknown job field(s) {', '.join(unknown)}")
     chosen = _chosen_job(db_path, {"model": model, "batch_size": int(batch_size), **job})
     if chosen is None:

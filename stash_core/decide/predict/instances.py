@@ -21,7 +21,7 @@ from stash_core.catalog.accelerators import (
 )
 from stash_core.cells import plain_row
 from stash_core.decide.predict.configuration import ConfigPrediction, Predictor, profile_shape
-from stash_core.decide.predict.profile_checks import labels_that_hold
+from stash_core.decide.predict.profile_checks import other_code, profiles_that_hold
 from stash_core.decide.predict.script import ScriptPredictor, refuse_profiled_script, script_run
 from stash_core.decide.predict.validation import expected_errors
 from stash_core.errors import UsageError
@@ -192,7 +192,7 @@ def predictor_for(
     stored = Path(db_path).exists()
     profiles = gpu_compute_profiles(db_path).to_dict(orient="records") if stored else []
     rows = whole_catalog(db_path, catalog, everything)
-    profiles, mislabelled = labels_that_hold(db_path, model, batch_size, profiles, rows)
+    profiles, mislabelled = profiles_that_hold(db_path, model, batch_size, profiles, rows)
     return Predictor(model, batch_size, rows, profiles, precision, input_shape=input_shape, job=job,
                      mislabelled=mislabelled)  # fmt: skip
 
@@ -217,7 +217,7 @@ def predict_instances(
     everything = all_catalog_rows(db_path)  # read once for the selection and the profiles' instances
     catalog = catalog_rows(db_path, instances, gpus, everything)
     predictor = predictor_for(db_path, model, batch_size, catalog, precision, input_shape, everything, job)
-    on_cpus = cpu_profiles(db_path, predictor, catalog, everything)
+    on_cpus, cpu_aside = cpu_profiles(db_path, predictor, catalog, everything)
     frame, refused = prediction_rows(
         predictor, catalog, batch_size, workers_per_instance, max_instances, on_cpus
     )
@@ -228,7 +228,7 @@ def predict_instances(
         **({"gpus": sorted({variant for name in gpus for variant in gpu_variants(name)})} if gpus else {}),
         "habits": predictor.job.describe(predictor.cost.kind, predictor.default_optimizer),
     }  # fmt: skip
-    set_aside = predictor.mislabelled + predictor.set_aside()
+    set_aside = predictor.mislabelled + cpu_aside + predictor.set_aside()
     return Prediction(request, frame, refused, expected_errors(), set_aside)
 
 
@@ -316,19 +316,22 @@ def prediction_rows(
 
 def cpu_profiles(
     db_path: Path | str, predictor: Predictor, catalog: dict[str, dict], everything: dict[str, dict]
-) -> dict[str, list[ConfigPrediction]]:
+) -> tuple[dict[str, list[ConfigPrediction]], list[str]]:
     """The configurations of the catalog's CPU instances that a stored profile of the predictor's job
     measured (its model, batch, input shape; in FP32 with the zoo's habits, as profiles run), newest first
-    and one per worker and machine count, by instance. Profiles whose machine contradicts their instance
-    label are left out, as `recommend` leaves them out."""
+    and one per worker and machine count, by instance, and a line for each profile set aside because it ran
+    other contents of the job's model file. Profiles whose machine contradicts their instance label are left
+    out, as `recommend` leaves them out."""
     names = {name for name, row in catalog.items() if (row.get("accelerator_count") or 0) <= 0}
     job_as_profiled = predictor.precision == "fp32" and predictor.job.is_default(predictor.default_optimizer)
     if not names or not job_as_profiled or not Path(db_path).exists():
-        return {}
+        return {}, []
     stored = measured_profiles(db_path, predictor.model, predictor.batch_size)
     stored = stored[stored["instance"].isin(names)]
+    changed = other_code(predictor.model, stored.to_dict(orient="records"))
+    stored = stored[~stored["run_id"].isin(changed)]
     if stored.empty:
-        return {}
+        return {}, list(changed.values())
     checks = stored_label_checks(db_path, list(stored["run_id"]), everything)
     found: dict[str, list[ConfigPrediction]] = {}
     seen = set()
@@ -344,7 +347,7 @@ def cpu_profiles(
         if measured is not None:
             seen.add(key)
             found[key[0]].append(measured)
-    return found
+    return found, list(changed.values())
 
 
 def _measured_on_cpu(row: dict[str, Any], workers: int, count: int) -> ConfigPrediction | None:

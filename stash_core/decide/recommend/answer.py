@@ -20,7 +20,7 @@ from stash_core.decide.predict.profile_arithmetic import (
     profile_precisions,
     ran_as,
 )
-from stash_core.decide.predict.profile_checks import mislabelled_line
+from stash_core.decide.predict.profile_checks import mislabelled_line, other_code
 from stash_core.decide.predict.script import refuse_profiled_script
 from stash_core.decide.recommend.candidates import OptionPlanner, communication_unmeasured
 from stash_core.decide.recommend.costs import STALL_NAMES, RentalJob
@@ -226,10 +226,13 @@ def _labelled_profiles(
     measured = measured_profiles(db_path, model, batch_size)
     if measured.empty:
         return measured, [], []
+    changed = other_code(model, measured.to_dict(orient="records"))  # a model file edited since
     checks = stored_label_checks(db_path, list(measured["run_id"]), everything)
     warnings = [check.warning for check in checks.values() if check.warning]
-    unusable = {run_id for run_id, check in checks.items() if not check.usable}
-    set_aside = [mislabelled_line(run_id, check) for run_id, check in checks.items() if run_id in unusable]
+    mislabelled = {run_id for run_id, check in checks.items() if not check.usable} - set(changed)
+    set_aside = [*changed.values(), *(mislabelled_line(run_id, check) for run_id, check in checks.items()
+                                      if run_id in mislabelled)]  # fmt: skip
+    unusable = mislabelled | set(changed)
     return measured[~measured["run_id"].isin(unusable)].reset_index(drop=True), warnings, set_aside
 
 
