@@ -26,7 +26,7 @@ from typing import Any
 from stash_core.errors import UsageError
 from stash_core.spec import ProfileSpec, script_model_name, script_sha256
 from stash_core.spec_parse import parse_input_shape, parse_iterations, parse_stalls
-from stash_core.zoo_names import SCRIPT_PREFIX, ZOO_NAMES
+from stash_core.zoo_names import SCRIPT_PREFIX, ZOO_NAMES, canonical_model, model_file_sha256
 
 # The store (pandas, duckdb) and the profile child are imported where they are used: a plan and its check of
 # the model names need neither, nor torch (zoo_names.py).
@@ -52,9 +52,9 @@ class CampaignItem:
 
     @property
     def key(self) -> tuple:
-        """What a stored run must match to count as this configuration."""
-        return (self.model, self.batch_size, self.workers_per_node, self.nodes, self.instance,
-                self.script_sha256, self.script_args)  # fmt: skip
+        """What a stored run must match to count as this configuration (a model as it is stored)."""
+        return (canonical_model(self.model), self.batch_size, self.workers_per_node, self.nodes,
+                self.instance, self.script_sha256, self.script_args)  # fmt: skip
 
     def describe(self) -> str:
         if self.script is not None:
@@ -180,12 +180,13 @@ def completed_keys(db_path: Path | str) -> dict[tuple, list[dict[str, Any]]]:
         if is_missing(row.workers_per_node) or is_missing(row.nodes):
             continue
         sizes = (int(row.workers_per_node), int(row.nodes), str(row.instance))
-        if str(row.model).startswith(SCRIPT_PREFIX):  # its batch is what it measured (or none): not the key
+        model = canonical_model(str(row.model))  # a run stored before names were written one way
+        if model.startswith(SCRIPT_PREFIX):  # its batch is what it measured (or none): not the key
             if is_missing(row.script_sha256):
                 continue
-            key = (str(row.model), None, *sizes, str(row.script_sha256), _json_list(row.script_args))
+            key = (model, None, *sizes, str(row.script_sha256), _json_list(row.script_args))
         elif not is_missing(row.batch_size):
-            key = (str(row.model), int(row.batch_size), *sizes, None, ())
+            key = (model, int(row.batch_size), *sizes, None, ())
         else:
             continue
         shape = _json_list(row.input_shape)
@@ -194,6 +195,7 @@ def completed_keys(db_path: Path | str) -> dict[tuple, list[dict[str, Any]]]:
             "input_shape": tuple(int(float(size)) for size in shape) if shape else None,
             "num_classes": None if is_missing(row.num_classes) else int(float(row.num_classes)),
             "stalls": set(_json_list(row.stalls)),
+            "model_sha256": None if is_missing(row.model_sha256) else str(row.model_sha256),
         })  # fmt: skip
     return keys
 
@@ -201,7 +203,11 @@ def completed_keys(db_path: Path | str) -> dict[tuple, list[dict[str, Any]]]:
 def covers(measured: dict[str, Any], item: CampaignItem, settings: CampaignSettings) -> bool:
     """Whether a stored run of `item`'s key measured what the campaign asks now: its device, input shape and
     classes where the campaign names them, and at least the stalls it asks for (a run of more stalls
-    covers fewer; the number of iterations only changes how precise it is)."""
+    covers fewer; the number of iterations only changes how precise it is). A run of a model file whose
+    contents have changed since measured another model."""
+    now = model_file_sha256(item.model) if item.script is None else None
+    if now is not None and measured.get("model_sha256") not in (None, now):
+        return False
     if settings.device not in (None, "auto") and measured["device"] != settings.device:
         return False
     if settings.input_shape and measured["input_shape"] != tuple(parse_input_shape(settings.input_shape)):

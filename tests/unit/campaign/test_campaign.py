@@ -27,6 +27,7 @@ from stash_core.campaign.plan import (
 from stash_core.errors import UsageError
 from stash_core.spec import ProfileSpec
 from stash_core.store import ingest_result
+from stash_core.zoo_names import model_file_sha256
 
 
 class FakeRunner:
@@ -230,6 +231,24 @@ def test_names_and_rates_that_differ_only_in_case_are_one_configuration():
     models = ["resnet10", "RESNET10", "ResNet10"]
     plan = plan_campaign(models, [8], [2], [2], ["1gbit", "1GBIT"], instance="lab")
     assert [(item.model, item.instance) for item in plan] == [("resnet10", "lab@1gbit")]
+
+
+def test_a_model_file_s_stored_run_counts_under_either_spelling_and_only_while_the_file_is_the_same(
+    tmp_path, monkeypatch
+):
+    """A run of ./m.py:make is stored as m.py:make: a resume of ./m.py:make profiled it again; and a run of
+    the file before an edit counted as done, although it measured other code."""
+    (tmp_path / "m.py").write_text("def make():\n    return None\n")
+    monkeypatch.chdir(tmp_path)
+    settings = CampaignSettings(db_path=tmp_path / "c.duckdb")
+    plan = plan_campaign(["./m.py:make"], [8], [2], [1], instance="lab")
+    stored = result_doc("./m.py:make", batch_size=8, workers=2, instance="lab",
+                        spec_extra={"model_sha256": model_file_sha256("m.py:make")})  # fmt: skip
+    stored["model"]["name"] = "./m.py:make"
+    ingest_result(settings.db_path, stored)
+    assert split_done(plan, settings) == ([], plan)
+    (tmp_path / "m.py").write_text("def make():\n    return 1\n")
+    assert split_done(plan, settings) == (plan, [])
 
 
 @pytest.mark.parametrize("model", ["./m.py:make", "/tmp/x/m.py:make", "../a/m.py:make"])
