@@ -83,6 +83,11 @@ def model_file_sha256(ref: str) -> str | None:
     return hashlib.sha256(source).hexdigest()
 
 
+def factory_of(ref: str) -> str:
+    """The FACTORY of FILE.py:FACTORY or package.module:FACTORY."""
+    return str(ref).strip().rpartition(":")[2].strip()
+
+
 PROFILE_HINT = f"profile a script with `stash profile --script FILE.py`, {SCRIPT_HINT}"
 
 

@@ -14,7 +14,7 @@ from typing import Any
 import pandas as pd
 
 from stash_core.store import connect, query_readonly
-from stash_core.zoo_names import canonical_model, model_file_sha256
+from stash_core.zoo_names import canonical_model, factory_of, model_file_sha256
 
 # The columns of the probes table that the alpha-beta fits read, in this order.
 PROBE_COLUMNS = (
@@ -51,7 +51,9 @@ SELECT run_id, CAST(started_at AS TIMESTAMP) AS started_at, instance, workers_pe
        (SELECT json_extract_string(r.spec, '$.model_sha256') FROM runs AS r
         WHERE r.run_id = stall_breakdown.run_id) AS model_sha256
 FROM stall_breakdown
-WHERE status = 'completed' AND model = ? AND batch_size = ? AND iteration_s IS NOT NULL
+WHERE status = 'completed' AND batch_size = ? AND iteration_s IS NOT NULL
+  AND (model = ? OR (ends_with(model, ?) AND run_id IN (
+       SELECT run_id FROM runs WHERE json_extract_string(spec, '$.model_sha256') = ?)))
 ORDER BY started_at DESC, run_id DESC
 """
 
@@ -103,7 +105,13 @@ def measured_profiles(db_path: Path | str, model: str, batch_size: int) -> pd.Da
     """Completed profiles of `model` at per-worker `batch_size` with their stall breakdown, input shape (the
     spec's, as JSON text, or None) and, for a user's model file, the sha256 of the file that ran (None
     before profiles kept it), newest first."""
-    return query_readonly(db_path, _MEASURED_PROFILES_SQL, [canonical_model(model), batch_size])
+    return query_readonly(db_path, _MEASURED_PROFILES_SQL, [batch_size, *_model_match(model)])
+
+
+def _model_match(model: str) -> list[Any]:
+    """The parameters of `model = ? OR (ends_with(model, ?) AND model_sha256 = ?)`: a model by its stored
+    name, or a user's model file by its factory and contents, whichever path it was profiled by."""
+    return [canonical_model(model), f":{factory_of(model)}", model_file_sha256(model)]
 
 
 def gpu_compute_profiles(db_path: Path | str) -> pd.DataFrame:
@@ -133,12 +141,13 @@ def latest_compute_s(
     with connect(db_path, read_only=True) as con:
         rows = con.execute(
             "SELECT s.seconds FROM runs r JOIN stalls s USING (run_id) "
-            "WHERE r.status = 'completed' AND r.model = ? AND r.instance = ? AND r.batch_size = ? "
+            "WHERE r.status = 'completed' AND r.instance = ? AND r.batch_size = ? "
+            "AND (r.model = ? OR (ends_with(r.model, ?) AND r.spec->>'model_sha256' = ?)) "
             "AND r.workers_per_node = ? AND r.nodes = 1 "
             "AND s.stall = 'compute' AND s.seconds > 0 "
             "AND (? IS NULL OR r.spec->>'model_sha256' IS NULL OR r.spec->>'model_sha256' = ?) "
             "ORDER BY r.started_at DESC LIMIT 1",
-            [canonical_model(model), instance, batch_per_worker, workers_per_node, *[sha256] * 2],
+            [instance, batch_per_worker, *_model_match(model), workers_per_node, *[sha256] * 2],
         ).fetchall()
     return float(rows[0][0]) if rows else None
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from stash_core.catalog import stored_label_checks
 from stash_core.catalog.labels import LabelCheck
 from stash_core.decide.predict.profile_arithmetic import machine_name
-from stash_core.zoo_names import model_file_sha256
+from stash_core.zoo_names import factory_of, model_file_sha256
 
 
 def profiles_that_hold(
@@ -18,6 +18,7 @@ def profiles_that_hold(
     """The job's profiles whose machine fits their instance label (or whose label the user confirmed), as
     recommend keeps them, less those of the job's model file that ran other contents (other_code), and a
     line for each set aside; other jobs' profiles are left as they are."""
+    profiles = _by_its_name(model, profiles)
     changed = other_code(model, profiles)
     job = [row["run_id"] for row in profiles if row.get("model") == model and row["run_id"] not in changed
            and int(row.get("batch_size") or 0) == batch_size]  # fmt: skip
@@ -53,3 +54,16 @@ def other_code(model: str, profiles: list[dict]) -> dict[str, str]:
         if row.get("model", model) == model  # measured_profiles' rows are all of the model
         and isinstance(row.get("model_sha256"), str) and row["model_sha256"] != now
     }
+
+
+def _by_its_name(model: str, profiles: list[dict]) -> list[dict]:
+    """The profiles with those of `model`'s file given by another path (absolute, relative, another machine's
+    checkout) named as `model`: they ran its factory and contents now."""
+    now, factory = model_file_sha256(model), f":{factory_of(model)}"
+    if now is None:
+        return profiles
+    return [
+        {**row, "model": model}
+        if row.get("model_sha256") == now and str(row.get("model")).endswith(factory) else row
+        for row in profiles
+    ]

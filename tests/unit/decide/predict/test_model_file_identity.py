@@ -13,7 +13,7 @@ import pytest
 from result_docs import result_doc
 
 from stash_core import store, views
-from stash_core.catalog import add_instance
+from stash_core.catalog import add_instance, confirm_label
 from stash_core.decide.predict import predict_instances
 from stash_core.decide.recommend import recommend
 from stash_core.store import ingest_result
@@ -85,7 +85,7 @@ def test_another_folder_s_file_of_one_name_is_another_model_in_recommend(folder:
     (other / "m.py").write_text(EXAMPLE.read_text() + "\n# another model\n")
     _profile(folder / "r.duckdb", "m.py:make", model_file_sha256(f"{other}/m.py:make"))  # made over there
     result = recommend(folder / "r.duckdb", "m.py:make", 8, 1, 1000, budget_hours=1000.0, instances=["cpu4"],
-                       max_instances=1)  # fmt: skip
+                       max_instances=1, input_shape=(3, 32, 32))  # fmt: skip
     assert result.options.empty
     assert any("ran other code under the name m.py:make" in line for line in result.profiles_set_aside)
 
@@ -102,3 +102,30 @@ def test_two_files_of_one_name_are_two_jobs_on_the_compare_page(folder: Path):
     choices = views.compare.compare_choices(folder / "r.duckdb")
     assert sorted(choices["code"]) == ["cccccccccccc", "dddddddddddd"] and set(choices["runs"]) == {1}
     assert choices.iloc[0]["job_label"].endswith(f" · model file {choices.iloc[0]['code']}")
+
+
+def test_one_file_profiled_by_its_absolute_path_is_found_by_a_relative_one(folder: Path):
+    """The Run page keeps absolute paths, the terminal takes relative ones, another machine its own checkout:
+    one file's contents and factory are one model, in predict, recommend and spot."""
+    _profile(folder / "r.duckdb", "/elsewhere/checkout/m.py:make", model_file_sha256("m.py:make"))
+    _profile(folder / "r.duckdb", "/elsewhere/checkout/m.py:build", model_file_sha256("m.py:make"), 0.9)
+    rows = _predicted("./m.py:make").frame
+    assert rows["source"].tolist() == ["measured"] and rows["compute_s"].tolist() == [pytest.approx(0.3)]
+    result = recommend(folder / "r.duckdb", "m.py:make", 8, 1, 1000, budget_hours=1000.0, instances=["cpu4"],
+                       max_instances=1, input_shape=(3, 32, 32))  # fmt: skip
+    assert result.options["source"].tolist() == ["measured"]
+    assert latest_compute_s("r.duckdb", "m.py:make", "cpu4", 8, 1) == pytest.approx(0.3)
+
+
+def test_a_gpu_profile_of_the_file_by_another_path_anchors_its_instance(folder: Path):
+    db = folder / "r.duckdb"
+    add_instance(db, name="t4box", accelerator="NVIDIA T4 16 GB", accelerator_count=1, vcpus=8,
+                 network_gbps=10, on_demand_usd_per_h=0.5)  # fmt: skip
+    spec = {"input_shape": [3, 32, 32], "model_sha256": model_file_sha256("m.py:make")}
+    doc = result_doc("/elsewhere/m.py:make", instance="t4box", workers=1, batch_size=8, device="cuda",
+                     stalls={"compute": 0.05}, spec_extra=spec)  # fmt: skip
+    doc["model"]["name"] = "/elsewhere/m.py:make"
+    assert ingest_result(db, doc)
+    confirm_label(db, doc["run_id"])  # the test's machine has no T4
+    answer = predict_instances(db, "./m.py:make", 8, instances=["t4box"], input_shape=(3, 32, 32))
+    assert answer.frame["path"].tolist() == ["measured"], answer.profiles_set_aside
