@@ -308,9 +308,10 @@ def seconds_text(value: Any, ci: Any = None) -> str:
 
 
 def _seconds(number: float) -> str:
-    if abs(number) < 1e-3:
+    # a unit is taken only where the figure, rounded, stays under 1000 of it: 0.9996 s is "1 s", not "1e+03 ms"
+    if round(abs(number) * 1e6) < 1000:
         return f"{number * 1e6:.0f} µs"
-    if abs(number) < 1:
+    if float(f"{abs(number) * 1e3:.3g}") < 1000:
         return f"{number * 1e3:.3g} ms"
     if abs(number) < 120:
         return f"{number:.3g} s"

@@ -190,3 +190,10 @@ def test_a_cold_run_that_started_cached_gets_no_rounds_for_its_disk_stall() -> N
     for _, outcome in cached.outcomes["R2"]:
         outcome["resident_fraction_start"] = 1.0
     assert [s.stall for s in current_shortfalls(cached, ["R0", "R3", "R2"], 0.10)] == [ITERATION]
+
+
+def test_one_round_is_said_in_the_singular() -> None:
+    from stash_core.engine.rounds import Shortfall
+
+    one = Shortfall("compute", ("R0",), 1.0, 1.95, 0.1, 1, None, None)
+    assert one.text(0.1).startswith("compute: ± 195% after 1 round (target ± 10%)")

@@ -164,3 +164,16 @@ def test_plain_rows_are_the_frames_rows(populated) -> None:
     assert run_record(path, "no-such-run") is None
     with pytest.raises(UsageError, match="several runs"):
         run_record(path, "aaaa")
+
+
+def test_a_timestamp_column_queried_directly_with_duckdb_comes_back_as_the_docs_show(populated) -> None:
+    """database.md queries results.duckdb with duckdb.connect(...): a TIMESTAMPTZ column needs pytz in
+    DuckDB's own conversion, which the environment lacked (ModuleNotFoundError)."""
+    import duckdb
+
+    path, _ = populated
+    with duckdb.connect(str(path), read_only=True) as con:
+        [(run_id, started_at)] = con.execute(
+            "SELECT run_id, started_at FROM runs WHERE run_id = '20261122T100000Z-aaaa0001'"
+        ).fetchall()
+    assert started_at.astimezone(UTC) == BASE

@@ -50,3 +50,10 @@ def test_the_schema_panel_lists_each_column_with_its_whole_meaning_as_text() -> 
         r"- `metric` VARCHAR — name: cpu\_util\_pct, gpu\<i\>\_util\_pct",  # no emphasis, no HTML
         "- `t_s` DOUBLE",
     ]
+
+
+def test_a_figure_just_under_a_unit_is_said_in_the_next_unit_never_in_scientific_notation() -> None:
+    from pages._shared import seconds_text
+
+    assert seconds_text(0.9996, 0.0009996) == "1 s ± 1 ms"
+    assert seconds_text(0.5, 0.00042) == "500 ms ± 420 µs"
