@@ -225,6 +225,7 @@ STALLS = RelationDoc(
         share | fraction | `seconds / runs.iteration_s`
         epoch_s | s | stall per epoch, `seconds × iterations_per_epoch`
         status | | `measured`; `clamped_zero` (difference negative but within noise, reported as 0);
+            `negative` (the later run faster beyond the noise: kept as measured, with a warning);
             `not_measured` (not asked for or not applicable, e.g. network on one machine); `not_separable`
             (e.g. data set larger than memory, so CPU and disk cannot be told apart)
         note | | short explanation, may be empty

@@ -45,7 +45,9 @@ Conventions used everywhere:
   megabytes per second (`_mbps`), prices US dollars per hour (`_usd_per_h`).
 - "Per iteration" means one synchronous training step as seen by the **slowest rank** of that step.
 - `_ci95_s` is the half-width of a 95 % confidence interval in seconds: the true value lies in `x ± ci95`.
-- `_share` is a fraction (0..1) of the realistic iteration time `iteration_s` of the same run.
+- `_share` is a fraction of the realistic iteration time `iteration_s` of the same run: 0..1 for a stall
+  that fits in the iteration, above 1 or below 0 where a differential run came out so (status `negative`,
+  or stalls that add up past the iteration: the run's warnings say why).
 - NULL means "not known": not measured, not applicable, or not separable - never zero. A stall that was
   measured and came out as zero within noise is stored as `0` with status `clamped_zero`.
 
