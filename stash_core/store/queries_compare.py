@@ -40,9 +40,20 @@ _CODE = (
     "left(coalesce(json_extract_string(r.spec, '$.script_sha256'), "
     "json_extract_string(r.spec, '$.model_sha256')), 12)"
 )
+# The workers and machines of the run the iteration time is of: R0 is one worker, R1 one machine (a
+# profile asked for compute alone times R0 only, whatever --workers said).
+_SHAPE_OF_TIMED_RUN = (
+    "CASE WHEN b.reference_phase = 'R0' THEN 1 ELSE b.workers_per_node END AS workers_per_node, "
+    "CASE WHEN b.reference_phase IN ('R0', 'R1') THEN 1 ELSE b.nodes END AS nodes"
+)
+# The stalls a run was asked for: runs split into other stalls are not averaged into one breakdown.
+_STALLS = (
+    "array_to_string(list_sort(CAST(json_extract(r.spec, '$.stalls') AS VARCHAR[])), ',')"
+)
 _JOB_RUNS = f"""
 WITH job_runs AS (
-    SELECT b.*, {_INPUT_SHAPE} AS input_shape, {_DATA} AS data, {_CODE} AS code,
+    SELECT b.* REPLACE ({_SHAPE_OF_TIMED_RUN}), {_INPUT_SHAPE} AS input_shape, {_DATA} AS data,
+           {_CODE} AS code, {_STALLS} AS stalls,
            CAST(r.spec AS VARCHAR) AS spec_json, CAST(r.fingerprint AS VARCHAR) AS fingerprint_json
     FROM stall_breakdown AS b JOIN runs AS r ON r.run_id = b.run_id
     WHERE b.status = 'completed' AND b.model IS NOT NULL AND b.batch_size IS NOT NULL

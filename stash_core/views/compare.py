@@ -2,19 +2,18 @@
 
 Two runs are the same job only when everything that decides the work of an iteration is the same
 (JOB_COLUMNS): the model, the batch size per worker, the input shape, the data (synthetic batches made on the
-device, or real data - cached or cold - from generated images or a data set), the workers per machine, the
-machines, the device and, for a script or a model file, its code (a hash). The page picks one job
+device, or real data - cached or cold - from generated images or a data set), the workers per machine and the
+machines of the run its iteration time is of, the device, for a script or a model file its code (a hash), and
+the stalls it was split into (a breakdown is averaged only over runs split alike). The page picks one job
 (compare_choices) and compares its instances; runs of different jobs are never averaged or ranked together.
 
 An instance label that the run's machine contradicts (catalog/labels.py) keeps its run out of that
-instance's row: such runs form a row of their own, marked, without the instance's price, until the label is
-confirmed.
+instance's row: such runs form a row of their own, marked, without the instance's price, until confirmed.
 
-compare_with_predictions adds, beside the measured rows, a predicted row for every catalog instance not
-measured for the job (decide/predict: compute from the model's FLOPs and bytes, interconnect and network from
-the alpha-beta model), marked `source` = 'predicted' with its expected error; a measurement always wins.
-They are predicted in the precision the measured job trained in (job_precision): Stash's GPU profiles keep
-PyTorch's defaults, so a CNN profiled on a GPU with TF32 units ran its convolutions in TF32.
+compare_with_predictions adds a predicted row for every catalog instance not measured for the job
+(decide/predict), marked `source` = 'predicted' with its expected error; a measurement always wins. They are
+predicted in the precision the measured job trained in (job_precision): Stash's GPU profiles keep PyTorch's
+defaults, so a CNN profiled on a GPU with TF32 units ran its convolutions in TF32.
 """
 
 from __future__ import annotations
@@ -47,7 +46,8 @@ from stash_core.views.common import NO_INSTANCE
 from stash_core.views.stall_frames import stall_long_frame
 from stash_core.zoo_names import SCRIPT_PREFIX
 
-JOB_COLUMNS = ("model", "batch_size", "input_shape", "data", "workers_per_node", "nodes", "device", "code")
+JOB_COLUMNS = ("model", "batch_size", "input_shape", "data", "workers_per_node", "nodes", "device", "code",
+               "stalls")  # fmt: skip
 UNVERIFIED = "label contradicted"
 _PRICE_COLUMNS = ("provider", "accelerator", "accelerator_count", "on_demand_usd_per_h", "spot_usd_per_h")
 
@@ -71,6 +71,7 @@ def job_label(job: dict[str, Any]) -> str:
     code = "script" if str(job.get("model")).startswith(SCRIPT_PREFIX) else "model file"
     parts = [str(job.get("model")), f"batch {job.get('batch_size')} per worker", where, str(device),
              f"input {shape}", str(job.get("data"))] + ([f"{code} {job['code']}"] if job.get("code") else [])
+    parts += [f"stalls {job['stalls']}"] if job.get("stalls") else []
     return " · ".join(parts)
 
 

@@ -76,7 +76,7 @@ def test_runs_of_different_jobs_are_never_ranked_together(mixed_db: Path) -> Non
 def test_the_same_job_on_two_instances_is_compared_and_priced_from_the_catalog(tmp_path: Path) -> None:
     db = tmp_path / "fresh.duckdb"  # no `stash instances seed`: the catalog is there from the start
     fast = run("p3.2xlarge", SYNTHETIC_64, ON_DEVICE, workers=1, device="cuda")
-    slow = run("g4dn.xlarge", SYNTHETIC_64, {"compute": 0.3}, workers=1, device="cuda")
+    slow = run("g4dn.xlarge", SYNTHETIC_64, {"compute": 0.28, "interconnect": 0.02}, workers=1, device="cuda")
     for doc, gpu in ((fast, "Tesla V100-SXM2-16GB"), (slow, "Tesla T4")):
         doc["fingerprint"].update(gpu_count=1, gpus=[{"index": 0, "name": gpu}], gpu_status="1 GPU")
         store.ingest_result(db, doc)
@@ -163,7 +163,25 @@ def test_two_scripts_of_one_name_are_two_jobs_never_averaged(tmp_path: Path) -> 
         assert store.ingest_result(db, doc)
     choices = views.compare.compare_choices(db)
     assert sorted(choices["code"]) == ["aaaaaaaaaaaa", "bbbbbbbbbbbb"] and set(choices["runs"]) == {1}
-    assert choices.iloc[0]["job_label"].endswith(f" · script {choices.iloc[0]['code']}")
+    assert f" · script {choices.iloc[0]['code']} · " in choices.iloc[0]["job_label"]
     job = views.compare.job_of(choices.iloc[0])
     frame = views.compare.compare_configurations(db, job.pop("model"), job.pop("batch_size"), **job)
     assert frame.iloc[0]["runs"] == 1
+
+
+def test_a_run_is_compared_as_the_run_its_iteration_is_of_and_with_runs_split_alike(tmp_path: Path) -> None:
+    """A two-worker profile asked for compute alone times R0 (one worker): it was averaged into the two-worker
+    job (0.452, 0.403 and 0.136 s shown as 0.330 s); runs split into other stalls were averaged into one
+    breakdown whose shares and remainder no run had."""
+    db = tmp_path / "r.duckdb"
+    for stalls in ({"compute": 0.30, "interconnect": 0.15}, {"compute": 0.31, "interconnect": 0.09},
+                   {"compute": 0.136}):  # fmt: skip
+        assert store.ingest_result(db, run("lab", SYNTHETIC_64, stalls, workers=2))
+    choices = views.compare.compare_choices(db).set_index("stalls")
+    assert choices.loc["compute,interconnect", "workers_per_node"] == 2
+    assert choices.loc["compute,interconnect", "runs"] == 2
+    assert choices.loc["compute", "workers_per_node"] == 1 and choices.loc["compute", "runs"] == 1
+    assert choices.loc["compute", "job_label"].endswith(" · 1 worker(s) · cpu · input 3x64x64 · synthetic "
+                                                        "(made on the device) · stalls compute")  # fmt: skip
+    two = views.compare.compare_configurations(db, "resnet18", 32, workers_per_node=2)
+    assert two["iteration_s"].tolist() == [pytest.approx((0.45 + 0.40) / 2)]
