@@ -39,7 +39,7 @@ RESOLVE_HINT = (
     "(other load widens the intervals)"
 )
 # A remainder smaller than this share of t2 is float rounding: there is none.
-_ROUNDING_SHARE = 1e-9
+ROUNDING_SHARE = 1e-9
 _PART_TEXT = {
     "within_noise": "{what} {seconds:+.4f} s (within the noise, reported as 0)",
     "gap": "{what} {seconds:+.4f} s (a gap in the chain: the difference mixes several stalls)",
@@ -309,7 +309,7 @@ def remainder_of(breakdown: dict) -> dict | None:
     valid = [stalls.get(name) or {} for name in STALLS if not stall_fault(stalls.get(name))]
     named = [finite_float(entry.get("seconds")) for entry in valid]
     seconds = iteration_s - math.fsum(value for value in named if value is not None)
-    if abs(seconds) <= _ROUNDING_SHARE * abs(iteration_s):
+    if abs(seconds) <= ROUNDING_SHARE * abs(iteration_s):
         seconds = 0.0
     stored = breakdown.get(REMAINDER) if isinstance(breakdown.get(REMAINDER), dict) else {}
     ci95_s = finite_float(stored.get("ci95_s"))
@@ -392,7 +392,7 @@ def _parts_from_stalls(stalls: dict, seconds: float) -> list[dict]:
         elif entry.get("status") == "clamped_zero":
             unknown.append(name)
     rest = seconds - known
-    if abs(rest) > _ROUNDING_SHARE * max(abs(seconds), 1e-12):
+    if abs(rest) > ROUNDING_SHARE * max(abs(seconds), 1e-12):
         # Stored rows keep a within-noise stall as 0 without its difference: name them together; but a rest
         # that holds a faulty stall's time is not theirs.
         what = "; ".join(faults) or ", ".join(unknown)

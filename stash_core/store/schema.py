@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import duckdb
 
+from stash_core.analysis.stalls import ROUNDING_SHARE
 from stash_core.results.file import STALL_NAMES
 from stash_core.store.catalog_seed import seed_builtin_catalog
 from stash_core.store.schema_docs import COMMENTS_DIGEST, comment_script
@@ -222,7 +223,9 @@ def _remainder_columns() -> str:
     (Run columns go through any_value, one value per run: GROUP BY ALL takes no mixed expressions.)"""
     named = ", ".join(f"'{stall}'" for stall in STALL_NAMES)
     iteration = "any_value(r.iteration_s)"
-    remainder = f"({iteration} - coalesce(sum(s.seconds) FILTER (WHERE s.stall IN ({named})), 0))"
+    raw = f"({iteration} - coalesce(sum(s.seconds) FILTER (WHERE s.stall IN ({named})), 0))"
+    # floating-point dust of the subtraction is 0, as remainder_of makes it (the result file and `stash show`)
+    remainder = f"(CASE WHEN abs({raw}) <= {ROUNDING_SHARE!r} * abs({iteration}) THEN 0.0 ELSE {raw} END)"
     return ",\n    ".join(
         [
             f"{remainder} AS unattributed_s",

@@ -167,3 +167,16 @@ def test_the_exported_epoch_figures_have_their_intervals(stored) -> None:
         assert (rows[epoch_column].isna() == expected.isna()).all(), epoch_column
         known = expected.notna()
         assert rows.loc[known, epoch_column].to_numpy() == pytest.approx(expected[known].to_numpy())
+
+
+def test_the_view_s_remainder_is_zero_where_the_stalls_add_up_but_for_rounding(tmp_path) -> None:
+    """The stalls 0.1 + 0.2 + 0.3 of an iteration of 0.6 s: the view subtracted them in its own order and said
+    -1.1e-16 s left over, where the result file, `stash show` and the runs table say 0."""
+    db = tmp_path / "r.duckdb"
+    doc = result_docs.result_doc(stalls={"compute": 0.1, "interconnect": 0.2, "cpu": 0.3})
+    doc["breakdown"]["iteration_s"] = 0.6
+    store.ingest_result(db, doc)
+    [(view_s, share)] = store.query_readonly(
+        db, "SELECT unattributed_s, unattributed_share FROM stall_breakdown"
+    ).itertuples(index=False)
+    assert (view_s, share) == (0.0, 0.0)
