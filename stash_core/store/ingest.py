@@ -30,6 +30,7 @@ from stash_core.store.ingest_conflicts import (
     stored_run_figures,
 )
 from stash_core.store.ingest_rows import PreparedRun, prepare_probe, prepare_run
+from stash_core.store.rollback import rollback_if_open
 
 # A batch of files holds the database for at most this long before readers get a turn.
 READER_TURN_S = 0.5
@@ -205,7 +206,7 @@ def _insert_once(
         write()
         con.execute("COMMIT")
     except duckdb.Error as exc:
-        _rollback(con)
+        rollback_if_open(con)
         message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         if NO_SPACE in message:  # the machine's fault, not the input's: not a usage error
             raise StashError(
@@ -214,17 +215,9 @@ def _insert_once(
             ) from None
         raise UsageError(f"cannot store {what} {key}: {message}") from None
     except BaseException:
-        _rollback(con)
+        rollback_if_open(con)
         raise
     return True
-
-
-def _rollback(con: duckdb.DuckDBPyConnection) -> None:
-    """Roll back, if a transaction is still open: a COMMIT that failed (a full disk) has ended it already."""
-    try:
-        con.execute("ROLLBACK")
-    except duckdb.Error:
-        pass
 
 
 def _insert_run(con: duckdb.DuckDBPyConnection, row: dict[str, Any]) -> None:

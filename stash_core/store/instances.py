@@ -14,6 +14,8 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, Literal
 
+from stash_core.store.rollback import rollback_if_open
+
 # The instances table's columns, in table order.
 CATALOG_COLUMNS = (
     "name", "provider", "accelerator", "accelerator_count", "vcpus", "memory_gib", "network_gbps",
@@ -110,6 +112,6 @@ def transaction(con: Any) -> Iterator[None]:
     try:
         yield
     except BaseException:
-        con.execute("ROLLBACK")
+        rollback_if_open(con)
         raise
     con.execute("COMMIT")

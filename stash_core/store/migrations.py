@@ -16,6 +16,7 @@ import duckdb
 from stash_core.errors import UsageError
 from stash_core.store.catalog_seed import BUILTIN_CATALOG_CSV, builtin_catalog_rows
 from stash_core.store.dbfile import refuse_foreign
+from stash_core.store.rollback import rollback_if_open
 from stash_core.store.schema import DB_SCHEMA_VERSION, create_schema, missing_objects
 from stash_core.store.schema_docs import COMMENTS_DIGEST
 from stash_core.store.schema_template import SCHEMA_CHANGE, copy_schema
@@ -232,7 +233,7 @@ def _create_or_migrate(con: duckdb.DuckDBPyConnection, db_label: str) -> None:
         create_schema(con)
         con.execute("COMMIT")
     except BaseException:
-        con.execute("ROLLBACK")
+        rollback_if_open(con)  # a failed COMMIT (a full disk) says why, not "no transaction is active"
         raise
 
 

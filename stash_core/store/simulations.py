@@ -18,6 +18,7 @@ import pandas as pd
 
 from stash_core.errors import UsageError
 from stash_core.store.connection import connect
+from stash_core.store.rollback import rollback_if_open
 
 SIMULATION_KIND = "stash-simulation"
 _METRICS = ("makespan_s", "avg_jct_s", "p95_jct_s", "avg_queue_s", "comm_overhead_s", "preemptions",
@@ -66,7 +67,7 @@ def ingest_simulation(db_path: Path | str, doc: dict[str, Any], source_file: str
             con.executemany(f"INSERT INTO simulations ({', '.join(_COLUMNS)}) VALUES ({marks})", rows)
             con.execute("COMMIT")
         except Exception:
-            con.execute("ROLLBACK")
+            rollback_if_open(con)  # a failed COMMIT (a full disk) says why, not "no transaction is active"
             raise
     return True
 

@@ -477,3 +477,29 @@ def test_a_schema_meta_without_its_version_is_refused_by_readers_and_writers_ali
         assert str(db_path) in str(raised.value)
     with duckdb.connect(str(db_path), read_only=True) as con:
         assert "schema_version" not in dict(con.execute("SELECT key, value FROM schema_meta").fetchall())
+
+
+class _CommitFails:
+    """A connection whose COMMIT fails as on a full disk (DuckDB then has no transaction to roll back)."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
+        self.con = con
+
+    def execute(self, sql: str, *args):
+        if sql.strip().upper() == "COMMIT":
+            self.con.execute("ROLLBACK")
+            raise duckdb.IOException("Could not write file: No space left on device")
+        return self.con.execute(sql, *args)
+
+    def __getattr__(self, name: str):
+        return getattr(self.con, name)
+
+
+def test_a_schema_update_whose_commit_fails_says_why_not_that_no_transaction_is_active(tmp_path) -> None:
+    db = tmp_path / "r.duckdb"
+    with store.connect(db):
+        pass
+    with duckdb.connect(str(db)) as con:
+        con.execute("UPDATE schema_meta SET value = 'older' WHERE key = 'comments_digest'")
+        with pytest.raises(duckdb.IOException, match="No space left on device"):
+            migrations.ensure_schema(_CommitFails(con), "r.duckdb")
