@@ -67,11 +67,11 @@ def job_label(job: dict[str, Any]) -> str:
     """'resnet18 · batch 32 per worker · 2 workers · cpu · input 3x64x64 · synthetic (made on the device)'."""
     workers, nodes = job.get("workers_per_node"), job.get("nodes")
     where = f"{workers} worker(s)" + (f" x {nodes} machines" if nodes and nodes > 1 else "")
-    device, shape = job.get("device") or "?", job.get("input_shape")
     code = "script" if str(job.get("model")).startswith(SCRIPT_PREFIX) else "model file"
-    parts = [str(job.get("model")), f"batch {job.get('batch_size')} per worker", where, str(device),
-             f"input {shape}", str(job.get("data"))] + ([f"{code} {job['code']}"] if job.get("code") else [])
-    parts += [f"stalls {job['stalls']}"] if job.get("stalls") else []
+    parts = [str(job.get("model")), f"batch {job.get('batch_size')} per worker", where,
+             str(job.get("device") or "?"), f"input {job.get('input_shape')}", str(job.get("data"))]
+    extra = {code: job.get("code"), "stalls": job.get("stalls")}
+    parts += [f"{name} {value}" for name, value in extra.items() if value]
     return " · ".join(parts)
 
 
@@ -296,8 +296,7 @@ def _rows(runs: pd.DataFrame, catalog: dict[str, dict[str, Any]]) -> pd.DataFram
 
 
 def _mean(group: pd.DataFrame, column: str) -> Any:
-    """The mean of a numeric column; NaN for a column the database's stall_breakdown lacks (a version-1 or
-    version-2 database is read as it is)."""
+    """The mean of a numeric column; NaN for a column an old database's stall_breakdown lacks."""
     if column not in group.columns:
         return np.nan
     return pd.to_numeric(group[column], errors="coerce").mean()
