@@ -14,7 +14,7 @@ import sys
 from collections.abc import Callable
 
 from stash_core.errors import StashError, UsageError, first_line
-from stash_core.interrupts import describe, exit_status, signals_as_interrupts
+from stash_core.interrupts import describe, exit_status, received_stop, signals_as_interrupts
 from stash_core.terminal import printable
 
 
@@ -26,19 +26,31 @@ def run_command(body: Callable[[], int | None]) -> int:
     try:
         with signals_as_interrupts():
             return body() or 0
-    except StashError as error:
-        print(f"stash: {printable(one_line(error))}", file=sys.stderr)
-        return error.exit_code
     except KeyboardInterrupt as interrupt:
         print(f"stash: {describe(exit_status(interrupt) - 128)}", file=sys.stderr)
         return exit_status(interrupt)
+    except Exception as error:
+        if (signum := received_stop()) is None:
+            return _failed(error)
+        # a stop signal came first: what failed after it (DuckDB's "Query interrupted") is its doing
+        print(f"stash: {describe(signum)}", file=sys.stderr)
+        return 128 + signum
+
+
+def _failed(error: Exception) -> int:
+    """The exit status of a command that failed with `error`, its one line said (a bug's traceback raised)."""
+    try:
+        raise error
+    except StashError:
+        print(f"stash: {printable(one_line(error))}", file=sys.stderr)
+        return error.exit_code
     except BrokenPipeError:
         return 0
-    except OSError as error:  # the machine's, not the input's: a full disk, a vanished folder
-        where = f": {error.filename}" if error.filename else ""
-        print(f"stash: {printable(f'{error.strerror or first_line(error)}{where}')}", file=sys.stderr)
+    except OSError as machine:  # the machine's, not the input's: a full disk, a vanished folder
+        where = f": {machine.filename}" if machine.filename else ""
+        print(f"stash: {printable(f'{machine.strerror or first_line(machine)}{where}')}", file=sys.stderr)
         return 1
-    except Exception as error:
+    except Exception:
         if not is_database_io_error(error):
             raise
         # DuckDB could not write (a full disk at commit or checkpoint): its transaction left the file as it

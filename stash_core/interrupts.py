@@ -40,6 +40,16 @@ class Cancelled(Stopped):
         self.signum = signal.SIGTERM
 
 
+# The stop signals this process received while signals_as_interrupts ran: an error that follows one (DuckDB's
+# "Query interrupted", a query whose callback was stopped) is the signal's doing, and said as it.
+_RECEIVED: list[int] = []
+
+
+def received_stop() -> int | None:
+    """The first stop signal received since signals_as_interrupts began, or None."""
+    return _RECEIVED[0] if _RECEIVED else None
+
+
 # The stop request of the profile this thread runs (stop_requests): a check that says whether one came.
 _REQUESTS = threading.local()
 
@@ -95,8 +105,9 @@ def signals_as_interrupts() -> Iterator[None]:
         yield
         return
     previous = {}
+    _RECEIVED.clear()
     for sig in STOP_SIGNALS:
-        if sig != signal.SIGINT and signal.getsignal(sig) is not signal.SIG_IGN:
+        if signal.getsignal(sig) is not signal.SIG_IGN:
             previous[sig] = signal.signal(sig, _raise_stopped)
     try:
         yield
@@ -105,7 +116,8 @@ def signals_as_interrupts() -> Iterator[None]:
 
 
 def _raise_stopped(signum: int, frame: object) -> None:
-    raise Stopped(signum)
+    _RECEIVED.append(signum)
+    raise stop_exception(signum)
 
 
 @contextlib.contextmanager

@@ -14,6 +14,7 @@ import psutil
 import pytest
 from support import REPO, SMALL
 
+from stash_core.errors import UsageError
 from stash_core.interrupts import held_interrupts
 from stash_core.measure.protocol import WORKER_NAME
 
@@ -91,6 +92,35 @@ def test_a_stop_signal_ends_a_command_with_128_plus_its_number(
     assert capsys.readouterr().err.strip() == line
     assert len(seen) == 1 and isinstance(seen[0], KeyboardInterrupt)
     assert signal.getsignal(signal.SIGTERM) is before  # main puts the handlers back
+
+
+@pytest.mark.parametrize(("sig", "status", "line"), [
+    (signal.SIGTERM, 143, "stash: terminated (SIGTERM)"),
+    (signal.SIGINT, 130, "stash: interrupted"),
+])  # fmt: skip
+@pytest.mark.parametrize("after", [
+    RuntimeError("Query interrupted"),  # DuckDB's own, where it noticed the signal
+    duckdb.InvalidInputException("reading the schema of the object registered failed: Stopped"),
+    UsageError("cannot store run 20261201T050025Z-00000019: Query interrupted"),
+])  # fmt: skip
+def test_an_error_that_a_stop_signal_caused_is_said_as_the_signal(
+    monkeypatch, capsys, ctrl_c_raises, stop_signals_at_default, sig, status, line, after
+):
+    """Ctrl-C or SIGTERM during `stash ingest` or `export` ended in DuckDB's "Query interrupted" (a
+    traceback), or in a usage error (exit 2) wrapping it."""
+    cli_main = importlib.import_module("stash_core.cli.main")
+
+    def ingesting(args):
+        try:
+            os.kill(os.getpid(), sig)
+            time.sleep(30)
+        except KeyboardInterrupt:  # as DuckDB takes the signal in a query and raises its own error
+            raise after from None
+        return 0
+
+    monkeypatch.setitem(cli_main.COMMANDS, "models", ingesting)
+    assert cli_main.main(["models"]) == status
+    assert capsys.readouterr().err.strip() == line
 
 
 def test_an_ignored_sighup_stays_ignored(monkeypatch):
