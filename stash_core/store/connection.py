@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import random
 import re
+import stat
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -277,9 +278,8 @@ def _announce_waiting_writer(path: Path) -> int | None:
     """Hold an exclusive flock on the side file; None when another writer already waits or flock fails."""
     if fcntl is None:
         return None
-    try:
-        fd = os.open(_waiting_file(path), os.O_RDWR | os.O_CREAT, 0o666)
-    except OSError:
+    fd = _open_side_file(path, os.O_RDWR | os.O_CREAT)
+    if fd is None:
         return None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -289,13 +289,25 @@ def _announce_waiting_writer(path: Path) -> int | None:
     return fd
 
 
+def _open_side_file(path: Path, flags: int) -> int | None:
+    """The waiting writer's side file, opened without blocking; None when it is not there or is not a regular
+    file (a pipe of that name would block every reader)."""
+    try:
+        fd = os.open(_waiting_file(path), flags | os.O_NONBLOCK, 0o666)
+    except OSError:
+        return None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        return None
+    return fd
+
+
 def _step_aside_for_waiting_writer(path: Path, deadline: float) -> None:
     """Before a reader opens: while a writer is announced, wait (bounded) so that it gets its turn."""
     if fcntl is None:
         return
-    try:
-        fd = os.open(_waiting_file(path), os.O_RDONLY)
-    except OSError:  # no side file: no writer ever had to wait
+    fd = _open_side_file(path, os.O_RDONLY)
+    if fd is None:  # no side file: no writer ever had to wait
         return
     try:
         give_up_at = min(deadline, time.monotonic() + READER_YIELD_S)

@@ -192,3 +192,16 @@ def test_a_directory_is_not_a_database(tmp_path) -> None:
     with pytest.raises(UsageError, match="empty"):
         connection.check_database_path(tmp_path / "empty.duckdb")
     connection.check_database_path(tmp_path / "new" / "r.duckdb")  # creatable
+
+
+def test_a_pipe_named_as_the_writer_s_side_file_blocks_no_reader_or_writer(tmp_path, result_doc) -> None:
+    """A FIFO named <db>.writer-waiting made `stash runs` hang without a word."""
+    db = tmp_path / "r.duckdb"
+    store.ingest_result(db, result_doc())
+    os.mkfifo(tmp_path / "r.duckdb.writer-waiting")
+    done = []
+    reader = threading.Thread(target=lambda: done.append(len(store.list_runs(db))), daemon=True)
+    reader.start()
+    reader.join(timeout=10)
+    assert done == [1]
+    assert connection._announce_waiting_writer(db) is None  # not taken as the side file
