@@ -25,13 +25,17 @@ class PathArg:
 
     __name__ = "path"  # argparse names the type in its messages
 
-    def __init__(self, role: str, as_text: bool = False) -> None:
+    def __init__(self, role: str, as_text: bool = False, file: bool = False) -> None:
         self.role = role
         self.as_text = as_text
+        self.file = file  # a file's path: one that ends with "/" names a folder
 
     def __call__(self, text: str) -> Path | str:
         if not text.strip():
             raise argparse.ArgumentTypeError("expected a path, got an empty text")
+        if self.file and text.rstrip().endswith(os.sep):
+            example = f"{text}{DEFAULT_DB_NAME}"  # the one file-only path Stash takes: a database
+            raise argparse.ArgumentTypeError(f"{text} names a directory: give a file, e.g. {example}")
         if any(ord(char) < 32 or ord(char) == 127 for char in text):
             raise argparse.ArgumentTypeError("a path may not hold control characters")
         try:
@@ -47,6 +51,7 @@ class PathArg:
 output_path = PathArg(OUTPUT)
 input_path = PathArg(INPUT)
 input_text = PathArg(INPUT, as_text=True)
+database_path = PathArg(INPUT, file=True)
 
 
 DEFAULT_DB_NAME = "results.duckdb"
@@ -112,6 +117,8 @@ def default_db_text() -> str:
     text = os.environ.get("STASH_DB") or DEFAULT_DB_NAME
     if not text.strip():
         raise UsageError("STASH_DB holds only spaces: unset it, or name a .duckdb file")
+    if text.rstrip().endswith(os.sep):
+        raise UsageError(f"STASH_DB {text} names a directory: name a .duckdb file, e.g. {text}{DEFAULT_DB_NAME}")
     if any(ord(char) < 32 or ord(char) == 127 for char in text):
         raise UsageError(f"STASH_DB {text!r} holds a control character: name a .duckdb file without one")
     try:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from stash_core.errors import UsageError
-from stash_core.pathargs import input_path, input_text, output_path
+from stash_core.pathargs import database_path, input_text, output_path
 from stash_core.spec_parse import (
     BATCH_SIZE,
     DAY_S,
@@ -318,7 +318,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("--no-store", None, "write the result file only, not the database", switch=True),
     Option("--progress", None, "how to show progress", choices=("auto", "bar", "json", "none"),
            default="auto"),
-    Option("--db", None, "DuckDB file (default: $STASH_DB or ./results.duckdb)", input_path),
+    Option("--db", None, "DuckDB file (default: $STASH_DB or ./results.duckdb)", database_path),
     # Several machines (--cluster-state is where this machine keeps the emulated cluster's state).
     Option("--hosts", "hosts", "comma list of [user@]host[:port], one per node", parse=parse_hosts,
            group=MACHINES),

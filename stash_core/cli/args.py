@@ -9,9 +9,16 @@ from pathlib import Path
 from typing import Any
 
 from stash_core.errors import UsageError
-from stash_core.pathargs import default_db, input_path
-from stash_core.spec_parse import identifier
-from stash_core.spec_parse import INT32_MAX, Number, count, parse_input_shape, positive_int, positive_real
+from stash_core.pathargs import database_path, default_db
+from stash_core.spec_parse import (
+    INT32_MAX,
+    Number,
+    count,
+    identifier,
+    parse_input_shape,
+    positive_int,
+    positive_real,
+)
 from stash_core.units import GIB, finite_float, parse_duration_s, parse_size_bytes, rate_bps
 
 __all__ = [
@@ -157,7 +164,7 @@ def db_path(args: argparse.Namespace) -> Path:
 
 def add_db_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--db", type=input_path, default=None, help="DuckDB file (default: $STASH_DB or ./results.duckdb)"
+        "--db", type=database_path, default=None, help="DuckDB file (default: $STASH_DB or ./results.duckdb)"
     )
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from stash_core.cli.args import Number, count, duration_text, identifier, positive_real, rate_text, size_text
 from stash_core.errors import UsageError
-from stash_core.pathargs import input_path, input_text, output_path
+from stash_core.pathargs import database_path, input_path, input_text, output_path
 from stash_core.spec import add_machine_arguments
 from stash_core.spec_parse import WORKERS
 from stash_core.terminal import printable
@@ -124,7 +124,7 @@ def add_commands(subparsers, parser_class: type[argparse.ArgumentParser] | None 
     probe.add_argument("--no-store", action="store_true", help="do not store in the database")
     probe.add_argument("--json", action="store_true", help="print the probe as JSON")
     probe.add_argument(
-        "--db", type=input_path, default=None, help="DuckDB file (default: $STASH_DB or ./results.duckdb)"
+        "--db", type=database_path, default=None, help="DuckDB file (default: $STASH_DB or ./results.duckdb)"
     )
     add_machine_arguments(probe)
 

@@ -197,3 +197,16 @@ def test_a_tilde_in_a_path_variable_is_the_home_folder_not_a_folder_named_tilde(
         assert reader() == expected(home), (variable, reader)
         monkeypatch.delenv(variable)
     assert not (tmp_path / "~").exists()
+
+
+def test_a_database_path_that_names_a_folder_is_refused(tmp_path, monkeypatch, capsys) -> None:
+    """`--db mydata/` made a DuckDB file named mydata (and `mkdir mydata` then failed)."""
+    from stash_core.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    assert main(["runs", "--db", "mydata/"]) == 2
+    assert "--db: mydata/ names a directory: give a file, e.g. mydata/results.duckdb" in capsys.readouterr().err
+    monkeypatch.setenv("STASH_DB", "mydata/")
+    assert main(["runs"]) == 2
+    assert "STASH_DB mydata/ names a directory" in capsys.readouterr().err
+    assert not (tmp_path / "mydata").exists()
