@@ -118,7 +118,8 @@ def default_db_text() -> str:
     if not text.strip():
         raise UsageError("STASH_DB holds only spaces: unset it, or name a .duckdb file")
     if text.rstrip().endswith(os.sep):
-        raise UsageError(f"STASH_DB {text} names a directory: name a .duckdb file, e.g. {text}{DEFAULT_DB_NAME}")
+        example = f"{text}{DEFAULT_DB_NAME}"
+        raise UsageError(f"STASH_DB {text} names a directory: name a .duckdb file, e.g. {example}")
     if any(ord(char) < 32 or ord(char) == 127 for char in text):
         raise UsageError(f"STASH_DB {text!r} holds a control character: name a .duckdb file without one")
     try:
