@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 from stash_core.cli.args import Number, count, duration_text, identifier, positive_real, rate_text, size_text
+from stash_core.cli.probe_store import check_probe_database, store_probe
 from stash_core.errors import UsageError
 from stash_core.pathargs import database_path, input_path, input_text, output_path
 from stash_core.spec import add_machine_arguments
@@ -312,7 +313,6 @@ def cmd_probe(args) -> int:
     from stash_core.engine.probes import run_probe_command
     from stash_core.measure.probe_plan import FLOAT_BYTES, P2P_LATENCY_BYTES
     from stash_core.pathargs import default_db
-    from stash_core.store.ingest import ingest_probe
 
     if args.workers < 1 or args.nodes < 1:
         raise UsageError("--workers and --nodes must be positive")
@@ -340,12 +340,7 @@ def cmd_probe(args) -> int:
         check_output(args.out, "probe file")  # below a file, a device, a folder it may not write in
         check_replaceable(args.out, "--out")  # a file other than a result or probe is not replaced
     if not args.no_store:
-        from stash_core.store.connection import check_database_path
-
-        try:
-            check_database_path(db_path)
-        except UsageError as error:
-            raise UsageError(f"--db {db_path}: {error}") from None
+        check_probe_database(db_path)
     probe = run_probe_command(
         workers_per_node=args.workers,
         nodes=args.nodes,
@@ -364,9 +359,9 @@ def cmd_probe(args) -> int:
         from stash_core.results.file import write_result_atomic
 
         write_result_atomic(args.out, probe)
-    if not args.no_store:
-        ingest_probe(db_path, probe)
     print(json.dumps(probe, indent=2) if args.json else format_probe(probe))
+    if not args.no_store:
+        store_probe(probe, args.out, db_path)
     if not args.json:
         where = [str(path) for path in (args.out, None if args.no_store else db_path) if path]
         print(printable(f"probe {probe['probe_id']}" + (f" saved to {' and '.join(where)}" if where else "")))
