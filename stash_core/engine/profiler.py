@@ -323,11 +323,20 @@ def add_impossible_warning(result: dict, completed: list[dict], times: dict, cha
         }
         for record in completed
     }
-    same = same_processes_cause(pairs, chain, runs)
+    same = same_processes_cause(pairs, chain, runs) or _same_world(runs)
     warning = impossible_warning(findings, per_process_differences(runs), same_work(runs), same)
     if warning:
         result["impossible"] = bool(findings)
         result["warnings"].insert(0, warning)
+
+
+def _same_world(runs: dict[str, dict]) -> str:
+    """Where every run ran the same workers (a one-worker profile), a cause other than the world size."""
+    workers = {run.get("workers") for run in runs.values()}
+    if len(workers) != 1 or None in workers:
+        return ""
+    return (f"every run ran the same {workers.pop()} worker(s), so the world size is not the cause: other "
+            "load on the machine slowed one of them, or its launches disagreed")  # fmt: skip
 
 
 def add_communication(result: dict, doc: dict, chain: list[str]) -> None:
