@@ -51,12 +51,15 @@ def breakdown(run_id: str, db: Path | str | None = None) -> pd.DataFrame:
 
     Returns:
         pandas.DataFrame: run_id, stall, seconds, ci95_s, share, epoch_s, status, note, in the order
-        compute, interconnect, network, cpu, disk; the same rows `Result.to_frame()` gives.
+        compute, interconnect, network, cpu, disk, then the remainder (stall `unattributed`, `stash show`'s
+        "not separated"), so that the seconds add up to the iteration time; the same rows
+        `Result.to_frame()` gives.
 
     Raises:
         UsageError: no stored run matches `run_id`, or several do.
     """
     from stash_core import store
+    from stash_core.store.stored_breakdown import breakdown_from_stored, with_remainder_row
 
     if not isinstance(run_id, str) or not run_id.strip():
         raise UsageError(f"run_id: expected a run id, got {run_id!r}")
@@ -64,7 +67,8 @@ def breakdown(run_id: str, db: Path | str | None = None) -> pd.DataFrame:
     frame = store.stalls_frame(db_path, run_id)
     if frame is None:
         raise no_run_error(run_id, db_path)
-    return frame
+    run = store.get_run(db_path, run_id)
+    return with_remainder_row(frame, run["run_id"], breakdown_from_stored(run))
 
 
 @api_options("load_result")

@@ -79,11 +79,15 @@ class Result:
         return self.doc.get("spec") or {}
 
     def to_frame(self) -> pd.DataFrame:
-        """One row per stall, as the database's stalls table holds it (`stash_core.breakdown(run_id)` reads
-        the same rows back): run_id, stall, seconds, ci95_s, share, epoch_s, status, note."""
+        """One row per stall, as the database's stalls table holds it, then the remainder (stall
+        `unattributed`, "not separated"), so that the seconds add up to the iteration time
+        (`stash_core.breakdown(run_id)` reads the same rows back): run_id, stall, seconds, ci95_s, share,
+        epoch_s, status, note."""
         from stash_core.store.ingest_rows import prepare_run
+        from stash_core.store.stored_breakdown import with_remainder_row
 
-        return prepare_run(json_safe(self.doc), None).stalls
+        doc = json_safe(self.doc)
+        return with_remainder_row(prepare_run(doc, None).stalls, doc["run_id"], doc.get("breakdown"))
 
     def to_dict(self) -> dict[str, Any]:
         """The result document as its file holds it (NaN and infinities as None)."""

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from stash_core.analysis.stalls import REMAINDER, STALLS, with_remainder
 from stash_core.cli.probe_text import format_communication
 from stash_core.cli.report import format_breakdown
 from stash_core.errors import no_run_error
 from stash_core.store.catalog_seed import BUILTIN_CATALOG_CSV, builtin_catalog_rows
 from stash_core.store.runs import run_record, run_rows
+from stash_core.store.stored_breakdown import breakdown_from_stored
 from stash_core.store.summary import catalog_names
 from stash_core.terminal import one_line
 
@@ -53,34 +53,6 @@ def _cell(value) -> str:
     if isinstance(value, float):
         return f"{value:.4f}"
     return one_line(value)  # a datetime as "2026-11-24 09:50:03+00:00"; a newline as \n, not a row of its own
-
-
-def breakdown_from_stored(run: dict) -> dict | None:
-    """The breakdown structure of a result file, rebuilt from the runs and stalls rows.
-
-    The remainder ("not separated") is t2 minus the named stalls, computed again here (with_remainder) so
-    that the figures add up for runs stored before it existed; its interval is the stored
-    `unattributed_ci95_s` where the store has that column, else estimated.
-    """
-    if run.get("iteration_s") is None:
-        return None
-    breakdown = {
-        "iteration_s": run["iteration_s"],
-        "iteration_ci95_s": run.get("iteration_ci95_s"),
-        "iterations_per_epoch": run.get("iterations_per_epoch"),
-        "epoch_s": run.get("epoch_s"),
-        "reference_phase": run.get("reference_phase"),
-        "unattributed_s": run.get("unattributed_s"),
-        "unattributed_ci95_s": run.get("unattributed_ci95_s"),
-        "stalls": {row["stall"]: row for row in run.get("stalls") or [] if row.get("stall") in STALLS},
-        "warnings": run.get("warnings") or [],
-        "network_reference": run.get("network_reference"),
-        "communication": run.get("communication") or {},
-    }
-    stored = next((row for row in run.get("stalls") or [] if row.get("stall") == REMAINDER), None)
-    if stored is not None and breakdown["unattributed_ci95_s"] is None:
-        breakdown["unattributed_ci95_s"] = stored.get("ci95_s")
-    return with_remainder(breakdown)
 
 
 def format_stored_run(run: dict, db_path: Path | str | None = None) -> str:

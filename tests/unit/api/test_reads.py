@@ -40,8 +40,10 @@ def test_a_breakdown_is_the_results_own_rows(stored):
     assert result.db is None  # read from its file
     assert result.iteration_s == pytest.approx(done["breakdown"]["iteration_s"])
     read = stash.breakdown("aaaa0001", db)  # any unique part of the id
-    assert list(read["stall"]) == ["compute", "interconnect", "network", "cpu", "disk"]
+    assert list(read["stall"]) == ["compute", "interconnect", "network", "cpu", "disk", "unattributed"]
     pd.testing.assert_frame_equal(read, result.to_frame(), check_dtype=False)
+    # the remainder's row makes the rows add up to the iteration, as `stash show` has them
+    assert read["seconds"].sum() == pytest.approx(result.iteration_s)
     assert read.loc[read["stall"] == "compute", "seconds"].item() == pytest.approx(0.2)
 
 

@@ -1,0 +1,62 @@
+"""A stored run's breakdown as a result file holds it, rebuilt from its runs and stalls rows (`stash show`,
+the Python API), and the remainder as one more row beside the five stalls', so that the rows add up to the
+iteration time on every surface."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from stash_core.analysis.stalls import REMAINDER, STALLS, remainder_of, with_remainder
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+REMAINDER_NOTE = "not separated: the iteration time minus the named stalls"
+
+
+def breakdown_from_stored(run: dict) -> dict | None:
+    """The breakdown structure of a result file, rebuilt from the runs and stalls rows.
+
+    The remainder ("not separated") is t2 minus the named stalls, computed again here (with_remainder) so
+    that the figures add up for runs stored before it existed; its interval is the stored
+    `unattributed_ci95_s` where the store has that column, else estimated.
+    """
+    if run.get("iteration_s") is None:
+        return None
+    breakdown = {
+        "iteration_s": run["iteration_s"],
+        "iteration_ci95_s": run.get("iteration_ci95_s"),
+        "iterations_per_epoch": run.get("iterations_per_epoch"),
+        "epoch_s": run.get("epoch_s"),
+        "reference_phase": run.get("reference_phase"),
+        "unattributed_s": run.get("unattributed_s"),
+        "unattributed_ci95_s": run.get("unattributed_ci95_s"),
+        "stalls": {row["stall"]: row for row in run.get("stalls") or [] if row.get("stall") in STALLS},
+        "warnings": run.get("warnings") or [],
+        "network_reference": run.get("network_reference"),
+        "communication": run.get("communication") or {},
+    }
+    stored = next((row for row in run.get("stalls") or [] if row.get("stall") == REMAINDER), None)
+    if stored is not None and breakdown["unattributed_ci95_s"] is None:
+        breakdown["unattributed_ci95_s"] = stored.get("ci95_s")
+    return with_remainder(breakdown)
+
+
+def remainder_row(run_id: str, breakdown: dict | None) -> dict[str, Any] | None:
+    """The remainder ("not separated", stall `unattributed`) as a stalls row: run_id, stall, seconds, ci95_s,
+    share, epoch_s, status (none, within_noise, not_separated) and note; None without an iteration time."""
+    remainder = remainder_of(breakdown) if breakdown else None
+    if remainder is None:
+        return None
+    figures = {key: remainder.get(key) for key in ("seconds", "ci95_s", "share", "epoch_s", "status")}
+    return {"run_id": run_id, "stall": REMAINDER, **figures, "note": REMAINDER_NOTE}
+
+
+def with_remainder_row(stalls: pd.DataFrame, run_id: str, breakdown: dict | None) -> pd.DataFrame:
+    """The stalls rows of a run with its remainder row after them (remainder_row); as they are without one."""
+    import pandas as pd
+
+    row = remainder_row(run_id, breakdown)
+    if row is None:
+        return stalls
+    return pd.concat([stalls, pd.DataFrame([row]).astype(stalls.dtypes.to_dict())], ignore_index=True)
