@@ -23,6 +23,7 @@ from stash_core.views.stall_frames import (
     REMAINDER_LABEL,
     RESOLVE_HINT,
     stall_detail_rows,
+    stall_download_frame,
 )
 
 CAPTION = (
@@ -145,7 +146,7 @@ def stall_table(run: dict) -> None:
     show_table(
         pd.DataFrame(rows), wrap=long_note, column_config={"Note": st.column_config.TextColumn(width="large")}
     )
-    download_buttons(pd.DataFrame(run["stalls"]), f"stalls_{run['run_id']}", "bd-stalls")
+    download_buttons(stall_download_frame(run), f"stalls_{run['run_id']}", "bd-stalls")
     st.caption(TABLE_CAPTION)
 
 

@@ -174,6 +174,14 @@ def stall_detail_rows(run: dict[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
+def stall_download_frame(run: dict[str, Any]) -> pd.DataFrame:
+    """The stall table's rows as a download: the stalls, then the remainder, so that they add up to the
+    iteration (the stored stalls alone did not), in the columns of the stalls table."""
+    columns = ["run_id", "stall", "seconds", "ci95_s", "share", "epoch_s", "status", "note"]
+    detail = [{**row, "run_id": run.get("run_id")} for row in stall_detail_rows(run)]
+    return pd.DataFrame(detail).reindex(columns=columns)
+
+
 def with_remainder_columns(frame: pd.DataFrame) -> pd.DataFrame:
     """The frame (stall_breakdown rows) with `unattributed_s`, `unattributed_ci95_s` and `unattributed_share`
     computed per row: t2 minus the named stalls (0 when there is none), its interval, its share of t2."""

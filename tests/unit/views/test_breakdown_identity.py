@@ -16,7 +16,7 @@ from noisy_docs import noisy_result_doc
 
 from stash_core import store, views
 from stash_core.analysis.stalls import REMAINDER, STALLS, remainder_of
-from stash_core.views.stall_frames import stall_detail_rows, with_remainder_columns
+from stash_core.views.stall_frames import stall_detail_rows, stall_download_frame, with_remainder_columns
 
 SEEDS = range(300)
 MEASURES = ("seconds", "epoch_s", "share")
@@ -126,6 +126,10 @@ def test_runs_read_back_from_a_store_close_too(tmp_path: Path) -> None:
     assert math.fsum(r["seconds"] for r in rows if r["seconds"] is not None) == pytest.approx(
         detail["iteration_s"]
     )
+    # the page's download of the table: the same rows (it held the stored stalls alone)
+    download = stall_download_frame(detail)
+    assert list(download["stall"]) == [row["stall"] for row in rows]
+    assert download["seconds"].sum() == pytest.approx(detail["iteration_s"])
 
 
 def test_pages_say_not_resolved_instead_of_zero_plus_minus() -> None:
