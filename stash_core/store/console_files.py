@@ -6,7 +6,8 @@ Each query therefore reads a snapshot: the database file (and its WAL) copied wh
 holds off writers for the time of the copy only.
 
 A caller killed with SIGKILL cannot remove its `stash-console-*` folder (the snapshot is in it); the next
-query removes the folders whose owner process has ended.
+query removes the folders whose owner process has ended. `stash export` marks and removes its staging
+folders (`.stash-export-*` in the export's folder) the same way.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ def new_console_folder() -> tempfile.TemporaryDirectory:
     remove_stale_folders()
     folder = tempfile.TemporaryDirectory(prefix=FOLDER_PREFIX)
     try:
-        Path(folder.name, OWNER_FILE).write_text(f"{os.getpid()} {_create_time(os.getpid())}\n")
+        mark_owner(Path(folder.name))
     except OSError as exc:
         folder.cleanup()
         raise UsageError(f"cannot prepare the console's folder: {exc.strerror or exc}") from None
@@ -61,10 +62,16 @@ def snapshot_database(db_path: Path | str, folder: Path) -> Path:
     return copy
 
 
-def remove_stale_folders(root: Path | None = None) -> int:
-    """Remove the console folders whose owner process has ended; how many were removed."""
+def mark_owner(folder: Path) -> None:
+    """Mark `folder` as this process's (pid and start time): remove_stale_folders leaves it while it lives."""
+    (folder / OWNER_FILE).write_text(f"{os.getpid()} {_create_time(os.getpid())}\n")
+
+
+def remove_stale_folders(root: Path | None = None, prefix: str = FOLDER_PREFIX) -> int:
+    """Remove the folders named `prefix`* in `root` (the console's in the temporary folder) whose owner
+    process has ended; how many were removed."""
     removed = 0
-    for folder in Path(root or tempfile.gettempdir()).glob(FOLDER_PREFIX + "*"):
+    for folder in Path(root or tempfile.gettempdir()).glob(prefix + "*"):
         if folder.is_dir() and not folder.is_symlink() and _stale(folder):
             shutil.rmtree(folder, ignore_errors=True)
             removed += not folder.exists()

@@ -12,10 +12,13 @@ import duckdb
 from stash_core.errors import UsageError
 from stash_core.pathargs import required_path
 from stash_core.store.connection import connect, is_stand_in
+from stash_core.store.console_files import mark_owner, remove_stale_folders
 from stash_core.terminal import FORMULA_LEADS, escaped_characters
 
 # DuckDB COPY options per format. JSON is newline-delimited (one object per line, "JSON Lines"), which
 # streams and appends well; read it with pandas.read_json(path, lines=True) or DuckDB read_json.
+# Where an export's files are written before they are moved into place, in the export's folder.
+STAGING_PREFIX = ".stash-export-"
 EXPORT_FORMATS = {
     "parquet": ("parquet", "FORMAT parquet"),
     "csv": ("csv", "FORMAT csv, HEADER true"),
@@ -51,9 +54,14 @@ def export(db_path: Path | str, fmt: str, out_dir: Path | str) -> list[Path]:
         raise UsageError(f"no database at {db_path}: nothing to export")
     _refuse_replacing_the_database(db_path, out_dir, suffix)
     created = not out_dir.exists()  # removed again when nothing is exported (a database refused)
+    if out_dir.exists() and not out_dir.is_dir():
+        raise UsageError(f"cannot write export to {out_dir}: it is a file, and an export is a folder of "
+                         "files (one per table): give a folder")  # fmt: skip
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=".stash-export-", dir=out_dir))
+        remove_stale_folders(out_dir, STAGING_PREFIX)  # of exports killed part-way (SIGKILL)
+        staging = Path(tempfile.mkdtemp(prefix=STAGING_PREFIX, dir=out_dir))
+        mark_owner(staging)
     except OSError as exc:
         raise UsageError(f"cannot write export to {out_dir}: {exc.strerror or exc}") from None
     try:

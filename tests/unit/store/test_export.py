@@ -155,3 +155,29 @@ def test_the_csv_cells_are_written_as_printable_writes_them(tmp_path) -> None:
         written = con.execute(f"SELECT {select} FROM t").fetchall()
     assert written[:-1] == [(formula_safe(printable(cell)), 1) for cell in cells]
     assert written[-1] == (None, 2)
+
+
+def test_an_existing_file_as_the_export_s_folder_is_said_so(populated, tmp_path) -> None:
+    """`stash export --out model.py` said 'File exists'."""
+    target = tmp_path / "model.py"
+    target.write_text("def make(): ...\n")
+    with pytest.raises(UsageError, match="model.py: it is a file, and an export is a folder of files"):
+        store.export(populated, "csv", target)
+    assert target.read_text() == "def make(): ...\n"
+
+
+def test_the_staging_folder_of_an_export_killed_part_way_goes_with_the_next(populated, tmp_path) -> None:
+    """An export killed by SIGKILL left .stash-export-* with partial files, which nothing ever removed; one
+    of a live export (its owner running) is left alone."""
+    from stash_core.store.console_files import mark_owner
+
+    out_dir = tmp_path / "out"
+    dead, alive = out_dir / ".stash-export-dead1234", out_dir / ".stash-export-live5678"
+    for folder in (dead, alive):
+        folder.mkdir(parents=True)
+        (folder / "runs.csv").write_text("run_id\n")
+    (dead / "owner").write_text(f"{2**22 + 1} 1.0\n")  # a pid and start time no process has
+    mark_owner(alive)
+    store.export(populated, "csv", out_dir)
+    assert not dead.exists() and alive.exists()
+    assert (out_dir / "runs.csv").exists()
