@@ -180,7 +180,10 @@ def _make_parent(path: Path) -> None:
 
 
 class DatabaseLocked(UsageError):
-    """The database stayed locked by another process (or connection) for the whole wait."""
+    """The database stayed locked by another process (or connection) for the whole wait. A UsageError for
+    the callers that catch one, but the machine's state, not the input: a command exits 1 with it."""
+
+    exit_code = 1
 
 
 # "Could not set lock on file ... Conflicting lock is held": another process holds it. "different

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import duckdb
 
-from stash_core.errors import UsageError
+from stash_core.errors import StashError, UsageError
+from stash_core.exits import is_database_io_error
 from stash_core.pathargs import required_path
 from stash_core.store.connection import connect, is_stand_in
 from stash_core.store.console_files import mark_owner, remove_stale_folders
@@ -86,9 +87,9 @@ def export(db_path: Path | str, fmt: str, out_dir: Path | str) -> list[Path]:
                     )
                 except duckdb.Error as exc:
                     text = str(exc).strip()
-                    raise UsageError(
-                        f"cannot export {name}: {text.splitlines()[0] if text else type(exc).__name__}"
-                    ) from None
+                    line = f"cannot export {name}: {text.splitlines()[0] if text else type(exc).__name__}"
+                    # a full disk or a failed write is the machine's (exit 1), a bad table the input's
+                    raise (StashError if is_database_io_error(exc) else UsageError)(line) from None
                 staged.append(target)
         return _move_into_place(staged, out_dir, staging)
     except OSError as exc:

@@ -18,6 +18,7 @@ import pandas as pd
 import pyarrow as pa
 
 from stash_core.errors import StashError, UsageError
+from stash_core.exits import is_database_io_error
 from stash_core.pathargs import required_path
 from stash_core.results.file import PROBE_KIND, ResultDocument, load_document, upgrade_result
 from stash_core.store.connection import connect
@@ -213,6 +214,8 @@ def _insert_once(
                 f"cannot store {what} {key}: the disk holding the database is full ({NO_SPACE}); the "
                 "database is as it was before this one; free some space and run the same command again"
             ) from None
+        if is_database_io_error(exc):  # a read-only folder, a failed write: the machine's, exit 1
+            raise StashError(f"cannot store {what} {key}: {message}") from None
         raise UsageError(f"cannot store {what} {key}: {message}") from None
     except BaseException:
         rollback_if_open(con)

@@ -205,3 +205,25 @@ def test_a_pipe_named_as_the_writer_s_side_file_blocks_no_reader_or_writer(tmp_p
     reader.join(timeout=10)
     assert done == [1]
     assert connection._announce_waiting_writer(db) is None  # not taken as the side file
+
+
+def test_a_database_locked_past_the_wait_and_a_failed_write_exit_1(tmp_path, result_doc) -> None:
+    """A locked database exited 2 ('bad usage or bad input') in ingest and 1 in profile; a write the file
+    system refused (read-only) exited 2 in ingest and 1 in instances add."""
+    import duckdb
+
+    from stash_core.errors import StashError
+    from stash_core.exits import run_command
+    from stash_core.store import ingest as ingest_module
+
+    def locked() -> int:
+        raise connection.DatabaseLocked("database r.duckdb is locked by another process - gave up after 10 s")
+
+    assert run_command(locked) == 1
+
+    def refused() -> None:
+        raise duckdb.IOException("Failed to commit: Read-only file system")
+
+    with store.connect(tmp_path / "r.duckdb") as con, pytest.raises(StashError) as failed:
+        ingest_module._insert_once(con, "runs", "run_id", "x", refused)
+    assert not isinstance(failed.value, UsageError) and "Read-only file system" in str(failed.value)
