@@ -17,7 +17,7 @@ import duckdb
 import pandas as pd
 import pyarrow as pa
 
-from stash_core.errors import StashError, UsageError
+from stash_core.errors import StashError, UsageError, first_line
 from stash_core.exits import is_database_io_error
 from stash_core.pathargs import required_path
 from stash_core.results.file import PROBE_KIND, ResultDocument, load_document, upgrade_result
@@ -80,21 +80,29 @@ def ingest_files(db_path: Path | str, paths: list[Path] | list[str]) -> list[tup
     outcomes = []
     waiting = collections.deque(prepared)
     checked = False
-    while waiting:
-        with connect(db_path) as con:
-            if not checked:  # in the first writer's connection, before anything is inserted
-                _refuse_stored_conflicts(con, prepared)
-                checked = True
-            turn_ends = time.monotonic() + READER_TURN_S
-            while waiting:  # at least one file a connection
-                path, item = waiting.popleft()
-                if isinstance(item, PreparedRun):
-                    outcomes.append((path, item.run_id, _insert(con, item)))
-                else:
-                    probe_id, frame = item
-                    outcomes.append((path, probe_id, _insert_probe(con, probe_id, frame)))
-                if time.monotonic() >= turn_ends:
-                    break  # readers' turn
+    try:
+        while waiting:
+            with connect(db_path) as con:
+                if not checked:  # in the first writer's connection, before anything is inserted
+                    _refuse_stored_conflicts(con, prepared)
+                    checked = True
+                turn_ends = time.monotonic() + READER_TURN_S
+                while waiting:  # at least one file a connection
+                    path, item = waiting.popleft()
+                    if isinstance(item, PreparedRun):
+                        outcomes.append((path, item.run_id, _insert(con, item)))
+                    else:
+                        probe_id, frame = item
+                        outcomes.append((path, probe_id, _insert_probe(con, probe_id, frame)))
+                    if time.monotonic() >= turn_ends:
+                        break  # readers' turn
+    except StashError as error:
+        stored = sum(inserted for _, _, inserted in outcomes)
+        if not stored:
+            raise
+        # the database changed before the failure: not "nothing written" (exit 2), and it says what it holds
+        raise StashError(f"{first_line(error)}; {stored} of the {len(prepared)} files were stored before it "
+                         "(the same command again stores the rest, none twice)") from None  # fmt: skip
     return outcomes
 
 

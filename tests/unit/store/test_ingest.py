@@ -443,3 +443,28 @@ def test_a_full_disk_during_the_samples_insert_says_the_disk_is_full(
         StashError, match=r"the disk holding the database is full \(No space left on device\)"
     ):
         store.ingest_result(db_path, result_doc(run_id="20261122T100000Z-00000002"))
+
+
+def test_an_ingest_that_fails_part_way_says_how_many_it_stored(db_path, result_doc, monkeypatch, tmp_path):
+    """A full disk after some runs of a folder were stored exited with 'nothing written' words and listed
+    nothing: the runs stored before the failure were not said."""
+    paths = []
+    for serial in (1, 2, 3):
+        path = tmp_path / f"r{serial}.json"
+        write_result_atomic(path, result_doc(run_id=f"20261122T100000Z-0000000{serial}"))
+        paths.append(path)
+    real_insert = ingest_module._insert
+    calls = []
+
+    def third_fills_the_disk(con, run):
+        calls.append(run.run_id)
+        if len(calls) == 3:
+            raise StashError("cannot store run x: the disk holding the database is full")
+        return real_insert(con, run)
+
+    monkeypatch.setattr(ingest_module, "_insert", third_fills_the_disk)
+    with pytest.raises(StashError) as failed:
+        store.ingest_files(db_path, paths)
+    assert not isinstance(failed.value, UsageError)  # the database changed: not "nothing written"
+    assert str(failed.value).endswith("; 2 of the 3 files were stored before it (the same command again "
+                                      "stores the rest, none twice)")  # fmt: skip
