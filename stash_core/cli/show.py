@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from stash_core.cli.probe_text import format_communication
+from stash_core.cli.probe_text import core_sharing_note, format_communication
 from stash_core.cli.report import format_breakdown
 from stash_core.errors import no_run_error
 from stash_core.store.catalog_seed import BUILTIN_CATALOG_CSV, builtin_catalog_rows
@@ -83,6 +83,10 @@ def format_stored_run(run: dict, db_path: Path | str | None = None) -> str:
     if breakdown is not None:
         lines.append(format_breakdown(breakdown, run.get("dataset_images"), run.get("model_kind")))
         lines.extend(format_communication(breakdown))
+        # the caveat the profile printed: rebuilt from the stored spec and machine
+        sharing = core_sharing_note({"spec": run.get("spec"), "fingerprint": run.get("fingerprint"),
+                                     "breakdown": breakdown})  # fmt: skip
+        lines += [sharing] if sharing else []
     return "\n".join(lines)
 
 

@@ -24,3 +24,18 @@ def test_no_note_where_the_cores_are_not_all_taken_or_on_a_gpu():
     assert core_sharing_note(_doc(2, 1, 8)) is None
     assert core_sharing_note(_doc(2, 4, 8, device="cuda")) is None
     assert core_sharing_note(_doc(1, 2, 2)) is None
+
+
+def test_stash_show_gives_the_note_the_profile_printed(tmp_path, capsys):
+    """The note was printed only by the profile: `stash show` of the stored run left it out."""
+    from result_docs import result_doc
+
+    from stash_core import store
+    from stash_core.cli import main
+
+    doc = result_doc(workers=2, stalls={"compute": 0.2, "interconnect": 0.181},
+                     spec_extra={"threads_per_worker": 1})  # fmt: skip
+    doc["fingerprint"]["cpu_cores_logical"] = 2
+    store.ingest_result(tmp_path / "r.duckdb", doc)
+    assert main(["show", doc["run_id"], "--db", str(tmp_path / "r.duckdb")]) == 0
+    assert "note: the 2 workers x 1 thread(s) share this machine's 2 cores" in capsys.readouterr().out
