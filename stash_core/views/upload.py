@@ -13,10 +13,11 @@ from typing import Any
 import pandas as pd
 
 from stash_core import store
-from stash_core.errors import UsageError, first_line
+from stash_core.errors import StashError, UsageError, first_line
 from stash_core.results.file import upgrade_result
 from stash_core.store import queries_upload
 from stash_core.store.import_export import COMPANION_TABLES, docs_from_export
+from stash_core.store.ingest import NO_SPACE
 from stash_core.terminal import formula_unquoted
 from stash_core.views.breakdown import add_run_labels
 from stash_core.views.upload_conflicts import stored_conflict, upload_conflict
@@ -305,6 +306,16 @@ def _assemble_exports(checks: list[UploadCheck]) -> None:
                 check.reason += f" (no {' or '.join(samples)}: stored without those samples)"
 
 
+def _refuse_unless_no_room(check: UploadCheck, reason: str, folder: str) -> None:
+    """Refuse the file for its reason; a full temporary folder is no fault of the file: the check stops there
+    and says so (the Upload page shows it), nothing stored."""
+    if NO_SPACE in reason:
+        where = Path(folder).parent
+        raise StashError(f"the temporary folder {where} is full ({NO_SPACE}): the files could not be "
+                         "checked, nothing was stored; free some space and upload them again")  # fmt: skip
+    _refuse(check, reason)
+
+
 def _dry_run(checks: list[UploadCheck]) -> pd.DataFrame:
     """Ingest the runs into a scratch database (each on its own) and return their stall_breakdown rows; a file
     whose runs do not store, or whose rows cannot be previewed, is refused."""
@@ -324,7 +335,7 @@ def _dry_run(checks: list[UploadCheck]) -> pd.DataFrame:
                 try:
                     store.ingest_result(scratch, doc)
                 except UsageError as exc:  # one file's values refuse that file only
-                    _refuse(check, _reason(exc))
+                    _refuse_unless_no_room(check, _reason(exc), folder)
                     break
                 except Exception as exc:
                     _refuse(check, f"cannot store run {doc['run_id']}: {_reason(exc)}")

@@ -40,3 +40,19 @@ def test_two_uploaded_files_with_one_run_id_and_other_content_are_named_as_such(
     assert "stored" not in second.reason
     twice = views.upload.check_uploads(db, [("a.json", _file(1)), ("copy.json", _file(1))])
     assert all(check.ok for check in twice.checks)  # the same content twice stores once
+
+
+def test_a_full_temporary_folder_is_said_so_and_no_file_is_blamed(tmp_path: Path, monkeypatch) -> None:
+    """With the temporary folder full, a valid result file was refused: 'cannot use database
+    .../scratch.duckdb: ... No space left on device'."""
+    import pytest
+
+    from stash_core.errors import StashError, UsageError
+
+    def no_room(db_path, doc, source_file=None):
+        raise UsageError(f"cannot use database {db_path}: IO Error: No space left on device")
+
+    monkeypatch.setattr(store, "ingest_result", no_room)
+    upload = json.dumps(result_doc("resnet18")).encode()
+    with pytest.raises(StashError, match=r"^the temporary folder .* is full \(No space left on device\)"):
+        views.upload.check_uploads(None, [("run.json", upload)])
