@@ -365,24 +365,20 @@ def stall_fault(entry: dict | None) -> str | None:
 
 
 def _estimated_ci95(stalls: dict, iteration_ci95_s: float | None) -> float | None:
-    clamped = [
-        finite_float(entry.get("ci95_s"))
-        for entry in stalls.values()
-        if isinstance(entry, dict) and entry.get("status") == "clamped_zero"
-    ]
+    clamped = [finite_float(entry.get("ci95_s")) for entry in stalls.values()
+               if isinstance(entry, dict) and entry.get("status") == "clamped_zero"]  # fmt: skip
     clamped = [ci for ci in clamped if ci is not None]
-    if clamped:
-        return math.sqrt(math.fsum(ci**2 for ci in clamped))
-    return iteration_ci95_s
+    return math.sqrt(math.fsum(ci**2 for ci in clamped)) if clamped else iteration_ci95_s
 
 
 def _parts_from_stalls(stalls: dict, seconds: float) -> list[dict]:
     """The parts of a remainder rebuilt from stall entries: the within-noise ones with their difference
-    when it was kept (`raw_s`), and the rest as "other"."""
+    when it was kept (`raw_s`), and the rest as the not-separable stalls' or "other"."""
     if seconds == 0.0:
         return []
     parts, known, unknown = [], 0.0, []
     faults = [f"the {name} stall {fault}" for name in STALLS if (fault := stall_fault(stalls.get(name)))]
+    apart = [name for name in STALLS if (stalls.get(name) or {}).get("status") == "not_separable"]
     for name in STALLS:
         entry = stalls.get(name) or {}
         raw_s = finite_float(entry.get("raw_s"))
@@ -395,6 +391,7 @@ def _parts_from_stalls(stalls: dict, seconds: float) -> list[dict]:
     if abs(rest) > ROUNDING_SHARE * max(abs(seconds), 1e-12):
         # Stored rows keep a within-noise stall as 0 without its difference: name them together; but a rest
         # that holds a faulty stall's time is not theirs.
-        what = "; ".join(faults) or ", ".join(unknown)
-        parts.append(_part("unusable" if faults else "within_noise" if unknown else "other", what, rest))
+        what = "; ".join(faults) or ", ".join(unknown) or " and ".join(apart)
+        kind = "unusable" if faults else "within_noise" if unknown else "not_separable" if apart else "other"
+        parts.append(_part(kind, what, rest))
     return parts

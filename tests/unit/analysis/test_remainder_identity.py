@@ -156,3 +156,19 @@ def test_the_remainder_interval_is_that_of_its_combination_of_runs() -> None:
     remainder = draws["R1"] - draws["R0"] + draws["R3"] - draws["R1n"]
     assert result[REMAINDER]["seconds"] == pytest.approx(0.199 - 0.2 + 0.29 - 0.3)
     assert result[REMAINDER]["ci95_s"] == pytest.approx(1.96 * remainder.std(), rel=0.03)
+
+
+def test_a_stored_run_s_remainder_names_the_stall_that_could_not_be_separated() -> None:
+    """The profile said "disk +0.0797 s (not separable)"; stash show and the page, which rebuild the
+    remainder from the stored rows, said "+0.0797 s of runs that were not split into named stalls"."""
+    from stash_core.analysis.stalls import remainder_of
+
+    stored = {
+        "iteration_s": 0.3,
+        "stalls": {"compute": {"seconds": 0.2, "ci95_s": 0.01, "status": "measured"},
+                   "cpu": {"seconds": 0.05, "ci95_s": 0.01, "status": "measured"},
+                   "disk": {"seconds": None, "ci95_s": None, "status": "not_separable"}},
+    }  # fmt: skip
+    remainder = remainder_of(stored)
+    assert remainder["seconds"] == pytest.approx(0.05)
+    assert ": disk +0.0500 s (not separable)" in remainder["note"]
