@@ -42,7 +42,7 @@ from stash_core.results.file import (
     write_result_atomic,
 )
 from stash_core.spec import ProfileSpec, check_cluster_state
-from stash_core.store.connection import DatabaseLocked, check_database_path
+from stash_core.store.connection import check_storable
 from stash_core.terminal import shell_word
 from stash_core.units import json_safe
 from stash_core.userfiles import nearest_existing, writable_target
@@ -221,15 +221,7 @@ def check_writable(db_path: Path, out_path: Path | None, store_db: bool) -> None
     """Refuse before measuring anything if the results could not be saved: --out a directory or in a place
     that cannot be written, --db a directory, not a DuckDB file, corrupt, too new or not writable."""
     if store_db:
-        try:
-            check_database_path(db_path)
-            if db_path.exists():  # intact and of a schema this Stash can take (a busy one is fine)
-                with store.connect(db_path, read_only=True, lock_timeout_s=0.5):
-                    pass
-        except DatabaseLocked:
-            pass
-        except UsageError as error:
-            raise UsageError(f"--db {db_path}: {error}") from None
+        check_storable(db_path)
     # The database first: the result files' default folder is beside it, so a bad --db explains both.
     if out_path is not None and out_path.is_dir():
         raise UsageError(f"--out {out_path} is a directory; give the result file's name")

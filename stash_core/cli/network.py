@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 from stash_core.cli.args import Number, count, duration_text, identifier, positive_real, rate_text, size_text
-from stash_core.cli.probe_store import check_probe_database, store_probe
+from stash_core.cli.probe_store import store_probe
 from stash_core.errors import UsageError
 from stash_core.pathargs import database_path, input_path, input_text, output_path
 from stash_core.spec import add_machine_arguments
@@ -340,7 +340,9 @@ def cmd_probe(args) -> int:
         check_output(args.out, "probe file")  # below a file, a device, a folder it may not write in
         check_replaceable(args.out, "--out")  # a file other than a result or probe is not replaced
     if not args.no_store:
-        check_probe_database(db_path)
+        from stash_core.store.connection import check_storable
+
+        check_storable(db_path)  # refused now, not after the probe has measured
     probe = run_probe_command(
         workers_per_node=args.workers,
         nodes=args.nodes,

@@ -1,29 +1,10 @@
-"""Where `stash probe` keeps what it measured: the database checked before it measures, and the probe kept
-in a file with the command that stores it later when the database cannot take it (as a profile's run is).
-Imports are lazy: the command line starts without the store's pandas."""
+"""Where `stash probe` keeps what it measured when the database cannot take it: a file, and the command that
+stores it later (as a profile's run is). Imports are lazy: the command line starts without the store's
+pandas."""
 
 from __future__ import annotations
 
 from pathlib import Path
-
-from stash_core.errors import UsageError
-
-
-def check_probe_database(db_path: Path) -> None:
-    """Before measuring: a database the probe could not be stored in (not a DuckDB file, corrupt, of a newer
-    Stash) is refused now; a busy one is fine (storing waits for its turn)."""
-    from stash_core import store
-    from stash_core.store.connection import DatabaseLocked, check_database_path
-
-    try:
-        check_database_path(db_path)
-        if db_path.exists():
-            with store.connect(db_path, read_only=True, lock_timeout_s=0.5):
-                pass
-    except DatabaseLocked:
-        pass
-    except UsageError as error:
-        raise UsageError(f"--db {db_path}: {error}") from None
 
 
 def store_probe(probe: dict, out: Path | None, db_path: Path) -> None:

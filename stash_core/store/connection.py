@@ -229,6 +229,21 @@ def check_database_path(path: Path | str) -> None:
         raise UsageError(f"cannot create database {path}: {existing} is not a writable directory")
 
 
+def check_storable(db_path: Path) -> None:
+    """Before a command measures: refuse (UsageError naming --db) a database it could not store into - a
+    directory, not a DuckDB file, corrupt, of a newer Stash, not writable; a busy one is fine (storing waits
+    for its turn)."""
+    try:
+        check_database_path(db_path)
+        if db_path.exists():  # intact and of a schema this Stash can take
+            with connect(db_path, read_only=True, lock_timeout_s=0.5):
+                pass
+    except DatabaseLocked:
+        pass
+    except UsageError as error:
+        raise UsageError(f"--db {db_path}: {error}") from None
+
+
 def _open_error(path: Path, exc: duckdb.Error) -> UsageError:
     """The one line for a database that DuckDB cannot open, for another reason than a lock."""
     if path.is_dir():

@@ -7,10 +7,10 @@ import json
 
 import pytest
 
-from stash_core.cli.probe_store import check_probe_database, store_probe
+from stash_core.cli.probe_store import store_probe
 from stash_core.errors import StashError, UsageError
 from stash_core.store import ingest_files, query_readonly
-from stash_core.store.connection import DatabaseLocked
+from stash_core.store.connection import DatabaseLocked, check_storable
 
 
 def _probe() -> dict:
@@ -53,4 +53,4 @@ def test_a_database_of_a_newer_stash_is_refused_before_measuring(tmp_path):
     with duckdb.connect(str(db)) as con:
         con.execute("UPDATE schema_meta SET value = '999' WHERE key = 'schema_version'")
     with pytest.raises(UsageError, match=f"--db {db}: .*999"):
-        check_probe_database(db)
+        check_storable(db)
