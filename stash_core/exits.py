@@ -39,24 +39,21 @@ def run_command(body: Callable[[], int | None]) -> int:
 
 def _failed(error: Exception) -> int:
     """The exit status of a command that failed with `error`, its one line said (a bug's traceback raised)."""
-    try:
-        raise error
-    except StashError:
+    if isinstance(error, StashError):
         print(f"stash: {printable(one_line(error))}", file=sys.stderr)
         return error.exit_code
-    except BrokenPipeError:
+    if isinstance(error, BrokenPipeError):
         return 0
-    except OSError as machine:  # the machine's, not the input's: a full disk, a vanished folder
-        where = f": {machine.filename}" if machine.filename else ""
-        print(f"stash: {printable(f'{machine.strerror or first_line(machine)}{where}')}", file=sys.stderr)
+    if isinstance(error, OSError):  # the machine's, not the input's: a full disk, a vanished folder
+        where = f": {error.filename}" if error.filename else ""
+        print(f"stash: {printable(f'{error.strerror or first_line(error)}{where}')}", file=sys.stderr)
         return 1
-    except Exception:
-        if not is_database_io_error(error):
-            raise
+    if is_database_io_error(error):
         # DuckDB could not write (a full disk at commit or checkpoint): its transaction left the file as it
         # was; the machine's problem, so exit 1 with one line.
         print(f"stash: the database could not be written: {one_line(error)}", file=sys.stderr)
         return 1
+    raise error  # a bug: its traceback
 
 
 def tolerant_output() -> None:

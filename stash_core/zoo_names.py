@@ -5,6 +5,7 @@ same."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import stat
@@ -66,21 +67,32 @@ MODEL_FILE_MAX_BYTES = 64 * 2**20  # a model file is code: anything larger is no
 def model_file_sha256(ref: str) -> str | None:
     """The sha256 of a user model's FILE.py contents (FILE.py:FACTORY), which a profile keeps: two files of
     one name (an edited file, another folder's) are two models; None for a zoo name, a module's factory or a
-    file that cannot be read."""
+    file that cannot be read. Read once per file as it is (its stamp keys the cache): a prediction asks for
+    it at every lookup of the model's profiles."""
     file = model_file(ref)
     if file is None:
         return None
-    path = os.path.expanduser(file)
+    path = os.path.realpath(os.path.expanduser(file))
     try:
-        if not stat.S_ISREG(os.stat(path).st_mode):  # a pipe or a device would block or never end
-            return None
-        with open(path, "rb") as handle:
-            source = handle.read(MODEL_FILE_MAX_BYTES + 1)
+        status = os.stat(path)
     except (OSError, ValueError):
         return None
-    if len(source) > MODEL_FILE_MAX_BYTES:
+    if not stat.S_ISREG(status.st_mode):  # a pipe or a device would block or never end
         return None
-    return hashlib.sha256(source).hexdigest()
+    return _sha256_of(path, status.st_mtime_ns, status.st_size, status.st_ino)
+
+
+@functools.lru_cache(maxsize=64)
+def _sha256_of(path: str, mtime_ns: int, size: int, inode: int) -> str | None:
+    """The file's sha256; the stamp (modification time, size, inode) only keys the cache."""
+    if size > MODEL_FILE_MAX_BYTES:
+        return None
+    try:
+        with open(path, "rb") as handle:
+            source = handle.read(MODEL_FILE_MAX_BYTES + 1)
+    except OSError:
+        return None
+    return hashlib.sha256(source).hexdigest() if len(source) <= MODEL_FILE_MAX_BYTES else None
 
 
 def factory_of(ref: str) -> str:
