@@ -82,8 +82,7 @@ def impossible_findings(
 
 
 def share_findings(breakdown: dict) -> list[str]:
-    """Stalls (and the signed remainder) whose share of the iteration is beyond 100% either way, beyond the
-    noise: a stall of 114% ± 30% may be 84% (its runs' intervals overlap), which is possible."""
+    """Stalls (and the signed remainder) whose share of the iteration is beyond 100% either way."""
     found = []
     stalls = dict(breakdown.get("stalls") or {})
     remainder = breakdown.get("unattributed")
@@ -91,12 +90,8 @@ def share_findings(breakdown: dict) -> list[str]:
         stalls["not separated"] = remainder
     for name, entry in stalls.items():
         share = _finite((entry or {}).get("share"))
-        if share is None or abs(share) <= _SHARE_LIMIT:
-            continue
-        seconds, ci95_s = _finite(entry.get("seconds")), _finite(entry.get("ci95_s"))
-        if seconds and ci95_s is not None and abs(seconds) - ci95_s <= abs(seconds / share) * _SHARE_LIMIT:
-            continue  # within the noise of a whole iteration
-        found.append(f"{name} is {share:.0%} of the iteration")
+        if share is not None and abs(share) > _SHARE_LIMIT:
+            found.append(f"{name} is {share:.0%} of the iteration")
     return found
 
 
