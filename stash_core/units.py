@@ -134,3 +134,14 @@ def duration_words(seconds: float | None) -> str:
             value = seconds / size
             return f"{value:.1f} {unit}" if value < 100 else f"{value:,.0f} {unit}"
     return f"{seconds:.0f} s" if seconds >= 1 else f"{seconds:.2f} s"
+
+
+def format_time(seconds: float | None) -> str:
+    """A stall or probe time as the command line prints it: '181.0 ms', '31 us', '1.25 s'; '-' if unknown."""
+    if seconds is None:
+        return "-"
+    if abs(seconds) < 1e-3:
+        return f"{seconds * 1e6:.0f} us"
+    if abs(seconds) < 1:
+        return f"{seconds * 1e3:.1f} ms"
+    return f"{seconds:.2f} s"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from stash_core.analysis.comm import probe_alpha_beta
 from stash_core.analysis.overlap import overlap_reading
 from stash_core.measure.probe_plan import P2P_LATENCY_BYTES
-from stash_core.units import KIB, MIB
+from stash_core.units import KIB, MIB, format_time
 
 
 def format_size(size_bytes: float) -> str:
@@ -20,16 +20,6 @@ def format_rate(gbps: float | None) -> str:
     if gbps is None:
         return "-"
     return f"{gbps:.2f} Gbit/s" if gbps >= 1 else f"{gbps * 1000:.0f} Mbit/s"
-
-
-def format_time(seconds: float | None) -> str:
-    if seconds is None:
-        return "-"
-    if abs(seconds) < 1e-3:
-        return f"{seconds * 1e6:.0f} us"
-    if abs(seconds) < 1:
-        return f"{seconds * 1e3:.1f} ms"
-    return f"{seconds:.2f} s"
 
 
 def format_probe(probe: dict) -> str:
@@ -129,25 +119,3 @@ def _overlap_cells(reading: dict) -> tuple[str, str]:
     if reading["state"] == "negative":
         return "not resolved", "-"
     return "-", "-"
-
-
-def core_sharing_note(doc: dict) -> str | None:
-    """On the CPU, when the workers' threads take every core of the machine: the interconnect stall then
-    also holds the workers' (and gloo's) competition for the cores, beside what the probe's all-reduce alone
-    took."""
-    spec, fingerprint = doc.get("spec") or {}, doc.get("fingerprint") or {}
-    breakdown = doc.get("breakdown") or {}
-    workers, threads = int(spec.get("workers_per_node") or 1), int(spec.get("threads_per_worker") or 1)
-    cores = fingerprint.get("cpu_cores_logical") or fingerprint.get("cpu_cores_physical")
-    if spec.get("device") != "cpu" or workers < 2 or not cores or workers * threads < int(cores):
-        return None
-    stall = ((breakdown.get("stalls") or {}).get("interconnect") or {}).get("seconds")
-    if stall is None:
-        return None
-    allreduce = ((breakdown.get("communication") or {}).get("interconnect") or {}).get("allreduce_s")
-    alone = f"; the probe's all-reduce of the gradients alone took {format_time(allreduce)}"
-    probe = alone if allreduce else ""
-    return (
-        f"note: the {workers} workers x {threads} thread(s) share this machine's {cores} cores: the "
-        f"interconnect stall ({format_time(stall)}) also holds their competition for the cores{probe}"
-    )

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from stash_core.cli.probe_text import core_sharing_note, format_communication
+from stash_core.analysis.core_sharing import core_sharing_note
+from stash_core.cli.probe_text import format_communication
 from stash_core.cli.report import format_breakdown
 from stash_core.errors import no_run_error
 from stash_core.store.catalog_seed import BUILTIN_CATALOG_CSV, builtin_catalog_rows

@@ -13,6 +13,7 @@ import pandas as pd
 
 from stash_core import store
 from stash_core.analysis.coherence import impossible_of_stored
+from stash_core.analysis.core_sharing import core_sharing_note
 from stash_core.cells import plain_records
 from stash_core.decide.whatif import whatif as answer
 from stash_core.results.file import STALL_NAMES
@@ -191,9 +192,23 @@ def _run_detail(
     run["phases"] = _records(phases)
     run["stalls"] = _records(stalls)
     run["impossible"] = impossible_of_stored(run.get("warnings"), run["stalls"])  # headlined, not a share
+    run["core_sharing"] = _core_sharing(run)
     run["samples"] = samples
     run["telemetry"] = telemetry_frame(telemetry, run["phases"])
     return run
+
+
+def _core_sharing(run: dict[str, Any]) -> str | None:
+    """The note `stash profile` and `stash show` give a CPU run whose workers took every core."""
+    communication = run.get("communication")
+    try:
+        communication = json.loads(communication) if isinstance(communication, str) else communication
+    except ValueError:
+        communication = None  # a hand-edited column: the note goes without the probe's time
+    stalls = {row.get("stall"): row for row in run["stalls"]}
+    breakdown = {"stalls": stalls, "communication": communication or {}}
+    machine = {"spec": run.get("spec"), "fingerprint": run.get("fingerprint")}
+    return core_sharing_note({**machine, "breakdown": breakdown})
 
 
 def _records(frame: pd.DataFrame) -> list[dict[str, Any]]:

@@ -89,3 +89,15 @@ def test_a_scripts_unknown_batch_is_said_in_words_not_as_none(empty_db: Path) ->
     app = open_run(run_id)
     [heading] = [markdown.value for markdown in app.markdown if markdown.value.startswith("#### ")]
     assert "batch unknown" in heading and "None" not in heading
+
+
+def test_a_cpu_run_whose_workers_took_every_core_says_so_as_the_command_line_does(empty_db: Path) -> None:
+    """`stash profile` and `stash show` said that the interconnect stall holds the workers' competition for
+    the cores; the page, showing the same figure, left it out."""
+    doc = result_doc(workers=2, stalls={"compute": 0.2, "interconnect": 0.181},
+                     spec_extra={"threads_per_worker": 1})  # fmt: skip
+    doc["fingerprint"]["cpu_cores_logical"] = 2
+    store.ingest_result(empty_db, doc)
+    notes = [info.value for info in open_run(doc["run_id"]).info]
+    said = "2 workers x 1 thread(s) share this machine's 2 cores"
+    assert any(said in note and "181" in note for note in notes)

@@ -3,7 +3,7 @@ competition for the cores, beside the probe's all-reduce time."""
 
 from __future__ import annotations
 
-from stash_core.cli.probe_text import core_sharing_note
+from stash_core.analysis.core_sharing import core_sharing_note
 
 
 def _doc(workers: int, threads: int, cores: int, device: str = "cpu") -> dict:
