@@ -45,6 +45,7 @@ _PART_TEXT = {
     "gap": "{what} {seconds:+.4f} s (a gap in the chain: the difference mixes several stalls)",
     "not_separable": "{what} {seconds:+.4f} s (not separable)",
     "no_compute_run": "{what} {seconds:+.4f} s (the first run measured, with no R0 to split it)",
+    "no_compute_stored": "{seconds:+.4f} s of the first run measured, with no R0 to split it",
     "other": "{seconds:+.4f} s of runs that were not split into named stalls",
     "unusable": "{seconds:+.4f} s not split into named stalls: {what}",
 }
@@ -392,6 +393,8 @@ def _parts_from_stalls(stalls: dict, seconds: float) -> list[dict]:
         # Stored rows keep a within-noise stall as 0 without its difference: name them together; but a rest
         # that holds a faulty stall's time is not theirs.
         what = "; ".join(faults) or ", ".join(unknown) or " and ".join(apart)
-        kind = "unusable" if faults else "within_noise" if unknown else "not_separable" if apart else "other"
+        no_r0 = (stalls.get("compute") or {}).get("status") == "not_measured"  # as the profile said it
+        kind = ("unusable" if faults else "within_noise" if unknown else "not_separable" if apart
+                else "no_compute_stored" if no_r0 else "other")  # fmt: skip
         parts.append(_part(kind, what, rest))
     return parts

@@ -113,9 +113,10 @@ the shares add up to 1, with `label`, `seconds` (`iteration_s` minus the five st
 `epoch_ci95_s`, `status` (`none` when the stalls add up, `within_noise` when its size is within `ci95_s`, else
 `not_separated`), `note`, `parts` (what it holds, each with `kind`: `within_noise` for a difference reported
 as 0, `gap` for the difference across a run missing from the chain, which mixes several stalls,
-`not_separable` for a stall that cannot be told apart, `no_compute_run` when R0 did not run; `what` and signed
-`seconds`) and `estimated` (true when the interval was estimated because the file had none); `unattributed_s`
-and `unattributed_ci95_s` repeat its `seconds` and `ci95_s`; and `warnings` (list of strings; when the first
+`not_separable` for a stall that cannot be told apart, `no_compute_run` when R0 did not run
+(`no_compute_stored` where a stored run's rows say so); `what` and signed `seconds`) and `estimated` (true
+when the interval was estimated because the file had none); `unattributed_s` and `unattributed_ci95_s` repeat
+its `seconds` and `ci95_s`; and `warnings` (list of strings; when the first
 says the breakdown is physically impossible, for example a run with more workers faster than one with fewer,
 `impossible` is true, and false when it says only that the runs did different work per process). A file
 written before the remainder existed has none of the three: readers compute it from the stalls

@@ -172,3 +172,19 @@ def test_a_stored_run_s_remainder_names_the_stall_that_could_not_be_separated() 
     remainder = remainder_of(stored)
     assert remainder["seconds"] == pytest.approx(0.05)
     assert ": disk +0.0500 s (not separable)" in remainder["note"]
+
+
+def test_a_stored_run_without_r0_says_its_remainder_is_the_first_run_measured() -> None:
+    """The profile said "R1 +0.3000 s (the first run measured, with no R0 to split it)"; `stash show` and the
+    page, rebuilding the remainder from the stored rows, said "runs that were not split into named stalls"."""
+    from stash_core.analysis.stalls import remainder_of
+
+    stored = {
+        "iteration_s": 0.4,
+        "stalls": {"compute": {"seconds": None, "ci95_s": None, "status": "not_measured"},
+                   "interconnect": {"seconds": None, "ci95_s": None, "status": "not_measured"},
+                   "cpu": {"seconds": 0.1, "ci95_s": 0.01, "status": "measured"}},
+    }  # fmt: skip
+    remainder = remainder_of(stored)
+    assert remainder["seconds"] == pytest.approx(0.3)
+    assert ": +0.3000 s of the first run measured, with no R0 to split it" in remainder["note"]
