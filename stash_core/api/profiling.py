@@ -15,6 +15,7 @@ from stash_core.api.options import api_options, parse_profile, profile_argv
 from stash_core.api.profile_flow import ProfileRun, run_profile_flow
 from stash_core.api.results import Result
 from stash_core.errors import UsageError
+from stash_core.pathargs import required_path
 from stash_core.spec import ProfileSpec
 
 
@@ -73,6 +74,7 @@ def profile_script(script: str | Path, *args: str, **options: Any) -> Result:
         if name in options:
             where = "its first argument" if name == "script" else "the arguments after the script"
             raise UsageError(f"profile_script: give {name} as {where}, not as {name}=")
+    script = required_path("script", script)  # not str(None): a file named "None" would be profiled
     return profile(script=str(script), script_args=[str(arg) for arg in args], **options)
 
 

@@ -71,7 +71,9 @@ A database file that does not exist yet, or a DuckDB file without any table (a f
 before the schema), reads as a new database: all tables and the view exist and are empty but for `instances`,
 which holds the shipped catalog as a new database does (`stash instances list` shows none of its rows as
 stored, and `stash export` refuses such a file: nothing was stored in it). The file is created, with the
-schema, by the first write.
+schema, by the first write. The Python API's reads (`stash_core.runs`, `stash_core.breakdown`) refuse a file
+that does not exist instead (UsageError "no database at ..."): a path mistyped in a notebook is said, not read
+as empty.
 """
 
 
@@ -251,9 +253,8 @@ def main(argv: list[str] | None = None) -> int:
     elif args.check:
         current = SCHEMA_MD.read_text(encoding="utf-8") if SCHEMA_MD.exists() else ""
         if current != text:
-            print(
-                f"{SCHEMA_MD} is stale: run python -m stash_core.store.schema_docs --write", file=sys.stderr
-            )
+            fix = "python -m stash_core.store.schema_markdown --write"
+            print(f"{SCHEMA_MD} is stale: run {fix}", file=sys.stderr)
             return 1
     else:
         sys.stdout.write(text)

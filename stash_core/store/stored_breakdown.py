@@ -6,12 +6,20 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from stash_core.analysis.stalls import REMAINDER, STALLS, remainder_of, with_remainder
+from stash_core.analysis.stalls import (
+    REMAINDER,
+    REMAINDER_LABEL,
+    STALLS,
+    remainder_of,
+    stall_fault,
+    with_remainder,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
 
 REMAINDER_NOTE = "not separated: the iteration time minus the named stalls"
+FIGURE_COLUMNS = ("seconds", "ci95_s", "share", "epoch_s")  # what a stall row with a faulty figure loses
 
 
 def breakdown_from_stored(run: dict) -> dict | None:
@@ -53,10 +61,27 @@ def remainder_row(run_id: str, breakdown: dict | None) -> dict[str, Any] | None:
 
 
 def with_remainder_row(stalls: pd.DataFrame, run_id: str, breakdown: dict | None) -> pd.DataFrame:
-    """The stalls rows of a run with its remainder row after them (remainder_row); as they are without one."""
+    """The stalls rows of a run with its remainder row after them (remainder_row); as they are without one.
+    A row whose figure is not valid (stall_fault: a 'measured' one below 0 or without a value, as a hand
+    edit leaves it) keeps no figure, its note says why, as `stash show` says it: its time is in the
+    remainder, so that the rows still add up to the iteration."""
     import pandas as pd
 
+    stalls = _without_faulty_figures(stalls)
     row = remainder_row(run_id, breakdown)
     if row is None:
         return stalls
     return pd.concat([stalls, pd.DataFrame([row]).astype(stalls.dtypes.to_dict())], ignore_index=True)
+
+
+def _without_faulty_figures(stalls: pd.DataFrame) -> pd.DataFrame:
+    faults = [stall_fault(row) for row in stalls.to_dict(orient="records")]
+    if not any(faults):
+        return stalls
+    stalls = stalls.copy()
+    for index, fault in zip(stalls.index, faults, strict=True):
+        if fault:
+            stalls.loc[index, [c for c in FIGURE_COLUMNS if c in stalls.columns]] = float("nan")
+            counted = f'its time is counted in "{REMAINDER_LABEL}"'
+            stalls.loc[index, "note"] = f"{stalls.loc[index, 'stall']} {fault}; {counted}"
+    return stalls

@@ -97,8 +97,11 @@ def test_a_bad_input_is_refused_before_anything_runs(options, message, tmp_path)
     [(lambda db: stash.profile_script("train.py", script_args=["--steps", "5"], db=db),
       "profile_script: give script_args as the arguments after the script"),
      (lambda db: stash.profile_script(db=db), "profile_script: missing a required argument: 'script'"),
-     (lambda db: stash.profile(None, 3, db=db), "profile: too many positional arguments")],
-    ids=["script-args", "no-script", "extra"],
+     (lambda db: stash.profile(None, 3, db=db), "profile: too many positional arguments"),
+     # str(None) was the script: a file named "None" in the working folder would have been profiled
+     (lambda db: stash.profile_script(None, db=db), "script: a value is required, got None"),
+     (lambda db: stash.profile_script(123, db=db), "script: expected a path, got 123")],
+    ids=["script-args", "no-script", "extra", "none", "number"],
 )  # fmt: skip
 def test_a_wrong_argument_is_a_usage_error_not_a_type_error(call, message, tmp_path):
     with pytest.raises(stash.UsageError, match=message):

@@ -99,3 +99,22 @@ def test_a_wrong_argument_is_a_usage_error_not_a_type_error(stored, call, messag
     db, *_ = stored
     with pytest.raises(stash.UsageError, match=message):
         call(db)
+
+
+@pytest.mark.parametrize("stored_s", [-0.05, None], ids=["below-zero", "no-value"])
+def test_a_stall_row_edited_to_no_valid_figure_loses_it_and_the_rows_still_add_up(stored, stored_s):
+    """A 'measured' row edited by hand to -0.05 s (or NULL) kept its figure (or its stale share) beside a
+    remainder that already counted its time: the rows added up to 0.155 s of a 0.205 s iteration, where
+    `stash show` says the stall's time is counted in "not separated"."""
+    import duckdb
+
+    db, _, done, _ = stored
+    with duckdb.connect(str(db)) as con:
+        edit = "UPDATE stalls SET seconds = ? WHERE run_id = ? AND stall = 'cpu'"
+        con.execute(edit, [stored_s, done["run_id"]])
+    read = stash.breakdown(done["run_id"], db)
+    cpu = read.loc[read["stall"] == "cpu"].iloc[0]
+    assert pd.isna(cpu["seconds"]) and pd.isna(cpu["share"]) and pd.isna(cpu["epoch_s"])
+    assert 'its time is counted in "not separated"' in cpu["note"]
+    assert read["seconds"].sum() == pytest.approx(done["breakdown"]["iteration_s"])
+    assert read["share"].sum() == pytest.approx(1.0)
