@@ -40,10 +40,12 @@ def schedule_metrics(outcomes: list[JobOutcome], cluster: Cluster) -> dict[str, 
 
 
 def jct_cdf(outcomes: list[JobOutcome], points: int = CDF_POINTS) -> list[list[float]]:
-    """[seconds, fraction of jobs finished within] at evenly spaced fractions, ending at 1."""
+    """[seconds, fraction of jobs finished within] at evenly spaced fractions, ending at 1: the empirical
+    step CDF's point, the shortest JCT within which that fraction of jobs finished (no interpolation between
+    two jobs' JCTs, which on a few jobs claims fractions that never finished)."""
     jct = np.sort([o.finish_s - o.job.submit_s for o in outcomes])
     fractions = np.linspace(1 / points, 1.0, points)
-    return [[float(np.quantile(jct, f)), round(float(f), 6)] for f in fractions]
+    return [[float(np.quantile(jct, f, method="inverted_cdf")), round(float(f), 6)] for f in fractions]
 
 
 def sample_timeline(

@@ -46,7 +46,9 @@ def remaining_plan(cluster: list[Worker], workload: Workload, target_loss: float
     else:
         done = iterations_to_loss(plan.weighted_batch, plan.convergence, plan.workers, current_loss,
                                   workload.loss_g)  # fmt: skip
-        left = max(0.0, plan.iterations - max(done, 0.0))
+        left = plan.iterations - max(done, 0.0)
+        # inf - inf (a loss model whose eq. 3 overflows): not "nothing left", which max() would make of NaN
+        left = math.inf if math.isnan(left) else max(0.0, left)
     training_s = left * plan.iteration_s + revocation_s
     return dataclasses.replace(
         plan, iterations=left, training_s=training_s, cost_usd=training_s / 3600 * plan.usd_per_h,

@@ -17,6 +17,7 @@ from stash_core.api.scheduling import simulate_schedule
 from stash_core.errors import UsageError
 from stash_core.sched import defaults as d
 from stash_core.sched.detect import detect_format
+from stash_core.sched.pai import task_table_of
 from stash_core.store.simulations import simulations_frame
 from stash_core.units import duration_words
 
@@ -62,11 +63,14 @@ def simulate(
         options.update(delay_s=None, scale=None)
     if files:
         with tempfile.TemporaryDirectory(prefix="stash-trace-") as folder:
-            main, trace_format = _uploaded_trace(files, trace_format, Path(folder))
-            batch = arrivals == "batch"  # the page's other arrivals are for synthetic traces
-            label = f"{main.name} (read as {trace_format})" + (", all submitted at 0" if batch else "")
-            schedule = simulate_schedule(main, trace_format=trace_format, arrivals="batch" if batch else None,
-                                         trace_label=label, **options)  # fmt: skip
+            try:
+                main, trace_format = _uploaded_trace(files, trace_format, Path(folder))
+                batch = arrivals == "batch"  # the page's other arrivals are for synthetic traces
+                label = f"{main.name} (read as {trace_format})" + (", all submitted at 0" if batch else "")
+                schedule = simulate_schedule(main, trace_format=trace_format, trace_label=label,
+                                             arrivals="batch" if batch else None, **options)  # fmt: skip
+            except UsageError as error:  # named as uploaded, not by the server's temporary copy
+                raise UsageError(str(error).replace(f"{folder}{os.sep}", "")) from None
         return schedule.doc
     if not 1 <= synthetic_jobs <= MAX_PAGE_JOBS or not mean_gap_s > 0:
         raise UsageError(f"a synthetic trace needs 1 to {MAX_PAGE_JOBS:,} jobs and a positive mean gap")
@@ -129,7 +133,13 @@ def _uploaded_trace(files: list[tuple[str, bytes]], trace_format: str, folder: P
         path.write_bytes(content)
         paths.append(path)
     tables = [p for p in paths if "job_table" in p.name]
-    main = tables[0] if tables and trace_format in ("auto", "pai2020") else paths[0]
+    pai = bool(tables) and trace_format in ("auto", "pai2020")
+    paired = pai and len(paths) == 2 and task_table_of(tables[0]) in paths
+    if len(paths) > 1 and not paired:  # the rest would be left out without a word
+        names = ", ".join(path.name for path in paths)
+        raise UsageError(f"{len(paths)} files uploaded ({names}): a simulation reads one trace file, or "
+                         "a PAI job table with its task table (pai_job_table.csv, pai_task_table.csv)")
+    main = tables[0] if pai else paths[0]
     return main, detect_format(main) if trace_format == "auto" else trace_format
 
 

@@ -67,7 +67,7 @@ def gpu_instances(db_path: Path | str) -> pd.DataFrame:
 def workload_text(data: bytes, name: str) -> str:
     """An uploaded workload file's text; UsageError when it is not UTF-8 text."""
     try:
-        return data.decode("utf-8")
+        return data.decode("utf-8-sig")  # a byte-order mark, as `stash spot` reads the file
     except UnicodeDecodeError:
         raise UsageError(f"{name} is not a text file (a workload file is JSON)") from None
 

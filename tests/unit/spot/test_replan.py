@@ -122,3 +122,13 @@ def test_a_replan_that_evaluates_no_cluster_does_not_blame_the_loss_model():
     result = replan([], [InstanceOffer(worker, 4)], saturated, 0.5, 2.0, 3600, **LINKS)
     assert result.best is None and not result.candidates
     assert result.infeasible_reason.startswith("the parameter server saturates before 1 worker(s)")
+
+
+def test_a_loss_model_whose_iterations_overflow_leaves_no_plan_not_a_free_one():
+    """With g4 = 1e308, eq. 3's sqrt((R + g4) n) overflows: j = inf, and what is left, inf - inf, was taken
+    for nothing left (max(0.0, NaN) is 0.0): a 30 s, $0.01 re-plan where `stash spot` says there is none."""
+    huge = Workload(param_bytes=1, solo_bandwidth_Bps=1e6, contention_a1=0.1, contention_b1=0.0,
+                    loss_g=(0.0, 0.0, 10.0, 1e308, 0.0))  # fmt: skip
+    left = remaining_plan([A, A], huge, 0.1, 0.2, 1e9, **LINKS)
+    assert left.iterations == math.inf and not left.meets_budget
+    assert replan([A], [InstanceOffer(A, 2)], huge, 0.1, 0.2, 60.0, **LINKS).best is None

@@ -80,3 +80,22 @@ def test_the_simulation_s_process_ends_with_the_server_that_started_it(tmp_path)
             psutil.Process(worker_pid).kill()
             raise AssertionError("the simulation went on after its server died")
         time.sleep(0.1)
+
+
+TRACE = b"job_id,num_gpu,submit_time,duration,network_slowdown\nA,3,0,1000,1.5\nB,2,10,1000,1.5\n"
+
+
+def test_several_uploaded_traces_are_refused_not_all_but_the_first_left_out(tmp_path):
+    """Two traces uploaded together: the first was simulated and the second left out without a word."""
+    files = [("abc.csv", TRACE), ("one.csv", TRACE)]
+    with pytest.raises(UsageError, match=r"2 files uploaded \(abc.csv, one.csv\): a simulation reads one"):
+        schedule.simulate(tmp_path / "r.duckdb", files=files, policies=["fifo"], tuning="given",
+                          out_dir=tmp_path / "out")  # fmt: skip
+
+
+def test_an_uploaded_trace_s_error_names_the_file_as_uploaded_not_the_server_s_copy(tmp_path):
+    files = [("x.csv", b"job_id,num_gpu,submit_time,duration\n\xff,1,0,5\n")]
+    with pytest.raises(UsageError) as refused:
+        schedule.simulate(tmp_path / "r.duckdb", files=files, policies=["fifo"], tuning="given",
+                          out_dir=tmp_path / "out")  # fmt: skip
+    assert str(refused.value).startswith("x.csv: ") and "stash-trace-" not in str(refused.value)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from support import REPO
+
 from stash_core.spot import InstanceOffer, Worker, Workload, plan_spot_cluster, plan_table
 from stash_core.spot.model import MAX_WORKER_BOUND
 from stash_core.views.spot import candidates_frame, window_search
@@ -46,3 +48,10 @@ def test_candidates_outside_the_loss_model_have_blank_time_and_cost_not_inf():
     windows = window_search(result).set_index("workers")  # A + BIG, b_w 116: outside too, no fastest
     assert windows.loc[1, "fastest"] == "1 x A"
     assert windows.loc[2, "fastest"] == "none: outside the loss model"
+
+
+def test_a_workload_file_with_a_byte_order_mark_is_read_as_stash_spot_reads_it():
+    from stash_core.views.spot import workload_names, workload_text
+
+    text = workload_text(b"\xef\xbb\xbf" + (REPO / "examples" / "workload.json").read_bytes(), "w.json")
+    assert "g3.8xlarge" in workload_names(text)
