@@ -62,6 +62,9 @@ def read_trace(path: Path) -> list[tuple[float, str]]:
     refuse_repeated_columns(header, f"revocation trace {path}")
     events = []
     for line, row in enumerate(rows, start=2):
+        if None in row:  # DictReader keeps fields beyond the header under the key None: never read
+            raise UsageError(f"revocation trace {path} line {line}: {len(header) + len(row[None])} fields, "
+                             f"expected {len(header)} (the header's columns)")  # fmt: skip
         row = {str(key).strip(): value for key, value in row.items()}
         time_text, instance = row.get("time_s"), row.get("instance")
         try:

@@ -91,7 +91,7 @@ REFUSED = [
     ("fit-loss-other-csv", [*FIT_LOSS, "{t}", "--workload", "{tmp}/new.json"], {}, "no iteration"),
     ("fit-loss-csv-is-database", ["spot-fit-loss", "--csv", "{db}", "--workload", "{tmp}/new.json"], {},
      "not UTF-8"),
-    ("fit-loss-workload-is-database", [*FIT_LOSS, "{t}", "--workload", "{db}"], {}, "not UTF-8"),
+    ("fit-loss-workload-is-database", [*FIT_LOSS, "{t}", "--workload", "{db}"], {}, "is a DuckDB database"),
     ("fit-loss-csv-fifo", ["spot-fit-loss", "--csv", "{fifo}", "--workload", "{tmp}/new.json"], {}, "FIFO"),
     ("spot-workload-fifo", ["spot", "--workload", "{fifo}", *SPOT], {}, "FIFO"),
     ("spot-workload-database", ["spot", "--workload", "{db}", *SPOT], {}, "not UTF-8"),

@@ -35,3 +35,22 @@ def test_a_400_digit_number_is_shown_short(tmp_path):
     message = str(raised.value)
     assert message.startswith("workload file: a1 must be a number, got 1000") and message.endswith("...")
     assert len(message) < 100
+
+
+@pytest.mark.parametrize("what", ["database", "simulation"])
+def test_a_workload_path_that_holds_another_kind_of_file_is_refused_and_left_as_it_is(tmp_path, what):
+    """spot-fit-loss --workload given the database said "not UTF-8 text (byte 2)"; given a stored
+    simulation's result file, it merged g and loss_fit into it."""
+    from stash_core.spot.inputs import check_writable
+
+    path = tmp_path / ("r.duckdb" if what == "database" else "sim-1.json")
+    if what == "database":
+        import duckdb
+
+        duckdb.connect(str(path)).close()
+    else:
+        path.write_text(json.dumps({"kind": "stash-simulation", "simulation_id": "sim-1"}))
+    before = path.read_bytes()
+    with pytest.raises(UsageError, match="not a workload file: choose another path"):
+        check_writable(path)
+    assert path.read_bytes() == before

@@ -172,3 +172,13 @@ def test_one_simulated_run_is_said_in_the_singular():
     text = PlanRisk(rate_per_h=0.0, runs=1, p_deadline=1.0, mean_cost_usd=1.0, mean_revocations=0.0).text()
     assert "(1 simulated run, " in text
     assert "(2 simulated runs, " in PlanRisk(0.5, 2, 1.0, 1.0, 0.0).text()
+
+
+def test_a_trace_row_with_more_fields_than_its_header_is_refused(tmp_path):
+    """csv.DictReader kept the extra field under the key None and the row was read as a revocation."""
+    path = tmp_path / "t.csv"
+    path.write_text("time_s,instance\n5,g3.8xlarge,extra\n")
+    from stash_core.errors import UsageError
+
+    with pytest.raises(UsageError, match=r"line 2: 3 fields, expected 2"):
+        read_trace(path)
