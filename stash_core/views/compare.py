@@ -30,7 +30,7 @@ from stash_core.api.predicting import predict
 from stash_core.catalog import check_runs, list_instances
 from stash_core.catalog.accelerators import find_accelerator
 from stash_core.cells import plain, plain_row
-from stash_core.decide.predict.instances import CPU_MEASURED
+from stash_core.decide.predict.cpu_rows import CPU_MEASURED
 from stash_core.decide.predict.profile_arithmetic import (
     convolution_share,
     machine_name,

@@ -14,7 +14,7 @@ from stash_core.api.decisions import recommend
 from stash_core.catalog import COLUMNS, apply_catalog_edits, list_instances
 from stash_core.cells import is_missing
 from stash_core.decide.predict.configuration import DOES_NOT_FIT
-from stash_core.decide.predict.instances import CPU_MEASURED
+from stash_core.decide.predict.cpu_rows import CPU_MEASURED, NOT_PROFILED_COUNTS
 from stash_core.decide.recommend import DEFAULT_MAX_INSTANCES, Recommendation
 from stash_core.decide.recommend.answer import UNPRICED
 from stash_core.decide.recommend.explain import job_headline
@@ -31,6 +31,7 @@ MEETS_CONSTRAINTS = {True: "meets the constraints", False: "does not meet them"}
 NOT_PREDICTED_KINDS = (
     ("no entry in the accelerator table", "accelerator not in Stash's table"),
     (DOES_NOT_FIT, "batch does not fit the GPU's memory"),
+    (NOT_PROFILED_COUNTS, "machine counts of a CPU instance not profiled"),
     (CPU_MEASURED, "no GPU (CPU instances need a profile)"),
     ("the job uses", "fewer GPUs than the job's workers"),
     ("communication not predictable", "communication not predictable"),

@@ -11,7 +11,7 @@ from typing import Any, Protocol
 
 import pandas as pd
 
-from stash_core.catalog import list_instances, stored_label_checks
+from stash_core.catalog import list_instances
 from stash_core.catalog.accelerators import (
     PRECISIONS,
     Accelerator,
@@ -20,15 +20,14 @@ from stash_core.catalog.accelerators import (
     match_accelerator,
 )
 from stash_core.cells import plain_row
-from stash_core.decide.predict.configuration import ConfigPrediction, Predictor, profile_shape
-from stash_core.decide.predict.profile_checks import other_code, profiles_that_hold
+from stash_core.decide.predict.configuration import ConfigPrediction, Predictor
+from stash_core.decide.predict.cpu_rows import cpu_instance_rows, cpu_profiles
+from stash_core.decide.predict.profile_checks import profiles_that_hold
 from stash_core.decide.predict.script import ScriptPredictor, refuse_profiled_script, script_run
 from stash_core.decide.predict.validation import expected_errors
 from stash_core.errors import UsageError
 from stash_core.habits import TrainingJob
-from stash_core.store.reads import gpu_compute_profiles, measured_profiles
-from stash_core.terminal import shell_word
-from stash_core.units import finite_float
+from stash_core.store.reads import gpu_compute_profiles
 from stash_core.zoo_names import canonical_model
 
 COLUMNS = (
@@ -36,19 +35,6 @@ COLUMNS = (
     "workers", "path", "source", "compute_s", "interconnect_s", "network_s", "iteration_s", "samples_per_s",
     "expected_error", "unvalidated", "comm_error", "memory_needed_gb", "memory_gb", "basis", "note",
 )  # fmt: skip
-# A CPU machine's step is measured, never predicted: the phrase every reason of a CPU instance without a row
-# has, in `predict` and `recommend`, which the pages count as "no GPU" (views/recommend.py)
-CPU_MEASURED = "a CPU machine is measured, never predicted"
-
-
-def no_gpu_reason(name: str) -> str:
-    """Why a CPU instance without a profile of the job has no row, and the profile that would give it one."""
-    return (
-        f"{name}: no GPU and no profile of this job on it ({CPU_MEASURED}: profile the job there with "
-        f"--instance {shell_word(name)})"
-    )
-
-
 class ConfigurationPredictor(Protocol):
     def predict(self, name: str, workers: int, count: int) -> ConfigPrediction | str: ...
 
@@ -270,30 +256,9 @@ def prediction_rows(
     for name, instance in catalog.items():
         gpus = instance.get("accelerator_count") or 0
         if gpus <= 0:
-            profiled = (on_cpus or {}).get(name, [])
-            kept = [
-                found
-                for found in profiled
-                if found.instance_count <= max_instances
-                and workers_per_instance in (None, found.workers_per_instance)
-            ]
+            kept, reasons = cpu_instance_rows(name, on_cpus, max_instances, workers_per_instance)
             rows += [_row(found, 0, batch_size) for found in kept]
-            if on_cpus is None:  # a script's run: its profiles on CPU machines are not read here
-                refused.append(f"{name}: not predicted - {CPU_MEASURED}")
-            elif name in on_cpus and not profiled:
-                refused.append(
-                    f"{name}: not predicted - {CPU_MEASURED}, and its profiles of this job lack a figure a "
-                    "row needs (compute, or the interconnect or network stall of their workers and "
-                    "machines): profile it with those stalls"
-                )
-            elif profiled and not kept:
-                shapes = ", ".join(sorted({_shape(found) for found in profiled}))
-                refused.append(
-                    f"{name}: not predicted - {CPU_MEASURED}, and no profile of this job on it has the "
-                    f"workers and machines asked (it ran {shapes})"
-                )
-            elif not profiled:
-                refused.append(no_gpu_reason(name))
+            refused += reasons
             continue
         if workers_per_instance is not None and workers_per_instance > gpus:
             asked = workers_per_instance
@@ -312,63 +277,6 @@ def prediction_rows(
         order = "samples_per_s" if frame["samples_per_s"].notna().all() else "iteration_s"
         frame = frame.sort_values(order, ascending=order == "iteration_s").reset_index(drop=True)
     return frame, refused
-
-
-def cpu_profiles(
-    db_path: Path | str, predictor: Predictor, catalog: dict[str, dict], everything: dict[str, dict]
-) -> tuple[dict[str, list[ConfigPrediction]], list[str]]:
-    """The configurations of the catalog's CPU instances that a stored profile of the predictor's job
-    measured (its model, batch, input shape; in FP32 with the zoo's habits, as profiles run), newest first
-    and one per worker and machine count, by instance, and a line for each profile set aside because it ran
-    other contents of the job's model file. Profiles whose machine contradicts their instance label are left
-    out, as `recommend` leaves them out."""
-    names = {name for name, row in catalog.items() if (row.get("accelerator_count") or 0) <= 0}
-    job_as_profiled = predictor.precision == "fp32" and predictor.job.is_default(predictor.default_optimizer)
-    if not names or not job_as_profiled or not Path(db_path).exists():
-        return {}, []
-    stored = measured_profiles(db_path, predictor.model, predictor.batch_size)
-    stored = stored[stored["instance"].isin(names)]
-    changed = other_code(predictor.model, stored.to_dict(orient="records"))
-    stored = stored[~stored["run_id"].isin(changed)]
-    if stored.empty:
-        return {}, list(changed.values())
-    checks = stored_label_checks(db_path, list(stored["run_id"]), everything)
-    found: dict[str, list[ConfigPrediction]] = {}
-    seen = set()
-    for row in stored.to_dict(orient="records"):
-        if pd.isna(row["workers_per_node"]) or pd.isna(row["nodes"]):
-            continue  # a row edited or imported without its counts: no configuration to name
-        key = (row["instance"], int(row["workers_per_node"]), int(row["nodes"]))
-        same_shape = (profile_shape(row) or predictor.default_shape) == predictor.cost.input_shape
-        if key in seen or not same_shape or not checks[row["run_id"]].usable:
-            continue
-        measured = _measured_on_cpu(row, key[1], key[2])
-        found.setdefault(key[0], [])  # profiled: a profile lacking a figure it needs still is one
-        if measured is not None:
-            seen.add(key)
-            found[key[0]].append(measured)
-    return found, list(changed.values())
-
-
-def _measured_on_cpu(row: dict[str, Any], workers: int, count: int) -> ConfigPrediction | None:
-    """A CPU profile's configuration as a row: compute, interconnect and network as it measured them (one
-    worker has no interconnect stall, one machine no network stall); None when one it needs is missing."""
-    compute_s = finite_float(row.get("compute_s"))
-    interconnect_s = finite_float(row.get("interconnect_s")) if workers > 1 else 0.0
-    network_s = finite_float(row.get("network_s")) if count > 1 else 0.0
-    if compute_s is None or compute_s <= 0 or interconnect_s is None or network_s is None:
-        return None
-    notes = ["CPU machine: compute, interconnect and network as profiled, CPU and disk stalls left out as on "
-             "every row, memory not checked"]  # fmt: skip
-    return ConfigPrediction(
-        row["instance"], None, count, workers, "measured", f"profile {row['run_id']}", compute_s,
-        interconnect_s, network_s, None, None, None, notes, measured=True,
-    )  # fmt: skip
-
-
-def _shape(found: ConfigPrediction) -> str:
-    workers = f"{found.workers_per_instance} worker(s) per machine"
-    return workers if found.instance_count == 1 else f"{workers} on {found.instance_count} machines"
 
 
 def _row(result: ConfigPrediction, gpus: int, batch_size: int | None) -> dict[str, Any]:

@@ -22,7 +22,8 @@ from stash_core.catalog.accelerators import find_accelerator
 from stash_core.catalog.prices import hourly_price
 from stash_core.decide.fit import FitReport, fit_stall_models, model_counts, predict_stall
 from stash_core.decide.predict.configuration import DOES_NOT_FIT, Predictor
-from stash_core.decide.predict.instances import all_catalog_rows, no_gpu_reason, predictor_for
+from stash_core.decide.predict.cpu_rows import no_gpu_reason
+from stash_core.decide.predict.instances import all_catalog_rows, predictor_for
 from stash_core.decide.predict.profile_arithmetic import machine_name, profile_accelerator
 from stash_core.decide.recommend.costs import STALL_NAMES, Estimate, RentalJob, option_row
 from stash_core.decide.whatif import cpu_stall_elsewhere
@@ -161,6 +162,10 @@ class OptionPlanner:
                 "workers are unknown, so it is not recomputed for this machine's vCPUs"
             )
         iteration_s = sum(value for value in stalls.values() if value is not None)
+        kept = _remainder_s(base, _measured_estimate(base).stalls) if same_machine else 0.0
+        if kept and iteration_s + kept > 0:  # what its step held beyond its stalls holds at other counts too
+            iteration_s += kept
+            notes.append(f"{kept:+.4g} s of {base['run_id']}'s measured step, not in a stall, kept")
         # The expected error covers the modelled stalls; compute and disk come from a measured profile, and so
         # does CPU unless recomputed for this machine, which no published figure validates.
         expected = weighted_error / iteration_s if modelled and error_known and iteration_s > 0 else None
@@ -364,13 +369,17 @@ def _measured_estimate(row: dict[str, Any]) -> Estimate:
     if int(row.get("workers_per_node") or 1) == 1 and stalls["interconnect"] is None:
         stalls["interconnect"] = 0.0
     notes = ["data stalls not profiled (synthetic data only)"] if _data_not_profiled(row) else []
-    iteration_s = float(row["iteration_s"])
-    named_s = sum(value for value in stalls.values() if value is not None)
-    if abs(iteration_s - named_s) > REMAINDER_SAID * iteration_s:
-        # The step is measured whole (R2); its stalls are differences of runs and need not add up to it.
-        notes.append(f"its stalls add up to {named_s:.4g} s of the measured {iteration_s:.4g} s step; "
-                     f"{iteration_s - named_s:+.4g} s is not separated into a stall")  # fmt: skip
+    iteration_s, remainder_s = float(row["iteration_s"]), _remainder_s(row, stalls)
+    if remainder_s:  # the step is measured whole (R2); its stalls are differences of runs
+        notes.append(f"its stalls add up to {iteration_s - remainder_s:.4g} s of the measured "
+                     f"{iteration_s:.4g} s step; {remainder_s:+.4g} s is not separated into a stall")
     return Estimate("measured", row["run_id"], f"profile {row['run_id']}", iteration_s, stalls, None, notes)
+
+
+def _remainder_s(row: dict[str, Any], stalls: dict[str, float | None]) -> float:
+    """A profile's measured step less its named `stalls` (0 within REMAINDER_SAID of the step)."""
+    remainder_s = float(row["iteration_s"]) - sum(value for value in stalls.values() if value is not None)
+    return remainder_s if abs(remainder_s) > REMAINDER_SAID * float(row["iteration_s"]) else 0.0
 
 
 REMAINDER_SAID = 0.01  # a share of the step below which the stalls' sum and the step are taken as one
@@ -386,7 +395,4 @@ def communication_unmeasured(row: dict[str, Any]) -> bool:
 
 
 def _data_not_profiled(row: dict[str, Any]) -> bool:
-    return row.get("cpu_status") in (None, "not_measured") and row.get("disk_status") in (
-        None,
-        "not_measured",
-    )
+    return all(row.get(f"{stall}_status") in (None, "not_measured") for stall in ("cpu", "disk"))

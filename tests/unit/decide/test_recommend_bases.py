@@ -4,6 +4,7 @@ not measure their communication is no measurement of that configuration."""
 
 from __future__ import annotations
 
+import pytest
 from result_docs import result_doc
 
 from stash_core.decide.recommend import recommend
@@ -76,3 +77,24 @@ def test_an_instances_answer_does_not_depend_on_which_other_instances_are_asked(
         rows.append(options.set_index("instance").loc["p4d.24xlarge"])
     assert rows[0]["path"] == rows[1]["path"] == "profile" and run_id in rows[0]["basis"]
     assert rows[0]["iteration_s"] == rows[1]["iteration_s"]
+
+
+def test_more_machines_of_a_profiled_configuration_keep_what_its_step_held_beyond_its_stalls(tmp_path):
+    """The profile's 80 ms step held 10 ms that no stall claims; 2 x the instance was predicted from the
+    stalls alone (70 ms plus the network), so the second machine made the step look cheaper than measured."""
+    db = tmp_path / "r.duckdb"
+    doc = result_doc("resnet18", instance="p4d.24xlarge", workers=8, device="cuda", batch_size=8,
+                     spec_extra={"input_shape": [3, 64, 64]}, stalls={"compute": 0.05, "interconnect": 0.02})
+    gpus = [{"index": index, "name": "NVIDIA A100-SXM4-40GB"} for index in range(8)]
+    doc["fingerprint"].update(gpu_count=8, gpus=gpus)
+    doc["breakdown"]["iteration_s"] = 0.08  # R1 timed 80 ms
+    doc["breakdown"]["epoch_s"] = 0.08 * doc["breakdown"]["iterations_per_epoch"]
+    timed = next(phase for phase in doc["phases"] if phase["name"] == "R1")["iteration_s"]
+    timed.update({key: timed[key] + 0.01 for key in ("mean", "median", "p5", "p95")})
+    ingest_result(db, doc)
+    result = recommend(db, "resnet18", 8, instances=["p4d.24xlarge"], max_instances=2, **ASKED)
+    rows = result.options.set_index("instance_count")
+    assert rows.loc[1, "source"] == "measured" and rows.loc[1, "iteration_s"] == 0.08
+    two = rows.loc[2]
+    assert two["iteration_s"] == pytest.approx(0.08 + two["network_s"])
+    assert "not in a stall, kept" in two["note"]
