@@ -133,7 +133,6 @@ def recommend(
     """Rank configurations for training `model` (per-worker `batch_size`, one sample of `input_shape`, in
     `precision`, with `habits`: memory format, optimizer, attention) for `epochs` of `dataset_images`
     samples."""
-
     _check_request(batch_size, epochs, dataset_images, budget_hours, max_usd, max_instances)
     check_precision(precision)
     _check_model(db_path, model)
@@ -385,13 +384,12 @@ def _check_model(db_path: Path | str, model: str) -> None:
 
 
 def _check_request(batch_size, epochs, dataset_images, budget_hours, max_usd, max_instances) -> None:
-    for value, what in (
-        (batch_size, "batch size"),
-        (dataset_images, "dataset images"),
-        (max_instances, "max instances"),
-    ):
+    counts = (batch_size, "batch size"), (dataset_images, "dataset images"), (max_instances, "max instances")
+    for value, what in counts:
         if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
             raise UsageError(f"{what} must be a positive whole number, got {value!r}")
+    if dataset_images < batch_size:  # an epoch of no full batch (drop_last): nothing trained, nothing costed
+        raise UsageError(f"an epoch of {dataset_images:,} samples holds no full batch of {batch_size}")
     for value, what in ((epochs, "epochs"), (budget_hours, "budget hours"), (max_usd, "max USD")):
         number = finite_float(value) if isinstance(value, (int, float)) else None
         if value is not None and (number is None or number <= 0):

@@ -25,7 +25,7 @@ from stash_core.decide.predict.configuration import DOES_NOT_FIT, Predictor
 from stash_core.decide.predict.cpu_rows import no_gpu_reason
 from stash_core.decide.predict.instances import all_catalog_rows, predictor_for
 from stash_core.decide.predict.profile_arithmetic import machine_name, profile_accelerator
-from stash_core.decide.recommend.costs import STALL_NAMES, Estimate, RentalJob, option_row
+from stash_core.decide.recommend.costs import STALL_NAMES, Estimate, RentalJob, no_full_step, option_row
 from stash_core.decide.whatif import cpu_stall_elsewhere
 from stash_core.errors import UsageError
 from stash_core.store import get_run
@@ -86,6 +86,8 @@ class OptionPlanner:
                         self._add(name, instance, count, workers, estimate, price, price_status)
 
     def _add(self, name, instance, count, workers, estimate, price, price_status) -> None:
+        if (short := no_full_step(self.job, workers * count)) is not None:
+            return self._exclude(f"{count} x {name}: {short}")
         self.options.append(
             option_row(self.job, name, instance, count, workers, estimate, price, price_status)
         )

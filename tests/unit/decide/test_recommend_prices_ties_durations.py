@@ -72,3 +72,22 @@ def test_an_instance_without_a_spot_price_is_named_not_dropped(tmp_path):
     assert [row["instance"] for row in refused] == ["unpriced"]
     on_demand = recommend(db, "resnet18", 32, 1, 10_000, budget_hours=10, instances=both)
     assert on_demand.excluded == []
+
+
+def test_a_data_set_of_less_than_one_batch_is_refused_and_too_many_workers_for_it_are_named(tmp_path):
+    """90 epochs of 10 samples at batch 64 were costed as one 64-sample step each (0.07 s an epoch on 32
+    workers): the drop_last rule of an epoch gives no step at all."""
+    import pytest
+
+    from stash_core.decide.recommend import recommend
+    from stash_core.errors import UsageError
+
+    with pytest.raises(UsageError, match="an epoch of 10 samples holds no full batch of 64"):
+        recommend(tmp_path / "x.duckdb", "resnet18", 64, 90, 10, budget_hours=1, instances=["g5.xlarge"])
+    # 100 samples: one GPU gets a batch of 64, each of 4 GPUs 25 samples
+    result = recommend(tmp_path / "x.duckdb", "resnet18", 64, 1, 100, budget_hours=1,
+                       instances=["g5.xlarge", "g5.12xlarge"], max_instances=2)  # fmt: skip
+    options = result.options
+    assert set(zip(options["instance"], options["instance_count"], strict=True)) == {("g5.xlarge", 1)}
+    said = "1 x g5.12xlarge: an epoch of 100 samples over 4 workers"
+    assert any(line.startswith(said) for line in result.excluded)
