@@ -21,7 +21,16 @@ from typing import Any
 
 import pandas as pd
 
-from stash_core.catalog.fields import INT_MIN, POSITIVE, PRICES, clean, db_value, today, typed_row
+from stash_core.catalog.fields import (
+    INT_MIN,
+    POSITIVE,
+    PRICES,
+    check_accelerators,
+    clean,
+    db_value,
+    today,
+    typed_row,
+)
 from stash_core.errors import UsageError
 from stash_core.store import connect
 from stash_core.store.catalog_seed import BUILTIN_CATALOG_CSV, builtin_catalog_rows
@@ -122,6 +131,7 @@ def _new_row(fields: dict[str, Any]) -> dict[str, Any]:
     row["origin"] = "user"
     if not row["name"]:
         raise UsageError("an instance needs a name")
+    check_accelerators(row)
     if row["price_date"] is None and (
         row["on_demand_usd_per_h"] is not None or row["spot_usd_per_h"] is not None
     ):
@@ -169,6 +179,7 @@ def _update(con: Any, name: str, changes: dict[str, Any]) -> dict[str, Any]:
     row = _row_from_db(found[0])
     price_changed = any(key in changes and changes[key] != row[key] for key in PRICES)
     row.update(changes)
+    check_accelerators(row)
     if price_changed and "price_date" not in changes:
         row["price_date"] = today()
     if price_changed and "source" not in changes:
@@ -208,7 +219,7 @@ def apply_catalog_edits(
             )
         try:
             # Compare cleaned values, so that a date shown as text or 8 shown as 8.0 is no change.
-            previous = clean({key: old.get(key) for key in EDITABLE}, partial=True)
+            previous = clean({key: old.get(key) for key in EDITABLE}, partial=True, stored=True)
             current = clean({key: row[key] for key in EDITABLE}, partial=True)
         except UsageError as exc:
             raise UsageError(f"instance {name}: {exc}") from None

@@ -6,7 +6,7 @@ A bad value is a one-line UsageError naming the field. Numbers are read with uni
 
 from __future__ import annotations
 
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 import pandas as pd
@@ -32,10 +32,11 @@ PRICES = ("on_demand_usd_per_h", "spot_usd_per_h")
 MAX_NAME_CHARS, MAX_SOURCE_CHARS = 200, 1000
 
 
-def clean(fields: dict[str, Any], partial: bool) -> dict[str, Any]:
+def clean(fields: dict[str, Any], partial: bool, stored: bool = False) -> dict[str, Any]:
     """Validated, typed values; UsageError (one line) for an unknown field or a bad value.
 
-    partial: only the fields given; otherwise every column, None where not given.
+    partial: only the fields given; otherwise every column, None where not given. stored: the values of a
+    stored row, whose price date is taken as it is (a date given now must not lie in the future).
     """
     unknown = [key for key in fields if key not in COLUMNS]
     if unknown:
@@ -64,7 +65,18 @@ def clean(fields: dict[str, Any], partial: bool) -> dict[str, Any]:
             cleaned[key] = _number(key, value, strictly_positive=False)
         elif key == "price_date":
             cleaned[key] = _date(value)
+            if not stored and cleaned[key] is not None and cleaned[key] > today() + timedelta(days=1):
+                # a typo in the year would keep the price from ever being called old
+                raise UsageError(f"price_date {cleaned[key]} is in the future: give the day of the price")
     return cleaned
+
+
+def check_accelerators(row: dict[str, Any]) -> None:
+    """A row that names an accelerator has at least one: with 0, predict would take it for a CPU machine."""
+    accelerator = str(row.get("accelerator") or "").strip()
+    if accelerator and accelerator.lower() != "none" and row.get("accelerator_count") == 0:
+        raise UsageError(f"instance {row.get('name')}: accelerator_count 0 beside the accelerator "
+                         f"{accelerator}: give its GPU count, or accelerator none for a CPU machine")
 
 
 def typed_row(row: dict[str, Any]) -> dict[str, Any]:
