@@ -136,12 +136,7 @@ def format_recommendation(result: Recommendation, show_all: bool = False) -> str
 def _request_line(request: dict[str, Any]) -> str:
     from stash_core.decide.recommend.explain import job_headline
 
-    head = job_headline(request)
-    if request["budget_hours"] is not None:
-        head += f", within {request['budget_hours']:g} h"
-    if request["max_usd"] is not None:
-        head += f", at most ${request['max_usd']:,.2f}"
-    return head
+    return job_headline(request)
 
 
 def _workers(row: dict[str, Any]) -> str:

@@ -97,6 +97,7 @@ def test_recommendation_with_pareto_chart_and_explanation(populated, monkeypatch
     assert any(markdown.value == "### 1 x p3.16xlarge" for markdown in app.markdown)
     text = " ".join(markdown.value for markdown in app.markdown)
     assert "network stall makes 2 x p3.8xlarge 36% slower than 1 x p3.16xlarge" in text
+    assert "on-demand prices, within 24 h" in text  # the job line states the budget, as the command line does
     ranked = next(frame.value for frame in app.dataframe if "config" in frame.value.columns)
     assert ranked.iloc[0]["config"] == "1 x p3.16xlarge"
     assert list(ranked["rank"]) == list(range(1, len(ranked) + 1))
@@ -258,3 +259,12 @@ def test_a_profile_set_aside_is_listed_apart_not_counted_as_an_instance(h200, mo
     assert set_aside.label.endswith("(1)")
     assert "set aside, it ran in tf32" in " ".join(markdown.value for markdown in set_aside.markdown)
     assert not any("not evaluated or not ranked" in warning.value for warning in app.warning)
+
+
+def test_a_value_beyond_a_limit_is_named_by_the_forms_field(populated, monkeypatch):
+    """The page said "batch_size: must be at most 1,048,576", the API's name for its field."""
+    app = _page(populated, monkeypatch)
+    app.number_input(key="rec-batch-resnet50").set_value(10_000_000)
+    app = _submit(app, 24.0)
+    errors = " ".join(error.value for error in app.error)
+    assert "Batch size per worker\\: must be at most" in errors and "batch\\_size" not in errors

@@ -12,16 +12,22 @@ from stash_core.units import duration_words, finite_float
 
 
 def job_headline(request: dict[str, Any]) -> str:
-    """The job a recommendation answers, in words: model, batch, input, precision, workers, work, prices."""
+    """The job a recommendation answers, in words: model, batch, input, precision, workers, work, prices and
+    the limits (time budget, cost), as the command line and the page state it."""
     pricing = "spot" if request["pricing"] == "spot" else "on-demand"
     shape = request.get("input_shape")
     shape_text = f", input {'x'.join(str(size) for size in shape)}" if shape else ""
-    return (
+    head = (
         f"{request['model']}, batch {request['batch_size']} per worker{shape_text}, "
         f"{request.get('precision', 'fp32')}, {request['habits'] + ', ' if request.get('habits') else ''}"
         f"one worker per GPU, {request['epochs']:g} epochs of "
         f"{request['dataset_images']:,} samples, {pricing} prices"
     )
+    if request.get("budget_hours") is not None:
+        head += f", within {request['budget_hours']:g} h"
+    if request.get("max_usd") is not None:
+        head += f", at most ${request['max_usd']:,.2f}"
+    return head
 
 
 def slowdown_cause(slower: dict[str, Any], faster: dict[str, Any]) -> str:
