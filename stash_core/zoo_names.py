@@ -24,6 +24,29 @@ ZOO_NAMES: frozenset[str] = frozenset({
 })  # fmt: skip
 
 
+# The zoo models that take token ids (one sequence length as their input shape); the others take images
+# (C,H,W). zoo/registry.py's kinds, known without torch (a campaign's dry run imports none).
+TOKEN_MODELS: frozenset[str] = frozenset({
+    "bert_tiny", "bert_base", "bert_large",
+    "gpt2_tiny", "gpt2", "gpt2_medium", "gpt2_large", "gpt2_xl", "llama_tiny", "tinyllama_1b", "llama2_7b",
+})  # fmt: skip
+
+
+def refuse_other_input(name: str, shape: tuple[int, ...] | list[int] | None) -> None:
+    """UsageError, as the zoo's build says it, for an input shape of the other kind than a zoo model takes;
+    nothing for a user's model or no shape."""
+    name = str(name).strip().lower()
+    if name not in ZOO_NAMES or not shape:
+        return
+    given = ",".join(str(size) for size in shape)
+    if name in TOKEN_MODELS and len(shape) != 1:
+        raise UsageError(
+            f"{name} takes token ids: input shape must be one sequence length (like 128); got {given}"
+        )
+    if name not in TOKEN_MODELS and len(shape) != 3:
+        raise UsageError(f"{name} takes images: input shape must be C,H,W (like 3,224,224); got {given}")
+
+
 def zoo_models() -> list[str]:
     """The zoo's model names, sorted (what stash_core.zoo.list_models() returns)."""
     return sorted(ZOO_NAMES)

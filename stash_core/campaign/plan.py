@@ -26,7 +26,13 @@ from typing import Any
 from stash_core.errors import UsageError
 from stash_core.spec import ProfileSpec, script_model_name, script_sha256
 from stash_core.spec_parse import parse_input_shape, parse_iterations, parse_stalls
-from stash_core.zoo_names import SCRIPT_PREFIX, ZOO_NAMES, canonical_model, model_file_sha256
+from stash_core.zoo_names import (
+    SCRIPT_PREFIX,
+    ZOO_NAMES,
+    canonical_model,
+    model_file_sha256,
+    refuse_other_input,
+)
 
 # The store (pandas, duckdb) and the profile child are imported where they are used: a plan and its check of
 # the model names need neither, nor torch (zoo_names.py).
@@ -291,7 +297,9 @@ def check_measurable_plan(plan: list[CampaignItem], settings: CampaignSettings) 
 
     for item in plan:
         try:
-            check_measurable(profile_spec(item, settings))
+            spec = profile_spec(item, settings)
+            refuse_other_input(item.model, spec.input_shape)  # a profile would refuse it after the rental
+            check_measurable(spec)
         except UsageError as error:
             raise UsageError(f"{item.describe()}: {error}") from None
 

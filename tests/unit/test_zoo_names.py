@@ -15,3 +15,19 @@ def test_a_zoo_name_in_any_case_is_stored_in_lower_case_and_a_user_model_as_give
     assert canonical_model("BERT_base") == "bert_base"
     assert canonical_model(" models/Net.py:Make ") == "models/Net.py:Make"
     assert canonical_model("script:Train") == "script:Train"
+
+
+def test_the_token_models_are_the_registry_s_and_an_input_of_the_other_kind_is_refused_as_the_build_does():
+    import pytest
+
+    from stash_core.errors import UsageError
+    from stash_core.zoo.registry import ZOO
+    from stash_core.zoo_names import TOKEN_MODELS, refuse_other_input
+
+    assert {name for name, entry in ZOO.items() if entry.kind != "image"} == set(TOKEN_MODELS)
+    with pytest.raises(UsageError, match="bert_tiny takes token ids: input shape must be one sequence"):
+        refuse_other_input("bert_tiny", (3, 32, 32))
+    with pytest.raises(UsageError, match="resnet18 takes images: input shape must be C,H,W"):
+        refuse_other_input("ResNet18", (128,))
+    refuse_other_input("resnet18", (3, 32, 32))
+    refuse_other_input("m.py:make", (128,))  # a user's model: its build says

@@ -106,3 +106,17 @@ def test_a_dry_run_loads_no_torch_once_the_step_is_counted(tmp_path):
         assert "(step model)" in run.stdout and "not checked by SkyPilot" in run.stdout
     assert runs[0].stdout == runs[1].stdout
     assert runs[1].stderr.splitlines()[-1] == "LOADED []", runs[1].stderr  # the first counted with torch
+
+
+def test_a_model_given_an_input_of_the_other_kind_is_refused_before_anything_is_priced_or_rented(
+    tmp_path, capsys
+):
+    """bert_tiny with --input-shape 3,32,32 was planned and priced ($0.23, one to run; its step's refusal a
+    note), and a run would have rented the instance for a profile that refuses it at once."""
+    from stash_core.cli import main
+
+    job = ["--models", "bert_tiny", "--batch-sizes", "8", "--input-shape", "3,32,32"]
+    db = ["--db", str(tmp_path / "c.duckdb")]
+    for where in (["--cloud", "--instances", "g5.xlarge"], []):  # rented, and local
+        assert main(["campaign", "--dry-run", *where, *job, *db]) == 2
+        assert "bert_tiny takes token ids" in capsys.readouterr().err
