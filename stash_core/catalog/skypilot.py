@@ -10,7 +10,8 @@ between clouds: they are read by name). Stash keeps one row per instance type:
     is "NVIDIA V100 SXM2 16 GB"), else of SkyPilot's name with the manufacturer and per-GPU memory of GpuInfo
     ("NVIDIA L40 48 GB" of L40 with 49152 MiB), kept as that name when the table has no such GPU;
   - the price date: the file's modification date (SkyPilot writes the file when it fetches the catalog),
-    unless given; the source names the file and the region.
+    unless given; the source names the file and the region;
+  - the provider: the cloud the file's folder names (catalogs/v7/aws/vms.csv), else the shipped row's.
 Rows without an instance type (GCP's attachable accelerators) are skipped, and so are CPU-only types unless
 asked for. Network bandwidth and GPU interconnect are not in this format: they come from Stash's own table
 (instances.csv) by instance type, and the import says which imported instances lack them.
@@ -43,6 +44,11 @@ REQUIRED = ("InstanceType", "AcceleratorName", "AcceleratorCount", "vCPUs", "Mem
 _NUMBERS = ("AcceleratorCount", "vCPUs", "MemoryGiB", "Price", "SpotPrice")
 _FIELD_OF = {"AcceleratorCount": "accelerator_count", "vCPUs": "vcpus", "MemoryGiB": "memory_gib",
              "Price": "on_demand_usd_per_h", "SpotPrice": "spot_usd_per_h"}  # fmt: skip
+# SkyPilot's catalog folders, one per cloud (catalogs/v7/<cloud>/vms.csv)
+SKYPILOT_CLOUDS = frozenset({
+    "aws", "azure", "gcp", "lambda", "oci", "ibm", "scp", "runpod", "fluidstack", "paperspace", "cudo", "do",
+    "vast", "nebius", "hyperbolic", "vsphere",
+})  # fmt: skip
 MIB_PER_GB = 1024  # GpuInfo gives MiB; GPU memory is marketed in GiB-sized "GB" (16384 MiB is a 16 GB V100)
 
 
@@ -104,6 +110,8 @@ def import_skypilot(
     """Read the catalog and store its rows (rows of origin 'user' are kept as they are)."""
     result = read_skypilot(path, region, include_cpu, price_date)
     result.outcome = write_imported_rows(db_path, result.rows)
+    kept = set(result.outcome.kept_user)  # their stored rows, not the file's, are what predictions read
+    result.lacking_network = [name for name in result.lacking_network if name not in kept]
     return result
 
 
@@ -244,7 +252,8 @@ def _catalog_row(file: Path, chosen: tuple[int, dict], entries: list, day: date)
     gpu = _variant(values["InstanceType"], _accelerator_name(name, values["GpuInfo"])) if count else None
     fields = {
         "name": values["InstanceType"],
-        "provider": file.parent.name if file.parent.name not in ("", ".") else None,
+        # the cloud is the catalog's folder (catalogs/v7/aws/vms.csv); a file elsewhere (~/Downloads): none
+        "provider": file.parent.name.lower() if file.parent.name.lower() in SKYPILOT_CLOUDS else None,
         "accelerator": gpu,
         "accelerator_count": count,
         "vcpus": int(values["vCPUs"]) if values["vCPUs"] else None,
@@ -279,9 +288,12 @@ def _variant(instance_type: str, accelerator: str) -> str:
 
 
 def _join_network(rows: dict[str, dict[str, Any]]) -> None:
-    """Network bandwidth and interconnect from Stash's own table (instances.csv), by instance type."""
+    """Network bandwidth and interconnect from Stash's own table (instances.csv), by instance type; and its
+    provider where the file's folder named no cloud."""
     shipped = builtin_instances().set_index("name")
     for name, row in rows.items():
+        if name in shipped.index and row["provider"] is None:
+            row["provider"] = shipped.at[name, "provider"]
         if name in shipped.index:
             for column in ("network_gbps", "interconnect"):
                 value = shipped.at[name, column]

@@ -8,7 +8,7 @@ from datetime import date
 
 import pytest
 
-from stash_core.catalog import get_instance, list_instances, set_instance
+from stash_core.catalog import add_instance, get_instance, list_instances, set_instance
 from stash_core.catalog.skypilot import import_skypilot, read_skypilot
 from stash_core.decide.predict import predict_instances
 from stash_core.errors import UsageError
@@ -70,11 +70,14 @@ def test_import_keeps_user_rows_and_predicts_what_the_table_knows(catalog, tmp_p
     db = tmp_path / "cat.duckdb"
     set_instance(db, "g4dn.xlarge", on_demand_usd_per_h=0.5)  # the user's row
     (catalog / "v7" / "aws" / "vms.csv").write_text(
-        "\n".join([HEADER, *ROWS, "g4dn.xlarge,T4,1.0,4.0,16.0,,0.526,0.2,us-east-1,use1-az1"]) + "\n"
+        "\n".join([HEADER, *ROWS, "g4dn.xlarge,T4,1.0,4.0,16.0,,0.526,0.2,us-east-1,use1-az1",
+                   "lab1,T4,1.0,4.0,16.0,,0.526,0.2,us-east-1,use1-az1"]) + "\n"
     )
+    add_instance(db, name="lab1", accelerator="NVIDIA T4 16 GB", accelerator_count=1, network_gbps=10)
     result = import_skypilot(db, catalog, region="us-east-1")
     # shipped rows (p3.2xlarge, g6.xlarge) give way to the import; the user's row does not
-    assert result.outcome.kept_user == ["g4dn.xlarge"]
+    assert result.outcome.kept_user == ["g4dn.xlarge", "lab1"]
+    assert "lab1" not in result.lacking_network  # kept as the user added it, with its network: not listed
     assert sorted(result.outcome.replaced) == ["g6.xlarge", "p3.2xlarge"]
     assert get_instance(db, "g4dn.xlarge")["on_demand_usd_per_h"] == 0.5
     assert get_instance(db, "p3.2xlarge")["origin"] == "import"
@@ -118,3 +121,15 @@ def test_a_file_dated_in_the_future_needs_a_price_date(catalog, tmp_path) -> Non
         import_skypilot(tmp_path / "cat.duckdb", catalog)
     rows = read_skypilot(catalog, price_date=date(2026, 11, 1)).rows
     assert {row["price_date"] for row in rows} == {date(2026, 11, 1)}
+
+
+def test_a_file_outside_a_cloud_s_folder_takes_no_provider_from_its_folder(catalog, tmp_path) -> None:
+    """A vms.csv saved to ~/Downloads made g5.xlarge's provider "Downloads", and `campaign --cloud` then
+    refused it: "is on Downloads: --cloud launches on aws, gcp, azure"."""
+    elsewhere = tmp_path / "Downloads"
+    elsewhere.mkdir()
+    (elsewhere / "vms.csv").write_text((catalog / "v7" / "aws" / "vms.csv").read_text())
+    read = read_skypilot(elsewhere / "vms.csv", price_date=date(2025, 6, 1))
+    rows = {row["name"]: row for row in read.rows}
+    assert rows["p3.2xlarge"]["provider"] == "aws"  # the shipped row's
+    assert rows["g4ad.2xlarge"]["provider"] is None  # a type Stash does not ship: none said
