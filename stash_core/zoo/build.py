@@ -172,7 +172,7 @@ def _build_user(
     shape = shape or DEFAULT_IMAGE_SHAPE
     kind = "tokens" if len(shape) == 1 else "image"
     default_classes = DEFAULT_TOKEN_CLASSES if kind == "tokens" else DEFAULT_IMAGE_CLASSES
-    model, passed_classes = call_user_factory(ref, num_classes or default_classes)
+    model, passed_classes = call_user_factory(ref, num_classes, default_classes)  # else the factory's own
     if not any(parameter.requires_grad for parameter in model.parameters()):
         raise UsageError(f"model {ref} has no trainable parameters: an optimizer would have nothing to train")
     vocab_size = None

@@ -126,8 +126,19 @@ def accepts_num_classes(factory: Callable[..., object]) -> bool:
     return False
 
 
-def call_user_factory(ref: str, num_classes: int) -> tuple[nn.Module, bool]:
-    """Import the factory that ref names and call it; returns (model, whether num_classes was passed)."""
+def _classes_required(factory: Callable[..., object]) -> bool:
+    """Whether the factory's num_classes has no default of its own (`make(num_classes)`)."""
+    try:
+        parameter = inspect.signature(factory).parameters.get("num_classes")
+    except (TypeError, ValueError):
+        return False
+    return parameter is not None and parameter.default is inspect.Parameter.empty
+
+
+def call_user_factory(ref: str, num_classes: int | None, default_classes: int) -> tuple[nn.Module, bool]:
+    """Import the factory that ref names and call it; returns (model, whether num_classes was passed).
+    Without `num_classes` the factory keeps its own default; `default_classes` only where its num_classes
+    has none."""
     location, factory_name = split_ref(ref)
     # a time limit (os._exit cannot end Stash), and no byte-code written beside the user's files
     with limited_user_code(f"model factory {ref}"), _nothing_written():
@@ -135,12 +146,14 @@ def call_user_factory(ref: str, num_classes: int) -> tuple[nn.Module, bool]:
             folder = Path(location).expanduser().resolve().parent
             with _on_sys_path(folder):
                 module = _import_file(location)
-                return _call(ref, module, factory_name, num_classes)
+                return _call(ref, module, factory_name, num_classes, default_classes)
         module = _import_module(location)
-        return _call(ref, module, factory_name, num_classes)
+        return _call(ref, module, factory_name, num_classes, default_classes)
 
 
-def _call(ref: str, module: ModuleType, factory_name: str, num_classes: int) -> tuple[nn.Module, bool]:
+def _call(
+    ref: str, module: ModuleType, factory_name: str, num_classes: int | None, default_classes: int
+) -> tuple[nn.Module, bool]:
     factory = getattr(module, factory_name, None)
     if factory is None:
         public = sorted(
@@ -158,9 +171,9 @@ def _call(ref: str, module: ModuleType, factory_name: str, num_classes: int) -> 
         raise UserModelError(
             f"{ref}: {factory_name!r} is not a callable factory (its type is {type(factory).__name__})"
         )
-    passes_classes = accepts_num_classes(factory)
+    passes_classes = accepts_num_classes(factory) and (num_classes is not None or _classes_required(factory))
     try:
-        model = factory(num_classes=num_classes) if passes_classes else factory()
+        model = factory(num_classes=num_classes or default_classes) if passes_classes else factory()
     except (Exception, SystemExit) as exc:
         raise UserModelError(f"model factory {ref} raised {one_line(exc)}") from None
     if not isinstance(model, nn.Module):

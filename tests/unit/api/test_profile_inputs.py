@@ -39,7 +39,7 @@ def test_a_datasets_classes_size_the_classifier_when_none_are_given(monkeypatch,
 
 def test_given_classes_and_a_generated_sets_classes_keep_the_model(monkeypatch, tmp_path: Path) -> None:
     assert _model_of(monkeypatch, tmp_path, TINY_CNN, 2, True, num_classes=5)[0]["num_classes"] == 5
-    assert _model_of(monkeypatch, tmp_path, TINY_CNN, 2, False)[0]["num_classes"] == 1000
+    assert _model_of(monkeypatch, tmp_path, TINY_CNN, 2, False)[0]["num_classes"] == 10  # its own default
     with pytest.raises(UsageError, match="the data set has 12 class folders"):
         _model_of(monkeypatch, tmp_path, TINY_CNN, 12, True, num_classes=5)
 

@@ -66,4 +66,4 @@ def test_the_probe_imports_no_compiler_and_answers_as_with_it(tmp_path: Path) ->
     assert found["cold"] == found["loaded"]
     assert found["compiler_after_describe"] is False  # a zoo model described on the meta device: neither
     assert found["described_cold"] == found["described_loaded"]
-    assert [info["num_classes"] for info in found["cold"]] == [1000, 7]  # tiny_cnn keeps its default classes
+    assert [info["num_classes"] for info in found["cold"]] == [10, 7]  # tiny_cnn keeps its default classes

@@ -234,8 +234,21 @@ def test_user_model_from_file_path_gets_num_classes() -> None:
         None,
     )
     assert model(torch.randn(2, 3, 32, 32)).shape == (2, 10)
+    # without a class count the factory keeps its own default (it got 1000, and a 7x larger gradient)
     _, default_info = build_model(f"{TINY_CNN}:make")
-    assert (default_info.num_classes, default_info.input_shape) == (1000, (3, 224, 224))
+    assert (default_info.num_classes, default_info.input_shape) == (10, (3, 224, 224))
+
+
+def test_a_factory_whose_num_classes_has_no_default_gets_the_image_default(tmp_path: Path) -> None:
+    path = write(
+        tmp_path / "needs.py",
+        """
+        from torch import nn
+        def make(num_classes):
+            return nn.Sequential(nn.Flatten(), nn.Linear(12, num_classes))
+    """,
+    )
+    assert build_model(f"{path}:make", input_shape=(3, 2, 2))[1].num_classes == 1000
 
 
 def test_user_model_from_module_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
