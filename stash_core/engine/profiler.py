@@ -42,7 +42,7 @@ from stash_core.engine.progress import Reporter
 from stash_core.engine.records import probe_record, spec_record
 from stash_core.engine.retry import aborted, transient
 from stash_core.engine.rounds import current_shortfalls, decide_next_round
-from stash_core.engine.script_job import uncommunicating
+from stash_core.engine.script_job import no_loader_stalls, uncommunicating
 from stash_core.errors import MeasurementError, ProfileEnded, StashError, UsageError
 from stash_core.interrupts import reason as interrupt_reason
 from stash_core.launch.hosts import RemoteHosts
@@ -292,6 +292,7 @@ def breakdown_of_completed(
         return None
     apart = uncommunicating(completed)
     not_separable.update(apart)
+    not_separable.update(no_loader_stalls(completed))
     times = {
         record["name"]: PhaseTime(record["iteration_s"]["mean"], record["iteration_s"]["ci95"])
         for record in completed

@@ -1,5 +1,7 @@
 """What a script's runs found goes into its result: its batch size, threads and loader workers."""
 
+import pytest
+
 from stash_core.engine.script_job import finish_script_doc
 
 
@@ -86,3 +88,29 @@ def test_runs_that_read_different_batches_leave_the_batch_size_unknown() -> None
         doc["spec"]["batch_size"] = given
         finish_script_doc(doc)
         assert doc["spec"]["batch_size"] is None
+
+
+def test_a_script_without_a_dataloader_keeps_a_remainder_that_adds_up_and_one_line_about_it() -> None:
+    """CPU and disk were blanked after the split: the remainder still held only the cpu's within-noise -6.5
+    ms (-103% of the iteration), compute plus it did not make the iteration, and the rounds' 'cpu: ± 429%'
+    warning stayed beside 'not measurable'."""
+    from stash_core.analysis.stalls import REMAINDER
+    from stash_core.engine.profiler import breakdown_of_completed
+    from stash_core.spec import ProfileSpec
+
+    script = {"loader_used": False, "batch_size": 16, "data_dir_opens": 0}
+    times = {"R0": (0.0081, 0.0005), "R3": (0.0016, 0.006), "R2": (0.0063, 0.006)}
+    data = {"R0": "synthetic", "R3": "cached", "R2": "cold"}
+    phases = [{"name": name, "status": "completed", "workers": 1, "data": data[name], "script": script,
+               "iteration_s": {"mean": mean, "ci95": ci95}} for name, (mean, ci95) in times.items()]
+    doc = {"phases": phases, "spec": {"batch_size": 16, "data_dir": "/data"}}
+    spec = ProfileSpec(model="script", script="train.py", batch_size=16, device="cpu")
+    doc["breakdown"] = breakdown_of_completed(doc, ["R0", "R3", "R2"], spec, ["cpu: ± 429% after 3 rounds"])
+    finish_script_doc(doc)
+    result = doc["breakdown"]
+    assert {result["stalls"][name]["status"] for name in ("cpu", "disk")} == {"not_separable"}
+    named = sum(entry["seconds"] or 0.0 for entry in result["stalls"].values())
+    assert named + result[REMAINDER]["seconds"] == pytest.approx(0.0063)  # the parts add up to t2
+    assert not any(w.startswith(("cpu:", "cpu stall", "disk")) for w in result["warnings"])
+    assert any("not measurable" in w for w in result["warnings"])
+    assert any("opened no file under --data-dir /data" in w for w in result["warnings"])  # data elsewhere
