@@ -390,8 +390,7 @@ WORDS = {
     "profile the job there with --instance ": "profile the job there, the Run page's Instance label set to ",
     "change it with `stash instances set`": "change its row instead",
     "(listed with --all)": "(in the download of all configurations)",
-    # the API's argument names, as the form's fields are called
-    "batch_size: must": "Batch size per worker: must",
+    "batch_size: must": "Batch size per worker: must",  # the API's argument names as the form's fields
     "dataset_images: must": "the samples in one epoch: must",
     "epochs: must": "Epochs: must",
 }

@@ -105,7 +105,7 @@ def stall_line(label: str, stall: dict, iteration_s: float, digits: int) -> str 
     if stall_resolved(stall) is False:
         return f"{line}  not resolved: ± {ci:.{digits}f} s is wider than the value"
     if ci is not None:
-        line += f"  ± {ci:.{digits}f}"
+        line += f"  ± {interval_text(ci, digits)}"
     if status == "negative":
         line += "  (negative beyond noise)"
     return line
@@ -119,9 +119,23 @@ def remainder_lines(breakdown: dict, digits: int) -> list[str]:
     iteration_s = breakdown["iteration_s"]
     line = f"  {REMAINDER_LABEL:<{LABEL_WIDTH}}{figure(remainder['seconds'], iteration_s, digits)}"
     if remainder.get("ci95_s") is not None:
-        line += f"  ± {remainder['ci95_s']:.{digits}f}"
+        line += f"  ± {interval_text(remainder['ci95_s'], digits)}"
     line += "  (within the noise)" if remainder["status"] == "within_noise" else ""
     return [line, f"      = {remainder['note']}"]
+
+
+def interval_text(ci95_s: float, digits: int) -> str:
+    """A stall's interval at the breakdown's decimals, or at two significant figures where those would show a
+    nonzero interval as 0.0000."""
+    shown = f"{ci95_s:.{digits}f}"
+    return shown if float(shown) != 0.0 or ci95_s == 0.0 else f"{ci95_s:.{_decimals_for(ci95_s, 2)}f}"
+
+
+def _decimals_for(value: float, significant: int) -> int:
+    """The decimals that show `significant` figures of `value` (none for values of that many digits)."""
+    if not value or not math.isfinite(value):
+        return significant - 1
+    return max(0, significant - 1 - math.floor(math.log10(abs(value))))
 
 
 def figure(seconds: float, iteration_s: float, digits: int) -> str:
@@ -137,10 +151,9 @@ def decimals(iteration_s: float) -> int:
 
 
 def format_seconds(seconds: float) -> str:
-    if seconds < 0.05:  # two significant figures, not a 0.0 (a small interval)
-        return f"{seconds:.2g} s"
+    """An epoch's time or interval: three significant figures below two minutes (0.0656 s, not 0.1 s)."""
     if seconds < 120:
-        return f"{seconds:.1f} s"
+        return f"{seconds:.{_decimals_for(seconds, 3)}f} s"
     if seconds < 7200:
         return f"{seconds / 60:.1f} min"
     return f"{seconds / 3600:.2f} h"

@@ -3,6 +3,8 @@ remainder that holds its time is not explained away as another stall's noise."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from stash_core.cli.report import format_breakdown
@@ -64,6 +66,18 @@ def test_an_epoch_is_counted_in_what_the_model_reads(kind, word) -> None:
 def test_the_epoch_time_is_shown_with_its_interval() -> None:
     figures = {"iteration_s": 0.157, "iteration_ci95_s": 0.0141, "epoch_s": 1.256, "iterations_per_epoch": 8}
     breakdown = {**figures, "stalls": {}}
-    assert "(epoch of 256 images: 1.3 s ± 0.1 s)" in format_breakdown(breakdown, 256, "image")
+    assert "(epoch of 256 images: 1.26 s ± 0.113 s)" in format_breakdown(breakdown, 256, "image")
     breakdown["iteration_ci95_s"] = 0.001
-    assert "(epoch of 8 iterations: 1.3 s ± 0.008 s)" in format_breakdown(breakdown)
+    assert "(epoch of 8 iterations: 1.26 s ± 0.00800 s)" in format_breakdown(breakdown)
+    # 52 images in 0.0656 s read "0.1 s ± 0.0095 s": the figure 52% off, its interval with more digits
+    small = {"iteration_s": 0.0164, "iteration_ci95_s": 0.0024, "epoch_s": 0.0656, "iterations_per_epoch": 4}
+    said = "(epoch of 52 images: 0.0656 s ± 0.00960 s)"
+    assert said in format_breakdown({**small, "stalls": {}}, 52, "image")
+
+
+def test_a_small_nonzero_interval_is_not_shown_as_zero() -> None:
+    """compute 0.0020 s ± 0.0000, where the stored interval was 1.9e-5 s."""
+    breakdown = {"iteration_s": 0.0108, "stalls": {"compute": {"seconds": 0.002, "ci95_s": 1.9e-5,
+                                                               "status": "measured"}}}  # fmt: skip
+    text = format_breakdown(breakdown)
+    assert "± 0.000019" in text and not re.search(r"± 0\.0000(?!\d)", text)
