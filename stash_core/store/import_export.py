@@ -17,7 +17,7 @@ from typing import Any
 
 import pandas as pd
 
-from stash_core.cells import plain, plain_records
+from stash_core.cells import is_missing, plain, plain_records
 from stash_core.errors import UsageError
 from stash_core.results import RESULT_KIND, SCHEMA_VERSION
 from stash_core.units import finite_float
@@ -43,7 +43,8 @@ def docs_from_export(tables: dict[str, pd.DataFrame]) -> list[dict[str, Any]]:
         if not run_id:
             raise UsageError("a row has no run_id")
         parts = {name: by_run.get(str(run_id)) for name, by_run in rows_by_table.items()}
-        if row.get("status") == "completed":
+        # a completed run stored without a breakdown (its file had none) has no stall row to bring back
+        if row.get("status") == "completed" and not is_missing(row.get("iteration_s")):
             _require_breakdown(str(run_id), tables, parts)
         docs.append(doc_from_rows(str(run_id), row, parts))
     return docs

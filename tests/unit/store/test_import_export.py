@@ -57,3 +57,15 @@ def test_stalls_of_another_export_beside_the_runs_phases_are_refused(tables) -> 
     other_stalls = tables["stalls"].iloc[0:0]
     with pytest.raises(UsageError, match=f"the stalls table holds no row of completed run {RUN_ID}"):
         docs_from_export({"runs": tables["runs"], "phases": tables["phases"], "stalls": other_stalls})
+
+
+def test_a_completed_run_stored_without_a_breakdown_comes_back_from_its_own_export(tmp_path) -> None:
+    """The store takes a completed run whose file had no breakdown; its export was then refused as 'the
+    stalls table holds no row of completed run ...; upload them from the same export', which it was."""
+    db = tmp_path / "results.duckdb"
+    doc = result_doc(run_id=RUN_ID, seed=8)
+    doc["breakdown"] = None
+    store.ingest_result(db, doc)
+    paths = store.export(db, "parquet", tmp_path / "out")
+    read = {Path(path).stem: pd.read_parquet(path) for path in paths}
+    assert [back["run_id"] for back in docs_from_export(read)] == [RUN_ID]
