@@ -185,3 +185,14 @@ def test_a_run_is_compared_as_the_run_its_iteration_is_of_and_with_runs_split_al
                                                         "(made on the device) · stalls compute")  # fmt: skip
     two = views.compare.compare_configurations(db, "resnet18", 32, workers_per_node=2)
     assert two["iteration_s"].tolist() == [pytest.approx((0.45 + 0.40) / 2)]
+
+
+def test_runs_split_into_the_same_stalls_are_one_job_whatever_their_stalls_asked(tmp_path: Path) -> None:
+    """A profile without data asks for all five stalls and measures compute and interconnect; the Run page
+    asks for those two. The same breakdown was two jobs ("stalls compute,cpu,disk,interconnect,network")."""
+    db = tmp_path / "r.duckdb"
+    for asked in (["compute", "interconnect", "network", "cpu", "disk"], ["compute", "interconnect"]):
+        doc = run("lab", {**SYNTHETIC_64, "stalls": asked}, {"compute": 0.30, "interconnect": 0.15}, workers=2)
+        assert store.ingest_result(db, doc)
+    choices = views.compare.compare_choices(db)
+    assert choices["stalls"].tolist() == ["compute,interconnect"] and choices["runs"].tolist() == [2]
