@@ -192,7 +192,7 @@ def test_runs_split_into_the_same_stalls_are_one_job_whatever_their_stalls_asked
     asks for those two. The same breakdown was two jobs ("stalls compute,cpu,disk,interconnect,network")."""
     db = tmp_path / "r.duckdb"
     for asked in (["compute", "interconnect", "network", "cpu", "disk"], ["compute", "interconnect"]):
-        doc = run("lab", {**SYNTHETIC_64, "stalls": asked}, {"compute": 0.30, "interconnect": 0.15}, workers=2)
-        assert store.ingest_result(db, doc)
+        split = {"compute": 0.30, "interconnect": 0.15}
+        assert store.ingest_result(db, run("lab", {**SYNTHETIC_64, "stalls": asked}, split, workers=2))
     choices = views.compare.compare_choices(db)
     assert choices["stalls"].tolist() == ["compute,interconnect"] and choices["runs"].tolist() == [2]
