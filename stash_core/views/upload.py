@@ -75,15 +75,15 @@ def check_uploads(db_path: Path | str | None, files: Sequence[tuple[str, bytes]]
     """
     checks = [_check_one(name, data) for name, data in files]
     _assemble_exports(checks)
-    preview = _dry_run(checks)
     stored: set[str] = set()
     run_ids = list(dict.fromkeys(run_id for check in checks if check.ok for run_id in check.run_ids))
-    if db_path is not None and run_ids:
+    if db_path is not None and run_ids:  # before the preview: a file refused here is in none of it
         stored = queries_upload.stored_run_ids(db_path, run_ids)
         for check in (check for check in checks if check.ok and check.storable):  # as Store would refuse it
             conflicts = (stored_conflict(db_path, doc) for doc in check.docs if doc["run_id"] in stored)
             if reason := next((text for text in conflicts if text), None):
                 _refuse(check, reason)
+    preview = _dry_run(checks)
     return UploadReport(checks=checks, preview=preview, already_stored=stored)
 
 

@@ -56,3 +56,14 @@ def test_a_full_temporary_folder_is_said_so_and_no_file_is_blamed(tmp_path: Path
     upload = json.dumps(result_doc("resnet18")).encode()
     with pytest.raises(StashError, match=r"^the temporary folder .* is full \(No space left on device\)"):
         views.upload.check_uploads(None, [("run.json", upload)])
+
+
+def test_a_file_refused_for_its_stored_conflict_is_not_previewed_and_blocks_no_other(tmp_path: Path) -> None:
+    """The refused file was still previewed as in the database, with its own label, and a file with the
+    stored content uploaded beside it was refused as 'also in other.json with other content'."""
+    db = tmp_path / "r.duckdb"
+    store.ingest_result(db, json.loads(_file(1)))
+    report = views.upload.check_uploads(db, [("other.json", _file(1, iterations=41)), ("same.json", _file(1))])
+    other, same = report.checks
+    assert not other.ok and same.ok  # the stored content: already stored, a no-op
+    assert len(report.preview) == 1  # the stored run once, as same.json has it
