@@ -63,7 +63,8 @@ def test_a_file_refused_for_its_stored_conflict_is_not_previewed_and_blocks_no_o
     stored content uploaded beside it was refused as 'also in other.json with other content'."""
     db = tmp_path / "r.duckdb"
     store.ingest_result(db, json.loads(_file(1)))
-    report = views.upload.check_uploads(db, [("other.json", _file(1, iterations=41)), ("same.json", _file(1))])
+    files = [("other.json", _file(1, iterations=41)), ("same.json", _file(1))]
+    report = views.upload.check_uploads(db, files)
     other, same = report.checks
     assert not other.ok and same.ok  # the stored content: already stored, a no-op
     assert len(report.preview) == 1  # the stored run once, as same.json has it
