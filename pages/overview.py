@@ -66,9 +66,9 @@ def busy_elsewhere() -> bool:
     others = measuring_processes()
     if not running and not others:
         return False
-    shown = "; ".join(
-        [job.label or job.job_id for job in running]
-        + [f"pid {p['pid']}: {p['command'][:80]}" for p in others[:3]]
+    shown = "; ".join(  # labels and command lines are data, not Markdown
+        [plain(job.label or job.job_id) for job in running]
+        + [f"pid {p['pid']}: {plain(p['command'][:80])}" for p in others[:3]]
     )
     st.warning(
         f"Another measurement is running on this machine ({shown}). A profile now would slow both down "

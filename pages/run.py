@@ -52,9 +52,9 @@ PLACES = {"local": "This machine", "hosts": "Remote hosts (SSH)", "cluster": "Em
 def busy_notice(running: list[JobState]) -> bool:
     """Say what already measures on this machine; True when starting another profile needs a confirmation."""
     if running:
-        where = ", ".join(
-            (job.label or job.job_id)
-            + ("" if job.origin == "dashboard" else f" (started from {job.started_from})")
+        where = ", ".join(  # labels and command lines are data, not Markdown
+            plain(job.label or job.job_id)
+            + ("" if job.origin == "dashboard" else f" (started from {plain(job.started_from)})")
             for job in running
         )
         st.warning(
@@ -66,7 +66,7 @@ def busy_notice(running: list[JobState]) -> bool:
     others = measuring_processes()
     if not others:
         return False
-    shown = "; ".join(f"pid {p['pid']}: {p['command'][:120]}" for p in others[:3])
+    shown = "; ".join(f"pid {p['pid']}: {plain(p['command'][:120])}" for p in others[:3])
     st.warning(
         f"Another measurement is running on this machine ({shown}). A second profile now would slow both "
         "down and skew their figures.",

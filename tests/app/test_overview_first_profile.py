@@ -38,3 +38,15 @@ def test_the_first_profile_is_offered_on_a_quiet_machine_with_a_working_command(
     program = block.split()[0]
     assert program == "stash" or Path(program).is_file()
     assert f"--db {empty_db}" in block  # the dashboard's database, not the terminal's current folder
+
+
+def test_another_measurement_s_command_line_is_shown_as_data(
+    empty_db: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A command line with Markdown in it (a model file's folder) was rendered: bold, a link, a formula."""
+    from stash_core.views.common import plain
+
+    command = "stash profile --model '/tmp/**BOLD**/[link](http://x.example)/$x^2$/m.py:make'"
+    other = [{"pid": 4243, "command": command}]
+    monkeypatch.setattr(job_state, "measuring_processes", lambda known_pids=frozenset(): other)
+    assert any(plain(command) in warning.value for warning in overview().warning)
