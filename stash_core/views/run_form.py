@@ -53,6 +53,14 @@ FIELD_MESSAGES = {
 }
 
 
+# The form's names of the fields a limit refuses (the command names its flag: --batch-size)
+FIELD_LABELS = {
+    "batch_size": "Batch size", "workers_per_node": "Workers", "nodes": "Nodes",
+    "synthetic_images": "Synthetic images", "num_classes": "Classes", "iterations": "Iterations",
+    "max_phase_s": "Time limit per phase (s)",
+}  # fmt: skip
+
+
 # The form's first values where the spec has no default: a profile names its batch size, and generates a
 # synthetic data set only when asked (the form's data source "synthetic" asks for this many images).
 FIRST_BATCH_SIZE = 32
@@ -215,11 +223,12 @@ def _script_spec(form: RunForm, base: Path, hosts: list[str]) -> ProfileSpec:
 def form_message(error: FieldError, form: RunForm) -> str:
     """The form's wording of a spec error (the command's message for the checks the form does not word)."""
     template = FIELD_MESSAGES.get(f"{error.attr}/{error.rule}" if error.rule else error.attr)
-    value = error.value
-    beyond = isinstance(value, int | float) and not isinstance(value, bool) and value >= 1
-    if template is None or (beyond and template.endswith("at least 1")):  # too large: the command says so
-        return str(error)
-    return template.format(value=value, nodes=form.nodes)
+    text = str(error)
+    if "at most" in text and error.attr in FIELD_LABELS:  # too large: the command's limit, the field's name
+        return f"{FIELD_LABELS[error.attr]}: {text.split(' ', 1)[1]}" if text.startswith("--") else text
+    if template is None:
+        return text
+    return template.format(value=error.value, nodes=form.nodes)
 
 
 def _model(text: str, base: Path) -> str:

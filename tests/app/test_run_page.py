@@ -58,7 +58,7 @@ def test_a_stall_the_setup_cannot_measure_is_refused_in_the_form(empty_db, start
         ("run-batch", -4, "Batch size must be a whole number of at least 1"),
         ("run-maxs", 0, "Time limit per phase must be positive"),
         ("run-images", 0, "Synthetic images must be a whole number of at least 1"),
-        ("run-workers", 100_000, "--workers"),
+        ("run-workers", 100_000, "Workers: must be at most 1,024"),  # the field, not the flag --workers
     ],
 )
 def test_a_number_out_of_range_is_refused_not_replaced(empty_db, started, key, value, said):

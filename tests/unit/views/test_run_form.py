@@ -102,6 +102,10 @@ def test_the_forms_numbers_are_bounded_by_the_spec() -> None:
         ({"input_shape": "(3, 64, 64)"}, "Input shape: give C,H,W"),
         ({"num_classes": 0}, "Classes must be a whole number of at least 1"),
         ({"max_phase_s": 0.0}, "Time limit per phase must be positive"),
+        # beyond a limit: the limit, under the field's name ("must be positive" and "--batch-size" before)
+        ({"max_phase_s": 700000.0}, "Time limit per phase \\(s\\): must be at most 604,800"),
+        ({"iterations": "20000000"}, "Iterations: must be 'auto' or an integer >= 2 \\(at most 10,000,000"),
+        ({"batch_size": 2000000}, "Batch size: must be at most 1,048,576"),
         ({"model": "net.py:not-a-name"}, "Model: no file"),
         ({"where": "moon"}, "unknown place to run 'moon'"),
         ({"where": "hosts", "hosts": "gpu-a", "nodes": 2}, r"Remote hosts: 1 host\(s\) for 2 node\(s\)"),
