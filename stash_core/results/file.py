@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -312,15 +312,21 @@ def _check_choice(what: str, value: Any, allowed: tuple[str, ...]) -> None:
 
 # A run's machines and workers, as `stash profile` takes them (spec_parse.WORKERS): more is not a real run.
 MAX_WORKERS_PER_NODE = MAX_NODES = 1024
+FUTURE_LEEWAY = timedelta(days=1)
 
 
 def _check_order(started: str, finished: str | None) -> None:
-    """finished_at may not come before started_at (both already checked as ISO 8601 times)."""
+    """started_at not in the future (a day's leeway for another machine's clock), finished_at not before it
+    (both already checked as ISO 8601 times)."""
+    # as the store will hold them: a time without an offset is UTC (store/ingest_values.utc_text)
+    start = datetime.fromisoformat(started)
+    start = start if start.tzinfo else start.replace(tzinfo=UTC)
+    if start > datetime.now(UTC) + FUTURE_LEEWAY:  # it would be the newest run, "0 s ago", for years
+        raise UsageError(f"result file: started_at {started!r} is in the future; a run starts when it ran")
     if finished is None:
         return
-    # as the store will hold them: a time without an offset is UTC (store/ingest_values.utc_text)
-    start, end = (datetime.fromisoformat(text) for text in (started, finished))
-    start, end = (moment if moment.tzinfo else moment.replace(tzinfo=UTC) for moment in (start, end))
+    end = datetime.fromisoformat(finished)
+    end = end if end.tzinfo else end.replace(tzinfo=UTC)
     if end < start:
         raise UsageError(f"result file: finished_at {finished!r} is before started_at {started!r}")
 

@@ -89,6 +89,10 @@ REFUSED = [
     ("finished-before-started-in-utc", lambda doc: doc.update(started_at="2026-11-22T11:06:00-05:00",
                                                               finished_at="2026-11-22T12:00:00"),
      "finished_at '2026-11-22T12:00:00' is before started_at"),
+    # a run of 2030 was "the newest, 0 s ago" on the Overview until then
+    ("started-in-the-future", lambda doc: doc.update(started_at="2030-01-01T00:00:00+00:00",
+                                                     finished_at="2030-01-01T00:02:00+00:00"),
+     "started_at '2030-01-01T00:00:00+00:00' is in the future"),
     ("run-id-padded", lambda doc: doc.update(run_id=f" {doc['run_id']}"), "starts or ends with a space"),
     ("run-id-trailing-tab", lambda doc: doc.update(run_id=f"{doc['run_id']}\t"), "run_id"),
     ("breakdown-stall-unknown", _set("breakdown.stalls.gpu_magic", {"seconds": 0.1, "status": "measured"}),
