@@ -170,6 +170,11 @@ def offer_of(db_path: Path | str, name: str, spot: bool = False, region: str | N
     if price is None:
         raise UsageError(f"--spot: {why}" if spot else why)
     price_region = row.get("region") or source_region(row.get("source"))
+    if region is None and price_region and not REGION_SHAPES[provider].fullmatch(str(price_region)):
+        # the task would launch there: SkyPilot would fail at launch (or a catalog edit would be its infra)
+        raise UsageError(f"{name}'s catalog region {str(price_region)!r} is not a region of {provider}: give "
+                         f"--region (named like {DEFAULT_REGIONS[provider]}), or correct it with `stash "
+                         f"instances set {name} --region ...`")  # fmt: skip
     gpus = finite_float(row.get("accelerator_count"))
     return Offer(
         name=name, provider=provider, region=region or price_region or DEFAULT_REGIONS[provider],

@@ -170,3 +170,22 @@ def test_the_step_model_predicts_the_plan(settings):
     assert all(item.todo[0].basis == "step model" for item in plan.instances)
     assert times[0] > times[1] > 30 + 8  # a T4 is slower than a V100
     assert cloud_plan.PROVISION_S + cloud_plan.SETUP_S + cloud_plan.FINISH_S == plan.instances[0].overhead_s
+
+
+def test_a_catalog_region_that_is_not_of_the_instances_cloud_is_refused_as_a_given_one_is(settings):
+    """`--region us-central1` was refused for g5.xlarge, but the same region set in its catalog row was
+    planned and written into the task (infra: aws/us-central1)."""
+    from stash_core.catalog import set_instance
+
+    set_instance(settings.db_path, "g5.xlarge", region="us-central1")
+    with pytest.raises(UsageError, match="g5.xlarge's catalog region 'us-central1' is not a region of aws"):
+        offer_of(settings.db_path, "g5.xlarge")
+    assert offer_of(settings.db_path, "g5.xlarge", region="us-east-1").region == "us-east-1"
+
+
+def test_every_shipped_cloud_instance_has_a_region_its_cloud_names(settings):
+    from stash_core.catalog import list_instances
+
+    for name, provider in list_instances(settings.db_path)[["name", "provider"]].itertuples(index=False):
+        if str(provider).lower() in cloud_plan.CLOUDS:
+            offer_of(settings.db_path, name)  # no refusal of a shipped row
