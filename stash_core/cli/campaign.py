@@ -24,6 +24,19 @@ from stash_core.userfiles import nearest_existing
 # The campaign is imported inside the functions: building `stash --help` must not load pandas.
 
 
+def _campaign_stalls(text: str) -> str:
+    """--stalls of a campaign: its profiles run synthetic batches made on the device, so CPU and disk stalls
+    (real data) are refused here, not by the first profile that would be asked for them."""
+    _checked(parse_stalls)(text)
+    data = [stall for stall in parse_stalls(text) if stall in ("cpu", "disk")]
+    if data:
+        raise argparse.ArgumentTypeError(
+            f"{','.join(data)}: a campaign measures compute, interconnect and network on synthetic batches; "
+            "CPU and disk stalls need a profile with real data (`stash profile --dataset DIR`)"
+        )
+    return text
+
+
 def _checked(parse):
     """argparse type from a spec parser that raises FieldError (a UsageError) for a bad text."""
 
@@ -66,8 +79,8 @@ def add_commands(subparsers: Any, parser_class: type[argparse.ArgumentParser] | 
         help="comma list of emulated link rates, e.g. 1gbit,200mbit",
     )  # fmt: skip
     camp.add_argument(
-        "--stalls", type=_checked(parse_stalls), default=None,
-        help="default compute,interconnect (+network on nodes > 1)",
+        "--stalls", type=_campaign_stalls, default=None,
+        help="compute, interconnect, network; default compute,interconnect (+network on nodes > 1)",
     )  # fmt: skip
     camp.add_argument("--iterations", type=_checked(parse_iterations), default="auto")
     camp.add_argument("--input-shape", type=_checked(parse_input_shape), default=None,

@@ -566,6 +566,9 @@ CASES: list[tuple[str, list[str], str]] = [
     ("whatif-unknown-run", ["whatif", "no-such-run", "--db", "{db}"], "no-such-run"),
     # ---- stash campaign
     ("campaign-model-path", [*CAMPAIGN, "--models", "/etc/passwd"], "/etc/passwd"),
+    # it said to give --synthetic-images, which campaign does not take
+    ("campaign-stalls-disk", [*CAMPAIGN, "--models", "resnet10", "--stalls", "disk"],
+     "disk: a campaign measures compute, interconnect and network"),
     ("campaign-model-relative", [*CAMPAIGN, "--models", "../../x"], "../../x"),
     ("campaign-model-file-missing", [*CAMPAIGN, "--models", "nosuch.py:make"], "nosuch.py"),
     ("campaign-model-unknown", [*CAMPAIGN, "--models", "resnet99"], "resnet99"),
