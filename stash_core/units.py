@@ -145,3 +145,11 @@ def format_time(seconds: float | None) -> str:
     if abs(seconds) < 1:
         return f"{seconds * 1e3:.1f} ms"
     return f"{seconds:.2f} s"
+
+
+def size_words(size_bytes: float) -> str:
+    """A size in the binary unit that reads best, three significant figures: '938 KiB', '1.25 GiB'."""
+    for unit, scale in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if size_bytes >= scale:
+            return f"{size_bytes / scale:.3g} {unit}"
+    return f"{size_bytes:.0f} B"

@@ -32,7 +32,7 @@ from stash_core.catalog import get_instance
 from stash_core.decide.fit.observations import spec_bandwidth_gbps, split_instance_label
 from stash_core.errors import UsageError, no_run_error
 from stash_core.store import get_run, telemetry_frame
-from stash_core.units import finite_float
+from stash_core.units import finite_float, size_words
 
 DEFAULT_TARGET_SHARE = 0.05
 _NOISE_SHARE = 0.02  # a stall below 2% of the iteration (or its CI) counts as already hidden
@@ -252,7 +252,7 @@ def disk_answer(
     answer["cache_bytes_needed"] = cache_bytes
     size = f"{fraction:.0%}"
     if cache_bytes:
-        size = f"{cache_bytes / 2**30:.2f} GiB ({size} of the data set)"
+        size = f"{size_words(cache_bytes)} ({size} of the data set)"  # 0.94 MiB, not "0.00 GiB"
     answer["summary"] = f"caching {size} in memory hides the disk stall"
     memory = (run.get("fingerprint") or {}).get("memory_bytes")
     if cache_bytes and memory:

@@ -63,3 +63,9 @@ def test_durations():
     assert parse_duration_s("0") == 0.0
     with pytest.raises(UsageError, match="invalid --latency"):
         parse_duration_s("5", "--latency")
+
+
+def test_a_size_is_said_in_the_unit_that_reads_best():
+    from stash_core.units import size_words
+
+    assert [size_words(v) for v in (512, 983_655, 1.5 * 2**30)] == ["512 B", "961 KiB", "1.5 GiB"]

@@ -70,6 +70,8 @@ def test_cache_needed_to_hide_the_disk_stall(tmp_path):
     assert disk["cache_bytes_needed"] == pytest.approx(0.2 / 0.7 * sample_bytes * 2000)
     assert disk["predicted_iteration_s"] == pytest.approx(0.5)
     assert disk["read_mbps_needed_without_cache"] > disk["read_mbps_measured"]
+    # 0.2 / 0.7 x 173,611 B x 2000 = 99.2 MB: said as such, not "0.09 GiB" (a small set read "0.00 GiB")
+    assert "caching 94.6 MiB (29% of the data set)" in disk["summary"]
 
 
 def test_cache_size_from_the_dataset_folder(tmp_path):
