@@ -54,7 +54,7 @@ def add_commands(subparsers: Any, parser_class: type[argparse.ArgumentParser] | 
     fit.add_argument("--residuals", action="store_true", help="print every point's residual")
     fit.add_argument("--predict", metavar="MODEL", default=None, help="predict the stall of this model")
     fit.add_argument("--workers", type=WORKERS, default=None, help="with --predict: workers per node")
-    fit.add_argument("--nodes", type=WORKERS, default=1, help="with --predict: nodes")
+    fit.add_argument("--nodes", type=WORKERS, default=None, help="with --predict: nodes (default: 1)")
     fit.add_argument("--instance", type=identifier, default=None, help="with --predict: instance label")
     fit.add_argument(
         "--bandwidth", type=gbps_text, default=None, help="with --predict: link bandwidth (e.g. 1gbit, 25)"
@@ -83,6 +83,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
         beta = beta_from_gbps(args.link_gbps)
     if args.alpha_s is not None and beta is None:
         raise UsageError("--alpha-s needs --beta-s-per-byte or --link-gbps")
+    _refuse_unused(args)
     report = fit_stall_models(
         db_path(args),
         stalls=stalls,
@@ -107,6 +108,21 @@ def cmd_fit(args: argparse.Namespace) -> int:
     return 0
 
 
+PREDICT_ONLY = (
+    "workers", "nodes", "instance", "bandwidth", "device", "batch_size", "num_classes", "input_shape",
+)  # fmt: skip
+
+
+def _refuse_unused(args: argparse.Namespace) -> None:
+    """A prediction's options without --predict (or --batch-size without --by-batch-size) were ignored
+    without a word: the fit printed as if they had not been given."""
+    given = [f"--{name.replace('_', '-')}" for name in PREDICT_ONLY if getattr(args, name) is not None]
+    if given and not args.predict:
+        raise UsageError(f"{', '.join(given)}: only with --predict MODEL (the stall of that model)")
+    if args.batch_size is not None and not args.by_batch_size:
+        raise UsageError("--batch-size picks one batch size's fit: give --by-batch-size too")
+
+
 def _print_predictions(
     args: argparse.Namespace, report: FitReport, stalls: tuple[str, ...], beta_s_per_byte: float | None
 ) -> None:
@@ -121,7 +137,7 @@ def _print_predictions(
             raise UsageError(f"--bandwidth {args.bandwidth!r}: give e.g. 1gbit, 200mbit or 25 (Gbit/s)")
     shape = _shape(args.input_shape)
     for stall in stalls:
-        if stall == "network" and args.nodes <= 1:
+        if stall == "network" and (args.nodes or 1) <= 1:
             if args.stall == "network":  # asked for, so said: nothing printed looked like a failure
                 print(f"network stall of {args.predict}: none on one machine (give --nodes 2 or more)")
             continue
@@ -129,7 +145,7 @@ def _print_predictions(
             model=args.predict,
             stall=stall,
             workers_per_node=args.workers,
-            nodes=args.nodes,
+            nodes=args.nodes or 1,
             device=args.device,
             instance=args.instance,
             bandwidth_gbps=bandwidth,

@@ -468,6 +468,11 @@ CASES: list[tuple[str, list[str], str]] = [
     ("fit-device", ["fit", "--device", "tpu", "--db", "{db}"], "--device"),
     ("fit-stall", ["fit", "--stall", "gpu", "--db", "{db}"], "--stall"),
     ("fit-predict-no-workers", ["fit", "--predict", "resnet50", "--db", "{db}"], "--workers"),
+    # a prediction's options without --predict: the fit printed as if they were not given
+    ("fit-workers-without-predict", ["fit", "--workers", "2", "--instance", "x", "--db", "{db}"],
+     "--workers, --instance: only with --predict MODEL"),
+    ("fit-batch-without-by-batch", ["fit", "--predict", "resnet50", "--workers", "2", "--batch-size", "64",
+                                    "--db", "{db}"], "give --by-batch-size too"),  # fmt: skip
     ("fit-alpha-without-beta", ["fit", "--alpha-s", "0.001", "--db", "{db}"], "--alpha-s"),
     # ---- stash instances
     ("instances-vcpus-zero", ["instances", "add", "box", "--vcpus", "0", "--db", "{db}"], "--vcpus"),
