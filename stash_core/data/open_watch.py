@@ -12,6 +12,8 @@ import ctypes
 import os
 import struct
 
+from stash_core.data.tree import folders_reached
+
 IN_OPEN = 0x00000020
 IN_Q_OVERFLOW = 0x00004000  # more events than the queue holds: there were opens
 IN_ISDIR = 0x40000000
@@ -69,9 +71,10 @@ class OpenWatch:
 
 
 def _folders(root: str) -> list[str] | None:
-    """The folder and every folder under it (not through links), or None past MAX_WATCHED_DIRS."""
+    """The folder and every folder under it, links followed (an open through a link is seen on the folder
+    the file really is in), or None past MAX_WATCHED_DIRS."""
     found = []
-    for folder, _, _ in os.walk(root):
+    for folder in folders_reached(root):
         found.append(folder)
         if len(found) > MAX_WATCHED_DIRS:
             return None

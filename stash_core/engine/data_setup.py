@@ -10,6 +10,7 @@ from pathlib import Path
 from stash_core.analysis.epochs import iterations_per_epoch as per_epoch
 from stash_core.data import pagecache
 from stash_core.data.diskcap import DiskReadCap
+from stash_core.data.tree import files_under
 from stash_core.engine.plan import PhasePlan
 from stash_core.engine.progress import Reporter
 from stash_core.errors import UsageError
@@ -93,7 +94,7 @@ def script_data(spec: ProfileSpec) -> DataSetup:
         return DataSetup(images=spec.dataset_images, not_separable_reason=NO_DATA_DIR)
     root = Path(spec.data_dir)
     setup = DataSetup(root=root, images=spec.dataset_images)
-    setup.files = sorted(path for path in root.rglob("*") if path.is_file() and not path.is_symlink())
+    setup.files = files_under(root)
     if not setup.files:
         raise UsageError(f"--data-dir {root}: no files in it")
     setup.total_bytes = sum(path.stat().st_size for path in setup.files)

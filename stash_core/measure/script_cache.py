@@ -19,6 +19,7 @@ from pathlib import Path
 from stash_core.data import pagecache
 from stash_core.data.evicting_open import evict_after_read
 from stash_core.data.open_watch import OpenWatch
+from stash_core.data.tree import files_under
 from stash_core.measure.worker_job import WorkerJob
 
 MIN_EVICT_PERIOD_S = 1.0
@@ -26,7 +27,7 @@ EVICT_DUTY = 0.1  # at most this share of one core on eviction passes
 
 
 def data_files(root: str) -> list[Path]:
-    return sorted(path for path in Path(root).rglob("*") if path.is_file() and not path.is_symlink())
+    return files_under(root)  # as the launcher sets them up (links followed)
 
 
 class CacheKeeper:

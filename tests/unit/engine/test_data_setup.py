@@ -81,3 +81,4 @@ def test_truncated_images_are_left_out_and_said_in_the_result(tmp_path: Path) ->
     assert data.bad_files == [str(victim)] and data.images == 39
     assert data.warnings == said and len(said) == 1
     assert said[0].startswith("skipping 1 of 40 image files: 1 corrupt or truncated (")
+
