@@ -26,6 +26,8 @@ DESCRIPTIONS = {
     "R3": "{w}, real data cached in memory",
     "R2": "{w}, real data read cold from disk",
 }
+# A script's real-data runs without --data-dir: its own data, in whatever page-cache state it is
+OWN_DATA = {"R3": "{w}, the script's own data (first of the two)", "R2": "{w}, the script's own data"}
 
 
 @dataclass(frozen=True)
@@ -34,6 +36,7 @@ class PhasePlan:
     workers_per_node: int
     nodes: int
     data: str  # synthetic | cached | cold
+    cache_set: bool = True  # the page-cache state of the data is set (not for a script without --data-dir)
 
     @property
     def workers(self) -> int:
@@ -42,10 +45,12 @@ class PhasePlan:
     @property
     def description(self) -> str:
         workers = f"{self.workers} worker{'s' if self.workers != 1 else ''}"  # R2 and R3 of a 1-worker job
-        return DESCRIPTIONS[self.name].format(w=workers, n=self.nodes)
+        said = DESCRIPTIONS if self.cache_set or self.name not in OWN_DATA else OWN_DATA
+        return said[self.name].format(w=workers, n=self.nodes)
 
     def to_dict(self) -> dict:
-        return {**asdict(self), "workers": self.workers, "description": self.description}
+        fields = {key: value for key, value in asdict(self).items() if key != "cache_set"}  # said, not kept
+        return {**fields, "workers": self.workers, "description": self.description}
 
 
 def plan_phases(spec: ProfileSpec, reference_workers: int | None = None) -> tuple[list[str], list[PhasePlan]]:
@@ -71,7 +76,8 @@ def phase_plan(name: str, spec: ProfileSpec, reference_workers: int | None = Non
     if name == "R1n":
         return PhasePlan(name, spec.workers_per_node, spec.nodes, "synthetic")
     data = "cached" if name == "R3" else "cold"
-    return PhasePlan(name, spec.workers_per_node, spec.nodes, data)
+    cache_set = not (spec.script and not spec.data_dir)  # no files to make resident or evict
+    return PhasePlan(name, spec.workers_per_node, spec.nodes, data, cache_set)
 
 
 def launches_of(spec: ProfileSpec) -> int:

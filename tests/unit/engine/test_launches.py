@@ -249,3 +249,16 @@ def test_a_run_of_one_worker_says_worker_not_workers() -> None:
     assert PhasePlan("R2", 1, 1, "cold").description == "1 worker, real data read cold from disk"
     assert PhasePlan("R3", 2, 1, "cached").description == "2 workers, real data cached in memory"
     assert PhasePlan("R1n", 1, 2, "synthetic").description.startswith("2 workers over 2 machines")
+
+
+def test_a_scripts_real_data_runs_without_a_data_dir_are_not_said_to_read_cold_from_disk() -> None:
+    """Without --data-dir Stash sets no page-cache state, yet a failed R2 was '1 worker, real data read cold
+    from disk'."""
+    from stash_core.engine.plan import phase_plan
+    from stash_core.spec import ProfileSpec
+
+    spec = ProfileSpec(model="script:train.py", script="train.py", batch_size=None)
+    assert phase_plan("R2", spec).description == "1 worker, the script's own data"
+    assert "cache_set" not in phase_plan("R2", spec).to_dict()  # the run's record is as before
+    with_folder = ProfileSpec(model="script:train.py", script="train.py", batch_size=None, data_dir="/data")
+    assert phase_plan("R2", with_folder).description == "1 worker, real data read cold from disk"
