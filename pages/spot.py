@@ -193,7 +193,9 @@ def simulation_view(request: dict) -> None:
     with st.spinner("Simulating revocations…"):
         rows = load(views.spot.simulation, request["text"], request["offers"], request["target_loss"],
                     request["deadline_s"], float(rate), int(runs), float(lost),
-                    request["pcie_gbps"], int(seed))  # fmt: skip
+                    request["pcie_gbps"], int(seed), request["revocation_s"])  # fmt: skip
+    for note in rows.attrs.get("notes", []):
+        st.info(plain(note), icon=":material/info:")
     show_table(
         rows,
         column_config={

@@ -136,7 +136,7 @@ def cmd_spot_replan(args: argparse.Namespace) -> int:
 
 
 def cmd_spot_simulate(args: argparse.Namespace) -> int:
-    from stash_core.spot.simulate import MAX_REVOCATIONS, MAX_SIMULATED_REVOCATIONS, read_trace, simulate
+    from stash_core.spot.simulate import read_trace, simulate, simulation_notes
 
     if args.trace is not None and (args.runs is not None or args.seed is not None):
         raise UsageError("--runs and --seed apply to --rate-per-h: a --trace is replayed once, as it is")
@@ -159,14 +159,7 @@ def cmd_spot_simulate(args: argparse.Namespace) -> int:
                      f"{row['p_deadline']:>13.0%}"
                      f"{_seconds(row['mean_time_s']):>9}{_seconds(row['p90_time_s']):>9}"
                      f"{row['mean_cost_usd']:>9.2f}{row['mean_revocations']:>9.1f}")  # fmt: skip
-    for row in rows:
-        if row["runs"] < row["runs_asked"]:
-            lines.append(f"{row['strategy']}: stopped after {row['runs']} of {row['runs_asked']} runs, at "
-                         f"{MAX_SIMULATED_REVOCATIONS:,} simulated revocations (the work limit)")  # fmt: skip
-        if row["never_finishes"]:
-            lines.append(f"{row['strategy']}: the training never finishes in {row['never_finishes']} of "
-                         f"{row['runs']} run(s) (revoked more than {MAX_REVOCATIONS} times); they miss the "
-                         "deadline")  # fmt: skip
+    lines += simulation_notes(rows)
     lines.append("simulated with the spotDNN model (no contention: planned with P = 0, trained with the true "
                  "contention); on-demand instances are never revoked")  # fmt: skip
     print("\n".join(lines))

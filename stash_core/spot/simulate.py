@@ -169,8 +169,11 @@ def _next_revocation(
 def simulate(spot_offers: list[InstanceOffer], on_demand_offers: list[InstanceOffer], workload: Workload,
              target_loss: float, deadline_s: float, ps_Bps: float, pcie_Bps: float, rate_per_h: float = 0.0,
              revocation_s: float = RESTART_S, runs: int = 200, seed: int = 0,
-             trace: list[tuple[float, str]] | None = None) -> list[dict]:  # fmt: skip
-    """Per strategy: probability of meeting the deadline, mean and 90th-percentile time, mean cost."""
+             trace: list[tuple[float, str]] | None = None,
+             plan_overhead_s: float = 0.0) -> list[dict]:  # fmt: skip
+    """Per strategy: probability of meeting the deadline, mean and 90th-percentile time, mean cost. The spot
+    strategies start from the plan made with `plan_overhead_s` of revocation overhead in its time (as
+    `stash spot --revocation-s` plans it), on-demand from its own (never revoked)."""
     if runs < 1 or rate_per_h < 0 or not math.isfinite(rate_per_h):
         raise UsageError("simulation: runs >= 1 and a revocation rate >= 0 per hour")
     if trace is not None:
@@ -185,7 +188,8 @@ def simulate(spot_offers: list[InstanceOffer], on_demand_offers: list[InstanceOf
     rows = []
     for name, offers, plan_workload, revoked in strategies:
         count = 1 if trace is not None or not revoked or rate_per_h == 0 else runs
-        first = starting_plan(offers, plan_workload, target_loss, deadline_s, links)
+        overhead = {"revocation_s": plan_overhead_s if revoked else 0.0}
+        first = starting_plan(offers, plan_workload, target_loss, deadline_s, {**links, **overhead})
         outcomes, replans = [], 0
         # Bounded work: each revocation is a replan (milliseconds), and --runs 100000 at a high rate asks for
         # millions; the runs done by then are what the row reports (its "runs" says how many).
@@ -208,6 +212,21 @@ def simulate(spot_offers: list[InstanceOffer], on_demand_offers: list[InstanceOf
             "mean_revocations": float(np.mean([o["revocations"] for o in outcomes])),
         })  # fmt: skip
     return rows
+
+
+def simulation_notes(rows: list[dict]) -> list[str]:
+    """What the table of a simulation does not show: a strategy stopped by the work limit, trainings that
+    never finish."""
+    lines = []
+    for row in rows:
+        if row["runs"] < row["runs_asked"]:
+            lines.append(f"{row['strategy']}: stopped after {row['runs']} of {row['runs_asked']} runs, at "
+                         f"{MAX_SIMULATED_REVOCATIONS:,} simulated revocations (the work limit)")  # fmt: skip
+        if row["never_finishes"]:
+            lines.append(f"{row['strategy']}: the training never finishes in {row['never_finishes']} of "
+                         f"{row['runs']} run(s) (revoked more than {MAX_REVOCATIONS} times); they miss the "
+                         "deadline")  # fmt: skip
+    return lines
 
 
 @dataclasses.dataclass(frozen=True)

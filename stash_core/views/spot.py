@@ -19,7 +19,7 @@ from stash_core.spot import PlanResult
 from stash_core.spot.fragility import fragile_text  # noqa: F401  (the page words a fragile plan with it)
 from stash_core.spot.inputs import build_offers, load_workload, ps_bandwidth_Bps
 from stash_core.spot.planner import searched_workers
-from stash_core.spot.simulate import PlanRisk, simulate
+from stash_core.spot.simulate import PlanRisk, simulate, simulation_notes
 
 EXAMPLE_NAME = "spotDNN paper workload (public figures)"
 GBPS = 1e9 / 8  # bytes per second in one Gbit/s
@@ -164,7 +164,8 @@ def window_search(result: PlanResult) -> pd.DataFrame:
 
 def simulation(db_path: Path | str, text: str, offers: tuple[tuple[str, int], ...], target_loss: float,
                deadline_s: float, rate_per_h: float, runs: int, revocation_s: float = 30.0,
-               pcie_gbps: float = 80.0, seed: int = 1) -> pd.DataFrame:  # fmt: skip
+               pcie_gbps: float = 80.0, seed: int = 1,
+               plan_overhead_s: float = 0.0) -> pd.DataFrame:  # fmt: skip
     """Per strategy (spotDNN, no contention, on-demand): probability of meeting the deadline, mean and p90
     time, mean cost and revocations, over `runs` Monte Carlo runs at `rate_per_h` per spot instance."""
     if not 1 <= runs <= MAX_PAGE_RUNS:
@@ -175,8 +176,11 @@ def simulation(db_path: Path | str, text: str, offers: tuple[tuple[str, int], ..
     on_demand_offers = build_offers(Path(db_path), offers_list, doc, "on_demand")
     rows = simulate(spot_offers, on_demand_offers, workload, target_loss, deadline_s,
                     ps_bandwidth_Bps(None, doc), pcie_gbps * GBPS, rate_per_h=rate_per_h,
-                    revocation_s=revocation_s, runs=runs, seed=seed)  # fmt: skip
-    return pd.DataFrame(rows)
+                    revocation_s=revocation_s, runs=runs, seed=seed,
+                    plan_overhead_s=plan_overhead_s)  # fmt: skip
+    frame = pd.DataFrame(rows)
+    frame.attrs["notes"] = simulation_notes(rows)  # the work limit, trainings that never finish
+    return frame
 
 
 def _parse(text: str) -> dict[str, Any]:

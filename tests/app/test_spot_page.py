@@ -172,3 +172,23 @@ def test_bad_workloads_are_one_clear_message(tmp_path, data, message):
         view.plan(tmp_path / "r.duckdb", text, view.EXAMPLE_OFFERS, 0.8, 2600.0)
     assert message in str(caught.value)
     assert len(str(caught.value).splitlines()) == 1
+
+
+def test_the_plan_s_revocation_overhead_is_the_spot_plan_s_and_the_simulation_starts_from_it(
+    tmp_path, monkeypatch
+):
+    """With 300 s of revocation overhead in the plan, the on-demand plan got it too (3 x g3.16xlarge + 4 x
+    g3.8xlarge, $18.96, where never revoked it is 1 + 5 at $12.90), and the simulation started from the plan
+    made without it: one page, two answers."""
+    app = _page(tmp_path / "fresh.duckdb", monkeypatch)
+    app.number_input(key="spot-deadline").set_value(3000.0)
+    app.number_input(key="spot-revocation").set_value(300.0)
+    app = _plan(app)
+    assert not app.exception and not app.error
+    metrics = {metric.label: metric.value for metric in app.metric}
+    assert metrics["Cost (on-demand)"] == "$12.90"
+    shown_plan = next(m.value[4:] for m in app.markdown if m.value.startswith("### "))
+    app.number_input(key="spot-runs").set_value(3)
+    app = app.button(key="spot-simulate").click().run()
+    rows = next(frame.value for frame in app.dataframe if "p_deadline" in frame.value.columns)
+    assert rows.set_index("strategy").loc["spotDNN", "first_plan"] == shown_plan
