@@ -41,6 +41,8 @@ socket.socket(family, kind).bind(where)' "$listen" 2>/dev/null ||
         fi
         export STASH_DASHBOARD_TOKEN
         hosts=(--server.allowedHosts "*")  # reached by whatever name the machine has; the token guards it
+        # an error shown to a browser that has no token must not show the server's code and paths
+        hosts+=(--client.showErrorDetails none)
         echo "warning: the dashboard listens on $listen: anyone who can reach this port and has the token can run code here" >&2
         echo "open it with ?token=$STASH_DASHBOARD_TOKEN at the end of the URL below, or give the token in its page" >&2
         echo "(a browser keeps it until it closes; an SSH tunnel needs no --listen)" >&2

@@ -114,6 +114,9 @@ def test_run_sh_answers_any_host_name_only_with_listen(tmp_path: Path) -> None:
     assert "--server.allowedHosts" not in args
     args, _ = args_of(root, "run.sh", "--listen", "0.0.0.0")
     assert args[args.index("--server.allowedHosts") + 1] == "*"
+    # a browser without the token that makes a page fail sees no code or path of the server
+    assert args[args.index("--client.showErrorDetails") + 1] == "none"
+    assert "--client.showErrorDetails" not in args_of(root, "run.sh")[0]
     config = (REPO / ".streamlit" / "config.toml").read_text()
     assert 'allowedHosts = ["localhost", "127.0.0.1", "::1"]' in config
 
