@@ -85,6 +85,11 @@ class CampaignPlan:
         return self.refusal is None and bool(self.tasks)
 
 
+def usd_words(usd: float) -> str:
+    """A budget as the form holds it: 1,234,567 or 12.5, never 1.23457e+06."""
+    return f"{usd:,.2f}".removesuffix(".00")
+
+
 def gpu_instances(db_path: Path | str) -> pd.DataFrame:
     """Catalog instance types SkyPilot can rent here (on aws, gcp or azure) with at least one GPU: name,
     cloud, GPUs and their kind, on-demand and spot USD/h, the price's date."""
@@ -139,7 +144,7 @@ def check_request(request: CampaignRequest) -> None:
         except argparse.ArgumentTypeError as error:
             raise UsageError(f"region: {error}") from None
     if request.budget_usd is not None and not request.budget_usd > 0:
-        raise UsageError(f"the budget must be above $0, got ${request.budget_usd:g}")
+        raise UsageError(f"the budget must be above $0, got ${usd_words(request.budget_usd)}")
     parse_iterations(request.iterations)
 
 
@@ -170,8 +175,8 @@ def plan(db_path: Path | str, request: CampaignRequest) -> CampaignPlan:
     except UsageError:  # the command's rule; the page's words
         refusal = (
             f"Refused: the plan costs ${found.cost_usd:.2f} at catalog prices, above the budget of "
-            f"${request.budget_usd:g}. Fewer instance types, models or batch sizes, or a fixed number of "
-            "iterations, cost less."
+            f"${usd_words(request.budget_usd)}. Fewer instance types, models or batch sizes, or a fixed "
+            "number of iterations, cost less."
         )
     tasks = [] if refusal else task_texts(found, settings, request.idle_minutes)
     return CampaignPlan(
@@ -228,7 +233,7 @@ def task_texts(found: cloud_plan.CloudPlan, settings: CampaignSettings, idle_min
 
 def total_text(found: cloud_plan.CloudPlan, budget_usd: float | None) -> str:
     dates = ", ".join(found.price_dates)
-    budget = f"; budget ${budget_usd:g}" if budget_usd is not None else ""
+    budget = f"; budget ${usd_words(budget_usd)}" if budget_usd is not None else ""
     at_once = (
         f"{found.parallel} instance types at once" if found.parallel > 1 else "one instance type at a time"
     )
@@ -311,7 +316,7 @@ def command(db_path: Path | str, request: CampaignRequest) -> str:
     if request.region:
         args += ["--region", request.region]
     if request.budget_usd is not None:
-        args += ["--budget-usd", f"{request.budget_usd:g}"]
+        args += ["--budget-usd", repr(float(request.budget_usd))]  # the value typed, not 1.23457e+06
     if request.iterations != "auto":
         args += ["--iterations", request.iterations]
     if request.parallel != 1:

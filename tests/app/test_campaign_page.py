@@ -95,7 +95,7 @@ def test_a_budget_below_the_plan_is_refused(empty_db: Path, without_skypilot):
     refusal = shown(app.error[0].value)
     total = _plan_table(app)["cost_usd"].sum()
     assert refusal.startswith(f"Refused: the plan costs ${total:.2f} at catalog prices, above the budget of")
-    assert "above the budget of $0.5." in refusal
+    assert "above the budget of $0.50." in refusal
     assert not [e for e in app.expander if e.label.startswith("SkyPilot task of ")]  # nothing to launch
     assert app.button(key="campaign-launch").disabled
     assert "--budget-usd 0.5" in next(code.value for code in app.code if code.language == "bash")

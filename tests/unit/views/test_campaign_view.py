@@ -112,7 +112,7 @@ def test_each_instance_type_has_its_skypilot_task(db: Path) -> None:
 def test_a_plan_above_the_budget_is_refused_with_no_task(db: Path) -> None:
     answer = view.plan(db, request(budget_usd=0.5))
     assert answer.refusal is not None and answer.refusal.startswith(
-        f"Refused: the plan costs ${answer.cost_usd:.2f} at catalog prices, above the budget of $0.5."
+        f"Refused: the plan costs ${answer.cost_usd:.2f} at catalog prices, above the budget of $0.50."
     )
     assert answer.tasks == [] and not answer.launchable
     assert len(answer.instances) == 3  # the plan is still shown
@@ -167,6 +167,9 @@ def test_the_command_launches_the_same_campaign(db: Path) -> None:
     assert args.batch_sizes == [64]
     assert (args.spot, args.region, args.budget_usd, args.iterations) == (True, "us-west-2", 12.5, "200")
     assert (args.parallel, args.idle_minutes, Path(args.db)) == (2, 30, db.resolve())
+    # a budget written with :g was 1.23457e+06 in the command: $1,234,570 once pasted, not $1,234,567
+    large = parse_command(shlex.split(view.command(db, request(budget_usd=1234567.0)))[1:])
+    assert large.budget_usd == 1234567.0
     plain = shlex.split(view.command(db, request()))
     options = {"--spot", "--region", "--budget-usd", "--iterations", "--parallel", "--idle-minutes"}
     assert not options & set(plain)
