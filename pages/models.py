@@ -20,6 +20,7 @@ from pages._shared import (
 from stash_core import views
 from stash_core.decide.fit import FitReport, StallModel
 from stash_core.errors import UsageError
+from stash_core.units import size_words
 from stash_core.views.common import plain
 from stash_core.views.models import FEATURE_LABELS
 
@@ -125,7 +126,7 @@ def prediction_form(report: FitReport, stalls: list[str]) -> None:
         st.error(plain(exc), icon=":material/error:")
         return
     st.markdown(
-        f"**{plain(label)}**: {counts['grad_bytes'] / 1e6:,.1f} MB of gradients in "
+        f"**{plain(label)}**: {size_words(counts['grad_bytes'])} of gradients in "
         f"{counts['grad_tensor_count']} tensors, {counts['layer_count']} layers"
     )
     predictions = views.models.prediction_frame(report, counts, stalls)

@@ -90,6 +90,11 @@ def fit_lines(
     return pd.DataFrame(rows, columns=["fit", feature, "fitted_ms"])
 
 
+# `stash fit`'s advice, which the page has no field for, in the page's words
+CLI_ALPHA_BETA = "(or give --alpha-s/--beta-s-per-byte)"
+PAGE_ALPHA_BETA = "(`stash probe` on that configuration measures one; `stash fit --alpha-s ...` sets one)"
+
+
 def models_table(report: FitReport, stall: str, group: dict[str, Any]) -> pd.DataFrame:
     """The fits of one group, ready to show: the best first, then those with enough points by
     leave-one-model-out error, then those without.
@@ -107,7 +112,8 @@ def models_table(report: FitReport, stall: str, group: dict[str, Any]) -> pd.Dat
     for column, spec in (("r2", ".3f"), ("lomo_mape", ".1%"), ("lobo_mape", ".1%")):
         values = zip(short, rows[column], strict=True)
         table[column] = [text or _figure(value, spec) for text, value in values]
-    table["note"] = [_without(note, text) for note, text in zip(rows["note"], short, strict=True)]
+    notes = (_without(note, text) for note, text in zip(rows["note"], short, strict=True))
+    table["note"] = [note.replace(CLI_ALPHA_BETA, PAGE_ALPHA_BETA) for note in notes]  # the page's own words
     table["best"] = table["best"].astype(bool)
     return table.reset_index(drop=True)
 

@@ -58,6 +58,8 @@ def test_fits_errors_and_a_prediction(tmp_path, monkeypatch):
     table = app.dataframe[0].value
     assert table.iloc[0]["model"] == "linear: bytes+tensors" and bool(table.iloc[0]["best"])
     assert "Published performance predictors" in " ".join(caption.value for caption in app.caption)
+    # no probe stands behind the alpha-beta row: its note named `stash fit`'s flags, no field of the page
+    assert not any("--beta-s-per-byte" in str(note) for note in table["note"])
     app.selectbox(key="models-feature").set_value("grad_tensor_count").run()
     assert not app.exception
     app.text_input[0].set_value("resnet18")
