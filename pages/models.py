@@ -113,9 +113,10 @@ def prediction_form(report: FitReport, stalls: list[str]) -> None:
             st.error(plain(exc), icon=":material/error:")
             return
         label = uploaded.name
+        kept = reference.rpartition(":")[0]  # the server's copy: its errors say the file as uploaded
     else:
         reference = name.strip()
-        label = reference
+        label, kept = reference, None
     if not reference:
         st.warning("Name a model or upload one.", icon=":material/warning:")
         return
@@ -123,7 +124,7 @@ def prediction_form(report: FitReport, stalls: list[str]) -> None:
         with st.spinner("Counting the model's gradients…"):
             counts = views.models.gradient_counts(reference)
     except UsageError as exc:
-        st.error(plain(exc), icon=":material/error:")
+        st.error(plain(str(exc).replace(kept, uploaded.name) if kept else exc), icon=":material/error:")
         return
     st.markdown(
         f"**{plain(label)}**: {size_words(counts['grad_bytes'])} of gradients in "

@@ -98,3 +98,19 @@ def test_network_stall_across_bandwidths_and_a_lone_model(tmp_path, monkeypatch)
     table = app.dataframe[0].value
     assert {"alpha-beta", "wire+buckets (all bandwidths)"} <= set(table["model"])
     assert table["lobo_mape"].notna().any()
+
+
+def test_an_uploaded_model_s_error_names_the_file_as_uploaded(tmp_path, monkeypatch):
+    """A factory not in the file was said of the server's kept copy ('.stash-jobs/models/tiny_b39f....py')."""
+    db = tmp_path / "fits.duckdb"
+    for name, (grad_bytes, tensors, layers) in MODELS.items():
+        ingest_result(db, result_doc(name, grad_bytes=int(grad_bytes), grad_tensor_count=tensors,
+                                     layer_count=layers, instance="lab",
+                                     stalls={"compute": 0.3, "interconnect": 0.01}))  # fmt: skip
+    app = _page(db, monkeypatch)
+    source = (REPO / "examples" / "models" / "tiny_cnn.py").read_bytes()
+    app.file_uploader[0].set_value(("tiny.py", source, "text/x-python"))
+    app.text_input[1].set_value("nosuch")
+    app.button[0].click().run()
+    errors = " ".join(error.value for error in app.error)
+    assert "tiny.py\\:nosuch" in errors and ".stash-jobs" not in errors  # (shown as data: ':' escaped)
