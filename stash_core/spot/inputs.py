@@ -56,6 +56,9 @@ def load_workload(path: Path) -> tuple[Workload, dict[str, Any]]:
     _check_loss_fit(doc)
     _check_per_instance(doc)
     _check_ps_bandwidth(doc)
+    for key in ("param_bytes" if "param_bytes" in doc else "param_mb", "solo_bandwidth_mbps", "a1"):
+        if not _number(doc, key) > 0:  # named as the file has it, not as the model (solo_bandwidth_Bps)
+            raise UsageError(f"workload file: {key} must be a positive number, got {_short(doc[key])}")
     workload = Workload(
         param_bytes=param_bytes,
         solo_bandwidth_Bps=_number(doc, "solo_bandwidth_mbps") * MB,

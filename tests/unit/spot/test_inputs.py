@@ -54,3 +54,11 @@ def test_a_workload_path_that_holds_another_kind_of_file_is_refused_and_left_as_
     with pytest.raises(UsageError, match="not a workload file: choose another path"):
         check_writable(path)
     assert path.read_bytes() == before
+
+
+@pytest.mark.parametrize(("field", "value"), [("solo_bandwidth_mbps", -5), ("a1", -1), ("param_mb", 0)])
+def test_a_field_that_must_be_positive_is_named_as_the_file_has_it(tmp_path, field, value):
+    """'workload solo_bandwidth_Bps must be a positive number, got -5000000.0' named the model's field in
+    another unit than the file's."""
+    with pytest.raises(UsageError, match=rf"^workload file: {field} must be a positive number, got {value}$"):
+        _load(tmp_path, **{field: value})
