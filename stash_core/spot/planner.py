@@ -233,7 +233,8 @@ def _why_none(result: PlanResult, offered: int, lower: int, upper: int, budget_s
         return "the parameter server saturates even with one worker (a1, b1 give P >= 1 at n = 1)"
     if lower > min(upper, offered):
         limit = "the parameter server's limit allows" if upper < offered else "the quotas allow"
-        return f"the budget needs {_needed(lower)} but {limit} at most {min(upper, offered)}"
+        most = min(upper, offered)  # the budget said as a time: the page calls it a deadline
+        return f"training within {budget_s:.0f} s needs {_needed(lower)} but {limit} at most {most}"
     if all(plan.outside_loss_model for plan in result.candidates):
         return OUTSIDE_LOSS_MODEL
     fastest = min(result.candidates, key=lambda plan: plan.training_s)

@@ -235,7 +235,8 @@ def test_no_count_searched_where_the_quotas_hold_fewer_workers_than_the_budget_n
     assert searched_workers(result) == (
         "none (eqs. 15-16 need at least 4 workers within the budget; the offered instances hold fewer)"
     )
-    assert result.infeasible_reason == "the budget needs at least 4 workers but the quotas allow at most 2"
+    said = "training within 30 s needs at least 4 workers but the quotas allow at most 2"
+    assert result.infeasible_reason == said
 
 
 def test_an_upper_bound_at_its_cap_is_said_as_no_bound_not_as_the_cap():
@@ -258,7 +259,7 @@ def test_a_worker_bound_at_its_cap_is_said_in_words_and_an_overflowing_speed_is_
     result = plan(3000.0, offers=[InstanceOffer(slow, 2)])
     assert (
         result.infeasible_reason
-        == "the budget needs more workers than any quota holds but the quotas allow at most 2"
+        == "training within 3000 s needs more workers than any quota holds but the quotas allow at most 2"
     )
     assert searched_workers(result).startswith("none (eqs. 15-16 need more workers than any quota holds")
     # 1 / T overflows: T_exp = 0 and b_w = 0 x inf, NaN: refused, never "needs nan s"
