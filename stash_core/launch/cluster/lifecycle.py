@@ -59,6 +59,7 @@ from stash_core.launch.cluster.state import (
     new_node,
     new_state,
     refuse_foreign_files,
+    refuse_shared_folder,
     remove_state_files,
     resolve,
     save_state,
@@ -154,6 +155,7 @@ def cluster_up(
     with _machine_lock():  # two ups at once would pick the same free address range
         _refuse_taken(name, state_dir)
         refuse_foreign_files(state_dir, label)
+        refuse_shared_folder(state_dir, label)
         layout = Layout(name, subnet or _free_subnet(name))
         net.check_subnet_free(layout)
         made_state_dir = not state_dir.is_dir()  # a folder the user made is left in place by down

@@ -12,6 +12,7 @@ import json
 import os
 import re
 import shutil
+import stat
 from pathlib import Path
 
 from stash_core.errors import UsageError
@@ -78,7 +79,9 @@ def resolve(name: str | None, state_dir: Path | None) -> tuple[str, Path]:
 
 
 def require_state(state_dir: Path, name: str = DEFAULT_NAME) -> dict:
-    """The state of a cluster that has nodes; UsageError when cluster `name` is not up there."""
+    """The state of a cluster that has nodes; UsageError when cluster `name` is not up there, or when
+    another account could have changed what it names (the ssh config and keys a profile runs as root)."""
+    refuse_shared_folder(Path(state_dir), f"the state folder {state_dir} of the emulated cluster {name}")
     state = load_state(Path(state_dir))
     if not state or not state.get("nodes"):
         raise UsageError(
@@ -142,6 +145,30 @@ def check_state_dir_path(state_dir: Path, label: str) -> None:
             f"{label} holds {what}, which ssh's config files do not take in a path: choose a folder whose "
             "path has no spaces nor any of % $ \" ' \\ #"
         )
+
+
+def refuse_shared_folder(state_dir: Path, label: str) -> None:
+    """UsageError when another account could change what the cluster's ssh runs or its sshd trusts (root on
+    every node, which share this machine's files): the state folder must be this account's and writable by
+    no one else, and every folder above it root's or this account's, writable by no one else unless sticky
+    (/tmp: no one replaces another's entries there). sshd's own check (StrictModes) cannot be used: it would
+    refuse a folder under /tmp."""
+    me = os.geteuid()
+    if state_dir.is_dir():
+        info = state_dir.stat()
+        if info.st_uid != me or info.st_mode & 0o022:
+            whose = "another account's" if info.st_uid != me else "writable by other accounts"
+            raise UsageError(f"{label} is {whose}: anyone who can write there could take root on "
+                             "the cluster's nodes; give a new folder, or chmod go-w it")  # fmt: skip
+    for folder in state_dir.parents:
+        try:
+            info = folder.stat()
+        except OSError:
+            continue  # not made yet: made private with the state folder
+        shared = info.st_mode & 0o022 and not info.st_mode & stat.S_ISVTX
+        if info.st_uid not in (0, me) or shared:
+            raise UsageError(f"{label}: {folder} can be changed by other accounts, who could then "
+                             "replace the cluster's SSH keys: choose a private folder")  # fmt: skip
 
 
 def refuse_foreign_files(state_dir: Path, label: str | None = None) -> None:

@@ -270,3 +270,26 @@ def test_a_ctrl_c_during_down_is_held_until_the_whole_cluster_is_down(tmp_path, 
     with pytest.raises(KeyboardInterrupt):
         lifecycle.cluster_down(tmp_path / "state", "x")
     assert deleted == ["stash-x-n0", "stash-x-n1"]  # it went on to the end: no half cluster
+
+
+def test_a_state_folder_other_accounts_can_write_is_refused_to_up_and_to_every_reader(tmp_path):
+    """A world-writable --state-dir was taken: any account could then put its key in authorized_keys (root
+    on the nodes, which share this machine's files) or a ProxyCommand in the ssh config a profile runs."""
+    shared = tmp_path / "open"
+    shared.mkdir()
+    shared.chmod(0o777)
+    with pytest.raises(UsageError, match="writable by other accounts: anyone who can write there"):
+        cluster_state.refuse_shared_folder(shared, "--state-dir x")
+    below = shared / "state"  # a private folder in a folder others can change is no better
+    below.mkdir(mode=0o700)
+    with pytest.raises(UsageError, match=f"{shared} can be changed by other accounts"):
+        cluster_state.refuse_shared_folder(below, "--state-dir x")
+    with pytest.raises(UsageError, match="writable by other accounts"):
+        cluster_state.require_state(shared)  # a profile or probe reading it
+    private = tmp_path / "private"
+    private.mkdir(mode=0o700)
+    cluster_state.refuse_shared_folder(private, "--state-dir x")
+    sticky = tmp_path / "sticky"  # as /tmp: others write there, but replace no one's entries
+    sticky.mkdir()
+    sticky.chmod(0o1777)
+    cluster_state.refuse_shared_folder(sticky / "state", "--state-dir x")
