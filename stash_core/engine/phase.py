@@ -65,7 +65,8 @@ def run_phase(
         timeout_s += max(0.0, spec.script_start_timeout_s - STARTUP_ALLOWANCE_S / 2)
     if spec.probes and plan.name in PROBE_PHASES and plan.workers > 1:
         max_op_s = remote.comm_timeout_s / 3 if remote is not None else None
-        job["probe"] = probe_settings(grad_bytes, max_op_s=max_op_s)
+        link_gbps = remote.link_gbps if remote is not None and plan.nodes > 1 else None
+        job["probe"] = probe_settings(grad_bytes, max_op_s=max_op_s, link_gbps=link_gbps)
         timeout_s += PROBE_ALLOWANCE_S
     if remote is not None:
         job["telemetry"] = True  # sampled by rank 0 on the first machine, where R0 and R1 run too

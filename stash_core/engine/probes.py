@@ -78,6 +78,7 @@ def run_probe_command(
             p2p_size_bytes,
             budget_s,
             max_op_s=max_op_s,
+            link_gbps=remote.link_gbps if remote is not None and nodes > 1 else None,
         ),  # fmt: skip
     }
     results: dict = {}

@@ -88,6 +88,12 @@ class RemoteHosts:
     link: dict | None = None  # emulated link: rate_bps, latency_us, loss_pct, netem
 
     @property
+    def link_gbps(self) -> float | None:
+        """The emulated link's rate (between machines), None where it is not known."""
+        rate = (self.link or {}).get("rate_bps")
+        return rate / 1e9 if rate else None
+
+    @property
     def host_names(self) -> list[str]:
         return [target.host for target in self.targets]
 

@@ -39,10 +39,13 @@ def probe_settings(
     budget_s_per_size: float = DEFAULT_BUDGET_S_PER_SIZE,
     max_repetitions: int = DEFAULT_MAX_REPETITIONS,
     max_op_s: float | None = None,
+    link_gbps: float | None = None,
 ) -> ProbeSettings:
     """The `probe` part of a worker job. max_op_s: skip all-reduce sizes and point-to-point messages whose
     one call is predicted to take longer than this (so a slow link cannot run into the process-group
-    timeout)."""
+    timeout). link_gbps: the slowest link's known rate (the emulated cluster's), below which no prediction
+    between machines goes: a shaped link lets a small message through at line speed (its token bucket's
+    burst), and a prediction from one would be many times too fast."""
     return {
         "sizes_bytes": sorted({int(size) for size in sizes_bytes}),
         "p2p_sizes_bytes": [P2P_LATENCY_BYTES, int(p2p_bandwidth_bytes)],
@@ -50,7 +53,13 @@ def probe_settings(
         "budget_s_per_size": float(budget_s_per_size),
         "max_repetitions": int(max_repetitions),
         "max_op_s": max_op_s,
+        "link_gbps": link_gbps,
     }
+
+
+def wire_s(size_bytes: int, link_gbps: float | None) -> float:
+    """The least time `size_bytes` takes on a link of `link_gbps` (0 where the rate is not known)."""
+    return size_bytes * 8 / (link_gbps * 1e9) if link_gbps else 0.0
 
 
 def predicted_one_way_s(

@@ -25,6 +25,7 @@ from stash_core.measure.probe_plan import (
     P2P_ESTIMATE_BYTES,
     predicted_one_way_s,
     repetitions_for,
+    wire_s,
 )
 from stash_core.measure.worker_job import read_worker_job
 
@@ -78,8 +79,10 @@ def measure_allreduce(
     rows, skipped = [], []
     max_op_s = settings.get("max_op_s")
     previous: tuple[int, float] | None = None
+    ring_share = 2 * (world - 1) / world  # of the bytes, on the slowest link (bus bandwidth)
     for size in sorted(sizes_bytes):
-        if max_op_s and previous and previous[1] * size / previous[0] > max_op_s:
+        floor_s = wire_s(int(ring_share * size), settings.get("link_gbps"))
+        if max_op_s and (floor_s > max_op_s or previous and previous[1] * size / previous[0] > max_op_s):
             skipped.append(size)
             continue
         numel = max(1, size // FLOAT_BYTES)
@@ -123,7 +126,7 @@ def _peers(device: torch.device) -> dict[str, int]:
 
 
 def measure_p2p(
-    peer: int, sizes_bytes: list[int], device: torch.device, settings: dict
+    peer: int, sizes_bytes: list[int], device: torch.device, settings: dict, link_gbps: float | None = None
 ) -> tuple[list[dict], list[int]]:
     """Ping-pong between rank 0 and peer; one-way time = round trip / 2. Other ranks just wait. With a time
     limit per call (max_op_s), a message larger than P2P_ESTIMATE_BYTES is skipped (and returned) when its
@@ -135,7 +138,7 @@ def measure_p2p(
         numel = max(1, size // FLOAT_BYTES) if size >= FLOAT_BYTES else 1
         if max_op_s and size > P2P_ESTIMATE_BYTES and rank in (0, peer):
             # both ends know (same settings) that this message is announced, and whether it is sent
-            go = _p2p_fits(peer, numel * FLOAT_BYTES, rows[-1] if rows else None, max_op_s, device)
+            go = _p2p_fits(peer, numel * FLOAT_BYTES, rows[-1] if rows else None, max_op_s, device, link_gbps)
             if not go:
                 skipped.append(numel * FLOAT_BYTES)
         else:
@@ -149,7 +152,8 @@ def measure_p2p(
 
 
 def _p2p_fits(
-    peer: int, size_bytes: int, latency: dict | None, max_op_s: float, device: torch.device
+    peer: int, size_bytes: int, latency: dict | None, max_op_s: float, device: torch.device,
+    link_gbps: float | None = None,
 ) -> bool:
     """Whether a message of size_bytes between rank 0 and peer is predicted to pass within max_op_s one way:
     rank 0 times two ping-pongs of P2P_ESTIMATE_BYTES and tells peer what it decided."""
@@ -165,6 +169,7 @@ def _p2p_fits(
         smaller = latency is not None and latency["size_bytes"] < P2P_ESTIMATE_BYTES
         known = (latency["size_bytes"], latency["time_min_s"]) if smaller else None
         predicted_s = predicted_one_way_s(size_bytes, (P2P_ESTIMATE_BYTES, estimate_s), known)
+        predicted_s = max(predicted_s, wire_s(size_bytes, link_gbps))  # never faster than the link
         decision[0] = 1 if predicted_s <= max_op_s else 0
         dist.send(decision, peer)
     else:
@@ -222,7 +227,8 @@ def run_probe_suite(settings: dict, device: torch.device) -> dict:
         gradient = measure_gradient_allreduce(int(settings["grad_bytes"]), device, settings)
     p2p, skipped_p2p = [], []
     for scope, peer in sorted(_peers(device).items()):
-        rows, too_slow = measure_p2p(peer, settings["p2p_sizes_bytes"], device, settings)
+        link = settings.get("link_gbps") if scope == "inter_node" else None  # shaped: between machines
+        rows, too_slow = measure_p2p(peer, settings["p2p_sizes_bytes"], device, settings, link)
         p2p += [{**row, "scope": scope} for row in rows]
         skipped_p2p += [{"scope": scope, "size_bytes": size} for size in too_slow]
     per_node = int(os.environ.get("LOCAL_WORLD_SIZE", world))

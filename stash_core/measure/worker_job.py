@@ -22,6 +22,7 @@ class ProbeSettings(TypedDict):
     budget_s_per_size: float
     max_repetitions: int
     max_op_s: float | None  # skip sizes predicted to take longer (a slow link vs. the group's timeout)
+    link_gbps: float | None  # the slowest known link between machines (emulated): no prediction faster
 
 
 class WorkerJob(TypedDict, total=False):
