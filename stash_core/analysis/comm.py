@@ -64,20 +64,23 @@ def peak_busbw_gbps(probe: dict) -> float | None:
 
 
 def wire_busbw_gbps(probe: dict, latency_s: float | None) -> float | None:
-    """The bus bandwidth of the wire alone, from the largest message: ring bytes / (its fastest time - the
-    call latency). Smaller messages are left out: a shaper's burst (tc's token bucket lets tens to hundreds
-    of KiB through at once) or a cache flatters them. When even the largest one is dominated by latency,
-    the peak bus bandwidth."""
+    """The bus bandwidth of the wire alone, from the largest messages (the largest and those of at least a
+    quarter of it): ring bytes / (the fastest time - the call latency), the best of them, since one
+    repetition of the largest can be slowed by other load. Smaller messages are left out: a shaper's burst
+    (tc's token bucket lets tens to hundreds of KiB through at once) or a cache flatters them. When even the
+    largest one is dominated by latency, the peak bus bandwidth."""
     world = int(probe.get("world_size") or 0)
     latency_s = latency_s or 0.0
     rows = [row for row in probe.get("allreduce") or [] if row.get("size_bytes") and row.get("time_s")]
     if not rows:
         return None
-    largest = max(rows, key=lambda row: row["size_bytes"])
-    fastest_s = largest.get("time_min_s") or largest["time_s"]
-    if fastest_s <= 2 * latency_s:
-        return peak_busbw_gbps(probe)
-    return ring_factor(world) * largest["size_bytes"] * 8 / (fastest_s - latency_s) / 1e9
+    largest = max(row["size_bytes"] for row in rows)
+    rates = []
+    for row in (row for row in rows if row["size_bytes"] * 4 >= largest):
+        fastest_s = row.get("time_min_s") or row["time_s"]
+        if fastest_s > 2 * latency_s:
+            rates.append(ring_factor(world) * row["size_bytes"] * 8 / (fastest_s - latency_s) / 1e9)
+    return max(rates) if rates else peak_busbw_gbps(probe)
 
 
 def allreduce_latency_s(probe: dict) -> float | None:
@@ -219,6 +222,8 @@ def communication_bounds(
         overlap_share = min(1.0, max(0.0, 1.0 - exposed_s / added_s))
     wire_gbps = wire_busbw_gbps(probe, latency_s)
     lower_s = ring_lower_bound_s(grad_bytes, world, wire_gbps, latency_s)
+    if lower_s is not None and allreduce_s is not None:
+        lower_s = min(lower_s, allreduce_s)  # a bound from the probe's rates is never above what it measured
     fit = probe_alpha_beta(probe)
     predicted_s = alpha_beta_allreduce_s(grad_bytes, world, *fit) if fit else None
     seconds = stall_entry.get("seconds") if stall_entry else None
