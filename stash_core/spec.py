@@ -587,6 +587,9 @@ def _check_ssh(spec: ProfileSpec) -> None:
     if not spec.remote and (spec.ssh_user or spec.ssh_key or spec.remote_python or spec.remote_workdir):
         message = "--ssh-user, --ssh-key, --python and --workdir need --hosts (or --cluster)"
         raise FieldError(message, "ssh_user", spec.ssh_user, "local")
+    if spec.cluster and not spec.hosts and (spec.ssh_user or spec.ssh_key):  # they were ignored there
+        message = "--ssh-user and --ssh-key apply to --hosts only (the emulated cluster has its own root key)"
+        raise FieldError(message, "ssh_user", spec.ssh_user or spec.ssh_key)
     if spec.ssh_user and not _USER_RE.fullmatch(spec.ssh_user):
         message = f"--ssh-user: invalid user name {spec.ssh_user!r}: expected letters, digits, _ . - (max 32)"
         raise FieldError(message, "ssh_user", spec.ssh_user)

@@ -262,6 +262,9 @@ CASES: list[tuple[str, list[str], str]] = [
     ("cluster-kind", [*PROFILE, "--cluster", "other"], "--cluster"),
     ("hosts-injection", [*PROFILE, "--nodes", "2", "--hosts", "a;touch x,b"], "invalid host name"),
     ("ssh-user-alone", [*PROFILE, "--ssh-user", "ubuntu"], "need --hosts"),
+    # on the emulated cluster they were ignored: it runs as root with its own key
+    ("ssh-user-on-cluster", [*PROFILE, "--cluster", "emulated", "--nodes", "2", "--ssh-user", "bob"],
+     "--ssh-user and --ssh-key apply to --hosts only"),
     # options of other machines on this machine alone: ignored before, the run made here
     ("cluster-state-alone", [*PROFILE, "--cluster-state", "{tmp}"], "--cluster-state applies to --cluster"),
     ("master-addr-alone", [*PROFILE, "--master-addr", "10.0.0.1"], "--master-addr applies to --hosts only"),
