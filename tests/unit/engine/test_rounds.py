@@ -197,3 +197,10 @@ def test_one_round_is_said_in_the_singular() -> None:
 
     one = Shortfall("compute", ("R0",), 1.0, 1.95, 0.1, 1, None, None)
     assert one.text(0.1).startswith("compute: ± 195% after 1 round (target ± 10%)")
+
+
+def test_a_shortfall_that_rounds_to_its_target_is_said_with_a_digit_more() -> None:
+    """'± 2% after 1 round (target ± 2%)': 2.2% read as met."""
+    short = Shortfall(ITERATION, ("R1",), 1.0, 0.022, 0.02, 1, 3, 10.0)
+    assert short.text(0.02).startswith("the iteration time: ± 2.2% after 1 round (target ± 2%)")
+    assert Shortfall("compute", ("R0",), 1.0, 0.18, 0.1, 3, 9, 50.0).text(0.1).startswith("compute: ± 18% after")
