@@ -21,18 +21,17 @@ from stash_core.decide.fit.stall_model import group_label
 def lomo_linear(frame: pd.DataFrame, features: tuple[str, ...]) -> np.ndarray:
     """Each point predicted by a least-squares fit on the other DNNs (NaN where too few are left)."""
     predictions = np.full(len(frame), np.nan)
-    for model in frame["dnn"].unique():
-        test = (frame["dnn"] == model).to_numpy()
-        train = frame[~test]
-        if train["dnn"].nunique() < len(features) + 1:
-            continue
-        fit = fit_linear(
-            train[list(features)].to_numpy(dtype=float), train["stall_s"].to_numpy(dtype=float), features
-        )
+    # arrays once, masks per DNN: indexing the frame per DNN cost most of the Models page's first load
+    codes, dnns = pd.factorize(frame["dnn"])
+    if len(dnns) - 1 < len(features) + 1:  # every DNN but the one held out trains: too few of them
+        return predictions
+    x = frame[list(features)].to_numpy(dtype=float)
+    y = frame["stall_s"].to_numpy(dtype=float)
+    for code in range(len(dnns)):
+        test = codes == code
+        fit = fit_linear(x[~test], y[~test], features)
         if fit is not None:
-            predictions[test] = np.maximum(
-                0.0, fit.predict(frame.loc[test, list(features)].to_numpy(dtype=float))
-            )
+            predictions[test] = np.maximum(0.0, fit.predict(x[test]))
     return predictions
 
 
