@@ -98,7 +98,9 @@ def cmd_recommend(args: argparse.Namespace) -> int:
 def format_recommendation(result: Recommendation, show_all: bool = False) -> str:
     """The request, the instance labels that do not fit their machine, the ranked options (every one with
     show_all), why others lose, what was not evaluated."""
-    lines = [_request_line(result.request)]
+    from stash_core.decide.recommend.explain import job_headline
+
+    lines = [job_headline(result.request)]
     lines += [f"warning: {warning}" for warning in result.label_warnings]
     options = result.options if show_all else result.ranked.head(10)
     if result.best is None:
@@ -131,12 +133,6 @@ def format_recommendation(result: Recommendation, show_all: bool = False) -> str
         lines += ["", f"stored profiles of this job set aside ({len(result.profiles_set_aside)}):"]
         lines += [f"  {printable(line)}" for line in result.profiles_set_aside]
     return "\n".join(lines)
-
-
-def _request_line(request: dict[str, Any]) -> str:
-    from stash_core.decide.recommend.explain import job_headline
-
-    return job_headline(request)
 
 
 def _workers(row: dict[str, Any]) -> str:

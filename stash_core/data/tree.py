@@ -23,13 +23,14 @@ def folders_under(root: str | os.PathLike) -> Iterator[tuple[str, list[str]]]:
 
 
 def files_under(root: str | os.PathLike) -> list[Path]:
-    """The regular files under `root` by their real paths, sorted (a broken link or a FIFO is no file)."""
-    found = {
-        Path(folder, name).resolve()
-        for folder, names in folders_under(root)
-        for name in names
-        if Path(folder, name).is_file()
-    }
+    """The regular files under `root` by their real paths, sorted (a broken link or a FIFO is no file). The
+    folders are real already: only a link to a file is resolved (a data set has a million files)."""
+    found = set()
+    for folder, names in folders_under(root):
+        for name in names:
+            path = Path(folder, name)
+            if path.is_file():
+                found.add(path.resolve() if path.is_symlink() else path)
     return sorted(found)
 
 

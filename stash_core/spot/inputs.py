@@ -31,7 +31,7 @@ from stash_core.errors import UsageError
 from stash_core.spot.lossfit import MAX_FIT_ERROR
 from stash_core.spot.model import Worker, Workload
 from stash_core.spot.planner import InstanceOffer
-from stash_core.store.dbfile import DUCKDB_MAGIC
+from stash_core.store.dbfile import is_duckdb_file
 from stash_core.store.reads import latest_compute_s
 from stash_core.userfiles import json_text, read_user_json, writable_target, write_atomic
 
@@ -125,22 +125,12 @@ def check_writable(path: Path) -> dict[str, Any]:
     return read_workload_doc(path)  # an existing file must hold a JSON object, to keep its other fields
 
 
-def _is_database(path: Path) -> bool:
-    if not path.is_file():  # a FIFO would block the open
-        return False
-    try:
-        with path.open("rb") as handle:
-            return handle.read(16)[8:12] == DUCKDB_MAGIC
-    except OSError:
-        return False  # read_user_json says why it cannot be read
-
-
 def read_workload_doc(path: Path) -> dict[str, Any]:
     """The workload file's fields as they are ({} when there is no file yet); no check of their values."""
     path = Path(path)
     if not path.exists():
         return {}
-    if _is_database(path):  # else "not UTF-8 text (byte 2)", which does not say what the file is
+    if is_duckdb_file(path):  # else "not UTF-8 text (byte 2)", which does not say what the file is
         raise UsageError(f"workload file {path} is a DuckDB database, not a workload file: choose another "
                          "path")  # fmt: skip
     doc = read_user_json(path, "workload file", MAX_WORKLOAD_BYTES)

@@ -24,6 +24,18 @@ SQLITE_MAGIC = b"SQLite format 3\x00"
 _TEXT_BYTES = frozenset(range(32, 127)) | {9, 10, 13}  # printable ASCII, tab, newlines
 
 
+def is_duckdb_file(path: Path) -> bool:
+    """Whether `path` is a regular file with DuckDB's header (False where it cannot be read: a FIFO is
+    not opened)."""
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return False
+        with open(path, "rb") as handle:
+            return handle.read(16)[8:12] == DUCKDB_MAGIC
+    except OSError:
+        return False
+
+
 def check_database_file(path: Path) -> None:
     """Refuse an existing `path` that is not a regular file or whose header is not DuckDB's (a file too
     short to have a header is left to DuckDB: it may be a database another process is creating)."""

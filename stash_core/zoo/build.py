@@ -19,7 +19,7 @@ from stash_core.zoo.outputs import config_vocab_size, has_loss, logits_of
 from stash_core.zoo.registry import ZOO, ZooEntry
 from stash_core.zoo.contained import contained
 from stash_core.zoo.user import call_user_factory, one_line
-from stash_core.zoo_names import refuse_script_name
+from stash_core.zoo_names import refuse_other_input, refuse_script_name
 
 DEFAULT_IMAGE_SHAPE = (3, 224, 224)
 DEFAULT_SEQ_LEN = 128
@@ -117,10 +117,7 @@ def _build_zoo(
     entry = ZOO[name]
     if entry.kind == "image":
         shape = shape or DEFAULT_IMAGE_SHAPE
-        if len(shape) != 3:
-            raise UsageError(
-                f"{name} takes images: input shape must be C,H,W (like 3,224,224); got {format_shape(shape)}"
-            )
+        refuse_other_input(name, shape)
         if min(shape[1:]) < entry.min_image_side:
             side = entry.min_image_side
             raise UsageError(
@@ -130,11 +127,7 @@ def _build_zoo(
         model = entry.factory(num_classes=classes, in_channels=shape[0])
     else:
         shape = shape or (entry.default_seq_len or DEFAULT_SEQ_LEN,)
-        if len(shape) != 1:
-            raise UsageError(
-                f"{name} takes token ids: input shape must be one sequence length (like 128); "
-                f"got {format_shape(shape)}"
-            )
+        refuse_other_input(name, shape)
         if entry.max_seq_len is not None and shape[0] > entry.max_seq_len:
             raise UsageError(f"{name} takes sequences of at most {entry.max_seq_len} tokens; got {shape[0]}")
         if entry.causal_lm:

@@ -25,7 +25,14 @@ from stash_core.decide.predict.configuration import DOES_NOT_FIT, Predictor
 from stash_core.decide.predict.cpu_rows import no_gpu_reason
 from stash_core.decide.predict.instances import all_catalog_rows, predictor_for
 from stash_core.decide.predict.profile_arithmetic import machine_name, profile_accelerator
-from stash_core.decide.recommend.costs import STALL_NAMES, Estimate, RentalJob, no_full_step, option_row
+from stash_core.decide.recommend.costs import (
+    Estimate,
+    RentalJob,
+    measured_stalls,
+    no_full_step,
+    option_row,
+    step_remainder_s,
+)
 from stash_core.decide.whatif import cpu_stall_elsewhere
 from stash_core.errors import UsageError
 from stash_core.store import get_run
@@ -164,7 +171,7 @@ class OptionPlanner:
                 "workers are unknown, so it is not recomputed for this machine's vCPUs"
             )
         iteration_s = sum(value for value in stalls.values() if value is not None)
-        kept = _remainder_s(base, _measured_estimate(base).stalls) if same_machine else 0.0
+        kept = step_remainder_s(base) if same_machine else 0.0
         if kept and iteration_s + kept > 0:  # what its step held beyond its stalls holds at other counts too
             iteration_s += kept
             notes.append(f"{kept:+.4g} s of {base['run_id']}'s measured step, not in a stall, kept")
@@ -364,27 +371,13 @@ class OptionPlanner:
 
 
 def _measured_estimate(row: dict[str, Any]) -> Estimate:
-    stalls = {stall: finite_float(row.get(f"{stall}_s")) for stall in STALL_NAMES}
-    # One machine has no network stall and one worker no interconnect stall: 0, not "not measured"
-    if int(row.get("nodes") or 1) == 1 and stalls["network"] is None:
-        stalls["network"] = 0.0
-    if int(row.get("workers_per_node") or 1) == 1 and stalls["interconnect"] is None:
-        stalls["interconnect"] = 0.0
+    stalls = measured_stalls(row)
     notes = ["data stalls not profiled (synthetic data only)"] if _data_not_profiled(row) else []
-    iteration_s, remainder_s = float(row["iteration_s"]), _remainder_s(row, stalls)
+    iteration_s, remainder_s = float(row["iteration_s"]), step_remainder_s(row)
     if remainder_s:  # the step is measured whole (R2); its stalls are differences of runs
         notes.append(f"its stalls add up to {iteration_s - remainder_s:.4g} s of the measured "
                      f"{iteration_s:.4g} s step; {remainder_s:+.4g} s is not separated into a stall")
     return Estimate("measured", row["run_id"], f"profile {row['run_id']}", iteration_s, stalls, None, notes)
-
-
-def _remainder_s(row: dict[str, Any], stalls: dict[str, float | None]) -> float:
-    """A profile's measured step less its named `stalls` (0 within REMAINDER_SAID of the step)."""
-    remainder_s = float(row["iteration_s"]) - sum(value for value in stalls.values() if value is not None)
-    return remainder_s if abs(remainder_s) > REMAINDER_SAID * float(row["iteration_s"]) else 0.0
-
-
-REMAINDER_SAID = 0.01  # a share of the step below which the stalls' sum and the step are taken as one
 
 
 def communication_unmeasured(row: dict[str, Any]) -> bool:

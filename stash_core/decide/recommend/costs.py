@@ -12,7 +12,7 @@ from typing import Any
 from stash_core.analysis.epochs import iterations_per_epoch
 from stash_core.habits import TrainingJob
 from stash_core.store.catalog_seed import source_region
-from stash_core.units import STALLS
+from stash_core.units import STALLS, finite_float
 
 STALL_NAMES = STALLS
 OPTION_COLUMNS = (
@@ -152,3 +152,24 @@ def config_label(name: str, instance: dict[str, Any], count: int, workers: int) 
     elif not accelerators:
         label += f" ({workers} workers each)"
     return label
+
+
+def measured_stalls(row: dict[str, Any]) -> dict[str, float | None]:
+    """A profile row's five stalls, 0 for those its layout has none of."""
+    stalls = {stall: finite_float(row.get(f"{stall}_s")) for stall in STALL_NAMES}
+    # One machine has no network stall and one worker no interconnect stall: 0, not "not measured"
+    if int(row.get("nodes") or 1) == 1 and stalls["network"] is None:
+        stalls["network"] = 0.0
+    if int(row.get("workers_per_node") or 1) == 1 and stalls["interconnect"] is None:
+        stalls["interconnect"] = 0.0
+    return stalls
+
+
+def step_remainder_s(row: dict[str, Any]) -> float:
+    """A profile's measured step less its named stalls (0 within REMAINDER_SAID of the step)."""
+    named_s = sum(value for value in measured_stalls(row).values() if value is not None)
+    left_s = float(row["iteration_s"]) - named_s
+    return left_s if abs(left_s) > REMAINDER_SAID * float(row["iteration_s"]) else 0.0
+
+
+REMAINDER_SAID = 0.01  # a share of the step below which the stalls' sum and the step are taken as one
