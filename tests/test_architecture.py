@@ -7,8 +7,11 @@ import contextlib
 import fnmatch
 import io
 import re
+import shutil
+import subprocess
 from pathlib import Path
 
+import pytest
 from importlinter.cli import lint_imports
 
 REPO = Path(__file__).resolve().parent.parent
@@ -160,3 +163,21 @@ def test_files_are_small_or_say_why():
     }
     unexplained = {path: lines for path, lines in long_files.items() if path not in LONG_FILES}
     assert unexplained == {}, f"files over {MAX_FILE_LINES} lines: split them or give a reason in LONG_FILES"
+
+
+# The top level is the design card's shape plus the two commands and the project's own settings.
+TOP_LEVEL_FILES = {
+    ".ci", ".gitignore", ".importlinter", ".streamlit", "README.md", "app.py", "pyproject.toml",
+    "requirements.txt", "requirements-cloud.txt", "requirements-dev.txt", "run.sh", "test.sh",
+    "stash_core", "pages", "tests", "docs", "bench", "examples", "scripts",
+}
+
+
+def test_the_top_level_holds_only_the_project():
+    """No stray file is committed beside app.py (a scratch script at the top would ship with every clone)."""
+    if shutil.which("git") is None or not (REPO / ".git").exists():
+        pytest.skip("not a git checkout")
+    tracked = subprocess.run(
+        ["git", "ls-files"], cwd=REPO, capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert {name.split("/", 1)[0] for name in tracked} - TOP_LEVEL_FILES == set()
