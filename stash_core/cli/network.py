@@ -205,13 +205,16 @@ def cmd_cluster(args) -> int:
     if args.cluster_command == "status":
         status = cluster.cluster_status(state_dir, name)
         print(json.dumps(status, indent=2) if args.json else format_cluster_status(status))
-        return 0
+        # a cluster that is recorded but not fully up (or whose namespaces are gone) cannot be used: exit 1
+        return 1 if status["nodes"] and (status["gone"] or not status["up"]) else 0
     return _cluster_set(args, state_dir, name)
 
 
 def _cluster_set(args, state_dir: Path | None, name: str | None) -> int:
     from stash_core.launch import cluster
 
+    if not (args.down or args.up) and (args.bandwidth, args.latency, args.loss) == (None, None, None):
+        raise UsageError("cluster set: nothing to change; give --bandwidth, --latency, --loss, --down or --up")
     status = cluster.cluster_status(state_dir, name)
     nodes = status["nodes"]
     if not nodes:

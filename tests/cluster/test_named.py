@@ -127,7 +127,7 @@ def test_a_profile_or_probe_on_a_vanished_cluster_says_it_is_gone(made, tmp_path
             subprocess.run(["kill", "-9", str(pid)], check=False)
         subprocess.run(["ip", "netns", "del", namespace], check=True)
     status = _stash("cluster", "status", "--state-dir", str(state))
-    assert f"emulated cluster {TC} GONE" in status.stdout
+    assert f"emulated cluster {TC} GONE" in status.stdout and status.returncode == 1
     for args in (profile, probe):
         result = _stash(*args)
         assert result.returncode == 2

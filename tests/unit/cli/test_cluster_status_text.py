@@ -3,6 +3,8 @@ so a delay or loss that was asked for is said as not emulated, never printed as 
 
 from __future__ import annotations
 
+import pytest
+
 from stash_core.cli.network import format_cluster_status, format_shaping
 
 SHAPED = {"rate_bps": 1e9, "latency_us": 1000, "loss_pct": 0.5, "down": False}
@@ -61,3 +63,27 @@ def test_a_half_built_cluster_has_no_ssh_command_to_show() -> None:
     text = format_cluster_status(half)
     assert "-F None" not in text and "ssh: no client config (its setup did not finish)" in text
     assert "ssh: ssh -F /run/x/ssh_config stash-n0" in format_cluster_status(status(netem=True))
+
+
+def test_cluster_set_with_nothing_to_change_is_refused(monkeypatch, capsys) -> None:
+    from stash_core.cli.main import main
+    from stash_core.launch import cluster
+
+    monkeypatch.setattr(cluster, "cluster_status", lambda state_dir=None, name=None: status(netem=True))
+    monkeypatch.setattr(cluster, "set_link", lambda index, **kw: pytest.fail("nothing was to be changed"))
+    assert main(["cluster", "set", "--node", "0"]) == 2
+    assert "nothing to change" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("change", "code"),
+    [({}, 0), ({"up": False}, 1), ({"gone": True}, 1), ({"nodes": []}, 0)],
+)
+def test_cluster_status_exits_1_for_a_cluster_that_cannot_be_used(monkeypatch, capsys, change, code) -> None:
+    from stash_core.cli.main import main
+    from stash_core.launch import cluster
+
+    current = {**status(netem=True), "gone": False, **change}
+    monkeypatch.setattr(cluster, "cluster_status", lambda state_dir=None, name=None: current)
+    assert main(["cluster", "status"]) == code
+    capsys.readouterr()
