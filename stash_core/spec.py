@@ -61,6 +61,11 @@ _HOST_RE = re.compile(
 _LABEL_RE = re.compile(r"(?!-)[\w.:@+-]+")  # no leading "-": a label is never read as an option
 
 
+# The rendezvous/process-group timeout across machines: under 5 s a slow start fails, over an hour a dead
+# peer hangs the profile (seconds, both ends allowed).
+COMM_TIMEOUT_S = (5, 3600)
+
+
 @dataclass
 class ProfileSpec:
     model: str
@@ -336,7 +341,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("--master-addr", "master_addr", "rendezvous address of the first host", group=MACHINES),
     Option("--master-port", "master_port", "rendezvous port (default: a free one)", PORT, group=MACHINES),
     Option("--comm-timeout", "comm_timeout_s", "rendezvous/process-group timeout across machines (s)",
-           Number(1, DAY_S, what="a positive integer (seconds)"), group=MACHINES),
+           Number(*COMM_TIMEOUT_S, what=f"{COMM_TIMEOUT_S[0]}..{COMM_TIMEOUT_S[1]} seconds"), group=MACHINES),
     Option("--no-probes", "probes", "skip the bandwidth probe of R1/R1n", switch=True,
            group=PROFILE_MACHINES),
 )  # fmt: skip

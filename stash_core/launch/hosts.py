@@ -20,7 +20,7 @@ from stash_core.launch.cluster.gone import gone_reason, no_state_message, requir
 from stash_core.launch.cluster.names import DEFAULT_NAME, check_name, cluster_option, state_dir_for
 from stash_core.launch.cluster.state import resolve
 from stash_core.launch.ssh import SshTarget, parse_target, remote_check, validate_user
-from stash_core.spec import ProfileSpec
+from stash_core.spec import COMM_TIMEOUT_S, ProfileSpec
 
 DEFAULT_REMOTE_PYTHON = "python3"
 DEFAULT_COMM_TIMEOUT_S = 60
@@ -282,6 +282,7 @@ def _checked_port(port: int | None) -> int | None:
 
 
 def _checked_timeout(seconds: int) -> int:
-    if isinstance(seconds, bool) or not isinstance(seconds, int) or not 5 <= seconds <= 3600:
-        raise UsageError(f"invalid --comm-timeout {seconds!r}: expected 5..3600 seconds")
+    low, high = COMM_TIMEOUT_S
+    if isinstance(seconds, bool) or not isinstance(seconds, int) or not low <= seconds <= high:
+        raise UsageError(f"invalid --comm-timeout {seconds!r}: expected {low}..{high} seconds")
     return seconds

@@ -257,6 +257,8 @@ CASES: list[tuple[str, list[str], str]] = [
     ("comm-timeout-zero", [*PROFILE, "--comm-timeout", "0"], "--comm-timeout"),
     ("comm-timeout-negative", [*PROFILE, "--comm-timeout", "-5"], "--comm-timeout"),
     ("comm-timeout-nan", [*PROFILE, "--comm-timeout", "nan"], "--comm-timeout"),
+    ("comm-timeout-short", [*PROFILE, "--comm-timeout", "2"], "must be 5..3600 seconds"),
+    ("comm-timeout-long", [*PROFILE, "--comm-timeout", "7200"], "at most 3,600"),
     ("link-rate-no-unit", [*PROFILE, "--cluster-bandwidth", "5"], "--cluster-bandwidth"),
     ("link-rate-huge", [*PROFILE, "--cluster-bandwidth", "1000tbit"], "--cluster-bandwidth"),
     ("cluster-kind", [*PROFILE, "--cluster", "other"], "--cluster"),
