@@ -323,6 +323,13 @@ def cmd_probe(args) -> int:
         parse_size_bytes(args.min_size, "--min-size"),
         parse_size_bytes(args.max_size, "--max-size"),
     )
+    for flag, text, size in (("--min-size", args.min_size, min_size), ("--max-size", args.max_size, max_size)):
+        if size % FLOAT_BYTES:  # the probe sends whole float32 values: 5 B would be measured as 4 B
+            below = max(FLOAT_BYTES, size // FLOAT_BYTES * FLOAT_BYTES)
+            raise UsageError(
+                f"{flag} {text}: messages are whole float32 values; give a multiple of {FLOAT_BYTES} B "
+                f"({below} or {below + FLOAT_BYTES})"
+            )
     if min_size > max_size:
         raise UsageError("--min-size is larger than --max-size")
     gradient_bytes = parse_size_bytes(args.gradient_size, "--gradient-size") if args.gradient_size else None

@@ -408,6 +408,8 @@ CASES: list[tuple[str, list[str], str]] = [
     ("probe-workers-zero", ["probe", "--workers", "0"], "--workers"),
     ("probe-nodes-zero", ["probe", "--nodes", "0"], "--nodes"),
     ("probe-min-size-zero", ["probe", "--min-size", "0"], "--min-size"),
+    ("probe-min-size-odd", ["probe", "--min-size", "5", "--max-size", "8"], "--min-size 5: messages are whole"),
+    ("probe-max-size-odd", ["probe", "--min-size", "4", "--max-size", "7"], "--max-size 7: messages are whole"),
     ("probe-max-size-huge", ["probe", "--max-size", "1TB"], "--max-size"),
     ("probe-max-size-digits", ["probe", "--max-size", "9" * 400 + "GiB"], "--max-size"),
     ("probe-budget-nan", ["probe", "--budget", "nan"], "--budget"),
