@@ -38,6 +38,11 @@ _NOT_FOUND_RE = re.compile(r"([^\s:]+): (?:(?:command )?not found|No such file o
 _BAD_CONFIG_RE = re.compile(r"^(.*): terminating, \d+ bad configuration options?$", re.MULTILINE)
 
 
+# ssh setting a private key aside before it connects: 'Load key "K": bad permissions' (mode 644), or
+# "invalid format"; the host's refusal that follows is then no fault of the host's.
+_KEY_NOT_LOADED_RE = re.compile(r'^Load key "(.+)": (.+)$', re.MULTILINE)
+
+
 class HostUnreachableError(UsageError):
     """ssh could not open a connection to the host (down, wrong name, refused, no route)."""
 
@@ -220,6 +225,13 @@ def raise_for_ssh_failure(target: SshTarget, returncode: int, stderr: str, comma
             raise UsageError(
                 f"the ssh config file {path} is not one ssh can use ({first[:120]}); "
                 f"ssh did not try host {target.host}"
+            )
+        unloaded = _KEY_NOT_LOADED_RE.search(stderr)
+        if unloaded and "permission denied" in lowered:  # our side: ssh never offered the key
+            path, why = unloaded.group(1), unloaded.group(2).strip()
+            fix = f" (chmod 600 {path})" if "bad permissions" in why else ""
+            raise AuthRefusedError(
+                f"ssh could not use the key {path}: {why}{fix}; host {target.host} then refused the login"
             )
         if "permission denied" in lowered or "too many authentication failures" in lowered:
             raise AuthRefusedError(f"authentication refused by host {target.host}: {reason}")

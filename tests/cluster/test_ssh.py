@@ -87,6 +87,21 @@ def test_refused_key_is_reported_as_authentication(cluster_state, hosts, tmp_pat
         run_remote(target, ["true"], 20)
 
 
+def test_a_key_ssh_will_not_load_is_named(cluster_state, hosts, tmp_path):
+    """A copy of the node's own key at mode 644: ssh ignores it, and the host's refusal is not the fault."""
+    loose_key = tmp_path / "loose_key"
+    loose_key.write_bytes(Path(cluster.cluster_status(cluster_state)["key_path"]).read_bytes())
+    loose_key.chmod(0o644)
+    config = tmp_path / "ssh_config"
+    config.write_text(
+        f"Host *\n  UserKnownHostsFile {cluster_state / 'known_hosts'}\n  StrictHostKeyChecking yes\n"
+        "  IdentitiesOnly yes\n"
+    )
+    target = SshTarget(host=hosts[0].host, user="root", key_path=loose_key, config_file=config)
+    with pytest.raises(AuthRefusedError, match=re.escape(f"ssh could not use the key {loose_key}: bad perm")):
+        run_remote(target, ["true"], 20)
+
+
 def test_missing_command_and_timeout(hosts):
     missing = f"command 'no-such-command-stash' not found on host {hosts[0].host}"
     with pytest.raises(UsageError, match=re.escape(missing)):

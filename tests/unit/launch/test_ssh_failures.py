@@ -41,3 +41,28 @@ def test_an_ssh_config_file_ssh_refuses_is_named_not_the_host(tmp_path):
     assert not isinstance(raised.value, HostUnreachableError)
     assert str(raised.value).startswith(f"the ssh config file {config} is not one ssh can use (")
     assert "Bad configuration option: hello" in str(raised.value) and "cannot reach" not in str(raised.value)
+
+
+# What OpenSSH prints when it sets a private key aside (mode 644) and the host then refuses the login.
+UNPROTECTED_KEY_STDERR = """\
+@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@
+@         WARNING: UNPROTECTED PRIVATE KEY FILE!          @
+@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@
+Permissions 0644 for '/home/u/.ssh/id_ed25519' are too open.
+It is required that your private key files are NOT accessible by others.
+This private key will be ignored.
+Load key "/home/u/.ssh/id_ed25519": bad permissions
+u@node0: Permission denied (publickey).
+"""
+
+
+def test_a_key_ssh_sets_aside_is_named_not_blamed_on_the_host():
+    with pytest.raises(UsageError) as raised:
+        raise_for_ssh_failure(TARGET, 255, UNPROTECTED_KEY_STDERR, "true")
+    assert str(raised.value) == (
+        "ssh could not use the key /home/u/.ssh/id_ed25519: bad permissions "
+        "(chmod 600 /home/u/.ssh/id_ed25519); host node0 then refused the login"
+    )
+    invalid = 'Load key "/k": invalid format\nu@node0: Permission denied (publickey).\n'
+    with pytest.raises(UsageError, match=r"^ssh could not use the key /k: invalid format; host node0"):
+        raise_for_ssh_failure(TARGET, 255, invalid, "true")
