@@ -201,17 +201,24 @@ CREATE TABLE IF NOT EXISTS simulations (
 """
 
 
+# A stall row whose figure is no valid one (analysis/stalls.stall_fault: not a finite number, or a 'measured'
+# one below 0, as a hand edit leaves it) shows no figure here and its time stays in the remainder, as
+# `stash show` and the Python API have it.
+VALID_FIGURE = "isfinite(s.seconds) AND NOT (s.status = 'measured' AND s.seconds < 0)"
+
+
 def _stall_columns() -> str:
     parts = []
     for stall in STALL_NAMES:
         picked = f"FILTER (WHERE s.stall = '{stall}')"
+        valid = f"FILTER (WHERE s.stall = '{stall}' AND {VALID_FIGURE})"
         parts += [
-            f"max(s.seconds) {picked} AS {stall}_s",
-            f"max(s.ci95_s) {picked} AS {stall}_ci95_s",
-            f"max(coalesce(s.share, s.seconds / nullif(r.iteration_s, 0))) {picked} AS {stall}_share",
-            f"max(s.epoch_s) {picked} AS {stall}_epoch_s",
+            f"max(s.seconds) {valid} AS {stall}_s",
+            f"max(s.ci95_s) {valid} AS {stall}_ci95_s",
+            f"max(coalesce(s.share, s.seconds / nullif(r.iteration_s, 0))) {valid} AS {stall}_share",
+            f"max(s.epoch_s) {valid} AS {stall}_epoch_s",
             # the interval per epoch: ci95_s times the iterations of an epoch, as analysis/epochs.per_epoch
-            f"max(s.ci95_s) {picked} * any_value(r.iterations_per_epoch) AS {stall}_epoch_ci95_s",
+            f"max(s.ci95_s) {valid} * any_value(r.iterations_per_epoch) AS {stall}_epoch_ci95_s",
             f"max(s.status) {picked} AS {stall}_status",
         ]
     return ",\n    ".join(parts)
@@ -223,7 +230,8 @@ def _remainder_columns() -> str:
     (Run columns go through any_value, one value per run: GROUP BY ALL takes no mixed expressions.)"""
     named = ", ".join(f"'{stall}'" for stall in STALL_NAMES)
     iteration = "any_value(r.iteration_s)"
-    raw = f"({iteration} - coalesce(sum(s.seconds) FILTER (WHERE s.stall IN ({named})), 0))"
+    named_valid = f"s.stall IN ({named}) AND {VALID_FIGURE}"
+    raw = f"({iteration} - coalesce(sum(s.seconds) FILTER (WHERE {named_valid}), 0))"
     # floating-point dust of the subtraction is 0, as remainder_of makes it (the result file and `stash show`)
     remainder = f"(CASE WHEN abs({raw}) <= {ROUNDING_SHARE!r} * abs({iteration}) THEN 0.0 ELSE {raw} END)"
     return ",\n    ".join(

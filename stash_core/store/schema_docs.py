@@ -382,7 +382,9 @@ STALL_BREAKDOWN = RelationDoc(
             """
             epoch_ci95_s | s | 95 % CI half-width of `epoch_s`: `iteration_ci95_s × iterations_per_epoch` (an
                 epoch's time is estimated as its iterations times their mean; the interval of that estimate)
-            <stall>_s | s | stall per iteration (`stalls.seconds`); NULL where not measured or not separable
+            <stall>_s | s | stall per iteration (`stalls.seconds`); NULL where not measured or not separable,
+                and where the stored figure is not valid (not a number, or a 'measured' one below 0): its
+                time is then in `unattributed_s`, as `stash show` says
             <stall>_ci95_s | s | 95 % CI half-width of the stall
             <stall>_share | fraction | stall / `iteration_s`
             <stall>_epoch_s | s | stall per epoch

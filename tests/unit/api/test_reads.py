@@ -118,3 +118,10 @@ def test_a_stall_row_edited_to_no_valid_figure_loses_it_and_the_rows_still_add_u
     assert 'its time is counted in "not separated"' in cpu["note"]
     assert read["seconds"].sum() == pytest.approx(done["breakdown"]["iteration_s"])
     assert read["share"].sum() == pytest.approx(1.0)
+    # the stall_breakdown view people query says the same: no figure, its time in the remainder
+    with duckdb.connect(str(db), read_only=True) as con:
+        cpu_s, remainder_s = con.execute(
+            "SELECT cpu_s, unattributed_s FROM stall_breakdown WHERE run_id = ?", [done["run_id"]]
+        ).fetchone()
+    api_remainder_s = read.loc[read["stall"] == "unattributed", "seconds"].iloc[0]
+    assert cpu_s is None and remainder_s == pytest.approx(api_remainder_s)
