@@ -29,7 +29,7 @@ except ImportError:  # not on POSIX: no writer announcement, plain retries only
     fcntl = None  # type: ignore[assignment]
 
 from stash_core.errors import UsageError, first_line
-from stash_core.store.dbfile import check_database_file, refuse_foreign
+from stash_core.store.dbfile import DUCKDB_MAGIC, check_database_file, refuse_foreign
 from stash_core.store.migrations import check_reader_can_take, ensure_schema, stored_schema_version
 from stash_core.store.schema import DB_SCHEMA_VERSION, missing_objects
 from stash_core.store.schema_template import copy_schema
@@ -195,7 +195,6 @@ _LOCK_RE = re.compile(r"\block(ed)?\b|different configuration|unique file handle
 _SAME_PROCESS_RE = re.compile(r"different configuration")
 _OTHER_THREAD_RE = re.compile(r"unique file handle conflict|already attached", re.IGNORECASE)
 _CORRUPT_RE = re.compile(r"corrupt|checksum|not a valid duckdb|invalid|magic|serializ", re.IGNORECASE)
-DUCKDB_MAGIC = b"DUCK"  # bytes 8..12 of every DuckDB database file
 
 
 def _is_lock_conflict(exc: duckdb.Error) -> bool:
