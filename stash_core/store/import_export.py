@@ -28,7 +28,7 @@ BREAKDOWN_TABLES = ("phases", "stalls")
 SAMPLE_COLUMNS = ("iteration_s", "data_s", "forward_s", "backward_s", "optimizer_s", "slowest_rank")
 ITERATION_STATS = ("mean", "ci95", "std", "median", "p5", "p95")
 PART_COLUMNS = ("data_s", "forward_s", "backward_s", "optimizer_s")
-STALL_FIELDS = ("seconds", "ci95_s", "share", "epoch_s", "status")
+STALL_FIELDS = ("seconds", "ci95_s", "share", "epoch_s", "status", "raw_s")
 
 
 def docs_from_export(tables: dict[str, pd.DataFrame]) -> list[dict[str, Any]]:

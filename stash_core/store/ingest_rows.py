@@ -47,7 +47,7 @@ _PROBE_COLUMNS = {
 }  # fmt: skip
 _STALL_COLUMNS = {
     "run_id": "str", "stall": "str", "seconds": "float64", "ci95_s": "float64", "share": "float64",
-    "epoch_s": "float64", "status": "str", "note": "str",
+    "epoch_s": "float64", "status": "str", "note": "str", "raw_s": "float64",
 }  # fmt: skip
 _MODEL_COLUMNS = ("name", "kind", "param_count", "grad_tensor_count", "layer_count", "grad_bytes")
 _BIGINT = {"param_count": INT64_MAX, "grad_bytes": INT64_MAX}  # the other counts are INTEGER columns
@@ -223,6 +223,7 @@ def _stall_row(run_id: str, stall: str, entry: dict[str, Any], iteration_s: floa
         "epoch_s": number(entry.get("epoch_s"), f"stall {stall} epoch_s"),
         "status": status,
         "note": note,
+        "raw_s": number(entry.get("raw_s"), f"stall {stall} raw_s"),
     }
 
 

@@ -30,6 +30,13 @@ READABLE_FROM_VERSION = 1
 _V2_RUN_COLUMNS = {"unattributed_s": "DOUBLE", "network_reference": "VARCHAR", "communication": "JSON"}
 _V3_RUN_COLUMNS = {"unattributed_ci95_s": "DOUBLE"}
 LATER_RUN_COLUMNS = {**_V2_RUN_COLUMNS, **_V3_RUN_COLUMNS}
+# Every column a later version added to a table of the first layout: an export made before lacks it and is
+# still whole.
+LATER_COLUMNS: dict[str, frozenset[str]] = {
+    "runs": frozenset(LATER_RUN_COLUMNS),
+    "instances": frozenset({"region", "origin"}),  # version 5
+    "stalls": frozenset({"raw_s"}),  # version 6
+}
 
 _V2_PROBES_DDL = """
 CREATE TABLE IF NOT EXISTS probes (
@@ -128,6 +135,12 @@ def _v4_to_v5(con: duckdb.DuckDBPyConnection) -> None:
         )
 
 
+def _v5_to_v6(con: duckdb.DuckDBPyConnection) -> None:
+    """Add stalls.raw_s (NULL for the stalls stored before: their result files' differences are not in the
+    database)."""
+    con.execute("ALTER TABLE stalls ADD COLUMN IF NOT EXISTS raw_s DOUBLE")
+
+
 def _shipped_catalog_rows() -> list[tuple]:
     try:
         return builtin_catalog_rows(BUILTIN_CATALOG_CSV)
@@ -140,6 +153,7 @@ DB_MIGRATIONS: dict[int, Callable[[duckdb.DuckDBPyConnection], None]] = {
     2: _v2_to_v3,
     3: _v3_to_v4,
     4: _v4_to_v5,
+    5: _v5_to_v6,
 }
 
 VERSION_CHANGES = {
@@ -155,6 +169,8 @@ VERSION_CHANGES = {
     5: "the `instances` columns `region` and `origin` (`builtin`, `import` or `user`): the step marks a row "
     "`builtin` when it is exactly as the shipped catalog has it and `user` otherwise, so that imports of a "
     "price catalog (`stash instances import`) never overwrite a user's values",
+    6: "the `stalls` column `raw_s`, the signed difference a stall within the noise reports as 0 (NULL for "
+    "stalls stored before), so that `stash show` names what the remainder holds stall by stall",
 }
 
 

@@ -14,7 +14,7 @@ from stash_core.results.file import STALL_NAMES
 from stash_core.store.catalog_seed import seed_builtin_catalog
 from stash_core.store.schema_docs import COMMENTS_DIGEST, comment_script
 
-DB_SCHEMA_VERSION = 5
+DB_SCHEMA_VERSION = 6
 
 TABLES = (
     "runs", "phases", "iterations", "telemetry", "stalls", "models", "instances", "probes", "simulations",
@@ -121,6 +121,7 @@ CREATE TABLE IF NOT EXISTS stalls (
     epoch_s DOUBLE,
     status VARCHAR,
     note VARCHAR,
+    raw_s DOUBLE,
     PRIMARY KEY (run_id, stall)
 );
 CREATE TABLE IF NOT EXISTS models (

@@ -229,6 +229,9 @@ STALLS = RelationDoc(
             `not_measured` (not asked for or not applicable, e.g. network on one machine); `not_separable`
             (e.g. data set larger than memory, so CPU and disk cannot be told apart)
         note | | short explanation, may be empty
+        raw_s | s | the signed difference of run times the stall is, as measured: for a `clamped_zero` stall
+            the small difference its `seconds` reports as 0, else `seconds` itself; NULL where there is none
+            and for stalls stored before schema version 6
         """
     ),
 )

@@ -57,7 +57,7 @@ def remainder_row(run_id: str, breakdown: dict | None) -> dict[str, Any] | None:
     if remainder is None:
         return None
     figures = {key: remainder.get(key) for key in ("seconds", "ci95_s", "share", "epoch_s", "status")}
-    return {"run_id": run_id, "stall": REMAINDER, **figures, "note": REMAINDER_NOTE}
+    return {"run_id": run_id, "stall": REMAINDER, **figures, "note": REMAINDER_NOTE, "raw_s": None}
 
 
 def with_remainder_row(stalls: pd.DataFrame, run_id: str, breakdown: dict | None) -> pd.DataFrame:
@@ -71,7 +71,8 @@ def with_remainder_row(stalls: pd.DataFrame, run_id: str, breakdown: dict | None
     row = remainder_row(run_id, breakdown)
     if row is None:
         return stalls
-    return pd.concat([stalls, pd.DataFrame([row]).astype(stalls.dtypes.to_dict())], ignore_index=True)
+    extra = pd.DataFrame([row]).reindex(columns=stalls.columns)  # the frame's columns, of any version
+    return pd.concat([stalls, extra.astype(stalls.dtypes.to_dict())], ignore_index=True)
 
 
 def _without_faulty_figures(stalls: pd.DataFrame) -> pd.DataFrame:

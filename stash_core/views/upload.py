@@ -268,8 +268,8 @@ def _table_columns() -> dict[str, set[str]]:
         with tempfile.TemporaryDirectory(prefix="stash-schema-") as folder:
             rows = queries_upload.schema_columns(Path(folder) / "schema.duckdb")
         for table, column in rows:
-            # exports made before the later runs columns lack them and are still whole
-            if table in _EXPORT_TABLES and not (table == "runs" and column in store.LATER_RUN_COLUMNS):
+            # exports made before a later version's columns lack them and are still whole
+            if table in _EXPORT_TABLES and column not in store.LATER_COLUMNS.get(table, ()):
                 _COLUMNS_CACHE.setdefault(table, set()).add(column)
     return _COLUMNS_CACHE
 

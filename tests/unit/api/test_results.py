@@ -24,7 +24,7 @@ def test_a_result_of_a_document(tmp_path):
     assert (result.run_id, result.status, result.error) == (doc["run_id"], "completed", None)
     assert result.spec["model"] == "resnet18" and result.breakdown["iteration_s"] == pytest.approx(0.25)
     frame = result.to_frame()
-    columns = ["run_id", "stall", "seconds", "ci95_s", "share", "epoch_s", "status", "note"]
+    columns = ["run_id", "stall", "seconds", "ci95_s", "share", "epoch_s", "status", "note", "raw_s"]
     assert list(frame.columns) == columns
     measured = frame.set_index("stall")["seconds"].dropna().to_dict()
     assert measured == pytest.approx({"compute": 0.2, "cpu": 0.05, "unattributed": 0.0})  # nothing left over

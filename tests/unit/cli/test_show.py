@@ -98,3 +98,19 @@ def test_whatif_writes_a_control_character_of_a_stored_name_as_text(tmp_path, ca
     assert main(["whatif", "2904421d", "--db", str(db)]) == 0
     out = capsys.readouterr().out
     assert "\x1b" not in out and "resnet18\\x1b[2J" in out
+
+
+def test_show_names_each_stall_within_the_noise_with_its_own_difference(tmp_path, capsys) -> None:
+    """The store keeps a within-noise stall's difference (stalls.raw_s), so `stash show` of a stored run
+    says what the remainder holds stall by stall, as the result file does; it lumped them together."""
+    db = tmp_path / "r.duckdb"
+    doc = result_doc(stalls={"compute": 0.2, "interconnect": 0.05, "cpu": 0.003, "disk": 0.001})
+    for name, raw_s in (("cpu", 0.003), ("disk", 0.001)):
+        doc["breakdown"]["stalls"][name].update(
+            seconds=0.0, share=0.0, epoch_s=0.0, status="clamped_zero", raw_s=raw_s, ci95_s=0.01
+        )
+    store.ingest_result(db, doc)
+    assert main(["show", doc["run_id"], "--db", str(db)]) == 0
+    out = capsys.readouterr().out
+    assert "cpu +0.0030 s (within the noise, reported as 0); disk +0.0010 s (within the noise" in out
+    assert "not split into named stalls" not in out

@@ -503,3 +503,13 @@ def test_a_schema_update_whose_commit_fails_says_why_not_that_no_transaction_is_
         con.execute("UPDATE schema_meta SET value = 'older' WHERE key = 'comments_digest'")
         with pytest.raises(duckdb.IOException, match="No space left on device"):
             migrations.ensure_schema(_CommitFails(con), "r.duckdb")
+
+
+def test_version_6_adds_the_stalls_raw_difference_empty_for_stalls_stored_before(v2_path) -> None:
+    with duckdb.connect(str(v2_path), read_only=True) as con:
+        before = con.execute("SELECT count(*) FROM stalls").fetchall()[0][0]
+    with store.connect(v2_path):
+        pass
+    with duckdb.connect(str(v2_path), read_only=True) as con:
+        counts = con.execute("SELECT count(*), count(raw_s) FROM stalls").fetchall()[0]
+    assert before > 0 and counts == (before, 0)  # nothing invented for the stalls stored before

@@ -329,3 +329,20 @@ def test_a_commands_message_is_put_in_a_pages_words() -> None:
     assert in_page_words("no option here", None) == "no option here"
     said = "database x.duckdb is not Stash's: it holds other tables (t) and no schema_meta; give another --db"
     assert in_page_words(said, None).endswith("; choose another Database file in the sidebar")  # every page
+
+
+def test_an_export_made_before_later_columns_uploads_back(db: Path, tmp_path: Path) -> None:
+    """An export of an older Stash lacks the columns later schema versions added (stalls.raw_s,
+    instances.region and origin): its tables are still recognised and its runs stored."""
+    import pandas as pd
+
+    paths = {p.stem: p for p in store.export(db, "csv", tmp_path / "export")}
+    files = []
+    for name in ("runs", "phases", "stalls", "instances"):
+        frame = pd.read_csv(paths[name])
+        frame = frame.drop(columns=[c for c in ("raw_s", "region", "origin") if c in frame.columns])
+        files.append((f"{name}.csv", frame.to_csv(index=False).encode()))
+    report = views.upload.check_uploads(None, files)
+    assert not report.bad, [(c.name, c.reason) for c in report.bad]
+    assert {c.kind for c in report.checks} >= {"export:stalls", "export:instances"}
+    assert {doc["run_id"] for _, doc in report.storable_docs} == set(store.list_runs(db)["run_id"])
