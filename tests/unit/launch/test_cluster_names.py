@@ -208,7 +208,7 @@ def test_a_wrong_state_folder_is_said_not_a_cluster_gone(bench_up_elsewhere, tmp
 def test_cluster_set_with_a_wrong_state_folder_names_it(bench_up_elsewhere, tmp_path, capsys):
     from stash_core.cli.main import main
 
-    assert main(["cluster", "set", "--name", "bench", "--state-dir", str(tmp_path / "nothere")]) == 2
+    assert main(["cluster", "set", "--name", "bench", "--up", "--state-dir", str(tmp_path / "nothere")]) == 2
     err = capsys.readouterr().err.strip()
     assert err == (
         f"stash: --state-dir {tmp_path / 'nothere'} holds no emulated cluster (no state.json there); the "
