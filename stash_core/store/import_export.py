@@ -21,8 +21,15 @@ from stash_core.cells import is_missing, plain, plain_records
 from stash_core.errors import UsageError
 from stash_core.results import RESULT_KIND, SCHEMA_VERSION
 from stash_core.units import finite_float
+from stash_core.zoo_names import SCRIPT_PREFIX
 
 COMPANION_TABLES = ("phases", "stalls", "iterations", "telemetry")
+# The probes a multi-worker profile measured are rows of the probes table with its run_id: they go back into
+# the run's document (a `stash probe` set, with no run, is not a run's).
+PROBES_TABLE = "probes"
+_PROBE_FIELDS = ("probe_id", "phase", "started_at", "hostname", "instance", "backend", "device", "world_size",
+                 "nodes", "workers_per_node", "link_gbps")  # fmt: skip
+_PROBE_MEASURES = ("size_bytes", "repetitions", "time_s", "time_min_s", "algbw_gbps", "busbw_gbps")
 # The companion tables a completed run cannot be read back without (its breakdown, its identity at ingest).
 BREAKDOWN_TABLES = ("phases", "stalls")
 SAMPLE_COLUMNS = ("iteration_s", "data_s", "forward_s", "backward_s", "optimizer_s", "slowest_rank")
@@ -36,7 +43,7 @@ def docs_from_export(tables: dict[str, pd.DataFrame]) -> list[dict[str, Any]]:
     completed; iterations and telemetry optional). UsageError when a row cannot be read back, or when a
     completed run's phases and stalls are not there."""
     runs = tables["runs"]
-    rows_by_table = {name: _rows_by_run(tables.get(name)) for name in COMPANION_TABLES}
+    rows_by_table = {name: _rows_by_run(tables.get(name)) for name in (*COMPANION_TABLES, PROBES_TABLE)}
     docs = []
     for row in _rows(runs):
         run_id = row.get("run_id")
@@ -46,6 +53,12 @@ def docs_from_export(tables: dict[str, pd.DataFrame]) -> list[dict[str, Any]]:
         # a completed run stored without a breakdown (its file had none) has no stall row to bring back
         if row.get("status") == "completed" and not is_missing(row.get("iteration_s")):
             _require_breakdown(str(run_id), tables, parts)
+        samples = [name for name in ("iterations", "telemetry") if parts[name] is not None]
+        if samples and parts["phases"] is None:  # samples hang on their phases: they would be lost
+            raise UsageError(
+                f"run {run_id} has {' and '.join(samples)} rows but no phases rows to hold them; upload the "
+                "phases table of the same export with them"
+            )
         docs.append(doc_from_rows(str(run_id), row, parts))
     return docs
 
@@ -80,7 +93,7 @@ def doc_from_rows(run_id: str, run: dict[str, Any], parts: dict[str, pd.DataFram
     model = {key: run.get(column) for key, column in (("name", "model"), ("kind", "model_kind"),
              ("param_count", "param_count"), ("grad_tensor_count", "grad_tensor_count"),
              ("layer_count", "layer_count"), ("grad_bytes", "grad_bytes"))}  # fmt: skip
-    return {
+    doc = {
         "schema_version": SCHEMA_VERSION,
         "kind": RESULT_KIND,
         "run_id": run_id,
@@ -95,6 +108,42 @@ def doc_from_rows(run_id: str, run: dict[str, Any], parts: dict[str, pd.DataFram
         "phases": phases,
         "breakdown": breakdown if (stalls or breakdown["iteration_s"] is not None) else None,
     }
+    if parts.get(PROBES_TABLE) is not None:
+        doc["probes"] = _probes(parts[PROBES_TABLE])
+    if _script_loader_unrecorded(spec, run):
+        for phase in phases:  # as the result file said it: the script's runs recorded no DataLoader
+            phase["script"] = {}
+    return doc
+
+
+def _probes(rows: pd.DataFrame) -> list[dict[str, Any]]:
+    """A run's probe sets as its result file holds them, from their rows (one per measured figure)."""
+    probes: dict[Any, dict[str, Any]] = {}
+    for row in _rows(rows):
+        probe = probes.setdefault(
+            row.get("probe_id"), {key: row.get(key) for key in _PROBE_FIELDS} | {"allreduce": [], "p2p": []}
+        )
+        measure = {key: row.get(key) for key in _PROBE_MEASURES}
+        if row.get("kind") == "gradient_allreduce":
+            probe["gradient_allreduce"] = measure
+        elif row.get("kind") == "p2p":
+            probe["p2p"].append({**measure, "scope": row.get("scope")})
+        else:
+            probe["allreduce"].append(measure)
+    return list(probes.values())
+
+
+def _script_loader_unrecorded(spec: dict[str, Any], run: dict[str, Any]) -> bool:
+    """A script's run stored without loader workers although its spec holds the --loader-workers default:
+    its runs did not record their DataLoader's (ingest_rows._loader_workers), which the phases table keeps
+    no trace of."""
+    model = str(spec.get("model") or run.get("model") or "")
+    return (
+        model.startswith(SCRIPT_PREFIX)
+        and "loader_workers" in run
+        and is_missing(run.get("loader_workers"))
+        and spec.get("loader_workers") is not None
+    )
 
 
 def _phase_entry(
@@ -128,7 +177,10 @@ def _phase_entry(
     if telemetry is not None:
         mine = telemetry[telemetry["phase"] == name]
         if not mine.empty:
-            wide = mine.pivot_table(index="t_s", columns="metric", values="value", aggfunc="first")
+            # dropna=False: a metric never sampled, or a moment when none was, is stored as NULL and kept
+            wide = mine.pivot_table(
+                index="t_s", columns="metric", values="value", aggfunc="first", dropna=False
+            )
             entry["telemetry"]["t_s"] = [float(t) for t in wide.index]
             entry["telemetry"]["metrics"] = {
                 str(metric): [_cell(v) for v in wide[metric].tolist()] for metric in wide.columns

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 import json
 import tempfile
 from collections.abc import Sequence
@@ -18,9 +17,9 @@ from stash_core.results.file import upgrade_result
 from stash_core.store import queries_upload
 from stash_core.store.import_export import COMPANION_TABLES, docs_from_export
 from stash_core.store.ingest import NO_SPACE
-from stash_core.terminal import formula_unquoted
 from stash_core.views.breakdown import add_run_labels
 from stash_core.views.upload_conflicts import stored_conflict, upload_conflict
+from stash_core.views.upload_files import read_csv, read_parquet_bounded
 
 # ---------------------------------------------------------------------------------------------------------
 # Upload
@@ -156,9 +155,9 @@ def _check_file(name: str, data: bytes) -> UploadCheck:
         if suffix == ".json":
             return _check_json(name, data)
         if suffix in (".parquet", ".pq"):
-            return _check_table(name, _read_parquet_bounded(data))
+            return _check_table(name, read_parquet_bounded(data))
         if suffix == ".csv":
-            return _check_table(name, _read_csv(data))
+            return _check_table(name, read_csv(data))
     except UsageError as exc:
         return UploadCheck(name, False, str(exc), kind="unknown")
     except Exception as exc:  # pandas/pyarrow raise many kinds for a corrupt file
@@ -166,37 +165,6 @@ def _check_file(name: str, data: bytes) -> UploadCheck:
     reason = f"unsupported file type {suffix or '(none)'}; upload .json, .parquet or .csv"
     return UploadCheck(name, False, reason,
                        kind="unknown")  # fmt: skip
-
-
-def _read_csv(data: bytes) -> pd.DataFrame:
-    """A CSV table as `stash export` wrote it: the quote put before a formula-leading cell taken off."""
-    frame = pd.read_csv(io.BytesIO(data))
-    for column in frame.columns:
-        if pd.api.types.is_string_dtype(frame[column]) or frame[column].dtype == object:
-            frame[column] = frame[column].map(formula_unquoted)
-    return frame
-
-
-# A Parquet file is compressed: a few hundred bytes can declare gigabytes of rows. Its footer says how much it
-# expands to; more than this is refused before anything is decompressed in the dashboard's process.
-MAX_PARQUET_EXPANDED_BYTES = 1 << 30
-MAX_PARQUET_ROWS = 20_000_000
-
-
-def _read_parquet_bounded(data: bytes) -> pd.DataFrame:
-    import pyarrow.parquet as pq
-
-    meta = pq.ParquetFile(io.BytesIO(data)).metadata
-    # the footer's uncompressed size, or 8 bytes a cell where its encoding (runs of one value) is smaller
-    stored = sum(meta.row_group(index).total_byte_size for index in range(meta.num_row_groups))
-    expanded = max(stored, meta.num_rows * meta.num_columns * 8)
-    if expanded > MAX_PARQUET_EXPANDED_BYTES or meta.num_rows > MAX_PARQUET_ROWS:
-        raise UsageError(
-            f"it expands to about {expanded / 2**20:,.0f} MiB ({meta.num_rows:,} rows x {meta.num_columns} "
-            f"columns); at most {MAX_PARQUET_EXPANDED_BYTES >> 20:,} MiB and {MAX_PARQUET_ROWS:,} rows are "
-            "read here (`stash ingest` takes result files of any size)"
-        )
-    return pd.read_parquet(io.BytesIO(data))
 
 
 def _check_json(name: str, data: bytes) -> UploadCheck:
@@ -215,8 +183,10 @@ def _check_json(name: str, data: bytes) -> UploadCheck:
                 pass
         return UploadCheck(name, False, f"not valid JSON (line {exc.lineno} column {exc.colno}: {exc.msg})",
                            kind="unknown")  # fmt: skip
-    if isinstance(doc, dict) and doc.get("kind") != "stash-profile" and "run_id" in doc and "model" in doc:
-        return _check_table(name, pd.DataFrame([doc]))  # a one-row JSON-lines export
+    if isinstance(doc, dict) and doc.get("kind") != "stash-profile":
+        row = pd.DataFrame([doc])
+        if _identify_table(name, row) is not None:  # a one-row JSON-lines export of any table
+            return _check_table(name, row)
     try:
         doc = upgrade_result(doc)
     except UsageError as exc:
@@ -237,16 +207,21 @@ def _check_table(name: str, frame: pd.DataFrame) -> UploadCheck:
         check.storable = False
         check.reason += " - for comparing here; upload runs (with phases, stalls, ...) to store runs"
         check.run_ids = [str(v) for v in frame["run_id"].dropna().unique()]
-    elif table in ("models", "instances", "probes", "simulations"):
-        # Part of a whole export folder: nothing to store from it (models come with the runs; the instance
-        # catalog is edited on its own; probes are measured by `stash probe`, simulations made by `stash
-        # schedule`), but no reason to refuse it.
+    elif table in _NOT_STORED_ALONE:  # part of a whole export folder: no reason to refuse it
         check.storable = False
-        check.reason += (
-            " - not stored from here (models come with their runs; the catalog is edited on its own;"
-            " probes come from `stash probe`, simulations from `stash schedule`)"
-        )
+        check.reason += f" - {_NOT_STORED_ALONE[table]}"
     return check
+
+
+# Export tables stored from here only through the runs they belong to, or not at all.
+_NOT_STORED_ALONE = {
+    "models": "not stored from here: models come with their runs",
+    "instances": "not stored from here: the catalog is edited on its own",
+    "simulations": "not stored from here: simulations come from `stash schedule`",
+    # a profile's probes go back with its run (import_export); a `stash probe` set has no run here
+    "probes": "a profile's probes are stored with its run when the runs table comes with them; a `stash "
+    "probe` set (no run) is not stored from here: ingest its probe file",
+}
 
 
 def _identify_table(name: str, frame: pd.DataFrame) -> str | None:

@@ -69,3 +69,80 @@ def test_a_completed_run_stored_without_a_breakdown_comes_back_from_its_own_expo
     paths = store.export(db, "parquet", tmp_path / "out")
     read = {Path(path).stem: pd.read_parquet(path) for path in paths}
     assert [back["run_id"] for back in docs_from_export(read)] == [RUN_ID]
+
+
+def _probe_section(run_id: str) -> list[dict]:
+    """One probe set as a two-worker profile writes it (fields the table keeps no column for left out)."""
+    measure = {"repetitions": 20, "time_s": 0.002, "time_min_s": 0.001, "algbw_gbps": 4.5, "busbw_gbps": 4.5}
+    return [{
+        "probe_id": f"{run_id}-R1", "run_id": run_id, "phase": "R1", "instance": None, "link_gbps": None,
+        "started_at": "2026-11-22T08:00:05+00:00", "hostname": "vm", "backend": "gloo", "device": "cpu",
+        "world_size": 2, "nodes": 1, "workers_per_node": 2,
+        "allreduce": [{"size_bytes": 4096, **measure}, {"size_bytes": 65536, **measure}],
+        "gradient_allreduce": {"size_bytes": 21675168, **measure},
+        "p2p": [{"size_bytes": 8, "scope": "intra_node", **measure}],
+    }]  # fmt: skip
+
+
+@pytest.mark.parametrize("fmt", ["csv", "parquet", "json"])
+def test_an_export_gives_back_telemetry_holes_probes_and_a_script_s_loader(tmp_path, fmt) -> None:
+    """Read back and stored again, an export holds every row it was made of: a telemetry metric never
+    sampled and a moment when none was (NULL values: the pivot dropped them), the probes the profile
+    measured (never rebuilt), and a script's unrecorded DataLoader (stored as 2 workers, the spec's
+    default)."""
+    import duckdb
+
+    run_id = "20261122T080000Z-eeee0010"
+    doc = result_doc(run_id=run_id, samples=True, telemetry=True, seed=10)
+    series = doc["phases"][0]["telemetry"]["metrics"]
+    first = sorted(series)[0]
+    series[first] = [None] * len(series[first])  # never sampled
+    for values in series.values():
+        values[1] = None  # a moment when no metric was
+    doc["probes"] = _probe_section(run_id)
+    script = result_doc(run_id="20261122T080000Z-eeee0011", seed=11, spec_extra={"loader_workers": 2})
+    script["spec"]["model"] = script["model"]["name"] = "script:train.py"
+    for phase in script["phases"]:
+        phase["script"] = {"loader_used": False}
+    source, copy = tmp_path / "a.duckdb", tmp_path / "b.duckdb"
+    for each in (doc, script):
+        store.ingest_result(source, each)
+    paths = store.export(source, fmt, tmp_path / "out")
+    read = {Path(path).stem: _read(path, fmt) for path in paths}
+    for rebuilt in docs_from_export(read):
+        store.ingest_result(copy, rebuilt)
+    queries = {
+        "telemetry": "SELECT count(*), count(value) FROM telemetry",
+        "probes": "SELECT kind, scope, size_bytes, busbw_gbps, world_size FROM probes ORDER BY ALL",
+        "loader": "SELECT run_id, loader_workers FROM runs ORDER BY run_id",
+    }
+    for name, sql in queries.items():
+        with duckdb.connect(str(source), read_only=True) as a, duckdb.connect(str(copy), read_only=True) as b:
+            assert b.execute(sql).fetchall() == a.execute(sql).fetchall(), name
+    with duckdb.connect(str(copy), read_only=True) as con:
+        assert con.execute("SELECT count(*) FROM probes").fetchall() == [(4,)]
+        script_loader = "SELECT loader_workers FROM runs WHERE model LIKE 'script:%'"
+        assert con.execute(script_loader).fetchall() == [(None,)]
+
+
+def _read(path, fmt: str) -> pd.DataFrame:
+    if fmt == "csv":
+        return pd.read_csv(path)
+    if fmt == "json":
+        return pd.read_json(path, lines=True) if Path(path).stat().st_size else pd.DataFrame()
+    return pd.read_parquet(path)
+
+
+def test_samples_without_their_phases_are_refused_not_dropped(tmp_path) -> None:
+    """A failed run's samples need no breakdown, but they hang on their phases: without the phases table they
+    were left out without a word."""
+    run_id = "20261122T090000Z-ffff0012"
+    failed = result_doc(run_id=run_id, samples=True, seed=12)
+    failed.update(status="failed", error="stopped", breakdown=None)
+    db = tmp_path / "r.duckdb"
+    store.ingest_result(db, failed)
+    read = {Path(path).stem: pd.read_parquet(path) for path in store.export(db, "parquet", tmp_path / "out")}
+    with pytest.raises(UsageError, match=f"run {run_id} has iterations rows but no phases rows"):
+        docs_from_export({"runs": read["runs"], "iterations": read["iterations"]})
+    (doc,) = docs_from_export({name: read[name] for name in ("runs", "phases", "iterations")})
+    assert doc["phases"][0]["samples"]["iteration_s"]

@@ -346,3 +346,13 @@ def test_an_export_made_before_later_columns_uploads_back(db: Path, tmp_path: Pa
     assert not report.bad, [(c.name, c.reason) for c in report.bad]
     assert {c.kind for c in report.checks} >= {"export:stalls", "export:instances"}
     assert {doc["run_id"] for _, doc in report.storable_docs} == set(store.list_runs(db)["run_id"])
+
+
+def test_a_one_row_json_table_of_any_kind_is_read_as_a_table(db: Path, tmp_path: Path) -> None:
+    """`stash export --format json` writes a table of one row as one line: a phases (or stalls, models) table
+    of one row was refused as "not a Stash result file" and the samples uploaded with it were lost."""
+    paths = {p.stem: p for p in store.export(db, "json", tmp_path / "export")}
+    first_phase = paths["phases"].read_text().splitlines()[0]
+    report = views.upload.check_uploads(None, [("phases.json", first_phase.encode())])
+    (check,) = report.checks
+    assert check.kind == "export:phases", check.reason

@@ -1,0 +1,42 @@
+"""The Upload page's reading of an exported table's bytes: a CSV as `stash export` wrote it, a Parquet file
+only where its footer says it stays within what the dashboard's process may hold."""
+
+from __future__ import annotations
+
+import io
+
+import pandas as pd
+
+from stash_core.errors import UsageError
+from stash_core.terminal import formula_unquoted
+
+
+def read_csv(data: bytes) -> pd.DataFrame:
+    """A CSV table as `stash export` wrote it: the quote put before a formula-leading cell taken off."""
+    frame = pd.read_csv(io.BytesIO(data))
+    for column in frame.columns:
+        if pd.api.types.is_string_dtype(frame[column]) or frame[column].dtype == object:
+            frame[column] = frame[column].map(formula_unquoted)
+    return frame
+
+
+# A Parquet file is compressed: a few hundred bytes can declare gigabytes of rows. Its footer says how much it
+# expands to; more than this is refused before anything is decompressed in the dashboard's process.
+MAX_PARQUET_EXPANDED_BYTES = 1 << 30
+MAX_PARQUET_ROWS = 20_000_000
+
+
+def read_parquet_bounded(data: bytes) -> pd.DataFrame:
+    import pyarrow.parquet as pq
+
+    meta = pq.ParquetFile(io.BytesIO(data)).metadata
+    # the footer's uncompressed size, or 8 bytes a cell where its encoding (runs of one value) is smaller
+    stored = sum(meta.row_group(index).total_byte_size for index in range(meta.num_row_groups))
+    expanded = max(stored, meta.num_rows * meta.num_columns * 8)
+    if expanded > MAX_PARQUET_EXPANDED_BYTES or meta.num_rows > MAX_PARQUET_ROWS:
+        raise UsageError(
+            f"it expands to about {expanded / 2**20:,.0f} MiB ({meta.num_rows:,} rows x {meta.num_columns} "
+            f"columns); at most {MAX_PARQUET_EXPANDED_BYTES >> 20:,} MiB and {MAX_PARQUET_ROWS:,} rows are "
+            "read here (`stash ingest` takes result files of any size)"
+        )
+    return pd.read_parquet(io.BytesIO(data))
