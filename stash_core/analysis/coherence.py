@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import math
 
+from stash_core.analysis.stalls import STALL_OF_PHASE
 from stash_core.analysis.stats import run_difference
+from stash_core.units import finite_float
 
 # The prefix of the warning, so that pages and commands can find it among the breakdown's warnings.
 IMPOSSIBLE = "impossible differential run"
@@ -39,22 +41,41 @@ def per_process_differences(runs: dict[str, dict]) -> list[str]:
     return found
 
 
-def faster_pairs(times: dict[str, tuple[float, float]], chain: list[str]) -> list[tuple[str, str, float]]:
+def faster_pairs(
+    times: dict[str, tuple[float, float]], chain: list[str], stalls: dict[str, dict] | None = None
+) -> list[tuple[str, str, float]]:
     """(earlier, later, the difference's ci95_s) of the chain's runs where the later one, which does more, is
-    faster beyond the noise."""
+    faster beyond the noise. `stalls`: the breakdown's, whose difference and interval (paired by round where
+    the runs shared rounds) decide for the stall a pair is, so that this verdict is the stall's own."""
     measured = [name for name in chain if name in times]
     pairs = []
     for earlier, later in zip(measured, measured[1:], strict=False):
-        seconds, ci95_s = run_difference(times[later], times[earlier])
+        seconds, ci95_s = _difference(times, earlier, later, stalls)
         if seconds < 0 and -seconds > ci95_s:
             pairs.append((earlier, later, ci95_s))
     return pairs
 
 
-def same_processes_cause(times: dict[str, tuple], chain: list[str], runs: dict[str, dict]) -> str:
+def _difference(
+    times: dict[str, tuple[float, float]], earlier: str, later: str, stalls: dict[str, dict] | None
+) -> tuple[float, float]:
+    """later - earlier and its interval: the breakdown's stall of the pair where it has a figure, else the two
+    runs' intervals combined."""
+    entry = (stalls or {}).get(STALL_OF_PHASE.get(later, "")) or {}
+    if entry.get("status") in ("measured", "clamped_zero", "negative"):
+        raw_s = finite_float(entry.get("raw_s", entry.get("seconds")))
+        ci95_s = finite_float(entry.get("ci95_s"))
+        if raw_s is not None and ci95_s is not None:
+            return raw_s, ci95_s
+    return run_difference(times[later], times[earlier])
+
+
+def same_processes_cause(
+    times: dict[str, tuple], chain: list[str], runs: dict[str, dict], stalls: dict[str, dict] | None = None
+) -> str:
     """Where every run faster than the one before it runs the same workers (R2 after R3), a cause other than
-    the world size; '' otherwise. runs: run name -> {"workers": int | None, ...}."""
-    pairs = [(a, b) for a, b, _ in faster_pairs(times, chain)]
+    the world size; '' otherwise. runs: run name -> {"workers": int | None, ...}; stalls: the breakdown's."""
+    pairs = [(a, b) for a, b, _ in faster_pairs(times, chain, stalls)]
     workers = {name: (runs.get(name) or {}).get("workers") for pair in pairs for name in pair}
     if not pairs or any(workers[a] is None or workers[a] != workers[b] for a, b in pairs):
         return ""
@@ -72,7 +93,7 @@ def impossible_findings(
     times: run name -> (mean_s, ci95_s) of the runs measured, in `chain` order.
     """
     findings = []
-    for earlier, later, ci95_s in faster_pairs(times, chain):
+    for earlier, later, ci95_s in faster_pairs(times, chain, breakdown.get("stalls")):
         findings.append(
             f"{earlier} took {times[earlier][0]:.4f} s per iteration and {later} {times[later][0]:.4f} s: "
             f"{later} does more than {earlier} and cannot be faster beyond the noise (± {ci95_s:.4f} s)"

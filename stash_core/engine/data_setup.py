@@ -39,6 +39,12 @@ def prepare_data(spec: ProfileSpec, model_kind: str, reporter: Reporter) -> Data
     if spec.script:
         return script_data(spec)
     if not spec.real_data:
+        if spec.dataset_images is not None and spec.dataset_images // spec.workers_total < spec.batch_size:
+            # an epoch of it would hold no full step (the last partial batch is dropped)
+            raise UsageError(
+                f"--dataset-images {spec.dataset_images}: too few for {spec.workers_total} worker(s) x batch "
+                f"size {spec.batch_size} (an epoch would hold no full step)"
+            )
         return DataSetup(images=spec.dataset_images)
 
     if spec.dataset:

@@ -324,7 +324,7 @@ def add_impossible_warning(result: dict, completed: list[dict], times: dict, cha
         }
         for record in completed
     }
-    same = same_processes_cause(pairs, chain, runs) or _same_world(runs)
+    same = same_processes_cause(pairs, chain, runs, result.get("stalls")) or _same_world(runs)
     warning = impossible_warning(findings, per_process_differences(runs), same_work(runs), same)
     if warning:
         result["impossible"] = bool(findings)

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import math
 
+from stash_core.analysis.stats import pool_rounds
+
 CAP_REASONS = ("max_time", "max_iterations")
 SCRIPT_ENDED = "script_ended"  # a profiled script's own loop ran out (measure/script_stop.py)
 
@@ -52,6 +54,14 @@ def spread_cause(records: list[dict]) -> str:
 
 def launches_disagree(record: dict) -> bool:
     """Whether a run's launches disagree more than their iterations do (one launch never does)."""
+    if record.get("paired_blocks"):
+        # pooled over blocks, which have no interval of their own (within is 0): ask the launches themselves
+        launches = [launch for launch in record.get("launches") or [] if launch.get("pooled")]
+        if len(launches) < 2:
+            return False
+        pooled = pool_rounds([launch["mean_s"] for launch in launches],
+                             [launch.get("ci95_s") or 0.0 for launch in launches])  # fmt: skip
+        return (pooled.between_ci95 or 0.0) > pooled.within_ci95
     pooled = record.get("pooled") or {}
     return (pooled.get("between_ci95") or 0.0) > (pooled.get("within_ci95") or 0.0)
 

@@ -104,3 +104,32 @@ def test_a_one_worker_profile_s_impossible_run_does_not_blame_the_world_size() -
     assert warning.startswith(IMPOSSIBLE)
     assert "the same 1 worker(s), so the world size is not the cause" in warning
     assert "the code needs no change" in warning and "depends on the world size" not in warning
+
+
+def _paired(rounds: dict[str, list[tuple[float, float]]], chain: list[str]) -> tuple[dict, list[str]]:
+    from stash_core.analysis.stats import pool_rounds
+
+    times = {}
+    for name, each in rounds.items():
+        pooled = pool_rounds([mean for mean, _ in each], [ci for _, ci in each])
+        times[name] = PhaseTime(pooled.mean, pooled.ci95)
+    result = breakdown(times, chain, None, None, rounds)
+    return result, impossible_findings(result, {k: (t.mean_s, t.ci95_s) for k, t in times.items()}, chain)
+
+
+def test_the_impossible_verdict_is_the_stall_s_own_paired_by_round() -> None:
+    """The check combined the runs' intervals as if unpaired: R1 0.02 s faster than R0 in every round was a
+    'negative' interconnect stall beyond the noise and no finding; and a difference within its paired noise
+    was called impossible."""
+    chain = ["R0", "R1", "R3"]
+    steady = {"R0": [(1.0, 0.01), (1.2, 0.01), (1.4, 0.01)], "R1": [(0.98, 0.01), (1.18, 0.01), (1.38, 0.01)],
+              "R3": [(1.5, 0.01), (1.7, 0.01), (1.9, 0.01)]}  # fmt: skip
+    result, found = _paired(steady, chain)
+    assert result["stalls"]["interconnect"]["status"] == "negative"
+    assert found and found[0].startswith("R0 took") and "R1 does more than R0" in found[0]
+    swings = [1, -1] * 5
+    opposed = {"R0": [(1.0 + 0.1 * x, 0.0) for x in swings], "R1": [(0.87 - 0.1 * x, 0.0) for x in swings],
+               "R3": [(1.5, 0.01)] * 10}  # fmt: skip
+    result, found = _paired(opposed, chain)
+    assert result["stalls"]["interconnect"]["status"] == "clamped_zero"
+    assert not any(text.startswith("R0 took") for text in found)

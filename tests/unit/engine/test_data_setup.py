@@ -82,3 +82,20 @@ def test_truncated_images_are_left_out_and_said_in_the_result(tmp_path: Path) ->
     assert data.warnings == said and len(said) == 1
     assert said[0].startswith("skipping 1 of 40 image files: 1 corrupt or truncated (")
 
+
+
+@pytest.mark.parametrize(("images", "refused"), [(3, True), (15, True), (16, False)])
+def test_a_stated_data_set_without_a_full_step_is_refused(images: int, refused: bool) -> None:
+    """--dataset-images 3 with 2 workers at batch 8 was stored as an epoch of one 0.14 s step; each worker's
+    shard holds no full batch, so the epoch has none (the real-data path already refused this)."""
+    from stash_core.engine.data_setup import prepare_data
+    from stash_core.errors import UsageError
+    from stash_core.spec import ProfileSpec
+
+    spec = ProfileSpec(model="resnet10", batch_size=8, workers_per_node=2, iterations="auto",
+                       stalls=["compute", "interconnect"], dataset_images=images)  # fmt: skip
+    if refused:
+        with pytest.raises(UsageError, match=f"--dataset-images {images}: too few for 2 worker"):
+            prepare_data(spec, "images", reporter=None)
+    else:
+        assert prepare_data(spec, "images", reporter=None).images == 16

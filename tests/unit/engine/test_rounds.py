@@ -205,3 +205,15 @@ def test_a_shortfall_that_rounds_to_its_target_is_said_with_a_digit_more() -> No
     assert short.text(0.02).startswith("the iteration time: ± 2.2% after 1 round (target ± 2%)")
     wide = Shortfall("compute", ("R0",), 1.0, 0.18, 0.1, 3, 9, 50.0)
     assert wide.text(0.1).startswith("compute: ± 18% after")
+
+
+def test_paired_launches_that_agree_are_not_said_to_disagree() -> None:
+    """A paired run's pooled interval is over blocks, which have no interval of their own: its launches were
+    always said to disagree, even one launch, or three with the same mean."""
+    agreeing = _records(_launched({"R0": [0.100, 0.100, 0.100]}, other_cores=0.02))
+    single = _records(_launched({"R0": [0.100]}, other_cores=0.02))
+    for records in (agreeing, single):
+        records[0]["paired_blocks"] = {"block_steps": 3, "groups": 8, "warmup_groups": 0}
+        # pooled over its blocks as engine/paired.py pools them: groups carry no interval of their own
+        records[0]["pooled"].update(between_ci95=0.01, within_ci95=0.0)
+        assert spread_cause(records).startswith("its iterations vary within launches that agree")
