@@ -25,6 +25,7 @@ from stash_core.analysis.stats import (
     combination_by_round,
     launch_of_rounds,
     linear_combination_ci95,
+    paired_rounds,
     pool_rounds,
     resolved,
 )
@@ -208,32 +209,11 @@ def _combination_ci95(
     used = [key for key, c in coefficients.items() if c]
     if not used:
         return 0.0
-    paired = _paired_rounds(rounds, used)
+    paired = paired_rounds(rounds, used)
     if paired is not None:
-        keys = sorted(_as_dict(rounds[used[0]]))
-        return pool_rounds(*combination_by_round(coefficients, paired), launch_of_rounds(keys)).ci95
+        keys, figures = paired
+        return pool_rounds(*combination_by_round(coefficients, figures), launch_of_rounds(keys)).ci95
     return linear_combination_ci95(coefficients, {p: t.ci95_s for p, t in times.items()})
-
-
-def _as_dict(figures) -> dict:
-    return dict(enumerate(figures)) if isinstance(figures, list) else figures
-
-
-def _paired_rounds(rounds, used: list[str]) -> dict[str, list[tuple[float, float]]] | None:
-    """The runs' figures round by round when every run in `used` has figures for the same rounds (a list is
-    rounds 0, 1, ...), else None."""
-    if not rounds:
-        return None
-    by_round = []
-    for key in used:
-        figures = rounds.get(key)
-        if not figures:
-            return None
-        by_round.append(_as_dict(figures))
-    order = sorted(by_round[0])
-    if any(sorted(figures) != order for figures in by_round):
-        return None
-    return {key: [figures[r] for r in order] for key, figures in zip(used, by_round, strict=True)}
 
 
 def _difference(name: str, later: PhaseTime, earlier: PhaseTime, ci95_s: float, reference_s: float,

@@ -221,13 +221,55 @@ AUTOCORRELATED_ROUNDS = 16
 
 
 # A launch that times two runs in groups of blocks (engine/paired.py) gives each group a round of its own,
-# keyed launch round x GROUP_ROUND_KEY + group, so that the groups of one launch can be told by their key.
+# keyed (launch round + 1) x GROUP_ROUND_KEY + group: every group's key is at least GROUP_ROUND_KEY and every
+# plain round's below it, so a run's groups are told from another run's rounds even in the first launch.
 GROUP_ROUND_KEY = 100_000
+
+
+def group_round_key(round_index: int, group: int) -> int:
+    return (round_index + 1) * GROUP_ROUND_KEY + group
 
 
 def launch_of_rounds(keys: list[int]) -> list[int] | None:
     """The launch round of each round key, where the keys are groups of blocks (None where they are not)."""
-    return [key // GROUP_ROUND_KEY for key in keys] if any(key >= GROUP_ROUND_KEY for key in keys) else None
+    if not any(key >= GROUP_ROUND_KEY for key in keys):
+        return None
+    return [key // GROUP_ROUND_KEY - 1 for key in keys]
+
+
+def paired_rounds(
+    rounds: dict | None, used: list[str]
+) -> tuple[list[int], dict[str, list[tuple[float, float]]]] | None:
+    """(round keys, each run's (mean_s, ci95_s) in them) where every run in `used` was measured in the same
+    rounds (a list is rounds 0, 1, ...), so that their difference can be taken round by round; else None.
+    Runs timed in groups of blocks beside runs of launches of their own (R1 beside R3) are taken launch by
+    launch, each launch's groups pooled: their rounds are still the same launches."""
+    if not rounds or not all(rounds.get(key) for key in used):
+        return None
+    by_run = {key: _as_dict(rounds[key]) for key in used}
+    for figures in (by_run, {key: _per_launch(each) for key, each in by_run.items()}):
+        keys = sorted(next(iter(figures.values())))
+        if all(sorted(each) == keys for each in figures.values()):
+            return keys, {key: [each[r] for r in keys] for key, each in figures.items()}
+    return None
+
+
+def _as_dict(figures) -> dict:
+    return dict(enumerate(figures)) if isinstance(figures, list) else figures
+
+
+def _per_launch(figures: dict[int, tuple[float, float]]) -> dict[int, tuple[float, float]]:
+    """A run's figures launch by launch: the groups of blocks of each launch pooled into one figure."""
+    keys = sorted(figures)
+    launches = launch_of_rounds(keys)
+    if launches is None:
+        return figures
+    pooled = {}
+    for launch in dict.fromkeys(launches):
+        mine = [figures[key] for key, at in zip(keys, launches, strict=True) if at == launch]
+        each = pool_rounds([mean_s for mean_s, _ in mine], [ci95_s for _, ci95_s in mine])
+        pooled[launch] = (each.mean, each.ci95)
+    return pooled
 
 
 def pool_rounds(values: list[float], within_ci95s: list[float], launches: list[int] | None = None) -> Pooled:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 import statistics
 
-from stash_core.analysis.stats import GROUP_ROUND_KEY, mean, pool_rounds, summarise
+from stash_core.analysis.stats import group_round_key, mean, pool_rounds, summarise
 from stash_core.engine.plan import PhasePlan
 from stash_core.errors import UsageError
 from stash_core.measure.paired_loop import BLOCK_STEPS
@@ -207,9 +207,9 @@ def split_outcome(outcome: dict) -> tuple[dict, dict]:
 
 
 def group_rounds(round_index: int, outcome: dict) -> dict[int, tuple[float, float]]:
-    """A paired launch's groups as rounds of its run: key round x GROUP_ROUND_KEY + group, no within part;
+    """A paired launch's groups as rounds of its run: keyed by analysis/stats.group_round_key, no within part;
     a launch of one group keeps its iterations' interval as that part (split_outcome): one value alone
     tells nothing of its spread."""
     groups = outcome["groups_s"]
     within_s = outcome["iteration_s"]["ci95"] if len(groups) == 1 else 0.0
-    return {round_index * GROUP_ROUND_KEY + i: (mean_s, within_s) for i, mean_s in enumerate(groups)}
+    return {group_round_key(round_index, i): (mean_s, within_s) for i, mean_s in enumerate(groups)}
