@@ -201,7 +201,9 @@ def run_launches(
         if len(names) > 1:
             walls_s = sum(launched.run_wall_s(name) for name in names)
             cap_s = loop_cap_s(spec, walls_s, max(launches - round_index, 1), launched)
-            this_spec = replace(spec, max_phase_s=cap_s, probes=spec.probes and round_index == 0)
+            # each run of the pair its launch's share of --max-iterations, as a launch of its own gets
+            this_spec = replace(spec, max_phase_s=cap_s, probes=spec.probes and round_index == 0,
+                                max_iterations=len(names) * per_launch.max_iterations)  # fmt: skip
         elif round_index > 0:
             cap_s = launched.launch_cap_s(plan.name, spec.max_phase_s, max(launches - round_index, 1),
                                           per_launch.max_phase_s)  # fmt: skip

@@ -49,12 +49,15 @@ from stash_core.zoo.compiler_guards import compiler_unimported
 FIRST_CHECK_AFTER = 10
 
 
-def first_chunk(fixed: int | None) -> int:
+def first_chunk(fixed: int | None, max_iterations: int | None = None) -> int:
     """Steps before the first check: FIRST_CHECK_AFTER, or fewer where a fixed count needs fewer (the warm-up
-    always dropped, then the count asked for: `--iterations 3` runs 5 steps, not 10)."""
-    if fixed is None:
+    always dropped, then the count asked for: `--iterations 3` runs 5 steps, not 10), or where the launch's
+    cap is smaller (never below the warm-up and two steps: a figure needs them)."""
+    if fixed is not None:
+        return max(1, min(FIRST_CHECK_AFTER, MIN_WARMUP_ITERATIONS + fixed))
+    if max_iterations is None:
         return FIRST_CHECK_AFTER
-    return max(1, min(FIRST_CHECK_AFTER, MIN_WARMUP_ITERATIONS + fixed))
+    return min(FIRST_CHECK_AFTER, max(max_iterations, MIN_WARMUP_ITERATIONS + 2))
 
 
 UNUSED_PARAMETERS = (
@@ -278,7 +281,7 @@ def run_until_done(
     fixed = job.get("iterations")
     target = job["target_relative_ci"]
     deadline = time.monotonic() + job["max_phase_s"]
-    chunk = first_chunk(fixed)
+    chunk = first_chunk(fixed, job["max_iterations"])
     while True:
         run_steps(model, optimizer, loss, batches, device, chunk, times, clock)
         # The ranks' clocks start apart (each scans its data first), so the time limit is agreed on with the

@@ -4,6 +4,7 @@ and that the interconnect stall's interval is the groups' paired one."""
 from __future__ import annotations
 
 import io
+import math
 from dataclasses import replace
 
 import pytest
@@ -227,3 +228,25 @@ def test_a_difference_too_small_to_be_held_to_the_target_does_not_set_the_launch
     # R0 sits 0.4-0.8 ms below R1, launch to launch apart: a 0.6% stall, under the 10% target's share
     b = [[x - gap for x in a[0]] for gap in (0.0004, 0.0008, 0.0005)]
     assert launch_groups(a, b, 2.0, 0.1) is None  # set by R1 and R0, which agree: no cap
+
+
+def test_a_paired_launch_gives_each_run_its_launch_s_share_of_the_iteration_cap(monkeypatch) -> None:
+    """R0 and R1 timed together got the whole --max-iterations in every launch (2,000 steps over both),
+    where a run of launches of its own gets its share a launch (667 of 2,000 over 3): each run now gets
+    that share, so the pair's launch is capped at twice it."""
+    from stash_core.engine import profiler
+
+    caps: list[int] = []
+    a = [0.115, 0.125, 0.116, 0.124]
+    b = [x - 0.04 for x in a]
+
+    def run_phase(plan, this_spec, data, reporter, warnings, remote=None, grad_bytes=None, paired=None):
+        caps.append(this_spec.max_iterations)
+        return _paired_outcome(plan, a, b)
+
+    monkeypatch.setattr(profiler, "run_phase", run_phase)
+    spec = _spec()
+    launched = LaunchedRuns(["R0", "R1"], spec.launches or 3)
+    doc = {"phases": [], "probes": [], "spec": {}}
+    profiler.run_launches(PLANS, spec, None, JsonReporter(io.StringIO()), [], None, doc, {}, launched)
+    assert caps and set(caps) == {2 * math.ceil(spec.max_iterations / 3)}

@@ -43,6 +43,23 @@ def test_without_a_fixed_count_the_first_check_comes_after_ten_steps(monkeypatch
     assert reason == "converged" and chunks == [worker.FIRST_CHECK_AFTER]
 
 
+@pytest.mark.parametrize(("cap", "steps"), [(2, 4), (7, 7), (12, 12)])
+def test_a_launch_s_iteration_cap_below_ten_is_its_first_chunk_too(monkeypatch, cap, steps):
+    """--max-iterations 6 over 3 launches caps each at 2: the first chunk ran 10 steps whatever the cap;
+    now the cap, never below the warm-up and two steps a figure needs."""
+    varying = iter([0.01, 0.02] * 100)
+
+    def steps_of(model, optimizer, loss, batches, device, count, times, clock) -> None:
+        times.iteration_s.extend(next(varying) for _ in range(count))
+
+    monkeypatch.setattr(worker, "run_steps", steps_of)
+    monkeypatch.setattr(worker, "report_progress", lambda *args: None)
+    job = {"iterations": None, "target_relative_ci": 0.0001, "max_phase_s": 60.0, "max_iterations": cap}
+    times = StepTimes()
+    reason = worker.run_until_done(job, None, None, None, None, "cpu", times, [], None, 0)
+    assert len(times) == steps and reason == "max_iterations"
+
+
 def test_ddps_advice_the_user_cannot_follow_becomes_what_they_can_do():
     torch_says = RuntimeError(
         "Expected to have finished reduction in the prior iteration before starting a new one. This error "
