@@ -226,7 +226,8 @@ def _cell(value: object) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    # the docstring's first paragraph: its first line alone stopped mid-sentence
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("catalog_dir", type=Path, help="folder with <cloud>/vms.csv (SkyPilot's format)")
     parser.add_argument(
         "--version",

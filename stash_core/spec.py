@@ -140,13 +140,23 @@ class ProfileSpec:
     def to_argv(self) -> list[str]:
         """The `stash profile` arguments that reproduce this spec; options at their default are left out."""
         argv: list[str] = []
+        for option, value in self.options_given().items():
+            argv += [option.flag] if option.switch else _flag_and_value(option.flag, _text(value))
+        return argv + (["--", *self.script_args] if self.script_args else [])
+
+    def options_given(self) -> dict[Option, Any]:
+        """The options (not `--`) whose fields are away from their defaults, with the fields' values, in the
+        order of OPTIONS; a script's model (derived from the script) is left out."""
+        values: dict[Option, Any] = {}
         for option in OPTIONS:
-            value = getattr(self, option.attr) if option.attr else None
+            if option.attr is None or option.flag == "--":
+                continue
+            value = getattr(self, option.attr)
             if self.script and option.attr == "model" and value == script_model_name(self.script):
                 continue  # derived from the script
-            if option.attr and option.flag != "--" and value is not None and value != default_of(option.attr):
-                argv += [option.flag] if option.switch else _flag_and_value(option.flag, _text(value))
-        return argv + (["--", *self.script_args] if self.script_args else [])
+            if value is not None and value != default_of(option.attr):
+                values[option] = value
+        return values
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -297,7 +307,8 @@ OPTIONS: tuple[Option, ...] = (
            "while a run is short of --target-ci (default: 3 with auto, 1 with --iterations N)",
            Number(1, 100, what="an integer from 1 to 100")),
     Option("--device", "device", "where the workers run", choices=DEVICES),
-    Option("--threads-per-worker", "threads_per_worker", "torch threads per CPU worker", count(1024)),
+    Option("--threads-per-worker", "threads_per_worker", "torch threads per CPU worker (default: the "
+           "machine's CPU cores / workers per machine, at least 1)", count(1024)),
     Option("--no-pin", "pin_workers", "leave CPU workers free to move between cores (default: each pinned "
            "to its own)", switch=True),
     Option("--paired", "paired", "time R0 and R1 in one launch, in alternating blocks, so that both see the "
@@ -366,7 +377,7 @@ def add_machine_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _add_option(parser: Any, option: Option) -> None:
     if option.flag == "--":
-        parser.add_argument("script_args", nargs="*", default=[], metavar="-- SCRIPT_ARGS", help=option.help)
+        add_script_args(parser, option.help)
         return
     if option.attr in ("model", "batch_size"):  # not with --script: from_args checks
         parser.add_argument(option.flag, type=option.type, default=None, help=option.help)
@@ -378,6 +389,28 @@ def _add_option(parser: Any, option: Option) -> None:
     required = option.attr is not None and default is MISSING
     parser.add_argument(option.flag, type=option.type, choices=option.choices, default=None if required
                         else default, required=required, help=option.help, action=_Typed)  # fmt: skip
+
+
+def add_script_args(parser: Any, help_text: str | None) -> None:
+    """The script's own arguments, after a literal `--` only: a parser given them must read its command line
+    with `parse_script_args`, which takes them apart before argparse sees them."""
+    parser.add_argument("script_args", nargs="*", default=[], metavar="-- SCRIPT_ARGS", help=help_text)
+
+
+def takes_script_args(parser: argparse.ArgumentParser) -> bool:
+    """Whether `parser` has the script's arguments (add_script_args)."""
+    return any(action.dest == "script_args" and not action.option_strings for action in parser._actions)
+
+
+def parse_script_args(parse_known: Callable, args: list[str], namespace: Any) -> tuple[Any, list[str]]:
+    """argparse's parse_known_args of a parser with add_script_args: what follows the first `--` is the
+    script's, word for word; any other bare word is an unrecognized argument (a stray "interconnect" of
+    `--stalls compute, interconnect` is not passed to the script, nor said to come after a `--`)."""
+    cut = args.index("--") if "--" in args else len(args)
+    namespace, extras = parse_known(args[:cut], namespace)
+    strays = list(namespace.script_args)  # bare words before any `--`, which the positional took
+    namespace.script_args = args[cut + 1 :]
+    return namespace, [*strays, *extras]
 
 
 class _Typed(argparse.Action):

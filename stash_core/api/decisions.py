@@ -91,7 +91,7 @@ def recommend(
 
 @api_options("plan_spot")
 def plan_spot(
-    workload: Path | str, instances: dict[str, int] | str, target_loss: float, budget_s: float, *,
+    workload: Path | str, instances: dict[str, int] | list[str] | str, target_loss: float, budget_s: float, *,
     ps_gbps: float | None = None, pcie_gbps: float = 80.0, revocation_s: float = 0.0, on_demand: bool = False,
     rate_per_h: float | None = None, top: int = 8, db: Path | str | None = None,
 ) -> SpotPlan:  # fmt: skip
@@ -99,7 +99,8 @@ def plan_spot(
 
     Args:
         workload: the workload file (JSON: the model's loss fit and compute times, docs/spot.md).
-        instances: offered types with quotas, {"g3.8xlarge": 5} or "g3.8xlarge:5,g3.16xlarge:3".
+        instances: offered types with quotas, {"g3.8xlarge": 5}, ["g3.8xlarge:5", "g3.16xlarge:3"] or
+            "g3.8xlarge:5,g3.16xlarge:3".
         target_loss: the training loss to reach; budget_s: the time budget, seconds.
         ps_gbps: parameter-server bandwidth, Gbit/s (default the workload's measured one, else 9.6).
         pcie_gbps: PCIe bandwidth within a worker, Gbit/s; revocation_s: overhead of a revoked instance.
@@ -152,7 +153,7 @@ def plan_spot(
     )  # fmt: skip
 
 
-def _offers_text(instances: dict[str, int] | str) -> str:
+def _offers_text(instances: dict[str, int] | list[str] | tuple[str, ...] | str) -> str:
     """The offers as `stash spot --instances` takes them (NAME:QUOTA,...), checked by its rule."""
     if isinstance(instances, dict):
         for name in instances:
@@ -160,6 +161,12 @@ def _offers_text(instances: dict[str, int] | str) -> str:
             if not isinstance(name, str) or "," in name or ":" in name:
                 raise UsageError(f"instances: {name!r} is not an instance name (no ',' or ':')"[:200])
         instances = ",".join(f"{name}:{as_text(quota)}" for name, quota in instances.items())
+    if isinstance(instances, list | tuple) and instances:  # ["g3.8xlarge:5", ...], a comma list's items
+        for offer in instances:
+            if not isinstance(offer, str) or "," in offer:  # joined, "a:1,b:2" would be two offers
+                raise UsageError(f"instances: {offer!r} is not one 'NAME:QUOTA'"[:200])
+        instances = ",".join(instances)
     if not isinstance(instances, str) or not instances.strip():
-        raise UsageError(f"instances: expected {{NAME: QUOTA}} or 'NAME:QUOTA,...', got {instances!r}"[:200])
+        expected = "{NAME: QUOTA}, ['NAME:QUOTA', ...] or 'NAME:QUOTA,...'"
+        raise UsageError(f"instances: expected {expected}, got {instances!r}"[:200])
     return checked("instances", instances, offers_text)

@@ -18,7 +18,14 @@ from typing import Any
 
 from stash_core.errors import UsageError
 from stash_core.pathargs import check_outputs, default_db, required_path
-from stash_core.spec import OPTIONS, Option, ProfileSpec, add_profile_arguments, default_of
+from stash_core.spec import (
+    OPTIONS,
+    Option,
+    ProfileSpec,
+    add_profile_arguments,
+    default_of,
+    parse_script_args,
+)
 from stash_core.spec_parse import identifier
 from stash_core.userfiles import check_reachable
 
@@ -33,6 +40,11 @@ class OptionParser(argparse.ArgumentParser):
 
     def error(self, message: str) -> None:  # type: ignore[override]
         raise UsageError(f"{self.command}: {message}")
+
+    def parse_known_args(self, args=None, namespace=None):  # type: ignore[override]
+        # the script's arguments only after a literal `--`, as `stash profile` reads them
+        given = list(args or [])
+        return parse_script_args(super().parse_known_args, given, namespace)
 
 
 def profile_parser() -> OptionParser:
@@ -54,11 +66,14 @@ def _options_by_name() -> dict[str, Option]:
 
 
 def profile_argv(spec: ProfileSpec | None, options: Mapping[str, Any]) -> list[str]:
-    """The `stash profile` arguments of `spec` (its fields away from their defaults) with `options` on top.
+    """The `stash profile` arguments of `spec` (its fields away from their defaults) with `options` on top:
+    an option replaces the spec's value, so probes=True switches a spec's probes=False back on.
     UsageError for a name that is no option, or a spec that is not a ProfileSpec."""
     if spec is not None and not isinstance(spec, ProfileSpec):
         raise UsageError(f"profile: spec must be a ProfileSpec, not {type(spec).__name__}")
-    head, script_args = _split_script_args(spec.to_argv() if spec is not None else [])
+    # Each option's value as its field holds it (a switch: the field's True or False), the spec's first.
+    values: dict[Option, Any] = spec.options_given() if spec is not None else {}
+    script_args = list(spec.script_args) if spec is not None else []
     names = _options_by_name()
     for name, value in options.items():
         if name == "script_args":
@@ -67,8 +82,14 @@ def profile_argv(spec: ProfileSpec | None, options: Mapping[str, Any]) -> list[s
         option = names.get(name)
         if option is None:
             raise UsageError(f"profile: unknown option {name!r}{_suggestion(name, [*names, 'script_args'])}")
-        head += _option_argv(name, option, value)
-    return head + (["--", *script_args] if script_args else [])
+        if option.switch:
+            values[option] = _switch_value(name, option, value)
+        elif value is not None:  # None: not given, as the command's default
+            values[option] = _on_off(name, option, value) if isinstance(value, bool) else value
+    argv: list[str] = []
+    for option, value in values.items():
+        argv += _option_argv(option, value)
+    return argv + (["--", *script_args] if script_args else [])
 
 
 def api_options(command: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -188,26 +209,28 @@ def database(db: Path | str | None) -> Path:
     return path
 
 
-def _option_argv(name: str, option: Option, value: Any) -> list[str]:
+def _switch_value(name: str, option: Option, value: Any) -> bool:
+    """A switch given by its flag's name (no_probes=True) or its field's (probes=False), as the value its
+    field gets (False for both); a switch that sets no field (no_store) as whether the flag is typed."""
+    wanted = switch(name, value)
+    if option.attr is None or name == option.attr:
+        return wanted
+    return not default_of(option.attr) if wanted else default_of(option.attr)
+
+
+def _option_argv(option: Option, value: Any) -> list[str]:
+    """One option's arguments: a switch's flag where its value is away from the default, else --flag=VALUE."""
     if option.switch:
-        # by its flag (no_store=True) it is set when true; by its field (probes=False) when away from default
-        wanted = switch(name, value) if name == option.dest else value != default_of(option.attr or "")
-        return [option.flag] if wanted else []
-    if value is None:
-        return []
-    if isinstance(value, bool):
-        # a choice of on and off (paired="auto" | "on" | "off") takes True and False as those; others no bool
-        if option.choices is None or not {"on", "off"} <= set(option.choices):
-            raise UsageError(f"profile: {name} takes a value, not {value!r}")
-        value = "on" if value else "off"
+        typed = value if option.attr is None else value != default_of(option.attr)
+        return [option.flag] if typed else []
     return [f"{option.flag}={as_text(value)}"]  # "=": a value that starts with "-" stays a value
 
 
-def _split_script_args(argv: list[str]) -> tuple[list[str], list[str]]:
-    if "--" in argv:
-        at = argv.index("--")
-        return argv[:at], argv[at + 1 :]
-    return argv, []
+def _on_off(name: str, option: Option, value: bool) -> str:
+    """A choice of on and off (paired="auto" | "on" | "off") takes True and False as those; others no bool."""
+    if option.choices is None or not {"on", "off"} <= set(option.choices):
+        raise UsageError(f"profile: {name} takes a value, not {value!r}")
+    return "on" if value else "off"
 
 
 def _as_list(name: str, value: Any) -> list[Any]:

@@ -10,6 +10,7 @@ from stash_core.cli.args import add_db_argument, comma_list, count, db_path, ide
 from stash_core.cli.campaign_cloud import add_cloud_arguments, check_cloud_options, cmd_cloud
 from stash_core.errors import UsageError
 from stash_core.pathargs import input_path, output_path
+from stash_core.spec import add_script_args
 from stash_core.spec_parse import (
     BATCH_SIZE,
     WORKERS,
@@ -96,8 +97,7 @@ def add_commands(subparsers: Any, parser_class: type[argparse.ArgumentParser] | 
     camp.add_argument("--dry-run", action="store_true", help="print the plan and what is stored, run nothing")
     add_cloud_arguments(camp)
     add_db_argument(camp)
-    camp.add_argument("script_args", nargs="*", default=[], metavar="-- SCRIPT_ARGS",
-                      help="after --: your script's own arguments (with --script)")  # fmt: skip
+    add_script_args(camp, "after --: your script's own arguments (with --script)")
 
 
 def cmd_campaign(args: argparse.Namespace) -> int:

@@ -17,7 +17,7 @@ from stash_core.cli.args import add_db_argument, db_path
 from stash_core.errors import StashError, UsageError, first_line
 from stash_core.exits import refuse_undecodable, run_command
 from stash_core.pathargs import check_outputs, input_path, output_path
-from stash_core.spec import add_profile_arguments
+from stash_core.spec import add_profile_arguments, parse_script_args, takes_script_args
 from stash_core.spec_parse import count
 from stash_core.terminal import printable
 from stash_core.userfiles import check_reachable
@@ -74,6 +74,8 @@ class Parser(argparse.ArgumentParser):
             option = given[0].split("=", 1)[0]
             if not any(known.startswith(option) for known in self._option_string_actions):
                 self.error(f"unrecognized option {given[0]} (a command's options go after the command)")
+        if takes_script_args(self):  # `stash profile`, `stash campaign`: the script's arguments after `--`
+            return parse_script_args(super().parse_known_args, given, namespace)
         return super().parse_known_args(args, namespace)
 
     def _command_choices(self) -> list[str]:

@@ -18,6 +18,7 @@ from stash_core.cli.args import (
 )
 from stash_core.cli.figures import fixed, percent
 from stash_core.cli.predict import add_format_argument, add_job_arguments
+from stash_core.errors import UsageError
 from stash_core.pathargs import output_path
 from stash_core.spec_parse import BATCH_SIZE, parse_input_shape
 from stash_core.units import STALLS as STALL_NAMES
@@ -49,8 +50,9 @@ def add_commands(subparsers: Any, parser_class: type[argparse.ArgumentParser] | 
         "--dataset-images", "--dataset-samples", dest="dataset_images", required=True, type=count(10**12),
         help="samples (images, sequences) in one epoch",
     )  # fmt: skip
-    rec.add_argument("--budget-hours", type=positive_real(1e6), default=None, help="time budget")
-    rec.add_argument("--max-usd", type=positive_real(1e12), default=None, help="cost limit")
+    one_of = "; one of --budget-hours and --max-usd is required, or both"
+    rec.add_argument("--budget-hours", type=positive_real(1e6), default=None, help=f"time budget{one_of}")
+    rec.add_argument("--max-usd", type=positive_real(1e12), default=None, help=f"cost limit{one_of}")
     rec.add_argument("--spot", action="store_true", help="use spot prices")
     rec.add_argument(
         "--instances", type=comma_list(identifier, 1000), default=None,
@@ -72,6 +74,8 @@ def add_commands(subparsers: Any, parser_class: type[argparse.ArgumentParser] | 
 def cmd_recommend(args: argparse.Namespace) -> int:
     from stash_core.api.decisions import recommend
 
+    if args.budget_hours is None and args.max_usd is None:  # the API's words name its arguments, not flags
+        raise UsageError("give --budget-hours, --max-usd or both: one of them is required")
     if args.csv is not None:
         check_output(args.csv, "CSV")  # a device, FIFO or folder is refused before the work
     result = recommend(

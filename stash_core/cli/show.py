@@ -16,7 +16,7 @@ from stash_core.errors import no_run_error
 from stash_core.store.catalog_seed import BUILTIN_CATALOG_CSV, builtin_catalog_rows
 from stash_core.store.runs import run_record, run_rows
 from stash_core.store.stored_breakdown import breakdown_from_stored
-from stash_core.store.summary import catalog_names
+from stash_core.store.summary import catalog_names, database_summary
 from stash_core.terminal import one_line
 
 RUNS_COLUMNS = (
@@ -35,8 +35,8 @@ def show_run(db_path: Path | str, run_id: str) -> str:
 
 
 def runs_table(db_path: Path | str, limit: int | None = None) -> str | None:
-    """What `stash runs` prints: one line per stored run, newest first, columns right-aligned; None when the
-    database holds no run."""
+    """What `stash runs` prints: one line per stored run, newest first, columns right-aligned, and a last line
+    that says how many runs `limit` left out; None when the database holds no run."""
     rows = run_rows(db_path, limit)
     if not rows:
         return None
@@ -45,7 +45,16 @@ def runs_table(db_path: Path | str, limit: int | None = None) -> str | None:
     widths = [max(len(column), *(len(line[i]) for line in cells)) for i, column in enumerate(columns)]
     lines = [[column.rjust(width) for column, width in zip(columns, widths, strict=True)]]
     lines += [[cell.rjust(width) for cell, width in zip(line, widths, strict=True)] for line in cells]
-    return "\n".join(" ".join(line) for line in lines)
+    text = "\n".join(" ".join(line) for line in lines)
+    total = _run_count(db_path) if limit is not None and len(rows) >= limit else len(rows)  # cut, maybe
+    if total > len(rows):
+        text += f"\n... {total - len(rows)} more run(s) not shown (--limit {total} lists all {total})"
+    return text
+
+
+def _run_count(db_path: Path | str) -> int:
+    """How many runs the database holds (counts of its tables: no run's rows are read)."""
+    return int(database_summary(db_path)["runs"])
 
 
 def _cell(value) -> str:

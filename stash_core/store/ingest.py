@@ -32,6 +32,13 @@ from stash_core.store.ingest_conflicts import (
 )
 from stash_core.store.ingest_rows import PreparedRun, prepare_probe, prepare_run
 from stash_core.store.rollback import rollback_if_open
+from stash_core.store.simulations import (
+    SIMULATION_KIND,
+    PreparedSimulation,
+    insert_simulation,
+    load_simulation,
+    prepare_simulation,
+)
 
 # A batch of files holds the database for at most this long before readers get a turn.
 READER_TURN_S = 0.5
@@ -53,7 +60,8 @@ def ingest_result(db_path: Path | str, doc: ResultDocument, source_file: str | N
 
 
 def ingest_files(db_path: Path | str, paths: list[Path] | list[str]) -> list[tuple[Path, str, bool]]:
-    """Ingest result files and `stash probe` files; returns (path, run_id or probe_id, inserted) per file.
+    """Ingest result files, `stash probe` files and `stash schedule` simulation files; returns (path, run_id,
+    probe_id or simulation_id, inserted) per file.
 
     Every file is loaded and validated, and checked against the runs already stored, before anything is
     written, so one bad file (named in the UsageError) leaves the database's runs unchanged (its schema may
@@ -61,18 +69,26 @@ def ingest_files(db_path: Path | str, paths: list[Path] | list[str]) -> list[tup
     with its own short transaction; a connection takes the files that go in within READER_TURN_S and is then
     closed, so readers get a turn at least that often (opening DuckDB costs some 30 ms of CPU: a connection
     per file made a folder of runs slow to store); ingesting the same files again inserts nothing, and a
-    run_id stored with different content is refused.
+    run_id stored with different content is refused (a simulation_id stored already is left as it is).
     """
     db_path = required_path("db_path", db_path)
     if isinstance(paths, str | Path) or not isinstance(paths, list | tuple):
         raise UsageError(f"paths: expected a list of result files, got {paths!r}"[:200])
-    prepared: list[tuple[Path, PreparedRun | tuple[str, pd.DataFrame]]] = []
+    prepared: list[tuple[Path, PreparedRun | tuple[str, pd.DataFrame] | PreparedSimulation]] = []
     for path in [required_path("paths", item) for item in paths]:
-        doc = load_document(path)
         try:
-            item = (
-                prepare_probe(doc) if doc.get("kind") == PROBE_KIND else prepare_run(doc, str(path.resolve()))
-            )
+            doc = load_document(path)
+        except UsageError:
+            doc = load_simulation(path)  # a `stash schedule` file (results/sim-*.json), read again only then
+            if doc is None:
+                raise
+        try:
+            if doc.get("kind") == SIMULATION_KIND:
+                item = prepare_simulation(doc, str(path.resolve()))
+            elif doc.get("kind") == PROBE_KIND:
+                item = prepare_probe(doc)
+            else:
+                item = prepare_run(doc, str(path.resolve()))
         except UsageError as exc:
             raise UsageError(f"{path}: {exc}") from None
         prepared.append((path, item))
@@ -91,6 +107,8 @@ def ingest_files(db_path: Path | str, paths: list[Path] | list[str]) -> list[tup
                     path, item = waiting.popleft()
                     if isinstance(item, PreparedRun):
                         outcomes.append((path, item.run_id, _insert(con, item)))
+                    elif isinstance(item, PreparedSimulation):
+                        outcomes.append((path, item.simulation_id, insert_simulation(con, item)))
                     else:
                         probe_id, frame = item
                         outcomes.append((path, probe_id, _insert_probe(con, probe_id, frame)))
@@ -117,6 +135,8 @@ def _refuse_conflicts(prepared: list[tuple[Path, Any]]) -> None:
     """UsageError naming the file when a run_id or probe_id is given twice with other content."""
     seen: dict[str, tuple[Path, dict[str, Any]]] = {}
     for path, item in prepared:
+        if isinstance(item, PreparedSimulation):  # stored once by its simulation_id, never compared
+            continue
         key, figures = _figures_of(item)
         if key in seen:
             first_path, first = seen[key]
@@ -131,6 +151,8 @@ def _refuse_stored_conflicts(con, prepared: list[tuple[Path, Any]]) -> None:
     """UsageError naming the file when a run_id or probe_id is stored with other content (checked as the
     writer, whose connection has made any schema part dropped by hand again)."""
     for path, item in prepared:
+        if isinstance(item, PreparedSimulation):
+            continue
         if differ := _stored_differences(con, item):
             raise UsageError(f"{path}: {_conflict_text(_figures_of(item)[0], differ)}")
 

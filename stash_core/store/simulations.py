@@ -3,13 +3,15 @@
 The document is a plain dict (what `stash schedule` writes to results/sim-*.json): simulation_id,
 created_at, stash_version, trace, trace_format, jobs, cluster {switches, nodes_per_switch, gpus_per_node,
 gpus}, fabric, tuning and policies[] of {policy, settings, metrics {...}, jct_cdf, timeline}. Ingesting the
-same simulation again inserts nothing; one transaction per simulation.
+same simulation again inserts nothing; one transaction per simulation. `stash ingest` stores such a file too
+(store/ingest.py, with load_simulation and prepare_simulation).
 """
 
 from __future__ import annotations
 
 import json
 import math
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -17,8 +19,10 @@ from typing import Any
 import pandas as pd
 
 from stash_core.errors import UsageError
+from stash_core.results.file import MAX_RESULT_BYTES
 from stash_core.store.connection import connect
 from stash_core.store.rollback import rollback_if_open
+from stash_core.userfiles import read_user_json
 
 SIMULATION_KIND = "stash-simulation"
 _METRICS = ("makespan_s", "avg_jct_s", "p95_jct_s", "avg_queue_s", "comm_overhead_s", "preemptions",
@@ -32,6 +36,9 @@ def simulation_rows(doc: dict[str, Any], source_file: str | None = None) -> list
     """The rows of one simulation document; UsageError naming what is missing or wrong."""
     if not isinstance(doc, dict) or doc.get("kind") != SIMULATION_KIND:
         raise UsageError("not a simulation document (kind stash-simulation)")
+    simulation_id = doc.get("simulation_id")
+    if not isinstance(simulation_id, str) or not simulation_id.strip():
+        raise UsageError("simulation document has an empty or non-text simulation_id")
     try:
         cluster, policies = doc["cluster"], doc["policies"]
         created = datetime.fromisoformat(doc["created_at"])
@@ -52,23 +59,53 @@ def simulation_rows(doc: dict[str, Any], source_file: str | None = None) -> list
     return rows
 
 
+@dataclass(frozen=True)
+class PreparedSimulation:
+    """A simulation's rows, checked, ready to insert (as ingest_rows.PreparedRun is a run's)."""
+
+    simulation_id: str
+    rows: list[tuple]
+
+
+def prepare_simulation(doc: Any, source_file: str | None = None) -> PreparedSimulation:
+    """The checked rows of a simulation document; UsageError naming what is missing or wrong."""
+    rows = simulation_rows(doc, source_file)
+    return PreparedSimulation(doc["simulation_id"], rows)
+
+
+def load_simulation(path: Path) -> dict[str, Any] | None:
+    """The document of a `stash schedule` file (results/sim-*.json), None for a file that is not one (or not
+    JSON at all: the reader of result files says what is wrong with it)."""
+    try:
+        doc = read_user_json(path, "simulation file", MAX_RESULT_BYTES)
+    except UsageError:
+        return None
+    return doc if isinstance(doc, dict) and doc.get("kind") == SIMULATION_KIND else None
+
+
 def ingest_simulation(db_path: Path | str, doc: dict[str, Any], source_file: str | None = None) -> bool:
     """Store a simulation; True when inserted, False when it was stored already."""
-    rows = simulation_rows(doc, source_file)
+    prepared = prepare_simulation(doc, source_file)
     with connect(db_path) as con:
-        seen = con.execute(
-            "SELECT count(*) FROM simulations WHERE simulation_id = ?", [doc["simulation_id"]]
-        ).fetchall()[0][0]
-        if seen:
-            return False
-        marks = ", ".join("?" for _ in _COLUMNS)
-        con.execute("BEGIN TRANSACTION")
-        try:
-            con.executemany(f"INSERT INTO simulations ({', '.join(_COLUMNS)}) VALUES ({marks})", rows)
-            con.execute("COMMIT")
-        except Exception:
-            rollback_if_open(con)  # a failed COMMIT (a full disk) says why, not "no transaction is active"
-            raise
+        return insert_simulation(con, prepared)
+
+
+def insert_simulation(con: Any, prepared: PreparedSimulation) -> bool:
+    """Insert a simulation's rows in one transaction on an open connection; False when its simulation_id is
+    stored already (idempotent, nothing compared or overwritten)."""
+    seen = con.execute(
+        "SELECT count(*) FROM simulations WHERE simulation_id = ?", [prepared.simulation_id]
+    ).fetchall()[0][0]
+    if seen:
+        return False
+    marks = ", ".join("?" for _ in _COLUMNS)
+    con.execute("BEGIN TRANSACTION")
+    try:
+        con.executemany(f"INSERT INTO simulations ({', '.join(_COLUMNS)}) VALUES ({marks})", prepared.rows)
+        con.execute("COMMIT")
+    except Exception:
+        rollback_if_open(con)  # a failed COMMIT (a full disk) says why, not "no transaction is active"
+        raise
     return True
 
 

@@ -268,3 +268,10 @@ def test_a_value_that_starts_with_a_dash_is_joined_to_its_flag():
     assert argv == ["--model", "resnet18", "--batch-size", "8", "--instance=--no-store"]
     with pytest.raises(FieldError, match="not starting with -"):
         check_label("--no-store")
+
+
+def test_profile_help_says_the_default_of_threads_per_worker() -> None:
+    """--threads-per-worker showed no default, though one is chosen: the machine's cores per worker."""
+    commands = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)).choices
+    help_text = " ".join(commands["profile"].format_help().split())
+    assert "torch threads per CPU worker (default: the machine's CPU cores / workers per machine" in help_text

@@ -41,6 +41,19 @@ def test_a_spec_is_the_start_and_options_override_it():
     assert args.db == Path("x.duckdb")
 
 
+def test_an_option_switches_a_specs_setting_back_on():
+    spec = ProfileSpec(model="resnet10", batch_size=8, workers_per_node=2, probes=False, pin_workers=False)
+    assert profile_argv(spec, {}) == ["--model=resnet10", "--batch-size=8", "--workers=2", "--no-pin",
+                                      "--no-probes"]  # fmt: skip
+    for options in ({"probes": True, "pin_workers": True}, {"no_probes": False, "no_pin": False}):
+        args, _ = parse_profile(profile_argv(spec, options))
+        assert (args.no_probes, args.no_pin, args.workers) == (False, False, 2)
+    args, _ = parse_profile(profile_argv(spec, {"workers": 3, "seed": None}))  # None: not given
+    assert (args.no_probes, args.workers, args.seed) == (True, 3, 0)
+    with pytest.raises(UsageError, match="probes: expected True or False, got 'yes'"):
+        profile_argv(spec, {"probes": "yes"})
+
+
 def test_script_arguments_come_after_the_separator():
     argv = profile_argv(None, {"script": "train.py", "script_args": ["--epochs", "1"], "workers": 2})
     assert argv == ["--script=train.py", "--workers=2", "--", "--epochs", "1"]

@@ -77,6 +77,18 @@ def test_a_spot_plan_is_what_stash_spot_prints(tmp_path, capsys, monkeypatch):
     assert json.loads(printed.stdout) == json.loads(json.dumps(plan.to_dict()))
 
 
+def test_a_spot_plans_instances_may_be_a_list_of_the_commands_offers(tmp_path):
+    db = tmp_path / "x.duckdb"
+    by_text = stash.plan_spot(WORKLOAD, "g3.8xlarge:5,g3.16xlarge:3", 0.8, 2600, db=db)
+    for offers in (["g3.8xlarge:5", "g3.16xlarge:3"], ("g3.8xlarge:5", "g3.16xlarge:3")):
+        assert stash.plan_spot(WORKLOAD, offers, 0.8, 2600, db=db).to_dict() == by_text.to_dict()
+    refused = [(["g3.8xlarge:5,g3.16xlarge:3"], "is not one 'NAME:QUOTA'"), ([5], "5 is not one"),
+               ([], "expected"), (["g3.8xlarge:x"], "the quota expected a whole number")]  # fmt: skip
+    for offers, says in refused:
+        with pytest.raises(stash.UsageError, match=says):
+            stash.plan_spot(WORKLOAD, offers, 0.8, 2600, db=db)
+
+
 def test_an_infeasible_spot_plan_keeps_its_columns_and_its_bounds_are_the_commands_list(tmp_path):
     feasible = stash.plan_spot(WORKLOAD, OFFERS, 0.8, 2600, db=tmp_path / "x.duckdb")
     assert list(feasible.to_frame().columns) == list(feasible.candidates[0])  # every column of the rows

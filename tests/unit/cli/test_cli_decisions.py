@@ -237,3 +237,19 @@ def test_recommends_help_names_every_key_of_its_json_and_what_all_lists(tmp_path
         "also those that miss the constraints (JSON: predictions; its options are those that meet them)"
     )
     assert all_help in help_text
+
+
+def test_recommend_without_a_budget_or_a_cost_limit_names_both_flags(tmp_path, capsys):
+    """It said "give a time budget (hours), a cost limit (USD) or both", naming no flag, and the help showed
+    both as plainly optional."""
+    from stash_core.cli.main import main
+
+    job = ["recommend", "--model", "resnet18", "--batch-size", "8", "--epochs", "1",
+           "--dataset-images", "100"]  # fmt: skip
+    assert main([*job, "--db", str(tmp_path / "x.duckdb")]) == 2
+    err = capsys.readouterr().err
+    assert err == "stash: give --budget-hours, --max-usd or both: one of them is required\n"
+    with pytest.raises(SystemExit):
+        main(["recommend", "--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert help_text.count("one of --budget-hours and --max-usd is required") == 2

@@ -84,3 +84,39 @@ def test_no_option_says_its_default_twice(words: tuple[str, ...]) -> None:
             continue
         appended = formatter._get_help_string(action) != action.help
         assert not (appended and re.search(r"\bdefault\b", action.help)), (words, action.help)
+
+
+def test_refresh_catalogs_help_gives_its_whole_first_paragraph(monkeypatch) -> None:
+    """scripts/refresh_catalog.py --help cut its description after the docstring's first line."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[3] / "scripts" / "refresh_catalog.py"
+    monkeypatch.setenv("COLUMNS", "400")
+    done = subprocess.run([sys.executable, str(script), "--help"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    whole = "(the GPU instance types of AWS, GCP and Azure), keeping every row the file already has."
+    assert whole in done.stdout
+
+
+def _options(parser: argparse.ArgumentParser, words: tuple[str, ...] = ()) -> list[tuple[str, str]]:
+    """(command, --option) of every option of every command and subcommand under `parser`."""
+    found = []
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                found += _options(sub, (*words, name))
+        found += [(" ".join(words), flag) for flag in action.option_strings if flag.startswith("--")]
+    return [(words, flag) for words, flag in found if flag != "--help"]
+
+
+def test_every_option_of_every_command_is_named_in_the_docs() -> None:
+    """`runs --limit`, `spot --top`, `fit --residuals`, `instances add --vcpus` and others were in no page."""
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[3]
+    text = " ".join(page.read_text() for page in [repo / "README.md", *sorted((repo / "docs").glob("*.md"))])
+    missing = [f"{words} {flag}" for words, flag in _options(build_parser())
+               if not re.search(rf"(?<![\w-]){re.escape(flag)}(?![\w-])", text)]  # fmt: skip
+    assert not missing, f"no page of docs/ names: {', '.join(missing)}"

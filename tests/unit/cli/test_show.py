@@ -114,3 +114,16 @@ def test_show_names_each_stall_within_the_noise_with_its_own_difference(tmp_path
     out = capsys.readouterr().out
     assert "cpu +0.0030 s (within the noise, reported as 0); disk +0.0010 s (within the noise" in out
     assert "not split into named stalls" not in out
+
+
+def test_runs_says_how_many_runs_the_limit_left_out(tmp_path, capsys) -> None:
+    db = tmp_path / "r.duckdb"
+    for suffix in ("2904421a", "2904421b", "2904421c"):
+        store.ingest_result(db, result_doc(run_id=f"20261122T110600Z-{suffix}"))
+    assert main(["runs", "--db", str(db), "--limit", "2"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 4 and lines[-1] == "... 1 more run(s) not shown (--limit 3 lists all 3)"
+    for limit in ("3", "4"):  # every run shown: no such line
+        assert main(["runs", "--db", str(db), "--limit", limit]) == 0
+        out = capsys.readouterr().out
+        assert "not shown" not in out and len(out.splitlines()) == 4

@@ -1,0 +1,57 @@
+"""`stash ingest` stores a simulation file of `stash schedule --no-store` (results/sim-*.json, "kind":
+"stash-simulation"), as it stores result and probe files: once, beside them, and a malformed one is refused
+by name with nothing stored. It said `not a Stash result file (no "kind": "stash-profile")`."""
+
+from __future__ import annotations
+
+import json
+
+from result_docs import result_doc
+from support import one_line_error, stash_here
+
+from stash_core.sched import Cluster, Policy, TraceJob
+from stash_core.sched.report import run_simulation, save_simulation
+from stash_core.store import ingest_files, simulations_frame
+from stash_core.store.runs import run_rows
+
+
+def doc() -> dict:
+    """A simulation of two jobs under two policies, as `stash schedule` makes it."""
+    jobs = [TraceJob("X", 3, 0.0, 100.0, None, 1.5, "trace"),
+            TraceJob("Y", 2, 1.0, 100.0, None, 1.5, "trace")]  # fmt: skip
+    document, _ = run_simulation(jobs, Cluster(1, 2, 4), [Policy("fifo"), Policy("las")], tuning="given",
+                                 trace="t.csv", trace_format="tiresias")  # fmt: skip
+    return document
+
+
+def save_result(document: dict, path) -> None:
+    path.write_text(json.dumps(document))
+
+
+def test_ingest_stores_a_simulation_file_once_with_the_runs_beside_it(tmp_path, capsys, monkeypatch):
+    simulation = save_simulation(doc(), tmp_path / "results")  # as `stash schedule --no-store` writes it
+    run = tmp_path / "results" / "run.json"
+    save_result(result_doc(run_id="20261122T110600Z-2904421d"), run)
+    db = tmp_path / "r.duckdb"
+    first = stash_here(capsys, monkeypatch, "ingest", str(simulation), str(run), "--db", str(db))
+    assert first.returncode == 0, first.stderr
+    simulation_id = json.loads(simulation.read_text())["simulation_id"]
+    assert first.stdout.splitlines()[0] == f"stored  {simulation_id}  ({simulation})"
+    frame = simulations_frame(db)
+    assert sorted(frame["policy"]) == ["fifo", "las"] and set(frame["source_file"]) == {str(simulation)}
+    assert len(run_rows(db)) == 1
+    again = ingest_files(db, [simulation, run])
+    assert [(path, inserted) for path, _, inserted in again] == [(simulation, False), (run, False)]
+    assert len(simulations_frame(db)) == 2
+
+
+def test_a_malformed_simulation_file_is_refused_by_name_and_nothing_is_stored(tmp_path, capsys, monkeypatch):
+    run = tmp_path / "run.json"
+    save_result(result_doc(run_id="20261122T110600Z-2904421d"), run)
+    bad = tmp_path / "sim-bad.json"
+    bad.write_text(json.dumps({**doc(), "cluster": {}}))
+    db = tmp_path / "r.duckdb"
+    refused = stash_here(capsys, monkeypatch, "ingest", str(run), str(bad), "--db", str(db))
+    assert refused.returncode == 2
+    assert one_line_error(refused) == f"stash: {bad}: simulation document: missing or bad field 'switches'"
+    assert not db.exists() or (simulations_frame(db).empty and not run_rows(db))
