@@ -185,6 +185,8 @@ class SpotPlan:
             "pricing": self.pricing, "best": self.best, "candidates": self.candidates,
             "bounds": list(self.bounds),
             "infeasible_reason": self.infeasible_reason, "fragile": self.fragile, "risk": self.risk,
+            # "exact": every mix of counts tried; "window": spotDNN's heuristic, a cheaper mix may exist
+            "search": self.plan.search if self.plan is not None else None,
         }  # fmt: skip
 
 

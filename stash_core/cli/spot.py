@@ -134,7 +134,8 @@ def format_plan(result: Any, rows: list[dict[str, Any]], pricing: str, target_lo
     else:
         best = result.best
         lines.append(
-            f"cheapest: {best.label()}  - {best.training_s:.0f} s, ${best.cost_usd:.2f} "
+            f"{'cheapest' if result.search != 'window' else 'cheapest found'}: {best.label()}  - "
+            f"{best.training_s:.0f} s, ${best.cost_usd:.2f} "
             f"(${best.usd_per_h:.2f}/h; {best.iterations:.0f} iterations of {best.iteration_s:.3f} s, "
             f"R {best.convergence:.2f})"
         )

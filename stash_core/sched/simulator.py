@@ -23,6 +23,7 @@ from stash_core.sched import timers
 from stash_core.sched.anywhere import place_anywhere
 from stash_core.sched.estimate import Estimator
 from stash_core.sched.fabric import Fabric, links_of
+from stash_core.sched.inorder import place_waiting
 from stash_core.sched.las import LasQueues
 from stash_core.sched.links import Links
 from stash_core.sched.outcome import JobOutcome
@@ -185,13 +186,13 @@ class _Engine:
                 if candidates or freed:
                     self.place_in_order(self.waiting.in_order(), now)
             elif relook or (freed and demand and self.free.total_free >= min(demand)):
-                self.place_in_order(self.waiting.in_order(), now)
+                place_waiting(self, now)
             elif not freed:
                 keys = {self.waiting.key[i] for i in candidates} - {None}
                 self.place_in_order(sorted(keys), now)  # type: ignore[arg-type]
             if (freed or guarded) and self.policy.name == "network-preempt" and self.spread_running:
                 if migrate_spread_jobs(self, now) and demand:
-                    self.place_in_order(self.waiting.in_order(), now)
+                    place_waiting(self, now)
             while self.requeue:  # jobs preempted (las) queue again, and may take GPUs still free now
                 requeued, self.requeue = self.requeue, []
                 for index in requeued:
@@ -263,6 +264,7 @@ class _Engine:
         timer = self.timer_of(index)
         self.timers[index] = timer
         self.skipped_since[index] = now
+        self.waiting.skip(index, now + timer)  # the sum allowed_level() compares with
         for deadline in timer_deadlines(timer, now):
             heapq.heappush(self.events, (deadline, self.order, TIMER, index, 0))
             self.order += 1

@@ -6,6 +6,9 @@
 - `heads()`, `head(need)`: the first waiting job in order of each GPU count: one heap per GPU count, so a
   pass of the policies that place anywhere (fifo, sjf, las, spread, anywhere.py) costs the distinct GPU
   counts plus the jobs it starts.
+- `of_need(need, kind)`: the keys of one GPU count in order, all of them ("all"), those not skipped yet
+  ("fresh": no timer) or those whose timer ran out ("relaxed", see `relax_until`): an in-order pass
+  (inorder.py) merges them and looks only at the jobs that can start or start their timer.
 """
 
 from __future__ import annotations
@@ -26,6 +29,10 @@ class Waiting:
         self.demand: Counter[int] = Counter()  # GPUs asked -> waiting jobs asking it
         self.stale = 0
         self.version = 0  # one more at every job added or removed
+        self.need = [0] * jobs
+        self.relax_at: list[float | None] = [None] * jobs  # a skipped waiting job's relax instant, else None
+        self.lists: dict[tuple[int, str], list[tuple]] = {}  # (GPUs, kind) -> live keys in order
+        self.relaxing: list[tuple[float, int]] = []  # heap of (relax instant, job) of skipped jobs
 
     def __len__(self) -> int:
         return sum(self.demand.values())
@@ -36,18 +43,47 @@ class Waiting:
     def add(self, index: int, key: tuple, need: int) -> None:
         self.key[index] = key
         self.version += 1
-        if self.ordered:
+        self.need[index] = need
+        if self.ordered:  # a job joins unskipped: a start or a preemption cleared its timer
             bisect.insort(self.order, key)
+            bisect.insort(self.lists.setdefault((need, "all"), []), key)
+            bisect.insort(self.lists.setdefault((need, "fresh"), []), key)
         heapq.heappush(self.by_need.setdefault(need, []), key)
         self.demand[need] += 1
 
     def remove(self, index: int, need: int) -> None:
-        self.key[index] = None
+        key, self.key[index] = self.key[index], None
         self.version += 1
         self.stale += 1
+        if self.ordered:
+            _drop(self.lists[need, "all"], key)
+            _drop(self.lists.get((need, "fresh" if self.relax_at[index] is None else "relaxed"), []), key)
+        self.relax_at[index] = None
         self.demand[need] -= 1
         if not self.demand[need]:
             del self.demand[need], self.by_need[need]
+
+    def skip(self, index: int, relax_s: float) -> None:  # the job is waiting and was not skipped yet
+        """A waiting job was skipped: its timer runs; from `relax_s` (since + timer) it may start spread."""
+        self.relax_at[index] = relax_s
+        if self.ordered:
+            _drop(self.lists[self.need[index], "fresh"], self.key[index])
+            if relax_s <= math.inf:  # never relaxes: infinite, or NaN (now >= NaN is False)
+                heapq.heappush(self.relaxing, (relax_s, index))
+
+    def relax_until(self, now: float) -> None:
+        """File the skipped jobs whose timer ran out by `now` under "relaxed" (allowed_level's test)."""
+        relaxing, relax_at, key, lists = self.relaxing, self.relax_at, self.key, self.lists
+        while relaxing and relaxing[0][0] <= now:
+            relax_s, index = heapq.heappop(relaxing)
+            if relax_at[index] == relax_s and key[index] is not None:
+                relaxed = lists.setdefault((self.need[index], "relaxed"), [])
+                at = bisect.bisect_left(relaxed, key[index])
+                if at == len(relaxed) or relaxed[at] is not key[index]:  # not filed already
+                    relaxed.insert(at, key[index])
+
+    def of_need(self, need: int, kind: str) -> list[tuple]:
+        return self.lists.get((need, kind), [])
 
     def in_order(self) -> Iterator[tuple]:
         assert self.ordered, "the waiting jobs were not kept in order"
@@ -96,6 +132,13 @@ class Waiting:
             heads.append((first, need))
         heads.sort()
         return heads
+
+
+def _drop(keys: list[tuple], key: tuple | None) -> None:
+    """Take `key` out of a sorted list of keys, where it is there."""
+    at = bisect.bisect_left(keys, key)
+    if at < len(keys) and keys[at] is key:
+        del keys[at]
 
 
 def allowed_level(timer_s: float, since_s: float, now_s: float) -> str:

@@ -1,15 +1,19 @@
 """spotDNN's provisioning: the cheapest cluster of instances that reaches a target loss within a time budget.
 
-The paper's algorithm: expand the available instance types by their quota, sort the instances by their
-iteration time, and for every worker count n between the bounds of eqs. 15-16 slide a window of n adjacent
-instances over that order; each window is a candidate cluster whose training time and cost the model
-predicts. The cheapest candidate within the budget wins. Complexity O((n_upper - n_lower + 1) x instances).
+Eqs. 11-14 minimise the cost over integer counts n_m <= quota_m within the budget. Where the count vectors
+with a total between the bounds of eqs. 15-16 are few enough (MAX_EXACT_MIXES, MAX_EXACT_WORKERS) every one
+is evaluated: the answer is the cheapest. Otherwise the paper's heuristic: expand the instance types by their
+quota, sort the instances by their iteration time, and for every worker count n between the bounds slide a
+window of n adjacent instances over that order (O((n_upper - n_lower + 1) x instances)); a mix that skips a
+type in the middle of that order is never tried, so the answer says it may not be the cheapest. Ties go to
+the fewest workers, then to the most of the faster types (the window nearest the fastest instances).
 """
 
 from __future__ import annotations
 
 import math
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,6 +32,16 @@ from stash_core.spot.model import (
     worker_iteration_s,
 )
 
+# The exact search's limits: some 17 us per mix (1.7 us per worker in it) on the 2-core development
+# machine, so at most some 0.2 s per plan (5 types of quota 13 at n_upper 13: 8,562 mixes, 0.16 s).
+# `stash spot` plans up to 15 times (fragility re-plans once per nudged coefficient).
+MAX_EXACT_MIXES = 10_000  # count vectors evaluated
+MAX_EXACT_WORKERS = 100_000  # workers over them
+# What an answer of the window heuristic says (searched_workers, hence `stash spot`'s first line)
+WINDOW_NOTE = (
+    "window heuristic (spotDNN's): too many mixes of counts to try all, so only instances adjacent in speed "
+    "order were combined and a cheaper mix may exist"
+)
 MAX_CANDIDATES = 200_000  # windows kept per plan (each a Plan in memory)
 MAX_WORKER_EVALUATIONS = 10_000_000  # workers over all windows: about 1 us each, so about 10 s
 # Why no plan, where every candidate is outside the loss model (the budget is not to blame)
@@ -71,6 +85,7 @@ class PlanResult:
     candidates: list[Plan] = field(default_factory=list)
     bounds: tuple[int, int] = (0, 0)
     infeasible_reason: str | None = None
+    search: str | None = None  # "exact": every mix of counts; "window": the paper's heuristic; None: unsaid
 
 
 def plan_spot_cluster(
@@ -82,7 +97,8 @@ def plan_spot_cluster(
     pcie_Bps: float,
     revocation_s: float = 0.0,
 ) -> PlanResult:
-    """The cheapest window of sorted instances whose predicted training time is within `budget_s`."""
+    """The cheapest cluster whose predicted training time is within `budget_s`: of every mix of counts
+    where they are few enough (`search` "exact"), else of the windows of sorted instances ("window")."""
     if not offers:
         raise UsageError("no instances on offer")
     for value, what in ((budget_s, "time budget"), (ps_Bps, "parameter-server bandwidth"),
@@ -110,23 +126,38 @@ def plan_spot_cluster(
         )
     lower, upper = worker_bounds(workload, target_loss, budget_s, smallest_batch, fastest_speed,
                                  largest_batch)  # fmt: skip
-    # No cluster holds more than n_upper workers, so instances beyond it on a quota cannot matter.
-    pool = [o.worker for o in offered for _ in range(min(o.quota, upper))]
-    # Sort by each instance's iteration time alone with the PS (eq. 6 at n = 1), fastest first.
-    pool.sort(key=lambda w: (solo_s[id(w)], w.usd_per_h, w.instance))
-    check_candidates(lower, min(upper, len(pool)), len(pool))
-    result = PlanResult(best=None, bounds=(lower, upper))
+    # Sort by each instance's iteration time alone with the PS (eq. 6 at n = 1), fastest first. No cluster
+    # holds more than n_upper workers, so instances beyond it on a quota cannot matter.
+    kinds = sorted(offered, key=lambda o: (solo_s[id(o.worker)], o.worker.usd_per_h, o.worker.instance))
+    caps = [min(o.quota, upper) for o in kinds]
+    pool = [o.worker for o, cap in zip(kinds, caps, strict=True) for _ in range(cap)]
     top = min(upper, len(pool))
+    check_candidates(lower, top, len(pool))
+    exact = exact_search_fits(caps, lower, top)
+    result = PlanResult(best=None, bounds=(lower, upper), search="exact" if exact else "window")
     windows = WindowCache(workload, target_loss, budget_s, ps_Bps, pcie_Bps, revocation_s)
-    for n in range(lower, top + 1):
+    for n in range(lower, top + 1):  # the paper's windows first: candidates either way (the page counts them)
         for start in range(len(pool) - n + 1):
             plan = windows.evaluate(pool[start : start + n])
             result.candidates.append(plan)
-            if plan.meets_budget and (result.best is None or plan.cost_usd < result.best.cost_usd):
+            if not exact and _cheaper(plan, result.best):
+                result.best = plan
+    if exact:  # every mix, a window's from the cache; fewest workers first: on a tie the first found stays
+        for cluster in mixes([o.worker for o in kinds], caps, lower, top):
+            plan = windows.lookup(cluster)
+            if plan is None:  # a mix no window holds
+                plan = windows.evaluate(cluster)
+                result.candidates.append(plan)
+            if _cheaper(plan, result.best):
                 result.best = plan
     if result.best is None:
         result.infeasible_reason = _why_none(result, sum(o.quota for o in offered), lower, upper, budget_s)
     return result
+
+
+def _cheaper(plan: Plan, best: Plan | None) -> bool:
+    """Whether `plan` meets the budget for less than `best`: on a tie the plan found first stays."""
+    return plan.meets_budget and (best is None or plan.cost_usd < best.cost_usd)
 
 
 def check_iteration_s(worker: Worker, iteration_s: float) -> None:
@@ -139,6 +170,44 @@ def check_iteration_s(worker: Worker, iteration_s: float) -> None:
             "plus push, pull and PCIe) is beyond what the model can compute with: check compute_s and the "
             "model size"
         )
+
+
+def exact_search_fits(caps: list[int], lower: int, top: int) -> bool:
+    """Whether the count vectors (n_m <= caps[m], total between lower and top) are few enough to evaluate
+    every one: at most MAX_EXACT_MIXES of them and MAX_EXACT_WORKERS workers over them."""
+    if top < lower:  # no count to search: nothing is missed
+        return True
+    # every total from 0 to sum(caps) has a mix, so these many workers at least; and counting stays quick
+    if (lower + top) * (top - lower + 1) // 2 > MAX_EXACT_WORKERS or len(caps) * (top + 1) > 100_000:
+        return False
+    ways = [1] + [0] * top  # ways[s]: vectors of the types so far with s instances in all
+    for cap in caps:
+        running, summed = 0, []
+        for s in range(top + 1):  # ways'[s] = ways[s - cap] + ... + ways[s], a running sum
+            running += ways[s] - (ways[s - cap - 1] if s > cap else 0)
+            summed.append(running)
+        ways = summed
+    counted = ways[lower : top + 1]
+    workers = sum(n * w for n, w in zip(range(lower, top + 1), counted, strict=True))
+    return sum(counted) <= MAX_EXACT_MIXES and workers <= MAX_EXACT_WORKERS
+
+
+def mixes(kinds: list[Worker], caps: list[int], lower: int, top: int) -> Iterator[list[Worker]]:
+    """Every cluster of `kinds[m]` x n_m (n_m <= caps[m]) with lower..top workers, in the windows' order:
+    fewest workers first, then the most of the first (fastest) kinds; the instances in the pool's order."""
+
+    def counts(m: int, n: int) -> Iterator[tuple[int, ...]]:
+        if m == len(caps) - 1:
+            yield (n,)
+            return
+        rest = sum(caps[m + 1 :])
+        for here in range(min(caps[m], n), max(0, n - rest) - 1, -1):
+            for tail in counts(m + 1, n - here):
+                yield (here, *tail)
+
+    for n in range(lower, top + 1):
+        for vector in counts(0, n):
+            yield [w for w, k in zip(kinds, vector, strict=True) for _ in range(k)]
 
 
 def check_candidates(lower: int, top: int, pool_size: int) -> None:
@@ -166,6 +235,10 @@ class WindowCache:
         self._args = (workload, target_loss, budget_s, ps_Bps, pcie_Bps, revocation_s)
         self._plans: dict[tuple[int, ...], Plan] = {}
         self._times: dict[tuple[int, int], float] = {}
+
+    def lookup(self, cluster: list[Worker]) -> Plan | None:
+        """The plan of a cluster evaluated already, else None."""
+        return self._plans.get(tuple(map(id, cluster)))
 
     def evaluate(self, cluster: list[Worker]) -> Plan:
         key = tuple(map(id, cluster))  # the pool's Worker objects live as long as this cache
@@ -283,9 +356,10 @@ def searched_workers(result: PlanResult) -> str:
     allow = (
         "set no upper bound that a quota reaches" if upper >= MAX_WORKER_BOUND else f"allow up to {upper:,}"
     )
+    note = f"; {WINDOW_NOTE}" if result.search == "window" else ""
     if most < upper:
-        return f"{lower} to {most} (eqs. 15-16 {allow}; the offered instances hold {most})"
-    return f"{lower} to {upper} (eqs. 15-16)"
+        return f"{lower} to {most} (eqs. 15-16 {allow}; the offered instances hold {most}){note}"
+    return f"{lower} to {upper} (eqs. 15-16){note}"
 
 
 def _needed(lower: int) -> str:

@@ -29,6 +29,7 @@ def test_a_plan_with_spot_prices_and_the_same_on_demand(tmp_path, capsys):
     spot = json.loads(out.out)
     assert spot["pricing"] == "spot" and spot["best"]["within_budget"]
     assert spot["best"]["training_s"] <= 3000
+    assert spot["search"] == "exact"  # 12 instances of 3 types: every mix of counts was tried
     status, out = _spot(tmp_path, capsys, "--budget-s", "3000", "--json", "--on-demand")
     on_demand = json.loads(out.out)
     # on-demand costs 3.3 times spot for every g3 type in the catalog (spotDNN Table III)
