@@ -27,8 +27,11 @@ from stash_core.store.ingest_conflicts import (
     differences,
     probe_figures,
     run_figures,
+    sample_differences,
+    sample_figures,
     stored_probe_figures,
     stored_run_figures,
+    stored_sample_figures,
 )
 from stash_core.store.ingest_rows import PreparedRun, prepare_probe, prepare_run
 from stash_core.store.rollback import rollback_if_open
@@ -133,18 +136,19 @@ def ingest_probe(db_path: Path | str, doc: ResultDocument) -> bool:
 
 def _refuse_conflicts(prepared: list[tuple[Path, Any]]) -> None:
     """UsageError naming the file when a run_id or probe_id is given twice with other content."""
-    seen: dict[str, tuple[Path, dict[str, Any]]] = {}
+    seen: dict[str, tuple[Path, dict[str, Any], dict[str, Any]]] = {}
     for path, item in prepared:
         if isinstance(item, PreparedSimulation):  # stored once by its simulation_id, never compared
             continue
         key, figures = _figures_of(item)
+        samples = sample_figures(item) if isinstance(item, PreparedRun) else {}
         if key in seen:
-            first_path, first = seen[key]
-            if differ := differences(first, figures):
+            first_path, first, first_samples = seen[key]
+            if differ := differences(first, figures) + sample_differences(first_samples, samples):
                 raise UsageError(
                     f"{path}: {key} is also in {first_path} with other {difference_text(differ)}"
                 )
-        seen[key] = (path, figures)
+        seen[key] = (path, figures, samples)
 
 
 def _refuse_stored_conflicts(con, prepared: list[tuple[Path, Any]]) -> None:
@@ -167,11 +171,15 @@ def _figures_of(item: PreparedRun | tuple[str, pd.DataFrame]) -> tuple[str, dict
 def _stored_differences(
     con: duckdb.DuckDBPyConnection, item: PreparedRun | tuple[str, pd.DataFrame]
 ) -> list[str]:
-    """What differs between the item and the one stored under its id (nothing when none is)."""
+    """What differs between the item and the one stored under its id (nothing when none is); a run's
+    samples differ only where both hold some (a stored run without them gets them: _add_missing_samples)."""
     if isinstance(item, PreparedRun):
         stored = stored_run_figures(con, item.run_id)
-    else:
-        stored = stored_probe_figures(con, item[0])
+        if stored is None:
+            return []
+        samples = sample_differences(stored_sample_figures(con, item.run_id), sample_figures(item))
+        return differences(stored, _figures_of(item)[1]) + samples
+    stored = stored_probe_figures(con, item[0])
     return [] if stored is None else differences(stored, _figures_of(item)[1])
 
 
@@ -196,7 +204,31 @@ def _insert(con: duckdb.DuckDBPyConnection, run: PreparedRun) -> bool:
         if run.probes is not None:
             _insert_probe_frame(con, run.probes)
 
-    return _insert_once(con, "runs", "run_id", run.run_id, write, lambda: _refuse_stored(con, run))
+    inserted = _insert_once(con, "runs", "run_id", run.run_id, write, lambda: _refuse_stored(con, run))
+    return inserted or _add_missing_samples(con, run)
+
+
+def _add_missing_samples(con: duckdb.DuckDBPyConnection, run: PreparedRun) -> bool:
+    """Store the samples a stored run (with the same figures) lacks and its file holds: a run uploaded from an
+    export without its iterations, telemetry or probes gets them from its result file. True when any."""
+    stored = {" ".join(name.split(" ", 2)[:2]) for name in stored_sample_figures(con, run.run_id)}
+    iterations = [(phase, rows) for phase, rows in run.iterations if f"iterations {phase}" not in stored]
+    telemetry = [(phase, rows) for phase, rows in run.telemetry if f"telemetry {phase}" not in stored]
+    probes = run.probes if run.probes is not None and len(run.probes) and "probes" not in stored else None
+    if not (iterations or telemetry or probes is not None):
+        return False
+    con.execute("BEGIN TRANSACTION")
+    try:
+        for table, parts in (("iterations", iterations), ("telemetry", telemetry)):
+            for phase, rows in parts:
+                _insert_frame(con, table, rows, constants={"run_id": run.run_id, "phase": phase})
+        if probes is not None:
+            _insert_probe_frame(con, probes)
+        con.execute("COMMIT")
+    except BaseException:
+        rollback_if_open(con)
+        raise
+    return True
 
 
 def _insert_probe(con: duckdb.DuckDBPyConnection, probe_id: str, frame: pd.DataFrame) -> bool:

@@ -87,6 +87,57 @@ def stored_probe_figures(con: duckdb.DuckDBPyConnection, probe_id: str) -> dict[
     return _probe_part([tuple(_plain(c, v) for c, v in zip(PROBE_COLUMNS, row, strict=True)) for row in rows])
 
 
+# A run's samples are compared on their rows and the sum of their values, per phase (and metric): a file with
+# other samples is other content; a stored run without some, uploaded from an export without them, gets them
+# from its result file (ingest._add_missing_samples).
+
+
+def sample_figures(run: PreparedRun) -> dict[str, tuple[int, float]]:
+    """{"iterations R0": (rows, sum of iteration_s), "telemetry R0 cpu_util_pct": (rows, sum of its values),
+    ..., "probes": (rows, sum of time_s)} of a run to store (telemetry per metric: their scales differ)."""
+    import pyarrow.compute as pc
+
+    figures: dict[str, tuple[int, float]] = {}
+    for phase, rows in run.iterations:
+        total_s = pc.sum(rows.column("iteration_s")).as_py() or 0.0
+        figures[f"iterations {phase}"] = (rows.num_rows, float(total_s))
+    for phase, rows in run.telemetry:
+        frame = rows.select(["metric", "value"]).to_pandas()
+        for metric, values in frame.groupby("metric", observed=True)["value"]:
+            figures[f"telemetry {phase} {metric}"] = (len(values), float(values.fillna(0.0).sum()))
+    if run.probes is not None and len(run.probes):
+        figures["probes"] = (len(run.probes), float(run.probes["time_s"].fillna(0.0).sum()))
+    return figures
+
+
+def stored_sample_figures(con: duckdb.DuckDBPyConnection, run_id: str) -> dict[str, tuple[int, float]]:
+    """sample_figures of the run stored under `run_id` (tables without its rows left out)."""
+    figures: dict[str, tuple[int, float]] = {}
+    rows = con.execute(
+        "SELECT 'iterations ' || phase, count(*), coalesce(sum(iteration_s), 0) FROM iterations "
+        "WHERE run_id = ? GROUP BY phase UNION ALL "
+        "SELECT 'telemetry ' || phase || ' ' || metric, count(*), coalesce(sum(value), 0) FROM telemetry "
+        "WHERE run_id = ? GROUP BY phase, metric",
+        [run_id, run_id],
+    ).fetchall()
+    figures.update({name: (count, float(total)) for name, count, total in rows})
+    count, total = con.execute(
+        "SELECT count(*), coalesce(sum(time_s), 0) FROM probes WHERE run_id = ?", [run_id]
+    ).fetchall()[0]
+    if count:
+        figures["probes"] = (count, float(total))
+    return figures
+
+
+def sample_differences(old: dict[str, tuple[int, float]], new: dict[str, tuple[int, float]]) -> list[str]:
+    """The sample parts both hold that differ (rows, or their sum beyond float rounding)."""
+    return [
+        name for name in new
+        if name in old and (old[name][0] != new[name][0] or not math.isclose(old[name][1], new[name][1],
+                                                                               rel_tol=1e-12, abs_tol=1e-15))
+    ]  # fmt: skip
+
+
 def differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     """What differs between two sets of figures, in the order of `new` (then what only `old` has)."""
     names = [name for name in new if name not in old or old[name] != new[name]]

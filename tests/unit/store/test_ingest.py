@@ -468,3 +468,44 @@ def test_an_ingest_that_fails_part_way_says_how_many_it_stored(db_path, result_d
     assert not isinstance(failed.value, UsageError)  # the database changed: not "nothing written"
     assert str(failed.value).endswith("; 2 of the 3 files were stored before it (the same command again "
                                       "stores the rest, none twice)")  # fmt: skip
+
+
+def test_a_result_file_with_other_samples_is_refused_not_called_already_stored(tmp_path, db_path, result_doc):
+    """The runs, phases and stalls rows were compared, the samples not: a file whose iteration times differ
+    from the stored run's was "already stored"."""
+    doc = result_doc(run_id="20261122T080000Z-aaaa0031")
+    store.ingest_result(db_path, doc)
+    other = json.loads(json.dumps(doc))
+    other["phases"][0]["samples"]["iteration_s"][0] *= 2
+    with pytest.raises(UsageError, match=r"already stored with other iterations R\d"):
+        store.ingest_result(db_path, other)
+    first, second = tmp_path / "a.json", tmp_path / "b.json"
+    write_result_atomic(first, result_doc(run_id="20261122T080000Z-aaaa0032", seed=3))
+    changed = json.loads(first.read_text())
+    metrics = changed["phases"][1]["telemetry"]["metrics"]
+    metrics[next(iter(metrics))][0] += 1
+    write_result_atomic(second, changed)
+    with pytest.raises(UsageError, match="is also in .* with other telemetry"):
+        store.ingest_files(db_path, [first, second])
+
+
+def test_a_run_stored_without_its_samples_gets_them_from_its_result_file(tmp_path, db_path, result_doc):
+    """A run uploaded from an export without its iterations, telemetry or probes: its own result file was
+    "already stored" and the samples never came; now they are added, once."""
+    from stash_core.store.import_export import docs_from_export
+
+    doc = result_doc(run_id="20261122T080000Z-aaaa0033")
+    source = tmp_path / "source.duckdb"
+    store.ingest_result(source, doc)
+    read = {Path(p).stem: pd.read_parquet(p) for p in store.export(source, "parquet", tmp_path / "out")}
+    (bare,) = docs_from_export({name: read[name] for name in ("runs", "phases", "stalls")})
+    assert store.ingest_result(db_path, bare) is True
+    with duckdb.connect(str(db_path), read_only=True) as con:
+        assert con.execute("SELECT count(*) FROM iterations").fetchall() == [(0,)]
+    assert store.ingest_result(db_path, doc) is True  # its samples added
+    assert store.ingest_result(db_path, doc) is False  # and once only
+    sql = "SELECT count(*), sum(iteration_s) FROM iterations"
+    with duckdb.connect(str(db_path), read_only=True) as a, duckdb.connect(str(source), read_only=True) as b:
+        assert a.execute(sql).fetchall() == b.execute(sql).fetchall()
+        telemetry = "SELECT count(*) FROM telemetry"
+        assert a.execute(telemetry).fetchall() == b.execute(telemetry).fetchall()
