@@ -21,6 +21,7 @@ from stash_core.analysis.stalls import PhaseTime, breakdown
 from stash_core.engine.data_setup import DataSetup, cold_run_not_separable, iterations_per_epoch
 from stash_core.engine.host_setup import settle_on_hosts
 from stash_core.engine.launches import (
+    MIN_LAUNCH_CAP_S,
     LaunchedRuns,
     epoch_boundary_warning,
     on_profile_clock,
@@ -172,6 +173,11 @@ def run_launches(
 
     paired = pairs_runs(spec, [plan.name for plan in plans], remote)
     plan_of = {plan.name: plan for plan in plans}
+    if spec.max_phase_s / launches < MIN_LAUNCH_CAP_S:  # said, not done silently: the runs take longer
+        floor = f"{MIN_LAUNCH_CAP_S:g} s"
+        reporter.message(f"note: --max-phase-seconds {spec.max_phase_s:g} leaves under {floor} to each of a "
+                         f"run's {launches} launches; each still gets its start-up and a timed loop of at "
+                         f"least {floor}, so the runs take longer")  # fmt: skip
     if paired:
         reporter.message(f"R0 and R1 timed together: alternating blocks of {BLOCK_STEPS} steps, one launch a "
                          "round (--paired off: separate launches)")  # fmt: skip

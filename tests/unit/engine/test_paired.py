@@ -250,3 +250,19 @@ def test_a_paired_launch_gives_each_run_its_launch_s_share_of_the_iteration_cap(
     doc = {"phases": [], "probes": [], "spec": {}}
     profiler.run_launches(PLANS, spec, None, JsonReporter(io.StringIO()), [], None, doc, {}, launched)
     assert caps and set(caps) == {2 * math.ceil(spec.max_iterations / 3)}
+
+
+def test_a_time_cap_under_the_launch_floor_is_said_not_raised_silently(monkeypatch) -> None:
+    """--max-phase-seconds 0.1 ran launches of at least 2 s each (17 s in all) without a word."""
+    from stash_core.engine import profiler
+
+    def run_phase(plan, this_spec, data, reporter, warnings, remote=None, grad_bytes=None, paired=None):
+        return _paired_outcome(plan, [0.1, 0.1], [0.05, 0.05])
+
+    monkeypatch.setattr(profiler, "run_phase", run_phase)
+    spec = replace(_spec(), max_phase_s=0.1)
+    out = io.StringIO()
+    launched = LaunchedRuns(["R0", "R1"], 3)
+    doc = {"phases": [], "probes": [], "spec": {}}
+    profiler.run_launches(PLANS, spec, None, JsonReporter(out), [], None, doc, {}, launched)
+    assert "--max-phase-seconds 0.1 leaves under 2 s to each of a run's 3 launches" in out.getvalue()
