@@ -216,8 +216,8 @@ def run_detail(run: dict | None) -> None:
     for warning in run.get("warnings") or []:
         if warning != run.get("impossible"):
             st.warning(plain(warning), icon=":material/warning:")
-    if run.get("core_sharing"):  # as `stash profile` and `stash show` say it
-        note = run["core_sharing"].removeprefix("note: ")
+    for line in (run.get("core_sharing") or "").splitlines():  # as `stash profile` and `stash show` say it
+        note = line.removeprefix("note: ")
         st.info(plain(note[:1].upper() + note[1:]), icon=":material/memory:")
 
     # Only the chosen section is built (tabs would build all of them on every rerun).

@@ -1,6 +1,7 @@
-"""The caveat of a CPU profile whose workers take every core of the machine: its interconnect stall then
-also holds the workers' (and gloo's) competition for the cores, beside what the probe's all-reduce alone took.
-Said by `stash profile`, `stash show` and the Stall breakdown page alike."""
+"""The caveats of an interconnect stall: on a CPU profile whose workers take every core of the machine it
+also holds the workers' (and gloo's) competition for the cores, beside what the probe's all-reduce alone
+took; a job of one worker per machine has no interconnect of its own (the stall is R1's, the network's
+reference). Said by `stash profile`, `stash show` and the Stall breakdown page alike."""
 
 from __future__ import annotations
 
@@ -9,20 +10,30 @@ from stash_core.units import format_time
 
 def core_sharing_note(doc: dict) -> str | None:
     """The note for a result document (spec, fingerprint, breakdown), or None where the workers' threads leave
-    a core free, run on a GPU, or there is no interconnect stall."""
+    a core free, run on a GPU, or there is no interconnect stall. A job of one worker per machine also hears
+    that its interconnect stall is its reference run's (R1 puts all its workers on one machine)."""
     spec, fingerprint = doc.get("spec") or {}, doc.get("fingerprint") or {}
     breakdown = doc.get("breakdown") or {}
-    workers, threads = int(spec.get("workers_per_node") or 1), int(spec.get("threads_per_worker") or 1)
-    cores = fingerprint.get("cpu_cores_logical") or fingerprint.get("cpu_cores_physical")
-    if spec.get("device") != "cpu" or workers < 2 or not cores or workers * threads < int(cores):
-        return None
     stall = ((breakdown.get("stalls") or {}).get("interconnect") or {}).get("seconds")
     if stall is None:
         return None
-    allreduce = ((breakdown.get("communication") or {}).get("interconnect") or {}).get("allreduce_s")
-    alone = f"; the probe's all-reduce of the gradients alone took {format_time(allreduce)}"
-    probe = alone if allreduce else ""
-    return (
-        f"note: the {workers} workers x {threads} thread(s) share this machine's {cores} cores: the "
-        f"interconnect stall ({format_time(stall)}) also holds their competition for the cores{probe}"
-    )
+    per_machine, machines = int(spec.get("workers_per_node") or 1), int(spec.get("nodes") or 1)
+    # R1, the interconnect stall's run, holds every worker of the job on one machine
+    workers, threads = per_machine * machines, int(spec.get("threads_per_worker") or 1)
+    notes = []
+    if per_machine == 1 and machines > 1:
+        notes.append(
+            "note: the job runs one worker per machine, so it has no interconnect of its own: the "
+            f"interconnect stall ({format_time(stall)}) is what its {workers} workers cost each other on one "
+            "machine in R1, the network stall's reference; the job's communication is the two together"
+        )
+    cores = fingerprint.get("cpu_cores_logical") or fingerprint.get("cpu_cores_physical")
+    if spec.get("device") == "cpu" and workers >= 2 and cores and workers * threads >= int(cores):
+        allreduce = ((breakdown.get("communication") or {}).get("interconnect") or {}).get("allreduce_s")
+        alone = f"; the probe's all-reduce of the gradients alone took {format_time(allreduce)}"
+        probe = alone if allreduce else ""
+        notes.append(
+            f"note: the {workers} workers x {threads} thread(s) share this machine's {cores} cores: the "
+            f"interconnect stall ({format_time(stall)}) also holds their competition for the cores{probe}"
+        )
+    return "\n".join(notes) or None

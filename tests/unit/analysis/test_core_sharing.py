@@ -6,9 +6,10 @@ from __future__ import annotations
 from stash_core.analysis.core_sharing import core_sharing_note
 
 
-def _doc(workers: int, threads: int, cores: int, device: str = "cpu") -> dict:
+def _doc(workers: int, threads: int, cores: int, device: str = "cpu", nodes: int = 1) -> dict:
     return {
-        "spec": {"device": device, "workers_per_node": workers, "threads_per_worker": threads},
+        "spec": {"device": device, "workers_per_node": workers, "threads_per_worker": threads,
+                 "nodes": nodes},
         "fingerprint": {"cpu_cores_logical": cores},
         "breakdown": {"stalls": {"interconnect": {"seconds": 0.181}},
                       "communication": {"interconnect": {"allreduce_s": 0.0031}}},
@@ -39,3 +40,15 @@ def test_stash_show_gives_the_note_the_profile_printed(tmp_path, capsys):
     store.ingest_result(tmp_path / "r.duckdb", doc)
     assert main(["show", doc["run_id"], "--db", str(tmp_path / "r.duckdb")]) == 0
     assert "note: the 2 workers x 1 thread(s) share this machine's 2 cores" in capsys.readouterr().out
+
+
+def test_a_job_of_one_worker_per_machine_hears_its_interconnect_stall_is_r1_s():
+    """--workers 1 --nodes 2: R1 puts both workers on one machine as the network's reference, and their cost
+    to each other there was printed as the job's interconnect stall, without a word (on a GPU too)."""
+    note = core_sharing_note(_doc(1, 1, 2, nodes=2))
+    first, second = note.splitlines()
+    assert first.startswith("note: the job runs one worker per machine, so it has no interconnect of its own")
+    assert "its 2 workers cost each other on one machine in R1" in first
+    assert "share this machine's 2 cores" in second  # R1's 2 workers x 1 thread take both cores
+    gpu = core_sharing_note(_doc(1, 1, 64, device="cuda", nodes=2))
+    assert gpu.startswith("note: the job runs one worker per machine") and "\n" not in gpu
