@@ -28,9 +28,14 @@ def spread_cause(records: list[dict]) -> str:
     mean_load = sum(loads) / len(loads) if loads else None
     load_text = (f"other processes kept {mean_load:.2f} cores busy on average during its launches (up to "
                  f"{max(loads):.2f})") if loads else "other load could not be measured there"  # fmt: skip
-    if loads and (mean_load >= OTHER_LOAD_MEAN_CORES or max(loads) >= OTHER_LOAD_PEAK_CORES):
-        return f"other load on the machine: {load_text}; a quieter machine would narrow it"
     disagree = [record for record in records if launches_disagree(record)]
+    if loads and (mean_load >= OTHER_LOAD_MEAN_CORES or max(loads) >= OTHER_LOAD_PEAK_CORES):
+        # a first launch far from the rest under a load that stayed alike is named too: the load alone
+        # does not explain it
+        shape = launch_spread_finding(_pooled_means(disagree[0])) if disagree else ""
+        first = shape.removeprefix("its first launch")
+        also = f"; also {disagree[0]['name']}'s first launch{first}" if first != shape else ""
+        return f"other load on the machine: {load_text}; a quieter machine would narrow it{also}"
     if not disagree:
         caps = sorted({launch["stop_reason"] for launch in launches} & set(CAP_REASONS))
         if caps:
@@ -38,8 +43,7 @@ def spread_cause(records: list[dict]) -> str:
             return f"its launches stopped at the {cap} cap with their iterations still varying ({load_text})"
         return f"its iterations vary within launches that agree ({load_text}): longer launches narrow it"
     record = disagree[0]
-    means = [launch["mean_s"] for launch in record["launches"] if launch["pooled"]]
-    finding = launch_spread_finding(means)
+    finding = launch_spread_finding(_pooled_means(record))
     lag1 = within_launch_lag1(record)
     if lag1 is not None and lag1 >= LEVEL_SHIFT_LAG1:
         finding = (f"the machine's speed shifts within its launches too: its iterations' lag-1 autocorrelation "
@@ -50,6 +54,10 @@ def spread_cause(records: list[dict]) -> str:
     return (
         f"{subject} disagree more than their iterations do ({finding}), and not from other load ({load_text})"
     )
+
+
+def _pooled_means(record: dict) -> list[float]:
+    return [launch["mean_s"] for launch in record.get("launches") or [] if launch["pooled"]]
 
 
 def launches_disagree(record: dict) -> bool:

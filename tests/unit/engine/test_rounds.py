@@ -217,3 +217,13 @@ def test_paired_launches_that_agree_are_not_said_to_disagree() -> None:
         # pooled over its blocks as engine/paired.py pools them: groups carry no interval of their own
         records[0]["pooled"].update(between_ci95=0.01, within_ci95=0.0)
         assert spread_cause(records).startswith("its iterations vary within launches that agree")
+
+
+def test_a_first_launch_far_off_under_steady_load_is_named_beside_the_load() -> None:
+    """R0's first launch ran +510% off the next two under the same ~1 core of other load: only the load was
+    blamed, and the first launch never named."""
+    busy = _records(_launched({"R0": [0.0569, 0.0093, 0.0093, 0.0094]}, other_cores=0.97))
+    cause = spread_cause(busy)
+    assert cause.startswith("other load on the machine: other processes kept 0.97 cores busy")
+    assert cause.endswith("; also R0's first launch was +510% off the others (a warm-up left in it, or the "
+                          "machine's speed then)")
