@@ -194,20 +194,30 @@ def exact_search_fits(caps: list[int], lower: int, top: int) -> bool:
 
 def mixes(kinds: list[Worker], caps: list[int], lower: int, top: int) -> Iterator[list[Worker]]:
     """Every cluster of `kinds[m]` x n_m (n_m <= caps[m]) with lower..top workers, in the windows' order:
-    fewest workers first, then the most of the first (fastest) kinds; the instances in the pool's order."""
+    fewest workers first, then the most of the first (fastest) kinds; the instances in the pool's order. Only
+    the kinds a mix holds are stepped through (a catalog of a thousand types with one in the mix costs one
+    step, not a thousand)."""
+    room = [0] * (len(caps) + 1)  # room[m]: instances the kinds from m on can hold
+    for m in range(len(caps) - 1, -1, -1):
+        room[m] = room[m + 1] + caps[m]
 
-    def counts(m: int, n: int) -> Iterator[tuple[int, ...]]:
-        if m == len(caps) - 1:
-            yield (n,)
+    def chosen(start: int, left: int) -> Iterator[tuple[tuple[int, int], ...]]:
+        """(kind, count) of `left` more instances from kind `start` on, the most of the first kinds first."""
+        if left == 0:
+            yield ()
             return
-        rest = sum(caps[m + 1 :])
-        for here in range(min(caps[m], n), max(0, n - rest) - 1, -1):
-            for tail in counts(m + 1, n - here):
-                yield (here, *tail)
+        for m in range(start, len(caps)):
+            if room[m] < left:
+                return  # the kinds from m on cannot hold what is left
+            for here in range(min(caps[m], left), 0, -1):
+                if room[m + 1] < left - here:
+                    break  # fewer here leaves more than the later kinds hold
+                for tail in chosen(m + 1, left - here):
+                    yield ((m, here), *tail)
 
     for n in range(lower, top + 1):
-        for vector in counts(0, n):
-            yield [w for w, k in zip(kinds, vector, strict=True) for _ in range(k)]
+        for mix in chosen(0, n):
+            yield [kinds[m] for m, count in mix for _ in range(count)]
 
 
 def check_candidates(lower: int, top: int, pool_size: int) -> None:

@@ -87,9 +87,10 @@ def stored_probe_figures(con: duckdb.DuckDBPyConnection, probe_id: str) -> dict[
     return _probe_part([tuple(_plain(c, v) for c, v in zip(PROBE_COLUMNS, row, strict=True)) for row in rows])
 
 
-# A run's samples are compared on their rows and the sum of their values, per phase (and metric): a file with
-# other samples is other content; a stored run without some, uploaded from an export without them, gets them
-# from its result file (ingest._add_missing_samples).
+# A run's samples are compared on their values that are not NULL (how many, and their sum), per phase (and
+# metric): a file with other samples is other content; a moment with no value, which an earlier Upload page
+# dropped, is none. A stored run without some, uploaded from an export without them, gets them from its
+# result file (ingest._add_missing_samples).
 
 
 def sample_figures(run: PreparedRun) -> dict[str, tuple[int, float]]:
@@ -99,12 +100,13 @@ def sample_figures(run: PreparedRun) -> dict[str, tuple[int, float]]:
 
     figures: dict[str, tuple[int, float]] = {}
     for phase, rows in run.iterations:
-        total_s = pc.sum(rows.column("iteration_s")).as_py() or 0.0
-        figures[f"iterations {phase}"] = (rows.num_rows, float(total_s))
+        column = rows.column("iteration_s")
+        total_s = pc.sum(column).as_py() or 0.0
+        figures[f"iterations {phase}"] = (len(column) - column.null_count, float(total_s))
     for phase, rows in run.telemetry:
         frame = rows.select(["metric", "value"]).to_pandas()
         for metric, values in frame.groupby("metric", observed=True)["value"]:
-            figures[f"telemetry {phase} {metric}"] = (len(values), float(values.fillna(0.0).sum()))
+            figures[f"telemetry {phase} {metric}"] = (int(values.count()), float(values.sum()))
     if run.probes is not None and len(run.probes):
         figures["probes"] = (len(run.probes), float(run.probes["time_s"].fillna(0.0).sum()))
     return figures
@@ -114,9 +116,9 @@ def stored_sample_figures(con: duckdb.DuckDBPyConnection, run_id: str) -> dict[s
     """sample_figures of the run stored under `run_id` (tables without its rows left out)."""
     figures: dict[str, tuple[int, float]] = {}
     rows = con.execute(
-        "SELECT 'iterations ' || phase, count(*), coalesce(sum(iteration_s), 0) FROM iterations "
+        "SELECT 'iterations ' || phase, count(iteration_s), coalesce(sum(iteration_s), 0) FROM iterations "
         "WHERE run_id = ? GROUP BY phase UNION ALL "
-        "SELECT 'telemetry ' || phase || ' ' || metric, count(*), coalesce(sum(value), 0) FROM telemetry "
+        "SELECT 'telemetry ' || phase || ' ' || metric, count(value), coalesce(sum(value), 0) FROM telemetry "
         "WHERE run_id = ? GROUP BY phase, metric",
         [run_id, run_id],
     ).fetchall()

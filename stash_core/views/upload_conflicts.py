@@ -8,13 +8,22 @@ from typing import Any
 
 from stash_core import store
 from stash_core.results.file import upgrade_result
-from stash_core.store.ingest_conflicts import difference_text, differences, run_figures, stored_run_figures
+from stash_core.store.ingest_conflicts import (
+    difference_text,
+    differences,
+    run_figures,
+    sample_differences,
+    sample_figures,
+    stored_run_figures,
+    stored_sample_figures,
+)
 from stash_core.store.ingest_rows import prepare_run
 
 
-def figures(doc: dict[str, Any]) -> dict[str, Any]:
-    """A result document's figures as the store compares them."""
-    return run_figures(prepare_run(upgrade_result(doc), None))
+def figures(doc: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A result document's figures and samples' figures as the store compares them."""
+    prepared = prepare_run(upgrade_result(doc), None)
+    return run_figures(prepared), sample_figures(prepared)
 
 
 def stored_conflict(db_path: Path | str, doc: dict[str, Any]) -> str | None:
@@ -22,7 +31,9 @@ def stored_conflict(db_path: Path | str, doc: dict[str, Any]) -> str | None:
     not (not stored, or stored with the same content)."""
     with store.connect(db_path, read_only=True) as con:
         stored = stored_run_figures(con, doc["run_id"])
-    differ = [] if stored is None else differences(stored, figures(doc))
+        stored_samples = stored_sample_figures(con, doc["run_id"]) if stored is not None else {}
+    run, samples = figures(doc)
+    differ = [] if stored is None else differences(stored, run) + sample_differences(stored_samples, samples)
     if not differ:
         return None
     return (f"run {doc['run_id']} is stored with other content ({difference_text(differ)}): Store would "
@@ -32,7 +43,8 @@ def stored_conflict(db_path: Path | str, doc: dict[str, Any]) -> str | None:
 def upload_conflict(first_file: str, first: dict[str, Any], doc: dict[str, Any]) -> str | None:
     """Why `doc` cannot go in beside the same run_id of another uploaded file (`first_file`'s `first`): other
     content; None when both hold the same."""
-    differ = differences(figures(first), figures(doc))
+    (first_run, first_samples), (run, samples) = figures(first), figures(doc)
+    differ = differences(first_run, run) + sample_differences(first_samples, samples)
     if not differ:
         return None
     return (f"run {doc['run_id']} is also in {first_file} with other content ({difference_text(differ)}): "

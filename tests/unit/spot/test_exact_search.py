@@ -146,3 +146,13 @@ def test_a_window_answer_is_not_called_the_cheapest_on_the_command_line(monkeypa
     assert "cheapest found: " in out and "a cheaper mix may exist" in out
     assert main([*argv, "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["search"] == "window"
+
+
+def test_the_mixes_of_a_large_catalog_step_only_through_the_kinds_they_hold():
+    """A mix stepped through every kind of the catalog: 140 kinds took 1.4 s a plan, and 1,000 kinds of
+    quota 1 overflowed the stack (one recursion per kind)."""
+    kinds = list(range(3000))
+    singles = list(planner.mixes(kinds, [1] * 3000, 1, 1))
+    assert singles == [[kind] for kind in kinds]
+    pairs = list(planner.mixes(kinds[:140], [1] * 140, 2, 2))
+    assert len(pairs) == 140 * 139 // 2 and pairs[0] == [0, 1] and pairs[-1] == [138, 139]

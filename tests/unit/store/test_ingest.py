@@ -509,3 +509,16 @@ def test_a_run_stored_without_its_samples_gets_them_from_its_result_file(tmp_pat
         assert a.execute(sql).fetchall() == b.execute(sql).fetchall()
         telemetry = "SELECT count(*) FROM telemetry"
         assert a.execute(telemetry).fetchall() == b.execute(telemetry).fetchall()
+
+
+def test_a_run_stored_without_its_empty_telemetry_moments_is_still_the_same_run(db_path, result_doc):
+    """An earlier Upload page dropped telemetry rows with no value: the run's own file was then refused as
+    other telemetry, and the whole batch with it. Moments with no value are no content."""
+    doc = result_doc(run_id="20261122T080000Z-aaaa0034")
+    metrics = doc["phases"][1]["telemetry"]["metrics"]
+    for values in metrics.values():
+        values[2] = None  # a moment when no metric was sampled
+    store.ingest_result(db_path, doc)
+    with duckdb.connect(str(db_path)) as con:
+        con.execute("DELETE FROM telemetry WHERE value IS NULL")
+    assert store.ingest_result(db_path, doc) is False

@@ -15,8 +15,9 @@ RUN_ID = "20261122T080000Z-eeee0006"
 STARTED = datetime(2026, 11, 22, 8, tzinfo=UTC)
 
 
-def _file(seed: int, iterations: int = 40) -> bytes:
-    doc = result_doc("mobilenet_v2", run_id=RUN_ID, started_at=STARTED, seed=seed, iterations=iterations)
+def _file(seed: int, iterations: int = 40, samples: bool = False) -> bytes:
+    doc = result_doc("mobilenet_v2", run_id=RUN_ID, started_at=STARTED, seed=seed, iterations=iterations,
+                     samples=samples)  # fmt: skip
     return json.dumps(doc).encode()
 
 
@@ -68,3 +69,23 @@ def test_a_file_refused_for_its_stored_conflict_is_not_previewed_and_blocks_no_o
     other, same = report.checks
     assert not other.ok and same.ok  # the stored content: already stored, a no-op
     assert len(report.preview) == 1  # the stored run once, as same.json has it
+
+
+def _other_samples() -> bytes:
+    """The run of _file(1) with one iteration time changed: the same figures, other samples."""
+    doc = json.loads(_file(1, samples=True))
+    doc["phases"][0]["samples"]["iteration_s"][0] *= 1.5
+    return json.dumps(doc).encode()
+
+
+def test_other_samples_are_other_content_at_the_check_as_at_store(tmp_path: Path) -> None:
+    """Store refuses a run whose samples differ from the stored one's; the check passed it, and two such
+    uploaded files were said to clash with the database rather than with each other."""
+    db = tmp_path / "r.duckdb"
+    store.ingest_result(db, json.loads(_file(1, samples=True)))
+    (check,) = views.upload.check_uploads(db, [("other.json", _other_samples())]).checks
+    assert not check.ok and f"run {RUN_ID} is stored with other content (iterations R0)" in check.reason
+    empty = tmp_path / "empty.duckdb"
+    files = [("a.json", _file(1, samples=True)), ("b.json", _other_samples())]
+    report = views.upload.check_uploads(empty, files)
+    assert f"run {RUN_ID} is also in a.json with other content (iterations R0)" in report.checks[1].reason
