@@ -74,14 +74,20 @@ def test_unreachable_host_names_the_host(cluster_state, hosts):
         cluster.set_link(1, down=False, state_dir=cluster_state)
 
 
-def test_refused_key_is_reported_as_authentication(cluster_state, hosts, tmp_path):
-    other_key = tmp_path / "other_key"
-    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(other_key)], check=True)
-    config = tmp_path / "ssh_config"  # trusts the node's host key but offers only the other key
+def _trusting_config(cluster_state, tmp_path) -> Path:
+    """An ssh config that trusts the nodes' host keys and offers only the key given with -i."""
+    config = tmp_path / "ssh_config"
     config.write_text(
         f"Host *\n  UserKnownHostsFile {cluster_state / 'known_hosts'}\n  StrictHostKeyChecking yes\n"
         "  IdentitiesOnly yes\n"
     )
+    return config
+
+
+def test_refused_key_is_reported_as_authentication(cluster_state, hosts, tmp_path):
+    other_key = tmp_path / "other_key"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(other_key)], check=True)
+    config = _trusting_config(cluster_state, tmp_path)  # offers only the other key
     target = SshTarget(host=hosts[0].host, user="root", key_path=other_key, config_file=config)
     with pytest.raises(AuthRefusedError, match=re.escape(f"authentication refused by host {hosts[0].host}")):
         run_remote(target, ["true"], 20)
@@ -92,11 +98,7 @@ def test_a_key_ssh_will_not_load_is_named(cluster_state, hosts, tmp_path):
     loose_key = tmp_path / "loose_key"
     loose_key.write_bytes(Path(cluster.cluster_status(cluster_state)["key_path"]).read_bytes())
     loose_key.chmod(0o644)
-    config = tmp_path / "ssh_config"
-    config.write_text(
-        f"Host *\n  UserKnownHostsFile {cluster_state / 'known_hosts'}\n  StrictHostKeyChecking yes\n"
-        "  IdentitiesOnly yes\n"
-    )
+    config = _trusting_config(cluster_state, tmp_path)
     target = SshTarget(host=hosts[0].host, user="root", key_path=loose_key, config_file=config)
     with pytest.raises(AuthRefusedError, match=re.escape(f"ssh could not use the key {loose_key}: bad perm")):
         run_remote(target, ["true"], 20)
