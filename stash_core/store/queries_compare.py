@@ -40,6 +40,13 @@ _CODE = (
     "left(coalesce(json_extract_string(r.spec, '$.script_sha256'), "
     "json_extract_string(r.spec, '$.model_sha256')), 12)"
 )
+# One model file given by two paths (./m.py:make at the command line, /home/u/m.py:make from the Run page) is
+# one job: its runs of one file name and contents go by the name of the newest (the path most likely still
+# there).
+_MODEL = (
+    f"CASE WHEN {_CODE} IS NULL THEN b.model ELSE first_value(b.model) OVER (PARTITION BY "
+    f"regexp_extract(b.model, '[^/]*$'), {_CODE} ORDER BY b.started_at DESC) END AS model"
+)
 # The workers and machines of the run the iteration time is of: R0 is one worker, R1 one machine (a
 # profile asked for compute alone times R0 only, whatever --workers said).
 _SHAPE_OF_TIMED_RUN = (
@@ -55,7 +62,7 @@ _STALLS = "concat_ws(',', " + ", ".join(
 ) + ")"
 _JOB_RUNS = f"""
 WITH job_runs AS (
-    SELECT b.* REPLACE ({_SHAPE_OF_TIMED_RUN}), {_INPUT_SHAPE} AS input_shape, {_DATA} AS data,
+    SELECT b.* REPLACE ({_SHAPE_OF_TIMED_RUN}, {_MODEL}), {_INPUT_SHAPE} AS input_shape, {_DATA} AS data,
            {_CODE} AS code, {_STALLS} AS stalls,
            CAST(r.spec AS VARCHAR) AS spec_json, CAST(r.fingerprint AS VARCHAR) AS fingerprint_json
     FROM stall_breakdown AS b JOIN runs AS r ON r.run_id = b.run_id

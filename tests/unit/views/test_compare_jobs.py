@@ -196,3 +196,21 @@ def test_runs_split_into_the_same_stalls_are_one_job_whatever_their_stalls_asked
         assert store.ingest_result(db, run("lab", {**SYNTHETIC_64, "stalls": asked}, split, workers=2))
     choices = views.compare.compare_choices(db)
     assert choices["stalls"].tolist() == ["compute,interconnect"] and choices["runs"].tolist() == [2]
+
+
+def test_one_model_file_given_by_two_paths_is_one_job(tmp_path: Path) -> None:
+    """`./m.py:make` at the command line and `/home/u/work/m.py:make` from the Run page, the same contents:
+    Compare showed two rows of one job; now one, named by the newest run's path. Another file's contents of
+    that name stay a job of their own."""
+    db = tmp_path / "files.duckdb"
+    files = (("m.py:make", "a" * 64), ("/home/u/work/m.py:make", "a" * 64), ("m.py:make", "b" * 64))
+    for model, sha in files:
+        spec = {"model_sha256": sha, "input_shape": [3, 64, 64]}
+        doc = result_doc(model, batch_size=32, instance="box", stalls={"compute": 0.2}, spec_extra=spec)
+        assert store.ingest_result(db, doc)
+    choices = views.compare.compare_choices(db).set_index("code")
+    assert len(choices) == 2 and choices.loc["aaaaaaaaaaaa", "runs"] == 2
+    assert choices.loc["aaaaaaaaaaaa", "model"] == "/home/u/work/m.py:make"  # the newer run's path
+    job = views.compare.job_of(choices.reset_index().iloc[0])
+    frame = views.compare.compare_configurations(db, job.pop("model"), job.pop("batch_size"), **job)
+    assert frame["runs"].sum() == choices.reset_index().iloc[0]["runs"]
