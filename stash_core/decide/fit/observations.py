@@ -118,7 +118,12 @@ def with_dnn(frame: pd.DataFrame) -> pd.DataFrame:
     apart they would each be predicted from the other, and count as two where the data holds one."""
     if "dnn" in frame.columns:
         return frame
-    keys = frame[list(FEATURES)].astype(str).agg("/".join, axis=1) if len(frame) else pd.Series(dtype=object)
+    if not len(frame):
+        return frame.assign(dnn=pd.Series(dtype=object))
+    texts = [frame[feature].astype(str) for feature in FEATURES]  # column by column, not row by row
+    keys = texts[0]
+    for text in texts[1:]:
+        keys = keys + "/" + text
     return frame.assign(dnn=keys)
 
 
