@@ -408,9 +408,14 @@ def parse_script_args(parse_known: Callable, args: list[str], namespace: Any) ->
     `--stalls compute, interconnect` is not passed to the script, nor said to come after a `--`)."""
     cut = args.index("--") if "--" in args else len(args)
     namespace, extras = parse_known(args[:cut], namespace)
-    strays = list(namespace.script_args)  # bare words before any `--`, which the positional took
-    namespace.script_args = args[cut + 1 :]
-    return namespace, [*strays, *extras]
+    left = [*namespace.script_args, *extras]  # bare words before any `--` (the positional took them), then
+    namespace.script_args = args[cut + 1 :]  # unknown options: said in the order they were typed
+    ordered = []
+    for word in args[:cut]:
+        if word in left:
+            left.remove(word)
+            ordered.append(word)
+    return namespace, [*ordered, *left]
 
 
 class _Typed(argparse.Action):

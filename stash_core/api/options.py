@@ -75,13 +75,17 @@ def profile_argv(spec: ProfileSpec | None, options: Mapping[str, Any]) -> list[s
     values: dict[Option, Any] = spec.options_given() if spec is not None else {}
     script_args = list(spec.script_args) if spec is not None else []
     names = _options_by_name()
+    given: dict[Option, str] = {}  # the option each keyword named: two names of one option are refused
     for name, value in options.items():
         if name == "script_args":
-            script_args = [str(arg) for arg in _as_list(name, value)]
+            script_args = [_script_arg(arg) for arg in _as_list(name, value)]
             continue
         option = names.get(name)
         if option is None:
             raise UsageError(f"profile: unknown option {name!r}{_suggestion(name, [*names, 'script_args'])}")
+        if option in given:
+            raise UsageError(f"profile: {given[option]} and {name} are one option ({option.flag}): give one")
+        given[option] = name
         if option.switch:
             values[option] = _switch_value(name, option, value)
         elif value is not None:  # None: not given, as the command's default
@@ -207,6 +211,13 @@ def database(db: Path | str | None) -> Path:
     path = default_db() if db is None else required_path("db", db)
     check_reachable(path)
     return path
+
+
+def _script_arg(value: Any) -> str:
+    """One of the script's arguments: text, or a number written as the shell would pass it; None is none."""
+    if isinstance(value, bool) or value is None or not isinstance(value, (str, int, float)):
+        raise UsageError(f"profile: script_args must be text, got {value!r}")
+    return str(value)
 
 
 def _switch_value(name: str, option: Option, value: Any) -> bool:

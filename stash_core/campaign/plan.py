@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 import socket
 import sys
 import time
@@ -64,7 +65,7 @@ class CampaignItem:
 
     def describe(self) -> str:
         if self.script is not None:
-            args = f" -- {' '.join(self.script_args)}" if self.script_args else ""
+            args = f" -- {shlex.join(self.script_args)}" if self.script_args else ""  # as a shell takes them
             text = f"script {self.script}{args}, {self.workers_per_node} worker(s)"
             return text + (f" x {self.nodes} nodes" if self.nodes > 1 else "")
         text = f"{self.model} batch {self.batch_size}, {self.workers_per_node} worker(s)"
@@ -313,7 +314,7 @@ def profile_args(item: CampaignItem, settings: CampaignSettings) -> list[str]:
         safe = "_".join(str(part) for part in parts).replace("/", "-").replace("@", "_at_").replace(":", "-")
         safe = safe.lstrip(".-") or "model"  # ./m.py:make, /abs/m.py: no hidden file, no option-like name
         out = Path(settings.results_dir) / f"{safe}-{int(time.time())}.json"
-        args = with_options(args, "--out", str(out))
+        args = with_options(args, f"--out={out}")  # "=": a folder named "-r" stays a value
     return with_options(args, *settings.extra_args)
 
 

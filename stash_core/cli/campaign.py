@@ -53,7 +53,9 @@ def _checked(parse):
 
 def add_commands(subparsers: Any, parser_class: type[argparse.ArgumentParser] | None = None) -> None:
     """Add `campaign` to `stash`'s subparsers."""
-    camp = subparsers.add_parser("campaign", help="profile a sweep of models and configurations (resumable)")
+    camp = subparsers.add_parser(
+        "campaign", help="profile a sweep of models and configurations (resumable)", allow_abbrev=False
+    )
     models = camp.add_mutually_exclusive_group(required=True)
     models.add_argument("--family", choices=["resnet", "vgg"])
     models.add_argument(
@@ -198,7 +200,7 @@ def _print_plan(plan: list, settings: Any) -> None:
     stored_keys = {item.key for item in stored}
     for item in plan:
         mark = "stored" if item.key in stored_keys else "to run"
-        print(f"  {mark:<7} {item.describe()}  [{item.instance}]")
+        print(printable(f"  {mark:<7} {item.describe()}  [{item.instance}]"))
     where = printable(str(settings.db_path))
     print(f"{len(plan)} configuration(s): {len(todo)} to run, {len(stored)} stored in {where}")
 

@@ -75,7 +75,10 @@ class Parser(argparse.ArgumentParser):
             if not any(known.startswith(option) for known in self._option_string_actions):
                 self.error(f"unrecognized option {given[0]} (a command's options go after the command)")
         if takes_script_args(self):  # `stash profile`, `stash campaign`: the script's arguments after `--`
-            return parse_script_args(super().parse_known_args, given, namespace)
+            namespace, left = parse_script_args(super().parse_known_args, given, namespace)
+            if left and getattr(namespace, "script", None):  # most likely the script's, typed before `--`
+                self.error(f"unrecognized arguments: {' '.join(left)} (a script's own arguments go after --)")
+            return namespace, left
         return super().parse_known_args(args, namespace)
 
     def _command_choices(self) -> list[str]:
@@ -98,7 +101,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"stash {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
 
-    profile = commands.add_parser("profile", help="profile a training job by differential runs")
+    # no abbreviated options where a script's own follow: `--batch 8` typed without `--` is refused, not
+    # taken as --batch-size (the API's parser refuses it too)
+    profile = commands.add_parser(
+        "profile", help="profile a training job by differential runs", allow_abbrev=False
+    )
     add_profile_arguments(profile)
 
     ingest = commands.add_parser("ingest", help="store result files in the database (idempotent)")

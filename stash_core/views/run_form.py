@@ -193,7 +193,7 @@ def _script_spec(form: RunForm, base: Path, hosts: list[str]) -> ProfileSpec:
     if script is None:
         raise UsageError("Script: give the path of your training script, or upload it")
     try:
-        args = shlex.split(form.script_args)
+        args = shlex.split(form.script_args, comments=True)  # as a shell reads the line
     except ValueError as error:
         raise UsageError(f"Script arguments: {error} (quote them as in a shell)") from None
     model_form = replace(

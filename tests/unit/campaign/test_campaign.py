@@ -255,5 +255,17 @@ def test_a_model_file_s_stored_run_counts_under_either_spelling_and_only_while_t
 def test_a_result_file_is_named_neither_hidden_nor_like_an_option(tmp_path, model):
     settings = CampaignSettings(db_path=tmp_path / "r.duckdb", results_dir=tmp_path / "res")
     args = profile_args(CampaignItem(model, 8, 1, 1, "box"), settings)
-    name = Path(args[args.index("--out") + 1]).name
+    (out,) = [arg.removeprefix("--out=") for arg in args if arg.startswith("--out=")]
+    name = Path(out).name
     assert name[0] not in ".-" and "m.py-make_8_1_1_box-" in name and name.endswith(".json")
+
+
+def test_a_results_folder_named_like_an_option_is_still_the_result_file_s(tmp_path, monkeypatch):
+    """--results-dir=-r: `--out -r/....json` made every profile fail ("--out: expected one argument")."""
+    from stash_core.api.options import parse_profile
+
+    monkeypatch.chdir(tmp_path)
+    settings = CampaignSettings(db_path=tmp_path / "r.duckdb", results_dir=Path("-r"))
+    args = profile_args(CampaignItem("resnet10", 8, 1, 1, "box"), settings)
+    parsed, _ = parse_profile(args)
+    assert str(parsed.out).startswith("-r/") and str(parsed.out).endswith(".json")

@@ -33,6 +33,8 @@ def test_a_script_is_one_configuration_per_worker_count_keyed_by_its_contents(tm
     assert [item.workers_per_node for item in first] == [1, 2]
     assert {item.model for item in first} == {"script:train.py"} and first[0].batch_size is None
     assert "script " in first[0].describe() and "-- --steps 5" in first[0].describe()
+    spaced = plan_script_campaign(str(script), ["a b", "", "\x1b[31m"], [1], [1], "box")[0]
+    assert "-- 'a b' '' '\x1b[31m'" in spaced.describe()  # quoted as a shell takes them
     script.write_text("print('two')\n")
     second = plan_script_campaign(str(script), ["--steps", "5"], [1], [1], "box")
     other_args = plan_script_campaign(str(script), ["--steps", "6"], [1], [1], "box")

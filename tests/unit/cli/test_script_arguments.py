@@ -28,7 +28,37 @@ SCRIPT = str(REPO / "examples" / "scripts" / "train_ddp.py")
 def test_a_stray_word_is_an_unrecognized_argument(args, tmp_path, capsys, monkeypatch) -> None:
     result = stash_here(capsys, monkeypatch, *args, "--db", str(tmp_path / "r.duckdb"))
     assert result.returncode == 2
-    assert one_line_error(result) == "stash: unrecognized arguments: interconnect"
+    if "--script" in args:  # most likely the script's own, typed before `--`: said where they go
+        hint = "unrecognized arguments: interconnect (a script's own arguments go after --)"
+        assert one_line_error(result) == f"stash: {args[0]}: {hint}"
+    else:
+        assert one_line_error(result) == "stash: unrecognized arguments: interconnect"
+
+
+@pytest.mark.parametrize("command", ["profile", "campaign"])
+def test_a_script_s_option_typed_before_the_separator_is_never_an_abbreviated_stash_option(
+    command, tmp_path, capsys, monkeypatch
+) -> None:
+    """`--batch 8` (the script's) was taken as --batch-size 8, `--iter 5` as --iterations, `--work 2` as
+    --workers, and the script ran without them; they are said in the order typed."""
+    extra = ["--dry-run"] if command == "campaign" else []
+    db = str(tmp_path / "r.duckdb")
+    typed = [command, "--script", SCRIPT, *extra, "--batch", "8", "--iter", "5", "--db", db]
+    result = stash_here(capsys, monkeypatch, *typed)
+    assert result.returncode == 2
+    assert one_line_error(result) == (
+        f"stash: {command}: unrecognized arguments: --batch 8 --iter 5 (a script's own arguments go after --)"
+    )
+
+
+def test_the_api_refuses_two_names_of_one_option_and_script_arguments_that_are_no_text() -> None:
+    from stash_core.api.options import profile_argv
+
+    with pytest.raises(UsageError, match=r"workers_per_node and workers are one option \(--workers\)"):
+        profile_argv(None, {"model": "resnet10", "batch_size": 8, "workers_per_node": 2, "workers": 3})
+    with pytest.raises(UsageError, match="script_args must be text, got None"):
+        profile_argv(None, {"script": SCRIPT, "script_args": ["--epochs", None]})
+    assert profile_argv(None, {"script": SCRIPT, "script_args": ["--epochs", 3]})[-2:] == ["--epochs", "3"]
 
 
 def test_the_script_takes_what_follows_the_first_separator_word_for_word() -> None:

@@ -136,9 +136,9 @@ def test_the_form_can_name_a_command_without_remote_options() -> None:
 def test_a_training_script_with_its_arguments_and_data_folder(tmp_path: Path) -> None:
     (tmp_path / "train.py").write_text("print('training')\n")
     (tmp_path / "data").mkdir()
+    typed = "--epochs 1 --name 'a b' # one epoch"  # a shell's comment is no argument: read as a shell does
     args = profile_args(
-        form(use_script=True, script="train.py", script_args="--epochs 1 --name 'a b'", data_dir="data"),
-        base_dir=tmp_path,
+        form(use_script=True, script="train.py", script_args=typed, data_dir="data"), base_dir=tmp_path
     )
     assert args[-5:] == ["--", "--epochs", "1", "--name", "a b"]
     spec = command_spec(args)
