@@ -53,14 +53,24 @@ def docs_from_export(tables: dict[str, pd.DataFrame]) -> list[dict[str, Any]]:
         # a completed run stored without a breakdown (its file had none) has no stall row to bring back
         if row.get("status") == "completed" and not is_missing(row.get("iteration_s")):
             _require_breakdown(str(run_id), tables, parts)
-        samples = [name for name in ("iterations", "telemetry") if parts[name] is not None]
-        if samples and parts["phases"] is None:  # samples hang on their phases: they would be lost
-            raise UsageError(
-                f"run {run_id} has {' and '.join(samples)} rows but no phases rows to hold them; upload the "
-                "phases table of the same export with them"
-            )
+        _require_phases_of_samples(str(run_id), parts)
         docs.append(doc_from_rows(str(run_id), row, parts))
     return docs
+
+
+def _require_phases_of_samples(run_id: str, parts: dict[str, Any]) -> None:
+    """UsageError where the run's iterations or telemetry rows name a phase it has no phases row of: the
+    samples hang on their phases and would be lost."""
+    held = set() if parts["phases"] is None else {str(name) for name in parts["phases"]["phase"]}
+    for table in ("iterations", "telemetry"):
+        rows = parts[table]
+        missing = sorted({str(name) for name in rows["phase"]} - held) if rows is not None else []
+        if missing:
+            raise UsageError(
+                f"run {run_id} has {table} rows of {', '.join(missing)} but no phases row of "
+                f"{'it' if len(missing) == 1 else 'them'} to hold them; upload the phases table of the same "
+                "export with them"
+            )
 
 
 def _require_breakdown(run_id: str, tables: dict[str, pd.DataFrame], parts: dict[str, Any]) -> None:

@@ -14,6 +14,7 @@ from collections.abc import Callable
 import duckdb
 
 from stash_core.errors import UsageError
+from stash_core.results.file import STALL_NAMES
 from stash_core.store.catalog_seed import BUILTIN_CATALOG_CSV, builtin_catalog_rows
 from stash_core.store.dbfile import refuse_foreign
 from stash_core.store.rollback import rollback_if_open
@@ -36,6 +37,11 @@ LATER_COLUMNS: dict[str, frozenset[str]] = {
     "runs": frozenset(LATER_RUN_COLUMNS),
     "instances": frozenset({"region", "origin"}),  # version 5
     "stalls": frozenset({"raw_s"}),  # version 6
+    # the view's remainder (version 3) and the intervals per epoch, which views of older versions lack
+    "stall_breakdown": frozenset(
+        {"epoch_ci95_s", *(f"{stall}_epoch_ci95_s" for stall in (*STALL_NAMES, "unattributed"))}
+        | {f"unattributed_{part}" for part in ("s", "ci95_s", "share", "epoch_s")}
+    ),
 }
 
 _V2_PROBES_DDL = """

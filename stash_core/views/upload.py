@@ -13,12 +13,13 @@ import pandas as pd
 
 from stash_core import store
 from stash_core.errors import StashError, UsageError, first_line
-from stash_core.results.file import upgrade_result
+from stash_core.results.file import PROBE_KIND, upgrade_result
 from stash_core.store import queries_upload
 from stash_core.store.import_export import COMPANION_TABLES, docs_from_export
 from stash_core.store.ingest import NO_SPACE
+from stash_core.store.simulations import SIMULATION_KIND
 from stash_core.views.breakdown import add_run_labels
-from stash_core.views.upload_conflicts import stored_conflict, upload_conflict
+from stash_core.views.upload_conflicts import adds_samples, stored_conflict, upload_conflict
 from stash_core.views.upload_files import read_csv, read_parquet_bounded
 
 # ---------------------------------------------------------------------------------------------------------
@@ -82,6 +83,16 @@ def check_uploads(db_path: Path | str | None, files: Sequence[tuple[str, bytes]]
             conflicts = (stored_conflict(db_path, doc) for doc in check.docs if doc["run_id"] in stored)
             if reason := next((text for text in conflicts if text), None):
                 _refuse(check, reason)
+                continue
+            # a stored run without the samples this file holds is not "already stored": Store adds them
+            completing = [
+                doc["run_id"] for doc in check.docs if doc["run_id"] in stored and adds_samples(db_path, doc)
+            ]
+            if completing:
+                stored -= set(completing)
+                check.reason += (
+                    f" - {', '.join(completing)} stored without the samples this file holds: Store adds them"
+                )
     preview = _dry_run(checks)
     return UploadReport(checks=checks, preview=preview, already_stored=stored)
 
@@ -187,6 +198,10 @@ def _check_json(name: str, data: bytes) -> UploadCheck:
         row = pd.DataFrame([doc])
         if _identify_table(name, row) is not None:  # a one-row JSON-lines export of any table
             return _check_table(name, row)
+    if isinstance(doc, dict) and doc.get("kind") in _STORED_BY_INGEST:  # a Stash file, not a profile's
+        what = _STORED_BY_INGEST[doc["kind"]]
+        reason = f"{what}: store it with `stash ingest FILE`; this page stores result files and exports"
+        return UploadCheck(name, False, reason, kind="unknown")
     try:
         doc = upgrade_result(doc)
     except UsageError as exc:
@@ -213,6 +228,11 @@ def _check_table(name: str, frame: pd.DataFrame) -> UploadCheck:
     return check
 
 
+# Stash's other files, which `stash ingest` stores
+_STORED_BY_INGEST = {
+    PROBE_KIND: "a `stash probe` file",
+    SIMULATION_KIND: "a `stash schedule` simulation file",
+}
 # Export tables stored from here only through the runs they belong to, or not at all.
 _NOT_STORED_ALONE = {
     "models": "not stored from here: models come with their runs",

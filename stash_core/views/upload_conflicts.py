@@ -37,7 +37,20 @@ def stored_conflict(db_path: Path | str, doc: dict[str, Any]) -> str | None:
     if not differ:
         return None
     return (f"run {doc['run_id']} is stored with other content ({difference_text(differ)}): Store would "
-            "refuse it (give it another run_id to keep both)")  # fmt: skip
+            "refuse it (to keep both, change the run_id in the file)")  # fmt: skip
+
+
+def adds_samples(db_path: Path | str, doc: dict[str, Any]) -> bool:
+    """Whether Store would add samples to the stored run of `doc`'s run_id: the file holds iterations,
+    telemetry or probes of a phase the stored run has none of (uploaded from an export without them)."""
+    with store.connect(db_path, read_only=True) as con:
+        stored = {_part(name) for name in stored_sample_figures(con, doc["run_id"])}
+    return any(_part(name) not in stored for name in figures(doc)[1])
+
+
+def _part(name: str) -> str:
+    """"telemetry R1" of "telemetry R1 cpu_util_pct": a table and phase of a run's samples."""
+    return " ".join(name.split(" ", 2)[:2])
 
 
 def upload_conflict(first_file: str, first: dict[str, Any], doc: dict[str, Any]) -> str | None:

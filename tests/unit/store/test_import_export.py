@@ -142,7 +142,12 @@ def test_samples_without_their_phases_are_refused_not_dropped(tmp_path) -> None:
     db = tmp_path / "r.duckdb"
     store.ingest_result(db, failed)
     read = {Path(path).stem: pd.read_parquet(path) for path in store.export(db, "parquet", tmp_path / "out")}
-    with pytest.raises(UsageError, match=f"run {run_id} has iterations rows but no phases rows"):
+    every = "R0, R1, R2, R3"
+    with pytest.raises(UsageError, match=f"run {run_id} has iterations rows of {every} but no phases row"):
         docs_from_export({"runs": read["runs"], "iterations": read["iterations"]})
+    # one phase's row left out of the phases table: its samples were dropped without a word
+    without_r0 = read["phases"][read["phases"]["phase"] != "R0"]
+    with pytest.raises(UsageError, match=f"run {run_id} has iterations rows of R0 but no phases row of it"):
+        docs_from_export({"runs": read["runs"], "phases": without_r0, "iterations": read["iterations"]})
     (doc,) = docs_from_export({name: read[name] for name in ("runs", "phases", "iterations")})
     assert doc["phases"][0]["samples"]["iteration_s"]

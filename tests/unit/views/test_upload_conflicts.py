@@ -89,3 +89,32 @@ def test_other_samples_are_other_content_at_the_check_as_at_store(tmp_path: Path
     files = [("a.json", _file(1, samples=True)), ("b.json", _other_samples())]
     report = views.upload.check_uploads(empty, files)
     assert f"run {RUN_ID} is also in a.json with other content (iterations R0)" in report.checks[1].reason
+
+
+def test_a_stored_run_without_samples_is_completed_not_called_already_stored(tmp_path: Path) -> None:
+    """A run uploaded from an export without its samples, then its result file: the page said "already
+    stored" and disabled Store, where `stash ingest` of the same file adds the samples."""
+    import pandas as pd
+
+    from stash_core.store.import_export import docs_from_export
+
+    source, db = tmp_path / "source.duckdb", tmp_path / "r.duckdb"
+    full = json.loads(_file(1, samples=True))
+    store.ingest_result(source, full)
+    read = {Path(p).stem: pd.read_parquet(p) for p in store.export(source, "parquet", tmp_path / "out")}
+    (bare,) = docs_from_export({name: read[name] for name in ("runs", "phases", "stalls")})
+    store.ingest_result(db, bare)
+    report = views.upload.check_uploads(db, [("run.json", _file(1, samples=True))])
+    (check,) = report.checks
+    assert check.ok and RUN_ID not in report.already_stored
+    assert "stored without the samples this file holds: Store adds them" in check.reason
+    assert views.upload.store_uploads(db, report) == [("run.json", RUN_ID, True)]
+
+
+def test_a_probe_or_simulation_file_is_sent_to_stash_ingest(tmp_path: Path) -> None:
+    probe = json.dumps({"schema_version": 1, "kind": "stash-probe", "probe_id": "p1"}).encode()
+    simulation = json.dumps({"kind": "stash-simulation", "simulation_id": "s1"}).encode()
+    report = views.upload.check_uploads(None, [("probe.json", probe), ("sim.json", simulation)])
+    reasons = [check.reason for check in report.checks]
+    assert reasons[0].startswith("a `stash probe` file: store it with `stash ingest FILE`")
+    assert reasons[1].startswith("a `stash schedule` simulation file: store it with `stash ingest FILE`")
