@@ -143,14 +143,20 @@ def plan_box(answer: SpotAnswer, deadline_s: float) -> None:
 
 
 def window_view(answer: SpotAnswer, deadline_s: float) -> None:
-    st.subheader("Window search")
-    st.caption("For each worker count n, windows of n adjacent instances (sorted by speed) are evaluated; "
-               "the cheapest window within the deadline wins.")  # fmt: skip
+    exact = answer.spot.search == "exact"
+    st.subheader("Clusters searched" if exact else "Window search")
+    if exact:  # every mix of counts was few enough to try: the plan is the cheapest, window or not
+        st.caption("For each worker count n, every mix of instance counts within the quotas is evaluated; "
+                   "the cheapest within the deadline wins.")  # fmt: skip
+    else:
+        st.caption("For each worker count n, windows of n adjacent instances (sorted by speed) are "
+                   "evaluated; the cheapest window within the deadline wins (too many mixes of counts to try "
+                   "them all: one that skips a type in the speed order is never tried).")  # fmt: skip
     show_table(
         answer.windows,
         column_config={
             "workers": "n",
-            "windows": "windows tried",
+            "windows": "clusters tried" if exact else "windows tried",
             "within_budget": "within deadline",
             "cheapest_usd": st.column_config.NumberColumn("cheapest ($)", format="%.2f"),
             "fastest_s": st.column_config.NumberColumn("fastest (s)", format="%.0f"),

@@ -63,6 +63,9 @@ def test_the_papers_workload_gives_table_one_against_on_demand(tmp_path, monkeyp
     assert list(windows["workers"]) == list(range(1, 9))  # n from 1 to the quotas' 8 (n_upper is 13)
     assert list(windows["windows"]) == [8 - n + 1 for n in range(1, 9)]  # 8 instances, windows of n
     assert list(windows["within_budget"]) == [0] * 7 + [1]
+    # two types: every mix of counts is a window, and every one was tried (the search said so)
+    assert any(h.value == "Clusters searched" for h in app.subheader)
+    assert any(c.value.startswith("For each worker count n, every mix of instance counts") for c in app.caption)
     assert any("Fragile plan" in w.value and "g3" in w.value for w in app.warning)
     assert not db.exists()  # planning reads the catalog, writes nothing
 
