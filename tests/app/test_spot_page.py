@@ -65,7 +65,8 @@ def test_the_papers_workload_gives_table_one_against_on_demand(tmp_path, monkeyp
     assert list(windows["within_budget"]) == [0] * 7 + [1]
     # two types: every mix of counts is a window, and every one was tried (the search said so)
     assert any(h.value == "Clusters searched" for h in app.subheader)
-    assert any(c.value.startswith("For each worker count n, every mix of instance counts") for c in app.caption)
+    every_mix = "For each worker count n, every mix of instance counts"
+    assert any(c.value.startswith(every_mix) for c in app.caption)
     assert any("Fragile plan" in w.value and "g3" in w.value for w in app.warning)
     assert not db.exists()  # planning reads the catalog, writes nothing
 
