@@ -1,10 +1,11 @@
 """Re-plan after a revocation: spotDNN's algorithm with instances already running.
 
-The instances still running stay in every candidate; the window slides over the instances on offer (each
-type's quota less its running instances), sorted by iteration time, adding 0, 1, 2, ... of them up to the
-parameter server's bound (eq. 15). Training resumes from the loss reached so far: on a cluster whose loss
-curve is A / (j + g1) + g5 (eq. 3, A = (g2 b_w + g3) sqrt((R + g4) n)) the loss `current_loss` stands at
-j_now = A / (current_loss - g5) - g1, so the iterations left are A (1 / (L_obj - g5) - 1 / (current - g5)).
+The instances still running stay in every candidate; 0, 1, 2, ... of the instances on offer (each type's
+quota less its running instances) are added, up to the parameter server's bound (eq. 15): every mix of them
+where they are few enough, else the windows of them sorted by iteration time (spotDNN's heuristic).
+Training resumes from the loss reached so far: on a cluster whose loss curve is A / (j + g1) + g5 (eq. 3,
+A = (g2 b_w + g3) sqrt((R + g4) n)) the loss `current_loss` stands at j_now = A / (current_loss - g5) - g1,
+so the iterations left are A (1 / (L_obj - g5) - 1 / (current - g5)).
 The time budget is what is left of it; the revocation overhead is added to every candidate.
 """
 
@@ -32,6 +33,8 @@ from stash_core.spot.planner import (
     check_candidates,
     check_iteration_s,
     evaluate,
+    exact_search_fits,
+    mixes,
 )
 
 
@@ -74,8 +77,9 @@ def loss_after(
 def replan(running: list[Worker], offers: list[InstanceOffer], workload: Workload, target_loss: float,
            current_loss: float, budget_s: float, ps_Bps: float, pcie_Bps: float,
            revocation_s: float = 0.0) -> PlanResult:  # fmt: skip
-    """The cheapest cluster of the running instances plus a window of offered ones that reaches
-    `target_loss` from `current_loss` within `budget_s` (what is left of the budget)."""
+    """The cheapest cluster of the running instances plus offered ones that reaches `target_loss` from
+    `current_loss` within `budget_s` (what is left of the budget): of every mix of the offered kinds where
+    they are few enough (`search` "exact"), else of the windows of them sorted by speed ("window")."""
     if not math.isfinite(budget_s):
         raise UsageError(f"remaining budget must be a number, got {budget_s!r}")
     batches = [w.batch for w in running] + [o.worker.batch for o in offers if o.quota > 0]
@@ -104,23 +108,37 @@ def replan(running: list[Worker], offers: list[InstanceOffer], workload: Workloa
     plans: dict[tuple[int, ...], Plan] = {}
     # A worker's iteration time depends only on its instance and the cluster's size (eqs. 6-7).
     seconds: dict[tuple[int, int], float] = {}
-    for extra in range(0 if running else 1, most_new + 1):
-        n = len(running) + extra
-        for start in range(len(pool) - extra + 1 if extra else 1):
-            window = pool[start : start + extra]
-            key = tuple(map(id, window))
-            if key not in plans:
-                cluster = [*running, *window]
-                for w in cluster:
-                    if (id(w), n) not in seconds:
-                        seconds[id(w), n] = worker_iteration_s(w, n, workload, ps_Bps, pcie_Bps)
-                plans[key] = remaining_plan(cluster, workload, target_loss, current_loss, budget_s, ps_Bps,
-                                            pcie_Bps, revocation_s,
-                                            times=[seconds[id(w), n] for w in cluster])  # fmt: skip
-            plan = plans[key]
+
+    def consider(added: list[Worker], counted: bool) -> None:
+        """Evaluate the running instances plus `added` (once per distinct cluster), keep it if cheapest;
+        `counted`: a window, listed as a candidate each time (the page counts them)."""
+        key = tuple(map(id, added))
+        fresh = key not in plans
+        if fresh:
+            cluster, n = [*running, *added], len(running) + len(added)
+            for w in cluster:
+                if (id(w), n) not in seconds:
+                    seconds[id(w), n] = worker_iteration_s(w, n, workload, ps_Bps, pcie_Bps)
+            plans[key] = remaining_plan(cluster, workload, target_loss, current_loss, budget_s, ps_Bps,
+                                        pcie_Bps, revocation_s,
+                                        times=[seconds[id(w), n] for w in cluster])  # fmt: skip
+        plan = plans[key]
+        if counted or fresh:
             result.candidates.append(plan)
-            if plan.meets_budget and (result.best is None or plan.cost_usd < result.best.cost_usd):
-                result.best = plan
+        if plan.meets_budget and (result.best is None or plan.cost_usd < result.best.cost_usd):
+            result.best = plan
+
+    fewest = 0 if running else 1
+    for extra in range(fewest, most_new + 1):
+        for start in range(len(pool) - extra + 1 if extra else 1):
+            consider(pool[start : start + extra], counted=True)
+    # Every mix of the offered kinds where they are few enough, as spot.planner does: a window is one mix.
+    kinds = list({id(w): w for w in pool}.values())
+    caps = [sum(1 for w in pool if w is kind) for kind in kinds]
+    result.search = "exact" if exact_search_fits(caps, fewest, most_new) else "window"
+    if result.search == "exact":
+        for added in mixes(kinds, caps, fewest, most_new):
+            consider(added, counted=False)
     if result.best is None and not result.candidates and upper < max(1, len(running)):
         result.infeasible_reason = (
             f"the parameter server saturates before {max(1, len(running))} worker(s) (a1, b1 give P >= 1): "

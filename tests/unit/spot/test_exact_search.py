@@ -156,3 +156,36 @@ def test_the_mixes_of_a_large_catalog_step_only_through_the_kinds_they_hold():
     assert singles == [[kind] for kind in kinds]
     pairs = list(planner.mixes(kinds[:140], [1] * 140, 2, 2))
     assert len(pairs) == 140 * 139 // 2 and pairs[0] == [0, 1] and pairs[-1] == [138, 139]
+
+
+def test_a_replan_costs_the_brute_force_minimum_with_the_running_instances_kept(monkeypatch):
+    """spot-replan slid windows only: a cheaper mix of the offered kinds beside the running ones was
+    missed."""
+    from stash_core.spot.replan import remaining_plan, replan
+
+    rng = random.Random(7)
+    beaten = 0
+    for _ in range(40):
+        offers = random_catalog(rng)
+        running = [offers[0].worker]  # one instance of the first kind still runs
+        left = [InstanceOffer(o.worker, o.quota - (o is offers[0])) for o in offers]
+        target_loss, current_loss, budget_s = rng.choice([0.7, 0.8]), 1.5, rng.uniform(1000, 6000)
+        upper = most_workers(EXAMPLE)
+        want = None
+        for counts in itertools.product(*(range(o.quota + 1) for o in left)):
+            if len(running) + sum(counts) > upper:
+                continue
+            cluster = [*running, *(o.worker for o, k in zip(left, counts, strict=True) for _ in range(k))]
+            plan = remaining_plan(cluster, EXAMPLE, target_loss, current_loss, budget_s, **LINKS)
+            if plan.meets_budget and (want is None or plan.cost_usd < want):
+                want = plan.cost_usd
+        got = replan(running, offers, EXAMPLE, target_loss, current_loss, budget_s, **LINKS)
+        assert got.search == "exact"
+        assert (got.best is None) == (want is None)
+        if want is not None:
+            assert got.best.cost_usd == pytest.approx(want, rel=1e-9)
+            with monkeypatch.context() as patched:
+                patched.setattr(planner, "MAX_EXACT_MIXES", 0)
+                window = replan(running, offers, EXAMPLE, target_loss, current_loss, budget_s, **LINKS).best
+            beaten += window is None or window.cost_usd > want * (1 + 1e-9)
+    assert beaten >= 1
