@@ -88,6 +88,7 @@ def _inputs(args: argparse.Namespace, pricing: str) -> tuple[Any, dict, list, fl
 def cmd_spot_replan(args: argparse.Namespace) -> int:
     from stash_core.spot.inputs import parse_offers
     from stash_core.spot.model import most_workers
+    from stash_core.spot.planner import WINDOW_NOTE
     from stash_core.spot.replan import replan
 
     pricing = "on_demand" if args.on_demand else "spot"
@@ -117,6 +118,7 @@ def cmd_spot_replan(args: argparse.Namespace) -> int:
             "training_s": best.training_s, "cost_usd": best.cost_usd, "usd_per_h": best.usd_per_h,
         },
         "tried": tried,
+        "search": result.search,  # "exact": every mix tried; "window": spotDNN's heuristic
     }  # fmt: skip
     if args.json:
         print(json_text(answer, indent=2))
@@ -124,6 +126,8 @@ def cmd_spot_replan(args: argparse.Namespace) -> int:
         print(f"no plan: {result.infeasible_reason}")
     else:
         clusters = f"{tried} cluster{'' if tried == 1 else 's'} tried"
+        if result.search == "window":  # too many mixes to try all: a cheaper one may exist
+            clusters += f"; {WINDOW_NOTE}"
         print(f"keep {len(running)} running, add {best.workers - len(running)}: {best.label()}  - "
               f"{best.training_s:.0f} s left of {args.budget_s:.0f} s (revocation overhead "
               f"{args.revocation_s:.0f} s included), ${best.cost_usd:.2f} more ({clusters})\n"

@@ -190,6 +190,7 @@ def test_replan_keeps_the_running_instances_and_the_loss_reached(tmp_path, capsy
     answer = json.loads(out.out)
     assert answer["running"] == 2 and answer["best"]["workers"] >= 2
     assert "g3.8xlarge" in answer["best"]["cluster"] and answer["best"]["training_s"] <= 2000
+    assert answer["search"] == "exact"  # every mix of the offered kinds beside the running ones was tried
     status, text = _run(tmp_path, capsys, "spot-replan", "--running", "g3.8xlarge:2", "--current-loss", "1.5",
                         "--budget-s", "2000")  # fmt: skip
     assert status == 0 and "keep 2 running" in text.out
