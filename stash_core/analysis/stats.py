@@ -247,11 +247,15 @@ def paired_rounds(
     if not rounds or not all(rounds.get(key) for key in used):
         return None
     by_run = {key: _as_dict(rounds[key]) for key in used}
-    for figures in (by_run, {key: _per_launch(each) for key, each in by_run.items()}):
-        keys = sorted(next(iter(figures.values())))
-        if all(sorted(each) == keys for each in figures.values()):
-            return keys, {key: [each[r] for r in keys] for key, each in figures.items()}
-    return None
+    return _aligned(by_run) or _aligned({key: _per_launch(each) for key, each in by_run.items()})
+
+
+def _aligned(by_run: dict[str, dict]) -> tuple[list[int], dict[str, list[tuple[float, float]]]] | None:
+    """(round keys, each run's figures in them) where every run has the same round keys, else None."""
+    keys = sorted(next(iter(by_run.values())))
+    if any(sorted(each) != keys for each in by_run.values()):
+        return None
+    return keys, {key: [each[r] for r in keys] for key, each in by_run.items()}
 
 
 def _as_dict(figures) -> dict:

@@ -133,8 +133,9 @@ def replan(running: list[Worker], offers: list[InstanceOffer], workload: Workloa
         for start in range(len(pool) - extra + 1 if extra else 1):
             consider(pool[start : start + extra], counted=True)
     # Every mix of the offered kinds where they are few enough, as spot.planner does: a window is one mix.
+    counts = Counter(map(id, pool))
     kinds = list({id(w): w for w in pool}.values())
-    caps = [sum(1 for w in pool if w is kind) for kind in kinds]
+    caps = [counts[id(kind)] for kind in kinds]
     result.search = "exact" if exact_search_fits(caps, fewest, most_new) else "window"
     if result.search == "exact":
         for added in mixes(kinds, caps, fewest, most_new):

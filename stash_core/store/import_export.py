@@ -20,6 +20,7 @@ import pandas as pd
 from stash_core.cells import is_missing, plain, plain_records
 from stash_core.errors import UsageError
 from stash_core.results import RESULT_KIND, SCHEMA_VERSION
+from stash_core.store.probe_rows import probe_sets
 from stash_core.units import finite_float
 from stash_core.zoo_names import SCRIPT_PREFIX
 
@@ -27,9 +28,6 @@ COMPANION_TABLES = ("phases", "stalls", "iterations", "telemetry")
 # The probes a multi-worker profile measured are rows of the probes table with its run_id: they go back into
 # the run's document (a `stash probe` set, with no run, is not a run's).
 PROBES_TABLE = "probes"
-_PROBE_FIELDS = ("probe_id", "phase", "started_at", "hostname", "instance", "backend", "device", "world_size",
-                 "nodes", "workers_per_node", "link_gbps")  # fmt: skip
-_PROBE_MEASURES = ("size_bytes", "repetitions", "time_s", "time_min_s", "algbw_gbps", "busbw_gbps")
 # The companion tables a completed run cannot be read back without (its breakdown, its identity at ingest).
 BREAKDOWN_TABLES = ("phases", "stalls")
 SAMPLE_COLUMNS = ("iteration_s", "data_s", "forward_s", "backward_s", "optimizer_s", "slowest_rank")
@@ -119,28 +117,11 @@ def doc_from_rows(run_id: str, run: dict[str, Any], parts: dict[str, pd.DataFram
         "breakdown": breakdown if (stalls or breakdown["iteration_s"] is not None) else None,
     }
     if parts.get(PROBES_TABLE) is not None:
-        doc["probes"] = _probes(parts[PROBES_TABLE])
+        doc["probes"] = probe_sets(_rows(parts[PROBES_TABLE]))
     if _script_loader_unrecorded(spec, run):
         for phase in phases:  # as the result file said it: the script's runs recorded no DataLoader
             phase["script"] = {}
     return doc
-
-
-def _probes(rows: pd.DataFrame) -> list[dict[str, Any]]:
-    """A run's probe sets as its result file holds them, from their rows (one per measured figure)."""
-    probes: dict[Any, dict[str, Any]] = {}
-    for row in _rows(rows):
-        probe = probes.setdefault(
-            row.get("probe_id"), {key: row.get(key) for key in _PROBE_FIELDS} | {"allreduce": [], "p2p": []}
-        )
-        measure = {key: row.get(key) for key in _PROBE_MEASURES}
-        if row.get("kind") == "gradient_allreduce":
-            probe["gradient_allreduce"] = measure
-        elif row.get("kind") == "p2p":
-            probe["p2p"].append({**measure, "scope": row.get("scope")})
-        else:
-            probe["allreduce"].append(measure)
-    return list(probes.values())
 
 
 def _script_loader_unrecorded(spec: dict[str, Any], run: dict[str, Any]) -> bool:

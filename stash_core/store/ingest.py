@@ -25,6 +25,7 @@ from stash_core.store.connection import connect
 from stash_core.store.ingest_conflicts import (
     difference_text,
     differences,
+    missing_sample_parts,
     probe_figures,
     run_figures,
     sample_differences,
@@ -211,10 +212,10 @@ def _insert(con: duckdb.DuckDBPyConnection, run: PreparedRun) -> bool:
 def _add_missing_samples(con: duckdb.DuckDBPyConnection, run: PreparedRun) -> bool:
     """Store the samples a stored run (with the same figures) lacks and its file holds: a run uploaded from an
     export without its iterations, telemetry or probes gets them from its result file. True when any."""
-    stored = {" ".join(name.split(" ", 2)[:2]) for name in stored_sample_figures(con, run.run_id)}
-    iterations = [(phase, rows) for phase, rows in run.iterations if f"iterations {phase}" not in stored]
-    telemetry = [(phase, rows) for phase, rows in run.telemetry if f"telemetry {phase}" not in stored]
-    probes = run.probes if run.probes is not None and len(run.probes) and "probes" not in stored else None
+    missing = missing_sample_parts(stored_sample_figures(con, run.run_id), sample_figures(run))
+    iterations = [(phase, rows) for phase, rows in run.iterations if f"iterations {phase}" in missing]
+    telemetry = [(phase, rows) for phase, rows in run.telemetry if f"telemetry {phase}" in missing]
+    probes = run.probes if "probes" in missing else None
     if not (iterations or telemetry or probes is not None):
         return False
     con.execute("BEGIN TRANSACTION")

@@ -131,6 +131,16 @@ def stored_sample_figures(con: duckdb.DuckDBPyConnection, run_id: str) -> dict[s
     return figures
 
 
+def missing_sample_parts(stored: dict[str, tuple[int, float]], new: dict[str, tuple[int, float]]) -> set[str]:
+    """The parts ("iterations R0", "telemetry R1", "probes") `new` holds that `stored` has no row of."""
+    held = {_sample_part(name) for name in stored}
+    return {_sample_part(name) for name in new} - held
+
+
+def _sample_part(name: str) -> str:
+    return " ".join(name.split(" ", 2)[:2])  # "telemetry R1" of "telemetry R1 cpu_util_pct"
+
+
 def sample_differences(old: dict[str, tuple[int, float]], new: dict[str, tuple[int, float]]) -> list[str]:
     """The sample parts both hold that differ (rows, or their sum beyond float rounding)."""
     return [

@@ -1,4 +1,5 @@
-"""A probe set as rows of the `probes` table: one row per measured figure."""
+"""A probe set as rows of the `probes` table (one row per measured figure), and back (an export's rows as
+the probe sets of a run's result file)."""
 
 from __future__ import annotations
 
@@ -30,12 +31,28 @@ def probe_rows(probe: dict, instance: str | None = None, link_gbps: float | None
     return rows
 
 
+# What one measured figure holds, and what its probe set says of every figure (the rows' other columns)
+MEASURE_FIELDS = ("size_bytes", "repetitions", "time_s", "time_min_s", "algbw_gbps", "busbw_gbps")
+SET_FIELDS = ("probe_id", "phase", "started_at", "hostname", "instance", "backend", "device", "world_size",
+              "nodes", "workers_per_node", "link_gbps")  # fmt: skip
+
+
 def _measure(entry: dict) -> dict:
-    return {
-        "size_bytes": entry.get("size_bytes"),
-        "repetitions": entry.get("repetitions"),
-        "time_s": entry.get("time_s"),
-        "time_min_s": entry.get("time_min_s"),
-        "algbw_gbps": entry.get("algbw_gbps"),
-        "busbw_gbps": entry.get("busbw_gbps"),
-    }
+    return {key: entry.get(key) for key in MEASURE_FIELDS}
+
+
+def probe_sets(rows: list[dict]) -> list[dict]:
+    """The probe sets of rows of the `probes` table (probe_rows' inverse), in the order of their first row."""
+    sets: dict = {}
+    for row in rows:
+        probe = sets.setdefault(
+            row.get("probe_id"), {key: row.get(key) for key in SET_FIELDS} | {"allreduce": [], "p2p": []}
+        )
+        measure = _measure(row)
+        if row.get("kind") == "gradient_allreduce":
+            probe["gradient_allreduce"] = measure
+        elif row.get("kind") == "p2p":
+            probe["p2p"].append({**measure, "scope": row.get("scope")})
+        else:
+            probe["allreduce"].append(measure)
+    return list(sets.values())

@@ -19,7 +19,7 @@ from stash_core.store.import_export import COMPANION_TABLES, docs_from_export
 from stash_core.store.ingest import NO_SPACE
 from stash_core.store.simulations import SIMULATION_KIND
 from stash_core.views.breakdown import add_run_labels
-from stash_core.views.upload_conflicts import adds_samples, stored_conflict, upload_conflict
+from stash_core.views.upload_conflicts import stored_verdict, upload_conflict
 from stash_core.views.upload_files import read_csv, read_parquet_bounded
 
 # ---------------------------------------------------------------------------------------------------------
@@ -80,14 +80,13 @@ def check_uploads(db_path: Path | str | None, files: Sequence[tuple[str, bytes]]
     if db_path is not None and run_ids:  # before the preview: a file refused here is in none of it
         stored = queries_upload.stored_run_ids(db_path, run_ids)
         for check in (check for check in checks if check.ok and check.storable):  # as Store would refuse it
-            conflicts = (stored_conflict(db_path, doc) for doc in check.docs if doc["run_id"] in stored)
-            if reason := next((text for text in conflicts if text), None):
+            verdicts = {doc["run_id"]: stored_verdict(db_path, doc)
+                        for doc in check.docs if doc["run_id"] in stored}  # fmt: skip
+            if reason := next((conflict for conflict, _ in verdicts.values() if conflict), None):
                 _refuse(check, reason)
                 continue
             # a stored run without the samples this file holds is not "already stored": Store adds them
-            completing = [
-                doc["run_id"] for doc in check.docs if doc["run_id"] in stored and adds_samples(db_path, doc)
-            ]
+            completing = [run_id for run_id, (_, adds) in verdicts.items() if adds]
             if completing:
                 stored -= set(completing)
                 check.reason += (

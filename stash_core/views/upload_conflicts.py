@@ -11,6 +11,7 @@ from stash_core.results.file import upgrade_result
 from stash_core.store.ingest_conflicts import (
     difference_text,
     differences,
+    missing_sample_parts,
     run_figures,
     sample_differences,
     sample_figures,
@@ -26,31 +27,20 @@ def figures(doc: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     return run_figures(prepared), sample_figures(prepared)
 
 
-def stored_conflict(db_path: Path | str, doc: dict[str, Any]) -> str | None:
-    """Why Store would refuse `doc` for a run stored under its run_id with other content; None when it would
-    not (not stored, or stored with the same content)."""
+def stored_verdict(db_path: Path | str, doc: dict[str, Any]) -> tuple[str | None, bool]:
+    """What Store would do with `doc` beside the run stored under its run_id: why it would refuse it (other
+    content; None when not stored or the same), and whether it would add samples the stored run lacks
+    (iterations, telemetry or probes of a phase it has none of: uploaded from an export without them)."""
+    run, samples = figures(doc)
     with store.connect(db_path, read_only=True) as con:
         stored = stored_run_figures(con, doc["run_id"])
         stored_samples = stored_sample_figures(con, doc["run_id"]) if stored is not None else {}
-    run, samples = figures(doc)
-    differ = [] if stored is None else differences(stored, run) + sample_differences(stored_samples, samples)
-    if not differ:
-        return None
-    return (f"run {doc['run_id']} is stored with other content ({difference_text(differ)}): Store would "
-            "refuse it (to keep both, change the run_id in the file)")  # fmt: skip
-
-
-def adds_samples(db_path: Path | str, doc: dict[str, Any]) -> bool:
-    """Whether Store would add samples to the stored run of `doc`'s run_id: the file holds iterations,
-    telemetry or probes of a phase the stored run has none of (uploaded from an export without them)."""
-    with store.connect(db_path, read_only=True) as con:
-        stored = {_part(name) for name in stored_sample_figures(con, doc["run_id"])}
-    return any(_part(name) not in stored for name in figures(doc)[1])
-
-
-def _part(name: str) -> str:
-    """"telemetry R1" of "telemetry R1 cpu_util_pct": a table and phase of a run's samples."""
-    return " ".join(name.split(" ", 2)[:2])
+    if stored is None:
+        return None, False
+    if differ := differences(stored, run) + sample_differences(stored_samples, samples):
+        return (f"run {doc['run_id']} is stored with other content ({difference_text(differ)}): Store would "
+                "refuse it (to keep both, change the run_id in the file)"), False  # fmt: skip
+    return None, bool(missing_sample_parts(stored_samples, samples))
 
 
 def upload_conflict(first_file: str, first: dict[str, Any], doc: dict[str, Any]) -> str | None:
