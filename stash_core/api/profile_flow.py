@@ -36,6 +36,7 @@ from stash_core.launch.hosts import (
 )
 from stash_core.measure import protocol
 from stash_core.results.file import (
+    PROBE_KIND,
     check_replaceable,
     default_result_path,
     results_dir_of,
@@ -43,6 +44,7 @@ from stash_core.results.file import (
 )
 from stash_core.spec import ProfileSpec, check_cluster_state
 from stash_core.store.connection import check_storable
+from stash_core.store.queries_upload import stored_probe_ids, stored_run_ids
 from stash_core.terminal import shell_word
 from stash_core.units import json_safe
 from stash_core.userfiles import nearest_existing, writable_target
@@ -234,7 +236,29 @@ def check_writable(db_path: Path, out_path: Path | None, store_db: bool) -> None
         raise UsageError(f"--out {out_path}: the file is not writable")
     if out_path is not None:
         writable_target(out_path, "result file")  # a device or a pipe: found now, not after the runs
-        check_replaceable(out_path, "--out")  # a database or a script there is not replaced by the result
+        refuse_losing_output(out_path, db_path, "--out")
+
+
+def refuse_losing_output(out_path: Path, db_path: Path, flag: str) -> None:
+    """Refuse (UsageError) an output path whose file the new one may not replace: a file other than a Stash
+    result or probe (check_replaceable), or the result or probe file of a run the database does not hold (a
+    --no-store run, one that could not be stored): its file is the only copy."""
+    replaced = check_replaceable(out_path, flag)
+    if replaced is None:
+        return
+    kind, doc_id = replaced
+    stored_ids = stored_probe_ids if kind == PROBE_KIND else stored_run_ids
+    try:
+        kept = doc_id in stored_ids(db_path, [doc_id])
+    except StashError:  # a database that cannot be read keeps nothing we can count on
+        kept = False
+    if not kept:
+        what = "probe" if kind == PROBE_KIND else "run"
+        ingest = f"stash ingest {shell_word(str(out_path))} --db {shell_word(str(db_path))}"
+        raise UsageError(
+            f"{flag} {out_path} holds {what} {doc_id}, which {db_path} does not hold: writing there would "
+            f"lose it; store it first (`{ingest}`) or choose another path"
+        )
 
 
 def make_reporter(mode: str) -> Reporter:

@@ -214,7 +214,9 @@ def _cluster_set(args, state_dir: Path | None, name: str | None) -> int:
     from stash_core.launch import cluster
 
     if not (args.down or args.up) and (args.bandwidth, args.latency, args.loss) == (None, None, None):
-        raise UsageError("cluster set: nothing to change; give --bandwidth, --latency, --loss, --down or --up")
+        raise UsageError(
+            "cluster set: nothing to change; give --bandwidth, --latency, --loss, --down or --up"
+        )
     status = cluster.cluster_status(state_dir, name)
     nodes = status["nodes"]
     if not nodes:
@@ -323,7 +325,8 @@ def cmd_probe(args) -> int:
         parse_size_bytes(args.min_size, "--min-size"),
         parse_size_bytes(args.max_size, "--max-size"),
     )
-    for flag, text, size in (("--min-size", args.min_size, min_size), ("--max-size", args.max_size, max_size)):
+    sizes = (("--min-size", args.min_size, min_size), ("--max-size", args.max_size, max_size))
+    for flag, text, size in sizes:
         if size % FLOAT_BYTES:  # the probe sends whole float32 values: 5 B would be measured as 4 B
             below = max(FLOAT_BYTES, size // FLOAT_BYTES * FLOAT_BYTES)
             raise UsageError(
@@ -344,11 +347,11 @@ def cmd_probe(args) -> int:
     if args.out is not None and args.out.is_dir():
         raise UsageError(f"--out {args.out} is a directory; give the probe file's name")
     if args.out is not None:
-        from stash_core.results.file import check_replaceable
+        from stash_core.api.profile_flow import refuse_losing_output
         from stash_core.userfiles import check_output
 
         check_output(args.out, "probe file")  # below a file, a device, a folder it may not write in
-        check_replaceable(args.out, "--out")  # a file other than a result or probe is not replaced
+        refuse_losing_output(args.out, db_path, "--out")  # nor a file the database does not also hold
     if not args.no_store:
         from stash_core.store.connection import check_storable
 

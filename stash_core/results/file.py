@@ -79,13 +79,14 @@ def write_result_atomic(path: Path, doc: ResultDocument) -> Path:
     return write_json_atomic(path, doc, "result file")
 
 
-def check_replaceable(path: Path, flag: str) -> None:
+def check_replaceable(path: Path, flag: str) -> tuple[str, str] | None:
     """Refuse (one line) an output path that holds a file other than a Stash result or probe file: `--out`
     would replace it (a database, a script, a CSV). An empty file, or none, is fine; a special file is
-    refused by writable_target."""
+    refused by writable_target. Returns the kind and id (run or probe id) of the document it would replace,
+    so the caller can see whether that document is kept elsewhere; None when there is none."""
     path = Path(path)
     if not path.is_file() or path.stat().st_size == 0:
-        return
+        return None
     try:
         doc = _read_json(path)
     except UsageError:
@@ -97,6 +98,8 @@ def check_replaceable(path: Path, flag: str) -> None:
         )
     if path.name == f"{doc['run_id']}.json":  # a run's own file, named after it: another run would lie there
         raise UsageError(f"{flag} {path} is the result file of run {doc['run_id']}: choose another path")
+    doc_id = doc.get("probe_id") if doc["kind"] == PROBE_KIND else doc["run_id"]
+    return (doc["kind"], str(doc_id)) if doc_id else None
 
 
 def load_result(path: Path) -> ResultDocument:

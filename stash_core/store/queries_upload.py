@@ -1,5 +1,6 @@
-"""The reads of the Upload page (stash_core/views/upload.py): which runs are stored already, the columns of
-every table, and the stall_breakdown rows of the scratch database an upload is test-ingested into."""
+"""The reads of the Upload page (stash_core/views/upload.py) and of an output's check: which runs and probes
+are stored already, the columns of every table, and the stall_breakdown rows of the scratch database an
+upload is test-ingested into."""
 
 from __future__ import annotations
 
@@ -17,6 +18,16 @@ def stored_run_ids(db_path: Path | str, run_ids: list[str]) -> set[str]:
     with connect(db_path, read_only=True) as con:
         rows = con.execute(
             "SELECT run_id FROM runs WHERE list_contains(CAST(? AS VARCHAR[]), run_id)", [run_ids]
+        ).fetchall()
+    return {row[0] for row in rows}
+
+
+def stored_probe_ids(db_path: Path | str, probe_ids: list[str]) -> set[str]:
+    """The ones of `probe_ids` that the database holds (a `stash probe`'s own probes)."""
+    with connect(db_path, read_only=True) as con:
+        rows = con.execute(
+            "SELECT DISTINCT probe_id FROM probes WHERE list_contains(CAST(? AS VARCHAR[]), probe_id)",
+            [probe_ids],
         ).fetchall()
     return {row[0] for row in rows}
 

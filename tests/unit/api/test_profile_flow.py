@@ -5,6 +5,7 @@ run later name the same files from any folder (absolute paths, quoted for the sh
 from __future__ import annotations
 
 import argparse
+import json
 import shlex
 from pathlib import Path
 
@@ -88,3 +89,44 @@ def test_the_ingest_that_stores_a_run_later_names_its_files_absolutely(tmp_path:
     line = _save_problem("r1", out, db, None, RuntimeError("No space left on device"), no_store=False)
     command = line.split("store it later with `", 1)[1].rstrip("`")
     assert shlex.split(command) == ["stash", "ingest", str(tmp_path / out), "--db", str(tmp_path / db)], line
+
+
+def _probe_doc(probe_id: str) -> dict:
+    return {"kind": "stash-probe", "schema_version": 1, "probe_id": probe_id, "run_id": None, "phase": None,
+            "started_at": "2026-11-22T10:42:00+00:00", "hostname": "box1", "instance": None,
+            "backend": "gloo",
+            "device": "cpu", "world_size": 2, "nodes": 1, "workers_per_node": 2, "link_gbps": None,
+            "allreduce": [{"size_bytes": 4096, "repetitions": 4, "time_s": 0.001, "time_min_s": 0.001,
+                           "algbw_gbps": 0.03, "busbw_gbps": 0.03}]}  # fmt: skip
+
+
+def test_an_output_holding_a_run_the_database_lacks_is_refused_with_nothing_written(tmp_path: Path) -> None:
+    """`--out latest.json` over the file of an earlier --no-store run replaced its only copy."""
+    from result_docs import result_doc
+
+    from stash_core import store
+    from stash_core.errors import UsageError
+
+    db, out = tmp_path / "r.duckdb", tmp_path / "latest.json"
+    doc = result_doc(run_id="20261201T100000Z-aaaa0001")
+    out.write_text(json.dumps(doc))
+    before = out.read_bytes()
+    with pytest.raises(
+        UsageError, match=r"holds run 20261201T100000Z-aaaa0001, which .* does not hold.*ingest"
+    ):
+        profile_flow.check_writable(db, out, store_db=False)
+    assert out.read_bytes() == before and not db.exists()  # nothing written, no database made
+    store.ingest_result(db, doc)
+    profile_flow.check_writable(db, out, store_db=True)  # kept in the database: the file may be replaced
+
+
+def test_an_output_holding_a_probe_the_database_lacks_is_refused(tmp_path: Path) -> None:
+    from stash_core.errors import UsageError
+    from stash_core.store.ingest import ingest_probe
+
+    db, out = tmp_path / "r.duckdb", tmp_path / "probe.json"
+    out.write_text(json.dumps(_probe_doc("probe-a")))
+    with pytest.raises(UsageError, match="holds probe probe-a, which"):
+        profile_flow.refuse_losing_output(out, db, "--out")
+    ingest_probe(db, _probe_doc("probe-a"))
+    profile_flow.refuse_losing_output(out, db, "--out")
