@@ -4,10 +4,8 @@ DuckDB lets one process write a database file, or many processes read it, never 
 opens a connection, does its work and closes it (`with connect(path) as con: ...`); while another process
 holds the file, opening retries with exponential back-off for up to LOCK_TIMEOUT_S seconds.
 
-DuckDB's lock does not queue: readers that open and close in a loop could keep a writer out until it gives
-up. So a writer that finds the file busy announces itself by holding an exclusive flock on a side file
-`<db>.writer-waiting`, and readers about to open step aside (for at most READER_YIELD_S) while that lock is
-held. The side file is empty and may be deleted whenever nothing uses the database.
+DuckDB's lock does not queue: a writer that finds the file busy announces itself, and readers step aside
+for it (store/writer_turn.py).
 """
 
 from __future__ import annotations
@@ -15,35 +13,35 @@ from __future__ import annotations
 import os
 import random
 import re
-import stat
+import threading
 import time
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import duckdb
 
-try:
-    import fcntl
-except ImportError:  # not on POSIX: no writer announcement, plain retries only
-    fcntl = None  # type: ignore[assignment]
-
 from stash_core.errors import UsageError, first_line
 from stash_core.store.dbfile import DUCKDB_MAGIC, check_database_file, refuse_foreign
 from stash_core.store.migrations import check_reader_can_take, ensure_schema, stored_schema_version
 from stash_core.store.schema import DB_SCHEMA_VERSION, missing_objects
 from stash_core.store.schema_template import copy_schema
+from stash_core.store.writer_turn import announce_waiting_writer, step_aside_for_waiting_writer
 from stash_core.userfiles import check_reachable, nearest_existing
 
 LOCK_TIMEOUT_S = 10.0
-READER_YIELD_S = 2.0
 _FIRST_WAIT_S = 0.02
 _LONGEST_WAIT_S = 0.5
 # A failed open costs DuckDB tens of milliseconds of CPU, so even an announced writer does not poll faster.
 _ANNOUNCED_WRITER_WAIT_S = 0.1
-_READER_STEP_S = 0.05
-WAITING_SUFFIX = ".writer-waiting"
 _NO_EXTENSION_FETCH = {"autoinstall_known_extensions": False}
+
+# The files this process's own connect() holds open, by real path: when DuckDB refuses a connection for
+# another mode in this process and none of them is Stash's, it is a connection of the caller's (a notebook's
+# duckdb.connect), which waiting does not close.
+_OPEN_HERE: Counter[str] = Counter()
+_OPEN_HERE_LOCK = threading.Lock()
 
 
 @contextmanager
@@ -97,6 +95,19 @@ def connect(
         except BaseException:
             con.close()
             raise
+    key = os.path.realpath(path)
+    with _OPEN_HERE_LOCK:
+        _OPEN_HERE[key] += 1
+    try:
+        yield from _used_then_closed(con, path, wal, wal_existed)
+    finally:  # once closed: a thread refused meanwhile waits for this one
+        with _OPEN_HERE_LOCK:
+            _OPEN_HERE[key] -= 1
+
+
+def _used_then_closed(
+    con: duckdb.DuckDBPyConnection, path: Path, wal: Path, wal_existed: bool
+) -> Iterator[duckdb.DuckDBPyConnection]:
     try:
         yield con
     except BaseException:
@@ -261,7 +272,7 @@ def _open_with_retry(path: Path, read_only: bool, timeout_s: float) -> duckdb.Du
     try:
         while True:
             if read_only:
-                _step_aside_for_waiting_writer(path, deadline)
+                step_aside_for_waiting_writer(path, deadline)
             check_database_file(path)
             try:
                 # Never fetch an extension: a file DuckDB would need one for is refused above.
@@ -273,10 +284,12 @@ def _open_with_retry(path: Path, read_only: bool, timeout_s: float) -> duckdb.Du
                 if shared is not None:
                     return shared
                 remaining_s = deadline - time.monotonic()
+                if _callers_own(path, exc):
+                    remaining_s = 0  # waiting would not close it
                 if remaining_s <= 0:
                     raise DatabaseLocked(_locked_message(path, exc, timeout_s)) from None
                 if not read_only and announcement is None:
-                    announcement = _announce_waiting_writer(path)
+                    announcement = announce_waiting_writer(path)
                 longest_s = _ANNOUNCED_WRITER_WAIT_S if announcement is not None else _LONGEST_WAIT_S
                 wait_s = min(wait_s, longest_s)
                 # Jitter keeps several waiting processes from retrying in lock-step.
@@ -285,63 +298,6 @@ def _open_with_retry(path: Path, read_only: bool, timeout_s: float) -> duckdb.Du
     finally:
         if announcement is not None:
             os.close(announcement)  # closing the descriptor releases the flock
-
-
-def _waiting_file(path: Path) -> Path:
-    return path.with_name(path.name + WAITING_SUFFIX)
-
-
-def _announce_waiting_writer(path: Path) -> int | None:
-    """Hold an exclusive flock on the side file; None when another writer already waits or flock fails."""
-    if fcntl is None:
-        return None
-    fd = _open_side_file(path, os.O_RDWR | os.O_CREAT)
-    if fd is None:
-        return None
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        os.close(fd)
-        return None
-    return fd
-
-
-def _open_side_file(path: Path, flags: int) -> int | None:
-    """The waiting writer's side file, opened without blocking; None when it is not there or is not a regular
-    file (a pipe of that name would block every reader)."""
-    try:
-        fd = os.open(_waiting_file(path), flags | os.O_NONBLOCK, 0o666)
-    except OSError:
-        return None
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
-        os.close(fd)
-        return None
-    return fd
-
-
-def _step_aside_for_waiting_writer(path: Path, deadline: float) -> None:
-    """Before a reader opens: while a writer is announced, wait (bounded) so that it gets its turn."""
-    if fcntl is None:
-        return
-    fd = _open_side_file(path, os.O_RDONLY)
-    if fd is None:  # no side file: no writer ever had to wait
-        return
-    try:
-        give_up_at = min(deadline, time.monotonic() + READER_YIELD_S)
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-            except BlockingIOError:
-                if time.monotonic() >= give_up_at:
-                    return
-                time.sleep(_READER_STEP_S)
-                continue
-            except OSError:
-                return
-            fcntl.flock(fd, fcntl.LOCK_UN)
-            return
-    finally:
-        os.close(fd)
 
 
 def _join_this_process(path: Path, read_only: bool, exc: duckdb.Error) -> duckdb.DuckDBPyConnection | None:
@@ -357,11 +313,24 @@ def _join_this_process(path: Path, read_only: bool, exc: duckdb.Error) -> duckdb
         return None
 
 
+def _callers_own(path: Path, exc: duckdb.Error) -> bool:
+    """Whether DuckDB refused for a connection of this process in another mode that Stash does not hold."""
+    if not _SAME_PROCESS_RE.search(str(exc)):
+        return False
+    with _OPEN_HERE_LOCK:
+        return _OPEN_HERE[os.path.realpath(path)] <= 0
+
+
 def _locked_message(path: Path, exc: duckdb.Error, timeout_s: float) -> str:
+    if _callers_own(path, exc):
+        return (
+            f"database {path} is open in this process with another mode (a duckdb connection of your own?): "
+            "close that connection first"
+        )
     if _SAME_PROCESS_RE.search(str(exc)):
         return (
-            f"database {path} is open in this process with another mode (a duckdb connection of your own?) - "
-            f"gave up after {timeout_s:g} s; close that connection first"
+            f"database {path} is open in this process with another mode - gave up after {timeout_s:g} s; "
+            "close that connection first"
         )
     if _OTHER_THREAD_RE.search(str(exc)):
         return (

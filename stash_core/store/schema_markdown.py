@@ -65,7 +65,7 @@ If you query the database yourself while Stash may be writing, open it read-only
 (`duckdb.connect("results.duckdb", read_only=True)`) and close it soon; a long-lived connection of yours
 blocks `stash` ingests for as long as it is open. In the same Python process (a notebook), Stash's
 reads (`stash_core.runs`, `stash_core.breakdown`) share such a connection; a write (an ingest, a profile)
-cannot, and says so: close your connection first.
+cannot, and says so at once: close your connection first.
 
 A database file that does not exist yet, or a DuckDB file without any table (a first write that stopped
 before the schema), reads as a new database: all tables and the view exist and are empty but for `instances`,

@@ -18,7 +18,7 @@ import pytest
 
 from stash_core import store
 from stash_core.errors import UsageError
-from stash_core.store import connection
+from stash_core.store import connection, writer_turn
 
 SPAWN = multiprocessing.get_context("spawn")
 
@@ -144,8 +144,8 @@ def test_threads_of_one_process_take_turns(tmp_path, result_doc) -> None:
 def test_readers_step_aside_while_a_writer_is_announced(tmp_path, result_doc, monkeypatch) -> None:
     db_path = tmp_path / "fair.duckdb"
     store.ingest_result(db_path, result_doc(run_id="only", iterations=5))
-    monkeypatch.setattr(connection, "READER_YIELD_S", 30.0)
-    announcement = connection._announce_waiting_writer(db_path)
+    monkeypatch.setattr(writer_turn, "READER_YIELD_S", 30.0)
+    announcement = writer_turn.announce_waiting_writer(db_path)
     assert announcement is not None
     events: queue.Queue[str] = queue.Queue()
 
@@ -204,7 +204,7 @@ def test_a_pipe_named_as_the_writer_s_side_file_blocks_no_reader_or_writer(tmp_p
     reader.start()
     reader.join(timeout=10)
     assert done == [1]
-    assert connection._announce_waiting_writer(db) is None  # not taken as the side file
+    assert writer_turn.announce_waiting_writer(db) is None  # not taken as the side file
 
 
 def test_a_database_locked_past_the_wait_and_a_failed_write_exit_1(tmp_path, result_doc) -> None:

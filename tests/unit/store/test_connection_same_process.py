@@ -66,3 +66,42 @@ def test_another_thread_opening_the_same_file_this_instant_is_waited_for(db_path
     with pytest.raises(connection.DatabaseLocked, match="in use by another thread of this process"):
         with connection.connect(db_path, read_only=True, lock_timeout_s=0.2):
             pass
+
+
+def test_a_writer_beside_the_callers_own_connection_is_refused_at_once(db_path, result_doc):
+    """Waiting cannot close a connection of the caller's: the write said so only after the full 10 s."""
+    import time
+
+    store.ingest_result(db_path, result_doc(run_id="run-a"))
+    mine = duckdb.connect(str(db_path), read_only=True)
+    try:
+        started = time.monotonic()
+        with pytest.raises(connection.DatabaseLocked, match="close that connection first"):
+            store.ingest_result(db_path, result_doc(run_id="run-b"))
+        assert time.monotonic() - started < 2.0
+    finally:
+        mine.close()
+
+
+def test_a_writer_waits_while_another_thread_of_stash_reads(db_path, result_doc):
+    """A read of Stash's own in another thread is waited for, as before: it closes soon."""
+    import threading
+
+    store.ingest_result(db_path, result_doc(run_id="run-a"))
+    opened, release = threading.Event(), threading.Event()
+
+    def read() -> None:
+        with connection.connect(db_path, read_only=True):
+            opened.set()
+            release.wait(5)
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    opened.wait(5)
+    threading.Timer(0.5, release.set).start()
+    try:
+        store.ingest_result(db_path, result_doc(run_id="run-b"))  # waited about 0.5 s, then wrote
+    finally:
+        release.set()
+        reader.join(5)
+    assert set(store.list_runs(db_path)["run_id"]) == {"run-a", "run-b"}
