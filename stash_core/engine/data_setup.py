@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -112,11 +113,27 @@ def script_data(spec: ProfileSpec) -> DataSetup:
     return setup
 
 
-def iterations_per_epoch(spec: ProfileSpec, images: int | None) -> int | None:
+def iterations_per_epoch(spec: ProfileSpec, doc: dict) -> int | None:
+    """Synchronous steps per epoch of the profiled job: its image data set's full batches per worker, or for
+    a script the optimizer steps per epoch its own DataLoader gave in the runs of all the job's workers (a
+    DistributedSampler's share depends on them); None when not known."""
+    if spec.script is not None:
+        return _script_iterations_per_epoch(doc.get("phases") or [], spec.workers_total)
+    images = doc["spec"].get("dataset_images")
     if not images or not spec.batch_size:
         return None
-
     return per_epoch(images, spec.batch_size, spec.workers_total)
+
+
+def _script_iterations_per_epoch(records: list[dict], workers_total: int) -> int | None:
+    found = Counter(
+        (record.get("script") or {}).get("iterations_per_epoch")
+        for record in records
+        if record.get("status") == "completed"
+        and (record.get("workers") or 1) * (record.get("nodes") or 1) == workers_total
+    )
+    found.pop(None, None)
+    return found.most_common(1)[0][0] if found else None
 
 
 def set_cache_state(plan: PhasePlan, data: DataSetup, warnings: list[str]) -> float:

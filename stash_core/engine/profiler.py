@@ -283,7 +283,7 @@ def launch_warnings(doc: dict, spec: ProfileSpec, launched: LaunchedRuns, chain:
         records, spec.target_relative_ci, fixed, spec.max_phase_s, launched.launches, launched.stopped_by,
         short,
     )  # fmt: skip
-    boundary = epoch_boundary_warning(records, iterations_per_epoch(spec, doc["spec"].get("dataset_images")))
+    boundary = epoch_boundary_warning(records, iterations_per_epoch(spec, doc))
     return warnings + ([boundary] if boundary else [])
 
 
@@ -309,7 +309,7 @@ def breakdown_of_completed(
     result = breakdown(
         times,
         chain,
-        iterations_per_epoch(spec, doc["spec"].get("dataset_images")),
+        iterations_per_epoch(spec, doc),
         not_separable,
         {name: value for name, value in rounds.items() if value} or None,
     )

@@ -70,6 +70,10 @@ class StepClock:
         self.loader_workers: int | None = None  # worker processes of the loader the steps read, as made
         self.read_workers: int | None = None  # of the loader read last (a number: holding its iterator
         # would keep its worker processes alive)
+        self.read_length: int | None = None  # batches per epoch of the loader read last (None: no len())
+        self.read_iterator_id: int | None = None  # which iterator read_length is of (an id, as above)
+        # (batches per epoch of the loader, batches read) of each iteration that read one: an epoch's steps
+        self.epoch_shapes: collections.Counter[tuple[int | None, int]] = collections.Counter()
         self.threads: list[int] = []  # torch threads at each optimizer step, each value once, in order
         self.on_boundary: Callable[[], bool] | None = None  # True when it took time of its own
         self.narrow_hooks: Callable[[], bool] | None = None
@@ -111,6 +115,7 @@ class StepClock:
             self.iterations += 1
             if self.data_pairs:
                 self.samples_per_iteration[self.samples_read] += 1
+                self.epoch_shapes[(self.read_length, len(self.data_pairs))] += 1
             if self.narrow_hooks is not None and self.narrow_hooks():
                 self.narrow_hooks = None
         self.last_boundary = now
@@ -132,6 +137,18 @@ class StepClock:
         steps (an epoch's last batch may be short); None when no whole iteration read a DataLoader."""
         common = self.samples_per_iteration.most_common(1)
         return (common[0][0] or None) if common else None
+
+    @property
+    def iterations_per_epoch(self) -> int | None:
+        """Optimizer steps per epoch: the batches per epoch of the loader the steps read (its iterator's
+        length, as its sampler shards it: a DistributedSampler's share) over the batches one step reads
+        (gradient accumulation), as most iterations saw them; None when that loader has no length (an
+        IterableDataset without __len__) or no iteration read one."""
+        common = self.epoch_shapes.most_common(1)
+        if not common:
+            return None
+        (length, batches), _ = common[0]
+        return length // batches if length and batches and length >= batches else None
 
     def follow(self, optimizer) -> None:
         """Time the steps of `optimizer`: each one ends an iteration."""
@@ -168,6 +185,16 @@ class StepClock:
         self.pending = []
 
 
+def loader_length(iterator) -> int | None:
+    """Batches per epoch of a DataLoader's iterator; None where it has none (an IterableDataset without
+    __len__) or where the script's sampler cannot say (its error is the script's, not raised here)."""
+    try:
+        length = len(iterator)
+    except Exception:  # TypeError for no __len__; a user's sampler may raise anything
+        return None
+    return length if isinstance(length, int) and length > 0 else None
+
+
 def install(clock: StepClock, replay: bool, replay_batches: int = REPLAY_BATCHES) -> Callable[[], None]:
     """Install the hooks; returns the function that removes them."""
     handles = [
@@ -189,6 +216,8 @@ def install(clock: StepClock, replay: bool, replay_batches: int = REPLAY_BATCHES
             clock.in_loader = False
             clock.data_pairs.append((start, clock.stamp()))
             clock.read_workers = self._num_workers
+        if id(self) != clock.read_iterator_id:  # once per iterator (an epoch), not per batch
+            clock.read_iterator_id, clock.read_length = id(self), loader_length(self)
         clock.batch_read(batch)
         return batch
 

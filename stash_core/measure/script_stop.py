@@ -165,6 +165,7 @@ def summarise(job: WorkerJob, clock: StepClock, slowest_s: list[float], reason: 
         "script": {
             "loader_used": clock.loader_used,
             "batch_size": clock.batch_size,
+            "iterations_per_epoch": clock.iterations_per_epoch,
             "loader_workers": clock.loader_workers,
             "threads": max(clock.threads) if clock.threads else None,
             "threads_seen": list(clock.threads),

@@ -42,8 +42,23 @@ def test_too_few_samples_for_the_workers_and_batch_is_refused(tmp_path):
 
 def test_epoch_length_follows_the_sharded_sampler():
     spec = ProfileSpec(model="resnet10", batch_size=32, workers_per_node=2)
-    assert iterations_per_epoch(spec, 2000) == 31  # 1000 samples per rank / 32, last partial batch dropped
-    assert iterations_per_epoch(spec, None) is None
+    # 1000 samples per rank / 32, last partial batch dropped
+    assert iterations_per_epoch(spec, {"spec": {"dataset_images": 2000}}) == 31
+    assert iterations_per_epoch(spec, {"spec": {"dataset_images": None}}) is None
+
+
+def test_a_scripts_epoch_is_what_its_loader_gave_with_all_the_jobs_workers():
+    """R0 (one worker) reads an unsharded epoch: only runs of all the job's workers say the job's epoch."""
+    spec = ProfileSpec(model="script:train", script="train.py", batch_size=None, workers_per_node=2, nodes=2)
+
+    def run(name, workers, nodes, steps, status="completed"):
+        return {"name": name, "workers": workers, "nodes": nodes, "status": status,
+                "script": {"iterations_per_epoch": steps}}  # fmt: skip
+
+    phases = [run("R0", 1, 1, 400), run("R1", 4, 1, 100), run("R1n", 2, 2, 100), run("R3", 2, 2, None)]
+    assert iterations_per_epoch(spec, {"spec": {}, "phases": phases}) == 100
+    assert iterations_per_epoch(spec, {"spec": {}, "phases": phases[:1]}) is None
+    assert iterations_per_epoch(spec, {"spec": {}, "phases": [run("R1", 4, 1, 100, "failed")]}) is None
 
 
 def test_plan_measures_what_the_stalls_need():

@@ -116,6 +116,9 @@ def test_a_plain_loop_with_a_costly_dataset_gives_a_cpu_stall_of_that_cost(tmp_p
     breakdown = doc["breakdown"]
     check_identity(breakdown)
     cpu_s = breakdown["stalls"]["cpu"]["seconds"]
+    # An epoch as the script's DataLoader gives it: 64 files in batches of 8, a step per batch
+    assert breakdown["iterations_per_epoch"] == 64 // BATCH
+    assert math.isclose(breakdown["stalls"]["cpu"]["epoch_s"], cpu_s * (64 // BATCH), rel_tol=1e-9)
     # No loader workers: the step waits for the whole batch's pre-processing (with workers, it would wait for
     # a batch's cost over the workers minus the step, when the machine has the cores).
     expected_s = BATCH * cost_s

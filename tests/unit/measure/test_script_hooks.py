@@ -233,3 +233,39 @@ def test_the_stopping_rules_own_check_is_not_an_iteration_of_the_script() -> Non
     assert len(checks) == 3 and len(clock.iteration_s) == 9
     # However loaded the machine, an iteration that held a 0.2 s check would be at least that long.
     assert max(clock.iteration_s) < check_s, clock.iteration_s
+
+
+def test_an_epoch_is_the_loaders_batches_over_the_batches_a_step_reads() -> None:
+    """A script's epoch in optimizer steps: 12 batches an epoch, a step every 3 batches: 4 steps an epoch."""
+    clock = StepClock()
+    remove = install(clock, replay=False)
+    try:
+        for _ in DataLoader(Slow(6, 0.0), batch_size=2):  # a check before training: no step, not the epoch
+            pass
+        train(DataLoader(Slow(48, 0.0), batch_size=4), epochs=2, accumulate=3)
+    finally:
+        remove()
+        clock.settle()
+    assert clock.iterations_per_epoch == 4
+    plain = StepClock()
+    remove = install(plain, replay=False)
+    try:
+        train(DataLoader(Slow(42, 0.0), batch_size=4), epochs=1)  # 10 batches and a short one: 11 steps
+    finally:
+        remove()
+    assert plain.iterations_per_epoch == 11
+
+
+def test_a_loader_without_a_length_has_no_epoch() -> None:
+    class Stream(torch.utils.data.IterableDataset):
+        def __iter__(self):
+            for index in range(40):
+                yield {"x": torch.full((4,), float(index)), "y": torch.tensor(index % 2)}
+
+    clock = StepClock()
+    remove = install(clock, replay=False)
+    try:
+        train(DataLoader(Stream(), batch_size=4), epochs=1)
+    finally:
+        remove()
+    assert clock.loader_used and clock.iterations_per_epoch is None
