@@ -143,10 +143,10 @@ def build(db_path: Path, runs: int, iterations_per_phase: int, telemetry_points:
 
         start = time.perf_counter()
         con.execute("""
-            INSERT INTO stalls
+            INSERT INTO stalls (run_id, stall, seconds, ci95_s, share, epoch_s, status, note, raw_s)
             SELECT g.run_id, s.stall, s.seconds, s.seconds * 0.05, s.seconds / r.iteration_s,
                    s.seconds * r.iterations_per_epoch,
-                   CASE WHEN s.seconds IS NULL THEN 'not_measured' ELSE 'measured' END, ''
+                   CASE WHEN s.seconds IS NULL THEN 'not_measured' ELSE 'measured' END, '', s.seconds
             FROM gen g JOIN runs r ON r.run_id = g.run_id
             CROSS JOIN LATERAL (VALUES ('compute', g.compute_s), ('interconnect', g.interconnect_s),
                                        ('network', CASE WHEN g.nodes > 1 THEN g.network_raw_s END),

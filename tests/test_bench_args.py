@@ -95,3 +95,19 @@ def test_intervals_says_every_profile_failed_instead_of_a_traceback() -> None:
 
     with pytest.raises(SystemExit, match="every profile failed"):
         report([{"setting": "paired", "wall_s": 1.0, "failed": True}], ("paired",), None)
+
+
+def test_the_synthetic_database_has_the_current_schema(tmp_path) -> None:
+    """make_big_db.py failed on the stalls table once it gained a column: it builds every table in full."""
+    from stash_core.store import query_readonly
+
+    db = tmp_path / "big.duckdb"
+    argv = [str(db), "--runs", "30", "--iterations-per-phase", "5", "--telemetry-points", "2"]
+    script = str(REPO / "bench" / "make_big_db.py")
+    done = subprocess.run(
+        [sys.executable, script, *argv], capture_output=True, text=True, cwd=REPO, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    sql = "SELECT (SELECT count(*) FROM runs) AS runs, (SELECT count(*) FROM stalls WHERE raw_s > 0) AS n"
+    counts = query_readonly(db, sql)
+    assert counts["runs"][0] == 30 and counts["n"][0] > 0

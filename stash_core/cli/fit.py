@@ -20,7 +20,7 @@ from stash_core.cli.args import (
 from stash_core.cli.figures import fixed, percent
 from stash_core.errors import UsageError
 from stash_core.spec_parse import WORKERS, Number
-from stash_core.terminal import printable
+from stash_core.terminal import one_line, printable
 from stash_core.units import finite_float
 
 if TYPE_CHECKING:
@@ -92,19 +92,22 @@ def cmd_fit(args: argparse.Namespace) -> int:
         by_batch_size=args.by_batch_size,
     )
     if args.predict:
-        _print_predictions(args, report, stalls, beta)
-        return 0
+        return _print_predictions(args, report, stalls, beta)
     if report.summary().empty and not db_path(args).exists():
         where = printable(str(db_path(args)))
         print(f"no database at {where} (--db or $STASH_DB chooses one): nothing to fit")
         return 0
-    print(format_fit_report(report, all_models=args.all_models, stalls=stalls))
+    # group labels and model names are text from the database: data, never a terminal escape
+    print(printable(format_fit_report(report, all_models=args.all_models, stalls=stalls)))
     if args.residuals:
         residuals = report.residuals()
         if not residuals.empty:
             columns = ["stall", "group", "fit", "model", "measured_s", "fitted_s", "residual_s", "heldout_s"]
+            table = residuals[columns].copy()
+            for column in ("stall", "group", "fit", "model"):
+                table[column] = table[column].map(one_line)
             print()
-            print(residuals[columns].to_string(index=False, float_format=lambda v: f"{v:.5f}", na_rep="-"))
+            print(table.to_string(index=False, float_format=lambda v: f"{v:.5f}", na_rep="-"))
     return 0
 
 
@@ -125,7 +128,8 @@ def _refuse_unused(args: argparse.Namespace) -> None:
 
 def _print_predictions(
     args: argparse.Namespace, report: FitReport, stalls: tuple[str, ...], beta_s_per_byte: float | None
-) -> None:
+) -> int:
+    """Print each stall's prediction; exit status 2 when none of them could be predicted (as `predict`)."""
     from stash_core.decide.fit import parse_rate_gbps, predict_stall
 
     if args.workers is None:
@@ -136,10 +140,14 @@ def _print_predictions(
         if bandwidth is None:
             raise UsageError(f"--bandwidth {args.bandwidth!r}: give e.g. 1gbit, 200mbit or 25 (Gbit/s)")
     shape = _shape(args.input_shape)
+    if report.summary().empty and not db_path(args).exists():
+        print(f"no database at {printable(str(db_path(args)))} (--db or $STASH_DB chooses one)")
+    predicted = 0
     for stall in stalls:
         if stall == "network" and (args.nodes or 1) <= 1:
             if args.stall == "network":  # asked for, so said: nothing printed looked like a failure
                 print(f"network stall of {args.predict}: none on one machine (give --nodes 2 or more)")
+                predicted += 1  # an answer: none
             continue
         answer = predict_stall(
             model=args.predict,
@@ -156,7 +164,9 @@ def _print_predictions(
             alpha_s=args.alpha_s,
             beta_s_per_byte=beta_s_per_byte,
         )
-        print(format_prediction(answer))
+        print(printable(format_prediction(answer)))
+        predicted += answer["stall_s"] is not None
+    return 0 if predicted else 2
 
 
 def format_fit_report(report: FitReport, all_models: bool = False, stalls: tuple[str, ...] = ()) -> str:

@@ -97,6 +97,8 @@ def format_stored_run(run: dict, db_path: Path | str | None = None) -> str:
         sharing = core_sharing_note({"spec": run.get("spec"), "fingerprint": run.get("fingerprint"),
                                      "breakdown": breakdown})  # fmt: skip
         lines += [sharing] if sharing else []
+    elif run.get("status") == "completed":
+        lines.append("no stall breakdown: the run has no valid iteration time stored")
     return "\n".join(lines)
 
 

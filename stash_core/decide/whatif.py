@@ -30,19 +30,26 @@ from typing import Any
 from stash_core.analysis.stats import resolved
 from stash_core.catalog import get_instance
 from stash_core.decide.fit.observations import spec_bandwidth_gbps, split_instance_label
+from stash_core.decide.whatif_stalls import (
+    NOISE_SHARE,
+    checked_figure,
+    hidden,
+    seconds_of,
+    unanswered,
+    why_not,
+)
 from stash_core.errors import UsageError, no_run_error
 from stash_core.store import get_run, telemetry_frame
 from stash_core.units import finite_float, size_words
 
 DEFAULT_TARGET_SHARE = 0.05
-_NOISE_SHARE = 0.02  # a stall below 2% of the iteration (or its CI) counts as already hidden
 
 
 def whatif(db_path: Path | str, run_id: str, target_share: float = DEFAULT_TARGET_SHARE) -> dict[str, Any]:
     """Answers for one stored run: run_id, model, iteration_s, cpu, disk, network, assumptions.
 
-    Each of cpu / disk / network has "status" ("answered", "hidden already", "not measured" or why not),
-    the resource needed, "predicted_iteration_s" with it and a one-line "summary".
+    Each of cpu / disk / network has "status" ("answered", "hidden already", "within target" (network),
+    "not measured" or why not), the resource needed, "predicted_iteration_s" with it and a one-line "summary".
     """
 
     if not 0 < target_share < 1:
@@ -52,10 +59,10 @@ def whatif(db_path: Path | str, run_id: str, target_share: float = DEFAULT_TARGE
         raise no_run_error(run_id, db_path)
     if (status := run.get("status")) != "completed":
         raise UsageError(f"run {run['run_id']} did not complete ({status or '-'}): nothing to ask of it")
-    if run.get("iteration_s") is None:
+    if finite_float(run.get("iteration_s")) is None:  # none, or a damaged row's inf or NaN
         raise UsageError(f"run {run['run_id']} has no iteration time: nothing to ask of it")
     phases, times = _phase_times(run)
-    stalls = {stall["stall"]: stall for stall in run["stalls"]}
+    stalls = {stall["stall"]: checked_figure(stall) for stall in run["stalls"]}
     telemetry = None
     if "R2" in phases:
         telemetry = telemetry_frame(db_path, run["run_id"], phase="R2")
@@ -77,12 +84,12 @@ def whatif(db_path: Path | str, run_id: str, target_share: float = DEFAULT_TARGE
 def cpu_answer(run: dict[str, Any], times: dict[str, float], stalls: dict[str, dict]) -> dict[str, Any]:
     entry = stalls.get("cpu") or {}
     if entry.get("status") not in ("measured", "clamped_zero") or "R3" not in times:
-        return _unanswered(_why_not(entry, "cpu", "R3" in times, "cached real-data phase (R3)"))
+        return unanswered(why_not(entry, "cpu", "R3" in times, "cached real-data phase (R3)"))
     t_sync = _sync_s(times)
     if t_sync is None:
-        return _unanswered("not measured: no synthetic-data phase to compare with")
+        return unanswered("not measured: no synthetic-data phase to compare with")
     if run.get("loader_workers") is None or not run.get("batch_size"):
-        return _unanswered(
+        return unanswered(
             "not measured: the run's loader workers or batch are unknown (a script's runs read DataLoaders "
             "with different worker counts or batches, or a script profiled before Stash recorded them)"
         )
@@ -91,7 +98,7 @@ def cpu_answer(run: dict[str, Any], times: dict[str, float], stalls: dict[str, d
     workers = int(run.get("workers_per_node") or 1)
     cores = _logical_cores(run)
     cores_per_worker = cores / workers if cores else None
-    disk_s = max(0.0, _seconds(stalls.get("disk")) or 0.0)  # a negative one measured nothing to add
+    disk_s = max(0.0, seconds_of(stalls.get("disk")) or 0.0)  # a negative one measured nothing to add
     cpu_s = max(0.0, t3 - t_sync)
     loaders, parallel, sample_cpu_s = _loader_cost(run, t3, cpu_s, cores_per_worker)
     base = {
@@ -115,7 +122,7 @@ def cpu_answer(run: dict[str, Any], times: dict[str, float], stalls: dict[str, d
         }
     # The step as measured: R3 and the disk stall, or the run's own iteration where R3 came out slower (noise)
     now_s = min(t3 + disk_s, float(run["iteration_s"]))
-    if _hidden(cpu_s, entry, t3):
+    if hidden(cpu_s, entry, t3):
         return {
             **base,
             "status": "hidden already",
@@ -167,7 +174,7 @@ def cpu_stall_elsewhere(
     stall_s = max(0.0, times["R3"] - t_sync)
     seconds, ci95_s = entry.get("seconds") or 0.0, entry.get("ci95_s")
     measured = entry.get("status") == "measured" and resolved(seconds, ci95_s)
-    if not measured or _hidden(stall_s, entry, times["R3"]):
+    if not measured or hidden(stall_s, entry, times["R3"]):
         return None
     if not profiled_per_worker:
         cores = _logical_cores(run)
@@ -182,7 +189,9 @@ def cpu_stall_elsewhere(
 def _phase_times(run: dict[str, Any]) -> tuple[dict[str, dict], dict[str, float]]:
     """The run's completed phases by name, and their mean iteration seconds."""
     phases = {p["phase"]: p for p in run.get("phases") or [] if p.get("status") == "completed"}
-    return phases, {name: p["mean_s"] for name, p in phases.items() if p.get("mean_s") is not None}
+    return phases, {
+        name: mean for name, p in phases.items() if (mean := finite_float(p.get("mean_s"))) is not None
+    }
 
 
 def _sync_s(times: dict[str, float]) -> float | None:
@@ -209,7 +218,7 @@ def disk_answer(
     entry = stalls.get("disk") or {}
     if entry.get("status") not in ("measured", "clamped_zero") or "R2" not in times or "R3" not in times:
         has = "R2" in times and "R3" in times
-        return _unanswered(_why_not(entry, "disk", has, "cold and cached real-data phases (R2, R3)"))
+        return unanswered(why_not(entry, "disk", has, "cold and cached real-data phases (R2, R3)"))
     t2, t3 = times["R2"], times["R3"]
     disk_s = max(0.0, t2 - t3)
     workers = int(run.get("workers_per_node") or 1)
@@ -226,13 +235,13 @@ def disk_answer(
     # Within the noise (an interval wider than the stall; for one clamped to 0, an interval that reaches past
     # the share counted as hidden): neither hidden nor a size to cache can be told.
     if (status == "measured" and not resolved(entry.get("seconds") or 0.0, ci95_s)) or (
-        status == "clamped_zero" and (ci95_s is None or t2 - t3 + ci95_s > _NOISE_SHARE * t2)
+        status == "clamped_zero" and (ci95_s is None or t2 - t3 + ci95_s > NOISE_SHARE * t2)
     ):
         noise = "the disk stall is within the noise of this run: what caching would hide it cannot be told"
         unknown = {"cache_fraction_needed": None, "cache_bytes_needed": None, "predicted_iteration_s": None}
         return {**base, **unknown, "status": "within the noise",
                 "summary": f"{noise} (a smaller --target-ci resolves it)"}  # fmt: skip
-    if _hidden(disk_s, entry, t2):
+    if hidden(disk_s, entry, t2):
         return {
             **base,
             "status": "hidden already",
@@ -265,14 +274,16 @@ def network_answer(
 ) -> dict[str, Any]:
     entry = stalls.get("network") or {}
     if int(run.get("nodes") or 1) <= 1:
-        return _unanswered("not applicable: the run used one machine")
+        return unanswered("not applicable: the run used one machine")
+    if entry.get("status") == "invalid":
+        return unanswered(why_not(entry, "network", True, ""))
     if entry.get("status") not in ("measured", "clamped_zero"):
-        return _unanswered("not measured: the run has no multi-machine synthetic phase (R1n)")
+        return unanswered("not measured: the run has no multi-machine synthetic phase (R1n)")
     iteration_s = float(run["iteration_s"])
-    network_s = max(0.0, _seconds(entry) or 0.0)
+    network_s = max(0.0, seconds_of(entry) or 0.0)
     rest_s = iteration_s - network_s
     if rest_s <= 0:  # a stored stall the iteration cannot hold: no bandwidth can be told from it
-        return _unanswered(
+        return unanswered(
             f"not answerable: the stored network stall ({network_s:.4g} s) is not less than the iteration "
             f"({iteration_s:.4g} s)"
         )
@@ -290,7 +301,7 @@ def network_answer(
         "bandwidth_from": how,
         "target_share": target_share,
     }
-    if _hidden(network_s, entry, iteration_s):
+    if hidden(network_s, entry, iteration_s):
         return {
             **base,
             "status": "hidden already",
@@ -303,6 +314,17 @@ def network_answer(
     predicted = rest_s * (1 + target_share) if factor > 1 else iteration_s
     needed = None if gbps is None else gbps * max(factor, 1.0)
     target = f"{target_share:.0%} of the rest of the iteration"
+    if factor <= 1:  # at or below the target already: the current bandwidth is enough
+        now = f"{gbps:g} Gbit/s per machine" if gbps is not None else "the current bandwidth"
+        return {
+            **base,
+            "status": "within target",
+            "bandwidth_factor_needed": 1.0,
+            "bandwidth_gbps_needed": gbps,
+            "predicted_iteration_s": iteration_s,
+            "summary": f"network stall is {network_s / rest_s:.1%} of the rest of the iteration, within the "
+            f"{target_share:.0%} target at {now}",
+        }
     if needed is not None:
         summary = (
             f"{needed:.3g} Gbit/s per machine ({max(factor, 1):.3g}x {gbps:g}) "
@@ -325,7 +347,7 @@ def format_whatif(answer: dict[str, Any]) -> str:
     lines = [f"run {answer['run_id']} ({answer['model'] or '-'}): iteration {answer['iteration_s']:.4f} s"]
     for key, title in (("cpu", "CPU cores"), ("disk", "cache"), ("network", "network bandwidth")):
         item = answer[key]
-        if item["status"] in ("answered", "hidden already"):
+        if item["status"] in ("answered", "hidden already", "within target"):
             predicted = item.get("predicted_iteration_s")
             tail = f" -> iteration {predicted:.4f} s" if predicted is not None else ""
             lines.append(f"  {title:<18} {item['summary']}{tail}")
@@ -336,31 +358,6 @@ def format_whatif(answer: dict[str, Any]) -> str:
         lines.append(f"      {row['cores_per_worker']:>3} cores/worker -> {row['iteration_s']:.4f} s")
     lines.append("  assumptions: " + "; ".join(answer["assumptions"]))
     return "\n".join(lines)
-
-
-def _why_not(entry: dict[str, Any], stall: str, has_phases: bool, phases: str) -> str:
-    """Why a stall's question has no answer: the runs missing, else its status (negative, not separable)."""
-    status, note = entry.get("status"), entry.get("note") or ""
-    if not has_phases:
-        return f"not measured: the run has no {phases}"
-    if status == "negative":
-        return f"not answered: the {stall} stall came out {note}, so the runs measured none to hide"
-    if status == "not_separable":
-        return f"not separable: {note}"
-    return f"not measured: the run did not measure the {stall} stall"
-
-
-def _unanswered(status: str) -> dict[str, Any]:
-    return {"status": status, "predicted_iteration_s": None, "summary": status}
-
-
-def _seconds(entry: dict | None) -> float | None:
-    return finite_float(entry.get("seconds")) if entry else None
-
-
-def _hidden(stall_s: float, entry: dict[str, Any], reference_s: float) -> bool:
-    ci = entry.get("ci95_s") or 0.0
-    return stall_s <= max(ci, _NOISE_SHARE * reference_s)
 
 
 def _logical_cores(run: dict[str, Any]) -> int | None:

@@ -14,6 +14,7 @@ from typing import Any
 import pandas as pd
 
 from stash_core.store import connect, query_readonly
+from stash_core.store.schema import VALID_FIGURE
 from stash_core.zoo_names import canonical_model, factory_of, model_file_sha256
 
 # The columns of the probes table that the alpha-beta fits read, in this order.
@@ -22,14 +23,16 @@ PROBE_COLUMNS = (
     "kind", "size_bytes", "time_s", "time_min_s", "algbw_gbps", "busbw_gbps",
 )  # fmt: skip
 
-_COMMUNICATION_STALLS_SQL = """
+# Only figures the breakdown view counts (store/schema.VALID_FIGURE): an inf, NaN or negative "measured"
+# stall of a hand-edited or damaged row would make every fit over it NaN.
+_COMMUNICATION_STALLS_SQL = f"""
 SELECT r.run_id, CAST(r.started_at AS TIMESTAMP) AS started_at, s.stall, s.seconds AS stall_s, s.ci95_s,
        s.status AS stall_status, r.model, r.batch_size, r.device, r.backend, r.workers_per_node, r.nodes,
        r.instance AS instance_label,
        r.grad_bytes, r.grad_tensor_count, r.layer_count, CAST(r.spec AS VARCHAR) AS spec_json
 FROM runs AS r JOIN stalls AS s ON s.run_id = r.run_id
 WHERE r.status = 'completed' AND s.stall IN ('interconnect', 'network')
-  AND s.status IN ('measured', 'clamped_zero') AND s.seconds IS NOT NULL
+  AND s.status IN ('measured', 'clamped_zero') AND {VALID_FIGURE}
   AND r.grad_bytes IS NOT NULL AND r.grad_tensor_count IS NOT NULL AND r.layer_count IS NOT NULL
 ORDER BY r.started_at, r.run_id, s.stall
 """
@@ -51,7 +54,7 @@ SELECT run_id, CAST(started_at AS TIMESTAMP) AS started_at, instance, workers_pe
        (SELECT json_extract_string(r.spec, '$.model_sha256') FROM runs AS r
         WHERE r.run_id = stall_breakdown.run_id) AS model_sha256
 FROM stall_breakdown
-WHERE status = 'completed' AND batch_size = ? AND iteration_s IS NOT NULL
+WHERE status = 'completed' AND batch_size = ? AND isfinite(iteration_s)
   AND (model = ? OR (ends_with(model, ?) AND run_id IN (
        SELECT run_id FROM runs WHERE json_extract_string(spec, '$.model_sha256') = ?)))
 ORDER BY started_at DESC, run_id DESC
@@ -144,7 +147,7 @@ def latest_compute_s(
             "WHERE r.status = 'completed' AND r.instance = ? AND r.batch_size = ? "
             "AND (r.model = ? OR (ends_with(r.model, ?) AND r.spec->>'model_sha256' = ?)) "
             "AND r.workers_per_node = ? AND r.nodes = 1 "
-            "AND s.stall = 'compute' AND s.seconds > 0 "
+            "AND s.stall = 'compute' AND s.seconds > 0 AND isfinite(s.seconds) "
             "AND (? IS NULL OR r.spec->>'model_sha256' IS NULL OR r.spec->>'model_sha256' = ?) "
             "ORDER BY r.started_at DESC LIMIT 1",
             [instance, batch_per_worker, *_model_match(model), workers_per_node, *[sha256] * 2],

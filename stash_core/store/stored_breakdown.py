@@ -14,6 +14,7 @@ from stash_core.analysis.stalls import (
     stall_fault,
     with_remainder,
 )
+from stash_core.units import finite_float
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -29,7 +30,7 @@ def breakdown_from_stored(run: dict) -> dict | None:
     that the figures add up for runs stored before it existed; its interval is the stored
     `unattributed_ci95_s` where the store has that column, else estimated.
     """
-    if run.get("iteration_s") is None:
+    if finite_float(run.get("iteration_s")) is None:  # none, or a damaged row's inf or NaN: nothing adds up
         return None
     breakdown = {
         "iteration_s": run["iteration_s"],

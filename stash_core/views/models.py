@@ -3,6 +3,8 @@ model that was never profiled."""
 
 from __future__ import annotations
 
+import math
+import statistics
 from pathlib import Path
 from typing import Any
 
@@ -136,8 +138,9 @@ def _without(note: Any, shortfall: str) -> str:
 
 def median_best_error(report: FitReport) -> tuple[float | None, int]:
     """(median leave-one-model-out error of the best model over all groups, how many groups have one)."""
-    errors = sorted(model.lomo_mape for model in report.models if model.best and model.lomo_mape is not None)
-    return (errors[len(errors) // 2] if errors else None), len(errors)
+    errors = [model.lomo_mape for model in report.models if model.best and model.lomo_mape is not None]
+    errors = [error for error in errors if math.isfinite(error)]
+    return (statistics.median(errors) if errors else None), len(errors)  # as `stash fit` states it
 
 
 def prediction_frame(report: FitReport, counts: dict[str, Any], stalls: list[str]) -> pd.DataFrame:

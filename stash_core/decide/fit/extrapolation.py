@@ -21,3 +21,24 @@ def extrapolation_note(value: float, profiled: list, what: str, shown: Callable[
         f"extrapolated: {what} {shown(value)} is far outside the profiled {shown(low)} to {shown(high)}; "
         "the expected error was measured inside that range"
     )
+
+
+def gradient_bytes_note(grad_bytes: float, models: list) -> str | None:
+    """extrapolation_note of a model's gradient bytes against the points `models` (StallModels) were fitted
+    on."""
+    profiled = [
+        value
+        for model in models
+        if "grad_bytes" in model.residuals.columns
+        for value in model.residuals["grad_bytes"]
+    ]
+    return extrapolation_note(float(grad_bytes), profiled, "gradient bytes", megabytes)
+
+
+def joined_notes(*notes: str | None) -> str | None:
+    """The notes that are given, as one ("; "), or None."""
+    return "; ".join(note for note in notes if note) or None
+
+
+def megabytes(value: float) -> str:
+    return f"{value / 1e6:,.4g} MB"

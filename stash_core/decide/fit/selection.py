@@ -126,6 +126,15 @@ def mark_best(models: list[StallModel]) -> None:
         else:
             usable = [model for model in candidates if model.kind == "alpha-beta" and model.link is not None]
             usable = usable or [model for model in candidates if model.r2 is not None]
+            fitted = [model for model in candidates if not model.residuals.empty]
+            if not usable and fitted and all(_measured_none(model) for model in fitted):
+                # Every profile measured none of this stall: no error or R² exists, and the answer is 0.
+                best = min(fitted, key=lambda model: len(model.features))
+                best.note = "; ".join(
+                    filter(None, [best.note, "every profiled model measured none of this stall"])
+                )
+                best.best = True
+                continue
             if not usable:
                 continue
             best = max(usable, key=lambda model: -1 if model.r2 is None else model.r2)
@@ -133,6 +142,11 @@ def mark_best(models: list[StallModel]) -> None:
                 filter(None, [best.note, "best by default: too few models for a held-out error"])
             )
         best.best = True
+
+
+def _measured_none(model: StallModel) -> bool:
+    measured = model.residuals["measured_s"] if "measured_s" in model.residuals.columns else []
+    return len(measured) > 0 and all(value == 0 for value in measured)
 
 
 def _collinear(model: StallModel) -> bool:

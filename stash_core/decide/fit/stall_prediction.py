@@ -16,7 +16,7 @@ from typing import Any
 import pandas as pd
 
 from stash_core.decide.fit.counts import model_counts
-from stash_core.decide.fit.extrapolation import extrapolation_note
+from stash_core.decide.fit.extrapolation import gradient_bytes_note
 from stash_core.decide.fit.observations import MODELLED_STALLS, split_instance_label
 from stash_core.decide.fit.report import FitReport
 from stash_core.decide.fit.selection import fit_stall_models
@@ -215,20 +215,15 @@ def _from_group(
         result["status"] = f"no model: {short or 'too few profiled models in this configuration to fit one'}"
         return result
     value = best.predict(counts, world)
-    profiled = list(best.residuals["grad_bytes"]) if "grad_bytes" in best.residuals.columns else []
     result.update(
         stall_s=None if value is None else max(0.0, value),
         method=best.name,
         expected_mape=best.lomo_mape,
         status="predicted",
         validated_by="leave-one-model-out" if best.lomo_mape is not None else "not validated",
-        note=extrapolation_note(float(counts["grad_bytes"]), profiled, "gradient bytes", _megabytes),
+        note=gradient_bytes_note(counts["grad_bytes"], [best]),
     )
     return result
-
-
-def _megabytes(value: float) -> str:
-    return f"{value / 1e6:,.4g} MB"
 
 
 def predictions_frame(report: FitReport, counts: dict[str, float], stall: str) -> pd.DataFrame:

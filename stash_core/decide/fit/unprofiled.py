@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from stash_core.decide.fit.extrapolation import extrapolation_note
+from stash_core.decide.fit.extrapolation import extrapolation_note, gradient_bytes_note, joined_notes
 from stash_core.decide.fit.observations import format_gbps
 from stash_core.decide.fit.physics import LinkParameters, allreduce_time_s, beta_from_gbps, calibrate_scale
 from stash_core.decide.fit.report import FitReport
@@ -69,9 +69,12 @@ def from_other_bandwidth(
         validated_by="leave-one-bandwidth-out"
         if best["lobo_mape"] is not None
         else "not validated (one bandwidth profiled)",
-        note=extrapolation_note(
-            bandwidth_gbps, [group.get("bandwidth_gbps") for group in family], "bandwidth", format_gbps
-        ),  # fmt: skip
+        note=joined_notes(
+            extrapolation_note(
+                bandwidth_gbps, [group.get("bandwidth_gbps") for group in family], "bandwidth", format_gbps
+            ),
+            gradient_bytes_note(counts["grad_bytes"], alpha_beta + pooled),
+        ),
     )
     return result
 
@@ -133,6 +136,7 @@ def from_other_node_counts(
         candidates=[
             {"fit": ALPHA_BETA, "stall_s": value, "lomo_mape": None, "lobo_mape": None, "best": True}
         ],
+        note=gradient_bytes_note(counts["grad_bytes"], alpha_beta),
     )
     return result
 

@@ -81,3 +81,25 @@ def test_a_link_given_answers_where_too_few_profiles_fit_a_model():
     assert answer["stall_s"] > 0 and "uncalibrated" in answer["status"] and answer["expected_mape"] is None
     assert "no model of this profiled configuration yet" in answer["note"]
     assert "uncalibrated" in unprofiled["status"] and unprofiled["stall_s"] > answer["stall_s"]
+
+
+def test_a_prediction_at_an_unprofiled_bandwidth_or_node_count_says_when_its_bytes_extrapolate():
+    """Only a profiled configuration's answer warned of gradient bytes far outside the profiled ones."""
+
+    def stall(gbps):
+        return lambda b, t, n: 0.6 * ring_factor(4) * b * beta_from_gbps(gbps) + 0.001
+
+    observations = pd.concat(
+        [stall_observations(stall(gbps), "network", nodes=2, bandwidth_gbps=gbps, instance="c")
+         for gbps in (1.0, 2.0)],
+        ignore_index=True,
+    )  # fmt: skip
+    report = fit_stall_models(observations=observations, probes=pd.DataFrame(), stalls=("network",))
+    huge = {"grad_bytes": 5e9, "grad_tensor_count": 100, "layer_count": 50}  # 10 to 200 MB profiled
+    common = {"counts": huge, "stall": "network", "workers_per_node": 2, "instance": "c", "report": report}
+    for nodes, gbps in ((2, 1.5), (3, 1.0)):
+        answer = predict_stall(nodes=nodes, bandwidth_gbps=gbps, **common)
+        assert answer["stall_s"] is not None and "not profiled" in answer["group"]
+        assert "extrapolated: gradient bytes 5,000 MB" in (answer["note"] or ""), answer
+    inside = predict_stall(nodes=2, bandwidth_gbps=1.5, **{**common, "counts": {**huge, "grad_bytes": 5e7}})
+    assert inside["note"] is None

@@ -1,0 +1,50 @@
+"""A stored run's stall figures as the what-if answers read them: which are valid, which are hidden already,
+and the one line said where a question has no answer."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from stash_core.units import finite_float
+
+NOISE_SHARE = 0.02  # a stall below 2% of the iteration (or its CI) counts as already hidden
+
+
+def checked_figure(entry: dict[str, Any]) -> dict[str, Any]:
+    """A stored stall, marked "invalid" where its figure is no valid one (an inf or NaN, a negative
+    "measured"; a hand-edited or damaged row), as `stash show` and the breakdown view set it aside."""
+    if entry.get("status") not in ("measured", "clamped_zero"):
+        return entry
+    seconds = finite_float(entry.get("seconds"))
+    if seconds is not None and not (entry["status"] == "measured" and seconds < 0):
+        return entry
+    stored = entry.get("seconds")
+    note = "stored without a figure" if stored is None else f"stored as {stored!r}, not a valid figure"
+    return {**entry, "status": "invalid", "note": note}
+
+
+def why_not(entry: dict[str, Any], stall: str, has_phases: bool, phases: str) -> str:
+    """Why a stall's question has no answer: the runs missing, else its status (negative, not separable)."""
+    status, note = entry.get("status"), entry.get("note") or ""
+    if not has_phases:
+        return f"not measured: the run has no {phases}"
+    if status == "negative":
+        return f"not answered: the {stall} stall came out {note}, so the runs measured none to hide"
+    if status == "not_separable":
+        return f"not separable: {note}"
+    if status == "invalid":
+        return f"not answered: the {stall} stall is {note}"
+    return f"not measured: the run did not measure the {stall} stall"
+
+
+def unanswered(status: str) -> dict[str, Any]:
+    return {"status": status, "predicted_iteration_s": None, "summary": status}
+
+
+def seconds_of(entry: dict | None) -> float | None:
+    return finite_float(entry.get("seconds")) if entry else None
+
+
+def hidden(stall_s: float, entry: dict[str, Any], reference_s: float) -> bool:
+    ci = entry.get("ci95_s") or 0.0
+    return stall_s <= max(ci, NOISE_SHARE * reference_s)

@@ -1,0 +1,75 @@
+"""`stash fit`, `whatif` and `show` on stored figures that are odd: text with terminal escapes, stalls that
+every profile measured as none, a prediction that cannot be made, invalid (inf, NaN, negative) figures."""
+
+from __future__ import annotations
+
+import duckdb
+import pytest
+from test_cli_decisions import result_doc, stash
+
+from stash_core.cli.show import show_run
+from stash_core.errors import UsageError
+from stash_core.store import ingest_result
+
+
+def _fit_db(tmp_path, interconnect_s=lambda index: 0.01 + 0.01 * index):
+    db = str(tmp_path / "c.duckdb")
+    for index in range(5):
+        stalls = {"compute": 0.2, "interconnect": interconnect_s(index)}
+        counts = {"grad_bytes": (index + 1) * 10**7, "grad_tensor_count": 10 + 7 * index}
+        ingest_result(db, result_doc(f"m{index}", stalls=stalls, instance="lab", **counts))
+    return db
+
+
+def test_fit_prints_stored_text_as_data_never_as_a_terminal_escape(tmp_path, capsys):
+    db = _fit_db(tmp_path)  # a file holding control characters is refused: the rows are edited
+    with duckdb.connect(db) as con:
+        con.execute("UPDATE runs SET instance = chr(27) || '[31mlab' || chr(27) || '[0m', "
+                    "model = model || chr(27) || '[2J'")  # fmt: skip
+    assert stash("fit", "--residuals", "--db", db) == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "\\x1b[31mlab" in out and "\\x1b[2J" in out
+
+
+def test_stalls_every_profile_measured_as_none_predict_none(tmp_path, capsys):
+    """They read "no model could be fitted" and "too few profiled models" over five profiles."""
+    db = _fit_db(tmp_path, interconnect_s=lambda index: 0.0)
+    with duckdb.connect(db) as con:
+        con.execute("UPDATE stalls SET status = 'clamped_zero' WHERE stall = 'interconnect'")
+    assert stash("fit", "--db", db) == 0
+    out = capsys.readouterr().out
+    assert "every profiled model measured none of this stall" in out and "no best model" not in out
+    assert stash("fit", "--predict", "resnet18", "--workers", "2", "--instance", "lab", "--db", db) == 0
+    assert "interconnect stall of resnet18: 0.00 ms" in capsys.readouterr().out
+
+
+def test_fit_predict_exits_2_when_nothing_could_be_predicted(tmp_path, capsys):
+    missing = str(tmp_path / "none.duckdb")
+    assert stash("fit", "--predict", "resnet18", "--workers", "4", "--db", missing) == 2
+    out = capsys.readouterr().out
+    assert f"no database at {missing}" in out and "no model" in out
+
+
+def test_whatif_on_invalid_stored_figures_answers_none_and_keeps_its_json_valid(tmp_path, capsys):
+    db = str(tmp_path / "w.duckdb")
+    doc = result_doc("x", nodes=2, stalls={"compute": 0.2, "interconnect": 0.05, "network": 0.1})
+    ingest_result(db, doc)
+    with duckdb.connect(db) as con:
+        con.execute("UPDATE stalls SET seconds = 'nan'::DOUBLE WHERE stall = 'network'")
+    assert stash("whatif", doc["run_id"], "--db", db) == 0
+    assert "network stall is stored without a figure" in capsys.readouterr().out
+    with duckdb.connect(db) as con:
+        con.execute("UPDATE runs SET iteration_s = 'inf'::DOUBLE")
+    assert "no valid iteration time" in show_run(db, doc["run_id"])
+    with pytest.raises(UsageError, match="has no iteration time"):  # never an Infinity in the JSON
+        stash("whatif", doc["run_id"], "--json", "--db", db)
+
+
+def test_whatif_says_a_network_stall_already_within_its_target(tmp_path, capsys):
+    """It said the current bandwidth "brings network stall to 20%" of a stall already at a few percent."""
+    db = str(tmp_path / "w.duckdb")
+    doc = result_doc("x", nodes=2, stalls={"compute": 0.5, "interconnect": 0.05, "network": 0.03})
+    ingest_result(db, doc)
+    assert stash("whatif", doc["run_id"], "--target-share", "0.2", "--db", db) == 0
+    out = capsys.readouterr().out
+    assert "within the 20% target" in out and "brings network stall" not in out
