@@ -561,6 +561,20 @@ def _check_script(spec: ProfileSpec) -> None:
         raise FieldError(message, "data_dir", spec.data_dir, "missing")
 
 
+def _machine_of(host: str) -> tuple[str, int]:
+    """(host name in lower case, ssh port) of a valid "[user@]host[:port]": the same machine however it is
+    spelled ("root@H:022", "h" and "H:22" alike; the user does not change the machine)."""
+    address = host.rsplit("@", 1)[-1]
+    if address.startswith("["):
+        name, _, rest = address[1:].partition("]")
+    elif address.count(":") == 1:
+        name, _, rest = address.partition(":")
+        rest = ":" + rest
+    else:
+        name, rest = address, ""
+    return name.lower(), int(rest[1:]) if rest else 22
+
+
 def _port_in_range(host: str) -> bool:
     """A host's port, when it names one ("h:2222", "[v6]:2222"; a bare IPv6 address has none): 1..65535."""
     address = host.rsplit("@", 1)[-1]
@@ -589,7 +603,8 @@ def validate_machines(spec: ProfileSpec) -> None:
             raise FieldError(
                 f"--hosts: invalid host name {host!r}: expected [user@]host[:port]", "hosts", host
             )
-    twice = next((host for index, host in enumerate(spec.hosts) if host in spec.hosts[:index]), None)
+    machines = [_machine_of(host) for host in spec.hosts]
+    twice = next((host for index, host in enumerate(spec.hosts) if machines[index] in machines[:index]), None)
     if twice is not None:
         raise FieldError(
             f"--hosts names {twice} twice: give each node its own machine", "hosts", twice, "twice"

@@ -18,8 +18,10 @@ def core_sharing_note(doc: dict) -> str | None:
     if stall is None:
         return None
     per_machine, machines = int(spec.get("workers_per_node") or 1), int(spec.get("nodes") or 1)
-    # R1, the interconnect stall's run, holds every worker of the job on one machine
-    workers, threads = per_machine * machines, int(spec.get("threads_per_worker") or 1)
+    # R1, the interconnect stall's run, holds every worker of the job on one machine (on remote hosts, as many
+    # as the first one takes: its phase says)
+    workers = _r1_workers(doc.get("phases")) or per_machine * machines
+    threads = int(spec.get("threads_per_worker") or 1)
     notes = []
     if per_machine == 1 and machines > 1:
         notes.append(
@@ -28,12 +30,23 @@ def core_sharing_note(doc: dict) -> str | None:
             "machine in R1, the network stall's reference; the job's communication is the two together"
         )
     cores = fingerprint.get("cpu_cores_logical") or fingerprint.get("cpu_cores_physical")
+    if spec.get("hosts"):  # R1 ran on the first host, whose cores this machine's fingerprint does not give
+        cores = ((doc.get("hosts") or [{}])[0] or {}).get("cpu_count")
     if spec.get("device") == "cpu" and workers >= 2 and cores and workers * threads >= int(cores):
         allreduce = ((breakdown.get("communication") or {}).get("interconnect") or {}).get("allreduce_s")
         alone = f"; the probe's all-reduce of the gradients alone took {format_time(allreduce)}"
         probe = alone if allreduce else ""
+        where = "the first host's" if spec.get("hosts") else "this machine's"
         notes.append(
-            f"note: the {workers} workers x {threads} thread(s) share this machine's {cores} cores: the "
+            f"note: the {workers} workers x {threads} thread(s) share {where} {cores} cores: the "
             f"interconnect stall ({format_time(stall)}) also holds their competition for the cores{probe}"
         )
     return "\n".join(notes) or None
+
+
+def _r1_workers(phases: list[dict] | None) -> int | None:
+    """The workers R1 ran (a result file's phases, or the stored phase rows); None where it is not known."""
+    for phase in phases or []:
+        if (phase.get("name") or phase.get("phase")) == "R1" and phase.get("workers"):
+            return int(phase["workers"]) * int(phase.get("nodes") or 1)
+    return None

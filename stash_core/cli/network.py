@@ -145,14 +145,16 @@ def _cluster_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def cmd_remote(args) -> int:
+    from dataclasses import replace
+
     from stash_core.launch.hosts import validate_python, validate_workdir
-    from stash_core.launch.ssh import SshTarget, parse_target, remote_check, validate_user
+    from stash_core.launch.ssh import parse_target, remote_check, validate_user
 
     key = Path(args.ssh_key).expanduser() if args.ssh_key else None
     config = Path(args.ssh_config).expanduser() if args.ssh_config else None
     target = parse_target(args.host, key_path=key, config_file=config)
     if args.ssh_user and target.user is None:
-        target = SshTarget(target.host, validate_user(args.ssh_user), target.key_path, target.port, config)
+        target = replace(target, user=validate_user(args.ssh_user))
     python = validate_python(args.python or "python3")
     workdir = validate_workdir(args.workdir) if args.workdir else None
     info = remote_check(target, python=python, workdir=workdir)
@@ -205,8 +207,8 @@ def cmd_cluster(args) -> int:
     if args.cluster_command == "status":
         status = cluster.cluster_status(state_dir, name)
         print(json.dumps(status, indent=2) if args.json else format_cluster_status(status))
-        # a cluster that is recorded but not fully up (or whose namespaces are gone) cannot be used: exit 1
-        return 1 if status["nodes"] and (status["gone"] or not status["up"]) else 0
+        # none, one not fully up or one whose namespaces are gone cannot be used: exit 1 (`status || up`)
+        return 0 if status["nodes"] and not status["gone"] and status["up"] else 1
     return _cluster_set(args, state_dir, name)
 
 

@@ -115,7 +115,7 @@ def run_probe_command(
         "stash_version": __version__,
         "instance": instance,
         "machines": remote.label if remote is not None else "this machine",
-        "hosts": remote.host_names if remote is not None else [],
+        "hosts": remote.host_texts if remote is not None else [],
         "link_gbps": link["rate_bps"] / 1e9 if nodes > 1 and link.get("rate_bps") else None,
         "fingerprint": machine_fingerprint(instance),
         "wall_s": time.monotonic() - wall_start,

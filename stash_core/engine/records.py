@@ -18,7 +18,7 @@ def spec_record(spec: ProfileSpec, data: DataSetup, remote: RemoteHosts | None) 
     record["dataset_images"] = data.images
     record["dataset"] = str(data.root) if data.root else None
     if remote is not None:
-        record["hosts"] = remote.host_names
+        record["hosts"] = remote.host_texts
         if remote.link is not None:
             # spec.network is where the stall fits read a link's rate from
             link = remote.link

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 import sys
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from stash_core import PACKAGE_PARENT
@@ -97,6 +97,11 @@ class RemoteHosts:
     def host_names(self) -> list[str]:
         return [target.host for target in self.targets]
 
+    @property
+    def host_texts(self) -> list[str]:
+        """Each machine as it is given back to Stash ([user@]host[:port]): two on one address told apart."""
+        return [str(target) for target in self.targets]
+
     def for_nodes(self, nodes: int) -> RemoteHosts:
         """The first `nodes` machines (R0 and R1 run on the first one alone)."""
         return RemoteHosts(
@@ -134,7 +139,7 @@ def hosts_from_names(
     for name in names:
         target = parse_target(name, key_path=key)
         if user is not None and target.user is None:
-            target = SshTarget(target.host, user, target.key_path, target.port, target.config_file)
+            target = replace(target, user=user)
         targets.append(target)
     return RemoteHosts(
         targets=targets,

@@ -89,6 +89,7 @@ class SshTarget:
     key_path: Path | None = None  # path of the private key; its contents are never read here
     port: int = 22
     config_file: Path | None = None  # an ssh_config file passed with -F
+    port_given: bool = False  # written in the host ("h:22"): passed to ssh over a config file's Port
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "host", validate_host(self.host))
@@ -107,7 +108,12 @@ class SshTarget:
         return f"{self.user}@{self.host}" if self.user else self.host
 
     def __str__(self) -> str:
-        return self.destination if self.port == 22 else f"{self.destination}:{self.port}"
+        """The host as it is given back to Stash: [user@]host[:port], an IPv6 address in brackets before
+        a port."""
+        if self.port == 22 and not self.port_given:
+            return self.destination
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{self.user}@{host}:{self.port}" if self.user else f"{host}:{self.port}"
 
 
 def parse_target(text: str, key_path: Path | None = None, config_file: Path | None = None) -> SshTarget:
@@ -116,9 +122,10 @@ def parse_target(text: str, key_path: Path | None = None, config_file: Path | No
     user = None
     if "@" in text:
         user, text = text.rsplit("@", 1)
-    port = 22
+    port, given = 22, True
     if text.startswith("["):  # [v6]:port or [v6]
         host, _, rest = text[1:].partition("]")
+        given = bool(rest)
         if rest:
             if not rest.startswith(":"):
                 raise UsageError(f"invalid host {text!r}")
@@ -127,8 +134,8 @@ def parse_target(text: str, key_path: Path | None = None, config_file: Path | No
         host, port_text = text.split(":")
         port = _parse_port(port_text)
     else:
-        host = text  # a name, IPv4, or a bare IPv6 literal
-    return SshTarget(host=host, user=user, key_path=key_path, port=port, config_file=config_file)
+        host, given = text, False  # a name, IPv4, or a bare IPv6 literal
+    return SshTarget(host, user, key_path, port, config_file, port_given=given)
 
 
 def _parse_port(text: str) -> int:
@@ -159,7 +166,7 @@ def ssh_argv(
     ]  # fmt: skip
     if target.key_path is not None:
         argv += ["-i", str(target.key_path), "-o", "IdentitiesOnly=yes"]
-    if target.port != 22:  # 22 is ssh's default; leaving it out lets a config file's Port apply
+    if target.port != 22 or target.port_given:  # unless given, a config file's Port applies
         argv += ["-p", str(target.port)]
     if target.config_file is not None:
         argv += ["-F", str(target.config_file)]

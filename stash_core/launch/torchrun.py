@@ -64,7 +64,11 @@ def loopback_only() -> None:
     import socket
 
     import torch.distributed as dist
-    from torch.distributed.elastic.rendezvous import c10d_rendezvous_backend, dynamic_rendezvous
+    from torch.distributed.elastic.rendezvous import (
+        c10d_rendezvous_backend,
+        dynamic_rendezvous,
+        static_tcp_rendezvous,
+    )
 
     for name, value in LOOPBACK_INTERFACES.items():
         os.environ.setdefault(name, value)
@@ -73,25 +77,45 @@ def loopback_only() -> None:
     class LoopbackStore(dist.TCPStore):
         """A TCPStore whose server listens on a socket bound to loopback (TCPStore binds every interface)."""
 
-        def __init__(self, host_name: str, port: int, *args, is_master: bool = False, **kwargs) -> None:
+        def __init__(self, host_name: str, port: int, world_size=None, is_master=False, *args, **kwargs):
             if is_master and kwargs.get("master_listen_fd") is None:
                 bound = socket.create_server((LOOPBACK, port))
                 listening.append(bound)
                 port, kwargs["master_listen_fd"] = bound.getsockname()[1], bound.fileno()
-            super().__init__(host_name, port, *args, is_master=is_master, **kwargs)
+            super().__init__(host_name, port, world_size, is_master, *args, **kwargs)
 
     def loopback_server(_handler, _master_addr, master_port) -> dist.TCPStore:
         return LoopbackStore(LOOPBACK, master_port, is_master=True, multi_tenant=True)
 
     c10d_rendezvous_backend.TCPStore = LoopbackStore  # the rendezvous's own store
+    static_tcp_rendezvous.TCPStore = LoopbackStore  # the store of a launch given --master-addr (over ssh)
     dynamic_rendezvous.DynamicRendezvousHandler._create_tcp_store_server = loopback_server  # the workers'
+
+
+def on_loopback_alone(args: list[str]) -> bool:
+    """A launch of one node whose master is loopback (a host's one-machine runs, started over ssh with
+    --master-addr): nothing of it needs to listen beyond this machine."""
+    return _option(args, "--nnodes") == "1" and _option(args, "--master-addr") in (LOOPBACK, "localhost")
+
+
+def _option(args: list[str], name: str) -> str | None:
+    """The value of torchrun's option `name` (`--name V` or `--name=V`, `-` or `_` alike) before the module's
+    own arguments; None when not given."""
+    spelled = {name, name.replace("-", "_").replace("__", "--", 1)}
+    for index, arg in enumerate(args):
+        if arg in ("-m", "--run-path", FORK_OPTION):  # the module's own arguments follow
+            return None
+        key, _, value = arg.partition("=")
+        if key in spelled:
+            return value or (args[index + 1] if index + 1 < len(args) else None)
+    return None
 
 
 def main() -> None:
     from torch.distributed.run import main as torchrun_main  # here: `stash` imports entry() without torch
 
     sys.argv[1:] = torchrun_args(sys.argv[1:])
-    if "--standalone" in sys.argv[1:]:
+    if "--standalone" in sys.argv[1:] or on_loopback_alone(sys.argv[1:]):
         if not any(arg.split("=")[0] in ("--local-addr", "--local_addr") for arg in sys.argv[1:]):
             # the workers are told this address for the stores, which listen on loopback alone (else the
             # host name's address, which need not be loopback)

@@ -207,7 +207,7 @@ def _core_sharing(run: dict[str, Any]) -> str | None:
         communication = None  # a hand-edited column: the note goes without the probe's time
     stalls = {row.get("stall"): row for row in run["stalls"]}
     breakdown = {"stalls": stalls, "communication": communication or {}}
-    machine = {"spec": run.get("spec"), "fingerprint": run.get("fingerprint")}
+    machine = {"spec": run.get("spec"), "fingerprint": run.get("fingerprint"), "phases": run.get("phases")}
     return core_sharing_note({**machine, "breakdown": breakdown})
 
 

@@ -218,6 +218,10 @@ def test_input_shapes_read_like_the_zoo_reads_them() -> None:
         ({"nodes": 2, "hosts": ["a;touch x", "b"]}, "hosts", "invalid host name 'a;touch x'"),
         ({"nodes": 2, "hosts": ["-oProxyCommand=x", "b"]}, "hosts", "invalid host name"),
         ({"nodes": 2, "hosts": ["a"]}, "hosts", r"1 host\(s\) for --nodes 2"),
+        # one machine however spelled: its port written otherwise, a user added, its name's case
+        ({"nodes": 2, "hosts": ["root@h:22922", "h:022922"]}, "hosts", "names h:022922 twice"),
+        ({"nodes": 2, "hosts": ["h", "root@H:22"]}, "hosts", "names root@H:22 twice"),
+        ({"nodes": 2, "hosts": ["[::1]:22", "u@[::1]"]}, "hosts", r"names u@\[::1\] twice"),
         ({"hosts": ["a"], "ssh_user": "root;id"}, "ssh_user", "--ssh-user: invalid user name"),
         (
             {"hosts": ["a"], "ssh_key": "/no/such/key"},
@@ -240,7 +244,7 @@ def test_a_wrong_value_is_one_line_naming_the_flag_and_the_field(
 
 
 def test_hosts_the_launcher_takes_pass_the_first_look() -> None:
-    hosts = ["gpu-a", "ubuntu@10.0.0.2", "node.example.com:2222", "[fe80::1]:22", "fe80::1", "u_1@h"]
+    hosts = ["gpu-a", "ubuntu@10.0.0.2", "node.example.com:2222", "[fe80::1]:22", "fe80::2", "u_1@h"]
     check_fields(ProfileSpec(model="m", batch_size=1, nodes=len(hosts), hosts=hosts))
 
 

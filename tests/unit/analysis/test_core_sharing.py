@@ -52,3 +52,18 @@ def test_a_job_of_one_worker_per_machine_hears_its_interconnect_stall_is_r1_s():
     assert "share this machine's 2 cores" in second  # R1's 2 workers x 1 thread take both cores
     gpu = core_sharing_note(_doc(1, 1, 64, device="cuda", nodes=2))
     assert gpu.startswith("note: the job runs one worker per machine") and "\n" not in gpu
+
+
+def test_on_remote_hosts_the_note_counts_r1s_workers_on_the_first_hosts_cores():
+    """2 workers x 2 hosts: R1 ran 2 workers on the first host, which the note called 4 on this machine."""
+    doc = _doc(2, 1, 64, nodes=2)
+    doc["spec"]["hosts"] = ["a", "b"]
+    doc["phases"] = [{"name": "R0", "workers": 1, "nodes": 1}, {"name": "R1", "workers": 2, "nodes": 1}]
+    doc["hosts"] = [{"host": "a", "cpu_count": 2}, {"host": "b", "cpu_count": 2}]
+    note = core_sharing_note(doc)
+    assert note is not None and "the 2 workers x 1 thread(s) share the first host's 2 cores" in note
+    del doc["hosts"]  # a stored run: the hosts' cores are not kept, so nothing is said of them
+    assert core_sharing_note(doc) is None
+    stored = _doc(2, 1, 2, nodes=2)
+    stored["phases"] = [{"phase": "R1", "workers": 2, "nodes": 1}]  # the store's phase rows
+    assert "the 2 workers x 1 thread(s) share this machine's 2 cores" in core_sharing_note(stored)

@@ -77,7 +77,7 @@ def test_cluster_set_with_nothing_to_change_is_refused(monkeypatch, capsys) -> N
 
 @pytest.mark.parametrize(
     ("change", "code"),
-    [({}, 0), ({"up": False}, 1), ({"gone": True}, 1), ({"nodes": []}, 0)],
+    [({}, 0), ({"up": False}, 1), ({"gone": True}, 1), ({"nodes": []}, 1)],
 )
 def test_cluster_status_exits_1_for_a_cluster_that_cannot_be_used(monkeypatch, capsys, change, code) -> None:
     from stash_core.cli.main import main

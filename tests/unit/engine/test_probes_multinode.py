@@ -156,7 +156,7 @@ def test_cli_refuses_an_injected_host_before_anything_runs(tmp_path, capsys, mon
 
 def test_cli_cluster_status_without_a_cluster_and_a_missing_cluster(tmp_path, capsys, monkeypatch):
     status = stash_here(capsys, monkeypatch, "cluster", "status", "--state-dir", str(tmp_path / "none"))
-    assert status.returncode == 0 and "no emulated cluster" in status.stdout
+    assert status.returncode == 1 and "no emulated cluster" in status.stdout  # not up: `status || up`
     profile = stash_here(
         capsys, monkeypatch, "profile", *SMALL, "--nodes", "2", "--cluster", "emulated", "--cluster-state",
         str(tmp_path / "none"), "--db", str(tmp_path / "r.duckdb"),

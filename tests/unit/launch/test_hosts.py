@@ -70,3 +70,10 @@ def test_a_change_of_the_links_during_a_run_is_a_warning(two_nodes, tmp_path: Pa
     # named hosts have no emulated link to compare
     named = ProfileSpec(model="probe", batch_size=None, nodes=2, hosts=["a", "b"])
     assert link_change_warning(hosts.hosts_from_names(["a", "b"]), named, None) is None
+
+
+def test_the_machines_are_recorded_as_given_two_on_one_address_told_apart():
+    """The result file kept bare addresses: two sshd ports of one address read as one machine twice."""
+    remote = hosts.hosts_from_names(["root@127.0.0.1:22922", "127.0.0.1:22923", "[::1]:2200"], "alice", None,
+                                    "python3", None, None, 29500, 60)  # fmt: skip
+    assert remote.host_texts == ["root@127.0.0.1:22922", "alice@127.0.0.1:22923", "alice@[::1]:2200"]

@@ -155,3 +155,21 @@ def test_no_local_shell_anywhere():
         source = module.read_text()
         assert "shell=True" not in source, module.name
         assert "os.system" not in source and "os.popen" not in source, module.name
+
+
+@pytest.mark.parametrize(
+    ("text", "shown", "port_option"),
+    [
+        ("node1", "node1", False),
+        ("node1:22", "node1:22", True),  # written, so it wins over a config file's Port
+        ("alice@node1:2222", "alice@node1:2222", True),
+        ("root@[::1]:22924", "root@[::1]:22924", True),  # was root@::1:22924, which reads back otherwise
+        ("[fe80::1]", "fe80::1", False),
+    ],
+)
+def test_a_host_reads_back_as_given_and_a_written_port_is_passed(text, shown, port_option):
+    target = parse_target(text)
+    assert str(target) == shown
+    back = parse_target(str(target))
+    assert (back.host, back.user, back.port) == (target.host, target.user, target.port)
+    assert ("-p" in ssh_argv(target, ["true"])) is port_option

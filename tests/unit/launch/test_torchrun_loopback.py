@@ -105,3 +105,29 @@ def test_a_standalone_launch_without_a_local_address_still_joins_where_the_host_
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.count("sum 2") == 2
+
+
+def test_a_one_machine_launch_given_a_loopback_master_listens_on_loopback_only(tmp_path) -> None:
+    """A host's one-machine runs (R0, R1) over ssh are torchrun with `--nnodes 1 --master-addr 127.0.0.1`, not
+    --standalone: its rendezvous store (static) listened on every interface of the host."""
+    import socket
+
+    from stash_core.launch.multinode import TORCHRUN_SRC
+
+    (tmp_path / "job.py").write_text(JOB)
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    argv = [sys.executable, "-c", TORCHRUN_SRC, "--nnodes", "1", "--node-rank", "0", "--nproc-per-node", "2",
+            "--master-addr", "127.0.0.1", "--master-port", str(port), "--max-restarts", "0",
+            "--monitor-interval", "0.5", str(tmp_path / "job.py")]  # fmt: skip
+    done = subprocess.run(
+        argv, capture_output=True, text=True, timeout=120, cwd=tmp_path,
+        env={**_env(), "RANK0_PID": str(tmp_path / "rank0.pid")},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    addresses = [line.split()[2] for line in done.stdout.splitlines() if line.startswith("LISTEN ")]
+    assert len(addresses) >= 2, addresses  # the rendezvous store, gloo's pairs
+    for address in addresses:
+        host = address.split(":")[0]
+        assert host == LOOPBACK_V4 or host.endswith((LOOPBACK_V4, LOOPBACK_V6_ENDS)), addresses
