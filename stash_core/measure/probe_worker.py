@@ -23,6 +23,7 @@ from stash_core.measure import protocol
 from stash_core.measure.probe_plan import (
     FLOAT_BYTES,
     P2P_ESTIMATE_BYTES,
+    bounded_by_allreduce_s,
     predicted_one_way_s,
     repetitions_for,
     wire_s,
@@ -126,11 +127,13 @@ def _peers(device: torch.device) -> dict[str, int]:
 
 
 def measure_p2p(
-    peer: int, sizes_bytes: list[int], device: torch.device, settings: dict, link_gbps: float | None = None
+    peer: int, sizes_bytes: list[int], device: torch.device, settings: dict, link_gbps: float | None = None,
+    allreduce_gbps: float | None = None,
 ) -> tuple[list[dict], list[int]]:
     """Ping-pong between rank 0 and peer; one-way time = round trip / 2. Other ranks just wait. With a time
     limit per call (max_op_s), a message larger than P2P_ESTIMATE_BYTES is skipped (and returned) when its
-    time, predicted from a ping-pong of that size, would pass the limit."""
+    time, predicted from a ping-pong of that size (bounded by the all-reduce's bus bandwidth, where
+    measured), would pass the limit."""
     rank = dist.get_rank()
     max_op_s = settings.get("max_op_s")
     rows, skipped = [], []
@@ -138,7 +141,8 @@ def measure_p2p(
         numel = max(1, size // FLOAT_BYTES) if size >= FLOAT_BYTES else 1
         if max_op_s and size > P2P_ESTIMATE_BYTES and rank in (0, peer):
             # both ends know (same settings) that this message is announced, and whether it is sent
-            go = _p2p_fits(peer, numel * FLOAT_BYTES, rows[-1] if rows else None, max_op_s, device, link_gbps)
+            last = rows[-1] if rows else None
+            go = _p2p_fits(peer, numel * FLOAT_BYTES, last, max_op_s, device, link_gbps, allreduce_gbps)
             if not go:
                 skipped.append(numel * FLOAT_BYTES)
         else:
@@ -153,7 +157,7 @@ def measure_p2p(
 
 def _p2p_fits(
     peer: int, size_bytes: int, latency: dict | None, max_op_s: float, device: torch.device,
-    link_gbps: float | None = None,
+    link_gbps: float | None = None, allreduce_gbps: float | None = None,
 ) -> bool:
     """Whether a message of size_bytes between rank 0 and peer is predicted to pass within max_op_s one way:
     rank 0 times two ping-pongs of P2P_ESTIMATE_BYTES and tells peer what it decided."""
@@ -169,6 +173,8 @@ def _p2p_fits(
         smaller = latency is not None and latency["size_bytes"] < P2P_ESTIMATE_BYTES
         known = (latency["size_bytes"], latency["time_min_s"]) if smaller else None
         predicted_s = predicted_one_way_s(size_bytes, (P2P_ESTIMATE_BYTES, estimate_s), known)
+        latency_s = known[1] if known else 0.0
+        predicted_s = bounded_by_allreduce_s(predicted_s, size_bytes, allreduce_gbps, latency_s)
         predicted_s = max(predicted_s, wire_s(size_bytes, link_gbps))  # never faster than the link
         decision[0] = 1 if predicted_s <= max_op_s else 0
         dist.send(decision, peer)
@@ -226,9 +232,10 @@ def run_probe_suite(settings: dict, device: torch.device) -> dict:
     if settings.get("grad_bytes"):
         gradient = measure_gradient_allreduce(int(settings["grad_bytes"]), device, settings)
     p2p, skipped_p2p = [], []
+    reached = max((row["busbw_gbps"] for row in allreduce if row.get("busbw_gbps")), default=None)
     for scope, peer in sorted(_peers(device).items()):
         link = settings.get("link_gbps") if scope == "inter_node" else None  # shaped: between machines
-        rows, too_slow = measure_p2p(peer, settings["p2p_sizes_bytes"], device, settings, link)
+        rows, too_slow = measure_p2p(peer, settings["p2p_sizes_bytes"], device, settings, link, reached)
         p2p += [{**row, "scope": scope} for row in rows]
         skipped_p2p += [{"scope": scope, "size_bytes": size} for size in too_slow]
     per_node = int(os.environ.get("LOCAL_WORLD_SIZE", world))

@@ -79,3 +79,16 @@ def test_the_prediction_takes_the_latency_off_before_it_scales():
 def test_a_skipped_message_is_listed_with_the_probe():
     probe = {"world_size": 2, "nodes": 2, "skipped_p2p": [{"scope": "inter_node", "size_bytes": 16 * MIB}]}
     assert "p2p inter_node  16 MiB skipped: would exceed the time limit of one call" in format_probe(probe)
+
+
+def test_the_all_reduces_bus_bandwidth_bounds_a_prediction_scaled_from_a_jittery_estimate():
+    """2 ms of jitter on the 4 KiB estimate predicted 8 s for 16 MiB, which the all-reduce (at 10 Gbit/s
+    bus bandwidth) says passes in tens of milliseconds: under a 6.7 s limit it was skipped."""
+    from stash_core.measure.probe_plan import bounded_by_allreduce_s
+
+    jittery_s = predicted_one_way_s(16 * MIB, (P2P_ESTIMATE_BYTES, 2e-3), (8, 5e-5))
+    assert jittery_s > 6.7
+    bounded_s = bounded_by_allreduce_s(jittery_s, 16 * MIB, 10.0, 5e-5)
+    assert bounded_s == pytest.approx(5e-5 + 2 * 16 * MIB * 8 / 10e9) and bounded_s < 0.03
+    assert bounded_by_allreduce_s(0.01, 16 * MIB, 10.0) == 0.01  # a shorter prediction stands
+    assert bounded_by_allreduce_s(jittery_s, 16 * MIB, None) == jittery_s  # no all-reduce measured
