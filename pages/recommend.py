@@ -23,8 +23,7 @@ from stash_core.spec_parse import parse_input_shape
 from stash_core.views.common import in_page_words, plain
 from stash_core.views.recommend import RecommendRequest
 
-REQUEST_KEY = "rec-request"
-PRECISIONS = ["fp32", "tf32", "amp"]
+REQUEST_KEY, PRECISIONS = "rec-request", ["fp32", "tf32", "amp"]
 
 
 def request_form() -> RecommendRequest | None:
@@ -81,11 +80,12 @@ def request_form() -> RecommendRequest | None:
             help="transformers: fused (scaled_dot_product_attention) or eager (matrix products, softmax)",
         )  # fmt: skip
         second = st.columns(4)
-        budget = second[0].number_input(
-            "Time budget (hours, 0 = none)", min_value=0.0, value=24.0, step=1.0, key="rec-budget"
+        budget = second[0].number_input(  # %g: a budget typed as 0.004 h is shown as such, not as 0.00
+            "Time budget (hours, 0 = none)", min_value=0.0, value=24.0, step=1.0, format="%g",
+            key="rec-budget",
         )
         max_usd = second[1].number_input(
-            "Cost limit (USD, 0 = none)", min_value=0.0, value=0.0, step=100.0, key="rec-max-usd"
+            "Cost limit (USD, 0 = none)", min_value=0.0, value=0.0, step=100.0, key="rec-max-usd", format="%g"
         )
         max_instances = second[2].number_input(
             "Most instances of one type", min_value=1, max_value=64, value=4, key="rec-max-instances"
@@ -391,8 +391,8 @@ WORDS = {
     "change it with `stash instances set`": "change its row instead",
     "(listed with --all)": "(in the download of all configurations)",
     "batch_size: must": "Batch size per worker: must",  # the API's argument names as the form's fields
-    "dataset_images: must": "the samples in one epoch: must",
-    "epochs: must": "Epochs: must",
+    "dataset_images: must": "the samples in one epoch: must", "budget_hours: must": "Time budget: must",
+    "epochs: must": "Epochs: must", "max_usd: must": "Cost limit: must",
 }
 # fmt: on
 

@@ -268,3 +268,22 @@ def test_a_value_beyond_a_limit_is_named_by_the_forms_field(populated, monkeypat
     app = _submit(app, 24.0)
     errors = " ".join(error.value for error in app.error)
     assert "Batch size per worker\\: must be at most" in errors and "batch\\_size" not in errors
+
+
+@pytest.mark.parametrize(("key", "field"), [("rec-budget", "Time budget"), ("rec-max-usd", "Cost limit")])
+def test_a_budget_beyond_its_limit_is_named_by_the_forms_field(populated, monkeypatch, key, field):
+    """The page said "budget_hours: must be at most 1e+06" and "max_usd: ...", the API's names."""
+    app = _page(populated, monkeypatch)
+    app.number_input(key=key).set_value(1e300)
+    app.multiselect(key="rec-inst").set_value(["p3.8xlarge"])
+    next(button for button in app.button if button.label == "Recommend").click()
+    errors = " ".join(error.value for error in app.run().error)
+    assert f"{field}\\: must be at most" in errors
+    assert "budget\\_hours" not in errors and "max\\_usd" not in errors
+
+
+def test_a_small_budget_is_shown_as_typed(populated, monkeypatch):
+    """0.004 h was shown as 0.00, which reads as no budget, while the answer used 0.004."""
+    app = _page(populated, monkeypatch)
+    for key in ("rec-budget", "rec-max-usd"):
+        assert app.number_input(key=key).proto.format == "%g", key
