@@ -203,7 +203,14 @@ def main() -> None:
     )
     args = parser.parse_args()
     started = time.perf_counter()
-    timings = build(args.db, args.runs, args.iterations_per_phase, args.telemetry_points)
+    try:
+        timings = build(args.db, args.runs, args.iterations_per_phase, args.telemetry_points)
+    except SystemExit:  # "exists, remove it first": not ours to remove
+        raise
+    except BaseException:
+        for made in (args.db, args.db.with_name(args.db.name + ".wal")):
+            made.unlink(missing_ok=True)  # no half-built database left to be measured
+        raise
     summary = store.database_summary(args.db)
     print(f"{args.db}: {summary['runs']:,} runs, {summary['iterations']:,} iteration rows, "
           f"{args.db.stat().st_size / 1e6:.0f} MB in {time.perf_counter() - started:.1f} s")  # fmt: skip
