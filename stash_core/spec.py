@@ -61,6 +61,9 @@ _HOST_RE = re.compile(
 _LABEL_RE = re.compile(r"(?!-)[\w.:@+-]+")  # no leading "-": a label is never read as an option
 
 
+# A read cap below 0.1 MB/s makes a real-data run take hours (1e-9 was taken as one byte a second).
+DISK_READ_MBPS = Number(0.1, 1e6, whole=False, what="from 0.1 to 1e6 (MB/s)")
+
 # The rendezvous/process-group timeout across machines: under 5 s a slow start fails, over an hour a dead
 # peer hangs the profile (seconds, both ends allowed).
 COMM_TIMEOUT_S = (5, 3600)
@@ -319,7 +322,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("--num-classes", "num_classes", "classes of the model's output (default: the class folders of "
            "--dataset, else the model's own)", count(10**7)),
     Option("--disk-read-mbps", "disk_read_mbps", "cap read throughput (block-I/O cgroup)",
-           positive_real(1e6)),
+           DISK_READ_MBPS),
     Option("--seed", "seed", "seed of the synthetic data and the model", SEED),
     # The user's own training script (see docs/scripts.md).
     Option("--script", "script", "your training script, run unmodified under torchrun (instead of --model)",

@@ -36,8 +36,25 @@ def escaped_characters() -> tuple[str, ...]:
 
 
 def printable(text: str) -> str:
-    """`text` with every control character written as \\xNN or \\uNNNN (newlines and tabs kept)."""
+    """`text` with every control character written as \\xNN or \\uNNNN (newlines and tabs kept), and the bytes
+    of a file name that is not UTF-8 as \\xNN (without_surrogates)."""
+    text = without_surrogates(text)
     return _CONTROL.sub(lambda match: match.group().encode("unicode_escape").decode("ascii"), text)
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def without_surrogates(text: str) -> str:
+    """`text` as UTF-8 can hold it: a file name's bytes that are not UTF-8 (which Python keeps as lone
+    surrogates, U+DC80..U+DCFF) written as \\xNN, any other lone surrogate as \\uXXXX. Printed raw, a
+    surrogate fails the write; stored, DuckDB refuses the JSON that holds it."""
+    if text.isascii() or not _SURROGATE.search(text):
+        return text
+    try:
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:  # a surrogate no file name makes
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def one_line(value: object) -> str:

@@ -9,6 +9,7 @@ from decimal import Decimal
 from typing import Any
 
 from stash_core.errors import UsageError
+from stash_core.terminal import without_surrogates
 
 # The five stalls in the order the differential runs add them.
 STALLS = ("compute", "interconnect", "network", "cpu", "disk")
@@ -114,10 +115,13 @@ def finite_float(value: object) -> float | None:
 
 
 def json_safe(value: Any) -> Any:
-    """Copy of `value` with NaN and infinities replaced by None (JSON has no such numbers): the one way a
-    result file, a protocol line and a stored JSON column drop them."""
+    """Copy of `value` with NaN and infinities replaced by None (JSON has no such numbers), and text that is
+    no UTF-8 (a file name's bytes) written out (terminal.without_surrogates): the one way a result file, a
+    protocol line and a stored JSON column drop them."""
     if isinstance(value, float):
         return value if math.isfinite(value) else None
+    if isinstance(value, str):
+        return without_surrogates(value)
     if isinstance(value, dict):
         return {key: json_safe(item) for key, item in value.items()}
     if isinstance(value, (list, tuple)):

@@ -80,7 +80,8 @@ def same_processes_cause(
     if not pairs or any(workers[a] is None or workers[a] != workers[b] for a, b in pairs):
         return ""
     named = "; ".join(f"{a} and {b} run the same {workers[a]} worker(s)" for a, b in pairs)
-    cache = ("R3", "R2") in pairs
+    # named where R2's launches found data cached (its warning says so) or could not tell
+    cache = ("R3", "R2") in pairs and (runs.get("R2") or {}).get("started_cached") is not False
     why = "R2's data was still in the page cache when it read it (see its warning), or " if cache else ""
     return f"{named}, so the world size is not the cause: {why}other load on the machine slowed one of them"
 

@@ -91,12 +91,12 @@ def scan_class_folders(
 ) -> tuple[list[str], list[Path], list[int]]:
     """(classes, files, labels) of a one-folder-per-class tree; files with a matching suffix (any case)."""
     root = Path(root)
-    if not root.exists():
+    if not _looked_at(root, root.exists):
         raise UsageError(f"data set folder {root} does not exist")
-    if not root.is_dir():
+    if not _looked_at(root, root.is_dir):
         raise UsageError(f"data set path {root} is not a folder")
     wanted = {suffix.lower() for suffix in suffixes}
-    classes = sorted(p.name for p in _listed(root) if p.is_dir() and not p.name.startswith("."))
+    classes = sorted(p.name for p in _listed(root) if _looked_at(p, p.is_dir) and not p.name.startswith("."))
     if not classes:
         raise UsageError(f"data set folder {root} has no class folders (expected one sub-folder per class)")
     files: list[Path] = []
@@ -108,6 +108,24 @@ def scan_class_folders(
     if not files:
         raise UsageError(f"data set folder {root} has no {kind} files ({', '.join(sorted(wanted))})")
     return classes, files, labels
+
+
+def _looked_at(path: Path, test) -> bool:
+    """`test()` of `path` (exists, is_dir); a path that cannot be looked at (a link into a folder this user
+    may not enter) is refused in one line, as a folder that cannot be listed is."""
+    try:
+        return test()
+    except OSError as exc:
+        raise _cannot_list(path, exc) from exc
+
+
+def _a_file(path: Path) -> bool:
+    """A regular file, or a name that cannot be looked at (a link into a folder this user may not enter):
+    kept, so that the image check names it unreadable rather than drop it without a word."""
+    try:
+        return path.is_file()
+    except PermissionError:
+        return True
 
 
 def _cannot_list(folder: Path | str, exc: OSError) -> UsageError:
@@ -132,12 +150,33 @@ def _files_under(folder: Path) -> list[Path]:
         Path(parent) / name
         for parent, _, names in os.walk(folder, onerror=refuse)
         for name in names
-        if (Path(parent) / name).is_file()
+        if _a_file(Path(parent) / name)
     ]
 
 
 def total_size_bytes(files: Iterable[Path]) -> int:
-    return sum(os.stat(p).st_size for p in files)
+    """Bytes of the files; one that cannot be looked at counts 0 (the check of the data set names it)."""
+    return sum(_size_bytes(path) for path in files)
+
+
+def _size_bytes(path: Path) -> int:
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return 0
+
+
+def unreadable_files(files: Iterable[Path]) -> list[tuple[Path, str]]:
+    """(file, why) of each file that cannot be opened for reading (its permissions, a link into a folder this
+    user may not enter), found before the runs rather than by a worker in the middle of one."""
+    found = []
+    for path in files:
+        try:
+            with open(path, "rb"):
+                pass
+        except OSError as exc:
+            found.append((path, (exc.strerror or str(exc)).lower()))
+    return found
 
 
 def read_file_bytes(path: Path, evict_after_read: bool) -> bytes:

@@ -17,6 +17,7 @@ from stash_core.data.dataset_dir import total_size_bytes
 from stash_core.data.evicting_open import drop_pages
 from stash_core.errors import UsageError
 from stash_core.interrupts import check_stop_request
+from stash_core.terminal import one_line
 
 _STOP_CHECK_EVERY = 200  # files checked between looks for a Cancel (each look is one stat)
 _JPEG_END = b"\xff\xd9"  # EOI: the last marker of every complete JPEG
@@ -57,10 +58,16 @@ class ImageCheck:
             path, pixels = self.large[0]
             lines.append(
                 f"{len(self.large)} image(s) have more pixels than Pillow's decompression-bomb limit "
-                f"({Image.MAX_IMAGE_PIXELS}), e.g. {path.parent.name}/{path.name} ({pixels} pixels): they "
+                f"({Image.MAX_IMAGE_PIXELS}), e.g. {_shown(path)} ({pixels} pixels): they "
                 "are decoded as they are, slowly and with much memory"
             )
         return lines
+
+
+def _shown(path: Path) -> str:
+    """class folder/file name as a warning holds it: one line (a name may hold a newline), every byte that is
+    not printable UTF-8 written out."""
+    return one_line(f"{path.parent.name}/{path.name}")
 
 
 def check_image(path: Path) -> tuple[str | None, str, int | None]:
@@ -135,7 +142,7 @@ def validate_images(dataset: Any, max_bad_fraction: float = 0.05) -> ImageCheck:
         if kind is not None:
             bad.add(index)
             report.dropped[kind].append(path)
-            report.example.setdefault(kind, f"{path.parent.name}/{path.name}: {detail}")
+            report.example.setdefault(kind, f"{_shown(path)}: {detail}")
         elif limit and pixels and pixels > limit:
             report.large.append((path, pixels))
     if bad and (len(bad) > max_bad_fraction * total or len(bad) == total):

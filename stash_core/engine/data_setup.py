@@ -10,12 +10,14 @@ from pathlib import Path
 
 from stash_core.analysis.epochs import iterations_per_epoch as per_epoch
 from stash_core.data import pagecache
+from stash_core.data.dataset_dir import unreadable_files
 from stash_core.data.diskcap import DiskReadCap
 from stash_core.data.tree import files_under
 from stash_core.engine.plan import PhasePlan
 from stash_core.engine.progress import Reporter
 from stash_core.errors import UsageError
 from stash_core.spec import ProfileSpec
+from stash_core.terminal import one_line
 
 # A cached run needs (almost) all of the data set in memory to measure the CPU stall alone.
 MIN_CACHED_RESIDENT_FRACTION = 0.95
@@ -65,6 +67,7 @@ def prepare_data(spec: ProfileSpec, model_kind: str, reporter: Reporter) -> Data
         from stash_core.data.text_dataset import TextFolderDataset
 
         dataset = TextFolderDataset(root, seq_len=8, vocab_size=100)
+        refuse_unreadable(dataset.files, root)
     else:
         from stash_core.data.image_check import validate_images
         from stash_core.data.jpeg_dataset import ImageFolderDataset
@@ -91,6 +94,18 @@ def prepare_data(spec: ProfileSpec, model_kind: str, reporter: Reporter) -> Data
             f"({available / 1e9:.1f} GB), so it cannot be measured fully cached"
         )
     return setup
+
+
+def refuse_unreadable(files: list[Path], root: Path) -> None:
+    """A text data set's files that cannot be read, refused in one line before any run (a worker found them
+    in the middle of one and blamed a change of the data set)."""
+    unreadable = unreadable_files(files)
+    if unreadable:
+        path, why = unreadable[0]
+        raise UsageError(
+            f"{len(unreadable)} of {len(files)} text files under {root} cannot be read, e.g. "
+            f"{one_line(path.relative_to(root) if path.is_relative_to(root) else path)}: {why}"
+        )
 
 
 def script_data(spec: ProfileSpec) -> DataSetup:
@@ -179,6 +194,15 @@ def check_remote_cache_state(plan: PhasePlan, fraction: float | None, warnings: 
         warnings.append(f"{plan.name}: only {fraction:.0%} of the data set stayed in the page cache")
     if plan.data == "cold" and fraction > 1 - MIN_CACHED_RESIDENT_FRACTION:
         warnings.append(f"{plan.name}: {fraction:.0%} of the data set was still cached after eviction")
+
+
+def started_cached(record: dict) -> bool | None:
+    """Whether a cold run's data was still in the page cache at the start of a launch of it (as its warning
+    says: more than 1 - MIN_CACHED_RESIDENT_FRACTION of the data set); None where no share was measured."""
+    launches = [launch for launch in record.get("launches") or [record] if launch.get("pooled", True)]
+    known = [launch["resident_fraction_start"] for launch in launches
+             if isinstance(launch.get("resident_fraction_start"), (int, float))]  # fmt: skip
+    return max(known) > 1 - MIN_CACHED_RESIDENT_FRACTION if known else None
 
 
 def cold_start_cached(fractions: Iterable[float | None]) -> float | None:

@@ -217,7 +217,8 @@ def fill_record(record: dict, result: dict, spec: ProfileSpec, warnings: list[st
     if result.get("bad_files"):  # images that failed to decode in the run, though they passed the check
         warnings.append(
             f"{record['name']}: {result['bad_files']} read(s) of images that could not be decoded were "
-            "replaced by other samples (files changed or unreadable since the data set was checked)"
+            "replaced by other samples (the check before the runs decodes a JPEG only where its end is "
+            "missing, so damage inside one, or a file changed since, is found here)"
         )
     if record["nodes"] > 1 and result.get("ranks"):
         record["ranks"] = result["ranks"]  # every rank's own means, with the machine it ran on

@@ -18,7 +18,12 @@ from stash_core.analysis.coherence import (
 )
 from stash_core.analysis.comm import communication_bounds
 from stash_core.analysis.stalls import PhaseTime, breakdown
-from stash_core.engine.data_setup import DataSetup, cold_run_not_separable, iterations_per_epoch
+from stash_core.engine.data_setup import (
+    DataSetup,
+    cold_run_not_separable,
+    iterations_per_epoch,
+    started_cached,
+)
 from stash_core.engine.host_setup import settle_on_hosts
 from stash_core.engine.launches import (
     MIN_LAUNCH_CAP_S,
@@ -329,6 +334,7 @@ def add_impossible_warning(result: dict, completed: list[dict], times: dict, cha
             "workers": record.get("workers"),
             "threads": (record.get("script") or {}).get("threads") or record.get("threads_per_worker"),
             "batch_size": (record.get("script") or {}).get("batch_size") or record.get("batch_size"),
+            "started_cached": started_cached(record) if record.get("data") == "cold" else None,
         }
         for record in completed
     }

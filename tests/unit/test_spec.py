@@ -213,7 +213,8 @@ def test_input_shapes_read_like_the_zoo_reads_them() -> None:
         ({"input_shape": []}, "input_shape", "--input-shape"),
         ({"device": "tpu"}, "device", "--device must be auto, cpu or cuda"),
         ({"dataset": "/no/such/dir"}, "dataset", "--dataset /no/such/dir: no such directory"),
-        ({"disk_read_mbps": 0.0}, "disk_read_mbps", "--disk-read-mbps must be positive"),
+        ({"disk_read_mbps": 0.0}, "disk_read_mbps", r"--disk-read-mbps must be from 0.1 to 1e6 \(MB/s\)"),
+        ({"disk_read_mbps": 1e-9}, "disk_read_mbps", "--disk-read-mbps must be from 0.1"),  # a byte a second
         ({"nodes": 2}, "nodes", "say which machines"),
         ({"nodes": 2, "hosts": ["a;touch x", "b"]}, "hosts", "invalid host name 'a;touch x'"),
         ({"nodes": 2, "hosts": ["-oProxyCommand=x", "b"]}, "hosts", "invalid host name"),

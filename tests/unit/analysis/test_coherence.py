@@ -133,3 +133,15 @@ def test_the_impossible_verdict_is_the_stall_s_own_paired_by_round() -> None:
     result, found = _paired(opposed, chain)
     assert result["stalls"]["interconnect"]["status"] == "clamped_zero"
     assert not any(text.startswith("R0 took") for text in found)
+
+
+def test_the_page_cache_is_named_only_where_r2_started_cached_or_could_not_tell():
+    """R2 fully evicted at its start (no warning) was said to have read from the cache, 'see its warning'."""
+    from stash_core.analysis.coherence import same_processes_cause
+
+    times = {"R0": (0.05, 0.001), "R1": (0.06, 0.001), "R3": (0.0878, 0.002), "R2": (0.0766, 0.002)}
+    runs = {name: {"workers": 2} for name in times} | {"R0": {"workers": 1}}
+    for started_cached, named in ((False, False), (True, True), (None, True)):
+        runs["R2"] = {"workers": 2, "started_cached": started_cached}
+        cause = same_processes_cause(times, CHAIN, runs)
+        assert ("page cache" in cause) is named and "other load on the machine" in cause

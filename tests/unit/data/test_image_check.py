@@ -156,3 +156,38 @@ def test_a_cancel_asked_while_the_images_are_checked_stops_the_check(jpeg_root: 
     dataset = ImageFolderDataset(jpeg_root, transform=None)
     with stop_requests(lambda: True), pytest.raises(Cancelled):
         validate_images(dataset)
+
+
+def test_a_bad_images_name_is_said_on_one_line_and_can_be_stored(jpeg_root: Path, tmp_path: Path) -> None:
+    """A name of bytes that are not UTF-8 made the run's warning unstorable (DuckDB refused the JSON of its
+    surrogates) and a newline in a name forged lines of the profile's output."""
+    import os
+
+    for index, (name, shown) in enumerate(((b"bad\xff\xfe.jpg", "\\xff\\xfe"), (b"x\ny.jpg", "x\\ny.jpg"))):
+        root = Path(shutil.copytree(jpeg_root, tmp_path / f"data{index}"))
+        with open(os.path.join(os.fsencode(next(root.iterdir())), name), "wb") as handle:
+            handle.write(b"garbage")
+        [line] = validate_images(ImageFolderDataset(root, transform=None)).messages()
+        assert "\n" not in line and shown in line, line
+        assert not any(0xD800 <= ord(char) <= 0xDFFF for char in line)  # DuckDB refuses a lone surrogate
+
+
+def test_a_name_that_cannot_be_looked_at_is_kept_for_the_check_to_name(tmp_path: Path, monkeypatch) -> None:
+    """A link into a folder this user may not enter ended the profile (exit 1, 'Permission denied')."""
+    from stash_core.data import dataset_dir
+
+    root = generate_synthetic_jpegs(40, image_px=32, num_classes=2, root=tmp_path / "data")
+    linked = next(root.iterdir()) / "linked.jpg"
+    linked.symlink_to(tmp_path / "elsewhere.jpg")
+    real_is_file = Path.is_file
+
+    def is_file(path: Path) -> bool:
+        if path == linked:
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_is_file(path)
+
+    monkeypatch.setattr(dataset_dir.Path, "is_file", is_file)
+    dataset = ImageFolderDataset(root, transform=None)
+    assert linked in dataset.files
+    report = validate_images(dataset)
+    assert report.dropped[UNREADABLE] == [linked] and linked not in dataset.files

@@ -24,10 +24,11 @@ def test_reads_of_images_that_could_not_be_decoded_in_the_run_are_said() -> None
     spec = ProfileSpec(model="resnet10", batch_size=4, iterations="4")
     warnings: list[str] = []
     fill_record({"name": "R2", "nodes": 1}, _result(3), spec, warnings)
-    assert warnings == [
-        "R2: 3 read(s) of images that could not be decoded were replaced by other samples (files changed "
-        "or unreadable since the data set was checked)"
-    ]
+    # the check reads a JPEG's header and end only: damage inside one is found here, not blamed on a change
+    assert len(warnings) == 1 and warnings[0].startswith(
+        "R2: 3 read(s) of images that could not be decoded were replaced by other samples"
+    )
+    assert "damage inside one, or a file changed since" in warnings[0]
     for clean in (0, None):
         warnings = []
         fill_record({"name": "R3", "nodes": 1}, _result(clean), spec, warnings)

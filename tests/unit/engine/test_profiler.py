@@ -89,3 +89,23 @@ def test_a_run_whose_launch_never_got_under_way_is_not_said_interrupted(monkeypa
     assert [(r["name"], r["status"], r["error"]) for r in doc["phases"]] == [
         ("R0", "skipped", "not run: the machine went away")
     ]
+
+
+def test_a_cold_run_started_cached_where_a_launch_found_more_than_its_warning_allows():
+    from stash_core.engine.data_setup import started_cached
+
+    launches = [{"resident_fraction_start": 0.0}, {"resident_fraction_start": 0.3, "pooled": False}]
+    assert started_cached({"launches": launches}) is False  # the unpooled launch is not counted
+    assert started_cached({"launches": [*launches, {"resident_fraction_start": 0.2}]}) is True
+    assert started_cached({"resident_fraction_start": None}) is None
+
+
+def test_a_text_file_that_cannot_be_read_is_refused_before_any_run(tmp_path):
+    from stash_core.engine.data_setup import refuse_unreadable
+
+    (tmp_path / "a").mkdir()
+    readable = tmp_path / "a" / "d1.txt"
+    readable.write_text("words")
+    refuse_unreadable([readable], tmp_path)
+    with pytest.raises(UsageError, match=r"1 of 2 text files under .* cannot be read, e.g. a/d2\\nx.txt: "):
+        refuse_unreadable([readable, tmp_path / "a" / "d2\nx.txt"], tmp_path)  # gone, as a locked one

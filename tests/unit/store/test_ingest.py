@@ -522,3 +522,12 @@ def test_a_run_stored_without_its_empty_telemetry_moments_is_still_the_same_run(
     with duckdb.connect(str(db_path)) as con:
         con.execute("DELETE FROM telemetry WHERE value IS NULL")
     assert store.ingest_result(db_path, doc) is False
+
+
+def test_a_warning_holding_a_file_names_bytes_that_are_not_utf8_is_stored(db_path, result_doc) -> None:
+    """The run of a data set with such a name could not be stored, nor ingested later from its file."""
+    doc = result_doc(run_id="run-s")
+    doc["breakdown"]["warnings"].append("skipping 1 of 62 image files: 1 corrupt (c0/bad\udcff\udcfe.jpg: x)")
+    store.ingest_result(db_path, doc)
+    [stored] = store.get_run(db_path, "run-s")["warnings"][-1:]
+    assert stored.endswith("(c0/bad\\xff\\xfe.jpg: x)")

@@ -34,3 +34,4 @@ def test_a_profile_of_no_finite_iteration_time_is_not_measured(db_path, result_d
     with duckdb.connect(str(db_path)) as con:
         con.execute("UPDATE runs SET iteration_s = 'inf'::DOUBLE")
     assert reads.measured_profiles(db_path, model, batch).empty
+
