@@ -296,12 +296,14 @@ def phase_text(phase: PhaseProgress) -> str:
         detail = f"warming up ({phase.iterations} iterations)" if phase.iterations else "warming up"
     if phase.relative_ci is not None and phase.status == "running":
         detail += f" · ±{phase.relative_ci:.1%}"
-    if phase.mean_s is not None:
-        detail += f" · {seconds_text(phase.mean_s, phase.ci95_s)}"
+    if phase.mean_s is not None:  # of the launch that ended last: the run's pooled figure is its breakdown's
+        last = "last launch " if phase.launches > 1 else ""
+        detail += f" · {last}{seconds_text(phase.mean_s, phase.ci95_s)}"
     if phase.error:
-        detail += f" · {phase.error}"
+        detail += f" · {plain(phase.error)}"  # a worker's error is text, never markdown, a link or an image
     icon = STATUS_ICONS.get(phase.status, "")
-    return f"{icon} **{phase.name}** ({phase.index + 1}/{phase.total}) {phase.description} — {detail}"
+    what = f"**{plain(phase.name)}** ({phase.index + 1}/{phase.total}) {plain(phase.description or '')}"
+    return f"{icon} {what} — {detail}"
 
 
 def recent_jobs(jobs_list: list[JobState]) -> None:

@@ -46,8 +46,25 @@ def _pid_file(job_dir: Path) -> tuple[int, float] | None:
         return None
 
 
+def ours(job_dir: Path) -> bool:
+    """Whether this user made the job folder and its pid file. A database in a folder others may write in
+    (/tmp) shares its `.stash-jobs` with them: a folder another user made there names whatever pid it likes,
+    and is never read as one of this user's jobs, signalled or removed."""
+    uid = os.getuid()
+    try:
+        if job_dir.lstat().st_uid != uid:
+            return False
+        pid_file = job_dir / "pid"
+        return not pid_file.exists() or pid_file.lstat().st_uid == uid
+    except OSError:
+        return False
+
+
 def own_process(job_dir: Path) -> psutil.Process | None:
-    """The job's live wrapper process; None when it has ended (or its pid now belongs to another process)."""
+    """The job's live wrapper process; None when it has ended (or its pid now belongs to another process), or
+    when the folder is not this user's (ours)."""
+    if not ours(job_dir):
+        return None
     found = _pid_file(job_dir)
     if found is None:
         return None
@@ -72,7 +89,7 @@ def orphans(job_dir: Path, origin: str) -> list[psutil.Process]:
     pid the job folder names; the caller has found no wrapper): the profile goes on in them. None for a job
     that has its exit status."""
     pid = pid_of(job_dir)
-    if origin != "dashboard" or pid is None or (job_dir / "rc").exists():
+    if origin != "dashboard" or pid is None or (job_dir / "rc").exists() or not ours(job_dir):
         return []
     rc_file = str(job_dir / "rc")
     found = []

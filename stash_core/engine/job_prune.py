@@ -14,7 +14,7 @@ import shutil
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from stash_core.engine.job_process import orphans, own_process
+from stash_core.engine.job_process import orphans, ours, own_process
 
 KEEP_JOBS = 50
 KEEP_DAYS = 7
@@ -43,7 +43,7 @@ def prune_finished_jobs(folder: Path, now: datetime) -> list[str]:
         started = datetime.strptime(JOB_ID.fullmatch(job_dir.name).group(1), "%Y%m%dT%H%M%SZ")
         if newer < KEEP_JOBS and started.replace(tzinfo=UTC) >= oldest_kept:
             continue
-        if _running(job_dir):
+        if not ours(job_dir) or _running(job_dir):  # another user's folder is theirs to remove
             continue
         shutil.rmtree(job_dir, ignore_errors=True)
         removed.append(job_dir.name)

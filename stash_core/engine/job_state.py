@@ -195,7 +195,19 @@ def apply_phase_event(phases: dict[str, PhaseProgress], state: JobState, payload
             rounds.running_fraction = 0.0
     elif event == "finished":
         name = str(payload.get("name"))
-        phase = phases.setdefault(name, PhaseProgress(name=name, index=len(phases), total=len(phases) + 1))
+        phase = phases.get(name)
+        if phase is None or phase.status != "running":
+            # a run timed in another's launch (R0 beside R1) is started by none: it takes that launch's place
+            shared = next((other for other in reversed(phases.values()) if other.status == "running"), None)
+            launches = phase.launches + 1 if phase is not None else 1
+            place = phase or shared or PhaseProgress(name=name, index=len(phases), total=len(phases) + 1)
+            phase = phases[name] = PhaseProgress(
+                name=name, index=place.index, total=place.total, launches=launches,
+                description=str(payload.get("description") or (phase.description if phase else "")),
+            )  # fmt: skip
+        measured = payload.get("iterations")
+        if isinstance(measured, int) and measured > phase.kept:  # no progress line said them (R0 beside R1)
+            phase.kept, phase.iterations = measured, max(phase.iterations, measured)
         phase.status = str(payload.get("status") or "completed")
         phase.error = payload.get("error")
         phase.mean_s = payload.get("mean_s", phase.mean_s)

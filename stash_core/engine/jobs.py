@@ -39,6 +39,7 @@ from stash_core.engine.job_process import (
     create_time,
     exit_code_of,
     orphans,
+    ours,
     own_process,
     pid_of,
     read_text,
@@ -226,8 +227,8 @@ def register_profile(
 def read_job(db_path: Path | str, job_id: str) -> JobState:
     """The current state of one job, parsed from its folder; UsageError when there is no such job."""
     job_dir = jobs_dir(db_path) / job_id
-    if not _valid_job_id(job_id) or not (job_dir / "argv.json").is_file():
-        raise UsageError(f"no job {job_id!r} in {jobs_dir(db_path)}")
+    if not _valid_job_id(job_id) or not (job_dir / "argv.json").is_file() or not ours(job_dir):
+        raise UsageError(f"no job {job_id!r} of yours in {jobs_dir(db_path)}")
     try:
         return _read_state(job_dir)
     except _UNREADABLE as error:
@@ -239,7 +240,8 @@ def list_jobs(db_path: Path | str, limit: int = 20, kind: str = "profile") -> li
     folder = jobs_dir(db_path)
     if not folder.is_dir():
         return []
-    names = sorted((p.name for p in folder.iterdir() if (p / "argv.json").is_file()), reverse=True)
+    found = [path for path in folder.iterdir() if (path / "argv.json").is_file() and ours(path)]
+    names = sorted((path.name for path in found), reverse=True)
     states = []
     for name in names:
         if len(states) >= limit:

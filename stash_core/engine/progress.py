@@ -146,6 +146,8 @@ class JsonReporter(Reporter):
             {
                 "event": "finished",
                 "name": record["name"],
+                "description": record.get("description"),
+                "iterations": summary.get("n"),
                 "status": record.get("status"),
                 "error": record.get("error"),
                 "mean_s": summary.get("mean"),

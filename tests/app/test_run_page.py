@@ -129,3 +129,26 @@ def test_progress_counts_the_measured_iterations_apart_from_the_warm_up(empty_db
         assert "20 iterations measured, 12 warm-up" in text and "32 iterations" not in text
     finally:
         jobs.cancel_job(empty_db, job_id, grace_s=1.0)
+
+
+def test_a_phases_error_is_shown_as_text_in_its_progress_bar(empty_db, tmp_path):
+    """A worker's error in a phase's bar rendered as markdown: bold, colours, LaTeX, a link to click."""
+    fake = tmp_path / "fake-python"
+    hostile = "**BOLD** :red[RED] $x^2$ [link](http://evil.example)"
+    started = {"event": "started", "index": 0, "total": 1, "name": "R0", "description": "1 worker"}
+    failed = {"event": "finished", "name": "R0", "status": "failed", "error": f"ValueError: {hostile}"}
+    lines = "".join(f"echo '{marker} {json.dumps(event)}'\n" for marker, event in
+                    (("STASH-PHASE", started), ("STASH-PHASE", failed)))  # fmt: skip
+    fake.write_text(f"#!/bin/sh\n{lines}sleep 300\n")
+    fake.chmod(0o755)
+    job_id = jobs.start_profile_job(empty_db, ["--model", "resnet18", "--batch-size", "8"], python=str(fake))
+    try:
+        deadline = time.monotonic() + 20
+        failed = lambda: any(phase.error for phase in jobs.read_job(empty_db, job_id).phases)  # noqa: E731
+        while not failed() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        text = " ".join(str(p.proto.text) for p in _page(empty_db).get("progress"))
+        assert "R0" in text and "evil.example" in text
+        assert "**BOLD**" not in text and "[link](http" not in text and ":red[" not in text, text
+    finally:
+        jobs.cancel_job(empty_db, job_id, grace_s=1.0)

@@ -393,3 +393,31 @@ def test_a_run_the_database_could_not_take_says_so_not_stored(tmp_path: Path, mo
         record.done("20261130T083140Z-59f7270e", "completed", "/x/r.json", problem, False)
     (job,) = jobs.list_jobs(db)
     assert (job.run_status, job.stored, job.error) == ("completed", False, "could not store run: locked")
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="making a folder of another user needs root")
+def test_a_job_folder_another_user_made_is_never_read_signalled_or_removed(tmp_path: Path) -> None:
+    """In a folder others may write in, a `.stash-jobs` entry made by another user named a pid and creation
+    time of ours: the Run page showed it running, disabled Start, and its Cancel killed that process."""
+    from datetime import UTC, datetime
+
+    from stash_core.engine.job_prune import prune_finished_jobs
+
+    db = tmp_path / "shared" / "c.duckdb"
+    sleeper = subprocess.Popen(["sleep", "30"], start_new_session=True)
+    meta = {"argv": [], "label": "resnet50", "origin": "dashboard", "kind": "profile",
+            "started_at": "2020-11-30T08:00:00", "db_path": str(db.resolve())}  # fmt: skip
+    try:
+        created = psutil.Process(sleeper.pid).create_time()
+        folder = _job_folder(db, "20201130T080000Z-abcdef", meta, f"{sleeper.pid} {created}\n")
+        nobody = 65534
+        for path in (folder, *folder.iterdir()):
+            os.chown(path, nobody, nobody)
+        assert jobs.list_jobs(db) == []
+        with pytest.raises(UsageError, match="no job '20201130T080000Z-abcdef' of yours"):
+            jobs.read_job(db, "20201130T080000Z-abcdef")
+        assert prune_finished_jobs(jobs.jobs_dir(db), datetime.now(UTC)) == [] and folder.is_dir()
+        assert sleeper.poll() is None  # untouched
+    finally:
+        sleeper.kill()
+        sleeper.wait()
