@@ -256,7 +256,7 @@ def job_view(state: JobState) -> None:
             st.caption(f"It is kept in its result file {plain(state.result_file)}: `stash ingest` stores it.")
         return
     if state.status == "completed" and state.run_id:
-        st.success(f"Run {state.run_id} finished and is stored.", icon=":material/check_circle:")
+        st.success(f"Run {plain(state.run_id)} finished and is stored.", icon=":material/check_circle:")
         mine = load(views.overview.run_breakdowns, [state.run_id])
         if mine.empty:
             run = load(views.breakdown.run_detail, state.run_id)
@@ -278,7 +278,8 @@ def job_view(state: JobState) -> None:
     st.error(said, icon=":material/error:")
     if state.run_id:
         st.caption(
-            f"What was measured before it stopped is stored as run {state.run_id} ({state.run_status})."
+            f"What was measured before it stopped is stored as run {plain(state.run_id)} "
+            f"({plain(state.run_status)})."
         )
         run_link(state.run_id)
     output = state.stderr_tail or state.output_tail

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import ipaddress
 import re
 from collections.abc import Callable
 from dataclasses import MISSING, asdict, dataclass, field, fields
@@ -565,8 +566,8 @@ def _check_script(spec: ProfileSpec) -> None:
 
 
 def _machine_of(host: str) -> tuple[str, int]:
-    """(host name in lower case, ssh port) of a valid "[user@]host[:port]": the same machine however it is
-    spelled ("root@H:022", "h" and "H:22" alike; the user does not change the machine)."""
+    """(host name in lower case or address, ssh port) of a valid "[user@]host[:port]": one machine in the
+    spellings of one name ("root@H:022", "h" and "H:22" alike; the user does not change the machine)."""
     address = host.rsplit("@", 1)[-1]
     if address.startswith("["):
         name, _, rest = address[1:].partition("]")
@@ -575,7 +576,11 @@ def _machine_of(host: str) -> tuple[str, int]:
         rest = ":" + rest
     else:
         name, rest = address, ""
-    return name.lower(), int(rest[1:]) if rest else 22
+    try:
+        name = str(ipaddress.ip_address(name))  # one spelling of an address: 2001:DB8:0::1 is 2001:db8::1
+    except ValueError:
+        name = name.lower()  # a host name (another name of the same machine is not found here)
+    return name, int(rest[1:]) if rest else 22
 
 
 def _port_in_range(host: str) -> bool:

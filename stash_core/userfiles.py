@@ -324,6 +324,28 @@ def _fsync_directory(directory: Path) -> None:
         os.close(fd)
 
 
+def private_folder(folder: Path) -> Path:
+    """`folder`, made (with its parents) readable by this user alone where it is new; UsageError when it is
+    another user's or anyone may write in it: the jobs and model files of a database in a shared folder
+    (/tmp) are signalled, removed or imported by this user, so nobody else may put them there."""
+    try:
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        found = folder.lstat()
+    except OSError as exc:
+        raise UsageError(f"cannot make the folder {folder}: {exc.strerror or exc}") from None
+    if not private_enough(found):
+        raise UsageError(
+            f"{folder} belongs to another user or anyone may write in it: remove it, or keep the database in "
+            "a folder of your own"
+        )
+    return folder
+
+
+def private_enough(found: os.stat_result) -> bool:
+    """A folder of this user's that others cannot write in (a link is never one)."""
+    return stat.S_ISDIR(found.st_mode) and found.st_uid == os.getuid() and not found.st_mode & stat.S_IWOTH
+
+
 def save_model_file(db_path: Path | str, file_name: str, source: bytes) -> Path:
     """Keep a model file (or training script) uploaded to the dashboard for its runs:
     `<database folder>/.stash-jobs/models/<name>_<hash>.py`; returns its path.
@@ -341,9 +363,10 @@ def save_model_file(db_path: Path | str, file_name: str, source: bytes) -> Path:
     digest = hashlib.sha256(source).hexdigest()[:10]
     folder = Path(db_path).resolve().parent / DASHBOARD_DIRNAME / "models"
     path = folder / f"{stem}_{digest}.py"
+    private_folder(folder.parent)
+    private_folder(folder)
     try:
-        folder.mkdir(parents=True, exist_ok=True)
-        if not path.exists():
+        if not path.is_file() or path.read_bytes() != source:  # named after these contents, it holds them
             path.write_bytes(source)
     except OSError as exc:
         raise UsageError(f"cannot keep the model file in {folder}: {exc.strerror or exc}") from None

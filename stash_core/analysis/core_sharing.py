@@ -48,5 +48,5 @@ def _r1_workers(phases: list[dict] | None) -> int | None:
     """The workers R1 ran (a result file's phases, or the stored phase rows); None where it is not known."""
     for phase in phases or []:
         if (phase.get("name") or phase.get("phase")) == "R1" and phase.get("workers"):
-            return int(phase["workers"]) * int(phase.get("nodes") or 1)
+            return int(phase["workers"])  # every machine's (R1 runs on one)
     return None

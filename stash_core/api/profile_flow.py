@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import duckdb
+
 import stash_core
 from stash_core import store
 from stash_core.api.profile_inputs import built_model, data_and_model, data_folder
@@ -248,16 +250,19 @@ def refuse_losing_output(out_path: Path, db_path: Path, flag: str) -> None:
         return
     kind, doc_id = replaced
     stored_ids = stored_probe_ids if kind == PROBE_KIND else stored_run_ids
+    what = "probe" if kind == PROBE_KIND else "run"
     try:
         kept = doc_id in stored_ids(db_path, [doc_id])
-    except StashError:  # a database that cannot be read keeps nothing we can count on
-        kept = False
+    except (StashError, duckdb.Error) as error:  # locked past the wait, or an old one without probes
+        raise UsageError(
+            f"{flag} {out_path} holds {what} {doc_id}, and whether {db_path} holds it could not be told "
+            f"({first_line(error)}): choose another path"
+        ) from None
     if not kept:
-        what = "probe" if kind == PROBE_KIND else "run"
         ingest = f"stash ingest {shell_word(str(out_path))} --db {shell_word(str(db_path))}"
         raise UsageError(
             f"{flag} {out_path} holds {what} {doc_id}, which {db_path} does not hold: writing there would "
-            f"lose it; store it first (`{ingest}`) or choose another path"
+            f"lose it unless another database does; store it first (`{ingest}`) or choose another path"
         )
 
 

@@ -187,7 +187,7 @@ def format_fit_report(report: FitReport, all_models: bool = False, stalls: tuple
                   for model in report.models}  # fmt: skip
     for (stall, group), frame in summary.groupby(["stall", "group"], sort=False):
         lines.append(
-            f"{stall} stall  |  {group}  |  {int(frame['points'].max())} runs of "
+            f"{stall} stall  |  {one_line(group)}  |  {int(frame['points'].max())} runs of "
             f"{int(frame['models'].max())} models"
         )
         frame = frame.sort_values(["enough_points", "lomo_mape"], ascending=[False, True], na_position="last")
@@ -205,7 +205,7 @@ def format_fit_report(report: FitReport, all_models: bool = False, stalls: tuple
                 f"{row.coefficients}"
             )
             if row.note:
-                lines.append(f"      {row.note}")
+                lines.append(f"      {one_line(row.note)}")
         best = frame[frame["best"]]
         error = finite_float(best.iloc[0]["lomo_mape"]) if len(best) else None
         if error is not None:

@@ -144,8 +144,8 @@ def _script_iterations_per_epoch(records: list[dict], workers_total: int) -> int
     found = Counter(
         (record.get("script") or {}).get("iterations_per_epoch")
         for record in records
-        if record.get("status") == "completed"
-        and (record.get("workers") or 1) * (record.get("nodes") or 1) == workers_total
+        # a record's workers are every machine's
+        if record.get("status") == "completed" and record.get("workers") == workers_total
     )
     found.pop(None, None)
     return found.most_common(1)[0][0] if found else None

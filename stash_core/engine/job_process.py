@@ -10,6 +10,8 @@ from pathlib import Path
 
 import psutil
 
+from stash_core.userfiles import private_enough
+
 # Popen objects of runs started by this process, so that finished children are reaped (no zombies) and
 # their exit status is known even before the wrapper has written it.
 CHILDREN: dict[int, subprocess.Popen] = {}
@@ -52,8 +54,8 @@ def ours(job_dir: Path) -> bool:
     and is never read as one of this user's jobs, signalled or removed."""
     uid = os.getuid()
     try:
-        if job_dir.lstat().st_uid != uid:
-            return False
+        if job_dir.lstat().st_uid != uid or not private_enough(job_dir.parent.lstat()):
+            return False  # in a jobs folder others may write in, a folder of ours may be swapped for theirs
         pid_file = job_dir / "pid"
         return not pid_file.exists() or pid_file.lstat().st_uid == uid
     except OSError:

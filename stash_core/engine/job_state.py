@@ -160,7 +160,8 @@ def parse_output(state: JobState, text: str) -> None:
             state.stored = payload.get("stored") is not False
             if payload.get("error"):
                 state.error = str(payload["error"])
-    state.phases = sorted(phases.values(), key=lambda phase: phase.index)
+    # R0, timed in R1's launch and put in its place, before it
+    state.phases = sorted(phases.values(), key=lambda phase: (phase.index, phase.name != "R0"))
     state.output_tail = tail[-_TEXT_TAIL_LINES:]
 
 

@@ -52,7 +52,7 @@ from stash_core.errors import UsageError
 from stash_core.interrupts import stop_requests
 from stash_core.measure import protocol
 from stash_core.proc import end_tree
-from stash_core.userfiles import DASHBOARD_DIRNAME
+from stash_core.userfiles import DASHBOARD_DIRNAME, private_folder
 
 JOBS_DIRNAME = DASHBOARD_DIRNAME  # shared with the files uploaded to the dashboard (userfiles.py)
 CANCEL_GRACE_S = 3.0
@@ -98,10 +98,10 @@ def start_command_job(
 def _start_job(db_path: Path | str, argv: list[str], label: str, env: dict[str, str] | None, kind: str,
                files: dict[str, str] | None = None) -> str:  # fmt: skip
     db = Path(db_path).resolve()
-    job_dir = jobs_dir(db) / new_job_id(jobs_dir(db))
+    job_dir = private_folder(jobs_dir(db)) / new_job_id(jobs_dir(db))
     argv = [arg.replace("{JOB_DIR}", str(job_dir)) for arg in argv]
     try:
-        job_dir.mkdir(parents=True)
+        job_dir.mkdir()
         for name, text in (files or {}).items():
             (job_dir / name).write_text(text)
         _write_meta(job_dir, argv, label, db, "dashboard", kind)
@@ -215,10 +215,11 @@ def register_profile(
     db = Path(db_path).resolve()
     job_dir = jobs_dir(db) / new_job_id(jobs_dir(db))
     try:
-        job_dir.mkdir(parents=True)
+        private_folder(job_dir.parent)  # another user's jobs folder: the profile goes on, unregistered
+        job_dir.mkdir()
         _write_meta(job_dir, list(argv), label, db, origin)
         (job_dir / "pid").write_text(f"{os.getpid()} {create_time(os.getpid()) or 0}\n")
-    except OSError:
+    except (OSError, UsageError):
         shutil.rmtree(job_dir, ignore_errors=True)  # a full disk: no half-made job folder left behind
         return ProfileRecord(None)
     return ProfileRecord(job_dir, origin)

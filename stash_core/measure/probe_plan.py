@@ -79,9 +79,9 @@ def bounded_by_allreduce_s(
     predicted_s: float, size_bytes: int, allreduce_gbps: float | None, latency_s: float = 0.0
 ) -> float:
     """A point-to-point prediction, at most twice the time `size_bytes` takes at the bus bandwidth the ranks'
-    all-reduce reached (a ring's bus bandwidth is at most that of its slowest link, so one message on one
-    link is no slower), plus the latency: a few milliseconds of jitter on the 4 KiB estimate, scaled 4,096
-    times, skipped a 16 MiB message that passes in 15 ms."""
+    gloo all-reduce reached (its ring is at most as fast as its slowest link, and sends on the sockets a
+    message takes), plus the latency: a few milliseconds of jitter on the 4 KiB estimate, scaled 4,096
+    times, skipped a 16 MiB message that passes in 15 ms. None for the all-reduce: the prediction as it is."""
     if not allreduce_gbps or allreduce_gbps <= 0:
         return predicted_s
     return min(predicted_s, latency_s + 2 * size_bytes * 8 / (allreduce_gbps * 1e9))

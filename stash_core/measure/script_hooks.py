@@ -35,6 +35,7 @@ from stash_core.measure.script_forward import time_forward
 from stash_core.measure.script_replay import REPLAY_BATCHES, BatchReplay, SampleReplay, leading_dim
 
 PARTS = ("data_s", "forward_s", "backward_s", "optimizer_s")
+_TOKEN = "_stash_epoch_token"  # the attribute a DataLoader iterator gets (loader_length's, once)
 
 
 class StepClock:
@@ -70,8 +71,8 @@ class StepClock:
         self.loader_workers: int | None = None  # worker processes of the loader the steps read, as made
         self.read_workers: int | None = None  # of the loader read last (a number: holding its iterator
         # would keep its worker processes alive)
-        self.read_length: int | None = None  # batches per epoch of the loader read last (None: no len())
-        self.read_iterator_id: int | None = None  # which iterator read_length is of (an id, as above)
+        self.read_token: list[int | None] | None = None  # of the iterator read last: [its batches per epoch]
+        self.reads_of_last = 0  # batches read since the last boundary from the iterator read last
         # (batches per epoch of the loader, batches read) of each iteration that read one: an epoch's steps
         self.epoch_shapes: collections.Counter[tuple[int | None, int]] = collections.Counter()
         self.threads: list[int] = []  # torch threads at each optimizer step, each value once, in order
@@ -115,14 +116,14 @@ class StepClock:
             self.iterations += 1
             if self.data_pairs:
                 self.samples_per_iteration[self.samples_read] += 1
-                self.epoch_shapes[(self.read_length, len(self.data_pairs))] += 1
+                self.epoch_shapes[(self.read_token[0] if self.read_token else None, self.reads_of_last)] += 1
             if self.narrow_hooks is not None and self.narrow_hooks():
                 self.narrow_hooks = None
         self.last_boundary = now
         if self.data_pairs:  # the loader this step read (not one read before training, e.g. a sanity check)
             self.loader_workers = self.read_workers
         self.data_pairs, self.forward_pairs, self.optimizer_start = [], [], None
-        self.samples_read = 0
+        self.samples_read = self.reads_of_last = 0
         if self.on_boundary is not None and self.on_boundary():
             # A check ran (a wait for the device, an all-reduce): its time is Stash's, not the next step's.
             self.last_boundary = self.stamp()
@@ -216,8 +217,14 @@ def install(clock: StepClock, replay: bool, replay_batches: int = REPLAY_BATCHES
             clock.in_loader = False
             clock.data_pairs.append((start, clock.stamp()))
             clock.read_workers = self._num_workers
-        if id(self) != clock.read_iterator_id:  # once per iterator (an epoch), not per batch
-            clock.read_iterator_id, clock.read_length = id(self), loader_length(self)
+        # A token kept on the iterator (its batches per epoch, found once per iterator, an epoch): a batch of
+        # another iterator than the last one's (a new epoch, two loaders zipped) starts the count anew.
+        token = self.__dict__.get(_TOKEN)
+        if token is None:
+            token = self.__dict__[_TOKEN] = [loader_length(self)]
+        if token is not clock.read_token:
+            clock.read_token, clock.reads_of_last = token, 0
+        clock.reads_of_last += 1
         clock.batch_read(batch)
         return batch
 

@@ -64,45 +64,51 @@ def connect(
     check_reachable(path)
     wal = path.with_name(path.name + ".wal")
     wal_existed = read_only or wal.exists()  # readers never write a WAL
-    if read_only and not path.exists():
-        con = _empty_database()
-    else:
-        if not read_only:
-            _make_parent(path)
-        existed = path.exists()
-        try:
-            con = _open_with_retry(path, read_only, timeout_s)
-        except UsageError:
-            if not existed:
-                _remove_if_empty(path)  # DuckDB created it but could not write its header (a full disk)
-            if not wal_existed:
-                _remove_if_empty(wal)
-            raise
-        try:
-            con.execute("SET TimeZone = 'UTC'")
-            con.execute("SET enable_progress_bar = false")  # a long insert drew one into the output
-            if read_only:
-                con = _checked_reader(con, path)
-            else:
-                ensure_schema(con, str(path))
-        except duckdb.Error as exc:
-            _close_quietly(con)
-            if not wal_existed:
-                _remove_if_empty(wal)  # a full disk at the first write leaves an empty .wal
-            if _CORRUPT_RE.search(str(exc)):
-                raise _open_error(path, exc) from None
-            raise UsageError(f"cannot use database {path}: {first_line(exc)}") from None
-        except BaseException:
-            con.close()
-            raise
     key = os.path.realpath(path)
-    with _OPEN_HERE_LOCK:
+    with _OPEN_HERE_LOCK:  # from its first try to open: a thread refused meanwhile waits for this one
         _OPEN_HERE[key] += 1
     try:
+        con = _opened(path, read_only, timeout_s, wal, wal_existed)
         yield from _used_then_closed(con, path, wal, wal_existed)
-    finally:  # once closed: a thread refused meanwhile waits for this one
+    finally:
         with _OPEN_HERE_LOCK:
             _OPEN_HERE[key] -= 1
+
+
+def _opened(
+    path: Path, read_only: bool, timeout_s: float, wal: Path, wal_existed: bool
+) -> duckdb.DuckDBPyConnection:
+    """The connection connect() yields: the stand-in, or the file opened, its schema made or checked."""
+    if read_only and not path.exists():
+        return _empty_database()
+    if not read_only:
+        _make_parent(path)
+    existed = path.exists()
+    try:
+        con = _open_with_retry(path, read_only, timeout_s)
+    except UsageError:
+        if not existed:
+            _remove_if_empty(path)  # DuckDB created it but could not write its header (a full disk)
+        if not wal_existed:
+            _remove_if_empty(wal)
+        raise
+    try:
+        con.execute("SET TimeZone = 'UTC'")
+        con.execute("SET enable_progress_bar = false")  # a long insert drew one into the output
+        if read_only:
+            return _checked_reader(con, path)
+        ensure_schema(con, str(path))
+        return con
+    except duckdb.Error as exc:
+        _close_quietly(con)
+        if not wal_existed:
+            _remove_if_empty(wal)  # a full disk at the first write leaves an empty .wal
+        if _CORRUPT_RE.search(str(exc)):
+            raise _open_error(path, exc) from None
+        raise UsageError(f"cannot use database {path}: {first_line(exc)}") from None
+    except BaseException:
+        con.close()
+        raise
 
 
 def _used_then_closed(
@@ -318,7 +324,7 @@ def _callers_own(path: Path, exc: duckdb.Error) -> bool:
     if not _SAME_PROCESS_RE.search(str(exc)):
         return False
     with _OPEN_HERE_LOCK:
-        return _OPEN_HERE[os.path.realpath(path)] <= 0
+        return _OPEN_HERE[os.path.realpath(path)] <= 1  # the one now opening only
 
 
 def _locked_message(path: Path, exc: duckdb.Error, timeout_s: float) -> str:

@@ -14,6 +14,7 @@ import pyarrow as pa
 
 from stash_core.errors import UsageError
 from stash_core.results.file import SAMPLE_KEYS
+from stash_core.terminal import without_surrogates
 from stash_core.units import json_safe
 
 _SAMPLE_FLOAT_KEYS = ("iteration_s", "data_s", "forward_s", "backward_s", "optimizer_s")
@@ -22,9 +23,10 @@ INT64_MAX = 2**63 - 1  # BIGINT columns
 
 
 def text(value: Any) -> str | None:
+    """A VARCHAR column's value: text as UTF-8 holds it (a file name's other bytes as \\xNN), else JSON."""
     if value is None:
         return None
-    return value if isinstance(value, str) else json.dumps(json_safe(value))
+    return without_surrogates(value) if isinstance(value, str) else json.dumps(json_safe(value))
 
 
 def integer(value: Any, what: str, high: int = INT32_MAX) -> int | None:

@@ -223,6 +223,7 @@ def test_input_shapes_read_like_the_zoo_reads_them() -> None:
         ({"nodes": 2, "hosts": ["root@h:22922", "h:022922"]}, "hosts", "names h:022922 twice"),
         ({"nodes": 2, "hosts": ["h", "root@H:22"]}, "hosts", "names root@H:22 twice"),
         ({"nodes": 2, "hosts": ["[::1]:22", "u@[::1]"]}, "hosts", r"names u@\[::1\] twice"),
+        ({"nodes": 2, "hosts": ["2001:db8::1", "2001:DB8:0:0::1"]}, "hosts", "names 2001:DB8:0:0::1 twice"),
         ({"hosts": ["a"], "ssh_user": "root;id"}, "ssh_user", "--ssh-user: invalid user name"),
         (
             {"hosts": ["a"], "ssh_key": "/no/such/key"},

@@ -130,3 +130,17 @@ def test_an_output_holding_a_probe_the_database_lacks_is_refused(tmp_path: Path)
         profile_flow.refuse_losing_output(out, db, "--out")
     ingest_probe(db, _probe_doc("probe-a"))
     profile_flow.refuse_losing_output(out, db, "--out")
+
+
+def test_an_output_whose_run_cannot_be_looked_up_is_refused_as_such(tmp_path: Path) -> None:
+    """A database that cannot be read was said not to hold the run ('store it first'), which it may."""
+    from result_docs import result_doc
+
+    from stash_core.errors import UsageError
+
+    db, out = tmp_path / "r.duckdb", tmp_path / "latest.json"
+    out.write_text(json.dumps(result_doc(run_id="20261201T100000Z-aaaa0002")))
+    db.write_bytes(b"not a database" * 100)
+    with pytest.raises(UsageError, match="whether .* holds it could not be told") as refused:
+        profile_flow.refuse_losing_output(out, db, "--out")
+    assert "store it first" not in str(refused.value)

@@ -24,11 +24,12 @@ def _fit_db(tmp_path, interconnect_s=lambda index: 0.01 + 0.01 * index):
 def test_fit_prints_stored_text_as_data_never_as_a_terminal_escape(tmp_path, capsys):
     db = _fit_db(tmp_path)  # a file holding control characters is refused: the rows are edited
     with duckdb.connect(db) as con:
-        con.execute("UPDATE runs SET instance = chr(27) || '[31mlab' || chr(27) || '[0m', "
-                    "model = model || chr(27) || '[2J'")  # fmt: skip
+        con.execute("UPDATE runs SET instance = chr(27) || '[31mlab' || chr(10) || 'forged line' || chr(27) "
+                    "|| '[0m', model = model || chr(27) || '[2J'")  # fmt: skip
     assert stash("fit", "--residuals", "--db", db) == 0
     out = capsys.readouterr().out
     assert "\x1b" not in out and "\\x1b[31mlab" in out and "\\x1b[2J" in out
+    assert not any(line.startswith("forged line") for line in out.splitlines())  # a label is one line
 
 
 def test_stalls_every_profile_measured_as_none_predict_none(tmp_path, capsys):

@@ -33,3 +33,16 @@ def test_a_run_timed_beside_another_takes_its_launchs_place_and_counts_its_launc
     assert (r0.index, r0.total, r0.description) == (0, 2, "1 worker")
     assert (r0.launches, r1.launches, r3.launches) == (2, 2, 2)
     assert r0.kept == 50 and r0.status == "completed" and (r3.index, r3.total) == (1, 2)
+
+
+def test_the_runs_are_listed_in_their_places_r0_before_r1_of_its_launch() -> None:
+    from stash_core.engine.job_state import parse_output
+
+    lines = [
+        'STASH-PHASE {"event": "started", "index": 0, "total": 2, "name": "R1", "description": "2 workers"}',
+        'STASH-PHASE {"event": "finished", "name": "R0", "status": "completed", "iterations": 5}',
+        'STASH-PHASE {"event": "finished", "name": "R1", "status": "completed", "iterations": 5}',
+    ]
+    state = _state()
+    parse_output(state, "\n".join(lines) + "\n")
+    assert [phase.name for phase in state.phases] == ["R0", "R1"]

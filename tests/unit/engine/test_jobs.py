@@ -421,3 +421,41 @@ def test_a_job_folder_another_user_made_is_never_read_signalled_or_removed(tmp_p
     finally:
         sleeper.kill()
         sleeper.wait()
+
+
+def test_a_jobs_folder_anyone_may_write_in_is_refused_and_its_jobs_never_signalled(tmp_path: Path) -> None:
+    """A `.stash-jobs` that another user made (or anyone may write in) could hold their job folders, their
+    model files under our names, or have ours swapped for theirs: it is neither used nor trusted."""
+    from stash_core.userfiles import save_model_file
+
+    db = tmp_path / "shared" / "c.duckdb"
+    sleeper = subprocess.Popen(["sleep", "30"], start_new_session=True)
+    meta = {"argv": [], "label": "x", "origin": "dashboard", "kind": "profile",
+            "started_at": "2026-11-30T08:00:00", "db_path": str(db.resolve())}  # fmt: skip
+    try:
+        created = psutil.Process(sleeper.pid).create_time()
+        _job_folder(db, "20261130T080000Z-abcdef", meta, f"{sleeper.pid} {created}\n")
+        assert [job.job_id for job in jobs.list_jobs(db)] == ["20261130T080000Z-abcdef"]  # ours, private
+        jobs.jobs_dir(db).chmod(0o777)
+        assert jobs.list_jobs(db) == []
+        with pytest.raises(UsageError, match="anyone may write in it"):
+            jobs.start_profile_job(db, ["--model", "resnet18", "--batch-size", "8"], python="/bin/true")
+        with pytest.raises(UsageError, match="anyone may write in it"):
+            save_model_file(db, "m.py", b"def make():\n    return None\n")
+        with pytest.raises(UsageError, match="no job '20261130T080000Z-abcdef' of yours"):
+            jobs.cancel_job(db, "20261130T080000Z-abcdef")
+        assert sleeper.poll() is None  # untouched
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+
+
+def test_a_model_file_is_kept_with_the_contents_its_name_says(tmp_path: Path) -> None:
+    from stash_core.userfiles import save_model_file
+
+    db = tmp_path / "c.duckdb"
+    source = b"def make():\n    return None\n"
+    path = save_model_file(db, "m.py", source)
+    assert oct(path.parent.parent.stat().st_mode & 0o777) == "0o700"  # a new jobs folder is private
+    path.write_bytes(b"import os\nos.system('echo planted')\n")
+    assert save_model_file(db, "m.py", source).read_bytes() == source

@@ -7,7 +7,7 @@ import pytest
 from stash_core.data import pagecache
 from stash_core.data.jpeg_dataset import generate_synthetic_jpegs
 from stash_core.engine.data_setup import DataSetup, iterations_per_epoch, prepare_data
-from stash_core.engine.plan import plan_phases
+from stash_core.engine.plan import PhasePlan, plan_phases
 from stash_core.engine.progress import Reporter
 from stash_core.errors import UsageError
 from stash_core.spec import ProfileSpec
@@ -51,14 +51,15 @@ def test_a_scripts_epoch_is_what_its_loader_gave_with_all_the_jobs_workers():
     """R0 (one worker) reads an unsharded epoch: only runs of all the job's workers say the job's epoch."""
     spec = ProfileSpec(model="script:train", script="train.py", batch_size=None, workers_per_node=2, nodes=2)
 
-    def run(name, workers, nodes, steps, status="completed"):
-        return {"name": name, "workers": workers, "nodes": nodes, "status": status,
-                "script": {"iterations_per_epoch": steps}}  # fmt: skip
+    def run(name, workers_per_node, nodes, steps, status="completed"):
+        record = PhasePlan(name, workers_per_node, nodes, "synthetic").to_dict()  # as the profile keeps it
+        return {**record, "status": status, "script": {"iterations_per_epoch": steps}}
 
-    phases = [run("R0", 1, 1, 400), run("R1", 4, 1, 100), run("R1n", 2, 2, 100), run("R3", 2, 2, None)]
+    # R1 with one machine's worth of workers (the first host cannot hold them all): a share of its own
+    phases = [run("R0", 1, 1, 400), run("R1", 2, 1, 200), run("R1n", 2, 2, 100), run("R3", 2, 2, None)]
     assert iterations_per_epoch(spec, {"spec": {}, "phases": phases}) == 100
-    assert iterations_per_epoch(spec, {"spec": {}, "phases": phases[:1]}) is None
-    assert iterations_per_epoch(spec, {"spec": {}, "phases": [run("R1", 4, 1, 100, "failed")]}) is None
+    assert iterations_per_epoch(spec, {"spec": {}, "phases": phases[:2]}) is None
+    assert iterations_per_epoch(spec, {"spec": {}, "phases": [run("R1n", 2, 2, 100, "failed")]}) is None
 
 
 def test_plan_measures_what_the_stalls_need():

@@ -269,3 +269,38 @@ def test_a_loader_without_a_length_has_no_epoch() -> None:
     finally:
         remove()
     assert clock.loader_used and clock.iterations_per_epoch is None
+
+
+def test_an_epoch_is_the_training_loaders_beside_a_validation_loader_and_two_zipped() -> None:
+    """A freed validation iterator's id, taken by the next training one, kept the validation loader's length
+    (3 steps an epoch for 10); two loaders read together counted both loaders' batches a step (5 for 10)."""
+    model = torch.nn.Linear(4, 2)
+    optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
+    train_loader = DataLoader(Slow(40, 0.0), batch_size=4)
+    val_loader = DataLoader(Slow(12, 0.0), batch_size=4)
+
+    def step(batch) -> None:
+        torch.nn.functional.cross_entropy(model(batch["x"]), batch["y"]).backward()
+        optimizer.step()
+        optimizer.zero_grad()
+
+    clock = StepClock()
+    remove = install(clock, replay=False)
+    try:
+        for _ in range(3):
+            for _ in val_loader:  # each epoch's validation first, its iterator freed before training
+                pass
+            for batch in train_loader:
+                step(batch)
+    finally:
+        remove()
+    assert clock.iterations_per_epoch == 10
+    zipped = StepClock()
+    remove = install(zipped, replay=False)
+    try:
+        for _ in range(2):
+            for batch, _other in zip(train_loader, DataLoader(Slow(40, 0.0), batch_size=4), strict=True):
+                step(batch)
+    finally:
+        remove()
+    assert zipped.iterations_per_epoch == 10

@@ -105,3 +105,28 @@ def test_a_writer_waits_while_another_thread_of_stash_reads(db_path, result_doc)
         release.set()
         reader.join(5)
     assert set(store.list_runs(db_path)["run_id"]) == {"run-a", "run-b"}
+
+
+def test_a_read_while_another_thread_of_stash_is_still_opening_waits(db_path, result_doc, monkeypatch):
+    """A Stash connection was counted once opened: a read meanwhile (while the writer made the schema) was
+    refused at once as 'a duckdb connection of your own'."""
+    import threading
+    import time
+
+    real_ensure = connection.ensure_schema
+    opening = threading.Event()
+
+    def slow_ensure(con, path):
+        opening.set()
+        time.sleep(1.0)
+        return real_ensure(con, path)
+
+    monkeypatch.setattr(connection, "ensure_schema", slow_ensure)
+    writer = threading.Thread(target=store.ingest_result, args=(db_path, result_doc(run_id="run-a")))
+    writer.start()
+    try:
+        assert opening.wait(20)
+        assert list(store.list_runs(db_path)["run_id"]) in ([], ["run-a"])  # waited, then read
+    finally:
+        writer.join(30)
+    assert list(store.list_runs(db_path)["run_id"]) == ["run-a"]

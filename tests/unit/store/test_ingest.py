@@ -531,3 +531,11 @@ def test_a_warning_holding_a_file_names_bytes_that_are_not_utf8_is_stored(db_pat
     store.ingest_result(db_path, doc)
     [stored] = store.get_run(db_path, "run-s")["warnings"][-1:]
     assert stored.endswith("(c0/bad\\xff\\xfe.jpg: x)")
+
+
+def test_a_spec_holding_a_file_names_bytes_that_are_not_utf8_is_stored(db_path, result_doc) -> None:
+    """A file already written with such a data set path could not be ingested (`stash ingest` of it failed)."""
+    doc = result_doc(run_id="run-t")
+    doc["spec"]["dataset"] = "/data/bad\udcff"
+    store.ingest_result(db_path, doc)
+    assert store.get_run(db_path, "run-t")["dataset"] == "/data/bad\\xff"
