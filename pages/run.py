@@ -31,6 +31,7 @@ from stash_core.engine.job_state import JobState, PhaseProgress, measuring_proce
 from stash_core.errors import UsageError
 from stash_core.spec import default_of
 from stash_core.spec_parse import MAX_NAME_CHARS
+from stash_core.userfiles import folder_problem
 from stash_core.views.common import STALL_LABELS, in_page_words, plain
 from stash_core.views.run_form import (
     FIRST_BATCH_SIZE,
@@ -350,6 +351,9 @@ def main() -> None:
         "machines), R3 (real data, cached) and R2 (real data, cold) — each stall is the difference of two."
     )
     db = current_db()
+    refused = folder_problem(jobs.jobs_dir(db))
+    if refused:  # the jobs there are not this user's to show or end
+        st.warning(plain(refused), icon=":material/lock:")
     jobs_list = jobs.list_jobs(db, limit=8)
     running = [job for job in jobs_list if not job.finished]
     wanted = st.query_params.get("job")

@@ -15,6 +15,7 @@ its content, next to the database (save_model_file).
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import hashlib
 import json
@@ -325,25 +326,43 @@ def _fsync_directory(directory: Path) -> None:
 
 
 def private_folder(folder: Path) -> Path:
-    """`folder`, made (with its parents) readable by this user alone where it is new; UsageError when it is
-    another user's or anyone may write in it: the jobs and model files of a database in a shared folder
-    (/tmp) are signalled, removed or imported by this user, so nobody else may put them there."""
+    """`folder`, made (with its parents) where it is missing and kept for this user alone (mode 0700, an older
+    one's too); UsageError when it is another user's or a link: the jobs and model files of a database in a
+    shared folder (/tmp) are signalled, removed or imported by this user, so nobody else may put them there.
+    (A file system that keeps no permissions, such as a Windows drive under WSL, keeps its mode.)"""
     try:
         folder.mkdir(mode=0o700, parents=True, exist_ok=True)
         found = folder.lstat()
     except OSError as exc:
         raise UsageError(f"cannot make the folder {folder}: {exc.strerror or exc}") from None
+    if stat.S_ISLNK(found.st_mode):
+        raise UsageError(f"{folder} is a link: remove it, or keep the database in a folder of your own")
     if not private_enough(found):
         raise UsageError(
-            f"{folder} belongs to another user or anyone may write in it: remove it, or keep the database in "
-            "a folder of your own"
+            f"{folder} belongs to another user (uid {found.st_uid}): remove it, or keep the database in a "
+            "folder of your own"
         )
+    if stat.S_IMODE(found.st_mode) != 0o700:
+        with contextlib.suppress(OSError):
+            folder.chmod(0o700)
     return folder
 
 
+def folder_problem(folder: Path) -> str | None:
+    """Why private_folder would refuse `folder` as it is now (another user's, a link), without making it;
+    None where it is fine or missing."""
+    try:
+        found = folder.lstat()
+    except OSError:
+        return None
+    if stat.S_ISLNK(found.st_mode) or not private_enough(found):
+        return f"{folder} is a link or another user's: its jobs are not shown, nor can new ones start"
+    return None
+
+
 def private_enough(found: os.stat_result) -> bool:
-    """A folder of this user's that others cannot write in (a link is never one)."""
-    return stat.S_ISDIR(found.st_mode) and found.st_uid == os.getuid() and not found.st_mode & stat.S_IWOTH
+    """A folder of this user's (a link is never one)."""
+    return stat.S_ISDIR(found.st_mode) and found.st_uid == os.getuid()
 
 
 def save_model_file(db_path: Path | str, file_name: str, source: bytes) -> Path:
@@ -367,7 +386,9 @@ def save_model_file(db_path: Path | str, file_name: str, source: bytes) -> Path:
     private_folder(folder)
     try:
         if not path.is_file() or path.read_bytes() != source:  # named after these contents, it holds them
-            path.write_bytes(source)
+            kept = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+            kept.write_bytes(source)
+            os.replace(kept, path)  # whole: a profile importing it meanwhile reads the old or the new
     except OSError as exc:
         raise UsageError(f"cannot keep the model file in {folder}: {exc.strerror or exc}") from None
     return path

@@ -35,7 +35,7 @@ from stash_core.measure.script_forward import time_forward
 from stash_core.measure.script_replay import REPLAY_BATCHES, BatchReplay, SampleReplay, leading_dim
 
 PARTS = ("data_s", "forward_s", "backward_s", "optimizer_s")
-_TOKEN = "_stash_epoch_token"  # the attribute a DataLoader iterator gets (loader_length's, once)
+_TOKEN = "_stash_epoch_token"  # kept on a DataLoader iterator: (its batches per epoch or 0, a unique object)
 
 
 class StepClock:
@@ -71,10 +71,10 @@ class StepClock:
         self.loader_workers: int | None = None  # worker processes of the loader the steps read, as made
         self.read_workers: int | None = None  # of the loader read last (a number: holding its iterator
         # would keep its worker processes alive)
-        self.read_token: list[int | None] | None = None  # of the iterator read last: [its batches per epoch]
-        self.reads_of_last = 0  # batches read since the last boundary from the iterator read last
-        # (batches per epoch of the loader, batches read) of each iteration that read one: an epoch's steps
-        self.epoch_shapes: collections.Counter[tuple[int | None, int]] = collections.Counter()
+        # Since the last boundary, per DataLoader iterator read: [its token (batches per epoch, ...), reads]
+        self.step_reads: dict[int, list] = {}
+        # The steps per epoch each iteration that read a loader gives (None where a loader has no length)
+        self.epoch_steps: collections.Counter[int | None] = collections.Counter()
         self.threads: list[int] = []  # torch threads at each optimizer step, each value once, in order
         self.on_boundary: Callable[[], bool] | None = None  # True when it took time of its own
         self.narrow_hooks: Callable[[], bool] | None = None
@@ -116,14 +116,15 @@ class StepClock:
             self.iterations += 1
             if self.data_pairs:
                 self.samples_per_iteration[self.samples_read] += 1
-                self.epoch_shapes[(self.read_token[0] if self.read_token else None, self.reads_of_last)] += 1
+                reads = [(token[0], count) for token, count in self.step_reads.values()]
+                self.epoch_steps[steps_per_epoch(reads)] += 1
             if self.narrow_hooks is not None and self.narrow_hooks():
                 self.narrow_hooks = None
         self.last_boundary = now
         if self.data_pairs:  # the loader this step read (not one read before training, e.g. a sanity check)
             self.loader_workers = self.read_workers
         self.data_pairs, self.forward_pairs, self.optimizer_start = [], [], None
-        self.samples_read = self.reads_of_last = 0
+        self.samples_read, self.step_reads = 0, {}
         if self.on_boundary is not None and self.on_boundary():
             # A check ran (a wait for the device, an all-reduce): its time is Stash's, not the next step's.
             self.last_boundary = self.stamp()
@@ -141,15 +142,10 @@ class StepClock:
 
     @property
     def iterations_per_epoch(self) -> int | None:
-        """Optimizer steps per epoch: the batches per epoch of the loader the steps read (its iterator's
-        length, as its sampler shards it: a DistributedSampler's share) over the batches one step reads
-        (gradient accumulation), as most iterations saw them; None when that loader has no length (an
-        IterableDataset without __len__) or no iteration read one."""
-        common = self.epoch_shapes.most_common(1)
-        if not common:
-            return None
-        (length, batches), _ = common[0]
-        return length // batches if length and batches and length >= batches else None
+        """Optimizer steps per epoch, as most iterations saw them (steps_per_epoch); None when a loader the
+        steps read has no length (an IterableDataset without __len__) or no iteration read one."""
+        common = self.epoch_steps.most_common(1)
+        return common[0][0] if common else None
 
     def follow(self, optimizer) -> None:
         """Time the steps of `optimizer`: each one ends an iteration."""
@@ -186,6 +182,14 @@ class StepClock:
         self.pending = []
 
 
+def steps_per_epoch(step_reads) -> int | None:
+    """The optimizer steps per epoch one step's reads give: each loader's batches per epoch over the batches
+    the step read from it (gradient accumulation), the fewest over loaders read together (zip ends with the
+    shortest); None where a loader has no length, or reads more batches than an epoch holds."""
+    steps = [length // read if length >= read else 0 for length, read in step_reads]
+    return min(steps) if steps and all(steps) else None
+
+
 def loader_length(iterator) -> int | None:
     """Batches per epoch of a DataLoader's iterator; None where it has none (an IterableDataset without
     __len__) or where the script's sampler cannot say (its error is the script's, not raised here)."""
@@ -217,14 +221,15 @@ def install(clock: StepClock, replay: bool, replay_batches: int = REPLAY_BATCHES
             clock.in_loader = False
             clock.data_pairs.append((start, clock.stamp()))
             clock.read_workers = self._num_workers
-        # A token kept on the iterator (its batches per epoch, found once per iterator, an epoch): a batch of
-        # another iterator than the last one's (a new epoch, two loaders zipped) starts the count anew.
+        # This iterator's batches read in the step. Its token (its length, found once per iterator, an
+        # epoch) is kept on it and held by the step's entry, so no other token takes its id in the step.
         token = self.__dict__.get(_TOKEN)
         if token is None:
-            token = self.__dict__[_TOKEN] = [loader_length(self)]
-        if token is not clock.read_token:
-            clock.read_token, clock.reads_of_last = token, 0
-        clock.reads_of_last += 1
+            token = self.__dict__[_TOKEN] = (loader_length(self) or 0, object())
+        reads = clock.step_reads.get(id(token))
+        if reads is None:
+            reads = clock.step_reads[id(token)] = [token, 0]
+        reads[1] += 1
         clock.batch_read(batch)
         return batch
 

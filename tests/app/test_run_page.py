@@ -152,3 +152,14 @@ def test_a_phases_error_is_shown_as_text_in_its_progress_bar(empty_db, tmp_path)
         assert "**BOLD**" not in text and "[link](http" not in text and ":red[" not in text, text
     finally:
         jobs.cancel_job(empty_db, job_id, grace_s=1.0)
+
+
+def test_a_jobs_folder_of_another_user_is_said_on_the_page(empty_db, monkeypatch):
+    """Its jobs were hidden without a word (list_jobs gave none), and a Start failed only then."""
+    import os
+
+    jobs.jobs_dir(empty_db).mkdir()
+    monkeypatch.setattr(os, "getuid", lambda: os.geteuid() + 1)
+    app = _page(empty_db)
+    assert not app.exception
+    assert any("another user" in warning.value for warning in app.warning)

@@ -423,9 +423,10 @@ def test_a_job_folder_another_user_made_is_never_read_signalled_or_removed(tmp_p
         sleeper.wait()
 
 
-def test_a_jobs_folder_anyone_may_write_in_is_refused_and_its_jobs_never_signalled(tmp_path: Path) -> None:
-    """A `.stash-jobs` that another user made (or anyone may write in) could hold their job folders, their
-    model files under our names, or have ours swapped for theirs: it is neither used nor trusted."""
+def test_a_jobs_folder_of_another_user_is_refused_and_never_signalled(tmp_path: Path, monkeypatch) -> None:
+    """A `.stash-jobs` another user made could hold their job folders, their model files under our names,
+    or have ours swapped for theirs: it is neither used nor trusted (another user: this one's uid changed)."""
+    from stash_core.engine import job_process
     from stash_core.userfiles import save_model_file
 
     db = tmp_path / "shared" / "c.duckdb"
@@ -435,12 +436,12 @@ def test_a_jobs_folder_anyone_may_write_in_is_refused_and_its_jobs_never_signall
     try:
         created = psutil.Process(sleeper.pid).create_time()
         _job_folder(db, "20261130T080000Z-abcdef", meta, f"{sleeper.pid} {created}\n")
-        assert [job.job_id for job in jobs.list_jobs(db)] == ["20261130T080000Z-abcdef"]  # ours, private
-        jobs.jobs_dir(db).chmod(0o777)
+        assert [job.job_id for job in jobs.list_jobs(db)] == ["20261130T080000Z-abcdef"]  # ours
+        monkeypatch.setattr(job_process.os, "getuid", lambda: os.geteuid() + 1)
         assert jobs.list_jobs(db) == []
-        with pytest.raises(UsageError, match="anyone may write in it"):
+        with pytest.raises(UsageError, match="belongs to another user"):
             jobs.start_profile_job(db, ["--model", "resnet18", "--batch-size", "8"], python="/bin/true")
-        with pytest.raises(UsageError, match="anyone may write in it"):
+        with pytest.raises(UsageError, match="belongs to another user"):
             save_model_file(db, "m.py", b"def make():\n    return None\n")
         with pytest.raises(UsageError, match="no job '20261130T080000Z-abcdef' of yours"):
             jobs.cancel_job(db, "20261130T080000Z-abcdef")
@@ -448,6 +449,14 @@ def test_a_jobs_folder_anyone_may_write_in_is_refused_and_its_jobs_never_signall
     finally:
         sleeper.kill()
         sleeper.wait()
+
+
+def test_an_older_jobs_folder_others_may_write_in_is_made_private(tmp_path: Path) -> None:
+    db = tmp_path / "c.duckdb"
+    jobs.jobs_dir(db).mkdir(mode=0o777)
+    jobs.jobs_dir(db).chmod(0o777)
+    record = jobs.register_profile(db, ["stash", "profile"])
+    assert record.job_dir is not None and oct(jobs.jobs_dir(db).stat().st_mode & 0o777) == "0o700"
 
 
 def test_a_model_file_is_kept_with_the_contents_its_name_says(tmp_path: Path) -> None:

@@ -304,3 +304,26 @@ def test_an_epoch_is_the_training_loaders_beside_a_validation_loader_and_two_zip
     finally:
         remove()
     assert zipped.iterations_per_epoch == 10
+
+
+def test_two_loaders_of_different_lengths_read_together_end_with_the_shorter() -> None:
+    """zip(10 batches, 20 batches) ends after 10 steps; with a step every 2 batches, after 5."""
+    from stash_core.measure.script_hooks import steps_per_epoch
+
+    assert steps_per_epoch([(10, 1), (20, 1)]) == 10 and steps_per_epoch([(10, 2), (20, 2)]) == 5
+    assert steps_per_epoch([(10, 1), (0, 1)]) is None  # a loader of no length: not known
+    assert steps_per_epoch([(3, 4)]) is None and steps_per_epoch([]) is None
+    model = torch.nn.Linear(4, 2)
+    optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
+    clock = StepClock()
+    remove = install(clock, replay=False)
+    try:
+        for _ in range(2):
+            labelled = DataLoader(Slow(40, 0.0), batch_size=4)
+            for batch, _other in zip(labelled, DataLoader(Slow(80, 0.0), batch_size=4), strict=False):
+                torch.nn.functional.cross_entropy(model(batch["x"]), batch["y"]).backward()
+                optimizer.step()
+                optimizer.zero_grad()
+    finally:
+        remove()
+    assert clock.iterations_per_epoch == 10
