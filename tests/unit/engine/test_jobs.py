@@ -338,6 +338,15 @@ def test_a_killed_wrapper_leaves_a_running_job_that_cancel_ends(tmp_path: Path, 
     assert jobs.read_job(db, job_id).status == "cancelled"
 
 
+@pytest.fixture()
+def sleeper():
+    """A process of this user's that no job of the test may end (each test checks it is untouched)."""
+    process = subprocess.Popen(["sleep", "30"], start_new_session=True)
+    yield process
+    process.kill()
+    process.wait()
+
+
 def _job_folder(db: Path, name: str, meta: object, pid_text: str = "", rc: str | None = None) -> Path:
     import json
 
@@ -350,28 +359,23 @@ def _job_folder(db: Path, name: str, meta: object, pid_text: str = "", rc: str |
     return folder
 
 
-def test_job_folders_of_another_database_or_made_by_hand_are_read_safely(tmp_path: Path) -> None:
+def test_job_folders_of_another_database_or_made_by_hand_are_read_safely(tmp_path: Path, sleeper) -> None:
     db, other = tmp_path / "c.duckdb", tmp_path / "d2.duckdb"
     meta = {"argv": [], "label": "", "origin": "cli", "kind": "profile", "started_at": "2026-11-30T08:00:00"}
     _job_folder(db, "20261130T080000Z-aaaaaa", {**meta, "db_path": str(other.resolve())}, rc="0")
     _job_folder(db, "20261130T080001Z-bbbbbb", [1, 2])  # valid JSON, no object: the pages crashed on it
     _job_folder(db, "20261130T080002Z-cccccc", {**meta, "started_at": "yesterday"})
     # a bare pid with no creation time is not the job: Cancel signalled whatever process had that pid
-    sleeper = subprocess.Popen(["sleep", "30"], start_new_session=True)
-    try:
-        _job_folder(db, "20261130T080003Z-dddddd", {**meta, "db_path": str(db.resolve()),
-                                                     "origin": "dashboard"}, f"{sleeper.pid}\n")  # fmt: skip
-        assert [job.job_id for job in jobs.list_jobs(db)] == ["20261130T080003Z-dddddd"]
-        assert [job.job_id for job in jobs.list_jobs(other)] == ["20261130T080000Z-aaaaaa"]
-        for job_id in ("20261130T080001Z-bbbbbb", "20261130T080002Z-cccccc"):
-            with pytest.raises(UsageError, match=f"job {job_id} cannot be read"):
-                jobs.read_job(db, job_id)
-        assert jobs.read_job(db, "20261130T080003Z-dddddd").status == "lost"
-        assert jobs.cancel_job(db, "20261130T080003Z-dddddd") is False
-        assert sleeper.poll() is None  # untouched
-    finally:
-        sleeper.kill()
-        sleeper.wait()
+    _job_folder(db, "20261130T080003Z-dddddd", {**meta, "db_path": str(db.resolve()),
+                                                 "origin": "dashboard"}, f"{sleeper.pid}\n")  # fmt: skip
+    assert [job.job_id for job in jobs.list_jobs(db)] == ["20261130T080003Z-dddddd"]
+    assert [job.job_id for job in jobs.list_jobs(other)] == ["20261130T080000Z-aaaaaa"]
+    for job_id in ("20261130T080001Z-bbbbbb", "20261130T080002Z-cccccc"):
+        with pytest.raises(UsageError, match=f"job {job_id} cannot be read"):
+            jobs.read_job(db, job_id)
+    assert jobs.read_job(db, "20261130T080003Z-dddddd").status == "lost"
+    assert jobs.cancel_job(db, "20261130T080003Z-dddddd") is False
+    assert sleeper.poll() is None  # untouched
 
 
 def test_a_run_killed_outright_is_failed_not_interrupted(tmp_path: Path) -> None:
@@ -396,7 +400,7 @@ def test_a_run_the_database_could_not_take_says_so_not_stored(tmp_path: Path, mo
 
 
 @pytest.mark.skipif(os.getuid() != 0, reason="making a folder of another user needs root")
-def test_a_job_folder_another_user_made_is_never_read_signalled_or_removed(tmp_path: Path) -> None:
+def test_a_job_folder_another_user_made_is_never_read_signalled_or_removed(tmp_path: Path, sleeper) -> None:
     """In a folder others may write in, a `.stash-jobs` entry made by another user named a pid and creation
     time of ours: the Run page showed it running, disabled Start, and its Cancel killed that process."""
     from datetime import UTC, datetime
@@ -404,51 +408,41 @@ def test_a_job_folder_another_user_made_is_never_read_signalled_or_removed(tmp_p
     from stash_core.engine.job_prune import prune_finished_jobs
 
     db = tmp_path / "shared" / "c.duckdb"
-    sleeper = subprocess.Popen(["sleep", "30"], start_new_session=True)
     meta = {"argv": [], "label": "resnet50", "origin": "dashboard", "kind": "profile",
             "started_at": "2020-11-30T08:00:00", "db_path": str(db.resolve())}  # fmt: skip
-    try:
-        created = psutil.Process(sleeper.pid).create_time()
-        folder = _job_folder(db, "20201130T080000Z-abcdef", meta, f"{sleeper.pid} {created}\n")
-        nobody = 65534
-        for path in (folder, *folder.iterdir()):
-            os.chown(path, nobody, nobody)
-        assert jobs.list_jobs(db) == []
-        with pytest.raises(UsageError, match="no job '20201130T080000Z-abcdef' of yours"):
-            jobs.read_job(db, "20201130T080000Z-abcdef")
-        assert prune_finished_jobs(jobs.jobs_dir(db), datetime.now(UTC)) == [] and folder.is_dir()
-        assert sleeper.poll() is None  # untouched
-    finally:
-        sleeper.kill()
-        sleeper.wait()
+    created = psutil.Process(sleeper.pid).create_time()
+    folder = _job_folder(db, "20201130T080000Z-abcdef", meta, f"{sleeper.pid} {created}\n")
+    nobody = 65534
+    for path in (folder, *folder.iterdir()):
+        os.chown(path, nobody, nobody)
+    assert jobs.list_jobs(db) == []
+    with pytest.raises(UsageError, match="no job '20201130T080000Z-abcdef' of yours"):
+        jobs.read_job(db, "20201130T080000Z-abcdef")
+    assert prune_finished_jobs(jobs.jobs_dir(db), datetime.now(UTC)) == [] and folder.is_dir()
+    assert sleeper.poll() is None  # untouched
 
 
-def test_a_jobs_folder_of_another_user_is_refused_and_never_signalled(tmp_path: Path, monkeypatch) -> None:
+def test_a_jobs_folder_of_another_user_is_refused_and_never_signalled(tmp_path: Path, sleeper, monkeypatch):
     """A `.stash-jobs` another user made could hold their job folders, their model files under our names,
     or have ours swapped for theirs: it is neither used nor trusted (another user: this one's uid changed)."""
     from stash_core.engine import job_process
     from stash_core.userfiles import save_model_file
 
     db = tmp_path / "shared" / "c.duckdb"
-    sleeper = subprocess.Popen(["sleep", "30"], start_new_session=True)
     meta = {"argv": [], "label": "x", "origin": "dashboard", "kind": "profile",
             "started_at": "2026-11-30T08:00:00", "db_path": str(db.resolve())}  # fmt: skip
-    try:
-        created = psutil.Process(sleeper.pid).create_time()
-        _job_folder(db, "20261130T080000Z-abcdef", meta, f"{sleeper.pid} {created}\n")
-        assert [job.job_id for job in jobs.list_jobs(db)] == ["20261130T080000Z-abcdef"]  # ours
-        monkeypatch.setattr(job_process.os, "getuid", lambda: os.geteuid() + 1)
-        assert jobs.list_jobs(db) == []
-        with pytest.raises(UsageError, match="belongs to another user"):
-            jobs.start_profile_job(db, ["--model", "resnet18", "--batch-size", "8"], python="/bin/true")
-        with pytest.raises(UsageError, match="belongs to another user"):
-            save_model_file(db, "m.py", b"def make():\n    return None\n")
-        with pytest.raises(UsageError, match="no job '20261130T080000Z-abcdef' of yours"):
-            jobs.cancel_job(db, "20261130T080000Z-abcdef")
-        assert sleeper.poll() is None  # untouched
-    finally:
-        sleeper.kill()
-        sleeper.wait()
+    created = psutil.Process(sleeper.pid).create_time()
+    _job_folder(db, "20261130T080000Z-abcdef", meta, f"{sleeper.pid} {created}\n")
+    assert [job.job_id for job in jobs.list_jobs(db)] == ["20261130T080000Z-abcdef"]  # ours
+    monkeypatch.setattr(job_process.os, "getuid", lambda: os.geteuid() + 1)
+    assert jobs.list_jobs(db) == []
+    with pytest.raises(UsageError, match="belongs to another user"):
+        jobs.start_profile_job(db, ["--model", "resnet18", "--batch-size", "8"], python="/bin/true")
+    with pytest.raises(UsageError, match="belongs to another user"):
+        save_model_file(db, "m.py", b"def make():\n    return None\n")
+    with pytest.raises(UsageError, match="no job '20261130T080000Z-abcdef' of yours"):
+        jobs.cancel_job(db, "20261130T080000Z-abcdef")
+    assert sleeper.poll() is None  # untouched
 
 
 def test_an_older_jobs_folder_others_may_write_in_is_made_private(tmp_path: Path) -> None:
