@@ -568,32 +568,31 @@ def _check_script(spec: ProfileSpec) -> None:
 def _machine_of(host: str) -> tuple[str, int]:
     """(host name in lower case or address, ssh port) of a valid "[user@]host[:port]": one machine in the
     spellings of one name ("root@H:022", "h" and "H:22" alike; the user does not change the machine)."""
-    address = host.rsplit("@", 1)[-1]
-    if address.startswith("["):
-        name, _, rest = address[1:].partition("]")
-    elif address.count(":") == 1:
-        name, _, rest = address.partition(":")
-        rest = ":" + rest
-    else:
-        name, rest = address, ""
+    name, port = _name_and_port(host)
     try:
         name = str(ipaddress.ip_address(name))  # one spelling of an address: 2001:DB8:0::1 is 2001:db8::1
     except ValueError:
         name = name.lower()  # a host name (another name of the same machine is not found here)
-    return name, int(rest[1:]) if rest else 22
+    return name, int(port) if port else 22
 
 
 def _port_in_range(host: str) -> bool:
     """A host's port, when it names one ("h:2222", "[v6]:2222"; a bare IPv6 address has none): 1..65535."""
+    port = _name_and_port(host)[1]
+    return port is None or (port.isdigit() and 1 <= int(port) <= 65535)
+
+
+def _name_and_port(host: str) -> tuple[str, str | None]:
+    """(the name or address, the port as written or None) of "[user@]host[:port]" ("[v6]:port" and a bare
+    IPv6 address, which has none, alike)."""
     address = host.rsplit("@", 1)[-1]
     if address.startswith("["):
-        rest = address.partition("]")[2]
-    elif address.count(":") == 1:
-        rest = address[address.index(":") :]
-    else:
-        return True  # a name, an IPv4 or a bare IPv6 address: ssh's port 22
-    port = rest[1:]
-    return not rest or (port.isdigit() and 1 <= int(port) <= 65535)
+        name, _, rest = address[1:].partition("]")
+        return name, rest[1:] if rest else None
+    if address.count(":") == 1:
+        name, _, port = address.partition(":")
+        return name, port
+    return address, None  # a name, an IPv4 or a bare IPv6 address: ssh's port 22
 
 
 def validate_machines(spec: ProfileSpec) -> None:

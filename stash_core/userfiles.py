@@ -335,13 +335,9 @@ def private_folder(folder: Path) -> Path:
         found = folder.lstat()
     except OSError as exc:
         raise UsageError(f"cannot make the folder {folder}: {exc.strerror or exc}") from None
-    if stat.S_ISLNK(found.st_mode):
-        raise UsageError(f"{folder} is a link: remove it, or keep the database in a folder of your own")
-    if not private_enough(found):
-        raise UsageError(
-            f"{folder} belongs to another user (uid {found.st_uid}): remove it, or keep the database in a "
-            "folder of your own"
-        )
+    refused = _not_ours(folder, found)
+    if refused:
+        raise UsageError(f"{refused}: remove it, or keep the database in a folder of your own")
     if stat.S_IMODE(found.st_mode) != 0o700:
         with contextlib.suppress(OSError):
             folder.chmod(0o700)
@@ -352,12 +348,17 @@ def folder_problem(folder: Path) -> str | None:
     """Why private_folder would refuse `folder` as it is now (another user's, a link), without making it;
     None where it is fine or missing."""
     try:
-        found = folder.lstat()
+        refused = _not_ours(folder, folder.lstat())
     except OSError:
         return None
-    if stat.S_ISLNK(found.st_mode) or not private_enough(found):
-        return f"{folder} is a link or another user's: its jobs are not shown, nor can new ones start"
-    return None
+    return f"{refused}: its jobs are not shown, nor can new ones start" if refused else None
+
+
+def _not_ours(folder: Path, found: os.stat_result) -> str | None:
+    """What makes a folder not this user's to keep jobs in (a link, another user's), or None."""
+    if stat.S_ISLNK(found.st_mode):
+        return f"{folder} is a link"
+    return None if private_enough(found) else f"{folder} belongs to another user (uid {found.st_uid})"
 
 
 def private_enough(found: os.stat_result) -> bool:

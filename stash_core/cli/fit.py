@@ -93,7 +93,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
     )
     if args.predict:
         return _print_predictions(args, report, stalls, beta)
-    if report.summary().empty and not db_path(args).exists():
+    if _no_database(args, report):
         where = printable(str(db_path(args)))
         print(f"no database at {where} (--db or $STASH_DB chooses one): nothing to fit")
         return 0
@@ -109,6 +109,11 @@ def cmd_fit(args: argparse.Namespace) -> int:
             print()
             print(table.to_string(index=False, float_format=lambda v: f"{v:.5f}", na_rep="-"))
     return 0
+
+
+def _no_database(args: argparse.Namespace, report: FitReport) -> bool:
+    """Whether the database named is missing (and so nothing was fitted): said, not taken for no profiles."""
+    return not db_path(args).exists() and report.summary().empty
 
 
 PREDICT_ONLY = (
@@ -140,7 +145,7 @@ def _print_predictions(
         if bandwidth is None:
             raise UsageError(f"--bandwidth {args.bandwidth!r}: give e.g. 1gbit, 200mbit or 25 (Gbit/s)")
     shape = _shape(args.input_shape)
-    if report.summary().empty and not db_path(args).exists():
+    if _no_database(args, report):
         print(f"no database at {printable(str(db_path(args)))} (--db or $STASH_DB chooses one)")
     predicted = 0
     for stall in stalls:

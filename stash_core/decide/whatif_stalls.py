@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from stash_core.analysis.stalls import stall_fault
 from stash_core.units import finite_float
 
 NOISE_SHARE = 0.02  # a stall below 2% of the iteration (or its CI) counts as already hidden
@@ -13,10 +14,7 @@ NOISE_SHARE = 0.02  # a stall below 2% of the iteration (or its CI) counts as al
 def checked_figure(entry: dict[str, Any]) -> dict[str, Any]:
     """A stored stall, marked "invalid" where its figure is no valid one (an inf or NaN, a negative
     "measured"; a hand-edited or damaged row), as `stash show` and the breakdown view set it aside."""
-    if entry.get("status") not in ("measured", "clamped_zero"):
-        return entry
-    seconds = finite_float(entry.get("seconds"))
-    if seconds is not None and not (entry["status"] == "measured" and seconds < 0):
+    if stall_fault(entry) is None:  # the rule `stash show` and the store apply
         return entry
     stored = entry.get("seconds")
     note = "stored without a figure" if stored is None else f"stored as {stored!r}, not a valid figure"

@@ -199,10 +199,16 @@ def check_remote_cache_state(plan: PhasePlan, fraction: float | None, warnings: 
 def started_cached(record: dict) -> bool | None:
     """Whether a cold run's data was still in the page cache at the start of a launch of it (as its warning
     says: more than 1 - MIN_CACHED_RESIDENT_FRACTION of the data set); None where no share was measured."""
-    launches = [launch for launch in record.get("launches") or [record] if launch.get("pooled", True)]
-    known = [launch["resident_fraction_start"] for launch in launches
-             if isinstance(launch.get("resident_fraction_start"), (int, float))]  # fmt: skip
+    known = _start_fractions(record)
     return max(known) > 1 - MIN_CACHED_RESIDENT_FRACTION if known else None
+
+
+def _start_fractions(record: dict) -> list[float]:
+    """The share of the data set cached at the start of each pooled launch of a run (the record's own where
+    it has no launches), where measured."""
+    launches = [launch for launch in record.get("launches") or [record] if launch.get("pooled", True)]
+    fractions = [launch.get("resident_fraction_start") for launch in launches]
+    return [fraction for fraction in fractions if isinstance(fraction, (int, float))]
 
 
 def cold_start_cached(fractions: Iterable[float | None]) -> float | None:
@@ -216,11 +222,10 @@ def cold_run_not_separable(doc: dict) -> dict[str, str]:
     """{"disk": why} when the cold run R2 started (mostly) with its data in the page cache, in any launch:
     its time is then that of reads from memory, and the disk stall would be a figure of nothing."""
     cached = cold_start_cached(
-        launch.get("resident_fraction_start")
+        fraction
         for record in doc.get("phases") or []
         if record.get("name") == "R2" and record.get("status") == "completed"
-        for launch in record.get("launches") or [record]
-        if launch.get("pooled", True)
+        for fraction in _start_fractions(record)
     )
     if cached is None:
         return {}
