@@ -69,8 +69,13 @@ def consult_no_account() -> None:
 
 
 def main() -> int:
-    import sky  # noqa: F401 - first, while the campaign plans: the request comes once the plan is made
-    from sky.skylet import constants
+    try:  # first, while the campaign plans: the request comes once the plan is made
+        import sky  # noqa: F401
+        from sky.skylet import constants
+    except Exception as error:  # noqa: BLE001 - a broken install (a dependency replaced): one line, not its traceback
+        text = str(error).strip().splitlines()
+        print(f"SkyPilot could not be loaded: {text[0] if text else type(error).__name__}", file=sys.stderr)
+        return 1
 
     consult_no_account()
 

@@ -82,7 +82,7 @@ def _yaml(value: Any, indent: int) -> str:
         for key, item in value.items():
             if isinstance(item, dict | list) and item:
                 lines.append(f"{pad}{key}:\n{_yaml(item, indent + 2)}")
-            elif isinstance(item, str) and "\n" in item:
+            elif isinstance(item, str) and "\n" in item and _block_safe(item):
                 body = "\n".join(f"{pad}  {line}" if line else "" for line in item.rstrip("\n").split("\n"))
                 lines.append(f"{pad}{key}: |\n{body}")
             else:
@@ -105,7 +105,29 @@ def _scalar(value: Any) -> str:
     text = str(value)
     if _PLAIN.match(text) and text.lower() not in _YAML_WORDS and not _number_like(text):
         return text
-    return json.dumps(text)  # a JSON string is a YAML double-quoted scalar
+    return _quoted(text)
+
+
+# What a literal block cannot hold as it is: characters YAML reads as line breaks (a block's line would end
+# there and the rest be read as keys of the task), the BOM, control characters (printed raw, they act on the
+# terminal) and the bidirectional controls that reorder what is shown.
+_NOT_AS_IS = re.compile(
+    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2028\u2029\u2066-\u2069\ufeff\ud800-\udfff]"
+)
+
+
+def _block_safe(text: str) -> bool:
+    """Whether `text` reads back the same from a literal block (`|`): no character of _NOT_AS_IS, and a first
+    line that does not start with a space (it would set the block's indentation)."""
+    return not _NOT_AS_IS.search(text) and not text.startswith(" ")
+
+
+def _quoted(text: str) -> str:
+    """`text` as a YAML double-quoted scalar (a JSON string is one) with every character of _NOT_AS_IS
+    escaped, so the printed YAML reads back as the task and the terminal shows it as text; other characters
+    as they are (PyYAML reads an escaped surrogate pair as two characters, not the one it stands for)."""
+    quoted = json.dumps(text, ensure_ascii=False)
+    return _NOT_AS_IS.sub(lambda match: f"\\u{ord(match.group()):04x}", quoted)
 
 
 def _number_like(text: str) -> bool:

