@@ -48,6 +48,7 @@ def load_workload(path: Path) -> tuple[Workload, dict[str, Any]]:
         raise UsageError(f"workload file {path} must hold a JSON object")
     if "param_bytes" in doc:
         param_bytes = _number(doc, "param_bytes")
+        _check_one_size(doc, param_bytes)
     else:
         param_bytes = _number(doc, "param_mb") * MB
     g = doc.get("g")
@@ -68,6 +69,19 @@ def load_workload(path: Path) -> tuple[Workload, dict[str, Any]]:
         contention_margin=_number(doc, "contention_margin") if "contention_margin" in doc else 0.0,
     )
     return workload, doc
+
+
+def _check_one_size(doc: dict[str, Any], param_bytes: float) -> None:
+    """A file that gives S_parm twice gives it once: param_mb (rounded, as a person writes it) beside the
+    param_bytes the plan uses, refused where they disagree (an edit of one would be ignored unsaid)."""
+    if "param_mb" not in doc:
+        return
+    param_mb = _number(doc, "param_mb")
+    if abs(param_mb * MB - param_bytes) > max(0.01 * param_bytes, 0.005 * MB):
+        raise UsageError(
+            f"workload file: param_bytes {param_bytes:.0f} and param_mb {_short(doc['param_mb'])} give two "
+            f"model sizes ({param_bytes / MB:.4g} MB and {param_mb:.4g} MB): keep one of them"
+        )
 
 
 def _check_loss_fit(doc: dict[str, Any]) -> None:
@@ -146,6 +160,8 @@ def update_workload(path: Path, changes: dict[str, Any]) -> dict[str, Any]:
     """Set `changes` in the workload file (created when missing), keeping its other fields."""
     path = Path(path)
     doc = read_workload_doc(path)
+    if "param_bytes" in changes:  # the model's size, measured: the file's rounded one goes with the old model
+        doc.pop("param_mb", None)
     doc.update(changes)
     write_atomic(path, json_text(doc, indent=2) + "\n", "workload file")
     return doc

@@ -329,7 +329,10 @@ def _why_none(result: PlanResult, offered: int, lower: int, upper: int, budget_s
 
 def plan_table(result: PlanResult, limit: int = 10) -> list[dict[str, Any]]:
     """The cheapest candidates within the budget, then the fastest outside it, as rows for printing."""
-    inside = sorted((p for p in result.candidates if p.meets_budget), key=lambda p: p.cost_usd)
+    # on a tie in cost the planner's own choice first: the plan said to be best and the table's first row
+    inside = sorted(
+        (p for p in result.candidates if p.meets_budget), key=lambda p: (p.cost_usd, p is not result.best)
+    )
     outside = sorted((p for p in result.candidates if not p.meets_budget), key=lambda p: p.training_s)
     rows, seen = [], set()
     for plan in [*inside, *outside]:

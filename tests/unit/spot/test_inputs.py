@@ -7,7 +7,7 @@ import json
 import pytest
 
 from stash_core.errors import UsageError
-from stash_core.spot.inputs import load_workload
+from stash_core.spot.inputs import load_workload, update_workload
 
 DOC = {"param_mb": 1, "solo_bandwidth_mbps": 1, "a1": 0.1, "b1": 0.1, "g": [1, 2, 3, 4, 5]}
 
@@ -62,3 +62,18 @@ def test_a_field_that_must_be_positive_is_named_as_the_file_has_it(tmp_path, fie
     another unit than the file's."""
     with pytest.raises(UsageError, match=rf"^workload file: {field} must be a positive number, got {value}$"):
         _load(tmp_path, **{field: value})
+
+
+def test_a_model_size_given_twice_is_one_size_or_refused(tmp_path):
+    """A profile writes param_bytes; a param_mb left beside it by an older model was ignored unsaid."""
+    assert _load(tmp_path, param_bytes=1_004_000).param_bytes == 1_004_000  # 1 MB as written, rounded
+    with pytest.raises(UsageError, match=r"^workload file: param_bytes 22056 and param_mb 1 give two model"):
+        _load(tmp_path, param_bytes=22056)
+
+
+def test_a_measured_model_size_replaces_the_files_rounded_one(tmp_path):
+    path = tmp_path / "w.json"
+    path.write_text(json.dumps({**DOC, "param_mb": 11.54, "note": "kept"}))
+    doc = update_workload(path, {"param_bytes": 22056})
+    assert "param_mb" not in doc and json.loads(path.read_text()) == {**doc, "note": "kept"}
+    assert load_workload(path)[0].param_bytes == 22056

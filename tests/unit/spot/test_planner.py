@@ -86,6 +86,19 @@ def test_table_lists_within_budget_first_by_cost():
     assert [row["cost_usd"] for row in inside] == sorted(row["cost_usd"] for row in inside)
 
 
+def test_the_table_starts_with_the_plan_of_the_tie_rule_when_clusters_cost_the_same():
+    """Two instance types alike in all but the name tie on every mix: the table's first row (what `stash
+    spot --json` and the API call best) is the planner's own choice, the one its risk line is of."""
+    twin = Worker("twin", gpus=1, compute_s=1.0, batch=32, usd_per_h=1.0)  # A under another name
+    slow = Worker("slow", gpus=1, compute_s=1.6, batch=32, usd_per_h=0.4)
+    for offers in ([InstanceOffer(A, 3), InstanceOffer(twin, 3), InstanceOffer(slow, 6)],
+                   [InstanceOffer(twin, 3), InstanceOffer(A, 3), InstanceOffer(slow, 6)]):  # fmt: skip
+        result = plan(90.0, offers=offers)
+        rows = plan_table(result, limit=10)
+        tied = [row for row in rows if row["cost_usd"] == rows[0]["cost_usd"]]
+        assert rows[0]["cluster"] == result.best.label() and len(tied) >= 2, rows
+
+
 def test_bad_requests_are_refused():
     with pytest.raises(UsageError, match="no instances"):
         plan(10.0, offers=[])
