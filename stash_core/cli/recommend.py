@@ -18,6 +18,7 @@ from stash_core.cli.args import (
 )
 from stash_core.cli.figures import fixed, percent
 from stash_core.cli.predict import add_format_argument, add_job_arguments
+from stash_core.csv_outputs import check_csv_replaceable
 from stash_core.errors import UsageError
 from stash_core.pathargs import output_path
 from stash_core.spec_parse import BATCH_SIZE, parse_input_shape
@@ -78,6 +79,7 @@ def cmd_recommend(args: argparse.Namespace) -> int:
         raise UsageError("give --budget-hours, --max-usd or both: one of them is required")
     if args.csv is not None:
         check_output(args.csv, "CSV")  # a device, FIFO or folder is refused before the work
+        check_csv_replaceable(args.csv, "--csv", "a CSV of configurations", "config,instance,")
     result = recommend(
         args.model, args.batch_size, args.epochs, args.dataset_images, input_shape=args.input_shape,
         budget_hours=args.budget_hours, max_usd=args.max_usd, spot=args.spot, instances=args.instances or None,

@@ -24,9 +24,12 @@ from stash_core.cli.args import (
     positive_real,
     shape_text,
 )
+from stash_core.csv_outputs import check_csv_replaceable
 from stash_core.errors import UsageError
 from stash_core.pathargs import output_path, refuse_overwrite
 from stash_core.userfiles import check_output, json_text, write_atomic
+
+LOSS_CSV_HEADER = "iteration,loss,batch_size,workers"
 
 # The engine and the fit are imported inside the command: `stash --help` must not load torch or pandas.
 
@@ -82,6 +85,7 @@ def cmd_spot_profile(args: argparse.Namespace) -> int:
         raise UsageError("--workers: give 1 (for B_req) and at least two counts of 2 or more, e.g. 1,2,4,7")
     if args.loss_csv is not None:
         refuse_overwrite("--loss-csv", args.loss_csv, [("the workload file", args.workload)])
+        check_csv_replaceable(args.loss_csv, "--loss-csv", "a loss curves CSV", LOSS_CSV_HEADER)
     existing = check_writable(args.workload)  # unwritable or broken: refused before minutes of measuring
     from stash_core.spec_parse import parse_input_shape
     from stash_core.zoo.build import describe_model
@@ -156,7 +160,7 @@ def format_profile(fields: dict[str, Any], missing: list[str], path: Path, db: P
 def _write_loss_csv(path: Path, rows: list[tuple[float, float, int, int]]) -> None:
     text = io.StringIO(newline="")
     writer = csv.writer(text)
-    writer.writerow(["iteration", "loss", "batch_size", "workers"])
+    writer.writerow(LOSS_CSV_HEADER.split(","))
     writer.writerows(rows)
     write_atomic(path, text.getvalue(), "loss curves CSV")
 

@@ -6,9 +6,12 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from stash_core.csv_outputs import check_csv_replaceable
 from stash_core.errors import UsageError
 from stash_core.store.connection import check_database_path
 from stash_core.userfiles import writable_target
+
+JOBS_CSV_HEADER = "policy,job_id,gpus,"  # the per-job table's first columns (api/scheduling._per_job)
 
 
 def check_outputs(out_dir: Path, jobs_csv: Path | None, database: Path, store: bool) -> None:
@@ -32,6 +35,7 @@ def check_outputs(out_dir: Path, jobs_csv: Path | None, database: Path, store: b
                 raise UsageError(f"--jobs-csv {_short(jobs_csv)} is a directory; give a file name")
             _check_folder(jobs_csv.parent, "--jobs-csv", may_create=False)
             writable_target(jobs_csv, "--jobs-csv")  # a FIFO or a device is refused now, not after the work
+            check_csv_replaceable(jobs_csv, "--jobs-csv", "a per-job CSV", JOBS_CSV_HEADER)
     except OSError as exc:
         raise UsageError(
             f"cannot write the results: {exc.strerror or exc} ({_short(exc.filename)})"

@@ -22,7 +22,10 @@ PAI_TASK_COLUMNS = ["job_name", "task_name", "inst_num", "status", "start_time",
 
 
 def task_table_of(job_path: Path) -> Path:
-    """Where the task table of a PAI job table is read from: beside it, `job_table` named `task_table`."""
+    """Where the task table of a PAI job table is read from: beside it, `job_table` named `task_table` (a
+    path with no name, `.` or `/`, has no such table: itself)."""
+    if not Path(job_path).name:
+        return Path(job_path)
     return Path(job_path).with_name(Path(job_path).name.replace("job_table", "task_table"))
 
 
