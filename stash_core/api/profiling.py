@@ -9,14 +9,17 @@ from __future__ import annotations
 import sys
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+import stash_core
 from stash_core.api.options import api_options, parse_profile, profile_argv
-from stash_core.api.profile_flow import ProfileRun, run_profile_flow
 from stash_core.api.results import Result
 from stash_core.errors import UsageError
 from stash_core.pathargs import required_path
 from stash_core.spec import ProfileSpec
+
+if TYPE_CHECKING:  # the flow loads torch, pandas and DuckDB: when profile() is called, not when looked up
+    from stash_core.api.profile_flow import ProfileRun
 
 
 @api_options("profile")
@@ -43,6 +46,8 @@ def profile(spec: ProfileSpec | None = None, **options: Any) -> Result:
         KeyboardInterrupt: interrupted (Ctrl-C, or the dashboard's Cancel run, which ends only the
             profile's own launches); saved first likewise.
     """
+    from stash_core.api.profile_flow import run_profile_flow
+
     argv = profile_argv(spec, options)
     args, db_path = parse_profile(argv)
     notify = _quiet if args.progress == "none" else _note  # progress="none": nothing on stderr at all
@@ -75,7 +80,7 @@ def profile_script(script: str | Path, *args: str, **options: Any) -> Result:
             where = "its first argument" if name == "script" else "the arguments after the script"
             raise UsageError(f"profile_script: give {name} as {where}, not as {name}=")
     script = required_path("script", script)  # not str(None): a file named "None" would be profiled
-    return profile(script=str(script), script_args=[str(arg) for arg in args], **options)
+    return profile(script=str(script), script_args=list(args), **options)  # each checked as text there
 
 
 def _raise_early_end(run: ProfileRun) -> None:
@@ -85,7 +90,17 @@ def _raise_early_end(run: ProfileRun) -> None:
         run.error.add_note(run.early_end_line())
         raise run.error
     if run.problem:
-        warnings.warn(run.problem, RuntimeWarning, stacklevel=4)
+        warnings.warn(run.problem, RuntimeWarning, stacklevel=_first_outside_stash())
+
+
+def _first_outside_stash() -> int:
+    """The stack level, from the caller, of the first frame outside Stash's package: a warning names the
+    caller's line (profile() and profile_script() reach here through different numbers of frames)."""
+    package = str(Path(stash_core.__file__).parent) + "/"
+    frame, level = sys._getframe(1), 1
+    while frame is not None and frame.f_code.co_filename.startswith(package):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 def _note(text: str) -> None:

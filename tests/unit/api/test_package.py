@@ -23,6 +23,7 @@ took_s = time.perf_counter() - started
 after_import = sorted(name for name in HEAVY if name in sys.modules)
 api_loaded = "stash_core.api" in sys.modules
 stash_core.runs, stash_core.breakdown, stash_core.load_result, stash_core.Result  # looked up, not called
+stash_core.profile, stash_core.profile_script  # their flow (torch, pandas, DuckDB) is loaded when called
 print(json.dumps({"took_s": took_s, "after_import": after_import, "api_loaded": api_loaded,
                   "after_lookup": sorted(name for name in HEAVY if name in sys.modules)}))
 """

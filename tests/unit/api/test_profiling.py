@@ -100,8 +100,11 @@ def test_a_bad_input_is_refused_before_anything_runs(options, message, tmp_path)
      (lambda db: stash.profile(None, 3, db=db), "profile: too many positional arguments"),
      # str(None) was the script: a file named "None" in the working folder would have been profiled
      (lambda db: stash.profile_script(None, db=db), "script: a value is required, got None"),
-     (lambda db: stash.profile_script(123, db=db), "script: expected a path, got 123")],
-    ids=["script-args", "no-script", "extra", "none", "number"],
+     (lambda db: stash.profile_script(123, db=db), "script: expected a path, got 123"),
+     # each argument was made text: a list or None went to the script as "['--epochs', '1']" or "None"
+     (lambda db: stash.profile_script("train.py", ["--epochs", "1"], db=db), "script_args must be text"),
+     (lambda db: stash.profile_script("train.py", "--epochs", None, db=db), "script_args must be text")],
+    ids=["script-args", "no-script", "extra", "none", "number", "list-argument", "none-argument"],
 )  # fmt: skip
 def test_a_wrong_argument_is_a_usage_error_not_a_type_error(call, message, tmp_path):
     with pytest.raises(stash.UsageError, match=message):
@@ -151,8 +154,9 @@ def test_the_result_names_a_database_only_when_it_holds_the_run(lost, tmp_path, 
     else:
         monkeypatch.setattr(profile_flow, "write_result_atomic", refused)
     db = tmp_path / "x.duckdb"
-    with pytest.warns(RuntimeWarning, match=f"cannot write {lost}"):
+    with pytest.warns(RuntimeWarning, match=f"cannot write {lost}") as warned:
         result = stash.profile(**TINY, db=db, progress="none")
+    assert warned[0].filename == __file__  # the caller's line, not one of Stash's
     assert result.save_problem is not None
     assert result.db == (None if lost == "database" else db)
     (job,) = jobs.list_jobs(db)
