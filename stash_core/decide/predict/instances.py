@@ -83,8 +83,22 @@ def _json_prediction(row: dict[str, Any]) -> dict[str, Any]:
         "interconnect_s": row["interconnect_s"],
         "network_s": row["network_s"],
         "basis": row["basis"],
-        "notes": [note for note in (row["note"] or "").split("; ") if note],
+        "notes": note_list(row["note"]),
     }
+
+
+def note_list(joined: str | None) -> list[str]:
+    """The notes of a row's note text (joined with "; "), each whole: a "; " inside parentheses is part of
+    its note ("predicted (uncalibrated wire time: ...; error unknown)" was cut in two)."""
+    notes, depth, start = [], 0, 0
+    text = joined or ""
+    for index, char in enumerate(text):
+        depth += {"(": 1, ")": -1}.get(char, 0)
+        if depth <= 0 and text.startswith("; ", index):
+            notes.append(text[start:index])
+            start = index + 2
+    notes.append(text[start:])
+    return [note for note in notes if note]
 
 
 def refusal_json(line: str) -> dict[str, str]:

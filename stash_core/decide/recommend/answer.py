@@ -12,7 +12,7 @@ import pandas as pd
 from stash_core.catalog import stored_label_checks
 from stash_core.cells import plain_row
 from stash_core.decide.predict.configuration import profile_shape
-from stash_core.decide.predict.instances import all_catalog_rows, check_precision, refusal_json
+from stash_core.decide.predict.instances import all_catalog_rows, check_precision, note_list, refusal_json
 from stash_core.decide.predict.profile_arithmetic import (
     convolution_share,
     machine_name,
@@ -110,7 +110,7 @@ def _json_option(row: dict[str, Any]) -> dict[str, Any]:
         "feasible": bool(row.get("feasible")),
         "pareto": bool(row.get("pareto")),
         "basis": row["basis"],
-        "notes": [note for note in (row.get("note") or "").split("; ") if note],
+        "notes": note_list(row.get("note")),
     }
     return option
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 
 import pytest
@@ -531,3 +532,26 @@ def test_a_suggested_profile_is_one_shell_word_per_name_and_never_one_that_canno
     huge = recommend(db, "resnet50", 100_000, 1, 10**6, budget_hours=10, instances=["g5.xlarge"])
     assert len(huge.excluded) == 1 and "g5.xlarge: does not fit - " in huge.excluded[0]
     assert "stash profile" not in huge.excluded[0]
+
+
+def test_a_note_with_a_semicolon_inside_its_parentheses_stays_one_note_in_the_json(tmp_path, capsys):
+    from support import REPO
+
+    from stash_core.cli.main import main
+    from stash_core.decide.predict.instances import note_list
+
+    assert note_list("a; b (c; d); e") == ["a", "b (c; d)", "e"] and note_list(None) == note_list("") == []
+    db = str(tmp_path / "r.duckdb")
+    example = REPO / "examples" / "results" / "resnet10-b8-2workers-vm-2vcpu.json"
+    assert main(["ingest", str(example), "--db", db]) == 0
+    assert main(["instances", "add", "vm-2vcpu", "--provider", "local", "--accelerator-count", "0", "--vcpus",
+                 "2", "--memory-gib", "8", "--on-demand-usd-per-h", "0.1", "--network-gbps", "1",
+                 "--db", db]) == 0  # fmt: skip
+    capsys.readouterr()
+    assert main(["recommend", "--model", "resnet10", "--batch-size", "8", "--input-shape", "3,64,64",
+                 "--epochs", "1", "--dataset-images", "256", "--budget-hours", "1", "--instances", "vm-2vcpu",
+                 "--max-instances", "2", "--format", "json", "--db", db]) == 0  # fmt: skip
+    options = json.loads(capsys.readouterr().out)["options"]
+    two = [option for option in options if option["instance_count"] == 2]
+    assert any(note.startswith("network stall predicted (") and note.endswith("error unknown)")
+               for note in two[0]["notes"]), two[0]["notes"]  # fmt: skip
