@@ -133,7 +133,8 @@ def add_commands(subparsers, parser_class: type[argparse.ArgumentParser] | None 
 def _cluster_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--name", default=None,
-        help="which cluster: 1-11 lowercase letters, digits (default: the one in --state-dir, or 'default')",
+        help="which cluster: 1-11 lowercase letters and digits, starting with a letter (default: the one in "
+        "--state-dir, or 'default')",
     )  # fmt: skip
     parser.add_argument(
         "--state-dir", type=input_path, default=None,
@@ -341,8 +342,9 @@ def cmd_probe(args) -> int:
     p2p_bytes = parse_size_bytes(args.p2p_size, "--p2p-size")
     if p2p_bytes // FLOAT_BYTES * FLOAT_BYTES <= P2P_LATENCY_BYTES:  # as sent: whole float32 values
         raise UsageError(
-            f"--p2p-size {args.p2p_size}: the bandwidth message must be larger than the "
-            f"{P2P_LATENCY_BYTES} B latency message (at least {P2P_LATENCY_BYTES + FLOAT_BYTES} B)"
+            f"--p2p-size {args.p2p_size}: the bandwidth message, sent as whole {FLOAT_BYTES}-byte values, "
+            f"must be larger than the {P2P_LATENCY_BYTES} B latency message: give at least "
+            f"{P2P_LATENCY_BYTES + FLOAT_BYTES} B"
         )
     db_path = args.db or default_db()
     # Where the probe goes is checked before it measures (as for `stash profile`).

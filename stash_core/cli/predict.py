@@ -171,7 +171,7 @@ def format_prediction(result: Any, rows: int | None = DEFAULT_ROWS) -> str:
         )
     if len(shown) < len(result.frame):
         lines.append(f"  ... {len(result.frame) - len(shown):,} more rows (--rows all, or --format json)")
-    if len(result.frame) and result.frame["unvalidated"].any():
+    if len(shown) and shown["unvalidated"].any():  # said where a row shown carries its mark
         lines.append("  * unvalidated: no held-out published figure of this GPU; its error is a wider guess")
     if result.not_predictable:
         lines += ["", f"not predicted ({len(result.not_predictable)}):"]

@@ -437,7 +437,7 @@ CASES: list[tuple[str, list[str], str]] = [
     ("probe-gradient-half-byte", ["probe", "--gradient-size", "0.5B"], "less than one byte"),
     # no larger than the latency message (8 B, or 9-11 B sent as two float32 values): a second latency row
     ("probe-p2p-one-byte", ["probe", "--p2p-size", "1B", *PROBE_HERE], "larger than the 8 B latency message"),
-    ("probe-p2p-eleven-bytes", ["probe", "--p2p-size", "11", *PROBE_HERE], "(at least 12 B)"),
+    ("probe-p2p-eleven-bytes", ["probe", "--p2p-size", "11", *PROBE_HERE], "give at least 12 B"),
     (
         "probe-sizes-swapped",
         ["probe", "--min-size", "1MiB", "--max-size", "4KiB", "--no-store"],

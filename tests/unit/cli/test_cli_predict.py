@@ -187,6 +187,8 @@ def test_a_large_catalog_prints_its_first_rows_and_says_how_many_more(tmp_path, 
         line for line in everything.splitlines() if line.startswith("  1 x ") and "predictable" not in line
     ]
     assert shown + 3 == len(listed) and rows  # the first 3 and the rest add up to every predicted row
+    # the mark's footnote only where a row shown carries the mark (the first rows are validated GPUs)
+    assert "*" not in "".join(rows) and "* unvalidated" not in table and "* unvalidated" in everything
     assert main(["predict", "--model", "resnet50", "--batch-size", "64", "--rows", "none", "--db", db]) == 2
     assert "--rows: expected a whole number of rows or 'all', got 'none'" in capsys.readouterr().err
 
