@@ -251,7 +251,9 @@ def format_comparison(rows: list[dict[str, Any]], jobs: list, cluster: Any, sour
         )
     lines.append(f"tuning: {tuning}")
     lines.append(
-        "comm h: run time lost to spread placements and congestion; sjf, las and the network timers use "
+        "comm h: run time lost to spread placements and congestion; spread: jobs placed looser than "
+        "their tightest placement (a job larger than a node, on as few nodes as it needs, is not counted); "
+        "sjf, las and the network timers use "
         "estimated durations, never the true ones; a simulation, not a measurement"
     )
     return "\n".join(lines)

@@ -39,6 +39,8 @@ MAX_ABS_SUBMIT_S = 1e12  # |submit_time|: seconds keep sub-millisecond precision
 MAX_GPUS = 1_000_000  # num_gpu of one job
 MAX_GRAD_BYTES = 1e15  # gradient bytes per iteration
 MAX_SLOWDOWN = 1000.0  # network_slowdown
+MIN_ITERATION_S = 1e-6  # duration / iterations: no training iteration is shorter; the link model's terms
+# overflow a far shorter one
 
 
 @dataclass(frozen=True)
@@ -102,6 +104,11 @@ def jobs_from_frame(frame: pd.DataFrame, db_path: Path | None = None, what: str 
         model = canonical_model(str(row["model_name"])) if _present(row.get("model_name")) else None
         duration_s = _duration(row, name, profiled.get(model) if model is not None else None,
                                _no_profile(model, db_path))  # fmt: skip
+        if (submit_s + duration_s) - submit_s < duration_s / 2:  # lost in the time it is added to
+            raise UsageError(
+                f"{name} duration {duration_s!r} s is below the resolution of a time near its submit_time "
+                f"{submit_s!r} s"
+            )
         slowdown, source = _slowdown(row, model, measured, name)
         grad_bytes = (
             _positive(row["grad_bytes"], f"{name} grad_bytes", most=MAX_GRAD_BYTES)
@@ -118,6 +125,11 @@ def jobs_from_frame(frame: pd.DataFrame, db_path: Path | None = None, what: str 
         iterations = row.get("iterations")
         per_run = _positive(iterations, f"{name} iterations") if _present(iterations) else None
         iteration_s = None if per_run is None else duration_s / per_run
+        if iteration_s is not None and iteration_s < MIN_ITERATION_S:
+            raise UsageError(
+                f"{name} iterations {_as_written(iterations)} make an iteration of {iteration_s:.3g} s "
+                f"(duration / iterations); an iteration takes at least {MIN_ITERATION_S:g} s"
+            )
         jobs.append(TraceJob(job_id, int(gpus), submit_s, duration_s, model, slowdown, source, grad_bytes,
                              estimate_s, iteration_s))  # fmt: skip
     jobs.sort(key=lambda job: (job.submit_s, job.job_id))
@@ -211,6 +223,8 @@ def _present(value: object) -> bool:
 
 
 def _number(value: object, what: str) -> float:
+    if not _present(value):  # an empty cell or a short row (read as missing, not as the text "nan")
+        raise UsageError(f"{what} is empty")
     try:
         number = float(value)  # type: ignore[arg-type]
     except (TypeError, ValueError):

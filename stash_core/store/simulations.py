@@ -25,6 +25,7 @@ from stash_core.store.rollback import rollback_if_open
 from stash_core.userfiles import read_user_json
 
 SIMULATION_KIND = "stash-simulation"
+_CLUSTER_SIZES = ("switches", "nodes_per_switch", "gpus_per_node", "gpus")  # the rows' order
 _METRICS = ("makespan_s", "avg_jct_s", "p95_jct_s", "avg_queue_s", "comm_overhead_s", "preemptions",
             "spread_jobs", "gpu_busy_share")  # fmt: skip
 _COLUMNS = ("simulation_id", "policy", "created_at", "trace", "trace_format", "jobs", "switches",
@@ -42,12 +43,14 @@ def simulation_rows(doc: dict[str, Any], source_file: str | None = None) -> list
     try:
         cluster, policies = doc["cluster"], doc["policies"]
         created = datetime.fromisoformat(doc["created_at"])
-        base = (doc["simulation_id"], created, doc["trace"], doc["trace_format"], int(doc["jobs"]),
-                int(cluster["switches"]), int(cluster["nodes_per_switch"]), int(cluster["gpus_per_node"]),
-                int(cluster["gpus"]), json.dumps(doc.get("fabric")))  # fmt: skip
+        sizes = {"jobs": doc["jobs"], **{name: cluster[name] for name in _CLUSTER_SIZES}}
+        counts = [_count(value, name, least=1) for name, value in sizes.items()]
+        base = (doc["simulation_id"], created, doc["trace"], doc["trace_format"], *counts,
+                json.dumps(doc.get("fabric")))  # fmt: skip
+        _check_policy_names(policies)
         rows, now = [], datetime.now(UTC)
         for entry in policies:
-            metrics = [_finite(entry["metrics"][name], name) for name in _METRICS]
+            metrics = [_metric(entry["metrics"][name], name) for name in _METRICS]
             series = (json.dumps(entry.get("jct_cdf")), json.dumps(entry.get("timeline")))
             rows.append((*base[:1], entry["policy"], *base[1:], json.dumps(entry.get("settings")),
                          doc.get("tuning"), *metrics, *series, doc.get("stash_version"), source_file,
@@ -128,8 +131,35 @@ def simulations_frame(db_path: Path | str, limit: int = 500) -> pd.DataFrame:
         return pd.DataFrame(cursor.fetchall(), columns=names)
 
 
-def _finite(value: object, name: str) -> float:
+INT32_MAX = 2**31 - 1  # the INTEGER columns' largest value
+
+
+def _metric(value: object, name: str) -> float:
+    """A policy's figure as stored: finite and not negative (times, counts); a count whole and an INTEGER;
+    the GPU busy share at most 1."""
+    if name in ("preemptions", "spread_jobs"):
+        return _count(value, name, least=0)
     number = float(value)  # type: ignore[arg-type]
-    if not math.isfinite(number):
-        raise ValueError(name)
+    if not math.isfinite(number) or number < 0 or (name == "gpu_busy_share" and number > 1 + 1e-9):
+        raise ValueError(f"{name} {value!r}")
     return number
+
+
+def _count(value: object, name: str, least: int) -> int:
+    """A whole number from `least` to INT32_MAX (an INTEGER column), else ValueError naming it."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or value != int(value):
+        raise ValueError(f"{name} {value!r}")
+    if not least <= value <= INT32_MAX:
+        raise ValueError(f"{name} {value!r}")
+    return int(value)
+
+
+def _check_policy_names(policies: object) -> None:
+    """Each policy named once, by non-empty text: a row's key is (simulation_id, policy)."""
+    names = [entry.get("policy") if isinstance(entry, dict) else None for entry in policies]  # type: ignore[union-attr]
+    for name in names:
+        if not isinstance(name, str) or not name.strip():
+            raise ValueError(f"policy {name!r}")
+    twice = sorted({name for name in names if names.count(name) > 1})
+    if twice:
+        raise ValueError(f"policy {twice[0]!r} (given twice)")

@@ -156,7 +156,8 @@ def summary_table(doc: dict[str, Any]) -> pd.DataFrame:
     table = frame[["policy", "label"]].copy()
     for column, label in SUMMARY.items():
         table[f"{label} (h)"] = (frame[column] / 3600).round(2)
-    for column, label in (("preemptions", "preemptions"), ("spread_jobs", "jobs placed across nodes")):
+    counts = (("preemptions", "preemptions"), ("spread_jobs", "jobs placed looser than their tightest"))
+    for column, label in counts:
         if column in frame:
             table[label] = frame[column]
     if "gpu_busy_share" in frame:

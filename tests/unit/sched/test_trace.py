@@ -127,7 +127,14 @@ def one_job(**fields):
 @pytest.mark.parametrize(
     "columns, message",
     [
-        (one_job(duration=[float("nan")]), "job 1 duration must be a finite number, got nan"),
+        (one_job(duration=[float("nan")]), "job 1 duration is empty"),  # was "got nan": the file has none
+        (one_job(submit_time=[None]), "job 1 submit_time is empty"),
+        (one_job(duration=[float("inf")]), "job 1 duration must be a finite number, got inf"),
+        # a link model's iteration of 1e-298 s overflowed its terms: a ZeroDivisionError, a traceback
+        (one_job(iterations=[1e300]), "job 1 iterations 1e+300 make an iteration of 5e-300 s"),
+        # lost when added to its submit time: two jobs held every GPU at once, for no time
+        (one_job(submit_time=[1e11], duration=[1e-300]),
+         "job 1 duration 1e-300 s is below the resolution of a time near its submit_time 100000000000.0 s"),
         ({"job_id": [1, 1], "num_gpu": [1, 2], "submit_time": [0, 1], "duration": [5, 5]},
          "job id 1 is given twice (jobs 1 and 2)"),
         ({"job_id": [None, 2], "num_gpu": [1, 2], "submit_time": [0, 1], "duration": [5, 5]},

@@ -50,6 +50,37 @@ def test_bad_documents_are_refused_and_store_nothing(tmp_path, change, message):
     assert simulations_frame(db).empty
 
 
+def _changed(change):
+    document = doc()
+    change(document)
+    return document
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [(lambda d: d["policies"].append(dict(d["policies"][0])), "policy 'fifo' \\(given twice\\)"),
+     (lambda d: d["policies"][0].update(policy=None), "policy None"),
+     (lambda d: d["policies"][0].update(policy=" "), "policy ' '"),
+     (lambda d: d["policies"][0]["metrics"].update(preemptions=1e30), "preemptions 1e\\+30"),
+     (lambda d: d["policies"][0]["metrics"].update(spread_jobs=1.5), "spread_jobs 1.5"),
+     (lambda d: d["policies"][0]["metrics"].update(makespan_s=-100), "makespan_s -100"),
+     (lambda d: d["policies"][0]["metrics"].update(gpu_busy_share=-3), "gpu_busy_share -3"),
+     (lambda d: d["policies"][0]["metrics"].update(gpu_busy_share=1.5), "gpu_busy_share 1.5"),
+     (lambda d: d.update(jobs=-5), "jobs -5"),
+     (lambda d: d.update(jobs=True), "jobs True"),
+     (lambda d: d["cluster"].update(gpus=0), "gpus 0")],
+    ids=["policy-twice", "policy-null", "policy-blank", "huge-count", "half-count", "negative-time",
+         "negative-share", "share-over-one", "negative-jobs", "bool-jobs", "no-gpus"],
+)  # fmt: skip
+def test_a_document_the_table_cannot_hold_or_that_makes_no_sense_is_one_line(tmp_path, change, message):
+    """Two rows of one policy or a null policy failed in DuckDB's constraints (a traceback), a count beyond
+    an INTEGER in its conversion; negative times, jobs or GPUs were stored as given."""
+    db = tmp_path / "r.duckdb"
+    with pytest.raises(UsageError, match=f"^simulation document: missing or bad field {message}"):
+        ingest_simulation(db, _changed(change))
+    assert simulations_frame(db).empty
+
+
 def test_a_database_written_before_the_simulations_table_has_no_stored_simulations(tmp_path):
     db = tmp_path / "r.duckdb"
     assert ingest_simulation(db, doc()) is True

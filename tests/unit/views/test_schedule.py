@@ -99,3 +99,17 @@ def test_an_uploaded_trace_s_error_names_the_file_as_uploaded_not_the_server_s_c
         schedule.simulate(tmp_path / "r.duckdb", files=files, policies=["fifo"], tuning="given",
                           out_dir=tmp_path / "out")  # fmt: skip
     assert str(refused.value).startswith("x.csv: ") and "stash-trace-" not in str(refused.value)
+
+
+def test_the_summary_names_the_spread_count_as_what_it_counts():
+    """Two 6-GPU jobs on nodes of 4 GPUs each run on two nodes, as tight as they can: the count of jobs
+    placed looser than their tightest is 0, which the page called "jobs placed across nodes"."""
+    from stash_core.sched import Cluster, Policy, TraceJob
+    from stash_core.sched.report import run_simulation
+
+    jobs = [TraceJob(name, 6, 0.0, 100.0, None, 2.0, "trace") for name in ("a", "b")]
+    doc, _ = run_simulation(jobs, Cluster(1, 3, 4), [Policy("fifo")], tuning="given", trace="t.csv",
+                            trace_format="tiresias")  # fmt: skip
+    table = schedule.summary_table(doc)
+    assert "jobs placed across nodes" not in table.columns
+    assert table["jobs placed looser than their tightest"].tolist() == [0]
