@@ -14,6 +14,7 @@ from stash_core.exits import is_database_io_error
 from stash_core.pathargs import required_path
 from stash_core.store.connection import connect, is_stand_in
 from stash_core.store.console_files import mark_owner, remove_stale_folders
+from stash_core.store.export_targets import refuse_replacing_others
 from stash_core.terminal import FORMULA_LEADS, escaped_characters
 
 # DuckDB COPY options per format. JSON is newline-delimited (one object per line, "JSON Lines"), which
@@ -45,7 +46,8 @@ def export(db_path: Path | str, fmt: str, out_dir: Path | str) -> list[Path]:
     """Write every table and view (EXPORTED) to `out_dir/<name>.<fmt>`; returns the paths written.
 
     Files are written into a temporary folder inside `out_dir` first and moved into place only when all
-    of them succeeded, so a failure leaves no partial export behind. Files of the same name are replaced.
+    of them succeeded, so a failure leaves no partial export behind. Files of the same name are replaced
+    only where they are an earlier export of the same table (export_targets): anything else is refused.
     """
     if fmt not in EXPORT_FORMATS:
         raise UsageError(f"unknown export format {fmt!r}; choose one of {', '.join(EXPORT_FORMATS)}")
@@ -74,6 +76,7 @@ def export(db_path: Path | str, fmt: str, out_dir: Path | str) -> list[Path]:
             present = {row[0] for row in con.execute(
                 "SELECT table_name FROM duckdb_tables() UNION SELECT view_name FROM duckdb_views()"
             ).fetchall()}  # fmt: skip
+            refuse_replacing_others(con, out_dir, suffix, [name for name in EXPORTED if name in present])
             for name, order in EXPORTED.items():
                 if name not in present:  # a table newer than the database's schema (simulations: v4)
                     continue

@@ -181,3 +181,31 @@ def test_the_staging_folder_of_an_export_killed_part_way_goes_with_the_next(popu
     store.export(populated, "csv", out_dir)
     assert not dead.exists() and alive.exists()
     assert (out_dir / "runs.csv").exists()
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "csv", "json"])
+def test_an_export_replaces_an_earlier_export_and_nothing_else(populated, tmp_path, fmt) -> None:
+    """A result file saved as runs.json, a database as telemetry.<fmt>, notes as stalls.<fmt> were replaced
+    without a word (exit 0): refused now before anything is written; an earlier export, also one of an older
+    schema with fewer columns, is replaced."""
+    out_dir = tmp_path / "export"
+    store.export(populated, fmt, out_dir)
+    store.export(populated, fmt, out_dir)  # a rerun replaces its own files
+    runs = out_dir / f"runs.{fmt}"
+    older = duckdb.connect()
+    literal = str(runs).replace("'", "''")
+    options = export_module.EXPORT_FORMATS[fmt][1]
+    older.execute(f"COPY (SELECT run_id, model FROM {READERS[fmt]}('{literal}')) TO '{literal}.old' ({options})")
+    older.close()
+    (out_dir / f"runs.{fmt}.old").replace(runs)
+    store.export(populated, fmt, out_dir)  # an export of fewer columns is an earlier export too
+    for name, content in (("telemetry", populated.read_bytes()), ("stalls", b"my notes\n"),
+                          ("runs", b'{"kind": "stash-result", "run_id": "r1"}\n')):  # fmt: skip
+        kept = out_dir / f"{name}.{fmt}"
+        before = {path.name: path.read_bytes() for path in out_dir.iterdir()}
+        kept.write_bytes(content)
+        with pytest.raises(UsageError, match=f"{name}.{fmt} there is not an earlier export of the {name} table"):
+            store.export(populated, fmt, out_dir)
+        assert kept.read_bytes() == content
+        assert {path.name for path in out_dir.iterdir()} == set(before)  # nothing added, no staging left
+        kept.write_bytes(before[kept.name])
