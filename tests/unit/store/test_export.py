@@ -195,7 +195,9 @@ def test_an_export_replaces_an_earlier_export_and_nothing_else(populated, tmp_pa
     older = duckdb.connect()
     literal = str(runs).replace("'", "''")
     options = export_module.EXPORT_FORMATS[fmt][1]
-    older.execute(f"COPY (SELECT run_id, model FROM {READERS[fmt]}('{literal}')) TO '{literal}.old' ({options})")
+    older.execute(
+        f"COPY (SELECT run_id, model FROM {READERS[fmt]}('{literal}')) TO '{literal}.old' ({options})"
+    )
     older.close()
     (out_dir / f"runs.{fmt}.old").replace(runs)
     store.export(populated, fmt, out_dir)  # an export of fewer columns is an earlier export too
@@ -204,7 +206,9 @@ def test_an_export_replaces_an_earlier_export_and_nothing_else(populated, tmp_pa
         kept = out_dir / f"{name}.{fmt}"
         before = {path.name: path.read_bytes() for path in out_dir.iterdir()}
         kept.write_bytes(content)
-        with pytest.raises(UsageError, match=f"{name}.{fmt} there is not an earlier export of the {name} table"):
+        with pytest.raises(
+            UsageError, match=f"{name}.{fmt} there is not an earlier export of the {name} table"
+        ):
             store.export(populated, fmt, out_dir)
         assert kept.read_bytes() == content
         assert {path.name for path in out_dir.iterdir()} == set(before)  # nothing added, no staging left
