@@ -127,10 +127,17 @@ def load_document(path: Path) -> ResultDocument:
         raise UsageError(f"{path}: {exc}") from None
 
 
+EXPORT_TABLE = "the dashboard's Upload page stores an export's tables, `stash ingest` result files"
+
+
 def _read_json(path: Path) -> Any:
     raw = read_user_bytes(path, "result file", MAX_RESULT_BYTES)
+    if raw[:4] == b"PAR1":
+        raise UsageError(
+            f"{path}: a Parquet file (as `stash export` writes a table), not a result file: {EXPORT_TABLE}"
+        )
     try:
-        text = raw.decode("utf-8")
+        text = raw.decode("utf-8-sig")  # a byte-order mark, as an editor may save it, is no content
     except UnicodeDecodeError:
         raise UsageError(f"{path}: not a Stash result file (not UTF-8 text)") from None
     if not text.strip():
@@ -138,6 +145,13 @@ def _read_json(path: Path) -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
+        if _json_lines(text):
+            raise UsageError(
+                f"{path}: one JSON object per line (as `stash export --format json` writes a table), not a "
+                f"result file: {EXPORT_TABLE}"
+            ) from None
+        if path.suffix.lower() == ".csv":
+            raise UsageError(f"{path}: a CSV file, not a result file: {EXPORT_TABLE}") from None
         raise UsageError(
             f"{path}: not valid JSON (truncated or corrupt at line {exc.lineno} column {exc.colno}: "
             f"{exc.msg})"
@@ -146,6 +160,15 @@ def _read_json(path: Path) -> Any:
         raise UsageError(f"{path}: JSON nested too deeply (at most {MAX_DEPTH} levels)") from None
     except ValueError as exc:  # an integer of more digits than Python converts
         raise UsageError(f"{path}: a number in the file is too long ({exc})") from None
+
+
+def _json_lines(text: str) -> bool:
+    """Whether `text` is JSON Lines: its first two lines each a JSON object."""
+    lines = [line for line in text.split("\n")[:2] if line.strip()]
+    try:
+        return len(lines) == 2 and all(isinstance(json.loads(line), dict) for line in lines)
+    except ValueError:
+        return False
 
 
 def check_probe(doc: Any) -> None:

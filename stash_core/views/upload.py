@@ -179,13 +179,14 @@ def _check_file(name: str, data: bytes) -> UploadCheck:
 
 def _check_json(name: str, data: bytes) -> UploadCheck:
     try:
-        text = data.decode("utf-8")
+        text = data.decode("utf-8-sig")  # a byte-order mark is no content
     except UnicodeDecodeError:
         return UploadCheck(name, False, "not UTF-8 text", kind="unknown")
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as exc:
-        lines = [line for line in text.splitlines() if line.strip()]
+        # lines as JSON Lines ends them: a U+2028 inside a text cell is no line break
+        lines = [line for line in text.split("\n") if line.strip()]
         if len(lines) > 1:  # `stash export --format json` writes one object per line
             try:
                 return _check_table(name, pd.DataFrame([json.loads(line) for line in lines]))

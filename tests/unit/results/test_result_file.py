@@ -379,3 +379,25 @@ def test_an_output_may_replace_a_result_file_but_not_one_named_after_its_run(tmp
     theirs.write_text(mine.read_text())
     with pytest.raises(UsageError, match="is the result file of run 20261130T010000Z-aaaa0001"):
         resultfile.check_replaceable(theirs, "--out")
+
+
+def test_a_byte_order_mark_is_no_content(tmp_path: Path) -> None:
+    """An editor's UTF-8 BOM made a result file "not valid JSON (truncated or corrupt ...)"."""
+    path = tmp_path / "bom.json"
+    path.write_bytes(b"\xef\xbb\xbf" + json.dumps(small_doc()).encode())
+    assert load_result(path)["run_id"] == small_doc()["run_id"]
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "said"),
+    [("runs.json", b'{"run_id": "a"}\n{"run_id": "b"}\n', "one JSON object per line"),
+     ("runs.csv", b"run_id,model\na,resnet10\n", "a CSV file"),
+     ("runs.parquet", b"PAR1" + bytes(range(200)) + b"PAR1", "a Parquet file")],
+)  # fmt: skip
+def test_a_table_of_an_export_is_said_to_be_one(tmp_path: Path, name: str, content: bytes, said: str) -> None:
+    """Was "not valid JSON (truncated or corrupt ...)" or "not UTF-8 text"."""
+    path = tmp_path / name
+    path.write_bytes(content)
+    with pytest.raises(UsageError, match=f"^{path}: {said}") as caught:
+        load_result(path)
+    assert "the dashboard's Upload page stores an export's tables" in str(caught.value)

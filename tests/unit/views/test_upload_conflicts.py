@@ -118,3 +118,20 @@ def test_a_probe_or_simulation_file_is_sent_to_stash_ingest(tmp_path: Path) -> N
     reasons = [check.reason for check in report.checks]
     assert reasons[0].startswith("a `stash probe` file: store it with `stash ingest FILE`")
     assert reasons[1].startswith("a `stash schedule` simulation file: store it with `stash ingest FILE`")
+
+
+def test_a_json_export_with_a_unicode_line_separator_in_a_text_cell_uploads(tmp_path):
+    """U+2028 in a stall's note split the line it was in: "not valid JSON (... Extra data)"."""
+    doc = json.loads(_file(1))
+    doc["breakdown"]["stalls"]["compute"]["note"] = "a\u2028b"
+    store.ingest_result(tmp_path / "a.duckdb", doc)
+    written = store.export(tmp_path / "a.duckdb", "json", tmp_path / "export")
+    files = [(path.name, path.read_bytes()) for path in written if path.stem in ("runs", "phases", "stalls")]
+    report = views.upload.check_uploads(tmp_path / "b.duckdb", files)
+    assert all(check.ok for check in report.checks), report.checks
+    assert any(RUN_ID in check.run_ids for check in report.checks)
+
+
+def test_a_result_file_with_a_byte_order_mark_uploads(tmp_path):
+    report = views.upload.check_uploads(tmp_path / "u.duckdb", [("bom.json", b"\xef\xbb\xbf" + _file(1))])
+    assert report.checks[0].ok, report.checks[0]
