@@ -28,7 +28,8 @@ def refuse_replacing_others(
     export of table `name` in that format."""
     for name in names:
         target = out_dir / f"{name}.{suffix}"
-        if not target.is_file() or target.stat().st_size == 0:
+        # a link is replaced itself, what it points at is left alone (export._move_into_place)
+        if target.is_symlink() or not target.is_file() or target.stat().st_size == 0:
             continue
         columns = {column[0] for column in con.execute(f"SELECT * FROM {name} LIMIT 0").description}
         found = _columns_of(con, target, suffix)

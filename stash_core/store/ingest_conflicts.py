@@ -20,10 +20,14 @@ from stash_core.store.ingest_rows import PreparedRun
 from stash_core.store.run_labels import CONFIRMED_KEY
 
 # The runs columns a file gives as it is; the others are derived, or filled in by migrations for old runs.
+# The model's counts feed the fits and the fingerprint the label check: a file that changes them is other
+# content. A run's warnings and a stall's note are partly written by the Stash that stores it: not compared.
 RUN_COLUMNS = (
     "status", "error", "started_at", "finished_at", "model", "batch_size", "workers_per_node", "nodes",
-    "instance", "iteration_s", "iteration_ci95_s", "iterations_per_epoch", "epoch_s", "spec",
+    "instance", "iteration_s", "iteration_ci95_s", "iterations_per_epoch", "epoch_s", "spec", "param_count",
+    "grad_tensor_count", "layer_count", "grad_bytes", "fingerprint",
 )  # fmt: skip
+_JSON = ("spec", "fingerprint")
 PHASE_COLUMNS = (
     "phase_index", "description", "workers", "nodes", "data", "status", "error", "warmup_iterations",
     "iterations", "mean_s", "ci95_s", "std_s", "median_s", "p5_s", "p95_s", "data_s", "forward_s",
@@ -183,7 +187,7 @@ def _order(value: Any) -> str:
 def _read(column: str) -> str:
     if column in _TIMES:
         return f"epoch_us({column})"  # microseconds since the epoch, as DuckDB keeps a time
-    return f"CAST({column} AS VARCHAR)" if column == "spec" else column
+    return f"CAST({column} AS VARCHAR)" if column in _JSON else column
 
 
 def _plain(column: str, value: Any) -> Any:
@@ -198,6 +202,8 @@ def _plain(column: str, value: Any) -> Any:
         moment = datetime.fromisoformat(value)
         moment = moment if moment.tzinfo else moment.replace(tzinfo=UTC)
         return (moment - _EPOCH) // timedelta(microseconds=1)
+    if column == "fingerprint" and isinstance(value, str):
+        return json.loads(value)
     if column == "spec" and isinstance(value, str):
         spec = json.loads(value)
         # a label the user confirmed after storing the run (stash instances confirm) is not new content

@@ -296,12 +296,22 @@ def _error(doc: dict) -> None:
     doc["error"] = "the run died"
 
 
+def _param_count(doc: dict) -> None:  # the fits' feature: was "already stored", the new count dropped
+    doc["model"]["param_count"] += 1
+
+
+def _cpu_model(doc: dict) -> None:  # the label check's evidence
+    doc["fingerprint"]["cpu_model"] = "another CPU"
+
+
 @pytest.mark.parametrize(
     ("change", "named"),
     [
         (_stall_seconds, "stall compute seconds, stall compute epoch_s"),
         (_phase_mean, "phase R0 mean_s"),
         (_error, "error"),
+        (_param_count, "param_count"),
+        (_cpu_model, "fingerprint"),
     ],
 )
 def test_a_run_id_stored_with_other_figures_is_refused_naming_them(
