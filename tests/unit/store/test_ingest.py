@@ -544,7 +544,7 @@ def test_a_warning_holding_a_file_names_bytes_that_are_not_utf8_is_stored(db_pat
 
 
 def test_a_spec_holding_a_file_names_bytes_that_are_not_utf8_is_stored(db_path, result_doc) -> None:
-    """A file already written with such a data set path could not be ingested (`stash ingest` of it failed)."""
+    """A file already written with such a data set path could not be ingested (its `stash ingest` failed)."""
     doc = result_doc(run_id="run-t")
     doc["spec"]["dataset"] = "/data/bad\udcff"
     store.ingest_result(db_path, doc)
