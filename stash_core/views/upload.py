@@ -15,11 +15,12 @@ from stash_core import store
 from stash_core.errors import StashError, UsageError, first_line
 from stash_core.results.file import PROBE_KIND, upgrade_result
 from stash_core.store import queries_upload
-from stash_core.store.import_export import COMPANION_TABLES, docs_from_export
 from stash_core.store.ingest import NO_SPACE
 from stash_core.store.simulations import SIMULATION_KIND
 from stash_core.views.breakdown import add_run_labels
 from stash_core.views.upload_conflicts import stored_verdict, upload_conflict
+from stash_core.views.upload_exports import assemble_exports
+from stash_core.views.upload_exports import reason as _reason
 from stash_core.views.upload_files import read_csv, read_parquet_bounded
 
 # ---------------------------------------------------------------------------------------------------------
@@ -74,7 +75,7 @@ def check_uploads(db_path: Path | str | None, files: Sequence[tuple[str, bytes]]
     preview that cannot be drawn, a bug) refuses that file with the reason and leaves the others as they are.
     """
     checks = [_check_one(name, data) for name, data in files]
-    _assemble_exports(checks)
+    assemble_exports(checks)
     stored: set[str] = set()
     run_ids = list(dict.fromkeys(run_id for check in checks if check.ok for run_id in check.run_ids))
     if db_path is not None and run_ids:  # before the preview: a file refused here is in none of it
@@ -124,14 +125,6 @@ def _check_one(name: str, data: bytes) -> UploadCheck:
         return _check_file(name, data)
     except Exception as exc:  # whatever breaks on this file refuses this file only
         return UploadCheck(name, False, f"cannot check it: {_reason(exc)}", kind="unknown")
-
-
-def _reason(exc: BaseException) -> str:
-    """One line on why: a UsageError's message, otherwise the exception's kind and first line."""
-    if isinstance(exc, UsageError):
-        return first_line(exc)
-    text = first_line(exc)
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 def _refuse(check: UploadCheck, reason: str) -> None:
@@ -267,38 +260,6 @@ def _table_columns() -> dict[str, set[str]]:
             if table in _EXPORT_TABLES and column not in store.LATER_COLUMNS.get(table, ()):
                 _COLUMNS_CACHE.setdefault(table, set()).add(column)
     return _COLUMNS_CACHE
-
-
-def _assemble_exports(checks: list[UploadCheck]) -> None:
-    """Turn uploaded export tables into result documents: runs rows plus their phases, stalls, samples."""
-    tables: dict[str, pd.DataFrame] = {}
-    for check in checks:
-        if check.ok and check.kind.startswith("export:") and check.frame is not None:
-            table = check.kind.split(":", 1)[1]
-            tables[table] = pd.concat([tables[table], check.frame]) if table in tables else check.frame
-    companions = COMPANION_TABLES
-    for check in checks:
-        if not (check.ok and check.kind.startswith("export:")):
-            continue
-        table = check.kind.split(":", 1)[1]
-        if table in companions and "runs" not in tables:
-            check.ok = False
-            check.reason = f"a {table} table adds nothing alone; upload it together with the runs table"
-        elif table == "runs":
-            try:
-                check.docs = [upgrade_result(doc) for doc in docs_from_export(tables)]
-            except Exception as exc:  # a bad export refuses its runs table, nothing else
-                _refuse(check, f"runs table: {_reason(exc)}")
-                continue
-            check.run_ids = [doc["run_id"] for doc in check.docs]
-            check.reason = f"runs table with {len(check.docs)} run(s)" + (
-                f", with {', '.join(t for t in companions if t in tables)}"
-                if any(t in tables for t in companions)
-                else ""
-            )
-            samples = [t for t in ("iterations", "telemetry") if t not in tables]
-            if samples and check.docs:  # the figures stand without them; the samples are not stored
-                check.reason += f" (no {' or '.join(samples)}: stored without those samples)"
 
 
 def _refuse_unless_no_room(check: UploadCheck, reason: str, folder: str) -> None:

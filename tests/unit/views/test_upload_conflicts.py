@@ -135,3 +135,17 @@ def test_a_json_export_with_a_unicode_line_separator_in_a_text_cell_uploads(tmp_
 def test_a_result_file_with_a_byte_order_mark_uploads(tmp_path):
     report = views.upload.check_uploads(tmp_path / "u.duckdb", [("bom.json", b"\xef\xbb\xbf" + _file(1))])
     assert report.checks[0].ok, report.checks[0]
+
+
+def test_two_exports_of_one_database_uploaded_together_store_each_run_once(tmp_path):
+    """A CSV and a JSON export of one database (or one export dropped twice) were refused: "phase R0 appears
+    twice", the second runs table counted every run again."""
+    store.ingest_result(tmp_path / "a.duckdb", json.loads(_file(1)))
+    files = []
+    for fmt in ("csv", "json", "csv"):
+        written = store.export(tmp_path / "a.duckdb", fmt, tmp_path / fmt)
+        files += [(path.name, path.read_bytes()) for path in written if path.stem in ("runs", "phases", "stalls")]
+    report = views.upload.check_uploads(tmp_path / "b.duckdb", files)
+    assert all(check.ok for check in report.checks), [check.reason for check in report.checks]
+    assert [len(check.docs) for check in report.checks if check.kind == "export:runs"] == [1, 0, 0]
+    assert views.upload.store_uploads(tmp_path / "b.duckdb", report) == [("runs.csv", RUN_ID, True)]
