@@ -27,14 +27,18 @@ from stash_core.store.dbfile import DUCKDB_MAGIC, check_database_file, refuse_fo
 from stash_core.store.migrations import check_reader_can_take, ensure_schema, stored_schema_version
 from stash_core.store.schema import DB_SCHEMA_VERSION, missing_objects
 from stash_core.store.schema_template import copy_schema
-from stash_core.store.writer_turn import announce_waiting_writer, step_aside_for_waiting_writer
+from stash_core.store.writer_turn import (
+    announce_waiting_reader,
+    announce_waiting_writer,
+    step_aside_for_waiting_writer,
+)
 from stash_core.userfiles import check_reachable, nearest_existing
 
 LOCK_TIMEOUT_S = 10.0
 _FIRST_WAIT_S = 0.02
 _LONGEST_WAIT_S = 0.5
-# A failed open costs DuckDB tens of milliseconds of CPU, so even an announced writer does not poll faster.
-_ANNOUNCED_WRITER_WAIT_S = 0.1
+# A failed open costs DuckDB tens of milliseconds of CPU, so even an announced waiter does not poll faster.
+_ANNOUNCED_WAIT_S = 0.1
 _NO_EXTENSION_FETCH = {"autoinstall_known_extensions": False}
 
 # The files this process's own connect() holds open, by real path: when DuckDB refuses a connection for
@@ -294,9 +298,10 @@ def _open_with_retry(path: Path, read_only: bool, timeout_s: float) -> duckdb.Du
                     remaining_s = 0  # waiting would not close it
                 if remaining_s <= 0:
                     raise DatabaseLocked(_locked_message(path, exc, timeout_s)) from None
-                if not read_only and announcement is None:
-                    announcement = announce_waiting_writer(path)
-                longest_s = _ANNOUNCED_WRITER_WAIT_S if announcement is not None else _LONGEST_WAIT_S
+                if announcement is None:
+                    announce = announce_waiting_reader if read_only else announce_waiting_writer
+                    announcement = announce(path)
+                longest_s = _ANNOUNCED_WAIT_S if announcement is not None else _LONGEST_WAIT_S
                 wait_s = min(wait_s, longest_s)
                 # Jitter keeps several waiting processes from retrying in lock-step.
                 time.sleep(min(wait_s * random.uniform(0.5, 1.0), remaining_s))

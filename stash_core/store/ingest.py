@@ -43,6 +43,7 @@ from stash_core.store.simulations import (
     load_simulation,
     prepare_simulation,
 )
+from stash_core.store.writer_turn import give_way
 
 # A batch of files holds the database for at most this long before readers get a turn.
 READER_TURN_S = 0.5
@@ -118,6 +119,8 @@ def ingest_files(db_path: Path | str, paths: list[Path] | list[str]) -> list[tup
                         outcomes.append((path, probe_id, _insert_probe(con, probe_id, frame)))
                     if time.monotonic() >= turn_ends:
                         break  # readers' turn
+            if waiting:
+                give_way(Path(db_path))  # the connection is closed: those waiting get in before the next
     except StashError as error:
         stored = sum(inserted for _, _, inserted in outcomes)
         if not stored:

@@ -58,8 +58,10 @@ therefore never keeps a connection open longer than one operation (`stash_core.s
 closes). When the file is busy, opening retries with exponential back-off (with jitter) for up to 10 s, then
 fails with one line naming the process that holds the lock. A writer that has to wait holds an exclusive
 `flock` on the empty side file `<database>.writer-waiting`; readers about to open wait (at most 2 s) while it
-is held, so a dashboard that reads in a loop cannot starve an ingest. The side file may be deleted whenever
-nothing uses the database.
+is held, so a dashboard that reads in a loop cannot starve an ingest. A reader that has to wait holds a shared
+`flock` on `<database>.reader-waiting`, and an ingest of many files, which writes in turns of half a second,
+lets it in between two turns (waiting at most 2 s). The side files may be deleted whenever nothing uses the
+database.
 
 If you query the database yourself while Stash may be writing, open it read-only
 (`duckdb.connect("results.duckdb", read_only=True)`) and close it soon; a long-lived connection of yours

@@ -174,7 +174,7 @@ def _digest(root: Path) -> dict[str, tuple]:
     """What each entry of the world is: a regular file's bytes, a special file's kind, a link's target."""
     seen = {}
     for path in sorted(root.iterdir()):
-        if path.name.endswith((".wal", ".writer-waiting")) or path.name.startswith("."):
+        if path.name.endswith((".wal", ".writer-waiting", ".reader-waiting")) or path.name.startswith("."):
             continue
         info = os.lstat(path)
         if stat.S_ISLNK(info.st_mode):

@@ -227,3 +227,41 @@ def test_a_database_locked_past_the_wait_and_a_failed_write_exit_1(tmp_path, res
     with store.connect(tmp_path / "r.duckdb") as con, pytest.raises(StashError) as failed:
         ingest_module._insert_once(con, "runs", "run_id", "x", refused)
     assert not isinstance(failed.value, UsageError) and "Read-only file system" in str(failed.value)
+
+
+def test_a_writer_working_in_turns_gives_way_while_a_reader_is_announced(tmp_path) -> None:
+    """An ingest of a folder reopened the database a few milliseconds after each turn: readers backing off
+    never hit the gap and gave up after 10 s (`stash runs` beside a 600-file ingest waited 8-10 s)."""
+    db_path = tmp_path / "turns.duckdb"
+    started = time.monotonic()
+    writer_turn.give_way(db_path)  # nobody waits: no pause
+    assert time.monotonic() - started < 0.5
+    announcement = writer_turn.announce_waiting_reader(db_path)
+    assert announcement is not None
+    threading.Timer(0.6, os.close, [announcement]).start()  # the reader got in and withdrew
+    started = time.monotonic()
+    writer_turn.give_way(db_path)
+    assert 0.5 <= time.monotonic() - started < writer_turn.WRITER_GIVES_WAY_S
+
+
+@pytest.mark.slow
+def test_a_reader_that_finds_the_database_busy_announces_itself(tmp_path, result_doc) -> None:
+    db_path = tmp_path / "busy.duckdb"
+    store.ingest_result(db_path, result_doc(run_id="only", iterations=5))
+    held, release = SPAWN.Event(), SPAWN.Event()
+    released_at = SPAWN.Value("d", 0.0)
+    holder = SPAWN.Process(target=_hold_write_lock, args=(db_path, held, release, 30.0, released_at))
+    holder.start()
+    try:
+        assert held.wait(timeout=120), "the child never took the lock"
+        reader = threading.Thread(target=store.list_runs, args=(db_path,))
+        reader.start()
+        deadline = time.monotonic() + 5
+        while not writer_turn._someone_waits(db_path) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert writer_turn._someone_waits(db_path)  # the writer sees it, and gives way
+    finally:
+        release.set()
+        holder.join(timeout=30)
+    reader.join(timeout=30)
+    assert not writer_turn._someone_waits(db_path)  # withdrawn once it got in

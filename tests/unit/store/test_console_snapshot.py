@@ -78,7 +78,7 @@ def test_a_query_leaves_no_snapshot_and_no_folder_behind(tmp_path, tmp_path_fact
     store.ingest_files(db, EXAMPLES[:2])
     assert len(run_readonly_query(db, "SELECT run_id FROM runs").frame) == 2
     assert list(scratch.glob(FOLDER_PREFIX + "*")) == []
-    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.endswith(".writer-waiting")) == [
+    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.endswith("-waiting")) == [
         "results.duckdb"
     ]
 
