@@ -103,7 +103,7 @@ def simulate_schedule(
     trace_path = path_argument("trace", trace)
     no_store = switch("no_store", no_store)
     _refuse_overwrites(out_dir, jobs_csv, db_path, trace_path)
-    check_outputs(out_dir, jobs_csv, db_path, store=not no_store)  # before any work
+    check_outputs(out_dir, jobs_csv, db_path, store=not no_store, out_given=out is not None)  # before work
     jobs, source, trace_format = _jobs(trace_path, synthetic_jobs, trace_format, generator, arrivals, seed,
                                        mean_gap_s, db_path)  # fmt: skip
     most = checked("max_jobs", max_jobs, count(10**9))

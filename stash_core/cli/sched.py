@@ -170,10 +170,8 @@ def add_commands(subparsers: Any, parser_class: type[argparse.ArgumentParser] | 
 
 def cmd_schedule(args: argparse.Namespace) -> int:
     from stash_core.api.scheduling import simulate_schedule
-    from stash_core.results.file import results_dir_of
 
     database = db_path(args)
-    out = args.out if args.out is not None else results_dir_of(database)
     shaping = [flag for flag, value in (("--generator", args.generator), ("--mean-gap-s", args.mean_gap_s))
                if value is not None]  # fmt: skip
     if args.trace is not None and shaping:
@@ -189,7 +187,7 @@ def cmd_schedule(args: argparse.Namespace) -> int:
         max_preemptions=args.max_preemptions, las_limits_gpu_h=args.las_limits_gpu_h,
         starve_factor=args.starve_factor, uplink_factor=args.uplink_factor, node_gbps=args.node_gbps,
         uplink_gbps=args.uplink_gbps, oversubscription=args.oversubscription,
-        reference_gbps=args.reference_gbps, out=out, jobs_csv=args.jobs_csv, no_store=args.no_store,
+        reference_gbps=args.reference_gbps, out=args.out, jobs_csv=args.jobs_csv, no_store=args.no_store,
         db=database,
     )  # fmt: skip
     source = schedule.source

@@ -353,8 +353,8 @@ def _read_state(job_dir: Path) -> JobState:
         # A profile says what it saved (its DONE line) before it exits: without it nothing is known saved.
         state.status = "failed"
         state.error = "the profile ended (exit status 0) with no run saved: its output says why"
-    elif exit_code == 0 or cancelled:  # a Cancel that came after the run ended well changed nothing
-        state.status = "completed"
+    elif exit_code == 0 or cancelled or (exit_code in SAVED_STOPS and state.run_status == "completed"):
+        state.status = "completed"  # a Cancel or a signal that came after the run stored itself changed nothing
     elif exit_code in SAVED_STOPS:  # what was measured is saved
         state.status = "interrupted"
         state.error = failure_reason(state, exit_code)

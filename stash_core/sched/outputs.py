@@ -14,7 +14,9 @@ from stash_core.userfiles import writable_target
 JOBS_CSV_HEADER = "policy,job_id,gpus,"  # the per-job table's first columns (api/scheduling._per_job)
 
 
-def check_outputs(out_dir: Path, jobs_csv: Path | None, database: Path, store: bool) -> None:
+def check_outputs(
+    out_dir: Path, jobs_csv: Path | None, database: Path, store: bool, out_given: bool = True
+) -> None:
     """Refuse, in one line and before any work, outputs that could not be written: --db a directory, not a
     DuckDB file, unwritable or an impossible name; --out a file; --jobs-csv a directory or in a missing
     folder."""
@@ -27,9 +29,11 @@ def check_outputs(out_dir: Path, jobs_csv: Path | None, database: Path, store: b
     except OSError as exc:
         raise UsageError(f"--db {_short(database)}: {exc.strerror or exc}") from None
     try:
+        # the default folder, beside the database, is named as such: no --out was given to blame
+        out_flag = "--out" if out_given else "the results folder beside the database (--out chooses another)"
         if out_dir.exists() and not out_dir.is_dir():
-            raise UsageError(f"--out {_short(out_dir)} is a file; give the folder of the result file")
-        _check_folder(out_dir, "--out", may_create=True)
+            raise UsageError(f"{out_flag} {_short(out_dir)} is a file; give the folder of the result file")
+        _check_folder(out_dir, out_flag, may_create=True)
         if jobs_csv is not None:
             if jobs_csv.is_dir():
                 raise UsageError(f"--jobs-csv {_short(jobs_csv)} is a directory; give a file name")

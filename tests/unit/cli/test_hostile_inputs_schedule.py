@@ -143,3 +143,13 @@ def test_synthetic_arrivals_that_would_span_centuries_are_refused_by_their_flags
     err = _refused(capsys, _schedule(tmp_path, "--synthetic-jobs", "200", "--mean-gap-s", "31536000",
                                      "--tuning", "given"))  # fmt: skip
     assert "--synthetic-jobs 200 x --mean-gap-s 3.1536e+07" in err and "199 years" in err
+
+
+def test_a_file_where_the_default_results_folder_goes_is_named_as_that_not_as_out(tmp_path, capsys):
+    """No --out was given, yet the refusal blamed --out."""
+    (tmp_path / "results").write_text("x\n")
+    db = str(tmp_path / "a.duckdb")
+    status = main(["schedule", "--synthetic-jobs", "5", "--policies", "fifo", "--db", db])
+    err = capsys.readouterr().err
+    assert status == 2 and err.startswith("stash: the results folder beside the database (--out chooses")
+    assert (tmp_path / "results").read_text() == "x\n"

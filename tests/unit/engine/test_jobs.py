@@ -462,3 +462,15 @@ def test_a_model_file_is_kept_with_the_contents_its_name_says(tmp_path: Path) ->
     assert oct(path.parent.parent.stat().st_mode & 0o777) == "0o700"  # a new jobs folder is private
     path.write_bytes(b"import os\nos.system('echo planted')\n")
     assert save_model_file(db, "m.py", source).read_bytes() == source
+
+
+def test_a_signal_after_the_run_stored_itself_whole_leaves_it_completed(tmp_path: Path, monkeypatch) -> None:
+    """Ctrl-C just after the run was saved and stored completed: the database said completed, the Run page
+    "interrupted: the run was ended by a signal"."""
+    monkeypatch.delenv("STASH_JOB_RC", raising=False)
+    db = tmp_path / "results.duckdb"
+    with pytest.raises(KeyboardInterrupt), jobs.register_profile(db, ["stash", "profile"]) as record:
+        record.done("20261130T083140Z-59f7270e", "completed", "/x/r.json")
+        raise KeyboardInterrupt
+    (job,) = jobs.list_jobs(db)
+    assert (job.exit_code, job.run_status, job.status, job.error) == (130, "completed", "completed", None)
