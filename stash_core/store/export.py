@@ -60,12 +60,17 @@ def export(db_path: Path | str, fmt: str, out_dir: Path | str) -> list[Path]:
     if out_dir.exists() and not out_dir.is_dir():
         raise UsageError(f"cannot write export to {out_dir}: it is a file, and an export is a folder of "
                          "files (one per table): give a folder")  # fmt: skip
+    staging = None
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
         remove_stale_folders(out_dir, STAGING_PREFIX)  # of exports killed part-way (SIGKILL)
         staging = Path(tempfile.mkdtemp(prefix=STAGING_PREFIX, dir=out_dir))
         mark_owner(staging)
-    except OSError as exc:
+    except OSError as exc:  # a full disk: no staging folder (its owner file empty) or new folder left
+        if staging is not None:
+            shutil.rmtree(staging, ignore_errors=True)
+        if created and out_dir.is_dir() and not any(out_dir.iterdir()):
+            out_dir.rmdir()
         raise UsageError(f"cannot write export to {out_dir}: {exc.strerror or exc}") from None
     try:
         staged = []

@@ -213,3 +213,18 @@ def test_an_export_replaces_an_earlier_export_and_nothing_else(populated, tmp_pa
         assert kept.read_bytes() == content
         assert {path.name for path in out_dir.iterdir()} == set(before)  # nothing added, no staging left
         kept.write_bytes(before[kept.name])
+
+
+def test_an_export_that_cannot_start_on_a_full_disk_leaves_no_folder(populated, tmp_path, monkeypatch) -> None:
+    """The staging folder's owner file could not be written: the new folder stayed, with a staging folder
+    whose empty owner file no later export judged stale."""
+    import errno
+
+    def full(folder):
+        (folder / "owner").write_text("")
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(export_module, "mark_owner", full)
+    with pytest.raises(UsageError, match="No space left on device"):
+        store.export(populated, "csv", tmp_path / "new" / "out")
+    assert list(tmp_path.iterdir()) == [tmp_path / "new"] and not any((tmp_path / "new").iterdir())
