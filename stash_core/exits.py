@@ -27,6 +27,8 @@ def run_command(body: Callable[[], int | None]) -> int:
         with signals_as_interrupts():
             return body() or 0
     except KeyboardInterrupt as interrupt:
+        for note in getattr(interrupt, "__notes__", []):  # what was kept before it (an ingest's stored runs)
+            print(f"stash: {printable(note)}", file=sys.stderr)
         print(f"stash: {describe(exit_status(interrupt) - 128)}", file=sys.stderr)
         return exit_status(interrupt)
     except Exception as error:

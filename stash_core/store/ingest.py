@@ -121,6 +121,11 @@ def ingest_files(db_path: Path | str, paths: list[Path] | list[str]) -> list[tup
                         break  # readers' turn
             if waiting:
                 give_way(Path(db_path))  # the connection is closed: those waiting get in before the next
+    except KeyboardInterrupt as interrupt:  # Ctrl-C part of the way: what is stored stays, and is said
+        if stored := sum(inserted for _, _, inserted in outcomes):
+            interrupt.add_note(f"{stored} of the {len(prepared)} files were stored before it (the same "
+                               "command again stores the rest, none twice)")  # fmt: skip
+        raise
     except StashError as error:
         stored = sum(inserted for _, _, inserted in outcomes)
         if not stored:

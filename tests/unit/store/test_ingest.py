@@ -549,3 +549,30 @@ def test_a_spec_holding_a_file_names_bytes_that_are_not_utf8_is_stored(db_path, 
     doc["spec"]["dataset"] = "/data/bad\udcff"
     store.ingest_result(db_path, doc)
     assert store.get_run(db_path, "run-t")["dataset"] == "/data/bad\\xff"
+
+
+def test_an_ingest_interrupted_part_way_says_how_many_it_stored(
+    db_path, result_doc, monkeypatch, tmp_path, capsys
+) -> None:
+    """Ctrl-C after 204 of 300 files were stored printed only "stash: interrupted"."""
+    from stash_core.exits import run_command
+
+    paths = []
+    for serial in (1, 2, 3):
+        path = tmp_path / f"r{serial}.json"
+        write_result_atomic(path, result_doc(run_id=f"20261122T100000Z-0000000{serial}"))
+        paths.append(path)
+    real_insert = ingest_module._insert
+
+    def third_is_interrupted(con, run):
+        if run.run_id.endswith("3"):
+            raise KeyboardInterrupt
+        return real_insert(con, run)
+
+    monkeypatch.setattr(ingest_module, "_insert", third_is_interrupted)
+    assert run_command(lambda: store.ingest_files(db_path, paths)) == 130
+    assert capsys.readouterr().err == (
+        "stash: 2 of the 3 files were stored before it (the same command again stores the rest, none twice)\n"
+        "stash: interrupted\n"
+    )
+    assert len(store.list_runs(db_path)) == 2
