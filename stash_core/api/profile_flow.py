@@ -234,11 +234,29 @@ def check_writable(db_path: Path, out_path: Path | None, store_db: bool) -> None
     if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
         what = "--out " + str(out_path) if out_path else "the result file"
         raise UsageError(f"{what}: cannot write to {directory} (permission denied or not a directory)")
+    for folder in {existing, nearest_existing(db_path.parent)} if store_db else {existing}:
+        _refuse_full_disk(folder)
     if out_path is not None and out_path.exists() and not os.access(out_path, os.W_OK):
         raise UsageError(f"--out {out_path}: the file is not writable")
     if out_path is not None:
         writable_target(out_path, "result file")  # a device or a pipe: found now, not after the runs
         refuse_losing_output(out_path, db_path, "--out")
+
+
+MIN_FREE_BYTES = 8 * 1024 * 1024  # a result file with its samples, and its rows in the database
+
+
+def _refuse_full_disk(folder: Path) -> None:
+    """A disk too full for the result: said before minutes of measuring that could not be kept anywhere."""
+    try:
+        free = shutil.disk_usage(folder).free
+    except OSError:
+        return  # not knowable here: the write says what is wrong
+    if free < MIN_FREE_BYTES:
+        raise UsageError(
+            f"the disk holding {folder} has {free / 2**20:.1f} MiB free: a profile's result and its rows "
+            f"need at least {MIN_FREE_BYTES // 2**20} MiB; free some space first"
+        )
 
 
 def refuse_losing_output(out_path: Path, db_path: Path, flag: str) -> None:

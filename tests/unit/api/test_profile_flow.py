@@ -144,3 +144,17 @@ def test_an_output_whose_run_cannot_be_looked_up_is_refused_as_such(tmp_path: Pa
     with pytest.raises(UsageError, match="whether .* holds it could not be told") as refused:
         profile_flow.refuse_losing_output(out, db, "--out")
     assert "store it first" not in str(refused.value)
+
+
+def test_a_disk_too_full_for_the_result_is_refused_before_measuring(tmp_path: Path, monkeypatch) -> None:
+    """A profile on a full disk measured every run, then could keep it nowhere (the result file and the
+    database both refused): the free space is checked with --db and --out."""
+    import shutil
+
+    from stash_core.errors import UsageError
+
+    usage = shutil.disk_usage(tmp_path)
+    monkeypatch.setattr(profile_flow.shutil, "disk_usage", lambda path: usage._replace(free=1024))
+    with pytest.raises(UsageError, match=r"^the disk holding .* has 0.0 MiB free: .* at least 8 MiB"):
+        profile_flow.check_writable(tmp_path / "r.duckdb", None, store_db=True)
+    assert list(tmp_path.iterdir()) == []
