@@ -12,8 +12,9 @@ from stash_core.terminal import formula_unquoted
 
 
 def read_csv(data: bytes) -> pd.DataFrame:
-    """A CSV table as `stash export` wrote it: the quote put before a formula-leading cell taken off."""
-    frame = pd.read_csv(io.BytesIO(data))
+    """A CSV table as `stash export` wrote it: the quote put before a formula-leading cell taken off; only an
+    empty cell is missing (an error or a name "NA", "null" or "N/A" is that text, as exported)."""
+    frame = pd.read_csv(io.BytesIO(data), keep_default_na=False, na_values=[""])
     for column in frame.columns:
         if pd.api.types.is_string_dtype(frame[column]) or frame[column].dtype == object:
             frame[column] = frame[column].map(formula_unquoted)

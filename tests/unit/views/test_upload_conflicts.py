@@ -13,6 +13,7 @@ from stash_core import store, views
 
 RUN_ID = "20261122T080000Z-eeee0006"
 STARTED = datetime(2026, 11, 22, 8, tzinfo=UTC)
+TABLES = ("runs", "phases", "stalls")  # what an export's upload needs
 
 
 def _file(seed: int, iterations: int = 40, samples: bool = False) -> bytes:
@@ -144,8 +145,24 @@ def test_two_exports_of_one_database_uploaded_together_store_each_run_once(tmp_p
     files = []
     for fmt in ("csv", "json", "csv"):
         written = store.export(tmp_path / "a.duckdb", fmt, tmp_path / fmt)
-        files += [(path.name, path.read_bytes()) for path in written if path.stem in ("runs", "phases", "stalls")]
+        files += [(path.name, path.read_bytes()) for path in written if path.stem in TABLES]
     report = views.upload.check_uploads(tmp_path / "b.duckdb", files)
     assert all(check.ok for check in report.checks), [check.reason for check in report.checks]
     assert [len(check.docs) for check in report.checks if check.kind == "export:runs"] == [1, 0, 0]
     assert views.upload.store_uploads(tmp_path / "b.duckdb", report) == [("runs.csv", RUN_ID, True)]
+
+
+def test_a_csv_export_keeps_text_that_pandas_would_read_as_missing(tmp_path):
+    """An error "NA" came back NULL and a note "N/A" empty: the run's own file was then refused as other
+    content beside its upload."""
+    doc = json.loads(_file(1))
+    doc["breakdown"]["stalls"]["compute"]["note"] = "N/A"
+    store.ingest_result(tmp_path / "a.duckdb", doc)
+    written = store.export(tmp_path / "a.duckdb", "csv", tmp_path / "export")
+    files = [(path.name, path.read_bytes()) for path in written if path.stem in ("runs", "phases", "stalls")]
+    report = views.upload.check_uploads(tmp_path / "b.duckdb", files)
+    assert views.upload.store_uploads(tmp_path / "b.duckdb", report) == [("runs.csv", RUN_ID, True)]
+    assert store.ingest_result(tmp_path / "b.duckdb", doc) is False  # the same run: stored, not refused
+    with store.connect(tmp_path / "b.duckdb", read_only=True) as con:
+        note = con.execute("SELECT note FROM stalls WHERE stall = 'compute'").fetchall()[0][0]
+    assert note == "N/A"
