@@ -5,7 +5,8 @@ Tried after the fourth and fifth multi-GPU test sets were evaluated (docs/valida
   extra jitter    the slowest rank lags more across machines: jitter + extra (0 to 0.06) on several machines
 For each PyTorch source, contention and jitter are fitted on the other sources as comm_validation.py does,
 then the factor is chosen on the grid by the same loss over those other sources, and the source is predicted
-with it. Printed over the fitted sets alone, then with the two test sets pooled in (PyTorch figures only).
+with it. Printed over the fitted sets alone, then with every test set pooled in (comm_validation.TEST_CSVS:
+fresh4 to fresh8; PyTorch figures only).
 
     PYTHONPATH=. .venv/bin/python bench/comm_factors.py
 """
@@ -82,14 +83,17 @@ def summary(label: str, frame: pd.DataFrame) -> None:
               f"mean {errors.mean():+.2f}, optimistic {(errors > 0).mean():.0%}")  # fmt: skip
 
 
+def _test_sets() -> str:
+    """The test sets pooled in, as many as TEST_CSVS holds: "the 5 test sets (fresh4, ..., fresh8)"."""
+    names = [path.stem.removeprefix("published_multi_gpu_") for path in TEST_CSVS]
+    return f"the {len(names)} test sets ({', '.join(names)})"
+
+
 def main() -> int:
     started = time.monotonic()
     base = fitted_figures()
     tests = [row for path in TEST_CSVS for row in load_figures(path)]
-    for title, figures in (
-        ("the fitted sets", base),
-        ("the fitted sets and the two test sets", base + tests),
-    ):
+    for title, figures in (("the fitted sets", base), (f"the fitted sets and {_test_sets()}", base + tests)):
         built = [case for case in cases(figures)[0] if case.row.get("framework") == PYTORCH]
         print(f"\n== {title}: {len(built)} PyTorch figures, each source held out")
         summary("as shipped", held_out(built, {1.0: built}, (0.0,)))

@@ -1,30 +1,32 @@
 """Held-out error of Stash's predicted communication against published multi-GPU training figures.
 
 Over the fitted figures (stash_core/decide/predict/published_multi_gpu.csv and the later sets: holdout, final,
-fresh, fresh2 and fresh3, each evaluated once as a test set and fitted since): each n-GPU figure with its source's one-GPU
-figure of the same work, the predicted scaling efficiency (one-GPU step over the predicted n-GPU step, the
-one-GPU step taken as published) against the published one, each source predicted with the factors fitted on the
-other PyTorch sources; errors in efficiency points by source, interconnect class and node count, and how often
-the prediction is the optimistic one. Then the test sets (published_multi_gpu_fresh4.csv and fresh5.csv:
-figures collected before any prediction for them and in no fit, each first predicted once on the model as it
-then stood; docs/multi-gpu-fresh4.md, docs/multi-gpu-fresh5.md) with the stated error's coverage there. With
---write,
-the factors fitted on every PyTorch source and the stated errors go to comm_summary.json, which predictions read.
-Run alone or from bench/cross_instance.py: PYTHONPATH=. .venv/bin/python bench/comm_report.py [--write] [--rows]
+fresh, fresh2 and fresh3, each evaluated once as a test set and fitted since): each n-GPU figure with its
+source's one-GPU figure of the same work, the predicted scaling efficiency (one-GPU step over the predicted
+n-GPU step, the one-GPU step taken as published) against the published one, each source predicted with the
+factors fitted on the other PyTorch sources; errors in efficiency points by source, interconnect class and
+node count, and how often the prediction is the optimistic one. Then each test set (comm_validation.TEST_CSVS:
+published_multi_gpu_fresh4.csv to fresh8.csv, figures collected before any prediction for them and in no fit,
+each first predicted once on the model as it then stood; docs/multi-gpu-fresh4.md to docs/multi-gpu-fresh8.md)
+with the stated error's coverage there. With --write, the factors fitted on every PyTorch source and the
+stated errors go to comm_summary.json, which predictions read.
+Run alone or from bench/cross_instance.py:
+
+    PYTHONPATH=. .venv/bin/python bench/comm_report.py [--write] [--rows]
 """
 
 from __future__ import annotations
 
-import argparse
 import time
 
 import numpy as np
 import pandas as pd
+from bench_args import bench_parser
 
 from stash_core.decide.predict.comm_fit import write_comm_summary
 from stash_core.decide.predict.comm_validation import (
-    TEST_CSVS,
     PYTORCH,
+    TEST_CSVS,
     build_comm_summary,
     cases,
     coverage,
@@ -42,7 +44,10 @@ def _print(title: str, table: pd.DataFrame) -> None:
 
 
 def _shares(shares: dict, frame: pd.DataFrame) -> str:
-    counts = {"one machine": int((frame["nodes"] == 1).sum()), "several machines": int((frame["nodes"] > 1).sum())}
+    counts = {
+        "one machine": int((frame["nodes"] == 1).sum()),
+        "several machines": int((frame["nodes"] > 1).sum()),
+    }
     return ", ".join(
         f"{scope} {share:.1%} of {counts[scope]}" if share is not None else f"{scope}: no figures"
         for scope, share in shares.items()
@@ -60,14 +65,23 @@ def _overall(frame: pd.DataFrame) -> str:
 def _tables(frame: pd.DataFrame, label: str) -> None:
     pytorch = frame[frame["framework"] == PYTORCH]
     print(f"{label} PyTorch stacks, all: {_overall(pytorch)}")
-    for scope, rows in (("one machine", pytorch[pytorch["nodes"] == 1]), ("several machines", pytorch[pytorch["nodes"] > 1])):
+    for scope, rows in (
+        ("one machine", pytorch[pytorch["nodes"] == 1]),
+        ("several machines", pytorch[pytorch["nodes"] > 1]),
+    ):
         print(f"  {scope}: {_overall(rows)}")
     _print(f"{label} PyTorch stacks by source", summary_table(pytorch, ["source_id"]))
-    _print(f"{label} PyTorch stacks by interconnect class and node count", summary_table(pytorch, ["intra_node", "nodes"]))
+    _print(
+        f"{label} PyTorch stacks by interconnect class and node count",
+        summary_table(pytorch, ["intra_node", "nodes"]),
+    )
     _print(f"{label} PyTorch stacks by node count", summary_table(pytorch, ["nodes"]))
     _print(f"{label} PyTorch stacks by GPU count", summary_table(pytorch, ["gpus"]))
     _print(f"{label} PyTorch stacks by model", summary_table(pytorch, ["model"]))
-    _print(f"{label} other frameworks (not fitted)", summary_table(frame[frame["framework"] != PYTORCH], ["framework", "source_id"]))
+    _print(
+        f"{label} other frameworks (not fitted)",
+        summary_table(frame[frame["framework"] != PYTORCH], ["framework", "source_id"]),
+    )
 
 
 def _final(params: CommParams, stated: dict, show_rows: bool) -> None:
@@ -88,7 +102,10 @@ def _test_set(path, params: CommParams, stated: dict, show_rows: bool) -> None:
         return
     _tables(frame, "test set:")
     pytorch = frame[frame["framework"] == PYTORCH]
-    print("stated error's coverage of the test set's PyTorch figures: " + _shares(coverage(pytorch, stated), pytorch))
+    print(
+        "stated error's coverage of the test set's PyTorch figures: "
+        + _shares(coverage(pytorch, stated), pytorch)
+    )
     if show_rows:
         print(frame.round(3).to_string(index=False))
 
@@ -97,26 +114,36 @@ def report(write: bool = False, show_rows: bool = False) -> dict:
     started = time.perf_counter()
     figures = fitted_figures()
     summary, frame, skipped = build_comm_summary(figures)
-    print(f"\n== communication: {len(figures)} fitted multi-GPU figures ({', '.join(summary['fitted_sets'])}), "
+    sets = ", ".join(summary["fitted_sets"])
+    print(f"\n== communication: {len(figures)} fitted multi-GPU figures ({sets}), "
           f"{summary['figures']} predictable; left out: {skipped}")  # fmt: skip
     params = summary["params"]
-    print(f"fitted on {', '.join(summary['fitted_on'])}: contention {params['contention']:g}, jitter {params['jitter']:g}; "
-          f"held out per source: {summary['held_out_params']}")  # fmt: skip
+    print(f"fitted on {', '.join(summary['fitted_on'])}: contention {params['contention']:g}, "
+          f"jitter {params['jitter']:g}; held out per source: {summary['held_out_params']}")  # fmt: skip
     _tables(frame, "each source held out:")
     stated, counts, validated = summary["stated_error"], summary["stated_from_figures"], summary["validated"]
     cells = ", ".join(
         f"{scope} ±{value:.1%} from {counts[scope]} figures" + ("" if validated[scope] else " (unvalidated)")
         for scope, value in stated.items() if value is not None
     )  # fmt: skip
-    print(f"\nstated communication error (the {round(summary['stated_percentile'] * 100)}th percentile of held-out step-time errors, "
-          f"chosen so that a job never seen, a source's model, is covered 80% of the time on average): {cells}")
+    percentile = round(summary["stated_percentile"] * 100)
+    print(
+        f"\nstated communication error (the {percentile}th percentile of held-out step-time errors, chosen "
+        f"so that a job never seen, a source's model, is covered 80% of the time on average): {cells}"
+    )
     wider = summary.get("stated_error_by_class") or {}
-    print("wider on one machine for an interconnect class whose own held-out errors run wider: "
-          + (", ".join(f"{klass} ±{value:.1%}" for klass, value in sorted(wider.items())) or "none"))
+    print(
+        "wider on one machine for an interconnect class whose own held-out errors run wider: "
+        + (", ".join(f"{klass} ±{value:.1%}" for klass, value in sorted(wider.items())) or "none")
+    )
     shares = summary["codebase_coverage"]
-    print(f"each of the {len(shares)} jobs' coverage by the error stated from the other jobs alone: mean "
-          f"{np.mean(list(shares.values())):.0%}; below 80%: "
-          + ", ".join(f"{name} {share:.0%}" for name, share in sorted(shares.items(), key=lambda i: i[1]) if share < 0.8))
+    below = [
+        f"{name} {share:.0%}" for name, share in sorted(shares.items(), key=lambda i: i[1]) if share < 0.8
+    ]
+    print(
+        f"each of the {len(shares)} jobs' coverage by the error stated from the other jobs alone: mean "
+        f"{np.mean(list(shares.values())):.0%}; below 80%: " + ", ".join(below)
+    )
     pytorch = frame[frame["framework"] == PYTORCH]
     print("its coverage of the held-out PyTorch figures: " + _shares(summary["coverage"], pytorch))
     if show_rows:
@@ -130,7 +157,7 @@ def report(write: bool = False, show_rows: bool = False) -> dict:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser()
+    parser = bench_parser(__doc__)
     parser.add_argument("--write", action="store_true", help="write comm_summary.json")
     parser.add_argument("--rows", action="store_true", help="print every held-out figure")
     arguments = parser.parse_args()

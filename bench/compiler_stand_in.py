@@ -3,7 +3,8 @@ costs its timed loop. In new interpreters, alternately with the real compiler an
 seconds from a built model to the end of its first step (DDP over a gloo group of one, SGD with momentum:
 what a worker does before its timed loop; the compiler's import included where it is imported), then the
 median time of a training iteration (zero_grad, forward, backward, step of a small MLP on one thread) over
-ROUNDS rounds of ITERATIONS. Prints each pair and the medians of all.
+ROUNDS rounds of ITERATIONS. Prints each pair, the medians of all with their range over the runs, and the
+per-pair difference (the first step's CPU seconds saved, the iteration's ratio) with its median and range.
 Run: PYTHONPATH=. .venv/bin/python bench/compiler_stand_in.py
 """
 
@@ -78,10 +79,27 @@ def main() -> None:
             firsts = f"{real['first_step_cpu_s']:.3f} / {served['first_step_cpu_s']:.3f}"
             iterations = f"{real['iteration_s'] * 1e3:.3f} / {served['iteration_s'] * 1e3:.3f}"
             print(f"pair {pair + 1}: first step {firsts} CPU-s, iteration {iterations} ms (real / stand-in)")
+    summarise(figures)
+
+
+def summarise(figures: dict[str, list[dict]]) -> None:
+    """Each mode's medians with their range over the runs, then the per-pair difference with its own."""
     for mode, rows in figures.items():
-        first = statistics.median(row["first_step_cpu_s"] for row in rows)
-        iteration = statistics.median(row["iteration_s"] for row in rows)
-        print(f"{mode:>9}: median first step {first:.3f} CPU-s, median iteration {iteration * 1e3:.3f} ms")
+        first = median_range([row["first_step_cpu_s"] for row in rows])
+        iteration = median_range([row["iteration_s"] for row in rows], 1e3)
+        print(f"{mode:>9}: median first step {first} CPU-s, median iteration {iteration} ms "
+              "(range over the runs)")  # fmt: skip
+    pairs = list(zip(figures["real"], figures["stand-in"], strict=True))
+    saved = [real["first_step_cpu_s"] - served["first_step_cpu_s"] for real, served in pairs]
+    ratios = [served["iteration_s"] / real["iteration_s"] for real, served in pairs]
+    print(f"per pair: first step {median_range(saved)} CPU-s saved, iteration stand-in / real "
+          f"{median_range(ratios)} (median, range over {len(pairs)} pairs)")  # fmt: skip
+
+
+def median_range(values: list[float], scale: float = 1.0) -> str:
+    """The median and the range of `values` (times `scale`): 'median (low to high)'."""
+    low, high = min(values) * scale, max(values) * scale
+    return f"{statistics.median(values) * scale:.3f} ({low:.3f} to {high:.3f})"
 
 
 if __name__ == "__main__":

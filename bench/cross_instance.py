@@ -21,13 +21,13 @@ Run: PYTHONPATH=. .venv/bin/python bench/cross_instance.py [--write] [--rows]
 
 from __future__ import annotations
 
-import argparse
 import importlib.util
 import time
 from collections import Counter
 from pathlib import Path
 
 import pandas as pd
+from bench_args import bench_parser
 
 from stash_core.decide.predict.calibration import fit_params
 from stash_core.decide.predict.published import HOLDOUT_CSV, load_pool
@@ -60,28 +60,29 @@ def _report(title: str, frame: pd.DataFrame, show_rows: bool) -> None:
 
 def timing() -> None:
     """Seconds to predict every catalog instance (ResNet-50, batch 64, AMP): the step counted once (cold:
-    traced, then written to a fresh step cache; warm: read back), then each instance."""
-    import os
+    traced, then written to a fresh step cache; warm: read back), then each instance. The step cache and the
+    catalog's database are temporary folders, removed at the end."""
     import tempfile
-    from pathlib import Path
+
+    from predict_catalog import fresh_step_cache
 
     from stash_core.decide.predict import step_cost as step_cost_module
     from stash_core.decide.predict.configuration import Predictor
     from stash_core.decide.predict.instances import catalog_rows, prediction_rows
 
-    os.environ["STASH_CACHE_DIR"] = tempfile.mkdtemp(prefix="stash-steps-")
-    catalog = catalog_rows(Path(tempfile.mkdtemp()) / "timing.duckdb", None)
-    for state in ("cold", "warm"):
-        step_cost_module._traced.cache_clear()
-        started = time.perf_counter()
-        predictor = Predictor("resnet50", 64, catalog, [], "amp")
-        counted = time.perf_counter()
-        frame, refused = prediction_rows(predictor, catalog, 64, None, 1)
-        done = time.perf_counter()
-        print(
-            f"{state}: step counted in {counted - started:.2f} s; {len(catalog)} instances ({len(frame)} "
-            f"predicted, {len(refused)} refused) in {done - counted:.3f} s"
-        )
+    with fresh_step_cache(), tempfile.TemporaryDirectory(prefix="stash-timing-") as folder:
+        catalog = catalog_rows(Path(folder) / "timing.duckdb", None)
+        for state in ("cold", "warm"):
+            step_cost_module._traced.cache_clear()
+            started = time.perf_counter()
+            predictor = Predictor("resnet50", 64, catalog, [], "amp")
+            counted = time.perf_counter()
+            frame, refused = prediction_rows(predictor, catalog, 64, None, 1)
+            done = time.perf_counter()
+            print(
+                f"{state}: step counted in {counted - started:.2f} s; {len(catalog)} instances ({len(frame)} "
+                f"predicted, {len(refused)} refused) in {done - counted:.3f} s"
+            )
 
 
 def _cross_stack_floor(points: list, loso: pd.DataFrame) -> None:
@@ -100,7 +101,7 @@ def _cross_stack_floor(points: list, loso: pd.DataFrame) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
+    parser = bench_parser(__doc__)
     parser.add_argument("--write", action="store_true", help="write validation_summary.json")
     parser.add_argument("--rows", action="store_true", help="print every held-out figure")
     parser.add_argument("--timing", action="store_true", help="time predicting every catalog instance")

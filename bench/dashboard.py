@@ -21,6 +21,8 @@ from bench_args import bench_parser, positive_int
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from stash_core.errors import StashError, first_line  # noqa: E402
+
 PAGES = {
     "Overview": "pages/overview.py",
     "Run": "pages/run.py",
@@ -102,4 +104,8 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except StashError as error:  # a file that is not a Stash database (UsageError): one line, no traceback
+        print(f"dashboard.py: {first_line(error)}", file=sys.stderr)
+        sys.exit(2)

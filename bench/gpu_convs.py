@@ -16,7 +16,6 @@ Run (on a machine with a CUDA GPU): PYTHONPATH=. python bench/gpu_convs.py [--ou
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -25,6 +24,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_args import bench_parser  # noqa: E402
 from gpu_layouts import _write, cuda_out  # noqa: E402
 from gpu_ops import kernel_times, mean_seconds  # noqa: E402
 from gpu_steps import _set_precision  # noqa: E402
@@ -117,7 +117,7 @@ def norm_step(kind: str, shape: tuple, precision: str, layout: str):
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser()
+    parser = bench_parser(__doc__)
     parser.add_argument("--out", default=".", help="folder for the CSV files")
     args = parser.parse_args()
     found = cuda_out(args.out)

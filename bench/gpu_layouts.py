@@ -14,7 +14,6 @@ Run (on a machine with a CUDA GPU): PYTHONPATH=. python bench/gpu_layouts.py [--
 
 from __future__ import annotations
 
-import argparse
 import csv
 import statistics
 import sys
@@ -25,6 +24,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_args import bench_parser, positive_float  # noqa: E402
 from gpu_steps import _set_precision, measure  # noqa: E402
 
 from stash_core.zoo import build_model, loss_fn, synthetic_batch  # noqa: E402
@@ -128,9 +128,11 @@ def matrix_tflops(precision: str, size: int = 8192, repeats: int = 20) -> float:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser()
+    parser = bench_parser(__doc__)
     parser.add_argument("--out", default=".", help="folder for the CSV files")
-    parser.add_argument("--budget-s", type=float, default=1.5, help="timed seconds per layout configuration")
+    parser.add_argument(
+        "--budget-s", type=positive_float, default=1.5, help="timed seconds per layout configuration"
+    )
     args = parser.parse_args()
     found = cuda_out(args.out)
     if found is None:

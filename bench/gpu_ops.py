@@ -12,7 +12,6 @@ Run (on a machine with a CUDA GPU): PYTHONPATH=. python bench/gpu_ops.py [--out 
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -22,6 +21,7 @@ import torch.nn.functional as F
 from torch.profiler import ProfilerActivity, profile
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_args import bench_parser  # noqa: E402
 from gpu_layouts import _step_fn, _write, cuda_out  # noqa: E402
 from gpu_steps import _set_precision  # noqa: E402
 
@@ -82,7 +82,7 @@ def kernel_seconds(precision: str) -> dict[str, float]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser()
+    parser = bench_parser(__doc__)
     parser.add_argument("--out", default=".", help="folder for the CSV files")
     args = parser.parse_args()
     found = cuda_out(args.out)

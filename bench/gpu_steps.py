@@ -13,13 +13,13 @@ Run (on a machine with a CUDA GPU): PYTHONPATH=. python bench/gpu_steps.py [--qu
 
 from __future__ import annotations
 
-import argparse
 import csv
 import statistics
 import sys
 import time
 
 import torch
+from bench_args import bench_parser, positive_float
 
 from stash_core.zoo import build_model, loss_fn, make_optimizer, synthetic_batch
 
@@ -127,9 +127,11 @@ def main() -> int:
     from stash_core.decide.predict.calibration import Point, predicted_s
     from stash_core.decide.predict.stated_error import fitted_params, stated_error
 
-    parser = argparse.ArgumentParser()
+    parser = bench_parser(__doc__)
     parser.add_argument("--quick", action="store_true", help="four configurations only")
-    parser.add_argument("--budget-s", type=float, default=2.0, help="timed seconds per configuration")
+    parser.add_argument(
+        "--budget-s", type=positive_float, default=2.0, help="timed seconds per configuration"
+    )
     parser.add_argument("--csv", help="also write the rows to this CSV file")
     parser.add_argument(
         "--set", choices=["fitted", "unseen"], default="fitted",

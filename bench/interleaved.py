@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import statistics
 import time
 from collections.abc import Callable
 
@@ -48,5 +49,5 @@ def print_comparison(plain_name: str, timed_name: str, plain_s: list[float], tim
         f"{'fastest blocks':<{width}}{best_plain_s * 1e3:.3f} vs {best_timed_s * 1e3:.3f} ms/iteration "
         f"({(best_timed_s / best_plain_s - 1) * 100:+.2f}%, {(best_timed_s - best_plain_s) * 1e6:+.1f} us)"
     )
-    median = sorted(ratios)[len(ratios) // 2]  # robust to a block another process slowed down
+    median = statistics.median(ratios)  # robust to a block another process slowed down
     print(f"{'median ratio':<{width}}{median:.4f}  ({(median - 1) * 100:+.2f}%)")

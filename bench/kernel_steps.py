@@ -24,11 +24,11 @@ tensor cores, which NeuSight's kernels do not time):
 
 from __future__ import annotations
 
-import argparse
 import time
 
 import numpy as np
 import pandas as pd
+from bench_args import bench_parser
 
 from stash_core.catalog.accelerators import find_accelerator
 from stash_core.decide.predict.calibration import arrays_for, fit_params, predicted_s
@@ -91,7 +91,7 @@ def summary(frame: pd.DataFrame, by: str | None) -> pd.DataFrame:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = bench_parser(__doc__)
     parser.add_argument("--rows", action="store_true", help="print every figure's errors")
     report(parser.parse_args().rows)
     return 0

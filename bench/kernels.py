@@ -13,12 +13,14 @@ Run: PYTHONPATH=. .venv/bin/python bench/kernels.py [--rebuild GIT_DIR] [--param
 
 from __future__ import annotations
 
-import argparse
+import subprocess
 import time
+from pathlib import Path
 
 import pandas as pd
+from bench_args import bench_parser
 
-from stash_core.decide.predict.kernel_table import build_kernel_data, load_kernels
+from stash_core.decide.predict.kernel_table import NEUSIGHT_DIR, build_kernel_data, load_kernels
 from stash_core.decide.predict.kernels import error_table, fit, leave_one_gpu_out, neusight_split
 
 SHORT = {
@@ -35,12 +37,28 @@ def _cells(table: pd.DataFrame) -> pd.DataFrame:
     return wide[[c for c in SHORT.values() if c in wide.columns]]
 
 
+def snapshot_problem(git_dir: str) -> str | None:
+    """Why GIT_DIR cannot be rebuilt from (not a folder, or no NeuSight data at its HEAD), or None: said
+    before anything is read, where the rebuild would end in a traceback with nothing to concatenate."""
+    if not Path(git_dir).is_dir():
+        return f"--rebuild {git_dir}: no such folder"
+    found = subprocess.run(
+        ["git", "-C", git_dir, "cat-file", "-e", f"HEAD:{NEUSIGHT_DIR}"], capture_output=True
+    )
+    if found.returncode != 0:
+        return f"--rebuild {git_dir}: not a NeuSight git snapshot (no {NEUSIGHT_DIR} at its HEAD)"
+    return None
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = bench_parser(__doc__)
     parser.add_argument("--rebuild", metavar="GIT_DIR", help="rewrite kernel_data/ from a NeuSight git dir")
     parser.add_argument("--params-json", action="store_true", help="print the fit on every GPU as JSON")
     args = parser.parse_args()
     if args.rebuild:
+        problem = snapshot_problem(args.rebuild)
+        if problem:
+            parser.error(problem)
         build_kernel_data(args.rebuild)
     report(args.params_json)
 

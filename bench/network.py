@@ -15,14 +15,16 @@ made as backward runs, one collective at a time, what is left after backward exp
 the bus bandwidth the R1n probe measured at its size (Stash's own probe in place of the published table), less
 the same over the R1 probe's (the reference's own all-reduce, as decide/predict/network.py takes one machine's
 communication from the whole), backward from R1's measured parts, no fitted factor (contention and jitter 0:
-those are GPU figures), beside the measured stall. Several models with --models. Latency is not emulated on a kernel without netem
-(sch_netem); the table says so.
+those are GPU figures), beside the measured stall. Several models with --models. Latency is not emulated on a
+kernel without netem (sch_netem); the table says so.
 
-    sudo python bench/network.py [--models resnet10,resnet18] [--input-shape 3,32,32] [--bandwidths 200mbit,...]
+    sudo python bench/network.py [--models resnet10,resnet18] [--input-shape 3,32,32]
+        [--bandwidths 200mbit,...]
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import subprocess
@@ -37,10 +39,43 @@ sys.path.insert(0, str(REPO))
 from bench_args import bench_parser, positive_int, shape  # noqa: E402
 
 from stash_core.analysis.comm import alpha_beta_allreduce_s, probe_alpha_beta  # noqa: E402
+from stash_core.campaign.plan import check_model_names  # noqa: E402
 from stash_core.cli.probe_text import format_size, format_time  # noqa: E402
 from stash_core.decide.predict.collectives import BusCurve, Fabric  # noqa: E402
 from stash_core.decide.predict.ddp_overlap import CommParams, ddp_overlap  # noqa: E402
+from stash_core.errors import UsageError, first_line  # noqa: E402
 from stash_core.launch import cluster  # noqa: E402
+
+
+def _names(text: str) -> list[str]:
+    return [name.strip() for name in text.split(",") if name.strip()]
+
+
+def bandwidth_list(text: str) -> list[str]:
+    """A comma list of tc-style rates (200mbit,1gbit), each checked as the emulated cluster reads it: a bad
+    one is refused before the cluster is brought up."""
+    rates = _names(text)
+    if not rates:
+        raise argparse.ArgumentTypeError(f"{text!r}: no bandwidth, e.g. 100mbit,200mbit")
+    for rate in rates:
+        try:
+            cluster.parse_bandwidth_bps(rate)
+        except UsageError as error:
+            raise argparse.ArgumentTypeError(first_line(error)) from None
+    return rates
+
+
+def model_list(text: str) -> list[str]:
+    """A comma list of zoo models or user factories (FILE.py:FACTORY), checked as `stash campaign --models`
+    checks them, before the cluster is brought up."""
+    models = _names(text)
+    if not models:
+        raise argparse.ArgumentTypeError(f"{text!r}: no model, e.g. resnet10,resnet18")
+    try:
+        check_model_names(models)
+    except UsageError as error:
+        raise argparse.ArgumentTypeError(first_line(error)) from None
+    return models
 
 
 def profile(args, model: str, rate: str, state: Path, out: Path) -> dict:
@@ -110,29 +145,35 @@ def predicted_stall_s(doc: dict) -> tuple[float | None, tuple[float, float] | No
 
 def main() -> None:
     parser = bench_parser(__doc__)
-    parser.add_argument("--models", default="resnet10", help="comma list of zoo models")
+    parser.add_argument(
+        "--models", type=model_list, default="resnet10", help="comma list of zoo models (or FILE.py:FACTORY)"
+    )
     parser.add_argument("--input-shape", type=shape, default="3,32,32")
     parser.add_argument("--batch-size", type=positive_int, default=8)
     parser.add_argument("--iterations", type=positive_int, default=12)
-    parser.add_argument("--bandwidths", default="100mbit,200mbit,400mbit,800mbit")
+    parser.add_argument(
+        "--bandwidths",
+        type=bandwidth_list,
+        default="100mbit,200mbit,400mbit,800mbit",
+        help="comma list of rates",
+    )
     parser.add_argument("--keep", type=Path, default=None, help="keep the result files in this directory")
     args = parser.parse_args()
     problem = cluster.cluster_support_problem(probe_namespace=True)
     if problem:
         raise SystemExit(f"cannot run: {problem}")
-    rates = [rate.strip() for rate in args.bandwidths.split(",") if rate.strip()]
+    rates = args.bandwidths
     with tempfile.TemporaryDirectory(prefix="stash-bench-network-") as tmp:
         state = Path(tmp) / "cluster"
         status = cluster.cluster_up(2, bandwidth=rates[0], latency="0ms", state_dir=state, name=BENCH_CLUSTER)
         try:
             where = args.keep or Path(tmp)
             where.mkdir(parents=True, exist_ok=True)
-            models = [model.strip() for model in args.models.split(",") if model.strip()]
             runs = {
                 model: {
                     rate: profile(args, model, rate, state, where / f"{model}-{rate}.json") for rate in rates
                 }
-                for model in models
+                for model in args.models
             }
         finally:
             cluster.cluster_down(state)
@@ -141,8 +182,8 @@ def main() -> None:
         errors += report(args, model, docs, status)
     if errors:
         mean = sum(abs(error) for error in errors) / len(errors)
-        print(f"\nschedule prediction against the measured network stall: mean absolute error {mean:.1%} over "
-              f"{len(errors)} runs, largest {max(errors, key=abs):+.1%}")  # fmt: skip
+        print(f"\nschedule prediction against the measured network stall: mean absolute error {mean:.1%} "
+              f"over {len(errors)} runs, largest {max(errors, key=abs):+.1%}")  # fmt: skip
 
 
 def report(args, model: str, docs: dict, status: dict) -> list[float]:

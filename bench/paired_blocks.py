@@ -20,6 +20,7 @@ level. Stall formulas are not touched: this measures whether the pairing would h
 
 from __future__ import annotations
 
+import argparse
 import os
 import statistics
 import sys
@@ -110,18 +111,31 @@ def _run(world: int, args) -> list:
     return found[1]
 
 
+def pair_count(text: str) -> int:
+    """At least 3 pairs: fewer give no interval (and no correlation) to judge the pairing by."""
+    pairs = positive_int(text)
+    if pairs < 3:
+        raise argparse.ArgumentTypeError(f"{pairs} pairs: at least 3 (an interval needs them)")
+    return pairs
+
+
+def pairs_needed(pairs: int, half: float, mean: float, target: float) -> float:
+    """Pairs for a 95% half-width of `target` x mean, from the half-width `pairs` pairs gave (mean_ci95's,
+    its count lowered for lag-1 autocorrelation): at the same correlation it shrinks as 1 / sqrt(pairs). The
+    t quantile stays the one of the pairs run, so the figure errs on the high side."""
+    return pairs * (half / (target * mean)) ** 2
+
+
 def main() -> None:
     parser = bench_parser(__doc__)
     parser.add_argument("--model", type=model_name, default="resnet10")
     parser.add_argument("--input-shape", type=shape, default="3,32,32")
     parser.add_argument("--batch-size", type=positive_int, default=16)
     parser.add_argument("--block", type=positive_int, default=8, help="steps per block")
-    parser.add_argument("--pairs", type=positive_int, default=12)
-    parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument("--pairs", type=pair_count, default=12, help="at least 3")
+    parser.add_argument("--warmup", type=positive_int, default=5, help="steps before the timed blocks")
     parser.add_argument("--target", type=positive_float, default=0.10, help="relative half-width aimed for")
     args = parser.parse_args()
-    if args.pairs < 3 or args.block < 1:
-        raise SystemExit("--pairs must be at least 3 and --block at least 1")
     load_before = os.getloadavg()[0]
     started = time.perf_counter()
     blocks = _run(2, args)
@@ -159,8 +173,7 @@ def main() -> None:
     if diff_mean <= 0:
         print("  A - B is not positive here: no interconnect stall to aim a target at")
         return
-    spread = statistics.stdev(differences)
-    needed = (2.0 * spread / (args.target * diff_mean)) ** 2  # normal approximation
+    needed = pairs_needed(args.pairs, diff_half, diff_mean, args.target)  # as the interval above counts them
     block_s = needed * args.block * (a_mean + b_mean)
     print(
         f"  pairs for ± {args.target:.0%} on the interconnect stall: about {needed:.0f} "

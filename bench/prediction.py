@@ -159,7 +159,11 @@ def per_model(db: str, by_batch_size: bool = False) -> pd.DataFrame:
 
 def main() -> int:
     parser = bench_parser(__doc__)
-    parser.add_argument("--db", default=str(REPO / "results" / "prediction-campaign.duckdb"))
+    parser.add_argument(
+        "--db",
+        default=str(REPO / "results" / "prediction-campaign.duckdb"),
+        help="the campaign's database; default %(default)s (in the repository: results/ is git-ignored)",
+    )
     parser.add_argument("--run", action="store_true", help="run (or resume) the campaign before scoring")
     parser.add_argument("--single-node", action="store_true", help="do not try the emulated cluster")
     parser.add_argument("--family", default="resnet")

@@ -13,6 +13,7 @@ history of finished jobs). It prints the figures and the gains it finds; it asse
 
 from __future__ import annotations
 
+import sys
 import time
 
 from stash_core.sched import Cluster, Policy, jobs_from_frame, simulate
@@ -71,3 +72,12 @@ def _gain(before: float, after: float) -> str:
         return "n/a (baseline 0)"
     change = 1 - after / before
     return f"{change:.0%} lower" if change >= 0 else f"{-change:.0%} higher"
+
+
+if __name__ == "__main__":  # the experiment's options are schedule.py's: one command line, one place
+    print(
+        "sched_paper.py is run by schedule.py: python bench/schedule.py --paper [--jobs 2000] "
+        "[--cluster 8x4x8] [--load 0.8] [--seed 0]",
+        file=sys.stderr,
+    )
+    sys.exit(2)

@@ -11,7 +11,8 @@ figures; it asserts nothing about them.
 
 With --paper it runs the seed paper's experiment instead (bench/sched_paper.py): a Philly-like heavy trace
 on a congested cluster, batch and continuous arrivals, the consolidation baselines against spread, delay
-and the network-aware policies.
+and the network-aware policies. It takes --jobs, --cluster, --load and --seed (its own defaults below) and
+refuses the other options, which it has fixed.
 
     .venv/bin/python bench/schedule.py [--jobs 100000] [--cluster 16x8x8] [--load 0.85] [--policies ...]
         [--scenarios plain,congested] [--node-gbps 100 --oversubscription 4 --reference-gbps 10]
@@ -41,37 +42,57 @@ MEAN_GPUS = 0.35 * 1 + 0.2 * 2 + 0.2 * 4 + 0.15 * 8 + 0.1 * 16
 MEAN_DURATION_S = 1800 * math.exp(0.5)
 
 
-def main() -> None:
+# The scale run's defaults; None in the parser, so that --paper (its own defaults, sched_paper.paper) can tell
+# an option given from one left out, whichever way it was written (--jobs 100 or --jobs=100).
+DEFAULTS = {
+    "jobs": 100_000, "cluster": "16x8x8", "load": 0.85, "policies": ",".join(POLICIES),
+    "scenarios": "plain,congested", "node_gbps": 100.0, "oversubscription": 4.0, "reference_gbps": 10.0,
+}  # fmt: skip
+PAPER_TAKES = ("jobs", "cluster", "load", "seed")
+
+
+def parse_args():
     parser = bench_parser(__doc__)
-    parser.add_argument("--jobs", type=positive_int, default=100_000)
-    parser.add_argument("--cluster", type=cluster_shape, default="16x8x8", help="SWITCHESxNODESxGPUS")
-    parser.add_argument("--load", type=share, default=0.85, help="offered load, 0-1")
+    parser.add_argument("--jobs", type=positive_int, help="default 100000 (--paper: 2000)")
+    parser.add_argument(
+        "--cluster", type=cluster_shape, help="SWITCHESxNODESxGPUS, default 16x8x8 (--paper: 8x4x8)"
+    )
+    parser.add_argument("--load", type=share, help="offered load, 0-1, default 0.85 (--paper: 0.8)")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--policies", type=choice_list(POLICIES), default=",".join(POLICIES))
+    parser.add_argument("--policies", type=choice_list(POLICIES), help=f"default {DEFAULTS['policies']}")
     parser.add_argument(
         "--scenarios",
         type=choice_list(["plain", "congested"]),
-        default="plain,congested",
-        help="plain (no fabric), congested",
+        help="plain (no fabric), congested; default both",
+    )
+    parser.add_argument("--node-gbps", type=positive_float, help="congested: node uplink Gbit/s, default 100")
+    parser.add_argument(
+        "--oversubscription", type=positive_float, help="congested: switch uplinks, default 4"
     )
     parser.add_argument(
-        "--node-gbps", type=positive_float, default=100.0, help="congested: node uplink Gbit/s"
-    )
-    parser.add_argument(
-        "--oversubscription", type=positive_float, default=4.0, help="congested: switch uplinks"
-    )
-    parser.add_argument(
-        "--reference-gbps", type=positive_float, default=10.0, help="slowdowns are read at this"
+        "--reference-gbps", type=positive_float, help="slowdowns are read at this, default 10"
     )
     parser.add_argument("--paper", action="store_true", help="the seed paper's experiment (sched_paper.py)")
     args = parser.parse_args()
     if args.paper:
+        ignored = [name for name in DEFAULTS if name not in PAPER_TAKES and getattr(args, name) is not None]
+        if ignored:
+            given = ", ".join(f"--{name.replace('_', '-')}" for name in ignored)
+            parser.error(f"--paper takes --jobs, --cluster, --load and --seed only, not {given}")
+        return args
+    for name, value in DEFAULTS.items():
+        if getattr(args, name) is None:
+            setattr(args, name, value)
+    return args
+
+
+def main() -> None:
+    args = parse_args()
+    if args.paper:
         from sched_paper import paper
 
-        given = {
-            name: value for name, value in vars(args).items() if f"--{name.replace('_', '-')}" in sys.argv
-        }
-        paper(**{k: given[k] for k in ("jobs", "cluster", "load", "seed") if k in given})
+        given = {name: getattr(args, name) for name in PAPER_TAKES if getattr(args, name) is not None}
+        paper(**given)
         return
     cluster = Cluster(*(int(v) for v in args.cluster.split("x")))
     gap_s = MEAN_GPUS * MEAN_DURATION_S / (args.load * cluster.total_gpus)
@@ -89,11 +110,9 @@ def main() -> None:
             fabric = Fabric.oversubscribed(args.node_gbps, args.oversubscription, cluster.nodes_per_switch,
                                            args.reference_gbps)  # fmt: skip
             print(f"congested: {fabric.label()} ({args.oversubscription:g}:1 oversubscribed)")
-        elif scenario == "plain":
+        else:  # plain (choice_list took nothing else)
             fabric = None
             print("plain: no fabric, crossing more switches than needed doubles the network stall")
-        else:
-            parser.error(f"unknown scenario {scenario!r}: plain or congested")
         print(f"  {'policy':<22}{'wall s':>8}{'cpu s':>7}{'makespan h':>12}{'avg JCT h':>11}{'p95 JCT h':>11}"
               f"{'queue h':>9}{'comm h':>9}{'spread':>8}{'preempt':>9}{'GPU busy':>10}")  # fmt: skip
         for name in args.policies.split(","):

@@ -21,10 +21,9 @@ Timing figures need a quiet machine: other load widens every interval.
 
 from __future__ import annotations
 
-import argparse
 import json
+import math
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -32,11 +31,13 @@ import textwrap
 from pathlib import Path
 
 import numpy as np
+from bench_args import bench_parser, positive_float, positive_int
 
 from stash_core.analysis.stats import mean_ci95
 
 REPO = Path(__file__).resolve().parents[1]
 BATCH = 4
+GOAL = 0.15  # the ratio's goal: 1 within ±15%
 
 SCRIPT = """
 import json, sys, time
@@ -107,15 +108,68 @@ def stash_profile(script: Path, data: Path, out: Path, max_phase_s: float) -> di
     return json.loads(out.read_text())
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--rounds", type=int, default=3, help="interleaved plain rounds (real + precomputed)")
-    parser.add_argument("--steps", type=int, default=60, help="timed optimizer steps per plain run")
-    parser.add_argument("--files-per-step", type=int, default=16, help="files read per optimizer step")
-    parser.add_argument("--px", type=int, default=128, help="side of each .npy image (FFT cost)")
-    parser.add_argument("--files", type=int, default=512)
-    parser.add_argument("--max-phase-seconds", type=float, default=30.0, help="Stash's cap per run")
+def parse_args():
+    parser = bench_parser(__doc__)
+    parser.add_argument(
+        "--rounds", type=positive_int, default=3, help="interleaved plain rounds (real + precomputed)"
+    )
+    parser.add_argument("--steps", type=positive_int, default=60, help="timed optimizer steps per plain run")
+    parser.add_argument(
+        "--files-per-step",
+        type=positive_int,
+        default=16,
+        help=f"files read per optimizer step (a multiple of {BATCH})",
+    )
+    parser.add_argument("--px", type=positive_int, default=128, help="side of each .npy image (FFT cost)")
+    parser.add_argument("--files", type=positive_int, default=512, help="files in the data set")
+    parser.add_argument("--max-phase-seconds", type=positive_float, default=30.0, help="Stash's cap per run")
     args = parser.parse_args()
+    # the script steps the optimizer every files-per-step / BATCH batches of one epoch: fewer files than
+    # that would never step (and never end)
+    if args.files_per_step % BATCH:
+        parser.error(f"--files-per-step {args.files_per_step}: a multiple of the batch, {BATCH}")
+    if args.files < args.files_per_step:
+        parser.error(f"--files {args.files}: at least --files-per-step ({args.files_per_step})")
+    return args
+
+
+def half_text(half_s: float) -> str:
+    """A 95% half-width in ms, or n/a where there is none (one round has no spread)."""
+    return f"{half_s * 1e3:.2f}" if math.isfinite(half_s) else "n/a"
+
+
+def interval_text(values_s: list[float]) -> str:
+    """Mean in ms over the rounds and its 95% half-width."""
+    mean_s, half_s = mean_ci95(values_s)
+    return f"{mean_s * 1e3:8.2f} ms/step ± {half_text(half_s):>5}"
+
+
+def ratio_ci95(top: float, top_half: float, bottom: float, bottom_half: float) -> tuple[float, float]:
+    """top / bottom and its 95% half-width, the two relative half-widths added in quadrature (first order,
+    the two measured apart); not finite where either is unknown."""
+    if not bottom > 0:
+        return float("nan"), float("nan")
+    ratio = top / bottom
+    relative = ((top_half / top) ** 2 + (bottom_half / bottom) ** 2) ** 0.5 if top else float("nan")
+    return ratio, abs(ratio) * relative
+
+
+def verdict(ratio: float, half: float, goal: float = GOAL) -> str:
+    """Within or outside the goal 1 ± goal only when the whole 95% interval is; undecided when it straddles a
+    bound of the goal or is unknown."""
+    aim = f"the ±{goal:.0%} goal"
+    if not (math.isfinite(ratio) and math.isfinite(half)):
+        return f"undecided: no interval to hold against {aim}"
+    low, high = ratio - half, ratio + half
+    if 1 - goal <= low and high <= 1 + goal:
+        return f"within {aim}"
+    if high < 1 - goal or low > 1 + goal:
+        return f"outside {aim}"
+    return f"undecided: the interval straddles a bound of {aim}"
+
+
+def main() -> None:
+    args = parse_args()
     with tempfile.TemporaryDirectory(prefix="stash-input-cost-") as tmp:
         folder = Path(tmp)
         data = folder / "data"
@@ -132,31 +186,34 @@ def main() -> None:
                 (real if mode == "real" else precomputed).append(plain_step_s(script, data, mode, args.steps))
         doc = stash_profile(script, data, folder / "result.json", args.max_phase_seconds)
     differences = [r - p for r, p in zip(real, precomputed, strict=True)]
-    cost_s, cost_ci = mean_ci95(differences) if len(differences) > 1 else (differences[0], float("nan"))
+    cost_s, cost_ci = mean_ci95(differences)  # one round: an infinite half-width, no interval
     phases = {phase["name"]: phase["iteration_s"] for phase in doc["phases"] if phase.get("iteration_s")}
     cpu = doc["breakdown"]["stalls"]["cpu"]
     print(f"{args.files_per_step} .npy files of {args.px}x{args.px} per optimizer step (FFT each), batch "
           f"{BATCH}, {args.files_per_step // BATCH} batches accumulated; {args.rounds} interleaved rounds of "
           f"{args.steps} steps; load average {os.getloadavg()[0]:.1f}")  # fmt: skip
     print(
-        f"plain, loading precomputed   {statistics.mean(precomputed) * 1e3:8.2f} ms/step   "
+        f"plain, loading precomputed   {interval_text(precomputed)}   "
         f"Stash R0 (replay)  {phases['R0']['mean'] * 1e3:8.2f} ms ± {phases['R0']['ci95'] * 1e3:.2f}"
     )
     print(
-        f"plain, real loading          {statistics.mean(real) * 1e3:8.2f} ms/step   "
+        f"plain, real loading          {interval_text(real)}   "
         f"Stash R3 (cached)  {phases['R3']['mean'] * 1e3:8.2f} ms ± {phases['R3']['ci95'] * 1e3:.2f}"
     )
     print(
-        f"loading cost (real - precomputed)  {cost_s * 1e3:.2f} ms/step ± {cost_ci * 1e3:.2f}   "
+        f"loading cost (real - precomputed)  {cost_s * 1e3:.2f} ms/step ± {half_text(cost_ci)}   "
         f"per round: {', '.join(f'{d * 1e3:.2f}' for d in differences)}"
     )
+    cpu_ci = cpu["ci95_s"] if cpu.get("ci95_s") is not None else float("nan")
     print(
-        f"Stash's CPU stall (R3 - R0)        {cpu['seconds'] * 1e3:.2f} ms/step ± {cpu['ci95_s'] * 1e3:.2f} "
+        f"Stash's CPU stall (R3 - R0)        {cpu['seconds'] * 1e3:.2f} ms/step ± {half_text(cpu_ci)} "
         f"({cpu['status']})"
     )
-    ratio = cpu["seconds"] / cost_s if cost_s > 0 else float("nan")
-    verdict = "within" if abs(ratio - 1) <= 0.15 else "outside"
-    print(f"ratio Stash / plain {ratio:.3f} ({(ratio - 1) * 100:+.1f}%; {verdict} the ±15% goal)")
+    ratio, half = ratio_ci95(cpu["seconds"], cpu_ci, cost_s, cost_ci)
+    print(
+        f"ratio Stash / plain {ratio:.3f} ± {f'{half:.3f}' if math.isfinite(half) else 'n/a'} (95%, from the "
+        f"two intervals above; {(ratio - 1) * 100:+.1f}%; {verdict(ratio, half)})"
+    )
 
 
 if __name__ == "__main__":

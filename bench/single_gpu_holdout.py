@@ -19,12 +19,13 @@ fit, the shipped stated error) and reported the same way.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from bench_args import bench_parser  # noqa: E402
 
 from stash_core.decide.predict.calibration import fit_params, predicted_s  # noqa: E402
 from stash_core.decide.predict.published import (  # noqa: E402
@@ -124,7 +125,7 @@ def table(found: list[dict], key: str) -> None:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = bench_parser(__doc__)
     parser.add_argument("--rows", action="store_true", help="print every figure's error")
     report(parser.parse_args().rows)
     return 0

@@ -34,10 +34,34 @@ BAD = [
     ("prediction.py", ["--batch-size", "0"]),
     ("network.py", ["--batch-size", "-2"]),
     ("prediction.py", ["--db", "/nonexistent/campaign.duckdb"]),  # said "run with --run first"
+    ("script_input_cost.py", ["--rounds", "0"]),  # ran a whole profile, then an IndexError
+    ("script_input_cost.py", ["--steps", "0"]),  # never ended
+    ("script_input_cost.py", ["--files-per-step", "2"]),  # below the batch of 4: a division by zero
+    ("script_input_cost.py", ["--files-per-step", "6"]),
+    ("script_input_cost.py", ["--px", "-5"]),
+    ("script_input_cost.py", ["--files", "0"]),
+    ("script_input_cost.py", ["--files", "8"]),  # fewer than a step's files: never stepped
+    ("network.py", ["--bandwidths", "foo"]),  # failed only once the cluster was being built
+    ("network.py", ["--models", "nosuchmodel"]),  # caught only once the cluster was up
+    ("schedule.py", ["--paper", "--policies", "spread"]),  # ignored without a word
+    ("schedule.py", ["--paper", "--node-gbps=5", "--scenarios=plain"]),
+    ("schedule.py", ["--paper", "--jobs=0"]),
+    ("sched_paper.py", ["--bogus"]),  # printed nothing and exited 0: schedule.py --paper runs it
+    ("kernels.py", ["--rebuild", "/nonexistent"]),  # a traceback: no objects to concatenate
+    ("paired_blocks.py", ["--pairs", "2"]),
+    ("paired_blocks.py", ["--warmup", "-3"]),
+    ("gpu_steps.py", ["--budget-s", "-1"]),
+    ("gpu_layouts.py", ["--budget-s", "0"]),
     # no options of their own: an argument is refused, and --help is not a run
     ("console_ingest.py", ["--bogus"]),
     ("comm_factors.py", ["--bogus"]),
     ("compiler_stand_in.py", ["--bogus"]),
+    ("comm_report.py", ["--bogus"]),
+    ("cross_instance.py", ["--bogus"]),
+    ("gpu_convs.py", ["--bogus"]),
+    ("gpu_ops.py", ["--bogus"]),
+    ("kernel_steps.py", ["--bogus"]),
+    ("single_gpu_holdout.py", ["--bogus"]),
 ]
 
 
@@ -60,6 +84,18 @@ def test_a_bad_argument_is_one_line_and_exit_2(script: str, argv: list[str]) -> 
         "console_ingest.py",
         "comm_factors.py",
         "compiler_stand_in.py",
+        "script_input_cost.py",
+        "network.py",
+        "comm_report.py",
+        "cross_instance.py",
+        "gpu_steps.py",
+        "gpu_convs.py",
+        "gpu_layouts.py",
+        "gpu_ops.py",
+        "kernels.py",
+        "kernel_steps.py",
+        "single_gpu_holdout.py",
+        "paired_blocks.py",
     ],
 )
 def test_help_prints_the_whole_docstring(script: str) -> None:
@@ -70,6 +106,23 @@ def test_help_prints_the_whole_docstring(script: str) -> None:
     done = subprocess.run([sys.executable, str(path), "--help"], capture_output=True, text=True, cwd=REPO,
                           timeout=120)  # fmt: skip
     assert done.returncode == 0 and doc.strip().splitlines()[-1].strip() in done.stdout, done.stdout
+
+
+def test_every_bench_parses_with_bench_parser() -> None:
+    """A plain argparse parser prints the usage block with an error and leaves the docstring out of --help."""
+    plain = [path.name for path in sorted((REPO / "bench").glob("*.py")) if "argparse.ArgumentParser(" in
+             path.read_text() and path.name != "bench_args.py"]  # fmt: skip
+    assert plain == []
+
+
+def test_the_dashboard_says_a_file_is_no_database_in_one_line(tmp_path) -> None:
+    text = tmp_path / "notes.duckdb"
+    text.write_text("not a database\n")
+    script = str(REPO / "bench" / "dashboard.py")
+    done = subprocess.run([sys.executable, script, str(text)], capture_output=True, text=True, cwd=REPO,
+                          timeout=120)  # fmt: skip
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and "not a DuckDB database" in done.stderr
 
 
 def test_one_value_has_no_spread() -> None:

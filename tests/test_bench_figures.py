@@ -1,0 +1,79 @@
+"""The benchmarks' printed figures say what their data allow: a verdict only where the interval decides it, a
+median of an even count, the pairs needed as the interval beside it counts them, labels from the data they
+describe, and a step cache of their own for a timing. Nothing is timed here."""
+
+from __future__ import annotations
+
+import os
+import statistics
+import sys
+
+import pytest
+from support import REPO
+
+sys.path.insert(0, str(REPO / "bench"))
+
+
+def test_the_ratio_verdict_is_undecided_where_the_interval_straddles_the_goal() -> None:
+    from script_input_cost import ratio_ci95, verdict
+
+    ratio, half = ratio_ci95(9.61e-3, 7.27e-3, 9.52e-3, 3.94e-3)  # a run that printed "within the ±15% goal"
+    assert ratio == pytest.approx(1.0095, abs=1e-3) and half == pytest.approx(0.87, abs=0.01)
+    assert verdict(ratio, half).startswith("undecided")
+    assert verdict(*ratio_ci95(10.0, 0.1, 10.0, 0.1)).startswith("within")
+    assert verdict(*ratio_ci95(20.0, 0.1, 10.0, 0.1)).startswith("outside")
+    assert verdict(*ratio_ci95(10.0, 0.1, 10.0, float("inf"))).startswith("undecided")  # one round
+
+
+def test_the_median_ratio_of_an_even_count_is_the_middle_two_averaged(capsys) -> None:
+    from interleaved import print_comparison
+
+    plain = [1.0, 1.0, 1.0, 1.0]
+    timed = [1.0, 1.1, 1.2, 1.3]
+    print_comparison("plain", "timed", plain, timed, [t / p for t, p in zip(timed, plain, strict=True)])
+    line = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("median ratio"))
+    assert "1.1500" in line
+
+
+def test_the_pairs_needed_count_them_as_the_interval_does() -> None:
+    from paired_blocks import pairs_needed
+
+    from stash_core.analysis.stats import mean_ci95
+
+    drifting = [1.0 + 0.05 * index + 0.02 * (-1) ** index for index in range(12)]  # correlated pairs
+    mean, half = mean_ci95(drifting)
+    assert pairs_needed(12, half, mean, half / mean) == pytest.approx(12)  # the target it already reached
+    independent = (2.0 * statistics.stdev(drifting) / (0.1 * mean)) ** 2  # what it printed before
+    assert pairs_needed(12, half, mean, 0.1) > independent
+
+
+def test_the_pooled_test_sets_are_counted_from_the_list() -> None:
+    from comm_factors import _test_sets
+
+    from stash_core.decide.predict.comm_validation import TEST_CSVS
+
+    label = _test_sets()
+    assert f"the {len(TEST_CSVS)} test sets" in label
+    assert all(path.stem.removeprefix("published_multi_gpu_") in label for path in TEST_CSVS)
+
+
+def test_a_timing_has_a_step_cache_of_its_own(monkeypatch) -> None:
+    from predict_catalog import fresh_step_cache
+
+    from stash_core.decide.predict.step_cache import cache_dir
+
+    monkeypatch.setenv("STASH_CACHE_DIR", "/somewhere/the/users")
+    with fresh_step_cache() as folder:
+        assert cache_dir() == folder and folder.is_dir()
+    assert not folder.exists() and os.environ["STASH_CACHE_DIR"] == "/somewhere/the/users"
+
+
+def test_the_paper_takes_its_options_written_with_an_equals_sign(monkeypatch) -> None:
+    from schedule import parse_args
+
+    monkeypatch.setattr(sys, "argv", ["schedule.py", "--paper", "--jobs=100", "--cluster=2x2x8"])
+    args = parse_args()
+    assert (args.jobs, args.cluster, args.load) == (100, "2x2x8", None)  # load: the paper's own default
+    monkeypatch.setattr(sys, "argv", ["schedule.py", "--jobs=300"])
+    args = parse_args()
+    assert (args.jobs, args.cluster, args.node_gbps) == (300, "16x8x8", 100.0)
