@@ -92,6 +92,8 @@ def _require_breakdown(run_id: str, tables: dict[str, pd.DataFrame], parts: dict
 def doc_from_rows(run_id: str, run: dict[str, Any], parts: dict[str, pd.DataFrame | None]) -> dict[str, Any]:
     """One run's result document from its runs row and its rows of the companion tables (None: not there)."""
     spec = _json_value(run.get("spec"), f"run {run_id} spec") or {}
+    if not isinstance(spec, dict):
+        raise UsageError(f"run {run_id} spec is not a JSON object")
     phases = []
     if parts["phases"] is not None:
         for phase in sorted(_rows(parts["phases"]), key=lambda p: p.get("phase_index") or 0):

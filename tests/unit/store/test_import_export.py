@@ -151,3 +151,11 @@ def test_samples_without_their_phases_are_refused_not_dropped(tmp_path) -> None:
         docs_from_export({"runs": read["runs"], "phases": without_r0, "iterations": read["iterations"]})
     (doc,) = docs_from_export({name: read[name] for name in ("runs", "phases", "iterations")})
     assert doc["phases"][0]["samples"]["iteration_s"]
+
+
+def test_a_runs_spec_that_is_not_an_object_is_said_so(tables) -> None:
+    """A hand-edited spec of [1, 2] was refused as "AttributeError: 'list' object has no attribute 'get'"."""
+    runs = tables["runs"].copy()
+    runs["spec"] = "[1, 2]"
+    with pytest.raises(UsageError, match=r"^run \S+ spec is not a JSON object$"):
+        docs_from_export({**tables, "runs": runs})
