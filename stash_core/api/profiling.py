@@ -6,6 +6,7 @@ a profile from a notebook stores the same rows as one from the terminal, and the
 
 from __future__ import annotations
 
+import os
 import sys
 import warnings
 from pathlib import Path
@@ -80,7 +81,8 @@ def profile_script(script: str | Path, *args: str, **options: Any) -> Result:
             where = "its first argument" if name == "script" else "the arguments after the script"
             raise UsageError(f"profile_script: give {name} as {where}, not as {name}=")
     script = required_path("script", script)  # not str(None): a file named "None" would be profiled
-    return profile(script=str(script), script_args=list(args), **options)  # each checked as text there
+    given = [os.fspath(arg) if isinstance(arg, os.PathLike) else arg for arg in args]  # a Path is its text
+    return profile(script=str(script), script_args=given, **options)  # each checked as text there
 
 
 def _raise_early_end(run: ProfileRun) -> None:

@@ -109,17 +109,19 @@ def _scalar(value: Any) -> str:
 
 
 # What a literal block cannot hold as it is: characters YAML reads as line breaks (a block's line would end
-# there and the rest be read as keys of the task), the BOM, control characters (printed raw, they act on the
-# terminal) and the bidirectional controls that reorder what is shown.
+# there and the rest be read as keys of the task), the BOM and the two non-characters YAML refuses, control
+# characters (printed raw, they act on the terminal) and the bidirectional controls that reorder the text.
 _NOT_AS_IS = re.compile(
-    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2028\u2029\u2066-\u2069\ufeff\ud800-\udfff]"
+    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2028\u2029\u2066-\u2069\ufeff\ufffe\uffff"
+    "\ud800-\udfff]"
 )
 
 
 def _block_safe(text: str) -> bool:
     """Whether `text` reads back the same from a literal block (`|`): no character of _NOT_AS_IS, and a first
-    line that does not start with a space (it would set the block's indentation)."""
-    return not _NOT_AS_IS.search(text) and not text.startswith(" ")
+    line with text that does not start with a space (it would set the block's indentation)."""
+    first = next((line for line in text.split("\n") if line.strip()), "")
+    return not _NOT_AS_IS.search(text) and not first.startswith(" ")
 
 
 def _quoted(text: str) -> str:

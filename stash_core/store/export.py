@@ -16,6 +16,7 @@ from stash_core.store.connection import connect, is_stand_in
 from stash_core.store.console_files import mark_owner, remove_stale_folders
 from stash_core.store.export_targets import refuse_replacing_others
 from stash_core.terminal import FORMULA_LEADS, escaped_characters
+from stash_core.userfiles import nearest_existing
 
 # DuckDB COPY options per format. JSON is newline-delimited (one object per line, "JSON Lines"), which
 # streams and appends well; read it with pandas.read_json(path, lines=True) or DuckDB read_json.
@@ -56,7 +57,7 @@ def export(db_path: Path | str, fmt: str, out_dir: Path | str) -> list[Path]:
     if not db_path.exists():  # a mistyped --db would otherwise export the empty tables of no database
         raise UsageError(f"no database at {db_path}: nothing to export")
     _refuse_replacing_the_database(db_path, out_dir, suffix)
-    created = not out_dir.exists()  # removed again when nothing is exported (a database refused)
+    existing = nearest_existing(out_dir)  # the folders made below it are removed when nothing is exported
     if out_dir.exists() and not out_dir.is_dir():
         raise UsageError(f"cannot write export to {out_dir}: it is a file, and an export is a folder of "
                          "files (one per table): give a folder")  # fmt: skip
@@ -69,8 +70,7 @@ def export(db_path: Path | str, fmt: str, out_dir: Path | str) -> list[Path]:
     except OSError as exc:  # a full disk: no staging folder (its owner file empty) or new folder left
         if staging is not None:
             shutil.rmtree(staging, ignore_errors=True)
-        if created and out_dir.is_dir() and not any(out_dir.iterdir()):
-            out_dir.rmdir()
+        _remove_made(out_dir, existing)
         raise UsageError(f"cannot write export to {out_dir}: {exc.strerror or exc}") from None
     try:
         staged = []
@@ -104,8 +104,15 @@ def export(db_path: Path | str, fmt: str, out_dir: Path | str) -> list[Path]:
         raise UsageError(f"cannot write export to {out_dir}: {exc.strerror or exc}") from None
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-        if created and not any(out_dir.iterdir()):
-            out_dir.rmdir()
+        _remove_made(out_dir, existing)
+
+
+def _remove_made(out_dir: Path, existing: Path) -> None:
+    """Remove `out_dir` and the folders above it that this export made (below `existing`), while empty."""
+    folder = out_dir
+    while folder != existing and folder.is_dir() and not any(folder.iterdir()):
+        folder.rmdir()
+        folder = folder.parent
 
 
 def _move_into_place(staged: list[Path], out_dir: Path, staging: Path) -> list[Path]:

@@ -147,7 +147,9 @@ def _metric(value: object, name: str) -> float:
 
 def _count(value: object, name: str, least: int) -> int:
     """A whole number from `least` to INT32_MAX (an INTEGER column), else ValueError naming it."""
-    if isinstance(value, bool) or not isinstance(value, int | float) or value != int(value):
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise ValueError(f"{name} {value!r}")
+    if value != int(value):
         raise ValueError(f"{name} {value!r}")
     if not least <= value <= INT32_MAX:
         raise ValueError(f"{name} {value!r}")

@@ -112,6 +112,17 @@ def test_a_wrong_argument_is_a_usage_error_not_a_type_error(call, message, tmp_p
     assert list(tmp_path.iterdir()) == []
 
 
+def test_a_path_among_a_scripts_arguments_is_its_text(tmp_path, monkeypatch):
+    from pathlib import Path
+
+    from stash_core.api import profiling
+
+    given = {}
+    monkeypatch.setattr(profiling, "profile", lambda **options: given.update(options))
+    stash.profile_script("train.py", "--data", Path("/data/set"), db=tmp_path / "x.duckdb")
+    assert given["script_args"] == ["--data", "/data/set"]
+
+
 def test_a_failed_profile_raises_with_where_it_is_saved_and_a_lost_copy_warns(tmp_path):
     out, db = tmp_path / "r1.json", tmp_path / "x.duckdb"
     error = MeasurementError("R1 died")

@@ -83,6 +83,8 @@ def test_yaml_text(plan):
         "\x1b]0;HACKED\x07\x1b[2J",  # terminal escapes
         "f\u202eg\ufeffh\x7f",
         "é😀 x",  # printable text beyond ASCII stays as it is
+        "x\uffff\ufffe",  # non-characters YAML refuses to read
+        "\n  indented\nnot",  # the first line with text sets a block's indentation
     ],
 )
 def test_the_yaml_text_reads_back_as_the_task_whatever_a_script_argument_holds(plan, argument):

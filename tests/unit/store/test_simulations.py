@@ -68,9 +68,11 @@ def _changed(change):
      (lambda d: d["policies"][0]["metrics"].update(gpu_busy_share=1.5), "gpu_busy_share 1.5"),
      (lambda d: d.update(jobs=-5), "jobs -5"),
      (lambda d: d.update(jobs=True), "jobs True"),
+     (lambda d: d.update(jobs=float("inf")), "jobs inf"),  # OverflowError, a traceback
+     (lambda d: d["policies"][0]["metrics"].update(preemptions=float("nan")), "preemptions nan"),
      (lambda d: d["cluster"].update(gpus=0), "gpus 0")],
     ids=["policy-twice", "policy-null", "policy-blank", "huge-count", "half-count", "negative-time",
-         "negative-share", "share-over-one", "negative-jobs", "bool-jobs", "no-gpus"],
+         "negative-share", "share-over-one", "negative-jobs", "bool-jobs", "inf-jobs", "nan-count", "no-gpus"],
 )  # fmt: skip
 def test_a_document_the_table_cannot_hold_or_that_makes_no_sense_is_one_line(tmp_path, change, message):
     """Two rows of one policy or a null policy failed in DuckDB's constraints (a traceback), a count beyond
