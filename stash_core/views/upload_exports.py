@@ -3,6 +3,9 @@ result documents: the runs table's check holds them, its companions' checks say 
 
 from __future__ import annotations
 
+import contextlib
+import json
+import math
 from typing import Any
 
 import pandas as pd
@@ -28,7 +31,13 @@ def assemble_exports(checks: list[Any]) -> None:
         if check.ok and check.kind.startswith("export:") and check.frame is not None:
             table = check.kind.split(":", 1)[1]
             tables[table] = pd.concat([tables[table], check.frame]) if table in tables else check.frame
-    tables = {name: _once(name, frame) for name, frame in tables.items()}
+    try:
+        tables = {name: _once(name, frame) for name, frame in tables.items()}
+    except UsageError as exc:  # two uploads disagree on a row: neither is taken
+        for check in checks:
+            if check.ok and check.kind.startswith("export:"):
+                check.ok, check.reason = False, str(exc)
+        return
     first_runs = next((c for c in checks if c.ok and c.kind == "export:runs" and c.frame is not None), None)
     companions = COMPANION_TABLES
     for check in checks:
@@ -65,6 +74,43 @@ _ROW_KEYS = {
 
 
 def _once(table: str, frame: pd.DataFrame) -> pd.DataFrame:
-    """`frame` with a row given again (its key's, else all its cells as text) read once, the first."""
+    """`frame` with a row given again (by its key, else by all its cells as text) read once, the first; a key
+    given again with other content is refused (UsageError), as `stash ingest` refuses a run given twice."""
     key = [column for column in _ROW_KEYS.get(table, []) if column in frame.columns] or list(frame.columns)
-    return frame[~frame[key].astype(str).duplicated()]
+    # each cell as text (astype(str) keeps a missing cell missing), a row's key cells joined
+    keys = frame[key].map(str).agg("|".join, axis=1) if len(frame) else pd.Series(dtype=str)
+    repeated = keys.duplicated(keep=False)
+    for _, rows in frame[repeated].groupby(keys[repeated]):
+        first = rows.iloc[0]
+        for _, row in rows.iloc[1:].iterrows():
+            other = next(
+                (column for column in frame.columns if not _same_cell(first[column], row[column])), None
+            )
+            if other is not None:
+                given = ", ".join(f"{column} {first[column]}" for column in key)
+                raise UsageError(f"{table} tables give {given} twice, with other {other}: upload one of them")
+    return frame[~keys.duplicated()]
+
+
+def _same_cell(a: Any, b: Any) -> bool:
+    """Whether two cells of one column hold the same value as a CSV, a JSON and a Parquet export write it (a
+    number as text or as a number, a time in two spellings, a JSON column as text or as an object)."""
+    missing_a, missing_b = _missing(a), _missing(b)
+    if missing_a or missing_b:
+        return missing_a and missing_b
+    if isinstance(a, str) != isinstance(b, str):  # a JSON column: its text beside its object
+        text, value = (a, b) if isinstance(a, str) else (b, a)
+        with contextlib.suppress(ValueError, TypeError):
+            if json.loads(text) == value:
+                return True
+    for read in (float, pd.Timestamp):
+        with contextlib.suppress(ValueError, TypeError, OverflowError):
+            return read(a) == read(b)
+    return str(a) == str(b)
+
+
+def _missing(value: Any) -> bool:
+    """No value: a CSV's empty cell reads as missing, whether the export wrote NULL or an empty text."""
+    if isinstance(value, str):
+        return value == ""
+    return value is None or (isinstance(value, float) and math.isnan(value)) or value is pd.NaT

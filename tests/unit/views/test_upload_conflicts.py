@@ -3,6 +3,8 @@ two uploaded files hold with other content, are refused at the check with what d
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 from datetime import UTC, datetime
 from pathlib import Path
@@ -166,3 +168,20 @@ def test_a_csv_export_keeps_text_that_pandas_would_read_as_missing(tmp_path):
     with store.connect(tmp_path / "b.duckdb", read_only=True) as con:
         note = con.execute("SELECT note FROM stalls WHERE stall = 'compute'").fetchall()[0][0]
     assert note == "N/A"
+
+
+def test_two_exports_that_disagree_on_a_run_store_neither(tmp_path):
+    """The first of two runs tables with one run_id and other figures was kept, the other dropped unsaid."""
+    store.ingest_result(tmp_path / "a.duckdb", json.loads(_file(1)))
+    written = store.export(tmp_path / "a.duckdb", "csv", tmp_path / "csv")
+    files = [(path.name, path.read_bytes()) for path in written if path.stem in TABLES]
+    header, row = csv.reader(io.StringIO(next(data for name, data in files if name == "runs.csv").decode()))
+    row[header.index("iteration_s")] = "9.5"
+    other = io.StringIO()
+    csv.writer(other).writerows([header, row])
+    files.append(("runs_other.csv", other.getvalue().encode()))
+    report = views.upload.check_uploads(tmp_path / "b.duckdb", files)
+    assert not any(check.ok for check in report.checks if check.kind.startswith("export:runs"))
+    assert any("runs tables give run_id" in check.reason and "with other iteration_s" in check.reason
+               for check in report.checks)  # fmt: skip
+    assert views.upload.store_uploads(tmp_path / "b.duckdb", report) == []
