@@ -63,36 +63,63 @@ def fill(folder: Path, keep_bytes: int = 0) -> None:
 
 
 @pytest.fixture
-def full_disk(tmp_path):
-    """A directory on a tmpfs with no space left; unmounted afterwards, whatever the test did."""
+def tmpfs(tmp_path):
+    """A directory on a small tmpfs; unmounted afterwards, whatever the test did."""
     target = tmp_path / "full"
     target.mkdir()
     reason = _mount_reason(target)
     if reason:
         pytest.skip(reason)
     try:
-        fill(target)
         yield target
     finally:
         if subprocess.run(["umount", str(target)], capture_output=True).returncode != 0:
             subprocess.run(["umount", "-l", str(target)], capture_output=True)
 
 
+@pytest.fixture
+def full_disk(tmpfs):
+    """A directory on a tmpfs with no space left."""
+    fill(tmpfs)
+    return tmpfs
+
+
 PROFILE = [*ONE_RUN, "--max-phase-seconds", "10", "--progress", "none"]  # what measured_launch measured
 
 
-def profile(*args: str, tmp: Path, launches: list[dict], monkeypatch):
-    """`stash profile` (main() in this process) whose launch gives the measured outcome again."""
+def profile(*args: str, tmp: Path, launches: list[dict], monkeypatch, fills: Path | None = None):
+    """`stash profile` (main() in this process) whose launch gives the measured outcome again; with `fills`,
+    that folder's disk fills while it measures (a disk full from the start is refused before measuring)."""
     replay_launches(monkeypatch, launches)
+    if fills is not None:
+        from stash_core.engine import profiler
+
+        replayed = profiler.run_phase
+
+        def filling(*args, **kwargs):
+            fill(fills)
+            return replayed(*args, **kwargs)
+
+        monkeypatch.setattr(profiler, "run_phase", filling)
     return stash_main("profile", *PROFILE, *args, env_extra={"STASH_CACHE_DIR": str(tmp / "cache")}, cwd=tmp)
 
 
-def test_a_database_on_a_full_disk_keeps_the_run_in_its_file_with_how_to_store_it(
+def test_a_disk_full_from_the_start_is_refused_before_anything_is_measured(
     full_disk, tmp_path, measured_launch, monkeypatch
 ):
+    result = profile("--db", str(full_disk / "r.duckdb"), tmp=tmp_path, launches=[], monkeypatch=monkeypatch)
+    assert result.returncode == 2  # no launch was replayed: none was asked for
+    assert "MiB free: a profile's result and its rows need at least 8 MiB" in one_line_error(result)
+    assert [path.name for path in full_disk.iterdir()] == ["filler"]
+
+
+def test_a_database_on_a_full_disk_keeps_the_run_in_its_file_with_how_to_store_it(
+    tmpfs, tmp_path, measured_launch, monkeypatch
+):
+    full_disk = tmpfs
     out, db = tmp_path / "run.json", full_disk / "r.duckdb"
     result = profile("--out", str(out), "--db", str(db), tmp=tmp_path, launches=measured_launch,
-                     monkeypatch=monkeypatch)  # fmt: skip
+                     monkeypatch=monkeypatch, fills=full_disk)  # fmt: skip
     assert result.returncode == 1
     line = one_line_error(result)
     doc = json.loads(out.read_text())
@@ -109,11 +136,12 @@ def test_a_database_on_a_full_disk_keeps_the_run_in_its_file_with_how_to_store_i
 
 
 def test_a_result_file_on_a_full_disk_is_named_and_the_run_stored_in_the_database(
-    full_disk, tmp_path, measured_launch, monkeypatch
+    tmpfs, tmp_path, measured_launch, monkeypatch
 ):
+    full_disk = tmpfs
     out, db = full_disk / "run.json", tmp_path / "r.duckdb"
     result = profile("--out", str(out), "--db", str(db), tmp=tmp_path, launches=measured_launch,
-                     monkeypatch=monkeypatch)  # fmt: skip
+                     monkeypatch=monkeypatch, fills=full_disk)  # fmt: skip
     assert result.returncode == 1
     line = one_line_error(result)
     assert f"cannot write result file {out}" in line and "No space left" in line and str(db) in line
