@@ -30,30 +30,25 @@ def _waiting_file(path: Path, suffix: str = WAITING_SUFFIX) -> Path:
 
 def announce_waiting_writer(path: Path) -> int | None:
     """Hold an exclusive flock on the side file; None when another writer already waits or flock fails."""
-    if fcntl is None:
-        return None
-    fd = _open_side_file(path, os.O_RDWR | os.O_CREAT)
-    if fd is None:
-        return None
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        os.close(fd)
-        return None
-    return fd
+    return _announce(path, WAITING_SUFFIX, exclusive=True)
 
 
 def announce_waiting_reader(path: Path) -> int | None:
     """A reader that found the file busy holds a shared flock on `<db>.reader-waiting` while it retries, so
     that a writer working in turns (store.ingest.ingest_files) lets it in between them (give_way); None when
     the side file cannot be made or locked."""
+    return _announce(path, READERS_SUFFIX, exclusive=False)
+
+
+def _announce(path: Path, suffix: str, exclusive: bool) -> int | None:
+    """The descriptor holding a flock on the side file `suffix` (closing it withdraws); None if it cannot."""
     if fcntl is None:
         return None
-    fd = _open_side_file(path, os.O_RDWR | os.O_CREAT, READERS_SUFFIX)
+    fd = _open_side_file(path, os.O_RDWR | os.O_CREAT, suffix)
     if fd is None:
         return None
     try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        fcntl.flock(fd, (fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH) | fcntl.LOCK_NB)
     except OSError:
         os.close(fd)
         return None
