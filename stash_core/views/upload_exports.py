@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import contextlib
 import json
-import math
 from typing import Any
 
 import pandas as pd
 
+from stash_core.cells import is_missing
 from stash_core.errors import UsageError, first_line
 from stash_core.results.file import upgrade_result
 from stash_core.store.import_export import COMPANION_TABLES, docs_from_export
@@ -111,6 +111,4 @@ def _same_cell(a: Any, b: Any) -> bool:
 
 def _missing(value: Any) -> bool:
     """No value: a CSV's empty cell reads as missing, whether the export wrote NULL or an empty text."""
-    if isinstance(value, str):
-        return value == ""
-    return value is None or (isinstance(value, float) and math.isnan(value)) or value is pd.NaT
+    return value == "" if isinstance(value, str) else is_missing(value) or value is pd.NaT

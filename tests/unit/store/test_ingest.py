@@ -455,14 +455,20 @@ def test_a_full_disk_during_the_samples_insert_says_the_disk_is_full(
         store.ingest_result(db_path, result_doc(run_id="20261122T100000Z-00000002"))
 
 
-def test_an_ingest_that_fails_part_way_says_how_many_it_stored(db_path, result_doc, monkeypatch, tmp_path):
-    """A full disk after some runs of a folder were stored exited with 'nothing written' words and listed
-    nothing: the runs stored before the failure were not said."""
+def _three_result_files(tmp_path, result_doc) -> list[Path]:
+    """Result files of three runs, ...00000001 to ...00000003, for an ingest stopped by the third."""
     paths = []
     for serial in (1, 2, 3):
         path = tmp_path / f"r{serial}.json"
         write_result_atomic(path, result_doc(run_id=f"20261122T100000Z-0000000{serial}"))
         paths.append(path)
+    return paths
+
+
+def test_an_ingest_that_fails_part_way_says_how_many_it_stored(db_path, result_doc, monkeypatch, tmp_path):
+    """A full disk after some runs of a folder were stored exited with 'nothing written' words and listed
+    nothing: the runs stored before the failure were not said."""
+    paths = _three_result_files(tmp_path, result_doc)
     real_insert = ingest_module._insert
     calls = []
 
@@ -557,11 +563,7 @@ def test_an_ingest_interrupted_part_way_says_how_many_it_stored(
     """Ctrl-C after 204 of 300 files were stored printed only "stash: interrupted"."""
     from stash_core.exits import run_command
 
-    paths = []
-    for serial in (1, 2, 3):
-        path = tmp_path / f"r{serial}.json"
-        write_result_atomic(path, result_doc(run_id=f"20261122T100000Z-0000000{serial}"))
-        paths.append(path)
+    paths = _three_result_files(tmp_path, result_doc)
     real_insert = ingest_module._insert
 
     def third_is_interrupted(con, run):

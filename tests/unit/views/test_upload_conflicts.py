@@ -24,6 +24,13 @@ def _file(seed: int, iterations: int = 40, samples: bool = False) -> bytes:
     return json.dumps(doc).encode()
 
 
+def _exported(tmp_path, doc, fmt: str, folder: str = "export") -> list[tuple[str, bytes]]:
+    """`doc` stored in a.duckdb, exported in `fmt`: the files an upload of its runs needs."""
+    store.ingest_result(tmp_path / "a.duckdb", doc)
+    written = store.export(tmp_path / "a.duckdb", fmt, tmp_path / folder)
+    return [(path.name, path.read_bytes()) for path in written if path.stem in TABLES]
+
+
 def test_a_run_stored_with_other_content_is_refused_at_the_check(tmp_path: Path) -> None:
     db = tmp_path / "r.duckdb"
     store.ingest_result(db, json.loads(_file(1)))
@@ -127,9 +134,7 @@ def test_a_json_export_with_a_unicode_line_separator_in_a_text_cell_uploads(tmp_
     """U+2028 in a stall's note split the line it was in: "not valid JSON (... Extra data)"."""
     doc = json.loads(_file(1))
     doc["breakdown"]["stalls"]["compute"]["note"] = "a\u2028b"
-    store.ingest_result(tmp_path / "a.duckdb", doc)
-    written = store.export(tmp_path / "a.duckdb", "json", tmp_path / "export")
-    files = [(path.name, path.read_bytes()) for path in written if path.stem in ("runs", "phases", "stalls")]
+    files = _exported(tmp_path, doc, "json")
     report = views.upload.check_uploads(tmp_path / "b.duckdb", files)
     assert all(check.ok for check in report.checks), report.checks
     assert any(RUN_ID in check.run_ids for check in report.checks)
@@ -143,11 +148,8 @@ def test_a_result_file_with_a_byte_order_mark_uploads(tmp_path):
 def test_two_exports_of_one_database_uploaded_together_store_each_run_once(tmp_path):
     """A CSV and a JSON export of one database (or one export dropped twice) were refused: "phase R0 appears
     twice", the second runs table counted every run again."""
-    store.ingest_result(tmp_path / "a.duckdb", json.loads(_file(1)))
-    files = []
-    for fmt in ("csv", "json", "csv"):
-        written = store.export(tmp_path / "a.duckdb", fmt, tmp_path / fmt)
-        files += [(path.name, path.read_bytes()) for path in written if path.stem in TABLES]
+    doc = json.loads(_file(1))
+    files = [file for fmt in ("csv", "json", "csv") for file in _exported(tmp_path, doc, fmt, folder=fmt)]
     report = views.upload.check_uploads(tmp_path / "b.duckdb", files)
     assert all(check.ok for check in report.checks), [check.reason for check in report.checks]
     assert [len(check.docs) for check in report.checks if check.kind == "export:runs"] == [1, 0, 0]
@@ -159,9 +161,7 @@ def test_a_csv_export_keeps_text_that_pandas_would_read_as_missing(tmp_path):
     content beside its upload."""
     doc = json.loads(_file(1))
     doc["breakdown"]["stalls"]["compute"]["note"] = "N/A"
-    store.ingest_result(tmp_path / "a.duckdb", doc)
-    written = store.export(tmp_path / "a.duckdb", "csv", tmp_path / "export")
-    files = [(path.name, path.read_bytes()) for path in written if path.stem in ("runs", "phases", "stalls")]
+    files = _exported(tmp_path, doc, "csv")
     report = views.upload.check_uploads(tmp_path / "b.duckdb", files)
     assert views.upload.store_uploads(tmp_path / "b.duckdb", report) == [("runs.csv", RUN_ID, True)]
     assert store.ingest_result(tmp_path / "b.duckdb", doc) is False  # the same run: stored, not refused
@@ -172,9 +172,7 @@ def test_a_csv_export_keeps_text_that_pandas_would_read_as_missing(tmp_path):
 
 def test_two_exports_that_disagree_on_a_run_store_neither(tmp_path):
     """The first of two runs tables with one run_id and other figures was kept, the other dropped unsaid."""
-    store.ingest_result(tmp_path / "a.duckdb", json.loads(_file(1)))
-    written = store.export(tmp_path / "a.duckdb", "csv", tmp_path / "csv")
-    files = [(path.name, path.read_bytes()) for path in written if path.stem in TABLES]
+    files = _exported(tmp_path, json.loads(_file(1)), "csv")
     header, row = csv.reader(io.StringIO(next(data for name, data in files if name == "runs.csv").decode()))
     row[header.index("iteration_s")] = "9.5"
     other = io.StringIO()
