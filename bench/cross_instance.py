@@ -1,21 +1,22 @@
 """Held-out error of Stash's predicted training step against published single-GPU figures.
 
 Over stash_core/decide/predict/published_throughputs.csv (every row with its source, revision and table) and
-the PyTorch rows of published_single_gpu_holdout.csv, pooled with them (published.load_pool; declared in
-docs/single-gpu-holdout.md): leave one source (software stack) out and leave one GPU die out for the step
-model alone ("roofline"); a figure scaled from another GPU's figure of the same work by the step model's ratio
-("scaled", within one stack and across); and by the matrix peaks alone ("script"). Errors by source, GPU,
-model, precision and batch regime; the stated error of each path (a percentile of its held-out errors,
-stated_error.py) and how many held-out figures it covers (a die whose own held-out errors run wider states its
-own), and per source how often the error stated from every other source's held-out figures covers its own (a
-source never seen). With --write, the step model fitted on every figure and the stated errors are written to
-validation_summary.json, which predictions read (docs/validation.md's figures are this output).
-With --timing, only the time to predict every catalog instance for one job (the step counted once, then
-each instance): PYTHONPATH=. .venv/bin/python bench/cross_instance.py --timing
-Then the step model on the four later single-GPU sources, each held out (bench/single_gpu_holdout.py), the
-communication model against published multi-GPU figures (bench/comm_report.py, with --write its
-comm_summary.json too), the kernel model against NeuSight's measured kernels (bench/kernels.py) and summed
-over the published FP32 steps (bench/kernel_steps.py).
+the PyTorch rows of the later sets pooled with them (published.load_pool: published_single_gpu_holdout.csv and
+the five fresh sets, docs/single-gpu-holdout.md and docs/single-gpu-fresh.md to -fresh5.md): leave one source
+(software stack) out and leave one GPU die out for the step model alone ("roofline"); a figure scaled from
+another GPU's figure of the same work by the step model's ratio ("scaled", within one stack and across); and
+by the matrix peaks alone ("script"). Errors by source, GPU, model, precision and batch regime; the stated
+error of each path (a percentile of its held-out errors, stated_error.py) and how many held-out figures it
+covers (a die whose own held-out errors run wider states its own), and per source how often the error stated
+from every other source's held-out figures covers its own (a source never seen). With --write, the step model
+fitted on every figure and the stated errors are written to validation_summary.json, which predictions read
+(docs/validation.md's figures are this output). With --timing, only the time to predict every catalog instance
+for one job (the step counted once, then each instance): PYTHONPATH=. .venv/bin/python bench/cross_instance.py
+--timing
+Then the step model on the later single-GPU sources, each held out, and on the untouched set
+(bench/single_gpu_holdout.py), the communication model against published multi-GPU figures
+(bench/comm_report.py, with --write its comm_summary.json too), the kernel model against NeuSight's measured
+kernels (bench/kernels.py) and summed over the published FP32 steps (bench/kernel_steps.py).
 Run: PYTHONPATH=. .venv/bin/python bench/cross_instance.py [--write] [--rows]
 """
 
@@ -30,7 +31,7 @@ import pandas as pd
 from bench_args import bench_parser
 
 from stash_core.decide.predict.calibration import fit_params
-from stash_core.decide.predict.published import HOLDOUT_CSV, load_pool
+from stash_core.decide.predict.published import LATER_CSVS, load_pool
 from stash_core.decide.predict.stated_error import build_summary, coverage_by_source, write_summary
 from stash_core.decide.predict.validation import (
     other_sources_same_work,
@@ -113,10 +114,11 @@ def main() -> None:
     started = time.perf_counter()
     published = load_pool()
     points = published.points
-    pooled = [p for p in points if p.source_id in _holdout_sources()]
+    pooled = [p for p in points if p.source_id in _later_sources()]
     print(
-        f"{len(points)} usable single-GPU figures ({len(pooled)} of them the PyTorch rows of "
-        f"{HOLDOUT_CSV.name}, pooled) from {len({p.source_id for p in points})} sources, "
+        f"{len(points)} usable single-GPU figures ({len(pooled)} of them the PyTorch rows of the later sets "
+        f"{', '.join(path.name for path in LATER_CSVS)}, pooled) from {len({p.source_id for p in points})} "
+        "sources, "
         f"{len({p.accelerator for p in points})} GPU variants, "
         f"models {', '.join(sorted({p.model for p in points}))}"
     )
@@ -128,7 +130,7 @@ def main() -> None:
     loso_rows = roofline[roofline["held_out"] == "source"]
     print("by memory format and source (bias above 0: predicted faster than measured):")
     print(summary(loso_rows[loso_rows["layout"] != "-"], ("layout", "source_id")).to_string(index=False))
-    later = loso_rows["source_id"].isin(_holdout_sources())
+    later = loso_rows["source_id"].isin(_later_sources())
     print(
         f"leave one source out: the {loso_rows.loc[~later, 'source_id'].nunique()} sources of "
         f"published_throughputs.csv {_mae(loso_rows[~later])}; the later sources' PyTorch figures "
@@ -194,7 +196,7 @@ def main() -> None:
     _measured_steps_check()  # the shipped summary's model and stated errors (just written with --write)
     # Single-GPU figures of sources never used in any choice, communication (multi-GPU figures held out by
     # source) and the kernel model (held out by GPU).
-    print("\n== single GPU, the four later sources, each held out (docs/single-gpu-holdout.md)")
+    print("\n== single GPU, the later sources, each held out (docs/single-gpu-holdout.md, -fresh*.md)")
     _bench_module("single_gpu_holdout").report(args.rows)
     _bench_module("comm_report").report(args.write, args.rows)
     print("\n== kernels (NeuSight's measured kernels, each GPU held out in turn)")
@@ -235,11 +237,14 @@ def _measured_steps_check() -> None:
     )
 
 
-def _holdout_sources() -> set[str]:
+def _later_sources() -> set[str]:
     import csv
 
-    with open(HOLDOUT_CSV, encoding="utf-8", newline="") as handle:
-        return {row["source_id"] for row in csv.DictReader(handle)}
+    sources: set[str] = set()
+    for path in LATER_CSVS:
+        with open(path, encoding="utf-8", newline="") as handle:
+            sources |= {row["source_id"] for row in csv.DictReader(handle)}
+    return sources
 
 
 def _bench_module(name: str):

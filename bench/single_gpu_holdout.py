@@ -1,18 +1,20 @@
-"""Single-GPU predictions on the four sources collected after the step model was fitted, each held out.
+"""Single-GPU predictions on the sets collected after the step model was fitted: the later sources, each held
+out, then the untouched set, predicted as shipped.
 
-stash_core/decide/predict/published_single_gpu_holdout.csv holds training throughputs from four sources
-(docs/single-gpu-holdout.md). They were evaluated once as shipped; their PyTorch rows have since been pooled
-with published_throughputs.csv (published.load_pool), so each figure here is predicted by the step model
-fitted on the pool without its source, and checked against the ± error stated from every other source's
-held-out errors (stated_error.stated_without): what a user bringing a source Stash never saw gets. This
-prints each figure's error, the mean absolute error by framework, source, GPU, batch regime and layout, and
-how often the stated error covers it. A PyTorch figure is one whose 'measured' column starts with PyTorch;
-the others (never fitted) are reported beside them.
+The later sets (published.LATER_CSVS: published_single_gpu_holdout.csv, docs/single-gpu-holdout.md, and
+published_single_gpu_fresh.csv to _fresh5.csv, docs/single-gpu-fresh.md to docs/single-gpu-fresh5.md) were
+each evaluated once as shipped; their PyTorch rows have since been pooled with published_throughputs.csv
+(published.load_pool), so each figure here is predicted by the step model fitted on the pool without its
+source, and checked against the ± error stated from every other source's held-out errors
+(stated_error.stated_without): what a user bringing a source Stash never saw gets. This prints each figure's
+error, the mean absolute error by framework, source, GPU, batch regime and layout, and how often the stated
+error covers it. The pooled figures are the PyTorch ones of sources whose timed loop waits on no CPU loader
+(published.is_pooled); the others (other frameworks, the loader-bound sources) are reported beside them, never
+fitted.
 
-Then, once each, the fresh sets (published_single_gpu_fresh.csv and _fresh2.csv to _fresh5.csv,
-docs/single-gpu-fresh.md and docs/single-gpu-fresh2.md to docs/single-gpu-fresh5.md): sources collected after
-the step model's last change, used in no fit or choice, each figure predicted as a user gets it (the shipped
-fit, the shipped stated error) and reported the same way.
+Then, once, the untouched set (published.UNTOUCHED_CSVS: published_single_gpu_fresh6.csv, docs/single-gpu-
+fresh6.md): sources collected after the later sets were pooled, used in no fit or choice, each figure
+predicted as a user gets it (the shipped fit, the shipped stated error) and reported the same way.
 
     .venv/bin/python bench/single_gpu_holdout.py [--rows]
 """
@@ -29,11 +31,11 @@ from bench_args import bench_parser  # noqa: E402
 
 from stash_core.decide.predict.calibration import fit_params, predicted_s  # noqa: E402
 from stash_core.decide.predict.published import (  # noqa: E402
-    FRESH_CSV,
-    FRESH_CSVS,
-    HOLDOUT_CSV,
+    LATER_CSVS,
+    UNTOUCHED_CSVS,
     chip,
     framework,
+    is_pooled,
     load_pool,
     load_published,
     regime,
@@ -62,22 +64,25 @@ def held_out_stated(source: str, batch_size: int, accelerator: str) -> float | N
 
 
 def rows() -> list[dict]:
-    published = load_published(HOLDOUT_CSV)
-    for reason in published.skipped:
-        print(f"skipped: {reason}")
+    """Every figure of the later sets, predicted by the pool's fit without its source and checked against the
+    error stated without it (a source outside the pool: the whole pool's fit)."""
     pool = load_pool().points
-    fits = {
-        source: fit_params([point for point in pool if point.source_id != source])
-        for source in sorted({point.source_id for point in published.points})
-    }
+    fits: dict[str, StepParams] = {}
     found = []
-    for point in published.points:
-        stated = held_out_stated(point.source_id, point.batch_size, point.accelerator)
-        found.append(_row(point, fits[point.source_id], stated))
+    for path in LATER_CSVS:
+        published = load_published(path)
+        for reason in published.skipped:
+            print(f"skipped ({path.name}): {reason}")
+        for point in published.points:
+            source = point.source_id
+            if source not in fits:
+                fits[source] = fit_params([other for other in pool if other.source_id != source])
+            stated = held_out_stated(source, point.batch_size, point.accelerator)
+            found.append(_row(point, fits[source], stated))
     return found
 
 
-def fresh_rows(path: Path = FRESH_CSV) -> list[dict]:
+def fresh_rows(path: Path) -> list[dict]:
     """A fresh set's figures as a user gets them: the shipped fit and the shipped stated error."""
     published = load_published(path)
     for reason in published.skipped:
@@ -102,6 +107,7 @@ def _row(point, params: StepParams, stated: float | None) -> dict:
         "regime": regime(point.batch_size),
         "source": point.source_id,
         "framework": framework(point.measured),
+        "pooled": is_pooled(point),
         "error": error,
         "stated": stated,
         "covered": stated is not None and abs(error) <= stated,
@@ -132,10 +138,10 @@ def main() -> int:
 
 
 def report(print_rows: bool = False) -> None:
-    """Every held-out figure's error (with print_rows), then the summaries; then the fresh set's, when there
-    is one (bench/cross_instance.py runs it)."""
+    """Every held-out figure's error (with print_rows), then the summaries; then the untouched set's, when
+    there is one (bench/cross_instance.py runs it)."""
     summarise(rows(), print_rows)
-    for path in FRESH_CSVS:
+    for path in UNTOUCHED_CSVS:
         if path.exists():
             print(f"\n== fresh set ({path.name}), used in no fit or choice, predicted as shipped")
             summarise(fresh_rows(path), print_rows)
@@ -150,8 +156,8 @@ def summarise(found: list[dict], print_rows: bool) -> None:
                 f"{r['source']:<17} {r['framework']:<12} {r['model']:<13} {r['gpu']:<31} {r['precision']:<4} "
                 f"{r['layout']:<5} {r['batch']:>4} {r['error']:+7.1%} (± {r['stated'] or 0:.0%})"
             )
-    pytorch = [r for r in found if r["framework"] == "PyTorch"]
-    for label, members in (("PyTorch", pytorch), ("all frameworks", found)):
+    pytorch = [r for r in found if r["pooled"]]
+    for label, members in (("PyTorch, loader-bound sources aside", pytorch), ("all", found)):
         if not members:
             print(f"{label}: no figures")
             continue

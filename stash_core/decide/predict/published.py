@@ -19,18 +19,24 @@ PUBLISHED_CSV = Path(__file__).resolve().parent / "published_throughputs.csv"
 # (docs/single-gpu-holdout.md); their PyTorch rows have since been pooled with the published figures:
 # fitted on, and each held out in turn.
 HOLDOUT_CSV = Path(__file__).resolve().parent / "published_single_gpu_holdout.csv"
-# Collected after the step model's last change and before any prediction for them: no fit or choice uses them.
+# Five sets collected after the step model's last change and before any prediction for them, each evaluated
+# once as shipped (docs/single-gpu-fresh.md to docs/single-gpu-fresh5.md), then pooled like the holdout.
 FRESH_CSV = Path(__file__).resolve().parent / "published_single_gpu_fresh.csv"
-# The next such set (docs/single-gpu-fresh2.md), collected after the first was evaluated; in no fit or choice.
 FRESH2_CSV = Path(__file__).resolve().parent / "published_single_gpu_fresh2.csv"
-# The third (docs/single-gpu-fresh3.md), collected after the second was evaluated; in no fit or choice.
 FRESH3_CSV = Path(__file__).resolve().parent / "published_single_gpu_fresh3.csv"
-# The fourth (docs/single-gpu-fresh4.md), collected after the third was evaluated; in no fit or choice.
 FRESH4_CSV = Path(__file__).resolve().parent / "published_single_gpu_fresh4.csv"
-# The fifth (docs/single-gpu-fresh5.md), collected after the fourth was evaluated; in no fit or choice.
 FRESH5_CSV = Path(__file__).resolve().parent / "published_single_gpu_fresh5.csv"
-# every untouched set, in the order collected
-FRESH_CSVS = (FRESH_CSV, FRESH2_CSV, FRESH3_CSV, FRESH4_CSV, FRESH5_CSV)
+# The later sets whose PyTorch rows load_pool adds to published_throughputs.csv, in the order collected.
+LATER_CSVS = (HOLDOUT_CSV, FRESH_CSV, FRESH2_CSV, FRESH3_CSV, FRESH4_CSV, FRESH5_CSV)
+# PyTorch sources of those sets whose timed loop reads real ImageNet through a CPU loader
+# (docs/single-gpu-fresh.md): their figures time the loader, which the step model does not predict, so they
+# are reported beside the pool and never fitted.
+INPUT_BOUND_SOURCES = frozenset({"gavel-throughputs", "elasticflow-a100"})
+# Collected after the five fresh sets were pooled and before any prediction for it
+# (docs/single-gpu-fresh6.md): no fit or choice uses it.
+FRESH6_CSV = Path(__file__).resolve().parent / "published_single_gpu_fresh6.csv"
+# every set no fit or choice has used yet, in the order collected
+UNTOUCHED_CSVS = (FRESH6_CSV,)
 # Batch regimes of the reported errors: small batches are launch- and dispatch-bound, large ones not.
 SMALL_BATCH_MAX, MEDIUM_BATCH_MAX = 16, 64
 REGIMES = ("small", "medium", "large")
@@ -67,12 +73,20 @@ def framework(measured: str) -> str:
 
 def load_pool(count: bool = True) -> Published:
     """The figures the step model is fitted and validated on: every usable row of published_throughputs.csv
-    and the PyTorch rows of published_single_gpu_holdout.csv (Stash predicts PyTorch jobs; the holdout's other
-    frameworks are reported beside them, never fitted)."""
+    and the pooled rows of the later sets (LATER_CSVS, is_pooled). Stash predicts PyTorch jobs: the later
+    sets' other frameworks are reported beside them, never fitted."""
     published = load_published(PUBLISHED_CSV, count)
-    holdout = load_published(HOLDOUT_CSV, count)
-    pooled = [point for point in holdout.points if framework(point.measured) == "PyTorch"]
-    return Published(published.points + pooled, published.skipped + holdout.skipped)
+    points, skipped = list(published.points), list(published.skipped)
+    for path in LATER_CSVS:
+        later = load_published(path, count)
+        points += [point for point in later.points if is_pooled(point)]
+        skipped += later.skipped
+    return Published(points, skipped)
+
+
+def is_pooled(point: Point) -> bool:
+    """Whether a later set's figure is fitted on: a PyTorch figure whose timed loop waits on no CPU loader."""
+    return framework(point.measured) == "PyTorch" and point.source_id not in INPUT_BOUND_SOURCES
 
 
 def load_published(csv_path: Path | str = PUBLISHED_CSV, count: bool = True) -> Published:

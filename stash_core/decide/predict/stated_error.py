@@ -31,7 +31,7 @@ import pandas as pd
 
 from stash_core.catalog.accelerators import ACCELERATORS_CSV
 from stash_core.decide.predict.gpu_ratio import DEFAULT_SHARE
-from stash_core.decide.predict.published import HOLDOUT_CSV, PUBLISHED_CSV, REGIMES, chip, regime
+from stash_core.decide.predict.published import LATER_CSVS, PUBLISHED_CSV, REGIMES, chip, regime
 from stash_core.decide.predict.roofline import StepParams
 
 SUMMARY_JSON = Path(__file__).resolve().parent / "validation_summary.json"
@@ -50,10 +50,11 @@ class StatedError:
 
 
 def data_digest(csv_path: Path = PUBLISHED_CSV) -> str:
-    """Of the figures (the published ones and the pooled holdout) and of the accelerator table they are
-    predicted with: any changing makes the summary stale."""
+    """Of the figures (the published ones and the later sets pooled with them) and of the accelerator table
+    they are predicted with: any changing makes the summary stale."""
     digest = hashlib.sha256(csv_path.read_bytes())
-    digest.update(HOLDOUT_CSV.read_bytes())
+    for path in LATER_CSVS:
+        digest.update(path.read_bytes())
     digest.update(ACCELERATORS_CSV.read_bytes())
     return digest.hexdigest()[:16]
 
