@@ -32,7 +32,7 @@ LATER_CSVS = (HOLDOUT_CSV, FRESH_CSV, FRESH2_CSV, FRESH3_CSV, FRESH4_CSV, FRESH5
 # (docs/single-gpu-fresh.md): their figures time the loader, which the step model does not predict, so they
 # are reported beside the pool and never fitted.
 INPUT_BOUND_SOURCES = frozenset({"gavel-throughputs", "elasticflow-a100"})
-# Collected after the five fresh sets were pooled and before any prediction for it
+# Collected while the five fresh sets were pooled, without any prediction for it and looked at by no choice
 # (docs/single-gpu-fresh6.md): no fit or choice uses it.
 FRESH6_CSV = Path(__file__).resolve().parent / "published_single_gpu_fresh6.csv"
 # every set no fit or choice has used yet, in the order collected

@@ -11,6 +11,7 @@ from stash_core.decide.predict.published import (
     FRESH3_CSV,
     FRESH4_CSV,
     FRESH5_CSV,
+    FRESH6_CSV,
     FRESH_CSV,
     HOLDOUT_CSV,
     INPUT_BOUND_SOURCES,
@@ -96,9 +97,8 @@ def test_the_later_sets_load_whole_and_each_brings_only_sources_new_to_those_bef
 def test_an_untouched_set_loads_whole_and_shares_no_source_with_the_pool_or_the_later_sets() -> None:
     later = {point.source_id for path in LATER_CSVS for point in load_published(path, count=False).points}
     fitted = {point.source_id for point in load_pool(count=False).points}
-    for path in UNTOUCHED_CSVS:
-        if not path.exists():
-            continue
-        published = load_published(path, count=False)
-        assert published.skipped == [] and published.points
-        assert not {point.source_id for point in published.points} & (later | fitted)
+    assert UNTOUCHED_CSVS == (FRESH6_CSV,)
+    published = load_published(FRESH6_CSV, count=False)
+    assert published.skipped == [] and len(published.points) == 2
+    assert all(framework(point.measured) == "PyTorch" for point in published.points)
+    assert not {point.source_id for point in published.points} & (later | fitted)
