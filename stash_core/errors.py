@@ -6,6 +6,7 @@ SaveError: the measurement was fine but could not be saved whole -> exit 1.
 ProfileEnded: a profile that stopped early (a failure or an interrupt), carrying what it measured.
 """
 
+import errno
 from pathlib import Path
 
 
@@ -15,6 +16,28 @@ class StashError(Exception):
 
 class UsageError(StashError):
     exit_code = 2
+
+
+class DiskFull(UsageError):
+    """A write the machine refused (a full disk, a quota, a failing device). A UsageError for the callers
+    that catch one, but the machine's state, not the input: a command exits 1 with it."""
+
+    exit_code = 1
+
+
+NO_SPACE = "No space left on device"  # the OS's words (ENOSPC), as DuckDB passes them on
+_MACHINE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EIO})
+
+
+def is_disk_full(cause: BaseException) -> bool:
+    """Whether a failed write was the machine's refusal: its errno, or the OS's words in DuckDB's message."""
+    return getattr(cause, "errno", None) in _MACHINE_ERRNOS or NO_SPACE in str(cause)
+
+
+def write_failure(message: str, cause: BaseException) -> UsageError:
+    """The error for a write that failed: DiskFull (exit 1) where the machine refused it, UsageError (exit 2)
+    where the path given cannot be written (a read-only folder, a name too long)."""
+    return DiskFull(message) if is_disk_full(cause) else UsageError(message)
 
 
 class MeasurementError(StashError):

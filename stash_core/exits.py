@@ -3,9 +3,9 @@
 Shared by the `stash` command (cli/main.py) and the profile child (api/child.py), so that a profile started
 by the dashboard or a campaign fails with the same line and status as one typed in a terminal.
 
-Exit status: 0 success, 1 failed measurement (or a run that could not be saved whole, or a decision that
-no configuration meets), 2 bad usage or bad input, 130 interrupted (Ctrl-C), 143 terminated (SIGTERM), 129
-hung up (SIGHUP).
+Exit status: 0 success, 1 failed measurement (or a run that could not be saved whole, a write the machine
+refused: errors.DiskFull, or a decision that no configuration meets), 2 bad usage or bad input, 130
+interrupted (Ctrl-C), 143 terminated (SIGTERM), 129 hung up (SIGHUP).
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from stash_core.errors import UsageError
+from stash_core.errors import UsageError, write_failure
 from stash_core.units import json_safe
 
 MIB = 1024 * 1024
@@ -237,7 +237,7 @@ class StagedFile:
                 prefix=f".{self.target.name}.", suffix=".tmp", dir=self.target.parent
             )
         except OSError as exc:
-            raise UsageError(f"cannot write {what} {self.path}: {exc.strerror or exc}") from None
+            raise write_failure(f"cannot write {what} {self.path}: {exc.strerror or exc}", exc) from None
         self._fd: int | None = fd
 
     def write(self, data: str | bytes) -> None:
@@ -251,7 +251,7 @@ class StagedFile:
             os.fsync(self._fd)
         except OSError as exc:
             self.discard()
-            raise UsageError(f"cannot write {self.what} {self.path}: {exc.strerror or exc}") from None
+            raise write_failure(f"cannot write {self.what} {self.path}: {exc.strerror or exc}", exc) from None
         except BaseException:
             self.discard()
             raise
@@ -264,7 +264,7 @@ class StagedFile:
             os.replace(self.tmp, self.target)
         except OSError as exc:
             self.discard()
-            raise UsageError(f"cannot write {self.what} {self.path}: {exc.strerror or exc}") from None
+            raise write_failure(f"cannot write {self.what} {self.path}: {exc.strerror or exc}", exc) from None
         _fsync_directory(self.target.parent)
         return self.path
 
@@ -334,7 +334,7 @@ def private_folder(folder: Path) -> Path:
         folder.mkdir(mode=0o700, parents=True, exist_ok=True)
         found = folder.lstat()
     except OSError as exc:
-        raise UsageError(f"cannot make the folder {folder}: {exc.strerror or exc}") from None
+        raise write_failure(f"cannot make the folder {folder}: {exc.strerror or exc}", exc) from None
     refused = _not_ours(folder, found)
     if refused:
         raise UsageError(f"{refused}: remove it, or keep the database in a folder of your own")
@@ -391,5 +391,5 @@ def save_model_file(db_path: Path | str, file_name: str, source: bytes) -> Path:
             kept.write_bytes(source)
             os.replace(kept, path)  # whole: a profile importing it meanwhile reads the old or the new
     except OSError as exc:
-        raise UsageError(f"cannot keep the model file in {folder}: {exc.strerror or exc}") from None
+        raise write_failure(f"cannot keep the model file in {folder}: {exc.strerror or exc}", exc) from None
     return path

@@ -27,7 +27,7 @@ from stash_core.engine.machine import cuda_device_count, resolve_device, validat
 from stash_core.engine.profiler import run_profile
 from stash_core.engine.progress import BarReporter, JsonReporter, Reporter
 from stash_core.engine.script_job import finish_script_doc
-from stash_core.errors import ProfileEnded, StashError, UsageError, first_line
+from stash_core.errors import DiskFull, ProfileEnded, StashError, UsageError, first_line
 from stash_core.interrupts import held_interrupts, stop_exception
 from stash_core.launch import cluster
 from stash_core.launch.hosts import (
@@ -253,7 +253,7 @@ def _refuse_full_disk(folder: Path) -> None:
     except OSError:
         return  # not knowable here: the write says what is wrong
     if free < MIN_FREE_BYTES:
-        raise UsageError(
+        raise DiskFull(
             f"the disk holding {folder} has {free / 2**20:.1f} MiB free: a profile's result and its rows "
             f"need at least {MIN_FREE_BYTES // 2**20} MiB; free some space first"
         )

@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 from stash_core.csv_outputs import check_csv_replaceable
-from stash_core.errors import UsageError
+from stash_core.errors import UsageError, write_failure
 from stash_core.store.connection import check_database_path
 from stash_core.userfiles import writable_target
 
@@ -41,8 +41,8 @@ def check_outputs(
             writable_target(jobs_csv, "--jobs-csv")  # a FIFO or a device is refused now, not after the work
             check_csv_replaceable(jobs_csv, "--jobs-csv", "a per-job CSV", JOBS_CSV_HEADER)
     except OSError as exc:
-        raise UsageError(
-            f"cannot write the results: {exc.strerror or exc} ({_short(exc.filename)})"
+        raise write_failure(
+            f"cannot write the results: {exc.strerror or exc} ({_short(exc.filename)})", exc
         ) from None
 
 

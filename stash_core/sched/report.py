@@ -13,7 +13,7 @@ import pandas as pd
 
 from stash_core import __version__
 from stash_core.cells import csv_text
-from stash_core.errors import UsageError
+from stash_core.errors import write_failure
 from stash_core.sched.fabric import Fabric
 from stash_core.sched.metrics import jct_cdf, queue_delay_over_time, sample_timeline, schedule_metrics
 from stash_core.sched.policy import Policy
@@ -76,7 +76,8 @@ def save_simulation(doc: dict[str, Any], out_dir: Path, database: Path | None = 
         try:
             out_dir.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise UsageError(f"cannot write the results: {exc.strerror or exc} ({exc.filename})") from None
+            message = f"cannot write the results: {exc.strerror or exc} ({exc.filename})"
+            raise write_failure(message, exc) from None
         staged.append(StagedFile(path, "simulation file"))
         staged[-1].write(json_text(doc, indent=1))
         if per_job is not None and jobs_csv is not None:

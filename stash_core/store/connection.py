@@ -22,7 +22,7 @@ from pathlib import Path
 
 import duckdb
 
-from stash_core.errors import UsageError, first_line
+from stash_core.errors import UsageError, first_line, write_failure
 from stash_core.store.dbfile import DUCKDB_MAGIC, check_database_file, refuse_foreign
 from stash_core.store.migrations import check_reader_can_take, ensure_schema, stored_schema_version
 from stash_core.store.schema import DB_SCHEMA_VERSION, missing_objects
@@ -109,7 +109,7 @@ def _opened(
             _remove_if_empty(wal)  # a full disk at the first write leaves an empty .wal
         if _CORRUPT_RE.search(str(exc)):
             raise _open_error(path, exc) from None
-        raise UsageError(f"cannot use database {path}: {first_line(exc)}") from None
+        raise write_failure(f"cannot use database {path}: {first_line(exc)}", exc) from None
     except BaseException:
         con.close()
         raise
@@ -131,7 +131,7 @@ def _used_then_closed(
     try:
         con.close()  # writes a checkpoint, which a full disk can refuse (the WAL keeps the data)
     except duckdb.Error as exc:
-        raise UsageError(f"cannot close database {path}: {first_line(exc)}") from None
+        raise write_failure(f"cannot close database {path}: {first_line(exc)}", exc) from None
 
 
 def _close_quietly(con: duckdb.DuckDBPyConnection) -> None:
@@ -197,7 +197,7 @@ def _make_parent(path: Path) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise UsageError(f"cannot create database {path}: {exc.strerror or exc}") from None
+        raise write_failure(f"cannot create database {path}: {exc.strerror or exc}", exc) from None
 
 
 class DatabaseLocked(UsageError):
@@ -272,7 +272,7 @@ def _open_error(path: Path, exc: duckdb.Error) -> UsageError:
         return UsageError(
             f"cannot open database {path}: it is corrupt or not a DuckDB database ({first_line(exc)})"
         )
-    return UsageError(f"cannot open database {path}: {first_line(exc)}")
+    return write_failure(f"cannot open database {path}: {first_line(exc)}", exc)
 
 
 def _open_with_retry(path: Path, read_only: bool, timeout_s: float) -> duckdb.DuckDBPyConnection:

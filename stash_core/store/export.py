@@ -9,7 +9,7 @@ from pathlib import Path
 
 import duckdb
 
-from stash_core.errors import StashError, UsageError
+from stash_core.errors import StashError, UsageError, write_failure
 from stash_core.exits import is_database_io_error
 from stash_core.pathargs import required_path
 from stash_core.store.connection import connect, is_stand_in
@@ -71,7 +71,7 @@ def export(db_path: Path | str, fmt: str, out_dir: Path | str) -> list[Path]:
         if staging is not None:
             shutil.rmtree(staging, ignore_errors=True)
         _remove_made(out_dir, existing)
-        raise UsageError(f"cannot write export to {out_dir}: {exc.strerror or exc}") from None
+        raise write_failure(f"cannot write export to {out_dir}: {exc.strerror or exc}", exc) from None
     try:
         staged = []
         with connect(db_path, read_only=True) as con:
@@ -101,7 +101,7 @@ def export(db_path: Path | str, fmt: str, out_dir: Path | str) -> list[Path]:
                 staged.append(target)
         return _move_into_place(staged, out_dir, staging)
     except OSError as exc:
-        raise UsageError(f"cannot write export to {out_dir}: {exc.strerror or exc}") from None
+        raise write_failure(f"cannot write export to {out_dir}: {exc.strerror or exc}", exc) from None
     finally:
         shutil.rmtree(staging, ignore_errors=True)
         _remove_made(out_dir, existing)

@@ -17,7 +17,7 @@ import duckdb
 import pandas as pd
 import pyarrow as pa
 
-from stash_core.errors import StashError, UsageError, first_line
+from stash_core.errors import NO_SPACE, StashError, UsageError, first_line
 from stash_core.exits import is_database_io_error
 from stash_core.pathargs import required_path
 from stash_core.results.file import PROBE_KIND, ResultDocument, load_document, upgrade_result
@@ -254,7 +254,6 @@ def _refuse_stored(con: duckdb.DuckDBPyConnection, item: PreparedRun | tuple[str
         raise UsageError(_conflict_text(_figures_of(item)[0], differ))
 
 
-NO_SPACE = "No space left on device"  # the OS's words (ENOSPC), as DuckDB passes them on
 
 
 def _insert_once(

@@ -12,10 +12,9 @@ from typing import Any
 import pandas as pd
 
 from stash_core import store
-from stash_core.errors import StashError, UsageError, first_line
+from stash_core.errors import NO_SPACE, StashError, UsageError, first_line
 from stash_core.results.file import PROBE_KIND, upgrade_result
 from stash_core.store import queries_upload
-from stash_core.store.ingest import NO_SPACE
 from stash_core.store.simulations import SIMULATION_KIND
 from stash_core.views.breakdown import add_run_labels
 from stash_core.views.upload_conflicts import stored_verdict, upload_conflict

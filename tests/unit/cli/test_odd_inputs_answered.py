@@ -165,7 +165,7 @@ def test_a_csv_on_a_full_disk_is_never_half_written(full_disk, tmp_path, capsys)
     )
     err = capsys.readouterr().err
     lines = [line for line in err.splitlines() if line.strip()]
-    assert status == 2 and len(lines) == 1 and "No space left" in lines[0], err
+    assert status == 1 and len(lines) == 1 and "No space left" in lines[0], err  # the machine's, not the input's
     assert sorted(path.name for path in full_disk.iterdir()) == ["filler"]
 
 
@@ -177,7 +177,7 @@ def test_a_simulation_on_a_full_disk_names_the_file_and_leaves_nothing(full_disk
                    "--db", db])  # fmt: skip
     err = capsys.readouterr().err
     lines = [line for line in err.splitlines() if line.strip()]
-    assert status == 2 and len(lines) == 1 and "(None)" not in lines[0] and "No space left" in lines[0], err
+    assert status == 1 and len(lines) == 1 and "(None)" not in lines[0] and "No space left" in lines[0], err
     assert sorted(path.name for path in full_disk.iterdir()) == ["filler"]
 
 
@@ -189,7 +189,7 @@ def test_an_instance_added_on_a_full_disk_is_one_line(full_disk, capsys):
     status = main(["instances", "add", "my.box", "--vcpus", "4", "--memory-gib", "8", "--db", str(db)])
     err = capsys.readouterr().err
     lines = [line for line in err.splitlines() if line.strip()]
-    assert status in (1, 2) and len(lines) == 1 and "Traceback" not in err, err
+    assert status == 1 and len(lines) == 1 and "Traceback" not in err, err
     (full_disk / "filler").unlink()
     with duckdb.connect(str(db), read_only=True) as con:
         names = {row[0] for row in con.execute("SELECT name FROM instances").fetchall()}
@@ -205,7 +205,27 @@ def test_a_database_on_a_full_disk_leaves_no_empty_files(full_disk, capsys, exis
     _fill(full_disk)
     status = main(["instances", "add", "my.box", "--vcpus", "4", "--db", str(db)])
     err = capsys.readouterr().err
-    assert status in (1, 2) and len([line for line in err.splitlines() if line.strip()]) == 1, err
+    assert status == 1 and len([line for line in err.splitlines() if line.strip()]) == 1, err
     left = sorted(path.name for path in full_disk.iterdir() if path.name != "filler")
     empty = [name for name in left if (full_disk / name).stat().st_size == 0 and not name.endswith("waiting")]
     assert empty == [] and set(left) <= set(before) | {"r.duckdb.writer-waiting", "r.duckdb.reader-waiting"}
+
+
+def test_an_export_on_a_full_disk_fails_as_the_machine_did_and_leaves_no_folder(full_disk, tmp_path, capsys):
+    db = tmp_path / "r.duckdb"
+    assert main(["instances", "add", "first.box", "--vcpus", "2", "--db", str(db)]) == 0
+    capsys.readouterr()
+    _fill(full_disk)
+    status = main(["export", "--format", "csv", "--out", str(full_disk / "out" / "csv"), "--db", str(db)])
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert status == 1 and len(lines) == 1 and "No space left" in lines[0], err
+    assert sorted(path.name for path in full_disk.iterdir()) == ["filler"]
+
+
+def test_a_new_database_on_a_full_disk_fails_as_the_machine_did(full_disk, capsys):
+    _fill(full_disk)
+    status = main(["instances", "add", "my.box", "--vcpus", "4", "--db", str(full_disk / "new.duckdb")])
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert status == 1 and len(lines) == 1 and "Traceback" not in err, err
