@@ -15,6 +15,7 @@ from stash_core.pathargs import required_path
 from stash_core.store.connection import connect, is_stand_in
 from stash_core.store.console_files import mark_owner, remove_stale_folders
 from stash_core.store.export_targets import refuse_replacing_others
+from stash_core.store.schema_template import copy_schema
 from stash_core.terminal import FORMULA_LEADS, escaped_characters
 from stash_core.userfiles import nearest_existing
 
@@ -41,6 +42,20 @@ EXPORTED = {
     "simulations": "created_at, simulation_id, policy",
     "stall_breakdown": "started_at, run_id",
 }
+
+
+def table_of_row(keys: set[str]) -> str | None:
+    """The exported table (or view) whose columns `keys` all are, at least two of them: what one line of a
+    JSON export holds. None when no table has them all."""
+    if len(keys) < 2:
+        return None
+    with duckdb.connect() as con:  # the schema of a new database, in memory
+        copy_schema(con)
+        for name in EXPORTED:
+            columns = {column[0] for column in con.execute(f"SELECT * FROM {name} LIMIT 0").description}
+            if keys <= columns:
+                return name
+    return None
 
 
 def export(db_path: Path | str, fmt: str, out_dir: Path | str) -> list[Path]:

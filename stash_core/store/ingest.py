@@ -20,8 +20,16 @@ import pyarrow as pa
 from stash_core.errors import NO_SPACE, StashError, UsageError, first_line
 from stash_core.exits import is_database_io_error
 from stash_core.pathargs import required_path
-from stash_core.results.file import PROBE_KIND, ResultDocument, load_document, upgrade_result
+from stash_core.results.file import (
+    EXPORT_TABLE,
+    MAX_RESULT_BYTES,
+    PROBE_KIND,
+    ResultDocument,
+    load_document,
+    upgrade_result,
+)
 from stash_core.store.connection import connect
+from stash_core.store.export import table_of_row
 from stash_core.store.ingest_conflicts import (
     difference_text,
     differences,
@@ -44,6 +52,7 @@ from stash_core.store.simulations import (
     prepare_simulation,
 )
 from stash_core.store.writer_turn import give_way
+from stash_core.userfiles import read_user_json
 
 # A batch of files holds the database for at most this long before readers get a turn.
 READER_TURN_S = 0.5
@@ -86,6 +95,7 @@ def ingest_files(db_path: Path | str, paths: list[Path] | list[str]) -> list[tup
         except UsageError:
             doc = load_simulation(path)  # a `stash schedule` file (results/sim-*.json), read again only then
             if doc is None:
+                _refuse_export_row(path)
                 raise
         try:
             if doc.get("kind") == SIMULATION_KIND:
@@ -247,6 +257,20 @@ def _insert_probe(con: duckdb.DuckDBPyConnection, probe_id: str, frame: pd.DataF
     return _insert_once(
         con, "probes", "probe_id", probe_id, write, lambda: _refuse_stored(con, (probe_id, frame))
     )
+
+
+def _refuse_export_row(path: Path) -> None:
+    """A JSON export's table of one row (a file of one flat object, no "kind") is said to be one: as a result
+    file it read "not a Stash result file (no kind)"."""
+    try:
+        doc = read_user_json(path, "result file", MAX_RESULT_BYTES)
+    except UsageError:
+        return
+    if isinstance(doc, dict) and "kind" not in doc and (table := table_of_row(set(doc))) is not None:
+        raise UsageError(
+            f"{path}: one row of the {table} table (as `stash export --format json` writes it), not a result "
+            f"file: {EXPORT_TABLE}"
+        )
 
 
 def _refuse_stored(con: duckdb.DuckDBPyConnection, item: PreparedRun | tuple[str, pd.DataFrame]) -> None:

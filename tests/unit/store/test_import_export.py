@@ -3,6 +3,7 @@ left out."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pandas as pd
@@ -159,3 +160,28 @@ def test_a_runs_spec_that_is_not_an_object_is_said_so(tables) -> None:
     runs["spec"] = "[1, 2]"
     with pytest.raises(UsageError, match=r"^run \S+ spec is not a JSON object$"):
         docs_from_export({**tables, "runs": runs})
+
+
+@pytest.mark.parametrize("table", ["runs", "phases"])
+def test_a_json_export_of_one_row_given_to_ingest_is_said_to_be_one(tmp_path, table) -> None:
+    """Was "not a Stash result file (no kind)": a table of two rows or more was said to be an export's."""
+    db = tmp_path / "r.duckdb"
+    doc = result_doc()
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    store.ingest_files(db, [path])
+    out = tmp_path / "export"
+    store.export(db, "json", out)
+    one = tmp_path / f"{table}.json"
+    first = (out / f"{table}.json").read_text(encoding="utf-8").splitlines()[0]
+    one.write_text(first + "\n", encoding="utf-8")
+    with pytest.raises(UsageError, match=f"one row of the {table} table") as refused:
+        store.ingest_files(tmp_path / "other.duckdb", [one])
+    assert "\n" not in str(refused.value) and not (tmp_path / "other.duckdb").exists()
+
+
+def test_a_flat_object_that_is_no_table_row_is_still_not_a_result_file(tmp_path) -> None:
+    path = tmp_path / "x.json"
+    path.write_text('{"a": 1, "b": 2}', encoding="utf-8")
+    with pytest.raises(UsageError, match='not a Stash result file'):
+        store.ingest_files(tmp_path / "r.duckdb", [path])
