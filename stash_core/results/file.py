@@ -113,11 +113,14 @@ def load_result(path: Path) -> ResultDocument:
         raise UsageError(f"{path}: {exc}") from None
 
 
-def load_document(path: Path) -> ResultDocument:
+def load_document(path: Path, other_kinds: tuple[str, ...] = ()) -> ResultDocument:
     """A result file (migrated and validated as by load_result) or a probe file of `stash probe` (checked by
-    check_probe); UsageError "<path>: <problem>" otherwise."""
+    check_probe); UsageError "<path>: <problem>" otherwise. A document of one of `other_kinds` (a simulation
+    file, for the store to check) is returned as read, so that the file is read once."""
     path = Path(path)
     doc = _read_json(path)
+    if isinstance(doc, dict) and doc.get("kind") in other_kinds:
+        return doc
     try:
         if isinstance(doc, dict) and doc.get("kind") == PROBE_KIND:
             check_probe(doc)

@@ -48,7 +48,6 @@ from stash_core.store.simulations import (
     SIMULATION_KIND,
     PreparedSimulation,
     insert_simulation,
-    load_simulation,
     prepare_simulation,
 )
 from stash_core.store.writer_turn import give_way
@@ -91,12 +90,10 @@ def ingest_files(db_path: Path | str, paths: list[Path] | list[str]) -> list[tup
     prepared: list[tuple[Path, PreparedRun | tuple[str, pd.DataFrame] | PreparedSimulation]] = []
     for path in [required_path("paths", item) for item in paths]:
         try:
-            doc = load_document(path)
+            doc = load_document(path, other_kinds=(SIMULATION_KIND,))  # or a `stash schedule` file
         except UsageError:
-            doc = load_simulation(path)  # a `stash schedule` file (results/sim-*.json), read again only then
-            if doc is None:
-                _refuse_export_row(path)
-                raise
+            _refuse_export_row(path)
+            raise
         try:
             if doc.get("kind") == SIMULATION_KIND:
                 item = prepare_simulation(doc, str(path.resolve()))

@@ -4,7 +4,7 @@ The document is a plain dict (what `stash schedule` writes to results/sim-*.json
 created_at, stash_version, trace, trace_format, jobs, cluster {switches, nodes_per_switch, gpus_per_node,
 gpus}, fabric, tuning and policies[] of {policy, settings, metrics {...}, jct_cdf, timeline}. Ingesting the
 same simulation again inserts nothing; one transaction per simulation. `stash ingest` stores such a file too
-(store/ingest.py, with load_simulation and prepare_simulation).
+(store/ingest.py reads it with results.file.load_document, then prepare_simulation).
 """
 
 from __future__ import annotations
@@ -19,10 +19,8 @@ from typing import Any
 import pandas as pd
 
 from stash_core.errors import UsageError
-from stash_core.results.file import MAX_RESULT_BYTES
 from stash_core.store.connection import connect
 from stash_core.store.rollback import rollback_if_open
-from stash_core.userfiles import read_user_json
 
 SIMULATION_KIND = "stash-simulation"
 _CLUSTER_SIZES = ("switches", "nodes_per_switch", "gpus_per_node", "gpus")  # the rows' order
@@ -74,16 +72,6 @@ def prepare_simulation(doc: Any, source_file: str | None = None) -> PreparedSimu
     """The checked rows of a simulation document; UsageError naming what is missing or wrong."""
     rows = simulation_rows(doc, source_file)
     return PreparedSimulation(doc["simulation_id"], rows)
-
-
-def load_simulation(path: Path) -> dict[str, Any] | None:
-    """The document of a `stash schedule` file (results/sim-*.json), None for a file that is not one (or not
-    JSON at all: the reader of result files says what is wrong with it)."""
-    try:
-        doc = read_user_json(path, "simulation file", MAX_RESULT_BYTES)
-    except UsageError:
-        return None
-    return doc if isinstance(doc, dict) and doc.get("kind") == SIMULATION_KIND else None
 
 
 def ingest_simulation(db_path: Path | str, doc: dict[str, Any], source_file: str | None = None) -> bool:

@@ -55,3 +55,18 @@ def test_a_malformed_simulation_file_is_refused_by_name_and_nothing_is_stored(tm
     assert refused.returncode == 2
     assert one_line_error(refused) == f"stash: {bad}: simulation document: missing or bad field 'switches'"
     assert not db.exists() or (simulations_frame(db).empty and not run_rows(db))
+
+
+def test_a_simulation_file_is_read_once(tmp_path, monkeypatch):
+    """It was read as a result file, then again as a simulation (up to 1 GiB each)."""
+    import stash_core.results.file as resultfile
+
+    simulation = save_simulation(doc(), tmp_path / "results")
+    reads = []
+    real = resultfile.read_user_bytes
+    monkeypatch.setattr(resultfile, "read_user_bytes", lambda *a, **k: reads.append(a[0]) or real(*a, **k))
+    import stash_core.userfiles as userfiles
+
+    monkeypatch.setattr(userfiles, "read_user_bytes", lambda *a, **k: reads.append(a[0]) or real(*a, **k))
+    assert ingest_files(tmp_path / "r.duckdb", [simulation])
+    assert reads == [simulation]
