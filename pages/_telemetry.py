@@ -26,7 +26,8 @@ def telemetry(run: dict) -> None:
     else:
         st.caption(
             "As measured: each run's launches when they ran, in rounds (R0 R1 R3 R2, then reversed). A band "
-            "is one stretch of a run's samples: two launches of a run back to back make one band."
+            "is one stretch of a run's samples: two launches of a run back to back make one band, and R0 and "
+            "R1 timed together in one launch are one run, R0+R1."
         )
     groups = list(dict.fromkeys(sorted(series["group"], key=_group_order)))
     defaults = [g for g in groups if not g.startswith("Memory") and g != "Other"][:4] or groups[:1]

@@ -5,6 +5,8 @@ files since launches kept every launch's telemetry give each sample's `t_s` on t
 since its first launch started), so a run's samples come in several stretches with the other runs' between
 them. Older files (and their stored rows) hold each run's samples on its own clock, from its start: those
 runs are laid end to end by wall time, as they were drawn before, since nothing says when they ran.
+R0 and R1 timed in one launch (paired, in alternating blocks) store that launch's samples under each: the
+chart draws them once, as one run "R0+R1".
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ def telemetry_frame(telemetry: pd.DataFrame, phases: list[dict[str, Any]]) -> pd
                               ("group", "object")):  # fmt: skip
             frame[column] = pd.Series(dtype=dtype)
         return frame
+    frame = shared_launches_merged(frame)
     interval_s = sampling_interval_s(phases)
     if on_run_clocks(frame, interval_s):
         spans = phase_spans(phases)
@@ -63,11 +66,28 @@ def sampling_interval_s(phases: list[dict[str, Any]]) -> float:
     return max(stored) if stored else DEFAULT_INTERVAL_S
 
 
+def shared_launches_merged(telemetry: pd.DataFrame) -> pd.DataFrame:
+    """The rows with runs that hold the same samples, every metric's value at every time (R0 and R1 timed in
+    one launch), as one run, "R0+R1", each sample once."""
+    if telemetry.empty:
+        return telemetry
+    sharing: dict[tuple, list[str]] = {}
+    for phase, rows in telemetry.groupby("phase", sort=False):
+        samples = tuple(sorted(zip(rows["metric"], rows["t_s"].round(6), rows["value"], strict=True)))
+        sharing.setdefault(samples, []).append(str(phase))
+    names = {phase: "+".join(group) for group in sharing.values() if len(group) > 1 for phase in group}
+    if not names:
+        return telemetry
+    merged = telemetry.assign(phase=telemetry["phase"].map(lambda phase: names.get(phase, phase)))
+    return merged.drop_duplicates(["phase", "metric", "t_s"]).reset_index(drop=True)
+
+
 def on_run_clocks(telemetry: pd.DataFrame, interval_s: float = DEFAULT_INTERVAL_S) -> bool:
-    """Whether the rows hold each run's samples on its own clock (older result files): more than one run
-    starts its telemetry at zero. On the profile's clock only the run launched first does."""
-    firsts = telemetry.groupby("phase")["t_s"].min()
-    return int((firsts <= STARTS_AT_ZERO_INTERVALS * interval_s).sum()) > 1
+    """Whether the rows hold each run's samples on its own clock (older result files): more than one launch
+    starts its telemetry at zero. On the profile's clock only the launch made first does (R0 and R1 timed in
+    one launch share its samples: one launch)."""
+    spans = shared_launches_merged(telemetry).groupby("phase")["t_s"].min()
+    return int((spans <= STARTS_AT_ZERO_INTERVALS * interval_s).sum()) > 1
 
 
 def _stretches(frame: pd.DataFrame) -> pd.Series:
@@ -90,6 +110,8 @@ def telemetry_spans(
         return pd.DataFrame(columns=SPAN_COLUMNS)
     interval = interval_s if interval_s is not None else sampling_interval_s(phases)
     described = {p.get("phase"): p.get("description") or "" for p in phases}
+    for name in set(frame["phase"]) - set(described):  # runs of one launch: "R0+R1"
+        described[name] = "; ".join(filter(None, (described.get(part, "") for part in str(name).split("+"))))
     bounds = (
         frame.groupby(["phase", "stretch"], sort=False)["run_t_s"].agg(["min", "max"]).reset_index()
     ).sort_values("min", kind="stable")

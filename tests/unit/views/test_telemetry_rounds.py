@@ -67,8 +67,8 @@ def test_interleaved_rounds_are_drawn_where_they_ran() -> None:
 def test_rows_on_each_runs_own_clock_are_laid_end_to_end() -> None:
     # Stored before every launch's telemetry was kept: each run's samples from its own start.
     own = {
-        name: {"t_s": [0.5, 1.0, 1.5], "metrics": {"cpu_util_pct": [50.0, 60.0, 70.0]}}
-        for name in ("R0", "R1")
+        name: {"t_s": [0.5, 1.0, 1.5], "metrics": {"cpu_util_pct": [50.0 + shift, 60.0, 70.0]}}
+        for name, shift in (("R0", 0.0), ("R1", 5.0))  # two runs, two loads: never the same samples
     }
     rows = long_rows(own)
     assert views.telemetry.on_run_clocks(rows, INTERVAL_S)
@@ -84,3 +84,20 @@ def test_no_telemetry_gives_empty_frames() -> None:
     frame = views.breakdown.telemetry_frame(empty, PHASES)
     assert frame.empty and {"run_t_s", "stretch", "segment", "group"} <= set(frame.columns)
     assert views.breakdown.telemetry_spans(frame, PHASES).empty
+
+
+def test_r0_and_r1_timed_in_one_launch_are_one_run_where_it_ran() -> None:
+    """Paired R0/R1 store their launch's samples under each: counted as two runs starting at zero, the chart
+    laid every run end to end (R3 at 19.7 s where it ran at 6.3 s) and R0 and R1 alternated every sample."""
+    paired = joined_telemetry([launch(0.0, 6, 90.0), launch(9.0, 6, 91.0)])
+    r3 = joined_telemetry([launch(3.0, 6, 40.0), launch(6.0, 6, 41.0)])
+    phases = [*PHASES, {"phase": "R3", "phase_index": 2, "description": "real data cached", "wall_s": 6.0,
+                        "telemetry_interval_s": INTERVAL_S}]  # fmt: skip
+    rows = long_rows({"R0": paired, "R1": paired, "R3": r3})
+    assert not views.telemetry.on_run_clocks(rows, INTERVAL_S)
+    frame = views.breakdown.telemetry_frame(rows, phases)
+    assert (frame["run_t_s"] == frame["t_s"]).all()  # where they ran
+    assert set(frame["phase"]) == {"R0+R1", "R3"} and not frame.duplicated(["metric", "t_s"]).any()
+    spans = views.breakdown.telemetry_spans(frame, phases)
+    assert list(spans["phase"]) == ["R0+R1", "R3", "R0+R1"]
+    assert spans["description"].iloc[0] == "one worker; all workers"
