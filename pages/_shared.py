@@ -26,7 +26,7 @@ import streamlit as st
 from stash_core import containment, views
 from stash_core.errors import StashError, UsageError
 from stash_core.pathargs import default_db_text
-from stash_core.units import finite_float
+from stash_core.units import finite_float, usd_words
 from stash_core.views.common import in_page_words, plain
 
 P = ParamSpec("P")
@@ -332,13 +332,7 @@ def share_text(value: Any) -> str:
 
 def usd_text(value: Any) -> str:
     number = finite_float(value)
-    if number is None:
-        return "–"
-    if number == 0 or abs(number) >= 1:
-        return f"${number:,.2f}"
-    # Three significant digits below a dollar, so that a small cost never reads "$0.0000".
-    decimals = min(12, max(2, 2 - math.floor(math.log10(abs(number)))))
-    return f"${number:,.{decimals}f}"
+    return "–" if number is None else usd_words(number)
 
 
 def ago_text(moment: Any) -> str:

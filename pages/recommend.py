@@ -15,11 +15,13 @@ from pages._shared import (
     page_header,
     show_table,
     stall_scale,
+    usd_text,
 )
 from stash_core import views
 from stash_core.decide.recommend import Recommendation
 from stash_core.errors import StashError
 from stash_core.spec_parse import parse_input_shape
+from stash_core.units import duration_words
 from stash_core.views.common import in_page_words, plain
 from stash_core.views.recommend import RecommendRequest
 
@@ -206,9 +208,9 @@ def recommended_box(result: Recommendation) -> None:
         if best.get("unvalidated") in (True,):
             marked += " (unvalidated: no held-out figure of this GPU)"
         cols = st.columns(4)
-        cols[0].metric("Training time", f"{best['training_h']:.1f} h")
-        cols[1].metric("Cost", f"${best['training_usd']:,.2f}")
-        cols[2].metric("Price", f"${best['usd_per_h']:.2f}/h")
+        cols[0].metric("Training time", duration_words(best["training_h"] * 3600))
+        cols[1].metric("Cost", usd_text(best["training_usd"]))
+        cols[2].metric("Price", f"{usd_text(best['usd_per_h'])}/h")
         iteration_s = best.get("iteration_s")
         shown = "—" if iteration_s is None or pd.isna(iteration_s) else f"{iteration_s * 1e3:,.1f} ms"
         cols[3].metric("Iteration time", shown, help=marked)
@@ -259,24 +261,16 @@ def ranked_view(ranked: pd.DataFrame) -> None:
         "predicted: they are missing from the bars, not zero."
     )
     ranked = ranked.assign(source=views.recommend.marked_source(ranked))
-    table = ranked[
-        [
-            "rank",
-            "config",
-            "source",
-            "training_h",
-            "training_usd",
-            "usd_per_h",
-            "iteration_s",
-            "basis",
-            "note",
-        ]
-    ]
+    # time and cost as words: an hour to one decimal and a cent read 0.0 h and $0.00 for a short job
+    columns = ["rank", "config", "source", "training_h", "training_usd", "usd_per_h", "iteration_s", "basis"]
+    in_words = {"training_h": ranked["training_h"].map(lambda h: duration_words(h * 3600)),
+                "training_usd": ranked["training_usd"].map(usd_text)}  # fmt: skip
+    table = ranked[[*columns, "note"]].assign(**in_words)
     show_table(
         table,
         column_config={
-            "training_h": st.column_config.NumberColumn("hours", format="%.1f"),
-            "training_usd": st.column_config.NumberColumn("USD", format="dollar"),
+            "training_h": st.column_config.TextColumn("training"),
+            "training_usd": st.column_config.TextColumn("USD"),
             "usd_per_h": st.column_config.NumberColumn("USD/h", format="%.2f"),
             "iteration_s": st.column_config.NumberColumn("iteration (s)", format="%.4f"),
         },

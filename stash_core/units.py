@@ -140,6 +140,17 @@ def duration_words(seconds: float | None) -> str:
     return f"{seconds:.0f} s" if seconds >= 1 else f"{seconds:.2f} s"
 
 
+def usd_words(usd: float | None) -> str:
+    """A cost in dollars: '$1,234.50', '$0.0520', '$0.0000130' (three significant digits below a dollar, so
+    that a small cost never reads '$0.00'); '-' when unknown."""
+    if usd is None or not math.isfinite(usd):
+        return "-"
+    if usd == 0 or abs(usd) >= 1:
+        return f"${usd:,.2f}"
+    decimals = min(12, max(2, 2 - math.floor(math.log10(abs(usd)))))
+    return f"${usd:,.{decimals}f}"
+
+
 def format_time(seconds: float | None) -> str:
     """A stall or probe time as the command line prints it: '181.0 ms', '31 us', '1.25 s'; '-' if unknown."""
     if seconds is None:

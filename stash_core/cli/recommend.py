@@ -23,7 +23,7 @@ from stash_core.errors import UsageError
 from stash_core.pathargs import output_path
 from stash_core.spec_parse import BATCH_SIZE, parse_input_shape
 from stash_core.units import STALLS as STALL_NAMES
-from stash_core.units import duration_words, finite_float
+from stash_core.units import duration_words, finite_float, usd_words
 from stash_core.userfiles import check_output, write_atomic
 
 if TYPE_CHECKING:
@@ -152,7 +152,7 @@ def _option_line(row: dict[str, Any]) -> str:
         "?" if finite_float(row[f"{s}_s"]) is None else fixed(row[f"{s}_s"] * 1e3, ".0f") for s in STALL_NAMES
     )
     pareto = " pareto" if row["pareto"] else ""
-    usd, usd_per_h = fixed(row["training_usd"], ",.2f"), fixed(row["usd_per_h"], ".2f")
+    usd, usd_per_h = usd_words(finite_float(row["training_usd"])), fixed(row["usd_per_h"], ".2f")
     error = percent(row["expected_error"]) + ("*" if row.get("unvalidated") else "")
     return (
         f"  {'' if rank is None else str(int(rank)):>2} {row['config']:<34}{_workers(row):>8}  "

@@ -8,7 +8,7 @@ from typing import Any
 import pandas as pd
 
 from stash_core.decide.recommend.costs import STALL_NAMES
-from stash_core.units import duration_words, finite_float
+from stash_core.units import duration_words, finite_float, usd_words
 
 
 def job_headline(request: dict[str, Any]) -> str:
@@ -26,7 +26,7 @@ def job_headline(request: dict[str, Any]) -> str:
     if request.get("budget_hours") is not None:
         head += f", within {request['budget_hours']:g} h"
     if request.get("max_usd") is not None:
-        head += f", at most ${request['max_usd']:,.2f}"
+        head += f", at most {usd_words(request['max_usd'])}"
     return head
 
 
@@ -49,7 +49,7 @@ def explanations(options: pd.DataFrame, best: dict[str, Any], request: dict[str,
     """Why `best` wins, then a line for each of the (at most five) cheaper-looking options on why it loses."""
     lines = [
         f"{best['config']} ({best['source']}) is the cheapest configuration that meets the constraints: "
-        f"{duration_words(best['training_h'] * 3600)} and ${best['training_usd']:,.2f} for "
+        f"{duration_words(best['training_h'] * 3600)} and {usd_words(best['training_usd'])} for "
         f"{request['epochs']:g} epochs"
     ]
     tie = _tie(options, best)
@@ -129,27 +129,28 @@ def _alternatives(options: pd.DataFrame, best: dict[str, Any]) -> pd.DataFrame:
 
 def _why_not(option: dict[str, Any], best: dict[str, Any], request: dict[str, Any]) -> str:
     cheaper = (
-        f"costs ${option['usd_per_h']:.2f}/h against ${best['usd_per_h']:.2f}/h"
+        f"costs {usd_words(option['usd_per_h'])}/h against {usd_words(best['usd_per_h'])}/h"
         if option["usd_per_h"] < best["usd_per_h"]
-        else f"has the same {option['workers_total']} accelerators for ${option['usd_per_h']:.2f}/h"
+        else f"has the same {option['workers_total']} accelerators for {usd_words(option['usd_per_h'])}/h"
     )
     cause = slowdown_cause(option, best) if option["epoch_s"] > best["epoch_s"] else ""
     if not option["meets_time"]:
         line = (
-            f"{option['config']} {cheaper} but needs {option['training_h']:.1f} h, over the "
+            f"{option['config']} {cheaper} but needs {duration_words(option['training_h'] * 3600)}, over the "
             f"{request['budget_hours']:g} h budget"
         )
     elif option["training_usd"] is not None and option["training_usd"] > best["training_usd"]:
         line = (
-            f"{option['config']} {cheaper} but the training costs ${option['training_usd']:,.2f} "
-            f"against ${best['training_usd']:,.2f}"
+            f"{option['config']} {cheaper} but the training costs {usd_words(option['training_usd'])} "
+            f"against {usd_words(best['training_usd'])}"
         )
     elif request.get("max_usd") is not None and not option["meets_cost"]:
-        line = f"{option['config']} {cheaper} but is over the ${request['max_usd']:,.2f} limit"
+        line = f"{option['config']} {cheaper} but is over the {usd_words(request['max_usd'])} limit"
     else:  # the same cost to the cent: ranked after the recommendation by time, then by name
         line = (
-            f"{option['config']} {cheaper} and the training costs as much (${option['training_usd']:,.2f}), "
-            f"in {option['training_h']:.1f} h against {best['training_h']:.1f} h"
+            f"{option['config']} {cheaper} and the training costs as much "
+            f"({usd_words(option['training_usd'])}), in {duration_words(option['training_h'] * 3600)} "
+            f"against {duration_words(best['training_h'] * 3600)}"
         )
     if cause:
         line += f": {cause}"
@@ -179,15 +180,15 @@ def infeasible_reason(options: pd.DataFrame, request: dict[str, Any], excluded: 
         fastest = priced.sort_values("training_h").iloc[0]
         return (
             f"no configuration finishes {work} within {budget:g} h: the fastest, {fastest['config']} "
-            f"({fastest['source']}), needs {fastest['training_h']:.1f} h; raise --budget-hours or allow "
-            f"more instances (--max-instances)"
+            f"({fastest['source']}), needs {duration_words(fastest['training_h'] * 3600)}; raise "
+            "--budget-hours or allow more instances (--max-instances)"
         )
     in_time = priced[priced["meets_time"]]
     cheapest = in_time.sort_values("training_usd").iloc[0]
     scope = f"{len(in_time)} configuration(s) finish within {budget:g} h, but" if budget is not None else ""
     return (
         f"{scope} the cheapest{' of them' if scope else ''}, {cheapest['config']}, costs "
-        f"${cheapest['training_usd']:,.2f}, over the ${request['max_usd']:,.2f} limit"
+        f"{usd_words(cheapest['training_usd'])}, over the {usd_words(request['max_usd'])} limit"
     ).strip()
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 
 import pytest
 from result_docs import result_doc as _cpu_machine_doc
@@ -253,3 +254,14 @@ def test_recommend_without_a_budget_or_a_cost_limit_names_both_flags(tmp_path, c
         main(["recommend", "--help"])
     help_text = " ".join(capsys.readouterr().out.split())
     assert help_text.count("one of --budget-hours and --max-usd is required") == 2
+
+
+def test_a_short_cheap_job_is_said_in_seconds_and_fractions_of_a_cent(tmp_path, capsys):
+    """Hours to one decimal and cents read "0.0 h" and "$0.00" for a job of seconds: the CLI's USD column,
+    its explanations and the page said so."""
+    job = ["--model", "resnet18", "--batch-size", "8", "--epochs", "1", "--dataset-images", "5000"]
+    where = ["--instances", "g5.xlarge,g4dn.xlarge", "--db", str(tmp_path / "c.duckdb")]
+    assert stash("recommend", *job, "--budget-hours", "1", *where) == 0
+    out = capsys.readouterr().out
+    assert "$0.00 " not in out and " 0.0 h" not in out
+    assert re.search(r"meets the constraints: \d+ s and \$0\.00[1-9]\d* for 1 epochs", out), out
