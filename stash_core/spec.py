@@ -203,7 +203,7 @@ def _script_model(args: argparse.Namespace) -> None:
     if script and getattr(args, "model", None):
         raise FieldError("--script excludes --model: give one or the other", "script", script)
     if script:
-        args.script = _resolved(script)
+        args.script = _resolved(script, "--script")
         args.model = script_model_name(script)
         return
     if getattr(args, "script_args", None):
@@ -233,8 +233,21 @@ def option_rule(attr: str) -> Number:
     raise KeyError(f"no numeric option sets {attr!r}")
 
 
-def _resolved(text: str) -> str | None:
-    return str(Path(text).resolve()) if text else None
+def _resolved(text: str, flag: str = "--dataset") -> str | None:
+    """The absolute path of a path option's text; a path that cannot be resolved (a symlink loop, a name
+    too long) is a FieldError naming the flag."""
+    if not text:
+        return None
+    try:
+        return str(Path(text).resolve())
+    except (RuntimeError, OSError) as error:  # pathlib raises RuntimeError for a symlink loop
+        why = "a symlink loop" if isinstance(error, RuntimeError) else (error.strerror or str(error))
+        message = f"{flag} {text}: cannot be resolved ({why})"
+        raise FieldError(message, flag[2:].replace("-", "_"), text) from None
+
+
+def _resolved_data_dir(text: str) -> str | None:
+    return _resolved(text, "--data-dir")
 
 
 def _expanded(text: str) -> str | None:
@@ -329,7 +342,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("--script", "script", "your training script, run unmodified under torchrun (instead of --model)",
            input_text),
     Option("--data-dir", "data_dir", "the files your script reads (for the cached and cold runs)",
-           input_text, parse=_resolved),
+           input_text, parse=_resolved_data_dir),
     Option("--script-start-timeout", "script_start_timeout_s", "wait at most this long for the script's "
            "first optimizer step (s)", positive_real(DAY_S)),
     Option("--", "script_args", "after --: your script's own arguments"),
@@ -486,7 +499,8 @@ def _check_data(spec: ProfileSpec) -> None:
         # Only generated images have a side to choose; a --dataset's images are read as they are.
         raise FieldError("--image-px applies to --synthetic-images only", "image_px", spec.image_px)
     if spec.dataset is not None and not Path(spec.dataset).is_dir():
-        raise FieldError(f"--dataset {spec.dataset}: no such directory", "dataset", spec.dataset, "missing")
+        why = "a file, not a folder" if Path(spec.dataset).exists() else "no such directory"
+        raise FieldError(f"--dataset {spec.dataset}: {why}", "dataset", spec.dataset, "missing")
 
 
 def _check_text_fields(spec: ProfileSpec) -> None:
@@ -561,7 +575,8 @@ def _check_script(spec: ProfileSpec) -> None:
     if not all(isinstance(arg, str) for arg in spec.script_args):
         raise FieldError("the script's arguments must be text", "script_args", spec.script_args)
     if spec.data_dir is not None and not Path(spec.data_dir).is_dir():
-        message = f"--data-dir {spec.data_dir}: no such directory"
+        why = "a file, not a folder" if Path(spec.data_dir).exists() else "no such directory"
+        message = f"--data-dir {spec.data_dir}: {why}"
         raise FieldError(message, "data_dir", spec.data_dir, "missing")
 
 

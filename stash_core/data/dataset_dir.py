@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from stash_core.data.pagecache import sync_filesystem_of
-from stash_core.errors import UsageError
+from stash_core.errors import UsageError, write_failure
 from stash_core.pathargs import env_path
 from stash_core.proc import pid_alive
 
@@ -62,7 +62,7 @@ def build_dataset_dir(
     try:
         parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise UsageError(f"cannot create data set folder {parent}: {exc.strerror}") from exc
+        raise write_failure(f"cannot create data set folder {parent}: {exc.strerror}", exc) from exc
     _remove_stale_tmp_dirs(parent, final_dir.name)
     tmp_dir = parent / f"{_TMP_PREFIX}{final_dir.name}-{os.getpid()}"
     shutil.rmtree(tmp_dir, ignore_errors=True)
@@ -80,7 +80,7 @@ def build_dataset_dir(
             if read_manifest(final_dir) is None:
                 raise
     except OSError as exc:
-        raise UsageError(f"cannot write data set {final_dir}: {exc}") from exc
+        raise write_failure(f"cannot write data set {final_dir}: {exc.strerror or exc}", exc) from exc
     finally:
         shutil.rmtree(tmp_dir, ignore_errors=True)
     return final_dir
@@ -120,10 +120,11 @@ def _looked_at(path: Path, test) -> bool:
 
 
 def _a_file(path: Path) -> bool:
-    """A regular file, or a name that cannot be looked at (a link into a folder this user may not enter):
-    kept, so that the image check names it unreadable rather than drop it without a word."""
+    """A regular file, or a name that cannot be looked at (a link into a folder this user may not enter, a
+    link that leads nowhere): kept, so that the image check names it unreadable rather than drop it without
+    a word."""
     try:
-        return path.is_file()
+        return path.is_file() or path.is_symlink()  # a folder's links to folders are walked, not listed here
     except PermissionError:
         return True
 
@@ -140,18 +141,23 @@ def _listed(folder: Path) -> list[Path]:
 
 
 def _files_under(folder: Path) -> list[Path]:
-    """Every file under `folder`, at any depth. A sub-folder that cannot be listed is refused: skipped
-    quietly (as rglob does), its images would vanish while its class still counts."""
+    """Every file under `folder`, at any depth, links to folders followed (as torchvision's ImageFolder
+    and --data-dir's walk follow them), each real folder once (a loop is not walked round). A sub-folder
+    that cannot be listed is refused: skipped quietly (as rglob does), its images would vanish while its
+    class still counts."""
 
     def refuse(exc: OSError) -> None:
         raise _cannot_list(exc.filename or folder, exc) from exc
 
-    return [
-        Path(parent) / name
-        for parent, _, names in os.walk(folder, onerror=refuse)
-        for name in names
-        if _a_file(Path(parent) / name)
-    ]
+    found, seen = [], set()
+    for parent, folders, names in os.walk(folder, onerror=refuse, followlinks=True):
+        real = os.path.realpath(parent)
+        if real in seen:
+            folders[:] = []  # a loop, or a folder linked twice: its files are counted once
+            continue
+        seen.add(real)
+        found += [Path(parent) / name for name in names if _a_file(Path(parent) / name)]
+    return found
 
 
 def total_size_bytes(files: Iterable[Path]) -> int:

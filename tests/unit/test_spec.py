@@ -281,3 +281,26 @@ def test_profile_help_says_the_default_of_threads_per_worker() -> None:
     commands = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)).choices
     help_text = " ".join(commands["profile"].format_help().split())
     assert "torch threads per CPU worker (default: the machine's CPU cores / workers per machine" in help_text
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [(["--model", "m", "--batch-size", "2", "--dataset", "loop1"], "--dataset loop1: cannot be resolved"),
+     (["--script", "loop1"], "--script loop1: cannot be resolved"),
+     (["--script", "s.py", "--data-dir", "loop1"], "--data-dir loop1: cannot be resolved")],
+)  # fmt: skip
+def test_a_symlink_loop_given_as_a_path_is_one_line(tmp_path, monkeypatch, argv, said) -> None:
+    """It was a RuntimeError's traceback."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "loop1").symlink_to("loop2")
+    (tmp_path / "loop2").symlink_to("loop1")
+    (tmp_path / "s.py").write_text("print(1)\n")
+    with pytest.raises(FieldError, match=f"^{said} \\(a symlink loop\\)$"):
+        parsed(argv)
+
+
+def test_a_data_set_that_is_a_file_is_said_to_be_one(tmp_path) -> None:
+    (tmp_path / "afile").write_text("x")
+    spec = parsed(["--model", "m", "--batch-size", "2", "--dataset", str(tmp_path / "afile")])
+    with pytest.raises(FieldError, match="afile: a file, not a folder$"):
+        check_fields(spec)

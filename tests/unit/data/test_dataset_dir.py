@@ -57,3 +57,42 @@ def test_a_folder_that_cannot_be_listed_is_refused_in_one_line(
     with pytest.raises(UsageError) as caught:
         scan_class_folders(root, [".jpg"], "image")
     assert str(caught.value) == f"cannot list data set folder {locked}: permission denied"
+
+
+def test_a_linked_sub_folder_of_a_class_is_followed_once_and_a_loop_not_walked_round(tmp_path: Path) -> None:
+    """Its images were dropped without a word (the epoch too small), where ImageFolder and --data-dir
+    follow such links."""
+    root = _tree(tmp_path / "set")
+    elsewhere = tmp_path / "more"
+    elsewhere.mkdir()
+    for index in range(3):
+        (elsewhere / f"m{index}.jpg").write_bytes(b"x")
+    (root / "dogs" / "linked").symlink_to(elsewhere)
+    (root / "dogs" / "again").symlink_to(elsewhere)  # the same folder twice: its files once
+    (root / "cats" / "inner" / "loop").symlink_to(root / "cats")  # a loop back up
+    _, files, labels = scan_class_folders(root, [".jpg"], "image")
+    dogs = [p.name for p, label in zip(files, labels, strict=True) if label == 1]
+    cats = [p.name for p, label in zip(files, labels, strict=True) if label == 0]
+    assert sorted(dogs) == ["a.jpg", "b.jpg", "m0.jpg", "m1.jpg", "m2.jpg"]
+    assert sorted(cats) == ["a.jpg", "b.jpg"]
+
+
+def test_a_link_that_leads_nowhere_is_kept_for_the_check_to_name(tmp_path: Path) -> None:
+    root = _tree(tmp_path / "set")
+    (root / "cats" / "gone.jpg").symlink_to(tmp_path / "nothing.jpg")
+    _, files, _ = scan_class_folders(root, [".jpg"], "image")
+    assert root / "cats" / "gone.jpg" in files
+
+
+def test_a_generated_set_on_a_full_disk_fails_as_the_machine_did(tmp_path: Path) -> None:
+    import errno
+
+    from stash_core.data.dataset_dir import build_dataset_dir
+    from stash_core.errors import DiskFull
+
+    def full(folder: Path) -> dict:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    with pytest.raises(DiskFull, match=r"cannot write data set .*: No space left on device$"):
+        build_dataset_dir(tmp_path / "synthetic", {}, full)
+    assert list(tmp_path.iterdir()) == []
