@@ -92,6 +92,14 @@ def predict(
 
         if gpu:
             raise UsageError("--gpu selects catalog instances for --model; with --script-run use --instances")
+        habits = {"--memory-format": memory_format != "nchw", "--optimizer": optimizer is not None,
+                  "--optimizer-impl": optimizer_impl != "foreach",
+                  "--attention": attention != "fused"}  # fmt: skip
+        if given := [flag for flag, differs in habits.items() if differs]:
+            raise UsageError(
+                f"{', '.join(given)}: for a --model job; a --script-run is scaled from what its script ran "
+                "(its layout, optimizer and attention as they were): leave them out"
+            )
         answer = predict_script_run(db_path, script_run, **common)
     else:
         model = text_value("model", model, identifier)

@@ -213,17 +213,18 @@ def workers_cell(row: dict) -> str:
 def _header(request: dict, errors: dict) -> list[str]:
     shape = request.get("input_shape")
     shape = f", input {'x'.join(str(size) for size in shape)}" if shape else ""
+    workers = request.get("workers_per_instance") or "all GPUs"
+    per_instance = "one worker per GPU" if workers == "all GPUs" else f"{workers} worker(s) per instance"
     if request.get("script_run"):
         batch = request["batch_size"] or "unknown"
         return [
             f"script {request['model']} (run {request['script_run']} on {request['measured_on']}), batch "
-            f"{batch} per GPU, {request['precision']}; compute scaled by the GPU ratio (the GPUs' "
-            f"{request['precision']} matrix peaks and memory bandwidths, blended as fitted on published "
-            f"pairs): expected error {percent(errors.get('script'))} (the same scaling between GPUs on "
-            "published figures, or a GPU's own where it runs wider); memory not checked"
+            f"{batch} per GPU, {request['precision']}, {per_instance}; compute scaled by the GPU ratio (the "
+            f"GPUs' {request['precision']} matrix peaks and memory bandwidths, blended as fitted on "
+            "published pairs); ±err: the held-out error of that scaling between GPUs on published figures in "
+            "the row's batch regime (a GPU's own where it runs wider); ±comm: the held-out error of the "
+            "step's communication on several GPUs, a share of the step; memory not checked"
         ]
-    workers = request.get("workers_per_instance") or "all GPUs"
-    per_instance = "one worker per GPU" if workers == "all GPUs" else f"{workers} worker(s) per instance"
     return [
         f"{request['model']}, batch {request['batch_size']} per GPU{shape}, {request['precision']}, "
         f"{request['habits'] + ', ' if request.get('habits') else ''}{per_instance}; ±err: the held-out "

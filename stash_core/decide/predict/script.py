@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from stash_core.catalog.accelerators import Accelerator, find_accelerator
+from stash_core.decide.predict.comm_fit import comm_stated_error
 from stash_core.decide.predict.configuration import ConfigPrediction
 from stash_core.decide.predict.gpu_ratio import gpu_ratio
 from stash_core.decide.predict.network import CommTime, comm_note, comm_time
@@ -182,9 +183,11 @@ class ScriptPredictor:
             f"compute of script run {base.run_id} on {base.accelerator.name} x {ratio:.2f} ({self.precision} "
             f"matrix peaks {peaks} TFLOPS weighted {share:g}, memory {bandwidths} GB/s {1 - share:g})"
         )
+        comm_error = comm_stated_error(count, comm.link_class)[0] if workers * count > 1 else None
         return ConfigPrediction(
             name, accelerator.name, count, workers, PATH, basis, compute_s, comm.interconnect_s,
             comm.network_s, stated.error, float("nan"), accelerator.memory_gb, notes, stated.validated,
+            comm_error,
         )  # fmt: skip
 
     def _measured(self, name: str, accelerator: Accelerator, notes: list[str]) -> ConfigPrediction:
@@ -192,7 +195,7 @@ class ScriptPredictor:
         return ConfigPrediction(
             name, accelerator.name, base.nodes, base.workers, "measured", f"script run {base.run_id}",
             base.compute_s, base.interconnect_s or 0.0, base.network_s or 0.0, None, float("nan"),
-            accelerator.memory_gb, notes,
+            accelerator.memory_gb, notes, measured=True,  # the run's own configuration: its step as measured
         )  # fmt: skip
 
     def _memory_note(self, accelerator: Accelerator) -> str:

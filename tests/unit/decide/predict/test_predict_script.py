@@ -157,3 +157,30 @@ def test_a_profiled_scripts_runs_asked_for_as_a_model_are_refused_in_one_line(tm
         predict_instances(tmp_path / "r.duckdb", "script:train_ddp.py", 8)
     with pytest.raises(UsageError, match="^" + re.escape(said)):
         recommend(tmp_path / "r.duckdb", "script:train_ddp.py", 8, 1, 100, budget_hours=1)
+
+
+def test_several_gpus_state_their_communication_error_and_the_run_itself_is_measured(db):
+    """Several-GPU rows had no ±comm (their notes named one); the run's own configuration said "predicted"."""
+    from stash_core.decide.predict.comm_fit import comm_stated_error
+
+    found = predict_script_run(db, "script-grads", instances=["p3.8xlarge", "p3.2xlarge"], max_instances=2)
+    rows = found.frame.set_index(["instance", "instance_count"])
+    one_machine = comm_stated_error(1, "nvlink2_cubemesh")[0]
+    assert rows.loc[("p3.8xlarge", 1), "comm_error"] == pytest.approx(one_machine)
+    assert rows.loc[("p3.8xlarge", 2), "comm_error"] == pytest.approx(comm_stated_error(2, None)[0])
+    assert rows.loc[("p3.2xlarge", 1), "source"] == "measured"
+    assert rows.loc[("p3.2xlarge", 2), "source"] == "predicted"
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "flag"),
+    [("memory_format", "channels_last", "--memory-format"), ("optimizer", "adamw", "--optimizer"),
+     ("optimizer_impl", "fused", "--optimizer-impl"), ("attention", "eager", "--attention"),
+     ("memory_format", "bogus", "--memory-format")],
+)  # fmt: skip
+def test_a_script_runs_prediction_refuses_the_options_of_a_model_job(db, option, value, flag):
+    """They were taken and ignored (a fused RMSprop, a bogus layout)."""
+    from stash_core import predict
+
+    with pytest.raises(UsageError, match=f"^{flag}: for a --model job; a --script-run is scaled"):
+        predict(script_run="script-gpu", instances="g5.xlarge", db=db, **{option: value})
