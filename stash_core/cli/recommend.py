@@ -157,10 +157,16 @@ def _option_line(row: dict[str, Any]) -> str:
     return (
         f"  {'' if rank is None else str(int(rank)):>2} {row['config']:<34}{_workers(row):>8}  "
         f"{row['source']:<11}"
-        f"{duration_words(row['epoch_s']):>9}{duration_words(row['training_h'] * 3600):>10}{usd:>11}"
-        f"{usd_per_h:>8}{str(row.get('price_date') or '-')[:10]:>12}{error:>7}"
+        f"{_cell(duration_words(row['epoch_s']), 9)}{_cell(duration_words(row['training_h'] * 3600), 10)}"
+        f"{_cell(usd, 11)}{_cell(usd_per_h, 8)}{str(row.get('price_date') or '-')[:10]:>12}{error:>7}"
         f"  {stalls}{pareto}"
     )
+
+
+def _cell(text: str, width: int) -> str:
+    """`text` right-aligned in `width`, always after a space: a figure wider than its column (thousands of
+    days, a billion dollars) pushes the line on instead of running into the column before it."""
+    return " " + f"{text:>{width - 1}}"
 
 
 COMMANDS = {"recommend": cmd_recommend}

@@ -265,3 +265,12 @@ def test_a_short_cheap_job_is_said_in_seconds_and_fractions_of_a_cent(tmp_path, 
     out = capsys.readouterr().out
     assert "$0.00 " not in out and " 0.0 h" not in out
     assert re.search(r"meets the constraints: \d+ s and \$0\.00[1-9]\d* for 1 epochs", out), out
+
+
+def test_figures_wider_than_their_column_never_run_into_the_column_before(tmp_path, capsys):
+    job = ["--model", "resnet50", "--batch-size", "64", "--epochs", "1000000"]
+    job += ["--dataset-images", "1000000000000"]
+    where = ["--max-usd", "1e12", "--instances", "g5.xlarge", "--db", str(tmp_path / "c.duckdb")]
+    assert stash("recommend", *job, *where) == 0
+    row = next(line for line in capsys.readouterr().out.splitlines() if " 1 x g5.xlarge " in line)
+    assert re.search(r"predicted +[\d,]+ d [\d,]+ d \$[\d,.]+ +1\.01 ", row), row
