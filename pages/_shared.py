@@ -289,7 +289,7 @@ def stall_scale() -> alt.Scale:
 MEASURES = {
     "seconds": ("Seconds per iteration", "s", ".3f"),
     "epoch_s": ("Seconds per epoch", "s", ".1f"),
-    "share": ("Share of the iteration", "", ".0%"),
+    "share": ("Share of the iteration", "", ".1%"),
 }
 
 
@@ -326,8 +326,13 @@ def number_text(value: Any, digits: int = 1) -> str:
 
 
 def share_text(value: Any) -> str:
+    """0.37 -> '37%'; a share within 10% of either end keeps a decimal: 0.004 -> '0.4%', never '0%' beside a
+    stall that is measured, and 0.996 -> '99.6%', never '100%'."""
     number = finite_float(value)
-    return "–" if number is None else f"{number:.0%}"
+    if number is None:
+        return "–"
+    near_an_end = number != 0 and min(abs(number), abs(1 - number)) < 0.1
+    return f"{number:.1%}" if near_an_end else f"{number:.0%}"
 
 
 def usd_text(value: Any) -> str:

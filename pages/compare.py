@@ -160,7 +160,7 @@ def main() -> None:
         )
         st.markdown(f"**{title}**")
         chart_with_download(
-            bar(frame, column, title, ",.1f", True),
+            bar(frame, column, title, ",.3r", True),  # three figures: an epoch of 17 ms is no "0.0"
             frame[["configuration", column, "runs"]],
             "time",
             "cmp-time",

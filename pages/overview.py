@@ -155,7 +155,7 @@ def main() -> None:
             "instance": "Instance",
             "device": "Device",
             "iteration_s": st.column_config.NumberColumn("Iteration (s)", format="%.4f"),
-            "epoch_s": st.column_config.NumberColumn("Epoch (s)", format="%.1f"),
+            "epoch_s": st.column_config.NumberColumn("Epoch (s)", format="%.3f"),
             **({} if "error" in hidden else {"error": "Error"}),
         },
     )

@@ -101,3 +101,14 @@ def test_a_cpu_run_whose_workers_took_every_core_says_so_as_the_command_line_doe
     notes = [info.value for info in open_run(doc["run_id"]).info]
     said = "2 workers x 1 thread(s) share this machine's 2 cores"
     assert any(said in note and "181" in note for note in notes)
+
+
+def test_a_small_measured_share_is_never_said_as_zero(empty_db: Path) -> None:
+    """A 3 ms stall of a 671 ms iteration read "0%" in the Stalls table (as a stall of none) and the compute
+    beside it "100%"."""
+    doc = result_doc(stalls={"compute": 0.668, "interconnect": 0.003})  # each within 2% (result_docs)
+    store.ingest_result(empty_db, doc)
+    app = open_run(doc["run_id"])
+    assert largest_stall(app) == "Compute"
+    shares = [cell for frame in app.dataframe for cell in frame.value.get("Share", [])]
+    assert shares[:2] == ["99.6%", "0.4%"], shares  # compute, interconnect

@@ -101,3 +101,13 @@ def test_gpu_profiles_that_disagree_are_predicted_in_fp32_and_the_set_aside_one_
         plain("Predicted for fp32: PyTorch's default precision, as the GPU profiles do not agree") in captions
     )
     assert plain(f"Profile {a100} on a2-highgpu-1g: set aside, it ran in tf32") in captions
+
+
+def test_times_per_epoch_keep_three_figures_in_the_chart(populated_db: Path) -> None:
+    """The chart's axis and tooltip rounded to 0.1 s: an epoch of 17 ms read "0.0"."""
+    import json
+
+    app = _shown_page()
+    specs = [json.loads(chart.proto.spec) for chart in app.get("vega_lite_chart")]
+    timed = [spec for spec in specs if "Time per" in json.dumps(spec)]
+    assert timed and all('",.1f"' not in json.dumps(spec) and '",.3r"' in json.dumps(spec) for spec in timed)
