@@ -108,6 +108,9 @@ def comparison(runs: pd.DataFrame, total: int) -> None:
         chart_with_download(
             breakdown_chart(long_frame, measure), long_frame, f"breakdown_{measure}", "bd-chart"
         )
+        if left_out := shown - long_frame["run_label"].nunique():  # e.g. runs without an epoch length
+            why = "no epoch length (no data set size)" if measure == "epoch_s" else "no stall figures"
+            st.caption(f"{left_out} of the {shown} run(s) are not drawn: they have {why}.")
         st.caption(CAPTION)
     with st.expander("Table of these runs", icon=":material/table:"):
         table = views.breakdown.breakdown_table(runs)

@@ -380,3 +380,17 @@ def test_the_app_holds_no_connection_while_stash_ingest_writes(populated_db: Pat
     assert not app.exception
     app.run()  # a refresh shows the new run
     assert {m.label: m.value for m in app.metric}["Runs"] == "6"
+
+
+def test_runs_the_per_epoch_chart_cannot_draw_are_said(populated_db: Path) -> None:
+    """Runs without an epoch length vanished from the chart while the caption counted them."""
+    from result_docs import result_doc
+
+    from stash_core import store
+
+    store.ingest_result(populated_db, result_doc(run_id="20261122T090000Z-eeee0006", dataset_images=None))
+    app = open_page("Stall breakdown")
+    app.button_group(key="bd-measure").set_value("epoch_s").run()
+    assert_clean(app)
+    said = [c.value for c in app.caption if "are not drawn" in c.value]
+    assert len(said) == 1 and said[0].endswith("they have no epoch length (no data set size).")
