@@ -226,6 +226,18 @@ AUTOCORRELATED_ROUNDS = 16
 GROUP_ROUND_KEY = 100_000
 
 
+def runs_mean_ci95(means: list[float], ci95s: list[float]) -> float:
+    """The 95% interval of the mean of several runs' means: Student's t over the runs where they disagree
+    more than their own intervals say (runs of 122 and 244 ms are no "183 ± 14 ms"), else their own
+    intervals combined (sqrt of the sum of squares, over the count); NaN with nothing to go on."""
+    within = math.sqrt(sum(ci**2 for ci in ci95s)) / len(ci95s) if ci95s else math.nan
+    if len(means) < 2:
+        return within
+    spread = math.sqrt(sum((value - mean(means)) ** 2 for value in means) / (len(means) - 1))
+    between = t_quantile_975(len(means) - 1) * spread / math.sqrt(len(means))
+    return between if math.isnan(within) else max(between, within)
+
+
 def group_round_key(round_index: int, group: int) -> int:
     return (round_index + 1) * GROUP_ROUND_KEY + group
 

@@ -43,6 +43,7 @@ from stash_core.errors import UsageError
 from stash_core.results.file import STALL_NAMES
 from stash_core.store import queries_compare
 from stash_core.views.common import NO_INSTANCE
+from stash_core.views.run_means import mean_ci95_of, mean_of
 from stash_core.views.stall_frames import stall_long_frame
 from stash_core.zoo_names import SCRIPT_PREFIX
 
@@ -275,17 +276,13 @@ def _rows(runs: pd.DataFrame, catalog: dict[str, dict[str, Any]]) -> pd.DataFram
             runs=len(group),
             latest_run_id=group["run_id"].iloc[-1],
         )
-        for column in (
-            "iteration_s",
-            "iteration_ci95_s",
-            "epoch_s",
-            "iterations_per_epoch",
-            "unattributed_ci95_s",
-        ):
-            row[column] = _mean(group, column)
+        for column in ("iteration_s", "epoch_s", "iterations_per_epoch", "unattributed_ci95_s"):
+            row[column] = mean_of(group, column)
+        row["iteration_ci95_s"] = mean_ci95_of(group, "iteration_s")
         for stall in STALL_NAMES:
-            for suffix in ("share", "s", "ci95_s"):
-                row[f"{stall}_{suffix}"] = _mean(group, f"{stall}_{suffix}")
+            for suffix in ("share", "s"):
+                row[f"{stall}_{suffix}"] = mean_of(group, f"{stall}_{suffix}")
+            row[f"{stall}_ci95_s"] = mean_ci95_of(group, f"{stall}_s")
             statuses = group.get(f"{stall}_status", pd.Series(dtype=object)).dropna()
             row[f"{stall}_status"] = statuses.mode().iloc[0] if len(statuses) else None
         priced = catalog.get(instance) if label_ok else None
@@ -293,13 +290,6 @@ def _rows(runs: pd.DataFrame, catalog: dict[str, dict[str, Any]]) -> pd.DataFram
         rows.append(row)
     frame = pd.DataFrame(rows)
     return frame.sort_values("iteration_s", kind="stable").reset_index(drop=True)
-
-
-def _mean(group: pd.DataFrame, column: str) -> Any:
-    """The mean of a numeric column; NaN for a column an old database's stall_breakdown lacks."""
-    if column not in group.columns:
-        return np.nan
-    return pd.to_numeric(group[column], errors="coerce").mean()
 
 
 def _empty_frame() -> pd.DataFrame:

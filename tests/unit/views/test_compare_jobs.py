@@ -214,3 +214,14 @@ def test_one_model_file_given_by_two_paths_is_one_job(tmp_path: Path) -> None:
     job = views.compare.job_of(choices.reset_index().iloc[0])
     frame = views.compare.compare_configurations(db, job.pop("model"), job.pop("batch_size"), **job)
     assert frame["runs"].sum() == choices.reset_index().iloc[0]["runs"]
+
+
+def test_two_runs_that_disagree_are_no_narrow_interval_of_their_mean(tmp_path: Path) -> None:
+    """Runs of 0.12 and 0.24 s on one instance read "0.18 s ± 1%" (the mean of their own intervals)."""
+    db = tmp_path / "results.duckdb"
+    for stalls in ({"compute": 0.10, "interconnect": 0.02}, {"compute": 0.20, "interconnect": 0.04}):
+        assert store.ingest_result(db, run("fast-box", SYNTHETIC_64, stalls))
+    row = views.compare.compare_configurations(db, "resnet18", 32).iloc[0]
+    assert row["runs"] == 2 and row["iteration_s"] == pytest.approx(0.18)
+    assert row["iteration_ci95_s"] > 0.06  # both runs inside the mean's interval
+    assert row["compute_ci95_s"] > 0.05
