@@ -50,8 +50,9 @@ def request_form() -> RecommendRequest | None:
         batch_size = first[0].number_input(
             "Batch size per worker", min_value=1, value=int(sizes[0]), step=1, key=f"rec-batch-{model}"
         )
+        proposed = views.recommend.profiled_shape(profiled, model, int(sizes[0])) or defaults.input_shape
         shape_text = first[1].text_input(
-            "Input shape", value=defaults.input_shape, key=f"rec-shape-{model}",
+            "Input shape", value=proposed, key=f"rec-shape-{model}",
             help="one sample: C,H,W for images, a sequence length for tokens; empty: the model's default",
         )  # fmt: skip
         precision = first[2].selectbox(

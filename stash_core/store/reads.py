@@ -198,9 +198,11 @@ def completed_configurations(db_path: Path | str) -> pd.DataFrame:
 
 
 def profiled_models(db_path: Path | str) -> pd.DataFrame:
-    """(model, batch_size, runs) of completed runs, the most-profiled first (the Recommend page's choices)."""
+    """(model, batch_size, input_shape, runs) of completed runs, the most-profiled first (the Recommend page's
+    choices); input_shape is the spec's as JSON text ("[3, 32, 32]"), None for the model's default."""
     return query_readonly(
         db_path,
-        "SELECT model, batch_size, count(*) AS runs FROM runs "
-        "WHERE status = 'completed' AND model IS NOT NULL GROUP BY ALL ORDER BY runs DESC, model, batch_size",
+        "SELECT model, batch_size, CAST(spec->'input_shape' AS VARCHAR) AS input_shape, count(*) AS runs "
+        "FROM runs WHERE status = 'completed' AND model IS NOT NULL GROUP BY ALL "
+        "ORDER BY runs DESC, model, batch_size, input_shape",
     )

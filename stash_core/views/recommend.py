@@ -3,6 +3,7 @@ frames its charts draw."""
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
@@ -120,6 +121,18 @@ def profiled_models(db_path: Path | str) -> pd.DataFrame:
 def batch_sizes_of(profiled: pd.DataFrame, model: str) -> list[int]:
     """The batch sizes `model` was profiled with (a frame of profiled_models), smallest first."""
     return sorted(set(profiled.loc[profiled["model"] == model, "batch_size"].dropna().astype(int)))
+
+
+def profiled_shape(profiled: pd.DataFrame, model: str, batch_size: int) -> str | None:
+    """The input shape ("3,32,32") `model` was profiled with most at `batch_size`, None where it ran at its
+    default shape or was never profiled: the form proposes it beside the profiled batch, so that the
+    profile answers the job it proposes."""
+    rows = profiled[(profiled["model"] == model) & (profiled["batch_size"] == batch_size)]
+    shapes = [text for text in rows["input_shape"] if isinstance(text, str) and text not in ("null", "")]
+    try:
+        return ",".join(str(int(size)) for size in json.loads(shapes[0])) if shapes else None
+    except (ValueError, TypeError):  # a hand-edited spec: the model's default is proposed
+        return None
 
 
 def instance_names(db_path: Path | str) -> list[str]:

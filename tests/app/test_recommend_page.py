@@ -287,3 +287,14 @@ def test_a_small_budget_is_shown_as_typed(populated, monkeypatch):
     app = _page(populated, monkeypatch)
     for key in ("rec-budget", "rec-max-usd"):
         assert app.number_input(key=key).proto.format == "%g", key
+
+
+def test_the_form_proposes_the_profiled_input_shape_beside_the_profiled_batch(tmp_path, monkeypatch):
+    """The profiled batch (8) beside the zoo's 3,224,224: the profile of 3x32x32 was set aside."""
+    db = tmp_path / "rec.duckdb"
+    ingest_result(db, result_doc("resnet10", batch_size=8, spec_extra={"input_shape": [3, 32, 32]}))
+    app = _page(db, monkeypatch)
+    app.selectbox(key="rec-model").set_value("resnet10")
+    app = app.run()
+    assert app.number_input(key="rec-batch-resnet10").value == 8
+    assert app.text_input(key="rec-shape-resnet10").value == "3,32,32"

@@ -160,7 +160,7 @@ def test_an_uploaded_model_file_is_saved_for_counting(tmp_path: Path) -> None:
 
 def test_profiled_models_count_completed_runs_per_batch_size(rec_db: Path) -> None:
     profiled = views.recommend.profiled_models(rec_db)
-    assert list(profiled.columns) == ["model", "batch_size", "runs"]
+    assert list(profiled.columns) == ["model", "batch_size", "input_shape", "runs"]
     assert profiled.iloc[0][["model", "batch_size", "runs"]].tolist() == ["resnet50", 64, 2]
     assert set(profiled["model"]) == {"resnet50", "resnet18"}  # the failed vgg11 run is not counted
     assert views.recommend.batch_sizes_of(profiled, "resnet18") == [32]
@@ -317,3 +317,16 @@ def test_the_median_held_out_error_is_the_one_stash_fit_states() -> None:
     models = [SimpleNamespace(best=True, lomo_mape=error) for error in (0.10, 0.20, 0.30, 0.90)]
     models.append(SimpleNamespace(best=False, lomo_mape=0.01))
     assert views.models.median_best_error(SimpleNamespace(models=models)) == (pytest.approx(0.25), 4)
+
+
+def test_the_form_proposes_the_input_shape_a_model_was_profiled_with(tmp_path: Path) -> None:
+    """It proposed the profiled batch beside the zoo's 224 px: the profile (32 px) never answered the job."""
+    db = tmp_path / "shape.duckdb"
+    for run_id in ("20261201T190000Z-aaaa0001", "20261201T190100Z-aaaa0002"):
+        doc = result_doc("resnet10", run_id=run_id, batch_size=8, spec_extra={"input_shape": [3, 32, 32]})
+        store.ingest_result(db, doc)
+    store.ingest_result(db, result_doc("resnet18", run_id="20261201T190200Z-aaaa0003", batch_size=16))
+    profiled = views.recommend.profiled_models(db)
+    assert views.recommend.profiled_shape(profiled, "resnet10", 8) == "3,32,32"
+    assert views.recommend.profiled_shape(profiled, "resnet10", 4) is None  # never profiled at 4
+    assert views.recommend.profiled_shape(profiled, "resnet18", 16) in (None, "3,224,224")
