@@ -14,9 +14,9 @@ from pages._shared import (
     page_guard,
     page_header,
     show_table,
-    stall_scale,
     usd_text,
 )
+from pages._stalls import stall_bars
 from stash_core import views
 from stash_core.decide.recommend import Recommendation
 from stash_core.errors import StashError
@@ -169,29 +169,6 @@ def pareto_chart(data: pd.DataFrame, budget_hours: float | None) -> alt.LayerCha
     return alt.layer(*layers).properties(height=360)
 
 
-def composition_chart(long: pd.DataFrame, order: list[str]) -> alt.Chart:
-    """Seconds per iteration of each configuration (views.recommend.stall_seconds_long), stacked by stall."""
-    return (
-        alt.Chart(long)
-        .mark_bar()
-        .encode(
-            y=alt.Y("config:N", sort=order, title=None, axis=alt.Axis(labelLimit=320)),
-            x=alt.X("seconds:Q", title="Seconds per iteration", stack="zero"),
-            color=alt.Color(
-                "stall_label:N", scale=stall_scale(), title="Stall", legend=alt.Legend(orient="top")
-            ),
-            order=alt.Order("order:Q"),
-            tooltip=[
-                alt.Tooltip("config:N"),
-                alt.Tooltip("stall_label:N", title="stall"),
-                alt.Tooltip("seconds:Q", format=".4f"),
-                alt.Tooltip("source:N"),
-            ],
-        )
-        .properties(height=max(100, 34 * len(order) + 60))
-    )
-
-
 def recommended_box(result: Recommendation) -> None:
     """The cheapest configuration that meets the constraints, and why; or why none does."""
     if result.best is None:
@@ -278,10 +255,9 @@ def ranked_view(ranked: pd.DataFrame) -> None:
     )
     st.subheader("Where the time of each choice goes")
     shown = ranked.head(12)
-    long = views.recommend.stall_seconds_long(shown)
-    chart_with_download(
-        composition_chart(long, list(shown["config"])), long, "recommendation_stalls", "rec-stalls"
-    )
+    long = views.recommend.stall_seconds_long(shown)  # laid as the Breakdown chart lays a run's parts
+    chart = stall_bars(long, "run_label", "Configuration", "Seconds per iteration", "s", ".4f")
+    chart_with_download(chart, long, "recommendation_stalls", "rec-stalls")
 
 
 def show_result(result: Recommendation) -> None:

@@ -22,7 +22,7 @@ from stash_core.decide.recommend.explain import job_headline
 from stash_core.errors import UsageError
 from stash_core.results.file import STALL_NAMES
 from stash_core.store import reads
-from stash_core.views.common import STALL_LABELS
+from stash_core.views.stall_frames import stall_long_frame
 from stash_core.zoo_names import SCRIPT_PREFIX
 
 MEETS_CONSTRAINTS = {True: "meets the constraints", False: "does not meet them"}
@@ -215,18 +215,15 @@ def free_options(options: pd.DataFrame) -> int:
 
 
 def stall_seconds_long(ranked: pd.DataFrame) -> pd.DataFrame:
-    """Per configuration and stall the seconds per iteration (config, source, stall, seconds, stall_label,
-    order), for a stacked bar in the order compute, interconnect, network, CPU, disk."""
-    long = ranked.melt(
-        id_vars=["config", "source"],
-        value_vars=[f"{stall}_s" for stall in STALL_NAMES],
-        var_name="stall",
-        value_name="seconds",
-    ).dropna(subset=["seconds"])
-    stall = long["stall"].str.removesuffix("_s")
-    long["stall_label"] = stall.map(STALL_LABELS)
-    long["order"] = stall.map({name: index for index, name in enumerate(STALL_NAMES)})
-    return long
+    """Per configuration (`run_label`, its `source`) the parts of its iteration laid end to end as the
+    Breakdown chart lays a run's (views.stall_frames): the stalls it has a figure for and, for a profile's,
+    the signed remainder, so that every bar closes at the iteration time its time and cost are of (a
+    profile's stalls may add up to more or less than its iteration). A stall not predicted is left out."""
+    if ranked.empty:
+        return stall_long_frame(ranked.assign(run_id=[], run_label=[]), "seconds").assign(source=[])
+    long = stall_long_frame(ranked.assign(run_id=ranked["config"], run_label=ranked["config"]), "seconds")
+    sources = dict(zip(ranked["config"], ranked["source"], strict=True))
+    return long.assign(source=long["run_label"].map(sources))
 
 
 def marked_source(frame: pd.DataFrame) -> pd.Series:

@@ -201,10 +201,15 @@ def test_a_recommendation_and_the_frames_of_its_charts(rec_db: Path) -> None:
     assert set(points["kind"]) <= set(views.recommend.MEETS_CONSTRAINTS.values())
     assert (points["kind"] == "meets the constraints").tolist() == points["feasible"].tolist()
     long = views.recommend.stall_seconds_long(result.ranked)
-    assert {"config", "source", "stall", "seconds", "stall_label", "order"} <= set(long.columns)
-    assert long["seconds"].notna().all()
-    first = long[long["config"] == "1 x p3.16xlarge"].sort_values("order")
-    assert first["stall_label"].iloc[0] == "Compute" and first["order"].iloc[0] == 0
+    expected = {"run_label", "source", "stall", "value", "stall_label", "stall_order", "bar_end"}
+    assert expected <= set(long.columns)
+    assert long["value"].notna().all()
+    first = long[long["run_label"] == "1 x p3.16xlarge"].sort_values("stall_order")
+    assert first["stall_label"].iloc[0] == "Compute" and first["stall_order"].iloc[0] == 0
+    # every bar ends at the iteration time its time and cost are of
+    ends = long.groupby("run_label")["bar_end"].last()
+    iteration = result.ranked.set_index("config")["iteration_s"]
+    assert ends.to_dict() == pytest.approx(iteration[ends.index].to_dict())
 
 
 def test_stall_seconds_long_skips_unknown_stalls() -> None:
@@ -220,9 +225,19 @@ def test_stall_seconds_long_skips_unknown_stalls() -> None:
         }
     )
     long = views.recommend.stall_seconds_long(ranked)
-    assert long["stall"].tolist() == ["compute_s", "cpu_s", "disk_s"]
-    assert long["order"].tolist() == [0, 3, 4]
+    assert long["stall"].tolist() == ["compute", "cpu", "disk"]
+    assert long["stall_order"].tolist() == [0, 3, 4]
     assert long["stall_label"].tolist() == ["Compute", "CPU pre-processing", "Disk fetch"]
+
+
+def test_a_profiles_stalls_that_overcount_its_iteration_close_at_it() -> None:
+    """A profile's stalls of 275 ms for a 233 ms iteration drew a bar of 275 ms (its time and cost: 233)."""
+    ranked = pd.DataFrame({"config": ["1 x lap-b"], "source": ["measured"], "iteration_s": [0.2327],
+                           "compute_s": [0.0954], "interconnect_s": [0.1245], "network_s": [0.0],
+                           "cpu_s": [0.0], "disk_s": [0.0548]})  # fmt: skip
+    long = views.recommend.stall_seconds_long(ranked)
+    assert long["bar_end"].iloc[-1] == pytest.approx(0.2327)
+    assert long["stall_label"].iloc[-1] == "Not separated" and long["value"].iloc[-1] == pytest.approx(-0.042)
 
 
 def test_an_impossible_request_is_refused(rec_db: Path) -> None:
