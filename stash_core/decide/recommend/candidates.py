@@ -180,7 +180,7 @@ class OptionPlanner:
         expected = weighted_error / iteration_s if modelled and error_known and iteration_s > 0 else None
         if expected is not None and published_error is not None:
             expected += published_error  # a fraction of the step already
-        unvalidated = bool(elsewhere and elsewhere[0] > 0)
+        unvalidated = elsewhere is not None  # recomputed for this machine, zero too: no figure validates it
         basis_text = "; ".join(basis)
         return Estimate(
             "predicted", None, basis_text, iteration_s, stalls, expected, notes, unvalidated, path="profile",
