@@ -364,6 +364,8 @@ WORDS = {
     "batch_size: must": "Batch size per worker: must",  # the API's argument names as the form's fields
     "dataset_images: must": "the samples in one epoch: must", "budget_hours: must": "Time budget: must",
     "epochs: must": "Epochs: must", "max_usd: must": "Cost limit: must",
+    "--optimizer-impl": "Optimizer implementation", "--optimizer": "Optimizer",  # the job's habits' fields
+    "--memory-format": "Memory format", "--attention": "Attention",
 }
 # fmt: on
 

@@ -187,6 +187,7 @@ def test_the_jobs_training_habits_change_the_answer_and_a_habit_it_cannot_have_i
     app = _submit(app, 1000)
     assert not app.exception
     assert any("rmsprop has no fused implementation" in error.value for error in app.error)
+    assert not any("--optimizer" in error.value for error in app.error)  # the form's field, not the flag
 
 
 def test_a_free_instance_is_named_beside_the_chart_not_drawn_at_zero_on_its_log_axis(tmp_path, monkeypatch):
