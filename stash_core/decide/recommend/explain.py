@@ -42,7 +42,17 @@ def slowdown_cause(slower: dict[str, Any], faster: dict[str, Any]) -> str:
         extra[stall] = mine * slower["iterations_per_epoch"] - theirs * faster["iterations_per_epoch"]
     cause = max(extra, key=extra.get)
     what = "compute (fewer or slower accelerators)" if cause == "compute" else f"{cause} stall"
-    return f"{what} makes {_short(slower)} {slowdown:.0%} slower than {_short(faster)}"
+    said = f"{what} makes {_short(slower)} {slowdown:.0%} slower than {_short(faster)}"
+    # Stalls one side has a figure for and the other has not (a profile's CPU and disk beside a prediction):
+    # the gap is not like for like, and part of it may be theirs.
+    unequal = [stall for stall in STALL_NAMES if (finite_float(slower.get(f"{stall}_s")) or 0.0) > 0
+               and finite_float(faster.get(f"{stall}_s")) is None]  # fmt: skip
+    if unequal:
+        said += (
+            f" (its {' and '.join(unequal)} stall{'s' if len(unequal) > 1 else ''}, measured, "
+            f"{'are' if len(unequal) > 1 else 'is'} not predicted for {_short(faster)}: part of the gap)"
+        )
+    return said
 
 
 def explanations(options: pd.DataFrame, best: dict[str, Any], request: dict[str, Any]) -> list[str]:

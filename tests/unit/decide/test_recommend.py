@@ -300,6 +300,20 @@ def test_slowdown_cause_names_the_growing_stall():
     assert slowdown_cause(slow, fast) == "network stall makes 2 x b 50% slower than 1 x a"
 
 
+def test_stalls_measured_on_one_side_only_are_said_to_be_part_of_the_gap():
+    """A profile's CPU and disk stalls beside a prediction that has none: the gap was all laid on compute."""
+    predicted = {"instance": "p4de.24xlarge", "instance_count": 1, "epoch_s": 63.0,
+                 "iterations_per_epoch": 1000, "compute_s": 0.063, "interconnect_s": 0.0, "network_s": 0.0,
+                 "cpu_s": None, "disk_s": None}  # fmt: skip
+    measured = {**predicted, "instance": "p4d.24xlarge", "epoch_s": 101.0, "compute_s": 0.080, "cpu_s": 0.012,
+                "disk_s": 0.009}  # fmt: skip
+    said = slowdown_cause(measured, predicted)
+    assert said.startswith("compute (fewer or slower accelerators) makes 1 x p4d.24xlarge 60% slower")
+    assert said.endswith(
+        "(its cpu and disk stalls, measured, are not predicted for 1 x p4de.24xlarge: part of the gap)"
+    )
+
+
 @pytest.mark.slow
 def test_recommend_on_a_fresh_database_ranks_predicted_options_for_every_gpu_instance(tmp_path):
     from stash_core.decide.recommend import recommend as recommend_fn
