@@ -124,7 +124,8 @@ def _a_file(path: Path) -> bool:
     link that leads nowhere): kept, so that the image check names it unreadable rather than drop it without
     a word."""
     try:
-        return path.is_file() or path.is_symlink()  # a folder's links to folders are walked, not listed here
+        # a link that leads nowhere (not one to a pipe or a device: opening one blocks or reads forever)
+        return path.is_file() or (path.is_symlink() and not path.exists())
     except PermissionError:
         return True
 

@@ -96,3 +96,12 @@ def test_a_generated_set_on_a_full_disk_fails_as_the_machine_did(tmp_path: Path)
     with pytest.raises(DiskFull, match=r"cannot write data set .*: No space left on device$"):
         build_dataset_dir(tmp_path / "synthetic", {}, full)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_link_to_a_pipe_is_no_file_of_the_set(tmp_path: Path) -> None:
+    """Kept as a link, it was opened by the check of unreadable files, which waited forever on the pipe."""
+    root = _tree(tmp_path / "set")
+    os.mkfifo(tmp_path / "pipe")
+    (root / "cats" / "p.jpg").symlink_to(tmp_path / "pipe")
+    _, files, _ = scan_class_folders(root, [".jpg"], "image")
+    assert root / "cats" / "p.jpg" not in files and len(files) == 4
