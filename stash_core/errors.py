@@ -34,6 +34,12 @@ def is_disk_full(cause: BaseException) -> bool:
     return getattr(cause, "errno", None) in _MACHINE_ERRNOS or NO_SPACE in str(cause)
 
 
+def says_disk_full(text: str) -> bool:
+    """Whether a one-line error (a child's, as printed) says the machine refused a write: the OS's words, or
+    Stash's own refusal of a disk too full to start on ("... free some space first")."""
+    return NO_SPACE in text or "Disk quota exceeded" in text or "free some space" in text
+
+
 def write_failure(message: str, cause: BaseException) -> UsageError:
     """The error for a write that failed: DiskFull (exit 1) where the machine refused it, UsageError (exit 2)
     where the path given cannot be written (a read-only folder, a name too long)."""

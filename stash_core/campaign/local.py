@@ -15,7 +15,7 @@ from typing import Any
 
 from stash_core.campaign.plan import CampaignItem, CampaignSettings, eta_text, profile_args, split_done
 from stash_core.engine.profile_child import run_profile_child
-from stash_core.errors import UsageError
+from stash_core.errors import UsageError, says_disk_full
 
 
 @dataclass
@@ -51,8 +51,8 @@ def run_campaign(
 
     `report` gets one line per step with progress and the estimated time left; `on_event` gets the protocol
     messages of the running profile (for a live progress display). A profile that fails is recorded and the
-    campaign goes on; a profile refused as bad usage (exit status 2) stops it, as every other one would be
-    refused the same way.
+    campaign goes on; a profile refused as bad usage (exit status 2) or for a full disk stops it, as every
+    other one would be refused the same way.
     """
     report = report or (lambda line: None)
     on_event = on_event or (lambda event: None)
@@ -74,7 +74,7 @@ def run_campaign(
             reason = result.get("error") or result.get("status") or "failed"
             outcome.failed.append((item, reason))
             report(f"      {result.get('status') or 'failed'} after {durations[-1]:.0f} s: {reason}")
-            if result.get("exit_code") == 2:
+            if result.get("exit_code") == 2 or says_disk_full(str(reason)):  # the next would be refused too
                 outcome.elapsed_s = time.monotonic() - started
                 raise UsageError(f"campaign stopped: stash profile refused {item.describe()}: {reason}")
     outcome.elapsed_s = time.monotonic() - started

@@ -33,10 +33,11 @@ from stash_core.zoo_names import model_file_sha256
 class FakeRunner:
     """Stands in for `stash profile`: stores a hand-made result for the item, or a failed one."""
 
-    def __init__(self, fail: set[str] | None = None, exit_code: int = 1) -> None:
+    def __init__(self, fail: set[str] | None = None, exit_code: int = 1, error: str = "boom") -> None:
         self.calls = []
         self.fail = fail or set()
         self.exit_code = exit_code
+        self.error = error
 
     def __call__(self, item, settings, on_event):
         self.calls.append(item)
@@ -52,7 +53,8 @@ class FakeRunner:
         )
         ingest_result(settings.db_path, doc)
         if failed:
-            return {"status": "failed", "run_id": doc["run_id"], "error": "boom", "exit_code": self.exit_code}
+            failure = {"status": "failed", "error": self.error, "exit_code": self.exit_code}
+            return {**failure, "run_id": doc["run_id"]}
         return {"status": "completed", "run_id": doc["run_id"], "error": None, "exit_code": 0}
 
 
@@ -162,6 +164,24 @@ def test_a_refused_profile_stops_the_campaign(tmp_path):
     plan = plan_campaign(["resnet10", "resnet12"], [8], [2], [1], instance="lab")
     runner = FakeRunner(fail={"resnet10"}, exit_code=2)
     with pytest.raises(UsageError, match="campaign stopped"):
+        run_campaign(plan, settings, runner=runner)
+    assert len(runner.calls) == 1
+
+
+def test_a_profile_refused_for_a_full_disk_stops_the_campaign(tmp_path, monkeypatch):
+    """A full disk exits 1 (the machine's, not the input's): the campaign went on to refuse every profile."""
+    from types import SimpleNamespace
+
+    from stash_core.api import profile_flow
+    from stash_core.errors import DiskFull
+
+    monkeypatch.setattr(profile_flow.shutil, "disk_usage", lambda folder: SimpleNamespace(free=1024))
+    with pytest.raises(DiskFull) as refused:
+        profile_flow._refuse_full_disk(tmp_path)
+    settings = CampaignSettings(db_path=tmp_path / "c.duckdb")
+    plan = plan_campaign(["resnet10", "resnet12"], [8], [2], [1], instance="lab")
+    runner = FakeRunner(fail={"resnet10", "resnet12"}, exit_code=1, error=str(refused.value))
+    with pytest.raises(UsageError, match="campaign stopped: .*free some space first"):
         run_campaign(plan, settings, runner=runner)
     assert len(runner.calls) == 1
 
