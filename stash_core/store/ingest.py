@@ -24,6 +24,7 @@ from stash_core.results.file import (
     EXPORT_TABLE,
     MAX_RESULT_BYTES,
     PROBE_KIND,
+    RESULT_KIND,
     ResultDocument,
     load_document,
     upgrade_result,
@@ -257,13 +258,15 @@ def _insert_probe(con: duckdb.DuckDBPyConnection, probe_id: str, frame: pd.DataF
 
 
 def _refuse_export_row(path: Path) -> None:
-    """A JSON export's table of one row (a file of one flat object, no "kind") is said to be one: as a result
-    file it read "not a Stash result file (no kind)"."""
+    """A JSON export's table of one row (one object whose keys are a table's columns; the models and probes
+    tables have a "kind" column of their own) is said to be one: as a result file it read "not a Stash result
+    file (no kind)"."""
     try:
         doc = read_user_json(path, "result file", MAX_RESULT_BYTES)
     except UsageError:
         return
-    if isinstance(doc, dict) and "kind" not in doc and (table := table_of_row(set(doc))) is not None:
+    documents = (RESULT_KIND, PROBE_KIND, SIMULATION_KIND)  # a damaged one of these is said as what it is
+    if isinstance(doc, dict) and doc.get("kind") not in documents and (table := table_of_row(set(doc))):
         raise UsageError(
             f"{path}: one row of the {table} table (as `stash export --format json` writes it), not a result "
             f"file: {EXPORT_TABLE}"

@@ -162,7 +162,7 @@ def test_a_runs_spec_that_is_not_an_object_is_said_so(tables) -> None:
         docs_from_export({**tables, "runs": runs})
 
 
-@pytest.mark.parametrize("table", ["runs", "phases"])
+@pytest.mark.parametrize("table", ["runs", "phases", "models", "instances"])
 def test_a_json_export_of_one_row_given_to_ingest_is_said_to_be_one(tmp_path, table) -> None:
     """Was "not a Stash result file (no kind)": a table of two rows or more was said to be an export's."""
     db = tmp_path / "r.duckdb"
