@@ -128,9 +128,12 @@ def profiled_shape(profiled: pd.DataFrame, model: str, batch_size: int) -> str |
     default shape or was never profiled: the form proposes it beside the profiled batch, so that the
     profile answers the job it proposes."""
     rows = profiled[(profiled["model"] == model) & (profiled["batch_size"] == batch_size)]
-    shapes = [text for text in rows["input_shape"] if isinstance(text, str) and text not in ("null", "")]
+    if rows.empty:
+        return None
+    most = rows.sort_values("runs", ascending=False, kind="stable")["input_shape"].iloc[0]  # null: default
     try:
-        return ",".join(str(int(size)) for size in json.loads(shapes[0])) if shapes else None
+        shape = json.loads(most) if isinstance(most, str) else None
+        return ",".join(str(int(size)) for size in shape) if shape else None
     except (ValueError, TypeError):  # a hand-edited spec: the model's default is proposed
         return None
 

@@ -345,3 +345,9 @@ def test_the_form_proposes_the_input_shape_a_model_was_profiled_with(tmp_path: P
     assert views.recommend.profiled_shape(profiled, "resnet10", 8) == "3,32,32"
     assert views.recommend.profiled_shape(profiled, "resnet10", 4) is None  # never profiled at 4
     assert views.recommend.profiled_shape(profiled, "resnet18", 16) in (None, "3,224,224")
+    # Runs at the model's default shape (stored as null, as a profile's spec stores it) outnumber it: no shape
+    for index in range(3):
+        doc = result_doc("resnet10", run_id=f"20261201T1904{index}0Z-bbbb000{index}", batch_size=8)
+        doc["spec"]["input_shape"] = None
+        store.ingest_result(db, doc)
+    assert views.recommend.profiled_shape(views.recommend.profiled_models(db), "resnet10", 8) is None
