@@ -239,16 +239,14 @@ def ranked_view(ranked: pd.DataFrame) -> None:
         "predicted: they are missing from the bars, not zero."
     )
     ranked = ranked.assign(source=views.recommend.marked_source(ranked))
-    # time and cost as words: an hour to one decimal and a cent read 0.0 h and $0.00 for a short job
     columns = ["rank", "config", "source", "training_h", "training_usd", "usd_per_h", "iteration_s", "basis"]
-    in_words = {"training_h": ranked["training_h"].map(lambda h: duration_words(h * 3600)),
-                "training_usd": ranked["training_usd"].map(usd_text)}  # fmt: skip
-    table = ranked[[*columns, "note"]].assign(**in_words)
+    table = ranked[[*columns, "note"]]
     show_table(
         table,
         column_config={
-            "training_h": st.column_config.TextColumn("training"),
-            "training_usd": st.column_config.TextColumn("USD"),
+            # four figures, numbers still (they sort): an hour to one decimal and a cent read 0.0 h and $0.00
+            "training_h": st.column_config.NumberColumn("hours", format="%.4g"),
+            "training_usd": st.column_config.NumberColumn("USD", format="$%.4g"),
             "usd_per_h": st.column_config.NumberColumn("USD/h", format="%.2f"),
             "iteration_s": st.column_config.NumberColumn("iteration (s)", format="%.4f"),
         },

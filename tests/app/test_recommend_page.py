@@ -101,6 +101,8 @@ def test_recommendation_with_pareto_chart_and_explanation(populated, monkeypatch
     ranked = next(frame.value for frame in app.dataframe if "config" in frame.value.columns)
     assert ranked.iloc[0]["config"] == "1 x p3.16xlarge"
     assert list(ranked["rank"]) == list(range(1, len(ranked) + 1))
+    # time and cost stay numbers (a column of words sorted "9.9 h" above "292 h")
+    assert ranked["training_h"].dtype.kind == "f" and ranked["training_usd"].dtype.kind == "f"
 
 
 def test_budget_that_cannot_be_met_is_explained(populated, monkeypatch):
