@@ -326,12 +326,17 @@ def number_text(value: Any, digits: int = 1) -> str:
 
 
 def share_text(value: Any) -> str:
-    """0.37 -> '37%'; a share within 10% of either end keeps a decimal: 0.004 -> '0.4%', never '0%' beside a
-    stall that is measured, and 0.996 -> '99.6%', never '100%'."""
+    """0.37 -> '37%'; a share within 10% of either end keeps a decimal (0.004 -> '0.4%', 0.996 -> '99.6%'),
+    and one that would still round to an end says so: '<0.1%', '>99.9%', never '0.0%' beside a stall that is
+    measured or '100.0%' beside one that is not nothing."""
     number = finite_float(value)
     if number is None:
         return "–"
-    near_an_end = number != 0 and min(abs(number), abs(1 - number)) < 0.1
+    if 0 < abs(number) < 0.0005:
+        return "<0.1%" if number > 0 else ">-0.1%"
+    if 0 < abs(1 - number) < 0.0005:
+        return ">99.9%" if number < 1 else "<100.1%"
+    near_an_end = number not in (0, 1) and min(abs(number), abs(1 - number)) < 0.1
     return f"{number:.1%}" if near_an_end else f"{number:.0%}"
 
 

@@ -112,3 +112,11 @@ def test_a_small_measured_share_is_never_said_as_zero(empty_db: Path) -> None:
     assert largest_stall(app) == "Compute"
     shares = [cell for frame in app.dataframe for cell in frame.value.get("Share", [])]
     assert shares[:2] == ["99.6%", "0.4%"], shares  # compute, interconnect
+
+
+def test_a_share_that_would_round_to_an_end_says_so() -> None:
+    from pages._shared import share_text
+
+    said = {value: share_text(value) for value in (0.0004, 0.9996, -0.0003, 0, 1, 0.004, 0.996, 0.37, -0.02)}
+    assert said == {0.0004: "<0.1%", 0.9996: ">99.9%", -0.0003: ">-0.1%", 0: "0%", 1: "100%", 0.004: "0.4%",
+                    0.996: "99.6%", 0.37: "37%", -0.02: "-2.0%"}  # fmt: skip
