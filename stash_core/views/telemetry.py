@@ -42,8 +42,8 @@ def telemetry_frame(telemetry: pd.DataFrame, phases: list[dict[str, Any]]) -> pd
                               ("group", "object")):  # fmt: skip
             frame[column] = pd.Series(dtype=dtype)
         return frame
-    frame = shared_launches_merged(frame)
     interval_s = sampling_interval_s(phases)
+    frame = shared_launches_merged(frame, interval_s)
     if on_run_clocks(frame, interval_s):
         spans = phase_spans(phases)
         offsets = dict(zip(spans["phase"], spans["start_s"], strict=True)) if not spans.empty else {}
@@ -66,9 +66,10 @@ def sampling_interval_s(phases: list[dict[str, Any]]) -> float:
     return max(stored) if stored else DEFAULT_INTERVAL_S
 
 
-def shared_launches_merged(telemetry: pd.DataFrame) -> pd.DataFrame:
+def shared_launches_merged(telemetry: pd.DataFrame, interval_s: float = DEFAULT_INTERVAL_S) -> pd.DataFrame:
     """The rows with runs that hold the same samples, every metric's value at every time (R0 and R1 timed in
-    one launch), as one run, "R0+R1", each sample once."""
+    one launch), as one run, "R0+R1", each sample once; unchanged where another run starts at zero too: each
+    run on its own clock (older rows), where two runs that agree (a GPU at 100% throughout) are two runs."""
     if telemetry.empty:
         return telemetry
     sharing: dict[tuple, list[str]] = {}
@@ -76,7 +77,9 @@ def shared_launches_merged(telemetry: pd.DataFrame) -> pd.DataFrame:
         samples = tuple(sorted(zip(rows["metric"], rows["t_s"].round(6), rows["value"], strict=True)))
         sharing.setdefault(samples, []).append(str(phase))
     names = {phase: "+".join(group) for group in sharing.values() if len(group) > 1 for phase in group}
-    if not names:
+    starts = telemetry.groupby("phase")["t_s"].min()
+    apart = starts[[phase not in names for phase in starts.index]]
+    if not names or (apart <= STARTS_AT_ZERO_INTERVALS * interval_s).any():
         return telemetry
     merged = telemetry.assign(phase=telemetry["phase"].map(lambda phase: names.get(phase, phase)))
     return merged.drop_duplicates(["phase", "metric", "t_s"]).reset_index(drop=True)
@@ -86,7 +89,7 @@ def on_run_clocks(telemetry: pd.DataFrame, interval_s: float = DEFAULT_INTERVAL_
     """Whether the rows hold each run's samples on its own clock (older result files): more than one launch
     starts its telemetry at zero. On the profile's clock only the launch made first does (R0 and R1 timed in
     one launch share its samples: one launch)."""
-    spans = shared_launches_merged(telemetry).groupby("phase")["t_s"].min()
+    spans = shared_launches_merged(telemetry, interval_s).groupby("phase")["t_s"].min()
     return int((spans <= STARTS_AT_ZERO_INTERVALS * interval_s).sum()) > 1
 
 

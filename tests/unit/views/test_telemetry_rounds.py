@@ -101,3 +101,16 @@ def test_r0_and_r1_timed_in_one_launch_are_one_run_where_it_ran() -> None:
     spans = views.breakdown.telemetry_spans(frame, phases)
     assert list(spans["phase"]) == ["R0+R1", "R3", "R0+R1"]
     assert spans["description"].iloc[0] == "one worker; all workers"
+
+
+def test_older_runs_that_agree_sample_for_sample_stay_two_runs_end_to_end() -> None:
+    """Each run on its own clock, R0 and R1 at 100% GPU throughout: merged as one launch, R1 lost its place"""
+    same = {"t_s": [0.5, 1.0, 1.5], "metrics": {"gpu0_util_pct": [100.0, 100.0, 100.0]}}
+    other = {"t_s": [0.5, 1.0], "metrics": {"gpu0_util_pct": [40.0, 45.0]}}
+    rows = long_rows({"R0": same, "R1": same, "R3": other})
+    assert views.telemetry.on_run_clocks(rows, INTERVAL_S)
+    phases = [*PHASES, {"phase": "R3", "phase_index": 2, "description": "real data cached", "wall_s": 6.0,
+                        "telemetry_interval_s": INTERVAL_S}]  # fmt: skip
+    frame = views.breakdown.telemetry_frame(rows, phases)
+    assert set(frame["phase"]) == {"R0", "R1", "R3"}
+    assert frame.loc[frame["phase"] == "R1", "run_t_s"].min() == pytest.approx(9.5)  # after R0's 9 s
