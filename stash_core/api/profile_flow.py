@@ -298,7 +298,7 @@ class emulated_bandwidth:
 
     def __init__(self, spec: ProfileSpec, state_dir: Path | None) -> None:
         self.spec, self.state_dir = spec, state_dir
-        self.before: list[tuple[int, str]] = []
+        self.before: list[tuple[int, str, bool]] = []  # (node, its rate, its link cut) as they were
 
     def __enter__(self) -> None:
         if self.spec.cluster != "emulated" or not self.spec.cluster_bandwidth:
@@ -312,17 +312,18 @@ class emulated_bandwidth:
         try:
             for node in status["nodes"]:
                 rate_bps = node["shaping"]["rate_bps"]
-                self.before.append((node["index"], f"{rate_bps}bit" if rate_bps else "unlimited"))
+                cut = node.get("link_up") is False  # a link the user cut stays cut: only the rate changes
+                self.before.append((node["index"], f"{rate_bps}bit" if rate_bps else "unlimited", cut))
                 rate = self.spec.cluster_bandwidth
-                cluster.set_link(node["index"], bandwidth=rate, state_dir=self.state_dir)
+                cluster.set_link(node["index"], bandwidth=rate, down=cut, state_dir=self.state_dir)
         except BaseException:
             self.__exit__(None, None, None)  # put back the links already changed
             raise
 
     def __exit__(self, *exc_info) -> None:
-        for index, rate in self.before:
+        for index, rate, cut in self.before:
             try:
-                cluster.set_link(index, bandwidth=rate, state_dir=self.state_dir)
+                cluster.set_link(index, bandwidth=rate, down=cut, state_dir=self.state_dir)
             except StashError:
                 pass  # the cluster went away meanwhile: nothing to restore
 

@@ -158,3 +158,23 @@ def test_a_disk_too_full_for_the_result_is_refused_before_measuring(tmp_path: Pa
     with pytest.raises(UsageError, match=r"^the disk holding .* has 0.0 MiB free: .* at least 8 MiB"):
         profile_flow.check_writable(tmp_path / "r.duckdb", None, store_db=True)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_profiles_cluster_bandwidth_keeps_a_cut_link_cut(tmp_path, monkeypatch):
+    """--cluster-bandwidth set each link's rate with set_link's default down=False: a link the user had cut
+    came back up for the profile and stayed up after it."""
+    from stash_core.spec import ProfileSpec
+
+    nodes = [{"index": 0, "shaping": {"rate_bps": 200_000_000}, "link_up": True},
+             {"index": 1, "shaping": {"rate_bps": 200_000_000}, "link_up": False}]  # fmt: skip
+    calls = []
+    monkeypatch.setattr(profile_flow.cluster, "cluster_status", lambda state_dir: {"nodes": nodes})
+    monkeypatch.setattr(profile_flow.cluster, "set_link", lambda index, **kw: calls.append((index, kw)))
+    spec = ProfileSpec(model="m", batch_size=2, cluster="emulated", cluster_bandwidth="50mbit")
+    with profile_flow.emulated_bandwidth(spec, tmp_path):
+        assert [(index, kw["bandwidth"], kw["down"]) for index, kw in calls] == [
+            (0, "50mbit", False), (1, "50mbit", True)
+        ]  # fmt: skip
+    assert [(index, kw["bandwidth"], kw["down"]) for index, kw in calls[2:]] == [
+        (0, "200000000bit", False), (1, "200000000bit", True)
+    ]  # fmt: skip
