@@ -244,6 +244,8 @@ def raise_for_ssh_failure(target: SshTarget, returncode: int, stderr: str, comma
             raise AuthRefusedError(f"authentication refused by host {target.host}: {reason}")
         if "host key verification failed" in lowered or "host identification has changed" in lowered:
             raise AuthRefusedError(f"host key of {target.host} not trusted: {reason}")
+        if not stderr.strip():  # ssh said nothing (LogLevel ERROR hides its timeouts): what is known
+            reason = "ssh failed without a message (the connection timed out or was lost)"
         raise HostUnreachableError(f"cannot reach host {target.host}: {reason}")
     if returncode == _SHELL_COMMAND_NOT_FOUND:
         # bash: "bash: line 1: X: command not found"; dash: "sh: 1: exec: X: not found"

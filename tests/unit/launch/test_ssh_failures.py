@@ -66,3 +66,12 @@ def test_a_key_ssh_sets_aside_is_named_not_blamed_on_the_host():
     invalid = 'Load key "/k": invalid format\nu@node0: Permission denied (publickey).\n'
     with pytest.raises(UsageError, match=r"^ssh could not use the key /k: invalid format; host node0"):
         raise_for_ssh_failure(TARGET, 255, invalid, "true")
+
+
+def test_an_ssh_failure_without_a_message_says_what_is_known():
+    """ssh exits 255 saying nothing (its LogLevel ERROR hides a timeout): the line read "(no message)"."""
+    with pytest.raises(HostUnreachableError) as raised:
+        raise_for_ssh_failure(TARGET, 255, "", "true")
+    said = str(raised.value)
+    assert "(no message)" not in said
+    assert said.startswith("cannot reach host node0: ssh failed without a message")
