@@ -14,7 +14,7 @@ from pathlib import Path
 
 from stash_core.errors import MeasurementError, UsageError
 from stash_core.launch.cluster import net
-from stash_core.launch.cluster.names import Layout, gone_message
+from stash_core.launch.cluster.names import Layout, cluster_option, gone_message
 from stash_core.launch.cluster.state import load_state
 from stash_core.launch.ssh import SshTarget
 
@@ -39,7 +39,20 @@ def is_gone(state_dir: Path) -> bool:
 def require_present(name: str, state_dir: Path) -> None:
     """UsageError with the one line of gone_message when the cluster is gone."""
     if is_gone(state_dir):
-        raise UsageError(gone_message(name))
+        raise UsageError(_gone_line(name, state_dir))
+
+
+def _gone_line(name: str, state_dir: Path) -> str:
+    """gone_message, with the way back where a state is left behind: `stash cluster up` refuses a name whose
+    state still exists, so the cluster is taken down first."""
+    state = load_state(Path(state_dir))
+    if state and state.get("nodes") and not state.get("taken_down"):
+        option = cluster_option(name)
+        return (
+            f"the emulated cluster {name} is not up: it lost a namespace or its hub (take it down and up "
+            f"again: stash cluster down{option}, then stash cluster up --nodes N{option})"
+        )
+    return gone_message(name)
 
 
 def no_state_message(name: str, state_dir: Path, flag: str, given: bool) -> str | None:
@@ -88,4 +101,4 @@ def gone_reason(target: SshTarget, settle_s: float | None = None) -> str | None:
         if time.monotonic() >= deadline:
             return None
         time.sleep(0.2)
-    return gone_message(name)
+    return _gone_line(name, state_dir)

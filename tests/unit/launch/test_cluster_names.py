@@ -266,3 +266,13 @@ def test_the_cluster_name_of_a_spec_or_arguments():
         cluster_name = "bench"
 
     assert cluster_name_of(Spec()) == "bench" and cluster_name_of(object()) is None
+
+
+def test_a_cluster_that_lost_a_namespace_is_told_to_go_down_first(bench_up_elsewhere, monkeypatch):
+    """It was told "start it: stash cluster up", which refuses a name whose state still exists."""
+    monkeypatch.setattr(cluster_net, "all_namespaces", lambda: ["stash-bench-hub"])  # n0 deleted by hand
+    with pytest.raises(UsageError) as raised:
+        cluster_gone.require_present("bench", bench_up_elsewhere)
+    said = str(raised.value)
+    assert said.startswith("the emulated cluster bench is not up: it lost a namespace or its hub")
+    assert said.endswith("stash cluster down --name bench, then stash cluster up --nodes N --name bench)")
