@@ -105,7 +105,10 @@ TARGET_CI = Number(0, 1, whole=False, low_open=True, high_open=True,
 
 
 def parse_rate(text: str) -> str:
-    """A tc-style link rate ('1gbit', '200mbit', '10mbps'), kept as typed; 8kbit .. 400gbit."""
+    """A tc-style link rate ('1gbit', '200mbit', '10mbps'), kept as typed; 8kbit .. 400gbit; or 'unlimited'
+    (also 'none'), as `stash cluster up` and `set` take it."""
+    if str(text).strip().lower() in ("unlimited", "none"):
+        return "unlimited"
     bits_per_s = rate_bps(str(text).strip())
     if bits_per_s is None:
         raise FieldError(f"--cluster-bandwidth {text!r}: expected a rate like 1gbit or 200mbit",

@@ -304,3 +304,10 @@ def test_a_data_set_that_is_a_file_is_said_to_be_one(tmp_path) -> None:
     spec = parsed(["--model", "m", "--batch-size", "2", "--dataset", str(tmp_path / "afile")])
     with pytest.raises(FieldError, match="afile: a file, not a folder$"):
         check_fields(spec)
+
+
+def test_cluster_bandwidth_takes_unlimited_as_the_cluster_does() -> None:
+    """`stash cluster up --bandwidth unlimited` works; a profile's --cluster-bandwidth unlimited was not."""
+    spec = parsed(["--model", "m", "--batch-size", "2", "--cluster", "emulated", "--nodes", "2",
+                   "--cluster-bandwidth", "Unlimited"])  # fmt: skip
+    assert spec.cluster_bandwidth == "unlimited"
