@@ -234,6 +234,8 @@ def link_change_warning(
 def _link_text(link: dict) -> str:
     rate = link.get("rate_bps")
     rate_text = f"rate {rate / 1e6:g} Mbit/s" if rate else "no rate limit"
+    if not link.get("netem"):  # without the netem qdisc only the rate is emulated: a delay asked is not there
+        return rate_text
     return f"{rate_text}, delay {link.get('latency_us') or 0} us, loss {link.get('loss_pct') or 0:g}%"
 
 

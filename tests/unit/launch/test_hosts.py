@@ -72,6 +72,16 @@ def test_a_change_of_the_links_during_a_run_is_a_warning(two_nodes, tmp_path: Pa
     assert link_change_warning(hosts.hosts_from_names(["a", "b"]), named, None) is None
 
 
+def test_a_link_change_without_netem_names_no_delay_it_never_had(two_nodes, tmp_path: Path):
+    """Without the netem qdisc only the rate is emulated: the warning said "delay 1000 us" all the same."""
+    spec = ProfileSpec(model="probe", batch_size=None, nodes=2, cluster="emulated")
+    two_nodes["status"] = status(shaping(10**9, 1000), shaping(2 * 10**8, 1000), netem=False)
+    remote = hosts_from_cluster(2, tmp_path)
+    two_nodes["status"] = status(shaping(10**9, 1000), shaping(5 * 10**7, 1000), netem=False)
+    warning = link_change_warning(remote, spec, tmp_path)
+    assert "(from rate 200 Mbit/s to rate 50 Mbit/s)" in warning and "delay" not in warning
+
+
 def test_the_machines_are_recorded_as_given_two_on_one_address_told_apart():
     """The result file kept bare addresses: two sshd ports of one address read as one machine twice."""
     remote = hosts.hosts_from_names(["root@127.0.0.1:22922", "127.0.0.1:22923", "[::1]:2200"], "alice", None,
