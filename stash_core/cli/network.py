@@ -207,6 +207,14 @@ def cmd_cluster(args) -> int:
         return 0
     if args.cluster_command == "status":
         status = cluster.cluster_status(state_dir, name)
+        if not status["nodes"] and not args.json:  # a live cluster, its state in another folder: no stray
+            from stash_core.launch.cluster.gone import no_state_message
+
+            shown, folder = status.get("name") or "default", Path(status["state_dir"])
+            elsewhere = no_state_message(shown, folder, "--state-dir", state_dir is not None)
+            if elsewhere:
+                print(elsewhere)
+                return 1
         print(json.dumps(status, indent=2) if args.json else format_cluster_status(status))
         # none, one not fully up or one whose namespaces are gone cannot be used: exit 1 (`status || up`)
         return 0 if status["nodes"] and not status["gone"] and status["up"] else 1

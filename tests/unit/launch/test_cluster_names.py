@@ -276,3 +276,14 @@ def test_a_cluster_that_lost_a_namespace_is_told_to_go_down_first(bench_up_elsew
     said = str(raised.value)
     assert said.startswith("the emulated cluster bench is not up: it lost a namespace or its hub")
     assert said.endswith("stash cluster down --name bench, then stash cluster up --nodes N --name bench)")
+
+
+def test_status_of_a_live_cluster_with_state_elsewhere_says_where(bench_up_elsewhere, capsys, monkeypatch):
+    """It said "no emulated cluster bench (stray namespaces: ...)", inviting the user to delete a live one."""
+    from stash_core.cli.main import main
+
+    monkeypatch.setattr(cluster_net, "live_namespaces", lambda layout: ["stash-bench-hub", "stash-bench-n0"])
+    assert main(["cluster", "status", "--name", "bench"]) == 1
+    said = capsys.readouterr().out.strip()
+    assert "stray" not in said and said.startswith("the emulated cluster bench exists but its state is in ")
+    assert str(bench_up_elsewhere) in said
