@@ -203,7 +203,10 @@ def cmd_cluster(args) -> int:
         return 0
     if args.cluster_command == "down":
         actions = cluster.cluster_down(state_dir, name)
-        print("\n".join(actions) if actions else f"no emulated cluster {name or 'default'} was up")
+        which = name or "default"
+        if name is None and state_dir is not None:  # the folder given, not a name guessed from its path
+            which = f"with its state in {state_dir}"
+        print("\n".join(actions) if actions else f"no emulated cluster {which} was up")
         return 0
     if args.cluster_command == "status":
         status = cluster.cluster_status(state_dir, name)

@@ -287,3 +287,12 @@ def test_status_of_a_live_cluster_with_state_elsewhere_says_where(bench_up_elsew
     said = capsys.readouterr().out.strip()
     assert "stray" not in said and said.startswith("the emulated cluster bench exists but its state is in ")
     assert str(bench_up_elsewhere) in said
+
+
+def test_down_of_an_empty_state_folder_names_the_folder_not_a_cluster_guessed(tmp_path, capsys):
+    from stash_core.cli.main import main
+
+    folder = tmp_path / "st"
+    folder.mkdir()
+    assert main(["cluster", "down", "--state-dir", str(folder)]) == 0
+    assert capsys.readouterr().out.strip() == f"no emulated cluster with its state in {folder} was up"
