@@ -203,9 +203,8 @@ def cmd_cluster(args) -> int:
         return 0
     if args.cluster_command == "down":
         actions = cluster.cluster_down(state_dir, name)
-        which = name or "default"
-        if name is None and state_dir is not None:  # the folder given, not a name guessed from its path
-            which = f"with its state in {state_dir}"
+        # the folder given names what was looked for, not a name guessed from its path
+        which = f"with its state in {state_dir}" if name is None and state_dir else name or "default"
         print("\n".join(actions) if actions else f"no emulated cluster {which} was up")
         return 0
     if args.cluster_command == "status":
@@ -214,8 +213,7 @@ def cmd_cluster(args) -> int:
             from stash_core.launch.cluster.gone import no_state_message
 
             shown, folder = status.get("name") or "default", Path(status["state_dir"])
-            elsewhere = no_state_message(shown, folder, "--state-dir", state_dir is not None)
-            if elsewhere:
+            if elsewhere := no_state_message(shown, folder, "--state-dir", state_dir is not None):
                 print(elsewhere)
                 return 1
         print(json.dumps(status, indent=2) if args.json else format_cluster_status(status))
