@@ -262,7 +262,13 @@ def job_view(state: JobState) -> None:
         if mine.empty:
             run = load(views.breakdown.run_detail, state.run_id)
             if run is None:
-                st.info("The run is not in the database yet - refresh in a moment.", icon=":material/info:")
+                # a database deleted or replaced since: the result file holds the run
+                kept = (
+                    f"; if it stays away, its result file {plain(state.result_file)} holds it: `stash "
+                    "ingest` stores it"
+                ) if state.result_file else ""
+                said = f"The run is not in the database yet - refresh in a moment{kept}."
+                st.info(said, icon=":material/info:")
                 return
         else:
             long_frame = views.breakdown.stall_long_frame(mine, "seconds")

@@ -139,15 +139,17 @@ def _alive(processes: list[psutil.Process]) -> list[psutil.Process]:
 
 
 def _signal_groups(members: list[psutil.Process], sig: int) -> None:
-    """Signal every process group of the tree, never our own (the caller must survive)."""
+    """Signal every process group the tree made (its leader one of the tree, or gone), never our own nor one
+    the tree only joined: a profile started from a script is in the script's group, and the script goes on."""
     groups = set()
     for process in members:
         try:
             groups.add(os.getpgid(process.pid))
         except OSError:
             pass
+    ours = {process.pid for process in members}
     for group in groups - {os.getpgrp()}:
-        if group > 1:
+        if group > 1 and (group in ours or not psutil.pid_exists(group)):
             try:
                 os.killpg(group, sig)
             except OSError:

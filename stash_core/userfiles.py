@@ -358,6 +358,8 @@ def _not_ours(folder: Path, found: os.stat_result) -> str | None:
     """What makes a folder not this user's to keep jobs in (a link, another user's), or None."""
     if stat.S_ISLNK(found.st_mode):
         return f"{folder} is a link"
+    if not stat.S_ISDIR(found.st_mode):
+        return f"{folder} is a file, not a folder"
     return None if private_enough(found) else f"{folder} belongs to another user (uid {found.st_uid})"
 
 

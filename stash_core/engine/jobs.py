@@ -231,9 +231,12 @@ def read_job(db_path: Path | str, job_id: str) -> JobState:
     if not _valid_job_id(job_id) or not (job_dir / "argv.json").is_file() or not ours(job_dir):
         raise UsageError(f"no job {job_id!r} of yours in {jobs_dir(db_path)}")
     try:
-        return _read_state(job_dir)
+        state = _read_state(job_dir)
     except _UNREADABLE as error:
         raise UsageError(f"job {job_id} cannot be read ({job_dir}): {error}") from None
+    if state.db_path not in (None, str(Path(db_path).resolve())):  # databases of one folder share its jobs
+        raise UsageError(f"job {job_id} is of the database {state.db_path}, not of {db_path}")
+    return state
 
 
 def list_jobs(db_path: Path | str, limit: int = 20, kind: str = "profile") -> list[JobState]:
@@ -276,10 +279,8 @@ def stop_job(db_path: Path | str, job_id: str) -> bool:
 
 def cancel_job(db_path: Path | str, job_id: str, grace_s: float = CANCEL_GRACE_S) -> bool:
     """End a running job and every process it started: TERM, then KILL after `grace_s`. A profile from
-    Python is asked to stop instead: it ends its own launches, saves what it measured and raises.
-
-    Returns True when something was running. The job then reads as "cancelled" (once it has ended).
-    """
+    Python is asked to stop instead: it ends its own launches, saves what it measured and raises. True when
+    something was running; the job then reads as "cancelled" (once it has ended)."""
     state = read_job(db_path, job_id)
     if state.finished or state.pid is None:
         return False
@@ -354,7 +355,7 @@ def _read_state(job_dir: Path) -> JobState:
         state.status = "failed"
         state.error = "the profile ended (exit status 0) with no run saved: its output says why"
     elif exit_code == 0 or cancelled or (exit_code in SAVED_STOPS and state.run_status == "completed"):
-        state.status = "completed"  # a Cancel or a signal that came after the run stored itself changed nothing
+        state.status = "completed"  # a Cancel or a signal after the run stored itself changed nothing
     elif exit_code in SAVED_STOPS:  # what was measured is saved
         state.status = "interrupted"
         state.error = failure_reason(state, exit_code)

@@ -131,3 +131,17 @@ def test_pid_alive_says_running_not_a_zombie_nor_a_reaped_process():
     assert not pid_alive(child.pid)  # exited, not reaped yet: a zombie
     child.wait()
     assert not pid_alive(child.pid)  # reaped
+
+
+def test_a_tree_in_a_group_it_did_not_make_leaves_the_group_s_leader_alone():
+    """A profile started by a shell script is in the script's process group: ending the profile signalled the
+    whole group, and the script died with it (`stash profile ... ; echo after` never echoed)."""
+    script = subprocess.Popen(
+        ["bash", "-c", "sleep 60 & echo $!; wait; exit 7"], stdout=subprocess.PIPE, text=True,
+        start_new_session=True,  # bash leads its own group, and its sleep is in it
+    )  # fmt: skip
+    sleeper = int(script.stdout.readline())
+    assert os.getpgid(sleeper) == script.pid
+    end_tree(sleeper, grace_s=5)
+    assert script.wait(timeout=10) == 7  # it went on after its child ended, as a script does
+    assert not pid_alive(sleeper)

@@ -474,3 +474,24 @@ def test_a_signal_after_the_run_stored_itself_whole_leaves_it_completed(tmp_path
         raise KeyboardInterrupt
     (job,) = jobs.list_jobs(db)
     assert (job.exit_code, job.run_status, job.status, job.error) == (130, "completed", "completed", None)
+
+
+def test_a_job_of_another_database_in_the_folder_is_not_read_as_this_ones(tmp_path: Path) -> None:
+    """Two databases of one folder share its jobs: the Run page showed the other's job, "finished and stored",
+    and "refresh in a moment" for a run this database never gets."""
+    one, two = tmp_path / "one.duckdb", tmp_path / "two.duckdb"
+    meta = {"argv": [], "label": "x", "origin": "dashboard", "kind": "profile",
+            "started_at": "2026-11-30T08:00:00", "db_path": str(two.resolve())}  # fmt: skip
+    _job_folder(two, "20261130T080000Z-abcdef", meta, "", rc="0")
+    assert jobs.read_job(two, "20261130T080000Z-abcdef").job_id == "20261130T080000Z-abcdef"
+    with pytest.raises(UsageError, match=f"is of the database {two.resolve()}, not of {one}"):
+        jobs.read_job(one, "20261130T080000Z-abcdef")
+
+
+def test_a_jobs_folder_that_is_a_file_is_said_to_be_one(tmp_path: Path) -> None:
+    """It said the file "belongs to another user (uid 0)", uid 0 being the user who ran the page."""
+    from stash_core.userfiles import folder_problem
+
+    (tmp_path / ".stash-jobs").write_text("x")
+    said = folder_problem(tmp_path / ".stash-jobs")
+    assert said.startswith(f"{tmp_path / '.stash-jobs'} is a file, not a folder: its jobs are not shown")
