@@ -296,12 +296,13 @@ def job_view(state: JobState) -> None:
 
 
 def phase_text(phase: PhaseProgress) -> str:
-    """One line per phase: state, name, what it runs, iterations (the measured ones, as the database counts
-    them, and the warm-up apart), interval, mean time."""
-    if phase.kept:
-        detail = f"{phase.kept} iterations measured, {max(phase.iterations - phase.kept, 0)} warm-up"
+    """One line per phase: state, name, what it runs, iterations (the measured ones of all its launches, as
+    the database counts them, and the warm-up apart), interval, mean time."""
+    kept, iterations = phase.earlier_kept + phase.kept, phase.earlier_iterations + phase.iterations
+    if kept:
+        detail = f"{kept} iterations measured, {max(iterations - kept, 0)} warm-up"
     else:
-        detail = f"warming up ({phase.iterations} iterations)" if phase.iterations else "warming up"
+        detail = f"warming up ({iterations} iterations)" if iterations else "warming up"
     if phase.relative_ci is not None and phase.status == "running":
         detail += f" · ±{phase.relative_ci:.1%}"
     if phase.mean_s is not None:  # of the launch that ended last: the run's pooled figure is its breakdown's

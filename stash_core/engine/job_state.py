@@ -35,6 +35,9 @@ class PhaseProgress:
     iterations: int = 0
     kept: int = 0
     launches: int = 0  # how many launches of this run have started (one per round)
+    # iterations (all, and kept) of this run's earlier launches: the run counts them all, as the database does
+    earlier_iterations: int = 0
+    earlier_kept: int = 0
     relative_ci: float | None = None
     mean_s: float | None = None
     ci95_s: float | None = None
@@ -191,6 +194,7 @@ def apply_phase_event(phases: dict[str, PhaseProgress], state: JobState, payload
             total=int(payload.get("total") or 1),
             description=str(payload.get("description") or ""),
             launches=(before.launches if before else 0) + 1,
+            **_earlier(before),
         )
         if rounds is not None:
             rounds.running_fraction = 0.0
@@ -205,6 +209,7 @@ def apply_phase_event(phases: dict[str, PhaseProgress], state: JobState, payload
             phase = phases[name] = PhaseProgress(
                 name=name, index=place.index, total=place.total, launches=launches,
                 description=str(payload.get("description") or (phase.description if phase else "")),
+                **_earlier(phase),
             )  # fmt: skip
         measured = payload.get("iterations")
         if isinstance(measured, int) and measured > phase.kept:  # no progress line said them (R0 beside R1)
@@ -219,6 +224,14 @@ def apply_phase_event(phases: dict[str, PhaseProgress], state: JobState, payload
             rounds.finished_in_round += 1
             rounds.running_fraction = 0.0
             rounds.update()
+
+
+def _earlier(before: PhaseProgress | None) -> dict[str, int]:
+    """The iteration counts a new launch of a run carries from its launches before."""
+    if before is None:
+        return {}
+    return {"earlier_iterations": before.earlier_iterations + before.iterations,
+            "earlier_kept": before.earlier_kept + before.kept}  # fmt: skip
 
 
 def failure_reason(state: JobState, exit_code: int) -> str:

@@ -33,6 +33,8 @@ def test_a_run_timed_beside_another_takes_its_launchs_place_and_counts_its_launc
     assert (r0.index, r0.total, r0.description) == (0, 2, "1 worker")
     assert (r0.launches, r1.launches, r3.launches) == (2, 2, 2)
     assert r0.kept == 50 and r0.status == "completed" and (r3.index, r3.total) == (1, 2)
+    # every launch's iterations count, as the database counts them (the page read the last launch's alone)
+    assert (r0.earlier_kept + r0.kept, r1.earlier_kept + r1.kept, r3.earlier_kept + r3.kept) == (100, 100, 80)
 
 
 def test_the_runs_are_listed_in_their_places_r0_before_r1_of_its_launch() -> None:
