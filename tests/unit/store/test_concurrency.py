@@ -6,6 +6,7 @@ entry points live at module level.
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
 import queue
@@ -49,6 +50,22 @@ def _hold_write_lock(db_path: Path, held: Any, release: Any, hold_s: float, rele
         released_at.value = time.time()  # just before the lock goes; a waiter can only succeed after this
 
 
+@contextlib.contextmanager
+def _write_lock_held(db_path: Path, hold_s: float):
+    """A child process holding the database's write lock (for at most hold_s) while the block runs: yields the
+    process and the time it let go (0 until then); released and joined on leaving."""
+    held, release = SPAWN.Event(), SPAWN.Event()
+    released_at = SPAWN.Value("d", 0.0)
+    holder = SPAWN.Process(target=_hold_write_lock, args=(db_path, held, release, hold_s, released_at))
+    holder.start()
+    try:
+        assert held.wait(timeout=120), "the child never took the lock"
+        yield holder, released_at
+    finally:
+        release.set()
+        holder.join(timeout=30)
+
+
 @pytest.mark.slow
 def test_reader_and_writer_processes_take_turns(tmp_path, result_doc) -> None:
     db_path = tmp_path / "shared.duckdb"
@@ -82,17 +99,9 @@ def test_reader_and_writer_processes_take_turns(tmp_path, result_doc) -> None:
 
 def test_ingest_waits_for_a_held_write_lock(tmp_path, result_doc) -> None:
     db_path = tmp_path / "held.duckdb"
-    held, release = SPAWN.Event(), SPAWN.Event()
-    released_at = SPAWN.Value("d", 0.0)
-    holder = SPAWN.Process(target=_hold_write_lock, args=(db_path, held, release, 1.0, released_at))
-    holder.start()
-    try:
-        assert held.wait(timeout=120), "the child never took the lock"
+    with _write_lock_held(db_path, 1.0) as (_, released_at):
         assert store.ingest_result(db_path, result_doc(iterations=5)) is True
         finished_at = time.time()
-    finally:
-        release.set()
-        holder.join(timeout=30)
     assert released_at.value > 0 and finished_at > released_at.value
     assert store.database_summary(db_path)["runs"] == 1
 
@@ -100,19 +109,11 @@ def test_ingest_waits_for_a_held_write_lock(tmp_path, result_doc) -> None:
 def test_a_lock_held_too_long_is_a_clear_usage_error(tmp_path, result_doc, monkeypatch) -> None:
     db_path = tmp_path / "stuck.duckdb"
     monkeypatch.setattr(connection, "LOCK_TIMEOUT_S", 0.3)
-    held, release = SPAWN.Event(), SPAWN.Event()
-    released_at = SPAWN.Value("d", 0.0)
-    holder = SPAWN.Process(target=_hold_write_lock, args=(db_path, held, release, 120.0, released_at))
-    holder.start()
-    try:
-        assert held.wait(timeout=120), "the child never took the lock"
+    with _write_lock_held(db_path, 120.0) as (holder, _):
         with pytest.raises(UsageError, match=f"locked by another process \\(PID {holder.pid}\\)"):
             store.ingest_result(db_path, result_doc(iterations=5))
         with pytest.raises(UsageError, match="gave up after 0.3 s"):
             store.list_runs(db_path)
-    finally:
-        release.set()
-        holder.join(timeout=30)
     assert store.ingest_result(db_path, result_doc(iterations=5)) is True  # free again: works
 
 
@@ -248,20 +249,12 @@ def test_a_writer_working_in_turns_gives_way_while_a_reader_is_announced(tmp_pat
 def test_a_reader_that_finds_the_database_busy_announces_itself(tmp_path, result_doc) -> None:
     db_path = tmp_path / "busy.duckdb"
     store.ingest_result(db_path, result_doc(run_id="only", iterations=5))
-    held, release = SPAWN.Event(), SPAWN.Event()
-    released_at = SPAWN.Value("d", 0.0)
-    holder = SPAWN.Process(target=_hold_write_lock, args=(db_path, held, release, 30.0, released_at))
-    holder.start()
-    try:
-        assert held.wait(timeout=120), "the child never took the lock"
+    with _write_lock_held(db_path, 30.0):
         reader = threading.Thread(target=store.list_runs, args=(db_path,))
         reader.start()
         deadline = time.monotonic() + 5
         while not writer_turn._someone_waits(db_path) and time.monotonic() < deadline:
             time.sleep(0.02)
         assert writer_turn._someone_waits(db_path)  # the writer sees it, and gives way
-    finally:
-        release.set()
-        holder.join(timeout=30)
     reader.join(timeout=30)
     assert not writer_turn._someone_waits(db_path)  # withdrawn once it got in
