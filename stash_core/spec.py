@@ -44,7 +44,7 @@ from stash_core.spec_parse import (
     shape_error,
     shape_fits,
 )
-from stash_core.terminal import unsafe_character
+from stash_core.terminal import clipped, unsafe_character
 from stash_core.units import STALLS
 from stash_core.userfiles import read_user_bytes
 from stash_core.zoo_names import SCRIPT_PREFIX
@@ -623,14 +623,13 @@ def validate_machines(spec: ProfileSpec) -> None:
         raise FieldError("--cluster-name applies to --cluster emulated only", "cluster_name")
     for host in spec.hosts:
         if not _HOST_RE.fullmatch(host) or not _port_in_range(host):
-            raise FieldError(
-                f"--hosts: invalid host name {host!r}: expected [user@]host[:port]", "hosts", host
-            )
+            message = f"--hosts: invalid host name {clipped(host, quoted=True)}: expected [user@]host[:port]"
+            raise FieldError(message, "hosts", host)
     machines = [_machine_of(host) for host in spec.hosts]
     twice = next((host for index, host in enumerate(spec.hosts) if machines[index] in machines[:index]), None)
     if twice is not None:
         raise FieldError(
-            f"--hosts names {twice} twice: give each node its own machine", "hosts", twice, "twice"
+            f"--hosts names {clipped(twice)} twice: give each node its own machine", "hosts", twice, "twice"
         )
     if spec.hosts and len(spec.hosts) != spec.nodes:
         message = f"--hosts names {len(spec.hosts)} host(s) for --nodes {spec.nodes}; give one per node"
@@ -672,7 +671,8 @@ def _check_ssh(spec: ProfileSpec) -> None:
         message = "--ssh-user and --ssh-key apply to --hosts only (the emulated cluster has its own root key)"
         raise FieldError(message, "ssh_user", spec.ssh_user or spec.ssh_key)
     if spec.ssh_user and not _USER_RE.fullmatch(spec.ssh_user):
-        message = f"--ssh-user: invalid user name {spec.ssh_user!r}: expected letters, digits, _ . - (max 32)"
+        expected = "expected letters, digits, _ . - (max 32)"
+        message = f"--ssh-user: invalid user name {clipped(spec.ssh_user, quoted=True)}: {expected}"
         raise FieldError(message, "ssh_user", spec.ssh_user)
     if spec.ssh_key and not Path(spec.ssh_key).is_file():
         message = f"--ssh-key: ssh key {spec.ssh_key!r} does not exist or is not a file"

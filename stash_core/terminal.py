@@ -63,6 +63,19 @@ def one_line(value: object) -> str:
     return printable(str(value)).replace("\n", "\\n").replace("\t", "\\t")
 
 
+def clipped(value: object, limit: int = 80, quoted: bool = False) -> str:
+    """`value` as text (in quotes, as repr writes it, when `quoted`), or, when longer than `limit` characters,
+    its start and end around "..." and its length: a message echoes a mistyped entry, not 5,000 characters
+    pasted into a field."""
+    text = str(value)
+    if len(text) <= limit:
+        return repr(text) if quoted else text
+    head = max(limit // 2, 1)
+    tail = max(limit - head - 10, 1)
+    shown = f"{text[:head]}...{text[-tail:]}"
+    return f"{repr(shown) if quoted else shown} ({len(text)} characters)"
+
+
 def shell_word(text: str) -> str:
     """`text` as one word of a shell command to copy and paste: quoted where a shell would split or expand
     it (a space, $, a quote); with a control character (or a byte that is not UTF-8), a $'...' word (bash,

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from stash_core.errors import MeasurementError, UsageError
+from stash_core.terminal import clipped
 
 SSH_CONNECT_TIMEOUT_S = 5
 # A DNS label: letters, digits and inner hyphens (also accepts names like "stash-n0").
@@ -63,13 +64,15 @@ def validate_host(text: str) -> str:
         pass
     if len(text) <= 253 and _DNS_NAME_RE.match(text) and not text.replace(".", "").isdigit():
         return text
-    raise UsageError(f"invalid host name {text!r}: expected a DNS name or an IPv4/IPv6 address")
+    expected = "expected a DNS name or an IPv4/IPv6 address"
+    raise UsageError(f"invalid host name {clipped(text, quoted=True)}: {expected}")
 
 
 def validate_user(text: str) -> str:
     """Return the user name unchanged when it is a portable POSIX user name; else UsageError."""
     if not isinstance(text, str) or not _USER_RE.match(text):
-        raise UsageError(f"invalid user name {text!r}: expected letters, digits, '_', '.', '-' (max 32)")
+        expected = "expected letters, digits, '_', '.', '-' (max 32)"
+        raise UsageError(f"invalid user name {clipped(text, quoted=True)}: {expected}")
     return text
 
 
@@ -96,7 +99,7 @@ class SshTarget:
         if self.user is not None:
             validate_user(self.user)
         if isinstance(self.port, bool) or not isinstance(self.port, int) or not 1 <= self.port <= 65535:
-            raise UsageError(f"invalid ssh port {self.port!r}: expected 1..65535")
+            raise UsageError(f"invalid ssh port {clipped(repr(self.port))}: expected 1..65535")
         if self.key_path is not None:
             object.__setattr__(self, "key_path", _existing_file(self.key_path, "ssh key"))
         if self.config_file is not None:
@@ -128,7 +131,7 @@ def parse_target(text: str, key_path: Path | None = None, config_file: Path | No
         given = bool(rest)
         if rest:
             if not rest.startswith(":"):
-                raise UsageError(f"invalid host {text!r}")
+                raise UsageError(f"invalid host {clipped(text, quoted=True)}")
             port = _parse_port(rest[1:])
     elif text.count(":") == 1:
         host, port_text = text.split(":")
@@ -140,7 +143,7 @@ def parse_target(text: str, key_path: Path | None = None, config_file: Path | No
 
 def _parse_port(text: str) -> int:
     if not text.isdigit():
-        raise UsageError(f"invalid ssh port {text!r}")
+        raise UsageError(f"invalid ssh port {clipped(text, quoted=True)}")
     return int(text)
 
 

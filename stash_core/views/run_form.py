@@ -26,6 +26,7 @@ from stash_core.spec import (
     script_sha256,
 )
 from stash_core.spec_parse import FieldError, parse_input_shape, parse_iterations, parse_stalls
+from stash_core.terminal import clipped
 
 # How the form words a wrong spec value: by field, or "field/rule" where a field has several checks. Fields
 # that the form cannot get wrong keep the command's own message.
@@ -44,9 +45,9 @@ FIELD_MESSAGES = {
     "iterations": "Iterations: 'auto' or a whole number of at least 2",
     "max_phase_s": "Time limit per phase must be positive",
     "instance": "Instance label: letters, digits and . _ - : @ + only, not starting with -",
-    "hosts": "Remote hosts: {value!r} is not a host name (user@host[:port])",
+    "hosts": "Remote hosts: {quoted} is not a host name (user@host[:port])",
     "hosts/count": "Remote hosts: {value} host(s) for {nodes} node(s); give one host per node",
-    "ssh_user": "SSH user: {value!r} is not a user name",
+    "ssh_user": "SSH user: {quoted} is not a user name",
     "ssh_key": "SSH key: no file {value}",
     "script/missing": "Script: no file {value}",
     "data_dir/missing": "Data folder of the script: no folder {value}",
@@ -142,7 +143,9 @@ def profile_args(
         try:
             parse_target(host)
         except UsageError as error:
-            raise UsageError(f"Remote hosts: {host!r}: {error}") from None
+            shown = clipped(host, quoted=True)  # said once: the launcher's message may name the host already
+            said = str(error) if shown in str(error) else f"{shown}: {error}"
+            raise UsageError(f"Remote hosts: {said}") from None
     try:
         check_measurable(spec)
     except UsageError as error:
@@ -228,7 +231,8 @@ def form_message(error: FieldError, form: RunForm) -> str:
         return f"{FIELD_LABELS[error.attr]}: {text.split(' ', 1)[1]}" if text.startswith("--") else text
     if template is None:
         return text
-    return template.format(value=error.value, nodes=form.nodes)
+    value = error.value
+    return template.format(value=clipped(value), quoted=clipped(value, quoted=True), nodes=form.nodes)
 
 
 def _model(text: str, base: Path) -> str:

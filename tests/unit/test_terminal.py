@@ -45,3 +45,21 @@ def test_a_shell_word_names_the_same_text_when_pasted_and_stays_printable():
 def test_one_line_keeps_a_value_on_its_line_and_in_its_column() -> None:
     assert one_line("a\nb\tc\r\x1b[2J") == "a\\nb\\tc\\r\\x1b[2J"
     assert one_line(16) == "16" and one_line("plain text") == "plain text"
+
+
+def test_a_long_value_is_clipped_to_its_ends_and_its_length() -> None:
+    from stash_core.terminal import clipped
+
+    assert clipped("short") == "short" and clipped("x" * 80) == "x" * 80
+    long = "a" * 40 + "b" * 4000 + "c" * 30
+    assert clipped(long) == "a" * 40 + "..." + "c" * 30 + " (4070 characters)"
+    assert clipped(long, quoted=True) == repr("a" * 40 + "..." + "c" * 30) + " (4070 characters)"
+    assert clipped("it's", quoted=True) == repr("it's")
+
+
+def test_a_host_pasted_whole_on_the_command_line_is_echoed_by_its_ends(tmp_path, capsys):
+    host = "h" * 5000
+    argv = ["profile", "--model", "resnet10", "--batch-size", "2", "--hosts", host]
+    assert main([*argv, "--db", str(tmp_path / "x.duckdb")]) == 2
+    err = capsys.readouterr().err
+    assert "(5000 characters)" in err and len(err) < 300, err

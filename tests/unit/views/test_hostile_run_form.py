@@ -49,6 +49,10 @@ REFUSED = [
     ("instance-escape", {**ZOO, "instance": "a\x1b"}, "Instance label"),
     ("device-tpu", {**ZOO, "device": "tpu"}, "--device"),
     ("classes-zero", {**ZOO, "num_classes": 0}, "Classes"),
+    ("hosts-5000-characters", {**HOSTS, "nodes": 1, "hosts": "a" * 5000}, "(5000 characters)"),
+    ("hosts-6000-bad-characters", {**HOSTS, "nodes": 1, "hosts": "x!" * 3000}, "(6000 characters)"),
+    ("ssh-user-5000-characters", {**HOSTS, "hosts": "a,b", "ssh_user": "u" * 5000}, "(5000 characters)"),
+    ("hosts-port-not-a-number", {**HOSTS, "nodes": 1, "hosts": "h:abc"}, "'h:abc'"),
 ]  # fmt: skip
 
 ACCEPTED = [
@@ -81,6 +85,7 @@ def test_a_hostile_form_is_one_clear_usage_error(case_id, fields, says, base):
         run_form.profile_args(_form(fields, base), base)
     message = str(raised.value)
     assert says in message and len(message.splitlines()) == 1 and "\x1b" not in message, message
+    assert len(message) < 300, message  # an entry pasted whole is echoed by its ends and its length
 
 
 @pytest.mark.parametrize(("case_id", "fields"), ACCEPTED, ids=[case[0] for case in ACCEPTED])
