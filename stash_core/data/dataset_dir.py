@@ -14,6 +14,7 @@ from stash_core.data.pagecache import sync_filesystem_of
 from stash_core.errors import UsageError, write_failure
 from stash_core.pathargs import env_path
 from stash_core.proc import pid_alive
+from stash_core.terminal import one_line
 
 MANIFEST_NAME = "MANIFEST.json"
 _TMP_PREFIX = ".tmp-"
@@ -131,7 +132,8 @@ def _a_file(path: Path) -> bool:
 
 
 def _cannot_list(folder: Path | str, exc: OSError) -> UsageError:
-    return UsageError(f"cannot list data set folder {folder}: {(exc.strerror or str(exc)).lower()}")
+    reason = (exc.strerror or str(exc)).lower()
+    return UsageError(f"cannot list data set folder {one_line(folder)}: {reason}")
 
 
 def _listed(folder: Path) -> list[Path]:

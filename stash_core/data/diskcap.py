@@ -14,6 +14,7 @@ from types import TracebackType
 from typing import Self
 
 from stash_core.errors import UsageError
+from stash_core.terminal import one_line
 
 _SYS_DEV_BLOCK = Path("/sys/dev/block")
 _PROBE_LIMIT_BPS = 100_000_000
@@ -70,20 +71,22 @@ def _block_device_of(path: Path) -> tuple[str | None, str]:
     if major == 0:
         # Anonymous device: tmpfs, overlay, network fs, or btrfs (subvolumes); try the mount's source.
         if fs_type in _MEMORY_BACKED_FS:
-            return None, f"{path} is on {fs_type} (memory), not on a block device"
+            return None, f"{one_line(path)} is on {fs_type} (memory), not on a block device"
         if fs_type == "overlay":
-            return None, f"{path} is on an overlay file system (container root); use a bind-mounted volume"
+            where = "an overlay file system (container root); use a bind-mounted volume"
+            return None, f"{one_line(path)} is on {where}"
         if fs_type in _NETWORK_FS:
-            return None, f"{path} is on a network file system ({fs_type}), not on a local block device"
+            where = f"a network file system ({fs_type}), not on a local block device"
+            return None, f"{one_line(path)} is on {where}"
         if source.startswith("/dev/") and os.path.exists(source):
             rdev = os.stat(source).st_rdev
             major, minor = os.major(rdev), os.minor(rdev)
         else:
             fs_name = fs_type or "an unknown file system"
-            return None, f"{path} is on {fs_name} at {mount_point}, not on a block device"
+            return None, f"{one_line(path)} is on {fs_name} at {mount_point}, not on a block device"
     device = f"{major}:{minor}"
     if not (_SYS_DEV_BLOCK / device).exists():
-        return None, f"{path} is on device {device} which is not a block device ({fs_type})"
+        return None, f"{one_line(path)} is on device {device} which is not a block device ({fs_type})"
     return _whole_disk(device), ""
 
 
@@ -146,7 +149,7 @@ def _probe(controller: _Controller, device: str) -> str:
 def _find_controller(path: Path) -> tuple[_Controller | None, str, str]:
     """(working controller, device MAJ:MIN, reason when none works)."""
     if not path.exists():
-        return None, "", f"{path} does not exist"
+        return None, "", f"{one_line(path)} does not exist"
     if os.geteuid() != 0:
         uid = os.geteuid()
         return None, "", f"capping disk reads needs root to create a block-I/O cgroup (running as uid {uid})"

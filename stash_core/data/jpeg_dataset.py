@@ -24,6 +24,7 @@ from stash_core.data.dataset_dir import (
 )
 from stash_core.errors import UsageError
 from stash_core.interrupts import check_stop_request
+from stash_core.terminal import one_line
 
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".webp")
 JPEG_QUALITY = 90
@@ -176,12 +177,13 @@ class ImageFolderDataset(torch.utils.data.Dataset):
             try:
                 image = _decode_rgb(read_file_bytes(path, self.evict_after_read))
             except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as exc:
-                example = example or f"{path.parent.name}/{path.name}: {exc}"
+                example = example or one_line(f"{path.parent.name}/{path.name}: {exc}")
                 with self._corrupt_reads.get_lock():
                     self._corrupt_reads.value += 1
                 continue
             sample = self.transform(image) if self.transform is not None else image
             return sample, self.labels[sample_index]
         raise UsageError(
-            f"none of the {len(self.files)} images under {self.root} could be decoded, e.g. {example}"
+            f"none of the {len(self.files)} images under {one_line(self.root)} could be decoded, "
+            f"e.g. {example}"
         )

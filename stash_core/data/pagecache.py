@@ -14,6 +14,7 @@ from pathlib import Path
 import psutil
 
 from stash_core.errors import UsageError
+from stash_core.terminal import one_line
 
 _PAGE_BYTES = mmap.PAGESIZE
 _MAP_FAILED = ctypes.c_void_p(-1).value
@@ -43,7 +44,7 @@ def _open_readonly(path: Path | str) -> int:
     try:
         return os.open(path, os.O_RDONLY)
     except OSError as exc:
-        raise UsageError(f"cannot open data file {path}: {exc.strerror}") from exc
+        raise UsageError(f"cannot open data file {one_line(path)}: {exc.strerror}") from exc
 
 
 def _resident_bytes(fd: int, size_bytes: int, page_flags: ctypes.Array) -> int:

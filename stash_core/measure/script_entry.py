@@ -35,6 +35,7 @@ from stash_core.measure.script_cache import cache_state_thread, evict_each_read
 from stash_core.measure.script_hooks import StepClock, install
 from stash_core.measure.script_stop import StopRule, StopScript
 from stash_core.measure.worker_job import WorkerJob, read_worker_job
+from stash_core.terminal import one_line
 from stash_core.zoo.compiler_guards import compiler_unimported
 
 STDERR_TAIL_LINES = 20
@@ -201,9 +202,9 @@ def run_script(job: WorkerJob, clock: StepClock, rule: StopRule) -> dict:
     try:
         code = compile(path.read_bytes(), str(path), "exec")
     except OSError as error:
-        raise ScriptFailed(f"cannot read the script {path}: {error.strerror or error}") from None
+        raise ScriptFailed(f"cannot read the script {one_line(path)}: {error.strerror or error}") from None
     except (SyntaxError, ValueError) as error:
-        raise ScriptFailed(f"the script {path.name} does not parse: {error}") from None
+        raise ScriptFailed(f"the script {one_line(path.name)} does not parse: {error}") from None
     sys.argv = [str(path), *job.get("script_args", [])]
     sys.path.insert(0, str(path.parent))  # as `python script.py` has it: the script's folder, not the cwd
     if os.environ.get("PYTHONSAFEPATH") == SAFE_PATH_VALUE:  # Stash's, for its worker: not the script's

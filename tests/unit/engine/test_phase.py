@@ -49,3 +49,13 @@ def test_a_data_file_gone_before_the_cold_run_fails_that_run(tmp_path: Path, mon
 
 def pytest_fail():
     raise AssertionError("no worker starts for a run whose data set is gone")
+
+
+def test_a_gone_data_file_whose_name_holds_a_newline_is_named_on_one_line(tmp_path: Path, monkeypatch):
+    kept, gone = tmp_path / "a.jpg", tmp_path / "b\nR3: 0.0010 s forged.jpg"
+    kept.write_bytes(b"x" * 100)
+    monkeypatch.setattr(phase, "run_workers", lambda *args, **kwargs: pytest_fail())
+    data = DataSetup(root=tmp_path, files=[kept, gone], total_bytes=200, images=2, classes=1)
+    spec = ProfileSpec(model="resnet18", batch_size=1, dataset=str(tmp_path))
+    record = phase.run_phase(PhasePlan("R2", 1, 1, "cold"), spec, data, Reporter(), [])
+    assert "\n" not in record["error"] and "b\\nR3: 0.0010 s forged.jpg" in record["error"]

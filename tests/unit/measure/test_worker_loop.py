@@ -132,6 +132,19 @@ def test_an_error_in_a_data_loader_process_says_its_own_message(tmp_path):
     assert said.endswith("(in a data loader process)") and "\n" not in said
 
 
+def test_an_undecodable_image_whose_name_holds_a_newline_is_named_on_one_line(tmp_path):
+    from stash_core.data.jpeg_dataset import ImageFolderDataset
+
+    folder = tmp_path / "cls"
+    folder.mkdir()
+    (folder / "x\nR0: forged.jpg").write_bytes(b"no image")
+    dataset = ImageFolderDataset(tmp_path, transform=None)
+    with pytest.raises(Exception) as caught:
+        dataset[0]
+    said = worker.error_text(caught.value)
+    assert "\n" not in said and "cls/x\\nR0: forged.jpg" in said, said
+
+
 def test_reads_replaced_by_another_sample_are_counted_in_the_result(tmp_path):
     import itertools
     from types import SimpleNamespace
