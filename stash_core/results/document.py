@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any, TypedDict
 
+from stash_core.analysis.stalls import CHAIN, STALL_OF_PHASE
 from stash_core.errors import UsageError
 
 
@@ -129,15 +130,17 @@ def check_ranges(doc: dict[str, Any]) -> None:
     if doc.get("status") == "completed" and _number(iteration_s) and iteration_s == 0:
         # a completed run took time: a zero would be averaged into the run's instance as the fastest
         raise UsageError("result file: breakdown.iteration_s is 0 in a completed run; expected its time")
+    _at_least("breakdown.unattributed_ci95_s", breakdown.get("unattributed_ci95_s"), 0)
     for stall, entry in (breakdown.get("stalls") or {}).items():
         entry = entry if isinstance(entry, dict) else {}
+        for key in ("ci95_s", "epoch_ci95_s"):  # a half-width: never below zero
+            _at_least(f"stall {stall} {key}", entry.get(key), 0)
         seconds = entry.get("seconds")
         if entry.get("status") == "measured" and _number(seconds) and seconds < 0:
             raise UsageError(
                 f"result file: stall {stall} is measured at {seconds!r} s; a negative difference has status "
                 "'negative'"
             )
-    _check_consistent(doc, breakdown)
     spec = doc["spec"]
     for key in ("batch_size", "threads_per_worker", "image_px"):
         _at_least(f"spec.{key}", spec.get(key), 1)
@@ -162,6 +165,7 @@ def check_ranges(doc: dict[str, Any]) -> None:
             raise UsageError(
                 f"result file: phase {name} resident_fraction_start is {fraction!r}; expected 0 to 1"
             )
+    _check_consistent(doc, breakdown)  # after the ranges: a negative time is said as such
 
 
 def _number(value: Any) -> bool:
@@ -181,10 +185,11 @@ def _check_consistent(doc: dict[str, Any], breakdown: dict[str, Any]) -> None:
     """The iteration time is the reference phase's mean and the epoch that many iterations
     (analysis/stalls.breakdown makes them so); a file that says otherwise would be stored and shown with
     figures no run measured."""
+    phases = {phase["name"]: phase for phase in doc["phases"]}
+    _check_stalls_of_phases(phases, breakdown.get("stalls") or {})  # with or without an iteration time
     iteration_s = breakdown.get("iteration_s")
     if not _known(iteration_s):
         return
-    phases = {phase["name"]: phase for phase in doc["phases"]}
     reference = breakdown.get("reference_phase")
     known = isinstance(reference, str) and reference in phases
     mean = (phases[reference].get("iteration_s") or {}).get("mean") if known else None
@@ -209,6 +214,54 @@ def _check_consistent(doc: dict[str, Any], breakdown: dict[str, Any]) -> None:
                 _check_epoch(what, epoch_s, seconds, per_epoch)
             elif _known(epoch_s):
                 raise UsageError(f"result file: {what} is {epoch_s!r}, but its {said} {seconds!r}")
+
+
+def _check_stalls_of_phases(phases: dict[str, dict], stalls: dict[str, Any]) -> None:
+    """A measured stall is its runs' difference (the compute stall R0's mean), each run the one before it in
+    the chain that was timed (analysis/stalls.breakdown), and so is the raw difference of one within the
+    noise (clamped_zero, reported as 0) or below zero; a file that says otherwise is refused."""
+    means = {name: _phase_mean(phase) for name, phase in phases.items()}
+    timed = [name for name in CHAIN if _known(means.get(name))]
+    for index, name in enumerate(timed):
+        entry = stalls.get(STALL_OF_PHASE[name])
+        entry = entry if isinstance(entry, dict) else {}
+        status = entry.get("status")
+        if status == "clamped_zero" and _known(entry.get("seconds")) and entry["seconds"] != 0:
+            raise UsageError(
+                f"result file: stall {STALL_OF_PHASE[name]} is within the noise (clamped_zero), reported as "
+                f"0, but its seconds are {entry['seconds']!r}"
+            )
+        figures = [(key, entry.get(key)) for key in ("seconds", "raw_s") if _known(entry.get(key))]
+        if status == "measured":
+            pass
+        elif status in ("clamped_zero", "negative"):
+            figures = [(key, value) for key, value in figures if key == "raw_s"]
+        else:
+            continue
+        if not figures:
+            continue
+        if index == 0:
+            if name != "R0":
+                continue  # no compute run: the first timed run's time is in the remainder
+            expected, made_of = means[name], f"phase R0's mean, {means[name]!r} s"
+        else:
+            before = timed[index - 1]
+            if CHAIN.index(name) - CHAIN.index(before) > 1:
+                continue  # a gap in the chain: no stall is measured across it
+            expected = means[name] - means[before]
+            made_of = f"phase {name}'s mean minus {before}'s, {expected!r} s"
+        for key, seconds in figures:
+            # rounding relative to the runs' times: a difference near zero is as exact as the times it is of
+            if abs(seconds - expected) > _ROUNDING * max(abs(seconds), means[name], 1e-9):
+                said = "is measured at" if key == "seconds" else "has a raw difference of"
+                raise UsageError(
+                    f"result file: stall {STALL_OF_PHASE[name]} {said} {seconds!r} s, but it is {made_of}"
+                )
+
+
+def _phase_mean(phase: Any) -> Any:
+    times = phase.get("iteration_s") if isinstance(phase, dict) else None
+    return times.get("mean") if isinstance(times, dict) else None
 
 
 def _check_epoch(what: str, epoch_s: Any, seconds: float, per_epoch: Any) -> None:

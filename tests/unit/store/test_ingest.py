@@ -266,7 +266,11 @@ def test_a_run_id_stored_with_other_content_is_refused_and_the_same_content_is_n
     other["breakdown"]["iteration_s"] *= 2  # and the figures it is made of: a file that adds up
     other["breakdown"]["epoch_s"] *= 2
     reference = next(p for p in other["phases"] if p["name"] == other["breakdown"]["reference_phase"])
+    added_s = reference["iteration_s"]["mean"]
     reference["iteration_s"]["mean"] *= 2
+    last_stall = other["breakdown"]["stalls"]["disk"]  # the reference run's stall: it grows as much
+    last_stall["seconds"] += added_s
+    last_stall["epoch_s"] = last_stall["seconds"] * other["breakdown"]["iterations_per_epoch"]
     other["status"] = "interrupted"
     with pytest.raises(UsageError, match="already stored with other status, iteration_s"):
         store.ingest_result(db_path, other)
@@ -281,15 +285,15 @@ def test_a_run_id_stored_with_other_content_is_refused_and_the_same_content_is_n
     assert row_counts(db_path) == stored and store.get_run(db_path, "the-run")["status"] == "completed"
 
 
-def _stall_seconds(doc: dict) -> None:
+def _stall_interval(doc: dict) -> None:  # its seconds are its runs' difference, refused when changed alone
     compute = doc["breakdown"]["stalls"]["compute"]
-    compute["seconds"] += 0.01
-    if compute.get("epoch_s") is not None:  # a file's stall epoch is its seconds times the iterations
-        compute["epoch_s"] = compute["seconds"] * doc["breakdown"]["iterations_per_epoch"]
+    compute["ci95_s"] += 0.01
+    if compute.get("epoch_ci95_s") is not None:  # a file's stall epoch is its seconds times the iterations
+        compute["epoch_ci95_s"] = compute["ci95_s"] * doc["breakdown"]["iterations_per_epoch"]
 
 
-def _phase_mean(doc: dict) -> None:
-    doc["phases"][0]["iteration_s"]["mean"] *= 1.5
+def _phase_median(doc: dict) -> None:  # the mean is the compute stall's: changed alone, the file is refused
+    doc["phases"][0]["iteration_s"]["median"] *= 1.5
 
 
 def _error(doc: dict) -> None:
@@ -307,8 +311,8 @@ def _cpu_model(doc: dict) -> None:  # the label check's evidence
 @pytest.mark.parametrize(
     ("change", "named"),
     [
-        (_stall_seconds, "stall compute seconds, stall compute epoch_s"),
-        (_phase_mean, "phase R0 mean_s"),
+        (_stall_interval, "stall compute ci95_s"),
+        (_phase_median, "phase R0 median_s"),
         (_error, "error"),
         (_param_count, "param_count"),
         (_cpu_model, "fingerprint"),
