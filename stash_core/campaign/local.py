@@ -70,6 +70,8 @@ def run_campaign(
         if result.get("status") == "completed":
             outcome.completed.append((item, result.get("run_id") or ""))
             report(f"      done in {durations[-1]:.0f} s: run {result.get('run_id')}")
+            for warning in result.get("warnings") or []:  # a label its machine contradicts, said once here
+                report(f"      warning: {warning}")
         else:
             reason = result.get("error") or result.get("status") or "failed"
             outcome.failed.append((item, reason))

@@ -183,8 +183,10 @@ def completed_keys(db_path: Path | str) -> dict[tuple, list[dict[str, Any]]]:
     from stash_core.store.reads import completed_configurations
 
     keys: dict[tuple, list[dict[str, Any]]] = {}
-    for row in completed_configurations(db_path).itertuples(index=False):
-        if is_missing(row.workers_per_node) or is_missing(row.nodes):
+    rows = completed_configurations(db_path)
+    set_aside = mislabelled_runs(db_path, rows)
+    for row in rows.itertuples(index=False):
+        if is_missing(row.workers_per_node) or is_missing(row.nodes) or row.run_id in set_aside:
             continue
         sizes = (int(row.workers_per_node), int(row.nodes), str(row.instance))
         model = canonical_model(str(row.model))  # a run stored before names were written one way
@@ -205,6 +207,20 @@ def completed_keys(db_path: Path | str) -> dict[tuple, list[dict[str, Any]]]:
             "model_sha256": None if is_missing(row.model_sha256) else str(row.model_sha256),
         })  # fmt: skip
     return keys
+
+
+def mislabelled_runs(db_path: Path | str, rows: Any) -> set[str]:
+    """The run ids of `rows` (run_id, instance) whose machine contradicts their instance label, unconfirmed:
+    they stand for no measurement of that instance (catalog/labels.py), so a campaign measures it again."""
+    from stash_core.catalog import get_instance, stored_label_checks
+
+    labelled = rows.dropna(subset=["instance"])
+    if labelled.empty:
+        return set()
+    catalog = {label: get_instance(db_path, label) for label in set(labelled["instance"].astype(str))}
+    catalog = {label: row for label, row in catalog.items() if row is not None}
+    checks = stored_label_checks(db_path, list(labelled["run_id"]), catalog)
+    return {run_id for run_id, check in checks.items() if not check.usable}
 
 
 def covers(measured: dict[str, Any], item: CampaignItem, settings: CampaignSettings) -> bool:

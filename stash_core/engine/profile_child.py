@@ -27,6 +27,7 @@ from stash_core.proc import end_tree
 PROFILE_CHILD_MODULE = "stash_core.api.child"
 STOP_GRACE_S = 10.0  # how long a stopped profile gets to save its result before its tree is ended
 _KEPT_OUTPUT_LINES = 30
+_WARNING = "warning: "  # how the child says what the saved run's reader should know (api/child.report)
 
 
 def profile_command(db_path: Path | str, profile_args: list[str], python: str | None = None) -> list[str]:
@@ -53,12 +54,14 @@ def run_profile_child(
     stop_grace_s: float = STOP_GRACE_S,
 ) -> dict[str, Any]:
     """Run one profile as a child in the foreground (profile_command) and read its protocol lines:
-    each message but the last goes to `on_message` as {"kind": ..., **payload}; returns status, run_id, error
-    and exit_code (the error from the DONE line, else the last error line of the output).
+    each message but the last goes to `on_message` as {"kind": ..., **payload}; returns status, run_id, error,
+    exit_code (the error from the DONE line, else the last error line of the output) and warnings (the
+    profile's "warning: ..." lines, such as a machine that contradicts its instance label).
 
     Interrupted (Ctrl-C, or any exception while waiting), the child gets SIGINT and `stop_grace_s` to save
     what it measured; whatever is left of its tree is ended."""
     output: deque[str] = deque(maxlen=_KEPT_OUTPUT_LINES)
+    warnings: list[str] = []
     done: dict[str, Any] = {}
     process = subprocess.Popen(
         profile_command(db_path, profile_args, python), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -71,6 +74,8 @@ def run_profile_child(
             if message is None:
                 if line.strip():
                     output.append(line.rstrip())
+                if line.startswith(_WARNING):
+                    warnings.append(line.removeprefix(_WARNING).rstrip())
                 continue
             kind, payload = message
             if kind == "DONE" and isinstance(payload, dict):
@@ -90,7 +95,10 @@ def run_profile_child(
     error = done.get("error")
     if exit_code != 0 and not error:
         error = _last_error_line(output) or f"stash profile exited with code {exit_code}"
-    return {"status": status, "run_id": done.get("run_id"), "error": error, "exit_code": exit_code}
+    return {
+        "status": status, "run_id": done.get("run_id"), "error": error, "exit_code": exit_code,
+        "warnings": warnings,
+    }  # fmt: skip
 
 
 def child_env(db: Path, env: dict[str, str] | None = None) -> dict[str, str]:

@@ -182,13 +182,13 @@ def profiled_iteration_s(db_path: Path | str) -> dict[str, float]:
 
 
 def completed_configurations(db_path: Path | str) -> pd.DataFrame:
-    """model, batch_size, workers_per_node, nodes, instance of every completed run (distinct); for a
+    """run_id, model, batch_size, workers_per_node, nodes, instance of every completed run; for a
     script's run also the script's sha256 and its arguments (a JSON list), null otherwise; a model file's
     run the sha256 of the file it ran; and what else
     decides what it measured: its device, input shape, classes and stalls (JSON lists as text)."""
     return query_readonly(
         db_path,
-        "SELECT DISTINCT model, batch_size, workers_per_node, nodes, instance, "
+        "SELECT DISTINCT run_id, model, batch_size, workers_per_node, nodes, instance, "
         "spec->>'script_sha256' AS script_sha256, CAST(spec->'script_args' AS VARCHAR) AS script_args, "
         "spec->>'model_sha256' AS model_sha256, "
         "device, CAST(spec->'input_shape' AS VARCHAR) AS input_shape, spec->>'num_classes' AS num_classes, "

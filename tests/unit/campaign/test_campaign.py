@@ -205,13 +205,17 @@ def test_subprocess_runner_reads_the_protocol(tmp_path):
         tmp_path,
         "echo 'loading...'\n"
         'echo \'STASH-PHASE {"event": "started", "index": 0, "total": 2}\'\n'
-        'echo \'STASH-DONE {"run_id": "r1", "status": "completed", "error": null}\'\n',
+        'echo \'STASH-DONE {"run_id": "r1", "status": "completed", "error": null}\'\n'
+        "echo 'warning: instance label g5.xlarge: the machine has no GPU'\n"
+        "echo 'run r1 saved to the database'\n",
     )
     settings = CampaignSettings(db_path=tmp_path / "c.duckdb", python=python)
     item = plan_campaign(["resnet10"], [8], [2], [1], instance="lab")[0]
     events = []
     result = subprocess_runner(item, settings, events.append)
-    assert result == {"status": "completed", "run_id": "r1", "error": None, "exit_code": 0}
+    warnings = ["instance label g5.xlarge: the machine has no GPU"]  # the profile's, for the campaign to say
+    assert result == {"status": "completed", "run_id": "r1", "error": None, "exit_code": 0,
+                      "warnings": warnings}  # fmt: skip
     assert events == [{"kind": "PHASE", "event": "started", "index": 0, "total": 2}]
 
 
@@ -289,3 +293,30 @@ def test_a_results_folder_named_like_an_option_is_still_the_result_file_s(tmp_pa
     args = profile_args(CampaignItem("resnet10", 8, 1, 1, "box"), settings)
     parsed, _ = parse_profile(args)
     assert str(parsed.out).startswith("-r/") and str(parsed.out).endswith(".json")
+
+
+def test_a_run_whose_machine_contradicts_its_label_is_not_a_stored_measurement_of_it(tmp_path):
+    """A g5.xlarge run made on a machine without a GPU stands for no g5.xlarge (catalog/labels.py): a campaign
+    over g5.xlarge profiles it (a cloud plan rents it), unless the user confirmed the label."""
+    settings = CampaignSettings(db_path=tmp_path / "c.duckdb")
+    plan = plan_campaign(["resnet10"], [8], [1], [1], instance="g5.xlarge")
+    doc = result_doc("resnet10", batch_size=8, workers=1, nodes=1, instance="g5.xlarge")
+    ingest_result(settings.db_path, doc)
+    assert split_done(plan, settings) == (plan, [])
+    doc = result_doc("resnet10", batch_size=8, workers=1, nodes=1, instance="g5.xlarge", run_id="confirmed")
+    doc["spec"]["instance_confirmed"] = True
+    ingest_result(settings.db_path, doc)
+    assert split_done(plan, settings) == ([], plan)
+
+
+def test_a_profiles_warning_is_said_in_the_campaigns_lines(tmp_path):
+    settings = CampaignSettings(db_path=tmp_path / "c.duckdb")
+    plan = plan_campaign(["resnet10"], [8], [1], [1], instance="lab")
+
+    def runner(item, settings, on_event):
+        done = FakeRunner()(item, settings, on_event)
+        return {**done, "warnings": ["instance label lab does not fit the machine"]}
+
+    lines: list[str] = []
+    run_campaign(plan, settings, runner=runner, report=lines.append)
+    assert "      warning: instance label lab does not fit the machine" in lines

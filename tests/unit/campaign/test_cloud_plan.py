@@ -112,9 +112,9 @@ def test_several_gpus_and_workers(settings):
 
 
 def test_stored_configurations_are_not_planned(settings):
-    ingest_result(
-        settings.db_path, result_doc("resnet18", batch_size=32, workers=1, nodes=1, instance="g4dn.xlarge")
-    )
+    doc = result_doc("resnet18", batch_size=32, workers=1, nodes=1, instance="g4dn.xlarge", device="cuda")
+    doc["fingerprint"].update(gpu_count=1, gpus=[{"index": 0, "name": "Tesla T4"}])  # a g4dn's machine
+    ingest_result(settings.db_path, doc)
     plan = plan_cloud(["g4dn.xlarge", "g5.xlarge"], ["resnet18"], [32], None, settings, predict=fixed_steps)
     g4dn, g5 = plan.instances
     assert g4dn.todo == [] and len(g4dn.stored) == 1 and g4dn.cost_usd == 0.0  # not launched

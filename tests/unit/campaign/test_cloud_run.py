@@ -94,9 +94,9 @@ def test_a_cluster_left_by_a_crashed_run_is_found_and_its_jobs_cancelled(setting
 
 
 def test_an_instance_type_with_everything_stored_is_not_launched(settings, tmp_path):
-    ingest_result(
-        settings.db_path, result_doc("resnet18", batch_size=8, workers=1, nodes=1, instance="g5.xlarge")
-    )
+    doc = result_doc("resnet18", batch_size=8, workers=1, nodes=1, instance="g5.xlarge", device="cuda")
+    doc["fingerprint"].update(gpu_count=1, gpus=[{"index": 0, "name": "NVIDIA A10G"}])  # a g5's machine
+    ingest_result(settings.db_path, doc)
     plan = plan_cloud(["g5.xlarge"], ["resnet18"], [8], None, settings, predict=steps)
     sky = FakeSky(tmp_path, tmp_path)
     lines = []
