@@ -38,6 +38,7 @@ sys.path.insert(0, str(ROOT))
 from stash_core.catalog.families import variant_for  # noqa: E402
 from stash_core.catalog.fields import clean  # noqa: E402
 from stash_core.catalog.skypilot import read_skypilot  # noqa: E402
+from stash_core.catalog.skypilot_fixes import CORRECTIONS, gcp_bundled  # noqa: E402
 from stash_core.errors import UsageError  # noqa: E402
 from stash_core.store.catalog_seed import CATALOG_COLUMNS  # noqa: E402
 
@@ -52,35 +53,6 @@ CSV_COLUMNS = [column for column in CATALOG_COLUMNS if column not in ("origin", 
 # Types the catalog still lists that the cloud has retired or that are promotions of another type.
 RETIRED = re.compile(r"_Promo$|^Standard_NC(6|12|24|24r)$|^Standard_NV(6|12|24)$")
 RETIRED_WHY = "retired by Azure (NC and NV v1 series, promotional types)"
-# Where a catalog's count contradicts the cloud's own documentation: (count, why).
-CORRECTIONS = {
-    "Standard_ND96isr_H100_v5": (
-        8,
-        "SkyPilot's v6 Azure catalog gives 12 GPUs; Azure's ND H100 v5 has 8 H100",
-    ),
-}
-
-# GCP machine family -> (SkyPilot's accelerator name, GPUs of a size): the GPUs come with the machine type.
-_G2_GPUS = {4: 1, 8: 1, 12: 1, 16: 1, 32: 1, 24: 2, 48: 4, 96: 8}
-GCP_BUNDLED = (
-    (r"^a2-(highgpu|megagpu)-(?P<n>\d+)g$", "A100", int),
-    (r"^a2-ultragpu-(?P<n>\d+)g$", "A100-80GB", int),
-    (r"^a3-highgpu-(?P<n>\d+)g$", "H100", int),
-    (r"^a3-megagpu-(?P<n>\d+)g$", "H100-MEGA", int),
-    (r"^a3-ultragpu-(?P<n>\d+)g$", "H200", int),
-    (r"^g2-standard-(?P<n>\d+)$", "L4", lambda n: _G2_GPUS.get(int(n), 0)),
-)
-
-
-def gcp_bundled(name: str) -> tuple[str, int] | None:
-    """SkyPilot's accelerator name and count of a GCP machine type that comes with GPUs; None otherwise."""
-    for pattern, accelerator, count in GCP_BUNDLED:
-        found = re.match(pattern, name)
-        if found and count(found.group("n")):
-            return accelerator, count(found.group("n"))
-    return None
-
-
 def gcp_rows(file: Path, price_date: date, region: str) -> list[dict]:
     """One row per GCP GPU machine type: machine plus GPU price per zone, the default region else the
     cheapest; spot the lowest zone's sum."""

@@ -12,8 +12,11 @@ between clouds: they are read by name). Stash keeps one row per instance type:
   - the price date: the file's modification date (SkyPilot writes the file when it fetches the catalog),
     unless given; the source names the file and the region;
   - the provider: the cloud the file's folder names (catalogs/v7/aws/vms.csv), else the shipped row's.
-Rows without an instance type (GCP's attachable accelerators) are skipped, and so are CPU-only types unless
-asked for. Network bandwidth and GPU interconnect are not in this format: they come from Stash's own table
+Rows without an instance type (GCP's attachable accelerators) are priced into the GCP machine types that
+come with them, and a GPU count the cloud documents otherwise is corrected (catalog/skypilot_fixes.py);
+CPU-only types are skipped unless asked for. A row the file leaves without an on-demand price, or without
+the GPUs the stored row has, does not replace that row (it is listed as skipped).
+Network bandwidth and GPU interconnect are not in this format: they come from Stash's own table
 (instances.csv) by instance type, and the import says which imported instances lack them.
 A malformed file is refused with one line naming its row (the file's line number) and column; nothing is
 written then.
@@ -30,11 +33,13 @@ from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
 
-from stash_core.catalog.catalog import builtin_instances
+from stash_core.catalog.catalog import builtin_instances, list_instances
 from stash_core.catalog.families import variant_for
 from stash_core.catalog.fields import MAXIMA, clean
+from stash_core.catalog.skypilot_fixes import CORRECTIONS, with_bundled_gpus
 from stash_core.errors import UsageError
 from stash_core.store.catalog_import import ImportOutcome, write_imported_rows
+from stash_core.units import finite_float
 from stash_core.userfiles import file_kind, read_user_text, refuse_repeated_columns
 
 MAX_CATALOG_BYTES = 1024 * 1024 * 1024  # all clouds' vms.csv together are tens of MB
@@ -107,12 +112,35 @@ def import_skypilot(
     include_cpu: bool = False,
     price_date: date | None = None,
 ) -> SkyPilotImport:
-    """Read the catalog and store its rows (rows of origin 'user' are kept as they are)."""
+    """Read the catalog and store its rows (rows of origin 'user' are kept as they are, and so is a row the
+    file would leave unpriced or without its GPUs: kept_over)."""
     result = read_skypilot(path, region, include_cpu, price_date)
+    current = {row["name"]: row for row in list_instances(db_path).to_dict(orient="records")}
+    result.rows = kept_over(result.rows, current, result.skipped)
     result.outcome = write_imported_rows(db_path, result.rows)
     kept = set(result.outcome.kept_user)  # their stored rows, not the file's, are what predictions read
     result.lacking_network = [name for name in result.lacking_network if name not in kept]
     return result
+
+
+def kept_over(rows: list[dict[str, Any]], current: dict[str, dict], skipped: list[str]) -> list[dict]:
+    """The imported rows that may replace the catalog's row of their name: not one without an on-demand price
+    over a priced row, nor one without GPUs over a row with them (a catalog that leaves them out, as
+    SkyPilot's does for some types); each row kept over is said in `skipped`."""
+    kept = []
+    for row in rows:
+        now = current.get(row["name"])
+        gpus_now = finite_float(now.get("accelerator_count")) if now else None
+        if now and row["on_demand_usd_per_h"] is None and finite_float(now.get("on_demand_usd_per_h")):
+            skipped.append(f"{row['name']}: no on-demand price in the file; the catalog's priced row is kept")
+        elif now and not row["accelerator_count"] and gpus_now:
+            skipped.append(
+                f"{row['name']}: no GPU in the file; the catalog's row of {gpus_now:g} x "
+                f"{now.get('accelerator')} is kept"
+            )
+        else:
+            kept.append(row)
+    return kept
 
 
 def _read_file(
@@ -138,13 +166,16 @@ def _read_file(
             f"{file} was last modified on {day}, in the future: it cannot date its prices; give --price-date"
         )
     by_type: dict[str, list[tuple[int, dict[str, Any]]]] = {}
+    attachable: list[tuple[int, dict[str, Any]]] = []  # GCP's GPUs, priced apart from their machine types
     for line, record in records:
         if None in record or any(record.get(column) is None for column in REQUIRED):
             raise UsageError(f"{file} row {line}: not as many columns as the header")
         values = _values(file, line, record)
         if not values["InstanceType"]:
-            continue  # an attachable accelerator (GCP), not an instance type
+            attachable.append((line, values))  # an attachable accelerator (GCP), not an instance type
+            continue
         by_type.setdefault(values["InstanceType"], []).append((line, values))
+    by_type = with_bundled_gpus(by_type, attachable, skipped)
     rows = {}
     for name, entries in by_type.items():
         chosen = _choose_region(entries, region)
@@ -245,6 +276,10 @@ def _cheapest_spot(entries: list[tuple[int, dict]]) -> tuple[int, dict]:
 def _catalog_row(file: Path, chosen: tuple[int, dict], entries: list, day: date) -> dict[str, Any]:
     line, values = chosen
     count = int(values["AcceleratorCount"] or 0)
+    notes = "; machine and its GPUs of one zone, summed" if values.get("bundled") else ""
+    if values["InstanceType"] in CORRECTIONS and count:
+        count, why = CORRECTIONS[values["InstanceType"]]
+        notes += f"; GPU count corrected: {why}"
     name = values["AcceleratorName"]
     if name.upper() in ("", "CPU-ONLY", "NONE"):
         count, name = 0, ""
@@ -261,7 +296,7 @@ def _catalog_row(file: Path, chosen: tuple[int, dict], entries: list, day: date)
         "on_demand_usd_per_h": values["Price"],
         "spot_usd_per_h": values["SpotPrice"],
         "price_date": day,
-        "source": f"SkyPilot catalog {file} (region {region}; spot: lowest of its zones)",
+        "source": f"SkyPilot catalog {file} (region {region}; spot: lowest of its zones{notes})",
         "region": region or None,
     }
     try:

@@ -133,3 +133,55 @@ def test_a_file_outside_a_cloud_s_folder_takes_no_provider_from_its_folder(catal
     rows = {row["name"]: row for row in read.rows}
     assert rows["p3.2xlarge"]["provider"] == "aws"  # the shipped row's
     assert rows["g4ad.2xlarge"]["provider"] is None  # a type Stash does not ship: none said
+
+
+def _cloud_file(root, cloud: str, rows: list[str]):
+    folder = root / "catalogs" / "v7" / cloud
+    folder.mkdir(parents=True)
+    (folder / "vms.csv").write_text("\n".join([HEADER, *rows]) + "\n")
+    return root / "catalogs"
+
+
+def test_a_gcp_machine_type_is_priced_with_the_gpus_it_comes_with(tmp_path) -> None:
+    """GCP's vms.csv prices a2-highgpu-1g without its A100, which has a row of its own per zone: read alone,
+    the import replaced the shipped 1 x A100 row with a machine of no GPU at a fifth of its price."""
+    a100 = gpu_info("A100", "NVIDIA", 40960)
+    catalog = _cloud_file(tmp_path, "gcp", [
+        "a2-highgpu-1g,,,12.0,85.0,,0.75,0.3,us-central1,us-central1-a",
+        f",A100,1,,,{a100},2.93,1.1,us-central1,us-central1-a",
+        "a2-highgpu-2g,,,24.0,170.0,,1.5,0.6,us-central1,us-central1-b",  # its GPUs priced in no zone
+    ])  # fmt: skip
+    db = tmp_path / "cat.duckdb"
+    shipped_2g = get_instance(db, "a2-highgpu-2g")
+    result = import_skypilot(db, catalog, include_cpu=True)
+    row = get_instance(db, "a2-highgpu-1g")
+    assert (row["accelerator_count"], row["on_demand_usd_per_h"], row["spot_usd_per_h"]) == (1, 3.68, 1.4)
+    assert "A100" in row["accelerator"] and "summed" in row["source"]
+    assert any(line.startswith("a2-highgpu-2g: its 2 x A100 have no price") for line in result.skipped)
+    assert get_instance(db, "a2-highgpu-2g") == shipped_2g
+
+
+def test_a_gpu_count_the_cloud_documents_otherwise_is_corrected(tmp_path) -> None:
+    row = "Standard_ND96isr_H100_v5,H100,12,96.0,1900,H100,98.32,98.32,eastus,"  # SkyPilot's v6 Azure row
+    catalog = _cloud_file(tmp_path, "azure", [row])
+    db = tmp_path / "cat.duckdb"
+    import_skypilot(db, catalog)
+    row = get_instance(db, "Standard_ND96isr_H100_v5")
+    assert row["accelerator_count"] == 8 and "GPU count corrected" in row["source"]
+
+
+def test_a_row_without_a_price_or_without_its_gpus_does_not_replace_the_catalogs(tmp_path) -> None:
+    catalog = _cloud_file(tmp_path, "azure", [
+        "Standard_NC40ads_H100_v5,H100,1,40.0,320,H100,,,eastus,",
+        "Standard_NC24ads_A100_v4,,,24.0,220,,3.67,1.2,eastus,",
+    ])  # fmt: skip
+    db = tmp_path / "cat.duckdb"
+    names = ("Standard_NC40ads_H100_v5", "Standard_NC24ads_A100_v4")
+    before = {name: get_instance(db, name) for name in names}
+    assert all(row and row["on_demand_usd_per_h"] and row["accelerator_count"] for row in before.values())
+    result = import_skypilot(db, catalog, include_cpu=True)
+    assert {name: get_instance(db, name) for name in before} == before
+    assert "Standard_NC40ads_H100_v5: no on-demand price in the file; the catalog's priced row is kept" in (
+        result.skipped
+    )
+    assert any(line.startswith("Standard_NC24ads_A100_v4: no GPU in the file") for line in result.skipped)
