@@ -17,7 +17,7 @@ import importlib as _importlib
 from pathlib import Path as _Path
 from typing import Any as _Any
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 # The folder that holds the stash_core package: put on PYTHONPATH of every worker and helper process.
 PACKAGE_PARENT = str(_Path(__file__).resolve().parent.parent)

@@ -24,7 +24,7 @@ import torch.distributed as dist
 
 from stash_core.analysis.stats import mser_truncation, pool_rounds
 from stash_core.measure import protocol
-from stash_core.measure.rank_sync import MIN_WARMUP_ITERATIONS, slowest_by_step
+from stash_core.measure.rank_sync import MIN_WARMUP_ITERATIONS, gathered_steps
 from stash_core.measure.timed_loop import PARTS, StepTimes, run_steps
 
 BLOCK_STEPS = 3  # steps per block: long enough to hold a step's parts, short enough to pair within a shift
@@ -151,23 +151,24 @@ def decide(job, a_times: StepTimes, b_times: StepTimes, block: int, group: int, 
 
 
 def paired_result(job, a_times, b_times, block, stop_reason, b_loop_s, device, rank, world_size) -> dict:
-    """R1's kept samples (the slowest rank per step, as in every multi-worker run), R0's (rank 0's own), and
-    the groups' means after the warm-up groups, on rank 0 (the other ranks return their part of nothing)."""
-    _, slowest = slowest_by_step(a_times, world_size, device)
+    """R1's kept samples (the mean over the ranks per step, as in every multi-worker run), R0's (rank 0's
+    own), and the groups' means after the warm-up groups, on rank 0 (the other ranks return their part of
+    nothing)."""
+    _, steps = gathered_steps(a_times, world_size, device)
     if rank != 0:
         return {}
-    a_slowest = StepTimes()
-    a_slowest.iteration_s = slowest["iteration_s"]
-    a_means, b_means = group_means(a_slowest, block), group_means(b_times, block)
+    a_steps = StepTimes()
+    a_steps.iteration_s = steps["iteration_s"]
+    a_means, b_means = group_means(a_steps, block), group_means(b_times, block)
     cut = warmup_groups(a_means, b_means)
     first_step = 2 * block * cut
-    kept_skew = slowest.pop("skew_s")[first_step:]
+    kept_skew = steps.pop("skew_s")[first_step:]
     return {
         "phase": job["phase"],
         "world_size": world_size,
         "warmup_iterations": MIN_WARMUP_ITERATIONS + first_step,
         "stop_reason": stop_reason,
-        "samples": {name: values[first_step:] for name, values in slowest.items()},
+        "samples": {name: values[first_step:] for name, values in steps.items()},
         "rank_skew_s": sum(kept_skew) / max(len(kept_skew), 1),
         "bad_files": None,
         "paired": {

@@ -1,5 +1,12 @@
 """What the ranks of a run share while it measures, for Stash's own loop and for a user's script alike: the
-slowest rank's times (a synchronous step waits for it) and the progress line rank 0 reports."""
+job's step times and the progress line rank 0 reports.
+
+A synchronous step's time is the mean of the ranks' own times of that step, not the slowest rank's: a rank
+that finishes first waits in the step's collective, so every rank's steps add up to the same wall time, and
+each rank's mean is the job's. A step's maximum over the ranks is above that whenever the ranks' step
+boundaries are apart (rank 0's step i long where rank 1's is short, and the other way round the step
+after): its mean counts that jitter as time the job never spent. The slowest rank of each step and the skew
+(slowest - fastest) are kept beside it, as what they are."""
 
 from __future__ import annotations
 
@@ -23,9 +30,19 @@ def all_reduce_max(values: list[float], device: torch.device) -> list[float]:
     return tensor.tolist()
 
 
-def slowest_by_step(times: StepTimes, world_size: int, device: torch.device) -> tuple[torch.Tensor, dict]:
-    """Every rank's step times gathered (ranks, 5, steps: the iteration, then PARTS) and, per step, the
-    slowest rank's: its iteration time, its parts, which rank it was and the skew (slowest - fastest)."""
+def agree(step_s: list[float], flag: bool, device: torch.device) -> tuple[list[float], bool]:
+    """(each step's mean time over the ranks, whether any rank raised `flag`), in one collective."""
+    if not dist.is_initialized() or dist.get_world_size() == 1:
+        return list(step_s), flag
+    tensor = torch.tensor([*step_s, float(flag)], dtype=torch.float64, device=device)
+    dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
+    summed = tensor.tolist()
+    world_size = dist.get_world_size()
+    return [value / world_size for value in summed[:-1]], summed[-1] > 0
+
+
+def gathered_steps(times: StepTimes, world_size: int, device: torch.device) -> tuple[torch.Tensor, dict]:
+    """Every rank's step times gathered (ranks, 5, steps: the iteration, then PARTS) and by_step of them."""
     local = torch.tensor(
         [times.iteration_s, *(getattr(times, part) for part in PARTS)], dtype=torch.float64, device=device
     )
@@ -35,15 +52,21 @@ def slowest_by_step(times: StepTimes, world_size: int, device: torch.device) -> 
         per_rank = torch.stack(gathered).cpu()
     else:
         per_rank = local.cpu().unsqueeze(0)
-    iteration_by_rank = per_rank[:, 0, :]
-    slowest_rank = iteration_by_rank.argmax(dim=0)
-    columns = torch.arange(per_rank.shape[2])
-    slowest = {"iteration_s": iteration_by_rank.max(dim=0).values.tolist()}
+    return per_rank, by_step(per_rank)
+
+
+def by_step(per_rank: torch.Tensor) -> dict[str, list]:
+    """Per step of the gathered times (ranks, 5, steps): the iteration time and each part as the mean over
+    the ranks (the job's step; the parts still add up to it), the slowest rank and the skew (slowest -
+    fastest)."""
+    means = per_rank.mean(dim=0)
+    steps = {"iteration_s": means[0].tolist()}
     for index, part in enumerate(PARTS, start=1):
-        slowest[part] = per_rank[slowest_rank, index, columns].tolist()
-    slowest["slowest_rank"] = slowest_rank.tolist()
-    slowest["skew_s"] = (iteration_by_rank.max(dim=0).values - iteration_by_rank.min(dim=0).values).tolist()
-    return per_rank, slowest
+        steps[part] = means[index].tolist()
+    iteration_by_rank = per_rank[:, 0, :]
+    steps["slowest_rank"] = iteration_by_rank.argmax(dim=0).tolist()
+    steps["skew_s"] = (iteration_by_rank.max(dim=0).values - iteration_by_rank.min(dim=0).values).tolist()
+    return steps
 
 
 def report_progress(job: WorkerJob, series: list[float], kept: int, target: float) -> None:

@@ -1,10 +1,10 @@
 """When to stop a user's script, and what its ranks measured: the rule of Stash's own timed loop (worker.py).
 
 Every few iterations (at an optimizer step, where every rank of a synchronous job is at the same step) the
-ranks all-reduce (MAX) the times since the last check through the script's own process group, so each holds
-the slowest rank's time per iteration and all take the same decision. Past the interval target, the
-iteration cap or the time cap, the ranks gather their times to rank 0 while the group is still alive, and
-the script is stopped by StopScript raised from the optimizer step.
+ranks all-reduce the times since the last check through the script's own process group, so each holds the
+job's time per iteration (the mean over the ranks: rank_sync.py) and all take the same decision. Past the
+interval target, the iteration cap or the time cap, the ranks gather their times to rank 0 while the group
+is still alive, and the script is stopped by StopScript raised from the optimizer step.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import torch
 import torch.distributed as dist
 
 from stash_core.analysis.stats import converged, mser_truncation
-from stash_core.measure.rank_sync import MIN_WARMUP_ITERATIONS, all_reduce_max, report_progress
+from stash_core.measure.rank_sync import MIN_WARMUP_ITERATIONS, agree, all_reduce_max, report_progress
 from stash_core.measure.script_hooks import PARTS, StepClock
 from stash_core.measure.worker_job import WorkerJob
 
@@ -49,7 +49,7 @@ class StopRule:
         if self.fixed is not None:
             self.chunk = max(1, min(self.chunk, MIN_WARMUP_ITERATIONS + self.fixed))
         self.checked = 0  # iterations already all-reduced
-        self.slowest_s: list[float] = []
+        self.step_s: list[float] = []
         self.result: dict | None = None
 
     def __call__(self) -> bool:
@@ -64,23 +64,22 @@ class StopRule:
     def check(self) -> None:
         self.clock.settle()
         fresh = self.clock.iteration_s[self.checked :]
-        over_time = 1.0 if time.monotonic() > self.deadline else 0.0
-        reduced = all_reduce_max([*fresh, over_time], collective_device())
-        self.slowest_s.extend(reduced[:-1])
+        step_s, over_time = agree(fresh, time.monotonic() > self.deadline, collective_device())
+        self.step_s.extend(step_s)
         self.checked = len(self.clock.iteration_s)
-        series = self.slowest_s[MIN_WARMUP_ITERATIONS:]
+        series = self.step_s[MIN_WARMUP_ITERATIONS:]
         kept = len(series) - mser_truncation(series)
         if self.rank == 0:
             report_progress(self.job, series, kept, self.job["target_relative_ci"])
-        reason = self.stop_reason(series, kept, reduced[-1] > 0)
+        reason = self.stop_reason(series, kept, over_time)
         if reason is None:
             # Check less often as the run grows: the check costs O(n) and the decision changes slowly.
-            self.chunk = max(FIRST_CHECK_AFTER, len(self.slowest_s) // 5)
+            self.chunk = max(FIRST_CHECK_AFTER, len(self.step_s) // 5)
             if self.fixed is not None:
                 self.chunk = max(1, min(self.chunk, self.fixed - kept))
-            self.chunk = max(1, min(self.chunk, self.job["max_iterations"] - len(self.slowest_s)))
+            self.chunk = max(1, min(self.chunk, self.job["max_iterations"] - len(self.step_s)))
             return
-        self.result = summarise(self.job, self.clock, self.slowest_s, reason, gather=True)
+        self.result = summarise(self.job, self.clock, self.step_s, reason, gather=True)
         raise StopScript(reason)
 
     def stop_reason(self, series: list[float], kept: int, over_time: bool) -> str | None:
@@ -89,7 +88,7 @@ class StopRule:
                 return "fixed"
         elif converged(series, self.job["target_relative_ci"]):
             return "converged"
-        if len(self.slowest_s) >= self.job["max_iterations"]:
+        if len(self.step_s) >= self.job["max_iterations"]:
             return "max_iterations"
         return "max_time" if over_time else None
 
@@ -98,9 +97,9 @@ class StopRule:
         (the process group may be gone by now); `gather` False: the ranks are not gathered at all (this
         rank may be ending alone)."""
         self.clock.settle()
-        slowest = self.slowest_s + self.clock.iteration_s[self.checked :]
+        step_s = self.step_s + self.clock.iteration_s[self.checked :]
         gather = gather and dist.is_initialized() and self.checked == len(self.clock.iteration_s)
-        return summarise(self.job, self.clock, slowest, "script_ended", gather=gather)
+        return summarise(self.job, self.clock, step_s, "script_ended", gather=gather)
 
 
 def collective_device() -> torch.device:
@@ -110,9 +109,10 @@ def collective_device() -> torch.device:
     return torch.device("cpu")
 
 
-def summarise(job: WorkerJob, clock: StepClock, slowest_s: list[float], reason: str, gather: bool) -> dict:
-    """The result of the run (as worker.py's): the slowest rank per iteration, its data wait, and skew."""
-    count = len(slowest_s)
+def summarise(job: WorkerJob, clock: StepClock, step_s: list[float], reason: str, gather: bool) -> dict:
+    """The result of the run (as worker.py's): the job's time per iteration and its parts (means over the
+    ranks), the slowest rank of each iteration, and skew."""
+    count = len(step_s)
     rows = [clock.iteration_s[:count], *(clock.parts[part][:count] for part in PARTS)]
     local = torch.tensor(rows, dtype=torch.float64)
     world_size = dist.get_world_size() if dist.is_initialized() else int(os.environ.get("WORLD_SIZE", "1"))
@@ -131,17 +131,17 @@ def summarise(job: WorkerJob, clock: StepClock, slowest_s: list[float], reason: 
         forward_seen, closure_seen = clock.forward_seen, clock.closure_seen
     iteration_by_rank = per_rank[:, 0, :]
     slowest_rank = iteration_by_rank.argmax(dim=0)
-    warmup = min(count, MIN_WARMUP_ITERATIONS + mser_truncation(slowest_s[MIN_WARMUP_ITERATIONS:]))
+    warmup = min(count, MIN_WARMUP_ITERATIONS + mser_truncation(step_s[MIN_WARMUP_ITERATIONS:]))
     skew = (iteration_by_rank.max(dim=0).values - iteration_by_rank.min(dim=0).values).tolist()
-    columns = torch.arange(count)
+    step_means = per_rank.mean(dim=0)  # (5, iterations): the job's step and its parts
     kept = per_rank[:, :, warmup:]
     means = kept.mean(dim=2) if count > warmup else torch.full((len(hosts), len(rows)), float("nan"))
     parts, split = (PARTS[:3], CLOSURE_SPLIT) if closure_seen else (PARTS, SPLIT)
     if not forward_seen:
         parts, split = PARTS[:1], NO_SPLIT  # iteration and data wait only
-    samples = {"iteration_s": slowest_s[warmup:]}
+    samples = {"iteration_s": step_s[warmup:]}
     for index, part in enumerate(parts, start=1):
-        samples[part] = per_rank[slowest_rank, index, columns].tolist()[warmup:]
+        samples[part] = step_means[index].tolist()[warmup:]
     samples["slowest_rank"] = slowest_rank.tolist()[warmup:] if len(hosts) > 1 else [0] * (count - warmup)
     return {
         "phase": job["phase"],

@@ -5,10 +5,10 @@
 The job travels on the command line (--job-json, or --job-zb64 for a zlib-compressed, base64 one
 when it is large), so that it reaches workers on remote hosts too; --job FILE reads it from a file.
 
-Every rank runs the same timed loop. Every few iterations the ranks all-reduce (MAX) the
-times of the iterations since the last check, so each rank holds the slowest rank's time per
-iteration (a synchronous step waits for the slowest) and all ranks take the same decision to
-stop. Rank 0 prints progress and, at the end, the result as one line on stdout:
+Every rank runs the same timed loop. Every few iterations the ranks all-reduce the times of
+the iterations since the last check, so each rank holds the job's time per iteration (the mean
+over the ranks: rank_sync.py) and all ranks take the same decision to stop. Rank 0 prints
+progress and, at the end, the result as one line on stdout:
 
     STASH-PROGRESS {...}      STASH-RESULT {...}      STASH-ERROR message
 
@@ -37,9 +37,9 @@ from stash_core.data.transforms import TrainTransform
 from stash_core.measure import protocol
 from stash_core.measure.rank_sync import (
     MIN_WARMUP_ITERATIONS,
-    all_reduce_max,
+    agree,
+    gathered_steps,
     report_progress,
-    slowest_by_step,
 )
 from stash_core.measure.timed_loop import PARTS, StepTimes, make_clock, run_steps
 from stash_core.measure.worker_job import WorkerJob, read_worker_job
@@ -170,11 +170,11 @@ def train(
         result = run_paired(job, model, optimizer, loss_fn(info), batches, device, clock, rank, world_size)
     else:
         times = StepTimes()
-        slowest_s: list[float] = []
+        step_s: list[float] = []
         stop_reason = run_until_done(
-            job, model, optimizer, loss_fn(info), batches, device, times, slowest_s, clock, rank
+            job, model, optimizer, loss_fn(info), batches, device, times, step_s, clock, rank
         )
-        result = summarise_ranks(job, times, slowest_s, stop_reason, world_size, dataset, device)
+        result = summarise_ranks(job, times, step_s, stop_reason, world_size, dataset, device)
     if rank == 0:  # the launcher's hang watch stands down: the probe has an allowance of its own
         protocol.emit("LOOP_END", {"phase": job["phase"], "stop_reason": result["stop_reason"]})
     result["resident_fraction_start"] = getattr(batches, "resident_fraction_start", None)
@@ -275,9 +275,9 @@ def open_dataset(job: WorkerJob, info):
 
 
 def run_until_done(
-    job: WorkerJob, model, optimizer, loss, batches, device, times, slowest_s, clock, rank
+    job: WorkerJob, model, optimizer, loss, batches, device, times, step_s, clock, rank
 ) -> str:
-    """Step in chunks; between chunks, agree on the slowest times and decide whether to stop."""
+    """Step in chunks; between chunks, agree on the job's step times and decide whether to stop."""
     fixed = job.get("iterations")
     target = job["target_relative_ci"]
     deadline = time.monotonic() + job["max_phase_s"]
@@ -286,11 +286,9 @@ def run_until_done(
         run_steps(model, optimizer, loss, batches, device, chunk, times, clock)
         # The ranks' clocks start apart (each scans its data first), so the time limit is agreed on with the
         # times: a rank leaving alone would leave the others waiting in their next step's collective.
-        *chunk_slowest_s, past_deadline = all_reduce_max(
-            [*times.iteration_s[-chunk:], float(time.monotonic() > deadline)], device
-        )
-        slowest_s.extend(chunk_slowest_s)
-        series = slowest_s[MIN_WARMUP_ITERATIONS:]
+        chunk_s, past_deadline = agree(times.iteration_s[-chunk:], time.monotonic() > deadline, device)
+        step_s.extend(chunk_s)
+        series = step_s[MIN_WARMUP_ITERATIONS:]
         kept = len(series) - mser_truncation(series)
         if rank == 0:
             report_progress(job, series, kept, target)
@@ -299,30 +297,31 @@ def run_until_done(
                 return "fixed"
         elif converged(series, target):
             return "converged"
-        if len(slowest_s) >= job["max_iterations"]:
+        if len(step_s) >= job["max_iterations"]:
             return "max_iterations"
         if past_deadline:
             return "max_time"
         # Check less often as the run grows: the check costs O(n) and the decision changes slowly.
-        chunk = max(FIRST_CHECK_AFTER, len(slowest_s) // 5)
+        chunk = max(FIRST_CHECK_AFTER, len(step_s) // 5)
         if fixed is not None:
             chunk = max(1, min(chunk, fixed - kept))
-        chunk = min(chunk, job["max_iterations"] - len(slowest_s))
+        chunk = min(chunk, job["max_iterations"] - len(step_s))
 
 
 def summarise_ranks(
-    job: WorkerJob, times: StepTimes, slowest_s, stop_reason, world_size, dataset, device
+    job: WorkerJob, times: StepTimes, step_s, stop_reason, world_size, dataset, device
 ) -> dict:
-    """Gather every rank's timings to rank 0: the slowest rank per iteration, its parts, and skew."""
-    per_rank, slowest = slowest_by_step(times, world_size, device)
-    warmup = MIN_WARMUP_ITERATIONS + mser_truncation(slowest_s[MIN_WARMUP_ITERATIONS:])
-    skew = slowest.pop("skew_s")
+    """Gather every rank's timings to rank 0: the job's time per iteration and its parts (means over the
+    ranks), the slowest rank of each iteration, and skew."""
+    per_rank, steps = gathered_steps(times, world_size, device)
+    warmup = MIN_WARMUP_ITERATIONS + mser_truncation(step_s[MIN_WARMUP_ITERATIONS:])
+    skew = steps.pop("skew_s")
     return {
         "phase": job["phase"],
         "world_size": world_size,
         "warmup_iterations": warmup,
         "stop_reason": stop_reason,
-        "samples": {name: values[warmup:] for name, values in slowest.items()},
+        "samples": {name: values[warmup:] for name, values in steps.items()},
         "rank_skew_s": sum(skew[warmup:]) / max(len(skew) - warmup, 1),
         "bad_files": corrupt_reads(dataset, device),
         "ranks": rank_summaries(per_rank[:, :, warmup:], world_size),

@@ -149,13 +149,13 @@ PHASES = RelationDoc(
         error | | one-line reason when not completed
         warmup_iterations | | iterations run and discarded before the kept samples
         iterations | | kept samples (rows in `iterations` for this phase)
-        mean_s | s | mean iteration time (slowest rank per iteration)
+        mean_s | s | mean iteration time (each iteration the mean over the ranks)
         ci95_s | s | 95 % CI half-width of `mean_s`
         std_s | s | sample standard deviation of the iteration time
         median_s | s | median iteration time
         p5_s | s | 5th percentile of the iteration time
         p95_s | s | 95th percentile of the iteration time
-        data_s | s | mean time waiting for the next batch (slowest rank)
+        data_s | s | mean time waiting for the next batch (each iteration the mean over the ranks)
         forward_s | s | mean forward pass
         backward_s | s | mean backward pass, including gradient synchronisation
         optimizer_s | s | mean optimizer step
@@ -172,8 +172,8 @@ PHASES = RelationDoc(
 ITERATIONS = RelationDoc(
     "iterations",
     "one row per kept training iteration",
-    "No key and no index (it can hold tens of millions of rows); filter by `run_id` and `phase`. Every value "
-    "is the one of the **slowest rank** of that iteration.",
+    "No key and no index (it can hold tens of millions of rows); filter by `run_id` and `phase`. Every time "
+    "is the **mean over the ranks** of that iteration (the slowest rank's in runs of Stash 0.1).",
     _table(
         """
         run_id | | the profile

@@ -43,7 +43,9 @@ Conventions used everywhere:
 
 - Times of day are `TIMESTAMPTZ` in UTC. Durations are seconds (`_s`), sizes bytes (`_bytes`), rates
   megabytes per second (`_mbps`), prices US dollars per hour (`_usd_per_h`).
-- "Per iteration" means one synchronous training step as seen by the **slowest rank** of that step.
+- "Per iteration" means one synchronous training step of the job: the **mean over the ranks** of that
+  step's time (every rank's steps add up to the same wall time; runs of Stash 0.1 hold the slowest rank's,
+  above it by the ranks' jitter).
 - `_ci95_s` is the half-width of a 95 % confidence interval in seconds: the true value lies in `x ± ci95`.
 - `_share` is a fraction of the realistic iteration time `iteration_s` of the same run: 0..1 for a stall
   that fits in the iteration, above 1 or below 0 where a differential run came out so (status `negative`,

@@ -1,0 +1,35 @@
+"""The job's step time of a multi-worker run (measure/rank_sync.py): the mean over the ranks of each step,
+whose mean is every rank's own (their steps add up to the same wall time), not the mean of each step's
+slowest rank, which counts the ranks' jitter as time the job never spent."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from stash_core.measure.rank_sync import agree, by_step
+from stash_core.measure.timed_loop import PARTS
+
+
+def _gathered(iterations: list[list[float]]) -> torch.Tensor:
+    """(ranks, 5, steps): each rank's iteration times, its data wait a tenth of them, the rest forward."""
+    per_rank = torch.zeros(len(iterations), 1 + len(PARTS), len(iterations[0]), dtype=torch.float64)
+    for rank, times in enumerate(iterations):
+        step = torch.tensor(times, dtype=torch.float64)
+        per_rank[rank, 0], per_rank[rank, 1], per_rank[rank, 2] = step, step / 10, step * 9 / 10
+    return per_rank
+
+
+def test_ranks_whose_steps_alternate_give_the_job_their_common_mean_not_the_slowest_per_step():
+    # rank 0 long where rank 1 is short, then the other way round: both take 44 ms over 4 steps
+    steps = by_step(_gathered([[10e-3, 12e-3, 10e-3, 12e-3], [12e-3, 10e-3, 12e-3, 10e-3]]))
+    assert sum(steps["iteration_s"]) / 4 == pytest.approx(11e-3)  # the mean of the slowest was 12 ms
+    assert steps["slowest_rank"] == [1, 0, 1, 0]
+    assert steps["skew_s"] == pytest.approx([2e-3] * 4)
+    parts = [sum(steps[part][i] for part in PARTS) for i in range(4)]
+    assert parts == pytest.approx(steps["iteration_s"])  # the parts still add up to the step
+
+
+def test_one_rank_agrees_with_itself():
+    assert agree([0.1, 0.2], True, torch.device("cpu")) == ([0.1, 0.2], True)
+    assert by_step(_gathered([[0.1, 0.3]]))["iteration_s"] == pytest.approx([0.1, 0.3])
