@@ -322,10 +322,10 @@ def _breakdown(
             }
         return {
             "seconds": seconds,
-            "ci95_s": seconds * 0.02,
+            "ci95_s": abs(seconds) * 0.02,  # a half-width: a negative stall's too
             "share": seconds / iteration_s,
             "epoch_s": None if per_epoch is None else seconds * per_epoch,
-            "status": "measured" if seconds > 0 else "clamped_zero",
+            "status": "measured" if seconds > 0 else "clamped_zero" if seconds == 0 else "negative",
             "note": "",
         }
 

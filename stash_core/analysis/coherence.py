@@ -104,16 +104,26 @@ def impossible_findings(
 
 
 def share_findings(breakdown: dict) -> list[str]:
-    """Stalls (and the signed remainder) whose share of the iteration is beyond 100% either way."""
+    """Stalls (and the signed remainder) whose share of the iteration is beyond 100% either way by more than
+    the noise: their seconds beyond the iteration's by more than the two intervals (in quadrature). Within
+    them, a compute of 104% is a remainder of -4% within the noise, as every other difference is."""
     found = []
     stalls = dict(breakdown.get("stalls") or {})
     remainder = breakdown.get("unattributed")
     if isinstance(remainder, dict):
         stalls["not separated"] = remainder
+    iteration_ci95_s = _finite(breakdown.get("iteration_ci95_s")) or 0.0
     for name, entry in stalls.items():
-        share = _finite((entry or {}).get("share"))
-        if share is not None and abs(share) > _SHARE_LIMIT:
-            found.append(f"{name} is {share:.0%} of the iteration")
+        entry = entry or {}
+        share = _finite(entry.get("share"))
+        if share is None or abs(share) <= _SHARE_LIMIT:
+            continue
+        seconds, ci95_s = _finite(entry.get("seconds")), _finite(entry.get("ci95_s"))
+        if seconds is not None and ci95_s is not None and share:
+            whole_s = _finite(breakdown.get("iteration_s")) or abs(seconds / share)
+            if abs(seconds) - whole_s <= math.hypot(ci95_s, iteration_ci95_s):
+                continue  # beyond the whole by less than the noise
+        found.append(f"{name} is {share:.0%} of the iteration")
     return found
 
 
