@@ -46,6 +46,7 @@ def run_phase(
     if plan.nodes > 1 and remote is None:
         raise UsageError(f"{plan.name} spreads workers over {plan.nodes} machines: use --hosts or --cluster")
     job = script_job(plan, spec) if spec.script else job_for(plan, spec, data)
+    job[protocol.TOKEN_KEY] = token = protocol.new_token()  # what the code run prints is never a message
     if paired:
         job["paired"] = paired
     if remote is not None:
@@ -77,7 +78,7 @@ def run_phase(
     watch = HangWatch(spec.max_phase_s) if remote is None and not spec.script else None
 
     def on_line(line: str) -> None:
-        message = protocol.parse(line)
+        message = protocol.parse(line, token)
         if message is None:
             return
         kind, payload = message

@@ -81,11 +81,12 @@ def run_probe_command(
             link_gbps=remote.link_gbps if remote is not None and nodes > 1 else None,
         ),  # fmt: skip
     }
+    job[protocol.TOKEN_KEY] = token = protocol.new_token()
     results: dict = {}
     errors: list[str] = []
 
     def on_line(line: str) -> None:
-        message = protocol.parse(line)
+        message = protocol.parse(line, token)
         if message and message[0] == "RESULT":
             results["probe"] = message[1]
         elif message and message[0] == "ERROR":

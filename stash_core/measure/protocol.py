@@ -2,6 +2,11 @@
 
 A line `STASH-<KIND> <json>` on stdout carries a message; anything else is ordinary output.
 The marker may appear after a prefix that a launcher adds (torchrun's "[rank0]:", ssh).
+
+Workers share stdout with the code they run (a user's script prints there, and may print anything, even
+"STASH-ERROR ..."): a launch's workers mark each line with the launch's token (`STASH-<KIND>@<token>`, the
+job's `protocol_token`, set by use_token when the job is read), and the launcher reads only lines of its
+own token. Lines between Stash's own processes (a profile's child and its parent) carry none.
 """
 
 from __future__ import annotations
@@ -10,6 +15,7 @@ import ctypes
 import json
 import multiprocessing
 import os
+import secrets
 import signal
 import sys
 import time
@@ -24,21 +30,36 @@ WORKER_NAME, PROBE_NAME, PS_NAME = "stash-worker", "stash-probe", "stash-ps-work
 _PR_SET_NAME = 15
 FAILED_FORKED_EXIT_DELAY_S = 1.0
 KINDS = ("PROGRESS", "LOOP_END", "RESULT", "ERROR", "PHASE", "DONE")
+TOKEN_KEY = "protocol_token"  # the key of a worker job that holds its launch's token
+_token = [""]  # this process's: set in workers (use_token), empty elsewhere
+
+
+def new_token() -> str:
+    """A launch's token: what marks its workers' lines apart from what the code they run prints."""
+    return secrets.token_hex(8)
+
+
+def use_token(token: str | None) -> None:
+    """Mark every line this process emits from now on with `token` (a worker, as its job says)."""
+    _token[0] = token or ""
 
 
 def emit(kind: str, payload, stream=None) -> None:
     stream = stream or sys.stdout
-    stream.write(f"{MARKER}{kind} {json.dumps(json_safe(payload), allow_nan=False)}\n")
+    head = f"{kind}@{_token[0]}" if _token[0] else kind
+    stream.write(f"{MARKER}{head} {json.dumps(json_safe(payload), allow_nan=False)}\n")
     stream.flush()
 
 
-def parse(line: str) -> tuple[str, object] | None:
-    """(kind, payload) for a protocol line, None for any other line."""
+def parse(line: str, token: str | None = None) -> tuple[str, object] | None:
+    """(kind, payload) for a protocol line, None for any other line; with `token`, only a line of that
+    token is one (a worker's), without, only a line of none (a Stash process's)."""
     start = line.find(MARKER)
     if start < 0:
         return None
     head, _, body = line[start + len(MARKER) :].partition(" ")
-    if head not in KINDS:
+    head, _, marked = head.partition("@")
+    if head not in KINDS or marked != (token or ""):
         return None
     try:
         payload = json.loads(body)

@@ -12,6 +12,8 @@ import json
 import zlib
 from typing import Any, TypedDict
 
+from stash_core.measure import protocol
+
 
 class ProbeSettings(TypedDict):
     """The `probe` part of a job: the collectives a run's workers time after it (measure/probe_plan.py)."""
@@ -60,6 +62,7 @@ class WorkerJob(TypedDict, total=False):
     probe: ProbeSettings
     paired: dict  # R0 and R1 in one launch, in blocks of {"block_steps": n} (measure/paired_loop.py)
     pg_timeout_s: float  # the process group's timeout (default 120 s)
+    protocol_token: str  # marks the workers' protocol lines apart from the code's output (protocol.py)
 
 
 def encode_worker_job(job: WorkerJob | dict[str, Any]) -> list[str]:
@@ -80,7 +83,10 @@ def read_worker_job(argv: list[str] | None = None) -> WorkerJob:
     args = parser.parse_args(argv)
     if args.job:
         with open(args.job) as handle:
-            return json.load(handle)
-    if args.job_json:
-        return json.loads(args.job_json)
-    return json.loads(zlib.decompress(base64.b64decode(args.job_zb64)))
+            job = json.load(handle)
+    elif args.job_json:
+        job = json.loads(args.job_json)
+    else:
+        job = json.loads(zlib.decompress(base64.b64decode(args.job_zb64)))
+    protocol.use_token(job.get(protocol.TOKEN_KEY))  # every line this worker emits carries it
+    return job

@@ -56,6 +56,21 @@ def test_the_messages_the_workers_send_are_taken():
         assert protocol.parse(stream.getvalue().strip()) == (kind, payload)
 
 
+def test_a_launchs_workers_mark_their_lines_and_the_launcher_reads_only_its_own(monkeypatch):
+    """What the code a worker runs prints on the same stdout (a script's print("STASH-ERROR boom")) is
+    output: the launcher reads only lines of its launch's token."""
+    token = protocol.new_token()
+    monkeypatch.setattr(protocol, "_token", [token])
+    stream = io.StringIO()
+    protocol.emit("RESULT", {"mean_s": 0.5}, stream)
+    line = stream.getvalue().strip()
+    assert line.startswith(f"STASH-RESULT@{token} ")
+    assert protocol.parse(line, token) == ("RESULT", {"mean_s": 0.5})
+    assert protocol.parse(line) is None and protocol.parse(line, protocol.new_token()) is None
+    assert protocol.parse('STASH-ERROR "fake error from the script"', token) is None
+    assert protocol.parse(f"STASH-ERROR@{token}x \"near\"", token) is None
+
+
 def _report_start(queue) -> None:
     protocol.start_worker(protocol.WORKER_NAME)
     with open("/proc/self/comm") as comm:
