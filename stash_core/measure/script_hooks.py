@@ -236,6 +236,7 @@ def install(clock: StepClock, replay: bool, replay_batches: int = REPLAY_BATCHES
     def replay_iter(self):
         if isinstance(self.dataset, IterableDataset):
             return BatchReplay(self, original_iter, clock, replay_batches)
+        samples.prefill(self)  # read here, once: the workers this iteration starts replay them too
         return original_iter(self)  # its fetches are replayed per sample (script_replay.py)
 
     def replay_fetch(self, possibly_batched_index):

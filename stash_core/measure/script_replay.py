@@ -19,8 +19,9 @@ REPLAY_BATCHES = 8  # batches' worth of samples (or batches) read once per datas
 
 
 class SampleReplay:
-    """The first samples of each map-style dataset, read once and handed out again (per process: a loader
-    worker fills its own)."""
+    """The first samples of each map-style dataset, read once and handed out again: by the script's process
+    before its loader's workers start (prefill), so that the workers, forked from it, replay them too; a
+    worker that finds none (a loader of another start method) fills its own."""
 
     def __init__(self, batches: int = REPLAY_BATCHES) -> None:
         self.batches = batches
@@ -38,6 +39,25 @@ class SampleReplay:
             data = samples[at[0] % len(samples)]
             at[0] += 1
         return fetcher.collate_fn(data)
+
+    def prefill(self, loader) -> None:
+        """Read `loader`'s dataset's first samples here, once, before its workers start. Without it each
+        worker filled its own copy, and a loader whose workers are not persistent starts new ones every
+        epoch: a synthetic run read real data every epoch, more samples than it trained on."""
+        dataset = loader.dataset
+        if id(dataset) in self.cache:
+            return
+        try:
+            size = len(dataset)
+        except TypeError:
+            return  # a dataset of no length: its workers fill their own, from the indices they are given
+        count = min(size, (loader.batch_size or 1) * self.batches)
+        if count <= 0:
+            return
+        wanted = list(range(count))  # not the sampler's order: drawing from it would move the script's RNG
+        getitems = getattr(dataset, "__getitems__", None) if loader._auto_collation else None
+        samples = list(getitems(wanted)) if getitems else [dataset[index] for index in wanted]
+        self.cache[id(dataset)] = (dataset, samples, [0])
 
     def fill(self, fetcher, first_index) -> tuple[object, list, list[int]]:
         dataset = fetcher.dataset

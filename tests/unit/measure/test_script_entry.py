@@ -157,7 +157,7 @@ def run_entry(
     )  # fmt: skip
     messages = {}
     for line in done.stdout.splitlines():
-        parsed = protocol.parse(line)
+        parsed = protocol.parse(line, job.get(protocol.TOKEN_KEY))
         if parsed:
             messages[parsed[0]] = parsed[1]
     return done.returncode, messages, done.stderr
@@ -437,3 +437,47 @@ def test_a_script_stopped_by_stash_leaving_through_os_exit_in_its_finally_keeps_
     status, messages, stderr = run_entry(tmp_path, source, iterations=2)
     assert status == 0 and "ERROR" not in messages, stderr
     assert messages["RESULT"]["stop_reason"] == "fixed"
+
+
+def test_a_line_the_script_prints_like_a_message_is_its_output_not_a_message(tmp_path) -> None:
+    """print("STASH-ERROR ...") in a user's script failed the run with the script's text as its error."""
+    source = 'print(\'STASH-ERROR "fake error from the script"\', flush=True)\n' + textwrap.dedent(NO_LOADER)
+    token = protocol.new_token()
+    status, messages, stderr = run_entry(tmp_path, source, iterations=5, protocol_token=token)
+    assert status == 0, stderr
+    assert "ERROR" not in messages and messages["RESULT"]["stop_reason"]
+
+
+# A map-style dataset that notes every read, through a loader whose workers end with each epoch.
+COUNTED_READS = """
+import sys
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+class Counted(Dataset):
+    def __len__(self):
+        return 64
+    def __getitem__(self, index):
+        with open(sys.argv[1], "a") as reads:
+            reads.write(f"{index}\\n")
+        return torch.randn(4), torch.randn(1)
+
+loader = DataLoader(Counted(), batch_size=4, num_workers=2, shuffle=True)  # workers new every epoch
+model = torch.nn.Linear(4, 1)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+for epoch in range(100):
+    for inputs, targets in loader:
+        ((model(inputs) - targets) ** 2).mean().backward()
+        optimizer.step()
+        optimizer.zero_grad()
+"""
+
+
+def test_a_synthetic_run_reads_its_replayed_samples_once_though_the_loaders_workers_end_each_epoch(tmp_path):
+    """Each epoch's new loader workers filled the replay again: a synthetic run read real data every epoch
+    (more samples than it trained on), its loading counted as compute."""
+    reads = tmp_path / "reads.txt"
+    status, messages, stderr = run_entry(tmp_path, COUNTED_READS, [str(reads)], iterations=40)
+    assert status == 0, stderr
+    steps = messages["RESULT"]["warmup_iterations"] + 40  # more than the 16 steps of an epoch
+    assert steps > 16 and len(reads.read_text().split()) <= 8 * 4  # eight batches' worth, read once
