@@ -14,7 +14,7 @@ import pandas as pd
 from stash_core.cells import is_missing, plain_row
 from stash_core.errors import UsageError
 from stash_core.store.instances import COLUMNS
-from stash_core.terminal import unsafe_character
+from stash_core.terminal import clipped, unsafe_character
 from stash_core.units import finite_float
 
 TEXT = ("name", "provider", "accelerator", "interconnect", "source", "region", "origin")
@@ -30,6 +30,17 @@ PRICES = ("on_demand_usd_per_h", "spot_usd_per_h")
 # A name (instance, GPU, region) is shown in tables and stored: at most as long as spec_parse.MAX_NAME_CHARS
 # lets one be typed; a price's source names a file and a region, so it may be longer.
 MAX_NAME_CHARS, MAX_SOURCE_CHARS = 200, 1000
+
+
+# The GPU links inside one instance that predict tells apart (decide/predict/collectives.intra_class reads
+# NVSwitch, NVLink and PCIe in the text), and "none" for an instance of one GPU or none.
+INTERCONNECTS = ("NVSwitch", "NVLink", "PCIe", "PCIe peer-to-peer", "none")
+
+
+def known_interconnect(text: str | None) -> bool:
+    """Whether an interconnect is one predict can read (or none given)."""
+    lowered = (text or "none").lower()
+    return lowered == "none" or any(word in lowered for word in ("nvswitch", "nvlink", "pcie"))
 
 
 def clean(fields: dict[str, Any], partial: bool, stored: bool = False) -> dict[str, Any]:
@@ -55,6 +66,11 @@ def clean(fields: dict[str, Any], partial: bool, stored: bool = False) -> dict[s
                 raise UsageError(f"name {cleaned[key]!r} holds a comma, which separates names in --instances")
             if key == "origin" and cleaned[key] not in (None, *ORIGINS):
                 raise UsageError(f"origin must be one of {', '.join(ORIGINS)}, got {value!r}")
+            if key == "interconnect" and not stored and not known_interconnect(cleaned[key]):
+                raise UsageError(
+                    f"interconnect {clipped(cleaned[key], quoted=True)} is no GPU link predict knows; give "
+                    f"{', '.join(INTERCONNECTS)} (or leave it empty)"
+                )
             continue
         value = None if _blank(value) else value
         if key in INT_MIN:

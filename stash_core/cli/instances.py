@@ -36,7 +36,7 @@ INSTANCE_OPTIONS = {
     "vcpus": (clearable(Number(1, 100_000, what="a positive integer")), "virtual CPUs"),
     "memory_gib": (clearable(positive_real(1e7)), "memory in GiB"),
     "network_gbps": (clearable(positive_real(1e5)), "network bandwidth in Gbit/s"),
-    "interconnect": (identifier, "GPU interconnect, e.g. NVLink, PCIe, none"),
+    "interconnect": (identifier, "GPU link: NVSwitch, NVLink, PCIe, PCIe peer-to-peer or none"),
     "on_demand_usd_per_h": (clearable(non_negative(1e6)), "on-demand price, USD per hour ('none' clears it)"),
     "spot_usd_per_h": (clearable(non_negative(1e6)), "spot price, USD per hour ('none' clears it)"),
     "price_date": (iso_date, "date of the prices, YYYY-MM-DD (default: today when a price changes)"),

@@ -149,6 +149,8 @@ def test_clearing_a_price(tmp_path):
         # predict then took the V100 instance for a CPU machine, "no GPU and no profile of this job on it"
         ({"accelerator_count": 0}, "accelerator_count 0 beside the accelerator NVIDIA V100"),
         ({"colour": "red"}, "unknown instance field colour"),
+        # accepted, then predict said "communication not predictable - interconnect foo" of every row
+        ({"interconnect": "foo"}, "interconnect 'foo' is no GPU link predict knows; give NVSwitch, NVLink"),
         ({}, "nothing to change"),
     ],
 )
@@ -219,3 +221,11 @@ def test_a_price_the_user_sets_is_not_said_to_be_for_the_old_prices_region(tmp_p
     assert get_instance(db, "g6.16xlarge")["region"] == "eu-west-1"
     set_instance(db, "g6.24xlarge", vcpus=96)  # no price changed: its region stays
     assert get_instance(db, "g6.24xlarge")["region"] == "us-east-1"
+
+
+def test_the_interconnects_predict_reads_are_taken():
+    from stash_core.catalog.fields import INTERCONNECTS, clean
+
+    for text in (*INTERCONNECTS, "NVSwitch (NVLink 4)", "PCIe Gen4", "None", None):
+        assert clean({"interconnect": text}, partial=True)["interconnect"] == (text.strip() if text else None)
+    assert clean({"interconnect": "xgmi"}, partial=True, stored=True)  # a row stored before is read as it is
