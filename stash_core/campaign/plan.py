@@ -14,6 +14,7 @@ is how resume tells them apart and how the stall fits read the bandwidth back.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import shlex
@@ -233,11 +234,33 @@ def covers(measured: dict[str, Any], item: CampaignItem, settings: CampaignSetti
         return False
     if settings.device not in (None, "auto") and measured["device"] != settings.device:
         return False
-    if settings.input_shape and measured["input_shape"] != tuple(parse_input_shape(settings.input_shape)):
-        return False
-    if settings.num_classes and measured["num_classes"] != settings.num_classes:
-        return False
+    # A stored run of the model's own shape or classes holds null: it measured the defaults, which the
+    # campaign may name (--num-classes 1000 of an ImageNet model).
+    if settings.input_shape:
+        asked = tuple(parse_input_shape(settings.input_shape))
+        shape = measured["input_shape"] or _model_defaults(item.model)[0]
+        if shape != asked:
+            return False
+    if settings.num_classes:
+        classes = measured["num_classes"] or _model_defaults(item.model)[1]
+        if classes != settings.num_classes:
+            return False
     return set(profile_spec(item, settings).stalls) <= measured["stalls"]
+
+
+@functools.cache
+def _model_defaults(model: str) -> tuple[tuple[int, ...] | None, int | None]:
+    """(input shape, classes) a model is built with when none are given; (None, None) for one that cannot be
+    described here (a script, a model file that fails): a stored run of its defaults then covers nothing."""
+    if model.startswith(SCRIPT_PREFIX):
+        return None, None
+    from stash_core.zoo import describe_model
+
+    try:
+        info = describe_model(model)
+    except Exception:  # noqa: BLE001 - any failure of a user's factory: no defaults known
+        return None, None
+    return tuple(info.input_shape), info.num_classes
 
 
 def _json_list(text: object) -> tuple[str, ...]:

@@ -320,3 +320,17 @@ def test_a_profiles_warning_is_said_in_the_campaigns_lines(tmp_path):
     lines: list[str] = []
     run_campaign(plan, settings, runner=runner, report=lines.append)
     assert "      warning: instance label lab does not fit the machine" in lines
+
+
+def test_a_stored_run_of_the_models_own_shape_and_classes_covers_a_campaign_that_names_them(tmp_path):
+    """A profile without --input-shape or --num-classes stores null for them: resnet10's 3x224x224 and
+    1000 classes. `--num-classes 1000` profiled it again."""
+    settings = CampaignSettings(db_path=tmp_path / "c.duckdb")
+    plan = plan_campaign(["resnet10"], [8], [2], [1], instance="lab")
+    stored = result_doc("resnet10", batch_size=8, workers=2, instance="lab",
+                        spec_extra={"input_shape": None, "num_classes": None})  # fmt: skip
+    ingest_result(settings.db_path, stored)
+    for same in (replace(settings, num_classes=1000), replace(settings, input_shape="3,224,224")):
+        assert split_done(plan, same) == ([], plan), same
+    for other in (replace(settings, num_classes=10), replace(settings, input_shape="3,32,32")):
+        assert split_done(plan, other) == (plan, []), other
