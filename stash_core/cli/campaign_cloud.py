@@ -106,6 +106,8 @@ def print_plan(plan: Any, budget_usd: float | None) -> None:
         offer = item.offer
         basis = ", ".join(sorted({estimate.basis for estimate in item.todo})) or "-"
         price = f"${offer.usd_per_h:g}/h ({offer.price_date or 'undated'})"
+        if offer.price_region and offer.price_region != offer.region:  # the catalog prices another region
+            price = f"${offer.usd_per_h:g}/h (price of {offer.price_region}, {offer.price_date or 'undated'})"
         print(
             f"  {offer.name:<14} {offer.provider} {offer.region:<12} {price}  {len(item.todo)} to run, "
             f"{len(item.stored)} stored  {_minutes(item.profiles_s)} profiling ({basis}) + "

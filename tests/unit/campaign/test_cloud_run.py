@@ -18,6 +18,7 @@ from stash_core.campaign import cloud_plan, skypilot_task
 from stash_core.campaign.cloud import run_cloud_campaign
 from stash_core.campaign.cloud_plan import plan_cloud
 from stash_core.campaign.plan import CampaignSettings
+from stash_core.catalog import set_instance
 from stash_core.store import ingest_result
 
 
@@ -180,6 +181,18 @@ def test_dry_run_without_skypilot_prints_the_plan_and_the_tasks(capsys, monkeypa
     assert "at catalog prices (prices of 2025-01-01)" in out
     assert out.count("# SkyPilot task of") == 2 and "instance_type: g4dn.xlarge" in out
     assert "not checked by SkyPilot: it is not installed here" in out
+
+
+def test_a_plan_in_another_region_says_whose_price_it_shows(capsys, monkeypatch, tmp_path):
+    """The catalog prices g5.xlarge in us-east-1: in us-west-2 the plan showed that price as the region's."""
+    monkeypatch.setattr(skypilot_task, "skypilot_installed", lambda: False)
+    monkeypatch.setattr(cloud_plan, "predict_steps", lambda settings: steps)
+    db = tmp_path / "c.duckdb"
+    set_instance(db, "g5.xlarge", region="us-east-1")  # the region the catalog's price is of
+    argv = [*CLOUD, "--instances", "g5.xlarge", "--region", "us-west-2", "--dry-run"]
+    result = stash_here(capsys, monkeypatch, *argv, "--db", str(db))
+    assert result.returncode == 0, result.stderr
+    assert "g5.xlarge      aws us-west-2    $1.006/h (price of us-east-1, 2025-01-01)" in result.stdout
 
 
 class StoppedCluster(FakeSky):
