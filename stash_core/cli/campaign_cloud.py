@@ -91,12 +91,12 @@ def _plan(args: argparse.Namespace, models: list[str], settings: Any) -> Any:
     plan = plan_cloud(args.instances, models, args.batch_sizes, args.workers, settings, spot=args.spot,
                       region=args.region, parallel=args.parallel, script=script,
                       script_args=args.script_args)  # fmt: skip
-    print_plan(plan, args.budget_usd)
+    print_plan(plan, args.budget_usd, settings.iterations)
     check_budget(plan, args.budget_usd)
     return plan
 
 
-def print_plan(plan: Any, budget_usd: float | None) -> None:
+def print_plan(plan: Any, budget_usd: float | None, iterations: str | int | None = "auto") -> None:
     """One line per instance type (price and its date, region, what runs, time and cost), the total."""
     from stash_core.campaign import cloud_plan as cp
 
@@ -119,11 +119,15 @@ def print_plan(plan: Any, budget_usd: float | None) -> None:
         f"total: {_minutes(plan.machine_s)} of machine time, ${plan.cost_usd:.2f} at catalog prices (prices "
         f"of {dates}); about {_minutes(plan.wall_s)} with --parallel {plan.parallel}{budget}"
     )
+    cap = (
+        f"; a run of --iterations auto is counted at its cap ({default_of('max_iterations')} iterations or "
+        f"{default_of('max_phase_s'):g} s, stash profile's defaults, which a campaign's profiles keep)"
+        if iterations in (None, "auto")
+        else ""
+    )
     print(
         f"  start-up per instance type (assumed): launch {cp.PROVISION_S / 60:g} min, set-up "
-        f"{cp.SETUP_S / 60:g} min, copy back and teardown {cp.FINISH_S / 60:g} min; a run of --iterations "
-        f"auto is counted at its cap ({default_of('max_iterations')} iterations or "
-        f"{default_of('max_phase_s'):g} s, stash profile's defaults, which a campaign's profiles keep)"
+        f"{cp.SETUP_S / 60:g} min, copy back and teardown {cp.FINISH_S / 60:g} min{cap}"
     )
     for note in plan.notes:
         print(f"  note: {note}")

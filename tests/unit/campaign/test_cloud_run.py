@@ -195,6 +195,15 @@ def test_a_plan_in_another_region_says_whose_price_it_shows(capsys, monkeypatch,
     assert "g5.xlarge      aws us-west-2    $1.006/h (price of us-east-1, 2025-01-01)" in result.stdout
 
 
+def test_the_note_on_iterations_auto_is_made_for_runs_of_iterations_auto_only(capsys, monkeypatch, tmp_path):
+    monkeypatch.setattr(skypilot_task, "skypilot_installed", lambda: False)
+    monkeypatch.setattr(cloud_plan, "predict_steps", lambda settings: steps)
+    argv = [*CLOUD, "--instances", "g5.xlarge", "--dry-run", "--db", str(tmp_path / "c.duckdb")]
+    note = "a run of --iterations auto is counted at its cap"
+    assert note in stash_here(capsys, monkeypatch, *argv).stdout
+    assert note not in stash_here(capsys, monkeypatch, *argv, "--iterations", "500").stdout
+
+
 class StoppedCluster(FakeSky):
     def cancel(self, cluster_name, all=False):  # noqa: A002 - SkyPilot's name
         self.calls.append(("cancel", cluster_name))
