@@ -123,8 +123,8 @@ RUNS = RelationDoc(
         communication | | per communication stall (`interconnect`, `network`): the probes' all-reduce time,
             lower bound, link limit, wire bus bandwidth, exposed time and overlap share (result file
             `breakdown.communication`); NULL without probes
-        source_file | | absolute path of the result file it was ingested from; NULL when ingested from
-            memory
+        source_file | | absolute path of the result file it was ingested from; `upload:NAME` for a file
+            uploaded on the dashboard (NAME as uploaded); NULL when ingested from memory
         ingested_at | UTC | when the row was written
         """
     ),
@@ -314,7 +314,9 @@ SIMULATIONS = RelationDoc(
         preemptions | | jobs preempted (each preemption counted)
         spread_jobs | | jobs that ran in a placement looser than their tightest
         gpu_busy_share | | GPU-seconds held by jobs over cluster GPUs times makespan
-        jct_cdf | | the JCT distribution: list of [seconds, fraction of jobs finished within]
+        jct_cdf | | the JCT distribution: list of [seconds, fraction], at fractions in even steps up to 1, each the
+            shortest JCT within which at least that fraction of jobs finished (the empirical CDF's quantile: on
+            few jobs, neighbouring fractions share a JCT)
         timeline | | queue length and GPU utilisation over time: list of [t_s, queued jobs, busy share]
         stash_version | | Stash version that ran it
         source_file | | result file it was ingested from
