@@ -235,6 +235,7 @@ def script_end(clock: StepClock, rule: StopRule, status: object, gather: bool = 
     if isinstance(status, int) and status != 0:
         raise ScriptFailed(f"the script exited with status {status} {where(clock)}", True)
     if status is not None and not isinstance(status, int):  # sys.exit("message"): status 1
+        print(status, file=sys.stderr)  # as Python writes it at its exit: in the stderr tail too
         message = str(status).splitlines()[0][:300] if str(status).strip() else "(no message)"
         raise ScriptFailed(f"the script exited with status 1 {where(clock)}: {message}")
     if rule.result is not None:  # Stash stopped it, and it exited from its own finally or except

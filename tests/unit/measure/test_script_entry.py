@@ -250,6 +250,8 @@ def test_a_failing_script_is_one_error_line_with_its_last_stderr_lines(tmp_path,
     if case == "raises first":
         assert "loading config" in error["stderr_tail"]
         assert any("ValueError: no config" in line for line in error["stderr_tail"])
+    if case == "exits with a message":  # written to stderr as Python writes it, so kept with the rest
+        assert error["stderr_tail"][-1:] == ["no data folder"]
 
 
 def test_a_cold_run_evicts_each_file_the_scripts_loader_workers_read(tmp_path) -> None:
