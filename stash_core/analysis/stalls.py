@@ -144,8 +144,12 @@ def breakdown(
             )
             terms[name] = {phase: 1}
         elif chain.index(phase) - chain.index(previous) > 1:
-            # A gap in the chain: the difference mixes several stalls, so attribute none of them.
-            parts.append(_part("gap", f"{previous}->{phase}", times[phase].mean_s - times[previous].mean_s))
+            # A gap in the chain: the difference mixes several stalls, so attribute none of them; named as
+            # the stalls it spans where all of them are not separable (as a stored run's remainder says it).
+            spanned = [STALL_OF_PHASE[p] for p in chain[chain.index(previous) + 1 : chain.index(phase) + 1]]
+            apart = all(name in not_separable for name in spanned)
+            named = ("not_separable", " and ".join(spanned)) if apart else ("gap", f"{previous}->{phase}")
+            parts.append(_part(*named, times[phase].mean_s - times[previous].mean_s))
         else:
             ci95_s = _combination_ci95({phase: 1, previous: -1}, times, rounds)
             stalls[name] = _difference(

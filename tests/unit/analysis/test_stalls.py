@@ -76,6 +76,13 @@ def test_not_separable_is_reported_as_such():
     assert result["stalls"]["cpu"]["status"] == "not_separable"
     assert result["stalls"]["cpu"]["seconds"] is None
     assert result["unattributed_s"] == pytest.approx(0.25)
+    # R3 not run: the R1 -> R2 gap spans cpu and disk, both not separable, and is named so (as `stash show`
+    # names a stored run's remainder), not as a gap that mixes stalls
+    parts = result[REMAINDER]["parts"]
+    assert parts == [{"kind": "not_separable", "what": "cpu and disk", "seconds": pytest.approx(0.25)}]
+    gap = breakdown({"R0": PhaseTime(0.2, 0.01), "R2": PhaseTime(0.5, 0.01)}, ["R0", "R1", "R3", "R2"], None,
+                    {"cpu": reason, "disk": reason})  # fmt: skip
+    assert [part["kind"] for part in gap[REMAINDER]["parts"]] == ["gap"]  # it spans the interconnect too
 
 
 def test_chains_and_needed_phases():
