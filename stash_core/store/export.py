@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import tempfile
@@ -42,6 +43,19 @@ EXPORTED = {
     "simulations": "created_at, simulation_id, policy",
     "stall_breakdown": "started_at, run_id",
 }
+
+
+@functools.cache
+def numeric_columns(table: str) -> frozenset[str]:
+    """The columns of an exported table (or view) that hold numbers (integers, doubles): what an upload of
+    it reads as numbers, cell by cell."""
+    with duckdb.connect() as con:  # the schema of a new database, in memory
+        copy_schema(con)
+        rows = con.execute(
+            "SELECT column_name, data_type FROM information_schema.columns WHERE table_name = ?", [table]
+        ).fetchall()
+    kinds = ("INTEGER", "BIGINT", "SMALLINT", "DOUBLE", "FLOAT", "REAL", "DECIMAL", "HUGEINT", "UBIGINT")
+    return frozenset(name for name, kind in rows if str(kind).upper().startswith(kinds))
 
 
 def table_of_row(keys: set[str]) -> str | None:

@@ -20,7 +20,7 @@ from stash_core.views.breakdown import add_run_labels
 from stash_core.views.upload_conflicts import stored_verdict, upload_conflict
 from stash_core.views.upload_exports import assemble_exports
 from stash_core.views.upload_exports import reason as _reason
-from stash_core.views.upload_files import read_csv, read_parquet_bounded
+from stash_core.views.upload_files import numbers_read, read_csv, read_parquet_bounded
 
 # ---------------------------------------------------------------------------------------------------------
 # Upload
@@ -207,6 +207,10 @@ def _check_table(name: str, frame: pd.DataFrame) -> UploadCheck:
     if table is None:
         return UploadCheck(name, False, "not a Stash export: its columns match none of the store's tables",
                            kind="unknown")  # fmt: skip
+    try:
+        frame = numbers_read(table, frame)
+    except UsageError as exc:
+        return UploadCheck(name, False, f"{table} table: {exc}", kind=f"export:{table}")
     check = UploadCheck(
         name, True, f"{table} table, {len(frame)} row(s)", kind=f"export:{table}", frame=frame
     )

@@ -1,5 +1,6 @@
 """The Upload page's reading of an exported table's bytes: a CSV as `stash export` wrote it, a Parquet file
-only where its footer says it stays within what the dashboard's process may hold."""
+only where its footer says it stays within what the dashboard's process may hold, and a table's number
+columns read as numbers cell by cell."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import io
 import pandas as pd
 
 from stash_core.errors import UsageError
-from stash_core.terminal import formula_unquoted
+from stash_core.terminal import clipped, formula_unquoted, one_line
 
 
 def read_csv(data: bytes) -> pd.DataFrame:
@@ -41,3 +42,29 @@ def read_parquet_bounded(data: bytes) -> pd.DataFrame:
             "read here (`stash ingest` takes result files of any size)"
         )
     return pd.read_parquet(io.BytesIO(data))
+
+
+def numbers_read(table: str, frame: pd.DataFrame) -> pd.DataFrame:
+    """`frame` with the table's number columns as numbers; UsageError naming the first cell that is not one
+    (its row, as a CSV's line, and its run): one edited cell made the whole column text, and the refusal
+    then quoted another run's valid value."""
+    from stash_core.store.export import numeric_columns
+
+    frame = frame.copy()
+    for column in sorted(numeric_columns(table) & set(frame.columns)):
+        cells = frame[column]
+        if pd.api.types.is_numeric_dtype(cells):
+            continue
+        numbers = pd.to_numeric(cells, errors="coerce")
+        bad = cells.notna() & numbers.isna() & ~cells.astype(str).str.strip().str.lower().isin(_NOT_A_NUMBER)
+        if bad.any():
+            row = int(bad.to_numpy().nonzero()[0][0])
+            run = frame["run_id"].iloc[row] if "run_id" in frame.columns else None
+            of_run = f" (run {one_line(run)})" if isinstance(run, str) else ""
+            value = clipped(one_line(cells.iloc[row]), quoted=True)
+            raise UsageError(f"row {row + 1}{of_run}: {column} {value} is not a number")
+        frame[column] = numbers
+    return frame
+
+
+_NOT_A_NUMBER = {"nan", "inf", "-inf", "+inf", "infinity", "-infinity"}  # read as numbers, checked later

@@ -183,3 +183,29 @@ def test_two_exports_that_disagree_on_a_run_store_neither(tmp_path):
     assert any("runs tables give run_id" in check.reason and "with other iteration_s" in check.reason
                for check in report.checks)  # fmt: skip
     assert views.upload.store_uploads(tmp_path / "b.duckdb", report) == []
+
+
+def test_an_edited_number_cell_of_a_csv_export_is_named_by_its_row_and_run(tmp_path):
+    """One cell "abc" made the whole column text, and the refusal quoted another run's valid value as
+    'breakdown.iteration_s must be a number, got 0.67'."""
+    first = json.loads(_file(1))
+    second = result_doc("resnet18", run_id="20261122T090000Z-eeee0007", started_at=datetime(2026, 11, 22, 9,
+                        tzinfo=UTC), seed=2)  # fmt: skip
+    store.ingest_result(tmp_path / "a.duckdb", first)
+    files = _exported(tmp_path, second, "csv")
+    edited = []
+    for name, data in files:
+        if name == "runs.csv":
+            rows = list(csv.DictReader(io.StringIO(data.decode())))
+            rows[1]["iteration_s"] = "abc"
+            out = io.StringIO()
+            writer = csv.DictWriter(out, fieldnames=list(rows[0]))
+            writer.writeheader()
+            writer.writerows(rows)
+            data = out.getvalue().encode()
+        edited.append((name, data))
+    report = views.upload.check_uploads(tmp_path / "b.duckdb", edited)
+    runs = next(check for check in report.checks if check.name == "runs.csv")
+    assert not runs.ok and runs.reason == (
+        "runs table: row 2 (run 20261122T090000Z-eeee0007): iteration_s 'abc' is not a number"
+    )
