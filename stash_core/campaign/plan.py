@@ -212,10 +212,14 @@ def completed_keys(db_path: Path | str) -> dict[tuple, list[dict[str, Any]]]:
 
 def mislabelled_runs(db_path: Path | str, rows: Any) -> set[str]:
     """The run ids of `rows` (run_id, instance) whose machine contradicts their instance label, unconfirmed:
-    they stand for no measurement of that instance (catalog/labels.py), so a campaign measures it again."""
+    they stand for no measurement of that instance (catalog/labels.py), so a campaign measures it again.
+    A cloud campaign's run is not among them: Stash labelled it as the instance type it rented, and renting
+    that type again would give the same machine."""
     from stash_core.catalog import get_instance, stored_label_checks
 
     labelled = rows.dropna(subset=["instance"])
+    if "cloud_instance" in labelled.columns:  # a cloud campaign's run: labelled by Stash as what it rented
+        labelled = labelled[labelled["cloud_instance"].astype(str) != labelled["instance"].astype(str)]
     if labelled.empty:
         return set()
     catalog = {label: get_instance(db_path, label) for label in set(labelled["instance"].astype(str))}

@@ -182,7 +182,8 @@ def profiled_iteration_s(db_path: Path | str) -> dict[str, float]:
 
 
 def completed_configurations(db_path: Path | str) -> pd.DataFrame:
-    """run_id, model, batch_size, workers_per_node, nodes, instance of every completed run; for a
+    """run_id, model, batch_size, workers_per_node, nodes, instance of every completed run (cloud_instance:
+    the instance type a cloud campaign rented for it, else null); for a
     script's run also the script's sha256 and its arguments (a JSON list), null otherwise; a model file's
     run the sha256 of the file it ran; and what else
     decides what it measured: its device, input shape, classes and stalls (JSON lists as text)."""
@@ -190,7 +191,7 @@ def completed_configurations(db_path: Path | str) -> pd.DataFrame:
         db_path,
         "SELECT DISTINCT run_id, model, batch_size, workers_per_node, nodes, instance, "
         "spec->>'script_sha256' AS script_sha256, CAST(spec->'script_args' AS VARCHAR) AS script_args, "
-        "spec->>'model_sha256' AS model_sha256, "
+        "spec->>'model_sha256' AS model_sha256, spec->'cloud'->>'instance_type' AS cloud_instance, "
         "device, CAST(spec->'input_shape' AS VARCHAR) AS input_shape, spec->>'num_classes' AS num_classes, "
         "CAST(spec->'stalls' AS VARCHAR) AS stalls "
         "FROM runs WHERE status = 'completed' AND model IS NOT NULL",

@@ -309,6 +309,16 @@ def test_a_run_whose_machine_contradicts_its_label_is_not_a_stored_measurement_o
     assert split_done(plan, settings) == ([], plan)
 
 
+def test_a_cloud_campaigns_run_counts_for_the_instance_type_it_rented(tmp_path):
+    """Stash labelled it as what it rented: another rental of the type would give the same machine."""
+    settings = CampaignSettings(db_path=tmp_path / "c.duckdb")
+    plan = plan_campaign(["resnet10"], [8], [1], [1], instance="g5.xlarge")
+    doc = result_doc("resnet10", batch_size=8, workers=1, nodes=1, instance="g5.xlarge")
+    doc["spec"]["cloud"] = {"provider": "aws", "region": "us-east-1", "instance_type": "g5.xlarge"}
+    ingest_result(settings.db_path, doc)
+    assert split_done(plan, settings) == ([], plan)
+
+
 def test_a_profiles_warning_is_said_in_the_campaigns_lines(tmp_path):
     settings = CampaignSettings(db_path=tmp_path / "c.duckdb")
     plan = plan_campaign(["resnet10"], [8], [1], [1], instance="lab")
