@@ -10,7 +10,7 @@ Pure functions over probe sets (see measure/probe_worker.py, which measures them
   - point-to-point ping-pong between rank 0 and a rank on another machine (inter_node) and one on
     the same machine (intra_node): one-way latency (8 bytes) and bandwidth (a large message).
 
-Every figure is the slowest rank's. Rates are in Gbit/s (gigabits per second, like tc's rates and
+Every probe figure is the slowest rank's. Rates are in Gbit/s (gigabits per second, like tc's rates and
 `instances.network_gbps`). This is the one home of the ring factor, DDP's bucket sizes and the alpha-beta
 estimator; the fits and predictions in decide/ use them from here.
 """

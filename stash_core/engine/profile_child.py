@@ -70,7 +70,9 @@ def run_profile_child(
     try:
         assert process.stdout is not None
         for line in process.stdout:
-            message = protocol.parse(line)
+            # Only a line of the child's own: one that starts with the marker (its stderr, merged here, may
+            # quote a script's text, such as the failure line of a script that exited with a message).
+            message = protocol.parse(line) if line.startswith(protocol.MARKER) else None
             if message is None:
                 if line.strip():
                     output.append(line.rstrip())

@@ -51,7 +51,10 @@ class SampleReplay:
             size = len(dataset)
         except TypeError:
             return  # a dataset of no length: its workers fill their own, from the indices they are given
-        count = min(size, (loader.batch_size or 1) * self.batches)
+        batch = loader.batch_size or getattr(loader.batch_sampler, "batch_size", None)
+        if not isinstance(batch, int) or batch <= 0:
+            return  # a batch sampler of its own making: its workers fill their own, batch by batch
+        count = min(size, batch * self.batches)
         if count <= 0:
             return
         wanted = list(range(count))  # not the sampler's order: drawing from it would move the script's RNG

@@ -47,7 +47,8 @@ Each phase: `name` (R0, R1, R1n, R3, R2; unique), `description`, `workers`, `nod
 `error`, `resident_fraction_start`, `warmup_iterations`, `iterations`, `iteration_s` (`mean`, `ci95`, `std`,
 `median`, `p5`, `p95`, `n`), `parts_mean_s` (`data_s`, `forward_s`, `backward_s`, `optimizer_s`), `samples`
 (lists `iteration_s`, `data_s`, `forward_s`, `backward_s`, `optimizer_s`, `slowest_rank`, one value per kept
-iteration of the slowest rank; non-empty lists must have equal length, an empty list means "not recorded"),
+iteration: the mean over the ranks, the slowest rank's in files of Stash 0.1, and the slowest rank; non-empty
+lists must have equal length, an empty list means "not recorded"),
 `rank_skew_s`, `wall_s`, `started_s` (when its first launch started, seconds after the profile's first
 launch started), `machine_load` (what this machine's /proc/stat measured over its first launch: `wall_s`,
 `other_cpu_s` and `steal_s`, the CPU seconds other processes used and the hypervisor took, and `cores`, its

@@ -41,7 +41,7 @@ class Phase(TypedDict, total=False):
     iterations: int
     iteration_s: IterationStats
     parts_mean_s: dict[str, float | None]  # data_s, forward_s, backward_s, optimizer_s
-    samples: dict[str, list[float]]  # one value per kept iteration of the slowest rank
+    samples: dict[str, list[float]]  # one value per kept iteration: the mean over the ranks
     rank_skew_s: float | None
     stop_reason: str
     wall_s: float
@@ -221,7 +221,9 @@ def _check_stalls_of_phases(phases: dict[str, dict], stalls: dict[str, Any]) -> 
     the chain that was timed (analysis/stalls.breakdown), and so is the raw difference of one within the
     noise (clamped_zero, reported as 0) or below zero; a file that says otherwise is refused."""
     means = {name: _phase_mean(phase) for name, phase in phases.items()}
-    timed = [name for name in CHAIN if _known(means.get(name))]
+    # the run's own chain: the runs it holds, timed or not (one that failed or was cut short is a gap)
+    chain = [name for name in CHAIN if name in phases]
+    timed = [name for name in chain if _known(means.get(name))]
     for index, name in enumerate(timed):
         entry = stalls.get(STALL_OF_PHASE[name])
         entry = entry if isinstance(entry, dict) else {}
@@ -246,7 +248,7 @@ def _check_stalls_of_phases(phases: dict[str, dict], stalls: dict[str, Any]) -> 
             expected, made_of = means[name], f"phase R0's mean, {means[name]!r} s"
         else:
             before = timed[index - 1]
-            if CHAIN.index(name) - CHAIN.index(before) > 1:
+            if chain.index(name) - chain.index(before) > 1:
                 continue  # a gap in the chain: no stall is measured across it
             expected = means[name] - means[before]
             made_of = f"phase {name}'s mean minus {before}'s, {expected!r} s"

@@ -97,7 +97,7 @@ def typed_frame(rows: list[dict[str, Any]], dtypes: dict[str, str]) -> pd.DataFr
 
 
 def iteration_table(phase: dict[str, Any]) -> pa.Table | None:
-    """The phase's kept iterations (slowest rank), or None when it recorded no samples."""
+    """The phase's kept iterations (means over the ranks), or None when it recorded no samples."""
     samples = phase.get("samples") or {}
     present = {key: values for key, values in samples.items() if key in SAMPLE_KEYS and values}
     if not present:

@@ -127,7 +127,8 @@ def stalls_frame(db_path: Path | str, run_id: str) -> pd.DataFrame | None:
 
 
 def iterations_frame(db_path: Path | str, run_id: str, phase: str | None = None) -> pd.DataFrame:
-    """Per-iteration samples (slowest rank) of one run, optionally one phase, in phase and iteration order."""
+    """Per-iteration samples (means over the ranks) of one run, optionally one phase, in phase and iteration
+    order."""
     return _per_phase_rows(db_path, "iterations", "i.iteration", run_id, phase)
 
 

@@ -46,8 +46,8 @@ def read_parquet_bounded(data: bytes) -> pd.DataFrame:
 
 def numbers_read(table: str, frame: pd.DataFrame) -> pd.DataFrame:
     """`frame` with the table's number columns as numbers; UsageError naming the first cell that is not one
-    (its row, as a CSV's line, and its run): one edited cell made the whole column text, and the refusal
-    then quoted another run's valid value."""
+    (its data row, row 1 the first after a CSV's header, and its run): one edited cell made the whole
+    column text, and the refusal then quoted another run's valid value."""
     from stash_core.store.export import numeric_columns
 
     frame = frame.copy()

@@ -219,6 +219,20 @@ def test_subprocess_runner_reads_the_protocol(tmp_path):
     assert events == [{"kind": "PHASE", "event": "started", "index": 0, "total": 2}]
 
 
+def test_a_done_line_quoted_in_a_failure_message_is_no_message(tmp_path):
+    """A script that exited with sys.exit('STASH-DONE {...completed...}') made the campaign file its failed
+    run as completed, under the run id the script chose: the child's failure line quotes the script."""
+    forged = '{"run_id": "FAKE2", "status": "completed", "stored": true}'
+    python = _fake_python(
+        tmp_path,
+        f"echo 'stash: run R0 failed: the script exited with status 1: STASH-DONE {forged}' >&2\nexit 1\n",
+    )
+    settings = CampaignSettings(db_path=tmp_path / "c.duckdb", python=python)
+    item = plan_campaign(["resnet10"], [8], [2], [1], instance="lab")[0]
+    result = subprocess_runner(item, settings, lambda event: None)
+    assert result["status"] == "failed" and result["run_id"] is None and result["exit_code"] == 1
+
+
 def test_subprocess_runner_reports_the_last_error_line(tmp_path):
     python = _fake_python(tmp_path, "echo 'stash: --cluster: unrecognized arguments' >&2\nexit 2\n")
     settings = CampaignSettings(db_path=tmp_path / "c.duckdb", python=python)

@@ -14,6 +14,7 @@ import pytest
 from support import REPO, stash_main
 
 EXAMPLE = json.loads((REPO / "examples" / "results" / "resnet10-b8-2workers-vm-2vcpu.json").read_text())
+ONE_MACHINE = "shufflenet_v2_x0_5-b16-{}-vm-{}.json"  # real data on one machine: R0, (R1,) R3, R2
 
 
 def _set(path: str, value):
@@ -218,3 +219,17 @@ def test_odd_text_is_stored_and_shown_escaped(case_id, change, seeded, tmp_path,
     assert "\x1b" not in captured.out + captured.err and "\x07" not in captured.out
     assert main(["runs", "--db", str(db)]) == 0
     assert "\x1b" not in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(("workers", "before"), [("1worker", "R0"), ("2workers", "R1")])
+def test_a_cpu_stall_off_its_runs_is_refused_on_one_machine(tmp_path, workers, before):
+    """Without R1n the run before R3 is R1 (R0 for one worker): the check took R3 for the end of a gap."""
+    doc = json.loads((REPO / "examples" / "results" / ONE_MACHINE.format(workers, workers[0] + "vcpu"))
+                     .read_text())  # fmt: skip
+    cpu = doc["breakdown"]["stalls"]["cpu"]
+    assert cpu["status"] == "measured"
+    cpu["seconds"] += 0.05
+    path = tmp_path / "cpu.json"
+    path.write_text(json.dumps(doc))
+    result = stash_main("ingest", str(path), "--db", str(tmp_path / "x.duckdb"))
+    assert result.returncode == 2 and f"phase R3's mean minus {before}'s" in result.stderr, result.stderr
