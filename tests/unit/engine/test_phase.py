@@ -35,13 +35,18 @@ def test_reads_of_images_that_could_not_be_decoded_in_the_run_are_said() -> None
         assert warnings == []
 
 
-def test_a_data_file_gone_before_the_cold_run_fails_that_run(tmp_path: Path, monkeypatch) -> None:
-    kept, gone = tmp_path / "a.jpg", tmp_path / "b.jpg"
+def _cold_run_with_a_file_gone(tmp_path: Path, monkeypatch, gone_name: str) -> tuple[dict, Path]:
+    """R2 of a data set whose file `gone_name` is gone before it: (its record, the gone file's path)."""
+    kept, gone = tmp_path / "a.jpg", tmp_path / gone_name
     kept.write_bytes(b"x" * 100)
     monkeypatch.setattr(phase, "run_workers", lambda *args, **kwargs: pytest_fail())
     data = DataSetup(root=tmp_path, files=[kept, gone], total_bytes=200, images=2, classes=1)
     spec = ProfileSpec(model="resnet18", batch_size=1, dataset=str(tmp_path))
-    record = phase.run_phase(PhasePlan("R2", 1, 1, "cold"), spec, data, Reporter(), [])
+    return phase.run_phase(PhasePlan("R2", 1, 1, "cold"), spec, data, Reporter(), []), gone
+
+
+def test_a_data_file_gone_before_the_cold_run_fails_that_run(tmp_path: Path, monkeypatch) -> None:
+    record, gone = _cold_run_with_a_file_gone(tmp_path, monkeypatch, "b.jpg")
     assert record["status"] == "failed" and not record.get("usage_error")
     assert record["error"].startswith("the data set changed during the profile: cannot open data file")
     assert str(gone) in record["error"]
@@ -52,10 +57,5 @@ def pytest_fail():
 
 
 def test_a_gone_data_file_whose_name_holds_a_newline_is_named_on_one_line(tmp_path: Path, monkeypatch):
-    kept, gone = tmp_path / "a.jpg", tmp_path / "b\nR3: 0.0010 s forged.jpg"
-    kept.write_bytes(b"x" * 100)
-    monkeypatch.setattr(phase, "run_workers", lambda *args, **kwargs: pytest_fail())
-    data = DataSetup(root=tmp_path, files=[kept, gone], total_bytes=200, images=2, classes=1)
-    spec = ProfileSpec(model="resnet18", batch_size=1, dataset=str(tmp_path))
-    record = phase.run_phase(PhasePlan("R2", 1, 1, "cold"), spec, data, Reporter(), [])
+    record, _ = _cold_run_with_a_file_gone(tmp_path, monkeypatch, "b\nR3: 0.0010 s forged.jpg")
     assert "\n" not in record["error"] and "b\\nR3: 0.0010 s forged.jpg" in record["error"]
