@@ -210,8 +210,10 @@ Path(sys.argv[1]).write_text("compiler loaded" if loaded else "compiler not load
 @pytest.mark.parametrize(("mode", "note"), [("eager", "compiler not loaded"), ("compile", "compiler loaded")])
 def test_on_the_cpu_the_compiler_is_imported_only_by_a_script_that_compiles(tmp_path, mode, note) -> None:
     noted = tmp_path / "note.txt"
-    status, messages, stderr = run_entry(tmp_path, COMPILER_NOTE, [str(noted), mode])
-    assert status == 0, stderr
+    # torch.compile's first step imports the compiler: on a loaded 2-core machine past the 30 s others allow
+    status, messages, stderr = run_entry(tmp_path, COMPILER_NOTE, [str(noted), mode], timeout_s=180,
+                                         start_timeout_s=120.0)  # fmt: skip
+    assert status == 0, (stderr, messages.get("ERROR"))
     assert messages["RESULT"]["stop_reason"] == "script_ended"
     assert noted.read_text() == note
 
