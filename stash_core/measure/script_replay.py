@@ -57,10 +57,8 @@ class SampleReplay:
         count = min(size, batch * self.batches)
         if count <= 0:
             return
-        wanted = list(range(count))  # not the sampler's order: drawing from it would move the script's RNG
-        getitems = getattr(dataset, "__getitems__", None) if loader._auto_collation else None
-        samples = list(getitems(wanted)) if getitems else [dataset[index] for index in wanted]
-        self.cache[id(dataset)] = (dataset, samples, [0])
+        # not the sampler's order: drawing from it would move the script's RNG
+        self.keep(dataset, list(range(count)), loader._auto_collation)
 
     def fill(self, fetcher, first_index) -> tuple[object, list, list[int]]:
         dataset = fetcher.dataset
@@ -75,7 +73,11 @@ class SampleReplay:
             if size
             else first
         )
-        getitems = getattr(dataset, "__getitems__", None) if fetcher.auto_collation else None
+        return self.keep(dataset, wanted, fetcher.auto_collation)
+
+    def keep(self, dataset, wanted: list[int], batched: bool) -> tuple[object, list, list[int]]:
+        """Read the samples at `wanted` (in one __getitems__ where a batched dataset has it) and keep them."""
+        getitems = getattr(dataset, "__getitems__", None) if batched else None
         samples = list(getitems(wanted)) if getitems else [dataset[index] for index in wanted]
         entry = (dataset, samples, [0])
         self.cache[id(dataset)] = entry

@@ -17,7 +17,13 @@ import torch
 import torch.distributed as dist
 
 from stash_core.analysis.stats import converged, mser_truncation
-from stash_core.measure.rank_sync import MIN_WARMUP_ITERATIONS, agree, all_reduce_max, report_progress
+from stash_core.measure.rank_sync import (
+    MIN_WARMUP_ITERATIONS,
+    agree,
+    all_reduce_max,
+    by_step,
+    report_progress,
+)
 from stash_core.measure.script_hooks import PARTS, StepClock
 from stash_core.measure.worker_job import WorkerJob
 
@@ -129,20 +135,18 @@ def summarise(job: WorkerJob, clock: StepClock, step_s: list[float], reason: str
     else:
         per_rank, hosts = local.unsqueeze(0), [host]
         forward_seen, closure_seen = clock.forward_seen, clock.closure_seen
-    iteration_by_rank = per_rank[:, 0, :]
-    slowest_rank = iteration_by_rank.argmax(dim=0)
+    steps = by_step(per_rank)  # the job's step and its parts, the slowest rank and the skew of each step
     warmup = min(count, MIN_WARMUP_ITERATIONS + mser_truncation(step_s[MIN_WARMUP_ITERATIONS:]))
-    skew = (iteration_by_rank.max(dim=0).values - iteration_by_rank.min(dim=0).values).tolist()
-    step_means = per_rank.mean(dim=0)  # (5, iterations): the job's step and its parts
+    skew = steps["skew_s"]
     kept = per_rank[:, :, warmup:]
     means = kept.mean(dim=2) if count > warmup else torch.full((len(hosts), len(rows)), float("nan"))
     parts, split = (PARTS[:3], CLOSURE_SPLIT) if closure_seen else (PARTS, SPLIT)
     if not forward_seen:
         parts, split = PARTS[:1], NO_SPLIT  # iteration and data wait only
     samples = {"iteration_s": step_s[warmup:]}
-    for index, part in enumerate(parts, start=1):
-        samples[part] = step_means[index].tolist()[warmup:]
-    samples["slowest_rank"] = slowest_rank.tolist()[warmup:] if len(hosts) > 1 else [0] * (count - warmup)
+    for part in parts:
+        samples[part] = steps[part][warmup:]
+    samples["slowest_rank"] = steps["slowest_rank"][warmup:] if len(hosts) > 1 else [0] * (count - warmup)
     return {
         "phase": job["phase"],
         "world_size": world_size,

@@ -192,7 +192,7 @@ def _check_consistent(doc: dict[str, Any], breakdown: dict[str, Any]) -> None:
         return
     reference = breakdown.get("reference_phase")
     known = isinstance(reference, str) and reference in phases
-    mean = (phases[reference].get("iteration_s") or {}).get("mean") if known else None
+    mean = _phase_mean(phases[reference]) if known else None
     if _known(mean) and not _close(iteration_s, mean):
         raise UsageError(
             f"result file: breakdown.iteration_s is {iteration_s!r}, but its reference phase {reference} "
@@ -233,13 +233,10 @@ def _check_stalls_of_phases(phases: dict[str, dict], stalls: dict[str, Any]) -> 
                 f"result file: stall {STALL_OF_PHASE[name]} is within the noise (clamped_zero), reported as "
                 f"0, but its seconds are {entry['seconds']!r}"
             )
-        figures = [(key, entry.get(key)) for key in ("seconds", "raw_s") if _known(entry.get(key))]
-        if status == "measured":
-            pass
-        elif status in ("clamped_zero", "negative"):
-            figures = [(key, value) for key, value in figures if key == "raw_s"]
-        else:
+        if status not in ("measured", "clamped_zero", "negative"):
             continue
+        keys = ("seconds", "raw_s") if status == "measured" else ("raw_s",)  # else seconds are 0 or raw
+        figures = [(key, entry[key]) for key in keys if _known(entry.get(key))]
         if not figures:
             continue
         if index == 0:
