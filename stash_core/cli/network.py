@@ -15,6 +15,7 @@ import json
 import sys
 from pathlib import Path
 
+from stash_core import __version__
 from stash_core.cli.args import Number, count, duration_text, identifier, positive_real, rate_text, size_text
 from stash_core.cli.probe_store import store_probe
 from stash_core.errors import UsageError
@@ -163,7 +164,7 @@ def cmd_remote(args) -> int:
         print(json.dumps(info, indent=2, sort_keys=True))
         return 0
     print(format_remote_info(str(target), info))
-    return 0 if info.get("stash_version") and info.get("torch_version") else 1
+    return 0 if info.get("stash_version") == __version__ and info.get("torch_version") else 1
 
 
 def format_remote_info(host: str, info: dict) -> str:
@@ -180,11 +181,19 @@ def _remote_lines(host: str, info: dict) -> str:
             f"host      {host} ({info.get('hostname')})",
             f"python    {info.get('python_version')} ({info.get('python_executable')})",
             f"torch     {torch_text}",
-            f"stash     {info.get('stash_version') or 'not installed'}",
+            f"stash     {_stash_text(info.get('stash_version'))}",
             f"cpus      {info.get('cpu_count')}",
             f"gpus      {len(gpus)}: {gpu_text}",
         ]
     )
+
+
+def _stash_text(version: str | None) -> str:
+    if not version:
+        return "not installed"
+    if version != __version__:
+        return f"{version} (this machine runs {__version__}: a profile needs the same version on every host)"
+    return version
 
 
 # ---------------------------------------------------------------- cluster

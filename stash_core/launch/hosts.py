@@ -13,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from stash_core import PACKAGE_PARENT
+from stash_core import PACKAGE_PARENT, __version__
 from stash_core.errors import MeasurementError, UsageError
 from stash_core.launch import cluster
 from stash_core.launch.cluster.gone import gone_reason, no_state_message, require_present
@@ -21,6 +21,7 @@ from stash_core.launch.cluster.names import DEFAULT_NAME, check_name, cluster_op
 from stash_core.launch.cluster.state import resolve
 from stash_core.launch.ssh import SshTarget, parse_target, remote_check, validate_user
 from stash_core.spec import COMM_TIMEOUT_S, ProfileSpec
+from stash_core.terminal import clipped, one_line
 
 DEFAULT_REMOTE_PYTHON = "python3"
 DEFAULT_COMM_TIMEOUT_S = 60
@@ -256,6 +257,12 @@ def check_hosts(remote: RemoteHosts, timeout_s: float = HOST_CHECK_TIMEOUT_S) ->
             raise UsageError(
                 f"Stash not installed on {target.host} ({remote.python} cannot import stash_core)"
             )
+        if info["stash_version"] != __version__:
+            # its workers would speak another version's protocol: refused before any run, not failed in one
+            raise UsageError(
+                f"{target.host} runs Stash {one_line(clipped(info['stash_version']))} and this is "
+                f"Stash {__version__}: install this version there"
+            )
         return {"host": target.host, **info}
 
     with ThreadPoolExecutor(max_workers=len(remote.targets)) as pool:
@@ -266,7 +273,7 @@ def check_hosts(remote: RemoteHosts, timeout_s: float = HOST_CHECK_TIMEOUT_S) ->
 def version_warnings(infos: list[dict]) -> list[str]:
     """Differences between hosts that could make their runs not comparable."""
     warnings = []
-    for key, what in (("stash_version", "Stash"), ("torch_version", "torch"), ("python_version", "Python")):
+    for key, what in (("torch_version", "torch"), ("python_version", "Python")):
         values = {info.get(key) for info in infos}
         if len(values) > 1:
             found = ", ".join(f"{info['host']}: {info.get(key)}" for info in infos)

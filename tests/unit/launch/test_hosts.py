@@ -87,3 +87,22 @@ def test_the_machines_are_recorded_as_given_two_on_one_address_told_apart():
     remote = hosts.hosts_from_names(["root@127.0.0.1:22922", "127.0.0.1:22923", "[::1]:2200"], "alice", None,
                                     "python3", None, None, 29500, 60)  # fmt: skip
     assert remote.host_texts == ["root@127.0.0.1:22922", "alice@127.0.0.1:22923", "alice@[::1]:2200"]
+
+
+def _host_info(stash_version: str) -> dict:
+    return {"torch_version": "2.13.0", "python_version": "3.11.2", "stash_version": stash_version}
+
+
+def test_a_host_with_another_stash_version_is_refused_before_any_run(monkeypatch):
+    """Its workers would print another version's protocol lines: the run failed as 'printed no result'."""
+    from stash_core import __version__
+
+    versions = {"10.0.0.1": __version__, "10.0.0.2": "0.1.0\x1b[31m"}
+    monkeypatch.setattr(hosts, "remote_check", lambda target, **_: _host_info(versions[target.host]))
+    remote = hosts.hosts_from_names(list(versions), None, None, "python3", None, None, 29500, 60)
+    with pytest.raises(hosts.UsageError) as refused:
+        hosts.check_hosts(remote)
+    assert str(refused.value) == f"10.0.0.2 runs Stash 0.1.0\\x1b[31m and this is Stash {__version__}: " \
+        "install this version there"
+    versions["10.0.0.2"] = __version__
+    assert [info["host"] for info in hosts.check_hosts(remote)] == ["10.0.0.1", "10.0.0.2"]

@@ -38,3 +38,16 @@ def test_what_a_host_sends_is_printed_as_text():
     text = format_remote_info("10.0.0.1", info)
     assert "\x1b" not in text and "\x07" not in text
     assert "evil\\x1b[31mRED\\x1b]0;title\\x07" in text and "GPU\\x1b[5m" in text
+
+
+def test_a_host_with_another_stash_version_is_told_so():
+    """A profile refuses such a host; the check said nothing of it and exited 0."""
+    from stash_core import __version__
+    from stash_core.cli.network import format_remote_info
+
+    info = {"hostname": "n1", "python_version": "3.11", "python_executable": "/x", "torch_version": "2.13",
+            "stash_version": "0.1.0", "cpu_count": 2, "gpus": []}  # fmt: skip
+    told = f"stash     0.1.0 (this machine runs {__version__}: a profile needs the same version on every " \
+        "host)"
+    assert told in format_remote_info("n1", info).splitlines()
+    assert f"stash     {__version__}" in format_remote_info("n1", {**info, "stash_version": __version__})
