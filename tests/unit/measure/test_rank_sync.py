@@ -33,3 +33,47 @@ def test_ranks_whose_steps_alternate_give_the_job_their_common_mean_not_the_slow
 def test_one_rank_agrees_with_itself():
     assert agree([0.1, 0.2], True, torch.device("cpu")) == ([0.1, 0.2], True)
     assert by_step(_gathered([[0.1, 0.3]]))["iteration_s"] == pytest.approx([0.1, 0.3])
+
+
+def _two_rank_sync(rank: int, store_path: str, results) -> None:
+    import torch.distributed as dist
+
+    from stash_core.measure.rank_sync import gathered_steps
+    from stash_core.measure.timed_loop import StepTimes
+
+    dist.init_process_group("gloo", init_method=f"file://{store_path}", rank=rank, world_size=2)
+    try:
+        own_s = [[10e-3, 12e-3], [12e-3, 10e-3]][rank]
+        agreed = agree(own_s, rank == 1, torch.device("cpu"))
+        times = StepTimes()
+        times.iteration_s.extend(own_s)
+        for part in PARTS:
+            getattr(times, part).extend(value / len(PARTS) for value in own_s)
+        per_rank, steps = gathered_steps(times, 2, torch.device("cpu"))
+        results[rank] = (agreed, per_rank.shape, steps["iteration_s"], steps["slowest_rank"])
+    finally:
+        dist.destroy_process_group()
+
+
+def test_two_ranks_agree_on_each_steps_mean_and_on_a_flag_either_raised(tmp_path):
+    """The collective path (a SUM over the ranks divided by the world size, a flag any rank raised), run by
+    two gloo ranks: only a launch exercised it before."""
+    import torch.multiprocessing as mp
+
+    context = mp.get_context("spawn")
+    results = context.Manager().dict()
+    ranks = [context.Process(target=_two_rank_sync, args=(rank, str(tmp_path / "store"), results))
+             for rank in range(2)]  # fmt: skip
+    for process in ranks:
+        process.start()
+    for process in ranks:
+        process.join(timeout=60)
+        if process.is_alive():
+            process.kill()
+            process.join()
+    assert sorted(results) == [0, 1]
+    for rank in range(2):
+        (agreed_s, raised), shape, iteration_s, slowest = results[rank]
+        assert agreed_s == pytest.approx([11e-3, 11e-3]) and raised is True
+        assert tuple(shape) == (2, 1 + len(PARTS), 2)
+        assert iteration_s == pytest.approx([11e-3, 11e-3]) and slowest == [1, 0]
