@@ -63,9 +63,7 @@ def stall_points(report: FitReport, stall: str, group: dict[str, Any]) -> pd.Dat
     """The measured points of one group, with the best fit's held-out predictions and residuals, in ms.
 
     Without a best fit, one row per run (its held-out columns from whichever fit came first)."""
-    residuals = report.residuals()
-    label = report.models_for(stall, group)[0].group_label
-    points = residuals[(residuals["stall"] == stall) & (residuals["group"] == label)]
+    points = report.residuals(stall, group)
     best = report.best(stall, group)
     shown = points[points["fit"] == best.name] if best is not None else points.drop_duplicates("run_id")
     return shown.assign(

@@ -6,6 +6,7 @@ The link's alpha and beta come from the user, the probes of the configuration, o
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -62,10 +63,11 @@ def _matching_probes(
 
 def comm_s(frame: pd.DataFrame, link: LinkParameters) -> np.ndarray:
     """The wire time of every point's gradient all-reduce on `link`."""
+    grad_bytes, world_size = frame["grad_bytes"].to_numpy(dtype=float), frame["world_size"].to_numpy()
     return np.array(
         [
-            allreduce_time_s(float(row.grad_bytes), int(row.world_size), link.alpha_s, link.beta_s_per_byte)
-            for row in frame.itertuples(index=False)
+            allreduce_time_s(float(size), int(world), link.alpha_s, link.beta_s_per_byte)
+            for size, world in zip(grad_bytes, world_size, strict=True)
         ]
     )
 
@@ -102,5 +104,5 @@ def alpha_beta_stall_model(
         note="; ".join(notes),
         link=link,
         scale=scale,
-        residuals=residual_frame(stall, group, ALPHA_BETA, frame, fitted, heldout, wire_s=comm),
+        residuals_of=partial(residual_frame, stall, group, ALPHA_BETA, frame, fitted, heldout, wire_s=comm),
     )

@@ -10,6 +10,7 @@ A configuration's groups that differ only in link bandwidth form one set. Over s
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -90,14 +91,18 @@ def _alpha_beta_lobo(pooled: pd.DataFrame, member: np.ndarray) -> float | None:
 
 def _pooled_models(stall: str, usable: list[Member], pooled: pd.DataFrame) -> list[StallModel]:
     x, y = _xy(pooled)
-    full_fit = fit_linear(x, y, POOLED_FEATURES) if pooled["dnn"].nunique() >= 3 else None
+    dnn_codes, dnns = pd.factorize(pooled["dnn"])
+    full_fit = fit_linear(x, y, POOLED_FEATURES) if len(dnns) >= 3 else None
     if full_fit is None:
         return []
-    bandwidths = pooled["_member"].nunique()
+    members = pooled["_member"].to_numpy()
+    bandwidths = len(np.unique(members))
+    # each DNN's fit without it is every group's: fitted once, not once per group
+    without_dnn = _fits_without_each_dnn(x, y, dnn_codes, len(dnns))
     out = []
     for index, (group, frame, link) in enumerate(usable):
-        member = (pooled["_member"] == index).to_numpy()
-        lomo = _pooled_lomo(pooled, member, frame)
+        member = members == index
+        lomo = _pooled_lomo(x[member], dnn_codes[member], without_dnn)
         fitted = full_fit.predict(x[member])
         out.append(
             StallModel(
@@ -110,38 +115,44 @@ def _pooled_models(stall: str, usable: list[Member], pooled: pd.DataFrame) -> li
                 models=frame["dnn"].nunique(),
                 r2=r2(y[member], fitted),
                 lomo_mape=heldout_mape(lomo, y[member]),
-                lobo_mape=_pooled_lobo(pooled, member, bandwidths),
+                lobo_mape=_pooled_lobo(x, y, dnn_codes, member, bandwidths),
                 note=f"fitted on {bandwidths} bandwidth(s) of this configuration",
                 linear=full_fit,
                 link=link,
-                residuals=residual_frame(stall, group, POOLED, frame, fitted, lomo),
+                residuals_of=partial(residual_frame, stall, group, POOLED, frame, fitted, lomo),
                 support=len(pooled),
             )
         )
     return out
 
 
-def _pooled_lomo(pooled: pd.DataFrame, member: np.ndarray, frame: pd.DataFrame) -> np.ndarray:
+def _fits_without_each_dnn(
+    x: np.ndarray, y: np.ndarray, dnn_codes: np.ndarray, dnn_count: int
+) -> list[LinearFit | None]:
+    """Per DNN (by its code), the pooled fit without any of its runs at any bandwidth; None where fewer than
+    three DNNs are left."""
+    if dnn_count - 1 < 3:
+        return [None] * dnn_count
+    return [_fit(x[dnn_codes != code], y[dnn_codes != code]) for code in range(dnn_count)]
+
+
+def _pooled_lomo(x: np.ndarray, dnn_codes: np.ndarray, without_dnn: list[LinearFit | None]) -> np.ndarray:
     """One group's points, each predicted by the pooled fit without any run of its DNN at any bandwidth."""
-    x, y = _xy(pooled)
-    lomo = np.full(member.sum(), np.nan)
-    for dnn in frame["dnn"].unique():
-        test_all = (pooled["dnn"] == dnn).to_numpy()
-        train = ~test_all
-        if pooled.loc[train, "dnn"].nunique() < 3:
-            continue
-        fit = _fit(x[train], y[train])
-        here = test_all[member]
+    lomo = np.full(len(dnn_codes), np.nan)
+    for code in np.unique(dnn_codes):
+        fit = without_dnn[code]
         if fit is not None:
-            lomo[here] = np.maximum(0.0, fit.predict(x[member][here]))
+            here = dnn_codes == code
+            lomo[here] = np.maximum(0.0, fit.predict(x[here]))
     return lomo
 
 
-def _pooled_lobo(pooled: pd.DataFrame, member: np.ndarray, bandwidths: int) -> float | None:
+def _pooled_lobo(
+    x: np.ndarray, y: np.ndarray, dnn_codes: np.ndarray, member: np.ndarray, bandwidths: int
+) -> float | None:
     """MAPE on one group's points of the pooled fit on the other bandwidths only."""
-    if bandwidths < 2 or pooled.loc[~member, "dnn"].nunique() < 3:
+    if bandwidths < 2 or len(np.unique(dnn_codes[~member])) < 3:
         return None
-    x, y = _xy(pooled)
     fit = _fit(x[~member], y[~member])
     return None if fit is None else mape(np.maximum(0.0, fit.predict(x[member])), y[member])
 

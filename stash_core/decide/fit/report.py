@@ -35,9 +35,11 @@ class FitReport:
             return pd.DataFrame(columns=SUMMARY_COLUMNS)
         return pd.DataFrame(rows)
 
-    def residuals(self) -> pd.DataFrame:
-        """Per point and model: measured, fitted (in-sample) and held-out predictions and residuals."""
-        frames = [model.residuals for model in self.models if not model.residuals.empty]
+    def residuals(self, stall: str | None = None, group: dict[str, Any] | None = None) -> pd.DataFrame:
+        """Per point and model: measured, fitted (in-sample) and held-out predictions and residuals; of one
+        stall's group only when given (each model builds its table when first asked)."""
+        models = self.models if stall is None else self.models_for(stall, group or {})
+        frames = [model.residuals for model in models if not model.residuals.empty]
         if not frames:
             return pd.DataFrame(columns=RESIDUAL_COLUMNS)
         return pd.concat(frames, ignore_index=True)

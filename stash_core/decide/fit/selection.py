@@ -16,7 +16,7 @@ import pandas as pd
 
 from stash_core.cells import plain
 from stash_core.decide.fit.alpha_beta import alpha_beta_stall_model, group_link
-from stash_core.decide.fit.counts_linear import fit_linear_model
+from stash_core.decide.fit.counts_linear import GroupPoints, fit_linear_model
 from stash_core.decide.fit.observations import (
     GROUP_COLUMNS,
     MODELLED_STALLS,
@@ -86,8 +86,9 @@ def _fit_stall(
     }
     out: list[StallModel] = []
     for group, frame in groups:
+        points = GroupPoints.of(frame)
         for name, features in LINEAR_FEATURE_SETS.items():
-            model = fit_linear_model(stall, group, frame, name, features)
+            model = fit_linear_model(stall, group, points, name, features)
             if model is not None:
                 out.append(model)
         out.append(alpha_beta_stall_model(stall, group, frame, links[id(frame)]))

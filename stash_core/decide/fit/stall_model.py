@@ -12,7 +12,9 @@ model every (DNN, bandwidth) point it was fitted on.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import pandas as pd
@@ -54,8 +56,14 @@ class StallModel:
     linear: LinearFit | None = None
     link: LinkParameters | None = None
     scale: float | None = None
-    residuals: pd.DataFrame = field(default_factory=pd.DataFrame)
+    # the residual table, built when first read: a fit report holds hundreds and a page shows one group's
+    residuals_of: Callable[[], pd.DataFrame] | None = None
     support: int | None = None  # the points the fit rests on when not its DNNs (the pooled model's points)
+
+    @cached_property
+    def residuals(self) -> pd.DataFrame:
+        """Per point: measured, fitted and held-out seconds, residual and (alpha-beta) wire time."""
+        return self.residuals_of() if self.residuals_of is not None else pd.DataFrame()
 
     @property
     def group_label(self) -> str:

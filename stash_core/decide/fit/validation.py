@@ -18,17 +18,15 @@ from stash_core.decide.fit.physics import calibrate_scale
 from stash_core.decide.fit.stall_model import group_label
 
 
-def lomo_linear(frame: pd.DataFrame, features: tuple[str, ...]) -> np.ndarray:
-    """Each point predicted by a least-squares fit on the other DNNs (NaN where too few are left)."""
-    predictions = np.full(len(frame), np.nan)
-    # arrays once, masks per DNN: indexing the frame per DNN cost most of the Models page's first load
-    codes, dnns = pd.factorize(frame["dnn"])
-    if len(dnns) - 1 < len(features) + 1:  # every DNN but the one held out trains: too few of them
+def lomo_linear(x: np.ndarray, y: np.ndarray, dnn_codes: np.ndarray, models: int) -> np.ndarray:
+    """Each point predicted by a least-squares fit on the other DNNs (NaN where too few are left); a point's
+    DNN is its code in `dnn_codes` (0..models-1)."""
+    predictions = np.full(len(y), np.nan)
+    if models - 1 < x.shape[1] + 1:  # every DNN but the one held out trains: too few of them
         return predictions
-    x = frame[list(features)].to_numpy(dtype=float)
-    y = frame["stall_s"].to_numpy(dtype=float)
-    for code in range(len(dnns)):
-        test = codes == code
+    features = tuple(str(column) for column in range(x.shape[1]))
+    for code in range(models):
+        test = dnn_codes == code
         fit = fit_linear(x[~test], y[~test], features)
         if fit is not None:
             predictions[test] = np.maximum(0.0, fit.predict(x[test]))
