@@ -237,8 +237,6 @@ def _check_stalls_of_phases(phases: dict[str, dict], stalls: dict[str, Any]) -> 
             continue
         keys = ("seconds", "raw_s") if status == "measured" else ("raw_s",)  # else seconds are 0 or raw
         figures = [(key, entry[key]) for key in keys if _known(entry.get(key))]
-        if not figures:
-            continue
         if index == 0:
             if name != "R0":
                 continue  # no compute run: the first timed run's time is in the remainder
@@ -249,6 +247,12 @@ def _check_stalls_of_phases(phases: dict[str, dict], stalls: dict[str, Any]) -> 
                 continue  # a gap in the chain: no stall is measured across it
             expected = means[name] - means[before]
             made_of = f"phase {name}'s mean minus {before}'s, {expected!r} s"
+        if status == "measured" and not _known(entry.get("seconds")):
+            # stored as no value beside runs that have one, and left out of every fit without a word
+            raise UsageError(
+                f"result file: stall {STALL_OF_PHASE[name]} is measured but its seconds are "
+                f"{entry.get('seconds')!r}; it is {made_of}"
+            )
         for key, seconds in figures:
             # rounding relative to the runs' times: a difference near zero is as exact as the times it is of
             if abs(seconds - expected) > _ROUNDING * max(abs(seconds), means[name], 1e-9):

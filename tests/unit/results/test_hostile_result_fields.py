@@ -94,6 +94,12 @@ REFUSED = [
     ("stall-off-r0-without-iteration", lambda doc: (_set("breakdown.iteration_s", None)(doc),
                                                     _set("breakdown.stalls.compute.seconds", 0.9)(doc)),
      "stall compute is measured at 0.9 s"),
+    # a measured stall of no value beside runs that have one: stored as null, left out of every fit unsaid
+    ("stall-measured-nan", lambda doc: (_set("breakdown.stalls.interconnect.seconds", float("nan"))(doc),
+                                        _set("breakdown.stalls.interconnect.raw_s", float("nan"))(doc)),
+     "stall interconnect is measured but its seconds are nan; it is phase R1's mean minus R0's"),
+    ("stall-measured-null", _set("breakdown.stalls.compute.seconds", None),
+     "stall compute is measured but its seconds are None; it is phase R0's mean"),
     ("stall-raw-off-its-runs", _set("breakdown.stalls.interconnect.raw_s", 5.0),
      "stall interconnect has a raw difference of 5.0 s"),
     ("stall-clamped-with-seconds", _set("breakdown.stalls.compute.status", "clamped_zero"),
