@@ -11,10 +11,11 @@ arguments, output and exit status. Two costs of every launch of every profile ar
   compiler without importing it (zoo/compiler_guards.py). On a GPU they are started
   anew (torchrun touches CUDA, which a forked process cannot use again), and so is any other module (a
   user's script, whose exit handlers a forked process would not run), as `-m module`, as torchrun does it.
-- Listening: a launch on this machine alone (`--standalone`) would have its rendezvous stores (torch's
-  TCPStore binds every interface) and its workers' gloo and NCCL sockets (on the address the host name
-  resolves to) reachable from other machines. They listen on loopback only (loopback_only), and the workers
-  are told that address (`--local-addr`).
+- Listening: a launch on this machine alone (`--standalone`, or a master on loopback) would have its
+  rendezvous stores (torch's TCPStore binds every interface) and its workers' gloo and NCCL sockets (on the
+  address the host name resolves to) reachable from other machines. They listen on loopback only
+  (loopback_only), and the workers are told that address (`--local-addr`). A launch over several machines
+  given its master as an IP address has its stores listen on that address alone (stores_listen_on).
 - Teardown: an interpreter that imported torch spends about 0.6 s tearing itself down after torchrun's main()
   has returned (its workers gone, its rendezvous store closed). So once main() returns, the output is flushed
   and the process exits at once, as the workers do (measure/protocol.end_reported). A failure (an exception,
@@ -61,6 +62,14 @@ LOOPBACK_INTERFACES = {"GLOO_SOCKET_IFNAME": "lo", "NCCL_SOCKET_IFNAME": "lo"}
 
 def loopback_only() -> None:
     """Make this torchrun's rendezvous stores and its workers' sockets listen on loopback alone."""
+    for name, value in LOOPBACK_INTERFACES.items():
+        os.environ.setdefault(name, value)
+    stores_listen_on(LOOPBACK)
+
+
+def stores_listen_on(address: str) -> None:
+    """Make this torchrun's rendezvous stores (torch's TCPStore binds every interface) listen on `address`
+    alone: loopback, or node 0's address where the other nodes reach it."""
     import socket
 
     import torch.distributed as dist
@@ -70,32 +79,43 @@ def loopback_only() -> None:
         static_tcp_rendezvous,
     )
 
-    for name, value in LOOPBACK_INTERFACES.items():
-        os.environ.setdefault(name, value)
+    family = socket.AF_INET6 if ":" in address else socket.AF_INET
     listening: list[socket.socket] = []  # kept open for as long as their stores serve
 
-    class LoopbackStore(dist.TCPStore):
-        """A TCPStore whose server listens on a socket bound to loopback (TCPStore binds every interface)."""
+    class BoundStore(dist.TCPStore):
+        """A TCPStore whose server listens on a socket bound to `address`."""
 
         def __init__(self, host_name: str, port: int, world_size=None, is_master=False, *args, **kwargs):
             if is_master and kwargs.get("master_listen_fd") is None:
-                bound = socket.create_server((LOOPBACK, port))
+                bound = socket.create_server((address, port), family=family)
                 listening.append(bound)
                 port, kwargs["master_listen_fd"] = bound.getsockname()[1], bound.fileno()
             super().__init__(host_name, port, world_size, is_master, *args, **kwargs)
 
-    def loopback_server(_handler, _master_addr, master_port) -> dist.TCPStore:
-        return LoopbackStore(LOOPBACK, master_port, is_master=True, multi_tenant=True)
+    def bound_server(_handler, _master_addr, master_port) -> dist.TCPStore:
+        return BoundStore(address, master_port, is_master=True, multi_tenant=True)
 
-    c10d_rendezvous_backend.TCPStore = LoopbackStore  # the rendezvous's own store
-    static_tcp_rendezvous.TCPStore = LoopbackStore  # the store of a launch given --master-addr (over ssh)
-    dynamic_rendezvous.DynamicRendezvousHandler._create_tcp_store_server = loopback_server  # the workers'
+    c10d_rendezvous_backend.TCPStore = BoundStore  # the rendezvous's own store
+    static_tcp_rendezvous.TCPStore = BoundStore  # the store of a launch given --master-addr (over ssh)
+    dynamic_rendezvous.DynamicRendezvousHandler._create_tcp_store_server = bound_server  # the workers'
 
 
 def on_loopback_alone(args: list[str]) -> bool:
-    """A launch of one node whose master is loopback (a host's one-machine runs, started over ssh with
-    --master-addr): nothing of it needs to listen beyond this machine."""
-    return _option(args, "--nnodes") == "1" and _option(args, "--master-addr") in (LOOPBACK, "localhost")
+    """A launch whose master is loopback (a host's one-machine runs over ssh with --master-addr, or several
+    nodes that are all this machine): nothing of it needs to listen beyond this machine."""
+    return _option(args, "--master-addr") in (LOOPBACK, "localhost")
+
+
+def master_address(args: list[str]) -> str | None:
+    """The --master-addr of a launch when it is an IP address (node 0 then holds it, preflight checks);
+    None for a host name, which node 0 may resolve to another of its addresses than the others reach."""
+    import ipaddress
+
+    text = _option(args, "--master-addr")
+    try:
+        return str(ipaddress.ip_address(text.strip("[]"))) if text else None
+    except ValueError:
+        return None
 
 
 def _option(args: list[str], name: str) -> str | None:
@@ -121,6 +141,9 @@ def main() -> None:
             # host name's address, which need not be loopback)
             sys.argv[1:1] = ["--local-addr", LOOPBACK]
         loopback_only()
+    elif master_address(sys.argv[1:]):
+        # several machines: the stores listen where the other nodes reach node 0, not on every interface
+        stores_listen_on(master_address(sys.argv[1:]))
     try:
         torchrun_main()
     except SystemExit as exc:

@@ -18,7 +18,7 @@ from stash_core.launch.runner import worker_env
 pytestmark = pytest.mark.launches
 
 # The job: two gloo workers all-reduce once (their pair sockets then exist); rank 1 prints every listening
-# TCP socket (address:port in /proc/net/tcp's hex) held by torchrun or a worker, then both leave together.
+# TCP socket (address:port in /proc/net/tcp's hex) held by a worker or its torchrun, then both leave together.
 JOB = r"""
 import os, torch, torch.distributed as dist
 
@@ -41,7 +41,9 @@ if dist.get_rank() == 0:
     open(os.environ["RANK0_PID"], "w").write(str(os.getpid()))
 dist.barrier()
 if dist.get_rank() == 1:
-    mine = inodes(os.getpid()) | inodes(os.getppid()) | inodes(int(open(os.environ["RANK0_PID"]).read()))
+    rank0 = int(open(os.environ["RANK0_PID"]).read())
+    rank0_parent = int(open(f"/proc/{rank0}/stat").read().rsplit(")", 1)[1].split()[1])  # its torchrun
+    mine = inodes(os.getpid()) | inodes(os.getppid()) | inodes(rank0) | inodes(rank0_parent)
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         for line in open(table).read().splitlines()[1:]:
             fields = line.split()
@@ -131,3 +133,56 @@ def test_a_one_machine_launch_given_a_loopback_master_listens_on_loopback_only(t
     for address in addresses:
         host = address.split(":")[0]
         assert host == LOOPBACK_V4 or host.endswith((LOOPBACK_V4, LOOPBACK_V6_ENDS)), addresses
+
+
+def _two_nodes_listening(tmp_path: Path, master: str) -> list[str]:
+    """Two torchrun nodes of a gloo worker each, both on this machine, given `master`: what they listen on."""
+    import socket
+
+    from stash_core.launch.multinode import TORCHRUN_SRC
+
+    (tmp_path / "job.py").write_text(JOB)
+    with socket.socket() as probe:
+        probe.bind((master, 0))
+        port = probe.getsockname()[1]
+    nodes = [
+        subprocess.Popen(
+            [sys.executable, "-c", TORCHRUN_SRC, "--nnodes", "2", "--node-rank", str(rank),
+             "--nproc-per-node", "1", "--master-addr", master, "--master-port", str(port),
+             "--max-restarts", "0", "--monitor-interval", "0.5", str(tmp_path / "job.py")],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
+            env={**_env(), "RANK0_PID": str(tmp_path / "rank0.pid")},
+        )
+        for rank in range(2)
+    ]  # fmt: skip
+    outputs = []
+    try:
+        for node in nodes:
+            out, err = node.communicate(timeout=120)
+            assert node.returncode == 0, err[-3000:]
+            outputs.append(out)
+    finally:
+        for node in nodes:
+            if node.poll() is None:
+                node.kill()
+                node.wait()
+    return [line.split()[2] for out in outputs for line in out.splitlines() if line.startswith("LISTEN ")]
+
+
+def test_two_nodes_given_a_loopback_master_listen_on_loopback_only(tmp_path) -> None:
+    """Two hosts that are both this machine (`--hosts 127.0.0.1:22,localhost:22`): the rendezvous store of a
+    launch over two nodes listened on every interface."""
+    addresses = _two_nodes_listening(tmp_path, "127.0.0.1")
+    assert addresses, addresses
+    for address in addresses:
+        host = address.split(":")[0]
+        assert host == LOOPBACK_V4 or host.endswith((LOOPBACK_V4, LOOPBACK_V6_ENDS)), addresses
+
+
+def test_two_nodes_given_a_master_address_serve_their_store_on_it_alone(tmp_path) -> None:
+    """A master given as an IP address (node 0's, where the other nodes reach it): the store listens there,
+    not on every interface (127.0.0.2 stands in for a machine's own address)."""
+    addresses = _two_nodes_listening(tmp_path, "127.0.0.2")
+    wildcard = ("00000000", "00000000000000000000000000000000")
+    assert "0200007F" in {address.split(":")[0] for address in addresses}, addresses  # 127.0.0.2
+    assert not [address for address in addresses if address.split(":")[0] in wildcard], addresses
