@@ -18,6 +18,7 @@ import re
 import shlex
 import shutil
 import subprocess
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -183,22 +184,39 @@ def last_line(text: str) -> str:
     return lines[-1] if lines else "(no message)"
 
 
+# The remote command under a time limit of its own, where the host has coreutils' timeout: killing the local
+# ssh does not end it (sshd gives a session without a terminal no hang-up), and it was left running there.
+_TIME_LIMITED = (
+    'limit=$1; shift; if command -v timeout >/dev/null 2>&1; then exec timeout -k 5 "$limit" "$@"; fi; '
+    'exec "$@"'
+)
+_TIMED_OUT_THERE = (124, 137)  # timeout's status when it ended the command (137: killed after -k)
+_LOCAL_GRACE_S = 15.0  # the local ssh waits this much longer: the remote limit ends the command first
+
+
 def run_remote(
     target: SshTarget,
     remote_argv: list[str],
     timeout_s: float,
     check: bool = False,
     connect_timeout_s: int = SSH_CONNECT_TIMEOUT_S,
+    name: str | None = None,
 ) -> subprocess.CompletedProcess:
-    """Run remote_argv on target and return its CompletedProcess (text, stdout and stderr captured).
+    """Run remote_argv on target and return its CompletedProcess (text, stdout and stderr captured); the
+    remote command is ended on the host after timeout_s. Messages call it `name` (remote_argv[0] unless
+    given, as "command 'X'").
 
     Raises HostUnreachableError / AuthRefusedError (both UsageError) when ssh cannot get in,
     UsageError when the remote command does not exist, MeasurementError on timeout, and,
     with check=True, MeasurementError when the remote command exits non-zero.
     """
-    argv = ssh_argv(target, remote_argv, connect_timeout_s)
+    name = name or f"command {remote_argv[0]!r}"
+    limited = ["sh", "-c", _TIME_LIMITED, "sh", f"{timeout_s:g}", *remote_argv]
+    argv = ssh_argv(target, limited, connect_timeout_s)
     if shutil.which(argv[0]) is None:
         raise UsageError("the OpenSSH client 'ssh' is not installed (apt-get install openssh-client)")
+    timed_out = MeasurementError(f"{name} on host {target.host} timed out after {timeout_s:g} s")
+    started = time.monotonic()
     try:
         completed = subprocess.run(
             argv,
@@ -206,17 +224,17 @@ def run_remote(
             capture_output=True,
             text=True,
             errors="replace",
-            timeout=timeout_s,
+            timeout=timeout_s + _LOCAL_GRACE_S,
             shell=False,
         )
     except subprocess.TimeoutExpired:
-        raise MeasurementError(
-            f"command {remote_argv[0]!r} on host {target.host} timed out after {timeout_s:g} s"
-        ) from None
+        raise timed_out from None
+    if completed.returncode in _TIMED_OUT_THERE and time.monotonic() - started >= timeout_s:
+        raise timed_out
     raise_for_ssh_failure(target, completed.returncode, completed.stderr, remote_argv[0])
     if check and completed.returncode != 0:
         raise MeasurementError(
-            f"command {remote_argv[0]!r} failed on host {target.host} (exit {completed.returncode}): "
+            f"{name} failed on host {target.host} (exit {completed.returncode}): "
             f"{last_line(completed.stderr)}"
         )
     return completed
@@ -254,7 +272,7 @@ def raise_for_ssh_failure(target: SshTarget, returncode: int, stderr: str, comma
         # bash: "bash: line 1: X: command not found"; dash: "sh: 1: exec: X: not found"
         missing = _NOT_FOUND_RE.search(stderr)
         if missing or "not found" in stderr.lower() or "no such file" in stderr.lower():
-            name = missing.group(1) if missing else command
+            name = missing.group(1).strip("'\"\u2018\u2019") if missing else command  # timeout quotes 'X'
             raise UsageError(f"command {name!r} not found on host {target.host}")
 
 
@@ -271,7 +289,8 @@ def remote_check(
         # "$1" is the directory and the rest the command: positional parameters, never spliced in.
         module_argv = ["sh", "-c", 'cd -- "$1" && shift && exec "$@"', "sh", workdir, *module_argv]
     try:
-        completed = run_remote(target, module_argv, timeout_s)
+        check = f"the host check ({python} -m stash_core.measure.remote_info)"
+        completed = run_remote(target, module_argv, timeout_s, name=check)
     except UsageError as exc:
         if isinstance(exc, (HostUnreachableError, AuthRefusedError)) or python not in str(exc):
             raise

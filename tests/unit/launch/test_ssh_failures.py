@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
+import sys
 
 import pytest
 
@@ -75,3 +76,55 @@ def test_an_ssh_failure_without_a_message_says_what_is_known():
     said = str(raised.value)
     assert "(no message)" not in said
     assert said.startswith("cannot reach host node0: ssh failed without a message")
+
+
+def _ssh_here(monkeypatch) -> None:
+    """ssh stood in for by a local shell given ssh's remote command line: killing it, as killing ssh, leaves
+    what it started running."""
+    from stash_core.launch import ssh
+
+    monkeypatch.setattr(ssh, "ssh_argv", lambda target, argv, *_: ["sh", "-c", ssh.remote_command(argv)])
+
+
+def _running(tag: str) -> list[int]:
+    from pathlib import Path
+
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and tag.encode() in (proc / "cmdline").read_bytes():
+                found.append(int(proc.name))
+        except OSError:
+            continue
+    return found
+
+
+def test_a_remote_command_past_its_time_is_ended_there_not_left_running(monkeypatch, tmp_path):
+    """A host check that hung (a torch import stuck in a driver) was left running on the host, its parent
+    gone, when the local ssh was killed at the time limit."""
+    import time
+
+    from stash_core.errors import MeasurementError
+    from stash_core.launch.ssh import run_remote
+
+    _ssh_here(monkeypatch)
+    tag = f"stash-hung-{tmp_path.name}"
+    said = "the hung check on host node0 timed out after 1 s"
+    with pytest.raises(MeasurementError, match=re.escape(said)):
+        run_remote(TARGET, [sys.executable, "-c", "import time; time.sleep(30)", tag], 1, 
+                   name="the hung check")
+    time.sleep(0.5)
+    left = _running(tag)
+    for pid in left:  # never leave it behind, even when the test fails
+        subprocess.run(["kill", "-9", str(pid)], check=False)
+    assert left == []
+
+
+def test_a_missing_remote_program_under_the_time_limit_is_still_named(monkeypatch):
+    from stash_core.launch.ssh import run_remote
+
+    _ssh_here(monkeypatch)
+    said = "command 'no-such-command-stash' not found on host node0"
+    with pytest.raises(UsageError, match=re.escape(said)):
+        run_remote(TARGET, ["no-such-command-stash", "--flag"], 20)
+    assert run_remote(TARGET, ["sh", "-c", "echo $0 ok", "it's"], 20).stdout == "it's ok\n"
