@@ -27,6 +27,7 @@ from stash_core.store.ingest_values import (
     utc_text,
 )
 from stash_core.store.probe_rows import probe_rows
+from stash_core.terminal import printable
 from stash_core.units import UNRESOLVED_NOTE
 from stash_core.zoo_names import canonical_model
 
@@ -140,7 +141,7 @@ def _run_row(doc: ResultDocument, source_file: str | None) -> dict[str, Any]:
         # an epoch of iterations of unknown time is unknown too (a file's NaN iteration time)
         "epoch_s": None if iteration_s is None else epoch_s,
         "reference_phase": text(breakdown.get("reference_phase")),
-        "hostname": text(fingerprint.get("hostname")),
+        "hostname": text(_rank0_hostname(doc, fingerprint)),
         "stash_version": text(doc.get("stash_version")),
         "schema_version": SCHEMA_VERSION,
         "spec": json_text(spec),
@@ -176,6 +177,15 @@ def _remainder_columns(breakdown: dict[str, Any]) -> dict[str, float | None]:
         "unattributed_s": number(remainder["seconds"], "breakdown.unattributed_s"),
         "unattributed_ci95_s": number(remainder["ci95_s"], "breakdown.unattributed_ci95_s"),
     }
+
+
+def _rank0_hostname(doc: ResultDocument, fingerprint: dict[str, Any]) -> Any:
+    """The machine that ran rank 0: the first host of a run on remote hosts or the emulated cluster (its
+    fingerprint is of the launching machine), else the fingerprint's; a host's name as text, escapes shown."""
+    hosts = doc.get("hosts")
+    first = hosts[0] if isinstance(hosts, list) and hosts and isinstance(hosts[0], dict) else {}
+    reported = first.get("hostname")
+    return printable(reported) if isinstance(reported, str) and reported else fingerprint.get("hostname")
 
 
 def _phase_row(run_id: str, index: int, phase: dict[str, Any]) -> dict[str, Any]:

@@ -35,6 +35,19 @@ def test_a_stall_wider_than_its_value_says_so_in_its_stored_note(db_path, result
     assert notes["compute"] == ""  # resolved: nothing to say
 
 
+def test_a_run_on_remote_hosts_is_stored_under_the_host_that_ran_rank_0(db_path, result_doc) -> None:
+    """Its fingerprint is the launching machine's: the run was stored under the laptop that started it, where
+    the schema says the machine that ran rank 0 (R0 and R1 run on the first host)."""
+    doc = result_doc()
+    doc["hosts"] = [{"host": "10.0.0.1", "hostname": "gpu-a\x1b[31m"},
+                    {"host": "10.0.0.2", "hostname": "gpu-b"}]
+    store.ingest_result(db_path, doc)
+    assert store.get_run(db_path, doc["run_id"])["hostname"] == "gpu-a\\x1b[31m"
+    local = result_doc(run_id="local-run")
+    store.ingest_result(db_path, local)
+    assert store.get_run(db_path, "local-run")["hostname"] == local["fingerprint"]["hostname"] == "box1"
+
+
 def test_rows_match_the_document(db_path, result_doc) -> None:
     # 1024 images per worker make 32 full batches of 32.
     doc = result_doc(dataset_images=2048, warnings=["R2: page cache held 3% of the data set at phase start"])
