@@ -128,7 +128,9 @@ def mark_best(models: list[StallModel]) -> None:
             usable = [model for model in candidates if model.kind == "alpha-beta" and model.link is not None]
             usable = usable or [model for model in candidates if model.r2 is not None]
             fitted = [model for model in candidates if not model.residuals.empty]
-            if not usable and fitted and all(_measured_none(model) for model in fitted):
+            # no held-out error exists of a stall no profile measured (no percentage of zero): said so, even
+            # where an alpha-beta link would make that model the default
+            if fitted and all(_measured_none(model) for model in fitted):
                 # Every profile measured none of this stall: no error or R² exists, and the answer is 0.
                 best = min(fitted, key=lambda model: len(model.features))
                 best.note = "; ".join(

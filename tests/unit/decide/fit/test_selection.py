@@ -169,3 +169,13 @@ def test_a_fit_whose_features_are_collinear_is_never_best_even_with_the_lowest_h
     plain = model("linear: bytes", ("grad_bytes",), 0.05, False)
     mark_best([collinear, plain])
     assert (collinear.best, plain.best) == (False, True)
+
+
+def test_a_stall_no_profile_measured_says_so_even_where_a_link_is_known():
+    """All-zero stalls with a link (here the emulated bandwidth): the best was 'best by default: too few
+    models for a held-out error' beside six models, where no percentage error of zero exists."""
+    observations = stall_observations(lambda *_: 0.0, "network", nodes=2, bandwidth_gbps=1, instance="emu")
+    report = fit_stall_models(observations=observations, probes=pd.DataFrame(), stalls=("network",))
+    best = report.best("network", report.groups("network")[0])
+    assert "every profiled model measured none of this stall" in best.note
+    assert "too few models" not in best.note
