@@ -55,7 +55,10 @@ def add_commands(subparsers: Any, parser_class: type[argparse.ArgumentParser] | 
     fit.add_argument("--predict", metavar="MODEL", default=None, help="predict the stall of this model")
     fit.add_argument("--workers", type=WORKERS, default=None, help="with --predict: workers per node")
     fit.add_argument("--nodes", type=WORKERS, default=None, help="with --predict: nodes (default: 1)")
-    fit.add_argument("--instance", type=identifier, default=None, help="with --predict: instance label")
+    fit.add_argument(
+        "--instance", type=identifier, default=None,
+        help="with --predict: instance label (without it: the runs made without one, where others match too)",
+    )
     fit.add_argument(
         "--bandwidth", type=gbps_text, default=None, help="with --predict: link bandwidth (e.g. 1gbit, 25)"
     )

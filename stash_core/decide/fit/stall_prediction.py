@@ -153,6 +153,10 @@ def _from_profiled(
 ) -> dict[str, Any] | None:
     """The answer from the profiled configurations; None when none of them speaks to this one."""
     exact = _matching_groups(report, stall, wanted)
+    if len(exact) > 1 and wanted.get("instance") is None:
+        # no instance named: the runs made without one, where they are a configuration of their own
+        unlabelled = [group for group in exact if group.get("instance") is None]
+        exact = unlabelled if len(unlabelled) == 1 else exact
     if len(exact) > 1:
         labels = "; ".join(group_label(stall, group) for group in exact[:4])
         which = "instance, bandwidth or batch size" if "batch_size" in exact[0] else "instance or bandwidth"

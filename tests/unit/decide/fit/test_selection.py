@@ -179,3 +179,19 @@ def test_a_stall_no_profile_measured_says_so_even_where_a_link_is_known():
     best = report.best("network", report.groups("network")[0])
     assert "every profiled model measured none of this stall" in best.note
     assert "too few models" not in best.note
+
+
+def test_no_instance_named_picks_the_runs_made_without_one_beside_a_labelled_configuration():
+    """A labelled and an unlabelled configuration of one device and worker count: the Models page, which
+    predicts each configuration it lists, showed only 'several profiled configurations match' for both."""
+    labelled = stall_observations(lambda b, t, n: 0.002 + 1e-9 * b, instance="box")
+    unlabelled = stall_observations(lambda b, t, n: 0.004 + 2e-9 * b, instance=None)
+    unlabelled["run_id"] += "-bare"
+    observations = pd.concat([labelled, unlabelled], ignore_index=True)
+    report = fit_stall_models(observations=observations, probes=pd.DataFrame(), stalls=("interconnect",))
+    counts = {"grad_bytes": 60e6, "grad_tensor_count": 50, "layer_count": 40}
+    bare = predict_stall(counts=counts, stall="interconnect", workers_per_node=2, device="cpu", report=report)
+    assert bare["stall_s"] == pytest.approx(0.004 + 2e-9 * 60e6, rel=1e-6)
+    boxed = predict_stall(counts=counts, stall="interconnect", workers_per_node=2, device="cpu",
+                          instance="box", report=report)  # fmt: skip
+    assert boxed["stall_s"] == pytest.approx(0.002 + 1e-9 * 60e6, rel=1e-6)
