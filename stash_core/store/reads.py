@@ -28,7 +28,7 @@ PROBE_COLUMNS = (
 _COMMUNICATION_STALLS_SQL = f"""
 SELECT r.run_id, CAST(r.started_at AS TIMESTAMP) AS started_at, s.stall, s.seconds AS stall_s, s.ci95_s,
        s.status AS stall_status, r.model, r.batch_size, r.device, r.backend, r.workers_per_node, r.nodes,
-       r.instance AS instance_label,
+       r.instance AS instance_label, r.hostname,
        r.grad_bytes, r.grad_tensor_count, r.layer_count, CAST(r.spec AS VARCHAR) AS spec_json
 FROM runs AS r JOIN stalls AS s ON s.run_id = r.run_id
 WHERE r.status = 'completed' AND s.stall IN ('interconnect', 'network')
@@ -78,8 +78,8 @@ def communication_stalls(db_path: Path | str) -> pd.DataFrame:
     """Measured (or clamped-zero) interconnect and network stalls of completed runs with model counts.
 
     One row per (run, stall), oldest first: run_id, started_at, stall, stall_s, ci95_s, stall_status, model,
-    batch_size, device, backend, workers_per_node, nodes, instance_label, grad_bytes, grad_tensor_count,
-    layer_count and spec_json (the run's spec as JSON text).
+    batch_size, device, backend, workers_per_node, nodes, instance_label, hostname, grad_bytes,
+    grad_tensor_count, layer_count and spec_json (the run's spec as JSON text).
     """
     with connect(db_path, read_only=True) as con:
         return con.execute(_COMMUNICATION_STALLS_SQL).df()

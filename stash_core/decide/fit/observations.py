@@ -89,7 +89,8 @@ def load_observations(db_path: Path | str) -> pd.DataFrame:
 
     Columns: run_id, started_at, stall, stall_s, ci95_s, stall_status, model, batch_size, device, backend,
     workers_per_node, nodes, world_size, instance (label without rate suffix), instance_label (as stored),
-    bandwidth_gbps (network rows only), grad_bytes, grad_tensor_count, layer_count.
+    hostname (of rank 0's machine), bandwidth_gbps (network rows only), grad_bytes, grad_tensor_count,
+    layer_count.
     """
     frame = communication_stalls(db_path)
     if frame.empty:
@@ -147,7 +148,8 @@ def _empty_observations() -> pd.DataFrame:
         "run_id": "object", "started_at": "object", "stall": "object", "stall_s": "float64",
         "ci95_s": "float64", "stall_status": "object", "model": "object", "batch_size": "Int64",
         "device": "object", "backend": "object", "workers_per_node": "Int64", "nodes": "Int64",
-        "world_size": "Int64", "instance": "object", "instance_label": "object", "bandwidth_gbps": "float64",
+        "world_size": "Int64", "instance": "object", "instance_label": "object", "hostname": "object",
+        "bandwidth_gbps": "float64",
         "grad_bytes": "float64", "grad_tensor_count": "float64", "layer_count": "float64",
     }  # fmt: skip
     return pd.DataFrame({name: pd.Series(dtype=dtype) for name, dtype in columns.items()})

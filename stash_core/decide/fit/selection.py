@@ -95,8 +95,28 @@ def _fit_stall(
     if stall == "network":
         family_key = tuple(column for column in key if column != "bandwidth_gbps")
         out += fit_over_bandwidths(stall, groups, links, family_key, out)
+    for group, frame in groups:
+        _say_machines_mixed(group, frame, out)
     mark_best(out)
     return out
+
+
+def _say_machines_mixed(group: dict[str, Any], frame: pd.DataFrame, models: list[StallModel]) -> None:
+    """Runs without an instance label made on several machines are one group (nothing else tells them
+    apart): each of its models says so, naming them."""
+    if group.get("instance") is not None or "hostname" not in frame.columns:
+        return
+    hosts = sorted(str(host) for host in frame["hostname"].dropna().unique())
+    if len(hosts) < 2:
+        return
+    named = ", ".join(hosts[:3]) + (f" and {len(hosts) - 3} more" if len(hosts) > 3 else "")
+    said = (
+        f"runs of {len(hosts)} machines without an instance label ({named}) fitted together: "
+        "profile with --instance to fit them apart"
+    )
+    for model in models:
+        if model.group is group:
+            model.note = "; ".join(filter(None, [model.note, said]))
 
 
 def _groups(rows: pd.DataFrame, key: tuple[str, ...]) -> list[tuple[dict[str, Any], pd.DataFrame]]:
