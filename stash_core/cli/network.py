@@ -335,7 +335,7 @@ def format_cluster_status(status: dict) -> str:
 
 
 def cmd_probe(args) -> int:
-    from stash_core.cli.probe_text import format_probe
+    from stash_core.cli.probe_text import format_probe, probe_json
     from stash_core.engine.probes import run_probe_command
     from stash_core.measure.probe_plan import FLOAT_BYTES, P2P_LATENCY_BYTES
     from stash_core.pathargs import default_db
@@ -396,7 +396,7 @@ def cmd_probe(args) -> int:
         from stash_core.results.file import write_result_atomic
 
         write_result_atomic(args.out, probe)
-    print(json.dumps(probe, indent=2) if args.json else format_probe(probe))
+    print(json.dumps(probe_json(probe), indent=2) if args.json else format_probe(probe))
     if not args.no_store:
         store_probe(probe, args.out, db_path)
     if not args.json:

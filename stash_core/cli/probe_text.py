@@ -67,6 +67,17 @@ def format_probe(probe: dict) -> str:
     return "\n".join(lines)
 
 
+def probe_json(probe: dict) -> dict:
+    """The probe as `--json` prints it: the probe file's fields and the alpha-beta fit the text ends with
+    (`alpha_beta`: alpha_s per call, beta_s_per_byte and the link rate it implies; null with too few
+    sizes)."""
+    fit = probe_alpha_beta(probe)
+    alpha_beta = None
+    if fit:
+        alpha_beta = {"alpha_s": fit[0], "beta_s_per_byte": fit[1], "link_gbps": 8 / fit[1] / 1e9}
+    return {**probe, "alpha_beta": alpha_beta}
+
+
 def format_communication(breakdown: dict | None) -> list[str]:
     """Lines for the CLI table: which runs the network figure compares, lower bounds and overlap.
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from stash_core.analysis.comm import (
@@ -19,7 +21,7 @@ from stash_core.analysis.comm import (
     ring_lower_bound_s,
     wire_busbw_gbps,
 )
-from stash_core.cli.probe_text import format_communication, format_probe
+from stash_core.cli.probe_text import format_communication, format_probe, probe_json
 from stash_core.measure.probe_plan import PROBE_SIZES_BYTES, probe_sizes, repetitions_for
 from stash_core.store.probe_rows import probe_rows
 from stash_core.units import MIB
@@ -211,3 +213,15 @@ def test_the_one_estimator_recovers_known_alpha_and_beta_from_noisy_probes_on_ev
     frame = pd.DataFrame([{**row, "kind": "allreduce", "world_size": world} for row in probe["allreduce"]])
     link = link_from_probes(frame)
     assert (link.alpha_s, link.beta_s_per_byte) == pytest.approx((alpha_fit, beta_fit), rel=1e-12)
+
+
+def test_the_json_holds_the_alpha_beta_fit_the_text_ends_with():
+    """--json left out the fit the text printed (alpha 252 us per call, beta -> 9.31 Gbit/s)."""
+    probe = synthetic_probe(0.001, 0.2, 2, sizes=(4096, MIB))
+    fit = probe_json(probe)["alpha_beta"]
+    assert "alpha-beta fit: alpha 1.0 ms per call, beta -> 200 Mbit/s" in format_probe(probe)
+    assert fit["alpha_s"] == pytest.approx(0.001, rel=1e-3)
+    assert fit["link_gbps"] == pytest.approx(0.2, rel=1e-3)
+    assert fit["link_gbps"] == pytest.approx(8 / fit["beta_s_per_byte"] / 1e9)
+    assert json.loads(json.dumps(probe_json(probe)))["allreduce"] == probe["allreduce"]
+    assert probe_json({**probe, "allreduce": probe["allreduce"][:1]})["alpha_beta"] is None
