@@ -6,6 +6,7 @@ A bad value is a one-line UsageError naming the field. Numbers are read with uni
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
@@ -37,10 +38,30 @@ MAX_NAME_CHARS, MAX_SOURCE_CHARS = 200, 1000
 INTERCONNECTS = ("NVSwitch", "NVLink", "PCIe", "PCIe peer-to-peer", "none")
 
 
+# The link an interconnect text names by its first word ("NVSwitch (NVLink 4)", "PCIe Gen4"): a text that
+# only holds a name somewhere ("no NVSwitch, PCIe only") was read as that link.
+_LINK_RE = re.compile(r"^\s*(nvswitch|nvlink|pcie)\b", re.IGNORECASE)
+
+
+def link_kind(text: str | None) -> str | None:
+    """The GPU link an interconnect text names first ("nvswitch", "nvlink" or "pcie"); None for any other."""
+    match = _LINK_RE.match(text or "")
+    return match.group(1).lower() if match else None
+
+
 def known_interconnect(text: str | None) -> bool:
     """Whether an interconnect is one predict can read (or none given)."""
-    lowered = (text or "none").lower()
-    return lowered == "none" or any(word in lowered for word in ("nvswitch", "nvlink", "pcie"))
+    return (text or "none").strip().lower() == "none" or link_kind(text) is not None
+
+
+def _check_name(name: str) -> None:
+    """A name every command can select: --instances takes names comma separated, NAME:QUOTA, or all."""
+    if "," in name:
+        raise UsageError(f"name {name!r} holds a comma, which separates names in --instances")
+    if ":" in name:
+        raise UsageError(f"name {name!r} holds a colon, which separates a name from its quota in --instances")
+    if name.lower() == "all":
+        raise UsageError(f"name {name!r} is taken: --instances all means every instance")
 
 
 def clean(fields: dict[str, Any], partial: bool, stored: bool = False) -> dict[str, Any]:
@@ -62,8 +83,8 @@ def clean(fields: dict[str, Any], partial: bool, stored: bool = False) -> dict[s
             character = unsafe_character(cleaned[key] or "")
             if character:
                 raise UsageError(f"{key} holds the control character {character}")
-            if key == "name" and "," in (cleaned[key] or ""):  # commands take lists of names, comma separated
-                raise UsageError(f"name {cleaned[key]!r} holds a comma, which separates names in --instances")
+            if key == "name":
+                _check_name(cleaned[key] or "")
             if key == "origin" and cleaned[key] not in (None, *ORIGINS):
                 raise UsageError(f"origin must be one of {', '.join(ORIGINS)}, got {value!r}")
             if key == "interconnect" and not stored and not known_interconnect(cleaned[key]):

@@ -27,6 +27,7 @@ from pathlib import Path
 
 from stash_core.analysis.comm import ring_factor
 from stash_core.catalog.accelerators import Accelerator
+from stash_core.catalog.fields import link_kind
 
 COLLECTIVE_CSV = Path(__file__).with_name("collective_bandwidth.csv")
 # Network families of the multi-machine rows: the class names in the CSV that share a transport.
@@ -173,23 +174,23 @@ def network_curve(family: str, exclude_source: str | None = None) -> BusCurve | 
 
 def intra_class(interconnect: str | None, accelerator: Accelerator) -> tuple[str | None, str]:
     """(the class of the GPUs' link inside one instance, how it was named) or (None, why there is none)."""
-    text = (interconnect or "").lower()
+    link = link_kind(interconnect)
     name = accelerator.name.upper()
     generation = next((g for g in ("GH200", "H200", "H100", "B200", "A100", "V100") if g in name), None)
-    if "nvswitch" in text:
+    if link == "nvswitch":
         klass = {"V100": "nvswitch_v100", "A100": "nvswitch_a100", "H100": "nvswitch_h100",
                  "H200": "nvswitch_h200", "GH200": "nvswitch_h200", "B200": "nvswitch_b200"}.get(generation or "")  # fmt: skip
         if klass is None:
             return None, f"NVSwitch with {accelerator.name}: no NVSwitch class for this GPU"
         return klass, f"NVSwitch ({klass})"
-    if "nvlink" in text:
+    if link == "nvlink":
         if generation == "V100":
             return "nvlink2_cubemesh", "NVLink cube-mesh (nvlink2_cubemesh)"
         return (
             None,
             f"NVLink without a switch between {accelerator.name} GPUs: no published all-reduce figures",
         )
-    if "pcie" in text:
+    if link == "pcie":
         if accelerator.pcie_gen is None:
             return None, f"PCIe: the accelerator table has no PCIe generation for {accelerator.name}"
         klass = f"pcie_gen{accelerator.pcie_gen}"

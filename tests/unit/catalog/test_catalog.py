@@ -151,6 +151,9 @@ def test_clearing_a_price(tmp_path):
         ({"colour": "red"}, "unknown instance field colour"),
         # accepted, then predict said "communication not predictable - interconnect foo" of every row
         ({"interconnect": "foo"}, "interconnect 'foo' is no GPU link predict knows; give NVSwitch, NVLink"),
+        # a text holding a link's name was read as that link: predict priced NVSwitch for "PCIe only"
+        ({"interconnect": "no NVSwitch, PCIe only"}, "interconnect 'no NVSwitch, PCIe only' is no GPU link"),
+        ({"interconnect": "banana pcie"}, "interconnect 'banana pcie' is no GPU link"),
         ({}, "nothing to change"),
     ],
 )
@@ -167,6 +170,29 @@ def test_a_name_with_a_comma_is_refused_as_no_command_could_select_it(tmp_path):
     with pytest.raises(UsageError, match="holds a comma"):
         add_instance(db, name='=HYPERLINK("http://x","y")', vcpus=8)
     assert not db.exists()
+
+
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [
+        ("g:4", "holds a colon, which separates a name from its quota"),  # spot --instances g:4 is a quota
+        ("all", "--instances all means every instance"),
+        ("ALL", "--instances all means every instance"),
+        ("zw\u200bx", "control character U\\+200B"),  # looked exactly like "zwx"
+        ("line\u2028break", "control character U\\+2028"),
+    ],
+)
+def test_a_name_no_command_could_select_or_tell_apart_is_refused(tmp_path, name, message):
+    db = tmp_path / "cat.duckdb"
+    with pytest.raises(UsageError, match=message):
+        add_instance(db, name=name, vcpus=8)
+    assert not db.exists()
+
+
+def test_the_link_names_are_taken_in_any_case(tmp_path):
+    db = tmp_path / "cat.duckdb"
+    set_instance(db, "p3.2xlarge", interconnect="pcie peer-to-peer")
+    assert get_instance(db, "p3.2xlarge")["interconnect"] == "pcie peer-to-peer"
 
 
 def test_unknown_and_duplicate_instances(tmp_path):
@@ -226,6 +252,6 @@ def test_a_price_the_user_sets_is_not_said_to_be_for_the_old_prices_region(tmp_p
 def test_the_interconnects_predict_reads_are_taken():
     from stash_core.catalog.fields import INTERCONNECTS, clean
 
-    for text in (*INTERCONNECTS, "NVSwitch (NVLink 4)", "PCIe Gen4", "None", None):
+    for text in (*INTERCONNECTS, "NVSwitch (NVLink 4)", "PCIe Gen4", "PCIe, 8-peer limit", "None", None):
         assert clean({"interconnect": text}, partial=True)["interconnect"] == (text.strip() if text else None)
     assert clean({"interconnect": "xgmi"}, partial=True, stored=True)  # a row stored before is read as it is
