@@ -39,6 +39,11 @@ MB = 1e6  # spotDNN's tables give sizes in MB and bandwidths in MB/s
 GBPS = 1e9 / 8  # bytes per second in one Gbit/s
 DEFAULT_PS_GBPS = 9.6
 MAX_WORKLOAD_BYTES = 16 * 1024 * 1024  # a workload file is a few hundred bytes
+# What a workload file holds (above), and what spot-fit-loss, spot-memory and spot-profile write into it.
+WORKLOAD_FIELDS = frozenset({
+    "model", "param_mb", "param_bytes", "solo_bandwidth_mbps", "a1", "b1", "g", "contention_margin",
+    "batch_per_gpu", "compute_s", "loss_fit", "ps_bandwidth_mbps", "a2", "b2", "memory_fit",
+})  # fmt: skip
 
 
 def load_workload(path: Path) -> tuple[Workload, dict[str, Any]]:
@@ -153,6 +158,9 @@ def read_workload_doc(path: Path) -> dict[str, Any]:
     if str(doc.get("kind", "")).startswith("stash-"):  # a result, probe or simulation file: not merged into
         raise UsageError(f"workload file {path} is a {doc['kind']} file, not a workload file: choose another "
                          "path")  # fmt: skip
+    if doc and not WORKLOAD_FIELDS & doc.keys():  # another tool's JSON (a package.json): not written into
+        raise UsageError(f"workload file {path} holds none of a workload's fields (param_mb, g, a1, "
+                         "compute_s, ...): choose another path")  # fmt: skip
     return doc
 
 

@@ -77,3 +77,15 @@ def test_a_measured_model_size_replaces_the_files_rounded_one(tmp_path):
     doc = update_workload(path, {"param_bytes": 22056})
     assert "param_mb" not in doc and json.loads(path.read_text()) == {**doc, "note": "kept"}
     assert load_workload(path)[0].param_bytes == 22056
+
+
+def test_another_tools_json_is_not_written_into(tmp_path):
+    """spot-fit-loss --workload package.json wrote g and loss_fit into it, exit 0."""
+    path = tmp_path / "package.json"
+    path.write_text('{"name": "my-pkg", "version": "1.0"}')
+    with pytest.raises(UsageError, match="holds none of a workload's fields"):
+        update_workload(path, {"g": [1, 2, 3, 4, 5]})
+    assert json.loads(path.read_text()) == {"name": "my-pkg", "version": "1.0"}
+    empty = tmp_path / "empty.json"
+    empty.write_text("{}")
+    assert update_workload(empty, {"g": [1, 2, 3, 4, 5]}) == {"g": [1, 2, 3, 4, 5]}
