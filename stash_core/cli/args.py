@@ -127,7 +127,7 @@ def gbps_text(text: str) -> str:
     number = finite_float(text)
     if number is not None:
         if not 0 < number <= 400:
-            raise argparse.ArgumentTypeError(f"{text!r} Gbit/s is out of range (0 .. 400)")
+            raise argparse.ArgumentTypeError(f"{text!r} Gbit/s is out of range (above 0, at most 400)")
         return text
     return rate_text()(text)
 

@@ -52,7 +52,9 @@ def add_commands(subparsers: Any, parser_class: type[argparse.ArgumentParser] | 
     )
     fit.add_argument("--all-models", action="store_true", help="show every model, not only the best two")
     fit.add_argument("--residuals", action="store_true", help="print every point's residual")
-    fit.add_argument("--predict", metavar="MODEL", default=None, help="predict the stall of this model")
+    fit.add_argument(
+        "--predict", metavar="MODEL", type=identifier, default=None, help="predict the stall of this model"
+    )
     fit.add_argument("--workers", type=WORKERS, default=None, help="with --predict: workers per node")
     fit.add_argument("--nodes", type=WORKERS, default=None, help="with --predict: nodes (default: 1)")
     fit.add_argument(

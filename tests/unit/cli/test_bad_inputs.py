@@ -478,6 +478,11 @@ CASES: list[tuple[str, list[str], str]] = [
     # a prediction's options without --predict: the fit printed as if they were not given
     ("fit-workers-without-predict", ["fit", "--workers", "2", "--instance", "x", "--db", "{db}"],
      "--workers, --instance: only with --predict MODEL"),
+    # an empty model read as no --predict: "--workers: only with --predict MODEL"
+    ("fit-predict-empty", ["fit", "--predict", "", "--workers", "2", "--db", "{db}"],
+     "argument --predict: must not be empty"),
+    ("fit-bandwidth-zero", ["fit", "--predict", "resnet50", "--workers", "2", "--nodes", "2", "--bandwidth",
+                            "0", "--db", "{db}"], "out of range (above 0, at most 400)"),  # fmt: skip
     ("fit-batch-without-by-batch", ["fit", "--predict", "resnet50", "--workers", "2", "--batch-size", "64",
                                     "--db", "{db}"], "give --by-batch-size too"),  # fmt: skip
     ("fit-alpha-without-beta", ["fit", "--alpha-s", "0.001", "--db", "{db}"], "--alpha-s"),
