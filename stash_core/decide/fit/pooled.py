@@ -116,7 +116,10 @@ def _pooled_models(stall: str, usable: list[Member], pooled: pd.DataFrame) -> li
                 r2=r2(y[member], fitted),
                 lomo_mape=heldout_mape(lomo, y[member]),
                 lobo_mape=_pooled_lobo(x, y, dnn_codes, member, bandwidths),
-                note=f"fitted on {bandwidths} bandwidth(s) of this configuration",
+                note="; ".join(filter(None, [
+                    f"fitted on {bandwidths} bandwidth(s) of this configuration",
+                    "features are collinear here" if full_fit.rank_deficient else "",
+                ])),  # fmt: skip
                 linear=full_fit,
                 link=link,
                 residuals_of=partial(residual_frame, stall, group, POOLED, frame, fitted, lomo),

@@ -35,7 +35,8 @@ def from_other_bandwidth(
     judged = len(family) >= 2
     models = [model for model in every if judged or model.enough_points]
     alpha_beta = [model for model in models if model.name == ALPHA_BETA and model.link is not None]
-    pooled = [model for model in models if model.kind == "pooled-linear"]
+    # a pooled fit whose features are collinear splits the stall between them arbitrarily: it never answers
+    pooled = [model for model in models if model.kind == "pooled-linear" and not model.linear.rank_deficient]
     short = next((model.shortfall for model in every if model.name == ALPHA_BETA and model.shortfall), "")
     alpha = float(np.median([model.link.alpha_s for model in alpha_beta])) if alpha_beta else 0.0
     link = LinkParameters(alpha, beta_from_gbps(bandwidth_gbps), "nominal bandwidth")

@@ -212,3 +212,25 @@ def test_runs_of_several_unlabelled_machines_fitted_together_say_so():
     observations["hostname"] = ["a", "b", "c", "d", "e", "f"]
     report = fit_stall_models(observations=observations, probes=pd.DataFrame(), stalls=("interconnect",))
     assert not any("machines without" in model.note for model in report.models)
+
+
+def test_a_pooled_fit_on_one_bucket_count_is_collinear_says_so_and_answers_no_bandwidth():
+    """Every profiled model in DDP's second bucket: the bucket count is the intercept again, and the pooled
+    fit (R² 1.000, no note) answered a bandwidth never profiled for a model of three buckets."""
+    def stall_at(gbps):
+        return lambda b, t, n: 0.7 * ring_factor(4) * b * beta_from_gbps(gbps) + 2e-3
+
+    frames = []
+    for gbps in (0.2, 0.4, 0.8):
+        frame = stall_observations(lambda *_: 0.0, "network", nodes=2, bandwidth_gbps=gbps, instance="emu")
+        frame["grad_bytes"] = [5e6, 8e6, 12e6, 16e6, 20e6, 25e6]  # all two buckets (1 MiB, then 25 MiB)
+        frame["stall_s"] = [stall_at(gbps)(b, 0, 0) for b in frame["grad_bytes"]]
+        frames.append(frame)
+    report = fit_stall_models(observations=pd.concat(frames, ignore_index=True), probes=pd.DataFrame(),
+                              stalls=("network",))  # fmt: skip
+    pooled = [model for model in report.models if model.name == POOLED]
+    assert pooled and all("features are collinear here" in model.note for model in pooled)
+    counts = {"grad_bytes": 60e6, "grad_tensor_count": 50, "layer_count": 40}  # three buckets
+    answer = predict_stall(counts=counts, stall="network", workers_per_node=2, nodes=2, instance="emu",
+                           bandwidth_gbps=0.6, report=report)  # fmt: skip
+    assert answer["method"] == ALPHA_BETA and POOLED not in [row["fit"] for row in answer["candidates"]]
