@@ -252,15 +252,15 @@ def check_hosts(remote: RemoteHosts, timeout_s: float = HOST_CHECK_TIMEOUT_S) ->
                 raise UsageError(gone) from None
             raise
         if not info.get("torch_version"):
-            raise UsageError(f"torch is not usable on {target.host}: {info.get('torch_error')}")
+            raise UsageError(f"torch is not usable on {target.where}: {info.get('torch_error')}")
         if not info.get("stash_version"):
             raise UsageError(
-                f"Stash not installed on {target.host} ({remote.python} cannot import stash_core)"
+                f"Stash not installed on {target.where} ({remote.python} cannot import stash_core)"
             )
         if info["stash_version"] != __version__:
             # its workers would speak another version's protocol: refused before any run, not failed in one
             raise UsageError(
-                f"{target.host} runs Stash {one_line(clipped(info['stash_version']))} and this is "
+                f"{target.where} runs Stash {one_line(clipped(info['stash_version']))} and this is "
                 f"Stash {__version__}: install this version there"
             )
         return {"host": target.host, **info}

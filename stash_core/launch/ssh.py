@@ -111,6 +111,15 @@ class SshTarget:
         """[user@]host as ssh takes it."""
         return f"{self.user}@{self.host}" if self.user else self.host
 
+    @property
+    def where(self) -> str:
+        """The host as messages name it: with its port where one was given (two sshd ports of one address
+        are two machines, and an error must say which)."""
+        if self.port == 22 and not self.port_given:
+            return self.host
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{host}:{self.port}"
+
     def __str__(self) -> str:
         """The host as it is given back to Stash: [user@]host[:port], an IPv6 address in brackets before
         a port."""
@@ -215,7 +224,7 @@ def run_remote(
     argv = ssh_argv(target, limited, connect_timeout_s)
     if shutil.which(argv[0]) is None:
         raise UsageError("the OpenSSH client 'ssh' is not installed (apt-get install openssh-client)")
-    timed_out = MeasurementError(f"{name} on host {target.host} timed out after {timeout_s:g} s")
+    timed_out = MeasurementError(f"{name} on host {target.where} timed out after {timeout_s:g} s")
     started = time.monotonic()
     try:
         completed = subprocess.run(
@@ -234,7 +243,7 @@ def run_remote(
     raise_for_ssh_failure(target, completed.returncode, completed.stderr, remote_argv[0])
     if check and completed.returncode != 0:
         raise MeasurementError(
-            f"{name} failed on host {target.host} (exit {completed.returncode}): "
+            f"{name} failed on host {target.where} (exit {completed.returncode}): "
             f"{last_line(completed.stderr)}"
         )
     return completed
@@ -252,28 +261,28 @@ def raise_for_ssh_failure(target: SshTarget, returncode: int, stderr: str, comma
             first = first.removeprefix(path).lstrip(": ")  # "FILE: line 1: Bad ..." or "FILE line 1: ..."
             raise UsageError(
                 f"the ssh config file {path} is not one ssh can use ({first[:120]}); "
-                f"ssh did not try host {target.host}"
+                f"ssh did not try host {target.where}"
             )
         unloaded = _KEY_NOT_LOADED_RE.search(stderr)
         if unloaded and "permission denied" in lowered:  # our side: ssh never offered the key
             path, why = unloaded.group(1), unloaded.group(2).strip()
             fix = f" (chmod 600 {path})" if "bad permissions" in why else ""
             raise AuthRefusedError(
-                f"ssh could not use the key {path}: {why}{fix}; host {target.host} then refused the login"
+                f"ssh could not use the key {path}: {why}{fix}; host {target.where} then refused the login"
             )
         if "permission denied" in lowered or "too many authentication failures" in lowered:
-            raise AuthRefusedError(f"authentication refused by host {target.host}: {reason}")
+            raise AuthRefusedError(f"authentication refused by host {target.where}: {reason}")
         if "host key verification failed" in lowered or "host identification has changed" in lowered:
-            raise AuthRefusedError(f"host key of {target.host} not trusted: {reason}")
+            raise AuthRefusedError(f"host key of {target.where} not trusted: {reason}")
         if not stderr.strip():  # ssh said nothing (LogLevel ERROR hides its timeouts): what is known
             reason = "ssh failed without a message (the connection timed out or was lost)"
-        raise HostUnreachableError(f"cannot reach host {target.host}: {reason}")
+        raise HostUnreachableError(f"cannot reach host {target.where}: {reason}")
     if returncode == _SHELL_COMMAND_NOT_FOUND:
         # bash: "bash: line 1: X: command not found"; dash: "sh: 1: exec: X: not found"
         missing = _NOT_FOUND_RE.search(stderr)
         if missing or "not found" in stderr.lower() or "no such file" in stderr.lower():
             name = missing.group(1).strip("'\"\u2018\u2019") if missing else command  # timeout quotes 'X'
-            raise UsageError(f"command {name!r} not found on host {target.host}")
+            raise UsageError(f"command {name!r} not found on host {target.where}")
 
 
 def remote_check(
@@ -294,22 +303,22 @@ def remote_check(
     except UsageError as exc:
         if isinstance(exc, (HostUnreachableError, AuthRefusedError)) or python not in str(exc):
             raise
-        raise UsageError(f"python {python!r} not found on host {target.host}") from None
+        raise UsageError(f"python {python!r} not found on host {target.where}") from None
     stderr = completed.stderr
     if completed.returncode != 0:
         if "No module named stash_core" in stderr or "No module named 'stash_core" in stderr:
-            raise UsageError(f"Stash not installed on {target.host} ({python} cannot import stash_core)")
+            raise UsageError(f"Stash not installed on {target.where} ({python} cannot import stash_core)")
         if workdir is not None and "can't cd" in stderr.lower():
-            raise UsageError(f"directory {workdir!r} does not exist on host {target.host}")
+            raise UsageError(f"directory {workdir!r} does not exist on host {target.where}")
         raise MeasurementError(
-            f"remote check failed on host {target.host} (exit {completed.returncode}): {last_line(stderr)}"
+            f"remote check failed on host {target.where} (exit {completed.returncode}): {last_line(stderr)}"
         )
     try:
         info = json.loads(last_line(completed.stdout))
     except json.JSONDecodeError:
         raise MeasurementError(
-            f"remote check on host {target.host} printed no JSON: {last_line(completed.stdout)}"
+            f"remote check on host {target.where} printed no JSON: {last_line(completed.stdout)}"
         ) from None
     if not isinstance(info, dict):
-        raise MeasurementError(f"remote check on host {target.host} printed unexpected JSON")
+        raise MeasurementError(f"remote check on host {target.where} printed unexpected JSON")
     return info

@@ -128,3 +128,14 @@ def test_a_missing_remote_program_under_the_time_limit_is_still_named(monkeypatc
     with pytest.raises(UsageError, match=re.escape(said)):
         run_remote(TARGET, ["no-such-command-stash", "--flag"], 20)
     assert run_remote(TARGET, ["sh", "-c", "echo $0 ok", "it's"], 20).stdout == "it's ok\n"
+
+
+def test_two_sshd_ports_of_one_address_are_named_apart():
+    """`--hosts 127.0.0.1:22036,127.0.0.1:22037` with the second refusing the key said "authentication
+    refused by host 127.0.0.1": not which of the two."""
+    from stash_core.launch.ssh import AuthRefusedError, parse_target
+
+    second = parse_target("root@127.0.0.1:22037")
+    with pytest.raises(AuthRefusedError, match=re.escape("authentication refused by host 127.0.0.1:22037: ")):
+        raise_for_ssh_failure(second, 255, "root@127.0.0.1: Permission denied (publickey).", "python3")
+    assert parse_target("[::1]:2200").where == "[::1]:2200" and parse_target("gpu-a").where == "gpu-a"
