@@ -5,6 +5,7 @@ from __future__ import annotations
 from stash_core.engine.progress import Reporter
 from stash_core.errors import UsageError
 from stash_core.launch.hosts import RemoteHosts, check_hosts, version_warnings
+from stash_core.launch.multinode_preflight import check_master_address
 from stash_core.spec import ProfileSpec
 
 
@@ -37,6 +38,8 @@ def settle_on_hosts(
                 f"--workers {spec.workers_per_node}: host {info['host']} has {capacity} {unit}; "
                 "one worker per GPU or core"
             )
+    if remote.master_addr is not None and len(remote.targets) > 1:
+        check_master_address(remote.targets[0], remote.python, remote.workdir, remote.master_addr)
     capacity = remote.capacity(first, spec.device)
     reference_workers = spec.workers_total if capacity >= spec.workers_total else spec.workers_per_node
     if spec.threads_per_worker is None:

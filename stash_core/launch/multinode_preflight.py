@@ -78,15 +78,25 @@ def preflight(
         if not result.get("torch"):
             raise UsageError(f"{label}: {python} cannot import torch")
     master = results[0]
-    if not master.get("addr_local"):
-        raise UsageError(
-            f"master address {master_addr} is not an address of {node_label(0, targets[0])}: "
-            f"{master.get('addr_error')}"
-        )
+    _refuse_foreign_master(master, master_addr, targets[0])
     if not master.get("port_free"):
         raise UsageError(
             f"port {master_port} is already in use on the master, {node_label(0, targets[0])} "
             f"({master.get('port_error')}); choose another master port"
+        )
+
+
+def check_master_address(target: SshTarget, python: str, workdir: str, master_addr: str) -> None:
+    """Before a profile's first run: the master address given is node 0's (found at the run across the
+    machines, the runs on one machine before it were made for nothing)."""
+    _refuse_foreign_master(_check_node(0, target, python, workdir, master_addr, 0), master_addr, target)
+
+
+def _refuse_foreign_master(answer: dict, master_addr: str, target: SshTarget) -> None:
+    if not answer.get("addr_local"):
+        raise UsageError(
+            f"master address {master_addr} is not an address of {node_label(0, target)}: "
+            f"{answer.get('addr_error')}"
         )
 
 

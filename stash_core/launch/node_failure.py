@@ -27,7 +27,7 @@ _SSH_CLIENT_LINE_RE = re.compile(
 
 
 def node_label(index: int, target: SshTarget) -> str:
-    return f"node {index} ({target.host})"
+    return f"node {index} ({target.where})"
 
 
 def port_in_use(stderr_lines: Iterable[str]) -> bool:

@@ -49,3 +49,20 @@ def test_bad_arguments_are_a_usage_message():
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert completed.returncode == 2 and "usage:" in completed.stderr
+
+
+def test_a_master_address_not_of_node_0_is_refused_before_any_run(monkeypatch, tmp_path):
+    """--master-addr 10.9.9.9 was found at R1n, after R0 and R1 had run (half a minute for nothing); the
+    check runs over ssh (here a local shell stands in for it) before the first run."""
+    import pytest
+
+    from stash_core.errors import UsageError
+    from stash_core.launch import ssh
+    from stash_core.launch.multinode_preflight import check_master_address
+
+    monkeypatch.setattr(ssh, "ssh_argv", lambda target, argv, *_: ["sh", "-c", ssh.remote_command(argv)])
+    node0 = ssh.parse_target("127.0.0.1:2201")
+    with pytest.raises(UsageError, match=r"^master address 192\.0\.2\.1 is not an address of node 0 "
+                                         r"\(127\.0\.0\.1:2201\): "):  # fmt: skip
+        check_master_address(node0, sys.executable, str(tmp_path), "192.0.2.1")
+    check_master_address(node0, sys.executable, str(tmp_path), "127.0.0.1")
