@@ -39,6 +39,7 @@ from stash_core.launch.hosts import (
 from stash_core.measure import protocol
 from stash_core.results.file import (
     PROBE_KIND,
+    RESULT_KIND,
     check_replaceable,
     default_result_path,
     results_dir_of,
@@ -259,9 +260,10 @@ def _refuse_full_disk(folder: Path) -> None:
         )
 
 
-def refuse_losing_output(out_path: Path, db_path: Path, flag: str) -> None:
-    """Refuse (UsageError) an output path whose file the new one may not replace: a file other than a Stash
-    result or probe (check_replaceable), or the result or probe file of a run the database does not hold (a
+def refuse_losing_output(out_path: Path, db_path: Path, flag: str, writes: str = RESULT_KIND) -> None:
+    """Refuse (UsageError) an output path whose file the new one (of kind `writes`) may not replace: a file
+    other than a Stash result or probe (check_replaceable), one of the other kind (the stored run's source
+    file would then be a probe's), or the result or probe file of a run the database does not hold (a
     --no-store run, one that could not be stored): its file is the only copy."""
     replaced = check_replaceable(out_path, flag)
     if replaced is None:
@@ -269,6 +271,12 @@ def refuse_losing_output(out_path: Path, db_path: Path, flag: str) -> None:
     kind, doc_id = replaced
     stored_ids = stored_probe_ids if kind == PROBE_KIND else stored_run_ids
     what = "probe" if kind == PROBE_KIND else "run"
+    if kind != writes:
+        written = "a probe's" if writes == PROBE_KIND else "a profile's"
+        raise UsageError(
+            f"{flag} {out_path} holds the file of {what} {doc_id}, and {written} would replace it: choose "
+            "another path"
+        )
     try:
         kept = doc_id in stored_ids(db_path, [doc_id])
     except (StashError, duckdb.Error) as error:  # locked past the wait, or an old one without probes

@@ -370,10 +370,11 @@ def cmd_probe(args) -> int:
         raise UsageError(f"--out {args.out} is a directory; give the probe file's name")
     if args.out is not None:
         from stash_core.api.profile_flow import refuse_losing_output
+        from stash_core.results.file import PROBE_KIND
         from stash_core.userfiles import check_output
 
         check_output(args.out, "probe file")  # below a file, a device, a folder it may not write in
-        refuse_losing_output(args.out, db_path, "--out")  # nor a file the database does not also hold
+        refuse_losing_output(args.out, db_path, "--out", PROBE_KIND)  # nor one the database does not hold
     if not args.no_store:
         from stash_core.store.connection import check_storable
 

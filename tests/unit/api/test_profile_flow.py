@@ -16,6 +16,7 @@ from stash_core.api import profile_flow
 from stash_core.api.profile_flow import _save_problem, new_database_note
 from stash_core.engine.progress import Reporter
 from stash_core.errors import MeasurementError, ProfileEnded
+from stash_core.results.file import PROBE_KIND
 from stash_core.spec import ProfileSpec
 
 CHANGED = "the emulated cluster's links changed while it ran (from ... to ...)"
@@ -127,9 +128,31 @@ def test_an_output_holding_a_probe_the_database_lacks_is_refused(tmp_path: Path)
     db, out = tmp_path / "r.duckdb", tmp_path / "probe.json"
     out.write_text(json.dumps(_probe_doc("probe-a")))
     with pytest.raises(UsageError, match="holds probe probe-a, which"):
-        profile_flow.refuse_losing_output(out, db, "--out")
+        profile_flow.refuse_losing_output(out, db, "--out", PROBE_KIND)
     ingest_probe(db, _probe_doc("probe-a"))
-    profile_flow.refuse_losing_output(out, db, "--out")
+    profile_flow.refuse_losing_output(out, db, "--out", PROBE_KIND)
+
+
+def test_an_output_holding_the_other_kind_of_file_is_refused_though_stored(tmp_path: Path) -> None:
+    """`probe --out` over a stored run's result file replaced it with a probe: the run's source file then
+    named a probe's."""
+    from result_docs import result_doc
+
+    from stash_core import store
+    from stash_core.errors import UsageError
+    from stash_core.store.ingest import ingest_probe
+
+    db, result, probe = tmp_path / "r.duckdb", tmp_path / "run.json", tmp_path / "probe.json"
+    doc = result_doc(run_id="20261201T100000Z-aaaa0002")
+    result.write_text(json.dumps(doc))
+    store.ingest_result(db, doc)
+    probe.write_text(json.dumps(_probe_doc("probe-b")))
+    ingest_probe(db, _probe_doc("probe-b"))
+    with pytest.raises(UsageError, match="holds the file of run 20261201T100000Z-aaaa0002, and a probe"):
+        profile_flow.refuse_losing_output(result, db, "--out", PROBE_KIND)
+    with pytest.raises(UsageError, match="holds the file of probe probe-b, and a profile's would replace it"):
+        profile_flow.refuse_losing_output(probe, db, "--out")
+    profile_flow.refuse_losing_output(result, db, "--out")  # the same kind, stored: replaceable
 
 
 def test_an_output_whose_run_cannot_be_looked_up_is_refused_as_such(tmp_path: Path) -> None:
