@@ -4,6 +4,7 @@ its per-job CSV and its database row all or none (store/simulations.py holds the
 from __future__ import annotations
 
 import secrets
+import sys
 from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
@@ -14,6 +15,7 @@ import pandas as pd
 from stash_core import __version__
 from stash_core.cells import csv_text
 from stash_core.errors import write_failure
+from stash_core.interrupts import describe, held_interrupts
 from stash_core.sched.fabric import Fabric
 from stash_core.sched.metrics import jct_cdf, queue_delay_over_time, sample_timeline, schedule_metrics
 from stash_core.sched.policy import Policy
@@ -83,11 +85,17 @@ def save_simulation(doc: dict[str, Any], out_dir: Path, database: Path | None = 
         if per_job is not None and jobs_csv is not None:
             staged.append(StagedFile(jobs_csv, "per-job CSV"))
             staged[-1].write(csv_text(per_job))
-        if database is not None:
-            simulations.ingest_simulation(database, doc, str(path.resolve()))
-        for file in staged:
-            file.commit()
-        done = True
+        # from the stored row to the files in place, one step: a Ctrl-C between them left the row stored
+        # and its files discarded (or some moved), and the command said "interrupted"
+        with held_interrupts() as received:
+            if database is not None:
+                simulations.ingest_simulation(database, doc, str(path.resolve()))
+            for file in staged:
+                file.commit()
+            done = True
+        if received:  # too late to stop anything: the simulation is whole, and said to be
+            print(f"stash: {describe(received[0])} while the simulation was saved: it is saved whole",
+                  file=sys.stderr, flush=True)  # fmt: skip
     finally:
         if not done:
             for file in staged:

@@ -90,3 +90,26 @@ def test_a_database_written_before_the_simulations_table_has_no_stored_simulatio
         con.execute("DROP TABLE simulations")
         con.execute("UPDATE schema_meta SET value = '3' WHERE key = 'schema_version'")
     assert simulations_frame(db).empty
+
+
+def test_a_ctrl_c_as_the_simulation_is_stored_leaves_it_whole_and_says_so(tmp_path, monkeypatch, capsys):
+    """A Ctrl-C after the row was stored, before the files were moved into place: the row stayed, the files
+    were discarded (or some moved), and the command said "interrupted"."""
+    import os
+    import signal
+
+    from stash_core.sched import report
+
+    stored = report.simulations.ingest_simulation
+
+    def store_then_ctrl_c(*args, **kwargs):
+        done = stored(*args, **kwargs)
+        os.kill(os.getpid(), signal.SIGINT)  # arrives now, between the row and the files
+        return done
+
+    monkeypatch.setattr(report.simulations, "ingest_simulation", store_then_ctrl_c)
+    document, db, out = doc(), tmp_path / "r.duckdb", tmp_path / "results"
+    path = save_simulation(document, out, db, None, None)
+    assert json.loads(path.read_text()) == document and not list(out.glob(".sim-*"))
+    assert len(simulations_frame(db)) == 2
+    assert "interrupted while the simulation was saved: it is saved whole" in capsys.readouterr().err
