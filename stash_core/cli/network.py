@@ -18,6 +18,7 @@ from pathlib import Path
 from stash_core import __version__
 from stash_core.cli.args import Number, count, duration_text, identifier, positive_real, rate_text, size_text
 from stash_core.cli.probe_store import store_probe
+from stash_core.cli.remote_text import format_remote_info
 from stash_core.errors import UsageError
 from stash_core.pathargs import database_path, input_path, input_text, output_path
 from stash_core.spec import add_machine_arguments
@@ -165,35 +166,6 @@ def cmd_remote(args) -> int:
         return 0
     print(format_remote_info(str(target), info))
     return 0 if info.get("stash_version") == __version__ and info.get("torch_version") else 1
-
-
-def format_remote_info(host: str, info: dict) -> str:
-    """What a host offers, as lines; every text the host sent printed as text (its escapes as \\xNN)."""
-    return printable(_remote_lines(host, info))
-
-
-def _remote_lines(host: str, info: dict) -> str:
-    gpus = info.get("gpus") or []
-    gpu_text = ", ".join(str(gpu.get("name")) for gpu in gpus) if gpus else info.get("gpu_status") or "none"
-    torch_text = info.get("torch_version") or f"not usable ({info.get('torch_error')})"
-    return "\n".join(
-        [
-            f"host      {host} ({info.get('hostname')})",
-            f"python    {info.get('python_version')} ({info.get('python_executable')})",
-            f"torch     {torch_text}",
-            f"stash     {_stash_text(info.get('stash_version'))}",
-            f"cpus      {info.get('cpu_count')}",
-            f"gpus      {len(gpus)}: {gpu_text}",
-        ]
-    )
-
-
-def _stash_text(version: str | None) -> str:
-    if not version:
-        return "not installed"
-    if version != __version__:
-        return f"{version} (this machine runs {__version__}: a profile needs the same version on every host)"
-    return version
 
 
 # ---------------------------------------------------------------- cluster

@@ -30,7 +30,7 @@ def test_main_prints_one_json_line(capsys):
 def test_what_a_host_sends_is_printed_as_text():
     """A host's name, Python and GPU names reached the terminal raw: colour, title and clear-screen escapes
     acted on it (the JSON output escaped them already)."""
-    from stash_core.cli.network import format_remote_info
+    from stash_core.cli.remote_text import format_remote_info
 
     info = {"hostname": "evil\x1b[31mRED\x1b]0;title\x07", "python_version": "3.11\x1b[2J",
             "python_executable": "/x", "torch_version": "2.13", "stash_version": "0.1", "cpu_count": 2,
@@ -43,7 +43,7 @@ def test_what_a_host_sends_is_printed_as_text():
 def test_a_host_with_another_stash_version_is_told_so():
     """A profile refuses such a host; the check said nothing of it and exited 0."""
     from stash_core import __version__
-    from stash_core.cli.network import format_remote_info
+    from stash_core.cli.remote_text import format_remote_info
 
     info = {"hostname": "n1", "python_version": "3.11", "python_executable": "/x", "torch_version": "2.13",
             "stash_version": "0.1.0", "cpu_count": 2, "gpus": []}  # fmt: skip
