@@ -18,10 +18,7 @@ _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u20
 
 
 # Control characters (C0, DEL, C1) and the bidirectional controls that reorder what a terminal shows.
-# Zero-width characters and line separators too: a name holding one looks like another, or breaks its line.
-_UNSAFE_CHARACTERS_RE = re.compile(
-    "[\x00-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028\u2029\u202a-\u202e\u2060\u2066-\u2069\ufeff]"
-)
+_UNSAFE_CHARACTERS_RE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
 
 def unsafe_character(text: str) -> str | None:

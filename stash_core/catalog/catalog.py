@@ -218,12 +218,13 @@ def apply_catalog_edits(
                 else f"instance {name}: its name cannot be emptied"
             )
         try:
-            # Compare cleaned values, so that a date shown as text or 8 shown as 8.0 is no change.
+            # Compare values read alike, so that a date shown as text or 8 shown as 8.0 is no change; only
+            # a changed value is checked as new (a row an older version stored blocks no other edit).
             previous = clean({key: old.get(key) for key in EDITABLE}, partial=True, stored=True)
-            current = clean({key: row[key] for key in EDITABLE}, partial=True)
+            shown = clean({key: row[key] for key in EDITABLE}, partial=True, stored=True)
+            changed = clean({key: row[key] for key in EDITABLE if shown[key] != previous[key]}, partial=True)
         except UsageError as exc:
             raise UsageError(f"instance {name}: {exc}") from None
-        changed = {key: value for key, value in current.items() if value != previous[key]}
         if changed:
             edits.append((name, changed))
     names = [row["name"] for row in additions]

@@ -40,7 +40,7 @@ INTERCONNECTS = ("NVSwitch", "NVLink", "PCIe", "PCIe peer-to-peer", "none")
 
 # The link an interconnect text names by its first word ("NVSwitch (NVLink 4)", "PCIe Gen4"): a text that
 # only holds a name somewhere ("no NVSwitch, PCIe only") was read as that link.
-_LINK_RE = re.compile(r"^\s*(nvswitch|nvlink|pcie)\b", re.IGNORECASE)
+_LINK_RE = re.compile(r"^\s*(nvswitch|nvlink|pcie)(?![a-z])", re.IGNORECASE)  # "NVLink3" too
 
 
 def link_kind(text: str | None) -> str | None:
@@ -54,8 +54,16 @@ def known_interconnect(text: str | None) -> bool:
     return (text or "none").strip().lower() == "none" or link_kind(text) is not None
 
 
+# Invisible in a name, which then looks like another ("zw\u200bx" as "zwx"), or breaks its line.
+_INVISIBLE_RE = re.compile("[\u200b-\u200d\u2028\u2029\u2060\ufeff]")
+
+
 def _check_name(name: str) -> None:
-    """A name every command can select: --instances takes names comma separated, NAME:QUOTA, or all."""
+    """A name every command can select and tell apart: --instances takes names comma separated,
+    NAME:QUOTA, or all."""
+    invisible = _INVISIBLE_RE.search(name)
+    if invisible:
+        raise UsageError(f"name {name!r} holds the invisible character U+{ord(invisible.group()):04X}")
     if "," in name:
         raise UsageError(f"name {name!r} holds a comma, which separates names in --instances")
     if ":" in name:
@@ -68,7 +76,8 @@ def clean(fields: dict[str, Any], partial: bool, stored: bool = False) -> dict[s
     """Validated, typed values; UsageError (one line) for an unknown field or a bad value.
 
     partial: only the fields given; otherwise every column, None where not given. stored: the values of a
-    stored row, whose price date is taken as it is (a date given now must not lie in the future).
+    stored row, its texts and price date taken as they are (a date given now must not lie in the future; a
+    row an older version stored, say with an interconnect it took, still reads).
     """
     unknown = [key for key in fields if key not in COLUMNS]
     if unknown:
@@ -77,6 +86,8 @@ def clean(fields: dict[str, Any], partial: bool, stored: bool = False) -> dict[s
     for key, value in fields.items():
         if key in TEXT:
             cleaned[key] = None if is_missing(value) else (str(value).strip() or None)
+            if stored:
+                continue
             limit = MAX_SOURCE_CHARS if key == "source" else MAX_NAME_CHARS
             if len(cleaned[key] or "") > limit:
                 raise UsageError(f"{key}: a text of {len(cleaned[key]):,} characters, at most {limit}")
@@ -87,7 +98,7 @@ def clean(fields: dict[str, Any], partial: bool, stored: bool = False) -> dict[s
                 _check_name(cleaned[key] or "")
             if key == "origin" and cleaned[key] not in (None, *ORIGINS):
                 raise UsageError(f"origin must be one of {', '.join(ORIGINS)}, got {value!r}")
-            if key == "interconnect" and not stored and not known_interconnect(cleaned[key]):
+            if key == "interconnect" and not known_interconnect(cleaned[key]):
                 raise UsageError(
                     f"interconnect {clipped(cleaned[key], quoted=True)} is no GPU link predict knows; give "
                     f"{', '.join(INTERCONNECTS)} (or leave it empty)"

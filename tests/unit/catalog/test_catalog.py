@@ -178,8 +178,8 @@ def test_a_name_with_a_comma_is_refused_as_no_command_could_select_it(tmp_path):
         ("g:4", "holds a colon, which separates a name from its quota"),  # spot --instances g:4 is a quota
         ("all", "--instances all means every instance"),
         ("ALL", "--instances all means every instance"),
-        ("zw\u200bx", "control character U\\+200B"),  # looked exactly like "zwx"
-        ("line\u2028break", "control character U\\+2028"),
+        ("zw\u200bx", "invisible character U\\+200B"),  # looked exactly like "zwx"
+        ("line\u2028break", "invisible character U\\+2028"),
     ],
 )
 def test_a_name_no_command_could_select_or_tell_apart_is_refused(tmp_path, name, message):
@@ -255,3 +255,34 @@ def test_the_interconnects_predict_reads_are_taken():
     for text in (*INTERCONNECTS, "NVSwitch (NVLink 4)", "PCIe Gen4", "PCIe, 8-peer limit", "None", None):
         assert clean({"interconnect": text}, partial=True)["interconnect"] == (text.strip() if text else None)
     assert clean({"interconnect": "xgmi"}, partial=True, stored=True)  # a row stored before is read as it is
+
+
+def test_a_row_an_older_version_stored_blocks_no_other_edit_and_keeps_its_link(tmp_path):
+    """'8x NVSwitch' (taken before the link had to come first) and a source holding U+200B: every edit of
+    the dashboard's catalog editor was refused by them, and predict lost the row's NVSwitch."""
+    from stash_core.catalog.accelerators import find_accelerator
+    from stash_core.decide.predict.collectives import intra_class
+
+    db = tmp_path / "cat.duckdb"
+    add_instance(db, name="my-h100", vcpus=8, accelerator="NVIDIA H100 SXM5 80 GB", accelerator_count=8,
+                 interconnect="NVSwitch")  # fmt: skip
+    with connect(db) as con:  # as the older version stored it
+        con.execute("UPDATE instances SET interconnect = '8x NVSwitch', source = 'vendor\u200bquote' "
+                    "WHERE name = 'my-h100'")  # fmt: skip
+    before = list_instances(db)[list(COLUMNS)]
+    after = before.copy()
+    after.loc[after["name"] == "g5.xlarge", "spot_usd_per_h"] = 0.35
+    assert apply_catalog_edits(db, before, after) == (["g5.xlarge"], [])
+    changed = after.copy()
+    changed.loc[changed["name"] == "my-h100", "interconnect"] = "no NVSwitch, PCIe only"  # new: checked
+    with pytest.raises(UsageError, match="instance my-h100: interconnect 'no NVSwitch, PCIe only' is no GPU"):
+        apply_catalog_edits(db, after, changed)
+    h100 = find_accelerator("NVIDIA H100 SXM5 80 GB")
+    assert intra_class("8x NVSwitch", h100)[0] == "nvswitch_h100"
+
+
+@pytest.mark.parametrize("text", ["NVLink3", "PCIe4", "NVLink4 (NVSwitch)", "pcie gen5"])
+def test_a_link_named_first_with_its_generation_is_taken(tmp_path, text):
+    from stash_core.catalog.fields import clean
+
+    assert clean({"interconnect": text}, partial=True)["interconnect"] == text
