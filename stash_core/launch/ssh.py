@@ -200,7 +200,7 @@ _TIME_LIMITED = (
     'exec "$@"'
 )
 _TIMED_OUT_THERE = (124, 137)  # timeout's status when it ended the command (137: killed after -k)
-_LOCAL_GRACE_S = 15.0  # the local ssh waits this much longer: the remote limit ends the command first
+_LOCAL_GRACE_S = 8.0  # the local ssh waits this much longer: the remote limit (-k 5) ends the command first
 
 
 def run_remote(
@@ -236,8 +236,12 @@ def run_remote(
             timeout=timeout_s + _LOCAL_GRACE_S,
             shell=False,
         )
-    except subprocess.TimeoutExpired:
-        raise timed_out from None
+    except subprocess.TimeoutExpired:  # the host has no timeout command: its command may still run there
+        waited_s = time.monotonic() - started
+        raise MeasurementError(
+            f"{name} on host {target.where} timed out after {waited_s:.0f} s (the host has no `timeout` "
+            "command to end it there)"
+        ) from None
     if completed.returncode in _TIMED_OUT_THERE and time.monotonic() - started >= timeout_s:
         raise timed_out
     raise_for_ssh_failure(target, completed.returncode, completed.stderr, remote_argv[0])

@@ -15,7 +15,7 @@ import pandas as pd
 from stash_core import __version__
 from stash_core.cells import csv_text
 from stash_core.errors import write_failure
-from stash_core.interrupts import describe, held_interrupts
+from stash_core.interrupts import held_interrupts, stop_exception
 from stash_core.sched.fabric import Fabric
 from stash_core.sched.metrics import jct_cdf, queue_delay_over_time, sample_timeline, schedule_metrics
 from stash_core.sched.policy import Policy
@@ -93,9 +93,9 @@ def save_simulation(doc: dict[str, Any], out_dir: Path, database: Path | None = 
             for file in staged:
                 file.commit()
             done = True
-        if received:  # too late to stop anything: the simulation is whole, and said to be
-            print(f"stash: {describe(received[0])} while the simulation was saved: it is saved whole",
-                  file=sys.stderr, flush=True)  # fmt: skip
+        if received:  # acted on once the simulation is whole, and said to be
+            print(f"stash: the simulation is saved whole ({path})", file=sys.stderr, flush=True)
+            raise stop_exception(received[0])
     finally:
         if not done:
             for file in staged:

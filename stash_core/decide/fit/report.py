@@ -37,8 +37,13 @@ class FitReport:
 
     def residuals(self, stall: str | None = None, group: dict[str, Any] | None = None) -> pd.DataFrame:
         """Per point and model: measured, fitted (in-sample) and held-out predictions and residuals; of one
-        stall's group only when given (each model builds its table when first asked)."""
-        models = self.models if stall is None else self.models_for(stall, group or {})
+        stall, or one stall's group, when given (each model builds its table when first asked)."""
+        if stall is None:
+            models = self.models
+        elif group is None:
+            models = [model for model in self.models if model.stall == stall]
+        else:
+            models = self.models_for(stall, group)
         frames = [model.residuals for model in models if not model.residuals.empty]
         if not frames:
             return pd.DataFrame(columns=RESIDUAL_COLUMNS)

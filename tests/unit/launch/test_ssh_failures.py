@@ -139,3 +139,19 @@ def test_two_sshd_ports_of_one_address_are_named_apart():
     with pytest.raises(AuthRefusedError, match=re.escape("authentication refused by host 127.0.0.1:22037: ")):
         raise_for_ssh_failure(second, 255, "root@127.0.0.1: Permission denied (publickey).", "python3")
     assert parse_target("[::1]:2200").where == "[::1]:2200" and parse_target("gpu-a").where == "gpu-a"
+
+
+def test_a_host_without_timeout_says_its_command_may_still_run_there(monkeypatch, tmp_path):
+    from stash_core.errors import MeasurementError
+    from stash_core.launch import ssh
+
+    monkeypatch.setattr(ssh, "_LOCAL_GRACE_S", 0.5)
+    monkeypatch.setattr(ssh, "_TIME_LIMITED", 'shift; exec "$@"')  # as on a host without coreutils' timeout
+    _ssh_here(monkeypatch)
+    tag = f"stash-no-timeout-{tmp_path.name}"
+    try:
+        with pytest.raises(MeasurementError, match="after 2 s \\(the host has no `timeout` command"):
+            ssh.run_remote(TARGET, [sys.executable, "-c", "import time; time.sleep(30)", tag], 1.5)
+    finally:
+        for pid in _running(tag):
+            subprocess.run(["kill", "-9", str(pid)], check=False)

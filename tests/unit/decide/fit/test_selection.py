@@ -234,3 +234,12 @@ def test_a_pooled_fit_on_one_bucket_count_is_collinear_says_so_and_answers_no_ba
     answer = predict_stall(counts=counts, stall="network", workers_per_node=2, nodes=2, instance="emu",
                            bandwidth_gbps=0.6, report=report)  # fmt: skip
     assert answer["method"] == ALPHA_BETA and POOLED not in [row["fit"] for row in answer["candidates"]]
+
+
+def test_a_stalls_residuals_without_a_group_are_all_of_its_groups():
+    observations = stall_observations(lambda b, t, n: 0.002 + 1e-9 * b)
+    report = fit_stall_models(observations=observations, probes=pd.DataFrame(), stalls=("interconnect",))
+    assert len(report.residuals("interconnect")) == len(report.residuals()) > 0
+    group = report.groups("interconnect")[0]
+    assert len(report.residuals("interconnect", group)) == len(report.residuals())
+    assert report.residuals("network").empty
