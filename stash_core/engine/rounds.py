@@ -56,11 +56,21 @@ class Shortfall:
                f"({self.seconds_needed:.0f} s)"  # fmt: skip
 
 
-def rounds_needed(ci95_s: float, goal_s: float, rounds: int) -> int | None:
-    """Rounds for an interval of ci95_s over `rounds` rounds to narrow to goal_s at the same spread: the
-    Student-t interval over k rounds is t(k-1) * sd / sqrt(k). None when more than MAX_ROUNDS_ESTIMATED."""
+def rounds_needed(ci95_s: float, goal_s: float, rounds: int, values: int | None = None) -> int | None:
+    """Rounds (launches) for an interval of ci95_s over `rounds` of them to narrow to goal_s at the same
+    spread: the Student-t interval over k rounds is t(k-1) * sd / sqrt(k). Where the interval rests on
+    `values` groups of blocks (R0 and R1 timed together: several a launch), a group's spread is taken from
+    it, and k launches pool as their means do (stats.pool_rounds): t(k-1) * sd_group / sqrt(groups a launch
+    x k). None when more than MAX_ROUNDS_ESTIMATED."""
     if ci95_s <= goal_s:
         return rounds
+    if values is not None and values > rounds >= 1:
+        per_launch = values / rounds
+        group_sd = ci95_s * math.sqrt(values) / t_quantile_975(values - 1)
+        for k in range(rounds + 1, MAX_ROUNDS_ESTIMATED + 1):
+            if t_quantile_975(k - 1) * group_sd / math.sqrt(per_launch * k) <= goal_s:
+                return k
+        return None
     if rounds < 2:  # no spread over rounds yet: take the launch's own interval as one round's
         spread = ci95_s / 1.96
     else:
@@ -93,10 +103,12 @@ def shortfalls(
     rounds_by_run: dict[str, int],
     launch_wall_s: dict[str, float],
     round_cost_s=None,
+    values_by_run: dict[str, int] | None = None,
 ) -> list[Shortfall]:
     """The iteration time and the stalls of at least `target` of it whose interval is wider than target x
     their value, with the rounds and time each would still need (launch_wall_s: a run's mean launch time;
-    round_cost_s(runs), where given: one more round of the runs, e.g. LaunchedRuns.round_cost_s)."""
+    round_cost_s(runs), where given: one more round of the runs, e.g. LaunchedRuns.round_cost_s;
+    values_by_run: the per-round figures a run's interval rests on, groups of blocks where it has them)."""
     if round_cost_s is None:
         round_cost_s = lambda runs: math.fsum(launch_wall_s.get(run, 0.0) for run in runs)  # noqa: E731
     iteration_s = breakdown.get("iteration_s") or 0.0
@@ -119,7 +131,8 @@ def shortfalls(
         if ci95_s is None or not value_s or ci95_s <= goal_s:
             continue
         done = min(rounds_by_run.get(run, 0) for run in runs)
-        needed = rounds_needed(ci95_s, goal_s, done)
+        values = min((values_by_run or {}).get(run, done) for run in runs)
+        needed = rounds_needed(ci95_s, goal_s, done, values)
         seconds = None
         if needed is not None:
             seconds = (needed - done) * round_cost_s(runs)
@@ -157,7 +170,8 @@ def current_shortfalls(launched, chain: list[str], target: float) -> list[Shortf
     )
     walls = {name: launched.launch_wall_s(name) for name in times}
     counts = {name: launched.rounds_done(name) for name in times}
-    return shortfalls(result, chain, target, counts, walls, launched.round_cost_s)
+    values = {name: len(rounds[name]) for name in times}  # groups of blocks where R0 and R1 were paired
+    return shortfalls(result, chain, target, counts, walls, launched.round_cost_s, values)
 
 
 def decide_next_round(

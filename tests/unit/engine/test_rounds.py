@@ -60,6 +60,17 @@ def test_rounds_needed_follows_the_student_interval_over_the_rounds() -> None:
     assert rounds_needed(1.0, 1e-6, 3) is None  # not within 1000 rounds
 
 
+def test_rounds_needed_of_groups_timed_together_pools_as_their_launches_do() -> None:
+    """R0 and R1 timed together: ± 0.00197 s over 10 groups of 3 launches (9 degrees of freedom). Taken as 3
+    launches' interval it read 4 more launches where pooling them (stats.pool_rounds) needs some 15."""
+    k = rounds_needed(0.001972, 0.000773, 3, values=10)
+    group_sd = 0.001972 * math.sqrt(10) / t_quantile_975(9)
+    assert t_quantile_975(k - 1) * group_sd / math.sqrt(10 / 3 * k) <= 0.000773
+    assert t_quantile_975(k - 2) * group_sd / math.sqrt(10 / 3 * (k - 1)) > 0.000773
+    assert k >= 15 and rounds_needed(0.001972, 0.000773, 3) == 7  # one figure a launch: as before
+    assert rounds_needed(0.001972, 0.000773, 3, values=3) == 7
+
+
 def test_each_stall_is_made_of_its_runs_and_a_gap_makes_none() -> None:
     chain = ["R0", "R1", "R3", "R2"]
     assert stall_runs(chain, chain) == {
