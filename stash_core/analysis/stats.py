@@ -12,6 +12,7 @@ start (allocator growth, loader start-up, cache effects). We
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import asdict, dataclass
 from statistics import NormalDist
@@ -29,14 +30,65 @@ T_975 = (
 
 
 def t_quantile_975(dof: float) -> float:
-    """Two-sided 95% Student-t quantile: the table up to 30, Cornish-Fisher expansion beyond."""
+    """Two-sided 95% Student-t quantile: the table at whole degrees of freedom up to 30, the quantile itself
+    between them (an autocorrelation-corrected sample size is fractional: taken at the whole number below,
+    2.8 effective samples read t = 12.7 where 4.8 is right), Cornish-Fisher expansion beyond 30."""
+    dof = max(dof, 1.0)
     if dof < 30:
-        return T_975[max(int(dof), 1) - 1]
+        return T_975[int(dof) - 1] if dof == int(dof) else _t_quantile(0.05, dof)
     z = NormalDist().inv_cdf(0.975)
     g1 = (z**3 + z) / 4
     g2 = (5 * z**5 + 16 * z**3 + 3 * z) / 96
     g3 = (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / 384
     return z + g1 / dof + g2 / dof**2 + g3 / dof**3
+
+
+@functools.lru_cache(maxsize=4096)
+def _t_quantile(two_sided_p: float, dof: float) -> float:
+    """x with P(|T| > x) = two_sided_p for Student's t of `dof` degrees of freedom, by bisection."""
+    low, high = 0.0, 1.0
+    while _t_two_sided_p(high, dof) > two_sided_p:
+        low, high = high, high * 2
+    for _ in range(80):
+        middle = (low + high) / 2
+        low, high = (middle, high) if _t_two_sided_p(middle, dof) > two_sided_p else (low, middle)
+    return (low + high) / 2
+
+
+def _t_two_sided_p(x: float, dof: float) -> float:
+    """P(|T| > x): the regularized incomplete beta I_{dof / (dof + x^2)}(dof / 2, 1 / 2)."""
+    return _incomplete_beta(dof / (dof + x * x), dof / 2, 0.5)
+
+
+def _incomplete_beta(x: float, a: float, b: float) -> float:
+    """The regularized incomplete beta function I_x(a, b), by its continued fraction (Lentz)."""
+    if x <= 0.0:
+        return 0.0
+    if x >= 1.0:
+        return 1.0
+    log_front = math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
+    front = math.exp(log_front)
+    if x < (a + 1) / (a + b + 2):
+        return front * _beta_fraction(x, a, b) / a
+    return 1.0 - front * _beta_fraction(1.0 - x, b, a) / b
+
+
+def _beta_fraction(x: float, a: float, b: float) -> float:
+    tiny = 1e-300
+    c, d = 1.0, 1.0 - (a + b) * x / (a + 1)
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    fraction = d
+    for m in range(1, 300):
+        for numerator in (m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
+                          -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1))):  # fmt: skip
+            d = 1.0 + numerator * d
+            d = 1.0 / (d if abs(d) > tiny else tiny)
+            c = 1.0 + numerator / c
+            c = c if abs(c) > tiny else tiny
+            fraction *= d * c
+        if abs(d * c - 1.0) < 1e-15:
+            break
+    return fraction
 
 
 def mean(values: list[float]) -> float:

@@ -1,6 +1,8 @@
 import math
 import random
 
+import pytest
+
 from stash_core.analysis.stats import (
     converged,
     difference_ci95,
@@ -116,3 +118,14 @@ def test_resolved_means_the_interval_does_not_reach_past_zero():
     assert sign_verdict(0.05, 0.01) == "positive" and sign_verdict(-0.539, 0.01) == "negative"
     assert sign_verdict(-0.539, 0.6) == "within_noise" and sign_verdict(0.002, 0.003) == "within_noise"
     assert sign_verdict(-0.1, None) == "negative"
+
+
+def test_a_fractional_degree_of_freedom_takes_the_quantile_there_not_the_whole_number_below():
+    """2.8 effective samples (lag-1 autocorrelation 0.36 over 6) took t(1) = 12.706, an interval 2.7x the
+    Student one; the 97.5% quantiles of Student's t at those degrees of freedom."""
+    for dof, expected in ((1.5, 6.0167), (1.818, 4.7430), (2.5, 3.5747), (3.6, 2.9024), (29.5, 2.0437)):
+        assert t_quantile_975(dof) == pytest.approx(expected, abs=2e-4)
+    for dof, table in ((1, 12.706), (2, 4.303), (10, 2.228), (29, 2.045)):  # the table where it has one
+        assert t_quantile_975(dof) == table
+    assert t_quantile_975(0.5) == 12.706  # never fewer than one degree of freedom
+    assert t_quantile_975(2.0001) == pytest.approx(4.303, abs=2e-3)  # continuous with the table
