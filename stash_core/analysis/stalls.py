@@ -331,7 +331,10 @@ def stall_resolved(entry: dict | None) -> bool | None:
         return None
     if entry.get("status") == "clamped_zero" or entry.get("status") == "within_noise":
         return False
-    return resolved(entry["seconds"], finite_float(entry.get("ci95_s")))
+    ci95_s = entry.get("ci95_s")
+    if isinstance(ci95_s, float) and math.isinf(ci95_s):  # one round and no spread of its own: unknown
+        return False
+    return resolved(entry["seconds"], finite_float(ci95_s))
 
 
 def stall_fault(entry: dict | None) -> str | None:

@@ -1,3 +1,5 @@
+import math
+
 import pytest
 
 from stash_core.analysis.stalls import (
@@ -208,3 +210,11 @@ def test_a_stall_negative_beyond_the_noise_is_a_valid_figure():
     entry = {"seconds": -0.02, "ci95_s": 0.005, "status": "negative"}
     assert stall_fault(entry) is None and stall_fault({"seconds": None, "status": "not_measured"}) is None
     assert stall_fault({"seconds": 0.01, "status": "measured"}) is None
+
+
+def test_a_stall_of_an_infinite_interval_is_not_resolved():
+    """One round with no spread of its own has an infinite interval: it was shown '± inf' as resolved."""
+    from stash_core.analysis.stalls import stall_resolved
+
+    assert stall_resolved({"seconds": 0.0312, "status": "measured", "ci95_s": math.inf}) is False
+    assert stall_resolved({"seconds": 0.0312, "status": "measured", "ci95_s": 0.001}) is True
