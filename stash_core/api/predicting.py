@@ -7,6 +7,7 @@ counted before loads no torch either (decide/predict/step_cache.py).
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 from stash_core.api.options import (
@@ -92,10 +93,10 @@ def predict(
 
         if gpu:
             raise UsageError("--gpu selects catalog instances for --model; with --script-run use --instances")
-        habits = {"--memory-format": memory_format != "nchw", "--optimizer": optimizer is not None,
-                  "--optimizer-impl": optimizer_impl != "foreach",
-                  "--attention": attention != "fused"}  # fmt: skip
-        if given := [flag for flag, differs in habits.items() if differs]:
+        job, default = TrainingJob(memory_format, optimizer, optimizer_impl, attention), TrainingJob()
+        given = [f"--{field.name.replace('_', '-')}" for field in dataclasses.fields(TrainingJob)
+                 if getattr(job, field.name) != getattr(default, field.name)]  # fmt: skip
+        if given:
             raise UsageError(
                 f"{', '.join(given)}: for a --model job; a --script-run is scaled from what its script ran "
                 "(its layout, optimizer and attention as they were): leave them out"
