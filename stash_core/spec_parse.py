@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from stash_core.errors import UsageError
-from stash_core.terminal import unsafe_character
+from stash_core.terminal import invisible_character, unsafe_character
 from stash_core.units import STALLS, finite_float, rate_bps, shape_parts
 
 _STALL_ALIASES = {"cpu-prep": "cpu", "prep": "cpu", "fetch": "disk", "net": "network"}
@@ -224,6 +224,9 @@ def identifier(text: str) -> str:
     character = unsafe_character(text)
     if character:
         raise argparse.ArgumentTypeError(f"{text!r} holds the control character {character}")
+    invisible = invisible_character(text)
+    if invisible:
+        raise argparse.ArgumentTypeError(f"{text!r} holds the invisible character {invisible}")
     if not text.strip():
         raise argparse.ArgumentTypeError("must not be empty")
     return text

@@ -15,7 +15,7 @@ import pandas as pd
 from stash_core.cells import is_missing, plain_row
 from stash_core.errors import UsageError
 from stash_core.store.instances import COLUMNS
-from stash_core.terminal import clipped, unsafe_character
+from stash_core.terminal import clipped, invisible_character, unsafe_character
 from stash_core.units import finite_float
 
 TEXT = ("name", "provider", "accelerator", "interconnect", "source", "region", "origin")
@@ -54,16 +54,12 @@ def known_interconnect(text: str | None) -> bool:
     return (text or "none").strip().lower() == "none" or link_kind(text) is not None
 
 
-# Invisible in a name, which then looks like another ("zw\u200bx" as "zwx"), or breaks its line.
-_INVISIBLE_RE = re.compile("[\u200b-\u200d\u2028\u2029\u2060\ufeff]")
-
-
 def _check_name(name: str) -> None:
     """A name every command can select and tell apart: --instances takes names comma separated,
     NAME:QUOTA, or all."""
-    invisible = _INVISIBLE_RE.search(name)
+    invisible = invisible_character(name)
     if invisible:
-        raise UsageError(f"name {name!r} holds the invisible character U+{ord(invisible.group()):04X}")
+        raise UsageError(f"name {name!r} holds the invisible character {invisible}")
     if "," in name:
         raise UsageError(f"name {name!r} holds a comma, which separates names in --instances")
     if ":" in name:

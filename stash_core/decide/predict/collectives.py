@@ -174,10 +174,9 @@ def network_curve(family: str, exclude_source: str | None = None) -> BusCurve | 
 
 def intra_class(interconnect: str | None, accelerator: Accelerator) -> tuple[str | None, str]:
     """(the class of the GPUs' link inside one instance, how it was named) or (None, why there is none)."""
-    # a stored text is read by the link it names first, else by any it holds (rows of older versions)
-    text = (interconnect or "").lower()
-    held = next((kind for kind in ("nvswitch", "nvlink", "pcie") if kind in text), None)
-    link = link_kind(interconnect) or held
+    # a stored text (a row of an older version: "8x NVSwitch") is read by the first link it names
+    named = re.search("nvswitch|nvlink|pcie", (interconnect or "").lower())
+    link = link_kind(interconnect) or (named.group() if named else None)
     name = accelerator.name.upper()
     generation = next((g for g in ("GH200", "H200", "H100", "B200", "A100", "V100") if g in name), None)
     if link == "nvswitch":

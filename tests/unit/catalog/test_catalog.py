@@ -286,3 +286,22 @@ def test_a_link_named_first_with_its_generation_is_taken(tmp_path, text):
     from stash_core.catalog.fields import clean
 
     assert clean({"interconnect": text}, partial=True)["interconnect"] == text
+
+
+def test_a_stored_interconnect_is_read_by_the_link_it_names_first():
+    from stash_core.catalog.accelerators import find_accelerator
+    from stash_core.decide.predict.collectives import intra_class
+
+    a100 = find_accelerator("NVIDIA A100 SXM4 40 GB")
+    assert intra_class("Gen4 PCIe (no NVSwitch)", a100)[0] == "pcie_gen4"  # a fixed order read NVSwitch
+    assert intra_class("8x NVSwitch", a100)[0] == "nvswitch_a100"
+
+
+def test_an_invisible_character_is_refused_in_a_name_given_on_the_command_line():
+    import argparse
+
+    from stash_core.spec_parse import identifier
+
+    with pytest.raises(argparse.ArgumentTypeError, match="invisible character U\\+200B"):
+        identifier("p4d\u200b.24xlarge")  # a run label that looks like a catalog name and is not it
+    assert identifier("p4d.24xlarge") == "p4d.24xlarge"
