@@ -16,7 +16,7 @@ import math
 from dataclasses import dataclass
 
 from stash_core.analysis.stalls import STALL_OF_PHASE, PhaseTime, breakdown
-from stash_core.analysis.stats import t_quantile_975
+from stash_core.analysis.stats import launch_of_rounds, t_quantile_975
 from stash_core.engine.data_setup import cold_start_cached
 from stash_core.engine.launches import ROUNDS_BY_COUNT, ROUNDS_BY_TIME
 
@@ -56,21 +56,17 @@ class Shortfall:
                f"({self.seconds_needed:.0f} s)"  # fmt: skip
 
 
-def rounds_needed(ci95_s: float, goal_s: float, rounds: int, values: int | None = None) -> int | None:
+def rounds_needed(
+    ci95_s: float, goal_s: float, rounds: int, groups: list[list[float]] | None = None
+) -> int | None:
     """Rounds (launches) for an interval of ci95_s over `rounds` of them to narrow to goal_s at the same
-    spread: the Student-t interval over k rounds is t(k-1) * sd / sqrt(k). Where the interval rests on
-    `values` groups of blocks (R0 and R1 timed together: several a launch), a group's spread is taken from
-    it, and k launches pool as their means do (stats.pool_rounds): t(k-1) * sd_group / sqrt(groups a launch
-    x k). None when more than MAX_ROUNDS_ESTIMATED."""
+    spread: the Student-t interval over k rounds is t(k-1) * sd / sqrt(k). Where the figure is made of
+    groups of blocks (R0 and R1 timed together: `groups`, each launch's), from their spread within and
+    between launches (launches_needed). None when more than MAX_ROUNDS_ESTIMATED."""
     if ci95_s <= goal_s:
         return rounds
-    if values is not None and values > rounds >= 1:
-        per_launch = values / rounds
-        group_sd = ci95_s * math.sqrt(values) / t_quantile_975(values - 1)
-        for k in range(rounds + 1, MAX_ROUNDS_ESTIMATED + 1):
-            if t_quantile_975(k - 1) * group_sd / math.sqrt(per_launch * k) <= goal_s:
-                return k
-        return None
+    if groups and sum(len(launch) for launch in groups) > len(groups):
+        return launches_needed(groups, goal_s)
     if rounds < 2:  # no spread over rounds yet: take the launch's own interval as one round's
         spread = ci95_s / 1.96
     else:
@@ -79,6 +75,49 @@ def rounds_needed(ci95_s: float, goal_s: float, rounds: int, values: int | None 
         if t_quantile_975(k - 1) * spread / math.sqrt(k) <= goal_s:
             return k
     return None
+
+
+def launches_needed(groups: list[list[float]], goal_s: float) -> int | None:
+    """Launches for the mean of launches of groups to reach an interval of goal_s, as stats.pool_rounds pools
+    them (Student's t over the launches' means): a later launch's mean varies by the launches' own spread
+    (between) and by its groups' (within, over as many groups as the last launch kept). Taking the interval
+    over all the groups for a launch's asked for twice the launches a simulation of the pooling needs; taking
+    it as the launches' alone, half."""
+    kept = [launch for launch in groups if launch]
+    freedom = sum(len(launch) - 1 for launch in kept)
+    within = math.fsum(_squares(launch) for launch in kept) / freedom if freedom else 0.0
+    means = [math.fsum(launch) / len(launch) for launch in kept]
+    between = 0.0
+    if len(means) > 1:
+        level = math.fsum(means) / len(means)
+        spread = math.fsum((m - level) ** 2 for m in means) / (len(means) - 1)
+        between = max(spread - within * math.fsum(1 / len(launch) for launch in kept) / len(kept), 0.0)
+    sd = math.sqrt(between + within / len(kept[-1]))
+    for k in range(len(kept) + 1, MAX_ROUNDS_ESTIMATED + 1):
+        if t_quantile_975(k - 1) * sd / math.sqrt(k) <= goal_s:
+            return k
+    return None
+
+
+def _squares(values: list[float]) -> float:
+    level = math.fsum(values) / len(values)
+    return math.fsum((value - level) ** 2 for value in values)
+
+
+def stall_groups(
+    runs: tuple[str, ...], figures: dict[str, dict[int, tuple[float, float]]]
+) -> list[list[float]] | None:
+    """A stall's figure in each group of blocks its runs were timed in together, by launch (its one run's
+    mean, or the second run's less the first's); None where they were not timed in groups."""
+    keys = sorted(set.intersection(*(set(figures.get(run) or {}) for run in runs)))
+    launches = launch_of_rounds(keys) if keys else None
+    if launches is None:
+        return None
+    by_launch: dict[int, list[float]] = {}
+    for key, launch in zip(keys, launches, strict=True):
+        value = figures[runs[-1]][key][0] - (figures[runs[0]][key][0] if len(runs) > 1 else 0.0)
+        by_launch.setdefault(launch, []).append(value)
+    return list(by_launch.values())
 
 
 def stall_runs(chain: list[str], measured: list[str]) -> dict[str, tuple[str, ...]]:
@@ -103,12 +142,12 @@ def shortfalls(
     rounds_by_run: dict[str, int],
     launch_wall_s: dict[str, float],
     round_cost_s=None,
-    values_by_run: dict[str, int] | None = None,
+    figures_by_run: dict[str, dict[int, tuple[float, float]]] | None = None,
 ) -> list[Shortfall]:
     """The iteration time and the stalls of at least `target` of it whose interval is wider than target x
     their value, with the rounds and time each would still need (launch_wall_s: a run's mean launch time;
     round_cost_s(runs), where given: one more round of the runs, e.g. LaunchedRuns.round_cost_s;
-    values_by_run: the per-round figures a run's interval rests on, groups of blocks where it has them)."""
+    figures_by_run: each run's (mean_s, ci95_s) by round key, groups of blocks where it has them)."""
     if round_cost_s is None:
         round_cost_s = lambda runs: math.fsum(launch_wall_s.get(run, 0.0) for run in runs)  # noqa: E731
     iteration_s = breakdown.get("iteration_s") or 0.0
@@ -131,8 +170,8 @@ def shortfalls(
         if ci95_s is None or not value_s or ci95_s <= goal_s:
             continue
         done = min(rounds_by_run.get(run, 0) for run in runs)
-        values = min((values_by_run or {}).get(run, done) for run in runs)
-        needed = rounds_needed(ci95_s, goal_s, done, values)
+        groups = stall_groups(runs, figures_by_run) if figures_by_run else None
+        needed = rounds_needed(ci95_s, goal_s, done, groups)
         seconds = None
         if needed is not None:
             seconds = (needed - done) * round_cost_s(runs)
@@ -170,8 +209,7 @@ def current_shortfalls(launched, chain: list[str], target: float) -> list[Shortf
     )
     walls = {name: launched.launch_wall_s(name) for name in times}
     counts = {name: launched.rounds_done(name) for name in times}
-    values = {name: len(rounds[name]) for name in times}  # groups of blocks where R0 and R1 were paired
-    return shortfalls(result, chain, target, counts, walls, launched.round_cost_s, values)
+    return shortfalls(result, chain, target, counts, walls, launched.round_cost_s, rounds)
 
 
 def decide_next_round(

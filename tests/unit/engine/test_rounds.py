@@ -60,15 +60,33 @@ def test_rounds_needed_follows_the_student_interval_over_the_rounds() -> None:
     assert rounds_needed(1.0, 1e-6, 3) is None  # not within 1000 rounds
 
 
-def test_rounds_needed_of_groups_timed_together_pools_as_their_launches_do() -> None:
-    """R0 and R1 timed together: ± 0.00197 s over 10 groups of 3 launches (9 degrees of freedom). Taken as 3
-    launches' interval it read 4 more launches where pooling them (stats.pool_rounds) needs some 15."""
-    k = rounds_needed(0.001972, 0.000773, 3, values=10)
-    group_sd = 0.001972 * math.sqrt(10) / t_quantile_975(9)
-    assert t_quantile_975(k - 1) * group_sd / math.sqrt(10 / 3 * k) <= 0.000773
-    assert t_quantile_975(k - 2) * group_sd / math.sqrt(10 / 3 * (k - 1)) > 0.000773
-    assert k >= 15 and rounds_needed(0.001972, 0.000773, 3) == 7  # one figure a launch: as before
-    assert rounds_needed(0.001972, 0.000773, 3, values=3) == 7
+def test_launches_of_groups_are_projected_from_the_groups_spread_within_and_between_launches() -> None:
+    """R0 and R1 timed together in groups: taken as the launches' interval alone the launches still needed
+    were about half what pooling them needs (stats.pool_rounds); taken as all the groups', twice."""
+    groups = [[1.0, 3.0, 2.0, 2.0], [2.5, 1.5, 2.0], [2.2, 1.8, 2.0]]  # launch means 2.0, 2.0, 2.0
+    within = (2.0 + 0.5 + 0.08) / (3 + 2 + 2)  # each launch's squares about its mean, over its freedom
+    sd = math.sqrt(0.0 + within / 3)  # the launches agree: no spread between them; 3 groups a launch
+    k = rounds_needed(1.0, 0.2, 3, groups)
+    assert t_quantile_975(k - 1) * sd / math.sqrt(k) <= 0.2 < t_quantile_975(k - 2) * sd / math.sqrt(k - 1)
+    assert rounds_needed(0.1, 0.2, 3, groups) == 3  # already there
+    apart = [[1.0, 1.2], [3.0, 3.2], [2.0, 2.2]]  # launches that disagree: their spread counts
+    alike = [[1.0, 1.2], [1.0, 1.2], [1.0, 1.2]]
+    assert rounds_needed(1.0, 0.2, 3, apart) > rounds_needed(1.0, 0.2, 3, alike)
+    assert rounds_needed(0.029, 0.0055, 3, [[0.1], [0.12], [0.11]]) == rounds_needed(0.029, 0.0055, 3)
+
+
+def test_a_stalls_groups_are_its_runs_difference_in_each_group_by_launch() -> None:
+    from stash_core.analysis.stats import group_round_key
+    from stash_core.engine.rounds import stall_groups
+
+    keys = [group_round_key(0, 0), group_round_key(0, 1), group_round_key(1, 0)]
+    figures = {"R0": dict(zip(keys, [(0.10, 0), (0.11, 0), (0.12, 0)], strict=True)),
+               "R1": dict(zip(keys, [(0.15, 0), (0.17, 0), (0.16, 0)], strict=True))}  # fmt: skip
+    assert stall_groups(("R0",), figures) == [[0.10, 0.11], [0.12]]
+    differences = stall_groups(("R0", "R1"), figures)
+    assert [len(launch) for launch in differences] == [2, 1]
+    assert [value for launch in differences for value in launch] == pytest.approx([0.05, 0.06, 0.04])
+    assert stall_groups(("R1", "R3"), {"R1": {0: (0.1, 0)}, "R3": {0: (0.2, 0)}}) is None  # one a launch
 
 
 def test_each_stall_is_made_of_its_runs_and_a_gap_makes_none() -> None:
