@@ -48,6 +48,19 @@ def fit_linear(x: np.ndarray, y: np.ndarray, features: tuple[str, ...]) -> Linea
     return LinearFit(tuple(features), intercept, coefficients, r2, bool(rank < parameters))
 
 
+def fitted_values(x: np.ndarray, y: np.ndarray, x_new: np.ndarray) -> np.ndarray | None:
+    """fit_linear(x, y).predict(x_new) by the same arithmetic, without the fit's own figures (R², rank): a
+    held-out error makes thousands of these fits on the Models page."""
+    parameters = x.shape[1] + 1
+    if len(y) < parameters:
+        return None
+    scale = np.abs(x).max(axis=0)
+    scale[scale == 0] = 1.0
+    solution = np.linalg.lstsq(np.column_stack([np.ones(len(y)), x / scale]), y, rcond=None)[0]
+    coefficients = np.asarray([float(value) for value in solution[1:] / scale], dtype=float)
+    return float(solution[0]) + np.atleast_2d(x_new) @ coefficients
+
+
 def mape(predicted: np.ndarray, measured: np.ndarray) -> float | None:
     """Mean absolute percentage error (as a fraction) over points whose measured value is above zero."""
     predicted = np.asarray(predicted, dtype=float)

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from stash_core.decide.fit.linear import fit_linear, mape
+from stash_core.decide.fit.linear import fitted_values, mape
 from stash_core.decide.fit.observations import FEATURES
 from stash_core.decide.fit.physics import calibrate_scale
 from stash_core.decide.fit.stall_model import group_label
@@ -24,12 +24,11 @@ def lomo_linear(x: np.ndarray, y: np.ndarray, dnn_codes: np.ndarray, models: int
     predictions = np.full(len(y), np.nan)
     if models - 1 < x.shape[1] + 1:  # every DNN but the one held out trains: too few of them
         return predictions
-    features = tuple(str(column) for column in range(x.shape[1]))
     for code in range(models):
         test = dnn_codes == code
-        fit = fit_linear(x[~test], y[~test], features)
-        if fit is not None:
-            predictions[test] = np.maximum(0.0, fit.predict(x[test]))
+        predicted = fitted_values(x[~test], y[~test], x[test])
+        if predicted is not None:
+            predictions[test] = np.maximum(0.0, predicted)
     return predictions
 
 
