@@ -35,3 +35,16 @@ def test_least_squares_with_noise_keeps_r2_below_one_and_too_few_points_gives_no
 def test_mape_ignores_zero_measurements():
     assert mape(np.array([1.1, 0.9, 5.0]), np.array([1.0, 1.0, 0.0])) == pytest.approx(0.1)
     assert mape(np.array([1.0]), np.array([0.0])) is None
+
+
+def test_fitted_values_are_the_fits_predictions_to_the_last_bit():
+    import numpy as np
+
+    from stash_core.decide.fit.linear import fit_linear, fitted_values
+
+    rng = np.random.default_rng(3)
+    x = np.asfortranarray(rng.uniform(1e6, 2e8, size=(9, 2)))
+    y = 0.002 + 1e-9 * x[:, 0] + rng.normal(0, 1e-3, 9)
+    new = rng.uniform(1e6, 2e8, size=(4, 2))
+    assert np.array_equal(fitted_values(x, y, new), fit_linear(x, y, ("a", "b")).predict(new))
+    assert fitted_values(x[:2], y[:2], new) is None  # fewer points than parameters
