@@ -325,15 +325,15 @@ def with_remainder(breakdown: dict) -> dict:
 
 
 def stall_resolved(entry: dict | None) -> bool | None:
-    """Whether a stall was resolved: False when it is within the noise or its 95% interval is wider than its
-    value (it could be zero); None when it has no figure (not measured, not separable)."""
+    """Whether a stall was resolved: False when it is within the noise, or its 95% interval is wider than its
+    value or unknown (it could be zero); None when it has no figure (not measured, not separable)."""
     if not entry or finite_float(entry.get("seconds")) is None or stall_fault(entry):
         return None
     if entry.get("status") == "clamped_zero" or entry.get("status") == "within_noise":
         return False
     ci95_s = entry.get("ci95_s")
-    if isinstance(ci95_s, float) and math.isinf(ci95_s):  # one round and no spread of its own: unknown
-        return False
+    if finite_float(ci95_s) is None:  # no spread known (one round and none of its own, infinite in memory,
+        return False  # null in a result file): nothing says the stall is not zero
     return resolved(entry["seconds"], finite_float(ci95_s))
 
 

@@ -217,4 +217,5 @@ def test_a_stall_of_an_infinite_interval_is_not_resolved():
     from stash_core.analysis.stalls import stall_resolved
 
     assert stall_resolved({"seconds": 0.0312, "status": "measured", "ci95_s": math.inf}) is False
+    assert stall_resolved({"seconds": 0.0312, "status": "measured", "ci95_s": None}) is False  # as saved
     assert stall_resolved({"seconds": 0.0312, "status": "measured", "ci95_s": 0.001}) is True
