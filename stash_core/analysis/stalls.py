@@ -331,10 +331,10 @@ def stall_resolved(entry: dict | None) -> bool | None:
         return None
     if entry.get("status") == "clamped_zero" or entry.get("status") == "within_noise":
         return False
-    ci95_s = entry.get("ci95_s")
-    if finite_float(ci95_s) is None:  # no spread known (one round and none of its own, infinite in memory,
-        return False  # null in a result file): nothing says the stall is not zero
-    return resolved(entry["seconds"], finite_float(ci95_s))
+    ci95_s = finite_float(entry.get("ci95_s"))
+    if ci95_s is None:  # no spread known (one round and none of its own, infinite in memory, null in a
+        return False  # result file): nothing says the stall is not zero
+    return resolved(entry["seconds"], ci95_s)
 
 
 def stall_fault(entry: dict | None) -> str | None:

@@ -144,14 +144,23 @@ def launch_groups(
         if level <= 0 or small or spread / (target * level) <= widest:
             continue
         widest = spread / (target * level)
-        within = within_variance(series)
-        between = statistics.variance(means) - within * mean([1 / len(launch) for launch in series])
+        within, between = variance_components(series)
         if between <= 0 or group_s <= 0:  # launches agree as far as their groups tell: longer launches
             groups = None
             continue
         optimum = math.sqrt(within * max(startup_s, 0.0) / (between * group_s))
         groups = None if optimum > FIRST_LAUNCH_GROUPS else max(round(optimum), MIN_LAUNCH_GROUPS)
     return groups
+
+
+def variance_components(launches: list[list[float]]) -> tuple[float, float]:
+    """(within, between): the groups' variance within a launch, pooled, and the launches' means' variance
+    beyond what their groups' explains (below 0 where the launches agree better; 0 with one launch)."""
+    within = within_variance(launches)
+    if len(launches) < 2:
+        return within, 0.0
+    means = [mean(launch) for launch in launches]
+    return within, statistics.variance(means) - within * mean([1 / len(launch) for launch in launches])
 
 
 def within_variance(launches: list[list[float]]) -> float:

@@ -19,6 +19,7 @@ from stash_core.analysis.stalls import STALL_OF_PHASE, PhaseTime, breakdown
 from stash_core.analysis.stats import launch_of_rounds, t_quantile_975
 from stash_core.engine.data_setup import cold_start_cached
 from stash_core.engine.launches import ROUNDS_BY_COUNT, ROUNDS_BY_TIME
+from stash_core.engine.paired import variance_components
 
 ITERATION = "iteration"  # the iteration time (the last run of the chain), held to the target like a stall
 MAX_ROUNDS_ESTIMATED = 1000
@@ -84,24 +85,12 @@ def launches_needed(groups: list[list[float]], goal_s: float) -> int | None:
     over all the groups for a launch's asked for twice the launches a simulation of the pooling needs; taking
     it as the launches' alone, half."""
     kept = [launch for launch in groups if launch]
-    freedom = sum(len(launch) - 1 for launch in kept)
-    within = math.fsum(_squares(launch) for launch in kept) / freedom if freedom else 0.0
-    means = [math.fsum(launch) / len(launch) for launch in kept]
-    between = 0.0
-    if len(means) > 1:
-        level = math.fsum(means) / len(means)
-        spread = math.fsum((m - level) ** 2 for m in means) / (len(means) - 1)
-        between = max(spread - within * math.fsum(1 / len(launch) for launch in kept) / len(kept), 0.0)
-    sd = math.sqrt(between + within / len(kept[-1]))
+    within, between = variance_components(kept)
+    sd = math.sqrt(max(between, 0.0) + within / len(kept[-1]))
     for k in range(len(kept) + 1, MAX_ROUNDS_ESTIMATED + 1):
         if t_quantile_975(k - 1) * sd / math.sqrt(k) <= goal_s:
             return k
     return None
-
-
-def _squares(values: list[float]) -> float:
-    level = math.fsum(values) / len(values)
-    return math.fsum((value - level) ** 2 for value in values)
 
 
 def stall_groups(

@@ -141,9 +141,9 @@ def main() -> None:
             # host name's address, which need not be loopback)
             sys.argv[1:1] = ["--local-addr", LOOPBACK]
         loopback_only()
-    elif master_address(sys.argv[1:]):
+    elif master := master_address(sys.argv[1:]):
         # several machines: the stores listen where the other nodes reach node 0, not on every interface
-        stores_listen_on(master_address(sys.argv[1:]))
+        stores_listen_on(master)
     try:
         torchrun_main()
     except SystemExit as exc:

@@ -36,10 +36,7 @@ def fit_linear(x: np.ndarray, y: np.ndarray, features: tuple[str, ...]) -> Linea
     parameters = x.shape[1] + 1
     if len(y) < parameters:
         return None
-    scale = np.abs(x).max(axis=0)
-    scale[scale == 0] = 1.0
-    design = np.column_stack([np.ones(len(y)), x / scale])
-    solution, _, rank, _ = np.linalg.lstsq(design, y, rcond=None)
+    design, solution, rank, scale = _solve(x, y)
     intercept = float(solution[0])
     coefficients = tuple(float(value) for value in solution[1:] / scale)
     fitted = design @ solution
@@ -51,14 +48,20 @@ def fit_linear(x: np.ndarray, y: np.ndarray, features: tuple[str, ...]) -> Linea
 def fitted_values(x: np.ndarray, y: np.ndarray, x_new: np.ndarray) -> np.ndarray | None:
     """fit_linear(x, y).predict(x_new) by the same arithmetic, without the fit's own figures (R², rank): a
     held-out error makes thousands of these fits on the Models page."""
-    parameters = x.shape[1] + 1
-    if len(y) < parameters:
+    if len(y) < x.shape[1] + 1:
         return None
-    scale = np.abs(x).max(axis=0)
-    scale[scale == 0] = 1.0
-    solution = np.linalg.lstsq(np.column_stack([np.ones(len(y)), x / scale]), y, rcond=None)[0]
+    _, solution, _, scale = _solve(x, y)
     coefficients = np.asarray([float(value) for value in solution[1:] / scale], dtype=float)
     return float(solution[0]) + np.atleast_2d(x_new) @ coefficients
+
+
+def _solve(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, int, np.ndarray]:
+    """(design, solution, rank, scale): least squares on the columns scaled to unit size and an intercept."""
+    scale = np.abs(x).max(axis=0)
+    scale[scale == 0] = 1.0
+    design = np.column_stack([np.ones(len(y)), x / scale])
+    solution, _, rank, _ = np.linalg.lstsq(design, y, rcond=None)
+    return design, solution, rank, scale
 
 
 def mape(predicted: np.ndarray, measured: np.ndarray) -> float | None:

@@ -27,7 +27,6 @@ from pathlib import Path
 
 from stash_core.analysis.comm import ring_factor
 from stash_core.catalog.accelerators import Accelerator
-from stash_core.catalog.fields import link_kind
 
 COLLECTIVE_CSV = Path(__file__).with_name("collective_bandwidth.csv")
 # Network families of the multi-machine rows: the class names in the CSV that share a transport.
@@ -174,9 +173,9 @@ def network_curve(family: str, exclude_source: str | None = None) -> BusCurve | 
 
 def intra_class(interconnect: str | None, accelerator: Accelerator) -> tuple[str | None, str]:
     """(the class of the GPUs' link inside one instance, how it was named) or (None, why there is none)."""
-    # a stored text (a row of an older version: "8x NVSwitch") is read by the first link it names
+    # the first link the text names (given now, it starts the text; stored by older versions: "8x NVSwitch")
     named = re.search("nvswitch|nvlink|pcie", (interconnect or "").lower())
-    link = link_kind(interconnect) or (named.group() if named else None)
+    link = named.group() if named else None
     name = accelerator.name.upper()
     generation = next((g for g in ("GH200", "H200", "H100", "B200", "A100", "V100") if g in name), None)
     if link == "nvswitch":
