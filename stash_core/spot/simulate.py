@@ -32,6 +32,9 @@ from stash_core.userfiles import read_user_text, refuse_repeated_columns
 MAX_TRACE_BYTES = 256 * 1024 * 1024  # a revocation trace is a few lines per instance and hour
 # Per strategy, over all its runs: a replan takes 10-30 ms at quotas of tens (2 cores), so about a minute.
 MAX_SIMULATED_REVOCATIONS = 2_000
+# A re-plan's work is its candidate clusters (some 60-150 us each on 2 cores): quotas of 40 of seven types
+# are about 1,200 a re-plan, where the re-plan limits alone let a simulation run for minutes.
+MAX_SIMULATED_CLUSTERS = 300_000  # per strategy, as MAX_SIMULATED_REVOCATIONS
 MAX_REVOCATIONS = 500  # per run: beyond it the run is counted as missing its deadline
 # What a revocation costs the risk's simulation where the plan was made with no overhead (--revocation-s 0):
 # a restart is never free (the risk line says the overhead it used).
@@ -41,6 +44,7 @@ RISK_RUNS = 200  # Monte Carlo runs behind a plan's stated risk
 # Bounded work for a plan's risk, some 10-30 s: a long training at a high rate asks for 200 runs of hundreds
 # of revocations each (an hour); the runs done by then are the risk's. Above MAX_REVOCATIONS: one run fits.
 MAX_RISK_REPLANS = 1_000
+MAX_RISK_CLUSTERS = 100_000  # candidate clusters over all the risk's re-plans: some 6-15 s on 2 cores
 
 
 def without_contention(workload: Workload) -> Workload:
@@ -105,14 +109,15 @@ def run_once(first: PlanResult, offers: list[InstanceOffer], plan_workload: Work
              target_loss: float, deadline_s: float, links: dict, revocation_s: float,
              rng: np.random.Generator | None, rate_per_h: float = 0.0,
              trace: list[tuple[float, str]] | None = None,
-             replans_left: float = math.inf) -> dict | None:  # fmt: skip
-    """One training from the starting plan `first` to target: time, cost, revocations and whether it met the
-    deadline; None where it needs more than `replans_left` re-plans (a work limit: the run is not counted)."""
+             replans_left: float = math.inf, clusters_left: float = math.inf) -> dict | None:  # fmt: skip
+    """One training from the starting plan `first` to target: time, cost, revocations, the candidate clusters
+    its re-plans evaluated and whether it met the deadline; None where it needs more than `replans_left`
+    re-plans or `clusters_left` clusters (a work limit: the run is not counted)."""
     chosen = first.best or min(first.candidates, key=lambda plan: plan.training_s)
     cluster: list[Worker] = workers_of(chosen, offers)
     t = cost = 0.0
     loss = math.inf  # nothing trained yet
-    revocations = 0
+    revocations = clusters = 0
     replayed: set[int] = set()  # the trace's rows already applied, or passed while no such instance ran
     while True:
         truth = remaining_plan(cluster, true_workload, target_loss, loss, math.inf, **links)
@@ -133,10 +138,13 @@ def run_once(first: PlanResult, offers: list[InstanceOffer], plan_workload: Work
         t += revocation_s
         cost += revocation_s / 3600 * sum(w.usd_per_h for w in cluster)
         again = replan(cluster, offers, plan_workload, target_loss, loss, deadline_s - t, **links)
+        clusters += len(again.candidates)
+        if clusters > clusters_left:
+            return None
         chosen = again.best or min(again.candidates, key=lambda plan: plan.training_s)
         cluster = workers_of(chosen, offers)
     return {"time_s": t, "cost_usd": cost, "revocations": revocations, "met": t <= deadline_s,
-            "first_plan": (first.best or chosen).label()}  # fmt: skip
+            "first_plan": (first.best or chosen).label(), "clusters": clusters}  # fmt: skip
 
 
 def _next_revocation(
@@ -190,15 +198,20 @@ def simulate(spot_offers: list[InstanceOffer], on_demand_offers: list[InstanceOf
         count = 1 if trace is not None or not revoked or rate_per_h == 0 else runs
         overhead = {"revocation_s": plan_overhead_s if revoked else 0.0}
         first = starting_plan(offers, plan_workload, target_loss, deadline_s, {**links, **overhead})
-        outcomes, replans = [], 0
-        # Bounded work: each revocation is a replan (milliseconds), and --runs 100000 at a high rate asks for
-        # millions; the runs done by then are what the row reports (its "runs" says how many).
+        outcomes, replans, clusters = [], 0, 0
+        # Bounded work: each revocation is a replan (milliseconds, more at large quotas), and --runs 100000 at
+        # a high rate asks for millions; the runs done by then are what the row reports (its "runs" says how
+        # many). The first run is always done.
         while len(outcomes) < count and replans < MAX_SIMULATED_REVOCATIONS:
+            clusters_left = MAX_SIMULATED_CLUSTERS - clusters if outcomes else math.inf
             outcome = run_once(first, offers, plan_workload, workload, target_loss, deadline_s, links,
-                               revocation_s, rng, rate_per_h if revoked else 0.0,
-                               trace if revoked else None)  # fmt: skip
+                               revocation_s, rng, rate_per_h if revoked else 0.0, trace if revoked else None,
+                               clusters_left=clusters_left)  # fmt: skip
+            if outcome is None:
+                break
             outcomes.append(outcome)
             replans += outcome["revocations"]
+            clusters += outcome["clusters"]
         count = len(outcomes)
         times = [o["time_s"] for o in outcomes]
         rows.append({
@@ -221,7 +234,8 @@ def simulation_notes(rows: list[dict]) -> list[str]:
     for row in rows:
         if row["runs"] < row["runs_asked"]:
             lines.append(f"{row['strategy']}: stopped after {row['runs']} of {row['runs_asked']} runs, at "
-                         f"{MAX_SIMULATED_REVOCATIONS:,} simulated revocations (the work limit)")  # fmt: skip
+                         f"the work limit ({MAX_SIMULATED_REVOCATIONS:,} simulated revocations or "
+                         f"{MAX_SIMULATED_CLUSTERS:,} candidate clusters re-planned)")  # fmt: skip
         if row["never_finishes"]:
             lines.append(f"{row['strategy']}: the training never finishes in {row['never_finishes']} of "
                          f"{row['runs']} run(s) (revoked more than {MAX_REVOCATIONS} times); they miss the "
@@ -250,9 +264,13 @@ class PlanRisk:
             if self.unfinished
             else ""
         )
+        if self.rate_per_h == 0:  # one training, never revoked: no simulation to speak of
+            met = "meets the deadline" if self.p_deadline == 1 else "misses the deadline"
+            return f"never revoked (0 revocations per hour): {met}, cost ${self.mean_cost_usd:,.2f}"
         runs = f"{self.runs} simulated run{'' if self.runs == 1 else 's'}"
         if self.runs_asked and self.runs < self.runs_asked:
-            runs = f"{self.runs} of {self.runs_asked} simulated runs, at most {MAX_RISK_REPLANS:,} re-plans"
+            runs = (f"{self.runs} of {self.runs_asked} simulated runs, at the work limit of "
+                    f"{MAX_RISK_REPLANS:,} re-plans or {MAX_RISK_CLUSTERS:,} candidate clusters")  # fmt: skip
         return (
             f"at {self.rate_per_h:g} revocations per instance per hour ({runs}, {self.revocation_s:g} s "
             f"lost a revocation): meets the deadline in {self.p_deadline:.0%} of runs, expected cost "
@@ -275,15 +293,17 @@ def plan_risk(spot_offers: list[InstanceOffer], workload: Workload, target_loss:
     )
     asked = runs if rate_per_h > 0 else 1
     outcomes: list[dict] = []
-    replans = 0
+    replans = clusters = 0
     while len(outcomes) < asked:
-        left = MAX_RISK_REPLANS - replans
+        clusters_left = MAX_RISK_CLUSTERS - clusters if outcomes else math.inf  # the first run is always done
         outcome = run_once(first, spot_offers, workload, workload, target_loss, deadline_s, links,
-                           revocation_s, rng, rate_per_h, replans_left=left)  # fmt: skip
-        if outcome is None:  # the work limit: the runs done are the risk's (the first always fits)
+                           revocation_s, rng, rate_per_h, replans_left=MAX_RISK_REPLANS - replans,
+                           clusters_left=clusters_left)  # fmt: skip
+        if outcome is None:  # the work limit: the runs done are the risk's (the first fits the re-plans)
             break
         outcomes.append(outcome)
         replans += outcome["revocations"]
+        clusters += outcome["clusters"]
     return PlanRisk(rate_per_h, len(outcomes), float(np.mean([o["met"] for o in outcomes])),
                     float(np.mean([o["cost_usd"] for o in outcomes])),
                     float(np.mean([o["revocations"] for o in outcomes])), revocation_s,

@@ -68,4 +68,4 @@ def test_a_long_training_at_a_high_rate_states_its_risk_from_the_runs_the_work_l
     assert risk["runs"] * risk["mean_revocations"] <= 1_000
     from stash_core.spot.simulate import PlanRisk
 
-    assert f"({risk['runs']} of 200 simulated runs, at most 1,000 re-plans" in PlanRisk(**risk).text()
+    assert f"({risk['runs']} of 200 simulated runs, at the work limit of 1,000 re-plans" in PlanRisk(**risk).text()

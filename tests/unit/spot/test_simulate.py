@@ -169,9 +169,45 @@ def test_the_risk_is_of_the_plan_as_printed_with_its_revocation_overhead(tmp_pat
 def test_one_simulated_run_is_said_in_the_singular():
     from stash_core.spot.simulate import PlanRisk
 
-    text = PlanRisk(rate_per_h=0.0, runs=1, p_deadline=1.0, mean_cost_usd=1.0, mean_revocations=0.0).text()
+    text = PlanRisk(rate_per_h=0.5, runs=1, p_deadline=1.0, mean_cost_usd=1.0, mean_revocations=0.0).text()
     assert "(1 simulated run, " in text
     assert "(2 simulated runs, " in PlanRisk(0.5, 2, 1.0, 1.0, 0.0).text()
+
+
+def test_at_rate_zero_the_risk_says_never_revoked_not_a_simulation_or_its_overhead():
+    from stash_core.spot.simulate import PlanRisk
+
+    met = PlanRisk(rate_per_h=0.0, runs=1, p_deadline=1.0, mean_cost_usd=5.35, mean_revocations=0.0,
+                   revocation_s=30.0, runs_asked=1).text()  # fmt: skip
+    assert met == "never revoked (0 revocations per hour): meets the deadline, cost $5.35"
+    assert "misses the deadline" in PlanRisk(0.0, 1, 0.0, 5.35, 0.0, 30.0, runs_asked=1).text()
+
+
+# Quotas of 12 of six kinds: some 400 candidate clusters a re-plan, as large quotas of the catalog give.
+KINDS = [Worker(f"K{k}", gpus=1, compute_s=1.0 + 0.1 * k, batch=32, usd_per_h=1.0 + 0.2 * k) for k in range(6)]
+
+
+def test_the_risk_stops_at_its_candidate_cluster_limit_and_says_so(monkeypatch):
+    """A re-plan over large quotas evaluates hundreds of clusters (a tenth of a second and more): the re-plan
+    limit alone let `stash spot` simulate for most of a minute. The runs done within the cluster limit are
+    the risk's; the first run is always done."""
+    from stash_core.spot import simulate as module
+
+    offers = [InstanceOffer(kind, 12) for kind in KINDS]
+    monkeypatch.setattr(module, "MAX_RISK_CLUSTERS", 2_000)
+    risk = module.plan_risk(offers, NEGLIGIBLE, 0.1, 1e4, **LINKS, rate_per_h=20.0, revocation_s=1.0)
+    assert 1 <= risk.runs < risk.runs_asked == 200
+    assert "at the work limit of 1,000 re-plans or 2,000 candidate clusters" in risk.text()
+
+
+def test_a_simulation_stops_at_its_candidate_cluster_limit_and_says_so(monkeypatch):
+    from stash_core.spot import simulate as module
+
+    offers = [InstanceOffer(kind, 12) for kind in KINDS]
+    monkeypatch.setattr(module, "MAX_SIMULATED_CLUSTERS", 2_000)
+    rows = simulate(offers, offers, NEGLIGIBLE, 0.1, 1e4, **LINKS, rate_per_h=20.0, revocation_s=1.0)
+    assert 1 <= rows[0]["runs"] < rows[0]["runs_asked"] == 200
+    assert "2,000 candidate clusters re-planned" in module.simulation_notes(rows)[0]
 
 
 def test_a_trace_row_with_more_fields_than_its_header_is_refused(tmp_path):
