@@ -18,10 +18,12 @@ from stash_core.interrupts import describe, exit_status, received_stop, signals_
 from stash_core.terminal import printable
 
 
-def run_command(body: Callable[[], int | None]) -> int:
+def run_command(body: Callable[[], int | None], json_errors: bool = False) -> int:
     """Run `body` and return its exit status. SIGTERM and SIGHUP stop it as Ctrl-C does (a profile saves
     what it measured and ends its workers); a Stash error, an interrupt, a machine's OSError or a DuckDB
-    write failure is one line on stderr with its status."""
+    write failure is one line on stderr with its status. `json_errors`: a command asked for JSON, so a
+    failure's line is also a JSON object on stdout ({"error": ..., "exit_status": ...}), which a script
+    reading stdout can parse."""
     tolerant_output()
     try:
         with signals_as_interrupts():
@@ -33,29 +35,33 @@ def run_command(body: Callable[[], int | None]) -> int:
         return exit_status(interrupt)
     except Exception as error:
         if (signum := received_stop()) is None:
-            return _failed(error)
+            return _failed(error, json_errors)
         # a stop signal came first: what failed after it (DuckDB's "Query interrupted") is its doing
         print(f"stash: {describe(signum)}", file=sys.stderr)
         return 128 + signum
 
 
-def _failed(error: Exception) -> int:
+def _failed(error: Exception, json_errors: bool = False) -> int:
     """The exit status of a command that failed with `error`, its one line said (a bug's traceback raised)."""
-    if isinstance(error, StashError):
-        print(f"stash: {printable(one_line(error))}", file=sys.stderr)
-        return error.exit_code
     if isinstance(error, BrokenPipeError):
         return 0
-    if isinstance(error, OSError):  # the machine's, not the input's: a full disk, a vanished folder
+    if isinstance(error, StashError):
+        line, status = one_line(error), error.exit_code
+    elif isinstance(error, OSError):  # the machine's, not the input's: a full disk, a vanished folder
         where = f": {error.filename}" if error.filename else ""
-        print(f"stash: {printable(f'{error.strerror or first_line(error)}{where}')}", file=sys.stderr)
-        return 1
-    if is_database_io_error(error):
+        line, status = f"{error.strerror or first_line(error)}{where}", 1
+    elif is_database_io_error(error):
         # DuckDB could not write (a full disk at commit or checkpoint): its transaction left the file as it
         # was; the machine's problem, so exit 1 with one line.
-        print(f"stash: the database could not be written: {one_line(error)}", file=sys.stderr)
-        return 1
-    raise error  # a bug: its traceback
+        line, status = f"the database could not be written: {one_line(error)}", 1
+    else:
+        raise error  # a bug: its traceback
+    print(f"stash: {printable(line)}", file=sys.stderr)
+    if json_errors:
+        import json
+
+        print(json.dumps({"error": printable(line), "exit_status": status}))
+    return status
 
 
 def tolerant_output() -> None:

@@ -180,7 +180,19 @@ def main(argv: list[str] | None = None) -> int:
         handler = all_commands()[args.command]
         return handler(args) or 0
 
-    return run_command(command)
+    return run_command(command, json_errors=asks_for_json(sys.argv[1:] if argv is None else argv))
+
+
+def asks_for_json(argv: list[str]) -> bool:
+    """Whether a command line asks for JSON on stdout (--json, or predict's and recommend's --format json),
+    so that its failure is JSON too. A script's own arguments (after --) are not read."""
+    given = argv[: argv.index("--")] if "--" in argv else argv
+    if "--json" in given:
+        return True
+    command = next((arg for arg in given if not arg.startswith("-")), None)
+    formats = [b for a, b in zip(given, given[1:], strict=False) if a == "--format"]
+    formats += [arg.removeprefix("--format=") for arg in given if arg.startswith("--format=")]
+    return command in ("predict", "recommend") and "json" in formats
 
 
 def cmd_profile(args) -> int:

@@ -63,4 +63,6 @@ def test_the_answer_restates_the_job(tmp_path, capsys):
     argv[argv.index("resnet18")] = "gpt2"
     assert main(argv) == 2
     captured = capsys.readouterr()
-    assert captured.out == "" and captured.err.count("\n") == 1 and "--memory-format" in captured.err
+    refusal = json.loads(captured.out)  # asked for JSON: the refusal is JSON too, and one line on stderr
+    assert refusal["exit_status"] == 2 and "--memory-format" in refusal["error"]
+    assert captured.err.count("\n") == 1 and "--memory-format" in captured.err
