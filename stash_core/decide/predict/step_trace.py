@@ -25,7 +25,7 @@ from stash_core.decide.predict.op_classes import (
     pointwise_conv,
 )
 from stash_core.decide.predict.step_types import OpCost, StepCost
-from stash_core.errors import UsageError
+from stash_core.errors import UsageError, first_line
 
 
 class OpRecorder(TorchDispatchMode):
@@ -87,7 +87,15 @@ def counted_here(model: str, batch_size: int, shape: tuple[int, ...] | None, att
     except Exception:  # noqa: BLE001 - a user model that needs real tensors: measure on the CPU at batch 1
         net, info = build_model(model, input_shape=shape)
         note = "counted on the CPU at batch 1, scaled"
-        return _trace(model, net, info, 1, "cpu", batch_size, note, attention)
+        try:
+            return _trace(model, net, info, 1, "cpu", batch_size, note, attention)
+        except Exception as error:  # noqa: BLE001 - the step itself fails: PyTorch would not train it either
+            # (batch 1 of a small image leaves a BatchNorm one value per channel)
+            given = "" if shape is None else f", input {','.join(map(str, shape))}"
+            raise UsageError(
+                f"{model} cannot take a training step at batch {batch_size}{given}: "
+                f"{type(error).__name__}: {first_line(error)}"
+            ) from None
 
 
 def _trace(

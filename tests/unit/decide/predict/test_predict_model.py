@@ -71,6 +71,15 @@ def test_unknown_model_and_bad_batch_are_usage_errors():
         step_cost("resnet50", 0)
 
 
+def test_a_step_pytorch_cannot_train_is_a_usage_error_not_a_traceback(tmp_path):
+    """Batch 1 of 32 px leaves ResNet-50's last BatchNorm one value per channel: training refuses it, on the
+    meta device and on the CPU alike (it was a 175-line traceback from predict and recommend)."""
+    with pytest.raises(UsageError, match=r"resnet50 cannot take a training step at batch 1, input 3,32,32: "
+                                         r"ValueError: Expected more than 1 value per channel"):  # fmt: skip
+        step_cost("resnet50", 1, (3, 32, 32))
+    assert step_cost("resnet50", 2, (3, 32, 32)).forward_flops > 0
+
+
 def test_scaled_dot_product_attention_is_one_fused_operator_with_its_flops():
     batch, heads, seq, dim = 2, 4, 64, 16
     with torch.device("meta"):
