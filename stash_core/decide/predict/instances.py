@@ -282,6 +282,10 @@ def prediction_rows(
         for count in range(1, max_instances + 1):
             result = predictor.predict(name, workers, count)
             if isinstance(result, str):
+                # what stops one count stops the larger ones (a link, the memory): said for all of them
+                counted = f"{count} x "
+                if count < max_instances and result.startswith(counted):
+                    result = f"{count}-{max_instances} x {result.removeprefix(counted)}"
                 if result not in refused:
                     refused.append(result)
                 break

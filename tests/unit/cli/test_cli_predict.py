@@ -71,6 +71,17 @@ def test_a_row_across_machines_states_its_communications_error_beside_the_comput
     assert f"{rows[2]['comm_expected_error']:.1%}" in two
 
 
+def test_a_refusal_names_every_machine_count_it_stops(tmp_path, capsys):
+    """Standard_NC6s_v3 has no network bandwidth in the catalog: 2, 3 and 4 machines cannot be predicted, and
+    only "2 x" was said (3 and 4 machines were left out without a word)."""
+    status, out, _ = run(capsys, "predict", "--model", "resnet50", "--batch-size", "64", "--instances",
+                         "Standard_NC6s_v3", "--max-instances", "4", "--format", "json",
+                         "--db", str(tmp_path / "x.duckdb"))  # fmt: skip
+    answer = json.loads(out)
+    assert status == 0 and [row["instance_count"] for row in answer["predictions"]] == [1]
+    assert [row["configuration"] for row in answer["not_predicted"]] == ["2-4 x Standard_NC6s_v3"]
+
+
 def test_the_table_says_how_many_of_the_instances_gpus_are_used(tmp_path, capsys):
     db = str(tmp_path / "x.duckdb")
     ask = ["predict", "--model", "resnet18", "--batch-size", "8", "--instances", "p3.8xlarge", "--db", db]
