@@ -26,8 +26,10 @@ also moves no faster than sm_gbs per SM: a kernel keeps a limited number of byte
 Little's law a GPU with much bandwidth per SM cannot use all of it (the H200 has the H100's 132 SMs and 1.43
 times its bandwidth; 13 of Stash's 15 steps timed on both, the two host-bound ones aside, ran only 1.02 to
 1.25 times faster on it: docs/measurements/h100-gpu-steps-2026-11-26-norms.csv against
-h200-gpu-steps-2026-11-26.csv). Fitted, not measured per kernel: about 27 GB/s per SM, which binds on the
-H200, GH200 and B200, not on the H100 or older GPUs.
+h200-gpu-steps-2026-11-26.csv). Fitted, not measured per kernel (validation_summary.json's sm_gbs: about
+23 GB/s per SM, 27 when first fitted): it binds where a class's efficiency times the GPU's bandwidth per SM
+is above it, on the GPUs with the most bandwidth per SM (H100 SXM 25, H100 NVL 30, GH200 30, H200 36, B200 54
+GB/s per SM; the A100 80 GB has 19).
 
 Datasheet peaks are counted at the boost clock, which a GPU holds only with power to spare: every compute
 peak is scaled by the sustained clock, the base clock (guaranteed at the power limit) plus boost_share of the
