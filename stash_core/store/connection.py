@@ -215,7 +215,10 @@ class DatabaseLocked(UsageError):
 _LOCK_RE = re.compile(r"\block(ed)?\b|different configuration|unique file handle conflict|already attached")
 _SAME_PROCESS_RE = re.compile(r"different configuration")
 _OTHER_THREAD_RE = re.compile(r"unique file handle conflict|already attached", re.IGNORECASE)
-_CORRUPT_RE = re.compile(r"corrupt|checksum|not a valid duckdb|invalid|magic|serializ", re.IGNORECASE)
+# "could not read enough bytes": a file cut short (a copy that stopped, a full disk)
+_CORRUPT_RE = re.compile(
+    r"corrupt|checksum|not a valid duckdb|invalid|magic|serializ|could not read enough bytes", re.IGNORECASE
+)
 
 
 def _is_lock_conflict(exc: duckdb.Error) -> bool:

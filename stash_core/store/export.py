@@ -21,7 +21,8 @@ from stash_core.terminal import FORMULA_LEADS, escaped_characters
 from stash_core.userfiles import nearest_existing
 
 # DuckDB COPY options per format. JSON is newline-delimited (one object per line, "JSON Lines"), which
-# streams and appends well; read it with pandas.read_json(path, lines=True) or DuckDB read_json.
+# streams and appends well; read it with pandas.read_json(path, lines=True, precise_float=True) or DuckDB
+# read_json.
 # Where an export's files are written before they are moved into place, in the export's folder.
 STAGING_PREFIX = ".stash-export-"
 EXPORT_FORMATS = {

@@ -101,7 +101,7 @@ RUNS = RelationDoc(
             breakdown
         iteration_ci95_s | s | 95 % CI half-width of `iteration_s`
         epoch_s | s | `iteration_s × iterations_per_epoch`
-        reference_phase | | phase whose time is `iteration_s` (`R2`, or the last real-data phase that ran)
+        reference_phase | | phase whose time is `iteration_s`: the last phase of the chain that ran (`R2` where the real data ran, else `R1n`, `R1` or `R0`)
         hostname | | host name of the machine that ran rank 0
         stash_version | | Stash version that produced the result
         schema_version | | result-file schema version after migration

@@ -224,7 +224,8 @@ def _export() -> str:
 - `csv`: comma-separated with a header row; timestamps as `2026-11-22 10:41:00+00`.
 - `json`: **newline-delimited JSON** (JSON Lines): one object per row and line, no enclosing array; JSON
   columns (`spec`, `fingerprint`, `warnings`) appear as nested values. Read with
-  `pandas.read_json(path, lines=True)` or DuckDB `read_json(path)`.
+  `pandas.read_json(path, lines=True, precise_float=True)` (without it pandas rounds the last digit of
+  some floats) or DuckDB `read_json(path)`.
 
 Files are written into a temporary folder inside `out_dir` and moved into place only after all succeeded.
 """

@@ -155,6 +155,8 @@ def world(tmp_path_factory) -> dict[str, str]:
     corrupt = bytearray(db.read_bytes())  # a DuckDB header, then damaged blocks: "... in block ..."
     corrupt[3 * 4096 :] = bytes((value * 7 + 13) & 255 for value in corrupt[3 * 4096 :])
     (root / "corrupt.duckdb").write_bytes(bytes(corrupt))
+    whole = db.read_bytes()  # cut short, as a copy that stopped: "Could not read enough bytes"
+    (root / "truncated.duckdb").write_bytes(whole[: len(whole) // 2])
     (root / "plain").write_text("a plain file")
     (root / "ok_train.py").write_text("print('a script that parses')\n")
     (root / "folder").mkdir()
@@ -172,7 +174,7 @@ def world(tmp_path_factory) -> dict[str, str]:
         )  # fmt: skip
     )
     files.update({name: str(root / name) for name in ("plain", "folder", "workload.json")})
-    files.update({f"{name}_db": str(root / f"{name}.duckdb") for name in ("garbage", "empty", "corrupt")})
+    files.update({f"{name}_db": str(root / f"{name}.duckdb") for name in ("garbage", "empty", "corrupt", "truncated")})
     files["workload"] = files.pop("workload.json")
     return files
 
@@ -360,6 +362,7 @@ CASES: list[tuple[str, list[str], str]] = [
     ("runs-db-directory", ["runs", "--db", "{folder}"], "directory"),
     ("runs-db-garbage", ["runs", "--db", "{garbage_db}"], "corrupt"),
     ("runs-db-corrupt-block", ["runs", "--db", "{corrupt_db}"], "corrupt"),
+    ("runs-db-truncated", ["runs", "--db", "{truncated_db}"], "corrupt or not a DuckDB database"),
     ("show-unknown", ["show", "no-such-run", "--db", "{db}"], "no-such-run"),
     ("show-db-garbage", ["show", "x", "--db", "{garbage_db}"], "corrupt"),
     ("export-format", ["export", "--format", "xml", "--out", "{tmp}/export", "--db", "{db}"], "--format"),
