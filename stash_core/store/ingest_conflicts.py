@@ -25,9 +25,9 @@ from stash_core.store.run_labels import CONFIRMED_KEY
 RUN_COLUMNS = (
     "status", "error", "started_at", "finished_at", "model", "batch_size", "workers_per_node", "nodes",
     "instance", "iteration_s", "iteration_ci95_s", "iterations_per_epoch", "epoch_s", "spec", "param_count",
-    "grad_tensor_count", "layer_count", "grad_bytes", "fingerprint",
+    "grad_tensor_count", "layer_count", "grad_bytes", "fingerprint", "network_reference", "communication",
 )  # fmt: skip
-_JSON = ("spec", "fingerprint")
+_JSON = ("spec", "fingerprint", "communication")
 PHASE_COLUMNS = (
     "phase_index", "description", "workers", "nodes", "data", "status", "error", "warmup_iterations",
     "iterations", "mean_s", "ci95_s", "std_s", "median_s", "p5_s", "p95_s", "data_s", "forward_s",
@@ -202,7 +202,7 @@ def _plain(column: str, value: Any) -> Any:
         moment = datetime.fromisoformat(value)
         moment = moment if moment.tzinfo else moment.replace(tzinfo=UTC)
         return (moment - _EPOCH) // timedelta(microseconds=1)
-    if column == "fingerprint" and isinstance(value, str):
+    if column in ("fingerprint", "communication") and isinstance(value, str):
         return json.loads(value)
     if column == "spec" and isinstance(value, str):
         spec = json.loads(value)

@@ -3,7 +3,8 @@
 The document is a plain dict (what `stash schedule` writes to results/sim-*.json): simulation_id,
 created_at, stash_version, trace, trace_format, jobs, cluster {switches, nodes_per_switch, gpus_per_node,
 gpus}, fabric, tuning and policies[] of {policy, settings, metrics {...}, jct_cdf, timeline}. Ingesting the
-same simulation again inserts nothing; one transaction per simulation. `stash ingest` stores such a file too
+same simulation again inserts nothing, one with other figures under its simulation_id is refused; one
+transaction per simulation. `stash ingest` stores such a file too
 (store/ingest.py reads it with results.file.load_document, then prepare_simulation).
 """
 
@@ -81,13 +82,29 @@ def ingest_simulation(db_path: Path | str, doc: dict[str, Any], source_file: str
         return insert_simulation(con, prepared)
 
 
+# What a simulation is and what it found, compared when its simulation_id is given again (its curves and
+# timeline follow from them; where the file came from and when it was stored are not content).
+_COMPARED = ("policy", "trace", "trace_format", "jobs", "switches", "nodes_per_switch", "gpus_per_node",
+             "cluster_gpus", "fabric", "settings", "tuning", *_METRICS)  # fmt: skip
+_COMPARED_JSON = ("fabric", "settings")
+
+
 def insert_simulation(con: Any, prepared: PreparedSimulation) -> bool:
     """Insert a simulation's rows in one transaction on an open connection; False when its simulation_id is
-    stored already (idempotent, nothing compared or overwritten)."""
-    seen = con.execute(
-        "SELECT count(*) FROM simulations WHERE simulation_id = ?", [prepared.simulation_id]
-    ).fetchall()[0][0]
-    if seen:
+    stored already with the same figures (idempotent), UsageError when with others (nothing overwritten)."""
+    picked = ", ".join(f"CAST({c} AS VARCHAR)" if c in _COMPARED_JSON else c for c in _COMPARED)
+    stored = con.execute(
+        f"SELECT {picked} FROM simulations WHERE simulation_id = ?", [prepared.simulation_id]
+    ).fetchall()
+    if stored:
+        at = [_COLUMNS.index(column) for column in _COMPARED]
+        given = [tuple(row[index] for index in at) for row in prepared.rows]
+        differ = _differences(stored, given)
+        if differ:
+            raise UsageError(
+                f"simulation {prepared.simulation_id} is already stored with other {', '.join(differ)}; "
+                "refused, nothing was overwritten (give it another simulation_id to keep both)"
+            )
         return False
     marks = ", ".join("?" for _ in _COLUMNS)
     con.execute("BEGIN TRANSACTION")
@@ -98,6 +115,23 @@ def insert_simulation(con: Any, prepared: PreparedSimulation) -> bool:
         rollback_if_open(con)  # a failed COMMIT (a full disk) says why, not "no transaction is active"
         raise
     return True
+
+
+def _differences(stored: list[tuple], given: list[tuple]) -> list[str]:
+    """The compared columns in which two sets of a simulation's rows differ (policies matched by name)."""
+
+    def plain(row: tuple) -> dict[str, Any]:
+        values = dict(zip(_COMPARED, row, strict=True))
+        for column in _COMPARED_JSON:
+            text = values[column]
+            values[column] = json.loads(text) if isinstance(text, str) else text
+        return values
+
+    old = {row[0]: plain(row) for row in stored}
+    new = {row[0]: plain(row) for row in given}
+    if set(old) != set(new):
+        return ["policies"]
+    return [column for column in _COMPARED if any(old[p][column] != new[p][column] for p in old)]
 
 
 def simulations_frame(db_path: Path | str, limit: int = 500) -> pd.DataFrame:

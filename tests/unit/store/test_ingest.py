@@ -522,6 +522,19 @@ def test_a_result_file_with_other_samples_is_refused_not_called_already_stored(t
         store.ingest_files(db_path, [first, second])
 
 
+def test_a_result_file_with_other_communication_is_refused_not_called_already_stored(db_path, result_doc):
+    """The probes' bus bandwidth and the network reference were not compared: an edited file was "already
+    stored" and the old figures kept."""
+    doc = result_doc(run_id="20261122T080000Z-aaaa0034")
+    doc["breakdown"]["communication"] = {"interconnect": {"busbw_gbps": 4.24, "workers": 2}}
+    store.ingest_result(db_path, doc)
+    other = json.loads(json.dumps(doc))
+    other["breakdown"]["communication"]["interconnect"]["busbw_gbps"] = 99.0
+    with pytest.raises(UsageError, match=r"already stored with other communication"):
+        store.ingest_result(db_path, other)
+    assert store.ingest_result(db_path, json.loads(json.dumps(doc))) is False
+
+
 def test_a_run_stored_without_its_samples_gets_them_from_its_result_file(tmp_path, db_path, result_doc):
     """A run uploaded from an export without its iterations, telemetry or probes: its own result file was
     "already stored" and the samples never came; now they are added, once."""

@@ -70,3 +70,26 @@ def test_a_simulation_file_is_read_once(tmp_path, monkeypatch):
     monkeypatch.setattr(userfiles, "read_user_bytes", lambda *a, **k: reads.append(a[0]) or real(*a, **k))
     assert ingest_files(tmp_path / "r.duckdb", [simulation])
     assert reads == [simulation]
+
+
+def test_a_simulation_given_again_with_other_figures_is_refused_not_called_already_stored(tmp_path):
+    """Only the simulation_id was looked at: an edited makespan was "already stored" and the old one kept."""
+    import pytest
+
+    from stash_core.errors import UsageError
+
+    simulation = save_simulation(doc(), tmp_path / "results")
+    db = tmp_path / "r.duckdb"
+    ingest_files(db, [simulation])
+    edited = json.loads(simulation.read_text())
+    edited["policies"][0]["metrics"]["makespan_s"] += 1.0
+    edited_path = tmp_path / "edited.json"
+    edited_path.write_text(json.dumps(edited))
+    with pytest.raises(UsageError, match=r"already stored with other makespan_s; refused, nothing was"):
+        ingest_files(db, [edited_path])
+    stored = simulations_frame(db)
+    assert sorted(stored["makespan_s"]) == sorted(p["metrics"]["makespan_s"] for p in doc()["policies"])
+    edited["policies"][0]["metrics"]["makespan_s"] -= 1.0  # the same figures from another file: stored once
+    edited["policies"][0]["timeline"] = edited["policies"][0].get("timeline")
+    edited_path.write_text(json.dumps(edited))
+    assert [inserted for _, _, inserted in ingest_files(db, [edited_path])] == [False]
