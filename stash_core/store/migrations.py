@@ -18,8 +18,7 @@ from stash_core.results.file import STALL_NAMES
 from stash_core.store.catalog_seed import BUILTIN_CATALOG_CSV, builtin_catalog_rows
 from stash_core.store.dbfile import refuse_foreign
 from stash_core.store.rollback import rollback_if_open
-from stash_core.store.schema import DB_SCHEMA_VERSION, create_schema, missing_objects
-from stash_core.store.schema_docs import COMMENTS_DIGEST
+from stash_core.store.schema import DB_SCHEMA_VERSION, SCHEMA_DIGEST, create_schema, missing_objects
 from stash_core.store.schema_template import SCHEMA_CHANGE, copy_schema
 
 # Readers take a database of this version or newer as it is, without migrating it: every step since only
@@ -216,7 +215,7 @@ def _version(meta: dict[str, str], db_label: str) -> int:
 def ensure_schema(con: duckdb.DuckDBPyConnection, db_label: str) -> None:
     """Create the schema in a new database, or migrate an older one forward (writers only).
 
-    A database of the current version whose comments differ from this Stash's gets them re-applied.
+    A database of the current version whose comments or view differ from this Stash's gets them re-applied.
     """
     if _up_to_date(con, db_label):
         return
@@ -234,7 +233,7 @@ def _up_to_date(con: duckdb.DuckDBPyConnection, db_label: str) -> bool:
         return False
     current = _version(meta, f"database {db_label}") == DB_SCHEMA_VERSION
     # one dropped by hand is made again (empty), the rest kept
-    return current and meta.get("comments_digest") == COMMENTS_DIGEST and not missing_objects(con)
+    return current and meta.get("comments_digest") == SCHEMA_DIGEST and not missing_objects(con)
 
 
 def _create_or_migrate(con: duckdb.DuckDBPyConnection, db_label: str) -> None:

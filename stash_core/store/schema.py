@@ -7,6 +7,8 @@ COMMENT ON metadata of every table, view and column, and docs/schema.md).
 
 from __future__ import annotations
 
+import hashlib
+
 import duckdb
 
 from stash_core.analysis.stalls import ROUNDING_SHARE
@@ -216,8 +218,9 @@ def _stall_columns() -> str:
         parts += [
             f"max(s.seconds) {valid} AS {stall}_s",
             f"max(s.ci95_s) {valid} AS {stall}_ci95_s",
-            f"max(coalesce(s.share, s.seconds / nullif(r.iteration_s, 0))) {valid} AS {stall}_share",
-            f"max(s.epoch_s) {valid} AS {stall}_epoch_s",
+            # from the seconds (as ingest stores them): a stall edited by hand reads alike in every column
+            f"max(s.seconds) {valid} / nullif(any_value(r.iteration_s), 0) AS {stall}_share",
+            f"max(s.seconds) {valid} * any_value(r.iterations_per_epoch) AS {stall}_epoch_s",
             # the interval per epoch: ci95_s times the iterations of an epoch, as analysis/epochs.per_epoch
             f"max(s.ci95_s) {valid} * any_value(r.iterations_per_epoch) AS {stall}_epoch_ci95_s",
             f"max(s.status) {picked} AS {stall}_status",
@@ -263,6 +266,11 @@ GROUP BY ALL
 """
 
 
+# Recorded in schema_meta as `comments_digest`: the comments and the view's definition, so that a writer
+# re-applies both where this Stash's differ from the ones stored (a view changed within a schema version).
+SCHEMA_DIGEST = hashlib.sha256((COMMENTS_DIGEST + STALL_BREAKDOWN_VIEW).encode("utf-8")).hexdigest()[:16]
+
+
 def missing_objects(con: duckdb.DuckDBPyConnection) -> list[str]:
     """The tables and views of the current schema that the database lacks (dropped by hand, or damaged)."""
     present = {
@@ -285,5 +293,5 @@ def create_schema(con: duckdb.DuckDBPyConnection) -> None:
     con.execute(
         "INSERT INTO schema_meta VALUES ('schema_version', ?), ('comments_digest', ?) "
         "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-        [str(DB_SCHEMA_VERSION), COMMENTS_DIGEST],
+        [str(DB_SCHEMA_VERSION), SCHEMA_DIGEST],
     )

@@ -60,8 +60,8 @@ SCHEMA_META = RelationDoc(
     _table(
         """
         key | | setting name: `schema_version` (version of the database layout) or `comments_digest`
-            (digest of the table, view and column comments last applied; a writer re-applies them when its
-            own differ)
+            (digest of the table, view and column comments and the view's definition last applied; a writer
+            re-applies them when its own differ)
         value | | its value
         """
     ),
@@ -101,7 +101,8 @@ RUNS = RelationDoc(
             breakdown
         iteration_ci95_s | s | 95 % CI half-width of `iteration_s`
         epoch_s | s | `iteration_s × iterations_per_epoch`
-        reference_phase | | phase whose time is `iteration_s`: the last phase of the chain that ran (`R2` where the real data ran, else `R1n`, `R1` or `R0`)
+        reference_phase | | phase whose time is `iteration_s`: the last phase of the chain that ran (`R2`
+            where the real data ran, else `R1n`, `R1` or `R0`)
         hostname | | host name of the machine that ran rank 0
         stash_version | | Stash version that produced the result
         schema_version | | result-file schema version after migration
@@ -478,5 +479,5 @@ def comment_script() -> str:
     return "".join(statements)
 
 
-# Recorded in schema_meta as `comments_digest`, so that a writer re-applies comments that changed.
+# Part of schema_meta's `comments_digest` (schema.SCHEMA_DIGEST): a writer re-applies comments that changed.
 COMMENTS_DIGEST = hashlib.sha256(comment_script().encode("utf-8")).hexdigest()[:16]

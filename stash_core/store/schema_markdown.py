@@ -103,7 +103,7 @@ def _versioning() -> str:
         "tables below (without Markdown marks, the unit in brackets): `SELECT table_name, column_name, "
         "comment FROM duckdb_columns()`, and `comment` of `duckdb_tables()` and `duckdb_views()`; the "
         "dashboard's SQL page shows them. A writer re-applies them when this Stash's descriptions differ"
-        " from the ones stored (`comments_digest`)."
+        " from the ones stored (`comments_digest`), and the view where its definition differs."
     )
     return f"""\
 ## Versioning
@@ -111,7 +111,7 @@ def _versioning() -> str:
 | key in `schema_meta` | meaning |
 |---|---|
 | `schema_version` | version of the database layout, currently `{DB_SCHEMA_VERSION}` |
-| `comments_digest` | digest of the comments last applied to the tables, views and columns |
+| `comments_digest` | digest of the comments last applied to tables, views and columns, and of the view |
 
 | version | what it brought |
 |---|---|

@@ -16,7 +16,7 @@ from stash_core import store
 from stash_core.analysis.stalls import remainder_of
 from stash_core.errors import UsageError
 from stash_core.store import migrations
-from stash_core.store.schema import DB_SCHEMA_VERSION
+from stash_core.store.schema import DB_SCHEMA_VERSION, SCHEMA_DIGEST
 from stash_core.store.schema_docs import COMMENTS_DIGEST, documented_meaning
 
 # The layout of schema version 1 as first released (before the probes table and the later runs columns),
@@ -194,7 +194,7 @@ def test_a_version_1_file_is_migrated_to_the_current_version_with_its_data_intac
 
     assert _meta(v1_path) == {
         "schema_version": str(store.DB_SCHEMA_VERSION),
-        "comments_digest": COMMENTS_DIGEST,
+        "comments_digest": SCHEMA_DIGEST,
     }
     after = _contents(v1_path, v1_columns)
     for table, rows in before.items():
@@ -301,7 +301,7 @@ def test_a_version_2_file_is_migrated_to_the_current_version_with_its_data_intac
     before = _contents(v2_path, v2_columns)
     with store.connect(v2_path):  # the first writer migrates
         pass
-    assert _meta(v2_path) == {"schema_version": str(DB_SCHEMA_VERSION), "comments_digest": COMMENTS_DIGEST}
+    assert _meta(v2_path) == {"schema_version": str(DB_SCHEMA_VERSION), "comments_digest": SCHEMA_DIGEST}
     after = _contents(v2_path, v2_columns)
     for table, rows in before.items():  # all as it was but the remainder, recomputed from the stalls
         keep = [column for column in rows.column_names if (table, column) != ("runs", "unattributed_s")]
@@ -365,7 +365,20 @@ def test_changed_descriptions_are_reapplied_by_the_next_writer(db_path, result_d
     assert _meaning(db_path, "runs", "iteration_s") == "an older wording"  # read from the database
     store.ingest_result(db_path, result_doc())  # already stored: only the comments change
     assert _meaning(db_path, "runs", "iteration_s") == documented_meaning("runs", "iteration_s")
-    assert _meta(db_path)["comments_digest"] == COMMENTS_DIGEST
+    assert _meta(db_path)["comments_digest"] == SCHEMA_DIGEST
+
+
+def test_a_changed_view_is_made_again_by_the_next_writer(db_path, result_doc) -> None:
+    """The digest held the comments only: a view changed within a schema version stayed as an older Stash
+    made it, in every database made before."""
+    store.ingest_result(db_path, result_doc())
+    with duckdb.connect(str(db_path)) as con:
+        con.execute("CREATE OR REPLACE VIEW stall_breakdown AS SELECT 1 AS older")
+        con.execute(f"UPDATE schema_meta SET value = '{COMMENTS_DIGEST}' WHERE key = 'comments_digest'")
+    store.ingest_result(db_path, result_doc())  # already stored: only the view changes
+    with duckdb.connect(str(db_path), read_only=True) as con:
+        assert "compute_share" in [row[0] for row in con.execute("DESCRIBE stall_breakdown").fetchall()]
+    assert _meta(db_path)["comments_digest"] == SCHEMA_DIGEST
 
 
 def test_the_registry_has_one_step_per_version() -> None:

@@ -180,3 +180,20 @@ def test_the_view_s_remainder_is_zero_where_the_stalls_add_up_but_for_rounding(t
         db, "SELECT unattributed_s, unattributed_share FROM stall_breakdown"
     ).itertuples(index=False)
     assert (view_s, share) == (0.0, 0.0)
+
+
+def test_a_stall_edited_by_hand_reads_alike_in_its_share_and_epoch_and_the_shares_add_up(tmp_path) -> None:
+    """The view took the stored share and epoch figure: after an UPDATE of stalls.seconds it disagreed with
+    `stash show` and its shares added up to 1.16."""
+    import duckdb
+
+    doc = result_docs.result_doc(run_id="20261202T000003Z-edited00")
+    db = tmp_path / "r.duckdb"
+    store.ingest_result(db, doc)
+    with duckdb.connect(str(db)) as con:
+        con.execute("UPDATE stalls SET seconds = seconds / 2 WHERE stall = 'compute'")
+    row = _view(db).iloc[0]
+    assert row["compute_share"] == pytest.approx(row["compute_s"] / row["iteration_s"])
+    assert row["compute_epoch_s"] == pytest.approx(row["compute_s"] * row["iterations_per_epoch"])
+    shares = [row[f"{stall}_share"] for stall in (*STALLS, REMAINDER) if not pd.isna(row[f"{stall}_share"])]
+    assert sum(shares) == pytest.approx(1.0)

@@ -8,7 +8,8 @@ import pytest
 
 from stash_core import store
 from stash_core.store import schema_markdown
-from stash_core.store.schema_docs import COMMENTS_DIGEST, RELATIONS, described_comments
+from stash_core.store.schema import SCHEMA_DIGEST
+from stash_core.store.schema_docs import RELATIONS, described_comments
 
 
 @pytest.fixture(scope="module")
@@ -56,7 +57,7 @@ def test_the_comments_are_the_described_meanings(fresh_db) -> None:
     assert catalog["runs"][""].startswith("One row per profile")
     with duckdb.connect(str(fresh_db), read_only=True) as con:
         stored = con.execute("SELECT value FROM schema_meta WHERE key = 'comments_digest'").fetchall()
-    assert stored == [(COMMENTS_DIGEST,)]
+    assert stored == [(SCHEMA_DIGEST,)]
 
 
 def test_every_description_names_a_real_relation() -> None:
