@@ -129,7 +129,7 @@ def cmd_spot_replan(args: argparse.Namespace) -> int:
         if result.search == "window":  # too many mixes to try all: a cheaper one may exist
             clusters += f"; {WINDOW_NOTE}"
         print(f"keep {len(running)} running, add {best.workers - len(running)}: {best.label()}  - "
-              f"{best.training_s:.0f} s left of {args.budget_s:.0f} s (revocation overhead "
+              f"trains in {best.training_s:.0f} s of the {args.budget_s:.0f} s left (revocation overhead "
               f"{args.revocation_s:.0f} s included), ${best.cost_usd:.2f} more ({clusters})\n"
               "predicted by the spotDNN model; not a measurement")  # fmt: skip
     if len(running) > upper and not args.json:

@@ -194,6 +194,8 @@ def test_replan_keeps_the_running_instances_and_the_loss_reached(tmp_path, capsy
     status, text = _run(tmp_path, capsys, "spot-replan", "--running", "g3.8xlarge:2", "--current-loss", "1.5",
                         "--budget-s", "2000")  # fmt: skip
     assert status == 0 and "keep 2 running" in text.out
+    # the time it needs within the budget left (it was "N s left of 2000 s")
+    assert f"trains in {answer['best']['training_s']:.0f} s of the 2000 s left" in text.out
 
 
 def test_replan_without_enough_time_left_exits_1(tmp_path, capsys):
@@ -225,6 +227,22 @@ def test_simulate_compares_the_three_strategies(tmp_path, capsys):
     assert rows["on-demand"]["mean_revocations"] == 0
     assert rows["on-demand"]["mean_cost_usd"] > rows["spotDNN"]["mean_cost_usd"]
     assert all(0 <= row["p_deadline"] <= 1 for row in rows.values())
+
+
+def test_simulating_a_deadline_no_plan_meets_says_so_and_what_it_trains(tmp_path, capsys):
+    """Every strategy started from the fastest cluster and the table showed 0% without a word."""
+    status, out = _run(tmp_path, capsys, "spot-simulate", "--deadline-s", "100", "--rate-per-h", "2",
+                       "--runs", "5", "--json")  # fmt: skip
+    assert status == 0, out.err
+    rows = json.loads(out.out)["strategies"]
+    assert all("no cluster trains within 100 s" in row["infeasible_reason"] for row in rows)
+    status, out = _run(tmp_path, capsys, "spot-simulate", "--deadline-s", "100", "--rate-per-h", "2",
+                       "--runs", "5")  # fmt: skip
+    assert "spotDNN: no plan meets the deadline even without revocations (no cluster trains" in out.out
+    assert "its runs train the fastest cluster" in out.out
+    status, out = _run(tmp_path, capsys, "spot-simulate", "--deadline-s", "3000", "--rate-per-h", "2",
+                       "--runs", "5", "--json")  # fmt: skip
+    assert all(row["infeasible_reason"] is None for row in json.loads(out.out)["strategies"])
 
 
 def test_simulate_over_a_trace_prints_a_table(tmp_path, capsys):
