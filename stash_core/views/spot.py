@@ -178,8 +178,8 @@ def simulation(db_path: Path | str, text: str, offers: tuple[tuple[str, int], ..
                     ps_bandwidth_Bps(None, doc), pcie_gbps * GBPS, rate_per_h=rate_per_h,
                     revocation_s=revocation_s, runs=runs, seed=seed,
                     plan_overhead_s=plan_overhead_s)  # fmt: skip
-    frame = pd.DataFrame(rows)
-    frame.attrs["notes"] = simulation_notes(rows)  # the work limit, trainings that never finish
+    frame = pd.DataFrame(rows).drop(columns="infeasible_reason")  # a note says it, above the table
+    frame.attrs["notes"] = simulation_notes(rows)  # no plan in time, the work limit, trainings never finished
     return frame
 
 
