@@ -44,7 +44,7 @@ from stash_core.spec_parse import (
     shape_error,
     shape_fits,
 )
-from stash_core.terminal import clipped, unsafe_character
+from stash_core.terminal import clipped, invisible_character, unsafe_character
 from stash_core.units import STALLS
 from stash_core.userfiles import read_user_bytes
 from stash_core.zoo_names import SCRIPT_PREFIX
@@ -59,7 +59,7 @@ _USER_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,31}")  # as the launcher's (la
 _HOST_RE = re.compile(
     rf"(?:{_USER_RE.pattern}@)?(?:\[[0-9A-Za-z:.%]+\](?::\d+)?|(?!-|:[^:]*$)[A-Za-z0-9_.:%-]+)"
 )
-_LABEL_RE = re.compile(r"(?!-)[\w.:@+-]+")  # no leading "-": a label is never read as an option
+_LABEL_RE = re.compile(r"(?!-)[\w.@+-]+")  # no leading "-": a label is never read as an option
 
 
 # A read cap below 0.1 MB/s makes a real-data run take hours (1e-9 was taken as one byte a second).
@@ -520,6 +520,24 @@ def _check_text_fields(spec: ProfileSpec) -> None:
             label,
             "length",
         )
+    if isinstance(label, str):
+        _check_instance_name(label)
+
+
+def _check_instance_name(label: str) -> None:
+    """A label the catalog can hold as an instance name (catalog/fields.py's rule): `predict --instances`
+    and `instances add` take names comma separated, NAME:QUOTA or all; a label none of them can name is
+    a run no prediction or catalog row can reach."""
+    invisible = invisible_character(label)
+    why = (
+        f"holds the invisible character {invisible}" if invisible
+        else "holds a comma, which separates names in --instances" if "," in label
+        else "holds a colon, which separates a name from its quota in --instances" if ":" in label
+        else "is taken: --instances all means every instance" if label.strip().lower() == "all"
+        else None
+    )  # fmt: skip
+    if why:
+        raise FieldError(f"--instance {label!r} {why}", "instance", label)
 
 
 # What a script makes itself (its data, its model's input and classes, its DataLoader): an option for it
@@ -680,8 +698,8 @@ def _check_ssh(spec: ProfileSpec) -> None:
 
 
 def check_label(label: str | None) -> None:
-    """The dashboard's rule for --instance: letters, digits and . _ - : @ +, not starting with - (the command
-    takes any label)."""
+    """The dashboard's rule for --instance: letters, digits and . _ - @ +, not starting with - (the command
+    takes any label a catalog name can be)."""
     if label is not None and not _LABEL_RE.fullmatch(label):
-        message = f"--instance {label!r}: letters, digits and . _ - : @ + only, not starting with -"
+        message = f"--instance {label!r}: letters, digits and . _ - @ + only, not starting with -"
         raise FieldError(message, "instance", label)

@@ -44,7 +44,7 @@ FIELD_MESSAGES = {
     "num_classes": "Classes must be a whole number of at least 1",
     "iterations": "Iterations: 'auto' or a whole number of at least 2",
     "max_phase_s": "Time limit per phase must be positive",
-    "instance": "Instance label: letters, digits and . _ - : @ + only, not starting with -",
+    "instance": "Instance label: letters, digits and . _ - @ + only, not starting with -",
     "hosts": "Remote hosts: {quoted} is not a host name (user@host[:port])",
     "hosts/count": "Remote hosts: {value} host(s) for {nodes} node(s); give one host per node",
     "ssh_user": "SSH user: {quoted} is not a user name",

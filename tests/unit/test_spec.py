@@ -258,6 +258,25 @@ def test_instance_labels_of_the_dashboard() -> None:
         check_label("a b")
 
 
+@pytest.mark.parametrize(
+    ("label", "says"),
+    [
+        ("a,b", "holds a comma"),
+        ("gcp:a2", "holds a colon"),
+        ("All", "is taken: --instances all"),
+        ("zw\u200bx", "invisible character U\\+200B"),
+    ],
+)
+def test_an_instance_label_no_catalog_name_can_be_is_refused(label, says):
+    """`profile --instance a,b` stored a run that `predict --instances` and `instances add` cannot name."""
+    with pytest.raises(FieldError, match=f"--instance .* {says}"):
+        check_fields(ProfileSpec(model="resnet18", batch_size=8, instance=label))
+    if label != "All":
+        with pytest.raises(FieldError, match="--instance"):
+            check_label(label)
+    check_fields(ProfileSpec(model="resnet18", batch_size=8, instance="my-laptop_2.0@lab+1"))
+
+
 @pytest.mark.parametrize("host", [":22", "127.0.0.1:99999", "h:0", "-F@127.0.0.1", "-oProxyCommand=x", "a:b"])
 def test_hosts_that_ssh_would_misread_or_refuse_are_refused(host):
     with pytest.raises(FieldError, match="--hosts"):
