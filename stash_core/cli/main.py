@@ -81,6 +81,21 @@ class Parser(argparse.ArgumentParser):
             return namespace, left
         return super().parse_known_args(args, namespace)
 
+    def parse_args(self, args=None, namespace=None):  # type: ignore[override]
+        namespace, left = self.parse_known_args(args, namespace)
+        if left:  # said by the command's own parser, which knows how it prints JSON (error's hint)
+            self._command_parser(namespace).error(f"unrecognized arguments: {' '.join(left)}")
+        return namespace
+
+    def _command_parser(self, namespace: argparse.Namespace) -> Parser:
+        """The parser of the (sub)command `namespace` was parsed for: this one where it has none."""
+        for action in self._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                chosen = action.choices.get(getattr(namespace, action.dest, None) or "")
+                if isinstance(chosen, Parser):
+                    return chosen._command_parser(namespace)
+        return self
+
     def _command_choices(self) -> list[str]:
         """The subcommands this parser takes, as typed (none for a parser without any)."""
         return [name for action in self._actions if isinstance(action, argparse._SubParsersAction)
@@ -93,7 +108,18 @@ class Parser(argparse.ArgumentParser):
         if choices and message.startswith("the following arguments are required"):
             # argparse names the missing command by its internal dest (instances_action): say what to type
             message = f"a command is required: one of {', '.join(choices)}"
+        if message.startswith("unrecognized arguments") and ("--json" in message or "--format" in message):
+            message += f" ({self._json_hint()})"  # two spellings of one wish: say this command's
         raise UsageError(f"{command}: {message}" if command else message)
+
+    def _json_hint(self) -> str:
+        """How this command prints JSON, for a user who typed the other spelling."""
+        if "--json" in self._option_string_actions:
+            return "this command takes --json"
+        formats = self._option_string_actions.get("--format")
+        if formats is not None and "json" in (formats.choices or ()):
+            return "this command takes --format json"
+        return "this command prints no JSON: `stash export --format json` or stash_core in Python give it"
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -51,3 +51,18 @@ def test_a_refusal_of_a_table_stays_off_stdout(tmp_path, capsys):
 )
 def test_which_command_lines_ask_for_json(argv, asked):
     assert asks_for_json(argv) is asked
+
+
+@pytest.mark.parametrize(
+    ("argv", "hint"),
+    [
+        (["predict", "--model", "resnet50", "--json"], "this command takes --format json"),
+        (["whatif", "RUN", "--format", "json"], "this command takes --json"),
+        (["show", "RUN", "--json"], "this command prints no JSON: `stash export --format json`"),
+    ],
+)
+def test_the_other_spelling_of_json_says_the_commands_own(argv, hint, tmp_path, capsys):
+    """`predict --json` said only "unrecognized arguments: --json", and `whatif --format json` likewise."""
+    status = main([*argv, "--db", str(tmp_path / "r.duckdb")])
+    err = capsys.readouterr().err
+    assert status == 2 and err.startswith(f"stash: {argv[0]}: unrecognized arguments: ") and f"({hint}" in err

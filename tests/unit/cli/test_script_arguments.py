@@ -32,7 +32,7 @@ def test_a_stray_word_is_an_unrecognized_argument(args, tmp_path, capsys, monkey
         hint = "unrecognized arguments: interconnect (a script's own arguments go after --)"
         assert one_line_error(result) == f"stash: {args[0]}: {hint}"
     else:
-        assert one_line_error(result) == "stash: unrecognized arguments: interconnect"
+        assert one_line_error(result) == f"stash: {args[0]}: unrecognized arguments: interconnect"
 
 
 @pytest.mark.parametrize("command", ["profile", "campaign"])
