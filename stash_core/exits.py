@@ -30,20 +30,43 @@ def run_command(body: Callable[[], int | None], json_errors: bool = False) -> in
             return body() or 0
     except KeyboardInterrupt as interrupt:
         for note in getattr(interrupt, "__notes__", []):  # what was kept before it (an ingest's stored runs)
-            print(f"stash: {printable(note)}", file=sys.stderr)
-        print(f"stash: {describe(exit_status(interrupt) - 128)}", file=sys.stderr)
+            _say(f"stash: {printable(note)}")
+        _say(f"stash: {describe(exit_status(interrupt) - 128)}")
         return exit_status(interrupt)
     except Exception as error:
         if (signum := received_stop()) is None:
             return _failed(error, json_errors)
         # a stop signal came first: what failed after it (DuckDB's "Query interrupted") is its doing
-        print(f"stash: {describe(signum)}", file=sys.stderr)
+        _say(f"stash: {describe(signum)}")
         return 128 + signum
+
+
+def _say(line: str) -> None:
+    """`line` on stderr, where somebody still reads it (`2>&1 | head` has gone: the status says the rest)."""
+    try:
+        print(line, file=sys.stderr, flush=True)
+    except BrokenPipeError:
+        _quiet_at_exit()
+
+
+def _quiet_at_exit() -> None:
+    """stdout and stderr to /dev/null: Python's flush of a stream whose reader has gone would print an error
+    to it at exit and make the status 120."""
+    import os
+
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            os.dup2(devnull, stream.fileno())
+        except (OSError, ValueError, AttributeError):  # a replaced stream (a test's) has no descriptor
+            pass
+    os.close(devnull)
 
 
 def _failed(error: Exception, json_errors: bool = False) -> int:
     """The exit status of a command that failed with `error`, its one line said (a bug's traceback raised)."""
-    if isinstance(error, BrokenPipeError):
+    if isinstance(error, BrokenPipeError):  # the reader of the output has gone (`| head`): nothing to say
+        _quiet_at_exit()
         return 0
     if isinstance(error, StashError):
         line, status = one_line(error), error.exit_code
@@ -56,7 +79,7 @@ def _failed(error: Exception, json_errors: bool = False) -> int:
         line, status = f"the database could not be written: {one_line(error)}", 1
     else:
         raise error  # a bug: its traceback
-    print(f"stash: {printable(line)}", file=sys.stderr)
+    _say(f"stash: {printable(line)}")
     if json_errors:
         import json
 

@@ -69,16 +69,26 @@ class BarReporter(Reporter):
         self.label = ""
         self.started = time.monotonic()
         self.tty = self.stream.isatty()
+        self.reader_gone = False
+
+    def _write(self, text: str) -> None:
+        """`text` on the stream, until its reader has gone (`stash profile 2>&1 | head`): the profile goes on
+        and is saved, with nobody left to show its progress to."""
+        if self.reader_gone:
+            return
+        try:
+            self.stream.write(text)
+            self.stream.flush()
+        except BrokenPipeError:
+            self.reader_gone = True
 
     def message(self, text: str) -> None:
-        self.stream.write(f"{printable(text)}\n")
-        self.stream.flush()
+        self._write(f"{printable(text)}\n")
 
     def phase_started(self, plan, index: int, total: int) -> None:
         self.label = f"[{index + 1}/{total}] {plan.name:<3} {plan.description}"
         self.started = time.monotonic()
-        self.stream.write(f"{self.label}\n")
-        self.stream.flush()
+        self._write(f"{self.label}\n")
 
     def progress(self, payload: dict) -> None:
         if not self.tty:
@@ -88,22 +98,19 @@ class BarReporter(Reporter):
         bar = "#" * filled + "." * (BAR_WIDTH - filled)
         ci = payload.get("relative_ci")
         ci_text = f"± {ci:.1%}" if ci is not None else "warming up"
-        self.stream.write(f"\r      [{bar}] {payload['iterations']:>5} it  {ci_text:<11}")
-        self.stream.flush()
+        self._write(f"\r      [{bar}] {payload['iterations']:>5} it  {ci_text:<11}")
 
     def phase_finished(self, record: dict) -> None:
         elapsed = time.monotonic() - self.started
-        if self.tty:
-            self.stream.write("\r" + " " * 60 + "\r")
+        cleared = "\r" + " " * 60 + "\r" if self.tty else ""
         if record.get("status") == "completed":
             summary = record["iteration_s"]
             kept = f"{summary['n']} iterations kept ({record['warmup_iterations']} warm-up)"
             figure = f"{summary['mean']:.4f} s ± {summary['ci95'] / summary['mean']:.1%}"
-            self.stream.write(f"      {record['name']}: {kept}, {figure}  [{elapsed:.0f} s]\n")
+            self._write(f"{cleared}      {record['name']}: {kept}, {figure}  [{elapsed:.0f} s]\n")
         else:
             # a script's error text is the script's: its escapes written out, never acted on by the terminal
-            self.stream.write(f"      failed: {printable(str(record.get('error')))}\n")
-        self.stream.flush()
+            self._write(f"{cleared}      failed: {printable(str(record.get('error')))}\n")
 
 
 class JsonReporter(Reporter):

@@ -17,3 +17,21 @@ def test_a_failed_runs_error_and_a_message_are_printed_as_text() -> None:
     text = stream.getvalue()
     assert "\x1b" not in text and "\r" not in text and "\x07" not in text and "\x08" not in text
     assert "boom \\x1b[31mred\\x1b[0m \\r\\x08 end" in text and "\\x1b]0;title\\x07" in text
+
+
+def test_a_reader_that_has_gone_stops_the_progress_not_the_profile() -> None:
+    """`stash profile 2>&1 | head -3`: the next progress line raised BrokenPipeError, which ended the profile
+    with status 0 and no run saved."""
+
+    class ClosedPipe(io.StringIO):
+        writes = 0
+
+        def write(self, text: str) -> int:
+            ClosedPipe.writes += 1
+            raise BrokenPipeError(32, "Broken pipe")
+
+    reporter = BarReporter(ClosedPipe())
+    reporter.message("round 1 of 3: R0")
+    reporter.phase_finished({"name": "R0", "status": "failed", "error": "x"})
+    reporter.message("round 2 of 3: R0")
+    assert reporter.reader_gone and ClosedPipe.writes == 1  # tried once, then nothing more

@@ -1,0 +1,49 @@
+"""How a command ends when the reader of its output has gone (`stash ... 2>&1 | head`): the status it earned,
+not a traceback or Python's status 120."""
+
+from __future__ import annotations
+
+import io
+import sys
+
+from stash_core.exits import run_command
+
+
+class ClosedPipe(io.StringIO):
+    """A stream whose reader has gone: every write raises, as a pipe after `head` exits does."""
+
+    def write(self, text: str) -> int:
+        raise BrokenPipeError(32, "Broken pipe")
+
+    def fileno(self) -> int:
+        raise io.UnsupportedOperation("no descriptor")
+
+
+def test_an_interrupt_with_stderr_closed_exits_with_its_own_status(monkeypatch):
+    monkeypatch.setattr(sys, "stderr", ClosedPipe())
+
+    def interrupted() -> int:
+        raise KeyboardInterrupt
+
+    assert run_command(interrupted) == 130
+
+
+def test_a_failure_with_stderr_closed_keeps_its_status(monkeypatch):
+    from stash_core.errors import UsageError
+
+    monkeypatch.setattr(sys, "stderr", ClosedPipe())
+
+    def refused() -> int:
+        raise UsageError("bad input")
+
+    assert run_command(refused) == 2
+
+
+def test_output_whose_reader_has_gone_ends_the_command_quietly(monkeypatch):
+    monkeypatch.setattr(sys, "stdout", ClosedPipe())
+
+    def prints() -> int:
+        print("a table nobody reads")
+        return 0
+
+    assert run_command(prints) == 0
