@@ -65,16 +65,16 @@ def test_the_plan_of_three_instance_types_with_its_total_and_price_dates(empty_d
     table = _plan_table(app).set_index("instance")
     assert list(table.index) == THREE
     assert dict(table["price_date"]) == {"g5.xlarge": "2025-01-01", "g4dn.xlarge": "2025-01-01",
-                                         "p3.2xlarge": "2023-01-01"}  # fmt: skip
+                                         "p3.2xlarge": "2022-01-01"}  # fmt: skip
     assert dict(table["usd_per_h"]) == {"g5.xlarge": 1.006, "g4dn.xlarge": 0.526, "p3.2xlarge": 3.06}
     total = table["cost_usd"].sum()
     assert total == pytest.approx((table["machine_min"] / 60 * table["usd_per_h"]).sum())
     metrics = {metric.label: metric.value for metric in app.metric}
     assert metrics["Cost at catalog prices"] == f"${total:.2f}"
     assert metrics["Machine time"] == f"{table['machine_min'].sum():.1f} min"
-    assert metrics["Prices of"] == "2023-01-01, 2025-01-01"
+    assert metrics["Prices of"] == "2022-01-01, 2025-01-01"
     assert f"Total: {table['machine_min'].sum():.1f} min of machine time, ${total:.2f} at catalog prices " \
-           "(prices of 2023-01-01, 2025-01-01)" in _texts(app)  # fmt: skip
+           "(prices of 2022-01-01, 2025-01-01)" in _texts(app)  # fmt: skip
     prices = next(frame.value for frame in app.dataframe if "source" in frame.value.columns)
     assert list(prices["instance"]) == THREE and prices["source"].str.len().min() > 10
     tasks = [e for e in app.expander if e.label.startswith("SkyPilot task of ")]

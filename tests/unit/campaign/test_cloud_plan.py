@@ -78,7 +78,7 @@ def test_plan_time_and_cost_by_hand(settings):
     assert plan.machine_s == pytest.approx(2 * 752) and plan.wall_s == pytest.approx(2 * 752)
     plan.parallel = 2
     assert plan.wall_s == pytest.approx(752)
-    assert plan.price_dates == ["2023-01-01", "2025-01-01"]
+    assert plan.price_dates == ["2022-01-01", "2025-01-01"]
     # a run of --iterations auto counts at its cap: --max-iterations 2000 x 0.4 s = 800 s > 120 s
     auto = plan_cloud(
         ["g4dn.xlarge"],

@@ -17,7 +17,7 @@ from stash_core.views import campaign as view
 THREE = ("g5.xlarge", "g4dn.xlarge", "p3.2xlarge")
 # The catalog shipped in catalog/instances.csv: on-demand USD/h and the price's date.
 PRICES = {"g5.xlarge": (1.006, "2025-01-01"), "g4dn.xlarge": (0.526, "2025-01-01"),
-          "p3.2xlarge": (3.06, "2023-01-01")}  # fmt: skip
+          "p3.2xlarge": (3.06, "2022-01-01")}  # fmt: skip
 START_UP_MIN = (cloud_plan.PROVISION_S + cloud_plan.SETUP_S + cloud_plan.FINISH_S) / 60
 
 
@@ -69,8 +69,8 @@ def test_the_plan_per_instance_type_against_a_hand_computation(db: Path) -> None
     assert answer.cost_usd == pytest.approx(rows["cost_usd"].sum())
     assert answer.machine_s == pytest.approx(rows["machine_min"].sum() * 60)
     assert answer.wall_s == pytest.approx(answer.machine_s)  # one instance type at a time
-    assert answer.price_dates == ["2023-01-01", "2025-01-01"]
-    assert f"${answer.cost_usd:.2f} at catalog prices (prices of 2023-01-01, 2025-01-01)" in answer.total_text
+    assert answer.price_dates == ["2022-01-01", "2025-01-01"]
+    assert f"${answer.cost_usd:.2f} at catalog prices (prices of 2022-01-01, 2025-01-01)" in answer.total_text
     assert answer.refusal is None and answer.launchable
     assert not db.exists()  # planning stores nothing
 
@@ -92,7 +92,7 @@ def test_the_page_shows_the_figures_the_command_prints(db: Path, capsys: pytest.
 def test_where_each_price_comes_from(db: Path) -> None:
     prices = view.plan(db, request()).prices.set_index("instance")
     assert list(prices.index) == list(THREE)
-    assert prices.loc["p3.2xlarge", "price_date"] == "2023-01-01"
+    assert prices.loc["p3.2xlarge", "price_date"] == "2022-01-01"
     assert "Stash cost table (ICDCS 2023)" in prices.loc["p3.2xlarge", "source"]
     assert "AWS list price" in prices.loc["g5.xlarge", "source"]
     assert prices.loc["g5.xlarge", "price_region"] == "not stated (us-east-1 assumed)"
