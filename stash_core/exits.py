@@ -43,19 +43,23 @@ def run_command(body: Callable[[], int | None], json_errors: bool = False) -> in
 
 def _say(line: str) -> None:
     """`line` on stderr, where somebody still reads it (`2>&1 | head` has gone: the status says the rest)."""
+    _write(sys.stderr, line)
+
+
+def _write(stream, line: str) -> None:
     try:
-        print(line, file=sys.stderr, flush=True)
+        print(line, file=stream, flush=True)
     except BrokenPipeError:
-        _quiet_at_exit()
+        _quiet_at_exit(stream)
 
 
-def _quiet_at_exit() -> None:
-    """stdout and stderr to /dev/null: Python's flush of a stream whose reader has gone would print an error
-    to it at exit and make the status 120."""
+def _quiet_at_exit(*streams) -> None:
+    """`streams` (whose reader has gone) to /dev/null: Python's flush of such a stream at exit would print an
+    error and make the status 120. The other stream, still read, is left as it is."""
     import os
 
     devnull = os.open(os.devnull, os.O_WRONLY)
-    for stream in (sys.stdout, sys.stderr):
+    for stream in streams:
         try:
             os.dup2(devnull, stream.fileno())
         except (OSError, ValueError, AttributeError):  # a replaced stream (a test's) has no descriptor
@@ -66,7 +70,7 @@ def _quiet_at_exit() -> None:
 def _failed(error: Exception, json_errors: bool = False) -> int:
     """The exit status of a command that failed with `error`, its one line said (a bug's traceback raised)."""
     if isinstance(error, BrokenPipeError):  # the reader of the output has gone (`| head`): nothing to say
-        _quiet_at_exit()
+        _quiet_at_exit(sys.stdout, sys.stderr)
         return 0
     if isinstance(error, StashError):
         line, status = one_line(error), error.exit_code
@@ -79,11 +83,11 @@ def _failed(error: Exception, json_errors: bool = False) -> int:
         line, status = f"the database could not be written: {one_line(error)}", 1
     else:
         raise error  # a bug: its traceback
-    _say(f"stash: {printable(line)}")
-    if json_errors:
+    if json_errors:  # first: a script reading stdout gets it even where nobody reads stderr
         import json
 
-        print(json.dumps({"error": printable(line), "exit_status": status}))
+        _write(sys.stdout, json.dumps({"error": printable(line), "exit_status": status}))
+    _say(f"stash: {printable(line)}")
     return status
 
 

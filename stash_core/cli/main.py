@@ -213,11 +213,16 @@ def asks_for_json(argv: list[str]) -> bool:
     """Whether a command line asks for JSON on stdout (--json, or predict's and recommend's --format json),
     so that its failure is JSON too. A script's own arguments (after --) are not read."""
     given = argv[: argv.index("--")] if "--" in argv else argv
-    if "--json" in given:
+
+    def spells(arg: str, option: str) -> bool:  # argparse takes an option's unambiguous start (--js)
+        name = arg.split("=", 1)[0]
+        return len(name) > 2 and option.startswith(name)
+
+    if any(spells(arg, "--json") and "=" not in arg for arg in given):
         return True
     command = next((arg for arg in given if not arg.startswith("-")), None)
-    formats = [b for a, b in zip(given, given[1:], strict=False) if a == "--format"]
-    formats += [arg.removeprefix("--format=") for arg in given if arg.startswith("--format=")]
+    formats = [b for a, b in zip(given, given[1:], strict=False) if "=" not in a and spells(a, "--format")]
+    formats += [arg.split("=", 1)[1] for arg in given if "=" in arg and spells(arg, "--format")]
     return command in ("predict", "recommend") and "json" in formats
 
 

@@ -87,6 +87,9 @@ def _child(
         # Python's own streams onto those descriptors (a caller may have replaced them with buffers)
         sys.stdout = open(1, "w", buffering=1, closefd=False, errors="replace")  # noqa: SIM115
         sys.stderr = open(2, "w", buffering=1, closefd=False, errors="replace")  # noqa: SIM115
+        torch = sys.modules.get("torch")
+        if torch is not None:  # a forked child cannot use the parent's OpenMP threads (a parallel op hangs
+            torch.set_num_threads(1)  # once the parent used them): its small CPU counts run on one thread
         try:
             answer: tuple[str, Any] = ("value", function(*args))
         except StashError as error:

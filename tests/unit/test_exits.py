@@ -47,3 +47,25 @@ def test_output_whose_reader_has_gone_ends_the_command_quietly(monkeypatch):
         return 0
 
     assert run_command(prints) == 0
+
+
+def _refused() -> int:
+    from stash_core.errors import UsageError
+
+    raise UsageError("unknown instance(s) nosuch")
+
+
+def test_a_json_refusal_reaches_stdout_where_nobody_reads_stderr(monkeypatch):
+    out = io.StringIO()
+    monkeypatch.setattr(sys, "stdout", out)
+    monkeypatch.setattr(sys, "stderr", ClosedPipe())
+    assert run_command(_refused, json_errors=True) == 2
+    assert out.getvalue() == '{"error": "unknown instance(s) nosuch", "exit_status": 2}\n'
+
+
+def test_a_json_refusal_whose_stdout_reader_has_gone_keeps_its_status_and_its_line(monkeypatch):
+    err = io.StringIO()
+    monkeypatch.setattr(sys, "stdout", ClosedPipe())
+    monkeypatch.setattr(sys, "stderr", err)
+    assert run_command(_refused, json_errors=True) == 2
+    assert err.getvalue() == "stash: unknown instance(s) nosuch\n"

@@ -86,16 +86,19 @@ def counted_here(model: str, batch_size: int, shape: tuple[int, ...] | None, att
         raise
     except Exception:  # noqa: BLE001 - a user model that needs real tensors: measure on the CPU at batch 1
         net, info = build_model(model, input_shape=shape)
-        note = "counted on the CPU at batch 1, scaled"
+    # Batch 1 where it trains, else 2 (batch 1 of a small image leaves a BatchNorm one value per channel);
+    # where the smallest batch the job has fails too, PyTorch would not train the job either.
+    for run_batch in sorted({1, min(batch_size, 2)}):
         try:
-            return _trace(model, net, info, 1, "cpu", batch_size, note, attention)
-        except Exception as error:  # noqa: BLE001 - the step itself fails: PyTorch would not train it either
-            # (batch 1 of a small image leaves a BatchNorm one value per channel)
-            given = "" if shape is None else f", input {','.join(map(str, shape))}"
-            raise UsageError(
-                f"{model} cannot take a training step at batch {batch_size}{given}: "
-                f"{type(error).__name__}: {first_line(error)}"
-            ) from None
+            note = f"counted on the CPU at batch {run_batch}, scaled"
+            return _trace(model, net, info, run_batch, "cpu", batch_size, note, attention)
+        except Exception as error:  # noqa: BLE001 - the step itself fails
+            failed = error
+    given = "" if shape is None else f", input {','.join(map(str, shape))}"
+    raise UsageError(
+        f"{model} cannot take a training step at batch {min(batch_size, 2)}{given}: "
+        f"{type(failed).__name__}: {first_line(failed)}"
+    ) from None
 
 
 def _trace(

@@ -44,6 +44,10 @@ def test_a_refusal_of_a_table_stays_off_stdout(tmp_path, capsys):
         (["predict", "--format", "json"], True),
         (["recommend", "--format=json"], True),
         (["spot", "--json"], True),
+        (["spot", "--js"], True),  # argparse takes an option's unambiguous start
+        (["predict", "--form", "json"], True),
+        (["predict", "--form=json"], True),
+        (["spot", "--"], False),
         (["predict", "--format", "table"], False),
         (["export", "--format", "json", "--out", "x"], False),  # files, not stdout
         (["profile", "--script", "train.py", "--", "--json"], False),  # the script's own argument

@@ -163,3 +163,34 @@ def test_a_package_of_the_current_folder_is_found_and_stray_files_shadow_nothing
     monkeypatch.chdir(tmp_path)
     info = describe_model("mypkg.models:make", input_shape=(3, 32, 32))
     assert info.layer_count == 1 and not ran.exists()
+
+
+
+def test_a_model_counted_in_the_child_finishes_after_the_parent_used_its_threads(tmp_path, monkeypatch):
+    """The forked child trained the model on the parent's threads, which hangs once the parent has used them:
+    a model counted on the CPU (it needs real tensors) timed out at the user-code limit."""
+    import torch
+
+    from stash_core import containment
+    from stash_core.decide.predict.step_cost import step_cost
+
+    model = tmp_path / "real_tensors.py"
+    model.write_text(
+        "import torch\nfrom torch import nn\n\n\ndef make(num_classes=10):\n"
+        "    class M(nn.Module):\n"
+        "        def __init__(self):\n"
+        "            super().__init__()\n"
+        "            self.fc = nn.Linear(3 * 8 * 8, 64)\n\n"
+        "        def forward(self, x):\n"
+        "            x = torch.flatten(x, 1)\n"
+        "            return self.fc(-x if x.sum().item() < 0 else x)  # real tensors only\n\n"
+        "    return M()\n"
+    )
+    monkeypatch.setenv("STASH_USER_CODE_LIMIT_S", "10")
+    monkeypatch.setenv("STASH_CACHE_DIR", str(tmp_path / "cache"))
+    containment.enable()
+    a = torch.randn(1500, 1500)
+    (a @ a).sum()  # the parent's threads in use
+    started = time.monotonic()
+    assert step_cost(f"{model}:make", 64, (3, 8, 8)).note == "counted on the CPU at batch 1, scaled"
+    assert time.monotonic() - started < 10

@@ -80,6 +80,39 @@ def test_a_step_pytorch_cannot_train_is_a_usage_error_not_a_traceback(tmp_path):
     assert step_cost("resnet50", 2, (3, 32, 32)).forward_flops > 0
 
 
+BN_AFTER_ITEM = """
+import torch
+from torch import nn
+
+
+class M(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1, self.bn, self.fc2 = nn.Linear(3 * 8 * 8, 16), nn.BatchNorm1d(16), nn.Linear(16, 10)
+
+    def forward(self, x):
+        x = torch.flatten(x, 1)
+        if x.abs().sum().item() < 0:  # data-dependent: needs real tensors, not the meta device
+            x = -x
+        return self.fc2(torch.relu(self.bn(self.fc1(x))))
+
+
+def make(num_classes=10):
+    return M()
+"""
+
+
+def test_a_model_counted_on_the_cpu_whose_batchnorm_needs_two_samples_is_counted_at_batch_2(tmp_path):
+    """The CPU count ran at batch 1, where BatchNorm1d refuses to train: batch 64, which PyTorch trains, was
+    refused as "cannot take a training step at batch 64"."""
+    model = tmp_path / "bn_model.py"
+    model.write_text(BN_AFTER_ITEM)
+    cost = step_cost(f"{model}:make", 64, (3, 8, 8))
+    assert cost.note == "counted on the CPU at batch 2, scaled" and cost.forward_flops > 0
+    with pytest.raises(UsageError, match=r"cannot take a training step at batch 1, input 3,8,8"):
+        step_cost(f"{model}:make", 1, (3, 8, 8))
+
+
 def test_scaled_dot_product_attention_is_one_fused_operator_with_its_flops():
     batch, heads, seq, dim = 2, 4, 64, 16
     with torch.device("meta"):
