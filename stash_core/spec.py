@@ -35,6 +35,7 @@ from stash_core.spec_parse import (
     below,
     check_stalls,
     count,
+    instance_name_problem,
     parse_hosts,
     parse_input_shape,
     parse_iterations,
@@ -44,7 +45,7 @@ from stash_core.spec_parse import (
     shape_error,
     shape_fits,
 )
-from stash_core.terminal import clipped, invisible_character, unsafe_character
+from stash_core.terminal import clipped, unsafe_character
 from stash_core.units import STALLS
 from stash_core.userfiles import read_user_bytes
 from stash_core.zoo_names import SCRIPT_PREFIX
@@ -525,19 +526,11 @@ def _check_text_fields(spec: ProfileSpec) -> None:
 
 
 def _check_instance_name(label: str) -> None:
-    """A label the catalog can hold as an instance name (catalog/fields.py's rule): `predict --instances`
-    and `instances add` take names comma separated, NAME:QUOTA or all; a label none of them can name is
-    a run no prediction or catalog row can reach."""
-    invisible = invisible_character(label)
-    why = (
-        f"holds the invisible character {invisible}" if invisible
-        else "holds a comma, which separates names in --instances" if "," in label
-        else "holds a colon, which separates a name from its quota in --instances" if ":" in label
-        else "is taken: --instances all means every instance" if label.strip().lower() == "all"
-        else None
-    )  # fmt: skip
-    if why:
-        raise FieldError(f"--instance {label!r} {why}", "instance", label)
+    """A label the catalog can hold as an instance name: a label no `--instances` can name is a run no
+    prediction or catalog row can reach."""
+    problem = instance_name_problem(label)
+    if problem:
+        raise FieldError(f"--instance {label!r} {problem}", "instance", label)
 
 
 # What a script makes itself (its data, its model's input and classes, its DataLoader): an option for it

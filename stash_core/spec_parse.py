@@ -216,6 +216,21 @@ def region(text: str) -> str:
     return text
 
 
+def instance_name_problem(name: str) -> str | None:
+    """Why `name` cannot be an instance's name, or None: `--instances` takes names comma separated, some as
+    NAME:QUOTA, or all; and a name with an invisible character looks like another ("zw\u200bx" as "zwx")."""
+    invisible = invisible_character(name)
+    if invisible:
+        return f"holds the invisible character {invisible}"
+    if "," in name:
+        return "holds a comma, which separates names in --instances"
+    if ":" in name:
+        return "holds a colon, which separates a name from its quota in --instances"
+    if name.strip().lower() == "all":
+        return "is taken: --instances all means every instance"
+    return None
+
+
 def identifier(text: str) -> str:
     """argparse type of a name (an instance, a label): non-empty, at most MAX_NAME_CHARS characters, no
     control or bidirectional characters."""

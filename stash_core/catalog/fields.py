@@ -14,8 +14,9 @@ import pandas as pd
 
 from stash_core.cells import is_missing, plain_row
 from stash_core.errors import UsageError
+from stash_core.spec_parse import instance_name_problem
 from stash_core.store.instances import COLUMNS
-from stash_core.terminal import clipped, invisible_character, unsafe_character
+from stash_core.terminal import clipped, unsafe_character
 from stash_core.units import finite_float
 
 TEXT = ("name", "provider", "accelerator", "interconnect", "source", "region", "origin")
@@ -55,17 +56,10 @@ def known_interconnect(text: str | None) -> bool:
 
 
 def _check_name(name: str) -> None:
-    """A name every command can select and tell apart: --instances takes names comma separated,
-    NAME:QUOTA, or all."""
-    invisible = invisible_character(name)
-    if invisible:
-        raise UsageError(f"name {name!r} holds the invisible character {invisible}")
-    if "," in name:
-        raise UsageError(f"name {name!r} holds a comma, which separates names in --instances")
-    if ":" in name:
-        raise UsageError(f"name {name!r} holds a colon, which separates a name from its quota in --instances")
-    if name.lower() == "all":
-        raise UsageError(f"name {name!r} is taken: --instances all means every instance")
+    """A name every command can select and tell apart (spec_parse.instance_name_problem)."""
+    problem = instance_name_problem(name)
+    if problem:
+        raise UsageError(f"name {name!r} {problem}")
 
 
 def clean(fields: dict[str, Any], partial: bool, stored: bool = False) -> dict[str, Any]:
