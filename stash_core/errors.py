@@ -18,6 +18,12 @@ class UsageError(StashError):
     exit_code = 2
 
 
+class UserModelError(UsageError):
+    """A user's model that cannot be had: its file or module, its factory, or what the factory did. Said
+    once for a whole command (not once per instance or batch size). Here rather than in the zoo, so that a
+    caller can catch it without importing the zoo (and torch)."""
+
+
 class DiskFull(UsageError):
     """A write the machine refused (a full disk, a quota, a failing device). A UsageError for the callers
     that catch one, but the machine's state, not the input: a command exits 1 with it."""

@@ -16,17 +16,12 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from stash_core.errors import UsageError
+from stash_core.errors import UsageError, UserModelError  # noqa: F401 - UserModelError is named here too
 
 USER_CODE_LIMIT_S = 120.0  # importing a model file and building the model: seconds, even for large models
 LIMIT_VAR = "STASH_USER_CODE_LIMIT_S"
 # A caller's alarm that came due while the user's code ran is re-armed this soon (0 would disarm it).
 OVERDUE_ALARM_S = 1e-3
-
-
-class UserModelError(UsageError):
-    """A user's model that cannot be had: its file or module, its factory, or what the factory did. Said
-    once for a whole command (not once per instance or batch size)."""
 
 
 class UserCodeTimeout(BaseException):

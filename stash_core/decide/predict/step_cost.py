@@ -21,11 +21,13 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from stash_core.decide.predict.step_cache import cached
-from stash_core.decide.predict.step_types import OpCost, StepCost
+from stash_core.decide.predict.step_types import ModelInput, OpCost, StepCost
 from stash_core.errors import UsageError
 from stash_core.zoo_names import model_file_stamp
 
-__all__ = ["ATTENTION_KINDS", "OpCost", "StepCost", "default_input_shape", "step_cost"]
+__all__ = [
+    "ATTENTION_KINDS", "ModelInput", "OpCost", "StepCost", "default_input_shape", "model_input", "step_cost",
+]
 
 TRACE_BATCHES = (2, 4)  # the two batches every other batch is interpolated from
 ATTENTION_KINDS = ("fused", "decomposed")
@@ -64,15 +66,32 @@ def default_input_shape(model: str) -> tuple[int, ...]:
 
 @functools.lru_cache(maxsize=64)
 def _default_input_shape(model: str, _stamp: tuple | None) -> tuple[int, ...]:
-    from stash_core.zoo import describe_model
-
     try:
-        info = describe_model(model)  # (a zoo model without importing torch's compiler)
+        return model_input(model).input_shape
     except UsageError:
         raise
     except Exception:  # noqa: BLE001 - a user model that needs real tensors: its traced step says
         return step_cost(model, 1).input_shape
-    return tuple(int(size) for size in info.input_shape)
+
+
+def model_input(model: str, input_shape: Sequence[int] | None = None) -> ModelInput:
+    """A model's kind and the input shape a job trains it with (the one given, checked; else its default), as
+    the zoo builds it on the meta device. A zoo model's is kept on disk beside its counted steps, so that a
+    decision over cached steps imports no torch. UsageError for a model or shape the zoo cannot build."""
+    shape = [int(size) for size in input_shape] if input_shape else None
+    key = (str(model).strip(), "input", shape)
+    return cached(key, lambda: _described_input(model, shape), _decoded_input)
+
+
+def _described_input(model: str, shape: list[int] | None) -> ModelInput:
+    from stash_core.zoo import describe_model  # torch: only when not kept
+
+    info = describe_model(model, input_shape=tuple(shape) if shape else None)
+    return ModelInput(info.kind, tuple(int(size) for size in info.input_shape))
+
+
+def _decoded_input(data: dict) -> ModelInput:
+    return ModelInput(str(data["kind"]), tuple(int(size) for size in data["input_shape"]))
 
 
 @functools.lru_cache(maxsize=256)

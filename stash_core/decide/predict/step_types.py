@@ -63,3 +63,11 @@ class StepCost:
     @property
     def param_bytes(self) -> float:
         return 4.0 * self.param_count  # fp32 master weights (also under mixed precision)
+
+
+@dataclass(frozen=True)
+class ModelInput:
+    """What a model takes, as the zoo builds it: its kind ("image" | "tokens") and the shape of one sample."""
+
+    kind: str
+    input_shape: tuple[int, ...]

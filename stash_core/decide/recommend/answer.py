@@ -22,6 +22,7 @@ from stash_core.decide.predict.profile_arithmetic import (
 )
 from stash_core.decide.predict.profile_checks import mislabelled_line, other_code
 from stash_core.decide.predict.script import refuse_profiled_script
+from stash_core.decide.predict.step_cost import model_input
 from stash_core.decide.recommend.candidates import OptionPlanner, communication_unmeasured
 from stash_core.decide.recommend.costs import STALL_NAMES, RentalJob
 from stash_core.decide.recommend.explain import explanations, infeasible_reason
@@ -30,7 +31,7 @@ from stash_core.errors import UsageError
 from stash_core.habits import TrainingJob, optimizer_name
 from stash_core.store.reads import measured_profiles, stored_model_counts
 from stash_core.units import finite_float
-from stash_core.zoo_names import canonical_model
+from stash_core.zoo_names import ZOO_NAMES, canonical_model
 
 DEFAULT_MAX_INSTANCES = 4
 # An instance evaluated without a price of the kind asked: the phrase its line has, which the Recommend page
@@ -283,28 +284,26 @@ def _job_shapes(
     """(the input shape the job trains with: the one given, else the model's default; the model's default),
     None for a model known only by its stored profiles. UsageError for a shape the model cannot take."""
     given = tuple(input_shape) if input_shape else None
-    if ":" not in model:
-        from stash_core.zoo import list_models  # torch: only for a zoo model
-
-        if model.strip().lower() not in list_models():
-            return given, None
-    from stash_core.zoo import describe_model
-
-    default = describe_model(model).input_shape
-    return (describe_model(model, input_shape=given).input_shape if given else default), default
+    if ":" not in model and model.strip().lower() not in ZOO_NAMES:
+        return given, None
+    default = model_input(model).input_shape
+    return (model_input(model, given).input_shape if given else default), default
 
 
 def _model_kind(model: str, habits: TrainingJob) -> str:
     """"image" or "tokens": what the model takes (a zoo model's from the registry, a file's from building it).
     A model known only by its stored profiles has the zoo's habits, whichever kind it is."""
-    from stash_core.zoo import describe_model
-
+    if ":" not in model and model.strip().lower() not in ZOO_NAMES and habits.optimizer is None \
+            and habits.is_default(""):
+        return "image"  # nothing to build (the zoo would only say it does not know the name)
     try:
-        return describe_model(model).kind
+        return model_input(model).kind
     except UsageError as error:
         if habits.optimizer is None and habits.is_default(""):
             return "image"
-        raise UsageError(f"--memory-format, --optimizer and --attention need a model Stash can build: {error}") from None
+        raise UsageError(
+            f"--memory-format, --optimizer and --attention need a model Stash can build: {error}"
+        ) from None
 
 
 def _same_job(
@@ -374,9 +373,7 @@ def _check_model(db_path: Path | str, model: str) -> None:
     refuse_profiled_script(name)
     if ":" in name or (name and stored_model_counts(db_path, name) is not None):
         return
-    from stash_core.zoo import list_models  # torch: only when the name is not in the store
-
-    if name.lower() not in list_models():
+    if name.lower() not in ZOO_NAMES:
         raise UsageError(
             f"model {name!r} is not in the zoo and has no stored profile: see `stash models`, or give a user "
             "model as FILE.py:FACTORY"

@@ -34,12 +34,11 @@ from stash_core.decide.recommend.costs import (
     step_remainder_s,
 )
 from stash_core.decide.whatif import cpu_stall_elsewhere
-from stash_core.errors import UsageError
+from stash_core.errors import UsageError, UserModelError
 from stash_core.store import get_run
 from stash_core.store.reads import stored_model_counts
 from stash_core.terminal import shell_word
 from stash_core.units import finite_float
-from stash_core.zoo.user_limits import UserModelError
 
 
 class OptionPlanner:
@@ -322,8 +321,14 @@ class OptionPlanner:
         """The profiles, single-node ones first."""
         return self.measured.assign(_multi=self.measured["nodes"] > 1).sort_values("_multi", kind="stable")
 
+    @functools.cached_property
+    def _ordered_rows(self) -> list[dict[str, Any]]:
+        return self._ordered.to_dict(orient="records")
+
     def _find_base_run(self, name: str, instance: dict[str, Any], workers: int) -> dict[str, Any] | None:
         ordered = self._ordered
+        if ordered.empty:  # nothing profiled (pandas' filters cost milliseconds even on no rows)
+            return None
         here = ordered[ordered["instance"] == name]
         same = here[here["workers_per_node"] == workers]
         if len(same):
@@ -336,7 +341,7 @@ class OptionPlanner:
         if not accelerator:
             return None
         target = find_accelerator(accelerator)
-        for row in ordered.to_dict(orient="records"):
+        for row in self._ordered_rows:
             label = self._whole_catalog.get(str(row.get("instance"))) or {}
             if label.get("accelerator") == accelerator:
                 return row

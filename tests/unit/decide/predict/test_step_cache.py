@@ -80,3 +80,26 @@ def test_a_user_models_file_edited_in_a_process_that_lives_on_is_counted_afresh(
     model_file.write_text(source.format(layer.format(width=400)))  # a new size: a new stamp
     assert step_cost(ref, 4, (3, 8, 8)).total_flops > 50 * small_flops  # the dashboard kept the old count
     assert model_counts(ref)["grad_bytes"] > 50 * small_bytes
+
+
+def test_a_models_input_is_kept_beside_its_steps_and_a_bad_shape_is_refused_every_time(cache, monkeypatch):
+    from stash_core.decide.predict.step_cost import ModelInput, model_input
+    from stash_core.errors import UsageError
+
+    described = []
+    original = step_cost_module._described_input
+
+    def describing(*args):
+        described.append(args)
+        return original(*args)
+
+    monkeypatch.setattr(step_cost_module, "_described_input", describing)
+    assert model_input("gpt2") == ModelInput("tokens", (1024,))  # a decoder's default is its context
+    assert model_input(" GPT2 ", [64]) == ModelInput("tokens", (64,))
+    assert model_input("resnet18") == ModelInput("image", (3, 224, 224))
+    assert len(described) == 3 and len(list(cache.glob("*.json"))) == 3
+    assert model_input("gpt2") == ModelInput("tokens", (1024,)) and len(described) == 3  # read back
+    for _ in range(2):  # a refusal is never kept: it is said again, in the zoo's words
+        with pytest.raises(UsageError, match="needs images of at least 32x32"):
+            model_input("vgg11", (3, 8, 8))
+    assert len(described) == 5 and len(list(cache.glob("*.json"))) == 3
