@@ -12,22 +12,19 @@ the fewest workers, then to the most of the faster types (the window nearest the
 from __future__ import annotations
 
 import math
-from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from stash_core.errors import UsageError
+from stash_core.spot.clusters import ClusterCache, Plan, window_counts
 from stash_core.spot.model import (
     MAX_WORKER_BOUND,
     Worker,
     Workload,
     check_loss_model,
-    cluster_iteration_s,
-    convergence_coefficient,
     iterations_to_loss,
     loss_scale,
-    weighted_batch,
     worker_bounds,
     worker_iteration_s,
 )
@@ -43,7 +40,7 @@ WINDOW_NOTE = (
     "order were combined and a cheaper mix may exist"
 )
 MAX_CANDIDATES = 200_000  # windows kept per plan (each a Plan in memory)
-MAX_WORKER_EVALUATIONS = 10_000_000  # workers over all windows: about 1 us each, so about 10 s
+MAX_WORKER_EVALUATIONS = 10_000_000  # workers over all windows (a cluster costs its types: some 25 us)
 # Why no plan, where every candidate is outside the loss model (the budget is not to blame)
 OUTSIDE_LOSS_MODEL = (
     "the loss model does not hold at the batch sizes on offer (g2 x batch + g3 <= 0, or the target reached "
@@ -57,26 +54,6 @@ class InstanceOffer:
 
     worker: Worker
     quota: int
-
-
-@dataclass
-class Plan:
-    """One candidate cluster and what the model predicts for it."""
-
-    counts: dict[str, int]  # instances of each type
-    workers: int
-    iteration_s: float  # T_exp, eq. 2
-    weighted_batch: float  # b_w, eq. 4
-    convergence: float  # R, eq. 5
-    iterations: float  # j, eq. 3
-    training_s: float  # T, eq. 1, with the revocation overhead
-    usd_per_h: float
-    cost_usd: float
-    meets_budget: bool
-    outside_loss_model: bool = False  # g2 b_w + g3 <= 0, or no iteration needed: the model does not hold
-
-    def label(self) -> str:
-        return " + ".join(f"{count} x {name}" for name, count in sorted(self.counts.items()))
 
 
 @dataclass
@@ -130,23 +107,22 @@ def plan_spot_cluster(
     # holds more than n_upper workers, so instances beyond it on a quota cannot matter.
     kinds = sorted(offered, key=lambda o: (solo_s[id(o.worker)], o.worker.usd_per_h, o.worker.instance))
     caps = [min(o.quota, upper) for o in kinds]
-    pool = [o.worker for o, cap in zip(kinds, caps, strict=True) for _ in range(cap)]
-    top = min(upper, len(pool))
-    check_candidates(lower, top, len(pool))
+    top = min(upper, sum(caps))
+    check_candidates(lower, top, sum(caps))
     exact = exact_search_fits(caps, lower, top)
     result = PlanResult(best=None, bounds=(lower, upper), search="exact" if exact else "window")
-    windows = WindowCache(workload, target_loss, budget_s, ps_Bps, pcie_Bps, revocation_s)
-    for n in range(lower, top + 1):  # the paper's windows first: candidates either way (the page counts them)
-        for start in range(len(pool) - n + 1):
-            plan = windows.evaluate(pool[start : start + n])
-            result.candidates.append(plan)
-            if not exact and _cheaper(plan, result.best):
-                result.best = plan
+    clusters = ClusterCache([o.worker for o in kinds], workload, target_loss, budget_s, ps_Bps, pcie_Bps,
+                            revocation_s)  # fmt: skip
+    for counts in window_counts(caps, lower, top):  # the paper's windows first: candidates either way
+        plan = clusters.evaluate(counts)  # (the page counts them)
+        result.candidates.append(plan)
+        if not exact and _cheaper(plan, result.best):
+            result.best = plan
     if exact:  # every mix, a window's from the cache; fewest workers first: on a tie the first found stays
-        for cluster in mixes([o.worker for o in kinds], caps, lower, top):
-            plan = windows.lookup(cluster)
+        for counts in mix_counts(caps, lower, top):
+            plan = clusters.lookup(counts)
             if plan is None:  # a mix no window holds
-                plan = windows.evaluate(cluster)
+                plan = clusters.evaluate(counts)
                 result.candidates.append(plan)
             if _cheaper(plan, result.best):
                 result.best = plan
@@ -193,10 +169,15 @@ def exact_search_fits(caps: list[int], lower: int, top: int) -> bool:
 
 
 def mixes(kinds: list[Worker], caps: list[int], lower: int, top: int) -> Iterator[list[Worker]]:
-    """Every cluster of `kinds[m]` x n_m (n_m <= caps[m]) with lower..top workers, in the windows' order:
-    fewest workers first, then the most of the first (fastest) kinds; the instances in the pool's order. Only
-    the kinds a mix holds are stepped through (a catalog of a thousand types with one in the mix costs one
-    step, not a thousand)."""
+    """Every cluster of mix_counts(), as its instances in the pool's order."""
+    for counts in mix_counts(caps, lower, top):
+        yield [kind for kind, count in zip(kinds, counts, strict=True) for _ in range(count)]
+
+
+def mix_counts(caps: list[int], lower: int, top: int) -> Iterator[tuple[int, ...]]:
+    """Every count vector n_m <= caps[m] with lower..top instances, in the windows' order: fewest instances
+    first, then the most of the first (fastest) kinds. Only the kinds a mix holds are stepped through (a
+    catalog of a thousand types with one in the mix costs one step, not a thousand)."""
     room = [0] * (len(caps) + 1)  # room[m]: instances the kinds from m on can hold
     for m in range(len(caps) - 1, -1, -1):
         room[m] = room[m + 1] + caps[m]
@@ -217,7 +198,10 @@ def mixes(kinds: list[Worker], caps: list[int], lower: int, top: int) -> Iterato
 
     for n in range(lower, top + 1):
         for mix in chosen(0, n):
-            yield [kinds[m] for m, count in mix for _ in range(count)]
+            counts = [0] * len(caps)
+            for m, count in mix:
+                counts[m] = count
+            yield tuple(counts)
 
 
 def check_candidates(lower: int, top: int, pool_size: int) -> None:
@@ -230,85 +214,6 @@ def check_candidates(lower: int, top: int, pool_size: int) -> None:
             f"to evaluate in reasonable time (at most {MAX_CANDIDATES:,} clusters and "
             f"{MAX_WORKER_EVALUATIONS:,} workers over them): offer fewer instances"
         )
-
-
-class WindowCache:
-    """evaluate() for many windows of one sorted pool, each distinct sequence of instances once.
-
-    Windows over identical instances are one cluster (a quota of 64 of one type gives about 2,000 windows
-    but 64 clusters), and a worker's iteration time depends only on its instance and the cluster's size:
-    without this, a plan at n_upper = 64 and a simulation that re-plans after every revocation took minutes.
-    The plans are the ones evaluate() gives, float for float (the same arithmetic in the same order)."""
-
-    def __init__(self, workload: Workload, target_loss: float, budget_s: float, ps_Bps: float,
-                 pcie_Bps: float, revocation_s: float = 0.0) -> None:  # fmt: skip
-        self._args = (workload, target_loss, budget_s, ps_Bps, pcie_Bps, revocation_s)
-        self._plans: dict[tuple[int, ...], Plan] = {}
-        self._times: dict[tuple[int, int], float] = {}
-
-    def lookup(self, cluster: list[Worker]) -> Plan | None:
-        """The plan of a cluster evaluated already, else None."""
-        return self._plans.get(tuple(map(id, cluster)))
-
-    def evaluate(self, cluster: list[Worker]) -> Plan:
-        key = tuple(map(id, cluster))  # the pool's Worker objects live as long as this cache
-        plan = self._plans.get(key)
-        if plan is None:
-            plan = self._plans[key] = evaluate(cluster, *self._args, times=self._iteration_s(cluster))
-        return plan
-
-    def _iteration_s(self, cluster: list[Worker]) -> list[float]:
-        n, (workload, _, _, ps_Bps, pcie_Bps, _) = len(cluster), self._args
-        times = []
-        for w in cluster:
-            key = (id(w), n)
-            if key not in self._times:
-                self._times[key] = worker_iteration_s(w, n, workload, ps_Bps, pcie_Bps)
-            times.append(self._times[key])
-        return times
-
-
-def evaluate(
-    cluster: list[Worker],
-    workload: Workload,
-    target_loss: float,
-    budget_s: float,
-    ps_Bps: float,
-    pcie_Bps: float,
-    revocation_s: float = 0.0,
-    *,
-    times: list[float] | None = None,
-) -> Plan:
-    """Predict training time and cost of one cluster (eqs. 1-7); `times`: each worker's eq. 6-7 iteration
-    time at this cluster size, where the caller has it already."""
-    n = len(cluster)
-    if times is None:
-        times = [worker_iteration_s(w, n, workload, ps_Bps, pcie_Bps) for w in cluster]
-    batches = [w.batch for w in cluster]
-    t_exp = cluster_iteration_s(times)
-    b_w = weighted_batch(batches, times)
-    r = convergence_coefficient(batches, times)
-    # Outside the loss model's range no plan is free: it is refused, not trained in zero seconds. That is
-    # also a batch at which the model says the target is reached untrained (j <= 0: a $0, 0 s "plan").
-    outside = loss_scale(b_w, workload.loss_g) <= 0
-    j = math.inf if outside else iterations_to_loss(b_w, r, n, target_loss, workload.loss_g)
-    outside = outside or j <= 0
-    j = math.inf if outside else j
-    training_s = j * t_exp + revocation_s
-    usd_per_h = sum(w.usd_per_h for w in cluster)
-    return Plan(
-        counts=dict(Counter(w.instance for w in cluster)),
-        workers=n,
-        iteration_s=t_exp,
-        weighted_batch=b_w,
-        convergence=r,
-        iterations=j,
-        training_s=training_s,
-        usd_per_h=usd_per_h,
-        cost_usd=training_s / 3600 * usd_per_h,
-        meets_budget=not outside and training_s <= budget_s,
-        outside_loss_model=outside,
-    )
 
 
 def _why_none(result: PlanResult, offered: int, lower: int, upper: int, budget_s: float) -> str:

@@ -16,6 +16,7 @@ import math
 from collections import Counter
 
 from stash_core.errors import UsageError
+from stash_core.spot.clusters import ClusterCache, Plan, evaluate, window_counts
 from stash_core.spot.model import (
     Worker,
     Workload,
@@ -28,13 +29,11 @@ from stash_core.spot.model import (
 from stash_core.spot.planner import (
     OUTSIDE_LOSS_MODEL,
     InstanceOffer,
-    Plan,
     PlanResult,
     check_candidates,
     check_iteration_s,
-    evaluate,
     exact_search_fits,
-    mixes,
+    mix_counts,
 )
 
 
@@ -44,6 +43,12 @@ def remaining_plan(cluster: list[Worker], workload: Workload, target_loss: float
     """The plan of `cluster` from `current_loss` on: iterations, time and cost of what is left (`times`: each
     worker's iteration time at this cluster size, where the caller has it)."""
     plan = evaluate(cluster, workload, target_loss, budget_s, ps_Bps, pcie_Bps, 0.0, times=times)
+    return remaining_of(plan, workload, target_loss, current_loss, budget_s, revocation_s)
+
+
+def remaining_of(plan: Plan, workload: Workload, target_loss: float, current_loss: float, budget_s: float,
+                 revocation_s: float = 0.0) -> Plan:  # fmt: skip
+    """A whole training's `plan` (planned with no revocation overhead) from `current_loss` on."""
     if plan.outside_loss_model or current_loss <= target_loss:
         left = 0.0 if current_loss <= target_loss and not plan.outside_loss_model else plan.iterations
     else:
@@ -103,43 +108,39 @@ def replan(running: list[Worker], offers: list[InstanceOffer], workload: Workloa
     most_new = max(0, min(upper, len(running) + len(pool)) - len(running))
     check_candidates(1, most_new, len(pool))
     result = PlanResult(best=None, bounds=(len(running), len(running) + most_new))
-    # Windows over identical instances are one cluster: each distinct one is evaluated once (a simulation
-    # re-plans after every revocation, and a quota of one type gives many windows and few clusters).
+    # A cluster is the running instances' counts (`base`) plus a window or a mix of the pool's; the pool's
+    # types first, in its order (by speed: a type's instances adjacent), then the running ones' other types.
+    kinds = list({id(w): w for w in [*pool, *running]}.values())
+    index = {id(kind): m for m, kind in enumerate(kinds)}
+    base, caps = [0] * len(kinds), [0] * len(kinds)
+    for w in running:
+        base[index[id(w)]] += 1
+    for w in pool:
+        caps[index[id(w)]] += 1
+    clusters = ClusterCache(kinds, workload, target_loss, budget_s, ps_Bps, pcie_Bps)  # each once
     plans: dict[tuple[int, ...], Plan] = {}
-    # A worker's iteration time depends only on its instance and the cluster's size (eqs. 6-7).
-    seconds: dict[tuple[int, int], float] = {}
 
-    def consider(added: list[Worker], counted: bool) -> None:
-        """Evaluate the running instances plus `added` (once per distinct cluster), keep it if cheapest;
+    def consider(counts: tuple[int, ...], counted: bool) -> None:
+        """Plan a cluster from the current loss (once per distinct cluster), keep it if cheapest;
         `counted`: a window, listed as a candidate each time (the page counts them)."""
-        key = tuple(map(id, added))
-        fresh = key not in plans
+        fresh = counts not in plans
         if fresh:
-            cluster, n = [*running, *added], len(running) + len(added)
-            for w in cluster:
-                if (id(w), n) not in seconds:
-                    seconds[id(w), n] = worker_iteration_s(w, n, workload, ps_Bps, pcie_Bps)
-            plans[key] = remaining_plan(cluster, workload, target_loss, current_loss, budget_s, ps_Bps,
-                                        pcie_Bps, revocation_s,
-                                        times=[seconds[id(w), n] for w in cluster])  # fmt: skip
-        plan = plans[key]
+            plans[counts] = remaining_of(clusters.evaluate(counts), workload, target_loss, current_loss,
+                                         budget_s, revocation_s)  # fmt: skip
+        plan = plans[counts]
         if counted or fresh:
             result.candidates.append(plan)
         if plan.meets_budget and (result.best is None or plan.cost_usd < result.best.cost_usd):
             result.best = plan
 
     fewest = 0 if running else 1
-    for extra in range(fewest, most_new + 1):
-        for start in range(len(pool) - extra + 1 if extra else 1):
-            consider(pool[start : start + extra], counted=True)
+    for counts in window_counts(caps, fewest, most_new, base):
+        consider(counts, counted=True)
     # Every mix of the offered kinds where they are few enough, as spot.planner does: a window is one mix.
-    counts = Counter(map(id, pool))
-    kinds = list({id(w): w for w in pool}.values())
-    caps = [counts[id(kind)] for kind in kinds]
-    result.search = "exact" if exact_search_fits(caps, fewest, most_new) else "window"
+    result.search = "exact" if exact_search_fits([cap for cap in caps if cap], fewest, most_new) else "window"
     if result.search == "exact":
-        for added in mixes(kinds, caps, fewest, most_new):
-            consider(added, counted=False)
+        for added in mix_counts(caps, fewest, most_new):
+            consider(tuple(a + b for a, b in zip(added, base, strict=True)), counted=False)
     if result.best is None and not result.candidates and upper < max(1, len(running)):
         result.infeasible_reason = (
             f"the parameter server saturates before {max(1, len(running))} worker(s) (a1, b1 give P >= 1): "

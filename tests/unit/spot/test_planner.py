@@ -207,16 +207,17 @@ def test_loss_coefficients_that_cannot_plan_are_refused(g, offers, message):
 
 def test_each_distinct_window_is_evaluated_once_and_gives_what_evaluate_gives(monkeypatch):
     """A quota of 40 of one type and 3 of another: 862 windows but few distinct clusters. Every candidate
-    equals evaluate() of its window, float for float, and evaluate() runs once per distinct window."""
-    import stash_core.spot.planner as planner
+    equals evaluate() of its window, float for float (both sum over the types in the pool's order), and a
+    cluster is evaluated once however many windows hold it."""
+    import stash_core.spot.clusters as clusters
 
     workload = Workload(param_bytes=4e6, solo_bandwidth_Bps=1e8, contention_a1=0.1, contention_b1=0.2,
                         loss_g=(100.0, -0.01, 1000.0, 1.0, 0.3))  # fmt: skip
     offers = [InstanceOffer(A, 40), InstanceOffer(B, 3)]
     calls = []
-    real = planner.evaluate
-    monkeypatch.setattr(planner, "evaluate", lambda cluster, *a, **k: calls.append(len(cluster)) or real(
-        cluster, *a, **k))  # fmt: skip
+    real = clusters.evaluate_counts
+    monkeypatch.setattr(clusters, "evaluate_counts", lambda kinds, counts, *a, **k: calls.append(counts) or real(
+        kinds, counts, *a, **k))  # fmt: skip
     result = plan_spot_cluster(offers, workload, 0.8, 1e6, **LINKS)
     lower, upper = result.bounds
     pool = sorted([A] * min(40, upper) + [B] * min(3, upper),
@@ -224,9 +225,26 @@ def test_each_distinct_window_is_evaluated_once_and_gives_what_evaluate_gives(mo
     windows = [pool[s : s + n] for n in range(lower, min(upper, len(pool)) + 1)
                for s in range(len(pool) - n + 1)]  # fmt: skip
     assert len(result.candidates) == len(windows) > 2 * len(calls)
-    assert len(calls) == len({tuple(w.instance for w in window) for window in windows})
+    assert len(calls) == len(set(calls)) == len({tuple(w.instance for w in window) for window in windows})
+    monkeypatch.setattr(clusters, "evaluate_counts", real)
     for got, window in zip(result.candidates, windows, strict=True):
-        assert got == real(window, workload, 0.8, 1e6, **LINKS)
+        assert got == evaluate(window, workload, 0.8, 1e6, **LINKS)
+
+
+def test_a_cluster_summed_by_type_is_the_paper_summed_by_worker():
+    """Eqs. 2, 4 and 5 over three types of several workers each, by the model's per-worker functions."""
+    from stash_core.spot.model import cluster_iteration_s, convergence_coefficient, weighted_batch
+
+    c = Worker("C", gpus=2, compute_s=0.4, batch=128, usd_per_h=3.0)
+    cluster = [B, B, A, A, A, c]
+    times = [0.3, 0.3, 0.9, 0.9, 0.9, 0.5]
+    plan = evaluate(cluster, WORKLOAD, 0.1, 1e9, **LINKS, times=times)
+    batches = [w.batch for w in cluster]
+    assert plan.iteration_s == pytest.approx(cluster_iteration_s(times), rel=1e-14)
+    assert plan.weighted_batch == pytest.approx(weighted_batch(batches, times), rel=1e-14)
+    assert plan.convergence == pytest.approx(convergence_coefficient(batches, times), rel=1e-14)
+    assert plan.counts == {"A": 3, "B": 2, "C": 1} and plan.workers == 6
+    assert plan.usd_per_h == pytest.approx(2 * B.usd_per_h + 3 * A.usd_per_h + 3.0)
 
 
 def test_crossed_worker_bounds_are_said_as_none_searched():

@@ -10,6 +10,7 @@ $1/h) is still running and the loss stands at 0.2:
 from __future__ import annotations
 
 import math
+from collections import Counter
 
 import pytest
 
@@ -85,19 +86,27 @@ def test_replan_offers_no_more_than_the_upper_bound():
 
 
 def test_each_distinct_window_is_planned_once_and_every_candidate_is_its_remaining_plan(monkeypatch):
-    import stash_core.spot.replan as replanning
+    import stash_core.spot.clusters as clusters
 
     workload = Workload(param_bytes=4e6, solo_bandwidth_Bps=1e8, contention_a1=0.1, contention_b1=0.2,
                         loss_g=(100.0, -0.01, 1000.0, 1.0, 0.3))  # fmt: skip
     calls = []
-    real = replanning.remaining_plan
-    monkeypatch.setattr(replanning, "remaining_plan", lambda cluster, *a, **k: calls.append(cluster) or real(
-        cluster, *a, **k))  # fmt: skip
+    real = clusters.evaluate_counts
+    monkeypatch.setattr(clusters, "evaluate_counts", lambda kinds, counts, *a, **k: calls.append(
+        [kind for kind, count in zip(kinds, counts) for _ in range(count)]) or real(kinds, counts, *a, **k))
     result = replan([A], [InstanceOffer(A, 30), InstanceOffer(B, 2)], workload, 0.8, 2.0, 1e6, **LINKS)
-    distinct = {tuple(w.instance for w in cluster) for cluster in calls}
+    distinct = {tuple(sorted(w.instance for w in cluster)) for cluster in calls}
     assert len(calls) == len(distinct) and 2 * len(calls) < len(result.candidates)
-    planned = [real(cluster, workload, 0.8, 2.0, 1e6, *LINKS.values(), 0.0) for cluster in calls]
-    assert all(plan in planned for plan in result.candidates)
+    assert all(sum(w is A for w in cluster) >= 1 for cluster in calls)  # the running A is in every one
+    monkeypatch.setattr(clusters, "evaluate_counts", real)
+    planned = {tuple(sorted(plan.counts.items())): plan for plan in result.candidates}
+    assert len(planned) == len(calls)
+    for cluster in calls:  # each the remaining plan of its cluster, summed by worker in any order
+        plan = planned[tuple(sorted(Counter(w.instance for w in cluster).items()))]
+        expected = remaining_plan(cluster[::-1], workload, 0.8, 2.0, 1e6, *LINKS.values(), 0.0)
+        assert plan.label() == expected.label() and plan.meets_budget == expected.meets_budget
+        for field in ("iteration_s", "weighted_batch", "convergence", "iterations", "training_s", "cost_usd"):
+            assert getattr(plan, field) == pytest.approx(getattr(expected, field), rel=1e-12), field
 
 
 def test_a_replan_outside_the_loss_model_says_so_not_that_time_ran_out():
