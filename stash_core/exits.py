@@ -10,6 +10,7 @@ interrupted (Ctrl-C), 143 terminated (SIGTERM), 129 hung up (SIGHUP).
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable
 
@@ -47,17 +48,17 @@ def _say(line: str) -> None:
 
 
 def _write(stream, line: str) -> None:
+    if stream is None:  # closed before Python started (`2>&-`): print() would write it to stdout instead
+        return
     try:
         print(line, file=stream, flush=True)
-    except BrokenPipeError:
+    except (OSError, ValueError):  # its reader gone, a full device (/dev/full), a closed stream
         _quiet_at_exit(stream)
 
 
 def _quiet_at_exit(*streams) -> None:
     """`streams` (whose reader has gone) to /dev/null: Python's flush of such a stream at exit would print an
     error and make the status 120. The other stream, still read, is left as it is."""
-    import os
-
     devnull = os.open(os.devnull, os.O_WRONLY)
     for stream in streams:
         try:
@@ -115,10 +116,31 @@ def refuse_undecodable(argv: list[str]) -> None:
         try:
             arg.encode("utf-8")
         except UnicodeEncodeError:
-            shown = arg.encode("utf-8", "surrogateescape")[:60]
-            raise UsageError(
-                f"argument {position} is not UTF-8 text ({shown!r}): give names and paths in UTF-8"
-            ) from None
+            raise UsageError(f"argument {position} {undecodable_reason(os.fsencode(arg))}") from None
+
+
+def refuse_vanished_folder() -> None:
+    """One line where the current folder has been removed under the shell (`cd d && rmdir ../d`): relative
+    paths cannot be resolved, and torch's libraries fail to load there with a fatal error of their own."""
+    try:
+        os.getcwd()
+    except FileNotFoundError:
+        raise StashError("the current folder no longer exists (it was removed): cd to a folder that does, "
+                         "and run the command again") from None
+
+
+def undecodable_reason(raw: bytes) -> str:
+    """Why text Python could not decode is refused: bytes that are not UTF-8, or UTF-8 under a locale whose
+    encoding is another (LC_ALL=C with Python's UTF-8 mode off decodes file names as ASCII)."""
+    import locale
+
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return f"is not UTF-8 text ({raw[:60]!r}): give names and paths in UTF-8"
+    encoding = locale.getpreferredencoding(False) or "unknown"
+    return (f"({text[:60]!r}) is UTF-8 but this locale's encoding is {encoding}: run in a UTF-8 locale "
+            "(LC_ALL=C.UTF-8), or give ASCII names and paths")  # fmt: skip
 
 
 def one_line(error: BaseException) -> str:

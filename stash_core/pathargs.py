@@ -81,6 +81,26 @@ def expand_home(text: str) -> Path:
     return path
 
 
+def home_folder() -> Path | None:
+    """The user's home folder; None where there is none ($HOME unset and the user not in the passwd file, as
+    in a container run under a bare uid): a cache folder under it is then none either."""
+    try:
+        return Path.home()
+    except (RuntimeError, KeyError):
+        return None
+
+
+def user_cache_dir(*parts: str) -> Path | None:
+    """$STASH_CACHE_DIR/PARTS, else $XDG_CACHE_HOME/stash/PARTS, else ~/.cache/stash/PARTS; None with no home
+    folder (what is cached is then counted or asked again)."""
+    explicit = env_path("STASH_CACHE_DIR")
+    if explicit:
+        return explicit.joinpath(*parts)
+    home = home_folder()
+    base = env_path("XDG_CACHE_HOME") or (home / ".cache" if home is not None else None)
+    return base.joinpath("stash", *parts) if base is not None else None
+
+
 def env_path(variable: str) -> Path | None:
     """The file or folder an environment variable names ($STASH_CACHE_DIR, $STASH_CLUSTER_STATE,
     $XDG_CACHE_HOME), `~` expanded as on the command line (a shell leaves `~` as is inside quotes:
@@ -125,8 +145,9 @@ def default_db_text() -> str:
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:  # bytes that are not UTF-8, which Python keeps as surrogates
-        shown = os.fsencode(text)[:60]
-        raise UsageError(f"STASH_DB is not UTF-8 text ({shown!r}): name the database in UTF-8") from None
+        from stash_core.exits import undecodable_reason
+
+        raise UsageError(f"STASH_DB {undecodable_reason(os.fsencode(text))}") from None
     return text
 
 

@@ -17,7 +17,7 @@ from stash_core import containment
 from stash_core.api.options import parse_profile
 from stash_core.api.profile_flow import ProfileRun, run_profile_flow
 from stash_core.errors import SaveError
-from stash_core.exits import refuse_undecodable, run_command
+from stash_core.exits import refuse_undecodable, refuse_vanished_folder, run_command
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -26,6 +26,7 @@ def main(argv: list[str] | None = None) -> int:
     def command() -> int:
         given = sys.argv[1:] if argv is None else argv
         refuse_undecodable(given)
+        refuse_vanished_folder()
         args, db_path = parse_profile(given)
         containment.enable()  # a user's model code runs in a child of its own, as under `stash profile`
         run_profile_flow(args, db_path, list(sys.argv), report, lambda note: print(note, flush=True))

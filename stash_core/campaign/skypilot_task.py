@@ -32,7 +32,7 @@ from stash_core.campaign.cloud_plan import CloudPlan, InstancePlan
 from stash_core.campaign.plan import CampaignSettings
 from stash_core.campaign.remote import SETUP_SCRIPT, run_script
 from stash_core.errors import UsageError, first_line
-from stash_core.pathargs import env_path
+from stash_core.pathargs import user_cache_dir
 
 INSTALL_HINT = (
     "SkyPilot is not installed: pip install -r requirements-cloud.txt (then `sky check` for your cloud)"
@@ -150,12 +150,9 @@ def skypilot_version() -> str | None:
     return None
 
 
-def check_cache_dir() -> Path:
-    """Where SkyPilot's answers are kept (see the module's text)."""
-    explicit = env_path("STASH_CACHE_DIR")
-    if explicit:
-        return explicit / "sky-checks"
-    return (env_path("XDG_CACHE_HOME") or Path.home() / ".cache") / "stash" / "sky-checks"
+def check_cache_dir() -> Path | None:
+    """Where SkyPilot's answers are kept (see the module's text); None with no home folder."""
+    return user_cache_dir("sky-checks")
 
 
 def _cache_path(version: str | None, request: str) -> Path | None:
@@ -164,7 +161,8 @@ def _cache_path(version: str | None, request: str) -> Path | None:
     checker = (Path(__file__).resolve().parent / "sky_check.py").read_bytes()
     digest = hashlib.sha256(json.dumps([CHECK_FORMAT, version, hashlib.sha256(checker).hexdigest(),
                                         request]).encode())  # fmt: skip
-    return check_cache_dir() / f"{digest.hexdigest()[:32]}.json"
+    folder = check_cache_dir()
+    return folder / f"{digest.hexdigest()[:32]}.json" if folder is not None else None
 
 
 def _read_answer(path: Path | None) -> dict[str, Any] | None:

@@ -15,7 +15,7 @@ import sys
 from stash_core import __version__, containment
 from stash_core.cli.args import add_db_argument, db_path
 from stash_core.errors import StashError, UsageError, first_line
-from stash_core.exits import refuse_undecodable, run_command
+from stash_core.exits import refuse_undecodable, refuse_vanished_folder, run_command
 from stash_core.pathargs import check_outputs, input_path, output_path
 from stash_core.spec import add_profile_arguments, parse_script_args, takes_script_args
 from stash_core.spec_parse import count
@@ -197,6 +197,7 @@ def main(argv: list[str] | None = None) -> int:
     def command() -> int:
         given = sys.argv[1:] if argv is None else argv
         refuse_undecodable(given)
+        refuse_vanished_folder()
         args = parse_command(given)
         containment.enable()  # a user's model code runs in a child process (zoo/contained.py)
         db = db_path(args) if hasattr(args, "db") else None

@@ -13,14 +13,23 @@ from stash_core.analysis.core_sharing import core_sharing_note
 from stash_core.api.profile_flow import ProfileRun, new_database_note, run_profile_flow
 from stash_core.cli.probe_text import format_communication
 from stash_core.cli.report import format_breakdown
-from stash_core.errors import SaveError
+from stash_core.errors import SaveError, StashError
 from stash_core.terminal import printable
 
 
 def profile_from_args(args, db_path: Path) -> int:
     """Run the profile of parsed `stash profile` arguments and print it; its error raised once it is saved."""
-    run_profile_flow(args, db_path, sys.argv, report_result, lambda note: print(printable(note), flush=True))
+    run_profile_flow(args, db_path, sys.argv, report_result, _note)
     return 0
+
+
+def _note(text: str) -> None:
+    """A note before the profile runs (a new database...): one that cannot be written (`> /dev/full`) stops
+    nothing, the breakdown at the end says so."""
+    try:
+        print(printable(text), flush=True)
+    except (OSError, ValueError):
+        pass
 
 
 def report_result(run: ProfileRun) -> None:
@@ -30,6 +39,21 @@ def report_result(run: ProfileRun) -> None:
     if run.error is not None:
         print(f"stash: {printable(run.early_end_line())}", file=sys.stderr)
         raise run.error
+    try:
+        _print_breakdown(run)
+    except BrokenPipeError:
+        raise  # its reader has gone (`| head`): nothing to say
+    except OSError as error:  # `> /dev/full`, a full disk under the output file: the run itself is kept
+        if run.problem:
+            raise SaveError(run.problem) from None
+        raise StashError(
+            f"run {doc['run_id']} was saved to {run.where}, but its breakdown could not be written to "
+            f"standard output: {error.strerror or error}"
+        ) from None
+
+
+def _print_breakdown(run: ProfileRun) -> None:
+    doc = run.doc
     kind = (doc.get("model") or {}).get("kind")
     print(format_breakdown(doc["breakdown"], doc["spec"].get("dataset_images"), kind))
     for line in format_communication(doc["breakdown"]):

@@ -68,8 +68,8 @@ class BarReporter(Reporter):
         self.stream = stream or sys.stderr
         self.label = ""
         self.started = time.monotonic()
-        self.tty = self.stream.isatty()
-        self.reader_gone = False
+        self.reader_gone = self.stream is None  # stderr closed before start (`2>&-`): nobody to show it to
+        self.tty = not self.reader_gone and self.stream.isatty()
 
     def _write(self, text: str) -> None:
         """`text` on the stream, until its reader has gone (`stash profile 2>&1 | head`): the profile goes on
@@ -79,7 +79,7 @@ class BarReporter(Reporter):
         try:
             self.stream.write(text)
             self.stream.flush()
-        except BrokenPipeError:
+        except (OSError, ValueError):  # a reader gone (EPIPE), a full device, a closed stream
             self.reader_gone = True
 
     def message(self, text: str) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import stat
+import sys
 from pathlib import Path
 
 import duckdb
@@ -36,9 +37,24 @@ def is_duckdb_file(path: Path) -> bool:
         return False
 
 
+def check_duckdb_path(path: Path, what: str = "database") -> None:
+    """Refuse a path DuckDB would open under another name: DuckDB takes a path as UTF-8 text, so where the
+    locale's file names are another encoding (ISO-8859-1) a non-ASCII name becomes other bytes, and a new
+    database or an export went to a file the user never named."""
+    text = str(path)
+    if os.fsencode(text) != text.encode("utf-8", "surrogateescape"):
+        encoding = sys.getfilesystemencoding()
+        raise UsageError(
+            f"{what} {text!r}: DuckDB opens file names as UTF-8 and this locale's are {encoding}, so it "
+            "would use another name: give an ASCII name, or run in a UTF-8 locale (LC_ALL=C.UTF-8)"
+        )
+
+
 def check_database_file(path: Path) -> None:
     """Refuse an existing `path` that is not a regular file or whose header is not DuckDB's (a file too
-    short to have a header is left to DuckDB: it may be a database another process is creating)."""
+    short to have a header is left to DuckDB: it may be a database another process is creating), and a name
+    DuckDB would read as another (check_duckdb_path)."""
+    check_duckdb_path(path)
     try:
         info = os.stat(path)
     except OSError:

@@ -15,6 +15,7 @@ from stash_core.exits import is_database_io_error
 from stash_core.pathargs import required_path
 from stash_core.store.connection import connect, is_stand_in
 from stash_core.store.console_files import mark_owner, remove_stale_folders
+from stash_core.store.dbfile import check_duckdb_path
 from stash_core.store.export_targets import refuse_replacing_others
 from stash_core.store.schema_template import copy_schema
 from stash_core.terminal import FORMULA_LEADS, escaped_characters
@@ -87,6 +88,7 @@ def export(db_path: Path | str, fmt: str, out_dir: Path | str) -> list[Path]:
     if not db_path.exists():  # a mistyped --db would otherwise export the empty tables of no database
         raise UsageError(f"no database at {db_path}: nothing to export")
     _refuse_replacing_the_database(db_path, out_dir, suffix)
+    check_duckdb_path(Path(out_dir), "export folder")  # DuckDB writes the files (COPY)
     existing = nearest_existing(out_dir)  # the folders made below it are removed when nothing is exported
     if out_dir.exists() and not out_dir.is_dir():
         raise UsageError(f"cannot write export to {out_dir}: it is a file, and an export is a folder of "

@@ -21,17 +21,15 @@ from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 
-from stash_core.pathargs import env_path
+from stash_core.pathargs import env_path, user_cache_dir
 
 FORMAT = 1
 _COUNTING_CODE = ("step_cost.py", "step_trace.py", "step_types.py", "attention.py", "op_classes.py")
 
 
-def cache_dir() -> Path:
-    explicit = env_path("STASH_CACHE_DIR")
-    if explicit:
-        return explicit
-    return (env_path("XDG_CACHE_HOME") or Path.home() / ".cache") / "stash" / "steps"
+def cache_dir() -> Path | None:
+    """$STASH_CACHE_DIR itself, else the user's cache folder's steps/ (None with no home folder)."""
+    return env_path("STASH_CACHE_DIR") or user_cache_dir("steps")
 
 
 @functools.lru_cache(maxsize=1)
@@ -53,7 +51,10 @@ def cached(key: tuple, count: Callable[[], object], decode: Callable[[dict], obj
     if ":" in str(key[0]):
         return count()
     name = hashlib.sha256(json.dumps([FORMAT, _code_digest(), *key], default=list).encode()).hexdigest()
-    path = cache_dir() / f"{name[:32]}.json"
+    folder = cache_dir()
+    if folder is None:  # no home folder to keep it in: counted every time
+        return count()
+    path = folder / f"{name[:32]}.json"
     found = _read(path, decode)
     if found is not None:
         return found
