@@ -5,8 +5,9 @@ operator: seconds on a small machine, against milliseconds to read the count bac
 A file is named by a digest of what determines the count: the model's name, batch, input shape and attention,
 torch's version, and the source of the zoo and of the counting code, so an edit of either starts afresh.
 Only the zoo's own models are kept (a user's model file can change under the same name). The folder is
-$STASH_CACHE_DIR, else $XDG_CACHE_HOME/stash/steps, else ~/.cache/stash/steps; a folder that cannot be written
-only costs the time, and an unreadable or foreign file is ignored and traced again.
+$STASH_CACHE_DIR, else $XDG_CACHE_HOME/stash/steps, else ~/.cache/stash/steps (none with no home folder);
+a folder that cannot be written only costs the time, and an unreadable or foreign file is ignored and traced
+again.
 """
 
 from __future__ import annotations
