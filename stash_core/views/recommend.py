@@ -80,9 +80,9 @@ def model_choices(profiled: pd.DataFrame, current: str | None = None) -> list[st
     """The models the form offers: the zoo and every profiled model, in a fixed order (the zoo's, then the
     profiled ones by name), and the one chosen now even when it is neither: a new profile never reorders
     or replaces the choice. A profiled script is not offered: Stash has no model of it to recommend from."""
-    from stash_core.zoo import list_models
+    from stash_core.zoo_names import zoo_models
 
-    names = list(list_models())
+    names = zoo_models()
     profiled_names = {str(name) for name in profiled["model"].dropna()}
     names += sorted({name for name in profiled_names if not is_script(name)} - set(names))
     if current and current not in names:
@@ -98,13 +98,14 @@ def is_script(model: str) -> bool:
 def job_defaults(model: str) -> JobDefaults:
     """The form's defaults for `model`: a token model gets its sequence length and a count of sequences,
     never ImageNet's images and 224 px."""
+    from stash_core.decide.predict.step_cost import model_input  # kept on disk: no model built each rerun
     from stash_core.errors import StashError
-    from stash_core.zoo import describe_model, list_models
+    from stash_core.zoo_names import ZOO_NAMES
 
-    if ":" in model or model.strip().lower() not in list_models():
+    if ":" in model or model.strip().lower() not in ZOO_NAMES:
         return JobDefaults("unknown", "", IMAGENET_IMAGES, "Samples in one epoch")
     try:
-        info = describe_model(model)
+        info = model_input(model)
     except StashError:
         return JobDefaults("unknown", "", IMAGENET_IMAGES, "Samples in one epoch")
     shape = ",".join(str(size) for size in info.input_shape)
