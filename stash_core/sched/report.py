@@ -24,7 +24,7 @@ from stash_core.sched.topology import Cluster
 from stash_core.sched.trace import TraceJob
 from stash_core.sched.tuner import plan_policies
 from stash_core.store import simulations
-from stash_core.store.simulations import SIMULATION_KIND
+from stash_core.store.simulations import SIMULATION_KIND, SIMULATION_SCHEMA_VERSION
 from stash_core.userfiles import StagedFile, json_text, writable_target
 
 
@@ -48,7 +48,7 @@ def run_simulation(
         })  # fmt: skip
     now = datetime.now(UTC)
     doc = {
-        "kind": SIMULATION_KIND, "schema_version": 1,
+        "kind": SIMULATION_KIND, "schema_version": SIMULATION_SCHEMA_VERSION,
         "simulation_id": f"sim-{now:%Y%m%dT%H%M%SZ}-{secrets.token_hex(3)}", "created_at": now.isoformat(),
         "stash_version": __version__, "trace": trace, "trace_format": trace_format, "jobs": len(reported),
         "trace_jobs": len(jobs),

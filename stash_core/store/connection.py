@@ -46,6 +46,10 @@ _NO_EXTENSION_FETCH = {"autoinstall_known_extensions": False}
 # duckdb.connect), which waiting does not close.
 _OPEN_HERE: Counter[str] = Counter()
 _OPEN_HERE_LOCK = threading.Lock()
+# One storing transaction at a time in this process. Threads of one process (the dashboard's sessions, a
+# notebook's threads) share DuckDB's instance of a file, and two transactions there that only append never
+# conflict: each checked "not stored yet" before the other committed, and both appended the same samples.
+STORING = threading.RLock()
 
 
 @contextmanager

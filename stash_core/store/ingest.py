@@ -29,7 +29,7 @@ from stash_core.results.file import (
     load_document,
     upgrade_result,
 )
-from stash_core.store.connection import connect
+from stash_core.store.connection import STORING, connect
 from stash_core.store.export import table_of_row
 from stash_core.store.ingest_conflicts import (
     difference_text,
@@ -221,8 +221,9 @@ def _insert(con: duckdb.DuckDBPyConnection, run: PreparedRun) -> bool:
         if run.probes is not None:
             _insert_probe_frame(con, run.probes)
 
-    inserted = _insert_once(con, "runs", "run_id", run.run_id, write, lambda: _refuse_stored(con, run))
-    return inserted or _add_missing_samples(con, run)
+    with STORING:  # what is stored already is read and added to by one thread of this process at a time
+        inserted = _insert_once(con, "runs", "run_id", run.run_id, write, lambda: _refuse_stored(con, run))
+        return inserted or _add_missing_samples(con, run)
 
 
 def _add_missing_samples(con: duckdb.DuckDBPyConnection, run: PreparedRun) -> bool:
@@ -252,9 +253,10 @@ def _insert_probe(con: duckdb.DuckDBPyConnection, probe_id: str, frame: pd.DataF
     def write() -> None:
         _insert_probe_frame(con, frame)
 
-    return _insert_once(
-        con, "probes", "probe_id", probe_id, write, lambda: _refuse_stored(con, (probe_id, frame))
-    )
+    with STORING:
+        return _insert_once(
+            con, "probes", "probe_id", probe_id, write, lambda: _refuse_stored(con, (probe_id, frame))
+        )
 
 
 def _refuse_export_row(path: Path) -> None:

@@ -20,10 +20,11 @@ from typing import Any
 import pandas as pd
 
 from stash_core.errors import UsageError
-from stash_core.store.connection import connect
+from stash_core.store.connection import STORING, connect
 from stash_core.store.rollback import rollback_if_open
 
 SIMULATION_KIND = "stash-simulation"
+SIMULATION_SCHEMA_VERSION = 1  # what sched/report.py writes; a newer file holds what this Stash cannot read
 _CLUSTER_SIZES = ("switches", "nodes_per_switch", "gpus_per_node", "gpus")  # the rows' order
 _METRICS = ("makespan_s", "avg_jct_s", "p95_jct_s", "avg_queue_s", "comm_overhead_s", "preemptions",
             "spread_jobs", "gpu_busy_share")  # fmt: skip
@@ -36,6 +37,12 @@ def simulation_rows(doc: dict[str, Any], source_file: str | None = None) -> list
     """The rows of one simulation document; UsageError naming what is missing or wrong."""
     if not isinstance(doc, dict) or doc.get("kind") != SIMULATION_KIND:
         raise UsageError("not a simulation document (kind stash-simulation)")
+    version = doc.get("schema_version")
+    whole = isinstance(version, int) and not isinstance(version, bool)
+    if not whole or not 1 <= version <= SIMULATION_SCHEMA_VERSION:
+        newer = " - upgrade Stash" if whole and version > SIMULATION_SCHEMA_VERSION else ""
+        most = SIMULATION_SCHEMA_VERSION
+        raise UsageError(f"simulation has schema_version {version!r}; this Stash reads up to {most}{newer}")
     simulation_id = doc.get("simulation_id")
     if not isinstance(simulation_id, str) or not simulation_id.strip():
         raise UsageError("simulation document has an empty or non-text simulation_id")
@@ -92,6 +99,11 @@ _COMPARED_JSON = ("fabric", "settings")
 def insert_simulation(con: Any, prepared: PreparedSimulation) -> bool:
     """Insert a simulation's rows in one transaction on an open connection; False when its simulation_id is
     stored already with the same figures (idempotent), UsageError when with others (nothing overwritten)."""
+    with STORING:  # the check and the insert, one thread of this process at a time
+        return _insert_simulation(con, prepared)
+
+
+def _insert_simulation(con: Any, prepared: PreparedSimulation) -> bool:
     picked = ", ".join(f"CAST({c} AS VARCHAR)" if c in _COMPARED_JSON else c for c in _COMPARED)
     stored = con.execute(
         f"SELECT {picked} FROM simulations WHERE simulation_id = ?", [prepared.simulation_id]

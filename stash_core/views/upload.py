@@ -15,6 +15,7 @@ from stash_core import store
 from stash_core.errors import NO_SPACE, StashError, UsageError, first_line
 from stash_core.results.file import PROBE_KIND, upgrade_result
 from stash_core.store import queries_upload
+from stash_core.store.connection import DatabaseLocked
 from stash_core.store.simulations import SIMULATION_KIND
 from stash_core.views.breakdown import add_run_labels
 from stash_core.views.upload_conflicts import stored_verdict, upload_conflict
@@ -109,9 +110,14 @@ def store_uploads(db_path: Path | str, report: UploadReport) -> StoreOutcomes:
     """Ingest the storable runs of a checked upload, each on its own; (file name, run_id, inserted) per run,
     and in `.refused` the runs that the database refused (e.g. changed since the check) with the reason."""
     outcomes = StoreOutcomes()
-    for name, doc in report.storable_docs:
+    docs = list(report.storable_docs)
+    for index, (name, doc) in enumerate(docs):
         try:
             inserted = store.ingest_result(db_path, doc, source_file=f"upload:{name}")
+        except DatabaseLocked as exc:  # busy for the rest too: one wait of LOCK_TIMEOUT_S, not one per run
+            busy = _reason(exc)
+            outcomes.refused += [(rest, str(other.get("run_id")), busy) for rest, other in docs[index:]]
+            break
         except Exception as exc:  # one run's failure leaves the others to be stored
             outcomes.refused.append((name, str(doc.get("run_id")), _reason(exc)))
             continue

@@ -258,3 +258,55 @@ def test_a_reader_that_finds_the_database_busy_announces_itself(tmp_path, result
         assert writer_turn._someone_waits(db_path)  # the writer sees it, and gives way
     reader.join(timeout=30)
     assert not writer_turn._someone_waits(db_path)  # withdrawn once it got in
+
+
+def _in_threads(count: int, work) -> list:
+    """work() in `count` threads at once: what each returned, or the error it raised."""
+    results: list = [None] * count
+
+    def run(index: int) -> None:
+        try:
+            results[index] = work()
+        except Exception as error:  # noqa: BLE001 - the test reads it
+            results[index] = error
+
+    threads = [threading.Thread(target=run, args=(index,)) for index in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    return results
+
+
+def test_threads_storing_one_new_run_store_it_once_and_the_others_find_it_stored(db_path, result_doc,
+                                                                                 monkeypatch, row_counts):
+    """Dashboard sessions are threads of one process: they share DuckDB's instance, where two inserts of one
+    run conflicted at commit ("Conflict on update!", said as a failure)."""
+    from stash_core.store import ingest
+
+    real = ingest._insert_run
+    monkeypatch.setattr(ingest, "_insert_run", lambda con, row: time.sleep(0.3) or real(con, row))
+    doc = result_doc(run_id="together", iterations=5)
+    results = _in_threads(3, lambda: store.ingest_result(db_path, doc))
+    assert sorted(map(repr, results)) == ["False", "False", "True"], results
+    assert row_counts(db_path)["runs"] == 1
+
+
+def test_threads_adding_a_stored_runs_missing_samples_add_them_once(db_path, result_doc, monkeypatch,
+                                                                   row_counts):
+    """A run stored without its samples (from an export of runs, phases and stalls) gets them from its result
+    file: two sessions storing that file at once appended every sample twice."""
+    from stash_core.store import ingest
+
+    doc = result_doc(run_id="samples", iterations=5)
+    store.ingest_result(db_path, doc)
+    whole = row_counts(db_path)
+    with store.connect(db_path) as con:
+        for table in ("iterations", "telemetry", "probes"):
+            con.execute(f"DELETE FROM {table} WHERE run_id = 'samples'")
+    assert row_counts(db_path)["iterations"] == 0 < whole["iterations"]
+    real = ingest.missing_sample_parts
+    monkeypatch.setattr(ingest, "missing_sample_parts", lambda *a: (real(*a), time.sleep(0.3))[0])
+    results = _in_threads(2, lambda: store.ingest_result(db_path, doc))
+    assert sorted(map(repr, results)) == ["False", "True"], results
+    assert row_counts(db_path) == whole

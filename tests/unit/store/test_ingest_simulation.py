@@ -93,3 +93,20 @@ def test_a_simulation_given_again_with_other_figures_is_refused_not_called_alrea
     edited["policies"][0]["timeline"] = edited["policies"][0].get("timeline")
     edited_path.write_text(json.dumps(edited))
     assert [inserted for _, _, inserted in ingest_files(db, [edited_path])] == [False]
+
+
+def test_a_simulation_file_of_another_schema_version_is_refused_with_nothing_stored(tmp_path, capsys,
+                                                                                    monkeypatch):
+    """Result and probe files of a newer version were refused; a simulation file was stored as if read."""
+    run = tmp_path / "run.json"
+    save_result(result_doc(run_id="20261122T110600Z-2904421d"), run)
+    db = tmp_path / "r.duckdb"
+    cases = ((99, "99; this Stash reads up to 1 - upgrade Stash"), ("1", "'1'; this Stash reads up to 1"),
+             (None, "None; this Stash reads up to 1"), (0, "0; this Stash reads up to 1"))  # fmt: skip
+    for version, says in cases:
+        newer = tmp_path / f"sim-{version}.json"
+        newer.write_text(json.dumps({**doc(), "schema_version": version}))
+        refused = stash_here(capsys, monkeypatch, "ingest", str(run), str(newer), "--db", str(db))
+        assert refused.returncode == 2
+        assert one_line_error(refused) == f"stash: {newer}: simulation has schema_version {says}"
+        assert not db.exists() or (simulations_frame(db).empty and not run_rows(db))

@@ -209,3 +209,28 @@ def test_an_edited_number_cell_of_a_csv_export_is_named_by_its_row_and_run(tmp_p
     assert not runs.ok and runs.reason == (
         "runs table: row 2 (run 20261122T090000Z-eeee0007): iteration_s 'abc' is not a number"
     )
+
+
+def test_a_database_that_stays_locked_is_waited_for_once_not_once_per_run(tmp_path: Path, monkeypatch):
+    """Six files with the database held by another process waited 10 s each (a minute) before the page said
+    anything; the first lock given up on refuses the rest with the same reason."""
+    from stash_core.store.connection import DatabaseLocked
+
+    files = []
+    for index in range(3):
+        doc = result_doc("mobilenet_v2", run_id=f"20261122T08000{index}Z-eeee000{index}", started_at=STARTED)
+        files.append((f"run{index}.json", json.dumps(doc).encode()))
+    db = tmp_path / "r.duckdb"
+    report = views.upload.check_uploads(db, files)
+    assert all(check.ok for check in report.checks)
+    tries = []
+
+    def locked(*args, **kwargs):
+        tries.append(args)
+        raise DatabaseLocked(f"database {db} is locked by another process (PID 1) - gave up after 10 s")
+
+    monkeypatch.setattr(store, "ingest_result", locked)
+    outcomes = views.upload.store_uploads(db, report)
+    assert len(tries) == 1 and list(outcomes) == []
+    assert [name for name, _, _ in outcomes.refused] == ["run0.json", "run1.json", "run2.json"]
+    assert all("locked by another process" in reason for _, _, reason in outcomes.refused)
