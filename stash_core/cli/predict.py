@@ -146,7 +146,7 @@ def format_prediction(result: Any, rows: int | None = DEFAULT_ROWS) -> str:
     lines = [*_header(result.request, result.expected_errors), ""]
     lines += [
         f"  {'configuration':<28}{'workers':>8}  {'accelerator':<20}{'source':<11}{'path':<10}{'step ms':>9}"
-        f"{'±err':>9}{'±comm':>8}{'samples/s':>11}{'mem GB':>13}  compute/interconnect/network ms",
+        f"{'±err':>9}{'±comm':>8}{'samples/s':>11}{'mem GiB':>13}  compute/interconnect/network ms",
     ]
     from stash_core.cells import is_missing  # pandas: imported when a table is printed, not for --help
 
@@ -155,7 +155,9 @@ def format_prediction(result: Any, rows: int | None = DEFAULT_ROWS) -> str:
         parts = "/".join(
             fixed(row[f"{part}_s"] * 1e3, ".1f") for part in ("compute", "interconnect", "network")
         )
-        needed = fixed(row["memory_needed_gb"], ".1f")
+        # two significant figures below 1 GiB: a small model's 0.03 GiB is not shown as 0.0
+        small = not is_missing(row["memory_needed_gb"]) and row["memory_needed_gb"] < 1
+        needed = fixed(row["memory_needed_gb"], ".2g" if small else ".1f")
         # a CPU machine's row (a profile's) has no GPU memory to check
         if is_missing(row["memory_gb"]):
             memory = "-"
@@ -173,6 +175,9 @@ def format_prediction(result: Any, rows: int | None = DEFAULT_ROWS) -> str:
         lines.append(f"  ... {len(result.frame) - len(shown):,} more rows (--rows all, or --format json)")
     if len(shown) and shown["unvalidated"].any():  # said where a row shown carries its mark
         lines.append("  * unvalidated: no held-out published figure of this GPU; its error is a wider guess")
+    if len(shown) and (shown["source"].eq("measured") & shown["memory_gb"].isna()).any():  # a CPU profile's
+        lines.append("  measured on a CPU machine: the profile's compute, interconnect and network; its CPU "
+                     "and disk stalls are in no step here (its whole iteration: `stash show RUN`)")
     if result.not_predictable:
         lines += ["", f"not predicted ({len(result.not_predictable)}):"]
         listed = result.not_predictable if rows is None else result.not_predictable[:rows]

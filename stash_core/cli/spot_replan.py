@@ -140,7 +140,7 @@ def cmd_spot_replan(args: argparse.Namespace) -> int:
 
 
 def cmd_spot_simulate(args: argparse.Namespace) -> int:
-    from stash_core.spot.simulate import read_trace, simulate, simulation_notes
+    from stash_core.spot.simulate import DEFAULT_SEED, read_trace, simulate, simulation_notes
 
     if args.trace is not None and (args.runs is not None or args.seed is not None):
         raise UsageError("--runs and --seed apply to --rate-per-h: a --trace is replayed once, as it is")
@@ -149,7 +149,7 @@ def cmd_spot_simulate(args: argparse.Namespace) -> int:
     on_demand_offers = _inputs(args, "on_demand")[2]
     rows = simulate(spot_offers, on_demand_offers, workload, args.target_loss, args.deadline_s, ps, pcie,
                     rate_per_h=args.rate_per_h or 0.0, revocation_s=args.revocation_s, runs=args.runs or 200,
-                    seed=1 if args.seed is None else args.seed, trace=trace)  # fmt: skip
+                    seed=DEFAULT_SEED if args.seed is None else args.seed, trace=trace)  # fmt: skip
     if args.json:
         print(json_text({"deadline_s": args.deadline_s, "strategies": rows}, indent=2))
         return 0

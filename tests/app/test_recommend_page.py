@@ -136,7 +136,7 @@ def test_configurations_left_out_say_why(tmp_path, monkeypatch):
     summary = "batch does not fit the GPU's memory: 2, accelerator not in Stash's table: 1"
     assert f"not evaluated or not ranked: {plain(summary)}" in warning
     listed = " ".join(m.value for m in app.expander[-1].markdown)
-    assert plain("g4dn.xlarge: does not fit - batch 256 in fp32 needs") in listed and "has 16 GB" in listed
+    assert plain("g4dn.xlarge: does not fit - batch 256 in fp32 needs") in listed and "has 16 GiB" in listed
     assert plain("tpu-box: not predictable - Google TPU v9 has no entry in the accelerator table") in listed
     headings = [m.value for m in app.markdown if m.value.startswith("### ")]
     assert headings and "p5.48xlarge" in headings[0]  # the instance that can be predicted is recommended

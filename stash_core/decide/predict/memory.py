@@ -5,6 +5,8 @@ gradients too), the optimizer's state (SGD's momentum 4 bytes a parameter, RMSpr
 two moments 8), and the activations autograd saves for backward at the batch size (halved under mixed
 precision). The CUDA context and the
 allocator's fragmentation come on top and are not modelled, so a verdict near the limit is marked.
+Every figure is in GiB, as the capacity is: the vendors' GB of GPU memory are binary (an H100's 80 GB are
+80 GiB, catalog/accelerators.py), so a need counted in decimal GB was held against a capacity 7% larger.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from dataclasses import dataclass
 from stash_core.catalog.accelerators import Accelerator
 from stash_core.decide.predict.step_cost import StepCost
 
-GB = 1e9
+GIB = 2**30  # bytes: the unit of every figure here and of the accelerators' memory_gb
 NEAR_LIMIT = 0.9  # above this share of the memory: fits on paper, but context and fragmentation may not
 WEIGHT_BYTES = GRADIENT_BYTES = 4  # per parameter, FP32
 # The optimizer's FP32 state per parameter: PyTorch's SGD with momentum keeps one buffer, RMSprop (without
@@ -41,10 +43,10 @@ def memory_check(
     rmsprop), with the reason when it does not."""
     if optimizer not in STATE_BYTES:
         raise ValueError(f"no optimizer state known for {optimizer!r}")
-    weights_gb = cost.param_count * WEIGHT_BYTES / GB
-    optimizer_gb = cost.param_count * STATE_BYTES[optimizer] / GB
-    state_gb = cost.param_count * (WEIGHT_BYTES + GRADIENT_BYTES) / GB + optimizer_gb
-    activations_gb = cost.activation_bytes * (0.5 if precision == "amp" else 1.0) / GB
+    weights_gb = cost.param_count * WEIGHT_BYTES / GIB
+    optimizer_gb = cost.param_count * STATE_BYTES[optimizer] / GIB
+    state_gb = cost.param_count * (WEIGHT_BYTES + GRADIENT_BYTES) / GIB + optimizer_gb
+    activations_gb = cost.activation_bytes * (0.5 if precision == "amp" else 1.0) / GIB
     needed = state_gb + activations_gb
     available = accelerator.memory_gb
     if needed > available:
@@ -57,10 +59,10 @@ def memory_check(
         else:
             why = f"a smaller batch than {cost.batch_size} may fit"
         note = (
-            f"batch {cost.batch_size} in {precision} needs {needed:.1f} GB ({parts}) but {accelerator.name} "
-            f"has {available:g} GB: {why}"
+            f"batch {cost.batch_size} in {precision} needs {needed:.1f} GiB ({parts}) but {accelerator.name} "
+            f"has {available:g} GiB: {why}"
         )
         return MemoryCheck(needed, available, False, note, weights_gb, activations_gb, optimizer_gb)
     near = needed > NEAR_LIMIT * available
-    note = f"needs {needed:.1f} of {available:g} GB: near the limit" if near else ""
+    note = f"needs {needed:.1f} of {available:g} GiB: near the limit" if near else ""
     return MemoryCheck(needed, available, True, note, weights_gb, activations_gb, optimizer_gb)

@@ -220,15 +220,31 @@ def test_roofline_is_faster_on_a_faster_gpu_and_memory_check_refuses():
     assert a100 < t4
     big = step_cost("resnet50", 512)
     check = memory_check(big, T4, "fp32")
-    assert not check.fits and "16 GB" in check.note
+    assert not check.fits and "16 GiB" in check.note
     assert memory_check(step_cost("resnet50", 64), T4, "fp32").fits
+
+
+def test_the_memory_check_holds_a_need_in_gib_against_the_gpus_gib():
+    """An H100's 80 GB are 80 GiB (85.9e9 bytes): a step needing 82.8e9 bytes (77.1 GiB) fits, near the limit;
+    it was refused as 82.8 "GB" against 80 GB."""
+    from stash_core.catalog.accelerators import find_accelerator
+
+    h100 = find_accelerator("NVIDIA H100 SXM 80 GB")
+    cost = step_cost("resnet50", 960)
+    check = memory_check(cost, h100, "fp32")
+    needed_bytes = cost.param_count * 12 + cost.activation_bytes  # weights, gradients, momentum, activations
+    assert 80e9 < needed_bytes < 80 * 2**30
+    assert check.fits and check.needed_gb == pytest.approx(needed_bytes / 2**30)
+    assert check.note == f"needs {needed_bytes / 2**30:.1f} of 80 GiB: near the limit"
+    too_big = memory_check(step_cost("resnet50", 1100), h100, "fp32")
+    assert not too_big.fits and "GiB (weights" in too_big.note and "has 80 GiB" in too_big.note
 
 
 def test_the_memory_check_counts_the_optimizers_state():
     cost = step_cost("resnet50", 64)
     sgd, adamw = memory_check(cost, T4, "fp32", "sgd"), memory_check(cost, T4, "fp32", "adamw")
     assert adamw.optimizer_gb == pytest.approx(2 * sgd.optimizer_gb)
-    assert adamw.needed_gb - sgd.needed_gb == pytest.approx(cost.param_count * 4 / 1e9)
+    assert adamw.needed_gb - sgd.needed_gb == pytest.approx(cost.param_count * 4 / 2**30)
     assert memory_check(cost, T4, "fp32", "rmsprop").needed_gb == pytest.approx(sgd.needed_gb)
     # a step that fits with SGD's one buffer but not with AdamW's two moments
     budget_gb = (sgd.needed_gb + adamw.needed_gb) / 2
