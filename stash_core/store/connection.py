@@ -25,7 +25,7 @@ import duckdb
 from stash_core.errors import UsageError, first_line, write_failure
 from stash_core.store.dbfile import DUCKDB_MAGIC, check_database_file, refuse_foreign
 from stash_core.store.migrations import check_reader_can_take, ensure_schema, stored_schema_version
-from stash_core.store.schema import DB_SCHEMA_VERSION, missing_objects
+from stash_core.store.schema import DB_SCHEMA_VERSION, missing_objects, refuse_damaged
 from stash_core.store.schema_template import copy_schema
 from stash_core.store.writer_turn import (
     announce_waiting_reader,
@@ -187,6 +187,12 @@ def _checked_reader(con: duckdb.DuckDBPyConnection, path: Path) -> duckdb.DuckDB
         con.close()
         return _empty_database()
     check_reader_can_take(version, str(path))  # an older but readable version is read as it is
+    if version == DB_SCHEMA_VERSION:
+        try:
+            refuse_damaged(con, str(path))  # first: no writer makes a dropped column's figures again
+        except UsageError:
+            con.close()
+            raise
     missing = missing_objects(con) if version == DB_SCHEMA_VERSION else []
     if missing:
         con.close()

@@ -18,7 +18,13 @@ from stash_core.results.file import STALL_NAMES
 from stash_core.store.catalog_seed import BUILTIN_CATALOG_CSV, builtin_catalog_rows
 from stash_core.store.dbfile import refuse_foreign
 from stash_core.store.rollback import rollback_if_open
-from stash_core.store.schema import DB_SCHEMA_VERSION, SCHEMA_DIGEST, create_schema, missing_objects
+from stash_core.store.schema import (
+    DB_SCHEMA_VERSION,
+    SCHEMA_DIGEST,
+    create_schema,
+    missing_objects,
+    refuse_damaged,
+)
 from stash_core.store.schema_template import SCHEMA_CHANGE, copy_schema
 
 # Readers take a database of this version or newer as it is, without migrating it: every step since only
@@ -217,6 +223,9 @@ def ensure_schema(con: duckdb.DuckDBPyConnection, db_label: str) -> None:
 
     A database of the current version whose comments or view differ from this Stash's gets them re-applied.
     """
+    meta = stored_meta(con)
+    if meta is not None and meta.get("schema_version") == str(DB_SCHEMA_VERSION):
+        refuse_damaged(con, db_label)  # a table lacking columns: no writer can make them again
     if _up_to_date(con, db_label):
         return
     # Threads of this process that open one database share DuckDB's instance of it: one at a time creates or

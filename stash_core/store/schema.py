@@ -7,14 +7,16 @@ COMMENT ON metadata of every table, view and column, and docs/schema.md).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 
 import duckdb
 
 from stash_core.analysis.stalls import ROUNDING_SHARE
+from stash_core.errors import UsageError
 from stash_core.results.file import STALL_NAMES
 from stash_core.store.catalog_seed import seed_builtin_catalog
-from stash_core.store.schema_docs import COMMENTS_DIGEST, comment_script
+from stash_core.store.schema_docs import COMMENTS_DIGEST, comment_script, described_comments
 
 DB_SCHEMA_VERSION = 6
 
@@ -272,14 +274,55 @@ SCHEMA_DIGEST = hashlib.sha256((COMMENTS_DIGEST + STALL_BREAKDOWN_VIEW).encode("
 
 
 def missing_objects(con: duckdb.DuckDBPyConnection) -> list[str]:
-    """The tables and views of the current schema that the database lacks (dropped by hand, or damaged)."""
-    present = {
-        name for (name,) in con.execute(
-            "SELECT table_name FROM duckdb_tables() WHERE schema_name = 'main' UNION ALL "
-            "SELECT view_name FROM duckdb_views() WHERE schema_name = 'main' AND NOT internal"
-        ).fetchall()
-    }  # fmt: skip
-    return [name for name in (*TABLES, *VIEWS) if name not in present]
+    """The tables and views of the current schema that the database lacks (dropped by hand, or damaged), and
+    the view where its columns are not this Stash's (replaced by hand): a writer makes each again."""
+    present = _stored_columns(con)
+    expected = _expected_columns()
+    missing = [name for name in (*TABLES, *VIEWS) if name not in present]
+    return missing + [name for name in VIEWS if name in present and set(present[name]) != set(expected[name])]
+
+
+def damaged_tables(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """The tables of the current schema that lack columns of theirs (dropped by hand), each as
+    "name (lacks a, b)": no writer can make their figures again."""
+    present, expected = _stored_columns(con), _expected_columns()
+    damaged = []
+    for name in TABLES:
+        lacking = [column for column in expected[name] if name in present and column not in present[name]]
+        if lacking:
+            damaged.append(f"{name} (lacks {', '.join(lacking[:4])}{', ...' if len(lacking) > 4 else ''})")
+    return damaged
+
+
+def refuse_damaged(con: duckdb.DuckDBPyConnection, db_label: str) -> None:
+    """UsageError naming the tables that lack columns of theirs: read, they fail in the middle of a query; no
+    writer can make their figures again."""
+    damaged = damaged_tables(con)
+    if damaged:
+        raise UsageError(
+            f"database {db_label}: table {'; '.join(damaged)}, changed by hand? Stash cannot read or write "
+            "it so: add the column back (ALTER TABLE ... ADD COLUMN, its type in docs/schema.md) or use a "
+            "copy made before"
+        )
+
+
+def _stored_columns(con: duckdb.DuckDBPyConnection) -> dict[str, list[str]]:
+    rows = con.execute(
+        "SELECT table_name, column_name FROM duckdb_columns() WHERE schema_name = 'main' AND NOT internal "
+        "ORDER BY table_name, column_index"
+    ).fetchall()
+    columns: dict[str, list[str]] = {}
+    for table, column in rows:
+        columns.setdefault(table, []).append(column)
+    return columns
+
+
+@functools.cache
+def _expected_columns() -> dict[str, list[str]]:
+    """Every table's and view's columns in order, as schema_docs.py describes them (its tests keep the two
+    the same)."""
+    described = described_comments()
+    return {name: [column for column in comments if column] for name, comments in described.items()}
 
 
 def create_schema(con: duckdb.DuckDBPyConnection) -> None:

@@ -103,7 +103,9 @@ def _versioning() -> str:
         "tables below (without Markdown marks, the unit in brackets): `SELECT table_name, column_name, "
         "comment FROM duckdb_columns()`, and `comment` of `duckdb_tables()` and `duckdb_views()`; the "
         "dashboard's SQL page shows them. A writer re-applies them when this Stash's descriptions differ"
-        " from the ones stored (`comments_digest`), and the view where its definition differs."
+        " from the ones stored (`comments_digest`), and the view where its definition differs or its columns"
+        " are not this Stash's (replaced by hand). A table lacking a column of its own (dropped by hand) is"
+        " refused by every command in one line: no writer can make its figures again."
     )
     return f"""\
 ## Versioning

@@ -425,13 +425,14 @@ def test_an_unknown_iteration_time_leaves_the_epoch_and_the_shares_unknown(db_pa
 
 
 def test_a_failed_insert_of_samples_names_its_own_cause(db_path, result_doc, row_counts) -> None:
-    # A column the database lacks fails the phases insert inside the transaction; the error says so (it was
-    # hidden behind 'Current transaction is aborted' from cleaning up after it).
+    # A column of another type fails the phases insert inside the transaction; the error says so (it was
+    # hidden behind 'Current transaction is aborted' from cleaning up after it). (A dropped column is refused
+    # before any insert: test_migrations.py.)
     store.ingest_result(db_path, result_doc(run_id="20261122T100000Z-00000001"))
     with duckdb.connect(str(db_path)) as con:
-        con.execute("ALTER TABLE phases DROP COLUMN telemetry_interval_s")
+        con.execute("ALTER TABLE phases ALTER COLUMN description TYPE INTEGER USING length(description)")
     before = row_counts(db_path)
-    with pytest.raises(UsageError, match='cannot store run .*Binder Error: .*"telemetry_interval_s"') as err:
+    with pytest.raises(UsageError, match="cannot store run .*Conversion Error") as err:
         store.ingest_result(db_path, result_doc(run_id="20261122T100000Z-00000002"))
     assert "aborted" not in str(err.value)
     assert row_counts(db_path) == before

@@ -454,6 +454,38 @@ def test_a_table_or_view_dropped_by_hand_is_said_to_readers_and_made_again_by_a_
     assert len(store.list_runs(db_path)) == 2
 
 
+def test_a_view_replaced_by_hand_is_said_to_readers_and_made_again_by_a_writer(db_path, result_doc) -> None:
+    """`CREATE OR REPLACE VIEW stall_breakdown AS SELECT run_id, model FROM runs` left the schema's digest as
+    it was: `stash runs` printed a Binder Error traceback and no writer ever made the view again."""
+    store.ingest_result(db_path, result_doc(run_id="20261122T080000Z-aaaa0001"))
+    with duckdb.connect(str(db_path)) as con:
+        con.execute("CREATE OR REPLACE VIEW stall_breakdown AS SELECT run_id, model FROM runs")
+    with pytest.raises(UsageError, match="lacks stall_breakdown of its schema"):
+        store.list_runs(db_path)
+    with store.connect(db_path):  # a writer
+        pass
+    assert list(store.list_runs(db_path)["run_id"]) == ["20261122T080000Z-aaaa0001"]
+
+
+@pytest.mark.parametrize(("table", "column"), [("runs", "unattributed_ci95_s"), ("instances", "origin"),
+                                               ("stalls", "raw_s")])  # fmt: skip
+def test_a_table_lacking_a_column_of_its_is_said_in_one_line_to_readers_and_writers(
+    db_path, result_doc, table, column
+) -> None:
+    """A dropped column was a Binder Error traceback (`stash runs`, `instances add`) or every ingest refused
+    without a word on what to do."""
+    store.ingest_result(db_path, result_doc(run_id="20261122T080000Z-aaaa0001"))
+    with duckdb.connect(str(db_path)) as con:
+        con.execute("DROP VIEW stall_breakdown")  # it may read the column
+        con.execute(f"ALTER TABLE {table} DROP COLUMN {column}")
+    said = f"table {table} \\(lacks {column}\\), changed by hand\\? Stash cannot read or write it so"
+    another = result_doc(run_id="b")
+    for use in (lambda: store.list_runs(db_path), lambda: store.ingest_result(db_path, another)):
+        with pytest.raises(UsageError, match=said) as raised:
+            use()
+        assert len(str(raised.value).splitlines()) == 1
+
+
 def _written(folder: Path, doc: dict) -> Path:
     import json
 
