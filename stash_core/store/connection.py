@@ -25,7 +25,7 @@ import duckdb
 from stash_core.errors import UsageError, first_line, write_failure
 from stash_core.store.dbfile import DUCKDB_MAGIC, check_database_file, refuse_foreign
 from stash_core.store.migrations import check_reader_can_take, ensure_schema, stored_schema_version
-from stash_core.store.schema import DB_SCHEMA_VERSION, missing_objects, refuse_damaged
+from stash_core.store.schema import DB_SCHEMA_VERSION, missing_objects, refuse_damaged, stored_columns
 from stash_core.store.schema_template import copy_schema
 from stash_core.store.writer_turn import (
     announce_waiting_reader,
@@ -187,20 +187,46 @@ def _checked_reader(con: duckdb.DuckDBPyConnection, path: Path) -> duckdb.DuckDB
         con.close()
         return _empty_database()
     check_reader_can_take(version, str(path))  # an older but readable version is read as it is
-    if version == DB_SCHEMA_VERSION:
-        try:
-            refuse_damaged(con, str(path))  # first: no writer makes a dropped column's figures again
-        except UsageError:
-            con.close()
-            raise
-    missing = missing_objects(con) if version == DB_SCHEMA_VERSION else []
+    if version != DB_SCHEMA_VERSION:
+        return con
+    identity = _file_identity(path)  # taken before the check: a file changed during it is checked again
+    if identity is not None and _SCHEMA_WHOLE.get(str(path)) == identity:
+        return con  # checked whole, unchanged since: a page's every read skips the catalog query
+    present = stored_columns(con)
+    try:
+        refuse_damaged(con, str(path), present)  # first: no writer makes a dropped column's figures again
+    except UsageError:
+        con.close()
+        raise
+    missing = missing_objects(con, present)
     if missing:
         con.close()
         raise UsageError(
             f"database {path} lacks {', '.join(missing)} of its schema (dropped or damaged): a command that "
             f"writes to it makes them again, e.g. `stash instances seed --db {path}`"
         )
+    if identity is not None:
+        _SCHEMA_WHOLE[str(path)] = identity
     return con
+
+
+# Database files whose schema a reader found whole, by path: the file and its write-ahead log as they were.
+_SCHEMA_WHOLE: dict[str, tuple] = {}
+
+
+def _file_identity(path: Path) -> tuple | None:
+    """(inode, size, mtime) of the database and of its .wal (None where there is none): what changes when
+    anything is written to it, checkpointed or not."""
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    try:
+        log = os.stat(f"{path}.wal")
+        wal = (log.st_ino, log.st_size, log.st_mtime_ns)
+    except OSError:
+        wal = None
+    return info.st_ino, info.st_size, info.st_mtime_ns, wal
 
 
 def _make_parent(path: Path) -> None:

@@ -24,6 +24,7 @@ from stash_core.store.schema import (
     create_schema,
     missing_objects,
     refuse_damaged,
+    stored_columns,
 )
 from stash_core.store.schema_template import SCHEMA_CHANGE, copy_schema
 
@@ -224,9 +225,11 @@ def ensure_schema(con: duckdb.DuckDBPyConnection, db_label: str) -> None:
     A database of the current version whose comments or view differ from this Stash's gets them re-applied.
     """
     meta = stored_meta(con)
+    present = None
     if meta is not None and meta.get("schema_version") == str(DB_SCHEMA_VERSION):
-        refuse_damaged(con, db_label)  # a table lacking columns: no writer can make them again
-    if _up_to_date(con, db_label):
+        present = stored_columns(con)
+        refuse_damaged(con, db_label, present)  # a table lacking columns: no writer can make them again
+    if _up_to_date(con, db_label, present):
         return
     # Threads of this process that open one database share DuckDB's instance of it: one at a time creates or
     # migrates a schema, and each looks again once its turn comes (another may have done it meanwhile).
@@ -236,13 +239,13 @@ def ensure_schema(con: duckdb.DuckDBPyConnection, db_label: str) -> None:
             _create_or_migrate(con, db_label)
 
 
-def _up_to_date(con: duckdb.DuckDBPyConnection, db_label: str) -> bool:
+def _up_to_date(con: duckdb.DuckDBPyConnection, db_label: str, present: dict | None = None) -> bool:
     meta = stored_meta(con)
     if meta is None:
         return False
     current = _version(meta, f"database {db_label}") == DB_SCHEMA_VERSION
     # one dropped by hand is made again (empty), the rest kept
-    return current and meta.get("comments_digest") == SCHEMA_DIGEST and not missing_objects(con)
+    return current and meta.get("comments_digest") == SCHEMA_DIGEST and not missing_objects(con, present)
 
 
 def _create_or_migrate(con: duckdb.DuckDBPyConnection, db_label: str) -> None:
