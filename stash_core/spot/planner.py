@@ -116,7 +116,7 @@ def plan_spot_cluster(
     for counts in window_counts(caps, lower, top):  # the paper's windows first: candidates either way
         plan = clusters.evaluate(counts)  # (the page counts them)
         result.candidates.append(plan)
-        if not exact and _cheaper(plan, result.best):
+        if not exact and cheaper(plan, result.best):
             result.best = plan
     if exact:  # every mix, a window's from the cache; fewest workers first: on a tie the first found stays
         for counts in mix_counts(caps, lower, top):
@@ -124,16 +124,21 @@ def plan_spot_cluster(
             if plan is None:  # a mix no window holds
                 plan = clusters.evaluate(counts)
                 result.candidates.append(plan)
-            if _cheaper(plan, result.best):
+            if cheaper(plan, result.best):
                 result.best = plan
     if result.best is None:
         result.infeasible_reason = _why_none(result, sum(o.quota for o in offered), lower, upper, budget_s)
     return result
 
 
-def _cheaper(plan: Plan, best: Plan | None) -> bool:
+# A tie within this share of the cost: clusters of equal types summed by type (count x term) can differ in
+# the last bit where per-worker sums did not, and a tie keeps the plan found first.
+TIE_SHARE = 1e-12
+
+
+def cheaper(plan: Plan, best: Plan | None) -> bool:
     """Whether `plan` meets the budget for less than `best`: on a tie the plan found first stays."""
-    return plan.meets_budget and (best is None or plan.cost_usd < best.cost_usd)
+    return plan.meets_budget and (best is None or plan.cost_usd < best.cost_usd * (1 - TIE_SHARE))
 
 
 def check_iteration_s(worker: Worker, iteration_s: float) -> None:

@@ -30,6 +30,7 @@ from stash_core.spot.planner import (
     OUTSIDE_LOSS_MODEL,
     InstanceOffer,
     PlanResult,
+    cheaper,
     check_candidates,
     check_iteration_s,
     exact_search_fits,
@@ -130,7 +131,7 @@ def replan(running: list[Worker], offers: list[InstanceOffer], workload: Workloa
         plan = plans[counts]
         if counted or fresh:
             result.candidates.append(plan)
-        if plan.meets_budget and (result.best is None or plan.cost_usd < result.best.cost_usd):
+        if cheaper(plan, result.best):
             result.best = plan
 
     fewest = 0 if running else 1

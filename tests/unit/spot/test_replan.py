@@ -93,7 +93,8 @@ def test_each_distinct_window_is_planned_once_and_every_candidate_is_its_remaini
     calls = []
     real = clusters.evaluate_counts
     monkeypatch.setattr(clusters, "evaluate_counts", lambda kinds, counts, *a, **k: calls.append(
-        [kind for kind, count in zip(kinds, counts) for _ in range(count)]) or real(kinds, counts, *a, **k))
+        [kind for kind, count in zip(kinds, counts, strict=True) for _ in range(count)]
+    ) or real(kinds, counts, *a, **k))
     result = replan([A], [InstanceOffer(A, 30), InstanceOffer(B, 2)], workload, 0.8, 2.0, 1e6, **LINKS)
     distinct = {tuple(sorted(w.instance for w in cluster)) for cluster in calls}
     assert len(calls) == len(distinct) and 2 * len(calls) < len(result.candidates)
@@ -141,3 +142,16 @@ def test_a_loss_model_whose_iterations_overflow_leaves_no_plan_not_a_free_one():
     left = remaining_plan([A, A], huge, 0.1, 0.2, 1e9, **LINKS)
     assert left.iterations == math.inf and not left.meets_budget
     assert replan([A], [InstanceOffer(A, 2)], huge, 0.1, 0.2, 60.0, **LINKS).best is None
+
+
+def test_a_tie_between_mixes_of_identical_types_keeps_the_first_found():
+    """Summed by type, 7 x a + 2 x b and 6 x a + 3 x b of two identical types differ in the last bit, where
+    summed by worker they did not: the later mix won the tie (the planner keeps the first found)."""
+    from stash_core.spot.simulate import without_contention
+
+    example = Workload(param_bytes=11.54e6, solo_bandwidth_Bps=142e6 / 8, contention_a1=0.8,
+                       contention_b1=-1.92, loss_g=(876.5, -0.2, 1903.6, 1.0, 0.5))  # fmt: skip
+    a, b = (Worker(name, gpus=1, compute_s=0.8387, batch=1024, usd_per_h=0.3) for name in "ab")
+    offers = [InstanceOffer(a, 7), InstanceOffer(b, 11)]
+    result = replan([], offers, without_contention(example), 0.8, 3.0, 5000, 1.2e9, 1e10, 30)
+    assert result.search == "exact" and result.best.label() == "7 x a + 2 x b"
