@@ -25,6 +25,7 @@ def run_command(body: Callable[[], int | None], json_errors: bool = False) -> in
     write failure is one line on stderr with its status. `json_errors`: a command asked for JSON, so a
     failure's line is also a JSON object on stdout ({"error": ..., "exit_status": ...}), which a script
     reading stdout can parse."""
+    reserve_standard_descriptors()
     tolerant_output()
     try:
         with signals_as_interrupts():
@@ -90,6 +91,20 @@ def _failed(error: Exception, json_errors: bool = False) -> int:
         _write(sys.stdout, json.dumps({"error": printable(line), "exit_status": status}))
     _say(f"stash: {printable(line)}")
     return status
+
+
+def reserve_standard_descriptors() -> None:
+    """/dev/null on descriptors 0, 1 and 2 where the command started with one closed (`2>&-`): the next file
+    opened would take that number, and a library's own write to "stderr" would land in it (a database file
+    was seen as descriptor 2). Python's sys.stdout and sys.stderr stay as they were (None: nothing shown)."""
+    for descriptor in (0, 1, 2):
+        try:
+            os.fstat(descriptor)
+        except OSError:
+            opened = os.open(os.devnull, os.O_RDWR)  # the lowest free number: this one, or a lower closed one
+            if opened != descriptor:
+                os.dup2(opened, descriptor)
+                os.close(opened)
 
 
 def tolerant_output() -> None:

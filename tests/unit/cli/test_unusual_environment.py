@@ -135,3 +135,21 @@ def test_a_saved_profile_whose_breakdown_cannot_be_printed_says_it_was_saved(mon
         cli_profile.report_result(run)
     monkeypatch.setattr(sys, "stdout", FullStream())
     cli_profile._note("note: a new database")  # a note before the profile runs stops nothing
+
+
+def test_a_closed_standard_descriptor_is_not_taken_by_the_next_file_opened(tmp_path):
+    """With `2>&-` the database file opened next became descriptor 2, where a library's own write to stderr
+    would land; a command now starts with /dev/null there."""
+    script = (
+        "import os, sys\n"
+        "from stash_core.exits import run_command\n"
+        "def body():\n"
+        f"    handle = open({str(tmp_path / 'data.bin')!r}, 'wb')\n"
+        "    print(os.readlink('/proc/self/fd/2'), sys.stderr is None)\n"
+        "    handle.close()\n"
+        "sys.exit(run_command(body))\n"
+    )
+    done = _run([sys.executable, "-c", script], tmp_path, stderr=subprocess.DEVNULL,
+                preexec_fn=lambda: os.close(2))  # fmt: skip
+    assert done.returncode == 0
+    assert done.stdout.split() == ["/dev/null", "True"]
