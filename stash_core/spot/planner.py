@@ -173,12 +173,6 @@ def exact_search_fits(caps: list[int], lower: int, top: int) -> bool:
     return sum(counted) <= MAX_EXACT_MIXES and workers <= MAX_EXACT_WORKERS
 
 
-def mixes(kinds: list[Worker], caps: list[int], lower: int, top: int) -> Iterator[list[Worker]]:
-    """Every cluster of mix_counts(), as its instances in the pool's order."""
-    for counts in mix_counts(caps, lower, top):
-        yield [kind for kind, count in zip(kinds, counts, strict=True) for _ in range(count)]
-
-
 def mix_counts(caps: list[int], lower: int, top: int) -> Iterator[tuple[int, ...]]:
     """Every count vector n_m <= caps[m] with lower..top instances, in the windows' order: fewest instances
     first, then the most of the first (fastest) kinds. Only the kinds a mix holds are stepped through (a
