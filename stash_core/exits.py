@@ -10,6 +10,9 @@ interrupted (Ctrl-C), 143 terminated (SIGTERM), 129 hung up (SIGHUP).
 
 from __future__ import annotations
 
+import codecs
+import errno
+import io
 import os
 import sys
 from collections.abc import Callable
@@ -26,6 +29,8 @@ def run_command(body: Callable[[], int | None], json_errors: bool = False) -> in
     failure's line is also a JSON object on stdout ({"error": ..., "exit_status": ...}), which a script
     reading stdout can parse."""
     reserve_standard_descriptors()
+    if sys.stdout is None:  # started with descriptor 1 closed (`>&-`): print() would show nothing, exit 0
+        sys.stdout = _ClosedStdout()
     tolerant_output()
     try:
         with signals_as_interrupts():
@@ -107,13 +112,43 @@ def reserve_standard_descriptors() -> None:
                 os.close(opened)
 
 
+class _ClosedStdout(io.TextIOBase):
+    """stdout of a command started with it closed: a write fails as it does on a closed descriptor, so the
+    command says it could not show its answer (exit 1) as `cat >&-` does, instead of ending 0 silently."""
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        raise OSError(errno.EBADF, "standard output is closed (>&-): the command's answer could not be shown")
+
+
+# What a symbol the output's encoding lacks is written as: one ASCII form keeps a table's columns close to
+# aligned ("\\xb1err" was three characters wider than its column); other characters (a name in another
+# script) as their escape.
+_ASCII_FORMS = {"±": "+-", "×": "x", "·": "-", "²": "2", "—": "-", "–": "-", "−": "-", "µ": "u", "°": "deg",
+                "●": "*", "◇": "o", "α": "alpha", "β": "beta"}  # fmt: skip
+
+
+def _ascii_forms(error: UnicodeError) -> tuple[str, int]:
+    if not isinstance(error, UnicodeEncodeError):
+        raise error
+    lacking = error.object[error.start : error.end]
+    written = "".join(_ASCII_FORMS.get(c) or c.encode("ascii", "backslashreplace").decode() for c in lacking)
+    return written, error.end
+
+
+codecs.register_error("stash_ascii_forms", _ascii_forms)
+
+
 def tolerant_output() -> None:
-    """stdout and stderr write a character their encoding lacks as an escape (\\xb1) instead of raising: under
-    an ASCII locale (LC_ALL=C with UTF-8 mode off) a ± or a name in another script ended in a traceback."""
+    """stdout and stderr write a character their encoding lacks in an ASCII form (± as +-, a name's letters as
+    escapes like \\xe9) instead of raising: under an ASCII locale (LC_ALL=C with UTF-8 mode off) a ± or a name
+    in another script ended in a traceback."""
     for stream in (sys.stdout, sys.stderr):
         reconfigure = getattr(stream, "reconfigure", None)  # a replaced stream (a test's) may lack it
         if reconfigure is not None:
-            reconfigure(errors="backslashreplace")
+            reconfigure(errors="stash_ascii_forms")
 
 
 def is_database_io_error(error: BaseException) -> bool:

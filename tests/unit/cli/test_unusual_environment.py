@@ -153,3 +153,22 @@ def test_a_closed_standard_descriptor_is_not_taken_by_the_next_file_opened(tmp_p
                 preexec_fn=lambda: os.close(2))  # fmt: skip
     assert done.returncode == 0
     assert done.stdout.split() == ["/dev/null", "True"]
+
+
+def test_a_command_started_with_stdout_closed_says_its_answer_could_not_be_shown(tmp_path):
+    """`stash runs >&-` printed nothing and ended 0, as if it had shown the runs."""
+    done = _run(_stash("runs", "--db", str(tmp_path / "r.duckdb")), tmp_path, stdout=None,
+                preexec_fn=lambda: os.close(1))  # fmt: skip
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines() == [
+        "stash: standard output is closed (>&-): the command's answer could not be shown"
+    ], done.stderr
+
+
+def test_under_an_ascii_locale_symbols_take_an_ascii_form_and_names_their_escapes():
+    from stash_core.exits import _ascii_forms
+
+    text = "±0.1 × 2 café"
+    assert text.encode("ascii", "stash_ascii_forms") == b"+-0.1 x 2 caf\\xe9"
+    with pytest.raises(UnicodeDecodeError):
+        _ascii_forms(UnicodeDecodeError("ascii", b"\xff", 0, 1, "not ascii"))
