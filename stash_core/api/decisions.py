@@ -82,8 +82,11 @@ def recommend(
         count(64)), precision=precision, input_shape=tuple(shape) if shape else None,
         habits=TrainingJob(memory_format, optimizer, optimizer_impl, attention),
     )  # fmt: skip
+    from stash_core.cells import plain_row
+
     return Recommendation(
-        request=answer.request, options=answer.options, best=answer.best, explanations=answer.explanations,
+        request=answer.request, options=answer.options, explanations=answer.explanations,
+        best=None if answer.best is None else plain_row(answer.best),  # None, never NaN, for an unknown
         infeasible_reason=answer.infeasible_reason, excluded=answer.excluded,
         label_warnings=answer.label_warnings, answer=answer, profiles_set_aside=answer.profiles_set_aside,
     )  # fmt: skip

@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Collection
 from pathlib import Path
 
+import torch
+
 from stash_core.engine.data_setup import DataSetup, prepare_data
 from stash_core.engine.progress import Reporter
 from stash_core.engine.script_job import script_model_info
@@ -20,13 +22,20 @@ def built_model(spec: ProfileSpec, typed: Collection[str] = ()) -> ModelInfo:
     """The description of the model of a spec, built (so a model that cannot be built is refused first).
     --image-px (typed on the command line, or away from its default) is refused for a token model: its
     generated data are text documents, with no side to choose."""
-    info = build_model(spec.model, spec.num_classes, input_shape=model_shape(spec))[1]
+    info = _built(spec.model, spec.num_classes, model_shape(spec))
     if info.kind == "tokens" and (spec.image_px != default_of("image_px") or "image_px" in typed):
         raise UsageError(
             f"--image-px sets the side of generated images; {spec.model} takes token ids, and its "
             "--synthetic-images are text documents"
         )
     return info
+
+
+def _built(model: str, num_classes: int | None, input_shape: tuple[int, ...] | None) -> ModelInfo:
+    """A model built in the caller's process, its weights' initialisation drawn from a generator of its own:
+    a notebook seeded for reproducibility keeps its random stream (the workers seed their own)."""
+    with torch.random.fork_rng(devices=[]):
+        return build_model(model, num_classes, input_shape=input_shape)[1]
 
 
 def data_and_model(spec: ProfileSpec, info, reporter: Reporter) -> tuple[DataSetup, dict]:
@@ -57,7 +66,7 @@ def _sized_to_classes(spec: ProfileSpec, info, data_classes: int):
     if data_classes < info.num_classes and not spec.dataset:
         return info
     try:
-        _, sized = build_model(spec.model, num_classes=data_classes, input_shape=model_shape(spec))
+        sized = _built(spec.model, data_classes, model_shape(spec))
     except UsageError:  # it takes no class count
         if data_classes > info.num_classes:
             raise UsageError(

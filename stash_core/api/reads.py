@@ -50,7 +50,7 @@ def breakdown(run_id: str, db: Path | str | None = None) -> pd.DataFrame:
         db: the database (default $STASH_DB, else ./results.duckdb).
 
     Returns:
-        pandas.DataFrame: run_id, stall, seconds, ci95_s, share, epoch_s, status, note, in the order
+        pandas.DataFrame: run_id, stall, seconds, ci95_s, share, epoch_s, status, note, raw_s, in the order
         compute, interconnect, network, cpu, disk, then the remainder (stall `unattributed`, `stash show`'s
         "not separated"), so that the seconds add up to the iteration time; the same rows
         `Result.to_frame()` gives.

@@ -39,6 +39,33 @@ def _same(mine: Any, theirs: Any) -> bool:
     return bool(mine == theirs)
 
 
+# The keys of a row (a recommendation's `best`, a spot plan's) that its one-line repr shows: all of them made
+# a notebook cell's output a line of some 20,000 characters.
+_ROW_SHOWN = ("config", "cluster", "iteration_s", "training_h", "training_usd", "cost_usd")
+_TEXT_SHOWN = 160  # characters of a long text field (a reason) shown in a repr
+
+
+def _compact_repr(self: Any) -> str:
+    """The answer as a notebook shows it: a list of more than one line as its count, a row as its headline
+    figures, a long text clipped. The whole is in the fields themselves, and `.to_frame()`/`.to_dict()`."""
+    parts = []
+    for one in fields(self):
+        if not one.repr:
+            continue
+        value = getattr(self, one.name)
+        if isinstance(value, list) and len(value) > 1:
+            shown = f"<{len(value)} {'rows' if isinstance(value[0], dict) else 'lines'}>"
+        elif isinstance(value, dict) and ("config" in value or "cluster" in value):
+            headline = {key: value[key] for key in _ROW_SHOWN if key in value}
+            shown = repr(headline | {"...": f"{len(value)} keys in all"})
+        elif isinstance(value, str) and len(value) > _TEXT_SHOWN:
+            shown = repr(value[: _TEXT_SHOWN - 3] + "...")
+        else:
+            shown = repr(value)
+        parts.append(f"{one.name}={shown}")
+    return f"{type(self).__name__}({', '.join(parts)})"
+
+
 @dataclass
 class Result:
     """One profile: its result document (the versioned JSON file, docs/schema.md) and where it was saved.
@@ -82,7 +109,7 @@ class Result:
         """One row per stall, as the database's stalls table holds it, then the remainder (stall
         `unattributed`, "not separated"), so that the seconds add up to the iteration time
         (`stash_core.breakdown(run_id)` reads the same rows back): run_id, stall, seconds, ci95_s, share,
-        epoch_s, status, note."""
+        epoch_s, status, note, raw_s (the signed difference a stall within the noise reports as 0)."""
         from stash_core.store.ingest_rows import prepare_run
         from stash_core.store.stored_breakdown import with_remainder_row
 
@@ -109,6 +136,7 @@ class Predictions:
     profiles_set_aside: list[str] = field(default_factory=list)
 
     __eq__ = _equal_fields
+    __repr__ = _compact_repr
 
     def to_frame(self) -> pd.DataFrame:
         """One row per configuration (one per instance unless max_instances > 1), fastest first."""
@@ -136,6 +164,7 @@ class Recommendation:
     profiles_set_aside: list[str] = field(default_factory=list)  # the job's stored profiles not used, and why
 
     __eq__ = _equal_fields
+    __repr__ = _compact_repr
 
     @property
     def ranked(self) -> pd.DataFrame:
@@ -172,6 +201,7 @@ class SpotPlan:
     plan: Any = field(default=None, repr=False, compare=False)  # spot.planner's PlanResult
 
     __eq__ = _equal_fields
+    __repr__ = _compact_repr
 
     def to_frame(self) -> pd.DataFrame:
         """One row per candidate cluster, cheapest first; no rows, the same columns, when none was found."""

@@ -8,6 +8,7 @@ import importlib.util
 import inspect
 import os
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -20,6 +21,10 @@ from stash_core.zoo.user_limits import UserModelError, limited_user_code
 # Module names that user files are imported under: one per absolute path, so two files called model.py (or a
 # file called torch.py) never replace each other or a real package in sys.modules.
 USER_MODULE_PREFIX = "_stash_user_model_"
+# One thread of a process imports and runs a user's model code at a time: what it changes while it runs
+# (os._exit, sys.path, sys.dont_write_bytecode) is the process's, and a second thread would save the first's
+# stand-ins as the originals and restore them for good (a notebook predicting model files in threads).
+USER_CODE = threading.RLock()
 
 
 def one_line(exc: BaseException) -> str:
@@ -61,10 +66,10 @@ def _nothing_written() -> Iterator[None]:
 
 
 @contextmanager
-def _on_sys_path(folder: Path) -> Iterator[None]:
+def _on_sys_path(folder: Path | str, last: bool = False) -> Iterator[None]:
     """Let a user file import its neighbours while it is imported and its factory runs, then tidy up."""
     entry = str(folder)
-    sys.path.insert(0, entry)
+    sys.path.insert(len(sys.path) if last else 0, entry)
     try:
         yield
     finally:
@@ -96,18 +101,26 @@ def _import_file(location: str) -> ModuleType:
 
 def _import_module(location: str) -> ModuleType:
     try:
-        try:
-            return importlib.import_module(location)
-        except ModuleNotFoundError as missing:
-            here = os.getcwd()
-            if missing.name != location.split(".")[0] or here in sys.path:
-                raise
-            # A package in the current folder, as `python -m` would find it; Stash's processes start without
-            # that folder on their path (-P), and it goes last, so no file there shadows a module elsewhere.
-            sys.path.append(here)
-            return importlib.import_module(location)
+        return importlib.import_module(location)
     except (Exception, SystemExit) as exc:
         raise UserModelError(f"cannot import model module {location}: {one_line(exc)}") from None
+
+
+@contextmanager
+def _current_folder_if_needed(location: str) -> Iterator[None]:
+    """A package in the current folder, as `python -m` would find it: Stash's processes start without that
+    folder on their path (-P). It goes last and only while the module is imported and its factory runs, so no
+    file there shadows a module elsewhere (a notebook's or a service's later imports included)."""
+    try:
+        here = os.getcwd()
+        found = importlib.util.find_spec(location.split(".")[0]) is not None
+    except (OSError, ImportError, ValueError):  # a removed folder, a bad name: the import says why
+        found = True
+    if found or here in sys.path:
+        yield
+    else:
+        with _on_sys_path(here, last=True):
+            yield
 
 
 def accepts_num_classes(factory: Callable[..., object]) -> bool:
@@ -141,14 +154,15 @@ def call_user_factory(ref: str, num_classes: int | None, default_classes: int) -
     has none."""
     location, factory_name = split_ref(ref)
     # a time limit (os._exit cannot end Stash), and no byte-code written beside the user's files
-    with limited_user_code(f"model factory {ref}"), _nothing_written():
+    with USER_CODE, limited_user_code(f"model factory {ref}"), _nothing_written():
         if is_file_location(location):
             folder = Path(location).expanduser().resolve().parent
             with _on_sys_path(folder):
                 module = _import_file(location)
                 return _call(ref, module, factory_name, num_classes, default_classes)
-        module = _import_module(location)
-        return _call(ref, module, factory_name, num_classes, default_classes)
+        with _current_folder_if_needed(location):
+            module = _import_module(location)
+            return _call(ref, module, factory_name, num_classes, default_classes)
 
 
 def _call(

@@ -47,12 +47,18 @@ def user_code_limit_s() -> float:
 @contextmanager
 def limited_user_code(what: str) -> Iterator[None]:
     """Run the user's code of `what` (e.g. "model factory f.py:make") under the limits; UsageError (one line)
-    when it runs past its time or calls os._exit."""
+    when it runs past its time or calls os._exit. One thread at a time (user.USER_CODE): os._exit is the
+    process's, and a second thread saving it here would save the first one's stand-in and restore that."""
     limit_s = user_code_limit_s()
     on_main = threading.current_thread() is threading.main_thread()
     real_exit = os._exit
+    owner, process = threading.get_ident(), os.getpid()
 
     def refuse_exit(code: int = 0) -> None:
+        # os._exit is the process's: another thread's call, or a child forked meanwhile (a DataLoader
+        # worker's), ends as it asked
+        if threading.get_ident() != owner or os.getpid() != process:
+            real_exit(code)
         raise UserCodeExit(code)
 
     def on_alarm(signum, frame) -> None:

@@ -75,3 +75,18 @@ def test_image_px_is_refused_for_a_token_model() -> None:
     with pytest.raises(UsageError, match="bert_tiny takes token ids"):
         profile_inputs.built_model(spec)
     assert profile_inputs.built_model(ProfileSpec(model="bert_tiny", batch_size=2)).kind == "tokens"
+
+
+def test_the_models_built_in_the_callers_process_leave_its_random_stream_as_it_was(tmp_path):
+    """profile() built its model in the caller's process from the global generator: a notebook seeded for
+    reproducibility drew other numbers afterwards."""
+    import torch
+
+    torch.manual_seed(1)
+    expected = torch.rand(3)
+    torch.manual_seed(1)
+    spec = ProfileSpec(model="resnet10", batch_size=2, input_shape=[3, 32, 32])
+    spec.dataset = str(tmp_path)
+    info = profile_inputs.built_model(spec)
+    assert profile_inputs._sized_to_classes(spec, info, 12).num_classes == 12  # built again for 12 classes
+    assert torch.equal(torch.rand(3), expected)

@@ -52,6 +52,19 @@ def test_a_recommendation(tmp_path):
     assert answer.to_dict()["recommended"]["config"] == answer.best["config"]
 
 
+def test_a_recommendation_shows_as_a_short_line_with_its_unknown_figures_as_none(tmp_path):
+    """A notebook cell ending in recommend() showed one line of some 20,000 characters (every excluded
+    instance's sentence, every key of the best row); `best` mixed NaN and None for an unknown figure."""
+    answer = stash.recommend("resnet50", 64, 1, 100_000, budget_hours=24, db=tmp_path / "x.duckdb")
+    shown = repr(answer)
+    assert len(answer.excluded) > 10 and len(shown) < 2000, shown
+    assert f"excluded=<{len(answer.excluded)} lines>" in shown and answer.best["config"] in shown
+    assert not any(isinstance(value, float) and value != value for value in answer.best.values())
+    assert answer.best["comm_error"] is None  # one GPU: no communication, its error unknown
+    predictions = stash.predict(model="resnet50", batch_size=64, db=tmp_path / "x.duckdb")
+    assert len(repr(predictions)) < 2000 and f"<{len(predictions.not_predictable)} lines>" in repr(predictions)
+
+
 def test_answers_compare_by_their_values(tmp_path):
     db = tmp_path / "x.duckdb"
     predictions = [stash.predict(**JOB, instances=["p3.2xlarge", "g5.xlarge"], db=db) for _ in range(2)]
