@@ -228,7 +228,7 @@ def run_detail(run: dict | None) -> None:
         "Detail", DETAIL_SECTIONS, default=DETAIL_SECTIONS[0], key="bd-section", label_visibility="collapsed"
     )
     if section == "Iteration times":
-        iteration_times(run["run_id"], run["samples"])
+        iteration_times(run["run_id"], run["samples"], run["samples_stored"])
     elif section == "Telemetry":
         telemetry(run)
     elif section == "Phases":
@@ -295,10 +295,15 @@ def phase_table(run: dict) -> None:
     download_buttons(phases, f"phases_{run['run_id']}", "bd-phases")
 
 
-def iteration_times(run_id: str, samples: pd.DataFrame) -> None:
+def iteration_times(run_id: str, samples: pd.DataFrame, stored: int) -> None:
     if samples.empty:
         st.info("No per-iteration samples stored for this run.", icon=":material/info:")
         return
+    if stored > len(samples):
+        st.caption(
+            f"{len(samples):,} of the run's {stored:,} stored iterations are drawn (and downloaded here), "
+            "evenly spaced within each phase; `stash export` writes them all."
+        )
     order = list(dict.fromkeys(samples["phase"]))
     left, right = st.columns(2)
     with left:

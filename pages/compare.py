@@ -116,6 +116,11 @@ def main() -> None:
         for index, (job, row) in enumerate(zip(jobs, choices.to_dict(orient="records"), strict=True))
     }
     picked = st.selectbox("Job", list(labels), key="cmp-pick", format_func=labels.get)
+    if choices.attrs.get("jobs_stored", 0) > len(choices):
+        st.caption(
+            f"{len(choices):,} of {choices.attrs['jobs_stored']:,} jobs are listed: those run on the most "
+            "instances first, then those with the most runs, then the most recently run."
+        )
     job = jobs[picked]
     model, batch_size = job["model"], int(job["batch_size"])
     same = {column: job[column] for column in views.compare.JOB_COLUMNS[2:]}

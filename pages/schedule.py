@@ -186,9 +186,15 @@ with page_guard(WORDS):
     if past.empty:
         empty_state("No simulation stored yet: run one above, or `stash schedule --synthetic-jobs 500`.")
     else:
+        ids = list(dict.fromkeys(past["simulation_id"]))
+        stored = past.attrs.get("simulations_stored", len(ids))
+        if stored > len(ids):
+            st.caption(
+                f"The newest {len(ids):,} of {stored:,} stored simulations are listed (and downloaded here); "
+                "`stash export` writes them all, and the SQL page reads the `simulations` table."
+            )
         show_table(view.past_table(past))
         download_buttons(past.drop(columns=["jct_cdf", "timeline"]), "simulations", "sched-past")
-        ids = list(dict.fromkeys(past["simulation_id"]))
         picked = st.selectbox("Show a past simulation", ids, index=None, placeholder="choose a simulation")
         if picked:
             show(view.stored_document(past, picked), "past")

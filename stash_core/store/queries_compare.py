@@ -72,17 +72,25 @@ WITH job_runs AS (
 """
 
 
+JOBS_LISTED = 5000  # a selectbox filters as one types: thousands of jobs stay usable
+
+
 def job_choices(db_path: Path | str, job_columns: Sequence[str], no_instance: str) -> pd.DataFrame:
     """One row per job of the completed runs (`job_columns`, runs, configurations = instances, `no_instance`
-    counting as one), the most-compared first, at most 500."""
+    counting as one), the most-compared first, then the most run, then the most recently run, at most
+    JOBS_LISTED;
+    `attrs["jobs_stored"]` counts them all."""
     columns = ", ".join(job_columns)
     sql = (
         f"{_JOB_RUNS} SELECT {columns}, count(*) AS runs, "
-        "count(DISTINCT coalesce(instance, ?)) AS configurations FROM job_runs "
-        f"GROUP BY ALL ORDER BY configurations DESC, runs DESC, {columns} LIMIT 500"
+        "count(DISTINCT coalesce(instance, ?)) AS configurations, max(started_at) AS last_run, "
+        "count(*) OVER () AS jobs_stored FROM job_runs "
+        f"GROUP BY ALL ORDER BY configurations DESC, runs DESC, last_run DESC NULLS LAST, {columns} LIMIT ?"
     )
     with connect(db_path, read_only=True) as con:
-        return relation_frame(con.sql(sql, params=[no_instance]))
+        frame = relation_frame(con.sql(sql, params=[no_instance, JOBS_LISTED]))
+    frame.attrs["jobs_stored"] = int(frame["jobs_stored"].iloc[0]) if len(frame) else 0
+    return frame.drop(columns=["jobs_stored", "last_run"])
 
 
 def job_runs(db_path: Path | str, job: dict[str, Any]) -> pd.DataFrame:

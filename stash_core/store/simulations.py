@@ -147,22 +147,32 @@ def _differences(stored: list[tuple], given: list[tuple]) -> list[str]:
 
 
 def simulations_frame(db_path: Path | str, limit: int = 500) -> pd.DataFrame:
-    """Stored simulations, newest first, one row per policy (JSON columns as text); no rows for a database
-    written before the simulations table existed (schema version 4)."""
+    """The newest `limit` stored simulations, newest first, each with all its policies (one row per policy,
+    JSON columns as text); no rows for a database written before the simulations table existed (schema
+    version 4). `frame.attrs["simulations_stored"]` counts every stored simulation."""
     with connect(db_path, read_only=True) as con:
         present = con.execute(
             "SELECT count(*) FROM duckdb_tables() WHERE schema_name = 'main' AND table_name = 'simulations'"
         ).fetchall()[0][0]
         if not present:
-            return pd.DataFrame(columns=list(_COLUMNS))
+            frame = pd.DataFrame(columns=list(_COLUMNS))
+            frame.attrs["simulations_stored"] = 0
+            return frame
         picked = [f"CAST({c} AS VARCHAR) AS {c}" if c.endswith("_at") else c for c in _COLUMNS]
+        # The limit counts simulations, not rows: counted in rows, the oldest simulation listed lost some of
+        # its policies, and the page then named the best of those left.
         cursor = con.execute(
-            f"SELECT {', '.join(picked)} FROM simulations ORDER BY created_at DESC, simulation_id, policy "
-            "LIMIT ?",
+            "WITH newest AS (SELECT simulation_id FROM simulations GROUP BY simulation_id "
+            "ORDER BY max(created_at) DESC, simulation_id LIMIT ?) "
+            f"SELECT {', '.join(picked)} FROM simulations WHERE simulation_id IN (SELECT * FROM newest) "
+            "ORDER BY created_at DESC, simulation_id, policy",
             [int(limit)],
         )
         names = [d[0] for d in cursor.description]
-        return pd.DataFrame(cursor.fetchall(), columns=names)
+        frame = pd.DataFrame(cursor.fetchall(), columns=names)
+        stored = con.execute("SELECT count(DISTINCT simulation_id) FROM simulations").fetchall()[0][0]
+        frame.attrs["simulations_stored"] = int(stored)
+        return frame
 
 
 INT32_MAX = 2**31 - 1  # the INTEGER columns' largest value

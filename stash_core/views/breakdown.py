@@ -165,8 +165,9 @@ def run_detail(
     max_points_per_metric: int = MAX_TELEMETRY_POINTS_PER_METRIC,
 ) -> dict[str, Any] | None:
     """One stored run, read over one connection: the runs row (spec, fingerprint, warnings parsed), "phases"
-    and "stalls" (lists of dicts, as store.get_run gives them), "samples" (per-iteration times) and
-    "telemetry" (see telemetry_frame). None when there is no such run."""
+    and "stalls" (lists of dicts, as store.get_run gives them), "samples" (per-iteration times, evenly
+    thinned within each phase past `max_iterations`; "samples_stored" counts them all) and "telemetry" (see
+    telemetry_frame). None when there is no such run."""
     with store.connect(db_path, read_only=True) as con:
         return _run_detail(con, run_id, max_iterations, max_points_per_metric)
 
@@ -194,6 +195,7 @@ def _run_detail(
     run["impossible"] = impossible_of_stored(run.get("warnings"), run["stalls"])  # headlined, not a share
     run["core_sharing"] = _core_sharing(run)
     run["samples"] = samples
+    run["samples_stored"] = frames["samples_stored"]
     run["telemetry"] = telemetry_frame(telemetry, run["phases"])
     return run
 

@@ -222,9 +222,13 @@ def _tied(best_s: float, other_s: float) -> bool:
     return abs(other_s - best_s) < max(TIE_S, TIE_SHARE * max(abs(best_s), abs(other_s)))
 
 
+PAST_SIMULATIONS_SHOWN = 100  # the newest simulations the page lists (their timelines are read whole)
+
+
 def past_simulations(db_path: Path | str) -> pd.DataFrame:
-    """Stored simulations, one row per policy, newest first."""
-    return simulations_frame(db_path)
+    """The newest PAST_SIMULATIONS_SHOWN stored simulations, one row per policy, newest first;
+    `attrs["simulations_stored"]` counts them all."""
+    return simulations_frame(db_path, limit=PAST_SIMULATIONS_SHOWN)
 
 
 def past_table(past: pd.DataFrame) -> pd.DataFrame:

@@ -120,3 +120,15 @@ def test_a_share_that_would_round_to_an_end_says_so() -> None:
     said = {value: share_text(value) for value in (0.0004, 0.9996, -0.0003, 0, 1, 0.004, 0.996, 0.37, -0.02)}
     assert said == {0.0004: "<0.1%", 0.9996: ">99.9%", -0.0003: ">-0.1%", 0: "0%", 1: "100%", 0.004: "0.4%",
                     0.996: "99.6%", 0.37: "37%", -0.02: "-2.0%"}  # fmt: skip
+
+
+def test_iterations_past_the_charts_limit_are_said_to_be_a_part(empty_db: Path) -> None:
+    """A run of more kept iterations than the charts draw showed its first phases only, without a word
+    (views: each phase is now thinned evenly)."""
+    doc = result_doc(samples=True, iterations=5_100)  # four phases: 20,400 iterations, past 20,000
+    store.ingest_result(empty_db, doc)
+    app = open_run(doc["run_id"])
+    app.segmented_control(key="bd-section").set_value("Iteration times").run()
+    assert not app.exception, [e.value for e in app.exception]
+    said = [caption.value for caption in app.caption if "stored iterations are drawn" in caption.value]
+    assert said and "of the run's 20,400 stored iterations" in said[0], [c.value for c in app.caption]

@@ -115,3 +115,19 @@ def test_a_ctrl_c_as_the_simulation_is_stored_leaves_it_whole_and_says_so(tmp_pa
     assert json.loads(path.read_text()) == document and not list(out.glob(".sim-*"))
     assert len(simulations_frame(db)) == 2
     assert f"stash: the simulation is saved whole ({path})" in capsys.readouterr().err
+
+
+def test_the_newest_simulations_are_read_whole_and_all_are_counted(tmp_path):
+    """The limit counted policy rows: the oldest simulation listed lost some of its policies, and the page
+    named the best of those left; nothing said older ones were stored."""
+    db = tmp_path / "r.duckdb"
+    documents = [doc() for _ in range(3)]
+    for hour, document in enumerate(documents):
+        document["created_at"] = f"2026-12-0{hour + 1}T10:00:00+00:00"
+        document["simulation_id"] = f"sim-2026120{hour + 1}T100000Z-00000{hour}"
+        assert ingest_simulation(db, document) is True
+    frame = simulations_frame(db, limit=2)  # 2 simulations: 4 rows, where 3 rows cut the older one in half
+    assert list(dict.fromkeys(frame["simulation_id"])) == [documents[2]["simulation_id"],
+                                                           documents[1]["simulation_id"]]  # fmt: skip
+    assert len(frame) == 4 and frame.attrs["simulations_stored"] == 3
+    assert simulations_frame(tmp_path / "none.duckdb").attrs["simulations_stored"] == 0

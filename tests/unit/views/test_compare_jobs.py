@@ -225,3 +225,16 @@ def test_two_runs_that_disagree_are_no_narrow_interval_of_their_mean(tmp_path: P
     assert row["runs"] == 2 and row["iteration_s"] == pytest.approx(0.18)
     assert row["iteration_ci95_s"] > 0.06  # both runs inside the mean's interval
     assert row["compute_ci95_s"] > 0.05
+
+
+def test_jobs_past_the_listed_number_are_counted_and_the_newest_kept(mixed_db: Path, monkeypatch) -> None:
+    """500 jobs were listed, most-compared first, and the rest left out without a word: the newest
+    single-instance jobs were the ones a user could not reach."""
+    from stash_core.store import queries_compare
+
+    monkeypatch.setattr(queries_compare, "JOBS_LISTED", 2)
+    choices = views.compare.compare_choices(mixed_db)
+    assert len(choices) == 2 and choices.attrs["jobs_stored"] == 4
+    assert choices.iloc[0]["runs"] == 2  # the job of two runs, then the newest of those of one
+    assert choices.iloc[1]["input_shape"] == "3x64x64" and choices.iloc[1]["data"].startswith("real data")
+    assert views.compare.compare_choices(mixed_db.with_name("none.duckdb")).attrs["jobs_stored"] == 0

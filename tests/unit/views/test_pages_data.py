@@ -363,3 +363,16 @@ def test_a_one_row_json_table_of_any_kind_is_read_as_a_table(db: Path, tmp_path:
     report = views.upload.check_uploads(None, [("phases.json", first_phase.encode())])
     (check,) = report.checks
     assert check.kind == "export:phases", check.reason
+
+
+def test_a_runs_iterations_past_the_limit_are_thinned_evenly_within_each_phase(db: Path) -> None:
+    """Cut at the limit in phase order, the first phases filled it and the last ones were not drawn at all,
+    without a word on the page."""
+    run = views.breakdown.run_detail(db, "20261120T110000Z-bbbb0003", max_iterations=40)
+    samples = run["samples"]
+    assert run["samples_stored"] == 120 and len(samples) < 120
+    per_phase = samples.groupby("phase", sort=False)["iteration"]
+    assert list(per_phase.size().index) == ["R0", "R1", "R3", "R2"] and set(per_phase.size()) == {10}
+    assert all(sorted(kept) == list(range(0, 30, 3)) for _, kept in per_phase)  # every 3rd of 30
+    whole = views.breakdown.run_detail(db, "20261120T110000Z-bbbb0003")
+    assert len(whole["samples"]) == whole["samples_stored"] == 120
