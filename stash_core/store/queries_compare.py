@@ -78,8 +78,7 @@ JOBS_LISTED = 5000  # a selectbox filters as one types: thousands of jobs stay u
 def job_choices(db_path: Path | str, job_columns: Sequence[str], no_instance: str) -> pd.DataFrame:
     """One row per job of the completed runs (`job_columns`, runs, configurations = instances, `no_instance`
     counting as one), the most-compared first, then the most run, then the most recently run, at most
-    JOBS_LISTED;
-    `attrs["jobs_stored"]` counts them all."""
+    JOBS_LISTED; `attrs["jobs_stored"]` counts them all."""
     columns = ", ".join(job_columns)
     sql = (
         f"{_JOB_RUNS} SELECT {columns}, count(*) AS runs, "
