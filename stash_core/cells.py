@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from stash_core.terminal import formula_safe, printable
+from stash_core.terminal import csv_escaped, formula_safe
 
 
 def is_missing(value: Any) -> bool:
@@ -54,7 +54,7 @@ def plain_records(frame: pd.DataFrame, times: str = "keep", finite: bool = False
 
 
 def csv_text(frame: pd.DataFrame) -> str:
-    """`frame` as CSV text (no index) with every text cell printable (control characters as \\xNN, as `stash
+    """`frame` as CSV text (no index) with every text cell csv_escaped (control characters as \\xNN, as `stash
     export --format csv` writes them) and then formula_safe, bytes as 0x-hex, and timestamps beyond Python's
     dates (DuckDB's 'infinity') written as DuckDB writes them: the one way Stash writes a CSV of a table."""
     safe = frame.copy()
@@ -71,7 +71,7 @@ def _cell_text(value: Any) -> Any:
     if isinstance(value, bytes | bytearray | memoryview):
         return "0x" + bytes(value).hex()
     if isinstance(value, str):  # a terminal escape in an error text stays text when the CSV is printed
-        value = printable(value)
+        value = csv_escaped(value)
     return formula_safe(value)
 
 

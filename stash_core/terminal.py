@@ -2,8 +2,9 @@
 
 A name, job id or warning read from a file may hold an escape sequence (ESC [ 2 J clears a screen, others
 set a window title or a hyperlink): printed raw, it acts on the user's terminal. Every line Stash prints from
-stored or given text goes through `printable`, and so does every text cell of a CSV Stash writes
-(cells.csv_text; the DuckDB export through `escaped_characters`). A CSV cell that starts like a formula runs
+stored or given text goes through `printable`, and so does every text cell of a CSV Stash writes, its
+backslashes doubled first so that an upload reads the text back whole (csv_escaped; cells.csv_text; the
+DuckDB export through `escaped_characters`). A CSV cell that starts like a formula runs
 in a spreadsheet: every CSV Stash writes passes its text cells through `formula_safe` after that.
 """
 
@@ -113,6 +114,31 @@ FORMULA_LEADS = ("=", "+", "-", "@", "\t", "\r")
 # A formula's lead after any quotes: such a cell gets one quote more, so that reading one off gives it back
 # whole ("'=x", a value of its own, is written "''=x").
 _QUOTED_FORMULA_RE = re.compile("^'*[" + re.escape("".join(FORMULA_LEADS)) + "]")
+
+
+def csv_escaped(text: str) -> str:
+    """A text cell of a CSV Stash writes: each backslash doubled, then `printable` (a control character as
+    \\xNN, \\r or \\uNNNN), so that csv_unescaped gives the text back whole ("\\x1b" typed as text stays
+    that text, an ESC comes back an ESC). The DuckDB export writes the same (store/export.py)."""
+    return printable(text.replace("\\", "\\\\"))
+
+
+_CSV_ESCAPE_RE = re.compile(r"\\(\\|r|x[0-9a-f]{2}|u[0-9a-f]{4})")
+
+
+def csv_unescaped(text: str) -> str:
+    """A text cell of a CSV Stash wrote (csv_escaped), as it was: \\\\ a backslash, \\r, \\xNN and \\uNNNN
+    their characters; any other backslash as it stands (a CSV of an older version)."""
+    if "\\" not in text:
+        return text
+
+    def character(match: re.Match[str]) -> str:
+        code = match.group(1)
+        if code == "\\":
+            return "\\"
+        return "\r" if code == "r" else chr(int(code[1:], 16))
+
+    return _CSV_ESCAPE_RE.sub(character, text)
 
 
 def formula_safe(value: object) -> object:

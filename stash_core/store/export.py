@@ -186,8 +186,9 @@ def _refuse_replacing_the_database(db_path: Path, out_dir: Path, suffix: str) ->
 
 
 def _csv_safe_columns(con: duckdb.DuckDBPyConnection, name: str) -> str:
-    """The select list of `name` for a CSV: in every text column, control characters written as \\xNN
-    (terminal.printable: an error text holding a terminal escape stays text when the CSV is printed), then
+    """The select list of `name` for a CSV: in every text column, backslashes doubled and control characters
+    written as \\xNN (terminal.csv_escaped: an error text holding a terminal escape stays text when the CSV
+    is printed, and an upload reads it back whole), then
     formula-leading cells quoted (cells.FORMULA_LEADS, as every CSV Stash writes). Each column's expression
     names the column and each character class once: a replace() per escaped character, nested, made a
     statement of some 100 KB that took DuckDB half a second per table to bind."""
@@ -197,7 +198,9 @@ def _csv_safe_columns(con: duckdb.DuckDBPyConnection, name: str) -> str:
         quoted = '"' + column.replace('"', '""') + '"'
         if kind == "VARCHAR":
             # quotes before a lead too (terminal.formula_safe): "'=x" is written "''=x", read back whole
-            quoted_lead = f"regexp_replace({_visible_controls(quoted)}, '^(''*{leads})', chr(39) || '\\1')"
+            # backslashes doubled first (terminal.csv_escaped): an upload then reads the text back whole
+            escaped = _visible_controls(f"replace({quoted}, '\\', '\\\\')")
+            quoted_lead = f"regexp_replace({escaped}, '^(''*{leads})', chr(39) || '\\1')"
             parts.append(f"{quoted_lead} AS {quoted}")
         else:
             parts.append(quoted)

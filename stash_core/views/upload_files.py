@@ -9,17 +9,28 @@ import io
 import pandas as pd
 
 from stash_core.errors import UsageError
-from stash_core.terminal import clipped, formula_unquoted, one_line
+from stash_core.terminal import clipped, csv_unescaped, formula_unquoted, one_line
 
 
 def read_csv(data: bytes) -> pd.DataFrame:
-    """A CSV table as `stash export` wrote it: the quote put before a formula-leading cell taken off; only an
-    empty cell is missing (an error or a name "NA", "null" or "N/A" is that text, as exported)."""
-    frame = pd.read_csv(io.BytesIO(data), keep_default_na=False, na_values=[""])
+    """A CSV table as `stash export` wrote it, each cell as it was stored: read as text (a text that looks
+    like a number stays that text, "0.10" not 0.1; the table's number columns become numbers afterwards,
+    numbers_read), an empty quoted cell an empty text and only an empty cell missing (an error or a name
+    "NA", "null" or "N/A" is that text, as exported), the quote put before a formula-leading cell taken
+    off and the escapes taken back (terminal.csv_unescaped: a control character written as \\x1b)."""
+    import duckdb
+
+    with duckdb.connect() as con:  # DuckDB's reader tells "" (an empty text) from nothing (missing)
+        relation = con.read_csv(io.BytesIO(data), header=True, all_varchar=True, allow_quoted_nulls=False,
+                                delimiter=",", quotechar='"', escapechar='"')  # fmt: skip
+        frame = pd.DataFrame(relation.fetchall(), columns=relation.columns, dtype=object)
     for column in frame.columns:
-        if pd.api.types.is_string_dtype(frame[column]) or frame[column].dtype == object:
-            frame[column] = frame[column].map(formula_unquoted)
+        frame[column] = frame[column].map(_cell_as_written)
     return frame
+
+
+def _cell_as_written(cell: object) -> object:
+    return csv_unescaped(formula_unquoted(cell)) if isinstance(cell, str) else cell
 
 
 # A Parquet file is compressed: a few hundred bytes can declare gigabytes of rows. Its footer says how much it

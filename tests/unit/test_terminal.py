@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from stash_core.cli.main import main
 from stash_core.terminal import one_line, printable
 
@@ -63,3 +65,15 @@ def test_a_host_pasted_whole_on_the_command_line_is_echoed_by_its_ends(tmp_path,
     assert main([*argv, "--db", str(tmp_path / "x.duckdb")]) == 2
     err = capsys.readouterr().err
     assert "(5000 characters)" in err and len(err) < 300, err
+
+
+@pytest.mark.parametrize("text", [
+    "plain", "", "\x1b[2J", "\r\n\t", "\\x1b typed", "\\\\x1b", "C:\\runs\\x", "\\", "end\\", "\\q",
+    "\\u202e", "\u202e\u2066", "\x85\x00", "a\\\\b", "\\r", "'=1+1", "é\\é",
+])  # fmt: skip
+def test_a_csv_cell_reads_back_whole_and_holds_no_control_character(text):
+    from stash_core.terminal import _CONTROL, csv_escaped, csv_unescaped
+
+    written = csv_escaped(text)
+    assert not _CONTROL.search(written)
+    assert csv_unescaped(written) == text

@@ -234,3 +234,33 @@ def test_a_database_that_stays_locked_is_waited_for_once_not_once_per_run(tmp_pa
     assert len(tries) == 1 and list(outcomes) == []
     assert [name for name, _, _ in outcomes.refused] == ["run0.json", "run1.json", "run2.json"]
     assert all("locked by another process" in reason for _, _, reason in outcomes.refused)
+
+
+def test_a_csv_export_gives_back_every_text_as_stored(tmp_path):
+    """A terminal escape came back as its written form (\\x1b), a text that looks like a number as a number
+    ("0.10" as "0.1"), an empty text as missing: each run's own file was then refused beside its upload, and
+    one such run refused the whole runs table."""
+    doc = json.loads(_file(1))
+    doc["stash_version"] = "0.10"
+    doc["phases"][0]["description"] = ""
+    doc["phases"][1]["description"] = "1e3"
+    stalls = doc["breakdown"]["stalls"]
+    stalls["compute"]["note"] = "\x1b[31mred\x1b[0m\r\nthen \\x1b typed, C:\\runs\\x and \\\\ and \u202e"
+    stalls["interconnect"]["note"] = "0.50"
+    files = _exported(tmp_path, doc, "csv")
+    runs_csv = next(data for name, data in files if name == "runs.csv") + next(
+        data for name, data in files if name == "stalls.csv")
+    assert b"\x1b" not in runs_csv and "\u202e".encode() not in runs_csv  # still no escape in the file
+    report = views.upload.check_uploads(tmp_path / "b.duckdb", files)
+    assert all(check.ok for check in report.checks), [check.reason for check in report.checks]
+    assert views.upload.store_uploads(tmp_path / "b.duckdb", report) == [("runs.csv", RUN_ID, True)]
+    assert store.ingest_result(tmp_path / "b.duckdb", doc) is False  # the same run: stored, not refused
+    tables = {"runs": "run_id", "phases": "run_id, phase", "stalls": "run_id, stall"}
+    for table, order in tables.items():
+        read = []
+        for db in ("a", "b"):
+            with store.connect(tmp_path / f"{db}.duckdb", read_only=True) as con:
+                described = con.execute(f"DESCRIBE {table}").fetchall()
+                columns = ", ".join(c for c, *_ in described if c not in ("ingested_at", "source_file"))
+                read.append(con.execute(f"SELECT {columns} FROM {table} ORDER BY {order}").fetchall())
+        assert read[0] == read[1], table
