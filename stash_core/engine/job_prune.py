@@ -41,7 +41,10 @@ def prune_finished_jobs(folder: Path, now: datetime) -> list[str]:
     removed = []
     for newer, job_dir in enumerate(jobs):
         started = datetime.strptime(JOB_ID.fullmatch(job_dir.name).group(1), "%Y%m%dT%H%M%SZ")
-        if newer < KEEP_JOBS and started.replace(tzinfo=UTC) >= oldest_kept:
+        started = started.replace(tzinfo=UTC)
+        # named more than a day ahead of now: named while the clock ran ahead, its start unknown, and kept
+        # by rank it would stay among the newest for good
+        if newer < KEEP_JOBS and oldest_kept <= started <= now + timedelta(days=1):
             continue
         if not ours(job_dir) or _running(job_dir):  # another user's folder is theirs to remove
             continue

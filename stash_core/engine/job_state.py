@@ -286,3 +286,39 @@ def _lineage(pid: int, found: dict[int, tuple[int, str]]) -> list[int]:
         if parent:
             chain.append(parent)
     return chain
+
+
+# The exit statuses of Ctrl-C (130), SIGTERM (143) and SIGHUP (129), after which a profile saves what it
+# measured; a SIGKILL (137) or a crash saves nothing.
+SAVED_STOPS = (129, 130, 143)
+
+
+def settle_status(state: JobState, running: bool, cancelled: bool) -> None:
+    """The job's status (and error) from whether its processes run, its exit status and its own output."""
+    exit_code = state.exit_code
+    if running and exit_code is None:
+        started = state.phases or state.messages or state.kind != "profile"  # a command job says no phases
+        state.status = "running" if started else "starting"
+    elif cancelled and exit_code != 0 and state.run_status != "completed":  # not after the run stored itself
+        state.status = "cancelled"
+        state.error = "cancelled by the user"
+    elif exit_code is None and state.run_status in ("completed", "failed", "interrupted"):
+        state.status = state.run_status  # its own last word: the wrapper that records the status was killed
+    elif exit_code is None:
+        state.status = "lost"
+        state.error = "the run ended without an exit status (killed, or the machine restarted)"
+    elif exit_code == 0 and state.kind == "profile" and not state.run_id:
+        # A profile says what it saved (its DONE line) before it exits: without it nothing is known saved.
+        state.status = "failed"
+        state.error = "the profile ended (exit status 0) with no run saved: its output says why"
+    elif exit_code == 0 or cancelled or (exit_code in SAVED_STOPS and state.run_status == "completed"):
+        state.status = "completed"  # a Cancel or a signal after the run stored itself changed nothing
+    elif exit_code in SAVED_STOPS:  # what was measured is saved
+        state.status = "interrupted"
+        state.error = failure_reason(state, exit_code)
+    else:
+        state.status = "failed"
+        state.error = failure_reason(state, exit_code)
+    for phase in state.phases:
+        if state.finished and phase.status == "running":
+            phase.status = "interrupted" if state.status != "completed" else "completed"

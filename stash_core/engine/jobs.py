@@ -45,7 +45,7 @@ from stash_core.engine.job_process import (
     read_text,
 )
 from stash_core.engine.job_prune import new_job_id
-from stash_core.engine.job_state import JobState, failure_reason, parse_output
+from stash_core.engine.job_state import JobState, parse_output, settle_status
 from stash_core.engine.profile_child import child_env, profile_command
 from stash_core.engine.progress import JsonReporter, Reporter, TeeReporter
 from stash_core.errors import UsageError
@@ -246,18 +246,28 @@ def list_jobs(db_path: Path | str, limit: int = 20, kind: str = "profile") -> li
         return []
     found = [path for path in folder.iterdir() if (path / "argv.json").is_file() and ours(path)]
     names = sorted((path.name for path in found), reverse=True)
-    states = []
-    for name in names:
+    # A job still running comes first whatever its name: ids are start times on the wall clock, and after a
+    # clock that ran ahead was set back, the finished jobs named then hid a running one from the pages.
+    unfinished = [name for name in names if not (folder / name / "rc").exists()]
+    read = {name: state for name in unfinished if (state := _state_of(folder / name, db_path, kind))}
+    states = [state for state in read.values() if state.status in ("starting", "running")]
+    first = {state.job_id for state in states}
+    for name in (name for name in names if name not in first):
         if len(states) >= limit:
             break
-        try:
-            state = _read_state(folder / name)
-        except _UNREADABLE:
-            continue
-        # databases of one folder share the folder of jobs: this database's only
-        if state.kind == kind and state.db_path in (None, str(Path(db_path).resolve())):
+        if state := read[name] if name in read else _state_of(folder / name, db_path, kind):
             states.append(state)
     return states
+
+
+def _state_of(job_dir: Path, db_path: Path | str, kind: str) -> JobState | None:
+    """The job's state where it is a job of `kind` of this database (databases of one folder share its folder
+    of jobs), else None; None too for an unreadable job folder."""
+    try:
+        state = _read_state(job_dir)
+    except _UNREADABLE:
+        return None
+    return state if state.kind == kind and state.db_path in (None, str(Path(db_path).resolve())) else None
 
 
 def stop_job(db_path: Path | str, job_id: str) -> bool:
@@ -303,9 +313,6 @@ def cancel_job(db_path: Path | str, job_id: str, grace_s: float = CANCEL_GRACE_S
     return True
 
 
-# The exit statuses of Ctrl-C (130), SIGTERM (143) and SIGHUP (129), after which a profile saves what it
-# measured; a SIGKILL (137) or a crash saves nothing.
-SAVED_STOPS = (129, 130, 143)
 # What a job folder edited by hand or cut short raises when read: the job is skipped or said unreadable.
 _UNREADABLE = (OSError, ValueError, TypeError, AttributeError, KeyError)
 
@@ -338,33 +345,7 @@ def _read_state(job_dir: Path) -> JobState:
         -_STDERR_TAIL_LINES:
     ]
     state.exit_code = exit_code
-    cancelled = (job_dir / "cancelled").exists()
-    if running and exit_code is None:
-        started = state.phases or state.messages or state.kind != "profile"  # a command job says no phases
-        state.status = "running" if started else "starting"
-    elif cancelled and exit_code != 0 and state.run_status != "completed":  # not after the run stored itself
-        state.status = "cancelled"
-        state.error = "cancelled by the user"
-    elif exit_code is None and state.run_status in ("completed", "failed", "interrupted"):
-        state.status = state.run_status  # its own last word: the wrapper that records the status was killed
-    elif exit_code is None:
-        state.status = "lost"
-        state.error = "the run ended without an exit status (killed, or the machine restarted)"
-    elif exit_code == 0 and state.kind == "profile" and not state.run_id:
-        # A profile says what it saved (its DONE line) before it exits: without it nothing is known saved.
-        state.status = "failed"
-        state.error = "the profile ended (exit status 0) with no run saved: its output says why"
-    elif exit_code == 0 or cancelled or (exit_code in SAVED_STOPS and state.run_status == "completed"):
-        state.status = "completed"  # a Cancel or a signal after the run stored itself changed nothing
-    elif exit_code in SAVED_STOPS:  # what was measured is saved
-        state.status = "interrupted"
-        state.error = failure_reason(state, exit_code)
-    else:
-        state.status = "failed"
-        state.error = failure_reason(state, exit_code)
-    for phase in state.phases:
-        if state.finished and phase.status == "running":
-            phase.status = "interrupted" if state.status != "completed" else "completed"
+    settle_status(state, running, (job_dir / "cancelled").exists())
     return state
 
 

@@ -83,7 +83,7 @@ def run_profile(
     """
 
     reporter = reporter or Reporter()
-    started_at = utc_now()
+    started_at, started_s = utc_now(), time.monotonic()
     doc = {
         "schema_version": SCHEMA_VERSION,
         "kind": RESULT_KIND,
@@ -137,7 +137,10 @@ def run_profile(
                 record.update(status="skipped", error=f"not run: {doc['error']}")
         raise ProfileEnded(doc, error) from error
     finally:
-        doc["finished_at"] = utc_now().isoformat()
+        # The start plus the time the profile took on the monotonic clock: a wall clock stepped back meanwhile
+        # (NTP correcting a clock that ran ahead) made it end before it started, a file no store takes.
+        took = datetime.timedelta(seconds=time.monotonic() - started_s)
+        doc["finished_at"] = (started_at + took).isoformat()
         # A failed or interrupted profile keeps its launches, pooled over the rounds every run completed,
         # and the breakdown of the runs that did complete.
         launched.pool_into(doc["phases"])

@@ -58,3 +58,22 @@ def test_registering_a_profile_prunes_the_old_job_folders(tmp_path: Path) -> Non
         assert json.loads((record.job_dir / "argv.json").read_text())["origin"] == "cli"
         assert int((record.job_dir / "pid").read_text().split()[0]) == os.getpid()
     assert not old.exists()
+
+
+def test_jobs_named_while_the_clock_ran_ahead_neither_hide_a_running_one_nor_stay(tmp_path: Path) -> None:
+    """Job ids are wall-clock start times: after a clock that ran 30 days ahead was set back, eight finished
+    jobs named then were the newest eight, the running profile was on no page, and no prune removed them."""
+    db = tmp_path / "r.duckdb"
+    folder = jobs.jobs_dir(db)
+    now = datetime.now(UTC)
+    ahead = [job_folder(folder, now + timedelta(days=30, minutes=m), suffix=f"a0{m}") for m in range(8)]
+    soon = job_folder(folder, now + timedelta(hours=1), suffix="50")  # a clock a little ahead: kept
+    with subprocess.Popen(["sleep", "60"]) as sleeper:
+        try:
+            running = job_folder(folder, now, pid=sleeper.pid, suffix="11fe")
+            listed = [state.job_id for state in jobs.list_jobs(db, limit=8)]
+        finally:
+            sleeper.kill()
+    assert len(listed) == 8 and listed[0] == running.name
+    removed = job_prune.prune_finished_jobs(folder, now)
+    assert sorted(removed) == sorted(job_dir.name for job_dir in ahead) and soon.exists()

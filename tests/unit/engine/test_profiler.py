@@ -110,3 +110,31 @@ def test_a_text_file_that_cannot_be_read_is_refused_before_any_run(tmp_path):
     refuse_unreadable([readable], tmp_path)
     with pytest.raises(UsageError, match=r"1 of 2 text files under .* cannot be read, e.g. a/d2\\nx.txt: "):
         refuse_unreadable([readable, tmp_path / "a" / "d2\nx.txt"], tmp_path)  # gone, as a locked one
+
+
+def test_a_wall_clock_stepped_back_during_a_profile_leaves_it_ending_after_it_began(monkeypatch):
+    """NTP stepping back a clock that ran ahead made finished_at earlier than started_at: the store refused
+    the profile's own result file, and `stash ingest` of it too."""
+    import datetime
+    import time
+
+    from stash_core.engine import profiler
+    from stash_core.errors import MeasurementError, ProfileEnded
+    from stash_core.results.file import validate_result
+
+    readings = iter([datetime.datetime(2026, 12, 2, 10, tzinfo=datetime.UTC),
+                     datetime.datetime(2026, 12, 2, 9, 50, tzinfo=datetime.UTC)])  # fmt: skip
+    monkeypatch.setattr(profiler, "utc_now", lambda: next(readings))
+
+    def run_phase(*args, **kwargs):
+        time.sleep(0.05)
+        raise MeasurementError("the machine went away")
+
+    monkeypatch.setattr(profiler, "run_phase", run_phase)
+    with pytest.raises(ProfileEnded) as ended:
+        profiler.run_profile(ProfileSpec(model="m", batch_size=2, stalls=["compute"]), {}, DataSetup())
+    doc = ended.value.doc
+    took_s = (datetime.datetime.fromisoformat(doc["finished_at"])
+              - datetime.datetime.fromisoformat(doc["started_at"])).total_seconds()  # fmt: skip
+    assert 0.05 <= took_s < 30
+    validate_result(doc)
