@@ -7,7 +7,7 @@ A bad value is a one-line UsageError naming the field. Numbers are read with uni
 from __future__ import annotations
 
 import re
-from datetime import UTC, date, datetime, timedelta
+from datetime import date, datetime, timedelta
 from typing import Any
 
 import pandas as pd
@@ -134,7 +134,9 @@ def db_value(value: Any) -> Any:
 
 
 def today() -> date:
-    return datetime.now(UTC).date()
+    """The user's day, as their calendar has it: a price "of today" entered at 23:52 in Honolulu is of that
+    day, not of the UTC day after it."""
+    return date.today()
 
 
 def _blank(value: Any) -> bool:

@@ -29,13 +29,13 @@ import csv
 import functools
 import io
 from dataclasses import dataclass, field
-from datetime import UTC, date, datetime
+from datetime import date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from stash_core.catalog.catalog import builtin_instances, list_instances
 from stash_core.catalog.families import variant_for
-from stash_core.catalog.fields import MAXIMA, clean
+from stash_core.catalog.fields import MAXIMA, clean, today
 from stash_core.catalog.skypilot_fixes import CORRECTIONS, with_bundled_gpus
 from stash_core.errors import UsageError
 from stash_core.store.catalog_import import ImportOutcome, write_imported_rows
@@ -156,12 +156,13 @@ def _read_file(
             )
         refuse_repeated_columns(reader.fieldnames, str(file))
         records = [(reader.line_num, record) for record in reader]
-        day = price_date or datetime.fromtimestamp(file.stat().st_mtime, UTC).date()
+        day = price_date or datetime.fromtimestamp(file.stat().st_mtime).date()  # the user's day, as today()
     except (OSError, UnicodeDecodeError, csv.Error, OverflowError, ValueError) as exc:
         raise UsageError(f"cannot read {file}: {getattr(exc, 'strerror', None) or exc}") from None
-    if price_date is not None and price_date > datetime.now(UTC).date():
+    latest = today() + timedelta(days=1)  # a day's leeway, as `instances set` gives: time zones differ
+    if price_date is not None and price_date > latest:
         raise UsageError(f"--price-date {price_date} is in the future: give the date the prices were fetched")
-    if day > datetime.now(UTC).date():
+    if day > latest:
         raise UsageError(
             f"{file} was last modified on {day}, in the future: it cannot date its prices; give --price-date"
         )

@@ -185,3 +185,26 @@ def test_a_row_without_a_price_or_without_its_gpus_does_not_replace_the_catalogs
         result.skipped
     )
     assert any(line.startswith("Standard_NC24ads_A100_v4: no GPU in the file") for line in result.skipped)
+
+
+def test_price_dates_are_the_users_day_with_a_days_leeway_for_time_zones(catalog, tmp_path) -> None:
+    """"Today" was the UTC day: at 23:52 in Honolulu a price of today was stored as of tomorrow, and from
+    10:00 UTC a price date of today in Kiritimati (UTC+14) was refused by the import as in the future."""
+    import subprocess
+    import sys
+    from datetime import timedelta
+
+    from support import REPO
+
+    from stash_core.catalog.fields import today
+
+    for zone in ("Pacific/Honolulu", "Pacific/Kiritimati"):  # one of them is on another day than UTC
+        script = ("import datetime, zoneinfo; from stash_core.catalog.fields import today; "
+                  f"print(today() == datetime.datetime.now(zoneinfo.ZoneInfo({zone!r})).date())")  # fmt: skip
+        said = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60,
+                              env={**os.environ, "TZ": zone, "PYTHONPATH": str(REPO)}).stdout  # fmt: skip
+        assert said.split() == ["True"], zone
+    tomorrow = today() + timedelta(days=1)  # somewhere on earth already today
+    assert {row["price_date"] for row in read_skypilot(catalog, price_date=tomorrow).rows} == {tomorrow}
+    with pytest.raises(UsageError, match="in the future"):
+        read_skypilot(catalog, price_date=today() + timedelta(days=2))
