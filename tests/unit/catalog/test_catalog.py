@@ -96,7 +96,7 @@ def test_seed_inserts_once_and_never_overwrites_edits(tmp_path):
     row = get_instance(db, "p3.8xlarge")
     assert row["on_demand_usd_per_h"] == 11.0 and row["spot_usd_per_h"] == 3.5
     # A price edit is stamped with today's date and "user edit" unless told otherwise.
-    assert row["price_date"] == datetime.datetime.now(datetime.UTC).date()
+    assert row["price_date"] == datetime.date.today()  # the user's day
     assert row["source"] == "user edit"
     assert list_instances(db)["stored"].all()
 
