@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +19,7 @@ from stash_core.errors import UsageError
 from stash_core.results.document import ResultDocument, check_ranges
 from stash_core.results.probe import check_probe_set
 from stash_core.results.values import (
+    FUTURE_LEEWAY,
     MAX_DEPTH,
     check_identifier,
     check_numbers,
@@ -341,7 +342,6 @@ def _check_choice(what: str, value: Any, allowed: tuple[str, ...]) -> None:
 
 # A run's machines and workers, as `stash profile` takes them (spec_parse.WORKERS): more is not a real run.
 MAX_WORKERS_PER_NODE = MAX_NODES = 1024
-FUTURE_LEEWAY = timedelta(days=1)
 
 
 def _check_order(started: str, finished: str | None) -> None:

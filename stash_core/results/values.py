@@ -5,7 +5,7 @@ refusal is one UsageError line that names its document and field."""
 from __future__ import annotations
 
 import math
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from stash_core.errors import UsageError
@@ -17,6 +17,8 @@ MAX_ID_CHARS = 200
 
 # Times a result may carry: what pandas (the dashboard) can represent, from 1900 on.
 EARLIEST, LATEST = datetime(1900, 1, 1), datetime(2262, 4, 11)
+# How far ahead of this machine's clock a document's start may be: another machine's clock may run ahead.
+FUTURE_LEEWAY = timedelta(days=1)
 
 
 def check_timestamp(key: str, value: Any, required: bool, document: str = "result file") -> None:
@@ -27,7 +29,12 @@ def check_timestamp(key: str, value: Any, required: bool, document: str = "resul
         moment = datetime.fromisoformat(value)
     except (TypeError, ValueError):
         raise UsageError(f"{document}: {key} is not an ISO 8601 time ({value!r})") from None
-    if not EARLIEST <= moment.replace(tzinfo=None) < LATEST:
+    # as the store holds it, in UTC: 1900-01-01T00:30+01:00 is 1899 there, which no reader takes back
+    try:
+        utc = moment.astimezone(UTC).replace(tzinfo=None) if moment.tzinfo else moment
+    except OverflowError:  # year 1 or 9999 moved past the calendar's ends
+        utc = datetime.min
+    if not EARLIEST <= utc < LATEST:
         raise UsageError(f"{document}: {key} {value!r} is outside the representable range (1900 .. 2262)")
 
 

@@ -20,6 +20,7 @@ from typing import Any
 import pandas as pd
 
 from stash_core.errors import UsageError
+from stash_core.results.values import FUTURE_LEEWAY, check_timestamp
 from stash_core.store.connection import STORING, connect
 from stash_core.store.rollback import rollback_if_open
 
@@ -48,7 +49,7 @@ def simulation_rows(doc: dict[str, Any], source_file: str | None = None) -> list
         raise UsageError("simulation document has an empty or non-text simulation_id")
     try:
         cluster, policies = doc["cluster"], doc["policies"]
-        created = datetime.fromisoformat(doc["created_at"])
+        created = _created_at(doc["created_at"])
         sizes = {"jobs": doc["jobs"], **{name: cluster[name] for name in _CLUSTER_SIZES}}
         counts = [_count(value, name, least=1) for name, value in sizes.items()]
         base = (doc["simulation_id"], created, doc["trace"], doc["trace_format"], *counts,
@@ -66,6 +67,17 @@ def simulation_rows(doc: dict[str, Any], source_file: str | None = None) -> list
     if not rows:
         raise UsageError("simulation document has no policies")
     return rows
+
+
+def _created_at(text: Any) -> datetime:
+    """A simulation's creation time, checked as a run's start is: within what the store and the pages hold,
+    and not in the future (a day's leeway for another machine's clock); one dated 9999 was listed as the
+    newest for good."""
+    check_timestamp("created_at", text, required=True, document="simulation document")
+    created = datetime.fromisoformat(text)
+    if (created if created.tzinfo else created.replace(tzinfo=UTC)) > datetime.now(UTC) + FUTURE_LEEWAY:
+        raise UsageError(f"simulation document: created_at {text!r} is in the future")
+    return created
 
 
 @dataclass(frozen=True)

@@ -401,3 +401,15 @@ def test_a_table_of_an_export_is_said_to_be_one(tmp_path: Path, name: str, conte
     with pytest.raises(UsageError, match=f"^{path}: {said}") as caught:
         load_result(path)
     assert "the dashboard's Upload page stores an export's tables" in str(caught.value)
+
+
+@pytest.mark.parametrize("started, finished", [
+    ("1900-01-01T00:30:00+01:00", None),  # 1899-12-31 23:30 in UTC, as the store holds it
+    ("2026-12-01T00:00:00+00:00", "2262-04-10T23:59:59-23:59"),  # 2262-04-11 23:58:59 in UTC
+])  # fmt: skip
+def test_times_are_held_to_the_range_in_utc_as_stored(started, finished):
+    """The range was checked on the clock time, its offset ignored: both were stored, and refused when their
+    export was uploaded again ("outside the representable range")."""
+    doc = {**small_doc(), "started_at": started, "finished_at": finished}
+    with pytest.raises(UsageError, match="outside the representable range"):
+        validate_result(doc)

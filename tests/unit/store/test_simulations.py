@@ -131,3 +131,17 @@ def test_the_newest_simulations_are_read_whole_and_all_are_counted(tmp_path):
                                                            documents[1]["simulation_id"]]  # fmt: skip
     assert len(frame) == 4 and frame.attrs["simulations_stored"] == 3
     assert simulations_frame(tmp_path / "none.duckdb").attrs["simulations_stored"] == 0
+
+
+@pytest.mark.parametrize("created, says", [
+    ("9999-12-31T00:00:00+00:00", "outside the representable range"),
+    ("0001-01-01T00:00:00", "outside the representable range"),
+    ("2200-01-01T00:00:00+00:00", "in the future"),
+    ("yesterday", "not an ISO 8601 time"),
+])  # fmt: skip
+def test_a_simulation_dated_where_no_page_can_show_it_is_refused(tmp_path, created, says):
+    """A simulation created 9999-12-31 was stored, and the Schedule page listed it as the newest for good."""
+    document = {**doc(), "created_at": created}
+    with pytest.raises(UsageError, match=says):
+        ingest_simulation(tmp_path / "r.duckdb", document)
+    assert simulations_frame(tmp_path / "r.duckdb").empty
