@@ -34,7 +34,9 @@ DETAIL_SECTIONS = ["Stalls", "What if", "Iteration times", "Telemetry", "Phases"
 def filter_from_state() -> RunFilter:
     """The filter the widgets below hold (read before drawing them, so one query serves the whole page)."""
     state = st.session_state
-    dates = state.get("bd-dates") or ()
+    dates, bounds = state.get("bd-dates") or (), state.get(_DATE_BOUNDS) or ()
+    if dates and bounds:  # an end left at its bound stays open: a run of a later day is in at once
+        dates = (None if dates[0] <= bounds[0] else dates[0], None if dates[1] >= bounds[1] else dates[1])
     return RunFilter(
         models=list(state.get("bd-models") or []),
         batch_sizes=[int(b) for b in state.get("bd-batch") or []],
@@ -65,14 +67,32 @@ def run_filter_form(options: dict) -> None:
         row2[3].number_input("Show at most", min_value=1, max_value=200, value=15, step=5, key="bd-limit")
         first, last = options["first_date"], options["last_date"]
         if first and last and first != last:
-            st.slider(
-                "Started between",
-                min_value=first,
-                max_value=last,
-                value=(first, last),
-                key="bd-dates",
-                format="YYYY-MM-DD",
-            )
+            _date_slider(first, last)
+
+
+# The first and last day the date slider was drawn with: a run of a new day moves them.
+_DATE_BOUNDS = "bd-dates-bounds"
+
+
+def _date_slider(first: date, last: date) -> None:
+    """The range of days, its ends kept open where the user left them at the ends (a new run's day joins
+    it) and a narrowed range kept as chosen: drawn with new bounds, the slider reset a chosen range, and the
+    page read the old one, leaving the new run out until the next rerun."""
+    state = st.session_state
+    chosen, bounds = state.get("bd-dates"), state.get(_DATE_BOUNDS)
+    value = (first, last)
+    if chosen and bounds:
+        start = first if chosen[0] <= bounds[0] else min(max(chosen[0], first), last)
+        end = last if chosen[1] >= bounds[1] else max(min(chosen[1], last), start)
+        value = (start, end)
+    state[_DATE_BOUNDS] = (first, last)
+    if "bd-dates" in state:
+        state["bd-dates"] = value  # a widget's value is set through its key, not also by value=
+        st.slider("Started between (UTC days)", min_value=first, max_value=last, key="bd-dates",
+                  format="YYYY-MM-DD")  # fmt: skip
+    else:
+        st.slider("Started between (UTC days)", min_value=first, max_value=last, value=value, key="bd-dates",
+                  format="YYYY-MM-DD")  # fmt: skip
 
 
 def _as_date(value) -> date | None:
