@@ -25,10 +25,13 @@ MODULE = "stash_core.measure.ps_worker"
 
 
 def ps_module_args(counts: list[int], model: str, batch: int, duration_s: float,
-                   num_classes: int | None = None, input_shape: str | None = None) -> list[str]:  # fmt: skip
+                   num_classes: int | None = None, input_shape: str | None = None,
+                   clock: str = "monotonic") -> list[str]:  # fmt: skip
+    """ps_worker's arguments; `clock` "wall" where its processes run on several machines (no monotonic clock
+    is shared between them)."""
     args = [
         "--model", model, "--batch", str(batch), "--duration-s", f"{duration_s:g}",
-        "--counts", ",".join(str(n) for n in counts),
+        "--counts", ",".join(str(n) for n in counts), "--clock", clock,
     ]  # fmt: skip
     if num_classes is not None:
         args += ["--num-classes", str(num_classes)]
@@ -77,7 +80,7 @@ def run_ps_training(counts: list[int], model: str, batch: int, duration_s: float
         failure = root_cause(tail, default="a process printed no result") if tail else None
         where = ""
     else:
-        module_args = ps_module_args(counts, model, batch, duration_s, num_classes, input_shape)
+        module_args = ps_module_args(counts, model, batch, duration_s, num_classes, input_shape, clock="wall")
         failure = _run_on_nodes(remote.for_nodes(max(counts) + 1), module_args, on_line, timeout_s)
         where = f" on {remote.label.split(' (')[0]}"
     short = [n for n in counts if len(results.get(n, [])) != n + 1]

@@ -42,7 +42,14 @@ def _args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--lr", type=float, default=0.01)
     parser.add_argument("--num-classes", type=int, default=None)
     parser.add_argument("--input-shape", default=None)
+    # The clock of the times the PS and the workers compare (ps_exchanges.py): the monotonic one where they
+    # share a machine (a wall clock stepped by NTP meanwhile made an exchange last -0.98 s), the wall clock,
+    # kept in step between machines, where they do not.
+    parser.add_argument("--clock", choices=("monotonic", "wall"), default="monotonic")
     return parser.parse_args(argv)
+
+
+_CLOCKS = {"monotonic": time.monotonic, "wall": time.time}
 
 
 def _flat_params(model):
@@ -59,7 +66,7 @@ def _load_params(model, flat) -> None:
         offset += size
 
 
-def serve(model, workers: int, lr: float) -> dict:
+def serve(model, workers: int, lr: float, clock=time.monotonic) -> dict:
     """The PS: serve pushes in arrival order until every worker has sent its stop message."""
     import torch
     import torch.distributed as dist
@@ -70,9 +77,9 @@ def serve(model, workers: int, lr: float) -> dict:
     reply = torch.empty(size + 1)
     updates, stopped, services = 0, 0, []
     while stopped < workers:
-        posted = time.time()
+        posted = clock()
         src = dist.recv(incoming)  # any source: whoever pushed first is served first
-        received = time.time()
+        received = clock()
         if incoming[size].item() == STOP:
             stopped += 1
             continue
@@ -82,11 +89,11 @@ def serve(model, workers: int, lr: float) -> dict:
         reply[size] = float(updates)
         dist.send(reply, dst=src)
         if len(services) < MAX_RECORDS:
-            services.append([src, posted, received, time.time()])
+            services.append([src, posted, received, clock()])
     return {"role": "ps", "param_count": size, "updates": updates, "services": services}
 
 
-def train(model, info, rank: int, batch: int, duration_s: float) -> dict:
+def train(model, info, rank: int, batch: int, duration_s: float, clock=time.monotonic) -> dict:
     """A worker: compute a gradient, push it, pull the parameters; until its duration is over."""
     import torch
     import torch.distributed as dist
@@ -107,7 +114,7 @@ def train(model, info, rank: int, batch: int, duration_s: float) -> dict:
         loss.backward()
         torch.cat([p.grad.reshape(-1) for p in model.parameters()], out=outgoing[:size])
         computed = time.perf_counter()
-        push_start = time.time()
+        push_start = clock()
         dist.send(outgoing, dst=0)
         dist.recv(incoming, src=0)
         exchange_s = time.perf_counter() - computed
@@ -161,9 +168,9 @@ def _run(args: argparse.Namespace) -> int:
             dist.barrier()  # the count's duration starts once the previous count is over everywhere
             result = None  # a rank outside this count contributes nothing
             if rank == 0:
-                result = serve(model, workers, args.lr)
+                result = serve(model, workers, args.lr, _CLOCKS[args.clock])
             elif rank <= workers:
-                result = train(model, info, rank, args.batch, args.duration_s)
+                result = train(model, info, rank, args.batch, args.duration_s, _CLOCKS[args.clock])
             if result is not None:
                 result = {**result, "workers": workers, "pid": os.getpid()}
             _emit_from_rank0(result, rank, dist.get_world_size())
