@@ -353,10 +353,16 @@ def ago_text(moment: Any) -> str:
     if when.tzinfo is None:
         when = when.tz_localize("UTC")
     seconds = (datetime.now(UTC) - when.to_pydatetime()).total_seconds()
+    if seconds < -60:  # a run from a machine whose clock runs ahead of this one's: not "0 s ago"
+        return f"{_age_words(-seconds)} ahead of this clock"
+    return f"{_age_words(max(seconds, 0))} ago"
+
+
+def _age_words(seconds: float) -> str:
     for limit, size, unit in ((90, 1, "s"), (5400, 60, "min"), (86400 * 1.5, 3600, "h")):
         if seconds < limit:
-            return f"{max(seconds, 0) / size:.0f} {unit} ago"
-    return f"{seconds / 86400:.0f} days ago"
+            return f"{seconds / size:.0f} {unit}"
+    return f"{seconds / 86400:.0f} days"
 
 
 def page_header(title: str, caption: str) -> None:
