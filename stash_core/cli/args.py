@@ -174,3 +174,12 @@ PRECISION_HELP = (
     "arithmetic of the training: fp32 (FP32 throughout), tf32 (TF32 tensor cores; PyTorch runs "
     "convolutions so unless told not to), amp (float16/bfloat16 autocast)"
 )
+
+
+def add_format_argument(parser: argparse.ArgumentParser, keys: str) -> None:
+    """--format table|json: a table, or one JSON object on stdout with the keys `keys` (its failure a JSON
+    object too: cli/main.asks_for_json)."""
+    parser.add_argument(
+        "--format", choices=("table", "json"), default="table",
+        help=f"table or one JSON object on stdout: {{{keys}}}",
+    )  # fmt: skip

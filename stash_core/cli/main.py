@@ -13,7 +13,7 @@ import functools
 import sys
 
 from stash_core import __version__, containment
-from stash_core.cli.args import add_db_argument, db_path
+from stash_core.cli.args import add_db_argument, add_format_argument, db_path
 from stash_core.errors import StashError, UsageError, first_line
 from stash_core.exits import refuse_undecodable, refuse_vanished_folder, run_command
 from stash_core.pathargs import check_outputs, input_path, output_path
@@ -140,10 +140,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     runs = commands.add_parser("runs", help="list stored runs")
     runs.add_argument("--limit", type=count(10**6), default=50, help="most runs to list, newest first")
+    add_format_argument(runs, "runs, stored")
     add_db_argument(runs)
 
     show = commands.add_parser("show", help="show the stall breakdown of a stored run")
     show.add_argument("run_id", help="the run id, or any unique part of it (the short suffix the pages show)")
+    add_format_argument(show, "run, breakdown")
     add_db_argument(show)
 
     export = commands.add_parser("export", help="export every table and view to files")
@@ -211,7 +213,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def asks_for_json(argv: list[str]) -> bool:
-    """Whether a command line asks for JSON on stdout (--json, or predict's and recommend's --format json),
+    """Whether a command line asks for JSON on stdout (--json, or --format json of predict, recommend, runs
+    and show),
     so that its failure is JSON too. A script's own arguments (after --) are not read."""
     given = argv[: argv.index("--")] if "--" in argv else argv
 
@@ -224,7 +227,7 @@ def asks_for_json(argv: list[str]) -> bool:
     command = next((arg for arg in given if not arg.startswith("-")), None)
     formats = [b for a, b in zip(given, given[1:], strict=False) if "=" not in a and spells(a, "--format")]
     formats += [arg.split("=", 1)[1] for arg in given if "=" in arg and spells(arg, "--format")]
-    return command in ("predict", "recommend") and "json" in formats
+    return command in ("predict", "recommend", "runs", "show") and "json" in formats
 
 
 def cmd_profile(args) -> int:
@@ -243,8 +246,11 @@ def cmd_ingest(args) -> int:
 
 
 def cmd_runs(args) -> int:
-    from stash_core.cli.show import runs_table
+    from stash_core.cli.show import runs_json, runs_table
 
+    if args.format == "json":
+        print(runs_json(db_path(args), limit=args.limit))
+        return 0
     table = runs_table(db_path(args), limit=args.limit)
     where = printable(str(db_path(args)))
     missing = "" if db_path(args).exists() else " (no database there yet: --db or $STASH_DB chooses one)"
@@ -253,9 +259,10 @@ def cmd_runs(args) -> int:
 
 
 def cmd_show(args) -> int:
-    from stash_core.cli.show import show_run
+    from stash_core.cli.show import show_json, show_run
 
-    print(printable(show_run(db_path(args), args.run_id)))
+    shown = show_json if args.format == "json" else show_run
+    print(printable(shown(db_path(args), args.run_id)))
     return 0
 
 

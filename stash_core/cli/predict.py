@@ -9,7 +9,14 @@ import json
 import sys
 from typing import Any
 
-from stash_core.cli.args import PRECISION_HELP, add_db_argument, comma_list, db_path, identifier
+from stash_core.cli.args import (
+    PRECISION_HELP,
+    add_db_argument,
+    add_format_argument,
+    comma_list,
+    db_path,
+    identifier,
+)
 from stash_core.cli.figures import fixed, percent
 from stash_core.spec_parse import BATCH_SIZE, count, parse_input_shape
 
@@ -51,7 +58,7 @@ def add_commands(subparsers: Any, parser_class: type[argparse.ArgumentParser] | 
         help="table rows shown, in order ('all' for every one); JSON has every row",
     )  # fmt: skip
     add_job_arguments(pred)
-    add_format_argument(pred)
+    add_format_argument(pred, "job, predictions, not_predicted, profiles_set_aside")
     add_db_argument(pred)
 
 
@@ -76,15 +83,6 @@ def add_job_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--attention", choices=ATTENTIONS, default="fused",
         help="transformers: fused (scaled_dot_product_attention) or eager (matrix products and a softmax)",
-    )  # fmt: skip
-
-
-def add_format_argument(
-    parser: argparse.ArgumentParser, keys: str = "job, predictions, not_predicted, profiles_set_aside"
-) -> None:
-    parser.add_argument(
-        "--format", choices=("table", "json"), default="table",
-        help=f"table or one JSON object on stdout: {{{keys}}}",
     )  # fmt: skip
 
 

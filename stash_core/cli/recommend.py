@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from stash_core.cli.args import (
     PRECISION_HELP,
     add_db_argument,
+    add_format_argument,
     comma_list,
     count,
     db_path,
@@ -17,7 +18,7 @@ from stash_core.cli.args import (
     positive_real,
 )
 from stash_core.cli.figures import fixed, percent
-from stash_core.cli.predict import add_format_argument, add_job_arguments
+from stash_core.cli.predict import add_job_arguments
 from stash_core.csv_outputs import check_csv_replaceable
 from stash_core.errors import UsageError
 from stash_core.pathargs import output_path

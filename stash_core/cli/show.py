@@ -18,6 +18,7 @@ from stash_core.store.runs import run_record, run_rows
 from stash_core.store.stored_breakdown import breakdown_from_stored
 from stash_core.store.summary import catalog_names, database_summary
 from stash_core.terminal import one_line
+from stash_core.units import json_safe
 
 RUNS_COLUMNS = (
     "run_id", "started_at", "status", "model", "batch_size", "workers_per_node", "nodes", "instance",
@@ -32,6 +33,33 @@ def show_run(db_path: Path | str, run_id: str) -> str:
     if run is None:
         raise no_run_error(run_id, db_path)
     return format_stored_run(run, db_path)
+
+
+def show_json(db_path: Path | str, run_id: str) -> str:
+    """What `stash show RUN_ID --format json` prints: {"run": the stored run's fields (spec, fingerprint,
+    phases and warnings included), "breakdown": its breakdown as a result file holds it (per stall: seconds,
+    ci95_s, share, epoch_s, status, note, raw_s)}; times as ISO 8601 text, an unknown figure as null."""
+    run = run_record(db_path, run_id)
+    if run is None:
+        raise no_run_error(run_id, db_path)
+    breakdown = breakdown_from_stored(run)
+    fields = {key: value for key, value in run.items() if key not in breakdown and key != "stalls"}
+    return _json_text({"run": fields, "breakdown": breakdown})
+
+
+def runs_json(db_path: Path | str, limit: int | None = None) -> str:
+    """What `stash runs --format json` prints: {"runs": one object per run, newest first, the stall_breakdown
+    view's columns (docs/schema.md), "stored": how many runs the database holds}."""
+    rows = run_rows(db_path, limit)
+    total = _run_count(db_path) if limit is not None and len(rows) >= limit else len(rows)
+    return _json_text({"runs": rows, "stored": total})
+
+
+def _json_text(value: object) -> str:
+    import json
+
+    # a time as ISO 8601 text; NaN and infinities as null (json_safe)
+    return json.dumps(json_safe(value), default=lambda moment: moment.isoformat())
 
 
 def runs_table(db_path: Path | str, limit: int | None = None) -> str | None:

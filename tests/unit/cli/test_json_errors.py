@@ -62,7 +62,8 @@ def test_which_command_lines_ask_for_json(argv, asked):
     [
         (["predict", "--model", "resnet50", "--json"], "this command takes --format json"),
         (["whatif", "RUN", "--format", "json"], "this command takes --json"),
-        (["show", "RUN", "--json"], "this command prints no JSON: `stash export --format json`"),
+        (["show", "RUN", "--json"], "this command takes --format json"),
+        (["models", "--json"], "this command prints no JSON: `stash export --format json`"),
     ],
 )
 def test_the_other_spelling_of_json_says_the_commands_own(argv, hint, tmp_path, capsys):

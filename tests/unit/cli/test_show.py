@@ -128,3 +128,29 @@ def test_runs_says_how_many_runs_the_limit_left_out(tmp_path, capsys) -> None:
         assert main(["runs", "--db", str(db), "--limit", limit]) == 0
         out = capsys.readouterr().out
         assert "not shown" not in out and len(out.splitlines()) == 4
+
+
+def test_runs_and_show_print_json_when_asked(tmp_path, capsys) -> None:
+    """`stash runs --json` and `show --json` were refused ("this command prints no JSON"): a script had to
+    export every table or start Python to read one run's breakdown."""
+    import json
+
+    db = tmp_path / "r.duckdb"
+    docs = [result_doc(run_id=f"20261122T11060{n}Z-2904421{n}", stalls={"compute": 0.2, "cpu": 0.05})
+            for n in range(3)]  # fmt: skip
+    docs[1]["breakdown"]["epoch_s"] = float("nan")  # not known: null, as a result file writes it
+    for doc in docs:
+        store.ingest_result(db, doc)
+    assert main(["runs", "--db", str(db), "--format", "json", "--limit", "2"]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    assert [run["run_id"] for run in listed["runs"]] == [docs[2]["run_id"], docs[1]["run_id"]]
+    assert listed["stored"] == 3 and listed["runs"][1]["epoch_s"] is None
+    assert listed["runs"][0]["started_at"].startswith("2026-")  # a time as ISO 8601 text
+    assert main(["show", "29044210", "--db", str(db), "--format", "json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["run"]["run_id"] == docs[0]["run_id"] and shown["run"]["spec"]["batch_size"] == 32
+    stalls = shown["breakdown"]["stalls"]
+    assert stalls["compute"]["seconds"] == pytest.approx(0.2) and stalls["cpu"]["seconds"] == pytest.approx(0.05)
+    assert shown["breakdown"]["iteration_s"] == pytest.approx(0.25)
+    assert main(["show", "nope", "--db", str(db), "--format", "json"]) == 2
+    assert json.loads(capsys.readouterr().out) == {"error": f"no run 'nope' in {db}", "exit_status": 2}
