@@ -150,7 +150,7 @@ def test_runs_and_show_print_json_when_asked(tmp_path, capsys) -> None:
     shown = json.loads(capsys.readouterr().out)
     assert shown["run"]["run_id"] == docs[0]["run_id"] and shown["run"]["spec"]["batch_size"] == 32
     stalls = shown["breakdown"]["stalls"]
-    assert stalls["compute"]["seconds"] == pytest.approx(0.2) and stalls["cpu"]["seconds"] == pytest.approx(0.05)
+    assert (stalls["compute"]["seconds"], stalls["cpu"]["seconds"]) == pytest.approx((0.2, 0.05))
     assert shown["breakdown"]["iteration_s"] == pytest.approx(0.25)
     assert main(["show", "nope", "--db", str(db), "--format", "json"]) == 2
     assert json.loads(capsys.readouterr().out) == {"error": f"no run 'nope' in {db}", "exit_status": 2}
