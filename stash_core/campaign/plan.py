@@ -308,9 +308,11 @@ def split_done(
 def profile_spec(item: CampaignItem, settings: CampaignSettings) -> ProfileSpec:
     """The profile of one configuration: the item's model and sizes with the campaign's shared settings."""
     # The default asks what the configuration has: the interconnect of 2 or more workers a node, a network
-    # between nodes.
-    default = ["compute", *(["interconnect"] if item.workers_per_node > 1 else [])]
-    names = [*(settings.stalls or default), *(["network"] if item.nodes > 1 else [])]
+    # between nodes. Stalls given are the ones measured (network was added to them on several nodes, an
+    # extra run a node count over that nobody asked for).
+    default = ["compute", *(["interconnect"] if item.workers_per_node > 1 else []),
+               *(["network"] if item.nodes > 1 else [])]  # fmt: skip
+    names = settings.stalls or default
     if item.script is not None:
         return ProfileSpec(
             model=item.model, batch_size=None, workers_per_node=item.workers_per_node, nodes=item.nodes,

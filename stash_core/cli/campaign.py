@@ -83,7 +83,8 @@ def add_commands(subparsers: Any, parser_class: type[argparse.ArgumentParser] | 
     )  # fmt: skip
     camp.add_argument(
         "--stalls", type=_campaign_stalls, default=None,
-        help="compute, interconnect, network; default compute,interconnect (+network on nodes > 1)",
+        help="compute, interconnect, network (those given are measured); default compute, +interconnect on "
+        "2 or more workers a node, +network on nodes > 1",
     )  # fmt: skip
     camp.add_argument("--iterations", type=_checked(parse_iterations), default="auto")
     camp.add_argument("--input-shape", type=_checked(parse_input_shape), default=None,

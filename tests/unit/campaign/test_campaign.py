@@ -358,3 +358,11 @@ def test_a_stored_run_of_the_models_own_shape_and_classes_covers_a_campaign_that
         assert split_done(plan, same) == ([], plan), same
     for other in (replace(settings, num_classes=10), replace(settings, input_shape="3,32,32")):
         assert split_done(plan, other) == (plan, []), other
+
+
+def test_stalls_given_are_the_ones_measured_on_several_nodes_too(tmp_path):
+    """--stalls compute on 2 nodes measured the network too: an extra run over the nodes nobody asked for."""
+    settings = CampaignSettings(db_path=tmp_path / "c.duckdb")
+    _, multi = plan_campaign(["resnet10"], [8], [2], [1, 2], ["1gbit"])
+    assert profile_spec(multi, settings).stalls == ["compute", "interconnect", "network"]  # the default
+    assert profile_spec(multi, replace(settings, stalls=["compute"])).stalls == ["compute"]
