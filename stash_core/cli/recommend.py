@@ -11,14 +11,13 @@ from stash_core.cli.args import (
     PRECISION_HELP,
     add_db_argument,
     add_format_argument,
-    comma_list,
     count,
     db_path,
     identifier,
     positive_real,
 )
 from stash_core.cli.figures import fixed, percent
-from stash_core.cli.predict import add_job_arguments
+from stash_core.cli.predict import add_job_arguments, instance_selection
 from stash_core.csv_outputs import check_csv_replaceable
 from stash_core.errors import UsageError
 from stash_core.pathargs import output_path
@@ -57,8 +56,8 @@ def add_commands(subparsers: Any, parser_class: type[argparse.ArgumentParser] | 
     rec.add_argument("--max-usd", type=positive_real(1e12), default=None, help=f"cost limit{one_of}")
     rec.add_argument("--spot", action="store_true", help="use spot prices")
     rec.add_argument(
-        "--instances", type=comma_list(identifier, 1000), default=None,
-        help="comma list of catalog instances to consider",
+        "--instances", type=instance_selection, default=None,
+        help="'all' or a comma list of catalog instances to consider (default all)",
     )  # fmt: skip
     rec.add_argument("--max-instances", type=count(64), default=4, help="most instances of one type")
     rec.add_argument(

@@ -79,7 +79,9 @@ def add_commands(subparsers: Any, parser_class: type[argparse.ArgumentParser] | 
         "philly (1-32 GPUs, heavy-tailed durations, diurnal arrivals, per-model gradient sizes; "
         "stash_core/sched/generate.py)",
     )  # fmt: skip
-    sched.add_argument("--seed", type=seed, default=defaults.SEED, help="seed of the synthetic trace")
+    sched.add_argument(
+        "--seed", type=seed, default=None, help=f"seed of the synthetic trace (default {defaults.SEED})"
+    )
     sched.add_argument(
         "--mean-gap-s", type=positive_real(YEAR_S), default=None,
         help=f"mean time between synthetic arrivals (default {defaults.MEAN_GAP_S:g})",
@@ -172,13 +174,14 @@ def cmd_schedule(args: argparse.Namespace) -> int:
     from stash_core.api.scheduling import simulate_schedule
 
     database = db_path(args)
-    shaping = [flag for flag, value in (("--generator", args.generator), ("--mean-gap-s", args.mean_gap_s))
-               if value is not None]  # fmt: skip
+    shaping = [flag for flag, value in (("--generator", args.generator), ("--mean-gap-s", args.mean_gap_s),
+                                        ("--seed", args.seed)) if value is not None]  # fmt: skip
     if args.trace is not None and shaping:
         raise UsageError(f"{shaping[0]} shapes a synthetic trace (--synthetic-jobs); it does not go with "
                          "--trace")  # fmt: skip
     args.generator = args.generator or defaults.GENERATOR
     args.mean_gap_s = args.mean_gap_s if args.mean_gap_s is not None else defaults.MEAN_GAP_S
+    args.seed = args.seed if args.seed is not None else defaults.SEED
     schedule = simulate_schedule(
         args.trace, synthetic_jobs=args.synthetic_jobs, trace_format=args.trace_format,
         generator=args.generator, arrivals=args.arrivals, seed=args.seed, mean_gap_s=args.mean_gap_s,

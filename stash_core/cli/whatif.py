@@ -17,7 +17,9 @@ def add_commands(subparsers: Any, parser_class: type[argparse.ArgumentParser] | 
     what = subparsers.add_parser("whatif", help="what would hide a stored run's CPU, disk and network stalls")
     what.add_argument("run_id")
     what.add_argument(
-        "--target-share", type=fraction(), default=0.05, help="network stall to aim for (share)"
+        "--target-share", type=fraction(), default=0.05,
+        help="network stall to aim for, as a share of the rest of the iteration (0.05: 5%% of the time the "
+        "iteration takes without it)",
     )
     what.add_argument("--json", action="store_true", help="print the answer as JSON")
     add_db_argument(what)

@@ -65,8 +65,8 @@ def test_the_pages_defaults_are_the_commands(tmp_path, monkeypatch):
     value = lambda key: app.number_input(key=key).value  # noqa: E731
     switches, nodes, gpus = (int(v) for v in args.cluster.split("x"))
     assert (value("sched-switches"), value("sched-nodes"), value("sched-gpus")) == (switches, nodes, gpus)
-    assert value("sched-seed") == args.seed
     # None: the command's default, which --trace refuses to be given (it shapes a synthetic trace only)
+    assert value("sched-seed") == defaults.SEED and args.seed is None
     assert value("sched-gap") == defaults.MEAN_GAP_S and args.mean_gap_s is None
     assert app.selectbox(key="sched-generator").value == defaults.GENERATOR and args.generator is None
     assert app.multiselect(key="sched-policies").value == args.policies.split(",")

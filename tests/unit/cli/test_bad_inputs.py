@@ -747,7 +747,7 @@ CASES: list[tuple[str, list[str], str]] = [
             ["schedule", "--trace", "{plain}", flag, value, "--db", "{db}"],
             f"{flag} shapes a synthetic trace",
         )
-        for flag, value in (("--generator", "philly"), ("--mean-gap-s", "5"))
+        for flag, value in (("--generator", "philly"), ("--mean-gap-s", "5"), ("--seed", "5"))
     ],
     (
         "schedule-philly-not-json",

@@ -274,3 +274,16 @@ def test_figures_wider_than_their_column_never_run_into_the_column_before(tmp_pa
     assert stash("recommend", *job, *where) == 0
     row = next(line for line in capsys.readouterr().out.splitlines() if " 1 x g5.xlarge " in line)
     assert re.search(r"predicted +[\d,]+ d [\d,]+ d \$[\d,.]+ +1\.01 ", row), row
+
+
+def test_recommend_takes_all_instances_as_predict_does(tmp_path, capsys):
+    """`recommend --instances all` was refused as "unknown instance(s) all", though docs/commands.md, the API
+    and `predict` take it."""
+    from stash_core.cli.main import main
+
+    job = ["recommend", "--model", "resnet18", "--batch-size", "8", "--epochs", "1", "--dataset-images",
+           "1000", "--budget-hours", "5", "--db", str(tmp_path / "r.duckdb"), "--format", "json"]  # fmt: skip
+    assert main([*job, "--instances", "all"]) == 0
+    every = capsys.readouterr().out
+    assert main(job) == 0
+    assert capsys.readouterr().out == every
