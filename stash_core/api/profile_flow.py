@@ -23,7 +23,7 @@ from stash_core import store
 from stash_core.api.profile_inputs import built_model, data_and_model, data_folder
 from stash_core.catalog import check_document
 from stash_core.engine.jobs import jobs_dir, register_profile
-from stash_core.engine.machine import cuda_device_count, resolve_device, validate
+from stash_core.engine.machine import cuda_device_count, refuse_auto_only, resolve_device, validate
 from stash_core.engine.profiler import run_profile
 from stash_core.engine.progress import BarReporter, JsonReporter, Reporter
 from stash_core.engine.script_job import finish_script_doc
@@ -207,6 +207,7 @@ def _measure_and_save(
 def checked_spec(args: argparse.Namespace) -> tuple[ProfileSpec, Path | None]:
     """The spec of the arguments and the emulated cluster's state folder, checked before anything runs."""
     spec = ProfileSpec.from_args(args)
+    refuse_auto_only(spec, getattr(args, "typed", ()))
     cuda_devices = cuda_device_count()
     validate(spec, cuda_devices)
     resolve_device(spec, cuda_devices)

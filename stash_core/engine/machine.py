@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Collection
 from dataclasses import replace
 
 from stash_core.engine.paired import why_not_paired
@@ -50,6 +51,17 @@ def validate(spec: ProfileSpec, cuda_devices: int) -> None:
         raise UsageError(
             f"--threads-per-worker {spec.threads_per_worker}: this machine has {cores} usable CPU core(s)"
         )
+
+
+def refuse_auto_only(spec: ProfileSpec, typed: Collection[str] = ()) -> None:
+    """--target-ci and --max-iterations steer --iterations auto: with a fixed count they did nothing, without
+    a word (typed at their default, or set away from it)."""
+    if spec.iterations == "auto":
+        return
+    for flag, attr in (("--target-ci", "target_relative_ci"), ("--max-iterations", "max_iterations")):
+        if getattr(spec, attr) != default_of(attr) or flag[2:].replace("-", "_") in typed:
+            raise UsageError(f"{flag} steers --iterations auto; with --iterations {spec.iterations} every "
+                             "run times that many iterations: leave one of them out")  # fmt: skip
 
 
 def check_paired(spec: ProfileSpec, device: str) -> None:

@@ -79,6 +79,11 @@ REFUSED = [
     ("image-px-of-a-token-model", ["profile", "--model", "bert_tiny", "--batch-size", "4", "--db",
                                    "{tmp}/p.duckdb", "--synthetic-images", "64", "--image-px", "64"],
      "bert_tiny takes token ids"),
+    ("target-ci-with-fixed-iterations", [*PROFILE, "--iterations", "10", "--target-ci", "0.1"],
+     "--target-ci steers --iterations auto"),
+    ("max-iterations-at-its-default-with-fixed-iterations", [*PROFILE, "--iterations", "10",
+                                                             "--max-iterations", "2000"],
+     "--max-iterations steers --iterations auto"),
 ]  # fmt: skip
 
 STARTED = [
@@ -86,6 +91,7 @@ STARTED = [
     ("stalls-twice", [*PROFILE, "--stalls", "compute,compute"]),
     ("stalls-upper-case", [*PROFILE, "--stalls", "COMPUTE"]),
     ("iterations-auto", [*PROFILE, "--iterations", "auto"]),
+    ("iterations-auto-with-its-target", [*PROFILE, "--target-ci", "0.05", "--max-iterations", "500"]),
     ("one-class", [*PROFILE, "--input-shape", "3,32,32", "--num-classes", "1"]),
     ("instance-of-200", [*PROFILE, "--instance", "i" * 200]),
 ]
