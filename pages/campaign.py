@@ -7,6 +7,7 @@ import streamlit as st
 
 from pages._shared import current_db, load, page_guard, page_header, show_table, usd_text
 from stash_core.errors import StashError
+from stash_core.spec_parse import CAMPAIGN_BATCH_SIZE
 from stash_core.views import campaign as view
 from stash_core.views.campaign import CampaignPlan, CampaignRequest
 from stash_core.views.common import in_page_words, plain
@@ -56,7 +57,8 @@ def request_form() -> CampaignRequest | None:
             "Models (zoo names)", view.zoo_models(), default=list(view.DEFAULT_MODELS), key="campaign-models"
         )
         cols = st.columns(4)
-        batch_text = cols[0].text_input("Batch sizes per worker (comma list)", "64", key="campaign-batch")
+        batch_text = cols[0].text_input("Batch sizes per worker (comma list)", str(CAMPAIGN_BATCH_SIZE),
+                                        key="campaign-batch")  # fmt: skip
         pricing = cols[1].radio(
             "Price", list(PRICINGS), format_func=PRICINGS.get, horizontal=True, key="campaign-pricing"
         )

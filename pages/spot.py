@@ -8,6 +8,7 @@ import streamlit as st
 from pages._shared import chart_with_download, load, page_guard, page_header, show_table, usd_text
 from stash_core import views
 from stash_core.errors import StashError
+from stash_core.spot.simulate import DEFAULT_SEED, RISK_RUNS
 from stash_core.views.common import plain
 from stash_core.views.spot import SpotAnswer
 
@@ -192,8 +193,9 @@ def simulation_view(request: dict) -> None:
     row = st.columns([2, 1, 1, 1])
     rate = row[0].slider("Revocations per spot instance per hour", 0.0, 5.0, 0.5, 0.1, key="spot-rate")
     lost = row[1].number_input("Seconds lost per revocation", 0.0, 86400.0, 30.0, key="spot-lost")
-    runs = row[2].number_input("Runs", 1, views.spot.MAX_PAGE_RUNS, 100, key="spot-runs")
-    seed = row[3].number_input("Seed", 1, 2**31 - 1, 1, key="spot-seed")
+    # the command's defaults (spot-simulate, and the risk `stash spot` states): the same figures
+    runs = row[2].number_input("Runs", 1, views.spot.MAX_PAGE_RUNS, RISK_RUNS, key="spot-runs")
+    seed = row[3].number_input("Seed", 0, 2**31 - 1, DEFAULT_SEED, key="spot-seed")
     if not st.button("Simulate", icon=":material/casino:", key="spot-simulate"):
         return
     with st.spinner("Simulating revocations…"):

@@ -95,6 +95,7 @@ def positive_real(high: float) -> Number:
 
 positive_int = count()  # a positive integer an INTEGER column holds (other commands' counts)
 BATCH_SIZE = count(2**20)
+CAMPAIGN_BATCH_SIZE = 32  # a campaign's batch size per worker when none is given (command and page alike)
 WORKERS = count(1024)
 SEED = Number(0, INT32_MAX, what="an integer >= 0")
 PORT = Number(1, 65535, what="a port number 1..65535")

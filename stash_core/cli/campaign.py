@@ -13,6 +13,7 @@ from stash_core.pathargs import input_path, output_path
 from stash_core.spec import add_script_args
 from stash_core.spec_parse import (
     BATCH_SIZE,
+    CAMPAIGN_BATCH_SIZE,
     WORKERS,
     parse_input_shape,
     parse_iterations,
@@ -70,7 +71,8 @@ def add_commands(subparsers: Any, parser_class: type[argparse.ArgumentParser] | 
         "--depths", type=comma_list(count(1000)), default=None, help="comma list, e.g. 10,18,50"
     )
     camp.add_argument(
-        "--batch-sizes", type=comma_list(BATCH_SIZE), default=None, help="comma list (default 32)"
+        "--batch-sizes", type=comma_list(BATCH_SIZE), default=None,
+        help=f"comma list (default {CAMPAIGN_BATCH_SIZE})"
     )
     camp.add_argument(
         "--workers", type=comma_list(WORKERS), default=None,
@@ -173,7 +175,7 @@ def check_script_options(args: argparse.Namespace) -> None:
         if args.script_args:
             first = args.script_args[0]
             raise UsageError(f"arguments after -- are the script's: they need --script (got {first!r})")
-        args.batch_sizes = args.batch_sizes or [32]
+        args.batch_sizes = args.batch_sizes or [CAMPAIGN_BATCH_SIZE]
         return
     options = (("--batch-sizes", args.batch_sizes), ("--input-shape", args.input_shape),
                ("--num-classes", args.num_classes), ("--depths", args.depths))  # fmt: skip

@@ -176,3 +176,13 @@ def test_the_page_is_in_the_navigation(empty_db: Path):
     app.switch_page("pages/campaign.py").run()
     assert not app.exception and not app.error
     assert app.title[0].value == "Campaign"
+
+
+def test_the_pages_batch_size_is_the_commands(empty_db: Path, without_skypilot):
+    """The page offered 64 per worker where `stash campaign` takes 32 when none is given."""
+    from stash_core.cli.main import build_parser
+    from stash_core.cli.campaign import check_script_options
+
+    args = build_parser().parse_args(["campaign", "--models", "resnet18", "--instance", "x"])
+    check_script_options(args)
+    assert _page(empty_db).text_input(key="campaign-batch").value == ",".join(map(str, args.batch_sizes))

@@ -196,3 +196,19 @@ def test_the_plan_s_revocation_overhead_is_the_spot_plan_s_and_the_simulation_st
     app = app.button(key="spot-simulate").click().run()
     rows = next(frame.value for frame in app.dataframe if "p_deadline" in frame.value.columns)
     assert rows.set_index("strategy").loc["spotDNN", "first_plan"] == shown_plan
+
+
+def test_the_revocation_simulations_defaults_are_the_commands(tmp_path, monkeypatch):
+    """The page simulated 100 runs from seed 1 (its seed could not be 0) where `spot-simulate` and the risk
+    `stash spot` states take 200: the same plan showed other odds on the page."""
+    from stash_core.cli.main import build_parser
+
+    args = build_parser().parse_args(["spot-simulate", "--workload", "w.json", "--instances", "a:1",
+                                      "--target-loss", "1", "--deadline-s", "1", "--rate-per-h", "1"])  # fmt: skip
+    app = _plan(_page(tmp_path / "fresh.duckdb", monkeypatch))
+    from stash_core.spot.simulate import DEFAULT_SEED, RISK_RUNS
+
+    # None: the command's own, its help says 200 (and `stash spot` states the risk of RISK_RUNS runs)
+    assert app.number_input(key="spot-runs").value == RISK_RUNS == 200 and args.runs is None
+    assert app.number_input(key="spot-seed").value == DEFAULT_SEED and args.seed is None
+    assert app.number_input(key="spot-seed").min == 0
