@@ -180,8 +180,8 @@ def test_the_page_is_in_the_navigation(empty_db: Path):
 
 def test_the_pages_batch_size_is_the_commands(empty_db: Path, without_skypilot):
     """The page offered 64 per worker where `stash campaign` takes 32 when none is given."""
-    from stash_core.cli.main import build_parser
     from stash_core.cli.campaign import check_script_options
+    from stash_core.cli.main import build_parser
 
     args = build_parser().parse_args(["campaign", "--models", "resnet18", "--instance", "x"])
     check_script_options(args)

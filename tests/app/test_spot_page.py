@@ -203,8 +203,9 @@ def test_the_revocation_simulations_defaults_are_the_commands(tmp_path, monkeypa
     `stash spot` states take 200: the same plan showed other odds on the page."""
     from stash_core.cli.main import build_parser
 
-    args = build_parser().parse_args(["spot-simulate", "--workload", "w.json", "--instances", "a:1",
-                                      "--target-loss", "1", "--deadline-s", "1", "--rate-per-h", "1"])  # fmt: skip
+    simulate = ["spot-simulate", "--workload", "w.json", "--instances", "a:1", "--target-loss", "1",
+                "--deadline-s", "1", "--rate-per-h", "1"]  # fmt: skip
+    args = build_parser().parse_args(simulate)
     app = _plan(_page(tmp_path / "fresh.duckdb", monkeypatch))
     from stash_core.spot.simulate import DEFAULT_SEED, RISK_RUNS
 
