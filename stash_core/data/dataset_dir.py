@@ -40,9 +40,10 @@ def read_manifest(dataset_dir: Path) -> dict[str, Any] | None:
         return None
 
 
-def _remove_stale_tmp_dirs(parent: Path, name: str) -> None:
-    # A build killed hard (SIGKILL, power loss) leaves .tmp-<name>-<pid>; remove those of dead processes.
-    for tmp_dir in parent.glob(f"{_TMP_PREFIX}{name}-*"):
+def _remove_stale_tmp_dirs(parent: Path) -> None:
+    # A build killed hard (SIGKILL, power loss) leaves .tmp-<name>-<pid>; remove those of dead processes, of
+    # any data set: the one killed is seldom the one asked for next (too big: killed, and tried smaller).
+    for tmp_dir in parent.glob(f"{_TMP_PREFIX}*-*"):
         pid_text = tmp_dir.name.rsplit("-", 1)[-1]
         if pid_text.isdigit() and not pid_alive(int(pid_text)):
             shutil.rmtree(tmp_dir, ignore_errors=True)
@@ -64,14 +65,15 @@ def build_dataset_dir(
 
     `write_files(tmp_dir)` fills a private temp folder and returns extra manifest fields; the manifest is
     written last and the folder renamed into place, so an interrupted build never looks complete."""
+    parent = final_dir.parent
+    if parent.is_dir():
+        _remove_stale_tmp_dirs(parent)
     if read_manifest(final_dir) is not None:
         return final_dir
-    parent = final_dir.parent
     try:
         parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise write_failure(f"cannot create data set folder {parent}: {exc.strerror}", exc) from exc
-    _remove_stale_tmp_dirs(parent, final_dir.name)
     tmp_dir = parent / f"{_TMP_PREFIX}{final_dir.name}-{os.getpid()}"
     shutil.rmtree(tmp_dir, ignore_errors=True)
     try:

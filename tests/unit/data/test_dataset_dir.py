@@ -105,3 +105,23 @@ def test_a_link_to_a_pipe_is_no_file_of_the_set(tmp_path: Path) -> None:
     (root / "cats" / "p.jpg").symlink_to(tmp_path / "pipe")
     _, files, _ = scan_class_folders(root, [".jpg"], "image")
     assert root / "cats" / "p.jpg" not in files and len(files) == 4
+
+
+def test_a_killed_build_of_any_set_is_removed_by_the_next_build_and_a_live_one_kept(tmp_path: Path) -> None:
+    """A build killed hard left .tmp-<set>-<pid>; only the build of that same set removed it, and the set
+    killed (too big) is seldom the one asked for next: 20 MB were left for good."""
+    import subprocess
+
+    from stash_core.data.dataset_dir import build_dataset_dir
+
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    killed = tmp_path / f".tmp-synthetic-20000-128px-s0-{dead.pid}"
+    (killed / "class_000").mkdir(parents=True)
+    alive = tmp_path / f".tmp-synthetic-64-32px-s0-{os.getpid()}"  # a build under way in this process
+    alive.mkdir()
+    built = build_dataset_dir(tmp_path / "synthetic-8-32px-s0", {}, lambda folder: {})
+    assert built.is_dir() and not killed.exists() and alive.exists()
+    (killed / "class_000").mkdir(parents=True)
+    build_dataset_dir(tmp_path / "synthetic-8-32px-s0", {}, lambda folder: {})  # already there: swept too
+    assert not killed.exists()
