@@ -9,6 +9,7 @@ re-parented and would be lost afterwards).
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -32,6 +33,18 @@ def pid_alive(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] != "Z"
     except OSError:  # gone since the signal
         return False
+
+
+def remove_folders_of_ended(parent: Path, prefix: str) -> None:
+    """Remove this user's folders `<prefix><pid>-...` in `parent` whose process has ended: a process killed
+    (SIGKILL, power loss) before it could remove its own temporary folder leaves it for the next to sweep."""
+    for folder in parent.glob(f"{prefix}*-*"):
+        pid = folder.name.removeprefix(prefix).split("-", 1)[0]
+        try:
+            if pid.isdigit() and folder.stat().st_uid == os.getuid() and not pid_alive(int(pid)):
+                shutil.rmtree(folder, ignore_errors=True)
+        except OSError:
+            pass  # gone already, or another's
 
 
 def end_with_parent() -> None:

@@ -23,13 +23,14 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 from stash_core.errors import MeasurementError
 from stash_core.interrupts import check_stop_request, held_interrupts, stop_exception
 from stash_core.launch import supervisor, torchrun, warm_start
 from stash_core.launch.hang_watch import HangWatch
 from stash_core.launch.warm_start import WarmLaunch
-from stash_core.proc import end_tree
+from stash_core.proc import end_tree, remove_folders_of_ended
 
 KILL_GRACE_S = 5.0
 LINE_END = re.compile(rb"\r\n|\r|\n")
@@ -62,8 +63,10 @@ def run_local(
     disarms) finds its timed loop hung.
     """
     # torchrun's log folder (a torchelastic_* folder per launch in $TMPDIR otherwise) and its children's
-    # $TMPDIR: one private folder per launch, removed when the launch ends, however it ends.
-    temp_dir = tempfile.mkdtemp(prefix="stash-launch-")
+    # $TMPDIR: one private folder per launch, removed when the launch ends, however it ends; named with this
+    # process's id, so that one left by a profile killed hard is swept by the next (_sweep_once).
+    _sweep_once()
+    temp_dir = tempfile.mkdtemp(prefix=f"{_TEMP_PREFIX}{os.getpid()}-")
     try:
         process = _start(with_log_dir(argv, temp_dir), env, preexec, temp_dir)
     except BaseException:
@@ -137,6 +140,17 @@ class _Lines:
         return [line.decode(errors="replace") for line in lines], False
 
 
+_TEMP_PREFIX = "stash-launch-"
+_swept: list[bool] = []
+
+
+def _sweep_once() -> None:
+    """The launch folders of profiles killed hard (their process ended), once per process."""
+    if not _swept:
+        _swept.append(True)
+        remove_folders_of_ended(Path(tempfile.gettempdir()), _TEMP_PREFIX)
+
+
 def with_log_dir(argv: list[str], folder: str) -> list[str]:
     """A torchrun argv (torchrun_argv's) with its log folder in `folder`; any other argv as it is."""
     if argv[1:3] != ["-m", TORCHRUN_MODULE]:
@@ -152,7 +166,7 @@ def _start(
     starter = warm_start.active()
     forked = argv[1:3] == ["-m", TORCHRUN_MODULE] and torchrun.FORK_OPTION in argv
     if starter is not None and forked and starter.serves(env, preexec):
-        launch = starter.launch(argv[3:])
+        launch = starter.launch(argv[3:], temp_dir)
         if launch is not None:
             return launch
     tag = f"local-{os.getpid()}-{secrets.token_hex(4)}"

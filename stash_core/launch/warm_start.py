@@ -35,6 +35,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import traceback
 from collections.abc import Iterator
@@ -105,6 +106,9 @@ def _run_torchrun(connection: socket.socket, message: dict, fds: list[int]) -> N
         for descriptor in (null, *fds):
             os.close(descriptor)
         os.chdir(message["cwd"])
+        if message.get("tmpdir"):  # the launch's own folder, removed when it ends: not the server's
+            os.environ["TMPDIR"] = message["tmpdir"]
+            tempfile.tempdir = None  # gettempdir() reads $TMPDIR again
         sys.argv = ["torchrun", *message["args"]]
         torchrun.main()  # exits at once when it has succeeded
         code = 0
@@ -220,15 +224,17 @@ class WarmStarter:
             return False
         return {**os.environ, **(env or {})} == {**os.environ, **self.env}
 
-    def launch(self, args: list[str]) -> WarmLaunch | None:
-        """A launch of torchrun with `args` (launch/torchrun.py's), or None when the server is gone (the
-        caller then starts one anew)."""
+    def launch(self, args: list[str], temp_dir: str | None = None) -> WarmLaunch | None:
+        """A launch of torchrun with `args` (launch/torchrun.py's) and `temp_dir` as its $TMPDIR (as a launch
+        started anew has: its workers' loaders keep their sockets there), or None when the server is gone
+        (the caller then starts one anew)."""
         out_read, out_write = os.pipe()
         err_read, err_write = os.pipe()
         message: dict = {}
         try:
             try:
-                _send(self._connection, {"args": args, "cwd": os.getcwd()}, [out_write, err_write])
+                request = {"args": args, "cwd": os.getcwd(), "tmpdir": temp_dir}
+                _send(self._connection, request, [out_write, err_write])
             except OSError as error:  # too large a message: this launch alone starts anew
                 if error.errno != errno.EMSGSIZE:
                     raise

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import duckdb
 
-from stash_core.proc import pid_alive
+from stash_core.proc import remove_folders_of_ended
 from stash_core.store.instances import transaction
 from stash_core.store.schema import create_schema
 
@@ -38,7 +38,7 @@ def template_path() -> Path:
     global _template
     with _lock:
         if _template is None or not _template.exists():
-            _remove_left_behind(Path(tempfile.gettempdir()))
+            remove_folders_of_ended(Path(tempfile.gettempdir()), _PREFIX)  # of processes killed
             folder = Path(tempfile.mkdtemp(prefix=f"{_PREFIX}{os.getpid()}-"))
             atexit.register(shutil.rmtree, folder, True)
             path = folder / "schema.duckdb"
@@ -50,17 +50,6 @@ def template_path() -> Path:
                 con.close()
             _template = path
         return _template
-
-
-def _remove_left_behind(temporary: Path) -> None:
-    """Remove the templates of this user's processes that ended without their exit handlers (killed)."""
-    for folder in temporary.glob(f"{_PREFIX}*-*"):
-        pid = folder.name.removeprefix(_PREFIX).split("-", 1)[0]
-        try:
-            if pid.isdigit() and folder.stat().st_uid == os.getuid() and not pid_alive(int(pid)):
-                shutil.rmtree(folder, ignore_errors=True)
-        except OSError:
-            pass  # gone already, or another's
 
 
 def copy_schema(con: duckdb.DuckDBPyConnection) -> None:

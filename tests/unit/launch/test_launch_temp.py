@@ -108,3 +108,21 @@ def test_a_nodes_command_keeps_torch_compile_s_cache_where_it_was(temp_root: Pat
     node = _on_a_node([sys.executable, "-c", SAYS_COMPILE_CACHE], temp_root)
     out, _ = node.communicate(timeout=60)
     assert Path(out.strip()).parent == temp_root and Path(out.strip()).name.startswith("torchinductor_")
+
+
+def test_the_folder_of_a_launch_killed_hard_is_swept_by_the_next(temp_root: Path, monkeypatch) -> None:
+    """kill -9 of a profile left /tmp/stash-launch-XXXX (torchrun's log folders), and nothing removed it."""
+    from stash_core.launch import local
+
+    ended = subprocess.Popen(["true"])
+    ended.wait()
+    killed = temp_root / f"stash-launch-{ended.pid}-abc123"
+    (killed / "attempt_0").mkdir(parents=True)
+    running = temp_root / f"stash-launch-{os.getpid()}-def456"  # a launch of a profile still running
+    running.mkdir()
+    other = temp_root / "stash-launchpad"
+    other.mkdir()
+    monkeypatch.setattr(local, "_swept", [])
+    assert run_local([sys.executable, "-c", "print(1)"], lambda line: None, timeout_s=60) == []
+    assert not killed.exists() and running.exists() and other.exists()
+    assert sorted(path.name for path in temp_root.iterdir()) == sorted([running.name, other.name])

@@ -63,6 +63,25 @@ def test_a_forked_launch_returns_its_output_and_leaves_nothing(tmp_path):
         assert not starter.broken
 
 
+def test_a_forked_launch_has_its_own_temp_folder_as_one_started_anew(tmp_path, monkeypatch):
+    """A launch forked by the server kept the server's $TMPDIR: its workers' loaders left /tmp/pymp-* socket
+    folders when the launch was ended, where a launch started anew has them in its own folder, removed."""
+    import tempfile
+
+    root = tmp_path / "tmp"
+    root.mkdir()
+    monkeypatch.setenv("TMPDIR", str(root))
+    monkeypatch.setattr(tempfile, "tempdir", str(root))
+    env, argv = _module(tmp_path, f"stash-warm-{uuid.uuid4().hex[:8]}",
+                        "import tempfile; print('tmp', tempfile.gettempdir(), flush=True); sys.exit(0)")
+    with warm_start.warm_launches(env) as starter:
+        lines: list[str] = []
+        assert run_local(argv, lines.append, timeout_s=120, env=env) == []
+        assert not starter.broken and starter.reaped_cpu_s > 0
+    told = next(line.split()[1] for line in lines if line.startswith("tmp "))
+    assert os.path.basename(told).startswith(f"stash-launch-{os.getpid()}-") and not os.path.exists(told)
+
+
 def test_a_launch_past_its_time_is_stopped_with_everything_it_started(tmp_path):
     token = f"stash-warm-{uuid.uuid4().hex[:8]}"
     env, argv = _module(tmp_path, token, "time.sleep(300)")
