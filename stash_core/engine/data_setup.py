@@ -55,12 +55,14 @@ def prepare_data(spec: ProfileSpec, model_kind: str, reporter: Reporter) -> Data
     elif model_kind == "tokens":
         from stash_core.data.text_dataset import generate_synthetic_text
 
-        reporter.message(f"preparing a synthetic text data set of {spec.synthetic_images} documents")
+        reporter.message(f"preparing a synthetic text data set of {spec.synthetic_images} documents"
+                         f"{_kept_in()}")  # fmt: skip
         root = generate_synthetic_text(spec.synthetic_images, seed=spec.seed)
     else:
         from stash_core.data.jpeg_dataset import generate_synthetic_jpegs
 
-        reporter.message(f"preparing {spec.synthetic_images} synthetic JPEG images ({spec.image_px} px)")
+        reporter.message(f"preparing {spec.synthetic_images} synthetic JPEG images ({spec.image_px} px)"
+                         f"{_kept_in()}")  # fmt: skip
         root = generate_synthetic_jpegs(spec.synthetic_images, image_px=spec.image_px, seed=spec.seed)
     setup = DataSetup(root=root)
     if model_kind == "tokens":
@@ -242,3 +244,10 @@ def cold_run_not_separable(doc: dict) -> dict[str, str]:
         "disk": f"the cold run (R2) started with {cached:.0%} of the data set in the page cache: "
         f"{cause}, so R2 read from memory, not from the disk"
     }
+
+
+def _kept_in() -> str:
+    """Where a generated data set is kept (docs/commands.md says how to reclaim the space)."""
+    from stash_core.data.dataset_dir import dataset_cache_root
+
+    return f" in {dataset_cache_root()} (kept for the next profile)"

@@ -138,3 +138,23 @@ def test_a_wall_clock_stepped_back_during_a_profile_leaves_it_ending_after_it_be
               - datetime.datetime.fromisoformat(doc["started_at"])).total_seconds()  # fmt: skip
     assert 0.05 <= took_s < 30
     validate_result(doc)
+
+
+def test_a_generated_data_set_is_said_where_it_is_kept(tmp_path, monkeypatch):
+    """Generated sets are kept for good under the cache folder; the profile said only "preparing 64 synthetic
+    JPEG images", and no doc said where they went."""
+    monkeypatch.setenv("STASH_CACHE_DIR", str(tmp_path / "cache"))
+
+    class Said(Reporter):
+        lines: list[str] = []
+
+        def message(self, text: str) -> None:
+            self.lines.append(text)
+
+    reporter = Said()
+    spec = ProfileSpec(model="resnet10", batch_size=2, synthetic_images=8, image_px=16)
+    data = prepare_data(spec, "image", reporter)
+    where = tmp_path / "cache" / "datasets"
+    said = f"preparing 8 synthetic JPEG images (16 px) in {where} (kept for the next profile)"
+    assert reporter.lines[0] == said
+    assert data.root.parent == where
