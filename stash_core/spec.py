@@ -350,7 +350,8 @@ OPTIONS: tuple[Option, ...] = (
     # How to run and where the results go: not part of the spec.
     Option("--out", None, "result file (default: results/RUN_ID.json beside the database)", output_path),
     Option("--no-store", None, "write the result file only, not the database", switch=True),
-    Option("--progress", None, "how to show progress", choices=("auto", "bar", "json", "none"),
+    Option("--progress", None, "how to show progress: auto (a bar on a terminal, a line per run elsewhere), "
+           "bar (a bar always), json (protocol lines), none", choices=("auto", "bar", "json", "none"),
            default="auto"),
     Option("--db", None, "DuckDB file (default: $STASH_DB or ./results.duckdb)", database_path),
     # Several machines (--cluster-state is where this machine keeps the emulated cluster's state).

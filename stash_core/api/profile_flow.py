@@ -294,12 +294,13 @@ def refuse_losing_output(out_path: Path, db_path: Path, flag: str, writes: str =
 
 
 def make_reporter(mode: str) -> Reporter:
-    """The progress of --progress MODE: protocol lines (json), nothing (none), else a bar per run."""
+    """The progress of --progress MODE: protocol lines (json), nothing (none), a bar per run (bar), or a bar
+    on a terminal and a line per run elsewhere (auto)."""
     if mode == "json":
         return JsonReporter()
     if mode == "none":
         return Reporter()
-    return BarReporter()
+    return BarReporter(always=mode == "bar")
 
 
 class emulated_bandwidth:

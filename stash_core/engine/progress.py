@@ -62,14 +62,16 @@ class Reporter:
 
 
 class BarReporter(Reporter):
-    """One progress bar per run, redrawn in place on stderr."""
+    """One progress bar per run, redrawn in place on stderr (a line per run where stderr is no terminal)."""
 
-    def __init__(self, stream=None) -> None:
+    def __init__(self, stream=None, always: bool = False) -> None:
         self.stream = stream or sys.stderr
         self.label = ""
         self.started = time.monotonic()
         self.reader_gone = self.stream is None  # stderr closed before start (`2>&-`): nobody to show it to
-        self.tty = not self.reader_gone and self.stream.isatty()
+        # the bar on a terminal; `always` (--progress bar) draws it where no terminal is told of too (a
+        # terminal that is not one to isatty, a log read with `less -r`), else a line per run
+        self.tty = not self.reader_gone and (always or self.stream.isatty())
 
     def _write(self, text: str) -> None:
         """`text` on the stream, until its reader has gone (`stash profile 2>&1 | head`): the profile goes on

@@ -35,3 +35,19 @@ def test_a_reader_that_has_gone_stops_the_progress_not_the_profile() -> None:
     reporter.phase_finished({"name": "R0", "status": "failed", "error": "x"})
     reporter.message("round 2 of 3: R0")
     assert reporter.reader_gone and ClosedPipe.writes == 1  # tried once, then nothing more
+
+
+def test_progress_bar_draws_the_bar_where_auto_draws_lines() -> None:
+    """--progress bar was --progress auto: off a terminal (a pipe, a log) no bar was drawn."""
+    from stash_core.api.profile_flow import make_reporter
+
+    payload = {"phase": "R0", "iterations": 10, "kept": 8, "mean_s": 0.1, "relative_ci": 0.1,
+               "target_relative_ci": 0.02, "fixed_iterations": None, "max_iterations": 2000,
+               "fraction_done": 0.25}  # fmt: skip
+    drawn = {}
+    for mode in ("auto", "bar"):
+        reporter = make_reporter(mode)
+        reporter.stream = io.StringIO()  # no terminal
+        reporter.progress(payload)
+        drawn[mode] = reporter.stream.getvalue()
+    assert drawn["auto"] == "" and "\r" in drawn["bar"]
