@@ -183,3 +183,7 @@ def add_format_argument(parser: argparse.ArgumentParser, keys: str) -> None:
         "--format", choices=("table", "json"), default="table",
         help=f"table or one JSON object on stdout: {{{keys}}}",
     )  # fmt: skip
+
+
+# Revocations per spot instance per hour that `spot` and `spot-simulate` take: one a second at most.
+MAX_REVOCATIONS_PER_H = 3600.0

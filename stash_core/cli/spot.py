@@ -11,6 +11,7 @@ from typing import Any
 from stash_core.cli import spot_profile as cli_spot_profile
 from stash_core.cli import spot_replan as cli_spot_replan
 from stash_core.cli.args import (
+    MAX_REVOCATIONS_PER_H,
     add_db_argument,
     comma_list,
     count,
@@ -56,7 +57,7 @@ def add_commands(subparsers: Any, parser_class: type[argparse.ArgumentParser] | 
     )
     spot.add_argument("--on-demand", action="store_true", help="price with on-demand instead of spot")
     spot.add_argument(
-        "--rate-per-h", type=non_negative(3600.0), default=None,
+        "--rate-per-h", type=non_negative(MAX_REVOCATIONS_PER_H), default=None,
         help="revocations per spot instance per hour at which the plan's risk is simulated (default 0.5)",
     )  # fmt: skip
     spot.add_argument("--top", type=count(10_000), default=8, help="candidates to list")

@@ -12,7 +12,15 @@ import argparse
 import sys
 from typing import Any
 
-from stash_core.cli.args import add_db_argument, count, db_path, non_negative, positive_real, seed
+from stash_core.cli.args import (
+    MAX_REVOCATIONS_PER_H,
+    add_db_argument,
+    count,
+    db_path,
+    non_negative,
+    positive_real,
+    seed,
+)
 from stash_core.errors import UsageError
 from stash_core.pathargs import input_path
 from stash_core.userfiles import json_text
@@ -63,7 +71,8 @@ def add_commands(subparsers: Any, offers_text: Any) -> None:
     _common(simulate, offers_text)
     simulate.add_argument("--deadline-s", required=True, type=positive_real(YEAR_S), help="time budget")
     how = simulate.add_mutually_exclusive_group(required=True)
-    how.add_argument("--rate-per-h", type=non_negative(1e4), help="revocations per spot instance per hour")
+    how.add_argument("--rate-per-h", type=non_negative(MAX_REVOCATIONS_PER_H),
+                     help="revocations per spot instance per hour")  # fmt: skip
     how.add_argument("--trace", type=input_path, help="revocation trace CSV: time_s,instance")
     simulate.add_argument(
         "--revocation-s", type=non_negative(YEAR_S), default=30.0, help="overhead of each revocation"

@@ -234,3 +234,16 @@ def test_fit_loss_does_not_write_a_negative_g4_the_planner_would_refuse(tmp_path
     status = main(["spot-fit-loss", "--csv", str(tmp_path / "loss.csv"), "--workload", str(workload)])
     _one_line(status, capsys.readouterr(), "record curves with 1 worker too")
     assert json.loads(workload.read_text()) == WORKLOAD
+
+
+def test_spot_and_spot_simulate_take_the_same_revocation_rates():
+    """`spot --rate-per-h` stopped at 3600 an hour and `spot-simulate`'s at 10,000."""
+    from stash_core.cli.main import build_parser
+    from stash_core.errors import UsageError
+
+    parser = build_parser()
+    for command, rest in (("spot", ["--budget-s", "1"]), ("spot-simulate", ["--deadline-s", "1"])):
+        argv = [command, "--workload", "w.json", "--instances", "a:1", "--target-loss", "1", *rest]
+        assert parser.parse_args([*argv, "--rate-per-h", "3600"]).rate_per_h == 3600.0
+        with pytest.raises(UsageError, match="--rate-per-h"):
+            parser.parse_args([*argv, "--rate-per-h", "3601"])
