@@ -34,9 +34,7 @@ DETAIL_SECTIONS = ["Stalls", "What if", "Iteration times", "Telemetry", "Phases"
 def filter_from_state() -> RunFilter:
     """The filter the widgets below hold (read before drawing them, so one query serves the whole page)."""
     state = st.session_state
-    dates, bounds = state.get("bd-dates") or (), state.get(_DATE_BOUNDS) or ()
-    if dates and bounds:  # an end left at its bound stays open: a run of a later day is in at once
-        dates = (None if dates[0] <= bounds[0] else dates[0], None if dates[1] >= bounds[1] else dates[1])
+    date_from, date_to = views.breakdown.open_ended_days(state.get("bd-dates"), state.get(_DATE_BOUNDS))
     return RunFilter(
         models=list(state.get("bd-models") or []),
         batch_sizes=[int(b) for b in state.get("bd-batch") or []],
@@ -44,8 +42,8 @@ def filter_from_state() -> RunFilter:
         workers=[int(w) for w in state.get("bd-workers") or []],
         nodes=[int(n) for n in state.get("bd-nodes") or []],
         statuses=list(state.get("bd-status", ["completed"]) or []),
-        date_from=_as_date(dates[0]) if dates else None,
-        date_to=_as_date(dates[1]) if dates else None,
+        date_from=date_from,
+        date_to=date_to,
         limit=int(state.get("bd-limit", 15)),
     )
 
@@ -70,33 +68,20 @@ def run_filter_form(options: dict) -> None:
             _date_slider(first, last)
 
 
-# The first and last day the date slider was drawn with: a run of a new day moves them.
-_DATE_BOUNDS = "bd-dates-bounds"
+_DATE_BOUNDS = "bd-dates-bounds"  # the first and last day the slider was drawn with (a new day moves them)
 
 
 def _date_slider(first: date, last: date) -> None:
-    """The range of days, its ends kept open where the user left them at the ends (a new run's day joins
-    it) and a narrowed range kept as chosen: drawn with new bounds, the slider reset a chosen range, and the
-    page read the old one, leaving the new run out until the next rerun."""
+    """The range of days, its ends at the bounds kept open and a narrowed range kept as chosen
+    (views.breakdown.kept_days): drawn with new bounds, the slider reset a chosen range."""
     state = st.session_state
-    chosen, bounds = state.get("bd-dates"), state.get(_DATE_BOUNDS)
-    value = (first, last)
-    if chosen and bounds:
-        start = first if chosen[0] <= bounds[0] else min(max(chosen[0], first), last)
-        end = last if chosen[1] >= bounds[1] else max(min(chosen[1], last), start)
-        value = (start, end)
+    value = views.breakdown.kept_days(state.get("bd-dates"), state.get(_DATE_BOUNDS), first, last)
     state[_DATE_BOUNDS] = (first, last)
-    if "bd-dates" in state:
+    drawn = "bd-dates" in state
+    if drawn:
         state["bd-dates"] = value  # a widget's value is set through its key, not also by value=
-        st.slider("Started between (UTC days)", min_value=first, max_value=last, key="bd-dates",
-                  format="YYYY-MM-DD")  # fmt: skip
-    else:
-        st.slider("Started between (UTC days)", min_value=first, max_value=last, value=value, key="bd-dates",
-                  format="YYYY-MM-DD")  # fmt: skip
-
-
-def _as_date(value) -> date | None:
-    return value if isinstance(value, date) else None
+    st.slider("Started between (UTC days)", min_value=first, max_value=last, key="bd-dates",
+              format="YYYY-MM-DD", **({} if drawn else {"value": value}))  # fmt: skip
 
 
 def comparison(runs: pd.DataFrame, total: int) -> None:

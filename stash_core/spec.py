@@ -315,7 +315,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("--iterations", "iterations", "'auto' (until ± target) or a number per run (default: auto)",
            parse=parse_iterations),
     Option("--target-ci", "target_relative_ci", "relative 95%% CI to reach with auto", TARGET_CI),
-    Option("--max-iterations", "max_iterations", "cap per run with auto",
+    Option("--max-iterations", "max_iterations", "cap per run (of --iterations N too)",
            Number(2, MAX_ITERATIONS, what="at least 2")),
     Option("--max-phase-seconds", "max_phase_s", "time per run, in seconds: its first --launches launches "
            "share it, and further rounds start only while the runs' launches so far (start-up included) "

@@ -223,7 +223,12 @@ def fill_record(record: dict, result: dict, spec: ProfileSpec, warnings: list[st
         )
     if record["nodes"] > 1 and result.get("ranks"):
         record["ranks"] = result["ranks"]  # every rank's own means, with the machine it ran on
-    if result["stop_reason"] in ("max_iterations", "max_time") and spec.fixed_iterations is None:
+    fixed = spec.fixed_iterations
+    if result["stop_reason"] in ("max_iterations", "max_time") and fixed is not None and summary.n < fixed:
+        cap = "--max-iterations" if result["stop_reason"] == "max_iterations" else "--max-phase-seconds"
+        warnings.append(f"{record['name']}: stopped at the {cap} cap after {summary.n} kept iterations of "
+                        f"the {fixed} asked (--iterations): raise {cap}")  # fmt: skip
+    if result["stop_reason"] in ("max_iterations", "max_time") and fixed is None:
         if summary.relative_ci > spec.target_relative_ci:
             cap = "iteration" if result["stop_reason"] == "max_iterations" else "time"
             warnings.append(

@@ -137,12 +137,10 @@ def run_profile(
                 record.update(status="skipped", error=f"not run: {doc['error']}")
         raise ProfileEnded(doc, error) from error
     finally:
-        # The start plus the time the profile took on the monotonic clock: a wall clock stepped back meanwhile
-        # (NTP correcting a clock that ran ahead) made it end before it started, a file no store takes.
+        # the start plus its monotonic time: a clock stepped back meanwhile ended it before it began
         took = datetime.timedelta(seconds=time.monotonic() - started_s)
         doc["finished_at"] = (started_at + took).isoformat()
-        # A failed or interrupted profile keeps its launches, pooled over the rounds every run completed,
-        # and the breakdown of the runs that did complete.
+        # a failed or interrupted profile keeps its launches (pooled) and the breakdown of its completed runs
         launched.pool_into(doc["phases"])
         warnings += launch_warnings(doc, spec, launched, chain)
         doc["breakdown"] = breakdown_of_completed(doc, chain, spec, warnings)

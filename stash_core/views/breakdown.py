@@ -243,3 +243,28 @@ def whatif(db_path: Path, run_id: str) -> dict:
     """What would hide a run's CPU, disk and network stalls (see stash_core.decide.whatif)."""
 
     return answer(db_path, run_id)
+
+
+def open_ended_days(chosen: Any, bounds: Any) -> tuple[date | None, date | None]:
+    """The days a range slider holds (`chosen`, drawn between `bounds`) as a filter: an end left at its bound
+    is open, so that a run of a later (or earlier) day is in at once; None for no range."""
+    if not chosen:
+        return None, None
+    start, end = _day(chosen[0]), _day(chosen[1])
+    if not bounds:
+        return start, end
+    return (None if chosen[0] <= bounds[0] else start), (None if chosen[1] >= bounds[1] else end)
+
+
+def kept_days(chosen: Any, bounds: Any, first: date, last: date) -> tuple[date, date]:
+    """The slider's range when its bounds become `first`..`last`: ends left at the old bounds move with
+    them, a narrowed end stays where it was (within the new bounds)."""
+    if not chosen or not bounds:
+        return first, last
+    start = first if chosen[0] <= bounds[0] else min(max(chosen[0], first), last)
+    end = last if chosen[1] >= bounds[1] else max(min(chosen[1], last), start)
+    return start, end
+
+
+def _day(value: Any) -> date | None:
+    return value if isinstance(value, date) else None

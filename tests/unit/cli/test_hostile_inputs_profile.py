@@ -81,9 +81,6 @@ REFUSED = [
      "bert_tiny takes token ids"),
     ("target-ci-with-fixed-iterations", [*PROFILE, "--iterations", "10", "--target-ci", "0.1"],
      "--target-ci steers --iterations auto"),
-    ("max-iterations-at-its-default-with-fixed-iterations", [*PROFILE, "--iterations", "10",
-                                                             "--max-iterations", "2000"],
-     "--max-iterations steers --iterations auto"),
 ]  # fmt: skip
 
 STARTED = [
@@ -92,6 +89,7 @@ STARTED = [
     ("stalls-upper-case", [*PROFILE, "--stalls", "COMPUTE"]),
     ("iterations-auto", [*PROFILE, "--iterations", "auto"]),
     ("iterations-auto-with-its-target", [*PROFILE, "--target-ci", "0.05", "--max-iterations", "500"]),
+    ("iterations-fixed-with-a-cap", [*PROFILE, "--iterations", "10", "--max-iterations", "500"]),
     ("one-class", [*PROFILE, "--input-shape", "3,32,32", "--num-classes", "1"]),
     ("instance-of-200", [*PROFILE, "--instance", "i" * 200]),
 ]

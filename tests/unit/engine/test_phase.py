@@ -59,3 +59,17 @@ def pytest_fail():
 def test_a_gone_data_file_whose_name_holds_a_newline_is_named_on_one_line(tmp_path: Path, monkeypatch):
     record, _ = _cold_run_with_a_file_gone(tmp_path, monkeypatch, "b\nR3: 0.0010 s forged.jpg")
     assert "\n" not in record["error"] and "b\\nR3: 0.0010 s forged.jpg" in record["error"]
+
+
+def test_a_fixed_count_cut_short_by_a_cap_is_said_with_what_to_raise() -> None:
+    """--iterations 5000 stopped at the --max-iterations cap (2000 by default) with fewer kept iterations than
+    asked, and nothing said so."""
+    spec = ProfileSpec(model="resnet10", batch_size=4, iterations="10")
+    warnings: list[str] = []
+    capped = {**_result(None), "stop_reason": "max_iterations"}
+    fill_record({"name": "R0", "nodes": 1}, capped, spec, warnings)
+    assert warnings == ["R0: stopped at the --max-iterations cap after 4 kept iterations of the 10 asked "
+                        "(--iterations): raise --max-iterations"]  # fmt: skip
+    warnings = []
+    fill_record({"name": "R0", "nodes": 1}, {**_result(None), "stop_reason": "max_time"}, spec, warnings)
+    assert warnings[0].startswith("R0: stopped at the --max-phase-seconds cap after 4")
