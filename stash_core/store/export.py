@@ -56,8 +56,21 @@ def numeric_columns(table: str) -> frozenset[str]:
         rows = con.execute(
             "SELECT column_name, data_type FROM information_schema.columns WHERE table_name = ?", [table]
         ).fetchall()
-    kinds = ("INTEGER", "BIGINT", "SMALLINT", "DOUBLE", "FLOAT", "REAL", "DECIMAL", "HUGEINT", "UBIGINT")
-    return frozenset(name for name, kind in rows if str(kind).upper().startswith(kinds))
+    return frozenset(name for name, kind in rows if str(kind).upper().startswith(_NUMBER_KINDS))
+
+
+_NUMBER_KINDS = ("INTEGER", "BIGINT", "SMALLINT", "DOUBLE", "FLOAT", "REAL", "DECIMAL", "HUGEINT", "UBIGINT")
+
+
+@functools.cache
+def text_columns(table: str) -> frozenset[str]:
+    """The columns of an exported table (or view) that do not hold numbers (text, times, JSON)."""
+    with duckdb.connect() as con:  # the schema of a new database, in memory
+        copy_schema(con)
+        rows = con.execute(
+            "SELECT column_name, data_type FROM information_schema.columns WHERE table_name = ?", [table]
+        ).fetchall()
+    return frozenset(name for name, kind in rows if not str(kind).upper().startswith(_NUMBER_KINDS))
 
 
 def table_of_row(keys: set[str]) -> str | None:

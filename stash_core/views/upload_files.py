@@ -4,6 +4,7 @@ columns read as numbers cell by cell."""
 
 from __future__ import annotations
 
+import functools
 import io
 
 import pandas as pd
@@ -13,20 +14,37 @@ from stash_core.terminal import clipped, csv_unescaped, formula_unquoted, one_li
 
 
 def read_csv(data: bytes) -> pd.DataFrame:
-    """A CSV table as `stash export` wrote it, each cell as it was stored: read as text (a text that looks
-    like a number stays that text, "0.10" not 0.1; the table's number columns become numbers afterwards,
-    numbers_read), an empty quoted cell an empty text and only an empty cell missing (an error or a name
-    "NA", "null" or "N/A" is that text, as exported), the quote put before a formula-leading cell taken
-    off and the escapes taken back (terminal.csv_unescaped: a control character written as \\x1b)."""
-    import duckdb
-
-    with duckdb.connect() as con:  # DuckDB's reader tells "" (an empty text) from nothing (missing)
-        relation = con.read_csv(io.BytesIO(data), header=True, all_varchar=True, allow_quoted_nulls=False,
-                                delimiter=",", quotechar='"', escapechar='"')  # fmt: skip
-        frame = pd.DataFrame(relation.fetchall(), columns=relation.columns, dtype=object)
-    for column in frame.columns:
-        frame[column] = frame[column].map(_cell_as_written)
+    """A CSV table as `stash export` wrote it: a column that holds text in the exported tables read as text (a
+    text that looks like a number stays that text, "0.10" not 0.1), only an empty cell missing (an error or a
+    name "NA", "null" or "N/A" is that text, as exported), the quote put before a formula-leading cell taken
+    off and the escapes taken back (terminal.csv_unescaped: a control character written as \\x1b). An empty
+    text reads as missing too (a CSV cannot tell them apart to pandas' reader)."""
+    header = pd.read_csv(io.BytesIO(data), nrows=0).columns
+    texts = [column for column in header if column not in _number_columns()]
+    as_text = dict.fromkeys(texts, str)
+    frame = pd.read_csv(io.BytesIO(data), keep_default_na=False, na_values=[""], dtype=as_text)
+    for column in texts:
+        cells = frame[column]
+        changed = cells.map(_changed_by_writer).astype(bool)
+        if changed.any():
+            frame.loc[changed, column] = cells[changed].map(_cell_as_written)
     return frame
+
+
+@functools.cache
+def _number_columns() -> frozenset[str]:
+    """The names of the columns that hold numbers in every exported table that has them (a name that holds
+    text in one of them is read as text, and numbers_read makes numbers of it where its table says so)."""
+    from stash_core.store.export import EXPORTED, numeric_columns, text_columns
+
+    numbers = set().union(*(numeric_columns(table) for table in EXPORTED))
+    return frozenset(numbers - set().union(*(text_columns(table) for table in EXPORTED)))
+
+
+def _changed_by_writer(cell: object) -> bool:
+    """Whether a writer changed the cell: a backslash (an escape, or one written twice) or a quote that may
+    stand before a formula's lead."""
+    return isinstance(cell, str) and ("\\" in cell or cell.startswith("'"))
 
 
 def _cell_as_written(cell: object) -> object:
