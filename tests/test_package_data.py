@@ -8,10 +8,13 @@ import fnmatch
 import subprocess
 import tomllib
 
+import pytest
 from support import REPO
 
 
 def test_every_data_file_of_the_package_goes_into_its_wheel() -> None:
+    if not (REPO / ".git").exists():
+        pytest.skip("not a git checkout: the files the package tracks are not known")
     config = tomllib.loads((REPO / "pyproject.toml").read_text())
     patterns = config["tool"]["setuptools"]["package-data"]["stash_core"]
     tracked = subprocess.run(["git", "ls-files", "stash_core"], cwd=REPO, capture_output=True, text=True,

@@ -103,7 +103,7 @@ def clean(fields: dict[str, Any], partial: bool, stored: bool = False) -> dict[s
             cleaned[key] = _number(key, value, strictly_positive=False)
         elif key == "price_date":
             cleaned[key] = _date(value)
-            if not stored and cleaned[key] is not None and cleaned[key] > today() + timedelta(days=1):
+            if not stored and cleaned[key] is not None and cleaned[key] > today() + PRICE_DATE_LEEWAY:
                 # a typo in the year would keep the price from ever being called old
                 raise UsageError(f"price_date {cleaned[key]} is in the future: give the day of the price")
     return cleaned
@@ -131,6 +131,10 @@ def typed_row(row: dict[str, Any]) -> dict[str, Any]:
 
 def db_value(value: Any) -> Any:
     return None if is_missing(value) else value
+
+
+# How far ahead of the user's day a price date may be: another time zone is on the next day already.
+PRICE_DATE_LEEWAY = timedelta(days=1)
 
 
 def today() -> date:

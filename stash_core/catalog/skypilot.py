@@ -29,13 +29,13 @@ import csv
 import functools
 import io
 from dataclasses import dataclass, field
-from datetime import date, datetime, timedelta
+from datetime import date, datetime
 from pathlib import Path
 from typing import Any
 
 from stash_core.catalog.catalog import builtin_instances, list_instances
 from stash_core.catalog.families import variant_for
-from stash_core.catalog.fields import MAXIMA, clean, today
+from stash_core.catalog.fields import MAXIMA, PRICE_DATE_LEEWAY, clean, today
 from stash_core.catalog.skypilot_fixes import CORRECTIONS, with_bundled_gpus
 from stash_core.errors import UsageError
 from stash_core.store.catalog_import import ImportOutcome, write_imported_rows
@@ -159,7 +159,7 @@ def _read_file(
         day = price_date or datetime.fromtimestamp(file.stat().st_mtime).date()  # the user's day, as today()
     except (OSError, UnicodeDecodeError, csv.Error, OverflowError, ValueError) as exc:
         raise UsageError(f"cannot read {file}: {getattr(exc, 'strerror', None) or exc}") from None
-    latest = today() + timedelta(days=1)  # a day's leeway, as `instances set` gives: time zones differ
+    latest = today() + PRICE_DATE_LEEWAY  # as `instances set` gives: time zones differ
     if price_date is not None and price_date > latest:
         raise UsageError(f"--price-date {price_date} is in the future: give the date the prices were fetched")
     if day > latest:

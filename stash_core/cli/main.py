@@ -249,6 +249,8 @@ def cmd_runs(args) -> int:
     from stash_core.cli.show import runs_json, runs_table
 
     if args.format == "json":
+        if not db_path(args).exists():  # a script must tell a mistyped --db from an empty database
+            raise UsageError(f"no database {db_path(args)} (check --db or $STASH_DB)")
         print(runs_json(db_path(args), limit=args.limit))
         return 0
     table = runs_table(db_path(args), limit=args.limit)

@@ -36,9 +36,9 @@ def show_run(db_path: Path | str, run_id: str) -> str:
 
 
 def show_json(db_path: Path | str, run_id: str) -> str:
-    """What `stash show RUN_ID --format json` prints: {"run": the stored run's fields (spec, fingerprint,
-    phases and warnings included), "breakdown": its breakdown as a result file holds it (per stall: seconds,
-    ci95_s, share, epoch_s, status, note, raw_s)}; times as ISO 8601 text, an unknown figure as null."""
+    """What `stash show RUN_ID --format json` prints: {"run": the stored run's fields (spec, fingerprint and
+    phases included), "breakdown": its breakdown as a result file holds it (per stall: seconds, ci95_s, share,
+    epoch_s, status, note, raw_s; warnings, communication)}; times as ISO 8601 text, unknown figures null."""
     run = run_record(db_path, run_id)
     if run is None:
         raise no_run_error(run_id, db_path)

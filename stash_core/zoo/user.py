@@ -16,7 +16,7 @@ from types import ModuleType
 
 from torch import nn
 
-from stash_core.zoo.user_limits import UserModelError, limited_user_code
+from stash_core.zoo.user_limits import LIMIT_VAR, UserModelError, limited_user_code, user_code_limit_s
 
 # Module names that user files are imported under: one per absolute path, so two files called model.py (or a
 # file called torch.py) never replace each other or a real package in sys.modules.
@@ -153,8 +153,20 @@ def call_user_factory(ref: str, num_classes: int | None, default_classes: int) -
     Without `num_classes` the factory keeps its own default; `default_classes` only where its num_classes
     has none."""
     location, factory_name = split_ref(ref)
+    # Another thread's model code past its limit (no alarm runs off the main thread) holds no other for good.
+    if not USER_CODE.acquire(timeout=user_code_limit_s()):
+        raise UserModelError(f"model factory {ref}: another thread's model code has run past the time limit "
+                             f"({user_code_limit_s():g} s, {LIMIT_VAR})")  # fmt: skip
+    try:
+        return _call_user_factory(ref, location, factory_name, num_classes, default_classes)
+    finally:
+        USER_CODE.release()
+
+
+def _call_user_factory(ref: str, location: str, factory_name: str, num_classes: int | None,
+                       default_classes: int) -> tuple[nn.Module, bool]:  # fmt: skip
     # a time limit (os._exit cannot end Stash), and no byte-code written beside the user's files
-    with USER_CODE, limited_user_code(f"model factory {ref}"), _nothing_written():
+    with limited_user_code(f"model factory {ref}"), _nothing_written():
         if is_file_location(location):
             folder = Path(location).expanduser().resolve().parent
             with _on_sys_path(folder):

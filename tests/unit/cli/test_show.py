@@ -131,8 +131,8 @@ def test_runs_says_how_many_runs_the_limit_left_out(tmp_path, capsys) -> None:
 
 
 def test_runs_and_show_print_json_when_asked(tmp_path, capsys) -> None:
-    """`stash runs --json` and `show --json` were refused ("this command prints no JSON"): a script had to
-    export every table or start Python to read one run's breakdown."""
+    """`stash runs --format json` and `show --format json` were refused ("this command prints no JSON"): a
+    script had to export every table or start Python to read one run's breakdown."""
     import json
 
     db = tmp_path / "r.duckdb"
@@ -154,3 +154,7 @@ def test_runs_and_show_print_json_when_asked(tmp_path, capsys) -> None:
     assert shown["breakdown"]["iteration_s"] == pytest.approx(0.25)
     assert main(["show", "nope", "--db", str(db), "--format", "json"]) == 2
     assert json.loads(capsys.readouterr().out) == {"error": f"no run 'nope' in {db}", "exit_status": 2}
+    typo = tmp_path / "typo.duckdb"  # a mistyped --db is no empty database
+    assert main(["runs", "--db", str(typo), "--format", "json"]) == 2
+    assert json.loads(capsys.readouterr().out)["error"] == f"no database {typo} (check --db or $STASH_DB)"
+    assert not typo.exists()

@@ -114,3 +114,30 @@ def test_a_package_in_the_current_folder_may_import_its_neighbours_as_its_factor
     model, _ = call_user_factory("stash_cwd_pkg.nets:make", None, 10)
     assert model.in_features == 5
     assert sys.path == before
+
+
+def test_model_code_hung_in_another_thread_holds_this_one_only_as_long_as_the_limit(tmp_path, monkeypatch):
+    """A factory that hangs in a thread (no alarm runs there) held the lock for good: every later build
+    waited forever, the main thread's included."""
+    from stash_core.zoo.user import USER_CODE
+
+    monkeypatch.setenv("STASH_USER_CODE_LIMIT_S", "0.3")
+    held = threading.Event()
+    release = threading.Event()
+
+    def hang() -> None:
+        with USER_CODE:
+            held.set()
+            release.wait(30)
+
+    hung = threading.Thread(target=hang)
+    hung.start()
+    try:
+        held.wait(10)
+        started = time.monotonic()
+        with pytest.raises(UserModelError, match="another thread's model code has run past the time limit"):
+            call_user_factory(f"{_model_file(tmp_path, 'quick', 0)}:make", None, 10)
+        assert time.monotonic() - started < 5
+    finally:
+        release.set()
+        hung.join(30)
