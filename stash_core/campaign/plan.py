@@ -346,6 +346,9 @@ def check_measurable_plan(plan: list[CampaignItem], settings: CampaignSettings) 
             spec = profile_spec(item, settings)
             refuse_other_input(item.model, spec.input_shape)  # a profile would refuse it after the rental
             check_measurable(spec)
+            if item.nodes > 1 and "network" not in spec.stalls:  # it would rent the machines for nothing
+                raise UsageError(f"--stalls {','.join(spec.stalls)} measures nothing across {item.nodes} "
+                                 "machines: add network, or leave that count out of --nodes")  # fmt: skip
         except UsageError as error:
             raise UsageError(f"{item.describe()}: {error}") from None
 

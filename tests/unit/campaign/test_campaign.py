@@ -366,3 +366,7 @@ def test_stalls_given_are_the_ones_measured_on_several_nodes_too(tmp_path):
     _, multi = plan_campaign(["resnet10"], [8], [2], [1, 2], ["1gbit"])
     assert profile_spec(multi, settings).stalls == ["compute", "interconnect", "network"]  # the default
     assert profile_spec(multi, replace(settings, stalls=["compute"])).stalls == ["compute"]
+    # ... and a node count they measure nothing across is refused before anything runs or is rented
+    with pytest.raises(UsageError, match="--stalls compute measures nothing across 2 machines"):
+        check_measurable_plan([multi], replace(settings, stalls=["compute"]))
+    check_measurable_plan([multi], replace(settings, stalls=["compute", "network"]))
