@@ -45,8 +45,11 @@ def _remove_stale_tmp_dirs(parent: Path) -> None:
     # any data set: the one killed is seldom the one asked for next (too big: killed, and tried smaller).
     for tmp_dir in parent.glob(f"{_TMP_PREFIX}*-*"):
         pid_text = tmp_dir.name.rsplit("-", 1)[-1]
-        if pid_text.isdigit() and not pid_alive(int(pid_text)):
-            shutil.rmtree(tmp_dir, ignore_errors=True)
+        try:  # this user's only: a cache folder shared between users holds others' builds
+            if pid_text.isdigit() and tmp_dir.stat().st_uid == os.getuid() and not pid_alive(int(pid_text)):
+                shutil.rmtree(tmp_dir, ignore_errors=True)
+        except OSError:
+            pass  # gone already
 
 
 def sync_filesystem(any_path: Path) -> None:

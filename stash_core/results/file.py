@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -19,12 +18,13 @@ from stash_core.errors import UsageError
 from stash_core.results.document import ResultDocument, check_ranges
 from stash_core.results.probe import check_probe_set
 from stash_core.results.values import (
-    FUTURE_LEEWAY,
     MAX_DEPTH,
     check_identifier,
     check_numbers,
     check_timestamp,
     check_tree,
+    in_the_future,
+    stored_moment,
 )
 from stash_core.units import STALLS, json_safe  # noqa: F401 - json_safe re-exported
 from stash_core.userfiles import read_user_bytes, write_json_atomic
@@ -347,16 +347,10 @@ MAX_WORKERS_PER_NODE = MAX_NODES = 1024
 def _check_order(started: str, finished: str | None) -> None:
     """started_at not in the future (a day's leeway for another machine's clock), finished_at not before it
     (both already checked as ISO 8601 times)."""
-    # as the store will hold them: a time without an offset is UTC (store/ingest_values.utc_text)
-    start = datetime.fromisoformat(started)
-    start = start if start.tzinfo else start.replace(tzinfo=UTC)
-    if start > datetime.now(UTC) + FUTURE_LEEWAY:  # it would be the newest run, "0 s ago", for years
+    start = stored_moment(started)  # as the store will hold them (store/ingest_values.utc_text)
+    if in_the_future(start):
         raise UsageError(f"result file: started_at {started!r} is in the future; a run starts when it ran")
-    if finished is None:
-        return
-    end = datetime.fromisoformat(finished)
-    end = end if end.tzinfo else end.replace(tzinfo=UTC)
-    if end < start:
+    if finished is not None and stored_moment(finished) < start:
         raise UsageError(f"result file: finished_at {finished!r} is before started_at {started!r}")
 
 

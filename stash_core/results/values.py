@@ -38,6 +38,17 @@ def check_timestamp(key: str, value: Any, required: bool, document: str = "resul
         raise UsageError(f"{document}: {key} {value!r} is outside the representable range (1900 .. 2262)")
 
 
+def stored_moment(text: str) -> datetime:
+    """An ISO 8601 time (already checked) as the store holds it: one without an offset is UTC."""
+    moment = datetime.fromisoformat(text)
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def in_the_future(moment: datetime) -> bool:
+    """Past this machine's clock by more than FUTURE_LEEWAY: it would be the newest, "0 s ago", for years."""
+    return moment > datetime.now(UTC) + FUTURE_LEEWAY
+
+
 def check_tree(doc: Any, what: str = "result file") -> None:
     """Refuse, naming the place, JSON nested deeper than MAX_DEPTH, integers beyond 64 bits, infinite numbers
     (a number too large for a double, like 1e400) and keys that are not text. NaN stands for "unknown" and

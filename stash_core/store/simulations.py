@@ -20,7 +20,7 @@ from typing import Any
 import pandas as pd
 
 from stash_core.errors import UsageError
-from stash_core.results.values import FUTURE_LEEWAY, check_timestamp
+from stash_core.results.values import check_timestamp, in_the_future, stored_moment
 from stash_core.store.connection import STORING, connect
 from stash_core.store.rollback import rollback_if_open
 
@@ -74,10 +74,9 @@ def _created_at(text: Any) -> datetime:
     and not in the future (a day's leeway for another machine's clock); one dated 9999 was listed as the
     newest for good."""
     check_timestamp("created_at", text, required=True, document="simulation document")
-    created = datetime.fromisoformat(text)
-    if (created if created.tzinfo else created.replace(tzinfo=UTC)) > datetime.now(UTC) + FUTURE_LEEWAY:
+    if in_the_future(stored_moment(text)):
         raise UsageError(f"simulation document: created_at {text!r} is in the future")
-    return created
+    return datetime.fromisoformat(text)
 
 
 @dataclass(frozen=True)

@@ -125,3 +125,18 @@ def test_a_killed_build_of_any_set_is_removed_by_the_next_build_and_a_live_one_k
     (killed / "class_000").mkdir(parents=True)
     build_dataset_dir(tmp_path / "synthetic-8-32px-s0", {}, lambda folder: {})  # already there: swept too
     assert not killed.exists()
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="giving a folder to another user needs root")
+def test_another_users_killed_build_in_a_shared_cache_is_theirs_to_remove(tmp_path: Path) -> None:
+    import subprocess
+
+    from stash_core.data.dataset_dir import build_dataset_dir
+
+    ended = subprocess.Popen(["true"])
+    ended.wait()
+    theirs = tmp_path / f".tmp-synthetic-64-32px-s0-{ended.pid}"
+    theirs.mkdir()
+    os.chown(theirs, 65534, 65534)
+    build_dataset_dir(tmp_path / "synthetic-8-32px-s0", {}, lambda folder: {})
+    assert theirs.exists()
