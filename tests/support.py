@@ -101,3 +101,10 @@ def processes_carrying(token: str) -> list[psutil.Process]:
         if token in (process.info["cmdline"] or []) and process.info["status"] != psutil.STATUS_ZOMBIE:
             found.append(process)
     return found
+
+
+def ended_pid() -> int:
+    """The id of a process that has ended (a killed one's, for the sweeps of what it left)."""
+    ended = subprocess.Popen(["true"])
+    ended.wait()
+    return ended.pid

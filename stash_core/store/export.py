@@ -47,30 +47,29 @@ EXPORTED = {
 }
 
 
-@functools.cache
 def numeric_columns(table: str) -> frozenset[str]:
     """The columns of an exported table (or view) that hold numbers (integers, doubles): what an upload of
     it reads as numbers, cell by cell."""
-    with duckdb.connect() as con:  # the schema of a new database, in memory
-        copy_schema(con)
-        rows = con.execute(
-            "SELECT column_name, data_type FROM information_schema.columns WHERE table_name = ?", [table]
-        ).fetchall()
-    return frozenset(name for name, kind in rows if str(kind).upper().startswith(_NUMBER_KINDS))
+    return frozenset(name for name, number in _column_kinds(table) if number)
+
+
+def text_columns(table: str) -> frozenset[str]:
+    """The columns of an exported table (or view) that do not hold numbers (text, times, JSON)."""
+    return frozenset(name for name, number in _column_kinds(table) if not number)
 
 
 _NUMBER_KINDS = ("INTEGER", "BIGINT", "SMALLINT", "DOUBLE", "FLOAT", "REAL", "DECIMAL", "HUGEINT", "UBIGINT")
 
 
 @functools.cache
-def text_columns(table: str) -> frozenset[str]:
-    """The columns of an exported table (or view) that do not hold numbers (text, times, JSON)."""
+def _column_kinds(table: str) -> tuple[tuple[str, bool], ...]:
+    """(column, whether it holds numbers) of an exported table or view, read from a new database's schema."""
     with duckdb.connect() as con:  # the schema of a new database, in memory
         copy_schema(con)
         rows = con.execute(
             "SELECT column_name, data_type FROM information_schema.columns WHERE table_name = ?", [table]
         ).fetchall()
-    return frozenset(name for name, kind in rows if not str(kind).upper().startswith(_NUMBER_KINDS))
+    return tuple((name, str(kind).upper().startswith(_NUMBER_KINDS)) for name, kind in rows)
 
 
 def table_of_row(keys: set[str]) -> str | None:

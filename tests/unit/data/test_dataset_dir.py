@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 import pytest
+from support import ended_pid
 
 from stash_core.data.dataset_dir import scan_class_folders
 from stash_core.errors import UsageError
@@ -110,13 +111,9 @@ def test_a_link_to_a_pipe_is_no_file_of_the_set(tmp_path: Path) -> None:
 def test_a_killed_build_of_any_set_is_removed_by_the_next_build_and_a_live_one_kept(tmp_path: Path) -> None:
     """A build killed hard left .tmp-<set>-<pid>; only the build of that same set removed it, and the set
     killed (too big) is seldom the one asked for next: 20 MB were left for good."""
-    import subprocess
-
     from stash_core.data.dataset_dir import build_dataset_dir
 
-    dead = subprocess.Popen(["true"])
-    dead.wait()
-    killed = tmp_path / f".tmp-synthetic-20000-128px-s0-{dead.pid}"
+    killed = tmp_path / f".tmp-synthetic-20000-128px-s0-{ended_pid()}"
     (killed / "class_000").mkdir(parents=True)
     alive = tmp_path / f".tmp-synthetic-64-32px-s0-{os.getpid()}"  # a build under way in this process
     alive.mkdir()
@@ -129,13 +126,9 @@ def test_a_killed_build_of_any_set_is_removed_by_the_next_build_and_a_live_one_k
 
 @pytest.mark.skipif(os.getuid() != 0, reason="giving a folder to another user needs root")
 def test_another_users_killed_build_in_a_shared_cache_is_theirs_to_remove(tmp_path: Path) -> None:
-    import subprocess
-
     from stash_core.data.dataset_dir import build_dataset_dir
 
-    ended = subprocess.Popen(["true"])
-    ended.wait()
-    theirs = tmp_path / f".tmp-synthetic-64-32px-s0-{ended.pid}"
+    theirs = tmp_path / f".tmp-synthetic-64-32px-s0-{ended_pid()}"
     theirs.mkdir()
     os.chown(theirs, 65534, 65534)
     build_dataset_dir(tmp_path / "synthetic-8-32px-s0", {}, lambda folder: {})

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from support import REPO
+from support import REPO, ended_pid
 
 from stash_core.launch import multinode
 from stash_core.launch.local import run_local, torchrun_argv
@@ -114,9 +114,7 @@ def test_the_folder_of_a_launch_killed_hard_is_swept_by_the_next(temp_root: Path
     """kill -9 of a profile left /tmp/stash-launch-XXXX (torchrun's log folders), and nothing removed it."""
     from stash_core.launch import local
 
-    ended = subprocess.Popen(["true"])
-    ended.wait()
-    killed = temp_root / f"stash-launch-{ended.pid}-abc123"
+    killed = temp_root / f"stash-launch-{ended_pid()}-abc123"
     (killed / "attempt_0").mkdir(parents=True)
     running = temp_root / f"stash-launch-{os.getpid()}-def456"  # a launch of a profile still running
     running.mkdir()
