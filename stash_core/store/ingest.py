@@ -43,6 +43,7 @@ from stash_core.store.ingest_conflicts import (
     stored_run_figures,
     stored_sample_figures,
 )
+from stash_core.store.ingest_fill import fill_migrated_gaps
 from stash_core.store.ingest_rows import PreparedRun, prepare_probe, prepare_run
 from stash_core.store.rollback import rollback_if_open
 from stash_core.store.simulations import (
@@ -223,7 +224,10 @@ def _insert(con: duckdb.DuckDBPyConnection, run: PreparedRun) -> bool:
 
     with STORING:  # what is stored already is read and added to by one thread of this process at a time
         inserted = _insert_once(con, "runs", "run_id", run.run_id, write, lambda: _refuse_stored(con, run))
-        return inserted or _add_missing_samples(con, run)
+        if inserted:
+            return True
+        samples_added = _add_missing_samples(con, run)
+        return fill_migrated_gaps(con, run) or samples_added
 
 
 def _add_missing_samples(con: duckdb.DuckDBPyConnection, run: PreparedRun) -> bool:

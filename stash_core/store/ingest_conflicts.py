@@ -1,9 +1,10 @@
 """A run_id or probe_id given again: the same content is stored once (idempotent), other content is refused.
 
 A run is compared on what it is and what it measured: the runs columns that come from the file as it is
-(not the ones a migration fills in or a label confirmation changes), every phase's statistics and status,
-every stall's figures and status. A probe set is compared on every row it adds. The figures are compared as
-they are stored, so a file and its stored run compare equal exactly when nothing in them differs.
+(not the ones a label confirmation changes), every phase's statistics and status, every stall's figures and
+status. A column a migration added is NULL for the runs stored before it: there it is not compared, and the
+file fills it in (store/ingest_fill.py). A probe set is compared on every row it adds. The figures are
+compared as they are stored, so a file and its stored run compare equal exactly when nothing in them differs.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 import duckdb
 import pandas as pd
 
+from stash_core.store.ingest_fill import FILLED_LATER_RUN_COLUMNS
 from stash_core.store.ingest_rows import PreparedRun
 from stash_core.store.run_labels import CONFIRMED_KEY
 
@@ -155,12 +157,20 @@ def sample_differences(old: dict[str, tuple[int, float]], new: dict[str, tuple[i
 
 
 def differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
-    """What differs between two sets of figures, in the order of `new` (then what only `old` has)."""
-    names = [name for name in new if name not in old or old[name] != new[name]]
+    """What differs between two sets of figures, in the order of `new` (then what only `old` has); a runs
+    column a migration added, stored as NULL, does not differ (the file fills it in)."""
+    names = [
+        name for name in new
+        if name not in old or (old[name] != new[name] and not _filled_later(name, old[name]))
+    ]  # fmt: skip
     names += [name for name in old if name not in new]
     if "rows" in names:  # a probe set: name the columns that differ, or say only that the rows do
         names = [name for name in names if name != "rows"] or ["rows"]
     return names
+
+
+def _filled_later(name: str, stored: Any) -> bool:
+    return name in FILLED_LATER_RUN_COLUMNS and stored is None
 
 
 def difference_text(names: list[str]) -> str:

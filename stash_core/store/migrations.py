@@ -9,13 +9,15 @@ brought (docs/schema.md shows it).
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Callable
+from pathlib import Path
 
 import duckdb
 
 from stash_core.errors import UsageError
 from stash_core.results.file import STALL_NAMES
-from stash_core.store.catalog_seed import BUILTIN_CATALOG_CSV, builtin_catalog_rows
+from stash_core.store.catalog_seed import builtin_catalog_rows
 from stash_core.store.dbfile import refuse_foreign
 from stash_core.store.rollback import rollback_if_open
 from stash_core.store.schema import (
@@ -30,8 +32,9 @@ from stash_core.store.schema_template import SCHEMA_CHANGE, copy_schema
 
 # Readers take a database of this version or newer as it is, without migrating it: every step since only
 # added tables and columns, which readers treat as optional. A step that changes or removes something raises
-# it to that step's version.
-READABLE_FROM_VERSION = 1
+# it to that step's version: version 3 gave runs.unattributed_s another meaning (the signed remainder), which
+# an export or a query of an older file would show as if it were today's.
+READABLE_FROM_VERSION = 3
 
 # The runs columns schema versions 2 and 3 added: databases and exports made before them lack them.
 _V2_RUN_COLUMNS = {"unattributed_s": "DOUBLE", "network_reference": "VARCHAR", "communication": "JSON"}
@@ -124,6 +127,10 @@ def _v3_to_v4(con: duckdb.DuckDBPyConnection) -> None:
     """Nothing to change: version 4 only adds the simulations table, which create_schema makes."""
 
 
+# The catalog every Stash that wrote versions 1 to 4 shipped (one file, unchanged until version 5): what the
+# step compares a stored row with. Today's catalog has renamed accelerators and new prices, which would make
+# rows an older Stash seeded, and nobody touched, look like the user's.
+CATALOG_BEFORE_V5_CSV = Path(__file__).resolve().parent / "catalog_before_v5.csv"
 # The instances columns of version 4, in table order: what a row of the shipped catalog is compared on.
 _V4_INSTANCE_COLUMNS = (
     "name", "provider", "accelerator", "accelerator_count", "vcpus", "memory_gib", "network_gbps",
@@ -133,7 +140,7 @@ _V4_INSTANCE_COLUMNS = (
 
 def _v4_to_v5(con: duckdb.DuckDBPyConnection) -> None:
     """Add instances.region (NULL: no row said its region before) and instances.origin: 'builtin' for a row
-    that is still exactly as the shipped catalog has it, 'user' for every other row (added with `stash
+    that is still exactly as Stash shipped it before version 5, 'user' for every other row (added with `stash
     instances add`, or a shipped row the user edited), so that no later import overwrites a user's values."""
     for column in ("region", "origin"):
         con.execute(f"ALTER TABLE instances ADD COLUMN IF NOT EXISTS {column} VARCHAR")
@@ -155,7 +162,7 @@ def _v5_to_v6(con: duckdb.DuckDBPyConnection) -> None:
 
 def _shipped_catalog_rows() -> list[tuple]:
     try:
-        return builtin_catalog_rows(BUILTIN_CATALOG_CSV)
+        return builtin_catalog_rows(CATALOG_BEFORE_V5_CSV)
     except (OSError, ValueError):
         return []  # no shipped file to compare with: every stored row counts as the user's
 
@@ -179,8 +186,8 @@ VERSION_CHANGES = {
     "and `unattributed_epoch_s`, so that the five stalls and the remainder add up to `iteration_s`",
     4: "the `simulations` table (cluster-scheduling simulations, one row per policy)",
     5: "the `instances` columns `region` and `origin` (`builtin`, `import` or `user`): the step marks a row "
-    "`builtin` when it is exactly as the shipped catalog has it and `user` otherwise, so that imports of a "
-    "price catalog (`stash instances import`) never overwrite a user's values",
+    "`builtin` when it is exactly as Stash shipped it before version 5 and `user` otherwise, so that imports "
+    "of a price catalog (`stash instances import`) never overwrite a user's values",
     6: "the `stalls` column `raw_s`, the signed difference a stall within the noise reports as 0 (NULL for "
     "stalls stored before), so that `stash show` names what the remainder holds stall by stall",
 }
@@ -287,6 +294,7 @@ def check_reader_can_take(version: int, db_label: str) -> None:
         raise UsageError(f"database {db_label} has schema_version {version}, which no Stash wrote")
     if version < READABLE_FROM_VERSION:
         raise UsageError(
-            f"database {db_label} has schema_version {version}; run a writing command (e.g. ingest) once"
-            f" to migrate it to {DB_SCHEMA_VERSION}"
+            f"database {db_label} has schema_version {version}, older than this Stash reads as it is: run"
+            f" `stash instances seed --db {shlex.quote(db_label)}` (or any writing command) once to migrate"
+            f" it to {DB_SCHEMA_VERSION}"
         )

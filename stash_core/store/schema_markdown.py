@@ -91,8 +91,9 @@ def _versioning() -> str:
         "Writers create the schema on first use and migrate an older database forward, one numbered step"
         " per version (`stash_core/store/migrations.py`), all in one transaction. Readers never migrate:"
         f" they take a database of version {READABLE_FROM_VERSION} or newer as it is (a table or column "
-        'added since reads as absent), and refuse an older one with "run a writing command (e.g. ingest)'
-        ' once". A database with a newer `schema_version` than this Stash knows is refused with "upgrade'
+        'added since reads as absent; version 3 gave `runs.unattributed_s` its meaning of today), and refuse'
+        ' an older one with "run `stash instances seed --db PATH` (or any writing command) once to migrate'
+        ' it". A database with a newer `schema_version` than this Stash knows is refused with "upgrade'
         ' Stash". Exports made before version 3 lack the `runs` columns versions 2 and 3 added and still '
         f"upload as whole. Result files carry their own `schema_version` (currently `{SCHEMA_VERSION}`, "
         "`stash_core.results.SCHEMA_VERSION`); older files are migrated forward when read, newer ones "

@@ -265,22 +265,29 @@ def test_a_failing_migration_leaves_the_file_at_version_1(v1_path, monkeypatch) 
         ][0]
 
 
-def test_readers_take_a_version_1_file_as_it_is(v1_path) -> None:
-    run = store.get_run(v1_path, OLD_RUNS[0])
-    assert run["model"] == "resnet18" and "unattributed_s" not in run
-    browser = store.describe_schema(v1_path)  # no comments stored yet: this Stash's descriptions stand in
-    meanings = {column["column"]: column["meaning"] for column in browser["runs"]["columns"]}
-    assert meanings["iteration_s"] == documented_meaning("runs", "iteration_s")
-    assert browser["probes"]["columns"] == []
+def test_readers_refuse_a_file_from_before_the_remainder_and_the_command_they_name_migrates_it(
+    v1_path, capsys, monkeypatch
+) -> None:
+    """Version 3 gave runs.unattributed_s another meaning: an export or the SQL page of a version-1 or 2 file
+    read as it was showed the old figure under today's meaning."""
+    from support import stash_here
+
+    with pytest.raises(UsageError, match="schema_version 1, older than this Stash reads") as refused:
+        store.get_run(v1_path, OLD_RUNS[0])
     assert _meta(v1_path) == {"schema_version": "1"}  # reading changed nothing
+    command = str(refused.value).split("`")[1]
+    assert command == f"stash instances seed --db {v1_path}"
+    done = stash_here(capsys, monkeypatch, *command.split()[1:])
+    assert done.returncode == 0, done.stderr
+    assert _meta(v1_path)["schema_version"] == str(store.DB_SCHEMA_VERSION)
+    assert store.get_run(v1_path, OLD_RUNS[0])["unattributed_s"] == 0.0
 
 
 def test_readers_refuse_versions_they_cannot_take_and_everyone_refuses_newer_ones(
     v1_path, monkeypatch
 ) -> None:
     current = store.DB_SCHEMA_VERSION
-    monkeypatch.setattr(migrations, "READABLE_FROM_VERSION", 2)
-    with pytest.raises(UsageError, match=f"run a writing command .* to migrate it to {current}"):
+    with pytest.raises(UsageError, match=f"any writing command\\) once to migrate it to {current}"):
         store.list_runs(v1_path)
     with duckdb.connect(str(v1_path)) as con:
         con.execute(f"UPDATE schema_meta SET value = '{current + 1}' WHERE key = 'schema_version'")
@@ -350,11 +357,17 @@ def test_a_failing_migration_leaves_the_file_at_version_2(v2_path, monkeypatch) 
         assert con.execute("SELECT count(*) FROM runs WHERE unattributed_s IS NULL").fetchall() == [(2,)]
 
 
-def test_readers_take_a_version_2_file_as_it_is(v2_path) -> None:
+def test_readers_refuse_a_version_2_file_and_take_a_version_5_file_as_it_is(v2_path) -> None:
+    with pytest.raises(UsageError, match="schema_version 2, older than this Stash reads"):
+        store.get_run(v2_path, V2_DOCS[1]["run_id"])
+    with duckdb.connect(str(v2_path)) as con:  # the steps to version 5, as that Stash stored them
+        for version in (2, 3, 4):
+            migrations.DB_MIGRATIONS[version](con)
+        con.execute("UPDATE schema_meta SET value = '5' WHERE key = 'schema_version'")
     run = store.get_run(v2_path, V2_DOCS[1]["run_id"])
-    assert "unattributed_s" in run and "unattributed_ci95_s" not in run
-    assert "unattributed_share" not in store.list_runs(v2_path).columns  # the view of version 2
-    assert _meta(v2_path)["schema_version"] == "2"
+    assert "unattributed_ci95_s" in run
+    assert "raw_s" not in store.stalls_frame(v2_path, V2_DOCS[1]["run_id"]).columns  # added by version 6
+    assert _meta(v2_path)["schema_version"] == "5"
 
 
 def test_changed_descriptions_are_reapplied_by_the_next_writer(db_path, result_doc) -> None:
@@ -400,27 +413,31 @@ def test_version_4_adds_an_empty_simulations_table(v2_path) -> None:
 
 
 def test_version_5_marks_where_each_catalog_row_comes_from(v2_path) -> None:
-    from stash_core.catalog import get_instance, list_instances
+    """A row is `builtin` when it is as the Stash that seeded it shipped it: today's catalog renamed
+    accelerators ("NVIDIA T4" is "NVIDIA T4 16 GB") and changed prices, which marked untouched rows the
+    user's, so that no import refreshed them."""
+    from stash_core.catalog import get_instance
     from stash_core.store.catalog_seed import BUILTIN_CATALOG_CSV, builtin_catalog_rows
 
-    shipped = [row[:12] for row in builtin_catalog_rows(BUILTIN_CATALOG_CSV)]
-    edited = (shipped[1][0], *shipped[1][1:8], 0.01, *shipped[1][9:])  # a shipped row with the user's price
+    shipped = [row[:12] for row in builtin_catalog_rows(migrations.CATALOG_BEFORE_V5_CSV)]
+    today = {row[0]: row[:12] for row in builtin_catalog_rows(BUILTIN_CATALOG_CSV)}
+    untouched = next(row for row in shipped if row != today.get(row[0]))  # as shipped then, changed since
+    other = next(row for row in shipped if row[0] != untouched[0])
+    edited = (other[0], *other[1:8], 0.01, *other[9:])  # a shipped row with the user's price
     mine = ("my-box", "local", None, 0, 8, 32.0, None, None, None, None, None, "user entry")
     with duckdb.connect(str(v2_path)) as con:
         con.executemany("INSERT INTO instances VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                        [shipped[0], edited, mine])  # fmt: skip
-    before = list_instances(v2_path)  # a reader takes the old file as it is, without the new columns
-    assert before.loc[before["name"] == "my-box", "origin"].isna().all()
+                        [untouched, edited, mine])  # fmt: skip
     with store.connect(v2_path):
         pass
     with duckdb.connect(str(v2_path), read_only=True) as con:
         origins = dict(con.execute("SELECT name, origin FROM instances").fetchall())
-        kept = [shipped[0][0], edited[0], "my-box"]  # the rows stored before the step gain no region
+        kept = [untouched[0], edited[0], "my-box"]  # the rows stored before the step gain no region
         assert con.execute("SELECT count(*) FROM instances WHERE region IS NOT NULL AND name IN (?, ?, ?)",
                            kept).fetchall() == [(0,)]  # fmt: skip
-    assert origins[shipped[0][0]] == "builtin"
+    assert origins[untouched[0]] == "builtin"
     assert origins[edited[0]] == "user" and origins["my-box"] == "user"
-    assert {origins[row[0]] for row in shipped[2:]} == {"builtin"}  # seeded after the step
+    assert {origins[name] for name in today.keys() - {untouched[0], edited[0]}} == {"builtin"}  # seeded later
     assert get_instance(v2_path, edited[0])["on_demand_usd_per_h"] == 0.01
 
 
@@ -558,3 +575,27 @@ def test_version_6_adds_the_stalls_raw_difference_empty_for_stalls_stored_before
     with duckdb.connect(str(v2_path), read_only=True) as con:
         counts = con.execute("SELECT count(*), count(raw_s) FROM stalls").fetchall()[0]
     assert before > 0 and counts == (before, 0)  # nothing invented for the stalls stored before
+
+
+def test_a_run_stored_before_a_column_existed_gets_its_files_figures_when_ingested_again(
+    tmp_path, result_doc
+) -> None:
+    """A migration adds runs.communication, runs.unattributed_ci95_s and stalls.raw_s as NULL (the figures
+    were in the result files): ingesting the run's own file again was refused as "other communication"."""
+    doc = result_doc(run_id=OLD_RUNS[0])
+    doc["breakdown"]["communication"] = {"interconnect": {"allreduce_s": 0.02, "world_size": 2}}
+    doc["breakdown"]["stalls"]["compute"]["raw_s"] = doc["breakdown"]["stalls"]["compute"]["seconds"]
+    path = tmp_path / "old.duckdb"
+    _v1_database(path, tmp_path / "scratch.duckdb", [doc])
+
+    assert store.ingest_result(path, doc) is True  # migrated, then the gaps filled in
+    run = store.get_run(path, OLD_RUNS[0])
+    assert run["communication"] == doc["breakdown"]["communication"]
+    assert run["unattributed_ci95_s"] is not None
+    with duckdb.connect(str(path), read_only=True) as con:
+        raw = con.execute("SELECT raw_s FROM stalls WHERE run_id = ? AND stall = 'compute'", [OLD_RUNS[0]])
+        assert raw.fetchall() == [(doc["breakdown"]["stalls"]["compute"]["seconds"],)]
+    assert store.ingest_result(path, doc) is False  # the same run, nothing left to fill in
+    doc["breakdown"]["communication"]["interconnect"]["allreduce_s"] = 0.5
+    with pytest.raises(UsageError, match="other communication;"):  # a stored value is never replaced
+        store.ingest_result(path, doc)

@@ -24,7 +24,7 @@ def db(tmp_path: Path) -> Path:
             "INSERT INTO runs VALUES ('a', 'resnet18', 0.5, 1, '/tmp/a.json'), ('b', 'vgg16', 0.25, 2, NULL)"
         )
         con.execute("CREATE TABLE schema_meta (key VARCHAR PRIMARY KEY, value VARCHAR)")
-        con.execute("INSERT INTO schema_meta VALUES ('schema_version', '1')")
+        con.execute("INSERT INTO schema_meta VALUES ('schema_version', '3')")
     return path
 
 

@@ -1,9 +1,10 @@
-"""Readers take a database of schema version 1 or newer as it is: a column added since reads as absent. The
-Compare page's reads on a version-2 layout (stall_breakdown without the remainder's columns)."""
+"""Readers take a database of schema version 3 or newer as it is (a column added since reads as absent) and
+refuse an older one, whose runs.unattributed_s meant something else, in one line naming the command that
+migrates it. The Compare page's reads on a version-2 layout (stall_breakdown without the remainder's
+columns), then after that command."""
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 import duckdb
@@ -11,6 +12,7 @@ import pytest
 from result_docs import result_doc
 
 from stash_core import store, views
+from stash_core.errors import UsageError
 
 _REMAINDER_COLUMNS = "unattributed_s, unattributed_ci95_s, unattributed_share, unattributed_epoch_s"
 
@@ -31,9 +33,14 @@ def version_2_db(tmp_path: Path) -> Path:
     return db
 
 
-def test_compare_reads_a_version_2_database_with_the_remainder_interval_absent(version_2_db: Path) -> None:
+def test_compare_refuses_a_version_2_database_and_reads_it_once_migrated(version_2_db: Path) -> None:
+    with pytest.raises(UsageError, match=f"run `stash instances seed --db {version_2_db}`") as refused:
+        views.compare.compare_configurations(version_2_db, "resnet18", 32)
+    assert "\n" not in str(refused.value)
+    from stash_core.cli.main import main
+
+    assert main(["instances", "seed", "--db", str(version_2_db)]) == 0
     frame = views.compare.compare_configurations(version_2_db, "resnet18", 32)
     assert len(frame) == 1 and frame.iloc[0]["runs"] == 2
-    assert math.isnan(frame.iloc[0]["unattributed_ci95_s"])
     assert frame.iloc[0]["compute_s"] == pytest.approx(0.105)
     assert not views.compare.compare_stall_frame(frame).empty
