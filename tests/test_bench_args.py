@@ -3,11 +3,24 @@ or less ran nothing or ended in a traceback), and --help prints the whole docstr
 
 from __future__ import annotations
 
-import subprocess
 import sys
 
 import pytest
+from forked import ForkServer
 from support import REPO
+
+# What the benchmarks import before they read their arguments: imported once, then forked per script.
+_PRELOAD = [
+    "torch", "torch.profiler", "pandas", "numpy", "duckdb", "stash_core.zoo", "stash_core.store",
+    "stash_core.decide.predict", "stash_core.analysis.stats",
+]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def bench_python():
+    server = ForkServer(_PRELOAD)
+    yield server
+    server.close()
 
 BAD = [
     ("make_big_db.py", ["/tmp/x.duckdb", "--runs", "0"]),
@@ -66,9 +79,8 @@ BAD = [
 
 
 @pytest.mark.parametrize(("script", "argv"), BAD, ids=[f"{s} {' '.join(a)}" for s, a in BAD])
-def test_a_bad_argument_is_one_line_and_exit_2(script: str, argv: list[str]) -> None:
-    done = subprocess.run([sys.executable, str(REPO / "bench" / script), *argv], capture_output=True,
-                          text=True, cwd=REPO, timeout=120)  # fmt: skip
+def test_a_bad_argument_is_one_line_and_exit_2(bench_python, script: str, argv: list[str]) -> None:
+    done = bench_python.run(REPO / "bench" / script, *argv, cwd=REPO)
     assert done.returncode == 2, done.stderr
     assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr, done.stderr
     assert done.stdout == ""
@@ -98,13 +110,12 @@ def test_a_bad_argument_is_one_line_and_exit_2(script: str, argv: list[str]) -> 
         "paired_blocks.py",
     ],
 )
-def test_help_prints_the_whole_docstring(script: str) -> None:
+def test_help_prints_the_whole_docstring(bench_python, script: str) -> None:
     import ast
 
     path = REPO / "bench" / script
     doc = ast.get_docstring(ast.parse(path.read_text()), clean=False)
-    done = subprocess.run([sys.executable, str(path), "--help"], capture_output=True, text=True, cwd=REPO,
-                          timeout=120)  # fmt: skip
+    done = bench_python.run(path, "--help", cwd=REPO)
     assert done.returncode == 0 and doc.strip().splitlines()[-1].strip() in done.stdout, done.stdout
 
 
@@ -115,12 +126,10 @@ def test_every_bench_parses_with_bench_parser() -> None:
     assert plain == []
 
 
-def test_the_dashboard_says_a_file_is_no_database_in_one_line(tmp_path) -> None:
+def test_the_dashboard_says_a_file_is_no_database_in_one_line(bench_python, tmp_path) -> None:
     text = tmp_path / "notes.duckdb"
     text.write_text("not a database\n")
-    script = str(REPO / "bench" / "dashboard.py")
-    done = subprocess.run([sys.executable, script, str(text)], capture_output=True, text=True, cwd=REPO,
-                          timeout=120)  # fmt: skip
+    done = bench_python.run(REPO / "bench" / "dashboard.py", str(text), cwd=REPO)
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
     assert len(done.stderr.strip().splitlines()) == 1 and "not a DuckDB database" in done.stderr
 
@@ -150,16 +159,13 @@ def test_intervals_says_every_profile_failed_instead_of_a_traceback() -> None:
         report([{"setting": "paired", "wall_s": 1.0, "failed": True}], ("paired",), None)
 
 
-def test_the_synthetic_database_has_the_current_schema(tmp_path) -> None:
+def test_the_synthetic_database_has_the_current_schema(bench_python, tmp_path) -> None:
     """make_big_db.py failed on the stalls table once it gained a column: it builds every table in full."""
     from stash_core.store import query_readonly
 
     db = tmp_path / "big.duckdb"
     argv = [str(db), "--runs", "30", "--iterations-per-phase", "5", "--telemetry-points", "2"]
-    script = str(REPO / "bench" / "make_big_db.py")
-    done = subprocess.run(
-        [sys.executable, script, *argv], capture_output=True, text=True, cwd=REPO, timeout=120
-    )
+    done = bench_python.run(REPO / "bench" / "make_big_db.py", *argv, cwd=REPO)
     assert done.returncode == 0, done.stderr
     sql = "SELECT (SELECT count(*) FROM runs) AS runs, (SELECT count(*) FROM stalls WHERE raw_s > 0) AS n"
     counts = query_readonly(db, sql)
