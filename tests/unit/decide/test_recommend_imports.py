@@ -36,10 +36,19 @@ def _recommend(tmp_path: Path, model: str, shape: list[int] | None) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def test_a_second_recommendation_over_counted_steps_imports_no_torch(tmp_path):
+def _recommend_here(tmp_path: Path, model: str, shape: list[int] | None, monkeypatch) -> dict:
+    """The first recommendation, in this process (torch is loaded here already): it counts the steps."""
+    from stash_core.decide.recommend import recommend
+
+    monkeypatch.setenv("STASH_CACHE_DIR", str(tmp_path / "steps"))
+    answer = recommend(str(tmp_path / "r.duckdb"), model=model, batch_size=32, epochs=1,
+                       dataset_images=100_000, budget_hours=10, input_shape=shape)  # fmt: skip
+    return {"shape": answer.request["input_shape"], "options": len(answer.options)}
+
+
+def test_a_second_recommendation_over_counted_steps_imports_no_torch(tmp_path, monkeypatch):
     for model, shape, expected in (("resnet18", [3, 64, 64], [3, 64, 64]), ("gpt2_tiny", None, None)):
-        first = _recommend(tmp_path, model, shape)
-        assert first["torch"] is True  # the step is counted once
-        second = _recommend(tmp_path, model, shape)
+        first = _recommend_here(tmp_path, model, shape, monkeypatch)
+        second = _recommend(tmp_path, model, shape)  # a fresh interpreter, over the counted step
         assert second == {**first, "torch": False}
         assert expected is None or second["shape"] == expected
