@@ -37,6 +37,7 @@ from stash_core.campaign.plan import (
 )
 from stash_core.catalog import get_instance
 from stash_core.catalog.prices import hourly_price
+from stash_core.catalog.unknown_names import not_in_catalog_text
 from stash_core.engine.plan import launches_of, plan_phases
 from stash_core.errors import UsageError
 from stash_core.spec_parse import parse_input_shape
@@ -155,10 +156,11 @@ def offer_of(db_path: Path | str, name: str, spot: bool = False, region: str | N
     on a cloud SkyPilot launches here, or has no price of the kind asked."""
     row = get_instance(db_path, name)
     if row is None:
-        raise UsageError(
-            f"instance type {name} is not in the catalog (see `stash instances list`; add it with "
-            "`stash instances add` or import SkyPilot's prices with `stash instances import --skypilot`)"
+        advice = (
+            " (see `stash instances list`; add it with `stash instances add` or import SkyPilot's prices "
+            "with `stash instances import --skypilot`)"
         )
+        raise UsageError(not_in_catalog_text(db_path, name, f"instance type {name}", advice))
     provider = str(row.get("provider") or "").lower()
     if provider not in CLOUDS:
         raise UsageError(f"instance type {name} is on {provider or 'no cloud'}: --cloud launches on "

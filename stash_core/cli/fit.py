@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 from typing import TYPE_CHECKING, Any
 
 from stash_core.analysis.comm import beta_from_gbps
@@ -152,7 +153,7 @@ def _print_predictions(
     shape = _shape(args.input_shape)
     if _no_database(args, report):
         print(f"no database at {printable(str(db_path(args)))} (--db or $STASH_DB chooses one)")
-    predicted = 0
+    predicted, no_link = 0, False
     for stall in stalls:
         if stall == "network" and (args.nodes or 1) <= 1:
             if args.stall == "network":  # asked for, so said: nothing printed looked like a failure
@@ -176,7 +177,14 @@ def _print_predictions(
         )
         print(printable(format_prediction(answer)))
         predicted += answer["stall_s"] is not None
-    return 0 if predicted else 2
+        no_link |= answer["stall_s"] is None and "no link bandwidth" in (answer["status"] or "")
+    if predicted:
+        return 0
+    # exit status 2 is one line on stderr, as `predict` says it; the reasons per stall are above
+    hint = "; a stall never profiled is bounded by its link's rate: give --bandwidth (network) or --link-gbps"
+    said = f"stash: no stall of {printable(args.predict)} could be predicted (see above)"
+    print(said + (hint if no_link else ""), file=sys.stderr)
+    return 2
 
 
 def format_fit_report(report: FitReport, all_models: bool = False, stalls: tuple[str, ...] = ()) -> str:
@@ -186,10 +194,16 @@ def format_fit_report(report: FitReport, all_models: bool = False, stalls: tuple
     needed)" instead of figures, and a configuration where every model is short has no best model."""
     summary = report.summary()
     if summary.empty:
-        asked = " or ".join(stalls or ("interconnect", "network"))
+        asked = stalls or ("interconnect", "network")
+        # a campaign's default plan is one machine: it measures no network stall
+        network = (
+            "; a network stall needs two machines: `stash campaign --family resnet --nodes 2 --bandwidths "
+            "1gbit` (an emulated cluster, as root) or `stash profile --nodes 2 --hosts A,B` of several models"
+        )
+        campaign = "`stash campaign --family resnet` (or several `stash profile` runs of different models)"
         return (
-            f"no measured {asked} stalls in the database yet: run `stash campaign` "
-            "(or several `stash profile` runs of different models) first"
+            f"no measured {' or '.join(asked)} stalls in the database yet: run {campaign} first"
+            + (network if "network" in asked else "")
         )
     lines = []
     best_errors = []

@@ -99,7 +99,10 @@ def cmd_spot_profile(args: argparse.Namespace) -> int:
     for name in args.instances:
         instance = get_instance(db_path(args), name)
         if instance is None:
-            raise UsageError(f"instance {name!r} is not in the catalog (stash instances add {name} ...)")
+            from stash_core.catalog.unknown_names import not_in_catalog_text
+
+            advice = f" (stash instances add {name} ...)"
+            raise UsageError(not_in_catalog_text(db_path(args), name, f"instance {name!r}", advice))
         instances.append((name, int(instance.get("accelerator_count") or 0)))
     say = (lambda *_: None) if args.json else _print_count
     profile = measure_contention(args.model, args.batch, counts, args.duration_s, args.num_classes,

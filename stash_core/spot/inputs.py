@@ -27,6 +27,7 @@ from typing import Any
 
 from stash_core.catalog import get_instance
 from stash_core.catalog.prices import hourly_price
+from stash_core.catalog.unknown_names import not_in_catalog_text
 from stash_core.errors import UsageError
 from stash_core.spot.lossfit import MAX_FIT_ERROR
 from stash_core.spot.model import Worker, Workload
@@ -213,7 +214,8 @@ def build_offers(db_path: Path, offers: list[tuple[str, int]], doc: dict[str, An
     for name, quota in offers:
         instance = get_instance(db_path, name)
         if instance is None:
-            raise UsageError(f"instance {name!r} is not in the catalog (stash instances add {name} ...)")
+            advice = f" (stash instances add {name} ...)"
+            raise UsageError(not_in_catalog_text(db_path, name, f"instance {name!r}", advice))
         price, status = hourly_price(instance, name, pricing)
         if price is None:
             raise UsageError(f"instance {name}: {status}")
@@ -244,7 +246,10 @@ def _compute_s(db_path: Path, doc: dict[str, Any], name: str, batch_per_gpu: int
         return float(given)
     model = doc.get("model")
     if not model:
-        raise UsageError(f"no compute time for {name}: give compute_s in the workload file, or a model")
+        raise UsageError(
+            f'no compute time for {name}: give "compute_s" in the workload file, or its "model" (then taken '
+            "from that model's profile on the instance in the database)"
+        )
     measured = stored_compute_s(db_path, str(model), name, batch_per_gpu, gpus)
     if measured is None and not Path(db_path).exists():  # a mistyped --db, not a missing profile
         raise UsageError(

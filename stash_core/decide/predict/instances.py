@@ -19,6 +19,7 @@ from stash_core.catalog.accelerators import (
     find_accelerator,
     match_accelerator,
 )
+from stash_core.catalog.unknown_names import unknown_names_note
 from stash_core.cells import plain_row
 from stash_core.decide.predict.configuration import ConfigPrediction, Predictor
 from stash_core.decide.predict.cpu_rows import cpu_instance_rows, cpu_profiles
@@ -126,7 +127,10 @@ def catalog_rows(
     if instances:
         unknown = sorted(set(instances) - set(rows))
         if unknown:
-            raise UsageError(f"unknown instance(s) {', '.join(unknown)}: see `stash instances list`")
+            raise UsageError(
+                f"unknown instance(s) {', '.join(unknown)}{unknown_names_note(unknown, rows)}: see "
+                "`stash instances list`"
+            )
         rows = {name: rows[name] for name in instances}
     if gpus:
         wanted = {variant for name in gpus for variant in gpu_variants(name)}

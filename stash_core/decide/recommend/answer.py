@@ -10,6 +10,7 @@ from typing import Any
 import pandas as pd
 
 from stash_core.catalog import stored_label_checks
+from stash_core.catalog.unknown_names import unknown_names_note
 from stash_core.cells import plain_row
 from stash_core.decide.predict.configuration import profile_shape
 from stash_core.decide.predict.instances import all_catalog_rows, check_precision, note_list, refusal_json
@@ -362,7 +363,10 @@ def _catalog(everything: dict[str, dict[str, Any]], instances: list[str] | None)
         return dict(everything)
     unknown = sorted(set(instances) - set(everything))
     if unknown:
-        raise UsageError(f"unknown instance(s) {', '.join(unknown)}: see `stash instances list`")
+        raise UsageError(
+            f"unknown instance(s) {', '.join(unknown)}{unknown_names_note(unknown, everything)}: see "
+            "`stash instances list`"
+        )
     return {name: row for name, row in everything.items() if name in instances}
 
 

@@ -25,6 +25,7 @@ from stash_core.decide.predict.configuration import DOES_NOT_FIT, Predictor
 from stash_core.decide.predict.cpu_rows import no_gpu_reason
 from stash_core.decide.predict.instances import all_catalog_rows, predictor_for
 from stash_core.decide.predict.profile_arithmetic import machine_name, profile_accelerator
+from stash_core.decide.recommend.advice import unpredicted_advice
 from stash_core.decide.recommend.costs import (
     Estimate,
     RentalJob,
@@ -37,7 +38,6 @@ from stash_core.decide.whatif import cpu_stall_elsewhere
 from stash_core.errors import UsageError, UserModelError
 from stash_core.store import get_run
 from stash_core.store.reads import stored_model_counts
-from stash_core.terminal import shell_word
 from stash_core.units import finite_float
 
 
@@ -241,13 +241,11 @@ class OptionPlanner:
             if f": {DOES_NOT_FIT} - " in result:  # a profile of this batch there would not fit either
                 self._exclude(result)
                 return None
-            model, batch = shell_word(self.job.model), self.job.batch_size
-            shape = self.job.input_shape
-            shape_flag = f" --input-shape {','.join(map(str, shape))}" if shape else ""
-            self._exclude(
-                f"{result} (a profile there makes it measured: `stash profile --model {model} "
-                f"--batch-size {batch}{shape_flag} --instance {shell_word(name)}`)"
+            job = self.job
+            advice = unpredicted_advice(
+                result, name, workers, count, job.model, job.batch_size, job.input_shape
             )
+            self._exclude(result + advice)
             return None
         # CPU and disk stalls depend on the data pipeline and the machine: without a profile they are not
         # predicted (None, shown as such), not zero; the iteration time leaves them out and says so.

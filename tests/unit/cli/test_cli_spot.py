@@ -60,7 +60,8 @@ def test_a_target_the_loss_model_reaches_untrained_is_refused(tmp_path, capsys):
     [
         ({"g": [1, 2]}, "five numbers"),
         ({"param_mb": "big"}, "param_mb must be a number"),
-        ({"compute_s": {}}, "no compute time for g3.4xlarge"),
+        # "or a model" read as an option: spot has no --model, the workload file's "model" was meant
+        ({"compute_s": {}}, 'g3.4xlarge: give "compute_s" in the workload file, or its "model"'),
         ({"batch_per_gpu": 0}, "batch_per_gpu"),
     ],
 )

@@ -47,8 +47,15 @@ def test_stalls_every_profile_measured_as_none_predict_none(tmp_path, capsys):
 def test_fit_predict_exits_2_when_nothing_could_be_predicted(tmp_path, capsys):
     missing = str(tmp_path / "none.duckdb")
     assert stash("fit", "--predict", "resnet18", "--workers", "4", "--db", missing) == 2
-    out = capsys.readouterr().out
-    assert f"no database at {missing}" in out and "no model" in out
+    said = capsys.readouterr()
+    assert f"no database at {missing}" in said.out and "no model" in said.out
+    # exit status 2 is one line on stderr (it was stdout only); a link's rate is what answers a stall
+    # never profiled, and the line names the options that give it
+    assert said.err.strip() == (
+        "stash: no stall of resnet18 could be predicted (see above); a stall never profiled is bounded by "
+        "its link's rate: give --bandwidth (network) or --link-gbps"
+    )
+    assert stash("fit", "--predict", "resnet18", "--workers", "4", "--link-gbps", "10", "--db", missing) == 0
 
 
 def test_whatif_on_invalid_stored_figures_answers_none_and_keeps_its_json_valid(tmp_path, capsys):
@@ -74,3 +81,19 @@ def test_whatif_says_a_network_stall_already_within_its_target(tmp_path, capsys)
     assert stash("whatif", doc["run_id"], "--target-share", "0.2", "--db", db) == 0
     out = capsys.readouterr().out
     assert "within the 20% target" in out and "brings network stall" not in out
+
+
+def test_fit_without_network_stalls_names_a_campaign_that_measures_them(tmp_path, capsys):
+    """"Run `stash campaign`" was said for the network stall: a campaign's default plan is one machine, and
+    the command as written was refused (it needs --family, --models or --script)."""
+    db = str(tmp_path / "one.duckdb")
+    ingest_result(db, result_doc("m0", stalls={"compute": 0.2, "interconnect": 0.01}, instance="lab"))
+    assert stash("fit", "--stall", "network", "--db", db) == 0
+    said = capsys.readouterr().out
+    quoted = said.split("`")[1::2]
+    commands = [part for part in quoted if part.startswith("stash campaign")]
+    assert commands[:2] == [
+        "stash campaign --family resnet", "stash campaign --family resnet --nodes 2 --bandwidths 1gbit"
+    ], said
+    assert stash(*commands[1].split()[1:], "--dry-run", "--db", db) == 0
+    assert "2 worker(s) x 2 nodes at 1gbit" in capsys.readouterr().out  # it would measure the network

@@ -544,7 +544,8 @@ def test_a_suggested_profile_is_one_shell_word_per_name_and_never_one_that_canno
     odd = recommend(db, "resnet18", 32, 1, 10_000, budget_hours=10, instances=["my inst"])
     assert odd.excluded == [
         "my inst: not predictable - Google TPU v9 has no entry in the accelerator table (a profile there "
-        "makes it measured: `stash profile --model resnet18 --batch-size 32 --instance 'my inst'`)"
+        "makes it measured: `stash profile --model resnet18 --batch-size 32 --workers 4 --instance "
+        "'my inst'`)"
     ]
     huge = recommend(db, "resnet50", 100_000, 1, 10**6, budget_hours=10, instances=["g5.xlarge"])
     assert len(huge.excluded) == 1 and "g5.xlarge: does not fit - " in huge.excluded[0]
@@ -572,3 +573,31 @@ def test_a_note_with_a_semicolon_inside_its_parentheses_stays_one_note_in_the_js
     two = [option for option in options if option["instance_count"] == 2]
     assert any(note.startswith("network stall predicted (") and note.endswith("error unknown)")
                for note in two[0]["notes"]), two[0]["notes"]  # fmt: skip
+
+
+def test_the_advice_for_an_unpredicted_option_gets_it_past_its_reason(tmp_path):
+    """"A profile there makes it measured" was said of every option with an unknown GPU link: a profile of
+    one GPU (the command named no --workers) left all of them unranked, and a profile of one machine never
+    measures the network between several. The catalog's missing values are what answer them."""
+    from stash_core.catalog import set_instance
+
+    db = tmp_path / "r.duckdb"
+    add_instance(db, name="two-v100", accelerator="NVIDIA V100 16 GB", accelerator_count=2, vcpus=12,
+                 on_demand_usd_per_h=3.0)  # fmt: skip
+    asked = {"budget_hours": 1000, "instances": ["two-v100"], "max_instances": 2}
+    before = recommend(db, "resnet50", 64, 1, 100_000, **asked)
+    link = ("give its GPU link: `stash instances set two-v100 --interconnect LINK` (NVSwitch, NVLink, PCIe, "
+            "PCIe peer-to-peer or none)")  # fmt: skip
+    profile = "`stash profile --model resnet50 --batch-size 64 --workers 2 --instance two-v100`"
+    assert any(reason.startswith("1 x two-v100: ") and f"({link}; or a profile there makes it measured: "
+               f"{profile})" in reason for reason in before.excluded), before.excluded  # fmt: skip
+    assert any(reason.startswith("2 x two-v100: ") and reason.endswith(f"({link})")
+               for reason in before.excluded)  # fmt: skip
+    set_instance(db, "two-v100", interconnect="PCIe")  # the advice followed
+    after = recommend(db, "resnet50", 64, 1, 100_000, **asked)
+    assert "1 x two-v100" in set(after.options["config"])
+    assert any("give its network: `stash instances set two-v100 --network-gbps GBPS`" in reason
+               for reason in after.excluded), after.excluded  # fmt: skip
+    set_instance(db, "two-v100", network_gbps=25)
+    both = recommend(db, "resnet50", 64, 1, 100_000, **asked)
+    assert {"1 x two-v100", "2 x two-v100"} <= set(both.options["config"]), both.excluded

@@ -1,0 +1,34 @@
+"""One sentence for instance names a command does not know: the close names it does know, and, for a
+NAME:QUOTA (the form `stash spot` takes), that this command takes names only."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+
+
+def unknown_names_note(unknown: Iterable[str], known: Iterable[str]) -> str:
+    """' (g5.xlarge:2: names only here, no :QUOTA; g5.xlarg: did you mean g5.xlarge?)', or '' when none is
+    close to a known name."""
+    known = list(known)
+    notes = []
+    for name in unknown:
+        base, colon, _quota = name.partition(":")
+        if colon and base in known:
+            notes.append(f"{name}: names only here, no :QUOTA (give {base})")
+            continue
+        close = difflib.get_close_matches(name, known, n=3, cutoff=0.6)
+        if close:
+            notes.append(f"{name}: did you mean {', '.join(close)}?")
+    return f" ({'; '.join(notes)})" if notes else ""
+
+
+def not_in_catalog_text(db_path, name: str, subject: str, add_advice: str) -> str:
+    """'<subject> is not in the catalog<note><add_advice>' (subject: "instance 'NAME'"), the advice left out
+    for a NAME:QUOTA of a known name (a name with a colon cannot be added)."""
+    from stash_core.catalog.catalog import list_instances  # read only once a name is refused
+
+    known = list(list_instances(db_path)["name"])
+    note = unknown_names_note([name], known)
+    quota_form = name.partition(":")[0] in known and ":" in name
+    return f"{subject} is not in the catalog{note}{'' if quota_form else add_advice}"
