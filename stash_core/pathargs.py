@@ -157,6 +157,14 @@ def default_db() -> Path:
     return expand_home(default_db_text())
 
 
+def db_named_by(given: object) -> str:
+    """How a refusal names where the database came from: --db when given, else $STASH_DB when set, else the
+    default's name (a user who never typed --db looks for a flag they did not give)."""
+    if given is not None:
+        return "--db"
+    return "$STASH_DB" if os.environ.get("STASH_DB") else "the default database"
+
+
 def role_of(action: argparse.Action) -> str | None:
     return action.type.role if isinstance(action.type, PathArg) else None
 

@@ -37,6 +37,7 @@ from stash_core.launch.hosts import (
     remote_hosts,
 )
 from stash_core.measure import protocol
+from stash_core.pathargs import db_named_by
 from stash_core.results.file import (
     PROBE_KIND,
     RESULT_KIND,
@@ -122,7 +123,8 @@ def run_profile_flow(
     A bad input raises UsageError before anything runs. A failed or interrupted profile is saved too:
     `report` sees it in `error` (the front end raises it)."""
     spec, cluster_state = checked_spec(args)
-    check_writable(db_path, args.out, not args.no_store)
+    named_by = db_named_by(getattr(args, "db", None)) if origin == "cli" else "database"
+    check_writable(db_path, args.out, not args.no_store, named_by)
     db_was_new = not db_path.exists()
     batch = f"batch {spec.batch_size}" if spec.batch_size else "the script's batch"
     label = f"{spec.model} · {batch} · {spec.workers_per_node} worker(s)" + (
@@ -223,11 +225,11 @@ def checked_spec(args: argparse.Namespace) -> tuple[ProfileSpec, Path | None]:
     return spec, cluster_state
 
 
-def check_writable(db_path: Path, out_path: Path | None, store_db: bool) -> None:
+def check_writable(db_path: Path, out_path: Path | None, store_db: bool, named_by: str = "--db") -> None:
     """Refuse before measuring anything if the results could not be saved: --out a directory or in a place
     that cannot be written, --db a directory, not a DuckDB file, corrupt, too new or not writable."""
     if store_db:
-        check_storable(db_path)
+        check_storable(db_path, named_by)
     # The database first: the result files' default folder is beside it, so a bad --db explains both.
     if out_path is not None and out_path.is_dir():
         raise UsageError(f"--out {out_path} is a directory; give the result file's name")

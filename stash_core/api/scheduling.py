@@ -20,7 +20,7 @@ from stash_core.api.options import (
 )
 from stash_core.api.results import Schedule
 from stash_core.errors import UsageError
-from stash_core.pathargs import path_argument, refuse_overwrite, required_path
+from stash_core.pathargs import db_named_by, path_argument, refuse_overwrite, required_path
 from stash_core.sched import defaults
 from stash_core.spec_parse import Number, count, positive_real
 
@@ -103,7 +103,8 @@ def simulate_schedule(
     trace_path = path_argument("trace", trace)
     no_store = switch("no_store", no_store)
     _refuse_overwrites(out_dir, jobs_csv, db_path, trace_path)
-    check_outputs(out_dir, jobs_csv, db_path, store=not no_store, out_given=out is not None)  # before work
+    check_outputs(out_dir, jobs_csv, db_path, store=not no_store, out_given=out is not None,
+                  db_named_by=db_named_by(db))  # fmt: skip
     jobs, source, trace_format = _jobs(trace_path, synthetic_jobs, trace_format, generator, arrivals, seed,
                                        mean_gap_s, db_path)  # fmt: skip
     most = checked("max_jobs", max_jobs, count(10**9))

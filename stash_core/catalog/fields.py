@@ -105,7 +105,7 @@ def clean(fields: dict[str, Any], partial: bool, stored: bool = False) -> dict[s
             cleaned[key] = _date(value)
             if not stored and cleaned[key] is not None and cleaned[key] > today() + PRICE_DATE_LEEWAY:
                 # a typo in the year would keep the price from ever being called old
-                raise UsageError(f"price_date {cleaned[key]} is in the future: give the day of the price")
+                raise UsageError(f"price date {cleaned[key]} is in the future: give the day of the price")
     return cleaned
 
 

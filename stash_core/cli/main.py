@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import argparse
 import copy
+import difflib
 import functools
+import re
 import sys
 
 from stash_core import __version__, containment
@@ -21,6 +23,9 @@ from stash_core.spec import add_profile_arguments, parse_script_args, takes_scri
 from stash_core.spec_parse import count
 from stash_core.terminal import printable
 from stash_core.userfiles import check_reachable
+
+# argparse's words for a subcommand not among the choices: "argument <dest>: invalid choice: 'x' (choose ...)"
+_INVALID_CHOICE = re.compile(r"argument ([a-z_]+): invalid choice: '(.*)' \(choose from")
 
 # Imports inside the command functions are deliberate: `stash --help` and the commands that do not
 # measure must start fast, without torch, pandas or DuckDB.
@@ -101,6 +106,9 @@ class Parser(argparse.ArgumentParser):
         return [name for action in self._actions if isinstance(action, argparse._SubParsersAction)
                 for name in action.choices]  # fmt: skip
 
+    def _command_dests(self) -> set[str]:
+        return {action.dest for action in self._actions if isinstance(action, argparse._SubParsersAction)}
+
     def error(self, message: str) -> None:  # type: ignore[override]
         # main() prints "stash: " before every error: name the subcommand only ("recommend: ...")
         command = self.prog.removeprefix("stash").strip()
@@ -108,6 +116,11 @@ class Parser(argparse.ArgumentParser):
         if choices and message.startswith("the following arguments are required"):
             # argparse names the missing command by its internal dest (instances_action): say what to type
             message = f"a command is required: one of {', '.join(choices)}"
+        elif (typo := _INVALID_CHOICE.match(message)) and typo.group(1) in self._command_dests():
+            # the same internal dest for a mistyped command ("argument instances_action: invalid choice")
+            close = difflib.get_close_matches(typo.group(2), choices, n=1, cutoff=0.7)
+            hint = f" (did you mean {close[0]}?)" if close else ""
+            message = f"unknown command {typo.group(2)!r}{hint}: one of {', '.join(choices)}"
         if message.startswith("unrecognized arguments") and ("--json" in message or "--format" in message):
             message += f" ({self._json_hint()})"  # two spellings of one wish: say this command's
         raise UsageError(f"{command}: {message}" if command else message)

@@ -20,7 +20,7 @@ from stash_core.cli.args import Number, count, duration_text, identifier, positi
 from stash_core.cli.probe_store import store_probe
 from stash_core.cli.remote_text import format_remote_info
 from stash_core.errors import UsageError
-from stash_core.pathargs import database_path, input_path, input_text, output_path
+from stash_core.pathargs import database_path, db_named_by, input_path, input_text, output_path
 from stash_core.spec import add_machine_arguments
 from stash_core.spec_parse import WORKERS
 from stash_core.terminal import printable
@@ -350,7 +350,7 @@ def cmd_probe(args) -> int:
     if not args.no_store:
         from stash_core.store.connection import check_storable
 
-        check_storable(db_path)  # refused now, not after the probe has measured
+        check_storable(db_path, db_named_by(args.db))  # refused now, not after the probe has measured
     probe = run_probe_command(
         workers_per_node=args.workers,
         nodes=args.nodes,

@@ -191,7 +191,7 @@ def cmd_schedule(args: argparse.Namespace) -> int:
         starve_factor=args.starve_factor, uplink_factor=args.uplink_factor, node_gbps=args.node_gbps,
         uplink_gbps=args.uplink_gbps, oversubscription=args.oversubscription,
         reference_gbps=args.reference_gbps, out=args.out, jobs_csv=args.jobs_csv, no_store=args.no_store,
-        db=database,
+        db=args.db,  # None when not given: a refusal names $STASH_DB or the default, not --db
     )  # fmt: skip
     source = schedule.source
     if schedule.fabric is not None:

@@ -16,7 +16,12 @@ JOBS_CSV_HEADER = "policy,job_id,gpus,"  # the per-job table's first columns (ap
 
 
 def check_outputs(
-    out_dir: Path, jobs_csv: Path | None, database: Path, store: bool, out_given: bool = True
+    out_dir: Path,
+    jobs_csv: Path | None,
+    database: Path,
+    store: bool,
+    out_given: bool = True,
+    db_named_by: str = "--db",
 ) -> None:
     """Refuse, in one line and before any work, outputs that could not be written: --db a directory, not a
     DuckDB file, unwritable or an impossible name; --out a file; --jobs-csv a directory or in a missing
@@ -26,9 +31,9 @@ def check_outputs(
         if store:
             check_database_path(database)
     except UsageError as error:
-        raise UsageError(f"--db: {error}") from None
+        raise UsageError(f"{db_named_by}: {error}") from None
     except OSError as exc:
-        raise UsageError(f"--db {clipped(database)}: {exc.strerror or exc}") from None
+        raise UsageError(f"{db_named_by} {clipped(database)}: {exc.strerror or exc}") from None
     try:
         # the default folder, beside the database, is named as such: no --out was given to blame
         out_flag = "--out" if out_given else "the results folder beside the database (--out chooses another)"

@@ -288,10 +288,10 @@ def check_database_path(path: Path | str) -> None:
         raise UsageError(f"cannot create database {path}: {existing} is not a writable directory")
 
 
-def check_storable(db_path: Path) -> None:
-    """Before a command measures: refuse (UsageError naming --db) a database it could not store into - a
-    directory, not a DuckDB file, corrupt, of a newer Stash, not writable; a busy one is fine (storing waits
-    for its turn)."""
+def check_storable(db_path: Path, named_by: str = "--db") -> None:
+    """Before a command measures: refuse (UsageError naming where the path came from: --db, $STASH_DB) a
+    database it could not store into - a directory, not a DuckDB file, corrupt, of a newer Stash, not
+    writable; a busy one is fine (storing waits for its turn)."""
     try:
         check_database_path(db_path)
         if db_path.exists():  # intact and of a schema this Stash can take
@@ -300,7 +300,7 @@ def check_storable(db_path: Path) -> None:
     except DatabaseLocked:
         pass
     except UsageError as error:
-        raise UsageError(f"--db {db_path}: {error}") from None
+        raise UsageError(f"{named_by} {db_path}: {error}") from None
 
 
 def _open_error(path: Path, exc: duckdb.Error) -> UsageError:

@@ -122,7 +122,7 @@ def test_a_profile_or_probe_on_a_vanished_cluster_says_it_is_gone(made, tmp_path
     # its state still there: taken down and up again (`up` refuses a name whose state exists)
     lost = (
         f"stash: the emulated cluster {TC} is not up: it lost a namespace or its hub (take it down and up "
-        f"again: stash cluster down --name {TC}, then stash cluster up --nodes N --name {TC})"
+        f"again: sudo stash cluster down --name {TC}, then sudo stash cluster up --nodes N --name {TC})"
     )
     expected = f"stash: {gone_message(TC)}"
 

@@ -210,3 +210,21 @@ def test_a_database_path_that_names_a_folder_is_refused(tmp_path, monkeypatch, c
     assert main(["runs"]) == 2
     assert "STASH_DB mydata/ names a directory" in capsys.readouterr().err
     assert not (tmp_path / "mydata").exists()
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["schedule", "--synthetic-jobs", "5"], ["probe", "--workers", "1", "--max-size", "64KiB"]],
+    ids=["schedule", "probe"],
+)
+def test_a_database_from_stash_db_is_named_so_not_as_db(tmp_path, capsys, monkeypatch, argv) -> None:
+    """A bad database from $STASH_DB was refused as "--db ...", a flag the user never gave."""
+    from support import one_line_error, stash_here
+
+    bad = tmp_path / "bad.duckdb"
+    bad.mkdir()  # a directory where the database should be
+    monkeypatch.setenv("STASH_DB", str(bad))
+    said = one_line_error(stash_here(capsys, monkeypatch, *argv))
+    assert said.startswith("stash: $STASH_DB") and "--db" not in said, said
+    said = one_line_error(stash_here(capsys, monkeypatch, *argv, "--db", str(bad)))
+    assert said.startswith("stash: --db"), said

@@ -396,4 +396,4 @@ def _check_request(batch_size, epochs, dataset_images, budget_hours, max_usd, ma
         if value is not None and (number is None or number <= 0):
             raise UsageError(f"{what} must be a positive number, got {value!r}")
     if budget_hours is None and max_usd is None:
-        raise UsageError("give a time budget (hours), a cost limit (USD) or both")
+        raise UsageError("give budget_hours (a time budget), max_usd (a cost limit) or both")

@@ -50,7 +50,7 @@ def _gone_line(name: str, state_dir: Path) -> str:
         option = cluster_option(name)
         return (
             f"the emulated cluster {name} is not up: it lost a namespace or its hub (take it down and up "
-            f"again: stash cluster down{option}, then stash cluster up --nodes N{option})"
+            f"again: sudo stash cluster down{option}, then sudo stash cluster up --nodes N{option})"
         )
     return gone_message(name)
 

@@ -90,7 +90,7 @@ def name_of_state_dir(state_dir: Path) -> str:
 
 def gone_message(name: str) -> str:
     """The one line a profile or probe prints when its cluster is not there (any more)."""
-    return f"the emulated cluster {name} is not up (start it: stash cluster up --nodes N --name {name})"
+    return f"the emulated cluster {name} is not up (start it: sudo stash cluster up --nodes N --name {name})"
 
 
 def cluster_option(name: str) -> str:

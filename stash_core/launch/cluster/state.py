@@ -86,7 +86,7 @@ def require_state(state_dir: Path, name: str = DEFAULT_NAME) -> dict:
     if not state or not state.get("nodes"):
         raise UsageError(
             f"no emulated cluster {name} is up (no {state_path(Path(state_dir))}; "
-            f"stash cluster up{cluster_option(name)} --nodes N)"
+            f"sudo stash cluster up{cluster_option(name)} --nodes N)"
         )
     return state
 

@@ -145,7 +145,7 @@ def test_clearing_a_price(tmp_path):
         ({"network_gbps": 0}, "must be positive"),
         ({"price_date": "last week"}, "price_date"),
         # a typo in the year kept the price from ever being called old; import refused it, set did not
-        ({"price_date": "2099-01-01"}, "price_date 2099-01-01 is in the future"),
+        ({"price_date": "2099-01-01"}, "price date 2099-01-01 is in the future"),
         # predict then took the V100 instance for a CPU machine, "no GPU and no profile of this job on it"
         ({"accelerator_count": 0}, "accelerator_count 0 beside the accelerator NVIDIA V100"),
         ({"colour": "red"}, "unknown instance field colour"),

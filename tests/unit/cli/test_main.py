@@ -74,3 +74,18 @@ def test_version_unknown_options_and_missing_subcommands_are_said_as_typed(capsy
         assert status == 2 and f"one of {choices}" in said and internal not in said, said
     status, said = _refusal([], capsys)
     assert status == 2 and "one of profile, ingest, runs" in said and "command" in said
+
+
+def test_a_mistyped_subcommand_is_said_as_typed_with_the_close_one(capsys) -> None:
+    """`stash instances lst` said "argument instances_action: invalid choice: 'lst'"."""
+    for argv, expected in (
+        (["instances", "lst"], "instances: unknown command 'lst' (did you mean list?): one of list, show"),
+        (["cluster", "upp"], "cluster: unknown command 'upp' (did you mean up?): one of up, down, status"),
+        (["remote", "chek"], "remote: unknown command 'chek' (did you mean check?): one of check"),
+        (["proflie"], "unknown command 'proflie' (did you mean profile?): one of profile, ingest"),
+        (["zzz"], "unknown command 'zzz': one of profile, ingest"),
+    ):
+        status, said = _refusal(argv, capsys)
+        assert status == 2 and said.startswith(f"stash: {expected}") and "_action" not in said, said
+    status, said = _refusal(["runs", "--format", "xml"], capsys)  # an option's choices stay argparse's words
+    assert "argument --format: invalid choice: 'xml'" in said

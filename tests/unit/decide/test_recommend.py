@@ -601,3 +601,10 @@ def test_the_advice_for_an_unpredicted_option_gets_it_past_its_reason(tmp_path):
     set_instance(db, "two-v100", network_gbps=25)
     both = recommend(db, "resnet50", 64, 1, 100_000, **asked)
     assert {"1 x two-v100", "2 x two-v100"} <= set(both.options["config"]), both.excluded
+
+
+def test_without_a_budget_the_api_names_its_own_arguments(tmp_path):
+    """It said "give a time budget (hours), a cost limit (USD) or both", naming neither argument."""
+    said = r"^give budget_hours \(a time budget\), max_usd \(a cost limit\) or both$"
+    with pytest.raises(UsageError, match=said):
+        recommend(tmp_path / "r.duckdb", "resnet18", 32, 1, 10_000)

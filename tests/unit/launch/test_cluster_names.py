@@ -159,7 +159,7 @@ def test_the_owner_token_is_the_state_folder_or_a_digest(tmp_path):
 
 
 def test_gone_is_one_line_that_says_how_to_bring_it_back():
-    said = "the emulated cluster bench is not up (start it: stash cluster up --nodes N --name bench)"
+    said = "the emulated cluster bench is not up (start it: sudo stash cluster up --nodes N --name bench)"
     assert gone_message("bench") == said
 
 
@@ -275,7 +275,7 @@ def test_a_cluster_that_lost_a_namespace_is_told_to_go_down_first(bench_up_elsew
         cluster_gone.require_present("bench", bench_up_elsewhere)
     said = str(raised.value)
     assert said.startswith("the emulated cluster bench is not up: it lost a namespace or its hub")
-    assert said.endswith("stash cluster down --name bench, then stash cluster up --nodes N --name bench)")
+    assert said.endswith("sudo stash cluster down --name bench, then sudo stash cluster up --nodes N --name bench)")
 
 
 def test_status_of_a_live_cluster_with_state_elsewhere_says_where(bench_up_elsewhere, capsys, monkeypatch):
