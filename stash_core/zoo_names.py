@@ -5,6 +5,7 @@ same."""
 
 from __future__ import annotations
 
+import difflib
 import functools
 import hashlib
 import os
@@ -30,6 +31,12 @@ TOKEN_MODELS: frozenset[str] = frozenset({
     "bert_tiny", "bert_base", "bert_large",
     "gpt2_tiny", "gpt2", "gpt2_medium", "gpt2_large", "gpt2_xl", "llama_tiny", "tinyllama_1b", "llama2_7b",
 })  # fmt: skip
+
+
+def close_zoo_names(name: str) -> str:
+    """' (did you mean resnet50, resnet152?)' for a name close to zoo models, else '' (as `profile` says)."""
+    close = difflib.get_close_matches(str(name).strip().lower(), sorted(ZOO_NAMES), n=4, cutoff=0.5)
+    return f" (did you mean {', '.join(close)}?)" if close else ""
 
 
 def refuse_other_input(name: str, shape: tuple[int, ...] | list[int] | None) -> None:

@@ -32,6 +32,7 @@ from stash_core.zoo_names import (
     SCRIPT_PREFIX,
     ZOO_NAMES,
     canonical_model,
+    close_zoo_names,
     model_file_sha256,
     refuse_other_input,
 )
@@ -124,8 +125,8 @@ def check_model_names(models: list[str]) -> None:
             if _MODULE_RE.fullmatch(location):
                 continue
         raise UsageError(
-            f"--models {text!r}: not a zoo model (see `stash models`); give a user model as FILE.py:FACTORY "
-            "or package.module:FACTORY"
+            f"--models {text!r}: not a zoo model{close_zoo_names(text)} (see `stash models`); give a user "
+            "model as FILE.py:FACTORY or package.module:FACTORY"
         )
 
 

@@ -31,3 +31,17 @@ def test_the_token_models_are_the_registry_s_and_an_input_of_the_other_kind_is_r
         refuse_other_input("ResNet18", (128,))
     refuse_other_input("resnet18", (3, 32, 32))
     refuse_other_input("m.py:make", (128,))  # a user's model: its build says
+
+
+def test_campaign_and_recommend_offer_close_zoo_names_as_profile_does(tmp_path, capsys, monkeypatch):
+    """`profile --model resnet5` offered resnet50; `campaign --models` and `recommend --model` did not."""
+    from support import one_line_error, stash_here
+
+    db = str(tmp_path / "r.duckdb")
+    for argv in (
+        ["campaign", "--models", "resnet5", "--dry-run", "--db", db],
+        ["recommend", "--model", "resnet5", "--batch-size", "32", "--epochs", "1", "--dataset-images", "1000",
+         "--budget-hours", "10", "--db", db],
+    ):  # fmt: skip
+        said = one_line_error(stash_here(capsys, monkeypatch, *argv))
+        assert "(did you mean resnet50, " in said, said

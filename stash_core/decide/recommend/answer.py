@@ -32,7 +32,7 @@ from stash_core.errors import UsageError
 from stash_core.habits import TrainingJob, optimizer_name
 from stash_core.store.reads import measured_profiles, stored_model_counts
 from stash_core.units import finite_float
-from stash_core.zoo_names import ZOO_NAMES, canonical_model
+from stash_core.zoo_names import ZOO_NAMES, canonical_model, close_zoo_names
 
 DEFAULT_MAX_INSTANCES = 4
 # An instance evaluated without a price of the kind asked: the phrase its line has, which the Recommend page
@@ -379,8 +379,8 @@ def _check_model(db_path: Path | str, model: str) -> None:
         return
     if name.lower() not in ZOO_NAMES:
         raise UsageError(
-            f"model {name!r} is not in the zoo and has no stored profile: see `stash models`, or give a user "
-            "model as FILE.py:FACTORY"
+            f"model {name!r} is not in the zoo and has no stored profile{close_zoo_names(name)}: see `stash "
+            "models`, or give a user model as FILE.py:FACTORY"
         )
 
 
