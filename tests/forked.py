@@ -37,10 +37,14 @@ for line in requests:
             for fd, path, mode in ((0, os.devnull, os.O_RDONLY), (1, request["out"], os.O_WRONLY),
                                    (2, request["err"], os.O_WRONLY)):
                 os.dup2(os.open(path, mode), fd)
-            script = request["argv"][0]
             sys.argv = list(request["argv"])
-            sys.path[0] = os.path.dirname(os.path.abspath(script))
-            runpy.run_path(script, run_name="__main__")
+            if request.get("module"):  # python -m MODULE: the folder it runs in comes first on sys.path
+                sys.path[0] = os.getcwd()
+                runpy.run_module(request["module"], run_name="__main__", alter_sys=True)
+            else:
+                script = sys.argv[0]
+                sys.path[0] = os.path.dirname(os.path.abspath(script))
+                runpy.run_path(script, run_name="__main__")
         except SystemExit as exc:
             if exc.code is None:
                 code = 0
@@ -64,7 +68,8 @@ for line in requests:
 
 class ForkServer:
     """`run(script, *args, cwd=...)` -> CompletedProcess, as subprocess.run([sys.executable, script, *args],
-    capture_output=True, text=True, cwd=cwd) gives it; `close()` ends the server."""
+    capture_output=True, text=True, cwd=cwd) gives it (script "-m MODULE": python -m MODULE); `close()` ends
+    the server. The environment is the server's, given when it starts."""
 
     def __init__(self, preload: list[str], env: dict[str, str] | None = None) -> None:
         self._scratch = tempfile.TemporaryDirectory(prefix="stash-forked-")
@@ -79,9 +84,10 @@ class ForkServer:
         out, err = (Path(self._scratch.name) / name for name in ("out", "err"))
         out.write_bytes(b"")
         err.write_bytes(b"")
+        module = str(script)[3:] if str(script).startswith("-m ") else None
         request = {
-            "argv": [str(script), *args], "cwd": str(cwd), "out": str(out), "err": str(err),
-            "timeout_s": max(1, round(timeout)),
+            "argv": [module or str(script), *args], "module": module, "cwd": str(cwd), "out": str(out),
+            "err": str(err), "timeout_s": max(1, round(timeout)),
         }  # fmt: skip
         assert self._server.stdin is not None and self._server.stdout is not None
         self._server.stdin.write(json.dumps(request) + "\n")

@@ -3,6 +3,8 @@ it stops, and one clear error line, with the script's last stderr lines, for eac
 
 from __future__ import annotations
 
+import atexit
+import functools
 import json
 import os
 import subprocess
@@ -12,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+from forked import ForkServer
 
 from stash_core.measure import protocol
 
@@ -136,6 +139,26 @@ def step():
 """
 
 
+# What the entry point imports before it runs the script: imported once, then a process forked per run (a new
+# interpreter spent some 3 CPU-s importing them for each of these tests). Not the compiler: a test below
+# checks that only a script that compiles imports it.
+_ENTRY_IMPORTS = [
+    "torch", "torch.distributed", "stash_core.measure.protocol", "stash_core.measure.script_cache",
+    "stash_core.measure.script_hooks", "stash_core.measure.script_stop", "stash_core.measure.worker_job",
+    "stash_core.terminal", "stash_core.zoo.compiler_guards",
+]  # fmt: skip
+
+
+@functools.cache
+def _entry_server() -> ForkServer:
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK"):
+        env.pop(name, None)
+    server = ForkServer(_ENTRY_IMPORTS, env=env)
+    atexit.register(server.close)
+    return server
+
+
 def run_entry(
     tmp_path: Path, source: str | None, args: list[str] = (), timeout_s: float = 60, **job
 ) -> tuple:
@@ -148,13 +171,9 @@ def run_entry(
         "data_dir": None, "device": "cpu", "iterations": None, "target_relative_ci": 0.02,
         "max_iterations": 2000, "max_phase_s": 30.0, "start_timeout_s": 30.0, "seed": 0, **job,
     }  # fmt: skip
-    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
-    for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK"):
-        env.pop(name, None)
-    done = subprocess.run(
-        [sys.executable, "-m", "stash_core.measure.script_entry", "--job-json", json.dumps(job)],
-        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=timeout_s,
-    )  # fmt: skip
+    done = _entry_server().run(
+        "-m stash_core.measure.script_entry", "--job-json", json.dumps(job), cwd=tmp_path, timeout=timeout_s
+    )
     messages = {}
     for line in done.stdout.splitlines():
         parsed = protocol.parse(line, job.get(protocol.TOKEN_KEY))
