@@ -184,7 +184,7 @@ def test_no_profile_at_all_explains_what_to_run(tmp_path):
     result = recommend(db, "vgg16", 32, 10, 100_000, budget_hours=5, instances=["big8"])
     assert result.best is None
     assert result.infeasible_reason.startswith("no configuration could be evaluated for vgg16 at batch 32")
-    assert "stash profile --model vgg16 --batch-size 32 --instance big8" in result.infeasible_reason
+    assert "stash profile --model vgg16 --batch-size 32 --workers 8 --instance big8" in result.infeasible_reason
 
 
 def test_prediction_from_a_validated_stall_model_carries_its_expected_error(tmp_path):
