@@ -18,6 +18,7 @@ type whose configurations are all stored costs nothing: it is not launched.
 from __future__ import annotations
 
 import hashlib
+import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -345,8 +346,20 @@ def predict_steps(settings: CampaignSettings) -> Predict:
 
 def check_budget(plan: CloudPlan, budget_usd: float | None) -> None:
     """UsageError (one line) when the plan costs more than --budget-usd."""
-    if budget_usd is not None and plan.cost_usd > budget_usd:
+    if budget_usd is None or plan.cost_usd <= budget_usd:
+        return
+    said = f"the plan costs ${plan.cost_usd:.2f} at catalog prices, above --budget-usd {budget_usd:g}"
+    # the least any plan of these instance types costs: one profile on one of them, its start-up included
+    least = min(
+        ((item.overhead_s + min(estimate.seconds for estimate in item.todo)) / 3600.0 * item.offer.usd_per_h,
+         item.offer.name) for item in plan.instances if item.todo
+    )  # fmt: skip
+    if budget_usd < least[0]:
+        needed = math.ceil(least[0] * 100) / 100  # in whole cents, up: that budget passes
         raise UsageError(
-            f"the plan costs ${plan.cost_usd:.2f} at catalog prices, above --budget-usd {budget_usd:g}: "
-            "fewer instance types, models or batch sizes, or a fixed --iterations, cost less"
+            f"{said}, and one profile alone on the cheapest, {least[1]}, costs up to ${needed:.2f} with its "
+            f"start-up: raise --budget-usd to at least {needed:.2f}"
         )
+    raise UsageError(
+        f"{said}: fewer instance types, models or batch sizes, or a fixed --iterations, cost less"
+    )

@@ -142,8 +142,17 @@ def test_refusals_are_one_line(settings):
     check_budget(plan, 1.0)
     with pytest.raises(
         UsageError, match=r"the plan costs \$0\.10 at catalog prices, above --budget-usd 0.05"
-    ):
+    ) as refused:
         check_budget(plan, 0.05)
+    # its one profile is the least these instance types allow: fewer of anything was no way under the budget
+    assert str(refused.value).endswith(
+        "and one profile alone on the cheapest, g4dn.xlarge, costs up to $0.11 with its start-up: raise "
+        "--budget-usd to at least 0.11"
+    ), str(refused.value)
+    check_budget(plan, 0.11)  # the advice followed
+    two = plan_cloud(["g4dn.xlarge"], ["resnet18", "resnet50"], [32], None, settings, predict=fixed_steps)
+    with pytest.raises(UsageError, match="fewer instance types, models or batch sizes"):
+        check_budget(two, two.cost_usd - 0.001)
 
 
 def test_model_files_are_named_inside_the_workdir(tmp_path):
