@@ -19,7 +19,7 @@ from stash_core.launch import cluster
 from stash_core.launch.cluster.gone import gone_reason, no_state_message, require_present
 from stash_core.launch.cluster.names import DEFAULT_NAME, check_name, cluster_option, state_dir_for
 from stash_core.launch.cluster.state import resolve
-from stash_core.launch.ssh import SshTarget, parse_target, remote_check, validate_user
+from stash_core.launch.ssh import NOT_INSTALLED_FIX, SshTarget, parse_target, remote_check, validate_user
 from stash_core.spec import COMM_TIMEOUT_S, ProfileSpec
 from stash_core.terminal import clipped, one_line
 
@@ -256,6 +256,7 @@ def check_hosts(remote: RemoteHosts, timeout_s: float = HOST_CHECK_TIMEOUT_S) ->
         if not info.get("stash_version"):
             raise UsageError(
                 f"Stash not installed on {target.where} ({remote.python} cannot import stash_core)"
+                + NOT_INSTALLED_FIX
             )
         if info["stash_version"] != __version__:
             # its workers would speak another version's protocol: refused before any run, not failed in one

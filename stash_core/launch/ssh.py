@@ -277,7 +277,12 @@ def raise_for_ssh_failure(target: SshTarget, returncode: int, stderr: str, comma
         if "permission denied" in lowered or "too many authentication failures" in lowered:
             raise AuthRefusedError(f"authentication refused by host {target.where}: {reason}")
         if "host key verification failed" in lowered or "host identification has changed" in lowered:
-            raise AuthRefusedError(f"host key of {target.where} not trusted: {reason}")
+            # the host's key is unknown to this machine (or changed): ssh asks once, Stash's ssh never does
+            raise AuthRefusedError(
+                f"host key of {target.where} not trusted: {reason} (check the key, then add it: "
+                f"ssh-keyscan{'' if target.port == 22 else f' -p {target.port}'} {shlex.quote(target.host)} "
+                ">> ~/.ssh/known_hosts, or log in once with ssh)"
+            )
         if not stderr.strip():  # ssh said nothing (LogLevel ERROR hides its timeouts): what is known
             reason = "ssh failed without a message (the connection timed out or was lost)"
         raise HostUnreachableError(f"cannot reach host {target.where}: {reason}")
@@ -287,6 +292,13 @@ def raise_for_ssh_failure(target: SshTarget, returncode: int, stderr: str, comma
         if missing or "not found" in stderr.lower() or "no such file" in stderr.lower():
             name = missing.group(1).strip("'\"\u2018\u2019") if missing else command  # timeout quotes 'X'
             raise UsageError(f"command {name!r} not found on host {target.where}")
+
+
+# What makes a host without Stash usable, said with the refusal.
+NOT_INSTALLED_FIX = (
+    ": install this Stash's version there, or give --python (a Python that has it) or --workdir (a checkout "
+    "of it)"
+)
 
 
 def remote_check(
@@ -311,7 +323,8 @@ def remote_check(
     stderr = completed.stderr
     if completed.returncode != 0:
         if "No module named stash_core" in stderr or "No module named 'stash_core" in stderr:
-            raise UsageError(f"Stash not installed on {target.where} ({python} cannot import stash_core)")
+            missing = f"Stash not installed on {target.where} ({python} cannot import stash_core)"
+            raise UsageError(missing + NOT_INSTALLED_FIX)
         if workdir is not None and "can't cd" in stderr.lower():
             raise UsageError(f"directory {workdir!r} does not exist on host {target.where}")
         raise MeasurementError(

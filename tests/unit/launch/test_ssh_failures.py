@@ -155,3 +155,30 @@ def test_a_host_without_timeout_says_its_command_may_still_run_there(monkeypatch
     finally:
         for pid in _running(tag):
             subprocess.run(["kill", "-9", str(pid)], check=False)
+
+
+@pytest.mark.parametrize(
+    ("target", "scan"),
+    [(TARGET, "ssh-keyscan node0"), (SshTarget(host="node1", port=2222), "ssh-keyscan -p 2222 node1")],
+)
+def test_an_untrusted_host_key_says_how_to_trust_it(target, scan):
+    """It said "host key of node0 not trusted: Host key verification failed." and nothing more to do."""
+    stderr = "Host key verification failed.\n"
+    with pytest.raises(UsageError) as refused:
+        raise_for_ssh_failure(target, 255, stderr, "python3")
+    assert f"(check the key, then add it: {scan} >> ~/.ssh/known_hosts, or log in once with ssh)" in str(
+        refused.value
+    )
+
+
+def test_a_host_without_stash_says_what_makes_it_usable(monkeypatch):
+    from stash_core.launch import ssh
+
+    failed = subprocess.CompletedProcess([], 1, "", "/usr/bin/python3: No module named stash_core\n")
+    monkeypatch.setattr(ssh, "run_remote", lambda *args, **kwargs: failed)
+    with pytest.raises(UsageError) as refused:
+        ssh.remote_check(TARGET)
+    assert str(refused.value) == (
+        "Stash not installed on node0 (python3 cannot import stash_core): install this Stash's version "
+        "there, or give --python (a Python that has it) or --workdir (a checkout of it)"
+    )
