@@ -28,6 +28,7 @@ import ast
 import csv
 import functools
 import io
+import os
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from pathlib import Path
@@ -72,7 +73,7 @@ def catalog_files(path: Path | str) -> list[Path]:
     if path.is_file():
         return [path]
     if path.is_dir():
-        found = sorted(path.rglob("vms.csv"))
+        found = sorted(_files_named(path, "vms.csv"))
         if found:
             return found
         raise UsageError(f"no vms.csv under {path} (SkyPilot keeps them in ~/.sky/catalogs/v7/<cloud>/)")
@@ -81,6 +82,17 @@ def catalog_files(path: Path | str) -> list[Path]:
     except OSError:
         raise UsageError(f"no such file or folder: {path}") from None
     raise UsageError(f"{path}: is a {file_kind(mode)}, not a regular file (a SkyPilot vms.csv)")
+
+
+def _files_named(folder: Path, name: str) -> list[Path]:
+    """Every file `name` under `folder`; a folder that vanishes or cannot be read meanwhile (another
+    process's temporary one under /tmp) is passed over, as rglob stopped the whole search at it."""
+    found = []
+    for parent, folders, files in os.walk(folder, onerror=lambda _error: None):
+        folders.sort()
+        if name in files:
+            found.append(Path(parent) / name)
+    return found
 
 
 def read_skypilot(

@@ -208,3 +208,22 @@ def test_price_dates_are_the_users_day_with_a_days_leeway_for_time_zones(catalog
     assert {row["price_date"] for row in read_skypilot(catalog, price_date=tomorrow).rows} == {tomorrow}
     with pytest.raises(UsageError, match="in the future"):
         read_skypilot(catalog, price_date=today() + timedelta(days=2))
+
+
+def test_a_folder_that_vanishes_during_the_search_is_passed_over(tmp_path, monkeypatch):
+    """`instances import --skypilot /tmp` ended in "No such file or directory: /tmp/stash-schema-..." when
+    another process removed its temporary folder while the search walked past it."""
+    from stash_core.catalog.skypilot import catalog_files
+
+    (tmp_path / "aws").mkdir()
+    (tmp_path / "aws" / "vms.csv").write_text("InstanceType\n")
+    (tmp_path / "gone").mkdir()
+    real_scandir = os.scandir
+
+    def vanishing(path):
+        if str(path).endswith("gone"):
+            raise FileNotFoundError(2, "No such file or directory", str(path))
+        return real_scandir(path)
+
+    monkeypatch.setattr(os, "scandir", vanishing)
+    assert catalog_files(tmp_path) == [tmp_path / "aws" / "vms.csv"]
