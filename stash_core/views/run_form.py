@@ -153,11 +153,23 @@ def profile_args(
         for option, words in MEASURABLE_WORDS.items():
             text = text.replace(option, words)
         raise UsageError(text) from None
+    if spec.device == "cuda" and not spec.hosts and not spec.cluster:
+        _refuse_no_gpu_here()
     if spec.hosts:
         _require_flag("--hosts", supported_flags, "remote hosts")
     if spec.cluster:
         _require_flag("--cluster", supported_flags, "the emulated cluster")
     return spec.to_argv()
+
+
+def _refuse_no_gpu_here() -> None:
+    """Device cuda on this machine without a GPU: refused in the form, as `stash profile` refuses it,
+    rather than started as a job that fails at once. NVML says so without loading torch in the server."""
+    from stash_core.measure.nvml import gpu_status
+
+    has_gpu, status = gpu_status()
+    if not has_gpu:
+        raise UsageError(f"Device: cuda, but no NVIDIA GPU is visible on this machine ({status}); choose cpu")
 
 
 def form_spec(form: RunForm, base: Path) -> ProfileSpec:

@@ -162,3 +162,16 @@ def test_a_wrong_script_field_is_named(tmp_path: Path, changes: dict, message: s
     (tmp_path / "broken.py").write_text("def (:\n")
     with pytest.raises(UsageError, match=message):
         profile_args(form(use_script=True, **changes), base_dir=tmp_path)
+
+
+def test_cuda_on_a_machine_without_a_gpu_is_refused_in_the_form(monkeypatch) -> None:
+    """The form started a job that failed at once ("--device cuda: no CUDA device is visible"), where the
+    command refuses it before anything starts. The hosts' devices are theirs: checked once they answer."""
+    from stash_core.measure import nvml
+
+    monkeypatch.setattr(nvml, "gpu_status", lambda: (False, "no GPU: NVML library not found"))
+    with pytest.raises(UsageError, match=r"^Device: cuda, but no NVIDIA GPU is visible on this machine"):
+        profile_args(form(device="cuda"))
+    assert "--device" in profile_args(form(device="cuda", where="hosts", hosts="10.0.0.1"))
+    monkeypatch.setattr(nvml, "gpu_status", lambda: (True, "1 GPU via NVML"))
+    assert "cuda" in profile_args(form(device="cuda"))
