@@ -196,6 +196,18 @@ def cluster_name(instance: str, db_path: Path | str) -> str:
     return f"stash-{slug}-{digest}"
 
 
+def refuse_without_checkout() -> None:
+    """A cloud campaign copies the folder that holds stash_core (a Stash checkout) to each machine and
+    installs its requirements.txt there: Stash installed as a package has neither, and the folder it would
+    copy is the whole site-packages (torch included), rented for a setup that fails."""
+    root = Path(stash_core.PACKAGE_PARENT)
+    if not (root / "requirements.txt").is_file():
+        raise UsageError(
+            f"--cloud copies a Stash checkout to each machine, and Stash here is installed as a package "
+            f"({root} holds no requirements.txt): run the campaign from a checkout of this Stash version"
+        )
+
+
 def plan_cloud(
     instances: list[str],
     models: list[str],
@@ -217,6 +229,7 @@ def plan_cloud(
         raise UsageError("--cloud needs --instances: a comma list of catalog instance types")
     if len(names) > MAX_INSTANCE_TYPES:
         raise UsageError(f"--instances: at most {MAX_INSTANCE_TYPES} instance types, got {len(names)}")
+    refuse_without_checkout()
     models = workdir_models(models) if script is None else []
     named_script = workdir_file(script, "--script") if script is not None else None
     offers = [offer_of(settings.db_path, name, spot, region) for name in names]

@@ -198,3 +198,14 @@ def test_every_shipped_cloud_instance_has_a_region_its_cloud_names(settings):
     for name, provider in list_instances(settings.db_path)[["name", "provider"]].itertuples(index=False):
         if str(provider).lower() in cloud_plan.CLOUDS:
             offer_of(settings.db_path, name)  # no refusal of a shipped row
+
+
+def test_stash_installed_as_a_package_is_refused_before_anything_is_rented(settings, tmp_path, monkeypatch):
+    """Installed from a wheel, the folder holding stash_core is site-packages: the task copied all of it
+    (torch included) to the machine and its setup's `pip install -r requirements.txt` failed there."""
+    import stash_core
+
+    monkeypatch.setattr(stash_core, "PACKAGE_PARENT", str(tmp_path / "site-packages"))
+    said = r"^--cloud copies a Stash checkout to each machine, and Stash here is installed as a package"
+    with pytest.raises(UsageError, match=said):
+        plan_cloud(["g4dn.xlarge"], ["resnet18"], [32], None, settings, predict=fixed_steps)
