@@ -17,7 +17,7 @@ def unknown_names_note(unknown: Iterable[str], known: Iterable[str]) -> str:
         if colon and base in known:
             notes.append(f"{name}: names only here, no :QUOTA (give {base})")
             continue
-        close = difflib.get_close_matches(name, known, n=3, cutoff=0.6)
+        close = difflib.get_close_matches(name, known, n=3, cutoff=0.85)  # a letter or two off, not a family
         if close:
             notes.append(f"{name}: did you mean {', '.join(close)}?")
     return f" ({'; '.join(notes)})" if notes else ""
