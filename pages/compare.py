@@ -3,6 +3,8 @@ instances - speed, cost, stalls; runs whose machine contradicts their instance l
 priced; catalog instances not measured are shown predicted, marked apart from the measured ones, in the
 precision the measured job trained in."""
 
+import json
+
 import altair as alt
 import pandas as pd
 import streamlit as st
@@ -109,11 +111,16 @@ def main() -> None:
         )
         st.page_link("pages/overview.py", label="Go to the Overview", icon=":material/dashboard:")
         return
-    jobs = [views.compare.job_of(row) for row in choices.to_dict(orient="records")]
+    # Each job is picked by what it is, not by its place in the list: the list's order follows the data, and
+    # a run stored meanwhile moved another job under the chosen label.
+    jobs = {
+        json.dumps(job, sort_keys=True, default=str): (job, row)
+        for job, row in ((views.compare.job_of(row), row) for row in choices.to_dict(orient="records"))
+    }
     labels = {
-        index: f"{views.compare.job_label({**job, 'model': views.breakdown.short_model(job['model'])})} — "
+        key: f"{views.compare.job_label({**job, 'model': views.breakdown.short_model(job['model'])})} — "
         f"{row['configurations']} instance(s), {row['runs']} run(s)"
-        for index, (job, row) in enumerate(zip(jobs, choices.to_dict(orient="records"), strict=True))
+        for key, (job, row) in jobs.items()
     }
     picked = st.selectbox("Job", list(labels), key="cmp-pick", format_func=labels.get)
     if choices.attrs.get("jobs_stored", 0) > len(choices):
@@ -121,7 +128,7 @@ def main() -> None:
             f"{len(choices):,} of {choices.attrs['jobs_stored']:,} jobs are listed: those run on the most "
             "instances first, then those with the most runs, then the most recently run."
         )
-    job = jobs[picked]
+    job = jobs[picked][0]
     model, batch_size = job["model"], int(job["batch_size"])
     same = {column: job[column] for column in views.compare.JOB_COLUMNS[2:]}
     everything = load(views.compare.compare_with_predictions, model, batch_size, **same)

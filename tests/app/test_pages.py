@@ -151,7 +151,7 @@ def test_compare_names_the_fastest_and_the_cheapest(populated_db: Path) -> None:
     app = open_page("Compare instances")
     assert_clean(app)
     pick = app.selectbox(key="cmp-pick")
-    assert pick.value == 0 and pick.format_func(pick.value).startswith("resnet18 · batch 32 per worker")
+    assert pick.index == 0 and pick.format_func(pick.value).startswith("resnet18 · batch 32 per worker")
     shown = texts(app)
     # big-vm: 0.22 s per iteration at 0.40 USD/h; small-vm: ~0.45 s at 0.10 USD/h.
     fastest = shown.split("Fastest")[1].split("Cheapest")[0]
@@ -159,6 +159,38 @@ def test_compare_names_the_fastest_and_the_cheapest(populated_db: Path) -> None:
     assert "big-vm" in fastest.split("\n")[1]
     assert "small-vm" in cheapest.split("\n")[1]
     assert "cheaper" in cheapest
+
+
+def test_the_picked_job_stays_when_runs_stored_meanwhile_reorder_the_list(populated_db: Path) -> None:
+    """The Job picker kept a place in the list: two vgg11 runs on new instances moved vgg11 first, and the
+    page showed resnet18's comparison under the vgg11 label."""
+    from result_docs import result_doc
+
+    from stash_core import store
+
+    app = open_page("Compare instances")
+    pick = app.selectbox(key="cmp-pick")
+    import json
+
+    from stash_core import views
+
+    choices = views.compare.compare_choices(populated_db).to_dict("records")
+    jobs = [views.compare.job_of(row) for row in choices]
+    keys = [json.dumps(job, sort_keys=True, default=str) for job in jobs]  # the picker's values
+    vgg = next(key for key, job in zip(keys, jobs, strict=True) if job["model"] == "vgg11")
+    assert keys.index(vgg) > 0  # not first, until the runs below
+    pick.set_value(vgg).run()
+    for instance in ("vm-a", "vm-b"):
+        assert store.ingest_result(populated_db, result_doc("vgg11", batch_size=16, instance=instance))
+    from pages._shared import forget_cached_queries
+
+    forget_cached_queries()
+    app.run()
+    assert_clean(app)
+    pick = app.selectbox(key="cmp-pick")
+    assert pick.format_func(pick.value).startswith("vgg11 · batch 16"), (vgg, pick.options)
+    shown = texts(app)
+    assert "vm-a" in shown and "vm-b" in shown  # this job's instances
 
 
 def test_run_form_refuses_bad_input_and_starts_nothing(empty_db: Path) -> None:
