@@ -6,6 +6,7 @@ profile started from a terminal or from Python registers itself there too: it sh
 While a profile runs on this machine (registered or not), the form says so before starting a second one.
 """
 
+import hashlib
 from pathlib import Path
 from typing import Any
 
@@ -207,11 +208,13 @@ def show_job(job_id: str) -> None:
 
 
 def live_job(job_id: str) -> None:
-    state = jobs.read_job(current_db(), job_id)
-    job_view(state)
-    if state.finished:
-        forget_cached_queries()
-        st.rerun()  # the whole page: stop polling, show the breakdown, enable the form
+    # a fragment's rerun runs this alone, outside the page's guard: a locked database was a traceback here
+    with page_guard():
+        state = jobs.read_job(current_db(), job_id)
+        if state.finished:
+            forget_cached_queries()
+            st.rerun()  # the whole page: stop polling, show the breakdown, enable the form
+        job_view(state)
 
 
 HEADERS = {
@@ -333,11 +336,13 @@ def recent_jobs(jobs_list: list[JobState]) -> None:
             for job in jobs_list
         ]
     )
+    # a table per list of jobs: a selection is of a row, and a job started or ended moves the rows under it
+    listed = hashlib.sha256(" ".join(table["job"]).encode()).hexdigest()[:12]
     picked = show_table(
         table,
         on_select="rerun",
         selection_mode="single-row",
-        key="run-jobs-table",
+        key=f"run-jobs-table-{listed}",
     )
     rows = picked.selection.rows if picked is not None else []
     if rows:
@@ -372,6 +377,7 @@ def main() -> None:
             wanted = None
     if not wanted and running:
         wanted = running[0].job_id
+        st.query_params["job"] = wanted  # kept once it ends: its result, not the form alone
     if wanted:
         show_job(wanted)
     profile_form(running)

@@ -163,3 +163,21 @@ def test_a_jobs_folder_of_another_user_is_said_on_the_page(empty_db, monkeypatch
     app = _page(empty_db)
     assert not app.exception
     assert any("another user" in warning.value for warning in app.warning)
+
+
+def test_a_running_job_found_by_the_page_stays_shown_once_it_ends(empty_db, tmp_path):
+    """Opened without ?job=, the page showed the running profile it found, and lost it when it ended (the
+    form alone, no result): the job it shows is now in the address."""
+    fake = tmp_path / "fake-python"
+    fake.write_text("#!/bin/sh\nsleep 300\n")
+    fake.chmod(0o755)
+    job_id = jobs.start_profile_job(empty_db, ["--model", "resnet18", "--batch-size", "8"], python=str(fake))
+    try:
+        app = _page(empty_db)
+        assert app.query_params.get("job") in (job_id, [job_id])
+    finally:
+        jobs.cancel_job(empty_db, job_id, grace_s=1.0)
+    assert jobs.read_job(empty_db, job_id).finished
+    app.run()
+    boxes = [str(element.proto) for element in app.main if type(element).__name__ == "Status"]
+    assert any(f"Cancelled — profile · job {job_id}" in box for box in boxes), boxes
