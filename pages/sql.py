@@ -63,7 +63,10 @@ def console() -> None:
         timeout_s = cols[1].number_input("Time limit (s)", min_value=1, max_value=300, value=10, step=5)
         submitted = cols[2].form_submit_button("Run query", type="primary", icon=":material/play_arrow:")
     first_visit = "sql-result" not in st.session_state  # show what the example query returns right away
-    if submitted or first_visit:
+    # a result is of the database it ran on: another one chosen in the sidebar runs the query again there
+    other_database = st.session_state.get("sql-db") != str(current_db())
+    if submitted or first_visit or other_database:
+        st.session_state["sql-db"] = str(current_db())
         try:
             with st.spinner("Running the query…"):
                 result = views.sql.run_query(

@@ -53,3 +53,22 @@ def test_text_of_the_database_is_shown_as_text_not_markdown(empty_db: Path) -> N
     assert [error.value for error in app.error] == [
         r"query failed\: could not convert '\*\*bold\*\* \[x\](javascript\:alert(1))'"
     ]
+
+
+def test_a_result_is_of_the_database_the_sidebar_names(empty_db: Path, tmp_path: Path) -> None:
+    """After the sidebar switched databases, the last query's rows (and downloads) were still the old one's
+    under a caption naming the new one."""
+    from pages._shared import DB_SETTING_KEY
+
+    store.ingest_result(empty_db, result_doc())
+    other = tmp_path / "other" / "results.duckdb"
+    for index in range(3):
+        store.ingest_result(other, result_doc(run_id=f"20261120T09000{index}Z-0000000{index}"))
+    app = sql_page()
+    app.text_area(key="sql-text").input("SELECT count(*) AS runs FROM runs")
+    next(button for button in app.button if button.label == "Run query").click().run()
+    assert int(next(f.value for f in app.dataframe if "runs" in f.value.columns)["runs"].iloc[0]) == 1
+    app.text_input(key=DB_SETTING_KEY).input(str(other)).run()
+    assert not app.exception
+    counts = [frame.value for frame in app.dataframe if "runs" in frame.value.columns]
+    assert counts and int(counts[-1]["runs"].iloc[0]) == 3, counts
