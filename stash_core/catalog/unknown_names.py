@@ -13,8 +13,7 @@ def unknown_names_note(unknown: Iterable[str], known: Iterable[str]) -> str:
     known = list(known)
     notes = []
     for name in unknown:
-        base, colon, _quota = name.partition(":")
-        if colon and base in known:
+        if base := _quota_of_known(name, known):
             notes.append(f"{name}: names only here, no :QUOTA (give {base})")
             continue
         close = difflib.get_close_matches(name, known, n=3, cutoff=0.85)  # a letter or two off, not a family
@@ -29,6 +28,11 @@ def not_in_catalog_text(db_path, name: str, subject: str, add_advice: str) -> st
     from stash_core.catalog.catalog import list_instances  # read only once a name is refused
 
     known = list(list_instances(db_path)["name"])
-    note = unknown_names_note([name], known)
-    quota_form = name.partition(":")[0] in known and ":" in name
-    return f"{subject} is not in the catalog{note}{'' if quota_form else add_advice}"
+    advice = "" if _quota_of_known(name, known) else add_advice
+    return f"{subject} is not in the catalog{unknown_names_note([name], known)}{advice}"
+
+
+def _quota_of_known(name: str, known: list[str]) -> str | None:
+    """The known name of a NAME:QUOTA ("g5.xlarge" of "g5.xlarge:2"), else None."""
+    base, colon, _quota = name.partition(":")
+    return base if colon and base in known else None

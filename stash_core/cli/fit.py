@@ -142,6 +142,7 @@ def _print_predictions(
 ) -> int:
     """Print each stall's prediction; exit status 2 when none of them could be predicted (as `predict`)."""
     from stash_core.decide.fit import parse_rate_gbps, predict_stall
+    from stash_core.decide.fit.unprofiled import NO_LINK
 
     if args.workers is None:
         raise UsageError("--predict needs --workers (workers per node)")
@@ -177,7 +178,7 @@ def _print_predictions(
         )
         print(printable(format_prediction(answer)))
         predicted += answer["stall_s"] is not None
-        no_link |= answer["stall_s"] is None and "no link bandwidth" in (answer["status"] or "")
+        no_link |= answer["stall_s"] is None and NO_LINK in (answer["status"] or "")
     if predicted:
         return 0
     # exit status 2 is one line on stderr, as `predict` says it; the reasons per stall are above

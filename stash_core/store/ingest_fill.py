@@ -11,16 +11,16 @@ from typing import Any
 import duckdb
 
 from stash_core.store.ingest_rows import PreparedRun
+from stash_core.store.migrations import LATER_COLUMNS, LATER_RUN_COLUMNS
 from stash_core.store.rollback import rollback_if_open
 
-# {runs column: its SQL type}: added by versions 2 and 3, NULL for the runs stored before.
+# {runs column: its SQL type}: the ones versions 2 and 3 added, NULL for the runs stored before, less the
+# remainder, which version 3 computed for every stored run.
 FILLED_LATER_RUN_COLUMNS = {
-    "network_reference": "VARCHAR",
-    "communication": "JSON",
-    "unattributed_ci95_s": "DOUBLE",
+    column: kind for column, kind in LATER_RUN_COLUMNS.items() if column != "unattributed_s"
 }
 # The stalls column version 6 added, NULL for the stalls stored before.
-FILLED_LATER_STALL_COLUMN = "raw_s"
+(FILLED_LATER_STALL_COLUMN,) = LATER_COLUMNS["stalls"]
 
 
 def fill_migrated_gaps(con: duckdb.DuckDBPyConnection, run: PreparedRun) -> bool:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import difflib
 import operator
 from collections.abc import Iterable
 
@@ -19,7 +18,7 @@ from stash_core.zoo.outputs import config_vocab_size, has_loss, logits_of
 from stash_core.zoo.registry import ZOO, ZooEntry
 from stash_core.zoo.contained import contained
 from stash_core.zoo.user import call_user_factory, one_line
-from stash_core.zoo_names import refuse_other_input, refuse_script_name
+from stash_core.zoo_names import close_zoo_names, refuse_other_input, refuse_script_name
 
 DEFAULT_IMAGE_SHAPE = (3, 224, 224)
 DEFAULT_SEQ_LEN = 128
@@ -80,9 +79,9 @@ def build_model(
         return _build_user(name, num_classes, shape)
     if name.endswith(".py"):
         raise UsageError(f"name the factory in the model file: {name}:FACTORY")
-    close = difflib.get_close_matches(name.lower(), list_models(), n=4, cutoff=0.5)
-    hint = f" (did you mean {', '.join(close)}?)" if close else ""
-    raise UsageError(f"unknown model {name!r}{hint}; give a zoo model name or path/to/file.py:FACTORY")
+    raise UsageError(
+        f"unknown model {name!r}{close_zoo_names(name)}; give a zoo model name or path/to/file.py:FACTORY"
+    )
 
 
 def describe_model(

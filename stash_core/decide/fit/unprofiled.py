@@ -142,6 +142,10 @@ def from_other_node_counts(
     return result
 
 
+# Why a stall never profiled has no prediction without a link's rate (`stash fit --predict` names options).
+NO_LINK = "no link bandwidth to bound it"
+
+
 def uncalibrated(
     result: dict[str, Any],
     stall: str,
@@ -157,7 +161,7 @@ def uncalibrated(
         link = LinkParameters(0.0, beta_from_gbps(bandwidth_gbps), "nominal bandwidth")
     else:
         result["status"] = (
-            f"no model: no profiled {stall} stall for this configuration and no link bandwidth to bound it"
+            f"no model: no profiled {stall} stall for this configuration and {NO_LINK}"
         )
         return result
     value = allreduce_time_s(counts["grad_bytes"], world, link.alpha_s, link.beta_s_per_byte)

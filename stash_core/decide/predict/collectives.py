@@ -171,6 +171,12 @@ def network_curve(family: str, exclude_source: str | None = None) -> BusCurve | 
     return _curve(family, points)
 
 
+# Why an all-reduce cannot be predicted where the instance catalog lacks a value (recommend's advice names
+# the `stash instances set` line that gives it).
+NO_GPU_LINK = "the catalog names no GPU link for this instance"
+NO_NETWORK = "the catalog has no network bandwidth for this instance"
+
+
 def intra_class(interconnect: str | None, accelerator: Accelerator) -> tuple[str | None, str]:
     """(the class of the GPUs' link inside one instance, how it was named) or (None, why there is none)."""
     # the first link the text names (given now, it starts the text; stored by older versions: "8x NVSwitch")
@@ -196,7 +202,7 @@ def intra_class(interconnect: str | None, accelerator: Accelerator) -> tuple[str
             return None, f"PCIe: the accelerator table has no PCIe generation for {accelerator.name}"
         klass = f"pcie_gen{accelerator.pcie_gen}"
         return klass, f"PCIe Gen{accelerator.pcie_gen} ({klass})"
-    return None, f"interconnect {interconnect or 'unknown'}: the catalog names no GPU link for this instance"
+    return None, f"interconnect {interconnect or 'unknown'}: {NO_GPU_LINK}"
 
 
 # The GPU-direct network of each cloud's 400 Gbit/s and faster instances (the catalog's figure is the sum of
@@ -270,7 +276,7 @@ def fabric(
     if nodes > 1:
         gbps = _float(str(instance.get("network_gbps") or ""))
         if not gbps:
-            return "the catalog has no network bandwidth for this instance"
+            return NO_NETWORK
         family, named = network_family(instance)
         network = network_curve(family, exclude_source)
         if network is None:

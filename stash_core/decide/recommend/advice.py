@@ -4,11 +4,8 @@ profile of one machine measures the network between several)."""
 
 from __future__ import annotations
 
+from stash_core.decide.predict.collectives import NO_GPU_LINK, NO_NETWORK
 from stash_core.terminal import shell_word
-
-# The reasons (stash_core.decide.predict.collectives) that a value in the instance catalog answers.
-_NO_NETWORK = "the catalog has no network bandwidth"
-_NO_GPU_LINK = "the catalog names no GPU link"
 
 
 def unpredicted_advice(
@@ -17,9 +14,9 @@ def unpredicted_advice(
     """' (what makes it predictable or measured)' for `count` x `name` with `workers` GPUs each, or ''."""
     instance = shell_word(name)
     fixes = []
-    if _NO_NETWORK in reason:
+    if NO_NETWORK in reason:
         fixes.append(f"give its network: `stash instances set {instance} --network-gbps GBPS`")
-    if _NO_GPU_LINK in reason:
+    if NO_GPU_LINK in reason:
         fixes.append(
             f"give its GPU link: `stash instances set {instance} --interconnect LINK` (NVSwitch, NVLink, "
             "PCIe, PCIe peer-to-peer or none)"
@@ -27,7 +24,7 @@ def unpredicted_advice(
     # a profile of the whole machine is the option of one, and the base of all where the instance itself is
     # what is unknown (its reason names no count: its GPU)
     whole_instance = count == 1 or not reason.startswith(f"{count} x ")
-    if whole_instance and _NO_NETWORK not in reason:
+    if whole_instance and NO_NETWORK not in reason:
         shape_flag = f" --input-shape {','.join(map(str, shape))}" if shape else ""
         workers_flag = f" --workers {workers}" if workers > 1 else ""
         fixes.append(
