@@ -58,10 +58,8 @@ def run_filter_form(options: dict) -> None:
         row2 = st.columns(4)
         row2[0].multiselect("Workers per node", options["workers"], key="bd-workers", placeholder="any")
         row2[1].multiselect("Nodes", options["nodes"], key="bd-nodes", placeholder="any")
-        statuses = sorted(set(options["statuses"]) | {"completed"})
-        row2[2].multiselect(
-            "Status", statuses, default=["completed"], key="bd-status", placeholder="any status"
-        )
+        statuses = views.breakdown.status_choices(options)
+        row2[2].multiselect("Status", statuses, default=["completed"], key="bd-status", placeholder="any")
         row2[3].number_input("Show at most", min_value=1, max_value=200, value=15, step=5, key="bd-limit")
         first, last = options["first_date"], options["last_date"]
         if first and last and first != last:
@@ -385,6 +383,8 @@ def main() -> None:
         st.caption("Pick runs above to see one in detail.")
         return
     default = detail["run_id"] if detail is not None else choices[0]
+    if linked != previous and default == linked:
+        st.session_state["bd-run"] = linked  # a link, or the browser's Back, names another run than the picker's
     picked = st.selectbox(
         "Run", choices, index=choices.index(default), format_func=lambda r: labels.get(r, r), key="bd-run"
     )

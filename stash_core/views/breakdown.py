@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import date, datetime
 from pathlib import Path
 from typing import Any
@@ -56,6 +56,26 @@ def model_names(db_path: Path | str) -> list[str]:
         return queries_breakdown.model_names(con)
 
 
+def within_options(run_filter: RunFilter, options: dict[str, Any]) -> RunFilter:
+    """The filter less values the database has no option for: the page's widgets drop them as they are drawn,
+    after the query ran (a model chosen on another database would hide every run until the next click)."""
+    statuses = status_choices(options)
+    return replace(
+        run_filter,
+        models=[m for m in run_filter.models if m in options["models"]],
+        batch_sizes=[b for b in run_filter.batch_sizes if b in options["batch_sizes"]],
+        instances=[i for i in run_filter.instances if i in options["instances"]],
+        workers=[w for w in run_filter.workers if w in options["workers"]],
+        nodes=[n for n in run_filter.nodes if n in options["nodes"]],
+        statuses=[s for s in run_filter.statuses if s in statuses],
+    )
+
+
+def status_choices(options: dict[str, Any]) -> list[str]:
+    """The Status widget's choices: the stored statuses, and "completed" (its default) always."""
+    return sorted(set(options["statuses"]) | {"completed"})
+
+
 def filter_options(db_path: Path | str) -> dict[str, Any]:
     """Distinct values to filter on (sorted), and the first and last run date."""
     with store.connect(db_path, read_only=True) as con:
@@ -94,7 +114,7 @@ def breakdown_page(
     """
     with store.connect(db_path, read_only=True) as con:
         options = _filter_options(con)
-        runs, total = _find_runs(con, run_filter)
+        runs, total = _find_runs(con, within_options(run_filter, options))
         detail = _run_detail(con, linked_run) if linked_run else None
         missing = linked_run if linked_run and detail is None else None
         shown = set(runs["run_id"])

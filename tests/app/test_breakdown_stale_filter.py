@@ -1,0 +1,72 @@
+"""The Stall breakdown page's filter holds only values the database has: a model chosen on one database, then
+another database picked in the sidebar, must not hide that database's runs behind a value its list lacks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from result_docs import result_doc
+from streamlit.testing.v1 import AppTest
+from support import REPO
+
+from stash_core import store
+
+
+def _page(db: Path) -> AppTest:
+    app = AppTest.from_file(str(REPO / "pages" / "breakdown.py"), default_timeout=90)
+    app.session_state["stash_db_path"] = str(db)
+    app.run()
+    assert not app.exception, [e.value for e in app.exception]
+    return app
+
+
+def _infos(app: AppTest) -> list[str]:
+    return [info.value for info in app.info]
+
+
+def test_a_model_the_new_database_lacks_filters_nothing(tmp_path: Path) -> None:
+    first, second = tmp_path / "first.duckdb", tmp_path / "second.duckdb"
+    store.ingest_result(first, result_doc("resnet18"))
+    store.ingest_result(first, result_doc("vgg11"))
+    store.ingest_result(second, result_doc("mlp"))
+    app = _page(first)
+    app.multiselect(key="bd-models").set_value(["resnet18"]).run()
+    assert not app.exception and app.selectbox(key="bd-run").options[0].startswith("resnet18")
+    app.session_state["stash_db_path"] = str(second)
+    app.run()
+    assert not app.exception, [e.value for e in app.exception]
+    assert "No run matches these filters." not in _infos(app)
+    assert app.selectbox(key="bd-run").options[0].startswith("mlp")
+    assert app.multiselect(key="bd-models").value == []
+
+
+def test_a_value_the_database_still_has_stays_chosen(tmp_path: Path) -> None:
+    db = tmp_path / "results.duckdb"
+    store.ingest_result(db, result_doc("resnet18"))
+    store.ingest_result(db, result_doc("vgg11"))
+    app = _page(db)
+    app.multiselect(key="bd-models").set_value(["vgg11"]).run()
+    app.run()
+    assert not app.exception and app.multiselect(key="bd-models").value == ["vgg11"]
+    assert [option.split(" · ")[0] for option in app.selectbox(key="bd-run").options] == ["vgg11"]
+
+
+def test_a_run_named_in_the_address_again_is_shown(tmp_path: Path) -> None:
+    """The browser's Back puts the run shown before in the address: the Run picker kept the one picked since,
+    and wrote it back over the address."""
+    db = tmp_path / "results.duckdb"
+    first, second = result_doc("resnet18"), result_doc("vgg11")
+    for doc in (first, second):
+        store.ingest_result(db, doc)
+    app = _page(db)
+    app.selectbox(key="bd-run").set_value(first["run_id"]).run()
+    assert app.query_params["run"] == first["run_id"]
+    assert not app.warning, [w.value for w in app.warning]
+    app.selectbox(key="bd-run").set_value(second["run_id"]).run()
+    assert app.query_params["run"] == second["run_id"]
+    app.query_params["run"] = first["run_id"]  # Back
+    app.run()
+    assert not app.exception, [e.value for e in app.exception]
+    assert app.selectbox(key="bd-run").value == first["run_id"]
+    assert app.query_params["run"] == first["run_id"]
+    assert not app.warning, [w.value for w in app.warning]
