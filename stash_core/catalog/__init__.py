@@ -9,6 +9,7 @@ from stash_core.catalog.catalog import (
     builtin_instances,
     get_instance,
     list_instances,
+    seed_and_refresh,
     seed_catalog,
     set_instance,
 )
@@ -40,6 +41,7 @@ __all__ = [
     "get_instance",
     "label_problems",
     "list_instances",
+    "seed_and_refresh",
     "seed_catalog",
     "set_instance",
     "stored_label_checks",

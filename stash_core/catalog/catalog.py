@@ -3,8 +3,9 @@
 The CSV in the repository is only the starting point. Every new database is created holding its rows (the
 store seeds them when it creates the schema, store/catalog_seed.py, which also names the file); users add and
 edit rows (`stash instances add/set`, the dashboard). Seeding (again: `stash instances seed`, or an older
-database migrated forward) inserts the CSV rows that are not in the database yet and never touches a stored
-row, so an edited price survives every later seed. Readers see the stored rows plus any CSV row not stored
+database migrated forward) inserts the CSV rows that are not in the database yet and gives rows still as
+shipped (origin 'builtin') this Stash's values; an edited or imported row is never touched, so an edited price
+survives every later seed. Readers see the stored rows plus any CSV row not stored
 yet, so a database made by an older Stash, or one not created yet, still has a catalog. Every price carries
 the date and the source it came from: editing a price without giving them stamps today's date and "user
 edit". A refused add or set changes nothing (it is checked before writing, and written in one transaction).
@@ -33,7 +34,7 @@ from stash_core.catalog.fields import (
 )
 from stash_core.errors import UsageError
 from stash_core.store import connect
-from stash_core.store.catalog_seed import BUILTIN_CATALOG_CSV, builtin_catalog_rows
+from stash_core.store.catalog_seed import BUILTIN_CATALOG_CSV, builtin_catalog_rows, refresh_builtin_rows
 from stash_core.store.connection import is_stand_in
 from stash_core.store.instances import (
     COLUMNS,
@@ -75,16 +76,25 @@ def read_rows(db_path: Path | str, name: str | None = None) -> list[tuple[Any, .
 
 
 def seed_catalog(db_path: Path | str) -> int:
-    """Insert the built-in rows whose name is not stored yet; returns how many were inserted.
+    """Insert the built-in rows whose name is not stored yet, and refresh stored built-in rows (see
+    seed_and_refresh); returns how many were inserted."""
+    return seed_and_refresh(db_path)[0]
 
-    Stored rows are never changed, so user edits survive. A database this call creates holds the built-in rows
-    from its creation on: they count as inserted by this call.
+
+def seed_and_refresh(db_path: Path | str) -> tuple[int, list[str]]:
+    """Insert the built-in rows whose name is not stored yet, and give stored rows still of origin 'builtin'
+    the values this Stash ships (an older Stash seeded older prices); returns (how many were inserted, the
+    names refreshed).
+
+    Rows a user added or edited (origin 'user') and imported ones ('import') are never changed. A database
+    this call creates holds the built-in rows from its creation on: they count as inserted by this call.
     """
     rows = builtin_instances().to_dict(orient="records")
     created = not Path(db_path).exists()
-    with connect(db_path) as con:
+    with connect(db_path) as con, transaction(con):
         inserted = _seed(con, rows)
-        return count_rows(con) if created else inserted
+        refreshed = refresh_builtin_rows(con)
+        return (count_rows(con) if created else inserted), refreshed
 
 
 def list_instances(db_path: Path | str) -> pd.DataFrame:

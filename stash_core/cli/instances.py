@@ -72,7 +72,10 @@ def add_commands(subparsers: Any, parser_class: type[argparse.ArgumentParser] | 
     show = actions.add_parser("show", help="show one instance")
     show.add_argument("name")
     add_db_argument(show)
-    seed = actions.add_parser("seed", help="store the built-in rows not stored yet (never overwrites)")
+    seed = actions.add_parser(
+        "seed",
+        help="store the built-in rows not stored yet and this Stash's values of rows still as shipped",
+    )
     add_db_argument(seed)
     imported = actions.add_parser(
         "import",
@@ -118,7 +121,7 @@ def cmd_instances(args: argparse.Namespace) -> int:
         confirm_label,
         get_instance,
         list_instances,
-        seed_catalog,
+        seed_and_refresh,
         set_instance,
     )
 
@@ -133,7 +136,11 @@ def cmd_instances(args: argparse.Namespace) -> int:
     if action == "import":
         return _import(path, args)
     if action == "seed":
-        print(printable(f"stored {seed_catalog(path)} built-in instance(s) in {path}"))
+        inserted, refreshed = seed_and_refresh(path)
+        print(printable(f"stored {inserted} built-in instance(s) in {path}"))
+        if refreshed:
+            print(printable(f"refreshed {len(refreshed)} built-in instance(s) to this Stash's values: "
+                            f"{', '.join(refreshed)}"))  # fmt: skip
         return 0
     if action == "confirm":
         check = confirm_label(path, args.run_id)

@@ -6,9 +6,10 @@ decide in the layers, so it reads the file by its path and never imports decide.
 seed_builtin_catalog, so a new database (and the empty stand-in that readers of a missing file get) holds the
 catalog from its first use: `SELECT * FROM instances` returns it and joins on `instances.name` find prices.
 
-Seeding inserts only names not stored yet (ON CONFLICT DO NOTHING): a row a user edited or imported is never
-touched. Every row says where it comes from (`origin`): 'builtin' (this file), 'import' (a price catalog, see
-store/catalog_import.py) or 'user' (added or edited by the user, never overwritten by an import).
+Seeding inserts the names not stored yet and gives rows still of origin 'builtin' the values shipped now (a
+newer Stash's prices): a row a user edited or imported is never touched. Every row says where it comes from
+(`origin`): 'builtin' (this file), 'import' (a price catalog, see store/catalog_import.py) or 'user' (added
+or edited by the user, never overwritten by an import).
 The file is read with the csv module (no pandas: every command opens the store, and `stash` starts fast),
 here only: builtin_catalog_rows is the one parser of the shipped file, which stash_core.catalog reads too.
 The SQL of the table is in store/instances.py.
@@ -23,7 +24,7 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
-from stash_core.store.instances import CATALOG_COLUMNS, count_rows, insert_rows
+from stash_core.store.instances import CATALOG_COLUMNS, count_rows, insert_rows, update_row
 
 BUILTIN_CATALOG_CSV = Path(__file__).resolve().parent.parent / "catalog" / "instances.csv"
 
@@ -56,7 +57,24 @@ def seed_builtin_catalog(con: Any, csv_path: Path | None = None) -> int:
         return 0
     before = count_rows(con)
     insert_rows(con, rows, "keep")
-    return count_rows(con) - before
+    inserted = count_rows(con) - before
+    refresh_builtin_rows(con, rows)
+    return inserted
+
+
+def refresh_builtin_rows(con: Any, rows: list[tuple[Any, ...]] | None = None) -> list[str]:
+    """Give stored rows still of origin 'builtin' the shipped values where they differ (a newer Stash ships
+    newer prices; an edited row is of origin 'user' and an imported one 'import', neither touched); returns
+    the names refreshed."""
+    rows = rows if rows is not None else builtin_catalog_rows(BUILTIN_CATALOG_CSV)
+    shipped = {row[0]: row for row in rows}
+    stored = con.execute(
+        f"SELECT {', '.join(CATALOG_COLUMNS)} FROM instances WHERE origin = 'builtin'"
+    ).fetchall()
+    stale = [shipped[row[0]] for row in stored if row[0] in shipped and tuple(row) != shipped[row[0]]]
+    for row in stale:
+        update_row(con, row[0], list(row[1:]))
+    return [row[0] for row in stale]
 
 
 @functools.cache

@@ -15,6 +15,7 @@ from stash_core.catalog import (
     builtin_instances,
     get_instance,
     list_instances,
+    seed_and_refresh,
     seed_catalog,
     set_instance,
 )
@@ -71,3 +72,33 @@ def test_a_refused_edit_writes_nothing(tmp_path) -> None:
     with pytest.raises(UsageError, match="must not be negative"):
         add_instance(db, name="lab", on_demand_usd_per_h=-1)
     assert not db.exists()
+
+
+def test_rows_still_as_shipped_take_this_stashs_values_and_edited_ones_stay(tmp_path) -> None:
+    """A database an older Stash seeded kept the old prices of rows nobody edited: seeding added names."""
+    db = tmp_path / "old.duckdb"
+    seed_catalog(db)
+    set_instance(db, "p3.2xlarge", on_demand_usd_per_h=2.5)  # the user's (origin 'user')
+    with store.connect(db) as con:  # what an older Stash shipped for g5.xlarge, and an import's row
+        con.execute("UPDATE instances SET on_demand_usd_per_h = 0.5, source = 'old' WHERE name = 'g5.xlarge'")
+        con.execute(
+            "UPDATE instances SET on_demand_usd_per_h = 0.7, origin = 'import' WHERE name = 'g4dn.xlarge'"
+        )
+    assert seed_and_refresh(db) == (0, ["g5.xlarge"])
+    shipped = builtin_instances().set_index("name").loc["g5.xlarge"]
+    refreshed = get_instance(db, "g5.xlarge")
+    for column in ("on_demand_usd_per_h", "source"):
+        assert refreshed[column] == shipped[column]
+    assert get_instance(db, "p3.2xlarge")["on_demand_usd_per_h"] == 2.5
+    assert get_instance(db, "g4dn.xlarge")["on_demand_usd_per_h"] == 0.7
+    assert seed_and_refresh(db) == (0, [])
+
+
+def test_a_migration_refreshes_rows_still_as_shipped(tmp_path) -> None:
+    db = tmp_path / "migrated.duckdb"
+    seed_catalog(db)
+    with store.connect(db) as con:
+        con.execute("UPDATE instances SET memory_gib = 1.0 WHERE name = 'g5.xlarge'")
+        create_schema(con)  # what a migration ends with
+    shipped = builtin_instances().set_index("name")
+    assert get_instance(db, "g5.xlarge")["memory_gib"] == shipped.loc["g5.xlarge", "memory_gib"] > 1.0
