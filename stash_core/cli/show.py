@@ -38,12 +38,13 @@ def show_run(db_path: Path | str, run_id: str) -> str:
 def show_json(db_path: Path | str, run_id: str) -> str:
     """What `stash show RUN_ID --format json` prints: {"run": the stored run's fields (spec, fingerprint and
     phases included), "breakdown": its breakdown as a result file holds it (per stall: seconds, ci95_s, share,
-    epoch_s, status, note, raw_s; warnings, communication)}; times as ISO 8601 text, unknown figures null."""
+    epoch_s, epoch_ci95_s, status, note, raw_s; warnings, communication), null for a run without an iteration
+    time (one that failed)}; times as ISO 8601 text, unknown figures null."""
     run = run_record(db_path, run_id)
     if run is None:
         raise no_run_error(run_id, db_path)
-    breakdown = breakdown_from_stored(run)
-    fields = {key: value for key, value in run.items() if key not in breakdown and key != "stalls"}
+    breakdown = breakdown_from_stored(run)  # None for a run without an iteration time (one that failed)
+    fields = {key: value for key, value in run.items() if key not in (breakdown or {}) and key != "stalls"}
     return _json_text({"run": fields, "breakdown": breakdown})
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from stash_core.analysis.epochs import per_epoch
 from stash_core.analysis.stalls import (
     REMAINDER,
     REMAINDER_LABEL,
@@ -32,15 +33,22 @@ def breakdown_from_stored(run: dict) -> dict | None:
     """
     if finite_float(run.get("iteration_s")) is None:  # none, or a damaged row's inf or NaN: nothing adds up
         return None
+    per_epoch_iterations = run.get("iterations_per_epoch")
     breakdown = {
         "iteration_s": run["iteration_s"],
         "iteration_ci95_s": run.get("iteration_ci95_s"),
-        "iterations_per_epoch": run.get("iterations_per_epoch"),
+        "iterations_per_epoch": per_epoch_iterations,
         "epoch_s": run.get("epoch_s"),
+        # the intervals of the epoch figures, derived as a result file derives them (not stored)
+        "epoch_ci95_s": _epoch_interval(run.get("iteration_ci95_s"), per_epoch_iterations),
         "reference_phase": run.get("reference_phase"),
         "unattributed_s": run.get("unattributed_s"),
         "unattributed_ci95_s": run.get("unattributed_ci95_s"),
-        "stalls": {row["stall"]: row for row in run.get("stalls") or [] if row.get("stall") in STALLS},
+        "stalls": {
+            row["stall"]: {**row, "epoch_ci95_s": _epoch_interval(row.get("ci95_s"), per_epoch_iterations)}
+            for row in run.get("stalls") or []
+            if row.get("stall") in STALLS
+        },
         "warnings": run.get("warnings") or [],
         "network_reference": run.get("network_reference"),
         "communication": run.get("communication") or {},
@@ -49,6 +57,10 @@ def breakdown_from_stored(run: dict) -> dict | None:
     if stored is not None and breakdown["unattributed_ci95_s"] is None:
         breakdown["unattributed_ci95_s"] = stored.get("ci95_s")
     return with_remainder(breakdown)
+
+
+def _epoch_interval(ci95_s: Any, iterations_per_epoch: Any) -> float | None:
+    return per_epoch(finite_float(ci95_s), iterations_per_epoch)
 
 
 def remainder_row(run_id: str, breakdown: dict | None) -> dict[str, Any] | None:

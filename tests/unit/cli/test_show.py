@@ -158,3 +158,33 @@ def test_runs_and_show_print_json_when_asked(tmp_path, capsys) -> None:
     assert main(["runs", "--db", str(typo), "--format", "json"]) == 2
     assert json.loads(capsys.readouterr().out)["error"] == f"no database {typo} (check --db or $STASH_DB)"
     assert not typo.exists()
+
+
+def test_show_json_of_a_failed_run_is_the_run_with_no_breakdown(tmp_path, capsys) -> None:
+    """A run without an iteration time ended `show --format json` in a traceback and nothing on stdout."""
+    import json
+
+    db = tmp_path / "r.duckdb"
+    failed = result_doc(status="failed")
+    store.ingest_result(db, failed)
+    assert main(["show", failed["run_id"], "--db", str(db), "--format", "json"]) == 0
+    captured = capsys.readouterr()
+    shown = json.loads(captured.out)
+    assert shown["breakdown"] is None and shown["run"]["status"] == "failed" and not captured.err
+    assert shown["run"]["error"] == failed["error"]
+
+
+def test_show_json_gives_the_epoch_intervals_a_result_file_gives(tmp_path, capsys) -> None:
+    import json
+
+    db = tmp_path / "r.duckdb"
+    doc = result_doc(stalls={"compute": 0.2, "cpu": 0.05})
+    store.ingest_result(db, doc)
+    assert main(["show", doc["run_id"], "--db", str(db), "--format", "json"]) == 0
+    breakdown = json.loads(capsys.readouterr().out)["breakdown"]
+    per_epoch = doc["breakdown"]["iterations_per_epoch"]
+    assert per_epoch
+    assert breakdown["epoch_ci95_s"] == pytest.approx(doc["breakdown"]["iteration_ci95_s"] * per_epoch)
+    for stall, entry in doc["breakdown"]["stalls"].items():
+        expected = None if entry["ci95_s"] is None else pytest.approx(entry["ci95_s"] * per_epoch)
+        assert breakdown["stalls"][stall]["epoch_ci95_s"] == expected, stall
