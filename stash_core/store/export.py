@@ -50,26 +50,32 @@ EXPORTED = {
 def numeric_columns(table: str) -> frozenset[str]:
     """The columns of an exported table (or view) that hold numbers (integers, doubles): what an upload of
     it reads as numbers, cell by cell."""
-    return frozenset(name for name, number in _column_kinds(table) if number)
+    return frozenset(name for name, kind in _column_kinds(table) if kind.startswith(_NUMBER_KINDS))
 
 
 def text_columns(table: str) -> frozenset[str]:
     """The columns of an exported table (or view) that do not hold numbers (text, times, JSON)."""
-    return frozenset(name for name, number in _column_kinds(table) if not number)
+    return frozenset(name for name, kind in _column_kinds(table) if not kind.startswith(_NUMBER_KINDS))
+
+
+def json_columns(table: str) -> frozenset[str]:
+    """The columns of an exported table (or view) that hold JSON: a CSV holds their text as it is (valid JSON
+    for any reader; JSON escapes its own control characters and backslashes)."""
+    return frozenset(name for name, kind in _column_kinds(table) if kind == "JSON")
 
 
 _NUMBER_KINDS = ("INTEGER", "BIGINT", "SMALLINT", "DOUBLE", "FLOAT", "REAL", "DECIMAL", "HUGEINT", "UBIGINT")
 
 
 @functools.cache
-def _column_kinds(table: str) -> tuple[tuple[str, bool], ...]:
-    """(column, whether it holds numbers) of an exported table or view, read from a new database's schema."""
+def _column_kinds(table: str) -> tuple[tuple[str, str], ...]:
+    """(column, its type in capitals) of an exported table or view, read from a new database's schema."""
     with duckdb.connect() as con:  # the schema of a new database, in memory
         copy_schema(con)
         rows = con.execute(
             "SELECT column_name, data_type FROM information_schema.columns WHERE table_name = ?", [table]
         ).fetchall()
-    return tuple((name, str(kind).upper().startswith(_NUMBER_KINDS)) for name, kind in rows)
+    return tuple((name, str(kind).upper()) for name, kind in rows)
 
 
 def table_of_row(keys: set[str]) -> str | None:

@@ -17,13 +17,14 @@ def read_csv(data: bytes) -> pd.DataFrame:
     """A CSV table as `stash export` wrote it: a column that holds text in the exported tables read as text (a
     text that looks like a number stays that text, "0.10" not 0.1), only an empty cell missing (an error or a
     name "NA", "null" or "N/A" is that text, as exported), the quote put before a formula-leading cell taken
-    off and the escapes taken back (terminal.csv_unescaped: a control character written as \\x1b). An empty
-    text reads as missing too (a CSV cannot tell them apart to pandas' reader)."""
+    off and the escapes taken back (terminal.csv_unescaped: a control character written as \\x1b), except in
+    JSON columns, written as they are. An empty text reads as missing too (a CSV cannot tell them apart to
+    pandas' reader)."""
     header = pd.read_csv(io.BytesIO(data), nrows=0).columns
     texts = [column for column in header if column not in _number_columns()]
     as_text = dict.fromkeys(texts, str)
     frame = pd.read_csv(io.BytesIO(data), keep_default_na=False, na_values=[""], dtype=as_text)
-    for column in texts:
+    for column in (column for column in texts if column not in _json_columns()):  # JSON is written as it is
         cells = frame[column]
         changed = cells.map(_changed_by_writer).astype(bool)
         if changed.any():
@@ -39,6 +40,16 @@ def _number_columns() -> frozenset[str]:
 
     numbers = set().union(*(numeric_columns(table) for table in EXPORTED))
     return frozenset(numbers - set().union(*(text_columns(table) for table in EXPORTED)))
+
+
+@functools.cache
+def _json_columns() -> frozenset[str]:
+    """The names of the columns that hold JSON in every exported table that has them."""
+    from stash_core.store.export import EXPORTED, json_columns, text_columns
+
+    json_names = set().union(*(json_columns(table) for table in EXPORTED))
+    other_texts = set().union(*(text_columns(table) - json_columns(table) for table in EXPORTED))
+    return frozenset(json_names - other_texts)
 
 
 def _changed_by_writer(cell: object) -> bool:

@@ -319,6 +319,26 @@ def test_formula_leading_names_come_back_whole_through_a_csv_export(tmp_path: Pa
         "=x", "'=x", "'plain", "=x"]  # fmt: skip
 
 
+def test_backslashes_in_json_columns_come_back_whole_through_a_csv_export(tmp_path: Path) -> None:
+    """JSON text (spec, fingerprint, ...) is written to a CSV as it is; the upload took the escapes of text
+    columns back in it too: "lab\\u0041" came back "labA", others were refused as invalid JSON."""
+    import json
+
+    from result_docs import result_doc
+
+    db, target = tmp_path / "a.duckdb", tmp_path / "b.duckdb"
+    for n, label in enumerate(("lab\\u0041", "lab\\runs\\x41\\u0042", "C:\\data\\n")):
+        store.ingest_result(db, result_doc(run_id=f"20261122T08000{n}Z-ffff000{n}", instance=label))
+    paths = store.export(db, "csv", tmp_path / "export")
+    report = views.upload.check_uploads(None, [(path.name, path.read_bytes()) for path in paths])
+    assert all(check.ok for check in report.checks), [check.reason for check in report.checks]
+    views.upload.store_uploads(target, report)
+    query = "SELECT instance, spec FROM runs ORDER BY run_id"
+    before, after = store.query_readonly(db, query), store.query_readonly(target, query)
+    assert list(after["instance"]) == list(before["instance"])
+    assert [json.loads(spec)["instance"] for spec in after["spec"]] == list(before["instance"])
+
+
 def test_a_commands_message_is_put_in_a_pages_words() -> None:
     from stash_core.views.common import in_page_words
 
