@@ -3,6 +3,7 @@ value, numpy scalars unwrapped, timestamps as the caller asks), and a frame as C
 
 from __future__ import annotations
 
+import json
 import math
 from typing import Any
 
@@ -70,9 +71,22 @@ def csv_text(frame: pd.DataFrame) -> str:
 def _cell_text(value: Any) -> Any:
     if isinstance(value, bytes | bytearray | memoryview):
         return "0x" + bytes(value).hex()
+    if isinstance(value, np.ndarray | list | tuple | dict):  # a DuckDB list, array or struct: as JSON, every
+        return json.dumps(_nested_plain(value), ensure_ascii=True, default=str)  # digit (a repr cut them)
     if isinstance(value, str):  # a terminal escape in an error text stays text when the CSV is printed
         value = csv_escaped(value)
     return formula_safe(value)
+
+
+def _nested_plain(value: Any) -> Any:
+    """A list, array or struct cell with every item plain (see plain; a NaN or infinity is None: null)."""
+    if isinstance(value, np.ndarray):
+        value = value.tolist()
+    if isinstance(value, dict):
+        return {str(key): _nested_plain(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_nested_plain(item) for item in value]
+    return plain(value, times="iso", finite=True)
 
 
 INT64_MAX = 2**63 - 1

@@ -42,7 +42,8 @@ dashboard, exports). Columns are only added or changed together with a new schem
 Conventions used everywhere:
 
 - Times of day are `TIMESTAMPTZ` in UTC. Durations are seconds (`_s`), sizes bytes (`_bytes`), rates
-  megabytes per second (`_mbps`), prices US dollars per hour (`_usd_per_h`).
+  megabytes per second (`_mbps`, MB/s: disks and telemetry) or gigabits per second (`_gbps`, Gbit/s:
+  networks, links and collectives; 1 Gbit/s is 125 MB/s), prices US dollars per hour (`_usd_per_h`).
 - "Per iteration" means one synchronous training step of the job: the **mean over the ranks** of that
   step's time (every rank's steps add up to the same wall time; runs of Stash 0.1 hold the slowest rank's,
   above it by the ranks' jitter).

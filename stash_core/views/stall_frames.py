@@ -35,7 +35,9 @@ PART_LABELS = {**STALL_LABELS, REMAINDER: REMAINDER_LABEL}
 # A part smaller than this share of the total is float rounding, not a remainder to draw.
 ROUNDING_SHARE = 1e-9
 LONG_COLUMNS = ["run_id", "run_label", "stall", "stall_label", "stall_order", "status", "value", "ci95",
-                "bar_start", "bar_end", "error_low", "error_high", "resolved", "note"]  # fmt: skip
+                "bar_start", "bar_end", "error_low", "error_high", "resolved", "note", "unit"]  # fmt: skip
+# What `value` and the columns after it hold, per measure: a chart's data downloaded says it in each row.
+MEASURE_UNITS = {"seconds": "s per iteration", "epoch_s": "s per epoch", "share": "share of the iteration"}
 
 
 def record_breakdown(record: dict[str, Any]) -> dict[str, Any]:
@@ -67,13 +69,14 @@ def stall_long_frame(breakdown: pd.DataFrame, measure: str = "seconds") -> pd.Da
     drawn below zero (bar ends and interval ends are cut at it, `value` keeps the figure). An error
     bar sits at the end of its part's bar and spans its 95% interval. `resolved` is False for a stall within
     the noise or whose interval is wider than its value. Stalls without a value (not measured) are left out.
+    `unit` says what `value`, `ci95` and the ends are in (MEASURE_UNITS).
     """
     if measure not in ("seconds", "epoch_s", "share"):
         raise UsageError(f"unknown measure {measure!r}")
     rows = []
     for record in breakdown.to_dict(orient="records"):
         rows.extend(_record_rows(record, measure))
-    return pd.DataFrame(rows, columns=LONG_COLUMNS)
+    return pd.DataFrame(rows, columns=LONG_COLUMNS).assign(unit=MEASURE_UNITS[measure])
 
 
 def _record_rows(record: dict[str, Any], measure: str) -> list[dict[str, Any]]:

@@ -99,6 +99,21 @@ def test_what_a_query_returns_downloads_as_csv_whatever_its_types():
     assert cells[7:] == ["infinity", "-infinity", "2024-01-02 03:04:05.000000", "", "0x6162", "3 days", "'=x"]
 
 
+def test_lists_and_structs_a_query_returns_download_as_json_with_every_digit():
+    """A list cell was written as numpy's repr ("[0.22906212 0.33227434]", 8 digits, no commas) and a
+    struct as Python's ({'a': 1}): text no reader parses."""
+    import json
+
+    import duckdb
+
+    frame = duckdb.connect().execute(
+        "SELECT [0.2290621234567::DOUBLE, 1.0 / 0, NULL] AS l, {'a': 1, 'b': ['=x', 'y']} AS s, "
+        "[]::INT[] AS e"
+    ).df()
+    cells = [json.loads(cell) for cell in _cells(frame_to_csv(frame).decode())[3:]]
+    assert cells == [[0.2290621234567, None, None], {"a": 1, "b": ["=x", "y"]}, []]
+
+
 def test_a_small_parquet_upload_that_expands_to_gigabytes_is_refused_before_it_is_read():
     import pyarrow as pa
     import pyarrow.parquet as pq

@@ -30,3 +30,19 @@ def test_values_without_an_option_are_dropped_and_the_rest_kept() -> None:
 def test_completed_is_always_a_status_choice() -> None:
     assert status_choices(OPTIONS) == ["completed", "failed"]
     assert status_choices({**OPTIONS, "statuses": ["completed", "abandoned"]}) == ["abandoned", "completed"]
+
+
+def test_a_charts_rows_say_what_their_figures_are_in(tmp_path) -> None:
+    """The chart data downloaded had the same header for seconds, shares and seconds per epoch: only the file
+    name told 0.89 s from 0.89 of the iteration."""
+    from result_docs import result_doc
+
+    from stash_core import store
+    from stash_core.views.breakdown import RunFilter, find_runs, stall_long_frame
+
+    db = tmp_path / "r.duckdb"
+    store.ingest_result(db, result_doc(stalls={"compute": 0.2, "cpu": 0.05}))
+    runs, _ = find_runs(db, RunFilter())
+    expected = {"seconds": "s per iteration", "share": "share of the iteration", "epoch_s": "s per epoch"}
+    for measure, unit in expected.items():
+        assert set(stall_long_frame(runs, measure)["unit"]) == {unit}, measure
