@@ -5,7 +5,8 @@ by the dashboard or a campaign fails with the same line and status as one typed 
 
 Exit status: 0 success, 1 failed measurement (or a run that could not be saved whole, a write the machine
 refused: errors.DiskFull, or a decision that no configuration meets), 2 bad usage or bad input, 130
-interrupted (Ctrl-C), 143 terminated (SIGTERM), 129 hung up (SIGHUP).
+interrupted (Ctrl-C), 143 terminated (SIGTERM), 129 hung up (SIGHUP), 141 the reader of the output went away
+before the command had written it all (`| head`), as a Unix tool ended by SIGPIPE.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from collections.abc import Callable
 from stash_core.errors import StashError, UsageError, first_line
 from stash_core.interrupts import describe, exit_status, received_stop, signals_as_interrupts
 from stash_core.terminal import printable
+
+BROKEN_PIPE_STATUS = 128 + 13  # 128 + SIGPIPE
 
 
 def run_command(body: Callable[[], int | None], json_errors: bool = False) -> int:
@@ -38,14 +41,27 @@ def run_command(body: Callable[[], int | None], json_errors: bool = False) -> in
     except KeyboardInterrupt as interrupt:
         for note in getattr(interrupt, "__notes__", []):  # what was kept before it (an ingest's stored runs)
             _say(f"stash: {printable(note)}")
-        _say(f"stash: {describe(exit_status(interrupt) - 128)}")
-        return exit_status(interrupt)
+        return _stopped(exit_status(interrupt) - 128, json_errors)
     except Exception as error:
         if (signum := received_stop()) is None:
             return _failed(error, json_errors)
         # a stop signal came first: what failed after it (DuckDB's "Query interrupted") is its doing
-        _say(f"stash: {describe(signum)}")
-        return 128 + signum
+        return _stopped(signum, json_errors)
+
+
+def _stopped(signum: int, json_errors: bool) -> int:
+    """The exit status of a command stopped by signal `signum`, said on stderr (and as JSON on stdout when
+    the command was asked for JSON: a script killed by its timeout parses why)."""
+    if json_errors:
+        _say_json(describe(signum), 128 + signum)
+    _say(f"stash: {describe(signum)}")
+    return 128 + signum
+
+
+def _say_json(line: str, status: int) -> None:
+    import json
+
+    _write(sys.stdout, json.dumps({"error": printable(line), "exit_status": status}))
 
 
 def _say(line: str) -> None:
@@ -76,9 +92,9 @@ def _quiet_at_exit(*streams) -> None:
 
 def _failed(error: Exception, json_errors: bool = False) -> int:
     """The exit status of a command that failed with `error`, its one line said (a bug's traceback raised)."""
-    if isinstance(error, BrokenPipeError):  # the reader of the output has gone (`| head`): nothing to say
-        _quiet_at_exit(sys.stdout, sys.stderr)
-        return 0
+    if isinstance(error, BrokenPipeError):  # the reader of the output has gone (`| head`): nothing to say,
+        _quiet_at_exit(sys.stdout, sys.stderr)  # and the answer was not delivered whole: SIGPIPE's status, as
+        return BROKEN_PIPE_STATUS  # `seq 99999 | head -1` ends (a refusal's 1 or 2 read as 0 by pipefail)
     if isinstance(error, StashError):
         line, status = one_line(error), error.exit_code
     elif isinstance(error, OSError):  # the machine's, not the input's: a full disk, a vanished folder
@@ -91,9 +107,7 @@ def _failed(error: Exception, json_errors: bool = False) -> int:
     else:
         raise error  # a bug: its traceback
     if json_errors:  # first: a script reading stdout gets it even where nobody reads stderr
-        import json
-
-        _write(sys.stdout, json.dumps({"error": printable(line), "exit_status": status}))
+        _say_json(line, status)
     _say(f"stash: {printable(line)}")
     return status
 

@@ -99,10 +99,8 @@ def cmd_fit(args: argparse.Namespace) -> int:
     )
     if args.predict:
         return _print_predictions(args, report, stalls, beta)
-    if _no_database(args, report):
-        where = printable(str(db_path(args)))
-        print(f"no database at {where} (--db or $STASH_DB chooses one): nothing to fit")
-        return 0
+    if _no_database(args, report):  # a mistyped --db is no empty database: exit 2, as runs and show
+        raise UsageError(f"no database at {db_path(args)} (--db or $STASH_DB chooses one): nothing to fit")
     # group labels and model names are text from the database: data, never a terminal escape
     print(printable(format_fit_report(report, all_models=args.all_models, stalls=stalls)))
     if args.residuals:

@@ -261,15 +261,13 @@ def cmd_ingest(args) -> int:
 def cmd_runs(args) -> int:
     from stash_core.cli.show import runs_json, runs_table
 
+    if not db_path(args).exists():  # a script must tell a mistyped --db from an empty database (exit 2)
+        raise UsageError(f"no database {db_path(args)} (check --db or $STASH_DB; a first profile creates it)")
     if args.format == "json":
-        if not db_path(args).exists():  # a script must tell a mistyped --db from an empty database
-            raise UsageError(f"no database {db_path(args)} (check --db or $STASH_DB)")
         print(runs_json(db_path(args), limit=args.limit))
         return 0
     table = runs_table(db_path(args), limit=args.limit)
-    where = printable(str(db_path(args)))
-    missing = "" if db_path(args).exists() else " (no database there yet: --db or $STASH_DB chooses one)"
-    print(printable(table) if table is not None else f"no runs in {where}{missing}")
+    print(printable(table) if table is not None else f"no runs in {printable(str(db_path(args)))}")
     return 0
 
 

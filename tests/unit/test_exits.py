@@ -39,14 +39,15 @@ def test_a_failure_with_stderr_closed_keeps_its_status(monkeypatch):
     assert run_command(refused) == 2
 
 
-def test_output_whose_reader_has_gone_ends_the_command_quietly(monkeypatch):
+def test_output_whose_reader_has_gone_ends_the_command_quietly_with_sigpipes_status(monkeypatch):
+    """It ended 0, whatever the command would have returned: a refusal piped into `head` passed pipefail."""
     monkeypatch.setattr(sys, "stdout", ClosedPipe())
 
     def prints() -> int:
-        print("a table nobody reads")
-        return 0
+        print('{"error": "no configuration finishes within 0.001 h", "exit_status": 1}')
+        return 1
 
-    assert run_command(prints) == 0
+    assert run_command(prints) == 141
 
 
 def _refused() -> int:
@@ -69,3 +70,27 @@ def test_a_json_refusal_whose_stdout_reader_has_gone_keeps_its_status_and_its_li
     monkeypatch.setattr(sys, "stderr", err)
     assert run_command(_refused, json_errors=True) == 2
     assert err.getvalue() == "stash: unknown instance(s) nosuch\n"
+
+
+def test_a_command_asked_for_json_and_stopped_says_why_on_stdout(monkeypatch):
+    """An interrupt or SIGTERM (a CI job's timeout) left stdout empty: json.loads of it failed, where the docs
+    promise {"error": ..., "exit_status": N} for every failure of a command asked for JSON."""
+    import json
+    import signal
+
+    from stash_core.interrupts import Stopped
+
+    for stop, status, words in ((KeyboardInterrupt(), 130, "interrupted"),
+                                (Stopped(signal.SIGTERM), 143, "terminated (SIGTERM)")):  # fmt: skip
+        out, err = io.StringIO(), io.StringIO()
+        monkeypatch.setattr(sys, "stdout", out)
+        monkeypatch.setattr(sys, "stderr", err)
+
+        def stopped(stop=stop) -> int:
+            raise stop
+
+        assert run_command(stopped, json_errors=True) == status
+        assert json.loads(out.getvalue()) == {"error": words, "exit_status": status}
+        assert err.getvalue() == f"stash: {words}\n"
+        assert run_command(stopped) == status  # not asked for JSON: nothing on stdout
+        assert out.getvalue().count("\n") == 1

@@ -143,9 +143,9 @@ def test_two_writers_at_once_both_land_and_one_file_is_stored_once(tmp_path):
         assert con.execute("SELECT count(*) FROM instances WHERE name = 'box-of-a-writer'").fetchone()[0] == 1
 
 
-HOMELESS = [
-    ("runs-default-database", ["runs"], "no runs in results.duckdb"),
-    ("runs-tilde-database", ["runs", "--db", "~/stash-x.duckdb"], "no runs in"),
+HOMELESS = [  # a database not there is said (exit 2, on stderr) by the path the command resolved
+    ("runs-default-database", ["runs"], "stash: no database results.duckdb ("),
+    ("runs-tilde-database", ["runs", "--db", "~/stash-x.duckdb"], "/stash-x.duckdb (check --db"),
     ("models-list", ["models"], "resnet"),
 ]
 
@@ -158,9 +158,10 @@ def test_without_home_commands_still_answer(case_id, argv, says, tmp_path, monke
     monkeypatch.delenv("STASH_DB", raising=False)
     monkeypatch.chdir(tmp_path)
     capsys.readouterr()
-    assert main(argv) == 0
+    status = main(argv)
     captured = capsys.readouterr()
-    assert says in captured.out and "Traceback" not in captured.err
+    assert status == (0 if argv == ["models"] else 2)
+    assert says in (captured.err if status else captured.out) and "Traceback" not in captured.err
     assert not list(tmp_path.iterdir())
 
 
@@ -183,12 +184,12 @@ def test_a_recommendation_over_instances_without_gpus_names_them(seeded, tmp_pat
 
 
 def test_a_database_that_is_not_there_is_said_by_runs_and_fit(tmp_path, capsys):
-    """A mistyped --db read as an empty database: "no runs", "no measured stalls" as if it held nothing."""
+    """A mistyped --db read as an empty database: "no runs", "no measured stalls" as if it held nothing; then
+    said, but with exit 0 (2 for the same database with --format json): `stash runs || exit 1` passed."""
     from stash_core.cli.main import main
 
     missing = str(tmp_path / "typo.duckdb")
-    assert main(["runs", "--db", missing]) == 0
-    assert "no database there yet" in capsys.readouterr().out
-    assert main(["fit", "--db", missing]) == 0
-    assert f"no database at {missing}" in capsys.readouterr().out
+    for args in (["runs"], ["runs", "--format", "json"], ["fit"]):
+        assert main([*args, "--db", missing]) == 2, args
+        assert f"no database {'at ' if args == ['fit'] else ''}{missing}" in capsys.readouterr().err
     assert not (tmp_path / "typo.duckdb").exists()

@@ -184,7 +184,7 @@ ANSWERED: list[tuple[str, list[str], int]] = [
     ("whatif-short-id-json", ["whatif", "2904421d", "--json", *DB], 0),
     ("recommend-budget-1e-300", [*RECOMMEND, "--budget-hours", "1e-300"], 1),
     ("recommend-csv-new-folders", [*RECOMMEND, "--budget-hours", "1", "--csv", "{tmp}/new/folders/x.csv"], 0),
-    ("fit-missing-database", ["fit", "--db", "{tmp}/none.duckdb"], 0),
+    ("fit-missing-database", ["fit", "--db", "{tmp}/none.duckdb"], 2),  # said, as a mistyped --db
     ("add-source-formula", [*ADD, "box3", "--source", '=HYPERLINK("x")', *DB], 0),
     ("add-sql-name", [*ADD, "'; DROP TABLE instances; --", "--vcpus", "2", *DB], 0),
     ("add-formula-name", [*ADD, "=cmd|' /C calc'!A0", "--vcpus", "2", *DB], 0),

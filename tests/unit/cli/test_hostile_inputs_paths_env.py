@@ -160,8 +160,8 @@ REFUSED = [
 # (id, arguments, environment, exit status): odd but usable, answered without a traceback.
 ANSWERED = [
     ("runs-db-through-a-link", ["runs", "--db", "{link}"], {}, 0),
-    ("runs-db-missing", ["runs", "--db", "{tmp}/none.duckdb"], {}, 0),
-    ("runs-env-db-empty-is-the-default", ["runs"], {"STASH_DB": ""}, 0),
+    ("runs-db-missing", ["runs", "--db", "{tmp}/none.duckdb"], {}, 2),  # said, as a mistyped --db
+    ("runs-env-db-empty-is-the-default", ["runs"], {"STASH_DB": ""}, 2),  # no results.duckdb here
     ("runs-columns-zero", ["runs", *DB], {"COLUMNS": "0"}, 0),
     ("runs-c-locale", ["runs", *DB], {"LANG": "C", "LC_ALL": "C"}, 0),
     ("runs-unknown-time-zone", ["runs", *DB], {"TZ": "Nowhere/Never"}, 0),

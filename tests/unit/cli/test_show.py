@@ -156,7 +156,8 @@ def test_runs_and_show_print_json_when_asked(tmp_path, capsys) -> None:
     assert json.loads(capsys.readouterr().out) == {"error": f"no run 'nope' in {db}", "exit_status": 2}
     typo = tmp_path / "typo.duckdb"  # a mistyped --db is no empty database
     assert main(["runs", "--db", str(typo), "--format", "json"]) == 2
-    assert json.loads(capsys.readouterr().out)["error"] == f"no database {typo} (check --db or $STASH_DB)"
+    said = json.loads(capsys.readouterr().out)["error"]
+    assert said == f"no database {typo} (check --db or $STASH_DB; a first profile creates it)"
     assert not typo.exists()
 
 

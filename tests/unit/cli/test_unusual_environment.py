@@ -157,6 +157,9 @@ def test_a_closed_standard_descriptor_is_not_taken_by_the_next_file_opened(tmp_p
 
 def test_a_command_started_with_stdout_closed_says_its_answer_could_not_be_shown(tmp_path):
     """`stash runs >&-` printed nothing and ended 0, as if it had shown the runs."""
+    from stash_core.catalog import seed_catalog
+
+    seed_catalog(tmp_path / "r.duckdb")  # a database there: `runs` has an answer to show
     done = _run(_stash("runs", "--db", str(tmp_path / "r.duckdb")), tmp_path, stdout=None,
                 preexec_fn=lambda: os.close(1))  # fmt: skip
     assert done.returncode == 1
