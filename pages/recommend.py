@@ -253,7 +253,7 @@ def ranked_view(ranked: pd.DataFrame) -> None:
     )
     st.subheader("Where the time of each choice goes")
     shown = ranked.head(12)
-    long = views.recommend.stall_seconds_long(shown)  # laid as the Breakdown chart lays a run's parts
+    long = views.recommend.stall_seconds_long(shown, current_db())  # laid as the Breakdown chart lays a run's
     chart = stall_bars(long, "run_label", "Configuration", "Seconds per iteration", "s", ".4f")
     chart_with_download(chart, long, "recommendation_stalls", "rec-stalls")
 

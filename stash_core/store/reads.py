@@ -111,6 +111,16 @@ def measured_profiles(db_path: Path | str, model: str, batch_size: int) -> pd.Da
     return query_readonly(db_path, _MEASURED_PROFILES_SQL, [batch_size, *_model_match(model)])
 
 
+def stall_breakdown_rows(db_path: Path | str, run_ids: list[str], columns: tuple[str, ...]) -> pd.DataFrame:
+    """The stall_breakdown view's `columns` (and run_id) of the runs named; a column the view of an older
+    database lacks is left out."""
+    with connect(db_path, read_only=True) as con:
+        present = {row[0] for row in con.execute("DESCRIBE stall_breakdown").fetchall()}
+        chosen = ", ".join(f'"{column}"' for column in ("run_id", *columns) if column in present)
+        marks = ", ".join("?" for _ in run_ids)
+        return con.execute(f"SELECT {chosen} FROM stall_breakdown WHERE run_id IN ({marks})", run_ids).df()
+
+
 def _model_match(model: str) -> list[Any]:
     """The parameters of `model = ? OR (ends_with(model, ?) AND model_sha256 = ?)`: a model by its stored
     name, or a user's model file by its factory and contents, whichever path it was profiled by."""

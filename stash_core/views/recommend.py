@@ -218,16 +218,48 @@ def free_options(options: pd.DataFrame) -> int:
     return int((options["training_usd"] == 0).sum())
 
 
-def stall_seconds_long(ranked: pd.DataFrame) -> pd.DataFrame:
+def stall_seconds_long(ranked: pd.DataFrame, db_path: Path | str | None = None) -> pd.DataFrame:
     """Per configuration (`run_label`, its `source`) the parts of its iteration laid end to end as the
     Breakdown chart lays a run's (views.stall_frames): the stalls it has a figure for and, for a profile's,
     the signed remainder, so that every bar closes at the iteration time its time and cost are of (a
-    profile's stalls may add up to more or less than its iteration). A stall not predicted is left out."""
+    profile's stalls may add up to more or less than its iteration). A stall not predicted is left out.
+
+    A measured configuration's parts carry its profile's intervals and statuses (read from `db_path`), so
+    that they are resolved or not as the Stall breakdown says; a predicted one's have no interval of their
+    own (`resolved` None: the option's error is of its whole step), never "not resolved"."""
     if ranked.empty:
         return stall_long_frame(ranked.assign(run_id=[], run_label=[]), "seconds").assign(source=[])
-    long = stall_long_frame(ranked.assign(run_id=ranked["config"], run_label=ranked["config"]), "seconds")
+    measured = ranked["source"].astype(str).str.endswith("measured")
+    frame = _with_profile_intervals(ranked, measured, db_path)
+    long = stall_long_frame(frame.assign(run_id=ranked["config"], run_label=ranked["config"]), "seconds")
     sources = dict(zip(ranked["config"], ranked["source"], strict=True))
+    predicted = ~long["run_label"].map(dict(zip(ranked["config"], measured, strict=True))).astype(bool)
+    long["resolved"] = long["resolved"].astype(object)
+    long.loc[predicted, "resolved"] = None
+    long.loc[predicted, "note"] = PREDICTED_PART_NOTE
     return long.assign(source=long["run_label"].map(sources))
+
+
+PREDICTED_PART_NOTE = "predicted: no interval of its own (the option's expected error is of its whole step)"
+# A profile's figures beside its stalls' seconds: what tells a resolved stall from one within the noise.
+_INTERVAL_COLUMNS = ("iteration_ci95_s", "unattributed_ci95_s",
+                     *(f"{s}_{kind}" for s in STALL_NAMES for kind in ("ci95_s", "status")))  # fmt: skip
+
+
+def _with_profile_intervals(
+    ranked: pd.DataFrame, measured: pd.Series, db_path: Path | str | None
+) -> pd.DataFrame:
+    """`ranked` with the interval and status columns of each measured option's profile (its run_id)."""
+    run_ids = [str(run) for run in ranked.loc[measured, "run_id"].dropna()] if "run_id" in ranked else []
+    if db_path is None or not run_ids:
+        return ranked
+    stored = reads.stall_breakdown_rows(db_path, run_ids, _INTERVAL_COLUMNS).set_index("run_id")
+    frame = ranked.copy()
+    for column in _INTERVAL_COLUMNS:
+        if column in stored:
+            pairs = zip(ranked["run_id"], measured, strict=True)
+            frame[column] = [stored[column].get(run) if is_measured else None for run, is_measured in pairs]
+    return frame
 
 
 def marked_source(frame: pd.DataFrame) -> pd.Series:

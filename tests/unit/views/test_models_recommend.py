@@ -351,3 +351,30 @@ def test_the_form_proposes_the_input_shape_a_model_was_profiled_with(tmp_path: P
         doc["spec"]["input_shape"] = None
         store.ingest_result(db, doc)
     assert views.recommend.profiled_shape(views.recommend.profiled_models(db), "resnet10", 8) is None
+
+
+def test_a_measured_options_parts_are_resolved_as_its_profile_says_and_predicted_ones_have_no_verdict(
+    tmp_path: Path,
+) -> None:
+    """Every part of every option was drawn faded, "not resolved: its 95% interval is wider than its value":
+    the ranked rows carry no intervals, measured or predicted."""
+    from result_docs import result_doc
+
+    from stash_core import store
+
+    db = tmp_path / "r.duckdb"
+    doc = result_doc(stalls={"compute": 0.2, "cpu": 0.05})
+    store.ingest_result(db, doc)
+    iteration_s = doc["breakdown"]["iteration_s"]
+    ranked = pd.DataFrame({
+        "config": ["1 x box", "1 x g5.xlarge"], "source": ["● measured", "◇ predicted ±20%"],
+        "run_id": [doc["run_id"], None], "iteration_s": [iteration_s, 0.1], "compute_s": [0.2, 0.09],
+        "interconnect_s": [None, 0.0], "network_s": [None, 0.0], "cpu_s": [0.05, 0.01],
+        "disk_s": [None, None],
+    })  # fmt: skip
+    long = views.recommend.stall_seconds_long(ranked, db).set_index(["run_label", "stall"])
+    assert long.loc[("1 x box", "compute"), "resolved"] is True
+    assert long.loc[("1 x box", "cpu"), "resolved"] is True
+    predicted = long.loc["1 x g5.xlarge"]
+    assert predicted["resolved"].isna().all()
+    assert set(predicted["note"]) == {views.recommend.PREDICTED_PART_NOTE}
