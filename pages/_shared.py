@@ -26,7 +26,7 @@ import streamlit as st
 from stash_core import containment, views
 from stash_core.errors import StashError, UsageError
 from stash_core.pathargs import default_db_text
-from stash_core.units import finite_float, usd_words
+from stash_core.units import finite_float, share_at_an_end, usd_words
 from stash_core.views.common import in_page_words, plain
 
 P = ParamSpec("P")
@@ -332,10 +332,8 @@ def share_text(value: Any) -> str:
     number = finite_float(value)
     if number is None:
         return "–"
-    if 0 < abs(number) < 0.0005:
-        return "<0.1%" if number > 0 else ">-0.1%"
-    if 0 < abs(1 - number) < 0.0005:
-        return ">99.9%" if number < 1 else "<100.1%"
+    if (at_an_end := share_at_an_end(number)) is not None:
+        return at_an_end
     near_an_end = number not in (0, 1) and min(abs(number), abs(1 - number)) < 0.1
     return f"{number:.1%}" if near_an_end else f"{number:.0%}"
 

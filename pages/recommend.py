@@ -239,7 +239,8 @@ def ranked_view(ranked: pd.DataFrame) -> None:
         "predicted: they are missing from the bars, not zero."
     )
     ranked = ranked.assign(source=views.recommend.marked_source(ranked))
-    columns = ["rank", "config", "source", "training_h", "training_usd", "usd_per_h", "iteration_s", "basis"]
+    columns = ["rank", "config", "source", "training_h", "training_usd", "usd_per_h", "price_date",
+               "iteration_s", "basis"]  # fmt: skip
     table = ranked[[*columns, "note"]]
     show_table(
         table,
@@ -248,6 +249,7 @@ def ranked_view(ranked: pd.DataFrame) -> None:
             "training_h": st.column_config.NumberColumn("hours", format="%.4g"),
             "training_usd": st.column_config.NumberColumn("USD", format="$%.4g"),
             "usd_per_h": st.column_config.NumberColumn("USD/h", format="%.2f"),
+            "price_date": st.column_config.DateColumn("price of", format="YYYY-MM-DD"),  # as the CLI's column
             "iteration_s": st.column_config.NumberColumn("iteration (s)", format="%.4f"),
         },
     )

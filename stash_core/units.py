@@ -140,6 +140,16 @@ def duration_words(seconds: float | None) -> str:
     return f"{seconds:.0f} s" if seconds >= 1 else f"{seconds:.2f} s"
 
 
+def share_at_an_end(share: float) -> str | None:
+    """How a share that a percentage with one decimal would show as 0.0% or 100.0% while it is not is said:
+    '<0.1%' (or '>-0.1%'), '>99.9%' (or '<100.1%'); None for any other share."""
+    if 0 < abs(share) < 0.0005:
+        return "<0.1%" if share > 0 else ">-0.1%"
+    if 0 < abs(1 - share) < 0.0005:
+        return ">99.9%" if share < 1 else "<100.1%"
+    return None
+
+
 def usd_words(usd: float | None) -> str:
     """A cost in dollars: '$1,234.50', '$0.0520', '$0.0000130' (three significant digits below a dollar, so
     that a small cost never reads '$0.00'); '-' when unknown."""

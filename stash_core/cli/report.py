@@ -23,6 +23,7 @@ from stash_core.analysis.stalls import (
     stall_resolved,
 )
 from stash_core.terminal import one_line
+from stash_core.units import share_at_an_end
 
 LABELS = {
     "compute": "compute",
@@ -139,8 +140,11 @@ def _decimals_for(value: float, significant: int) -> int:
 
 
 def figure(seconds: float, iteration_s: float, digits: int) -> str:
+    """'  0.180 s    87.8%': a share that would show as 0.0% or 100.0% while it is not says so ('<0.1%'), as
+    the dashboard does."""
     share = seconds / iteration_s if iteration_s else math.nan
-    return f"{seconds:>{digits + 4}.{digits}f} s  {share:7.1%}"
+    shown = (share_at_an_end(share) if math.isfinite(share) else None) or f"{share:.1%}"
+    return f"{seconds:>{digits + 4}.{digits}f} s  {shown:>7}"
 
 
 def decimals(iteration_s: float) -> int:

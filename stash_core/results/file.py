@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from stash_core.analysis.stalls import REMAINDER, with_remainder
 from stash_core.errors import UsageError
 from stash_core.results.document import ResultDocument, check_ranges
 from stash_core.results.probe import check_probe_set
@@ -211,6 +212,16 @@ def upgrade_result(doc: Any) -> ResultDocument:
         version += 1
         doc["schema_version"] = version
     validate_result(doc)
+    return _with_remainder_entry(doc)
+
+
+def _with_remainder_entry(doc: ResultDocument) -> ResultDocument:
+    """A breakdown written before the remainder existed (no `unattributed` entry; its `unattributed_s`, if
+    any, of the old meaning) given the remainder that closes it, as the store computes it on ingest: every
+    reader of the file (the Python API, `stash show`, the store) then gives one remainder."""
+    breakdown = doc.get("breakdown")
+    if isinstance(breakdown, dict) and not isinstance(breakdown.get(REMAINDER), dict):
+        return {**doc, "breakdown": with_remainder(breakdown)}  # the caller's document left as it is
     return doc
 
 

@@ -132,3 +132,14 @@ def test_iterations_past_the_charts_limit_are_said_to_be_a_part(empty_db: Path) 
     assert not app.exception, [e.value for e in app.exception]
     said = [caption.value for caption in app.caption if "stored iterations are drawn" in caption.value]
     assert said and "of the run's 20,400 stored iterations" in said[0], [c.value for c in app.caption]
+
+
+def test_a_stall_at_zero_is_zero_an_epoch_as_its_share_is(empty_db: Path) -> None:
+    """A clamped stall read "0%" of the iteration and "–" an epoch, as a stall never measured does."""
+    doc = result_doc(stalls={"compute": 0.10, "interconnect": 0.02, "disk": 0.0})
+    store.ingest_result(empty_db, doc)
+    app = open_run(doc["run_id"])
+    table = app.dataframe[-1].value.set_index("Stall")
+    disk = table.loc["Disk fetch"]
+    assert disk["Share"] == "0%" and disk["Per epoch"].startswith("0 ")
+    assert table.loc["Network", "Per epoch"] == "–"  # not measured

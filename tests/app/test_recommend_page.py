@@ -103,6 +103,8 @@ def test_recommendation_with_pareto_chart_and_explanation(populated, monkeypatch
     assert list(ranked["rank"]) == list(range(1, len(ranked) + 1))
     # time and cost stay numbers (a column of words sorted "9.9 h" above "292 h")
     assert ranked["training_h"].dtype.kind == "f" and ranked["training_usd"].dtype.kind == "f"
+    # each price's date beside it, as `stash recommend` prints it ("price of")
+    assert ranked["price_date"].notna().all() and str(ranked["price_date"].iloc[0]).startswith("20")
 
 
 def test_budget_that_cannot_be_met_is_explained(populated, monkeypatch):

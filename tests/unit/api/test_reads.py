@@ -47,6 +47,28 @@ def test_a_breakdown_is_the_results_own_rows(stored):
     assert read.loc[read["stall"] == "compute", "seconds"].item() == pytest.approx(0.2)
 
 
+def test_a_file_written_before_the_remainder_gives_one_remainder_everywhere(tmp_path):
+    """Such a file (the shipped examples) holds `unattributed_s` 0.0 of the old meaning: `.breakdown` and
+    `.to_dict()` gave it, `.to_frame()`, `stash show` and the store the recomputed -0.011 s."""
+    from support import REPO
+
+    path = REPO / "examples" / "results" / "shufflenet_v2_x0_5-b16-2workers-vm-2vcpu.json"
+    raw = json.loads(path.read_text())["breakdown"]
+    assert raw["unattributed_s"] == 0.0 and "unattributed" not in raw
+    result = stash.load_result(path)
+    frame = result.to_frame().set_index("stall")
+    remainder_s = frame.loc["unattributed", "seconds"]
+    named_s = sum(entry["seconds"] or 0.0 for entry in raw["stalls"].values())
+    assert remainder_s == pytest.approx(raw["iteration_s"] - named_s) and remainder_s < -0.01
+    said = (result.breakdown["unattributed_s"], result.to_dict()["breakdown"]["unattributed_s"])
+    assert said == (remainder_s, remainder_s)
+    assert result.breakdown["unattributed_ci95_s"] == pytest.approx(frame.loc["unattributed", "ci95_s"])
+    db = tmp_path / "r.duckdb"
+    store.ingest_result(db, stash.load_result(path).doc)
+    stored = store.query_readonly(db, "SELECT unattributed_s FROM runs")["unattributed_s"].item()
+    assert stored == pytest.approx(remainder_s)
+
+
 def test_a_failed_run_has_no_stall_rows_but_the_columns(stored):
     db, _, _, failed = stored
     read = stash.breakdown(failed["run_id"], db)

@@ -81,3 +81,16 @@ def test_a_small_nonzero_interval_is_not_shown_as_zero() -> None:
                                                                "status": "measured"}}}  # fmt: skip
     text = format_breakdown(breakdown)
     assert "± 0.000019" in text and not re.search(r"± 0\.0000(?!\d)", text)
+
+
+def test_a_share_at_an_end_is_not_rounded_onto_it() -> None:
+    """`stash show` printed 100.0% beside a measured 0.8 ms interconnect, and 0.0% for it, where the
+    dashboard says >99.9% and <0.1%."""
+    from stash_core.cli.report import figure
+
+    assert figure(1.9992, 2.0, 3).split() == ["1.999", "s", ">99.9%"]
+    assert figure(0.0008, 2.0, 3).split() == ["0.001", "s", "<0.1%"]
+    assert figure(-0.0008, 2.0, 3).split() == ["-0.001", "s", ">-0.1%"]
+    assert figure(0.18, 0.205, 3).split() == ["0.180", "s", "87.8%"]
+    assert figure(2.0, 2.0, 3).split() == ["2.000", "s", "100.0%"]
+    assert len(figure(0.0008, 2.0, 3)) == len(figure(0.18, 0.205, 3))  # the columns stay aligned
