@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from stash_core.units import size_words
+
 # How far past the profiled values a prediction is said to extrapolate: the stated error was measured inside.
 EXTRAPOLATION_FACTOR = 2.0
 
@@ -32,13 +34,11 @@ def gradient_bytes_note(grad_bytes: float, models: list) -> str | None:
         if "grad_bytes" in model.residuals.columns
         for value in model.residuals["grad_bytes"]
     ]
-    return extrapolation_note(float(grad_bytes), profiled, "gradient bytes", megabytes)
+    # in the binary units the Models page gives a model's gradients in ("170 MiB of gradients")
+    return extrapolation_note(float(grad_bytes), profiled, "gradient bytes", size_words)
 
 
 def joined_notes(*notes: str | None) -> str | None:
     """The notes that are given, as one ("; "), or None."""
     return "; ".join(note for note in notes if note) or None
 
-
-def megabytes(value: float) -> str:
-    return f"{value / 1e6:,.4g} MB"

@@ -109,7 +109,7 @@ def test_a_prediction_far_outside_the_profiled_models_or_bandwidths_says_it_extr
     far = {**inside, "grad_bytes": 82e9}
     answer = predict_stall(counts=far, stall="interconnect", workers_per_node=2, report=report)
     assert (
-        "extrapolated: gradient bytes 8.2e+04 MB is far outside the profiled 10 MB to 200 MB"
+        "extrapolated: gradient bytes 76.4 GiB is far outside the profiled 9.54 MiB to 191 MiB"
         in answer["note"]
     )
 

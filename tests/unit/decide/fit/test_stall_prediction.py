@@ -100,6 +100,6 @@ def test_a_prediction_at_an_unprofiled_bandwidth_or_node_count_says_when_its_byt
     for nodes, gbps in ((2, 1.5), (3, 1.0)):
         answer = predict_stall(nodes=nodes, bandwidth_gbps=gbps, **common)
         assert answer["stall_s"] is not None and "not profiled" in answer["group"]
-        assert "extrapolated: gradient bytes 5,000 MB" in (answer["note"] or ""), answer
+        assert "extrapolated: gradient bytes 4.66 GiB" in (answer["note"] or ""), answer
     inside = predict_stall(nodes=2, bandwidth_gbps=1.5, **{**common, "counts": {**huge, "grad_bytes": 5e7}})
     assert inside["note"] is None
