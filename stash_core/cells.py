@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import math
+from datetime import timedelta
+from decimal import Decimal
 from typing import Any
 
 import numpy as np
@@ -86,6 +88,12 @@ def _nested_plain(value: Any) -> Any:
         return {str(key): _nested_plain(item) for key, item in value.items()}
     if isinstance(value, list | tuple):
         return [_nested_plain(item) for item in value]
+    if isinstance(value, Decimal):  # a DECIMAL (DuckDB's type of a literal such as 0.1): a number
+        return _nested_plain(float(value))
+    if isinstance(value, bytes | bytearray | memoryview):
+        return "0x" + bytes(value).hex()  # as a BLOB cell of its own is written
+    if isinstance(value, timedelta):
+        return str(pd.Timedelta(value))
     return plain(value, times="iso", finite=True)
 
 

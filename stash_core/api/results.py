@@ -117,7 +117,8 @@ class Result:
         return with_remainder_row(prepare_run(doc, None).stalls, doc["run_id"], doc.get("breakdown"))
 
     def to_dict(self) -> dict[str, Any]:
-        """The result document as its file holds it (NaN and infinities as None)."""
+        """The result document as read (migrated to this version: a file written before the remainder has it
+        recomputed, as the store does; NaN and infinities as None)."""
         return json_safe(copy.deepcopy(self.doc))
 
 

@@ -12,6 +12,7 @@ from stash_core.catalog.catalog import (
     seed_and_refresh,
     seed_catalog,
     set_instance,
+    stale_builtin_names,
 )
 from stash_core.catalog.labels import (
     CONFIRMED_KEY,
@@ -44,5 +45,6 @@ __all__ = [
     "seed_and_refresh",
     "seed_catalog",
     "set_instance",
+    "stale_builtin_names",
     "stored_label_checks",
 ]

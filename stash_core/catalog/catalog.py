@@ -2,13 +2,13 @@
 
 The CSV in the repository is only the starting point. Every new database is created holding its rows (the
 store seeds them when it creates the schema, store/catalog_seed.py, which also names the file); users add and
-edit rows (`stash instances add/set`, the dashboard). Seeding (again: `stash instances seed`, or an older
-database migrated forward) inserts the CSV rows that are not in the database yet and gives rows still as
-shipped (origin 'builtin') this Stash's values; an edited or imported row is never touched, so an edited price
-survives every later seed. Readers see the stored rows plus any CSV row not stored
-yet, so a database made by an older Stash, or one not created yet, still has a catalog. Every price carries
-the date and the source it came from: editing a price without giving them stamps today's date and "user
-edit". A refused add or set changes nothing (it is checked before writing, and written in one transaction).
+edit rows (`stash instances add/set`, the dashboard). Seeding again (an older database migrated forward)
+inserts the CSV rows that are not in the database yet; `stash instances seed` also gives rows still as shipped
+(origin 'builtin') this Stash's values and names them; an edited or imported row is never touched, so an
+edited price survives every later seed. Readers see the stored rows plus any CSV row not stored yet, so a
+database made by an older Stash, or one not created yet, still has a catalog. Every price carries the date
+and the source it came from: editing a price without giving them stamps today's date and "user edit". A
+refused add or set changes nothing (it is checked before writing, and written in one transaction).
 
 The SQL of the table is in store/instances.py, the one reading of the shipped CSV in store/catalog_seed.py,
 the checking of values in fields.py.
@@ -95,6 +95,14 @@ def seed_and_refresh(db_path: Path | str) -> tuple[int, list[str]]:
         inserted = _seed(con, rows)
         refreshed = refresh_builtin_rows(con)
         return (count_rows(con) if created else inserted), refreshed
+
+
+def stale_builtin_names(db_path: Path | str) -> list[str]:
+    """Stored rows still as an older Stash shipped them (origin 'builtin', other values than this Stash's):
+    `stash instances seed` refreshes them. Read-only; [] for a database not there."""
+    shipped = {row[0]: row for row in builtin_catalog_rows(CATALOG_CSV)}
+    stored = [row for row in read_rows(db_path) if row[COLUMNS.index("origin")] == "builtin"]
+    return [row[0] for row in stored if row[0] in shipped and tuple(row) != shipped[row[0]]]
 
 
 def list_instances(db_path: Path | str) -> pd.DataFrame:

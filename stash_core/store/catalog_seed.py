@@ -6,8 +6,9 @@ decide in the layers, so it reads the file by its path and never imports decide.
 seed_builtin_catalog, so a new database (and the empty stand-in that readers of a missing file get) holds the
 catalog from its first use: `SELECT * FROM instances` returns it and joins on `instances.name` find prices.
 
-Seeding inserts the names not stored yet and gives rows still of origin 'builtin' the values shipped now (a
-newer Stash's prices): a row a user edited or imported is never touched. Every row says where it comes from
+Seeding inserts the names not stored yet; `stash instances seed` also gives rows still of origin 'builtin'
+the values shipped now (a newer Stash's prices), and says which: a row a user edited or imported is never
+touched. Every row says where it comes from
 (`origin`): 'builtin' (this file), 'import' (a price catalog, see store/catalog_import.py) or 'user' (added
 or edited by the user, never overwritten by an import).
 The file is read with the csv module (no pandas: every command opens the store, and `stash` starts fast),
@@ -57,21 +58,22 @@ def seed_builtin_catalog(con: Any, csv_path: Path | None = None) -> int:
         return 0
     before = count_rows(con)
     insert_rows(con, rows, "keep")
-    inserted = count_rows(con) - before
-    refresh_builtin_rows(con, rows)
-    return inserted
+    return count_rows(con) - before
 
 
-def refresh_builtin_rows(con: Any, rows: list[tuple[Any, ...]] | None = None) -> list[str]:
-    """Give stored rows still of origin 'builtin' the shipped values where they differ (a newer Stash ships
-    newer prices; an edited row is of origin 'user' and an imported one 'import', neither touched); returns
-    the names refreshed."""
-    rows = rows if rows is not None else builtin_catalog_rows(BUILTIN_CATALOG_CSV)
-    shipped = {row[0]: row for row in rows}
-    stored = con.execute(
-        f"SELECT {', '.join(CATALOG_COLUMNS)} FROM instances WHERE origin = 'builtin'"
-    ).fetchall()
-    stale = [shipped[row[0]] for row in stored if row[0] in shipped and tuple(row) != shipped[row[0]]]
+def stale_builtin_rows(con: Any) -> list[tuple[Any, ...]]:
+    """The shipped rows whose stored row is still of origin 'builtin' but holds other values (an older Stash
+    seeded older prices; an edited row is of origin 'user', an imported one 'import')."""
+    shipped = {row[0]: row for row in builtin_catalog_rows(BUILTIN_CATALOG_CSV)}
+    columns = ", ".join(CATALOG_COLUMNS)
+    stored = con.execute(f"SELECT {columns} FROM instances WHERE origin = 'builtin'").fetchall()
+    return [shipped[row[0]] for row in stored if row[0] in shipped and tuple(row) != shipped[row[0]]]
+
+
+def refresh_builtin_rows(con: Any) -> list[str]:
+    """Give the stale_builtin_rows the shipped values (only `stash instances seed` does, and says which: a
+    price never changes under the user unsaid); returns their names."""
+    stale = stale_builtin_rows(con)
     for row in stale:
         update_row(con, row[0], list(row[1:]))
     return [row[0] for row in stale]

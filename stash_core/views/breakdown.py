@@ -60,8 +60,14 @@ def within_options(run_filter: RunFilter, options: dict[str, Any]) -> RunFilter:
     """The filter less values the database has no option for: the page's widgets drop them as they are drawn,
     after the query ran (a model chosen on another database would hide every run until the next click)."""
     statuses = status_choices(options)
+    first, last = options.get("first_date"), options.get("last_date")
+    date_from, date_to = run_filter.date_from, run_filter.date_to
+    if _outside(date_from, date_to, first, last):  # another database's days: the slider opens the range
+        date_from = date_to = None
     return replace(
         run_filter,
+        date_from=date_from,
+        date_to=date_to,
         models=[m for m in run_filter.models if m in options["models"]],
         batch_sizes=[b for b in run_filter.batch_sizes if b in options["batch_sizes"]],
         instances=[i for i in run_filter.instances if i in options["instances"]],
@@ -278,12 +284,20 @@ def open_ended_days(chosen: Any, bounds: Any) -> tuple[date | None, date | None]
 
 def kept_days(chosen: Any, bounds: Any, first: date, last: date) -> tuple[date, date]:
     """The slider's range when its bounds become `first`..`last`: ends left at the old bounds move with
-    them, a narrowed end stays where it was (within the new bounds)."""
-    if not chosen or not bounds:
+    them, a narrowed end stays where it was (within the new bounds); a range with no day between them (of
+    another database) opens to them."""
+    if not chosen or not bounds or _outside(_day(chosen[0]), _day(chosen[1]), first, last):
         return first, last
     start = first if chosen[0] <= bounds[0] else min(max(chosen[0], first), last)
     end = last if chosen[1] >= bounds[1] else max(min(chosen[1], last), start)
     return start, end
+
+
+def _outside(start: date | None, end: date | None, first: Any, last: Any) -> bool:
+    """Whether the days start..end (None: open) hold none of first..last."""
+    if not isinstance(first, date) or not isinstance(last, date):
+        return False
+    return (start is not None and start > last) or (end is not None and end < first)
 
 
 def _day(value: Any) -> date | None:

@@ -3,6 +3,7 @@ another database picked in the sidebar, must not hide that database's runs behin
 
 from __future__ import annotations
 
+from datetime import UTC, date, datetime
 from pathlib import Path
 
 from result_docs import result_doc
@@ -70,3 +71,23 @@ def test_a_run_named_in_the_address_again_is_shown(tmp_path: Path) -> None:
     assert app.selectbox(key="bd-run").value == first["run_id"]
     assert app.query_params["run"] == first["run_id"]
     assert not app.warning, [w.value for w in app.warning]
+
+
+def test_a_range_of_another_databases_days_opens_to_this_ones(tmp_path: Path) -> None:
+    """Days narrowed on one database, another picked: "No run matches these filters.", then its first day's
+    runs only."""
+    first, second = tmp_path / "first.duckdb", tmp_path / "second.duckdb"
+    for db, days in ((first, (20, 22, 25)), (second, (26, 28))):
+        for day in days:
+            store.ingest_result(
+                db, result_doc(started_at=datetime(2026, 10 if db == first else 11, day, 12, tzinfo=UTC))
+            )
+    app = _page(first)
+    app.slider(key="bd-dates").set_value((date(2026, 10, 20), date(2026, 10, 22))).run()
+    assert len(app.selectbox(key="bd-run").options) == 2
+    app.session_state["stash_db_path"] = str(second)
+    app.run()
+    assert not app.exception, [e.value for e in app.exception]
+    assert "No run matches these filters." not in _infos(app)
+    assert len(app.selectbox(key="bd-run").options) == 2
+    assert app.slider(key="bd-dates").value == (date(2026, 11, 26), date(2026, 11, 28))

@@ -112,6 +112,11 @@ def test_lists_and_structs_a_query_returns_download_as_json_with_every_digit():
     ).df()
     cells = [json.loads(cell) for cell in _cells(frame_to_csv(frame).decode())[3:]]
     assert cells == [[0.2290621234567, None, None], {"a": 1, "b": ["=x", "y"]}, []]
+    # a DECIMAL (a literal's type) is a number, a BLOB and an interval text as their own cells are written
+    query = "SELECT MAP {'k': 1.5} AS m, ['ab'::BLOB] AS b, [INTERVAL 3 DAY] AS i"
+    frame = duckdb.connect().execute(query).df()
+    cells = [json.loads(cell) for cell in _cells(frame_to_csv(frame).decode())[3:]]
+    assert cells == [{"k": 1.5}, ["0x6162"], ["3 days 00:00:00"]]
 
 
 def test_a_small_parquet_upload_that_expands_to_gigabytes_is_refused_before_it_is_read():

@@ -94,11 +94,22 @@ def test_rows_still_as_shipped_take_this_stashs_values_and_edited_ones_stay(tmp_
     assert seed_and_refresh(db) == (0, [])
 
 
-def test_a_migration_refreshes_rows_still_as_shipped(tmp_path) -> None:
+def test_a_migration_leaves_old_values_for_seed_to_refresh_and_name(tmp_path, capsys) -> None:
+    """A price never changes unsaid: the migration keeps a row's old values, `instances list` says so, and
+    `instances seed` refreshes and names it (a refresh inside the migration left seed nothing to name)."""
+    from stash_core.cli.main import main
+
     db = tmp_path / "migrated.duckdb"
     seed_catalog(db)
     with store.connect(db) as con:
         con.execute("UPDATE instances SET memory_gib = 1.0 WHERE name = 'g5.xlarge'")
         create_schema(con)  # what a migration ends with
+    assert get_instance(db, "g5.xlarge")["memory_gib"] == 1.0
+    assert main(["instances", "list", "--db", str(db)]) == 0
+    assert "note: 1 built-in instance(s) hold an older Stash's values (g5.xlarge)" in capsys.readouterr().out
+    assert main(["instances", "seed", "--db", str(db)]) == 0
+    assert "refreshed 1 built-in instance(s) to this Stash's values: g5.xlarge" in capsys.readouterr().out
     shipped = builtin_instances().set_index("name")
     assert get_instance(db, "g5.xlarge")["memory_gib"] == shipped.loc["g5.xlarge", "memory_gib"] > 1.0
+    assert main(["instances", "list", "--db", str(db)]) == 0
+    assert "older Stash" not in capsys.readouterr().out
