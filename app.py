@@ -7,8 +7,9 @@ import streamlit as st
 
 from pages._shared import database_setting
 from stash_core.views.access import admission_cookie, admitted, expected_token, remember_admission
+from stash_core.views.icon import tab_icon
 
-st.set_page_config(page_title="Stash", page_icon=":material/timer:", layout="wide")
+st.set_page_config(page_title="Stash", page_icon=tab_icon(), layout="wide")  # drawn, not fetched
 
 TOKEN_FIELD = "stash_token_field"
 

@@ -36,6 +36,9 @@ LOG = logging.getLogger("stash.dashboard")
 containment.enable_fresh_process()
 
 DB_SETTING_KEY = "stash_db_setting"
+# The field's text kept apart from the widget: Streamlit drops a widget's state when st.switch_page leaves
+# the run that drew it (the Overview's first profile opened the Run page on the default database).
+KEPT_DB_TEXT_KEY = "stash_db_text"
 CACHE_TTL_S = 20  # short: the signature catches changes; the TTL bounds memory of stale entries
 STATUS_ICONS = {
     "completed": ":material/check_circle:",
@@ -59,6 +62,8 @@ BAD_DEFAULT_KEY = "stash_bad_default_db"
 
 def database_setting() -> Path | None:
     """The sidebar field choosing the database file; returns the resolved path (None when the text is bad)."""
+    if DB_SETTING_KEY not in st.session_state and KEPT_DB_TEXT_KEY in st.session_state:
+        st.session_state[DB_SETTING_KEY] = st.session_state[KEPT_DB_TEXT_KEY]
     if DB_SETTING_KEY not in st.session_state:
         try:
             st.session_state[DB_SETTING_KEY] = default_db_text()
@@ -72,6 +77,7 @@ def database_setting() -> Path | None:
             help="The DuckDB file with your results. Default: $STASH_DB, else results.duckdb in the folder "
             "the dashboard was started from. A file that does not exist yet is created by the first run.",
         )
+        st.session_state[KEPT_DB_TEXT_KEY] = st.session_state[DB_SETTING_KEY]
         bad_default = st.session_state.get(BAD_DEFAULT_KEY)
         if bad_default and not st.session_state[DB_SETTING_KEY].strip():
             st.error(plain(bad_default), icon=":material/error:")

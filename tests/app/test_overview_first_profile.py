@@ -50,3 +50,21 @@ def test_another_measurement_s_command_line_is_shown_as_data(
     other = [{"pid": 4243, "command": command}]
     monkeypatch.setattr(job_state, "measuring_processes", lambda known_pids=frozenset(): other)
     assert any(plain(command) in warning.value for warning in overview().warning)
+
+
+def test_the_first_profile_opens_the_run_page_on_the_database_chosen(
+    empty_db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The Run page it opened was on the default database again: "No profile job ... next to this
+    database", the job neither followed nor cancellable, and the next start on the default one."""
+    from stash_core.engine import jobs
+
+    chosen = tmp_path / "chosen" / "other.duckdb"
+    started: list[Path] = []
+    monkeypatch.setattr(jobs, "start_profile_job", lambda db, args, label=None: started.append(db) or "job-1")
+    app = overview()
+    app.text_input(key="stash_db_setting").set_value(str(chosen)).run()
+    app.button(key="first-profile").click().run()
+    assert started == [chosen]
+    assert app.text_input(key="stash_db_setting").value == str(chosen)
+    assert app.session_state["stash_db_path"] == str(chosen)

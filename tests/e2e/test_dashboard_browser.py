@@ -227,9 +227,13 @@ def breakdown_details(tab) -> None:
 
 
 def test_the_decision_pages_answer_in_a_real_browser(dashboard: tuple[str, Path], page) -> None:
-    """Recommend, Schedule and Spot with their defaults: each button gives an answer, no exception box."""
+    """Recommend, Schedule and Spot with their defaults: each button gives an answer, no exception box; and
+    no request leaves the dashboard's own address (the tab's icon was fetched from fonts.gstatic.com)."""
     base, _ = dashboard
     tab = page
+    elsewhere: list[str] = []
+    tab.on("request", lambda request: None if request.url.startswith((base, "data:", "blob:")) else
+           elsewhere.append(request.url))  # fmt: skip
     tab.goto(base)
     settle(tab, "Overview")
     nav = tab.locator('[data-testid="stSidebarNav"]')
@@ -246,6 +250,7 @@ def test_the_decision_pages_answer_in_a_real_browser(dashboard: tuple[str, Path]
         settle(tab, name)
         no_exception(tab, f"{name} after {button}")
         shot(tab, f"{name.lower()}_answer")
+    assert not elsewhere, elsewhere
 
 
 def test_text_from_a_link_is_shown_as_text_in_a_real_browser(dashboard: tuple[str, Path], page) -> None:
