@@ -1,5 +1,7 @@
-"""The Stall breakdown page's range of days: a run of a new day joins a range left at its ends at once, and a
-range the user narrowed stays as chosen when the days' bounds move."""
+"""The Stall breakdown page's filters: a run of a new day joins a range left at its ends at once, and a range
+the user narrowed stays as chosen when the days' bounds move; the filter holds only values the database has (a
+model or days chosen on one database, then another picked in the sidebar, must not hide its runs); a run
+named in the address again (a link, the browser's Back) is the one shown."""
 
 from __future__ import annotations
 
@@ -54,3 +56,75 @@ def test_a_narrowed_range_stays_when_a_new_day_moves_the_bounds(empty_db: Path) 
     app.run()
     assert not app.exception and _counted(app).startswith("1 of 1")
     assert app.slider(key="bd-dates").value == (date(2026, 11, 21), date(2026, 11, 22))
+
+
+def _infos(app: AppTest) -> list[str]:
+    return [info.value for info in app.info]
+
+
+def test_a_model_the_new_database_lacks_filters_nothing(tmp_path: Path) -> None:
+    first, second = tmp_path / "first.duckdb", tmp_path / "second.duckdb"
+    store.ingest_result(first, result_doc("resnet18"))
+    store.ingest_result(first, result_doc("vgg11"))
+    store.ingest_result(second, result_doc("mlp"))
+    app = _page(first)
+    app.multiselect(key="bd-models").set_value(["resnet18"]).run()
+    assert not app.exception and app.selectbox(key="bd-run").options[0].startswith("resnet18")
+    app.session_state["stash_db_path"] = str(second)
+    app.run()
+    assert not app.exception, [e.value for e in app.exception]
+    assert "No run matches these filters." not in _infos(app)
+    assert app.selectbox(key="bd-run").options[0].startswith("mlp")
+    assert app.multiselect(key="bd-models").value == []
+
+
+def test_a_value_the_database_still_has_stays_chosen(tmp_path: Path) -> None:
+    db = tmp_path / "results.duckdb"
+    store.ingest_result(db, result_doc("resnet18"))
+    store.ingest_result(db, result_doc("vgg11"))
+    app = _page(db)
+    app.multiselect(key="bd-models").set_value(["vgg11"]).run()
+    app.run()
+    assert not app.exception and app.multiselect(key="bd-models").value == ["vgg11"]
+    assert [option.split(" · ")[0] for option in app.selectbox(key="bd-run").options] == ["vgg11"]
+
+
+def test_a_run_named_in_the_address_again_is_shown(tmp_path: Path) -> None:
+    """The browser's Back puts the run shown before in the address: the Run picker kept the one picked since,
+    and wrote it back over the address."""
+    db = tmp_path / "results.duckdb"
+    first, second = result_doc("resnet18"), result_doc("vgg11")
+    for doc in (first, second):
+        store.ingest_result(db, doc)
+    app = _page(db)
+    app.selectbox(key="bd-run").set_value(first["run_id"]).run()
+    assert app.query_params["run"] == first["run_id"]
+    assert not app.warning, [w.value for w in app.warning]
+    app.selectbox(key="bd-run").set_value(second["run_id"]).run()
+    assert app.query_params["run"] == second["run_id"]
+    app.query_params["run"] = first["run_id"]  # Back
+    app.run()
+    assert not app.exception, [e.value for e in app.exception]
+    assert app.selectbox(key="bd-run").value == first["run_id"]
+    assert app.query_params["run"] == first["run_id"]
+    assert not app.warning, [w.value for w in app.warning]
+
+
+def test_a_range_of_another_databases_days_opens_to_this_ones(tmp_path: Path) -> None:
+    """Days narrowed on one database, another picked: "No run matches these filters.", then its first day's
+    runs only."""
+    first, second = tmp_path / "first.duckdb", tmp_path / "second.duckdb"
+    for db, days in ((first, (20, 22, 25)), (second, (26, 28))):
+        for day in days:
+            store.ingest_result(
+                db, result_doc(started_at=datetime(2026, 10 if db == first else 11, day, 12, tzinfo=UTC))
+            )
+    app = _page(first)
+    app.slider(key="bd-dates").set_value((date(2026, 10, 20), date(2026, 10, 22))).run()
+    assert len(app.selectbox(key="bd-run").options) == 2
+    app.session_state["stash_db_path"] = str(second)
+    app.run()
+    assert not app.exception, [e.value for e in app.exception]
+    assert "No run matches these filters." not in _infos(app)
+    assert len(app.selectbox(key="bd-run").options) == 2
+    assert app.slider(key="bd-dates").value == (date(2026, 11, 26), date(2026, 11, 28))
