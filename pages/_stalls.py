@@ -131,7 +131,7 @@ def stall_table(run: dict) -> None:
             "Per iteration": stall_figure(row),
             "Share": "–" if _fault(row) else share_text(row.get("share")),
             "Per epoch": epoch_text(row, run.get("iterations_per_epoch"))
-            if row.get("seconds") is not None and not _fault(row)  # a stall at 0 is 0 an epoch too, as its share
+            if row.get("seconds") is not None and not _fault(row)  # at 0, 0 an epoch too, as its share
             else "–",
             "Status": status_text(row),
             "Note": stall_note(row),

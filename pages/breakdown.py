@@ -384,7 +384,7 @@ def main() -> None:
         return
     default = detail["run_id"] if detail is not None else choices[0]
     if linked != previous and default == linked:
-        st.session_state["bd-run"] = linked  # a link, or the browser's Back, names another run than the picker's
+        st.session_state["bd-run"] = linked  # a link, or Back, named another run than the picker holds
     picked = st.selectbox(
         "Run", choices, index=choices.index(default), format_func=lambda r: labels.get(r, r), key="bd-run"
     )

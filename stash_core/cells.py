@@ -72,7 +72,7 @@ def csv_text(frame: pd.DataFrame) -> str:
 
 def _cell_text(value: Any) -> Any:
     if isinstance(value, bytes | bytearray | memoryview):
-        return "0x" + bytes(value).hex()
+        return _blob_text(value)
     if isinstance(value, np.ndarray | list | tuple | dict):  # a DuckDB list, array or struct: as JSON, every
         return json.dumps(_nested_plain(value), ensure_ascii=True, default=str)  # digit (a repr cut them)
     if isinstance(value, str):  # a terminal escape in an error text stays text when the CSV is printed
@@ -91,10 +91,14 @@ def _nested_plain(value: Any) -> Any:
     if isinstance(value, Decimal):  # a DECIMAL (DuckDB's type of a literal such as 0.1): a number
         return _nested_plain(float(value))
     if isinstance(value, bytes | bytearray | memoryview):
-        return "0x" + bytes(value).hex()  # as a BLOB cell of its own is written
+        return _blob_text(value)  # as a BLOB cell of its own is written
     if isinstance(value, timedelta):
         return str(pd.Timedelta(value))
     return plain(value, times="iso", finite=True)
+
+
+def _blob_text(value: bytes | bytearray | memoryview) -> str:
+    return "0x" + bytes(value).hex()
 
 
 INT64_MAX = 2**63 - 1

@@ -34,7 +34,12 @@ from stash_core.catalog.fields import (
 )
 from stash_core.errors import UsageError
 from stash_core.store import connect
-from stash_core.store.catalog_seed import BUILTIN_CATALOG_CSV, builtin_catalog_rows, refresh_builtin_rows
+from stash_core.store.catalog_seed import (
+    BUILTIN_CATALOG_CSV,
+    builtin_catalog_rows,
+    refresh_builtin_rows,
+    stale_builtin_rows,
+)
 from stash_core.store.connection import is_stand_in
 from stash_core.store.instances import (
     COLUMNS,
@@ -100,9 +105,10 @@ def seed_and_refresh(db_path: Path | str) -> tuple[int, list[str]]:
 def stale_builtin_names(db_path: Path | str) -> list[str]:
     """Stored rows still as an older Stash shipped them (origin 'builtin', other values than this Stash's):
     `stash instances seed` refreshes them. Read-only; [] for a database not there."""
-    shipped = {row[0]: row for row in builtin_catalog_rows(CATALOG_CSV)}
-    stored = [row for row in read_rows(db_path) if row[COLUMNS.index("origin")] == "builtin"]
-    return [row[0] for row in stored if row[0] in shipped and tuple(row) != shipped[row[0]]]
+    if not Path(db_path).exists():
+        return []
+    with connect(db_path, read_only=True) as con:
+        return [] if is_stand_in(con) else [row[0] for row in stale_builtin_rows(con)]
 
 
 def list_instances(db_path: Path | str) -> pd.DataFrame:

@@ -143,7 +143,7 @@ def figure(seconds: float, iteration_s: float, digits: int) -> str:
     """'  0.180 s    87.8%': a share that would show as 0.0% or 100.0% while it is not says so ('<0.1%'), as
     the dashboard does."""
     share = seconds / iteration_s if iteration_s else math.nan
-    shown = (share_at_an_end(share) if math.isfinite(share) else None) or f"{share:.1%}"
+    shown = share_at_an_end(share) or f"{share:.1%}"
     return f"{seconds:>{digits + 4}.{digits}f} s  {shown:>7}"
 
 

@@ -25,7 +25,7 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
-from stash_core.store.instances import CATALOG_COLUMNS, count_rows, insert_rows, update_row
+from stash_core.store.instances import CATALOG_COLUMNS, count_rows, insert_rows, select_rows, update_row
 
 BUILTIN_CATALOG_CSV = Path(__file__).resolve().parent.parent / "catalog" / "instances.csv"
 
@@ -65,8 +65,8 @@ def stale_builtin_rows(con: Any) -> list[tuple[Any, ...]]:
     """The shipped rows whose stored row is still of origin 'builtin' but holds other values (an older Stash
     seeded older prices; an edited row is of origin 'user', an imported one 'import')."""
     shipped = {row[0]: row for row in builtin_catalog_rows(BUILTIN_CATALOG_CSV)}
-    columns = ", ".join(CATALOG_COLUMNS)
-    stored = con.execute(f"SELECT {columns} FROM instances WHERE origin = 'builtin'").fetchall()
+    origin = CATALOG_COLUMNS.index("origin")
+    stored = [row for row in select_rows(con) if row[origin] == "builtin"]  # NULL before version 5: none
     return [shipped[row[0]] for row in stored if row[0] in shipped and tuple(row) != shipped[row[0]]]
 
 

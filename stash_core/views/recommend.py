@@ -233,11 +233,11 @@ def stall_seconds_long(ranked: pd.DataFrame, db_path: Path | str | None = None) 
     frame = _with_profile_intervals(ranked, measured, db_path)
     long = stall_long_frame(frame.assign(run_id=ranked["config"], run_label=ranked["config"]), "seconds")
     sources = dict(zip(ranked["config"], ranked["source"], strict=True))
-    predicted = ~long["run_label"].map(dict(zip(ranked["config"], measured, strict=True))).astype(bool)
-    long["resolved"] = long["resolved"].astype(object)
+    long = long.assign(source=long["run_label"].map(sources), resolved=long["resolved"].astype(object))
+    predicted = ~long["source"].astype(str).str.endswith("measured")
     long.loc[predicted, "resolved"] = None
     long.loc[predicted, "note"] = PREDICTED_PART_NOTE
-    return long.assign(source=long["run_label"].map(sources))
+    return long
 
 
 PREDICTED_PART_NOTE = "predicted: no interval of its own (the option's expected error is of its whole step)"
