@@ -37,8 +37,14 @@ def _recommend(tmp_path: Path, model: str, shape: list[int] | None) -> dict:
 
 
 def _recommend_here(tmp_path: Path, model: str, shape: list[int] | None, monkeypatch) -> dict:
-    """The first recommendation, in this process (torch is loaded here already): it counts the steps."""
+    """The first recommendation, in this process (torch is loaded here already): it counts the steps, and
+    writes them to this test's cache folder (not taken from this process's memory of an earlier test)."""
+    from stash_core.decide.predict import step_cost as step_cost_module
     from stash_core.decide.recommend import recommend
+
+    for memo in (step_cost_module._traced, step_cost_module._cached_step_cost,
+                 step_cost_module._default_input_shape):  # fmt: skip
+        memo.cache_clear()
 
     monkeypatch.setenv("STASH_CACHE_DIR", str(tmp_path / "steps"))
     answer = recommend(str(tmp_path / "r.duckdb"), model=model, batch_size=32, epochs=1,
