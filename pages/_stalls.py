@@ -1,5 +1,5 @@
-"""Stalls on every page: the stacked bar and the per-run table, named stalls and the signed remainder,
-closing at the iteration time.
+"""Stalls on every page: the stacked bar, the one-run table and the table of runs, named stalls and the
+signed remainder, closing at the iteration time.
 
 The long frames come from stash_core.views.stall_frames: each part has `bar_start` and `bar_end`, and the
 last part of a run (the remainder, "Not separated", when there is one) ends at its total. The remainder is
@@ -18,6 +18,7 @@ from stash_core.analysis.stalls import stall_fault
 from stash_core.units import finite_float
 from stash_core.views.common import STALL_COLORS, STALL_LABELS
 from stash_core.views.stall_frames import (
+    PART_LABELS,
     REMAINDER,
     REMAINDER_COLOR,
     REMAINDER_LABEL,
@@ -66,7 +67,9 @@ def stall_bars(
     order = list(dict.fromkeys(long_frame[row_field]))
     y = alt.Y(f"{row_field}:N", sort=order, title=None, axis=alt.Axis(labelLimit=360))
     x = alt.X("bar_start:Q", title=title, axis=alt.Axis(format=number_format), scale=alt.Scale(nice=nice))
-    color = alt.Color("stall_label:N", scale=part_scale(), title="Stall", legend=alt.Legend(orient="top"))
+    # Six entries do not fit one row of a page column: in rows of three none is cut ("Not se…").
+    legend = alt.Legend(orient="top", columns=3)
+    color = alt.Color("stall_label:N", scale=part_scale(), title="Stall", legend=legend)
     tooltip = [
         alt.Tooltip(f"{row_field}:N", title=row_title),
         alt.Tooltip("stall_label:N", title="Stall"),
@@ -125,6 +128,7 @@ def epoch_text(row: dict, iterations_per_epoch) -> str:
 
 def stall_table(run: dict) -> None:
     """One run's stalls and remainder: figure with interval (or "not resolved"), share, per epoch, notes."""
+    details = stall_detail_rows(run)
     rows = [
         {
             "Stall": row["label"],
@@ -136,7 +140,7 @@ def stall_table(run: dict) -> None:
             "Status": status_text(row),
             "Note": stall_note(row),
         }
-        for row in stall_detail_rows(run)
+        for row in details
     ]
     if not rows:
         st.info("No stall figures for this run.", icon=":material/info:")
@@ -147,7 +151,7 @@ def stall_table(run: dict) -> None:
         pd.DataFrame(rows), wrap=long_note, column_config={"Note": st.column_config.TextColumn(width="large")}
     )
     download_buttons(stall_download_frame(run), f"stalls_{run['run_id']}", "bd-stalls")
-    st.caption(TABLE_CAPTION)
+    st.caption(table_caption(details))
 
 
 def stall_figure(row: dict) -> str:
@@ -179,12 +183,45 @@ def stall_note(row: dict) -> str:
     note = row.get("note") or ""
     if fault := _fault(row):
         return f"stored data: the {row['label']} stall {fault}; its time is in {REMAINDER_LABEL}"
-    if row.get("stall") != REMAINDER and row.get("resolved") is False:
-        hint = f"to resolve: {RESOLVE_HINT}"
-        return f"{note}; {hint}" if note else hint
     return note
+
+
+def table_caption(rows: list[dict]) -> str:
+    """The caption under a one-run table; how to resolve stalls is said once there, not in every row."""
+    if any(row.get("stall") != REMAINDER and row.get("resolved") is False for row in rows):
+        return f"{TABLE_CAPTION} To resolve the stalls not resolved: {RESOLVE_HINT}."
+    return TABLE_CAPTION
 
 
 def _fault(row: dict) -> str | None:
     """What makes a named stall's stored figure no figure (no value, or below 0 unless 'negative')."""
     return None if row.get("stall") == REMAINDER else stall_fault(row)
+
+
+# Headings of the table of runs, short enough for every part to fit beside the run.
+SHORT_LABELS = {"cpu": "CPU", "disk": "Disk", "unattributed": "Not separated"}
+
+
+def runs_table(table: pd.DataFrame, measure: str) -> tuple[pd.DataFrame, dict]:
+    """The table of runs as the page shows it: each run's iteration time and its parts in the chosen
+    measure (stalls never measured in these runs left out), so that it fits the page; figures rounded to
+    what they resolve."""
+    suffix, unit = {"seconds": ("_s", "s"), "epoch_s": ("_epoch_s", "s"), "share": ("_share", "%")}[measure]
+    shown = pd.DataFrame({"run": table["run_label"]})
+    shown["iteration"] = [seconds_text(v, c) for v, c in zip(table["iteration_s"], table["iteration_ci95_s"],
+                                                                strict=True)]  # fmt: skip
+    config: dict = {"run": st.column_config.TextColumn("run", pinned=True)}
+    number = st.column_config.NumberColumn
+    for part in (*STALL_LABELS, "unattributed"):
+        column = f"{part}{suffix}"
+        if column not in table.columns and measure == "epoch_s" and f"{part}_s" in table.columns:
+            table = table.assign(**{column: table[f"{part}_s"] * table["epoch_s"] / table["iteration_s"]})
+        if column not in table.columns or table[column].isna().all():
+            continue
+        label = f"{SHORT_LABELS.get(part, PART_LABELS.get(part, part))} ({unit})"
+        shown[column] = table[column]
+        config[column] = number(label, format="percent" if unit == "%" else "%.4f")
+    if table["not_resolved"].astype(bool).any():  # a figure of 0.0000 may be a stall within the noise
+        shown["not_resolved"] = table["not_resolved"]
+        config["not_resolved"] = st.column_config.TextColumn("Not resolved (may be 0)")
+    return shown, config

@@ -16,7 +16,7 @@ from pages._shared import (
     share_text,
     show_table,
 )
-from pages._stalls import CAPTION, breakdown_chart, stall_table
+from pages._stalls import CAPTION, breakdown_chart, runs_table, stall_table
 from pages._telemetry import telemetry
 from stash_core import views
 from stash_core.analysis.epochs import per_epoch
@@ -26,7 +26,6 @@ from stash_core.errors import StashError
 from stash_core.units import finite_float
 from stash_core.views.breakdown import RunFilter
 from stash_core.views.common import STALL_LABELS, plain
-from stash_core.views.stall_frames import PART_LABELS
 
 DETAIL_SECTIONS = ["Stalls", "What if", "Iteration times", "Telemetry", "Phases", "Machine and spec"]
 
@@ -123,32 +122,6 @@ def comparison(runs: pd.DataFrame, total: int) -> None:
             f"{MEASURES[measure][0]} of each part, as the chart shows them; the download has them all."
         )
         download_buttons(table, "stall_breakdown", "bd-table")
-
-
-# Headings of the table of runs, short enough for every part to fit beside the run.
-SHORT_LABELS = {"cpu": "CPU", "disk": "Disk", "unattributed": "Not separated"}
-
-
-def runs_table(table: pd.DataFrame, measure: str) -> tuple[pd.DataFrame, dict]:
-    """The table of runs as the page shows it: each run's iteration time and its parts in the chosen
-    measure (stalls never measured in these runs left out), so that it fits the page; figures rounded to
-    what they resolve."""
-    suffix, unit = {"seconds": ("_s", "s"), "epoch_s": ("_epoch_s", "s"), "share": ("_share", "%")}[measure]
-    shown = pd.DataFrame({"run": table["run_label"]})
-    shown["iteration"] = [seconds_text(v, c) for v, c in zip(table["iteration_s"], table["iteration_ci95_s"],
-                                                                strict=True)]  # fmt: skip
-    config: dict = {"run": st.column_config.TextColumn("run", pinned=True)}
-    number = st.column_config.NumberColumn
-    for part in (*STALL_LABELS, "unattributed"):
-        column = f"{part}{suffix}"
-        if column not in table.columns and measure == "epoch_s" and f"{part}_s" in table.columns:
-            table = table.assign(**{column: table[f"{part}_s"] * table["epoch_s"] / table["iteration_s"]})
-        if column not in table.columns or table[column].isna().all():
-            continue
-        label = f"{SHORT_LABELS.get(part, PART_LABELS.get(part, part))} ({unit})"
-        shown[column] = table[column]
-        config[column] = number(label, format="percent" if unit == "%" else "%.4f")
-    return shown, config
 
 
 def run_detail(run: dict | None) -> None:

@@ -72,6 +72,10 @@ def verdict(frame: pd.DataFrame) -> None:
             st.markdown(text)
 
 
+# One entry a row: two side by side would be cut ("predicte…") in a half-width chart.
+SOURCE_LEGEND = alt.Legend(orient="top", columns=1)
+
+
 def bar(frame: pd.DataFrame, column: str, title: str, number_format: str, ascending: bool) -> alt.Chart:
     data = frame.dropna(subset=[column])
     order = list(data.sort_values(column, ascending=ascending)["configuration"])
@@ -81,7 +85,7 @@ def bar(frame: pd.DataFrame, column: str, title: str, number_format: str, ascend
         .encode(
             y=alt.Y("configuration:N", sort=order, title=None, axis=alt.Axis(labelLimit=320)),
             x=alt.X(f"{column}:Q", title=title, axis=alt.Axis(format=number_format)),
-            color=alt.Color("source:N", scale=SOURCE_COLOURS, title=None, legend=alt.Legend(orient="top")),
+            color=alt.Color("source:N", scale=SOURCE_COLOURS, title=None, legend=SOURCE_LEGEND),
             opacity=alt.condition(alt.datum.source == "predicted", alt.value(0.55), alt.value(1.0)),
             tooltip=[
                 alt.Tooltip("configuration:N"),

@@ -14,6 +14,7 @@ import pandas as pd
 from stash_core import store
 from stash_core.analysis.coherence import impossible_of_stored
 from stash_core.analysis.core_sharing import core_sharing_note
+from stash_core.analysis.stalls import stall_resolved
 from stash_core.cells import plain_records
 from stash_core.decide.whatif import whatif as answer
 from stash_core.results.file import STALL_NAMES
@@ -23,6 +24,7 @@ from stash_core.views.common import (
     MAX_ITERATION_POINTS,
     MAX_TELEMETRY_POINTS_PER_METRIC,
     NO_INSTANCE,
+    STALL_LABELS,
     as_int,
 )
 from stash_core.views.stall_frames import stall_long_frame, with_remainder_columns
@@ -33,6 +35,8 @@ __all__ = ["phase_spans", "stall_long_frame", "telemetry_frame", "telemetry_span
 
 # ---------------------------------------------------------------------------------------------------------
 # Stall breakdown
+
+FIGURE_KEYS = (("seconds", "_s"), ("ci95_s", "_ci95_s"), ("status", "_status"))  # a stall's view columns
 
 
 @dataclass
@@ -169,7 +173,8 @@ def short_model(model: Any) -> str:
 
 def breakdown_table(breakdown: pd.DataFrame) -> pd.DataFrame:
     """A readable per-run table: seconds and share of each stall next to the run's identity, and the signed
-    remainder (`unattributed_*`: t2 minus the named stalls), so that each row's parts add up to t2."""
+    remainder (`unattributed_*`: t2 minus the named stalls), so that each row's parts add up to t2; and
+    `not_resolved`, the stalls whose figure may be zero (within the noise, or a wider interval), by name."""
     columns = ["run_label", "run_id", "started_at", "status", "iteration_s", "iteration_ci95_s", "epoch_s",
                "epoch_ci95_s"]  # fmt: skip
     table = breakdown[[c for c in columns if c in breakdown.columns]].copy()
@@ -181,7 +186,17 @@ def breakdown_table(breakdown: pd.DataFrame) -> pd.DataFrame:
         remainders = with_remainder_columns(breakdown)
         for column in ("unattributed_s", "unattributed_ci95_s", "unattributed_share"):
             table[column] = remainders[column]
+    table["not_resolved"] = [_not_resolved(row) for row in breakdown.to_dict(orient="records")]
     return table
+
+
+def _not_resolved(record: dict[str, Any]) -> str:
+    """The stalls of one breakdown row that were not resolved (their figure may be zero), by name: a table
+    of figures shows 0.0000 for one within the noise as for one truly at zero."""
+    entries = {
+        stall: {key: record.get(f"{stall}{suffix}") for key, suffix in FIGURE_KEYS} for stall in STALL_NAMES
+    }
+    return ", ".join(STALL_LABELS[s] for s, entry in entries.items() if stall_resolved(entry) is False)
 
 
 def run_detail(

@@ -29,7 +29,7 @@ STALL_COLORS = {
     "interconnect": "#F58518",
     "network": "#E45756",
     "cpu": "#72B7B2",
-    "disk": "#54A24B",
+    "disk": "#B279A2",  # not green: beside network's red it must stay apart to red-green colour blindness
 }
 NO_INSTANCE = "(no label)"
 RUN_STATUSES = ("completed", "failed", "interrupted")

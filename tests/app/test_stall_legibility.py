@@ -1,0 +1,115 @@
+"""What the stall charts and tables say is legible: no legend entry cut at the page's width, a table of runs
+that tells a stall within the noise from one at zero, and stall colours apart for red-green colour blindness.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import pandas as pd
+import pytest
+
+from pages import _stalls, compare
+from stash_core import views
+from stash_core.views.common import STALL_COLORS, STALL_LABELS
+
+
+def breakdown_row(run_id: str, stalls: dict[str, tuple[float, float, str]]) -> dict:
+    """One stall_breakdown row: each stall's (seconds, ci95_s, status); the iteration is their sum."""
+    iteration_s = sum(seconds for seconds, _, _ in stalls.values())
+    row = {"run_id": run_id, "run_label": run_id, "iteration_s": iteration_s, "iteration_ci95_s": 0.001}
+    for stall, (seconds, ci95_s, status) in stalls.items():
+        row.update({f"{stall}_s": seconds, f"{stall}_ci95_s": ci95_s, f"{stall}_status": status,
+                    f"{stall}_share": seconds / iteration_s})  # fmt: skip
+    return row
+
+
+RESOLVED = breakdown_row("r-sure", {"compute": (0.20, 0.002, "measured"), "cpu": (0.05, 0.001, "measured")})
+NOISY = breakdown_row(
+    "r-noisy",
+    {
+        "compute": (0.20, 0.002, "measured"),
+        "cpu": (0.002, 0.01, "measured"),
+        "disk": (0.0, 0.03, "clamped_zero"),
+    },
+)
+
+
+def legends(spec: dict) -> list[dict]:
+    layers = spec.get("layer", [spec])
+    return [layer["encoding"]["color"]["legend"] for layer in layers if "color" in layer.get("encoding", {})]
+
+
+def test_the_stall_legend_is_laid_in_rows_short_enough_for_a_page_column() -> None:
+    frame = views.breakdown.stall_long_frame(pd.DataFrame([RESOLVED, NOISY]), "seconds")
+    found = legends(_stalls.breakdown_chart(frame, "seconds").to_dict())
+    assert found
+    # five stalls and the remainder: six entries, in rows of three at most (one row cut the last at 1280 px)
+    assert all(legend.get("columns") and legend["columns"] <= 3 for legend in found)
+
+
+def test_the_compare_legend_puts_one_source_a_row_in_its_half_width_chart() -> None:
+    frame = pd.DataFrame(
+        {
+            "configuration": ["a", "b"],
+            "hours": [1.0, 2.0],
+            "source": ["measured", "predicted"],
+            "expected_error": [None, 0.2],
+            "runs": [3, 0],
+        }  # fmt: skip
+    )
+    found = legends(compare.bar(frame, "hours", "Hours", ".2f", True).to_dict())
+    assert [legend.get("columns") for legend in found] == [1]
+
+
+def test_the_table_of_runs_names_the_stalls_not_resolved() -> None:
+    table = views.breakdown.breakdown_table(pd.DataFrame([RESOLVED, NOISY]))
+    assert list(table["not_resolved"]) == ["", "CPU pre-processing, Disk fetch"]
+    for measure in ("seconds", "share"):
+        shown, config = _stalls.runs_table(table, measure)
+        assert list(shown["not_resolved"]) == ["", "CPU pre-processing, Disk fetch"]
+        assert "Not resolved" in str(config["not_resolved"])
+
+
+def test_the_table_of_runs_has_no_such_column_when_every_stall_is_resolved() -> None:
+    shown, config = _stalls.runs_table(views.breakdown.breakdown_table(pd.DataFrame([RESOLVED])), "seconds")
+    assert "not_resolved" not in shown.columns and "not_resolved" not in config
+
+
+# Machado, Oliveira and Fernandes (2009), deuteranopia at severity 1, on linear RGB.
+DEUTERANOPIA = (
+    (0.367322, 0.860646, -0.227968),
+    (0.280085, 0.672501, 0.047413),
+    (-0.011820, 0.042940, 0.968881),
+)
+
+
+def linear(channel: float) -> float:
+    return channel / 12.92 if channel <= 0.04045 else ((channel + 0.055) / 1.055) ** 2.4
+
+
+def lab(rgb_linear: tuple[float, ...]) -> tuple[float, float, float]:
+    """CIE L*a*b* (D65) of a linear sRGB colour."""
+    r, g, b = (min(max(c, 0.0), 1.0) for c in rgb_linear)
+    xyz = (0.4124 * r + 0.3576 * g + 0.1805 * b, 0.2126 * r + 0.7152 * g + 0.0722 * b,
+           0.0193 * r + 0.1192 * g + 0.9505 * b)  # fmt: skip
+    f = [
+        t ** (1 / 3) if t > 216 / 24389 else (24389 / 27 * t + 16) / 116
+        for t in (xyz[0] / 0.95047, xyz[1] / 1.0, xyz[2] / 1.08883)
+    ]
+    return 116 * f[1] - 16, 500 * (f[0] - f[1]), 200 * (f[1] - f[2])
+
+
+def seen_with_deuteranopia(hex_colour: str) -> tuple[float, float, float]:
+    rgb = [linear(int(hex_colour[i : i + 2], 16) / 255) for i in (1, 3, 5)]
+    return lab(tuple(sum(m * c for m, c in zip(row, rgb, strict=True)) for row in DEUTERANOPIA))
+
+
+# The remainder is told apart by its dashed outline and lighter fill as well as its grey, so only the named
+# stalls are held to a distance here.
+@pytest.mark.parametrize("first, second", list(itertools.combinations(STALL_COLORS, 2)))
+def test_every_two_stall_colours_stay_apart_with_deuteranopia(first: str, second: str) -> None:
+    seen = [seen_with_deuteranopia(STALL_COLORS[stall]) for stall in (first, second)]
+    distance = sum((a - b) ** 2 for a, b in zip(*seen, strict=True)) ** 0.5
+    # CIE76 distance; about 2 is a just-noticeable difference, the network/disk pair was once 1.7
+    assert distance > 8, f"{STALL_LABELS[first]} and {STALL_LABELS[second]}: {distance:.1f}"
