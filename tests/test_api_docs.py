@@ -40,3 +40,39 @@ def test_the_pages_python_runs_as_written(tmp_path):
     (db,) = tmp_path.glob("*/stash.duckdb")
     with duckdb.connect(str(db), read_only=True) as con:
         assert con.execute("SELECT status FROM runs").fetchall() == [("completed",)]
+
+
+FRAMES_SECTION = "## What the frames hold"
+TABLE_ROW = re.compile(r"^\| (`.*?) \| .* \|$", re.MULTILINE)
+
+
+def documented_columns(table: str) -> tuple[set[str], set[str]]:
+    """The frame's columns a table's first cells name, and the JSON names given in brackets after them."""
+    columns, json_names = set(), set()
+    for cell in TABLE_ROW.findall(table):
+        bracketed = re.findall(r"\(`(\w+)`", cell)
+        json_names.update(bracketed)
+        columns.update(set(re.findall(r"`(\w+)`", cell)) - set(bracketed))
+    return columns, json_names
+
+
+@pytest.mark.slow
+def test_the_frames_columns_are_those_the_page_lists(tmp_path):
+    """Every column of predict's and recommend's frames is on the page, and nothing else, with the JSON
+    names where they differ (a user indexing `frame["step_s"]` from the JSON's name met a KeyError)."""
+    import stash_core as stash
+
+    section = PAGE.read_text().split(FRAMES_SECTION, 1)[1]
+    predict_table, recommend_table = section.split("\n\n| column |")[1:3]
+    db = tmp_path / "none.duckdb"
+    predictions = stash.predict(
+        model="resnet18", batch_size=32, instances=["g5.xlarge", "p4d.24xlarge"], db=db
+    )
+    columns, json_names = documented_columns(predict_table)
+    assert set(predictions.to_frame().columns) == columns
+    assert json_names <= set(predictions.to_dict()["predictions"][0]) and json_names.isdisjoint(columns)
+    recommendation = stash.recommend("resnet18", 32, 1, 100_000, budget_hours=100, db=db,
+                                     instances=["g5.xlarge", "p4d.24xlarge"])  # fmt: skip
+    extra, _ = documented_columns(recommend_table)
+    assert set(recommendation.to_frame().columns) == (columns - {"workers"}) | {"workers_total"} | extra
+    assert not db.exists()

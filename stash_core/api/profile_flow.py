@@ -123,7 +123,9 @@ def run_profile_flow(
     A bad input raises UsageError before anything runs. A failed or interrupted profile is saved too:
     `report` sees it in `error` (the front end raises it)."""
     spec, cluster_state = checked_spec(args)
-    named_by = db_named_by(getattr(args, "db", None)) if origin == "cli" else "database"
+    named_by = db_named_by(getattr(args, "db", None))
+    if origin == "python":  # profile(db=...) names the argument as the caller wrote it
+        named_by = named_by.replace("--db", "db")
     check_writable(db_path, args.out, not args.no_store, named_by)
     db_was_new = not db_path.exists()
     batch = f"batch {spec.batch_size}" if spec.batch_size else "the script's batch"

@@ -126,8 +126,8 @@ class Result:
 class Predictions:
     """Predicted training-step times without a profile: the job asked (`request`), one row per predicted
     configuration (`frame`: instance, workers, step time, compute/interconnect/network, expected error,
-    memory), one 'NAME: reason' line per instance that could not be predicted, and one line per stored
-    profile of the job that measured another precision (`profiles_set_aside`)."""
+    memory; each column in docs/api.md), one 'NAME: reason' line per instance that could not be predicted,
+    and one line per stored profile of the job that measured another precision (`profiles_set_aside`)."""
 
     request: dict[str, Any]
     frame: pd.DataFrame = field(repr=False)
@@ -173,7 +173,8 @@ class Recommendation:
         return self.answer.ranked
 
     def to_frame(self) -> pd.DataFrame:
-        """Every configuration evaluated, one row each (`feasible`, `rank`, `pareto` say how it placed)."""
+        """Every configuration evaluated, one row each (`feasible`, `rank`, `pareto` say how it placed; each
+        column in docs/api.md)."""
         return self.options.copy()
 
     def to_dict(self) -> dict[str, Any]:

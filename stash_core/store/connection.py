@@ -300,7 +300,8 @@ def check_storable(db_path: Path, named_by: str = "--db") -> None:
     except DatabaseLocked:
         pass
     except UsageError as error:
-        raise UsageError(f"{named_by} {db_path}: {error}") from None
+        named = f"{named_by}:" if str(db_path) in str(error) else f"{named_by} {db_path}:"  # the path once
+        raise UsageError(f"{named} {error}") from None
 
 
 def _open_error(path: Path, exc: duckdb.Error) -> UsageError:

@@ -64,8 +64,8 @@ def in_page_words(text: str, words: dict[str, str] | None) -> str:
     words = {**DATABASE_WORDS, **(words or {})}
     for option in sorted(words, key=len, reverse=True):
         text = text.replace(option, words[option])
-    if text.startswith("--db "):  # a check of --db names the flag first (a command to copy keeps its --db)
-        text = "Database file " + text.removeprefix("--db ")
+    if text.startswith(("--db ", "--db:")):  # a check of --db names the flag first (a command to copy keeps
+        text = "Database file" + text.removeprefix("--db")  # its --db)
     return text
 
 

@@ -92,6 +92,20 @@ def test_a_bad_input_is_refused_before_anything_runs(options, message, tmp_path)
     assert list(tmp_path.iterdir()) == []  # no database, no result file, no job folder
 
 
+@pytest.mark.parametrize("from_environment", [False, True], ids=["db", "STASH_DB"])
+def test_a_database_refused_is_named_once_by_where_it_came_from(from_environment, tmp_path, monkeypatch):
+    folder = tmp_path / "a folder"
+    folder.mkdir()
+    monkeypatch.delenv("STASH_DB", raising=False)
+    if from_environment:
+        monkeypatch.setenv("STASH_DB", str(folder))
+    with pytest.raises(stash.UsageError) as refused:
+        stash.profile(**TINY, **({} if from_environment else {"db": folder}))
+    named = "$STASH_DB" if from_environment else "db"  # never "database x: database x is ..."
+    assert str(refused.value) == f"{named}: database {folder} is a directory, not a DuckDB file"
+    assert list(tmp_path.iterdir()) == [folder] and not any(folder.iterdir())
+
+
 @pytest.mark.parametrize(
     ("call", "message"),
     [(lambda db: stash.profile_script("train.py", script_args=["--steps", "5"], db=db),

@@ -350,8 +350,12 @@ def test_a_commands_message_is_put_in_a_pages_words() -> None:
     said = "database x.duckdb is not Stash's: it holds other tables (t) and no schema_meta; give another --db"
     assert in_page_words(said, None).endswith("; choose another Database file in the sidebar")  # every page
     # a run's check of --db names the flag the page does not have; a command to copy keeps its own --db
-    assert in_page_words("--db /d/r.duckdb: database /d/r.duckdb is not writable", None) == (
-        "Database file /d/r.duckdb: database /d/r.duckdb is not writable"
+    assert (
+        in_page_words("--db /d/r.duckdb: cannot create it", None)
+        == "Database file /d/r.duckdb: cannot create it"
+    )
+    assert in_page_words("--db: database /d/r.duckdb is not writable", None) == (
+        "Database file: database /d/r.duckdb is not writable"
     )
     command = "store it later with `stash ingest f.json --db r.duckdb`"
     assert in_page_words(command, None) == command
