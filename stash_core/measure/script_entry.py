@@ -31,6 +31,7 @@ import torch.distributed as dist
 
 from stash_core import SAFE_PATH_VALUE
 from stash_core.measure import protocol
+from stash_core.measure.error_line import error_line
 from stash_core.measure.script_cache import cache_state_thread, evict_each_read
 from stash_core.measure.script_hooks import StepClock, install
 from stash_core.measure.script_stop import StopRule, StopScript
@@ -162,7 +163,7 @@ def conclude(rank: int, stderr: StderrTail, measure, wind_up) -> int:
         emit_error(rank, ": ".join([str(error), *(line.strip()[:300] for line in why)]), stderr)
         return 1
     except Exception as error:  # noqa: BLE001 - Stash's own side (cache state, summary, probe): one line
-        emit_error(rank, f"{type(error).__name__}: {error}".splitlines()[0], stderr)
+        emit_error(rank, error_line(error), stderr)
         return 1
     finally:
         fraction, opens = wind_up()
@@ -223,8 +224,7 @@ def run_script(job: WorkerJob, clock: StepClock, rule: StopRule) -> dict:
         return script_end(clock, rule, error.code)
     except Exception as error:  # noqa: BLE001 - the script's own error, reported as one line
         traceback.print_exc()  # the user sees where, and it lands in the stderr tail
-        message = f"{type(error).__name__}: {error}".splitlines()[0][:300]
-        raise ScriptFailed(f"the script raised {message} {where(clock)}") from None
+        raise ScriptFailed(f"the script raised {error_line(error)} {where(clock)}") from None
     return script_end(clock, rule, None)
 
 

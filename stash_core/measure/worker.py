@@ -22,7 +22,6 @@ from __future__ import annotations
 import datetime
 import itertools
 import os
-import re
 import socket
 import time
 
@@ -35,6 +34,7 @@ from stash_core.data.jpeg_dataset import ImageFolderDataset
 from stash_core.data.loader import LOADER_CORES_ENV, make_loader
 from stash_core.data.transforms import TrainTransform
 from stash_core.measure import protocol
+from stash_core.measure.error_line import error_line
 from stash_core.measure.rank_sync import (
     MIN_WARMUP_ITERATIONS,
     agree,
@@ -69,26 +69,8 @@ UNUSED_PARAMETERS = (
 
 def error_text(error: BaseException) -> str:
     """One line for the launcher; DDP's advice to pass an argument the user cannot (Stash makes the DDP)
-    becomes what they can do, and an error of a DataLoader process says its own message."""
-    if "find_unused_parameters" in str(error):
-        return UNUSED_PARAMETERS
-    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
-    if lines and lines[0].startswith("Caught ") and " in DataLoader worker process " in lines[0]:
-        # torch re-raises it as "Caught X in DataLoader worker process N." + the traceback, which ends with
-        # "module.X: message" (a message of several lines after it) or a bare "module.X".
-        for line in reversed(lines[1:]):
-            said = re.match(
-                r"([A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit|Warning))(?::\s*(.*))?$", line
-            )
-            if said:
-                name, message = said.group(1).rsplit(".", 1)[-1], said.group(2)
-                return (
-                    f"{name}: {message} (in a data loader process)"
-                    if message
-                    else f"{name} (in a data loader process)"
-                )
-        return f"{lines[-1]} (in a data loader process)"
-    return f"{type(error).__name__}: {error}".splitlines()[0]
+    becomes what they can do."""
+    return UNUSED_PARAMETERS if "find_unused_parameters" in str(error) else error_line(error)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -69,7 +69,7 @@ def test_ddps_advice_the_user_cannot_follow_becomes_what_they_can_do():
     )
     said = worker.error_text(torch_says)
     assert "find_unused_parameters" not in said and "requires_grad_(False)" in said
-    assert worker.error_text(ValueError("bad\nsecond line")) == "ValueError: bad"
+    assert worker.error_text(ValueError("bad\nsecond line")) == "ValueError: bad second line"
 
 
 def _rank_loop(rank: int, store_path: str, limits_s: list[float], results) -> None:
@@ -164,7 +164,7 @@ def test_reads_replaced_by_another_sample_are_counted_in_the_result(tmp_path):
     assert worker.corrupt_reads(None, torch.device("cpu")) is None  # synthetic batches count nothing
 
 
-def test_a_data_loader_error_of_several_lines_or_none_is_said_by_its_name_and_first_line():
+def test_a_data_loader_error_of_several_lines_or_none_is_said_by_its_name_and_its_lines():
     def caught(traceback_end: str) -> RuntimeError:
         head = (
             "Caught ValueError in DataLoader worker process 0.\nOriginal Traceback (most recent call last):"
@@ -172,5 +172,5 @@ def test_a_data_loader_error_of_several_lines_or_none_is_said_by_its_name_and_fi
         return RuntimeError(f'{head}\n  File "x.py", line 1, in f\n{traceback_end}')
 
     said = worker.error_text(caught("ValueError: bad\nsee a: b"))
-    assert said == "ValueError: bad (in a data loader process)"
+    assert said == "ValueError: bad see a: b (in a data loader process)"
     assert worker.error_text(caught("KeyError")) == "KeyError (in a data loader process)"

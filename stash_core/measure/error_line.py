@@ -1,0 +1,36 @@
+"""One line for a worker's or a script's error, as the launcher prints and stores it: the whole message on
+one line (torch's and the user's messages put the cause on their second line: "Error(s) in loading
+state_dict for Linear:" and then which tensor), and for a DataLoader process's error its own message instead
+of torch's "Caught X in DataLoader worker process N."."""
+
+from __future__ import annotations
+
+import re
+
+MAX_MESSAGE_CHARS = 300  # of a message: a line, not a data dump pasted into an exception
+_EXCEPTION_LINE = re.compile(r"([A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit|Warning))(?::\s*(.*))?$")
+
+
+def error_line(error: BaseException) -> str:
+    """'Type: message' on one line (its lines joined); an error of a DataLoader process as its own type and
+    message, '(in a data loader process)'."""
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    if lines and lines[0].startswith("Caught ") and " in DataLoader worker process " in lines[0]:
+        # torch re-raises it as "Caught X in DataLoader worker process N." + the traceback, which ends with
+        # "module.X: message" (its further lines after it) or a bare "module.X".
+        for index in range(len(lines) - 1, 0, -1):
+            said = _EXCEPTION_LINE.match(lines[index])
+            if said:
+                named = _named(said.group(1).rsplit(".", 1)[-1], [said.group(2) or "", *lines[index + 1 :]])
+                return f"{named} (in a data loader process)"
+        return f"{_clipped(lines[-1])} (in a data loader process)"
+    return _named(type(error).__name__, lines)
+
+
+def _named(name: str, lines: list[str]) -> str:
+    message = _clipped(" ".join(line for line in lines if line))
+    return f"{name}: {message}" if message else name
+
+
+def _clipped(text: str) -> str:
+    return text if len(text) <= MAX_MESSAGE_CHARS else text[: MAX_MESSAGE_CHARS - 3] + "..."
