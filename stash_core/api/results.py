@@ -140,7 +140,8 @@ class Predictions:
     __repr__ = _compact_repr
 
     def to_frame(self) -> pd.DataFrame:
-        """One row per configuration (one per instance unless max_instances > 1), fastest first."""
+        """One row per configuration (one per instance unless max_instances > 1), highest throughput
+        (samples_per_s) first: more GPUs may take a longer step and still do more."""
         return self.frame.copy()
 
     def to_dict(self) -> dict[str, Any]:

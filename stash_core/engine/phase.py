@@ -221,6 +221,11 @@ def fill_record(record: dict, result: dict, spec: ProfileSpec, warnings: list[st
             "replaced by other samples (the check before the runs decodes a JPEG only where its end is "
             "missing, so damage inside one, or a file changed since, is found here)"
         )
+    if result.get("loss_finite") is False:
+        warnings.append(
+            f"{record['name']}: the loss was not finite (NaN or inf) at the run's last step: the model "
+            "diverged or its output is broken, so these are the step times of a job that does not train"
+        )
     if record["nodes"] > 1 and result.get("ranks"):
         record["ranks"] = result["ranks"]  # every rank's own means, with the machine it ran on
     fixed = spec.fixed_iterations

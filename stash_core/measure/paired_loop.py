@@ -25,7 +25,7 @@ import torch.distributed as dist
 from stash_core.analysis.stats import mser_truncation, pool_rounds
 from stash_core.measure import protocol
 from stash_core.measure.rank_sync import MIN_WARMUP_ITERATIONS, gathered_steps
-from stash_core.measure.timed_loop import PARTS, StepTimes, run_steps
+from stash_core.measure.timed_loop import PARTS, StepTimes, losses_finite, run_steps
 
 BLOCK_STEPS = 3  # steps per block: long enough to hold a step's parts, short enough to pair within a shift
 MIN_GROUPS = 8  # groups before a stop is considered (a t-interval over fewer is too wide to trust its spread)
@@ -155,6 +155,7 @@ def paired_result(job, a_times, b_times, block, stop_reason, b_loop_s, device, r
     own), and the groups' means after the warm-up groups, on rank 0 (the other ranks return their part of
     nothing)."""
     _, steps = gathered_steps(a_times, world_size, device)
+    loss_finite = losses_finite([a_times, b_times], device)  # every rank: it is a collective
     if rank != 0:
         return {}
     a_steps = StepTimes()
@@ -171,6 +172,7 @@ def paired_result(job, a_times, b_times, block, stop_reason, b_loop_s, device, r
         "samples": {name: values[first_step:] for name, values in steps.items()},
         "rank_skew_s": sum(kept_skew) / max(len(kept_skew), 1),
         "bad_files": None,
+        "loss_finite": loss_finite,
         "paired": {
             "block_steps": block,
             "groups_a_s": a_means[cut:],

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import torch
+import torch.distributed as dist
 
 from stash_core.measure.device_clock import EventClock, HostClock, clock_for
 from stash_core.zoo.outputs import training_loss
@@ -27,6 +28,7 @@ class StepTimes:
         self.backward_s: list[float] = []
         self.optimizer_s: list[float] = []
         self.iteration_s: list[float] = []
+        self.last_loss: torch.Tensor | None = None  # of the last step run, on the device (never synced)
 
     def __len__(self) -> int:
         return len(self.iteration_s)
@@ -71,7 +73,22 @@ def run_steps(
         stamps.append((start, after_data, after_forward, after_backward, stamp()))
     if stamps:
         clock.settle(stamps[-1][-1])
+        times.last_loss = loss.detach()
     record(times, stamps, clock.seconds)
+
+
+def losses_finite(runs: list[StepTimes], device: torch.device) -> bool | None:
+    """Whether the last loss of each of these runs was finite on every rank (a diverged job is timed as if
+    it trained): one read of the device at a run's end, not one a step. Every rank calls it; None where no
+    rank ran a step."""
+    losses = [times.last_loss for times in runs if times.last_loss is not None]
+    if not losses:
+        return None
+    finite = float(all(bool(torch.isfinite(loss).all()) for loss in losses))
+    flag = torch.tensor([finite], dtype=torch.float64, device=device)
+    if dist.is_initialized() and dist.get_world_size() > 1:
+        dist.all_reduce(flag, op=dist.ReduceOp.MIN)
+    return bool(flag.item())
 
 
 def record(times: StepTimes, stamps: list[tuple], seconds) -> None:

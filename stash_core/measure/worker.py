@@ -41,7 +41,7 @@ from stash_core.measure.rank_sync import (
     gathered_steps,
     report_progress,
 )
-from stash_core.measure.timed_loop import PARTS, StepTimes, make_clock, run_steps
+from stash_core.measure.timed_loop import PARTS, StepTimes, losses_finite, make_clock, run_steps
 from stash_core.measure.worker_job import WorkerJob, read_worker_job
 from stash_core.zoo import build_model, loss_fn, make_optimizer
 from stash_core.zoo.compiler_guards import compiler_unimported
@@ -306,6 +306,7 @@ def summarise_ranks(
         "samples": {name: values[warmup:] for name, values in steps.items()},
         "rank_skew_s": sum(skew[warmup:]) / max(len(skew) - warmup, 1),
         "bad_files": corrupt_reads(dataset, device),
+        "loss_finite": losses_finite([times], device),
         "ranks": rank_summaries(per_rank[:, :, warmup:], world_size),
     }
 
