@@ -47,8 +47,8 @@ from stash_core.results.file import (
     write_result_atomic,
 )
 from stash_core.spec import ProfileSpec, check_cluster_state
-from stash_core.store.connection import check_storable
 from stash_core.store.queries_upload import stored_probe_ids, stored_run_ids
+from stash_core.store.storable import check_storable
 from stash_core.terminal import shell_word
 from stash_core.units import json_safe
 from stash_core.userfiles import nearest_existing, writable_target

@@ -348,7 +348,7 @@ def cmd_probe(args) -> int:
         check_output(args.out, "probe file")  # below a file, a device, a folder it may not write in
         refuse_losing_output(args.out, db_path, "--out", PROBE_KIND)  # nor one the database does not hold
     if not args.no_store:
-        from stash_core.store.connection import check_storable
+        from stash_core.store.storable import check_storable
 
         check_storable(db_path, db_named_by(args.db))  # refused now, not after the probe has measured
     probe = run_probe_command(

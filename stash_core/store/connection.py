@@ -288,20 +288,17 @@ def check_database_path(path: Path | str) -> None:
         raise UsageError(f"cannot create database {path}: {existing} is not a writable directory")
 
 
-def check_storable(db_path: Path, named_by: str = "--db") -> None:
-    """Before a command measures: refuse (UsageError naming where the path came from: --db, $STASH_DB) a
-    database it could not store into - a directory, not a DuckDB file, corrupt, of a newer Stash, not
-    writable; a busy one is fine (storing waits for its turn)."""
+def held_by_caller(path: Path) -> bool:
+    """Whether a connection of this process that is not Stash's holds the file: DuckDB then refuses a
+    connection of Stash's configuration beside it (read-only, which writes nothing)."""
+    with _OPEN_HERE_LOCK:
+        if _OPEN_HERE[os.path.realpath(path)]:
+            return False  # Stash's own, open for this moment only
     try:
-        check_database_path(db_path)
-        if db_path.exists():  # intact and of a schema this Stash can take
-            with connect(db_path, read_only=True, lock_timeout_s=0.5):
-                pass
-    except DatabaseLocked:
-        pass
-    except UsageError as error:
-        named = f"{named_by}:" if str(db_path) in str(error) else f"{named_by} {db_path}:"  # the path once
-        raise UsageError(f"{named} {error}") from None
+        duckdb.connect(str(path), read_only=True, config=_NO_EXTENSION_FETCH).close()
+    except duckdb.Error as exc:
+        return bool(_SAME_PROCESS_RE.search(str(exc)))
+    return False
 
 
 def _open_error(path: Path, exc: duckdb.Error) -> UsageError:

@@ -106,6 +106,21 @@ def test_a_database_refused_is_named_once_by_where_it_came_from(from_environment
     assert list(tmp_path.iterdir()) == [folder] and not any(folder.iterdir())
 
 
+def test_a_database_the_caller_holds_open_is_refused_before_anything_runs(tmp_path):
+    import duckdb
+
+    db = tmp_path / "nb.duckdb"
+    example = REPO / "examples" / "results" / "resnet10-b8-2workers-vm-2vcpu.json"
+    store.ingest_result(db, json.loads(example.read_text()))
+    mine = duckdb.connect(str(db), read_only=True)  # a notebook's, as docs/database.md shows
+    try:
+        with pytest.raises(stash.UsageError, match=r"^db: database .* is open in this process"):
+            stash.profile(**TINY, db=db)
+    finally:
+        mine.close()
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["nb.duckdb"]  # no result file, no job folder
+
+
 @pytest.mark.parametrize(
     ("call", "message"),
     [(lambda db: stash.profile_script("train.py", script_args=["--steps", "5"], db=db),

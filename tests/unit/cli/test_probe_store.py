@@ -10,7 +10,8 @@ import pytest
 from stash_core.cli.probe_store import store_probe
 from stash_core.errors import StashError, UsageError
 from stash_core.store import ingest_files, query_readonly
-from stash_core.store.connection import DatabaseLocked, check_storable
+from stash_core.store.connection import DatabaseLocked
+from stash_core.store.storable import check_storable
 
 
 def _probe() -> dict:

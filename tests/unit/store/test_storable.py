@@ -1,0 +1,37 @@
+"""Before a command measures, a database it could not store into is refused: here, one held open by a
+connection of the caller's own (a notebook's), which waiting never closes: the run was measured in full
+and then not stored."""
+
+from __future__ import annotations
+
+import duckdb
+import pytest
+
+from stash_core import store
+from stash_core.errors import UsageError
+from stash_core.store.storable import check_storable
+
+
+@pytest.mark.parametrize("read_only", [True, False], ids=["read-only", "read-write"])
+def test_a_database_held_by_a_connection_of_the_callers_is_refused_until_it_closes(
+    db_path, result_doc, read_only
+) -> None:
+    store.ingest_result(db_path, result_doc(run_id="run-a"))
+    mine = duckdb.connect(str(db_path), read_only=read_only)
+    try:
+        with pytest.raises(UsageError) as refused:
+            check_storable(db_path)
+        assert mine.execute("SELECT count(*) FROM runs").fetchall() == [(1,)]  # still the caller's to use
+    finally:
+        mine.close()
+    said = str(refused.value)
+    assert said.startswith(f"--db: database {db_path} is open in this process") and "close that" in said
+    check_storable(db_path)  # closed: fine
+
+
+def test_stashs_own_connection_and_a_new_database_are_fine(db_path, result_doc) -> None:
+    check_storable(db_path)  # not there yet: a profile makes it
+    assert not db_path.exists()
+    store.ingest_result(db_path, result_doc(run_id="run-a"))
+    with store.connect(db_path, read_only=True):  # Stash's own, e.g. another thread reading: not the caller's
+        check_storable(db_path)
