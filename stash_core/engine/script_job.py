@@ -65,7 +65,7 @@ def script_model_info(spec: ProfileSpec) -> dict:
 def finish_script_doc(doc: dict) -> None:
     """What a script's runs found, into the document: the samples per process per iteration they read (over
     a --batch-size that disagrees with it, with a warning; null when runs read different batches), its loader
-    workers, and why CPU and disk are not separate stalls (no --data-dir, or no
+    workers, what the runs warned of, and why CPU and disk are not separate stalls (no --data-dir, or no
     DataLoader at all)."""
     found = [record["script"] for record in doc["phases"] if isinstance(record.get("script"), dict)]
     sizes = {info["batch_size"] for info in found if info.get("batch_size")}
@@ -96,6 +96,7 @@ def finish_script_doc(doc: dict) -> None:
         doc["spec"]["threads_per_worker"] = threads.pop() if len(threads) == 1 else None
     if not breakdown or not found:
         return
+    breakdown["warnings"].extend(run_warnings(doc))
     unread = unread_data_dir(doc)  # with or without a DataLoader, --data-dir was not the script's data
     if unread:
         breakdown["warnings"].append(unread)
@@ -114,6 +115,16 @@ def finish_script_doc(doc: dict) -> None:
             f"input pipeline (CPU and disk together): {seconds:.6f} s ± {ci95_s:.6f} per iteration "
             f"(R2 - {reference}), shown in 'not separated'"
         )
+
+
+def run_warnings(doc: dict) -> list[str]:
+    """What the script's runs said of themselves (phases[].script.warnings), each once, after the runs that
+    said it: "R0, R1: the script's dataset ... could not be read outside its loader's workers ..."."""
+    said: dict[str, list[str]] = {}
+    for record in doc["phases"]:
+        for warning in (record.get("script") or {}).get("warnings") or []:
+            said.setdefault(warning, []).append(record["name"])
+    return [f"{', '.join(names)}: {warning}" for warning, names in said.items()]
 
 
 def unread_data_dir(doc: dict) -> str | None:

@@ -11,6 +11,7 @@
   first optimizer step, are handed out again in place of new reads, while the loader's sampler, collation and
   workers run as in the real-data runs: the synthetic runs skip the loading only, so the model sees the
   script's real batch structure with no loading cost. An IterableDataset's loader replays its first batches.
+  A dataset that cannot be read outside its loader's workers is left to them, with a warning (warnings).
 
 Each boundary only takes stamps (device_clock.py): the host clock, or CUDA events on the device of the
 optimizer's parameters, chosen at the first step, when the script has placed its model. Stamps turn into
@@ -75,6 +76,7 @@ class StepClock:
         self.step_reads: dict[int, list] = {}
         # The steps per epoch each iteration that read a loader gives (None where a loader has no length)
         self.epoch_steps: collections.Counter[int | None] = collections.Counter()
+        self.warnings: list[str] = []  # what the profile should say of this run, each once
         self.threads: list[int] = []  # torch threads at each optimizer step, each value once, in order
         self.on_boundary: Callable[[], bool] | None = None  # True when it took time of its own
         self.narrow_hooks: Callable[[], bool] | None = None
@@ -236,7 +238,13 @@ def install(clock: StepClock, replay: bool, replay_batches: int = REPLAY_BATCHES
     def replay_iter(self):
         if isinstance(self.dataset, IterableDataset):
             return BatchReplay(self, original_iter, clock, replay_batches)
-        samples.prefill(self)  # read here, once: the workers this iteration starts replay them too
+        clock.in_loader = True  # a transform that is a module, called by the read, is no forward pass
+        try:
+            warning = samples.prefill(self)  # read here, once: the workers this iteration starts replay them
+        finally:
+            clock.in_loader = False
+        if warning:
+            clock.warnings.append(warning)
         return original_iter(self)  # its fetches are replayed per sample (script_replay.py)
 
     def replay_fetch(self, possibly_batched_index):

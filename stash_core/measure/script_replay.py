@@ -1,12 +1,15 @@
 """Replay of a script's data in the synthetic runs (R0, R1, R1n), so that R3 - R1 differs in loading only.
 
-A map-style dataset (the usual case) is replayed per sample: at its first fetch, the loader reads the samples
-of REPLAY_BATCHES batches once (before the first optimizer step, so in the warm-up), and from then on hands
-them out again in place of new reads. Everything else of the script's loader still runs as in the real-data
-runs: its sampler, its collate_fn (dict batches, padding), its worker processes and pinning. So the synthetic
-runs skip the dataset's own work only (file reads, decoding, augmentation): the CPU stall is the loading
-cost, not loading plus collation. An IterableDataset cannot be read at chosen indices: its loader hands out
-its first batches again, cycled for as long as the loader's epoch (endless when it has no length).
+A map-style dataset (the usual case) is replayed per sample: the samples of REPLAY_BATCHES batches are read
+once, in the script's process as its loader starts its first epoch (before the first optimizer step, so in
+the warm-up), and from then on handed out again in place of new reads. Each loader worker reads its own at
+its first fetch instead where its workers are persistent (they start once: no more reads), or where the
+dataset works only inside its workers (they start anew each epoch, and read them again: the profile warns).
+Everything else of the script's loader still runs as in the real-data runs: its sampler, its collate_fn
+(dict batches, padding), its worker processes and pinning. So the synthetic runs skip the dataset's own work
+only (file reads, decoding, augmentation): the CPU stall is the loading cost, not loading plus collation. An
+IterableDataset cannot be read at chosen indices: its loader hands out its first batches again, cycled for
+as long as the loader's epoch (endless when it has no length).
 """
 
 from __future__ import annotations
@@ -15,17 +18,23 @@ import itertools
 
 import torch
 
+from stash_core.measure.error_line import error_line
+
 REPLAY_BATCHES = 8  # batches' worth of samples (or batches) read once per dataset for the synthetic runs
 
 
 class SampleReplay:
     """The first samples of each map-style dataset, read once and handed out again: by the script's process
     before its loader's workers start (prefill), so that the workers, forked from it, replay them too; a
-    worker that finds none (a loader of another start method) fills its own."""
+    worker that finds none fills its own: a loader of another start method, of persistent workers (they
+    start once), or of a dataset that cannot be read outside its workers."""
 
     def __init__(self, batches: int = REPLAY_BATCHES) -> None:
         self.batches = batches
         self.cache: dict[int, tuple[object, list, list[int]]] = {}  # id -> (dataset kept alive, samples, at)
+        # Datasets whose read raised in the script's process, left to their workers and not read there again
+        # (id -> the dataset, kept alive so that no other dataset takes its id).
+        self.worker_only: dict[int, object] = {}
 
     def fetch(self, fetcher, possibly_batched_index):
         """torch's _MapDatasetFetcher.fetch, with the dataset's samples replayed."""
@@ -40,25 +49,44 @@ class SampleReplay:
             at[0] += 1
         return fetcher.collate_fn(data)
 
-    def prefill(self, loader) -> None:
+    def prefill(self, loader) -> str | None:
         """Read `loader`'s dataset's first samples here, once, before its workers start. Without it each
         worker filled its own copy, and a loader whose workers are not persistent starts new ones every
-        epoch: a synthetic run read real data every epoch, more samples than it trained on."""
+        epoch: a synthetic run read real data every epoch, more samples than it trained on.
+
+        A dataset that works only inside a loader worker (it opens its files in worker_init_fn) raises here:
+        with workers, they fill their own as before, and the warning to report is returned (once per
+        dataset); with none, this process is where the script reads anyway, so the error is the script's."""
         dataset = loader.dataset
-        if id(dataset) in self.cache:
-            return
+        if id(dataset) in self.cache or id(dataset) in self.worker_only:
+            return None
+        if loader.num_workers > 0 and loader.persistent_workers:
+            return None  # its workers start once, so each fills once for the whole run: nothing to save
         try:
             size = len(dataset)
         except TypeError:
-            return  # a dataset of no length: its workers fill their own, from the indices they are given
+            return None  # a dataset of no length: its workers fill their own, from the indices they are given
         batch = loader.batch_size or getattr(loader.batch_sampler, "batch_size", None)
         if not isinstance(batch, int) or batch <= 0:
-            return  # a batch sampler of its own making: its workers fill their own, batch by batch
+            return None  # a batch sampler of its own making: its workers fill their own, batch by batch
         count = min(size, batch * self.batches)
         if count <= 0:
-            return
-        # not the sampler's order: drawing from it would move the script's RNG
-        self.keep(dataset, list(range(count)), loader._auto_collation)
+            return None
+        try:
+            # not the sampler's order: drawing from it would move the script's RNG
+            self.keep(dataset, list(range(count)), loader._auto_collation)
+        except Exception as error:  # noqa: BLE001 - the user's dataset may raise anything
+            if loader.num_workers == 0:
+                raise
+            self.worker_only[id(dataset)] = dataset
+            return (
+                f"the script's dataset ({type(dataset).__name__}) could not be read outside its loader's "
+                f"workers, where Stash reads the samples the synthetic runs replay ({error_line(error)}): "
+                f"its {loader.num_workers} workers read their own, {self.batches} batches' worth each every "
+                "epoch, so the synthetic runs read some real data each epoch and the loading stalls may be "
+                "understated"
+            )
+        return None
 
     def fill(self, fetcher, first_index) -> tuple[object, list, list[int]]:
         dataset = fetcher.dataset

@@ -178,5 +178,6 @@ def summarise(job: WorkerJob, clock: StepClock, step_s: list[float], reason: str
             "process_group": bool(clock.process_group),
             "split": split,
             "ranks_gathered": len(hosts) == world_size,
+            "warnings": list(clock.warnings),  # this rank's: what the profile should say of the run
         },
     }

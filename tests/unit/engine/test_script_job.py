@@ -114,3 +114,11 @@ def test_a_script_without_a_dataloader_keeps_a_remainder_that_adds_up_and_one_li
     assert not any(w.startswith(("cpu:", "cpu stall", "disk")) for w in result["warnings"])
     assert any("not measurable" in w for w in result["warnings"])
     assert any("opened no file under --data-dir /data" in w for w in result["warnings"])  # data elsewhere
+
+
+def test_what_the_runs_warned_of_is_said_once_after_the_runs_that_said_it() -> None:
+    said = {"loader_used": True, "batch_size": 8, "loader_workers": 2, "warnings": ["its dataset ..."]}
+    doc = doc_of(said, said, {"loader_used": True, "batch_size": 8, "loader_workers": 2, "warnings": []})
+    doc["breakdown"] = {"warnings": [], "stalls": {}}
+    finish_script_doc(doc)
+    assert [w for w in doc["breakdown"]["warnings"] if "dataset" in w] == ["R0, R1: its dataset ..."]

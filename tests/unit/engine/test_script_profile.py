@@ -158,3 +158,41 @@ def test_a_script_that_fails_names_the_run_and_keeps_its_stderr(tmp_path: Path) 
     assert len(lines) == 1 and "run R0" in lines[0] and "raised KeyError" in lines[0], done.stderr
     doc = json.loads(out.read_text())
     assert doc["status"] == "failed" and "reading cfg.yaml" in doc["phases"][0]["stderr_tail"]
+
+
+# A dataset that works only inside its loader's workers (as one that opens an HDF5 or LMDB file in each).
+WORKER_ONLY = """
+import sys, torch
+from torch.utils.data import DataLoader, Dataset, get_worker_info
+
+class Shards(Dataset):
+    def __len__(self):
+        return 64
+    def __getitem__(self, index):
+        assert get_worker_info() is not None, "dataset used outside a DataLoader worker"
+        return torch.full((16,), float(index % 7)), torch.tensor(index % 4)
+
+loader = DataLoader(Shards(), batch_size=8, num_workers=int(sys.argv[1]))
+model = torch.nn.Linear(16, 4)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+for epoch in range(1000):
+    for x, y in loader:
+        torch.nn.functional.cross_entropy(model(x), y).backward()
+        optimizer.step()
+        optimizer.zero_grad()
+"""
+
+
+def test_a_dataset_that_works_only_in_its_loaders_workers_is_replayed_by_them_with_a_warning(
+    tmp_path: Path,
+) -> None:
+    doc, _ = profile(tmp_path, WORKER_ONLY, "--stalls", "compute", "--", "2")
+    assert [phase["name"] for phase in doc["phases"]] == ["R0"] and doc["status"] == "completed"
+    said = [w for w in doc["breakdown"]["warnings"] if "could not be read outside its loader's workers" in w]
+    assert len(said) == 1 and said[0].startswith("R0: the script's dataset (Shards)"), doc["breakdown"]
+    assert "(AssertionError: dataset used outside a DataLoader worker)" in said[0]
+    # Without workers the script reads in its own process: the error is the script's, as it would be alone.
+    out = tmp_path / "alone.json"
+    script = str(tmp_path / "train.py")
+    done = stash_main("profile", "--script", script, "--out", str(out), *FAST, "--", "0", cwd=tmp_path)
+    assert done.returncode == 1 and "the script raised AssertionError: dataset used outside" in done.stderr

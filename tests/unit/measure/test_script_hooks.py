@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import time
 
+import pytest
 import torch
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import DataLoader, Dataset, get_worker_info
 from torch.utils.data.dataloader import _BaseDataLoaderIter
 
 from stash_core.measure.script_hooks import StepClock, install, leading_dim
@@ -136,6 +137,40 @@ def test_replay_skips_the_loading_only_and_keeps_the_collation() -> None:
     assert len(seen) == 30 and collated == [4] * 30  # every batch collated, as in a real-data run
     assert len(dataset.reads) == 8  # two batches' worth of samples, read once
     assert clock.batch_size == 4
+
+
+class WorkerOnly(Slow):
+    """Slow, but only inside a loader worker (as a dataset that opens its file in worker_init_fn)."""
+
+    def __getitem__(self, index: int) -> dict:
+        if get_worker_info() is None:
+            raise AssertionError("dataset used outside a DataLoader worker")
+        return super().__getitem__(index)
+
+
+def test_a_dataset_that_works_only_in_its_workers_is_replayed_by_them_with_a_warning() -> None:
+    clock = StepClock()
+    remove = install(clock, replay=True, replay_batches=2)
+    try:
+        seen = train(DataLoader(WorkerOnly(40, 0.0), batch_size=4, num_workers=2), epochs=2)
+    finally:
+        remove()
+    assert len(seen) == 20
+    # each worker replays the two batches' worth it read from its first batch on (batch 0, and batch 1)
+    assert {int(batch["x"][0, 0]) for batch in seen} == {0, 4, 8}
+    assert len(clock.warnings) == 1  # the read is not tried again at the second epoch
+    assert "(AssertionError: dataset used outside a DataLoader worker)" in clock.warnings[0]
+
+
+def test_without_workers_a_dataset_that_needs_them_fails_as_the_script_does() -> None:
+    clock = StepClock()
+    remove = install(clock, replay=True)
+    try:
+        with pytest.raises(AssertionError, match="outside a DataLoader worker"):
+            train(DataLoader(WorkerOnly(40, 0.0), batch_size=4, num_workers=0), epochs=1)
+    finally:
+        remove()
+    assert clock.warnings == []
 
 
 def test_the_hooks_are_removed() -> None:
