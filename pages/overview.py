@@ -142,7 +142,7 @@ def main() -> None:
     # Workers and machines in one column, and no Error column while no run failed: the table fits the page.
     scale = [f"{w} × {n}" for w, n in zip(recent["workers_per_node"], recent["nodes"], strict=True)]
     recent = recent.assign(workers_per_node=scale)
-    hidden = ["nodes"] + (["error"] if not recent["error"].any() else [])
+    hidden = ["nodes"] + [column for column in ("error", "time_of") if not recent[column].any()]
     show_table(
         recent.drop(columns=hidden),
         column_config={
@@ -157,8 +157,15 @@ def main() -> None:
             "iteration_s": st.column_config.NumberColumn("Iteration (s)", format="%.4f"),
             "epoch_s": st.column_config.NumberColumn("Epoch (s)", format="%.3f"),
             **({} if "error" in hidden else {"error": "Error"}),
+            **({} if "time_of" in hidden else {"time_of": PARTIAL_TIMES}),
         },
     )
+
+
+# a run that did not complete: its times are one phase's (R0: one worker), as `stash runs` marks them
+PARTIAL_TIMES = st.column_config.TextColumn(
+    "Partial times", help="a run that did not complete: its times are one phase's, not the job's"
+)
 
 
 with page_guard():

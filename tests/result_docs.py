@@ -11,7 +11,8 @@ so every stall is known in advance. Only the stalls given are measured and have 
   Without samples a phase has its statistics only.
 - telemetry=True gives every phase CPU, memory, disk and network series; {phase: {metric: values}} gives
   those phases the series given.
-- status="failed" is a run that died in its second phase (its only one if it has one): no breakdown.
+- status="failed" is a run that died in its second phase (its only one if it has one): no breakdown
+  (partial_failed_doc keeps the breakdown of its first, as a profile does).
 
 Random numbers come from `seed`, so every test sees the same data.
 """
@@ -177,6 +178,22 @@ def result_doc(
         "phases": phases,
         "breakdown": breakdown,
     }
+
+
+def partial_failed_doc(**kwargs: Any) -> dict[str, Any]:
+    """result_doc(status="failed", ...) with the breakdown of the phase that completed kept, as a profile
+    keeps the breakdown of its completed phases (engine/profiler.breakdown_of_completed): its iteration time
+    is that of R0, one worker, though the run had more."""
+    doc = result_doc(status="failed", **kwargs)
+    first = doc["phases"][0]
+    time_s = first["iteration_s"]["mean"]
+    stall = {name: stall for name, stall, _ in _CHAIN}[first["name"]]
+    spec = doc["spec"]
+    images = spec["dataset_images"]
+    workers = spec["workers_per_node"] * spec["nodes"]
+    per_epoch = iterations_per_epoch(images, spec["batch_size"], workers) if images else None
+    doc["breakdown"] = _breakdown({stall: time_s}, time_s, first["name"], per_epoch, [])
+    return doc
 
 
 def _header(name: str, data: str, workers: int, nodes: int) -> dict[str, Any]:

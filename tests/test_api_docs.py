@@ -76,3 +76,34 @@ def test_the_frames_columns_are_those_the_page_lists(tmp_path):
     extra, _ = documented_columns(recommend_table)
     assert set(recommendation.to_frame().columns) == (columns - {"workers"}) | {"workers_total"} | extra
     assert not db.exists()
+
+
+def table_after(section: str, lead: str) -> str:
+    """The first table after the paragraph that starts with `lead`: its rows up to the blank line after it."""
+    after = section.split(f"\n{lead}", 1)[1]
+    return after.split("\n| column |", 1)[1].split("\n\n", 1)[0]
+
+
+@pytest.mark.slow
+def test_the_spot_plan_and_schedule_frames_columns_are_those_the_page_lists(tmp_path):
+    """SpotPlan.to_frame()'s and Schedule.to_frame()'s columns (R among them, spotDNN's convergence
+    coefficient) were on no page: each is listed, and nothing else."""
+    import stash_core as stash
+
+    section = PAGE.read_text().split(FRAMES_SECTION, 1)[1]
+    db = tmp_path / "none.duckdb"
+    plan = stash.plan_spot(REPO / "examples" / "workload.json", "g3.8xlarge:5,g3.16xlarge:3", 0.8, 2600,
+                           rate_per_h=0, db=db)  # fmt: skip
+    columns, json_names = documented_columns(table_after(section, "`plan_spot(...).to_frame()`"))
+    assert set(plan.to_frame().columns) == columns and not json_names
+    assert set(plan.to_dict()["candidates"][0]) == columns  # "under the same names"
+    schedule = stash.simulate_schedule(synthetic_jobs=12, tuning="online", out=tmp_path, no_store=True, db=db)
+    columns, json_names = documented_columns(table_after(section, "`simulate_schedule(...).to_frame()`"))
+    assert set(schedule.to_frame().columns) == columns and not json_names
+    assert set(schedule.to_dict()["policies"][0]["metrics"]) == columns - {"policy"}
+    assert not db.exists()
+
+
+def test_a_table_is_read_up_to_the_blank_line_after_it():
+    page = "intro\n`f()` holds:\n\n| column | what |\n| --- | --- |\n| `a`, `b` | x |\n\nprose `c`\n"
+    assert documented_columns(table_after(page, "`f()`")) == ({"a", "b"}, set())

@@ -14,6 +14,7 @@ from stash_core.cli.probe_text import format_communication
 from stash_core.cli.report import format_breakdown
 from stash_core.errors import no_run_error
 from stash_core.store.catalog_seed import BUILTIN_CATALOG_CSV, builtin_catalog_rows
+from stash_core.store.partial_time import partial_note, partial_notes
 from stash_core.store.runs import run_record, run_rows
 from stash_core.store.stored_breakdown import breakdown_from_stored
 from stash_core.store.summary import catalog_names, database_summary
@@ -24,6 +25,8 @@ RUNS_COLUMNS = (
     "run_id", "started_at", "status", "model", "batch_size", "workers_per_node", "nodes", "instance",
     "device", "iteration_s", "epoch_s",
 )  # fmt: skip
+PARTIAL_COLUMNS = ("iteration_s", "epoch_s")  # the times of a run that did not complete: one phase's
+PARTIAL_MARK = "*"
 
 
 def show_run(db_path: Path | str, run_id: str) -> str:
@@ -70,11 +73,16 @@ def runs_table(db_path: Path | str, limit: int | None = None) -> str | None:
     if not rows:
         return None
     columns = [column for column in RUNS_COLUMNS if column in rows[0]]
-    cells = [[_cell(row[column]) for column in columns] for row in rows]
+    partial = partial_notes(db_path, [row["run_id"] for row in rows])
+    cells = [[_cell(row[column], marked=_mark(row, column, partial)) for column in columns] for row in rows]
     widths = [max(len(column), *(len(line[i]) for line in cells)) for i, column in enumerate(columns)]
     lines = [[column.rjust(width) for column, width in zip(columns, widths, strict=True)]]
     lines += [[cell.rjust(width) for cell, width in zip(line, widths, strict=True)] for line in cells]
-    text = "\n".join(" ".join(line) for line in lines)
+    text = "\n".join(" ".join(line).rstrip() for line in lines)
+    if partial:  # a failed run's figure is one phase's (R0: one worker), said under the table
+        text += f"\n{PARTIAL_MARK} not the time of the job profiled: one phase's, of a run that did not"
+        text += " complete (`stash show RUN_ID` lists its phases)"
+        text += "".join(f"\n  {one_line(run_id)}  {one_line(note)}" for run_id, note in partial.items())
     total = _run_count(db_path) if limit is not None and len(rows) >= limit else len(rows)  # cut, maybe
     if total > len(rows):
         text += f"\n... {total - len(rows)} more run(s) not shown (--limit {total} lists all {total})"
@@ -86,11 +94,19 @@ def _run_count(db_path: Path | str) -> int:
     return int(database_summary(db_path)["runs"])
 
 
-def _cell(value) -> str:
-    if value is None:
-        return "-"  # as `stash show` and `stash instances list` write a missing value
+def _mark(row: dict, column: str, partial: dict[str, str]) -> str | None:
+    """The marker of a time cell of a run whose times are one phase's; a space for another time cell of a
+    table with marked ones (its digits stay in line), None for every other cell."""
+    if column not in PARTIAL_COLUMNS or not partial:
+        return None
+    return PARTIAL_MARK if row["run_id"] in partial and row[column] is not None else " "
+
+
+def _cell(value, marked: str | None = None) -> str:
+    if value is None:  # as `stash show` and `stash instances list` write a missing value
+        return "-" + (" " if marked else "")
     if isinstance(value, float):
-        return f"{value:.4f}"
+        return f"{value:.4f}{marked or ''}"
     return one_line(value)  # a datetime as "2026-11-24 09:50:03+00:00"; a newline as \n, not a row of its own
 
 
@@ -119,6 +135,9 @@ def format_stored_run(run: dict, db_path: Path | str | None = None) -> str:
         timing = f"{mean_s:.4f} s {spread}{over}" if mean_s else "-"
         lines.append(f"  {_field(phase, 'phase'):<4}{_field(phase, 'status'):<12}{timing}")
     breakdown = breakdown_from_stored(run)
+    partial = partial_note(run, run.get("phases") or [])
+    if breakdown is not None and partial:  # said before the figures, as `stash runs` marks them
+        lines.append(f"partial: {one_line(partial)}, not the time of the job profiled")
     if breakdown is not None:
         lines.append(format_breakdown(breakdown, run.get("dataset_images"), run.get("model_kind")))
         lines.extend(format_communication(breakdown))

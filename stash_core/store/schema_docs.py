@@ -97,8 +97,8 @@ RUNS = RelationDoc(
         grad_tensor_count | | gradient tensors synchronised per iteration
         layer_count | | layers with parameters
         grad_bytes | bytes | gradient bytes synchronised per iteration
-        iteration_s | s | realistic iteration time (mean of the reference phase, normally R2); NULL without
-            breakdown
+        iteration_s | s | realistic iteration time (mean of the reference phase, normally R2; a run that did
+            not complete has its last completed phase's, e.g. `R0`'s, one worker's); NULL without breakdown
         iteration_ci95_s | s | 95 % CI half-width of `iteration_s`
         epoch_s | s | `iteration_s × iterations_per_epoch`
         reference_phase | | phase whose time is `iteration_s`: the last phase of the chain that ran (`R2`

@@ -1,0 +1,65 @@
+"""What the iteration time of a run that did not complete is: a failed or interrupted profile keeps the
+breakdown of the phases that completed, so its `iteration_s` is the time of the last of them (its
+`reference_phase`, R0 being one worker on synthetic data), not the time of the job profiled. `stash runs`,
+`stash show` and the Overview's table of recent runs say so in the same words (partial_note).
+
+Plain rows, no pandas: `stash runs` and `stash show` start without it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from stash_core.store.connection import connect
+from stash_core.store.relations import relation_rows
+
+_STOPPED = ("failed", "interrupted")  # a phase's status where the profile ended
+
+
+def partial_note(run: dict[str, Any], phases: list[dict[str, Any]]) -> str | None:
+    """e.g. "failed in R1; its time is R0's (1 worker, synthetic data on the device), the last phase that
+    completed", for a run (its runs row: status, iteration_s, reference_phase) that did not complete but holds
+    an iteration time; None for any other. `phases`: its phases rows in the order they ran."""
+    if run.get("status") == "completed" or run.get("iteration_s") is None:
+        return None
+    reference = run.get("reference_phase") or "unknown"
+    described = {phase.get("phase"): phase.get("description") for phase in phases}
+    stopped = next((phase.get("phase") for phase in phases if phase.get("status") in _STOPPED), None)
+    ended = f"{run.get('status') or 'not completed'}{f' in {stopped}' if stopped else ''}"
+    what = f" ({described[reference]})" if described.get(reference) else ""
+    return f"{ended}; its time is {reference}'s{what}, the last phase that completed"
+
+
+def partial_notes(db_path: Path | str, run_ids: list[str]) -> dict[str, str]:
+    """{run_id: partial_note} of those of `run_ids` that did not complete but hold an iteration time."""
+    with connect(db_path, read_only=True) as con:
+        return partial_notes_of(con, run_ids)
+
+
+def partial_notes_of(con: duckdb.DuckDBPyConnection, run_ids: list[str]) -> dict[str, str]:
+    """partial_notes over an open connection."""
+    among = "list_contains(CAST(? AS VARCHAR[]), run_id)"
+    runs = relation_rows(
+        con.sql(
+            "SELECT run_id, status, iteration_s, reference_phase FROM runs "
+            f"WHERE status <> 'completed' AND iteration_s IS NOT NULL AND {among}",
+            params=[list(run_ids)],
+        )
+    )
+    if not runs:
+        return {}
+    phases = relation_rows(
+        con.sql(
+            f"SELECT run_id, phase, status, description FROM phases WHERE {among} "
+            "ORDER BY run_id, phase_index, phase",
+            params=[[run["run_id"] for run in runs]],
+        )
+    )
+    notes = {
+        run["run_id"]: partial_note(run, [phase for phase in phases if phase["run_id"] == run["run_id"]])
+        for run in runs
+    }
+    return {run_id: note for run_id, note in notes.items() if note is not None}

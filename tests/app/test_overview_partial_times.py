@@ -1,0 +1,46 @@
+"""The Overview's recent runs listed a failed run's iteration time, R0's (one worker), as if it were the
+run's; a column says which phase its times are of, shown only while a listed run has such times."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from result_docs import partial_failed_doc, result_doc
+from streamlit.testing.v1 import AppTest
+from support import REPO
+
+from stash_core import store, views
+
+R0_NOTE = (
+    "failed in R1; its time is R0's (1 worker, synthetic data on the device), the last phase that completed"
+)
+
+
+def recent_table(db: Path):
+    app = AppTest.from_file(str(REPO / "app.py"), default_timeout=90)
+    app.run()
+    assert not app.exception, [e.value for e in app.exception]
+    [table] = app.dataframe
+    return table.value
+
+
+def test_the_view_says_what_a_failed_runs_times_are_of(tmp_path: Path) -> None:
+    db = tmp_path / "r.duckdb"
+    completed, partial = result_doc(), partial_failed_doc()
+    for doc in (completed, partial, result_doc(status="failed")):
+        store.ingest_result(db, doc)
+    recent = views.overview.overview(db)["recent"].set_index("run_id")
+    assert recent.loc[partial["run_id"], "time_of"] == R0_NOTE
+    assert recent.loc[partial["run_id"], "iteration_s"] == 0.2  # kept: the note says what it is
+    assert (recent.drop(index=partial["run_id"])["time_of"] == "").all()
+    columns = list(recent.columns)
+    assert columns.index("time_of") == columns.index("epoch_s") + 1
+
+
+def test_the_recent_runs_table_names_the_phase_only_while_a_run_has_such_times(empty_db: Path) -> None:
+    store.ingest_result(empty_db, result_doc())
+    assert "time_of" not in recent_table(empty_db).columns
+    partial = partial_failed_doc()
+    store.ingest_result(empty_db, partial)
+    table = recent_table(empty_db).set_index("run_id")
+    assert table.loc[partial["run_id"], "time_of"] == R0_NOTE
