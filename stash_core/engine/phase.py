@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import re
 import time
 
 from stash_core.analysis.stats import summarise
@@ -17,6 +16,7 @@ from stash_core.errors import MeasurementError, UsageError
 from stash_core.launch.hang_watch import HangWatch
 from stash_core.launch.hosts import RemoteHosts
 from stash_core.launch.runner import run_workers, worker_env
+from stash_core.launch.torchrun_failure import failure_line
 from stash_core.measure import protocol
 from stash_core.measure.probe_plan import probe_settings
 from stash_core.measure.telemetry import TelemetrySampler
@@ -76,6 +76,8 @@ def run_phase(
     # Stash's own loop on this machine: a rank that hangs ends the launch soon after the loop's limit (a
     # script's steps are its own, and remote ranks' schedulers cannot be read from here).
     watch = HangWatch(spec.max_phase_s) if remote is None and not spec.script else None
+    if watch is not None:  # the ranks' stacks when it stops them; collectives wait for it, not time out first
+        job["dump_stacks"], job["pg_timeout_s"] = True, timeout_s
 
     def on_line(line: str) -> None:
         message = protocol.parse(line, token)
@@ -109,8 +111,10 @@ def run_phase(
                 module, job, plan.workers_per_node, plan.nodes, remote, on_line,
                 timeout_s, worker_env(spec.threads_per_worker), preexec, watch,
             )  # fmt: skip
-    except MeasurementError as error:  # a local run past its time limit, or hung
+    except MeasurementError as error:  # a local run past its time limit, or hung (with the ranks' stacks)
         failure = str(error)
+        if getattr(error, "stderr_tail", None):
+            record["stderr_tail"] = error.stderr_tail
     except UsageError as error:  # e.g. the master port is taken: the user has to change something
         failure = str(error)
         record["usage_error"] = True
@@ -122,7 +126,7 @@ def run_phase(
     record["wall_s"] = time.monotonic() - started
     if errors or failure or "result" not in results:
         record["status"] = "failed"
-        record["error"] = failure_message(failure, errors, remote is not None)
+        record["error"] = failure_line(failure, errors, remote is not None)
         record.setdefault("telemetry", empty_telemetry())
         return record
     result = results["result"]
@@ -137,22 +141,6 @@ def run_phase(
     if result.get("script"):
         record["script"] = result["script"]
     return record
-
-
-# launch/runner.py's line for a rank that torchrun saw end by a signal (a negative exit code).
-_KILLED = re.compile(r"exited with code -\d+")
-
-
-def failure_message(failure: str | None, errors: list[str], remote: bool) -> str:
-    """One line: on one machine the workers' own error; across machines the launcher's (which names the
-    node) first, since a dead peer makes the others report only its symptom."""
-    if not remote:
-        if failure and _KILLED.search(failure):  # a rank ended by a signal: its peers' errors are symptoms
-            return f"{failure}; first worker error: {errors[0]}"[:600] if errors else failure
-        return errors[0] if errors else (failure or "the run exited without a result")
-    if failure and errors:
-        return f"{failure}; first worker error: {errors[0]}"[:600]
-    return (failure or (errors[0] if errors else "the run exited without a result"))[:600]
 
 
 def empty_telemetry() -> dict:

@@ -13,6 +13,7 @@ from stash_core.engine.machine import cuda_device_count, usable_cpu_count
 from stash_core.errors import MeasurementError, UsageError
 from stash_core.launch.hosts import check_hosts, cluster_name_of, link_change_warning, remote_hosts
 from stash_core.launch.runner import run_workers, worker_env
+from stash_core.launch.torchrun_failure import failure_line
 from stash_core.measure import protocol
 from stash_core.measure.fingerprint import machine_fingerprint
 from stash_core.measure.probe_plan import probe_settings, probe_sizes
@@ -99,10 +100,8 @@ def run_probe_command(
         worker_env(threads_per_worker),
     )  # fmt: skip
     if failure or errors or "probe" not in results:
-        reason = failure or (errors[0] if errors else "the probe exited without a result")
-        if failure and errors:
-            reason = f"{failure}; first worker error: {errors[0]}"
-        raise MeasurementError(f"probe failed: {reason}")
+        reason = failure_line(failure, errors, remote=True) if failure or errors else None
+        raise MeasurementError(f"probe failed: {reason or 'the probe exited without a result'}")
     changed = link_change_warning(remote, machines, state)
     if changed:
         warn(changed)

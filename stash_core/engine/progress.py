@@ -111,8 +111,8 @@ class BarReporter(Reporter):
             figure = f"{summary['mean']:.4f} s ± {summary['ci95'] / summary['mean']:.1%}"
             self._write(f"{cleared}      {record['name']}: {kept}, {figure}  [{elapsed:.0f} s]\n")
         else:
-            # a script's error text is the script's: its escapes written out, never acted on by the terminal
-            self._write(f"{cleared}      failed: {printable(str(record.get('error')))}\n")
+            # why is said once, by the profile's own error at its end (every front end prints or raises it)
+            self._write(f"{cleared}      {record['name']}: failed  [{elapsed:.0f} s]\n")
 
 
 class JsonReporter(Reporter):

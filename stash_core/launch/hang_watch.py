@@ -8,6 +8,10 @@ scheduler's run delay, /proc/PID/task/TID/schedstat). A machine too busy to run 
 idle priority, other jobs) stops this clock instead of being taken for a hang; a hung rank, which sleeps,
 does not. Where the run delay cannot be read the clock does not run, and the start-up allowance stays the
 only limit.
+
+Before the launch is stopped its ranks dump their Python stacks (hung_error, measure/stacks.py), which say
+which rank was where; their collectives are given the launch's whole time (engine/phase.py), so that a peer
+waiting for the hung rank does not time out first and be taken for the cause.
 """
 
 from __future__ import annotations
@@ -17,6 +21,9 @@ import time
 from collections.abc import Callable, Iterable
 
 import psutil
+
+from stash_core.errors import MeasurementError
+from stash_core.measure.stacks import dump_stacks, stack_tail, where_ranks_were
 
 CHECK_EVERY_S = 1.0
 GRACE_S = 10.0  # summarising, and the last chunk of iterations after the loop's own limit ...
@@ -51,7 +58,7 @@ class HangWatch:
         self.armed, self.ended = False, True
 
     def check(self, root_pid: int) -> str | None:
-        """The reason to stop the launch rooted at `root_pid`, once its loop has been quiet past the budget."""
+        """Why to stop the launch rooted at `root_pid`, once its loop has been quiet past the budget."""
         now = self._clock()
         if not self.armed or now - self._checked_at < CHECK_EVERY_S:
             return None
@@ -72,6 +79,21 @@ class HangWatch:
             f"began (its limit of {self.loop_s:g} s and a grace of {grace_s(self.loop_s):.0f} s, counted "
             "while the workers could run); stopped it"
         )
+
+
+def hung_error(reason: str, root_pid: int, folder: str) -> MeasurementError:
+    """The error a hung launch is stopped with: `reason`, where each rank was (measure/stacks.py: their
+    stacks, dumped now by the workers that can), and those stacks as its `stderr_tail`."""
+    try:
+        pids = {child.pid for child in psutil.Process(root_pid).children(recursive=True)}
+    except psutil.Error:
+        pids = set()
+    stacks = dump_stacks(folder, pids) if pids else {}
+    where = where_ranks_were(stacks)
+    said = f"{reason}; {where} (their stacks: phases[].stderr_tail of the result file)" if where else reason
+    error = MeasurementError(said)
+    error.stderr_tail = stack_tail(stacks)
+    return error
 
 
 def run_delays_ns(root_pid: int) -> dict[int, int] | None:

@@ -28,7 +28,7 @@ from pathlib import Path
 from stash_core.errors import MeasurementError
 from stash_core.interrupts import check_stop_request, held_interrupts, stop_exception
 from stash_core.launch import supervisor, torchrun, warm_start
-from stash_core.launch.hang_watch import HangWatch
+from stash_core.launch.hang_watch import HangWatch, hung_error
 from stash_core.launch.warm_start import WarmLaunch
 from stash_core.proc import end_tree, remove_folders_of_ended
 
@@ -94,7 +94,7 @@ def run_local(
                         open_streams -= 1
                 reason = watch.check(process.pid) if watch is not None else None
                 if reason:
-                    raise MeasurementError(reason)
+                    raise hung_error(reason, process.pid, temp_dir)
                 check_stop_request()  # the dashboard's Cancel of a profile run from Python
         try:
             process.wait(timeout=max(deadline_s - time.monotonic(), 1.0))

@@ -33,6 +33,7 @@ from stash_core.data import pagecache
 from stash_core.data.jpeg_dataset import ImageFolderDataset
 from stash_core.data.loader import LOADER_CORES_ENV, make_loader
 from stash_core.data.transforms import TrainTransform
+from stash_core.errors import StashError
 from stash_core.measure import protocol
 from stash_core.measure.error_line import error_line
 from stash_core.measure.rank_sync import (
@@ -41,9 +42,11 @@ from stash_core.measure.rank_sync import (
     gathered_steps,
     report_progress,
 )
+from stash_core.measure.stacks import dump_on_signal
 from stash_core.measure.timed_loop import PARTS, StepTimes, losses_finite, make_clock, run_steps
 from stash_core.measure.worker_job import WorkerJob, read_worker_job
 from stash_core.zoo import build_model, loss_fn, make_optimizer
+from stash_core.zoo.build import ModelForwardError
 from stash_core.zoo.compiler_guards import compiler_unimported
 
 FIRST_CHECK_AFTER = 10
@@ -69,13 +72,20 @@ UNUSED_PARAMETERS = (
 
 def error_text(error: BaseException) -> str:
     """One line for the launcher; DDP's advice to pass an argument the user cannot (Stash makes the DDP)
-    becomes what they can do."""
-    return UNUSED_PARAMETERS if "find_unused_parameters" in str(error) else error_line(error)
+    becomes what they can do. Stash's own error is its sentence, without its class's name."""
+    if isinstance(error, ModelForwardError):  # the model's own code raised on this rank: not the shape
+        return f"model {error.ref} raised {error.cause}"
+    if "find_unused_parameters" in str(error):
+        return UNUSED_PARAMETERS
+    text = error_line(error)  # (a data loader process's Stash error is re-raised as the same class)
+    return text.removeprefix(f"{type(error).__name__}: ") if isinstance(error, StashError) else text
 
 
 def main(argv: list[str] | None = None) -> int:
     job = read_worker_job(argv)
     rank = int(os.environ.get("RANK", "0"))
+    if job.get("dump_stacks"):  # the launcher's hang watch asks for this rank's stacks before it stops it
+        dump_on_signal(rank)
     sampler = None
     try:
         if job.get("telemetry") and rank == 0:

@@ -62,6 +62,7 @@ class WorkerJob(TypedDict, total=False):
     probe: ProbeSettings
     paired: dict  # R0 and R1 in one launch, in blocks of {"block_steps": n} (measure/paired_loop.py)
     pg_timeout_s: float  # the process group's timeout (default 120 s)
+    dump_stacks: bool  # each rank writes its stacks to a file in $TMPDIR on SIGUSR1 (measure/stacks.py)
     protocol_token: str  # marks the workers' protocol lines apart from the code's output (protocol.py)
 
 

@@ -55,7 +55,7 @@ class Phase(TypedDict, total=False):
     pooled: dict[str, Any]
     epoch_boundary_crossed: bool
     script: dict[str, Any]  # a script's run: what it found (batch size, threads, loader)
-    stderr_tail: list[str]
+    stderr_tail: list[str]  # a failed script's last stderr lines, or a hung launch's ranks' stacks
 
 
 class Stall(TypedDict, total=False):

@@ -13,10 +13,10 @@ from torch import nn
 from stash_core.errors import UsageError
 from stash_core.spec_parse import parse_input_shape
 from stash_core.zoo.compiler_guards import compiler_unimported
+from stash_core.zoo.contained import contained
 from stash_core.zoo.info import ModelInfo, describe
 from stash_core.zoo.outputs import config_vocab_size, has_loss, logits_of
 from stash_core.zoo.registry import ZOO, ZooEntry
-from stash_core.zoo.contained import contained
 from stash_core.zoo.user import call_user_factory, one_line
 from stash_core.zoo_names import close_zoo_names, refuse_other_input, refuse_script_name
 
@@ -26,6 +26,15 @@ DEFAULT_IMAGE_CLASSES = 1000
 DEFAULT_TOKEN_CLASSES = 2
 DEFAULT_VOCAB_SIZE = 30522
 PROBE_BATCH = 2  # not 1: BatchNorm in training mode refuses a single value per channel
+
+
+class ModelForwardError(UsageError):
+    """A user model's own forward raised on the test batch: `cause` is its error, one line. Here the input
+    shape may be why; in a worker, whose model this check passed before the launch, it is not (that rank's
+    own code raised)."""
+
+    ref = ""
+    cause = ""  # attributes, not arguments: the error is pickled back from a contained child (contained.py)
 
 
 def list_models() -> list[str]:
@@ -206,7 +215,9 @@ def _probe_user(
         with torch.no_grad():
             output = model(_probe_input(kind, shape, device))
     except Exception as exc:
-        raise UsageError(f"model {ref} fails on input shape {format_shape(shape)}: {one_line(exc)}") from None
+        error = ModelForwardError(f"model {ref} fails on input shape {format_shape(shape)}: {one_line(exc)}")
+        error.ref, error.cause = ref, one_line(exc)
+        raise error from None
     finally:
         model.train(was_training)
     logits = logits_of(output)

@@ -59,3 +59,10 @@ def test_a_hung_rank_ends_its_launch_soon_after_the_loop_s_limit(tmp_path):
     # Start-up and the hang watch's budget, well inside the allowance a hung launch used to wait out.
     assert hung["wall_s"] < STARTUP_ALLOWANCE_S, hung["wall_s"]
     assert 10 + grace_s(10) < hung["wall_s"]
+    # Which rank was where, from their stacks, dumped before the launch was stopped and kept in the record:
+    # rank 1 in the model's forward, rank 0 waiting for it (it was rank 0's collective timing out that said
+    # so, with no stack, when the loop's limit was long).
+    where = f"rank 1 was in forward ({model}, line 21); rank 0 was waiting in a collective"
+    assert where in hung["error"], hung["error"]
+    tail = "\n".join(hung["stderr_tail"])
+    assert "rank 0:" in tail and f'File "{model}", line 21 in forward' in tail, tail

@@ -189,6 +189,7 @@ def test_real_data_runs_say_whether_a_launch_crossed_an_epoch() -> None:
         ("RuntimeError: Application timeout caused pair closure", True),
         ("rank 1 (local_rank: 1) exited with code -9 (pid: 42)", False),
         ("rank 1 exited with code -9 (pid: 42); first worker error: Connection reset by peer", False),
+        ("rank 1 (pid 42) was killed by SIGKILL (the out-of-memory killer does this)", False),
         ("the master port 29500 is in use: address already in use", True),
         ("ValueError: expected 4D input (got 2D input)", False),
         ("no optimizer step within 120 s of the start: the script hangs (--script-start-timeout)", False),
@@ -210,6 +211,8 @@ def test_only_failures_of_the_machine_are_tried_again(error, again) -> None:
         ("rank 1 (local_rank: 1) exited with code -6 (pid: 42)", True),
         ("rank 1 (local_rank: 1) exited with code -9 (pid: 42)", False),
         ("rank 1 (local_rank: 1) exited with code -60 (pid: 42)", False),
+        ("node 0 (10.213.1.10) exited with code 1: rank 1 (pid 5156) was ended by SIGABRT", True),
+        ("rank 1 (pid 42) was killed by SIGKILL (the out-of-memory killer does this)", False),
         (None, False),
     ],
 )

@@ -73,3 +73,26 @@ def test_a_fixed_count_cut_short_by_a_cap_is_said_with_what_to_raise() -> None:
     warnings = []
     fill_record({"name": "R0", "nodes": 1}, {**_result(None), "stop_reason": "max_time"}, spec, warnings)
     assert warnings[0].startswith("R0: stopped at the --max-phase-seconds cap after 4")
+
+
+def test_a_watched_launch_asks_for_the_ranks_stacks_and_its_collectives_outwait_the_watch(monkeypatch):
+    """A rank hung in the loop was reported on rank 0, whose collective timed out (after 120 s) before the
+    hang watch fired, and no rank's stack was kept: the workers now dump their stacks when the watch stops
+    the launch (launch/hang_watch.hung_error), which the record keeps, and wait in a collective as long as
+    the launch may run."""
+    from stash_core.errors import MeasurementError
+
+    seen: dict = {}
+
+    def hung(module, job, per_node, nodes, remote, on_line, timeout_s, *rest):
+        seen.update(job=job, timeout_s=timeout_s)
+        error = MeasurementError("a rank is hung: ...; rank 1 was in forward (m.py, line 3)")
+        error.stderr_tail = ["rank 1:", '  File "m.py", line 3 in forward']
+        raise error
+
+    monkeypatch.setattr(phase, "run_workers", hung)
+    spec = ProfileSpec(model="resnet10", batch_size=4, iterations="4", device="cpu")
+    record = phase.run_phase(PhasePlan("R1", 2, 1, "synthetic"), spec, DataSetup(), Reporter(), [])
+    assert seen["job"]["dump_stacks"] is True and seen["job"]["pg_timeout_s"] >= seen["timeout_s"]
+    assert record["status"] == "failed" and "rank 1 was in forward" in record["error"]
+    assert record["stderr_tail"] == ["rank 1:", '  File "m.py", line 3 in forward']

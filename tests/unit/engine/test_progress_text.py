@@ -1,4 +1,4 @@
-"""The progress lines on a terminal carry a script's own text (its error, a warning) as text: escapes
+"""The progress lines on a terminal carry a script's own text (a warning) as text: escapes
 written out (terminal.printable), never acted on, and nothing after a carriage return lost."""
 
 from __future__ import annotations
@@ -8,7 +8,9 @@ import io
 from stash_core.engine.progress import BarReporter
 
 
-def test_a_failed_runs_error_and_a_message_are_printed_as_text() -> None:
+def test_a_message_is_printed_as_text_and_a_failed_runs_error_is_left_to_the_profile_s_own_line() -> None:
+    """A failed run's error was on its progress line and again on the line the profile ends with: said once,
+    at the end (every front end prints or raises it)."""
     stream = io.StringIO()
     reporter = BarReporter(stream)
     reporter.phase_finished({"name": "R0", "status": "failed",
@@ -16,7 +18,7 @@ def test_a_failed_runs_error_and_a_message_are_printed_as_text() -> None:
     reporter.message("warning: \x1b]0;title\x07 from the script")
     text = stream.getvalue()
     assert "\x1b" not in text and "\r" not in text and "\x07" not in text and "\x08" not in text
-    assert "boom \\x1b[31mred\\x1b[0m \\r\\x08 end" in text and "\\x1b]0;title\\x07" in text
+    assert "boom" not in text and "R0: failed" in text and "\\x1b]0;title\\x07" in text
 
 
 def test_a_reader_that_has_gone_stops_the_progress_not_the_profile() -> None:

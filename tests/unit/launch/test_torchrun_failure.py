@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from stash_core.launch.torchrun_failure import root_cause
+from stash_core.launch.torchrun_failure import OOM_HINT, failure_line, root_cause, signal_of
 
 SUMMARY = [
     "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: ",
@@ -29,13 +29,58 @@ def test_the_workers_exception_wins_over_the_launchers_summary() -> None:
 
 def test_a_rank_ended_by_a_signal_is_the_cause_not_its_peers_lost_connection() -> None:
     lines = ["[rank0]: RuntimeError: Connection closed by peer", *SUMMARY]
-    assert root_cause(lines).startswith("rank 1 (local_rank: 1) exited with code -6")
+    assert root_cause(lines) == "rank 1 (pid 4242) was ended by SIGABRT"
 
 
-def test_without_an_exception_the_root_cause_names_rank_exit_code_and_signal() -> None:
-    line = root_cause(SUMMARY)
-    assert line.startswith("rank 1 (local_rank: 1) exited with code -6")
-    assert "SIGABRT" in line
+def test_without_an_exception_the_root_cause_names_rank_and_signal() -> None:
+    assert root_cause(SUMMARY) == "rank 1 (pid 4242) was ended by SIGABRT"
+    assert signal_of(root_cause(SUMMARY)) == "SIGABRT"
+    assert signal_of("rank 1 (local_rank: 1) exited with code -6 (pid: 42)") == "SIGABRT"  # as stored before
+    assert signal_of("rank 1 exited with code 1 (pid: 42)") is None
+
+
+# torchrun's summary of a rank killed by SIGKILL: the peer it then ended with SIGTERM is listed first.
+KILLED = [
+    "[rank0]: RuntimeError: [../gloo/transport/tcp/pair.cc:537] Read error [127.0.0.1]:31665: Connection "
+    "reset by peer. This is typically caused by a remote worker hanging. GLHF! \U0001f3d6\x1b[0m",
+    "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: ",
+    "=======================================================",
+    "Failures:",
+    "[1]:",
+    "  rank      : 0 (local_rank: 0)",
+    "  exitcode  : -15 (pid: 22423)  (SIGTERM)",
+    "  traceback : Signal 15 (SIGTERM) received by PID 22423",
+    "-------------------------------------------------------",
+    "Root Cause (first observed failure):",
+    "[0]:",
+    "  rank      : 1 (local_rank: 1)",
+    "  exitcode  : -9 (pid: 22424)  (SIGKILL)",
+    "  error_file: <N/A>",
+    "  traceback : Signal 9 (SIGKILL) received by PID 22424",
+    "=======================================================",
+]
+PEER_LOST = "rank 0 (vm): RuntimeError: Read error: Connection reset by peer. GLHF! \U0001f3d6\x1b[0m"
+
+
+def test_a_rank_killed_by_sigkill_is_named_first_with_what_likely_killed_it() -> None:
+    """It read 'rank 1 (local_rank: 1) exited with code -9 (pid: 22424)  (SIGKILL) (...); first worker error:
+    rank 0 (vm): RuntimeError: ... Connection reset by peer ... GLHF! 🏖️': no hint of the out-of-memory
+    killer, and the peer's consequent error called the first."""
+    cause = root_cause(KILLED)
+    assert cause == f"rank 1 (pid 22424) was killed by SIGKILL ({OOM_HINT})"
+    line = failure_line(cause, [PEER_LOST], remote=False)
+    assert line == cause and "first worker error" not in line
+    across = failure_line(f"node 1 (10.0.0.2) exited with code 1: {cause}", [PEER_LOST], remote=True)
+    assert across.endswith(cause)
+
+
+def test_with_a_signal_the_dead_rank_s_own_error_is_kept_and_control_characters_written_out() -> None:
+    cause = root_cause(KILLED)
+    own = "rank 1 (vm): MemoryError: out of \x1b[31mmemory"
+    line = failure_line(cause, [PEER_LOST, own], remote=False)
+    assert line == f"{cause}; it reported: rank 1 (vm): MemoryError: out of \\x1b[31mmemory"
+    other = failure_line(cause, [PEER_LOST, "rank 0 (vm): ValueError: x\ny"], remote=False)
+    assert other == f"{cause}; another rank reported: rank 0 (vm): ValueError: x\\ny"
 
 
 def test_banners_are_never_the_reason() -> None:

@@ -128,7 +128,7 @@ def test_an_error_in_a_data_loader_process_says_its_own_message(tmp_path):
     with pytest.raises(Exception) as caught:
         next(iter(loader))
     said = worker.error_text(caught.value)
-    assert said.startswith(f"UsageError: none of the 8 images under {root} could be decoded, e.g. class_00")
+    assert said.startswith(f"none of the 8 images under {root} could be decoded, e.g. class_00")  # no class
     assert said.endswith("(in a data loader process)") and "\n" not in said
 
 
@@ -174,3 +174,28 @@ def test_a_data_loader_error_of_several_lines_or_none_is_said_by_its_name_and_it
     said = worker.error_text(caught("ValueError: bad\nsee a: b"))
     assert said == "ValueError: bad see a: b (in a data loader process)"
     assert worker.error_text(caught("KeyError")) == "KeyError (in a data loader process)"
+
+
+def test_stash_s_own_error_is_its_sentence_and_a_model_that_raises_is_named_with_its_own_error(tmp_path):
+    """A model that raised in a worker's first forward was said as 'UsageError: model m.py:make fails on input
+    shape 3,2,2: ValueError: ...': Stash's class name, and the shape as the cause (it passed the check
+    before the launch; that rank's own code raised)."""
+    from stash_core.errors import UsageError
+    from stash_core.zoo import build_model
+
+    path = tmp_path / "m.py"
+    path.write_text(
+        "import torch\n\n"
+        "class M(torch.nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.fc = torch.nn.Linear(12, 4)\n\n"
+        "    def forward(self, x):\n"
+        "        raise ValueError('boom\\non rank one')\n\n"
+        "def make(num_classes=4):\n"
+        "    return M()\n"
+    )
+    with pytest.raises(UsageError) as caught:
+        build_model(f"{path}:make", input_shape=(3, 2, 2))
+    assert worker.error_text(caught.value) == f"model {path}:make raised ValueError: boom on rank one"
+    assert worker.error_text(UsageError("the data set has no files")) == "the data set has no files"
