@@ -82,7 +82,7 @@ def run_local(
             while open_streams:
                 remaining = deadline_s - time.monotonic()
                 if remaining <= 0:
-                    raise MeasurementError(f"run did not finish within {timeout_s:.0f} s; stopped it")
+                    raise _out_of_time(timeout_s, process.pid, temp_dir, watch)
                 for key, _ in selector.select(timeout=min(remaining, 1.0)):
                     lines, ended = key.data.read(key.fd)
                     for line in lines:
@@ -99,7 +99,7 @@ def run_local(
         try:
             process.wait(timeout=max(deadline_s - time.monotonic(), 1.0))
         except subprocess.TimeoutExpired:
-            raise MeasurementError(f"run did not finish within {timeout_s:.0f} s; stopped it") from None
+            raise _out_of_time(timeout_s, process.pid, temp_dir, watch) from None
     finally:
         # Ctrl-C, SIGTERM or SIGHUP arriving now must not cut the cleanup short and leave workers behind.
         with held_interrupts() as interrupted:
@@ -115,6 +115,14 @@ def run_local(
     if process.returncode != 0:
         return stderr_tail or [f"exit status {process.returncode}"]
     return []
+
+
+def _out_of_time(timeout_s: float, root_pid: int, temp_dir: str, watch: HangWatch | None) -> MeasurementError:
+    """The error of a launch past its time limit, with where each rank was when its ranks can say (those a
+    hang watch looks after dump their stacks on request): a hang before the timed loop, which the watch does
+    not time, ends here."""
+    reason = f"run did not finish within {timeout_s:.0f} s; stopped it"
+    return hung_error(reason, root_pid, temp_dir) if watch is not None else MeasurementError(reason)
 
 
 class _Lines:
