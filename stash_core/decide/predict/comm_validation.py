@@ -141,13 +141,13 @@ OTHER_MODEL_BACKWARD_SHARE = 2.0 / 3.0
 
 @functools.cache
 def _step_shares(model: str, batch_size: int, shape: tuple[int, ...], accelerator: str, precision: str):
-    """(parameter count, backward share of the one-GPU step) from the step model."""
+    """(trained parameter count, backward share of the one-GPU step) from the step model."""
     cost = step_cost(model, batch_size, shape or None)
     gpu = find_accelerator(accelerator)
     assert gpu is not None
     compute = compute_time(cost, gpu, precision, fitted_params())
     share = compute.backward_s / max(compute.forward_s + compute.backward_s + compute.optimizer_s, 1e-12)
-    return cost.param_count, share
+    return cost.trained_count, share
 
 
 def build_case(row: dict, exclude_source: str | None = None) -> Case | str:

@@ -144,7 +144,7 @@ class Predictor:
         stated = stated_error(path, self.batch_size, accelerator.name) if path != "measured" else None
         backward_s = compute_s * compute.backward_s / max(compute.forward_s + compute.backward_s, 1e-12)
         comm = comm_time(
-            4.0 * self.cost.param_count, workers, count, instance.get("interconnect"),
+            self.cost.gradient_bytes, workers, count, instance.get("interconnect"),
             instance.get("network_gbps"), accelerator, compute_s, backward_s, instance.get("provider"),
         )  # fmt: skip
         if not isinstance(comm, CommTime):

@@ -232,7 +232,7 @@ def _features(
         merged[key] = merged.get(key, 0) + 1
     rows = np.array(list(merged), dtype=float).reshape(-1, 8)
     count = np.array(list(merged.values()), dtype=float)
-    chunks = math.ceil(max(cost.param_tensors, 1) / FOREACH_CHUNK_TENSORS)
+    chunks = math.ceil(max(cost.trained_tensors, 1) / FOREACH_CHUNK_TENSORS)
     cast_bytes = cost.param_count * AMP_CAST_BYTES_PER_PARAM if amp else 0.0
     cast_kernels = cost.param_tensors if amp else 0
     if optimizer == "none":
@@ -240,9 +240,9 @@ def _features(
     else:
         kind, impl = optimizer_kind(optimizer, cost)
         unscale = AMP_UNSCALE_BYTES_PER_PARAM if amp else 0
-        optimizer_bytes = cast_bytes + cost.param_count * (OPTIMIZER_BYTES_PER_PARAM[kind] + unscale)
+        optimizer_bytes = cast_bytes + cost.trained_count * (OPTIMIZER_BYTES_PER_PARAM[kind] + unscale)
         if impl == "loop":
-            passes = OPTIMIZER_LOOP_KERNELS_PER_TENSOR[kind] * cost.param_tensors
+            passes = OPTIMIZER_LOOP_KERNELS_PER_TENSOR[kind] * cost.trained_tensors
         elif impl == "fused":  # one kernel does every pass over a chunk of tensors
             passes = chunks
         else:
@@ -250,11 +250,11 @@ def _features(
         optimizer_kernels = passes + cast_kernels + (2 * chunks if amp else 0)
     extras = set(step_extras.split("+")) - {""}
     if "zeroed-gradients" in extras:
-        optimizer_bytes += cost.param_count * ZEROED_BYTES_PER_PARAM
-        optimizer_kernels += ZEROED_KERNELS_PER_TENSOR * cost.param_tensors
+        optimizer_bytes += cost.trained_count * ZEROED_BYTES_PER_PARAM
+        optimizer_kernels += ZEROED_KERNELS_PER_TENSOR * cost.trained_tensors
     if "gradient-noise-scale" in extras:
-        optimizer_bytes += cost.param_count * GNS_BYTES_PER_PARAM
-        optimizer_kernels += GNS_KERNELS_PER_TENSOR * cost.param_tensors
+        optimizer_bytes += cost.trained_count * GNS_BYTES_PER_PARAM
+        optimizer_kernels += GNS_KERNELS_PER_TENSOR * cost.trained_tensors
     op_kernels = float((rows[:, 4] * count).sum())
     return Features(
         compute_s=rows[:, 1], memory_s=rows[:, 2], op_class=rows[:, 0].astype(int),

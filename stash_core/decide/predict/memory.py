@@ -31,7 +31,7 @@ class MemoryCheck:
     available_gb: float
     fits: bool
     note: str
-    weights_gb: float = 0.0  # each of weights and gradients (the same FP32 size)
+    weights_gb: float = 0.0  # the FP32 weights (gradients: those of the trained ones only)
     activations_gb: float = 0.0
     optimizer_gb: float = 0.0  # the optimizer's state
 
@@ -44,14 +44,15 @@ def memory_check(
     if optimizer not in STATE_BYTES:
         raise ValueError(f"no optimizer state known for {optimizer!r}")
     weights_gb = cost.param_count * WEIGHT_BYTES / GIB
-    optimizer_gb = cost.param_count * STATE_BYTES[optimizer] / GIB
-    state_gb = cost.param_count * (WEIGHT_BYTES + GRADIENT_BYTES) / GIB + optimizer_gb
+    gradients_gb = cost.trained_count * GRADIENT_BYTES / GIB  # a frozen parameter has no gradient, no state
+    optimizer_gb = cost.trained_count * STATE_BYTES[optimizer] / GIB
+    state_gb = weights_gb + gradients_gb + optimizer_gb
     activations_gb = cost.activation_bytes * (0.5 if precision == "amp" else 1.0) / GIB
     needed = state_gb + activations_gb
     available = accelerator.memory_gb
     if needed > available:
         parts = (
-            f"weights {weights_gb:.1f} + gradients {weights_gb:.1f} + {optimizer} {STATE_NAMES[optimizer]} "
+            f"weights {weights_gb:.1f} + gradients {gradients_gb:.1f} + {optimizer} {STATE_NAMES[optimizer]} "
             f"{optimizer_gb:.1f} + activations {activations_gb:.1f}"
         )
         if state_gb > available:

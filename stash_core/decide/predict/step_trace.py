@@ -136,9 +136,11 @@ def _trace(
     parameters = list(net.parameters())
     shape = tuple(int(size) for size in info.input_shape)
     params = int(sum(p.numel() for p in parameters))
+    frozen = [p for p in parameters if not p.requires_grad]
     return StepCost(
         model, batch_size, tuple(ops), params, saved["bytes"] * scale, device, note, input_shape=shape,
         param_tensors=len(parameters), kind=str(getattr(info, "kind", "image")),
+        frozen_count=int(sum(p.numel() for p in frozen)), frozen_tensors=len(frozen),
     )  # fmt: skip
 
 

@@ -43,6 +43,10 @@ class StepCost:
     input_shape: tuple[int, ...] = ()  # of one sample: (C, H, W) or (seq_len,)
     param_tensors: int = 0
     kind: str = "image"  # the zoo's input kind: "image" | "tokens"
+    # Of param_count and param_tensors, those with requires_grad=False (a frozen backbone): held in memory
+    # and used by the forward, but given no gradient, no optimizer state and no all-reduce.
+    frozen_count: int = 0
+    frozen_tensors: int = 0
 
     @property
     def forward_flops(self) -> float:
@@ -61,8 +65,17 @@ class StepCost:
         return sum(op.kernels for op in self.ops)
 
     @property
-    def param_bytes(self) -> float:
-        return 4.0 * self.param_count  # fp32 master weights (also under mixed precision)
+    def trained_count(self) -> int:
+        """The parameters the step trains: those given a gradient, all-reduced and stepped."""
+        return self.param_count - self.frozen_count
+
+    @property
+    def trained_tensors(self) -> int:
+        return self.param_tensors - self.frozen_tensors
+
+    @property
+    def gradient_bytes(self) -> float:
+        return 4.0 * self.trained_count  # fp32 gradients (also under mixed precision)
 
 
 @dataclass(frozen=True)
