@@ -7,7 +7,9 @@ torch's version, and the source of the zoo and of the counting code, so an edit 
 Only the zoo's own models are kept (a user's model file can change under the same name). The folder is
 $STASH_CACHE_DIR, else $XDG_CACHE_HOME/stash/steps, else ~/.cache/stash/steps (none with no home folder);
 a folder that cannot be written only costs the time, and an unreadable or foreign file is ignored and traced
-again.
+again. The folder keeps the MAX_KEPT counts read or written last (a count is tens of kB, and every upgrade of
+torch or Stash starts a new set): a write beyond them removes the least recently used, and a temporary file
+an interrupted write left behind.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import importlib.metadata
 import json
 import os
 import tempfile
+import time
 from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
@@ -25,6 +28,8 @@ from pathlib import Path
 from stash_core.pathargs import env_path, user_cache_dir
 
 FORMAT = 1
+MAX_KEPT = 500  # counted steps kept on disk: of the order of 30 MB
+STALE_TEMPORARY_S = 3600.0  # a temporary file older than this is a write that was interrupted
 _COUNTING_CODE = ("step_cost.py", "step_trace.py", "step_types.py", "attention.py", "op_classes.py")
 
 
@@ -58,9 +63,11 @@ def cached(key: tuple, count: Callable[[], object], decode: Callable[[dict], obj
     path = folder / f"{name[:32]}.json"
     found = _read(path, decode)
     if found is not None:
+        _touch(path)  # read last: kept before counts not used for longer
         return found
     result = count()
     _write(path, result)
+    _prune(folder)
     return result
 
 
@@ -84,3 +91,29 @@ def _write(path: Path, cost: object) -> None:
         os.replace(temporary, path)
     except (OSError, TypeError, ValueError):
         Path(temporary).unlink(missing_ok=True)
+
+
+def _touch(path: Path) -> None:
+    try:
+        os.utime(path)
+    except OSError:
+        pass  # a read-only folder: its counts are only read, never pruned
+
+
+def _prune(folder: Path) -> None:
+    """Leave the MAX_KEPT counts used last, and no temporary file of an interrupted write."""
+    try:
+        entries = [(entry.stat().st_mtime, entry) for entry in os.scandir(folder) if entry.is_file()]
+    except OSError:
+        return
+    now = time.time()
+    counts = sorted((item for item in entries if item[1].name.endswith(".json")), key=lambda item: -item[0])
+    unused = [entry for _, entry in counts[MAX_KEPT:]]
+    stale = [
+        entry for mtime, entry in entries if entry.name.endswith(".tmp") and now - mtime > STALE_TEMPORARY_S
+    ]
+    for entry in unused + stale:
+        try:
+            os.unlink(entry.path)
+        except OSError:
+            pass  # removed by another process meanwhile, or not ours to remove

@@ -1,7 +1,12 @@
 """Counted steps kept on disk: read back identical, counted again when the file is bad or unwritable."""
 
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
 import pytest
 
+from stash_core.decide.predict import step_cache
 from stash_core.decide.predict import step_cost as step_cost_module
 from stash_core.decide.predict.step_cache import cache_dir
 from stash_core.decide.predict.step_cost import step_cost
@@ -73,7 +78,9 @@ def test_a_user_models_file_edited_in_a_process_that_lives_on_is_counted_afresh(
 
     model_file = tmp_path / "grows.py"
     layer = "torch.nn.Linear(3 * 8 * 8, {width}), torch.nn.Linear({width}, num_classes)"
-    source = "import torch\ndef make(num_classes=10):\n    return torch.nn.Sequential(torch.nn.Flatten(), {})\n"
+    source = (
+        "import torch\ndef make(num_classes=10):\n    return torch.nn.Sequential(torch.nn.Flatten(), {})\n"
+    )
     model_file.write_text(source.format(layer.format(width=4)))
     ref = f"{model_file}:make"
     small_flops, small_bytes = step_cost(ref, 4, (3, 8, 8)).total_flops, model_counts(ref)["grad_bytes"]
@@ -103,3 +110,32 @@ def test_a_models_input_is_kept_beside_its_steps_and_a_bad_shape_is_refused_ever
         with pytest.raises(UsageError, match="needs images of at least 32x32"):
             model_input("vgg11", (3, 8, 8))
     assert len(described) == 5 and len(list(cache.glob("*.json"))) == 3
+
+
+@dataclass(frozen=True)
+class _Count:
+    n: int
+
+
+def test_the_folder_keeps_the_counts_used_last_and_no_interrupted_write(cache, monkeypatch):
+    """Every upgrade of torch or Stash starts a new set of counts: the folder grew without end."""
+    monkeypatch.setattr(step_cache, "MAX_KEPT", 3)
+    cache.mkdir()
+    interrupted, recent = cache / "a.tmp", cache / "b.tmp"
+    interrupted.write_text("{")
+    recent.write_text("{")  # a write under way in another process
+    os.utime(interrupted, (1, 1))
+
+    def count_one(number: int) -> Path:
+        step_cache.cached((f"model{number}", 1, None, "fused"), lambda: _Count(number), lambda d: _Count(**d))
+        path = max(cache.glob("*.json"), key=os.path.getmtime)
+        os.utime(path, (1000 + number, 1000 + number))  # file times that order without sleeping
+        return path
+
+    paths = [count_one(number) for number in range(3)]
+    again = step_cache.cached(("model0", 1, None, "fused"), lambda: _Count(-1), lambda d: _Count(**d))
+    assert again == _Count(0)  # read back, and so used last
+    count_one(3)
+    left = set(cache.glob("*.json"))
+    assert len(left) == 3 and paths[0] in left and paths[1] not in left  # the least recently used went
+    assert not interrupted.exists() and recent.exists()
