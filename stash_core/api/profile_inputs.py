@@ -21,8 +21,9 @@ from stash_core.zoo.info import ModelInfo
 def built_model(spec: ProfileSpec, typed: Collection[str] = ()) -> ModelInfo:
     """The description of the model of a spec, built (so a model that cannot be built is refused first).
     --image-px (typed on the command line, or away from its default) is refused for a token model: its
-    generated data are text documents, with no side to choose."""
-    info = _built(spec.model, spec.num_classes, model_shape(spec))
+    generated data are text documents, with no side to choose. A model that cannot train at the per-worker
+    batch (a BatchNorm at a batch of 1) is refused here, not by the first run's failure."""
+    info = _built(spec.model, spec.num_classes, model_shape(spec), spec.batch_size)
     if info.kind == "tokens" and (spec.image_px != default_of("image_px") or "image_px" in typed):
         raise UsageError(
             f"--image-px sets the side of generated images; {spec.model} takes token ids, and its "
@@ -31,11 +32,13 @@ def built_model(spec: ProfileSpec, typed: Collection[str] = ()) -> ModelInfo:
     return info
 
 
-def _built(model: str, num_classes: int | None, input_shape: tuple[int, ...] | None) -> ModelInfo:
+def _built(
+    model: str, num_classes: int | None, input_shape: tuple[int, ...] | None, train_batch: int | None = None
+) -> ModelInfo:
     """A model built in the caller's process, its weights' initialisation drawn from a generator of its own:
     a notebook seeded for reproducibility keeps its random stream (the workers seed their own)."""
     with torch.random.fork_rng(devices=[]):
-        return build_model(model, num_classes, input_shape=input_shape)[1]
+        return build_model(model, num_classes, input_shape=input_shape, train_batch=train_batch)[1]
 
 
 def data_and_model(spec: ProfileSpec, info, reporter: Reporter) -> tuple[DataSetup, dict]:

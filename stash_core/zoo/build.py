@@ -15,7 +15,8 @@ from stash_core.spec_parse import parse_input_shape
 from stash_core.zoo.compiler_guards import compiler_unimported
 from stash_core.zoo.contained import contained
 from stash_core.zoo.info import ModelInfo, describe
-from stash_core.zoo.outputs import config_vocab_size, has_loss, logits_of
+from stash_core.zoo.outputs import config_vocab_size, has_loss, logits_of, loss_of
+from stash_core.zoo.probe import PROBE_BATCH, check_trains_at, meta_forward, probe_input
 from stash_core.zoo.registry import ZOO, ZooEntry
 from stash_core.zoo.user import call_user_factory, one_line
 from stash_core.zoo_names import close_zoo_names, refuse_other_input, refuse_script_name
@@ -25,7 +26,6 @@ DEFAULT_SEQ_LEN = 128
 DEFAULT_IMAGE_CLASSES = 1000
 DEFAULT_TOKEN_CLASSES = 2
 DEFAULT_VOCAB_SIZE = 30522
-PROBE_BATCH = 2  # not 1: BatchNorm in training mode refuses a single value per channel
 
 
 class ModelForwardError(UsageError):
@@ -75,22 +75,32 @@ def check_num_classes(num_classes: int | None) -> int | None:
 
 
 def build_model(
-    ref: str, num_classes: int | None = None, input_shape: tuple[int, ...] | None = None
+    ref: str,
+    num_classes: int | None = None,
+    input_shape: tuple[int, ...] | None = None,
+    train_batch: int | None = None,
 ) -> tuple[nn.Module, ModelInfo]:
-    """Build a zoo model or a user factory's model (on the default device, normally the CPU) and count it."""
+    """Build a zoo model or a user factory's model (on the default device, normally the CPU) and count it.
+    With `train_batch` (a worker's batch), a model that cannot take a training step at it is refused too."""
     num_classes = check_num_classes(num_classes)
     shape = None if input_shape is None else check_input_shape(input_shape)
     name = str(ref).strip()
     refuse_script_name(name)
     if name.lower() in ZOO:
-        return _build_zoo(name.lower(), num_classes, shape)
+        return _checked(*_build_zoo(name.lower(), num_classes, shape), train_batch)
     if ":" in name:
-        return _build_user(name, num_classes, shape)
+        return _checked(*_build_user(name, num_classes, shape), train_batch)
     if name.endswith(".py"):
         raise UsageError(f"name the factory in the model file: {name}:FACTORY")
     raise UsageError(
         f"unknown model {name!r}{close_zoo_names(name)}; give a zoo model name or path/to/file.py:FACTORY"
     )
+
+
+def _checked(model: nn.Module, info: ModelInfo, train_batch: int | None) -> tuple[nn.Module, ModelInfo]:
+    if train_batch is not None:
+        check_trains_at(model, info.name, info.kind, info.input_shape, train_batch)
+    return model, info
 
 
 def describe_model(
@@ -176,33 +186,84 @@ def _build_user(
     model, passed_classes = call_user_factory(ref, num_classes, default_classes)  # else the factory's own
     if not any(parameter.requires_grad for parameter in model.parameters()):
         raise UsageError(f"model {ref} has no trainable parameters: an optimizer would have nothing to train")
-    vocab_size = None
-    if kind == "tokens":
-        vocab_size = config_vocab_size(model, DEFAULT_VOCAB_SIZE)
-        if isinstance(vocab_size, bool) or not isinstance(vocab_size, int) or vocab_size <= 0:
-            raise UsageError(f"model {ref} has vocab_size={vocab_size!r}; it must be a positive whole number")
-    output = _probe_user(ref, model, kind, shape, vocab_size)
-    if output is None:  # could not check; trust what we were told
+    if kind == "image":
+        _refuse_low_precision(ref, model)
+    vocab_size = _token_vocab_size(ref, model) if kind == "tokens" else None
+    classes = _output_classes(ref, _probe_user(ref, model, kind, shape))
+    if classes is None:  # could not check; trust what we were told
         classes = num_classes or getattr(model, "num_classes", None) or default_classes
-    elif output.dim() != 2 or output.shape[0] != PROBE_BATCH:
-        raise UsageError(
-            f"model {ref} must return logits of shape (batch, classes); for a batch of {PROBE_BATCH} "
-            f"it returned shape {tuple(output.shape)}"
-        )
-    else:
-        classes = int(output.shape[1])
-        if num_classes is not None and classes != num_classes:
-            how = "was given" if passed_classes else "does not take num_classes but was asked for"
-            raise UsageError(f"model {ref} {how} num_classes={num_classes} and returns {classes} classes")
+    elif num_classes is not None and classes != num_classes:
+        how = "was given" if passed_classes else "does not take num_classes but was asked for"
+        raise UsageError(f"model {ref} {how} num_classes={num_classes} and returns {classes} classes")
     return model, describe(model, ref, kind, shape, classes, vocab_size)
 
 
-def _probe_user(
-    ref: str, model: nn.Module, kind: str, shape: tuple[int, ...], vocab_size: int | None
-) -> torch.Tensor | None:
-    """Output for a small batch: a meta forward if the model allows one, else a real one in eval mode."""
+def _refuse_low_precision(ref: str, model: nn.Module) -> None:
+    """Stash's image batches are float32: an image model with bfloat16 or float16 weights would fail its first
+    run on a dtype mismatch. (A token model takes integer ids and trains as built; it is measured so.)"""
+    dtypes = sorted(
+        {
+            str(parameter.dtype).removeprefix("torch.")
+            for parameter in model.parameters()
+            if parameter.requires_grad and parameter.is_floating_point() and parameter.dtype != torch.float32
+        }
+    )
+    if dtypes:
+        raise UsageError(
+            f"model {ref} has {', '.join(dtypes)} parameters and Stash's image batches are float32: build it "
+            "in float32 (mixed precision is `stash predict --precision amp`)"
+        )
+
+
+def _token_vocab_size(ref: str, model: nn.Module) -> int:
+    """The ids' range: the vocab_size the model declares, else the rows of its first embedding (the token
+    table comes first in most models; ids below its size index it whatever it is), else the default."""
+    vocab_size = config_vocab_size(model, None)
+    if vocab_size is None:
+        vocab_size = _first_embedding_rows(model) or DEFAULT_VOCAB_SIZE
+    if isinstance(vocab_size, bool) or not isinstance(vocab_size, int) or vocab_size <= 0:
+        raise UsageError(f"model {ref} has vocab_size={vocab_size!r}; it must be a positive whole number")
+    return vocab_size
+
+
+def _first_embedding_rows(model: nn.Module) -> int | None:
+    for module in model.modules():  # in the order they were registered
+        if isinstance(module, (nn.Embedding, nn.EmbeddingBag)):
+            return module.num_embeddings
+    return None
+
+
+def _output_classes(ref: str, output: object) -> int | None:
+    """The classes of the model's output for a probe batch; None where it was not checked or holds only a
+    loss."""
+    if output is None:
+        return None
+    loss = loss_of(output)
+    if loss is not None and loss.numel() != 1:
+        raise UsageError(
+            f"model {ref} returns a loss of shape {tuple(loss.shape)}; the loss it returns is "
+            "back-propagated, so it must be one number"
+        )
+    logits = logits_of(output)
+    if logits is None:
+        return None
+    if loss is not None:  # its own loss is what trains: logits of any rank (a language model's per token)
+        return int(logits.shape[-1]) if logits.dim() else None
+    if logits.dim() != 2 or logits.shape[0] != PROBE_BATCH:
+        raise UsageError(
+            f"model {ref} must return logits of shape (batch, classes); for a batch of {PROBE_BATCH} "
+            f"it returned shape {tuple(logits.shape)}"
+        )
+    return int(logits.shape[1])
+
+
+def _probe_user(ref: str, model: nn.Module, kind: str, shape: tuple[int, ...]) -> object:
+    """The output for a small batch: a meta forward if the model allows one, else a real one in eval mode;
+    None where neither can run (a model on the meta device that fails there)."""
     try:
-        return _probe_logits(model, kind, shape, vocab_size)
+        output = meta_forward(model, kind, shape)
+        if logits_of(output) is not None or has_loss(output):
+            return output
     except Exception:
         pass  # many user models work on meta; for the others, one real forward tells the truth
     first = next(model.parameters(), None)
@@ -213,43 +274,16 @@ def _probe_user(
     try:
         model.eval()
         with torch.no_grad():
-            output = model(_probe_input(kind, shape, device))
+            output = model(probe_input(kind, shape, device))
     except Exception as exc:
         error = ModelForwardError(f"model {ref} fails on input shape {format_shape(shape)}: {one_line(exc)}")
         error.ref, error.cause = ref, one_line(exc)
         raise error from None
     finally:
         model.train(was_training)
-    logits = logits_of(output)
-    if logits is None and not has_loss(output):
+    if logits_of(output) is None and not has_loss(output):
         raise UsageError(
             f"model {ref} must return logits (a tensor, or an output with .logits or .loss); "
             f"it returned a {type(output).__name__}"
         )
-    return logits  # None: only a loss, so the classes cannot be checked
-
-
-def _probe_input(kind: str, shape: tuple[int, ...], device: torch.device) -> torch.Tensor:
-    if kind == "tokens":  # id 0 is valid for every vocabulary
-        return torch.zeros((PROBE_BATCH, *shape), dtype=torch.long, device=device)
-    return torch.zeros((PROBE_BATCH, *shape), device=device)
-
-
-def _probe_logits(
-    model: nn.Module, kind: str, shape: tuple[int, ...], vocab_size: int | None
-) -> torch.Tensor:
-    """Forward a batch on the meta device: checks the shape fits without computing or touching weights."""
-    state = {
-        name: torch.empty_like(tensor, device="meta")
-        for name, tensor in [*model.named_parameters(), *model.named_buffers()]
-    }
-    batch = _probe_input(kind, shape, torch.device("meta"))
-    try:
-        with compiler_unimported():  # batch norm's meta kernel would import torch._dynamo (seconds): no need
-            output = torch.func.functional_call(model, state, (batch,))
-    except Exception:  # a model that reaches for the compiler itself: the same forward with it loaded
-        output = torch.func.functional_call(model, state, (batch,))
-    logits = logits_of(output)
-    if logits is None:
-        raise TypeError(f"model returned a {type(output).__name__}, not a logits tensor")
-    return logits
+    return output

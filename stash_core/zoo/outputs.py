@@ -22,8 +22,16 @@ def logits_of(output: object) -> torch.Tensor | None:
     return logits if isinstance(logits, torch.Tensor) else None
 
 
+def loss_of(output: object) -> torch.Tensor | None:
+    """The loss a model computed itself: its output's `loss` entry or attribute, or None."""
+    if isinstance(output, torch.Tensor):
+        return None
+    loss = _field(output, "loss")
+    return loss if isinstance(loss, torch.Tensor) else None
+
+
 def has_loss(output: object) -> bool:
-    return not isinstance(output, torch.Tensor) and isinstance(_field(output, "loss"), torch.Tensor)
+    return loss_of(output) is not None
 
 
 def training_loss(output: object, targets: torch.Tensor, loss_fn: Callable) -> torch.Tensor:
@@ -39,7 +47,7 @@ def training_loss(output: object, targets: torch.Tensor, loss_fn: Callable) -> t
     return loss_fn(logits, targets)
 
 
-def config_vocab_size(model: torch.nn.Module, default: int) -> object:
+def config_vocab_size(model: torch.nn.Module, default: int | None) -> object:
     """The vocabulary size a model declares: `model.config.vocab_size` (Hugging Face), else
     `model.vocab_size`, else `default`."""
     config = getattr(model, "config", None)

@@ -148,6 +148,28 @@ def _classes_required(factory: Callable[..., object]) -> bool:
     return parameter is not None and parameter.default is inspect.Parameter.empty
 
 
+def _refuse_required_arguments(ref: str, factory: Callable[..., object], passes_classes: bool) -> None:
+    """A factory is called with no arguments, or num_classes alone: one that needs more is told so, rather
+    than what Python's TypeError says of the call."""
+    try:
+        parameters = inspect.signature(factory).parameters.values()
+    except (TypeError, ValueError):  # no signature to read: the call says what is wrong
+        return
+    missing = [
+        parameter.name
+        for parameter in parameters
+        if parameter.default is inspect.Parameter.empty
+        and parameter.kind not in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
+        and not (passes_classes and parameter.name == "num_classes")
+    ]
+    if missing:
+        needs = f"arguments {', '.join(missing)}" if len(missing) > 1 else f"an argument {missing[0]}"
+        raise UserModelError(
+            f"model factory {ref} needs {needs}: Stash calls a factory with no arguments, or with "
+            "num_classes alone where it takes one; give the others defaults"
+        )
+
+
 def call_user_factory(ref: str, num_classes: int | None, default_classes: int) -> tuple[nn.Module, bool]:
     """Import the factory that ref names and call it; returns (model, whether num_classes was passed).
     Without `num_classes` the factory keeps its own default; `default_classes` only where its num_classes
@@ -198,6 +220,7 @@ def _call(
             f"{ref}: {factory_name!r} is not a callable factory (its type is {type(factory).__name__})"
         )
     passes_classes = accepts_num_classes(factory) and (num_classes is not None or _classes_required(factory))
+    _refuse_required_arguments(ref, factory, passes_classes)
     try:
         model = factory(num_classes=num_classes or default_classes) if passes_classes else factory()
     except (Exception, SystemExit) as exc:

@@ -90,3 +90,18 @@ def test_the_models_built_in_the_callers_process_leave_its_random_stream_as_it_w
     info = profile_inputs.built_model(spec)
     assert profile_inputs._sized_to_classes(spec, info, 12).num_classes == 12  # built again for 12 classes
     assert torch.equal(torch.rand(3), expected)
+
+
+def test_a_model_that_cannot_train_at_the_per_worker_batch_is_refused_before_any_run(tmp_path: Path) -> None:
+    """A BatchNorm left one value per channel at --batch-size 1 passed the build's probe (batch 2, in eval
+    mode) and failed the first run; `stash predict` refused it already."""
+    factory = tmp_path / "norm.py"
+    factory.write_text(
+        "from torch import nn\n\ndef make():\n"
+        "    return nn.Sequential(nn.Flatten(), nn.Linear(12, 4), nn.BatchNorm1d(4), nn.Linear(4, 3))\n"
+    )
+    spec = ProfileSpec(model=f"{factory}:make", batch_size=1, input_shape=[3, 2, 2])
+    with pytest.raises(UsageError, match=r"cannot take a training step at a batch of 1 per worker"):
+        profile_inputs.built_model(spec)
+    spec.batch_size = 2
+    assert profile_inputs.built_model(spec).num_classes == 3

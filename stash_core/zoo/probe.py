@@ -1,0 +1,78 @@
+"""Forwards that check a model before anything is measured: on the meta device where the model allows it (no
+computing, no weights touched), else for real on a batch small enough to cost nothing."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+import torch
+from torch import nn
+
+from stash_core.errors import UsageError
+from stash_core.zoo.compiler_guards import compiler_unimported
+from stash_core.zoo.user import one_line
+
+PROBE_BATCH = 2  # not 1: BatchNorm in training mode refuses a single value per channel
+
+
+def probe_input(
+    kind: str, shape: tuple[int, ...], device: torch.device, batch: int = PROBE_BATCH
+) -> torch.Tensor:
+    if kind == "tokens":  # id 0 is valid for every vocabulary
+        return torch.zeros((batch, *shape), dtype=torch.long, device=device)
+    return torch.zeros((batch, *shape), device=device)
+
+
+def meta_forward(model: nn.Module, kind: str, shape: tuple[int, ...], batch: int = PROBE_BATCH) -> object:
+    """The model's output for a batch on the meta device: checks the shapes fit without computing or touching
+    weights."""
+    state = {
+        name: torch.empty_like(tensor, device="meta")
+        for name, tensor in [*model.named_parameters(), *model.named_buffers()]
+    }
+    inputs = probe_input(kind, shape, torch.device("meta"), batch)
+    try:
+        with compiler_unimported():  # batch norm's meta kernel would import torch._dynamo (seconds): no need
+            return torch.func.functional_call(model, state, (inputs,))
+    except Exception:  # a model that reaches for the compiler itself: the same forward with it loaded
+        return torch.func.functional_call(model, state, (inputs,))
+
+
+def check_trains_at(model: nn.Module, name: str, kind: str, shape: tuple[int, ...], batch: int) -> None:
+    """UsageError when the model cannot take a training forward at a worker's batch (a BatchNorm left one
+    value per channel at a batch of 1), said before any run starts rather than by the first run's failure.
+    Checked on the meta device; a model that needs real tensors runs for real only at a batch of at most
+    PROBE_BATCH, which costs no more than the build's own probe (a larger batch fails no such check)."""
+    with _training(model):
+        try:
+            meta_forward(model, kind, shape, batch)
+            return
+        except Exception:
+            pass  # not on meta, or not at this batch: a real forward tells which, where it is cheap
+        first = next(model.parameters(), None)
+        if batch > PROBE_BATCH or (first is not None and first.device.type == "meta"):
+            return
+        device = first.device if first is not None else torch.device("cpu")
+        # copies of the buffers: a training forward updates BatchNorm's statistics, the model keeps its own
+        buffers = {key: buffer.clone() for key, buffer in model.named_buffers()}
+        try:
+            with torch.no_grad():
+                torch.func.functional_call(model, buffers, (probe_input(kind, shape, device, batch),))
+        except Exception as exc:
+            raise UsageError(
+                f"model {name} cannot take a training step at a batch of {batch} per worker (--batch-size), "
+                f"input {','.join(map(str, shape))}: {one_line(exc)}"
+            ) from None
+
+
+@contextlib.contextmanager
+def _training(model: nn.Module) -> Iterator[None]:
+    """The model in training mode, as a worker trains it, then each module back in the mode it was in."""
+    modes = [(module, module.training) for module in model.modules()]
+    model.train()
+    try:
+        yield
+    finally:
+        for module, training in modes:
+            module.training = training
