@@ -83,4 +83,6 @@ def test_a_worker_dumps_its_stacks_into_its_own_file_and_only_the_launch_s_worke
         process.kill()
         process.wait()
     assert list(stacks) == [1]
-    assert where_ranks_were(stacks) == f"rank 1 was in stuck_here ({script}, line 13)"
+    # line 12 when the signal comes while "ready" is still being written (a loaded machine), else 13
+    where = where_ranks_were(stacks)
+    assert where in (f"rank 1 was in stuck_here ({script}, line {line})" for line in (12, 13)), stacks
