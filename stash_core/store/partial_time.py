@@ -40,7 +40,7 @@ def partial_notes(db_path: Path | str, run_ids: list[str]) -> dict[str, str]:
 
 
 def partial_notes_of(con: duckdb.DuckDBPyConnection, run_ids: list[str]) -> dict[str, str]:
-    """partial_notes over an open connection."""
+    """partial_notes over an open connection, in the order of `run_ids`."""
     among = "list_contains(CAST(? AS VARCHAR[]), run_id)"
     runs = relation_rows(
         con.sql(
@@ -62,4 +62,5 @@ def partial_notes_of(con: duckdb.DuckDBPyConnection, run_ids: list[str]) -> dict
         run["run_id"]: partial_note(run, [phase for phase in phases if phase["run_id"] == run["run_id"]])
         for run in runs
     }
-    return {run_id: note for run_id, note in notes.items() if note is not None}
+    # in the order asked for (the table's rows): the query's own order is none
+    return {run_id: notes[run_id] for run_id in dict.fromkeys(run_ids) if notes.get(run_id) is not None}

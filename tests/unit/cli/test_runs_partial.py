@@ -67,3 +67,15 @@ def test_a_limit_keeps_its_count_as_the_last_line(db, capsys) -> None:
     lines = capsys.readouterr().out.splitlines()
     assert lines[-2] == f"  20261122T120000Z-0000fa11  {R0_NOTE}"
     assert lines[-1] == "... 1 more run(s) not shown (--limit 3 lists all 3)"
+
+
+def test_the_notes_under_the_table_come_in_its_rows_order(tmp_path, capsys) -> None:
+    path = tmp_path / "r.duckdb"
+    ids = [f"20261122T1{hour}0000Z-0000fa1{hour}" for hour in range(5)]
+    for run_id in ids:
+        store.ingest_result(path, partial_failed_doc(run_id=run_id))
+    assert main(["runs", "--db", str(path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    rows = [line.split()[0] for line in lines[1:] if line.startswith("2026")]
+    notes = [line.split()[0] for line in lines if line.startswith("  2026")]
+    assert rows == ids[::-1] and notes == rows  # the newest first, in both
