@@ -102,7 +102,8 @@ def failure_line(failure: str | None, errors: list[str], remote: bool) -> str:
     it are left out (their error is not the first cause)."""
     if signal_of(failure):
         dead = _DEAD_RANK.search(failure)
-        own = [error for error in errors if dead and error.startswith(f"rank {dead[1]} ")]
+        # "rank 1 (host): ..." from a worker, "rank 1: ..." from a probe worker; never rank 10's
+        own = [error for error in errors if dead and re.match(rf"rank {dead[1]}[ :]", error)]
         other = [error for error in errors if not _LOST_PEER.search(error)]
         line = failure
         if own or other:

@@ -30,11 +30,15 @@ _open: list = []  # the file faulthandler writes to: open for the worker's whole
 
 
 def dump_on_signal(rank: int) -> None:
-    """In a worker: on SIGNAL, every thread's stack into this rank's file in $TMPDIR (nothing without one)."""
+    """In a worker: on SIGNAL, every thread's stack into this rank's file in $TMPDIR (nothing without one, or
+    where the file cannot be made)."""
     folder = os.environ.get("TMPDIR")
     if not folder or not os.path.isdir(folder):
         return
-    stream = open(os.path.join(folder, _NAME.format(rank=rank, pid=os.getpid())), "w")  # noqa: SIM115
+    try:
+        stream = open(os.path.join(folder, _NAME.format(rank=rank, pid=os.getpid())), "w")  # noqa: SIM115
+    except OSError:
+        return  # a full or odd $TMPDIR: the run goes on, and a hang is said without this rank's stack
     _open.append(stream)
     faulthandler.register(SIGNAL, file=stream, all_threads=True, chain=False)
 

@@ -83,6 +83,15 @@ def test_with_a_signal_the_dead_rank_s_own_error_is_kept_and_control_characters_
     assert other == f"{cause}; another rank reported: rank 0 (vm): ValueError: x\\ny"
 
 
+def test_a_probe_worker_s_error_is_its_rank_s_own_and_rank_10_is_not_rank_1() -> None:
+    """A probe worker writes "rank 1: ..." (no host): the dead rank's own error was reported as another's."""
+    cause = root_cause(KILLED)
+    probe = "rank 1: RuntimeError: out of memory"
+    assert failure_line(cause, [PEER_LOST, probe], remote=False) == f"{cause}; it reported: {probe}"
+    tenth = "rank 10 (vm): ValueError: x"
+    assert failure_line(cause, [tenth], remote=False) == f"{cause}; another rank reported: {tenth}"
+
+
 def test_banners_are_never_the_reason() -> None:
     assert root_cause(["some output", "=====", "-----"]) == "some output"
     assert root_cause(["=====", ""]) == "the run exited without a result"

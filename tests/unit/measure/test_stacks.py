@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 from stash_core import PACKAGE_PARENT
-from stash_core.measure.stacks import dump_stacks, stack_tail, where_ranks_were
+from stash_core.measure.stacks import dump_on_signal, dump_stacks, stack_tail, where_ranks_were
 
 # faulthandler's dump of two ranks: rank 0 at the end of its backward pass (DDP's all-reduce), rank 1 in the
 # user's forward.
@@ -86,3 +86,10 @@ def test_a_worker_dumps_its_stacks_into_its_own_file_and_only_the_launch_s_worke
     # line 12 when the signal comes while "ready" is still being written (a loaded machine), else 13
     where = where_ranks_were(stacks)
     assert where in (f"rank 1 was in stuck_here ({script}, line {line})" for line in (12, 13)), stacks
+
+
+def test_a_stack_file_that_cannot_be_made_leaves_the_worker_running(tmp_path, monkeypatch):
+    """It was a traceback before the worker's own error handling, and the run failed for a diagnostic."""
+    (tmp_path / f"stash-stacks-rank0-pid{os.getpid()}.txt").mkdir()  # the name taken by a folder
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    dump_on_signal(0)  # no error: the rank runs on without a stack to give
