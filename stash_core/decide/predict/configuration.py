@@ -22,7 +22,7 @@ from typing import Any
 
 from stash_core.catalog.accelerators import Accelerator, find_accelerator
 from stash_core.decide.predict.comm_fit import comm_stated_error
-from stash_core.decide.predict.features import default_optimizer
+from stash_core.decide.predict.features import default_optimizer, run_precision
 from stash_core.decide.predict.memory import memory_check
 from stash_core.decide.predict.network import CommTime, comm_note, comm_time
 from stash_core.decide.predict.profile_arithmetic import (
@@ -90,6 +90,8 @@ class Predictor:
         self.default_optimizer = default_optimizer(self.cost)
         self.job.check(self.cost.kind, self.default_optimizer)  # UsageError for a habit the model cannot have
         self._input_given = bool(input_shape)
+        # a model built in 16 bits trains on the 16-bit units whatever precision is asked (features.py)
+        precision = run_precision(self.cost, precision)
         self.model, self.batch_size, self.catalog, self.precision = model, batch_size, catalog, precision
         self.profiles = profiles or []
         # a line per profile of the job whose machine contradicts its label
@@ -249,7 +251,14 @@ class Predictor:
             and (profile_shape(row) or self.default_shape) == self.cost.input_shape
         ]
 
+    @property
+    def precision_label(self) -> str:
+        """The precision the job trains in, as the output restates it."""
+        return "16-bit weights (the model's own)" if self.cost.half_weights else self.precision
+
     def _ran_in(self, row: dict[str, Any]) -> tuple[str, ...]:
+        if self.cost.half_weights:  # its profiles too ran on the 16-bit units, whatever they were asked
+            return ("amp",)
         return profile_precisions(profile_accelerator(row, self.catalog), self.conv_share)
 
     @functools.cached_property

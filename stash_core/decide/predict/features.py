@@ -38,6 +38,10 @@ ms in tf32 and nothing in fp32 (VGG-16 at 64: 9.4, 10.1 and none). A tf32 conver
 tensors' bytes, twice an amp one's: counted at amp's bytes, as the H200's VGG-16 suggests, the published TF32
 figures in NCHW came out too fast with their source held out, six sources of seven
 (docs/validation-history.md). A prediction for a user's job assumes NCHW, PyTorch's default.
+
+A model built in bfloat16 or float16 (StepCost.half_weights) trains as it is, in whatever precision is asked:
+on the 16-bit matrix units, with the 16-bit bytes its operators were counted at, no casts and no gradient
+scaler, and its optimizer reading and writing 16-bit weights, gradients and state (run_precision).
 """
 
 from __future__ import annotations
@@ -139,6 +143,12 @@ def sm_count(accelerator: Accelerator) -> int:
     return int(count) if count else DEFAULT_SM_COUNT
 
 
+def run_precision(cost: StepCost, precision: str) -> str:
+    """The precision `cost`'s model trains in when asked for `precision`: amp's 16-bit units for a model built
+    in 16 bits (its weights are cast by nothing and hold no FP32 copy: see _features)."""
+    return "amp" if cost.half_weights else precision
+
+
 def peak_kind(accelerator: Accelerator, precision: str) -> int:
     """Which matrix units a precision runs on (a GPU without TF32 or fast FP16 runs on its FP32 cores)."""
     if precision == "amp" and (accelerator.fp16_tflops or 0) > 1.5 * accelerator.fp32_tflops:
@@ -183,8 +193,9 @@ def features(
     "adamw", "none" (no optimizer step timed), "loop" (the model's default, parameter by parameter) or None
     for the model's default; step_extras: STEP_EXTRAS joined by "+" ("" for none)."""
     optimizer = optimizer or default_optimizer(cost)
+    precision = run_precision(cost, precision)
     key = (cost.model, cost.batch_size, cost.input_shape, cost.device, len(cost.ops), cost.total_flops,
-           accelerator, precision, optimizer, memory_format, step_extras)  # fmt: skip
+           accelerator, precision, optimizer, memory_format, step_extras, cost.element_bytes)  # fmt: skip
     found = _CACHE.get(key)
     if found is None:
         if len(_CACHE) >= 2048:
@@ -207,8 +218,10 @@ def _features(
     peak = accelerator.matrix_tflops(precision) * 1e12
     fp32_peak = accelerator.fp32_tflops * 1e12
     bandwidth = accelerator.memory_gbs * 1e9
-    amp = precision == "amp"
+    half = precision == "amp"  # 16-bit activations and matrix units
+    amp = half and not cost.half_weights  # autocast over FP32 weights: casts, a scaler, halved FP32 bytes
     byte_scale = 0.5 if amp else 1.0
+    state_scale = cost.element_bytes / 4  # the optimizer's and zero_grad's bytes, counted for FP32 here
     units = peak_kind(accelerator, precision)
     relayout = memory_format != "nhwc" and units in (FP16_UNITS, TF32_UNITS)
     sms = sm_count(accelerator)
@@ -240,7 +253,8 @@ def _features(
     else:
         kind, impl = optimizer_kind(optimizer, cost)
         unscale = AMP_UNSCALE_BYTES_PER_PARAM if amp else 0
-        optimizer_bytes = cast_bytes + cost.trained_count * (OPTIMIZER_BYTES_PER_PARAM[kind] + unscale)
+        per_param = OPTIMIZER_BYTES_PER_PARAM[kind] * state_scale + unscale
+        optimizer_bytes = cast_bytes + cost.trained_count * per_param
         if impl == "loop":
             passes = OPTIMIZER_LOOP_KERNELS_PER_TENSOR[kind] * cost.trained_tensors
         elif impl == "fused":  # one kernel does every pass over a chunk of tensors
@@ -250,7 +264,7 @@ def _features(
         optimizer_kernels = passes + cast_kernels + (2 * chunks if amp else 0)
     extras = set(step_extras.split("+")) - {""}
     if "zeroed-gradients" in extras:
-        optimizer_bytes += cost.trained_count * ZEROED_BYTES_PER_PARAM
+        optimizer_bytes += cost.trained_count * ZEROED_BYTES_PER_PARAM * state_scale
         optimizer_kernels += ZEROED_KERNELS_PER_TENSOR * cost.trained_tensors
     if "gradient-noise-scale" in extras:
         optimizer_bytes += cost.trained_count * GNS_BYTES_PER_PARAM
@@ -259,7 +273,7 @@ def _features(
     return Features(
         compute_s=rows[:, 1], memory_s=rows[:, 2], op_class=rows[:, 0].astype(int),
         peak_kind=rows[:, 7].astype(int), utilisation=rows[:, 3],
-        kernels=rows[:, 4], count=count, forward=rows[:, 5], half=np.full(len(rows), 1.0 if amp else 0.0),
+        kernels=rows[:, 4], count=count, forward=rows[:, 5], half=np.full(len(rows), 1.0 if half else 0.0),
         relayout_s=rows[:, 6], optimizer_memory_s=optimizer_bytes / bandwidth,
         optimizer_kernels=float(optimizer_kernels), total_kernels=op_kernels + optimizer_kernels,
         gbs_per_sm=accelerator.memory_gbs / sms, base_clock_share=accelerator.base_clock_share,

@@ -227,7 +227,7 @@ def predict_instances(
     )
     request = {
         "model": model, "batch_size": batch_size, "input_shape": list(predictor.cost.input_shape),
-        "precision": precision, "workers_per_instance": workers_per_instance or "all GPUs",
+        "precision": predictor.precision_label, "workers_per_instance": workers_per_instance or "all GPUs",
         "max_instances": max_instances, **predictor.job.to_json(predictor.default_optimizer),
         **({"gpus": sorted({variant for name in gpus for variant in gpu_variants(name)})} if gpus else {}),
         "habits": predictor.job.describe(predictor.cost.kind, predictor.default_optimizer),

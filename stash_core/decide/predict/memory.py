@@ -3,7 +3,8 @@
 FP32 weights and gradients (4 bytes each per parameter; mixed precision keeps FP32 master weights and
 gradients too), the optimizer's state (SGD's momentum 4 bytes a parameter, RMSprop's mean square 4, AdamW's
 two moments 8), and the activations autograd saves for backward at the batch size (halved under mixed
-precision). The CUDA context and the
+precision). A model built in bfloat16 or float16 holds all of these in 16 bits (2 bytes where FP32 has 4;
+its activations were counted at 16 bits). The CUDA context and the
 allocator's fragmentation come on top and are not modelled, so a verdict near the limit is marked.
 Every figure is in GiB, as the capacity is: the vendors' GB of GPU memory are binary (an H100's 80 GB are
 80 GiB, catalog/accelerators.py), so a need counted in decimal GB was held against a capacity 7% larger.
@@ -18,7 +19,7 @@ from stash_core.decide.predict.step_cost import StepCost
 
 GIB = 2**30  # bytes: the unit of every figure here and of the accelerators' memory_gb
 NEAR_LIMIT = 0.9  # above this share of the memory: fits on paper, but context and fragmentation may not
-WEIGHT_BYTES = GRADIENT_BYTES = 4  # per parameter, FP32
+WEIGHT_BYTES = 4  # per parameter, FP32
 # The optimizer's FP32 state per parameter: PyTorch's SGD with momentum keeps one buffer, RMSprop (without
 # momentum) its mean square, AdamW its two moments.
 STATE_BYTES = {"sgd": 4, "rmsprop": 4, "adamw": 8}
@@ -31,7 +32,7 @@ class MemoryCheck:
     available_gb: float
     fits: bool
     note: str
-    weights_gb: float = 0.0  # the FP32 weights (gradients: those of the trained ones only)
+    weights_gb: float = 0.0  # the weights in their type (gradients: those of the trained ones only)
     activations_gb: float = 0.0
     optimizer_gb: float = 0.0  # the optimizer's state
 
@@ -43,11 +44,13 @@ def memory_check(
     rmsprop), with the reason when it does not."""
     if optimizer not in STATE_BYTES:
         raise ValueError(f"no optimizer state known for {optimizer!r}")
-    weights_gb = cost.param_count * WEIGHT_BYTES / GIB
-    gradients_gb = cost.trained_count * GRADIENT_BYTES / GIB  # a frozen parameter has no gradient, no state
-    optimizer_gb = cost.trained_count * STATE_BYTES[optimizer] / GIB
+    weights_gb = cost.weight_bytes / GIB
+    gradients_gb = cost.trained_bytes / GIB  # a frozen parameter has no gradient, no state
+    # PyTorch's optimizers keep their state in the parameter's type
+    optimizer_gb = cost.trained_bytes * STATE_BYTES[optimizer] / WEIGHT_BYTES / GIB
     state_gb = weights_gb + gradients_gb + optimizer_gb
-    activations_gb = cost.activation_bytes * (0.5 if precision == "amp" else 1.0) / GIB
+    autocast = precision == "amp" and not cost.half_weights  # halves FP32 activations counted at 4 bytes
+    activations_gb = cost.activation_bytes * (0.5 if autocast else 1.0) / GIB
     needed = state_gb + activations_gb
     available = accelerator.memory_gb
     if needed > available:

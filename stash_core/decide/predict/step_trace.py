@@ -141,7 +141,12 @@ def _trace(
         model, batch_size, tuple(ops), params, saved["bytes"] * scale, device, note, input_shape=shape,
         param_tensors=len(parameters), kind=str(getattr(info, "kind", "image")),
         frozen_count=int(sum(p.numel() for p in frozen)), frozen_tensors=len(frozen),
+        parameter_bytes=_bytes(parameters), frozen_bytes=_bytes(frozen),
     )  # fmt: skip
+
+
+def _bytes(parameters: list[torch.Tensor]) -> float:
+    return float(sum(parameter.numel() * parameter.element_size() for parameter in parameters))
 
 
 def _scaled_gemm(dims: tuple[float, ...], scale: float) -> tuple[float, ...]:

@@ -47,6 +47,10 @@ class StepCost:
     # and used by the forward, but given no gradient, no optimizer state and no all-reduce.
     frozen_count: int = 0
     frozen_tensors: int = 0
+    # Bytes of the parameters as the model holds them, and of its frozen ones: a model built in bfloat16 or
+    # float16 has 16-bit weights, gradients and optimizer state (0: not counted, taken as FP32).
+    parameter_bytes: float = 0.0
+    frozen_bytes: float = 0.0
 
     @property
     def forward_flops(self) -> float:
@@ -74,8 +78,30 @@ class StepCost:
         return self.param_tensors - self.frozen_tensors
 
     @property
+    def weight_bytes(self) -> float:
+        """Every parameter's bytes: FP32 unless the model was built in another type."""
+        return self.parameter_bytes or 4.0 * self.param_count
+
+    @property
+    def trained_bytes(self) -> float:
+        """The trained parameters' bytes, which their gradients and each optimizer state buffer have too."""
+        return self.parameter_bytes - self.frozen_bytes if self.parameter_bytes else 4.0 * self.trained_count
+
+    @property
+    def element_bytes(self) -> float:
+        """Bytes of one parameter on average: 4 for an FP32 model (also under mixed precision, which keeps
+        FP32 master weights), 2 for one built in bfloat16 or float16."""
+        return self.weight_bytes / self.param_count if self.param_count else 4.0
+
+    @property
+    def half_weights(self) -> bool:
+        """The model was built in 16 bits (most of its weights): it trains on the 16-bit matrix units as it
+        is, without autocast's casts and with no FP32 master copy."""
+        return self.element_bytes < 3.0
+
+    @property
     def gradient_bytes(self) -> float:
-        return 4.0 * self.trained_count  # fp32 gradients (also under mixed precision)
+        return self.trained_bytes  # a gradient has its parameter's type: FP32 under mixed precision
 
 
 @dataclass(frozen=True)
