@@ -188,6 +188,8 @@ def _build_user(
         raise UsageError(f"model {ref} has no trainable parameters: an optimizer would have nothing to train")
     if kind == "image":
         _refuse_low_precision(ref, model)
+    else:
+        _refuse_sparse_gradients(ref, model)
     vocab_size = _token_vocab_size(ref, model) if kind == "tokens" else None
     classes = _output_classes(ref, _probe_user(ref, model, kind, shape))
     if classes is None:  # could not check; trust what we were told
@@ -212,6 +214,21 @@ def _refuse_low_precision(ref: str, model: nn.Module) -> None:
         raise UsageError(
             f"model {ref} has {', '.join(dtypes)} parameters and Stash's image batches are float32: build it "
             "in float32 (mixed precision is `stash predict --precision amp`)"
+        )
+
+
+def _refuse_sparse_gradients(ref: str, model: nn.Module) -> None:
+    """A token model trains with AdamW (habits.optimizer_name), which refuses the sparse gradients of an
+    embedding built with sparse=True: the first run would fail at its first optimizer step."""
+    sparse = [
+        name or "the model"
+        for name, module in model.named_modules()
+        if isinstance(module, (nn.Embedding, nn.EmbeddingBag)) and module.sparse and module.weight.requires_grad
+    ]
+    if sparse:
+        raise UsageError(
+            f"model {ref} has an embedding with sparse=True ({', '.join(sparse[:3])}): Stash trains token "
+            "models with AdamW, which takes no sparse gradients; build it with sparse=False"
         )
 
 

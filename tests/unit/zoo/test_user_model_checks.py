@@ -245,3 +245,45 @@ def test_a_factory_with_required_arguments_says_how_factories_are_called(tmp_pat
     )
     with pytest.raises(UsageError, match=r":needs_classes needs an argument width: Stash calls a factory"):
         build_model(f"{path}:needs_classes", num_classes=3, input_shape=(3, 8, 8))
+
+
+# --- sparse gradients --------------------------------------------------------------------------------------
+
+
+def test_a_token_model_with_a_sparse_embedding_is_refused_before_any_run(tmp_path: Path) -> None:
+    # AdamW refuses sparse gradients: the first run failed at its first optimizer step
+    path = write(
+        tmp_path / "sparse.py",
+        """
+        import torch
+        from torch import nn
+
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.embed, self.head = nn.Embedding(50, 8, sparse=True), nn.Linear(8, 2)
+            def forward(self, ids):
+                return self.head(self.embed(ids).mean(1))
+        def make():
+            return Net()
+        """,
+    )
+    with pytest.raises(UsageError, match=r"embedding with sparse=True \(embed\).*AdamW.*sparse=False$"):
+        build_model(f"{path}:make", input_shape=(16,))
+
+
+def test_a_frozen_sparse_embedding_has_no_gradient_to_refuse(tmp_path: Path) -> None:
+    path = write(
+        tmp_path / "frozen_bag.py",
+        """
+        import torch
+        from torch import nn
+
+        def make():
+            bag = nn.EmbeddingBag(50, 8, sparse=True)
+            bag.requires_grad_(False)
+            return nn.Sequential(bag, nn.Linear(8, 2))
+        """,
+    )
+    model, info = build_model(f"{path}:make", input_shape=(16,))
+    assert info.kind == "tokens"
