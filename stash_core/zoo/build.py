@@ -223,7 +223,9 @@ def _refuse_sparse_gradients(ref: str, model: nn.Module) -> None:
     sparse = [
         name or "the model"
         for name, module in model.named_modules()
-        if isinstance(module, (nn.Embedding, nn.EmbeddingBag)) and module.sparse and module.weight.requires_grad
+        if isinstance(module, nn.Embedding | nn.EmbeddingBag)
+        and module.sparse
+        and module.weight.requires_grad
     ]
     if sparse:
         raise UsageError(
