@@ -66,6 +66,34 @@ def check_trains_at(model: nn.Module, name: str, kind: str, shape: tuple[int, ..
             ) from None
 
 
+# Modules that compute on floating-point tensors only: one fed integer token ids fails for real, but not on
+# the meta device, whose kernels do not check types.
+FLOAT_ONLY = (nn.Linear, nn.modules.conv._ConvNd, nn.LayerNorm, nn.modules.batchnorm._NormBase, nn.RNNBase)
+
+
+@contextlib.contextmanager
+def integer_fed(model: nn.Module) -> Iterator[list[str]]:
+    """Collects the float-only modules a forward feeds an integer input (token ids a model of feature
+    vectors was given), each as "name (Type)"."""
+    found: list[str] = []
+
+    def check(module: nn.Module, args: tuple, name: str) -> None:
+        first = args[0] if args else None  # the input; later arguments may be masks or states
+        if isinstance(first, torch.Tensor) and not first.is_floating_point():
+            found.append(f"{name or 'the model'} ({type(module).__name__})")
+
+    hooks = [
+        module.register_forward_pre_hook(lambda module, args, name=name: check(module, args, name))
+        for name, module in model.named_modules()
+        if isinstance(module, FLOAT_ONLY)
+    ]
+    try:
+        yield found
+    finally:
+        for hook in hooks:
+            hook.remove()
+
+
 @contextlib.contextmanager
 def _training(model: nn.Module) -> Iterator[None]:
     """The model in training mode, as a worker trains it, then each module back in the mode it was in."""

@@ -287,3 +287,25 @@ def test_a_frozen_sparse_embedding_has_no_gradient_to_refuse(tmp_path: Path) -> 
     )
     model, info = build_model(f"{path}:make", input_shape=(16,))
     assert info.kind == "tokens"
+
+
+# --- float feature vectors given a one-number shape --------------------------------------------------------
+
+VECTORS = """
+    from torch import nn
+
+    def mlp(num_classes=10):
+        return nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, num_classes))
+
+    def flattened(num_classes=10):
+        return nn.Sequential(nn.Flatten(), nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, num_classes))
+"""
+
+
+def test_float_vectors_given_token_ids_are_refused_with_the_shape_that_works(tmp_path: Path) -> None:
+    # The meta forward does not check types: the first run failed on Long against Float, predict answered.
+    path = write(tmp_path / "vectors.py", VECTORS)
+    with pytest.raises(UsageError, match=r"16 token ids.*module 0 \(Linear\) computes on floats.*1,1,16"):
+        build_model(f"{path}:mlp", input_shape=(16,))
+    model, info = build_model(f"{path}:flattened", input_shape=(1, 1, 16))
+    assert info.kind == "image" and info.num_classes == 10
