@@ -64,9 +64,10 @@ def first_chunk(fixed: int | None, max_iterations: int | None = None) -> int:
 
 
 UNUSED_PARAMETERS = (
-    "the model has trainable parameters that take no part in its loss, and DDP (which Stash wraps the model "
-    "in for more than one worker) needs every one in it: freeze the unused ones (requires_grad_(False)) or "
-    "leave them out of the model"
+    "a step's loss did not use every trainable parameter of the model, and DDP (which Stash wraps the model "
+    "in for more than one worker) needs every one in every step's loss: freeze those it never uses "
+    "(requires_grad_(False)) or leave them out of the model; a model that uses some only on some steps (a "
+    "branch taken by chance or by input) cannot be profiled on several workers, only on one"
 )
 
 
