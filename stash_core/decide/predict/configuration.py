@@ -35,6 +35,7 @@ from stash_core.decide.predict.profile_arithmetic import (
 from stash_core.decide.predict.roofline import ComputeTime, StepParams, compute_time
 from stash_core.decide.predict.stated_error import fitted_params, is_stale, load_summary, stated_error
 from stash_core.decide.predict.step_cost import StepCost, default_input_shape, step_cost
+from stash_core.errors import UsageError
 from stash_core.habits import TrainingJob
 
 # Why a configuration has no prediction, as its reason says it (counted by the pages, views/recommend.py)
@@ -221,10 +222,15 @@ class Predictor:
         return "roofline", f"step model ({self.calibration_note})", model_s
 
     @functools.cached_property
-    def default_shape(self) -> tuple[int, ...]:
+    def default_shape(self) -> tuple[int, ...] | None:
         """The model's default input shape, which a profile that names none ran with (built only when a
         profile is compared: it loads torch)."""
-        return default_input_shape(self.model) if self._input_given else self.cost.input_shape
+        if not self._input_given:
+            return self.cost.input_shape
+        try:
+            return default_input_shape(self.model)
+        except UsageError:  # it cannot take its default (a token model built in 16 bits): no profile ran it
+            return None
 
     def _same_model(self) -> list[dict[str, Any]]:
         """Profiles of this model at this batch size, input shape and precision (profile_arithmetic.py)."""

@@ -22,17 +22,16 @@ from stash_core.decide.predict.profile_arithmetic import (
     ran_as,
 )
 from stash_core.decide.predict.profile_checks import mislabelled_line, other_code
-from stash_core.decide.predict.script import refuse_profiled_script
-from stash_core.decide.predict.step_cost import model_input
-from stash_core.decide.recommend.candidates import OptionPlanner, communication_unmeasured
-from stash_core.decide.recommend.costs import STALL_NAMES, RentalJob
+from stash_core.decide.recommend.candidates import OptionPlanner
+from stash_core.decide.recommend.costs import STALL_NAMES, RentalJob, communication_unmeasured
 from stash_core.decide.recommend.explain import explanations, infeasible_reason
+from stash_core.decide.recommend.job_model import check_model, job_shapes, model_kind
 from stash_core.decide.recommend.pareto import rank_options
 from stash_core.errors import UsageError
 from stash_core.habits import TrainingJob, optimizer_name
-from stash_core.store.reads import measured_profiles, stored_model_counts
+from stash_core.store.reads import measured_profiles
 from stash_core.units import finite_float
-from stash_core.zoo_names import ZOO_NAMES, canonical_model, close_zoo_names
+from stash_core.zoo_names import canonical_model
 
 DEFAULT_MAX_INSTANCES = 4
 # An instance evaluated without a price of the kind asked: the phrase its line has, which the Recommend page
@@ -137,11 +136,11 @@ def recommend(
     samples."""
     _check_request(batch_size, epochs, dataset_images, budget_hours, max_usd, max_instances)
     check_precision(precision)
-    _check_model(db_path, model)
+    check_model(db_path, model)
     model = canonical_model(model)  # `ResNet18` finds the profiles of resnet18
-    shape, default_shape = _job_shapes(model, input_shape)
+    shape, default_shape = job_shapes(model, input_shape)
     habits = habits or TrainingJob()
-    kind = _model_kind(model, habits)
+    kind = model_kind(model, habits, input_shape)
     habits.check(kind, optimizer_name(kind))  # one line for a habit the model cannot have
     pricing = "spot" if spot else "on_demand"
     request = {
@@ -187,6 +186,7 @@ def recommend(
                 "(add them with `stash instances add NAME --on-demand-usd-per-h ...`)"
             )
     planner.excluded.extend(_unpriced(planner.options, catalog, pricing))
+    request["precision"] = planner.precision_label
     options = rank_options(planner.options, budget_hours, max_usd)
     ranked = options[options["feasible"]].sort_values("rank")
     best = ranked.iloc[0].to_dict() if len(ranked) else None
@@ -279,34 +279,6 @@ def _profile_precisions(
     return precisions
 
 
-def _job_shapes(
-    model: str, input_shape: tuple[int, ...] | None
-) -> tuple[tuple[int, ...] | None, tuple[int, ...] | None]:
-    """(the input shape the job trains with: the one given, else the model's default; the model's default),
-    None for a model known only by its stored profiles. UsageError for a shape the model cannot take."""
-    given = tuple(input_shape) if input_shape else None
-    if ":" not in model and model.strip().lower() not in ZOO_NAMES:
-        return given, None
-    default = model_input(model).input_shape
-    return (model_input(model, given).input_shape if given else default), default
-
-
-def _model_kind(model: str, habits: TrainingJob) -> str:
-    """"image" or "tokens": what the model takes (a zoo model's from the registry, a file's from building it).
-    A model known only by its stored profiles has the zoo's habits, whichever kind it is."""
-    if ":" not in model and model.strip().lower() not in ZOO_NAMES and habits.optimizer is None \
-            and habits.is_default(""):
-        return "image"  # nothing to build (the zoo would only say it does not know the name)
-    try:
-        return model_input(model).kind
-    except UsageError as error:
-        if habits.optimizer is None and habits.is_default(""):
-            return "image"
-        raise UsageError(
-            f"--memory-format, --optimizer and --attention need a model Stash can build: {error}"
-        ) from None
-
-
 def _same_job(
     measured: pd.DataFrame,
     shape: tuple[int, ...] | None,
@@ -368,20 +340,6 @@ def _catalog(everything: dict[str, dict[str, Any]], instances: list[str] | None)
             "`stash instances list`"
         )
     return {name: row for name, row in everything.items() if name in instances}
-
-
-def _check_model(db_path: Path | str, model: str) -> None:
-    """UsageError unless `model` is one a recommendation can be made for: a zoo model, a user model
-    (FILE.py:FACTORY, package.module:FACTORY) or a model with stored profiles."""
-    name = str(model or "").strip()
-    refuse_profiled_script(name)
-    if ":" in name or (name and stored_model_counts(db_path, name) is not None):
-        return
-    if name.lower() not in ZOO_NAMES:
-        raise UsageError(
-            f"model {name!r} is not in the zoo and has no stored profile{close_zoo_names(name)}: see `stash "
-            "models`, or give a user model as FILE.py:FACTORY"
-        )
 
 
 def _check_request(batch_size, epochs, dataset_images, budget_hours, max_usd, max_instances) -> None:

@@ -29,7 +29,9 @@ from stash_core.decide.recommend.advice import unpredicted_advice
 from stash_core.decide.recommend.costs import (
     Estimate,
     RentalJob,
-    measured_stalls,
+    communication_unmeasured,
+    data_not_profiled,
+    measured_estimate,
     no_full_step,
     option_row,
     step_remainder_s,
@@ -79,7 +81,7 @@ class OptionPlanner:
             if communication_unmeasured(row):
                 continue  # its step lacks the collectives this configuration runs: predicted below from it
             seen.add(key)
-            estimate = _measured_estimate(row)
+            estimate = measured_estimate(row)
             self._add(name, instance, key[1], key[0], estimate, price, price_status)
         accelerators = instance.get("accelerator_count") or 0
         if accelerators > 0:
@@ -121,8 +123,8 @@ class OptionPlanner:
         notes = []
         for stall in ("cpu", "disk"):  # not profiled: not known, not zero
             found = finite_float(base.get(f"{stall}_s"))
-            stalls[stall] = None if found is None and _data_not_profiled(base) else (found or 0.0)
-        if _data_not_profiled(base):
+            stalls[stall] = None if found is None and data_not_profiled(base) else (found or 0.0)
+        if data_not_profiled(base):
             notes.append("CPU and disk stalls not profiled (synthetic data only), left out of the time")
         basis = [f"compute from {base['run_id']} on {machine_name(base['instance'])}"]
         weighted_error, error_known, modelled = 0.0, True, False
@@ -272,6 +274,14 @@ class OptionPlanner:
             result.path, result.memory_needed_gb, result.memory_gb, getattr(result, "comm_error", None),
         )  # fmt: skip
 
+    @property
+    def precision_label(self) -> str:
+        """The precision the job trains in as the answer restates it: a model built in 16 bits trains in its
+        own, whatever was asked (known once a prediction counted its step)."""
+        if isinstance(self._predictor, Predictor):
+            return self._predictor.precision_label
+        return self.job.precision
+
     def _spec_predictor(self) -> Predictor | str:
         if self._predictor is None:
             try:
@@ -375,26 +385,3 @@ class OptionPlanner:
                     raise
                 self._counts = stored
         return self._counts
-
-
-def _measured_estimate(row: dict[str, Any]) -> Estimate:
-    stalls = measured_stalls(row)
-    notes = ["data stalls not profiled (synthetic data only)"] if _data_not_profiled(row) else []
-    iteration_s, remainder_s = float(row["iteration_s"]), step_remainder_s(row)
-    if remainder_s:  # the step is measured whole (R2); its stalls are differences of runs
-        notes.append(f"its stalls add up to {iteration_s - remainder_s:.4g} s of the measured "
-                     f"{iteration_s:.4g} s step; {remainder_s:+.4g} s is not separated into a stall")
-    return Estimate("measured", row["run_id"], f"profile {row['run_id']}", iteration_s, stalls, None, notes)
-
-
-def communication_unmeasured(row: dict[str, Any]) -> bool:
-    """A profile of several workers or machines whose interconnect or network stall it did not measure (e.g.
-    --stalls compute): its step is one worker's, not the configuration's."""
-    workers, nodes = int(row.get("workers_per_node") or 1), int(row.get("nodes") or 1)
-    return (workers > 1 and finite_float(row.get("interconnect_s")) is None) or (
-        nodes > 1 and finite_float(row.get("network_s")) is None
-    )
-
-
-def _data_not_profiled(row: dict[str, Any]) -> bool:
-    return all(row.get(f"{stall}_status") in (None, "not_measured") for stall in ("cpu", "disk"))

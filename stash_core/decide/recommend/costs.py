@@ -173,3 +173,29 @@ def step_remainder_s(row: dict[str, Any]) -> float:
 
 
 REMAINDER_SAID = 0.01  # a share of the step below which the stalls' sum and the step are taken as one
+
+
+def measured_estimate(row: dict[str, Any]) -> Estimate:
+    """A stored profile's step as an option's estimate, with what it did not measure."""
+    stalls = measured_stalls(row)
+    notes = ["data stalls not profiled (synthetic data only)"] if data_not_profiled(row) else []
+    iteration_s, remainder_s = float(row["iteration_s"]), step_remainder_s(row)
+    if remainder_s:  # the step is measured whole (R2); its stalls are differences of runs
+        notes.append(
+            f"its stalls add up to {iteration_s - remainder_s:.4g} s of the measured "
+            f"{iteration_s:.4g} s step; {remainder_s:+.4g} s is not separated into a stall"
+        )
+    return Estimate("measured", row["run_id"], f"profile {row['run_id']}", iteration_s, stalls, None, notes)
+
+
+def communication_unmeasured(row: dict[str, Any]) -> bool:
+    """A profile of several workers or machines whose interconnect or network stall it did not measure (e.g.
+    --stalls compute): its step is one worker's, not the configuration's."""
+    workers, nodes = int(row.get("workers_per_node") or 1), int(row.get("nodes") or 1)
+    return (workers > 1 and finite_float(row.get("interconnect_s")) is None) or (
+        nodes > 1 and finite_float(row.get("network_s")) is None
+    )
+
+
+def data_not_profiled(row: dict[str, Any]) -> bool:
+    return all(row.get(f"{stall}_status") in (None, "not_measured") for stall in ("cpu", "disk"))

@@ -513,16 +513,16 @@ def test_a_one_gpu_profile_takes_no_configuration_away_and_leaves_communication_
 
 
 def test_a_measured_option_says_what_its_stalls_leave_of_its_step():
-    from stash_core.decide.recommend.candidates import _measured_estimate
+    from stash_core.decide.recommend.costs import measured_estimate
 
     row = {"run_id": "r1", "iteration_s": 0.2051, "compute_s": 0.15, "interconnect_s": 0.0, "network_s": 0.0,
            "cpu_s": 0.05, "disk_s": 0.0188, "cpu_status": "resolved", "disk_status": "resolved"}  # fmt: skip
-    estimate = _measured_estimate(row)
+    estimate = measured_estimate(row)
     assert estimate.iteration_s == pytest.approx(0.2051)
     assert any("add up to 0.2188 s of the measured 0.2051 s" in note and "-0.0137 s" in note
                for note in estimate.notes), estimate.notes  # fmt: skip
     row["disk_s"] = 0.0051  # they add up to the step
-    assert not any("add up to" in note for note in _measured_estimate(row).notes)
+    assert not any("add up to" in note for note in measured_estimate(row).notes)
 
 
 def test_a_measured_option_on_one_machine_has_no_network_stall_not_an_unknown_one(db):

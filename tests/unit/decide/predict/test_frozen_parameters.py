@@ -27,13 +27,13 @@ def _model_file(tmp_path, frozen: bool):
         def make(num_classes=10):
             backbone = torch.nn.Sequential(*[torch.nn.Linear(2048, 2048) for _ in range(4)])
             backbone.requires_grad_({not frozen})
-            return torch.nn.Sequential(backbone, torch.nn.Linear(2048, num_classes))
+            return torch.nn.Sequential(torch.nn.Flatten(), backbone, torch.nn.Linear(2048, num_classes))
     """))  # fmt: skip
     return f"{path}:make"
 
 
 def test_the_step_counts_frozen_parameters_apart_and_memory_gives_them_no_gradient(tmp_path):
-    cost = step_cost(_model_file(tmp_path, frozen=True), 8, (2048,))
+    cost = step_cost(_model_file(tmp_path, frozen=True), 8, (1, 1, 2048))
     assert cost.param_count == BACKBONE + HEAD and cost.param_tensors == 10
     assert (cost.frozen_count, cost.frozen_tensors) == (BACKBONE, 8)
     assert cost.trained_count == HEAD and cost.gradient_bytes == 4 * HEAD
@@ -43,7 +43,7 @@ def test_the_step_counts_frozen_parameters_apart_and_memory_gives_them_no_gradie
 
 
 def _predicted(tmp_path, capsys, model: str) -> dict:
-    status = main(["predict", "--model", model, "--batch-size", "8", "--input-shape", "2048", "--instances",
+    status = main(["predict", "--model", model, "--batch-size", "8", "--input-shape", "1,1,2048", "--instances",
                    "p3.16xlarge", "--max-instances", "2", "--format", "json",
                    "--db", str(tmp_path / "x.duckdb")])  # fmt: skip
     out = capsys.readouterr().out

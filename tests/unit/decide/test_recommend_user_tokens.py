@@ -1,0 +1,49 @@
+"""recommend for a user's token model (a file whose factory takes ids, given a one-number --input-shape): the
+job was restated as an image model's (NCHW, SGD) because its kind came from building the model at the
+default image shape, and a token model built in bfloat16 was refused outright ("Stash's image batches are
+float32"), although predict answered for both."""
+
+from __future__ import annotations
+
+import textwrap
+
+from stash_core.decide.recommend import recommend
+
+LANGUAGE_MODEL = """
+    import torch
+    from torch import nn
+
+    class LM(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embed, self.head = nn.Embedding(1000, 64), nn.Linear(64, 10)
+        def forward(self, ids):
+            return self.head(self.embed(ids).mean(1)).float()
+
+    def fp32():
+        return LM()
+
+    def bf16():
+        return LM().to(torch.bfloat16)
+"""
+
+
+def _recommended(tmp_path, factory: str):
+    path = tmp_path / "lm.py"
+    path.write_text(textwrap.dedent(LANGUAGE_MODEL))
+    return recommend(
+        tmp_path / "r.duckdb", f"{path}:{factory}", 8, 1, 10_000, budget_hours=100, instances=["g5.xlarge"],
+        input_shape=(32,),
+    ).to_json()  # fmt: skip
+
+
+def test_a_user_token_model_is_recommended_as_the_token_model_it_is(tmp_path):
+    job = _recommended(tmp_path, "fp32")["job"]
+    assert job["optimizer"] == "adamw" and job["input_shape"] == [32] and job["precision"] == "fp32"
+    assert "sgd" not in job["habits"]
+
+
+def test_a_token_model_built_in_bfloat16_is_recommended_in_its_own_precision(tmp_path):
+    answer = _recommended(tmp_path, "bf16")
+    assert answer["job"]["precision"] == "16-bit weights (the model's own)"
+    assert answer["recommended"]["source"] == "predicted"
