@@ -88,6 +88,16 @@ def clipped(value: object, limit: int = 80, quoted: bool = False) -> str:
     return f"{repr(shown) if quoted else shown} ({len(text)} characters)"
 
 
+MESSAGE_CHARS = 300  # of an error's message: a line, not a data dump pasted into an exception
+
+
+def named_message(name: str, message: str) -> str:
+    """An error as 'Name: message' on one line: its lines and spaces joined, clipped to MESSAGE_CHARS with
+    its start and end kept (a long message's cause is often its last words); the name alone without one."""
+    text = clipped(" ".join(message.split()), MESSAGE_CHARS)
+    return f"{name}: {text}" if text else name
+
+
 def shell_word(text: str) -> str:
     """`text` as one word of a shell command to copy and paste: quoted where a shell would split or expand
     it (a space, $, a quote); with a control character (or a byte that is not UTF-8), a $'...' word (bash,

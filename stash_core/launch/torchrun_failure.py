@@ -11,7 +11,9 @@ from __future__ import annotations
 import re
 import signal
 
-from stash_core.terminal import one_line
+from stash_core.terminal import clipped, one_line
+
+FAILURE_CHARS = 600  # of the line: a dead rank's part, then a worker's error (each clipped to 300 already)
 
 # "RuntimeError: ...", "torch.distributed.DistBackendError: ...": the exception a worker died of.
 _EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt|Exit)\b:? ")
@@ -114,4 +116,4 @@ def failure_line(failure: str | None, errors: list[str], remote: bool) -> str:
         line = f"{failure}; first worker error: {errors[0]}"
     else:
         line = failure or (errors[0] if errors else "the run exited without a result")
-    return one_line(line)[:600]
+    return clipped(one_line(line), FAILURE_CHARS)  # start and end kept, the cut said

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import re
 
-MAX_MESSAGE_CHARS = 300  # of a message: a line, not a data dump pasted into an exception
+from stash_core.terminal import MESSAGE_CHARS, clipped, named_message
+
 _EXCEPTION_LINE = re.compile(r"([A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit|Warning))(?::\s*(.*))?$")
 
 
@@ -21,16 +22,8 @@ def error_line(error: BaseException) -> str:
         for index in range(len(lines) - 1, 0, -1):
             said = _EXCEPTION_LINE.match(lines[index])
             if said:
-                named = _named(said.group(1).rsplit(".", 1)[-1], [said.group(2) or "", *lines[index + 1 :]])
+                name = said.group(1).rsplit(".", 1)[-1]
+                named = named_message(name, " ".join([said.group(2) or "", *lines[index + 1 :]]))
                 return f"{named} (in a data loader process)"
-        return f"{_clipped(lines[-1])} (in a data loader process)"
-    return _named(type(error).__name__, lines)
-
-
-def _named(name: str, lines: list[str]) -> str:
-    message = _clipped(" ".join(line for line in lines if line))
-    return f"{name}: {message}" if message else name
-
-
-def _clipped(text: str) -> str:
-    return text if len(text) <= MAX_MESSAGE_CHARS else text[: MAX_MESSAGE_CHARS - 3] + "..."
+        return f"{clipped(lines[-1], MESSAGE_CHARS)} (in a data loader process)"
+    return named_message(type(error).__name__, " ".join(lines))

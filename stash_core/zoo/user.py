@@ -16,6 +16,7 @@ from types import ModuleType
 
 from torch import nn
 
+from stash_core.terminal import named_message
 from stash_core.zoo.user_limits import LIMIT_VAR, UserModelError, limited_user_code, user_code_limit_s
 
 # Module names that user files are imported under: one per absolute path, so two files called model.py (or a
@@ -29,10 +30,7 @@ USER_CODE = threading.RLock()
 
 def one_line(exc: BaseException) -> str:
     """'Type: message' on one line, without a traceback."""
-    message = " ".join(str(exc).split())
-    if len(message) > 300:
-        message = message[:297] + "..."
-    return f"{type(exc).__name__}: {message}" if message else type(exc).__name__
+    return named_message(type(exc).__name__, str(exc))
 
 
 def split_ref(ref: str) -> tuple[str, str]:

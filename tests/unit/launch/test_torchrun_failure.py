@@ -95,3 +95,11 @@ def test_a_probe_worker_s_error_is_its_rank_s_own_and_rank_10_is_not_rank_1() ->
 def test_banners_are_never_the_reason() -> None:
     assert root_cause(["some output", "=====", "-----"]) == "some output"
     assert root_cause(["=====", ""]) == "the run exited without a result"
+
+
+def test_a_long_failure_keeps_the_end_of_its_cause_and_says_it_was_cut() -> None:
+    dead = "rank 1 (pid 4242) was ended by SIGKILL"
+    own = "rank 1 (host-a): RuntimeError: " + "x" * 900 + " in bucket 7"
+    line = failure_line(dead, [own], remote=False)
+    whole = len(f"{dead}; it reported: {own}")
+    assert line.startswith(dead) and line.endswith(f" in bucket 7 ({whole} characters)")  # it was cut at 600

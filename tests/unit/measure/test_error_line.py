@@ -7,7 +7,8 @@ import pytest
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from stash_core.measure.error_line import MAX_MESSAGE_CHARS, error_line
+from stash_core.measure.error_line import error_line
+from stash_core.terminal import MESSAGE_CHARS
 
 
 def raised(call) -> BaseException:
@@ -28,9 +29,10 @@ def test_a_message_of_several_lines_keeps_its_cause() -> None:
 
 def test_an_empty_message_is_the_name_alone_and_a_long_one_is_cut() -> None:
     assert error_line(RuntimeError()) == "RuntimeError"
-    said = error_line(ValueError("x" * 5000))
-    assert said.startswith("ValueError: xxx") and said.endswith("...")
-    assert len(said) == len("ValueError: ") + MAX_MESSAGE_CHARS
+    said = error_line(ValueError("x" * 5000 + " in tensor layer4.weight"))
+    # its start and end, the cut said: the cause's last words were cut off
+    assert said.startswith("ValueError: xxx") and said.endswith("in tensor layer4.weight (5024 characters)")
+    assert len(said) <= len("ValueError: ") + MESSAGE_CHARS + len(" (5024 characters)")
 
 
 class Corrupt(Dataset):
