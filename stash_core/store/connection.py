@@ -291,14 +291,16 @@ def check_database_path(path: Path | str) -> None:
 def held_by_caller(path: Path) -> bool:
     """Whether a connection of this process that is not Stash's holds the file: DuckDB then refuses a
     connection of Stash's configuration beside it (read-only, which writes nothing)."""
+    # The probe runs under the lock: a connection of Stash's opening meanwhile in another thread would be
+    # taken for the caller's, and the probe's own would refuse it.
     with _OPEN_HERE_LOCK:
         if _OPEN_HERE[os.path.realpath(path)]:
             return False  # Stash's own, open for this moment only
-    try:
-        duckdb.connect(str(path), read_only=True, config=_NO_EXTENSION_FETCH).close()
-    except duckdb.Error as exc:
-        return bool(_SAME_PROCESS_RE.search(str(exc)))
-    return False
+        try:
+            duckdb.connect(str(path), read_only=True, config=_NO_EXTENSION_FETCH).close()
+        except duckdb.Error as exc:
+            return bool(_SAME_PROCESS_RE.search(str(exc)))
+        return False
 
 
 def _open_error(path: Path, exc: duckdb.Error) -> UsageError:
