@@ -61,7 +61,9 @@ class SampleReplay:
         if id(dataset) in self.cache or id(dataset) in self.worker_only:
             return None
         if loader.num_workers > 0 and loader.persistent_workers:
-            return None  # its workers start once, so each fills once for the whole run: nothing to save
+            # its workers start once, so each fills its own copy once for the whole run: a copy read here
+            # would save only those first reads, in the warm-up
+            return None
         try:
             size = len(dataset)
         except TypeError:
