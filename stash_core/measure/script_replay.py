@@ -62,7 +62,7 @@ class SampleReplay:
             return None
         if loader.num_workers > 0 and loader.persistent_workers:
             # its workers start once, so each fills its own copy once for the whole run: a copy read here
-            # would save only those first reads, in the warm-up
+            # would save only those first reads
             return None
         try:
             size = len(dataset)
