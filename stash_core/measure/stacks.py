@@ -14,6 +14,7 @@ import faulthandler
 import os
 import re
 import signal
+import threading
 import time
 from pathlib import Path
 
@@ -22,6 +23,7 @@ WAIT_S = 3.0  # for the dumps to be written: each is written at once, unless the
 MAX_LINES_PER_RANK = 20  # the innermost frames: where the rank is, not how it got there
 _NAME = "stash-stacks-rank{rank}-pid{pid}.txt"
 _FILE = re.compile(r"^stash-stacks-rank(\d+)-pid(\d+)\.txt$")
+_MAIN = re.compile(r"^main thread (0x[0-9a-f]+)$")
 _FRAME = re.compile(r'^\s*File "(.+)", line (\d+) in (.+)$')
 # A rank whose innermost frame is here waits for its peers: a collective, or the end of a backward pass,
 # which waits for DDP's gradient all-reduce.
@@ -40,6 +42,10 @@ def dump_on_signal(rank: int) -> None:
     except OSError:
         return  # a full or odd $TMPDIR: the run goes on, and a hang is said without this rank's stack
     _open.append(stream)
+    # which of the dump's threads is the main one, which runs the loop: faulthandler names threads by id
+    # only, and cuts a stack past 100 frames, Stash's outermost ones with it (a deeply recursive model)
+    stream.write(f"main thread 0x{threading.main_thread().ident:016x}\n")
+    stream.flush()
     faulthandler.register(SIGNAL, file=stream, all_threads=True, chain=False)
 
 
@@ -97,16 +103,18 @@ def where_ranks_were(stacks: dict[int, list[str]]) -> str | None:
 
 
 def _loop_thread(lines: list[str]) -> list[str]:
-    """The dump's lines of the thread that runs Stash's loop (else of the first thread): its header, then
-    its frames, the most recent first."""
+    """The dump's lines of the thread that runs Stash's loop: the main thread where the dump names it, else
+    one with Stash's frames, else the first; its header, then its frames, the most recent first."""
     threads: list[list[str]] = []
+    main = next(filter(None, map(_MAIN.match, lines)), None)
     for line in lines:
         if line.startswith(("Thread ", "Current thread ")):
             threads.append([])
         if threads and line.strip():
             threads[-1].append(line.rstrip())
+    mains = [thread for thread in threads if main and f" {main[1]} " in thread[0]]
     ours = [thread for thread in threads if any("/stash_core/measure/" in line for line in thread)]
-    return (ours or threads or [[]])[0]
+    return (mains or ours or threads or [[]])[0]
 
 
 def stack_tail(stacks: dict[int, list[str]]) -> list[str]:

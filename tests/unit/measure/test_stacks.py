@@ -93,3 +93,49 @@ def test_a_stack_file_that_cannot_be_made_leaves_the_worker_running(tmp_path, mo
     (tmp_path / f"stash-stacks-rank0-pid{os.getpid()}.txt").mkdir()  # the name taken by a folder
     monkeypatch.setenv("TMPDIR", str(tmp_path))
     dump_on_signal(0)  # no error: the rank runs on without a stack to give
+
+
+DEEP = """
+import sys
+import threading
+import time
+
+sys.path.insert(0, sys.argv[1])
+from stash_core.measure.stacks import dump_on_signal
+
+dump_on_signal(1)
+
+
+def sleeper():
+    time.sleep(60)
+
+
+def deep(depth):
+    if depth:
+        return deep(depth - 1)
+    print("ready", flush=True)
+    time.sleep(60)
+
+
+threading.Thread(target=sleeper, daemon=True).start()
+deep(150)
+"""
+
+
+def test_the_main_threads_stack_is_said_when_a_deep_one_lost_stashs_frames(tmp_path):
+    # faulthandler cuts a stack past 100 frames, the outermost first: the loop's thread was not found by
+    # Stash's frames, and the first thread listed (a helper's, the newest) was said instead
+    script = tmp_path / "deep.py"
+    script.write_text(DEEP)
+    process = subprocess.Popen(
+        [sys.executable, str(script), PACKAGE_PARENT], stdout=subprocess.PIPE, text=True,
+        env={**os.environ, "TMPDIR": str(tmp_path)},
+    )  # fmt: skip
+    try:
+        assert process.stdout.readline().strip() == "ready"
+        stacks = dump_stacks(str(tmp_path), {process.pid})
+    finally:
+        process.kill()
+        process.wait()
+    where = where_ranks_were(stacks)
+    assert where in (f"rank 1 was in deep ({script}, line {line})" for line in (19, 20)), stacks
