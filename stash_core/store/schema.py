@@ -273,7 +273,10 @@ GROUP BY ALL
 SCHEMA_DIGEST = hashlib.sha256((COMMENTS_DIGEST + STALL_BREAKDOWN_VIEW).encode("utf-8")).hexdigest()[:16]
 
 
-def missing_objects(con: duckdb.DuckDBPyConnection, present: dict[str, list[str]] | None = None) -> list[str]:
+Columns = dict[str, dict[str, str]]  # {table or view: {column: its type}}
+
+
+def missing_objects(con: duckdb.DuckDBPyConnection, present: Columns | None = None) -> list[str]:
     """The tables and views of the current schema that the database lacks (dropped by hand, or damaged), and
     the view where its columns are not this Stash's (replaced by hand): a writer makes each again. `present`:
     stored_columns(con), where the caller has it."""
@@ -283,42 +286,61 @@ def missing_objects(con: duckdb.DuckDBPyConnection, present: dict[str, list[str]
     return missing + [name for name in VIEWS if name in present and set(present[name]) != set(expected[name])]
 
 
-def damaged_tables(con: duckdb.DuckDBPyConnection, present: dict[str, list[str]] | None = None) -> list[str]:
-    """The tables of the current schema that lack columns of theirs (dropped by hand), each as
-    "name (lacks a, b)": no writer can make their figures again."""
+def damaged_tables(con: duckdb.DuckDBPyConnection, present: Columns | None = None) -> list[str]:
+    """The tables of the current schema that lack columns of theirs (dropped by hand) or hold one of another
+    type (altered by hand), each as "name (lacks a, b)" or "name (a is VARCHAR, not DOUBLE)": no writer can
+    make their figures again."""
     present = stored_columns(con) if present is None else present
-    expected = _expected_columns()
+    expected, types = _expected_columns(), _expected_types()
     damaged = []
-    for name in TABLES:
-        lacking = [column for column in expected[name] if name in present and column not in present[name]]
+    for name in (name for name in TABLES if name in present):
+        lacking = [column for column in expected[name] if column not in present[name]]
         if lacking:
             damaged.append(f"{name} (lacks {', '.join(lacking[:4])}{', ...' if len(lacking) > 4 else ''})")
+        retyped = [
+            f"{column} is {found}, not {types[name][column]}"
+            for column, found in present[name].items()
+            if column in types[name] and found != types[name][column]
+        ]
+        if retyped:
+            damaged.append(f"{name} ({'; '.join(retyped[:3])}{'; ...' if len(retyped) > 3 else ''})")
     return damaged
 
 
 def refuse_damaged(con: duckdb.DuckDBPyConnection, db_label: str,
-                   present: dict[str, list[str]] | None = None) -> None:  # fmt: skip
-    """UsageError naming the tables that lack columns of theirs: read, they fail in the middle of a query; no
-    writer can make their figures again."""
+                   present: Columns | None = None) -> None:  # fmt: skip
+    """UsageError naming the tables that lack columns of theirs or hold one of another type: read, they fail
+    in the middle of a query; no writer can make their figures again."""
     damaged = damaged_tables(con, present)
     if damaged:
         raise UsageError(
             f"database {db_label}: table {'; '.join(damaged)}, changed by hand? Stash cannot read or write "
-            "it so: add the column back (ALTER TABLE ... ADD COLUMN, its type in docs/schema.md) or use a "
-            "copy made before"
+            "it so: add a dropped column back or give a column its type back (ALTER TABLE ... ADD COLUMN or "
+            "ALTER ... TYPE, the types in docs/schema.md) or use a copy made before"
         )
 
 
-def stored_columns(con: duckdb.DuckDBPyConnection) -> dict[str, list[str]]:
-    """{table or view: its columns in order} of the open database (one catalog query, some 5 ms)."""
+def stored_columns(con: duckdb.DuckDBPyConnection) -> dict[str, dict[str, str]]:
+    """{table or view: {column: its type} in order} of the open database (one catalog query, some 5 ms)."""
     rows = con.execute(
-        "SELECT table_name, column_name FROM duckdb_columns() WHERE schema_name = 'main' AND NOT internal "
-        "ORDER BY table_name, column_index"
+        "SELECT table_name, column_name, data_type FROM duckdb_columns() WHERE schema_name = 'main' "
+        "AND NOT internal ORDER BY table_name, column_index"
     ).fetchall()
-    columns: dict[str, list[str]] = {}
-    for table, column in rows:
-        columns.setdefault(table, []).append(column)
+    columns: dict[str, dict[str, str]] = {}
+    for table, column, data_type in rows:
+        columns.setdefault(table, {})[column] = data_type
     return columns
+
+
+@functools.cache
+def _expected_types() -> dict[str, dict[str, str]]:
+    """Every table's {column: type} as this Stash makes them (its tables made in memory, a few ms once)."""
+    con = duckdb.connect(":memory:")
+    try:
+        con.execute(_TABLE_DDL)
+        return stored_columns(con)
+    finally:
+        con.close()
 
 
 @functools.cache

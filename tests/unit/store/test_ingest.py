@@ -425,17 +425,33 @@ def test_an_unknown_iteration_time_leaves_the_epoch_and_the_shares_unknown(db_pa
 
 
 def test_a_failed_insert_of_samples_names_its_own_cause(db_path, result_doc, row_counts) -> None:
-    # A column of another type fails the phases insert inside the transaction; the error says so (it was
-    # hidden behind 'Current transaction is aborted' from cleaning up after it). (A dropped column is refused
-    # before any insert: test_migrations.py.)
+    # A constraint added by hand fails the phases insert inside the transaction; the error says so (it was
+    # hidden behind 'Current transaction is aborted' from cleaning up after it). (A dropped or retyped column
+    # is refused before any insert: test_migrations.py, below.)
     store.ingest_result(db_path, result_doc(run_id="20261122T100000Z-00000001"))
     with duckdb.connect(str(db_path)) as con:
-        con.execute("ALTER TABLE phases ALTER COLUMN description TYPE INTEGER USING length(description)")
+        con.execute("UPDATE phases SET error = ''")
+        con.execute("ALTER TABLE phases ALTER COLUMN error SET NOT NULL")
     before = row_counts(db_path)
-    with pytest.raises(UsageError, match="cannot store run .*Conversion Error") as err:
+    with pytest.raises(UsageError, match="cannot store run .*Constraint Error") as err:
         store.ingest_result(db_path, result_doc(run_id="20261122T100000Z-00000002"))
     assert "aborted" not in str(err.value)
     assert row_counts(db_path) == before
+
+
+def test_a_column_of_another_type_is_refused_before_anything_is_read_or_written(db_path, result_doc) -> None:
+    # `stash runs` was a traceback (a VARCHAR iteration time in the middle of a query)
+    store.ingest_result(db_path, result_doc(run_id="20261122T100000Z-00000001"))
+    with duckdb.connect(str(db_path)) as con:
+        con.execute("ALTER TABLE phases ALTER COLUMN description TYPE INTEGER USING length(description)")
+        con.execute("ALTER TABLE runs ALTER COLUMN iteration_s TYPE VARCHAR")
+    retyped = r"runs \(iteration_s is VARCHAR, not DOUBLE\); phases \(description is INTEGER, not VARCHAR\)"
+    with pytest.raises(UsageError, match=retyped + ", changed by hand"):
+        store.ingest_result(db_path, result_doc(run_id="20261122T100000Z-00000002"))
+    with pytest.raises(UsageError, match=retyped):
+        store.list_runs(db_path)
+    with duckdb.connect(str(db_path), read_only=True) as con:
+        assert con.execute("SELECT count(*) FROM runs").fetchall() == [(1,)]
 
 
 class _DiskFullsAtPhases:
