@@ -94,6 +94,8 @@ class ProfileSpec:
     disk_read_mbps: float | None = None
     input_shape: list[int] | None = None
     num_classes: int | None = None
+    # DDP's find_unused_parameters: a model whose loss leaves some parameters out on some steps needs it.
+    find_unused_parameters: bool = False
     image_px: int = 256
     target_relative_ci: float = 0.02
     max_iterations: int = 2000
@@ -336,6 +338,9 @@ OPTIONS: tuple[Option, ...] = (
            parse=parse_input_shape),
     Option("--num-classes", "num_classes", "classes of the model's output (default: the class folders of "
            "--dataset, else the model's own)", count(10**7)),
+    Option("--find-unused-parameters", "find_unused_parameters", "let DDP find, every step, the parameters "
+           "the step's loss did not use (a model that uses some only on some steps needs it, as its own "
+           "training does; it costs a pass over the autograd graph each step)", switch=True),
     Option("--disk-read-mbps", "disk_read_mbps", "cap read throughput (block-I/O cgroup)",
            DISK_READ_MBPS),
     Option("--seed", "seed", "seed of the synthetic data and the model", SEED),
@@ -538,6 +543,7 @@ def _check_instance_name(label: str) -> None:
 # would be taken and never used.
 SCRIPT_MAKES = (("dataset", "--dataset"), ("synthetic_images", "--synthetic-images"),
                 ("input_shape", "--input-shape"), ("num_classes", "--num-classes"),
+                ("find_unused_parameters", "--find-unused-parameters"),
                 ("image_px", "--image-px"), ("loader_workers", "--loader-workers"))  # fmt: skip
 
 

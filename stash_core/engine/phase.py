@@ -153,6 +153,7 @@ def job_for(plan: PhasePlan, spec: ProfileSpec, data: DataSetup) -> WorkerJob:
         "model": spec.model,
         "num_classes": spec.num_classes,
         "input_shape": spec.input_shape,
+        "find_unused_parameters": spec.find_unused_parameters,
         "batch_size": spec.batch_size,
         "device": spec.device,
         "backend": spec.backend,

@@ -66,8 +66,8 @@ def first_chunk(fixed: int | None, max_iterations: int | None = None) -> int:
 UNUSED_PARAMETERS = (
     "a step's loss did not use every trainable parameter of the model, and DDP (which Stash wraps the model "
     "in for more than one worker) needs every one in every step's loss: freeze those it never uses "
-    "(requires_grad_(False)) or leave them out of the model; a model that uses some only on some steps (a "
-    "branch taken by chance or by input) cannot be profiled on several workers, only on one"
+    "(requires_grad_(False)) or leave them out of the model; for a model that uses some only on some steps "
+    "(a branch taken by chance or by input) give --find-unused-parameters, as its own training must"
 )
 
 
@@ -152,7 +152,10 @@ def train(
     if world_size > 1:
         from torch.nn.parallel import DistributedDataParallel
 
-        model = DistributedDataParallel(model, device_ids=[local_rank] if device.type == "cuda" else None)
+        model = DistributedDataParallel(
+            model, device_ids=[local_rank] if device.type == "cuda" else None,
+            find_unused_parameters=bool(job.get("find_unused_parameters")),
+        )  # fmt: skip
     model.train()
     optimizer = make_optimizer(model, info.kind)
     batches, dataset = make_batches(job, info, device, rank, world_size)

@@ -46,6 +46,7 @@ class WorkerJob(TypedDict, total=False):
     model: str
     num_classes: int | None
     input_shape: list[int] | None
+    find_unused_parameters: bool  # DDP's: the step's unused parameters found every step
     batch_size: int
     dataset: str | None  # the folder of the run's files (None: synthetic)
     exclude_files: list[str]  # files found unreadable before the run

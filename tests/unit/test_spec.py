@@ -46,7 +46,7 @@ def every_option(folders: dict[str, str]) -> ProfileSpec:
         stalls=["compute", "network", "disk"], dataset=folders["dataset"],
         loader_workers=0, iterations="40", device="cpu", instance="p3.8xlarge", threads_per_worker=2,
         pin_workers=False, paired="off",
-        input_shape=[3, 64, 48], num_classes=7, target_relative_ci=0.05,
+        input_shape=[3, 64, 48], num_classes=7, find_unused_parameters=True, target_relative_ci=0.05,
         max_iterations=300, max_phase_s=12.5, hosts=["gpu-a", "ubuntu@10.0.0.2:2222"], seed=7,
         ssh_user="ubuntu", ssh_key=folders["ssh_key"], remote_python="/opt/venv/bin/python",
         remote_workdir="/srv/stash", master_addr="10.0.0.1", master_port=29555, comm_timeout_s=120,
