@@ -16,7 +16,7 @@ from stash_core.zoo.compiler_guards import compiler_unimported
 from stash_core.zoo.contained import contained
 from stash_core.zoo.info import ModelInfo, describe
 from stash_core.zoo.outputs import config_vocab_size, has_loss, logits_of, loss_of
-from stash_core.zoo.probe import PROBE_BATCH, check_trains_at, integer_fed, meta_forward, probe_input
+from stash_core.zoo.probe import PROBE_BATCH, check_trains_at, meta_forward, mistyped_inputs, probe_input
 from stash_core.zoo.registry import ZOO, ZooEntry
 from stash_core.zoo.user import call_user_factory, one_line
 from stash_core.zoo_names import close_zoo_names, refuse_other_input, refuse_script_name
@@ -276,31 +276,36 @@ def _output_classes(ref: str, output: object) -> int | None:
     return int(logits.shape[1])
 
 
-def _refuse_ids_as_features(ref: str, shape: tuple[int, ...], module: str) -> None:
-    """A one-number shape is a sequence of token ids; a model that computes on them as floats (an MLP of
-    feature vectors) would fail its first run on the types (meta kernels do not check them)."""
-    length = shape[0]
+def _refuse_mistyped_input(ref: str, kind: str, shape: tuple[int, ...], module: str) -> None:
+    """A one-number shape is a sequence of token ids, any other float images: a model that computes on ids as
+    floats (an MLP of feature vectors) would fail its first run on the types (meta kernels do not check
+    them), and one that embeds images fails with torch's words about indices."""
+    if kind == "tokens":
+        length = shape[0]
+        raise UsageError(
+            f"model {ref} takes --input-shape {length} as {length} token ids (integers), but its module "
+            f"{module} computes on floats: for a model of float feature vectors give --input-shape "
+            f"1,1,{length} (one channel, one row) and flatten the input in the model"
+        )
     raise UsageError(
-        f"model {ref} takes --input-shape {length} as {length} token ids (integers), but its module "
-        f"{module} computes on floats: for a model of float feature vectors give --input-shape "
-        f"1,1,{length} (one channel, one row) and flatten the input in the model"
+        f"model {ref} embeds token ids in its module {module}, but input shape {format_shape(shape)} "
+        "(C,H,W) feeds it float images: a token model takes its sequence length, e.g. --input-shape 128"
     )
 
 
 def _probe_user(ref: str, model: nn.Module, kind: str, shape: tuple[int, ...]) -> object:
     """The output for a small batch: a meta forward if the model allows one, else a real one in eval mode;
     None where neither can run (a model on the meta device that fails there)."""
+    mistyped: list[str] = []
     try:
-        with integer_fed(model) as fed:
+        with mistyped_inputs(model) as mistyped:
             output = meta_forward(model, kind, shape)
-        if fed:
-            _refuse_ids_as_features(ref, shape, fed[0])
-        if logits_of(output) is not None or has_loss(output):
-            return output
-    except UsageError:
-        raise
     except Exception:
-        pass  # many user models work on meta; for the others, one real forward tells the truth
+        output = None  # many user models work on meta; for the others, one real forward tells the truth
+    if mistyped:  # seen before the forward failed, or where meta's kernels let it pass (they check no types)
+        _refuse_mistyped_input(ref, kind, shape, mistyped[0])
+    if output is not None and (logits_of(output) is not None or has_loss(output)):
+        return output
     first = next(model.parameters(), None)
     device = first.device if first is not None else torch.device("cpu")
     if device.type == "meta":

@@ -67,25 +67,27 @@ def check_trains_at(model: nn.Module, name: str, kind: str, shape: tuple[int, ..
 
 
 # Modules that compute on floating-point tensors only: one fed integer token ids fails for real, but not on
-# the meta device, whose kernels do not check types.
+# the meta device, whose kernels do not check types. An embedding takes integer ids only.
 FLOAT_ONLY = (nn.Linear, nn.modules.conv._ConvNd, nn.LayerNorm, nn.modules.batchnorm._NormBase, nn.RNNBase)
+IDS_ONLY = (nn.Embedding, nn.EmbeddingBag)
 
 
 @contextlib.contextmanager
-def integer_fed(model: nn.Module) -> Iterator[list[str]]:
-    """Collects the float-only modules a forward feeds an integer input (token ids a model of feature
-    vectors was given), each as "name (Type)"."""
+def mistyped_inputs(model: nn.Module) -> Iterator[list[str]]:
+    """Collects the modules a forward feeds an input of the wrong kind, each as "name (Type)": integer ids
+    into a float-only module (a model of feature vectors given token ids), floats into an embedding (a
+    token model given images)."""
     found: list[str] = []
 
     def check(module: nn.Module, args: tuple, name: str) -> None:
         first = args[0] if args else None  # the input; later arguments may be masks or states
-        if isinstance(first, torch.Tensor) and not first.is_floating_point():
+        if isinstance(first, torch.Tensor) and first.is_floating_point() != isinstance(module, FLOAT_ONLY):
             found.append(f"{name or 'the model'} ({type(module).__name__})")
 
     hooks = [
         module.register_forward_pre_hook(lambda module, args, name=name: check(module, args, name))
         for name, module in model.named_modules()
-        if isinstance(module, FLOAT_ONLY)
+        if isinstance(module, FLOAT_ONLY + IDS_ONLY)
     ]
     try:
         yield found

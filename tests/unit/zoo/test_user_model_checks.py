@@ -309,3 +309,12 @@ def test_float_vectors_given_token_ids_are_refused_with_the_shape_that_works(tmp
         build_model(f"{path}:mlp", input_shape=(16,))
     model, info = build_model(f"{path}:flattened", input_shape=(1, 1, 16))
     assert info.kind == "image" and info.num_classes == 10
+
+
+def test_a_token_model_given_an_image_shape_is_told_to_give_its_sequence_length(tmp_path: Path) -> None:
+    # It was torch's "Expected tensor for argument #1 'indices' to have one of the following scalar types"
+    path = write(tmp_path / "lm.py", LANGUAGE_MODEL)
+    said = r"embeds token ids in its module 0 \(Embedding\).*--input-shape 128$"
+    for shape in (None, (3, 32, 32)):
+        with pytest.raises(UsageError, match=said):
+            build_model(f"{path}:logits_only", input_shape=shape)
