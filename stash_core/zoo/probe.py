@@ -11,6 +11,7 @@ from torch import nn
 
 from stash_core.errors import UsageError
 from stash_core.zoo.compiler_guards import compiler_unimported
+from stash_core.zoo.outputs import has_loss, logits_of
 from stash_core.zoo.user import one_line
 
 PROBE_BATCH = 2  # not 1: BatchNorm in training mode refuses a single value per channel
@@ -46,24 +47,39 @@ def check_trains_at(model: nn.Module, name: str, kind: str, shape: tuple[int, ..
     PROBE_BATCH, which costs no more than the build's own probe (a larger batch fails no such check)."""
     with _training(model):
         try:
-            meta_forward(model, kind, shape, batch)
-            return
+            output = meta_forward(model, kind, shape, batch)
         except Exception:
-            pass  # not on meta, or not at this batch: a real forward tells which, where it is cheap
+            output = None  # not on meta, or not at this batch: a real forward tells which, where it is cheap
+        if output is not None:
+            _check_trained_output(name, output)
+            return
         first = next(model.parameters(), None)
         if batch > PROBE_BATCH or (first is not None and first.device.type == "meta"):
             return
         device = first.device if first is not None else torch.device("cpu")
         # copies of the buffers: a training forward updates BatchNorm's statistics, the model keeps its own
         buffers = {key: buffer.clone() for key, buffer in model.named_buffers()}
+        inputs = probe_input(kind, shape, device, batch)
         try:
             with torch.no_grad():
-                torch.func.functional_call(model, buffers, (probe_input(kind, shape, device, batch),))
+                output = torch.func.functional_call(model, buffers, (inputs,))
         except Exception as exc:
             raise UsageError(
                 f"model {name} cannot take a training step at a batch of {batch} per worker (--batch-size), "
                 f"input {','.join(map(str, shape))}: {one_line(exc)}"
             ) from None
+        _check_trained_output(name, output)
+
+
+def _check_trained_output(name: str, output: object) -> None:
+    """UsageError when what the model returns in training mode has nothing to train on: a model may return
+    another form in eval mode (an Inception's auxiliary logits beside its own), which the build checked."""
+    if logits_of(output) is None and not has_loss(output):
+        raise UsageError(
+            f"model {name} returns a {type(output).__name__} in training mode, with neither logits nor loss: "
+            "Stash trains on a logits tensor, or a dict or dataclass (a namedtuple too) with a `logits` or "
+            "`loss` field"
+        )
 
 
 # Modules that compute on floating-point tensors only: one fed integer token ids fails for real, but not on

@@ -318,3 +318,40 @@ def test_a_token_model_given_an_image_shape_is_told_to_give_its_sequence_length(
     for shape in (None, (3, 32, 32)):
         with pytest.raises(UsageError, match=said):
             build_model(f"{path}:logits_only", input_shape=shape)
+
+
+# --- what a model returns in training mode -----------------------------------------------------------------
+
+AUXILIARY = """
+    from collections import namedtuple
+
+    from torch import nn
+
+    Outputs = namedtuple("Outputs", "logits aux_logits")
+
+    class Net(nn.Module):
+        def __init__(self, num_classes=10, named=False):
+            super().__init__()
+            self.body = nn.Sequential(nn.Flatten(), nn.Linear(3 * 8 * 8, 16))
+            self.head, self.aux, self.named = nn.Linear(16, num_classes), nn.Linear(16, num_classes), named
+        def forward(self, x):
+            h = self.body(x)
+            if not self.training:
+                return self.head(h)
+            return (Outputs if self.named else tuple)((self.head(h), self.aux(h)))
+
+    def plain(num_classes=10):
+        return Net(num_classes)
+
+    def named(num_classes=10):
+        return Net(num_classes, named=True)
+"""
+
+
+def test_a_model_with_nothing_to_train_on_in_training_mode_is_refused_before_any_run(tmp_path: Path) -> None:
+    # The build's check saw its eval-mode logits; the first run failed on the training-mode tuple.
+    path = write(tmp_path / "aux.py", AUXILIARY)
+    with pytest.raises(UsageError, match=r"returns a tuple in training mode, with neither logits nor loss"):
+        build_model(f"{path}:plain", input_shape=(3, 8, 8), train_batch=8)
+    model, info = build_model(f"{path}:named", input_shape=(3, 8, 8), train_batch=8)  # trains on .logits
+    assert info.num_classes == 10
