@@ -16,7 +16,14 @@ from stash_core.zoo.compiler_guards import compiler_unimported
 from stash_core.zoo.contained import contained
 from stash_core.zoo.info import ModelInfo, describe
 from stash_core.zoo.outputs import config_vocab_size, has_loss, logits_of, loss_of
-from stash_core.zoo.probe import PROBE_BATCH, check_trains_at, meta_forward, mistyped_inputs, probe_input
+from stash_core.zoo.probe import (
+    PROBE_BATCH,
+    Mistyped,
+    check_trains_at,
+    meta_forward,
+    mistyped_inputs,
+    probe_input,
+)
 from stash_core.zoo.registry import ZOO, ZooEntry
 from stash_core.zoo.user import call_user_factory, one_line
 from stash_core.zoo_names import close_zoo_names, refuse_other_input, refuse_script_name
@@ -276,27 +283,34 @@ def _output_classes(ref: str, output: object) -> int | None:
     return int(logits.shape[1])
 
 
-def _refuse_mistyped_input(ref: str, kind: str, shape: tuple[int, ...], module: str) -> None:
-    """A one-number shape is a sequence of token ids, any other float images: a model that computes on ids as
-    floats (an MLP of feature vectors) would fail its first run on the types (meta kernels do not check
-    them), and one that embeds images fails with torch's words about indices."""
-    if kind == "tokens":
-        length = shape[0]
+def _refuse_mistyped_input(ref: str, kind: str, shape: tuple[int, ...], found: Mistyped) -> None:
+    """A one-number shape is a sequence of token ids, any other float tensors: a model that computes on ids
+    as floats (an MLP of feature vectors) would fail its first run on the types (meta kernels do not check
+    them), and one that embeds floats fails with torch's words about indices."""
+    given = f"input shape {format_shape(shape)}"
+    if found.wants == "ids":
         raise UsageError(
-            f"model {ref} takes --input-shape {length} as {length} token ids (integers), but its module "
-            f"{module} computes on floats: for a model of float feature vectors give --input-shape "
-            f"1,1,{length} (one channel, one row) and flatten the input in the model"
+            f"model {ref} embeds token ids in its module {found.module}, but {given} feeds it floats: a "
+            "token model takes its sequence length, e.g. --input-shape 128"
         )
+    if kind != "tokens":  # the model made integers of its float input itself
+        raise UsageError(f"model {ref} feeds integers to its module {found.module}, which computes on floats")
+    length = shape[0]
+    works = (
+        "--input-shape L,F (a sequence of L vectors of F features)"
+        if found.recurrent
+        else f"--input-shape 1,1,{length} (one channel, one row) and flatten the input in the model"
+    )
     raise UsageError(
-        f"model {ref} embeds token ids in its module {module}, but input shape {format_shape(shape)} "
-        "(C,H,W) feeds it float images: a token model takes its sequence length, e.g. --input-shape 128"
+        f"model {ref} takes --input-shape {length} as {length} token ids (integers), but its module "
+        f"{found.module} computes on floats: for a model of float feature vectors give {works}"
     )
 
 
 def _probe_user(ref: str, model: nn.Module, kind: str, shape: tuple[int, ...]) -> object:
     """The output for a small batch: a meta forward if the model allows one, else a real one in eval mode;
     None where neither can run (a model on the meta device that fails there)."""
-    mistyped: list[str] = []
+    mistyped: list[Mistyped] = []
     try:
         with mistyped_inputs(model) as mistyped:
             output = meta_forward(model, kind, shape)

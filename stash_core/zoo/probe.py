@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 import torch
 from torch import nn
@@ -88,22 +89,32 @@ FLOAT_ONLY = (nn.Linear, nn.modules.conv._ConvNd, nn.LayerNorm, nn.modules.batch
 IDS_ONLY = (nn.Embedding, nn.EmbeddingBag)
 
 
+@dataclass(frozen=True)
+class Mistyped:
+    module: str  # "name (Type)"
+    wants: str  # "floats" | "ids"
+    recurrent: bool  # an RNN, LSTM or GRU: it takes a sequence of feature vectors
+
+
 @contextlib.contextmanager
-def mistyped_inputs(model: nn.Module) -> Iterator[list[str]]:
-    """Collects the modules a forward feeds an input of the wrong kind, each as "name (Type)": integer ids
-    into a float-only module (a model of feature vectors given token ids), floats into an embedding (a
-    token model given images)."""
-    found: list[str] = []
+def mistyped_inputs(model: nn.Module) -> Iterator[list[Mistyped]]:
+    """Collects the modules a forward feeds an input of the wrong kind: integer ids into a float-only
+    module (a model of feature vectors given token ids), floats into an embedding (a token model given
+    images). Only torch's own classes: a subclass may take other inputs in a forward of its own (Hugging
+    Face's OPT embeds positions from a float attention mask)."""
+    found: list[Mistyped] = []
 
     def check(module: nn.Module, args: tuple, name: str) -> None:
         first = args[0] if args else None  # the input; later arguments may be masks or states
-        if isinstance(first, torch.Tensor) and first.is_floating_point() != isinstance(module, FLOAT_ONLY):
-            found.append(f"{name or 'the model'} ({type(module).__name__})")
+        floats = isinstance(module, FLOAT_ONLY)
+        if isinstance(first, torch.Tensor) and first.is_floating_point() != floats:
+            what = f"{name or 'the model'} ({type(module).__name__})"
+            found.append(Mistyped(what, "floats" if floats else "ids", isinstance(module, nn.RNNBase)))
 
     hooks = [
         module.register_forward_pre_hook(lambda module, args, name=name: check(module, args, name))
         for name, module in model.named_modules()
-        if isinstance(module, FLOAT_ONLY + IDS_ONLY)
+        if isinstance(module, FLOAT_ONLY + IDS_ONLY) and type(module).__module__.startswith("torch.nn.")
     ]
     try:
         yield found

@@ -355,3 +355,50 @@ def test_a_model_with_nothing_to_train_on_in_training_mode_is_refused_before_any
         build_model(f"{path}:plain", input_shape=(3, 8, 8), train_batch=8)
     model, info = build_model(f"{path}:named", input_shape=(3, 8, 8), train_batch=8)  # trains on .logits
     assert info.num_classes == 10
+
+
+SUBCLASSES_AND_RNNS = """
+    import torch
+    from torch import nn
+
+    class LearnedPositions(nn.Embedding):
+        # Hugging Face's OPTLearnedPositionalEmbedding: its own forward takes a float attention mask
+        def forward(self, attention_mask):
+            return super().forward(attention_mask.long().cumsum(1) - 1)
+
+    class OptLike(nn.Module):
+        def __init__(self, num_classes=10):
+            super().__init__()
+            self.tokens, self.positions = nn.Embedding(100, 16), LearnedPositions(64, 16)
+            self.head = nn.Linear(16, num_classes)
+        def forward(self, ids):
+            mask = torch.ones(ids.shape[0], ids.shape[1], device=ids.device)  # float32, as OPT makes it
+            return self.head((self.tokens(ids) + self.positions(mask)).mean(1))
+
+    class Recurrent(nn.Module):
+        def __init__(self, num_classes=10):
+            super().__init__()
+            self.rnn, self.head = nn.GRU(8, 16, batch_first=True), nn.Linear(16, num_classes)
+        def forward(self, x):
+            return self.head(self.rnn(x)[0][:, -1])
+
+    def opt_like():
+        return OptLike()
+
+    def recurrent():
+        return Recurrent()
+"""
+
+
+def test_a_subclass_with_a_forward_of_its_own_is_not_judged_by_torchs(tmp_path: Path) -> None:
+    path = write(tmp_path / "models.py", SUBCLASSES_AND_RNNS)
+    model, info = build_model(f"{path}:opt_like", input_shape=(16,), train_batch=4)
+    assert info.kind == "tokens"
+
+
+def test_a_recurrent_model_of_feature_vectors_is_given_the_shape_that_works(tmp_path: Path) -> None:
+    path = write(tmp_path / "models.py", SUBCLASSES_AND_RNNS)
+    with pytest.raises(UsageError, match=r"module rnn \(GRU\) computes on floats.*--input-shape L,F"):
+        build_model(f"{path}:recurrent", input_shape=(16,))
+    model, info = build_model(f"{path}:recurrent", input_shape=(20, 8), train_batch=4)
+    assert info.num_classes == 10
