@@ -53,10 +53,12 @@ def dump_stacks(folder: str, pids: set[int], wait_s: float = WAIT_S) -> dict[int
     """Each rank's stack lines, by rank: every worker among `pids` (the launch's processes) that made a file
     in `folder` is signalled, and its file read once the dumps stop growing (or after `wait_s`)."""
     files: dict[int, Path] = {}
+    before: dict[int, int] = {}  # each file's size when signalled: its header line, or an earlier dump
     for path in Path(folder).glob("stash-stacks-rank*-pid*.txt"):
         match = _FILE.match(path.name)
         if match is None or int(match[2]) not in pids:
             continue  # a data loader process inherits the handler, not the file name: never signalled
+        before[int(match[1])] = _size(path)
         try:
             os.kill(int(match[2]), SIGNAL)
         except OSError:
@@ -66,8 +68,8 @@ def dump_stacks(folder: str, pids: set[int], wait_s: float = WAIT_S) -> dict[int
     while files and time.monotonic() < deadline:
         time.sleep(0.1)
         now = {rank: _size(path) for rank, path in files.items()}
-        if all(now.values()) and now == sizes:
-            break
+        if all(now[rank] > before[rank] for rank in now) and now == sizes:
+            break  # every rank has written, and none is still writing
         sizes = now
     stacks = {}
     for rank, path in sorted(files.items()):

@@ -139,3 +139,39 @@ def test_the_main_threads_stack_is_said_when_a_deep_one_lost_stashs_frames(tmp_p
         process.wait()
     where = where_ranks_were(stacks)
     assert where in (f"rank 1 was in deep ({script}, line {line})" for line in (19, 20)), stacks
+
+
+LATE = """
+import signal
+import sys
+import time
+
+sys.path.insert(0, sys.argv[1])
+from stash_core.measure.stacks import dump_on_signal
+
+dump_on_signal(2)
+signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1})
+print("ready", flush=True)
+time.sleep(1.0)  # a starved rank: the signal is taken a second late
+signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGUSR1})
+time.sleep(60)
+"""
+
+
+def test_a_rank_that_dumps_late_is_waited_for(tmp_path):
+    # the file holds its main thread's line from the start: taken for a dump written, it ended the wait
+    script = tmp_path / "late.py"
+    script.write_text(LATE)
+    process = subprocess.Popen(
+        [sys.executable, str(script), PACKAGE_PARENT], stdout=subprocess.PIPE, text=True,
+        env={**os.environ, "TMPDIR": str(tmp_path)},
+    )  # fmt: skip
+    try:
+        assert process.stdout.readline().strip() == "ready"
+        stacks = dump_stacks(str(tmp_path), {process.pid})
+    finally:
+        process.kill()
+        process.wait()
+    # taken as the mask lifts: its frame is the unmasking call, under the script's line 13
+    assert (where_ranks_were(stacks) or "").startswith("rank 2 was in pthread_sigmask"), stacks
+    assert any(f'"{script}", line 13' in line for line in stacks[2]), stacks
