@@ -83,7 +83,9 @@ def cpu_profiles(
     other contents of the job's model file. Profiles whose machine contradicts their instance label are left
     out, as `recommend` leaves them out."""
     names = {name for name, row in catalog.items() if (row.get("accelerator_count") or 0) <= 0}
-    job_as_profiled = predictor.precision == "fp32" and predictor.job.is_default(predictor.default_optimizer)
+    # a model built in 16 bits ran in its own precision, whatever the job asks (features.run_precision)
+    as_built = predictor.precision == "fp32" or predictor.cost.half_weights
+    job_as_profiled = as_built and predictor.job.is_default(predictor.default_optimizer)
     if not names or not job_as_profiled or not Path(db_path).exists():
         return {}, []
     stored = measured_profiles(db_path, predictor.model, predictor.batch_size)

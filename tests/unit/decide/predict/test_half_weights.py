@@ -104,3 +104,24 @@ def test_predict_restates_and_predicts_the_model_as_built(tmp_path, capsys):
     # 2-byte gradients: half the bytes over NVLink of FP32's (also under amp, whose gradients are FP32)
     assert half_row["interconnect_s"] < 0.75 * amp_row["interconnect_s"]
     assert half_row["compute_s"] < amp_row["compute_s"] < full_row["compute_s"]
+
+
+def test_its_profile_on_a_cpu_machine_is_its_measured_row(tmp_path, capsys):
+    # forced to 16-bit units, the job no longer read as the one the profile ran ("fp32"): the row was gone
+    from result_docs import result_doc
+
+    from stash_core.catalog import add_instance
+    from stash_core.store import ingest_result
+
+    db = tmp_path / "r.duckdb"
+    model = _model_file(tmp_path, "bfloat16")
+    add_instance(db, name="cpu4", accelerator_count=0, vcpus=4, network_gbps=10, on_demand_usd_per_h=0.2)
+    ingest_result(db, result_doc(model, instance="cpu4", workers=2, batch_size=8, cpu_cores=4,
+                                 stalls={"compute": 0.30, "interconnect": 0.12},
+                                 spec_extra={"input_shape": [64]}))  # fmt: skip
+    status = main(["predict", "--model", model, "--batch-size", "8", "--input-shape", "64", "--instances",
+                   "cpu4", "--format", "json", "--db", str(db)])  # fmt: skip
+    out = capsys.readouterr().out
+    assert status == 0, out
+    (row,) = json.loads(out)["predictions"]
+    assert row["source"] == "measured" and row["compute_s"] == pytest.approx(0.30)
