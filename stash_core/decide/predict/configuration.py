@@ -69,6 +69,9 @@ class ConfigPrediction:
         return self.compute_s + self.interconnect_s + self.network_s
 
 
+HALF_WEIGHTS = "16-bit weights (the model's own)"  # the precision of a model built in 16 bits, as restated
+
+
 class Predictor:
     """Predictions for one model at one batch size, input shape and precision: the step counted once, each
     GPU's compute time once, for every configuration asked."""
@@ -260,7 +263,7 @@ class Predictor:
     @property
     def precision_label(self) -> str:
         """The precision the job trains in, as the output restates it."""
-        return "16-bit weights (the model's own)" if self.cost.half_weights else self.precision
+        return HALF_WEIGHTS if self.cost.half_weights else self.precision
 
     def _ran_in(self, row: dict[str, Any]) -> tuple[str, ...]:
         if self.cost.half_weights:  # its profiles too ran on the 16-bit units, whatever they were asked

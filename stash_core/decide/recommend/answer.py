@@ -12,7 +12,7 @@ import pandas as pd
 from stash_core.catalog import stored_label_checks
 from stash_core.catalog.unknown_names import unknown_names_note
 from stash_core.cells import plain_row
-from stash_core.decide.predict.configuration import profile_shape
+from stash_core.decide.predict.configuration import HALF_WEIGHTS, profile_shape
 from stash_core.decide.predict.instances import all_catalog_rows, check_precision, note_list, refusal_json
 from stash_core.decide.predict.profile_arithmetic import (
     convolution_share,
@@ -25,7 +25,7 @@ from stash_core.decide.predict.profile_checks import mislabelled_line, other_cod
 from stash_core.decide.recommend.candidates import OptionPlanner
 from stash_core.decide.recommend.costs import STALL_NAMES, RentalJob, communication_unmeasured
 from stash_core.decide.recommend.explain import explanations, infeasible_reason
-from stash_core.decide.recommend.job_model import check_model, job_shapes, model_kind
+from stash_core.decide.recommend.job_model import built_in_16_bits, check_model, job_shapes, model_kind
 from stash_core.decide.recommend.pareto import rank_options
 from stash_core.errors import UsageError
 from stash_core.habits import TrainingJob, optimizer_name
@@ -164,6 +164,10 @@ def recommend(
     measured, on_cpus = _on_the_instances_gpus(measured, everything)
     set_aside += on_cpus
     ran = _profile_precisions(model, batch_size, shape if input_shape else None, everything)
+    if built_in_16_bits(model, batch_size, shape if input_shape else None):
+        # it trains in its own precision whatever is asked, and so did each of its profiles (as predict says)
+        request["precision"] = HALF_WEIGHTS
+        ran = lambda row: (precision,)  # noqa: E731
     measured, other_jobs = _same_job(
         measured, shape, default_shape, precision, habits.is_default(optimizer_name(kind)), ran
     )
@@ -186,7 +190,6 @@ def recommend(
                 "(add them with `stash instances add NAME --on-demand-usd-per-h ...`)"
             )
     planner.excluded.extend(_unpriced(planner.options, catalog, pricing))
-    request["precision"] = planner.precision_label
     options = rank_options(planner.options, budget_hours, max_usd)
     ranked = options[options["feasible"]].sort_values("rank")
     best = ranked.iloc[0].to_dict() if len(ranked) else None

@@ -274,14 +274,6 @@ class OptionPlanner:
             result.path, result.memory_needed_gb, result.memory_gb, getattr(result, "comm_error", None),
         )  # fmt: skip
 
-    @property
-    def precision_label(self) -> str:
-        """The precision the job trains in as the answer restates it: a model built in 16 bits trains in its
-        own, whatever was asked (known once a prediction counted its step)."""
-        if isinstance(self._predictor, Predictor):
-            return self._predictor.precision_label
-        return self.job.precision
-
     def _spec_predictor(self) -> Predictor | str:
         if self._predictor is None:
             try:

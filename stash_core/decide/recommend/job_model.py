@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from stash_core.decide.predict.script import refuse_profiled_script
-from stash_core.decide.predict.step_cost import model_input
+from stash_core.decide.predict.step_cost import model_input, step_cost
 from stash_core.errors import UsageError
 from stash_core.habits import TrainingJob
 from stash_core.store.reads import stored_model_counts
@@ -59,3 +59,14 @@ def model_kind(model: str, habits: TrainingJob, input_shape: tuple[int, ...] | N
         raise UsageError(
             f"--memory-format, --optimizer and --attention need a model Stash can build: {error}"
         ) from None
+
+
+def built_in_16_bits(model: str, batch_size: int, shape: tuple[int, ...] | None) -> bool:
+    """Whether a model file's model was built in bfloat16 or float16 (it trains so, whatever precision is
+    asked: features.run_precision); the zoo's are FP32, and one known only by its profiles is taken so."""
+    if ":" not in model:
+        return False
+    try:
+        return step_cost(model, batch_size, shape).half_weights
+    except UsageError:
+        return False

@@ -47,3 +47,28 @@ def test_a_token_model_built_in_bfloat16_is_recommended_in_its_own_precision(tmp
     answer = _recommended(tmp_path, "bf16")
     assert answer["job"]["precision"] == "16-bit weights (the model's own)"
     assert answer["recommended"]["source"] == "predicted"
+
+
+def test_a_bfloat16_models_profile_stands_for_it_whatever_precision_is_asked(tmp_path):
+    # --precision amp set its profile aside ("it ran in fp32 and the job trains in amp"), though it
+    # trained in its own bfloat16 as the job does
+    from result_docs import result_doc
+
+    from stash_core.catalog import add_instance
+    from stash_core.store import ingest_result
+
+    path = tmp_path / "lm.py"
+    path.write_text(textwrap.dedent(LANGUAGE_MODEL))
+    db = tmp_path / "r.duckdb"
+    add_instance(db, name="cpu4", accelerator_count=0, vcpus=4, network_gbps=10, on_demand_usd_per_h=0.2)
+    ingest_result(db, result_doc(f"{path}:bf16", instance="cpu4", workers=2, batch_size=8, cpu_cores=4,
+                                 stalls={"compute": 0.30, "interconnect": 0.12},
+                                 spec_extra={"input_shape": [32]}))  # fmt: skip
+    for precision in ("fp32", "amp"):
+        answer = recommend(
+            db, f"{path}:bf16", 8, 1, 10_000, budget_hours=100, instances=["cpu4"], input_shape=(32,),
+            precision=precision,
+        ).to_json()  # fmt: skip
+        assert answer["job"]["precision"] == "16-bit weights (the model's own)"
+        one = next(option for option in answer["options"] if option["config"].startswith("1 x cpu4"))
+        assert one["source"] == "measured", answer
