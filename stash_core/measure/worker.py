@@ -71,12 +71,14 @@ UNUSED_PARAMETERS = (
 )
 
 
-def error_text(error: BaseException) -> str:
+def error_text(error: BaseException, finding_unused: bool = False) -> str:
     """One line for the launcher; DDP's advice to pass an argument the user cannot (Stash makes the DDP)
-    becomes what they can do. Stash's own error is its sentence, without its class's name."""
+    becomes what they can do, unless the job already passes it (`finding_unused`: DDP's words are then
+    about something else, such as a parameter made ready twice). Stash's own error is its sentence, without
+    its class's name."""
     if isinstance(error, ModelForwardError):  # the model's own code raised on this rank: not the shape
         return f"model {error.ref} raised {error.cause}"
-    if "find_unused_parameters" in str(error):
+    if "find_unused_parameters" in str(error) and not finding_unused:
         return UNUSED_PARAMETERS
     text = error_line(error)  # (a data loader process's Stash error is re-raised as the same class)
     return text.removeprefix(f"{type(error).__name__}: ") if isinstance(error, StashError) else text
@@ -98,7 +100,8 @@ def main(argv: list[str] | None = None) -> int:
             result["telemetry"] = sampler.stop()
             sampler = None
     except Exception as error:  # noqa: BLE001 - reported as one line to the launcher
-        protocol.emit("ERROR", f"rank {rank} ({socket.gethostname()}): {error_text(error)}")
+        said = error_text(error, bool(job.get("find_unused_parameters")))
+        protocol.emit("ERROR", f"rank {rank} ({socket.gethostname()}): {said}")
         return 1
     finally:
         if sampler is not None:

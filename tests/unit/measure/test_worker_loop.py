@@ -72,6 +72,9 @@ def test_ddps_advice_the_user_cannot_follow_becomes_what_they_can_do():
     # a parameter used on some steps only (a branch taken by chance) cannot be frozen or left out
     assert "only on some steps" in said and "give --find-unused-parameters" in said
     assert worker.error_text(ValueError("bad\nsecond line")) == "ValueError: bad second line"
+    # given --find-unused-parameters, DDP's mention of it is about something else: its own words are said
+    twice = RuntimeError("Expected to mark a variable ready only once ... `find_unused_parameters=False`")
+    assert worker.error_text(twice, finding_unused=True).startswith("RuntimeError: Expected to mark")
 
 
 def _rank_loop(rank: int, store_path: str, limits_s: list[float], results) -> None:
