@@ -105,7 +105,10 @@ def build_model(
 
 
 def _checked(model: nn.Module, info: ModelInfo, train_batch: int | None) -> tuple[nn.Module, ModelInfo]:
+    """The model, checked for training as a profile trains it (`train_batch`: a worker's batch)."""
     if train_batch is not None:
+        if info.kind == "tokens":
+            _refuse_sparse_gradients(info.name, model)
         check_trains_at(model, info.name, info.kind, info.input_shape, train_batch)
     return model, info
 
@@ -195,8 +198,6 @@ def _build_user(
         raise UsageError(f"model {ref} has no trainable parameters: an optimizer would have nothing to train")
     if kind == "image":
         _refuse_low_precision(ref, model)
-    else:
-        _refuse_sparse_gradients(ref, model)
     vocab_size = _token_vocab_size(ref, model) if kind == "tokens" else None
     classes = _output_classes(ref, _probe_user(ref, model, kind, shape))
     if classes is None:  # could not check; trust what we were told
@@ -225,8 +226,9 @@ def _refuse_low_precision(ref: str, model: nn.Module) -> None:
 
 
 def _refuse_sparse_gradients(ref: str, model: nn.Module) -> None:
-    """A token model trains with AdamW (habits.optimizer_name), which refuses the sparse gradients of an
-    embedding built with sparse=True: the first run would fail at its first optimizer step."""
+    """A profile trains a token model with AdamW (habits.optimizer_name), which refuses the sparse gradients
+    of an embedding built with sparse=True: the first run would fail at its first optimizer step. (A
+    prediction may be of a job that trains it with SGD.)"""
     sparse = [
         name or "the model"
         for name, module in model.named_modules()
