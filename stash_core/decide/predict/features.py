@@ -195,7 +195,8 @@ def features(
     optimizer = optimizer or default_optimizer(cost)
     precision = run_precision(cost, precision)
     key = (cost.model, cost.batch_size, cost.input_shape, cost.device, len(cost.ops), cost.total_flops,
-           accelerator, precision, optimizer, memory_format, step_extras, cost.element_bytes)  # fmt: skip
+           cost.weight_bytes, cost.trained_bytes, accelerator, precision, optimizer, memory_format,
+           step_extras)  # fmt: skip
     found = _CACHE.get(key)
     if found is None:
         if len(_CACHE) >= 2048:
@@ -221,7 +222,7 @@ def _features(
     half = precision == "amp"  # 16-bit activations and matrix units
     amp = half and not cost.half_weights  # autocast over FP32 weights: casts, a scaler, halved FP32 bytes
     byte_scale = 0.5 if amp else 1.0
-    state_scale = cost.element_bytes / 4  # the optimizer's and zero_grad's bytes, counted for FP32 here
+    state_scale = cost.trained_element_bytes / 4  # the optimizer's and zero_grad's bytes, counted for FP32
     units = peak_kind(accelerator, precision)
     relayout = memory_format != "nhwc" and units in (FP16_UNITS, TF32_UNITS)
     sms = sm_count(accelerator)

@@ -47,7 +47,7 @@ def memory_check(
     weights_gb = cost.weight_bytes / GIB
     gradients_gb = cost.trained_bytes / GIB  # a frozen parameter has no gradient, no state
     # PyTorch's optimizers keep their state in the parameter's type
-    optimizer_gb = cost.trained_bytes * STATE_BYTES[optimizer] / WEIGHT_BYTES / GIB
+    optimizer_gb = cost.trained_bytes * STATE_BYTES[optimizer] / WEIGHT_BYTES / GIB  # 2 or 4 bytes a value
     state_gb = weights_gb + gradients_gb + optimizer_gb
     autocast = precision == "amp" and not cost.half_weights  # halves FP32 activations counted at 4 bytes
     activations_gb = cost.activation_bytes * (0.5 if autocast else 1.0) / GIB

@@ -94,6 +94,11 @@ class StepCost:
         return self.weight_bytes / self.param_count if self.param_count else 4.0
 
     @property
+    def trained_element_bytes(self) -> float:
+        """Bytes of one trained parameter on average: its gradient's and each optimizer state buffer's."""
+        return self.trained_bytes / self.trained_count if self.trained_count else 4.0
+
+    @property
     def half_weights(self) -> bool:
         """The model was built in 16 bits (most of its weights): it trains on the 16-bit matrix units as it
         is, without autocast's casts and with no FP32 master copy."""

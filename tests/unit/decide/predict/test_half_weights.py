@@ -125,3 +125,18 @@ def test_its_profile_on_a_cpu_machine_is_its_measured_row(tmp_path, capsys):
     assert status == 0, out
     (row,) = json.loads(out)["predictions"]
     assert row["source"] == "measured" and row["compute_s"] == pytest.approx(0.30)
+
+
+def test_the_optimizers_bytes_are_those_of_the_trained_parameters_type(tmp_path):
+    # a bfloat16 head trained on a frozen FP32 body: the optimizer reads and writes 16-bit values (they were
+    # scaled by the average over every parameter, the frozen ones too)
+    from dataclasses import replace
+
+    half = step_cost(_model_file(tmp_path, "bfloat16"), 8, (64,))
+    head = 10 * WIDTH + 10
+    frozen = replace(half, parameter_bytes=2 * head + 4 * (PARAMS - head), frozen_count=PARAMS - head,
+                     frozen_bytes=4 * (PARAMS - head))  # fmt: skip
+    assert frozen.trained_element_bytes == 2.0 and frozen.element_bytes > 3.9
+    a100 = find_accelerator("A100 SXM4 40 GB")
+    trained_bytes = features(frozen, a100, "fp32", "adamw").optimizer_memory_s * a100.memory_gbs * 1e9
+    assert trained_bytes == pytest.approx(head * 28 / 2)  # AdamW's 28 bytes a parameter, at 16 bits
