@@ -156,6 +156,8 @@ class Predictor:
         if not isinstance(comm, CommTime):
             return f"{count} x {name}: communication not predictable - {comm}"
         notes = [note for note in (memory.note, stated.note if stated else "") if note]
+        if self.cost.half_weights and self.cost.bfloat16 and not accelerator.bf16_tflops:
+            notes.append("bfloat16 on a GPU without BF16 matrix units: its products run on the FP32 cores")
         if compute.host_s >= compute.gpu_s and path != "measured":
             notes.append(f"overhead-bound: {compute.kernels} kernels dispatched from the host")
         if comm.link:

@@ -195,8 +195,8 @@ def features(
     optimizer = optimizer or default_optimizer(cost)
     precision = run_precision(cost, precision)
     key = (cost.model, cost.batch_size, cost.input_shape, cost.device, len(cost.ops), cost.total_flops,
-           cost.weight_bytes, cost.trained_bytes, accelerator, precision, optimizer, memory_format,
-           step_extras)  # fmt: skip
+           cost.weight_bytes, cost.trained_bytes, cost.bfloat16, accelerator, precision, optimizer,
+           memory_format, step_extras)  # fmt: skip
     found = _CACHE.get(key)
     if found is None:
         if len(_CACHE) >= 2048:
@@ -218,12 +218,18 @@ def _features(
 ) -> Features:
     peak = accelerator.matrix_tflops(precision) * 1e12
     fp32_peak = accelerator.fp32_tflops * 1e12
+    # a bfloat16 model's products run on BF16 units, which GPUs before Ampere (V100, T4) lack: FP32 cores
+    bf16_units = cost.half_weights and cost.bfloat16 and precision == "amp"
+    if bf16_units:
+        peak = (accelerator.bf16_tflops or accelerator.fp32_tflops) * 1e12
     bandwidth = accelerator.memory_gbs * 1e9
     half = precision == "amp"  # 16-bit activations and matrix units
     amp = half and not cost.half_weights  # autocast over FP32 weights: casts, a scaler, halved FP32 bytes
     byte_scale = 0.5 if amp else 1.0
     state_scale = cost.trained_element_bytes / 4  # the optimizer's and zero_grad's bytes, counted for FP32
     units = peak_kind(accelerator, precision)
+    if bf16_units and not accelerator.bf16_tflops:
+        units = FP32_UNITS
     relayout = memory_format != "nhwc" and units in (FP16_UNITS, TF32_UNITS)
     sms = sm_count(accelerator)
     merged: dict[tuple, int] = {}

@@ -142,6 +142,7 @@ def _trace(
         param_tensors=len(parameters), kind=str(getattr(info, "kind", "image")),
         frozen_count=int(sum(p.numel() for p in frozen)), frozen_tensors=len(frozen),
         parameter_bytes=_bytes(parameters), frozen_bytes=_bytes(frozen),
+        bfloat16=2 * _bytes([p for p in parameters if p.dtype == torch.bfloat16]) > _bytes(parameters),
     )  # fmt: skip
 
 

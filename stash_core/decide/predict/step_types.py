@@ -51,6 +51,7 @@ class StepCost:
     # float16 has 16-bit weights, gradients and optimizer state (0: not counted, taken as FP32).
     parameter_bytes: float = 0.0
     frozen_bytes: float = 0.0
+    bfloat16: bool = False  # most of the parameters' bytes are bfloat16 (float16 otherwise, when 16-bit)
 
     @property
     def forward_flops(self) -> float:

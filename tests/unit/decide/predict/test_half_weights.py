@@ -140,3 +140,21 @@ def test_the_optimizers_bytes_are_those_of_the_trained_parameters_type(tmp_path)
     a100 = find_accelerator("A100 SXM4 40 GB")
     trained_bytes = features(frozen, a100, "fp32", "adamw").optimizer_memory_s * a100.memory_gbs * 1e9
     assert trained_bytes == pytest.approx(head * 28 / 2)  # AdamW's 28 bytes a parameter, at 16 bits
+
+
+def test_bfloat16_runs_on_the_fp32_cores_of_a_gpu_without_bf16_units(tmp_path, capsys):
+    # V100 and T4 have FP16 tensor cores but no BF16 ones: bfloat16 was predicted at their FP16 peak
+    bf16 = _predicted(tmp_path, capsys, _model_file(tmp_path, "bfloat16"), "fp32")["predictions"][0]
+    assert step_cost(_model_file(tmp_path, "bfloat16"), 8, (64,)).bfloat16
+    assert not step_cost(_model_file(tmp_path, "float16"), 8, (64,)).bfloat16
+    answers = {}
+    for dtype in ("bfloat16", "float16"):
+        status = main(["predict", "--model", _model_file(tmp_path, dtype), "--batch-size", "8",
+                       "--input-shape", "64", "--instances", "p3.2xlarge", "--format", "json",
+                       "--db", str(tmp_path / "x.duckdb")])  # fmt: skip
+        out = capsys.readouterr().out
+        assert status == 0, out
+        answers[dtype] = json.loads(out)["predictions"][0]
+    assert answers["bfloat16"]["compute_s"] > 1.5 * answers["float16"]["compute_s"]
+    assert any("without BF16 matrix units" in note for note in answers["bfloat16"]["notes"])
+    assert not any("BF16" in note for note in answers["float16"]["notes"] + bf16["notes"])  # an A100 has them
