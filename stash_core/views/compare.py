@@ -174,6 +174,9 @@ def compare_with_predictions(db_path: Path | str, model: str, batch_size: int, *
         attrs.update(prediction_note=f"no predictions: {exc}", not_predictable=[], profiles_set_aside=[])
         measured.attrs.update(attrs)
         return measured
+    own = predicted.request.get("precision")
+    if own != precision:  # a model built in 16 bits trains in its own, whatever its runs are read as
+        attrs.update(precision=own, precision_note=f"predicted in {own}: the model was built so")
     frame = predicted.frame
     have = set(measured.loc[measured["label_ok"].astype(bool), "instance"])
     too_small = frame[frame["workers_per_instance"] < workers].drop_duplicates("instance")

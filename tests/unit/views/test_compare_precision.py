@@ -86,3 +86,25 @@ def test_gpu_profiles_that_disagree_give_fp32_and_say_which_ran_what(tmp_path: P
     [line] = frame.attrs["profiles_set_aside"]
     assert line.startswith(f"profile {a100} on a2-highgpu-1g: set aside") and "trains in fp32" in line
     assert len(predicted)
+
+
+def test_a_model_built_in_bfloat16_is_predicted_in_its_own_precision(tmp_path: Path) -> None:
+    # the note said "predicted for fp32" beside predictions made on the 16-bit units
+    model_file = tmp_path / "lm.py"
+    model_file.write_text(
+        "import torch\n\n\ndef make(num_classes=10):\n"
+        "    body = torch.nn.Sequential(\n"
+        "        torch.nn.Embedding(100, 32), torch.nn.Flatten(), torch.nn.Linear(512, 10)\n"
+        "    )\n"
+        "    return body.to(torch.bfloat16)\n"
+    )
+    model, db = f"{model_file}:make", tmp_path / "r.duckdb"
+    doc = result_doc(model, instance="a2-highgpu-1g", workers=1, device="cuda", batch_size=8,
+                     spec_extra={"input_shape": [16]}, stalls={"compute": 0.02})  # fmt: skip
+    doc["fingerprint"].update(gpu_count=1, gpus=[{"index": 0, "name": A100}], gpu_status="1 GPU(s)")
+    assert store.ingest_result(db, doc)
+    frame, predicted = compared(db, model)
+    assert frame.attrs["precision"] == "16-bit weights (the model's own)"
+    note = frame.attrs["precision_note"]
+    assert note == "predicted in 16-bit weights (the model's own): the model was built so"
+    assert len(predicted) > 0
