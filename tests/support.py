@@ -69,6 +69,19 @@ def stash_main(
     return subprocess.CompletedProcess(["stash", *args], code, out.getvalue(), err.getvalue())
 
 
+def profile_two_workers(tmp_path: Path, source: str, *flags: str, progress: str = "auto"):
+    """`stash profile` of the model file `source` (its factory `make`) on two CPU workers: R0 and R1 only,
+    three iterations, 3x2x2 inputs at batch 4, no probes; in this process (stash_main)."""
+    model = tmp_path / "m.py"
+    model.write_text(source)
+    return stash_main(
+        "profile", "--model", f"{model}:make", "--batch-size", "4", "--input-shape", "3,2,2",
+        "--workers", "2", "--device", "cpu", "--stalls", "interconnect", "--iterations", "3",
+        "--launches", "1", "--no-probes", "--progress", progress, "--db", str(tmp_path / "runs.duckdb"),
+        *flags, cwd=tmp_path,
+    )  # fmt: skip
+
+
 def replay_launches(monkeypatch, outcomes: list[dict]) -> None:
     """Make the engine's launches give these outcomes again, in order (as run_phase returned them for a real
     profile: tests/conftest.py's `measured_launch`), for a test of what a profile does with its measurements

@@ -6,7 +6,7 @@ the input shape."""
 from __future__ import annotations
 
 import pytest
-from support import stash_main
+from support import profile_two_workers
 
 KILLED_ON_RANK_ONE = '''
 import os
@@ -57,20 +57,9 @@ def make(num_classes=4):
 """
 
 
-def _profile(tmp_path, source: str):
-    model = tmp_path / "m.py"
-    model.write_text(source)
-    return stash_main(
-        "profile", "--model", f"{model}:make", "--batch-size", "4", "--input-shape", "3,2,2",
-        "--workers", "2", "--device", "cpu", "--stalls", "interconnect", "--iterations", "3",
-        "--launches", "1", "--no-probes", "--progress", "auto", "--db", str(tmp_path / "runs.duckdb"),
-        cwd=tmp_path,
-    )  # fmt: skip
-
-
 @pytest.mark.launches
 def test_a_rank_killed_by_a_signal_is_the_cause_not_its_peers_lost_connection(tmp_path):
-    done = _profile(tmp_path, KILLED_ON_RANK_ONE)
+    done = profile_two_workers(tmp_path, KILLED_ON_RANK_ONE)
     assert done.returncode != 0
     last = done.stderr.strip().splitlines()[-1]
     assert "failed: rank 1 (pid " in last and "was killed by SIGKILL (the out-of-memory killer" in last, last
@@ -80,7 +69,7 @@ def test_a_rank_killed_by_a_signal_is_the_cause_not_its_peers_lost_connection(tm
 
 @pytest.mark.launches
 def test_a_model_that_raises_on_one_rank_is_said_once_with_its_rank_and_error(tmp_path):
-    done = _profile(tmp_path, RAISES_ON_RANK_ONE)
+    done = profile_two_workers(tmp_path, RAISES_ON_RANK_ONE)
     assert done.returncode != 0
     last = done.stderr.strip().splitlines()[-1]
     said = f"): model {tmp_path / 'm.py'}:make raised ValueError: boom on rank one"

@@ -6,7 +6,7 @@ said to freeze the parameters or leave them out, which such a model cannot)."""
 from __future__ import annotations
 
 import pytest
-from support import stash_main
+from support import profile_two_workers
 
 EVERY_OTHER_STEP = """
 import torch
@@ -30,22 +30,11 @@ def make(num_classes=4):
 """
 
 
-def _profile(tmp_path, *flags: str):
-    model = tmp_path / "m.py"
-    model.write_text(EVERY_OTHER_STEP)
-    return stash_main(
-        "profile", "--model", f"{model}:make", "--batch-size", "4", "--input-shape", "3,2,2",
-        "--workers", "2", "--device", "cpu", "--stalls", "interconnect", "--iterations", "3",
-        "--launches", "1", "--no-probes", "--progress", "none", "--db", str(tmp_path / "runs.duckdb"),
-        *flags, cwd=tmp_path,
-    )  # fmt: skip
-
-
 @pytest.mark.launches
 def test_a_parameter_used_on_some_steps_needs_the_flag_and_the_failure_says_so(tmp_path):
-    failed = _profile(tmp_path)
+    failed = profile_two_workers(tmp_path, EVERY_OTHER_STEP, progress="none")
     assert failed.returncode != 0
     said = failed.stderr
     assert "give --find-unused-parameters" in said and "Traceback" not in said, said
-    done = _profile(tmp_path, "--find-unused-parameters")
+    done = profile_two_workers(tmp_path, EVERY_OTHER_STEP, "--find-unused-parameters", progress="none")
     assert done.returncode == 0, done.stderr

@@ -68,20 +68,25 @@ stuck_here()
 """
 
 
-def test_a_worker_dumps_its_stacks_into_its_own_file_and_only_the_launch_s_workers_are_signalled(tmp_path):
-    script = tmp_path / "stuck.py"
-    script.write_text(STUCK)
-    (tmp_path / f"stash-stacks-rank3-pid{os.getpid()}.txt").write_text("")  # not one of the launch's
+def _dumped(tmp_path, name: str, source: str):
+    """Run `source` as a rank that dumps on the signal, once it says "ready"; its script and its stacks."""
+    script = tmp_path / f"{name}.py"
+    script.write_text(source)
     process = subprocess.Popen(
         [sys.executable, str(script), PACKAGE_PARENT], stdout=subprocess.PIPE, text=True,
         env={**os.environ, "TMPDIR": str(tmp_path)},
     )  # fmt: skip
     try:
         assert process.stdout.readline().strip() == "ready"
-        stacks = dump_stacks(str(tmp_path), {process.pid})
+        return script, dump_stacks(str(tmp_path), {process.pid})
     finally:
         process.kill()
         process.wait()
+
+
+def test_a_worker_dumps_its_stacks_into_its_own_file_and_only_the_launch_s_workers_are_signalled(tmp_path):
+    (tmp_path / f"stash-stacks-rank3-pid{os.getpid()}.txt").write_text("")  # not one of the launch's
+    script, stacks = _dumped(tmp_path, "stuck", STUCK)
     assert list(stacks) == [1]
     # line 12 when the signal comes while "ready" is still being written (a loaded machine), else 13
     where = where_ranks_were(stacks)
@@ -125,18 +130,7 @@ deep(150)
 def test_the_main_threads_stack_is_said_when_a_deep_one_lost_stashs_frames(tmp_path):
     # faulthandler cuts a stack past 100 frames, the outermost first: the loop's thread was not found by
     # Stash's frames, and the first thread listed (a helper's, the newest) was said instead
-    script = tmp_path / "deep.py"
-    script.write_text(DEEP)
-    process = subprocess.Popen(
-        [sys.executable, str(script), PACKAGE_PARENT], stdout=subprocess.PIPE, text=True,
-        env={**os.environ, "TMPDIR": str(tmp_path)},
-    )  # fmt: skip
-    try:
-        assert process.stdout.readline().strip() == "ready"
-        stacks = dump_stacks(str(tmp_path), {process.pid})
-    finally:
-        process.kill()
-        process.wait()
+    script, stacks = _dumped(tmp_path, "deep", DEEP)
     where = where_ranks_were(stacks)
     assert where in (f"rank 1 was in deep ({script}, line {line})" for line in (19, 20)), stacks
 
@@ -160,18 +154,7 @@ time.sleep(60)
 
 def test_a_rank_that_dumps_late_is_waited_for(tmp_path):
     # the file holds its main thread's line from the start: taken for a dump written, it ended the wait
-    script = tmp_path / "late.py"
-    script.write_text(LATE)
-    process = subprocess.Popen(
-        [sys.executable, str(script), PACKAGE_PARENT], stdout=subprocess.PIPE, text=True,
-        env={**os.environ, "TMPDIR": str(tmp_path)},
-    )  # fmt: skip
-    try:
-        assert process.stdout.readline().strip() == "ready"
-        stacks = dump_stacks(str(tmp_path), {process.pid})
-    finally:
-        process.kill()
-        process.wait()
+    script, stacks = _dumped(tmp_path, "late", LATE)
     # taken as the mask lifts: its frame is the unmasking call, under the script's line 13
     assert (where_ranks_were(stacks) or "").startswith("rank 2 was in pthread_sigmask"), stacks
     assert any(f'"{script}", line 13' in line for line in stacks[2]), stacks
