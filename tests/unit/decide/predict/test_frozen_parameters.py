@@ -43,8 +43,8 @@ def test_the_step_counts_frozen_parameters_apart_and_memory_gives_them_no_gradie
 
 
 def _predicted(tmp_path, capsys, model: str) -> dict:
-    status = main(["predict", "--model", model, "--batch-size", "8", "--input-shape", "1,1,2048", "--instances",
-                   "p3.16xlarge", "--max-instances", "2", "--format", "json",
+    status = main(["predict", "--model", model, "--batch-size", "8", "--input-shape", "1,1,2048",
+                   "--instances", "p3.16xlarge", "--max-instances", "2", "--format", "json",
                    "--db", str(tmp_path / "x.duckdb")])  # fmt: skip
     out = capsys.readouterr().out
     assert status == 0, out
