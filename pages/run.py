@@ -117,6 +117,10 @@ def profile_form(running: list[JobState]) -> None:
             # come back when it changes (a keyed widget would keep its first default).
             key=f"run-stalls-{min(workers, 2)}-{min(nodes, 2)}",
         )
+        find_unused = workers > 1 and not script.get("use_script") and st.checkbox(
+            "Find unused parameters every step", key="run-unused",
+            help="DDP's find_unused_parameters: for a model that uses some parameters on some steps only",
+        )  # fmt: skip
         data_source = st.radio("Data", list(DATA_SOURCES), format_func=DATA_SOURCES.get, key="run-data")
         synthetic_images, dataset = FIRST_SYNTHETIC_IMAGES, ""
         if data_source == "synthetic":
@@ -175,6 +179,7 @@ def profile_form(running: list[JobState]) -> None:
         synthetic_images=int(synthetic_images),
         dataset=dataset,
         input_shape=input_shape,
+        find_unused_parameters=bool(find_unused),
         iterations=iterations.strip() or "auto",
         max_phase_s=float(max_phase_s),
         instance=instance,

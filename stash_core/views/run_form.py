@@ -83,6 +83,7 @@ class RunForm:
     dataset: str = ""
     input_shape: str = ""
     num_classes: int | None = None
+    find_unused_parameters: bool = False  # DDP's, for a model that uses some parameters on some steps only
     iterations: str = default_of("iterations")
     max_phase_s: float = default_of("max_phase_s")
     instance: str = ""
@@ -191,6 +192,7 @@ def form_spec(form: RunForm, base: Path) -> ProfileSpec:
         **_data(form, base),
         input_shape=_input_shape(form.input_shape),
         num_classes=form.num_classes,
+        find_unused_parameters=form.find_unused_parameters,
         iterations=parse_iterations(str(form.iterations).strip()),
         max_phase_s=float(form.max_phase_s or 0),
         instance=form.instance.strip() or None,

@@ -181,3 +181,13 @@ def test_a_running_job_found_by_the_page_stays_shown_once_it_ends(empty_db, tmp_
     app.run()
     boxes = [str(element.proto) for element in app.main if type(element).__name__ == "Status"]
     assert any(f"Cancelled — profile · job {job_id}" in box for box in boxes), boxes
+
+
+def test_several_workers_may_find_unused_parameters(empty_db, started):
+    # a model that uses some parameters on some steps only could not be profiled from the page on 2 workers
+    app = _page(empty_db)
+    assert not app.get("checkbox") or all(box.key != "run-unused" for box in app.checkbox)  # one worker
+    app.number_input(key="run-workers").set_value(2).run()
+    app.checkbox(key="run-unused").check().run()
+    app = _start(app)
+    assert not app.exception and "--find-unused-parameters" in started[0], started

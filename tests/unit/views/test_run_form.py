@@ -39,6 +39,7 @@ def test_the_command_runs_what_the_form_says(tmp_path: Path) -> None:
         model="resnet18", batch_size=32, workers_per_node=2, stalls=["compute", "interconnect", "cpu"],
         synthetic_images=512, input_shape=[3, 64, 64], iterations="40", instance="p3.8xlarge",
     )  # fmt: skip
+    assert command_spec(profile_args(form(find_unused_parameters=True))).find_unused_parameters
 
 
 def test_relative_files_and_folders_are_made_absolute_against_the_dashboards_folder(tmp_path: Path) -> None:
