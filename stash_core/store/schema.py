@@ -320,20 +320,20 @@ def refuse_damaged(con: duckdb.DuckDBPyConnection, db_label: str,
         )
 
 
-def stored_columns(con: duckdb.DuckDBPyConnection) -> dict[str, dict[str, str]]:
+def stored_columns(con: duckdb.DuckDBPyConnection) -> Columns:
     """{table or view: {column: its type} in order} of the open database (one catalog query, some 5 ms)."""
     rows = con.execute(
         "SELECT table_name, column_name, data_type FROM duckdb_columns() WHERE schema_name = 'main' "
         "AND NOT internal ORDER BY table_name, column_index"
     ).fetchall()
-    columns: dict[str, dict[str, str]] = {}
+    columns: Columns = {}
     for table, column, data_type in rows:
         columns.setdefault(table, {})[column] = data_type
     return columns
 
 
 @functools.cache
-def _expected_types() -> dict[str, dict[str, str]]:
+def _expected_types() -> Columns:
     """Every table's {column: type} as this Stash makes them (its tables made in memory, a few ms once)."""
     con = duckdb.connect(":memory:")
     try:

@@ -17,6 +17,7 @@ from stash_core.zoo.contained import contained
 from stash_core.zoo.info import ModelInfo, describe
 from stash_core.zoo.outputs import config_vocab_size, has_loss, logits_of, loss_of
 from stash_core.zoo.probe import (
+    IDS_ONLY,
     PROBE_BATCH,
     Mistyped,
     check_trains_at,
@@ -232,9 +233,7 @@ def _refuse_sparse_gradients(ref: str, model: nn.Module) -> None:
     sparse = [
         name or "the model"
         for name, module in model.named_modules()
-        if isinstance(module, nn.Embedding | nn.EmbeddingBag)
-        and module.sparse
-        and module.weight.requires_grad
+        if isinstance(module, IDS_ONLY) and module.sparse and module.weight.requires_grad
     ]
     if sparse:
         raise UsageError(
@@ -256,7 +255,7 @@ def _token_vocab_size(ref: str, model: nn.Module) -> int:
 
 def _first_embedding_rows(model: nn.Module) -> int | None:
     for module in model.modules():  # in the order they were registered
-        if isinstance(module, (nn.Embedding, nn.EmbeddingBag)):
+        if isinstance(module, IDS_ONLY):
             return module.num_embeddings
     return None
 

@@ -219,7 +219,7 @@ def _features(
     peak = accelerator.matrix_tflops(precision) * 1e12
     fp32_peak = accelerator.fp32_tflops * 1e12
     # a bfloat16 model's products run on BF16 units, which GPUs before Ampere (V100, T4) lack: FP32 cores
-    bf16_units = cost.half_weights and cost.bfloat16 and precision == "amp"
+    bf16_units = cost.half_weights and cost.bfloat16  # (features() made its precision amp)
     if bf16_units:
         peak = (accelerator.bf16_tflops or accelerator.fp32_tflops) * 1e12
     bandwidth = accelerator.memory_gbs * 1e9
