@@ -148,6 +148,10 @@ class Predictor:
         compute = self.compute(accelerator)
         path, basis, compute_s = self._compute_path(name, accelerator, compute.step_s)
         stated = stated_error(path, self.batch_size, accelerator.name) if path != "measured" else None
+        if stated is not None and self.cost.recurrent:
+            from stash_core.decide.predict.rnn_validation import widened_for_recurrent
+
+            stated = widened_for_recurrent(stated)
         backward_s = compute_s * compute.backward_s / max(compute.forward_s + compute.backward_s, 1e-12)
         comm = comm_time(
             self.cost.gradient_bytes, workers, count, instance.get("interconnect"),

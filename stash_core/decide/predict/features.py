@@ -110,7 +110,7 @@ class Features:
     relayout_s: np.ndarray  # NCHW <-> NHWC conversion of a tensor-core convolution, at the memory bandwidth
     optimizer_memory_s: float
     optimizer_kernels: float
-    total_kernels: float
+    total_kernels: float  # kernels the host dispatches one by one (a library's own launches aside)
     gbs_per_sm: float | np.ndarray  # the GPU's memory bandwidth per SM, GB/s (per row once stacked)
     base_clock_share: float | np.ndarray = 1.0  # base over boost clock (per row once stacked)
     fp32_lane_ratio: float | np.ndarray = 1.0  # FP32 lanes per SM over 64 (per row once stacked)
@@ -247,10 +247,10 @@ def _features(
             utilisation(op.tiles, sms) if op.matrix else 1.0, op.kernels,
             1.0 if op.phase == "forward" else 0.0,
             moved_s if relayout and "convolution" in op.name and not op.pointwise else 0.0,
-            op_units,
+            op_units, op.host_dispatches,
         )  # fmt: skip
         merged[key] = merged.get(key, 0) + 1
-    rows = np.array(list(merged), dtype=float).reshape(-1, 8)
+    rows = np.array(list(merged), dtype=float).reshape(-1, 9)
     count = np.array(list(merged.values()), dtype=float)
     chunks = math.ceil(max(cost.trained_tensors, 1) / FOREACH_CHUNK_TENSORS)
     cast_bytes = cost.param_count * AMP_CAST_BYTES_PER_PARAM if amp else 0.0
@@ -276,13 +276,13 @@ def _features(
     if "gradient-noise-scale" in extras:
         optimizer_bytes += cost.trained_count * GNS_BYTES_PER_PARAM
         optimizer_kernels += GNS_KERNELS_PER_TENSOR * cost.trained_tensors
-    op_kernels = float((rows[:, 4] * count).sum())
+    op_dispatches = float((rows[:, 8] * count).sum())
     return Features(
         compute_s=rows[:, 1], memory_s=rows[:, 2], op_class=rows[:, 0].astype(int),
         peak_kind=rows[:, 7].astype(int), utilisation=rows[:, 3],
         kernels=rows[:, 4], count=count, forward=rows[:, 5], half=np.full(len(rows), 1.0 if half else 0.0),
         relayout_s=rows[:, 6], optimizer_memory_s=optimizer_bytes / bandwidth,
-        optimizer_kernels=float(optimizer_kernels), total_kernels=op_kernels + optimizer_kernels,
+        optimizer_kernels=float(optimizer_kernels), total_kernels=op_dispatches + optimizer_kernels,
         gbs_per_sm=accelerator.memory_gbs / sms, base_clock_share=accelerator.base_clock_share,
         fp32_lane_ratio=fp32_lane_ratio(accelerator), desktop=1.0 if desktop_part(accelerator) else 0.0,
     )  # fmt: skip

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
 MATMUL_OPS = frozenset(
     {"aten.convolution", "aten.convolution_backward", "aten.mm", "aten.addmm", "aten.bmm", "aten.baddbmm",
-     "aten._convolution", "aten.cudnn_convolution", "aten._slow_conv2d_forward"}
+     "aten._convolution", "aten.cudnn_convolution", "aten._slow_conv2d_forward", "stash.rnn_gemm"}
 )  # fmt: skip
 # The fused attention kernels torch may dispatch to on a GPU (counted by attention.py when traced on meta).
 ATTENTION_OPS = frozenset(

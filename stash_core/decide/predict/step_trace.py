@@ -1,8 +1,8 @@
 """Counting one training step: the model built on the meta device (the CPU at batch 1 when it needs real
 tensors), its forward and backward run under a dispatch mode that records every operator's FLOPs (torch's
 formulas), bytes, GEMM shape and kernels (op_classes.py), fused attention counted as one kernel
-(attention.py). Loaded only when a step is counted (step_cost.py keeps counted steps on disk), so that a
-prediction from a counted step needs no torch.
+(attention.py) and recurrent layers as their cuDNN calls (rnn.py). Loaded only when a step is counted
+(step_cost.py keeps counted steps on disk), so that a prediction from a counted step needs no torch.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from stash_core.decide.predict.op_classes import (
     op_class,
     pointwise_conv,
 )
+from stash_core.decide.predict.rnn import cudnn_rnns
 from stash_core.decide.predict.step_types import OpCost, StepCost
 from stash_core.errors import UsageError, first_line
 
@@ -59,17 +60,15 @@ class OpRecorder(TorchDispatchMode):
         return out
 
     def record(self, name: str, cost: dict) -> None:
+        """An operator counted as the GPU runs it (attention.py, rnn.py); cost may give its kernels and host
+        dispatches, else those of `name`."""
+        kernels = int(cost.get("kernels", kernel_count(name)))
         self.ops.append(
             OpCost(
-                name,
-                cost["flops"],
-                cost["bytes"],
-                self.phase,
-                op_class(name),
-                kernel_count(name),
-                cost["gemm"],
+                name, cost["flops"], cost["bytes"], self.phase, op_class(name), kernels, cost["gemm"],
+                dispatches=int(cost.get("dispatches", -1)),
             )
-        )
+        )  # fmt: skip
 
     def pause(self, paused: bool) -> None:
         self.paused = paused
@@ -121,7 +120,7 @@ def _trace(
 
     recorder = OpRecorder()
     counting = fused_attention(recorder.record, recorder.pause) if attention == "fused" else nullcontext()
-    with counting, recorder:
+    with counting, cudnn_rnns(recorder.record, recorder.pause), recorder:
         with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
             loss = loss_fn(info)(net(inputs), targets)
         recorder.phase = "backward"

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from stash_core.decide.predict.op_classes import tile_count
+from stash_core.decide.predict.rnn_costs import GEMM as RNN_GEMM
 
 
 @dataclass(frozen=True)
@@ -18,6 +19,13 @@ class OpCost:
     gemm: tuple[float, ...] = ()  # (rows, cols, groups) of a matrix operator's output
     alignment: float = 0.0  # elements every operand's leading dimension is a multiple of (cuBLAS products)
     pointwise: bool = False  # a 1x1 convolution: no NCHW to NHWC conversion (op_classes.pointwise_conv)
+    # Calls the host makes for the operator: one per kernel in eager PyTorch (-1: as many as kernels); a
+    # library launches several kernels from one call (cuDNN's recurrent layers, rnn.py: 1 or 0)
+    dispatches: int = -1
+
+    @property
+    def host_dispatches(self) -> int:
+        return self.kernels if self.dispatches < 0 else self.dispatches
 
     @property
     def matrix(self) -> bool:
@@ -64,6 +72,11 @@ class StepCost:
     @property
     def total_bytes(self) -> float:
         return sum(op.bytes for op in self.ops)
+
+    @property
+    def recurrent(self) -> bool:
+        """The step has recurrent layers counted as cuDNN calls (rnn.py)."""
+        return any(op.name == RNN_GEMM for op in self.ops)
 
     @property
     def kernel_count(self) -> int:

@@ -1,0 +1,157 @@
+"""nn.LSTM, nn.GRU and nn.RNN counted as the cuDNN calls a GPU runs, not as what the meta device does.
+
+On the meta device (and the CPU) torch runs a recurrent layer as its per-timestep operators: a 2-layer LSTM
+over 64 timesteps becomes thousands of small operators, each dispatched from the host. On a GPU PyTorch makes
+one cuDNN call for the layer's forward and one for its backward, and cuDNN's standard algorithm launches, per
+layer and direction, with G gate blocks of H units (LSTM 4, GRU 3, plain RNN 1), T timesteps, batch N, input
+width I and element size e:
+
+  forward   one GEMM of every timestep's input, x W_ih^T (T N x G H, depth I); then per timestep one GEMM of
+            the hidden state, h W_hh^T (N x G H, depth H), and one element-wise kernel of the gates (reads the
+            two pre-activations and the state, writes the state and keeps the gates for the backward:
+            e N H (3 G + 2 s) bytes, s = 2 for an LSTM's h and c, else 1)
+  backward  per timestep the gates' element-wise gradient (the same bytes) and one GEMM of the hidden state's
+            gradient (N x H, depth G H); one GEMM of the inputs' gradient (T N x I, depth G H); one GEMM per
+            weight matrix over every timestep (G H x I and G H x H, depth T N); one reduction of the biases'
+            gradient (T N G H elements)
+
+plus, between layers in training with dropout, one element-wise kernel each way. The host dispatches each
+call once (dispatches=1 on its first operator, 0 on the rest): cuDNN's kernels pay the GPU's launch cost
+(roofline's launch_s), not eager PyTorch's dispatch cost per kernel. What cuDNN keeps for the backward (its
+reserve space: every layer's gates and states at every timestep) is counted as activations.
+
+Counted as decomposed, as before: a PackedSequence input and an LSTM with proj_size. Checked against
+DeepBench's measured cuDNN recurrent layers (bench/rnn_kernels.py, docs/kernel-data.md).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+
+import torch
+from torch.overrides import TorchFunctionMode
+
+from stash_core.decide.predict.rnn_costs import DROPOUT, GATES, layer_costs
+
+Record = Callable[[str, dict], None]
+
+
+class _CudnnCalls(TorchFunctionMode):
+    """Within the block, a recurrent layer's call (torch._VF.lstm, gru, rnn_tanh, rnn_relu) records its
+    cuDNN operators through `record` and pauses the operator recorder while the decomposition runs."""
+
+    def __init__(self, record: Record, paused: Callable[[bool], None]) -> None:
+        super().__init__()
+        self.record = record
+        self.paused = paused
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        kind = getattr(func, "__name__", "")
+        layer = _layer_call(kind, args) if kind in GATES and not kwargs else None
+        if layer is None:
+            return func(*args, **kwargs)
+        return _run(func, kind, args, layer, self.record, self.paused)
+
+
+def _layer_call(kind: str, args: tuple) -> dict | None:
+    """The layer's shape from a call (input, hx, weights, bias, layers, dropout, train, bidirectional,
+    batch_first); None for a packed sequence (whose fourth argument is the weights) or a projected LSTM."""
+    if len(args) != 9 or not isinstance(args[3], bool) or not isinstance(args[0], torch.Tensor):
+        return None
+    data, _hx, weights, bias, layers, dropout, train, bidirectional, batch_first = args
+    per_layer = (4 if bias else 2) * (2 if bidirectional else 1)
+    if data.dim() != 3 or len(weights) != per_layer * layers:
+        return None
+    hidden = int(weights[1].shape[1])
+    if int(weights[1].shape[0]) != GATES[kind] * hidden:
+        return None  # proj_size: the hidden matrix's width is the projection's
+    steps, batch = (data.shape[1], data.shape[0]) if batch_first else (data.shape[0], data.shape[1])
+    return {
+        "steps": int(steps), "batch": int(batch), "hidden": hidden, "layers": int(layers), "bias": bias,
+        "directions": 2 if bidirectional else 1, "dropout": float(dropout) if train else 0.0,
+        "inputs": [int(weights[index * per_layer].shape[1]) for index in range(layers)],
+        "element_bytes": data.element_size(),
+    }  # fmt: skip
+
+
+def _phase_ops(kind: str, layer: dict, phase: str) -> list[tuple[str, dict]]:
+    ops: list[tuple[str, dict]] = []
+    for index, inputs in enumerate(layer["inputs"]):
+        costs = layer_costs(
+            kind,
+            layer["steps"],
+            layer["batch"],
+            inputs,
+            layer["hidden"],
+            layer["element_bytes"],
+            layer["bias"],
+        )
+        ops += costs[phase] * layer["directions"]
+        if layer["dropout"] > 0 and index < len(layer["inputs"]) - 1:
+            elements = layer["steps"] * layer["batch"] * layer["hidden"] * layer["directions"]
+            ops.append(
+                (DROPOUT, {"flops": 0.0, "bytes": 3.0 * layer["element_bytes"] * elements, "gemm": ()})
+            )
+    if phase == "backward":
+        ops.reverse()
+    first, *rest = ops
+    ops = [(first[0], {**first[1], "dispatches": 1})] + [
+        (name, {**cost, "dispatches": 0}) for name, cost in rest
+    ]
+    return ops
+
+
+def _reserve_elements(kind: str, layer: dict) -> int:
+    """cuDNN's reserve space: every layer's and direction's gates and state at every timestep."""
+    state = 2 if kind == "lstm" else 1
+    per_layer = (
+        layer["steps"] * layer["batch"] * layer["hidden"] * (GATES[kind] + state) * layer["directions"]
+    )
+    return per_layer * len(layer["inputs"])
+
+
+def _run(func, kind: str, args: tuple, layer: dict, record: Record, paused: Callable[[bool], None]):
+    data, hx, weights, *rest = args
+    hx_list = list(hx) if isinstance(hx, (list, tuple)) else [hx]
+    tensors = [data, *hx_list, *weights]
+
+    class _Layer(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, *inputs):
+            paused(True)
+            try:
+                given_hx = list(inputs[1 : 1 + len(hx_list)])
+                call_hx = given_hx if isinstance(hx, (list, tuple)) else given_hx[0]
+                out = func(inputs[0], call_hx, list(inputs[1 + len(hx_list) :]), *rest)
+                reserve = torch.empty(_reserve_elements(kind, layer), dtype=data.dtype, device=data.device)
+            finally:
+                paused(False)
+            ctx.save_for_backward(inputs[0], *given_hx, reserve)
+            ctx.inputs = [(t.shape, t.dtype, t.device) for t in inputs]
+            for name, cost in _phase_ops(kind, layer, "forward"):
+                record(name, cost)
+            return tuple(out)
+
+        @staticmethod
+        def backward(ctx, *grads):
+            for name, cost in _phase_ops(kind, layer, "backward"):
+                record(name, cost)
+            paused(True)
+            try:  # the gradients' shapes are what matters here, not their values
+                return tuple(
+                    torch.zeros(shape, dtype=dtype, device=device) if needed else None
+                    for (shape, dtype, device), needed in zip(ctx.inputs, ctx.needs_input_grad, strict=True)
+                )
+            finally:
+                paused(False)
+
+    return _Layer.apply(*tensors)
+
+
+@contextlib.contextmanager
+def cudnn_rnns(record: Record, paused: Callable[[bool], None]) -> Iterator[None]:
+    """Within the block, recurrent layers are counted as their cuDNN calls (the module's docstring)."""
+    with _CudnnCalls(record, paused):
+        yield

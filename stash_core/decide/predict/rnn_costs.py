@@ -1,0 +1,57 @@
+"""The operators cuDNN runs for one recurrent layer and direction (rnn.py counts a traced layer with them,
+rnn_validation.py checks them against DeepBench's measured layers); no torch, so that a prediction needs none.
+The kernels and their bytes are listed in rnn.py's docstring.
+"""
+
+from __future__ import annotations
+
+GATES = {"lstm": 4, "gru": 3, "rnn_tanh": 1, "rnn_relu": 1}
+GEMM = "stash.rnn_gemm"
+GATES_OP = "stash.rnn_gates"
+BIAS_SUM = "stash.rnn_bias_sum"  # a reduction (op_classes' words)
+DROPOUT = "stash.rnn_dropout"
+
+
+def layer_costs(
+    kind: str,
+    steps: int,
+    batch: int,
+    inputs: int,
+    hidden: int,
+    element_bytes: float,
+    bias: bool = True,
+    skip_input: bool = False,
+) -> dict[str, list[tuple[str, dict]]]:
+    """The operators of one layer and direction, per phase ("forward", "backward"), as (name, cost) with cost
+    as step_trace's recorder takes it. skip_input: cuDNN's CUDNN_SKIP_INPUT mode (no input matrix: the input
+    enters the gates as it is), as DeepBench times a layer."""  # fmt: skip
+    gates = GATES[kind] * hidden
+    state = 2 if kind == "lstm" else 1
+    e = float(element_bytes)
+    rows = float(steps * batch)
+    forward: list[tuple[str, dict]] = []
+    backward: list[tuple[str, dict]] = []
+    if not skip_input:
+        forward.append(_gemm(rows, gates, inputs, e, 1))
+    forward.append(_gemm(batch, gates, hidden, e, steps))
+    pointwise = {"flops": 0.0, "bytes": e * batch * hidden * (3 * GATES[kind] + 2 * state) * steps,
+                 "gemm": (), "kernels": steps}  # fmt: skip
+    forward.append((GATES_OP, pointwise))
+    backward.append((GATES_OP, dict(pointwise)))
+    backward.append(_gemm(batch, hidden, gates, e, steps))
+    if not skip_input:
+        backward.append(_gemm(rows, inputs, gates, e, 1))
+        backward.append(_gemm(gates, inputs, rows, e, 1))  # the input matrix's gradient
+    backward.append(_gemm(gates, hidden, rows, e, 1))  # the hidden matrix's gradient
+    if bias:
+        backward.append(
+            (BIAS_SUM, {"flops": rows * gates, "bytes": e * rows * gates, "gemm": (), "kernels": 1})
+        )
+    return {"forward": forward, "backward": backward}
+
+
+def _gemm(rows: float, cols: float, depth: float, e: float, kernels: int) -> tuple[str, dict]:
+    """`kernels` products of (rows x depth) by (depth x cols), each read and written once."""
+    flops = 2.0 * rows * cols * depth * kernels
+    moved = e * (rows * depth + depth * cols + rows * cols) * kernels
+    return GEMM, {"flops": flops, "bytes": moved, "gemm": (float(rows), float(cols), 1.0), "kernels": kernels}

@@ -1,0 +1,149 @@
+"""The recurrent layers' counting (rnn.py) checked against cuDNN layers measured on GPUs: DeepBench's
+training kernels, which no fit of the step model ever saw.
+
+Data (kernel_data/deepbench_rnn.csv, README.md there): Baidu DeepBench's results/train workbooks, one
+unidirectional layer of H units, input width H in cuDNN's skip-input mode, batch N, T timesteps, timed by
+rnn_bench.cu as the mean of 100 calls after a warm-up: the forward, the backward with respect to the data and
+with respect to the weights. V100 (DGX-1, CUDA 10.1, cuDNN 7.6.2) in FP32 and in FP16 with tensor-core math
+(Stash's "amp": FP16 tensors on the FP16 matrix units); P100 (cuDNN 6.0.21) in FP32.
+
+Predicted: rnn_costs.layer_costs' operators (skip_input) through the step model's roofline with the parameters
+fitted on the published end-to-end figures (fitted_params), each phase as its GPU time and one host dispatch
+per cuDNN call combined as the step model combines them. Nothing here is fitted.
+
+A prediction of a step with recurrent layers states at least the 80th percentile of the layers' absolute
+error here (widened_for_recurrent): the published figures behind the other stated errors hold no recurrent
+model.
+"""
+
+from __future__ import annotations
+
+import csv
+import functools
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from stash_core.catalog.accelerators import find_accelerator
+from stash_core.decide.predict.features import features
+from stash_core.decide.predict.op_classes import kernel_count, op_class
+from stash_core.decide.predict.rnn_costs import layer_costs
+from stash_core.decide.predict.roofline import StepParams, op_seconds, soft_max
+from stash_core.decide.predict.stated_error import STATED_QUANTILE, StatedError, fitted_params
+from stash_core.decide.predict.step_types import OpCost, StepCost
+
+DATA_FILE = Path(__file__).resolve().parent / "kernel_data" / "deepbench_rnn.csv"
+PHASES = ("forward", "backward")  # backward: DeepBench's data and weight gradients, two calls
+
+
+@dataclass(frozen=True)
+class RnnRow:
+    gpu: str  # DeepBench's name
+    accelerator: str  # the catalog's
+    precision: str  # "fp32" | "amp"
+    kind: str  # "lstm" | "gru" | "rnn_relu"
+    hidden: int
+    batch: int
+    steps: int
+    forward_ms: float
+    backward_ms: float  # data + weights
+
+    @property
+    def label(self) -> str:
+        return f"{self.kind} {self.hidden}x{self.batch}x{self.steps}"
+
+
+def load_rows(path: Path = DATA_FILE) -> list[RnnRow]:
+    with path.open(encoding="utf-8", newline="") as handle:
+        return [
+            RnnRow(
+                row["gpu"], row["accelerator"], row["precision"], row["kind"], int(row["hidden"]),
+                int(row["batch"]), int(row["steps"]), float(row["forward_ms"]),
+                float(row["backward_data_ms"]) + float(row["backward_weights_ms"]),
+            )
+            for row in csv.DictReader(handle)
+        ]  # fmt: skip
+
+
+def predicted_ms(row: RnnRow, params: StepParams) -> dict[str, float]:
+    """Predicted milliseconds of each phase of the row's layer."""
+    accelerator = find_accelerator(row.accelerator)
+    costs = layer_costs(row.kind, row.steps, row.batch, row.hidden, row.hidden, 4.0, skip_input=True)
+    calls = {"forward": 1, "backward": 2}
+    out = {}
+    for phase in PHASES:
+        ops = tuple(
+            OpCost(name, cost["flops"], cost["bytes"], phase, op_class(name),
+                   int(cost.get("kernels", kernel_count(name))), cost["gemm"], dispatches=0)
+            for name, cost in costs[phase]
+        )  # fmt: skip
+        step = StepCost(f"deepbench {row.label} {phase}", row.batch, ops, 0, 0.0, "meta")
+        feats = features(step, accelerator, row.precision, "none")
+        gpu_s = float(op_seconds(feats, params).sum())
+        out[phase] = 1e3 * float(soft_max(gpu_s, params["dispatch_s"] * calls[phase]))
+    return out
+
+
+@dataclass(frozen=True)
+class Checked:
+    row: RnnRow
+    predicted: dict[str, float]
+
+    def error(self, phase: str) -> float:
+        """Signed relative error of the phase (predicted over measured, minus 1)."""
+        measured = self.row.forward_ms if phase == "forward" else self.row.backward_ms
+        return self.predicted[phase] / measured - 1.0
+
+
+def check_all(params: StepParams, rows: list[RnnRow] | None = None) -> list[Checked]:
+    return [Checked(row, predicted_ms(row, params)) for row in (rows if rows is not None else load_rows())]
+
+
+def summary(checked: list[Checked], key=lambda c: (c.row.gpu, c.row.precision)) -> list[dict]:
+    """Per group: rows, mean absolute error of each phase and of the layer (forward + backward), the median
+    signed error of the layer and the share of rows within 25%."""
+    groups: dict = {}
+    for item in checked:
+        groups.setdefault(key(item), []).append(item)
+    out = []
+    for name, items in groups.items():
+        layer = [
+            (c.predicted["forward"] + c.predicted["backward"]) / (c.row.forward_ms + c.row.backward_ms) - 1.0
+            for c in items
+        ]
+        out.append({
+            "group": name, "rows": len(items),
+            "forward_mae": _mean([abs(c.error("forward")) for c in items]),
+            "backward_mae": _mean([abs(c.error("backward")) for c in items]),
+            "layer_mae": _mean([abs(e) for e in layer]),
+            "layer_median": sorted(layer)[len(layer) // 2],
+            "within_25": _mean([1.0 if abs(e) <= 0.25 else 0.0 for e in layer]),
+        })  # fmt: skip
+    return out
+
+
+def _mean(values: list[float]) -> float:
+    return sum(values) / len(values) if values else math.nan
+
+
+@functools.cache
+def recurrent_error() -> float:
+    """STATED_QUANTILE of the absolute error of the whole layer (forward and backward) over every DeepBench
+    layer, with the shipped parameters."""
+    errors = sorted(
+        abs((c.predicted["forward"] + c.predicted["backward"]) / (c.row.forward_ms + c.row.backward_ms) - 1.0)
+        for c in check_all(fitted_params())
+    )
+    return errors[min(int(STATED_QUANTILE * len(errors)), len(errors) - 1)]
+
+
+def widened_for_recurrent(stated: StatedError) -> StatedError:
+    """A step with recurrent layers: its stated error no narrower than the counting's error on DeepBench."""
+    error = recurrent_error()
+    if stated.error is not None and stated.error >= error:
+        return stated
+    note = (
+        f"recurrent layers: counted as cuDNN runs them, {STATED_QUANTILE:.0%} of DeepBench's measured cuDNN "
+        f"layers within {error:.0%} (bench/rnn_kernels.py), the stated error widened to that"
+    )
+    return StatedError(error, stated.validated, stated.regime, note)

@@ -1,0 +1,165 @@
+"""Recurrent layers (nn.LSTM, nn.GRU, nn.RNN) counted as the cuDNN calls a GPU runs (rnn.py). The meta trace
+decomposed them into per-timestep operators, each dispatched from the host: a 2-layer LSTM of 1,024 units
+over 64 timesteps at batch 32 was 4,742 kernels and predicted at 168 ms on a V100, host-bound, where cuDNN
+makes one call a direction and its GEMMs take tens of milliseconds. The counting is checked against
+DeepBench's measured cuDNN layers (rnn_validation.py), and a recurrent step states that check's error."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+
+import pytest
+
+from stash_core.catalog.accelerators import find_accelerator
+from stash_core.cli.main import main
+from stash_core.decide.predict.rnn_costs import GEMM, layer_costs
+from stash_core.decide.predict.rnn_validation import (
+    check_all,
+    load_rows,
+    recurrent_error,
+    summary,
+    widened_for_recurrent,
+)
+from stash_core.decide.predict.roofline import compute_time
+from stash_core.decide.predict.stated_error import StatedError, fitted_params
+from stash_core.decide.predict.step_cost import step_cost
+
+HIDDEN, STEPS, BATCH = 256, 16, 8
+
+
+def _model_file(tmp_path, layer: str, name: str = "net") -> str:
+    path = tmp_path / f"{name}.py"
+    path.write_text(textwrap.dedent(f"""
+        import torch
+
+        class Net(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.rnn = {layer}
+                width = self.rnn.proj_size or self.rnn.hidden_size
+                self.head = torch.nn.Linear(width * (2 if self.rnn.bidirectional else 1), 10)
+
+            def forward(self, x):
+                out, _ = self.rnn(x)
+                return self.head(out[:, -1])
+
+        def make():
+            return Net()
+    """))  # fmt: skip
+    return f"{path}:make"
+
+
+def _lstm(tmp_path, **extra) -> str:
+    args = "".join(f", {key}={value}" for key, value in extra.items())
+    return _model_file(tmp_path, f"torch.nn.LSTM({HIDDEN}, {HIDDEN}, 2, batch_first=True{args})")
+
+
+def test_an_lstm_is_counted_as_its_cudnn_kernels_and_two_host_calls(tmp_path):
+    cost = step_cost(_lstm(tmp_path), BATCH, (STEPS, HIDDEN))
+    rnn_ops = [op for op in cost.ops if op.name.startswith("stash.rnn")]
+    assert cost.recurrent
+    assert not [op for op in cost.ops if "sigmoid" in op.name or "tanh" in op.name]  # the gates' operators
+    forward = [op for op in rnn_ops if op.phase == "forward"]
+    backward = [op for op in rnn_ops if op.phase == "backward"]
+    # per layer: the inputs' GEMM, then a GEMM and a gates kernel per timestep
+    assert sum(op.kernels for op in forward) == 2 * (1 + 2 * STEPS)
+    # per layer: gates and GEMM per timestep, the inputs' GEMM, two weight GEMMs and the bias reduction
+    assert sum(op.kernels for op in backward) == 2 * (2 * STEPS + 4)
+    assert sum(op.host_dispatches for op in forward) == 1 and sum(op.host_dispatches for op in backward) == 1
+    gates = 4 * HIDDEN
+    expected = 2 * (2 * STEPS * BATCH * gates * HIDDEN * 2)  # two layers; input and hidden products
+    assert sum(op.flops for op in forward if op.name == GEMM) == pytest.approx(expected)
+    assert sum(op.flops for op in backward if op.name == GEMM) == pytest.approx(2 * expected)
+
+
+def test_it_counts_cudnn_reserve_space_and_trains_every_weight(tmp_path):
+    cost = step_cost(_lstm(tmp_path), BATCH, (STEPS, HIDDEN))
+    weights = 2 * (4 * HIDDEN * HIDDEN * 2 + 2 * 4 * HIDDEN)
+    assert cost.trained_count == cost.param_count == weights + HIDDEN * 10 + 10
+    reserve = 2 * STEPS * BATCH * HIDDEN * (4 + 2) * 4  # every layer's gates, h and c, FP32
+    assert cost.activation_bytes >= reserve
+
+
+def test_a_bidirectional_gru_with_dropout_reads_both_directions_in_its_second_layer(tmp_path):
+    model = _model_file(
+        tmp_path, f"torch.nn.GRU({HIDDEN}, {HIDDEN}, 2, batch_first=True, bidirectional=True, dropout=0.1)"
+    )
+    cost = step_cost(model, BATCH, (STEPS, HIDDEN))
+    gemms = [op for op in cost.ops if op.name == GEMM and op.phase == "forward" and op.kernels == 1]
+    assert len(gemms) == 4  # the inputs' GEMM of each layer and direction
+    first, second = 2 * STEPS * BATCH * 3 * HIDDEN * HIDDEN, 2 * STEPS * BATCH * 3 * HIDDEN * 2 * HIDDEN
+    assert sorted(op.flops for op in gemms) == pytest.approx([first, first, second, second])
+    assert [op for op in cost.ops if op.name == "stash.rnn_dropout"]
+    assert sum(op.host_dispatches for op in cost.ops if op.name.startswith("stash.rnn")) == 2
+
+
+def test_a_packed_sequence_or_a_projected_lstm_is_counted_as_before(tmp_path):
+    projected = step_cost(_lstm(tmp_path, proj_size=64), BATCH, (STEPS, HIDDEN))
+    assert not projected.recurrent and any("sigmoid" in op.name for op in projected.ops)
+    path = tmp_path / "packed.py"
+    path.write_text(textwrap.dedent(f"""
+        import torch
+        from torch.nn.utils.rnn import pack_padded_sequence
+
+        class Net(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.rnn = torch.nn.LSTM({HIDDEN}, {HIDDEN}, batch_first=True)
+                self.head = torch.nn.Linear({HIDDEN}, 10)
+
+            def forward(self, x):
+                lengths = torch.full((x.shape[0],), x.shape[1], dtype=torch.int64)
+                _, (h, _) = self.rnn(pack_padded_sequence(x, lengths, batch_first=True))
+                return self.head(h[-1])
+
+        def make():
+            return Net()
+    """))  # fmt: skip
+    packed = step_cost(f"{path}:make", BATCH, (STEPS, HIDDEN))
+    assert not packed.recurrent
+
+
+def test_the_step_is_no_longer_host_bound_on_per_timestep_kernels(tmp_path):
+    cost = step_cost(_model_file(tmp_path, "torch.nn.LSTM(1024, 1024, 2, batch_first=True)"), 32, (64, 1024))
+    compute = compute_time(cost, find_accelerator("V100"), "fp32", fitted_params())
+    assert compute.host_s < compute.gpu_s
+    assert compute.kernels < 50  # the host's calls: the LSTM's two, the head's and the optimizer's
+
+
+def test_layer_costs_in_skip_input_mode_leave_out_the_input_matrix():
+    full = layer_costs("gru", 10, 4, 32, 64, 4.0)
+    skipped = layer_costs("gru", 10, 4, 32, 64, 4.0, skip_input=True)
+    assert len(full["forward"]) - len(skipped["forward"]) == 1
+    assert len(full["backward"]) - len(skipped["backward"]) == 2
+    recurrent = [cost for name, cost in skipped["forward"] if name == GEMM]
+    assert recurrent[0]["flops"] == 2 * 4 * 3 * 64 * 64 * 10 and recurrent[0]["kernels"] == 10
+
+
+def test_deepbench_layers_are_loaded_and_predicted():
+    rows = load_rows()
+    assert len(rows) == 159
+    assert {(row.gpu.split()[0], row.precision) for row in rows} == {("V100", "fp32"), ("V100", "amp"),
+                                                                      ("P100", "fp32")}  # fmt: skip
+    assert all(row.forward_ms > 0 and row.backward_ms > 0 for row in rows)
+    checked = check_all(fitted_params(), rows[:12])
+    assert all(item.predicted["forward"] > 0 and item.predicted["backward"] > 0 for item in checked)
+    (group,) = summary(checked, key=lambda item: "all")
+    assert group["rows"] == 12 and 0 <= group["within_25"] <= 1
+
+
+def test_a_recurrent_prediction_states_the_deepbench_error(tmp_path, capsys):
+    error = recurrent_error()
+    assert 0 < error < 10
+    narrow = StatedError(0.1, True, "mid")
+    widened = widened_for_recurrent(narrow)
+    assert widened.error == error and "DeepBench" in widened.note
+    wide = StatedError(error + 1, True, "mid")
+    assert widened_for_recurrent(wide) is wide
+    model = _lstm(tmp_path)
+    rc = main(["predict", "--model", model, "--input-shape", f"{STEPS},{HIDDEN}", "--batch-size", str(BATCH),
+               "--instances", "p3.2xlarge", "--format", "json"])  # fmt: skip
+    assert rc == 0
+    row = json.loads(capsys.readouterr().out)["predictions"][0]
+    assert row["expected_error"] == pytest.approx(max(error, row["expected_error"]))
+    assert any("DeepBench" in note for note in row["notes"])
