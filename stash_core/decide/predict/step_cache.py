@@ -30,7 +30,9 @@ from stash_core.pathargs import env_path, user_cache_dir
 FORMAT = 1
 MAX_KEPT = 500  # counted steps kept on disk: of the order of 30 MB
 STALE_TEMPORARY_S = 3600.0  # a temporary file older than this is a write that was interrupted
-_COUNTING_CODE = ("step_cost.py", "step_trace.py", "step_types.py", "attention.py", "op_classes.py")
+# The counting code: step_cost.py and every module of this package the tracer imports, directly or not
+_COUNTING_CODE = ("step_cost.py", "step_trace.py", "step_types.py", "attention.py", "op_classes.py", "rnn.py",
+                  "rnn_costs.py")  # fmt: skip
 
 
 def cache_dir() -> Path | None:

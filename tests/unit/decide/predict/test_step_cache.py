@@ -139,3 +139,20 @@ def test_the_folder_keeps_the_counts_used_last_and_no_interrupted_write(cache, m
     left = set(cache.glob("*.json"))
     assert len(left) == 3 and paths[0] in left and paths[1] not in left  # the least recently used went
     assert not interrupted.exists() and recent.exists()
+
+
+def test_every_module_the_tracer_imports_is_in_the_digest():
+    """An edit of any counting module starts afresh: rnn.py and rnn_costs.py were missing when they came."""
+    import re
+
+    folder = Path(step_cache.__file__).resolve().parent
+    seen, todo = set(), ["step_cost.py", "step_trace.py"]
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        text = (folder / name).read_text(encoding="utf-8")
+        todo += [f"{module}.py" for module in re.findall(r"from stash_core\.decide\.predict\.(\w+) import", text)]
+    imported = seen - {"step_cache.py"}
+    assert imported <= set(step_cache._COUNTING_CODE), imported - set(step_cache._COUNTING_CODE)
