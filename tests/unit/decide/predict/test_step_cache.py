@@ -153,6 +153,7 @@ def test_every_module_the_tracer_imports_is_in_the_digest():
             continue
         seen.add(name)
         text = (folder / name).read_text(encoding="utf-8")
-        todo += [f"{module}.py" for module in re.findall(r"from stash_core\.decide\.predict\.(\w+) import", text)]
+        modules = re.findall(r"from stash_core\.decide\.predict\.(\w+) import", text)
+        todo += [f"{module}.py" for module in modules]
     imported = seen - {"step_cache.py"}
     assert imported <= set(step_cache._COUNTING_CODE), imported - set(step_cache._COUNTING_CODE)
