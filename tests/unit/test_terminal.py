@@ -54,8 +54,12 @@ def test_a_long_value_is_clipped_to_its_ends_and_its_length() -> None:
 
     assert clipped("short") == "short" and clipped("x" * 80) == "x" * 80
     long = "a" * 40 + "b" * 4000 + "c" * 30
-    assert clipped(long) == "a" * 40 + "..." + "c" * 30 + " (4070 characters)"
-    assert clipped(long, quoted=True) == repr("a" * 40 + "..." + "c" * 30) + " (4070 characters)"
+    assert clipped(long) == "a" * 30 + "..." + "c" * 29 + " (4070 characters)"
+    assert clipped(long, quoted=True) == repr("a" * 29 + "..." + "c" * 28) + " (4070 characters)"
+    # within its limit, its length said (it ran 18 characters past it)
+    for limit in (30, 80, 300, 600):
+        for size in (limit + 1, 5 * limit, 100_000):
+            assert len(clipped("x" * size, limit)) <= limit and len(clipped("x" * size, limit, True)) <= limit
     assert clipped("it's", quoted=True) == repr("it's")
 
 
