@@ -20,7 +20,8 @@ call once (dispatches=1 on its first operator, 0 on the rest): cuDNN's kernels p
 (roofline's launch_s), not eager PyTorch's dispatch cost per kernel. What cuDNN keeps for the backward (its
 reserve space: every layer's gates and states at every timestep) is counted as activations.
 
-Counted as decomposed, as before: a PackedSequence input and an LSTM with proj_size. Checked against
+A packed sequence is counted at its mean batch a timestep. Counted as decomposed, as before: an LSTM with
+proj_size. Checked against
 DeepBench's measured cuDNN recurrent layers (bench/rnn_kernels.py, docs/kernel-data.md).
 """
 
@@ -49,31 +50,53 @@ class _CudnnCalls(TorchFunctionMode):
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         kind = getattr(func, "__name__", "")
-        layer = _layer_call(kind, args) if kind in GATES and not kwargs else None
-        if layer is None:
+        found = _layer_call(func, kind, args) if kind in GATES and not kwargs else None
+        if found is None:
             return func(*args, **kwargs)
-        return _run(func, kind, args, layer, self.record, self.paused)
+        return _run(kind, found, self.record, self.paused)
 
 
-def _layer_call(kind: str, args: tuple) -> dict | None:
-    """The layer's shape from a call (input, hx, weights, bias, layers, dropout, train, bidirectional,
-    batch_first); None for a packed sequence (whose fourth argument is the weights) or a projected LSTM."""
-    if len(args) != 9 or not isinstance(args[3], bool) or not isinstance(args[0], torch.Tensor):
+def _layer_call(func, kind: str, args: tuple) -> tuple | None:
+    """(layer shape, input, hx, weights, call) of a layer's call, where call(input, hx, weights) makes it
+    again; None for a call this counting does not know (a projected LSTM among them). A padded batch's call
+    is (input, hx, weights, bias, layers, dropout, train, bidirectional, batch_first); a packed sequence's
+    (data, batch_sizes, hx, weights, bias, layers, dropout, train, bidirectional), whose timesteps are
+    counted at their mean batch (the total rows exact: cuDNN runs each timestep at its own batch)."""
+    if len(args) != 9 or not isinstance(args[0], torch.Tensor):
         return None
-    data, _hx, weights, bias, layers, dropout, train, bidirectional, batch_first = args
+    if isinstance(args[3], bool):
+        data, hx, weights, bias, layers, dropout, train, bidirectional, batch_first = args
+        if data.dim() != 3:
+            return None
+        steps, batch = (data.shape[1], data.shape[0]) if batch_first else (data.shape[0], data.shape[1])
+
+        def call(data, hx, weights):
+            return func(data, hx, weights, *args[3:])
+
+    elif isinstance(args[1], torch.Tensor) and isinstance(args[4], bool):
+        data, batch_sizes, hx, weights, bias, layers, dropout, train, bidirectional = args
+        if data.dim() != 2 or batch_sizes.device.type == "meta" or len(batch_sizes) == 0:
+            return None
+        steps, batch = len(batch_sizes), data.shape[0] / len(batch_sizes)
+
+        def call(data, hx, weights):
+            return func(data, batch_sizes, hx, weights, *args[4:])
+
+    else:
+        return None
     per_layer = (4 if bias else 2) * (2 if bidirectional else 1)
-    if data.dim() != 3 or len(weights) != per_layer * layers:
+    if len(weights) != per_layer * layers:
         return None
     hidden = int(weights[1].shape[1])
     if int(weights[1].shape[0]) != GATES[kind] * hidden:
         return None  # proj_size: the hidden matrix's width is the projection's
-    steps, batch = (data.shape[1], data.shape[0]) if batch_first else (data.shape[0], data.shape[1])
-    return {
-        "steps": int(steps), "batch": int(batch), "hidden": hidden, "layers": int(layers), "bias": bias,
+    layer = {
+        "steps": int(steps), "batch": float(batch), "hidden": hidden, "layers": int(layers), "bias": bias,
         "directions": 2 if bidirectional else 1, "dropout": float(dropout) if train else 0.0,
         "inputs": [int(weights[index * per_layer].shape[1]) for index in range(layers)],
         "element_bytes": data.element_size(),
     }  # fmt: skip
+    return layer, data, hx, weights, call
 
 
 def _phase_ops(kind: str, layer: dict, phase: str) -> list[tuple[str, dict]]:
@@ -109,11 +132,11 @@ def _reserve_elements(kind: str, layer: dict) -> int:
     per_layer = (
         layer["steps"] * layer["batch"] * layer["hidden"] * (GATES[kind] + state) * layer["directions"]
     )
-    return per_layer * len(layer["inputs"])
+    return int(per_layer * len(layer["inputs"]))
 
 
-def _run(func, kind: str, args: tuple, layer: dict, record: Record, paused: Callable[[bool], None]):
-    data, hx, weights, *rest = args
+def _run(kind: str, found: tuple, record: Record, paused: Callable[[bool], None]):
+    layer, data, hx, weights, call = found
     hx_list = list(hx) if isinstance(hx, (list, tuple)) else [hx]
     tensors = [data, *hx_list, *weights]
 
@@ -124,7 +147,7 @@ def _run(func, kind: str, args: tuple, layer: dict, record: Record, paused: Call
             try:
                 given_hx = list(inputs[1 : 1 + len(hx_list)])
                 call_hx = given_hx if isinstance(hx, (list, tuple)) else given_hx[0]
-                out = func(inputs[0], call_hx, list(inputs[1 + len(hx_list) :]), *rest)
+                out = call(inputs[0], call_hx, list(inputs[1 + len(hx_list) :]))
                 reserve = torch.empty(_reserve_elements(kind, layer), dtype=data.dtype, device=data.device)
             finally:
                 paused(False)

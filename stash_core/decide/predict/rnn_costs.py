@@ -15,7 +15,7 @@ DROPOUT = "stash.rnn_dropout"
 def layer_costs(
     kind: str,
     steps: int,
-    batch: int,
+    batch: float,
     inputs: int,
     hidden: int,
     element_bytes: float,

@@ -10,6 +10,7 @@ import json
 import textwrap
 
 import pytest
+import torch
 
 from stash_core.catalog.accelerators import find_accelerator
 from stash_core.cli.main import main
@@ -94,9 +95,12 @@ def test_a_bidirectional_gru_with_dropout_reads_both_directions_in_its_second_la
     assert sum(op.host_dispatches for op in cost.ops if op.name.startswith("stash.rnn")) == 2
 
 
-def test_a_packed_sequence_or_a_projected_lstm_is_counted_as_before(tmp_path):
+def test_a_projected_lstm_is_counted_as_before(tmp_path):
     projected = step_cost(_lstm(tmp_path, proj_size=64), BATCH, (STEPS, HIDDEN))
     assert not projected.recurrent and any("sigmoid" in op.name for op in projected.ops)
+
+
+def test_a_packed_sequence_is_counted_at_its_own_rows(tmp_path):
     path = tmp_path / "packed.py"
     path.write_text(textwrap.dedent(f"""
         import torch
@@ -109,7 +113,7 @@ def test_a_packed_sequence_or_a_projected_lstm_is_counted_as_before(tmp_path):
                 self.head = torch.nn.Linear({HIDDEN}, 10)
 
             def forward(self, x):
-                lengths = torch.full((x.shape[0],), x.shape[1], dtype=torch.int64)
+                lengths = torch.linspace(x.shape[1], 1, x.shape[0]).long()  # longest first
                 _, (h, _) = self.rnn(pack_padded_sequence(x, lengths, batch_first=True))
                 return self.head(h[-1])
 
@@ -117,7 +121,11 @@ def test_a_packed_sequence_or_a_projected_lstm_is_counted_as_before(tmp_path):
             return Net()
     """))  # fmt: skip
     packed = step_cost(f"{path}:make", BATCH, (STEPS, HIDDEN))
-    assert not packed.recurrent
+    assert packed.recurrent
+    rows = sum(int(length) for length in torch.linspace(STEPS, 1, BATCH).long())
+    gemms = [op for op in packed.ops if op.name == GEMM and op.phase == "forward"]
+    assert sum(op.flops for op in gemms) == pytest.approx(2 * 2 * rows * 4 * HIDDEN * HIDDEN)
+    assert sum(op.kernels for op in gemms) == 1 + STEPS  # the longest sequence's timesteps
 
 
 def test_the_step_is_no_longer_host_bound_on_per_timestep_kernels(tmp_path):
