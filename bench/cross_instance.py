@@ -16,7 +16,8 @@ for one job (the step counted once, then each instance): PYTHONPATH=. .venv/bin/
 Then the step model on the later single-GPU sources, each held out, and on the untouched set
 (bench/single_gpu_holdout.py), the communication model against published multi-GPU figures
 (bench/comm_report.py, with --write its comm_summary.json too), the kernel model against NeuSight's measured
-kernels (bench/kernels.py) and summed over the published FP32 steps (bench/kernel_steps.py).
+kernels (bench/kernels.py) and summed over the published FP32 steps (bench/kernel_steps.py), and recurrent
+layers counted as cuDNN calls against DeepBench's measured layers (bench/rnn_kernels.py).
 Run: PYTHONPATH=. .venv/bin/python bench/cross_instance.py [--write] [--rows]
 """
 
@@ -203,6 +204,8 @@ def main() -> None:
     _bench_module("kernels").report()
     print("\n== kernels summed over a step: the published FP32 steps (bench/kernel_steps.py)")
     _bench_module("kernel_steps").report(args.rows)
+    print("\n== recurrent layers counted as cuDNN calls: DeepBench's measured layers (bench/rnn_kernels.py)")
+    _bench_module("rnn_kernels").report(args.rows)
 
 
 H100_STEPS = Path(__file__).resolve().parent.parent / "docs/measurements/h100-gpu-steps-2026-11-26-clocks.csv"

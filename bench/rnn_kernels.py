@@ -23,8 +23,9 @@ import zipfile
 
 from bench_args import bench_parser
 
-from stash_core.decide.predict.rnn_validation import DATA_FILE, check_all, summary
+from stash_core.decide.predict.rnn_validation import DATA_FILE, check_all, recurrent_error, summary
 from stash_core.decide.predict.stated_error import fitted_params
+from stash_core.userfiles import write_atomic
 
 # workbook, sheet, Stash's precision, the catalog's accelerator, DeepBench's GPU and software
 SHEETS = (
@@ -87,29 +88,29 @@ def _layer_rows(rows: list[list[str | None]]) -> list[tuple[str, list[float]]]:
 
 
 def rebuild(git_dir: str) -> int:
+    """Rewrite the data from the workbooks of a DeepBench snapshot; one line and exit status 1 when a workbook
+    cannot be read (the data file is then left as it was)."""
     written = []
     for path, sheet, precision, accelerator, gpu in SHEETS:
-        book = subprocess.run(["git", "-C", git_dir, "show", f"HEAD:{path}"], capture_output=True, check=True)
-        for kind, (hidden, batch, steps, fwd, bwd_data, bwd_weights) in _layer_rows(
-            _sheet_rows(book.stdout, sheet)
-        ):
-            written.append((gpu, accelerator, precision, kind, int(hidden), int(batch), int(steps), fwd,
-                            bwd_data, bwd_weights, f"{path} ({sheet})"))  # fmt: skip
-    with DATA_FILE.open("w", encoding="utf-8", newline="") as handle:
-        writer = csv.writer(handle)
-        writer.writerow(COLUMNS)
-        writer.writerows(written)
+        book = subprocess.run(["git", "-C", git_dir, "show", f"HEAD:{path}"], capture_output=True)
+        if book.returncode != 0:
+            reason = (book.stderr.decode(errors="replace").strip().splitlines() or ["git failed"])[-1]
+            print(f"rnn_kernels.py: cannot read {path} in {git_dir}: {reason}")
+            return 1
+        for kind, numbers in _layer_rows(_sheet_rows(book.stdout, sheet)):
+            hidden, batch, steps, forward, backward_data, backward_weights = numbers
+            written.append((gpu, accelerator, precision, kind, int(hidden), int(batch), int(steps), forward,
+                            backward_data, backward_weights, f"{path} ({sheet})"))  # fmt: skip
+    text = io.StringIO()
+    writer = csv.writer(text, lineterminator="\r\n")
+    writer.writerow(COLUMNS)
+    writer.writerows(written)
+    write_atomic(DATA_FILE, text.getvalue(), "DeepBench's layers")
     print(f"{len(written)} layers written to {DATA_FILE}")
     return 0
 
 
-def main() -> int:
-    parser = bench_parser(__doc__)
-    parser.add_argument("--rows", action="store_true", help="print every layer")
-    parser.add_argument("--rebuild", metavar="GIT_DIR", help="rewrite the data from a DeepBench snapshot")
-    args = parser.parse_args()
-    if args.rebuild:
-        return rebuild(args.rebuild)
+def report(show_rows: bool = False) -> None:
     params = fitted_params()
     checked = check_all(params)
     print(f"step model: {params.fitted_on}; {len(checked)} DeepBench cuDNN layers, used in no fit")
@@ -127,7 +128,8 @@ def main() -> int:
                 f" {group['backward_mae']:8.1%} {group['layer_mae']:9.1%} {group['layer_median']:+7.1%}"
                 f" {group['within_25']:6.0%}"
             )
-    if args.rows:
+    print(f"\na recurrent step states at least {recurrent_error():.1%} (80% of these layers within it)")
+    if show_rows:
         print(f"\n  {'GPU':22} {'prec':5} {'layer':22} {'fwd ms':>8} {'pred':>8} {'bwd ms':>8} {'pred':>8}")
         for item in checked:
             row = item.row
@@ -135,6 +137,16 @@ def main() -> int:
                 f"  {row.gpu:22} {row.precision:5} {row.label:22} {row.forward_ms:8.2f}"
                 f" {item.predicted['forward']:8.2f} {row.backward_ms:8.2f} {item.predicted['backward']:8.2f}"
             )
+
+
+def main() -> int:
+    parser = bench_parser(__doc__)
+    parser.add_argument("--rows", action="store_true", help="print every layer")
+    parser.add_argument("--rebuild", metavar="GIT_DIR", help="rewrite the data from a DeepBench snapshot")
+    args = parser.parse_args()
+    if args.rebuild:
+        return rebuild(args.rebuild)
+    report(args.rows)
     return 0
 
 
