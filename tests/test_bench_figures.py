@@ -77,3 +77,62 @@ def test_the_paper_takes_its_options_written_with_an_equals_sign(monkeypatch) ->
     monkeypatch.setattr(sys, "argv", ["schedule.py", "--jobs=300"])
     args = parse_args()
     assert (args.jobs, args.cluster, args.node_gbps) == (300, "16x8x8", 100.0)
+
+
+def _workbook(sheet: str, rows: list[list[object]]) -> bytes:
+    """A minimal .xlsx of one sheet: numbers as values, text as shared strings (as Excel writes them)."""
+    import io
+    import zipfile
+
+    strings: list[str] = []
+    cells = []
+    for number, row in enumerate(rows, 1):
+        parts = []
+        for value in row:
+            if isinstance(value, str):
+                strings.append(value)
+                parts.append(f'<c t="s"><v>{len(strings) - 1}</v></c>')
+            elif value is not None:
+                parts.append(f"<c><v>{value}</v></c>")
+        cells.append(f'<row r="{number}">{"".join(parts)}</row>')
+    ns = 'xmlns="http://schemas.openxmlformats.org/spreadsheetml/2006/main"'
+    book = io.BytesIO()
+    with zipfile.ZipFile(book, "w") as archive:
+        archive.writestr(
+            "xl/workbook.xml", f'<workbook {ns}><sheets><sheet name="{sheet}"/></sheets></workbook>'
+        )
+        shared = "".join(f"<si><t>{text}</t></si>" for text in strings)
+        archive.writestr("xl/sharedStrings.xml", f"<sst {ns}>{shared}</sst>")
+        archive.writestr(
+            "xl/worksheets/sheet1.xml", f"<worksheet {ns}><sheetData>{''.join(cells)}</sheetData></worksheet>"
+        )
+    return book.getvalue()
+
+
+def test_deepbench_layers_are_read_by_section_and_the_rest_left_out() -> None:
+    from rnn_kernels import _layer_rows, _sheet_rows
+
+    book = _workbook("Results FP32", [
+        ["Recurrent Layers - LSTM", "Source", "Hidden Units", "N", "Timesteps", "Time Forward (msec)"],
+        ["Machine Translation", 512, 16, 25, 1.095, 0.937, 0.165, 0.77],
+        [None],
+        ["Recurrent Layers - GRU", "Source", "Hidden units"],
+        ["DeepSpeech", 2816, 32, 1500, 223.3, 328.9, 154.9],
+        ["DeepSpeech", 1760, 16, 50, "#DIV/0!"],  # no times: left out
+        ["All-Reduce", "Size # floats"],
+        [100000, 2, 3, 4, 5, 6],  # an all-reduce row: no layer
+    ])  # fmt: skip
+    assert _layer_rows(_sheet_rows(book, "Results FP32")) == [
+        ("lstm", [512.0, 16.0, 25.0, 1.095, 0.937, 0.165]),
+        ("gru", [2816.0, 32.0, 1500.0, 223.3, 328.9, 154.9]),
+    ]
+
+
+def test_deepbench_rebuild_refuses_a_snapshot_it_cannot_read_and_writes_nothing(tmp_path, capsys) -> None:
+    from rnn_kernels import DATA_FILE, rebuild
+
+    before = DATA_FILE.read_bytes()
+    assert rebuild(str(tmp_path / "no-such-snapshot")) == 1
+    out = capsys.readouterr().out
+    assert out.startswith("rnn_kernels.py: cannot read results/train/") and len(out.splitlines()) == 1
+    assert DATA_FILE.read_bytes() == before
