@@ -1,18 +1,16 @@
 """What to run: ProfileSpec, the one definition of a profile's options.
 
 OPTIONS lists every `stash profile` option once (the parsers of its texts and the rules of its numbers are
-spec_parse.py's). `add_profile_arguments` gives them to a parser,
+spec_parse.py's). `spec_argparse.add_profile_arguments` gives them to a parser,
 `ProfileSpec.from_args` reads a parsed command line, `ProfileSpec.to_argv` writes the arguments that
-reproduce a spec, and `check_fields` / `validate` check a spec's values, raising FieldError: a UsageError
-of one line that names the flag.
+reproduce a spec; spec_checks.py checks a spec's values, raising FieldError: a UsageError of one line that
+names the flag.
 """
 
 from __future__ import annotations
 
 import argparse
 import hashlib
-import ipaddress
-import re
 from collections.abc import Callable
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
@@ -25,27 +23,20 @@ from stash_core.spec_parse import (
     DAY_S,
     LOADER_WORKERS,
     MAX_ITERATIONS,
-    MAX_NAME_CHARS,
     PORT,
     SEED,
     TARGET_CI,
     WORKERS,
     FieldError,
     Number,
-    below,
-    check_stalls,
     count,
-    instance_name_problem,
     parse_hosts,
     parse_input_shape,
     parse_iterations,
     parse_rate,
     parse_stalls,
     positive_real,
-    shape_error,
-    shape_fits,
 )
-from stash_core.terminal import clipped, unsafe_character
 from stash_core.units import STALLS
 from stash_core.userfiles import read_user_bytes
 from stash_core.zoo_names import SCRIPT_PREFIX
@@ -54,14 +45,6 @@ MAX_SCRIPT_BYTES = 16 * 1024 * 1024  # a training script is kilobytes; a link to
 DEVICES = ("auto", "cpu", "cuda")
 PAIRED_CHOICES = ("auto", "on", "off")
 # A first look at host names (the launcher checks DNS names and addresses): [user@]host[:port], [v6]:port.
-_USER_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,31}")  # as the launcher's (launch.ssh)
-# [user@]host[:port]: neither user nor host starts with "-" (ssh would read an option), and no port stands
-# without its host (":22"; "::1" is an IPv6 address); the port's range is checked apart (_port_in_range).
-_HOST_RE = re.compile(
-    rf"(?:{_USER_RE.pattern}@)?(?:\[[0-9A-Za-z:.%]+\](?::\d+)?|(?!-|:[^:]*$)[A-Za-z0-9_.:%-]+)"
-)
-_LABEL_RE = re.compile(r"(?!-)[\w.@+-]+")  # no leading "-": a label is never read as an option
-
 
 # A read cap below 0.1 MB/s makes a real-data run take hours (1e-9 was taken as one byte a second).
 DISK_READ_MBPS = Number(0.1, 1e6, whole=False, what="from 0.1 to 1e6 (MB/s)")
@@ -139,7 +122,7 @@ class ProfileSpec:
         if values.get("script"):
             # A flag typed at its default value is refused too (the check of the fields sees only values).
             typed = {option.attr for option in OPTIONS if option.dest in getattr(args, "typed", ())}
-            _check_script_makes(values, given=lambda attr, value: attr in typed)
+            check_script_makes(values, given=lambda attr, value: attr in typed)
             values["script_sha256"] = script_sha256(values["script"])
             values.setdefault("batch_size", None)  # the script's own, measured from its first batch
         return cls(**values)
@@ -214,6 +197,27 @@ def _script_model(args: argparse.Namespace) -> None:
     for flag, dest in (("--model", "model"), ("--batch-size", "batch_size")):
         if hasattr(args, dest) and getattr(args, dest) is None:
             raise FieldError(f"{flag} is required (or --script)", dest)
+
+
+# What a script makes itself (its data, its model's input and classes, its DataLoader): an option for it
+# would be taken and never used.
+SCRIPT_MAKES = (("dataset", "--dataset"), ("synthetic_images", "--synthetic-images"),
+                ("input_shape", "--input-shape"), ("num_classes", "--num-classes"),
+                ("find_unused_parameters", "--find-unused-parameters"),
+                ("image_px", "--image-px"), ("loader_workers", "--loader-workers"))  # fmt: skip
+
+
+def check_script_makes(values: dict, given: Callable[[str, Any], bool]) -> None:
+    """Refuse an option for what the script makes itself; `given`: whether a value was given (on the command
+    line, any value there; in a spec made otherwise, one other than the default)."""
+    for attr, flag in SCRIPT_MAKES:
+        value = values.get(attr)
+        if attr not in values or value is None or not given(attr, value):
+            continue
+        if attr in ("dataset", "synthetic_images"):
+            raise FieldError(f"--script reads its own data: give --data-dir, not {flag}", attr, value)
+        message = f"{flag} does not go with --script: the script makes its own model, data and loader"
+        raise FieldError(message, attr, value)
 
 
 def default_of(attr: str) -> Any:
@@ -381,325 +385,3 @@ OPTIONS: tuple[Option, ...] = (
     Option("--no-probes", "probes", "skip the bandwidth probe of R1/R1n", switch=True,
            group=PROFILE_MACHINES),
 )  # fmt: skip
-
-
-def add_profile_arguments(parser: argparse.ArgumentParser) -> None:
-    """Every option of `stash profile`: what to run (the spec's fields) and how (--out, --db, --progress)."""
-    data = parser.add_mutually_exclusive_group()
-    machines = parser.add_argument_group("several machines")
-    for option in OPTIONS:
-        group = {DATA: data, MACHINES: machines, PROFILE_MACHINES: machines}.get(option.group, parser)
-        _add_option(group, option)
-
-
-def add_machine_arguments(parser: argparse.ArgumentParser) -> None:
-    """The options that name the machines, for other commands than `stash profile` (`stash probe`)."""
-    group = parser.add_argument_group("several machines")
-    for option in OPTIONS:
-        if option.group == MACHINES:
-            _add_option(group, option)
-
-
-def _add_option(parser: Any, option: Option) -> None:
-    if option.flag == "--":
-        add_script_args(parser, option.help)
-        return
-    if option.attr in ("model", "batch_size"):  # not with --script: from_args checks
-        parser.add_argument(option.flag, type=option.type, default=None, help=option.help)
-        return
-    if option.switch:
-        parser.add_argument(option.flag, action="store_true", help=option.help)
-        return
-    default = option.default if option.attr is None or option.parse else default_of(option.attr)
-    required = option.attr is not None and default is MISSING
-    parser.add_argument(option.flag, type=option.type, choices=option.choices, default=None if required
-                        else default, required=required, help=option.help, action=_Typed)  # fmt: skip
-
-
-def add_script_args(parser: Any, help_text: str | None) -> None:
-    """The script's own arguments, after a literal `--` only: a parser given them must read its command line
-    with `parse_script_args`, which takes them apart before argparse sees them."""
-    parser.add_argument("script_args", nargs="*", default=[], metavar="-- SCRIPT_ARGS", help=help_text)
-
-
-def takes_script_args(parser: argparse.ArgumentParser) -> bool:
-    """Whether `parser` has the script's arguments (add_script_args)."""
-    return any(action.dest == "script_args" and not action.option_strings for action in parser._actions)
-
-
-def parse_script_args(parse_known: Callable, args: list[str], namespace: Any) -> tuple[Any, list[str]]:
-    """argparse's parse_known_args of a parser with add_script_args: what follows the first `--` is the
-    script's, word for word; any other bare word is an unrecognized argument (a stray "interconnect" of
-    `--stalls compute, interconnect` is not passed to the script, nor said to come after a `--`)."""
-    cut = args.index("--") if "--" in args else len(args)
-    namespace, extras = parse_known(args[:cut], namespace)
-    left = [*namespace.script_args, *extras]  # bare words before any `--` (the positional took them), then
-    namespace.script_args = args[cut + 1 :]  # unknown options: said in the order they were typed
-    ordered = []
-    for word in args[:cut]:
-        if word in left:
-            left.remove(word)
-            ordered.append(word)
-    return namespace, [*ordered, *left]
-
-
-class _Typed(argparse.Action):
-    """Store the value, and note in `typed` that the option was on the command line: one typed at its
-    default value is no different otherwise."""
-
-    def __call__(self, parser, namespace, values, option_string=None) -> None:
-        setattr(namespace, self.dest, values)
-        namespace.typed = {*getattr(namespace, "typed", ()), self.dest}
-
-
-# ---------------------------------------------------------------------------------------------------------
-# Checks
-
-
-def check_fields(spec: ProfileSpec) -> None:
-    """Check each value of a spec, and the values against each other, without looking at this machine."""
-    if not str(spec.model or "").strip():
-        raise FieldError("--model: give a zoo name, FILE.py:FACTORY or package.module:FACTORY", "model")
-    for attr, wrong in (("max_phase_s", below(spec.max_phase_s, 0, True)),
-                        ("max_iterations", below(spec.max_iterations, 2))):  # fmt: skip
-        if wrong:
-            message = "--max-phase-seconds must be positive and --max-iterations at least 2"
-            raise FieldError(message, attr, getattr(spec, attr))
-    _check_counts(spec)
-    check_stalls(spec.stalls)
-    parse_iterations(str(spec.iterations))
-    if spec.input_shape is not None and not shape_fits(spec.input_shape):
-        raise shape_error(spec.input_shape)
-    if spec.device not in DEVICES:
-        raise FieldError(f"--device must be auto, cpu or cuda, got {spec.device!r}", "device", spec.device)
-    if spec.paired not in PAIRED_CHOICES:
-        raise FieldError(f"--paired must be auto, on or off, got {spec.paired!r}", "paired", spec.paired)
-    _check_data(spec)
-    _check_script(spec)
-    _check_text_fields(spec)
-    validate_machines(spec)
-    if spec.cluster_bandwidth is not None:
-        parse_rate(spec.cluster_bandwidth)
-
-
-def _check_counts(spec: ProfileSpec) -> None:
-    """Every field of a numeric option (the options whose type is a Number rule) within its rule's range."""
-    for option in OPTIONS:
-        if isinstance(option.type, Number) and option.attr:
-            value = getattr(spec, option.attr)
-            measured = spec.script and option.attr == "batch_size"  # a script's: measured from its batches
-            if value is None and (default_of(option.attr) is None or measured):
-                continue
-            problem = option.type.problem(value)
-            if problem:
-                raise FieldError(f"{option.flag} {problem}", option.attr, value)
-
-
-def _check_data(spec: ProfileSpec) -> None:
-    if spec.dataset and spec.synthetic_images:
-        raise FieldError("give either --dataset or --synthetic-images, not both", "dataset", spec.dataset)
-    if spec.dataset_images is not None and (spec.dataset or spec.synthetic_images):
-        # A data set's epoch is its files: a second epoch size would be stored and never used.
-        flag = "--dataset" if spec.dataset else "--synthetic-images"
-        message = f"--dataset-images sets the epoch of runs without a data set; {flag}'s epoch is its files"
-        raise FieldError(message, "dataset_images", spec.dataset_images)
-    if spec.image_px != default_of("image_px") and not spec.synthetic_images and not spec.script:
-        # Only generated images have a side to choose; a --dataset's images are read as they are.
-        raise FieldError("--image-px applies to --synthetic-images only", "image_px", spec.image_px)
-    if spec.dataset is not None and not Path(spec.dataset).is_dir():
-        why = "a file, not a folder" if Path(spec.dataset).exists() else "no such directory"
-        raise FieldError(f"--dataset {spec.dataset}: {why}", "dataset", spec.dataset, "missing")
-
-
-def _check_text_fields(spec: ProfileSpec) -> None:
-    """Labels and names are stored and printed: no control or bidirectional characters, refused up front."""
-    for attr, flag in (("instance", "--instance"), ("model", "--model"), ("script", "--script")):
-        value = getattr(spec, attr)
-        character = unsafe_character(value) if isinstance(value, str) else None
-        if character:
-            raise FieldError(f"{flag} {value!r} holds the control character {character}", attr, value)
-    label = spec.instance  # stored and shown as the run's machine: a name, as result files hold it
-    if isinstance(label, str) and not 1 <= len(label.strip()) <= len(label) <= MAX_NAME_CHARS:
-        what = "an empty label" if not label.strip() else f"a label of {len(label):,} characters"
-        raise FieldError(
-            f"--instance: {what}; give a name of 1 to {MAX_NAME_CHARS} characters",
-            "instance",
-            label,
-            "length",
-        )
-    if isinstance(label, str):
-        _check_instance_name(label)
-
-
-def _check_instance_name(label: str) -> None:
-    """A label the catalog can hold as an instance name: a label no `--instances` can name is a run no
-    prediction or catalog row can reach."""
-    problem = instance_name_problem(label)
-    if problem:
-        raise FieldError(f"--instance {label!r} {problem}", "instance", label)
-
-
-# What a script makes itself (its data, its model's input and classes, its DataLoader): an option for it
-# would be taken and never used.
-SCRIPT_MAKES = (("dataset", "--dataset"), ("synthetic_images", "--synthetic-images"),
-                ("input_shape", "--input-shape"), ("num_classes", "--num-classes"),
-                ("find_unused_parameters", "--find-unused-parameters"),
-                ("image_px", "--image-px"), ("loader_workers", "--loader-workers"))  # fmt: skip
-
-
-def _check_script_makes(values: dict, given: Callable[[str, Any], bool]) -> None:
-    """Refuse an option for what the script makes itself; `given`: whether a value was given (on the command
-    line, any value there; in a spec made otherwise, one other than the default)."""
-    for attr, flag in SCRIPT_MAKES:
-        value = values.get(attr)
-        if attr not in values or value is None or not given(attr, value):
-            continue
-        if attr in ("dataset", "synthetic_images"):
-            raise FieldError(f"--script reads its own data: give --data-dir, not {flag}", attr, value)
-        message = f"{flag} does not go with --script: the script makes its own model, data and loader"
-        raise FieldError(message, attr, value)
-
-
-def _check_script(spec: ProfileSpec) -> None:
-    """The script exists and parses; --data-dir is a directory and only for a script."""
-    if spec.script is None:
-        for attr, flag in (("data_dir", "--data-dir"), ("script_args", "arguments after --")):
-            if getattr(spec, attr):
-                raise FieldError(f"{flag} applies to --script only", attr, getattr(spec, attr))
-        if spec.script_start_timeout_s != default_of("script_start_timeout_s"):
-            value = spec.script_start_timeout_s
-            raise FieldError(
-                "--script-start-timeout applies to --script only", "script_start_timeout_s", value
-            )
-        return
-    _check_script_makes(asdict(spec), given=lambda attr, value: value != default_of(attr))
-    path = Path(spec.script)
-    try:
-        exists = path.exists()
-    except OSError as error:  # a name too long for the file system, say
-        raise FieldError(f"--script: {error.strerror or error}", "script", spec.script) from None
-    if not exists:
-        raise FieldError(f"--script {spec.script}: no such file", "script", spec.script, "missing")
-    try:
-        # The reader of user files: a directory, FIFO or device (a link to /dev/zero) is refused by name.
-        source = read_user_bytes(path, "script", MAX_SCRIPT_BYTES)
-    except UsageError as error:
-        raise FieldError(f"--script {error}", "script", spec.script) from None
-    try:
-        compile(source, str(path), "exec")
-    except (SyntaxError, ValueError) as error:
-        where = f" (line {error.lineno})" if getattr(error, "lineno", None) else ""
-        message = f"--script {path.name} does not parse{where}: {getattr(error, 'msg', error)}"
-        raise FieldError(message, "script", spec.script, "syntax") from None
-    if not all(isinstance(arg, str) for arg in spec.script_args):
-        raise FieldError("the script's arguments must be text", "script_args", spec.script_args)
-    if spec.data_dir is not None and not Path(spec.data_dir).is_dir():
-        why = "a file, not a folder" if Path(spec.data_dir).exists() else "no such directory"
-        message = f"--data-dir {spec.data_dir}: {why}"
-        raise FieldError(message, "data_dir", spec.data_dir, "missing")
-
-
-def _machine_of(host: str) -> tuple[str, int]:
-    """(host name in lower case or address, ssh port) of a valid "[user@]host[:port]": one machine in the
-    spellings of one name ("root@H:022", "h" and "H:22" alike; the user does not change the machine)."""
-    name, port = _name_and_port(host)
-    try:
-        name = str(ipaddress.ip_address(name))  # one spelling of an address: 2001:DB8:0::1 is 2001:db8::1
-    except ValueError:
-        name = name.lower()  # a host name (another name of the same machine is not found here)
-    return name, int(port) if port else 22
-
-
-def _port_in_range(host: str) -> bool:
-    """A host's port, when it names one ("h:2222", "[v6]:2222"; a bare IPv6 address has none): 1..65535."""
-    port = _name_and_port(host)[1]
-    return port is None or (port.isdigit() and 1 <= int(port) <= 65535)
-
-
-def _name_and_port(host: str) -> tuple[str, str | None]:
-    """(the name or address, the port as written or None) of "[user@]host[:port]" ("[v6]:port" and a bare
-    IPv6 address, which has none, alike)."""
-    address = host.rsplit("@", 1)[-1]
-    if address.startswith("["):
-        name, _, rest = address[1:].partition("]")
-        return name, rest[1:] if rest else None
-    if address.count(":") == 1:
-        name, _, port = address.partition(":")
-        return name, port
-    return address, None  # a name, an IPv4 or a bare IPv6 address: ssh's port 22
-
-
-def validate_machines(spec: ProfileSpec) -> None:
-    """The multi-machine options: consistent with --nodes, and no option that needs one machine."""
-    if spec.hosts and spec.cluster is not None:
-        raise FieldError("give either --hosts or --cluster, not both", "cluster", spec.cluster)
-    if spec.cluster is not None and spec.cluster != "emulated":
-        raise FieldError(f"--cluster {spec.cluster!r}: the only cluster kind is 'emulated'", "cluster")
-    if spec.cluster_bandwidth is not None and spec.cluster is None:
-        raise FieldError("--cluster-bandwidth applies to --cluster emulated only", "cluster_bandwidth")
-    if spec.cluster_name is not None and spec.cluster is None:
-        raise FieldError("--cluster-name applies to --cluster emulated only", "cluster_name")
-    for host in spec.hosts:
-        if not _HOST_RE.fullmatch(host) or not _port_in_range(host):
-            message = f"--hosts: invalid host name {clipped(host, quoted=True)}: expected [user@]host[:port]"
-            raise FieldError(message, "hosts", host)
-    machines = [_machine_of(host) for host in spec.hosts]
-    twice = next((host for index, host in enumerate(spec.hosts) if machines[index] in machines[:index]), None)
-    if twice is not None:
-        raise FieldError(
-            f"--hosts names {clipped(twice)} twice: give each node its own machine", "hosts", twice, "twice"
-        )
-    if spec.hosts and len(spec.hosts) != spec.nodes:
-        message = f"--hosts names {len(spec.hosts)} host(s) for --nodes {spec.nodes}; give one per node"
-        raise FieldError(message, "hosts", len(spec.hosts), "count")
-    if spec.nodes > 1 and not spec.remote:
-        message = f"--nodes {spec.nodes}: say which machines with --hosts or --cluster emulated"
-        raise FieldError(message, "nodes", spec.nodes, "machines")
-    if spec.remote and spec.disk_read_mbps is not None:
-        raise FieldError(
-            "--disk-read-mbps caps this machine's disk; it cannot be used with --hosts or --cluster",
-            "disk_read_mbps",
-        )
-    _check_ssh(spec)
-    _check_rendezvous(spec)
-
-
-def check_cluster_state(spec: ProfileSpec, cluster_state: object) -> None:
-    """--cluster-state (not a field: where this machine keeps the cluster's state) only with --cluster."""
-    if cluster_state and spec.cluster is None:
-        raise FieldError("--cluster-state applies to --cluster emulated only", "cluster", cluster_state)
-
-
-def _check_rendezvous(spec: ProfileSpec) -> None:
-    """The rendezvous options are for runs across machines: on this machine alone they were ignored."""
-    if spec.master_addr is not None and not spec.hosts:
-        message = "--master-addr applies to --hosts only (on the emulated cluster the rendezvous is node 0)"
-        raise FieldError(message, "master_addr", spec.master_addr)
-    timeout_given = spec.comm_timeout_s != default_of("comm_timeout_s")
-    if not spec.remote and (spec.master_port is not None or timeout_given):
-        message = "--master-port and --comm-timeout need --hosts (or --cluster)"
-        raise FieldError(message, "master_port", spec.master_port, "local")
-
-
-def _check_ssh(spec: ProfileSpec) -> None:
-    if not spec.remote and (spec.ssh_user or spec.ssh_key or spec.remote_python or spec.remote_workdir):
-        message = "--ssh-user, --ssh-key, --python and --workdir need --hosts (or --cluster)"
-        raise FieldError(message, "ssh_user", spec.ssh_user, "local")
-    if spec.cluster and not spec.hosts and (spec.ssh_user or spec.ssh_key):  # they were ignored there
-        message = "--ssh-user and --ssh-key apply to --hosts only (the emulated cluster has its own root key)"
-        raise FieldError(message, "ssh_user", spec.ssh_user or spec.ssh_key)
-    if spec.ssh_user and not _USER_RE.fullmatch(spec.ssh_user):
-        expected = "expected letters, digits, _ . - (max 32)"
-        message = f"--ssh-user: invalid user name {clipped(spec.ssh_user, quoted=True)}: {expected}"
-        raise FieldError(message, "ssh_user", spec.ssh_user)
-    if spec.ssh_key and not Path(spec.ssh_key).is_file():
-        message = f"--ssh-key: ssh key {spec.ssh_key!r} does not exist or is not a file"
-        raise FieldError(message, "ssh_key", spec.ssh_key)
-
-
-def check_label(label: str | None) -> None:
-    """The dashboard's rule for --instance: letters, digits and . _ - @ +, not starting with - (the command
-    takes any label a catalog name can be)."""
-    if label is not None and not _LABEL_RE.fullmatch(label):
-        message = f"--instance {label!r}: letters, digits and . _ - @ + only, not starting with -"
-        raise FieldError(message, "instance", label)

@@ -2,8 +2,8 @@
 
 A profile's options are `stash profile`'s flags with underscores (batch_size=8 for --batch-size 8), or the
 ProfileSpec fields they set (workers_per_node=2 for --workers 2): they are written as the argument list the
-command would get and parsed by the same parser (spec.add_profile_arguments), so a value the command refuses
-is refused here with the same one-line UsageError, and a profile from Python is the command's profile.
+command would get and parsed by the same parser (spec_argparse.add_profile_arguments), so a value the command
+refuses is refused here with the same one-line UsageError, and a profile from Python is the command's profile.
 """
 
 from __future__ import annotations
@@ -18,14 +18,8 @@ from typing import Any
 
 from stash_core.errors import UsageError
 from stash_core.pathargs import check_outputs, default_db, required_path
-from stash_core.spec import (
-    OPTIONS,
-    Option,
-    ProfileSpec,
-    add_profile_arguments,
-    default_of,
-    parse_script_args,
-)
+from stash_core.spec import OPTIONS, Option, ProfileSpec, default_of
+from stash_core.spec_argparse import add_profile_arguments, parse_script_args
 from stash_core.spec_parse import identifier
 from stash_core.userfiles import check_reachable
 

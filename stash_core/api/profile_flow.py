@@ -46,7 +46,8 @@ from stash_core.results.file import (
     results_dir_of,
     write_result_atomic,
 )
-from stash_core.spec import ProfileSpec, check_cluster_state
+from stash_core.spec import ProfileSpec
+from stash_core.spec_checks import check_cluster_state
 from stash_core.store.queries_upload import stored_probe_ids, stored_run_ids
 from stash_core.store.storable import check_storable
 from stash_core.terminal import shell_word

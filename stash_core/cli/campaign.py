@@ -10,7 +10,7 @@ from stash_core.cli.args import add_db_argument, comma_list, count, db_path, ide
 from stash_core.cli.campaign_cloud import add_cloud_arguments, check_cloud_options, cmd_cloud
 from stash_core.errors import UsageError
 from stash_core.pathargs import input_path, output_path
-from stash_core.spec import add_script_args
+from stash_core.spec_argparse import add_script_args
 from stash_core.spec_parse import (
     BATCH_SIZE,
     CAMPAIGN_BATCH_SIZE,

@@ -19,7 +19,7 @@ from stash_core.cli.args import add_db_argument, add_format_argument, db_path
 from stash_core.errors import StashError, UsageError, first_line
 from stash_core.exits import refuse_undecodable, refuse_vanished_folder, run_command
 from stash_core.pathargs import check_outputs, input_path, output_path
-from stash_core.spec import add_profile_arguments, parse_script_args, takes_script_args
+from stash_core.spec_argparse import add_profile_arguments, parse_script_args, takes_script_args
 from stash_core.spec_parse import count
 from stash_core.terminal import printable
 from stash_core.userfiles import check_reachable

@@ -4,8 +4,8 @@
     stash cluster up|down|status|set  emulated clusters on this machine (root), one per --name
     stash probe                       all-reduce and point-to-point bandwidth and latency
 
-`stash probe` takes the options that name the machines (--hosts, --cluster, ...) from stash_core.spec, as
-`stash profile` does.
+`stash probe` takes the options that name the machines (--hosts, --cluster, ...) from
+stash_core.spec_argparse, as `stash profile` does.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from stash_core.cli.probe_store import store_probe
 from stash_core.cli.remote_text import format_remote_info
 from stash_core.errors import UsageError
 from stash_core.pathargs import database_path, db_named_by, input_path, input_text, output_path
-from stash_core.spec import add_machine_arguments
+from stash_core.spec_argparse import add_machine_arguments
 from stash_core.spec_parse import WORKERS
 from stash_core.terminal import printable
 from stash_core.units import parse_size_bytes

@@ -1,7 +1,7 @@
 """`stash profile`: the profile of the command line (api/profile_flow.py checks, runs and saves it), its
 breakdown printed.
 
-The options themselves, and what a valid profile is, are defined once in stash_core.spec.
+The options themselves are defined once in stash_core.spec, and what a valid profile is in spec_checks.
 """
 
 from __future__ import annotations

@@ -9,7 +9,8 @@ from dataclasses import replace
 from stash_core.engine.paired import why_not_paired
 from stash_core.engine.plan import check_disk_cap, check_measurable, plan_phases
 from stash_core.errors import UsageError
-from stash_core.spec import ProfileSpec, check_fields, default_of
+from stash_core.spec import ProfileSpec, default_of
+from stash_core.spec_checks import check_fields
 
 
 def usable_cpu_count() -> int:

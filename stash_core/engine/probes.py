@@ -19,7 +19,8 @@ from stash_core.measure.fingerprint import machine_fingerprint
 from stash_core.measure.probe_plan import probe_settings, probe_sizes
 from stash_core.measure.worker_job import WorkerJob
 from stash_core.results import PROBE_KIND, SCHEMA_VERSION
-from stash_core.spec import ProfileSpec, check_cluster_state, validate_machines
+from stash_core.spec import ProfileSpec
+from stash_core.spec_checks import check_cluster_state, validate_machines
 from stash_core.spec_parse import parse_hosts
 
 
@@ -43,7 +44,7 @@ def run_probe_command(
         raise UsageError("a probe needs at least two workers (--workers 2, or --nodes 2)")
     if budget_s <= 0 or threads_per_worker < 1:
         raise UsageError("--budget must be positive and --threads-per-worker at least 1")
-    # The machines, built and checked the way a profile's are (spec.validate_machines, then
+    # The machines, built and checked the way a profile's are (spec_checks.validate_machines, then
     # launch/hosts.py remote_hosts of its spec): an option that needs other machines is refused, not ignored.
     machines = ProfileSpec(
         model="probe", batch_size=None, workers_per_node=workers_per_node, nodes=nodes,

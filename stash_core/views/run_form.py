@@ -1,7 +1,7 @@
 """Run: the form that starts a profile, turned into `stash profile` arguments.
 
-The form's values become a ProfileSpec, checked by stash_core.spec like a command line; this module only
-words the spec's errors for the form's fields and makes relative paths absolute.
+The form's values become a ProfileSpec, checked by stash_core.spec_checks like a command line; this module
+only words the spec's errors for the form's fields and makes relative paths absolute.
 """
 
 from __future__ import annotations
@@ -16,15 +16,8 @@ from stash_core.engine.plan import check_measurable
 from stash_core.errors import UsageError
 from stash_core.launch.ssh import parse_target
 from stash_core.pathargs import expand_home
-from stash_core.spec import (
-    ProfileSpec,
-    check_fields,
-    check_label,
-    default_of,
-    option_rule,
-    script_model_name,
-    script_sha256,
-)
+from stash_core.spec import ProfileSpec, default_of, option_rule, script_model_name, script_sha256
+from stash_core.spec_checks import check_fields, check_label
 from stash_core.spec_parse import FieldError, parse_input_shape, parse_iterations, parse_stalls
 from stash_core.terminal import clipped
 

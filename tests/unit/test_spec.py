@@ -10,15 +10,9 @@ import pytest
 
 from stash_core.cli.main import build_parser
 from stash_core.errors import UsageError
-from stash_core.spec import (
-    OPTIONS,
-    ProfileSpec,
-    add_machine_arguments,
-    add_profile_arguments,
-    check_fields,
-    check_label,
-    script_sha256,
-)
+from stash_core.spec import OPTIONS, ProfileSpec, script_sha256
+from stash_core.spec_argparse import add_machine_arguments, add_profile_arguments
+from stash_core.spec_checks import check_fields, check_label
 from stash_core.spec_parse import FieldError, parse_input_shape, parse_stalls
 
 

@@ -14,7 +14,8 @@ from stash_core.errors import UsageError
 from stash_core.launch.hosts import RemoteHosts, hosts_from_names, validate_python, validate_workdir
 from stash_core.launch.ssh import SshTarget
 from stash_core.measure.worker_job import encode_worker_job, read_worker_job
-from stash_core.spec import ProfileSpec, check_cluster_state
+from stash_core.spec import ProfileSpec
+from stash_core.spec_checks import check_cluster_state
 
 
 def spec(**changes) -> ProfileSpec:

@@ -45,7 +45,7 @@ def test_the_command_is_plain_stash_only_when_path_has_this_environments(monkeyp
 def test_the_first_profile_runs_in_rounds_to_an_interval_target() -> None:
     import argparse
 
-    from stash_core.spec import add_profile_arguments
+    from stash_core.spec_argparse import add_profile_arguments
 
     parser = argparse.ArgumentParser()
     add_profile_arguments(parser)

@@ -1,4 +1,4 @@
-"""The Run page's form: a ProfileSpec checked by stash_core.spec, worded for the form's fields."""
+"""The Run page's form: a ProfileSpec checked by stash_core.spec_checks, worded for the form's fields."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ import pytest
 
 from stash_core.cli.main import build_parser
 from stash_core.errors import UsageError
-from stash_core.spec import ProfileSpec, check_fields, option_rule
+from stash_core.spec import ProfileSpec, option_rule
+from stash_core.spec_checks import check_fields
 from stash_core.spec_parse import BATCH_SIZE, WORKERS, FieldError
 from stash_core.views.run_form import FIELD_MESSAGES, RunForm, form_message, number_range, profile_args
 
