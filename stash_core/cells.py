@@ -66,8 +66,14 @@ def csv_text(frame: pd.DataFrame) -> str:
         if pd.api.types.is_datetime64_any_dtype(series):
             safe[column] = _timestamps_text(series)
         elif series.dtype == object or pd.api.types.is_string_dtype(series):
-            safe[column] = series.map(_cell_text)
-    return safe.to_csv(index=False)
+            safe[column] = series.map(_cell_text).map(lambda cell: _EMPTY_TEXT if cell == "" else cell)
+    # An empty text as "" and a missing value (NULL) as nothing, as `stash export` (DuckDB's COPY) writes
+    # them; pandas writes both as nothing. The stand-in holds a control character, which csv_escaped leaves
+    # in no cell.
+    return safe.to_csv(index=False).replace(_EMPTY_TEXT, '""')
+
+
+_EMPTY_TEXT = "\x00empty\x00"
 
 
 def _cell_text(value: Any) -> Any:

@@ -157,3 +157,18 @@ def test_downloads_write_control_characters_escaped_as_the_export_does(tmp_path)
         "\\rCR",
         "tab\there",
     ]
+
+
+def test_an_empty_text_and_a_missing_value_are_told_apart_as_duckdb_tells_them(tmp_path):
+    """pandas wrote both as nothing, so no reader could tell an empty text from NULL. Now "" and nothing, as
+    `stash export --format csv` (DuckDB's COPY) writes them; DuckDB reads them apart with
+    allow_quoted_nulls=false."""
+    import duckdb
+
+    text = csv_text(pd.DataFrame({"error": ["", None, "x", "\x00"], "value": [1.5, None, 3.0, 4.0]}))
+    assert text.splitlines() == ["error,value", '"",1.5', ",", "x,3.0", "\\x00,4.0"]
+    path = tmp_path / "back.csv"
+    path.write_text(text)
+    query = f"SELECT error FROM read_csv('{path}', all_varchar=true, allow_quoted_nulls=false)"
+    back = duckdb.connect().execute(query).fetchall()
+    assert [row[0] for row in back] == ["", None, "x", "\\x00"]
