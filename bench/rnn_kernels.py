@@ -97,7 +97,15 @@ def rebuild(git_dir: str) -> int:
             reason = (book.stderr.decode(errors="replace").strip().splitlines() or ["git failed"])[-1]
             print(f"rnn_kernels.py: cannot read {path} in {git_dir}: {reason}")
             return 1
-        for kind, numbers in _layer_rows(_sheet_rows(book.stdout, sheet)):
+        try:
+            layers = _layer_rows(_sheet_rows(book.stdout, sheet))
+        except (KeyError, ValueError, zipfile.BadZipFile, ET.ParseError) as error:  # not the workbook it was
+            print(f"rnn_kernels.py: cannot read sheet {sheet!r} of {path}: {type(error).__name__}: {error}")
+            return 1
+        if not layers:
+            print(f"rnn_kernels.py: sheet {sheet!r} of {path} holds no recurrent layer; nothing written")
+            return 1
+        for kind, numbers in layers:
             hidden, batch, steps, forward, backward_data, backward_weights = numbers
             written.append((gpu, accelerator, precision, kind, int(hidden), int(batch), int(steps), forward,
                             backward_data, backward_weights, f"{path} ({sheet})"))  # fmt: skip

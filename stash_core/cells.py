@@ -66,14 +66,20 @@ def csv_text(frame: pd.DataFrame) -> str:
         if pd.api.types.is_datetime64_any_dtype(series):
             safe[column] = _timestamps_text(series)
         elif series.dtype == object or pd.api.types.is_string_dtype(series):
-            safe[column] = series.map(_cell_text).map(lambda cell: _EMPTY_TEXT if cell == "" else cell)
+            safe[column] = series.map(_cell_text).map(_empty_marked)
     # An empty text as "" and a missing value (NULL) as nothing, as `stash export` (DuckDB's COPY) writes
-    # them; pandas writes both as nothing. The stand-in holds a control character, which csv_escaped leaves
-    # in no cell.
-    return safe.to_csv(index=False).replace(_EMPTY_TEXT, '""')
+    # them; pandas writes both as nothing (and a lone missing cell as ""). The stand-ins hold a control
+    # character, which csv_escaped leaves in no cell.
+    text = safe.to_csv(index=False, na_rep=_MISSING)
+    return text.replace(_EMPTY_TEXT, '""').replace(_MISSING, "")
 
 
-_EMPTY_TEXT = "\x00empty\x00"
+_EMPTY_TEXT = "\x1fempty\x1f"
+_MISSING = "\x1fmissing\x1f"
+
+
+def _empty_marked(cell: Any) -> Any:
+    return _EMPTY_TEXT if isinstance(cell, str) and cell == "" else cell
 
 
 def _cell_text(value: Any) -> Any:

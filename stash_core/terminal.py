@@ -77,16 +77,19 @@ def one_line(value: object) -> str:
 
 def clipped(value: object, limit: int = 80, quoted: bool = False) -> str:
     """`value` as text (in quotes, as repr writes it, when `quoted`), or, when longer than `limit` characters,
-    its start and end around "..." and its length, all of it within `limit` (unless repr escapes characters):
-    a message echoes a mistyped entry, not 5,000 characters pasted into a field."""
+    its start and end around "..." and its length, all of it within `limit` (unless repr escapes characters,
+    or the limit is too small for the length: then as short as it can be, never longer than the value): a
+    message echoes a mistyped entry, not 5,000 characters pasted into a field."""
     text = str(value)
+    whole = repr(text) if quoted else text
     if len(text) <= limit:
-        return repr(text) if quoted else text
+        return whole
     length = f" ({len(text)} characters)"
     room = max(limit - len(length) - len("...") - (2 if quoted else 0), 2)
     head = (room + 1) // 2
     shown = f"{text[:head]}...{text[-(room - head) :]}"
-    return f"{repr(shown) if quoted else shown}{length}"
+    cut = f"{repr(shown) if quoted else shown}{length}"
+    return cut if len(cut) < len(whole) else whole  # a limit too small for the length said: the value itself
 
 
 MESSAGE_CHARS = 300  # of an error's message: a line, not a data dump pasted into an exception

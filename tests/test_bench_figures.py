@@ -136,3 +136,24 @@ def test_deepbench_rebuild_refuses_a_snapshot_it_cannot_read_and_writes_nothing(
     out = capsys.readouterr().out
     assert out.startswith("rnn_kernels.py: cannot read results/train/") and len(out.splitlines()) == 1
     assert DATA_FILE.read_bytes() == before
+
+
+def test_deepbench_rebuild_refuses_a_workbook_it_does_not_know_and_writes_nothing(tmp_path, capsys) -> None:
+    import subprocess
+
+    from rnn_kernels import DATA_FILE, rebuild
+
+    repo = tmp_path / "deepbench"
+    (repo / "results/train").mkdir(parents=True)
+    (repo / "results/train/DeepBench_NV_V100.xlsx").write_bytes(_workbook("Renamed", [["x"]]))
+    for command in (
+        ["init", "-q"],
+        ["add", "."],
+        ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "x"],
+    ):
+        subprocess.run(["git", "-C", str(repo), *command], check=True, capture_output=True)
+    before = DATA_FILE.read_bytes()
+    assert rebuild(str(repo)) == 1
+    out = capsys.readouterr().out
+    assert out.startswith("rnn_kernels.py: cannot read sheet 'Results FP32'") and len(out.splitlines()) == 1
+    assert DATA_FILE.read_bytes() == before

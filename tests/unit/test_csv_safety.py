@@ -172,3 +172,11 @@ def test_an_empty_text_and_a_missing_value_are_told_apart_as_duckdb_tells_them(t
     query = f"SELECT error FROM read_csv('{path}', all_varchar=true, allow_quoted_nulls=false)"
     back = duckdb.connect().execute(query).fetchall()
     assert [row[0] for row in back] == ["", None, "x", "\\x00"]
+
+
+def test_a_lone_missing_cell_is_nothing_and_pandas_own_missing_text_no_error():
+    assert csv_text(pd.DataFrame({"a": ["", None, "x"]})).splitlines() == ["a", '""', "", "x"]
+    text = pd.array(["", None], dtype="string")  # pandas' NA, which == "" cannot answer
+    assert csv_text(pd.DataFrame({"a": text, "n": pd.array([1, None], dtype="Int64")})).splitlines() == [
+        "a,n", '"",1', ","
+    ]

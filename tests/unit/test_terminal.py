@@ -60,6 +60,8 @@ def test_a_long_value_is_clipped_to_its_ends_and_its_length() -> None:
     for limit in (30, 80, 300, 600):
         for size in (limit + 1, 5 * limit, 100_000):
             assert len(clipped("x" * size, limit)) <= limit and len(clipped("x" * size, limit, True)) <= limit
+    # a limit too small for its length said: never longer than the value itself
+    assert clipped("xx", 1) == "xx" and clipped("x" * 100, 10) == "x...x (100 characters)"
     assert clipped("it's", quoted=True) == repr("it's")
 
 

@@ -2,18 +2,19 @@
 
 On the meta device (and the CPU) torch runs a recurrent layer as its per-timestep operators: a 2-layer LSTM
 over 64 timesteps becomes thousands of small operators, each dispatched from the host. On a GPU PyTorch makes
-one cuDNN call for the layer's forward and one for its backward, and cuDNN's standard algorithm launches, per
-layer and direction, with G gate blocks of H units (LSTM 4, GRU 3, plain RNN 1), T timesteps, batch N, input
-width I and element size e:
+one cuDNN call for the layers' forward and, backward, one for the data's gradients and one for the weights',
+and cuDNN's standard algorithm launches, per layer and direction, with G gate blocks of H units (LSTM 4, GRU
+3, plain RNN 1), T timesteps, batch N, input width I and element size e:
 
   forward   one GEMM of every timestep's input, x W_ih^T (T N x G H, depth I); then per timestep one GEMM of
             the hidden state, h W_hh^T (N x G H, depth H), and one element-wise kernel of the gates (reads the
             two pre-activations and the state, writes the state and keeps the gates for the backward:
             e N H (3 G + 2 s) bytes, s = 2 for an LSTM's h and c, else 1)
   backward  per timestep the gates' element-wise gradient (the same bytes) and one GEMM of the hidden state's
-            gradient (N x H, depth G H); one GEMM of the inputs' gradient (T N x I, depth G H); one GEMM per
-            weight matrix over every timestep (G H x I and G H x H, depth T N); one reduction of the biases'
-            gradient (T N G H elements)
+            gradient (N x H, depth G H); one GEMM of the inputs' gradient (T N x I, depth G H)
+  weights   (a second call, made only when a weight of the layer is trained) one GEMM per weight matrix over
+            every timestep (G H x I and G H x H, depth T N); one reduction of the biases' gradient (T N G H
+            elements)
 
 plus, between layers in training with dropout, one element-wise kernel each way. The host dispatches each
 call once (dispatches=1 on its first operator, 0 on the rest): cuDNN's kernels pay the GPU's launch cost
@@ -21,8 +22,8 @@ call once (dispatches=1 on its first operator, 0 on the rest): cuDNN's kernels p
 reserve space: every layer's gates and states at every timestep) is counted as activations.
 
 A packed sequence is counted at its mean batch a timestep. Counted as decomposed, as before: an LSTM with
-proj_size. Checked against
-DeepBench's measured cuDNN recurrent layers (bench/rnn_kernels.py, docs/kernel-data.md).
+proj_size. Checked against DeepBench's measured cuDNN recurrent layers (bench/rnn_kernels.py,
+docs/kernel-data.md).
 """
 
 from __future__ import annotations
@@ -99,7 +100,9 @@ def _layer_call(func, kind: str, args: tuple) -> tuple | None:
     return layer, data, hx, weights, call
 
 
-def _phase_ops(kind: str, layer: dict, phase: str) -> list[tuple[str, dict]]:
+def _call_ops(kind: str, layer: dict, call: str) -> list[tuple[str, dict]]:
+    """The operators of one cuDNN call over every layer and direction (rnn_costs.layer_costs' "forward",
+    "backward" or "weights"), the host dispatching the call once."""
     ops: list[tuple[str, dict]] = []
     for index, inputs in enumerate(layer["inputs"]):
         costs = layer_costs(
@@ -111,19 +114,15 @@ def _phase_ops(kind: str, layer: dict, phase: str) -> list[tuple[str, dict]]:
             layer["element_bytes"],
             layer["bias"],
         )
-        ops += costs[phase] * layer["directions"]
-        if layer["dropout"] > 0 and index < len(layer["inputs"]) - 1:
+        ops += costs[call] * layer["directions"]
+        if call != "weights" and layer["dropout"] > 0 and index < len(layer["inputs"]) - 1:
             elements = layer["steps"] * layer["batch"] * layer["hidden"] * layer["directions"]
             ops.append(
                 (DROPOUT, {"flops": 0.0, "bytes": 3.0 * layer["element_bytes"] * elements, "gemm": ()})
             )
-    if phase == "backward":
+    if call == "backward":
         ops.reverse()
-    first, *rest = ops
-    ops = [(first[0], {**first[1], "dispatches": 1})] + [
-        (name, {**cost, "dispatches": 0}) for name, cost in rest
-    ]
-    return ops
+    return [(name, {**cost, "dispatches": 1 if index == 0 else 0}) for index, (name, cost) in enumerate(ops)]
 
 
 def _reserve_elements(kind: str, layer: dict) -> int:
@@ -151,16 +150,20 @@ def _run(kind: str, found: tuple, record: Record, paused: Callable[[bool], None]
                 reserve = torch.empty(_reserve_elements(kind, layer), dtype=data.dtype, device=data.device)
             finally:
                 paused(False)
-            ctx.save_for_backward(inputs[0], *given_hx, reserve)
+            ctx.save_for_backward(inputs[0], *given_hx, out[0], reserve)  # as _cudnn_rnn keeps them
             ctx.inputs = [(t.shape, t.dtype, t.device) for t in inputs]
-            for name, cost in _phase_ops(kind, layer, "forward"):
+            for name, cost in _call_ops(kind, layer, "forward"):
                 record(name, cost)
             return tuple(out)
 
         @staticmethod
         def backward(ctx, *grads):
-            for name, cost in _phase_ops(kind, layer, "backward"):
-                record(name, cost)
+            # cuDNN's backward of the data always (the weights' gradients need it), of the weights only when
+            # one of them is trained (a frozen layer under a trained one skips that call)
+            weights_trained = any(ctx.needs_input_grad[1 + len(hx_list) :])
+            for call in ("backward", "weights") if weights_trained else ("backward",):
+                for name, cost in _call_ops(kind, layer, call):
+                    record(name, cost)
             paused(True)
             try:  # the gradients' shapes are what matters here, not their values
                 return tuple(

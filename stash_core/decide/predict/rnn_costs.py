@@ -21,33 +21,39 @@ def layer_costs(
     element_bytes: float,
     bias: bool = True,
     skip_input: bool = False,
+    training: bool = True,
 ) -> dict[str, list[tuple[str, dict]]]:
-    """The operators of one layer and direction, per phase ("forward", "backward"), as (name, cost) with cost
-    as step_trace's recorder takes it. skip_input: cuDNN's CUDNN_SKIP_INPUT mode (no input matrix: the input
-    enters the gates as it is), as DeepBench times a layer."""  # fmt: skip
+    """The operators of one layer and direction, per cuDNN call ("forward"; "backward": the data's gradients;
+    "weights": the weights' gradients), as (name, cost) with cost as step_trace's recorder takes it.
+    skip_input: cuDNN's CUDNN_SKIP_INPUT mode (no input matrix: the input enters the gates as it is), as
+    DeepBench times a layer; training: the forward keeps the gates for the backward (an inference forward,
+    which DeepBench times, does not)."""
     gates = GATES[kind] * hidden
     state = 2 if kind == "lstm" else 1
     e = float(element_bytes)
     rows = float(steps * batch)
     forward: list[tuple[str, dict]] = []
     backward: list[tuple[str, dict]] = []
+    weights: list[tuple[str, dict]] = []
     if not skip_input:
         forward.append(_gemm(rows, gates, inputs, e, 1))
     forward.append(_gemm(batch, gates, hidden, e, steps))
-    pointwise = {"flops": 0.0, "bytes": e * batch * hidden * (3 * GATES[kind] + 2 * state) * steps,
-                 "gemm": (), "kernels": steps}  # fmt: skip
-    forward.append((GATES_OP, pointwise))
-    backward.append((GATES_OP, dict(pointwise)))
+    kept = GATES[kind] if training else 0  # the gates written to the reserve space for the backward
+    gate_bytes = e * batch * hidden * steps
+    forward.append((GATES_OP, {"flops": 0.0, "bytes": gate_bytes * (2 * GATES[kind] + kept + 2 * state),
+                               "gemm": (), "kernels": steps}))  # fmt: skip
+    backward.append((GATES_OP, {"flops": 0.0, "bytes": gate_bytes * (3 * GATES[kind] + 2 * state), "gemm": (),
+                                "kernels": steps}))  # fmt: skip
     backward.append(_gemm(batch, hidden, gates, e, steps))
     if not skip_input:
         backward.append(_gemm(rows, inputs, gates, e, 1))
-        backward.append(_gemm(gates, inputs, rows, e, 1))  # the input matrix's gradient
-    backward.append(_gemm(gates, hidden, rows, e, 1))  # the hidden matrix's gradient
+        weights.append(_gemm(gates, inputs, rows, e, 1))  # the input matrix's gradient
+    weights.append(_gemm(gates, hidden, rows, e, 1))  # the hidden matrix's gradient
     if bias:
-        backward.append(
+        weights.append(
             (BIAS_SUM, {"flops": rows * gates, "bytes": e * rows * gates, "gemm": (), "kernels": 1})
         )
-    return {"forward": forward, "backward": backward}
+    return {"forward": forward, "backward": backward, "weights": weights}
 
 
 def _gemm(rows: float, cols: float, depth: float, e: float, kernels: int) -> tuple[str, dict]:

@@ -67,7 +67,8 @@ def test_an_lstm_is_counted_as_its_cudnn_kernels_and_two_host_calls(tmp_path):
     assert sum(op.kernels for op in forward) == 2 * (1 + 2 * STEPS)
     # per layer: gates and GEMM per timestep, the inputs' GEMM, two weight GEMMs and the bias reduction
     assert sum(op.kernels for op in backward) == 2 * (2 * STEPS + 4)
-    assert sum(op.host_dispatches for op in forward) == 1 and sum(op.host_dispatches for op in backward) == 1
+    # the forward one call; the backward two: the data's gradients, then the weights'
+    assert sum(op.host_dispatches for op in forward) == 1 and sum(op.host_dispatches for op in backward) == 2
     gates = 4 * HIDDEN
     expected = 2 * (2 * STEPS * BATCH * gates * HIDDEN * 2)  # two layers; input and hidden products
     assert sum(op.flops for op in forward if op.name == GEMM) == pytest.approx(expected)
@@ -92,7 +93,36 @@ def test_a_bidirectional_gru_with_dropout_reads_both_directions_in_its_second_la
     first, second = 2 * STEPS * BATCH * 3 * HIDDEN * HIDDEN, 2 * STEPS * BATCH * 3 * HIDDEN * 2 * HIDDEN
     assert sorted(op.flops for op in gemms) == pytest.approx([first, first, second, second])
     assert [op for op in cost.ops if op.name == "stash.rnn_dropout"]
-    assert sum(op.host_dispatches for op in cost.ops if op.name.startswith("stash.rnn")) == 2
+    assert sum(op.host_dispatches for op in cost.ops if op.name.startswith("stash.rnn")) == 3
+
+
+def test_a_frozen_recurrent_layer_makes_no_weight_gradient_call(tmp_path):
+    """Its weights frozen under a trained layer, PyTorch skips cuDNN's weight-gradient call: counted, it was
+    half the backward's products."""
+    path = tmp_path / "frozen.py"
+    path.write_text(textwrap.dedent(f"""
+        import torch
+
+        class Net(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.embed = torch.nn.Linear({HIDDEN}, {HIDDEN})
+                self.rnn = torch.nn.LSTM({HIDDEN}, {HIDDEN}, batch_first=True).requires_grad_(False)
+                self.head = torch.nn.Linear({HIDDEN}, 10)
+
+            def forward(self, x):
+                out, _ = self.rnn(self.embed(x))
+                return self.head(out[:, -1])
+
+        def make():
+            return Net()
+    """))  # fmt: skip
+    frozen = step_cost(f"{path}:make", BATCH, (STEPS, HIDDEN))
+    backward = [op for op in frozen.ops if op.name.startswith("stash.rnn") and op.phase == "backward"]
+    assert sum(op.host_dispatches for op in backward) == 1
+    assert not [op for op in backward if op.name == "stash.rnn_bias_sum"]
+    forward_flops = sum(op.flops for op in frozen.ops if op.name == GEMM and op.phase == "forward")
+    assert sum(op.flops for op in backward if op.name == GEMM) == pytest.approx(forward_flops)
 
 
 def test_a_projected_lstm_is_counted_as_before(tmp_path):
@@ -139,7 +169,10 @@ def test_layer_costs_in_skip_input_mode_leave_out_the_input_matrix():
     full = layer_costs("gru", 10, 4, 32, 64, 4.0)
     skipped = layer_costs("gru", 10, 4, 32, 64, 4.0, skip_input=True)
     assert len(full["forward"]) - len(skipped["forward"]) == 1
-    assert len(full["backward"]) - len(skipped["backward"]) == 2
+    assert len(full["backward"]) - len(skipped["backward"]) == 1
+    assert len(full["weights"]) - len(skipped["weights"]) == 1
+    inference = layer_costs("gru", 10, 4, 32, 64, 4.0, training=False)  # DeepBench's forward: no gates kept
+    assert inference["forward"][-1][1]["bytes"] == full["forward"][-1][1]["bytes"] - 4.0 * 4 * 64 * 3 * 10
     recurrent = [cost for name, cost in skipped["forward"] if name == GEMM]
     assert recurrent[0]["flops"] == 2 * 4 * 3 * 64 * 64 * 10 and recurrent[0]["kernels"] == 10
 
@@ -164,6 +197,10 @@ def test_a_recurrent_prediction_states_the_deepbench_error(tmp_path, capsys):
     assert widened.error == error and "DeepBench" in widened.note
     wide = StatedError(error + 1, True, "mid")
     assert widened_for_recurrent(wide) is wide
+    unstated = StatedError(None, False, "mid", "no held-out validation of this path")
+    assert widened_for_recurrent(unstated) is unstated  # no figure made up where the path has none
+    unvalidated = widened_for_recurrent(StatedError(0.1, False, "mid", "unvalidated: no published figure"))
+    assert unvalidated.note.startswith("unvalidated") and "DeepBench" in unvalidated.note
     model = _lstm(tmp_path)
     rc = main(["predict", "--model", model, "--input-shape", f"{STEPS},{HIDDEN}", "--batch-size", str(BATCH),
                "--instances", "p3.2xlarge", "--format", "json"])  # fmt: skip
