@@ -21,8 +21,9 @@ call once (dispatches=1 on its first operator, 0 on the rest): cuDNN's kernels p
 (roofline's launch_s), not eager PyTorch's dispatch cost per kernel. What cuDNN keeps for the backward (its
 reserve space: every layer's gates and states at every timestep) is counted as activations.
 
-A packed sequence is counted at its mean batch a timestep. Counted as decomposed, as before: an LSTM with
-proj_size. Checked against DeepBench's measured cuDNN recurrent layers (bench/rnn_kernels.py,
+A packed sequence is counted at its mean batch a timestep. An LSTM with proj_size P multiplies the hidden
+state's P values (depth P) and adds per timestep the projection's GEMM (N x P, depth H), its gradient and the
+gradient of W_hr. Checked against DeepBench's measured cuDNN recurrent layers (bench/rnn_kernels.py,
 docs/kernel-data.md).
 """
 
@@ -59,7 +60,7 @@ class _CudnnCalls(TorchFunctionMode):
 
 def _layer_call(func, kind: str, args: tuple) -> tuple | None:
     """(layer shape, input, hx, weights, call) of a layer's call, where call(input, hx, weights) makes it
-    again; None for a call this counting does not know (a projected LSTM among them). A padded batch's call
+    again; None for a call this counting does not know. A padded batch's call
     is (input, hx, weights, bias, layers, dropout, train, bidirectional, batch_first); a packed sequence's
     (data, batch_sizes, hx, weights, bias, layers, dropout, train, bidirectional), whose timesteps are
     counted at their mean batch (the total rows exact: cuDNN runs each timestep at its own batch)."""
@@ -85,15 +86,16 @@ def _layer_call(func, kind: str, args: tuple) -> tuple | None:
 
     else:
         return None
-    per_layer = (4 if bias else 2) * (2 if bidirectional else 1)
-    if len(weights) != per_layer * layers:
+    directions = 2 if bidirectional else 1
+    hidden = int(weights[0].shape[0]) // GATES[kind]
+    # an LSTM's proj_size: its hidden matrix is G H x P and each layer and direction adds W_hr (P x H)
+    projection = int(weights[1].shape[1]) if int(weights[1].shape[1]) != hidden else 0
+    per_layer = ((4 if bias else 2) + (1 if projection else 0)) * directions
+    if len(weights) != per_layer * layers or (projection and kind != "lstm"):
         return None
-    hidden = int(weights[1].shape[1])
-    if int(weights[1].shape[0]) != GATES[kind] * hidden:
-        return None  # proj_size: the hidden matrix's width is the projection's
     layer = {
         "steps": int(steps), "batch": float(batch), "hidden": hidden, "layers": int(layers), "bias": bias,
-        "directions": 2 if bidirectional else 1, "dropout": float(dropout) if train else 0.0,
+        "directions": directions, "dropout": float(dropout) if train else 0.0, "projection": projection,
         "inputs": [int(weights[index * per_layer].shape[1]) for index in range(layers)],
         "element_bytes": data.element_size(),
     }  # fmt: skip
@@ -113,6 +115,7 @@ def _call_ops(kind: str, layer: dict, call: str) -> list[tuple[str, dict]]:
             layer["hidden"],
             layer["element_bytes"],
             layer["bias"],
+            projection=layer["projection"],
         )
         ops += costs[call] * layer["directions"]
         if call != "weights" and layer["dropout"] > 0 and index < len(layer["inputs"]) - 1:

@@ -22,12 +22,13 @@ def layer_costs(
     bias: bool = True,
     skip_input: bool = False,
     training: bool = True,
+    projection: int = 0,
 ) -> dict[str, list[tuple[str, dict]]]:
     """The operators of one layer and direction, per cuDNN call ("forward"; "backward": the data's gradients;
     "weights": the weights' gradients), as (name, cost) with cost as step_trace's recorder takes it.
     skip_input: cuDNN's CUDNN_SKIP_INPUT mode (no input matrix: the input enters the gates as it is), as
     DeepBench times a layer; training: the forward keeps the gates for the backward (an inference forward,
-    which DeepBench times, does not)."""
+    which DeepBench times, does not); projection: an LSTM's proj_size (0: none)."""
     gates = GATES[kind] * hidden
     state = 2 if kind == "lstm" else 1
     e = float(element_bytes)
@@ -37,18 +38,24 @@ def layer_costs(
     weights: list[tuple[str, dict]] = []
     if not skip_input:
         forward.append(_gemm(rows, gates, inputs, e, 1))
-    forward.append(_gemm(batch, gates, hidden, e, steps))
+    state_width = projection or hidden  # what the hidden matrix multiplies: the projected state, if any
+    forward.append(_gemm(batch, gates, state_width, e, steps))
+    if projection:
+        forward.append(_gemm(batch, projection, hidden, e, steps))
     kept = GATES[kind] if training else 0  # the gates written to the reserve space for the backward
     gate_bytes = e * batch * hidden * steps
     forward.append((GATES_OP, {"flops": 0.0, "bytes": gate_bytes * (2 * GATES[kind] + kept + 2 * state),
                                "gemm": (), "kernels": steps}))  # fmt: skip
     backward.append((GATES_OP, {"flops": 0.0, "bytes": gate_bytes * (3 * GATES[kind] + 2 * state), "gemm": (),
                                 "kernels": steps}))  # fmt: skip
-    backward.append(_gemm(batch, hidden, gates, e, steps))
+    backward.append(_gemm(batch, state_width, gates, e, steps))
+    if projection:
+        backward.append(_gemm(batch, hidden, projection, e, steps))
+        weights.append(_gemm(projection, hidden, rows, e, 1))  # the projection's gradient
     if not skip_input:
         backward.append(_gemm(rows, inputs, gates, e, 1))
         weights.append(_gemm(gates, inputs, rows, e, 1))  # the input matrix's gradient
-    weights.append(_gemm(gates, hidden, rows, e, 1))  # the hidden matrix's gradient
+    weights.append(_gemm(gates, state_width, rows, e, 1))  # the hidden matrix's gradient
     if bias:
         weights.append(
             (BIAS_SUM, {"flops": rows * gates, "bytes": e * rows * gates, "gemm": (), "kernels": 1})

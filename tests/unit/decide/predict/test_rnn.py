@@ -125,9 +125,18 @@ def test_a_frozen_recurrent_layer_makes_no_weight_gradient_call(tmp_path):
     assert sum(op.flops for op in backward if op.name == GEMM) == pytest.approx(forward_flops)
 
 
-def test_a_projected_lstm_is_counted_as_before(tmp_path):
-    projected = step_cost(_lstm(tmp_path, proj_size=64), BATCH, (STEPS, HIDDEN))
-    assert not projected.recurrent and any("sigmoid" in op.name for op in projected.ops)
+def test_a_projected_lstm_multiplies_the_projected_state_and_adds_the_projection(tmp_path):
+    projection = 64
+    cost = step_cost(_lstm(tmp_path, proj_size=projection), BATCH, (STEPS, HIDDEN))
+    assert cost.recurrent and not any("sigmoid" in op.name for op in cost.ops)
+    rows, gates = STEPS * BATCH, 4 * HIDDEN
+    first = 2 * rows * gates * (HIDDEN + projection) + 2 * rows * projection * HIDDEN  # inputs, state, W_hr
+    second = 2 * rows * gates * (projection + projection) + 2 * rows * projection * HIDDEN  # P-wide input
+    forward = [op for op in cost.ops if op.name == GEMM and op.phase == "forward"]
+    assert sum(op.flops for op in forward) == pytest.approx(first + second)
+    backward = [op for op in cost.ops if op.name == GEMM and op.phase == "backward"]
+    assert sum(op.flops for op in backward) == pytest.approx(2 * (first + second))
+    assert cost.param_count == cost.trained_count  # W_hr is trained too
 
 
 def test_a_packed_sequence_is_counted_at_its_own_rows(tmp_path):
