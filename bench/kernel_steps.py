@@ -63,9 +63,11 @@ def kernel_ops_s(point, accelerator, kernels: KernelParams) -> tuple[float, int]
     for op in cost.ops:
         klass = kernel_class(op.name, op.op_class)
         split = max(op.kernels, 1)  # a convolution's backward is two kernels: input and weight gradients
-        outputs = float(np.prod(op.gemm)) / split if op.gemm else None
-        one_s = predict_kernel_s(klass, op.flops / split, op.bytes / split, op.tiles / split, accelerator,
-                                 kernels, outputs)  # fmt: skip
+        # its tiles and outputs are the whole operator's; a recurrent layer's (rnn.py) one kernel's already
+        shape_split = 1 if op.name.startswith("stash.rnn") else split
+        outputs = float(np.prod(op.gemm)) / shape_split if op.gemm else None
+        one_s = predict_kernel_s(klass, op.flops / split, op.bytes / split, op.tiles / shape_split,
+                                 accelerator, kernels, outputs)  # fmt: skip
         total_s += split * (one_s - kernels.values[klass]["launch_s"])  # the fixed cost is additive
         count += op.kernels
     return total_s, count
