@@ -164,8 +164,8 @@ def _run(kind: str, found: tuple, record: Record, paused: Callable[[bool], None]
             # cuDNN's backward of the data always (the weights' gradients need it), of the weights only when
             # one of them is trained (a frozen layer under a trained one skips that call)
             weights_trained = any(ctx.needs_input_grad[1 + len(hx_list) :])
-            for call in ("backward", "weights") if weights_trained else ("backward",):
-                for name, cost in _call_ops(kind, layer, call):
+            for cudnn_call in ("backward", "weights") if weights_trained else ("backward",):
+                for name, cost in _call_ops(kind, layer, cudnn_call):
                     record(name, cost)
             paused(True)
             try:  # the gradients' shapes are what matters here, not their values
