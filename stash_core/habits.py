@@ -20,6 +20,13 @@ ATTENTIONS = ("fused", "eager")
 FUSED_OPTIMIZERS = ("sgd", "adamw")
 
 
+def layout_kind(kind: str, input_shape: tuple[int, ...] | list[int] | None) -> str:
+    """The kind the habits are checked and restated for: "vectors" for a model of float inputs that are not
+    images (C, H, W), an RNN's (L, F) or an MLP's (N,) among them, which has no memory format to choose;
+    otherwise `kind` ("image" or "tokens"; an image model's default shape when none is given)."""
+    return "vectors" if kind == "image" and input_shape and len(input_shape) != 3 else kind
+
+
 def optimizer_name(kind: str) -> str:
     """What a job of a model of this kind trains with, as profiled and as predicted: AdamW for token models
     (transformers), SGD with momentum for image models."""
@@ -40,7 +47,8 @@ class TrainingJob:
         )
 
     def check(self, kind: str, default_optimizer: str) -> None:
-        """One line (UsageError) for a habit the model cannot have; `kind` is "image" or "tokens"."""
+        """One line (UsageError) for a habit the model cannot have; `kind` is "image", "tokens" or "vectors"
+        (layout_kind)."""
         for value, allowed, flag in (
             (self.memory_format, MEMORY_FORMATS, "--memory-format"), (self.optimizer_impl, OPTIMIZER_IMPLS,
             "--optimizer-impl"), (self.attention, ATTENTIONS, "--attention"),
@@ -50,7 +58,8 @@ class TrainingJob:
         if self.optimizer is not None and self.optimizer not in OPTIMIZERS:
             raise UsageError(f"--optimizer must be one of {', '.join(OPTIMIZERS)}, got {self.optimizer!r}")
         if self.memory_format != "nchw" and kind != "image":
-            raise UsageError("--memory-format is for image models (convolutions); this model takes tokens")
+            takes = "tokens" if kind == "tokens" else "inputs that are not images (C,H,W)"
+            raise UsageError(f"--memory-format is for image models (convolutions); this model takes {takes}")
         if self.attention != "fused" and kind != "tokens":
             raise UsageError("--attention is for transformers; this model has no attention")
         optimizer = self.optimizer or default_optimizer

@@ -36,7 +36,7 @@ from stash_core.decide.predict.roofline import ComputeTime, StepParams, compute_
 from stash_core.decide.predict.stated_error import fitted_params, is_stale, load_summary, stated_error
 from stash_core.decide.predict.step_cost import StepCost, default_input_shape, step_cost
 from stash_core.errors import UsageError
-from stash_core.habits import TrainingJob
+from stash_core.habits import TrainingJob, layout_kind
 
 # Why a configuration has no prediction, as its reason says it (counted by the pages, views/recommend.py)
 DOES_NOT_FIT = "does not fit"  # the job's memory is more than the GPU's
@@ -92,7 +92,8 @@ class Predictor:
         # UsageError for an unknown model or a shape it cannot take
         self.cost: StepCost = step_cost(model, batch_size, input_shape, attention=self.job.step_attention)
         self.default_optimizer = default_optimizer(self.cost)
-        self.job.check(self.cost.kind, self.default_optimizer)  # UsageError for a habit the model cannot have
+        # UsageError for a habit the model cannot have
+        self.job.check(layout_kind(self.cost.kind, self.cost.input_shape), self.default_optimizer)
         self._input_given = bool(input_shape)
         # a model built in 16 bits trains on the 16-bit units whatever precision is asked (features.py)
         precision = run_precision(self.cost, precision)

@@ -27,7 +27,7 @@ from stash_core.decide.predict.profile_checks import profiles_that_hold
 from stash_core.decide.predict.script import ScriptPredictor, refuse_profiled_script, script_run
 from stash_core.decide.predict.validation import expected_errors
 from stash_core.errors import UsageError
-from stash_core.habits import TrainingJob
+from stash_core.habits import TrainingJob, layout_kind
 from stash_core.store.reads import gpu_compute_profiles
 from stash_core.zoo_names import canonical_model
 
@@ -230,7 +230,9 @@ def predict_instances(
         "precision": predictor.precision_label, "workers_per_instance": workers_per_instance or "all GPUs",
         "max_instances": max_instances, **predictor.job.to_json(predictor.default_optimizer),
         **({"gpus": sorted({variant for name in gpus for variant in gpu_variants(name)})} if gpus else {}),
-        "habits": predictor.job.describe(predictor.cost.kind, predictor.default_optimizer),
+        "habits": predictor.job.describe(
+            layout_kind(predictor.cost.kind, predictor.cost.input_shape), predictor.default_optimizer
+        ),
     }  # fmt: skip
     set_aside = predictor.mislabelled + cpu_aside + predictor.set_aside()
     return Prediction(request, frame, refused, expected_errors(), set_aside)

@@ -28,7 +28,7 @@ from stash_core.decide.recommend.explain import explanations, infeasible_reason
 from stash_core.decide.recommend.job_model import built_in_16_bits, check_model, job_shapes, model_kind
 from stash_core.decide.recommend.pareto import rank_options
 from stash_core.errors import UsageError
-from stash_core.habits import TrainingJob, optimizer_name
+from stash_core.habits import TrainingJob, layout_kind, optimizer_name
 from stash_core.store.reads import measured_profiles
 from stash_core.units import finite_float
 from stash_core.zoo_names import canonical_model
@@ -141,7 +141,7 @@ def recommend(
     shape, default_shape = job_shapes(model, input_shape)
     habits = habits or TrainingJob()
     kind = model_kind(model, habits, input_shape)
-    habits.check(kind, optimizer_name(kind))  # one line for a habit the model cannot have
+    habits.check(layout_kind(kind, shape), optimizer_name(kind))  # one line for a habit the model cannot have
     pricing = "spot" if spot else "on_demand"
     request = {
         "model": model,
@@ -156,7 +156,7 @@ def recommend(
         "pricing": pricing,
         "max_instances": max_instances,
         **habits.to_json(optimizer_name(kind)),
-        "habits": habits.describe(kind, optimizer_name(kind)),
+        "habits": habits.describe(layout_kind(kind, shape), optimizer_name(kind)),
     }
     everything = all_catalog_rows(db_path)  # read once: the selection, the labels, the profiles' GPUs
     catalog = _catalog(everything, instances)

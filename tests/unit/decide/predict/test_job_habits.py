@@ -66,3 +66,33 @@ def test_the_answer_restates_the_job(tmp_path, capsys):
     refusal = json.loads(captured.out)  # asked for JSON: the refusal is JSON too, and one line on stderr
     assert refusal["exit_status"] == 2 and "--memory-format" in refusal["error"]
     assert captured.err.count("\n") == 1 and "--memory-format" in captured.err
+
+
+def test_a_model_of_feature_vectors_has_no_memory_format_to_restate_or_choose(tmp_path, capsys):
+    """An LSTM over (timesteps, features) was restated as "nchw, sgd (foreach)" and took channels_last without
+    a word: a memory format is a layout of (C, H, W) images."""
+    path = tmp_path / "recurrent.py"
+    path.write_text(
+        "import torch\n\n"
+        "class Net(torch.nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.rnn = torch.nn.LSTM(32, 32, batch_first=True)\n"
+        "        self.head = torch.nn.Linear(32, 10)\n\n"
+        "    def forward(self, x):\n"
+        "        return self.head(self.rnn(x)[0][:, -1])\n\n"
+        "def make():\n"
+        "    return Net()\n"
+    )
+    common = ["--model", f"{path}:make", "--input-shape", "16,32", "--batch-size", "8", "--format", "json",
+              "--db", str(tmp_path / "x.duckdb")]  # fmt: skip
+    assert main(["predict", *common, "--instances", "p3.2xlarge"]) == 0
+    assert json.loads(capsys.readouterr().out)["job"]["habits"] == "sgd (foreach)"
+    recommend = ["recommend", *common, "--budget-hours", "10", "--dataset-samples", "1000", "--epochs", "1"]
+    assert main(recommend) == 0
+    assert json.loads(capsys.readouterr().out)["job"]["habits"] == "sgd (foreach)"
+    for command in (["predict", *common, "--instances", "p3.2xlarge"], recommend):
+        assert main([*command, "--memory-format", "channels_last"]) == 2
+        captured = capsys.readouterr()
+        assert "this model takes inputs that are not images (C,H,W)" in captured.err
+        assert captured.err.count("\n") == 1
