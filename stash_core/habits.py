@@ -22,7 +22,8 @@ FUSED_OPTIMIZERS = ("sgd", "adamw")
 
 def layout_kind(kind: str, input_shape: tuple[int, ...] | list[int] | None) -> str:
     """The kind the habits are checked and restated for: "vectors" for a model of float inputs that are not
-    images (C, H, W), an RNN's (L, F) or an MLP's (N,) among them, which has no memory format to choose;
+    images (C, H, W), an RNN's (L, F) or a 3-D convolution's (C, D, H, W) among them, which has no memory
+    format to choose (channels_last is a layout of 4-D batches);
     otherwise `kind` ("image" or "tokens"; an image model's default shape when none is given)."""
     return "vectors" if kind == "image" and input_shape and len(input_shape) != 3 else kind
 
