@@ -66,7 +66,7 @@ def csv_text(frame: pd.DataFrame) -> str:
         if pd.api.types.is_datetime64_any_dtype(series):
             safe[column] = _timestamps_text(series)
         elif series.dtype == object or pd.api.types.is_string_dtype(series):
-            safe[column] = series.map(_cell_text).map(_empty_marked)
+            safe[column] = series.map(_cell_text)
     # An empty text as "" and a missing value (NULL) as nothing, as `stash export` (DuckDB's COPY) writes
     # them; pandas writes both as nothing (and a lone missing cell as ""). The stand-ins hold a control
     # character, which csv_escaped leaves in no cell.
@@ -78,9 +78,6 @@ _EMPTY_TEXT = "\x1fempty\x1f"
 _MISSING = "\x1fmissing\x1f"
 
 
-def _empty_marked(cell: Any) -> Any:
-    return _EMPTY_TEXT if isinstance(cell, str) and cell == "" else cell
-
 
 def _cell_text(value: Any) -> Any:
     if isinstance(value, bytes | bytearray | memoryview):
@@ -88,6 +85,8 @@ def _cell_text(value: Any) -> Any:
     if isinstance(value, np.ndarray | list | tuple | dict):  # a DuckDB list, array or struct: as JSON, every
         return json.dumps(_nested_plain(value), ensure_ascii=True, default=str)  # digit (a repr cut them)
     if isinstance(value, str):  # a terminal escape in an error text stays text when the CSV is printed
+        if value == "":
+            return _EMPTY_TEXT  # written "" (csv_text), apart from a missing value
         value = csv_escaped(value)
     return formula_safe(value)
 

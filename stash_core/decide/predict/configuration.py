@@ -32,6 +32,7 @@ from stash_core.decide.predict.profile_arithmetic import (
     profile_precisions,
     ran_as,
 )
+from stash_core.decide.predict.rnn_validation import widened_for_recurrent
 from stash_core.decide.predict.roofline import ComputeTime, StepParams, compute_time
 from stash_core.decide.predict.stated_error import fitted_params, is_stale, load_summary, stated_error
 from stash_core.decide.predict.step_cost import StepCost, default_input_shape, step_cost
@@ -150,8 +151,6 @@ class Predictor:
         path, basis, compute_s = self._compute_path(name, accelerator, compute.step_s)
         stated = stated_error(path, self.batch_size, accelerator.name) if path != "measured" else None
         if stated is not None and self.cost.recurrent:
-            from stash_core.decide.predict.rnn_validation import widened_for_recurrent
-
             stated = widened_for_recurrent(stated)
         backward_s = compute_s * compute.backward_s / max(compute.forward_s + compute.backward_s, 1e-12)
         comm = comm_time(

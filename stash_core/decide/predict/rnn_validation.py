@@ -27,11 +27,10 @@ from pathlib import Path
 
 from stash_core.catalog.accelerators import find_accelerator
 from stash_core.decide.predict.features import features
-from stash_core.decide.predict.op_classes import kernel_count, op_class
 from stash_core.decide.predict.rnn_costs import layer_costs
 from stash_core.decide.predict.roofline import StepParams, op_seconds, soft_max
 from stash_core.decide.predict.stated_error import STATED_QUANTILE, StatedError, fitted_params
-from stash_core.decide.predict.step_types import OpCost, StepCost
+from stash_core.decide.predict.step_types import StepCost, counted_op
 
 DATA_FILE = Path(__file__).resolve().parent / "kernel_data" / "deepbench_rnn.csv"
 
@@ -74,11 +73,7 @@ def predicted_ms(row: RnnRow, params: StepParams) -> dict[str, float]:
     )
     call_ms = {}
     for call in ("forward", "backward", "weights"):
-        ops = tuple(
-            OpCost(name, cost["flops"], cost["bytes"], call, op_class(name),
-                   int(cost.get("kernels", kernel_count(name))), cost["gemm"], dispatches=0)
-            for name, cost in costs[call]
-        )  # fmt: skip
+        ops = tuple(counted_op(name, cost, call) for name, cost in costs[call])
         step = StepCost(f"deepbench {row.label} {call}", row.batch, ops, 0, 0.0, "meta")
         feats = features(step, accelerator, row.precision, "none")
         gpu_s = float(op_seconds(feats, params).sum())
@@ -96,6 +91,12 @@ class Checked:
         measured = self.row.forward_ms if phase == "forward" else self.row.backward_ms
         return self.predicted[phase] / measured - 1.0
 
+    @property
+    def layer_error(self) -> float:
+        """Signed relative error of the whole layer, forward and backward."""
+        predicted = self.predicted["forward"] + self.predicted["backward"]
+        return predicted / (self.row.forward_ms + self.row.backward_ms) - 1.0
+
 
 def check_all(params: StepParams, rows: list[RnnRow] | None = None) -> list[Checked]:
     return [Checked(row, predicted_ms(row, params)) for row in (rows if rows is not None else load_rows())]
@@ -109,10 +110,7 @@ def summary(checked: list[Checked], key=lambda c: (c.row.gpu, c.row.precision)) 
         groups.setdefault(key(item), []).append(item)
     out = []
     for name, items in groups.items():
-        layer = [
-            (c.predicted["forward"] + c.predicted["backward"]) / (c.row.forward_ms + c.row.backward_ms) - 1.0
-            for c in items
-        ]
+        layer = [c.layer_error for c in items]
         out.append({
             "group": name, "rows": len(items),
             "forward_mae": _mean([abs(c.error("forward")) for c in items]),
@@ -132,10 +130,7 @@ def _mean(values: list[float]) -> float:
 def recurrent_error() -> float:
     """STATED_QUANTILE of the absolute error of the whole layer (forward and backward) over every DeepBench
     layer, with the shipped parameters."""
-    errors = sorted(
-        abs((c.predicted["forward"] + c.predicted["backward"]) / (c.row.forward_ms + c.row.backward_ms) - 1.0)
-        for c in check_all(fitted_params())
-    )
+    errors = sorted(abs(checked.layer_error) for checked in check_all(fitted_params()))
     return errors[min(int(STATED_QUANTILE * len(errors)), len(errors) - 1)]
 
 

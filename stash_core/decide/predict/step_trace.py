@@ -25,7 +25,7 @@ from stash_core.decide.predict.op_classes import (
     pointwise_conv,
 )
 from stash_core.decide.predict.rnn import cudnn_rnns
-from stash_core.decide.predict.step_types import OpCost, StepCost
+from stash_core.decide.predict.step_types import OpCost, StepCost, counted_op
 from stash_core.errors import UsageError, first_line
 
 
@@ -60,15 +60,8 @@ class OpRecorder(TorchDispatchMode):
         return out
 
     def record(self, name: str, cost: dict) -> None:
-        """An operator counted as the GPU runs it (attention.py, rnn.py); cost may give its kernels and host
-        dispatches, else those of `name`."""
-        kernels = int(cost.get("kernels", kernel_count(name)))
-        self.ops.append(
-            OpCost(
-                name, cost["flops"], cost["bytes"], self.phase, op_class(name), kernels, cost["gemm"],
-                dispatches=int(cost.get("dispatches", -1)),
-            )
-        )  # fmt: skip
+        """An operator counted as the GPU runs it (attention.py, rnn.py; step_types.counted_op)."""
+        self.ops.append(counted_op(name, cost, self.phase))
 
     def pause(self, paused: bool) -> None:
         self.paused = paused

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
-from stash_core.decide.predict.op_classes import tile_count
+from stash_core.decide.predict.op_classes import kernel_count, op_class, tile_count
 from stash_core.decide.predict.rnn_costs import GEMM as RNN_GEMM
 
 
@@ -34,6 +35,15 @@ class OpCost:
     @property
     def tiles(self) -> float:
         return tile_count(self.gemm)
+
+
+def counted_op(name: str, cost: dict, phase: str) -> OpCost:
+    """An operator counted as the GPU runs it (attention.py, rnn.py): `cost` gives its FLOPs, bytes and GEMM
+    shape, and may give its kernels and host dispatches (else those of `name`)."""
+    kernels = int(cost.get("kernels", kernel_count(name)))
+    dispatches = int(cost.get("dispatches", -1))
+    return OpCost(name, cost["flops"], cost["bytes"], phase, op_class(name), kernels, cost["gemm"],
+                  dispatches=dispatches)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -73,9 +83,9 @@ class StepCost:
     def total_bytes(self) -> float:
         return sum(op.bytes for op in self.ops)
 
-    @property
+    @functools.cached_property
     def recurrent(self) -> bool:
-        """The step has recurrent layers counted as cuDNN calls (rnn.py)."""
+        """The step has recurrent layers counted as cuDNN calls (rnn.py); asked once per configuration."""
         return any(op.name == RNN_GEMM for op in self.ops)
 
     @property
