@@ -65,17 +65,33 @@ def load_rows(path: Path = DATA_FILE) -> list[RnnRow]:
 
 
 def predicted_ms(row: RnnRow, params: StepParams) -> dict[str, float]:
-    """Predicted milliseconds of the row's forward and backward (its two calls, timed apart as DeepBench times
-    them: each its GPU time and one host dispatch combined)."""
-    accelerator = find_accelerator(row.accelerator)
-    costs = layer_costs(
-        row.kind, row.steps, row.batch, row.hidden, row.hidden, 4.0, skip_input=True, training=False
-    )
+    """Predicted milliseconds of the row's forward and backward as DeepBench times them (no input matrix, an
+    inference forward)."""
+    return layer_ms(row.kind, row.hidden, row.batch, row.steps, row.accelerator, row.precision, params)
+
+
+def layer_ms(
+    kind: str,
+    hidden: int,
+    batch: int,
+    steps: int,
+    accelerator_name: str,
+    precision: str,
+    params: StepParams,
+    skip_input: bool = True,
+    training: bool = False,
+) -> dict[str, float]:
+    """Predicted milliseconds of one unidirectional layer's forward and backward (its two calls), each cuDNN
+    call its GPU time and one host dispatch combined, as the step model combines them. The defaults are
+    DeepBench's (cuDNN's skip-input mode, an inference forward); PyTorch always has the input matrix."""
+    accelerator = find_accelerator(accelerator_name)
+    costs = layer_costs(kind, steps, batch, hidden, hidden, 4.0, skip_input=skip_input, training=training)
+    label = f"{kind} {hidden}x{batch}x{steps}"
     call_ms = {}
     for call in ("forward", "backward", "weights"):
         ops = tuple(counted_op(name, cost, call) for name, cost in costs[call])
-        step = StepCost(f"deepbench {row.label} {call}", row.batch, ops, 0, 0.0, "meta")
-        feats = features(step, accelerator, row.precision, "none")
+        step = StepCost(f"cudnn {label} {call}", batch, ops, 0, 0.0, "meta")
+        feats = features(step, accelerator, precision, "none")
         gpu_s = float(op_seconds(feats, params).sum())
         call_ms[call] = 1e3 * float(soft_max(gpu_s, params["dispatch_s"]))
     return {"forward": call_ms["forward"], "backward": call_ms["backward"] + call_ms["weights"]}
