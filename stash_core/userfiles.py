@@ -20,8 +20,8 @@ import errno
 import hashlib
 import json
 import os
+import secrets
 import stat
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -233,9 +233,7 @@ class StagedFile:
         self.target = writable_target(path, what)
         try:
             self.target.parent.mkdir(parents=True, exist_ok=True)
-            fd, self.tmp = tempfile.mkstemp(
-                prefix=f".{self.target.name}.", suffix=".tmp", dir=self.target.parent
-            )
+            fd, self.tmp = _create_beside(self.target)
         except OSError as exc:
             raise write_failure(f"cannot write {what} {self.path}: {exc.strerror or exc}", exc) from None
         self._fd: int | None = fd
@@ -247,7 +245,8 @@ class StagedFile:
             view = memoryview(payload)
             while view:
                 view = view[os.write(self._fd, view) :]
-            os.fchmod(self._fd, self._mode())
+            if (kept := self._mode()) is not None:
+                os.fchmod(self._fd, kept)
             os.fsync(self._fd)
         except OSError as exc:
             self.discard()
@@ -270,23 +269,30 @@ class StagedFile:
 
     def discard(self) -> None:
         self._close()
-        try:
+        with contextlib.suppress(OSError):
             os.unlink(self.tmp)
-        except OSError:
-            pass
 
     def _close(self) -> None:
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
 
-    def _mode(self) -> int:
+    def _mode(self) -> int | None:
         try:
             return stat.S_IMODE(os.stat(self.target).st_mode)  # a replaced file keeps its permissions
         except OSError:
-            umask = os.umask(0)
-            os.umask(umask)
-            return 0o666 & ~umask
+            return None  # a new file keeps the mode it was created with
+
+
+def _create_beside(target: Path) -> tuple[int, str]:
+    """A new file beside `target` and its descriptor, created 0o666 for the kernel to take the umask off:
+    reading the umask means setting it, and another thread's file made meanwhile would be open to all."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOFOLLOW", 0)
+    for _ in range(100):
+        name = target.parent / f".{target.name}.{secrets.token_hex(6)}.tmp"
+        with contextlib.suppress(FileExistsError):
+            return os.open(name, flags, 0o666), str(name)
+    raise FileExistsError(errno.EEXIST, "no unused temporary name", str(target.parent))
 
 
 def write_atomic(path: Path | str, data: str | bytes, what: str = "file") -> Path:
@@ -317,12 +323,9 @@ def _fsync_directory(directory: Path) -> None:
         fd = os.open(directory, os.O_RDONLY)
     except OSError:
         return
-    try:
+    with contextlib.suppress(OSError):
         os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+    os.close(fd)
 
 
 def private_folder(folder: Path) -> Path:

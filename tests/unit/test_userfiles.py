@@ -85,6 +85,21 @@ def test_writes_go_through_links_and_keep_the_mode(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["link.json", "real.json"]
 
 
+def test_a_new_file_gets_the_umask_s_mode_without_the_umask_being_changed(tmp_path, monkeypatch):
+    # setting the umask to read it would open, for a moment, every file another thread creates
+    previous = os.umask(0o027)
+    try:
+        monkeypatch.setattr(os, "umask", lambda *_: pytest.fail("the umask was changed"))
+        write_atomic(tmp_path / "new.csv", "a,b\n")
+        write_json_atomic(tmp_path / "sub" / "new.json", {"a": 1})
+    finally:
+        monkeypatch.undo()
+        os.umask(previous)
+    assert stat.S_IMODE((tmp_path / "new.csv").stat().st_mode) == 0o640
+    assert stat.S_IMODE((tmp_path / "sub" / "new.json").stat().st_mode) == 0o640
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["new.csv", "sub"]
+
+
 @pytest.mark.parametrize("kind", ["fifo", "device", "folder"])
 def test_a_special_target_is_refused_and_never_replaced(tmp_path, kind):
     path = tmp_path / "out"
