@@ -14,12 +14,13 @@ and cuDNN's standard algorithm launches, per layer and direction, with G gate bl
             gradient (N x H, depth G H); one GEMM of the inputs' gradient (T N x I, depth G H)
   weights   (a second call, made only when a weight of the layer is trained) one GEMM per weight matrix over
             every timestep (G H x I and G H x H, depth T N); one reduction of the biases' gradient (T N G H
-            elements)
+            elements; a GRU's b_hn, scaled by its reset gate, adds T N H)
 
 plus, between layers in training with dropout, one element-wise kernel each way. The host dispatches each
 call once (dispatches=1 on its first operator, 0 on the rest): cuDNN's kernels pay the GPU's launch cost
 (roofline's launch_s), not eager PyTorch's dispatch cost per kernel. What cuDNN keeps for the backward (its
-reserve space: every layer's gates and states at every timestep) is counted as activations.
+reserve space: every layer's gates and states at every timestep) is counted as activations. A layer in eval
+mode that the step trains through is refused in one line: cuDNN has no backward for it.
 
 A packed sequence is counted at its mean batch a timestep. An LSTM with proj_size P multiplies the hidden
 state's P values (depth P) and adds per timestep the projection's GEMM (N x P, depth H), its gradient and the
@@ -36,8 +37,15 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from stash_core.decide.predict.rnn_costs import DROPOUT, GATES, layer_costs
+from stash_core.errors import UsageError
 
 Record = Callable[[str, dict], None]
+_MODULES = {"lstm": "nn.LSTM", "gru": "nn.GRU", "rnn_tanh": "nn.RNN", "rnn_relu": "nn.RNN"}
+EVAL_BACKWARD = (
+    "the model trains through an {module} in eval mode, whose backward cuDNN cannot run on a GPU (PyTorch "
+    "raises 'cudnn RNN backward can only be called in training mode'): keep the layer in train mode, or "
+    "freeze it with every layer before it"
+)
 
 
 class _CudnnCalls(TorchFunctionMode):
@@ -96,6 +104,7 @@ def _layer_call(func, kind: str, args: tuple) -> tuple | None:
     layer = {
         "steps": int(steps), "batch": float(batch), "hidden": hidden, "layers": int(layers), "bias": bias,
         "directions": directions, "dropout": float(dropout) if train else 0.0, "projection": projection,
+        "train": bool(train),
         "inputs": [int(weights[index * per_layer].shape[1]) for index in range(layers)],
         "element_bytes": data.element_size(),
     }  # fmt: skip
@@ -119,7 +128,8 @@ def _call_ops(kind: str, layer: dict, call: str) -> list[tuple[str, dict]]:
         )
         ops += costs[call] * layer["directions"]
         if call != "weights" and layer["dropout"] > 0 and index < len(layer["inputs"]) - 1:
-            elements = layer["steps"] * layer["batch"] * layer["hidden"] * layer["directions"]
+            width = layer["projection"] or layer["hidden"]  # a layer's output: the projected state, if any
+            elements = layer["steps"] * layer["batch"] * width * layer["directions"]
             ops.append(
                 (DROPOUT, {"flops": 0.0, "bytes": 3.0 * layer["element_bytes"] * elements, "gemm": ()})
             )
@@ -163,6 +173,8 @@ def _run(kind: str, found: tuple, record: Record, paused: Callable[[bool], None]
         def backward(ctx, *grads):
             # cuDNN's backward of the data always (the weights' gradients need it), of the weights only when
             # one of them is trained (a frozen layer under a trained one skips that call)
+            if not layer["train"]:
+                raise UsageError(EVAL_BACKWARD.format(module=_MODULES[kind]))
             weights_trained = any(ctx.needs_input_grad[1 + len(hx_list) :])
             for cudnn_call in ("backward", "weights") if weights_trained else ("backward",):
                 for name, cost in _call_ops(kind, layer, cudnn_call):

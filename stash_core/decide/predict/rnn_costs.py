@@ -56,10 +56,9 @@ def layer_costs(
         backward.append(_gemm(rows, inputs, gates, e, 1))
         weights.append(_gemm(gates, inputs, rows, e, 1))  # the input matrix's gradient
     weights.append(_gemm(gates, state_width, rows, e, 1))  # the hidden matrix's gradient
-    if bias:
-        weights.append(
-            (BIAS_SUM, {"flops": rows * gates, "bytes": e * rows * gates, "gemm": (), "kernels": 1})
-        )
+    if bias:  # a GRU's b_hn has a gradient of its own (its gate is scaled by r): one more sum of H a row
+        summed = rows * (gates + (hidden if kind == "gru" else 0))
+        weights.append((BIAS_SUM, {"flops": summed, "bytes": e * summed, "gemm": (), "kernels": 1}))
     return {"forward": forward, "backward": backward, "weights": weights}
 
 

@@ -25,6 +25,7 @@ from stash_core.decide.predict.rnn_validation import (
 from stash_core.decide.predict.roofline import compute_time
 from stash_core.decide.predict.stated_error import StatedError, fitted_params
 from stash_core.decide.predict.step_cost import step_cost
+from stash_core.errors import UsageError
 
 HIDDEN, STEPS, BATCH = 256, 16, 8
 
@@ -137,6 +138,58 @@ def test_a_projected_lstm_multiplies_the_projected_state_and_adds_the_projection
     backward = [op for op in cost.ops if op.name == GEMM and op.phase == "backward"]
     assert sum(op.flops for op in backward) == pytest.approx(2 * (first + second))
     assert cost.param_count == cost.trained_count  # W_hr is trained too
+
+
+def test_a_projected_lstm_s_dropout_is_counted_at_the_projected_width(tmp_path):
+    projection = 64
+    cost = step_cost(_lstm(tmp_path, proj_size=projection, dropout=0.5), BATCH, (STEPS, HIDDEN))
+    dropout = [op for op in cost.ops if op.name == "stash.rnn_dropout"]
+    assert len(dropout) == 2  # one each way, between the two layers
+    assert [op.bytes for op in dropout] == pytest.approx([3 * 4 * STEPS * BATCH * projection] * 2)
+
+
+def test_a_gru_s_bias_gradient_sums_b_hn_apart(tmp_path):
+    cost = step_cost(_model_file(tmp_path, f"torch.nn.GRU({HIDDEN}, {HIDDEN}, batch_first=True)"), BATCH,
+                     (STEPS, HIDDEN))  # fmt: skip
+    sums = [op for op in cost.ops if op.name == "stash.rnn_bias_sum"]
+    assert [op.flops for op in sums] == pytest.approx([STEPS * BATCH * (3 * HIDDEN + HIDDEN)])
+    lstm = layer_costs("lstm", STEPS, BATCH, HIDDEN, HIDDEN, 4.0)["weights"][-1][1]
+    assert lstm["flops"] == pytest.approx(STEPS * BATCH * 4 * HIDDEN)  # an LSTM's four biases sum alike
+
+
+def _eval_lstm(tmp_path, embed_trained: bool) -> str:
+    path = tmp_path / "eval_lstm.py"
+    path.write_text(textwrap.dedent(f"""
+        import torch
+
+        class Net(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.embed = torch.nn.Linear({HIDDEN}, {HIDDEN}).requires_grad_({embed_trained})
+                self.rnn = torch.nn.LSTM({HIDDEN}, {HIDDEN}, batch_first=True).requires_grad_(False).eval()
+                self.head = torch.nn.Linear({HIDDEN}, 10)
+
+            def train(self, mode=True):  # a frozen encoder kept in eval mode
+                super().train(mode)
+                self.rnn.eval()
+                return self
+
+            def forward(self, x):
+                out, _ = self.rnn(self.embed(x))
+                return self.head(out[:, -1])
+
+        def make():
+            return Net()
+    """))  # fmt: skip
+    return f"{path}:make"
+
+
+def test_a_layer_in_eval_mode_that_the_step_trains_through_is_one_line(tmp_path):
+    with pytest.raises(UsageError, match=r"nn.LSTM in eval mode.*cudnn RNN backward can only be called"):
+        step_cost(_eval_lstm(tmp_path, embed_trained=True), BATCH, (STEPS, HIDDEN))
+    # frozen with everything before it, the layer has no backward, which cuDNN can then skip
+    cost = step_cost(_eval_lstm(tmp_path, embed_trained=False), BATCH, (STEPS, HIDDEN))
+    assert not [op for op in cost.ops if op.name.startswith("stash.rnn") and op.phase == "backward"]
 
 
 def test_a_packed_sequence_is_counted_at_its_own_rows(tmp_path):
