@@ -169,10 +169,11 @@ def add_db_argument(parser: argparse.ArgumentParser) -> None:
 
 
 # fp32 is FP32 throughout (TF32 off for matrix products and cuDNN); PyTorch's own default on a GPU with TF32
-# runs convolutions in TF32 (torch.backends.cudnn.allow_tf32) and matrix products in FP32.
+# runs cuDNN's convolutions and recurrent layers in TF32 (torch.backends.cudnn.allow_tf32) and matrix products
+# in FP32.
 PRECISION_HELP = (
     "arithmetic of the training: fp32 (FP32 throughout), tf32 (TF32 tensor cores; PyTorch runs "
-    "convolutions so unless told not to), amp (float16/bfloat16 autocast)"
+    "convolutions and recurrent layers so unless told not to), amp (float16/bfloat16 autocast)"
 )
 
 

@@ -32,7 +32,7 @@ from stash_core.catalog.accelerators import find_accelerator
 from stash_core.cells import plain, plain_row
 from stash_core.decide.predict.cpu_rows import CPU_MEASURED
 from stash_core.decide.predict.profile_arithmetic import (
-    convolution_share,
+    cudnn_share,
     machine_name,
     profile_accelerator,
     profile_precisions,
@@ -126,7 +126,8 @@ def job_precision(
 ) -> tuple[str, str]:
     """The precision a job's measured runs (compare_configurations' attrs["machines"]) trained in, as
     `stash predict --precision` names it, and why: tf32 when its GPU runs all stand for tf32 and not fp32
-    (profile_arithmetic.profile_precisions: PyTorch's default TF32 convolutions), else fp32."""
+    (profile_arithmetic.profile_precisions: PyTorch's default TF32 convolutions and recurrent layers), else
+    fp32."""
     gpu_runs = [row for row in machines if str(row.get("device") or "").startswith("cuda")]
     if not gpu_runs:
         return "fp32", "the measured runs trained on CPUs, in FP32"
@@ -134,7 +135,7 @@ def job_precision(
     share = None  # counted for GPUs with TF32 units only; a step that cannot be counted is taken as FP32
     if any(found is not None and found.tf32_tflops for found in accelerators):
         with contextlib.suppress(UsageError):
-            share = convolution_share(step_cost(model, int(batch_size), shape))
+            share = cudnn_share(step_cost(model, int(batch_size), shape))
     stands = [profile_precisions(found, share) for found in accelerators]
     common = tuple(precision for precision in ("fp32", "tf32") if all(precision in ran for ran in stands))
     if common:  # ("fp32", "tf32"): GPUs without TF32 units, where both run alike

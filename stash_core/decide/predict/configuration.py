@@ -26,7 +26,7 @@ from stash_core.decide.predict.features import default_optimizer, run_precision
 from stash_core.decide.predict.memory import memory_check
 from stash_core.decide.predict.network import CommTime, comm_note, comm_time
 from stash_core.decide.predict.profile_arithmetic import (
-    convolution_share,
+    cudnn_share,
     machine_name,
     profile_accelerator,
     profile_precisions,
@@ -274,11 +274,11 @@ class Predictor:
     def _ran_in(self, row: dict[str, Any]) -> tuple[str, ...]:
         if self.cost.half_weights:  # its profiles too ran on the 16-bit units, whatever they were asked
             return ("amp",)
-        return profile_precisions(profile_accelerator(row, self.catalog), self.conv_share)
+        return profile_precisions(profile_accelerator(row, self.catalog), self.cudnn_part)
 
     @functools.cached_property
-    def conv_share(self) -> float:
-        return convolution_share(self.cost)
+    def cudnn_part(self) -> float:
+        return cudnn_share(self.cost)
 
 
 def profile_shape(row: dict[str, Any]) -> tuple[int, ...]:

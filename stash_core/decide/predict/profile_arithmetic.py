@@ -1,7 +1,8 @@
 """Which precision a stored profile measured, so that its time stands only for jobs that train so.
 
-Stash's measuring worker leaves PyTorch's defaults: cuDNN convolutions in TF32 where the GPU has TF32 tensor
-cores (Ampere and newer), matrix products in FP32. So a profile of a convolutional model on such a GPU
+Stash's measuring worker leaves PyTorch's defaults: cuDNN in TF32 where the GPU has TF32 tensor cores (Ampere
+and newer), its convolutions and its recurrent layers alike (torch.backends.cudnn.allow_tf32 sets the math of
+both descriptors), matrix products in FP32. So a profile of a convolutional or recurrent model on such a GPU
 measured what `--precision tf32` names (the published figures of such loops are labelled tf32 the same way;
 a CNN's few fully connected layers, in FP32 there, are about 1% of its matrix work), and one of a model of
 matrix products (a transformer) what `fp32` names. On a GPU without TF32 units (a V100, a T4) both run
@@ -13,17 +14,20 @@ from __future__ import annotations
 from typing import Any
 
 from stash_core.catalog.accelerators import Accelerator, find_accelerator
+from stash_core.decide.predict.rnn_costs import GEMM as RNN_GEMM
 from stash_core.decide.predict.step_types import StepCost
 
-# a step whose convolutions do at least this share of its matrix work ran, as profiled, at the TF32 rate
-CONVOLUTION_MAJORITY = 0.5
+# a step whose cuDNN operators do at least this share of its matrix work ran, as profiled, at the TF32 rate
+CUDNN_MAJORITY = 0.5
 
 
-def convolution_share(cost: StepCost) -> float:
-    """The convolutions' share of the step's matrix-operator FLOPs (0 for a step without matrix work)."""
+def cudnn_share(cost: StepCost) -> float:
+    """The share of the step's matrix-operator FLOPs that cuDNN runs: its convolutions and its recurrent
+    layers' products (0 for a step without matrix work)."""
     matrix = [op for op in cost.ops if op.op_class in ("matmul", "attention")]
     total = sum(op.flops for op in matrix)
-    return sum(op.flops for op in matrix if "convolution" in op.name) / total if total > 0 else 0.0
+    cudnn = sum(op.flops for op in matrix if "convolution" in op.name or op.name == RNN_GEMM)
+    return cudnn / total if total > 0 else 0.0
 
 
 def profile_accelerator(row: dict[str, Any], catalog: dict[str, dict[str, Any]]) -> Accelerator | None:
@@ -41,17 +45,17 @@ def profile_accelerator(row: dict[str, Any], catalog: dict[str, dict[str, Any]])
     return found
 
 
-def profile_precisions(accelerator: Accelerator | None, conv_share: float | None) -> tuple[str, ...]:
+def profile_precisions(accelerator: Accelerator | None, cudnn_part: float | None) -> tuple[str, ...]:
     """The precisions whose jobs a profile on `accelerator` (None: a CPU or an unknown GPU) measured, for a
-    step whose convolutions do `conv_share` of the matrix work (None: a step that could not be counted, a
+    step whose cuDNN operators do `cudnn_part` of the matrix work (None: a step that could not be counted, a
     model known only by its profiles, taken as FP32)."""
     if accelerator is None:
         return ("fp32",)
     if not accelerator.tf32_tflops:
         return ("fp32", "tf32")
-    if conv_share is None:  # the step could not be counted: taken as FP32, its arithmetic unknown
+    if cudnn_part is None:  # the step could not be counted: taken as FP32, its arithmetic unknown
         return ("fp32",)
-    return ("tf32",) if conv_share >= CONVOLUTION_MAJORITY else ("fp32",)
+    return ("tf32",) if cudnn_part >= CUDNN_MAJORITY else ("fp32",)
 
 
 def machine_name(instance: Any) -> str:
@@ -64,7 +68,7 @@ def machine_name(instance: Any) -> str:
 def ran_as(precisions: tuple[str, ...]) -> str:
     """How a set-aside line says what a profile measured."""
     if precisions == ("tf32",):
-        return "tf32 (PyTorch's default on this GPU: TF32 convolutions)"
+        return "tf32 (PyTorch's default on this GPU: TF32 in cuDNN's convolutions and recurrent layers)"
     if precisions == ("fp32",):
         return "fp32"
     return " or ".join(precisions)

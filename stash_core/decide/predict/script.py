@@ -25,7 +25,7 @@ from stash_core.decide.predict.configuration import ConfigPrediction
 from stash_core.decide.predict.gpu_ratio import gpu_ratio
 from stash_core.decide.predict.network import CommTime, comm_note, comm_time
 from stash_core.decide.predict.profile_arithmetic import (
-    convolution_share,
+    cudnn_share,
     profile_accelerator,
     profile_precisions,
 )
@@ -122,7 +122,7 @@ def _measured_tf32(
     from stash_core.decide.predict.step_cost import step_cost  # loads torch: only on this path
 
     try:
-        share = convolution_share(step_cost(str(run.get("model")), int(run.get("batch_size") or 0), shape))
+        share = cudnn_share(step_cost(str(run.get("model")), int(run.get("batch_size") or 0), shape))
     except StashError:  # the model's step cannot be counted: its precision is not known
         return False
     return profile_precisions(accelerator, share) == ("tf32",)

@@ -15,7 +15,7 @@ from stash_core.cells import plain_row
 from stash_core.decide.predict.configuration import HALF_WEIGHTS, profile_shape
 from stash_core.decide.predict.instances import all_catalog_rows, check_precision, note_list, refusal_json
 from stash_core.decide.predict.profile_arithmetic import (
-    convolution_share,
+    cudnn_share,
     machine_name,
     profile_accelerator,
     profile_precisions,
@@ -274,7 +274,7 @@ def _profile_precisions(
             from stash_core.decide.predict.step_cost import step_cost
 
             try:
-                share.append(convolution_share(step_cost(model, batch_size, shape)))
+                share.append(cudnn_share(step_cost(model, batch_size, shape)))
             except UsageError:  # a model known only by its profiles: its arithmetic unknown
                 share.append(None)
         return profile_precisions(accelerator, share[0] if share else None)

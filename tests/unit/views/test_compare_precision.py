@@ -38,8 +38,8 @@ def test_a_cnn_profiled_on_an_h200_is_predicted_in_tf32_scaled_from_its_profile(
     frame, predicted = compared(db)
     assert frame.attrs["precision"] == "tf32"
     assert frame.attrs["precision_note"] == (
-        "predicted for tf32: the GPU profile(s) ran in tf32 (PyTorch's default on this GPU: TF32 "
-        "convolutions)"
+        "predicted for tf32: the GPU profile(s) ran in tf32 (PyTorch's default on this GPU: TF32 in cuDNN's "
+        "convolutions and recurrent layers)"
     )
     assert predicted.loc["p5en.48xlarge", "compute_s"] == pytest.approx(0.05)
     assert predicted["compute_s"].gt(0).all() and frame.attrs["profiles_set_aside"] == []

@@ -1,6 +1,6 @@
-"""A stored GPU profile stands for the precision it ran in (PyTorch's defaults: TF32 convolutions where the
-GPU has TF32, FP32 matrix products), and a profile on a machine whose label is not a catalog instance still
-anchors the scaled path through the GPU its machine reported."""
+"""A stored GPU profile stands for the precision it ran in (PyTorch's defaults: TF32 convolutions and
+recurrent layers where the GPU has TF32, FP32 matrix products), and a profile on a machine whose label is not
+a catalog instance still anchors the scaled path through the GPU its machine reported."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from result_docs import result_doc
 
 from stash_core.catalog.accelerators import find_accelerator
 from stash_core.decide.predict import predict_instances
-from stash_core.decide.predict.profile_arithmetic import convolution_share, profile_precisions, ran_as
+from stash_core.decide.predict.profile_arithmetic import cudnn_share, profile_precisions, ran_as
 from stash_core.decide.predict.step_cost import step_cost
 from stash_core.decide.recommend import recommend
 from stash_core.store import ingest_result
@@ -18,8 +18,10 @@ A100 = find_accelerator("NVIDIA A100-SXM4-40GB")
 V100 = find_accelerator("Tesla V100-SXM2-16GB")
 
 
-def _gpu_profile(db, model: str, instance: str, gpu_name: str, compute_s: float, batch: int = 8) -> str:
-    shape = {"input_shape": [3, 64, 64] if model.startswith("resnet") else None}
+def _gpu_profile(
+    db, model: str, instance: str, gpu_name: str, compute_s: float, batch: int = 8, shape: list | None = None
+) -> str:
+    shape = {"input_shape": shape or ([3, 64, 64] if model.startswith("resnet") else None)}
     doc = result_doc(model, instance=instance, workers=1, device="cuda", batch_size=batch, spec_extra=shape,
                      stalls={"compute": compute_s, "cpu": 0.001, "disk": 0.001})  # fmt: skip
     doc["fingerprint"].update(gpu_count=1, gpus=[{"index": 0, "name": gpu_name}], gpu_status="1 GPU(s)")
@@ -37,8 +39,8 @@ def test_the_precisions_a_profile_stands_for():
 
 
 def test_a_convolutional_steps_matrix_work_is_its_convolutions_and_a_transformers_is_not():
-    assert convolution_share(step_cost("resnet18", 8, (3, 64, 64))) > 0.95
-    assert convolution_share(step_cost("bert_tiny", 4)) == 0.0
+    assert cudnn_share(step_cost("resnet18", 8, (3, 64, 64))) > 0.95
+    assert cudnn_share(step_cost("bert_tiny", 4)) == 0.0
 
 
 def test_a_cnn_profile_on_an_a100_measures_the_tf32_job_not_the_fp32_one(tmp_path):
@@ -60,6 +62,33 @@ def test_a_transformer_profile_on_an_a100_measures_the_fp32_job(tmp_path):
               for precision in ("fp32", "tf32")}  # fmt: skip
     paths = {precision: frame.iloc[0]["path"] for precision, frame in frames.items()}
     assert paths == {"fp32": "measured", "tf32": "roofline"}
+
+
+def test_a_recurrent_profile_on_an_a100_measures_the_tf32_job(tmp_path):
+    """PyTorch's cuDNN flag sets the math of recurrent layers as of convolutions: TF32 by default."""
+    path = tmp_path / "lstm.py"
+    path.write_text(
+        "import torch\n\n"
+        "class Net(torch.nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.rnn = torch.nn.LSTM(256, 256, 2, batch_first=True)\n"
+        "        self.head = torch.nn.Linear(256, 10)\n\n"
+        "    def forward(self, x):\n"
+        "        return self.head(self.rnn(x)[0][:, -1])\n\n"
+        "def make():\n"
+        "    return Net()\n"
+    )
+    model = f"{path}:make"
+    assert cudnn_share(step_cost(model, 8, (16, 256))) > 0.95
+    db = tmp_path / "r.duckdb"
+    run_id = _gpu_profile(db, model, "a2-highgpu-1g", "NVIDIA A100-SXM4-40GB", 0.01, shape=[16, 256])
+    asked = dict(instances=["a2-highgpu-1g"], workers_per_instance=1, input_shape=(16, 256))
+    tf32 = predict_instances(db, model, 8, precision="tf32", **asked).frame.iloc[0]
+    assert tf32["path"] == "measured" and run_id in tf32["basis"]
+    fp32 = predict_instances(db, model, 8, precision="fp32", **asked)
+    assert fp32.frame.iloc[0]["path"] == "roofline"
+    assert "TF32 in cuDNN's convolutions and recurrent layers" in fp32.profiles_set_aside[0]
 
 
 def test_a_profile_on_an_uncatalogued_machine_is_scaled_from_the_gpu_it_reported(tmp_path):
