@@ -65,6 +65,9 @@ BAD = [
     ("paired_blocks.py", ["--warmup", "-3"]),
     ("gpu_steps.py", ["--budget-s", "-1"]),
     ("gpu_layouts.py", ["--budget-s", "0"]),
+    ("gpu_steps.py", ["--set", "nosuch"]),
+    ("gpu_rnn.py", ["--budget-s", "0"]),
+    ("gpu_rnn.py", ["--predict-only"]),  # whose predictions: --cpu-as names the GPU
     # no options of their own: an argument is refused, and --help is not a run
     ("console_ingest.py", ["--bogus"]),
     ("comm_factors.py", ["--bogus"]),
@@ -101,6 +104,7 @@ def test_a_bad_argument_is_one_line_and_exit_2(bench_python, script: str, argv: 
         "comm_report.py",
         "cross_instance.py",
         "gpu_steps.py",
+        "gpu_rnn.py",
         "gpu_convs.py",
         "gpu_layouts.py",
         "gpu_ops.py",

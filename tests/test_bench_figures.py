@@ -157,3 +157,27 @@ def test_deepbench_rebuild_refuses_a_workbook_it_does_not_know_and_writes_nothin
     out = capsys.readouterr().out
     assert out.startswith("rnn_kernels.py: cannot read sheet 'Results FP32'") and len(out.splitlines()) == 1
     assert DATA_FILE.read_bytes() == before
+
+
+def test_the_recurrent_gpu_bench_predicts_every_deepbench_shape_and_times_nothing_when_told(tmp_path) -> None:
+    import csv
+
+    from gpu_rnn import LAYER_HEADER, PRECISIONS, _write, layer_rows, layer_shapes
+
+    from stash_core.decide.predict.stated_error import fitted_params
+
+    class Args:
+        quick, predict_only, budget_s = False, True, 0.1
+
+    rows = layer_rows(Args(), "NVIDIA H200 SXM 141 GB", fitted_params(), "cpu")
+    assert len(rows) == len(layer_shapes()) * len(PRECISIONS) == 53 * 3
+    predicted = {name: LAYER_HEADER.index(name) for name in LAYER_HEADER if name.startswith("predicted")}
+    assert all(float(row[index]) > 0 for row in rows for index in predicted.values())
+    measured = [LAYER_HEADER.index(name) for name in ("inference_ms", "forward_ms", "backward_ms")]
+    assert all(row[index] == "-" for row in rows for index in measured)
+    # the training forward keeps the gates for the backward: never predicted faster than the inference one
+    forward, inference = predicted["predicted_forward_ms"], predicted["predicted_inference_ms"]
+    assert all(float(row[forward]) >= float(row[inference]) for row in rows)
+    kept = tmp_path / "layers.csv"
+    _write(kept, LAYER_HEADER, rows)
+    assert len(list(csv.DictReader(kept.open()))) == 159

@@ -270,3 +270,17 @@ def test_a_recurrent_prediction_states_the_deepbench_error(tmp_path, capsys):
     row = json.loads(capsys.readouterr().out)["predictions"][0]
     assert row["expected_error"] == pytest.approx(max(error, row["expected_error"]))
     assert any("DeepBench" in note for note in row["notes"])
+
+
+@pytest.mark.parametrize(
+    ("factory", "shape"), [("lstm", "64,1024"), ("gru", "64,1024"), ("text_lstm", "128")]
+)
+def test_the_recurrent_example_models_are_predicted_as_their_docstring_says(factory, shape, capsys):
+    from support import REPO
+
+    model = f"{REPO / 'examples' / 'models' / 'recurrent.py'}:{factory}"
+    rc = main(["predict", "--model", model, "--input-shape", shape, "--batch-size", "16",
+               "--instances", "p4d.24xlarge", "--format", "json"])  # fmt: skip
+    assert rc == 0
+    row = json.loads(capsys.readouterr().out)["predictions"][0]
+    assert row["step_s"] > 0 and any("DeepBench" in note for note in row["notes"])
