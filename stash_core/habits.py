@@ -47,9 +47,10 @@ class TrainingJob:
             self.optimizer in (None, default_optimizer)
         )
 
-    def check(self, kind: str, default_optimizer: str) -> None:
+    def check(self, kind: str, default_optimizer: str, attends: bool = True) -> None:
         """One line (UsageError) for a habit the model cannot have; `kind` is "image", "tokens" or "vectors"
-        (layout_kind)."""
+        (layout_kind); `attends`: a token model calls scaled_dot_product_attention (a recurrent one does not,
+        nor one that writes its attention out, whose operators are counted as it runs them)."""
         for value, allowed, flag in (
             (self.memory_format, MEMORY_FORMATS, "--memory-format"), (self.optimizer_impl, OPTIMIZER_IMPLS,
             "--optimizer-impl"), (self.attention, ATTENTIONS, "--attention"),
@@ -63,6 +64,11 @@ class TrainingJob:
             raise UsageError(f"--memory-format is for image models (convolutions); this model takes {takes}")
         if self.attention != "fused" and kind != "tokens":
             raise UsageError("--attention is for transformers; this model has no attention")
+        if self.attention != "fused" and not attends:
+            raise UsageError(
+                "--attention is for models that call scaled_dot_product_attention; this one does not (its "
+                "operators are counted as it runs them)"
+            )
         optimizer = self.optimizer or default_optimizer
         if self.optimizer_impl == "fused" and optimizer not in FUSED_OPTIMIZERS:
             raise UsageError(
@@ -83,11 +89,12 @@ class TrainingJob:
     def step_attention(self) -> str:
         return "decomposed" if self.attention == "eager" else "fused"
 
-    def describe(self, kind: str, default_optimizer: str) -> str:
-        """The job restated: 'channels_last, sgd (fused)' or 'adamw (foreach), eager attention'."""
+    def describe(self, kind: str, default_optimizer: str, attends: bool = True) -> str:
+        """The job restated: 'channels_last, sgd (fused)' or 'adamw (foreach), eager attention' (no attention
+        for a model that calls none: check's `attends`)."""
         parts = [self.memory_format] if kind == "image" else []
         parts.append(f"{self.optimizer or default_optimizer} ({self.optimizer_impl})")
-        if kind == "tokens":
+        if kind == "tokens" and attends:
             parts.append(f"{self.attention} attention")
         return ", ".join(parts)
 

@@ -93,8 +93,12 @@ class Predictor:
         # UsageError for an unknown model or a shape it cannot take
         self.cost: StepCost = step_cost(model, batch_size, input_shape, attention=self.job.step_attention)
         self.default_optimizer = default_optimizer(self.cost)
+        kind = layout_kind(self.cost.kind, self.cost.input_shape)
+        # whether it calls fused attention: the fused trace says (an eager job's is decomposed)
+        traced = self.cost if self.job.step_attention == "fused" or kind != "tokens" else None
+        self.attends = (traced or step_cost(model, batch_size, input_shape)).fused_attention
         # UsageError for a habit the model cannot have
-        self.job.check(layout_kind(self.cost.kind, self.cost.input_shape), self.default_optimizer)
+        self.job.check(kind, self.default_optimizer, self.attends)
         self._input_given = bool(input_shape)
         # a model built in 16 bits trains on the 16-bit units whatever precision is asked (features.py)
         precision = run_precision(self.cost, precision)

@@ -231,7 +231,8 @@ def predict_instances(
         "max_instances": max_instances, **predictor.job.to_json(predictor.default_optimizer),
         **({"gpus": sorted({variant for name in gpus for variant in gpu_variants(name)})} if gpus else {}),
         "habits": predictor.job.describe(
-            layout_kind(predictor.cost.kind, predictor.cost.input_shape), predictor.default_optimizer
+            layout_kind(predictor.cost.kind, predictor.cost.input_shape), predictor.default_optimizer,
+            predictor.attends,
         ),
     }  # fmt: skip
     set_aside = predictor.mislabelled + cpu_aside + predictor.set_aside()

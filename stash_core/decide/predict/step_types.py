@@ -88,6 +88,11 @@ class StepCost:
         """The step has recurrent layers counted as cuDNN calls (rnn.py); asked once per configuration."""
         return any(op.name == RNN_GEMM for op in self.ops)
 
+    @functools.cached_property
+    def fused_attention(self) -> bool:
+        """The step calls scaled_dot_product_attention (counted fused, attention.py)."""
+        return any(op.op_class == "attention" for op in self.ops)
+
     @property
     def kernel_count(self) -> int:
         return sum(op.kernels for op in self.ops)

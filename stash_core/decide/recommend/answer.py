@@ -25,7 +25,13 @@ from stash_core.decide.predict.profile_checks import mislabelled_line, other_cod
 from stash_core.decide.recommend.candidates import OptionPlanner
 from stash_core.decide.recommend.costs import STALL_NAMES, RentalJob, communication_unmeasured
 from stash_core.decide.recommend.explain import explanations, infeasible_reason
-from stash_core.decide.recommend.job_model import built_in_16_bits, check_model, job_shapes, model_kind
+from stash_core.decide.recommend.job_model import (
+    built_in_16_bits,
+    calls_attention,
+    check_model,
+    job_shapes,
+    model_kind,
+)
 from stash_core.decide.recommend.pareto import rank_options
 from stash_core.errors import UsageError
 from stash_core.habits import TrainingJob, layout_kind, optimizer_name
@@ -141,7 +147,9 @@ def recommend(
     shape, default_shape = job_shapes(model, input_shape)
     habits = habits or TrainingJob()
     kind = model_kind(model, habits, input_shape)
-    habits.check(layout_kind(kind, shape), optimizer_name(kind))  # one line for a habit the model cannot have
+    attends = calls_attention(model, kind, batch_size, shape)
+    # one line for a habit the model cannot have
+    habits.check(layout_kind(kind, shape), optimizer_name(kind), attends)
     pricing = "spot" if spot else "on_demand"
     request = {
         "model": model,
@@ -156,7 +164,7 @@ def recommend(
         "pricing": pricing,
         "max_instances": max_instances,
         **habits.to_json(optimizer_name(kind)),
-        "habits": habits.describe(layout_kind(kind, shape), optimizer_name(kind)),
+        "habits": habits.describe(layout_kind(kind, shape), optimizer_name(kind), attends),
     }
     everything = all_catalog_rows(db_path)  # read once: the selection, the labels, the profiles' GPUs
     catalog = _catalog(everything, instances)

@@ -70,3 +70,14 @@ def built_in_16_bits(model: str, batch_size: int, shape: tuple[int, ...] | None)
         return step_cost(model, batch_size, shape).half_weights
     except UsageError:
         return False
+
+
+def calls_attention(model: str, kind: str, batch_size: int, shape: tuple[int, ...] | None) -> bool:
+    """Whether a token model calls scaled_dot_product_attention: the zoo's all do; a file's, as its trace says
+    (a recurrent text model does not). A model Stash cannot build is taken to."""
+    if kind != "tokens" or ":" not in model:
+        return kind == "tokens"
+    try:
+        return step_cost(model, batch_size, shape).fused_attention
+    except UsageError:
+        return True

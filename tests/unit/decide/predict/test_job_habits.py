@@ -96,3 +96,29 @@ def test_a_model_of_feature_vectors_has_no_memory_format_to_restate_or_choose(tm
         captured = capsys.readouterr()
         assert "this model takes inputs that are not images (C,H,W)" in captured.err
         assert captured.err.count("\n") == 1
+
+
+def test_a_token_model_that_calls_no_fused_attention_has_none_to_restate_or_choose(tmp_path, capsys):
+    """A text LSTM was restated with "fused attention" and took --attention eager without a word, though the
+    flag only changes how scaled_dot_product_attention is counted."""
+    from support import REPO
+
+    model = f"{REPO / 'examples' / 'models' / 'recurrent.py'}:text_lstm"
+    db = str(tmp_path / "x.duckdb")
+    argv = ["predict", "--model", model, "--input-shape", "32", "--batch-size", "4", "--instances", "p3.2xlarge",
+            "--format", "json", "--db", db]  # fmt: skip
+    assert main(argv) == 0
+    job = json.loads(capsys.readouterr().out)["job"]
+    assert job["habits"] == "adamw (foreach)"
+    assert main([*argv, "--attention", "eager"]) == 2
+    captured = capsys.readouterr()
+    assert "call scaled_dot_product_attention" in json.loads(captured.out)["error"]
+    assert captured.err.count("\n") == 1
+    recommend = ["recommend", "--model", model, "--input-shape", "32", "--batch-size", "4", "--epochs", "1",
+                 "--dataset-images", "1000", "--budget-hours", "10", "--instances", "p3.2xlarge", "--db", db]  # fmt: skip
+    assert main([*recommend, "--attention", "eager"]) == 2
+    assert "call scaled_dot_product_attention" in capsys.readouterr().err
+    assert main([*recommend, "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["job"]["habits"] == "adamw (foreach)"
+    # a transformer of the zoo still takes it, and says so
+    assert Predictor("bert_tiny", 4, CATALOG, job=TrainingJob(attention="eager")).attends
