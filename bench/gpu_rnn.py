@@ -6,8 +6,9 @@ checked only on DeepBench's V100 and P100 layers (bench/rnn_kernels.py); nothing
   T timesteps; kernel_data/deepbench_rnn.csv) as PyTorch runs them: nn.LSTM, nn.GRU or nn.RNN (relu),
   time-major, with the input matrix (PyTorch has no skip-input mode). Precisions: fp32 (TF32 off), tf32 and
   fp16 (the module and its input in half precision, what autocast hands cuDNN; the step model's "amp").
-  Timed with CUDA events, the median of at least 5 calls after 2 warm-ups: the inference forward (no_grad, as
-  DeepBench times it), the training forward (autograd recording) and the backward (data and weights).
+  Timed with CUDA events, the median of at least 5 calls after 2 warm-ups: the inference forward (the layer in
+  eval mode, as DeepBench times it), the training forward (autograd recording, cuDNN's reserve space) and the
+  backward (data and weights).
   Predicted: rnn_validation.layer_ms with the input matrix, for each forward.
 - steps: examples/models/recurrent.py's models trained as bench/gpu_steps.py trains zoo models (autocast
   with a gradient scaler for amp), against `stash predict`'s roofline prediction and stated error (widened for
@@ -75,8 +76,10 @@ def time_layer(kind: str, hidden: int, batch: int, steps: int, precision: str, b
     def once() -> None:
         layer.zero_grad(set_to_none=True)
         inputs.grad = None
+        layer.eval()  # cuDNN's inference forward (no reserve space), as DeepBench times it: not no_grad alone
         with torch.no_grad():
             runs["inference"].append(_elapsed_ms(lambda: layer(inputs), device))
+        layer.train()
         held = {}
         runs["forward"].append(_elapsed_ms(lambda: held.setdefault("out", layer(inputs)[0]), device))
         runs["backward"].append(_elapsed_ms(lambda: held["out"].backward(grad), device))
@@ -91,6 +94,19 @@ def time_layer(kind: str, hidden: int, batch: int, steps: int, precision: str, b
     ):
         once()
     return {phase: statistics.median(values) for phase, values in runs.items()}
+
+
+def _attempt(timed, *args):
+    """timed(*args), or None (said in one line) when the GPU refuses it: out of memory, or a shape cuDNN does
+    not take; the other rows still run, and the memory is freed once the error is gone."""
+    try:
+        return timed(*args)
+    except RuntimeError as exc:
+        message = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
+    print(f"failed: {message}")
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+    return None
 
 
 def _elapsed_ms(call, device: str) -> float:
@@ -135,18 +151,17 @@ def layer_rows(args, accelerator: str, params, device: str) -> list[list]:
         for precision in PRECISIONS:
             predicted = predicted_layer(shape, accelerator, precision, params)
             row = [*shape, precision, "-", "-", "-"] + [f"{predicted[p]:.4f}" for p in predicted] + ["-"] * 4
-            if not args.predict_only:
-                try:
-                    measured = time_layer(*shape, precision, args.budget_s, device)
-                except RuntimeError as exc:  # out of memory, or a shape cuDNN refuses: the rest still run
-                    print(f"{shape} {precision}: skipped, {str(exc).splitlines()[0][:200]}")
-                    torch.cuda.empty_cache()
-                    continue
+            measured = (
+                None if args.predict_only else _attempt(time_layer, *shape, precision, args.budget_s, device)
+            )
+            if measured:
                 row[5:8] = [f"{measured[p]:.4f}" for p in ("inference", "forward", "backward")]
                 row[11:14] = [_pct(predicted[p], measured[p]) for p in ("inference", "forward", "backward")]
                 row[14] = _pct(
                     predicted["forward"] + predicted["backward"], measured["forward"] + measured["backward"]
                 )
+            elif not args.predict_only:
+                print(f"{shape} {precision}: not timed, kept with its predictions")
             rows.append(row)
             print(" ".join(f"{str(cell):>13}" for cell in row[:5] + row[11:]), flush=True)
     return rows
@@ -191,8 +206,9 @@ def step_rows(args, accelerator: str, params, device: str) -> list[list]:
         stated = widened_for_recurrent(stated_error("roofline", batch, accelerator)).error
         row = [model.split(":")[-1], batch, "x".join(map(str, shape)), precision, "-", "-", 0,
                f"{predicted:.5f}", "-", f"{100 * stated:.1f}" if stated is not None else "-"]  # fmt: skip
-        if not args.predict_only:
-            times = measure(model, batch, shape, precision, "", args.budget_s, device)
+        timing = (model, batch, shape, precision, "", args.budget_s, device)
+        times = None if args.predict_only else _attempt(measure, *timing)
+        if times:
             measured = statistics.median(times)
             deciles = statistics.quantiles(times, n=10)
             row[4:7] = [f"{measured:.5f}", f"{100 * (deciles[-1] - deciles[0]) / measured:.1f}", len(times)]

@@ -233,7 +233,7 @@ class StagedFile:
         self.target = writable_target(path, what)
         try:
             self.target.parent.mkdir(parents=True, exist_ok=True)
-            fd, self.tmp = _create_beside(self.target)
+            fd, self.tmp = _create_beside(self.target, self._mode())
         except OSError as exc:
             raise write_failure(f"cannot write {what} {self.path}: {exc.strerror or exc}", exc) from None
         self._fd: int | None = fd
@@ -284,14 +284,14 @@ class StagedFile:
             return None  # a new file keeps the mode it was created with
 
 
-def _create_beside(target: Path) -> tuple[int, str]:
-    """A new file beside `target` and its descriptor, created 0o666 for the kernel to take the umask off:
-    reading the umask means setting it, and another thread's file made meanwhile would be open to all."""
+def _create_beside(target: Path, kept: int | None) -> tuple[int, str]:
+    """A new file beside `target`, created with the replaced file's mode (`kept`: never looser) or 0o666 for
+    the kernel to take the umask off (reading the umask sets it, a race with other threads' files)."""
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOFOLLOW", 0)
     for _ in range(100):
         name = target.parent / f".{target.name}.{secrets.token_hex(6)}.tmp"
         with contextlib.suppress(FileExistsError):
-            return os.open(name, flags, 0o666), str(name)
+            return os.open(name, flags, 0o666 if kept is None else kept), str(name)
     raise FileExistsError(errno.EEXIST, "no unused temporary name", str(target.parent))
 
 

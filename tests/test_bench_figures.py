@@ -175,9 +175,11 @@ def test_the_recurrent_gpu_bench_predicts_every_deepbench_shape_and_times_nothin
     assert all(float(row[index]) > 0 for row in rows for index in predicted.values())
     measured = [LAYER_HEADER.index(name) for name in ("inference_ms", "forward_ms", "backward_ms")]
     assert all(row[index] == "-" for row in rows for index in measured)
-    # the training forward keeps the gates for the backward: never predicted faster than the inference one
+    # the training forward writes the gates for the backward: slower than the inference one, each predicted
+    # on its own (a features cache keyed without bytes once gave both the same numbers)
     forward, inference = predicted["predicted_forward_ms"], predicted["predicted_inference_ms"]
     assert all(float(row[forward]) >= float(row[inference]) for row in rows)
+    assert sum(float(row[forward]) > float(row[inference]) for row in rows) > len(rows) // 2
     kept = tmp_path / "layers.csv"
     _write(kept, LAYER_HEADER, rows)
     assert len(list(csv.DictReader(kept.open()))) == 159

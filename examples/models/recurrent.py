@@ -5,8 +5,8 @@
 
 lstm and gru take a sequence of feature vectors (time steps, features: 64,1024 above); text_lstm takes token
 ids (a sequence length) and reads them with a bidirectional LSTM. Each classifies the sequence from the
-recurrent layers' last output. On a GPU, PyTorch runs each stack of layers as cuDNN calls, which is how
-Stash counts them (docs/predictions.md, "Recurrent layers").
+recurrent layers' outputs averaged over time. On a GPU, PyTorch runs each stack of layers as cuDNN calls,
+which is how Stash counts them (docs/predictions.md, "Recurrent layers").
 """
 
 import torch
@@ -24,7 +24,8 @@ class _SequenceClassifier(nn.Module):
         if self.embedding is not None:
             inputs = self.embedding(inputs)
         outputs, _ = self.rnn(inputs)
-        return self.head(outputs[:, -1])
+        # the mean over time: a bidirectional layer's last step has read only the last input backwards
+        return self.head(outputs.mean(dim=1))
 
 
 def lstm(num_classes: int = 10, features: int = 1024, hidden: int = 1024) -> nn.Module:

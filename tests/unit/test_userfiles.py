@@ -100,6 +100,28 @@ def test_a_new_file_gets_the_umask_s_mode_without_the_umask_being_changed(tmp_pa
     assert sorted(p.name for p in tmp_path.iterdir()) == ["new.csv", "sub"]
 
 
+def test_a_replaced_private_file_is_never_more_open_while_it_is_written(tmp_path, monkeypatch):
+    target = tmp_path / "private.json"
+    target.write_text("old")
+    os.chmod(target, 0o600)
+    modes = []
+    real_write = os.write
+
+    def write(fd, data):
+        modes.append(stat.S_IMODE(os.fstat(fd).st_mode))
+        return real_write(fd, data)
+
+    previous = os.umask(0o022)
+    try:
+        monkeypatch.setattr(os, "write", write)
+        write_atomic(target, "secret")
+    finally:
+        monkeypatch.undo()
+        os.umask(previous)
+    assert modes and all(mode == 0o600 for mode in modes)
+    assert stat.S_IMODE(target.stat().st_mode) == 0o600 and target.read_text() == "secret"
+
+
 @pytest.mark.parametrize("kind", ["fifo", "device", "folder"])
 def test_a_special_target_is_refused_and_never_replaced(tmp_path, kind):
     path = tmp_path / "out"

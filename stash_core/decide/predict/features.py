@@ -195,8 +195,8 @@ def features(
     optimizer = optimizer or default_optimizer(cost)
     precision = run_precision(cost, precision)
     key = (cost.model, cost.batch_size, cost.input_shape, cost.device, len(cost.ops), cost.total_flops,
-           cost.weight_bytes, cost.trained_bytes, cost.bfloat16, accelerator, precision, optimizer,
-           memory_format, step_extras)  # fmt: skip
+           cost.total_bytes, cost.weight_bytes, cost.trained_bytes, cost.bfloat16, accelerator, precision,
+           optimizer, memory_format, step_extras)  # fmt: skip
     found = _CACHE.get(key)
     if found is None:
         if len(_CACHE) >= 2048:

@@ -86,7 +86,8 @@ def layer_ms(
     DeepBench's (cuDNN's skip-input mode, an inference forward); PyTorch always has the input matrix."""
     accelerator = find_accelerator(accelerator_name)
     costs = layer_costs(kind, steps, batch, hidden, hidden, 4.0, skip_input=skip_input, training=training)
-    label = f"{kind} {hidden}x{batch}x{steps}"
+    modes = (" skip-input" if skip_input else "") + (" training" if training else "")
+    label = f"{kind} {hidden}x{batch}x{steps}{modes}"
     call_ms = {}
     for call in ("forward", "backward", "weights"):
         ops = tuple(counted_op(name, cost, call) for name, cost in costs[call])

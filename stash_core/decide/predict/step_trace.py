@@ -84,6 +84,8 @@ def counted_here(model: str, batch_size: int, shape: tuple[int, ...] | None, att
         try:
             note = f"counted on the CPU at batch {run_batch}, scaled"
             return _trace(model, net, info, run_batch, "cpu", batch_size, note, attention)
+        except UsageError:  # what the counting itself refuses, said as it is
+            raise
         except Exception as error:  # noqa: BLE001 - the step itself fails
             failed = error
     given = "" if shape is None else f", input {','.join(map(str, shape))}"
@@ -111,6 +113,7 @@ def _trace(
             saved["bytes"] += tensor.numel() * tensor.element_size()
         return tensor
 
+    net.train()  # as the worker trains it (a factory may return a model in eval mode, a loaded checkpoint)
     recorder = OpRecorder()
     counting = fused_attention(recorder.record, recorder.pause) if attention == "fused" else nullcontext()
     with counting, cudnn_rnns(recorder.record, recorder.pause), recorder:

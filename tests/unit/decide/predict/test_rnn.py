@@ -192,6 +192,48 @@ def test_a_layer_in_eval_mode_that_the_step_trains_through_is_one_line(tmp_path)
     assert not [op for op in cost.ops if op.name.startswith("stash.rnn") and op.phase == "backward"]
 
 
+def test_a_model_its_factory_returns_in_eval_mode_is_counted_as_trained(tmp_path):
+    """The worker trains what the factory returns in train mode (a loaded checkpoint comes in eval mode), so the
+    count does too: it was refused as a layer cuDNN cannot train."""
+    model = _lstm(tmp_path, dropout=0.5)
+    path, factory = model.rsplit(":", 1)
+    with open(path, "a", encoding="utf-8") as handle:
+        handle.write("\n\ndef make_eval():\n    return make().eval()\n")
+    cost = step_cost(f"{path}:make_eval", BATCH, (STEPS, HIDDEN))
+    assert [op for op in cost.ops if op.name == "stash.rnn_dropout"]  # dropout between the layers, as trained
+
+
+def test_the_eval_refusal_is_said_as_it_is_when_the_model_is_counted_on_the_cpu(tmp_path):
+    path = tmp_path / "real_tensors.py"
+    path.write_text(textwrap.dedent(f"""
+        import torch
+
+        class Net(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.embed = torch.nn.Linear({HIDDEN}, {HIDDEN})
+                self.rnn = torch.nn.LSTM({HIDDEN}, {HIDDEN}, batch_first=True).requires_grad_(False).eval()
+                self.head = torch.nn.Linear({HIDDEN}, 10)
+
+            def train(self, mode=True):
+                super().train(mode)
+                self.rnn.eval()
+                return self
+
+            def forward(self, x):
+                if x.abs().sum().item() < 0:  # a value: the meta device has none, so it runs on the CPU
+                    x = -x
+                out, _ = self.rnn(self.embed(x))
+                return self.head(out[:, -1])
+
+        def make():
+            return Net()
+    """))  # fmt: skip
+    with pytest.raises(UsageError) as refused:
+        step_cost(f"{path}:make", BATCH, (STEPS, HIDDEN))
+    assert str(refused.value).startswith("the model trains through an nn.LSTM in eval mode")
+
+
 def test_a_packed_sequence_is_counted_at_its_own_rows(tmp_path):
     path = tmp_path / "packed.py"
     path.write_text(textwrap.dedent(f"""
