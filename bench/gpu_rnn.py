@@ -32,7 +32,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_args import bench_parser, positive_float  # noqa: E402
-from gpu_steps import _set_precision, measure  # noqa: E402
+from gpu_steps import _set_precision, add_target_args, measure, target_gpu  # noqa: E402
 
 from stash_core.decide.predict.rnn_validation import layer_ms, load_rows  # noqa: E402
 
@@ -233,7 +233,6 @@ def _write(path: Path, header: list[str], rows: list[list]) -> None:
 
 
 def main() -> int:
-    from stash_core.catalog.accelerators import find_accelerator
     from stash_core.decide.predict.stated_error import fitted_params
 
     parser = bench_parser(__doc__)
@@ -246,24 +245,12 @@ def main() -> int:
         default=0.3,
         help="timed seconds per layer or step (at least 5 runs)",
     )
-    parser.add_argument(
-        "--predict-only", action="store_true", help="print the predictions only, time nothing"
-    )
-    parser.add_argument("--cpu-as", help="run on the CPU as if it were this GPU (checks the bench only)")
+    add_target_args(parser)
     args = parser.parse_args()
-    if args.predict_only and not args.cpu_as:
-        parser.error("--predict-only needs --cpu-as GPU (the GPU whose predictions to print)")
-    device = "cpu" if args.cpu_as else "cuda"
-    if device == "cuda" and not torch.cuda.is_available():
-        print("no CUDA GPU here: nothing to measure", file=sys.stderr)
+    target = target_gpu(parser, args)
+    if target is None:
         return 2
-    name = args.cpu_as or torch.cuda.get_device_name()
-    accelerator = find_accelerator(name)
-    if accelerator is None:
-        print(f"{name!r} has no row in the accelerator table: no prediction to compare", file=sys.stderr)
-        return 2
-    cudnn = torch.backends.cudnn.version() if device == "cuda" else None
-    print(f"GPU {name!r} -> accelerator row {accelerator.name!r}; torch {torch.__version__}, cuDNN {cudnn}")
+    device, accelerator = target
     params = fitted_params()
     out = Path(args.out) if args.out else None
     if out:

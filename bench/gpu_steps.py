@@ -140,10 +140,40 @@ def _timed(step, device: str) -> float:
     return begin.elapsed_time(end) / 1000.0
 
 
+def add_target_args(parser) -> None:
+    """--predict-only and --cpu-as, which target_gpu reads."""
+    parser.add_argument(
+        "--predict-only", action="store_true", help="print the predictions for --cpu-as's GPU, time nothing"
+    )
+    parser.add_argument(
+        "--cpu-as", help="run on the CPU as if it were this GPU (checks the bench, measures nothing)"
+    )
+
+
+def target_gpu(parser, args):
+    """(device, accelerator row) the bench times on and predicts for, printed; None (said in one line) where
+    there is no CUDA GPU to time or no accelerator row to predict for."""
+    from stash_core.catalog.accelerators import find_accelerator
+
+    if args.predict_only and not args.cpu_as:
+        parser.error("--predict-only needs --cpu-as GPU (the GPU whose predictions to print)")
+    device = "cpu" if args.cpu_as else "cuda"
+    if device == "cuda" and not torch.cuda.is_available():
+        print("no CUDA GPU here: nothing to measure", file=sys.stderr)
+        return None
+    name = args.cpu_as or torch.cuda.get_device_name()
+    accelerator = find_accelerator(name)
+    if accelerator is None:
+        print(f"{name!r} has no row in the accelerator table: no prediction to compare", file=sys.stderr)
+        return None
+    cudnn = torch.backends.cudnn.version() if device == "cuda" else None
+    print(f"GPU {name!r} -> accelerator row {accelerator.name!r}; torch {torch.__version__}, cuDNN {cudnn}")
+    return device, accelerator
+
+
 def main() -> int:
     # the predictor (and the database it reads through) only where a prediction is compared: measure() and
     # the other benches that reuse it need torch and the zoo alone
-    from stash_core.catalog.accelerators import find_accelerator
     from stash_core.decide.predict.calibration import Point, predicted_s
     from stash_core.decide.predict.stated_error import fitted_params, stated_error
 
@@ -157,26 +187,13 @@ def main() -> int:
         "--set", choices=["fitted", "unseen", "fresh"], default="fitted",
         help="fitted: the 15 configurations the step model was fitted on; unseen, fresh: 15 it never saw",
     )  # fmt: skip
-    parser.add_argument(
-        "--predict-only", action="store_true", help="print the predictions for --cpu-as's GPU, time nothing"
-    )
-    parser.add_argument(
-        "--cpu-as", help="run on the CPU as if it were this GPU (checks the bench, measures nothing)"
-    )
+    add_target_args(parser)
     args = parser.parse_args()
-    if args.predict_only and not args.cpu_as:
-        parser.error("--predict-only needs --cpu-as GPU (the GPU whose predictions to print)")
-    device = "cpu" if args.cpu_as else "cuda"
-    if device == "cuda" and not torch.cuda.is_available():
-        print("no CUDA GPU here: nothing to measure", file=sys.stderr)
+    target = target_gpu(parser, args)
+    if target is None:
         return 2
-    name = args.cpu_as or torch.cuda.get_device_name()
-    accelerator = find_accelerator(name)
-    if accelerator is None:
-        print(f"{name!r} has no row in the accelerator table: no prediction to compare", file=sys.stderr)
-        return 2
+    device, accelerator = target
     params = fitted_params()
-    print(f"GPU {name!r} -> accelerator row {accelerator.name!r}; torch {torch.__version__}")
     header = ["model", "batch", "input", "precision", "layout", "measured_step_s", "spread_pct", "steps",
               "predicted_step_s", "error_pct", "stated_error_pct"]  # fmt: skip
     rows = []
