@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import signal
 from collections.abc import Callable, Iterable
 
 
@@ -23,7 +24,10 @@ class BenchParser(argparse.ArgumentParser):
 
 def bench_parser(doc: str | None) -> argparse.ArgumentParser:
     """A parser that prints the docstring as written (argparse would rewrap it and a one-line cut would end
-    mid-sentence)."""
+    mid-sentence). A bench whose reader goes away (`| head`) ends quietly, as a Unix tool ended by SIGPIPE,
+    not with a traceback."""
+    if hasattr(signal, "SIGPIPE"):
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     return BenchParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
 
 

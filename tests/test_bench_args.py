@@ -174,3 +174,18 @@ def test_the_synthetic_database_has_the_current_schema(bench_python, tmp_path) -
     sql = "SELECT (SELECT count(*) FROM runs) AS runs, (SELECT count(*) FROM stalls WHERE raw_s > 0) AS n"
     counts = query_readonly(db, sql)
     assert counts["runs"][0] == 30 and counts["n"][0] > 0
+
+
+def test_a_bench_whose_reader_goes_away_ends_without_a_traceback() -> None:
+    """`bench/rnn_kernels.py | head -1` printed a BrokenPipeError traceback."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    with subprocess.Popen([sys.executable, str(REPO / "bench" / "rnn_kernels.py")], cwd=REPO, env=env,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE) as proc:  # fmt: skip
+        proc.stdout.close()  # the reader gone before the bench writes a line
+        stderr = proc.stderr.read().decode()
+        proc.wait(timeout=120)
+    assert "Traceback" not in stderr and "BrokenPipe" not in stderr, stderr
