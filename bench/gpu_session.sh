@@ -1,8 +1,9 @@
 #!/bin/bash
 # Every check that needs a CUDA GPU and has its predictions written down in docs/measurements, in one go:
-# the recurrent layers and steps (gpu_rnn.py), the fresh set of zoo steps (gpu_steps.py --set fresh) and a
-# recurrent model profiled as a user profiles it, then predicted from that profile. Each part's output goes
-# to OUT_DIR (at most 8 files); a part that fails leaves the others to run.
+# the recurrent layers and steps (gpu_rnn.py), the fresh set of zoo steps (gpu_steps.py --set fresh), a
+# recurrent model profiled as a user profiles it, then predicted from that profile, and on a machine of two or
+# more GPUs the all-reduce bus bandwidth and data-parallel steps (gpu_multi.py). Each part's output goes to
+# OUT_DIR (7 files: session.log and six CSV or JSON files); a part that fails leaves the others to run.
 #
 #     bash bench/gpu_session.sh OUT_DIR        # from the repository, with Stash's requirements importable
 set -u
@@ -28,13 +29,9 @@ stamp() { echo "=== $1 at +$(($(date +%s) - began)) s" | tee -a "$log"; }
 'pandas', pandas.__version__)"
 } 2>&1 | tee "$log"
 stamp "recurrent layers and steps"
-"$python" bench/gpu_rnn.py --out "$out/rnn" > "$out/rnn.log" 2>&1
-echo "exit $?" >> "$out/rnn.log"
-tail -40 "$out/rnn.log"
+"$python" bench/gpu_rnn.py --out "$out/rnn" 2>&1 | tee -a "$log" | tail -40
 stamp "fresh zoo steps"
-"$python" bench/gpu_steps.py --set fresh --budget-s 1 --csv "$out/fresh.csv" > "$out/fresh.log" 2>&1
-echo "exit $?" >> "$out/fresh.log"
-tail -20 "$out/fresh.log"
+"$python" bench/gpu_steps.py --set fresh --budget-s 1 --csv "$out/fresh.csv" 2>&1 | tee -a "$log" | tail -20
 stamp "a recurrent model profiled, then predicted from its profile"
 work=$(mktemp -d)
 model=examples/models/recurrent.py:lstm
@@ -50,4 +47,9 @@ model=examples/models/recurrent.py:lstm
     done
 } 2>&1 | tee -a "$log"
 rm -rf "$work"
+gpus=$("$python" -c "import torch; print(torch.cuda.device_count())" 2>/dev/null || echo 0)
+if [ "$gpus" -ge 2 ]; then
+    stamp "all-reduce and data-parallel steps on $gpus GPUs"
+    "$python" bench/gpu_multi.py --gpus 2,4,8 --out "$out/multi" 2>&1 | tee -a "$log"  # counts it has
+fi
 stamp end

@@ -68,6 +68,8 @@ BAD = [
     ("gpu_steps.py", ["--set", "nosuch"]),
     ("gpu_rnn.py", ["--budget-s", "0"]),
     ("gpu_rnn.py", ["--predict-only"]),  # whose predictions: --cpu-as names the GPU
+    ("gpu_multi.py", ["--gpus", "1"]),  # an all-reduce needs two
+    ("gpu_multi.py", ["--predict-only", "--instance", "nosuch"]),
     # no options of their own: an argument is refused, and --help is not a run
     ("console_ingest.py", ["--bogus"]),
     ("comm_factors.py", ["--bogus"]),
@@ -105,6 +107,7 @@ def test_a_bad_argument_is_one_line_and_exit_2(bench_python, script: str, argv: 
         "cross_instance.py",
         "gpu_steps.py",
         "gpu_rnn.py",
+        "gpu_multi.py",
         "gpu_convs.py",
         "gpu_layouts.py",
         "gpu_ops.py",

@@ -183,3 +183,15 @@ def test_the_recurrent_gpu_bench_predicts_every_deepbench_shape_and_times_nothin
     kept = tmp_path / "layers.csv"
     _write(kept, LAYER_HEADER, rows)
     assert len(list(csv.DictReader(kept.open()))) == 159
+
+
+def test_the_multi_gpu_bench_predicts_bus_bandwidth_and_data_parallel_steps_for_its_instance() -> None:
+    from gpu_multi import SIZES_BYTES, predicted_bus, predicted_step
+
+    bus = {gpus: predicted_bus("p5en.48xlarge", gpus) for gpus in (2, 8)}
+    for curve in bus.values():
+        values = [curve[size] for size in SIZES_BYTES]
+        assert values == sorted(values) and 100 < values[-1] < 1000  # GB/s, rising with the message
+    steps = [predicted_step("p5en.48xlarge", "resnet18", 8, (3, 32, 32), "tf32", gpus) for gpus in (2, 8)]
+    assert all(0 < step["efficiency"] <= 1 for step in steps)
+    assert steps[0]["compute"] == steps[1]["compute"] and steps[1]["interconnect"] >= steps[0]["interconnect"]
