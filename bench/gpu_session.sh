@@ -6,6 +6,7 @@
 # OUT_DIR (7 files: session.log and six CSV or JSON files); a part that fails leaves the others to run.
 #
 #     bash bench/gpu_session.sh OUT_DIR        # from the repository, with Stash's requirements importable
+#     PARTS="rnn multi" bash bench/gpu_session.sh OUT_DIR   # some parts only: rnn, fresh, profile, multi
 set -u
 if [ $# -ne 1 ]; then
     echo "usage: bash bench/gpu_session.sh OUT_DIR" >&2
@@ -18,37 +19,46 @@ python=${PYTHON:-python3}
 log="$out/session.log"
 began=$(date +%s)
 stamp() { echo "=== $1 at +$(($(date +%s) - began)) s" | tee -a "$log"; }
+parts=" ${PARTS:-rnn fresh profile multi} "
+wanted() { [[ "$parts" == *" $1 "* ]]; }
 {
     nvidia-smi -L
     nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.limit,pcie.link.gen.current \
         --format=csv
     nproc
     uptime
-    "$python" -c "import torch, duckdb, pandas; print('torch', torch.__version__, 'cuda', torch.version.cuda,
-'nccl', torch.cuda.nccl.version(), 'cudnn', torch.backends.cudnn.version(), 'duckdb', duckdb.__version__,
-'pandas', pandas.__version__)"
+    "$python" -c "import torch, duckdb, pandas
+nccl = torch.cuda.nccl.version() if torch.cuda.is_available() else None
+print('torch', torch.__version__, 'cuda', torch.version.cuda, 'nccl', nccl, 'cudnn',
+      torch.backends.cudnn.version(), 'duckdb', duckdb.__version__, 'pandas', pandas.__version__)"
 } 2>&1 | tee "$log"
-stamp "recurrent layers and steps"
-"$python" bench/gpu_rnn.py --out "$out/rnn" 2>&1 | tee -a "$log" | tail -40
-stamp "fresh zoo steps"
-"$python" bench/gpu_steps.py --set fresh --budget-s 1 --csv "$out/fresh.csv" 2>&1 | tee -a "$log" | tail -20
-stamp "a recurrent model profiled, then predicted from its profile"
-work=$(mktemp -d)
-model=examples/models/recurrent.py:lstm
-{
-    timeout 150 "$python" -m stash_core profile --model "$model" --input-shape 64,1024 --batch-size 32 \
-        --stalls compute --device cuda --instance gpu-lab --db "$work/r.duckdb" \
-        --out "$out/profile-lstm.json" --max-phase-seconds 10 --progress none
-    echo "exit $?"
-    for precision in tf32 fp32; do
-        "$python" -m stash_core predict --model "$model" --input-shape 64,1024 --batch-size 32 \
-            --instances p5en.48xlarge,p5.48xlarge --workers-per-instance 1 --precision "$precision" \
-            --db "$work/r.duckdb"
-    done
-} 2>&1 | tee -a "$log"
-rm -rf "$work"
+if wanted rnn; then
+    stamp "recurrent layers and steps"
+    "$python" bench/gpu_rnn.py --out "$out/rnn" 2>&1 | tee -a "$log" | tail -40
+fi
+if wanted fresh; then
+    stamp "fresh zoo steps"
+    "$python" bench/gpu_steps.py --set fresh --budget-s 1 --csv "$out/fresh.csv" 2>&1 | tee -a "$log" | tail -20
+fi
+if wanted profile; then
+    stamp "a recurrent model profiled, then predicted from its profile"
+    work=$(mktemp -d)
+    model=examples/models/recurrent.py:lstm
+    {
+        timeout 150 "$python" -m stash_core profile --model "$model" --input-shape 64,1024 --batch-size 32 \
+            --stalls compute --device cuda --instance gpu-lab --db "$work/r.duckdb" \
+            --out "$out/profile-lstm.json" --max-phase-seconds 10 --progress none
+        echo "exit $?"
+        for precision in tf32 fp32; do
+            "$python" -m stash_core predict --model "$model" --input-shape 64,1024 --batch-size 32 \
+                --instances p5en.48xlarge,p5.48xlarge --workers-per-instance 1 --precision "$precision" \
+                --db "$work/r.duckdb"
+        done
+    } 2>&1 | tee -a "$log"
+    rm -rf "$work"
+fi
 gpus=$("$python" -c "import torch; print(torch.cuda.device_count())" 2>/dev/null || echo 0)
-if [ "$gpus" -ge 2 ]; then
+if wanted multi && [ "$gpus" -ge 2 ]; then
     stamp "all-reduce and data-parallel steps on $gpus GPUs"
     "$python" bench/gpu_multi.py --gpus 2,4,8 --out "$out/multi" 2>&1 | tee -a "$log"  # counts it has
 fi
