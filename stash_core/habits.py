@@ -50,7 +50,8 @@ class TrainingJob:
     def check(self, kind: str, default_optimizer: str, attends: bool = True) -> None:
         """One line (UsageError) for a habit the model cannot have; `kind` is "image", "tokens" or "vectors"
         (layout_kind); `attends`: a token model calls scaled_dot_product_attention (a recurrent one does not,
-        nor one that writes its attention out, whose operators are counted as it runs them)."""
+        nor one that writes its attention out, whose operators are counted as it runs them; an image model
+        may: a vision transformer)."""
         for value, allowed, flag in (
             (self.memory_format, MEMORY_FORMATS, "--memory-format"), (self.optimizer_impl, OPTIMIZER_IMPLS,
             "--optimizer-impl"), (self.attention, ATTENTIONS, "--attention"),
@@ -62,9 +63,9 @@ class TrainingJob:
         if self.memory_format != "nchw" and kind != "image":
             takes = "tokens" if kind == "tokens" else "inputs that are not images (C,H,W)"
             raise UsageError(f"--memory-format is for image models (convolutions); this model takes {takes}")
-        if self.attention != "fused" and kind != "tokens":
-            raise UsageError("--attention is for transformers; this model has no attention")
         if self.attention != "fused" and not attends:
+            if kind != "tokens":
+                raise UsageError("--attention is for transformers; this model has no attention")
             raise UsageError(
                 "--attention is for models that call scaled_dot_product_attention; this one does not (its "
                 "operators are counted as it runs them)"

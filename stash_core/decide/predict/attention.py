@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator
 
 import torch
 import torch.nn.functional as F
+from torch.overrides import TorchFunctionMode
 
 _PATCH_LOCK = threading.Lock()
 BACKWARD_FLOPS_RATIO = 2.5
@@ -43,6 +44,7 @@ def fused_attention(record: Callable[[str, dict], None], paused: Callable[[bool]
     `record(name, cost)` and pauses the operator recorder (`paused(True)`) while the decomposition runs."""
 
     original = F.scaled_dot_product_attention
+    inside: list[bool] = []  # non-empty while a fused call runs
 
     class _Fused(torch.autograd.Function):
         @staticmethod
@@ -88,7 +90,8 @@ def fused_attention(record: Callable[[str, dict], None], paused: Callable[[bool]
         enable_gqa=False,
         **kwargs,
     ):
-        if kwargs:  # an argument this counter does not know: counted as decomposed
+        if kwargs or inside:  # an argument this counter does not know: counted as decomposed; or the
+            # fused operator's own call of the original (seen again by _ImportedName), not counted twice
             return original(
                 query,
                 key,
@@ -100,11 +103,31 @@ def fused_attention(record: Callable[[str, dict], None], paused: Callable[[bool]
                 enable_gqa=enable_gqa,
                 **kwargs,
             )
-        return _Fused.apply(query, key, value, attn_mask, dropout_p, is_causal, scale, bool(enable_gqa))
+        inside.append(True)
+        try:
+            return _Fused.apply(query, key, value, attn_mask, dropout_p, is_causal, scale, bool(enable_gqa))
+        finally:
+            inside.pop()
 
     with _PATCH_LOCK:
         F.scaled_dot_product_attention = fused
         try:
-            yield
+            with _ImportedName(original, fused):
+                yield
         finally:
             F.scaled_dot_product_attention = original
+
+
+class _ImportedName(TorchFunctionMode):
+    """Sends a call of the original function to `fused`: a model that imported scaled_dot_product_attention by
+    name (`from torch.nn.functional import ...`) holds the function itself, which the patch of
+    F.scaled_dot_product_attention does not replace (the patch still serves torch's own callers, such as
+    nn.MultiheadAttention, whose calls this mode would not see)."""
+
+    def __init__(self, original: Callable, fused: Callable) -> None:
+        super().__init__()
+        self.original, self.fused = original, fused
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        return self.fused(*args, **kwargs) if func is self.original else func(*args, **kwargs)

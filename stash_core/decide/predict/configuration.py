@@ -95,7 +95,7 @@ class Predictor:
         self.default_optimizer = default_optimizer(self.cost)
         kind = layout_kind(self.cost.kind, self.cost.input_shape)
         # whether it calls fused attention: the fused trace says (an eager job's is decomposed)
-        traced = self.cost if self.job.step_attention == "fused" or kind != "tokens" else None
+        traced = self.cost if self.job.step_attention == "fused" else None
         self.attends = (traced or step_cost(model, batch_size, input_shape)).fused_attention
         # UsageError for a habit the model cannot have
         self.job.check(kind, self.default_optimizer, self.attends)

@@ -147,7 +147,8 @@ def recommend(
     shape, default_shape = job_shapes(model, input_shape)
     habits = habits or TrainingJob()
     kind = model_kind(model, habits, input_shape)
-    attends = calls_attention(model, kind, batch_size, shape)
+    needed = kind == "tokens" or habits.attention != "fused"  # restated for token models, checked if asked
+    attends = calls_attention(model, kind, batch_size, shape) if needed else False
     # one line for a habit the model cannot have
     habits.check(layout_kind(kind, shape), optimizer_name(kind), attends)
     pricing = "spot" if spot else "on_demand"

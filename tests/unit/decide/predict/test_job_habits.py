@@ -105,8 +105,8 @@ def test_a_token_model_that_calls_no_fused_attention_has_none_to_restate_or_choo
 
     model = f"{REPO / 'examples' / 'models' / 'recurrent.py'}:text_lstm"
     db = str(tmp_path / "x.duckdb")
-    argv = ["predict", "--model", model, "--input-shape", "32", "--batch-size", "4", "--instances", "p3.2xlarge",
-            "--format", "json", "--db", db]  # fmt: skip
+    argv = ["predict", "--model", model, "--input-shape", "32", "--batch-size", "4", "--instances",
+            "p3.2xlarge", "--format", "json", "--db", db]  # fmt: skip
     assert main(argv) == 0
     job = json.loads(capsys.readouterr().out)["job"]
     assert job["habits"] == "adamw (foreach)"
@@ -115,10 +115,37 @@ def test_a_token_model_that_calls_no_fused_attention_has_none_to_restate_or_choo
     assert "call scaled_dot_product_attention" in json.loads(captured.out)["error"]
     assert captured.err.count("\n") == 1
     recommend = ["recommend", "--model", model, "--input-shape", "32", "--batch-size", "4", "--epochs", "1",
-                 "--dataset-images", "1000", "--budget-hours", "10", "--instances", "p3.2xlarge", "--db", db]  # fmt: skip
+                 "--dataset-images", "1000", "--budget-hours", "10", "--instances", "p3.2xlarge",
+                 "--db", db]  # fmt: skip
     assert main([*recommend, "--attention", "eager"]) == 2
     assert "call scaled_dot_product_attention" in capsys.readouterr().err
     assert main([*recommend, "--format", "json"]) == 0
     assert json.loads(capsys.readouterr().out)["job"]["habits"] == "adamw (foreach)"
     # a transformer of the zoo still takes it, and says so
     assert Predictor("bert_tiny", 4, CATALOG, job=TrainingJob(attention="eager")).attends
+
+
+def test_a_vision_transformer_takes_eager_attention_and_a_cnn_does_not(tmp_path):
+    path = tmp_path / "vit.py"
+    path.write_text(
+        "import torch\nimport torch.nn.functional as F\n\n"
+        "class Net(torch.nn.Module):\n"
+        "    def __init__(self, num_classes=10):\n"
+        "        super().__init__()\n"
+        "        self.patch = torch.nn.Conv2d(3, 64, 8, stride=8)\n"
+        "        self.qkv = torch.nn.Linear(64, 192)\n"
+        "        self.head = torch.nn.Linear(64, num_classes)\n\n"
+        "    def forward(self, x):\n"
+        "        x = self.patch(x).flatten(2).transpose(1, 2)\n"
+        "        q, k, v = self.qkv(x).view(x.shape[0], -1, 3, 4, 16).permute(2, 0, 3, 1, 4)\n"
+        "        x = F.scaled_dot_product_attention(q, k, v).transpose(1, 2).flatten(2)\n"
+        "        return self.head(x.mean(1))\n\n"
+        "def make(num_classes=10):\n"
+        "    return Net(num_classes)\n"
+    )
+    fused = Predictor(f"{path}:make", 4, CATALOG, input_shape=(3, 32, 32))
+    eager = Predictor(f"{path}:make", 4, CATALOG, input_shape=(3, 32, 32), job=TrainingJob(attention="eager"))
+    assert fused.attends and eager.attends
+    assert eager.compute(A100).step_s > fused.compute(A100).step_s
+    with pytest.raises(UsageError, match="--attention is for transformers"):
+        Predictor("resnet18", 4, CATALOG, job=TrainingJob(attention="eager"))

@@ -145,6 +145,28 @@ def test_grouped_query_attention_counts_the_queries_heads():
     assert attention.bytes == (2 * 8 + 2 * 2) * 32 * 16 * 4  # q and the output, k and v of 2 heads
 
 
+def test_attention_called_by_an_imported_name_is_counted_fused_once():
+    """`from torch.nn.functional import scaled_dot_product_attention` holds the function the patch of
+    F.scaled_dot_product_attention does not replace: such a model was counted decomposed (S x S scores)."""
+    from torch.nn.functional import scaled_dot_product_attention as imported
+
+    with torch.device("meta"):
+        q, k, v = (torch.empty(2, 4, 64, 16, requires_grad=True) for _ in range(3))
+    counts = {}
+    for name, call in (
+        ("imported", imported),
+        ("patched", lambda *a, **kw: F.scaled_dot_product_attention(*a, **kw)),
+    ):
+        recorder = _OpRecorder()
+        with fused_attention(recorder.record, recorder.pause), recorder:
+            out = call(q, k, v, is_causal=True)
+            recorder.phase = "backward"
+            out.sum().backward()
+        counts[name] = [(op.name, op.phase, op.flops) for op in recorder.ops if op.op_class == "attention"]
+        assert not any(op.name in ("aten.bmm", "aten._softmax", "aten._safe_softmax") for op in recorder.ops)
+    assert counts["imported"] == counts["patched"] and len(counts["imported"]) == 2
+
+
 def test_bert_counts_its_attention_fused():
     cost = step_cost("bert_tiny", 4)  # two layers: a fused forward and backward each
     assert sum(op.op_class == "attention" for op in cost.ops) == 4
