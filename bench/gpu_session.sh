@@ -20,7 +20,15 @@ log="$out/session.log"
 began=$(date +%s)
 stamp() { echo "=== $1 at +$(($(date +%s) - began)) s" | tee -a "$log"; }
 parts=" ${PARTS:-rnn fresh profile multi} "
+for part in $parts; do
+    case "$part" in
+        rnn | fresh | profile | multi) ;;
+        *) echo "PARTS: unknown part '$part' (the parts: rnn fresh profile multi, separated by spaces)" >&2
+           exit 2 ;;
+    esac
+done
 wanted() { [[ "$parts" == *" $1 "* ]]; }
+ended() { echo "exit $1" | tee -a "$log"; }  # a part's exit status, also where it printed nothing
 {
     nvidia-smi -L
     nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.limit,pcie.link.gen.current \
@@ -35,10 +43,12 @@ print('torch', torch.__version__, 'cuda', torch.version.cuda, 'nccl', nccl, 'cud
 if wanted rnn; then
     stamp "recurrent layers and steps"
     "$python" bench/gpu_rnn.py --out "$out/rnn" 2>&1 | tee -a "$log" | tail -40
+    ended "${PIPESTATUS[0]}"
 fi
 if wanted fresh; then
     stamp "fresh zoo steps"
     "$python" bench/gpu_steps.py --set fresh --budget-s 1 --csv "$out/fresh.csv" 2>&1 | tee -a "$log" | tail -20
+    ended "${PIPESTATUS[0]}"
 fi
 if wanted profile; then
     stamp "a recurrent model profiled, then predicted from its profile"
@@ -60,6 +70,9 @@ fi
 gpus=$("$python" -c "import torch; print(torch.cuda.device_count())" 2>/dev/null || echo 0)
 if wanted multi && [ "$gpus" -ge 2 ]; then
     stamp "all-reduce and data-parallel steps on $gpus GPUs"
-    "$python" bench/gpu_multi.py --gpus 2,4,8 --out "$out/multi" 2>&1 | tee -a "$log"  # counts it has
+    "$python" bench/gpu_multi.py --gpus 2,4,8 --out "$out/multi" 2>&1 | tee -a "$log"  # the counts it has
+    ended "${PIPESTATUS[0]}"
+elif wanted multi; then
+    echo "=== multi skipped: $gpus GPU(s) here, an all-reduce needs 2" | tee -a "$log"
 fi
 stamp end

@@ -195,3 +195,11 @@ def test_the_multi_gpu_bench_predicts_bus_bandwidth_and_data_parallel_steps_for_
     steps = [predicted_step("p5en.48xlarge", "resnet18", 8, (3, 32, 32), "tf32", gpus) for gpus in (2, 8)]
     assert all(0 < step["efficiency"] <= 1 for step in steps)
     assert steps[0]["compute"] == steps[1]["compute"] and steps[1]["interconnect"] >= steps[0]["interconnect"]
+
+
+def test_a_multi_gpu_measurement_past_its_time_fails_instead_of_ending_the_bench() -> None:
+    from gpu_multi import _stash
+
+    done = _stash("profile", "--model", "resnet18", "--batch-size", "2", "--device", "cpu", "--no-store",
+                  "--input-shape", "3,32,32", timeout_s=1)  # fmt: skip
+    assert done.returncode == 124 and "timed out" in done.stderr
