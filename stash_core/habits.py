@@ -99,8 +99,10 @@ class TrainingJob:
             parts.append(f"{self.attention} attention")
         return ", ".join(parts)
 
-    def to_json(self, default_optimizer: str) -> dict[str, str]:
+    def to_json(self, kind: str, default_optimizer: str, attends: bool = True) -> dict[str, str | None]:
+        """The habits as JSON; null for one the model does not have (as describe leaves it out)."""
         return {
-            "memory_format": self.memory_format, "optimizer": self.optimizer or default_optimizer,
-            "optimizer_impl": self.optimizer_impl, "attention": self.attention,
+            "memory_format": self.memory_format if kind == "image" else None,
+            "optimizer": self.optimizer or default_optimizer, "optimizer_impl": self.optimizer_impl,
+            "attention": self.attention if attends else None,
         }  # fmt: skip

@@ -228,7 +228,10 @@ def predict_instances(
     request = {
         "model": model, "batch_size": batch_size, "input_shape": list(predictor.cost.input_shape),
         "precision": predictor.precision_label, "workers_per_instance": workers_per_instance or "all GPUs",
-        "max_instances": max_instances, **predictor.job.to_json(predictor.default_optimizer),
+        "max_instances": max_instances, **predictor.job.to_json(
+            layout_kind(predictor.cost.kind, predictor.cost.input_shape), predictor.default_optimizer,
+            predictor.attends,
+        ),
         **({"gpus": sorted({variant for name in gpus for variant in gpu_variants(name)})} if gpus else {}),
         "habits": predictor.job.describe(
             layout_kind(predictor.cost.kind, predictor.cost.input_shape), predictor.default_optimizer,

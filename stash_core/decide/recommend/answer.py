@@ -147,8 +147,7 @@ def recommend(
     shape, default_shape = job_shapes(model, input_shape)
     habits = habits or TrainingJob()
     kind = model_kind(model, habits, input_shape)
-    needed = kind == "tokens" or habits.attention != "fused"  # restated for token models, checked if asked
-    attends = calls_attention(model, kind, batch_size, shape) if needed else False
+    attends = calls_attention(model, kind, batch_size, shape)  # a file's step: counted once, kept in-process
     # one line for a habit the model cannot have
     habits.check(layout_kind(kind, shape), optimizer_name(kind), attends)
     pricing = "spot" if spot else "on_demand"
@@ -164,7 +163,7 @@ def recommend(
         "max_usd": max_usd,
         "pricing": pricing,
         "max_instances": max_instances,
-        **habits.to_json(optimizer_name(kind)),
+        **habits.to_json(layout_kind(kind, shape), optimizer_name(kind), attends),
         "habits": habits.describe(layout_kind(kind, shape), optimizer_name(kind), attends),
     }
     everything = all_catalog_rows(db_path)  # read once: the selection, the labels, the profiles' GPUs

@@ -109,7 +109,7 @@ def test_a_token_model_that_calls_no_fused_attention_has_none_to_restate_or_choo
             "p3.2xlarge", "--format", "json", "--db", db]  # fmt: skip
     assert main(argv) == 0
     job = json.loads(capsys.readouterr().out)["job"]
-    assert job["habits"] == "adamw (foreach)"
+    assert job["habits"] == "adamw (foreach)" and job["attention"] is None and job["optimizer"] == "adamw"
     assert main([*argv, "--attention", "eager"]) == 2
     captured = capsys.readouterr()
     assert "call scaled_dot_product_attention" in json.loads(captured.out)["error"]
@@ -120,7 +120,8 @@ def test_a_token_model_that_calls_no_fused_attention_has_none_to_restate_or_choo
     assert main([*recommend, "--attention", "eager"]) == 2
     assert "call scaled_dot_product_attention" in capsys.readouterr().err
     assert main([*recommend, "--format", "json"]) == 0
-    assert json.loads(capsys.readouterr().out)["job"]["habits"] == "adamw (foreach)"
+    job = json.loads(capsys.readouterr().out)["job"]
+    assert job["habits"] == "adamw (foreach)" and job["attention"] is None and job["memory_format"] is None
     # a transformer of the zoo still takes it, and says so
     assert Predictor("bert_tiny", 4, CATALOG, job=TrainingJob(attention="eager")).attends
 
