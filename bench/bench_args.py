@@ -10,6 +10,7 @@ exit status 2 (argparse's own refusal), before anything is timed.
 from __future__ import annotations
 
 import argparse
+import csv
 import math
 import signal
 from collections.abc import Callable, Iterable
@@ -115,3 +116,11 @@ def spread_text(values: list[float], digits: int = 2) -> str:
     import statistics
 
     return f"{statistics.stdev(values):.{digits}f}" if len(values) > 1 else "n/a"
+
+
+def write_csv(path, header: list[str], rows: list[list]) -> None:
+    """A bench's rows as a CSV file with its header."""
+    with open(path, "w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(header)
+        writer.writerows(rows)

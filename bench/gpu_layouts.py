@@ -14,7 +14,6 @@ Run (on a machine with a CUDA GPU): PYTHONPATH=. python bench/gpu_layouts.py [--
 
 from __future__ import annotations
 
-import csv
 import statistics
 import sys
 import time
@@ -25,6 +24,7 @@ from torch.profiler import ProfilerActivity, profile
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_args import bench_parser, positive_float  # noqa: E402
+from bench_args import write_csv as _write  # noqa: E402  (gpu_ops, gpu_convs import it here)
 from gpu_steps import _set_precision, measure  # noqa: E402
 
 from stash_core.zoo import build_model, loss_fn, synthetic_batch  # noqa: E402
@@ -176,13 +176,6 @@ def cuda_out(folder: str) -> tuple[Path, str] | None:
     name = torch.cuda.get_device_name()
     print(f"GPU {name!r}; torch {torch.__version__}; cuDNN {torch.backends.cudnn.version()}", flush=True)
     return out, name
-
-
-def _write(path: Path, header: list[str], rows: list[list]) -> None:
-    with open(path, "w", newline="", encoding="utf-8") as handle:
-        writer = csv.writer(handle)
-        writer.writerow(header)
-        writer.writerows(rows)
 
 
 if __name__ == "__main__":

@@ -22,7 +22,6 @@ links is measured against predictions for links it does not have (the comparison
 
 from __future__ import annotations
 
-import csv
 import json
 import os
 import subprocess
@@ -31,7 +30,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench_args import bench_parser, choice_list, positive_float
+from bench_args import bench_parser, choice_list, positive_float, write_csv
 
 ROOT = Path(__file__).resolve().parent.parent
 # (model, batch per GPU, input shape, the precision the profile's defaults train in on a GPU with TF32)
@@ -230,10 +229,7 @@ def _num(value: float | None) -> str:
 
 
 def _write(path: Path, header: list[str], rows: list[list]) -> None:
-    with path.open("w", newline="", encoding="utf-8") as handle:
-        writer = csv.writer(handle)
-        writer.writerow(header)
-        writer.writerows(rows)
+    write_csv(path, header, rows)
     print(f"wrote {path}")
 
 

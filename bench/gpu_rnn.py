@@ -23,7 +23,6 @@ gives it; a step's is measured time over predicted less one (+ is predicted fast
 
 from __future__ import annotations
 
-import csv
 import statistics
 import sys
 from pathlib import Path
@@ -31,7 +30,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_args import bench_parser, positive_float  # noqa: E402
+from bench_args import bench_parser, positive_float, write_csv  # noqa: E402
 from gpu_steps import _set_precision, add_target_args, measure, target_gpu  # noqa: E402
 
 from stash_core.decide.predict.rnn_validation import layer_ms, load_rows  # noqa: E402
@@ -225,10 +224,7 @@ def step_rows(args, accelerator: str, params, device: str) -> list[list]:
 
 
 def _write(path: Path, header: list[str], rows: list[list]) -> None:
-    with path.open("w", newline="", encoding="utf-8") as handle:
-        writer = csv.writer(handle)
-        writer.writerow(header)
-        writer.writerows(rows)
+    write_csv(path, header, rows)
     print(f"wrote {path}")
 
 
