@@ -47,7 +47,7 @@ class TrainingJob:
             self.optimizer in (None, default_optimizer)
         )
 
-    def check(self, kind: str, default_optimizer: str, attends: bool = True) -> None:
+    def check(self, kind: str, default_optimizer: str, attends: bool) -> None:
         """One line (UsageError) for a habit the model cannot have; `kind` is "image", "tokens" or "vectors"
         (layout_kind); `attends`: a token model calls scaled_dot_product_attention (a recurrent one does not,
         nor one that writes its attention out, whose operators are counted as it runs them; an image model
@@ -90,16 +90,16 @@ class TrainingJob:
     def step_attention(self) -> str:
         return "decomposed" if self.attention == "eager" else "fused"
 
-    def describe(self, kind: str, default_optimizer: str, attends: bool = True) -> str:
-        """The job restated: 'channels_last, sgd (fused)' or 'adamw (foreach), eager attention' (no attention
-        for a model that calls none: check's `attends`)."""
+    def describe(self, kind: str, default_optimizer: str, attends: bool) -> str:
+        """The job restated: 'channels_last, sgd (fused)' or 'adamw (foreach), eager attention' (attention
+        for a model that calls it, a transformer of tokens or of images: check's `attends`)."""
         parts = [self.memory_format] if kind == "image" else []
         parts.append(f"{self.optimizer or default_optimizer} ({self.optimizer_impl})")
-        if kind == "tokens" and attends:
+        if attends:
             parts.append(f"{self.attention} attention")
         return ", ".join(parts)
 
-    def to_json(self, kind: str, default_optimizer: str, attends: bool = True) -> dict[str, str | None]:
+    def to_json(self, kind: str, default_optimizer: str, attends: bool) -> dict[str, str | None]:
         """The habits as JSON; null for one the model does not have (as describe leaves it out)."""
         return {
             "memory_format": self.memory_format if kind == "image" else None,

@@ -35,7 +35,7 @@ from stash_core.decide.predict.profile_arithmetic import (
 from stash_core.decide.predict.rnn_validation import widened_for_recurrent
 from stash_core.decide.predict.roofline import ComputeTime, StepParams, compute_time
 from stash_core.decide.predict.stated_error import fitted_params, is_stale, load_summary, stated_error
-from stash_core.decide.predict.step_cost import StepCost, default_input_shape, step_cost
+from stash_core.decide.predict.step_cost import StepCost, calls_attention, default_input_shape, step_cost
 from stash_core.errors import UsageError
 from stash_core.habits import TrainingJob, layout_kind
 
@@ -93,12 +93,16 @@ class Predictor:
         # UsageError for an unknown model or a shape it cannot take
         self.cost: StepCost = step_cost(model, batch_size, input_shape, attention=self.job.step_attention)
         self.default_optimizer = default_optimizer(self.cost)
-        kind = layout_kind(self.cost.kind, self.cost.input_shape)
-        # whether it calls fused attention: the fused trace says (an eager job's is decomposed)
-        traced = self.cost if self.job.step_attention == "fused" else None
-        self.attends = (traced or step_cost(model, batch_size, input_shape)).fused_attention
+        # whether it calls fused attention: its fused trace says (an eager job's trace is decomposed)
+        self.attends = (
+            self.cost.fused_attention
+            if self.job.step_attention == "fused"
+            else calls_attention(model, self.cost.kind, batch_size, input_shape)
+        )
         # UsageError for a habit the model cannot have
-        self.job.check(kind, self.default_optimizer, self.attends)
+        self.job.check(
+            layout_kind(self.cost.kind, self.cost.input_shape), self.default_optimizer, self.attends
+        )
         self._input_given = bool(input_shape)
         # a model built in 16 bits trains on the 16-bit units whatever precision is asked (features.py)
         precision = run_precision(self.cost, precision)

@@ -26,8 +26,9 @@ from stash_core.errors import UsageError
 from stash_core.zoo_names import model_file_stamp
 
 __all__ = [
-    "ATTENTION_KINDS", "ModelInput", "OpCost", "StepCost", "default_input_shape", "model_input", "step_cost",
-]
+    "ATTENTION_KINDS", "ModelInput", "OpCost", "StepCost", "calls_attention", "default_input_shape",
+    "model_input", "step_cost",
+]  # fmt: skip
 
 TRACE_BATCHES = (2, 4)  # the two batches every other batch is interpolated from
 ATTENTION_KINDS = ("fused", "decomposed")
@@ -57,6 +58,19 @@ def step_cost(
     if not interpolate:
         return _traced(str(model).strip(), batch_size, shape, attention, stamp)
     return _cached_step_cost(str(model).strip(), batch_size, shape, attention, stamp)
+
+
+def calls_attention(model: str, kind: str, batch_size: int, shape: tuple[int, ...] | None) -> bool:
+    """Whether a model calls scaled_dot_product_attention: the zoo's token models all do, its image models
+    none (no trace needed); a file's as its fused trace says (a recurrent text model does not, a vision
+    transformer does). A file Stash cannot count is taken to, if it takes tokens. `kind`: "image" or
+    "tokens", what the model takes."""
+    if ":" not in model:
+        return kind == "tokens"
+    try:
+        return step_cost(model, batch_size, shape).fused_attention
+    except UsageError:
+        return kind == "tokens"
 
 
 def default_input_shape(model: str) -> tuple[int, ...]:

@@ -22,16 +22,11 @@ from stash_core.decide.predict.profile_arithmetic import (
     ran_as,
 )
 from stash_core.decide.predict.profile_checks import mislabelled_line, other_code
+from stash_core.decide.predict.step_cost import calls_attention
 from stash_core.decide.recommend.candidates import OptionPlanner
 from stash_core.decide.recommend.costs import STALL_NAMES, RentalJob, communication_unmeasured
 from stash_core.decide.recommend.explain import explanations, infeasible_reason
-from stash_core.decide.recommend.job_model import (
-    built_in_16_bits,
-    calls_attention,
-    check_model,
-    job_shapes,
-    model_kind,
-)
+from stash_core.decide.recommend.job_model import built_in_16_bits, check_model, job_shapes, model_kind
 from stash_core.decide.recommend.pareto import rank_options
 from stash_core.errors import UsageError
 from stash_core.habits import TrainingJob, layout_kind, optimizer_name

@@ -70,15 +70,3 @@ def built_in_16_bits(model: str, batch_size: int, shape: tuple[int, ...] | None)
         return step_cost(model, batch_size, shape).half_weights
     except UsageError:
         return False
-
-
-def calls_attention(model: str, kind: str, batch_size: int, shape: tuple[int, ...] | None) -> bool:
-    """Whether a model calls scaled_dot_product_attention: the zoo's token models all do, its image models
-    none; a file's as its trace says (a recurrent text model does not, a vision transformer does). A file
-    Stash cannot count is taken to, if it takes tokens."""
-    if ":" not in model:
-        return kind == "tokens"
-    try:
-        return step_cost(model, batch_size, shape).fused_attention
-    except UsageError:
-        return kind == "tokens"

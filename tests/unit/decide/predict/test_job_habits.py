@@ -147,6 +147,7 @@ def test_a_vision_transformer_takes_eager_attention_and_a_cnn_does_not(tmp_path)
     fused = Predictor(f"{path}:make", 4, CATALOG, input_shape=(3, 32, 32))
     eager = Predictor(f"{path}:make", 4, CATALOG, input_shape=(3, 32, 32), job=TrainingJob(attention="eager"))
     assert fused.attends and eager.attends
+    assert eager.job.describe("image", "sgd", eager.attends) == "nchw, sgd (foreach), eager attention"
     assert eager.compute(A100).step_s > fused.compute(A100).step_s
     with pytest.raises(UsageError, match="--attention is for transformers"):
         Predictor("resnet18", 4, CATALOG, job=TrainingJob(attention="eager"))
