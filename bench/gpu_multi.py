@@ -45,16 +45,13 @@ STEP_HEADER = ["model", "batch", "precision", "gpus", "predicted_compute_s", "pr
                "measured_efficiency", "efficiency_points"]  # fmt: skip
 
 
-def predicted_bus(instance: str, gpus: int) -> dict[int, float]:
-    """GB/s the instance's interconnect class reaches for an all-reduce over `gpus` of its GPUs, by size."""
+def predicted_bus(instance: dict, gpus: int) -> dict[int, float]:
+    """GB/s the instance's interconnect class reaches for an all-reduce over `gpus` of its GPUs, by size
+    (`instance`: catalog_instance's row)."""
     from stash_core.catalog.accelerators import find_accelerator
-    from stash_core.catalog.catalog import builtin_instances
     from stash_core.decide.predict.collectives import intra_class, intra_curve, subset_share
 
-    catalog = builtin_instances()
-    row = catalog[catalog["name"] == instance].iloc[0]
-    interconnect = row["interconnect"] if isinstance(row["interconnect"], str) else None
-    klass, _ = intra_class(interconnect, find_accelerator(row["accelerator"]))
+    klass, _ = intra_class(instance["interconnect"], find_accelerator(instance["accelerator"]))
     curve = intra_curve(klass) if klass else None
     if curve is None:
         return {}
@@ -147,7 +144,9 @@ def main() -> int:
     parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda",
                         help="cpu: check the bench with gloo workers and a small model (no GPU)")  # fmt: skip
     args = parser.parse_args()
-    instance = _instance(parser, args.instance)
+    instance = catalog_instance(args.instance)
+    if instance is None:
+        parser.error(f"--instance {args.instance!r} is no instance of the built-in catalog")
     counts = [
         int(count) for count in args.gpus.split(",") if int(count) <= int(instance["accelerator_count"])
     ]
@@ -165,7 +164,7 @@ def main() -> int:
     bus_rows, step_rows = [], []
     with tempfile.TemporaryDirectory(prefix="stash-gpu-multi-") as profiles:  # the result files, not kept
         for gpus in counts:
-            predicted = predicted_bus(args.instance, gpus)
+            predicted = predicted_bus(instance, gpus)
             left = deadline - time.monotonic()
             measured = (
                 {} if args.predict_only or left < 30 else measured_bus(gpus, args.device, min(left, 180))
@@ -194,14 +193,15 @@ def main() -> int:
     return 0
 
 
-def _instance(parser, name: str) -> dict:
-    """The built-in catalog's row of `name` (its interconnect None where the catalog leaves it empty)."""
+def catalog_instance(name: str) -> dict | None:
+    """The built-in catalog's row of `name` (its interconnect None where the catalog leaves it empty), or
+    None for no such instance."""
     from stash_core.catalog.catalog import builtin_instances
 
     catalog = builtin_instances()
     found = catalog[catalog["name"] == name]
     if found.empty:
-        parser.error(f"--instance {name!r} is no instance of the built-in catalog")
+        return None
     row = found.iloc[0].to_dict()
     if not isinstance(row.get("interconnect"), str):
         row["interconnect"] = None

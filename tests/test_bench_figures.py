@@ -186,9 +186,9 @@ def test_the_recurrent_gpu_bench_predicts_every_deepbench_shape_and_times_nothin
 
 
 def test_the_multi_gpu_bench_predicts_bus_bandwidth_and_data_parallel_steps_for_its_instance() -> None:
-    from gpu_multi import SIZES_BYTES, predicted_bus, predicted_step
+    from gpu_multi import SIZES_BYTES, catalog_instance, predicted_bus, predicted_step
 
-    bus = {gpus: predicted_bus("p5en.48xlarge", gpus) for gpus in (2, 8)}
+    bus = {gpus: predicted_bus(catalog_instance("p5en.48xlarge"), gpus) for gpus in (2, 8)}
     for curve in bus.values():
         values = [curve[size] for size in SIZES_BYTES]
         assert values == sorted(values) and 100 < values[-1] < 1000  # GB/s, rising with the message
