@@ -203,3 +203,11 @@ def test_a_multi_gpu_measurement_past_its_time_fails_instead_of_ending_the_bench
     done = _stash("profile", "--model", "resnet18", "--batch-size", "2", "--device", "cpu", "--no-store",
                   "--input-shape", "3,32,32", timeout_s=1)  # fmt: skip
     assert done.returncode == 124 and "timed out" in done.stderr
+
+
+def test_a_source_of_many_figures_weighs_as_one_in_the_source_coverage() -> None:
+    from single_gpu_holdout import source_coverage
+
+    many = [{"source": "big", "covered": False}] * 9 + [{"source": "big", "covered": True}]
+    found = [*many, {"source": "small", "covered": True}]
+    assert source_coverage(found) == pytest.approx((0.1 + 1.0) / 2)  # by figures it would be 2 of 11
