@@ -32,7 +32,7 @@ import pandas as pd
 from bench_args import bench_parser
 
 from stash_core.decide.predict.calibration import fit_params
-from stash_core.decide.predict.published import LATER_CSVS, load_pool
+from stash_core.decide.predict.published import LATER_CSVS, later_sources, load_pool
 from stash_core.decide.predict.stated_error import build_summary, coverage_by_source, write_summary
 from stash_core.decide.predict.validation import (
     other_sources_same_work,
@@ -115,7 +115,7 @@ def main() -> None:
     started = time.perf_counter()
     published = load_pool()
     points = published.points
-    pooled = [p for p in points if p.source_id in _later_sources()]
+    pooled = [p for p in points if p.source_id in later_sources()]
     print(
         f"{len(points)} usable single-GPU figures ({len(pooled)} of them the PyTorch rows of the later sets "
         f"{', '.join(path.name for path in LATER_CSVS)}, pooled) from {len({p.source_id for p in points})} "
@@ -131,7 +131,7 @@ def main() -> None:
     loso_rows = roofline[roofline["held_out"] == "source"]
     print("by memory format and source (bias above 0: predicted faster than measured):")
     print(summary(loso_rows[loso_rows["layout"] != "-"], ("layout", "source_id")).to_string(index=False))
-    later = loso_rows["source_id"].isin(_later_sources())
+    later = loso_rows["source_id"].isin(later_sources())
     print(
         f"leave one source out: the {loso_rows.loc[~later, 'source_id'].nunique()} sources of "
         f"published_throughputs.csv {_mae(loso_rows[~later])}; the later sources' PyTorch figures "
@@ -163,11 +163,14 @@ def main() -> None:
         by_source = coverage_by_source(roofline, shown)
         never_seen = by_source[by_source["regime"] == "all"]
         covered = (never_seen["covered"] * never_seen["figures"]).sum() / never_seen["figures"].sum()
+        fresh = never_seen[never_seen["source_id"].isin(later_sources())]
+        fresh_covered = (fresh["covered"] * fresh["figures"]).sum() / fresh["figures"].sum()
         print(
             f"\nroofline's {shown:.0%} percentile on a source never seen (each source's held-out figures "
             f"against the error stated from the other sources' alone): covers {covered:.1%} of "
             f"{never_seen['figures'].sum()} figures, {never_seen['covered'].mean():.1%} averaged over the "
-            f"{len(never_seen)} sources"
+            f"{len(never_seen)} sources; of the later sources' {fresh['figures'].sum()} figures "
+            f"{fresh_covered:.1%}"
         )
         table = by_source.pivot(index="source_id", columns="regime", values="covered")
         counts = by_source.pivot(index="source_id", columns="regime", values="figures")
@@ -238,16 +241,6 @@ def _measured_steps_check() -> None:
         f"again: mean absolute error {sum(errors) / len(errors):.1%}, {covered} of {len(errors)} within the "
         "stated error"
     )
-
-
-def _later_sources() -> set[str]:
-    import csv
-
-    sources: set[str] = set()
-    for path in LATER_CSVS:
-        with open(path, encoding="utf-8", newline="") as handle:
-            sources |= {row["source_id"] for row in csv.DictReader(handle)}
-    return sources
 
 
 def _bench_module(name: str):

@@ -84,6 +84,15 @@ def load_pool(count: bool = True) -> Published:
     return Published(points, skipped)
 
 
+def later_sources() -> frozenset[str]:
+    """The sources of the later sets (LATER_CSVS): collected after the step model's form was chosen."""
+    sources: set[str] = set()
+    for path in LATER_CSVS:
+        with open(path, encoding="utf-8", newline="") as handle:
+            sources |= {row["source_id"] for row in csv.DictReader(handle)}
+    return frozenset(sources)
+
+
 def is_pooled(point: Point) -> bool:
     """Whether a later set's figure is fitted on: a PyTorch figure whose timed loop waits on no CPU loader."""
     return framework(point.measured) == "PyTorch" and point.source_id not in INPUT_BOUND_SOURCES
