@@ -6,7 +6,7 @@ Tried after the fourth and fifth multi-GPU test sets were evaluated (docs/valida
 For each PyTorch source, contention and jitter are fitted on the other sources as comm_validation.py does,
 then the factor is chosen on the grid by the same loss over those other sources, and the source is predicted
 with it. Printed over the fitted sets alone, then with every test set pooled in (comm_validation.TEST_CSVS:
-fresh4 to fresh8; PyTorch figures only).
+fresh4 to fresh9; PyTorch figures only).
 
     PYTHONPATH=. .venv/bin/python bench/comm_factors.py
 """
@@ -84,7 +84,7 @@ def summary(label: str, frame: pd.DataFrame) -> None:
 
 
 def _test_sets() -> str:
-    """The test sets pooled in, as many as TEST_CSVS holds: "the 5 test sets (fresh4, ..., fresh8)"."""
+    """The test sets pooled in, as many as TEST_CSVS holds: "the 6 test sets (fresh4, ..., fresh9)"."""
     names = [path.stem.removeprefix("published_multi_gpu_") for path in TEST_CSVS]
     return f"the {len(names)} test sets ({', '.join(names)})"
 

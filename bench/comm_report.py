@@ -6,8 +6,8 @@ source's one-GPU figure of the same work, the predicted scaling efficiency (one-
 n-GPU step, the one-GPU step taken as published) against the published one, each source predicted with the
 factors fitted on the other PyTorch sources; errors in efficiency points by source, interconnect class and
 node count, and how often the prediction is the optimistic one. Then each test set (comm_validation.TEST_CSVS:
-published_multi_gpu_fresh4.csv to fresh8.csv, figures collected before any prediction for them and in no fit,
-each first predicted once on the model as it then stood; docs/multi-gpu-fresh4.md to docs/multi-gpu-fresh8.md)
+published_multi_gpu_fresh4.csv to fresh9.csv, figures collected before any prediction for them and in no fit,
+each first predicted once on the model as it then stood; docs/multi-gpu-fresh4.md to docs/multi-gpu-fresh9.md)
 with the stated error's coverage there. With --write, the factors fitted on every PyTorch source and the
 stated errors go to comm_summary.json, which predictions read.
 Run alone or from bench/cross_instance.py:

@@ -53,8 +53,8 @@ FRESH2_CSV = Path(__file__).with_name("published_multi_gpu_fresh2.csv")
 FRESH3_CSV = Path(__file__).with_name("published_multi_gpu_fresh3.csv")
 FITTED_CSVS = tuple(Path(__file__).with_name(name) for name in FITTED_SET_NAMES)  # one list: comm_fit.py
 # Figures collected before any prediction for them and in no fit: each evaluated once, on the model as it then
-# stood (docs/multi-gpu-fresh4.md to -fresh8.md), and shown by bench/comm_report.py since.
-TEST_CSVS = tuple(Path(__file__).with_name(f"published_multi_gpu_fresh{n}.csv") for n in (4, 5, 6, 7, 8))
+# stood (docs/multi-gpu-fresh4.md to -fresh9.md), and shown by bench/comm_report.py since.
+TEST_CSVS = tuple(Path(__file__).with_name(f"published_multi_gpu_fresh{n}.csv") for n in (4, 5, 6, 7, 8, 9))
 NIC_GBPS = {"edr": 100.0, "hdr": 200.0, "ndr": 400.0}
 CONTENTION_GRID = np.arange(0.0, 3.0001, 0.1)
 JITTER_GRID = np.arange(0.0, 0.080001, 0.0025)
