@@ -84,12 +84,12 @@ def _tables(frame: pd.DataFrame, label: str) -> None:
     )
 
 
-def _final(params: CommParams, stated: dict, show_rows: bool) -> None:
+def _final(params: CommParams, stated: dict, by_class: dict, show_rows: bool) -> None:
     for path in TEST_CSVS:
-        _test_set(path, params, stated, show_rows)
+        _test_set(path, params, stated, by_class, show_rows)
 
 
-def _test_set(path, params: CommParams, stated: dict, show_rows: bool) -> None:
+def _test_set(path, params: CommParams, stated: dict, by_class: dict, show_rows: bool) -> None:
     figures = load_figures(path)
     if not figures:
         print(f"\nno test set ({path.name} is missing)")
@@ -105,6 +105,8 @@ def _test_set(path, params: CommParams, stated: dict, show_rows: bool) -> None:
     print(
         "stated error's coverage of the test set's PyTorch figures: "
         + _shares(coverage(pytorch, stated), pytorch)
+        + "; with an interconnect class's own where wider, as a prediction shows it: "
+        + _shares(coverage(pytorch, stated, by_class), pytorch)
     )
     if show_rows:
         print(frame.round(3).to_string(index=False))
@@ -148,7 +150,7 @@ def report(write: bool = False, show_rows: bool = False) -> dict:
     print("its coverage of the held-out PyTorch figures: " + _shares(summary["coverage"], pytorch))
     if show_rows:
         print(frame.round(3).to_string(index=False))
-    _final(CommParams(**params), stated, show_rows)
+    _final(CommParams(**params), stated, wider, show_rows)
     print(f"({time.perf_counter() - started:.0f} s)")
     if write:
         write_comm_summary(summary)

@@ -50,18 +50,28 @@ def stated_at(frame: pd.DataFrame, level: float) -> tuple[dict[str, float | None
     return stated, counts
 
 
-def covered(frame: pd.DataFrame, stated: dict[str, float | None]) -> np.ndarray:
-    """Per row of `frame`, whether its step error is within its scope's stated error (False: none stated)."""
+def covered(
+    frame: pd.DataFrame, stated: dict[str, float | None], by_class: dict[str, float] | None = None
+) -> np.ndarray:
+    """Per row of `frame`, whether its step error is within its scope's stated error (False: none stated),
+    or within its interconnect class's where `by_class` has a wider one (as a prediction on such links
+    shows it)."""
     limits = np.array([stated.get(SCOPES[1] if nodes > 1 else SCOPES[0]) or 0.0 for nodes in frame["nodes"]])
+    if by_class:
+        limits = np.maximum(limits, [by_class.get(str(name), 0.0) for name in frame["link_class"]])
     return np.abs(frame["step_error"].to_numpy(dtype=float)) <= np.where(limits > 0, limits, -1.0)
 
 
-def coverage(frame: pd.DataFrame, stated: dict[str, float | None]) -> dict[str, float | None]:
-    """Per scope, the share of its rows whose step error is within its stated error (None: no rows)."""
+def coverage(
+    frame: pd.DataFrame, stated: dict[str, float | None], by_class: dict[str, float] | None = None
+) -> dict[str, float | None]:
+    """Per scope, the share of its rows whose step error is within its stated error (None: no rows); with
+    `by_class`, an interconnect class's where wider."""
     shares: dict[str, float | None] = {}
     for scope in SCOPES:
         rows = _in_scope(frame, scope)
-        shares[scope] = float(covered(rows, stated).mean()) if len(rows) and stated.get(scope) else None
+        hits = covered(rows, stated, by_class)
+        shares[scope] = float(hits.mean()) if len(rows) and stated.get(scope) else None
     return shares
 
 

@@ -35,6 +35,11 @@ def test_each_figure_is_checked_against_its_scopes_error_and_none_stated_covers_
     assert covered(frame, stated).tolist() == [True, False, True, False]
     assert coverage(frame, stated) == {"one machine": 0.5, "several machines": 0.5}
     assert not covered(frame, {"one machine": None, "several machines": None}).any()
+    # as a prediction shows it: a class's own error where wider, never narrower than its scope's
+    frame["link_class"] = ["pcie_gen3", "pcie_gen3", "nvswitch", "pcie_gen3"]
+    by_class = {"pcie_gen3": 0.37, "nvswitch": 0.01}
+    assert covered(frame, stated, by_class).tolist() == [True, True, True, True]
+    assert coverage(frame, stated, by_class) == {"one machine": 1.0, "several machines": 1.0}
 
 
 def test_a_scope_with_too_few_figures_takes_one_machines_error_wider():
