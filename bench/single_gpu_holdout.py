@@ -12,9 +12,10 @@ error covers it. The pooled figures are the PyTorch ones of sources whose timed 
 (published.is_pooled); the others (other frameworks, the loader-bound sources) are reported beside them, never
 fitted.
 
-Then, once, the untouched set (published.UNTOUCHED_CSVS: published_single_gpu_fresh6.csv, docs/single-gpu-
-fresh6.md): sources collected after the later sets were pooled, used in no fit or choice, each figure
-predicted as a user gets it (the shipped fit, the shipped stated error) and reported the same way.
+Then, once each, the untouched sets (published.UNTOUCHED_CSVS: published_single_gpu_fresh6.csv and
+_fresh7.csv, docs/single-gpu-fresh6.md and -fresh7.md): sources collected after the later sets were pooled,
+used in no fit or choice, each figure predicted as a user gets it (the shipped fit, the shipped stated error)
+and reported the same way.
 
     .venv/bin/python bench/single_gpu_holdout.py [--rows]
 """

@@ -12,6 +12,7 @@ from stash_core.decide.predict.published import (
     FRESH4_CSV,
     FRESH5_CSV,
     FRESH6_CSV,
+    FRESH7_CSV,
     FRESH_CSV,
     HOLDOUT_CSV,
     INPUT_BOUND_SOURCES,
@@ -97,8 +98,12 @@ def test_the_later_sets_load_whole_and_each_brings_only_sources_new_to_those_bef
 def test_an_untouched_set_loads_whole_and_shares_no_source_with_the_pool_or_the_later_sets() -> None:
     later = {point.source_id for path in LATER_CSVS for point in load_published(path, count=False).points}
     fitted = {point.source_id for point in load_pool(count=False).points}
-    assert UNTOUCHED_CSVS == (FRESH6_CSV,)
-    published = load_published(FRESH6_CSV, count=False)
-    assert published.skipped == [] and len(published.points) == 2
-    assert all(framework(point.measured) == "PyTorch" for point in published.points)
-    assert not {point.source_id for point in published.points} & (later | fitted)
+    assert UNTOUCHED_CSVS == (FRESH6_CSV, FRESH7_CSV)
+    seen = later | fitted
+    for path, rows in ((FRESH6_CSV, 2), (FRESH7_CSV, 9)):
+        published = load_published(path, count=False)
+        assert published.skipped == [] and len(published.points) == rows
+        assert all(framework(point.measured) == "PyTorch" for point in published.points)
+        sources = {point.source_id for point in published.points}
+        assert not sources & seen
+        seen |= sources
