@@ -13,7 +13,7 @@ fitted on every figure and the stated errors are written to validation_summary.j
 (docs/validation.md's figures are this output). With --timing, only the time to predict every catalog instance
 for one job (the step counted once, then each instance): PYTHONPATH=. .venv/bin/python bench/cross_instance.py
 --timing
-Then the step model on the later single-GPU sources, each held out, and on the untouched set
+Then the step model on the later single-GPU sources, each held out, and on the untouched sets
 (bench/single_gpu_holdout.py), the communication model against published multi-GPU figures
 (bench/comm_report.py, with --write its comm_summary.json too), the kernel model against NeuSight's measured
 kernels (bench/kernels.py) and summed over the published FP32 steps (bench/kernel_steps.py), and recurrent
@@ -164,7 +164,8 @@ def main() -> None:
         never_seen = by_source[by_source["regime"] == "all"]
         covered = (never_seen["covered"] * never_seen["figures"]).sum() / never_seen["figures"].sum()
         fresh = never_seen[never_seen["source_id"].isin(later_sources())]
-        fresh_covered = (fresh["covered"] * fresh["figures"]).sum() / fresh["figures"].sum()
+        fresh_figures = fresh["figures"].sum()
+        fresh_covered = (fresh["covered"] * fresh["figures"]).sum() / fresh_figures if fresh_figures else 0.0
         print(
             f"\nroofline's {shown:.0%} percentile on a source never seen (each source's held-out figures "
             f"against the error stated from the other sources' alone): covers {covered:.1%} of "

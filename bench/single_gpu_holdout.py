@@ -1,5 +1,5 @@
 """Single-GPU predictions on the sets collected after the step model was fitted: the later sources, each held
-out, then the untouched set, predicted as shipped.
+out, then the untouched sets, predicted as shipped.
 
 The later sets (published.LATER_CSVS: published_single_gpu_holdout.csv, docs/single-gpu-holdout.md, and
 published_single_gpu_fresh.csv to _fresh5.csv, docs/single-gpu-fresh.md to docs/single-gpu-fresh5.md) were
@@ -139,8 +139,8 @@ def main() -> int:
 
 
 def report(print_rows: bool = False) -> None:
-    """Every held-out figure's error (with print_rows), then the summaries; then the untouched set's, when
-    there is one (bench/cross_instance.py runs it)."""
+    """Every held-out figure's error (with print_rows), then the summaries; then each untouched set's
+    (bench/cross_instance.py runs it)."""
     summarise(rows(), print_rows)
     for path in UNTOUCHED_CSVS:
         if path.exists():

@@ -57,8 +57,9 @@ def covered(
     or within its interconnect class's where `by_class` has a wider one (as a prediction on such links
     shows it)."""
     limits = np.array([stated.get(SCOPES[1] if nodes > 1 else SCOPES[0]) or 0.0 for nodes in frame["nodes"]])
-    if by_class:
-        limits = np.maximum(limits, [by_class.get(str(name), 0.0) for name in frame["link_class"]])
+    if by_class:  # a class widens a stated error, never states one where its scope has none
+        wider = np.maximum(limits, [by_class.get(str(name), 0.0) for name in frame["link_class"]])
+        limits = np.where(limits > 0, wider, 0.0)
     return np.abs(frame["step_error"].to_numpy(dtype=float)) <= np.where(limits > 0, limits, -1.0)
 
 

@@ -14,7 +14,7 @@ since the many figures of sources like the rest carry it. Roofline's rows: leave
 one GPU out together; scaled and script (GPU ratio, gpu_ratio.py): pairs within one software stack (what a
 user's own profile and its target share). A GPU die whose own held-out errors run wider (at least MIN_FIGURES
 of them, their percentile above its regime's) prints its own and says so: a path's
-percentile covers most figures, not those of a GPU the model misses (a K80, an L4). A GPU with no held-out
+percentile covers most figures, not those of a GPU the model misses (an L4, a B200). A GPU with no held-out
 figure gets its regime's error times UNVALIDATED_FACTOR and says "unvalidated". Predictions read the file
 instead of refitting, so they take milliseconds.
 """
@@ -144,8 +144,8 @@ def source_level(frame: pd.DataFrame, later: frozenset[str] = frozenset()) -> fl
     for level in LEVELS:
         by_source = coverage_by_source(frame, level)
         every = by_source[(by_source["regime"] == "all") & by_source["covered"].notna()]
-        if every["covered"].mean() < STATED_QUANTILE:
-            continue
+        if not len(every) or not every["covered"].mean() >= STATED_QUANTILE:
+            continue  # no held-out evidence, or too little covered: a higher level
         fresh = every[every["source_id"].isin(later)]
         if len(fresh) and _figure_share(fresh) < STATED_QUANTILE:
             continue

@@ -40,6 +40,8 @@ def test_each_figure_is_checked_against_its_scopes_error_and_none_stated_covers_
     by_class = {"pcie_gen3": 0.37, "nvswitch": 0.01}
     assert covered(frame, stated, by_class).tolist() == [True, True, True, True]
     assert coverage(frame, stated, by_class) == {"one machine": 1.0, "several machines": 1.0}
+    # where its scope states none, a class states none either (as a prediction shows it: unvalidated)
+    assert not covered(frame, {"one machine": None, "several machines": None}, by_class).any()
 
 
 def test_a_scope_with_too_few_figures_takes_one_machines_error_wider():
