@@ -33,7 +33,12 @@ from bench_args import bench_parser
 
 from stash_core.decide.predict.calibration import fit_params
 from stash_core.decide.predict.published import LATER_CSVS, later_sources, load_pool
-from stash_core.decide.predict.stated_error import build_summary, coverage_by_source, write_summary
+from stash_core.decide.predict.stated_error import (
+    build_summary,
+    coverage_by_source,
+    figure_share,
+    write_summary,
+)
 from stash_core.decide.predict.validation import (
     other_sources_same_work,
     script_share,
@@ -115,7 +120,8 @@ def main() -> None:
     started = time.perf_counter()
     published = load_pool()
     points = published.points
-    pooled = [p for p in points if p.source_id in later_sources()]
+    later_ids = later_sources()
+    pooled = [p for p in points if p.source_id in later_ids]
     print(
         f"{len(points)} usable single-GPU figures ({len(pooled)} of them the PyTorch rows of the later sets "
         f"{', '.join(path.name for path in LATER_CSVS)}, pooled) from {len({p.source_id for p in points})} "
@@ -131,7 +137,7 @@ def main() -> None:
     loso_rows = roofline[roofline["held_out"] == "source"]
     print("by memory format and source (bias above 0: predicted faster than measured):")
     print(summary(loso_rows[loso_rows["layout"] != "-"], ("layout", "source_id")).to_string(index=False))
-    later = loso_rows["source_id"].isin(later_sources())
+    later = loso_rows["source_id"].isin(later_ids)
     print(
         f"leave one source out: the {loso_rows.loc[~later, 'source_id'].nunique()} sources of "
         f"published_throughputs.csv {_mae(loso_rows[~later])}; the later sources' PyTorch figures "
@@ -162,16 +168,14 @@ def main() -> None:
     for shown in sorted({0.8, level}):
         by_source = coverage_by_source(roofline, shown)
         never_seen = by_source[by_source["regime"] == "all"]
-        covered = (never_seen["covered"] * never_seen["figures"]).sum() / never_seen["figures"].sum()
-        fresh = never_seen[never_seen["source_id"].isin(later_sources())]
-        fresh_figures = fresh["figures"].sum()
-        fresh_covered = (fresh["covered"] * fresh["figures"]).sum() / fresh_figures if fresh_figures else 0.0
+        fresh = never_seen[never_seen["source_id"].isin(later_ids)]
+        covered = figure_share(never_seen)
         print(
             f"\nroofline's {shown:.0%} percentile on a source never seen (each source's held-out figures "
             f"against the error stated from the other sources' alone): covers {covered:.1%} of "
             f"{never_seen['figures'].sum()} figures, {never_seen['covered'].mean():.1%} averaged over the "
             f"{len(never_seen)} sources; of the later sources' {fresh['figures'].sum()} figures "
-            f"{fresh_covered:.1%}"
+            f"{figure_share(fresh):.1%}"
         )
         table = by_source.pivot(index="source_id", columns="regime", values="covered")
         counts = by_source.pivot(index="source_id", columns="regime", values="figures")

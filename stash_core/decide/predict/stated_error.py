@@ -147,15 +147,17 @@ def source_level(frame: pd.DataFrame, later: frozenset[str] = frozenset()) -> fl
         if not len(every) or not every["covered"].mean() >= STATED_QUANTILE:
             continue  # no held-out evidence, or too little covered: a higher level
         fresh = every[every["source_id"].isin(later)]
-        if len(fresh) and _figure_share(fresh) < STATED_QUANTILE:
+        if len(fresh) and figure_share(fresh) < STATED_QUANTILE:
             continue
         return level
     return LEVELS[-1]
 
 
-def _figure_share(by_source: pd.DataFrame) -> float:
-    """The share of figures covered, over coverage_by_source's rows (each source weighed by its figures)."""
-    return float((by_source["covered"] * by_source["figures"]).sum() / by_source["figures"].sum())
+def figure_share(by_source: pd.DataFrame) -> float:
+    """The share of figures covered, over coverage_by_source's rows (each source weighed by its figures; 0
+    without a figure)."""
+    figures = by_source["figures"].sum()
+    return float((by_source["covered"] * by_source["figures"]).sum() / figures) if figures else 0.0
 
 
 def stated_without(source: str, path: str = "roofline") -> tuple[dict[str, float | None], dict[str, float]]:

@@ -15,6 +15,7 @@ from stash_core.decide.predict.stated_error import (
     coverage,
     coverage_by_source,
     die_table,
+    figure_share,
     is_stale,
     load_summary,
     source_level,
@@ -369,6 +370,8 @@ def test_the_later_sources_figures_are_covered_one_by_one_not_only_on_average():
     # e and f average 80% there, but 20 of their 32 figures are covered: e's many figures count one by one
     at_80 = coverage_by_source(frame, 0.80).query("regime == 'all'").set_index("source_id")
     assert at_80.loc["e", "covered"] == pytest.approx(0.6) and at_80.loc["f", "covered"] == 1.0
+    assert figure_share(at_80.loc[["e", "f"]]) == pytest.approx(20 / 32)
+    assert figure_share(at_80.iloc[:0]) == 0.0
 
     def later_share(level: float) -> float:
         found = coverage_by_source(frame, level).query("regime == 'all'").set_index("source_id")
