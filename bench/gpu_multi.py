@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -81,11 +82,25 @@ def predicted_step(
 def _stash(*args: str, timeout_s: float) -> subprocess.CompletedProcess:
     """A `stash` command's result; one that runs past `timeout_s` is stopped and fails (status 124)."""
     env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
-    command = [sys.executable, "-m", "stash_core", *args]
+    return run_tree([sys.executable, "-m", "stash_core", *args], timeout_s, env)
+
+
+def run_tree(command: list[str], timeout_s: float, env: dict[str, str]) -> subprocess.CompletedProcess:
+    """The command's result, status 124 past `timeout_s`. Its whole tree (torchrun and its workers) is ended
+    on the timeout and when the bench is stopped (Ctrl-C, SIGTERM): an orphaned worker would hold its GPU
+    through the parts that follow."""
+    from stash_core.proc import end_tree
+
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     try:
-        return subprocess.run(command, capture_output=True, text=True, env=env, timeout=max(timeout_s, 1))
+        out, err = process.communicate(timeout=max(timeout_s, 1))
     except subprocess.TimeoutExpired:
+        end_tree(process.pid, popen=process)
         return subprocess.CompletedProcess(command, 124, "", f"timed out after {timeout_s:.0f} s")
+    except BaseException:  # Ctrl-C, or SIGTERM raised as SystemExit by main
+        end_tree(process.pid, popen=process)
+        raise
+    return subprocess.CompletedProcess(command, process.returncode, out, err)
 
 
 def measured_bus(gpus: int, device: str, timeout_s: float) -> dict[int, float]:
@@ -131,6 +146,8 @@ def _gpu_count() -> int:
 
 
 def main() -> int:
+    # SIGTERM (a session's time limit) as an exit, so that _stash ends the command it is waiting on
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     parser = bench_parser(__doc__)
     parser.add_argument("--gpus", type=choice_list(("2", "3", "4", "5", "6", "7", "8")), default="2,4,8",
                         help="GPU counts (those over the machine's or the instance's skipped)")  # fmt: skip
