@@ -23,7 +23,7 @@ from stash_core.analysis.stalls import (
     stall_resolved,
 )
 from stash_core.terminal import one_line
-from stash_core.units import share_at_an_end
+from stash_core.units import finite_float, share_at_an_end
 
 LABELS = {
     "compute": "compute",
@@ -104,6 +104,8 @@ def stall_line(label: str, stall: dict, iteration_s: float, digits: int) -> str 
     if status == "clamped_zero":
         return f"{line}  not resolved: within the noise"
     if stall_resolved(stall) is False:
+        if finite_float(ci) is None:  # one round and no spread of its own: nothing says it is not zero
+            return f"{line}  not resolved: no interval"
         return f"{line}  not resolved: ± {ci:.{digits}f} s is wider than the value"
     if ci is not None:
         line += f"  ± {interval_text(ci, digits)}"

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, TypedDict
 
-from stash_core.analysis.stalls import CHAIN, STALL_OF_PHASE
+from stash_core.analysis.stalls import CHAIN, PHASE_OF_STALL, STALL_OF_PHASE
 from stash_core.errors import UsageError
 
 
@@ -131,6 +131,10 @@ def check_ranges(doc: dict[str, Any]) -> None:
         # a completed run took time: a zero would be averaged into the run's instance as the fastest
         raise UsageError("result file: breakdown.iteration_s is 0 in a completed run; expected its time")
     _at_least("breakdown.unattributed_ci95_s", breakdown.get("unattributed_ci95_s"), 0)
+    _at_least("breakdown.iterations_per_epoch", breakdown.get("iterations_per_epoch"), 1)  # at least 1 made
+    warnings = breakdown.get("warnings")
+    if isinstance(warnings, list) and not all(isinstance(warning, str) for warning in warnings):
+        raise UsageError("result file: breakdown.warnings must be a list of text")
     for stall, entry in (breakdown.get("stalls") or {}).items():
         entry = entry if isinstance(entry, dict) else {}
         for key in ("ci95_s", "epoch_ci95_s"):  # a half-width: never below zero
@@ -155,6 +159,8 @@ def check_ranges(doc: dict[str, Any]) -> None:
         _at_least(f"phase {name} wall_s", phase.get("wall_s"), 0)
         for key in ("workers", "workers_per_node", "nodes"):
             _at_least(f"phase {name} {key}", phase.get(key), 1)
+        if _known(_phase_mean(phase)):  # a mean time is of one iteration at least
+            _at_least(f"phase {name} iterations", phase.get("iterations"), 1)
         for key, value in (phase.get("iteration_s") or {}).items():
             if key != "n":
                 _at_least(f"phase {name} iteration_s.{key}", value, 0)
@@ -188,11 +194,16 @@ def _check_consistent(doc: dict[str, Any], breakdown: dict[str, Any]) -> None:
     phases = {phase["name"]: phase for phase in doc["phases"]}
     _check_stalls_of_phases(phases, breakdown.get("stalls") or {})  # with or without an iteration time
     iteration_s = breakdown.get("iteration_s")
-    if not _known(iteration_s):
+    if not _known(iteration_s):  # unknown: stored as such, with no epoch or shares
         return
     reference = breakdown.get("reference_phase")
     known = isinstance(reference, str) and reference in phases
     mean = _phase_mean(phases[reference]) if known else None
+    if not _known(mean):
+        raise UsageError(
+            f"result file: breakdown.reference_phase is {str(reference)[:40]!r}, not a timed run of this "
+            f"run's phases ({', '.join(phases) or 'none'}); the iteration time is that run's mean"
+        )
     if _known(mean) and not _close(iteration_s, mean):
         raise UsageError(
             f"result file: breakdown.iteration_s is {iteration_s!r}, but its reference phase {reference} "
@@ -224,6 +235,13 @@ def _check_stalls_of_phases(phases: dict[str, dict], stalls: dict[str, Any]) -> 
     # the run's own chain: the runs it holds, timed or not (one that failed or was cut short is a gap)
     chain = [name for name in CHAIN if name in phases]
     timed = [name for name in chain if _known(means.get(name))]
+    for stall, entry in stalls.items():  # a figure needs its run: a one-machine run has no network stall
+        status = entry.get("status") if isinstance(entry, dict) else None
+        if status in ("measured", "clamped_zero", "negative") and PHASE_OF_STALL.get(stall) not in timed:
+            raise UsageError(
+                f"result file: stall {stall} is {status}, but its run {PHASE_OF_STALL.get(stall)} is not a "
+                "timed phase of this run"
+            )
     for index, name in enumerate(timed):
         entry = stalls.get(STALL_OF_PHASE[name])
         entry = entry if isinstance(entry, dict) else {}

@@ -142,18 +142,34 @@ REFUSED = [
     ("started-february-30", _set("started_at", "2026-02-30T10:00:00+00:00"), "started_at"),
     ("started-epoch-number", _set("started_at", 1764400000), "started_at"),
     ("telemetry-times-dropped", _set("phases.0.telemetry.t_s", None), "telemetry"),
+    # stored before: an iteration time of no run, a network stall of a one-machine run (and `stash fit` used
+    # it), a mean over no iterations, an epoch of none, warnings that are not text
+    ("breakdown-reference-unknown", _set("breakdown.reference_phase", "R99"),
+     "breakdown.reference_phase is 'R99', not a timed run of this run's phases (R0, R1)"),
+    ("breakdown-without-phases", _set("phases", []),
+     "stall compute is measured, but its run R0 is not a timed"),
+    ("stall-network-without-its-run", _set("breakdown.stalls.network", {
+        "seconds": 0.1, "ci95_s": 0.01, "share": 0.1, "status": "measured", "raw_s": 0.1}),
+     "stall network is measured, but its run R1n is not a timed phase of this run"),
+    ("phase-mean-over-no-iterations", _set("phases.0.iterations", 0), "phase R0 iterations is 0"),
+    ("breakdown-epoch-of-no-iterations", _set("breakdown.iterations_per_epoch", 0),
+     "breakdown.iterations_per_epoch is 0; expected at least 1"),
+    ("breakdown-warnings-numbers", _set("breakdown.warnings", [1, 2]),
+     "breakdown.warnings must be a list of text"),
 ]  # fmt: skip
 
 # (id, change): odd but possible, stored, and `stash show` prints it without an escape sequence.
 STORED = [
     ("phase-sample-1e308", _set("phases.0.samples.iteration_s.0", 1e308)),
     ("phase-ci-null-one-sample", _set("phases.0.iteration_s.ci95", None)),  # a one-sample phase's inf CI
+    # a stall of one round with no spread of its own: `stash show` was a traceback (formatting None)
+    ("stall-interval-null", _set("breakdown.stalls.compute.ci95_s", None)),
+    ("stall-interval-nan", _set("breakdown.stalls.interconnect.ci95_s", float("nan"))),
     ("phase-stop-reason-escape", _set("phases.0.stop_reason", "done\x1b[2J")),
     ("phase-description-osc", _set("phases.0.description", "x\x1b]0;title\x07")),
     ("phase-error-escape", _set("phases.0.error", "boom\x1b[31m")),
     ("breakdown-warning-escape", _set("breakdown.warnings", ["a\x1b[2Jb"])),
     ("breakdown-unattributed-1e300", _set("breakdown.unattributed_s", 1e300)),
-    ("breakdown-reference-unknown", _set("breakdown.reference_phase", "R99")),
     ("spec-device-unknown", _set("spec.device", "quantum")),
     ("spec-hosts-shell", _set("spec.hosts", ["a;rm -rf /"])),
     ("spec-dataset-escape", _set("spec.dataset", "/data/\x1b[2J")),
@@ -225,6 +241,20 @@ def test_odd_text_is_stored_and_shown_escaped(case_id, change, seeded, tmp_path,
     assert "\x1b" not in captured.out + captured.err and "\x07" not in captured.out
     assert main(["runs", "--db", str(db)]) == 0
     assert "\x1b" not in capsys.readouterr().out
+
+
+def test_a_measured_stall_without_an_interval_is_shown_as_not_resolved(seeded, tmp_path, capsys):
+    from stash_core.cli.main import main
+
+    db = tmp_path / "own.duckdb"
+    db.write_bytes(seeded.read_bytes())
+    path, doc = _file(tmp_path, "no-interval", _set("breakdown.stalls.compute.ci95_s", None))
+    assert main(["ingest", str(path), "--db", str(db)]) == 0
+    capsys.readouterr()
+    assert main(["show", doc["run_id"], "--db", str(db)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    compute = next(line for line in lines if line.strip().startswith("compute"))
+    assert compute.endswith("not resolved: no interval")
 
 
 @pytest.mark.parametrize(("workers", "before"), [("1worker", "R0"), ("2workers", "R1")])
