@@ -11,6 +11,7 @@ import pandas as pd
 
 from stash_core.catalog import stored_label_checks
 from stash_core.decide.predict.configuration import ConfigPrediction, Predictor, profile_shape
+from stash_core.decide.predict.profile_arithmetic import machine_name
 from stash_core.decide.predict.profile_checks import other_code
 from stash_core.store.reads import measured_profiles
 from stash_core.terminal import shell_word
@@ -131,3 +132,25 @@ def _measured_on_cpu(row: dict[str, Any], workers: int, count: int) -> ConfigPre
 def _shape(found: ConfigPrediction) -> str:
     workers = f"{found.workers_per_instance} worker(s) per machine"
     return workers if found.instance_count == 1 else f"{workers} on {found.instance_count} machines"
+
+
+def off_their_gpus(
+    measured: pd.DataFrame, everything: dict[str, dict[str, Any]]
+) -> tuple[pd.DataFrame, list[str]]:
+    """The profiles that ran where their instance's job runs, and a line for each that did not: a CPU
+    profile (--device cpu) of an instance with GPUs measured another job; `predict` and `recommend` set it
+    aside."""
+    if measured.empty:
+        return measured, []
+    gpus = {name: row.get("accelerator_count") or 0 for name, row in everything.items()}
+    off = [
+        str(device or "").startswith("cpu") and (gpus.get(instance) or 0) > 0
+        for device, instance in zip(measured["device"], measured["instance"], strict=True)
+    ]
+    lines = [
+        f"profile {run_id} on {machine_name(instance)}: set aside, it ran on the CPU (--device cpu) and the "
+        "instance's job runs on its GPUs"
+        for run_id, instance, cpu in zip(measured["run_id"], measured["instance"], off, strict=True)
+        if cpu
+    ]
+    return measured[[not cpu for cpu in off]].reset_index(drop=True), lines

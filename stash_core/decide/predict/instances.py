@@ -22,13 +22,13 @@ from stash_core.catalog.accelerators import (
 from stash_core.catalog.unknown_names import unknown_names_note
 from stash_core.cells import plain_row
 from stash_core.decide.predict.configuration import ConfigPrediction, Predictor
-from stash_core.decide.predict.cpu_rows import cpu_instance_rows, cpu_profiles
+from stash_core.decide.predict.cpu_rows import cpu_instance_rows, cpu_profiles, off_their_gpus
 from stash_core.decide.predict.profile_checks import profiles_that_hold
 from stash_core.decide.predict.script import ScriptPredictor, refuse_profiled_script, script_run
 from stash_core.decide.predict.validation import expected_errors
 from stash_core.errors import UsageError
 from stash_core.habits import TrainingJob, layout_kind
-from stash_core.store.reads import gpu_compute_profiles
+from stash_core.store.reads import gpu_compute_profiles, measured_profiles
 from stash_core.zoo_names import canonical_model
 
 COLUMNS = (
@@ -238,7 +238,9 @@ def predict_instances(
             predictor.attends,
         ),
     }  # fmt: skip
-    set_aside = predictor.mislabelled + cpu_aside + predictor.set_aside()
+    stored = measured_profiles(db_path, model, batch_size) if Path(db_path).exists() else pd.DataFrame()
+    _, off_gpus = off_their_gpus(stored, everything)  # said as `recommend` says it
+    set_aside = predictor.mislabelled + cpu_aside + off_gpus + predictor.set_aside()
     return Prediction(request, frame, refused, expected_errors(), set_aside)
 
 

@@ -13,6 +13,7 @@ from stash_core.catalog import stored_label_checks
 from stash_core.catalog.unknown_names import unknown_names_note
 from stash_core.cells import plain_row
 from stash_core.decide.predict.configuration import HALF_WEIGHTS, profile_shape
+from stash_core.decide.predict.cpu_rows import off_their_gpus
 from stash_core.decide.predict.instances import all_catalog_rows, check_precision, note_list, refusal_json
 from stash_core.decide.predict.profile_arithmetic import (
     cudnn_share,
@@ -164,7 +165,7 @@ def recommend(
     everything = all_catalog_rows(db_path)  # read once: the selection, the labels, the profiles' GPUs
     catalog = _catalog(everything, instances)
     measured, label_warnings, set_aside = _labelled_profiles(db_path, model, batch_size, everything)
-    measured, on_cpus = _on_the_instances_gpus(measured, everything)
+    measured, on_cpus = off_their_gpus(measured, everything)
     set_aside += on_cpus
     ran = _profile_precisions(model, batch_size, shape if input_shape else None, everything)
     if built_in_16_bits(model, batch_size, shape if input_shape else None):
@@ -241,27 +242,6 @@ def _labelled_profiles(
                                       if run_id in mislabelled)]  # fmt: skip
     unusable = mislabelled | set(changed)
     return measured[~measured["run_id"].isin(unusable)].reset_index(drop=True), warnings, set_aside
-
-
-def _on_the_instances_gpus(
-    measured: pd.DataFrame, everything: dict[str, dict[str, Any]]
-) -> tuple[pd.DataFrame, list[str]]:
-    """The profiles that ran where their instance's job runs: a CPU profile (--device cpu) of an instance
-    with GPUs measured another job, so it is set aside with a line."""
-    if measured.empty:
-        return measured, []
-    gpus = {name: row.get("accelerator_count") or 0 for name, row in everything.items()}
-    off = [
-        str(device or "").startswith("cpu") and (gpus.get(instance) or 0) > 0
-        for device, instance in zip(measured["device"], measured["instance"], strict=True)
-    ]
-    lines = [
-        f"profile {run_id} on {machine_name(instance)}: set aside, it ran on the CPU (--device cpu) and the "
-        "instance's job runs on its GPUs"
-        for run_id, instance, cpu in zip(measured["run_id"], measured["instance"], off, strict=True)
-        if cpu
-    ]
-    return measured[[not cpu for cpu in off]].reset_index(drop=True), lines
 
 
 def _profile_precisions(

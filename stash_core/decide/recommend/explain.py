@@ -20,7 +20,7 @@ def job_headline(request: dict[str, Any]) -> str:
     head = (
         f"{request['model']}, batch {request['batch_size']} per worker{shape_text}, "
         f"{request.get('precision', 'fp32')}, {request['habits'] + ', ' if request.get('habits') else ''}"
-        f"one worker per GPU, {request['epochs']:g} epochs of "
+        f"one worker per GPU, {epochs_words(request['epochs'])} of "
         f"{request['dataset_images']:,} samples, {pricing} prices"
     )
     if request.get("budget_hours") is not None:
@@ -28,6 +28,11 @@ def job_headline(request: dict[str, Any]) -> str:
     if request.get("max_usd") is not None:
         head += f", at most {usd_words(request['max_usd'])}"
     return head
+
+
+def epochs_words(epochs: float) -> str:
+    """'1 epoch', '90 epochs', '0.5 epochs'."""
+    return f"{epochs:g} epoch" if epochs == 1 else f"{epochs:g} epochs"
 
 
 def slowdown_cause(slower: dict[str, Any], faster: dict[str, Any]) -> str:
@@ -60,7 +65,7 @@ def explanations(options: pd.DataFrame, best: dict[str, Any], request: dict[str,
     lines = [
         f"{best['config']} ({best['source']}) is the cheapest configuration that meets the constraints: "
         f"{duration_words(best['training_h'] * 3600)} and {usd_words(best['training_usd'])} for "
-        f"{request['epochs']:g} epochs"
+        f"{epochs_words(request['epochs'])}"
     ]
     tie = _tie(options, best)
     if tie:
@@ -172,7 +177,7 @@ def _why_not(option: dict[str, Any], best: dict[str, Any], request: dict[str, An
 
 def infeasible_reason(options: pd.DataFrame, request: dict[str, Any], excluded: list[str]) -> str:
     """Which constraint cannot be met (or why nothing could be evaluated), and what would help."""
-    work = f"{request['epochs']:g} epochs of {request['dataset_images']:,} samples"
+    work = f"{epochs_words(request['epochs'])} of {request['dataset_images']:,} samples"
     if options.empty:
         detail = "; ".join(excluded[:3]) if excluded else "the catalog has no instances to consider"
         more = f" (and {len(excluded) - 3} more)" if len(excluded) > 3 else ""
@@ -180,10 +185,10 @@ def infeasible_reason(options: pd.DataFrame, request: dict[str, Any], excluded: 
         return f"no configuration could be evaluated for {what}: {detail}{more}"
     priced = options[options["training_usd"].notna()]
     if priced.empty:
-        pricing = "spot" if request["pricing"] == "spot" else "on-demand"
+        pricing = "a spot" if request["pricing"] == "spot" else "an on-demand"
         return (
-            f"none of the evaluated instances has a {pricing} price in the catalog "
-            "(set one with `stash instances set`)"
+            f"none of the evaluated instances has {pricing} price in the catalog (set one with `stash "
+            "instances set`)"
         )
     budget = request["budget_hours"]
     if budget is not None and not priced["meets_time"].any():

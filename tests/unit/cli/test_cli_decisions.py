@@ -264,7 +264,7 @@ def test_a_short_cheap_job_is_said_in_seconds_and_fractions_of_a_cent(tmp_path, 
     assert stash("recommend", *job, "--budget-hours", "1", *where) == 0
     out = capsys.readouterr().out
     assert "$0.00 " not in out and " 0.0 h" not in out
-    assert re.search(r"meets the constraints: \d+ s and \$0\.00[1-9]\d* for 1 epochs", out), out
+    assert re.search(r"meets the constraints: \d+ s and \$0\.00[1-9]\d* for 1 epoch", out), out
 
 
 def test_figures_wider_than_their_column_never_run_into_the_column_before(tmp_path, capsys):

@@ -164,7 +164,7 @@ def test_recommend_json_restates_the_job_and_ranks_its_options(tmp_path, capsys)
     headline = out.splitlines()[0]
     assert headline.startswith(
         "gpt2, batch 4 per worker, input 128, amp, adamw (foreach), fused attention, one worker per GPU, "
-        "1 epochs"
+        "1 epoch of"
     )
     assert "?/?" in out  # CPU and disk not predicted, not 0
 

@@ -189,6 +189,10 @@ def test_recommend_keeps_a_tf32_profile_beside_a_set_aside_one_and_never_prices_
     assert set(measured["instance"]) == {"a2-highgpu-1g"}
     line = f"profile {on_cpu['run_id']} on g4dn.xlarge: set aside, it ran on the CPU (--device cpu)"
     assert any(excluded.startswith(line) for excluded in tf32.profiles_set_aside)
+    # `predict` says the same of the CPU run (it listed nothing: its GPU profiles alone were read)
+    asked = dict(instances=instances, input_shape=(3, 64, 64))
+    predicted = predict_instances(db, "resnet18", 8, precision="tf32", **asked)
+    assert any(excluded.startswith(line) for excluded in predicted.profiles_set_aside)
 
 
 def test_more_machines_of_a_profiled_one_keep_its_measured_interconnect(tmp_path):
