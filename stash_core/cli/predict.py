@@ -58,7 +58,9 @@ def add_commands(subparsers: Any, parser_class: type[argparse.ArgumentParser] | 
         help="table rows shown, in order ('all' for every one); JSON has every row",
     )  # fmt: skip
     add_job_arguments(pred)
-    add_format_argument(pred, "job, predictions, not_predicted, profiles_set_aside")
+    add_format_argument(
+        pred, "job, predictions, not_predicted, profiles_set_aside; with none: error, exit_status"
+    )
     add_db_argument(pred)
 
 
@@ -115,14 +117,17 @@ def cmd_predict(args: argparse.Namespace) -> int:
         attention=args.attention, db=db_path(args),
     )  # fmt: skip
     # Everything is computed before anything is printed: an error leaves stdout empty.
-    if args.format == "json":
-        print(json.dumps(result.to_dict(), indent=2, allow_nan=False))
+    failed = None if len(result.frame) else (
+        f"no configuration could be predicted: {nothing_predicted(result.not_predictable)}"
+    )  # fmt: skip
+    if args.format == "json":  # a failure's "error" and "exit_status" as every command's, and the reasons
+        failure = {} if failed is None else {"error": failed, "exit_status": 2}
+        print(json.dumps({**result.to_dict(), **failure}, indent=2, allow_nan=False))
     else:
         print(format_prediction(result, args.rows))
-    if not len(result.frame):
+    if failed is not None:
         where = "in the JSON's not_predicted" if args.format == "json" else "above"
-        print(f"stash: no configuration could be predicted: {nothing_predicted(result.not_predictable)} "
-              f"(each reason {where})", file=sys.stderr)  # fmt: skip
+        print(f"stash: {failed} (each reason {where})", file=sys.stderr)
         return 2
     return 0
 

@@ -67,7 +67,7 @@ def add_commands(subparsers: Any, parser_class: type[argparse.ArgumentParser] | 
     )  # fmt: skip
     rec.add_argument("--csv", type=output_path, default=None, help="write every evaluated configuration to a CSV")
     keys = "job, recommended, options, predictions, not_predicted, profiles_set_aside, explanations, "
-    keys += "infeasible_reason, warnings"
+    keys += "infeasible_reason, warnings; with none: error, exit_status"
     add_format_argument(rec, keys)
     add_db_argument(rec)
 
@@ -91,8 +91,11 @@ def cmd_recommend(args: argparse.Namespace) -> int:
         from stash_core.cells import csv_text
 
         write_atomic(args.csv, csv_text(result.options), "CSV")  # never a half-written CSV
-    if args.format == "json":
-        print(json.dumps(result.to_json(), indent=2, allow_nan=False))
+    if args.format == "json":  # no recommendation: "error" and "exit_status" as every command's failure
+        failure = {} if result.best is not None else {
+            "error": f"no recommendation: {result.infeasible_reason}", "exit_status": 1,
+        }  # fmt: skip
+        print(json.dumps({**result.to_json(), **failure}, indent=2, allow_nan=False))
     else:
         print(format_recommendation(result, show_all=args.all))
     if result.best is None:

@@ -106,8 +106,9 @@ def cmd_spot(args: argparse.Namespace) -> int:
         rate_per_h=args.rate_per_h, top=args.top, db=db_path(args),
     )  # fmt: skip
     feasible = 0 if plan.best is not None else 1
-    if args.json:
-        print(json_text(plan.to_dict(), indent=2))
+    if args.json:  # no plan: "error" and "exit_status" as every command's failure
+        failure = {"error": f"no plan: {plan.infeasible_reason}", "exit_status": 1} if feasible else {}
+        print(json_text({**plan.to_dict(), **failure}, indent=2))
         return feasible
     risk = None
     if plan.risk is not None:

@@ -129,8 +129,9 @@ def cmd_spot_replan(args: argparse.Namespace) -> int:
         "tried": tried,
         "search": result.search,  # "exact": every mix tried; "window": spotDNN's heuristic
     }  # fmt: skip
-    if args.json:
-        print(json_text(answer, indent=2))
+    if args.json:  # no plan: "error" and "exit_status" as every command's failure
+        failure = {"error": f"no plan: {result.infeasible_reason}", "exit_status": 1} if best is None else {}
+        print(json_text({**answer, **failure}, indent=2))
     elif best is None:
         print(f"no plan: {result.infeasible_reason}")
     else:

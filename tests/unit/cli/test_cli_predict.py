@@ -101,6 +101,7 @@ def test_a_seven_billion_model_in_fp32_is_refused_on_a_24_gb_gpu_with_the_reason
     assert status == 2
     answer = json.loads(out)  # valid JSON although nothing could be predicted
     assert answer["predictions"] == [] and answer["not_predicted"]
+    assert answer["exit_status"] == 2 and answer["error"].startswith("no configuration could be predicted")
     reason = answer["not_predicted"][0]["reason"]
     assert "does not fit" in reason and "weights 25.1" in reason and "has 24 GiB" in reason
     assert "does not fit" in one_line(err)
@@ -160,6 +161,8 @@ def test_recommend_json_restates_the_job_and_ranks_its_options(tmp_path, capsys)
     answer = json.loads(out)  # no configuration meets the budget: still one JSON object, with the reason
     assert status == 1 and answer["recommended"] is None and answer["options"] == []
     assert "within 1e-06 h" in answer["infeasible_reason"] and "no recommendation" in one_line(err)
+    assert answer["error"] == f"no recommendation: {answer['infeasible_reason']}"
+    assert answer["exit_status"] == 1
     status, out, _ = run(capsys, *ask, "--budget-hours", "1000")
     headline = out.splitlines()[0]
     assert headline.startswith(

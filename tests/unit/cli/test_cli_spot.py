@@ -46,6 +46,10 @@ def test_an_impossible_budget_exits_1_with_the_reason(tmp_path, capsys):
     status, out = _spot(tmp_path, capsys, "--budget-s", "60")
     assert status == 1
     assert "no plan:" in out.out and "workers" in out.out
+    status, out = _spot(tmp_path, capsys, "--budget-s", "60", "--json")  # a failure's keys, as any command's
+    answer = json.loads(out.out)
+    assert status == 1 and answer["exit_status"] == 1 and answer["best"] is None
+    assert answer["error"] == f"no plan: {answer['infeasible_reason']}"
 
 
 def test_a_target_the_loss_model_reaches_untrained_is_refused(tmp_path, capsys):
@@ -203,6 +207,11 @@ def test_replan_without_enough_time_left_exits_1(tmp_path, capsys):
     status, out = _run(tmp_path, capsys, "spot-replan", "--running", "g3.4xlarge:1", "--current-loss", "5",
                        "--budget-s", "10")  # fmt: skip
     assert status == 1 and "no plan:" in out.out
+    status, out = _run(tmp_path, capsys, "spot-replan", "--running", "g3.4xlarge:1", "--current-loss", "5",
+                       "--budget-s", "10", "--json")  # fmt: skip
+    answer = json.loads(out.out)
+    assert status == 1 and answer["exit_status"] == 1 and answer["best"] is None
+    assert answer["error"] == f"no plan: {answer['infeasible_reason']}"
 
 
 @pytest.mark.parametrize(
