@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import unicodedata
 from dataclasses import dataclass
 from typing import Any
 
@@ -217,12 +218,21 @@ def region(text: str) -> str:
     return text
 
 
+# Spaces other than the plain one (no-break, the typographic widths, ideographic): invisible as different.
+_ODD_SPACE_RE = re.compile("[\u00a0\u1680\u2000-\u200a\u202f\u205f\u3000]")
+
+
 def instance_name_problem(name: str) -> str | None:
     """Why `name` cannot be an instance's name, or None: `--instances` takes names comma separated, some as
     NAME:QUOTA, or all; and a name with an invisible character looks like another ("zw\u200bx" as "zwx")."""
     invisible = invisible_character(name)
     if invisible:
         return f"holds the invisible character {invisible}"
+    space = _ODD_SPACE_RE.search(name)
+    if space:  # shown as a space: "nb\u00a0sp" looks like "nb sp", and is another name
+        return f"holds the space character U+{ord(space.group()):04X}, which looks like a plain space"
+    if unicodedata.normalize("NFC", name) != name:  # "e\u0301" looks like "\u00e9", and is another name
+        return "is not in Unicode's composed form (NFC): its accents are separate characters"
     if "," in name:
         return "holds a comma, which separates names in --instances"
     if ":" in name:

@@ -143,6 +143,14 @@ def add_instance(db_path: Path | str, **fields: Any) -> dict[str, Any]:
     row = _new_row(fields)
     if get_instance(db_path, row["name"]) is not None:  # refused before the database is opened for writing
         raise _already_there(row["name"])
+    alike = [
+        name for name in list_instances(db_path)["name"] if str(name).casefold() == row["name"].casefold()
+    ]
+    if alike:  # G5.XLARGE beside g5.xlarge: two rows a reader takes for one
+        raise UsageError(
+            f"instance {row['name']} differs from {alike[0]}, already in the catalog, only in case; "
+            "change that one with `stash instances set`"
+        )
     with connect(db_path) as con, transaction(con):
         _seed(con, builtin_instances().to_dict(orient="records"))
         _insert_new(con, row)

@@ -112,9 +112,13 @@ def clean(fields: dict[str, Any], partial: bool, stored: bool = False) -> dict[s
 def check_accelerators(row: dict[str, Any]) -> None:
     """A row that names an accelerator has at least one: with 0, predict would take it for a CPU machine."""
     accelerator = str(row.get("accelerator") or "").strip()
-    if accelerator and accelerator.lower() != "none" and row.get("accelerator_count") == 0:
+    named = bool(accelerator) and accelerator.lower() != "none"
+    if named and row.get("accelerator_count") == 0:
         raise UsageError(f"instance {row.get('name')}: accelerator_count 0 beside the accelerator "
                          f"{accelerator}: give its GPU count, or accelerator none for a CPU machine")
+    if not named and (row.get("accelerator_count") or 0) > 0:  # predict read "no accelerator" as a GPU name
+        raise UsageError(f"instance {row.get('name')}: accelerator_count {row['accelerator_count']} and no "
+                         "accelerator named: give the GPU (--accelerator NAME), or a count of 0")
 
 
 def typed_row(row: dict[str, Any]) -> dict[str, Any]:

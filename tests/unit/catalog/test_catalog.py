@@ -180,6 +180,9 @@ def test_a_name_with_a_comma_is_refused_as_no_command_could_select_it(tmp_path):
         ("ALL", "--instances all means every instance"),
         ("zw\u200bx", "invisible character U\\+200B"),  # looked exactly like "zwx"
         ("line\u2028break", "invisible character U\\+2028"),
+        # each was added beside the name it looks like, and shown as it
+        ("nb\u00a0sp", "space character U\\+00A0, which looks like a plain space"),
+        ("e\u0301", "not in Unicode's composed form"),
     ],
 )
 def test_a_name_no_command_could_select_or_tell_apart_is_refused(tmp_path, name, message):
@@ -187,6 +190,20 @@ def test_a_name_no_command_could_select_or_tell_apart_is_refused(tmp_path, name,
     with pytest.raises(UsageError, match=message):
         add_instance(db, name=name, vcpus=8)
     assert not db.exists()
+
+
+def test_a_name_that_differs_from_one_in_the_catalog_only_in_case_is_refused(tmp_path):
+    db = tmp_path / "cat.duckdb"
+    with pytest.raises(UsageError, match="G5.XLARGE differs from g5.xlarge, already in the catalog, only in"):
+        add_instance(db, name="G5.XLARGE", vcpus=8)
+    assert "G5.XLARGE" not in set(list_instances(db)["name"])
+
+
+def test_a_gpu_count_without_a_gpu_is_refused(tmp_path):
+    """`predict` read the missing accelerator as a GPU named "no accelerator"."""
+    db = tmp_path / "cat.duckdb"
+    with pytest.raises(UsageError, match="accelerator_count 4 and no accelerator named"):
+        add_instance(db, name="lab-cpu", vcpus=8, accelerator_count=4)
 
 
 def test_the_link_names_are_taken_in_any_case(tmp_path):
@@ -211,7 +228,8 @@ def test_dashboard_edits_are_applied_as_differences(tmp_path):
     after = before.copy()
     after["price_date"] = after["price_date"].astype(str)  # an editor may hand dates back as text
     after.loc[after["name"] == "g5.xlarge", "spot_usd_per_h"] = 0.35
-    new_row = {"name": "lab-box", "vcpus": 16, "accelerator_count": 2, "on_demand_usd_per_h": 1.5}
+    new_row = {"name": "lab-box", "vcpus": 16, "accelerator": "NVIDIA A10G 24 GB", "accelerator_count": 2,
+               "on_demand_usd_per_h": 1.5}  # fmt: skip
     after = pd.concat([after, pd.DataFrame([new_row])], ignore_index=True)
     edited, added = apply_catalog_edits(db, before, after)
     assert edited == ["g5.xlarge"] and added == ["lab-box"]

@@ -233,7 +233,7 @@ def test_recommends_help_names_every_key_of_its_json_and_what_all_lists(tmp_path
     with pytest.raises(SystemExit):
         main(["recommend", "--help"])
     help_text = " ".join(capsys.readouterr().out.split())
-    assert "{" + ", ".join(keys) + "}" in help_text
+    assert "{" + ", ".join(keys) + "; with none: error, exit_status}" in help_text
     all_help = (
         "also those that miss the constraints (JSON: predictions; its options are those that meet them)"
     )
