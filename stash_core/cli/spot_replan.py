@@ -108,7 +108,10 @@ def cmd_spot_replan(args: argparse.Namespace) -> int:
         if name not in by_name:
             raise UsageError(f"--running {name}: not among --instances (its price and speed come from there)")
         if number > by_name[name].quota:
-            raise UsageError(f"--running {name}:{number}: more than its quota of {by_name[name].quota}")
+            typed = [part.partition(":")[0].strip() for part in args.running.split(",")]
+            said = f"--running {name}:{number}" if typed.count(name) == 1 else (
+                f"--running names {name} {typed.count(name)} times, {number} together")  # fmt: skip
+            raise UsageError(f"{said}: more than its quota of {by_name[name].quota}")
         running += [by_name[name].worker] * number
     if args.current_loss <= args.target_loss:
         raise UsageError(

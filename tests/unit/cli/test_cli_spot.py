@@ -219,6 +219,9 @@ def test_replan_without_enough_time_left_exits_1(tmp_path, capsys):
     [
         (["--running", "p3.2xlarge:1", "--current-loss", "2", "--budget-s", "100"], "not among --instances"),
         (["--running", "g3.4xlarge:9", "--current-loss", "2", "--budget-s", "100"], "more than its quota"),
+        # the parts of one name are added: the line said "--running g3.4xlarge:9", which nobody typed
+        (["--running", "g3.4xlarge:5,g3.4xlarge:4", "--current-loss", "2", "--budget-s", "100"],
+         "--running names g3.4xlarge 2 times, 9 together: more than its quota"),
         (["--running", "g3.4xlarge:1", "--current-loss", "0.5", "--budget-s", "100"], "already reaches"),
     ],
 )
