@@ -6,6 +6,7 @@ cli/main.py wires it in with `add_commands(subparsers, parser_class)` and dispat
 from __future__ import annotations
 
 import argparse
+import os
 from typing import Any
 
 from stash_core.cli import spot_profile as cli_spot_profile
@@ -170,24 +171,24 @@ def cmd_spot_fit_loss(args: argparse.Namespace) -> int:
     from stash_core.spot.lossfit import MAX_FIT_ERROR, fit_loss, flat_fit_reason, read_loss_csv
 
     check_writable(args.workload)
+    kept = f"{args.workload} is " + ("left as it was" if os.path.exists(args.workload) else "not made")
     curves = read_loss_csv(args.csv)
     fit = fit_loss(curves)
     report = {"g": list(fit.g), **fit.as_dict(), "source": str(args.csv)}
     if not fit.acceptable:
         raise UsageError(
             f"the loss fit's mean error {fit.mean_rel_error:.1%} is beyond {MAX_FIT_ERROR:.0%} (max "
-            f"{fit.max_rel_error:.1%}); {args.workload} is left as it was"
+            f"{fit.max_rel_error:.1%}); {kept}"
         )
     flat = flat_fit_reason(fit, curves)
     if flat:  # the planner refuses it: no loss left to lose
         raise UsageError(
-            f"{flat} (the loss must fall with training): do the curves fall? {args.workload} is left as "
-            "it was"
+            f"{flat} (the loss must fall with training): do the curves fall? {kept}"
         )
     if fit.g[3] < 0:  # the planner refuses it: sqrt(R + g4) at R = 0, one worker
         raise UsageError(
             f"the loss fit gives g4 = {fit.g[3]:.4g} < 0, which the planner cannot use for one worker: "
-            f"record curves with 1 worker too; {args.workload} is left as it was"
+            f"record curves with 1 worker too; {kept}"
         )
     update_workload(args.workload, {"g": list(fit.g), "loss_fit": {**fit.as_dict(), "source": str(args.csv)}})
     if args.json:

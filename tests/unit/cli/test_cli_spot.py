@@ -164,6 +164,9 @@ def test_a_fit_beyond_the_bound_is_refused_and_not_written(tmp_path, capsys):
     assert main(["spot-fit-loss", "--csv", str(csv_path), "--workload", str(workload)]) == 2
     assert "beyond" in capsys.readouterr().err
     assert json.loads(workload.read_text()) == WORKLOAD
+    new = tmp_path / "new.json"  # a workload that was never there was said to be "left as it was"
+    assert main(["spot-fit-loss", "--csv", str(csv_path), "--workload", str(new)]) == 2
+    assert capsys.readouterr().err.rstrip().endswith(f"{new} is not made") and not new.exists()
 
 
 def test_a_plan_at_the_edge_of_its_budget_is_called_fragile(tmp_path, capsys):
