@@ -122,14 +122,22 @@ def size_text(high_bytes: int = 16 * GIB) -> Callable[[str], str]:
     return check
 
 
+# A predicted link's rate, as `fit --link-gbps` takes it: 1 kbit/s to 100 Tbit/s (a p5's EFA is 3.2 Tbit/s;
+# an emulated link's tc rate stops at 400gbit, rate_text).
+PREDICTED_LINK_GBPS = (1e-6, 1e5)
+
+
 def gbps_text(text: str) -> str:
-    """argparse type of a link bandwidth, a rate (1gbit, 200mbit) or a number of Gbit/s; kept as typed."""
+    """argparse type of a predicted link's bandwidth, a rate (1gbit, 200mbit) or a number of Gbit/s; kept
+    as typed."""
+    low, high = PREDICTED_LINK_GBPS
     number = finite_float(text)
-    if number is not None:
-        if not 0 < number <= 400:
-            raise argparse.ArgumentTypeError(f"{text!r} Gbit/s is out of range (above 0, at most 400)")
-        return text
-    return rate_text()(text)
+    bits_per_s = number * 1e9 if number is not None else rate_bps(text.strip())
+    if bits_per_s is None:
+        raise argparse.ArgumentTypeError(f"expected a rate like 1gbit or 200mbit, or Gbit/s, got {text!r}")
+    if not low * 1e9 <= bits_per_s <= high * 1e9:
+        raise argparse.ArgumentTypeError(f"{text!r} is out of range ({low:g} to {high:g} Gbit/s)")
+    return text
 
 
 def shape_text(text: str) -> str:
