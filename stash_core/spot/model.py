@@ -70,12 +70,14 @@ def ps_bottleneck_probability(workers: int, workload: Workload) -> float:
 
 
 def worker_bandwidth_Bps(workers: int, workload: Workload, ps_Bps: float) -> float:
-    """Eq. 8: bandwidth a worker gets when `workers` share a parameter server of `ps_Bps`."""
+    """Eq. 8: bandwidth a worker gets when `workers` share a parameter server of `ps_Bps`; never more than
+    the server's own (eq. 8's unshared term, (1 - P) B_req, kept a worker at 40% of B_req over a server of
+    1 kbit/s: a day's push planned as seconds)."""
     fair_share = ps_Bps / workers
     if workload.solo_bandwidth_Bps <= fair_share:
         return workload.solo_bandwidth_Bps
     p = ps_bottleneck_probability(workers, workload)
-    return p * fair_share + (1 - p) * workload.solo_bandwidth_Bps
+    return min(p * fair_share + (1 - p) * workload.solo_bandwidth_Bps, ps_Bps)
 
 
 def worker_iteration_s(

@@ -60,6 +60,12 @@ def test_bandwidth_is_the_solo_need_until_the_ps_share_is_smaller():
     assert ps_bottleneck_probability(100, WORKLOAD) == 1.0  # capped
 
 
+def test_a_worker_never_gets_more_than_the_parameter_servers_bandwidth():
+    """At 125 B/s (1 kbit/s) eq. 8 still gave each of 16 workers 40% of its solo 142 MB/s."""
+    assert worker_bandwidth_Bps(16, WORKLOAD, 125.0) == 125.0
+    assert worker_bandwidth_Bps(16, WORKLOAD, 1.2e9) == pytest.approx(0.6 * 75e6 + 0.4 * 142e6)  # unchanged
+
+
 def test_the_contention_margin_over_predicts_the_bottleneck():
     careful = Workload(**{**WORKLOAD.__dict__, "contention_margin": 0.05})
     assert ps_bottleneck_probability(16, careful) == pytest.approx(0.6 * 1.05)
