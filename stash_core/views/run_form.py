@@ -20,6 +20,7 @@ from stash_core.spec import ProfileSpec, default_of, option_rule, script_model_n
 from stash_core.spec_checks import check_fields, check_label
 from stash_core.spec_parse import FieldError, parse_input_shape, parse_iterations, parse_stalls
 from stash_core.terminal import clipped
+from stash_core.zoo_names import ZOO_NAMES, close_zoo_names
 
 # How the form words a wrong spec value: by field, or "field/rule" where a field has several checks. Fields
 # that the form cannot get wrong keep the command's own message.
@@ -254,6 +255,14 @@ def _model(text: str, base: Path) -> str:
         if not factory.isidentifier():
             raise UsageError(f"Model: {factory!r} is not a Python function name")
         model = f"{path}:{factory}"
+    elif ":" in model:  # package.module:FACTORY
+        module, _, factory = model.rpartition(":")
+        if not all(part.isidentifier() for part in module.split(".")) or not factory.isidentifier():
+            raise UsageError(f"Model: {clipped(model, quoted=True)} is no zoo name, FILE.py:FACTORY or "
+                             "package.module:FACTORY")  # fmt: skip
+    elif model and model.lower() not in ZOO_NAMES:  # refused here, not by the job a moment later
+        said = f"{clipped(model, quoted=True)}{close_zoo_names(model)}"
+        raise UsageError(f"Model: unknown model {said}; give a zoo model name or FILE.py:FACTORY")
     return model
 
 

@@ -20,6 +20,10 @@ REFUSED = [
     ("model-file-name-too-long", {**ZOO, "model": "x" * 5000 + ".py:make"}, "too long"),
     ("model-escape", {**ZOO, "model": "resnet\x1b[2J"}, "Model"),
     ("model-factory-with-dash", {**ZOO, "model": "{script}:make-it"}, "function name"),
+    # each started a job that failed a moment later (unknown model; model file not found: "<b>x</b> [l](http")
+    ("model-unknown", {**ZOO, "model": "resnet5O"}, "unknown model 'resnet5O' (did you mean resnet50"),
+    ("model-markup-with-a-colon", {**ZOO, "model": "<b>x</b> [l](http://x) $m$"},
+     "is no zoo name, FILE.py:FACTORY or package.module:FACTORY"),
     ("dataset-of-no-users-home", {**ZOO, "data_source": "dataset", "dataset": "~nosuchuser-stash/d"},
      "nosuchuser-stash"),
     ("dataset-with-nul", {**ZOO, "data_source": "dataset", "dataset": "d\x00"}, "control character"),
