@@ -247,7 +247,8 @@ def job_view(state: JobState) -> None:
         box.markdown(f"{STATUS_ICONS[state.status]} **{title}**")
     with box:
         if not state.phases:
-            st.caption(plain(state.messages[-1]) if state.messages else "Preparing the model and data…")
+            waiting = "Stopped before any run started." if state.finished else "Preparing the model and data…"
+            st.caption(plain(state.messages[-1]) if state.messages else waiting)
         for phase in state.phases:
             st.progress(min(max(phase.fraction_done, 0.0), 1.0), text=phase_text(phase))
         for message in state.messages[-3:] if state.phases else []:
