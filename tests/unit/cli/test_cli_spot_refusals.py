@@ -70,7 +70,7 @@ def test_running_counts_of_a_repeated_name_add_up_against_the_quota(tmp_path, ca
         "3000",
     ]
     status, out = _stash(tmp_path, capsys, over, instances="g3.4xlarge:4")
-    _one_line(status, out, "--running g3.4xlarge:5: more than its quota of 4")
+    _one_line(status, out, "--running names g3.4xlarge 2 times, 5 together: more than its quota of 4")
     # quotas of a repeated name add up too: 2 + 3 offered, 5 running
     fits = ["spot-replan", "--running", "g3.4xlarge:2,g3.4xlarge:3", "--current-loss", "2",
             "--budget-s", "3000", "--json"]  # fmt: skip
