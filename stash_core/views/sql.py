@@ -43,6 +43,13 @@ def run_query(
     db_path: Path | str, sql: str, timeout_s: float = DEFAULT_TIMEOUT_S, max_rows: int = DEFAULT_MAX_ROWS
 ) -> QueryResult:
     """Run one read-only console statement in a process of its own (stash_core/store/console.py): refused
-    statements, SQL errors and queries past the time or memory limit end in UsageError; nothing in this
-    process (its other connections, their settings, its memory) is touched."""
-    return run_readonly_query(db_path, sql, timeout_s=timeout_s, max_rows=max_rows)
+    statements, SQL errors, queries past the time or memory limit and results larger than a page shows
+    (PAGE_RESULT_BYTES) end in UsageError; nothing in this process (its other connections, their settings,
+    its memory) is touched."""
+    return run_readonly_query(
+        db_path, sql, timeout_s=timeout_s, max_rows=max_rows, max_result_bytes=PAGE_RESULT_BYTES
+    )
+
+
+# What a browser table is sent at most: one cell of 100 MB crashed the page's tab, and 20 MB took 7 s.
+PAGE_RESULT_BYTES = 8 * 2**20

@@ -289,6 +289,13 @@ def test_schema_browser_lists_every_table_with_rows_and_meanings(db: Path) -> No
     assert columns["iteration_s"]["type"] == "DOUBLE"
 
 
+def test_the_sql_page_refuses_a_result_larger_than_a_browser_table_takes(db: Path) -> None:
+    """One cell of 100 MB passed the console's 256 MiB and crashed the browser tab that drew it."""
+    with pytest.raises(UsageError, match="more than the 8 MiB the console returns"):
+        views.sql.run_query(db, "SELECT repeat('x', 10000000) AS big")
+    assert len(views.sql.run_query(db, "SELECT repeat('x', 1000) AS small").frame) == 1
+
+
 def test_database_path_setting(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("STASH_DB", str(tmp_path / "env.duckdb"))
     assert views.common.resolve_db_path("") == tmp_path / "env.duckdb"
