@@ -29,6 +29,7 @@ from stash_core.views.common import (
 )
 from stash_core.views.stall_frames import stall_long_frame, with_remainder_columns
 from stash_core.views.telemetry import phase_spans, telemetry_frame, telemetry_spans
+from stash_core.zoo_names import model_file
 
 # These live in stall_frames and telemetry; pages reach them through views.breakdown.
 __all__ = ["phase_spans", "stall_long_frame", "telemetry_frame", "telemetry_spans"]
@@ -165,9 +166,10 @@ def short_model(model: Any) -> str:
     """A model name fit for a chart label: a user model /path/to/FILE.py:FACTORY shows as FILE.py:FACTORY."""
     if not model or (isinstance(model, float) and math.isnan(model)):
         return "?"
-    text = str(model)
-    if "/" in text:
-        text = text.rsplit("/", 1)[-1]
+    text = str(model).strip()
+    file = model_file(text)  # only a real FILE.py:FACTORY: a name with a '/' of its own is shown whole
+    if file and "/" in file:
+        text = text[len(file.rsplit("/", 1)[0]) + 1 :]
     return text
 
 

@@ -289,6 +289,15 @@ def test_schema_browser_lists_every_table_with_rows_and_meanings(db: Path) -> No
     assert columns["iteration_s"]["type"] == "DOUBLE"
 
 
+def test_a_chart_label_shortens_a_model_files_path_and_nothing_else() -> None:
+    """Every name with a '/' lost what came before it: '[link](http://x)' showed as 'x)'."""
+    short = views.breakdown.short_model
+    assert short("/home/me/models/net.py:make") == "net.py:make"
+    assert short("<b>x</b> [link](http://x) $m$") == "<b>x</b> [link](http://x) $m$"
+    assert short('=HYPERLINK("http://evil","x")') == '=HYPERLINK("http://evil","x")'
+    assert short("resnet18") == "resnet18" and short(None) == "?"
+
+
 def test_the_sql_page_refuses_a_result_larger_than_a_browser_table_takes(db: Path) -> None:
     """One cell of 100 MB passed the console's 256 MiB and crashed the browser tab that drew it."""
     with pytest.raises(UsageError, match="more than the 8 MiB the console returns"):
