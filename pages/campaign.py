@@ -113,7 +113,9 @@ def plan_view(answer: CampaignPlan) -> None:
     cols[2].metric(
         "Start to end", f"{answer.wall_s / 60:,.1f} min", at_once, delta_color="off", delta_arrow="off"
     )
-    cols[3].metric("Prices of", ", ".join(answer.price_dates))
+    dates = sorted(answer.price_dates)  # the oldest shown whole: several dates were cut to "2022-01-01, …"
+    shown = "-" if not dates else dates[0] if len(dates) == 1 else f"{dates[0]} +{len(dates) - 1}"
+    cols[3].metric("Prices of", shown, help=", ".join(dates) or None)
     st.markdown(answer.total_text)
     if answer.refusal:
         st.error(answer.refusal, icon=":material/block:")
@@ -205,6 +207,7 @@ WORDS = {
     "--batch-sizes": "Batch sizes per worker",
     "--budget-usd": "Budget",
     "--models": "Models",
+    "(set one with `stash instances set`)": "(set one in the Recommend page's instance catalog)",
 }
 
 with page_guard(WORDS):

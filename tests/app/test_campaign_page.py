@@ -72,7 +72,7 @@ def test_the_plan_of_three_instance_types_with_its_total_and_price_dates(empty_d
     metrics = {metric.label: metric.value for metric in app.metric}
     assert metrics["Cost at catalog prices"] == f"${total:.2f}"
     assert metrics["Machine time"] == f"{table['machine_min'].sum():.1f} min"
-    assert metrics["Prices of"] == "2022-01-01, 2025-01-01"
+    assert metrics["Prices of"] == "2022-01-01 +1"  # the oldest whole ("2022-01-01, ..." was cut)
     assert f"Total: {table['machine_min'].sum():.1f} min of machine time, ${total:.2f} at catalog prices " \
            "(prices of 2022-01-01, 2025-01-01)" in _texts(app)  # fmt: skip
     prices = next(frame.value for frame in app.dataframe if "source" in frame.value.columns)
@@ -118,8 +118,8 @@ def test_an_unknown_instance_type_is_one_message(empty_db: Path, without_skypilo
 def test_no_spot_price_and_a_bad_batch_size_are_one_message_each(empty_db: Path, without_skypilot):
     app = _plan(_page(empty_db), pricing="spot")
     assert not app.exception
-    assert [shown(e.value) for e in app.error] == ["Spot: no spot price for instance g5.xlarge (set one with "
-                                            "`stash instances set`)"]  # fmt: skip
+    said = "Spot: no spot price for instance g5.xlarge (set one in the Recommend page's instance catalog)"
+    assert [shown(e.value) for e in app.error] == [said]
     app = _plan(app, batch="64,zero")
     assert not app.exception
     assert [shown(e.value) for e in app.error] == ["batch size must be a positive integer, got 'zero'"]
