@@ -224,5 +224,7 @@ def _call(
     except (Exception, SystemExit) as exc:
         raise UserModelError(f"model factory {ref} raised {one_line(exc)}") from None
     if not isinstance(model, nn.Module):
-        raise UserModelError(f"model factory {ref} returned a {type(model).__name__}, not a torch.nn.Module")
+        kind = type(model).__name__
+        article = "an" if kind[:1].lower() in "aeiou" else "a"  # "an int", "a dict"
+        raise UserModelError(f"model factory {ref} returned {article} {kind}, not a torch.nn.Module")
     return model, passes_classes

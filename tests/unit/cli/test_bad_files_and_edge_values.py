@@ -372,7 +372,7 @@ for flag, value in (("--node-gbps", "1e-300"), ("--node-gbps", "0.0001"), ("--no
 MODELS = {
     "model_sleeps": "time limit", "model_sleeps_at_import": "time limit", "model_exits": "os._exit",
     "model_exits_in_factory": "os._exit", "model_raises": "raised ValueError", "model_sys_exit": "SystemExit",
-    "model_returns_int": "not a torch.nn.Module", "model_keyboard": "RecursionError",
+    "model_returns_int": "returned an int, not a torch.nn.Module", "model_keyboard": "RecursionError",
 }  # fmt: skip
 for name, says in MODELS.items():
     CASES.append((f"predict-{name}", [*PREDICT, "--model", "{" + name + "}:make"], says))
