@@ -3,6 +3,7 @@ synthetic one), compare JCT, makespan and communication overhead, and look at pa
 default is the command's (stash_core/sched/defaults.py)."""
 
 import altair as alt
+import pandas as pd
 import streamlit as st
 
 from pages._shared import (
@@ -125,7 +126,12 @@ def show(doc: dict, key: str) -> None:
     st.caption(f"{tuning[:1].upper()}{tuning[1:]}. A simulation, not a measurement.")
     for line in view.winners(doc):
         st.markdown(f"- Lowest {line}")
-    st.table(views.common.with_missing_shown(view.summary_table(doc).set_index("policy")))
+    table = view.summary_table(doc).set_index("policy")
+    for column in table.columns:  # as rounded: a static table pads 87.9 to "87.9000"
+        digits = 2 if column.endswith("(h)") else 1 if column.endswith("(%)") else None
+        if digits is not None:
+            table[column] = [f"{value:,.{digits}f}" if pd.notna(value) else None for value in table[column]]
+    st.table(views.common.with_missing_shown(table))
     st.caption(
         "Communication overhead: the time jobs ran slower than consolidated, through spread placements and "
         "congested links, summed over jobs."
