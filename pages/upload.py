@@ -117,7 +117,7 @@ def store_view(report: views.upload.UploadReport) -> None:
     if st.button(label, type="primary", disabled=not new, key="upload-store", icon=":material/save:"):
         outcomes = views.upload.store_uploads(current_db(), report)
         inserted = sum(1 for _, _, added in outcomes if added)
-        files = len({name for name, _, _ in outcomes})
+        files = len(report.good)  # an export's companion tables too: their rows are in the runs stored
         forget_cached_queries()
         stored = f"Stored {inserted} run(s) from {files} file(s)."
         st.session_state["upload-stored"] = stored if outcomes else None  # no "Stored 0" beside the reason

@@ -143,3 +143,19 @@ def test_a_runs_table_alone_is_refused_with_one_message_and_nothing_stored(
     assert len(errors) == 1 and "runs.csv" in errors[0] and "needs its phases and stalls" in errors[0], errors
     assert not [b for b in app.button if b.key == "upload-store"]
     assert any("Nothing here can be stored." in c.value for c in app.caption)
+
+
+def test_an_exports_tables_stored_together_are_counted_as_the_files_they_are(
+    populated_db: Path, tmp_path: Path
+) -> None:
+    """An export's runs, phases, stalls and iterations tables were counted as one file: 'from 1 file(s)'."""
+    paths = {p.stem: p for p in store.export(populated_db, "csv", tmp_path / "export")}
+    tables = ("runs", "phases", "stalls", "iterations")
+    populated_db.unlink()  # the same runs into a database without them
+    app = _open_upload()
+    _upload(app, [(f"{name}.csv", paths[name].read_bytes()) for name in tables])
+    assert not app.exception, app.exception
+    app.button(key="upload-store").click().run()
+    assert not app.exception
+    assert any("Stored 5 run(s) from 4 file(s)." in s.value for s in app.success), [s.value for s in app.success]
+
