@@ -157,5 +157,6 @@ def test_an_exports_tables_stored_together_are_counted_as_the_files_they_are(
     assert not app.exception, app.exception
     app.button(key="upload-store").click().run()
     assert not app.exception
-    assert any("Stored 5 run(s) from 4 file(s)." in s.value for s in app.success), [s.value for s in app.success]
+    said = [s.value for s in app.success]
+    assert any("Stored 5 run(s) from 4 file(s)." in line for line in said), said
 
