@@ -55,9 +55,18 @@ def offers_form(text: str) -> tuple[tuple[str, int], ...]:
     catalog = load(views.spot.gpu_instances)
     names = list(catalog["name"])
     try:
-        given = [name for name in views.spot.workload_names(text) if name in names]
+        named = views.spot.workload_names(text)
     except StashError:
-        given = []  # the plan below says what is wrong with the workload
+        named = []  # the plan below says what is wrong with the workload
+    given = [name for name in named if name in names]
+    unknown = [name for name in named if name not in names]
+    if unknown:  # else the only word was "choose at least one instance type with a quota of 1 or more"
+        shown = ", ".join(plain(name) for name in unknown[:5]) + (" ..." if len(unknown) > 5 else "")
+        st.warning(
+            f"The workload's compute times name {len(unknown)} instance type(s) the catalog's GPU instances "
+            f"do not have: {shown}. Add them in the Recommend page's instance catalog to plan with them.",
+            icon=":material/warning:",
+        )
     chosen = st.multiselect(
         "Instance types (from the catalog; GPUs and prices from there)",
         names,

@@ -113,6 +113,16 @@ def test_no_instance_chosen_is_a_message(tmp_path, monkeypatch):
     assert "choose at least one instance type" in _errors(app)
 
 
+def test_a_workload_of_instance_types_the_catalog_lacks_says_so(tmp_path, monkeypatch):
+    """The only word was "choose at least one instance type with a quota of 1 or more"."""
+    doc = json.loads(view.example_workload_text())
+    doc["compute_s"] = {"lab-box": next(iter(doc["compute_s"].values()))}
+    app = _upload(_page(tmp_path / "fresh.duckdb", monkeypatch), "w.json", json.dumps(doc).encode())
+    assert not app.exception
+    said = " ".join(shown(w.value) for w in app.warning)
+    assert "name 1 instance type(s) the catalog's GPU instances do not have: lab-box" in said
+
+
 def test_an_uploaded_workload_plans_and_a_malformed_one_is_a_message(tmp_path, monkeypatch):
     app = _upload(
         _page(tmp_path / "fresh.duckdb", monkeypatch), "mine.json", view.example_workload_text().encode()
