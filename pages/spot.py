@@ -175,13 +175,22 @@ def window_view(answer: SpotAnswer, deadline_s: float) -> None:
     points = answer.points
     if points.empty:
         return
+    # in words, the chosen plan in its own colour: it was the palest point, under "Within deadline: true"
+    chosen = answer.spot.best.label() if answer.spot.best is not None else None
+    points = points.assign(kind=[
+        "chosen" if cluster == chosen else "within the deadline" if inside else "past the deadline"
+        for cluster, inside in zip(points["cluster"], points["within_budget"], strict=True)
+    ])  # fmt: skip
+    kinds = ["chosen", "within the deadline", "past the deadline"]
     chart = alt.layer(
         alt.Chart(points)
         .mark_point(filled=True, size=80)
         .encode(
-            x=alt.X("training_s:Q", title="Predicted training time (s)"),
-            y=alt.Y("cost_usd:Q", title="Cost (USD, spot)"),
-            color=alt.Color("within_budget:N", title="Within deadline", legend=alt.Legend(orient="top")),
+            x=alt.X("training_s:Q", title="Predicted training time (s)", scale=alt.Scale(zero=False)),
+            y=alt.Y("cost_usd:Q", title="Cost (USD, spot)", scale=alt.Scale(zero=False)),
+            color=alt.Color("kind:N", title=None, legend=alt.Legend(orient="top"),
+                            scale=alt.Scale(domain=kinds, range=["#E45756", "#4C78A8", "#bab0ac"])),
+            size=alt.condition(alt.datum.kind == "chosen", alt.value(220), alt.value(80)),
             tooltip=[
                 "cluster:N",
                 "workers:Q",
