@@ -89,6 +89,8 @@ def database_setting() -> Path | None:
             return None
         if path.exists():
             st.caption(f":material/database: {plain(path.name)} · {_size_text(path.stat().st_size)}")
+        elif not os.access(path.parent, os.W_OK | os.X_OK):  # a folder missing, or not this user's to write
+            st.warning(f"{plain(path)} cannot be created: its folder is missing or not writable")
         else:
             name = plain(path.name)
             st.caption(f":material/database: {name} · not created yet (the first run creates it)")

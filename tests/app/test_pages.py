@@ -394,6 +394,17 @@ def test_another_programs_database_is_refused_in_the_dashboards_words(
     assert not any("--db" in e for e in said), said
 
 
+def test_a_database_path_that_cannot_be_made_says_so_in_the_sidebar(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A file under a missing folder was "not created yet (the first run creates it)", and every write
+    failed later."""
+    monkeypatch.setenv("STASH_DB", str(tmp_path / "no-such-folder" / "x.duckdb"))
+    app = open_page("Overview")
+    assert not app.exception
+    assert any("cannot be created: its folder is missing" in shown(w.value) for w in app.sidebar.warning)
+
+
 def test_the_app_holds_no_connection_while_stash_ingest_writes(populated_db: Path, tmp_path: Path) -> None:
     app = open_page("Overview")
     assert {m.label: m.value for m in app.metric}["Runs"] == "5"
