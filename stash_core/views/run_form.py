@@ -235,6 +235,8 @@ def form_message(error: FieldError, form: RunForm) -> str:
     """The form's wording of a spec error (the command's message for the checks the form does not word)."""
     template = FIELD_MESSAGES.get(f"{error.attr}/{error.rule}" if error.rule else error.attr)
     text = str(error)
+    if template is None and text.startswith("--script "):  # the command's flag, as the form names it
+        return f"Script: {text.removeprefix('--script ')}"
     if "at most" in text and error.attr in FIELD_LABELS:  # too large: the command's limit, the field's name
         return f"{FIELD_LABELS[error.attr]}: {text.split(' ', 1)[1]}" if text.startswith("--") else text
     if template is None:
