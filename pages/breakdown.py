@@ -111,7 +111,9 @@ def comparison(runs: pd.DataFrame, total: int) -> None:
             breakdown_chart(long_frame, measure), long_frame, f"breakdown_{measure}", "bd-chart"
         )
         if left_out := shown - long_frame["run_label"].nunique():  # e.g. runs without an epoch length
-            why = "no epoch length (no data set size)" if measure == "epoch_s" else "no stall figures"
+            # a run with stalls but no iteration time (a file's "unknown") is left out too
+            why = "no stall figures or no iteration time"
+            why = "no epoch length (no data set size)" if measure == "epoch_s" else why
             st.caption(f"{left_out} of the {shown} run(s) are not drawn: they have {why}.")
         st.caption(CAPTION)
     with st.expander("Table of these runs", icon=":material/table:"):
