@@ -143,14 +143,7 @@ def add_instance(db_path: Path | str, **fields: Any) -> dict[str, Any]:
     row = _new_row(fields)
     if get_instance(db_path, row["name"]) is not None:  # refused before the database is opened for writing
         raise _already_there(row["name"])
-    alike = [
-        name for name in list_instances(db_path)["name"] if str(name).casefold() == row["name"].casefold()
-    ]
-    if alike:  # G5.XLARGE beside g5.xlarge: two rows a reader takes for one
-        raise UsageError(
-            f"instance {row['name']} differs from {alike[0]}, already in the catalog, only in case; "
-            "change that one with `stash instances set`"
-        )
+    _refuse_case_twin(row["name"], list(list_instances(db_path)["name"]))
     with connect(db_path) as con, transaction(con):
         _seed(con, builtin_instances().to_dict(orient="records"))
         _insert_new(con, row)
@@ -171,6 +164,18 @@ def _new_row(fields: dict[str, Any]) -> dict[str, Any]:
     if row["source"] is None:
         row["source"] = "user entry"
     return row
+
+
+def _refuse_case_twin(name: str, names: list[Any]) -> None:
+    """UsageError for a name that differs from one of `names` only in case: G5.XLARGE beside g5.xlarge would
+    be two rows a reader takes for one."""
+    folded = name.casefold()
+    twin = next((other for other in names if other != name and str(other).casefold() == folded), None)
+    if twin is not None:
+        raise UsageError(
+            f"instance {name} differs from {twin}, already in the catalog, only in case; change that one "
+            "instead"
+        )
 
 
 def _already_there(name: str) -> UsageError:
@@ -266,6 +271,7 @@ def apply_catalog_edits(
             raise UsageError(f"instance {name}: added twice (one row a name)")
         if name in shown or get_instance(db_path, name) is not None:
             raise _already_there(name)
+        _refuse_case_twin(name, [*shown, *names])
     if edits or additions:
         with connect(db_path) as con, transaction(con):
             _seed(con, builtin_instances().to_dict(orient="records"))

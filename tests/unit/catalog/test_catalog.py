@@ -197,6 +197,10 @@ def test_a_name_that_differs_from_one_in_the_catalog_only_in_case_is_refused(tmp
     with pytest.raises(UsageError, match="G5.XLARGE differs from g5.xlarge, already in the catalog, only in"):
         add_instance(db, name="G5.XLARGE", vcpus=8)
     assert "G5.XLARGE" not in set(list_instances(db)["name"])
+    before = list_instances(db)[list(COLUMNS)]  # nor through the dashboard's editor
+    after = pd.concat([before, pd.DataFrame([{"name": "P3.2XLARGE", "vcpus": 8}])], ignore_index=True)
+    with pytest.raises(UsageError, match="P3.2XLARGE differs from p3.2xlarge"):
+        apply_catalog_edits(db, before, after)
 
 
 def test_a_gpu_count_without_a_gpu_is_refused(tmp_path):
