@@ -51,7 +51,7 @@ _PART_TEXT = {
     "unusable": "{seconds:+.4f} s not split into named stalls: {what}",
 }
 # Statuses of a stall that has a figure: one stored without it is not valid, as is a 'measured' one below 0.
-_WITH_FIGURE = ("measured", "clamped_zero", "negative")
+WITH_FIGURE = ("measured", "clamped_zero", "negative")
 
 STALL_OF_PHASE = {"R0": "compute", "R1": "interconnect", "R1n": "network", "R3": "cpu", "R2": "disk"}
 PHASE_OF_STALL = {stall: phase for phase, stall in STALL_OF_PHASE.items()}
@@ -344,7 +344,7 @@ def stall_fault(entry: dict | None) -> str | None:
     status = (entry or {}).get("status")
     seconds = finite_float((entry or {}).get("seconds"))
     if seconds is None:
-        return "has no value stored" if status in _WITH_FIGURE else None
+        return "has no value stored" if status in WITH_FIGURE else None
     return (
         f"is stored as {seconds:+.4f} s, not valid for 'measured'"
         if status == "measured" and seconds < 0

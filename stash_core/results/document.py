@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, TypedDict
 
-from stash_core.analysis.stalls import CHAIN, PHASE_OF_STALL, STALL_OF_PHASE
+from stash_core.analysis.stalls import CHAIN, PHASE_OF_STALL, STALL_OF_PHASE, WITH_FIGURE
 from stash_core.errors import UsageError
 
 
@@ -204,7 +204,7 @@ def _check_consistent(doc: dict[str, Any], breakdown: dict[str, Any]) -> None:
             f"result file: breakdown.reference_phase is {str(reference)[:40]!r}, not a timed run of this "
             f"run's phases ({', '.join(phases) or 'none'}); the iteration time is that run's mean"
         )
-    if _known(mean) and not _close(iteration_s, mean):
+    if not _close(iteration_s, mean):
         raise UsageError(
             f"result file: breakdown.iteration_s is {iteration_s!r}, but its reference phase {reference} "
             f"has a mean of {mean!r} s"
@@ -237,7 +237,7 @@ def _check_stalls_of_phases(phases: dict[str, dict], stalls: dict[str, Any]) -> 
     timed = [name for name in chain if _known(means.get(name))]
     for stall, entry in stalls.items():  # a figure needs its run: a one-machine run has no network stall
         status = entry.get("status") if isinstance(entry, dict) else None
-        if status in ("measured", "clamped_zero", "negative") and PHASE_OF_STALL.get(stall) not in timed:
+        if status in WITH_FIGURE and PHASE_OF_STALL.get(stall) not in timed:
             raise UsageError(
                 f"result file: stall {stall} is {status}, but its run {PHASE_OF_STALL.get(stall)} is not a "
                 "timed phase of this run"
@@ -251,7 +251,7 @@ def _check_stalls_of_phases(phases: dict[str, dict], stalls: dict[str, Any]) -> 
                 f"result file: stall {STALL_OF_PHASE[name]} is within the noise (clamped_zero), reported as "
                 f"0, but its seconds are {entry['seconds']!r}"
             )
-        if status not in ("measured", "clamped_zero", "negative"):
+        if status not in WITH_FIGURE:
             continue
         keys = ("seconds", "raw_s") if status == "measured" else ("raw_s",)  # else seconds are 0 or raw
         figures = [(key, entry[key]) for key in keys if _known(entry.get(key))]

@@ -168,9 +168,7 @@ def short_model(model: Any) -> str:
         return "?"
     text = str(model).strip()
     file = model_file(text)  # only a real FILE.py:FACTORY: a name with a '/' of its own is shown whole
-    if file and "/" in file:
-        text = text[len(file.rsplit("/", 1)[0]) + 1 :]
-    return text
+    return f"{file.rsplit('/', 1)[-1]}{text[len(file) :]}" if file else text
 
 
 def breakdown_table(breakdown: pd.DataFrame) -> pd.DataFrame:

@@ -13,7 +13,6 @@ from stash_core.catalog import stored_label_checks
 from stash_core.decide.predict.configuration import ConfigPrediction, Predictor, profile_shape
 from stash_core.decide.predict.profile_arithmetic import machine_name
 from stash_core.decide.predict.profile_checks import other_code
-from stash_core.store.reads import measured_profiles
 from stash_core.terminal import shell_word
 from stash_core.units import finite_float
 
@@ -76,20 +75,20 @@ def _unprofiled_counts(name: str, kept: list[ConfigPrediction], max_instances: i
 
 
 def cpu_profiles(
-    db_path: Path | str, predictor: Predictor, catalog: dict[str, dict], everything: dict[str, dict]
-) -> tuple[dict[str, list[ConfigPrediction]], list[str]]:
+    db_path: Path | str, predictor: Predictor, catalog: dict[str, dict], everything: dict[str, dict],
+    stored: pd.DataFrame,
+) -> tuple[dict[str, list[ConfigPrediction]], list[str]]:  # fmt: skip
     """The configurations of the catalog's CPU instances that a stored profile of the predictor's job
     measured (its model, batch, input shape; in FP32 with the zoo's habits, as profiles run), newest first
     and one per worker and machine count, by instance, and a line for each profile set aside because it ran
     other contents of the job's model file. Profiles whose machine contradicts their instance label are left
-    out, as `recommend` leaves them out."""
+    out, as `recommend` leaves them out. `stored`: measured_profiles of the predictor's model and batch."""
     names = {name for name, row in catalog.items() if (row.get("accelerator_count") or 0) <= 0}
     # a model built in 16 bits ran in its own precision, whatever the job asks (features.run_precision)
     as_built = predictor.precision == "fp32" or predictor.cost.half_weights
     job_as_profiled = as_built and predictor.job.is_default(predictor.default_optimizer)
-    if not names or not job_as_profiled or not Path(db_path).exists():
+    if not names or not job_as_profiled or stored.empty:
         return {}, []
-    stored = measured_profiles(db_path, predictor.model, predictor.batch_size)
     stored = stored[stored["instance"].isin(names)]
     changed = other_code(predictor.model, stored.to_dict(orient="records"))
     stored = stored[~stored["run_id"].isin(changed)]

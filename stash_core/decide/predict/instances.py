@@ -221,7 +221,9 @@ def predict_instances(
     everything = all_catalog_rows(db_path)  # read once for the selection and the profiles' instances
     catalog = catalog_rows(db_path, instances, gpus, everything)
     predictor = predictor_for(db_path, model, batch_size, catalog, precision, input_shape, everything, job)
-    on_cpus, cpu_aside = cpu_profiles(db_path, predictor, catalog, everything)
+    # the job's stored profiles, read once: CPU machines' rows, and CPU runs of GPU instances set aside
+    stored = measured_profiles(db_path, model, batch_size) if Path(db_path).exists() else pd.DataFrame()
+    on_cpus, cpu_aside = cpu_profiles(db_path, predictor, catalog, everything, stored)
     frame, refused = prediction_rows(
         predictor, catalog, batch_size, workers_per_instance, max_instances, on_cpus
     )
@@ -238,7 +240,6 @@ def predict_instances(
             predictor.attends,
         ),
     }  # fmt: skip
-    stored = measured_profiles(db_path, model, batch_size) if Path(db_path).exists() else pd.DataFrame()
     _, off_gpus = off_their_gpus(stored, everything)  # said as `recommend` says it
     set_aside = predictor.mislabelled + cpu_aside + off_gpus + predictor.set_aside()
     return Prediction(request, frame, refused, expected_errors(), set_aside)
