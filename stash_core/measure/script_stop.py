@@ -23,6 +23,7 @@ from stash_core.measure.rank_sync import (
     all_reduce_max,
     by_step,
     report_progress,
+    warmup_count,
 )
 from stash_core.measure.script_hooks import PARTS, StepClock
 from stash_core.measure.worker_job import WorkerJob
@@ -136,7 +137,7 @@ def summarise(job: WorkerJob, clock: StepClock, step_s: list[float], reason: str
         per_rank, hosts = local.unsqueeze(0), [host]
         forward_seen, closure_seen = clock.forward_seen, clock.closure_seen
     steps = by_step(per_rank)  # the job's step and its parts, the slowest rank and the skew of each step
-    warmup = min(count, MIN_WARMUP_ITERATIONS + mser_truncation(step_s[MIN_WARMUP_ITERATIONS:]))
+    warmup = warmup_count(step_s, job.get("iterations") if reason == "fixed" else None)
     skew = steps["skew_s"]
     kept = per_rank[:, :, warmup:]
     means = kept.mean(dim=2) if count > warmup else torch.full((len(hosts), len(rows)), float("nan"))

@@ -41,6 +41,7 @@ from stash_core.measure.rank_sync import (
     agree,
     gathered_steps,
     report_progress,
+    warmup_count,
 )
 from stash_core.measure.stacks import dump_on_signal
 from stash_core.measure.timed_loop import PARTS, StepTimes, losses_finite, make_clock, run_steps
@@ -313,7 +314,7 @@ def summarise_ranks(
     """Gather every rank's timings to rank 0: the job's time per iteration and its parts (means over the
     ranks), the slowest rank of each iteration, and skew."""
     per_rank, steps = gathered_steps(times, world_size, device)
-    warmup = MIN_WARMUP_ITERATIONS + mser_truncation(step_s[MIN_WARMUP_ITERATIONS:])
+    warmup = warmup_count(step_s, job.get("iterations") if stop_reason == "fixed" else None)
     skew = steps.pop("skew_s")
     return {
         "phase": job["phase"],

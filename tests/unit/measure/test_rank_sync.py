@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from stash_core.measure.rank_sync import agree, by_step
+from stash_core.analysis.stats import mser_truncation
+from stash_core.measure.rank_sync import agree, by_step, warmup_count
 from stash_core.measure.timed_loop import PARTS
 
 
@@ -77,3 +78,11 @@ def test_two_ranks_agree_on_each_steps_mean_and_on_a_flag_either_raised(tmp_path
         assert agreed_s == pytest.approx([11e-3, 11e-3]) and raised is True
         assert tuple(shape) == (2, 1 + len(PARTS), 2)
         assert iteration_s == pytest.approx([11e-3, 11e-3]) and slowest == [1, 0]
+
+
+def test_warm_up_is_mser_cut_and_a_fixed_count_keeps_only_the_last_steps():
+    slow_start = [1.0, 0.9, 0.5, 0.5, 0.1, *([0.1] * 40)]
+    assert warmup_count(slow_start) == 2 + mser_truncation(slow_start[2:])
+    assert warmup_count(slow_start, fixed=10) == len(slow_start) - 10
+    assert warmup_count(slow_start, fixed=100) == warmup_count(slow_start)  # never fewer dropped than MSER's
+    assert warmup_count([0.1]) == 1  # never more dropped than there are

@@ -23,3 +23,13 @@ def test_one_rank_of_several_alone_has_no_rank_skew(monkeypatch) -> None:
     monkeypatch.setenv("WORLD_SIZE", "1")
     single = summarise(job, _clock(20), [0.01] * 20, "script_ended", gather=False)
     assert single["rank_skew_s"] == 0.0 and single["script"]["ranks_gathered"] is True
+
+
+def test_a_run_stopped_at_a_fixed_count_keeps_exactly_that_many_steps() -> None:
+    """MSER-5's cut can shrink between checks, so the run steps past --iterations N before a check finds N
+    kept: 35 steps with no warm-up to cut kept 33 where 30 were asked."""
+    job = {"phase": "R0", "iterations": 30}
+    fixed = summarise(job, _clock(35), [0.01] * 35, "fixed", gather=False)
+    assert len(fixed["samples"]["iteration_s"]) == 30 and fixed["warmup_iterations"] == 5
+    capped = summarise(job, _clock(35), [0.01] * 35, "max_time", gather=False)  # short of N: all it has
+    assert len(capped["samples"]["iteration_s"]) == 33
