@@ -223,9 +223,18 @@ def run_script(job: WorkerJob, clock: StepClock, rule: StopRule) -> dict:
     except SystemExit as error:
         return script_end(clock, rule, error.code)
     except Exception as error:  # noqa: BLE001 - the script's own error, reported as one line
-        traceback.print_exc()  # the user sees where, and it lands in the stderr tail
+        print_script_traceback(error)  # the user sees where, and it lands in the stderr tail
         raise ScriptFailed(f"the script raised {error_line(error)} {where(clock)}") from None
     return script_end(clock, rule, None)
+
+
+def print_script_traceback(error: BaseException) -> None:
+    """The script's error as `python script.py` prints it: from the script's own frames on, without this
+    entry's frames that ran it (run_script, run_as_main)."""
+    frames = error.__traceback__
+    while frames is not None and frames.tb_frame.f_code.co_filename == __file__:
+        frames = frames.tb_next
+    traceback.print_exception(type(error), error, frames or error.__traceback__)
 
 
 def script_end(clock: StepClock, rule: StopRule, status: object, gather: bool = True) -> dict:

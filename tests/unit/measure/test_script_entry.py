@@ -271,6 +271,9 @@ def test_a_failing_script_is_one_error_line_with_its_last_stderr_lines(tmp_path,
     if case == "raises first":
         assert "loading config" in error["stderr_tail"]
         assert any("ValueError: no config" in line for line in error["stderr_tail"])
+        # the script's traceback as Python prints it, from its own file: not the frames of Stash that ran it
+        assert any('train.py", line' in line for line in error["stderr_tail"])
+        assert not any("script_entry.py" in line for line in error["stderr_tail"])
     if case == "exits with a message":  # written to stderr as Python writes it, so kept with the rest
         assert error["stderr_tail"][-1:] == ["no data folder"]
 
