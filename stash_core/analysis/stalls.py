@@ -42,13 +42,13 @@ RESOLVE_HINT = (
 # A remainder smaller than this share of t2 is float rounding: there is none.
 ROUNDING_SHARE = 1e-9
 _PART_TEXT = {
-    "within_noise": "{what} {seconds:+.4f} s (within the noise, reported as 0)",
-    "gap": "{what} {seconds:+.4f} s (a gap in the chain: the difference mixes several stalls)",
-    "not_separable": "{what} {seconds:+.4f} s (not separable)",
-    "no_compute_run": "{what} {seconds:+.4f} s (the first run measured, with no R0 to split it)",
-    "no_compute_stored": "{seconds:+.4f} s of the first run measured, with no R0 to split it",
-    "other": "{seconds:+.4f} s of runs that were not split into named stalls",
-    "unusable": "{seconds:+.4f} s not split into named stalls: {what}",
+    "within_noise": "{what} {seconds} s (within the noise, reported as 0)",
+    "gap": "{what} {seconds} s (a gap in the chain: the difference mixes several stalls)",
+    "not_separable": "{what} {seconds} s (not separable)",
+    "no_compute_run": "{what} {seconds} s (the first run measured, with no R0 to split it)",
+    "no_compute_stored": "{seconds} s of the first run measured, with no R0 to split it",
+    "other": "{seconds} s of runs that were not split into named stalls",
+    "unusable": "{seconds} s not split into named stalls: {what}",
 }
 # Statuses of a stall that has a figure: one stored without it is not valid, as is a 'measured' one below 0.
 WITH_FIGURE = ("measured", "clamped_zero", "negative")
@@ -227,14 +227,14 @@ def _difference(name: str, later: PhaseTime, earlier: PhaseTime, ci95_s: float, 
         return _stall(seconds, ci95_s, reference_s, iterations_per_epoch, "measured", "")
     if -seconds <= ci95_s:
         note = (
-            f"difference {seconds:+.4f} s is within the noise (± {ci95_s:.4f} s): not resolved, "
+            f"difference {signed_seconds(seconds)} s is within the noise (± {ci95_s:.4f} s): not resolved, "
             f"reported as 0 and kept in the remainder ({REMAINDER_LABEL})"
         )
         return _stall(0.0, ci95_s, reference_s, iterations_per_epoch, "clamped_zero", note, raw_s=seconds)
-    note = f"negative beyond the noise: {seconds:+.4f} s ± {ci95_s:.4f} s"
+    note = f"negative beyond the noise: {signed_seconds(seconds)} s ± {ci95_s:.4f} s"
     warnings.append(
-        f"{name} stall is {seconds:+.4f} s ± {ci95_s:.4f} s: the later run was faster than the earlier one "
-        "beyond the noise (interference from other load, or too few iterations)"
+        f"{name} stall is {signed_seconds(seconds)} s ± {ci95_s:.4f} s: the later run was faster than the "
+        "earlier one beyond the noise (interference from other load, or too few iterations)"
     )
     return _stall(seconds, ci95_s, reference_s, iterations_per_epoch, "negative", note)
 
@@ -246,6 +246,15 @@ def _stall(seconds: float | None, ci95_s: float | None, reference_s: float, iter
     return {"seconds": seconds, "ci95_s": ci95_s, "share": share, "epoch_s": epoch_s,
             "epoch_ci95_s": epoch_ci95_s, "status": status, "note": note,
             "raw_s": seconds if raw_s is None else raw_s}  # fmt: skip
+
+
+def signed_seconds(seconds: float) -> str:
+    """Seconds with a sign, at 4 decimals or as many as show 2 significant figures of a smaller value: a
+    remainder part of -34 us read "-0.0000 s"."""
+    decimals = 4
+    if seconds and math.isfinite(seconds) and abs(seconds) < 1e-3:
+        decimals = 1 - math.floor(math.log10(abs(seconds)))
+    return f"{seconds:+.{decimals}f}"
 
 
 def _part(kind: str, what: str, seconds: float) -> dict:
@@ -267,7 +276,7 @@ def _remainder(
         status = "within_noise" if ci95_s is not None and abs(seconds) <= ci95_s else "not_separated"
         texts = [
             _PART_TEXT.get(part.get("kind"), _PART_TEXT["other"]).format(
-                what=part.get("what"), seconds=part.get("seconds") or 0.0
+                what=part.get("what"), seconds=signed_seconds(part.get("seconds") or 0.0)
             )
             for part in parts
         ]
@@ -346,7 +355,7 @@ def stall_fault(entry: dict | None) -> str | None:
     if seconds is None:
         return "has no value stored" if status in WITH_FIGURE else None
     return (
-        f"is stored as {seconds:+.4f} s, not valid for 'measured'"
+        f"is stored as {signed_seconds(seconds)} s, not valid for 'measured'"
         if status == "measured" and seconds < 0
         else None
     )

@@ -20,8 +20,7 @@ NO_DATA_DIR = (
     "disk are one input-pipeline stall"
 )
 NO_LOADER = (
-    "the script iterates no torch DataLoader, so its data loading cannot be told apart from its compute "
-    "(not measurable)"
+    "the script iterates no torch DataLoader, so its data loading cannot be told apart from its compute"
 )
 
 
@@ -105,7 +104,7 @@ def finish_script_doc(doc: dict) -> None:
         # and the split's own lines about them say one thing here
         said = ("cpu stall", "cpu:", "disk")
         breakdown["warnings"] = [w for w in breakdown["warnings"] if not w.startswith(said)]
-        breakdown["warnings"].append(f"cpu and disk stalls not measurable: {NO_LOADER}")
+        breakdown["warnings"].append(f"cpu and disk stalls not separable: {NO_LOADER}")
         return
     pipeline = input_pipeline(doc)
     if pipeline is not None:

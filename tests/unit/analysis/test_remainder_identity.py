@@ -177,6 +177,18 @@ def test_a_stored_run_s_remainder_names_the_stall_that_could_not_be_separated() 
     assert ": disk +0.0500 s (not separable)" in remainder["note"]
 
 
+def test_a_remainder_part_under_a_millisecond_keeps_two_significant_figures() -> None:
+    """A script's CPU and disk of -34 us were said as "cpu and disk -0.0000 s (not separable)"."""
+    from stash_core.analysis.stalls import remainder_of
+
+    stored = {
+        "iteration_s": 0.000918,
+        "stalls": {"compute": {"seconds": 0.000952, "ci95_s": 0.00003, "status": "measured"},
+                   "disk": {"seconds": None, "ci95_s": None, "status": "not_separable"}},
+    }  # fmt: skip
+    assert ": disk -0.000034 s (not separable)" in remainder_of(stored)["note"]
+
+
 def test_a_stored_run_without_r0_says_its_remainder_is_the_first_run_measured() -> None:
     """The profile said "R1 +0.3000 s (the first run measured, with no R0 to split it)"; `stash show` and the
     page, rebuilding the remainder from the stored rows, said "runs that were not split into named stalls"."""
