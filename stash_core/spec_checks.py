@@ -156,7 +156,7 @@ def _check_script(spec: ProfileSpec) -> None:
         compile(source, str(path), "exec")
     except (SyntaxError, ValueError) as error:
         where = f" (line {error.lineno})" if getattr(error, "lineno", None) else ""
-        message = f"--script {path.name} does not parse{where}: {getattr(error, 'msg', error)}"
+        message = f"--script {spec.script} does not parse{where}: {getattr(error, 'msg', error)}"
         raise FieldError(message, "script", spec.script, "syntax") from None
     if not all(isinstance(arg, str) for arg in spec.script_args):
         raise FieldError("the script's arguments must be text", "script_args", spec.script_args)

@@ -159,6 +159,7 @@ def world(tmp_path_factory) -> dict[str, str]:
     (root / "truncated.duckdb").write_bytes(whole[: len(whole) // 2])
     (root / "plain").write_text("a plain file")
     (root / "ok_train.py").write_text("print('a script that parses')\n")
+    (root / "link_train.py").symlink_to(root / "gone_train.py")  # a link whose target is gone
     (root / "folder").mkdir()
     (root / "workload.json").write_text(
         json.dumps(
@@ -760,6 +761,9 @@ CASES: list[tuple[str, list[str], str]] = [
     # ---- stash profile --script: the user's own training script
     ("script-missing", ["profile", "--script", "{tmp}/no_train.py", "--db", "{db}"], "no such file"),
     ("script-does-not-parse", ["profile", "--script", "{plain}", "--db", "{db}"], "does not parse"),
+    # said as the link typed, not only as its missing target
+    ("script-dangling-link", ["profile", "--script", "{tmp}/link_train.py", "--db", "{db}"],
+     "link_train.py: a link to"),
     ("script-is-a-folder", ["profile", "--script", "{folder}", "--db", "{db}"], "is a directory"),
     (
         "script-instance-control-character",
@@ -775,6 +779,9 @@ CASES: list[tuple[str, list[str], str]] = [
     ("script-args-without-script", [*PROFILE, "--", "--epochs", "1"], "need --script"),
     ("no-model-no-script", ["profile", "--batch-size", "4", "--db", "{db}"], "--model is required"),
     ("data-dir-without-script", [*PROFILE, "--data-dir", "{folder}"], "--data-dir applies to --script"),
+    # said before the missing --batch-size, which a script would not need either
+    ("data-dir-with-a-model-alone",
+     ["profile", "--model", "resnet18", "--data-dir", "{folder}", "--db", "{db}"], "--data-dir applies to --script"),
     (
         "start-timeout-without-script",
         [*PROFILE, "--script-start-timeout", "30"],
