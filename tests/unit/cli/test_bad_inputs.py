@@ -781,7 +781,8 @@ CASES: list[tuple[str, list[str], str]] = [
     ("data-dir-without-script", [*PROFILE, "--data-dir", "{folder}"], "--data-dir applies to --script"),
     # said before the missing --batch-size, which a script would not need either
     ("data-dir-with-a-model-alone",
-     ["profile", "--model", "resnet18", "--data-dir", "{folder}", "--db", "{db}"], "--data-dir applies to --script"),
+     ["profile", "--model", "resnet18", "--data-dir", "{folder}", "--db", "{db}"],
+     "--data-dir applies to --script"),
     (
         "start-timeout-without-script",
         [*PROFILE, "--script-start-timeout", "30"],
