@@ -36,9 +36,11 @@ from stash_core.store.ingest_conflicts import (
     differences,
     missing_sample_parts,
     probe_figures,
+    probes_of_another_run,
     run_figures,
     sample_differences,
     sample_figures,
+    shared_probe_sets,
     stored_probe_figures,
     stored_run_figures,
     stored_sample_figures,
@@ -154,6 +156,8 @@ def ingest_probe(db_path: Path | str, doc: ResultDocument) -> bool:
 
 def _refuse_conflicts(prepared: list[tuple[Path, Any]]) -> None:
     """UsageError naming the file when a run_id or probe_id is given twice with other content."""
+    if shared := shared_probe_sets(prepared):
+        raise UsageError(shared)
     seen: dict[str, tuple[Path, dict[str, Any], dict[str, Any]]] = {}
     for path, item in prepared:
         if isinstance(item, PreparedSimulation):  # stored once by its simulation_id, never compared
@@ -163,9 +167,8 @@ def _refuse_conflicts(prepared: list[tuple[Path, Any]]) -> None:
         if key in seen:
             first_path, first, first_samples = seen[key]
             if differ := differences(first, figures) + sample_differences(first_samples, samples):
-                raise UsageError(
-                    f"{path}: {key} is also in {first_path} with other {difference_text(differ)}"
-                )
+                other = difference_text(differ)
+                raise UsageError(f"{path}: {key} is also in {first_path} with other {other}")
         seen[key] = (path, figures, samples)
 
 
@@ -177,6 +180,8 @@ def _refuse_stored_conflicts(con, prepared: list[tuple[Path, Any]]) -> None:
             continue
         if differ := _stored_differences(con, item):
             raise UsageError(f"{path}: {_conflict_text(_figures_of(item)[0], differ)}")
+        if owned := probes_of_another_run(con, item):
+            raise UsageError(f"{path}: {owned}")
 
 
 def _figures_of(item: PreparedRun | tuple[str, pd.DataFrame]) -> tuple[str, dict[str, Any]]:
@@ -210,6 +215,8 @@ def _conflict_text(key: str, differ: list[str]) -> str:
 
 def _insert(con: duckdb.DuckDBPyConnection, run: PreparedRun) -> bool:
     def write() -> None:
+        if owned := probes_of_another_run(con, run):  # in the transaction: nothing of the run stays
+            raise UsageError(owned)
         _insert_run(con, run.run_row)
         if run.model_row is not None:
             _upsert_model(con, run.model_row)
@@ -282,8 +289,6 @@ def _refuse_export_row(path: Path) -> None:
 def _refuse_stored(con: duckdb.DuckDBPyConnection, item: PreparedRun | tuple[str, pd.DataFrame]) -> None:
     if differ := _stored_differences(con, item):
         raise UsageError(_conflict_text(_figures_of(item)[0], differ))
-
-
 
 
 def _insert_once(

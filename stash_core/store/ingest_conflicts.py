@@ -219,3 +219,50 @@ def _plain(column: str, value: Any) -> Any:
         # a label the user confirmed after storing the run (stash instances confirm) is not new content
         return {k: v for k, v in spec.items() if k != CONFIRMED_KEY} if isinstance(spec, dict) else spec
     return value
+
+
+
+# A run's probe sets are its own (probe_id "<run_id>-<phase>"): a copy of a run's file under another run_id
+# would store the same probe sets again under their ids, which then name two sets, and `stash fit` would
+# count each twice.
+def run_probe_ids(run: PreparedRun) -> list[str]:
+    """The probe_ids of the probe sets a run's file holds."""
+    if run.probes is None or "probe_id" not in run.probes:
+        return []
+    return sorted({str(probe_id) for probe_id in run.probes["probe_id"].dropna()})
+
+
+def shared_probe_sets(prepared: list[tuple[Any, Any]]) -> str | None:
+    """Why the files of one command are refused where two runs hold a probe set of one probe_id, naming the
+    file; None when none do."""
+    owners: dict[str, tuple[Any, str]] = {}
+    for path, run in prepared:
+        for probe_id in run_probe_ids(run) if isinstance(run, PreparedRun) else []:
+            first_path, owner = owners.setdefault(probe_id, (path, run.run_id))
+            if owner != run.run_id:
+                return f"{path}: {_owned_text(probe_id, f'run {owner} in {first_path}')}"
+    return None
+
+
+def probes_of_another_run(con: duckdb.DuckDBPyConnection, run: Any) -> str | None:
+    """Why a run is refused where one of its probe sets is stored with another run (or as a `stash probe`'s
+    own); None when none is, or for a probe set or simulation."""
+    probe_ids = run_probe_ids(run) if isinstance(run, PreparedRun) else []
+    if not probe_ids:
+        return None
+    try:
+        found = con.execute(
+            "SELECT probe_id, coalesce(min(run_id), 'no run') FROM probes WHERE list_contains(?, probe_id) "
+            "AND run_id IS DISTINCT FROM ? GROUP BY probe_id ORDER BY probe_id LIMIT 1",
+            [probe_ids, run.run_id],
+        ).fetchall()
+    except duckdb.CatalogException:  # a database from before the probes table, read-only: none stored
+        return None
+    return _owned_text(found[0][0], f"run {found[0][1]}") if found else None
+
+
+def _owned_text(probe_id: str, owner: str) -> str:
+    return (
+        f"probe set {probe_id} belongs to {owner} already; refused, nothing was overwritten (a run's probe "
+        "sets are its own: a copy of a run under another run_id needs other probe_ids too)"
+    )

@@ -625,3 +625,40 @@ def test_an_ingest_interrupted_part_way_says_how_many_it_stored(
         "stash: interrupted\n"
     )
     assert len(store.list_runs(db_path)) == 2
+
+
+def _with_probes(doc: dict) -> dict:
+    """The run with a probe set of its R1, as the profile writes it (probe_id "<run_id>-R1")."""
+    doc["probes"] = [{
+        "probe_id": f"{doc['run_id']}-R1", "run_id": doc["run_id"], "phase": "R1",
+        "started_at": "2026-11-22T11:00:00+00:00", "hostname": "vm", "backend": "gloo", "device": "cpu",
+        "world_size": 2, "nodes": 1, "workers_per_node": 2,
+        "allreduce": [{"size_bytes": 4096, "repetitions": 4, "time_s": 0.001, "busbw_gbps": 0.03}],
+    }]  # fmt: skip
+    return doc
+
+
+def test_a_copy_of_a_run_under_another_run_id_does_not_store_its_probe_sets_again(
+    tmp_path, db_path, result_doc
+):
+    """A copy of a run's file with a new run_id (what the refusal of an edited run suggests) stored its
+    probe sets again under the same probe_id: one probe_id named two sets, and `stash fit` read both."""
+    doc = _with_probes(result_doc(run_id="20261122T080000Z-aaaa0041"))
+    store.ingest_result(db_path, doc)
+    copy = json.loads(json.dumps(doc))
+    copy["run_id"] = "20261122T080000Z-aaaa0042"
+    with pytest.raises(UsageError, match=r"probe set 20261122T080000Z-aaaa0041-R1 belongs to run "
+                                         r"20261122T080000Z-aaaa0041 already"):  # fmt: skip
+        store.ingest_result(db_path, copy)
+    first, second = tmp_path / "a.json", tmp_path / "b.json"  # in one command: the second file is named
+    write_result_atomic(first, _with_probes(result_doc(run_id="20261122T080000Z-aaaa0043")))
+    copied = json.loads(first.read_text())
+    copied["run_id"] = "20261122T080000Z-aaaa0044"
+    write_result_atomic(second, copied)
+    said = rf"^{second}: probe set .*-aaaa0043-R1 belongs to run .* in {first}"
+    with pytest.raises(UsageError, match=said):
+        store.ingest_files(db_path, [first, second])
+    with duckdb.connect(str(db_path), read_only=True) as con:
+        stored = con.execute("SELECT probe_id, count(DISTINCT run_id) FROM probes GROUP BY 1").fetchall()
+    assert stored == [("20261122T080000Z-aaaa0041-R1", 1)]
+    assert store.ingest_result(db_path, json.loads(json.dumps(doc))) is False  # the run itself: stored once
