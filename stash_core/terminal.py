@@ -14,8 +14,9 @@ import functools
 import re
 import shlex
 
-# C0 and C1 controls (but newline and tab, which lay out a table) and the bidirectional overrides.
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+# C0 and C1 controls (but newline and tab, which lay out a table), the bidirectional overrides, and the line
+# and paragraph separators (a line break to many readers: one cell read as two lines).
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 
 
 # Control characters (C0, DEL, C1) and the bidirectional controls that reorder what a terminal shows.

@@ -148,6 +148,8 @@ def export(db_path: Path | str, fmt: str, out_dir: Path | str) -> list[Path]:
                     line = f"cannot export {name}: {text.splitlines()[0] if text else type(exc).__name__}"
                     # a full disk or a failed write is the machine's (exit 1), a bad table the input's
                     raise (StashError if is_database_io_error(exc) else UsageError)(line) from None
+                if fmt == "json":
+                    _json_escape_controls(target)
                 staged.append(target)
         return _move_into_place(staged, out_dir, staging)
     except OSError as exc:
@@ -234,6 +236,21 @@ def _json_safe_columns(con: duckdb.DuckDBPyConnection, name: str) -> str:
         finite = kind in ("DOUBLE", "FLOAT", "REAL")
         parts.append(f"CASE WHEN isfinite({quoted}) THEN {quoted} END AS {quoted}" if finite else quoted)
     return ", ".join(parts)
+
+
+def _json_escape_controls(path: Path) -> None:
+    """Rewrite a JSON export with every character `printable` escapes that JSON allows raw (C1 controls,
+    bidirectional overrides, line separators) as its \\uXXXX escape: the same text to a JSON reader, nothing
+    a terminal runs or a line reader splits when the file is shown. DuckDB writes them raw."""
+    table = {ord(char): f"\\u{ord(char):04x}" for char in escaped_characters() if ord(char) >= 0x7F}
+    rewritten = path.with_name(path.name + ".escaped")
+    with (
+        path.open(encoding="utf-8", newline="") as source,
+        rewritten.open("w", encoding="utf-8", newline="") as out,
+    ):
+        for line in source:
+            out.write(line.translate(table))
+    rewritten.replace(path)
 
 
 def _visible_controls(column: str) -> str:

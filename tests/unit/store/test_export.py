@@ -139,6 +139,20 @@ def test_csv_export_writes_control_characters_as_text_and_quotes_formulas(result
     assert errors["formula"].startswith("'=") and errors["hostile"].startswith("\\x1b[2J")
 
 
+def test_json_export_writes_controls_as_escapes_that_read_back_as_the_same_text(result_doc, tmp_path) -> None:
+    """DuckDB writes C1 controls, bidirectional overrides and line separators raw into JSON: `cat` of the
+    export ran a CSI (U+009B), and a line reader split one row in three at U+2028 and U+0085."""
+    db = tmp_path / "results.duckdb"
+    hostile = "\x1b[2J boom \u202e txt \x9b31m a\u2028b\x85c\u2029d é 👩"
+    store.ingest_result(db, {**result_doc(run_id="hostile", status="failed"), "error": hostile})
+    store.export(db, "json", tmp_path / "out")
+    text = (tmp_path / "out" / "runs.json").read_text(encoding="utf-8")
+    assert not any(char in text for char in "\x1b\u202e\x9b\u2028\x85\u2029")
+    assert "é 👩" in text  # other characters as they are
+    rows = [json.loads(line) for line in text.splitlines()]
+    assert len(rows) == 1 and rows[0]["error"] == hostile  # the same text to a JSON reader
+
+
 def test_the_csv_cells_are_written_as_printable_writes_them(tmp_path) -> None:
     """Every character terminal.printable escapes, alone, between letters and leading a cell, comes out of
     the CSV select list exactly as printable (then the formula quote) writes it; a cell without one as is."""
