@@ -76,9 +76,9 @@ A database file that does not exist yet, or a DuckDB file without any table (a f
 before the schema), reads as a new database: all tables and the view exist and are empty but for `instances`,
 which holds the shipped catalog as a new database does (`stash instances list` shows none of its rows as
 stored, and `stash export` refuses such a file: nothing was stored in it). The file is created, with the
-schema, by the first write. The Python API's reads (`stash_core.runs`, `stash_core.breakdown`) refuse a file
-that does not exist instead (UsageError "no database at ..."): a path mistyped in a notebook is said, not read
-as empty.
+schema, by the first write. Where an empty answer would hide a mistyped path, a file that does not exist
+is refused instead, in one line ("no database ..."): by `stash runs`, `show`, `whatif` and `fit`, and by the
+Python API's reads (`stash_core.runs`, `stash_core.breakdown`, UsageError "no database at ...").
 """
 
 
