@@ -32,17 +32,12 @@ from stash_core.results.file import (
 from stash_core.store.connection import STORING, connect
 from stash_core.store.export import table_of_row
 from stash_core.store.ingest_conflicts import (
-    difference_text,
-    differences,
     missing_sample_parts,
-    probe_figures,
     probes_of_another_run,
-    run_figures,
-    sample_differences,
+    refuse_given_twice,
+    refuse_stored_conflicts,
     sample_figures,
-    shared_probe_sets,
-    stored_probe_figures,
-    stored_run_figures,
+    stored_conflict,
     stored_sample_figures,
 )
 from stash_core.store.ingest_fill import fill_migrated_gaps
@@ -108,7 +103,7 @@ def ingest_files(db_path: Path | str, paths: list[Path] | list[str]) -> list[tup
         except UsageError as exc:
             raise UsageError(f"{path}: {exc}") from None
         prepared.append((path, item))
-    _refuse_conflicts(prepared)
+    refuse_given_twice(prepared)
     outcomes = []
     waiting = collections.deque(prepared)
     checked = False
@@ -116,7 +111,7 @@ def ingest_files(db_path: Path | str, paths: list[Path] | list[str]) -> list[tup
         while waiting:
             with connect(db_path) as con:
                 if not checked:  # in the first writer's connection, before anything is inserted
-                    _refuse_stored_conflicts(con, prepared)
+                    refuse_stored_conflicts(con, prepared)
                     checked = True
                 turn_ends = time.monotonic() + READER_TURN_S
                 while waiting:  # at least one file a connection
@@ -152,65 +147,6 @@ def ingest_probe(db_path: Path | str, doc: ResultDocument) -> bool:
     probe_id, frame = prepare_probe(doc)
     with connect(db_path) as con:
         return _insert_probe(con, probe_id, frame)
-
-
-def _refuse_conflicts(prepared: list[tuple[Path, Any]]) -> None:
-    """UsageError naming the file when a run_id or probe_id is given twice with other content."""
-    if shared := shared_probe_sets(prepared):
-        raise UsageError(shared)
-    seen: dict[str, tuple[Path, dict[str, Any], dict[str, Any]]] = {}
-    for path, item in prepared:
-        if isinstance(item, PreparedSimulation):  # stored once by its simulation_id, never compared
-            continue
-        key, figures = _figures_of(item)
-        samples = sample_figures(item) if isinstance(item, PreparedRun) else {}
-        if key in seen:
-            first_path, first, first_samples = seen[key]
-            if differ := differences(first, figures) + sample_differences(first_samples, samples):
-                other = difference_text(differ)
-                raise UsageError(f"{path}: {key} is also in {first_path} with other {other}")
-        seen[key] = (path, figures, samples)
-
-
-def _refuse_stored_conflicts(con, prepared: list[tuple[Path, Any]]) -> None:
-    """UsageError naming the file when a run_id or probe_id is stored with other content (checked as the
-    writer, whose connection has made any schema part dropped by hand again)."""
-    for path, item in prepared:
-        if isinstance(item, PreparedSimulation):
-            continue
-        if differ := _stored_differences(con, item):
-            raise UsageError(f"{path}: {_conflict_text(_figures_of(item)[0], differ)}")
-        if owned := probes_of_another_run(con, item):
-            raise UsageError(f"{path}: {owned}")
-
-
-def _figures_of(item: PreparedRun | tuple[str, pd.DataFrame]) -> tuple[str, dict[str, Any]]:
-    """("run <id>" or "probe <id>", its figures)."""
-    if isinstance(item, PreparedRun):
-        return f"run {item.run_id}", run_figures(item)
-    return f"probe {item[0]}", probe_figures(item[1])
-
-
-def _stored_differences(
-    con: duckdb.DuckDBPyConnection, item: PreparedRun | tuple[str, pd.DataFrame]
-) -> list[str]:
-    """What differs between the item and the one stored under its id (nothing when none is); a run's
-    samples differ only where both hold some (a stored run without them gets them: _add_missing_samples)."""
-    if isinstance(item, PreparedRun):
-        stored = stored_run_figures(con, item.run_id)
-        if stored is None:
-            return []
-        samples = sample_differences(stored_sample_figures(con, item.run_id), sample_figures(item))
-        return differences(stored, _figures_of(item)[1]) + samples
-    stored = stored_probe_figures(con, item[0])
-    return [] if stored is None else differences(stored, _figures_of(item)[1])
-
-
-def _conflict_text(key: str, differ: list[str]) -> str:
-    return (
-        f"{key} is already stored with other {difference_text(differ)}; refused, nothing was overwritten "
-        f"(give it another {key.split()[0]}_id to keep both)"
-    )
 
 
 def _insert(con: duckdb.DuckDBPyConnection, run: PreparedRun) -> bool:
@@ -287,8 +223,8 @@ def _refuse_export_row(path: Path) -> None:
 
 
 def _refuse_stored(con: duckdb.DuckDBPyConnection, item: PreparedRun | tuple[str, pd.DataFrame]) -> None:
-    if differ := _stored_differences(con, item):
-        raise UsageError(_conflict_text(_figures_of(item)[0], differ))
+    if conflict := stored_conflict(con, item):
+        raise UsageError(conflict)
 
 
 def _insert_once(

@@ -17,9 +17,11 @@ from typing import Any
 import duckdb
 import pandas as pd
 
+from stash_core.errors import UsageError
 from stash_core.store.ingest_fill import FILLED_LATER_RUN_COLUMNS
 from stash_core.store.ingest_rows import PreparedRun
 from stash_core.store.run_labels import CONFIRMED_KEY
+from stash_core.store.simulations import PreparedSimulation, simulation_conflict
 
 # The runs columns a file gives as it is; the others are derived, or filled in by migrations for old runs.
 # The model's counts feed the fits and the fingerprint the label check: a file that changes them is other
@@ -220,6 +222,75 @@ def _plain(column: str, value: Any) -> Any:
         return {k: v for k, v in spec.items() if k != CONFIRMED_KEY} if isinstance(spec, dict) else spec
     return value
 
+
+
+
+def refuse_given_twice(prepared: list[tuple[Any, Any]]) -> None:
+    """UsageError naming the file when a run_id or probe_id is given twice with other content."""
+    if shared := shared_probe_sets(prepared):
+        raise UsageError(shared)
+    seen: dict[str, tuple[Any, dict[str, Any], dict[str, Any]]] = {}
+    for path, item in prepared:
+        if isinstance(item, PreparedSimulation):  # stored once by its simulation_id, never compared
+            continue
+        key, figures = _figures_of(item)
+        samples = sample_figures(item) if isinstance(item, PreparedRun) else {}
+        if key in seen:
+            first_path, first, first_samples = seen[key]
+            if differ := differences(first, figures) + sample_differences(first_samples, samples):
+                other = difference_text(differ)
+                raise UsageError(f"{path}: {key} is also in {first_path} with other {other}")
+        seen[key] = (path, figures, samples)
+
+
+def refuse_stored_conflicts(con: duckdb.DuckDBPyConnection, prepared: list[tuple[Any, Any]]) -> None:
+    """UsageError naming the file when a run_id, probe_id or simulation_id is stored with other content, or
+    a run's probe set with another run (checked as the writer, whose connection has made any schema part
+    dropped by hand again)."""
+    for path, item in prepared:
+        if isinstance(item, PreparedSimulation):
+            conflict = simulation_conflict(con, item)
+        else:
+            conflict = stored_conflict(con, item) or probes_of_another_run(con, item)
+        if conflict:
+            raise UsageError(f"{path}: {conflict}")
+
+
+def stored_conflict(
+    con: duckdb.DuckDBPyConnection, item: PreparedRun | tuple[str, pd.DataFrame]
+) -> str | None:
+    """Why a run or probe set is refused where its id is stored with other content; None when it is not."""
+    differ = _stored_differences(con, item)
+    return _conflict_text(_figures_of(item)[0], differ) if differ else None
+
+
+def _figures_of(item: PreparedRun | tuple[str, pd.DataFrame]) -> tuple[str, dict[str, Any]]:
+    """("run <id>" or "probe <id>", its figures)."""
+    if isinstance(item, PreparedRun):
+        return f"run {item.run_id}", run_figures(item)
+    return f"probe {item[0]}", probe_figures(item[1])
+
+
+def _stored_differences(
+    con: duckdb.DuckDBPyConnection, item: PreparedRun | tuple[str, pd.DataFrame]
+) -> list[str]:
+    """What differs between the item and the one stored under its id (nothing when none is); a run's
+    samples differ only where both hold some (a stored run without them gets them: ingest._add_missing_samples)."""
+    if isinstance(item, PreparedRun):
+        stored = stored_run_figures(con, item.run_id)
+        if stored is None:
+            return []
+        samples = sample_differences(stored_sample_figures(con, item.run_id), sample_figures(item))
+        return differences(stored, _figures_of(item)[1]) + samples
+    stored = stored_probe_figures(con, item[0])
+    return [] if stored is None else differences(stored, _figures_of(item)[1])
+
+
+def _conflict_text(key: str, differ: list[str]) -> str:
+    return (
+        f"{key} is already stored with other {difference_text(differ)}; refused, nothing was overwritten "
+        f"(give it another {key.split()[0]}_id to keep both)"
+    )
 
 
 # A run's probe sets are its own (probe_id "<run_id>-<phase>"): a copy of a run's file under another run_id

@@ -114,20 +114,30 @@ def insert_simulation(con: Any, prepared: PreparedSimulation) -> bool:
         return _insert_simulation(con, prepared)
 
 
-def _insert_simulation(con: Any, prepared: PreparedSimulation) -> bool:
+def simulation_conflict(con: Any, prepared: PreparedSimulation) -> str | None:
+    """Why a simulation is refused where its simulation_id is stored with other figures; None when it is not
+    stored or stored with the same."""
     picked = ", ".join(f"CAST({c} AS VARCHAR)" if c in _COMPARED_JSON else c for c in _COMPARED)
     stored = con.execute(
         f"SELECT {picked} FROM simulations WHERE simulation_id = ?", [prepared.simulation_id]
     ).fetchall()
-    if stored:
-        at = [_COLUMNS.index(column) for column in _COMPARED]
-        given = [tuple(row[index] for index in at) for row in prepared.rows]
-        differ = _differences(stored, given)
-        if differ:
-            raise UsageError(
-                f"simulation {prepared.simulation_id} is already stored with other {', '.join(differ)}; "
-                "refused, nothing was overwritten (give it another simulation_id to keep both)"
-            )
+    at = [_COLUMNS.index(column) for column in _COMPARED]
+    given = [tuple(row[index] for index in at) for row in prepared.rows]
+    differ = _differences(stored, given) if stored else []
+    if not differ:
+        return None
+    return (
+        f"simulation {prepared.simulation_id} is already stored with other {', '.join(differ)}; refused, "
+        "nothing was overwritten (give it another simulation_id to keep both)"
+    )
+
+
+def _insert_simulation(con: Any, prepared: PreparedSimulation) -> bool:
+    if conflict := simulation_conflict(con, prepared):
+        raise UsageError(conflict)
+    if con.execute(
+        "SELECT count(*) FROM simulations WHERE simulation_id = ?", [prepared.simulation_id]
+    ).fetchall()[0][0]:
         return False
     marks = ", ".join("?" for _ in _COLUMNS)
     con.execute("BEGIN TRANSACTION")

@@ -85,8 +85,13 @@ def test_a_simulation_given_again_with_other_figures_is_refused_not_called_alrea
     edited["policies"][0]["metrics"]["makespan_s"] += 1.0
     edited_path = tmp_path / "edited.json"
     edited_path.write_text(json.dumps(edited))
-    with pytest.raises(UsageError, match=r"already stored with other makespan_s; refused, nothing was"):
-        ingest_files(db, [edited_path])
+    # named by its file, as a run's conflict is, and before any file of the command is stored
+    other_run = tmp_path / "other.json"
+    other_run.write_text(json.dumps({**doc(), "simulation_id": "another-one"}))
+    said = rf"^{edited_path}: simulation .* already stored with other makespan_s; refused, nothing was"
+    with pytest.raises(UsageError, match=said):
+        ingest_files(db, [other_run, edited_path])
+    assert len(simulations_frame(db)) == len(doc()["policies"])
     stored = simulations_frame(db)
     assert sorted(stored["makespan_s"]) == sorted(p["metrics"]["makespan_s"] for p in doc()["policies"])
     edited["policies"][0]["metrics"]["makespan_s"] -= 1.0  # the same figures from another file: stored once
