@@ -71,7 +71,7 @@ def recommend(
     """
     from stash_core.decide.recommend import recommend as recommend_answer
 
-    shape = checked("input_shape", input_shape, parse_input_shape)
+    shape = checked("input_shape", input_shape, parse_input_shape, many=True)
     answer = recommend_answer(
         database(db), text_value("model", model, identifier), required("batch_size", batch_size, BATCH_SIZE),
         required("epochs", epochs, positive_real(1e6)),
@@ -172,4 +172,4 @@ def _offers_text(instances: dict[str, int] | list[str] | tuple[str, ...] | str) 
     if not isinstance(instances, str) or not instances.strip():
         expected = "{NAME: QUOTA}, ['NAME:QUOTA', ...] or 'NAME:QUOTA,...'"
         raise UsageError(f"instances: expected {expected}, got {instances!r}"[:200])
-    return checked("instances", instances, offers_text)
+    return checked("instances", instances, offers_text, many=True)

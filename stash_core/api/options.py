@@ -12,6 +12,7 @@ import argparse
 import difflib
 import functools
 import inspect
+import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -82,8 +83,10 @@ def profile_argv(spec: ProfileSpec | None, options: Mapping[str, Any]) -> list[s
         given[option] = name
         if option.switch:
             values[option] = _switch_value(name, option, value)
+        elif isinstance(value, bool):
+            values[option] = _on_off(name, option, value)
         elif value is not None:  # None: not given, as the command's default
-            values[option] = _on_off(name, option, value) if isinstance(value, bool) else value
+            values[option] = _one(name, option, value)
     argv: list[str] = []
     for option, value in values.items():
         argv += _option_argv(option, value)
@@ -127,11 +130,14 @@ def parse_profile(argv: list[str]) -> tuple[argparse.Namespace, Path]:
     return args, db
 
 
-def checked(name: str, value: Any, rule: Callable[[str], Any]) -> Any:
+def checked(name: str, value: Any, rule: Callable[[str], Any], many: bool = False) -> Any:
     """`value` through the rule its command-line flag has (Python values written as the flag's text first):
-    the same value the command would get, or UsageError "name: reason"; None stays None."""
+    the same value the command would get, or UsageError "name: reason"; None stays None. A list or tuple
+    only where `many` (a comma list on the command line): batch_size=[8] was a batch of 8."""
     if value is None:
         return None
+    if isinstance(value, list | tuple) and not many:
+        raise UsageError(f"{name}: expected one value, not a list: {value!r}"[:200])
     try:
         return rule(as_text(value))
     except (argparse.ArgumentTypeError, ValueError, TypeError) as error:
@@ -229,6 +235,29 @@ def _option_argv(option: Option, value: Any) -> list[str]:
         typed = value if option.attr is None else value != default_of(option.attr)
         return [option.flag] if typed else []
     return [f"{option.flag}={as_text(value)}"]  # "=": a value that starts with "-" stays a value
+
+
+# The options that take a comma list on the command line, and so a list or tuple here.
+_LIST_OPTIONS = frozenset({"stalls", "hosts", "input_shape"})
+
+
+def _one(name: str, option: Option, value: Any) -> Any:
+    """A keyword's value as its option takes it: text, a number or a path, or a list for a comma-list option;
+    db=5 was a database file named "5", out=["a", "b.json"] a file "a,b.json", batch_size=[2] a batch of 2."""
+    if isinstance(value, list | tuple) and option.dest in _LIST_OPTIONS:
+        return value
+    if not isinstance(value, str | int | float | os.PathLike) or (
+        option.dest in ("db", "out") and not isinstance(value, str | os.PathLike)
+    ):
+        given = f"{type(value).__name__} {value!r}"
+        raise UsageError(f"profile: {name} takes {_takes(option)}, not {given}"[:200])
+    return os.fspath(value) if isinstance(value, os.PathLike) else value
+
+
+def _takes(option: Option) -> str:
+    if option.dest in ("db", "out"):
+        return "a path"
+    return "a value or a list" if option.dest in _LIST_OPTIONS else "one value"
 
 
 def _on_off(name: str, option: Option, value: bool) -> str:

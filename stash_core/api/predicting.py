@@ -107,7 +107,7 @@ def predict(
         batch_size = checked("batch_size", batch_size, BATCH_SIZE)
         if batch_size is None:
             raise UsageError("--batch-size is required with --model")
-        shape = checked("input_shape", input_shape, parse_input_shape)
+        shape = checked("input_shape", input_shape, parse_input_shape, many=True)
         from stash_core.decide.predict import predict_instances
 
         job = TrainingJob(memory_format, optimizer, optimizer_impl, attention)

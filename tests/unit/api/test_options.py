@@ -3,6 +3,7 @@ by the same parser, so the same values are refused with the same line."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -103,3 +104,24 @@ def test_true_and_false_are_checked_as_the_other_functions_check_them():
         profile_argv(None, {"no_store": "false"})  # a string is no switch: it stored nothing
     with pytest.raises(UsageError, match="profile: batch_size takes a value, not False"):
         profile_argv(None, {"batch_size": False})
+
+
+@pytest.mark.parametrize(
+    ("options", "said"),
+    [
+        ({"db": 5}, "profile: db takes a path, not int 5"),  # a database file named "5" in the cwd
+        ({"db": ["/tmp/x.duckdb"]}, "profile: db takes a path, not list"),
+        ({"out": ["a", "b.json"]}, "profile: out takes a path, not list"),  # a file "a,b.json"
+        ({"batch_size": [2]}, "profile: batch_size takes one value, not list [2]"),
+        ({"model": {"name": "resnet10"}}, "profile: model takes one value, not dict"),
+    ],
+)
+def test_a_value_of_a_type_the_option_never_takes_is_refused(options, said):
+    with pytest.raises(UsageError, match=f"^{re.escape(said)}"):
+        profile_argv(None, options)
+
+
+def test_a_list_where_one_value_is_expected_is_refused_not_joined():
+    with pytest.raises(UsageError, match=r"^batch_size: expected one value, not a list: \[8\]"):
+        checked("batch_size", [8], BATCH_SIZE)
+    assert checked("input_shape", (3, 32, 32), str, many=True) == "3,32,32"
