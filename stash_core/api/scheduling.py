@@ -34,7 +34,8 @@ MAX_SYNTHETIC_SPAN_S = 10 * YEAR_S  # jobs x mean gap: the drawn arrivals stay f
 @api_options("simulate_schedule")
 def simulate_schedule(
     trace: Path | str | None = None, *, synthetic_jobs: int | None = None, trace_format: str = "auto",
-    generator: str = "basic", arrivals: str | None = None, seed: int = 0, mean_gap_s: float | None = None,
+    generator: str | None = None, arrivals: str | None = None, seed: int | None = None,
+    mean_gap_s: float | None = None,
     cluster: tuple[int, int, int] | str = (2, 4, 8), policies: list[str] | str | None = None,
     tuning: str | None = None, tune_fraction: float = defaults.TUNE_FRACTION, delay_s: float | None = None,
     scale: float | None = None, checkpoint_s: float = defaults.CHECKPOINT_S,
@@ -162,8 +163,8 @@ def _refuse_overwrites(out_dir: Path, jobs_csv: Path | None, db_path: Path, trac
 
 
 def _jobs(
-    trace: Path | None, synthetic_jobs: int | None, trace_format: str, generator: str, arrivals: str | None,
-    seed: int, mean_gap_s: float | None, db_path: Path,
+    trace: Path | None, synthetic_jobs: int | None, trace_format: str, generator: str | None,
+    arrivals: str | None, seed: int | None, mean_gap_s: float | None, db_path: Path,
 ) -> tuple[list, str, str]:  # fmt: skip
     """The jobs (trace or synthetic, arrivals applied), a name for their source, and their format."""
     from dataclasses import replace
@@ -172,6 +173,12 @@ def _jobs(
     from stash_core.sched.detect import FORMATS, detect_format
     from stash_core.sched.generate import philly_like_trace
 
+    shaping = [name for name, value in (("generator", generator), ("mean_gap_s", mean_gap_s), ("seed", seed))
+               if value is not None]  # fmt: skip
+    if trace is not None and shaping:  # a trace's own jobs: each would be dropped without a word
+        raise UsageError(f"{shaping[0]} shapes a synthetic trace (synthetic_jobs); it does not go with trace")
+    generator = defaults.GENERATOR if generator is None else generator
+    seed = defaults.SEED if seed is None else seed
     # Every value is checked, also those the source at hand does not use, as the command line checks them.
     choice("trace_format", trace_format, ("auto", *FORMATS))
     choice("generator", generator, ("basic", "philly"))

@@ -179,9 +179,6 @@ def cmd_schedule(args: argparse.Namespace) -> int:
     if args.trace is not None and shaping:
         raise UsageError(f"{shaping[0]} shapes a synthetic trace (--synthetic-jobs); it does not go with "
                          "--trace")  # fmt: skip
-    args.generator = args.generator or defaults.GENERATOR
-    args.mean_gap_s = args.mean_gap_s if args.mean_gap_s is not None else defaults.MEAN_GAP_S
-    args.seed = args.seed if args.seed is not None else defaults.SEED
     schedule = simulate_schedule(
         args.trace, synthetic_jobs=args.synthetic_jobs, trace_format=args.trace_format,
         generator=args.generator, arrivals=args.arrivals, seed=args.seed, mean_gap_s=args.mean_gap_s,

@@ -87,3 +87,16 @@ def test_the_result_file_goes_next_to_the_database_as_the_command_s_does(tmp_pat
     schedule = stash.simulate_schedule(synthetic_jobs=5, tuning="online", db=db)
     assert [path.parent for path in (db.parent / "results").glob("sim-*.json")] == [db.parent / "results"]
     assert not (tmp_path / "results").exists() and schedule.doc is not None
+
+
+@pytest.mark.parametrize("shaping", [{"generator": "philly"}, {"seed": 4}, {"mean_gap_s": 5}])
+def test_an_option_that_shapes_a_synthetic_trace_is_refused_with_a_trace(tmp_path, shaping):
+    """simulate_schedule(trace, generator="philly", seed=4, mean_gap_s=5) dropped all three without a word,
+    where `stash schedule --trace` refuses each."""
+    trace = tmp_path / "t.csv"
+    stash.simulate_schedule(synthetic_jobs=4, policies="fifo", no_store=True, out=tmp_path / "r",
+                            jobs_csv=trace)  # fmt: skip
+    name = next(iter(shaping))
+    with pytest.raises(UsageError, match=f"^{name} shapes a synthetic trace .*does not go with trace"):
+        stash.simulate_schedule(trace, policies="fifo", no_store=True, out=tmp_path / "r2", **shaping)
+    assert not (tmp_path / "r2").exists()
