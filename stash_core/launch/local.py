@@ -107,8 +107,9 @@ def run_local(
                 process.stop()
             else:
                 stop_process_group(process)
-                if process.stdin is not None:
-                    process.stdin.close()
+                for stream in (process.stdin, process.stdout, process.stderr):  # read raw, never closed
+                    if stream is not None:
+                        stream.close()
             shutil.rmtree(temp_dir, ignore_errors=True)
         if interrupted:
             raise stop_exception(interrupted[0])
