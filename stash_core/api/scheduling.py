@@ -106,6 +106,7 @@ def simulate_schedule(
     _refuse_overwrites(out_dir, jobs_csv, db_path, trace_path)
     check_outputs(out_dir, jobs_csv, db_path, store=not no_store, out_given=out is not None,
                   db_named_by=db_named_by(db))  # fmt: skip
+    _check_label(trace_label)
     jobs, source, trace_format = _jobs(trace_path, synthetic_jobs, trace_format, generator, arrivals, seed,
                                        mean_gap_s, db_path)  # fmt: skip
     most = checked("max_jobs", max_jobs, count(10**9))
@@ -209,6 +210,13 @@ def _jobs(
     jobs = jobs_from_frame(frame, db_path, "synthetic trace")
     kind = "Philly-like" if generator == "philly" else "synthetic"
     return jobs, f"{kind}({len(jobs)} jobs, seed {seed}, {arrivals} arrivals)", "synthetic"
+
+
+def _check_label(label: object) -> None:
+    """A trace label is stored and shown as the trace's name: a text (an empty one was replaced without a
+    word, the number 5 stored as the name)."""
+    if label is not None and (not isinstance(label, str) or not label.strip()):
+        raise UsageError(f"trace_label: expected a text that is not empty, got {label!r}"[:200])
 
 
 def _fabric(node_gbps: float | None, uplink_gbps: float | None, oversubscription: float | None,

@@ -100,3 +100,12 @@ def test_an_option_that_shapes_a_synthetic_trace_is_refused_with_a_trace(tmp_pat
     with pytest.raises(UsageError, match=f"^{name} shapes a synthetic trace .*does not go with trace"):
         stash.simulate_schedule(trace, policies="fifo", no_store=True, out=tmp_path / "r2", **shaping)
     assert not (tmp_path / "r2").exists()
+
+
+@pytest.mark.parametrize("label", [5, "", "  "])
+def test_a_trace_label_that_is_no_text_is_refused(tmp_path, label):
+    """trace_label=5 was stored as the trace's name, and "" was replaced by the generated one."""
+    with pytest.raises(UsageError, match="^trace_label: expected a text that is not empty"):
+        stash.simulate_schedule(synthetic_jobs=4, policies="fifo", no_store=True, out=tmp_path / "r",
+                                trace_label=label)  # fmt: skip
+    assert not (tmp_path / "r").exists()
