@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from stash_core.analysis.stalls import REMAINDER, STALL_STATUSES, with_remainder
+from stash_core.analysis.stalls import REMAINDER, with_remainder
 from stash_core.errors import UsageError
 from stash_core.results.document import ResultDocument, check_ranges
 from stash_core.results.probe import check_probe_set
@@ -40,6 +40,7 @@ PROBE_KIND = "stash-probe"
 
 RUN_STATUSES = ("completed", "failed", "interrupted")
 PHASE_STATUSES = ("completed", "failed", "skipped", "interrupted")
+STALL_STATUSES = ("measured", "clamped_zero", "negative", "not_measured", "not_separable")
 STALL_NAMES = STALLS
 SAMPLE_KEYS = ("iteration_s", "data_s", "forward_s", "backward_s", "optimizer_s", "slowest_rank")
 LAUNCH_NUMBERS = (

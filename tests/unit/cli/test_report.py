@@ -37,21 +37,6 @@ def test_a_stall_without_a_valid_figure_is_said_and_its_time_is_not_put_on_the_d
     assert "not separated    0.166 s    81.0%" in text
 
 
-def test_a_stall_of_an_unknown_status_is_said_not_shown_as_a_figure() -> None:
-    """A status edited to 'bogus' showed "CPU prep 0.039 s 18.9%" as if measured, where Upload refused it."""
-    breakdown = {
-        "iteration_s": 0.205,
-        "iteration_ci95_s": 0.015,
-        "stalls": {
-            "compute": {"seconds": 0.166, "ci95_s": 0.016, "status": "measured"},
-            "cpu": {"seconds": 0.039, "ci95_s": 0.032, "status": "bogus\x1b[2J"},
-        },
-    }
-    text = format_breakdown(breakdown)
-    assert "CPU prep       has the unknown status 'bogus\\x1b[2J'" in text and "18.9%" not in text
-    assert "\x1b" not in text
-
-
 def test_a_stored_note_stays_on_its_line() -> None:
     """A not-separable stall's stored note was printed as stored: a newline in it forged a line of `show`."""
     breakdown = {
