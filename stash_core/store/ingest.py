@@ -81,7 +81,7 @@ def ingest_files(db_path: Path | str, paths: list[Path] | list[str]) -> list[tup
     with its own short transaction; a connection takes the files that go in within READER_TURN_S and is then
     closed, so readers get a turn at least that often (opening DuckDB costs some 30 ms of CPU: a connection
     per file made a folder of runs slow to store); ingesting the same files again inserts nothing, and a
-    run_id stored with different content is refused (a simulation_id stored already is left as it is).
+    run_id, probe_id or simulation_id stored with different content is refused.
     """
     db_path = required_path("db_path", db_path)
     if isinstance(paths, str | Path) or not isinstance(paths, list | tuple):

@@ -1,4 +1,5 @@
-"""A run_id or probe_id given again: the same content is stored once (idempotent), other content is refused.
+"""A run, probe or simulation id given again: the same content is stored once (idempotent), other content is
+refused; so is a run whose probe set another run holds (a copy of its file under another run_id).
 
 A run is compared on what it is and what it measured: the runs columns that come from the file as it is
 (not the ones a label confirmation changes), every phase's statistics and status, every stall's figures and
@@ -21,7 +22,7 @@ from stash_core.errors import UsageError
 from stash_core.store.ingest_fill import FILLED_LATER_RUN_COLUMNS
 from stash_core.store.ingest_rows import PreparedRun
 from stash_core.store.run_labels import CONFIRMED_KEY
-from stash_core.store.simulations import PreparedSimulation, simulation_conflict
+from stash_core.store.simulations import PreparedSimulation, simulation_conflict, simulation_differences
 
 # The runs columns a file gives as it is; the others are derived, or filled in by migrations for old runs.
 # The model's counts feed the fits and the fingerprint the label check: a file that changes them is other
@@ -223,15 +224,19 @@ def _plain(column: str, value: Any) -> Any:
     return value
 
 
-
-
 def refuse_given_twice(prepared: list[tuple[Any, Any]]) -> None:
-    """UsageError naming the file when a run_id or probe_id is given twice with other content."""
+    """UsageError naming the file when a run_id, probe_id or simulation_id is given twice with other
+    content."""
     if shared := shared_probe_sets(prepared):
         raise UsageError(shared)
     seen: dict[str, tuple[Any, dict[str, Any], dict[str, Any]]] = {}
+    simulations: dict[str, tuple[Any, PreparedSimulation]] = {}
     for path, item in prepared:
-        if isinstance(item, PreparedSimulation):  # stored once by its simulation_id, never compared
+        if isinstance(item, PreparedSimulation):
+            first_path, first = simulations.setdefault(item.simulation_id, (path, item))
+            if differ := simulation_differences(first, item):
+                key = f"simulation {item.simulation_id}"
+                raise UsageError(f"{path}: {key} is also in {first_path} with other {', '.join(differ)}")
             continue
         key, figures = _figures_of(item)
         samples = sample_figures(item) if isinstance(item, PreparedRun) else {}
@@ -275,7 +280,8 @@ def _stored_differences(
     con: duckdb.DuckDBPyConnection, item: PreparedRun | tuple[str, pd.DataFrame]
 ) -> list[str]:
     """What differs between the item and the one stored under its id (nothing when none is); a run's
-    samples differ only where both hold some (a stored run without them gets them: ingest._add_missing_samples)."""
+    samples differ only where both hold some (a stored run without them gets them from its file:
+    ingest._add_missing_samples)."""
     if isinstance(item, PreparedRun):
         stored = stored_run_figures(con, item.run_id)
         if stored is None:
@@ -322,14 +328,18 @@ def probes_of_another_run(con: duckdb.DuckDBPyConnection, run: Any) -> str | Non
     if not probe_ids:
         return None
     try:
+        # a run stored already had its probe sets judged when it went in (or before this check existed)
         found = con.execute(
-            "SELECT probe_id, coalesce(min(run_id), 'no run') FROM probes WHERE list_contains(?, probe_id) "
-            "AND run_id IS DISTINCT FROM ? GROUP BY probe_id ORDER BY probe_id LIMIT 1",
+            "SELECT probe_id, min(run_id) FROM probes WHERE list_contains($1, probe_id) "
+            "AND run_id IS DISTINCT FROM $2 AND NOT EXISTS (SELECT 1 FROM runs WHERE run_id = $2) "
+            "GROUP BY probe_id ORDER BY probe_id LIMIT 1",
             [probe_ids, run.run_id],
         ).fetchall()
     except duckdb.CatalogException:  # a database from before the probes table, read-only: none stored
         return None
-    return _owned_text(found[0][0], f"run {found[0][1]}") if found else None
+    if not found:
+        return None
+    return _owned_text(found[0][0], f"run {found[0][1]}" if found[0][1] else "a `stash probe` of its own")
 
 
 def _owned_text(probe_id: str, owner: str) -> str:

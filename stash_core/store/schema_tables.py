@@ -322,7 +322,8 @@ PROBES = RelationDoc(
     "bandwidth and latency probes, one row per measured figure",
     "Filled from the `probes` section of a profile's result file (every profile with more than one worker "
     "probes after R1 and after R1n, through the run's own process group) and by `stash probe` (then `run_id` "
-    "and `phase` are NULL). No key; a probe set is identified by `probe_id` and ingested once. Rates are in "
+    "and `phase` are NULL). No key; a probe set is identified by `probe_id` and ingested once: a copy of a "
+    "run's file under another `run_id` is refused, its probe sets being the first run's. Rates are in "
     "**Gbit/s** (gigabits per second, like `instances.network_gbps` and tc's rates), not bytes. Every time "
     "is the slowest rank's.",
     table(

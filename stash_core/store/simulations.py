@@ -121,9 +121,7 @@ def simulation_conflict(con: Any, prepared: PreparedSimulation) -> str | None:
     stored = con.execute(
         f"SELECT {picked} FROM simulations WHERE simulation_id = ?", [prepared.simulation_id]
     ).fetchall()
-    at = [_COLUMNS.index(column) for column in _COMPARED]
-    given = [tuple(row[index] for index in at) for row in prepared.rows]
-    differ = _differences(stored, given) if stored else []
+    differ = _differences(stored, _compared(prepared)) if stored else []
     if not differ:
         return None
     return (
@@ -148,6 +146,16 @@ def _insert_simulation(con: Any, prepared: PreparedSimulation) -> bool:
         rollback_if_open(con)  # a failed COMMIT (a full disk) says why, not "no transaction is active"
         raise
     return True
+
+
+def simulation_differences(first: PreparedSimulation, second: PreparedSimulation) -> list[str]:
+    """The compared columns in which two files' rows of one simulation_id differ."""
+    return _differences(_compared(first), _compared(second))
+
+
+def _compared(prepared: PreparedSimulation) -> list[tuple]:
+    at = [_COLUMNS.index(column) for column in _COMPARED]
+    return [tuple(row[index] for index in at) for row in prepared.rows]
 
 
 def _differences(stored: list[tuple], given: list[tuple]) -> list[str]:

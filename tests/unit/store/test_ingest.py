@@ -662,3 +662,19 @@ def test_a_copy_of_a_run_under_another_run_id_does_not_store_its_probe_sets_agai
         stored = con.execute("SELECT probe_id, count(DISTINCT run_id) FROM probes GROUP BY 1").fetchall()
     assert stored == [("20261122T080000Z-aaaa0041-R1", 1)]
     assert store.ingest_result(db_path, json.loads(json.dumps(doc))) is False  # the run itself: stored once
+
+
+def test_a_stored_run_whose_probe_sets_a_copy_holds_too_is_read_again_as_stored(
+    tmp_path, db_path, result_doc
+):
+    """A database of an earlier version holds a run and a copy of it with the same probe sets: ingesting the
+    run's own file again, beside a new one, refused both (the run was blamed as the copy)."""
+    doc = _with_probes(result_doc(run_id="20261122T080000Z-aaaa0045"))
+    store.ingest_result(db_path, doc)
+    with duckdb.connect(str(db_path)) as con:  # the copy's probe rows, as an earlier version stored them
+        con.execute("INSERT INTO probes SELECT * REPLACE ('20261122T080000Z-aaaa0046' AS run_id) FROM probes")
+    again, new = tmp_path / "again.json", tmp_path / "new.json"
+    write_result_atomic(again, doc)
+    write_result_atomic(new, _with_probes(result_doc(run_id="20261122T080000Z-aaaa0047", seed=5)))
+    outcomes = store.ingest_files(db_path, [again, new])
+    assert [inserted for _, _, inserted in outcomes] == [False, True]

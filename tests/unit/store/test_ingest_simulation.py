@@ -92,6 +92,12 @@ def test_a_simulation_given_again_with_other_figures_is_refused_not_called_alrea
     with pytest.raises(UsageError, match=said):
         ingest_files(db, [other_run, edited_path])
     assert len(simulations_frame(db)) == len(doc()["policies"])
+    # given twice in one command with other figures: the second file named, before anything is stored
+    fresh = tmp_path / "fresh.duckdb"
+    said = rf"^{edited_path}: simulation .* is also in {simulation} with other "
+    with pytest.raises(UsageError, match=said):
+        ingest_files(fresh, [simulation, edited_path])
+    assert simulations_frame(fresh).empty
     stored = simulations_frame(db)
     assert sorted(stored["makespan_s"]) == sorted(p["metrics"]["makespan_s"] for p in doc()["policies"])
     edited["policies"][0]["metrics"]["makespan_s"] -= 1.0  # the same figures from another file: stored once
