@@ -172,4 +172,4 @@ def _offers_text(instances: dict[str, int] | list[str] | tuple[str, ...] | str) 
     if not isinstance(instances, str) or not instances.strip():
         expected = "{NAME: QUOTA}, ['NAME:QUOTA', ...] or 'NAME:QUOTA,...'"
         raise UsageError(f"instances: expected {expected}, got {instances!r}"[:200])
-    return checked("instances", instances, offers_text, many=True)
+    return checked("instances", instances, offers_text)

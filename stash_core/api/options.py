@@ -12,6 +12,7 @@ import argparse
 import difflib
 import functools
 import inspect
+import numbers
 import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -246,7 +247,7 @@ def _one(name: str, option: Option, value: Any) -> Any:
     db=5 was a database file named "5", out=["a", "b.json"] a file "a,b.json", batch_size=[2] a batch of 2."""
     if isinstance(value, list | tuple) and option.dest in _LIST_OPTIONS:
         return value
-    if not isinstance(value, str | int | float | os.PathLike) or (
+    if not isinstance(value, str | numbers.Real | os.PathLike) or (  # numpy's numbers too
         option.dest in ("db", "out") and not isinstance(value, str | os.PathLike)
     ):
         given = f"{type(value).__name__} {value!r}"

@@ -121,6 +121,14 @@ def test_a_value_of_a_type_the_option_never_takes_is_refused(options, said):
         profile_argv(None, options)
 
 
+def test_numpy_numbers_are_numbers():
+    import numpy as np
+
+    assert profile_argv(None, {"batch_size": np.int64(8), "target_ci": np.float32(0.5)}) == [
+        "--batch-size=8", "--target-ci=0.5"
+    ]  # fmt: skip
+
+
 def test_a_list_where_one_value_is_expected_is_refused_not_joined():
     with pytest.raises(UsageError, match=r"^batch_size: expected one value, not a list: \[8\]"):
         checked("batch_size", [8], BATCH_SIZE)
