@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import os
 from collections.abc import Callable
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
@@ -37,6 +36,7 @@ from stash_core.spec_parse import (
     parse_rate,
     parse_stalls,
     positive_real,
+    refuse_dangling_link,
 )
 from stash_core.units import STALLS
 from stash_core.userfiles import read_user_bytes
@@ -190,7 +190,7 @@ def _script_model(args: argparse.Namespace) -> None:
     if script and getattr(args, "model", None):
         raise FieldError("--script excludes --model: give one or the other", "script", script)
     if script:
-        _refuse_dangling_link(script)
+        refuse_dangling_link(script)
         args.script = _resolved(script, "--script")
         args.model = script_model_name(script)
         return
@@ -242,20 +242,6 @@ def option_rule(attr: str) -> Number:
         if option.attr == attr and isinstance(option.type, Number):
             return option.type
     raise KeyError(f"no numeric option sets {attr!r}")
-
-
-def _refuse_dangling_link(script: str) -> None:
-    """A --script link whose target is gone is said as the link it is: resolved, it named only the target."""
-    path = Path(script)
-    try:
-        dangling = path.is_symlink() and not path.exists()
-        target = os.readlink(path) if dangling else None
-        path.resolve()
-    except (RuntimeError, OSError):  # a loop, a name too long: _resolved says it
-        return
-    if dangling:
-        message = f"--script {script}: a link to {target}, which does not exist"
-        raise FieldError(message, "script", script, "missing")
 
 
 def _resolved(text: str, flag: str = "--dataset") -> str | None:

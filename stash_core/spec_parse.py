@@ -5,9 +5,11 @@ that every check of a spec raises (stash_core/spec.py holds the spec and its opt
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import unicodedata
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from stash_core.errors import UsageError
@@ -276,3 +278,17 @@ def offers_text(text: str) -> str:
             except argparse.ArgumentTypeError as error:
                 raise argparse.ArgumentTypeError(f"{part!r}: the quota {error}") from None
     return text
+
+
+def refuse_dangling_link(script: str) -> None:
+    """A --script link whose target is gone is said as the link it is: resolved, it named only the target."""
+    path = Path(script)
+    try:
+        dangling = path.is_symlink() and not path.exists()
+        target = os.readlink(path) if dangling else None
+        path.resolve()
+    except (RuntimeError, OSError):  # a loop, a name too long: _resolved says it
+        return
+    if dangling:
+        message = f"--script {script}: a link to {target}, which does not exist"
+        raise FieldError(message, "script", script, "missing")
