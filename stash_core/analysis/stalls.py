@@ -225,16 +225,17 @@ def _difference(name: str, later: PhaseTime, earlier: PhaseTime, ci95_s: float, 
     seconds = later.mean_s - earlier.mean_s
     if seconds >= 0:
         return _stall(seconds, ci95_s, reference_s, iterations_per_epoch, "measured", "")
+    difference, spread = signed_seconds(seconds), signed_seconds(ci95_s, "")
     if -seconds <= ci95_s:
         note = (
-            f"difference {signed_seconds(seconds)} s is within the noise (± {ci95_s:.4f} s): not resolved, "
-            f"reported as 0 and kept in the remainder ({REMAINDER_LABEL})"
+            f"difference {difference} s is within the noise (± {spread} s): not resolved, reported as 0 and "
+            f"kept in the remainder ({REMAINDER_LABEL})"
         )
         return _stall(0.0, ci95_s, reference_s, iterations_per_epoch, "clamped_zero", note, raw_s=seconds)
-    note = f"negative beyond the noise: {signed_seconds(seconds)} s ± {ci95_s:.4f} s"
+    note = f"negative beyond the noise: {difference} s ± {spread} s"
     warnings.append(
-        f"{name} stall is {signed_seconds(seconds)} s ± {ci95_s:.4f} s: the later run was faster than the "
-        "earlier one beyond the noise (interference from other load, or too few iterations)"
+        f"{name} stall is {difference} s ± {spread} s: the later run was faster than the earlier one beyond "
+        "the noise (interference from other load, or too few iterations)"
     )
     return _stall(seconds, ci95_s, reference_s, iterations_per_epoch, "negative", note)
 
@@ -248,13 +249,14 @@ def _stall(seconds: float | None, ci95_s: float | None, reference_s: float, iter
             "raw_s": seconds if raw_s is None else raw_s}  # fmt: skip
 
 
-def signed_seconds(seconds: float) -> str:
-    """Seconds with a sign, at 4 decimals or as many as show 2 significant figures of a smaller value: a
-    remainder part of -34 us read "-0.0000 s"."""
+def signed_seconds(seconds: float, sign: str = "+") -> str:
+    """Seconds at 4 decimals, or as many as show 2 significant figures of a smaller value (9 at most: a
+    nanosecond is none to a step); with a sign unless `sign` is "". A remainder part of -34 us read
+    "-0.0000 s"."""
     decimals = 4
     if seconds and math.isfinite(seconds) and abs(seconds) < 1e-3:
-        decimals = 1 - math.floor(math.log10(abs(seconds)))
-    return f"{seconds:+.{decimals}f}"
+        decimals = min(9, 1 - math.floor(math.log10(abs(seconds))))
+    return f"{seconds:{sign}.{decimals}f}"
 
 
 def _part(kind: str, what: str, seconds: float) -> dict:

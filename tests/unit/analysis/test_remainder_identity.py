@@ -189,6 +189,14 @@ def test_a_remainder_part_under_a_millisecond_keeps_two_significant_figures() ->
     assert ": disk -0.000034 s (not separable)" in remainder_of(stored)["note"]
 
 
+def test_seconds_under_a_millisecond_keep_two_figures_down_to_a_nanosecond() -> None:
+    from stash_core.analysis.stalls import signed_seconds
+
+    assert [signed_seconds(s) for s in (0.0123, -0.000034, 0.0)] == ["+0.0123", "-0.000034", "+0.0000"]
+    assert signed_seconds(0.00003, "") == "0.000030"  # an interval: no sign
+    assert signed_seconds(1e-17) == signed_seconds(5e-324) == "+0.000000000"  # not hundreds of zeros
+
+
 def test_a_stored_run_without_r0_says_its_remainder_is_the_first_run_measured() -> None:
     """The profile said "R1 +0.3000 s (the first run measured, with no R0 to split it)"; `stash show` and the
     page, rebuilding the remainder from the stored rows, said "runs that were not split into named stalls"."""
