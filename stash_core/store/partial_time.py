@@ -17,15 +17,17 @@ from stash_core.store.connection import connect
 from stash_core.store.relations import relation_rows
 
 _STOPPED = ("failed", "interrupted")  # a phase's status where the profile ended
+JOB_PHASE = "R2"  # all workers on the job's own data: the time of the job profiled
 
 
 def partial_note(run: dict[str, Any], phases: list[dict[str, Any]]) -> str | None:
     """e.g. "failed in R1; its time is R0's (1 worker, synthetic data on the device), the last phase that
     completed", for a run (its runs row: status, iteration_s, reference_phase) that did not complete but holds
-    an iteration time; None for any other. `phases`: its phases rows in the order they ran."""
-    if run.get("status") == "completed" or run.get("iteration_s") is None:
-        return None
+    an iteration time other than R2's (the job's own); None for any other. `phases`: its phases rows in the
+    order they ran."""
     reference = run.get("reference_phase") or "unknown"
+    if run.get("status") == "completed" or run.get("iteration_s") is None or reference == JOB_PHASE:
+        return None  # R2's time is the job's as set up, whichever run after it stopped
     described = {phase.get("phase"): phase.get("description") for phase in phases}
     stopped = next((phase.get("phase") for phase in phases if phase.get("status") in _STOPPED), None)
     ended = f"{run.get('status') or 'not completed'}{f' in {stopped}' if stopped else ''}"

@@ -79,3 +79,17 @@ def test_the_notes_under_the_table_come_in_its_rows_order(tmp_path, capsys) -> N
     rows = [line.split()[0] for line in lines[1:] if line.startswith("2026")]
     notes = [line.split()[0] for line in lines if line.startswith("  2026")]
     assert rows == ids[::-1] and notes == rows  # the newest first, in both
+
+
+def test_a_run_whose_time_is_r2_s_is_not_said_to_be_another_jobs_time(db, capsys) -> None:
+    """A run stopped in R3 after R2 ran keeps R2's time: all workers on the job's own data, the job as set
+    up. It was marked "not the time of the job profiled"."""
+    import duckdb
+
+    with duckdb.connect(str(db)) as con:
+        con.execute("UPDATE runs SET reference_phase = 'R2' WHERE run_id = '20261122T120000Z-0000fa11'")
+    assert main(["runs", "--db", str(db)]) == 0
+    out = capsys.readouterr().out
+    assert "*" not in out and "not the time of the job profiled" not in out
+    assert main(["show", "0000fa11", "--db", str(db)]) == 0
+    assert "partial:" not in capsys.readouterr().out
