@@ -149,9 +149,14 @@ def _print_predictions(
         bandwidth = parse_rate_gbps(args.bandwidth)
         if bandwidth is None:
             raise UsageError(f"--bandwidth {args.bandwidth!r}: give e.g. 1gbit, 200mbit or 25 (Gbit/s)")
+    if bandwidth is not None and (args.nodes or 1) <= 1:  # one machine has no network: it was ignored
+        raise UsageError("--bandwidth is the network's between machines: give --nodes 2 or more")
     shape = _shape(args.input_shape)
     if _no_database(args, report):
-        print(f"no database at {printable(str(db_path(args)))} (--db or $STASH_DB chooses one)")
+        where = f"no database at {db_path(args)} (--db or $STASH_DB chooses one)"
+        if args.alpha_s is None and beta_s_per_byte is None:  # nothing to predict from: as plain fit says
+            raise UsageError(f"{where}: nothing to fit (--link-gbps gives a wire time without profiles)")
+        print(printable(where))
     predicted, no_link = 0, False
     for stall in stalls:
         if stall == "network" and (args.nodes or 1) <= 1:
@@ -209,9 +214,10 @@ def format_fit_report(report: FitReport, all_models: bool = False, stalls: tuple
     shortfalls = {(model.stall, model.group_label): report.shortfall(model.stall, model.group)
                   for model in report.models}  # fmt: skip
     for (stall, group), frame in summary.groupby(["stall", "group"], sort=False):
+        runs, models = int(frame["points"].max()), int(frame["models"].max())
         lines.append(
-            f"{stall} stall  |  {one_line(group)}  |  {int(frame['points'].max())} runs of "
-            f"{int(frame['models'].max())} models"
+            f"{stall} stall  |  {one_line(group)}  |  {runs} run{'s' * (runs != 1)} of {models} "
+            f"model{'s' * (models != 1)}"
         )
         frame = frame.sort_values(["enough_points", "lomo_mape"], ascending=[False, True], na_position="last")
         shown = frame if all_models else frame[frame["best"] | (frame.index.isin(frame.index[:2]))]
@@ -240,7 +246,8 @@ def format_fit_report(report: FitReport, all_models: bool = False, stalls: tuple
             f"median {percent(statistics.median(best_errors))}"
             f" over {len(best_errors)} configuration(s); published predictors report {PUBLISHED_ERRORS}"
         )
-    lines.append("* = best (lowest leave-one-model-out error)")
+    if any(line.startswith("  * ") for line in lines):  # a legend for a mark that is there
+        lines.append("* = best (lowest leave-one-model-out error)")
     return "\n".join(lines)
 
 

@@ -46,7 +46,10 @@ def format_gbps(gbps: float | None) -> str:
     if gbps is None:
         return "-"
     gbps = round(gbps, 9)  # 8 / beta / 1e9 comes back as 0.9999999...
-    return f"{gbps:g} Gbit/s" if gbps >= 1 else f"{gbps * 1000:g} Mbit/s"
+    # four figures: a measured rate's six ("8.09093 Gbit/s") claimed a precision no probe has
+    if gbps >= 1:
+        return f"{gbps:.4g} Gbit/s" if gbps < 1e4 else f"{gbps:.0f} Gbit/s"
+    return f"{gbps * 1000:.4g} Mbit/s"
 
 
 def split_instance_label(label: str | None) -> tuple[str | None, float | None]:

@@ -46,9 +46,18 @@ def test_stalls_every_profile_measured_as_none_predict_none(tmp_path, capsys):
 
 def test_fit_predict_exits_2_when_nothing_could_be_predicted(tmp_path, capsys):
     missing = str(tmp_path / "none.duckdb")
-    assert stash("fit", "--predict", "resnet18", "--workers", "4", "--db", missing) == 2
+    # a database that is not there is one line, as plain fit says it (it went on to "no model" for each)
+    with pytest.raises(UsageError) as refused:
+        stash("fit", "--predict", "resnet18", "--workers", "4", "--db", missing)
+    assert str(refused.value) == (
+        f"no database at {missing} (--db or $STASH_DB chooses one): nothing to fit (--link-gbps gives a wire "
+        "time without profiles)"
+    )
+    empty = str(tmp_path / "empty.duckdb")
+    duckdb.connect(empty).close()  # a database with nothing in it
+    assert stash("fit", "--predict", "resnet18", "--workers", "4", "--db", empty) == 2
     said = capsys.readouterr()
-    assert f"no database at {missing}" in said.out and "no model" in said.out
+    assert "no model" in said.out
     # exit status 2 is one line on stderr (it was stdout only); a link's rate is what answers a stall
     # never profiled, and the line names the options that give it
     assert said.err.strip() == (
@@ -56,6 +65,10 @@ def test_fit_predict_exits_2_when_nothing_could_be_predicted(tmp_path, capsys):
         "its link's rate: give --bandwidth (network) or --link-gbps"
     )
     assert stash("fit", "--predict", "resnet18", "--workers", "4", "--link-gbps", "10", "--db", missing) == 0
+    assert f"no database at {missing}" in capsys.readouterr().out  # said, and the wire time given
+    # a network's bandwidth on one machine was ignored without a word
+    with pytest.raises(UsageError, match="^--bandwidth is the network's between machines: give --nodes 2"):
+        stash("fit", "--predict", "resnet18", "--workers", "4", "--bandwidth", "1gbit", "--db", empty)
 
 
 def test_whatif_on_invalid_stored_figures_answers_none_and_keeps_its_json_valid(tmp_path, capsys):
@@ -97,3 +110,13 @@ def test_fit_without_network_stalls_names_a_campaign_that_measures_them(tmp_path
     ], said
     assert stash(*commands[1].split()[1:], "--dry-run", "--db", db) == 0
     assert "2 worker(s) x 2 nodes at 1gbit" in capsys.readouterr().out  # it would measure the network
+
+
+def test_a_fit_of_one_profile_says_one_run_and_no_legend_for_a_mark_not_shown(tmp_path, capsys):
+    """"1 runs of 1 models", and "* = best" under a table where no model was best."""
+    db = str(tmp_path / "one.duckdb")
+    stalls = {"compute": 0.2, "interconnect": 0.01}
+    ingest_result(db, result_doc("m0", stalls=stalls, instance="lab", grad_bytes=10**7, grad_tensor_count=10))
+    assert stash("fit", "--db", db) == 0
+    out = capsys.readouterr().out
+    assert "|  1 run of 1 model" in out and "no best model" in out and "* = best" not in out
