@@ -78,6 +78,8 @@ def test_probes_table_feeds_the_alpha_beta_model(tmp_path):
     report = fit_stall_models(db, stalls=("interconnect",))
     model = next(m for m in report.models if m.name == ALPHA_BETA)
     assert model.link.source == "probe"
+    # which probe sets were pooled is said: a `stash probe` stored later moves the fit
+    assert "link from 6 probe sets: 6 of stash probe" in model.note
     assert model.link.alpha_s == pytest.approx(alpha_s, rel=1e-3)
     assert model.scale == pytest.approx(0.5, rel=1e-6)
     assert model.lomo_mape == pytest.approx(0.0, abs=1e-9)
