@@ -353,9 +353,9 @@ def format_whatif(answer: dict[str, Any]) -> str:
             lines.append(f"  {title:<18} {item['summary']}{tail}")
         else:
             lines.append(f"  {title:<18} {item['status']}")
-    cpu = answer["cpu"]
-    for row in cpu.get("predictions") or []:
-        lines.append(f"      {row['cores_per_worker']:>3} cores/worker -> {row['iteration_s']:.4f} s")
+        if key == "cpu":  # under the CPU's answer: after the network's it read as the network's
+            for row in item.get("predictions") or []:
+                lines.append(f"      {row['cores_per_worker']:>3} cores/worker -> {row['iteration_s']:.4f} s")
     lines.append("  assumptions: " + "; ".join(answer["assumptions"]))
     return "\n".join(lines)
 

@@ -34,6 +34,9 @@ def test_cpu_cores_needed_follow_from_r3_and_the_loader_workers(tmp_path):
     by_cores = {row["cores_per_worker"]: row["iteration_s"] for row in cpu["predictions"]}
     assert by_cores[1] == pytest.approx(0.7)  # one core: what was measured
     assert by_cores[1] > by_cores[2] == by_cores[3]
+    lines = format_whatif(whatif(db, run_id)).splitlines()  # the table under the CPU answer
+    at = next(i for i, line in enumerate(lines) if line.startswith("  CPU cores"))
+    assert "cores/worker" in lines[at + 1] and lines.index(next(x for x in lines if "network" in x)) > at + 1
 
 
 def test_cpu_what_if_agrees_in_direction_with_a_run_that_had_more_loader_workers(tmp_path):
