@@ -113,6 +113,7 @@ def cpu_answer(run: dict[str, Any], times: dict[str, float], stalls: dict[str, d
         # Within the noise: no core count can be told from it, and none would make the step faster.
         return {
             **base,
+            "per_sample_cpu_ms": None,  # R3 is then not the loaders' time: no figure per sample from it
             "status": "within the noise",
             "cores_per_worker_needed": None,
             "predicted_iteration_s": None,
