@@ -180,7 +180,7 @@ def _print_predictions(
             beta_s_per_byte=beta_s_per_byte,
         )
         print(printable(format_prediction(answer)))
-        predicted += answer["stall_s"] is not None
+        predicted += answer["stall_s"] is not None or answer.get("measured_s") is not None  # an answer too
         no_link |= answer["stall_s"] is None and NO_LINK in (answer["status"] or "")
     if predicted:
         return 0
@@ -252,8 +252,14 @@ def format_fit_report(report: FitReport, all_models: bool = False, stalls: tuple
 
 
 def format_prediction(answer: dict[str, Any]) -> str:
+    measured = answer.get("measured_s")
+    profiled = "" if measured is None else (
+        f"\n  profiled in this configuration: {measured * 1e3:.2f} ms per iteration (mean of "
+        f"{answer['measured_runs']} run{'s' * (answer['measured_runs'] != 1)})"
+    )
     if answer["stall_s"] is None:
-        return f"{answer['stall']} stall of {answer['model']}: {answer['status'] or 'no prediction'}"
+        status = answer["status"] or "no prediction"
+        return f"{answer['stall']} stall of {answer['model']}: {status}{profiled}"
     error = answer["expected_mape"]
     if error is not None:
         expected = f", expected error {percent(error)} ({answer['validated_by']})"
@@ -262,7 +268,7 @@ def format_prediction(answer: dict[str, Any]) -> str:
     note = f"\n  warning: {answer['note']}" if answer.get("note") else ""
     return (
         f"{answer['stall']} stall of {answer['model']}: {answer['stall_s'] * 1e3:.2f} ms per iteration "
-        f"[{answer['status']}; {answer['method'] or '-'}; {answer['group'] or '-'}{expected}]{note}"
+        f"[{answer['status']}; {answer['method'] or '-'}; {answer['group'] or '-'}{expected}]{note}{profiled}"
     )
 
 

@@ -17,10 +17,10 @@ import pandas as pd
 
 from stash_core.decide.fit.counts import model_counts
 from stash_core.decide.fit.extrapolation import gradient_bytes_note
-from stash_core.decide.fit.observations import MODELLED_STALLS, split_instance_label
+from stash_core.decide.fit.observations import FEATURES, MODELLED_STALLS, split_instance_label
 from stash_core.decide.fit.report import FitReport
 from stash_core.decide.fit.selection import fit_stall_models
-from stash_core.decide.fit.stall_model import StallModel, group_label
+from stash_core.decide.fit.stall_model import StallModel, group_label, same_group
 from stash_core.decide.fit.unprofiled import from_other_bandwidth, from_other_node_counts, uncalibrated
 from stash_core.errors import UsageError
 
@@ -139,6 +139,8 @@ def _blank_result(stall: str, model: str | None, counts: dict[str, Any]) -> dict
         "group": None,
         "candidates": [],
         "note": None,
+        "measured_s": None,  # the model's own stall where this configuration profiled it (mean of its runs)
+        "measured_runs": 0,
     }
 
 
@@ -212,6 +214,7 @@ def _from_group(
 ) -> dict[str, Any]:
     models = report.models_for(stall, group)
     result["group"] = group_label(stall, group)
+    result["measured_s"], result["measured_runs"] = _measured(report, stall, group, counts)
     result["candidates"] = [_candidate_row(model, model.predict(counts, world)) for model in models]
     best = next((model for model in models if model.best), None)
     if best is None:
@@ -228,6 +231,26 @@ def _from_group(
         note=gradient_bytes_note(counts["grad_bytes"], [best]),
     )
     return result
+
+
+def _measured(report: FitReport, stall: str, group: dict[str, Any], counts: dict) -> tuple[float | None, int]:
+    """(mean stall, runs) of the runs of this model (its counts) in the group: a prediction of a model
+    profiled there is shown beside what was measured, not instead of it."""
+    rows = report.observations
+    if rows.empty or "stall_s" not in rows:
+        return None, 0
+    rows = rows[rows["stall"] == stall]
+    for feature in FEATURES:
+        rows = rows[pd.to_numeric(rows[feature], errors="coerce") == float(counts.get(feature) or math.nan)]
+    plain = [{key: None if _missing(value) else value for key, value in row.items()} for row in
+             rows.to_dict(orient="records")]  # fmt: skip
+    here = [row["stall_s"] for row in plain if same_group(group, row) and row["stall_s"] is not None]
+    return (sum(here) / len(here), len(here)) if here else (None, 0)
+
+
+def _missing(value: Any) -> bool:
+    """A missing cell of the observations (an unlabelled run's instance is NaN there, None in a group)."""
+    return value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value))
 
 
 def predictions_frame(report: FitReport, counts: dict[str, float], stall: str) -> pd.DataFrame:

@@ -120,3 +120,22 @@ def test_a_fit_of_one_profile_says_one_run_and_no_legend_for_a_mark_not_shown(tm
     assert stash("fit", "--db", db) == 0
     out = capsys.readouterr().out
     assert "|  1 run of 1 model" in out and "no best model" in out and "* = best" not in out
+
+
+def test_a_prediction_of_a_model_profiled_in_the_configuration_shows_what_was_measured(tmp_path):
+    """fit --predict of a profiled model gave the fit's 10.27 ms alone, where its run measured 8.01."""
+    from stash_core.cli.fit import format_prediction
+    from stash_core.decide.fit import fit_stall_models, predict_stall
+
+    db = _fit_db(tmp_path)
+    report = fit_stall_models(db, stalls=("interconnect",))
+    row = report.observations.iloc[1]
+    counts = {feature: float(row[feature]) for feature in ("grad_bytes", "grad_tensor_count", "layer_count")}
+    where = {"stall": "interconnect", "workers_per_node": int(row["workers_per_node"]), "instance": "lab"}
+    answer = predict_stall(db, counts={"name": "m1", **counts}, report=report, **where)
+    assert answer["measured_s"] == pytest.approx(float(row["stall_s"])) and answer["measured_runs"] == 1
+    measured_ms = float(row["stall_s"]) * 1e3
+    said = f"profiled in this configuration: {measured_ms:.2f} ms per iteration (mean of 1 run)"
+    assert said in format_prediction(answer)
+    other = predict_stall(db, counts={"name": "new", **counts, "grad_bytes": 1.5e7}, report=report, **where)
+    assert other["measured_s"] is None and "profiled" not in format_prediction(other)
