@@ -189,7 +189,7 @@ def least_samples(loss_g: tuple[float, ...], target_loss: float, smallest_batch:
 
 
 def most_workers(workload: Workload) -> int:
-    """Eq. 16: the most workers before the PS saturates, P = (a1 sqrt(n) + b1)(1 + margin) < 1; the margin
+    """Eq. 15: the most workers before the PS saturates, P = (a1 sqrt(n) + b1)(1 + margin) < 1; the margin
     that over-predicts contention lowers the bound too. At most MAX_WORKER_BOUND."""
     a1, b1 = workload.contention_a1, workload.contention_b1
     ceiling = 1 / (1 + workload.contention_margin)
