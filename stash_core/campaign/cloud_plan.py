@@ -361,7 +361,11 @@ def check_budget(plan: CloudPlan, budget_usd: float | None) -> None:
     """UsageError (one line) when the plan costs more than --budget-usd."""
     if budget_usd is None or plan.cost_usd <= budget_usd:
         return
-    said = f"the plan costs ${plan.cost_usd:.2f} at catalog prices, above --budget-usd {budget_usd:g}"
+    # in cents, or fractions of a cent where cents would read as the budget itself ($1.03 above 1.03)
+    cost = f"{plan.cost_usd:.2f}"
+    if float(cost) <= budget_usd:
+        cost = f"{plan.cost_usd:.4f}"
+    said = f"the plan costs ${cost} at catalog prices, above --budget-usd {budget_usd:g}"
     # the least any plan of these instance types costs: one profile on one of them, its start-up included
     least = min(
         ((item.overhead_s + min(estimate.seconds for estimate in item.todo)) / 3600.0 * item.offer.usd_per_h,

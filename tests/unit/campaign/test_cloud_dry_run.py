@@ -139,3 +139,18 @@ def test_a_model_given_an_input_of_the_other_kind_is_refused_before_anything_is_
     for where in (["--cloud", "--instances", "g5.xlarge"], []):  # rented, and local
         assert main(["campaign", "--dry-run", *where, *job, *db]) == 2
         assert "bert_tiny takes token ids" in capsys.readouterr().err
+
+
+def test_a_budget_refusal_never_reads_as_the_budget_itself():
+    """'the plan costs $1.03 ..., above --budget-usd 1.03': the cost is written to the cent where the cents
+    tell it from the budget, else finer."""
+    from types import SimpleNamespace
+
+    from stash_core.campaign.cloud_plan import check_budget
+    from stash_core.errors import UsageError
+
+    item = SimpleNamespace(overhead_s=0.0, todo=[SimpleNamespace(seconds=3600.0)],
+                           offer=SimpleNamespace(usd_per_h=0.01, name="tiny"))  # fmt: skip
+    for cost, budget, said in ((1.0345, 1.03, "$1.0345"), (1.2, 1.03, "$1.20")):
+        with pytest.raises(UsageError, match=f"costs \\{said} at catalog prices, above --budget-usd 1.03"):
+            check_budget(SimpleNamespace(cost_usd=cost, instances=[item]), budget)
