@@ -244,6 +244,16 @@ def instance_name_problem(name: str) -> str | None:
     return None
 
 
+def instance_label(text: str) -> str:
+    """argparse type of an --instance label: a name (identifier) that the catalog could hold, as a profile
+    checks it (a campaign's dry run approved 'a,b', which every profile of the campaign then refused)."""
+    label = identifier(text)
+    problem = instance_name_problem(label)
+    if problem:
+        raise argparse.ArgumentTypeError(f"{label!r} {problem}")
+    return label
+
+
 def identifier(text: str) -> str:
     """argparse type of a name (an instance, a label): non-empty, at most MAX_NAME_CHARS characters, no
     control or bidirectional characters."""

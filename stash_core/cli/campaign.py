@@ -15,6 +15,7 @@ from stash_core.spec_parse import (
     BATCH_SIZE,
     CAMPAIGN_BATCH_SIZE,
     WORKERS,
+    instance_label,
     parse_input_shape,
     parse_iterations,
     parse_rate,
@@ -95,7 +96,7 @@ def add_commands(subparsers: Any, parser_class: type[argparse.ArgumentParser] | 
     camp.add_argument("--device", choices=["auto", "cpu", "cuda"], default=None,
                       help="(default: auto, the GPU where there is one)")  # fmt: skip
     camp.add_argument(
-        "--instance", type=identifier, default=None, help="instance label (default: this host's name)"
+        "--instance", type=instance_label, default=None, help="instance label (default: this host's name)"
     )
     camp.add_argument("--results-dir", type=output_path, default=None,
                       help="where result files go (default: results/ beside the database)")  # fmt: skip

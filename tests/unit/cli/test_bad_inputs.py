@@ -587,6 +587,8 @@ CASES: list[tuple[str, list[str], str]] = [
     ("whatif-unknown-run", ["whatif", "no-such-run", "--db", "{db}"], "no-such-run"),
     # ---- stash campaign
     ("campaign-model-path", [*CAMPAIGN, "--models", "/etc/passwd"], "/etc/passwd"),
+    # as a profile refuses it: the dry run approved it, then every profile of the campaign stopped on it
+    ("campaign-instance-comma", [*CAMPAIGN, "--models", "resnet10", "--instance", "a,b"], "holds a comma"),
     # it said to give --synthetic-images, which campaign does not take
     ("campaign-stalls-disk", [*CAMPAIGN, "--models", "resnet10", "--stalls", "disk"],
      "disk: a campaign measures compute, interconnect and network"),
