@@ -117,6 +117,8 @@ def cmd_campaign(args: argparse.Namespace) -> int:
     models = _models(args)
     check_script_options(args)
     check_cloud_options(args)
+    if args.script is not None and args.bandwidths:  # said first: with --nodes too it is refused
+        raise UsageError("--bandwidths goes with models: a script's campaign runs on this machine's links")
     if args.bandwidths and max(args.nodes) <= 1:
         raise UsageError("--bandwidths needs --nodes with at least one count above 1")
     if args.results_dir is not None:  # what each profile's --out check would refuse, refused before any
@@ -144,10 +146,6 @@ def cmd_campaign(args: argparse.Namespace) -> int:
     if args.script is not None:
         script = str(args.script)
         plan = plan_script_campaign(script, args.script_args, workers, args.nodes, args.instance)
-        if args.bandwidths:
-            raise UsageError(
-                "--bandwidths goes with models: a script's campaign runs on this machine's links"
-            )
     else:
         plan = plan_campaign(models, args.batch_sizes, workers, args.nodes, args.bandwidths, args.instance)
     check_measurable_plan(plan, settings)
