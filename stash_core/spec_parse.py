@@ -302,3 +302,12 @@ def refuse_dangling_link(script: str) -> None:
     if dangling:
         message = f"--script {script}: a link to {target}, which does not exist"
         raise FieldError(message, "script", script, "missing")
+
+
+def one_per_rate(rates: list[str]) -> list[str]:
+    """Each link rate once, as first typed: 200mbit and 0.2gbit are one link, which a campaign's three
+    labels made three bandwidths to resume and to fit."""
+    by_bps: dict[Any, str] = {}
+    for rate in rates:
+        by_bps.setdefault(rate_bps(rate) or rate, rate)
+    return list(by_bps.values())

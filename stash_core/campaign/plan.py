@@ -27,7 +27,7 @@ from typing import Any
 
 from stash_core.errors import UsageError
 from stash_core.spec import ProfileSpec, script_model_name, script_sha256
-from stash_core.spec_parse import parse_input_shape, parse_iterations, parse_stalls
+from stash_core.spec_parse import one_per_rate, parse_input_shape, parse_iterations, parse_stalls
 from stash_core.zoo_names import (
     SCRIPT_PREFIX,
     ZOO_NAMES,
@@ -160,7 +160,7 @@ def plan_campaign(
     # A zoo name in any case is the zoo's (ResNet10 and resnet10: one model, stored as resnet10), and a rate
     # in any case one rate: each configuration once, and a resume finds what was stored under the name.
     models = [model.strip().lower() if model.strip().lower() in ZOO_NAMES else model for model in models]
-    bandwidths = [rate.strip().lower() for rate in bandwidths or []]
+    bandwidths = one_per_rate([rate.strip().lower() for rate in bandwidths or []])
     plan: list[CampaignItem] = []
     for node_count in _unique(nodes):
         rates = _unique(bandwidths) if node_count > 1 else []

@@ -67,6 +67,13 @@ def test_family_models():
         family_models("mlp", [2])
 
 
+def test_one_rate_typed_several_ways_is_one_bandwidth_as_first_typed():
+    """200mbit, 200Mbit, 0.2gbit and 200000kbit were three labels: three bandwidths to resume and to fit."""
+    rates = ["200mbit", "200Mbit", "0.2gbit", "200000kbit", "1gbit"]
+    plan = plan_campaign(["resnet10"], [8], [1], [2], rates, instance="lab")
+    assert [item.instance for item in plan] == ["lab@200mbit", "lab@1gbit"]
+
+
 def test_plan_sweeps_bandwidths_only_on_several_nodes():
     plan = plan_campaign(
         ["resnet10", "resnet18"], [16, 32], [2], [1, 2], ["1gbit", "200mbit"], instance="lab"
