@@ -97,6 +97,13 @@ def parse_duration_s(text: str, what: str = "duration") -> float:
 # ---------------------------------------------------------------- number coercion
 
 
+def decimals_for(value: float, significant: int) -> int:
+    """The decimals that show `significant` figures of `value` (none for values of that many digits)."""
+    if not value or not math.isfinite(value):
+        return significant - 1
+    return max(0, significant - 1 - math.floor(math.log10(abs(value))))
+
+
 def finite_float(value: object) -> float | None:
     """`value` as a finite float; None for None, NaN, +-inf, bools and anything that is not a number.
 

@@ -29,7 +29,7 @@ from stash_core.analysis.stats import (
     pool_rounds,
     resolved,
 )
-from stash_core.units import STALLS, finite_float
+from stash_core.units import STALLS, decimals_for, finite_float
 
 # The signed remainder of a breakdown: t2 minus the named stalls. Its key in the breakdown, and its label.
 REMAINDER = "unattributed"
@@ -255,7 +255,7 @@ def signed_seconds(seconds: float, sign: str = "+") -> str:
     "-0.0000 s"."""
     decimals = 4
     if seconds and math.isfinite(seconds) and abs(seconds) < 1e-3:
-        decimals = min(9, 1 - math.floor(math.log10(abs(seconds))))
+        decimals = min(9, decimals_for(seconds, 2))
     return f"{seconds:{sign}.{decimals}f}"
 
 

@@ -23,7 +23,7 @@ from stash_core.analysis.stalls import (
     stall_resolved,
 )
 from stash_core.terminal import one_line
-from stash_core.units import finite_float, share_at_an_end
+from stash_core.units import decimals_for, finite_float, share_at_an_end
 
 LABELS = {
     "compute": "compute",
@@ -131,14 +131,7 @@ def interval_text(ci95_s: float, digits: int) -> str:
     """A stall's interval at the breakdown's decimals, or at two significant figures where those would show a
     nonzero interval as 0.0000."""
     shown = f"{ci95_s:.{digits}f}"
-    return shown if float(shown) != 0.0 or ci95_s == 0.0 else f"{ci95_s:.{_decimals_for(ci95_s, 2)}f}"
-
-
-def _decimals_for(value: float, significant: int) -> int:
-    """The decimals that show `significant` figures of `value` (none for values of that many digits)."""
-    if not value or not math.isfinite(value):
-        return significant - 1
-    return max(0, significant - 1 - math.floor(math.log10(abs(value))))
+    return shown if float(shown) != 0.0 or ci95_s == 0.0 else f"{ci95_s:.{decimals_for(ci95_s, 2)}f}"
 
 
 def figure(seconds: float, iteration_s: float, digits: int) -> str:
@@ -159,7 +152,7 @@ def decimals(iteration_s: float) -> int:
 def format_seconds(seconds: float) -> str:
     """An epoch's time or interval: three significant figures below two minutes (0.0656 s, not 0.1 s)."""
     if seconds < 120:
-        return f"{seconds:.{_decimals_for(seconds, 3)}f} s"
+        return f"{seconds:.{decimals_for(seconds, 3)}f} s"
     if seconds < 7200:
         return f"{seconds / 60:.1f} min"
     return f"{seconds / 3600:.2f} h"

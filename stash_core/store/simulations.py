@@ -117,10 +117,17 @@ def insert_simulation(con: Any, prepared: PreparedSimulation) -> bool:
 def simulation_conflict(con: Any, prepared: PreparedSimulation) -> str | None:
     """Why a simulation is refused where its simulation_id is stored with other figures; None when it is not
     stored or stored with the same."""
+    return _conflict_with(_stored_figures(con, prepared.simulation_id), prepared)
+
+
+def _stored_figures(con: Any, simulation_id: str) -> list[tuple]:
+    """The compared columns of a stored simulation's rows; none when it is not stored."""
     picked = ", ".join(f"CAST({c} AS VARCHAR)" if c in _COMPARED_JSON else c for c in _COMPARED)
-    stored = con.execute(
-        f"SELECT {picked} FROM simulations WHERE simulation_id = ?", [prepared.simulation_id]
-    ).fetchall()
+    query = f"SELECT {picked} FROM simulations WHERE simulation_id = ?"
+    return con.execute(query, [simulation_id]).fetchall()
+
+
+def _conflict_with(stored: list[tuple], prepared: PreparedSimulation) -> str | None:
     differ = _differences(stored, _compared(prepared)) if stored else []
     if not differ:
         return None
@@ -131,11 +138,10 @@ def simulation_conflict(con: Any, prepared: PreparedSimulation) -> str | None:
 
 
 def _insert_simulation(con: Any, prepared: PreparedSimulation) -> bool:
-    if conflict := simulation_conflict(con, prepared):
+    stored = _stored_figures(con, prepared.simulation_id)  # read once: the check and whether to insert
+    if conflict := _conflict_with(stored, prepared):
         raise UsageError(conflict)
-    if con.execute(
-        "SELECT count(*) FROM simulations WHERE simulation_id = ?", [prepared.simulation_id]
-    ).fetchall()[0][0]:
+    if stored:
         return False
     marks = ", ".join("?" for _ in _COLUMNS)
     con.execute("BEGIN TRANSACTION")

@@ -15,6 +15,7 @@ from typing import Any
 
 import pandas as pd
 
+from stash_core.cells import is_missing
 from stash_core.decide.fit.counts import model_counts
 from stash_core.decide.fit.extrapolation import gradient_bytes_note
 from stash_core.decide.fit.observations import FEATURES, MODELLED_STALLS, split_instance_label
@@ -242,15 +243,11 @@ def _measured(report: FitReport, stall: str, group: dict[str, Any], counts: dict
     rows = rows[rows["stall"] == stall]
     for feature in FEATURES:
         rows = rows[pd.to_numeric(rows[feature], errors="coerce") == float(counts.get(feature) or math.nan)]
-    plain = [{key: None if _missing(value) else value for key, value in row.items()} for row in
+    # an unlabelled run's instance is NaN in the observations, None in a group
+    plain = [{key: None if is_missing(value) else value for key, value in row.items()} for row in
              rows.to_dict(orient="records")]  # fmt: skip
     here = [row["stall_s"] for row in plain if same_group(group, row) and row["stall_s"] is not None]
     return (sum(here) / len(here), len(here)) if here else (None, 0)
-
-
-def _missing(value: Any) -> bool:
-    """A missing cell of the observations (an unlabelled run's instance is NaN there, None in a group)."""
-    return value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value))
 
 
 def predictions_frame(report: FitReport, counts: dict[str, float], stall: str) -> pd.DataFrame:
