@@ -253,9 +253,11 @@ def format_fit_report(report: FitReport, all_models: bool = False, stalls: tuple
 
 def format_prediction(answer: dict[str, Any]) -> str:
     measured = answer.get("measured_s")
+    spread = answer.get("measured_ci95_s")
     profiled = "" if measured is None else (
-        f"\n  profiled in this configuration: {measured * 1e3:.2f} ms per iteration (mean of "
-        f"{answer['measured_runs']} run{'s' * (answer['measured_runs'] != 1)})"
+        f"\n  profiled in this configuration: {measured * 1e3:.2f} ms"
+        + ("" if spread is None else f" ± {spread * 1e3:.2f}")
+        + f" per iteration (mean of {answer['measured_runs']} run{'s' * (answer['measured_runs'] != 1)})"
     )
     if answer["stall_s"] is None:
         status = answer["status"] or "no prediction"

@@ -141,6 +141,7 @@ def _blank_result(stall: str, model: str | None, counts: dict[str, Any]) -> dict
         "candidates": [],
         "note": None,
         "measured_s": None,  # the model's own stall where this configuration profiled it (mean of its runs)
+        "measured_ci95_s": None,  # that mean's interval, from its runs' own (None where one lacks one)
         "measured_runs": 0,
     }
 
@@ -215,7 +216,9 @@ def _from_group(
 ) -> dict[str, Any]:
     models = report.models_for(stall, group)
     result["group"] = group_label(stall, group)
-    result["measured_s"], result["measured_runs"] = _measured(report, stall, group, counts)
+    result["measured_s"], result["measured_ci95_s"], result["measured_runs"] = _measured(
+        report, stall, group, counts
+    )
     result["candidates"] = [_candidate_row(model, model.predict(counts, world)) for model in models]
     best = next((model for model in models if model.best), None)
     if best is None:
@@ -234,20 +237,27 @@ def _from_group(
     return result
 
 
-def _measured(report: FitReport, stall: str, group: dict[str, Any], counts: dict) -> tuple[float | None, int]:
-    """(mean stall, runs) of the runs of this model (its counts) in the group: a prediction of a model
-    profiled there is shown beside what was measured, not instead of it."""
+def _measured(
+    report: FitReport, stall: str, group: dict[str, Any], counts: dict
+) -> tuple[float | None, float | None, int]:
+    """(mean stall, its 95% interval, runs) of the runs of this model (its counts) in the group: a prediction
+    of a model profiled there is shown beside what was measured, not instead of it. The runs are
+    independent, so the mean's interval is the root of the sum of their squared intervals over their count."""
     rows = report.observations
     if rows.empty or "stall_s" not in rows:
-        return None, 0
+        return None, None, 0
     rows = rows[rows["stall"] == stall]
     for feature in FEATURES:
         rows = rows[pd.to_numeric(rows[feature], errors="coerce") == float(counts.get(feature) or math.nan)]
     # an unlabelled run's instance is NaN in the observations, None in a group
     plain = [{key: None if is_missing(value) else value for key, value in row.items()} for row in
              rows.to_dict(orient="records")]  # fmt: skip
-    here = [row["stall_s"] for row in plain if same_group(group, row) and row["stall_s"] is not None]
-    return (sum(here) / len(here), len(here)) if here else (None, 0)
+    here = [row for row in plain if same_group(group, row) and row["stall_s"] is not None]
+    if not here:
+        return None, None, 0
+    intervals = [row.get("ci95_s") for row in here]
+    ci95_s = None if None in intervals else math.sqrt(sum(ci**2 for ci in intervals)) / len(here)
+    return sum(row["stall_s"] for row in here) / len(here), ci95_s, len(here)
 
 
 def predictions_frame(report: FitReport, counts: dict[str, float], stall: str) -> pd.DataFrame:

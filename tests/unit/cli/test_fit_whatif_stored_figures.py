@@ -134,8 +134,9 @@ def test_a_prediction_of_a_model_profiled_in_the_configuration_shows_what_was_me
     where = {"stall": "interconnect", "workers_per_node": int(row["workers_per_node"]), "instance": "lab"}
     answer = predict_stall(db, counts={"name": "m1", **counts}, report=report, **where)
     assert answer["measured_s"] == pytest.approx(float(row["stall_s"])) and answer["measured_runs"] == 1
-    measured_ms = float(row["stall_s"]) * 1e3
-    said = f"profiled in this configuration: {measured_ms:.2f} ms per iteration (mean of 1 run)"
+    measured_ms, spread_ms = float(row["stall_s"]) * 1e3, float(row["ci95_s"]) * 1e3
+    assert answer["measured_ci95_s"] == pytest.approx(float(row["ci95_s"]))  # one run: its own interval
+    said = f"profiled in this configuration: {measured_ms:.2f} ms ± {spread_ms:.2f} per iteration (mean of 1"
     assert said in format_prediction(answer)
     other = predict_stall(db, counts={"name": "new", **counts, "grad_bytes": 1.5e7}, report=report, **where)
     assert other["measured_s"] is None and "profiled" not in format_prediction(other)
