@@ -2,7 +2,7 @@
 out, then the untouched sets, predicted as shipped.
 
 The later sets (published.LATER_CSVS: published_single_gpu_holdout.csv, docs/single-gpu-holdout.md, and
-published_single_gpu_fresh.csv to _fresh5.csv, docs/single-gpu-fresh.md to docs/single-gpu-fresh5.md) were
+published_single_gpu_fresh.csv to _fresh7.csv, docs/single-gpu-fresh.md to docs/single-gpu-fresh7.md) were
 each evaluated once as shipped; their PyTorch rows have since been pooled with published_throughputs.csv
 (published.load_pool), so each figure here is predicted by the step model fitted on the pool without its
 source, and checked against the ± error stated from every other source's held-out errors
@@ -12,8 +12,8 @@ error covers it. The pooled figures are the PyTorch ones of sources whose timed 
 (published.is_pooled); the others (other frameworks, the loader-bound sources) are reported beside them, never
 fitted.
 
-Then, once each, the untouched sets (published.UNTOUCHED_CSVS: published_single_gpu_fresh6.csv and
-_fresh7.csv, docs/single-gpu-fresh6.md and -fresh7.md): sources collected after the later sets were pooled,
+Then, once each, the untouched sets (published.UNTOUCHED_CSVS: published_single_gpu_fresh8.csv,
+docs/single-gpu-fresh8.md): sources collected after the later sets were pooled,
 used in no fit or choice, each figure predicted as a user gets it (the shipped fit, the shipped stated error)
 and reported the same way.
 

@@ -26,20 +26,21 @@ FRESH2_CSV = Path(__file__).resolve().parent / "published_single_gpu_fresh2.csv"
 FRESH3_CSV = Path(__file__).resolve().parent / "published_single_gpu_fresh3.csv"
 FRESH4_CSV = Path(__file__).resolve().parent / "published_single_gpu_fresh4.csv"
 FRESH5_CSV = Path(__file__).resolve().parent / "published_single_gpu_fresh5.csv"
+# Two sets collected without any prediction for them and looked at by no choice, each evaluated once as shipped
+# (docs/single-gpu-fresh6.md, -fresh7.md), then pooled like the others before the Winograd term was tried.
+FRESH6_CSV = Path(__file__).resolve().parent / "published_single_gpu_fresh6.csv"
+FRESH7_CSV = Path(__file__).resolve().parent / "published_single_gpu_fresh7.csv"
 # The later sets whose PyTorch rows load_pool adds to published_throughputs.csv, in the order collected.
-LATER_CSVS = (HOLDOUT_CSV, FRESH_CSV, FRESH2_CSV, FRESH3_CSV, FRESH4_CSV, FRESH5_CSV)
+LATER_CSVS = (HOLDOUT_CSV, FRESH_CSV, FRESH2_CSV, FRESH3_CSV, FRESH4_CSV, FRESH5_CSV, FRESH6_CSV, FRESH7_CSV)
 # PyTorch sources of those sets whose timed loop reads real ImageNet through a CPU loader
 # (docs/single-gpu-fresh.md): their figures time the loader, which the step model does not predict, so they
 # are reported beside the pool and never fitted.
 INPUT_BOUND_SOURCES = frozenset({"gavel-throughputs", "elasticflow-a100"})
-# Collected while the five fresh sets were pooled, without any prediction for it and looked at by no choice
-# (docs/single-gpu-fresh6.md): no fit or choice uses it.
-FRESH6_CSV = Path(__file__).resolve().parent / "published_single_gpu_fresh6.csv"
-# Collected after the stated error's percentile was last chosen (2026-12-04), without any prediction for it
-# (docs/single-gpu-fresh7.md): no fit or choice uses it.
-FRESH7_CSV = Path(__file__).resolve().parent / "published_single_gpu_fresh7.csv"
+# Collected after the sixth and seventh sets were pooled, without any prediction for it
+# (docs/single-gpu-fresh8.md): no fit or choice uses it.
+FRESH8_CSV = Path(__file__).resolve().parent / "published_single_gpu_fresh8.csv"
 # every set no fit or choice has used yet, in the order collected
-UNTOUCHED_CSVS = (FRESH6_CSV, FRESH7_CSV)
+UNTOUCHED_CSVS = (FRESH8_CSV,)
 # Batch regimes of the reported errors: small batches are launch- and dispatch-bound, large ones not.
 SMALL_BATCH_MAX, MEDIUM_BATCH_MAX = 16, 64
 REGIMES = ("small", "medium", "large")
