@@ -26,8 +26,8 @@ FRESH2_CSV = Path(__file__).resolve().parent / "published_single_gpu_fresh2.csv"
 FRESH3_CSV = Path(__file__).resolve().parent / "published_single_gpu_fresh3.csv"
 FRESH4_CSV = Path(__file__).resolve().parent / "published_single_gpu_fresh4.csv"
 FRESH5_CSV = Path(__file__).resolve().parent / "published_single_gpu_fresh5.csv"
-# Two sets collected without any prediction for them and looked at by no choice, each evaluated once as shipped
-# (docs/single-gpu-fresh6.md, -fresh7.md), then pooled like the others before the Winograd term was tried.
+# Two sets collected without any prediction for them and looked at by no choice, each evaluated once as
+# shipped (docs/single-gpu-fresh6.md, -fresh7.md), then pooled like the others.
 FRESH6_CSV = Path(__file__).resolve().parent / "published_single_gpu_fresh6.csv"
 FRESH7_CSV = Path(__file__).resolve().parent / "published_single_gpu_fresh7.csv"
 # The later sets whose PyTorch rows load_pool adds to published_throughputs.csv, in the order collected.
