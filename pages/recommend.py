@@ -19,6 +19,7 @@ from pages._shared import (
 from pages._stalls import stall_bars
 from stash_core import views
 from stash_core.decide.recommend import Recommendation
+from stash_core.decide.recommend.costs import step_error
 from stash_core.errors import StashError
 from stash_core.spec_parse import parse_input_shape
 from stash_core.units import duration_words
@@ -179,10 +180,8 @@ def recommended_box(result: Recommendation) -> None:
     with st.container(border=True):
         st.markdown(":material/recommend: **Recommended**")
         st.markdown(f"### {plain(best['config'])}")
-        error = best.get("expected_error")
-        marked = best["source"] + (
-            f", ±{error:.0%} expected error" if error is not None and not pd.isna(error) else ""
-        )
+        error = step_error(best)
+        marked = best["source"] + (f", ±{error:.0%} expected error" if error is not None else "")
         if best.get("unvalidated") in (True,):
             marked += " (unvalidated: no held-out figure of this GPU)"
         cols = st.columns(4)

@@ -119,13 +119,14 @@ def format_recommendation(result: Recommendation, show_all: bool = False) -> str
         lines.append(
             f"  {'#':>2} {'configuration':<34}{'workers':>8}  {'source':<11}{'epoch':>9}{'training':>10}"
             f"{'USD':>11}{'USD/h':>8}{'price of':>12}"
-            f"{'±err':>7}  stalls per iteration (compute/interconnect/network/cpu/disk, ms)"
+            f"{'±err':>7}{'±comm':>7}  stalls per iteration (compute/interconnect/network/cpu/disk, ms)"
         )
         lines += [_option_line(row) for row in options.to_dict(orient="records")]
         lines.append(
             "  workers: GPUs used of each instance's GPUs; price of: the date of the catalog's price (its source: "
             "`stash instances show NAME`); ?: not predicted (CPU and disk stalls need a profile with real data); "
-            "*: unvalidated error"
+            "±err: the held-out error of the compute path (-: compute measured); ±comm: of the "
+            "communication, a share of the step; *: unvalidated error"
         )
     if result.explanations:
         lines.append("")
@@ -157,11 +158,13 @@ def _option_line(row: dict[str, Any]) -> str:
     pareto = " pareto" if row["pareto"] else ""
     usd, usd_per_h = usd_words(finite_float(row["training_usd"])), fixed(row["usd_per_h"], ".2f")
     error = percent(row["expected_error"]) + ("*" if row.get("unvalidated") else "")
+    comm = percent(row.get("comm_error")) if int(row["workers_total"]) > 1 else "-"
     return (
         f"  {'' if rank is None else str(int(rank)):>2} {row['config']:<34}{_workers(row):>8}  "
         f"{row['source']:<11}"
         f"{_cell(duration_words(row['epoch_s']), 9)}{_cell(duration_words(row['training_h'] * 3600), 10)}"
-        f"{_cell(usd, 11)}{_cell(usd_per_h, 8)}{str(row.get('price_date') or '-')[:10]:>12}{error:>7}"
+        f"{_cell(usd, 11)}{_cell(usd_per_h, 8)}{str(row.get('price_date') or '-')[:10]:>12}"
+        f"{error:>7}{comm:>7}"
         f"  {stalls}{pareto}"
     )
 

@@ -180,16 +180,18 @@ class OptionPlanner:
         if kept and iteration_s + kept > 0:  # what its step held beyond its stalls holds at other counts too
             iteration_s += kept
             notes.append(f"{kept:+.4g} s of {base['run_id']}'s measured step, not in a stall, kept")
-        # The expected error covers the modelled stalls; compute and disk come from a measured profile, and so
-        # does CPU unless recomputed for this machine, which no published figure validates.
-        expected = weighted_error / iteration_s if modelled and error_known and iteration_s > 0 else None
-        if expected is not None and published_error is not None:
-            expected += published_error  # a fraction of the step already
-        unvalidated = elsewhere is not None  # recomputed for this machine, zero too: no figure validates it
+        # Compute and disk come from a measured profile, and so does CPU unless recomputed for this
+        # machine: no model error of compute (expected_error None, as `predict`'s measured rows). The
+        # modelled stalls are communication: their error, a fraction of the step, is comm_error.
+        comm_error = weighted_error / iteration_s if modelled and error_known and iteration_s > 0 else None
+        if comm_error is not None and published_error is not None:
+            comm_error += published_error  # a fraction of the step already
+        # recomputed for this machine (zero too), or a modelled stall of unknown error: no figure validates it
+        unvalidated = elsewhere is not None or (modelled and not error_known)
         basis_text = "; ".join(basis)
         return Estimate(
-            "predicted", None, basis_text, iteration_s, stalls, expected, notes, unvalidated, path="profile",
-            comm_error=published_error,
+            "predicted", None, basis_text, iteration_s, stalls, None, notes, unvalidated, path="profile",
+            comm_error=comm_error,
         )  # fmt: skip
 
     def _published_comm(self, name: str, workers: int, count: int) -> Any | None:

@@ -199,3 +199,11 @@ def communication_unmeasured(row: dict[str, Any]) -> bool:
 
 def data_not_profiled(row: dict[str, Any]) -> bool:
     return all(row.get(f"{stall}_status") in (None, "not_measured") for stall in ("cpu", "disk"))
+
+
+def step_error(row: dict[str, Any]) -> float | None:
+    """The stated error of a row's step: its compute path's and its communication's, both fractions of the
+    step, added (the ranking's ties and the recommendation's ± use it); None where neither is stated."""
+    parts = [finite_float(row.get(name)) for name in ("expected_error", "comm_error")]
+    known = [part for part in parts if part is not None]
+    return sum(known) if known else None

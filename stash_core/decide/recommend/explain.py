@@ -7,7 +7,7 @@ from typing import Any
 
 import pandas as pd
 
-from stash_core.decide.recommend.costs import STALL_NAMES
+from stash_core.decide.recommend.costs import STALL_NAMES, step_error
 from stash_core.units import duration_words, finite_float, usd_words
 
 
@@ -84,7 +84,7 @@ PRICE_AGE_DAYS = 90
 def _tie(options: pd.DataFrame, best: dict[str, Any]) -> str:
     """A line when the runners-up cost within the predictions' stated error of the best: no winner among them."""
     feasible = options[options["feasible"] & (options["config"] != best["config"])] if "feasible" in options else options
-    error = finite_float(best.get("expected_error")) or 0.0
+    error = step_error(best) or 0.0
     if feasible.empty or not error:
         return ""
     gap = feasible["training_usd"] / best["training_usd"] - 1.0
@@ -170,7 +170,7 @@ def _why_not(option: dict[str, Any], best: dict[str, Any], request: dict[str, An
     if cause:
         line += f": {cause}"
     if option["source"] == "predicted":
-        error = finite_float(option["expected_error"])
+        error = step_error(option)
         line += " (predicted" + (f", expected error {error:.0%})" if error is not None else ")")
     return line
 

@@ -103,3 +103,40 @@ def test_more_machines_of_a_profiled_configuration_keep_what_its_step_held_beyon
     two = rows.loc[2]
     assert two["iteration_s"] == pytest.approx(0.08 + two["network_s"])
     assert "not in a stall, kept" in two["note"]
+
+
+def test_a_profiled_gpus_rows_state_their_communication_as_communication_not_as_compute(tmp_path):
+    """Compute measured on the GPU has no model error: the predicted collectives' error is the row's
+    comm_error, as `predict` states it, and the recommendation's ± adds both."""
+    from stash_core.cli.recommend import format_recommendation
+    from stash_core.decide.recommend.costs import step_error
+
+    db = tmp_path / "r.duckdb"
+    stalls = {"compute": 0.05, "interconnect": 0.02, "cpu": 0.001}
+    run_id = _profile(db, "p4d.24xlarge", "NVIDIA A100-SXM4-40GB", 8, stalls)
+    result = recommend(db, "resnet18", 8, instances=["p4d.24xlarge"], max_instances=2, **ASKED)
+    rows = result.options.set_index("instance_count")
+    several = rows.loc[2]
+    assert several["path"] == "profile" and run_id in several["basis"]
+    assert several["workers_total"] == 16 and several["expected_error"] is None
+    assert 0 < several["comm_error"] < 1 and step_error(several.to_dict()) == several["comm_error"]
+    table = format_recommendation(result, show_all=True)
+    assert "±comm" in table and f"{several['comm_error']:.1%}" in table
+
+
+def test_a_modelled_stall_of_unknown_error_marks_its_row_unvalidated(tmp_path):
+    """CPU workers on several machines: the network stall is an uncalibrated wire time whose error is
+    unknown; the row says so with its mark instead of standing beside measured rows unmarked."""
+    db = tmp_path / "r.duckdb"
+    stalls = {"compute": 0.3, "interconnect": 0.3}
+    doc = result_doc("resnet10", instance="vm-2vcpu", workers=2, batch_size=8,
+                     spec_extra={"input_shape": [3, 64, 64]}, stalls=stalls)  # fmt: skip
+    ingest_result(db, doc)
+    from stash_core.catalog.catalog import add_instance
+
+    add_instance(db, name="vm-2vcpu", accelerator_count=0, vcpus=2, network_gbps=10, on_demand_usd_per_h=0.1)
+    result = recommend(db, "resnet10", 8, instances=["vm-2vcpu"], max_instances=2, epochs=1,
+                       dataset_images=1000, budget_hours=1, input_shape=(3, 64, 64))  # fmt: skip
+    rows = result.options.set_index("instance_count")
+    assert rows.loc[2, "source"] == "predicted" and rows.loc[2, "network_s"] > 0
+    assert rows.loc[2, "comm_error"] is None and bool(rows.loc[2, "unvalidated"])

@@ -28,6 +28,9 @@ def test_options_within_the_stated_error_of_the_best_are_a_tie_and_others_are_no
     line = _tie(options, options.iloc[0].to_dict())
     assert line.startswith("a tie: 1 x b cost") and "1 x c" not in line and "±20%" in line
     assert _tie(_options(expected_error=[0.01] * 3), _options(expected_error=[0.01] * 3).iloc[0].to_dict()) == ""
+    # measured compute, predicted communication: the communication's error makes the tie
+    comm_only = _options(expected_error=[None] * 3, comm_error=[0.08] * 3)
+    assert _tie(comm_only, comm_only.iloc[0].to_dict()).startswith("a tie: 1 x b cost")
 
 
 def test_old_and_undated_prices_are_named():
