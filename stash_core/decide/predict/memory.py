@@ -60,8 +60,10 @@ def memory_check(
         )
         if state_gb > available:
             why = "the model alone does not fit, whatever the batch"
-        else:
+        elif cost.batch_size > 1:
             why = f"a smaller batch than {cost.batch_size} may fit"
+        else:  # one sample's activations are too many: only a shorter input (or less per sample) fits
+            why = "not even one sample fits: a shorter input (--input-shape) may"
         note = (
             f"batch {cost.batch_size} in {precision} needs {needed:.1f} GiB ({parts}) but {accelerator.name} "
             f"has {available:g} GiB: {why}"

@@ -157,8 +157,13 @@ def test_recommend_json_restates_the_job_and_ranks_its_options(tmp_path, capsys)
     assert answer["job"]["model"] == "gpt2" and answer["job"]["input_shape"] == [128]
     assert answer["job"]["precision"] == "amp" and answer["recommended"] == answer["options"][0]
     assert FIELDS <= set(answer["options"][0]) and answer["options"][0]["cpu_s"] is None
+    # what the API's frame holds for a row, the JSON holds too: which constraint a row meets, its profile
+    option = answer["options"][0]
+    assert option["meets_time"] is True and option["meets_cost"] is True and option["run_id"] is None
+    assert option["iterations_per_epoch"] == 100000 // (4 * option["workers"])
     status, out, err = run(capsys, *ask, "--budget-hours", "0.000001", "--format", "json")
     answer = json.loads(out)  # no configuration meets the budget: still one JSON object, with the reason
+    assert {row["meets_time"] for row in answer["predictions"]} == {False}
     assert status == 1 and answer["recommended"] is None and answer["options"] == []
     assert "within 1e-06 h" in answer["infeasible_reason"] and "no recommendation" in one_line(err)
     assert answer["error"] == f"no recommendation: {answer['infeasible_reason']}"

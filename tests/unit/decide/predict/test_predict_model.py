@@ -260,6 +260,10 @@ def test_the_memory_check_holds_a_need_in_gib_against_the_gpus_gib():
     assert check.note == f"needs {needed_bytes / 2**30:.1f} of 80 GiB: near the limit"
     too_big = memory_check(step_cost("resnet50", 1100), h100, "fp32")
     assert not too_big.fits and "GiB (weights" in too_big.note and "has 80 GiB" in too_big.note
+    assert too_big.note.endswith("a smaller batch than 1100 may fit")
+    # one sample too many: no smaller batch to suggest, a shorter input may fit
+    one = memory_check(step_cost("resnet50", 1, (3, 8000, 8000)), h100, "fp32")
+    assert not one.fits and one.note.endswith("not even one sample fits: a shorter input (--input-shape) may")
 
 
 def test_the_memory_check_counts_the_optimizers_state():
