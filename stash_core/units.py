@@ -168,6 +168,18 @@ def usd_words(usd: float | None) -> str:
     return f"${usd:,.{decimals}f}"
 
 
+def usd_words_apart(first: float, second: float) -> tuple[str, str]:
+    """Two costs said side by side ("costs X against Y"): as usd_words, with more decimals where that would
+    print two different costs alike ('$0.1791' against '$0.1794', not '$0.179' twice)."""
+    texts = (usd_words(first), usd_words(second))
+    if first == second or texts[0] != texts[1] or not (math.isfinite(first) and math.isfinite(second)):
+        return texts
+    digits = max(2, 2 - math.floor(math.log10(max(abs(first), abs(second), 1e-12))))
+    while digits < 12 and f"{first:,.{digits}f}" == f"{second:,.{digits}f}":
+        digits += 1
+    return f"${first:,.{digits}f}", f"${second:,.{digits}f}"
+
+
 def format_time(seconds: float | None) -> str:
     """A stall or probe time as the command line prints it: '181.0 ms', '31 us', '1.25 s'; '-' if unknown."""
     if seconds is None:

@@ -76,3 +76,12 @@ def test_shape_parts_never_shorten_a_shape(text, parts):
 def test_json_safe_drops_non_finite_numbers_at_any_depth():
     value = {"a": math.nan, "b": [1.5, math.inf, (2, -math.inf)], "c": "nan", "d": 3}
     assert json_safe(value) == {"a": None, "b": [1.5, None, [2, None]], "c": "nan", "d": 3}
+
+
+def test_two_costs_side_by_side_never_read_alike_unless_equal():
+    from stash_core.units import usd_words_apart
+
+    assert usd_words_apart(0.1791, 0.1794) == ("$0.1791", "$0.1794")  # usd_words gives $0.179 for both
+    assert usd_words_apart(1234.5, 1234.5001) == ("$1,234.5000", "$1,234.5001")
+    assert usd_words_apart(0.5, 2.0) == ("$0.500", "$2.00")  # apart already: as usd_words
+    assert usd_words_apart(10.0, 10.0) == ("$10.00", "$10.00")

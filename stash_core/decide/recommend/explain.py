@@ -8,7 +8,7 @@ from typing import Any
 import pandas as pd
 
 from stash_core.decide.recommend.costs import STALL_NAMES, step_error
-from stash_core.units import duration_words, finite_float, usd_words
+from stash_core.units import duration_words, finite_float, usd_words, usd_words_apart
 
 
 def job_headline(request: dict[str, Any]) -> str:
@@ -143,8 +143,9 @@ def _alternatives(options: pd.DataFrame, best: dict[str, Any]) -> pd.DataFrame:
 
 
 def _why_not(option: dict[str, Any], best: dict[str, Any], request: dict[str, Any]) -> str:
+    hourly = usd_words_apart(option["usd_per_h"], best["usd_per_h"])
     cheaper = (
-        f"costs {usd_words(option['usd_per_h'])}/h against {usd_words(best['usd_per_h'])}/h"
+        f"costs {hourly[0]}/h against {hourly[1]}/h"
         if option["usd_per_h"] < best["usd_per_h"]
         else f"has the same {option['workers_total']} accelerators for {usd_words(option['usd_per_h'])}/h"
     )
@@ -155,10 +156,8 @@ def _why_not(option: dict[str, Any], best: dict[str, Any], request: dict[str, An
             f"{request['budget_hours']:g} h budget"
         )
     elif option["training_usd"] is not None and option["training_usd"] > best["training_usd"]:
-        line = (
-            f"{option['config']} {cheaper} but the training costs {usd_words(option['training_usd'])} "
-            f"against {usd_words(best['training_usd'])}"
-        )
+        costs = usd_words_apart(option["training_usd"], best["training_usd"])
+        line = f"{option['config']} {cheaper} but the training costs {costs[0]} against {costs[1]}"
     elif request.get("max_usd") is not None and not option["meets_cost"]:
         line = f"{option['config']} {cheaper} but is over the {usd_words(request['max_usd'])} limit"
     else:  # the same cost to the cent: ranked after the recommendation by time, then by name

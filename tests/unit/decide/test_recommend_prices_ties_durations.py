@@ -94,3 +94,14 @@ def test_a_data_set_of_less_than_one_batch_is_refused_and_too_many_workers_for_i
     assert set(zip(options["instance"], options["instance_count"], strict=True)) == {("g5.xlarge", 1)}
     said = "1 x g5.12xlarge: an epoch of 100 samples over 4 workers"
     assert any(line.startswith(said) for line in result.excluded)
+
+
+def test_why_a_dearer_option_loses_never_names_two_costs_alike():
+    from stash_core.decide.recommend.explain import _why_not
+
+    best = {"config": "1 x a", "usd_per_h": 1.0, "training_usd": 0.1791, "epoch_s": 10.0, "training_h": 0.18,
+            "workers_total": 1}  # fmt: skip
+    option = {**best, "config": "1 x b", "usd_per_h": 0.9, "training_usd": 0.1794, "epoch_s": 10.0,
+              "training_h": 0.2, "meets_time": True, "meets_cost": True, "source": "measured"}  # fmt: skip
+    line = _why_not(option, best, {"budget_hours": 1.0})
+    assert "the training costs $0.1794 against $0.1791" in line
