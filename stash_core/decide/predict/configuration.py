@@ -43,6 +43,10 @@ from stash_core.habits import TrainingJob, layout_kind
 DOES_NOT_FIT = "does not fit"  # the job's memory is more than the GPU's
 
 
+# the basis of a row scaled from a profile on the same GPU with the zoo's habits: the ratio is one
+SAME_GPU = "the same GPU"
+
+
 @dataclass
 class ConfigPrediction:
     instance: str
@@ -157,7 +161,9 @@ class Predictor:
             return f"{name}: {DOES_NOT_FIT} - {memory.note}"
         compute = self.compute(accelerator)
         path, basis, compute_s = self._compute_path(name, accelerator, compute.step_s)
-        stated = stated_error(path, self.batch_size, accelerator.name) if path != "measured" else None
+        # measured, or scaled from this very GPU with the zoo's habits (a ratio of one): no model error
+        model_free = path == "measured" or SAME_GPU in basis
+        stated = None if model_free else stated_error(path, self.batch_size, accelerator.name)
         if stated is not None and self.cost.recurrent:
             stated = widened_for_recurrent(stated)
         backward_s = compute_s * compute.backward_s / max(compute.forward_s + compute.backward_s, 1e-12)
@@ -234,6 +240,8 @@ class Predictor:
             ratio = self.compute(accelerator, ratios=True).step_s / self.compute(base, True, True).step_s
             scaled = float(row["compute_s"]) * ratio
             machine = machine_name(row["instance"])
+            if base.name == accelerator.name and self.job.is_default(self.default_optimizer):
+                return "scaled", f"compute of profile {row['run_id']} on {machine}, {SAME_GPU}", scaled
             basis = f"compute of profile {row['run_id']} on {machine} x step-model ratio"
             return "scaled", basis, scaled
         return "roofline", f"step model ({self.calibration_note})", model_s

@@ -4,6 +4,7 @@ not measure their communication is no measurement of that configuration."""
 
 from __future__ import annotations
 
+import pandas as pd
 import pytest
 from result_docs import result_doc
 
@@ -140,3 +141,20 @@ def test_a_modelled_stall_of_unknown_error_marks_its_row_unvalidated(tmp_path):
     rows = result.options.set_index("instance_count")
     assert rows.loc[2, "source"] == "predicted" and rows.loc[2, "network_s"] > 0
     assert rows.loc[2, "comm_error"] is None and bool(rows.loc[2, "unvalidated"])
+
+
+def test_a_profile_on_the_same_gpu_scales_with_no_model_error_and_another_gpus_with_its_paths(tmp_path):
+    """A profile on a2-highgpu-1g's A100 stands for p4d.24xlarge's A100s with a ratio of one: no step-model
+    error to state (it stated the scaled path's ±26% as if the GPUs differed); a V100 states it."""
+    from stash_core.decide.predict import predict_instances
+
+    db = tmp_path / "r.duckdb"
+    _profile(db, "a2-highgpu-1g", "NVIDIA A100-SXM4-40GB", 1, {"compute": 0.05})
+    frame = predict_instances(
+        db, "resnet18", 8, instances=["p4d.24xlarge", "p3.2xlarge"], precision="tf32", input_shape=(3, 64, 64),
+        workers_per_instance=1,
+    ).frame.set_index("instance")
+    same, other = frame.loc["p4d.24xlarge"], frame.loc["p3.2xlarge"]
+    assert same["path"] == other["path"] == "scaled"
+    assert same["compute_s"] == pytest.approx(0.05) and pd.isna(same["expected_error"])
+    assert "the same GPU" in same["basis"] and other["expected_error"] > 0
