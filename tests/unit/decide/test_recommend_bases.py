@@ -150,10 +150,9 @@ def test_a_profile_on_the_same_gpu_scales_with_no_model_error_and_another_gpus_w
 
     db = tmp_path / "r.duckdb"
     _profile(db, "a2-highgpu-1g", "NVIDIA A100-SXM4-40GB", 1, {"compute": 0.05})
-    frame = predict_instances(
-        db, "resnet18", 8, instances=["p4d.24xlarge", "p3.2xlarge"], precision="tf32", input_shape=(3, 64, 64),
-        workers_per_instance=1,
-    ).frame.set_index("instance")
+    asked = dict(precision="tf32", input_shape=(3, 64, 64), workers_per_instance=1)
+    frame = predict_instances(db, "resnet18", 8, instances=["p4d.24xlarge", "p3.2xlarge"], **asked)
+    frame = frame.frame.set_index("instance")
     same, other = frame.loc["p4d.24xlarge"], frame.loc["p3.2xlarge"]
     assert same["path"] == other["path"] == "scaled"
     assert same["compute_s"] == pytest.approx(0.05) and pd.isna(same["expected_error"])
