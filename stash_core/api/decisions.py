@@ -40,7 +40,8 @@ NON_NEGATIVE_YEAR = Number(0, YEAR_S, whole=False, what="a number >= 0")
 
 @api_options("recommend")
 def recommend(
-    model: str, batch_size: int, epochs: float, dataset_images: int, *,
+    model: str, batch_size: int, epochs: float, dataset_images: int | None = None, *,
+    dataset_samples: int | None = None,
     input_shape: tuple[int, ...] | list[int] | str | None = None, budget_hours: float | None = None,
     max_usd: float | None = None, spot: bool = False, instances: list[str] | str | None = None,
     max_instances: int = 4, precision: str = "fp32", memory_format: str = "nchw",
@@ -54,7 +55,8 @@ def recommend(
         model: a zoo name, FILE.py:FACTORY or a stored model.
         batch_size: samples per worker.
         epochs: epochs to train.
-        dataset_images: samples (images, sequences) in one epoch.
+        dataset_images: samples (images, sequences) in one epoch; or dataset_samples, the same (as
+            --dataset-images and --dataset-samples are), not both.
         input_shape: one sample, (C, H, W) or (sequence length,); default the model's.
         budget_hours: the time budget; max_usd: the cost limit (one of them at least).
         spot: price with spot instead of on-demand prices.
@@ -72,6 +74,10 @@ def recommend(
     from stash_core.decide.recommend import recommend as recommend_answer
 
     shape = checked("input_shape", input_shape, parse_input_shape, many=True)
+    if dataset_samples is not None:
+        if dataset_images is not None:
+            raise UsageError("recommend: give one of dataset_images and dataset_samples, not both")
+        dataset_images = dataset_samples
     answer = recommend_answer(
         database(db), text_value("model", model, identifier), required("batch_size", batch_size, BATCH_SIZE),
         required("epochs", epochs, positive_real(1e6)),

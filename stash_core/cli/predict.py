@@ -98,7 +98,9 @@ def rows_shown(text: str) -> int | None:
     try:
         return count(10**9)(text)
     except argparse.ArgumentTypeError:
-        raise argparse.ArgumentTypeError(f"expected a whole number of rows or 'all', got {text!r}") from None
+        raise argparse.ArgumentTypeError(
+            f"expected a whole number of rows, at least 1, or 'all', got {text!r}"
+        ) from None
 
 
 def instance_selection(text: str) -> list[str] | None:

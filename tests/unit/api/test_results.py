@@ -50,6 +50,13 @@ def test_a_recommendation(tmp_path):
     assert set(frame["instance"]) <= {"p3.2xlarge", "g5.xlarge"} and len(frame) >= 2
     assert answer.best is not None and answer.best["config"] == answer.ranked.iloc[0]["config"]
     assert answer.to_dict()["recommended"]["config"] == answer.best["config"]
+    # --dataset-samples is an option of the command: its keyword is one of the function's too
+    samples = stash.recommend(**JOB, epochs=1, dataset_samples=10_000, budget_hours=100,
+                              instances="p3.2xlarge,g5.xlarge", db=tmp_path / "x.duckdb")  # fmt: skip
+    assert samples.best["config"] == answer.best["config"]
+    with pytest.raises(stash.UsageError, match="one of dataset_images and dataset_samples"):
+        stash.recommend(**JOB, epochs=1, dataset_images=10, dataset_samples=10, budget_hours=1,
+                        db=tmp_path / "x.duckdb")  # fmt: skip
 
 
 def test_a_recommendation_shows_as_a_short_line_with_its_unknown_figures_as_none(tmp_path):

@@ -205,6 +205,8 @@ def test_a_large_catalog_prints_its_first_rows_and_says_how_many_more(tmp_path, 
     assert "more rows (--rows all, or --format json)" in table
     assert main(["predict", "--model", "resnet50", "--batch-size", "64", "--rows", "all", "--db", db]) == 0
     everything = capsys.readouterr().out
+    assert main(["predict", "--model", "resnet50", "--batch-size", "64", "--rows", "0", "--db", db]) == 2
+    assert "at least 1, or 'all', got '0'" in capsys.readouterr().err
     assert "more rows" not in everything and len(everything.splitlines()) > len(table.splitlines())
     shown = int(table.split("  ... ")[1].split(" more rows")[0].replace(",", ""))
     listed = [
@@ -214,7 +216,7 @@ def test_a_large_catalog_prints_its_first_rows_and_says_how_many_more(tmp_path, 
     # the mark's footnote only where a row shown carries the mark (the first rows are validated GPUs)
     assert "*" not in "".join(rows) and "* unvalidated" not in table and "* unvalidated" in everything
     assert main(["predict", "--model", "resnet50", "--batch-size", "64", "--rows", "none", "--db", db]) == 2
-    assert "--rows: expected a whole number of rows or 'all', got 'none'" in capsys.readouterr().err
+    assert "--rows: expected a whole number of rows, at least 1, or 'all', got 'none'" in capsys.readouterr().err
 
 
 def test_a_profiled_configuration_is_measured_whole_and_the_others_are_predictions(tmp_path, capsys):
