@@ -149,10 +149,12 @@ def format_prediction(result: Any, rows: int | None = DEFAULT_ROWS) -> str:
     from stash_core.decide.predict.network import comm_method_line
 
     lines = [*_header(result.request, result.expected_errors), ""]
-    lines += [
-        f"  {'configuration':<28}{'workers':>8}  {'accelerator':<20}{'source':<11}{'path':<10}{'step ms':>9}"
-        f"{'±err':>9}{'±comm':>8}{'samples/s':>11}{'mem GiB':>13}  compute/interconnect/network ms",
-    ]
+    if len(result.frame):  # no header over no rows: each instance's reason follows
+        lines += [
+            f"  {'configuration':<28}{'workers':>8}  {'accelerator':<20}{'source':<11}{'path':<10}"
+            f"{'step ms':>9}{'±err':>9}{'±comm':>8}{'samples/s':>11}{'mem GiB':>13}"
+            "  compute/interconnect/network ms",
+        ]
     from stash_core.cells import is_missing  # pandas: imported when a table is printed, not for --help
 
     shown = result.frame if rows is None else result.frame.head(rows)
@@ -184,7 +186,7 @@ def format_prediction(result: Any, rows: int | None = DEFAULT_ROWS) -> str:
         lines.append("  measured on a CPU machine: the profile's compute, interconnect and network; its CPU "
                      "and disk stalls are in no step here (its whole iteration: `stash show RUN`)")
     if result.not_predictable:
-        lines += ["", f"not predicted ({len(result.not_predictable)}):"]
+        lines += ([""] if len(result.frame) else []) + [f"not predicted ({len(result.not_predictable)}):"]
         listed = result.not_predictable if rows is None else result.not_predictable[:rows]
         lines += [f"  {line}" for line in listed]
         if len(listed) < len(result.not_predictable):

@@ -107,6 +107,7 @@ def test_a_seven_billion_model_in_fp32_is_refused_on_a_24_gb_gpu_with_the_reason
     assert "does not fit" in one_line(err)
     status, out, err = run(capsys, *ask, "--gpu", "A10G")
     assert status == 2 and "weights 25.1 + gradients 25.1" in out and "does not fit" in one_line(err)
+    assert "step ms" not in out  # no table header over no rows
 
 
 def _refusal_on_stdout(out: str, form: str) -> bool:
