@@ -151,6 +151,9 @@ def _print_predictions(
             raise UsageError(f"--bandwidth {args.bandwidth!r}: give e.g. 1gbit, 200mbit or 25 (Gbit/s)")
     if bandwidth is not None and (args.nodes or 1) <= 1:  # one machine has no network: it was ignored
         raise UsageError("--bandwidth is the network's between machines: give --nodes 2 or more")
+    if bandwidth is not None and beta_s_per_byte is not None:  # the one link for every configuration wins
+        given = "--link-gbps" if args.link_gbps is not None else "--beta-s-per-byte"
+        raise UsageError(f"--bandwidth and {given} both give the link's rate: give one of them")
     shape = _shape(args.input_shape)
     if _no_database(args, report):
         where = f"no database at {db_path(args)} (--db or $STASH_DB chooses one)"

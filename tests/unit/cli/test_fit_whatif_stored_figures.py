@@ -69,6 +69,10 @@ def test_fit_predict_exits_2_when_nothing_could_be_predicted(tmp_path, capsys):
     # a network's bandwidth on one machine was ignored without a word
     with pytest.raises(UsageError, match="^--bandwidth is the network's between machines: give --nodes 2"):
         stash("fit", "--predict", "resnet18", "--workers", "4", "--bandwidth", "1gbit", "--db", empty)
+    # one link for every configuration (--link-gbps) dropped the network's --bandwidth without a word
+    with pytest.raises(UsageError, match="^--bandwidth and --link-gbps both give the link's rate"):
+        stash("fit", "--predict", "resnet18", "--workers", "4", "--nodes", "2", "--bandwidth", "1gbit",
+              "--link-gbps", "10", "--db", empty)  # fmt: skip
 
 
 def test_whatif_on_invalid_stored_figures_answers_none_and_keeps_its_json_valid(tmp_path, capsys):
