@@ -149,6 +149,11 @@ def cmd_campaign(args: argparse.Namespace) -> int:
     else:
         plan = plan_campaign(models, args.batch_sizes, workers, args.nodes, args.bandwidths, args.instance)
     check_measurable_plan(plan, settings)
+    if settings.device == "cuda":  # every profile would refuse it: said before the plan is approved
+        from stash_core.engine.machine import cuda_device_count
+
+        if cuda_device_count() == 0:
+            raise UsageError("--device cuda: no CUDA device is visible on this machine")
     if args.dry_run:
         _print_plan(plan, settings)
         return 0

@@ -962,3 +962,16 @@ def test_the_seeded_database_still_opens_and_holds_the_examples(world):
     with duckdb.connect(world["db"], read_only=True) as con:
         assert con.execute("SELECT count(*) FROM runs").fetchone()[0] == len(EXAMPLES)
     shutil.copy(world["db"], Path(world["tmp"]) / "copy.duckdb")  # and is a plain file
+
+
+def test_a_cuda_campaign_on_a_machine_without_a_gpu_is_refused_before_its_plan_is_approved(tmp_path, capsys):
+    """The dry run approved every profile of a --device cuda campaign that each would then refuse."""
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a CUDA device")
+    main = importlib.import_module("stash_core.cli.main").main
+    status = main([*expand(CAMPAIGN, {"db": str(tmp_path / "c.duckdb")}), "--models", "resnet10", "--device",
+                   "cuda"])  # fmt: skip
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert status == 2 and lines == ["stash: --device cuda: no CUDA device is visible on this machine"]
