@@ -28,6 +28,7 @@ STARTUP_ALLOWANCE_S = 180.0
 # ... and for the probe after the timed loop of a multi-worker run.
 PROBE_ALLOWANCE_S = 120.0
 PROBE_PHASES = ("R1", "R1n")
+ASKED_ITERATIONS = "asked (--iterations)"  # a fixed count cut short by a cap says so
 
 
 def run_phase(
@@ -221,7 +222,7 @@ def fill_record(record: dict, result: dict, spec: ProfileSpec, warnings: list[st
     if result["stop_reason"] in ("max_iterations", "max_time") and fixed is not None and summary.n < fixed:
         cap = "--max-iterations" if result["stop_reason"] == "max_iterations" else "--max-phase-seconds"
         warnings.append(f"{record['name']}: stopped at the {cap} cap after {summary.n} kept iterations of "
-                        f"the {fixed} asked (--iterations): raise {cap}")  # fmt: skip
+                        f"the {fixed} {ASKED_ITERATIONS}: raise {cap}")  # fmt: skip
     if result["stop_reason"] in ("max_iterations", "max_time") and fixed is None:
         if summary.relative_ci > spec.target_relative_ci:
             cap = "iteration" if result["stop_reason"] == "max_iterations" else "time"
@@ -229,3 +230,19 @@ def fill_record(record: dict, result: dict, spec: ProfileSpec, warnings: list[st
                 f"{record['name']}: stopped at the {cap} cap after {summary.n} kept iterations with "
                 f"± {summary.relative_ci:.1%} (target ± {spec.target_relative_ci:.0%})"
             )
+
+
+def launch_warnings_kept(name: str, launch_warnings: list[str], warnings: list[str]) -> list[str]:
+    """Of one launch's warnings, those the run keeps: not those already said, nor its cap warnings, which
+    the pooled run's replace (launches.pooled_warnings), but for a fixed --iterations cut short by a cap,
+    which the pooled run does not say: that one once a run."""
+    stopped = f"{name}: stopped at the "
+    said = any(warning.startswith(stopped) for warning in warnings)
+    kept: list[str] = []
+    for warning in launch_warnings:
+        cap = warning.startswith(stopped)
+        if warning in warnings or warning in kept or (cap and (said or ASKED_ITERATIONS not in warning)):
+            continue
+        said = said or cap
+        kept.append(warning)
+    return kept

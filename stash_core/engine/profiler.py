@@ -42,7 +42,7 @@ from stash_core.engine.paired import (
     record_names,
     split_outcome,
 )
-from stash_core.engine.phase import run_phase
+from stash_core.engine.phase import launch_warnings_kept, run_phase
 from stash_core.engine.plan import PhasePlan, launch_spec, launches_of, max_rounds_of, plan_phases, round_runs
 from stash_core.engine.progress import Reporter
 from stash_core.engine.records import probe_record, spec_record
@@ -231,9 +231,7 @@ def run_launches(
             # (Across machines a lost connection is a node or link failure, reported as it is.)
             warnings.append(f"{plan.name}: a launch failed ({outcome['error']}) and was run again")
             outcome = timed_launch(plan, this_spec, launch_warnings_, round_index)
-        # The cap warnings of one launch are replaced by the pooled run's (launches.pooled_warnings).
-        stopped = f"{plan.name}: stopped at the "
-        warnings.extend(w for w in launch_warnings_ if w not in warnings and not w.startswith(stopped))
+        warnings.extend(launch_warnings_kept(plan.name, launch_warnings_, warnings))
         usage_error = outcome.pop("usage_error", False)
         probe = outcome.pop("probe", None)
         if probe is not None:

@@ -75,6 +75,21 @@ def test_a_fixed_count_cut_short_by_a_cap_is_said_with_what_to_raise() -> None:
     assert warnings[0].startswith("R0: stopped at the --max-phase-seconds cap after 4")
 
 
+def test_a_fixed_count_cut_short_is_said_once_a_run_and_other_cap_warnings_are_the_pooled_runs() -> None:
+    """The profile dropped every launch's cap warning for the pooled run's, which says nothing of a fixed
+    --iterations cut short: R0 kept 10 of the 50 asked without a word."""
+    from stash_core.engine.phase import launch_warnings_kept
+
+    short = ("R0: stopped at the --max-iterations cap after 10 kept iterations of the 50 asked (--iterations): "
+             "raise --max-iterations")  # fmt: skip
+    adaptive = "R0: stopped at the time cap after 70 kept iterations with ± 9.0% (target ± 5%)"
+    other = "R0: another warning"
+    assert launch_warnings_kept("R0", [short, other, adaptive], []) == [short, other]
+    again = short.replace("after 10", "after 11")  # the next launch's: said once a run
+    assert launch_warnings_kept("R0", [again, other], [short, other]) == []
+    assert launch_warnings_kept("R1", [short.replace("R0", "R1")], [short]) == [short.replace("R0", "R1")]
+
+
 def test_a_watched_launch_asks_for_the_ranks_stacks_and_its_collectives_outwait_the_watch(monkeypatch):
     """A rank hung in the loop was reported on rank 0, whose collective timed out (after 120 s) before the
     hang watch fired, and no rank's stack was kept: the workers now dump their stacks when the watch stops
