@@ -80,8 +80,8 @@ def test_a_fixed_count_cut_short_is_said_once_a_run_and_other_cap_warnings_are_t
     --iterations cut short: R0 kept 10 of the 50 asked without a word."""
     from stash_core.engine.phase import launch_warnings_kept
 
-    short = ("R0: stopped at the --max-iterations cap after 10 kept iterations of the 50 asked (--iterations): "
-             "raise --max-iterations")  # fmt: skip
+    short = ("R0: stopped at the --max-iterations cap after 10 kept iterations of the 50 asked "
+             "(--iterations): raise --max-iterations")  # fmt: skip
     adaptive = "R0: stopped at the time cap after 70 kept iterations with ± 9.0% (target ± 5%)"
     other = "R0: another warning"
     assert launch_warnings_kept("R0", [short, other, adaptive], []) == [short, other]
