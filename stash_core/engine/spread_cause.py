@@ -28,7 +28,8 @@ def spread_cause(records: list[dict]) -> str:
     mean_load = sum(loads) / len(loads) if loads else None
     load_text = (f"other processes kept {mean_load:.2f} cores busy on average during its launches (up to "
                  f"{max(loads):.2f})") if loads else "other load could not be measured there"  # fmt: skip
-    disagree = [record for record in records if launches_disagree(record)]
+    # the run whose launches are furthest apart first: the one to name (R0 came first, however close)
+    disagree = sorted((record for record in records if launches_disagree(record)), key=_apart, reverse=True)
     if loads and (mean_load >= OTHER_LOAD_MEAN_CORES or max(loads) >= OTHER_LOAD_PEAK_CORES):
         # a first launch far from the rest under a load that stayed alike is named too: the load alone
         # does not explain it
@@ -54,6 +55,13 @@ def spread_cause(records: list[dict]) -> str:
     return (
         f"{subject} disagree more than their iterations do ({finding}), and not from other load ({load_text})"
     )
+
+
+def _apart(record: dict) -> float:
+    """How far apart a run's pooled launches are: their range over their mean."""
+    means = _pooled_means(record)
+    average = sum(means) / len(means) if means else 0.0
+    return (max(means) - min(means)) / average if average > 0 else 0.0
 
 
 def _pooled_means(record: dict) -> list[float]:

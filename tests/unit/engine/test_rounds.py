@@ -256,3 +256,13 @@ def test_a_first_launch_far_off_under_steady_load_is_named_beside_the_load() -> 
     assert cause.startswith("other load on the machine: other processes kept 0.97 cores busy")
     assert cause.endswith("; also R0's first launch was +510% off the others (a warm-up left in it, or the "
                           "machine's speed then)")
+
+
+def test_of_runs_whose_launches_disagree_the_one_furthest_apart_is_named() -> None:
+    """R1's first launch was some +48% off its others, R0's +9%: R0's, always the first, was named."""
+    runs = {"R0": [0.109, 0.100, 0.101, 0.099], "R1": [0.150, 0.101, 0.100, 0.102]}
+    quiet = _records(_launched(runs, other_cores=0.02))
+    named = "R1's launches disagree more than their iterations do (its first launch"
+    assert spread_cause(quiet).startswith(named)
+    busy = _records(_launched(runs, other_cores=0.9))
+    assert "; also R1's first launch was +" in spread_cause(busy)
