@@ -331,8 +331,8 @@ OPTIONS: tuple[Option, ...] = (
            "share it, and further rounds start only while the runs' launches so far (start-up included) "
            "leave room for one more", positive_real(7 * DAY_S)),
     Option("--launches", "launches", "rounds of launches that always run, every run once per round, "
-           "interleaved, for intervals that hold from one launch to the next; with auto, more rounds follow "
-           "while a run is short of --target-ci (default: 3 with auto, 1 with --iterations N)",
+           "interleaved, for intervals that hold from one launch to the next; with auto and 2 or more, more "
+           "rounds follow while a run is short of --target-ci (default: 3 with auto, 1 with --iterations N)",
            Number(1, 100, what="an integer from 1 to 100")),
     Option("--device", "device", "where the workers run", choices=DEVICES),
     Option("--threads-per-worker", "threads_per_worker", "torch threads per CPU worker (default: the "
