@@ -50,6 +50,12 @@ def prepare_data(spec: ProfileSpec, model_kind: str, reporter: Reporter) -> Data
             )
         return DataSetup(images=spec.dataset_images)
 
+    if not spec.dataset and spec.synthetic_images // spec.workers_total < spec.batch_size:
+        # refused before any is made: the data set would be written, then found too small
+        raise UsageError(
+            f"--synthetic-images {spec.synthetic_images}: too few for {spec.workers_total} worker(s) x batch "
+            f"size {spec.batch_size}"
+        )
     if spec.dataset:
         root = Path(spec.dataset).resolve()
     elif model_kind == "tokens":

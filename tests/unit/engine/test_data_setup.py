@@ -99,3 +99,16 @@ def test_a_stated_data_set_without_a_full_step_is_refused(images: int, refused: 
             prepare_data(spec, "images", reporter=None)
     else:
         assert prepare_data(spec, "images", reporter=None).images == 16
+
+
+def test_too_few_synthetic_images_are_refused_before_any_is_made(tmp_path: Path, monkeypatch) -> None:
+    """--synthetic-images 4 at batch 8 wrote its data set into the cache, then was refused as too small."""
+    from stash_core.engine.data_setup import prepare_data
+    from stash_core.errors import UsageError
+    from stash_core.spec import ProfileSpec
+
+    monkeypatch.setenv("STASH_CACHE_DIR", str(tmp_path / "cache"))
+    spec = ProfileSpec(model="resnet10", batch_size=8, synthetic_images=4, image_px=32)
+    with pytest.raises(UsageError, match="^--synthetic-images 4: too few for 1 worker"):
+        prepare_data(spec, "image", reporter=None)
+    assert not any(tmp_path.rglob("*.jpg"))
