@@ -45,12 +45,14 @@ from stash_core.store import queries_compare
 from stash_core.views.common import NO_INSTANCE
 from stash_core.views.run_means import mean_ci95_of, mean_of
 from stash_core.views.stall_frames import stall_long_frame
-from stash_core.zoo_names import SCRIPT_PREFIX
+from stash_core.zoo_names import SCRIPT_PREFIX, ZOO_NAMES, canonical_model
 
 JOB_COLUMNS = ("model", "batch_size", "input_shape", "data", "workers_per_node", "nodes", "device", "code",
                "stalls")  # fmt: skip
 UNVERIFIED = "label contradicted"
 _PRICE_COLUMNS = ("provider", "accelerator", "accelerator_count", "on_demand_usd_per_h", "spot_usd_per_h")
+NOT_IMPORTED = ("{model} is no zoo model, and a page runs no code a stored run names (its result file may be "
+                "anyone's): `stash predict --model FILE.py:FACTORY` predicts a model file")
 
 # ---------------------------------------------------------------------------------------------------------
 # Compare instances
@@ -164,9 +166,11 @@ def compare_with_predictions(db_path: Path | str, model: str, batch_size: int, *
     attrs = dict(measured.attrs)
     workers, nodes = int(chosen["workers_per_node"] or 1), int(chosen["nodes"] or 1)
     shape = _shape_of(chosen.get("input_shape"))
-    precision, why = job_precision(attrs.get("machines") or [], model, int(batch_size), shape)
-    attrs.update(precision=precision, precision_note=f"predicted for {precision}: {why}")
     try:
+        if canonical_model(model) not in ZOO_NAMES:  # a stored run's name is data: its code is never run here
+            raise UsageError(NOT_IMPORTED.format(model=model))
+        precision, why = job_precision(attrs.get("machines") or [], model, int(batch_size), shape)
+        attrs.update(precision=precision, precision_note=f"predicted for {precision}: {why}")
         predicted = predict(
             model, int(batch_size), workers_per_instance=workers, max_instances=nodes, input_shape=shape,
             precision=precision, db=db_path,

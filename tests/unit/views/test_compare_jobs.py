@@ -243,3 +243,22 @@ def test_jobs_past_the_listed_number_are_counted_and_the_newest_kept(mixed_db: P
     assert choices.iloc[0]["runs"] == 2  # the job of two runs, then the newest of those of one
     assert choices.iloc[1]["input_shape"] == "3x64x64" and choices.iloc[1]["data"].startswith("real data")
     assert views.compare.compare_choices(mixed_db.with_name("none.duckdb")).attrs["jobs_stored"] == 0
+
+
+@pytest.mark.parametrize("named", ["{tmp}/evil.py:make", "this:x"])
+def test_a_model_file_a_stored_run_names_is_never_imported_to_predict_it(tmp_path: Path, named: str) -> None:
+    """An uploaded result whose model named a file (or a module) had its code run when Compare predicted the
+    job's other instances, which it does by default: a stored name is data."""
+    evil = tmp_path / "evil.py"
+    marker = tmp_path / "ran"
+    evil.write_text(f"open({str(marker)!r}, 'w').close()\ndef make():\n    raise SystemExit\n")
+    model = named.format(tmp=tmp_path)
+    db = tmp_path / "x.duckdb"
+    doc = run("p3.2xlarge", {"synthetic_images": None, "dataset_images": None}, ON_DEVICE, workers=1,
+              device="cuda")  # fmt: skip
+    doc["spec"]["model"] = doc["model"]["name"] = model
+    doc["fingerprint"].update(gpu_count=1, gpus=[{"index": 0, "name": "Tesla V100-SXM2-16GB"}])
+    store.ingest_result(db, doc)
+    frame = views.compare.compare_with_predictions(db, model, 32)
+    assert not marker.exists() and set(frame["source"]) == {"measured"}
+    assert frame.attrs["prediction_note"].startswith(f"no predictions: {model} is no zoo model")
