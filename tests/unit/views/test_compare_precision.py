@@ -90,7 +90,7 @@ def test_gpu_profiles_that_disagree_give_fp32_and_say_which_ran_what(tmp_path: P
 
 def test_a_model_built_in_bfloat16_is_predicted_in_its_own_precision(tmp_path: Path, monkeypatch) -> None:
     # the note said "predicted for fp32" beside predictions made on the 16-bit units. The zoo has no model
-    # built in 16 bits, and the page imports no model file a stored run names: this one stands for a zoo model.
+    # built in 16 bits, and the page imports no model file a stored run names: this stands for a zoo model.
     from stash_core.views import compare
     from stash_core.zoo_names import canonical_model
 
