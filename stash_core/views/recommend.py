@@ -79,12 +79,14 @@ DEFAULT_MODEL = "resnet50"
 def model_choices(profiled: pd.DataFrame, current: str | None = None) -> list[str]:
     """The models the form offers: the zoo and every profiled model, in a fixed order (the zoo's, then the
     profiled ones by name), and the one chosen now even when it is neither: a new profile never reorders
-    or replaces the choice. A profiled script is not offered: Stash has no model of it to recommend from."""
+    or replaces the choice. A profiled script is not offered: Stash has no model of it to recommend from;
+    nor is a model file or module (FILE.py:FACTORY) a stored run names: a stored name is data, and choosing
+    it would run its code (its result file may be anyone's). Typed in, it is the user's own."""
     from stash_core.zoo_names import zoo_models
 
     names = zoo_models()
     profiled_names = {str(name) for name in profiled["model"].dropna()}
-    names += sorted({name for name in profiled_names if not is_script(name)} - set(names))
+    names += sorted({name for name in profiled_names if not is_script(name) and ":" not in name} - set(names))
     if current and current not in names:
         names.append(current)
     return names

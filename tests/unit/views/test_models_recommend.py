@@ -254,6 +254,11 @@ def test_the_model_choices_keep_their_order_and_the_users_choice() -> None:
     second = views.recommend.model_choices(after, "gpt2")
     assert second[: len(first)] == first and second[-1] == "zz_custom"  # a new profile only appends
     assert "my_model.py:make" in views.recommend.model_choices(after, "my_model.py:make")
+    # a model file or module a stored run names is not offered: choosing it would run its code
+    uploaded = pd.DataFrame({"model": ["/tmp/evil.py:make", "this:x", "zz_custom"], "batch_size": [8] * 3,
+                             "runs": [1] * 3})  # fmt: skip
+    offered = views.recommend.model_choices(uploaded, "gpt2")
+    assert "zz_custom" in offered and not {"/tmp/evil.py:make", "this:x"} & set(offered)
 
 
 def test_a_token_model_gets_its_own_defaults_not_imagenets() -> None:
