@@ -57,11 +57,18 @@ def verdict(frame: pd.DataFrame) -> None:
         st.markdown(":material/savings: **Cheapest**")
         if result["cheapest"] is None:
             st.markdown("### –")
-            st.markdown(
-                "No configuration has a price: their instance labels are not in the instance catalog "
-                "(the `instances` table). Label runs with a catalog name (the Run page's Instance label, "
-                "`--instance`) to see costs."
-            )
+            if result["contradicted"]:
+                st.markdown(
+                    f"No configuration has a price: {result['contradicted']} run(s) have an instance label "
+                    "their machine contradicts (set aside above), the others a label not in the instance "
+                    "catalog. Confirm a label you trust, or label runs with a catalog name, to see costs."
+                )
+            else:
+                st.markdown(
+                    "No configuration has a price: their instance labels are not in the instance catalog "
+                    "(the `instances` table). Label runs with a catalog name (the Run page's Instance label, "
+                    "`--instance`) to see costs."
+                )
         else:
             st.markdown(f"### {plain(result['cheapest'])}")
             text = f"{usd_text(result['cheapest_usd_per_million_samples'])} per million samples (on demand)"

@@ -348,8 +348,10 @@ def compare_verdict(frame: pd.DataFrame) -> dict[str, Any]:
     Returns {"fastest", "slowest", "speedup", "cheapest", "next_cheapest", "saving", "priced"}: names and
     ratios (speedup = fastest / slowest throughput; saving = 1 - cheapest / next cheapest cost).
     """
+    contradicted = frame["label_ok"].eq(False) if "label_ok" in frame else pd.Series(False, index=frame.index)
     verdict: dict[str, Any] = {"fastest": None, "cheapest": None, "priced": 0}
-    usable = frame.dropna(subset=["samples_per_s"])
+    verdict["contradicted"] = int(contradicted.sum())
+    usable = frame[~contradicted].dropna(subset=["samples_per_s"])  # a run set aside is no machine to choose
     if usable.empty:
         return verdict
     ordered = usable.sort_values("samples_per_s", ascending=False)

@@ -96,7 +96,9 @@ def test_a_contradicted_label_gets_its_own_row_without_a_price_until_confirmed(t
     row = frame.iloc[0]
     assert row["configuration"] == "g4dn.xlarge · 2w · label contradicted"
     assert not row["label_ok"] and row["usd_per_h"] != row["usd_per_h"]  # NaN: no price
-    assert views.compare.compare_verdict(frame)["cheapest"] is None
+    verdict = views.compare.compare_verdict(frame)
+    # set aside: no machine to choose, neither fastest nor cheapest, and counted for the page to say why
+    assert verdict["cheapest"] is None and verdict["fastest"] is None and verdict["contradicted"] == 1
     assert "the machine has no GPU" in frame.attrs["label_warnings"][0]
     confirm_label(db, laptop["run_id"])
     confirmed = views.compare.compare_configurations(db, "resnet18", 32).iloc[0]
