@@ -151,6 +151,11 @@ ANSWERED = [
      lambda r: not r.checks[0].ok),
     ("upload-json-lines-broken", _upload("runs.json", b'{"a": 1}\n{bad\n'),
      lambda r: not r.checks[0].ok),
+    # said as the command says it, not in Python's words ("maximum recursion depth exceeded ...")
+    ("upload-json-deep", _upload("deep.json", b"[" * 100_000 + b"]" * 100_000),
+     lambda r: r.checks[0].reason == "JSON nested too deeply (at most 32 levels)"),
+    ("upload-json-huge-number", _upload("big.json", b'{"a": ' + b"9" * 5000 + b"}"),
+     lambda r: r.checks[0].reason.startswith("a number in the file is too long")),
     ("catalog-source-formula-kept-as-text", _edit("source", "=HYPERLINK(1)"), lambda r: len(r[0]) == 1),
     ("catalog-sql-like-name-is-a-name", _add(name="x'); DROP TABLE instances; --", vcpus=4),
      lambda r: r[1] == ["x'); DROP TABLE instances; --"]),
