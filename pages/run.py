@@ -106,22 +106,23 @@ def profile_form(running: list[JobState]) -> None:
             help="GPUs per machine; on a CPU-only machine, worker processes",
         )
         nodes = number_field(cols[2], "Machines (nodes)", "nodes", key="run-nodes")
+        data_source = st.radio("Data", list(DATA_SOURCES), format_func=DATA_SOURCES.get, key="run-data")
+        real = data_source != "none"
         stall_options = list(STALL_LABELS)
         stalls = st.pills(
             "Stalls to measure",
             stall_options,
             selection_mode="multi",
-            default=default_stalls(workers, nodes),
+            default=default_stalls(workers, nodes, real),
             format_func=STALL_LABELS.get,
             # A key per setup: a choice of stalls stays while the setup stays, and the setup's own defaults
             # come back when it changes (a keyed widget would keep its first default).
-            key=f"run-stalls-{min(workers, 2)}-{min(nodes, 2)}",
+            key=f"run-stalls-{min(workers, 2)}-{min(nodes, 2)}-{int(real)}",
         )
         find_unused = workers > 1 and not script.get("use_script") and st.checkbox(
             "Find unused parameters every step", key="run-unused",
             help="DDP's find_unused_parameters: for a model that uses some parameters on some steps only",
         )  # fmt: skip
-        data_source = st.radio("Data", list(DATA_SOURCES), format_func=DATA_SOURCES.get, key="run-data")
         synthetic_images, dataset = FIRST_SYNTHETIC_IMAGES, ""
         if data_source == "synthetic":
             synthetic_images = number_field(

@@ -93,11 +93,12 @@ class RunForm:
     data_dir: str = ""
 
 
-def default_stalls(workers: int, nodes: int) -> list[str]:
-    """The stalls the form first offers for this many workers and nodes: those the setup has a run for
-    (interconnect needs 2 workers, network 2 nodes; engine/plan.py's STALL_NEEDS)."""
-    return ["compute"] + (["interconnect"] if workers > 1 else []) + (["network"] if nodes > 1 else []) + [
-        "cpu", "disk"]  # fmt: skip
+def default_stalls(workers: int, nodes: int, real_data: bool = True) -> list[str]:
+    """The stalls the form first offers for this many workers and nodes and this data: those the setup has
+    a run for (interconnect needs 2 workers, network 2 nodes, CPU and disk real data; engine/plan.py's
+    STALL_NEEDS)."""
+    return ["compute"] + (["interconnect"] if workers > 1 else []) + (["network"] if nodes > 1 else []) + (
+        ["cpu", "disk"] if real_data else [])  # fmt: skip
 
 
 # A stall the setup cannot measure, in the form's words (engine/plan.py's STALL_NEEDS names the flags).
