@@ -106,7 +106,8 @@ def bar(frame: pd.DataFrame, column: str, title: str, number_format: str, ascend
                 alt.Tooltip("configuration:N"),
                 alt.Tooltip(f"{column}:Q", title=title, format=number_format),
                 alt.Tooltip("source:N"),
-                alt.Tooltip("expected_error:Q", title="expected error", format=".0%"),
+                alt.Tooltip("expected_error:Q", title="expected error (compute)", format=".0%"),
+                alt.Tooltip("comm_error:Q", title="expected error (communication)", format=".0%"),
                 alt.Tooltip("runs:Q"),
             ],
         )

@@ -159,7 +159,7 @@ def compare_with_predictions(db_path: Path | str, model: str, batch_size: int, *
     nothing was, ["not_predictable"] the instances that could not be, ["precision"] and ["precision_note"] the
     precision predicted and why (job_precision), ["profiles_set_aside"] the profiles of another precision."""
     measured = compare_configurations(db_path, model, batch_size, **job)
-    measured["source"], measured["expected_error"] = "measured", np.nan
+    measured["source"], measured["expected_error"], measured["comm_error"] = "measured", np.nan, np.nan
     chosen = measured.attrs.get("job")
     if not chosen:
         return measured
@@ -237,9 +237,9 @@ def _predicted_rows(predicted: pd.DataFrame, measured: pd.DataFrame, db_path: Pa
     for row in predicted.to_dict(orient="records"):
         record = {
             "instance": row["instance"], "label_ok": True, "workers_per_node": row["workers_per_instance"],
-            "nodes": row["instance_count"], "device": "cuda", "runs": 0, "latest_run_id": None,
-            "iteration_s": row["iteration_s"], "iteration_ci95_s": np.nan,
-            "iterations_per_epoch": per_epoch, "epoch_s": row["iteration_s"] * per_epoch,
+            "nodes": row["instance_count"], "device": "cuda", "runs": 0, "comm_error": row["comm_error"],
+            "iteration_s": row["iteration_s"], "iteration_ci95_s": np.nan, "iterations_per_epoch": per_epoch,
+            "epoch_s": row["iteration_s"] * per_epoch, "latest_run_id": None,
             "compute_s": row["compute_s"], "interconnect_s": row["interconnect_s"],
             "network_s": row["network_s"], "source": "predicted", "expected_error": row["expected_error"],
         }  # fmt: skip

@@ -264,3 +264,15 @@ def test_a_model_file_a_stored_run_names_is_never_imported_to_predict_it(tmp_pat
     frame = views.compare.compare_with_predictions(db, model, 32)
     assert not marker.exists() and set(frame["source"]) == {"measured"}
     assert frame.attrs["prediction_note"].startswith(f"no predictions: {model} is no zoo model")
+
+
+def test_a_predicted_row_of_several_gpus_states_its_communications_error_beside_its_computes(
+    tmp_path: Path,
+) -> None:
+    """Compare showed the compute path's error alone where `stash predict` states ±comm too."""
+    db = tmp_path / "x.duckdb"
+    store.ingest_result(db, run("vm-a", SYNTHETIC_64, ON_DEVICE, workers=2))
+    frame = views.compare.compare_with_predictions(db, "resnet18", 32)
+    predicted = frame[frame["source"] == "predicted"]
+    assert len(predicted) and (predicted["comm_error"] > 0).all() and (predicted["expected_error"] > 0).all()
+    assert frame.loc[frame["source"] == "measured", "comm_error"].isna().all()
