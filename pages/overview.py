@@ -55,7 +55,8 @@ def first_steps() -> None:
                 current_db(), examples.first_profile_args(), label="first profile"
             )
             st.switch_page("pages/run.py", query_params={"job": job_id})
-    st.markdown("Or from a terminal:")
+    st.markdown("Or from a terminal, a larger first profile (ResNet-10 on two workers: interconnect and "
+                "disk stalls too), and the result files of other machines:")
     st.code(views.overview.terminal_commands(current_db()), language="bash")
 
 
