@@ -289,6 +289,10 @@ def job_view(state: JobState) -> None:
                     f"breakdown_{state.run_id}",
                     f"job-{state.job_id}",
                 )
+        warned = (load(views.breakdown.run_detail, state.run_id) or {}).get("warnings") or []
+        if warned:  # what the breakdown's figures need beside them (a stall not resolved, other load)
+            lines = "\n".join(f"- {plain(in_page_words(str(line), None))}" for line in warned)
+            st.warning(f"{len(warned)} warning(s):\n{lines}", icon=":material/report:")
         run_link(state.run_id)
         return
     said = plain(in_page_words(state.error, None)) if state.error else "The run failed."

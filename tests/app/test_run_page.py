@@ -191,3 +191,24 @@ def test_several_workers_may_find_unused_parameters(empty_db, started):
     app.checkbox(key="run-unused").check().run()
     app = _start(app)
     assert not app.exception and "--find-unused-parameters" in started[0], started
+
+
+def test_a_finished_run_shows_its_warnings_beside_its_breakdown(empty_db, monkeypatch):
+    """The Finished panel said only "finished and is stored" under a breakdown at ± 140% with a stall not
+    resolved: the run's warnings were on the Stall breakdown page alone."""
+    from stash_core import store
+    from stash_core.engine.job_state import JobState
+
+    doc = json.loads(next((REPO / "examples" / "results").glob("*.json")).read_text())
+    doc["breakdown"]["warnings"] = ["cpu: ± 140% after 3 rounds (target ± 10%)"]
+    store.ingest_result(empty_db, doc)
+    done = JobState("job9", empty_db.parent, [], None, None, "completed", 0, run_id=doc["run_id"])
+    monkeypatch.setattr(jobs, "read_job", lambda db, job_id: done)
+    monkeypatch.setattr(jobs, "list_jobs", lambda db, limit=8: [done])
+    app = AppTest.from_file(str(REPO / "app.py"), default_timeout=90)  # the app: the page links others
+    app.query_params["job"] = "job9"
+    app.run()
+    app.switch_page("pages/run.py").run()
+    assert not app.exception
+    boxes = [shown(box.value) for box in app.warning]
+    assert any(box.startswith("1 warning(s):") and "± 140% after 3 rounds" in box for box in boxes), boxes
