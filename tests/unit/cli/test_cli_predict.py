@@ -217,7 +217,8 @@ def test_a_large_catalog_prints_its_first_rows_and_says_how_many_more(tmp_path, 
     # the mark's footnote only where a row shown carries the mark (the first rows are validated GPUs)
     assert "*" not in "".join(rows) and "* unvalidated" not in table and "* unvalidated" in everything
     assert main(["predict", "--model", "resnet50", "--batch-size", "64", "--rows", "none", "--db", db]) == 2
-    assert "--rows: expected a whole number of rows, at least 1, or 'all', got 'none'" in capsys.readouterr().err
+    said = capsys.readouterr().err
+    assert "--rows: expected a whole number of rows, at least 1, or 'all', got 'none'" in said
 
 
 def test_a_profiled_configuration_is_measured_whole_and_the_others_are_predictions(tmp_path, capsys):
