@@ -79,6 +79,8 @@ def _import_file(location: str) -> ModuleType:
     path = Path(location).expanduser().resolve()
     if path.is_dir():
         raise UserModelError(f"model file {location} is a folder; give a .py file")
+    if path.exists() and not path.is_file():  # a device, a pipe, a socket: nothing to import
+        raise UserModelError(f"model file {location} is not a regular file; give a .py file")
     if not path.is_file():
         raise UserModelError(f"model file not found: {location}")
     if path.suffix != ".py":

@@ -457,6 +457,13 @@ def test_folder_instead_of_file(tmp_path: Path) -> None:
     assert "is a folder" in usage_error(excinfo)
 
 
+def test_a_device_instead_of_a_file_is_no_missing_file() -> None:
+    # /dev/null exists: "model file not found" sent the user looking for a file that is there
+    with pytest.raises(UsageError) as excinfo:
+        build_model("/dev/null:make")
+    assert usage_error(excinfo) == "model file /dev/null is not a regular file; give a .py file"
+
+
 def test_input_shape_may_be_given_as_text() -> None:
     assert describe_model("resnet18", input_shape="3, 32, 32").input_shape == (3, 32, 32)  # type: ignore[arg-type]
 
