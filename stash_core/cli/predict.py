@@ -231,14 +231,14 @@ def _header(request: dict, errors: dict) -> list[str]:
         batch = request["batch_size"] or "unknown"
         return [
             f"script {request['model']} (run {request['script_run']} on {request['measured_on']}), batch "
-            f"{batch} per GPU, {request['precision']}, {per_instance}; compute scaled by the GPU ratio (the "
+            f"{batch} per worker, {request['precision']}, {per_instance}; compute scaled by the GPU ratio (the "
             f"GPUs' {request['precision']} matrix peaks and memory bandwidths, blended as fitted on "
             "published pairs); ±err: the held-out error of that scaling between GPUs on published figures in "
             "the row's batch regime (a GPU's own where it runs wider); ±comm: the held-out error of the "
             "step's communication on several GPUs, a share of the step; memory not checked"
         ]
     return [
-        f"{request['model']}, batch {request['batch_size']} per GPU{shape}, {request['precision']}, "
+        f"{request['model']}, batch {request['batch_size']} per worker{shape}, {request['precision']}, "
         f"{request['habits'] + ', ' if request.get('habits') else ''}{per_instance}; ±err: the held-out "
         "error of each row's compute path and batch regime on "
         "published figures it was not fitted to (its GPU's own where that runs wider); ±comm: the held-out "
