@@ -310,9 +310,18 @@ def seconds_text(value: Any, ci: Any = None) -> str:
     number = finite_float(value)
     if number is None:
         return "–"
-    text = _seconds(number)
     spread = finite_float(ci)
-    return f"{text} ± {_seconds(spread)}" if spread is not None else text
+    if spread is None:
+        return _seconds(number)
+    spread_text = _seconds(spread)
+    if abs(number) >= abs(spread):
+        return f"{_seconds(number)} ± {spread_text}"
+    # a figure smaller than its interval takes the interval's unit and decimals: "0 ms ± 997 ms", not "0 µs ± 997 ms"
+    amount, unit = spread_text.split(" ")
+    decimals = len(amount.partition(".")[2])
+    scale = {"µs": 1e-6, "ms": 1e-3, "s": 1.0, "min": 60.0, "h": 3600.0}[unit]
+    amount_in_unit = round(number / scale, decimals) + 0.0  # + 0.0: no "-0 ms"
+    return f"{amount_in_unit:.{decimals}f} {unit} ± {spread_text}"
 
 
 def _seconds(number: float) -> str:

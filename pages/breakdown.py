@@ -358,11 +358,11 @@ def main() -> None:
         st.caption("Pick runs above to see one in detail.")
         return
     default = detail["run_id"] if detail is not None else choices[0]
-    if linked != previous and default == linked:
-        st.session_state["bd-run"] = linked  # a link, or Back, named another run than the picker holds
-    picked = st.selectbox(
-        "Run", choices, index=choices.index(default), format_func=lambda r: labels.get(r, r), key="bd-run"
-    )
+    # the picker's value lives in Session State only (a default index as well draws Streamlit's warning):
+    # a link, or Back, that names another run than the picker holds, or a pick the filter no longer shows
+    if (linked != previous and default == linked) or st.session_state.get("bd-run") not in choices:
+        st.session_state["bd-run"] = default
+    picked = st.selectbox("Run", choices, format_func=lambda r: labels.get(r, r), key="bd-run")
     st.session_state["bd-shown-run"] = picked
     if st.query_params.get("run") != picked:
         st.query_params["run"] = picked

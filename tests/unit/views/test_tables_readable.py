@@ -57,3 +57,13 @@ def test_a_figure_just_under_a_unit_is_said_in_the_next_unit_never_in_scientific
 
     assert seconds_text(0.9996, 0.0009996) == "1 s ± 1 ms"
     assert seconds_text(0.5, 0.00042) == "500 ms ± 420 µs"
+
+
+def test_a_figure_smaller_than_its_interval_is_said_in_the_intervals_unit() -> None:
+    from pages._shared import seconds_text
+
+    assert seconds_text(0.0, 0.997) == "0 ms ± 997 ms"
+    assert seconds_text(-0.00004, 0.997) == "0 ms ± 997 ms"
+    assert seconds_text(0.05, 1.2) == "0.1 s ± 1.2 s"
+    assert seconds_text(0.0123, 0.0456) == "12.3 ms ± 45.6 ms"
+    assert seconds_text(3.0, 900.0) == "0.1 min ± 15.0 min"

@@ -1,0 +1,48 @@
+"""The Stall breakdown page's run picker follows a link to another run without Streamlit's warning that a
+widget got a default value and a Session State value at once."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+from result_docs import result_doc
+from streamlit.elements.lib import policies
+from streamlit.testing.v1 import AppTest
+from support import REPO
+
+from stash_core import store
+
+
+class Kept(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+
+
+def test_a_link_to_another_run_moves_the_picker_without_a_state_warning(
+    empty_db: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first, second = result_doc(stalls={"compute": 0.30}), result_doc(stalls={"compute": 0.20})
+    store.ingest_result(empty_db, first)
+    store.ingest_result(empty_db, second)
+    monkeypatch.setattr(policies, "_shown_default_value_warning", False)  # said once a process otherwise
+    app = AppTest.from_file(str(REPO / "app.py"), default_timeout=90)
+    app.query_params["run"] = first["run_id"]
+    app.run()
+    kept = Kept()
+    policies._LOGGER.addHandler(kept)
+    try:
+        app.switch_page("pages/breakdown.py").run()
+        assert app.selectbox(key="bd-run").value == first["run_id"]
+        app.query_params["run"] = second["run_id"]
+        app.run()
+    finally:
+        policies._LOGGER.removeHandler(kept)
+    assert not app.exception, [e.value for e in app.exception]
+    assert app.selectbox(key="bd-run").value == second["run_id"]
+    assert not [m for m in kept.messages if "created with a default value" in m]
