@@ -23,7 +23,7 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
-from stash_core import containment, views
+from stash_core import containment, units, views
 from stash_core.errors import StashError, UsageError
 from stash_core.pathargs import default_db_text
 from stash_core.units import finite_float, share_at_an_end, usd_words
@@ -310,31 +310,7 @@ def seconds_text(value: Any, ci: Any = None) -> str:
     number = finite_float(value)
     if number is None:
         return "–"
-    spread = finite_float(ci)
-    if spread is None:
-        return _seconds(number)
-    spread_text = _seconds(spread)
-    if abs(number) >= abs(spread):
-        return f"{_seconds(number)} ± {spread_text}"
-    # a figure smaller than its interval takes the interval's unit and decimals: "0 ms ± 997 ms", not "0 µs ± 997 ms"
-    amount, unit = spread_text.split(" ")
-    decimals = len(amount.partition(".")[2])
-    scale = {"µs": 1e-6, "ms": 1e-3, "s": 1.0, "min": 60.0, "h": 3600.0}[unit]
-    amount_in_unit = round(number / scale, decimals) + 0.0  # + 0.0: no "-0 ms"
-    return f"{amount_in_unit:.{decimals}f} {unit} ± {spread_text}"
-
-
-def _seconds(number: float) -> str:
-    # a unit is taken only where the figure, rounded, stays under 1000 of it: 0.9996 s is "1 s", not "1e+03 ms"
-    if round(abs(number) * 1e6) < 1000:
-        return f"{number * 1e6:.0f} µs"
-    if float(f"{abs(number) * 1e3:.3g}") < 1000:
-        return f"{number * 1e3:.3g} ms"
-    if abs(number) < 120:
-        return f"{number:.3g} s"
-    if abs(number) < 7200:
-        return f"{number / 60:.1f} min"
-    return f"{number / 3600:.1f} h"
+    return units.seconds_short(number, finite_float(ci))
 
 
 def number_text(value: Any, digits: int = 1) -> str:

@@ -197,3 +197,31 @@ def size_words(size_bytes: float) -> str:
         if size_bytes >= scale:
             return f"{size_bytes / scale:.3g} {unit}"
     return f"{size_bytes:.0f} B"
+
+
+def seconds_short(seconds: float, spread_s: float | None = None) -> str:
+    """0.2051 -> '205 ms'; 12.5 -> '12.5 s'; with '± spread' when given. A figure smaller than its spread
+    takes the spread's unit and decimals: '0 ms ± 997 ms', not '0 µs ± 997 ms'."""
+    if spread_s is None:
+        return _seconds_short(seconds)
+    spread_text = _seconds_short(spread_s)
+    if abs(seconds) >= abs(spread_s):
+        return f"{_seconds_short(seconds)} ± {spread_text}"
+    amount, unit = spread_text.split(" ")
+    decimals = len(amount.partition(".")[2])
+    unit_s = {"µs": 1e-6, "ms": 1e-3, "s": 1.0, "min": 60.0, "h": 3600.0}[unit]
+    in_unit = round(seconds / unit_s, decimals) + 0.0  # + 0.0: no "-0 ms"
+    return f"{in_unit:.{decimals}f} {unit} ± {spread_text}"
+
+
+def _seconds_short(seconds: float) -> str:
+    # a unit is taken where the figure, rounded, stays under 1000 of it: 0.9996 s is "1 s", not "1e+03 ms"
+    if round(abs(seconds) * 1e6) < 1000:
+        return f"{seconds * 1e6:.0f} µs"
+    if float(f"{abs(seconds) * 1e3:.3g}") < 1000:
+        return f"{seconds * 1e3:.3g} ms"
+    if abs(seconds) < 120:
+        return f"{seconds:.3g} s"
+    if abs(seconds) < 7200:
+        return f"{seconds / 60:.1f} min"
+    return f"{seconds / 3600:.1f} h"
