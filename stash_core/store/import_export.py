@@ -13,6 +13,7 @@ them). Iterations and telemetry hold samples only, which the figures do not depe
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 import pandas as pd
@@ -50,7 +51,7 @@ def docs_from_export(tables: dict[str, pd.DataFrame]) -> list[dict[str, Any]]:
         parts = {name: by_run.get(str(run_id)) for name, by_run in rows_by_table.items()}
         # a completed run stored without a breakdown (its file had none) has no stall row to bring back
         if row.get("status") == "completed" and not is_missing(row.get("iteration_s")):
-            _require_breakdown(str(run_id), tables, parts)
+            _require_breakdown(str(run_id), row, tables, parts)
         _require_phases_of_samples(str(run_id), parts)
         docs.append(doc_from_rows(str(run_id), row, parts))
     return docs
@@ -71,7 +72,9 @@ def _require_phases_of_samples(run_id: str, parts: dict[str, Any]) -> None:
             )
 
 
-def _require_breakdown(run_id: str, tables: dict[str, pd.DataFrame], parts: dict[str, Any]) -> None:
+def _require_breakdown(
+    run_id: str, run: dict[str, Any], tables: dict[str, pd.DataFrame], parts: dict[str, Any]
+) -> None:
     """UsageError when the completed run `run_id` would be stored without its breakdown: the phases or
     stalls table is missing, or neither holds a row of the run (the tables of another export)."""
     missing = [name for name in BREAKDOWN_TABLES if name not in tables]
@@ -82,11 +85,21 @@ def _require_breakdown(run_id: str, tables: dict[str, pd.DataFrame], parts: dict
             "same export with it"
         )
     without = [name for name in BREAKDOWN_TABLES if parts[name] is None]
+    if without == ["stalls"] and _no_stall_named(run):
+        return  # its phases are here, and its runs row says it had no stall to bring back
     if without:  # a completed run has phases and its five stalls: half of them would be a run no one measured
         raise UsageError(
             f"the {' and '.join(without)} {'tables hold' if len(without) > 1 else 'table holds'} no row of "
             f"completed run {run_id}; upload them from the same export as the runs table"
         )
+
+
+def _no_stall_named(run: dict[str, Any]) -> bool:
+    """Whether the runs row says its breakdown named no stall: all of its iteration is not separated."""
+    iteration_s, unattributed_s = run.get("iteration_s"), run.get("unattributed_s")
+    if is_missing(iteration_s) or is_missing(unattributed_s):
+        return False
+    return math.isclose(float(iteration_s), float(unattributed_s), rel_tol=1e-9, abs_tol=1e-12)
 
 
 def doc_from_rows(run_id: str, run: dict[str, Any], parts: dict[str, pd.DataFrame | None]) -> dict[str, Any]:

@@ -185,3 +185,18 @@ def test_a_flat_object_that_is_no_table_row_is_still_not_a_result_file(tmp_path)
     path.write_text('{"a": 1, "b": 2}', encoding="utf-8")
     with pytest.raises(UsageError, match='not a Stash result file'):
         store.ingest_files(tmp_path / "r.duckdb", [path])
+
+
+def test_a_completed_run_stored_without_stalls_comes_back_from_its_own_export(tmp_path) -> None:
+    """A completed run whose breakdown named no stall (all of its iteration not separated) has phases but no
+    stall row; its own export was refused as 'the stalls table holds no row of completed run ...'."""
+    db = tmp_path / "results.duckdb"
+    doc = result_doc(run_id=RUN_ID, seed=9)
+    doc["breakdown"]["stalls"] = None
+    store.ingest_result(db, doc)
+    paths = store.export(db, "parquet", tmp_path / "out")
+    read = {Path(path).stem: pd.read_parquet(path) for path in paths}
+    (back,) = docs_from_export(read)
+    assert back["run_id"] == RUN_ID and back["breakdown"]["stalls"] in ({}, None)
+    assert back["breakdown"]["iteration_s"] == pytest.approx(doc["breakdown"]["iteration_s"])
+    store.ingest_result(tmp_path / "again.duckdb", back)  # and it is stored again
