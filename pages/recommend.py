@@ -185,7 +185,9 @@ def recommended_box(result: Recommendation) -> None:
         if best.get("unvalidated") in (True,):
             marked += " (unvalidated: no held-out figure of this GPU)"
         cols = st.columns(4)
-        cols[0].metric("Training time", duration_words(best["training_h"] * 3600))
+        budget_h = result.request.get("budget_hours")
+        within_s = None if budget_h is None else budget_h * 3600  # 15.97 h within 15.98 h: never "16.0 h"
+        cols[0].metric("Training time", duration_words(best["training_h"] * 3600, within_s))
         cols[1].metric("Cost", usd_text(best["training_usd"]))
         cols[2].metric("Price", f"{usd_text(best['usd_per_h'])}/h")
         iteration_s = best.get("iteration_s")

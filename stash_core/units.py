@@ -136,15 +136,21 @@ def json_safe(value: Any) -> Any:
     return value
 
 
-def duration_words(seconds: float | None) -> str:
-    """A duration in the unit that reads best: '42 s', '3.5 min', '1.3 h', '2.1 d'; '-' when unknown."""
+def duration_words(seconds: float | None, within_s: float | None = None) -> str:
+    """A duration in the unit that reads best: '42 s', '3.5 min', '1.3 h', '2.1 d'; '-' when unknown. Given
+    `within_s` (a budget the duration meets), more decimals where rounding would show it over: 15.97 h within
+    15.98 h is '15.97 h', not '16.0 h'."""
     if seconds is None or not math.isfinite(seconds) or seconds < 0:
         return "-"
-    for unit, size in (("d", 86400.0), ("h", 3600.0), ("min", 60.0)):
-        if seconds >= size:
+    for unit, size in (("d", 86400.0), ("h", 3600.0), ("min", 60.0), ("s", 1.0)):
+        if seconds >= size or unit == "s":
             value = seconds / size
-            return f"{value:.1f} {unit}" if value < 100 else f"{value:,.0f} {unit}"
-    return f"{seconds:.0f} s" if seconds >= 1 else f"{seconds:.2f} s"
+            decimals = 0 if value >= 100 or (unit == "s" and value >= 1) else 2 if unit == "s" else 1
+            meets = within_s is not None and seconds <= within_s
+            while meets and decimals < 6 and round(value, decimals) * size > within_s:
+                decimals += 1
+            return f"{value:,.{decimals}f} {unit}"
+    raise AssertionError("unreachable: the loop ends at seconds")
 
 
 def share_at_an_end(share: float) -> str | None:

@@ -121,7 +121,9 @@ def format_recommendation(result: Recommendation, show_all: bool = False) -> str
             f"{'USD':>11}{'USD/h':>8}{'price of':>12}"
             f"{'±err':>7}{'±comm':>7}  stalls per iteration (compute/interconnect/network/cpu/disk, ms)"
         )
-        lines += [_option_line(row) for row in options.to_dict(orient="records")]
+        budget_h = result.request.get("budget_hours")
+        within_s = None if budget_h is None else budget_h * 3600
+        lines += [_option_line(row, within_s) for row in options.to_dict(orient="records")]
         lines.append(
             "  workers: GPUs used of each instance's GPUs; price of: the date of the catalog's price (its source: "
             "`stash instances show NAME`); ?: not predicted (CPU and disk stalls need a profile with real data); "
@@ -150,7 +152,7 @@ def _workers(row: dict[str, Any]) -> str:
     return f"{row['workers_per_instance']}/{gpus}" if gpus else f"{row['workers_per_instance']} CPU"
 
 
-def _option_line(row: dict[str, Any]) -> str:
+def _option_line(row: dict[str, Any], within_s: float | None) -> str:
     rank = finite_float(row["rank"])
     stalls = "/".join(
         "?" if finite_float(row[f"{s}_s"]) is None else fixed(row[f"{s}_s"] * 1e3, ".0f") for s in STALL_NAMES
@@ -162,7 +164,7 @@ def _option_line(row: dict[str, Any]) -> str:
     return (
         f"  {'' if rank is None else str(int(rank)):>2} {row['config']:<34}{_workers(row):>8}  "
         f"{row['source']:<11}"
-        f"{_cell(duration_words(row['epoch_s']), 9)}{_cell(duration_words(row['training_h'] * 3600), 10)}"
+        f"{_cell(duration_words(row['epoch_s']), 9)}{_cell(duration_words(row['training_h'] * 3600, within_s), 10)}"
         f"{_cell(usd, 11)}{_cell(usd_per_h, 8)}{str(row.get('price_date') or '-')[:10]:>12}"
         f"{error:>7}{comm:>7}"
         f"  {stalls}{pareto}"

@@ -85,3 +85,14 @@ def test_two_costs_side_by_side_never_read_alike_unless_equal():
     assert usd_words_apart(1234.5, 1234.5001) == ("$1,234.5000", "$1,234.5001")
     assert usd_words_apart(0.5, 2.0) == ("$0.500", "$2.00")  # apart already: as usd_words
     assert usd_words_apart(10.0, 10.0) == ("$10.00", "$10.00")
+
+
+def test_a_duration_within_a_budget_is_never_shown_over_it() -> None:
+    from stash_core.units import duration_words
+
+    assert duration_words(15.97 * 3600) == "16.0 h"
+    assert duration_words(15.97 * 3600, within_s=15.98 * 3600) == "15.97 h"
+    assert duration_words(15.9799 * 3600, within_s=15.98 * 3600) == "15.98 h"  # rounds to the budget, not over
+    assert duration_words(15.97 * 3600, within_s=20 * 3600) == "16.0 h"  # rounding stays under: as before
+    assert duration_words(17 * 3600, within_s=15.98 * 3600) == "17.0 h"  # over the budget: said as it is
+    assert (duration_words(0.5), duration_words(42), duration_words(200 * 86400)) == ("0.50 s", "42 s", "200 d")

@@ -60,11 +60,16 @@ def slowdown_cause(slower: dict[str, Any], faster: dict[str, Any]) -> str:
     return said
 
 
+def _budget_s(request: dict[str, Any]) -> float | None:
+    budget_h = request.get("budget_hours")
+    return None if budget_h is None else budget_h * 3600
+
+
 def explanations(options: pd.DataFrame, best: dict[str, Any], request: dict[str, Any]) -> list[str]:
     """Why `best` wins, then a line for each of the (at most five) cheaper-looking options on why it loses."""
     lines = [
         f"{best['config']} ({best['source']}) is the cheapest configuration that meets the constraints: "
-        f"{duration_words(best['training_h'] * 3600)} and {usd_words(best['training_usd'])} for "
+        f"{duration_words(best['training_h'] * 3600, _budget_s(request))} and {usd_words(best['training_usd'])} for "
         f"{epochs_words(request['epochs'])}"
     ]
     tie = _tie(options, best)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import math
+import re
 import shutil
 
 import pytest
@@ -609,3 +611,22 @@ def test_without_a_budget_the_api_names_its_own_arguments(tmp_path):
     said = r"^give budget_hours \(a time budget\), max_usd \(a cost limit\) or both$"
     with pytest.raises(UsageError, match=said):
         recommend(tmp_path / "r.duckdb", "resnet18", 32, 1, 10_000)
+
+
+def test_the_recommended_time_is_never_shown_over_the_budget_it_meets(tmp_path, capsys):
+    """A budget of 15.98 h recommended a row shown as "16.0 h": the row met the budget, its rounding did not."""
+    from stash_core.cli.main import main
+
+    job = ["recommend", "--model", "resnet50", "--batch-size", "64", "--epochs", "90", "--dataset-samples",
+           "1281167", "--db", str(tmp_path / "r.duckdb")]  # fmt: skip
+    assert main([*job, "--budget-hours", "1000", "--format", "json"]) == 0
+    best_h = json.loads(capsys.readouterr().out)["recommended"]["training_h"]
+    budget_h = math.ceil(best_h * 1e4) / 1e4  # a budget just above the cheapest option's time
+    assert main([*job, "--budget-hours", str(budget_h)]) == 0
+    out = capsys.readouterr().out
+    hours = {"min": 1 / 60, "h": 1.0, "d": 24.0}
+    shown = re.search(r"meets the constraints: ([0-9.]+) (min|h|d) ", out)
+    assert shown and float(shown.group(1)) * hours[shown.group(2)] <= budget_h, out
+    first_row = next(line for line in out.splitlines() if line.strip().startswith("1 "))
+    row = re.search(r"predicted +\S+ \S+ +([0-9.]+) (min|h|d) ", first_row)
+    assert row and float(row.group(1)) * hours[row.group(2)] <= budget_h, first_row
