@@ -164,7 +164,8 @@ def _option_line(row: dict[str, Any], within_s: float | None) -> str:
     return (
         f"  {'' if rank is None else str(int(rank)):>2} {row['config']:<34}{_workers(row):>8}  "
         f"{row['source']:<11}"
-        f"{_cell(duration_words(row['epoch_s']), 9)}{_cell(duration_words(row['training_h'] * 3600, within_s), 10)}"
+        f"{_cell(duration_words(row['epoch_s']), 9)}"
+        f"{_cell(duration_words(row['training_h'] * 3600, within_s), 10)}"
         f"{_cell(usd, 11)}{_cell(usd_per_h, 8)}{str(row.get('price_date') or '-')[:10]:>12}"
         f"{error:>7}{comm:>7}"
         f"  {stalls}{pareto}"

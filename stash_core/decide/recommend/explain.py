@@ -69,7 +69,8 @@ def explanations(options: pd.DataFrame, best: dict[str, Any], request: dict[str,
     """Why `best` wins, then a line for each of the (at most five) cheaper-looking options on why it loses."""
     lines = [
         f"{best['config']} ({best['source']}) is the cheapest configuration that meets the constraints: "
-        f"{duration_words(best['training_h'] * 3600, _budget_s(request))} and {usd_words(best['training_usd'])} for "
+        f"{duration_words(best['training_h'] * 3600, _budget_s(request))} and "
+        f"{usd_words(best['training_usd'])} for "
         f"{epochs_words(request['epochs'])}"
     ]
     tie = _tie(options, best)

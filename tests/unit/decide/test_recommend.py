@@ -614,7 +614,7 @@ def test_without_a_budget_the_api_names_its_own_arguments(tmp_path):
 
 
 def test_the_recommended_time_is_never_shown_over_the_budget_it_meets(tmp_path, capsys):
-    """A budget of 15.98 h recommended a row shown as "16.0 h": the row met the budget, its rounding did not."""
+    """A budget of 15.98 h recommended a row shown as "16.0 h": the row met the budget, not its rounding."""
     from stash_core.cli.main import main
 
     job = ["recommend", "--model", "resnet50", "--batch-size", "64", "--epochs", "90", "--dataset-samples",
