@@ -18,7 +18,7 @@ from __future__ import annotations
 import functools
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from stash_core.catalog.accelerators import Accelerator, find_accelerator
 from stash_core.decide.predict.comm_fit import comm_stated_error
@@ -43,8 +43,15 @@ from stash_core.habits import TrainingJob, layout_kind
 DOES_NOT_FIT = "does not fit"  # the job's memory is more than the GPU's
 
 
-# the basis of a row scaled from a profile on the same GPU with the zoo's habits: the ratio is one
-SAME_GPU = "the same GPU"
+class ComputePath(NamedTuple):
+    """Where a configuration's compute time comes from: path ("measured", "scaled" or "roofline"), the
+    words that say so, the seconds per iteration, and whether it carries no model error (measured, or
+    scaled from this very GPU with the zoo's habits: a ratio of one)."""
+
+    path: str
+    basis: str
+    step_s: float
+    model_free: bool
 
 
 @dataclass
@@ -160,9 +167,7 @@ class Predictor:
         if not memory.fits:
             return f"{name}: {DOES_NOT_FIT} - {memory.note}"
         compute = self.compute(accelerator)
-        path, basis, compute_s = self._compute_path(name, accelerator, compute.step_s)
-        # measured, or scaled from this very GPU with the zoo's habits (a ratio of one): no model error
-        model_free = path == "measured" or SAME_GPU in basis
+        path, basis, compute_s, model_free = self._compute_path(name, accelerator, compute.step_s)
         stated = None if model_free else stated_error(path, self.batch_size, accelerator.name)
         if stated is not None and self.cost.recurrent:
             stated = widened_for_recurrent(stated)
@@ -225,11 +230,12 @@ class Predictor:
                 return stalls[0], stalls[1], None
         return None
 
-    def _compute_path(self, name: str, accelerator: Accelerator, model_s: float) -> tuple[str, str, float]:
+    def _compute_path(self, name: str, accelerator: Accelerator, model_s: float) -> ComputePath:
         same = [row for row in self._same_model() if row["instance"] == name]
         if same and self.job.is_default(self.default_optimizer):
             row = same[0]
-            return "measured", f"compute of profile {row['run_id']}", float(row["compute_s"])
+            basis = f"compute of profile {row['run_id']}"
+            return ComputePath("measured", basis, float(row["compute_s"]), model_free=True)
         # a profile on this very GPU first (the ratio is then one: no model error), else the newest on any
         anchored = [(row, profile_accelerator(row, self.catalog)) for row in self._same_model()]
         anchored.sort(key=lambda pair: pair[1] is None or pair[1].name != accelerator.name)  # stable sort
@@ -241,10 +247,12 @@ class Predictor:
             scaled = float(row["compute_s"]) * ratio
             machine = machine_name(row["instance"])
             if base.name == accelerator.name and self.job.is_default(self.default_optimizer):
-                return "scaled", f"compute of profile {row['run_id']} on {machine}, {SAME_GPU}", scaled
+                basis = f"compute of profile {row['run_id']} on {machine}, the same GPU"
+                return ComputePath("scaled", basis, scaled, model_free=True)
             basis = f"compute of profile {row['run_id']} on {machine} x step-model ratio"
-            return "scaled", basis, scaled
-        return "roofline", f"step model ({self.calibration_note})", model_s
+            return ComputePath("scaled", basis, scaled, model_free=False)
+        basis = f"step model ({self.calibration_note})"
+        return ComputePath("roofline", basis, model_s, model_free=False)
 
     @functools.cached_property
     def default_shape(self) -> tuple[int, ...] | None:
