@@ -59,6 +59,12 @@ def zoo_models() -> list[str]:
     return sorted(ZOO_NAMES)
 
 
+def is_zoo_name(ref: object) -> bool:
+    """Whether `ref` names a zoo model, which Stash builds itself. Anything else (a model file, a module's
+    factory, a script) is code: a name a stored run holds is data, and a page never imports or runs it."""
+    return isinstance(ref, str) and ref.strip().lower() in ZOO_NAMES
+
+
 def canonical_model(ref: str) -> str:
     """The name a model's profiles are stored under: a zoo name in lower case, as the zoo builds it (the zoo
     takes `ResNet18` for `resnet18`); a user's FILE.py:FACTORY with its path written one way (`./m.py` and

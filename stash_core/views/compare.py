@@ -45,7 +45,7 @@ from stash_core.store import queries_compare
 from stash_core.views.common import NO_INSTANCE
 from stash_core.views.run_means import mean_ci95_of, mean_of
 from stash_core.views.stall_frames import stall_long_frame
-from stash_core.zoo_names import SCRIPT_PREFIX, ZOO_NAMES, canonical_model
+from stash_core.zoo_names import SCRIPT_PREFIX, is_zoo_name
 
 JOB_COLUMNS = ("model", "batch_size", "input_shape", "data", "workers_per_node", "nodes", "device", "code",
                "stalls")  # fmt: skip
@@ -167,7 +167,7 @@ def compare_with_predictions(db_path: Path | str, model: str, batch_size: int, *
     workers, nodes = int(chosen["workers_per_node"] or 1), int(chosen["nodes"] or 1)
     shape = _shape_of(chosen.get("input_shape"))
     try:
-        if canonical_model(model) not in ZOO_NAMES:  # a stored run's name is data: its code is never run here
+        if not is_zoo_name(model):  # a stored run's name is data: its code is never run here
             raise UsageError(NOT_IMPORTED.format(model=model))
         precision, why = job_precision(attrs.get("machines") or [], model, int(batch_size), shape)
         attrs.update(precision=precision, precision_note=f"predicted for {precision}: {why}")

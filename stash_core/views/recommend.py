@@ -102,9 +102,9 @@ def job_defaults(model: str) -> JobDefaults:
     never ImageNet's images and 224 px."""
     from stash_core.decide.predict.step_cost import model_input  # kept on disk: no model built each rerun
     from stash_core.errors import StashError
-    from stash_core.zoo_names import ZOO_NAMES
+    from stash_core.zoo_names import is_zoo_name
 
-    if ":" in model or model.strip().lower() not in ZOO_NAMES:
+    if not is_zoo_name(model):
         return JobDefaults("unknown", "", IMAGENET_IMAGES, "Samples in one epoch")
     try:
         info = model_input(model)

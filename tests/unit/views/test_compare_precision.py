@@ -92,7 +92,6 @@ def test_a_model_built_in_bfloat16_is_predicted_in_its_own_precision(tmp_path: P
     # the note said "predicted for fp32" beside predictions made on the 16-bit units. The zoo has no model
     # built in 16 bits, and the page imports no model file a stored run names: this stands for a zoo model.
     from stash_core.views import compare
-    from stash_core.zoo_names import canonical_model
 
     model_file = tmp_path / "lm.py"
     model_file.write_text(
@@ -103,7 +102,8 @@ def test_a_model_built_in_bfloat16_is_predicted_in_its_own_precision(tmp_path: P
         "    return body.to(torch.bfloat16)\n"
     )
     model, db = f"{model_file}:make", tmp_path / "r.duckdb"
-    monkeypatch.setattr(compare, "ZOO_NAMES", compare.ZOO_NAMES | {canonical_model(model)})
+    zoo_name = compare.is_zoo_name
+    monkeypatch.setattr(compare, "is_zoo_name", lambda ref: zoo_name(ref) or ref == model)
     doc = result_doc(model, instance="a2-highgpu-1g", workers=1, device="cuda", batch_size=8,
                      spec_extra={"input_shape": [16]}, stalls={"compute": 0.02})  # fmt: skip
     doc["fingerprint"].update(gpu_count=1, gpus=[{"index": 0, "name": A100}], gpu_status="1 GPU(s)")
