@@ -156,7 +156,7 @@ def recommend(
         "batch_size": batch_size,
         "input_shape": None if shape is None else list(shape),
         "precision": precision,
-        "workers": "all GPUs of each instance (one per GPU)",
+        "workers_per_instance": "all GPUs",  # one worker per GPU; the key predict's job has
         "epochs": epochs,
         "dataset_images": dataset_images,
         "budget_hours": budget_hours,

@@ -630,3 +630,16 @@ def test_the_recommended_time_is_never_shown_over_the_budget_it_meets(tmp_path, 
     first_row = next(line for line in out.splitlines() if line.strip().startswith("1 "))
     row = re.search(r"predicted +\S+ \S+ +([0-9.]+) (min|h|d) ", first_row)
     assert row and float(row.group(1)) * hours[row.group(2)] <= budget_h, first_row
+
+
+def test_recommend_and_predict_state_the_workers_of_their_job_under_one_key(tmp_path, capsys):
+    from stash_core.cli.main import main
+
+    db = str(tmp_path / "r.duckdb")
+    assert main(["recommend", "--model", "resnet18", "--batch-size", "32", "--epochs", "1", "--dataset-samples",
+                 "10000", "--budget-hours", "10", "--format", "json", "--db", db]) == 0  # fmt: skip
+    recommended = json.loads(capsys.readouterr().out)["job"]
+    assert main(["predict", "--model", "resnet18", "--batch-size", "32", "--format", "json", "--db", db]) == 0
+    predicted = json.loads(capsys.readouterr().out)["job"]
+    assert recommended["workers_per_instance"] == predicted["workers_per_instance"] == "all GPUs"
+    assert "workers" not in recommended
