@@ -636,10 +636,10 @@ def test_recommend_and_predict_state_the_workers_of_their_job_under_one_key(tmp_
     from stash_core.cli.main import main
 
     db = str(tmp_path / "r.duckdb")
-    assert main(["recommend", "--model", "resnet18", "--batch-size", "32", "--epochs", "1",
-                 "--dataset-samples", "10000", "--budget-hours", "10", "--format", "json", "--db", db]) == 0  # fmt: skip
+    job = ["--model", "resnet18", "--batch-size", "32", "--format", "json", "--db", db]
+    assert main(["recommend", *job, "--epochs", "1", "--dataset-samples", "10000", "--budget-hours", "10"]) == 0
     recommended = json.loads(capsys.readouterr().out)["job"]
-    assert main(["predict", "--model", "resnet18", "--batch-size", "32", "--format", "json", "--db", db]) == 0
+    assert main(["predict", *job]) == 0
     predicted = json.loads(capsys.readouterr().out)["job"]
     assert recommended["workers_per_instance"] == predicted["workers_per_instance"] == "all GPUs"
     assert "workers" not in recommended
