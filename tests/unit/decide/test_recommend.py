@@ -637,7 +637,8 @@ def test_recommend_and_predict_state_the_workers_of_their_job_under_one_key(tmp_
 
     db = str(tmp_path / "r.duckdb")
     job = ["--model", "resnet18", "--batch-size", "32", "--format", "json", "--db", db]
-    assert main(["recommend", *job, "--epochs", "1", "--dataset-samples", "10000", "--budget-hours", "10"]) == 0
+    budget = ["--epochs", "1", "--dataset-samples", "10000", "--budget-hours", "10"]
+    assert main(["recommend", *job, *budget]) == 0
     recommended = json.loads(capsys.readouterr().out)["job"]
     assert main(["predict", *job]) == 0
     predicted = json.loads(capsys.readouterr().out)["job"]
