@@ -64,6 +64,8 @@ def database_setting() -> Path | None:
     """The sidebar field choosing the database file; returns the resolved path (None when the text is bad)."""
     if DB_SETTING_KEY not in st.session_state and KEPT_DB_TEXT_KEY in st.session_state:
         st.session_state[DB_SETTING_KEY] = st.session_state[KEPT_DB_TEXT_KEY]
+    if DB_SETTING_KEY not in st.session_state and st.query_params.get("db"):  # a reload or a copied link
+        st.session_state[DB_SETTING_KEY] = st.query_params["db"]
     if DB_SETTING_KEY not in st.session_state:
         try:
             st.session_state[DB_SETTING_KEY] = default_db_text()
@@ -95,7 +97,22 @@ def database_setting() -> Path | None:
             name = plain(path.name)
             st.caption(f":material/database: {name} · not created yet (the first run creates it)")
     st.session_state["stash_db_path"] = str(path)
+    _keep_in_address(st.session_state[DB_SETTING_KEY])
     return path
+
+
+def _keep_in_address(text: str) -> None:
+    """The chosen database in the page's address (?db=), so that a reload, a new tab or a copied link opens
+    the same one; none there for the default."""
+    try:
+        default = default_db_text()
+    except UsageError:
+        default = None
+    if text == default:
+        if "db" in st.query_params:
+            del st.query_params["db"]
+    elif st.query_params.get("db") != text:
+        st.query_params["db"] = text
 
 
 def current_db() -> Path:
