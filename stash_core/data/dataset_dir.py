@@ -15,6 +15,7 @@ from stash_core.errors import UsageError, write_failure
 from stash_core.pathargs import env_path, home_folder
 from stash_core.proc import pid_alive
 from stash_core.terminal import one_line
+from stash_core.units import size_words
 
 MANIFEST_NAME = "MANIFEST.json"
 _TMP_PREFIX = ".tmp-"
@@ -62,12 +63,16 @@ def sync_filesystem(any_path: Path) -> None:
 
 
 def build_dataset_dir(
-    final_dir: Path, manifest: dict[str, Any], write_files: Callable[[Path], dict[str, Any]]
+    final_dir: Path,
+    manifest: dict[str, Any],
+    write_files: Callable[[Path], dict[str, Any]],
+    estimated_bytes: int | None = None,
 ) -> Path:
     """Return `final_dir`, building it first unless a complete copy (manifest present) already exists.
 
     `write_files(tmp_dir)` fills a private temp folder and returns extra manifest fields; the manifest is
-    written last and the folder renamed into place, so an interrupted build never looks complete."""
+    written last and the folder renamed into place, so an interrupted build never looks complete. A set of
+    about `estimated_bytes` that the disk has no room for is refused before a file is written."""
     parent = final_dir.parent
     if parent.is_dir():
         _remove_stale_tmp_dirs(parent)
@@ -77,6 +82,8 @@ def build_dataset_dir(
         parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise write_failure(f"cannot create data set folder {parent}: {exc.strerror}", exc) from exc
+    if estimated_bytes is not None:
+        refuse_without_room(parent, estimated_bytes)
     tmp_dir = parent / f"{_TMP_PREFIX}{final_dir.name}-{os.getpid()}"
     shutil.rmtree(tmp_dir, ignore_errors=True)
     try:
@@ -97,6 +104,18 @@ def build_dataset_dir(
     finally:
         shutil.rmtree(tmp_dir, ignore_errors=True)
     return final_dir
+
+
+def refuse_without_room(folder: Path, estimated_bytes: int) -> None:
+    """UsageError when `folder`'s disk has less free space than a data set of about `estimated_bytes`: it
+    would fill the disk part way, and the profile fail after minutes of writing."""
+    free_bytes = shutil.disk_usage(folder).free
+    if estimated_bytes > free_bytes:
+        raise UsageError(
+            f"the data set would take about {size_words(estimated_bytes)} and {folder} has "
+            f"{size_words(free_bytes)} free: ask for fewer --synthetic-images, or set STASH_CACHE_DIR to a "
+            "folder on a larger disk"
+        )
 
 
 def scan_class_folders(

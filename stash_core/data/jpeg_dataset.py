@@ -132,7 +132,16 @@ def generate_synthetic_jpegs(
                     total_bytes += written_bytes
         return {"total_bytes": total_bytes, "generate_s": round(time.monotonic() - started_s, 3)}
 
-    return build_dataset_dir(final_dir, manifest, write_files)
+    estimated_bytes = _estimated_bytes(count, image_px, num_classes, seed)
+    return build_dataset_dir(final_dir, manifest, write_files, estimated_bytes)
+
+
+def _estimated_bytes(count: int, image_px: int, num_classes: int, seed: int) -> int:
+    """The set's size on disk, from its first image encoded (the others are alike): a file takes a whole
+    4 KiB block at least."""
+    encoded = io.BytesIO()
+    _synthetic_image(0, image_px, num_classes, seed).save(encoded, format="JPEG", quality=JPEG_QUALITY)
+    return count * max(len(encoded.getvalue()), 4096)
 
 
 def _decode_rgb(data: bytes) -> Image.Image:

@@ -36,6 +36,10 @@ def _vocabulary(rng: np.random.Generator) -> list[str]:
     return sorted(words)
 
 
+# A document of 200-500 words (about 3 KB) takes one 4 KiB block on disk.
+_DOC_DISK_BYTES = 4096
+
+
 def generate_synthetic_text(count_docs: int, root: Path | None = None, seed: int = 0) -> Path:
     """Make (or reuse) a folder-per-label tree of `count_docs` text files, a few hundred words each."""
     if count_docs < 1:
@@ -77,7 +81,7 @@ def generate_synthetic_text(count_docs: int, root: Path | None = None, seed: int
             total_bytes += len(data)
         return {"total_bytes": total_bytes}
 
-    return build_dataset_dir(final_dir, manifest, write_files)
+    return build_dataset_dir(final_dir, manifest, write_files, count_docs * _DOC_DISK_BYTES)
 
 
 def hash_tokenise(text: str, seq_len: int, vocab_size: int) -> torch.Tensor:

@@ -133,3 +133,25 @@ def test_another_users_killed_build_in_a_shared_cache_is_theirs_to_remove(tmp_pa
     os.chown(theirs, 65534, 65534)
     build_dataset_dir(tmp_path / "synthetic-8-32px-s0", {}, lambda folder: {})
     assert theirs.exists()
+
+
+@pytest.mark.parametrize("kind", ["jpeg", "text"])
+def test_a_data_set_the_disk_has_no_room_for_is_refused_before_a_file_is_written(
+    tmp_path, monkeypatch, kind
+):
+    """--synthetic-images 10**9 used to start writing: the disk filled part way, minutes later."""
+    import collections
+
+    from stash_core.data import dataset_dir
+    from stash_core.data.jpeg_dataset import generate_synthetic_jpegs
+    from stash_core.data.text_dataset import generate_synthetic_text
+
+    usage = collections.namedtuple("usage", "total used free")
+    free = usage(10**9, 10**9 - 2 * 10**6, 2 * 10**6)
+    monkeypatch.setattr(dataset_dir.shutil, "disk_usage", lambda path: free)
+    make = (lambda n: generate_synthetic_jpegs(n, root=tmp_path)) if kind == "jpeg" else (
+        lambda n: generate_synthetic_text(n, root=tmp_path))  # fmt: skip
+    with pytest.raises(UsageError, match=r"would take about [0-9.]+ MiB and .* has 1\.91 MiB free: ask for"):
+        make(10_000)
+    assert list(tmp_path.iterdir()) == []  # nothing written, not even a temporary folder
+    assert make(64).is_dir()  # a set that fits is made as before
