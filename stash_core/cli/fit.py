@@ -188,7 +188,8 @@ def _print_predictions(
     if predicted:
         return 0
     # exit status 2 is one line on stderr, as `predict` says it; the reasons per stall are above
-    hint = "; a stall never profiled is bounded by its link's rate: give --bandwidth (network) or --link-gbps"
+    rates = "--bandwidth (network) or --link-gbps" if (args.nodes or 1) > 1 else "--link-gbps"
+    hint = f"; a stall never profiled is bounded by its link's rate: give {rates}"
     said = f"stash: no stall of {printable(args.predict)} could be predicted (see above)"
     print(said + (hint if no_link else ""), file=sys.stderr)
     return 2

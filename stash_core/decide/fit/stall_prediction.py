@@ -91,7 +91,10 @@ def predict_stall(
     if stall == "network":
         wanted |= {"nodes": nodes, "bandwidth_gbps": bandwidth_gbps}
     answer = _from_profiled(result, report, stall, wanted, counts, world, bandwidth_gbps)
-    link_given = beta_s_per_byte is not None and beta_s_per_byte > 0
+    # a link given by the user (one for every configuration), or the network's bandwidth asked for
+    link_given = (beta_s_per_byte is not None and beta_s_per_byte > 0) or (
+        stall == "network" and bandwidth_gbps is not None
+    )
     if answer is not None and (answer["stall_s"] is not None or not link_given):
         return answer
     # Nothing profiled speaks to this configuration, or too little to fit a model: the link's wire time,

@@ -109,3 +109,22 @@ def test_stash_fit_prints_no_none(tmp_path: Path, capsys, residuals: bool) -> No
     assert (
         "no best model: not enough profiles (2 of 4 needed" in out and "None" not in out and "NaN" not in out
     )
+
+
+def test_a_network_bandwidth_asked_for_gets_its_wire_time_where_its_profiles_are_too_few(
+    tmp_path: Path,
+) -> None:
+    """Two network profiles at 200 Mbit/s made `fit --predict --bandwidth 200mbit` say "no model" (exit 0 by
+    the interconnect line), where a database with none of them gave the link's uncalibrated wire time."""
+    db = tmp_path / "net.duckdb"
+    for name in ("m1", "m2"):
+        grad_bytes, tensors, layers = MODELS[name]
+        doc = result_doc(name, grad_bytes=int(grad_bytes), grad_tensor_count=tensors, layer_count=layers,
+                         instance="lab@200mbit", workers=1, nodes=2,
+                         stalls={"compute": 0.3, "network": 0.01 + 4e-8 * grad_bytes})  # fmt: skip
+        ingest_result(db, doc)
+    counts = {"grad_bytes": 50e6, "grad_tensor_count": 50, "layer_count": 40}
+    answer = predict_stall(db, counts=counts, stall="network", workers_per_node=1, nodes=2,
+                           bandwidth_gbps=0.2)  # fmt: skip
+    assert answer["stall_s"] is not None and "uncalibrated" in answer["method"], answer
+    assert "not enough profiles (2 of" in answer["note"]

@@ -89,15 +89,17 @@ def test_names_of_one_network_count_once_and_a_fit_they_cannot_tell_apart_is_nev
 
 
 def test_a_bandwidth_never_profiled_is_not_predicted_from_fewer_dnns_than_a_profiled_one_needs():
-    """One DNN profiled at 1 Gbit/s: refused there (1 of 3 DNNs), and so at 0.999 Gbit/s (it answered there
-    with a bare 'predicted', its scale calibrated on the one DNN)."""
+    """One DNN profiled at 1 Gbit/s: no model there (1 of 3 DNNs), and so at 0.999 Gbit/s (it answered there
+    with a bare 'predicted', its scale calibrated on the one DNN); the bandwidth asked for answers with its
+    uncalibrated wire time, which says why."""
     one = stall_observations(lambda b, t, n: 1e-9 * b, "network", nodes=2, bandwidth_gbps=1.0, instance="emu")
     report = fit_stall_models(observations=one.iloc[:1], probes=pd.DataFrame(), stalls=("network",))
     counts = {"grad_bytes": 60e6, "grad_tensor_count": 50, "layer_count": 40}
     for gbps in (1.0, 0.999):
         answer = predict_stall(counts=counts, stall="network", workers_per_node=2, nodes=2, instance="emu",
                                bandwidth_gbps=gbps, report=report)  # fmt: skip
-        assert answer["stall_s"] is None and "not enough profiles (1 of 3" in answer["status"], answer
+        assert "uncalibrated" in answer["method"] and "uncalibrated" in answer["status"], answer
+        assert "not enough profiles (1 of 3" in answer["note"], answer
 
 
 def test_a_prediction_far_outside_the_profiled_models_or_bandwidths_says_it_extrapolates():
