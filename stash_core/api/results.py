@@ -213,14 +213,15 @@ class SpotPlan:
         return pd.DataFrame(self.candidates, columns=list(SPOT_COLUMNS))
 
     def to_dict(self) -> dict[str, Any]:
-        """What `stash spot --json` prints."""
-        return {
+        """What `stash spot --json` prints (a row outside the loss model: its infinite iterations, time and
+        cost as None)."""
+        return json_safe({
             "pricing": self.pricing, "best": self.best, "candidates": self.candidates,
             "bounds": list(self.bounds),
             "infeasible_reason": self.infeasible_reason, "fragile": self.fragile, "risk": self.risk,
             # "exact": every mix of counts tried; "window": spotDNN's heuristic, a cheaper mix may exist
             "search": self.plan.search if self.plan is not None else None,
-        }  # fmt: skip
+        })  # fmt: skip
 
 
 @dataclass

@@ -169,3 +169,21 @@ def test_a_result_s_rows_say_what_is_left_over_as_stash_show_does():
     assert frame.loc["unattributed", "seconds"] == pytest.approx(0.461)
     assert frame.loc["unattributed", "share"] == pytest.approx(0.461 / 0.488)
     assert frame.loc["unattributed", "note"].startswith("not separated")
+
+
+def test_a_spot_plans_rows_outside_the_loss_model_are_plain_json_as_the_command_prints_them(
+    tmp_path, capsys, monkeypatch
+):
+    """Rows the loss model cannot reach held inf in to_dict(): json.dumps wrote Infinity, which is no JSON."""
+    workload = json.loads(WORKLOAD.read_text())
+    workload["g"] = [876.5, -1.5, 1903.6, 1, 0.5]
+    path = tmp_path / "w.json"
+    path.write_text(json.dumps(workload))
+    db = tmp_path / "x.duckdb"
+    plan = stash.plan_spot(path, OFFERS, 0.8, 2600, db=db)
+    assert any(row["outside_loss_model"] for row in plan.candidates)
+    as_json = json.dumps(plan.to_dict(), allow_nan=False)
+    printed = stash_here(capsys, monkeypatch, "spot", "--workload", str(path), "--instances",
+                         "g3.8xlarge:5,g3.16xlarge:3", "--target-loss", "0.8", "--budget-s", "2600", "--json",
+                         "--db", str(db))  # fmt: skip
+    assert json.loads(printed.stdout) == json.loads(as_json)
