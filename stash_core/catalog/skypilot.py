@@ -138,11 +138,19 @@ def import_skypilot(
 def kept_over(rows: list[dict[str, Any]], current: dict[str, dict], skipped: list[str]) -> list[dict]:
     """The imported rows that may replace the catalog's row of their name: not one without an on-demand price
     over a priced row, nor one without GPUs over a row with them (a catalog that leaves them out, as
-    SkyPilot's does for some types); each row kept over is said in `skipped`."""
+    SkyPilot's does for some types), nor a new name that differs from one already there only in case (two
+    rows a reader takes for one, which `instances add` refuses too); each row kept over is said in
+    `skipped`."""
     kept = []
+    folded = {str(name).casefold(): name for name in current}
     for row in rows:
         now = current.get(row["name"])
         gpus_now = finite_float(now.get("accelerator_count")) if now else None
+        twin = folded.get(row["name"].casefold())
+        if now is None and twin is not None:
+            skipped.append(f"{row['name']}: differs from {twin}, already there, only in case; not imported")
+            continue
+        folded.setdefault(row["name"].casefold(), row["name"])
         if now and row["on_demand_usd_per_h"] is None and finite_float(now.get("on_demand_usd_per_h")):
             skipped.append(f"{row['name']}: no on-demand price in the file; the catalog's priced row is kept")
         elif now and not row["accelerator_count"] and gpus_now:

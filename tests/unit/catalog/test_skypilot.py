@@ -227,3 +227,20 @@ def test_a_folder_that_vanishes_during_the_search_is_passed_over(tmp_path, monke
 
     monkeypatch.setattr(os, "scandir", vanishing)
     assert catalog_files(tmp_path) == [tmp_path / "aws" / "vms.csv"]
+
+
+def test_a_name_that_differs_from_the_catalogs_only_in_case_is_not_imported(tmp_path) -> None:
+    """P3.2XLARGE was stored beside p3.2xlarge (predict listed both), and `instances add` then refused a third
+    spelling as a twin of the imported one."""
+    catalog = _cloud_file(tmp_path, "aws", [
+        f"P3.2XLARGE,V100,1.0,8.0,61.0,{V100},1.0,0.5,us-east-1,use1-az1",
+        f"g6.xlarge,L4,1.0,4.0,16.0,{gpu_info('L4', 'NVIDIA', 22888)},0.8048,0.35,us-east-1,use1-az1",
+        f"G6.XLARGE,L4,1.0,4.0,16.0,{gpu_info('L4', 'NVIDIA', 22888)},0.9,0.4,us-east-1,use1-az1",
+    ])  # fmt: skip
+    db = tmp_path / "cat.duckdb"
+    before = get_instance(db, "p3.2xlarge")
+    result = import_skypilot(db, catalog)
+    names = set(list_instances(db)["name"])
+    assert "P3.2XLARGE" not in names and get_instance(db, "p3.2xlarge") == before
+    assert "G6.XLARGE" not in names and "g6.xlarge" in names
+    assert "P3.2XLARGE: differs from p3.2xlarge, already there, only in case; not imported" in result.skipped
