@@ -26,7 +26,7 @@ from stash_core.cli.args import (
 )
 from stash_core.csv_outputs import check_csv_replaceable
 from stash_core.errors import UsageError
-from stash_core.pathargs import output_path, refuse_overwrite
+from stash_core.pathargs import input_text, output_path, refuse_overwrite
 from stash_core.userfiles import check_output, json_text, write_atomic
 
 LOSS_CSV_HEADER = "iteration,loss,batch_size,workers"
@@ -62,6 +62,10 @@ def add_commands(subparsers: Any) -> None:
         help="run on emulated cluster NAME (stash cluster up --name NAME): PS on node 0, a node per worker",
     )  # fmt: skip
     profile.add_argument(
+        "--cluster-state", type=input_text, default=None, metavar="DIR",
+        help="with --cluster: the folder its state is in, where `stash cluster up --state-dir DIR` put it",
+    )  # fmt: skip
+    profile.add_argument(
         "--loss-csv", type=output_path,
         help="also write the loss curves (fixed synthetic batches: memorisation, not a data set's curve)",
     )  # fmt: skip
@@ -80,6 +84,8 @@ def cmd_spot_profile(args: argparse.Namespace) -> int:
     from stash_core.spot.inputs import check_writable, update_workload
     from stash_core.spot.workload_profile import measure_contention
 
+    if args.cluster_state is not None and args.cluster is None:
+        raise UsageError("--cluster-state is an emulated cluster's state folder: give --cluster NAME too")
     counts = sorted(set(args.workers))
     if 1 not in counts or len([n for n in counts if n >= 2]) < 2:
         raise UsageError("--workers: give 1 (for B_req) and at least two counts of 2 or more, e.g. 1,2,4,7")
@@ -104,9 +110,11 @@ def cmd_spot_profile(args: argparse.Namespace) -> int:
             advice = f" (stash instances add {name} ...)"
             raise UsageError(not_in_catalog_text(db_path(args), name, f"instance {name!r}", advice))
         instances.append((name, int(instance.get("accelerator_count") or 0)))
+    cluster_state = Path(args.cluster_state) if args.cluster_state is not None else None
     say = (lambda *_: None) if args.json else _print_count
     profile = measure_contention(args.model, args.batch, counts, args.duration_s, args.num_classes,
-                                 args.input_shape, on_count=say, cluster=args.cluster)  # fmt: skip
+                                 args.input_shape, on_count=say, cluster=args.cluster,
+                                 cluster_state=cluster_state)  # fmt: skip
     fit = fit_contention([(m.workers, m.p_bottleneck) for m in profile.counts])
     fields = {**workload_fields(profile, fit), "source": profile.source}
     found, missing = stored_compute_times(db_path(args), args.model, args.batch, instances)

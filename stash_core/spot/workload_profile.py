@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from stash_core.errors import MeasurementError, UsageError
 from stash_core.launch.ps import cluster_machines, run_ps_training
@@ -73,12 +74,13 @@ def _available_bytes() -> int:
 
 def measure_contention(model: str, batch: int, counts: list[int], duration_s: float,
                        num_classes: int | None = None, input_shape: str | None = None,
-                       on_count=None, cluster: str | None = None) -> ContentionProfile:  # fmt: skip
+                       on_count=None, cluster: str | None = None,
+                       cluster_state: Path | None = None) -> ContentionProfile:  # fmt: skip
     """One PS training per worker count this machine holds (all in one launch), on emulated cluster
     `cluster` when named; `on_count(measure)` for each."""
     counts, notes, remote, source = sorted(set(counts)), [], None, {"where": LOOPBACK}
     if cluster is not None:
-        remote = cluster_machines(cluster)
+        remote = cluster_machines(cluster, cluster_state)
         counts, notes, source = cluster_counts(counts, len(remote.targets), cluster, remote.link)
     kept, memory_notes = holdable_counts(counts)
     notes += memory_notes

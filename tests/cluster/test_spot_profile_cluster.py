@@ -81,3 +81,22 @@ def test_a_cluster_too_small_for_the_fit_is_refused_in_one_line(spot_cluster, tm
     err = capsys.readouterr().err
     assert status == 2 and f"the emulated cluster {NAME} has 5 node(s)" in err and "Traceback" not in err
     assert not (tmp_path / "w.json").exists()
+
+
+def test_a_cluster_whose_state_is_in_another_folder_is_found_with_cluster_state(
+    spot_cluster, tmp_path, capsys
+):
+    """spot-profile had no --cluster-state: a cluster brought up with --state-dir was said to be "not up"."""
+    job = ["spot-profile", "--model", "resnet10", "--workers", "1,4,7", "--cluster", NAME,
+           "--workload", str(tmp_path / "w.json"), "--db", str(tmp_path / "r.duckdb")]  # fmt: skip
+    empty = tmp_path / "elsewhere"
+    empty.mkdir()
+    assert main([*job, "--cluster-state", str(empty)]) == 2
+    err = capsys.readouterr().err
+    assert "not up" not in err and str(empty) in err and "Traceback" not in err
+    assert main([*job, "--cluster-state", str(state_dir_for(NAME))]) == 2  # found there: too small for 7
+    assert f"the emulated cluster {NAME} has 5 node(s)" in capsys.readouterr().err
+    assert main(["spot-profile", "--model", "resnet10", "--workers", "1,2,4", "--cluster-state", str(empty),
+                 "--workload", str(tmp_path / "w.json")]) == 2  # fmt: skip
+    assert "give --cluster NAME too" in capsys.readouterr().err
+    assert not (tmp_path / "w.json").exists()
