@@ -100,8 +100,9 @@ def add_commands(subparsers: Any, parser_class: type[argparse.ArgumentParser] | 
     )  # fmt: skip
     sched.add_argument(
         "--tune-fraction", type=Number(0, 1, whole=False, low_open=True, high_open=True, what="a fraction "
-        "between 0 and 1"), default=defaults.TUNE_FRACTION,
-        help="split tuning: share of the jobs (first by arrival) to tune on",
+        "between 0 and 1"), default=None,
+        help="split tuning: share of the jobs (first by arrival) to tune on "
+        f"(default {defaults.TUNE_FRACTION:g})",
     )  # fmt: skip
     sched.add_argument(
         "--delay-s",
@@ -142,7 +143,9 @@ def add_commands(subparsers: Any, parser_class: type[argparse.ArgumentParser] | 
     )  # fmt: skip
     sched.add_argument(
         "--uplink-factor", type=Number(1, 1000, whole=False, what="a number >= 1"),
-        default=defaults.UPLINK_FACTOR, help="without --node-gbps: network stall multiplier across switches",
+        default=None,
+        help="without --node-gbps: network stall multiplier across switches "
+        f"(default {defaults.UPLINK_FACTOR:g})",
     )  # fmt: skip
     sched.add_argument(
         "--node-gbps", type=positive_real(1e6), default=None,
@@ -179,13 +182,16 @@ def cmd_schedule(args: argparse.Namespace) -> int:
     if args.trace is not None and shaping:
         raise UsageError(f"{shaping[0]} shapes a synthetic trace (--synthetic-jobs); it does not go with "
                          "--trace")  # fmt: skip
+    _refuse_unused(args)
+    tune_fraction = defaults.TUNE_FRACTION if args.tune_fraction is None else args.tune_fraction
+    uplink_factor = defaults.UPLINK_FACTOR if args.uplink_factor is None else args.uplink_factor
     schedule = simulate_schedule(
         args.trace, synthetic_jobs=args.synthetic_jobs, trace_format=args.trace_format,
         generator=args.generator, arrivals=args.arrivals, seed=args.seed, mean_gap_s=args.mean_gap_s,
-        cluster=args.cluster, policies=args.policies, tuning=args.tuning, tune_fraction=args.tune_fraction,
+        cluster=args.cluster, policies=args.policies, tuning=args.tuning, tune_fraction=tune_fraction,
         delay_s=args.delay_s, scale=args.scale, checkpoint_s=args.checkpoint_s, min_run_s=args.min_run_s,
         max_preemptions=args.max_preemptions, las_limits_gpu_h=args.las_limits_gpu_h,
-        starve_factor=args.starve_factor, uplink_factor=args.uplink_factor, node_gbps=args.node_gbps,
+        starve_factor=args.starve_factor, uplink_factor=uplink_factor, node_gbps=args.node_gbps,
         uplink_gbps=args.uplink_gbps, oversubscription=args.oversubscription,
         reference_gbps=args.reference_gbps, out=args.out, jobs_csv=args.jobs_csv, no_store=args.no_store,
         db=args.db,  # None when not given: a refusal names $STASH_DB or the default, not --db
@@ -194,13 +200,26 @@ def cmd_schedule(args: argparse.Namespace) -> int:
     if schedule.fabric is not None:
         source += f"\nlinks shared max-min fairly: {schedule.fabric.label()}"
     else:
-        factor = f"{args.uplink_factor:g}"
+        factor = f"{uplink_factor:g}"
         source += f"\nno link model: crossing more switches than needed multiplies the stall by {factor}"
         # (give --node-gbps for links shared by bandwidth)
     rows = [{"policy": entry["settings"]["label"], **entry["metrics"]} for entry in schedule.doc["policies"]]
     print(format_comparison(rows, schedule.jobs, schedule.cluster, source, schedule.doc["tuning"]))
     print(printable(f"result: {schedule.result_file}" + ("" if args.no_store else f"; stored in {database}")))
     return 0
+
+
+def _refuse_unused(args: argparse.Namespace) -> None:
+    """UsageError for an option the simulation would not use, as --delay-s without --tuning given is."""
+    timers_given = args.delay_s is not None or args.scale is not None
+    tuning = args.tuning or ("given" if timers_given else defaults.TUNING)
+    if args.tune_fraction is not None and tuning != "split":
+        raise UsageError(f"--tune-fraction is the share split tuning tunes on: --tuning {tuning} takes none")
+    if args.mean_gap_s is not None and args.arrivals == "batch":
+        raise UsageError("--mean-gap-s spaces the arrivals; --arrivals batch submits every job at 0")
+    if args.uplink_factor is not None and args.node_gbps is not None:
+        raise UsageError("--uplink-factor is the stall multiplier without a link model; --node-gbps models "
+                         "the links instead: give one of them")  # fmt: skip
 
 
 SOURCE_WORDS = {

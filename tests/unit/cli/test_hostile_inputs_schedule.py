@@ -153,3 +153,18 @@ def test_a_file_where_the_default_results_folder_goes_is_named_as_that_not_as_ou
     err = capsys.readouterr().err
     assert status == 2 and err.startswith("stash: the results folder beside the database (--out chooses")
     assert (tmp_path / "results").read_text() == "x\n"
+
+
+@pytest.mark.parametrize(("flags", "says"), [
+    (["--tuning", "given", "--tune-fraction", "0.5"], "--tune-fraction is the share split tuning tunes on"),
+    (["--delay-s", "5", "--tune-fraction", "0.5"], "--tuning given takes none"),
+    (["--arrivals", "batch", "--mean-gap-s", "50"], "--arrivals batch submits every job at 0"),
+    (["--node-gbps", "10", "--uplink-factor", "3"], "--node-gbps models the links instead"),
+])  # fmt: skip
+def test_an_option_the_simulation_would_not_use_is_refused_not_ignored(tmp_path, capsys, flags, says):
+    """--tune-fraction with --tuning given, --mean-gap-s with batch arrivals and --uplink-factor with a link
+    model changed nothing, while --delay-s with --tuning online was refused."""
+    out = tmp_path / "out"
+    assert main(["schedule", "--synthetic-jobs", "20", *flags, "--out", str(out), "--no-store"]) == 2
+    err = capsys.readouterr().err
+    assert says in err and "Traceback" not in err and not out.exists()
