@@ -23,6 +23,7 @@ from stash_core.cli.args import (
 )
 from stash_core.errors import UsageError
 from stash_core.pathargs import input_path
+from stash_core.terminal import printable
 from stash_core.userfiles import json_text
 
 # The planner is imported inside the commands: building `stash --help` must not load pandas.
@@ -153,18 +154,31 @@ def cmd_spot_replan(args: argparse.Namespace) -> int:
 
 
 def cmd_spot_simulate(args: argparse.Namespace) -> int:
-    from stash_core.spot.simulate import DEFAULT_SEED, read_trace, simulate, simulation_notes
+    from stash_core.spot.simulate import DEFAULT_SEED, NoStartingPlan, read_trace, simulate, simulation_notes
 
     if args.trace is not None and (args.runs is not None or args.seed is not None):
         raise UsageError("--runs and --seed apply to --rate-per-h: a --trace is replayed once, as it is")
     trace = read_trace(args.trace) if args.trace is not None else None
     workload, _doc, spot_offers, ps, pcie = _inputs(args, "spot")
     on_demand_offers = _inputs(args, "on_demand")[2]
-    rows = simulate(spot_offers, on_demand_offers, workload, args.target_loss, args.deadline_s, ps, pcie,
-                    rate_per_h=args.rate_per_h or 0.0, revocation_s=args.revocation_s, runs=args.runs or 200,
-                    seed=DEFAULT_SEED if args.seed is None else args.seed, trace=trace)  # fmt: skip
+    try:
+        rows = simulate(spot_offers, on_demand_offers, workload, args.target_loss, args.deadline_s, ps, pcie,
+                        rate_per_h=args.rate_per_h or 0.0, revocation_s=args.revocation_s,
+                        runs=args.runs or 200, seed=DEFAULT_SEED if args.seed is None else args.seed,
+                        trace=trace)  # fmt: skip
+    except NoStartingPlan as exc:  # an answer, as `stash spot` says it: exit status 1
+        reason = "no plan: " + str(exc).removeprefix("simulation: ")
+        print(json_text({"error": reason, "exit_status": 1}, indent=2) if args.json else printable(reason))
+        return 1
     if args.json:
-        print(json_text({"deadline_s": args.deadline_s, "strategies": rows}, indent=2))
+        scenario = {"target_loss": args.target_loss, "deadline_s": args.deadline_s,
+                    "revocation_s": args.revocation_s}  # fmt: skip
+        if trace is not None:
+            scenario["trace"] = str(args.trace)
+        else:
+            scenario |= {"rate_per_h": args.rate_per_h or 0.0, "runs": args.runs or 200,
+                         "seed": DEFAULT_SEED if args.seed is None else args.seed}  # fmt: skip
+        print(json_text({**scenario, "strategies": rows}, indent=2))
         return 0
     source = f"trace {args.trace}" if trace is not None else f"{args.rate_per_h:g} revocations/h per instance"
     lines = [f"target loss {args.target_loss:g} by {args.deadline_s:.0f} s; {source}; "

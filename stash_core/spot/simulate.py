@@ -99,12 +99,17 @@ def check_trace(trace: list[tuple[float, str]], offers: list[InstanceOffer]) -> 
         )
 
 
+class NoStartingPlan(UsageError):
+    """No cluster can start the training: the answer is "no plan", as `stash spot` gives it (exit status 1),
+    not bad input."""
+
+
 def starting_plan(offers: list[InstanceOffer], plan_workload: Workload, target_loss: float, deadline_s: float,
                   links: dict) -> PlanResult:  # fmt: skip
     """The plan every simulated training starts from (the same for each: planned once per strategy)."""
     first = plan_spot_cluster(offers, plan_workload, target_loss, deadline_s, **links)
     if not first.candidates:  # not even a cluster to start with and miss the deadline on
-        raise UsageError(f"simulation: no cluster to start training with: {first.infeasible_reason}")
+        raise NoStartingPlan(f"simulation: no cluster to start training with: {first.infeasible_reason}")
     return first
 
 

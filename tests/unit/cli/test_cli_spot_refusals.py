@@ -126,9 +126,21 @@ def test_a_trace_that_never_lets_training_finish_says_so(tmp_path, capsys):
     assert spot["never_finishes"] == 1 and spot["mean_time_s"] is None and spot["p_deadline"] == 0
 
 
-def test_a_deadline_no_cluster_can_start_on_is_refused(tmp_path, capsys):
-    status, out = _stash(tmp_path, capsys, ["spot-simulate", "--deadline-s", "30", "--rate-per-h", "1"])
-    _one_line(status, out, "no cluster to start training with")
+def test_a_deadline_no_cluster_can_start_on_is_no_plan_as_spot_says_it(tmp_path, capsys):
+    """It exited 2 (bad usage), where `stash spot` answers the same case "no plan" with exit status 1."""
+    simulate = ["spot-simulate", "--deadline-s", "30", "--rate-per-h", "1"]
+    status, out = _stash(tmp_path, capsys, simulate)
+    assert status == 1 and out.out.startswith("no plan: no cluster to start training with") and not out.err
+    status, out = _stash(tmp_path, capsys, [*simulate, "--json"])
+    answer = json.loads(out.out)
+    assert status == 1 and answer["exit_status"] == 1 and answer["error"].startswith("no plan: ")
+
+
+def test_the_json_of_a_simulation_states_its_scenario(tmp_path, capsys):
+    status, out = _stash(tmp_path, capsys, [*SIMULATE, "--rate-per-h", "0.5", "--runs", "5", "--json"])
+    answer = json.loads(out.out)
+    assert status == 0 and answer["rate_per_h"] == 0.5 and answer["runs"] == 5 and "seed" in answer
+    assert answer["revocation_s"] > 0 and answer["target_loss"] > 0 and answer["strategies"]
 
 
 def _loss_csv(path, iteration_scale=1.0, batch_scale=1.0):
