@@ -259,3 +259,12 @@ def test_spot_and_spot_simulate_take_the_same_revocation_rates():
         assert parser.parse_args([*argv, "--rate-per-h", "3600"]).rate_per_h == 3600.0
         with pytest.raises(UsageError, match="--rate-per-h"):
             parser.parse_args([*argv, "--rate-per-h", "3601"])
+
+
+def test_a_replan_after_every_instance_was_revoked_takes_a_running_count_of_zero(tmp_path, capsys):
+    """--running g3.8xlarge:0 was refused as "the quota must be a positive integer": a count, not a quota,
+    and 0 is what is left after every one was revoked."""
+    status, out = _stash(tmp_path, capsys, [*REPLAN[:1], "--running", "g3.8xlarge:0", *REPLAN[3:]])
+    assert status == 0 and out.out.startswith("keep 0 running, add "), out.err
+    status, out = _stash(tmp_path, capsys, [*REPLAN[:1], "--running", "g3.8xlarge:-1", *REPLAN[3:]])
+    assert status == 2 and "the count running must be a whole number from 0" in out.err
