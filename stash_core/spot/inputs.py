@@ -138,6 +138,10 @@ def check_writable(path: Path) -> dict[str, Any]:
     if path.is_dir():
         raise UsageError(f"workload file {path} is a folder")
     writable_target(path, "workload file")  # a device or FIFO is refused, a link is written through
+    database = path.with_name(path.name.removesuffix(".wal"))
+    if path.name.endswith(".wal") and database.is_file() and is_duckdb_file(database):
+        raise UsageError(f"workload file {path} is the write-ahead log of the database {database}: choose "
+                         "another path")  # fmt: skip
     if not folder.is_dir():
         raise UsageError(f"workload file {path}: its folder {folder} does not exist")
     if not os.access(folder, os.W_OK | os.X_OK) or (path.exists() and not os.access(path, os.W_OK)):

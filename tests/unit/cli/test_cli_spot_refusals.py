@@ -268,3 +268,15 @@ def test_a_replan_after_every_instance_was_revoked_takes_a_running_count_of_zero
     assert status == 0 and out.out.startswith("keep 0 running, add "), out.err
     status, out = _stash(tmp_path, capsys, [*REPLAN[:1], "--running", "g3.8xlarge:-1", *REPLAN[3:]])
     assert status == 2 and "the count running must be a whole number from 0" in out.err
+
+
+def test_a_workload_file_is_not_written_over_a_databases_write_ahead_log(tmp_path, capsys):
+    """--workload r.duckdb was refused as a database, while r.duckdb.wal, its write-ahead log, was written."""
+    import duckdb
+
+    database = tmp_path / "r.duckdb"
+    duckdb.connect(str(database)).close()
+    log = tmp_path / "r.duckdb.wal"
+    loss_csv = _loss_csv(tmp_path / "loss.csv")
+    assert main(["spot-fit-loss", "--csv", str(loss_csv), "--workload", str(log)]) == 2
+    assert "is the write-ahead log of the database" in capsys.readouterr().err and not log.exists()
