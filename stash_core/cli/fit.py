@@ -104,7 +104,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
     # group labels and model names are text from the database: data, never a terminal escape
     print(printable(format_fit_report(report, all_models=args.all_models, stalls=stalls)))
     if args.residuals:
-        residuals = report.residuals()
+        residuals = report.residuals(fitted_only=True)  # as the table above: no figures of an unfitted model
         if not residuals.empty:
             columns = ["stall", "group", "fit", "model", "measured_s", "fitted_s", "residual_s", "heldout_s"]
             table = residuals[columns].copy()

@@ -35,16 +35,20 @@ class FitReport:
             return pd.DataFrame(columns=SUMMARY_COLUMNS)
         return pd.DataFrame(rows)
 
-    def residuals(self, stall: str | None = None, group: dict[str, Any] | None = None) -> pd.DataFrame:
+    def residuals(
+        self, stall: str | None = None, group: dict[str, Any] | None = None, fitted_only: bool = False
+    ) -> pd.DataFrame:
         """Per point and model: measured, fitted (in-sample) and held-out predictions and residuals; of one
-        stall, or one stall's group, when given (each model builds its table when first asked)."""
+        stall, or one stall's group, when given (each model builds its table when first asked). With
+        `fitted_only`, none of a model with too few profiles to fit, which the summary shows unfitted."""
         if stall is None:
             models = self.models
         elif group is None:
             models = [model for model in self.models if model.stall == stall]
         else:
             models = self.models_for(stall, group)
-        frames = [model.residuals for model in models if not model.residuals.empty]
+        kept = [model for model in models if model.enough_points or not fitted_only]
+        frames = [model.residuals for model in kept if not model.residuals.empty]
         if not frames:
             return pd.DataFrame(columns=RESIDUAL_COLUMNS)
         return pd.concat(frames, ignore_index=True)

@@ -59,11 +59,14 @@ def test_fit_predict_exits_2_when_nothing_could_be_predicted(tmp_path, capsys):
     said = capsys.readouterr()
     assert "no model" in said.out
     # exit status 2 is one line on stderr (it was stdout only); a link's rate is what answers a stall
-    # never profiled, and the line names the options that give it
+    # never profiled, and the line names the options that give it (--bandwidth is the network's: one
+    # machine has none)
     assert said.err.strip() == (
         "stash: no stall of resnet18 could be predicted (see above); a stall never profiled is bounded by "
-        "its link's rate: give --bandwidth (network) or --link-gbps"
+        "its link's rate: give --link-gbps"
     )
+    assert stash("fit", "--predict", "resnet18", "--workers", "4", "--nodes", "2", "--db", empty) == 2
+    assert capsys.readouterr().err.strip().endswith("give --bandwidth (network) or --link-gbps")
     assert stash("fit", "--predict", "resnet18", "--workers", "4", "--link-gbps", "10", "--db", missing) == 0
     assert f"no database at {missing}" in capsys.readouterr().out  # said, and the wire time given
     # a network's bandwidth on one machine was ignored without a word

@@ -128,3 +128,15 @@ def test_a_network_bandwidth_asked_for_gets_its_wire_time_where_its_profiles_are
                            bandwidth_gbps=0.2)  # fmt: skip
     assert answer["stall_s"] is not None and "uncalibrated" in answer["method"], answer
     assert "not enough profiles (2 of" in answer["note"]
+
+
+def test_the_residuals_table_leaves_out_a_model_the_summary_calls_unfitted(tmp_path: Path, capsys) -> None:
+    """`fit --all-models --residuals` listed 'bytes+tensors+layers: not enough profiles (5 of 6 needed)', then
+    printed fitted and held-out figures for it."""
+    from stash_core.cli.main import main
+
+    db = family_db(tmp_path, ["m1", "m2", "m3", "m4", "m5"])
+    assert main(["fit", "--db", str(db), "--all-models", "--residuals"]) == 0
+    summary, _, residuals = capsys.readouterr().out.partition("residual_s")
+    assert "linear: bytes+tensors+layers" in summary and "not enough profiles (5 of 6 needed" in summary
+    assert "linear: bytes+tensors " in residuals and "bytes+tensors+layers" not in residuals
