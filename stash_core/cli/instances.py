@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import shlex
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ from stash_core.cli.args import (
 from stash_core.errors import UsageError
 from stash_core.pathargs import input_text
 from stash_core.terminal import printable
+from stash_core.units import finite_float
 
 # The catalog is imported inside cmd_instances: building `stash --help` must not load pandas. The values are
 # checked here when the command line is read, and again by the catalog (catalog/fields.py).
@@ -176,6 +178,11 @@ def cmd_instances(args: argparse.Namespace) -> int:
         row = set_instance(path, args.name, **fields)
         said = f"updated {row['name']} in {path}: " + ", ".join(f"{key}={row[key]}" for key in fields)
     print(printable(said))
+    spot, on_demand = finite_float(row.get("spot_usd_per_h")), finite_float(row.get("on_demand_usd_per_h"))
+    if spot is not None and on_demand is not None and spot > on_demand:  # kept as given: likely a typo
+        warning = (f"warning: {row['name']}'s spot price ${spot:g}/h is above its on-demand "
+                   f"${on_demand:g}/h; spot capacity sells below on-demand")  # fmt: skip
+        print(printable(warning), file=sys.stderr)
     if new:  # a mistyped --db would otherwise go unnoticed
         print(printable(f"note: {path} did not exist: it is a new database, holding the built-in catalog"))
     return 0

@@ -28,3 +28,14 @@ def test_missing_prices_are_reported_not_invented():
 def test_an_unknown_pricing_is_refused():
     with pytest.raises(UsageError, match="pricing must be one of"):
         hourly_price({"on_demand_usd_per_h": 1.0}, "x", "reserved")
+
+
+def test_a_spot_price_above_on_demand_is_kept_and_warned_about(tmp_path, capsys):
+    from stash_core.cli.main import main
+
+    db = str(tmp_path / "r.duckdb")
+    box = ["--provider", "local", "--accelerator-count", "0", "--vcpus", "2", "--memory-gib", "8", "--db", db]
+    assert main(["instances", "add", "box", *box, "--on-demand-usd-per-h", "30", "--spot-usd-per-h", "50"]) == 0
+    assert "warning: box's spot price $50/h is above its on-demand $30/h" in capsys.readouterr().err
+    assert main(["instances", "set", "box", "--spot-usd-per-h", "10", "--db", db]) == 0
+    assert "warning" not in capsys.readouterr().err
