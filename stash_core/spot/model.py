@@ -48,6 +48,9 @@ class Workload:
             # sqrt((R + g4) n) of eq. 3 at R = 0 (one worker) and sqrt(g4) of eq. 16 need g4 >= 0
             raise UsageError(f"workload g4 = {self.loss_g[3]:g} is negative: the loss model (eq. 3) takes "
                              "sqrt(R + g4) with R = 0 for one worker; refit g1..g5")  # fmt: skip
+        if self.loss_g[0] < 0:  # the domain spot-fit-loss keeps to
+            raise UsageError(f"workload g1 = {self.loss_g[0]:g} is negative: the loss model (eq. 3) divides "
+                             "by j + g1, which would pass through 0 in training; refit g1..g5")  # fmt: skip
         if not 0 <= self.contention_margin < 1:
             raise UsageError(f"contention margin must be in [0, 1), got {self.contention_margin!r}")
 

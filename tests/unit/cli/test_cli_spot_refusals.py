@@ -39,6 +39,7 @@ def _one_line(status, out, message):
         ({"compute_s": [1, 2]}, "compute_s must be an object of instance name -> seconds per iteration"),
         ({"compute_s": 0.9}, "compute_s must be an object of instance name -> seconds per iteration"),
         ({"g": [-1, -1, -1, -1, -1]}, "g4 = -1 is negative"),
+        ({"g": [-876.5, -0.2, 1903.6, 1, 0.5]}, "g1 = -876.5 is negative: the loss model (eq. 3) divides"),
         ({"g": [100, -1, -200, 1, 0.3]}, "does not hold at any batch on offer: g2 x batch + g3 is -328"),
         ({"g": [100, -1, 1000, 1, 0.9]}, "target loss 0.8 is at or below the loss model's floor g5 = 0.9"),
         ({"ps_bandwidth_mbps": -5}, "ps_bandwidth_mbps must be a positive number of MB/s, got -5"),
