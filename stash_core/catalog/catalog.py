@@ -217,8 +217,9 @@ def _update(con: Any, name: str, changes: dict[str, Any]) -> dict[str, Any]:
     price_changed = any(key in changes and changes[key] != row[key] for key in PRICES)
     row.update(changes)
     check_accelerators(row)
+    priced = any(row[key] is not None for key in PRICES)
     if price_changed and "price_date" not in changes:
-        row["price_date"] = today()
+        row["price_date"] = today() if priced else None  # no price left: no date of one
     if price_changed and "source" not in changes:
         row["source"] = "user edit"
     if price_changed and "region" not in changes:

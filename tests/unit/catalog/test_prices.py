@@ -39,3 +39,12 @@ def test_a_spot_price_above_on_demand_is_kept_and_warned_about(tmp_path, capsys)
     assert "warning: box's spot price $50/h is above its on-demand $30/h" in capsys.readouterr().err
     assert main(["instances", "set", "box", "--spot-usd-per-h", "10", "--db", db]) == 0
     assert "warning" not in capsys.readouterr().err
+
+
+def test_an_instance_left_without_prices_keeps_no_price_date(tmp_path):
+    from stash_core.catalog import get_instance, set_instance
+
+    db = tmp_path / "r.duckdb"
+    row = set_instance(db, "g5.xlarge", on_demand_usd_per_h=None, spot_usd_per_h=None)
+    assert row["price_date"] is None and get_instance(db, "g5.xlarge")["price_date"] is None
+    assert set_instance(db, "g5.xlarge", on_demand_usd_per_h=1.0)["price_date"] is not None
