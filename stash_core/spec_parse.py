@@ -273,20 +273,33 @@ def identifier(text: str) -> str:
 QUOTA = count(10_000)
 
 
+RUNNING = Number(0, 10_000, what="a whole number from 0")
+
+
 def offers_text(text: str) -> str:
     """argparse type of --instances NAME[:QUOTA],... (`stash spot`, and plan_spot()'s offers as that text):
     names without control characters, quotas 1..10,000."""
+    return _named_counts(text, "QUOTA", "the quota", QUOTA)
+
+
+def running_text(text: str) -> str:
+    """argparse type of spot-replan's --running NAME[:COUNT],...: as --instances, with counts from 0 (every
+    instance of a type revoked)."""
+    return _named_counts(text, "COUNT", "the count running", RUNNING)
+
+
+def _named_counts(text: str, placeholder: str, what: str, check: Any) -> str:
     parts = [part.strip() for part in text.split(",") if part.strip()]
     if not parts:
-        raise argparse.ArgumentTypeError("give at least one NAME[:QUOTA]")
+        raise argparse.ArgumentTypeError(f"give at least one NAME[:{placeholder}]")
     for part in parts:
-        name, colon, quota = part.partition(":")
+        name, colon, number = part.partition(":")
         identifier(name)
         if colon:
             try:
-                QUOTA(quota)
+                check(number)
             except argparse.ArgumentTypeError as error:
-                raise argparse.ArgumentTypeError(f"{part!r}: the quota {error}") from None
+                raise argparse.ArgumentTypeError(f"{part!r}: {what} {error}") from None
     return text
 
 

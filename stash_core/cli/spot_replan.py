@@ -23,6 +23,7 @@ from stash_core.cli.args import (
 )
 from stash_core.errors import UsageError
 from stash_core.pathargs import input_path
+from stash_core.spec_parse import running_text
 from stash_core.terminal import printable
 from stash_core.userfiles import json_text
 
@@ -48,29 +49,13 @@ def _common(parser: argparse.ArgumentParser, offers_text: Any) -> None:
     add_db_argument(parser)
 
 
-def _running_text(text: str) -> str:
-    """argparse type of --running NAME[:COUNT],...: as --instances, with counts from 0 (all revoked)."""
-    from stash_core.cli.args import identifier
-
-    parts = [part.strip() for part in text.split(",") if part.strip()]
-    if not parts:
-        raise argparse.ArgumentTypeError("give at least one NAME[:COUNT]")
-    for part in parts:
-        name, colon, number = part.partition(":")
-        identifier(name)
-        if colon and not (number.strip().isdigit() and int(number) <= 10_000):
-            raise argparse.ArgumentTypeError(f"{part!r}: the count running must be a whole number from 0 "
-                                             "to 10,000")  # fmt: skip
-    return text
-
-
 def add_commands(subparsers: Any, offers_text: Any) -> None:
     replan = subparsers.add_parser(
         "spot-replan", help="re-plan a spot cluster after a revocation: running instances kept (spotDNN)"
     )
     _common(replan, offers_text)
     replan.add_argument(
-        "--running", required=True, type=_running_text,
+        "--running", required=True, type=running_text,
         help="instances still running: NAME[:COUNT],... (a count of 0: every one of that type was revoked)"
     )
     replan.add_argument("--current-loss", required=True, type=positive_real(1e6), help="loss reached so far")
