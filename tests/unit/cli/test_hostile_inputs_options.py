@@ -147,7 +147,7 @@ REFUSED: list[tuple[str, list[str], str]] = [
     ("replan-budget-nan", [*REPLAN, "--running", "g4dn.xlarge:1", "--current-loss", "2", "--budget-s", "nan"],
      "--budget-s"),
     ("replan-running-text", [*REPLAN, "--running", "g4dn.xlarge:x", "--current-loss", "2", "--budget-s", "9"],
-     "quota"),
+     "the count running"),
     ("memory-batches-zero", [*MEMORY, "0", *DB], "--batches"),
     ("memory-batches-negative", [*MEMORY, "-1,2", *DB], "--batches"),
     ("memory-batches-one", [*MEMORY, "4", *DB], "--batches"),
