@@ -55,6 +55,9 @@ def report_result(run: ProfileRun) -> None:
 def _print_breakdown(run: ProfileRun) -> None:
     doc = run.doc
     kind = (doc.get("model") or {}).get("kind")
+    if not doc.get("breakdown"):  # as `stash show` says it of a run without one
+        print(f"run {doc['run_id']}: no stall breakdown")
+        return
     print(format_breakdown(doc["breakdown"], doc["spec"].get("dataset_images"), kind))
     for line in format_communication(doc["breakdown"]):
         print(line)

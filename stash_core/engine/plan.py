@@ -158,3 +158,14 @@ def check_measurable(spec: ProfileSpec) -> None:
     if missing:
         needs = "; ".join(f"{stall} needs {STALL_NEEDS[stall]}" for stall in missing)
         raise UsageError(f"--stalls {','.join(missing)}: not measurable in this setup: {needs}")
+
+
+def refuse_nothing_to_run(spec: ProfileSpec, plans: list[PhasePlan]) -> None:
+    """UsageError where the hosts took away the only run the --stalls asked for (a first machine of one
+    worker has no R1): a run of nothing is no profile, and was stored as completed."""
+    if not plans:
+        raise UsageError(
+            f"--stalls {','.join(spec.stalls)}: nothing to measure on these hosts: the first machine holds "
+            "one worker, so the interconnect has no run of its own (give it more cores or GPUs, or ask for "
+            "the network stall too)"
+        )

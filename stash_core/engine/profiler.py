@@ -18,6 +18,7 @@ from stash_core.analysis.coherence import (
 )
 from stash_core.analysis.comm import communication_bounds
 from stash_core.analysis.stalls import PhaseTime, breakdown
+from stash_core.engine import plan as run_plans
 from stash_core.engine.data_setup import (
     DataSetup,
     cold_run_not_separable,
@@ -112,6 +113,7 @@ def run_profile(
             reference_workers = settle_on_hosts(spec, remote, doc, reporter, warnings)
             doc["spec"] = spec_record(spec, data, remote)
         chain, plans = plan_phases(spec, reference_workers)
+        run_plans.refuse_nothing_to_run(spec, plans)
         if "interconnect" in spec.stalls and "R1" not in chain and spec.nodes > 1:
             warnings.append(
                 "interconnect not measured: the first machine holds one worker, so R0 is the network "

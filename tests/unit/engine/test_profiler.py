@@ -158,3 +158,16 @@ def test_a_generated_data_set_is_said_where_it_is_kept(tmp_path, monkeypatch):
     said = f"preparing 8 synthetic JPEG images (16 px) in {where} (kept for the next profile)"
     assert reporter.lines[0] == said
     assert data.root.parent == where
+
+
+def test_hosts_that_take_away_the_only_run_asked_for_are_refused_not_a_completed_run_of_nothing():
+    """--workers 1 --nodes 2 --stalls interconnect on a first node of one core: R1 was left out, nothing ran,
+    and the run was stored as completed with no breakdown (then a traceback printing it)."""
+    from stash_core.engine.plan import refuse_nothing_to_run
+
+    spec = ProfileSpec(model="resnet10", batch_size=4, workers_per_node=1, nodes=2, stalls=["interconnect"])
+    chain, plans = plan_phases(spec, reference_workers=1)
+    assert "R1" not in chain and plans == []
+    with pytest.raises(UsageError, match="nothing to measure on these hosts: the first machine holds one"):
+        refuse_nothing_to_run(spec, plans)
+    refuse_nothing_to_run(spec, plan_phases(spec, reference_workers=2)[1])  # R1 there: nothing to say
