@@ -221,6 +221,8 @@ def communication_bounds(
     if added_s and added_s > 0 and exposed_s is not None:
         overlap_share = min(1.0, max(0.0, 1.0 - exposed_s / added_s))
     wire_gbps = wire_busbw_gbps(probe, latency_s)
+    if wire_gbps is not None and link_bps:  # a shaper's burst lets a repetition beat the link, not for long
+        wire_gbps = min(wire_gbps, link_bps / 1e9)
     lower_s = ring_lower_bound_s(grad_bytes, world, wire_gbps, latency_s)
     if lower_s is not None and allreduce_s is not None:
         lower_s = min(lower_s, allreduce_s)  # a bound from the probe's rates is never above what it measured

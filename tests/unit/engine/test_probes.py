@@ -228,3 +228,15 @@ def test_the_json_holds_the_alpha_beta_fit_the_text_ends_with():
     assert fit["link_gbps"] == pytest.approx(8 / fit["beta_s_per_byte"] / 1e9)
     assert json.loads(json.dumps(probe_json(probe)))["allreduce"] == probe["allreduce"]
     assert probe_json({**probe, "allreduce": probe["allreduce"][:1]})["alpha_beta"] is None
+
+
+def test_a_shapers_burst_never_makes_the_wire_faster_than_its_link():
+    """At 800 Mbit/s the wire bus bandwidth read 885 Mbit/s and the lower bound (298 ms) fell below the
+    link's limit (325 ms): tc's token bucket let the fastest 1 MiB repetition through above the rate."""
+    probe = synthetic_probe(0.0002, 0.885, 4)  # as fast as the burst made it
+    probe["gradient_allreduce"] = {"size_bytes": 20 * MIB, "time_s": 0.5}
+    bounds = communication_bounds("network", {"seconds": 0.4}, probe, None, 20 * MIB, {}, "R1", "R1n", 8e8)
+    assert bounds["wire_busbw_gbps"] == pytest.approx(0.8)
+    assert bounds["lower_bound_s"] >= bounds["link_lower_bound_s"]
+    unshaped = communication_bounds("network", {"seconds": 0.4}, probe, None, 20 * MIB, {}, "R1", "R1n")
+    assert unshaped["wire_busbw_gbps"] == pytest.approx(0.885, rel=0.01)  # no link known: as measured
