@@ -329,7 +329,8 @@ OPTIONS: tuple[Option, ...] = (
            Number(2, MAX_ITERATIONS, what="at least 2")),
     Option("--max-phase-seconds", "max_phase_s", "time per run, in seconds: its first --launches launches "
            "share it, and further rounds start only while the runs' launches so far (start-up included) "
-           "leave room for one more", positive_real(7 * DAY_S)),
+           "leave room for one more; a launch looks at its clock after its first 10 iterations, so slow "
+           "iterations can pass it", positive_real(7 * DAY_S)),
     Option("--launches", "launches", "rounds of launches that always run, every run once per round, "
            "interleaved, for intervals that hold from one launch to the next; with auto and 2 or more, more "
            "rounds follow while a run is short of --target-ci (default: 3 with auto, 1 with --iterations N)",
