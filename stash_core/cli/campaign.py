@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import Any
 
@@ -154,6 +155,7 @@ def cmd_campaign(args: argparse.Namespace) -> int:
 
         if cuda_device_count() == 0:
             raise UsageError("--device cuda: no CUDA device is visible on this machine")
+    _check_fits_here(plan, settings)
     if args.dry_run:
         _print_plan(plan, settings)
         return 0
@@ -171,6 +173,25 @@ def cmd_campaign(args: argparse.Namespace) -> int:
     for item, reason in outcome.failed:
         print(printable(f"  failed: {item.describe()}: {reason}"))
     return 1 if outcome.failed else 0
+
+
+def _check_fits_here(plan: list, settings: Any) -> None:
+    """Each profile this machine runs alone fits it (workers against its cores or GPUs), said before the
+    plan runs: a profile that refuses stops the campaign part way, before the ones that fit."""
+    from stash_core.campaign.plan import profile_spec
+    from stash_core.engine.machine import cuda_device_count, validate
+
+    gpus = None
+    for item in plan:
+        if item.nodes > 1:  # the emulated cluster's nodes: checked once they answer
+            continue
+        if gpus is None:  # torch only where a GPU may be: a CPU machine's dry run stays quick
+            maybe_gpu = settings.device != "cpu" and os.path.exists("/dev/nvidiactl")
+            gpus = cuda_device_count() if maybe_gpu or settings.device == "cuda" else 0
+        try:
+            validate(profile_spec(item, settings), gpus)
+        except UsageError as error:
+            raise UsageError(f"{item.describe()}: {error}") from None
 
 
 def check_script_options(args: argparse.Namespace) -> None:

@@ -287,3 +287,16 @@ def test_recommend_takes_all_instances_as_predict_does(tmp_path, capsys):
     every = capsys.readouterr().out
     assert main(job) == 0
     assert capsys.readouterr().out == every
+
+
+def test_a_campaign_this_machine_cannot_run_part_of_is_refused_before_it_runs(tmp_path, monkeypatch):
+    """--workers 3,1 on two cores: the dry run listed both as "to run", and the campaign stopped at the
+    3-worker profile without running the one that fits."""
+    from stash_core.engine import machine
+
+    monkeypatch.setattr(machine, "usable_cpu_count", lambda: 2)
+    db = str(tmp_path / "c.duckdb")
+    for dry_run in (["--dry-run"], []):
+        with pytest.raises(UsageError, match=r"3 worker\(s\): --workers 3: this machine has 2 usable CPU"):
+            stash("campaign", "--models", "resnet10", "--workers", "3,1", "--device", "cpu", "--db", db,
+                  *dry_run)  # fmt: skip
