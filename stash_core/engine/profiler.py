@@ -306,7 +306,7 @@ def breakdown_of_completed(
         return None
     apart = uncommunicating(completed)
     not_separable.update(apart)
-    not_separable.update(no_loader_stalls(completed))
+    not_separable.update(no_loader_stalls(completed, spec.stalls))
     times = {
         record["name"]: PhaseTime(record["iteration_s"]["mean"], record["iteration_s"]["ci95"])
         for record in completed

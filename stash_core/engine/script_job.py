@@ -8,6 +8,8 @@ are one input-pipeline stall (R2 minus the run before it, kept in "not separated
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from stash_core.analysis.pipeline import input_pipeline as pipeline_difference
 from stash_core.analysis.stalls import STALL_OF_PHASE
 from stash_core.engine.plan import PhasePlan
@@ -154,13 +156,14 @@ def input_pipeline(doc: dict) -> tuple[float, float, str] | None:
     return pipeline_difference(times)
 
 
-def no_loader_stalls(completed: list[dict]) -> dict[str, str]:
-    """CPU and disk as not separable (stall name -> why) where a script's runs iterate no DataLoader: its data
-    loading is part of its compute; {} for a model's profile or a script that uses one."""
+def no_loader_stalls(completed: list[dict], asked: Iterable[str]) -> dict[str, str]:
+    """CPU and disk, of the `asked` stalls, as not separable (stall name -> why) where a script's runs iterate
+    no DataLoader: its data loading is part of its compute; {} for a model's profile or a script that uses
+    one. A stall not asked for is not said at all, as in a model's profile."""
     found = [record["script"] for record in completed if isinstance(record.get("script"), dict)]
     if not found or any(info.get("loader_used") for info in found):
         return {}
-    return {"cpu": NO_LOADER, "disk": NO_LOADER}
+    return {stall: NO_LOADER for stall in ("cpu", "disk") if stall in asked}
 
 
 def uncommunicating(completed: list[dict]) -> dict[str, str]:

@@ -123,3 +123,17 @@ def test_what_the_runs_warned_of_is_said_once_after_the_runs_that_said_it() -> N
     doc["breakdown"] = {"warnings": [], "stalls": {}}
     finish_script_doc(doc)
     assert [w for w in doc["breakdown"]["warnings"] if "dataset" in w] == ["R0, R1: its dataset ..."]
+
+
+def test_a_script_without_a_dataloader_says_only_the_loader_stalls_asked_for() -> None:
+    """--stalls compute,interconnect on a script printed "CPU prep / disk fetch not separable" lines that a
+    model's profile with the same --stalls leaves out."""
+    from stash_core.engine.script_job import NO_LOADER, no_loader_stalls
+
+    runs = [{"name": "R0", "script": {"loader_used": False}}]
+    assert no_loader_stalls(runs, ["compute", "interconnect"]) == {}
+    assert no_loader_stalls(runs, ["compute", "cpu"]) == {"cpu": NO_LOADER}
+    assert no_loader_stalls(runs, ["compute", "interconnect", "network", "cpu", "disk"]) == {
+        "cpu": NO_LOADER, "disk": NO_LOADER,
+    }  # fmt: skip
+    assert no_loader_stalls([{"name": "R0", "script": {"loader_used": True}}], ["cpu", "disk"]) == {}
