@@ -38,11 +38,13 @@ def spread_cause(records: list[dict]) -> str:
         also = f"; also {disagree[0]['name']}'s first launch{first}" if first != shape else ""
         return f"other load on the machine: {load_text}; a quieter machine would narrow it{also}"
     if not disagree:
+        # the load measured below the thresholds is said as what it rules out, not as a cause
+        quiet = f"no other load to blame: {load_text}" if loads else load_text
         caps = sorted({launch["stop_reason"] for launch in launches} & set(CAP_REASONS))
         if caps:
             cap = "iteration" if caps == ["max_iterations"] else "time"
-            return f"its launches stopped at the {cap} cap with their iterations still varying ({load_text})"
-        return f"its iterations vary within launches that agree ({load_text}): longer launches narrow it"
+            return f"its launches stopped at the {cap} cap with their iterations still varying ({quiet})"
+        return f"its iterations vary within launches that agree ({quiet}): longer launches narrow it"
     record = disagree[0]
     finding = launch_spread_finding(_pooled_means(record))
     lag1 = within_launch_lag1(record)

@@ -246,6 +246,9 @@ def test_paired_launches_that_agree_are_not_said_to_disagree() -> None:
         # pooled over its blocks as engine/paired.py pools them: groups carry no interval of their own
         records[0]["pooled"].update(between_ci95=0.01, within_ci95=0.0)
         assert spread_cause(records).startswith("its iterations vary within launches that agree")
+        # a load below the thresholds is what it rules out, not a cause ("(other processes kept 0.00 cores
+        # busy ...)" read as one)
+        assert "(no other load to blame: other processes kept 0.02 cores busy" in spread_cause(records)
 
 
 def test_a_first_launch_far_off_under_steady_load_is_named_beside_the_load() -> None:
