@@ -72,7 +72,9 @@ def format_breakdown(
             unresolved.append(LABELS[name])
     lines.extend(remainder_lines(breakdown, digits))
     if unresolved:
-        lines.append(f"not resolved: {', '.join(unresolved)}; to resolve: {RESOLVE_HINT}")
+        ended = any("the script ended by itself" in str(w) for w in breakdown.get("warnings") or [])
+        hint = "a script with more to do (see its warning), or a quieter machine" if ended else RESOLVE_HINT
+        lines.append(f"not resolved: {', '.join(unresolved)}; to resolve: {hint}")
     for warning in breakdown.get("warnings") or []:
         if warning != headline:
             lines.append(f"warning: {one_line(warning)}")

@@ -94,3 +94,15 @@ def test_a_share_at_an_end_is_not_rounded_onto_it() -> None:
     assert figure(0.18, 0.205, 3).split() == ["0.180", "s", "87.8%"]
     assert figure(2.0, 2.0, 3).split() == ["2.000", "s", "100.0%"]
     assert len(figure(0.0008, 2.0, 3)) == len(figure(0.18, 0.205, 3))  # the columns stay aligned
+
+
+def test_a_script_that_ended_by_itself_is_not_advised_more_iterations() -> None:
+    """An unresolved stall of a script whose loop ran out was told "more iterations per run (--iterations
+    N ...)", which its own warning says cannot help: the script has no more steps."""
+    cpu = {"seconds": 0.01, "ci95_s": 0.05, "status": "measured"}
+    ended = "R3: the script ended by itself in 3 of its 3 launches (after 40 steps at most), so ..."
+    breakdown = {"iteration_s": 0.2, "stalls": {"compute": {"seconds": 0.15, "ci95_s": 0.001,
+                                                              "status": "measured"}, "cpu": cpu}}  # fmt: skip
+    assert "to resolve: more iterations per run" in format_breakdown(breakdown)
+    text = format_breakdown({**breakdown, "warnings": [ended]})
+    assert "to resolve: a script with more to do (see its warning)" in text and "--iterations N" not in text
