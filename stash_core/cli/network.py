@@ -295,7 +295,11 @@ def format_cluster_status(status: dict) -> str:
         lines.append(f"warning: {warning}")
     if status.get("gone"):
         option = "" if name == "default" else f" --name {name}"
-        lines.append(f"its namespaces are gone: stash cluster down{option}, then up again")
+        missing = [node["namespace"] for node in status["nodes"] if not node.get("exists")]
+        lost = "it lost its hub or its state"
+        if missing:
+            lost = f"namespace{'s' if len(missing) > 1 else ''} {', '.join(missing)} gone"
+        lines.append(f"{lost}: stash cluster down{option}, then up again")
     if status.get("ssh_config"):
         lines.append(f"ssh: ssh -F {status['ssh_config']} {status['nodes'][0]['namespace']}")
     else:  # written last by the setup: one cut short has none

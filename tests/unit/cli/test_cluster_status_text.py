@@ -87,3 +87,13 @@ def test_cluster_status_exits_1_for_a_cluster_that_cannot_be_used(monkeypatch, c
     monkeypatch.setattr(cluster, "cluster_status", lambda state_dir=None, name=None: current)
     assert main(["cluster", "status"]) == code
     capsys.readouterr()
+
+
+def test_a_cluster_that_lost_one_namespace_names_it_not_all_of_them() -> None:
+    """After `ip netns del` of one node's namespace it said "its namespaces are gone"."""
+    lost = status(netem=True)
+    lost["nodes"] = [{**lost["nodes"][0], "exists": True},
+                     {**lost["nodes"][0], "index": 1, "namespace": "stash-n1", "exists": False}]  # fmt: skip
+    text = format_cluster_status({**lost, "gone": True, "up": False})
+    assert "namespace stash-n1 gone: stash cluster down, then up again" in text
+    assert "its namespaces" not in text
