@@ -51,4 +51,5 @@ def test_only_a_zoo_name_is_a_zoo_name_never_code_a_stored_run_names() -> None:
     from stash_core.zoo_names import is_zoo_name
 
     assert is_zoo_name("resnet18") and is_zoo_name(" ResNet18 ")
-    assert not any(is_zoo_name(ref) for ref in ("evil.py:make", "this:x", "script:train.py", "resnet18:x", None, 3))
+    code = ("evil.py:make", "this:x", "script:train.py", "resnet18:x", None, 3)
+    assert not any(is_zoo_name(ref) for ref in code)

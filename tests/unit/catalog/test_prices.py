@@ -35,7 +35,8 @@ def test_a_spot_price_above_on_demand_is_kept_and_warned_about(tmp_path, capsys)
 
     db = str(tmp_path / "r.duckdb")
     box = ["--provider", "local", "--accelerator-count", "0", "--vcpus", "2", "--memory-gib", "8", "--db", db]
-    assert main(["instances", "add", "box", *box, "--on-demand-usd-per-h", "30", "--spot-usd-per-h", "50"]) == 0
+    prices = ["--on-demand-usd-per-h", "30", "--spot-usd-per-h", "50"]
+    assert main(["instances", "add", "box", *box, *prices]) == 0
     assert "warning: box's spot price $50/h is above its on-demand $30/h" in capsys.readouterr().err
     assert main(["instances", "set", "box", "--spot-usd-per-h", "10", "--db", db]) == 0
     assert "warning" not in capsys.readouterr().err
