@@ -13,6 +13,7 @@ import pandas as pd
 import streamlit as st
 
 from pages._shared import MEASURES, download_buttons, seconds_text, share_text, show_table
+from stash_core.analysis.advice import resolve_hint
 from stash_core.analysis.epochs import per_epoch
 from stash_core.analysis.stalls import stall_fault
 from stash_core.units import finite_float
@@ -22,7 +23,6 @@ from stash_core.views.stall_frames import (
     REMAINDER,
     REMAINDER_COLOR,
     REMAINDER_LABEL,
-    RESOLVE_HINT,
     stall_detail_rows,
     stall_download_frame,
 )
@@ -151,7 +151,7 @@ def stall_table(run: dict) -> None:
         pd.DataFrame(rows), wrap=long_note, column_config={"Note": st.column_config.TextColumn(width="large")}
     )
     download_buttons(stall_download_frame(run), f"stalls_{run['run_id']}", "bd-stalls")
-    st.caption(table_caption(details))
+    st.caption(table_caption(details, run.get("warnings")))
 
 
 def stall_figure(row: dict) -> str:
@@ -186,10 +186,11 @@ def stall_note(row: dict) -> str:
     return note
 
 
-def table_caption(rows: list[dict]) -> str:
-    """The caption under a one-run table; how to resolve stalls is said once there, not in every row."""
+def table_caption(rows: list[dict], warnings: list | None = None) -> str:
+    """The caption under a one-run table; how to resolve stalls is said once there, not in every row (a
+    script that ran out of steps is told so by its warnings: analysis/advice.py)."""
     if any(row.get("stall") != REMAINDER and row.get("resolved") is False for row in rows):
-        return f"{TABLE_CAPTION} To resolve the stalls not resolved: {RESOLVE_HINT}."
+        return f"{TABLE_CAPTION} To resolve the stalls not resolved: {resolve_hint(warnings)}."
     return TABLE_CAPTION
 
 

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import math
 
+from stash_core.analysis.advice import resolve_hint
 from stash_core.analysis.coherence import impossible_of_stored
 from stash_core.analysis.epochs import per_epoch
 from stash_core.analysis.stalls import (
     REMAINDER_LABEL,
-    RESOLVE_HINT,
     STALLS,
     remainder_of,
     stall_fault,
@@ -72,8 +72,7 @@ def format_breakdown(
             unresolved.append(LABELS[name])
     lines.extend(remainder_lines(breakdown, digits))
     if unresolved:
-        ended = any("the script ended by itself" in str(w) for w in breakdown.get("warnings") or [])
-        hint = "a script with more to do (see its warning), or a quieter machine" if ended else RESOLVE_HINT
+        hint = resolve_hint(breakdown.get("warnings"))
         lines.append(f"not resolved: {', '.join(unresolved)}; to resolve: {hint}")
     for warning in breakdown.get("warnings") or []:
         if warning != headline:

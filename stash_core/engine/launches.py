@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 
+from stash_core.analysis.advice import SCRIPT_ENDED_WORDS
 from stash_core.analysis.stats import Pooled, launch_of_rounds, pool_rounds, summarise
 from stash_core.engine.paired import PAIRED_RUNS, group_rounds
 from stash_core.engine.spread_cause import (  # noqa: F401 - where the rounds' warnings and tests find them
@@ -363,7 +364,7 @@ def script_end_warning(record: dict) -> str | None:
             "go (no list or other reference holding it) and Stash times its successor"
         )
     return (
-        f"{record['name']}: the script ended by itself in {len(ended)} of its {len(launches)} launches "
+        f"{record['name']}: {SCRIPT_ENDED_WORDS} in {len(ended)} of its {len(launches)} launches "
         f"(after {steps} steps at most), so those launches timed only the steps it had; to let each run go "
         f"on to its target or --max-phase-seconds, give the script more to do (more epochs or steps after --)"
         f"{alone}"

@@ -16,7 +16,6 @@ import pandas as pd
 
 from stash_core.analysis.stalls import (
     REMAINDER,
-    RESOLVE_HINT,
     remainder_of,
     stall_fault,
     stall_resolved,
@@ -26,7 +25,7 @@ from stash_core.results.file import STALL_NAMES
 from stash_core.units import UNRESOLVED_NOTE, finite_float
 from stash_core.views.common import STALL_LABELS
 
-__all__ = ["REMAINDER", "RESOLVE_HINT", "stall_detail_rows", "stall_long_frame", "with_remainder_columns"]
+__all__ = ["REMAINDER", "stall_detail_rows", "stall_long_frame", "with_remainder_columns"]
 
 REMAINDER_LABEL = "Not separated"
 REMAINDER_COLOR = "#9D9D9D"

@@ -177,3 +177,13 @@ def test_a_stall_stored_without_a_valid_figure_is_no_bar_and_the_bars_agree_with
     assert "disk" not in set(bars["stall"])
     remainder = bars[bars["stall"] == REMAINDER]["value"].iloc[0]
     assert remainder == pytest.approx(0.5) and bars["bar_end"].iloc[-1] == pytest.approx(1.0)
+
+
+def test_the_pages_advice_for_a_script_that_ran_out_of_steps_is_its_warnings() -> None:
+    """The page told a script whose loop ran out to take more iterations per run, as the command did."""
+    from pages import _stalls
+
+    unresolved = {"stall": "cpu", "resolved": False}
+    ended = ["R3: the script ended by itself in 3 of its 3 launches (after 40 steps at most), so ..."]
+    assert "more iterations per run" in _stalls.table_caption([unresolved])
+    assert "a script with more to do (see its warning)" in _stalls.table_caption([unresolved], ended)
