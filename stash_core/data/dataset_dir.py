@@ -66,13 +66,14 @@ def build_dataset_dir(
     final_dir: Path,
     manifest: dict[str, Any],
     write_files: Callable[[Path], dict[str, Any]],
-    estimated_bytes: int | None = None,
+    estimated_bytes: Callable[[], int] | None = None,
 ) -> Path:
     """Return `final_dir`, building it first unless a complete copy (manifest present) already exists.
 
     `write_files(tmp_dir)` fills a private temp folder and returns extra manifest fields; the manifest is
     written last and the folder renamed into place, so an interrupted build never looks complete. A set of
-    about `estimated_bytes` that the disk has no room for is refused before a file is written."""
+    about `estimated_bytes()` (asked only when it is built) that the disk has no room for is refused before
+    a file is written."""
     parent = final_dir.parent
     if parent.is_dir():
         _remove_stale_tmp_dirs(parent)
@@ -83,7 +84,7 @@ def build_dataset_dir(
     except OSError as exc:
         raise write_failure(f"cannot create data set folder {parent}: {exc.strerror}", exc) from exc
     if estimated_bytes is not None:
-        refuse_without_room(parent, estimated_bytes)
+        refuse_without_room(parent, estimated_bytes())
     tmp_dir = parent / f"{_TMP_PREFIX}{final_dir.name}-{os.getpid()}"
     shutil.rmtree(tmp_dir, ignore_errors=True)
     try:

@@ -132,7 +132,9 @@ def generate_synthetic_jpegs(
                     total_bytes += written_bytes
         return {"total_bytes": total_bytes, "generate_s": round(time.monotonic() - started_s, 3)}
 
-    estimated_bytes = _estimated_bytes(count, image_px, num_classes, seed)
+    def estimated_bytes() -> int:  # one image encoded: only when the set is made, not each time it is reused
+        return _estimated_bytes(count, image_px, num_classes, seed)
+
     return build_dataset_dir(final_dir, manifest, write_files, estimated_bytes)
 
 

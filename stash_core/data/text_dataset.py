@@ -81,7 +81,7 @@ def generate_synthetic_text(count_docs: int, root: Path | None = None, seed: int
             total_bytes += len(data)
         return {"total_bytes": total_bytes}
 
-    return build_dataset_dir(final_dir, manifest, write_files, count_docs * _DOC_DISK_BYTES)
+    return build_dataset_dir(final_dir, manifest, write_files, lambda: count_docs * _DOC_DISK_BYTES)
 
 
 def hash_tokenise(text: str, seq_len: int, vocab_size: int) -> torch.Tensor:

@@ -155,3 +155,15 @@ def test_a_data_set_the_disk_has_no_room_for_is_refused_before_a_file_is_written
         make(10_000)
     assert list(tmp_path.iterdir()) == []  # nothing written, not even a temporary folder
     assert make(64).is_dir()  # a set that fits is made as before
+
+
+def test_a_data_set_already_made_is_reused_without_estimating_its_size(tmp_path, monkeypatch):
+    from stash_core.data import jpeg_dataset
+
+    made = jpeg_dataset.generate_synthetic_jpegs(16, image_px=32, root=tmp_path)
+
+    def estimate(*args):
+        raise AssertionError("an image encoded again for a set that exists")
+
+    monkeypatch.setattr(jpeg_dataset, "_estimated_bytes", estimate)
+    assert jpeg_dataset.generate_synthetic_jpegs(16, image_px=32, root=tmp_path) == made
