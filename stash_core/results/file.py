@@ -19,13 +19,13 @@ from stash_core.errors import UsageError
 from stash_core.results.document import ResultDocument, check_ranges
 from stash_core.results.probe import check_probe_set
 from stash_core.results.values import (
-    MAX_DEPTH,
     check_identifier,
     check_numbers,
     check_timestamp,
     check_tree,
     in_the_future,
     stored_moment,
+    unreadable_json_reason,
 )
 from stash_core.units import STALLS, json_safe  # noqa: F401 - json_safe re-exported
 from stash_core.userfiles import read_user_bytes, write_json_atomic
@@ -161,10 +161,8 @@ def _read_json(path: Path) -> Any:
             f"{path}: not valid JSON (truncated or corrupt at line {exc.lineno} column {exc.colno}: "
             f"{exc.msg})"
         ) from None
-    except RecursionError:
-        raise UsageError(f"{path}: JSON nested too deeply (at most {MAX_DEPTH} levels)") from None
-    except ValueError as exc:  # an integer of more digits than Python converts
-        raise UsageError(f"{path}: a number in the file is too long ({exc})") from None
+    except (RecursionError, ValueError) as exc:
+        raise UsageError(f"{path}: {unreadable_json_reason(exc)}") from None
 
 
 def _json_lines(text: str) -> bool:

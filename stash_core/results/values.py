@@ -8,7 +8,7 @@ import math
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from stash_core.errors import UsageError
+from stash_core.errors import UsageError, first_line
 from stash_core.terminal import unsafe_character
 
 MAX_DEPTH = 32  # objects and lists within each other; a result nests about 7 deep
@@ -47,6 +47,14 @@ def stored_moment(text: str) -> datetime:
 def in_the_future(moment: datetime) -> bool:
     """Past this machine's clock by more than FUTURE_LEEWAY: it would be the newest, "0 s ago", for years."""
     return moment > datetime.now(UTC) + FUTURE_LEEWAY
+
+
+def unreadable_json_reason(error: RecursionError | ValueError) -> str:
+    """Why json.loads gave up on a text past Python's limits: nesting it cannot recurse into, or an integer
+    of more digits than it converts (not Python's own words)."""
+    if isinstance(error, RecursionError):
+        return f"JSON nested too deeply (at most {MAX_DEPTH} levels)"
+    return f"a number in the file is too long ({first_line(error)})"
 
 
 def check_tree(doc: Any, what: str = "result file") -> None:

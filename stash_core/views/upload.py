@@ -14,7 +14,7 @@ import pandas as pd
 from stash_core import store
 from stash_core.errors import NO_SPACE, StashError, UsageError, first_line
 from stash_core.results.file import PROBE_KIND, upgrade_result
-from stash_core.results.values import MAX_DEPTH
+from stash_core.results.values import unreadable_json_reason
 from stash_core.store import queries_upload
 from stash_core.store.connection import DatabaseLocked
 from stash_core.store.simulations import SIMULATION_KIND
@@ -193,12 +193,8 @@ def _check_json(name: str, data: bytes) -> UploadCheck:
                 pass
         return UploadCheck(name, False, f"not valid JSON (line {exc.lineno} column {exc.colno}: {exc.msg})",
                            kind="unknown")  # fmt: skip
-    except RecursionError:  # as the command says it (results/file.py), not Python's own words
-        reason = f"JSON nested too deeply (at most {MAX_DEPTH} levels)"
-        return UploadCheck(name, False, reason, kind="unknown")
-    except ValueError as exc:  # an integer of more digits than Python converts
-        reason = f"a number in the file is too long ({first_line(exc)})"
-        return UploadCheck(name, False, reason, kind="unknown")
+    except (RecursionError, ValueError) as exc:  # as the command says it (results/file.py)
+        return UploadCheck(name, False, unreadable_json_reason(exc), kind="unknown")
     if isinstance(doc, dict) and doc.get("kind") != "stash-profile":
         row = pd.DataFrame([doc])
         if _identify_table(name, row) is not None:  # a one-row JSON-lines export of any table
