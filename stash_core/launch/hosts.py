@@ -154,7 +154,7 @@ def hosts_from_names(
 
 
 def hosts_from_cluster(
-    nodes: int,
+    nodes: int | None,
     state_dir: Path | None = None,
     python: str | None = None,
     workdir: str | None = None,
@@ -162,7 +162,8 @@ def hosts_from_cluster(
     comm_timeout_s: int = DEFAULT_COMM_TIMEOUT_S,
     name: str | None = None,
 ) -> RemoteHosts:
-    """RemoteHosts for the first `nodes` nodes of emulated cluster `name` (this python, this checkout).
+    """RemoteHosts for the first `nodes` nodes (None: every one) of emulated cluster `name` (this python,
+    this checkout).
 
     The cluster is the one state_dir records, else `name`'s own (None: "default"). UsageError with
     the one line "the emulated cluster NAME is not up (...)" when it has no state or lost its namespaces;
@@ -175,6 +176,7 @@ def hosts_from_cluster(
         raise UsageError(missing)
     require_present(name, state_dir)
     targets = cluster.cluster_hosts(state_dir, name)
+    nodes = len(targets) if nodes is None else nodes
     if nodes > len(targets):
         raise UsageError(f"--nodes {nodes}: the emulated cluster {name} has {len(targets)} node(s)")
     status = cluster.cluster_status(state_dir, name)
