@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from typing import Any
 
@@ -180,13 +179,14 @@ def _check_fits_here(plan: list, settings: Any) -> None:
     plan runs: a profile that refuses stops the campaign part way, before the ones that fit."""
     from stash_core.campaign.plan import profile_spec
     from stash_core.engine.machine import cuda_device_count, validate
+    from stash_core.measure.nvml import gpu_status
 
     gpus = None
     for item in plan:
         if item.nodes > 1:  # the emulated cluster's nodes: checked once they answer
             continue
-        if gpus is None:  # torch only where a GPU may be: a CPU machine's dry run stays quick
-            maybe_gpu = settings.device != "cpu" and os.path.exists("/dev/nvidiactl")
+        if gpus is None:  # torch only where NVML sees a GPU: a CPU machine's dry run stays quick
+            maybe_gpu = settings.device != "cpu" and gpu_status()[0]
             gpus = cuda_device_count() if maybe_gpu or settings.device == "cuda" else 0
         try:
             validate(profile_spec(item, settings), gpus)
