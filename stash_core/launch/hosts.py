@@ -20,6 +20,7 @@ from stash_core.launch.cluster.gone import gone_reason, no_state_message, requir
 from stash_core.launch.cluster.names import DEFAULT_NAME, check_name, cluster_option, state_dir_for
 from stash_core.launch.cluster.state import resolve
 from stash_core.launch.ssh import NOT_INSTALLED_FIX, SshTarget, parse_target, remote_check, validate_user
+from stash_core.launch.torchrun import LOOPBACK, resolves_to_loopback
 from stash_core.spec import COMM_TIMEOUT_S, ProfileSpec
 from stash_core.terminal import clipped, one_line
 
@@ -102,6 +103,16 @@ class RemoteHosts:
     def host_texts(self) -> list[str]:
         """Each machine as it is given back to Stash ([user@]host[:port]): two on one address told apart."""
         return [str(target) for target in self.targets]
+
+    def rendezvous_addr(self) -> str:
+        """Node 0's address as the other nodes reach it: as given, else loopback where every host is this
+        machine (each name resolves to loopback here, `--hosts vm,vm`: then nothing listens beyond it),
+        else node 0's host."""
+        if self.master_addr:
+            return self.master_addr
+        if all(resolves_to_loopback(name) for name in self.host_names):
+            return LOOPBACK
+        return self.targets[0].host
 
     def for_nodes(self, nodes: int) -> RemoteHosts:
         """The first `nodes` machines (R0 and R1 run on the first one alone)."""

@@ -92,7 +92,7 @@ def _run_on_nodes(machines: RemoteHosts, module_args: list[str], on_line, timeou
     try:
         launch_torchrun_over_ssh(
             targets=machines.targets, nproc_per_node=1, module=MODULE, module_args=module_args,
-            master_addr=machines.master_addr or machines.targets[0].host,
+            master_addr=machines.rendezvous_addr(),
             master_port=machines.master_port or free_port(),
             env={**machines.env, "OMP_NUM_THREADS": "1"}, python=machines.python, workdir=machines.workdir,
             timeout_s=timeout_s, on_line=lambda _node, line: on_line(line), cpu_sets=machines.cpu_sets,

@@ -15,10 +15,9 @@ from stash_core.launch.hang_watch import HangWatch
 from stash_core.launch.hosts import RemoteHosts
 from stash_core.launch.local import run_local, torchrun_argv
 from stash_core.launch.multinode import free_port, launch_torchrun_over_ssh
+from stash_core.launch.torchrun import LOOPBACK
 from stash_core.launch.torchrun_failure import root_cause
 from stash_core.measure.worker_job import WorkerJob, encode_worker_job
-
-LOOPBACK = "127.0.0.1"
 
 
 def run_workers(
@@ -56,7 +55,7 @@ def run_workers(
         raise MeasurementError(
             f"a run over {nodes} machines needs {nodes} hosts, got {len(machines.targets)}"
         )
-    master_addr = LOOPBACK if nodes == 1 else (machines.master_addr or machines.targets[0].host)
+    master_addr = LOOPBACK if nodes == 1 else machines.rendezvous_addr()
     try:
         launch_torchrun_over_ssh(
             targets=machines.targets,

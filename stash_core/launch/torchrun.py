@@ -106,6 +106,19 @@ def on_loopback_alone(args: list[str]) -> bool:
     return _option(args, "--master-addr") in (LOOPBACK, "localhost")
 
 
+def resolves_to_loopback(name: str) -> bool:
+    """Whether `name` (an address or a host name) stands for this machine's loopback alone, as this machine
+    resolves it (/etc/hosts often maps the machine's own name so); False when it does not resolve."""
+    import ipaddress
+    import socket
+
+    try:
+        found = {info[4][0] for info in socket.getaddrinfo(name.strip("[]"), None)}
+    except (OSError, UnicodeError):
+        return False
+    return bool(found) and all(ipaddress.ip_address(address.split("%")[0]).is_loopback for address in found)
+
+
 def master_address(args: list[str]) -> str | None:
     """The --master-addr of a launch when it is an IP address (node 0 then holds it, preflight checks);
     None for a host name, which node 0 may resolve to another of its addresses than the others reach."""

@@ -106,3 +106,29 @@ def test_a_host_with_another_stash_version_is_refused_before_any_run(monkeypatch
         "install this version there"
     versions["10.0.0.2"] = __version__
     assert [info["host"] for info in hosts.check_hosts(remote)] == ["10.0.0.1", "10.0.0.2"]
+
+
+@pytest.mark.parametrize(
+    ("resolved", "master"),
+    [
+        ({"vm": ["127.0.0.1"], "127.0.0.1": ["127.0.0.1"]}, "127.0.0.1"),
+        ({"vm": ["127.0.1.1", "::1"], "127.0.0.1": ["127.0.0.1"]}, "127.0.0.1"),
+        ({"vm": ["127.0.0.1", "10.0.0.5"], "127.0.0.1": ["127.0.0.1"]}, "vm"),
+        ({"127.0.0.1": ["127.0.0.1"]}, "vm"),  # vm does not resolve here
+    ],
+)
+def test_hosts_that_are_all_this_machine_meet_on_loopback(monkeypatch, resolved, master):
+    """`--hosts vm,127.0.0.1` where /etc/hosts maps the machine's name to 127.0.0.1: node 0 was told `vm`,
+    which is neither loopback's address nor `localhost`, so its gloo sockets listened on every interface."""
+    import socket
+
+    def getaddrinfo(name, port):
+        if name not in resolved:
+            raise socket.gaierror("Name or service not known")
+        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (address, 0)) for address in resolved[name]]
+
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+    remote = hosts.hosts_from_names(["vm:2201", "127.0.0.1:2202"], None, None, "python3", None, None, 29500, 60)
+    assert remote.rendezvous_addr() == master
+    given = hosts.hosts_from_names(["vm", "127.0.0.1"], None, None, "python3", None, "10.1.1.1", 29500, 60)
+    assert given.rendezvous_addr() == "10.1.1.1"  # a master address given is kept
