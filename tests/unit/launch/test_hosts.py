@@ -128,7 +128,7 @@ def test_hosts_that_are_all_this_machine_meet_on_loopback(monkeypatch, resolved,
         return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (address, 0)) for address in resolved[name]]
 
     monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
-    remote = hosts.hosts_from_names(["vm:2201", "127.0.0.1:2202"], None, None, "python3", None, None, 29500, 60)
+    remote = hosts.hosts_from_names(["vm:2201", "127.0.0.1:2202"], python="python3", master_port=29500)
     assert remote.rendezvous_addr() == master
     given = hosts.hosts_from_names(["vm", "127.0.0.1"], None, None, "python3", None, "10.1.1.1", 29500, 60)
     assert given.rendezvous_addr() == "10.1.1.1"  # a master address given is kept
