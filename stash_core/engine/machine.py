@@ -2,22 +2,15 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Collection
 from dataclasses import replace
 
 from stash_core.engine.paired import why_not_paired
 from stash_core.engine.plan import check_disk_cap, check_measurable, plan_phases
 from stash_core.errors import UsageError
+from stash_core.measure.remote_info import usable_cpu_count
 from stash_core.spec import ProfileSpec, default_of
 from stash_core.spec_checks import check_fields
-
-
-def usable_cpu_count() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
 
 
 def validate(spec: ProfileSpec, cuda_devices: int) -> None:

@@ -57,13 +57,22 @@ def _gpus(torch_module: object | None) -> tuple[list[dict], str | None, str]:
     return [], None, f"no GPU: {status}"
 
 
+def usable_cpu_count() -> int:
+    """The cores this process may run on (its affinity: a container's or a taskset's share), not every core
+    the machine has: what a profile's workers get."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
 def collect() -> dict:
     info: dict = {
         "hostname": socket.gethostname(),
         "python_version": platform.python_version(),
         "python_executable": sys.executable,
         "platform": platform.platform(),
-        "cpu_count": os.cpu_count(),
+        "cpu_count": usable_cpu_count(),
         "stash_version": _stash_version(),
         "torch_version": None,
         "torch_error": None,

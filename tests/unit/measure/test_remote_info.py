@@ -51,3 +51,23 @@ def test_a_host_with_another_stash_version_is_told_so():
         "host)"
     assert told in format_remote_info("n1", info).splitlines()
     assert f"stash     {__version__}" in format_remote_info("n1", {**info, "stash_version": __version__})
+
+
+def test_a_host_counts_the_cores_its_processes_may_use():
+    """A host whose shell runs on one core of two (a container's cpuset, a taskset) reported both, so a
+    profile over hosts would put two workers where one core serves them; a local profile counts one."""
+    import os
+    import subprocess
+    import sys
+
+    import pytest
+
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("needs two cores to leave one out")
+    source = (
+        "import os; os.sched_setaffinity(0, {min(os.sched_getaffinity(0))}); "
+        "from stash_core.measure import remote_info; print(remote_info.collect()['cpu_count'])"
+    )
+    done = subprocess.run([sys.executable, "-c", source], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "1"
