@@ -156,8 +156,10 @@ def build_parser() -> argparse.ArgumentParser:
     add_format_argument(runs, "runs, stored")
     add_db_argument(runs)
 
-    show = commands.add_parser("show", help="show the stall breakdown of a stored run")
-    show.add_argument("run_id", help="the run id, or any unique part of it (the short suffix the pages show)")
+    show = commands.add_parser("show", help="show the stall breakdown of a stored run (or a probe set)")
+    show.add_argument(
+        "run_id", help="the run id or a probe set's, or any unique part of it (the short suffix the pages show)"
+    )
     add_format_argument(show, "run, breakdown")
     add_db_argument(show)
 

@@ -42,7 +42,7 @@ def format_probe(probe: dict) -> str:
     gradient = probe.get("gradient_allreduce")
     if gradient:
         lines.append(
-            f"  gradients {format_size(gradient['size_bytes'])} in {gradient.get('buckets')} DDP bucket(s): "
+            f"  gradients {format_size(gradient['size_bytes'])}{_buckets(gradient.get('buckets'))}: "
             f"{format_time(gradient['time_s'])} (busbw {format_rate(gradient.get('busbw_gbps'))})"
         )
     for row in probe.get("p2p") or []:
@@ -70,6 +70,11 @@ def format_probe(probe: dict) -> str:
             f"  alpha-beta fit: alpha {format_time(alpha_s)} per call, beta -> {format_rate(8 / beta / 1e9)}"
         )
     return "\n".join(lines)
+
+
+def _buckets(count: int | None) -> str:
+    """ " in N DDP bucket(s)"; nothing where the count is not known (a probe set read back from the database)."""
+    return f" in {count} DDP bucket(s)" if count else ""
 
 
 def probe_json(probe: dict) -> dict:

@@ -10,12 +10,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from stash_core.analysis.core_sharing import core_sharing_note
-from stash_core.cli.probe_text import format_communication
+from stash_core.cli.probe_text import format_communication, format_probe, probe_json
 from stash_core.cli.report import format_breakdown
 from stash_core.errors import no_run_error
 from stash_core.store.catalog_seed import BUILTIN_CATALOG_CSV, builtin_catalog_rows
 from stash_core.store.partial_time import partial_note, partial_notes
-from stash_core.store.runs import run_record, run_rows
+from stash_core.store.runs import probe_set_record, run_record, run_rows
 from stash_core.store.stored_breakdown import breakdown_from_stored
 from stash_core.store.summary import catalog_names, database_summary
 from stash_core.terminal import one_line
@@ -34,7 +34,8 @@ def show_run(db_path: Path | str, run_id: str) -> str:
     pages show included). UsageError when no run or several runs match."""
     run = run_record(db_path, run_id)
     if run is None:
-        raise no_run_error(run_id, db_path)
+        probe = _probe_set(db_path, run_id)
+        return f"probe set {probe['probe_id']}\n{format_probe(probe)}"
     return format_stored_run(run, db_path)
 
 
@@ -45,10 +46,19 @@ def show_json(db_path: Path | str, run_id: str) -> str:
     time (one that failed)}; times as ISO 8601 text, unknown figures null."""
     run = run_record(db_path, run_id)
     if run is None:
-        raise no_run_error(run_id, db_path)
+        return _json_text({"probe": probe_json(_probe_set(db_path, run_id))})
     breakdown = breakdown_from_stored(run)  # None for a run without an iteration time (one that failed)
     fields = {key: value for key, value in run.items() if key not in (breakdown or {}) and key != "stalls"}
     return _json_text({"run": fields, "breakdown": breakdown})
+
+
+def _probe_set(db_path: Path | str, given_id: str) -> dict:
+    """The probe set `given_id` names where it names no run (`stash probe` prints its id as a run's is
+    printed); UsageError when it names neither."""
+    probe = probe_set_record(db_path, given_id)
+    if probe is None:
+        raise no_run_error(given_id, db_path)
+    return probe
 
 
 def runs_json(db_path: Path | str, limit: int | None = None) -> str:

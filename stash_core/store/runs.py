@@ -22,6 +22,7 @@ import duckdb
 from stash_core.errors import UsageError
 from stash_core.results.file import STALL_NAMES
 from stash_core.store.connection import connect
+from stash_core.store.probe_rows import probe_sets
 from stash_core.store.relations import relation_frame, relation_rows, row_limit
 
 if TYPE_CHECKING:
@@ -155,25 +156,40 @@ def _per_phase_rows(
         return relation_frame(con.sql(sql, params=params))
 
 
-def _resolve(con: duckdb.DuckDBPyConnection, run_id: str) -> str | None:
+def _resolve(con: duckdb.DuckDBPyConnection, run_id: str, column: str = "run_id") -> str | None:
+    """The one id of `column` ("run_id" of runs, "probe_id" of probes) that `run_id` is, or is a unique part
+    of; None when none is; UsageError when several are."""
+    table, what = ("runs", "run") if column == "run_id" else ("probes", "probe set")
     if not run_id:
-        raise UsageError("run id must not be empty")
-    if con.execute("SELECT count(*) FROM runs WHERE run_id = ?", [run_id]).fetchall()[0][0]:
+        raise UsageError(f"{what} id must not be empty")
+    if con.execute(f"SELECT count(*) FROM {table} WHERE {column} = ?", [run_id]).fetchall()[0][0]:
         return run_id
     # A prefix first (it may be unique where the same text also occurs inside other ids), then any part.
-    for condition in ("starts_with(run_id, ?)", "contains(run_id, ?)"):
+    for condition in (f"starts_with({column}, ?)", f"contains({column}, ?)"):
         matches = [
             row[0]
             for row in con.execute(
-                f"SELECT run_id FROM runs WHERE {condition} ORDER BY run_id LIMIT 6", [run_id]
+                f"SELECT DISTINCT {column} FROM {table} WHERE {condition} ORDER BY 1 LIMIT 6", [run_id]
             ).fetchall()
         ]
         if len(matches) == 1:
             return matches[0]
         if len(matches) > 1:
             shown = ", ".join(matches[:5]) + (", ..." if len(matches) > 5 else "")
-            raise UsageError(f"run id {run_id!r} matches several runs ({shown}); give more characters")
+            raise UsageError(f"{what} id {run_id!r} matches several {what}s ({shown}); give more characters")
     return None
+
+
+def probe_set_record(db_path: Path | str, probe_id: str) -> dict[str, Any] | None:
+    """The stored probe set `probe_id` (any unique part of it) as `stash probe` made it
+    (probe_rows.probe_sets), None when no probe set matches."""
+
+    with connect(db_path, read_only=True) as con:
+        full_id = _resolve(con, probe_id, column="probe_id")
+        if full_id is None:
+            return None
+        rows = relation_rows(con.sql("SELECT * FROM probes WHERE probe_id = ?", params=[full_id]))
+    return probe_sets(rows)[0]
 
 
 def _records(frame: pd.DataFrame) -> list[dict[str, Any]]:

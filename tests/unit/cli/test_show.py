@@ -189,3 +189,35 @@ def test_show_json_gives_the_epoch_intervals_a_result_file_gives(tmp_path, capsy
     for stall, entry in doc["breakdown"]["stalls"].items():
         expected = None if entry["ci95_s"] is None else pytest.approx(entry["ci95_s"] * per_epoch)
         assert breakdown["stalls"][stall]["epoch_ci95_s"] == expected, stall
+
+
+def test_show_of_a_probe_sets_id_prints_the_probe_set(tmp_path, capsys) -> None:
+    """`stash probe` ends "probe probe-… saved to DB"; `stash show` of that id said "no run" of it."""
+    import json
+
+    from stash_core.store.ingest import ingest_probe
+
+    db = tmp_path / "r.duckdb"
+    store.ingest_result(db, result_doc(run_id="20261122T110600Z-2904421d"))
+    probe = {
+        "kind": "stash-probe", "schema_version": 1, "probe_id": "probe-20261204T215346Z-aabc5d8e",
+        "run_id": None, "phase": None, "started_at": "2026-12-04T21:53:46+00:00", "hostname": "box1",
+        "instance": None, "backend": "gloo", "device": "cpu", "world_size": 2, "nodes": 1,
+        "workers_per_node": 2, "link_gbps": None,
+        "allreduce": [{"size_bytes": 4096, "repetitions": 20, "time_s": 0.001, "time_min_s": 0.0009,
+                       "algbw_gbps": 0.033, "busbw_gbps": 0.033}],
+        "gradient_allreduce": {"size_bytes": 6 << 20, "time_s": 0.27, "repetitions": 2, "buckets": 2},
+        "p2p": [{"scope": "intra_node", "size_bytes": 8, "time_s": 5e-4}],
+    }  # fmt: skip
+    assert ingest_probe(db, probe) is True
+    assert main(["show", "aabc5d8e", "--db", str(db)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("probe set probe-20261204T215346Z-aabc5d8e\nprobe over 2 worker(s) on 1 machine(s)")
+    assert "gradients 6 MiB: 270.0 ms" in out and "None" not in out
+    assert main(["show", "aabc5d8e", "--db", str(db), "--format", "json"]) == 0
+    shown = json.loads(capsys.readouterr().out)["probe"]
+    assert shown["probe_id"] == probe["probe_id"] and shown["allreduce"][0]["size_bytes"] == 4096
+    assert main(["show", "2904421d", "--db", str(db)]) == 0  # a run still shows as a run
+    assert "iteration" in capsys.readouterr().out
+    assert main(["show", "zzz", "--db", str(db)]) == 2
+    assert capsys.readouterr().err.strip() == f"stash: no run 'zzz' in {db}"
