@@ -156,15 +156,16 @@ def cmd_spot_replan(args: argparse.Namespace) -> int:
 
 
 def cmd_spot_simulate(args: argparse.Namespace) -> int:
+    from stash_core.spot.inputs import on_demand_offers, parse_offers
     from stash_core.spot.simulate import DEFAULT_SEED, NoStartingPlan, read_trace, simulate, simulation_notes
 
     if args.trace is not None and (args.runs is not None or args.seed is not None):
         raise UsageError("--runs and --seed apply to --rate-per-h: a --trace is replayed once, as it is")
     trace = read_trace(args.trace) if args.trace is not None else None
-    workload, _doc, spot_offers, ps, pcie = _inputs(args, "spot")
-    on_demand_offers = _inputs(args, "on_demand")[2]
+    workload, doc, spot_offers, ps, pcie = _inputs(args, "spot")
+    on_demand, unpriced, unpriced_note = on_demand_offers(db_path(args), parse_offers(args.instances), doc)
     try:
-        rows = simulate(spot_offers, on_demand_offers, workload, args.target_loss, args.deadline_s, ps, pcie,
+        rows = simulate(spot_offers, on_demand, workload, args.target_loss, args.deadline_s, ps, pcie,
                         rate_per_h=args.rate_per_h or 0.0, revocation_s=args.revocation_s,
                         runs=args.runs or 200, seed=DEFAULT_SEED if args.seed is None else args.seed,
                         trace=trace)  # fmt: skip
@@ -180,7 +181,7 @@ def cmd_spot_simulate(args: argparse.Namespace) -> int:
         else:
             scenario |= {"rate_per_h": args.rate_per_h or 0.0, "runs": args.runs or 200,
                          "seed": DEFAULT_SEED if args.seed is None else args.seed}  # fmt: skip
-        print(json_text({**scenario, "strategies": rows}, indent=2))
+        print(json_text({**scenario, "strategies": rows, "no_on_demand_price": unpriced}, indent=2))
         return 0
     source = f"trace {args.trace}" if trace is not None else f"{args.rate_per_h:g} revocations/h per instance"
     lines = [f"target loss {args.target_loss:g} by {args.deadline_s:.0f} s; {source}; "
@@ -193,6 +194,7 @@ def cmd_spot_simulate(args: argparse.Namespace) -> int:
                      f"{_seconds(row['mean_time_s']):>9}{_seconds(row['p90_time_s']):>9}"
                      f"{row['mean_cost_usd']:>9.2f}{row['mean_revocations']:>9.1f}")  # fmt: skip
     lines += simulation_notes(rows)
+    lines += [unpriced_note] if unpriced_note else []
     lines.append("simulated with the spotDNN model (no contention: planned with P = 0, trained with the true "
                  "contention); on-demand instances are never revoked")  # fmt: skip
     print("\n".join(lines))

@@ -233,6 +233,27 @@ def build_offers(db_path: Path, offers: list[tuple[str, int]], doc: dict[str, An
     return built
 
 
+def on_demand_offers(db_path: Path, offers: list[tuple[str, int]],
+                     doc: dict[str, Any]) -> tuple[list[InstanceOffer], list[str], str | None]:  # fmt: skip
+    """The on-demand offers of the instances offered that have an on-demand price (one with a spot price
+    alone is left out of an on-demand plan): the offers, the names left out, and a note that says so (None
+    where none is)."""
+    unpriced = [name for name, _ in offers if _has_no_price(db_path, name, "on_demand")]
+    priced = [(name, quota) for name, quota in offers if name not in unpriced]
+    where = "in the catalog (`stash instances set`)"
+    note = None
+    if unpriced and priced:
+        note = f"on-demand: planned without {', '.join(unpriced)}: no on-demand price {where}"
+    elif unpriced:
+        note = f"on-demand: not simulated: no instance offered has an on-demand price {where}"
+    return (build_offers(db_path, priced, doc, "on_demand") if priced else []), unpriced, note
+
+
+def _has_no_price(db_path: Path, name: str, pricing: str) -> bool:
+    instance = get_instance(db_path, name)  # one not in the catalog: build_offers says so
+    return instance is not None and hourly_price(instance, name, pricing)[0] is None
+
+
 def _batch_per_gpu(doc: dict[str, Any], name: str) -> int:
     value = doc.get("batch_per_gpu")
     if isinstance(value, dict):

@@ -189,7 +189,7 @@ def simulate(spot_offers: list[InstanceOffer], on_demand_offers: list[InstanceOf
              plan_overhead_s: float = 0.0) -> list[dict]:  # fmt: skip
     """Per strategy: probability of meeting the deadline, mean and 90th-percentile time, mean cost. The spot
     strategies start from the plan made with `plan_overhead_s` of revocation overhead in its time (as
-    `stash spot --revocation-s` plans it), on-demand from its own (never revoked)."""
+    `stash spot --revocation-s` plans it), on-demand from its own (never revoked; no row without offers)."""
     if runs < 1 or rate_per_h < 0 or not math.isfinite(rate_per_h):
         raise UsageError("simulation: runs >= 1 and a revocation rate >= 0 per hour")
     if trace is not None:
@@ -199,7 +199,7 @@ def simulate(spot_offers: list[InstanceOffer], on_demand_offers: list[InstanceOf
         ("spotDNN", spot_offers, workload, True),
         ("no contention", spot_offers, without_contention(workload), True),
         ("on-demand", on_demand_offers, workload, False),
-    ]
+    ][: 3 if on_demand_offers else 2]  # on-demand only where an instance offered has an on-demand price
     rows = []
     for name, offers, plan_workload, revoked in strategies:
         count = 1 if trace is not None or not revoked or rate_per_h == 0 else runs

@@ -17,7 +17,7 @@ from stash_core.catalog import list_instances
 from stash_core.errors import UsageError
 from stash_core.spot import PlanResult
 from stash_core.spot.fragility import fragile_text  # noqa: F401  (the page words a fragile plan with it)
-from stash_core.spot.inputs import build_offers, load_workload, ps_bandwidth_Bps
+from stash_core.spot.inputs import build_offers, load_workload, on_demand_offers, ps_bandwidth_Bps
 from stash_core.spot.planner import searched_workers
 from stash_core.spot.simulate import PlanRisk, simulate, simulation_notes
 
@@ -173,13 +173,14 @@ def simulation(db_path: Path | str, text: str, offers: tuple[tuple[str, int], ..
     workload, doc = _workload(text)
     offers_list = _offers(offers)
     spot_offers = build_offers(Path(db_path), offers_list, doc, "spot")
-    on_demand_offers = build_offers(Path(db_path), offers_list, doc, "on_demand")
-    rows = simulate(spot_offers, on_demand_offers, workload, target_loss, deadline_s,
+    on_demand, _, unpriced_note = on_demand_offers(Path(db_path), offers_list, doc)
+    rows = simulate(spot_offers, on_demand, workload, target_loss, deadline_s,
                     ps_bandwidth_Bps(None, doc), pcie_gbps * GBPS, rate_per_h=rate_per_h,
                     revocation_s=revocation_s, runs=runs, seed=seed,
                     plan_overhead_s=plan_overhead_s)  # fmt: skip
     frame = pd.DataFrame(rows).drop(columns="infeasible_reason")  # a note says it, above the table
-    frame.attrs["notes"] = simulation_notes(rows)  # no plan in time, the work limit, trainings never finished
+    # no plan in time, the work limit, trainings never finished, instances without an on-demand price
+    frame.attrs["notes"] = simulation_notes(rows) + ([unpriced_note] if unpriced_note else [])
     return frame
 
 

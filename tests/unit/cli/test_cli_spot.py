@@ -408,3 +408,27 @@ def test_help_says_each_default_once(capsys, command, shown):
     text = " ".join(capsys.readouterr().out.split())
     assert shown in text and "(30)" not in text and "(default 32)" not in text and "(default cpu)" not in text
     assert "(default: [" not in text  # a list as it is typed; none where it is empty
+
+
+def test_simulate_leaves_an_instance_with_a_spot_price_alone_out_of_on_demand(tmp_path, capsys):
+    """An instance with only a spot price in the catalog: `spot` planned with it, `spot-simulate` refused the
+    whole comparison ("no on-demand price for instance spotonly")."""
+    db = str(tmp_path / "r.duckdb")
+    assert main(["instances", "add", "spotonly", "--accelerator", "NVIDIA V100 16 GB",
+                 "--accelerator-count", "1", "--spot-usd-per-h", "0.9", "--db", db]) == 0  # fmt: skip
+    example = json.loads((Path(__file__).resolve().parents[3] / "examples" / "workload.json").read_text())
+    example["compute_s"]["spotonly"] = example["compute_s"]["g3.8xlarge"]
+    workload = tmp_path / "w.json"
+    workload.write_text(json.dumps(example))
+    capsys.readouterr()
+    common = ["spot-simulate", "--workload", str(workload), "--target-loss", "0.8", "--deadline-s", "3000",
+              "--rate-per-h", "1", "--runs", "5", "--db", db]  # fmt: skip
+    assert main([*common, "--instances", "g3.8xlarge:3,spotonly:4", "--json"]) == 0
+    answer = json.loads(capsys.readouterr().out)
+    rows = {row["strategy"]: row for row in answer["strategies"]}
+    assert "spotonly" in rows["spotDNN"]["first_plan"] and rows["on-demand"]["first_plan"] == "3 x g3.8xlarge"
+    assert answer["no_on_demand_price"] == ["spotonly"]
+    assert main([*common, "--instances", "spotonly:4"]) == 0
+    out = capsys.readouterr().out
+    assert "on-demand: not simulated: no instance offered has an on-demand price" in out
+    assert "\n  on-demand " not in out  # no row

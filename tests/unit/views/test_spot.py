@@ -55,3 +55,21 @@ def test_a_workload_file_with_a_byte_order_mark_is_read_as_stash_spot_reads_it()
 
     text = workload_text(b"\xef\xbb\xbf" + (REPO / "examples" / "workload.json").read_bytes(), "w.json")
     assert "g3.8xlarge" in workload_names(text)
+
+
+def test_the_pages_simulation_leaves_an_instance_with_a_spot_price_alone_out_of_on_demand(tmp_path):
+    """The Spot page's Simulate refused the comparison for an instance with only a spot price."""
+    import json
+
+    from stash_core.cli.main import main
+    from stash_core.views.spot import simulation
+
+    db = tmp_path / "r.duckdb"
+    assert main(["instances", "add", "spotonly", "--accelerator", "NVIDIA V100 16 GB",
+                 "--accelerator-count", "1", "--spot-usd-per-h", "0.9", "--db", str(db)]) == 0  # fmt: skip
+    workload = json.loads((REPO / "examples" / "workload.json").read_text())
+    workload["compute_s"]["spotonly"] = workload["compute_s"]["g3.8xlarge"]
+    frame = simulation(db, json.dumps(workload), (("g3.8xlarge", 3), ("spotonly", 4)), 0.8, 3000.0, 1.0, 5)
+    assert list(frame["strategy"]) == ["spotDNN", "no contention", "on-demand"]
+    assert "spotonly" not in frame.set_index("strategy").loc["on-demand", "first_plan"]
+    assert "on-demand: planned without spotonly: no on-demand price" in frame.attrs["notes"][-1]
