@@ -284,6 +284,9 @@ def format_cluster_status(status: dict) -> str:
     for node in status["nodes"]:
         link = "up" if node.get("link_up") else "DOWN" if node.get("link_up") is False else "?"
         sshd = "sshd running" if node.get("sshd_alive") else "sshd NOT running"
+        if node.get("exists") is False:  # its sshd may live on in the lost namespace, out of reach
+            left = ", sshd left running in it" if node.get("sshd_alive") else ""
+            link, sshd = "GONE", f"namespace gone{left}"
         cpus = f", cpus {','.join(map(str, node['cpus']))}" if node.get("cpus") else ""
         lines.append(
             f"  {node['namespace']:<{width}}{node['address']:<14}link {link:<5}"

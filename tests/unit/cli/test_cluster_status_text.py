@@ -97,3 +97,17 @@ def test_a_cluster_that_lost_one_namespace_names_it_not_all_of_them() -> None:
     text = format_cluster_status({**lost, "gone": True, "up": False})
     assert "namespace stash-n1 gone: stash cluster down, then up again" in text
     assert "its namespaces" not in text
+
+
+def test_a_node_whose_namespace_is_gone_is_not_shown_as_running() -> None:
+    """`ip netns delete` of a node leaves its sshd running in the lost namespace: the node read "link ?
+    ... sshd running", as if it could be reached."""
+    gone = status(netem=True)
+    gone["nodes"][0] |= {"exists": False, "link_up": None}
+    gone |= {"up": False, "gone": True}
+    line = format_cluster_status(gone).splitlines()[1]
+    assert "link GONE" in line and "namespace gone, sshd left running in it" in line
+    assert "sshd running" not in line.replace("sshd left running", "")
+    gone["nodes"][0]["sshd_alive"] = False
+    assert format_cluster_status(gone).splitlines()[1].endswith("namespace gone")
+    assert "namespace gone" not in format_cluster_status(status(netem=True))
