@@ -357,22 +357,25 @@ def predict_steps(settings: CampaignSettings) -> Predict:
     return predict
 
 
+def cents_up(cost_usd: float) -> float:
+    """A cost in whole cents, rounded up: a budget of the figure said passes ($1.03 never reads as above
+    1.03), and the plan and its least profile read alike."""
+    return math.ceil(round(cost_usd * 100, 6)) / 100
+
+
 def check_budget(plan: CloudPlan, budget_usd: float | None) -> None:
     """UsageError (one line) when the plan costs more than --budget-usd."""
     if budget_usd is None or plan.cost_usd <= budget_usd:
         return
-    # in cents, or fractions of a cent where cents would read as the budget itself ($1.03 above 1.03)
-    cost = f"{plan.cost_usd:.2f}"
-    if float(cost) <= budget_usd:
-        cost = f"{plan.cost_usd:.4f}"
-    said = f"the plan costs ${cost} at catalog prices, above --budget-usd {budget_usd:g}"
+    cost = cents_up(plan.cost_usd)
+    said = f"the plan costs up to ${cost:.2f} at catalog prices, above --budget-usd {budget_usd:g}"
     # the least any plan of these instance types costs: one profile on one of them, its start-up included
     least = min(
         ((item.overhead_s + min(estimate.seconds for estimate in item.todo)) / 3600.0 * item.offer.usd_per_h,
          item.offer.name) for item in plan.instances if item.todo
     )  # fmt: skip
     if budget_usd < least[0]:
-        needed = math.ceil(least[0] * 100) / 100  # in whole cents, up: that budget passes
+        needed = cents_up(least[0])  # that budget passes
         raise UsageError(
             f"{said}, and one profile alone on the cheapest, {least[1]}, costs up to ${needed:.2f} with its "
             f"start-up: raise --budget-usd to at least {needed:.2f}"

@@ -174,7 +174,8 @@ def plan(db_path: Path | str, request: CampaignRequest) -> CampaignPlan:
         cloud_plan.check_budget(found, request.budget_usd)
     except UsageError:  # the command's rule; the page's words
         refusal = (
-            f"Refused: the plan costs ${found.cost_usd:.2f} at catalog prices, above the budget of "
+            f"Refused: the plan costs up to ${cloud_plan.cents_up(found.cost_usd):.2f} at catalog prices, "
+            "above the budget of "
             f"${usd_words(request.budget_usd)}. Fewer instance types, models or batch sizes, or a fixed "
             "number of iterations, cost less."
         )

@@ -17,6 +17,7 @@ from streamlit.testing.v1 import AppTest
 from support import shown
 
 from stash_core.campaign import skypilot_task
+from stash_core.campaign.cloud_plan import cents_up
 from stash_core.engine import jobs
 from stash_core.views import campaign as view
 
@@ -94,7 +95,8 @@ def test_a_budget_below_the_plan_is_refused(empty_db: Path, without_skypilot):
     assert len(app.error) == 1, [e.value for e in app.error]
     refusal = shown(app.error[0].value)
     total = _plan_table(app)["cost_usd"].sum()
-    assert refusal.startswith(f"Refused: the plan costs ${total:.2f} at catalog prices, above the budget of")
+    said = f"Refused: the plan costs up to ${cents_up(total):.2f} at catalog prices, above the"
+    assert refusal.startswith(said)
     assert "above the budget of $0.50." in refusal
     assert not [e for e in app.expander if e.label.startswith("SkyPilot task of ")]  # nothing to launch
     assert app.button(key="campaign-launch").disabled

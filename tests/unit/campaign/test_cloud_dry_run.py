@@ -142,8 +142,8 @@ def test_a_model_given_an_input_of_the_other_kind_is_refused_before_anything_is_
 
 
 def test_a_budget_refusal_never_reads_as_the_budget_itself():
-    """'the plan costs $1.03 ..., above --budget-usd 1.03': the cost is written to the cent where the cents
-    tell it from the budget, else finer."""
+    """'the plan costs $1.03 ..., above --budget-usd 1.03': the cost is written in cents rounded up, which a
+    budget of that figure meets."""
     from types import SimpleNamespace
 
     from stash_core.campaign.cloud_plan import check_budget
@@ -151,6 +151,7 @@ def test_a_budget_refusal_never_reads_as_the_budget_itself():
 
     item = SimpleNamespace(overhead_s=0.0, todo=[SimpleNamespace(seconds=3600.0)],
                            offer=SimpleNamespace(usd_per_h=0.01, name="tiny"))  # fmt: skip
-    for cost, budget, said in ((1.0345, 1.03, "$1.0345"), (1.2, 1.03, "$1.20")):
-        with pytest.raises(UsageError, match=f"costs \\{said} at catalog prices, above --budget-usd 1.03"):
+    for cost, budget, said in ((1.0345, 1.03, "$1.04"), (1.2, 1.03, "$1.20"), (1.0301, 1.03, "$1.04")):
+        refused = f"costs up to \\{said} at catalog prices, above --budget-usd 1.03"
+        with pytest.raises(UsageError, match=refused):
             check_budget(SimpleNamespace(cost_usd=cost, instances=[item]), budget)

@@ -141,7 +141,7 @@ def test_refusals_are_one_line(settings):
     plan = plan_cloud(["g4dn.xlarge"], ["resnet18"], [32], None, settings, predict=fixed_steps)
     check_budget(plan, 1.0)
     with pytest.raises(
-        UsageError, match=r"the plan costs \$0\.10 at catalog prices, above --budget-usd 0.05"
+        UsageError, match=r"the plan costs up to \$0\.11 at catalog prices, above --budget-usd 0.05"
     ) as refused:
         check_budget(plan, 0.05)
     # its one profile is the least these instance types allow: fewer of anything was no way under the budget

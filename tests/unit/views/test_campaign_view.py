@@ -112,7 +112,8 @@ def test_each_instance_type_has_its_skypilot_task(db: Path) -> None:
 def test_a_plan_above_the_budget_is_refused_with_no_task(db: Path) -> None:
     answer = view.plan(db, request(budget_usd=0.5))
     assert answer.refusal is not None and answer.refusal.startswith(
-        f"Refused: the plan costs ${answer.cost_usd:.2f} at catalog prices, above the budget of $0.50."
+        f"Refused: the plan costs up to ${cloud_plan.cents_up(answer.cost_usd):.2f} at catalog prices, "
+        "above the budget of $0.50."
     )
     assert answer.tasks == [] and not answer.launchable
     assert len(answer.instances) == 3  # the plan is still shown
