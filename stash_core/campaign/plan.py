@@ -89,6 +89,7 @@ class CampaignSettings:
     num_classes: int | None = None
     device: str | None = None
     results_dir: Path | None = None
+    cluster_name: str | None = None  # the emulated cluster of the --bandwidths profiles; None: the default
     extra_args: list[str] = field(default_factory=list)
     python: str = sys.executable
 
@@ -334,6 +335,7 @@ def profile_spec(item: CampaignItem, settings: CampaignSettings) -> ProfileSpec:
         device=settings.device or "auto",
         cluster="emulated" if item.bandwidth else None,
         cluster_bandwidth=item.bandwidth or None,
+        cluster_name=settings.cluster_name if item.bandwidth else None,
     )
 
 

@@ -9,6 +9,7 @@ from typing import Any
 from stash_core.cli.args import add_db_argument, comma_list, count, db_path, identifier
 from stash_core.cli.campaign_cloud import add_cloud_arguments, check_cloud_options, cmd_cloud
 from stash_core.errors import UsageError
+from stash_core.launch.cluster.names import check_name
 from stash_core.pathargs import input_path, output_path
 from stash_core.spec_argparse import add_script_args
 from stash_core.spec_parse import (
@@ -85,6 +86,11 @@ def add_commands(subparsers: Any, parser_class: type[argparse.ArgumentParser] | 
         help="comma list of emulated link rates, e.g. 1gbit,200mbit",
     )  # fmt: skip
     camp.add_argument(
+        "--cluster-name", type=_checked(check_name), default=None,
+        help="the emulated cluster the --bandwidths profiles run on (stash cluster up --name; default: the "
+        "default one)",
+    )  # fmt: skip
+    camp.add_argument(
         "--stalls", type=_campaign_stalls, default=None,
         help="compute, interconnect, network (those given are measured); default compute, +interconnect on "
         "2 or more workers a node, +network on nodes > 1",
@@ -119,6 +125,8 @@ def cmd_campaign(args: argparse.Namespace) -> int:
     check_cloud_options(args)
     if args.script is not None and args.bandwidths:  # said first: with --nodes too it is refused
         raise UsageError("--bandwidths goes with models: a script's campaign runs on this machine's links")
+    if args.cluster_name is not None and not args.bandwidths:
+        raise UsageError("--cluster-name goes with --bandwidths: only their profiles use an emulated cluster")
     if args.bandwidths and max(args.nodes) <= 1:
         raise UsageError("--bandwidths needs --nodes with at least one count above 1")
     if args.results_dir is not None:  # what each profile's --out check would refuse, refused before any
@@ -139,6 +147,7 @@ def cmd_campaign(args: argparse.Namespace) -> int:
         num_classes=args.num_classes,
         device=args.device,
         results_dir=args.results_dir,
+        cluster_name=args.cluster_name,
     )
     if args.cloud:
         return cmd_cloud(args, models, settings)

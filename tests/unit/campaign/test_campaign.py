@@ -114,6 +114,22 @@ def test_profile_command_line(tmp_path):
     assert (args.db, args.progress) == (settings.db_path, "json")
     with pytest.raises(UsageError, match="unknown stall gpu"):
         profile_argv(single, replace(settings, stalls=["compute", "gpu"]))
+    # a cluster of another name (`stash cluster up --name lab2`): the profiles over nodes run on it
+    named = replace(settings, cluster_name="lab2")
+    assert "--cluster-name lab2" in " ".join(profile_argv(multi, named))
+    assert "--cluster" not in profile_argv(single, named)
+    args, _ = parse_profile(profile_argv(multi, named)[4:])
+    assert ProfileSpec.from_args(args).cluster_name == "lab2"
+
+
+def test_a_cluster_name_without_bandwidths_is_refused(tmp_path, capsys):
+    from stash_core.cli.main import main
+
+    common = ["campaign", "--family", "resnet", "--depths", "10", "--batch-sizes", "8", "--workers", "1",
+              "--dry-run", "--db", str(tmp_path / "c.duckdb")]  # fmt: skip
+    assert main([*common, "--cluster-name", "lab2"]) == 2
+    assert "--cluster-name goes with --bandwidths" in capsys.readouterr().err
+    assert main([*common, "--cluster-name", "lab2", "--nodes", "2", "--bandwidths", "1gbit"]) == 0
 
 
 def test_one_worker_goes_without_an_interconnect_and_what_cannot_be_measured_is_refused_first(tmp_path):
