@@ -46,4 +46,21 @@ def settle_on_hosts(
         cores = len(remote.cpu_sets[0]) if remote.cpu_sets else int(first.get("cpu_count") or 1)
         # the same threads in every run, so R0, R1 and R1n compare like with like
         spec.threads_per_worker = max(1, cores // max(reference_workers, spec.workers_per_node))
+    if warning := shared_cores_warning(spec, remote, int(first.get("cpu_count") or 1)):
+        warnings.append(warning)
     return reference_workers
+
+
+def shared_cores_warning(spec: ProfileSpec, remote: RemoteHosts, cores: int) -> str | None:
+    """The emulated cluster's nodes are namespaces of this machine: without `--split-cpus` they share its
+    cores, and the workers of R1n that outnumber them compete for them, a cost that real machines would not
+    have and that the network stall then holds."""
+    spread = spec.workers_per_node * len(remote.targets)
+    threads = spec.threads_per_worker or 1
+    if remote.link is None or remote.cpu_sets or spec.device != "cpu" or spread * threads <= cores:
+        return None
+    return (
+        f"the emulated cluster's {len(remote.targets)} nodes share this machine's {cores} cores: the "
+        f"{spread} workers x {threads} thread(s) spread over them compete for those cores, and the network "
+        "stall also holds that competition (stash cluster up --split-cpus gives each node cores of its own)"
+    )
