@@ -96,7 +96,8 @@ def _child(
             answer = ("error", error)
         except BaseException as error:  # anything the user's code raised, GeneratorExit and SystemExit too
             text = " ".join(str(error).split())[:300]
-            answer = ("error", UsageError(f"the model's code raised {type(error).__name__}: {text}"))
+            said = f"{type(error).__name__}: {text}" if text else type(error).__name__
+            answer = ("error", UsageError(f"the model's code raised {said}"))
         if os.getpid() != me:  # a process the user's code forked: only the child answers
             posix._exit(0)
         try:

@@ -17,7 +17,14 @@ from types import ModuleType
 from torch import nn
 
 from stash_core.terminal import named_message
-from stash_core.zoo.user_limits import LIMIT_VAR, UserModelError, limited_user_code, user_code_limit_s
+from stash_core.zoo.user_limits import (
+    LIMIT_VAR,
+    UserCodeExit,
+    UserCodeTimeout,
+    UserModelError,
+    limited_user_code,
+    user_code_limit_s,
+)
 
 # Module names that user files are imported under: one per absolute path, so two files called model.py (or a
 # file called torch.py) never replace each other or a real package in sys.modules.
@@ -26,6 +33,8 @@ USER_MODULE_PREFIX = "_stash_user_model_"
 # (os._exit, sys.path, sys.dont_write_bytecode) is the process's, and a second thread would save the first's
 # stand-ins as the originals and restore them for good (a notebook predicting model files in threads).
 USER_CODE = threading.RLock()
+# Raised through the user's code but not by its fault: Ctrl-C, and the limits' own (user_limits.py)
+NOT_THE_MODELS = (KeyboardInterrupt, UserCodeTimeout, UserCodeExit)
 
 
 def one_line(exc: BaseException) -> str:
@@ -93,7 +102,10 @@ def _import_file(location: str) -> ModuleType:
     sys.modules[name] = module  # dataclasses and pickling look classes up here while the file runs
     try:
         spec.loader.exec_module(module)
-    except (Exception, SystemExit) as exc:
+    except NOT_THE_MODELS:
+        sys.modules.pop(name, None)
+        raise
+    except BaseException as exc:  # GeneratorExit, SystemExit, a BaseException of its own too
         sys.modules.pop(name, None)
         raise UserModelError(f"cannot import model file {location}: {one_line(exc)}") from None
     return module
@@ -102,7 +114,9 @@ def _import_file(location: str) -> ModuleType:
 def _import_module(location: str) -> ModuleType:
     try:
         return importlib.import_module(location)
-    except (Exception, SystemExit) as exc:
+    except NOT_THE_MODELS:
+        raise
+    except BaseException as exc:
         raise UserModelError(f"cannot import model module {location}: {one_line(exc)}") from None
 
 
@@ -223,7 +237,9 @@ def _call(
     _refuse_required_arguments(ref, factory, passes_classes)
     try:
         model = factory(num_classes=num_classes or default_classes) if passes_classes else factory()
-    except (Exception, SystemExit) as exc:
+    except NOT_THE_MODELS:
+        raise
+    except BaseException as exc:
         raise UserModelError(f"model factory {ref} raised {one_line(exc)}") from None
     if not isinstance(model, nn.Module):
         kind = type(model).__name__

@@ -40,7 +40,7 @@ def user_code_limit_s() -> float:
     except ValueError:
         raise UsageError(f"{LIMIT_VAR}={text!r:.40}: give a number of seconds") from None
     if not (math.isfinite(value) and 0 < value <= 86400):
-        raise UsageError(f"{LIMIT_VAR}={text!r:.40}: give seconds from 0 to 86400")
+        raise UsageError(f"{LIMIT_VAR}={text!r:.40}: give seconds above 0, at most 86400")
     return value
 
 

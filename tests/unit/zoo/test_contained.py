@@ -61,6 +61,8 @@ def test_the_csv_lands_where_it_was_asked_even_when_the_file_changes_folder(tmp_
     [
         ("def make(num_classes=10):\n    raise GeneratorExit('bye')\n", "raised GeneratorExit: bye"),
         ("def make(num_classes=10):\n    raise SystemExit(3)\n", "raised SystemExit"),
+        # no message: no colon left dangling after the name
+        ("def make(num_classes=10):\n    raise KeyboardInterrupt\n", "raised KeyboardInterrupt\n"),
         (
             "import os\ndef make(num_classes=10):\n    os.kill(os.getpid(), 9)\n",
             "ended its process (signal 9)",

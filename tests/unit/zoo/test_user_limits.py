@@ -46,3 +46,19 @@ def test_without_a_callers_timer_none_is_left_and_the_limit_still_holds(callers_
         with limited_user_code("model factory f.py:make"):
             time.sleep(5)
     assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0) and callers_alarm == []
+
+
+@pytest.mark.parametrize("where", ["factory", "import"])
+def test_a_base_exception_of_the_models_own_is_its_error_in_this_process_too(tmp_path, where):
+    """`stash_core.predict(model="f.py:make")` let a BaseException the factory raised through, where the
+    command (whose child process catches everything) said it as the model's error."""
+    from stash_core.zoo.user import call_user_factory
+
+    raising = "raise BaseException('base')\n"
+    body = f"def make():\n    {raising}" if where == "factory" else f"{raising}def make():\n    pass\n"
+    (tmp_path / "m.py").write_text(body)
+    with pytest.raises(UserModelError, match="BaseException: base"):
+        call_user_factory(f"{tmp_path}/m.py:make", None, 10)
+    (tmp_path / "k.py").write_text("def make():\n    raise KeyboardInterrupt\n")
+    with pytest.raises(KeyboardInterrupt):  # Ctrl-C is not the model's error: it stops the caller
+        call_user_factory(f"{tmp_path}/k.py:make", None, 10)
