@@ -195,12 +195,14 @@ def names(name: str, value: Any, most: int) -> list[str] | None:
 
 def as_text(value: Any) -> str:
     """A Python value as the command line writes it: a sequence comma separated, a float in its shortest
-    exact form, a path as its text."""
+    exact form (a whole one without its point), a path as its text."""
     if isinstance(value, str):
         return value
     if isinstance(value, list | tuple):
         return ",".join(as_text(item) for item in value)
     if isinstance(value, float):
+        if value.is_integer() and abs(value) < 2**53:  # 1e6 as 1000000: a whole number's rule reads it
+            return str(int(value))
         short = f"{value:g}"
         return short if float(short) == value else repr(value)
     return str(value)

@@ -11,7 +11,7 @@ import pytest
 from stash_core.api.options import as_text, checked, database, names, parse_profile, profile_argv
 from stash_core.errors import UsageError
 from stash_core.spec import ProfileSpec
-from stash_core.spec_parse import BATCH_SIZE
+from stash_core.spec_parse import BATCH_SIZE, count
 
 
 def test_flag_names_and_field_names_give_the_same_arguments():
@@ -27,6 +27,9 @@ def test_python_values_are_written_as_the_command_line_writes_them():
                                "out": Path("/tmp/r.json"), "seed": None})  # fmt: skip
     assert argv == ["--input-shape=3,32,32", "--stalls=compute,cpu", "--target-ci=0.05", "--out=/tmp/r.json"]
     assert as_text(0.1 + 0.2) == repr(0.1 + 0.2)  # no digit lost
+    # a whole float is a whole number: 1e6 images read "1e+06", which a count refused
+    assert (as_text(1000000.0), as_text(64.0), as_text(2.5e-7)) == ("1000000", "64", "2.5e-07")
+    assert checked("dataset_images", 1e6, count(10**12)) == 1_000_000
 
 
 def test_switches_by_flag_and_by_field():
