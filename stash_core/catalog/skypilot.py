@@ -130,8 +130,9 @@ def import_skypilot(
     current = {row["name"]: row for row in list_instances(db_path).to_dict(orient="records")}
     result.rows = kept_over(result.rows, current, result.skipped)
     result.outcome = write_imported_rows(db_path, result.rows)
-    kept = set(result.outcome.kept_user)  # their stored rows, not the file's, are what predictions read
-    result.lacking_network = [name for name in result.lacking_network if name not in kept]
+    # what lacks a figure among the rows written: a user's row kept, or a row skipped, is not the file's
+    written = {row["name"] for row in result.rows} - set(result.outcome.kept_user)
+    result.lacking_network = [name for name in result.lacking_network if name in written]
     return result
 
 

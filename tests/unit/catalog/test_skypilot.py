@@ -244,3 +244,5 @@ def test_a_name_that_differs_from_the_catalogs_only_in_case_is_not_imported(tmp_
     assert "P3.2XLARGE" not in names and get_instance(db, "p3.2xlarge") == before
     assert "G6.XLARGE" not in names and "g6.xlarge" in names
     assert "P3.2XLARGE: differs from p3.2xlarge, already there, only in case; not imported" in result.skipped
+    # a row not imported is not listed as lacking the network figures either (it lacks nothing stored)
+    assert "P3.2XLARGE" not in result.lacking_network and "G6.XLARGE" not in result.lacking_network
