@@ -258,7 +258,7 @@ def identifier(text: str) -> str:
     """argparse type of a name (an instance, a label): non-empty, at most MAX_NAME_CHARS characters, no
     control or bidirectional characters."""
     if len(text) > MAX_NAME_CHARS:
-        raise argparse.ArgumentTypeError(f"a name of {len(text):,} characters: at most {MAX_NAME_CHARS}")
+        raise argparse.ArgumentTypeError(f"{len(text):,} characters: at most {MAX_NAME_CHARS}")
     character = unsafe_character(text)
     if character:
         raise argparse.ArgumentTypeError(f"{text!r} holds the control character {character}")

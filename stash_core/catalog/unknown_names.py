@@ -11,10 +11,14 @@ def unknown_names_note(unknown: Iterable[str], known: Iterable[str]) -> str:
     """' (g5.xlarge:2: names only here, no :QUOTA; g5.xlarg: did you mean g5.xlarge?)', or '' when none is
     close to a known name."""
     known = list(known)
+    folded = {str(name).casefold(): name for name in known}
     notes = []
     for name in unknown:
         if base := _quota_of_known(name, known):
             notes.append(f"{name}: names only here, no :QUOTA (give {base})")
+            continue
+        if (twin := folded.get(name.casefold())) is not None:  # G5.XLARGE: too far apart for difflib
+            notes.append(f"{name}: did you mean {twin}?")
             continue
         close = difflib.get_close_matches(name, known, n=3, cutoff=0.85)  # a letter or two off, not a family
         if close:

@@ -18,6 +18,8 @@ def test_close_names_and_the_quota_form_are_said() -> None:
     )
     assert unknown_names_note(["g5.xlarg"], known).startswith(" (g5.xlarg: did you mean g5.xlarge")
     assert unknown_names_note(["zzzz"], known) == ""
+    # another case of a known name: too far apart for a close match, said all the same
+    assert unknown_names_note(["G5.XLARGE"], known) == " (G5.XLARGE: did you mean g5.xlarge?)"
 
 
 @pytest.mark.parametrize(
