@@ -202,7 +202,7 @@ def call_user_factory(ref: str, num_classes: int | None, default_classes: int) -
 def _call_user_factory(ref: str, location: str, factory_name: str, num_classes: int | None,
                        default_classes: int) -> tuple[nn.Module, bool]:  # fmt: skip
     # a time limit (os._exit cannot end Stash), and no byte-code written beside the user's files
-    with limited_user_code(f"model factory {ref}"), _nothing_written():
+    with limited_user_code(f"model {ref}"), _nothing_written():
         if is_file_location(location):
             folder = Path(location).expanduser().resolve().parent
             with _on_sys_path(folder):
