@@ -47,8 +47,9 @@ def user_code_limit_s() -> float:
 @contextmanager
 def limited_user_code(what: str) -> Iterator[None]:
     """Run the user's code of `what` (e.g. "model f.py:make": its import and factory) under the limits;
-    UsageError (one line) when it runs past its time or calls os._exit. One thread at a time (user.USER_CODE): os._exit is the
-    process's, and a second thread saving it here would save the first one's stand-in and restore that."""
+    UsageError (one line) when it runs past its time or calls os._exit. One thread at a time
+    (user.USER_CODE): os._exit is the process's, and a second thread saving it here would save the first
+    one's stand-in and restore that."""
     limit_s = user_code_limit_s()
     on_main = threading.current_thread() is threading.main_thread()
     real_exit = os._exit
