@@ -183,11 +183,11 @@ class Predictor:
             notes.append("bfloat16 on a GPU without BF16 matrix units: its products run on the FP32 cores")
         if compute.host_s >= compute.gpu_s and path != "measured":
             notes.append(f"overhead-bound: {compute.kernels} kernels dispatched from the host")
-        if comm.link:
-            notes.append(comm_note(comm.link, count, comm.link_class))
         comm_error = comm_stated_error(count, comm.link_class)[0] if workers * count > 1 else None
         interconnect_s, network_s = comm.interconnect_s, comm.network_s
         exact = self._exact_profile(name, workers, count) if path == "measured" else None
+        if comm.link and exact is None:  # the predicted all-reduce's basis, where one is predicted
+            notes.append(comm_note(comm.link, count, comm.link_class))
         if exact is not None:  # this very configuration was profiled: its communication too is measured
             interconnect_s, network_s, comm_error = exact
             basis = f"{basis}, communication as profiled"

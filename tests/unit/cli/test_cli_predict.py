@@ -240,6 +240,9 @@ def test_a_profiled_configuration_is_measured_whole_and_the_others_are_predictio
     one, two = rows[1], rows[2]
     assert one["source"] == "measured" and one["interconnect_s"] == pytest.approx(0.015)
     assert two["source"] == "predicted" and two["path"] == "measured" and two["network_s"] > 0
+    # the profiled configuration's all-reduce is measured: no note of the published bandwidth it would use
+    assert not [note for note in one["notes"] if "published NCCL bus bandwidth" in note], one["notes"]
+    assert [note for note in two["notes"] if "published NCCL bus bandwidth" in note]  # its network predicted
 
 
 def test_a_cpu_machines_profiled_row_shows_its_worker_processes_and_no_gpu_memory(tmp_path, capsys):
