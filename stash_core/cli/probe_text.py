@@ -73,7 +73,8 @@ def format_probe(probe: dict) -> str:
 
 
 def _buckets(count: int | None) -> str:
-    """ " in N DDP bucket(s)"; nothing where the count is not known (a probe set read back from the database)."""
+    """The gradients' "in N DDP bucket(s)"; nothing where the count is not known (a probe set read back from
+    the database)."""
     return f" in {count} DDP bucket(s)" if count else ""
 
 
